@@ -1,0 +1,33 @@
+// Resize of a (possibly fractional) source rectangle of an RGB image to a
+// given output size, as used by RandomResizedCrop: per axis, area averaging
+// when shrinking (each output pixel is the area-weighted mean of the source
+// pixels it covers) and bilinear interpolation when growing (triangle filter,
+// pixel centres at +0.5, edges clamped to the rectangle's pixels). A
+// horizontal flip is folded into the column table (reversed order).
+#ifndef LTC_AUGMENT_RESIZE_H
+#define LTC_AUGMENT_RESIZE_H
+
+#include <stdint.h>
+
+#include "augment/resample.h"
+#include "util/error.h"
+#include "util/image.h"
+
+// Weight table for one axis: the source span [start, start + length) (in
+// source pixels, inside [0, source_size]) onto out_size outputs; reverse
+// mirrors the outputs. Returns -1 when out of memory.
+int resize_table(ResampleTable *table, double start, double length, int source_size, int out_size,
+                 int reverse);
+
+// out: (out_height, out_width, 3) u8, rows out_stride bytes apart. The
+// rectangle (x, y, width, height) is in source pixels and must lie inside the
+// source (checked). Tables and buffer are reused scratch.
+int resize_rgb(const Image *source, double x, double y, double width, double height, int flip,
+               int out_width, int out_height, uint8_t *out, size_t out_stride,
+               ResampleTable *columns, ResampleTable *rows, ResampleBuffer *buffer,
+               ErrorMessage *err);
+
+// One past the last byte of the image's pixels (the end of its last row).
+const uint8_t *image_pixels_end(const Image *image);
+
+#endif

@@ -1,0 +1,181 @@
+// View transform defaults (SimCLR, DINO), their validation, and view_sample:
+// the random parameters of one view, drawn in a fixed order from a
+// counter-based Rng (see augment.h).
+#include <math.h>
+#include <string.h>
+
+#include "augment/augment.h"
+#include "augment/blur.h"
+
+// Brightness / contrast / saturation factors go up to 1 + strength; the 16.16
+// fixed-point colour kernels stay exact in int32 up to a factor of 16.
+#define VIEW_MAX_JITTER 15.0f
+#define VIEW_MAX_SIZE 16384
+
+static ViewTransform default_view(int size) {
+    ViewTransform view = {
+        .size = size,
+        .scale_min = 0.08f, .scale_max = 1.0f,
+        .ratio_min = 3.0f / 4.0f, .ratio_max = 4.0f / 3.0f,
+        .flip_p = 0.5f,
+        .jitter_p = 0.8f,
+        .brightness = 0.8f, .contrast = 0.8f, .saturation = 0.8f, .hue = 0.2f,
+        .grey_p = 0.2f,
+        .blur_p = 0.5f, .blur_sigma_min = 0.1f, .blur_sigma_max = 2.0f,
+        .solarize_p = 0.0f, .solarize_threshold = 0.5f,
+    };
+    return view;
+}
+
+void view_set_simclr(ViewSet *set, int image_size) {
+    memset(set, 0, sizeof *set);
+    set->count = 2;
+    set->views[0] = set->views[1] = default_view(image_size);
+}
+
+// local_count is clamped to [0, AUGMENT_MAX_VIEWS - 2].
+void view_set_dino(ViewSet *set, int global_size, int local_size, int local_count) {
+    memset(set, 0, sizeof *set);
+    if (local_count < 0) local_count = 0;
+    if (local_count > AUGMENT_MAX_VIEWS - 2) local_count = AUGMENT_MAX_VIEWS - 2;
+    ViewTransform global = default_view(global_size);
+    global.scale_min = 0.14f;
+    global.brightness = 0.4f;
+    global.contrast = 0.4f;
+    global.saturation = 0.2f;
+    global.hue = 0.1f;
+    set->views[0] = global;
+    set->views[0].blur_p = 1.0f;
+    set->views[1] = global;
+    set->views[1].blur_p = 0.1f;
+    set->views[1].solarize_p = 0.2f;
+    ViewTransform local = global;
+    local.size = local_size;
+    local.scale_min = 0.05f;
+    local.scale_max = 0.14f;
+    local.blur_p = 0.5f;
+    for (int i = 0; i < local_count; i++) set->views[2 + i] = local;
+    set->count = 2 + local_count;
+}
+
+// Written as !(in range) so that NaN fails too.
+static int check_probability(float p, const char *name, ErrorMessage *err) {
+    if (!(p >= 0.0f && p <= 1.0f))
+        return error_set(err, "view transform: %s = %g must be a probability in [0, 1]", name,
+                         (double)p);
+    return 0;
+}
+
+static int check_strength(float value, float max, const char *name, ErrorMessage *err) {
+    if (!(value >= 0.0f && value <= max))
+        return error_set(err, "view transform: %s = %g must be in [0, %g]", name, (double)value,
+                         (double)max);
+    return 0;
+}
+
+int view_transform_validate(const ViewTransform *t, ErrorMessage *err) {
+    if (t->size < 1 || t->size > VIEW_MAX_SIZE)
+        return error_set(err, "view transform: size = %d must be in [1, %d]", t->size,
+                         VIEW_MAX_SIZE);
+    if (!(t->scale_min > 0.0f && t->scale_min <= 1.0f))
+        return error_set(err, "view transform: scale_min = %g must be in (0, 1]",
+                         (double)t->scale_min);
+    if (!(t->scale_max >= t->scale_min && t->scale_max <= 1.0f))
+        return error_set(err, "view transform: scale_max = %g must be in [scale_min = %g, 1]",
+                         (double)t->scale_max, (double)t->scale_min);
+    if (!(t->ratio_min > 0.0f && isfinite(t->ratio_min)))
+        return error_set(err, "view transform: ratio_min = %g must be positive and finite",
+                         (double)t->ratio_min);
+    if (!(t->ratio_max >= t->ratio_min && isfinite(t->ratio_max)))
+        return error_set(err, "view transform: ratio_max = %g must be finite and >= ratio_min = %g",
+                         (double)t->ratio_max, (double)t->ratio_min);
+    if (check_probability(t->flip_p, "flip_p", err) ||
+        check_probability(t->jitter_p, "jitter_p", err) ||
+        check_probability(t->grey_p, "grey_p", err) ||
+        check_probability(t->blur_p, "blur_p", err) ||
+        check_probability(t->solarize_p, "solarize_p", err) ||
+        check_strength(t->brightness, VIEW_MAX_JITTER, "brightness", err) ||
+        check_strength(t->contrast, VIEW_MAX_JITTER, "contrast", err) ||
+        check_strength(t->saturation, VIEW_MAX_JITTER, "saturation", err) ||
+        check_strength(t->hue, 0.5f, "hue", err) ||
+        check_strength(t->solarize_threshold, 1.0f, "solarize_threshold", err))
+        return -1;
+    if (t->blur_p > 0.0f) {
+        if (!(t->blur_sigma_min > 0.0f && t->blur_sigma_min <= BLUR_MAX_SIGMA))
+            return error_set(err, "view transform: blur_sigma_min = %g must be in (0, %g]",
+                             (double)t->blur_sigma_min, (double)BLUR_MAX_SIGMA);
+        if (!(t->blur_sigma_max >= t->blur_sigma_min && t->blur_sigma_max <= BLUR_MAX_SIGMA))
+            return error_set(err,
+                             "view transform: blur_sigma_max = %g must be in [blur_sigma_min = %g, %g]",
+                             (double)t->blur_sigma_max, (double)t->blur_sigma_min,
+                             (double)BLUR_MAX_SIGMA);
+    }
+    return 0;
+}
+
+static int clamp_int(int value, int low, int high) {
+    return value < low ? low : value > high ? high : value;
+}
+
+// torchvision RandomResizedCrop.get_params: 10 tries of a random area and
+// log-uniform aspect ratio, then the central crop with the ratio clamped.
+// Python's round() is round-half-even, as nearbyint in the default mode.
+static PixelRect sample_crop(const ViewTransform *t, int width, int height, Rng *rng) {
+    const double area = (double)width * (double)height;
+    const double log_min = log((double)t->ratio_min), log_max = log((double)t->ratio_max);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        const double scale =
+            t->scale_min + ((double)t->scale_max - t->scale_min) * (double)rng_uniform(rng);
+        const double ratio = exp(log_min + (log_max - log_min) * (double)rng_uniform(rng));
+        const double target = area * scale;
+        const double w = nearbyint(sqrt(target * ratio)), h = nearbyint(sqrt(target / ratio));
+        if (w > 0.0 && w <= width && h > 0.0 && h <= height) {
+            PixelRect crop = {.width = (int)w, .height = (int)h};
+            crop.y = (int)rng_below(rng, (uint32_t)(height - crop.height + 1));
+            crop.x = (int)rng_below(rng, (uint32_t)(width - crop.width + 1));
+            return crop;
+        }
+    }
+    const double in_ratio = (double)width / (double)height;
+    PixelRect crop = {.width = width, .height = height};
+    if (in_ratio < t->ratio_min)
+        crop.height = clamp_int((int)nearbyint(width / (double)t->ratio_min), 1, height);
+    else if (in_ratio > t->ratio_max)
+        crop.width = clamp_int((int)nearbyint(height * (double)t->ratio_max), 1, width);
+    crop.x = (width - crop.width) / 2;
+    crop.y = (height - crop.height) / 2;
+    return crop;
+}
+
+// Draw order: crop, flip, jitter?, op order, 4 jitter factors, grey?, blur?,
+// blur sigma, solarize?. Everything after the crop is always drawn, so
+// whether one op applies never shifts the draws of the next.
+void view_sample(const ViewTransform *t, int image_width, int image_height, Rng *rng,
+                 ViewParams *params) {
+    memset(params, 0, sizeof *params);
+    if (image_width > 0 && image_height > 0)
+        params->crop = sample_crop(t, image_width, image_height, rng);
+    params->flip = rng_bernoulli(rng, t->flip_p);
+    params->jitter = rng_bernoulli(rng, t->jitter_p);
+    JitterOp order[4] = {JITTER_BRIGHTNESS, JITTER_CONTRAST, JITTER_SATURATION, JITTER_HUE};
+    for (int i = 3; i > 0; i--) {  // Fisher-Yates
+        const int j = (int)rng_below(rng, (uint32_t)(i + 1));
+        const JitterOp swap = order[i];
+        order[i] = order[j];
+        order[j] = swap;
+    }
+    const float brightness = rng_range(rng, fmaxf(0.0f, 1.0f - t->brightness), 1.0f + t->brightness);
+    const float contrast = rng_range(rng, fmaxf(0.0f, 1.0f - t->contrast), 1.0f + t->contrast);
+    const float saturation = rng_range(rng, fmaxf(0.0f, 1.0f - t->saturation), 1.0f + t->saturation);
+    const float hue = rng_range(rng, -t->hue, t->hue);
+    for (int i = 0; i < 4; i++) params->order[i] = order[i];
+    params->brightness_factor = params->jitter ? brightness : 1.0f;
+    params->contrast_factor = params->jitter ? contrast : 1.0f;
+    params->saturation_factor = params->jitter ? saturation : 1.0f;
+    params->hue_factor = params->jitter ? hue : 0.0f;
+    params->grey = rng_bernoulli(rng, t->grey_p);
+    const int blur = rng_bernoulli(rng, t->blur_p);
+    const float sigma = rng_range(rng, t->blur_sigma_min, t->blur_sigma_max);
+    params->blur_sigma = blur ? sigma : 0.0f;
+    params->solarize = rng_bernoulli(rng, t->solarize_p);
+}

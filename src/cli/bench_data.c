@@ -1,0 +1,235 @@
+// `lightly-train-c bench-data`: runs the input pipeline alone (scan, read,
+// decode, augment into batches, no model) and reports images/s, where worker
+// time goes, skipped files and what would bound training.
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "augment/augment.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "data/loader.h"
+#include "data/scan.h"
+#include "util/cpu.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int signal_number) {
+    (void)signal_number;
+    interrupted = 1;
+}
+
+static void print_warning(void *context, const char *message) {
+    (void)context;
+    fprintf(stderr, "warning: %s\n", message);
+}
+
+typedef struct BenchDataArgs {
+    const char *data;
+    int method;  // index into method_names
+    int batch_size;
+    int num_workers;  // -1 = auto
+    int image_size;
+    int local_size;
+    int local_views;
+    int steps;
+    int warmup_steps;
+    int seed;
+    double max_pixels;
+} BenchDataArgs;
+
+static const char *const method_names[] = {"simclr", "dino", NULL};
+
+static void print_scan_summary(const Dataset *dataset, double seconds) {
+    printf("dataset: %zu images in '%s' (listed in %.2f s)", dataset->count, dataset->root,
+           seconds);
+    const ScanSummary *summary = &dataset->summary;
+    if (summary->skipped_files) {
+        printf("; skipped %llu other files:", (unsigned long long)summary->skipped_files);
+        for (int k = 0; k < summary->skipped_kind_count; k++)
+            printf("%s %llu %s%s", k ? "," : "", (unsigned long long)summary->skipped_kinds[k].count,
+                   summary->skipped_kinds[k].extension[0] ? "." : "(no extension)",
+                   summary->skipped_kinds[k].extension);
+    }
+    if (summary->symlink_loops)
+        printf("; %llu symlink loop(s) not followed", (unsigned long long)summary->symlink_loops);
+    printf("\n");
+}
+
+// The verdict: which resource bounds the pipeline, with what would help.
+static void print_verdict(const LoaderStats *stats, int workers, double wall_seconds,
+                          double images_per_second) {
+    const double busy = stats->read_seconds + stats->decode_seconds + stats->augment_seconds;
+    if (busy <= 0.0) return;
+    const double read_share = stats->read_seconds / busy;
+    const double per_worker = images_per_second / workers;
+    const double utilisation = busy / (wall_seconds * workers);
+    if (read_share > 0.5) {
+        printf("verdict: I/O-bound: reading files takes %.0f%% of worker time; faster storage "
+               "(local SSD, files in page cache) helps more than more workers\n",
+               100.0 * read_share);
+    } else {
+        printf("verdict: CPU-bound: decode + augment take %.0f%% of worker time (workers %.0f%% "
+               "busy); each worker adds about %.0f images/s, so more cores/workers help\n",
+               100.0 * (1.0 - read_share), 100.0 * utilisation, per_worker);
+    }
+}
+
+static int bench_data_run(const BenchDataArgs *args) {
+    ErrorMessage err = {{0}};
+    Dataset dataset;
+    const double scan_start = time_now();
+    if (dataset_scan(args->data, &dataset, &err) != 0) {
+        fprintf(stderr, "lightly-train-c bench-data: %s\n", err.text);
+        return 2;
+    }
+    print_scan_summary(&dataset, time_now() - scan_start);
+
+    LoaderConfig config = {
+        .dataset = &dataset,
+        .batch_size = args->batch_size,
+        .seed = (uint64_t)args->seed,
+        .rank = 0,
+        .world_size = 1,
+        .shuffle = 1,
+        .total_batches = (uint64_t)(args->steps + args->warmup_steps),
+        .max_pixels = (uint64_t)args->max_pixels,
+        .warn = print_warning,
+    };
+    if (args->method == 0)
+        view_set_simclr(&config.views, args->image_size);
+    else
+        view_set_dino(&config.views, args->image_size, args->local_size, args->local_views);
+    const int cores = cpu_usable_cores();
+    config.num_workers =
+        args->num_workers > 0 ? args->num_workers : cpu_default_workers(cores, 1);
+    if ((size_t)config.batch_size > dataset.count) {
+        fprintf(stderr, "warning: batch size %d is larger than the dataset; using %zu\n",
+                config.batch_size, dataset.count);
+        config.batch_size = (int)dataset.count;
+    }
+
+    printf("pipeline: %s, %d view(s) (", method_names[args->method], config.views.count);
+    for (int v = 0; v < config.views.count; v++)
+        printf("%s%d", v ? " " : "", config.views.views[v].size);
+    printf(" px), batch %d, %d worker(s) (%d usable core(s)), SIMD %s, %d steps after %d "
+           "warm-up\n",
+           config.batch_size, config.num_workers, cores, cpu_has_avx2() ? "AVX2" : "scalar",
+           args->steps, args->warmup_steps);
+
+    Loader *loader = loader_create(&config, &err);
+    if (!loader) {
+        fprintf(stderr, "lightly-train-c bench-data: %s\n", err.text);
+        dataset_free(&dataset);
+        return 2;
+    }
+    signal(SIGINT, on_interrupt);
+    signal(SIGTERM, on_interrupt);
+
+    LoaderStats at_start = {0};
+    double start = time_now();
+    int measured = 0, status = 0;
+    for (int step = 0; step < args->steps + args->warmup_steps && !interrupted; step++) {
+        const Batch *batch = loader_next(loader, NULL, &err);
+        if (!batch) {
+            fprintf(stderr, "lightly-train-c bench-data: %s\n",
+                    err.text[0] ? err.text : "loader stopped");
+            status = 1;
+            break;
+        }
+        loader_release(loader, batch);
+        if (step + 1 == args->warmup_steps) {
+            at_start = loader_stats(loader);
+            start = time_now();
+        }
+        if (step >= args->warmup_steps) measured++;
+    }
+    const double wall = time_now() - start;
+    LoaderStats stats = loader_stats(loader);
+    loader_destroy(loader);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+
+    stats.read_seconds -= at_start.read_seconds;
+    stats.decode_seconds -= at_start.decode_seconds;
+    stats.augment_seconds -= at_start.augment_seconds;
+    if (measured > 0 && wall > 0) {
+        const double images = (double)measured * config.batch_size;
+        const double rate = images / wall;
+        const double produced = (double)(stats.images - at_start.images);
+        const double busy = stats.read_seconds + stats.decode_seconds + stats.augment_seconds;
+        printf("throughput: %.1f images/s (%.1f per worker), %.1f views/s over %d batches in "
+               "%.2f s\n",
+               rate, rate / config.num_workers, rate * config.views.count, measured, wall);
+        if (produced > 0 && busy > 0)
+            printf("worker time: read %.1f%%, decode %.1f%%, augment %.1f%% (per image: read "
+                   "%.2f ms, decode %.2f ms, augment %.2f ms)\n",
+                   100 * stats.read_seconds / busy, 100 * stats.decode_seconds / busy,
+                   100 * stats.augment_seconds / busy, 1e3 * stats.read_seconds / produced,
+                   1e3 * stats.decode_seconds / produced, 1e3 * stats.augment_seconds / produced);
+        print_verdict(&stats, config.num_workers, wall, rate);
+    }
+    printf("skipped files: %llu (batch positions substituted: %llu)\n",
+           (unsigned long long)stats.skipped_files, (unsigned long long)stats.replacements);
+    if (interrupted) {
+        printf("interrupted after %d measured batches\n", measured);
+        status = 130;
+    }
+    dataset_free(&dataset);
+    return status;
+}
+
+int command_bench_data(int argc, char **argv) {
+    BenchDataArgs args = {
+        .method = 0,
+        .batch_size = 128,
+        .num_workers = -1,
+        .image_size = 224,
+        .local_size = 96,
+        .local_views = 6,
+        .steps = 50,
+        .warmup_steps = 2,
+        .seed = 0,
+        .max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS,
+    };
+    const OptionSpec specs[] = {
+        {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
+         .help = "folder of images (searched recursively)", .required = 1},
+        {.name = "method", .type = OPTION_CHOICE, .value = &args.method, .metavar = "NAME",
+         .help = "view transforms of this SSL method", .choices = method_names},
+        {.name = "batch-size", .type = OPTION_INT, .value = &args.batch_size, .metavar = "N",
+         .help = "images per batch", .min = 1, .max = 65536},
+        {.name = "num-workers", .type = OPTION_INT, .value = &args.num_workers,
+         .metavar = "N|auto", .help = "worker threads (auto: usable cores - 1)", .min = 1,
+         .max = 1024, .allow_auto = 1},
+        {.name = "image-size", .type = OPTION_INT, .value = &args.image_size, .metavar = "N",
+         .help = "side of the (global) views in pixels", .min = 8, .max = 4096},
+        {.name = "local-size", .type = OPTION_INT, .value = &args.local_size, .metavar = "N",
+         .help = "dino: side of the local views", .min = 8, .max = 4096},
+        {.name = "local-views", .type = OPTION_INT, .value = &args.local_views, .metavar = "N",
+         .help = "dino: number of local views", .min = 0, .max = AUGMENT_MAX_VIEWS - 2},
+        {.name = "steps", .type = OPTION_INT, .value = &args.steps, .metavar = "N",
+         .help = "batches to measure", .min = 1, .max = 1000000000},
+        {.name = "warmup-steps", .type = OPTION_INT, .value = &args.warmup_steps, .metavar = "N",
+         .help = "batches run before measuring", .min = 0, .max = 1000000},
+        {.name = "seed", .type = OPTION_INT, .value = &args.seed, .metavar = "N",
+         .help = "random seed", .min = 0, .max = 2147483647},
+        {.name = "max-pixels", .type = OPTION_FLOAT, .value = &args.max_pixels, .metavar = "N",
+         .help = "skip images that would decode to more pixels", .min = 1, .max = 1e12},
+    };
+    const OptionParser parser = {
+        .program = "lightly-train-c bench-data",
+        .summary = "Runs the input pipeline alone (read, decode, augment; no model) and "
+                   "reports images/s, where worker time goes and what bounds training.",
+        .specs = specs,
+        .count = (int)(sizeof specs / sizeof specs[0]),
+    };
+    ErrorMessage err = {{0}};
+    const int parsed = options_parse(&parser, argc, argv, stdout, &err);
+    if (parsed == 1) return 0;
+    if (parsed != 0) {
+        fprintf(stderr, "%s: %s\n", parser.program, err.text);
+        return 2;
+    }
+    return bench_data_run(&args);
+}

@@ -1,0 +1,420 @@
+// Worker pool and batch ring (see loader.h).
+//
+// One mutex guards the hand-out position and the ring; workers take one
+// sample position at a time, decode and augment it without the lock, then
+// mark it done. A batch slot is reopened only after the consumer released
+// the batch that used it, so workers run at most `slot_count` batches ahead.
+#include "data/loader.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/sampler.h"
+#include "decode/decode.h"
+#include "util/cpu.h"
+#include "util/file.h"
+#include "util/host_memory.h"
+
+#define LOADER_MAX_FILE_BYTES ((size_t)1 << 30)
+// Substitutes tried for one position before the run is declared broken.
+#define LOADER_MAX_ATTEMPTS 64
+#define LOADER_DEFAULT_SLOTS 4
+
+typedef struct BatchSlot {
+    Batch batch;
+    HostBuffer pixels;     // every view of every sample
+    uint32_t *requested;   // (batch_size) indices from the sampler
+    uint32_t *used;        // (batch_size) indices actually decoded
+    int done;              // positions finished
+} BatchSlot;
+
+typedef struct Worker {
+    Loader *loader;
+    pthread_t thread;
+    int thread_started;
+    Decoder *decoder;
+    AugmentScratch *scratch;
+    ByteBuffer file;
+    ViewParams params[AUGMENT_MAX_VIEWS];
+    _Atomic uint64_t read_ns, decode_ns, augment_ns, images;
+} Worker;
+
+struct Loader {
+    LoaderConfig config;
+    Sampler sampler;
+    int slot_count;
+    BatchSlot *slots;
+    int worker_count;
+    Worker *workers;
+
+    pthread_mutex_t mutex;
+    pthread_cond_t slot_free;    // workers wait here for the ring to advance
+    pthread_cond_t batch_ready;  // the consumer waits here
+    uint64_t end_batch;          // UINT64_MAX when endless
+    uint64_t task_batch;         // batch whose positions are being handed out
+    int task_position;
+    uint64_t next_consume;       // batch the consumer takes (or holds) next
+    int stop;
+    int failed;
+    ErrorMessage failure;
+
+    _Atomic uint64_t *bad_files;  // bitmap of files known to fail
+    _Atomic uint64_t skipped_files;
+    _Atomic uint64_t replacements;
+};
+
+static uint64_t nanoseconds_between(double start, double end) {
+    return (uint64_t)((end - start) * 1e9);
+}
+
+// Returns 1 when this call marked the file bad (first failure).
+static int loader_mark_bad(Loader *loader, uint32_t index) {
+    const uint64_t bit = (uint64_t)1 << (index % 64);
+    const uint64_t before = atomic_fetch_or(&loader->bad_files[index / 64], bit);
+    return (before & bit) == 0;
+}
+
+static int loader_is_bad(const Loader *loader, uint32_t index) {
+    return (atomic_load(&loader->bad_files[index / 64]) >> (index % 64)) & 1;
+}
+
+static PixelRect rect_union(PixelRect a, PixelRect b) {
+    const int x0 = a.x < b.x ? a.x : b.x, y0 = a.y < b.y ? a.y : b.y;
+    const int x1 = a.x + a.width > b.x + b.width ? a.x + a.width : b.x + b.width;
+    const int y1 = a.y + a.height > b.y + b.height ? a.y + a.height : b.y + b.height;
+    return (PixelRect){x0, y0, x1 - x0, y1 - y0};
+}
+
+// Reads, decodes and augments one image into position `position` of slot.
+// view_key keys the view randomness (the dataset index, offset for
+// substitutes so a substitute differs from the same image elsewhere).
+static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t view_key,
+                       BatchSlot *slot, int position, ErrorMessage *err) {
+    Loader *loader = worker->loader;
+    const LoaderConfig *config = &loader->config;
+    char path[4096];
+    if (dataset_full_path(config->dataset, index, path, sizeof path) != 0)
+        return error_set(err, "path too long");
+
+    const double t0 = time_now();
+    if (file_read_all(path, &worker->file, LOADER_MAX_FILE_BYTES, err) != 0) return -1;
+    const double t1 = time_now();
+
+    ImageInfo info;
+    if (decoder_probe(worker->decoder, worker->file.data, worker->file.size, &info, err) != 0)
+        return -1;
+    const ViewSet *views = &config->views;
+    PixelRect region = {0, 0, 0, 0};
+    double scale_needed = 0.0;  // smallest scale that keeps every view's resolution
+    for (int v = 0; v < views->count; v++) {
+        Rng rng = rng_make(config->seed, epoch, view_key, RNG_STREAM_VIEW + (uint32_t)v);
+        view_sample(&views->views[v], info.width, info.height, &rng, &worker->params[v]);
+        const PixelRect crop = worker->params[v].crop;
+        region = v == 0 ? crop : rect_union(region, crop);
+        const double size = views->views[v].size;
+        const double scale_x = size / crop.width, scale_y = size / crop.height;
+        const double scale = scale_x > scale_y ? scale_x : scale_y;
+        if (scale > scale_needed) scale_needed = scale;
+    }
+    if (scale_needed > 1.0) scale_needed = 1.0;
+    const DecodeRequest request = {
+        .region = region,
+        .min_width = (int)ceil(region.width * scale_needed - 1e-9),
+        .min_height = (int)ceil(region.height * scale_needed - 1e-9),
+    };
+    DecodedImage decoded;
+    if (decoder_decode(worker->decoder, worker->file.data, worker->file.size, &request,
+                       &decoded, err) != 0)
+        return -1;
+    const double t2 = time_now();
+
+    for (int v = 0; v < views->count; v++) {
+        const int size = views->views[v].size;
+        uint8_t *out = slot->batch.views[v] + (size_t)position * (size_t)size * (size_t)size * 3;
+        if (view_render(&views->views[v], &worker->params[v], &decoded.image, decoded.covered,
+                        out, worker->scratch, err) != 0)
+            return -1;
+    }
+    const double t3 = time_now();
+    atomic_fetch_add(&worker->read_ns, nanoseconds_between(t0, t1));
+    atomic_fetch_add(&worker->decode_ns, nanoseconds_between(t1, t2));
+    atomic_fetch_add(&worker->augment_ns, nanoseconds_between(t2, t3));
+    atomic_fetch_add(&worker->images, 1);
+    return 0;
+}
+
+// Fills one batch position, substituting deterministically for bad files.
+static int worker_fill_position(Worker *worker, BatchSlot *slot, int position,
+                                ErrorMessage *err) {
+    Loader *loader = worker->loader;
+    const LoaderConfig *config = &loader->config;
+    const uint32_t epoch = slot->batch.epoch;
+    const uint32_t original = slot->requested[position];
+    const uint32_t dataset_size = (uint32_t)config->dataset->count;
+    uint32_t index = original;
+    Rng substitutes = rng_make(config->seed, epoch, original, RNG_STREAM_REPLACE);
+    for (int attempt = 0; attempt < LOADER_MAX_ATTEMPTS; attempt++) {
+        if (!loader_is_bad(loader, index)) {
+            ErrorMessage reason = {{0}};
+            const uint64_t view_key = index | ((uint64_t)attempt << 32);
+            if (worker_load(worker, index, epoch, view_key, slot, position, &reason) == 0) {
+                slot->used[position] = index;
+                if (attempt > 0) atomic_fetch_add(&loader->replacements, 1);
+                return 0;
+            }
+            if (loader_mark_bad(loader, index)) {
+                atomic_fetch_add(&loader->skipped_files, 1);
+                if (config->warn) {
+                    char line[sizeof reason.text + 4200];
+                    snprintf(line, sizeof line, "skipping '%s/%s': %s", config->dataset->root,
+                             dataset_path(config->dataset, index), reason.text);
+                    config->warn(config->warn_context, line);
+                }
+            }
+        }
+        index = rng_below(&substitutes, dataset_size);
+    }
+    return error_set(err,
+                     "no readable image found for a batch position after %d attempts "
+                     "(%llu of %u files failed so far)",
+                     LOADER_MAX_ATTEMPTS,
+                     (unsigned long long)atomic_load(&loader->skipped_files), dataset_size);
+}
+
+static void loader_open_slot(Loader *loader, BatchSlot *slot, uint64_t global_batch) {
+    const size_t per_epoch = loader->sampler.batches_per_epoch;
+    slot->batch.index = global_batch;
+    slot->batch.epoch = (uint32_t)(global_batch / per_epoch);
+    slot->batch.batch_in_epoch = global_batch % per_epoch;
+    slot->done = 0;
+    sampler_batch(&loader->sampler, slot->batch.epoch, slot->batch.batch_in_epoch,
+                  slot->requested);
+}
+
+static void loader_fail(Loader *loader, const ErrorMessage *err) {
+    if (!loader->failed) {
+        loader->failed = 1;
+        loader->failure = *err;
+    }
+    loader->stop = 1;
+    pthread_cond_broadcast(&loader->slot_free);
+    pthread_cond_broadcast(&loader->batch_ready);
+}
+
+static void *worker_main(void *arg) {
+    Worker *worker = arg;
+    Loader *loader = worker->loader;
+    const int batch_size = loader->config.batch_size;
+    pthread_mutex_lock(&loader->mutex);
+    while (!loader->stop && loader->task_batch < loader->end_batch) {
+        if (loader->task_batch - loader->next_consume >= (uint64_t)loader->slot_count) {
+            pthread_cond_wait(&loader->slot_free, &loader->mutex);
+            continue;
+        }
+        BatchSlot *slot = &loader->slots[loader->task_batch % (uint64_t)loader->slot_count];
+        if (loader->task_position == 0) loader_open_slot(loader, slot, loader->task_batch);
+        const int position = loader->task_position++;
+        if (loader->task_position == batch_size) {
+            loader->task_batch++;
+            loader->task_position = 0;
+        }
+        pthread_mutex_unlock(&loader->mutex);
+
+        ErrorMessage err = {{0}};
+        const int status = worker_fill_position(worker, slot, position, &err);
+
+        pthread_mutex_lock(&loader->mutex);
+        if (status != 0) {
+            loader_fail(loader, &err);
+            break;
+        }
+        if (++slot->done == batch_size) pthread_cond_broadcast(&loader->batch_ready);
+    }
+    pthread_mutex_unlock(&loader->mutex);
+    return NULL;
+}
+
+static int loader_validate(const LoaderConfig *config, ErrorMessage *err) {
+    if (!config->dataset || config->dataset->count == 0)
+        return error_set(err, "the loader needs a non-empty dataset");
+    if (config->views.count < 1 || config->views.count > AUGMENT_MAX_VIEWS)
+        return error_set(err, "view count %d outside 1..%d", config->views.count,
+                         AUGMENT_MAX_VIEWS);
+    for (int v = 0; v < config->views.count; v++)
+        if (view_transform_validate(&config->views.views[v], err) != 0)
+            return error_prefix(err, "view %d", v);
+    if (config->num_workers < 1) return error_set(err, "need at least one worker");
+    if (config->prefetch_batches < 0) return error_set(err, "prefetch must be >= 0");
+    return 0;
+}
+
+static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
+    const LoaderConfig *config = &loader->config;
+    const size_t batch = (size_t)config->batch_size;
+    size_t sample_bytes = 0;
+    for (int v = 0; v < config->views.count; v++) {
+        const size_t size = (size_t)config->views.views[v].size;
+        sample_bytes += size * size * 3;
+    }
+    loader->slots = calloc((size_t)loader->slot_count, sizeof *loader->slots);
+    if (!loader->slots) return error_set(err, "out of memory for the batch ring");
+    for (int s = 0; s < loader->slot_count; s++) {
+        BatchSlot *slot = &loader->slots[s];
+        if (host_buffer_alloc(&slot->pixels, batch * sample_bytes, config->pinned) != 0)
+            return error_set(err, "out of memory for %d batch slots of %zu MB", loader->slot_count,
+                             batch * sample_bytes >> 20);
+        slot->requested = calloc(batch, sizeof *slot->requested);
+        slot->used = calloc(batch, sizeof *slot->used);
+        if (!slot->requested || !slot->used) return error_set(err, "out of memory");
+        uint8_t *cursor = slot->pixels.data;
+        slot->batch.size = config->batch_size;
+        slot->batch.view_count = config->views.count;
+        slot->batch.sample_indices = slot->used;
+        slot->batch.index = UINT64_MAX;  // never matches a real batch until opened
+        for (int v = 0; v < config->views.count; v++) {
+            const int size = config->views.views[v].size;
+            slot->batch.view_size[v] = size;
+            slot->batch.views[v] = cursor;
+            cursor += batch * (size_t)size * (size_t)size * 3;
+        }
+    }
+    return 0;
+}
+
+static int loader_start_workers(Loader *loader, ErrorMessage *err) {
+    loader->workers = calloc((size_t)loader->worker_count, sizeof *loader->workers);
+    if (!loader->workers) return error_set(err, "out of memory for workers");
+    for (int w = 0; w < loader->worker_count; w++) {
+        Worker *worker = &loader->workers[w];
+        worker->loader = loader;
+        worker->decoder = decoder_create(loader->config.max_pixels);
+        worker->scratch = augment_scratch_create();
+        if (!worker->decoder || !worker->scratch) return error_set(err, "out of memory for workers");
+    }
+    for (int w = 0; w < loader->worker_count; w++) {
+        Worker *worker = &loader->workers[w];
+        if (pthread_create(&worker->thread, NULL, worker_main, worker) != 0)
+            return error_set(err, "cannot start data worker %d of %d", w + 1,
+                             loader->worker_count);
+        worker->thread_started = 1;
+    }
+    return 0;
+}
+
+Loader *loader_create(const LoaderConfig *config, ErrorMessage *err) {
+    if (loader_validate(config, err) != 0) return NULL;
+    Loader *loader = calloc(1, sizeof *loader);
+    if (!loader) {
+        error_set(err, "out of memory");
+        return NULL;
+    }
+    loader->config = *config;
+    if (loader->config.world_size < 1) loader->config.world_size = 1;
+    loader->worker_count = config->num_workers;
+    loader->slot_count = config->prefetch_batches ? config->prefetch_batches : LOADER_DEFAULT_SLOTS;
+    if (loader->slot_count < 2) loader->slot_count = 2;
+    pthread_mutex_init(&loader->mutex, NULL);
+    pthread_cond_init(&loader->slot_free, NULL);
+    pthread_cond_init(&loader->batch_ready, NULL);
+    loader->task_batch = config->start_batch;
+    loader->next_consume = config->start_batch;
+    loader->end_batch = config->total_batches ? config->start_batch + config->total_batches
+                                              : UINT64_MAX;
+    const size_t words = (config->dataset->count + 63) / 64;
+    loader->bad_files = calloc(words, sizeof *loader->bad_files);
+    if (!loader->bad_files) {
+        error_set(err, "out of memory");
+        loader_destroy(loader);
+        return NULL;
+    }
+    if (sampler_init(&loader->sampler, config->dataset->count, config->batch_size,
+                     loader->config.rank, loader->config.world_size, config->seed,
+                     config->shuffle, err) != 0 ||
+        loader_allocate_slots(loader, err) != 0 || loader_start_workers(loader, err) != 0) {
+        loader_destroy(loader);
+        return NULL;
+    }
+    return loader;
+}
+
+void loader_destroy(Loader *loader) {
+    if (!loader) return;
+    pthread_mutex_lock(&loader->mutex);
+    loader->stop = 1;
+    pthread_cond_broadcast(&loader->slot_free);
+    pthread_cond_broadcast(&loader->batch_ready);
+    pthread_mutex_unlock(&loader->mutex);
+    for (int w = 0; loader->workers && w < loader->worker_count; w++) {
+        Worker *worker = &loader->workers[w];
+        if (worker->thread_started) pthread_join(worker->thread, NULL);
+        decoder_destroy(worker->decoder);
+        augment_scratch_destroy(worker->scratch);
+        byte_buffer_free(&worker->file);
+    }
+    free(loader->workers);
+    for (int s = 0; loader->slots && s < loader->slot_count; s++) {
+        host_buffer_free(&loader->slots[s].pixels);
+        free(loader->slots[s].requested);
+        free(loader->slots[s].used);
+    }
+    free(loader->slots);
+    sampler_free(&loader->sampler);
+    free(loader->bad_files);
+    pthread_cond_destroy(&loader->slot_free);
+    pthread_cond_destroy(&loader->batch_ready);
+    pthread_mutex_destroy(&loader->mutex);
+    free(loader);
+}
+
+size_t loader_batches_per_epoch(const Loader *loader) {
+    return loader->sampler.batches_per_epoch;
+}
+
+const Batch *loader_next(Loader *loader, double *wait_seconds, ErrorMessage *err) {
+    if (err) err->text[0] = '\0';
+    const double start = time_now();
+    pthread_mutex_lock(&loader->mutex);
+    const uint64_t wanted = loader->next_consume;
+    BatchSlot *slot = &loader->slots[wanted % (uint64_t)loader->slot_count];
+    const Batch *result = NULL;
+    if (wanted < loader->end_batch) {
+        while (!loader->failed && !loader->stop &&
+               !(slot->batch.index == wanted && slot->done == loader->config.batch_size))
+            pthread_cond_wait(&loader->batch_ready, &loader->mutex);
+        if (loader->failed) {
+            if (err) *err = loader->failure;
+        } else if (!loader->stop) {
+            result = &slot->batch;
+        }
+    }
+    pthread_mutex_unlock(&loader->mutex);
+    if (wait_seconds) *wait_seconds = time_now() - start;
+    return result;
+}
+
+void loader_release(Loader *loader, const Batch *batch) {
+    pthread_mutex_lock(&loader->mutex);
+    if (batch && batch->index == loader->next_consume) {
+        loader->next_consume++;
+        pthread_cond_broadcast(&loader->slot_free);
+    }
+    pthread_mutex_unlock(&loader->mutex);
+}
+
+LoaderStats loader_stats(const Loader *loader) {
+    LoaderStats stats = {0};
+    for (int w = 0; w < loader->worker_count; w++) {
+        Worker *worker = &loader->workers[w];
+        stats.read_seconds += 1e-9 * (double)atomic_load(&worker->read_ns);
+        stats.decode_seconds += 1e-9 * (double)atomic_load(&worker->decode_ns);
+        stats.augment_seconds += 1e-9 * (double)atomic_load(&worker->augment_ns);
+        stats.images += atomic_load(&worker->images);
+    }
+    stats.skipped_files = atomic_load(&loader->skipped_files);
+    stats.replacements = atomic_load(&loader->replacements);
+    return stats;
+}

@@ -1,0 +1,82 @@
+// The data loader: a persistent pool of worker threads that read, decode and
+// augment images into a ring of batch slots ahead of the training loop.
+//
+// Work is handed out one sample at a time in batch order, so a slow image
+// never holds up a whole batch's worth of work on one thread. Batches come
+// out in order; each holds every view of every sample as uint8 NHWC. Slot
+// buffers are allocated once (pinned when asked and available); nothing is
+// allocated per batch.
+//
+// A file that cannot be read or decoded is skipped: one warning names it and
+// the reason, it is counted once, and its place in the batch is filled by
+// another image chosen deterministically from (seed, epoch, index), so
+// batches keep their shape and contents do not depend on worker count.
+#ifndef LTC_DATA_LOADER_H
+#define LTC_DATA_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "augment/augment.h"
+#include "data/scan.h"
+#include "util/error.h"
+
+typedef void (*LoaderWarnFn)(void *context, const char *message);
+
+typedef struct LoaderConfig {
+    const Dataset *dataset;
+    ViewSet views;
+    int batch_size;        // per rank
+    int num_workers;       // >= 1
+    int prefetch_batches;  // ring slots; 0 -> 2 per worker, at least 4
+    uint64_t seed;
+    int rank;
+    int world_size;
+    int shuffle;
+    uint64_t start_batch;    // global batch to start from (resume)
+    uint64_t total_batches;  // stop after this many batches in all; 0 = no end
+    uint64_t max_pixels;     // decoder limit; 0 = default (Pillow's)
+    int pinned;              // ask for pinned host memory (CUDA builds)
+    LoaderWarnFn warn;       // called from worker threads, one line each; may be NULL
+    void *warn_context;
+} LoaderConfig;
+
+typedef struct Batch {
+    uint64_t index;           // global batch number (epoch * batches_per_epoch + batch_in_epoch)
+    uint32_t epoch;
+    uint64_t batch_in_epoch;
+    int size;
+    int view_count;
+    int view_size[AUGMENT_MAX_VIEWS];
+    uint8_t *views[AUGMENT_MAX_VIEWS];  // each (size, view_size, view_size, 3)
+    const uint32_t *sample_indices;     // (size) dataset index used at each position
+} Batch;
+
+// Time the workers spent, summed over workers, and counts.
+typedef struct LoaderStats {
+    double read_seconds;
+    double decode_seconds;
+    double augment_seconds;
+    uint64_t images;          // samples produced
+    uint64_t skipped_files;   // distinct files that failed
+    uint64_t replacements;    // batch positions filled by a substitute
+} LoaderStats;
+
+typedef struct Loader Loader;
+
+Loader *loader_create(const LoaderConfig *config, ErrorMessage *err);
+// Stops and joins every worker, frees everything. Safe at any moment.
+void loader_destroy(Loader *loader);
+
+size_t loader_batches_per_epoch(const Loader *loader);
+
+// Blocks until the next batch is complete. The batch stays valid until
+// loader_release(). Returns NULL when the loader hit a fatal error (message in
+// err) or total_batches were delivered (err->text empty). wait_seconds, when
+// not NULL, receives the time spent waiting: the data_time of this step.
+const Batch *loader_next(Loader *loader, double *wait_seconds, ErrorMessage *err);
+void loader_release(Loader *loader, const Batch *batch);
+
+LoaderStats loader_stats(const Loader *loader);
+
+#endif

@@ -1,0 +1,68 @@
+// Epoch shuffle and rank sharding (see sampler.h).
+#include "data/sampler.h"
+
+#include <stdlib.h>
+
+#include "util/rng.h"
+
+int sampler_init(Sampler *sampler, size_t dataset_size, int batch_size, int rank,
+                 int world_size, uint64_t seed, int shuffle, ErrorMessage *err) {
+    *sampler = (Sampler){0};
+    if (world_size < 1 || rank < 0 || rank >= world_size)
+        return error_set(err, "rank %d is outside a world of %d ranks", rank, world_size);
+    if (batch_size < 1) return error_set(err, "batch size must be at least 1, got %d", batch_size);
+    if (dataset_size > UINT32_MAX)
+        return error_set(err, "dataset of %zu images exceeds the limit of %u", dataset_size,
+                         UINT32_MAX);
+    const size_t per_rank = dataset_size / (size_t)world_size;
+    if (per_rank < (size_t)batch_size)
+        return error_set(err,
+                         "%zu images over %d rank(s) give %zu per rank, fewer than the batch "
+                         "size %d: no full batch",
+                         dataset_size, world_size, per_rank, batch_size);
+    sampler->permutation = malloc(dataset_size * sizeof *sampler->permutation);
+    if (!sampler->permutation) return error_set(err, "out of memory for the epoch order");
+    sampler->dataset_size = dataset_size;
+    sampler->batch_size = batch_size;
+    sampler->rank = rank;
+    sampler->world_size = world_size;
+    sampler->seed = seed;
+    sampler->shuffle = shuffle;
+    sampler->per_rank = per_rank;
+    sampler->batches_per_epoch = per_rank / (size_t)batch_size;
+    sampler->cached_epoch = -1;
+    return 0;
+}
+
+void sampler_free(Sampler *sampler) {
+    free(sampler->permutation);
+    *sampler = (Sampler){0};
+}
+
+static void sampler_fill_epoch(Sampler *sampler, uint32_t epoch) {
+    uint32_t *order = sampler->permutation;
+    const size_t n = sampler->dataset_size;
+    for (size_t i = 0; i < n; i++) order[i] = (uint32_t)i;
+    if (sampler->shuffle) {
+        // Fisher-Yates from one counter-based stream per (seed, epoch).
+        Rng rng = rng_make(sampler->seed, epoch, 0, RNG_STREAM_SHUFFLE);
+        for (size_t i = n - 1; i > 0; i--) {
+            const size_t j = rng_below(&rng, (uint32_t)(i + 1));
+            const uint32_t t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+    }
+    sampler->cached_epoch = epoch;
+}
+
+void sampler_batch(Sampler *sampler, uint32_t epoch, size_t batch_in_epoch, uint32_t *indices) {
+    if (sampler->cached_epoch != (int64_t)epoch) sampler_fill_epoch(sampler, epoch);
+    // Rank r owns positions r, r+R, r+2R, ... of the permutation.
+    const size_t first = batch_in_epoch * (size_t)sampler->batch_size;
+    for (int i = 0; i < sampler->batch_size; i++) {
+        const size_t local = first + (size_t)i;
+        indices[i] = sampler->permutation[local * (size_t)sampler->world_size +
+                                          (size_t)sampler->rank];
+    }
+}

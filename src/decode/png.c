@@ -1,0 +1,152 @@
+// PNG decoding with libpng from memory: every colour type and bit depth to
+// 8-bit RGB (palette expanded, grey copied to 3 channels, 16-bit samples
+// reduced to their high byte as Pillow does, alpha and tRNS dropped without
+// compositing), Adam7 interlacing included. Only the region's rows are kept;
+// a non-interlaced image is read no further than the region's last row.
+// libpng errors longjmp back here; its warnings are silenced.
+#include "decode/decode_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <png.h>
+
+// The memory source handed to libpng plus what went wrong, if anything.
+typedef struct PngSource {
+    const uint8_t *data;
+    size_t size;
+    size_t offset;
+    int ran_out;  // libpng asked for bytes past the end of the file
+    char message[256];
+} PngSource;
+
+static void read_from_memory(png_structp png, png_bytep out, size_t length) {
+    PngSource *source = png_get_io_ptr(png);
+    if (length > source->size - source->offset) {
+        source->ran_out = 1;
+        png_error(png, "file ends early");
+    }
+    memcpy(out, source->data + source->offset, length);
+    source->offset += length;
+}
+
+static void on_png_error(png_structp png, png_const_charp message) {
+    PngSource *source = png_get_error_ptr(png);
+    snprintf(source->message, sizeof source->message, "%s", message);
+    png_longjmp(png, 1);
+}
+
+static void on_png_warning(png_structp png, png_const_charp message) {
+    (void)png;
+    (void)message;  // never print; ancillary-chunk problems do not affect pixels
+}
+
+static uint32_t read_be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+// The size comes straight from the IHDR chunk that must follow the signature
+// (bytes 16..23), without starting libpng.
+int decode_png_probe(const uint8_t *data, size_t size, ImageInfo *info, ErrorMessage *err) {
+    if (size < 24) return error_set(err, "truncated: PNG header cut at %zu bytes", size);
+    if (memcmp(data + 12, "IHDR", 4) != 0 || read_be32(data + 8) != 13)
+        return error_set(err, "corrupt data: PNG does not start with an IHDR chunk");
+    uint32_t width = read_be32(data + 16), height = read_be32(data + 20);
+    if (width == 0 || height == 0 || width > INT32_MAX || height > INT32_MAX)
+        return error_set(err, "corrupt data: PNG declares %u x %u pixels", width, height);
+    info->width = (int)width;
+    info->height = (int)height;
+    return 0;
+}
+
+static int report_failure(const PngSource *source, ErrorMessage *err) {
+    if (source->ran_out) return error_set(err, "truncated: PNG data ends early");
+    if (strstr(source->message, "memory"))
+        return error_set(err, "out of memory in libpng: %s", source->message);
+    return error_set(err, "corrupt data: libpng: %s", source->message);
+}
+
+// Sets libpng's transformations so that every row comes out as 8-bit RGB.
+static void request_rgb8(png_structp png, png_infop info) {
+    int colour_type = png_get_color_type(png, info);
+    int bit_depth = png_get_bit_depth(png, info);
+    if (colour_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (colour_type == PNG_COLOR_TYPE_GRAY && bit_depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (bit_depth == 16) png_set_strip_16(png);
+    // Palette expansion turns tRNS into an alpha channel; drop it with the rest.
+    if ((colour_type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS))
+        png_set_strip_alpha(png);
+    if (!(colour_type & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
+}
+
+// Ancillary chunks that cannot change the RGB result: skipped unparsed (no
+// decompression of text or ICC profiles).
+static void skip_metadata_chunks(png_structp png) {
+    static const png_byte skipped[] = "iCCP\0iTXt\0tEXt\0zTXt\0eXIf\0sPLT";
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, skipped, (int)(sizeof skipped / 5));
+}
+
+// Reads the rows after png_read_update_info: region rows go into `rows`
+// (full width, stride bytes apart), the others into `spare`.
+static void read_region_rows(png_structp png, int height, int passes, const PixelRect *region,
+                             uint8_t *rows, size_t stride, uint8_t *spare) {
+    const int region_end = region->y + region->height;
+    for (int pass = 0; pass < passes; pass++) {
+        // Each Adam7 pass visits every row; the last pass (or the only one)
+        // completes rows in order, so it can stop at the region's end.
+        const int last_row = pass == passes - 1 ? region_end : height;
+        for (int y = 0; y < last_row; y++) {
+            int inside = y >= region->y && y < region_end;
+            png_read_row(png, inside ? rows + (size_t)(y - region->y) * stride : spare, NULL);
+        }
+    }
+}
+
+int decode_png_decode(Decoder *decoder, const uint8_t *data, size_t size,
+                      const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
+    ImageInfo info;
+    PixelRect region;
+    if (decode_png_probe(data, size, &info, err) != 0 ||
+        decode_check_size(decoder, "PNG image", info.width, info.height, err) != 0 ||
+        decode_clamp_region(request, info.width, info.height, &region, err) != 0)
+        return -1;
+    const size_t stride = (size_t)info.width * 3;
+    uint8_t *rows = decode_buffer_reserve(&decoder->pixels, stride * (size_t)region.height, err);
+    uint8_t *spare = rows ? decode_buffer_reserve(&decoder->scratch, stride, err) : NULL;
+    if (!spare) return -1;
+
+    PngSource source = {.data = data, .size = size};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &source, on_png_error,
+                                             on_png_warning);
+    png_infop png_header = png ? png_create_info_struct(png) : NULL;
+    if (!png_header) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        return error_set(err, "out of memory: cannot create a PNG reader");
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_read_struct(&png, &png_header, NULL);
+        return report_failure(&source, err);
+    }
+    png_set_read_fn(png, &source, read_from_memory);
+    png_set_user_limits(png, DECODE_MAX_SIDE, DECODE_MAX_SIDE);
+    skip_metadata_chunks(png);
+    png_read_info(png, png_header);
+    request_rgb8(png, png_header);
+    const int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, png_header);
+    if (png_get_rowbytes(png, png_header) != stride || png_get_channels(png, png_header) != 3) {
+        int colour_type = png_get_color_type(png, png_header);
+        int bit_depth = png_get_bit_depth(png, png_header);
+        png_destroy_read_struct(&png, &png_header, NULL);
+        return error_set(err, "unsupported format: PNG colour type %d, bit depth %d",
+                         colour_type, bit_depth);
+    }
+    read_region_rows(png, info.height, passes, &region, rows, stride, spare);
+    // Stop without png_read_end: rows below the region and trailing chunks
+    // are never needed.
+    png_destroy_read_struct(&png, &png_header, NULL);
+
+    out->image = (Image){rows + (size_t)region.x * 3, region.width, region.height, stride};
+    out->covered = region;
+    return 0;
+}

@@ -1,0 +1,41 @@
+// lightly-train-c: command dispatch only. Each sub-command lives in src/cli/.
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+static void print_usage(FILE *stream) {
+    fprintf(stream,
+            "lightly-train-c %s: self-supervised pretraining of image backbones\n"
+            "\n"
+            "usage: lightly-train-c <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  bench-data   run the input pipeline alone and report what bounds it\n"
+            "\n"
+            "Options are GNU long options (--data ./images) or LightlyTrain's\n"
+            "key=value spelling (data=./images). 'lightly-train-c <command> --help'\n"
+            "lists a command's options.\n",
+            LTC_VERSION);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    const char *command = argv[1];
+    if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 ||
+        strcmp(command, "help") == 0) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
+        printf("lightly-train-c %s\n", LTC_VERSION);
+        return 0;
+    }
+    if (strcmp(command, "bench-data") == 0) return command_bench_data(argc - 1, argv + 1);
+    fprintf(stderr, "lightly-train-c: unknown command '%s' (see lightly-train-c --help)\n",
+            command);
+    return 2;
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# End-to-end tests of the command line: help, version, bad usage (exit 2 with
+# one line naming the problem), bad folders, and bench-data on a generated
+# folder with corrupt files.
+set -u
+bin=${LTC_BIN:-build/lightly-train-c}
+build=${LTC_BUILD:-build}
+work=$(mktemp -d /tmp/ltc-e2e-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect STATUS PATTERN -- command...: exit status and a line of output matching PATTERN
+expect() {
+  local status=$1 pattern=$2
+  shift 3
+  local output
+  output=$("$@" 2>&1)
+  local got=$?
+  [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
+  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
+}
+
+expect 0 "^lightly-train-c [0-9]+\.[0-9]+\.[0-9]+$" -- "$bin" --version
+expect 0 "bench-data" -- "$bin" --help
+expect 2 "usage" -- "$bin"
+expect 2 "unknown command 'frobnicate'" -- "$bin" frobnicate
+expect 0 "--num-workers" -- "$bin" bench-data --help
+expect 2 "--data is required" -- "$bin" bench-data
+expect 2 "unknown option '--bach-size'.*--batch-size" -- "$bin" bench-data --data x --bach-size 4
+expect 2 "--batch-size: expected an integer, got 'many'" -- "$bin" bench-data --data x --batch-size many
+expect 2 "--method: expected one of simclr, dino, got 'mae'" -- "$bin" bench-data --data x --method mae
+expect 2 "--data needs a value" -- "$bin" bench-data --data
+expect 2 "does not exist" -- "$bin" bench-data --data "$work/missing"
+touch "$work/a-file"
+expect 2 "is not a folder" -- "$bin" bench-data --data "$work/a-file"
+mkdir -p "$work/empty"
+expect 2 "is empty" -- "$bin" bench-data --data "$work/empty"
+mkdir -p "$work/no-images" && echo hi > "$work/no-images/notes.txt"
+expect 2 "no images" -- "$bin" bench-data --data "$work/no-images"
+
+# A real run: 48 images + 2 corrupt files, SimCLR and DINO views.
+"$build/tests/e2e/make_images" "$work/images" 48 --corrupt 2 || fail "make_images"
+out=$("$bin" bench-data --data "$work/images" --batch-size 8 --num-workers 2 --image-size 64 --steps 12 2>&1)
+status=$?
+[ "$status" -eq 0 ] || fail "bench-data exited $status: $out"
+for pattern in "dataset: 50 images" "skipped 1 other files" "throughput: [0-9.]+ images/s" \
+               "worker time: read" "verdict: (CPU|I/O)-bound" "skipped files: 2" \
+               "warning: skipping '.*broken0.jpg'"; do
+  printf '%s\n' "$out" | grep -q -E -- "$pattern" || fail "bench-data output lacks /$pattern/: $out"
+done
+# LightlyTrain's key=value spelling and DINO multi-crop.
+out=$("$bin" bench-data data="$work/images" method=dino batch_size=4 num_workers=auto image_size=64 local_size=32 steps=3 2>&1)
+[ $? -eq 0 ] || fail "bench-data dino (key=value) failed: $out"
+printf '%s\n' "$out" | grep -q "8 view(s) (64 64 32 32 32 32 32 32 px)" || fail "dino views: $out"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "cli: all checks passed"

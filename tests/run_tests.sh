@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs every cmocka unit test binary, then every end-to-end shell test, and
+# prints one closing line "tests: N passed, N failed". Exit status 1 when any
+# test failed.
+set -u
+build=${1:-build}
+passed=0
+failed=0
+failed_names=()
+export LTC_BIN="$build/lightly-train-c"
+export LTC_BUILD="$build"
+
+for binary in "$build"/tests/test_*; do
+  [ -x "$binary" ] || continue
+  name=$(basename "$binary")
+  log="$build/tests/$name.log"
+  "$binary" >"$log" 2>&1
+  status=$?
+  ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+  bad=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+  ok=${ok:-0}
+  bad=${bad:-0}
+  if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi  # crashed
+  passed=$((passed + ok))
+  failed=$((failed + bad))
+  if [ "$bad" -ne 0 ]; then
+    failed_names+=("$name")
+    echo "FAIL $name (exit $status):"
+    grep -E 'FAILED|ERROR|Assert|error|Sanitizer|runtime error' "$log" | head -n 30
+  else
+    echo "ok   $name ($ok tests)"
+  fi
+done
+
+for script in tests/e2e/*.sh; do
+  [ -f "$script" ] || continue
+  name=$(basename "$script" .sh)
+  log="$build/tests/e2e-$name.log"
+  mkdir -p "$build/tests"
+  if bash "$script" >"$log" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok   e2e/$name"
+  else
+    failed=$((failed + 1))
+    failed_names+=("e2e/$name")
+    echo "FAIL e2e/$name:"
+    tail -n 30 "$log"
+  fi
+done
+
+if [ ${#failed_names[@]} -ne 0 ]; then
+  echo "failed: ${failed_names[*]}"
+fi
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Checks every library lightly-train-c needs (pkg-config / headers). When one
+# is missing: as root, installs the Debian packages with apt-get; otherwise
+# prints the exact apt-get line and fails.
+set -u
+
+# pkg-config module or header -> Debian package
+checks=(
+  "pc:libjpeg:libjpeg62-turbo-dev"
+  "pc:libpng:libpng-dev"
+  "pc:libwebp:libwebp-dev"
+  "pc:libwebpdemux:libwebp-dev"
+  "pc:libwebpmux:libwebp-dev"
+  "pc:cmocka:libcmocka-dev"
+)
+tools=(
+  "pkg-config:pkg-config"
+)
+
+missing=()
+for entry in "${tools[@]}"; do
+  command -v "${entry%%:*}" >/dev/null 2>&1 || missing+=("${entry#*:}")
+done
+for entry in "${checks[@]}"; do
+  IFS=: read -r kind name package <<<"$entry"
+  if [ "$kind" = pc ]; then
+    command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$name" && continue
+  fi
+  missing+=("$package")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, cmocka)"
+  exit 0
+fi
+
+packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "deps: installing $packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq $packages >/dev/null || {
+    echo "deps: apt-get install failed for: $packages" >&2
+    exit 1
+  }
+  exit 0
+fi
+echo "deps: missing libraries; install them with:" >&2
+echo "  sudo apt-get install -y $packages" >&2
+exit 1
