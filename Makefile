@@ -131,13 +131,13 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc $(PKG_CFLAGS) \
              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) | $(DEPS_STAMP)
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_decode_common.h $(LIB_SRC) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	clang $(FUZZ_FLAGS) -mavx2 -mfma -o $@ $< $(LIB_SRC) $(PKG_LIBS) -lpthread -lm
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \
 	  name=$$(basename $$f); corpus=$(BUILD)/fuzz/corpus-$$name; mkdir -p $$corpus; \
-	  seeds=tests/fuzz/seeds/$${name#fuzz_}; \
+	  seeds=tests/fuzz/seeds/$${name#fuzz_}; [ -d $$seeds ] || seeds=tests/fuzz/seeds/decode; \
 	  echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
 	  $$f -artifact_prefix=$(BUILD)/fuzz/ -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=1048576 $$corpus $$( [ -d $$seeds ] && echo $$seeds ) \
 	    2>$(BUILD)/fuzz/$$name.log || { tail -n 40 $(BUILD)/fuzz/$$name.log; exit 1; }; \

@@ -191,6 +191,12 @@ int main(int argc, char **argv) {
         }
         seconds[run] = bench_now() - start;
         listed = dataset.count;
+        for (size_t i = 1; i < dataset.count; i++)  // untimed: the order must be bytewise
+            if (strcmp(dataset_path(&dataset, i - 1), dataset_path(&dataset, i)) >= 0) {
+                fprintf(stderr, "bench_scan: not sorted at %zu\n", i);
+                status = 1;
+                break;
+            }
         dataset_free(&dataset);
         printf("%-5d %10.3f %14.0f\n", run + 1, seconds[run], (double)listed / seconds[run]);
     }

@@ -24,7 +24,8 @@
 // count as skipped files under their extension.
 //
 // Paths live in one string arena (no allocation per file), so a million
-// files cost one sort and a few large buffers.
+// files cost a few large buffers; the order equals a strcmp sort of the
+// relative paths (computed per folder during the walk, see scan.c).
 #ifndef LTC_DATA_SCAN_H
 #define LTC_DATA_SCAN_H
 

@@ -55,6 +55,18 @@ out=$("$bin" bench-data data="$work/images" method=dino batch_size=4 num_workers
 [ $? -eq 0 ] || fail "bench-data dino (key=value) failed: $out"
 printf '%s\n' "$out" | grep -q "8 view(s) (64 64 32 32 32 32 32 32 px)" || fail "dino views: $out"
 
+# SIGINT mid-run: the workers are stopped and joined, the partial result printed.
+"$bin" bench-data --data "$work/images" --batch-size 4 --num-workers 2 --image-size 64 \
+  --steps 100000000 >"$work/interrupt.log" 2>&1 &
+pid=$!
+for _ in $(seq 50); do grep -q "^pipeline:" "$work/interrupt.log" && break; sleep 0.1; done
+sleep 0.5
+kill -INT "$pid"
+wait "$pid"
+status=$?
+[ "$status" -eq 130 ] || fail "interrupted bench-data exited $status, expected 130: $(cat "$work/interrupt.log")"
+grep -q "interrupted after [0-9]* measured batches" "$work/interrupt.log" || fail "no interrupt message: $(cat "$work/interrupt.log")"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"
   exit 1

@@ -1,51 +1,6 @@
-// libFuzzer target for src/decode: sniff, probe, whole decode and a region +
-// DCT-scaled decode (region and minimum size taken from the input's last
-// bytes) with one reused Decoder and a small pixel limit.
-#include <stddef.h>
-#include <stdint.h>
-
-#include "decode/decode.h"
-
-// Small enough that bombs are refused quickly, large enough for real seeds.
-#define FUZZ_MAX_PIXELS (1u << 20)
-
-static uint16_t tail_value(const uint8_t *data, size_t size, size_t from_end) {
-    if (size < from_end + 2) return 0;
-    const uint8_t *p = data + size - from_end - 2;
-    return (uint16_t)(p[0] | p[1] << 8);
-}
+// libFuzzer target: the image decoders, every format the sniffer recognises.
+#include "fuzz_decode_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    // One Decoder for the whole run, as a worker thread keeps one: this also
-    // checks that a failure leaves it usable.
-    static Decoder *decoder;
-    if (!decoder) decoder = decoder_create(FUZZ_MAX_PIXELS);
-    if (!decoder) return 0;
-    (void)image_format_name(decode_sniff(data, size));
-    ErrorMessage err;
-    ImageInfo info;
-    DecodedImage out;
-    if (decoder_probe(decoder, data, size, &info, &err) != 0) return 0;
-    if (decoder_decode(decoder, data, size, NULL, &out, &err) == 0) {
-        // Touch every returned byte so ASan checks the whole view.
-        volatile uint8_t sink = 0;
-        for (int y = 0; y < out.image.height; y++)
-            for (int x = 0; x < out.image.width * 3; x++) sink ^= out.image.pixels[y * out.image.stride + x];
-        (void)sink;
-    }
-    // Regions reach one pixel past each edge, to test clamping.
-    const int64_t width = info.width, height = info.height;
-    DecodeRequest request;
-    request.region.x = (int)(tail_value(data, size, 0) % (width + 1) - 1);
-    request.region.y = (int)(tail_value(data, size, 2) % (height + 1) - 1);
-    request.region.width = (int)(tail_value(data, size, 4) % (width + 2));
-    request.region.height = (int)(tail_value(data, size, 6) % (height + 2));
-    request.min_width = tail_value(data, size, 8) % 300;
-    request.min_height = tail_value(data, size, 10) % 300;
-    if (decoder_decode(decoder, data, size, &request, &out, &err) == 0 && out.image.height > 0) {
-        volatile uint8_t last = out.image.pixels[(size_t)(out.image.height - 1) * out.image.stride +
-                                                 (size_t)out.image.width * 3 - 1];
-        (void)last;
-    }
-    return 0;
+    return fuzz_decode_input(data, size, IMAGE_FORMAT_UNKNOWN);
 }
