@@ -132,6 +132,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc $(PKG_CFLAGS) \
              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_decode_common.h $(LIB_SRC) | $(DEPS_STAMP)
+	@command -v clang >/dev/null || { echo "make fuzz needs clang with libFuzzer: apt-get install clang" >&2; exit 1; }
 	@mkdir -p $(@D)
 	clang $(FUZZ_FLAGS) -mavx2 -mfma -o $@ $< $(LIB_SRC) $(PKG_LIBS) -lpthread -lm
 fuzz: $(FUZZ_BIN)

@@ -1,11 +1,11 @@
 // Shared test helpers (see image_fixtures.h).
 #include "image_fixtures.h"
 
+#include "codec_fixtures.h"
+
 #include <errno.h>
 #include <ftw.h>
-#include <stdio.h>  // before jpeglib.h, which uses FILE
-#include <jpeglib.h>
-#include <png.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -64,50 +64,19 @@ void fixture_pattern(uint8_t *rgb, int width, int height, uint32_t seed) {
 }
 
 int fixture_write_png(const char *path, int width, int height, const uint8_t *rgb) {
-    make_parents(path);
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    if (!info || setjmp(png_jmpbuf(png))) {
-        png_destroy_write_struct(&png, &info);
-        fclose(f);
-        return -1;
-    }
-    png_init_io(png, f);
-    png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)height, 8, PNG_COLOR_TYPE_RGB,
-                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_write_info(png, info);
-    for (int y = 0; y < height; y++) png_write_row(png, rgb + (size_t)y * width * 3);
-    png_write_end(png, NULL);
-    png_destroy_write_struct(&png, &info);
-    return fclose(f) == 0 ? 0 : -1;
+    Bytes file = encode_png_rgb(rgb, width, height);
+    const int status = fixture_write_file(path, file.data, file.size);
+    free(file.data);
+    return status;
 }
 
 int fixture_encode_jpeg(int width, int height, const uint8_t *rgb, int quality, uint8_t **out,
                         size_t *out_size) {
-    struct jpeg_compress_struct cinfo;
-    struct jpeg_error_mgr jerr;
-    cinfo.err = jpeg_std_error(&jerr);
-    jpeg_create_compress(&cinfo);
-    unsigned char *buffer = NULL;
-    unsigned long size = 0;
-    jpeg_mem_dest(&cinfo, &buffer, &size);
-    cinfo.image_width = (JDIMENSION)width;
-    cinfo.image_height = (JDIMENSION)height;
-    cinfo.input_components = 3;
-    cinfo.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&cinfo);
-    jpeg_set_quality(&cinfo, quality, TRUE);
-    jpeg_start_compress(&cinfo, TRUE);
-    while (cinfo.next_scanline < cinfo.image_height) {
-        JSAMPROW row = (JSAMPROW)(rgb + (size_t)cinfo.next_scanline * width * 3);
-        jpeg_write_scanlines(&cinfo, &row, 1);
-    }
-    jpeg_finish_compress(&cinfo);
-    jpeg_destroy_compress(&cinfo);
-    *out = buffer;
-    *out_size = size;
+    JpegSpec spec = JPEG_RGB;
+    spec.quality = quality;
+    const Bytes file = encode_jpeg(rgb, width, height, &spec);
+    *out = file.data;
+    *out_size = file.size;
     return 0;
 }
 

@@ -10,11 +10,15 @@ failed_names=()
 export LTC_BIN="$build/lightly-train-c"
 export LTC_BUILD="$build"
 
+# Every unit test runs twice: with the SIMD kernels the CPU offers, and with
+# LTC_SIMD=scalar, the portable code paths a CPU without AVX2 takes.
+for simd in native scalar; do
 for binary in "$build"/tests/test_*; do
   [ -x "$binary" ] || continue
   name=$(basename "$binary")
+  [ "$simd" = scalar ] && name="$name[scalar]"
   log="$build/tests/$name.log"
-  "$binary" >"$log" 2>&1
+  if [ "$simd" = scalar ]; then LTC_SIMD=scalar "$binary" >"$log" 2>&1; else "$binary" >"$log" 2>&1; fi
   status=$?
   ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
   bad=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
@@ -30,6 +34,7 @@ for binary in "$build"/tests/test_*; do
   else
     echo "ok   $name ($ok tests)"
   fi
+done
 done
 
 for script in tests/e2e/*.sh; do

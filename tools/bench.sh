@@ -8,7 +8,8 @@
 #    `lightly-train-c bench-data` (SimCLR) for 1 worker and the default
 #    worker count, and the same with PyTorch DataLoader + torchvision
 #    (tools/compare/torchvision_data.py) when torchvision is importable.
-# 3. Prints every command with its output, then a table of the results.
+# 3. Prints every command with its output, then a table of the results
+#    (exit status, wall time, the RESULT/throughput line of each run).
 #
 # Environment: BENCH_WORKERS (default "1 N", N = cores capped at 8),
 # BENCH_STEPS (bench-data batches, default 50), BENCH_TV_STEPS (torchvision
@@ -87,9 +88,13 @@ run() {
     "$@" 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
     end=$(date +%s%N)
+    # The headline: a RESULT or throughput line when there is one, else the last line.
+    local headline
+    headline=$(grep -E '^(RESULT|throughput:)' "$log" | tail -n 1)
+    [ -n "$headline" ] || headline=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1)
     ROW_NAMES+=("$name")
-    ROW_RESULTS+=("$(printf 'rc=%d %6.1fs  %s' "$status" "$(awk "BEGIN { print ($end - $start) / 1e9 }")" \
-        "$(grep -v '^[[:space:]]*$' "$log" | tail -n 1)")")
+    ROW_RESULTS+=("$(printf 'rc=%d %6.1fs  %s' "$status" \
+        "$(awk "BEGIN { print ($end - $start) / 1e9 }")" "$headline")")
 }
 
 echo "lightly-train-c input-pipeline benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -117,7 +122,8 @@ fi
 for workers in $WORKERS; do
     if [ -x "$BUILD/lightly-train-c" ]; then
         run "lightly-train-c $METHOD, $workers worker(s)" "$BUILD/lightly-train-c" bench-data \
-            --data "$BENCH_DIR" --method "$METHOD" --num-workers "$workers" --steps "$STEPS"
+            --data "$BENCH_DIR" --method "$METHOD" --batch-size 64 --num-workers "$workers" \
+            --steps "$STEPS"
     else
         echo "bench.sh: $BUILD/lightly-train-c not built; skipped"
     fi
@@ -129,7 +135,7 @@ for workers in $WORKERS; do
 done
 
 echo
-echo "== summary (exit status, wall time, last line of output)"
+echo "== summary (exit status, wall time, headline of the output)"
 status=0
 for i in "${!ROW_NAMES[@]}"; do
     printf '%-36s %s\n' "${ROW_NAMES[$i]}" "${ROW_RESULTS[$i]}"

@@ -52,12 +52,18 @@ typedef struct ViewParams {
 
 typedef struct ViewSet {
     int count;
+    int global_count;  // views [0, global_count) are "global", the rest "local" (DINO)
     ViewTransform views[AUGMENT_MAX_VIEWS];
 } ViewSet;
 
 // LightlyTrain defaults (../shared/reference/lightlytrain.md).
 void view_set_simclr(ViewSet *set, int image_size);
 void view_set_dino(ViewSet *set, int global_size, int local_size, int local_count);
+// Sets one parameter from "KEY=VALUE", for every view, or "SCOPE.KEY=VALUE"
+// for some: SCOPE is global, local or view<N> (0-based). KEY is a float field
+// of ViewTransform by name (scale_min, flip_p, brightness, blur_sigma_max,
+// solarize_threshold, ...). The changed views are validated.
+int view_set_override(ViewSet *set, const char *assignment, ErrorMessage *err);
 // Checks ranges (probabilities in [0,1], scale 0 < min <= max <= 1, ...).
 int view_transform_validate(const ViewTransform *transform, ErrorMessage *err);
 

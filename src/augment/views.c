@@ -30,6 +30,7 @@ static ViewTransform default_view(int size) {
 void view_set_simclr(ViewSet *set, int image_size) {
     memset(set, 0, sizeof *set);
     set->count = 2;
+    set->global_count = 2;
     set->views[0] = set->views[1] = default_view(image_size);
 }
 
@@ -56,6 +57,7 @@ void view_set_dino(ViewSet *set, int global_size, int local_size, int local_coun
     local.blur_p = 0.5f;
     for (int i = 0; i < local_count; i++) set->views[2 + i] = local;
     set->count = 2 + local_count;
+    set->global_count = 2;
 }
 
 // Written as !(in range) so that NaN fails too.

@@ -36,6 +36,7 @@ typedef struct BenchDataArgs {
     int warmup_steps;
     int seed;
     double max_pixels;
+    StringList transform_overrides;  // "KEY=VALUE" for view_set_override
 } BenchDataArgs;
 
 static const char *const method_names[] = {"simclr", "dino", NULL};
@@ -77,6 +78,17 @@ static void print_verdict(const LoaderStats *stats, int workers, double wall_sec
 
 static int bench_data_run(const BenchDataArgs *args) {
     ErrorMessage err = {{0}};
+    ViewSet views;
+    if (args->method == 0)
+        view_set_simclr(&views, args->image_size);
+    else
+        view_set_dino(&views, args->image_size, args->local_size, args->local_views);
+    for (int i = 0; i < args->transform_overrides.count; i++) {
+        if (view_set_override(&views, args->transform_overrides.items[i], &err) != 0) {
+            fprintf(stderr, "lightly-train-c bench-data: --transform: %s\n", err.text);
+            return 2;
+        }
+    }
     Dataset dataset;
     const double scan_start = time_now();
     if (dataset_scan(args->data, &dataset, &err) != 0) {
@@ -96,10 +108,7 @@ static int bench_data_run(const BenchDataArgs *args) {
         .max_pixels = (uint64_t)args->max_pixels,
         .warn = print_warning,
     };
-    if (args->method == 0)
-        view_set_simclr(&config.views, args->image_size);
-    else
-        view_set_dino(&config.views, args->image_size, args->local_size, args->local_views);
+    config.views = views;
     const int cores = cpu_usable_cores();
     config.num_workers =
         args->num_workers > 0 ? args->num_workers : cpu_default_workers(cores, 1);
@@ -216,6 +225,9 @@ int command_bench_data(int argc, char **argv) {
          .help = "random seed", .min = 0, .max = 2147483647},
         {.name = "max-pixels", .type = OPTION_FLOAT, .value = &args.max_pixels, .metavar = "N",
          .help = "skip images that would decode to more pixels", .min = 1, .max = 1e12},
+        {.name = "transform", .type = OPTION_STRING, .value = &args.transform_overrides,
+         .metavar = "[SCOPE.]KEY=VALUE", .repeatable = 1,
+         .help = "change a view parameter, e.g. blur_p=0.2 or local.scale_max=0.2"},
     };
     const OptionParser parser = {
         .program = "lightly-train-c bench-data",

@@ -55,6 +55,13 @@ out=$("$bin" bench-data data="$work/images" method=dino batch_size=4 num_workers
 [ $? -eq 0 ] || fail "bench-data dino (key=value) failed: $out"
 printf '%s\n' "$out" | grep -q "8 view(s) (64 64 32 32 32 32 32 32 px)" || fail "dino views: $out"
 
+# Transform overrides: applied (a run with them works) and checked (bad ones exit 2).
+out=$("$bin" bench-data --data "$work/images" --batch-size 4 --num-workers 1 --image-size 64 --steps 2 \
+  --transform blur_p=0 --transform view1.solarize_p=1 2>&1)
+[ $? -eq 0 ] || fail "bench-data with --transform failed: $out"
+expect 2 "--transform: unknown transform parameter 'blurp'" -- "$bin" bench-data --data "$work/images" --transform blurp=1
+expect 2 "--transform: .*flip_p" -- "$bin" bench-data --data "$work/images" --transform flip_p=2
+
 # SIGINT mid-run: the workers are stopped and joined, the partial result printed.
 "$bin" bench-data --data "$work/images" --batch-size 4 --num-workers 2 --image-size 64 \
   --steps 100000000 >"$work/interrupt.log" 2>&1 &
