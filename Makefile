@@ -21,6 +21,12 @@ PKGS := libjpeg libpng libwebp libwebpdemux libwebpmux
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+# CPU backend: oneDNN (no pkg-config file; tools/deps.sh checks its header)
+# on GNU OpenMP, the runtime Debian's oneDNN is built with, so our OpenMP
+# loops and oneDNN's share one thread team.
+CPU_LIBS := -ldnnl
+OMP_FLAGS := -fopenmp
+DNNL_VERSION = $(shell sed -n 's/^\#define DNNL_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' /usr/include/oneapi/dnnl/dnnl_version.h 2>/dev/null | paste -sd.)
 
 # ---- CUDA detection: nvcc + cuDNN + NCCL, all three or nothing ----------------
 CUDA_HOME ?= /usr/local/cuda
@@ -50,7 +56,7 @@ endif
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Isrc -MMD -MP \
              -DLTC_VERSION='"$(VERSION)"' $(PKG_CFLAGS) $(SAN_FLAGS)
-LDLIBS_ALL = $(PKG_LIBS) -lpthread -lm
+LDLIBS_ALL = $(PKG_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm
 ifneq ($(SANITIZE),)
   SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
@@ -80,6 +86,7 @@ all: info $(BIN)
 info: | $(DEPS_STAMP)
 	@echo "lightly-train-c $(VERSION): CC=$(CC) OPT=$(OPT) $(if $(SANITIZE),sanitizers=on,)"
 	@echo "  CPU SIMD: AVX2 kernels built, chosen at run time (scalar fallback)"
+	@echo "  CPU backend: oneDNN $(DNNL_VERSION) (conv, GEMM) + OpenMP loops"
 	@echo "  CUDA: $(CUDA_REASON)"
 
 deps:
@@ -93,6 +100,10 @@ $(DEPS_STAMP): tools/deps.sh
 $(BUILD)/obj/%_avx2.o: %_avx2.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(AVX2_FLAGS) -c $< -o $@
+
+$(BUILD)/obj/src/backend/cpu/%.o: src/backend/cpu/%.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(OMP_FLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -134,7 +145,7 @@ FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc $(PKG_CFLAGS) \
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_decode_common.h $(LIB_SRC) | $(DEPS_STAMP)
 	@command -v clang >/dev/null || { echo "make fuzz needs clang with libFuzzer: apt-get install clang" >&2; exit 1; }
 	@mkdir -p $(@D)
-	clang $(FUZZ_FLAGS) -mavx2 -mfma -o $@ $< $(LIB_SRC) $(PKG_LIBS) -lpthread -lm
+	clang $(FUZZ_FLAGS) -mavx2 -mfma -o $@ $< $(LIB_SRC) $(PKG_LIBS) $(CPU_LIBS) -lpthread -lm
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \
 	  name=$$(basename $$f); corpus=$(BUILD)/fuzz/corpus-$$name; mkdir -p $$corpus; \

@@ -20,8 +20,9 @@ for binary in "$build"/tests/test_*; do
   log="$build/tests/$name.log"
   if [ "$simd" = scalar ]; then LTC_SIMD=scalar "$binary" >"$log" 2>&1; else "$binary" >"$log" 2>&1; fi
   status=$?
-  ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
-  bad=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+  # A binary may run several cmocka groups: add up every group's summary.
+  ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+  bad=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
   ok=${ok:-0}
   bad=${bad:-0}
   if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi  # crashed

@@ -59,10 +59,13 @@ static const ResizeCase resize_cases[] = {
     {500, 375, 13.3, 7.7, 400.25, 301.9, 224, 224, 1},  // fractional rectangle
     {640, 480, 100.5, 3.0, 60.0, 40.0, 224, 224, 0},    // fractional, grow
     {1000, 40, 0, 0, 1000, 40, 7, 3, 1},             // many taps
+    {300, 200, 10.5, 3.25, 250.0, 180.5, 57, 57, 1},  // 57 = 4k + 1 outputs: last-group stores
+    {640, 480, 3.3, 1.7, 300.0, 470.0, 45, 61, 0},    // 7-8 taps in x (unrolled variant)
 };
 #define RESIZE_CASES (sizeof resize_cases / sizeof resize_cases[0])
 
-// Scalar and AVX2 passes on the same tables give identical values.
+// Scalar and AVX2 passes on the same tables give identical values, for the
+// passes of both orders (horizontal first and vertical first).
 static void test_resize_avx2_matches_scalar(void **state) {
     if (!has_avx2_or_say_skip("resize AVX2 vs scalar")) return;
     ResampleTable columns = {0}, rows = {0};
@@ -71,20 +74,37 @@ static void test_resize_avx2_matches_scalar(void **state) {
         TestImage source = random_image(k->source_width, k->source_height, c % 3 * 5, 100 + c);
         assert_int_equal(resize_table(&columns, k->x, k->width, k->source_width, k->out_width, k->flip), 0);
         assert_int_equal(resize_table(&rows, k->y, k->height, k->source_height, k->out_height, 0), 0);
-        const int first = rows.start[0] < rows.start[rows.count - 1] ? rows.start[0] : rows.start[rows.count - 1];
-        const int row_count = k->source_height - first;
-        const size_t values = (size_t)k->out_width * 3;
+        int first, end, first_column, end_column;
+        resample_table_span(&rows, &first, &end);
+        resample_table_span(&columns, &first_column, &end_column);
+        const int row_count = end - first;
+        const size_t values = (size_t)k->out_width * 3, out_bytes = (size_t)k->out_height * values;
+        uint8_t *scalar_out = malloc(out_bytes), *simd_out = malloc(out_bytes);
+        // Horizontal first.
         uint16_t *scalar_mid = malloc((size_t)row_count * values * 2);
         uint16_t *simd_mid = malloc((size_t)row_count * values * 2);
         const uint8_t *src = source.image.pixels + (size_t)first * source.image.stride;
-        const uint8_t *end = source.image.pixels + source.bytes;
-        resample_horizontal_scalar(src, source.image.stride, end, row_count, &columns, scalar_mid, values);
-        resample_horizontal_avx2(src, source.image.stride, end, row_count, &columns, simd_mid, values);
+        const uint8_t *src_end = source.image.pixels + source.bytes;
+        resample_horizontal_scalar(src, source.image.stride, src_end, row_count, &columns, scalar_mid, values);
+        resample_horizontal_avx2(src, source.image.stride, src_end, row_count, &columns, simd_mid, values);
         assert_memory_equal(scalar_mid, simd_mid, (size_t)row_count * values * 2);
-        const size_t out_bytes = (size_t)k->out_height * values;
-        uint8_t *scalar_out = malloc(out_bytes), *simd_out = malloc(out_bytes);
         resample_vertical_scalar(scalar_mid, values, (int)values, &rows, first, scalar_out, values);
         resample_vertical_avx2(scalar_mid, values, (int)values, &rows, first, simd_out, values);
+        assert_memory_equal(scalar_out, simd_out, out_bytes);
+        free(scalar_mid);
+        free(simd_mid);
+        // Vertical first; the intermediate buffer ends exactly at its last row.
+        const size_t span = (size_t)(end_column - first_column) * 3, mid_count = (size_t)k->out_height * span;
+        scalar_mid = malloc(mid_count * 2);
+        simd_mid = malloc(mid_count * 2);
+        const uint8_t *left = source.image.pixels + (size_t)first_column * 3;
+        resample_vertical_widen_scalar(left, source.image.stride, (int)span, &rows, 0, scalar_mid, span);
+        resample_vertical_widen_avx2(left, source.image.stride, (int)span, &rows, 0, simd_mid, span);
+        assert_memory_equal(scalar_mid, simd_mid, mid_count * 2);
+        resample_horizontal_narrow_scalar(scalar_mid, span, scalar_mid + mid_count, k->out_height, &columns,
+                                          first_column, scalar_out, values);
+        resample_horizontal_narrow_avx2(scalar_mid, span, scalar_mid + mid_count, k->out_height, &columns,
+                                        first_column, simd_out, values);
         assert_memory_equal(scalar_out, simd_out, out_bytes);
         free(scalar_mid); free(simd_mid); free(scalar_out); free(simd_out);
         free(source.image.pixels);
@@ -148,7 +168,10 @@ static void reference_resize(const Image *image, const ResizeCase *k, double *ou
 // Fixed point (14-bit weights, 7 extra bits between the passes) stays
 // within one level of the exact double result: final rounding < 0.5, the
 // intermediate rounding < 2^-8 and weight quantisation < 2^-14 per tap.
-static void check_resize_against_reference(const ResizeCase *cases, size_t count, uint64_t seed) {
+// order: RESAMPLE_ORDER_AUTO goes through resize_rgb; the others force the
+// pass order on the run-time kernels.
+static void check_resize_against_reference(const ResizeCase *cases, size_t count, uint64_t seed,
+                                           ResampleOrder order) {
     ResampleTable columns = {0}, rows = {0};
     ResampleBuffer buffer = {0};
     for (size_t c = 0; c < count; c++) {
@@ -158,8 +181,15 @@ static void check_resize_against_reference(const ResizeCase *cases, size_t count
         uint8_t *out = malloc(bytes);
         double *want = malloc(bytes * sizeof *want);
         ErrorMessage err;
-        assert_int_equal(resize_rgb(&source.image, k->x, k->y, k->width, k->height, k->flip, k->out_width,
-                                    k->out_height, out, values, &columns, &rows, &buffer, &err), 0);
+        if (order == RESAMPLE_ORDER_AUTO) {
+            assert_int_equal(resize_rgb(&source.image, k->x, k->y, k->width, k->height, k->flip, k->out_width,
+                                        k->out_height, out, values, &columns, &rows, &buffer, &err), 0);
+        } else {
+            assert_int_equal(resize_table(&columns, k->x, k->width, k->source_width, k->out_width, k->flip), 0);
+            assert_int_equal(resize_table(&rows, k->y, k->height, k->source_height, k->out_height, 0), 0);
+            assert_int_equal(resample_separable_with(source.image.pixels, source.image.stride, source.image.pixels + source.bytes,
+                                                     &columns, &rows, &buffer, out, values, order, cpu_has_avx2()), 0);
+        }
         reference_resize(&source.image, k, want);
         for (size_t i = 0; i < bytes; i++)
             if (fabs(out[i] - want[i]) > 1.0) fail_msg("case %zu value %zu: %d vs reference %.3f", c, i, out[i], want[i]);
@@ -173,10 +203,17 @@ static void check_resize_against_reference(const ResizeCase *cases, size_t count
 }
 
 static void test_resize_matches_reference(void **state) {
-    check_resize_against_reference(resize_cases, RESIZE_CASES, 200);
+    check_resize_against_reference(resize_cases, RESIZE_CASES, 200, RESAMPLE_ORDER_AUTO);
     // A real shrink with a fractional rectangle, and a grow.
     const ResizeCase more[] = {{61, 47, 3.4, 2.2, 50.3, 41.7, 19, 13, 1}, {9, 7, 1.5, 0.25, 6.5, 5.5, 23, 17, 0}};
-    check_resize_against_reference(more, 2, 300);
+    check_resize_against_reference(more, 2, 300, RESAMPLE_ORDER_AUTO);
+}
+
+// Either pass order (the rounding of the intermediate differs) stays within
+// the same one level of the exact result.
+static void test_resize_both_orders_match_reference(void **state) {
+    check_resize_against_reference(resize_cases, RESIZE_CASES, 400, RESAMPLE_HORIZONTAL_FIRST);
+    check_resize_against_reference(resize_cases, RESIZE_CASES, 500, RESAMPLE_VERTICAL_FIRST);
 }
 
 // A 2x downscale is the mean of 2x2 blocks, rounded half up, exactly.
@@ -362,6 +399,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resize_avx2_matches_scalar),
         cmocka_unit_test(test_resize_matches_reference),
+        cmocka_unit_test(test_resize_both_orders_match_reference),
         cmocka_unit_test(test_resize_halving_is_block_mean),
         cmocka_unit_test(test_resize_constant_stays_constant),
         cmocka_unit_test(test_resize_flip_is_mirror),

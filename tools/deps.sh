@@ -4,7 +4,8 @@
 # prints the exact apt-get line and fails.
 set -u
 
-# pkg-config module or header -> Debian package
+# pkg-config module (pc) or header (hdr; for libraries without a .pc file)
+# -> Debian package
 checks=(
   "pc:libjpeg:libjpeg62-turbo-dev"
   "pc:libpng:libpng-dev"
@@ -12,6 +13,7 @@ checks=(
   "pc:libwebpdemux:libwebp-dev"
   "pc:libwebpmux:libwebp-dev"
   "pc:cmocka:libcmocka-dev"
+  "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
 )
 tools=(
   "pkg-config:pkg-config"
@@ -26,11 +28,14 @@ for entry in "${checks[@]}"; do
   if [ "$kind" = pc ]; then
     command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$name" && continue
   fi
+  if [ "$kind" = hdr ]; then
+    echo "#include <$name>" | "${CC:-cc}" -E -x c - >/dev/null 2>&1 && continue
+  fi
   missing+=("$package")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, cmocka)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, cmocka, oneDNN)"
   exit 0
 fi
 

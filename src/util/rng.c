@@ -1,6 +1,8 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
 #include "util/rng.h"
 
+#include <math.h>
+
 static void philox_round(uint32_t c[4], const uint32_t k[2]) {
     const uint64_t p0 = (uint64_t)0xD2511F53u * c[0];
     const uint64_t p1 = (uint64_t)0xCD9E8D57u * c[2];
@@ -61,3 +63,18 @@ uint32_t rng_below(Rng *rng, uint32_t n) {
 }
 
 int rng_bernoulli(Rng *rng, float p) { return rng_uniform(rng) < p; }
+
+void rng_normal_pair(Rng *rng, float pair[2]) {
+    // u1 in (0, 1] so the log is finite; computed in double for the tails.
+    const double u1 = ((double)(rng_u32(rng) >> 8) + 1.0) * (1.0 / 16777216.0);
+    const double u2 = (double)(rng_u32(rng) >> 8) * (1.0 / 16777216.0);
+    const double radius = sqrt(-2.0 * log(u1)), angle = 6.283185307179586 * u2;
+    pair[0] = (float)(radius * cos(angle));
+    pair[1] = (float)(radius * sin(angle));
+}
+
+float rng_normal(Rng *rng) {
+    float pair[2];
+    rng_normal_pair(rng, pair);
+    return pair[0];
+}

@@ -34,5 +34,10 @@ float rng_range(Rng *rng, float low, float high);
 uint32_t rng_below(Rng *rng, uint32_t n);
 // True with probability p.
 int rng_bernoulli(Rng *rng, float p);
+// Standard normal (Box-Muller from two draws; the second variate is not kept).
+float rng_normal(Rng *rng);
+// Two independent standard normals from the same two draws (both Box-Muller
+// variates; pair[0] equals what rng_normal would return).
+void rng_normal_pair(Rng *rng, float pair[2]);
 
 #endif

@@ -1,0 +1,69 @@
+// Backend selection by name and the shape helpers shared by every backend.
+#include "backend/backend.h"
+
+#include <string.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/ref/ref_backend.h"
+
+static int window_output(int in, int window, int stride, int padding) {
+    return (in + 2 * padding - window) / stride + 1;
+}
+
+int conv_shape_make(ConvShape *shape, int batch, int in_height, int in_width, int in_channels,
+                    int out_channels, int kernel, int stride, int padding, ErrorMessage *err) {
+    if (batch < 1 || in_height < 1 || in_width < 1 || in_channels < 1 || out_channels < 1 ||
+        kernel < 1 || stride < 1 || padding < 0)
+        return error_set(err, "conv: invalid geometry (batch %d, %dx%dx%d -> %d, kernel %d, "
+                              "stride %d, padding %d)",
+                         batch, in_height, in_width, in_channels, out_channels, kernel, stride,
+                         padding);
+    *shape = (ConvShape){
+        .batch = batch, .in_height = in_height, .in_width = in_width,
+        .in_channels = in_channels, .out_channels = out_channels, .kernel = kernel,
+        .stride = stride, .padding = padding,
+        .out_height = window_output(in_height, kernel, stride, padding),
+        .out_width = window_output(in_width, kernel, stride, padding),
+    };
+    if (in_height + 2 * padding < kernel || in_width + 2 * padding < kernel ||
+        shape->out_height < 1 || shape->out_width < 1)
+        return error_set(err, "conv: %dx%d input with kernel %d, padding %d has no output",
+                         in_height, in_width, kernel, padding);
+    return 0;
+}
+
+int pool_shape_make(PoolShape *shape, int batch, int in_height, int in_width, int channels,
+                    int window, int stride, int padding, ErrorMessage *err) {
+    if (batch < 1 || in_height < 1 || in_width < 1 || channels < 1 || window < 1 || stride < 1 ||
+        padding < 0 || 2 * padding > window)
+        return error_set(err, "pool: invalid geometry (%dx%dx%d, window %d, stride %d, "
+                              "padding %d)",
+                         in_height, in_width, channels, window, stride, padding);
+    *shape = (PoolShape){
+        .batch = batch, .in_height = in_height, .in_width = in_width, .channels = channels,
+        .window = window, .stride = stride, .padding = padding,
+        .out_height = window_output(in_height, window, stride, padding),
+        .out_width = window_output(in_width, window, stride, padding),
+    };
+    if (in_height + 2 * padding < window || in_width + 2 * padding < window)
+        return error_set(err, "pool: %dx%d input smaller than window %d", in_height, in_width,
+                         window);
+    return 0;
+}
+
+Backend *backend_create(const char *name, int threads, ErrorMessage *err) {
+    if (strcmp(name, "ref") == 0) return ref_backend_create(err);
+    if (strcmp(name, "cpu") == 0) return cpu_backend_create(threads, err);
+    error_set(err, "unknown backend '%s' (available: ref, cpu)", name);
+    return NULL;
+}
+
+void backend_destroy(Backend *backend) {
+    if (backend && backend->destroy) backend->destroy(backend);
+}
+
+float backend_read_scalar(Backend *backend, const float *device_value) {
+    float value = 0.0f;
+    backend->op.download(backend, &value, device_value, sizeof value);
+    return value;
+}

@@ -1,0 +1,203 @@
+// The op interface every model, head, loss and optimizer runs on.
+//
+// A Backend is a table of ops plus its private state. `ref` (plain loops,
+// obviously right) is the oracle every other backend is tested against;
+// `cpu` is the optimised CPU backend; `cuda` (a later issue) plugs in behind
+// the same table. Pointers passed to ops are backend memory (from
+// backend->alloc); on CPU backends that is host memory.
+//
+// Conventions:
+// - fp32 everywhere for now; activations NHWC, conv weights (Cout, KH, KW,
+//   Cin) ("OHWI": what cuDNN's NHWC kernels and oneDNN's ohwi format use);
+//   torchvision's OIHW appears only at import/export (src/nn).
+// - Shapes are written next to every pointer argument.
+// - Outputs marked `=` are overwritten; gradients of parameters marked `+=`
+//   accumulate (so micro-batches add up); activation gradients are `=`.
+// - Ops do not fail once their inputs are valid: shapes are checked when a
+//   plan is made (conv) or by the caller. Nothing is allocated inside an op;
+//   conv workspace is sized when the plan is made.
+#ifndef LTC_BACKEND_BACKEND_H
+#define LTC_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+typedef struct Backend Backend;
+
+// Convolution geometry: square kernel, stride and zero padding (what the
+// ResNet family needs); groups = 1, dilation = 1.
+typedef struct ConvShape {
+    int batch;
+    int in_height, in_width, in_channels;
+    int out_channels;
+    int kernel, stride, padding;
+    int out_height, out_width;  // derived by conv_shape_make
+} ConvShape;
+
+// Fills a ConvShape and its output size; -1 when the output would be empty.
+int conv_shape_make(ConvShape *shape, int batch, int in_height, int in_width, int in_channels,
+                    int out_channels, int kernel, int stride, int padding, ErrorMessage *err);
+
+// A backend's prepared convolution for one ConvShape (algorithm choice,
+// primitives, workspace need). Made when the model is built, once per
+// shape it will see (DINO: global and local view sizes).
+typedef struct ConvPlan ConvPlan;
+
+// Max-pool geometry (square window, zero... i.e. -inf padding).
+typedef struct PoolShape {
+    int batch, in_height, in_width, channels;
+    int window, stride, padding;
+    int out_height, out_width;  // derived by pool_shape_make
+} PoolShape;
+
+int pool_shape_make(PoolShape *shape, int batch, int in_height, int in_width, int channels,
+                    int window, int stride, int padding, ErrorMessage *err);
+
+typedef struct BackendOps {
+    // ---- memory ----------------------------------------------------------
+    void *(*alloc)(Backend *backend, size_t bytes);  // 64-byte aligned; NULL when out of memory
+    void (*free)(Backend *backend, void *pointer);
+    void (*upload)(Backend *backend, void *device, const void *host, size_t bytes);
+    void (*download)(Backend *backend, void *host, const void *device, size_t bytes);
+    void (*copy)(Backend *backend, void *dst, const void *src, size_t bytes);
+    void (*fill)(Backend *backend, float *x, float value, size_t n);  // x (n) =
+    void (*synchronize)(Backend *backend);  // waits for queued work (no-op on CPU)
+
+    // ---- convolution ------------------------------------------------------
+    ConvPlan *(*conv2d_plan)(Backend *backend, const ConvShape *shape, ErrorMessage *err);
+    void (*conv2d_plan_free)(Backend *backend, ConvPlan *plan);
+    // y (N, OH, OW, Cout) = conv(x (N, H, W, Cin), w (Cout, K, K, Cin))
+    void (*conv2d_forward)(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
+                           float *y);
+    // dx (N, H, W, Cin) = conv_transpose(dy (N, OH, OW, Cout), w)
+    void (*conv2d_backward_data)(Backend *backend, const ConvPlan *plan, const float *dy,
+                                 const float *w, float *dx);
+    // dw (Cout, K, K, Cin) += correlation of x (N, H, W, Cin) with dy (N, OH, OW, Cout)
+    void (*conv2d_backward_weights)(Backend *backend, const ConvPlan *plan, const float *x,
+                                    const float *dy, float *dw);
+
+    // ---- batch norm over rows: NHWC 2d (rows = N*H*W) and 1d (rows = N) -----
+    // Training: batch statistics (biased variance for normalising), saves
+    // mean and 1/sqrt(var + eps) for backward, and updates the running stats
+    // with momentum (PyTorch: running = (1 - m) running + m batch, running_var
+    // takes the unbiased variance).
+    // y (rows, C) =; save_mean, save_inv_std (C) =; running_mean, running_var (C) updated
+    void (*batchnorm_forward_train)(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *gamma, const float *beta, float momentum,
+                                    float eps, float *y, float *save_mean, float *save_inv_std,
+                                    float *running_mean, float *running_var);
+    // Evaluation: y (rows, C) = gamma (x - running_mean) / sqrt(running_var + eps) + beta
+    void (*batchnorm_forward_eval)(Backend *backend, size_t rows, int channels, const float *x,
+                                   const float *gamma, const float *beta,
+                                   const float *running_mean, const float *running_var, float eps,
+                                   float *y);
+    // dx (rows, C) =; dgamma, dbeta (C) += ; x is the forward input.
+    void (*batchnorm_backward)(Backend *backend, size_t rows, int channels, const float *x,
+                               const float *dy, const float *gamma, const float *save_mean,
+                               const float *save_inv_std, float *dx, float *dgamma,
+                               float *dbeta);
+
+    // ---- elementwise --------------------------------------------------------
+    void (*relu_forward)(Backend *backend, size_t n, const float *x, float *y);  // y = max(x, 0); may alias
+    // dx (n) = dy * (y > 0); y is the forward output; dx may alias dy
+    void (*relu_backward)(Backend *backend, size_t n, const float *y, const float *dy, float *dx);
+    void (*add)(Backend *backend, size_t n, const float *a, const float *b, float *y);  // y = a + b
+    // y (n) = alpha * x + beta * y  (beta = 0: y is not read)
+    void (*axpby)(Backend *backend, size_t n, float alpha, const float *x, float beta, float *y);
+    void (*mul)(Backend *backend, size_t n, const float *a, const float *b, float *y);  // y = a * b
+
+    // ---- pooling ------------------------------------------------------------
+    // y (N, OH, OW, C) = max over the window; argmax (N, OH, OW, C) = flat
+    // input index (within the sample) of the max, for backward
+    void (*maxpool_forward)(Backend *backend, const PoolShape *shape, const float *x, float *y,
+                            int32_t *argmax);
+    // dx (N, H, W, C) = scatter of dy (N, OH, OW, C) to argmax (sums where windows overlap)
+    void (*maxpool_backward)(Backend *backend, const PoolShape *shape, const float *dy,
+                             const int32_t *argmax, float *dx);
+    // y (N, C) = mean over H*W of x (N, H*W, C)
+    void (*avgpool_forward)(Backend *backend, int batch, int pixels, int channels, const float *x,
+                            float *y);
+    // dx (N, H*W, C) = dy (N, C) / pixels
+    void (*avgpool_backward)(Backend *backend, int batch, int pixels, int channels,
+                             const float *dy, float *dx);
+
+    // ---- matrix products (row-major) -------------------------------------------
+    // C (M, N) = alpha * op(A) op(B) + beta * C, op(A) (M, K), op(B) (K, N);
+    // A is (M, K) or, transposed, (K, M); leading dimensions are row strides.
+    void (*gemm)(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
+                 float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                 float *c, int ldc);
+    // y (rows, C) += bias (C) broadcast over rows
+    void (*bias_add)(Backend *backend, size_t rows, int channels, const float *bias, float *y);
+    // dbias (C) += sum over rows of dy (rows, C)
+    void (*bias_backward)(Backend *backend, size_t rows, int channels, const float *dy,
+                          float *dbias);
+
+    // ---- row-wise ops for heads and losses ---------------------------------------
+    // y (rows, D) = x / max(||x||_2, eps), norm (rows) = ||x||_2
+    void (*l2_normalize_forward)(Backend *backend, int rows, int dim, const float *x, float eps,
+                                 float *y, float *norm);
+    // dx (rows, D) = (dy - y <y, dy>) / max(norm, eps)
+    void (*l2_normalize_backward)(Backend *backend, int rows, int dim, const float *y,
+                                  const float *norm, const float *dy, float eps, float *dx);
+    // y (rows, D) = softmax(x * scale) or log_softmax(x * scale) per row
+    void (*softmax_forward)(Backend *backend, int rows, int dim, const float *x, float scale,
+                            float *y);
+    void (*log_softmax_forward)(Backend *backend, int rows, int dim, const float *x, float scale,
+                                float *y);
+    // dx (rows, D) = scale * y * (dy - <dy, y>)          (y = softmax output)
+    void (*softmax_backward)(Backend *backend, int rows, int dim, const float *y, const float *dy,
+                             float scale, float *dx);
+    // dx (rows, D) = scale * (dy - softmax * sum(dy))   (y = log_softmax output)
+    void (*log_softmax_backward)(Backend *backend, int rows, int dim, const float *y,
+                                 const float *dy, float scale, float *dx);
+
+    // ---- reductions (result written to backend memory, one float) -----------------
+    void (*sum)(Backend *backend, size_t n, const float *x, float *result);          // = sum x
+    void (*sum_squares)(Backend *backend, size_t n, const float *x, float *result);  // = sum x^2
+    // = sum a*b
+    void (*dot)(Backend *backend, size_t n, const float *a, const float *b, float *result);
+    // y (C) = sum over rows of x (rows, C)
+    void (*column_sum)(Backend *backend, size_t rows, int channels, const float *x, float *y);
+
+    // ---- optimizer updates (in place, fp32 master weights and state) ---------------
+    // SGD (PyTorch semantics): g = grad + wd * param; buf = momentum * buf + g
+    // (buf = g on the first step); step = nesterov ? g + momentum * buf : buf;
+    // param -= lr * step
+    void (*sgd_update)(Backend *backend, size_t n, float *param, const float *grad,
+                       float *momentum_buffer, float lr, float momentum, float weight_decay,
+                       int nesterov, int first_step);
+    // AdamW (PyTorch semantics): param *= 1 - lr * wd; m = b1 m + (1-b1) g;
+    // v = b2 v + (1-b2) g^2; param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+    void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad, float *m,
+                         float *v, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int step);
+    // target = momentum * target + (1 - momentum) * source  (EMA teacher)
+    void (*ema_update)(Backend *backend, size_t n, float *target, const float *source,
+                       float momentum);
+
+    // ---- input ---------------------------------------------------------------------
+    // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory
+    void (*normalize_u8)(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
+                         const float std[3], float *y);
+} BackendOps;
+
+struct Backend {
+    const char *name;  // "ref", "cpu", "cuda"
+    BackendOps op;
+    int threads;       // CPU threads the backend may use
+    void *impl;        // backend-private state
+    void (*destroy)(Backend *backend);
+};
+
+// name: "ref" or "cpu" (and "cuda" in CUDA builds). threads <= 0: all usable
+// cores. NULL with a message when the backend is unknown or unavailable.
+Backend *backend_create(const char *name, int threads, ErrorMessage *err);
+void backend_destroy(Backend *backend);
+
+// Reads one float result of a reduction back to the host.
+float backend_read_scalar(Backend *backend, const float *device_value);
+
+#endif

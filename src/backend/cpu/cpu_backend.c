@@ -1,0 +1,158 @@
+// The cpu backend's op table, its state (oneDNN engine and stream) and its
+// memory ops and GEMM. Convolutions and GEMM run on oneDNN (chosen over
+// OpenBLAS + im2col by measurement: docs/performance.md, tools/bench_conv);
+// the memory-bound ops are OpenMP loops in cpu_elementwise.c, cpu_norm.c and
+// cpu_rows.c.
+#include "backend/cpu/cpu_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backend/cpu/cpu_internal.h"
+#include "util/cpu.h"
+
+void cpu_set_threads(const Backend *backend) {
+#ifdef _OPENMP
+    if (omp_get_max_threads() != backend->threads) omp_set_num_threads(backend->threads);
+#endif
+}
+
+int cpu_channel_block(const Backend *backend, int channels) {
+    // Enough blocks for every thread, each a multiple of 16 floats (one
+    // cache line) so threads never share a line, at most CPU_CHANNEL_BLOCK.
+    int per_thread = (channels + backend->threads - 1) / backend->threads;
+    int block = (per_thread + 15) / 16 * 16;
+    return block < CPU_CHANNEL_BLOCK ? block : CPU_CHANNEL_BLOCK;
+}
+
+// ---- memory ----------------------------------------------------------------------
+
+static void *cpu_alloc(Backend *backend, size_t bytes) {
+    const size_t alignment = 64;
+    size_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
+    if (rounded < bytes) return NULL;  // overflow
+    return aligned_alloc(alignment, rounded);
+}
+
+static void cpu_free(Backend *backend, void *pointer) { free(pointer); }
+
+static void cpu_upload(Backend *backend, void *device, const void *host, size_t bytes) {
+    if (bytes) memcpy(device, host, bytes);
+}
+
+static void cpu_download(Backend *backend, void *host, const void *device, size_t bytes) {
+    if (bytes) memcpy(host, device, bytes);
+}
+
+static void cpu_copy(Backend *backend, void *dst, const void *src, size_t bytes) {
+    if (bytes) memmove(dst, src, bytes);
+}
+
+static void cpu_synchronize(Backend *backend) {
+    CpuState *state = backend->impl;
+    dnnl_stream_wait(state->stream);
+}
+
+// ---- GEMM ---------------------------------------------------------------------------
+
+// Row-major like backend.h, which is oneDNN's sgemm convention too.
+static void cpu_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
+                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                     float *c, int ldc) {
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) {  // an empty product: C = beta C (oneDNN rejects lda 0)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                float *cij = c + (size_t)i * ldc + j;
+                *cij = beta == 0.0f ? 0.0f : beta * *cij;
+            }
+        return;
+    }
+    cpu_set_threads(backend);
+    (void)dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
+                     ldb, beta, c, ldc);
+}
+
+// ---- the table -------------------------------------------------------------------------
+
+static void cpu_destroy(Backend *backend) {
+    CpuState *state = backend->impl;
+    if (state) {
+        if (state->stream) dnnl_stream_destroy(state->stream);
+        if (state->engine) dnnl_engine_destroy(state->engine);
+        free(state);
+    }
+    free(backend);
+}
+
+Backend *cpu_backend_create(int threads, ErrorMessage *err) {
+    Backend *backend = calloc(1, sizeof *backend);
+    CpuState *state = calloc(1, sizeof *state);
+    if (!backend || !state) {
+        free(backend);
+        free(state);
+        error_set(err, "cpu backend: out of memory");
+        return NULL;
+    }
+    backend->name = "cpu";
+    backend->threads = threads > 0 ? threads : cpu_usable_cores();
+    backend->impl = state;
+    backend->destroy = cpu_destroy;
+    dnnl_status_t status = dnnl_engine_create(&state->engine, dnnl_cpu, 0);
+    if (status == dnnl_success)
+        status = dnnl_stream_create(&state->stream, state->engine, dnnl_stream_default_flags);
+    if (status != dnnl_success) {
+        error_set(err, "cpu backend: oneDNN engine/stream creation failed (status %d)",
+                  (int)status);
+        cpu_destroy(backend);
+        return NULL;
+    }
+    cpu_set_threads(backend);
+    backend->op = (BackendOps){
+        .alloc = cpu_alloc,
+        .free = cpu_free,
+        .upload = cpu_upload,
+        .download = cpu_download,
+        .copy = cpu_copy,
+        .fill = cpu_fill,
+        .synchronize = cpu_synchronize,
+        .conv2d_plan = cpu_conv2d_plan,
+        .conv2d_plan_free = cpu_conv2d_plan_free,
+        .conv2d_forward = cpu_conv2d_forward,
+        .conv2d_backward_data = cpu_conv2d_backward_data,
+        .conv2d_backward_weights = cpu_conv2d_backward_weights,
+        .batchnorm_forward_train = cpu_batchnorm_forward_train,
+        .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
+        .batchnorm_backward = cpu_batchnorm_backward,
+        .relu_forward = cpu_relu_forward,
+        .relu_backward = cpu_relu_backward,
+        .add = cpu_add,
+        .axpby = cpu_axpby,
+        .mul = cpu_mul,
+        .maxpool_forward = cpu_maxpool_forward,
+        .maxpool_backward = cpu_maxpool_backward,
+        .avgpool_forward = cpu_avgpool_forward,
+        .avgpool_backward = cpu_avgpool_backward,
+        .gemm = cpu_gemm,
+        .bias_add = cpu_bias_add,
+        .bias_backward = cpu_bias_backward,
+        .l2_normalize_forward = cpu_l2_normalize_forward,
+        .l2_normalize_backward = cpu_l2_normalize_backward,
+        .softmax_forward = cpu_softmax_forward,
+        .log_softmax_forward = cpu_log_softmax_forward,
+        .softmax_backward = cpu_softmax_backward,
+        .log_softmax_backward = cpu_log_softmax_backward,
+        .sum = cpu_sum,
+        .sum_squares = cpu_sum_squares,
+        .dot = cpu_dot,
+        .column_sum = cpu_column_sum,
+        .sgd_update = cpu_sgd_update,
+        .adamw_update = cpu_adamw_update,
+        .ema_update = cpu_ema_update,
+        .normalize_u8 = cpu_normalize_u8,
+    };
+    return backend;
+}

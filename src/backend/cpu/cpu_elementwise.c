@@ -1,0 +1,170 @@
+// The cpu backend's elementwise ops, full reductions, optimizer updates and
+// input normalisation: flat loops over contiguous arrays that OpenMP splits
+// across backend->threads (below CPU_PARALLEL_MIN elements they run on the
+// calling thread) and vectorises (`simd`). Arithmetic is written in the ref
+// backend's order so results match it bit for bit where no sum is involved.
+#include <math.h>
+
+#include "backend/cpu/cpu_internal.h"
+
+// Parallel, vectorised loop over independent elements, on `team` threads
+// (each function sets team = cpu_team(backend, elements)).
+#define CPU_FOR_ELEMENTS \
+    _Pragma("omp parallel for simd num_threads(team) schedule(simd:static)")
+// The same, reducing into a double `total`.
+#define CPU_FOR_SUM \
+    _Pragma("omp parallel for simd num_threads(team) schedule(simd:static) reduction(+:total)")
+
+void cpu_fill(Backend *backend, float *x, float value, size_t n) {
+    const int team = cpu_team(backend, n);
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < n; i++) x[i] = value;
+}
+
+// y may alias x (in-place ReLU).
+void cpu_relu_forward(Backend *backend, size_t n, const float *x, float *y) {
+    const int team = cpu_team(backend, n);
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void cpu_relu_backward(Backend *backend, size_t n, const float *y, const float *dy, float *dx) {
+    const int team = cpu_team(backend, n);
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void cpu_add(Backend *backend, size_t n, const float *a, const float *b, float *y) {
+    const int team = cpu_team(backend, n);
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+void cpu_axpby(Backend *backend, size_t n, float alpha, const float *x, float beta, float *y) {
+    const int team = cpu_team(backend, n);
+    if (beta == 0.0f) {  // y is not read: it may hold NaN or garbage
+        CPU_FOR_ELEMENTS
+        for (size_t i = 0; i < n; i++) y[i] = alpha * x[i];
+        return;
+    }
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < n; i++) y[i] = alpha * x[i] + beta * y[i];
+}
+
+void cpu_mul(Backend *backend, size_t n, const float *a, const float *b, float *y) {
+    const int team = cpu_team(backend, n);
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}
+
+// dx (N, P, C) = dy (N, C) / P, one output row at a time.
+void cpu_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
+                          float *dx) {
+    const size_t rows = (size_t)batch * pixels;
+    const int team = cpu_team(backend, rows * channels);
+    const float count = (float)pixels;
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *dy_row = dy + (r / pixels) * channels;
+        float *dx_row = dx + r * channels;
+#pragma omp simd
+        for (int c = 0; c < channels; c++) dx_row[c] = dy_row[c] / count;
+    }
+}
+
+void cpu_bias_add(Backend *backend, size_t rows, int channels, const float *bias, float *y) {
+    const int team = cpu_team(backend, rows * channels);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        float *y_row = y + r * channels;
+#pragma omp simd
+        for (int c = 0; c < channels; c++) y_row[c] += bias[c];
+    }
+}
+
+// ---- full reductions (double accumulators, like ref) -------------------------------------
+
+void cpu_sum(Backend *backend, size_t n, const float *x, float *result) {
+    const int team = cpu_team(backend, n);
+    double total = 0.0;
+    CPU_FOR_SUM
+    for (size_t i = 0; i < n; i++) total += x[i];
+    *result = (float)total;
+}
+
+void cpu_sum_squares(Backend *backend, size_t n, const float *x, float *result) {
+    const int team = cpu_team(backend, n);
+    double total = 0.0;
+    CPU_FOR_SUM
+    for (size_t i = 0; i < n; i++) total += (double)x[i] * x[i];
+    *result = (float)total;
+}
+
+void cpu_dot(Backend *backend, size_t n, const float *a, const float *b, float *result) {
+    const int team = cpu_team(backend, n);
+    double total = 0.0;
+    CPU_FOR_SUM
+    for (size_t i = 0; i < n; i++) total += (double)a[i] * b[i];
+    *result = (float)total;
+}
+
+// ---- optimizer updates (PyTorch semantics, see backend.h) -----------------------------------
+
+void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
+                    float *momentum_buffer, float lr, float momentum, float weight_decay,
+                    int nesterov, int first_step) {
+    const int team = cpu_team(backend, n);
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < n; i++) {
+        const float g = grad[i] + weight_decay * param[i];
+        const float buf = first_step ? g : momentum * momentum_buffer[i] + g;
+        momentum_buffer[i] = buf;
+        const float step = nesterov ? g + momentum * buf : buf;
+        param[i] -= lr * step;
+    }
+}
+
+// Bias corrections in double, as PyTorch computes them in Python floats.
+void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
+                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      int step) {
+    const int team = cpu_team(backend, n);
+    const double correction1 = 1.0 - pow(beta1, step);
+    const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
+    const float step_size = (float)(lr / correction1);
+    const float decay = (float)(1.0 - (double)lr * weight_decay);
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < n; i++) {
+        const float p = param[i] * decay;
+        const float m_new = beta1 * m[i] + (1.0f - beta1) * grad[i];
+        const float v_new = beta2 * v[i] + (1.0f - beta2) * grad[i] * grad[i];
+        m[i] = m_new;
+        v[i] = v_new;
+        const float denominator = (float)(sqrtf(v_new) / correction2_sqrt) + eps;
+        param[i] = p - step_size * (m_new / denominator);
+    }
+}
+
+void cpu_ema_update(Backend *backend, size_t n, float *target, const float *source,
+                    float momentum) {
+    const int team = cpu_team(backend, n);
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < n; i++)
+        target[i] = momentum * target[i] + (1.0f - momentum) * source[i];
+}
+
+// ---- input --------------------------------------------------------------------------
+
+// Same operation order as ref (x / 255, then - mean, then / std).
+void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
+                      const float std[3], float *y) {
+    const int team = cpu_team(backend, pixels * 3);
+    const float m0 = mean[0], m1 = mean[1], m2 = mean[2];
+    const float s0 = std[0], s1 = std[1], s2 = std[2];
+    CPU_FOR_ELEMENTS
+    for (size_t p = 0; p < pixels; p++) {
+        y[p * 3 + 0] = ((float)x[p * 3 + 0] / 255.0f - m0) / s0;
+        y[p * 3 + 1] = ((float)x[p * 3 + 1] / 255.0f - m1) / s1;
+        y[p * 3 + 2] = ((float)x[p * 3 + 2] / 255.0f - m2) / s2;
+    }
+}

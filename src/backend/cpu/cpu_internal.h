@@ -1,0 +1,111 @@
+// Private to the cpu backend: its state, the op functions each cpu_*.c file
+// implements (gathered into the op table by cpu_backend.c), and the OpenMP
+// helpers. Shapes and the `=` / `+=` contract are those of backend.h.
+//
+// Threading: oneDNN (Debian's build) runs on GNU OpenMP, so the memory-bound
+// ops here use OpenMP too: one thread team shared by both, never two pools
+// competing for the cores. Each parallel region asks for backend->threads.
+#ifndef LTC_BACKEND_CPU_INTERNAL_H
+#define LTC_BACKEND_CPU_INTERNAL_H
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "backend/backend.h"
+
+typedef struct CpuState {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+} CpuState;
+
+// Below this many elements a parallel region costs more than it saves
+// (thread wake-up is a few microseconds; one core streams ~4 floats/ns).
+#define CPU_PARALLEL_MIN 16384
+
+// Threads for a parallel region over `work` elements: backend->threads, or
+// 1 when the work is too small to be worth waking the others.
+static inline int cpu_team(const Backend *backend, size_t work) {
+    return work >= CPU_PARALLEL_MIN ? backend->threads : 1;
+}
+
+// Makes the calling thread's next OpenMP regions (ours and oneDNN's) use
+// backend->threads; cheap, so every heavy op calls it first.
+void cpu_set_threads(const Backend *backend);
+
+// Channel block for ops that reduce over rows of a (rows, C) matrix: threads
+// split the channels, each walks every row over its contiguous block.
+#define CPU_CHANNEL_BLOCK 64
+int cpu_channel_block(const Backend *backend, int channels);
+
+// ---- cpu_conv.c ----
+ConvPlan *cpu_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
+void cpu_conv2d_plan_free(Backend *backend, ConvPlan *plan);
+void cpu_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
+                        float *y);
+void cpu_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
+                              const float *w, float *dx);
+void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
+                                 const float *dy, float *dw);
+// Name of the oneDNN implementation chosen for one direction (0 forward,
+// 1 backward data, 2 backward weights), for benchmarks and logs.
+const char *cpu_conv2d_plan_impl(const ConvPlan *plan, int direction);
+
+// ---- cpu_norm.c ----
+void cpu_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *gamma, const float *beta, float momentum, float eps,
+                                 float *y, float *save_mean, float *save_inv_std,
+                                 float *running_mean, float *running_var);
+void cpu_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const float *x,
+                                const float *gamma, const float *beta, const float *running_mean,
+                                const float *running_var, float eps, float *y);
+void cpu_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                            const float *dy, const float *gamma, const float *save_mean,
+                            const float *save_inv_std, float *dx, float *dgamma, float *dbeta);
+void cpu_bias_backward(Backend *backend, size_t rows, int channels, const float *dy,
+                       float *dbias);
+void cpu_column_sum(Backend *backend, size_t rows, int channels, const float *x, float *y);
+void cpu_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
+                         float *y);
+
+// ---- cpu_rows.c ----
+void cpu_l2_normalize_forward(Backend *backend, int rows, int dim, const float *x, float eps,
+                              float *y, float *norm);
+void cpu_l2_normalize_backward(Backend *backend, int rows, int dim, const float *y,
+                               const float *norm, const float *dy, float eps, float *dx);
+void cpu_softmax_forward(Backend *backend, int rows, int dim, const float *x, float scale,
+                         float *y);
+void cpu_log_softmax_forward(Backend *backend, int rows, int dim, const float *x, float scale,
+                             float *y);
+void cpu_softmax_backward(Backend *backend, int rows, int dim, const float *y, const float *dy,
+                          float scale, float *dx);
+void cpu_log_softmax_backward(Backend *backend, int rows, int dim, const float *y,
+                              const float *dy, float scale, float *dx);
+void cpu_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+                         int32_t *argmax);
+void cpu_maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
+                          const int32_t *argmax, float *dx);
+
+// ---- cpu_elementwise.c ----
+void cpu_fill(Backend *backend, float *x, float value, size_t n);
+void cpu_relu_forward(Backend *backend, size_t n, const float *x, float *y);
+void cpu_relu_backward(Backend *backend, size_t n, const float *y, const float *dy, float *dx);
+void cpu_add(Backend *backend, size_t n, const float *a, const float *b, float *y);
+void cpu_axpby(Backend *backend, size_t n, float alpha, const float *x, float beta, float *y);
+void cpu_mul(Backend *backend, size_t n, const float *a, const float *b, float *y);
+void cpu_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
+                          float *dx);
+void cpu_bias_add(Backend *backend, size_t rows, int channels, const float *bias, float *y);
+void cpu_sum(Backend *backend, size_t n, const float *x, float *result);
+void cpu_sum_squares(Backend *backend, size_t n, const float *x, float *result);
+void cpu_dot(Backend *backend, size_t n, const float *a, const float *b, float *result);
+void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
+                    float *momentum_buffer, float lr, float momentum, float weight_decay,
+                    int nesterov, int first_step);
+void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
+                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      int step);
+void cpu_ema_update(Backend *backend, size_t n, float *target, const float *source,
+                    float momentum);
+void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
+                      const float std[3], float *y);
+
+#endif

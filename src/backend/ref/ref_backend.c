@@ -1,0 +1,163 @@
+// The reference backend's op table, plus its simple ops: memory (host
+// malloc), elementwise, reductions and input normalisation. Plain loops,
+// single-threaded; reductions accumulate in double so the oracle's own
+// rounding stays far below any tolerance it is compared with.
+#include "backend/ref/ref_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/ref/ref_ops.h"
+
+// ---- memory ------------------------------------------------------------------
+
+static void *ref_alloc(Backend *backend, size_t bytes) {
+    // aligned_alloc wants a size that is a multiple of the alignment.
+    const size_t alignment = 64;
+    size_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
+    if (rounded < bytes) return NULL;  // overflow
+    return aligned_alloc(alignment, rounded);
+}
+
+static void ref_free(Backend *backend, void *pointer) { free(pointer); }
+
+static void ref_upload(Backend *backend, void *device, const void *host, size_t bytes) {
+    if (bytes) memcpy(device, host, bytes);
+}
+
+static void ref_download(Backend *backend, void *host, const void *device, size_t bytes) {
+    if (bytes) memcpy(host, device, bytes);
+}
+
+static void ref_copy(Backend *backend, void *dst, const void *src, size_t bytes) {
+    if (bytes) memmove(dst, src, bytes);
+}
+
+static void ref_fill(Backend *backend, float *x, float value, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = value;
+}
+
+static void ref_synchronize(Backend *backend) {}
+
+// ---- elementwise ---------------------------------------------------------------
+
+static void ref_relu_forward(Backend *backend, size_t n, const float *x, float *y) {
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void ref_relu_backward(Backend *backend, size_t n, const float *y, const float *dy,
+                              float *dx) {
+    for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+static void ref_add(Backend *backend, size_t n, const float *a, const float *b, float *y) {
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void ref_axpby(Backend *backend, size_t n, float alpha, const float *x, float beta,
+                      float *y) {
+    for (size_t i = 0; i < n; i++) y[i] = beta == 0.0f ? alpha * x[i] : alpha * x[i] + beta * y[i];
+}
+
+static void ref_mul(Backend *backend, size_t n, const float *a, const float *b, float *y) {
+    for (size_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}
+
+// ---- reductions -------------------------------------------------------------------
+
+static void ref_sum(Backend *backend, size_t n, const float *x, float *result) {
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += x[i];
+    *result = (float)total;
+}
+
+static void ref_sum_squares(Backend *backend, size_t n, const float *x, float *result) {
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += (double)x[i] * x[i];
+    *result = (float)total;
+}
+
+static void ref_dot(Backend *backend, size_t n, const float *a, const float *b, float *result) {
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += (double)a[i] * b[i];
+    *result = (float)total;
+}
+
+static void ref_column_sum(Backend *backend, size_t rows, int channels, const float *x,
+                           float *y) {
+    for (int c = 0; c < channels; c++) {
+        double total = 0.0;
+        for (size_t r = 0; r < rows; r++) total += x[r * (size_t)channels + c];
+        y[c] = (float)total;
+    }
+}
+
+// ---- input ----------------------------------------------------------------------------
+
+// Same operation order as torchvision's ToTensor (x / 255) then Normalize.
+static void ref_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
+                             const float mean[3], const float std[3], float *y) {
+    for (size_t p = 0; p < pixels; p++)
+        for (int c = 0; c < 3; c++)
+            y[p * 3 + c] = ((float)x[p * 3 + c] / 255.0f - mean[c]) / std[c];
+}
+
+// ---- the table ----------------------------------------------------------------------------
+
+static void ref_destroy(Backend *backend) { free(backend); }
+
+Backend *ref_backend_create(ErrorMessage *err) {
+    Backend *backend = calloc(1, sizeof *backend);
+    if (!backend) {
+        error_set(err, "ref backend: out of memory");
+        return NULL;
+    }
+    backend->name = "ref";
+    backend->threads = 1;
+    backend->impl = NULL;
+    backend->destroy = ref_destroy;
+    backend->op = (BackendOps){
+        .alloc = ref_alloc,
+        .free = ref_free,
+        .upload = ref_upload,
+        .download = ref_download,
+        .copy = ref_copy,
+        .fill = ref_fill,
+        .synchronize = ref_synchronize,
+        .conv2d_plan = ref_conv2d_plan,
+        .conv2d_plan_free = ref_conv2d_plan_free,
+        .conv2d_forward = ref_conv2d_forward,
+        .conv2d_backward_data = ref_conv2d_backward_data,
+        .conv2d_backward_weights = ref_conv2d_backward_weights,
+        .batchnorm_forward_train = ref_batchnorm_forward_train,
+        .batchnorm_forward_eval = ref_batchnorm_forward_eval,
+        .batchnorm_backward = ref_batchnorm_backward,
+        .relu_forward = ref_relu_forward,
+        .relu_backward = ref_relu_backward,
+        .add = ref_add,
+        .axpby = ref_axpby,
+        .mul = ref_mul,
+        .maxpool_forward = ref_maxpool_forward,
+        .maxpool_backward = ref_maxpool_backward,
+        .avgpool_forward = ref_avgpool_forward,
+        .avgpool_backward = ref_avgpool_backward,
+        .gemm = ref_gemm,
+        .bias_add = ref_bias_add,
+        .bias_backward = ref_bias_backward,
+        .l2_normalize_forward = ref_l2_normalize_forward,
+        .l2_normalize_backward = ref_l2_normalize_backward,
+        .softmax_forward = ref_softmax_forward,
+        .log_softmax_forward = ref_log_softmax_forward,
+        .softmax_backward = ref_softmax_backward,
+        .log_softmax_backward = ref_log_softmax_backward,
+        .sum = ref_sum,
+        .sum_squares = ref_sum_squares,
+        .dot = ref_dot,
+        .column_sum = ref_column_sum,
+        .sgd_update = ref_sgd_update,
+        .adamw_update = ref_adamw_update,
+        .ema_update = ref_ema_update,
+        .normalize_u8 = ref_normalize_u8,
+    };
+    return backend;
+}

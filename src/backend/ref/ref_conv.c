@@ -1,0 +1,127 @@
+// Reference 2-d convolution (NHWC activations, OHWI weights): direct loops
+// over every output / input / weight element with double accumulators. The
+// plan is just a copy of the shape; no workspace.
+#include <stdlib.h>
+
+#include "backend/ref/ref_ops.h"
+
+struct ConvPlan {
+    ConvShape shape;
+};
+
+ConvPlan *ref_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err) {
+    // The shape must be one conv_shape_make would produce (valid geometry,
+    // consistent output size): ops trust it from here on.
+    ConvShape check;
+    if (conv_shape_make(&check, shape->batch, shape->in_height, shape->in_width,
+                        shape->in_channels, shape->out_channels, shape->kernel, shape->stride,
+                        shape->padding, err) != 0) {
+        error_prefix(err, "ref conv plan");
+        return NULL;
+    }
+    if (check.out_height != shape->out_height || check.out_width != shape->out_width) {
+        error_set(err, "ref conv plan: output %dx%d does not match the geometry (%dx%d)",
+                  shape->out_height, shape->out_width, check.out_height, check.out_width);
+        return NULL;
+    }
+    ConvPlan *plan = malloc(sizeof *plan);
+    if (!plan) {
+        error_set(err, "ref conv plan: out of memory");
+        return NULL;
+    }
+    plan->shape = *shape;
+    return plan;
+}
+
+void ref_conv2d_plan_free(Backend *backend, ConvPlan *plan) { free(plan); }
+
+// Flat offsets into the three tensors.
+static size_t x_index(const ConvShape *s, int n, int h, int w, int c) {
+    return (((size_t)n * s->in_height + h) * s->in_width + w) * s->in_channels + c;
+}
+
+static size_t y_index(const ConvShape *s, int n, int h, int w, int c) {
+    return (((size_t)n * s->out_height + h) * s->out_width + w) * s->out_channels + c;
+}
+
+static size_t w_index(const ConvShape *s, int o, int kh, int kw, int c) {
+    return (((size_t)o * s->kernel + kh) * s->kernel + kw) * s->in_channels + c;
+}
+
+// y[n,oh,ow,o] = sum over kh,kw,c of
+//     x[n, oh*stride - pad + kh, ow*stride - pad + kw, c] w[o,kh,kw,c]
+void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
+                        float *y) {
+    const ConvShape *s = &plan->shape;
+    for (int n = 0; n < s->batch; n++)
+        for (int oh = 0; oh < s->out_height; oh++)
+            for (int ow = 0; ow < s->out_width; ow++)
+                for (int o = 0; o < s->out_channels; o++) {
+                    double total = 0.0;
+                    for (int kh = 0; kh < s->kernel; kh++) {
+                        const int ih = oh * s->stride - s->padding + kh;
+                        if (ih < 0 || ih >= s->in_height) continue;
+                        for (int kw = 0; kw < s->kernel; kw++) {
+                            const int iw = ow * s->stride - s->padding + kw;
+                            if (iw < 0 || iw >= s->in_width) continue;
+                            const float *xp = x + x_index(s, n, ih, iw, 0);
+                            const float *wp = w + w_index(s, o, kh, kw, 0);
+                            for (int c = 0; c < s->in_channels; c++) total += (double)xp[c] * wp[c];
+                        }
+                    }
+                    y[y_index(s, n, oh, ow, o)] = (float)total;
+                }
+}
+
+// dx[n,ih,iw,c] = sum over the (oh, kh) pairs with oh*stride - pad + kh = ih
+// (and the same for width) and over o of dy[n,oh,ow,o] w[o,kh,kw,c].
+void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
+                              const float *w, float *dx) {
+    const ConvShape *s = &plan->shape;
+    for (int n = 0; n < s->batch; n++)
+        for (int ih = 0; ih < s->in_height; ih++)
+            for (int iw = 0; iw < s->in_width; iw++)
+                for (int c = 0; c < s->in_channels; c++) {
+                    double total = 0.0;
+                    for (int kh = 0; kh < s->kernel; kh++) {
+                        const int th = ih + s->padding - kh;  // = oh * stride
+                        if (th < 0 || th % s->stride != 0 || th / s->stride >= s->out_height)
+                            continue;
+                        for (int kw = 0; kw < s->kernel; kw++) {
+                            const int tw = iw + s->padding - kw;  // = ow * stride
+                            if (tw < 0 || tw % s->stride != 0 || tw / s->stride >= s->out_width)
+                                continue;
+                            const float *dyp =
+                                dy + y_index(s, n, th / s->stride, tw / s->stride, 0);
+                            for (int o = 0; o < s->out_channels; o++)
+                                total += (double)dyp[o] * w[w_index(s, o, kh, kw, c)];
+                        }
+                    }
+                    dx[x_index(s, n, ih, iw, c)] = (float)total;
+                }
+}
+
+// dw[o,kh,kw,c] += sum over n,oh,ow of
+//     x[n, oh*stride - pad + kh, ow*stride - pad + kw, c] dy[n,oh,ow,o]
+void ref_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
+                                 const float *dy, float *dw) {
+    const ConvShape *s = &plan->shape;
+    for (int o = 0; o < s->out_channels; o++)
+        for (int kh = 0; kh < s->kernel; kh++)
+            for (int kw = 0; kw < s->kernel; kw++)
+                for (int c = 0; c < s->in_channels; c++) {
+                    double total = 0.0;
+                    for (int n = 0; n < s->batch; n++)
+                        for (int oh = 0; oh < s->out_height; oh++) {
+                            const int ih = oh * s->stride - s->padding + kh;
+                            if (ih < 0 || ih >= s->in_height) continue;
+                            for (int ow = 0; ow < s->out_width; ow++) {
+                                const int iw = ow * s->stride - s->padding + kw;
+                                if (iw < 0 || iw >= s->in_width) continue;
+                                total += (double)x[x_index(s, n, ih, iw, c)] *
+                                         dy[y_index(s, n, oh, ow, o)];
+                            }
+                        }
+                    dw[w_index(s, o, kh, kw, c)] += (float)total;
+                }
+}

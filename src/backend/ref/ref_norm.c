@@ -1,0 +1,177 @@
+// Reference normalisations: batch norm (training with running statistics,
+// evaluation, backward), row-wise L2 normalisation, softmax and log-softmax.
+// Statistics and row sums accumulate in double.
+#include <math.h>
+
+#include "backend/ref/ref_ops.h"
+
+// ---- batch norm ------------------------------------------------------------------
+
+// Batch mean and biased variance of one channel of x (rows, C), two passes.
+static void channel_moments(size_t rows, int channels, const float *x, int c, double *mean,
+                            double *variance) {
+    double total = 0.0;
+    for (size_t r = 0; r < rows; r++) total += x[r * (size_t)channels + c];
+    const double m = total / (double)rows;
+    double squares = 0.0;
+    for (size_t r = 0; r < rows; r++) {
+        const double d = x[r * (size_t)channels + c] - m;
+        squares += d * d;
+    }
+    *mean = m;
+    *variance = squares / (double)rows;
+}
+
+void ref_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *gamma, const float *beta, float momentum, float eps,
+                                 float *y, float *save_mean, float *save_inv_std,
+                                 float *running_mean, float *running_var) {
+    for (int c = 0; c < channels; c++) {
+        double mean, variance;
+        channel_moments(rows, channels, x, c, &mean, &variance);
+        const double inv_std = 1.0 / sqrt(variance + eps);
+        for (size_t r = 0; r < rows; r++) {
+            const size_t i = r * (size_t)channels + c;
+            y[i] = (float)((x[i] - mean) * inv_std * gamma[c] + beta[c]);
+        }
+        save_mean[c] = (float)mean;
+        save_inv_std[c] = (float)inv_std;
+        // PyTorch keeps the unbiased variance; with one row it is undefined
+        // (PyTorch refuses to train), so the biased one (0) is kept instead.
+        const double unbiased = rows > 1 ? variance * (double)rows / (double)(rows - 1) : variance;
+        running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
+        running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
+    }
+}
+
+void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const float *x,
+                                const float *gamma, const float *beta, const float *running_mean,
+                                const float *running_var, float eps, float *y) {
+    for (int c = 0; c < channels; c++) {
+        const double inv_std = 1.0 / sqrt((double)running_var[c] + eps);
+        for (size_t r = 0; r < rows; r++) {
+            const size_t i = r * (size_t)channels + c;
+            y[i] = (float)((x[i] - (double)running_mean[c]) * inv_std * gamma[c] + beta[c]);
+        }
+    }
+}
+
+// With xhat = (x - mean) inv_std and y = gamma xhat + beta over R rows:
+// dbeta = sum dy, dgamma = sum dy xhat,
+// dx = gamma inv_std / R * (R dy - dbeta - xhat dgamma).
+void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                            const float *dy, const float *gamma, const float *save_mean,
+                            const float *save_inv_std, float *dx, float *dgamma, float *dbeta) {
+    for (int c = 0; c < channels; c++) {
+        const double mean = save_mean[c], inv_std = save_inv_std[c];
+        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        for (size_t r = 0; r < rows; r++) {
+            const size_t i = r * (size_t)channels + c;
+            sum_dy += dy[i];
+            sum_dy_xhat += dy[i] * (x[i] - mean) * inv_std;
+        }
+        const double scale = gamma[c] * inv_std / (double)rows;
+        for (size_t r = 0; r < rows; r++) {
+            const size_t i = r * (size_t)channels + c;
+            const double xhat = (x[i] - mean) * inv_std;
+            dx[i] = (float)(scale * ((double)rows * dy[i] - sum_dy - xhat * sum_dy_xhat));
+        }
+        dgamma[c] += (float)sum_dy_xhat;
+        dbeta[c] += (float)sum_dy;
+    }
+}
+
+// ---- L2 normalisation --------------------------------------------------------------
+
+void ref_l2_normalize_forward(Backend *backend, int rows, int dim, const float *x, float eps,
+                              float *y, float *norm) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        double squares = 0.0;
+        for (int d = 0; d < dim; d++) squares += (double)xr[d] * xr[d];
+        const double length = sqrt(squares);
+        const double divisor = length > eps ? length : eps;
+        for (int d = 0; d < dim; d++) y[(size_t)r * dim + d] = (float)(xr[d] / divisor);
+        norm[r] = (float)length;
+    }
+}
+
+// Exact derivative of x / max(||x||, eps) as PyTorch's F.normalize has it:
+// where the norm is clamped (norm < eps) y = x / eps is linear, dx = dy / eps;
+// otherwise the projection of backend.h.
+void ref_l2_normalize_backward(Backend *backend, int rows, int dim, const float *y,
+                               const float *norm, const float *dy, float eps, float *dx) {
+    for (int r = 0; r < rows; r++) {
+        const float *yr = y + (size_t)r * dim, *dyr = dy + (size_t)r * dim;
+        float *dxr = dx + (size_t)r * dim;
+        if (norm[r] < eps) {
+            for (int d = 0; d < dim; d++) dxr[d] = (float)((double)dyr[d] / eps);
+            continue;
+        }
+        double y_dot_dy = 0.0;
+        for (int d = 0; d < dim; d++) y_dot_dy += (double)yr[d] * dyr[d];
+        for (int d = 0; d < dim; d++)
+            dxr[d] = (float)((dyr[d] - yr[d] * y_dot_dy) / (double)norm[r]);
+    }
+}
+
+// ---- softmax ---------------------------------------------------------------------------
+
+// Row maximum of scale * x and log(sum exp(scale * x - max)): the shift that
+// keeps exp from overflowing.
+static void row_log_sum_exp(int dim, const float *xr, float scale, double *max_out,
+                            double *log_sum_out) {
+    double max = (double)scale * xr[0];
+    for (int d = 1; d < dim; d++)
+        if ((double)scale * xr[d] > max) max = (double)scale * xr[d];
+    double total = 0.0;
+    for (int d = 0; d < dim; d++) total += exp((double)scale * xr[d] - max);
+    *max_out = max;
+    *log_sum_out = log(total);
+}
+
+void ref_softmax_forward(Backend *backend, int rows, int dim, const float *x, float scale,
+                         float *y) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        double max, log_sum;
+        row_log_sum_exp(dim, xr, scale, &max, &log_sum);
+        for (int d = 0; d < dim; d++)
+            y[(size_t)r * dim + d] = (float)exp((double)scale * xr[d] - max - log_sum);
+    }
+}
+
+void ref_log_softmax_forward(Backend *backend, int rows, int dim, const float *x, float scale,
+                             float *y) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        double max, log_sum;
+        row_log_sum_exp(dim, xr, scale, &max, &log_sum);
+        for (int d = 0; d < dim; d++)
+            y[(size_t)r * dim + d] = (float)((double)scale * xr[d] - max - log_sum);
+    }
+}
+
+void ref_softmax_backward(Backend *backend, int rows, int dim, const float *y, const float *dy,
+                          float scale, float *dx) {
+    for (int r = 0; r < rows; r++) {
+        const float *yr = y + (size_t)r * dim, *dyr = dy + (size_t)r * dim;
+        double dy_dot_y = 0.0;
+        for (int d = 0; d < dim; d++) dy_dot_y += (double)dyr[d] * yr[d];
+        for (int d = 0; d < dim; d++)
+            dx[(size_t)r * dim + d] = (float)((double)scale * yr[d] * (dyr[d] - dy_dot_y));
+    }
+}
+
+void ref_log_softmax_backward(Backend *backend, int rows, int dim, const float *y,
+                              const float *dy, float scale, float *dx) {
+    for (int r = 0; r < rows; r++) {
+        const float *yr = y + (size_t)r * dim, *dyr = dy + (size_t)r * dim;
+        double dy_sum = 0.0;
+        for (int d = 0; d < dim; d++) dy_sum += dyr[d];
+        for (int d = 0; d < dim; d++) {
+            const double softmax = exp((double)yr[d]);
+            dx[(size_t)r * dim + d] = (float)((double)scale * (dyr[d] - softmax * dy_sum));
+        }
+    }
+}

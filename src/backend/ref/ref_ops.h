@@ -1,0 +1,71 @@
+// Private to the reference backend: the op functions each ref_*.c file
+// implements, gathered into the op table by ref_backend.c. Shapes and the
+// `=` / `+=` contract are those of backend.h.
+#ifndef LTC_BACKEND_REF_OPS_H
+#define LTC_BACKEND_REF_OPS_H
+
+#include "backend/backend.h"
+
+// ---- ref_conv.c ----
+ConvPlan *ref_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
+void ref_conv2d_plan_free(Backend *backend, ConvPlan *plan);
+void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
+                        float *y);
+void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
+                              const float *w, float *dx);
+void ref_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
+                                 const float *dy, float *dw);
+
+// ---- ref_norm.c ----
+void ref_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *gamma, const float *beta, float momentum, float eps,
+                                 float *y, float *save_mean, float *save_inv_std,
+                                 float *running_mean, float *running_var);
+void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const float *x,
+                                const float *gamma, const float *beta, const float *running_mean,
+                                const float *running_var, float eps, float *y);
+void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                            const float *dy, const float *gamma, const float *save_mean,
+                            const float *save_inv_std, float *dx, float *dgamma, float *dbeta);
+void ref_l2_normalize_forward(Backend *backend, int rows, int dim, const float *x, float eps,
+                              float *y, float *norm);
+void ref_l2_normalize_backward(Backend *backend, int rows, int dim, const float *y,
+                               const float *norm, const float *dy, float eps, float *dx);
+void ref_softmax_forward(Backend *backend, int rows, int dim, const float *x, float scale,
+                         float *y);
+void ref_log_softmax_forward(Backend *backend, int rows, int dim, const float *x, float scale,
+                             float *y);
+void ref_softmax_backward(Backend *backend, int rows, int dim, const float *y, const float *dy,
+                          float scale, float *dx);
+void ref_log_softmax_backward(Backend *backend, int rows, int dim, const float *y,
+                              const float *dy, float scale, float *dx);
+
+// ---- ref_pool.c ----
+void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+                         int32_t *argmax);
+void ref_maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
+                          const int32_t *argmax, float *dx);
+void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
+                         float *y);
+void ref_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
+                          float *dx);
+
+// ---- ref_linear.c ----
+void ref_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
+              float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+              float *c, int ldc);
+void ref_bias_add(Backend *backend, size_t rows, int channels, const float *bias, float *y);
+void ref_bias_backward(Backend *backend, size_t rows, int channels, const float *dy,
+                       float *dbias);
+
+// ---- ref_update.c ----
+void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
+                    float *momentum_buffer, float lr, float momentum, float weight_decay,
+                    int nesterov, int first_step);
+void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
+                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      int step);
+void ref_ema_update(Backend *backend, size_t n, float *target, const float *source,
+                    float momentum);
+
+#endif

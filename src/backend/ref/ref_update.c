@@ -1,0 +1,43 @@
+// Reference optimizer updates with PyTorch's semantics (torch.optim.SGD with
+// dampening 0, torch.optim.AdamW) and the EMA teacher update; fp32 state,
+// element by element.
+#include <math.h>
+
+#include "backend/ref/ref_ops.h"
+
+void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
+                    float *momentum_buffer, float lr, float momentum, float weight_decay,
+                    int nesterov, int first_step) {
+    for (size_t i = 0; i < n; i++) {
+        const float g = grad[i] + weight_decay * param[i];
+        const float buf = first_step ? g : momentum * momentum_buffer[i] + g;
+        momentum_buffer[i] = buf;
+        const float step = nesterov ? g + momentum * buf : buf;
+        param[i] -= lr * step;
+    }
+}
+
+// Written in PyTorch's order: decoupled decay first, then the moments, then
+// param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) with bc = 1 - beta^t
+// (bias corrections in double, as PyTorch computes them in Python floats).
+void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
+                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      int step) {
+    const double correction1 = 1.0 - pow(beta1, step);
+    const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
+    const float step_size = (float)(lr / correction1);
+    const float decay = (float)(1.0 - (double)lr * weight_decay);
+    for (size_t i = 0; i < n; i++) {
+        param[i] *= decay;
+        m[i] = beta1 * m[i] + (1.0f - beta1) * grad[i];
+        v[i] = beta2 * v[i] + (1.0f - beta2) * grad[i] * grad[i];
+        const float denominator = (float)(sqrtf(v[i]) / correction2_sqrt) + eps;
+        param[i] -= step_size * (m[i] / denominator);
+    }
+}
+
+void ref_ema_update(Backend *backend, size_t n, float *target, const float *source,
+                    float momentum) {
+    for (size_t i = 0; i < n; i++)
+        target[i] = momentum * target[i] + (1.0f - momentum) * source[i];
+}

@@ -1,0 +1,233 @@
+// Layers: declaration, binding, initialisation and forward/backward of
+// conv, batch norm, relu, pooling and linear on top of the backend ops
+// (contract in layers.h).
+#include "nn/layers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "util/rng.h"
+
+#define LAYER_INIT_STREAM 0x494E4954u  // "INIT": keeps init draws apart from data streams
+
+static uint64_t name_hash(const char *name) {
+    uint64_t hash = 14695981039346656037ull;  // FNV-1a 64
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        hash ^= *c;
+        hash *= 1099511628211ull;
+    }
+    return hash;
+}
+
+static Rng init_rng(uint64_t seed, const char *name) {
+    return rng_make(seed, 0, name_hash(name), LAYER_INIT_STREAM);
+}
+
+// Fills one parameter on the host (normal with std `scale`, or uniform in
+// +-scale) and uploads it.
+typedef enum InitDistribution { INIT_NORMAL, INIT_UNIFORM } InitDistribution;
+
+static int init_parameter(Backend *backend, const Parameter *param, uint64_t seed,
+                          InitDistribution distribution, float scale, ErrorMessage *err) {
+    float *host = malloc((param->count + 1) * sizeof *host);
+    if (!host) return error_set(err, "out of memory initialising '%s'", param->name);
+    Rng rng = init_rng(seed, param->name);
+    if (distribution == INIT_NORMAL) {
+        for (size_t i = 0; i < param->count; i += 2) {  // both Box-Muller variates
+            float pair[2];
+            rng_normal_pair(&rng, pair);
+            host[i] = scale * pair[0];
+            host[i + 1] = scale * pair[1];  // the spare slot when count is odd
+        }
+    } else {
+        for (size_t i = 0; i < param->count; i++) host[i] = rng_range(&rng, -scale, scale);
+    }
+    backend->op.upload(backend, param->value, host, param->count * sizeof *host);
+    free(host);
+    return 0;
+}
+
+// ---- convolution ------------------------------------------------------------------
+
+int conv2d_declare(Conv2d *conv, ParameterSet *params, const char *name, int in_channels,
+                   int out_channels, int kernel, int stride, int padding, ErrorMessage *err) {
+    *conv = (Conv2d){.in_channels = in_channels, .out_channels = out_channels, .kernel = kernel,
+                     .stride = stride, .padding = padding};
+    const int shape[4] = {out_channels, kernel, kernel, in_channels};
+    const int torch_shape[4] = {out_channels, in_channels, kernel, kernel};
+    conv->weight_index = parameter_declare(params, name, PARAM_WEIGHT, 4, shape, torch_shape, err);
+    return conv->weight_index < 0 ? -1 : 0;
+}
+
+void conv2d_bind(Conv2d *conv, const ParameterSet *params) {
+    const Parameter *weight = &params->params[conv->weight_index];
+    conv->weight = weight->value;
+    conv->weight_grad = weight->grad;
+}
+
+int conv2d_init_kaiming(Backend *backend, const Conv2d *conv, const ParameterSet *params,
+                        uint64_t seed, ErrorMessage *err) {
+    const double fan_out = (double)conv->out_channels * conv->kernel * conv->kernel;
+    return init_parameter(backend, &params->params[conv->weight_index], seed, INIT_NORMAL,
+                          (float)sqrt(2.0 / fan_out), err);
+}
+
+int conv2d_shape(const Conv2d *conv, int batch, int height, int width, ConvShape *shape,
+                 ErrorMessage *err) {
+    return conv_shape_make(shape, batch, height, width, conv->in_channels, conv->out_channels,
+                           conv->kernel, conv->stride, conv->padding, err);
+}
+
+void conv2d_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const float *x,
+                    float *y) {
+    backend->op.conv2d_forward(backend, plan, x, conv->weight, y);
+}
+
+void conv2d_backward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const float *x,
+                     const float *dy, float *dx) {
+    backend->op.conv2d_backward_weights(backend, plan, x, dy, conv->weight_grad);
+    if (dx) backend->op.conv2d_backward_data(backend, plan, dy, conv->weight, dx);
+}
+
+// ---- batch norm ---------------------------------------------------------------------
+
+int batchnorm_declare(BatchNorm *bn, ParameterSet *params, ParameterSet *buffers,
+                      const char *prefix, int channels, float momentum, float eps,
+                      ErrorMessage *err) {
+    *bn = (BatchNorm){.channels = channels, .momentum = momentum, .eps = eps};
+    char name[PARAM_MAX_NAME + 32];
+    const int shape[1] = {channels};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    bn->weight_index = parameter_declare(params, name, PARAM_NORM, 1, shape, NULL, err);
+    if (bn->weight_index < 0) return -1;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    bn->bias_index = parameter_declare(params, name, PARAM_NORM, 1, shape, NULL, err);
+    if (bn->bias_index < 0) return -1;
+    snprintf(name, sizeof name, "%s.running_mean", prefix);
+    bn->running_mean_index = parameter_declare(buffers, name, PARAM_BUFFER, 1, shape, NULL, err);
+    if (bn->running_mean_index < 0) return -1;
+    snprintf(name, sizeof name, "%s.running_var", prefix);
+    bn->running_var_index = parameter_declare(buffers, name, PARAM_BUFFER, 1, shape, NULL, err);
+    return bn->running_var_index < 0 ? -1 : 0;
+}
+
+void batchnorm_bind(BatchNorm *bn, const ParameterSet *params, const ParameterSet *buffers) {
+    bn->weight = params->params[bn->weight_index].value;
+    bn->weight_grad = params->params[bn->weight_index].grad;
+    bn->bias = params->params[bn->bias_index].value;
+    bn->bias_grad = params->params[bn->bias_index].grad;
+    bn->running_mean = buffers->params[bn->running_mean_index].value;
+    bn->running_var = buffers->params[bn->running_var_index].value;
+}
+
+void batchnorm_init(Backend *backend, const BatchNorm *bn, float gamma_value) {
+    backend->op.fill(backend, bn->weight, gamma_value, (size_t)bn->channels);
+    backend->op.fill(backend, bn->bias, 0.0f, (size_t)bn->channels);
+    backend->op.fill(backend, bn->running_mean, 0.0f, (size_t)bn->channels);
+    backend->op.fill(backend, bn->running_var, 1.0f, (size_t)bn->channels);
+}
+
+void batchnorm_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
+                       const float *x, float *y, float *save_mean, float *save_inv_std) {
+    if (training)
+        backend->op.batchnorm_forward_train(backend, rows, bn->channels, x, bn->weight, bn->bias,
+                                            bn->momentum, bn->eps, y, save_mean, save_inv_std,
+                                            bn->running_mean, bn->running_var);
+    else
+        backend->op.batchnorm_forward_eval(backend, rows, bn->channels, x, bn->weight, bn->bias,
+                                           bn->running_mean, bn->running_var, bn->eps, y);
+}
+
+void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
+                        const float *dy, const float *save_mean, const float *save_inv_std,
+                        float *dx) {
+    backend->op.batchnorm_backward(backend, rows, bn->channels, x, dy, bn->weight, save_mean,
+                                   save_inv_std, dx, bn->weight_grad, bn->bias_grad);
+}
+
+// ---- elementwise and pooling ------------------------------------------------------------
+
+void relu_forward(Backend *backend, size_t n, const float *x, float *y) {
+    backend->op.relu_forward(backend, n, x, y);
+}
+
+void relu_backward(Backend *backend, size_t n, const float *y, const float *dy, float *dx) {
+    backend->op.relu_backward(backend, n, y, dy, dx);
+}
+
+void maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+                     int32_t *argmax) {
+    backend->op.maxpool_forward(backend, shape, x, y, argmax);
+}
+
+void maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
+                      const int32_t *argmax, float *dx) {
+    backend->op.maxpool_backward(backend, shape, dy, argmax, dx);
+}
+
+void avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
+                     float *y) {
+    backend->op.avgpool_forward(backend, batch, pixels, channels, x, y);
+}
+
+void avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
+                      float *dx) {
+    backend->op.avgpool_backward(backend, batch, pixels, channels, dy, dx);
+}
+
+// ---- linear ---------------------------------------------------------------------------
+
+int linear_declare(Linear *linear, ParameterSet *params, const char *prefix, int in_features,
+                   int out_features, int has_bias, ErrorMessage *err) {
+    *linear = (Linear){.in_features = in_features, .out_features = out_features,
+                       .has_bias = has_bias, .bias_index = -1};
+    char name[PARAM_MAX_NAME + 32];
+    const int weight_shape[2] = {out_features, in_features};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    linear->weight_index = parameter_declare(params, name, PARAM_WEIGHT, 2, weight_shape, NULL, err);
+    if (linear->weight_index < 0) return -1;
+    if (!has_bias) return 0;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    linear->bias_index = parameter_declare(params, name, PARAM_BIAS, 1, &out_features, NULL, err);
+    return linear->bias_index < 0 ? -1 : 0;
+}
+
+void linear_bind(Linear *linear, const ParameterSet *params) {
+    linear->weight = params->params[linear->weight_index].value;
+    linear->weight_grad = params->params[linear->weight_index].grad;
+    if (linear->has_bias) {
+        linear->bias = params->params[linear->bias_index].value;
+        linear->bias_grad = params->params[linear->bias_index].grad;
+    }
+}
+
+int linear_init(Backend *backend, const Linear *linear, const ParameterSet *params, uint64_t seed,
+                ErrorMessage *err) {
+    const float bound = (float)(1.0 / sqrt((double)linear->in_features));
+    if (init_parameter(backend, &params->params[linear->weight_index], seed, INIT_UNIFORM, bound,
+                       err))
+        return -1;
+    if (!linear->has_bias) return 0;
+    return init_parameter(backend, &params->params[linear->bias_index], seed, INIT_UNIFORM, bound,
+                          err);
+}
+
+void linear_forward(Backend *backend, const Linear *linear, int rows, const float *x, float *y) {
+    const int in = linear->in_features, out = linear->out_features;
+    backend->op.gemm(backend, 0, 1, rows, out, in, 1.0f, x, in, linear->weight, in, 0.0f, y, out);
+    if (linear->has_bias) backend->op.bias_add(backend, (size_t)rows, out, linear->bias, y);
+}
+
+void linear_backward(Backend *backend, const Linear *linear, int rows, const float *x,
+                     const float *dy, float *dx) {
+    const int in = linear->in_features, out = linear->out_features;
+    // dW (out, in) += dy^T (out, rows) x (rows, in)
+    backend->op.gemm(backend, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
+                     linear->weight_grad, in);
+    if (linear->has_bias)
+        backend->op.bias_backward(backend, (size_t)rows, out, dy, linear->bias_grad);
+    // dx (rows, in) = dy (rows, out) W (out, in)
+    if (dx) backend->op.gemm(backend, 0, 0, rows, in, out, 1.0f, dy, out, linear->weight, in, 0.0f,
+                             dx, in);
+}

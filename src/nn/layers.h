@@ -1,0 +1,135 @@
+// Layers: the building blocks models are written with. Each layer is a small
+// struct (its geometry and where its parameters live) with x_forward /
+// x_backward calling the backend ops; a model calls the forwards in order and
+// the backwards in reverse, passing the tensors each backward needs (saved by
+// the model in its activation arena).
+//
+// Gradient contract (as in backend.h):
+// - activation gradients (dx) are overwritten (`=`);
+// - parameter gradients (dweight, dbias, dgamma, dbeta) accumulate (`+=`),
+//   so micro-batches add up; the caller zeroes them between steps.
+//
+// Parameters are declared into a ParameterSet before it is allocated
+// (x_declare keeps their indices); after parameter_set_allocate, x_bind
+// wires the value and gradient pointers.
+//
+// Initialisation: random draws come from the counter-based RNG (util/rng.h)
+// keyed by (seed, FNV-1a hash of the parameter name), so a parameter's
+// initial value depends only on the seed and its name, not on declaration
+// order or the backend. Values are drawn in our layout on the host and
+// uploaded.
+#ifndef LTC_NN_LAYERS_H
+#define LTC_NN_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "nn/parameters.h"
+#include "util/error.h"
+
+// ---- convolution (no bias, as in ResNets) -----------------------------------
+
+typedef struct Conv2d {
+    int in_channels, out_channels, kernel, stride, padding;
+    int weight_index;   // in the model's ParameterSet
+    float *weight;      // (Cout, K, K, Cin)
+    float *weight_grad; // (Cout, K, K, Cin)
+} Conv2d;
+
+// Declares `name` (e.g. "layer1.0.conv1.weight"), torch shape (Cout, Cin, K, K).
+int conv2d_declare(Conv2d *conv, ParameterSet *params, const char *name, int in_channels,
+                   int out_channels, int kernel, int stride, int padding, ErrorMessage *err);
+void conv2d_bind(Conv2d *conv, const ParameterSet *params);
+// torchvision's ResNet init: kaiming_normal_(mode='fan_out', nonlinearity='relu'),
+// std = sqrt(2 / (Cout * K * K)).
+int conv2d_init_kaiming(Backend *backend, const Conv2d *conv, const ParameterSet *params,
+                        uint64_t seed, ErrorMessage *err);
+// The geometry of this conv on an input of batch x height x width.
+int conv2d_shape(const Conv2d *conv, int batch, int height, int width, ConvShape *shape,
+                 ErrorMessage *err);
+// y (N, OH, OW, Cout) = conv(x (N, H, W, Cin))
+void conv2d_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const float *x,
+                    float *y);
+// weight_grad += dW; dx (N, H, W, Cin) = dL/dx unless dx is NULL (first layer).
+// x (N, H, W, Cin) is the forward input, dy (N, OH, OW, Cout).
+void conv2d_backward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const float *x,
+                     const float *dy, float *dx);
+
+// ---- batch norm over rows: 2d on NHWC (rows = N*H*W) or 1d (rows = N) -------
+
+typedef struct BatchNorm {
+    int channels;
+    float momentum, eps;  // PyTorch defaults 0.1, 1e-5
+    int weight_index, bias_index;        // in the ParameterSet
+    int running_mean_index, running_var_index;  // in the buffer table
+    float *weight, *bias, *weight_grad, *bias_grad;  // (C)
+    float *running_mean, *running_var;               // (C)
+} BatchNorm;
+
+// Declares prefix.weight, prefix.bias (PARAM_NORM) and prefix.running_mean,
+// prefix.running_var (buffers). num_batches_tracked is kept by the model.
+int batchnorm_declare(BatchNorm *bn, ParameterSet *params, ParameterSet *buffers,
+                      const char *prefix, int channels, float momentum, float eps,
+                      ErrorMessage *err);
+void batchnorm_bind(BatchNorm *bn, const ParameterSet *params, const ParameterSet *buffers);
+// weight = gamma_value (1, or 0 for torchvision's zero_init_residual), bias 0,
+// running_mean 0, running_var 1.
+void batchnorm_init(Backend *backend, const BatchNorm *bn, float gamma_value);
+// training: batch statistics, save_mean/save_inv_std (C) = for backward,
+// running statistics updated. Otherwise running statistics (saves unused).
+// y (rows, C) = BN(x (rows, C)); y may not alias x (backward reads x).
+void batchnorm_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
+                       const float *x, float *y, float *save_mean, float *save_inv_std);
+// dx (rows, C) =; weight_grad, bias_grad +=. x is the forward input. Only
+// after a training forward (uses the saved batch statistics).
+void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
+                        const float *dy, const float *save_mean, const float *save_inv_std,
+                        float *dx);
+
+// ---- elementwise and pooling -------------------------------------------------
+
+// y (n) = max(x, 0); y may alias x.
+void relu_forward(Backend *backend, size_t n, const float *x, float *y);
+// dx (n) = dy * (y > 0); y is the forward output; dx may alias dy.
+void relu_backward(Backend *backend, size_t n, const float *y, const float *dy, float *dx);
+
+// y (N, OH, OW, C) = max pool of x (N, H, W, C); argmax (N, OH, OW, C) = for backward
+void maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+                     int32_t *argmax);
+// dx (N, H, W, C) = scatter of dy (N, OH, OW, C)
+void maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
+                      const int32_t *argmax, float *dx);
+
+// y (N, C) = mean of x (N, pixels, C) over pixels (global average pool)
+void avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
+                     float *y);
+// dx (N, pixels, C) = dy (N, C) / pixels
+void avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
+                      float *dx);
+
+// ---- linear (fully connected) -------------------------------------------------
+
+typedef struct Linear {
+    int in_features, out_features;
+    int has_bias;
+    int weight_index, bias_index;
+    float *weight, *weight_grad;  // (out, in), as PyTorch
+    float *bias, *bias_grad;      // (out) or NULL
+} Linear;
+
+// Declares prefix.weight (PARAM_WEIGHT) and, when has_bias, prefix.bias.
+int linear_declare(Linear *linear, ParameterSet *params, const char *prefix, int in_features,
+                   int out_features, int has_bias, ErrorMessage *err);
+void linear_bind(Linear *linear, const ParameterSet *params);
+// PyTorch's default nn.Linear init: weight and bias uniform in
+// +-1/sqrt(in_features) (see "Initialisation" below).
+int linear_init(Backend *backend, const Linear *linear, const ParameterSet *params, uint64_t seed,
+                ErrorMessage *err);
+// y (rows, out) = x (rows, in) W^T + b
+void linear_forward(Backend *backend, const Linear *linear, int rows, const float *x, float *y);
+// dx (rows, in) = dy W (skipped when dx is NULL); weight_grad += dy^T x; bias_grad += sum dy.
+void linear_backward(Backend *backend, const Linear *linear, int rows, const float *x,
+                     const float *dy, float *dx);
+
+#endif

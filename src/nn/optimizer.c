@@ -1,0 +1,253 @@
+// SGD, LARS and AdamW over a ParameterSet, gradient clipping and scaling
+// (see optimizer.h). The per-element arithmetic lives in the backend ops
+// (sgd_update, adamw_update, axpby, sum_squares); this file decides which
+// parameter gets which weight decay and, for LARS, the per-parameter trust
+// ratio.
+#include "nn/optimizer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OPTIMIZER_REDUCTION_SLOTS 16  // floats for reduction results (one cache line)
+#define OPTIMIZER_ALIGN_FLOATS 16
+
+struct Optimizer {
+    Backend *backend;
+    ParameterSet *params;
+    OptimizerConfig config;
+    long steps;           // completed steps
+    float *arena;         // backend memory: state, then workspace
+    size_t arena_floats;
+    size_t state_floats;  // momentum (SGD, LARS) or m then v (AdamW): slabs of params->total
+    float *scratch;       // LARS: (largest parameter) update direction; NULL otherwise
+    float *reductions;    // (OPTIMIZER_REDUCTION_SLOTS) sum_squares results
+};
+
+OptimizerConfig optimizer_config_default(OptimizerKind kind) {
+    OptimizerConfig config = {.kind = kind};
+    switch (kind) {
+    case OPTIMIZER_SGD:
+        config.momentum = 0.9f;
+        break;
+    case OPTIMIZER_LARS:
+        config.momentum = 0.9f;
+        config.eps = 1e-8f;
+        config.trust_coefficient = 0.001f;
+        break;
+    case OPTIMIZER_ADAMW:
+        config.beta1 = 0.9f;
+        config.beta2 = 0.999f;
+        config.eps = 1e-8f;
+        break;
+    }
+    return config;
+}
+
+static const char *const optimizer_names[] = {
+    [OPTIMIZER_SGD] = "sgd", [OPTIMIZER_LARS] = "lars", [OPTIMIZER_ADAMW] = "adamw"};
+
+int optimizer_kind_parse(const char *name, OptimizerKind *kind, ErrorMessage *err) {
+    for (int k = 0; k < (int)(sizeof optimizer_names / sizeof optimizer_names[0]); k++) {
+        if (strcmp(name, optimizer_names[k]) == 0) {
+            *kind = (OptimizerKind)k;
+            return 0;
+        }
+    }
+    return error_set(err, "unknown optimizer '%s' (available: sgd, lars, adamw)", name);
+}
+
+const char *optimizer_kind_name(OptimizerKind kind) {
+    if ((int)kind < 0 || (int)kind >= (int)(sizeof optimizer_names / sizeof optimizer_names[0]))
+        return "unknown";
+    return optimizer_names[kind];
+}
+
+static int config_check(const OptimizerConfig *config, ErrorMessage *err) {
+    switch (config->kind) {
+    case OPTIMIZER_SGD:
+    case OPTIMIZER_LARS:
+        if (!(config->momentum >= 0.0f && config->momentum < 1.0f))
+            return error_set(err, "%s: momentum %g outside [0, 1)",
+                             optimizer_kind_name(config->kind), (double)config->momentum);
+        if (config->nesterov && config->momentum == 0.0f)
+            return error_set(err, "%s: nesterov needs momentum > 0",
+                             optimizer_kind_name(config->kind));
+        if (config->kind == OPTIMIZER_LARS &&
+            !(config->trust_coefficient > 0.0f && config->eps >= 0.0f))
+            return error_set(err, "lars: trust coefficient %g must be > 0 and eps %g >= 0",
+                             (double)config->trust_coefficient, (double)config->eps);
+        return 0;
+    case OPTIMIZER_ADAMW:
+        if (!(config->beta1 >= 0.0f && config->beta1 < 1.0f && config->beta2 >= 0.0f &&
+              config->beta2 < 1.0f))
+            return error_set(err, "adamw: betas (%g, %g) outside [0, 1)", (double)config->beta1,
+                             (double)config->beta2);
+        if (!(config->eps > 0.0f))
+            return error_set(err, "adamw: eps %g must be > 0", (double)config->eps);
+        return 0;
+    }
+    return error_set(err, "optimizer: unknown kind %d", (int)config->kind);
+}
+
+static size_t align_floats(size_t n) {
+    return (n + OPTIMIZER_ALIGN_FLOATS - 1) / OPTIMIZER_ALIGN_FLOATS * OPTIMIZER_ALIGN_FLOATS;
+}
+
+Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const OptimizerConfig *config,
+                            ErrorMessage *err) {
+    if (config_check(config, err)) return NULL;
+    if (!params->with_grads || !params->grads || !params->values) {
+        error_set(err, "%s: the parameter set has no allocated gradients",
+                  optimizer_kind_name(config->kind));
+        return NULL;
+    }
+    Optimizer *opt = calloc(1, sizeof *opt);
+    if (!opt) {
+        error_set(err, "%s: out of memory", optimizer_kind_name(config->kind));
+        return NULL;
+    }
+    opt->backend = backend;
+    opt->params = params;
+    opt->config = *config;
+    const size_t slabs = config->kind == OPTIMIZER_ADAMW ? 2 : 1;
+    opt->state_floats = slabs * params->total;
+    size_t scratch_floats = 0;
+    if (config->kind == OPTIMIZER_LARS) {
+        for (int i = 0; i < params->count; i++)
+            if (params->params[i].count > scratch_floats) scratch_floats = params->params[i].count;
+        scratch_floats = align_floats(scratch_floats);
+    }
+    opt->arena_floats = opt->state_floats + scratch_floats + OPTIMIZER_REDUCTION_SLOTS;
+    opt->arena = backend->op.alloc(backend, opt->arena_floats * sizeof(float));
+    if (!opt->arena) {
+        error_set(err, "%s: out of memory for %zu MB of optimizer state",
+                  optimizer_kind_name(config->kind), (opt->arena_floats * sizeof(float)) >> 20);
+        free(opt);
+        return NULL;
+    }
+    backend->op.fill(backend, opt->arena, 0.0f, opt->arena_floats);
+    opt->scratch = scratch_floats ? opt->arena + opt->state_floats : NULL;
+    opt->reductions = opt->arena + opt->state_floats + scratch_floats;
+    return opt;
+}
+
+void optimizer_free(Optimizer *opt) {
+    if (!opt) return;
+    if (opt->arena) opt->backend->op.free(opt->backend, opt->arena);
+    free(opt);
+}
+
+// Weight decay of one parameter: only weights decay.
+static float decay_for(const Parameter *param, float weight_decay) {
+    return param->kind == PARAM_WEIGHT ? weight_decay : 0.0f;
+}
+
+static int is_trained(const Parameter *param) {
+    return param->kind != PARAM_BUFFER && param->grad != NULL && param->count > 0;
+}
+
+// sqrt(sum of squares) of x (n), through the backend and one read back.
+static float backend_norm(Optimizer *opt, size_t n, const float *x) {
+    opt->backend->op.sum_squares(opt->backend, n, x, opt->reductions);
+    return sqrtf(backend_read_scalar(opt->backend, opt->reductions));
+}
+
+// LARS (lightly's formulation): for a weight with norms p = ||param|| > 0 and
+// g = ||grad|| > 0 the direction is d = (grad + wd * param) * trust * p /
+// (g + wd * p + eps); otherwise (BN parameters, biases, zero norms) d = grad.
+// Then SGD momentum on d without further decay. One difference from lightly,
+// which adapts exactly the groups whose weight decay is non-zero: here weights
+// are adapted by kind, so a step whose scheduled decay is 0 still adapts them.
+// Two reductions read back per weight: fine on CPU, to batch for CUDA.
+static void lars_update_parameter(Optimizer *opt, Parameter *param, float *momentum_buffer,
+                                  float lr, float weight_decay, int first_step) {
+    Backend *backend = opt->backend;
+    const OptimizerConfig *config = &opt->config;
+    const float *direction = param->grad;
+    if (param->kind == PARAM_WEIGHT) {
+        const float param_norm = backend_norm(opt, param->count, param->value);
+        const float grad_norm = backend_norm(opt, param->count, param->grad);
+        if (param_norm > 0.0f && grad_norm > 0.0f) {
+            // Same float32 evaluation order as the torch code: p / (g + p*wd + eps) * trust.
+            float ratio = param_norm / (grad_norm + param_norm * weight_decay + config->eps);
+            ratio *= config->trust_coefficient;
+            float *scaled = opt->scratch;
+            backend->op.copy(backend, scaled, param->grad, param->count * sizeof(float));
+            backend->op.axpby(backend, param->count, weight_decay, param->value, 1.0f, scaled);
+            // In place (x = y): axpby is elementwise, so aliasing is safe.
+            backend->op.axpby(backend, param->count, ratio, scaled, 0.0f, scaled);
+            direction = scaled;
+        }
+    }
+    backend->op.sgd_update(backend, param->count, param->value, direction, momentum_buffer, lr,
+                           config->momentum, 0.0f, config->nesterov, first_step);
+}
+
+void optimizer_step(Optimizer *opt, float lr, float weight_decay) {
+    Backend *backend = opt->backend;
+    const OptimizerConfig *config = &opt->config;
+    ParameterSet *set = opt->params;
+    const int first_step = opt->steps == 0;
+    for (int i = 0; i < set->count; i++) {
+        Parameter *param = &set->params[i];
+        if (!is_trained(param)) continue;
+        float *slab0 = opt->arena + param->offset;  // momentum buffer or Adam m
+        switch (config->kind) {
+        case OPTIMIZER_SGD:
+            backend->op.sgd_update(backend, param->count, param->value, param->grad, slab0, lr,
+                                   config->momentum, decay_for(param, weight_decay),
+                                   config->nesterov, first_step);
+            break;
+        case OPTIMIZER_LARS:
+            lars_update_parameter(opt, param, slab0, lr, weight_decay, first_step);
+            break;
+        case OPTIMIZER_ADAMW: {
+            float *second_moment = opt->arena + set->total + param->offset;
+            backend->op.adamw_update(backend, param->count, param->value, param->grad, slab0,
+                                     second_moment, lr, config->beta1, config->beta2, config->eps,
+                                     decay_for(param, weight_decay), (int)(opt->steps + 1));
+            break;
+        }
+        }
+    }
+    opt->steps++;
+}
+
+// The gradient arena is zero between tensors (allocated and zeroed whole; ops
+// write only each tensor's elements), so one reduction over it is the global
+// sum of squares.
+float optimizer_grad_norm(Optimizer *opt) {
+    return backend_norm(opt, opt->params->total, opt->params->grads);
+}
+
+void optimizer_scale_grads(Optimizer *opt, float factor) {
+    ParameterSet *set = opt->params;
+    // In place (x = y): axpby is elementwise, so aliasing is safe.
+    opt->backend->op.axpby(opt->backend, set->total, factor, set->grads, 0.0f, set->grads);
+}
+
+float optimizer_clip_grad_norm(Optimizer *opt, float max_norm) {
+    const float total = optimizer_grad_norm(opt);
+    // torch: coef = max_norm / (total + 1e-6) in float32, applied when < 1.
+    const float coefficient = max_norm / (total + 1e-6f);
+    if (coefficient < 1.0f) optimizer_scale_grads(opt, coefficient);
+    return total;
+}
+
+float *optimizer_state(Optimizer *opt, size_t *floats) {
+    if (floats) *floats = opt->state_floats;
+    return opt->arena;
+}
+
+size_t optimizer_memory_bytes(const Optimizer *opt) {
+    return opt->arena_floats * sizeof(float);
+}
+
+long optimizer_step_count(const Optimizer *opt) {
+    return opt->steps;
+}
+
+void optimizer_set_step_count(Optimizer *opt, long steps) {
+    opt->steps = steps < 0 ? 0 : steps;
+}

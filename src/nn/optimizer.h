@@ -1,0 +1,87 @@
+// Optimizers over a ParameterSet: SGD (momentum, nesterov), LARS and AdamW,
+// with PyTorch / lightly semantics, plus gradient clipping by global norm and
+// the gradient scaling used for accumulation.
+//
+// Parameter groups follow the parameter kind: weight decay (and LARS trust
+// ratio adaptation) apply to PARAM_WEIGHT only; BatchNorm parameters
+// (PARAM_NORM) and biases (PARAM_BIAS) get neither, as SSL implementations
+// configure it. Buffers are never touched.
+//
+// Memory: all optimizer state (momentum buffers, Adam m and v) plus a small
+// workspace (LARS update scratch, reduction results) is one arena of backend
+// memory allocated by optimizer_create; optimizer_step allocates nothing.
+// The state tensors use the parameter arena's layout: the state of parameter
+// P starts at P.offset within each state slab (slab = ParameterSet.total
+// floats), so checkpoints can map it by name.
+//
+// Gradient accumulation over k micro-batches: parameter gradients accumulate
+// (+=) across backward calls (backend.h); call optimizer_scale_grads(opt,
+// 1.0f / k) before clipping and the step. That equals dividing each
+// micro-batch loss by k (Lightning's accumulate_grad_batches) up to rounding
+// (exactly for k a power of two).
+#ifndef LTC_NN_OPTIMIZER_H
+#define LTC_NN_OPTIMIZER_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+#include "nn/parameters.h"
+#include "util/error.h"
+
+typedef enum OptimizerKind {
+    OPTIMIZER_SGD,
+    OPTIMIZER_LARS,
+    OPTIMIZER_ADAMW,
+} OptimizerKind;
+
+typedef struct OptimizerConfig {
+    OptimizerKind kind;
+    float momentum;           // SGD, LARS (0.9)
+    int nesterov;             // SGD, LARS
+    float beta1, beta2;       // AdamW (0.9, 0.999)
+    float eps;                // AdamW denominator (1e-8); LARS trust ratio denominator (1e-8)
+    float trust_coefficient;  // LARS (0.001)
+} OptimizerConfig;
+
+// The defaults above for each kind.
+OptimizerConfig optimizer_config_default(OptimizerKind kind);
+// "sgd", "lars", "adamw"; -1 with a message for anything else.
+int optimizer_kind_parse(const char *name, OptimizerKind *kind, ErrorMessage *err);
+const char *optimizer_kind_name(OptimizerKind kind);
+
+typedef struct Optimizer Optimizer;
+
+// The ParameterSet must be allocated (with gradients) and outlive the
+// optimizer. State starts at zero, step count 0.
+Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const OptimizerConfig *config,
+                            ErrorMessage *err);
+void optimizer_free(Optimizer *opt);
+
+// One update of every parameter from its gradient with this step's learning
+// rate and weight decay (from the schedules); then the step count advances.
+// Gradients are read, not changed (zero them before the next backward).
+void optimizer_step(Optimizer *opt, float lr, float weight_decay);
+
+// torch.nn.utils.clip_grad_norm_ over all gradients: total = sqrt(sum of
+// squares of every gradient), coef = max_norm / (total + 1e-6) in float32;
+// when coef < 1 (total above max_norm, up to the 1e-6) every gradient is
+// scaled by coef. Returns total (before scaling).
+float optimizer_clip_grad_norm(Optimizer *opt, float max_norm);
+// sqrt(sum of squares of every gradient), without changing them.
+float optimizer_grad_norm(Optimizer *opt);
+// Every gradient *= factor (1 / k after accumulating k micro-batches).
+void optimizer_scale_grads(Optimizer *opt, float factor);
+
+// ---- checkpoint hooks ------------------------------------------------------
+// The state tensors (backend memory) and their size in floats: SGD and LARS
+// one slab (momentum buffers), AdamW two (m, then v). The workspace after
+// them is not part of it.
+float *optimizer_state(Optimizer *opt, size_t *floats);
+// Bytes of backend memory the optimizer holds (state and workspace).
+size_t optimizer_memory_bytes(const Optimizer *opt);
+// Completed steps (AdamW bias correction and the first-step momentum rule
+// depend on it); set it when restoring a checkpoint together with the state.
+long optimizer_step_count(const Optimizer *opt);
+void optimizer_set_step_count(Optimizer *opt, long steps);
+
+#endif

@@ -1,0 +1,62 @@
+// Parameter tables: every trainable tensor of a model (and, in a separate
+// table without gradients, its buffers such as BatchNorm running statistics),
+// by torchvision name, in two arenas of backend memory allocated once:
+// values and gradients. Optimizers walk the table; weight I/O maps names.
+//
+// Shapes are in our layout (conv weights (Cout, K, K, Cin)); torch_shape is
+// the layout of the same tensor in a torchvision state_dict (OIHW).
+#ifndef LTC_NN_PARAMETERS_H
+#define LTC_NN_PARAMETERS_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+#include "util/error.h"
+
+#define PARAM_MAX_NAME 96
+#define PARAM_MAX_RANK 4
+
+typedef enum ParamKind {
+    PARAM_WEIGHT,     // conv / linear weights: weight decay and LARS adaptation apply
+    PARAM_BIAS,       // linear biases: no weight decay, no LARS adaptation
+    PARAM_NORM,       // BatchNorm weight and bias: no weight decay, no LARS adaptation
+    PARAM_BUFFER,     // running statistics: not trained
+} ParamKind;
+
+typedef struct Parameter {
+    char name[PARAM_MAX_NAME];  // torchvision name, e.g. "layer1.0.conv1.weight"
+    ParamKind kind;
+    int rank;
+    int shape[PARAM_MAX_RANK];        // our layout
+    int torch_shape[PARAM_MAX_RANK];  // torchvision's layout (same rank)
+    size_t count;                     // elements
+    size_t offset;                    // into the arenas, in floats
+    float *value;                     // backend memory, (count)
+    float *grad;                      // backend memory, (count); NULL for buffers
+} Parameter;
+
+typedef struct ParameterSet {
+    Backend *backend;
+    int with_grads;  // 0 for buffer tables
+    int count;
+    int capacity;
+    Parameter *params;
+    size_t total;    // floats in each arena
+    float *values;   // (total) one allocation
+    float *grads;    // (total) one allocation, or NULL
+} ParameterSet;
+
+void parameter_set_init(ParameterSet *set, Backend *backend, int with_grads);
+// Declares a parameter before allocation; returns its index or -1. When
+// torch_shape is NULL it equals shape.
+int parameter_declare(ParameterSet *set, const char *name, ParamKind kind, int rank,
+                      const int *shape, const int *torch_shape, ErrorMessage *err);
+// Allocates the arenas (each tensor 16-float aligned) and wires the pointers.
+int parameter_set_allocate(ParameterSet *set, ErrorMessage *err);
+void parameter_set_free(ParameterSet *set);
+void parameter_set_zero_grads(ParameterSet *set);
+const Parameter *parameter_find(const ParameterSet *set, const char *name);
+// Sum of the element counts of all parameters.
+size_t parameter_set_elements(const ParameterSet *set);
+
+#endif

@@ -1,0 +1,180 @@
+// ResNet-18/34/50/101/152 backbones with exactly torchvision's architecture
+// and parameter names (torchvision.models.resnetXX, v1.5: in bottlenecks the
+// stride sits on the 3x3 conv), up to and including the global average
+// pool: the backbone outputs pooled features (512 or 2048 per image). There
+// is no fc: heads belong to the SSL methods. Weight files may still carry
+// torchvision's fc.weight/fc.bias: resnet_load skips them (see below).
+//
+//   stem:   conv1 7x7/2 -> bn1 -> relu -> maxpool 3x3/2 pad 1
+//   layer1..layer4: BasicBlock (3x3, 3x3) 2-2-2-2 / 3-4-6-3, or Bottleneck
+//           (1x1, 3x3 stride s, 1x1 x4) 3-4-6-3 / 3-4-23-3 / 3-8-36-3;
+//           block L.0 of layers 2..4 has stride 2; a block whose shape changes
+//           has downsample = 1x1 conv stride s + BN on the shortcut.
+//   head:   global average pool -> features (N, D)
+//
+// Memory by lifetime, all allocated by resnet_create for the input shapes
+// given there, none inside forward/backward:
+// - parameters + gradients: model->params (ParameterSet, torchvision names);
+// - buffers (BN running_mean, running_var): model->buffers;
+//   num_batches_tracked is one host counter per model (torchvision updates
+//   every BN's counter on every training forward, so they are all equal);
+// - activations: one arena per input slot (each (max_batch, resolution)
+//   given at build time), holding everything its backward needs: conv
+//   outputs (BN inputs), ReLU outputs, block outputs, BN saved mean and
+//   1/std, max-pool argmax, the features. Separate slots let DINO run the
+//   global (224 px) and local (96 px) views forward, then backward both;
+// - gradient scratch: three buffers of the largest activation, shared by
+//   all slots (backward runs one slot at a time);
+// - conv plans (backend workspace) per slot and batch size.
+//
+// Gradient contract: parameter gradients accumulate (+=) over backward calls
+// (zero them with parameter_set_zero_grads); no gradient is produced for the
+// input image (the stem conv's data gradient is skipped).
+#ifndef LTC_NN_RESNET_H
+#define LTC_NN_RESNET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "nn/layers.h"
+#include "nn/parameters.h"
+#include "util/error.h"
+
+#define RESNET_MAX_STAGES 3  // convs on a block's residual branch
+
+typedef struct ResnetConfig {
+    int depth;               // 18, 34, 50, 101 or 152
+    int zero_init_residual;  // torchvision's option: the last BN of each block starts at gamma 0
+    float bn_momentum;       // PyTorch default 0.1
+    float bn_eps;            // PyTorch default 1e-5
+} ResnetConfig;
+
+ResnetConfig resnet_config_default(int depth);
+
+// One activation slot: forward on up to `batch` images of resolution x
+// resolution pixels.
+typedef struct ResnetInputShape {
+    int batch;
+    int resolution;
+} ResnetInputShape;
+
+typedef struct ResnetBlock {
+    int bottleneck;   // 0: BasicBlock, 1: Bottleneck
+    int stage_count;  // convs on the residual branch: 2 (basic) or 3 (bottleneck)
+    Conv2d conv[RESNET_MAX_STAGES];
+    BatchNorm bn[RESNET_MAX_STAGES];
+    int has_downsample;
+    Conv2d downsample_conv;  // layerL.0.downsample.0
+    BatchNorm downsample_bn; // layerL.0.downsample.1
+    int first_conv;  // model-wide index of conv[0]; the downsample conv follows the stages
+} ResnetBlock;
+
+// Conv plans for one batch size of a slot. Identical conv shapes share one plan.
+typedef struct ResnetPlans {
+    int batch;
+    ConvShape *conv_shapes;  // (conv_count)
+    ConvPlan **conv_plans;   // (conv_count), may repeat
+    ConvPlan **owned;        // distinct plans, freed with the model
+    int owned_count;
+    PoolShape pool;
+} ResnetPlans;
+
+// What a block's backward needs, saved by its forward (sizes at the slot's maximum).
+typedef struct ResnetBlockActivations {
+    float *conv_out[RESNET_MAX_STAGES];      // (N, OH, OW, C) each: the BN inputs
+    float *relu_out[RESNET_MAX_STAGES - 1];  // (N, OH, OW, C): relu(bn(conv_out)), next conv input
+    float *out;                              // (N, OH, OW, Cout): relu(bn_last + shortcut)
+    float *downsample_conv_out;              // (N, OH, OW, Cout) or NULL
+    float *bn_mean[RESNET_MAX_STAGES + 1];   // (C) saved batch mean; [stage_count] is downsample's
+    float *bn_inv_std[RESNET_MAX_STAGES + 1];
+} ResnetBlockActivations;
+
+typedef struct ResnetSlot {
+    ResnetInputShape max;  // largest batch and the resolution
+    ResnetPlans *plans;    // [0] for max.batch, more from resnet_prepare_batch
+    int plans_count;
+    float *arena;          // backend memory, arena_floats
+    size_t arena_floats;
+    float *stem_conv_out;  // (N, R/2, R/2, 64) BN input
+    float *stem_out;       // (N, R/2, R/2, 64) relu(bn(conv))
+    float *stem_bn_mean, *stem_bn_inv_std;  // (64)
+    float *pool_out;       // (N, R/4, R/4, 64) input of layer1
+    int32_t *pool_argmax;  // (N, R/4, R/4, 64)
+    ResnetBlockActivations *blocks;  // (block_count)
+    float *features;       // (N, D)
+    // state of the last forward on this slot
+    const ResnetPlans *last_plans;
+    const float *last_input;  // the caller's input; must be unchanged until backward
+    int backward_ready;       // 1 after a training forward
+} ResnetSlot;
+
+typedef struct Resnet {
+    Backend *backend;
+    ResnetConfig config;
+    int feature_dim;          // 512 (18, 34) or 2048 (50, 101, 152)
+    ParameterSet params;      // trainable, with gradients
+    ParameterSet buffers;     // running statistics, no gradients
+    int64_t num_batches_tracked;
+    Conv2d stem_conv;         // conv1
+    BatchNorm stem_bn;        // bn1
+    int block_count;
+    ResnetBlock *blocks;
+    int conv_count;
+    Conv2d **convs;           // (conv_count) every conv in plan order
+    int slot_count;
+    ResnetSlot *slots;
+    float *scratch;           // backend memory: 3 * scratch_floats
+    size_t scratch_floats;    // the largest activation tensor over all slots
+} Resnet;
+
+// Builds the structure and declares the parameter tables; allocates nothing
+// on the backend (enough to count parameters). resnet_free releases it.
+int resnet_declare(Resnet *model, Backend *backend, const ResnetConfig *config, ErrorMessage *err);
+// Allocates parameters, buffers, a slot per input shape (plans and
+// activations) and the gradient scratch. Values are zero until resnet_init
+// or resnet_load.
+int resnet_allocate(Resnet *model, const ResnetInputShape *inputs, int input_count,
+                    ErrorMessage *err);
+// resnet_declare + resnet_allocate + resnet_init(seed).
+int resnet_create(Resnet *model, Backend *backend, const ResnetConfig *config,
+                  const ResnetInputShape *inputs, int input_count, uint64_t seed,
+                  ErrorMessage *err);
+void resnet_free(Resnet *model);
+
+// Makes conv plans so that `slot` can also run a smaller batch (e.g. the last
+// partial batch when embedding). Call outside the step loop.
+int resnet_prepare_batch(Resnet *model, int slot, int batch, ErrorMessage *err);
+
+// torchvision's init: convs kaiming_normal_(fan_out, relu) from the
+// counter-based RNG keyed by (seed, parameter name); BN weight 1 (0 for the
+// last BN of each block with zero_init_residual), bias 0, running mean 0,
+// running var 1; num_batches_tracked 0.
+int resnet_init(Resnet *model, uint64_t seed, ErrorMessage *err);
+
+// features (batch, D) = backbone(input (batch, R, R, 3) NHWC, backend memory)
+// on slot `slot` (R = its resolution, batch <= its batch, plans prepared).
+// training: BN uses batch statistics, updates the running ones and
+// num_batches_tracked, and the slot keeps what backward needs; otherwise BN
+// uses the running statistics. Fails only on a bad slot or batch.
+int resnet_forward(Resnet *model, int slot, int batch, const float *input, int training,
+                   ErrorMessage *err);
+// The slot's features (batch, D) from its last forward.
+const float *resnet_features(const Resnet *model, int slot);
+// Parameter gradients += d(loss)/d(params) given dfeatures (batch, D) =
+// d(loss)/d(features) of the slot's last (training) forward.
+int resnet_backward(Resnet *model, int slot, const float *dfeatures, ErrorMessage *err);
+
+// Weights as a torchvision state dict in safetensors (F32, conv weights
+// OIHW, num_batches_tracked I64 scalars), without fc: loadable with
+// torchvision.models.resnetXX().load_state_dict(..., strict=False) (only
+// fc.weight and fc.bias reported missing).
+int resnet_save(const Resnet *model, const char *path, ErrorMessage *err);
+// Loads a torchvision state dict saved as safetensors (F32, F16 or BF16).
+// fc.* keys are skipped (a classifier checkpoint loads into the backbone);
+// any other missing or unexpected key, or a shape mismatch, fails and the
+// message names them. A missing num_batches_tracked is allowed (as PyTorch
+// does for old checkpoints) and leaves the counter at 0.
+int resnet_load(Resnet *model, const char *path, ErrorMessage *err);
+
+#endif

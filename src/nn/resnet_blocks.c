@@ -1,0 +1,201 @@
+// ResNet forward and backward: the stem, the residual blocks (BasicBlock and
+// Bottleneck share one code path: a chain of conv-BN(-ReLU) stages plus a
+// shortcut) and the pooled head, each backward written out in reverse order
+// of its forward. Buffers come from the slot's activation arena and the
+// model's gradient scratch (see resnet.h); nothing is allocated here.
+#include <stdlib.h>
+
+#include "nn/resnet.h"
+
+static size_t conv_rows(const ConvShape *shape) {
+    return (size_t)shape->batch * shape->out_height * shape->out_width;
+}
+
+static size_t conv_input_floats(const ConvShape *shape) {
+    return (size_t)shape->batch * shape->in_height * shape->in_width * shape->in_channels;
+}
+
+// ---- one residual block ---------------------------------------------------------------
+//
+//   stage s: conv_out[s] = conv_s(in_s); y_s = bn_s(conv_out[s]);
+//            relu_out[s] = relu(y_s), the next stage's input (not for the last stage)
+//   shortcut = x, or downsample_bn(downsample_conv(x))
+//   out = relu(y_last + shortcut)
+
+// x (N, H, W, Cin) -> saved->out (N, OH, OW, Cout). shortcut_scratch holds the
+// downsample branch's output (only needed until the add).
+static void block_forward(Backend *backend, const ResnetBlock *block,
+                          ResnetBlockActivations *saved, const ResnetPlans *plans, int training,
+                          const float *x, float *shortcut_scratch) {
+    const float *stage_in = x;
+    size_t out_floats = 0;
+    for (int s = 0; s < block->stage_count; s++) {
+        const int c = block->first_conv + s;
+        const size_t rows = conv_rows(&plans->conv_shapes[c]);
+        const int last = s == block->stage_count - 1;
+        conv2d_forward(backend, &block->conv[s], plans->conv_plans[c], stage_in,
+                       saved->conv_out[s]);
+        float *y = last ? saved->out : saved->relu_out[s];
+        batchnorm_forward(backend, &block->bn[s], training, rows, saved->conv_out[s], y,
+                          saved->bn_mean[s], saved->bn_inv_std[s]);
+        if (!last) relu_forward(backend, rows * block->bn[s].channels, y, y);
+        stage_in = y;
+        out_floats = rows * block->bn[s].channels;
+    }
+    const float *shortcut = x;
+    if (block->has_downsample) {
+        const int c = block->first_conv + block->stage_count;
+        const size_t rows = conv_rows(&plans->conv_shapes[c]);
+        conv2d_forward(backend, &block->downsample_conv, plans->conv_plans[c], x,
+                       saved->downsample_conv_out);
+        batchnorm_forward(backend, &block->downsample_bn, training, rows,
+                          saved->downsample_conv_out, shortcut_scratch,
+                          saved->bn_mean[block->stage_count],
+                          saved->bn_inv_std[block->stage_count]);
+        shortcut = shortcut_scratch;
+    }
+    backend->op.axpby(backend, out_floats, 1.0f, shortcut, 1.0f, saved->out);  // out += shortcut
+    relu_forward(backend, out_floats, saved->out, saved->out);
+}
+
+// dout (N, OH, OW, Cout): dL/d(out), consumed (overwritten). dx (N, H, W, Cin) =
+// dL/dx through both paths. work: scratch for the BN input gradients.
+static void block_backward(Backend *backend, const ResnetBlock *block,
+                           const ResnetBlockActivations *saved, const ResnetPlans *plans,
+                           const float *x, float *dout, float *work, float *dx) {
+    const int last = block->stage_count - 1;
+    const ConvShape *last_shape = &plans->conv_shapes[block->first_conv + last];
+    const size_t in_floats = conv_input_floats(&plans->conv_shapes[block->first_conv]);
+    // Through the final ReLU: dout becomes dL/d(y_last + shortcut), which
+    // both the residual branch and the shortcut receive.
+    relu_backward(backend, conv_rows(last_shape) * last_shape->out_channels, saved->out, dout,
+                  dout);
+
+    // Residual branch, last stage first; dx carries the running gradient.
+    const float *d_stage_out = dout;
+    for (int s = last; s >= 0; s--) {
+        const int c = block->first_conv + s;
+        const ConvShape *shape = &plans->conv_shapes[c];
+        const float *stage_in = s > 0 ? saved->relu_out[s - 1] : x;
+        batchnorm_backward(backend, &block->bn[s], conv_rows(shape), saved->conv_out[s],
+                           d_stage_out, saved->bn_mean[s], saved->bn_inv_std[s], work);
+        conv2d_backward(backend, &block->conv[s], plans->conv_plans[c], stage_in, work, dx);
+        if (s > 0) {
+            relu_backward(backend, conv_input_floats(shape), saved->relu_out[s - 1], dx, dx);
+            d_stage_out = dx;
+        }
+    }
+
+    // Shortcut: its gradient w.r.t. x is added to the branch's.
+    if (block->has_downsample) {
+        const int c = block->first_conv + block->stage_count;
+        const ConvShape *shape = &plans->conv_shapes[c];
+        batchnorm_backward(backend, &block->downsample_bn, conv_rows(shape),
+                           saved->downsample_conv_out, dout, saved->bn_mean[block->stage_count],
+                           saved->bn_inv_std[block->stage_count], work);
+        // dout is no longer needed: it takes the shortcut's dL/dx.
+        conv2d_backward(backend, &block->downsample_conv, plans->conv_plans[c], x, work, dout);
+    }
+    backend->op.axpby(backend, in_floats, 1.0f, dout, 1.0f, dx);  // dx += shortcut gradient
+}
+
+// ---- the whole backbone ---------------------------------------------------------------
+
+static int find_slot(const Resnet *model, int slot_index, ErrorMessage *err) {
+    if (slot_index < 0 || slot_index >= model->slot_count)
+        return error_set(err, "resnet: no input slot %d (%d slots)", slot_index,
+                         model->slot_count);
+    return 0;
+}
+
+// Pixels of the last block's output (what the global pool averages).
+static int final_pixels(const Resnet *model, const ResnetPlans *plans) {
+    const ResnetBlock *block = &model->blocks[model->block_count - 1];
+    const ConvShape *shape = &plans->conv_shapes[block->first_conv + block->stage_count - 1];
+    return shape->out_height * shape->out_width;
+}
+
+int resnet_forward(Resnet *model, int slot_index, int batch, const float *input, int training,
+                   ErrorMessage *err) {
+    if (find_slot(model, slot_index, err)) return -1;
+    ResnetSlot *slot = &model->slots[slot_index];
+    const ResnetPlans *plans = NULL;
+    for (int i = 0; i < slot->plans_count && !plans; i++)
+        if (slot->plans[i].batch == batch) plans = &slot->plans[i];
+    if (!plans)
+        return error_set(err, "resnet: slot %d (batch <= %d, %d px) has no plans for batch %d "
+                              "(see resnet_prepare_batch)",
+                         slot_index, slot->max.batch, slot->max.resolution, batch);
+    Backend *backend = model->backend;
+    float *shortcut_scratch = model->scratch;  // free during forward
+
+    // Stem: conv1 -> bn1 -> relu -> maxpool.
+    const size_t stem_rows = conv_rows(&plans->conv_shapes[0]);
+    conv2d_forward(backend, &model->stem_conv, plans->conv_plans[0], input, slot->stem_conv_out);
+    batchnorm_forward(backend, &model->stem_bn, training, stem_rows, slot->stem_conv_out,
+                      slot->stem_out, slot->stem_bn_mean, slot->stem_bn_inv_std);
+    relu_forward(backend, stem_rows * model->stem_bn.channels, slot->stem_out, slot->stem_out);
+    maxpool_forward(backend, &plans->pool, slot->stem_out, slot->pool_out, slot->pool_argmax);
+
+    // layer1..layer4.
+    const float *x = slot->pool_out;
+    for (int b = 0; b < model->block_count; b++) {
+        block_forward(backend, &model->blocks[b], &slot->blocks[b], plans, training, x,
+                      shortcut_scratch);
+        x = slot->blocks[b].out;
+    }
+
+    // Global average pool.
+    avgpool_forward(backend, batch, final_pixels(model, plans), model->feature_dim, x,
+                    slot->features);
+
+    if (training) model->num_batches_tracked++;
+    slot->last_plans = plans;
+    slot->last_input = input;
+    slot->backward_ready = training;
+    return 0;
+}
+
+const float *resnet_features(const Resnet *model, int slot) {
+    return model->slots[slot].features;
+}
+
+int resnet_backward(Resnet *model, int slot_index, const float *dfeatures, ErrorMessage *err) {
+    if (find_slot(model, slot_index, err)) return -1;
+    ResnetSlot *slot = &model->slots[slot_index];
+    if (!slot->backward_ready)
+        return error_set(err, "resnet: backward on slot %d without a training forward before it",
+                         slot_index);
+    Backend *backend = model->backend;
+    const ResnetPlans *plans = slot->last_plans;
+    const int batch = plans->batch;
+    // Three gradient buffers: A holds the gradient flowing into a block's
+    // output, C receives the gradient w.r.t. its input, B is BN scratch.
+    float *grad_a = model->scratch;
+    float *grad_b = model->scratch + model->scratch_floats;
+    float *grad_c = model->scratch + 2 * model->scratch_floats;
+
+    // Global average pool.
+    avgpool_backward(backend, batch, final_pixels(model, plans), model->feature_dim, dfeatures,
+                     grad_a);
+
+    // layer4..layer1, each block in reverse; the input gradient feeds the block before.
+    for (int b = model->block_count - 1; b >= 0; b--) {
+        const float *x = b > 0 ? slot->blocks[b - 1].out : slot->pool_out;
+        block_backward(backend, &model->blocks[b], &slot->blocks[b], plans, x, grad_a, grad_b,
+                       grad_c);
+        float *swap = grad_a;
+        grad_a = grad_c;
+        grad_c = swap;
+    }
+
+    // Stem in reverse: maxpool, relu, bn1, conv1 (weights only: no image gradient).
+    const size_t stem_rows = conv_rows(&plans->conv_shapes[0]);
+    maxpool_backward(backend, &plans->pool, grad_a, slot->pool_argmax, grad_c);
+    relu_backward(backend, stem_rows * model->stem_bn.channels, slot->stem_out, grad_c, grad_c);
+    batchnorm_backward(backend, &model->stem_bn, stem_rows, slot->stem_conv_out, grad_c,
+                       slot->stem_bn_mean, slot->stem_bn_inv_std, grad_b);
+    conv2d_backward(backend, &model->stem_conv, plans->conv_plans[0], slot->last_input, grad_b,
+                    NULL);
+    return 0;
+}

@@ -1,0 +1,101 @@
+// safetensors files: the weight interchange format of PyTorch, torchvision
+// and timm (format: ../shared/reference/formats.md).
+//
+//   u64 N (LE) | N bytes of JSON header | data
+//
+// The reader treats every file as hostile: header size limit, JSON parsed
+// with bounds checks, names/dtypes/shapes validated, data offsets checked
+// against the file size and against the shape (contiguous from 0, no gaps,
+// no overlaps, covering the data exactly). The writer writes to a temporary
+// name, flushes and renames, so a crash never leaves a half file.
+#ifndef LTC_NN_SAFETENSORS_H
+#define LTC_NN_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+#define SAFETENSORS_MAX_HEADER 100000000ull  // what the reference readers accept
+#define SAFETENSORS_MAX_RANK 8
+#define SAFETENSORS_MAX_NAME 512
+// Bounds the memory a hostile header can make the reader allocate (a
+// SafeTensor is ~600 bytes); real checkpoints hold at most a few thousand.
+#define SAFETENSORS_MAX_TENSORS 262144
+
+typedef enum SafeDType {
+    SAFE_F32 = 0,
+    SAFE_F16,
+    SAFE_BF16,
+    SAFE_F64,
+    SAFE_I64,
+    SAFE_I32,
+    SAFE_I16,
+    SAFE_I8,
+    SAFE_U8,
+    SAFE_BOOL,
+} SafeDType;
+
+const char *safe_dtype_name(SafeDType dtype);  // "F32", ...
+size_t safe_dtype_size(SafeDType dtype);       // bytes per element
+
+typedef struct SafeTensor {
+    char name[SAFETENSORS_MAX_NAME];
+    SafeDType dtype;
+    int rank;                              // 0 for a scalar
+    int64_t shape[SAFETENSORS_MAX_RANK];
+    size_t offset;                         // into SafeTensors.data
+    size_t size;                           // bytes = elements * dtype size
+} SafeTensor;
+
+typedef struct SafeMetadata {
+    char *key;
+    char *value;
+} SafeMetadata;
+
+typedef struct SafeTensors {
+    uint8_t *file;        // the whole file (owned)
+    size_t file_size;
+    // Start of the data section, 8-byte aligned (to get there the reader may
+    // move the data over the header bytes in `file`). A tensor is aligned to
+    // its dtype when the writer ordered tensors by alignment (the reference
+    // writer does; safetensors_write keeps the caller's order): memcpy when
+    // unsure.
+    const uint8_t *data;
+    int count;
+    SafeTensor *tensors;  // in header order
+    int metadata_count;
+    SafeMetadata *metadata;
+} SafeTensors;
+
+// Parses a whole file held in memory; takes ownership of `bytes` (malloc'ed)
+// on success and on failure.
+int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessage *err);
+// Reads and parses a file; errors name the path.
+int safetensors_read(const char *path, SafeTensors *out, ErrorMessage *err);
+void safetensors_free(SafeTensors *tensors);
+
+const SafeTensor *safetensors_find(const SafeTensors *tensors, const char *name);
+static inline const void *safetensors_data(const SafeTensors *tensors, const SafeTensor *tensor) {
+    return tensors->data + tensor->offset;
+}
+// NULL when absent.
+const char *safetensors_metadata(const SafeTensors *tensors, const char *key);
+// Number of elements (product of the shape; 1 for a scalar).
+int64_t safe_tensor_elements(const SafeTensor *tensor);
+
+// One tensor to write: name, dtype, shape and its bytes (host memory).
+typedef struct SafeTensorWrite {
+    const char *name;
+    SafeDType dtype;
+    int rank;
+    int64_t shape[SAFETENSORS_MAX_RANK];
+    const void *data;
+} SafeTensorWrite;
+
+// Writes path atomically (path.tmp.<pid>, fsync, rename). Tensors are
+// written in the given order; metadata may be NULL.
+int safetensors_write(const char *path, const SafeTensorWrite *tensors, int count,
+                      const SafeMetadata *metadata, int metadata_count, ErrorMessage *err);
+
+#endif

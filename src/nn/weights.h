@@ -1,0 +1,53 @@
+// Weight I/O: a model's parameter and buffer tables to and from a
+// torchvision-style state dict stored as safetensors. Names are the tables'
+// names (torchvision's), shapes torchvision's (conv weights OIHW, converted
+// from and to our OHWI), values F32 on save and F32/F16/BF16 on load.
+//
+// BatchNorm num_batches_tracked: a table holds one host counter per model;
+// every BN (a buffer table entry "X.running_mean") is written with
+// "X.num_batches_tracked" = that counter as an I64 scalar, and loading takes
+// the largest value found (torchvision keeps them equal).
+#ifndef LTC_NN_WEIGHTS_H
+#define LTC_NN_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "nn/parameters.h"
+#include "nn/safetensors.h"
+#include "util/error.h"
+
+typedef struct WeightsLoadOptions {
+    const char *key_prefix;     // file keys are key_prefix + name (e.g. "backbone."); NULL: ""
+                                // keys without this prefix are not ours and are ignored
+    const char *ignore_prefix;  // keys starting with it (after key_prefix) are skipped, e.g. "fc."
+    int allow_missing;          // missing tensors keep their values instead of failing
+    int allow_unexpected;       // unknown keys are skipped instead of failing
+} WeightsLoadOptions;
+
+// Writes params then, after each BN's bias, its running_mean, running_var
+// and num_batches_tracked (torchvision's state_dict order). buffers may be NULL.
+int weights_save(const char *path, const ParameterSet *params, const ParameterSet *buffers,
+                 int64_t num_batches_tracked, ErrorMessage *err);
+
+// Checks the whole file first (missing and unexpected keys, dtypes, shapes;
+// the message lists them), then converts and uploads. options may be NULL
+// (strict). num_batches_tracked may be NULL; it is left unchanged when no
+// counter is in the file.
+int weights_load(const char *path, ParameterSet *params, ParameterSet *buffers,
+                 int64_t *num_batches_tracked, const WeightsLoadOptions *options,
+                 ErrorMessage *err);
+// The same from a parsed file (e.g. a checkpoint holding several models).
+int weights_load_from(const SafeTensors *file, ParameterSet *params, ParameterSet *buffers,
+                      int64_t *num_batches_tracked, const WeightsLoadOptions *options,
+                      ErrorMessage *err);
+
+// Number of state-dict keys the tables produce (params + buffers + one
+// num_batches_tracked per BN).
+int weights_key_count(const ParameterSet *params, const ParameterSet *buffers);
+
+// Host-side layout conversion of one tensor: ours (O, KH, KW, I) <-> torch
+// (O, I, KH, KW) for rank-4 parameters, a plain copy otherwise.
+void weights_to_torch_layout(const Parameter *param, const float *ours, float *torch);
+void weights_from_torch_layout(const Parameter *param, const float *torch, float *ours);
+
+#endif

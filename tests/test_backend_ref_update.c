@@ -1,0 +1,202 @@
+// Tests of the reference backend's optimizer updates (SGD with momentum /
+// Nesterov / weight decay, AdamW with bias correction, EMA) against the
+// PyTorch formulas of backend.h and against numbers from torch.optim
+// itself, and of the uint8 input normalisation. Ref backend memory is host
+// memory, so the small cases pass stack arrays directly.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <string.h>
+
+#include "backend/ref/ref_backend.h"
+#include "gradcheck.h"
+
+static Backend *backend;
+
+static int create_backend(void **state) {
+    ErrorMessage err;
+    backend = ref_backend_create(&err);
+    return backend ? 0 : -1;
+}
+
+static int destroy_backend(void **state) {
+    backend_destroy(backend);
+    return 0;
+}
+
+enum { ELEMENTS = 5, STEPS = 3 };
+
+// One parameter vector and three gradients shared by every optimizer test.
+static const float initial_param[ELEMENTS] = {0.5f, -1.25f, 2.0f, 0.0f, -0.75f};
+static const float gradients[STEPS][ELEMENTS] = {{0.1f, -0.2f, 0.3f, -0.4f, 0.05f},
+                                                 {-0.3f, 0.25f, 0.1f, 0.2f, -0.15f},
+                                                 {0.2f, 0.1f, -0.05f, 0.3f, 0.4f}};
+
+// Parameters after each step from PyTorch 1.13 (Debian python3-torch):
+//   p = nn.Parameter(initial); opt = torch.optim.SGD([p], lr=0.1, momentum=0.9,
+//   weight_decay=1e-2[, nesterov=True]) or torch.optim.AdamW([p], lr=0.01,
+//   betas=(0.9, 0.999), eps=1e-8, weight_decay=0.05); per step p.grad = g; opt.step()
+static const float torch_sgd_momentum[STEPS][ELEMENTS] = {
+    {0.489499986f, -1.22874999f, 1.96800005f, 0.0400000028f, -0.75424999f},
+    {0.509560466f, -1.23339629f, 1.92723203f, 0.0559599996f, -0.742320716f},
+    {0.50710535f, -1.24634457f, 1.89361358f, 0.0402680337f, -0.770842075f}};
+static const float torch_sgd_nesterov[STEPS][ELEMENTS] = {
+    {0.480049998f, -1.20962501f, 1.93920004f, 0.0759999976f, -0.758074999f},
+    {0.527632892f, -1.23761427f, 1.89059556f, 0.0702555925f, -0.731577158f},
+    {0.504887044f, -1.25804174f, 1.86350465f, 0.0260205418f, -0.796521366f}};
+static const float torch_adamw[STEPS][ELEMENTS] = {
+    {0.489749998f, -1.239375f, 1.98899996f, 0.00999999978f, -0.759624958f},
+    {0.494447023f, -1.24038255f, 1.97929478f, 0.0126583697f, -0.754303277f},
+    {0.494011909f, -1.24286878f, 1.97265315f, 0.0108003458f, -0.75846374f}};
+
+// Against torch: the same fp32 formulas, but PyTorch's kernels order a few
+// operations differently (lerp for Adam's first moment, fused addcdiv), so
+// allow a few float ulps of the O(1) values: 1e-5 relative + 1e-6 absolute.
+#define TORCH_RTOL 1e-5
+#define TORCH_ATOL 1e-6
+// Against the formulas evaluated in double here: a handful of fp32
+// roundings per step on O(1) values.
+#define FORMULA_RTOL 1e-5
+#define FORMULA_ATOL 1e-6
+
+static void check_sgd(int nesterov, const float expected[STEPS][ELEMENTS]) {
+    const float lr = 0.1f, momentum = 0.9f, weight_decay = 1e-2f;
+    float *param = backend->op.alloc(backend, sizeof initial_param);
+    float *grad = backend->op.alloc(backend, sizeof initial_param);
+    float *buffer = backend->op.alloc(backend, sizeof initial_param);
+    memcpy(param, initial_param, sizeof initial_param);
+    for (int i = 0; i < ELEMENTS; i++) buffer[i] = NAN;  // the first step must not read it
+    double want[ELEMENTS], want_buffer[ELEMENTS];
+    for (int i = 0; i < ELEMENTS; i++) want[i] = initial_param[i];
+    for (int t = 0; t < STEPS; t++) {
+        memcpy(grad, gradients[t], sizeof initial_param);
+        backend->op.sgd_update(backend, ELEMENTS, param, grad, buffer, lr, momentum, weight_decay,
+                               nesterov, t == 0);
+        float want_float[ELEMENTS];
+        for (int i = 0; i < ELEMENTS; i++) {  // backend.h's formula, in double
+            const double g = gradients[t][i] + (double)weight_decay * want[i];
+            want_buffer[i] = t == 0 ? g : momentum * want_buffer[i] + g;
+            want[i] -= lr * (nesterov ? g + momentum * want_buffer[i] : want_buffer[i]);
+            want_float[i] = (float)want[i];
+        }
+        assert_int_equal(gradcheck_count_mismatches("sgd vs formula", ELEMENTS, param, want_float,
+                                                    FORMULA_RTOL, FORMULA_ATOL),
+                         0);
+        assert_int_equal(gradcheck_count_mismatches("sgd vs torch", ELEMENTS, param, expected[t],
+                                                    TORCH_RTOL, TORCH_ATOL),
+                         0);
+    }
+    backend->op.free(backend, param);
+    backend->op.free(backend, grad);
+    backend->op.free(backend, buffer);
+}
+
+static void test_sgd_momentum_and_weight_decay(void **state) { check_sgd(0, torch_sgd_momentum); }
+
+static void test_sgd_nesterov(void **state) { check_sgd(1, torch_sgd_nesterov); }
+
+static void test_sgd_without_momentum(void **state) {
+    // momentum 0: plain param -= lr * (grad + wd * param), every step.
+    float param[2] = {1.0f, -2.0f}, buffer[2] = {0, 0};
+    const float grad[2] = {0.5f, 0.25f};
+    for (int t = 0; t < 2; t++)
+        backend->op.sgd_update(backend, 2, param, grad, buffer, 0.1f, 0.0f, 0.1f, 0, t == 0);
+    // By hand: 1 -> 1 - 0.1 (0.5 + 0.1) = 0.94 -> 0.94 - 0.1 (0.5 + 0.094) = 0.8806;
+    // -2 -> -2 - 0.1 (0.25 - 0.2) = -2.005 -> -2.005 - 0.1 (0.25 - 0.2005) = -2.00995.
+    assert_float_equal(param[0], 0.8806f, 1e-6);  // a few float roundings of O(1) values
+    assert_float_equal(param[1], -2.00995f, 1e-6);
+}
+
+static void test_adamw_bias_correction(void **state) {
+    const float lr = 0.01f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.05f;
+    float *param = backend->op.alloc(backend, sizeof initial_param);
+    float *grad = backend->op.alloc(backend, sizeof initial_param);
+    float *m = backend->op.alloc(backend, sizeof initial_param);
+    float *v = backend->op.alloc(backend, sizeof initial_param);
+    memcpy(param, initial_param, sizeof initial_param);
+    backend->op.fill(backend, m, 0.0f, ELEMENTS);
+    backend->op.fill(backend, v, 0.0f, ELEMENTS);
+    double want[ELEMENTS], want_m[ELEMENTS] = {0}, want_v[ELEMENTS] = {0};
+    for (int i = 0; i < ELEMENTS; i++) want[i] = initial_param[i];
+    for (int t = 0; t < STEPS; t++) {
+        const int step = t + 1;
+        memcpy(grad, gradients[t], sizeof initial_param);
+        backend->op.adamw_update(backend, ELEMENTS, param, grad, m, v, lr, beta1, beta2, eps,
+                                 weight_decay, step);
+        float want_float[ELEMENTS];
+        for (int i = 0; i < ELEMENTS; i++) {  // backend.h's formula, in double
+            const double g = gradients[t][i];
+            want[i] *= 1.0 - (double)lr * weight_decay;
+            want_m[i] = beta1 * want_m[i] + (1.0 - beta1) * g;
+            want_v[i] = beta2 * want_v[i] + (1.0 - beta2) * g * g;
+            const double m_hat = want_m[i] / (1.0 - pow(beta1, step));
+            const double v_hat = want_v[i] / (1.0 - pow(beta2, step));
+            want[i] -= lr * m_hat / (sqrt(v_hat) + eps);
+            want_float[i] = (float)want[i];
+        }
+        assert_int_equal(gradcheck_count_mismatches("adamw vs formula", ELEMENTS, param,
+                                                    want_float, FORMULA_RTOL, FORMULA_ATOL),
+                         0);
+        assert_int_equal(gradcheck_count_mismatches("adamw vs torch", ELEMENTS, param,
+                                                    torch_adamw[t], TORCH_RTOL, TORCH_ATOL),
+                         0);
+    }
+    backend->op.free(backend, param);
+    backend->op.free(backend, grad);
+    backend->op.free(backend, m);
+    backend->op.free(backend, v);
+}
+
+static void test_adamw_first_step_is_lr_sized(void **state) {
+    // With bias correction the first step moves each weight by lr * sign(g)
+    // whatever |g| is (no decay here); without it the step would be ~3x lr.
+    float param[3] = {1.0f, 1.0f, 1.0f}, m[3] = {0}, v[3] = {0};
+    const float grad[3] = {1e-3f, -5.0f, 0.2f};
+    backend->op.adamw_update(backend, 3, param, grad, m, v, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
+    // eps / sqrt(v_hat) perturbs the step by at most 1e-8 / 1e-3 relative.
+    assert_float_equal(param[0], 0.99f, 1e-6);
+    assert_float_equal(param[1], 1.01f, 1e-6);
+    assert_float_equal(param[2], 0.99f, 1e-6);
+}
+
+static void test_ema_update(void **state) {
+    float target[3] = {1.0f, -2.0f, 0.5f};
+    const float source[3] = {3.0f, 0.0f, 0.5f};
+    backend->op.ema_update(backend, 3, target, source, 0.996f);
+    // 0.996 t + 0.004 s, by hand; one or two float roundings of O(1) values.
+    assert_float_equal(target[0], 1.008f, 1e-6);
+    assert_float_equal(target[1], -1.992f, 1e-6);
+    assert_float_equal(target[2], 0.5f, 1e-6);
+}
+
+static void test_normalize_u8(void **state) {
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    const uint8_t pixels[4 * 3] = {0, 0, 0, 255, 255, 255, 128, 64, 32, 1, 200, 17};
+    uint8_t *x = backend->op.alloc(backend, sizeof pixels);
+    float *y = backend->op.alloc(backend, sizeof(float) * 12);
+    backend->op.upload(backend, x, pixels, sizeof pixels);
+    backend->op.normalize_u8(backend, 4, x, mean, std, y);
+    float want[12];
+    for (int i = 0; i < 12; i++) want[i] = (float)((pixels[i] / 255.0 - mean[i % 3]) / std[i % 3]);
+    // Three fp32 roundings of values up to ~2.6: 1e-6 relative.
+    assert_int_equal(gradcheck_count_mismatches("normalize_u8", 12, y, want, 1e-6, 1e-6), 0);
+    assert_float_equal(y[0], -0.485f / 0.229f, 1e-6);  // black, red channel: -2.1179
+    backend->op.free(backend, x);
+    backend->op.free(backend, y);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sgd_momentum_and_weight_decay),
+        cmocka_unit_test(test_sgd_nesterov),
+        cmocka_unit_test(test_sgd_without_momentum),
+        cmocka_unit_test(test_adamw_bias_correction),
+        cmocka_unit_test(test_adamw_first_step_is_lr_sized),
+        cmocka_unit_test(test_ema_update),
+        cmocka_unit_test(test_normalize_u8),
+    };
+    return cmocka_run_group_tests(tests, create_backend, destroy_backend);
+}

@@ -1,0 +1,667 @@
+// ResNet backbones against PyTorch: fixture-init resnet18 and resnet50 at
+// batch 2, 64x64 (tests/fixtures/*.safetensors from tools/make_fixtures.py):
+// train-mode features, loss, every stored gradient, running statistics and
+// eval-mode features. Also: parameter and key counts of all five depths,
+// torchvision-style init, weight save/load round trip and load errors.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "fixture_init.h"
+#include "nn/resnet.h"
+#include "nn/safetensors.h"
+#include "nn/weights.h"
+#include "util/half.h"
+
+#define FIXTURE_DIR "tests/fixtures/"
+#define FIXTURE_BATCH 2
+#define FIXTURE_SIZE 64
+#define GRAD_SAMPLES 256
+#define SAMPLE_STRIDE 2654435761ull
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// ---- fixture access --------------------------------------------------------------
+
+// A copy of F32 tensor `name` (expected elements), or NULL when absent.
+static float *fixture_floats(const SafeTensors *file, const char *name, size_t expected) {
+    const SafeTensor *tensor = safetensors_find(file, name);
+    if (!tensor) return NULL;
+    assert_int_equal(tensor->dtype, SAFE_F32);
+    assert_int_equal((size_t)safe_tensor_elements(tensor), expected);
+    float *copy = malloc(expected * sizeof *copy + 1);
+    assert_non_null(copy);
+    memcpy(copy, safetensors_data(file, tensor), expected * sizeof *copy);
+    return copy;
+}
+
+static double fixture_f64(const SafeTensors *file, const char *name) {
+    const SafeTensor *tensor = safetensors_find(file, name);
+    if (!tensor) fail_msg("fixture lacks %s", name);
+    assert_int_equal(tensor->dtype, SAFE_F64);
+    double value;
+    memcpy(&value, safetensors_data(file, tensor), sizeof value);
+    return value;
+}
+
+static float *download(Backend *backend, const float *device, size_t n) {
+    float *host = malloc(n * sizeof *host + 1);
+    assert_non_null(host);
+    backend->op.download(backend, host, device, n * sizeof *host);
+    return host;
+}
+
+static float max_abs(const float *x, size_t n) {
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+    return m;
+}
+
+// Counts |actual - expected| > atol + rtol |expected| and tracks the worst
+// ratio of error to allowance (printed as the margin a tolerance leaves).
+static size_t count_bad(const char *label, const float *actual, const float *expected, size_t n,
+                        double rtol, double atol, double *worst_ratio) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double error = fabs((double)actual[i] - expected[i]);
+        const double allowed = atol + rtol * fabs((double)expected[i]);
+        if (worst_ratio && error / allowed > *worst_ratio) *worst_ratio = error / allowed;
+        if (!(error <= allowed)) {
+            if (bad < 3)
+                fprintf(stderr, "  %s[%zu]: %.8g, expected %.8g (allowed %.3g)\n", label, i,
+                        actual[i], expected[i], allowed);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+// ---- the fixture comparison -------------------------------------------------------
+
+typedef struct FixtureRun {
+    Backend *backend;
+    Resnet model;
+    SafeTensors file;
+    float *input;  // backend memory (N, H, W, 3)
+    size_t feature_count;
+} FixtureRun;
+
+// Returns -1 when the backend is not available (the test is then skipped).
+static int fixture_setup(FixtureRun *run, const char *backend_name, int depth) {
+    ErrorMessage err = {{0}};
+    run->backend = backend_create(backend_name, 0, &err);
+    if (!run->backend) {
+        if (strcmp(backend_name, "ref") == 0) fail_msg("%s", err.text);
+        fprintf(stderr, "  skipped: %s\n", err.text);
+        return -1;
+    }
+    char path[256];
+    snprintf(path, sizeof path, FIXTURE_DIR "resnet%d.safetensors", depth);
+    if (safetensors_read(path, &run->file, &err)) fail_msg("%s", err.text);
+    const ResnetConfig config = resnet_config_default(depth);
+    const ResnetInputShape shape = {FIXTURE_BATCH, FIXTURE_SIZE};
+    if (resnet_declare(&run->model, run->backend, &config, &err) ||
+        resnet_allocate(&run->model, &shape, 1, &err) ||
+        fixture_init_table(&run->model.params, &err) ||
+        fixture_init_table(&run->model.buffers, &err))
+        fail_msg("%s", err.text);
+    run->feature_count = (size_t)FIXTURE_BATCH * run->model.feature_dim;
+
+    // The formula against the stored values: u("check", i), the first conv
+    // weights and the input must match bit for bit.
+    float *check = fixture_floats(&run->file, "check/u", 16);
+    assert_non_null(check);
+    for (uint32_t i = 0; i < 16; i++) assert_true(fixture_u("check", i) == check[i]);
+    free(check);
+    const Parameter *conv1 = parameter_find(&run->model.params, "conv1.weight");
+    float *ours = download(run->backend, conv1->value, conv1->count);
+    float *torch = malloc(conv1->count * sizeof *torch);
+    weights_to_torch_layout(conv1, ours, torch);
+    float *stored = fixture_floats(&run->file, "init_sample/conv1.weight", 16);
+    assert_non_null(stored);
+    assert_memory_equal(torch, stored, 16 * sizeof *stored);
+    free(ours), free(torch), free(stored);
+
+    const size_t pixels = FIXTURE_SIZE * FIXTURE_SIZE, count = FIXTURE_BATCH * 3 * pixels;
+    float *nchw = malloc(count * sizeof *nchw), *nhwc = malloc(count * sizeof *nhwc);
+    fixture_fill("input", 0.0f, 1.0f, nchw, count);
+    stored = fixture_floats(&run->file, "input", count);
+    assert_non_null(stored);
+    assert_memory_equal(nchw, stored, count * sizeof *nchw);
+    for (size_t n = 0; n < FIXTURE_BATCH; n++)
+        for (size_t c = 0; c < 3; c++)
+            for (size_t p = 0; p < pixels; p++)
+                nhwc[(n * pixels + p) * 3 + c] = nchw[(n * 3 + c) * pixels + p];
+    run->input = run->backend->op.alloc(run->backend, count * sizeof(float));
+    run->backend->op.upload(run->backend, run->input, nhwc, count * sizeof(float));
+    free(nchw), free(nhwc), free(stored);
+    return 0;
+}
+
+static void fixture_teardown(FixtureRun *run) {
+    run->backend->op.free(run->backend, run->input);
+    resnet_free(&run->model);
+    safetensors_free(&run->file);
+    backend_destroy(run->backend);
+}
+
+// Gradients: |ours - ref| <= 3 f32err + 1e-4 scale, per tensor, where
+// f32err/NAME (stored by the fixture script) is how far PyTorch's float32
+// result lies from the same computation in float64, and scale is the
+// tensor's max |ref| (full tensors) or 4 x its RMS (sampled ones). Why:
+// this fixture is ill-conditioned for float32 in the early layers (the
+// gradient reaches them through up to 50 batch norms whose batch statistics
+// over few rows amplify rounding: PyTorch's own float32 error reaches 5% of
+// max |grad| for some resnet50 tensors, ~1e-5 for most), so no fixed
+// tolerance fits all tensors. A correct float32 implementation lies within
+// about f32err of the float64 result, hence within 2 f32err of PyTorch's
+// float32; 3 leaves margin. The 1e-4 scale term covers tensors whose f32err
+// happens to be tiny. A broken backward gives errors O(scale) almost
+// everywhere. The same rule holds for the float64 sums (scale sqrt(n sumsq),
+// the L1 bound) and sums of squares (scale sumsq).
+#define GRAD_F32ERR_FACTOR 3.0
+#define GRAD_SCALE_TOL 1e-4
+
+static double grad_allowed(const SafeTensors *file, const char *name, double scale) {
+    char key[SAFETENSORS_MAX_NAME + 16];
+    snprintf(key, sizeof key, "f32err/%s", name);
+    return GRAD_F32ERR_FACTOR * fixture_f64(file, key) + GRAD_SCALE_TOL * scale;
+}
+
+// Checks one scalar (a sum); returns error / allowed.
+static double check_scalar(const SafeTensors *file, const char *name, double ours, double scale) {
+    const double ref = fixture_f64(file, name), allowed = grad_allowed(file, name, scale);
+    if (!(fabs(ours - ref) <= allowed))
+        fail_msg("%s: %.10g, expected %.10g (allowed %.3g)", name, ours, ref, allowed);
+    return fabs(ours - ref) / allowed;
+}
+
+static void check_gradient(FixtureRun *run, const Parameter *param, double *worst) {
+    char name[SAFETENSORS_MAX_NAME];
+    float *ours = download(run->backend, param->grad, param->count);
+    float *torch = malloc(param->count * sizeof *torch);
+    weights_to_torch_layout(param, ours, torch);
+    snprintf(name, sizeof name, "grad/%s", param->name);
+    float *full = fixture_floats(&run->file, name, param->count);
+    if (full) {
+        const double atol = grad_allowed(&run->file, name, max_abs(full, param->count));
+        if (count_bad(name, torch, full, param->count, 0.0, atol, worst))
+            fail_msg("%s differs from PyTorch", name);
+        free(full);
+    } else {
+        char sum_name[SAFETENSORS_MAX_NAME + 16];
+        snprintf(sum_name, sizeof sum_name, "grad_sumsq/%s", param->name);
+        const double ref_sumsq = fixture_f64(&run->file, sum_name);
+        snprintf(name, sizeof name, "grad_sample/%s", param->name);
+        float *sample = fixture_floats(&run->file, name, GRAD_SAMPLES);
+        if (!sample) fail_msg("fixture has no gradient for %s", param->name);
+        float picked[GRAD_SAMPLES];
+        for (size_t k = 0; k < GRAD_SAMPLES; k++)
+            picked[k] = torch[(k * SAMPLE_STRIDE) % param->count];
+        const double rms = sqrt(ref_sumsq / (double)param->count);
+        if (count_bad(name, picked, sample, GRAD_SAMPLES, 0.0,
+                      grad_allowed(&run->file, name, 4.0 * rms), worst))
+            fail_msg("%s differs from PyTorch", name);
+        double sum = 0.0, sumsq = 0.0;
+        for (size_t i = 0; i < param->count; i++) {
+            sum += torch[i];
+            sumsq += (double)torch[i] * torch[i];
+        }
+        double ratio = check_scalar(&run->file, sum_name, sumsq, ref_sumsq);
+        if (ratio > *worst) *worst = ratio;
+        snprintf(sum_name, sizeof sum_name, "grad_sum/%s", param->name);
+        ratio = check_scalar(&run->file, sum_name, sum, sqrt((double)param->count * ref_sumsq));
+        if (ratio > *worst) *worst = ratio;
+        free(sample);
+    }
+    free(ours), free(torch);
+}
+
+// Features against `name`: rtol 1e-3 plus atol 3 f32err + 1e-4 max|ref|
+// (the gradient rule below): pooled features are O(1) and pass through the
+// whole network in float32 with another summation order than PyTorch, whose
+// own float32 error (f32err) is up to ~1e-4 of max|features| for resnet50. A
+// wrong layer gives errors O(max|ref|).
+static void check_features(FixtureRun *run, const char *name) {
+    float *ours = download(run->backend, resnet_features(&run->model, 0), run->feature_count);
+    float *ref = fixture_floats(&run->file, name, run->feature_count);
+    assert_non_null(ref);
+    double worst = 0.0;
+    const size_t bad = count_bad(name, ours, ref, run->feature_count, 1e-3,
+                                 grad_allowed(&run->file, name, max_abs(ref, run->feature_count)),
+                                 &worst);
+    fprintf(stderr, "  resnet%d %s: worst error / allowed %.3g\n", run->model.config.depth, name,
+            worst);
+    assert_int_equal(bad, 0);
+    free(ours), free(ref);
+}
+
+// Running statistics after one momentum-0.1 update (0.9 init + 0.1 batch
+// statistic): the gradient rule (3 f32err + 1e-4 max|ref|): the variance over
+// layer4's 8 rows carries float32 error ~1e-4 relative in PyTorch itself.
+static void check_running_stats(FixtureRun *run) {
+    const ParameterSet *buffers = &run->model.buffers;
+    for (int i = 0; i < buffers->count; i++) {
+        const Parameter *buffer = &buffers->params[i];
+        const char *dot = strrchr(buffer->name, '.');
+        char name[SAFETENSORS_MAX_NAME];
+        snprintf(name, sizeof name, "%s/%.*s", dot + 1, (int)(dot - buffer->name), buffer->name);
+        float *ref = fixture_floats(&run->file, name, buffer->count);
+        if (!ref) fail_msg("fixture lacks %s", name);
+        float *ours = download(run->backend, buffer->value, buffer->count);
+        if (count_bad(name, ours, ref, buffer->count, 0.0,
+                      grad_allowed(&run->file, name, max_abs(ref, buffer->count)), NULL))
+            fail_msg("%s differs from PyTorch", name);
+        free(ours), free(ref);
+    }
+    assert_int_equal(run->model.num_batches_tracked, 1);
+}
+
+static void run_fixture(const char *backend_name, int depth) {
+    const double start = now_seconds();
+    FixtureRun run = {0};
+    if (fixture_setup(&run, backend_name, depth)) skip();
+    ErrorMessage err = {{0}};
+    Backend *backend = run.backend;
+
+    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, run.input, 1, &err)) fail_msg("%s", err.text);
+    check_features(&run, "features");
+
+    // loss = sum(features * loss_weights); dloss/dfeatures = loss_weights.
+    float *weights = fixture_floats(&run.file, "loss_weights", run.feature_count);
+    float *features = download(backend, resnet_features(&run.model, 0), run.feature_count);
+    double loss = 0.0, loss_scale = 0.0;
+    for (size_t i = 0; i < run.feature_count; i++) {
+        loss += (double)features[i] * weights[i];
+        loss_scale += fabs((double)features[i] * weights[i]);
+    }
+    float ref_loss;
+    memcpy(&ref_loss, safetensors_data(&run.file, safetensors_find(&run.file, "loss")),
+           sizeof ref_loss);
+    // The loss sums feature errors (each <= 1e-3 relative): 1e-3 of sum |f w|.
+    assert_true(fabs(loss - ref_loss) <= 1e-3 * loss_scale);
+
+    float *dfeatures = backend->op.alloc(backend, run.feature_count * sizeof(float));
+    backend->op.upload(backend, dfeatures, weights, run.feature_count * sizeof(float));
+    parameter_set_zero_grads(&run.model.params);
+    if (resnet_backward(&run.model, 0, dfeatures, &err)) fail_msg("%s", err.text);
+    double worst = 0.0;
+    for (int i = 0; i < run.model.params.count; i++)
+        check_gradient(&run, &run.model.params.params[i], &worst);
+    fprintf(stderr, "  resnet%d gradients (%d tensors): worst error / allowed %.3g\n", depth,
+            run.model.params.count, worst);
+    check_running_stats(&run);
+
+    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, run.input, 0, &err)) fail_msg("%s", err.text);
+    check_features(&run, "features_eval");
+    assert_int_equal(run.model.num_batches_tracked, 1);  // eval forward does not count
+
+    backend->op.free(backend, dfeatures);
+    free(weights), free(features);
+    fixture_teardown(&run);
+    fprintf(stderr, "  resnet%d on %s: %.2f s\n", depth, backend_name, now_seconds() - start);
+}
+
+static void test_resnet18_matches_pytorch_ref(void **state) { run_fixture("ref", 18); }
+static void test_resnet50_matches_pytorch_ref(void **state) { run_fixture("ref", 50); }
+// The same on the optimised backend (skipped where it is not built). resnet50
+// runs on ref only: it takes ~7 s there, within the budget.
+static void test_resnet18_matches_pytorch_cpu(void **state) { run_fixture("cpu", 18); }
+
+
+// ---- structure, init, plans ----------------------------------------------------------
+
+// torchvision (python3-torchvision 0.14): state_dict sizes including fc,
+// which our backbone leaves out (fc: 513,000 for 512 features, 2,049,000
+// for 2048; its 2 keys).
+static void test_parameter_and_key_counts(void **state) {
+    static const struct {
+        int depth;
+        size_t torchvision_total, fc, buffer_elements;
+        int torchvision_keys, feature_dim;
+    } expected[] = {
+        {18, 11689512, 513000, 9600, 122, 512},
+        {34, 21797672, 513000, 17024, 218, 512},
+        {50, 25557032, 2049000, 53120, 320, 2048},
+        {101, 44549160, 2049000, 105344, 626, 2048},
+        {152, 60192808, 2049000, 151424, 932, 2048},
+    };
+    ErrorMessage err = {{0}};
+    Backend *backend = backend_create("ref", 1, &err);
+    assert_non_null(backend);
+    for (size_t i = 0; i < sizeof expected / sizeof *expected; i++) {
+        Resnet model;
+        const ResnetConfig config = resnet_config_default(expected[i].depth);
+        if (resnet_declare(&model, backend, &config, &err)) fail_msg("%s", err.text);
+        assert_int_equal(parameter_set_elements(&model.params),
+                         expected[i].torchvision_total - expected[i].fc);
+        assert_int_equal(parameter_set_elements(&model.buffers), expected[i].buffer_elements);
+        assert_int_equal(weights_key_count(&model.params, &model.buffers),
+                         expected[i].torchvision_keys - 2);
+        assert_int_equal(model.feature_dim, expected[i].feature_dim);
+        resnet_free(&model);
+    }
+    const ResnetConfig bad = resnet_config_default(42);
+    Resnet model;
+    assert_int_equal(resnet_declare(&model, backend, &bad, &err), -1);
+    assert_non_null(strstr(err.text, "depth 42"));
+    resnet_free(&model);
+    backend_destroy(backend);
+}
+
+static void test_init_follows_torchvision(void **state) {
+    ErrorMessage err = {{0}};
+    Backend *backend = backend_create("ref", 1, &err);
+    assert_non_null(backend);
+    ResnetConfig config = resnet_config_default(18);
+    config.zero_init_residual = 1;
+    const ResnetInputShape shape = {1, 32};
+    Resnet model;
+    if (resnet_create(&model, backend, &config, &shape, 1, 7, &err)) fail_msg("%s", err.text);
+
+    // kaiming_normal_(fan_out, relu): std sqrt(2 / (512 * 3 * 3)); 2.4M draws
+    // give the sample std within 0.1% and the mean within 1e-3 std (5 sigma).
+    const Parameter *conv = parameter_find(&model.params, "layer4.1.conv2.weight");
+    float *w = download(backend, conv->value, conv->count);
+    double sum = 0.0, sumsq = 0.0;
+    for (size_t i = 0; i < conv->count; i++) sum += w[i], sumsq += (double)w[i] * w[i];
+    const double mean = sum / conv->count, std = sqrt(sumsq / conv->count - mean * mean);
+    const double expected_std = sqrt(2.0 / (512 * 9));
+    assert_true(fabs(std / expected_std - 1.0) < 5e-3);
+    assert_true(fabs(mean) < 5e-3 * expected_std);
+
+    static const struct {
+        const char *name;
+        int buffer;
+        float value;
+    } constants[] = {
+        {"bn1.weight", 0, 1.0f},          {"bn1.bias", 0, 0.0f},
+        {"layer1.0.bn1.weight", 0, 1.0f}, {"layer1.0.bn2.weight", 0, 0.0f},  // zero_init_residual
+        {"layer2.0.downsample.1.weight", 0, 1.0f},
+        {"layer3.1.bn1.running_mean", 1, 0.0f}, {"layer3.1.bn1.running_var", 1, 1.0f},
+    };
+    for (size_t i = 0; i < sizeof constants / sizeof *constants; i++) {
+        const Parameter *p =
+            parameter_find(constants[i].buffer ? &model.buffers : &model.params, constants[i].name);
+        assert_non_null(p);
+        float *v = download(backend, p->value, p->count);
+        for (size_t j = 0; j < p->count; j++) assert_true(v[j] == constants[i].value);
+        free(v);
+    }
+    // Same seed, same weights; another seed, other weights.
+    const Conv2d *layer = &model.blocks[7].conv[1];  // layer4.1.conv2
+    float *again = NULL;
+    if (conv2d_init_kaiming(backend, layer, &model.params, 7, &err)) fail_msg("%s", err.text);
+    again = download(backend, conv->value, conv->count);
+    assert_memory_equal(w, again, conv->count * sizeof *w);
+    free(again);
+    if (conv2d_init_kaiming(backend, layer, &model.params, 8, &err)) fail_msg("%s", err.text);
+    again = download(backend, conv->value, conv->count);
+    assert_memory_not_equal(w, again, conv->count * sizeof *w);
+    free(again), free(w);
+    resnet_free(&model);
+    backend_destroy(backend);
+}
+
+// Backend memory holding `count` fixture-init values (offset 0, scale 1).
+static float *make_values(Backend *backend, const char *name, size_t count) {
+    float *host = malloc(count * sizeof *host);
+    fixture_fill(name, 0.0f, 1.0f, host, count);
+    float *device = backend->op.alloc(backend, count * sizeof *device);
+    backend->op.upload(backend, device, host, count * sizeof *host);
+    free(host);
+    return device;
+}
+
+// An NHWC input (batch, size, size, 3).
+static float *make_input(Backend *backend, const char *name, int batch, int size) {
+    return make_values(backend, name, (size_t)batch * size * size * 3);
+}
+
+// A slot built for batch 2 runs batch 1 only after resnet_prepare_batch; two
+// slots (DINO: two resolutions) keep separate activations, so
+// forward-forward-backward-backward gives the gradients of running each pair
+// in turn.
+static void test_smaller_batch_needs_plans(void **state) {
+    ErrorMessage err = {{0}};
+    Backend *backend = backend_create("ref", 1, &err);
+    assert_non_null(backend);
+    const ResnetConfig config = resnet_config_default(18);
+    const ResnetInputShape shapes[2] = {{2, 16}, {2, 8}};
+    Resnet model;
+    if (resnet_create(&model, backend, &config, shapes, 2, 3, &err)) fail_msg("%s", err.text);
+    float *big = make_input(backend, "big", 2, 16), *small = make_input(backend, "small", 2, 8);
+
+    assert_int_equal(resnet_forward(&model, 0, 1, big, 0, &err), -1);
+    assert_non_null(strstr(err.text, "resnet_prepare_batch"));
+    assert_int_equal(resnet_backward(&model, 1, big, &err), -1);  // no training forward yet
+    if (resnet_prepare_batch(&model, 0, 1, &err)) fail_msg("%s", err.text);
+    if (resnet_forward(&model, 0, 1, big, 0, &err)) fail_msg("%s", err.text);
+    float *one = download(backend, resnet_features(&model, 0), 512);
+    if (resnet_forward(&model, 0, 2, big, 0, &err)) fail_msg("%s", err.text);
+    float *two = download(backend, resnet_features(&model, 0), 1024);
+    // Eval mode treats images independently: the same arithmetic per image.
+    assert_int_equal(count_bad("batch 1 vs 2", one, two, 512, 1e-6, 1e-7, NULL), 0);
+    free(one), free(two);
+
+    const size_t params = model.params.total;
+    float *dfeatures = make_values(backend, "dfeatures", 2 * 512);
+    float *interleaved, *sequential;
+    parameter_set_zero_grads(&model.params);
+    if (resnet_forward(&model, 0, 2, big, 1, &err) || resnet_forward(&model, 1, 2, small, 1, &err) ||
+        resnet_backward(&model, 1, dfeatures, &err) || resnet_backward(&model, 0, dfeatures, &err))
+        fail_msg("%s", err.text);
+    interleaved = download(backend, model.params.grads, params);
+    parameter_set_zero_grads(&model.params);
+    if (resnet_forward(&model, 0, 2, big, 1, &err) || resnet_backward(&model, 0, dfeatures, &err) ||
+        resnet_forward(&model, 1, 2, small, 1, &err) || resnet_backward(&model, 1, dfeatures, &err))
+        fail_msg("%s", err.text);
+    sequential = download(backend, model.params.grads, params);
+    // Only the order of two additions per element differs.
+    assert_int_equal(count_bad("grads", interleaved, sequential, params, 1e-5,
+                               1e-6 * max_abs(sequential, params), NULL), 0);
+    assert_true(max_abs(sequential, params) > 0.0f);
+    free(interleaved), free(sequential);
+    backend->op.free(backend, dfeatures);
+    backend->op.free(backend, big), backend->op.free(backend, small);
+    resnet_free(&model);
+    backend_destroy(backend);
+}
+
+// ---- weight files ------------------------------------------------------------------------
+
+static void temp_path(char *path, size_t size, const char *what) {
+    snprintf(path, size, "/tmp/ltc-test-resnet-%d-%s.safetensors", (int)getpid(), what);
+}
+
+// Copies `source` to path without tensor `drop`, with its F32 tensors as
+// `dtype` (F32 or BF16), plus `extra` tensors.
+static void rewrite(const SafeTensors *source, const char *path, const char *drop,
+                    SafeDType dtype, const SafeTensorWrite *extra, int extra_count) {
+    SafeTensorWrite *entries = calloc((size_t)source->count + extra_count, sizeof *entries);
+    void **converted = calloc((size_t)source->count, sizeof *converted);
+    int count = 0;
+    for (int i = 0; i < source->count; i++) {
+        const SafeTensor *t = &source->tensors[i];
+        if (drop && strcmp(t->name, drop) == 0) continue;
+        SafeTensorWrite *e = &entries[count++];
+        e->name = t->name, e->dtype = t->dtype, e->rank = t->rank;
+        memcpy(e->shape, t->shape, sizeof e->shape);
+        e->data = safetensors_data(source, t);
+        if (t->dtype == SAFE_F32 && dtype == SAFE_BF16) {
+            const size_t n = (size_t)safe_tensor_elements(t);
+            float *f = malloc(n * sizeof *f);
+            memcpy(f, e->data, n * sizeof *f);
+            converted[i] = malloc(n * sizeof(bfloat16));
+            convert_f32_to_bf16(f, converted[i], n);
+            free(f);
+            e->dtype = SAFE_BF16;
+            e->data = converted[i];
+        }
+    }
+    for (int i = 0; i < extra_count; i++) entries[count++] = extra[i];
+    ErrorMessage err = {{0}};
+    if (safetensors_write(path, entries, count, NULL, 0, &err)) fail_msg("%s", err.text);
+    for (int i = 0; i < source->count; i++) free(converted[i]);
+    free(converted), free(entries);
+}
+
+typedef struct WeightsPair {
+    Backend *backend;
+    Resnet a, b;
+    float *input;
+    char path[128];
+} WeightsPair;
+
+// Model a (seed 1, one training forward so the running stats move), saved;
+// model b (all zeros) to load into.
+static int weights_pair_setup(void **state) {
+    WeightsPair *pair = calloc(1, sizeof *pair);
+    *state = pair;
+    ErrorMessage err = {{0}};
+    pair->backend = backend_create("ref", 1, &err);
+    assert_non_null(pair->backend);
+    const ResnetConfig config = resnet_config_default(18);
+    const ResnetInputShape shape = {2, 16};
+    if (resnet_create(&pair->a, pair->backend, &config, &shape, 1, 1, &err) ||
+        resnet_declare(&pair->b, pair->backend, &config, &err) ||
+        resnet_allocate(&pair->b, &shape, 1, &err))
+        fail_msg("%s", err.text);
+    pair->input = make_input(pair->backend, "input", 2, 16);
+    if (resnet_forward(&pair->a, 0, 2, pair->input, 1, &err)) fail_msg("%s", err.text);
+    pair->a.num_batches_tracked = 5;
+    temp_path(pair->path, sizeof pair->path, "saved");
+    if (resnet_save(&pair->a, pair->path, &err)) fail_msg("%s", err.text);
+    return 0;
+}
+
+static int weights_pair_teardown(void **state) {
+    WeightsPair *pair = *state;
+    unlink(pair->path);
+    pair->backend->op.free(pair->backend, pair->input);
+    resnet_free(&pair->a);
+    resnet_free(&pair->b);
+    backend_destroy(pair->backend);
+    free(pair);
+    return 0;
+}
+
+static void test_save_load_round_trip(void **state) {
+    WeightsPair *pair = *state;
+    Backend *backend = pair->backend;
+    ErrorMessage err = {{0}};
+
+    // The file is a torchvision state dict without fc.
+    SafeTensors file;
+    if (safetensors_read(pair->path, &file, &err)) fail_msg("%s", err.text);
+    assert_int_equal(file.count, 120);
+    const SafeTensor *conv1 = safetensors_find(&file, "conv1.weight");
+    assert_non_null(conv1);
+    assert_int_equal(conv1->rank, 4);
+    assert_true(conv1->shape[0] == 64 && conv1->shape[1] == 3 && conv1->shape[2] == 7);
+    const SafeTensor *counter = safetensors_find(&file, "layer2.0.downsample.1.num_batches_tracked");
+    assert_non_null(counter);
+    assert_int_equal(counter->dtype, SAFE_I64);
+    assert_int_equal(counter->rank, 0);
+
+    if (resnet_load(&pair->b, pair->path, &err)) fail_msg("%s", err.text);
+    float *pa = download(backend, pair->a.params.values, pair->a.params.total);
+    float *pb = download(backend, pair->b.params.values, pair->b.params.total);
+    assert_memory_equal(pa, pb, pair->a.params.total * sizeof *pa);
+    float *ba = download(backend, pair->a.buffers.values, pair->a.buffers.total);
+    float *bb = download(backend, pair->b.buffers.values, pair->b.buffers.total);
+    assert_memory_equal(ba, bb, pair->a.buffers.total * sizeof *ba);
+    assert_int_equal(pair->b.num_batches_tracked, 5);
+    if (resnet_forward(&pair->a, 0, 2, pair->input, 0, &err) ||
+        resnet_forward(&pair->b, 0, 2, pair->input, 0, &err))
+        fail_msg("%s", err.text);
+    float *fa = download(backend, resnet_features(&pair->a, 0), 1024);
+    float *fb = download(backend, resnet_features(&pair->b, 0), 1024);
+    assert_memory_equal(fa, fb, 1024 * sizeof *fa);
+
+    // BF16 files load as the rounded values.
+    char bf16_path[128];
+    temp_path(bf16_path, sizeof bf16_path, "bf16");
+    rewrite(&file, bf16_path, NULL, SAFE_BF16, NULL, 0);
+    if (resnet_load(&pair->b, bf16_path, &err)) fail_msg("%s", err.text);
+    unlink(bf16_path);
+    free(pb);
+    pb = download(backend, pair->b.params.values, pair->b.params.total);
+    for (size_t i = 0; i < pair->a.params.total; i++)
+        assert_true(pb[i] == bf16_to_float(float_to_bf16(pa[i])));
+
+    safetensors_free(&file);
+    free(pa), free(pb), free(ba), free(bb), free(fa), free(fb);
+}
+
+static void expect_load_error(WeightsPair *pair, const char *path, const char *part1,
+                              const char *part2) {
+    ErrorMessage err = {{0}};
+    assert_int_equal(resnet_load(&pair->b, path, &err), -1);
+    if (!strstr(err.text, part1) || !strstr(err.text, part2))
+        fail_msg("message '%s' lacks '%s' / '%s'", err.text, part1, part2);
+}
+
+static void test_load_errors_name_the_key(void **state) {
+    WeightsPair *pair = *state;
+    ErrorMessage err = {{0}};
+    SafeTensors file;
+    if (safetensors_read(pair->path, &file, &err)) fail_msg("%s", err.text);
+    char path[128];
+    temp_path(path, sizeof path, "broken");
+
+    rewrite(&file, path, "layer1.0.conv1.weight", SAFE_F32, NULL, 0);
+    expect_load_error(pair, path, "1 missing", "layer1.0.conv1.weight");
+
+    static float small[64 * 3 * 3 * 3];
+    const SafeTensorWrite wrong = {"conv1.weight", SAFE_F32, 4, {64, 3, 3, 3}, small};
+    rewrite(&file, path, "conv1.weight", SAFE_F32, &wrong, 1);
+    expect_load_error(pair, path, "conv1.weight is (64, 3, 7, 7) in the model",
+                      "(64, 3, 3, 3) in the file");
+
+    const SafeTensorWrite extra = {"head.weight", SAFE_F32, 1, {16}, small};
+    rewrite(&file, path, NULL, SAFE_F32, &extra, 1);
+    expect_load_error(pair, path, "1 unexpected", "head.weight");
+
+    // torchvision's classifier is skipped: a full state dict loads.
+    static float fc_weight[10 * 512], fc_bias[10];
+    const SafeTensorWrite fc[2] = {{"fc.weight", SAFE_F32, 2, {10, 512}, fc_weight},
+                                   {"fc.bias", SAFE_F32, 1, {10}, fc_bias}};
+    rewrite(&file, path, NULL, SAFE_F32, fc, 2);
+    if (resnet_load(&pair->b, path, &err)) fail_msg("%s", err.text);
+
+    unlink(path);
+    safetensors_free(&file);
+}
+
+int main(void) {
+    const struct CMUnitTest model_tests[] = {
+        cmocka_unit_test(test_parameter_and_key_counts),
+        cmocka_unit_test(test_init_follows_torchvision),
+        cmocka_unit_test(test_resnet18_matches_pytorch_ref),
+        cmocka_unit_test(test_resnet50_matches_pytorch_ref),
+        cmocka_unit_test(test_resnet18_matches_pytorch_cpu),
+        cmocka_unit_test(test_smaller_batch_needs_plans),
+    };
+    const struct CMUnitTest weights_tests[] = {  // share one saved model
+        cmocka_unit_test(test_save_load_round_trip),
+        cmocka_unit_test(test_load_errors_name_the_key),
+    };
+    const int failed = cmocka_run_group_tests_name("resnet", model_tests, NULL, NULL);
+    return failed + cmocka_run_group_tests_name("resnet weights", weights_tests,
+                                                weights_pair_setup, weights_pair_teardown);
+}
