@@ -15,9 +15,13 @@
 
 // ---- layout ---------------------------------------------------------------------
 
-void weights_to_torch_layout(const Parameter *param, const float *ours, float *torch) {
+// Copies a parameter between our layout and torchvision's: conv weights
+// (Cout, KH, KW, Cin) <-> (Cout, Cin, KH, KW); every other tensor is the same
+// in both.
+static void weights_copy_layout(const Parameter *param, const float *from, float *to,
+                                int to_torch) {
     if (param->rank != 4) {
-        memcpy(torch, ours, param->count * sizeof *ours);
+        memcpy(to, from, param->count * sizeof *from);
         return;
     }
     const int out = param->shape[0], kh = param->shape[1], kw = param->shape[2];
@@ -25,24 +29,22 @@ void weights_to_torch_layout(const Parameter *param, const float *ours, float *t
     for (int o = 0; o < out; o++)
         for (int y = 0; y < kh; y++)
             for (int x = 0; x < kw; x++)
-                for (int i = 0; i < in; i++)
-                    torch[(((size_t)o * in + i) * kh + y) * kw + x] =
-                        ours[(((size_t)o * kh + y) * kw + x) * in + i];
+                for (int i = 0; i < in; i++) {
+                    const size_t ours = (((size_t)o * kh + y) * kw + x) * in + i;
+                    const size_t torch = (((size_t)o * in + i) * kh + y) * kw + x;
+                    if (to_torch)
+                        to[torch] = from[ours];
+                    else
+                        to[ours] = from[torch];
+                }
+}
+
+void weights_to_torch_layout(const Parameter *param, const float *ours, float *torch) {
+    weights_copy_layout(param, ours, torch, 1);
 }
 
 void weights_from_torch_layout(const Parameter *param, const float *torch, float *ours) {
-    if (param->rank != 4) {
-        memcpy(ours, torch, param->count * sizeof *ours);
-        return;
-    }
-    const int out = param->shape[0], kh = param->shape[1], kw = param->shape[2];
-    const int in = param->shape[3];
-    for (int o = 0; o < out; o++)
-        for (int y = 0; y < kh; y++)
-            for (int x = 0; x < kw; x++)
-                for (int i = 0; i < in; i++)
-                    ours[(((size_t)o * kh + y) * kw + x) * in + i] =
-                        torch[(((size_t)o * in + i) * kh + y) * kw + x];
+    weights_copy_layout(param, torch, ours, 0);
 }
 
 // ---- helpers --------------------------------------------------------------------------
