@@ -188,9 +188,12 @@ typedef struct NormCase {
     int channels;
 } NormCase;
 
-// Rows x channels around the cpu backend's channel blocks (16 .. 64) and
-// its threading threshold; rows = 1 is batch norm 1d on one sample.
-static const NormCase norm_cases[] = {{70, 13}, {1, 5}, {324, 64}, {37, 100}, {150, 200}};
+// Rows x channels around the cpu backend's channel blocks (16 .. 64), its
+// threading threshold, its batch-norm row chunks (32, uneven splits between
+// threads), channel strips (256) and groups (1024); rows = 1 is batch norm
+// 1d on one sample.
+static const NormCase norm_cases[] = {{70, 13},   {1, 5},     {324, 64}, {37, 100},
+                                      {150, 200}, {1001, 67}, {45, 300}, {19, 1100}};
 
 // Statistics: both accumulate in double (two passes), so they differ only by
 // the summation order and the final rounding to float: 1e-6 relative and
@@ -199,6 +202,15 @@ static const NormCase norm_cases[] = {{70, 13}, {1, 5}, {324, 64}, {37, 100}, {1
 // few fp32 ulps of the largest term: 1e-5 absolute + 1e-5 relative.
 #define NORM_STATS_TOL 1e-6
 #define NORM_MAP_TOL 1e-5
+
+// dgamma and dbeta: the cpu backend sums fp32 within chunks of 8 rows and
+// double across chunks (ref: double throughout), so its error is a random
+// walk of fp32 roundings growing like sqrt(rows): ~2e-6 measured at 1001
+// rows of O(1) terms. Allowed: NORM_STATS_TOL (1 + sqrt(rows / 64)), 2.5x
+// that at 1001 rows; a lost row or a wrong term is off by O(1).
+static double gradient_sum_tol(size_t rows) {
+    return NORM_STATS_TOL * (1.0 + sqrt((double)rows / 64.0));
+}
 
 static void test_batchnorm_forward(void **state) {
     for (size_t i = 0; i < sizeof norm_cases / sizeof *norm_cases; i++) {
@@ -263,11 +275,123 @@ static void test_batchnorm_backward(void **state) {
         // dx = a dy + b x + c in fp32 where the three terms can cancel; rows
         // = 1 has inv_std ~ 316 (x - mean = 0, so still O(1) terms).
         expect_close("bn dx", n, dx_cpu, dx_ref, NORM_MAP_TOL, NORM_MAP_TOL);
-        // Sums of `rows` O(1) terms in double: only the final rounding differs.
-        expect_close("bn dgamma", c, dgamma_cpu, dgamma_ref, NORM_STATS_TOL, NORM_STATS_TOL);
-        expect_close("bn dbeta", c, dbeta_cpu, dbeta_ref, NORM_STATS_TOL, NORM_STATS_TOL);
+        expect_close("bn dgamma", c, dgamma_cpu, dgamma_ref, NORM_STATS_TOL,
+                     gradient_sum_tol(rows));
+        expect_close("bn dbeta", c, dbeta_cpu, dbeta_ref, NORM_STATS_TOL, gradient_sum_tol(rows));
         free_buffers(state);
     }
+}
+
+// ---- batch norm fused with ReLU and residual add -------------------------------------------
+
+// The fused ops on both backends: ref's against the plain composition it
+// stands for (identical, tolerance 0: same fp32 operations), cpu's against
+// ref's (the tolerances above; the residual add and ReLU are exact fp32
+// operations on values that already carry that error).
+static void check_batchnorm_relu_forward(size_t rows, int c, int with_residual, uint64_t seed) {
+    const size_t n = rows * c;
+    const float *x = random_tensor(n, 0.5f, 2.5f, seed);
+    const float *residual = with_residual ? random_tensor(n, -1, 1, seed + 1) : NULL;
+    const float *gamma = random_tensor(c, 0.5f, 1.5f, seed + 2);
+    const float *beta = random_tensor(c, -0.5f, 0.5f, seed + 3);
+    float *run_mean[3], *run_var[3], *y[3], *mean[3], *inv_std[3];  // composition, ref, cpu
+    for (int k = 0; k < 3; k++) {
+        run_mean[k] = random_tensor(c, -1, 1, seed + 4);
+        run_var[k] = random_tensor(c, 0.5f, 2, seed + 5);
+        y[k] = nan_tensor(n);
+        mean[k] = nan_tensor(c);
+        inv_std[k] = nan_tensor(c);
+    }
+    ref->op.batchnorm_forward_train(ref, rows, c, x, gamma, beta, 0.1f, 1e-5f, y[0], mean[0],
+                                    inv_std[0], run_mean[0], run_var[0]);
+    if (residual) ref->op.add(ref, n, y[0], residual, y[0]);
+    ref->op.relu_forward(ref, n, y[0], y[0]);
+    ref->op.batchnorm_relu_forward_train(ref, rows, c, x, residual, gamma, beta, 0.1f, 1e-5f, y[1],
+                                         mean[1], inv_std[1], run_mean[1], run_var[1]);
+    cpu->op.batchnorm_relu_forward_train(cpu, rows, c, x, residual, gamma, beta, 0.1f, 1e-5f, y[2],
+                                         mean[2], inv_std[2], run_mean[2], run_var[2]);
+    expect_close("ref bn+relu train y", n, y[1], y[0], 0, 0);
+    expect_close("ref bn+relu running_var", c, run_var[1], run_var[0], 0, 0);
+    expect_close("bn+relu train y", n, y[2], y[1], NORM_MAP_TOL, NORM_MAP_TOL);
+    expect_close("bn+relu save_mean", c, mean[2], mean[1], NORM_STATS_TOL, NORM_STATS_TOL);
+    expect_close("bn+relu save_inv_std", c, inv_std[2], inv_std[1], NORM_STATS_TOL,
+                 NORM_STATS_TOL);
+    expect_close("bn+relu running_mean", c, run_mean[2], run_mean[1], NORM_STATS_TOL,
+                 NORM_STATS_TOL);
+    expect_close("bn+relu running_var", c, run_var[2], run_var[1], NORM_STATS_TOL,
+                 NORM_STATS_TOL);
+
+    // Evaluation, with the running statistics just updated.
+    ref->op.batchnorm_forward_eval(ref, rows, c, x, gamma, beta, run_mean[0], run_var[0], 1e-5f,
+                                   y[0]);
+    if (residual) ref->op.add(ref, n, y[0], residual, y[0]);
+    ref->op.relu_forward(ref, n, y[0], y[0]);
+    ref->op.batchnorm_relu_forward_eval(ref, rows, c, x, residual, gamma, beta, run_mean[0],
+                                        run_var[0], 1e-5f, y[1]);
+    cpu->op.batchnorm_relu_forward_eval(cpu, rows, c, x, residual, gamma, beta, run_mean[0],
+                                        run_var[0], 1e-5f, y[2]);
+    expect_close("ref bn+relu eval y", n, y[1], y[0], 0, 0);
+    expect_close("bn+relu eval y", n, y[2], y[1], NORM_MAP_TOL, NORM_MAP_TOL);
+}
+
+static void test_batchnorm_relu_forward(void **state) {
+    for (size_t i = 0; i < sizeof norm_cases / sizeof *norm_cases; i++)
+        for (int with_residual = 0; with_residual < 2; with_residual++) {
+            check_batchnorm_relu_forward(norm_cases[i].rows, norm_cases[i].channels,
+                                         with_residual, 6000 + 10 * i + with_residual);
+            free_buffers(state);
+        }
+}
+
+// with_dresidual: 0 none, 1 its own buffer, 2 aliasing dy (as ResNet blocks use it).
+static void check_batchnorm_relu_backward(size_t rows, int c, int with_dresidual, uint64_t seed) {
+    const size_t n = rows * c;
+    const float *x = random_tensor(n, -1, 1, seed);
+    const float *residual = random_tensor(n, -1, 1, seed + 1);
+    const float *gamma = random_tensor(c, 0.5f, 1.5f, seed + 2);
+    const float *beta = random_tensor(c, -0.5f, 0.5f, seed + 3);
+    float *y = tensor(n), *mean = tensor(c), *inv_std = tensor(c);
+    float *run_mean = random_tensor(c, -1, 1, seed + 4), *run_var = random_tensor(c, 1, 2, seed + 5);
+    // y = relu(bn(x) + residual): about half the mask is 0.
+    ref->op.batchnorm_relu_forward_train(ref, rows, c, x, residual, gamma, beta, 0.1f, 1e-5f, y,
+                                         mean, inv_std, run_mean, run_var);
+    const float *dy = random_tensor(n, -1, 1, seed + 6);
+    float *dx[3], *dgamma[3], *dbeta[3], *dz[3];  // composition, ref, cpu
+    for (int k = 0; k < 3; k++) {
+        dx[k] = nan_tensor(n);
+        dgamma[k] = random_tensor(c, -1, 1, seed + 7);  // += : the same start
+        dbeta[k] = random_tensor(c, -1, 1, seed + 8);
+        dz[k] = with_dresidual == 2 ? copy_of(dy, n) : nan_tensor(n);
+    }
+    ref->op.relu_backward(ref, n, y, dy, dz[0]);
+    ref->op.batchnorm_backward(ref, rows, c, x, dz[0], gamma, mean, inv_std, dx[0], dgamma[0],
+                               dbeta[0]);
+    for (int k = 1; k < 3; k++) {
+        Backend *b = k == 1 ? ref : cpu;
+        const float *incoming = with_dresidual == 2 ? dz[k] : dy;
+        b->op.batchnorm_relu_backward(b, rows, c, x, y, incoming, gamma, mean, inv_std, dx[k],
+                                      dgamma[k], dbeta[k], with_dresidual ? dz[k] : NULL);
+    }
+    expect_close("ref bn+relu dx", n, dx[1], dx[0], 0, 0);
+    expect_close("ref bn+relu dgamma", c, dgamma[1], dgamma[0], 0, 0);
+    expect_close("ref bn+relu dbeta", c, dbeta[1], dbeta[0], 0, 0);
+    expect_close("bn+relu dx", n, dx[2], dx[1], NORM_MAP_TOL, NORM_MAP_TOL);
+    expect_close("bn+relu dgamma", c, dgamma[2], dgamma[1], NORM_STATS_TOL,
+                 gradient_sum_tol(rows));
+    expect_close("bn+relu dbeta", c, dbeta[2], dbeta[1], NORM_STATS_TOL, gradient_sum_tol(rows));
+    if (with_dresidual) {  // the masked copy of dy: exact
+        expect_close("ref bn+relu dresidual", n, dz[1], dz[0], 0, 0);
+        expect_close("bn+relu dresidual", n, dz[2], dz[0], 0, 0);
+    }
+}
+
+static void test_batchnorm_relu_backward(void **state) {
+    for (size_t i = 0; i < sizeof norm_cases / sizeof *norm_cases; i++)
+        for (int with_dresidual = 0; with_dresidual < 3; with_dresidual++) {
+            check_batchnorm_relu_backward(norm_cases[i].rows, norm_cases[i].channels,
+                                          with_dresidual, 7000 + 10 * i + with_dresidual);
+            free_buffers(state);
+        }
 }
 
 // ---- column reductions and bias ------------------------------------------------------------
@@ -568,6 +692,8 @@ int main(void) {
         cmocka_unit_test_teardown(test_gemm, free_buffers),
         cmocka_unit_test_teardown(test_batchnorm_forward, free_buffers),
         cmocka_unit_test_teardown(test_batchnorm_backward, free_buffers),
+        cmocka_unit_test_teardown(test_batchnorm_relu_forward, free_buffers),
+        cmocka_unit_test_teardown(test_batchnorm_relu_backward, free_buffers),
         cmocka_unit_test_teardown(test_bias_and_column_sums, free_buffers),
         cmocka_unit_test_teardown(test_elementwise, free_buffers),
         cmocka_unit_test_teardown(test_reductions, free_buffers),

@@ -99,6 +99,33 @@ typedef struct BackendOps {
                                const float *save_inv_std, float *dx, float *dgamma,
                                float *dbeta);
 
+    // ---- batch norm fused with the ReLU (and residual add) after it ---------
+    // For conv-BN-ReLU stacks and residual block outputs: one pass over the
+    // activations instead of three. residual (rows, C) may be NULL.
+    // y (rows, C) = max(bn(x) + residual, 0): batchnorm_forward_train (or
+    // _eval), then add, then relu_forward, with the same rounding (ref: bit
+    // for bit). y aliases neither x nor residual.
+    void (*batchnorm_relu_forward_train)(Backend *backend, size_t rows, int channels,
+                                         const float *x, const float *residual,
+                                         const float *gamma, const float *beta, float momentum,
+                                         float eps, float *y, float *save_mean,
+                                         float *save_inv_std, float *running_mean,
+                                         float *running_var);
+    void (*batchnorm_relu_forward_eval)(Backend *backend, size_t rows, int channels,
+                                        const float *x, const float *residual,
+                                        const float *gamma, const float *beta,
+                                        const float *running_mean, const float *running_var,
+                                        float eps, float *y);
+    // Backward of batchnorm_relu_forward_train through its ReLU, the mask
+    // taken from its output y (rows, C): with dz = y > 0 ? dy : 0,
+    // dx (rows, C) = batchnorm_backward's dx for dz; dgamma, dbeta (C) +=;
+    // dresidual (rows, C) = dz (the residual's gradient) unless NULL.
+    // dresidual may alias dy; dx aliases neither.
+    void (*batchnorm_relu_backward)(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *y, const float *dy, const float *gamma,
+                                    const float *save_mean, const float *save_inv_std, float *dx,
+                                    float *dgamma, float *dbeta, float *dresidual);
+
     // ---- elementwise --------------------------------------------------------
     void (*relu_forward)(Backend *backend, size_t n, const float *x, float *y);  // y = max(x, 0); may alias
     // dx (n) = dy * (y > 0); y is the forward output; dx may alias dy

@@ -146,6 +146,28 @@ void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, cons
                                    save_inv_std, dx, bn->weight_grad, bn->bias_grad);
 }
 
+void batchnorm_relu_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
+                            const float *x, const float *residual, float *y, float *save_mean,
+                            float *save_inv_std) {
+    if (training)
+        backend->op.batchnorm_relu_forward_train(backend, rows, bn->channels, x, residual,
+                                                 bn->weight, bn->bias, bn->momentum, bn->eps, y,
+                                                 save_mean, save_inv_std, bn->running_mean,
+                                                 bn->running_var);
+    else
+        backend->op.batchnorm_relu_forward_eval(backend, rows, bn->channels, x, residual,
+                                                bn->weight, bn->bias, bn->running_mean,
+                                                bn->running_var, bn->eps, y);
+}
+
+void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
+                             const float *y, const float *dy, const float *save_mean,
+                             const float *save_inv_std, float *dx, float *dresidual) {
+    backend->op.batchnorm_relu_backward(backend, rows, bn->channels, x, y, dy, bn->weight,
+                                        save_mean, save_inv_std, dx, bn->weight_grad,
+                                        bn->bias_grad, dresidual);
+}
+
 // ---- elementwise and pooling ------------------------------------------------------------
 
 void relu_forward(Backend *backend, size_t n, const float *x, float *y) {

@@ -87,6 +87,20 @@ void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, cons
                         const float *dy, const float *save_mean, const float *save_inv_std,
                         float *dx);
 
+// Batch norm fused with the ReLU after it (and the residual add before the
+// ReLU, at a residual block's output): y (rows, C) = max(BN(x) + residual, 0),
+// residual (rows, C) or NULL. Equals batchnorm_forward, add, relu_forward;
+// y aliases neither x nor residual.
+void batchnorm_relu_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
+                            const float *x, const float *residual, float *y, float *save_mean,
+                            float *save_inv_std);
+// Its backward: dy (rows, C) is dL/dy, masked by the output y > 0 on the
+// fly; dx (rows, C) = dL/dx; weight_grad, bias_grad +=; dresidual (rows, C)
+// = the masked dy (the residual's gradient) unless NULL, may alias dy.
+void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
+                             const float *y, const float *dy, const float *save_mean,
+                             const float *save_inv_std, float *dx, float *dresidual);
+
 // ---- elementwise and pooling -------------------------------------------------
 
 // y (n) = max(x, 0); y may alias x.

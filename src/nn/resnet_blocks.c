@@ -17,31 +17,21 @@ static size_t conv_input_floats(const ConvShape *shape) {
 
 // ---- one residual block ---------------------------------------------------------------
 //
-//   stage s: conv_out[s] = conv_s(in_s); y_s = bn_s(conv_out[s]);
-//            relu_out[s] = relu(y_s), the next stage's input (not for the last stage)
 //   shortcut = x, or downsample_bn(downsample_conv(x))
-//   out = relu(y_last + shortcut)
+//   stage s: conv_out[s] = conv_s(in_s);
+//            relu_out[s] = relu(bn_s(conv_out[s])), the next stage's input (not for the last stage)
+//   out = relu(bn_last(conv_out[last]) + shortcut)
+//
+// Each BN runs fused with the ReLU (and, last, the shortcut add) after it:
+// one pass over the activation instead of three; backward applies the ReLU
+// mask inside the BN backward.
 
 // x (N, H, W, Cin) -> saved->out (N, OH, OW, Cout). shortcut_scratch holds the
 // downsample branch's output (only needed until the add).
 static void block_forward(Backend *backend, const ResnetBlock *block,
                           ResnetBlockActivations *saved, const ResnetPlans *plans, int training,
                           const float *x, float *shortcut_scratch) {
-    const float *stage_in = x;
-    size_t out_floats = 0;
-    for (int s = 0; s < block->stage_count; s++) {
-        const int c = block->first_conv + s;
-        const size_t rows = conv_rows(&plans->conv_shapes[c]);
-        const int last = s == block->stage_count - 1;
-        conv2d_forward(backend, &block->conv[s], plans->conv_plans[c], stage_in,
-                       saved->conv_out[s]);
-        float *y = last ? saved->out : saved->relu_out[s];
-        batchnorm_forward(backend, &block->bn[s], training, rows, saved->conv_out[s], y,
-                          saved->bn_mean[s], saved->bn_inv_std[s]);
-        if (!last) relu_forward(backend, rows * block->bn[s].channels, y, y);
-        stage_in = y;
-        out_floats = rows * block->bn[s].channels;
-    }
+    // The shortcut first: the last stage's fused BN adds it.
     const float *shortcut = x;
     if (block->has_downsample) {
         const int c = block->first_conv + block->stage_count;
@@ -54,8 +44,19 @@ static void block_forward(Backend *backend, const ResnetBlock *block,
                           saved->bn_inv_std[block->stage_count]);
         shortcut = shortcut_scratch;
     }
-    backend->op.axpby(backend, out_floats, 1.0f, shortcut, 1.0f, saved->out);  // out += shortcut
-    relu_forward(backend, out_floats, saved->out, saved->out);
+    const float *stage_in = x;
+    for (int s = 0; s < block->stage_count; s++) {
+        const int c = block->first_conv + s;
+        const size_t rows = conv_rows(&plans->conv_shapes[c]);
+        const int last = s == block->stage_count - 1;
+        conv2d_forward(backend, &block->conv[s], plans->conv_plans[c], stage_in,
+                       saved->conv_out[s]);
+        float *y = last ? saved->out : saved->relu_out[s];
+        batchnorm_relu_forward(backend, &block->bn[s], training, rows, saved->conv_out[s],
+                               last ? shortcut : NULL, y, saved->bn_mean[s],
+                               saved->bn_inv_std[s]);
+        stage_in = y;
+    }
 }
 
 // dout (N, OH, OW, Cout): dL/d(out), consumed (overwritten). dx (N, H, W, Cin) =
@@ -64,26 +65,23 @@ static void block_backward(Backend *backend, const ResnetBlock *block,
                            const ResnetBlockActivations *saved, const ResnetPlans *plans,
                            const float *x, float *dout, float *work, float *dx) {
     const int last = block->stage_count - 1;
-    const ConvShape *last_shape = &plans->conv_shapes[block->first_conv + last];
     const size_t in_floats = conv_input_floats(&plans->conv_shapes[block->first_conv]);
-    // Through the final ReLU: dout becomes dL/d(y_last + shortcut), which
-    // both the residual branch and the shortcut receive.
-    relu_backward(backend, conv_rows(last_shape) * last_shape->out_channels, saved->out, dout,
-                  dout);
 
     // Residual branch, last stage first; dx carries the running gradient.
+    // Each BN backward masks its incoming gradient with its ReLU's output;
+    // the last one also leaves the masked gradient dL/d(y_last + shortcut)
+    // in dout, for the shortcut.
     const float *d_stage_out = dout;
     for (int s = last; s >= 0; s--) {
         const int c = block->first_conv + s;
         const ConvShape *shape = &plans->conv_shapes[c];
         const float *stage_in = s > 0 ? saved->relu_out[s - 1] : x;
-        batchnorm_backward(backend, &block->bn[s], conv_rows(shape), saved->conv_out[s],
-                           d_stage_out, saved->bn_mean[s], saved->bn_inv_std[s], work);
+        const float *stage_out = s == last ? saved->out : saved->relu_out[s];
+        batchnorm_relu_backward(backend, &block->bn[s], conv_rows(shape), saved->conv_out[s],
+                                stage_out, d_stage_out, saved->bn_mean[s], saved->bn_inv_std[s],
+                                work, s == last ? dout : NULL);
         conv2d_backward(backend, &block->conv[s], plans->conv_plans[c], stage_in, work, dx);
-        if (s > 0) {
-            relu_backward(backend, conv_input_floats(shape), saved->relu_out[s - 1], dx, dx);
-            d_stage_out = dx;
-        }
+        d_stage_out = dx;
     }
 
     // Shortcut: its gradient w.r.t. x is added to the branch's.
@@ -129,12 +127,11 @@ int resnet_forward(Resnet *model, int slot_index, int batch, const float *input,
     Backend *backend = model->backend;
     float *shortcut_scratch = model->scratch;  // free during forward
 
-    // Stem: conv1 -> bn1 -> relu -> maxpool.
+    // Stem: conv1 -> bn1 + relu (fused) -> maxpool.
     const size_t stem_rows = conv_rows(&plans->conv_shapes[0]);
     conv2d_forward(backend, &model->stem_conv, plans->conv_plans[0], input, slot->stem_conv_out);
-    batchnorm_forward(backend, &model->stem_bn, training, stem_rows, slot->stem_conv_out,
-                      slot->stem_out, slot->stem_bn_mean, slot->stem_bn_inv_std);
-    relu_forward(backend, stem_rows * model->stem_bn.channels, slot->stem_out, slot->stem_out);
+    batchnorm_relu_forward(backend, &model->stem_bn, training, stem_rows, slot->stem_conv_out,
+                           NULL, slot->stem_out, slot->stem_bn_mean, slot->stem_bn_inv_std);
     maxpool_forward(backend, &plans->pool, slot->stem_out, slot->pool_out, slot->pool_argmax);
 
     // layer1..layer4.
@@ -189,12 +186,13 @@ int resnet_backward(Resnet *model, int slot_index, const float *dfeatures, Error
         grad_c = swap;
     }
 
-    // Stem in reverse: maxpool, relu, bn1, conv1 (weights only: no image gradient).
+    // Stem in reverse: maxpool, relu + bn1 (fused), conv1 (weights only: no
+    // image gradient).
     const size_t stem_rows = conv_rows(&plans->conv_shapes[0]);
     maxpool_backward(backend, &plans->pool, grad_a, slot->pool_argmax, grad_c);
-    relu_backward(backend, stem_rows * model->stem_bn.channels, slot->stem_out, grad_c, grad_c);
-    batchnorm_backward(backend, &model->stem_bn, stem_rows, slot->stem_conv_out, grad_c,
-                       slot->stem_bn_mean, slot->stem_bn_inv_std, grad_b);
+    batchnorm_relu_backward(backend, &model->stem_bn, stem_rows, slot->stem_conv_out,
+                            slot->stem_out, grad_c, slot->stem_bn_mean, slot->stem_bn_inv_std,
+                            grad_b, NULL);
     conv2d_backward(backend, &model->stem_conv, plans->conv_plans[0], slot->last_input, grad_b,
                     NULL);
     return 0;

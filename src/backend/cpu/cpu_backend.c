@@ -1,8 +1,8 @@
 // The cpu backend's op table, its state (oneDNN engine and stream) and its
 // memory ops and GEMM. Convolutions and GEMM run on oneDNN (chosen over
 // OpenBLAS + im2col by measurement: docs/performance.md, tools/bench_conv);
-// the memory-bound ops are OpenMP loops in cpu_elementwise.c, cpu_norm.c and
-// cpu_rows.c.
+// the memory-bound ops are OpenMP loops in cpu_elementwise.c, cpu_batchnorm.c,
+// cpu_norm.c and cpu_rows.c.
 #include "backend/cpu/cpu_backend.h"
 
 #include <stdlib.h>
@@ -83,6 +83,7 @@ static void cpu_destroy(Backend *backend) {
     if (state) {
         if (state->stream) dnnl_stream_destroy(state->stream);
         if (state->engine) dnnl_engine_destroy(state->engine);
+        free(state->norm_partials);
         free(state);
     }
     free(backend);
@@ -101,6 +102,15 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
     backend->threads = threads > 0 ? threads : cpu_usable_cores();
     backend->impl = state;
     backend->destroy = cpu_destroy;
+    state->norm_partial_threads = backend->threads;
+    state->norm_partials =
+        malloc((size_t)backend->threads * 2 * CPU_NORM_GROUP * sizeof *state->norm_partials);
+    if (!state->norm_partials) {
+        error_set(err, "cpu backend: out of memory for batch-norm scratch (%d threads)",
+                  backend->threads);
+        cpu_destroy(backend);
+        return NULL;
+    }
     dnnl_status_t status = dnnl_engine_create(&state->engine, dnnl_cpu, 0);
     if (status == dnnl_success)
         status = dnnl_stream_create(&state->stream, state->engine, dnnl_stream_default_flags);
@@ -127,6 +137,9 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .batchnorm_forward_train = cpu_batchnorm_forward_train,
         .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
         .batchnorm_backward = cpu_batchnorm_backward,
+        .batchnorm_relu_forward_train = cpu_batchnorm_relu_forward_train,
+        .batchnorm_relu_forward_eval = cpu_batchnorm_relu_forward_eval,
+        .batchnorm_relu_backward = cpu_batchnorm_relu_backward,
         .relu_forward = cpu_relu_forward,
         .relu_backward = cpu_relu_backward,
         .add = cpu_add,

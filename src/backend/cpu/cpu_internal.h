@@ -12,9 +12,18 @@
 
 #include "backend/backend.h"
 
+// Channels per batch-norm reduction (cpu_batchnorm.c): the size of each
+// thread's partial-result vectors. Wider matrices go in groups of columns.
+#define CPU_NORM_GROUP 1024
+
 typedef struct CpuState {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
+    // Batch-norm partial results: per thread two vectors of CPU_NORM_GROUP
+    // doubles, made with the backend (ops allocate nothing). Ops are called
+    // from one host thread at a time (as the oneDNN stream requires).
+    double *norm_partials;
+    int norm_partial_threads;  // threads the scratch has room for
 } CpuState;
 
 // Below this many elements a parallel region costs more than it saves
@@ -49,7 +58,7 @@ void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const f
 // 1 backward data, 2 backward weights), for benchmarks and logs.
 const char *cpu_conv2d_plan_impl(const ConvPlan *plan, int direction);
 
-// ---- cpu_norm.c ----
+// ---- cpu_batchnorm.c ----
 void cpu_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const float *x,
                                  const float *gamma, const float *beta, float momentum, float eps,
                                  float *y, float *save_mean, float *save_inv_std,
@@ -60,6 +69,21 @@ void cpu_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, con
 void cpu_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_inv_std, float *dx, float *dgamma, float *dbeta);
+void cpu_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
+                                      const float *x, const float *residual, const float *gamma,
+                                      const float *beta, float momentum, float eps, float *y,
+                                      float *save_mean, float *save_inv_std, float *running_mean,
+                                      float *running_var);
+void cpu_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
+                                     const float *x, const float *residual, const float *gamma,
+                                     const float *beta, const float *running_mean,
+                                     const float *running_var, float eps, float *y);
+void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *y, const float *dy, const float *gamma,
+                                 const float *save_mean, const float *save_inv_std, float *dx,
+                                 float *dgamma, float *dbeta, float *dresidual);
+
+// ---- cpu_norm.c ----
 void cpu_bias_backward(Backend *backend, size_t rows, int channels, const float *dy,
                        float *dbias);
 void cpu_column_sum(Backend *backend, size_t rows, int channels, const float *x, float *y);

@@ -1,5 +1,6 @@
 // Reference normalisations: batch norm (training with running statistics,
-// evaluation, backward), row-wise L2 normalisation, softmax and log-softmax.
+// evaluation, backward; also fused with the ReLU and residual add after it,
+// written as the plain composition), row-wise L2 normalisation, softmax and log-softmax.
 // Statistics and row sums accumulate in double.
 #include <math.h>
 
@@ -56,29 +57,85 @@ void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, con
     }
 }
 
-// With xhat = (x - mean) inv_std and y = gamma xhat + beta over R rows:
-// dbeta = sum dy, dgamma = sum dy xhat,
-// dx = gamma inv_std / R * (R dy - dbeta - xhat dgamma).
-void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
-                            const float *dy, const float *gamma, const float *save_mean,
-                            const float *save_inv_std, float *dx, float *dgamma, float *dbeta) {
+// y (n) = max(y + residual, 0) in fp32 (residual NULL: max(y, 0)), the
+// same operations as add then relu_forward.
+static void add_residual_relu(size_t n, const float *residual, float *y) {
+    for (size_t i = 0; i < n; i++) {
+        const float sum = residual ? y[i] + residual[i] : y[i];
+        y[i] = sum > 0.0f ? sum : 0.0f;
+    }
+}
+
+void ref_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
+                                      const float *x, const float *residual, const float *gamma,
+                                      const float *beta, float momentum, float eps, float *y,
+                                      float *save_mean, float *save_inv_std, float *running_mean,
+                                      float *running_var) {
+    ref_batchnorm_forward_train(backend, rows, channels, x, gamma, beta, momentum, eps, y,
+                                save_mean, save_inv_std, running_mean, running_var);
+    add_residual_relu(rows * (size_t)channels, residual, y);
+}
+
+void ref_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
+                                     const float *x, const float *residual, const float *gamma,
+                                     const float *beta, const float *running_mean,
+                                     const float *running_var, float eps, float *y) {
+    ref_batchnorm_forward_eval(backend, rows, channels, x, gamma, beta, running_mean,
+                               running_var, eps, y);
+    add_residual_relu(rows * (size_t)channels, residual, y);
+}
+
+// The gradient reaching the batch norm's output: dy, or with a ReLU after
+// it (relu_out not NULL) dy where the ReLU passed its input, else 0.
+static double masked_gradient(const float *relu_out, const float *dy, size_t i) {
+    return !relu_out || relu_out[i] > 0.0f ? dy[i] : 0.0;
+}
+
+// With xhat = (x - mean) inv_std and y = gamma xhat + beta over R rows and
+// dz the gradient reaching y: dbeta = sum dz, dgamma = sum dz xhat,
+// dx = gamma inv_std / R * (R dz - dbeta - xhat dgamma).
+static void batchnorm_backward_masked(size_t rows, int channels, const float *x,
+                                      const float *relu_out, const float *dy, const float *gamma,
+                                      const float *save_mean, const float *save_inv_std,
+                                      float *dx, float *dgamma, float *dbeta) {
     for (int c = 0; c < channels; c++) {
         const double mean = save_mean[c], inv_std = save_inv_std[c];
-        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        double sum_dz = 0.0, sum_dz_xhat = 0.0;
         for (size_t r = 0; r < rows; r++) {
             const size_t i = r * (size_t)channels + c;
-            sum_dy += dy[i];
-            sum_dy_xhat += dy[i] * (x[i] - mean) * inv_std;
+            const double dz = masked_gradient(relu_out, dy, i);
+            sum_dz += dz;
+            sum_dz_xhat += dz * (x[i] - mean) * inv_std;
         }
         const double scale = gamma[c] * inv_std / (double)rows;
         for (size_t r = 0; r < rows; r++) {
             const size_t i = r * (size_t)channels + c;
             const double xhat = (x[i] - mean) * inv_std;
-            dx[i] = (float)(scale * ((double)rows * dy[i] - sum_dy - xhat * sum_dy_xhat));
+            const double dz = masked_gradient(relu_out, dy, i);
+            dx[i] = (float)(scale * ((double)rows * dz - sum_dz - xhat * sum_dz_xhat));
         }
-        dgamma[c] += (float)sum_dy_xhat;
-        dbeta[c] += (float)sum_dy;
+        dgamma[c] += (float)sum_dz_xhat;
+        dbeta[c] += (float)sum_dz;
     }
+}
+
+void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                            const float *dy, const float *gamma, const float *save_mean,
+                            const float *save_inv_std, float *dx, float *dgamma, float *dbeta) {
+    batchnorm_backward_masked(rows, channels, x, NULL, dy, gamma, save_mean, save_inv_std, dx,
+                              dgamma, dbeta);
+}
+
+void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *y, const float *dy, const float *gamma,
+                                 const float *save_mean, const float *save_inv_std, float *dx,
+                                 float *dgamma, float *dbeta, float *dresidual) {
+    batchnorm_backward_masked(rows, channels, x, y, dy, gamma, save_mean, save_inv_std, dx,
+                              dgamma, dbeta);
+    // Last, as dresidual may alias dy (masking twice changes nothing).
+    if (dresidual)
+        for (size_t i = 0; i < rows * (size_t)channels; i++)
+            dresidual[i] = (float)masked_gradient(y, dy, i);
 }
 
 // ---- L2 normalisation --------------------------------------------------------------

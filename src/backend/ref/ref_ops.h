@@ -27,6 +27,19 @@ void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, con
 void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_inv_std, float *dx, float *dgamma, float *dbeta);
+void ref_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
+                                      const float *x, const float *residual, const float *gamma,
+                                      const float *beta, float momentum, float eps, float *y,
+                                      float *save_mean, float *save_inv_std, float *running_mean,
+                                      float *running_var);
+void ref_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
+                                     const float *x, const float *residual, const float *gamma,
+                                     const float *beta, const float *running_mean,
+                                     const float *running_var, float eps, float *y);
+void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *y, const float *dy, const float *gamma,
+                                 const float *save_mean, const float *save_inv_std, float *dx,
+                                 float *dgamma, float *dbeta, float *dresidual);
 void ref_l2_normalize_forward(Backend *backend, int rows, int dim, const float *x, float eps,
                               float *y, float *norm);
 void ref_l2_normalize_backward(Backend *backend, int rows, int dim, const float *y,
