@@ -159,6 +159,7 @@ fuzz: $(FUZZ_BIN)
 BENCH_DIR ?= $(BUILD)/bench-images
 bench: all $(TOOL_BIN)
 	tools/bench.sh $(BUILD) $(BENCH_DIR)
+	tools/bench_train.sh $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
