@@ -13,44 +13,8 @@
 #include <string.h>
 
 #include "backend/ref/ref_backend.h"
+#include "backend_fixture.h"
 #include "gradcheck.h"
-
-static Backend *backend;
-
-// Every tensor a test allocates is freed by the per-test teardown.
-static void *allocations[64];
-static int allocation_count;
-
-static float *tensor(size_t n) {
-    assert_true(allocation_count < 64);
-    float *p = backend->op.alloc(backend, n * sizeof(float));
-    assert_non_null(p);
-    allocations[allocation_count++] = p;
-    return p;
-}
-
-static float *random_tensor(size_t n, float low, float high, uint64_t seed) {
-    float *p = tensor(n);
-    gradcheck_fill_uniform(p, n, low, high, seed);
-    return p;
-}
-
-static int free_tensors(void **state) {
-    for (int i = 0; i < allocation_count; i++) backend->op.free(backend, allocations[i]);
-    allocation_count = 0;
-    return 0;
-}
-
-static int create_backend(void **state) {
-    ErrorMessage err;
-    backend = ref_backend_create(&err);
-    return backend ? 0 : -1;
-}
-
-static int destroy_backend(void **state) {
-    backend_destroy(backend);
-    return 0;
-}
 
 // Forward references below are computed in double; the backend also
 // accumulates in double, so results differ only by the final rounding to
@@ -60,20 +24,20 @@ static int destroy_backend(void **state) {
 #define FORWARD_ATOL 1e-6
 
 static void test_memory_ops(void **state) {
-    float *a = tensor(37), *b = tensor(37);
+    float *a = fixture_tensor(37), *b = fixture_tensor(37);
     assert_int_equal((uintptr_t)a % 64, 0);
     assert_int_equal((uintptr_t)b % 64, 0);
     float host[37], back[37];
     for (int i = 0; i < 37; i++) host[i] = (float)i * 0.5f - 3.0f;
-    backend->op.upload(backend, a, host, sizeof host);
-    backend->op.copy(backend, b, a, sizeof host);
-    backend->op.synchronize(backend);
-    backend->op.download(backend, back, b, sizeof back);
+    fixture_backend->op.upload(fixture_backend, a, host, sizeof host);
+    fixture_backend->op.copy(fixture_backend, b, a, sizeof host);
+    fixture_backend->op.synchronize(fixture_backend);
+    fixture_backend->op.download(fixture_backend, back, b, sizeof back);
     assert_memory_equal(back, host, sizeof host);
-    backend->op.fill(backend, b, 2.5f, 30);
-    backend->op.download(backend, back, b, sizeof back);
+    fixture_backend->op.fill(fixture_backend, b, 2.5f, 30);
+    fixture_backend->op.download(fixture_backend, back, b, sizeof back);
     for (int i = 0; i < 37; i++) assert_true(back[i] == (i < 30 ? 2.5f : host[i]));
-    assert_string_equal(backend->name, "ref");
+    assert_string_equal(fixture_backend->name, "ref");
 }
 
 // ---- convolution -----------------------------------------------------------------
@@ -123,12 +87,12 @@ static void test_conv_forward_matches_naive_nchw(void **state) {
         const size_t nx = (size_t)s.batch * s.in_height * s.in_width * s.in_channels;
         const size_t nw = (size_t)s.out_channels * s.kernel * s.kernel * s.in_channels;
         const size_t ny = (size_t)s.batch * s.out_height * s.out_width * s.out_channels;
-        float *x = random_tensor(nx, -1, 1, 10 + t), *w = random_tensor(nw, -1, 1, 20 + t);
-        float *y = tensor(ny), *expected = tensor(ny);
-        ConvPlan *plan = backend->op.conv2d_plan(backend, &s, NULL);
+        float *x = fixture_random_tensor(nx, -1, 1, 10 + t), *w = fixture_random_tensor(nw, -1, 1, 20 + t);
+        float *y = fixture_tensor(ny), *expected = fixture_tensor(ny);
+        ConvPlan *plan = fixture_backend->op.conv2d_plan(fixture_backend, &s, NULL);
         assert_non_null(plan);
-        backend->op.conv2d_forward(backend, plan, x, w, y);
-        backend->op.conv2d_plan_free(backend, plan);
+        fixture_backend->op.conv2d_forward(fixture_backend, plan, x, w, y);
+        fixture_backend->op.conv2d_plan_free(fixture_backend, plan);
 
         // NHWC -> NCHW and OHWI -> OIHW copies for the naive version.
         double *x_nchw = malloc(sizeof(double) * nx), *w_oihw = malloc(sizeof(double) * nw);
@@ -167,11 +131,11 @@ static void test_conv_plan_rejects_inconsistent_shape(void **state) {
     assert_int_equal(conv_shape_make(&s, 1, 8, 8, 3, 4, 3, 2, 1, NULL), 0);
     ErrorMessage err = {{0}};
     s.out_height += 1;  // not what the geometry gives
-    assert_null(backend->op.conv2d_plan(backend, &s, &err));
+    assert_null(fixture_backend->op.conv2d_plan(fixture_backend, &s, &err));
     assert_non_null(strstr(err.text, "ref conv plan"));
     s.out_height -= 1;
     s.kernel = 0;
-    assert_null(backend->op.conv2d_plan(backend, &s, &err));
+    assert_null(fixture_backend->op.conv2d_plan(fixture_backend, &s, &err));
     assert_non_null(strstr(err.text, "invalid geometry"));
 }
 
@@ -188,10 +152,10 @@ static void test_gemm_all_transposes(void **state) {
                 const int ldc = n + 3;
                 const float alpha = 0.7f, beta = zero_beta ? 0.0f : -0.4f;
                 const uint64_t seed = 100 + ta * 4 + tb * 2 + zero_beta;
-                float *a = random_tensor((size_t)a_rows * lda, -1, 1, seed);
-                float *b = random_tensor((size_t)b_rows * ldb, -1, 1, seed + 10);
-                float *c = random_tensor((size_t)m * ldc, -1, 1, seed + 20);
-                float *expected = tensor((size_t)m * ldc);
+                float *a = fixture_random_tensor((size_t)a_rows * lda, -1, 1, seed);
+                float *b = fixture_random_tensor((size_t)b_rows * ldb, -1, 1, seed + 10);
+                float *c = fixture_random_tensor((size_t)m * ldc, -1, 1, seed + 20);
+                float *expected = fixture_tensor((size_t)m * ldc);
                 memcpy(expected, c, sizeof(float) * m * ldc);
                 if (zero_beta)  // beta = 0: C must not be read (BLAS rule)
                     for (int i = 0; i < m; i++)
@@ -207,7 +171,7 @@ static void test_gemm_all_transposes(void **state) {
                         const double old = zero_beta ? 0.0 : expected[i * ldc + j];
                         expected[i * ldc + j] = (float)(alpha * total + beta * old);
                     }
-                backend->op.gemm(backend, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                fixture_backend->op.gemm(fixture_backend, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
                 // The whole C including the padding columns (which must be untouched).
                 assert_int_equal(gradcheck_count_mismatches("gemm", (size_t)m * ldc, c, expected,
                                                             FORWARD_RTOL, FORWARD_ATOL),
@@ -219,17 +183,17 @@ static void test_gemm_all_transposes(void **state) {
 
 static void check_batchnorm_train(size_t rows, int channels, uint64_t seed) {
     const float momentum = 0.1f, eps = 1e-5f;
-    float *x = random_tensor(rows * channels, -2, 2, seed);
+    float *x = fixture_random_tensor(rows * channels, -2, 2, seed);
     for (size_t r = 0; r < rows; r++)  // a different offset per channel
         for (int c = 0; c < channels; c++) x[r * channels + c] += (float)c - 1.5f;
-    float *gamma = random_tensor(channels, 0.5f, 1.5f, seed + 1);
-    float *beta = random_tensor(channels, -0.5f, 0.5f, seed + 2);
-    float *running_mean = random_tensor(channels, -0.2f, 0.2f, seed + 3);
-    float *running_var = random_tensor(channels, 0.5f, 1.5f, seed + 4);
-    float *y = tensor(rows * channels), *mean = tensor(channels), *inv_std = tensor(channels);
-    float *want_y = tensor(rows * channels), *want_mean = tensor(channels);
-    float *want_inv_std = tensor(channels), *want_rm = tensor(channels);
-    float *want_rv = tensor(channels);
+    float *gamma = fixture_random_tensor(channels, 0.5f, 1.5f, seed + 1);
+    float *beta = fixture_random_tensor(channels, -0.5f, 0.5f, seed + 2);
+    float *running_mean = fixture_random_tensor(channels, -0.2f, 0.2f, seed + 3);
+    float *running_var = fixture_random_tensor(channels, 0.5f, 1.5f, seed + 4);
+    float *y = fixture_tensor(rows * channels), *mean = fixture_tensor(channels), *inv_std = fixture_tensor(channels);
+    float *want_y = fixture_tensor(rows * channels), *want_mean = fixture_tensor(channels);
+    float *want_inv_std = fixture_tensor(channels), *want_rm = fixture_tensor(channels);
+    float *want_rv = fixture_tensor(channels);
 
     // Textbook: var = E[x^2] - E[x]^2 (biased) normalises; the running
     // variance takes the unbiased var * R / (R - 1).
@@ -249,7 +213,7 @@ static void check_batchnorm_train(size_t rows, int channels, uint64_t seed) {
         want_rv[c] = (float)((1 - momentum) * running_var[c] +
                              momentum * var * (double)rows / (double)(rows - 1));
     }
-    backend->op.batchnorm_forward_train(backend, rows, channels, x, gamma, beta, momentum, eps, y,
+    fixture_backend->op.batchnorm_forward_train(fixture_backend, rows, channels, x, gamma, beta, momentum, eps, y,
                                         mean, inv_std, running_mean, running_var);
     // E[x^2] - E[x]^2 in double loses ~1e-15 relative to the two-pass
     // variance: the forward tolerance still holds.
@@ -278,17 +242,17 @@ static void test_batchnorm_eval(void **state) {
     const size_t rows = 11;
     const int channels = 5;
     const float eps = 1e-5f;
-    float *x = random_tensor(rows * channels, -3, 3, 300);
-    float *gamma = random_tensor(channels, 0.5f, 1.5f, 301);
-    float *beta = random_tensor(channels, -0.5f, 0.5f, 302);
-    float *rm = random_tensor(channels, -1, 1, 303), *rv = random_tensor(channels, 0.2f, 2, 304);
-    float *y = tensor(rows * channels), *want = tensor(rows * channels);
+    float *x = fixture_random_tensor(rows * channels, -3, 3, 300);
+    float *gamma = fixture_random_tensor(channels, 0.5f, 1.5f, 301);
+    float *beta = fixture_random_tensor(channels, -0.5f, 0.5f, 302);
+    float *rm = fixture_random_tensor(channels, -1, 1, 303), *rv = fixture_random_tensor(channels, 0.2f, 2, 304);
+    float *y = fixture_tensor(rows * channels), *want = fixture_tensor(rows * channels);
     for (size_t r = 0; r < rows; r++)
         for (int c = 0; c < channels; c++)
             want[r * channels + c] = (float)(gamma[c] * ((double)x[r * channels + c] - rm[c]) /
                                                  sqrt((double)rv[c] + eps) +
                                              beta[c]);
-    backend->op.batchnorm_forward_eval(backend, rows, channels, x, gamma, beta, rm, rv, eps, y);
+    fixture_backend->op.batchnorm_forward_eval(fixture_backend, rows, channels, x, gamma, beta, rm, rv, eps, y);
     assert_int_equal(gradcheck_count_mismatches("bn eval", rows * channels, y, want, FORWARD_RTOL,
                                                 FORWARD_ATOL),
                      0);
@@ -298,69 +262,69 @@ static void test_batchnorm_eval(void **state) {
 
 static void test_elementwise(void **state) {
     const size_t n = 23;
-    float *a = random_tensor(n, -1, 1, 400), *b = random_tensor(n, -1, 1, 401);
-    float *y = tensor(n), *want = tensor(n);
+    float *a = fixture_random_tensor(n, -1, 1, 400), *b = fixture_random_tensor(n, -1, 1, 401);
+    float *y = fixture_tensor(n), *want = fixture_tensor(n);
     // Elementwise float ops must be exact: the reference computes the same
     // single float operation.
-    backend->op.relu_forward(backend, n, a, y);
+    fixture_backend->op.relu_forward(fixture_backend, n, a, y);
     for (size_t i = 0; i < n; i++) want[i] = a[i] > 0 ? a[i] : 0;
     assert_memory_equal(y, want, n * sizeof(float));
-    backend->op.relu_forward(backend, n, b, b);  // in place
+    fixture_backend->op.relu_forward(fixture_backend, n, b, b);  // in place
     for (size_t i = 0; i < n; i++) assert_true(b[i] >= 0.0f);
 
-    backend->op.add(backend, n, a, b, y);
+    fixture_backend->op.add(fixture_backend, n, a, b, y);
     for (size_t i = 0; i < n; i++) want[i] = a[i] + b[i];
     assert_memory_equal(y, want, n * sizeof(float));
-    backend->op.mul(backend, n, a, b, y);
+    fixture_backend->op.mul(fixture_backend, n, a, b, y);
     for (size_t i = 0; i < n; i++) want[i] = a[i] * b[i];
     assert_memory_equal(y, want, n * sizeof(float));
 
     for (size_t i = 0; i < n; i++) y[i] = NAN;  // beta = 0: y is not read
-    backend->op.axpby(backend, n, 1.5f, a, 0.0f, y);
+    fixture_backend->op.axpby(fixture_backend, n, 1.5f, a, 0.0f, y);
     for (size_t i = 0; i < n; i++) want[i] = 1.5f * a[i];
     assert_memory_equal(y, want, n * sizeof(float));
-    backend->op.axpby(backend, n, -0.5f, b, 2.0f, y);
+    fixture_backend->op.axpby(fixture_backend, n, -0.5f, b, 2.0f, y);
     for (size_t i = 0; i < n; i++) want[i] = -0.5f * b[i] + 2.0f * want[i];
     assert_int_equal(gradcheck_count_mismatches("axpby", n, y, want, 1e-6, 1e-7), 0);
 
     // bias_add over (rows, C)
     const size_t rows = 7;
     const int channels = 3;
-    float *z = random_tensor(rows * channels, -1, 1, 402);
-    float *bias = random_tensor(channels, -1, 1, 403);
-    float *zwant = tensor(rows * channels);
+    float *z = fixture_random_tensor(rows * channels, -1, 1, 402);
+    float *bias = fixture_random_tensor(channels, -1, 1, 403);
+    float *zwant = fixture_tensor(rows * channels);
     for (size_t r = 0; r < rows; r++)
         for (int c = 0; c < channels; c++) zwant[r * channels + c] = z[r * channels + c] + bias[c];
-    backend->op.bias_add(backend, rows, channels, bias, z);
+    fixture_backend->op.bias_add(fixture_backend, rows, channels, bias, z);
     assert_memory_equal(z, zwant, rows * channels * sizeof(float));
 }
 
 static void test_reductions(void **state) {
     const size_t n = 1001;
-    float *a = random_tensor(n, -1, 1, 500), *b = random_tensor(n, -1, 1, 501);
-    float *result = tensor(1);
+    float *a = fixture_random_tensor(n, -1, 1, 500), *b = fixture_random_tensor(n, -1, 1, 501);
+    float *result = fixture_tensor(1);
     double sum = 0, squares = 0, dot = 0;
     for (size_t i = 0; i < n; i++) {
         sum += a[i];
         squares += (double)a[i] * a[i];
         dot += (double)a[i] * b[i];
     }
-    backend->op.sum(backend, n, a, result);
+    fixture_backend->op.sum(fixture_backend, n, a, result);
     assert_float_equal(result[0], (float)sum, 1e-5);  // double accumulation: exact to rounding
-    backend->op.sum_squares(backend, n, a, result);
+    fixture_backend->op.sum_squares(fixture_backend, n, a, result);
     assert_float_equal(result[0], (float)squares, 1e-5);
-    backend->op.dot(backend, n, a, b, result);
+    fixture_backend->op.dot(fixture_backend, n, a, b, result);
     assert_float_equal(result[0], (float)dot, 1e-5);
 
     const size_t rows = 13;
     const int channels = 5;
-    float *columns = tensor(channels), *want = tensor(channels);
+    float *columns = fixture_tensor(channels), *want = fixture_tensor(channels);
     for (int c = 0; c < channels; c++) {
         double total = 0;
         for (size_t r = 0; r < rows; r++) total += a[r * channels + c];
         want[c] = (float)total;
     }
-    backend->op.column_sum(backend, rows, channels, a, columns);
+    fixture_backend->op.column_sum(fixture_backend, rows, channels, a, columns);
     assert_int_equal(gradcheck_count_mismatches("column_sum", channels, columns, want,
                                                 FORWARD_RTOL, FORWARD_ATOL),
                      0);
@@ -379,10 +343,10 @@ static void test_maxpool_forward(void **state) {
         const size_t in_sample = (size_t)s.in_height * s.in_width * s.channels;
         const size_t out_sample = (size_t)s.out_height * s.out_width * s.channels;
         // All negative: padding must act as -inf, never as 0.
-        float *x = random_tensor(in_sample * s.batch, -5, -1, 600 + t);
-        float *y = tensor(out_sample * s.batch);
-        int32_t *argmax = (int32_t *)tensor(out_sample * s.batch);
-        backend->op.maxpool_forward(backend, &s, x, y, argmax);
+        float *x = fixture_random_tensor(in_sample * s.batch, -5, -1, 600 + t);
+        float *y = fixture_tensor(out_sample * s.batch);
+        int32_t *argmax = (int32_t *)fixture_tensor(out_sample * s.batch);
+        fixture_backend->op.maxpool_forward(fixture_backend, &s, x, y, argmax);
         for (int n = 0; n < s.batch; n++)
             for (int oh = 0; oh < s.out_height; oh++)
                 for (int ow = 0; ow < s.out_width; ow++)
@@ -414,10 +378,10 @@ static void test_maxpool_ties_pick_first(void **state) {
     // i.e. the top-left element of the window clipped to the image.
     PoolShape s;
     assert_int_equal(pool_shape_make(&s, 1, 5, 5, 2, 3, 2, 1, NULL), 0);
-    float *x = tensor(5 * 5 * 2), *y = tensor((size_t)s.out_height * s.out_width * 2);
-    int32_t *argmax = (int32_t *)tensor((size_t)s.out_height * s.out_width * 2);
-    backend->op.fill(backend, x, 0.5f, 5 * 5 * 2);
-    backend->op.maxpool_forward(backend, &s, x, y, argmax);
+    float *x = fixture_tensor(5 * 5 * 2), *y = fixture_tensor((size_t)s.out_height * s.out_width * 2);
+    int32_t *argmax = (int32_t *)fixture_tensor((size_t)s.out_height * s.out_width * 2);
+    fixture_backend->op.fill(fixture_backend, x, 0.5f, 5 * 5 * 2);
+    fixture_backend->op.maxpool_forward(fixture_backend, &s, x, y, argmax);
     for (int oh = 0; oh < s.out_height; oh++)
         for (int ow = 0; ow < s.out_width; ow++)
             for (int ch = 0; ch < 2; ch++) {
@@ -428,15 +392,15 @@ static void test_maxpool_ties_pick_first(void **state) {
 
 static void test_avgpool_forward(void **state) {
     const int batch = 3, pixels = 7 * 5, channels = 6;
-    float *x = random_tensor((size_t)batch * pixels * channels, -1, 1, 700);
-    float *y = tensor((size_t)batch * channels), *want = tensor((size_t)batch * channels);
+    float *x = fixture_random_tensor((size_t)batch * pixels * channels, -1, 1, 700);
+    float *y = fixture_tensor((size_t)batch * channels), *want = fixture_tensor((size_t)batch * channels);
     for (int n = 0; n < batch; n++)
         for (int c = 0; c < channels; c++) {
             double total = 0;
             for (int p = 0; p < pixels; p++) total += x[(n * pixels + p) * channels + c];
             want[n * channels + c] = (float)(total / pixels);
         }
-    backend->op.avgpool_forward(backend, batch, pixels, channels, x, y);
+    fixture_backend->op.avgpool_forward(fixture_backend, batch, pixels, channels, x, y);
     assert_int_equal(gradcheck_count_mismatches("avgpool", (size_t)batch * channels, y, want,
                                                 FORWARD_RTOL, FORWARD_ATOL),
                      0);
@@ -447,12 +411,12 @@ static void test_avgpool_forward(void **state) {
 static void test_softmax_forward(void **state) {
     const int rows = 5, dim = 7;
     const float scale = 2.5f;
-    float *x = random_tensor((size_t)rows * dim, -1, 1, 800);
+    float *x = fixture_random_tensor((size_t)rows * dim, -1, 1, 800);
     for (int d = 0; d < dim; d++) x[4 * dim + d] += 1000.0f;  // would overflow a naive exp
     x[3 * dim + 0] = -200.0f;  // a spread of 2.5 * 400 in one row: exp(1000) overflows even
     x[3 * dim + 4] = 200.0f;   // in double unless the shift is the row maximum
-    float *y = tensor((size_t)rows * dim), *log_y = tensor((size_t)rows * dim);
-    float *want = tensor((size_t)rows * dim), *want_log = tensor((size_t)rows * dim);
+    float *y = fixture_tensor((size_t)rows * dim), *log_y = fixture_tensor((size_t)rows * dim);
+    float *want = fixture_tensor((size_t)rows * dim), *want_log = fixture_tensor((size_t)rows * dim);
     for (int r = 0; r < rows; r++) {
         // exp(s x_d - s max) / sum exp(s x_j - s max): the textbook stable form.
         double max = x[r * dim];
@@ -465,8 +429,8 @@ static void test_softmax_forward(void **state) {
             want_log[r * dim + d] = (float)(shifted - log(total));
         }
     }
-    backend->op.softmax_forward(backend, rows, dim, x, scale, y);
-    backend->op.log_softmax_forward(backend, rows, dim, x, scale, log_y);
+    fixture_backend->op.softmax_forward(fixture_backend, rows, dim, x, scale, y);
+    fixture_backend->op.log_softmax_forward(fixture_backend, rows, dim, x, scale, log_y);
     // Both sides form scale * x exactly in double (a float product fits), so
     // the forward tolerance holds even for the +1000 row.
     assert_int_equal(gradcheck_count_mismatches("softmax", (size_t)rows * dim, y, want,
@@ -486,10 +450,10 @@ static void test_softmax_forward(void **state) {
 static void test_l2_normalize_forward(void **state) {
     const int rows = 4, dim = 9;
     const float eps = 0.1f;
-    float *x = random_tensor((size_t)rows * dim, -1, 1, 900);
+    float *x = fixture_random_tensor((size_t)rows * dim, -1, 1, 900);
     for (int d = 0; d < dim; d++) x[2 * dim + d] *= 0.01f;  // norm < eps: divided by eps
-    float *y = tensor((size_t)rows * dim), *norm = tensor(rows);
-    float *want = tensor((size_t)rows * dim), *want_norm = tensor(rows);
+    float *y = fixture_tensor((size_t)rows * dim), *norm = fixture_tensor(rows);
+    float *want = fixture_tensor((size_t)rows * dim), *want_norm = fixture_tensor(rows);
     for (int r = 0; r < rows; r++) {
         double squares = 0;
         for (int d = 0; d < dim; d++) squares += (double)x[r * dim + d] * x[r * dim + d];
@@ -498,7 +462,7 @@ static void test_l2_normalize_forward(void **state) {
         for (int d = 0; d < dim; d++) want[r * dim + d] = (float)(x[r * dim + d] / divisor);
     }
     assert_true(want_norm[2] < eps && want_norm[0] > eps);
-    backend->op.l2_normalize_forward(backend, rows, dim, x, eps, y, norm);
+    fixture_backend->op.l2_normalize_forward(fixture_backend, rows, dim, x, eps, y, norm);
     assert_int_equal(gradcheck_count_mismatches("l2 y", (size_t)rows * dim, y, want, FORWARD_RTOL,
                                                 FORWARD_ATOL),
                      0);
@@ -509,19 +473,19 @@ static void test_l2_normalize_forward(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_memory_ops, free_tensors),
-        cmocka_unit_test_teardown(test_conv_forward_matches_naive_nchw, free_tensors),
-        cmocka_unit_test_teardown(test_conv_plan_rejects_inconsistent_shape, free_tensors),
-        cmocka_unit_test_teardown(test_gemm_all_transposes, free_tensors),
-        cmocka_unit_test_teardown(test_batchnorm_train_forward_and_running_stats, free_tensors),
-        cmocka_unit_test_teardown(test_batchnorm_eval, free_tensors),
-        cmocka_unit_test_teardown(test_elementwise, free_tensors),
-        cmocka_unit_test_teardown(test_reductions, free_tensors),
-        cmocka_unit_test_teardown(test_maxpool_forward, free_tensors),
-        cmocka_unit_test_teardown(test_maxpool_ties_pick_first, free_tensors),
-        cmocka_unit_test_teardown(test_avgpool_forward, free_tensors),
-        cmocka_unit_test_teardown(test_softmax_forward, free_tensors),
-        cmocka_unit_test_teardown(test_l2_normalize_forward, free_tensors),
+        cmocka_unit_test_teardown(test_memory_ops, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_conv_forward_matches_naive_nchw, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_conv_plan_rejects_inconsistent_shape, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_gemm_all_transposes, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_batchnorm_train_forward_and_running_stats, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_batchnorm_eval, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_elementwise, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_reductions, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_maxpool_forward, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_maxpool_ties_pick_first, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_avgpool_forward, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_softmax_forward, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_l2_normalize_forward, fixture_tensors_free),
     };
-    return cmocka_run_group_tests(tests, create_backend, destroy_backend);
+    return cmocka_run_group_tests(tests, fixture_backend_create_ref, fixture_backend_destroy);
 }

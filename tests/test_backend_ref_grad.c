@@ -11,44 +11,8 @@
 #include <string.h>
 
 #include "backend/ref/ref_backend.h"
+#include "backend_fixture.h"
 #include "gradcheck.h"
-
-static Backend *backend;
-
-// Every tensor a test allocates is freed by the per-test teardown.
-static void *allocations[128];
-static int allocation_count;
-
-static float *tensor(size_t n) {
-    assert_true(allocation_count < 128);
-    float *p = backend->op.alloc(backend, n * sizeof(float));
-    assert_non_null(p);
-    allocations[allocation_count++] = p;
-    return p;
-}
-
-static float *random_tensor(size_t n, float low, float high, uint64_t seed) {
-    float *p = tensor(n);
-    gradcheck_fill_uniform(p, n, low, high, seed);
-    return p;
-}
-
-static int free_tensors(void **state) {
-    for (int i = 0; i < allocation_count; i++) backend->op.free(backend, allocations[i]);
-    allocation_count = 0;
-    return 0;
-}
-
-static int create_backend(void **state) {
-    ErrorMessage err;
-    backend = ref_backend_create(&err);
-    return backend ? 0 : -1;
-}
-
-static int destroy_backend(void **state) {
-    backend_destroy(backend);
-    return 0;
-}
 
 // Ops linear in the perturbed input (conv, GEMM, pooling, bias): central
 // differences are exact up to rounding, which is ~1e-7 |y| per output in
@@ -67,7 +31,7 @@ typedef void (*GradientFunction)(void *problem, float *gradient);
 // Gradient from a zeroed buffer against central differences of loss over x.
 static void check_gradient(const char *label, GradcheckLoss loss, GradientFunction gradient,
                            void *problem, float *x, size_t n, GradcheckTolerance tolerance) {
-    float *analytic = tensor(n);
+    float *analytic = fixture_tensor(n);
     memset(analytic, 0, n * sizeof(float));
     gradient(problem, analytic);
     assert_int_equal(gradcheck_compare(label, loss, problem, x, n, analytic, tolerance), 0);
@@ -75,7 +39,7 @@ static void check_gradient(const char *label, GradcheckLoss loss, GradientFuncti
 
 // An activation gradient (=) must not depend on what the buffer held.
 static void assert_overwrites(GradientFunction gradient, void *problem, size_t n) {
-    float *from_zero = tensor(n), *from_garbage = tensor(n);
+    float *from_zero = fixture_tensor(n), *from_garbage = fixture_tensor(n);
     memset(from_zero, 0, n * sizeof(float));
     for (size_t i = 0; i < n; i++) from_garbage[i] = 7.0f;
     gradient(problem, from_zero);
@@ -86,7 +50,7 @@ static void assert_overwrites(GradientFunction gradient, void *problem, size_t n
 // A parameter gradient (+=): two calls give exactly twice one call (t + t is
 // exact in float).
 static void assert_accumulates(GradientFunction gradient, void *problem, size_t n) {
-    float *once = tensor(n), *twice = tensor(n);
+    float *once = fixture_tensor(n), *twice = fixture_tensor(n);
     memset(once, 0, n * sizeof(float));
     memset(twice, 0, n * sizeof(float));
     gradient(problem, once);
@@ -114,34 +78,34 @@ static void conv_problem_make(ConvProblem *p, const int c[8], uint64_t seed) {
     p->nx = (size_t)s->batch * s->in_height * s->in_width * s->in_channels;
     p->nw = (size_t)s->out_channels * s->kernel * s->kernel * s->in_channels;
     p->ny = (size_t)s->batch * s->out_height * s->out_width * s->out_channels;
-    p->x = random_tensor(p->nx, -1, 1, seed);
-    p->w = random_tensor(p->nw, -1, 1, seed + 1);
-    p->y = tensor(p->ny);
-    p->projection = random_tensor(p->ny, -1, 1, seed + 2);
-    p->plan = backend->op.conv2d_plan(backend, s, NULL);
+    p->x = fixture_random_tensor(p->nx, -1, 1, seed);
+    p->w = fixture_random_tensor(p->nw, -1, 1, seed + 1);
+    p->y = fixture_tensor(p->ny);
+    p->projection = fixture_random_tensor(p->ny, -1, 1, seed + 2);
+    p->plan = fixture_backend->op.conv2d_plan(fixture_backend, s, NULL);
     assert_non_null(p->plan);
 }
 
 static double conv_loss_x(void *problem, const float *x) {
     ConvProblem *p = problem;
-    backend->op.conv2d_forward(backend, p->plan, x, p->w, p->y);
+    fixture_backend->op.conv2d_forward(fixture_backend, p->plan, x, p->w, p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static double conv_loss_w(void *problem, const float *w) {
     ConvProblem *p = problem;
-    backend->op.conv2d_forward(backend, p->plan, p->x, w, p->y);
+    fixture_backend->op.conv2d_forward(fixture_backend, p->plan, p->x, w, p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void conv_gradient_x(void *problem, float *dx) {
     ConvProblem *p = problem;
-    backend->op.conv2d_backward_data(backend, p->plan, p->projection, p->w, dx);
+    fixture_backend->op.conv2d_backward_data(fixture_backend, p->plan, p->projection, p->w, dx);
 }
 
 static void conv_gradient_w(void *problem, float *dw) {
     ConvProblem *p = problem;
-    backend->op.conv2d_backward_weights(backend, p->plan, p->x, p->projection, dw);
+    fixture_backend->op.conv2d_backward_weights(fixture_backend, p->plan, p->x, p->projection, dw);
 }
 
 // (N, H, W, Cin, Cout, kernel, stride, padding): odd sizes, batch 1, stride
@@ -159,7 +123,7 @@ static void test_conv_backward_fd(void **state) {
         check_gradient("conv dw", conv_loss_w, conv_gradient_w, &p, p.w, p.nw, LINEAR_TOLERANCE);
         assert_overwrites(conv_gradient_x, &p, p.nx);
         assert_accumulates(conv_gradient_w, &p, p.nw);
-        backend->op.conv2d_plan_free(backend, p.plan);
+        fixture_backend->op.conv2d_plan_free(fixture_backend, p.plan);
     }
 }
 
@@ -178,30 +142,30 @@ typedef struct BatchNormProblem {
 static void batchnorm_problem_make(BatchNormProblem *p, size_t rows, int channels, uint64_t seed) {
     p->rows = rows;
     p->channels = channels;
-    p->x = random_tensor(rows * channels, -2, 2, seed);
-    p->gamma = random_tensor(channels, 0.5f, 1.5f, seed + 1);
-    p->beta = random_tensor(channels, -0.5f, 0.5f, seed + 2);
-    p->projection = random_tensor(rows * channels, -1, 1, seed + 3);
-    p->y = tensor(rows * channels);
-    p->scratch_dx = tensor(rows * channels);
-    p->mean = tensor(channels);
-    p->inv_std = tensor(channels);
-    p->running_mean = tensor(channels);
-    p->running_var = tensor(channels);
-    p->scratch_dc = tensor(channels);
+    p->x = fixture_random_tensor(rows * channels, -2, 2, seed);
+    p->gamma = fixture_random_tensor(channels, 0.5f, 1.5f, seed + 1);
+    p->beta = fixture_random_tensor(channels, -0.5f, 0.5f, seed + 2);
+    p->projection = fixture_random_tensor(rows * channels, -1, 1, seed + 3);
+    p->y = fixture_tensor(rows * channels);
+    p->scratch_dx = fixture_tensor(rows * channels);
+    p->mean = fixture_tensor(channels);
+    p->inv_std = fixture_tensor(channels);
+    p->running_mean = fixture_tensor(channels);
+    p->running_var = fixture_tensor(channels);
+    p->scratch_dc = fixture_tensor(channels);
     p->fused = 0;
-    p->residual = random_tensor(rows * channels, -1, 1, seed + 4);
-    p->scratch_dr = tensor(rows * channels);
+    p->residual = fixture_random_tensor(rows * channels, -1, 1, seed + 4);
+    p->scratch_dr = fixture_tensor(rows * channels);
 }
 
 static double batchnorm_loss(BatchNormProblem *p, const float *x, const float *gamma,
                              const float *beta) {
     if (p->fused)
-        backend->op.batchnorm_relu_forward_train(backend, p->rows, p->channels, x, p->residual,
+        fixture_backend->op.batchnorm_relu_forward_train(fixture_backend, p->rows, p->channels, x, p->residual,
                                                  gamma, beta, 0.1f, 1e-5f, p->y, p->mean,
                                                  p->inv_std, p->running_mean, p->running_var);
     else
-        backend->op.batchnorm_forward_train(backend, p->rows, p->channels, x, gamma, beta, 0.1f,
+        fixture_backend->op.batchnorm_forward_train(fixture_backend, p->rows, p->channels, x, gamma, beta, 0.1f,
                                             1e-5f, p->y, p->mean, p->inv_std, p->running_mean,
                                             p->running_var);
     return gradcheck_project(p->rows * p->channels, p->y, p->projection);
@@ -228,11 +192,11 @@ static void batchnorm_backward_into(BatchNormProblem *p, float *dx, float *dgamm
                                     float *dresidual) {
     batchnorm_loss(p, p->x, p->gamma, p->beta);
     if (p->fused)
-        backend->op.batchnorm_relu_backward(backend, p->rows, p->channels, p->x, p->y,
+        fixture_backend->op.batchnorm_relu_backward(fixture_backend, p->rows, p->channels, p->x, p->y,
                                             p->projection, p->gamma, p->mean, p->inv_std, dx,
                                             dgamma, dbeta, dresidual);
     else
-        backend->op.batchnorm_backward(backend, p->rows, p->channels, p->x, p->projection,
+        fixture_backend->op.batchnorm_backward(fixture_backend, p->rows, p->channels, p->x, p->projection,
                                        p->gamma, p->mean, p->inv_std, dx, dgamma, dbeta);
 }
 
@@ -333,21 +297,21 @@ typedef struct UnaryProblem {
 static void unary_problem_make(UnaryProblem *p, size_t nx, size_t ny, uint64_t seed) {
     p->nx = nx;
     p->ny = ny;
-    p->x = random_tensor(nx, -1, 1, seed);
-    p->y = tensor(ny);
-    p->projection = random_tensor(ny, -1, 1, seed + 1);
+    p->x = fixture_random_tensor(nx, -1, 1, seed);
+    p->y = fixture_tensor(ny);
+    p->projection = fixture_random_tensor(ny, -1, 1, seed + 1);
 }
 
 static double relu_loss(void *problem, const float *x) {
     UnaryProblem *p = problem;
-    backend->op.relu_forward(backend, p->nx, x, p->y);
+    fixture_backend->op.relu_forward(fixture_backend, p->nx, x, p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void relu_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
     relu_loss(p, p->x);
-    backend->op.relu_backward(backend, p->nx, p->y, p->projection, dx);
+    fixture_backend->op.relu_backward(fixture_backend, p->nx, p->y, p->projection, dx);
 }
 
 static void test_relu_backward_fd(void **state) {
@@ -361,14 +325,14 @@ static void test_relu_backward_fd(void **state) {
 
 static double maxpool_loss(void *problem, const float *x) {
     UnaryProblem *p = problem;
-    backend->op.maxpool_forward(backend, &p->pool, x, p->y, p->argmax);
+    fixture_backend->op.maxpool_forward(fixture_backend, &p->pool, x, p->y, p->argmax);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void maxpool_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
     maxpool_loss(p, p->x);
-    backend->op.maxpool_backward(backend, &p->pool, p->projection, p->argmax, dx);
+    fixture_backend->op.maxpool_backward(fixture_backend, &p->pool, p->projection, p->argmax, dx);
 }
 
 static void test_maxpool_backward_fd(void **state) {
@@ -383,7 +347,7 @@ static void test_maxpool_backward_fd(void **state) {
         const size_t nx = (size_t)c[0] * c[1] * c[2] * c[3];
         const size_t ny = (size_t)c[0] * p.pool.out_height * p.pool.out_width * c[3];
         unary_problem_make(&p, nx, ny, 3100 + 10 * t);
-        p.argmax = (int32_t *)tensor(ny);
+        p.argmax = (int32_t *)fixture_tensor(ny);
         // Distinct values 0.05 apart: a step of h = 0.01 never reorders them (no ties).
         gradcheck_fill_distinct(p.x, nx, -3.0f, 0.05f, 3105 + 10 * t);
         check_gradient("maxpool dx", maxpool_loss, maxpool_gradient, &p, p.x, nx,
@@ -394,13 +358,13 @@ static void test_maxpool_backward_fd(void **state) {
 
 static double avgpool_loss(void *problem, const float *x) {
     UnaryProblem *p = problem;
-    backend->op.avgpool_forward(backend, p->batch, p->pixels, p->dim, x, p->y);
+    fixture_backend->op.avgpool_forward(fixture_backend, p->batch, p->pixels, p->dim, x, p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void avgpool_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
-    backend->op.avgpool_backward(backend, p->batch, p->pixels, p->dim, p->projection, dx);
+    fixture_backend->op.avgpool_backward(fixture_backend, p->batch, p->pixels, p->dim, p->projection, dx);
 }
 
 static void test_avgpool_backward_fd(void **state) {
@@ -413,19 +377,19 @@ static void test_avgpool_backward_fd(void **state) {
 static double bias_loss(void *problem, const float *bias) {
     UnaryProblem *p = problem;
     memcpy(p->y, p->base, p->ny * sizeof(float));
-    backend->op.bias_add(backend, (size_t)p->rows, p->dim, bias, p->y);
+    fixture_backend->op.bias_add(fixture_backend, (size_t)p->rows, p->dim, bias, p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void bias_gradient(void *problem, float *dbias) {
     UnaryProblem *p = problem;
-    backend->op.bias_backward(backend, (size_t)p->rows, p->dim, p->projection, dbias);
+    fixture_backend->op.bias_backward(fixture_backend, (size_t)p->rows, p->dim, p->projection, dbias);
 }
 
 static void test_bias_backward_fd(void **state) {
     UnaryProblem p = {.rows = 9, .dim = 5};
     unary_problem_make(&p, 5, 9 * 5, 3300);  // x is the bias
-    p.base = random_tensor(p.ny, -1, 1, 3302);
+    p.base = fixture_random_tensor(p.ny, -1, 1, 3302);
     check_gradient("bias", bias_loss, bias_gradient, &p, p.x, p.nx, LINEAR_TOLERANCE);
     assert_accumulates(bias_gradient, &p, p.nx);
 }
@@ -434,21 +398,21 @@ static void test_bias_backward_fd(void **state) {
 
 static double l2_loss(void *problem, const float *x) {
     UnaryProblem *p = problem;
-    backend->op.l2_normalize_forward(backend, p->rows, p->dim, x, p->eps, p->y, p->norm);
+    fixture_backend->op.l2_normalize_forward(fixture_backend, p->rows, p->dim, x, p->eps, p->y, p->norm);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void l2_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
     l2_loss(p, p->x);
-    backend->op.l2_normalize_backward(backend, p->rows, p->dim, p->y, p->norm, p->projection,
+    fixture_backend->op.l2_normalize_backward(fixture_backend, p->rows, p->dim, p->y, p->norm, p->projection,
                                       p->eps, dx);
 }
 
 static void test_l2_normalize_backward_fd(void **state) {
     UnaryProblem p = {.rows = 4, .dim = 9, .eps = 0.1f};
     unary_problem_make(&p, 4 * 9, 4 * 9, 3400);
-    p.norm = tensor(4);
+    p.norm = fixture_tensor(4);
     // Row 2 has norm ~0.02 < eps (even after a step of h = 1e-3): there
     // y = x / eps and the gradient is dy / eps (PyTorch's clamp_min).
     for (int d = 0; d < p.dim; d++) p.x[2 * p.dim + d] *= 0.01f;
@@ -458,26 +422,26 @@ static void test_l2_normalize_backward_fd(void **state) {
 
 static double softmax_loss(void *problem, const float *x) {
     UnaryProblem *p = problem;
-    backend->op.softmax_forward(backend, p->rows, p->dim, x, p->scale, p->y);
+    fixture_backend->op.softmax_forward(fixture_backend, p->rows, p->dim, x, p->scale, p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void softmax_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
     softmax_loss(p, p->x);
-    backend->op.softmax_backward(backend, p->rows, p->dim, p->y, p->projection, p->scale, dx);
+    fixture_backend->op.softmax_backward(fixture_backend, p->rows, p->dim, p->y, p->projection, p->scale, dx);
 }
 
 static double log_softmax_loss(void *problem, const float *x) {
     UnaryProblem *p = problem;
-    backend->op.log_softmax_forward(backend, p->rows, p->dim, x, p->scale, p->y);
+    fixture_backend->op.log_softmax_forward(fixture_backend, p->rows, p->dim, x, p->scale, p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void log_softmax_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
     log_softmax_loss(p, p->x);
-    backend->op.log_softmax_backward(backend, p->rows, p->dim, p->y, p->projection, p->scale, dx);
+    fixture_backend->op.log_softmax_backward(fixture_backend, p->rows, p->dim, p->y, p->projection, p->scale, dx);
 }
 
 static void test_softmax_backward_fd(void **state) {
@@ -503,7 +467,7 @@ typedef struct GemmProblem {
 } GemmProblem;
 
 static double gemm_loss(GemmProblem *p, const float *a, const float *b) {
-    backend->op.gemm(backend, p->transpose_a, p->transpose_b, p->m, p->n, p->k, 1.0f, a, p->lda, b,
+    fixture_backend->op.gemm(fixture_backend, p->transpose_a, p->transpose_b, p->m, p->n, p->k, 1.0f, a, p->lda, b,
                      p->ldb, 0.0f, p->c, p->n);
     return gradcheck_project((size_t)p->m * p->n, p->c, p->projection);
 }
@@ -523,20 +487,20 @@ static double gemm_loss_b(void *problem, const float *b) {
 static void gemm_gradient_a(void *problem, float *da) {
     GemmProblem *p = problem;
     if (!p->transpose_a)  // dA (M, K) = P op(B)^T
-        backend->op.gemm(backend, 0, !p->transpose_b, p->m, p->k, p->n, 1.0f, p->projection, p->n,
+        fixture_backend->op.gemm(fixture_backend, 0, !p->transpose_b, p->m, p->k, p->n, 1.0f, p->projection, p->n,
                          p->b, p->ldb, 1.0f, da, p->lda);
     else  // dA (K, M) = op(B) P^T
-        backend->op.gemm(backend, p->transpose_b, 1, p->k, p->m, p->n, 1.0f, p->b, p->ldb,
+        fixture_backend->op.gemm(fixture_backend, p->transpose_b, 1, p->k, p->m, p->n, 1.0f, p->b, p->ldb,
                          p->projection, p->n, 1.0f, da, p->lda);
 }
 
 static void gemm_gradient_b(void *problem, float *db) {
     GemmProblem *p = problem;
     if (!p->transpose_b)  // dB (K, N) = op(A)^T P
-        backend->op.gemm(backend, !p->transpose_a, 0, p->k, p->n, p->m, 1.0f, p->a, p->lda,
+        fixture_backend->op.gemm(fixture_backend, !p->transpose_a, 0, p->k, p->n, p->m, 1.0f, p->a, p->lda,
                          p->projection, p->n, 1.0f, db, p->ldb);
     else  // dB (N, K) = P^T op(A)
-        backend->op.gemm(backend, 1, p->transpose_a, p->n, p->k, p->m, 1.0f, p->projection, p->n,
+        fixture_backend->op.gemm(fixture_backend, 1, p->transpose_a, p->n, p->k, p->m, 1.0f, p->projection, p->n,
                          p->a, p->lda, 1.0f, db, p->ldb);
 }
 
@@ -550,10 +514,10 @@ static void test_gemm_backward_fd(void **state) {
             p.na = (size_t)a_rows * p.lda;
             p.nb = (size_t)b_rows * p.ldb;
             const uint64_t seed = 4000 + 10 * (2 * ta + tb);
-            p.a = random_tensor(p.na, -1, 1, seed);
-            p.b = random_tensor(p.nb, -1, 1, seed + 1);
-            p.c = tensor((size_t)p.m * p.n);
-            p.projection = random_tensor((size_t)p.m * p.n, -1, 1, seed + 2);
+            p.a = fixture_random_tensor(p.na, -1, 1, seed);
+            p.b = fixture_random_tensor(p.nb, -1, 1, seed + 1);
+            p.c = fixture_tensor((size_t)p.m * p.n);
+            p.projection = fixture_random_tensor((size_t)p.m * p.n, -1, 1, seed + 2);
             check_gradient("gemm dA", gemm_loss_a, gemm_gradient_a, &p, p.a, p.na,
                            LINEAR_TOLERANCE);
             check_gradient("gemm dB", gemm_loss_b, gemm_gradient_b, &p, p.b, p.nb,
@@ -563,16 +527,16 @@ static void test_gemm_backward_fd(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_conv_backward_fd, free_tensors),
-        cmocka_unit_test_teardown(test_batchnorm_backward_fd, free_tensors),
-        cmocka_unit_test_teardown(test_batchnorm_relu_backward_fd, free_tensors),
-        cmocka_unit_test_teardown(test_relu_backward_fd, free_tensors),
-        cmocka_unit_test_teardown(test_maxpool_backward_fd, free_tensors),
-        cmocka_unit_test_teardown(test_avgpool_backward_fd, free_tensors),
-        cmocka_unit_test_teardown(test_bias_backward_fd, free_tensors),
-        cmocka_unit_test_teardown(test_l2_normalize_backward_fd, free_tensors),
-        cmocka_unit_test_teardown(test_softmax_backward_fd, free_tensors),
-        cmocka_unit_test_teardown(test_gemm_backward_fd, free_tensors),
+        cmocka_unit_test_teardown(test_conv_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_batchnorm_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_batchnorm_relu_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_relu_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_maxpool_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_avgpool_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_bias_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_l2_normalize_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_softmax_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_gemm_backward_fd, fixture_tensors_free),
     };
-    return cmocka_run_group_tests(tests, create_backend, destroy_backend);
+    return cmocka_run_group_tests(tests, fixture_backend_create_ref, fixture_backend_destroy);
 }

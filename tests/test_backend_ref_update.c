@@ -12,20 +12,8 @@
 #include <string.h>
 
 #include "backend/ref/ref_backend.h"
+#include "backend_fixture.h"
 #include "gradcheck.h"
-
-static Backend *backend;
-
-static int create_backend(void **state) {
-    ErrorMessage err;
-    backend = ref_backend_create(&err);
-    return backend ? 0 : -1;
-}
-
-static int destroy_backend(void **state) {
-    backend_destroy(backend);
-    return 0;
-}
 
 enum { ELEMENTS = 5, STEPS = 3 };
 
@@ -64,16 +52,16 @@ static const float torch_adamw[STEPS][ELEMENTS] = {
 
 static void check_sgd(int nesterov, const float expected[STEPS][ELEMENTS]) {
     const float lr = 0.1f, momentum = 0.9f, weight_decay = 1e-2f;
-    float *param = backend->op.alloc(backend, sizeof initial_param);
-    float *grad = backend->op.alloc(backend, sizeof initial_param);
-    float *buffer = backend->op.alloc(backend, sizeof initial_param);
+    float *param = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
+    float *grad = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
+    float *buffer = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
     memcpy(param, initial_param, sizeof initial_param);
     for (int i = 0; i < ELEMENTS; i++) buffer[i] = NAN;  // the first step must not read it
     double want[ELEMENTS], want_buffer[ELEMENTS];
     for (int i = 0; i < ELEMENTS; i++) want[i] = initial_param[i];
     for (int t = 0; t < STEPS; t++) {
         memcpy(grad, gradients[t], sizeof initial_param);
-        backend->op.sgd_update(backend, ELEMENTS, param, grad, buffer, lr, momentum, weight_decay,
+        fixture_backend->op.sgd_update(fixture_backend, ELEMENTS, param, grad, buffer, lr, momentum, weight_decay,
                                nesterov, t == 0);
         float want_float[ELEMENTS];
         for (int i = 0; i < ELEMENTS; i++) {  // backend.h's formula, in double
@@ -89,9 +77,9 @@ static void check_sgd(int nesterov, const float expected[STEPS][ELEMENTS]) {
                                                     TORCH_RTOL, TORCH_ATOL),
                          0);
     }
-    backend->op.free(backend, param);
-    backend->op.free(backend, grad);
-    backend->op.free(backend, buffer);
+    fixture_backend->op.free(fixture_backend, param);
+    fixture_backend->op.free(fixture_backend, grad);
+    fixture_backend->op.free(fixture_backend, buffer);
 }
 
 static void test_sgd_momentum_and_weight_decay(void **state) { check_sgd(0, torch_sgd_momentum); }
@@ -103,7 +91,7 @@ static void test_sgd_without_momentum(void **state) {
     float param[2] = {1.0f, -2.0f}, buffer[2] = {0, 0};
     const float grad[2] = {0.5f, 0.25f};
     for (int t = 0; t < 2; t++)
-        backend->op.sgd_update(backend, 2, param, grad, buffer, 0.1f, 0.0f, 0.1f, 0, t == 0);
+        fixture_backend->op.sgd_update(fixture_backend, 2, param, grad, buffer, 0.1f, 0.0f, 0.1f, 0, t == 0);
     // By hand: 1 -> 1 - 0.1 (0.5 + 0.1) = 0.94 -> 0.94 - 0.1 (0.5 + 0.094) = 0.8806;
     // -2 -> -2 - 0.1 (0.25 - 0.2) = -2.005 -> -2.005 - 0.1 (0.25 - 0.2005) = -2.00995.
     assert_float_equal(param[0], 0.8806f, 1e-6);  // a few float roundings of O(1) values
@@ -112,19 +100,19 @@ static void test_sgd_without_momentum(void **state) {
 
 static void test_adamw_bias_correction(void **state) {
     const float lr = 0.01f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.05f;
-    float *param = backend->op.alloc(backend, sizeof initial_param);
-    float *grad = backend->op.alloc(backend, sizeof initial_param);
-    float *m = backend->op.alloc(backend, sizeof initial_param);
-    float *v = backend->op.alloc(backend, sizeof initial_param);
+    float *param = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
+    float *grad = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
+    float *m = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
+    float *v = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
     memcpy(param, initial_param, sizeof initial_param);
-    backend->op.fill(backend, m, 0.0f, ELEMENTS);
-    backend->op.fill(backend, v, 0.0f, ELEMENTS);
+    fixture_backend->op.fill(fixture_backend, m, 0.0f, ELEMENTS);
+    fixture_backend->op.fill(fixture_backend, v, 0.0f, ELEMENTS);
     double want[ELEMENTS], want_m[ELEMENTS] = {0}, want_v[ELEMENTS] = {0};
     for (int i = 0; i < ELEMENTS; i++) want[i] = initial_param[i];
     for (int t = 0; t < STEPS; t++) {
         const int step = t + 1;
         memcpy(grad, gradients[t], sizeof initial_param);
-        backend->op.adamw_update(backend, ELEMENTS, param, grad, m, v, lr, beta1, beta2, eps,
+        fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, param, grad, m, v, lr, beta1, beta2, eps,
                                  weight_decay, step);
         float want_float[ELEMENTS];
         for (int i = 0; i < ELEMENTS; i++) {  // backend.h's formula, in double
@@ -144,10 +132,10 @@ static void test_adamw_bias_correction(void **state) {
                                                     torch_adamw[t], TORCH_RTOL, TORCH_ATOL),
                          0);
     }
-    backend->op.free(backend, param);
-    backend->op.free(backend, grad);
-    backend->op.free(backend, m);
-    backend->op.free(backend, v);
+    fixture_backend->op.free(fixture_backend, param);
+    fixture_backend->op.free(fixture_backend, grad);
+    fixture_backend->op.free(fixture_backend, m);
+    fixture_backend->op.free(fixture_backend, v);
 }
 
 static void test_adamw_first_step_is_lr_sized(void **state) {
@@ -155,7 +143,7 @@ static void test_adamw_first_step_is_lr_sized(void **state) {
     // whatever |g| is (no decay here); without it the step would be ~3x lr.
     float param[3] = {1.0f, 1.0f, 1.0f}, m[3] = {0}, v[3] = {0};
     const float grad[3] = {1e-3f, -5.0f, 0.2f};
-    backend->op.adamw_update(backend, 3, param, grad, m, v, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
+    fixture_backend->op.adamw_update(fixture_backend, 3, param, grad, m, v, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
     // eps / sqrt(v_hat) perturbs the step by at most 1e-8 / 1e-3 relative.
     assert_float_equal(param[0], 0.99f, 1e-6);
     assert_float_equal(param[1], 1.01f, 1e-6);
@@ -165,7 +153,7 @@ static void test_adamw_first_step_is_lr_sized(void **state) {
 static void test_ema_update(void **state) {
     float target[3] = {1.0f, -2.0f, 0.5f};
     const float source[3] = {3.0f, 0.0f, 0.5f};
-    backend->op.ema_update(backend, 3, target, source, 0.996f);
+    fixture_backend->op.ema_update(fixture_backend, 3, target, source, 0.996f);
     // 0.996 t + 0.004 s, by hand; one or two float roundings of O(1) values.
     assert_float_equal(target[0], 1.008f, 1e-6);
     assert_float_equal(target[1], -1.992f, 1e-6);
@@ -175,17 +163,17 @@ static void test_ema_update(void **state) {
 static void test_normalize_u8(void **state) {
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
     const uint8_t pixels[4 * 3] = {0, 0, 0, 255, 255, 255, 128, 64, 32, 1, 200, 17};
-    uint8_t *x = backend->op.alloc(backend, sizeof pixels);
-    float *y = backend->op.alloc(backend, sizeof(float) * 12);
-    backend->op.upload(backend, x, pixels, sizeof pixels);
-    backend->op.normalize_u8(backend, 4, x, mean, std, y);
+    uint8_t *x = fixture_backend->op.alloc(fixture_backend, sizeof pixels);
+    float *y = fixture_backend->op.alloc(fixture_backend, sizeof(float) * 12);
+    fixture_backend->op.upload(fixture_backend, x, pixels, sizeof pixels);
+    fixture_backend->op.normalize_u8(fixture_backend, 4, x, mean, std, y);
     float want[12];
     for (int i = 0; i < 12; i++) want[i] = (float)((pixels[i] / 255.0 - mean[i % 3]) / std[i % 3]);
     // Three fp32 roundings of values up to ~2.6: 1e-6 relative.
     assert_int_equal(gradcheck_count_mismatches("normalize_u8", 12, y, want, 1e-6, 1e-6), 0);
     assert_float_equal(y[0], -0.485f / 0.229f, 1e-6);  // black, red channel: -2.1179
-    backend->op.free(backend, x);
-    backend->op.free(backend, y);
+    fixture_backend->op.free(fixture_backend, x);
+    fixture_backend->op.free(fixture_backend, y);
 }
 
 int main(void) {
@@ -198,5 +186,5 @@ int main(void) {
         cmocka_unit_test(test_ema_update),
         cmocka_unit_test(test_normalize_u8),
     };
-    return cmocka_run_group_tests(tests, create_backend, destroy_backend);
+    return cmocka_run_group_tests(tests, fixture_backend_create_ref, fixture_backend_destroy);
 }

@@ -1,0 +1,25 @@
+// Test helper: the backend under test for a group of cmocka tests, and the
+// tensors a test allocates on it, freed by the per-test teardown.
+#ifndef LTC_TESTS_BACKEND_FIXTURE_H
+#define LTC_TESTS_BACKEND_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+extern Backend *fixture_backend;
+
+// Group setup / teardown: the ref backend.
+int fixture_backend_create_ref(void **state);
+int fixture_backend_destroy(void **state);
+
+// (n) floats of backend memory, freed by fixture_tensors_free; aborts when
+// out of memory or past the per-test limit (a bug in the test).
+float *fixture_tensor(size_t n);
+// The same, filled uniformly in [low, high) from seed.
+float *fixture_random_tensor(size_t n, float low, float high, uint64_t seed);
+// Per-test teardown.
+int fixture_tensors_free(void **state);
+
+#endif
