@@ -80,6 +80,9 @@ TOOL_SRC := $(wildcard tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 DEPS_STAMP := $(BUILD)/.deps-ok
 
+# Object files of tests and tools are kept (not deleted as intermediates).
+.SECONDARY:
+
 .PHONY: all deps test test-unit test-e2e asan fuzz bench clean install info tools
 all: info $(BIN)
 
