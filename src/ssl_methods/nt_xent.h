@@ -1,0 +1,43 @@
+// SimCLR's NT-Xent (normalized temperature-scaled cross-entropy) loss,
+// forward and backward on a backend, as lightly's NTXentLoss computes it on
+// one device (memory bank off):
+//
+//   z0, z1 = l2_normalize(out0), l2_normalize(out1)       (eps 1e-12, F.normalize)
+//   z      = [z0; z1]                                      (2N, D)
+//   S      = z z^T / temperature, diagonal removed         (2N, 2N)
+//   loss   = mean over the 2N rows i of -log_softmax(S[i])[(i + N) mod 2N]
+//
+// Row i of view 0 sees its positive (the same image in view 1) and the 2N - 2
+// other embeddings of both views as negatives; lightly orders the columns
+// differently, which a per-row cross-entropy does not see. With N = 1 every
+// row has a single logit and the loss is 0 (as in lightly).
+//
+// All memory (embeddings, similarity matrix, masks) is allocated by
+// nt_xent_create for the largest batch; forward and backward allocate nothing.
+#ifndef LTC_SSL_METHODS_NT_XENT_H
+#define LTC_SSL_METHODS_NT_XENT_H
+
+#include "backend/backend.h"
+#include "util/error.h"
+
+#define NT_XENT_NORMALIZE_EPS 1e-12f  // torch.nn.functional.normalize's default
+
+typedef struct NtXent NtXent;
+
+// For batches of 1..max_batch embedding pairs of size dim. NULL with a message
+// when a size is not positive, |temperature| < 1e-8 (lightly's check) or
+// memory runs out.
+NtXent *nt_xent_create(Backend *backend, int max_batch, int dim, float temperature,
+                       ErrorMessage *err);
+void nt_xent_destroy(NtXent *loss);
+
+// The loss of out0, out1 (batch, dim) (backend memory, the two views'
+// projections; row i of both is the same image), read back to the host.
+// Keeps what backward needs. NAN when batch is outside 1..max_batch.
+float nt_xent_forward(NtXent *loss, int batch, const float *out0, const float *out1);
+
+// dout0, dout1 (batch, dim) = dloss * d loss / d out0, out1 for the inputs of
+// the last forward (overwritten, backend memory).
+void nt_xent_backward(NtXent *loss, float dloss, float *dout0, float *dout1);
+
+#endif
