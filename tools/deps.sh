@@ -12,11 +12,13 @@ checks=(
   "pc:libwebp:libwebp-dev"
   "pc:libwebpdemux:libwebp-dev"
   "pc:libwebpmux:libwebp-dev"
+  "pc:libprotobuf-c:libprotobuf-c-dev"
   "pc:cmocka:libcmocka-dev"
   "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
 )
 tools=(
   "pkg-config:pkg-config"
+  "protoc-c:protobuf-c-compiler"
 )
 
 missing=()
@@ -35,7 +37,7 @@ for entry in "${checks[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, cmocka, oneDNN)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, cmocka, oneDNN)"
   exit 0
 fi
 
