@@ -79,3 +79,25 @@ void gradcheck_fill_distinct(float *x, size_t n, float offset, float spacing, ui
         x[j] = t;
     }
 }
+
+size_t gradcheck_count_outside_truth(const char *label, size_t n, const float *ours,
+                                     const double *truth, double f32err) {
+    double scale = 0.0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(truth[i]));
+    const double allowed = 4.0 * f32err + 1e-6 * scale;
+    size_t bad = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double diff = fabs((double)ours[i] - truth[i]);
+        worst = fmax(worst, diff / allowed);
+        if (!(diff <= allowed)) {
+            if (bad < 4)
+                fprintf(stderr, "%s[%zu]: ours %.9g truth %.9g (|diff| %.3g > %.3g)\n", label, i,
+                        (double)ours[i], truth[i], diff, allowed);
+            bad++;
+        }
+    }
+    if (getenv("GRADCHECK_VERBOSE"))
+        fprintf(stderr, "%s: worst |diff| / allowed = %.3g\n", label, worst);
+    return bad;
+}

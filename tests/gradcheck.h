@@ -41,4 +41,14 @@ void gradcheck_fill_uniform(float *x, size_t n, float low, float high, uint64_t 
 // offset + spacing * {0 .. n-1} (no ties for max pooling).
 void gradcheck_fill_distinct(float *x, size_t n, float offset, float spacing, uint64_t seed);
 
+// Counts elements of ours (n) outside |ours - truth| <= 4 f32err + 1e-6
+// max|truth|, where truth is a float64 reference (a PyTorch fixture) and
+// f32err how far PyTorch's own float32 run lands from it: a correct float32
+// implementation rounds differently but at the same scale (4x for margin, as
+// tests/test_resnet.c); the relative floor covers an f32err of 0 or tiny.
+// Prints the first few violations under label (and the worst ratio when
+// GRADCHECK_VERBOSE is set).
+size_t gradcheck_count_outside_truth(const char *label, size_t n, const float *ours,
+                                     const double *truth, double f32err);
+
 #endif

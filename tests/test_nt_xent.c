@@ -107,33 +107,6 @@ static double fixture_scalar(const SafeTensors *file, const char *name) {
     return value;
 }
 
-// Counts elements outside |ours - truth| <= 4 f32err + 1e-6 max|truth|:
-// PyTorch's own float32 run lies f32err from the float64 truth, a correct
-// float32 implementation rounds differently but at the same scale (4x for
-// margin, as tests/test_resnet.c); the relative floor covers f32err = 0
-// (N = 1, where both the loss and the gradient are exactly 0).
-static size_t count_outside(const char *label, size_t n, const float *ours, const double *truth,
-                            double f32err) {
-    double scale = 0.0;
-    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(truth[i]));
-    const double allowed = 4.0 * f32err + 1e-6 * scale;
-    size_t bad = 0;
-    double worst = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double diff = fabs((double)ours[i] - truth[i]);
-        worst = fmax(worst, diff / allowed);
-        if (!(diff <= allowed)) {
-            if (bad < 4)
-                fprintf(stderr, "%s[%zu]: ours %.9g truth %.9g (|diff| %.3g > %.3g)\n", label, i,
-                        (double)ours[i], truth[i], diff, allowed);
-            bad++;
-        }
-    }
-    if (getenv("GRADCHECK_VERBOSE"))
-        fprintf(stderr, "%s: worst |diff| / allowed = %.3g\n", label, worst);
-    return bad;
-}
-
 static const struct {
     const char *name;
     int batch, dim;
@@ -175,11 +148,11 @@ static void check_fixture_case(Backend *backend, const SafeTensors *file, int c)
     const double loss_truth = fixture_scalar(file, key);
     snprintf(key, sizeof key, "f32err/%s/loss", name);
     snprintf(label, sizeof label, "%s %s loss", backend->name, name);
-    assert_int_equal(count_outside(label, 1, &value, &loss_truth, fixture_scalar(file, key)), 0);
+    assert_int_equal(gradcheck_count_outside_truth(label, 1, &value, &loss_truth, fixture_scalar(file, key)), 0);
     for (int v = 0; v < 2; v++) {
         snprintf(key, sizeof key, "f32err/%s/grad%d", name, v);
         snprintf(label, sizeof label, "%s %s grad%d", backend->name, name, v);
-        assert_int_equal(count_outside(label, n, grad[v], truth[v], fixture_scalar(file, key)), 0);
+        assert_int_equal(gradcheck_count_outside_truth(label, n, grad[v], truth[v], fixture_scalar(file, key)), 0);
         backend->op.free(backend, out[v]);
         backend->op.free(backend, grad[v]);
         free(truth[v]);

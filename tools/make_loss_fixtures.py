@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """Writes tests/fixtures/nt_xent.safetensors: PyTorch references for SimCLR's
-NT-Xent loss (src/ssl_methods/nt_xent.h), checked by tests/test_nt_xent.c.
+NT-Xent loss (src/ssl_methods/nt_xent.h), checked by tests/test_nt_xent.c;
+and byol_loss, vicreg_loss, barlow_twins_loss.safetensors for
+tests/test_ssl_losses.c (see write_byol, write_vicreg, write_barlow_twins and
+tests/fixtures/README.md).
 
     /usr/bin/python3 tools/make_loss_fixtures.py --out tests/fixtures [--lightly /tmp/lightly]
 
@@ -69,6 +72,171 @@ def loss_and_grads(loss_fn, out0, out1, dtype):
     return loss.detach().double().numpy(), a.grad.double().numpy(), b.grad.double().numpy()
 
 
+# ---- BYOL, VICReg, Barlow Twins ---------------------------------------------------
+
+# (N, D) per case; N = 2 is the smallest batch VICReg and Barlow Twins accept.
+SSL_CASES = [(2, 5), (7, 16), (16, 33), (24, 40)]
+
+
+def spread_columns(x):
+    """Scales column j of x by 0.5 .. 4 so that some feature std lies below 1
+    and some above (VICReg's variance hinge both active and inactive)."""
+    scale = np.linspace(0.5, 4.0, x.shape[1]).astype(np.float32)
+    return (x * scale).astype(np.float32)
+
+
+def grads_of(loss_fn, inputs, needs_grad, dtype):
+    """loss_fn(*inputs) and d loss / d input for the inputs flagged in needs_grad."""
+    tensors = [torch.from_numpy(x).to(dtype).requires_grad_(flag)
+               for x, flag in zip(inputs, needs_grad)]
+    loss = loss_fn(*tensors)
+    loss.backward()
+    grads = [t.grad.double().numpy() for t, flag in zip(tensors, needs_grad) if flag]
+    return [loss.detach().double().numpy()] + grads
+
+
+def write_ssl_file(out, file_name, inputs_of, reference, written, input_names, grad_names,
+                   needs_grad, reference_name):
+    """One fixture file: per case the float32 inputs, the float64 loss and
+    gradients from reference, their f32err, cross-checked against written."""
+    safe = SafeFile()
+    add_check(safe)
+    for batch, dim in SSL_CASES:
+        name = f"n{batch}_d{dim}"
+        inputs = inputs_of(name, batch, dim)
+        truth = grads_of(reference, inputs, needs_grad, torch.float64)
+        single = grads_of(reference, inputs, needs_grad, torch.float32)
+        check = grads_of(written, inputs, needs_grad, torch.float64)
+        labels = ["loss"] + grad_names
+        for label, a, b in zip(labels, truth, check):
+            difference = float(np.max(np.abs(a - b)))
+            if difference > 1e-9 * max(1.0, float(np.max(np.abs(a)))):
+                raise SystemExit(f"{file_name} {name}/{label}: written-out formula differs "
+                                 f"from the reference by {difference:g}")
+        for label, x in zip(input_names, inputs):
+            safe.add(f"{name}/{label}", x)
+        for label, value, value32 in zip(labels, truth, single):
+            safe.add(f"{name}/{label}", value)
+            safe.add(f"f32err/{name}/{label}", np.float64(np.max(np.abs(value32 - value))))
+        print(f"{file_name} {name}: loss {float(truth[0]):.9f}, f32err loss "
+              f"{float(np.abs(single[0] - truth[0])):.3g}")
+    metadata = {
+        "generator": "tools/make_loss_fixtures.py",
+        "command": "/usr/bin/python3 tools/make_loss_fixtures.py --out tests/fixtures "
+                   "--lightly /tmp/lightly",
+        "reference": reference_name,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+    }
+    path = os.path.join(out, file_name)
+    size = safe.write(path, metadata)
+    print(f"{path}: {len(safe.arrays)} tensors, {size} bytes ({reference_name})")
+
+
+def byol_written_out(p0, p1, z0, z1):
+    """src/ssl_methods/byol_loss.h: the BYOL paper's 2 - 2 cos, both directions."""
+    def term(p, z):
+        n = torch.nn.functional.normalize
+        return ((n(p, dim=1) - n(z, dim=1)) ** 2).sum(dim=1).mean()
+    return term(p0, z1) + term(p1, z0)
+
+
+def write_byol(out):
+    """byol_loss.safetensors: C/p0, C/p1, C/z0, C/z1 inputs; C/loss, C/grad_p0,
+    C/grad_p1 (the targets z get no gradient). The reference is the written-out
+    paper formula; with lightly it is also checked against 4 + 4 x lightly's
+    0.5 (NegativeCosineSimilarity(p0, z1) + NegativeCosineSimilarity(p1, z0))."""
+    def inputs_of(name, batch, dim):
+        z0 = fixture_value(f"byol/{name}/z0", (batch, dim), 0.0, 1.0)
+        z1 = fixture_value(f"byol/{name}/z1", (batch, dim), 0.0, 1.0)
+        # predictions near their targets (as in training), plus noise
+        p0 = (z1 + np.float32(0.7) * fixture_value(f"byol/{name}/p0", (batch, dim), 0.0, 1.0))
+        p1 = (z0 + np.float32(0.7) * fixture_value(f"byol/{name}/p1", (batch, dim), 0.0, 1.0))
+        return [p0.astype(np.float32), p1.astype(np.float32), z0, z1]
+    reference, reference_name = byol_written_out, "written out (BYOL paper, 2 - 2 cos)"
+    try:
+        from lightly.loss import NegativeCosineSimilarity
+        criterion = NegativeCosineSimilarity()
+
+        def lightly_scaled(p0, p1, z0, z1):
+            return 4.0 + 4.0 * (0.5 * (criterion(p0, z1) + criterion(p1, z0)))
+        reference = lightly_scaled
+        reference_name = "lightly NegativeCosineSimilarity, 4 + 4 x symmetric mean"
+    except ImportError:
+        pass
+    write_ssl_file(out, "byol_loss.safetensors", inputs_of, reference, byol_written_out,
+                   ["p0", "p1", "z0", "z1"], ["grad_p0", "grad_p1"],
+                   [True, True, False, False], reference_name)
+
+
+def two_views(prefix):
+    def inputs_of(name, batch, dim):
+        out0 = spread_columns(fixture_value(f"{prefix}/{name}/out0", (batch, dim), 0.0, 1.0))
+        noise = spread_columns(fixture_value(f"{prefix}/{name}/out1", (batch, dim), 0.0, 1.0))
+        return [out0, (out0 + np.float32(0.8) * noise).astype(np.float32)]
+    return inputs_of
+
+
+def vicreg_written_out(a, b, lam=25.0, mu=25.0, nu=1.0, eps=1e-4):
+    """src/ssl_methods/vicreg_loss.h written out (lightly's VICRegLoss defaults)."""
+    batch, dim = a.shape
+    invariance = ((a - b) ** 2).mean()
+
+    def variance(x):
+        return torch.relu(1.0 - torch.sqrt(x.var(dim=0) + eps)).mean()
+
+    def covariance(x):
+        xc = x - x.mean(dim=0)
+        cov = xc.t() @ xc / (batch - 1)
+        off = cov - torch.diag(torch.diagonal(cov))
+        return (off ** 2).sum() / dim
+    return (lam * invariance + mu * 0.5 * (variance(a) + variance(b))
+            + nu * (covariance(a) + covariance(b)))
+
+
+def write_vicreg(out):
+    """vicreg_loss.safetensors: C/out0, C/out1; C/loss, C/grad0, C/grad1."""
+    reference, reference_name = vicreg_written_out, "written out (VICReg defaults)"
+    try:
+        import lightly
+        from lightly.loss import VICRegLoss
+        reference = VICRegLoss()
+        reference_name = f"lightly {lightly.__version__} VICRegLoss()"
+    except ImportError:
+        pass
+    write_ssl_file(out, "vicreg_loss.safetensors", two_views("vicreg"), reference,
+                   vicreg_written_out, ["out0", "out1"], ["grad0", "grad1"], [True, True],
+                   reference_name)
+
+
+def barlow_twins_written_out(a, b, lam=5e-3):
+    """src/ssl_methods/barlow_twins_loss.h written out: batch-norm each view
+    (biased variance, eps 1e-5, as F.batch_norm in training)."""
+    batch = a.shape[0]
+
+    def normalize(x):
+        xc = x - x.mean(dim=0)
+        return xc / torch.sqrt((xc ** 2).mean(dim=0) + 1e-5)
+    c = normalize(a).t() @ normalize(b) / batch
+    diagonal = torch.diagonal(c)
+    return ((diagonal - 1.0) ** 2).sum() + lam * ((c ** 2).sum() - (diagonal ** 2).sum())
+
+
+def write_barlow_twins(out):
+    """barlow_twins_loss.safetensors: C/out0, C/out1; C/loss, C/grad0, C/grad1."""
+    reference, reference_name = barlow_twins_written_out, "written out (Barlow Twins)"
+    try:
+        import lightly
+        from lightly.loss import BarlowTwinsLoss
+        reference = BarlowTwinsLoss()
+        reference_name = f"lightly {lightly.__version__} BarlowTwinsLoss()"
+    except ImportError:
+        pass
+    write_ssl_file(out, "barlow_twins_loss.safetensors", two_views("barlow_twins"), reference,
+                   barlow_twins_written_out, ["out0", "out1"], ["grad0", "grad1"], [True, True],
+                   reference_name)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
@@ -131,6 +299,8 @@ def main():
     path = os.path.join(args.out, "nt_xent.safetensors")
     size = safe.write(path, metadata)
     print(f"{path}: {len(safe.arrays)} tensors, {size} bytes ({reference_name})")
+    for write in (write_byol, write_vicreg, write_barlow_twins):
+        write(args.out)
     return 0
 
 
