@@ -27,6 +27,24 @@ int fixture_backend_destroy(void **state) {
     return 0;
 }
 
+Backend *fixture_ref, *fixture_cpu;
+
+int fixture_backends_create(void **state) {
+    (void)state;
+    ErrorMessage err = {{0}};
+    fixture_ref = backend_create("ref", 1, &err);
+    fixture_cpu = backend_create("cpu", 0, &err);
+    return fixture_ref && fixture_cpu ? 0 : -1;
+}
+
+int fixture_backends_destroy(void **state) {
+    (void)state;
+    backend_destroy(fixture_ref);
+    backend_destroy(fixture_cpu);
+    fixture_ref = fixture_cpu = NULL;
+    return 0;
+}
+
 float *fixture_tensor(size_t n) {
     float *p = allocation_count < FIXTURE_MAX_TENSORS
                    ? fixture_backend->op.alloc(fixture_backend, n * sizeof(float))

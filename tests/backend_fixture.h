@@ -10,7 +10,13 @@
 
 extern Backend *fixture_backend;
 
-// Group setup / teardown: the ref backend.
+// Group setup / teardown for tests that compare backends: fixture_ref
+// (the oracle) and fixture_cpu (all usable cores).
+extern Backend *fixture_ref, *fixture_cpu;
+int fixture_backends_create(void **state);
+int fixture_backends_destroy(void **state);
+
+// Group setup / teardown: the ref backend as fixture_backend.
 int fixture_backend_create_ref(void **state);
 int fixture_backend_destroy(void **state);
 

@@ -43,6 +43,26 @@ static void make_parents(const char *path) {
     }
 }
 
+static char *group_tempdir;
+
+int fixture_tempdir_setup(void **state) {
+    (void)state;
+    group_tempdir = fixture_tempdir();
+    return 0;
+}
+
+int fixture_tempdir_teardown(void **state) {
+    (void)state;
+    fixture_remove_tree(group_tempdir);
+    free(group_tempdir);
+    group_tempdir = NULL;
+    return 0;
+}
+
+void fixture_temp_path(char *out, size_t capacity, const char *name) {
+    snprintf(out, capacity, "%s/%s", group_tempdir, name);
+}
+
 int fixture_write_file(const char *path, const void *data, size_t size) {
     make_parents(path);
     FILE *f = fopen(path, "wb");

@@ -10,6 +10,11 @@
 char *fixture_tempdir(void);
 // rm -rf of a fixture folder (refuses paths outside the temp area).
 void fixture_remove_tree(const char *path);
+// cmocka group setup / teardown around one fresh temporary folder, and a
+// path inside it.
+int fixture_tempdir_setup(void **state);
+int fixture_tempdir_teardown(void **state);
+void fixture_temp_path(char *out, size_t capacity, const char *name);
 // Creates the parent folders of path too.
 int fixture_write_file(const char *path, const void *data, size_t size);
 // A smooth, seed-dependent RGB pattern (compresses well and survives JPEG).

@@ -16,27 +16,14 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend_fixture.h"
+#include "fixture_tensors.h"
 #include "gradcheck.h"
 #include "nn/safetensors.h"
 #include "ssl_methods/dino_loss.h"
 
 #define FIXTURE_PATH "tests/fixtures/dino_loss.safetensors"
 #define MAX_VIEWS 8
-
-static Backend *ref, *cpu;
-
-static int create_backends(void **state) {
-    ErrorMessage err = {{0}};
-    ref = backend_create("ref", 1, &err);
-    cpu = backend_create("cpu", 0, &err);
-    return ref && cpu ? 0 : -1;
-}
-
-static int destroy_backends(void **state) {
-    backend_destroy(ref);
-    backend_destroy(cpu);
-    return 0;
-}
 
 typedef struct DinoShape {
     int batch, dim, global_views, total_views;
@@ -103,7 +90,7 @@ static void check_finite_differences(DinoShape shape, float teacher_temp, uint64
     float *earlier = random_buffer(shape.global_views * view, 0.0f, 2.0f, seed + 200);
     float *analytic = malloc(n * sizeof(float));
     assert_non_null(analytic);
-    LossContext context = {make_loss(ref, shape.batch, shape), shape, teacher, teacher_temp};
+    LossContext context = {make_loss(fixture_ref, shape.batch, shape), shape, teacher, teacher_temp};
     // One earlier step moves the center away from 0 (mean ~1 of `earlier`)
     forward_stacked(context.loss, shape, earlier, student, teacher_temp);
     dino_loss_update_center(context.loss);
@@ -135,38 +122,17 @@ static void test_backward_matches_finite_differences(void **state) {
 
 // ---- against lightly's DINOLoss (PyTorch) --------------------------------------------
 
-static const SafeTensor *find_tensor(const SafeTensors *file, const char *name, SafeDType dtype,
-                                     int64_t elements) {
-    const SafeTensor *tensor = safetensors_find(file, name);
-    if (!tensor) fail_msg("%s: no tensor %s", FIXTURE_PATH, name);
-    assert_int_equal(tensor->dtype, dtype);
-    assert_int_equal(safe_tensor_elements(tensor), elements);
-    return tensor;
-}
-
-static double fixture_f64(const SafeTensors *file, const char *name) {
-    double value;
-    memcpy(&value, safetensors_data(file, find_tensor(file, name, SAFE_F64, 1)), sizeof value);
-    return value;
-}
-
-static float fixture_f32(const SafeTensors *file, const char *name) {
-    float value;
-    memcpy(&value, safetensors_data(file, find_tensor(file, name, SAFE_F32, 1)), sizeof value);
-    return value;
-}
-
 // Compares ours (n) with the F64 tensor `key` within its f32err/`key`.
 static void check_against(const SafeTensors *file, const char *backend_name, const char *key,
                           size_t n, const float *ours) {
     char error_key[160], label[192];
     snprintf(error_key, sizeof error_key, "f32err/%s", key);
     snprintf(label, sizeof label, "%s %s", backend_name, key);
-    const double *truth = safetensors_data(file, find_tensor(file, key, SAFE_F64, (int64_t)n));
+    const double *truth = safetensors_data(file, fixture_find_tensor(file, key, SAFE_F64, (int64_t)n));
     double *aligned = malloc(n * sizeof(double));  // the file gives no alignment promise per tensor
     assert_non_null(aligned);
     memcpy(aligned, truth, n * sizeof(double));
-    assert_int_equal(gradcheck_count_outside_truth(label, n, ours, aligned, fixture_f64(file, error_key)), 0);
+    assert_int_equal(gradcheck_count_outside_truth(label, n, ours, aligned, fixture_read_f64(file, error_key)), 0);
     free(aligned);
 }
 
@@ -178,7 +144,7 @@ static void check_fixture_case(Backend *backend, const SafeTensors *file, const 
     char key[128];
     snprintf(key, sizeof key, "%s/config", name);
     float config[6];
-    memcpy(config, safetensors_data(file, find_tensor(file, key, SAFE_F32, 6)), sizeof config);
+    memcpy(config, safetensors_data(file, fixture_find_tensor(file, key, SAFE_F32, 6)), sizeof config);
     const DinoShape shape = {(int)config[0], (int)config[1], (int)config[2], (int)config[3],
                              config[4], config[5]};
     assert_true(shape.total_views <= MAX_VIEWS);
@@ -194,19 +160,19 @@ static void check_fixture_case(Backend *backend, const SafeTensors *file, const 
         for (int g = 0; g < shape.global_views; g++) {
             snprintf(key, sizeof key, "%s/%d/teacher%d", name, step, g);
             backend->op.upload(backend, teacher + g * view,
-                               safetensors_data(file, find_tensor(file, key, SAFE_F32,
+                               safetensors_data(file, fixture_find_tensor(file, key, SAFE_F32,
                                                                   (int64_t)view)),
                                view * sizeof(float));
         }
         for (int v = 0; v < shape.total_views; v++) {
             snprintf(key, sizeof key, "%s/%d/student%d", name, step, v);
             backend->op.upload(backend, student + v * view,
-                               safetensors_data(file, find_tensor(file, key, SAFE_F32,
+                               safetensors_data(file, fixture_find_tensor(file, key, SAFE_F32,
                                                                   (int64_t)view)),
                                view * sizeof(float));
         }
         snprintf(key, sizeof key, "%s/%d/teacher_temp", name, step);
-        const float teacher_temp = fixture_f32(file, key);
+        const float teacher_temp = fixture_read_f32(file, key);
         const float value = forward_stacked(loss, shape, teacher, student, teacher_temp);
         backward_stacked(loss, shape, 1.0f, grad);
         dino_loss_update_center(loss);
@@ -233,8 +199,8 @@ static void test_matches_pytorch(void **state) {
     ErrorMessage err = {{0}};
     if (safetensors_read(FIXTURE_PATH, &file, &err) != 0) fail_msg("%s", err.text);
     for (size_t c = 0; c < sizeof fixture_cases / sizeof fixture_cases[0]; c++) {
-        check_fixture_case(ref, &file, fixture_cases[c]);
-        check_fixture_case(cpu, &file, fixture_cases[c]);
+        check_fixture_case(fixture_ref, &file, fixture_cases[c]);
+        check_fixture_case(fixture_cpu, &file, fixture_cases[c]);
     }
     safetensors_free(&file);
 }
@@ -271,8 +237,8 @@ static void test_cpu_matches_ref(void **state) {
     const size_t n = shape.total_views * view;
     float *student = random_buffer(n, -2.0f, 2.0f, 21);
     float *teacher = random_buffer(shape.global_views * view, -1.0f, 3.0f, 22);
-    DinoLoss *on_ref = make_loss(ref, shape.batch, shape);
-    DinoLoss *on_cpu = make_loss(cpu, shape.batch, shape);
+    DinoLoss *on_ref = make_loss(fixture_ref, shape.batch, shape);
+    DinoLoss *on_cpu = make_loss(fixture_cpu, shape.batch, shape);
     // Two steps: the second uses the center the first one updated
     for (int step = 0; step < 2; step++) {
         StepResult expected = run_step(on_ref, shape, teacher, student, 0.04f, 0.5f);
@@ -309,7 +275,7 @@ static void test_matching_student_gives_lower_loss(void **state) {
     const size_t view = (size_t)shape.batch * shape.dim;
     float *teacher = random_buffer(2 * view, -1.0f, 1.0f, 41);
     float *student = random_buffer(2 * view, -1.0f, 1.0f, 42);
-    DinoLoss *loss = make_loss(cpu, shape.batch, shape);
+    DinoLoss *loss = make_loss(fixture_cpu, shape.batch, shape);
     const float random_loss = forward_stacked(loss, shape, teacher, student, 0.1f);
     // each student view matches the other global view, its only pair
     memcpy(student, teacher + view, view * sizeof(float));
@@ -328,18 +294,18 @@ static void test_matching_student_gives_lower_loss(void **state) {
 
 static void test_rejects_bad_arguments(void **state) {
     ErrorMessage err = {{0}};
-    assert_null(dino_loss_create(ref, 0, 8, 2, 2, 0.1f, 0.9f, &err));
+    assert_null(dino_loss_create(fixture_ref, 0, 8, 2, 2, 0.1f, 0.9f, &err));
     assert_non_null(strstr(err.text, "positive"));
-    assert_null(dino_loss_create(ref, 4, 8, 3, 2, 0.1f, 0.9f, &err));
+    assert_null(dino_loss_create(fixture_ref, 4, 8, 3, 2, 0.1f, 0.9f, &err));
     assert_non_null(strstr(err.text, "global"));
-    assert_null(dino_loss_create(ref, 4, 8, 1, 1, 0.1f, 0.9f, &err));
+    assert_null(dino_loss_create(fixture_ref, 4, 8, 1, 1, 0.1f, 0.9f, &err));
     assert_non_null(strstr(err.text, "pair"));
-    assert_null(dino_loss_create(ref, 4, 8, 2, 2, 0.0f, 0.9f, &err));
+    assert_null(dino_loss_create(fixture_ref, 4, 8, 2, 2, 0.0f, 0.9f, &err));
     assert_non_null(strstr(err.text, "temperature"));
-    assert_null(dino_loss_create(ref, 4, 8, 2, 2, 0.1f, 1.5f, &err));
+    assert_null(dino_loss_create(fixture_ref, 4, 8, 2, 2, 0.1f, 1.5f, &err));
     assert_non_null(strstr(err.text, "momentum"));
     const DinoShape shape = {4, 8, 2, 2, 0.1f, 0.9f};
-    DinoLoss *loss = make_loss(ref, 4, shape);
+    DinoLoss *loss = make_loss(fixture_ref, 4, shape);
     float x[2 * 5 * 8] = {0};
     const float *views[2] = {x, x + 40};
     assert_true(isnan(dino_loss_forward(loss, 5, views, views, 0.04f)));  // above max_batch
@@ -356,5 +322,5 @@ int main(void) {
         cmocka_unit_test(test_matching_student_gives_lower_loss),
         cmocka_unit_test(test_rejects_bad_arguments),
     };
-    return cmocka_run_group_tests(tests, create_backends, destroy_backends);
+    return cmocka_run_group_tests(tests, fixture_backends_create, fixture_backends_destroy);
 }

@@ -15,26 +15,13 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend_fixture.h"
+#include "fixture_tensors.h"
 #include "gradcheck.h"
 #include "nn/safetensors.h"
 #include "ssl_methods/nt_xent.h"
 
 #define FIXTURE_PATH "tests/fixtures/nt_xent.safetensors"
-
-static Backend *ref, *cpu;
-
-static int create_backends(void **state) {
-    ErrorMessage err = {{0}};
-    ref = backend_create("ref", 1, &err);
-    cpu = backend_create("cpu", 0, &err);
-    return ref && cpu ? 0 : -1;
-}
-
-static int destroy_backends(void **state) {
-    backend_destroy(ref);
-    backend_destroy(cpu);
-    return 0;
-}
 
 static NtXent *make_loss(Backend *backend, int max_batch, int dim, float temperature) {
     ErrorMessage err = {{0}};
@@ -68,7 +55,7 @@ static void check_finite_differences(int batch, int dim, float temperature, uint
     float *x = random_buffer(n, seed);
     float *analytic = malloc(n * sizeof(float));
     assert_non_null(analytic);
-    LossContext context = {make_loss(ref, batch, dim, temperature), batch, dim};
+    LossContext context = {make_loss(fixture_ref, batch, dim, temperature), batch, dim};
     nt_xent_forward(context.loss, batch, x, x + n / 2);
     nt_xent_backward(context.loss, 1.0f, analytic, analytic + n / 2);
     // The loss is evaluated in float32 (relative rounding ~1e-7 of a loss of
@@ -92,21 +79,6 @@ static void test_backward_matches_finite_differences(void **state) {
 
 // ---- against lightly's NTXentLoss (PyTorch) --------------------------------------------
 
-static const SafeTensor *find_tensor(const SafeTensors *file, const char *name, SafeDType dtype,
-                                     int64_t elements) {
-    const SafeTensor *tensor = safetensors_find(file, name);
-    if (!tensor) fail_msg("%s: no tensor %s", FIXTURE_PATH, name);
-    assert_int_equal(tensor->dtype, dtype);
-    assert_int_equal(safe_tensor_elements(tensor), elements);
-    return tensor;
-}
-
-static double fixture_scalar(const SafeTensors *file, const char *name) {
-    double value;
-    memcpy(&value, safetensors_data(file, find_tensor(file, name, SAFE_F64, 1)), sizeof value);
-    return value;
-}
-
 static const struct {
     const char *name;
     int batch, dim;
@@ -122,7 +94,7 @@ static void check_fixture_case(Backend *backend, const SafeTensors *file, int c)
     char key[128], label[160];
     snprintf(key, sizeof key, "%s/temperature", name);
     float temperature;
-    memcpy(&temperature, safetensors_data(file, find_tensor(file, key, SAFE_F32, 1)),
+    memcpy(&temperature, safetensors_data(file, fixture_find_tensor(file, key, SAFE_F32, 1)),
            sizeof temperature);
     // out0, out1 (N, D); grads; [0] and [1] per view
     float *out[2], *grad[2];
@@ -133,10 +105,10 @@ static void check_fixture_case(Backend *backend, const SafeTensors *file, int c)
         truth[v] = malloc(n * sizeof(double));
         assert_true(out[v] && grad[v] && truth[v]);
         snprintf(key, sizeof key, "%s/out%d", name, v);
-        const SafeTensor *input = find_tensor(file, key, SAFE_F32, (int64_t)n);
+        const SafeTensor *input = fixture_find_tensor(file, key, SAFE_F32, (int64_t)n);
         backend->op.upload(backend, out[v], safetensors_data(file, input), n * sizeof(float));
         snprintf(key, sizeof key, "%s/grad%d", name, v);
-        memcpy(truth[v], safetensors_data(file, find_tensor(file, key, SAFE_F64, (int64_t)n)),
+        memcpy(truth[v], safetensors_data(file, fixture_find_tensor(file, key, SAFE_F64, (int64_t)n)),
                n * sizeof(double));
     }
     // max_batch above the batch: the loss must not depend on the capacity
@@ -145,14 +117,14 @@ static void check_fixture_case(Backend *backend, const SafeTensors *file, int c)
     nt_xent_backward(loss, 1.0f, grad[0], grad[1]);
 
     snprintf(key, sizeof key, "%s/loss", name);
-    const double loss_truth = fixture_scalar(file, key);
+    const double loss_truth = fixture_read_f64(file, key);
     snprintf(key, sizeof key, "f32err/%s/loss", name);
     snprintf(label, sizeof label, "%s %s loss", backend->name, name);
-    assert_int_equal(gradcheck_count_outside_truth(label, 1, &value, &loss_truth, fixture_scalar(file, key)), 0);
+    assert_int_equal(gradcheck_count_outside_truth(label, 1, &value, &loss_truth, fixture_read_f64(file, key)), 0);
     for (int v = 0; v < 2; v++) {
         snprintf(key, sizeof key, "f32err/%s/grad%d", name, v);
         snprintf(label, sizeof label, "%s %s grad%d", backend->name, name, v);
-        assert_int_equal(gradcheck_count_outside_truth(label, n, grad[v], truth[v], fixture_scalar(file, key)), 0);
+        assert_int_equal(gradcheck_count_outside_truth(label, n, grad[v], truth[v], fixture_read_f64(file, key)), 0);
         backend->op.free(backend, out[v]);
         backend->op.free(backend, grad[v]);
         free(truth[v]);
@@ -165,8 +137,8 @@ static void test_matches_pytorch(void **state) {
     ErrorMessage err = {{0}};
     if (safetensors_read(FIXTURE_PATH, &file, &err) != 0) fail_msg("%s", err.text);
     for (int c = 0; c < (int)(sizeof fixture_cases / sizeof fixture_cases[0]); c++) {
-        check_fixture_case(ref, &file, c);
-        check_fixture_case(cpu, &file, c);
+        check_fixture_case(fixture_ref, &file, c);
+        check_fixture_case(fixture_cpu, &file, c);
     }
     safetensors_free(&file);
 }
@@ -192,8 +164,8 @@ static void test_cpu_matches_ref(void **state) {
     const int batch = 37, dim = 70;
     const size_t n = 2 * (size_t)batch * dim;
     float *x = random_buffer(n, 21);
-    NtXent *on_ref = make_loss(ref, batch, dim, 0.1f);
-    NtXent *on_cpu = make_loss(cpu, batch, dim, 0.1f);
+    NtXent *on_ref = make_loss(fixture_ref, batch, dim, 0.1f);
+    NtXent *on_cpu = make_loss(fixture_cpu, batch, dim, 0.1f);
     LossResult expected = run_loss(on_ref, batch, dim, x, 0.5f);
     LossResult actual = run_loss(on_cpu, batch, dim, x, 0.5f);
     // Same formula, different summation order in gemm / softmax: a few
@@ -216,12 +188,12 @@ static void test_changing_batch_matches_fresh_object(void **state) {
     // what a fresh object sized for each batch gives: the masks follow the
     // batch size. Bit-identical: the same ops on the same data.
     const int dim = 9, sizes[] = {8, 3, 8};
-    NtXent *shared = make_loss(cpu, 8, dim, 0.2f);
+    NtXent *shared = make_loss(fixture_cpu, 8, dim, 0.2f);
     for (int s = 0; s < 3; s++) {
         const int batch = sizes[s];
         const size_t n = 2 * (size_t)batch * dim;
         float *x = random_buffer(n, 31 + s);
-        NtXent *fresh = make_loss(cpu, batch, dim, 0.2f);
+        NtXent *fresh = make_loss(fixture_cpu, batch, dim, 0.2f);
         LossResult expected = run_loss(fresh, batch, dim, x, 1.0f);
         LossResult actual = run_loss(shared, batch, dim, x, 1.0f);
         assert_true(actual.value == expected.value);
@@ -240,7 +212,7 @@ static void test_aligned_views_give_lower_loss(void **state) {
     const int batch = 16, dim = 32;
     const size_t half = (size_t)batch * dim;
     float *x = random_buffer(2 * half, 41);
-    NtXent *loss = make_loss(cpu, batch, dim, 0.1f);
+    NtXent *loss = make_loss(fixture_cpu, batch, dim, 0.1f);
     const float random_loss = nt_xent_forward(loss, batch, x, x + half);
     // out1 = 3 out0: the same direction, so each positive has cosine 1
     for (size_t i = 0; i < half; i++) x[half + i] = 3.0f * x[i];
@@ -254,11 +226,11 @@ static void test_aligned_views_give_lower_loss(void **state) {
 
 static void test_rejects_bad_arguments(void **state) {
     ErrorMessage err = {{0}};
-    assert_null(nt_xent_create(ref, 0, 8, 0.1f, &err));
+    assert_null(nt_xent_create(fixture_ref, 0, 8, 0.1f, &err));
     assert_non_null(strstr(err.text, "positive"));
-    assert_null(nt_xent_create(ref, 4, 8, 0.0f, &err));
+    assert_null(nt_xent_create(fixture_ref, 4, 8, 0.0f, &err));
     assert_non_null(strstr(err.text, "temperature"));
-    NtXent *loss = make_loss(ref, 4, 8, 0.1f);
+    NtXent *loss = make_loss(fixture_ref, 4, 8, 0.1f);
     float x[2 * 5 * 8] = {0};
     assert_true(isnan(nt_xent_forward(loss, 5, x, x + 40)));  // above max_batch
     assert_true(isnan(nt_xent_forward(loss, 0, x, x + 40)));
@@ -274,5 +246,5 @@ int main(void) {
         cmocka_unit_test(test_aligned_views_give_lower_loss),
         cmocka_unit_test(test_rejects_bad_arguments),
     };
-    return cmocka_run_group_tests(tests, create_backends, destroy_backends);
+    return cmocka_run_group_tests(tests, fixture_backends_create, fixture_backends_destroy);
 }

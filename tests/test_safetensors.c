@@ -17,25 +17,7 @@
 #include <unistd.h>
 
 #include "nn/safetensors.h"
-
-static char temp_dir[64];
-
-static int make_temp_dir(void **state) {
-    (void)state;
-    strcpy(temp_dir, "/tmp/ltc-test-safetensors-XXXXXX");
-    return mkdtemp(temp_dir) ? 0 : -1;
-}
-
-static int remove_temp_dir(void **state) {
-    (void)state;
-    char command[128];
-    snprintf(command, sizeof command, "rm -rf '%s'", temp_dir);
-    return system(command) == 0 ? 0 : -1;
-}
-
-static void temp_path(char *out, size_t capacity, const char *name) {
-    snprintf(out, capacity, "%s/%s", temp_dir, name);
-}
+#include "image_fixtures.h"
 
 static uint8_t *read_file(const char *path, size_t *size) {
     FILE *file = fopen(path, "rb");
@@ -105,7 +87,7 @@ static void test_round_trip_all_dtypes_and_ranks(void **state) {
     const int count = (int)(sizeof tensors / sizeof tensors[0]);
     const SafeMetadata metadata[] = {{"format", "pt"}, {"note \"q\"", "line\nbreak \xc3\xa9"}};
     char path[128];
-    temp_path(path, sizeof path, "round_trip.safetensors");
+    fixture_temp_path(path, sizeof path, "round_trip.safetensors");
     ErrorMessage err = {""};
     assert_int_equal(safetensors_write(path, tensors, count, metadata, 2, &err), 0);
 
@@ -150,7 +132,7 @@ static void test_round_trip_all_dtypes_and_ranks(void **state) {
 static void test_round_trip_no_tensors(void **state) {
     (void)state;
     char path[128];
-    temp_path(path, sizeof path, "empty.safetensors");
+    fixture_temp_path(path, sizeof path, "empty.safetensors");
     ErrorMessage err;
     assert_int_equal(safetensors_write(path, NULL, 0, NULL, 0, &err), 0);
     SafeTensors read;
@@ -207,7 +189,7 @@ static void test_reads_and_writes_reference_bytes(void **state) {
                                        {"c.x", SAFE_U8, 1, {1}, &cx}};
     const SafeMetadata metadata = {"format", "pt"};
     char path[128];
-    temp_path(path, sizeof path, "reference.safetensors");
+    fixture_temp_path(path, sizeof path, "reference.safetensors");
     assert_int_equal(safetensors_write(path, tensors, 4, &metadata, 1, &err), 0);
     size_t written_size;
     uint8_t *written = read_file(path, &written_size);
@@ -233,7 +215,7 @@ static void test_escapes_match_reference(void **state) {
     const SafeTensorWrite tensor = {name, SAFE_F32, 1, {1}, &zero};
     const SafeMetadata metadata = {"k\n", "v\""};
     char path[128];
-    temp_path(path, sizeof path, "escapes.safetensors");
+    fixture_temp_path(path, sizeof path, "escapes.safetensors");
     ErrorMessage err;
     assert_int_equal(safetensors_write(path, &tensor, 1, &metadata, 1, &err), 0);
     size_t size, expected_size;
@@ -437,7 +419,7 @@ static void test_rejects_bad_lengths(void **state) {
     assert_non_null(strstr(err.text, "above the limit"));
 
     char path[128];
-    temp_path(path, sizeof path, "does-not-exist.safetensors");
+    fixture_temp_path(path, sizeof path, "does-not-exist.safetensors");
     assert_int_equal(safetensors_read(path, &read, &err), -1);
     assert_non_null(strstr(err.text, path));
 }
@@ -452,7 +434,7 @@ static void test_truncated_and_corrupted_files(void **state) {
                                        {"n", SAFE_I64, 0, {0}, &scalar}};
     const SafeMetadata metadata = {"k", "v"};
     char path[128];
-    temp_path(path, sizeof path, "small.safetensors");
+    fixture_temp_path(path, sizeof path, "small.safetensors");
     ErrorMessage err;
     assert_int_equal(safetensors_write(path, tensors, 2, &metadata, 1, &err), 0);
     size_t size;
@@ -515,7 +497,7 @@ static void assert_no_temp_file(const char *path) {
 static void test_write_into_missing_folder_fails(void **state) {
     (void)state;
     char path[128];
-    temp_path(path, sizeof path, "missing/x.safetensors");
+    fixture_temp_path(path, sizeof path, "missing/x.safetensors");
     const SafeTensorWrite tensor = {"t", SAFE_F32, 1, {2}, ORIGINAL};
     ErrorMessage err;
     assert_int_equal(safetensors_write(path, &tensor, 1, NULL, 0, &err), -1);
@@ -527,7 +509,7 @@ static void test_write_into_missing_folder_fails(void **state) {
 static void test_failed_writes_keep_the_old_file(void **state) {
     (void)state;
     char path[128], temp[256];
-    temp_path(path, sizeof path, "keep.safetensors");
+    fixture_temp_path(path, sizeof path, "keep.safetensors");
     size_t size;
     uint8_t *original = write_original(path, &size);
     const float other[4] = {5, 6, 7, 8};
@@ -588,7 +570,7 @@ static void test_failed_rename_removes_temp_file(void **state) {
     // The destination is a non-empty folder: rename fails after the data is
     // written; the temporary file must not stay behind.
     char path[128], inside[160];
-    temp_path(path, sizeof path, "folder.safetensors");
+    fixture_temp_path(path, sizeof path, "folder.safetensors");
     assert_int_equal(mkdir(path, 0700), 0);
     snprintf(inside, sizeof inside, "%s/file", path);
     FILE *file = fopen(inside, "w");
@@ -617,5 +599,5 @@ int main(void) {
         cmocka_unit_test(test_failed_writes_keep_the_old_file),
         cmocka_unit_test(test_failed_rename_removes_temp_file),
     };
-    return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
+    return cmocka_run_group_tests(tests, fixture_tempdir_setup, fixture_tempdir_teardown);
 }

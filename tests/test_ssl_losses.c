@@ -15,26 +15,13 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend_fixture.h"
+#include "fixture_tensors.h"
 #include "gradcheck.h"
 #include "nn/safetensors.h"
 #include "ssl_methods/barlow_twins_loss.h"
 #include "ssl_methods/byol_loss.h"
 #include "ssl_methods/vicreg_loss.h"
-
-static Backend *ref, *cpu;
-
-static int create_backends(void **state) {
-    ErrorMessage err = {{0}};
-    ref = backend_create("ref", 1, &err);
-    cpu = backend_create("cpu", 0, &err);
-    return ref && cpu ? 0 : -1;
-}
-
-static int destroy_backends(void **state) {
-    backend_destroy(ref);
-    backend_destroy(cpu);
-    return 0;
-}
 
 // ---- one interface over the three losses ----------------------------------------------
 // Inputs x (inputs, N, D) contiguous: BYOL p0, p1, z0, z1; the others out0,
@@ -150,7 +137,7 @@ static void check_finite_differences(const LossKind *kind, int batch, int dim, u
     float *analytic = malloc(2 * n * sizeof(float));
     assert_true(x && analytic);
     memcpy(x, inputs, 2 * n * sizeof(float));
-    LossContext context = {kind, make_loss(kind, ref, batch, dim), batch, dim, inputs};
+    LossContext context = {kind, make_loss(kind, fixture_ref, batch, dim), batch, dim, inputs};
     kind->forward(context.loss, batch, inputs, n);
     kind->backward(context.loss, 1.0f, analytic, analytic + n);
     char label[64];
@@ -174,22 +161,6 @@ static void test_backward_matches_finite_differences(void **state) {
 
 // ---- against lightly / PyTorch -------------------------------------------------------------
 
-static const SafeTensor *find_tensor(const char *path, const SafeTensors *file, const char *name,
-                                     SafeDType dtype, int64_t elements) {
-    const SafeTensor *tensor = safetensors_find(file, name);
-    if (!tensor) fail_msg("%s: no tensor %s", path, name);
-    assert_int_equal(tensor->dtype, dtype);
-    assert_int_equal(safe_tensor_elements(tensor), elements);
-    return tensor;
-}
-
-static double fixture_scalar(const char *path, const SafeTensors *file, const char *name) {
-    double value;
-    memcpy(&value, safetensors_data(file, find_tensor(path, file, name, SAFE_F64, 1)),
-           sizeof value);
-    return value;
-}
-
 static const struct {
     const char *name;
     int batch, dim;
@@ -197,7 +168,7 @@ static const struct {
 
 static void check_fixture_case(const LossKind *kind, Backend *backend, const SafeTensors *file,
                                int c) {
-    const char *name = fixture_cases[c].name, *path = kind->fixture;
+    const char *name = fixture_cases[c].name;
     const int batch = fixture_cases[c].batch, dim = fixture_cases[c].dim;
     const size_t n = (size_t)batch * dim;
     char key[128], label[160];
@@ -207,13 +178,13 @@ static void check_fixture_case(const LossKind *kind, Backend *backend, const Saf
     assert_true(x && grad && truth);
     for (int k = 0; k < kind->inputs; k++) {
         snprintf(key, sizeof key, "%s/%s", name, kind->input_names[k]);
-        const SafeTensor *input = find_tensor(path, file, key, SAFE_F32, (int64_t)n);
+        const SafeTensor *input = fixture_find_tensor(file, key, SAFE_F32, (int64_t)n);
         backend->op.upload(backend, x + k * n, safetensors_data(file, input), n * sizeof(float));
     }
     for (int v = 0; v < 2; v++) {
         snprintf(key, sizeof key, "%s/%s", name, kind->grad_names[v]);
         memcpy(truth + v * n,
-               safetensors_data(file, find_tensor(path, file, key, SAFE_F64, (int64_t)n)),
+               safetensors_data(file, fixture_find_tensor(file, key, SAFE_F64, (int64_t)n)),
                n * sizeof(double));
     }
     // max_batch above the batch: the loss must not depend on the capacity
@@ -222,17 +193,17 @@ static void check_fixture_case(const LossKind *kind, Backend *backend, const Saf
     kind->backward(loss, 1.0f, grad, grad + n);
 
     snprintf(key, sizeof key, "%s/loss", name);
-    const double loss_truth = fixture_scalar(path, file, key);
+    const double loss_truth = fixture_read_f64(file, key);
     snprintf(key, sizeof key, "f32err/%s/loss", name);
     snprintf(label, sizeof label, "%s %s %s loss", kind->name, backend->name, name);
-    assert_int_equal(gradcheck_count_outside_truth(label, 1, &value, &loss_truth, fixture_scalar(path, file, key)),
+    assert_int_equal(gradcheck_count_outside_truth(label, 1, &value, &loss_truth, fixture_read_f64(file, key)),
                      0);
     for (int v = 0; v < 2; v++) {
         snprintf(key, sizeof key, "f32err/%s/%s", name, kind->grad_names[v]);
         snprintf(label, sizeof label, "%s %s %s %s", kind->name, backend->name, name,
                  kind->grad_names[v]);
         assert_int_equal(gradcheck_count_outside_truth(label, n, grad + v * n, truth + v * n,
-                                       fixture_scalar(path, file, key)),
+                                       fixture_read_f64(file, key)),
                          0);
     }
     kind->destroy(loss);
@@ -247,8 +218,8 @@ static void test_matches_pytorch(void **state) {
         ErrorMessage err = {{0}};
         if (safetensors_read(kinds[k].fixture, &file, &err) != 0) fail_msg("%s", err.text);
         for (int c = 0; c < (int)(sizeof fixture_cases / sizeof fixture_cases[0]); c++) {
-            check_fixture_case(&kinds[k], ref, &file, c);
-            check_fixture_case(&kinds[k], cpu, &file, c);
+            check_fixture_case(&kinds[k], fixture_ref, &file, c);
+            check_fixture_case(&kinds[k], fixture_cpu, &file, c);
         }
         safetensors_free(&file);
     }
@@ -275,8 +246,8 @@ static void test_cpu_matches_ref(void **state) {
         float *x = random_views(kind, batch, dim, 21 + k);
         float *expected = malloc(2 * n * sizeof(float)), *actual = malloc(2 * n * sizeof(float));
         assert_true(expected && actual);
-        const float expected_value = run_loss(kind, ref, batch, dim, x, expected);
-        const float actual_value = run_loss(kind, cpu, batch, dim, x, actual);
+        const float expected_value = run_loss(kind, fixture_ref, batch, dim, x, expected);
+        const float actual_value = run_loss(kind, fixture_cpu, batch, dim, x, actual);
         // Same formula, different summation order in gemm and the reductions:
         // a few float32 ulps of the loss, and of the gradient's scale.
         assert_true(fabsf(actual_value - expected_value) <= 1e-5f * (1.0f + fabsf(expected_value)));
@@ -304,7 +275,7 @@ static void test_known_values(void **state) {
         x[i] = 3.0f * x[3 * n + i];
         x[n + i] = 3.0f * x[2 * n + i];
     }
-    void *byol = make_loss(&kinds[0], cpu, batch, dim);
+    void *byol = make_loss(&kinds[0], fixture_cpu, batch, dim);
     // 1e-5: float32 rounding of 1 - cos summed over the batch
     assert_true(fabsf(kinds[0].forward(byol, batch, x, n)) <= 1e-5f);
     for (size_t i = 0; i < 2 * n; i++) x[i] = -x[i];
@@ -314,7 +285,7 @@ static void test_known_values(void **state) {
     // diagonal is var / (var + 1e-5) ~ 1 and the invariance term vanishes:
     // only lambda times the off-diagonal correlations remain (small).
     memcpy(x + n, x, n * sizeof(float));
-    void *barlow = make_loss(&kinds[2], cpu, batch, dim);
+    void *barlow = make_loss(&kinds[2], fixture_cpu, batch, dim);
     const float same = kinds[2].forward(barlow, batch, x, n);
     assert_true(same > 0.0f && same < BARLOW_TWINS_LOSS_DEFAULT_LAMBDA * dim * dim);
     kinds[2].destroy(barlow);
@@ -322,7 +293,7 @@ static void test_known_values(void **state) {
     // only the covariance term is left, so halving every covariance
     // (scaling by 1/sqrt(2), std still above 1) quarters the loss.
     for (size_t i = 0; i < n; i++) x[i] = x[n + i] = 17.0f * x[2 * n + i];
-    void *vicreg = make_loss(&kinds[1], cpu, batch, dim);
+    void *vicreg = make_loss(&kinds[1], fixture_cpu, batch, dim);
     const float full = kinds[1].forward(vicreg, batch, x, n);
     for (size_t i = 0; i < 2 * n; i++) x[i] *= (float)M_SQRT1_2;
     const float quarter = kinds[1].forward(vicreg, batch, x, n);
@@ -333,17 +304,17 @@ static void test_known_values(void **state) {
 
 static void test_rejects_bad_arguments(void **state) {
     ErrorMessage err = {{0}};
-    assert_null(byol_loss_create(ref, 0, 8, &err));
+    assert_null(byol_loss_create(fixture_ref, 0, 8, &err));
     assert_non_null(strstr(err.text, "positive"));
-    assert_null(vicreg_loss_create(ref, 1, 8, 25.0f, 25.0f, 1.0f, 1e-4f, &err));
+    assert_null(vicreg_loss_create(fixture_ref, 1, 8, 25.0f, 25.0f, 1.0f, 1e-4f, &err));
     assert_non_null(strstr(err.text, "at least 2"));
-    assert_null(vicreg_loss_create(ref, 4, 8, 25.0f, 25.0f, 1.0f, 0.0f, &err));
+    assert_null(vicreg_loss_create(fixture_ref, 4, 8, 25.0f, 25.0f, 1.0f, 0.0f, &err));
     assert_non_null(strstr(err.text, "eps"));
-    assert_null(barlow_twins_loss_create(ref, 1, 8, 5e-3f, &err));
+    assert_null(barlow_twins_loss_create(fixture_ref, 1, 8, 5e-3f, &err));
     assert_non_null(strstr(err.text, "at least 2"));
     float x[4 * 5 * 8] = {0};
     for (int k = 0; k < KIND_COUNT; k++) {
-        void *loss = make_loss(&kinds[k], ref, 4, 8);
+        void *loss = make_loss(&kinds[k], fixture_ref, 4, 8);
         assert_true(isnan(kinds[k].forward(loss, 5, x, 40)));  // above max_batch
         assert_true(isnan(kinds[k].forward(loss, 0, x, 40)));
         kinds[k].destroy(loss);
@@ -358,5 +329,5 @@ int main(void) {
         cmocka_unit_test(test_known_values),
         cmocka_unit_test(test_rejects_bad_arguments),
     };
-    return cmocka_run_group_tests(tests, create_backends, destroy_backends);
+    return cmocka_run_group_tests(tests, fixture_backends_create, fixture_backends_destroy);
 }

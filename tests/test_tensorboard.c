@@ -24,25 +24,7 @@
 #include "logging/metrics_jsonl.h"
 #include "logging/tb_reader.h"
 #include "logging/tb_writer.h"
-
-static char temp_dir[64];
-
-static int make_temp_dir(void **state) {
-    (void)state;
-    strcpy(temp_dir, "/tmp/ltc-test-tensorboard-XXXXXX");
-    return mkdtemp(temp_dir) ? 0 : -1;
-}
-
-static int remove_temp_dir(void **state) {
-    (void)state;
-    char command[128];
-    snprintf(command, sizeof command, "rm -rf '%s'", temp_dir);
-    return system(command) == 0 ? 0 : -1;
-}
-
-static void temp_path(char *out, size_t capacity, const char *name) {
-    snprintf(out, capacity, "%s/%s", temp_dir, name);
-}
+#include "image_fixtures.h"
 
 // ---- CRC ------------------------------------------------------------------------
 
@@ -122,7 +104,7 @@ static void check_image_value(const TbValue *value) {
 static void test_round_trip(void **state) {
     (void)state;
     char dir[128], path[512];
-    temp_path(dir, sizeof dir, "run-round-trip");  // created by the writer
+    fixture_temp_path(dir, sizeof dir, "run-round-trip");  // created by the writer
     write_test_run(dir, path, sizeof path);
 
     ErrorMessage err = {{0}};
@@ -217,9 +199,9 @@ static int count_events(const char *path, int *last_status, ErrorMessage *err) {
 static void test_reader_stops_at_corrupt_record(void **state) {
     (void)state;
     char dir[128], path[512], broken[512];
-    temp_path(dir, sizeof dir, "run-corrupt");
+    fixture_temp_path(dir, sizeof dir, "run-corrupt");
     write_test_run(dir, path, sizeof path);
-    temp_path(broken, sizeof broken, "broken.tfevents");
+    fixture_temp_path(broken, sizeof broken, "broken.tfevents");
     size_t size;
     uint8_t *original = read_whole_file(path, &size);
     uint8_t *bytes = malloc(size);
@@ -264,7 +246,7 @@ static void test_reader_stops_at_corrupt_record(void **state) {
 static void test_file_name_pattern(void **state) {
     (void)state;
     char dir[128];
-    temp_path(dir, sizeof dir, "run-names");
+    fixture_temp_path(dir, sizeof dir, "run-names");
     ErrorMessage err = {{0}};
     TbWriter *first = NULL, *second = NULL;
     assert_int_equal(tb_writer_open(&first, dir, &err), 0);
@@ -293,7 +275,7 @@ static void test_file_name_pattern(void **state) {
 static void test_unwritable_directory(void **state) {
     (void)state;
     char file_path[128], dir[160];
-    temp_path(file_path, sizeof file_path, "not-a-directory");
+    fixture_temp_path(file_path, sizeof file_path, "not-a-directory");
     write_whole_file(file_path, (const uint8_t *)"x", 1);
     snprintf(dir, sizeof dir, "%s/run", file_path);  // parent is a regular file
     ErrorMessage err = {{0}};
@@ -308,7 +290,7 @@ static void test_unwritable_directory(void **state) {
 static void test_write_error_is_reported(void **state) {
     (void)state;
     char dir[128];
-    temp_path(dir, sizeof dir, "run-full");
+    fixture_temp_path(dir, sizeof dir, "run-full");
     ErrorMessage err = {{0}};
     TbWriter *writer = NULL;
     assert_int_equal(tb_writer_open(&writer, dir, &err), 0);
@@ -385,7 +367,7 @@ static int parse_metrics_line(const char *line, long long *step, char keys[][64]
 static void test_metrics_jsonl(void **state) {
     (void)state;
     char path[128];
-    temp_path(path, sizeof path, "metrics.jsonl");
+    fixture_temp_path(path, sizeof path, "metrics.jsonl");
     ErrorMessage err = {{0}};
     MetricsJsonl *metrics = NULL;
     assert_int_equal(metrics_jsonl_open(&metrics, path, false, &err), 0);
@@ -458,5 +440,5 @@ int main(void) {
         cmocka_unit_test(test_metrics_jsonl),
         cmocka_unit_test(test_metrics_jsonl_disk_full),
     };
-    return cmocka_run_group_tests(tests, make_temp_dir, remove_temp_dir);
+    return cmocka_run_group_tests(tests, fixture_tempdir_setup, fixture_tempdir_teardown);
 }

@@ -29,7 +29,6 @@ inputs and the updated center, then the second update. For every case C
                                          max |float32 result - float64 result|
     check/u                  (16,) F32   as in every fixture file
 """
-import argparse
 import os
 import sys
 
@@ -38,6 +37,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_fixtures import SafeFile, add_check, fixture_value  # noqa: E402
+from make_loss_fixtures import lightly_loss, parse_fixture_args  # noqa: E402
 
 # (N, K, G, V, teacher temperature per step, student_temp, center_momentum):
 # N = 1, two views only, multi-crop (2 global + 4 local), one global view,
@@ -101,24 +101,10 @@ def run_steps(make_loss, inputs, teacher_temps, dtype):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
-    parser.add_argument("--lightly", help="folder holding the lightly package (optional)")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-
-    reference_name = "written out (lightly not importable)"
-    lightly_loss = None
-    if args.lightly:
-        sys.path.insert(0, args.lightly)
-    try:
-        import lightly
-        from lightly.loss import DINOLoss
-        lightly_loss = DINOLoss
-        reference_name = f"lightly {lightly.__version__} DINOLoss"
-    except ImportError as error:
-        print(f"lightly not importable ({error}); using the written-out formula", file=sys.stderr)
+    args = parse_fixture_args(__doc__)
+    dino_class, version = lightly_loss("DINOLoss")
+    reference_name = ("written out (lightly not importable)" if dino_class is None
+                      else f"lightly {version} DINOLoss")
 
     safe = SafeFile()
     add_check(safe)
@@ -137,9 +123,9 @@ def main():
 
         def reference_with_center(dtype):
             # lightly's module keeps the center; expose it like the written-out one
-            if lightly_loss is None:
+            if dino_class is None:
                 return written(dtype)
-            module = lightly_loss(output_dim=dim, student_temp=student_temp,
+            module = dino_class(output_dim=dim, student_temp=student_temp,
                                   center_momentum=momentum).to(dtype)
 
             class Wrapped:

@@ -36,6 +36,32 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_fixtures import SafeFile, add_check, fixture_value  # noqa: E402
 
+
+def parse_fixture_args(doc):
+    """--out and --lightly for a fixture script; single-threaded, deterministic
+    torch; lightly's folder (when given) on the import path."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
+    parser.add_argument("--lightly", help="folder holding the lightly package (optional)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    if args.lightly:
+        sys.path.insert(0, args.lightly)
+    return args
+
+
+def lightly_loss(class_name):
+    """(lightly.loss.<class_name>, lightly's version), or (None, None) when
+    lightly is not importable (the written-out formulas are used then)."""
+    try:
+        import lightly
+        import lightly.loss
+    except ImportError as error:
+        print(f"lightly not importable ({error}); using the written-out formula", file=sys.stderr)
+        return None, None
+    return getattr(lightly.loss, class_name), lightly.__version__
+
 # (N, D, temperature, correlated views): N = 1 (loss 0: one logit per row),
 # odd sizes, SimCLR's default t = 0.1 and others.
 CASES = [
@@ -154,16 +180,14 @@ def write_byol(out):
         p1 = (z0 + np.float32(0.7) * fixture_value(f"byol/{name}/p1", (batch, dim), 0.0, 1.0))
         return [p0.astype(np.float32), p1.astype(np.float32), z0, z1]
     reference, reference_name = byol_written_out, "written out (BYOL paper, 2 - 2 cos)"
-    try:
-        from lightly.loss import NegativeCosineSimilarity
-        criterion = NegativeCosineSimilarity()
+    negative_cosine, _ = lightly_loss("NegativeCosineSimilarity")
+    if negative_cosine is not None:
+        criterion = negative_cosine()
 
         def lightly_scaled(p0, p1, z0, z1):
             return 4.0 + 4.0 * (0.5 * (criterion(p0, z1) + criterion(p1, z0)))
         reference = lightly_scaled
         reference_name = "lightly NegativeCosineSimilarity, 4 + 4 x symmetric mean"
-    except ImportError:
-        pass
     write_ssl_file(out, "byol_loss.safetensors", inputs_of, reference, byol_written_out,
                    ["p0", "p1", "z0", "z1"], ["grad_p0", "grad_p1"],
                    [True, True, False, False], reference_name)
@@ -197,13 +221,10 @@ def vicreg_written_out(a, b, lam=25.0, mu=25.0, nu=1.0, eps=1e-4):
 def write_vicreg(out):
     """vicreg_loss.safetensors: C/out0, C/out1; C/loss, C/grad0, C/grad1."""
     reference, reference_name = vicreg_written_out, "written out (VICReg defaults)"
-    try:
-        import lightly
-        from lightly.loss import VICRegLoss
-        reference = VICRegLoss()
-        reference_name = f"lightly {lightly.__version__} VICRegLoss()"
-    except ImportError:
-        pass
+    loss_class, version = lightly_loss("VICRegLoss")
+    if loss_class is not None:
+        reference = loss_class()
+        reference_name = f"lightly {version} VICRegLoss()"
     write_ssl_file(out, "vicreg_loss.safetensors", two_views("vicreg"), reference,
                    vicreg_written_out, ["out0", "out1"], ["grad0", "grad1"], [True, True],
                    reference_name)
@@ -225,37 +246,20 @@ def barlow_twins_written_out(a, b, lam=5e-3):
 def write_barlow_twins(out):
     """barlow_twins_loss.safetensors: C/out0, C/out1; C/loss, C/grad0, C/grad1."""
     reference, reference_name = barlow_twins_written_out, "written out (Barlow Twins)"
-    try:
-        import lightly
-        from lightly.loss import BarlowTwinsLoss
-        reference = BarlowTwinsLoss()
-        reference_name = f"lightly {lightly.__version__} BarlowTwinsLoss()"
-    except ImportError:
-        pass
+    loss_class, version = lightly_loss("BarlowTwinsLoss")
+    if loss_class is not None:
+        reference = loss_class()
+        reference_name = f"lightly {version} BarlowTwinsLoss()"
     write_ssl_file(out, "barlow_twins_loss.safetensors", two_views("barlow_twins"), reference,
                    barlow_twins_written_out, ["out0", "out1"], ["grad0", "grad1"], [True, True],
                    reference_name)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
-    parser.add_argument("--lightly", help="folder holding the lightly package (optional)")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-
-    reference_name = "written out (lightly not importable)"
-    lightly_loss = None
-    if args.lightly:
-        sys.path.insert(0, args.lightly)
-    try:
-        import lightly
-        from lightly.loss import NTXentLoss
-        lightly_loss = NTXentLoss
-        reference_name = f"lightly {lightly.__version__} NTXentLoss"
-    except ImportError as error:
-        print(f"lightly not importable ({error}); using the written-out formula", file=sys.stderr)
+    args = parse_fixture_args(__doc__)
+    nt_xent_class, version = lightly_loss("NTXentLoss")
+    reference_name = ("written out (lightly not importable)" if nt_xent_class is None
+                      else f"lightly {version} NTXentLoss")
 
     safe = SafeFile()
     add_check(safe)
@@ -267,8 +271,8 @@ def main():
             out1 = (out0 + np.float32(0.8) * out1).astype(np.float32)
         written = lambda a, b, t=temperature: nt_xent_written_out(a, b, t)  # noqa: E731
         reference = written
-        if lightly_loss is not None:
-            reference = lightly_loss(temperature=temperature)
+        if nt_xent_class is not None:
+            reference = nt_xent_class(temperature=temperature)
         truth = loss_and_grads(reference, out0, out1, torch.float64)
         single = loss_and_grads(reference, out0, out1, torch.float32)
         check = loss_and_grads(written, out0, out1, torch.float64)
