@@ -475,6 +475,30 @@ static void test_elementwise(void **state) {
     }
 }
 
+// GELU: fp32 erfcf / expf in the cpu backend, double in ref. libm's fp32
+// functions are within ~2 ulps, and the few fp32 products add as many: 1e-6
+// relative; the absolute part covers results near 0 (x near 0 or far left).
+#define GELU_RTOL 1e-6
+#define GELU_ATOL 1e-7
+
+static void test_gelu(void **state) {
+    for (size_t i = 0; i < sizeof element_counts / sizeof *element_counts; i++) {
+        const size_t n = element_counts[i];
+        const float *x = random_tensor(n, -8, 8, 4200 + i), *dy = random_tensor(n, -1, 1, 4300 + i);
+        float *r = nan_tensor(n), *c = nan_tensor(n);
+        ref->op.gelu_forward(ref, n, x, r);
+        cpu->op.gelu_forward(cpu, n, x, c);
+        expect_close("gelu", n, c, r, GELU_RTOL, GELU_ATOL);
+        ref->op.gelu_backward(ref, n, x, dy, r);
+        cpu->op.gelu_backward(cpu, n, x, dy, c);
+        expect_close("gelu backward", n, c, r, GELU_RTOL, GELU_ATOL);
+        float *in_place = copy_of(dy, n);  // dx may alias dy
+        cpu->op.gelu_backward(cpu, n, x, in_place, in_place);
+        expect_close("gelu backward in place", n, in_place, c, 0, 0);
+        free_buffers(state);
+    }
+}
+
 // ---- reductions ----------------------------------------------------------------------------
 
 static void test_reductions(void **state) {
@@ -696,6 +720,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_batchnorm_relu_backward, free_buffers),
         cmocka_unit_test_teardown(test_bias_and_column_sums, free_buffers),
         cmocka_unit_test_teardown(test_elementwise, free_buffers),
+        cmocka_unit_test_teardown(test_gelu, free_buffers),
         cmocka_unit_test_teardown(test_reductions, free_buffers),
         cmocka_unit_test_teardown(test_maxpool, free_buffers),
         cmocka_unit_test_teardown(test_avgpool, free_buffers),

@@ -260,6 +260,30 @@ static void test_batchnorm_eval(void **state) {
 
 // ---- elementwise and reductions ---------------------------------------------------------------
 
+// GELU against PyTorch's formula 0.5 x (1 + erf(x / sqrt 2)) in double, and
+// known values: GELU(1) = Phi(1) = 0.841344746..., GELU(-1) = -(1 - Phi(1)).
+static void test_gelu_forward(void **state) {
+    const size_t n = 61;
+    float *x = fixture_random_tensor(n, -6, 6, 450), *y = fixture_tensor(n);
+    float *want = fixture_tensor(n);
+    x[0] = 1.0f;
+    x[1] = -1.0f;
+    x[2] = 0.0f;
+    x[3] = -10.0f;  // Phi ~ 7.6e-24: y ~ -7.6e-23, well inside float range
+    for (size_t i = 0; i < n; i++)
+        want[i] = (float)(0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0))));
+    fixture_backend->op.gelu_forward(fixture_backend, n, x, y);
+    assert_int_equal(gradcheck_count_mismatches("gelu", n, y, want, FORWARD_RTOL, FORWARD_ATOL),
+                     0);
+    // float(0.8413447460685429) and float(-0.15865525393145707), 1 ulp of slack
+    assert_float_equal(y[0], 0.8413447460685429, 1e-7);
+    assert_float_equal(y[1], -0.15865525393145707, 2e-8);
+    assert_true(y[2] == 0.0f);
+    // Relative accuracy in the far tail (the erf form above cancels to 0 there).
+    const double tail = -10.0 * 0.5 * erfc(10.0 / sqrt(2.0));
+    assert_float_equal(y[3] / tail, 1.0, 1e-6);
+}
+
 static void test_elementwise(void **state) {
     const size_t n = 23;
     float *a = fixture_random_tensor(n, -1, 1, 400), *b = fixture_random_tensor(n, -1, 1, 401);
@@ -480,6 +504,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_batchnorm_train_forward_and_running_stats, fixture_tensors_free),
         cmocka_unit_test_teardown(test_batchnorm_eval, fixture_tensors_free),
         cmocka_unit_test_teardown(test_elementwise, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_gelu_forward, fixture_tensors_free),
         cmocka_unit_test_teardown(test_reductions, fixture_tensors_free),
         cmocka_unit_test_teardown(test_maxpool_forward, fixture_tensors_free),
         cmocka_unit_test_teardown(test_maxpool_ties_pick_first, fixture_tensors_free),

@@ -323,6 +323,32 @@ static void test_relu_backward_fd(void **state) {
     assert_overwrites(relu_gradient, &p, p.nx);
 }
 
+static double gelu_loss(void *problem, const float *x) {
+    UnaryProblem *p = problem;
+    fixture_backend->op.gelu_forward(fixture_backend, p->nx, x, p->y);
+    return gradcheck_project(p->ny, p->y, p->projection);
+}
+
+static void gelu_gradient(void *problem, float *dx) {
+    UnaryProblem *p = problem;
+    fixture_backend->op.gelu_backward(fixture_backend, p->nx, p->x, p->projection, dx);
+}
+
+// Inputs over [-4, 4], where GELU's derivative changes fastest (|x| < 2) and
+// its tails; and dx aliasing dy gives the same result.
+static void test_gelu_backward_fd(void **state) {
+    UnaryProblem p;
+    unary_problem_make(&p, 41, 41, 3100);
+    gradcheck_fill_uniform(p.x, p.nx, -4.0f, 4.0f, 3102);
+    check_gradient("gelu dx", gelu_loss, gelu_gradient, &p, p.x, p.nx, SMOOTH_TOLERANCE);
+    assert_overwrites(gelu_gradient, &p, p.nx);
+    float *expected = fixture_tensor(p.nx), *in_place = fixture_tensor(p.nx);
+    gelu_gradient(&p, expected);
+    memcpy(in_place, p.projection, p.nx * sizeof(float));
+    fixture_backend->op.gelu_backward(fixture_backend, p.nx, p.x, in_place, in_place);
+    assert_memory_equal(in_place, expected, p.nx * sizeof(float));
+}
+
 static double maxpool_loss(void *problem, const float *x) {
     UnaryProblem *p = problem;
     fixture_backend->op.maxpool_forward(fixture_backend, &p->pool, x, p->y, p->argmax);
@@ -531,6 +557,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_batchnorm_backward_fd, fixture_tensors_free),
         cmocka_unit_test_teardown(test_batchnorm_relu_backward_fd, fixture_tensors_free),
         cmocka_unit_test_teardown(test_relu_backward_fd, fixture_tensors_free),
+        cmocka_unit_test_teardown(test_gelu_backward_fd, fixture_tensors_free),
         cmocka_unit_test_teardown(test_maxpool_backward_fd, fixture_tensors_free),
         cmocka_unit_test_teardown(test_avgpool_backward_fd, fixture_tensors_free),
         cmocka_unit_test_teardown(test_bias_backward_fd, fixture_tensors_free),

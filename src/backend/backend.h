@@ -130,6 +130,12 @@ typedef struct BackendOps {
     void (*relu_forward)(Backend *backend, size_t n, const float *x, float *y);  // y = max(x, 0); may alias
     // dx (n) = dy * (y > 0); y is the forward output; dx may alias dy
     void (*relu_backward)(Backend *backend, size_t n, const float *y, const float *dy, float *dx);
+    // y (n) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): the exact GELU (torch.nn.GELU()
+    // default, not the tanh approximation); y may not alias x
+    void (*gelu_forward)(Backend *backend, size_t n, const float *x, float *y);
+    // dx (n) = dy (Phi(x) + x phi(x)), phi the standard normal density; x is the
+    // forward input; dx may alias dy
+    void (*gelu_backward)(Backend *backend, size_t n, const float *x, const float *dy, float *dx);
     void (*add)(Backend *backend, size_t n, const float *a, const float *b, float *y);  // y = a + b
     // y (n) = alpha * x + beta * y  (beta = 0: y is not read)
     void (*axpby)(Backend *backend, size_t n, float alpha, const float *x, float beta, float *y);

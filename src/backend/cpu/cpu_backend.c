@@ -142,6 +142,8 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .batchnorm_relu_backward = cpu_batchnorm_relu_backward,
         .relu_forward = cpu_relu_forward,
         .relu_backward = cpu_relu_backward,
+        .gelu_forward = cpu_gelu_forward,
+        .gelu_backward = cpu_gelu_backward,
         .add = cpu_add,
         .axpby = cpu_axpby,
         .mul = cpu_mul,

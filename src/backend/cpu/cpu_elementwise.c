@@ -40,6 +40,30 @@ void cpu_relu_backward(Backend *backend, size_t n, const float *y, const float *
     }
 }
 
+// GELU in fp32 with Phi(x) = erfc(-x / sqrt 2) / 2 (as ref: no cancellation
+// in 1 + erf where Phi is tiny). fp32 libm calls where ref uses double, so
+// results differ from ref by a few ulps (the one exception to bit-identical
+// elementwise ops here); threaded, not vectorised.
+#define CPU_SQRT1_2 0.70710678118654752f
+#define CPU_INV_SQRT_2PI 0.39894228040143268f
+
+void cpu_gelu_forward(Backend *backend, size_t n, const float *x, float *y) {
+    const int team = cpu_team(backend, n);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * (0.5f * erfcf(-x[i] * CPU_SQRT1_2));
+}
+
+void cpu_gelu_backward(Backend *backend, size_t n, const float *x, const float *dy, float *dx) {
+    const int team = cpu_team(backend, n);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const float v = x[i];
+        const float cdf = 0.5f * erfcf(-v * CPU_SQRT1_2);
+        const float density = CPU_INV_SQRT_2PI * expf(-0.5f * v * v);
+        dx[i] = dy[i] * (cdf + v * density);
+    }
+}
+
 void cpu_add(Backend *backend, size_t n, const float *a, const float *b, float *y) {
     const int team = cpu_team(backend, n);
     CPU_FOR_ELEMENTS

@@ -112,6 +112,8 @@ void cpu_maxpool_backward(Backend *backend, const PoolShape *shape, const float 
 void cpu_fill(Backend *backend, float *x, float value, size_t n);
 void cpu_relu_forward(Backend *backend, size_t n, const float *x, float *y);
 void cpu_relu_backward(Backend *backend, size_t n, const float *y, const float *dy, float *dx);
+void cpu_gelu_forward(Backend *backend, size_t n, const float *x, float *y);
+void cpu_gelu_backward(Backend *backend, size_t n, const float *x, const float *dy, float *dx);
 void cpu_add(Backend *backend, size_t n, const float *a, const float *b, float *y);
 void cpu_axpby(Backend *backend, size_t n, float alpha, const float *x, float beta, float *y);
 void cpu_mul(Backend *backend, size_t n, const float *a, const float *b, float *y);

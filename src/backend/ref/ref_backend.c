@@ -4,6 +4,7 @@
 // rounding stays far below any tolerance it is compared with.
 #include "backend/ref/ref_backend.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,24 @@ static void ref_relu_forward(Backend *backend, size_t n, const float *x, float *
 static void ref_relu_backward(Backend *backend, size_t n, const float *y, const float *dy,
                               float *dx) {
     for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+// GELU in double: Phi(x) = erfc(-x / sqrt 2) / 2, which equals (1 + erf(x / sqrt 2)) / 2
+// but keeps its relative accuracy where Phi is tiny (x very negative).
+static double standard_normal_cdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
+
+static void ref_gelu_forward(Backend *backend, size_t n, const float *x, float *y) {
+    for (size_t i = 0; i < n; i++) y[i] = (float)(x[i] * standard_normal_cdf(x[i]));
+}
+
+static void ref_gelu_backward(Backend *backend, size_t n, const float *x, const float *dy,
+                              float *dx) {
+    const double inv_sqrt_2pi = 0.5 * M_2_SQRTPI * M_SQRT1_2;
+    for (size_t i = 0; i < n; i++) {
+        const double v = x[i];
+        const double density = inv_sqrt_2pi * exp(-0.5 * v * v);
+        dx[i] = (float)(dy[i] * (standard_normal_cdf(v) + v * density));
+    }
 }
 
 static void ref_add(Backend *backend, size_t n, const float *a, const float *b, float *y) {
@@ -137,6 +156,8 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .batchnorm_relu_backward = ref_batchnorm_relu_backward,
         .relu_forward = ref_relu_forward,
         .relu_backward = ref_relu_backward,
+        .gelu_forward = ref_gelu_forward,
+        .gelu_backward = ref_gelu_backward,
         .add = ref_add,
         .axpby = ref_axpby,
         .mul = ref_mul,

@@ -1,0 +1,461 @@
+// Projection and prediction heads (see heads.h): the lightly head specs,
+// declaration and initialisation of their parameters, and forward/backward
+// through Linear / BatchNorm / activation blocks and DINO's normalised,
+// weight-normalised last layer, on the backend ops.
+#include "ssl_methods/heads.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/rng.h"
+
+#define HEAD_BN_EPS 1e-5f        // BatchNorm1d defaults
+#define HEAD_BN_MOMENTUM 0.1f
+#define HEAD_NORMALIZE_EPS 1e-12f  // F.normalize's default eps
+#define HEAD_TRUNC_STD 0.02f       // DINOProjectionHead._init_weights: std 0.02,
+#define HEAD_TRUNC_BOUND 2.0f      // bounds a = -2, b = 2 (absolute values)
+#define HEAD_TRUNC_STREAM 0x54524E43u  // "TRNC": apart from layers.c's init stream
+#define HEAD_ARENA_ALIGN 16        // floats: every tensor starts on a cache line
+
+// ---- specs ---------------------------------------------------------------------------
+
+static HeadLayerSpec block(int in, int out, int batch_norm, HeadActivation activation) {
+    // lightly's ProjectionHead: use_bias = not batch_norm
+    return (HeadLayerSpec){.in_features = in, .out_features = out, .bias = !batch_norm,
+                           .batch_norm = batch_norm, .activation = activation};
+}
+
+HeadSpec head_spec_simclr(int in, int hidden, int out) {
+    return (HeadSpec){.layer_count = 2,
+                      .layers = {block(in, hidden, 1, HEAD_ACT_RELU),
+                                 block(hidden, out, 1, HEAD_ACT_NONE)}};
+}
+
+// BYOL's projection and prediction heads have the same structure.
+static HeadSpec two_block_head(int in, int hidden, int out) {
+    return (HeadSpec){.layer_count = 2,
+                      .layers = {block(in, hidden, 1, HEAD_ACT_RELU),
+                                 block(hidden, out, 0, HEAD_ACT_NONE)}};
+}
+
+HeadSpec head_spec_byol_projection(int in, int hidden, int out) {
+    return two_block_head(in, hidden, out);
+}
+
+HeadSpec head_spec_byol_prediction(int in, int hidden, int out) {
+    return two_block_head(in, hidden, out);
+}
+
+// VICReg (num_layers=3) and Barlow Twins have the same structure.
+static HeadSpec three_block_head(int in, int hidden, int out) {
+    return (HeadSpec){.layer_count = 3,
+                      .layers = {block(in, hidden, 1, HEAD_ACT_RELU),
+                                 block(hidden, hidden, 1, HEAD_ACT_RELU),
+                                 block(hidden, out, 0, HEAD_ACT_NONE)}};
+}
+
+HeadSpec head_spec_vicreg(int in, int hidden, int out) { return three_block_head(in, hidden, out); }
+
+HeadSpec head_spec_barlow_twins(int in, int hidden, int out) {
+    return three_block_head(in, hidden, out);
+}
+
+HeadSpec head_spec_dino(int in, int hidden, int bottleneck, int out) {
+    return (HeadSpec){.layer_count = 3,
+                      .layers = {block(in, hidden, 0, HEAD_ACT_GELU),
+                                 block(hidden, hidden, 0, HEAD_ACT_GELU),
+                                 block(hidden, bottleneck, 0, HEAD_ACT_NONE)},
+                      .weight_norm_out = out,
+                      .trunc_normal_init = 1};
+}
+
+HeadSpec head_spec_linear(int in, int out) {
+    return (HeadSpec){.layer_count = 1, .layers = {block(in, out, 0, HEAD_ACT_NONE)}};
+}
+
+int head_spec_output_dim(const HeadSpec *spec) {
+    if (spec->weight_norm_out > 0) return spec->weight_norm_out;
+    return spec->layers[spec->layer_count - 1].out_features;
+}
+
+static int spec_check(const HeadSpec *spec, const char *name, ErrorMessage *err) {
+    if (spec->layer_count < 1 || spec->layer_count > HEAD_MAX_LAYERS)
+        return error_set(err, "head '%s': %d layers, expected 1..%d", name, spec->layer_count,
+                         HEAD_MAX_LAYERS);
+    for (int i = 0; i < spec->layer_count; i++) {
+        const HeadLayerSpec *layer = &spec->layers[i];
+        if (layer->in_features < 1 || layer->out_features < 1)
+            return error_set(err, "head '%s': layer %d is %d -> %d features, both must be >= 1",
+                             name, i, layer->in_features, layer->out_features);
+        if (i > 0 && layer->in_features != spec->layers[i - 1].out_features)
+            return error_set(err, "head '%s': layer %d takes %d features but layer %d gives %d",
+                             name, i, layer->in_features, i - 1,
+                             spec->layers[i - 1].out_features);
+        if (layer->activation != HEAD_ACT_NONE && layer->activation != HEAD_ACT_RELU &&
+            layer->activation != HEAD_ACT_GELU)
+            return error_set(err, "head '%s': layer %d has unknown activation %d", name, i,
+                             (int)layer->activation);
+    }
+    if (spec->weight_norm_out < 0)
+        return error_set(err, "head '%s': weight_norm_out %d is negative", name,
+                         spec->weight_norm_out);
+    return 0;
+}
+
+static int spec_has_batch_norm(const HeadSpec *spec) {
+    for (int i = 0; i < spec->layer_count; i++)
+        if (spec->layers[i].batch_norm) return 1;
+    return 0;
+}
+
+// ---- initialisation -----------------------------------------------------------------------
+
+static uint64_t fnv1a64(const char *text) {
+    uint64_t hash = 14695981039346656037ull;
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        hash ^= *c;
+        hash *= 1099511628211ull;
+    }
+    return hash;
+}
+
+// splitmix64's finaliser: a bijective 64-bit mix.
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// The seed the head's parameters are drawn with: layers.c keys each draw by
+// (seed, parameter name), and the head's name enters through the seed.
+static uint64_t head_init_seed(uint64_t seed, const char *name) {
+    return mix64(seed ^ mix64(fnv1a64(name)));
+}
+
+// weight = normal(0, 0.02) redrawn outside [-2, 2] (a truncated normal; at
+// 100 std the bound is never hit in practice), drawn on the host and uploaded.
+static int init_trunc_normal(Backend *backend, const Parameter *param, uint64_t seed,
+                             ErrorMessage *err) {
+    float *host = malloc(param->count * sizeof *host);
+    if (!host) return error_set(err, "out of memory initialising '%s'", param->name);
+    Rng rng = rng_make(seed, 0, fnv1a64(param->name), HEAD_TRUNC_STREAM);
+    size_t filled = 0;
+    while (filled < param->count) {
+        float pair[2];
+        rng_normal_pair(&rng, pair);
+        for (int k = 0; k < 2 && filled < param->count; k++) {
+            const float value = HEAD_TRUNC_STD * pair[k];
+            if (value >= -HEAD_TRUNC_BOUND && value <= HEAD_TRUNC_BOUND) host[filled++] = value;
+        }
+    }
+    backend->op.upload(backend, param->value, host, param->count * sizeof *host);
+    free(host);
+    return 0;
+}
+
+static int init_parameters(Head *head, uint64_t seed, ErrorMessage *err) {
+    Backend *backend = head->backend;
+    const uint64_t head_seed = head_init_seed(seed, head->name);
+    for (int i = 0; i < head->spec.layer_count; i++) {
+        const HeadLayer *layer = &head->layers[i];
+        if (head->spec.trunc_normal_init) {
+            if (init_trunc_normal(backend, &head->params.params[layer->linear.weight_index],
+                                  head_seed, err))
+                return -1;
+            if (layer->linear.has_bias)
+                backend->op.fill(backend, layer->linear.bias, 0.0f,
+                                 (size_t)layer->linear.out_features);
+        } else if (linear_init(backend, &layer->linear, &head->params, head_seed, err)) {
+            return -1;
+        }
+        if (head->spec.layers[i].batch_norm) batchnorm_init(backend, &layer->bn, 1.0f);
+    }
+    if (head->spec.weight_norm_out > 0) {
+        // created after lightly's _init_weights: PyTorch's default Linear init
+        const Linear last = {.in_features = head->spec.layers[head->spec.layer_count - 1].out_features,
+                             .out_features = head->spec.weight_norm_out,
+                             .weight_index = 0,
+                             .bias_index = -1};
+        if (linear_init(backend, &last, &head->last_layer, head_seed, err)) return -1;
+    }
+    return 0;
+}
+
+// ---- declaration and memory ---------------------------------------------------------------------
+
+// Declares every block's parameters under lightly's nn.Sequential indices.
+static int declare_layers(Head *head, ErrorMessage *err) {
+    int module = 0;
+    char prefix[32];
+    for (int i = 0; i < head->spec.layer_count; i++) {
+        const HeadLayerSpec *spec = &head->spec.layers[i];
+        HeadLayer *layer = &head->layers[i];
+        snprintf(prefix, sizeof prefix, "layers.%d", module++);
+        if (linear_declare(&layer->linear, &head->params, prefix, spec->in_features,
+                           spec->out_features, spec->bias, err))
+            return -1;
+        if (spec->batch_norm) {
+            snprintf(prefix, sizeof prefix, "layers.%d", module++);
+            if (batchnorm_declare(&layer->bn, &head->params, &head->buffers, prefix,
+                                  spec->out_features, HEAD_BN_MOMENTUM, HEAD_BN_EPS, err))
+                return -1;
+        }
+        if (spec->activation != HEAD_ACT_NONE) module++;
+    }
+    if (head->spec.weight_norm_out > 0) {
+        const int shape[2] = {head->spec.weight_norm_out,
+                              head->spec.layers[head->spec.layer_count - 1].out_features};
+        if (parameter_declare(&head->last_layer, "last_layer.weight_v", PARAM_WEIGHT, 2, shape,
+                              NULL, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+// Hands out aligned pieces of the arena; with base NULL it only counts.
+typedef struct ArenaCursor {
+    float *base;
+    size_t used;  // floats
+} ArenaCursor;
+
+static float *arena_take(ArenaCursor *cursor, size_t floats) {
+    float *piece = cursor->base ? cursor->base + cursor->used : NULL;
+    cursor->used += (floats + HEAD_ARENA_ALIGN - 1) / HEAD_ARENA_ALIGN * HEAD_ARENA_ALIGN;
+    return piece;
+}
+
+// Places every activation and scratch tensor (see Head) in the arena at
+// base; returns the floats needed. Called once with NULL to size it.
+static size_t arena_layout(Head *head, float *base) {
+    ArenaCursor cursor = {.base = base};
+    const size_t rows = (size_t)head->max_rows;
+    size_t widest = 1;
+    for (int i = 0; i < head->spec.layer_count; i++) {
+        const HeadLayerSpec *spec = &head->spec.layers[i];
+        HeadLayer *layer = &head->layers[i];
+        const size_t out = (size_t)spec->out_features;
+        if (out > widest) widest = out;
+        layer->linear_out = arena_take(&cursor, rows * out);
+        layer->output = layer->linear_out;
+        layer->bn_out = layer->act_out = layer->save_mean = layer->save_inv_std = NULL;
+        if (spec->batch_norm) {
+            layer->bn_out = arena_take(&cursor, rows * out);
+            layer->save_mean = arena_take(&cursor, out);
+            layer->save_inv_std = arena_take(&cursor, out);
+            layer->output = layer->bn_out;
+        }
+        if (spec->activation == HEAD_ACT_GELU) {
+            layer->act_out = arena_take(&cursor, rows * out);
+            layer->output = layer->act_out;
+        }
+    }
+    head->output = head->layers[head->spec.layer_count - 1].output;
+    head->normalized = head->row_norms = head->weight = head->weight_row_norms = NULL;
+    head->weight_grad = head->weight_v_grad = NULL;
+    if (head->spec.weight_norm_out > 0) {
+        const size_t out = (size_t)head->spec.weight_norm_out;
+        const size_t bottleneck = (size_t)head->spec.layers[head->spec.layer_count - 1].out_features;
+        head->normalized = arena_take(&cursor, rows * bottleneck);
+        head->row_norms = arena_take(&cursor, rows);
+        head->weight = arena_take(&cursor, out * bottleneck);
+        head->weight_row_norms = arena_take(&cursor, out);
+        head->weight_grad = arena_take(&cursor, out * bottleneck);
+        head->weight_v_grad = arena_take(&cursor, out * bottleneck);
+        head->output = arena_take(&cursor, rows * out);
+    }
+    head->grad_scratch[0] = arena_take(&cursor, rows * widest);
+    head->grad_scratch[1] = arena_take(&cursor, rows * widest);
+    return cursor.used;
+}
+
+static void bind_layers(Head *head) {
+    for (int i = 0; i < head->spec.layer_count; i++) {
+        linear_bind(&head->layers[i].linear, &head->params);
+        if (head->spec.layers[i].batch_norm)
+            batchnorm_bind(&head->layers[i].bn, &head->params, &head->buffers);
+    }
+}
+
+int head_create(Head *head, Backend *backend, const HeadSpec *spec, const char *name,
+                int max_rows, uint64_t seed, ErrorMessage *err) {
+    memset(head, 0, sizeof *head);
+    if (!name) name = "head";
+    snprintf(head->name, sizeof head->name, "%s", name);
+    if (!backend || !spec) return error_set(err, "head '%s': no backend or spec", name);
+    if (spec_check(spec, name, err)) return -1;
+    if (max_rows < 1) return error_set(err, "head '%s': max_rows %d < 1", name, max_rows);
+    head->backend = backend;
+    head->spec = *spec;
+    head->max_rows = max_rows;
+    parameter_set_init(&head->params, backend, 1);
+    parameter_set_init(&head->buffers, backend, 0);
+    parameter_set_init(&head->last_layer, backend, 1);
+    if (declare_layers(head, err) || parameter_set_allocate(&head->params, err) ||
+        parameter_set_allocate(&head->buffers, err) ||
+        parameter_set_allocate(&head->last_layer, err)) {
+        head_free(head);
+        return error_prefix(err, "head '%s'", name);
+    }
+    bind_layers(head);
+    const size_t floats = arena_layout(head, NULL);
+    head->arena = backend->op.alloc(backend, floats * sizeof(float));
+    if (!head->arena) {
+        head_free(head);
+        return error_set(err, "head '%s': out of memory for %zu MB of activations", name,
+                         floats * sizeof(float) >> 20);
+    }
+    arena_layout(head, head->arena);
+    if (init_parameters(head, seed, err)) {
+        head_free(head);
+        return error_prefix(err, "head '%s'", name);
+    }
+    return 0;
+}
+
+void head_free(Head *head) {
+    if (head->backend && head->arena) head->backend->op.free(head->backend, head->arena);
+    parameter_set_free(&head->params);
+    parameter_set_free(&head->buffers);
+    parameter_set_free(&head->last_layer);
+    memset(head, 0, sizeof *head);
+}
+
+// ---- forward ------------------------------------------------------------------------------
+
+const float *head_forward(Head *head, int rows, const float *x, int training, ErrorMessage *err) {
+    Backend *backend = head->backend;
+    const HeadSpec *spec = &head->spec;
+    head->backward_ready = 0;
+    if (rows < 1 || rows > head->max_rows) {
+        error_set(err, "head '%s': %d rows, expected 1..%d", head->name, rows, head->max_rows);
+        return NULL;
+    }
+    const int batch_norm = spec_has_batch_norm(spec);
+    if (training && batch_norm && rows < 2) {
+        error_set(err, "head '%s': BatchNorm in training needs at least 2 rows, got %d",
+                  head->name, rows);
+        return NULL;
+    }
+    const float *in = x;
+    for (int i = 0; i < spec->layer_count; i++) {
+        const HeadLayerSpec *layer_spec = &spec->layers[i];
+        HeadLayer *layer = &head->layers[i];
+        const size_t n = (size_t)rows * layer_spec->out_features;
+        linear_forward(backend, &layer->linear, rows, in, layer->linear_out);
+        float *current = layer->linear_out;
+        if (layer_spec->batch_norm) {
+            if (layer_spec->activation == HEAD_ACT_RELU)
+                batchnorm_relu_forward(backend, &layer->bn, training, (size_t)rows, current, NULL,
+                                       layer->bn_out, layer->save_mean, layer->save_inv_std);
+            else
+                batchnorm_forward(backend, &layer->bn, training, (size_t)rows, current,
+                                  layer->bn_out, layer->save_mean, layer->save_inv_std);
+            current = layer->bn_out;
+        } else if (layer_spec->activation == HEAD_ACT_RELU) {
+            relu_forward(backend, n, current, current);  // in place: backward uses the output
+        }
+        if (layer_spec->activation == HEAD_ACT_GELU)
+            backend->op.gelu_forward(backend, n, current, layer->act_out);
+        in = layer->output;
+    }
+    if (spec->weight_norm_out > 0) {
+        const int bottleneck = spec->layers[spec->layer_count - 1].out_features;
+        const int out = spec->weight_norm_out;
+        backend->op.l2_normalize_forward(backend, rows, bottleneck, in, HEAD_NORMALIZE_EPS,
+                                         head->normalized, head->row_norms);
+        // weight_norm: v * (g / ||v||) with g = 1 and no eps (eps 0: an
+        // all-zero row gives NaN, as in PyTorch)
+        backend->op.l2_normalize_forward(backend, out, bottleneck,
+                                         head->last_layer.params[0].value, 0.0f, head->weight,
+                                         head->weight_row_norms);
+        // out (rows, out) = normalized (rows, bottleneck) W^T
+        backend->op.gemm(backend, 0, 1, rows, out, bottleneck, 1.0f, head->normalized, bottleneck,
+                         head->weight, bottleneck, 0.0f, head->output, out);
+    }
+    if (training && batch_norm) head->num_batches_tracked++;
+    head->input = x;
+    head->rows = rows;
+    head->backward_ready = training;
+    return head->output;
+}
+
+// ---- backward -----------------------------------------------------------------------------
+
+// The backward scratch buffer that `current` is not.
+static float *other_scratch(const Head *head, const float *current) {
+    return current == head->grad_scratch[0] ? head->grad_scratch[1] : head->grad_scratch[0];
+}
+
+// DINO's last layer: weight grads += and returns d loss / d (MLP output)
+// in a scratch buffer.
+static const float *weight_norm_backward(Head *head, const float *dout) {
+    Backend *backend = head->backend;
+    const int rows = head->rows;
+    const int bottleneck = head->spec.layers[head->spec.layer_count - 1].out_features;
+    const int out = head->spec.weight_norm_out;
+    const size_t weight_count = (size_t)out * bottleneck;
+    Parameter *weight_v = &head->last_layer.params[0];
+    // out = normalized W^T: a Linear on W whose weight gradient starts at 0
+    const Linear last = {.in_features = bottleneck, .out_features = out,
+                         .weight = head->weight, .weight_grad = head->weight_grad};
+    float *d_normalized = head->grad_scratch[0];
+    backend->op.fill(backend, head->weight_grad, 0.0f, weight_count);
+    linear_backward(backend, &last, rows, head->normalized, dout, d_normalized);
+    // W = v / ||v|| per row: dv = (dW - W <W, dW>) / ||v||, then grad += dv
+    backend->op.l2_normalize_backward(backend, out, bottleneck, head->weight,
+                                      head->weight_row_norms, head->weight_grad, 0.0f,
+                                      head->weight_v_grad);
+    backend->op.axpby(backend, weight_count, 1.0f, head->weight_v_grad, 1.0f, weight_v->grad);
+    float *d_features = head->grad_scratch[1];
+    backend->op.l2_normalize_backward(backend, rows, bottleneck, head->normalized, head->row_norms,
+                                      d_normalized, HEAD_NORMALIZE_EPS, d_features);
+    return d_features;
+}
+
+int head_backward(Head *head, const float *dout, float *dx, ErrorMessage *err) {
+    if (!head->backward_ready)
+        return error_set(err, "head '%s': backward without a training forward before it",
+                         head->name);
+    Backend *backend = head->backend;
+    const HeadSpec *spec = &head->spec;
+    const int rows = head->rows;
+    // Every step reads `current` and writes the other scratch buffer (no op
+    // runs in place), so dout is never written.
+    const float *current = dout;
+    if (spec->weight_norm_out > 0) current = weight_norm_backward(head, dout);
+    for (int i = spec->layer_count - 1; i >= 0; i--) {
+        const HeadLayerSpec *layer_spec = &spec->layers[i];
+        const HeadLayer *layer = &head->layers[i];
+        const size_t n = (size_t)rows * layer_spec->out_features;
+        float *next = other_scratch(head, current);
+        if (layer_spec->activation == HEAD_ACT_GELU) {
+            const float *gelu_in = layer_spec->batch_norm ? layer->bn_out : layer->linear_out;
+            backend->op.gelu_backward(backend, n, gelu_in, current, next);
+            current = next;
+            next = other_scratch(head, current);
+        }
+        if (layer_spec->batch_norm) {
+            if (layer_spec->activation == HEAD_ACT_RELU)
+                batchnorm_relu_backward(backend, &layer->bn, (size_t)rows, layer->linear_out,
+                                        layer->bn_out, current, layer->save_mean,
+                                        layer->save_inv_std, next, NULL);
+            else
+                batchnorm_backward(backend, &layer->bn, (size_t)rows, layer->linear_out, current,
+                                   layer->save_mean, layer->save_inv_std, next);
+            current = next;
+            next = other_scratch(head, current);
+        } else if (layer_spec->activation == HEAD_ACT_RELU) {
+            relu_backward(backend, n, layer->linear_out, current, next);  // the in-place output
+            current = next;
+            next = other_scratch(head, current);
+        }
+        const float *layer_in = i > 0 ? head->layers[i - 1].output : head->input;
+        linear_backward(backend, &layer->linear, rows, layer_in, current, i > 0 ? next : dx);
+        current = next;
+    }
+    return 0;
+}
