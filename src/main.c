@@ -11,7 +11,10 @@ static void print_usage(FILE *stream) {
             "usage: lightly-train-c <command> [options]\n"
             "\n"
             "commands:\n"
+            "  train        pretrain a backbone with self-supervised learning\n"
             "  bench-data   run the input pipeline alone and report what bounds it\n"
+            "  export       write a checkpoint's backbone as a torchvision state dict\n"
+            "  embed        write the embedding of every image in a folder\n"
             "\n"
             "Options are GNU long options (--data ./images) or LightlyTrain's\n"
             "key=value spelling (data=./images). 'lightly-train-c <command> --help'\n"
@@ -34,7 +37,10 @@ int main(int argc, char **argv) {
         printf("lightly-train-c %s\n", LTC_VERSION);
         return 0;
     }
+    if (strcmp(command, "train") == 0) return command_train(argc - 1, argv + 1);
     if (strcmp(command, "bench-data") == 0) return command_bench_data(argc - 1, argv + 1);
+    if (strcmp(command, "export") == 0) return command_export(argc - 1, argv + 1);
+    if (strcmp(command, "embed") == 0) return command_embed(argc - 1, argv + 1);
     fprintf(stderr, "lightly-train-c: unknown command '%s' (see lightly-train-c --help)\n",
             command);
     return 2;

@@ -4,8 +4,8 @@
 # prints the exact apt-get line and fails.
 set -u
 
-# pkg-config module (pc) or header (hdr; for libraries without a .pc file)
-# -> Debian package
+# pkg-config module (pc), header (hdr; for libraries without a .pc file) or
+# data file (file; data sets used by the tests) -> Debian package
 checks=(
   "pc:libjpeg:libjpeg62-turbo-dev"
   "pc:libpng:libpng-dev"
@@ -13,8 +13,10 @@ checks=(
   "pc:libwebpdemux:libwebp-dev"
   "pc:libwebpmux:libwebp-dev"
   "pc:libprotobuf-c:libprotobuf-c-dev"
+  "pc:zlib:zlib1g-dev"
   "pc:cmocka:libcmocka-dev"
   "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
+  "file:/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz:dataset-fashion-mnist"
 )
 tools=(
   "pkg-config:pkg-config"
@@ -33,11 +35,14 @@ for entry in "${checks[@]}"; do
   if [ "$kind" = hdr ]; then
     echo "#include <$name>" | "${CC:-cc}" -E -x c - >/dev/null 2>&1 && continue
   fi
+  if [ "$kind" = file ]; then
+    [ -f "$name" ] && continue
+  fi
   missing+=("$package")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, cmocka, oneDNN)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, cmocka, oneDNN, Fashion-MNIST)"
   exit 0
 fi
 

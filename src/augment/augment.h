@@ -29,6 +29,10 @@ typedef struct ViewTransform {
     float grey_p;                                 // random greyscale probability
     float blur_p, blur_sigma_min, blur_sigma_max;  // Gaussian blur
     float solarize_p, solarize_threshold;          // threshold in [0, 1]
+    // 1: a plain resize of the whole image to size x size (aspect ratio not
+    // kept, as LightlyTrain's embed transform): view_sample draws nothing and
+    // returns the full image as the crop with every other op off.
+    int resize_only;
 } ViewTransform;
 
 typedef enum JitterOp {
@@ -59,6 +63,8 @@ typedef struct ViewSet {
 // LightlyTrain defaults (../shared/reference/lightlytrain.md).
 void view_set_simclr(ViewSet *set, int image_size);
 void view_set_dino(ViewSet *set, int global_size, int local_size, int local_count);
+// One resize_only view of size x size (embedding, evaluation).
+void view_set_resize(ViewSet *set, int size);
 // Sets one parameter from "KEY=VALUE", for every view, or "SCOPE.KEY=VALUE"
 // for some: SCOPE is global, local or view<N> (0-based). KEY is a float field
 // of ViewTransform by name (scale_min, flip_p, brightness, blur_sigma_max,

@@ -60,6 +60,17 @@ void view_set_dino(ViewSet *set, int global_size, int local_size, int local_coun
     set->global_count = 2;
 }
 
+void view_set_resize(ViewSet *set, int size) {
+    memset(set, 0, sizeof *set);
+    ViewTransform view = default_view(size);
+    view.scale_min = view.scale_max = 1.0f;
+    view.flip_p = view.jitter_p = view.grey_p = view.blur_p = view.solarize_p = 0.0f;
+    view.resize_only = 1;
+    set->views[0] = view;
+    set->count = 1;
+    set->global_count = 1;
+}
+
 // Written as !(in range) so that NaN fails too.
 static int check_probability(float p, const char *name, ErrorMessage *err) {
     if (!(p >= 0.0f && p <= 1.0f))
@@ -155,6 +166,13 @@ static PixelRect sample_crop(const ViewTransform *t, int width, int height, Rng 
 void view_sample(const ViewTransform *t, int image_width, int image_height, Rng *rng,
                  ViewParams *params) {
     memset(params, 0, sizeof *params);
+    if (t->resize_only) {  // no draws: the whole image, every op off
+        params->crop = (PixelRect){0, 0, image_width > 0 ? image_width : 0,
+                                   image_height > 0 ? image_height : 0};
+        for (int i = 0; i < 4; i++) params->order[i] = (JitterOp)i;
+        params->brightness_factor = params->contrast_factor = params->saturation_factor = 1.0f;
+        return;
+    }
     if (image_width > 0 && image_height > 0)
         params->crop = sample_crop(t, image_width, image_height, rng);
     params->flip = rng_bernoulli(rng, t->flip_p);

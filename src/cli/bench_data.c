@@ -236,12 +236,7 @@ int command_bench_data(int argc, char **argv) {
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),
     };
-    ErrorMessage err = {{0}};
-    const int parsed = options_parse(&parser, argc, argv, stdout, &err);
-    if (parsed == 1) return 0;
-    if (parsed != 0) {
-        fprintf(stderr, "%s: %s\n", parser.program, err.text);
-        return 2;
-    }
+    int exit_status = 0;
+    if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
     return bench_data_run(&args);
 }

@@ -3,6 +3,9 @@
 #ifndef LTC_CLI_COMMANDS_H
 #define LTC_CLI_COMMANDS_H
 
+int command_train(int argc, char **argv);
 int command_bench_data(int argc, char **argv);
+int command_export(int argc, char **argv);
+int command_embed(int argc, char **argv);
 
 #endif

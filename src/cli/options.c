@@ -463,3 +463,16 @@ void options_print_help(const OptionParser *parser, FILE *out) {
             "\nEvery option can also be written LightlyTrain's way, name=value, with\n"
             "dashes or underscores (batch_size=64); flags take true or false.\n");
 }
+
+int options_parse_command(const OptionParser *parser, int argc, char **argv, int *exit_status) {
+    ErrorMessage err = {{0}};
+    const int parsed = options_parse(parser, argc, argv, stdout, &err);
+    if (parsed == 0) return 0;
+    if (parsed == 1) {
+        *exit_status = 0;
+        return 1;
+    }
+    fprintf(stderr, "%s: %s\n", parser->program, err.text);
+    *exit_status = 2;
+    return 1;
+}

@@ -67,6 +67,11 @@ typedef struct OptionParser {
 int options_parse(const OptionParser *parser, int argc, char **argv, FILE *out,
                   ErrorMessage *err);
 
+// options_parse for a sub-command's entry point: returns 1 when the command
+// is over before running, with *exit_status set (0 after --help; 2 after a
+// usage error, printed to stderr as "<program>: <message>"), else 0.
+int options_parse_command(const OptionParser *parser, int argc, char **argv, int *exit_status);
+
 // Usage line, summary, then one aligned line per option: name, metavar, help
 // and the default taken from the current *value.
 void options_print_help(const OptionParser *parser, FILE *out);

@@ -29,6 +29,7 @@ typedef struct BatchSlot {
     HostBuffer pixels;     // every view of every sample
     uint32_t *requested;   // (batch_size) indices from the sampler
     uint32_t *used;        // (batch_size) indices actually decoded
+    uint8_t *failed;       // (batch_size) keep_last: 1 where the file failed
     int done;              // positions finished
 } BatchSlot;
 
@@ -147,11 +148,46 @@ static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t 
     return 0;
 }
 
+// Counts a file's first failure and warns about it once.
+static void loader_report_bad(Loader *loader, uint32_t index, const ErrorMessage *reason) {
+    const LoaderConfig *config = &loader->config;
+    if (!loader_mark_bad(loader, index)) return;
+    atomic_fetch_add(&loader->skipped_files, 1);
+    if (config->warn) {
+        char line[sizeof reason->text + 4200];
+        snprintf(line, sizeof line, "skipping '%s/%s': %s", config->dataset->root,
+                 dataset_path(config->dataset, index), reason->text);
+        config->warn(config->warn_context, line);
+    }
+}
+
+// keep_last mode: one try; a bad file leaves zero pixels and a flag.
+static void worker_fill_position_or_flag(Worker *worker, BatchSlot *slot, int position) {
+    Loader *loader = worker->loader;
+    const uint32_t index = slot->requested[position];
+    slot->used[position] = index;
+    if (!loader_is_bad(loader, index)) {
+        ErrorMessage reason = {{0}};
+        if (worker_load(worker, index, slot->batch.epoch, index, slot, position, &reason) == 0)
+            return;
+        loader_report_bad(loader, index, &reason);
+    }
+    slot->failed[position] = 1;
+    for (int v = 0; v < slot->batch.view_count; v++) {
+        const size_t bytes = (size_t)slot->batch.view_size[v] * (size_t)slot->batch.view_size[v] * 3;
+        memset(slot->batch.views[v] + (size_t)position * bytes, 0, bytes);
+    }
+}
+
 // Fills one batch position, substituting deterministically for bad files.
 static int worker_fill_position(Worker *worker, BatchSlot *slot, int position,
                                 ErrorMessage *err) {
     Loader *loader = worker->loader;
     const LoaderConfig *config = &loader->config;
+    if (config->keep_last) {
+        worker_fill_position_or_flag(worker, slot, position);
+        return 0;
+    }
     const uint32_t epoch = slot->batch.epoch;
     const uint32_t original = slot->requested[position];
     const uint32_t dataset_size = (uint32_t)config->dataset->count;
@@ -166,15 +202,7 @@ static int worker_fill_position(Worker *worker, BatchSlot *slot, int position,
                 if (attempt > 0) atomic_fetch_add(&loader->replacements, 1);
                 return 0;
             }
-            if (loader_mark_bad(loader, index)) {
-                atomic_fetch_add(&loader->skipped_files, 1);
-                if (config->warn) {
-                    char line[sizeof reason.text + 4200];
-                    snprintf(line, sizeof line, "skipping '%s/%s': %s", config->dataset->root,
-                             dataset_path(config->dataset, index), reason.text);
-                    config->warn(config->warn_context, line);
-                }
-            }
+            loader_report_bad(loader, index, &reason);
         }
         index = rng_below(&substitutes, dataset_size);
     }
@@ -191,6 +219,8 @@ static void loader_open_slot(Loader *loader, BatchSlot *slot, uint64_t global_ba
     slot->batch.epoch = (uint32_t)(global_batch / per_epoch);
     slot->batch.batch_in_epoch = global_batch % per_epoch;
     slot->done = 0;
+    slot->batch.size = sampler_batch_size(&loader->sampler, slot->batch.batch_in_epoch);
+    memset(slot->failed, 0, (size_t)loader->config.batch_size);
     sampler_batch(&loader->sampler, slot->batch.epoch, slot->batch.batch_in_epoch,
                   slot->requested);
 }
@@ -208,7 +238,6 @@ static void loader_fail(Loader *loader, const ErrorMessage *err) {
 static void *worker_main(void *arg) {
     Worker *worker = arg;
     Loader *loader = worker->loader;
-    const int batch_size = loader->config.batch_size;
     pthread_mutex_lock(&loader->mutex);
     while (!loader->stop && loader->task_batch < loader->end_batch) {
         if (loader->task_batch - loader->next_consume >= (uint64_t)loader->slot_count) {
@@ -218,7 +247,7 @@ static void *worker_main(void *arg) {
         BatchSlot *slot = &loader->slots[loader->task_batch % (uint64_t)loader->slot_count];
         if (loader->task_position == 0) loader_open_slot(loader, slot, loader->task_batch);
         const int position = loader->task_position++;
-        if (loader->task_position == batch_size) {
+        if (loader->task_position == slot->batch.size) {
             loader->task_batch++;
             loader->task_position = 0;
         }
@@ -232,7 +261,7 @@ static void *worker_main(void *arg) {
             loader_fail(loader, &err);
             break;
         }
-        if (++slot->done == batch_size) pthread_cond_broadcast(&loader->batch_ready);
+        if (++slot->done == slot->batch.size) pthread_cond_broadcast(&loader->batch_ready);
     }
     pthread_mutex_unlock(&loader->mutex);
     return NULL;
@@ -249,6 +278,8 @@ static int loader_validate(const LoaderConfig *config, ErrorMessage *err) {
             return error_prefix(err, "view %d", v);
     if (config->num_workers < 1) return error_set(err, "need at least one worker");
     if (config->prefetch_batches < 0) return error_set(err, "prefetch must be >= 0");
+    if (config->keep_last && (config->shuffle || config->world_size > 1 || config->rank != 0))
+        return error_set(err, "keep_last needs shuffle off and a single rank");
     return 0;
 }
 
@@ -269,11 +300,13 @@ static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
                              batch * sample_bytes >> 20);
         slot->requested = calloc(batch, sizeof *slot->requested);
         slot->used = calloc(batch, sizeof *slot->used);
-        if (!slot->requested || !slot->used) return error_set(err, "out of memory");
+        slot->failed = calloc(batch, sizeof *slot->failed);
+        if (!slot->requested || !slot->used || !slot->failed) return error_set(err, "out of memory");
         uint8_t *cursor = slot->pixels.data;
         slot->batch.size = config->batch_size;
         slot->batch.view_count = config->views.count;
         slot->batch.sample_indices = slot->used;
+        slot->batch.failed = slot->failed;
         slot->batch.index = UINT64_MAX;  // never matches a real batch until opened
         for (int v = 0; v < config->views.count; v++) {
             const int size = config->views.views[v].size;
@@ -331,10 +364,20 @@ Loader *loader_create(const LoaderConfig *config, ErrorMessage *err) {
         loader_destroy(loader);
         return NULL;
     }
-    if (sampler_init(&loader->sampler, config->dataset->count, config->batch_size,
-                     loader->config.rank, loader->config.world_size, config->seed,
-                     config->shuffle, err) != 0 ||
-        loader_allocate_slots(loader, err) != 0 || loader_start_workers(loader, err) != 0) {
+    const int sampler_status =
+        config->keep_last
+            ? sampler_init_keep_last(&loader->sampler, config->dataset->count, config->batch_size,
+                                     err)
+            : sampler_init(&loader->sampler, config->dataset->count, config->batch_size,
+                           loader->config.rank, loader->config.world_size, config->seed,
+                           config->shuffle, err);
+    if (sampler_status != 0) {
+        loader_destroy(loader);
+        return NULL;
+    }
+    if (config->keep_last && config->total_batches == 0)  // one epoch
+        loader->end_batch = config->start_batch + loader->sampler.batches_per_epoch;
+    if (loader_allocate_slots(loader, err) != 0 || loader_start_workers(loader, err) != 0) {
         loader_destroy(loader);
         return NULL;
     }
@@ -360,6 +403,7 @@ void loader_destroy(Loader *loader) {
         host_buffer_free(&loader->slots[s].pixels);
         free(loader->slots[s].requested);
         free(loader->slots[s].used);
+        free(loader->slots[s].failed);
     }
     free(loader->slots);
     sampler_free(&loader->sampler);
@@ -383,7 +427,7 @@ const Batch *loader_next(Loader *loader, double *wait_seconds, ErrorMessage *err
     const Batch *result = NULL;
     if (wanted < loader->end_batch) {
         while (!loader->failed && !loader->stop &&
-               !(slot->batch.index == wanted && slot->done == loader->config.batch_size))
+               !(slot->batch.index == wanted && slot->done == slot->batch.size))
             pthread_cond_wait(&loader->batch_ready, &loader->mutex);
         if (loader->failed) {
             if (err) *err = loader->failure;

@@ -11,6 +11,10 @@
 // the reason, it is counted once, and its place in the batch is filled by
 // another image chosen deterministically from (seed, epoch, index), so
 // batches keep their shape and contents do not depend on worker count.
+//
+// keep_last mode (embedding, evaluation) is different: every image exactly
+// once, in scan order, no substitutes. A file that fails leaves its position
+// zero-filled and flagged in Batch.failed, so callers can drop it.
 #ifndef LTC_DATA_LOADER_H
 #define LTC_DATA_LOADER_H
 
@@ -33,6 +37,11 @@ typedef struct LoaderConfig {
     int rank;
     int world_size;
     int shuffle;
+    // 1: every image exactly once per epoch in scan order; the last batch may
+    // be smaller (Batch.size tells); bad files are flagged in Batch.failed
+    // instead of substituted. Needs shuffle 0 and world_size 1; total_batches
+    // 0 then means one epoch.
+    int keep_last;
     uint64_t start_batch;    // global batch to start from (resume)
     uint64_t total_batches;  // stop after this many batches in all; 0 = no end
     uint64_t max_pixels;     // decoder limit; 0 = default (Pillow's)
@@ -45,11 +54,13 @@ typedef struct Batch {
     uint64_t index;           // global batch number (epoch * batches_per_epoch + batch_in_epoch)
     uint32_t epoch;
     uint64_t batch_in_epoch;
-    int size;
+    int size;                 // batch_size, or fewer for the last batch in keep_last mode
     int view_count;
     int view_size[AUGMENT_MAX_VIEWS];
     uint8_t *views[AUGMENT_MAX_VIEWS];  // each (size, view_size, view_size, 3)
     const uint32_t *sample_indices;     // (size) dataset index used at each position
+    const uint8_t *failed;  // (size) 1 where the file could not be loaded (keep_last only;
+                            // its pixels are zero), else 0
 } Batch;
 
 // Time the workers spent, summed over workers, and counts.

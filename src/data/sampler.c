@@ -34,6 +34,31 @@ int sampler_init(Sampler *sampler, size_t dataset_size, int batch_size, int rank
     return 0;
 }
 
+int sampler_init_keep_last(Sampler *sampler, size_t dataset_size, int batch_size,
+                           ErrorMessage *err) {
+    *sampler = (Sampler){0};
+    if (batch_size < 1) return error_set(err, "batch size must be at least 1, got %d", batch_size);
+    if (dataset_size == 0) return error_set(err, "cannot sample an empty dataset");
+    if (dataset_size > UINT32_MAX)
+        return error_set(err, "dataset of %zu images exceeds the limit of %u", dataset_size,
+                         UINT32_MAX);
+    sampler->dataset_size = dataset_size;
+    sampler->batch_size = batch_size;
+    sampler->world_size = 1;
+    sampler->keep_last = 1;
+    sampler->per_rank = dataset_size;
+    sampler->batches_per_epoch = (dataset_size + (size_t)batch_size - 1) / (size_t)batch_size;
+    sampler->cached_epoch = -1;
+    return 0;
+}
+
+int sampler_batch_size(const Sampler *sampler, size_t batch_in_epoch) {
+    if (!sampler->keep_last) return sampler->batch_size;
+    const size_t first = batch_in_epoch * (size_t)sampler->batch_size;
+    const size_t left = first < sampler->dataset_size ? sampler->dataset_size - first : 0;
+    return left < (size_t)sampler->batch_size ? (int)left : sampler->batch_size;
+}
+
 void sampler_free(Sampler *sampler) {
     free(sampler->permutation);
     *sampler = (Sampler){0};
@@ -57,6 +82,12 @@ static void sampler_fill_epoch(Sampler *sampler, uint32_t epoch) {
 }
 
 void sampler_batch(Sampler *sampler, uint32_t epoch, size_t batch_in_epoch, uint32_t *indices) {
+    if (sampler->keep_last) {  // no permutation: scan order
+        const size_t first = batch_in_epoch * (size_t)sampler->batch_size;
+        const int size = sampler_batch_size(sampler, batch_in_epoch);
+        for (int i = 0; i < size; i++) indices[i] = (uint32_t)(first + (size_t)i);
+        return;
+    }
     if (sampler->cached_epoch != (int64_t)epoch) sampler_fill_epoch(sampler, epoch);
     // Rank r owns positions r, r+R, r+2R, ... of the permutation.
     const size_t first = batch_in_epoch * (size_t)sampler->batch_size;

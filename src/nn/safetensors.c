@@ -4,14 +4,11 @@
 // writer produces the same bytes as the reference for the same tensor order.
 #include "nn/safetensors.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "nn/json_scan.h"
 #include "util/file.h"
@@ -599,78 +596,50 @@ static int build_header(const SafeTensorWrite *tensors, int count, const SafeMet
     return 0;
 }
 
-static int write_bytes(FILE *file, const void *bytes, size_t count, const char *temp_path,
-                       ErrorMessage *err) {
-    if (count > 0 && fwrite(bytes, 1, count, file) != count)
-        return error_set(err, "cannot write \"%s\": %s", temp_path, strerror(errno));
-    return 0;
-}
-
-// Writes everything into the open temporary file, flushed and synced.
-static int write_contents(FILE *file, const char *temp_path, const TextBuilder *header,
-                          const SafeTensorWrite *tensors, int count, ErrorMessage *err) {
-    uint8_t length_bytes[8];
-    for (int i = 0; i < 8; i++) length_bytes[i] = (uint8_t)((uint64_t)header->length >> (8 * i));
-    if (write_bytes(file, length_bytes, 8, temp_path, err) != 0 ||
-        write_bytes(file, header->text, header->length, temp_path, err) != 0)
+int safetensors_encode_header(const SafeTensorWrite *tensors, int count,
+                              const SafeMetadata *metadata, int metadata_count, uint8_t **header,
+                              size_t *header_size, ErrorMessage *err) {
+    *header = NULL;
+    *header_size = 0;
+    if (check_write_arguments(tensors, count, metadata, metadata_count, err) != 0) return -1;
+    TextBuilder json = {0};
+    uint64_t data_size;
+    if (build_header(tensors, count, metadata, metadata_count, &json, &data_size, err) != 0) {
+        free(json.text);
         return -1;
-    for (int i = 0; i < count; i++) {
-        const SafeTensorWrite *t = &tensors[i];
-        const size_t bytes = (size_t)shape_bytes(t->dtype, t->rank, t->shape);
-        if (write_bytes(file, t->data, bytes, temp_path, err) != 0) return -1;
     }
-    if (fflush(file) != 0)
-        return error_set(err, "cannot write \"%s\": %s", temp_path, strerror(errno));
-    if (fsync(fileno(file)) != 0)
-        return error_set(err, "cannot sync \"%s\": %s", temp_path, strerror(errno));
+    uint8_t *bytes = malloc(8 + json.length);
+    if (!bytes) {
+        free(json.text);
+        return error_set(err, "out of memory for the header");
+    }
+    for (int i = 0; i < 8; i++) bytes[i] = (uint8_t)((uint64_t)json.length >> (8 * i));
+    memcpy(bytes + 8, json.text, json.length);
+    free(json.text);
+    *header = bytes;
+    *header_size = 8 + json.length;
     return 0;
-}
-
-// Best effort: makes the rename itself durable. A failure here leaves a
-// complete file under its name, so it is not reported.
-static void sync_parent_directory(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *directory = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!directory) return;
-    const int fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(directory);
 }
 
 int safetensors_write(const char *path, const SafeTensorWrite *tensors, int count,
                       const SafeMetadata *metadata, int metadata_count, ErrorMessage *err) {
-    if (check_write_arguments(tensors, count, metadata, metadata_count, err) != 0)
+    uint8_t *header;
+    size_t header_size;
+    if (safetensors_encode_header(tensors, count, metadata, metadata_count, &header, &header_size,
+                                  err) != 0)
         return error_prefix(err, "%s", path);
-    TextBuilder header = {0};
-    uint64_t data_size;
-    if (build_header(tensors, count, metadata, metadata_count, &header, &data_size, err) != 0) {
-        free(header.text);
-        return error_prefix(err, "%s", path);
-    }
-    const size_t temp_capacity = strlen(path) + 32;
-    char *temp_path = malloc(temp_capacity);
-    if (!temp_path) {
-        free(header.text);
+    FileChunk *chunks = malloc(((size_t)count + 1) * sizeof *chunks);
+    if (!chunks) {
+        free(header);
         return error_set(err, "%s: out of memory", path);
     }
-    snprintf(temp_path, temp_capacity, "%s.tmp.%ld", path, (long)getpid());
-    int status = 0;
-    FILE *file = fopen(temp_path, "wb");
-    if (!file) {
-        status = error_set(err, "cannot create \"%s\": %s", temp_path, strerror(errno));
-    } else {
-        status = write_contents(file, temp_path, &header, tensors, count, err);
-        if (fclose(file) != 0 && status == 0)
-            status = error_set(err, "cannot close \"%s\": %s", temp_path, strerror(errno));
-        if (status == 0 && rename(temp_path, path) != 0)
-            status = error_set(err, "cannot rename \"%s\" to it: %s", temp_path, strerror(errno));
-        if (status != 0) unlink(temp_path);
+    chunks[0] = (FileChunk){header, header_size};
+    for (int i = 0; i < count; i++) {
+        const SafeTensorWrite *t = &tensors[i];
+        chunks[i + 1] = (FileChunk){t->data, (size_t)shape_bytes(t->dtype, t->rank, t->shape)};
     }
-    if (status == 0) sync_parent_directory(path);
-    free(temp_path);
-    free(header.text);
-    return status == 0 ? 0 : error_prefix(err, "%s", path);
+    const int status = file_write_atomic(path, chunks, count + 1, err);
+    free(chunks);
+    free(header);
+    return status;
 }

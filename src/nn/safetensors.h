@@ -97,5 +97,12 @@ typedef struct SafeTensorWrite {
 // written in the given order; metadata may be NULL.
 int safetensors_write(const char *path, const SafeTensorWrite *tensors, int count,
                       const SafeMetadata *metadata, int metadata_count, ErrorMessage *err);
+// The bytes a file with these tensors starts with: the u64 header length and
+// the JSON header padded to 8 bytes (*header malloc'ed, *header_size bytes),
+// after the checks safetensors_write makes; the tensors' bytes follow it in
+// the given order. For formats that embed a safetensors blob (checkpoints).
+int safetensors_encode_header(const SafeTensorWrite *tensors, int count,
+                              const SafeMetadata *metadata, int metadata_count, uint8_t **header,
+                              size_t *header_size, ErrorMessage *err);
 
 #endif

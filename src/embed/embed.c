@@ -1,0 +1,234 @@
+// `lightly-train-c embed`: features of every image in a folder from a trained
+// backbone (a .ckpt of ours or an exported/torchvision .safetensors), written
+// as npy, csv, lightly_csv or safetensors. Unreadable images are skipped: a
+// warning each, counted in the summary, and their rows dropped from the
+// output together with their filenames (so the two stay aligned).
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "data/scan.h"
+#include "decode/decode.h"
+#include "embed/embedder.h"
+#include "embed/embedding_writers.h"
+#include "embed/model_source.h"
+#include "util/cpu.h"
+
+#define EMBED_PROGRAM "lightly-train-c embed"
+
+typedef struct EmbedArgs {
+    const char *data;
+    const char *checkpoint;
+    const char *out;
+    int format;  // index into format_choices: 0 = from the extension
+    int part;    // index into part_choices
+    int image_size;
+    int batch_size;
+    int num_workers;  // -1 = auto
+    int accelerator;  // index into accelerator_choices
+    int overwrite;
+    double max_pixels;
+} EmbedArgs;
+
+static const char *const format_choices[] = {"auto", "npy", "csv", "lightly_csv", "safetensors",
+                                             NULL};
+static const char *const part_choices[] = {"backbone", "student", "teacher", NULL};
+static const char *const accelerator_choices[] = {"auto", "cpu", "gpu", NULL};
+
+static void print_warning(void *context, const char *message) {
+    (void)context;
+    fprintf(stderr, "warning: %s\n", message);
+}
+
+static int usage_error(const char *format_text, const char *detail) {
+    fprintf(stderr, "%s: ", EMBED_PROGRAM);
+    fprintf(stderr, format_text, detail);
+    fprintf(stderr, "\n");
+    return 2;
+}
+
+// An existing --out needs --overwrite; its folder must exist. Checked before
+// any work so that a long run never ends in a refused write.
+static int check_output(const EmbedArgs *args) {
+    struct stat info;
+    if (stat(args->out, &info) == 0) {
+        if (S_ISDIR(info.st_mode)) return usage_error("--out '%s' is a folder", args->out);
+        if (!args->overwrite)
+            return usage_error("--out '%s' exists (pass --overwrite to replace it)", args->out);
+    }
+    char copy[4096];
+    if (snprintf(copy, sizeof copy, "%s", args->out) >= (int)sizeof copy)
+        return usage_error("--out '%s': path too long", args->out);
+    const char *folder = dirname(copy);
+    if (stat(folder, &info) != 0 || !S_ISDIR(info.st_mode))
+        return usage_error("--out: folder '%s' does not exist", folder);
+    if (access(folder, W_OK) != 0) return usage_error("--out: folder '%s' is not writable", folder);
+    return 0;
+}
+
+// Drops the rows (and names) of files that failed; returns the rows kept.
+static size_t drop_failed_rows(float *features, const char **filenames, const uint8_t *failed,
+                               const Dataset *dataset, int dim) {
+    size_t kept = 0;
+    for (size_t i = 0; i < dataset->count; i++) {
+        if (failed[i]) continue;
+        if (kept != i)
+            memmove(features + kept * (size_t)dim, features + i * (size_t)dim,
+                    (size_t)dim * sizeof *features);
+        filenames[kept++] = dataset_path(dataset, i);
+    }
+    return kept;
+}
+
+typedef struct EmbedRun {
+    Dataset dataset;
+    Backend *backend;
+    Resnet model;
+    int model_loaded;
+    float *features;        // (dataset.count, D)
+    uint8_t *failed;        // (dataset.count)
+    const char **filenames; // (dataset.count)
+} EmbedRun;
+
+static void embed_run_free(EmbedRun *run) {
+    if (run->model_loaded) resnet_free(&run->model);
+    backend_destroy(run->backend);
+    dataset_free(&run->dataset);
+    free(run->features);
+    free(run->failed);
+    free(run->filenames);
+}
+
+static int embed_run(const EmbedArgs *args, EmbedRun *run) {
+    ErrorMessage err = {{0}};
+    if (args->accelerator == 2)
+        return usage_error("--accelerator %s: no CUDA backend in this build yet (use cpu)", "gpu");
+    const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
+                                                 : (EmbedFormat)(args->format - 1);
+    if (check_output(args) != 0) return 2;
+    if (dataset_scan(args->data, &run->dataset, &err) != 0)
+        return usage_error("%s", err.text);
+    const Dataset *dataset = &run->dataset;
+    run->filenames = malloc(dataset->count * sizeof *run->filenames);
+    if (!run->filenames) return usage_error("%s", "out of memory for the file list");
+    for (size_t i = 0; i < dataset->count; i++) run->filenames[i] = dataset_path(dataset, i);
+    if (embedding_check_filenames(format, run->filenames, dataset->count, &err) != 0)
+        return usage_error("%s", err.text);
+
+    const int batch_size = (size_t)args->batch_size > dataset->count ? (int)dataset->count
+                                                                     : args->batch_size;
+    const int workers =
+        args->num_workers > 0 ? args->num_workers : cpu_default_workers(cpu_usable_cores(), 1);
+    run->backend = backend_create("cpu", 0, &err);
+    if (!run->backend) {
+        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
+        return 1;
+    }
+    const ResnetInputShape shape = {batch_size, args->image_size};
+    if (model_source_load_resnet(args->checkpoint, part_choices[args->part], run->backend, &shape,
+                                 1, &run->model, &err) != 0)
+        return usage_error("--checkpoint: %s", err.text);
+    run->model_loaded = 1;
+    const int dim = run->model.feature_dim;
+    run->features = malloc(dataset->count * (size_t)dim * sizeof *run->features);
+    run->failed = calloc(dataset->count, 1);
+    if (!run->features || !run->failed) {
+        fprintf(stderr, "%s: out of memory for %zu x %d features\n", EMBED_PROGRAM,
+                dataset->count, dim);
+        return 1;
+    }
+
+    const EmbedConfig config = {
+        .image_size = args->image_size,
+        .batch_size = batch_size,
+        .num_workers = workers,
+        .max_pixels = (uint64_t)args->max_pixels,
+        .warn = print_warning,
+        .failed = run->failed,
+    };
+    LoaderStats stats = {0};
+    const double start = time_now();
+    if (embed_dataset(&run->model, 0, dataset, &config, run->features, &stats, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
+        return 1;
+    }
+    const double seconds = time_now() - start;
+    const size_t kept = drop_failed_rows(run->features, run->filenames, run->failed, dataset, dim);
+    if (kept == 0) {
+        fprintf(stderr, "%s: none of the %zu images in '%s' could be read; nothing written\n",
+                EMBED_PROGRAM, dataset->count, args->data);
+        return 1;
+    }
+    const EmbeddingTable table = {run->features, kept, dim, run->filenames};
+    if (embedding_write(args->out, format, &table, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
+        return 1;
+    }
+    printf("embedded %zu images x %d dims (resnet%d, %d px, batch %d, %d workers) as %s to '%s' "
+           "in %.2f s (%.1f images/s); skipped files: %llu (rows dropped)\n",
+           kept, dim, run->model.config.depth, args->image_size, batch_size, workers,
+           embed_format_names[format], args->out, seconds,
+           seconds > 0 ? (double)dataset->count / seconds : 0.0,
+           (unsigned long long)stats.skipped_files);
+    return 0;
+}
+
+int command_embed(int argc, char **argv) {
+    EmbedArgs args = {
+        .image_size = EMBED_DEFAULT_IMAGE_SIZE,
+        .batch_size = EMBED_DEFAULT_BATCH_SIZE,
+        .num_workers = -1,
+        .max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS,
+    };
+    const OptionSpec specs[] = {
+        {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
+         .help = "folder of images (searched recursively)", .required = 1},
+        {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
+         .metavar = "PATH", .help = "a .ckpt of train, or a backbone .safetensors (export)",
+         .required = 1},
+        {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
+         .help = "embedding file to write", .required = 1},
+        {.name = "format", .type = OPTION_CHOICE, .value = &args.format, .metavar = "NAME",
+         .help = "file format (auto: from the --out extension .npy/.csv/.safetensors, else npy)",
+         .choices = format_choices},
+        {.name = "part", .type = OPTION_CHOICE, .value = &args.part, .metavar = "NAME",
+         .help = "which backbone of a .ckpt (backbone: the one export uses)",
+         .choices = part_choices},
+        {.name = "image-size", .type = OPTION_INT, .value = &args.image_size, .metavar = "N",
+         .help = "images are resized to N x N (no crop)", .min = 32, .max = 4096},
+        {.name = "batch-size", .type = OPTION_INT, .value = &args.batch_size, .metavar = "N",
+         .help = "images per forward pass (reduced to the dataset size)", .min = 1,
+         .max = 65536},
+        {.name = "num-workers", .type = OPTION_INT, .value = &args.num_workers,
+         .metavar = "N|auto", .help = "data loading threads (auto: usable cores - 1)", .min = 1,
+         .max = 1024, .allow_auto = 1},
+        {.name = "accelerator", .type = OPTION_CHOICE, .value = &args.accelerator,
+         .metavar = "NAME", .help = "where the model runs (gpu needs the CUDA backend)",
+         .choices = accelerator_choices},
+        {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
+         .help = "replace an existing --out"},
+        {.name = "max-pixels", .type = OPTION_FLOAT, .value = &args.max_pixels, .metavar = "N",
+         .help = "skip images that would decode to more pixels", .min = 1, .max = 1e12},
+    };
+    const OptionParser parser = {
+        .program = EMBED_PROGRAM,
+        .summary = "Computes the embedding of every image in --data with a trained backbone "
+                   "(plain resize, ImageNet normalisation, pooled features) and writes them "
+                   "with their file names. Unreadable images are skipped and left out.",
+        .specs = specs,
+        .count = (int)(sizeof specs / sizeof specs[0]),
+    };
+    int exit_status = 0;
+    if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
+    EmbedRun run = {0};
+    const int status = embed_run(&args, &run);
+    embed_run_free(&run);
+    return status;
+}

@@ -1,0 +1,45 @@
+// The embedder: pooled backbone features for every image of a dataset, as
+// LightlyTrain's embed computes them (plain resize of the whole image to
+// image_size x image_size, no crop/flip/colour, ImageNet normalisation,
+// BatchNorm in eval mode with its running statistics). Used by the `embed`
+// command and by the training loop's kNN evaluation.
+//
+// Rows are in scan order and do not depend on the worker count: the loader
+// runs in keep_last mode (every image once, in order, no substitutes).
+#ifndef LTC_EMBED_EMBEDDER_H
+#define LTC_EMBED_EMBEDDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/loader.h"
+#include "data/scan.h"
+#include "nn/resnet.h"
+#include "util/error.h"
+
+#define EMBED_DEFAULT_IMAGE_SIZE 224
+#define EMBED_DEFAULT_BATCH_SIZE 128
+
+typedef struct EmbedConfig {
+    int image_size;       // the model slot's resolution
+    int batch_size;       // <= the slot's batch
+    int num_workers;      // >= 1
+    uint64_t max_pixels;  // decoder limit; 0 = default
+    LoaderWarnFn warn;    // one line per skipped file, from worker threads; may be NULL
+    void *warn_context;
+    // Optional output, (dataset->count) or NULL: set to 1 for each file that
+    // could not be read or decoded (its features row is all zeros), else 0.
+    uint8_t *failed;
+} EmbedConfig;
+
+// features (dataset->count, model->feature_dim) host memory: row i = pooled
+// features of image i (scan order) in eval mode. The model needs a slot
+// `slot` of resolution image_size and batch >= batch_size; conv plans for the
+// last partial batch are made here (resnet_prepare_batch) before the loop.
+// stats (may be NULL) receives the loader's counts: skipped_files = files
+// whose rows are zero (see EmbedConfig.failed). Fails on a configuration
+// that does not fit the model, or a fatal loader/backend error.
+int embed_dataset(Resnet *model, int slot, const Dataset *dataset, const EmbedConfig *config,
+                  float *features, LoaderStats *stats, ErrorMessage *err);
+
+#endif

@@ -1,0 +1,92 @@
+// `lightly-train-c export`: writes one backbone of a checkpoint (or of a
+// safetensors state dict) as a torchvision state dict in safetensors (F32,
+// conv weights OIHW, BN running stats and num_batches_tracked, no fc),
+// atomically. Loadable with torchvision.models.resnetXX().load_state_dict(
+// safetensors.torch.load_file(path), strict=False) (only fc.* missing).
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "embed/model_source.h"
+#include "nn/resnet.h"
+
+static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
+static const char *const format_names[] = {"safetensors", NULL};
+
+typedef struct ExportArgs {
+    const char *checkpoint;
+    const char *out;
+    int part;    // index into part_names
+    int format;  // index into format_names
+    int overwrite;
+} ExportArgs;
+
+static int export_run(const ExportArgs *args) {
+    const char *program = "lightly-train-c export";
+    if (access(args->out, F_OK) == 0 && !args->overwrite) {
+        fprintf(stderr, "%s: --out '%s' exists (add --overwrite to replace it)\n", program,
+                args->out);
+        return 2;
+    }
+    ErrorMessage err = {{0}};
+    Backend *backend = backend_create("ref", 1, &err);  // only moves data: no compute
+    if (!backend) {
+        fprintf(stderr, "%s: %s\n", program, err.text);
+        return 1;
+    }
+    const ResnetInputShape unused_slot = {1, 32};  // export runs no forward; the smallest slot
+    Resnet model;
+    ModelSourceInfo info;
+    if (model_source_load_resnet_info(args->checkpoint, part_names[args->part], backend,
+                                      &unused_slot, 1, &model, &info, &err) != 0) {
+        fprintf(stderr, "%s: --checkpoint %s\n", program, err.text);
+        backend_destroy(backend);
+        return 2;
+    }
+    int status = 0;
+    if (resnet_save(&model, args->out, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", program, err.text);
+        status = 1;
+    } else {
+        // "backbone." -> "backbone"; a safetensors source is its own backbone.
+        const size_t length = strlen(info.prefix);
+        printf("exported %.*s of resnet%d (%zu parameters) from %s to %s\n",
+               length ? (int)length - 1 : 8, length ? info.prefix : "backbone",
+               model.config.depth, parameter_set_elements(&model.params), args->checkpoint,
+               args->out);
+    }
+    resnet_free(&model);
+    backend_destroy(backend);
+    return status;
+}
+
+int command_export(int argc, char **argv) {
+    ExportArgs args = {0};
+    const OptionSpec specs[] = {
+        {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
+         .metavar = "PATH", .help = "a .ckpt checkpoint or a torchvision .safetensors",
+         .required = 1},
+        {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
+         .help = "the exported state dict", .required = 1},
+        {.name = "part", .type = OPTION_CHOICE, .value = &args.part, .metavar = "PART",
+         .help = "backbone: the checkpoint's default (the teacher for DINO); teacher or student",
+         .choices = part_names},
+        {.name = "format", .type = OPTION_CHOICE, .value = &args.format, .metavar = "FORMAT",
+         .help = "file format of --out", .choices = format_names},
+        {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
+         .help = "replace an existing --out"},
+    };
+    const OptionParser parser = {
+        .program = "lightly-train-c export",
+        .summary = "Writes a backbone of a checkpoint as a torchvision state dict "
+                   "(safetensors, no fc), loadable with load_state_dict(strict=False).",
+        .specs = specs,
+        .count = (int)(sizeof specs / sizeof specs[0]),
+    };
+    int exit_status = 0;
+    if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
+    return export_run(&args);
+}

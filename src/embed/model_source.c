@@ -1,0 +1,167 @@
+// Backbone loading from a checkpoint or a safetensors state dict, with the
+// ResNet depth read from the tensor names (see model_source.h).
+#include "embed/model_source.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/weights.h"
+#include "train/checkpoint.h"
+
+#define RESNET_LAYERS 4
+#define RESNET_MAX_BLOCKS 64  // more blocks in a layer than any ResNet has: stop counting
+
+static const struct {
+    int depth;
+    int bottleneck;
+    int blocks[RESNET_LAYERS];
+} RESNET_LAYOUTS[] = {
+    {18, 0, {2, 2, 2, 2}},  {34, 0, {3, 4, 6, 3}},   {50, 1, {3, 4, 6, 3}},
+    {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
+};
+enum { RESNET_LAYOUT_COUNT = sizeof RESNET_LAYOUTS / sizeof RESNET_LAYOUTS[0] };
+
+static const SafeTensor *find_prefixed(const SafeTensors *file, const char *prefix,
+                                       const char *name) {
+    char key[SAFETENSORS_MAX_NAME];
+    snprintf(key, sizeof key, "%s%s", prefix, name);
+    return safetensors_find(file, key);
+}
+
+// 1 when tensor is a rank-4 conv weight (OIHW) with in_channels inputs and a
+// kernel x kernel window (any output count).
+static int is_conv(const SafeTensor *tensor, int64_t in_channels, int64_t kernel) {
+    return tensor && tensor->rank == 4 && (in_channels < 0 || tensor->shape[1] == in_channels) &&
+           tensor->shape[2] == kernel && tensor->shape[3] == kernel;
+}
+
+int model_source_detect_depth(const SafeTensors *file, const char *prefix, int *depth,
+                              ErrorMessage *err) {
+    const SafeTensor *stem = find_prefixed(file, prefix, "conv1.weight");
+    if (!is_conv(stem, 3, 7) || stem->shape[0] != 64)
+        return error_set(err,
+                         "not a ResNet backbone: %s \"%sconv1.weight\" of shape (64, 3, 7, 7) "
+                         "(%d tensors, the first \"%s\")",
+                         stem ? "the stem conv is not" : "no stem conv", prefix, file->count,
+                         file->count ? file->tensors[0].name : "");
+    // Basic blocks: conv1 3x3, conv2 3x3. Bottlenecks: conv1 1x1, conv2 3x3, conv3 1x1.
+    const int bottleneck = find_prefixed(file, prefix, "layer1.0.conv3.weight") != NULL;
+    int blocks[RESNET_LAYERS];
+    for (int layer = 0; layer < RESNET_LAYERS; layer++) {
+        blocks[layer] = 0;
+        for (int b = 0; b < RESNET_MAX_BLOCKS; b++) {
+            char name[64];
+            snprintf(name, sizeof name, "layer%d.%d.conv1.weight", layer + 1, b);
+            const SafeTensor *conv = find_prefixed(file, prefix, name);
+            if (!conv) break;
+            if (!is_conv(conv, -1, bottleneck ? 1 : 3))
+                return error_set(err,
+                                 "not a ResNet backbone: \"%s%s\" is not a %dx%d conv as in a "
+                                 "%s block",
+                                 prefix, name, bottleneck ? 1 : 3, bottleneck ? 1 : 3,
+                                 bottleneck ? "bottleneck" : "basic");
+            blocks[layer]++;
+        }
+    }
+    for (int i = 0; i < RESNET_LAYOUT_COUNT; i++) {
+        if (RESNET_LAYOUTS[i].bottleneck != bottleneck) continue;
+        if (memcmp(RESNET_LAYOUTS[i].blocks, blocks, sizeof blocks) != 0) continue;
+        *depth = RESNET_LAYOUTS[i].depth;
+        return 0;
+    }
+    return error_set(err,
+                     "not a ResNet backbone: %d-%d-%d-%d %s blocks in layer1..layer4 (under "
+                     "\"%s\") match none of resnet18/34 (basic 2-2-2-2, 3-4-6-3) and "
+                     "resnet50/101/152 (bottleneck 3-4-6-3, 3-4-23-3, 3-8-36-3)",
+                     blocks[0], blocks[1], blocks[2], blocks[3],
+                     bottleneck ? "bottleneck" : "basic", prefix);
+}
+
+// The checkpoint prefix of `part` (see model_source.h).
+static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char *prefix,
+                                  size_t size, ErrorMessage *err) {
+    const char *method = checkpoint_meta(ckpt, "method");
+    const char *chosen;
+    if (strcmp(part, "student") == 0) {
+        chosen = "backbone";
+    } else if (strcmp(part, "teacher") == 0) {
+        chosen = "teacher_backbone";
+    } else if (strcmp(part, "backbone") == 0) {
+        const char *export_part = checkpoint_meta(ckpt, "export_part");
+        chosen = export_part ? export_part : "backbone";
+        if (strcmp(chosen, "backbone") != 0 && strcmp(chosen, "teacher_backbone") != 0)
+            return error_set(err, "checkpoint metadata export_part \"%s\" is neither backbone nor "
+                                  "teacher_backbone", chosen);
+    } else {
+        return error_set(err, "unknown part \"%s\" (backbone, student or teacher)", part);
+    }
+    snprintf(prefix, size, "%s.", chosen);
+    if (!checkpoint_has_prefix(ckpt, prefix)) {
+        if (strcmp(chosen, "teacher_backbone") == 0)
+            return error_set(err, "the checkpoint has no teacher backbone (method %s)",
+                             method ? method : "unknown");
+        return error_set(err, "the checkpoint has no \"%s*\" tensors", prefix);
+    }
+    return 0;
+}
+
+static int create_and_load(const SafeTensors *file, const char *prefix, Backend *backend,
+                           const ResnetInputShape *inputs, int input_count, Resnet *model,
+                           ErrorMessage *err) {
+    int depth;
+    if (model_source_detect_depth(file, prefix, &depth, err) != 0) return -1;
+    const ResnetConfig config = resnet_config_default(depth);
+    if (resnet_declare(model, backend, &config, err) != 0 ||
+        resnet_allocate(model, inputs, input_count, err) != 0) {
+        resnet_free(model);
+        return -1;
+    }
+    // Checkpoints are strict; a state dict may carry torchvision's classifier
+    // (fc.*) and may lack num_batches_tracked (as resnet_load allows).
+    const WeightsLoadOptions options = {.key_prefix = prefix,
+                                        .ignore_prefix = prefix[0] ? NULL : "fc."};
+    if (weights_load_from(file, &model->params, &model->buffers, &model->num_batches_tracked,
+                          &options, err) != 0) {
+        resnet_free(model);
+        return error_prefix(err, "resnet%d", depth);
+    }
+    return 0;
+}
+
+int model_source_load_resnet_info(const char *path, const char *part, Backend *backend,
+                                  const ResnetInputShape *inputs, int input_count, Resnet *model,
+                                  ModelSourceInfo *info, ErrorMessage *err) {
+    ModelSourceInfo local;
+    if (!info) info = &local;
+    memset(info, 0, sizeof *info);
+    memset(model, 0, sizeof *model);
+    int status;
+    if (checkpoint_is_checkpoint_file(path)) {
+        info->is_checkpoint = 1;
+        Checkpoint ckpt;
+        if (checkpoint_read(path, &ckpt, err) != 0) return -1;  // names the path
+        const char *method = checkpoint_meta(&ckpt, "method");
+        snprintf(info->method, sizeof info->method, "%s", method ? method : "");
+        status = checkpoint_part_prefix(&ckpt, part, info->prefix, sizeof info->prefix, err);
+        if (status == 0)
+            status = create_and_load(&ckpt.tensors, info->prefix, backend, inputs, input_count,
+                                     model, err);
+        checkpoint_free(&ckpt);
+    } else {
+        if (strcmp(part, "backbone") != 0 && strcmp(part, "student") != 0)
+            return error_set(err, "%s: part \"%s\" needs a checkpoint; a safetensors file holds "
+                                  "one backbone (part backbone)", path, part);
+        SafeTensors file;
+        if (safetensors_read(path, &file, err) != 0) return -1;  // names the path
+        status = create_and_load(&file, "", backend, inputs, input_count, model, err);
+        safetensors_free(&file);
+    }
+    return status == 0 ? 0 : error_prefix(err, "%s", path);
+}
+
+int model_source_load_resnet(const char *path, const char *part, Backend *backend,
+                             const ResnetInputShape *inputs, int input_count, Resnet *model,
+                             ErrorMessage *err) {
+    return model_source_load_resnet_info(path, part, backend, inputs, input_count, model, NULL,
+                                         err);
+}

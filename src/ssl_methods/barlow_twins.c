@@ -1,0 +1,33 @@
+// Barlow Twins (Zbontar et al. 2021): two views, a 3-layer projection head
+// with BatchNorm (the paper's 8192-8192-8192 projector; smaller with
+// hidden_dim/output_dim) and the cross-correlation loss with the paper's
+// lambda 5e-3. Method args: hidden_dim, output_dim, lambda.
+#include "ssl_methods/barlow_twins_loss.h"
+#include "ssl_methods/method_pair.h"
+
+static float barlow_forward(void *loss, int batch, const float *out0, const float *out1) {
+    return barlow_twins_loss_forward(loss, batch, out0, out1);
+}
+static void barlow_backward(void *loss, float dloss, float *d0, float *d1) {
+    barlow_twins_loss_backward(loss, dloss, d0, d1);
+}
+static void barlow_destroy(void *loss) { barlow_twins_loss_destroy(loss); }
+
+int barlow_twins_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
+    static const char *const known[] = {"hidden_dim", "output_dim", "lambda", NULL};
+    double hidden, out, lambda;
+    if (method_args_check(setup, known, err) ||
+        method_arg_double(setup, "hidden_dim", 8192, &hidden, err) ||
+        method_arg_double(setup, "output_dim", 8192, &out, err) ||
+        method_arg_double(setup, "lambda", 5e-3, &lambda, err))
+        return -1;
+    if (hidden < 1 || out < 1) return error_set(err, "hidden_dim and output_dim must be >= 1");
+    BarlowTwinsLoss *loss =
+        barlow_twins_loss_create(method->backend, setup->batch, (int)out, (float)lambda, err);
+    if (!loss) return -1;
+    const HeadSpec head =
+        head_spec_barlow_twins(method->backbone.feature_dim, (int)hidden, (int)out);
+    return pair_method_create(method, setup, &head,
+                              (PairLoss){loss, barlow_forward, barlow_backward, barlow_destroy},
+                              err);
+}

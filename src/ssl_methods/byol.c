@@ -1,0 +1,142 @@
+// BYOL (Grill et al. 2020): the online network (backbone, projection head
+// 4096-256, prediction head 4096-256) predicts the projections an EMA target
+// network makes of the other view; symmetric normalised-MSE loss
+// (byol_loss.h); target momentum cosine from 0.99 to 1.0 over training.
+// Method args: hidden_dim, output_dim, momentum_start, momentum_end.
+#include <stdlib.h>
+
+#include "nn/schedule.h"
+#include "ssl_methods/byol_loss.h"
+#include "ssl_methods/method_teacher.h"
+
+typedef struct ByolState {
+    Head projection, prediction;
+    EmaTeacher target;
+    ByolLoss *loss;
+    double momentum_start, momentum_end;
+    long total_steps;
+    float *dprediction;  // (2 batch, out)
+    float *dprojection;  // (2 batch, out)
+    float *dfeatures;    // (2 batch, D)
+} ByolState;
+
+static int byol_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+    ByolState *state = method->state;
+    const int rows = 2 * batch;
+    const size_t half = (size_t)batch * head_spec_output_dim(&state->prediction.spec);
+    const float *target = ema_teacher_forward(&state->target, method, rows, err);
+    if (!target) return -1;
+    if (resnet_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
+    const float *projection =
+        head_forward(&state->projection, rows, resnet_features(&method->backbone, 0), 1, err);
+    if (!projection) return -1;
+    const float *prediction = head_forward(&state->prediction, rows, projection, 1, err);
+    if (!prediction) return -1;
+    *loss = byol_loss_forward(state->loss, batch, prediction, prediction + half, target,
+                              target + half);
+    byol_loss_backward(state->loss, 1.0f, state->dprediction, state->dprediction + half);
+    if (head_backward(&state->prediction, state->dprediction, state->dprojection, err) ||
+        head_backward(&state->projection, state->dprojection, state->dfeatures, err))
+        return -1;
+    return resnet_backward(&method->backbone, 0, state->dfeatures, err);
+}
+
+// The momentum of the step after `step` (lightly updates the target at the
+// start of each training step, i.e. after the previous optimizer step).
+static float byol_momentum(const ByolState *state, long step) {
+    return (float)schedule_cosine(step, state->total_steps, state->momentum_start,
+                                  state->momentum_end);
+}
+
+static void byol_after_update(Method *method, long step) {
+    ByolState *state = method->state;
+    const float momentum = byol_momentum(state, step + 1);
+    ema_teacher_update(&state->target, method, momentum);
+    method->scalar_values[0] = momentum;
+}
+
+static int byol_save(Method *method, CheckpointWriter *writer, ErrorMessage *err) {
+    return ema_teacher_save(&((ByolState *)method->state)->target, writer, err);
+}
+
+static int byol_load(Method *method, const Checkpoint *checkpoint, ErrorMessage *err) {
+    return ema_teacher_load(&((ByolState *)method->state)->target, checkpoint, err);
+}
+
+static Resnet *byol_teacher(Method *method) {
+    return &((ByolState *)method->state)->target.backbone;
+}
+
+static void byol_destroy(Method *method) {
+    ByolState *state = method->state;
+    if (!state) return;
+    Backend *backend = method->backend;
+    ema_teacher_free(&state->target);
+    head_free(&state->projection);
+    head_free(&state->prediction);
+    if (state->loss) byol_loss_destroy(state->loss);
+    float *buffers[] = {state->dprediction, state->dprojection, state->dfeatures};
+    for (int i = 0; i < 3; i++)
+        if (buffers[i]) backend->op.free(backend, buffers[i]);
+    free(state);
+    method->state = NULL;
+}
+
+static const MethodOps byol_ops = {
+    .step = byol_step,
+    .after_update = byol_after_update,
+    .save = byol_save,
+    .load = byol_load,
+    .teacher = byol_teacher,
+    .destroy = byol_destroy,
+};
+
+int byol_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
+    static const char *const known[] = {"hidden_dim", "output_dim", "momentum_start",
+                                        "momentum_end", NULL};
+    double hidden, out, momentum_start, momentum_end;
+    if (method_args_check(setup, known, err) ||
+        method_arg_double(setup, "hidden_dim", 4096, &hidden, err) ||
+        method_arg_double(setup, "output_dim", 256, &out, err) ||
+        method_arg_double(setup, "momentum_start", 0.99, &momentum_start, err) ||
+        method_arg_double(setup, "momentum_end", 1.0, &momentum_end, err))
+        return -1;
+    if (hidden < 1 || out < 1) return error_set(err, "hidden_dim and output_dim must be >= 1");
+    if (method->global_views != 2 || method->local_views != 0)
+        return error_set(err, "needs exactly 2 views of one size");
+    ByolState *state = calloc(1, sizeof *state);
+    if (!state) return error_set(err, "out of memory");
+    method->state = state;
+    method->ops = &byol_ops;
+    state->momentum_start = momentum_start;
+    state->momentum_end = momentum_end;
+    state->total_steps = setup->total_steps;
+    const int rows = 2 * setup->batch, dim = method->backbone.feature_dim;
+    const HeadSpec projection = head_spec_byol_projection(dim, (int)hidden, (int)out);
+    const HeadSpec prediction = head_spec_byol_prediction((int)out, (int)hidden, (int)out);
+    if (head_create(&state->projection, method->backend, &projection, "projection_head", rows,
+                    setup->seed, err) ||
+        head_create(&state->prediction, method->backend, &prediction, "prediction_head", rows,
+                    setup->seed, err) ||
+        ema_teacher_create(&state->target, method, &state->projection, "projection_head",
+                           setup->seed, err))
+        return -1;
+    state->loss = byol_loss_create(method->backend, setup->batch, (int)out, err);
+    if (!state->loss) return -1;
+    Backend *backend = method->backend;
+    state->dprediction = backend->op.alloc(backend, (size_t)rows * (size_t)out * sizeof(float));
+    state->dprojection = backend->op.alloc(backend, (size_t)rows * (size_t)out * sizeof(float));
+    state->dfeatures = backend->op.alloc(backend, (size_t)rows * dim * sizeof(float));
+    if (!state->dprediction || !state->dprojection || !state->dfeatures)
+        return error_set(err, "out of memory");
+    method->scalar_count = 1;
+    method->scalar_tags[0] = "schedule/momentum";
+    method->scalar_values[0] = byol_momentum(state, 0);
+    if (method_add_group(method, "projection_head", &state->projection.params,
+                         &state->projection.buffers, &state->projection.num_batches_tracked, 0,
+                         err))
+        return -1;
+    return method_add_group(method, "prediction_head", &state->prediction.params,
+                            &state->prediction.buffers, &state->prediction.num_batches_tracked, 0,
+                            err);
+}

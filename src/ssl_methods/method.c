@@ -1,0 +1,288 @@
+// What every SSL method shares: names and defaults, the backbone and its
+// view inputs, parameter groups, --method-arg parsing, initial weights and
+// the EMA teacher update. The methods themselves are one file each.
+#include "ssl_methods/method.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/weights.h"
+
+static const char *const method_names[METHOD_KIND_COUNT] = {
+    [METHOD_SIMCLR] = "simclr",   [METHOD_BYOL] = "byol",
+    [METHOD_DINO] = "dino",       [METHOD_VICREG] = "vicreg",
+    [METHOD_BARLOW_TWINS] = "barlowtwins", [METHOD_DISTILLATION] = "distillation",
+};
+
+int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err) {
+    for (int i = 0; i < METHOD_KIND_COUNT; i++) {
+        if (strcmp(name, method_names[i]) == 0) {
+            *kind = (MethodKind)i;
+            return 0;
+        }
+    }
+    return error_set(err,
+                     "unknown method '%s' (simclr, byol, dino, vicreg, barlowtwins, "
+                     "distillation)",
+                     name);
+}
+
+const char *method_kind_name(MethodKind kind) {
+    return kind >= 0 && kind < METHOD_KIND_COUNT ? method_names[kind] : "?";
+}
+
+MethodDefaults method_defaults(MethodKind kind) {
+    switch (kind) {
+    case METHOD_SIMCLR:  // LightlyTrain: SGD lr 0.3 x batch/256, wd 1e-4
+        return (MethodDefaults){OPTIMIZER_SGD, 0.3, 256, 1e-4, 0.0f};
+    case METHOD_DINO:  // LightlyTrain: SGD lr 0.03 x batch/256, wd 1e-4, clip 3
+        return (MethodDefaults){OPTIMIZER_SGD, 0.03, 256, 1e-4, 3.0f};
+    case METHOD_BYOL:  // BYOL paper: LARS lr 0.2 x batch/256, wd 1.5e-6
+        return (MethodDefaults){OPTIMIZER_LARS, 0.2, 256, 1.5e-6, 0.0f};
+    case METHOD_VICREG:  // VICReg paper: LARS lr 0.2 x batch/256, wd 1e-6
+        return (MethodDefaults){OPTIMIZER_LARS, 0.2, 256, 1e-6, 0.0f};
+    case METHOD_BARLOW_TWINS:  // Barlow Twins paper: LARS lr 0.2 x batch/256, wd 1.5e-6
+        return (MethodDefaults){OPTIMIZER_LARS, 0.2, 256, 1.5e-6, 0.0f};
+    case METHOD_DISTILLATION:  // LightlyTrain's distillation optimiser: AdamW lr 1e-3, wd 1e-2
+    default:
+        return (MethodDefaults){OPTIMIZER_ADAMW, 1e-3, 256, 1e-2, 0.0f};
+    }
+}
+
+// BYOL's asymmetric pair (lightly's BYOLTransform): blur always on view 0,
+// rarely on view 1; solarize only on view 1; DINO-strength colour jitter.
+// VICReg and Barlow Twins use the same augmentations as BYOL in their papers.
+static void views_byol(ViewSet *views, int image_size) {
+    view_set_simclr(views, image_size);
+    for (int v = 0; v < 2; v++) {
+        ViewTransform *t = &views->views[v];
+        t->brightness = 0.4f;
+        t->contrast = 0.4f;
+        t->saturation = 0.2f;
+        t->hue = 0.1f;
+    }
+    views->views[0].blur_p = 1.0f;
+    views->views[1].blur_p = 0.1f;
+    views->views[1].solarize_p = 0.2f;
+}
+
+void method_default_views(MethodKind kind, int image_size, ViewSet *views) {
+    switch (kind) {
+    case METHOD_DINO: view_set_dino(views, image_size, 96, 6); break;
+    case METHOD_BYOL:
+    case METHOD_VICREG:
+    case METHOD_BARLOW_TWINS: views_byol(views, image_size); break;
+    default: view_set_simclr(views, image_size); break;
+    }
+}
+
+static int method_check_views(const ViewSet *views, ErrorMessage *err) {
+    if (views->count < 1 || views->global_count < 1 || views->global_count > views->count)
+        return error_set(err, "the method needs at least one view");
+    for (int v = 1; v < views->count; v++) {
+        const int reference = v < views->global_count ? 0 : views->global_count;
+        if (views->views[v].size != views->views[reference].size)
+            return error_set(err, "view %d is %d px but view %d is %d px: views of one kind must "
+                                  "share a size", v, views->views[v].size, reference,
+                             views->views[reference].size);
+    }
+    return 0;
+}
+
+static int (*const method_create_functions[METHOD_KIND_COUNT])(Method *, const MethodSetup *,
+                                                               ErrorMessage *) = {
+    [METHOD_SIMCLR] = simclr_create,         [METHOD_BYOL] = byol_create,
+    [METHOD_DINO] = dino_create,             [METHOD_VICREG] = vicreg_create,
+    [METHOD_BARLOW_TWINS] = barlow_twins_create, [METHOD_DISTILLATION] = distillation_create,
+};
+
+int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
+                  const ViewSet *views, ErrorMessage *err) {
+    memset(method, 0, sizeof *method);
+    if (kind < 0 || kind >= METHOD_KIND_COUNT) return error_set(err, "bad method kind");
+    if (method_check_views(views, err)) return -1;
+    if (setup->batch < 2) return error_set(err, "batch size %d: SSL methods need at least 2 "
+                                                "images per step", setup->batch);
+    Backend *backend = setup->backend;
+    method->kind = kind;
+    method->backend = backend;
+    method->defaults = method_defaults(kind);
+    method->views = *views;
+    method->max_batch = setup->batch;
+    method->export_part = "backbone";
+    method->global_views = views->global_count;
+    method->local_views = views->count - views->global_count;
+    method->global_size = views->views[0].size;
+    method->local_size = method->local_views ? views->views[views->global_count].size : 0;
+
+    ResnetInputShape inputs[2] = {
+        {method->global_views * setup->batch, method->global_size},
+        {method->local_views * setup->batch, method->local_size},
+    };
+    ResnetConfig config = resnet_config_default(setup->depth);
+    if (resnet_create(&method->backbone, backend, &config, inputs, method->local_views ? 2 : 1,
+                      setup->seed, err))
+        return error_prefix(err, "backbone"), -1;
+    if (setup->initial_weights &&
+        method_load_backbone_weights(&method->backbone, setup->initial_weights, err))
+        goto fail;
+    const size_t global_floats = (size_t)inputs[0].batch * method->global_size *
+                                 method->global_size * 3;
+    const size_t local_floats = (size_t)inputs[1].batch * method->local_size *
+                                method->local_size * 3;
+    method->global_input = backend->op.alloc(backend, global_floats * sizeof(float));
+    if (local_floats)
+        method->local_input = backend->op.alloc(backend, local_floats * sizeof(float));
+    method->staging = backend->op.alloc(
+        backend, (size_t)setup->batch * method->global_size * method->global_size * 3);
+    if (!method->global_input || (local_floats && !method->local_input) || !method->staging) {
+        error_set(err, "out of memory for the input views (batch %d, %d px)", setup->batch,
+                  method->global_size);
+        goto fail;
+    }
+    if (method_add_group(method, "backbone", &method->backbone.params, &method->backbone.buffers,
+                         &method->backbone.num_batches_tracked, 0, err))
+        goto fail;
+    if (method_create_functions[kind](method, setup, err)) {
+        error_prefix(err, "%s", method_kind_name(kind));
+        goto fail;
+    }
+    return 0;
+fail:
+    method_free(method);
+    return -1;
+}
+
+void method_free(Method *method) {
+    if (method->ops && method->ops->destroy) method->ops->destroy(method);
+    Backend *backend = method->backend;
+    if (backend) {
+        if (method->global_input) backend->op.free(backend, method->global_input);
+        if (method->local_input) backend->op.free(backend, method->local_input);
+        if (method->staging) backend->op.free(backend, method->staging);
+    }
+    resnet_free(&method->backbone);
+    memset(method, 0, sizeof *method);
+}
+
+// ImageNet statistics, as LightlyTrain's Normalize.
+static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+
+int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err) {
+    if (batch->view_count != method->views.count || batch->size > method->max_batch)
+        return error_set(err, "batch has %d views of %d images, the method expects %d views of "
+                              "at most %d", batch->view_count, batch->size, method->views.count,
+                         method->max_batch);
+    Backend *backend = method->backend;
+    for (int v = 0; v < batch->view_count; v++) {
+        const int global = v < method->global_views;
+        const int size = global ? method->global_size : method->local_size;
+        if (batch->view_size[v] != size)
+            return error_set(err, "view %d is %d px, expected %d", v, batch->view_size[v], size);
+        const size_t pixels = (size_t)batch->size * size * size;
+        const int index = global ? v : v - method->global_views;
+        float *target = (global ? method->global_input : method->local_input) +
+                        (size_t)index * pixels * 3;
+        backend->op.upload(backend, method->staging, batch->views[v], pixels * 3);
+        backend->op.normalize_u8(backend, pixels, method->staging, imagenet_mean, imagenet_std,
+                                 target);
+    }
+    return 0;
+}
+
+int method_add_group(Method *method, const char *name, ParameterSet *params,
+                     ParameterSet *buffers, int64_t *num_batches_tracked, long frozen_steps,
+                     ErrorMessage *err) {
+    if (method->group_count >= METHOD_MAX_GROUPS)
+        return error_set(err, "too many parameter groups");
+    MethodGroup *group = &method->groups[method->group_count++];
+    memset(group, 0, sizeof *group);
+    snprintf(group->name, sizeof group->name, "%s", name);
+    group->params = params;
+    group->buffers = buffers && buffers->count ? buffers : NULL;
+    group->num_batches_tracked = group->buffers ? num_batches_tracked : NULL;
+    group->frozen_steps = frozen_steps;
+    return 0;
+}
+
+// The value of the last "key=value" entry for key, or NULL.
+static const char *method_arg_lookup(const MethodSetup *setup, const char *key) {
+    const char *found = NULL;
+    const size_t length = strlen(key);
+    for (int i = 0; i < setup->arg_count; i++) {
+        const char *entry = setup->args[i];
+        if (strncmp(entry, key, length) == 0 && entry[length] == '=') found = entry + length + 1;
+    }
+    return found;
+}
+
+int method_arg_double(const MethodSetup *setup, const char *key, double fallback, double *value,
+                      ErrorMessage *err) {
+    const char *text = method_arg_lookup(setup, key);
+    *value = fallback;
+    if (!text) return 0;
+    char *end = NULL;
+    const double parsed = strtod(text, &end);
+    if (end == text || *end != '\0')
+        return error_set(err, "--method-arg %s=%s: not a number", key, text);
+    *value = parsed;
+    return 0;
+}
+
+int method_arg_string(const MethodSetup *setup, const char *key, const char **value) {
+    const char *text = method_arg_lookup(setup, key);
+    if (text) *value = text;
+    return text != NULL;
+}
+
+int method_args_check(const MethodSetup *setup, const char *const *known, ErrorMessage *err) {
+    for (int i = 0; i < setup->arg_count; i++) {
+        const char *entry = setup->args[i];
+        const char *equals = strchr(entry, '=');
+        if (!equals || equals == entry)
+            return error_set(err, "--method-arg '%s': expected key=value", entry);
+        const size_t length = (size_t)(equals - entry);
+        int ok = 0;
+        for (int k = 0; known[k] && !ok; k++)
+            ok = strlen(known[k]) == length && strncmp(known[k], entry, length) == 0;
+        if (!ok) {
+            char accepted[512] = "";
+            for (int k = 0; known[k]; k++) {
+                if (k) strncat(accepted, ", ", sizeof accepted - strlen(accepted) - 1);
+                strncat(accepted, known[k], sizeof accepted - strlen(accepted) - 1);
+            }
+            return error_set(err, "--method-arg: unknown key '%.*s' (accepted: %s)", (int)length,
+                             entry, accepted);
+        }
+    }
+    return 0;
+}
+
+int method_load_backbone_weights(Resnet *model, const char *path, ErrorMessage *err) {
+    if (!checkpoint_is_checkpoint_file(path)) {
+        if (resnet_load(model, path, err)) return error_prefix(err, "--checkpoint"), -1;
+        return 0;
+    }
+    Checkpoint checkpoint;
+    if (checkpoint_read(path, &checkpoint, err)) return -1;
+    const char *part = checkpoint_meta(&checkpoint, "export_part");
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s.", part ? part : "backbone");
+    const int status = checkpoint_load_parameters(&checkpoint, prefix, &model->params,
+                                                  &model->buffers, &model->num_batches_tracked,
+                                                  err);
+    checkpoint_free(&checkpoint);
+    if (status) error_prefix(err, "--checkpoint %s", path);
+    return status;
+}
+
+void method_ema_update(Backend *backend, ParameterSet *target, const ParameterSet *source,
+                       float momentum) {
+    backend->op.ema_update(backend, target->total, target->values, source->values, momentum);
+}
+
+void method_copy_parameters(Backend *backend, ParameterSet *target, const ParameterSet *source) {
+    backend->op.copy(backend, target->values, source->values, source->total * sizeof(float));
+}

@@ -1,0 +1,175 @@
+// The interface between the training loop and an SSL method (SimCLR, BYOL,
+// DINO, VICReg, Barlow Twins, distillation). A method owns the student
+// backbone, its heads, any teacher and the loss; the loop owns the data, the
+// optimizers (one per parameter group), schedules, logging and checkpoints.
+//
+// One optimizer step with k micro-batches (gradient accumulation):
+//   loop: zero every group's gradients
+//   k x { method_upload_views(batch); ops->step(step): forward, loss,
+//         backward; parameter gradients += }
+//   loop: scale gradients by 1/k, clip (defaults.grad_clip), one optimizer
+//         step per group not frozen at this step
+//   ops->after_update(step): EMA teacher, DINO centre
+//
+// Views: views with the resolution of view 0 ("global") are normalised into
+// one concatenated input (global_views * batch, R, R, 3), the others
+// ("local", DINO's small crops) into a second one, so the backbone runs one
+// forward per resolution over all views, as LightlyTrain does
+// (torch.cat(views)); BatchNorm statistics span all views.
+//
+// Checkpoints: the loop saves and restores every group (parameters,
+// buffers, optimizer state) under "<group name>."; a method's ops->save and
+// ops->load add what is not a group (teacher, DINO centre).
+#ifndef LTC_SSL_METHODS_METHOD_H
+#define LTC_SSL_METHODS_METHOD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "augment/augment.h"
+#include "backend/backend.h"
+#include "data/loader.h"
+#include "nn/optimizer.h"
+#include "nn/parameters.h"
+#include "nn/resnet.h"
+#include "train/checkpoint.h"
+#include "util/error.h"
+
+typedef enum MethodKind {
+    METHOD_SIMCLR,
+    METHOD_BYOL,
+    METHOD_DINO,
+    METHOD_VICREG,
+    METHOD_BARLOW_TWINS,
+    METHOD_DISTILLATION,
+    METHOD_KIND_COUNT,
+} MethodKind;
+
+// "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation".
+int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err);
+const char *method_kind_name(MethodKind kind);
+
+// Optimisation defaults of a method (LightlyTrain's where it has the method,
+// otherwise the paper's); the lr is scaled by batch / reference_batch.
+typedef struct MethodDefaults {
+    OptimizerKind optimizer;
+    double base_lr;
+    int reference_batch;
+    double weight_decay;
+    float grad_clip;  // max global gradient norm; 0: no clipping
+} MethodDefaults;
+
+MethodDefaults method_defaults(MethodKind kind);
+// The method's views at image_size (global views; DINO's locals stay 96 px).
+void method_default_views(MethodKind kind, int image_size, ViewSet *views);
+
+typedef struct MethodSetup {
+    Backend *backend;
+    int depth;              // ResNet depth of the student
+    int batch;              // images per step on this device
+    size_t dataset_size;    // DINO's output dimension and temperatures scale with it
+    long total_steps;       // schedules (EMA momentum, teacher temperature)
+    uint64_t seed;
+    const char *initial_weights;    // --checkpoint: backbone weights, or NULL
+    const char *const *args;        // --method-arg "key=value" entries
+    int arg_count;
+} MethodSetup;
+
+#define METHOD_MAX_GROUPS 6
+#define METHOD_MAX_SCALARS 4
+#define METHOD_GROUP_NAME 32
+
+// A table of trainable parameters with its own optimizer.
+typedef struct MethodGroup {
+    char name[METHOD_GROUP_NAME];  // "backbone", "projection_head", ...
+    ParameterSet *params;
+    ParameterSet *buffers;         // BatchNorm running statistics or NULL
+    int64_t *num_batches_tracked;  // or NULL
+    long frozen_steps;             // not updated during steps [0, frozen_steps)
+} MethodGroup;
+
+typedef struct Method Method;
+
+typedef struct MethodOps {
+    // Forward, loss and backward on the uploaded views of `batch` images;
+    // parameter gradients +=, *loss = the loss (host).
+    int (*step)(Method *method, long step, int batch, float *loss, ErrorMessage *err);
+    // After the optimizer step `step`: EMA teacher, DINO centre. May be NULL.
+    void (*after_update)(Method *method, long step);
+    // State that is not a group (teacher, centre). May be NULL.
+    int (*save)(Method *method, CheckpointWriter *writer, ErrorMessage *err);
+    int (*load)(Method *method, const Checkpoint *checkpoint, ErrorMessage *err);
+    // The teacher backbone, or NULL when the method has none.
+    Resnet *(*teacher)(Method *method);
+    void (*destroy)(Method *method);  // frees what the method added
+} MethodOps;
+
+struct Method {
+    MethodKind kind;
+    const MethodOps *ops;
+    Backend *backend;
+    MethodDefaults defaults;
+    ViewSet views;
+    int max_batch;
+    Resnet backbone;   // the student: trained, exported as "backbone"
+    // slot 0: global views (global_views * max_batch at global_size);
+    // slot 1: local views when there are any
+    int global_views, local_views;
+    int global_size, local_size;
+    float *global_input;   // (global_views * max_batch, global_size, global_size, 3)
+    float *local_input;    // (local_views * max_batch, local_size, local_size, 3) or NULL
+    uint8_t *staging;      // backend memory for one uploaded view
+    int group_count;
+    MethodGroup groups[METHOD_MAX_GROUPS];
+    // Schedules to log (tag, value of the last step), e.g. "schedule/momentum".
+    int scalar_count;
+    const char *scalar_tags[METHOD_MAX_SCALARS];
+    float scalar_values[METHOD_MAX_SCALARS];
+    // "teacher_backbone" when the exported backbone is the teacher (DINO),
+    // else "backbone".
+    const char *export_part;
+    void *state;  // the method's own
+};
+
+// Builds the method for the given views (method_default_views plus the
+// user's overrides): backbone with slots for the views, heads, teacher,
+// loss, and loads setup->initial_weights into the backbone (and teacher).
+int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
+                  const ViewSet *views, ErrorMessage *err);
+void method_free(Method *method);
+
+// Normalises the batch's uint8 views (ImageNet mean/std) into global_input
+// and local_input.
+int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err);
+
+// Adds a group (used by the methods' create functions).
+int method_add_group(Method *method, const char *name, ParameterSet *params,
+                     ParameterSet *buffers, int64_t *num_batches_tracked, long frozen_steps,
+                     ErrorMessage *err);
+
+// --method-arg lookups: the value of key as a number (default when absent);
+// method_args_check fails naming the first key not in `known` (NULL-ended).
+int method_arg_double(const MethodSetup *setup, const char *key, double fallback, double *value,
+                      ErrorMessage *err);
+int method_arg_string(const MethodSetup *setup, const char *key, const char **value);
+int method_args_check(const MethodSetup *setup, const char *const *known, ErrorMessage *err);
+
+// Loads backbone weights from a .ckpt (its default export part) or a
+// torchvision .safetensors into model.
+int method_load_backbone_weights(Resnet *model, const char *path, ErrorMessage *err);
+// target parameters = momentum * target + (1 - momentum) * source (lightly's
+// update_momentum: parameters only, buffers are the teacher's own).
+void method_ema_update(Backend *backend, ParameterSet *target, const ParameterSet *source,
+                       float momentum);
+// Copies every parameter and buffer value of source into target (same structure).
+void method_copy_parameters(Backend *backend, ParameterSet *target, const ParameterSet *source);
+
+// The create functions of each method (one file each).
+int simclr_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int byol_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int vicreg_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int barlow_twins_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int distillation_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+
+#endif

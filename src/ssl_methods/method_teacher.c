@@ -1,0 +1,89 @@
+// The EMA teacher shared by BYOL and DINO (see method_teacher.h).
+#include "ssl_methods/method_teacher.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void teacher_copy_head(Backend *backend, Head *target, const Head *source) {
+    method_copy_parameters(backend, &target->params, &source->params);
+    if (source->buffers.count) method_copy_parameters(backend, &target->buffers, &source->buffers);
+    if (source->last_layer.count)
+        method_copy_parameters(backend, &target->last_layer, &source->last_layer);
+    target->num_batches_tracked = source->num_batches_tracked;
+}
+
+int ema_teacher_create(EmaTeacher *teacher, Method *method, const Head *student_head,
+                       const char *head_name, uint64_t seed, ErrorMessage *err) {
+    memset(teacher, 0, sizeof *teacher);
+    Backend *backend = method->backend;
+    const ResnetInputShape input = {method->global_views * method->max_batch,
+                                    method->global_size};
+    if (resnet_create(&teacher->backbone, backend, &method->backbone.config, &input, 1, seed,
+                      err))
+        return error_prefix(err, "teacher backbone"), -1;
+    method_copy_parameters(backend, &teacher->backbone.params, &method->backbone.params);
+    method_copy_parameters(backend, &teacher->backbone.buffers, &method->backbone.buffers);
+    teacher->backbone.num_batches_tracked = method->backbone.num_batches_tracked;
+    char name[64];
+    snprintf(name, sizeof name, "teacher_%s", head_name);
+    snprintf(teacher->head_prefix, sizeof teacher->head_prefix, "teacher_%s.", head_name);
+    if (head_create(&teacher->head, backend, &student_head->spec, name, input.batch, seed, err))
+        return -1;
+    teacher_copy_head(backend, &teacher->head, student_head);
+    teacher->student_head = student_head;
+    return 0;
+}
+
+void ema_teacher_free(EmaTeacher *teacher) {
+    head_free(&teacher->head);
+    resnet_free(&teacher->backbone);
+}
+
+const float *ema_teacher_forward(EmaTeacher *teacher, Method *method, int rows,
+                                 ErrorMessage *err) {
+    if (resnet_forward(&teacher->backbone, 0, rows, method->global_input, 1, err)) return NULL;
+    return head_forward(&teacher->head, rows, resnet_features(&teacher->backbone, 0), 1, err);
+}
+
+void ema_teacher_update(EmaTeacher *teacher, Method *method, float momentum) {
+    Backend *backend = method->backend;
+    method_ema_update(backend, &teacher->backbone.params, &method->backbone.params, momentum);
+    method_ema_update(backend, &teacher->head.params, &teacher->student_head->params, momentum);
+    if (teacher->head.last_layer.count)
+        method_ema_update(backend, &teacher->head.last_layer, &teacher->student_head->last_layer,
+                          momentum);
+}
+
+// DINO's weight-normalised layer is a table of its own (its group is frozen
+// at first); its prefix must not start with head_prefix, whose load is strict.
+static const char teacher_last_layer_prefix[] = "teacher_last_layer.";
+
+int ema_teacher_save(EmaTeacher *teacher, CheckpointWriter *writer, ErrorMessage *err) {
+    if (checkpoint_add_parameters(writer, "teacher_backbone.", &teacher->backbone.params,
+                                  &teacher->backbone.buffers,
+                                  teacher->backbone.num_batches_tracked, err) ||
+        checkpoint_add_parameters(writer, teacher->head_prefix, &teacher->head.params,
+                                  teacher->head.buffers.count ? &teacher->head.buffers : NULL,
+                                  teacher->head.num_batches_tracked, err))
+        return -1;
+    if (teacher->head.last_layer.count &&
+        checkpoint_add_parameters(writer, teacher_last_layer_prefix,
+                                  &teacher->head.last_layer, NULL, 0, err))
+        return -1;
+    return 0;
+}
+
+int ema_teacher_load(EmaTeacher *teacher, const Checkpoint *checkpoint, ErrorMessage *err) {
+    if (checkpoint_load_parameters(checkpoint, "teacher_backbone.", &teacher->backbone.params,
+                                   &teacher->backbone.buffers,
+                                   &teacher->backbone.num_batches_tracked, err) ||
+        checkpoint_load_parameters(checkpoint, teacher->head_prefix, &teacher->head.params,
+                                   teacher->head.buffers.count ? &teacher->head.buffers : NULL,
+                                   &teacher->head.num_batches_tracked, err))
+        return -1;
+    if (teacher->head.last_layer.count &&
+        checkpoint_load_parameters(checkpoint, teacher_last_layer_prefix,
+                                   &teacher->head.last_layer, NULL, NULL, err))
+        return -1;
+    return 0;
+}

@@ -1,0 +1,35 @@
+// VICReg (Bardes et al. 2022): two views, a 3-layer projection head with
+// BatchNorm (the paper's 8192-8192-8192 expander; smaller with
+// hidden_dim/output_dim) and the variance-invariance-covariance loss with the
+// paper's coefficients (lambda 25, mu 25, nu 1). Method args: hidden_dim,
+// output_dim, lambda, mu, nu.
+#include "ssl_methods/method_pair.h"
+#include "ssl_methods/vicreg_loss.h"
+
+static float vicreg_forward(void *loss, int batch, const float *out0, const float *out1) {
+    return vicreg_loss_forward(loss, batch, out0, out1);
+}
+static void vicreg_backward(void *loss, float dloss, float *d0, float *d1) {
+    vicreg_loss_backward(loss, dloss, d0, d1);
+}
+static void vicreg_destroy(void *loss) { vicreg_loss_destroy(loss); }
+
+int vicreg_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
+    static const char *const known[] = {"hidden_dim", "output_dim", "lambda", "mu", "nu", NULL};
+    double hidden, out, lambda, mu, nu;
+    if (method_args_check(setup, known, err) ||
+        method_arg_double(setup, "hidden_dim", 8192, &hidden, err) ||
+        method_arg_double(setup, "output_dim", 8192, &out, err) ||
+        method_arg_double(setup, "lambda", 25.0, &lambda, err) ||
+        method_arg_double(setup, "mu", 25.0, &mu, err) ||
+        method_arg_double(setup, "nu", 1.0, &nu, err))
+        return -1;
+    if (hidden < 1 || out < 1) return error_set(err, "hidden_dim and output_dim must be >= 1");
+    VicregLoss *loss = vicreg_loss_create(method->backend, setup->batch, (int)out, (float)lambda,
+                                          (float)mu, (float)nu, 1e-4f, err);
+    if (!loss) return -1;
+    const HeadSpec head = head_spec_vicreg(method->backbone.feature_dim, (int)hidden, (int)out);
+    return pair_method_create(method, setup, &head,
+                              (PairLoss){loss, vicreg_forward, vicreg_backward, vicreg_destroy},
+                              err);
+}

@@ -1,0 +1,74 @@
+// The state of one `train` run, shared by the loop (trainer.c) and its
+// set-up and tear-down (train_setup.c). Internal to src/train.
+#ifndef LTC_TRAIN_TRAIN_RUN_H
+#define LTC_TRAIN_TRAIN_RUN_H
+
+#include <limits.h>
+
+#include "data/loader.h"
+#include "data/scan.h"
+#include "logging/metrics_jsonl.h"
+#include "logging/progress.h"
+#include "logging/run_log.h"
+#include "logging/run_summary.h"
+#include "logging/tb_writer.h"
+#include "ssl_methods/method.h"
+#include "train/train_state.h"
+#include "train/trainer.h"
+
+typedef struct TrainRun {
+    const TrainConfig *config;
+    Backend *backend;
+    Dataset dataset;
+    int dataset_ready;
+    Method method;
+    int method_ready;
+    Optimizer *optimizers[METHOD_MAX_GROUPS];
+    Loader *loader;
+    int batch_size;         // per device
+    int num_workers;
+    int accumulate;
+    long steps_per_epoch;   // optimizer steps
+    long total_steps;
+    long start_step;        // > 0 when resumed
+    long warmup_steps;
+    int log_every;
+    double base_lr;         // after batch scaling
+    double weight_decay;
+    char lr_tag[64];        // "lr-SGD/backbone"-like: Lightning names it per optimizer
+    RunIdentity identity;
+    char model_name[16];
+    char checkpoint_path[PATH_MAX];
+    char export_path[PATH_MAX];
+    TbWriter *events;
+    MetricsJsonl *metrics;
+    RunLog *log;
+    Progress *progress;
+    int knn_enabled;
+    Dataset knn_dataset;
+    int32_t *knn_labels;
+    int knn_classes;
+} TrainRun;
+
+typedef struct StepTimes {
+    float loss;             // mean over the micro-batches
+    double lr;
+    double batch_seconds;   // forward, backward, optimizer
+    double data_seconds;    // waiting for batches
+    int images;
+} StepTimes;
+
+// Everything before the first step. Returns 0 or the exit status (2 bad
+// input, 1 failure) after printing the message. train_teardown is safe after
+// a partial set-up.
+int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv);
+void train_teardown(TrainRun *run);
+// The end summary (console and train.log) and the final log lines.
+void train_finish(TrainRun *run, RunTotals *totals, int status);
+// A line on the console (through the progress display) and in train.log.
+void train_message(TrainRun *run, const char *format, ...) __attribute__((format(printf, 2, 3)));
+// kNN top-1 of the current backbone (the teacher where there is one) on the
+// --knn-data folder, leave-one-out.
+int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err);
+
+#endif

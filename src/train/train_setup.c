@@ -1,0 +1,392 @@
+// Set-up and tear-down of a `train` run: the output folder, data, backend,
+// method, optimizers, schedules, resume, logs and the end summary (see
+// train_run.h).
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "embed/embedder.h"
+#include "train/knn.h"
+#include "train/train_run.h"
+#include "util/cpu.h"
+
+void train_message(TrainRun *run, const char *format, ...) {
+    char text[2048];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    if (run->progress)
+        progress_message(run->progress, text);
+    else
+        fprintf(stderr, "%s\n", text);
+    if (run->log) run_log_line(run->log, "%s", text);
+}
+
+// Loader warnings (skipped images) come from worker threads: one line each
+// to stderr and train.log, both line-buffered appends.
+static void train_warn(void *context, const char *message) {
+    TrainRun *run = context;
+    fprintf(stderr, "warning: %s\n", message);
+    if (run->log) run_log_line(run->log, "warning: %s", message);
+}
+
+static int path_join(char *out, size_t size, const char *dir, const char *name) {
+    return snprintf(out, size, "%s/%s", dir, name) >= (int)size ? -1 : 0;
+}
+
+// 1 when dir exists and holds anything, 0 when absent or empty, -1 when it
+// is not a folder.
+static int folder_state(const char *dir) {
+    struct stat info;
+    if (stat(dir, &info) != 0) return 0;
+    if (!S_ISDIR(info.st_mode)) return -1;
+    DIR *handle = opendir(dir);
+    if (!handle) return 1;
+    int used = 0;
+    struct dirent *entry;
+    while (!used && (entry = readdir(handle)))
+        used = strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
+    closedir(handle);
+    return used;
+}
+
+static int make_folder(const char *path, ErrorMessage *err) {
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return error_set(err, "cannot create folder %s: %s", path, strerror(errno));
+    return 0;
+}
+
+// Removes old event files so that a run started with --overwrite does not
+// show the previous curves in TensorBoard.
+static void remove_old_events(const char *dir) {
+    DIR *handle = opendir(dir);
+    if (!handle) return;
+    struct dirent *entry;
+    char path[PATH_MAX];
+    while ((entry = readdir(handle)))
+        if (strncmp(entry->d_name, "events.out.tfevents.", 20) == 0 &&
+            path_join(path, sizeof path, dir, entry->d_name) == 0)
+            unlink(path);
+    closedir(handle);
+}
+
+static int prepare_out(TrainRun *run, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    const int state = folder_state(config->out);
+    if (state < 0) return error_set(err, "--out %s exists and is not a folder", config->out);
+    if (path_join(run->checkpoint_path, sizeof run->checkpoint_path, config->out,
+                  "checkpoints/last.ckpt") ||
+        path_join(run->export_path, sizeof run->export_path, config->out,
+                  "exported_models/exported_last.safetensors"))
+        return error_set(err, "--out %s: path too long", config->out);
+    if (config->resume) {
+        if (access(run->checkpoint_path, R_OK) != 0)
+            return error_set(err, "--resume: no checkpoint to resume from (%s: %s)",
+                             run->checkpoint_path, strerror(errno));
+    } else if (state > 0 && !config->overwrite) {
+        return error_set(err, "--out %s is not empty: pass --overwrite to replace its run or "
+                              "--resume to continue it", config->out);
+    }
+    return 0;
+}
+
+// After every check passed: the folders of the output layout.
+static int create_out(TrainRun *run, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    if (config->overwrite && !config->resume) remove_old_events(config->out);
+    char path[PATH_MAX];
+    if (make_folder(config->out, err)) return -1;
+    path_join(path, sizeof path, config->out, "checkpoints");
+    if (make_folder(path, err)) return -1;
+    path_join(path, sizeof path, config->out, "exported_models");
+    return make_folder(path, err);
+}
+
+static const char *optimizer_display_name(OptimizerKind kind) {
+    return kind == OPTIMIZER_SGD ? "SGD" : kind == OPTIMIZER_LARS ? "LARS" : "AdamW";
+}
+
+static int build_views(const TrainConfig *config, ViewSet *views, ErrorMessage *err) {
+    if (config->method == METHOD_DINO)
+        view_set_dino(views, config->image_size, config->local_image_size, config->local_views);
+    else
+        method_default_views(config->method, config->image_size, views);
+    for (int i = 0; i < config->transforms.count; i++)
+        if (view_set_override(views, config->transforms.items[i], err))
+            return error_prefix(err, "--transform"), -1;
+    return 0;
+}
+
+// LightlyTrain: warmup over min(10 epochs, 10% of the epochs), in steps.
+static long warmup_steps_for(long total_steps, long steps_per_epoch) {
+    const double epochs = fmax(1.0, ceil((double)total_steps / (double)steps_per_epoch));
+    const double warmup_epochs = fmin(10.0, epochs / 10.0);
+    const long steps = (long)((double)total_steps / epochs * warmup_epochs);
+    return steps < total_steps ? steps : total_steps;
+}
+
+static int setup_data(TrainRun *run, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    if (config->data.count != 1)
+        return error_set(err, "--data: give one folder (several folders are not supported yet)");
+    if (dataset_scan(config->data.items[0], &run->dataset, err)) return -1;
+    run->dataset_ready = 1;
+    const int world = config->devices * config->num_nodes;
+    if (config->batch_size % world != 0)
+        return error_set(err, "--batch-size %d is not divisible by the %d devices", 
+                         config->batch_size, world);
+    run->batch_size = config->batch_size / world;
+    if ((size_t)run->batch_size > run->dataset.count) {
+        train_message(run, "warning: batch size %d is larger than the dataset (%zu images); "
+                           "using %zu", run->batch_size, run->dataset.count, run->dataset.count);
+        run->batch_size = (int)run->dataset.count;
+    }
+    if (run->batch_size < 2)
+        return error_set(err, "the dataset has %zu image(s): SSL needs at least 2 per batch",
+                         run->dataset.count);
+    run->accumulate = config->accumulate_grad_batches;
+    const long batches = (long)(run->dataset.count / (size_t)run->batch_size);
+    run->steps_per_epoch = batches / run->accumulate;
+    if (run->steps_per_epoch < 1)
+        return error_set(err, "--accumulate-grad-batches %d needs %d batches of %d images, the "
+                              "dataset has %zu images", run->accumulate, run->accumulate,
+                         run->batch_size, run->dataset.count);
+    run->total_steps = config->max_steps > 0 ? config->max_steps
+                                             : (long)config->epochs * run->steps_per_epoch;
+    run->num_workers = config->num_workers > 0 ? config->num_workers
+                                               : cpu_default_workers(cpu_usable_cores(), 1);
+    return 0;
+}
+
+static int setup_method(TrainRun *run, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    ViewSet views;
+    if (build_views(config, &views, err)) return -1;
+    const int threads = config->threads > 0 ? config->threads : cpu_usable_cores();
+    run->backend = backend_create(config->backend_name, threads, err);
+    if (!run->backend) return -1;
+    MethodSetup setup = {
+        .backend = run->backend,
+        .depth = config->depth,
+        .batch = run->batch_size,
+        .dataset_size = run->dataset.count,
+        .total_steps = run->total_steps,
+        .seed = config->seed,
+        .initial_weights = config->checkpoint,
+        .args = config->method_args.items,
+        .arg_count = config->method_args.count,
+    };
+    if (method_create(&run->method, config->method, &setup, &views, err)) return -1;
+    run->method_ready = 1;
+    const MethodDefaults *defaults = &run->method.defaults;
+    const OptimizerKind kind = config->optimizer_auto ? defaults->optimizer : config->optimizer;
+    const OptimizerConfig optimizer_config = optimizer_config_default(kind);
+    for (int g = 0; g < run->method.group_count; g++) {
+        run->optimizers[g] =
+            optimizer_create(run->backend, run->method.groups[g].params, &optimizer_config, err);
+        if (!run->optimizers[g]) return error_prefix(err, "optimizer"), -1;
+    }
+    const double global_batch = (double)run->batch_size * config->devices * config->num_nodes;
+    const double lr = config->lr > 0 ? config->lr : defaults->base_lr;
+    run->base_lr = lr * global_batch / defaults->reference_batch;
+    run->weight_decay = config->weight_decay >= 0 ? config->weight_decay : defaults->weight_decay;
+    snprintf(run->lr_tag, sizeof run->lr_tag, "lr-%s", optimizer_display_name(kind));
+    run->warmup_steps = warmup_steps_for(run->total_steps, run->steps_per_epoch);
+    run->log_every = config->log_every > 0 ? config->log_every
+                                           : (int)(run->steps_per_epoch < 50 ? run->steps_per_epoch
+                                                                             : 50);
+    snprintf(run->model_name, sizeof run->model_name, "resnet%d", config->depth);
+    run->identity = (RunIdentity){
+        .model = run->model_name,
+        .method = method_kind_name(config->method),
+        .batch_size = run->batch_size,
+        .image_size = config->image_size,
+        .total_steps = run->total_steps,
+        .dataset_size = (long)run->dataset.count,
+        .seed = (long)config->seed,
+        .accumulate = run->accumulate,
+    };
+    return 0;
+}
+
+static int setup_loader(TrainRun *run, ErrorMessage *err) {
+    LoaderConfig loader = {
+        .dataset = &run->dataset,
+        .views = run->method.views,
+        .batch_size = run->batch_size,
+        .num_workers = run->num_workers,
+        .seed = run->config->seed,
+        .rank = 0,
+        .world_size = 1,
+        .shuffle = 1,
+        .start_batch = (uint64_t)run->start_step * (uint64_t)run->accumulate,
+        .total_batches = (uint64_t)run->total_steps * (uint64_t)run->accumulate,
+        .warn = train_warn,
+        .warn_context = run,
+    };
+    run->loader = loader_create(&loader, err);
+    return run->loader ? 0 : -1;
+}
+
+static int setup_logs(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    char path[PATH_MAX];
+    path_join(path, sizeof path, config->out, "train.log");
+    if (run_log_open(&run->log, path, err)) return -1;
+    run_log_line(run->log, "%s run", config->resume ? "resumed" : "new");
+    run_log_command_line(run->log, argc, argv);
+    run_log_system_info(run->log);
+    return 0;
+}
+
+static void log_configuration(TrainRun *run) {
+    const TrainConfig *config = run->config;
+    const Method *method = &run->method;
+    train_message(run,
+                  "train: %s, %s, %zu images, batch %d x %d accumulated, %ld steps/epoch, %ld "
+                  "steps, %d workers, backend %s, precision 32-true",
+                  run->model_name, method_kind_name(config->method), run->dataset.count,
+                  run->batch_size, run->accumulate, run->steps_per_epoch, run->total_steps,
+                  run->num_workers, run->backend->name);
+    run_log_line(run->log,
+                 "config: lr %.6g (base %.6g at batch %d, scaled to batch %d), weight decay "
+                 "%.6g, warmup %ld steps, cosine to step %ld, grad clip %.3g, log every %d "
+                 "steps, seed %llu, views %d (%d px global, %d px local)",
+                 run->base_lr, config->lr > 0 ? config->lr : method->defaults.base_lr,
+                 method->defaults.reference_batch, run->batch_size, run->weight_decay,
+                 run->warmup_steps, run->total_steps, (double)method->defaults.grad_clip,
+                 run->log_every, (unsigned long long)config->seed, method->views.count,
+                 method->global_size, method->local_size);
+    for (int g = 0; g < method->group_count; g++)
+        run_log_line(run->log, "group %s: %zu parameters, frozen for %ld steps",
+                     method->groups[g].name, parameter_set_elements(method->groups[g].params),
+                     method->groups[g].frozen_steps);
+    for (int i = 0; i < config->method_args.count; i++)
+        run_log_line(run->log, "method arg: %s", config->method_args.items[i]);
+}
+
+static int setup_knn(TrainRun *run, ErrorMessage *err) {
+    if (!run->config->knn_data) return 0;
+    if (dataset_scan(run->config->knn_data, &run->knn_dataset, err))
+        return error_prefix(err, "--knn-data"), -1;
+    run->knn_labels = malloc(run->knn_dataset.count * sizeof *run->knn_labels);
+    if (!run->knn_labels) return error_set(err, "out of memory");
+    char **names = NULL;
+    if (knn_labels_from_folders(&run->knn_dataset, run->knn_labels, &names, &run->knn_classes,
+                                err))
+        return error_prefix(err, "--knn-data"), -1;
+    knn_labels_free(names, run->knn_classes);
+    run->knn_enabled = 1;
+    return 0;
+}
+
+int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv) {
+    memset(run, 0, sizeof *run);
+    run->config = config;
+    ErrorMessage err = {{0}};
+    // Bad input (folders, settings): exit 2, before anything is written
+    // into --out; failures while setting up: 1.
+    if (prepare_out(run, &err) || setup_data(run, &err) || setup_knn(run, &err) ||
+        setup_method(run, &err)) {
+        train_message(run, "lightly-train-c train: %s", err.text);
+        return 2;
+    }
+    if (config->resume) {
+        if (train_state_load(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
+                             &run->start_step, &err)) {
+            train_message(run, "lightly-train-c train: --resume: %s", err.text);
+            return 2;
+        }
+        if (run->start_step >= run->total_steps) {
+            train_message(run, "lightly-train-c train: --resume: the run in %s is complete "
+                               "(%ld of %ld steps)", config->out, run->start_step,
+                          run->total_steps);
+            return 2;
+        }
+    }
+    if (create_out(run, &err) || setup_logs(run, argc, argv, &err)) {
+        train_message(run, "lightly-train-c train: %s", err.text);
+        return 1;
+    }
+    char path[PATH_MAX];
+    path_join(path, sizeof path, config->out, "metrics.jsonl");
+    if (setup_loader(run, &err) || tb_writer_open(&run->events, config->out, &err) ||
+        metrics_jsonl_open(&run->metrics, path, config->resume != 0, &err)) {
+        train_message(run, "lightly-train-c train: %s", err.text);
+        return 1;
+    }
+    run->progress = progress_create(stderr, isatty(STDERR_FILENO), run->total_steps,
+                                    run->steps_per_epoch, 10.0);
+    log_configuration(run);
+    if (run->start_step > 0)
+        train_message(run, "resuming from %s at step %ld of %ld", run->checkpoint_path,
+                      run->start_step, run->total_steps);
+    return 0;
+}
+
+int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err) {
+    Method *method = &run->method;
+    Resnet *model = method->ops->teacher && method->kind != METHOD_DISTILLATION
+                        ? method->ops->teacher(method)
+                        : &method->backbone;
+    const size_t count = run->knn_dataset.count;
+    float *features = malloc(count * (size_t)model->feature_dim * sizeof *features);
+    if (!features) return error_set(err, "out of memory for %zu embeddings", count);
+    EmbedConfig embed = {
+        .image_size = method->global_size,
+        .batch_size = method->max_batch,
+        .num_workers = run->num_workers,
+    };
+    int status = embed_dataset(model, 0, &run->knn_dataset, &embed, features, NULL, err);
+    if (!status)
+        status = knn_leave_one_out_top1(features, run->knn_labels, (int)count, model->feature_dim,
+                                        run->knn_classes, run->config->knn_k, 0.1f, top1, err);
+    free(features);
+    return status;
+}
+
+void train_finish(TrainRun *run, RunTotals *totals, int status) {
+    const LoaderStats stats = loader_stats(run->loader);
+    totals->skipped_files = stats.skipped_files;
+    totals->num_workers = run->num_workers;
+    totals->batch_size = run->batch_size;
+    totals->precision = "32-true";
+    totals->device = "cpu";
+    char summary[4096];
+    run_summary_format(totals, cpu_usable_cores(), summary, sizeof summary);
+    fprintf(stderr, "%s", summary);
+    run_log_line(run->log, "%s", summary);
+    if (status == 0) {
+        fprintf(stderr, "checkpoint: %s\nexported backbone: %s\ntensorboard --logdir %s\n",
+                run->checkpoint_path, run->export_path, run->config->out);
+        run_log_line(run->log, "done: %s, %s", run->checkpoint_path, run->export_path);
+    }
+}
+
+void train_teardown(TrainRun *run) {
+    ErrorMessage err = {{0}};
+    if (run->loader) loader_destroy(run->loader);
+    for (int g = 0; g < METHOD_MAX_GROUPS; g++)
+        if (run->optimizers[g]) optimizer_free(run->optimizers[g]);
+    if (run->method_ready) method_free(&run->method);
+    if (run->backend) backend_destroy(run->backend);
+    if (run->dataset_ready) dataset_free(&run->dataset);
+    if (run->knn_enabled || run->knn_labels) {
+        free(run->knn_labels);
+        if (run->knn_dataset.count) dataset_free(&run->knn_dataset);
+    }
+    if (run->events && tb_writer_close(run->events, &err))
+        fprintf(stderr, "warning: %s\n", err.text);
+    if (run->metrics && metrics_jsonl_close(run->metrics, &err))
+        fprintf(stderr, "warning: %s\n", err.text);
+    if (run->progress) progress_free(run->progress);
+    if (run->log) run_log_close(run->log);
+    memset(run, 0, sizeof *run);
+}

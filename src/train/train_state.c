@@ -1,0 +1,126 @@
+// Saving and restoring a whole run (see train_state.h).
+#include "train/train_state.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/checkpoint.h"
+
+// The run.* metadata of an identity, as key/value text pairs.
+#define RUN_IDENTITY_FIELDS 8
+static void run_identity_fields(const RunIdentity *identity,
+                                char values[RUN_IDENTITY_FIELDS][64],
+                                const char *keys[RUN_IDENTITY_FIELDS]) {
+    static const char *const names[RUN_IDENTITY_FIELDS] = {
+        "run.model", "run.method", "run.batch_size", "run.image_size",
+        "run.total_steps", "run.dataset_size", "run.seed", "run.accumulate_grad_batches"};
+    snprintf(values[0], 64, "%s", identity->model);
+    snprintf(values[1], 64, "%s", identity->method);
+    snprintf(values[2], 64, "%d", identity->batch_size);
+    snprintf(values[3], 64, "%d", identity->image_size);
+    snprintf(values[4], 64, "%ld", identity->total_steps);
+    snprintf(values[5], 64, "%ld", identity->dataset_size);
+    snprintf(values[6], 64, "%ld", identity->seed);
+    snprintf(values[7], 64, "%d", identity->accumulate);
+    for (int i = 0; i < RUN_IDENTITY_FIELDS; i++) keys[i] = names[i];
+}
+
+static int save_group(CheckpointWriter *writer, Method *method, const MethodGroup *group,
+                      Optimizer *optimizer, ErrorMessage *err) {
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s.", group->name);
+    if (checkpoint_add_parameters(writer, prefix, group->params, group->buffers,
+                                  group->num_batches_tracked ? *group->num_batches_tracked : 0,
+                                  err))
+        return -1;
+    size_t floats = 0;
+    const float *state = optimizer_state(optimizer, &floats);
+    const size_t slabs = group->params->total ? floats / group->params->total : 0;
+    for (size_t s = 0; s < slabs; s++) {
+        snprintf(prefix, sizeof prefix, "optimizer.%s.%zu.", group->name, s);
+        if (checkpoint_add_state_slab(writer, prefix, group->params, method->backend,
+                                      state + s * group->params->total, err))
+            return -1;
+    }
+    snprintf(prefix, sizeof prefix, "optimizer.%s.step_count", group->name);
+    return checkpoint_add_i64(writer, prefix, optimizer_step_count(optimizer), err);
+}
+
+int train_state_save(const char *path, Method *method, Optimizer *const *optimizers,
+                     const RunIdentity *identity, long completed_steps, int epoch,
+                     ErrorMessage *err) {
+    CheckpointWriter *writer = checkpoint_writer_create();
+    if (!writer) return error_set(err, "out of memory for the checkpoint");
+    char values[RUN_IDENTITY_FIELDS][64];
+    const char *keys[RUN_IDENTITY_FIELDS];
+    run_identity_fields(identity, values, keys);
+    char step_text[32], epoch_text[32];
+    snprintf(step_text, sizeof step_text, "%ld", completed_steps);
+    snprintf(epoch_text, sizeof epoch_text, "%d", epoch);
+    int status = checkpoint_set_meta(writer, "format", "lightly-train-c checkpoint", err) ||
+                 checkpoint_set_meta(writer, "model", identity->model, err) ||
+                 checkpoint_set_meta(writer, "method", identity->method, err) ||
+                 checkpoint_set_meta(writer, "export_part", method->export_part, err) ||
+                 checkpoint_set_meta(writer, "step", step_text, err) ||
+                 checkpoint_set_meta(writer, "epoch", epoch_text, err) ||
+                 checkpoint_add_i64(writer, "train.completed_steps", completed_steps, err);
+    for (int i = 0; i < RUN_IDENTITY_FIELDS && !status; i++)
+        status = checkpoint_set_meta(writer, keys[i], values[i], err);
+    for (int g = 0; g < method->group_count && !status; g++)
+        status = save_group(writer, method, &method->groups[g], optimizers[g], err);
+    if (!status && method->ops->save) status = method->ops->save(method, writer, err);
+    if (!status) status = checkpoint_write(writer, path, err);
+    checkpoint_writer_free(writer);
+    return status ? -1 : 0;
+}
+
+static int load_group(const Checkpoint *checkpoint, Method *method, MethodGroup *group,
+                      Optimizer *optimizer, ErrorMessage *err) {
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s.", group->name);
+    if (checkpoint_load_parameters(checkpoint, prefix, group->params, group->buffers,
+                                   group->num_batches_tracked, err))
+        return -1;
+    size_t floats = 0;
+    float *state = optimizer_state(optimizer, &floats);
+    const size_t slabs = group->params->total ? floats / group->params->total : 0;
+    for (size_t s = 0; s < slabs; s++) {
+        snprintf(prefix, sizeof prefix, "optimizer.%s.%zu.", group->name, s);
+        if (checkpoint_load_state_slab(checkpoint, prefix, group->params, method->backend,
+                                       state + s * group->params->total, err))
+            return -1;
+    }
+    int64_t steps = 0;
+    snprintf(prefix, sizeof prefix, "optimizer.%s.step_count", group->name);
+    if (checkpoint_get_i64(checkpoint, prefix, &steps, err)) return -1;
+    optimizer_set_step_count(optimizer, (long)steps);
+    return 0;
+}
+
+int train_state_load(const char *path, Method *method, Optimizer *const *optimizers,
+                     const RunIdentity *identity, long *completed_steps, ErrorMessage *err) {
+    Checkpoint checkpoint;
+    if (checkpoint_read(path, &checkpoint, err)) return -1;
+    char values[RUN_IDENTITY_FIELDS][64];
+    const char *keys[RUN_IDENTITY_FIELDS];
+    run_identity_fields(identity, values, keys);
+    int status = 0;
+    for (int i = 0; i < RUN_IDENTITY_FIELDS && !status; i++) {
+        const char *saved = checkpoint_meta(&checkpoint, keys[i]);
+        if (!saved || strcmp(saved, values[i]) != 0)
+            status = error_set(err, "%s: the interrupted run has %s=%s, this one %s (resume "
+                                    "with the same settings, or start a new run)",
+                               path, keys[i] + 4, saved ? saved : "(missing)", values[i]);
+    }
+    int64_t steps = 0;
+    if (!status) status = checkpoint_get_i64(&checkpoint, "train.completed_steps", &steps, err);
+    for (int g = 0; g < method->group_count && !status; g++)
+        status = load_group(&checkpoint, method, &method->groups[g], optimizers[g], err);
+    if (!status && method->ops->load) status = method->ops->load(method, &checkpoint, err);
+    checkpoint_free(&checkpoint);
+    if (status) return -1;
+    *completed_steps = (long)steps;
+    return 0;
+}

@@ -1,0 +1,39 @@
+// The run checkpoint (checkpoints/last.ckpt): everything needed to continue
+// a run exactly. On top of what the method saves (train/checkpoint.h
+// conventions): each group's parameters and buffers ("<group>."), its
+// optimizer state slabs ("optimizer.<group>.<slab>.") and step count, the
+// number of completed optimizer steps, and the settings that must not change
+// across a resume (metadata "run.*"; a mismatch is refused with the values).
+// The data position needs no state: the sampler and the augmentations are
+// pure functions of (seed, epoch, index), so the loader restarts at batch
+// steps * accumulate.
+#ifndef LTC_TRAIN_TRAIN_STATE_H
+#define LTC_TRAIN_TRAIN_STATE_H
+
+#include "nn/optimizer.h"
+#include "ssl_methods/method.h"
+#include "util/error.h"
+
+// Settings a resumed run must share with the interrupted one.
+typedef struct RunIdentity {
+    const char *model;   // "resnet18"
+    const char *method;  // "simclr"
+    int batch_size;      // per device
+    int image_size;
+    long total_steps;
+    long dataset_size;
+    long seed;
+    int accumulate;
+} RunIdentity;
+
+// optimizers[g] belongs to method->groups[g]. completed_steps: optimizer
+// steps done; epoch: the epoch the next step belongs to (for display).
+int train_state_save(const char *path, Method *method, Optimizer *const *optimizers,
+                     const RunIdentity *identity, long completed_steps, int epoch,
+                     ErrorMessage *err);
+// Restores a run saved by train_state_save into a freshly created method
+// and optimizers. Fails (err says which setting) when identity differs.
+int train_state_load(const char *path, Method *method, Optimizer *const *optimizers,
+                     const RunIdentity *identity, long *completed_steps, ErrorMessage *err);
+
+#endif

@@ -1,0 +1,245 @@
+// The training loop of `train` (see trainer.h): set-up, the step loop with
+// schedules, logging, checkpoints, exports and the end summary. Set-up
+// (data, method, optimizers, output files) is in train_setup.c.
+#include "train/trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "logging/image_grid.h"
+#include "nn/schedule.h"
+#include "train/train_run.h"
+#include "util/cpu.h"
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int signal_number) { stop_signal = signal_number; }
+
+// Global gradient clipping over the groups updated this step, as
+// torch.nn.utils.clip_grad_norm_ over all parameters with a gradient.
+static void clip_gradients(TrainRun *run, long step, float max_norm) {
+    double squares = 0;
+    for (int g = 0; g < run->method.group_count; g++) {
+        if (step < run->method.groups[g].frozen_steps) continue;
+        const double norm = optimizer_grad_norm(run->optimizers[g]);
+        squares += norm * norm;
+    }
+    const float total = (float)sqrt(squares);
+    const float coefficient = max_norm / (total + 1e-6f);
+    if (coefficient >= 1.0f) return;
+    for (int g = 0; g < run->method.group_count; g++)
+        if (step >= run->method.groups[g].frozen_steps)
+            optimizer_scale_grads(run->optimizers[g], coefficient);
+}
+
+// Learning rate of step: LightlyTrain's linear warmup then cosine decay
+// (lightly's CosineWarmupScheduler, end factor 0.001), applied per step.
+static double learning_rate(const TrainRun *run, long step) {
+    return run->base_lr * schedule_cosine_warmup(step, run->warmup_steps, run->total_steps, 1.0,
+                                                 0.001);
+}
+
+static int log_augmentation_grid(TrainRun *run, const Batch *batch, ErrorMessage *err) {
+    uint8_t *rgb = NULL;
+    int width = 0, height = 0;
+    const uint8_t *views[AUGMENT_MAX_VIEWS];
+    for (int v = 0; v < batch->view_count; v++) views[v] = batch->views[v];
+    if (image_grid_make(views, batch->view_size, batch->view_count, batch->size, 8, &rgb, &width,
+                        &height, err))
+        return -1;
+    const int status = tb_add_image(run->events, "augmentations", 0, width, height, rgb, err);
+    free(rgb);
+    return status;
+}
+
+// One optimizer step over accumulate micro-batches. Returns 0, or -1 with
+// err (a loader or backend failure), or 1 when the loader ran dry.
+static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *err) {
+    Method *method = &run->method;
+    for (int g = 0; g < method->group_count; g++)
+        parameter_set_zero_grads(method->groups[g].params);
+    times->loss = 0;
+    times->data_seconds = 0;
+    double compute = 0;
+    for (int micro = 0; micro < run->accumulate; micro++) {
+        double wait = 0;
+        const Batch *batch = loader_next(run->loader, &wait, err);
+        if (!batch) return err->text[0] ? -1 : 1;
+        times->data_seconds += wait;
+        const double start = time_now();
+        float loss = 0;
+        int status = method_upload_views(method, batch, err);
+        if (!status) status = method->ops->step(method, step, batch->size, &loss, err);
+        compute += time_now() - start;
+        if (!status && step == 0 && micro == 0 && run->events)
+            status = log_augmentation_grid(run, batch, err);
+        loader_release(run->loader, batch);
+        if (status) return -1;
+        times->loss += loss / (float)run->accumulate;
+        times->images += batch->size;
+    }
+    const double start = time_now();
+    if (isfinite(times->loss)) {
+        if (run->accumulate > 1)
+            for (int g = 0; g < method->group_count; g++)
+                optimizer_scale_grads(run->optimizers[g], 1.0f / (float)run->accumulate);
+        if (method->defaults.grad_clip > 0) clip_gradients(run, step, method->defaults.grad_clip);
+        times->lr = learning_rate(run, step);
+        for (int g = 0; g < method->group_count; g++)
+            if (step >= method->groups[g].frozen_steps)
+                optimizer_step(run->optimizers[g], (float)times->lr, (float)run->weight_decay);
+        if (method->ops->after_update) method->ops->after_update(method, step);
+        method->backend->op.synchronize(method->backend);
+    }
+    times->batch_seconds = compute + (time_now() - start);
+    return 0;
+}
+
+static int train_log_step(TrainRun *run, long step, const StepTimes *times, double images_per_s,
+                          ErrorMessage *err) {
+    const char *tags[16];
+    double values[16];
+    size_t count = 0;
+    tags[count] = "train_loss", values[count++] = times->loss;
+    tags[count] = "profiling/batch_time", values[count++] = times->batch_seconds;
+    tags[count] = "profiling/data_time", values[count++] = times->data_seconds;
+    tags[count] = run->lr_tag, values[count++] = times->lr;
+    tags[count] = "epoch", values[count++] = (double)(step / run->steps_per_epoch);
+    tags[count] = "images_per_second", values[count++] = images_per_s;
+    for (int s = 0; s < run->method.scalar_count; s++)
+        tags[count] = run->method.scalar_tags[s], values[count++] = run->method.scalar_values[s];
+    for (size_t i = 0; i < count; i++)
+        if (tb_add_scalar(run->events, tags[i], step, (float)values[i], err)) return -1;
+    if (tb_flush(run->events, err)) return -1;
+    return metrics_jsonl_write(run->metrics, step, tags, values, count, err);
+}
+
+// Writes last.ckpt and the exported backbone; on failure the previous files
+// stay (both writes are atomic).
+static int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
+    const int epoch = (int)(completed_steps / run->steps_per_epoch);
+    if (train_state_save(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
+                         completed_steps, epoch, err))
+        return -1;
+    Resnet *exported = &run->method.backbone;
+    if (strcmp(run->method.export_part, "teacher_backbone") == 0 && run->method.ops->teacher)
+        exported = run->method.ops->teacher(&run->method);
+    return resnet_save(exported, run->export_path, err);
+}
+
+static void train_knn(TrainRun *run, long completed_steps, int epoch) {
+    ErrorMessage err = {{0}};
+    double top1 = 0;
+    if (train_knn_evaluate(run, &top1, &err)) {
+        train_message(run, "kNN evaluation failed: %s", err.text);
+        return;
+    }
+    train_message(run, "epoch %d: kNN top-1 %.2f%% (k=%d, %zu labelled images)", epoch,
+                  100.0 * top1, run->config->knn_k, run->knn_dataset.count);
+    if (tb_add_scalar(run->events, "knn/top1", completed_steps, (float)top1, &err) ||
+        tb_flush(run->events, &err))
+        train_message(run, "warning: %s", err.text);
+    const char *tag = "knn/top1";
+    const double value = top1;
+    metrics_jsonl_write(run->metrics, completed_steps, &tag, &value, 1, &err);
+}
+
+static int train_loop(TrainRun *run, RunTotals *totals) {
+    ErrorMessage err = {{0}};
+    // The randomly initialised (or --checkpoint) backbone's kNN accuracy:
+    // the baseline the following evaluations are compared with.
+    if (run->knn_enabled && run->start_step == 0) train_knn(run, 0, 0);
+    const long epochs = (run->total_steps + run->steps_per_epoch - 1) / run->steps_per_epoch;
+    double rate_images = 0, rate_seconds = 0;
+    for (long step = run->start_step; step < run->total_steps; step++) {
+        StepTimes times = {0};
+        const int status = train_step(run, step, &times, &err);
+        if (status < 0) {
+            train_message(run, "error at step %ld: %s", step, err.text);
+            return 1;
+        }
+        if (status > 0) break;
+        totals->steps++;
+        totals->images += (uint64_t)times.images;
+        totals->batch_seconds += times.batch_seconds;
+        totals->data_seconds += times.data_seconds;
+        if (!isfinite(times.loss)) {
+            train_message(run,
+                          "stopping: the loss is %s at step %ld (epoch %ld); the last "
+                          "checkpoint (%s) holds the last good state. Try a lower --lr.",
+                          isnan(times.loss) ? "NaN" : "infinite", step,
+                          step / run->steps_per_epoch + 1, run->checkpoint_path);
+            return 1;
+        }
+        // images/s over the steps since the last log line
+        rate_images += times.images;
+        rate_seconds += times.batch_seconds + times.data_seconds;
+        const double images_per_s = rate_seconds > 0 ? rate_images / rate_seconds : 0;
+        const long completed = step + 1;
+        const int epoch = (int)(step / run->steps_per_epoch);
+        if (step % run->log_every == 0 || completed == run->total_steps) {
+            if (train_log_step(run, step, &times, images_per_s, &err)) {
+                train_message(run, "error writing logs: %s", err.text);
+                return 1;
+            }
+            rate_images = rate_seconds = 0;
+        }
+        const double wait = times.data_seconds / (times.data_seconds + times.batch_seconds + 1e-12);
+        progress_update(run->progress, epoch, (int)epochs, completed, times.loss, images_per_s,
+                        wait, time_now());
+        const int epoch_done = completed % run->steps_per_epoch == 0 || completed == run->total_steps;
+        if (epoch_done || stop_signal) {
+            if (train_save(run, completed, &err)) {
+                train_message(run, "error: could not write the checkpoint: %s", err.text);
+                return 1;
+            }
+        }
+        if (epoch_done && run->knn_enabled) {
+            const int epoch_number = (int)((completed + run->steps_per_epoch - 1) /
+                                           run->steps_per_epoch);
+            if (epoch_number % run->config->knn_every == 0 || completed == run->total_steps)
+                train_knn(run, completed, epoch_number);
+        }
+        if (stop_signal) {
+            train_message(run,
+                          "interrupted (%s) after step %ld: checkpoint written to %s; continue "
+                          "with the same command and --resume",
+                          stop_signal == SIGINT ? "SIGINT" : "SIGTERM", completed,
+                          run->checkpoint_path);
+            return 130;
+        }
+    }
+    return 0;
+}
+
+int train_run(const TrainConfig *config, int argc, char **argv) {
+    TrainRun run;
+    int status = train_setup(&run, config, argc, argv);
+    if (status) {
+        train_teardown(&run);
+        return status;
+    }
+    stop_signal = 0;
+    struct sigaction action = {0};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, NULL);
+    sigaction(SIGTERM, &action, NULL);
+
+    RunTotals totals = {0};
+    const double start = time_now();
+    progress_set_origin(run.progress, run.start_step, start);
+    status = train_loop(&run, &totals);
+    progress_finish(run.progress);
+    totals.wall_seconds = time_now() - start;
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    train_finish(&run, &totals, status);
+    train_teardown(&run);
+    return status;
+}

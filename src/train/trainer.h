@@ -1,0 +1,52 @@
+// The `train` run: set-up from a resolved TrainConfig, the training loop
+// (data -> method step -> optimizer -> EMA -> logging), checkpoints every
+// epoch and on interrupt, exports, kNN evaluation and the end summary.
+// Writes the LightlyTrain output layout under config->out:
+//   checkpoints/last.ckpt, exported_models/exported_last.safetensors,
+//   events.out.tfevents.*, metrics.jsonl, train.log.
+#ifndef LTC_TRAIN_TRAINER_H
+#define LTC_TRAIN_TRAINER_H
+
+#include <stdint.h>
+
+#include "cli/options.h"
+#include "nn/optimizer.h"
+#include "ssl_methods/method.h"
+
+typedef struct TrainConfig {
+    StringList data;          // image folders
+    const char *out;
+    int depth;                // 18, 34, 50, 101, 152
+    MethodKind method;
+    int epochs;
+    long max_steps;           // 0: epochs decide
+    int batch_size;           // global, over all devices
+    int image_size;
+    int local_image_size;     // DINO's local views
+    int local_views;
+    int num_workers;          // <= 0: auto
+    int devices, num_nodes;
+    int optimizer_auto;       // 1: the method's default optimizer
+    OptimizerKind optimizer;
+    double lr;                // < 0: the method's default, scaled by batch
+    double weight_decay;      // < 0: the method's default
+    uint64_t seed;
+    int resume, overwrite;
+    const char *checkpoint;   // initial backbone weights or NULL
+    int log_every;            // <= 0: min(50, steps per epoch)
+    int accumulate_grad_batches;
+    StringList method_args;
+    StringList transforms;
+    const char *knn_data;     // labelled folder (class per sub-folder) or NULL
+    int knn_every;            // epochs
+    int knn_k;
+    const char *backend_name; // "cpu" (default) or "ref"
+    int threads;              // compute threads; <= 0: usable cores
+} TrainConfig;
+
+// Runs (or resumes) training. Returns the exit status: 0 done, 1 failure
+// while running (message printed), 2 bad input, 130 interrupted (checkpoint
+// written). argc/argv go to train.log.
+int train_run(const TrainConfig *config, int argc, char **argv);
+
+#endif

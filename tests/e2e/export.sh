@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# End-to-end tests of `lightly-train-c export`: a torchvision safetensors and
+# checkpoints (from tests/e2e/make_checkpoint) exported to the same bytes as
+# resnet_tool's resnet_save of the same model; the default part of a DINO
+# checkpoint is its teacher; --overwrite; bad input exits 2 with one line.
+set -u
+bin=${LTC_BIN:-build/lightly-train-c}
+build=${LTC_BUILD:-build}
+work=$(mktemp -d /tmp/ltc-e2e-export-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect STATUS PATTERN -- command...: exit status and a line of output matching PATTERN
+expect() {
+  local status=$1 pattern=$2
+  shift 3
+  local output
+  output=$("$@" 2>&1)
+  local got=$?
+  [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
+  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
+}
+
+# same FILE_A FILE_B WHAT: byte-identical files
+same() { cmp -s "$1" "$2" || fail "$3: $1 and $2 differ"; }
+
+# Sources: resnet18 initialised with seeds 1 and 2, and checkpoints holding
+# the same models (student = seed 1, teacher = seed 2).
+"$build/tools/resnet_tool" save --model 18 --seed 1 --out "$work/seed1.safetensors" >/dev/null ||
+  fail "resnet_tool save seed 1"
+"$build/tools/resnet_tool" save --model 18 --seed 2 --out "$work/seed2.safetensors" >/dev/null ||
+  fail "resnet_tool save seed 2"
+"$build/tests/e2e/make_checkpoint" "$work/dino.ckpt" --depth 18 --teacher --method dino \
+  --export-part teacher_backbone || fail "make_checkpoint dino"
+"$build/tests/e2e/make_checkpoint" "$work/simclr.ckpt" --depth 18 --method simclr ||
+  fail "make_checkpoint simclr"
+
+expect 0 "--checkpoint PATH" -- "$bin" export --help
+expect 0 "export " -- "$bin" --help
+
+# A torchvision safetensors exports to itself (load + save is the identity).
+expect 0 "^exported backbone of resnet18 \(11176512 parameters\) from .*seed1.safetensors to .*out.safetensors$" \
+  -- "$bin" export --checkpoint "$work/seed1.safetensors" --out "$work/out.safetensors"
+same "$work/out.safetensors" "$work/seed1.safetensors" "safetensors export"
+expect 2 "--out '.*out.safetensors' exists \(add --overwrite" \
+  -- "$bin" export --checkpoint "$work/seed2.safetensors" --out "$work/out.safetensors"
+same "$work/out.safetensors" "$work/seed1.safetensors" "refused export left the file"
+# key=value spelling, replacing the file.
+expect 0 "^exported backbone of resnet18" \
+  -- "$bin" export checkpoint="$work/seed2.safetensors" out="$work/out.safetensors" overwrite=true
+same "$work/out.safetensors" "$work/seed2.safetensors" "--overwrite"
+
+# Checkpoints: the default part follows export_part (the DINO teacher).
+expect 0 "^exported teacher_backbone of resnet18 .* to .*dino_default.safetensors$" \
+  -- "$bin" export --checkpoint "$work/dino.ckpt" --out "$work/dino_default.safetensors"
+same "$work/dino_default.safetensors" "$work/seed2.safetensors" "dino default part"
+expect 0 "^exported teacher_backbone of resnet18" \
+  -- "$bin" export --checkpoint "$work/dino.ckpt" --part teacher --out "$work/dino_teacher.safetensors"
+same "$work/dino_teacher.safetensors" "$work/seed2.safetensors" "dino --part teacher"
+expect 0 "^exported backbone of resnet18" \
+  -- "$bin" export --checkpoint "$work/dino.ckpt" --part student --out "$work/dino_student.safetensors" --format safetensors
+same "$work/dino_student.safetensors" "$work/seed1.safetensors" "dino --part student"
+expect 0 "^exported backbone of resnet18" \
+  -- "$bin" export --checkpoint "$work/simclr.ckpt" --out "$work/simclr.safetensors"
+same "$work/simclr.safetensors" "$work/seed1.safetensors" "simclr default part"
+
+# Bad input: exit 2, one line naming the problem, nothing written.
+expect 2 "no teacher backbone \(method simclr\)" \
+  -- "$bin" export --checkpoint "$work/simclr.ckpt" --part teacher --out "$work/none1.safetensors"
+expect 2 "part \"teacher\" needs a checkpoint" \
+  -- "$bin" export --checkpoint "$work/seed1.safetensors" --part teacher --out "$work/none2.safetensors"
+expect 2 "--part: expected one of backbone, teacher, student, got 'head'" \
+  -- "$bin" export --checkpoint "$work/dino.ckpt" --part head --out "$work/none3.safetensors"
+expect 2 "--format: expected one of safetensors, got 'torch'" \
+  -- "$bin" export --checkpoint "$work/dino.ckpt" --format torch --out "$work/none4.safetensors"
+expect 2 "missing.ckpt: cannot open: No such file or directory" \
+  -- "$bin" export --checkpoint "$work/missing.ckpt" --out "$work/none5.safetensors"
+echo "not a model" > "$work/notes.txt"
+expect 2 "notes.txt: header length" \
+  -- "$bin" export --checkpoint "$work/notes.txt" --out "$work/none6.safetensors"
+head -c 1000 "$work/dino.ckpt" > "$work/truncated.ckpt"
+expect 2 "truncated.ckpt: checkpoint tensors: header length" \
+  -- "$bin" export --checkpoint "$work/truncated.ckpt" --out "$work/none7.safetensors"
+expect 2 "--out is required" -- "$bin" export --checkpoint "$work/dino.ckpt"
+expect 2 "--checkpoint is required" -- "$bin" export --out "$work/none8.safetensors"
+for i in 1 2 3 4 5 6 7 8; do
+  [ -e "$work/none$i.safetensors" ] && fail "a failed export wrote none$i.safetensors"
+done
+# An unwritable --out: exit 1, the path named, no temporary file left.
+expect 1 "cannot create .*: Not a directory" \
+  -- "$bin" export --checkpoint "$work/seed1.safetensors" --out "$work/notes.txt/x.safetensors"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "export e2e: all passed"

@@ -1,0 +1,765 @@
+// Checkpoints (train/checkpoint.h) and backbone loading (embed/model_source.h):
+// round trips of every kind of entry on the ref and cpu backends, the same
+// keys as weights_save, strict loading, corrupted and truncated files,
+// atomic writes that keep the previous file, ResNet depth detection for all
+// five depths, and backbones loaded from a .ckpt (student / teacher / the
+// default part) and from a torchvision safetensors with fc.* giving the same
+// features as the source model.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend_fixture.h"
+#include "embed/model_source.h"
+#include "image_fixtures.h"
+#include "nn/parameters.h"
+#include "nn/resnet.h"
+#include "nn/safetensors.h"
+#include "nn/weights.h"
+#include "train/checkpoint.h"
+#include "util/rng.h"
+
+#define ASSERT_OK(call, err)                                   \
+    do {                                                       \
+        if ((call) != 0) fail_msg("%s: %s", #call, (err).text); \
+    } while (0)
+
+// ---- a small model: a conv, a BN with buffers, a linear --------------------------
+
+typedef struct SmallModel {
+    ParameterSet params, buffers;
+} SmallModel;
+
+static void small_model_create(SmallModel *model, Backend *backend, int with_extra, uint64_t seed) {
+    ErrorMessage err;
+    parameter_set_init(&model->params, backend, 1);
+    parameter_set_init(&model->buffers, backend, 0);
+    const int conv[4] = {4, 3, 3, 2}, conv_torch[4] = {4, 2, 3, 3}, channels[1] = {4};
+    const int linear[2] = {5, 4}, bias[1] = {5};
+    assert_true(parameter_declare(&model->params, "conv1.weight", PARAM_WEIGHT, 4, conv,
+                                  conv_torch, &err) >= 0);
+    assert_true(parameter_declare(&model->params, "bn1.weight", PARAM_NORM, 1, channels, NULL,
+                                  &err) >= 0);
+    assert_true(parameter_declare(&model->params, "bn1.bias", PARAM_NORM, 1, channels, NULL,
+                                  &err) >= 0);
+    assert_true(parameter_declare(&model->params, "fc.weight", PARAM_WEIGHT, 2, linear, NULL,
+                                  &err) >= 0);
+    if (with_extra)
+        assert_true(parameter_declare(&model->params, "fc.bias", PARAM_BIAS, 1, bias, NULL,
+                                      &err) >= 0);
+    assert_true(parameter_declare(&model->buffers, "bn1.running_mean", PARAM_BUFFER, 1, channels,
+                                  NULL, &err) >= 0);
+    assert_true(parameter_declare(&model->buffers, "bn1.running_var", PARAM_BUFFER, 1, channels,
+                                  NULL, &err) >= 0);
+    ASSERT_OK(parameter_set_allocate(&model->params, &err), err);
+    ASSERT_OK(parameter_set_allocate(&model->buffers, &err), err);
+    ParameterSet *sets[2] = {&model->params, &model->buffers};
+    for (int s = 0; s < 2; s++) {
+        float *host = malloc(sets[s]->total * sizeof *host);
+        assert_non_null(host);
+        Rng rng = rng_make(seed, 0, (uint64_t)s, 0);
+        for (size_t i = 0; i < sets[s]->total; i++) host[i] = rng_range(&rng, -0.5f, 0.5f);
+        backend->op.upload(backend, sets[s]->values, host, sets[s]->total * sizeof *host);
+        free(host);
+    }
+}
+
+static void small_model_free(SmallModel *model) {
+    parameter_set_free(&model->params);
+    parameter_set_free(&model->buffers);
+}
+
+// A host copy of a whole arena (values of a table, or a slab).
+static float *download_all(Backend *backend, const float *device, size_t count) {
+    float *host = malloc((count ? count : 1) * sizeof *host);
+    assert_non_null(host);
+    backend->op.download(backend, host, device, count * sizeof *host);
+    return host;
+}
+
+static void assert_tables_equal(const ParameterSet *a, const ParameterSet *b) {
+    assert_int_equal(a->count, b->count);
+    for (int i = 0; i < a->count; i++) {
+        const Parameter *pa = &a->params[i], *pb = &b->params[i];
+        float *va = download_all(a->backend, pa->value, pa->count);
+        float *vb = download_all(b->backend, pb->value, pb->count);
+        assert_memory_equal(va, vb, pa->count * sizeof *va);  // F32 stored as is: exact
+        free(va);
+        free(vb);
+    }
+}
+
+// ---- round trip ------------------------------------------------------------------------
+
+static const uint8_t OPAQUE[5] = {0, 1, 2, 254, 255};
+static const float HOST_FLOATS[3] = {1.5f, -2.25f, 3e-7f};
+
+// Writes every kind of entry of `model` into path; returns the optimizer slab (device).
+static float *write_everything(Backend *backend, const SmallModel *model, const char *path) {
+    ErrorMessage err = {{0}};
+    CheckpointWriter *writer = checkpoint_writer_create();
+    assert_non_null(writer);
+    const size_t total = model->params.total;
+    float *slab = backend->op.alloc(backend, total * sizeof *slab);
+    assert_non_null(slab);
+    float *host = malloc(total * sizeof *host);
+    for (size_t i = 0; i < total; i++) host[i] = 0.001f * (float)i;
+    backend->op.upload(backend, slab, host, total * sizeof *host);
+    free(host);
+    ASSERT_OK(checkpoint_add_parameters(writer, "backbone.", &model->params, &model->buffers, 7,
+                                        &err), err);
+    ASSERT_OK(checkpoint_add_parameters(writer, "projection_head.", &model->params, NULL, 0, &err),
+              err);
+    ASSERT_OK(checkpoint_add_state_slab(writer, "optimizer.backbone.0.", &model->params, backend,
+                                        slab, &err), err);
+    ASSERT_OK(checkpoint_add_floats(writer, "dino.center", backend, slab + 1, 6, &err), err);
+    ASSERT_OK(checkpoint_add_host_floats(writer, "host", HOST_FLOATS, 3, &err), err);
+    ASSERT_OK(checkpoint_add_i64(writer, "step", -1234567890123LL, &err), err);
+    ASSERT_OK(checkpoint_add_bytes(writer, "rng", OPAQUE, sizeof OPAQUE, &err), err);
+    ASSERT_OK(checkpoint_add_bytes(writer, "empty", NULL, 0, &err), err);
+    ASSERT_OK(checkpoint_set_meta(writer, "method", "simclr", &err), err);
+    ASSERT_OK(checkpoint_set_meta(writer, "method", "dino", &err), err);  // replaces
+    ASSERT_OK(checkpoint_set_meta(writer, "model", "resnet18", &err), err);
+    ASSERT_OK(checkpoint_write(writer, path, &err), err);
+    checkpoint_writer_free(writer);
+    return slab;
+}
+
+static void round_trip_on(Backend *backend) {
+    char path[256];
+    fixture_temp_path(path, sizeof path, "round_trip.ckpt");
+    SmallModel model, loaded;
+    small_model_create(&model, backend, 0, 1);
+    small_model_create(&loaded, backend, 0, 2);  // other values, overwritten by the load
+    float *slab = write_everything(backend, &model, path);
+    ErrorMessage err = {{0}};
+
+    assert_int_equal(checkpoint_is_checkpoint_file(path), 1);
+    Checkpoint ckpt;
+    ASSERT_OK(checkpoint_read(path, &ckpt, &err), err);
+    assert_int_equal(ckpt.version, 1);
+    assert_string_equal(checkpoint_meta(&ckpt, "format"), "lightly-train-c checkpoint");
+    assert_string_equal(checkpoint_meta(&ckpt, "method"), "dino");
+    assert_string_equal(checkpoint_meta(&ckpt, "model"), "resnet18");
+    assert_null(checkpoint_meta(&ckpt, "absent"));
+    // Every tensor lies on its dtype's boundary (written in alignment order).
+    for (int i = 0; i < ckpt.tensors.count; i++) {
+        const SafeTensor *t = &ckpt.tensors.tensors[i];
+        assert_int_equal((uintptr_t)safetensors_data(&ckpt.tensors, t) % safe_dtype_size(t->dtype), 0);
+    }
+    // The conv weight is stored in torch layout (O, I, KH, KW).
+    const SafeTensor *conv = safetensors_find(&ckpt.tensors, "backbone.conv1.weight");
+    assert_non_null(conv);
+    assert_int_equal(conv->rank, 4);
+    assert_int_equal(conv->shape[1], 2);
+    const Parameter *conv_param = parameter_find(&model.params, "conv1.weight");
+    float *ours = download_all(backend, conv_param->value, conv_param->count);
+    float torch[72];
+    weights_to_torch_layout(conv_param, ours, torch);
+    assert_memory_equal(safetensors_data(&ckpt.tensors, conv), torch, sizeof torch);
+    free(ours);
+
+    int64_t counter = 0;
+    ASSERT_OK(checkpoint_load_parameters(&ckpt, "backbone.", &loaded.params, &loaded.buffers,
+                                         &counter, &err), err);
+    assert_int_equal(counter, 7);
+    assert_tables_equal(&model.params, &loaded.params);
+    assert_tables_equal(&model.buffers, &loaded.buffers);
+
+    // The slab: every parameter's range comes back; padding between them is not stored.
+    float *slab_back = backend->op.alloc(backend, model.params.total * sizeof *slab_back);
+    backend->op.fill(backend, slab_back, 0.0f, model.params.total);
+    ASSERT_OK(checkpoint_load_state_slab(&ckpt, "optimizer.backbone.0.", &loaded.params, backend,
+                                         slab_back, &err), err);
+    float *want = download_all(backend, slab, model.params.total);
+    float *got = download_all(backend, slab_back, model.params.total);
+    for (int i = 0; i < model.params.count; i++) {
+        const Parameter *p = &model.params.params[i];
+        assert_memory_equal(want + p->offset, got + p->offset, p->count * sizeof *want);
+    }
+
+    float floats[6], device_check[6];
+    float *device = backend->op.alloc(backend, sizeof floats);
+    ASSERT_OK(checkpoint_get_floats(&ckpt, "dino.center", backend, device, 6, &err), err);
+    backend->op.download(backend, device_check, device, sizeof device_check);
+    assert_memory_equal(device_check, want + 1, sizeof device_check);
+    ASSERT_OK(checkpoint_get_host_floats(&ckpt, "dino.center", floats, 6, &err), err);
+    assert_memory_equal(floats, want + 1, sizeof floats);
+    ASSERT_OK(checkpoint_get_host_floats(&ckpt, "host", floats, 3, &err), err);
+    assert_memory_equal(floats, HOST_FLOATS, sizeof HOST_FLOATS);
+    int64_t step;
+    ASSERT_OK(checkpoint_get_i64(&ckpt, "step", &step, &err), err);
+    assert_true(step == -1234567890123LL);
+    const uint8_t *bytes;
+    size_t size;
+    ASSERT_OK(checkpoint_get_bytes(&ckpt, "rng", &bytes, &size, &err), err);
+    assert_int_equal(size, sizeof OPAQUE);
+    assert_memory_equal(bytes, OPAQUE, sizeof OPAQUE);
+    ASSERT_OK(checkpoint_get_bytes(&ckpt, "empty", &bytes, &size, &err), err);
+    assert_int_equal(size, 0);
+
+    backend->op.free(backend, device);
+    backend->op.free(backend, slab);
+    backend->op.free(backend, slab_back);
+    free(want);
+    free(got);
+    checkpoint_free(&ckpt);
+    small_model_free(&model);
+    small_model_free(&loaded);
+}
+
+static void test_round_trip_ref(void **state) {
+    (void)state;
+    round_trip_on(fixture_ref);
+}
+
+static void test_round_trip_cpu(void **state) {
+    (void)state;
+    round_trip_on(fixture_cpu);
+}
+
+// checkpoint_add_parameters writes exactly weights_save's keys and bytes.
+static void test_same_keys_and_bytes_as_weights_save(void **state) {
+    (void)state;
+    char ckpt_path[256], weights_path[256];
+    fixture_temp_path(ckpt_path, sizeof ckpt_path, "keys.ckpt");
+    fixture_temp_path(weights_path, sizeof weights_path, "keys.safetensors");
+    SmallModel model;
+    small_model_create(&model, fixture_ref, 1, 3);
+    ErrorMessage err = {{0}};
+    ASSERT_OK(weights_save(weights_path, &model.params, &model.buffers, 42, &err), err);
+    CheckpointWriter *writer = checkpoint_writer_create();
+    ASSERT_OK(checkpoint_add_parameters(writer, "teacher_backbone.", &model.params,
+                                        &model.buffers, 42, &err), err);
+    ASSERT_OK(checkpoint_write(writer, ckpt_path, &err), err);
+    checkpoint_writer_free(writer);
+
+    SafeTensors weights;
+    Checkpoint ckpt;
+    ASSERT_OK(safetensors_read(weights_path, &weights, &err), err);
+    ASSERT_OK(checkpoint_read(ckpt_path, &ckpt, &err), err);
+    assert_int_equal(ckpt.tensors.count, weights.count);
+    assert_int_equal(weights.count, weights_key_count(&model.params, &model.buffers));
+    for (int i = 0; i < weights.count; i++) {
+        const SafeTensor *w = &weights.tensors[i];
+        char name[SAFETENSORS_MAX_NAME + 32];
+        snprintf(name, sizeof name, "teacher_backbone.%s", w->name);
+        const SafeTensor *c = safetensors_find(&ckpt.tensors, name);
+        if (!c) fail_msg("checkpoint lacks %s", name);
+        assert_int_equal(c->dtype, w->dtype);
+        assert_int_equal(c->rank, w->rank);
+        assert_memory_equal(c->shape, w->shape, sizeof c->shape[0] * (size_t)c->rank);
+        assert_int_equal(c->size, w->size);
+        assert_memory_equal(safetensors_data(&ckpt.tensors, c), safetensors_data(&weights, w),
+                            w->size);
+    }
+    safetensors_free(&weights);
+    checkpoint_free(&ckpt);
+    small_model_free(&model);
+}
+
+// ---- strictness -------------------------------------------------------------------------
+
+static void test_strict_loading_names_what_is_missing(void **state) {
+    (void)state;
+    char path[256];
+    fixture_temp_path(path, sizeof path, "strict.ckpt");
+    SmallModel model, bigger;
+    small_model_create(&model, fixture_ref, 0, 1);
+    small_model_create(&bigger, fixture_ref, 1, 2);  // has fc.bias, the file does not
+    float *slab = write_everything(fixture_ref, &model, path);
+    Checkpoint ckpt;
+    ErrorMessage err = {{0}};
+    ASSERT_OK(checkpoint_read(path, &ckpt, &err), err);
+
+    assert_int_equal(checkpoint_load_parameters(&ckpt, "backbone.", &bigger.params,
+                                                &bigger.buffers, NULL, &err), -1);
+    assert_non_null(strstr(err.text, "backbone."));
+    assert_non_null(strstr(err.text, "1 missing: fc.bias"));
+    // A prefix with nothing under it names everything missing.
+    assert_int_equal(checkpoint_load_parameters(&ckpt, "teacher_backbone.", &model.params,
+                                                &model.buffers, NULL, &err), -1);
+    assert_non_null(strstr(err.text, "missing: conv1.weight"));
+    // Buffers stored but not asked for are unexpected under the prefix.
+    assert_int_equal(checkpoint_load_parameters(&ckpt, "backbone.", &model.params, NULL, NULL,
+                                                &err), -1);
+    assert_non_null(strstr(err.text, "unexpected"));
+    assert_non_null(strstr(err.text, "bn1.running_mean"));
+    // Other prefixes ("projection_head.", "optimizer.") are ignored.
+    ASSERT_OK(checkpoint_load_parameters(&ckpt, "projection_head.", &model.params, NULL, NULL,
+                                         &err), err);
+
+    float *target = fixture_ref->op.alloc(fixture_ref, bigger.params.total * sizeof *target);
+    assert_int_equal(checkpoint_load_state_slab(&ckpt, "optimizer.backbone.0.", &bigger.params,
+                                                fixture_ref, target, &err), -1);
+    assert_non_null(strstr(err.text, "1 missing: fc.bias"));
+    assert_int_equal(checkpoint_load_state_slab(&ckpt, "optimizer.backbone.1.", &model.params,
+                                                fixture_ref, target, &err), -1);
+    assert_non_null(strstr(err.text, "4 missing: conv1.weight, bn1.weight, bn1.bias, fc.weight"));
+
+    float floats[7];
+    assert_int_equal(checkpoint_get_host_floats(&ckpt, "dino.center", floats, 7, &err), -1);
+    assert_non_null(strstr(err.text, "\"dino.center\" has 6 elements, expected 7"));
+    assert_int_equal(checkpoint_get_host_floats(&ckpt, "nope", floats, 1, &err), -1);
+    assert_non_null(strstr(err.text, "no tensor \"nope\""));
+    int64_t value;
+    assert_int_equal(checkpoint_get_i64(&ckpt, "host", &value, &err), -1);
+    assert_non_null(strstr(err.text, "\"host\" is F32, expected I64"));
+    const uint8_t *bytes;
+    size_t size;
+    assert_int_equal(checkpoint_get_bytes(&ckpt, "step", &bytes, &size, &err), -1);
+    assert_non_null(strstr(err.text, "\"step\" is I64, expected U8"));
+
+    fixture_ref->op.free(fixture_ref, target);
+    fixture_ref->op.free(fixture_ref, slab);
+    checkpoint_free(&ckpt);
+    small_model_free(&model);
+    small_model_free(&bigger);
+}
+
+// ---- corrupted files ------------------------------------------------------------------
+
+static uint8_t *read_whole(const char *path, size_t *size) {
+    FILE *file = fopen(path, "rb");
+    assert_non_null(file);
+    fseek(file, 0, SEEK_END);
+    *size = (size_t)ftell(file);
+    fseek(file, 0, SEEK_SET);
+    uint8_t *bytes = malloc(*size + 1);
+    assert_int_equal(fread(bytes, 1, *size, file), *size);
+    fclose(file);
+    return bytes;
+}
+
+// checkpoint_parse on a modified copy: returns the status, message in err.
+static int parse_copy(const uint8_t *bytes, size_t size, ErrorMessage *err) {
+    uint8_t *copy = malloc(size ? size : 1);
+    assert_non_null(copy);
+    memcpy(copy, bytes, size);
+    Checkpoint ckpt;
+    const int status = checkpoint_parse(copy, size, &ckpt, err);
+    if (status == 0) checkpoint_free(&ckpt);
+    return status;
+}
+
+static void test_corrupted_files_fail_clearly(void **state) {
+    (void)state;
+    char path[256];
+    fixture_temp_path(path, sizeof path, "corrupt.ckpt");
+    SmallModel model;
+    small_model_create(&model, fixture_ref, 0, 1);
+    float *slab = write_everything(fixture_ref, &model, path);
+    fixture_ref->op.free(fixture_ref, slab);
+    small_model_free(&model);
+    size_t size;
+    uint8_t *original = read_whole(path, &size);
+    ErrorMessage err = {{0}};
+    assert_int_equal(parse_copy(original, size, &err), 0);
+    assert_memory_equal(original, "LTCCKPT\0\1\0\0\0\0\0\0\0", 16);
+
+    uint8_t *bytes = malloc(size);
+    memcpy(bytes, original, size);
+    bytes[3] = 'X';
+    assert_int_equal(parse_copy(bytes, size, &err), -1);
+    assert_non_null(strstr(err.text, "not a lightly-train-c checkpoint"));
+
+    memcpy(bytes, original, size);
+    bytes[8] = 2;
+    assert_int_equal(parse_copy(bytes, size, &err), -1);
+    assert_string_equal(err.text,
+                        "checkpoint format version 2 is newer than this program supports (1)");
+    bytes[8] = 0;
+    assert_int_equal(parse_copy(bytes, size, &err), -1);
+    assert_non_null(strstr(err.text, "version 0 is invalid"));
+    memcpy(bytes, original, size);
+    bytes[12] = 1;
+    assert_int_equal(parse_copy(bytes, size, &err), -1);
+    assert_non_null(strstr(err.text, "flags 0x1"));
+
+    // Truncated anywhere: the header, the length, the JSON, the data.
+    const size_t lengths[] = {0, 7, 8, 15, 16, 20, 24, 40, size / 2, size - 1};
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+        err.text[0] = '\0';
+        if (parse_copy(original, lengths[i], &err) != -1)
+            fail_msg("a checkpoint truncated to %zu of %zu bytes was accepted", lengths[i], size);
+        assert_true(strlen(err.text) > 10);
+    }
+    assert_int_equal(parse_copy(original, 12, &err), -1);
+    assert_non_null(strstr(err.text, "too short for the 16-byte checkpoint header"));
+
+    // Garbage in the JSON header (first byte after the u64 length).
+    memcpy(bytes, original, size);
+    memcpy(bytes + 24, "[1,2,", 5);
+    assert_int_equal(parse_copy(bytes, size, &err), -1);
+    assert_non_null(strstr(err.text, "checkpoint tensors: header"));
+    // A header length beyond the file.
+    memcpy(bytes, original, size);
+    bytes[16 + 6] = 0x7f;
+    assert_int_equal(parse_copy(bytes, size, &err), -1);
+    assert_non_null(strstr(err.text, "header length"));
+
+    // A safetensors file and a missing file are not checkpoints.
+    char other[256];
+    fixture_temp_path(other, sizeof other, "plain.safetensors");
+    const float one = 1.0f;
+    const SafeTensorWrite tensor = {"x", SAFE_F32, 1, {1}, &one};
+    ASSERT_OK(safetensors_write(other, &tensor, 1, NULL, 0, &err), err);
+    assert_int_equal(checkpoint_is_checkpoint_file(other), 0);
+    Checkpoint ckpt;
+    assert_int_equal(checkpoint_read(other, &ckpt, &err), -1);
+    assert_non_null(strstr(err.text, other));
+    assert_non_null(strstr(err.text, "not a lightly-train-c checkpoint"));
+    fixture_temp_path(other, sizeof other, "missing.ckpt");
+    assert_int_equal(checkpoint_is_checkpoint_file(other), 0);
+    assert_int_equal(checkpoint_read(other, &ckpt, &err), -1);
+    assert_non_null(strstr(err.text, "No such file or directory"));
+    free(bytes);
+    free(original);
+}
+
+// ---- atomic writes ----------------------------------------------------------------------
+
+static void assert_file_unchanged(const char *path, const uint8_t *bytes, size_t size) {
+    size_t now_size;
+    uint8_t *now = read_whole(path, &now_size);
+    assert_int_equal(now_size, size);
+    assert_memory_equal(now, bytes, size);
+    free(now);
+}
+
+static void test_failed_writes_keep_the_previous_file(void **state) {
+    (void)state;
+    char dir[256], path[300], temp[400];
+    fixture_temp_path(dir, sizeof dir, "atomic");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/last.ckpt", dir);
+    SmallModel model;
+    small_model_create(&model, fixture_ref, 0, 1);
+    float *slab = write_everything(fixture_ref, &model, path);
+    size_t size;
+    uint8_t *original = read_whole(path, &size);
+    ErrorMessage err = {{0}};
+    CheckpointWriter *writer = checkpoint_writer_create();
+    ASSERT_OK(checkpoint_add_parameters(writer, "backbone.", &model.params, &model.buffers, 1,
+                                        &err), err);
+
+    // The parent "folder" is a regular file: fails even as root.
+    char under_file[400];
+    snprintf(under_file, sizeof under_file, "%s/x.ckpt", path);
+    assert_int_equal(checkpoint_write(writer, under_file, &err), -1);
+    assert_non_null(strstr(err.text, under_file));
+    assert_non_null(strstr(err.text, "Not a directory"));
+
+    // The temporary name is taken by a folder.
+    snprintf(temp, sizeof temp, "%s.tmp.%ld", path, (long)getpid());
+    assert_int_equal(mkdir(temp, 0700), 0);
+    assert_int_equal(checkpoint_write(writer, path, &err), -1);
+    assert_non_null(strstr(err.text, "cannot create"));
+    assert_file_unchanged(path, original, size);
+    assert_int_equal(rmdir(temp), 0);
+
+    // The disk fills up part way (a file size limit): the temporary file goes.
+    float big[8192] = {0};
+    ASSERT_OK(checkpoint_add_host_floats(writer, "big", big, 8192, &err), err);
+    struct rlimit saved, limited;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    limited = saved;
+    limited.rlim_cur = 4096;
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &limited), 0);
+    const int status = checkpoint_write(writer, path, &err);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+    signal(SIGXFSZ, old_handler);
+    assert_int_equal(status, -1);
+    assert_non_null(strstr(err.text, path));
+    assert_non_null(strstr(err.text, "cannot write"));
+    assert_non_null(strstr(err.text, "File too large"));
+    assert_file_unchanged(path, original, size);
+    assert_int_equal(access(temp, F_OK), -1);
+
+    // A read-only folder (root writes there anyway, so only checked otherwise).
+    if (geteuid() != 0) {
+        assert_int_equal(chmod(dir, 0500), 0);
+        const int denied = checkpoint_write(writer, path, &err);
+        assert_int_equal(chmod(dir, 0700), 0);
+        assert_int_equal(denied, -1);
+        assert_non_null(strstr(err.text, "Permission denied"));
+        assert_file_unchanged(path, original, size);
+    }
+
+    // Duplicate names are refused before anything is written.
+    ASSERT_OK(checkpoint_add_i64(writer, "big", 1, &err), err);
+    assert_int_equal(checkpoint_write(writer, path, &err), -1);
+    assert_non_null(strstr(err.text, "duplicate name \"big\""));
+    assert_file_unchanged(path, original, size);
+
+    checkpoint_writer_free(writer);
+    fixture_ref->op.free(fixture_ref, slab);
+    small_model_free(&model);
+    free(original);
+}
+
+// ---- ResNet depth detection -------------------------------------------------------------
+
+// The tensor list a state dict of `depth` would have (names and torch shapes
+// only: detection reads no data), with a name prefix.
+static SafeTensors declared_tensors(int depth, const char *prefix, const char *skip) {
+    Resnet model;
+    ErrorMessage err = {{0}};
+    const ResnetConfig config = resnet_config_default(depth);
+    ASSERT_OK(resnet_declare(&model, fixture_ref, &config, &err), err);
+    SafeTensors file = {0};
+    file.tensors = calloc((size_t)(model.params.count + model.buffers.count), sizeof *file.tensors);
+    assert_non_null(file.tensors);
+    const ParameterSet *sets[2] = {&model.params, &model.buffers};
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < sets[s]->count; i++) {
+            const Parameter *p = &sets[s]->params[i];
+            if (skip && strncmp(p->name, skip, strlen(skip)) == 0) continue;
+            SafeTensor *t = &file.tensors[file.count++];
+            snprintf(t->name, sizeof t->name, "%s%s", prefix, p->name);
+            t->dtype = SAFE_F32;
+            t->rank = p->rank;
+            for (int d = 0; d < p->rank; d++) t->shape[d] = p->torch_shape[d];
+        }
+    resnet_free(&model);
+    return file;
+}
+
+static void test_detects_all_five_depths(void **state) {
+    (void)state;
+    const int depths[] = {18, 34, 50, 101, 152};
+    ErrorMessage err = {{0}};
+    for (int i = 0; i < 5; i++) {
+        for (int prefixed = 0; prefixed < 2; prefixed++) {
+            const char *prefix = prefixed ? "teacher_backbone." : "";
+            SafeTensors file = declared_tensors(depths[i], prefix, NULL);
+            int depth = 0;
+            ASSERT_OK(model_source_detect_depth(&file, prefix, &depth, &err), err);
+            assert_int_equal(depth, depths[i]);
+            // Under another prefix there is no backbone.
+            assert_int_equal(model_source_detect_depth(&file, "backbone.", &depth, &err), -1);
+            assert_non_null(strstr(err.text, "no stem conv \"backbone.conv1.weight\""));
+            free(file.tensors);
+        }
+    }
+    // A block missing: 2-2-1-2 is no ResNet.
+    SafeTensors broken = declared_tensors(18, "", "layer3.1.");
+    int depth = 0;
+    assert_int_equal(model_source_detect_depth(&broken, "", &depth, &err), -1);
+    assert_non_null(strstr(err.text, "2-2-1-2 basic blocks"));
+    free(broken.tensors);
+}
+
+static void test_rejects_a_vit(void **state) {
+    (void)state;
+    SafeTensor tensors[3] = {
+        {.name = "cls_token", .dtype = SAFE_F32, .rank = 3, .shape = {1, 1, 384}},
+        {.name = "patch_embed.proj.weight", .dtype = SAFE_F32, .rank = 4, .shape = {384, 3, 16, 16}},
+        {.name = "blocks.0.attn.qkv.weight", .dtype = SAFE_F32, .rank = 2, .shape = {1152, 384}},
+    };
+    SafeTensors file = {.count = 3, .tensors = tensors};
+    int depth = 0;
+    ErrorMessage err = {{0}};
+    assert_int_equal(model_source_detect_depth(&file, "", &depth, &err), -1);
+    assert_non_null(strstr(err.text, "not a ResNet backbone"));
+    assert_non_null(strstr(err.text, "\"cls_token\""));
+    // A 7x7 stem that is not ResNet's (e.g. 96 outputs).
+    SafeTensor stem = {.name = "conv1.weight", .dtype = SAFE_F32, .rank = 4, .shape = {96, 3, 7, 7}};
+    file = (SafeTensors){.count = 1, .tensors = &stem};
+    assert_int_equal(model_source_detect_depth(&file, "", &depth, &err), -1);
+    assert_non_null(strstr(err.text, "the stem conv is not"));
+}
+
+// ---- loading backbones -------------------------------------------------------------------
+
+#define MODEL_BATCH 2
+#define MODEL_SIZE 16  // the smallest input every stage of a ResNet accepts
+
+static float *model_input(void) {
+    const size_t n = (size_t)MODEL_BATCH * MODEL_SIZE * MODEL_SIZE * 3;
+    float *host = malloc(n * sizeof *host);
+    Rng rng = rng_make(9, 0, 0, 0);
+    for (size_t i = 0; i < n; i++) host[i] = rng_range(&rng, -1.0f, 1.0f);
+    float *device = fixture_ref->op.alloc(fixture_ref, n * sizeof *device);
+    fixture_ref->op.upload(fixture_ref, device, host, n * sizeof *host);
+    free(host);
+    return device;
+}
+
+// A resnet18 with non-trivial running stats (mean in [-0.2, 0.2), var in
+// [0.5, 1.5)) and BN counter, so that loading them is part of what the
+// features check.
+static void trained_model(Resnet *model, uint64_t seed, int64_t counter) {
+    ErrorMessage err = {{0}};
+    const ResnetConfig config = resnet_config_default(18);
+    const ResnetInputShape shape = {MODEL_BATCH, MODEL_SIZE};
+    ASSERT_OK(resnet_create(model, fixture_ref, &config, &shape, 1, seed, &err), err);
+    Rng rng = rng_make(seed, 1, 0, 0);
+    for (int i = 0; i < model->buffers.count; i++) {
+        const Parameter *buffer = &model->buffers.params[i];
+        const int is_var = strstr(buffer->name, "running_var") != NULL;
+        float host[2048];
+        assert_true(buffer->count <= 2048);
+        for (size_t k = 0; k < buffer->count; k++)
+            host[k] = is_var ? rng_range(&rng, 0.5f, 1.5f) : rng_range(&rng, -0.2f, 0.2f);
+        fixture_ref->op.upload(fixture_ref, buffer->value, host, buffer->count * sizeof *host);
+    }
+    model->num_batches_tracked = counter;
+}
+
+// Eval-mode features (host copy).
+static float *eval_features(Resnet *model, const float *input) {
+    ErrorMessage err = {{0}};
+    ASSERT_OK(resnet_forward(model, 0, MODEL_BATCH, input, 0, &err), err);
+    return download_all(fixture_ref, resnet_features(model, 0),
+                        (size_t)MODEL_BATCH * model->feature_dim);
+}
+
+// Loads path/part and checks its eval features equal `want` exactly: the same
+// weights through the same backend give the same bits.
+static void assert_loads_features(const char *path, const char *part, const float *want,
+                                  int64_t counter, const float *input) {
+    Resnet loaded;
+    ErrorMessage err = {{0}};
+    const ResnetInputShape shape = {MODEL_BATCH, MODEL_SIZE};
+    ASSERT_OK(model_source_load_resnet(path, part, fixture_ref, &shape, 1, &loaded, &err), err);
+    assert_int_equal(loaded.config.depth, 18);
+    assert_int_equal(loaded.num_batches_tracked, counter);
+    float *got = eval_features(&loaded, input);
+    assert_memory_equal(got, want, (size_t)MODEL_BATCH * loaded.feature_dim * sizeof *got);
+    free(got);
+    resnet_free(&loaded);
+}
+
+static void test_loads_backbones_from_checkpoints(void **state) {
+    (void)state;
+    float *input = model_input();
+    Resnet student, teacher;
+    trained_model(&student, 1, 1);
+    trained_model(&teacher, 2, 2);
+    ErrorMessage err = {{0}};
+    float *student_features = eval_features(&student, input);
+    float *teacher_features = eval_features(&teacher, input);
+    // The check below can only fail when the features carry information.
+    const size_t feature_count = (size_t)MODEL_BATCH * student.feature_dim;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < feature_count; i++) nonzero += student_features[i] != 0.0f;
+    assert_true(nonzero > feature_count / 4);
+    assert_memory_not_equal(student_features, teacher_features, feature_count * sizeof(float));
+
+    char path[256], plain[256];
+    fixture_temp_path(path, sizeof path, "dino.ckpt");
+    fixture_temp_path(plain, sizeof plain, "simclr.ckpt");
+    CheckpointWriter *writer = checkpoint_writer_create();
+    ASSERT_OK(checkpoint_add_parameters(writer, "backbone.", &student.params, &student.buffers,
+                                        student.num_batches_tracked, &err), err);
+    ASSERT_OK(checkpoint_set_meta(writer, "method", "simclr", &err), err);
+    ASSERT_OK(checkpoint_write(writer, plain, &err), err);
+    ASSERT_OK(checkpoint_add_parameters(writer, "teacher_backbone.", &teacher.params,
+                                        &teacher.buffers, teacher.num_batches_tracked, &err), err);
+    ASSERT_OK(checkpoint_set_meta(writer, "method", "dino", &err), err);
+    ASSERT_OK(checkpoint_set_meta(writer, "export_part", "teacher_backbone", &err), err);
+    ASSERT_OK(checkpoint_write(writer, path, &err), err);
+    checkpoint_writer_free(writer);
+
+    assert_loads_features(path, "student", student_features, 1, input);
+    assert_loads_features(path, "teacher", teacher_features, 2, input);
+    assert_loads_features(path, "backbone", teacher_features, 2, input);  // export_part
+    assert_loads_features(plain, "backbone", student_features, 1, input);
+
+    Resnet none;
+    const ResnetInputShape shape = {MODEL_BATCH, MODEL_SIZE};
+    assert_int_equal(model_source_load_resnet(plain, "teacher", fixture_ref, &shape, 1, &none,
+                                              &err), -1);
+    assert_non_null(strstr(err.text, plain));
+    assert_non_null(strstr(err.text, "no teacher backbone (method simclr)"));
+    assert_int_equal(model_source_load_resnet(plain, "head", fixture_ref, &shape, 1, &none,
+                                              &err), -1);
+    assert_non_null(strstr(err.text, "unknown part \"head\""));
+
+    free(student_features);
+    free(teacher_features);
+    resnet_free(&student);
+    resnet_free(&teacher);
+    fixture_ref->op.free(fixture_ref, input);
+}
+
+static void test_loads_torchvision_safetensors_with_fc(void **state) {
+    (void)state;
+    float *input = model_input();
+    Resnet source;
+    trained_model(&source, 3, 1);
+    float *want = eval_features(&source, input);
+    char saved[256], with_fc[256];
+    fixture_temp_path(saved, sizeof saved, "resnet18.safetensors");
+    fixture_temp_path(with_fc, sizeof with_fc, "resnet18_fc.safetensors");
+    ErrorMessage err = {{0}};
+    ASSERT_OK(resnet_save(&source, saved, &err), err);
+
+    // torchvision's classifier added, as in an ImageNet checkpoint.
+    SafeTensors file;
+    ASSERT_OK(safetensors_read(saved, &file, &err), err);
+    SafeTensorWrite *entries = calloc((size_t)file.count + 2, sizeof *entries);
+    for (int i = 0; i < file.count; i++) {
+        const SafeTensor *t = &file.tensors[i];
+        entries[i] = (SafeTensorWrite){.name = t->name, .dtype = t->dtype, .rank = t->rank,
+                                       .data = safetensors_data(&file, t)};
+        memcpy(entries[i].shape, t->shape, sizeof t->shape);
+    }
+    static float fc_weight[10 * 512], fc_bias[10];
+    entries[file.count] = (SafeTensorWrite){"fc.weight", SAFE_F32, 2, {10, 512}, fc_weight};
+    entries[file.count + 1] = (SafeTensorWrite){"fc.bias", SAFE_F32, 1, {10}, fc_bias};
+    ASSERT_OK(safetensors_write(with_fc, entries, file.count + 2, NULL, 0, &err), err);
+    free(entries);
+    safetensors_free(&file);
+
+    assert_loads_features(saved, "backbone", want, 1, input);
+    assert_loads_features(with_fc, "backbone", want, 1, input);
+    assert_loads_features(with_fc, "student", want, 1, input);
+    Resnet none;
+    const ResnetInputShape shape = {MODEL_BATCH, MODEL_SIZE};
+    assert_int_equal(model_source_load_resnet(with_fc, "teacher", fixture_ref, &shape, 1, &none,
+                                              &err), -1);
+    assert_non_null(strstr(err.text, "needs a checkpoint"));
+
+    free(want);
+    resnet_free(&source);
+    fixture_ref->op.free(fixture_ref, input);
+}
+
+static int group_setup(void **state) {
+    return fixture_tempdir_setup(state) || fixture_backends_create(state);
+}
+
+static int group_teardown(void **state) {
+    fixture_backends_destroy(state);
+    return fixture_tempdir_teardown(state);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_ref),
+        cmocka_unit_test(test_round_trip_cpu),
+        cmocka_unit_test(test_same_keys_and_bytes_as_weights_save),
+        cmocka_unit_test(test_strict_loading_names_what_is_missing),
+        cmocka_unit_test(test_corrupted_files_fail_clearly),
+        cmocka_unit_test(test_failed_writes_keep_the_previous_file),
+        cmocka_unit_test(test_detects_all_five_depths),
+        cmocka_unit_test(test_rejects_a_vit),
+        cmocka_unit_test(test_loads_backbones_from_checkpoints),
+        cmocka_unit_test(test_loads_torchvision_safetensors_with_fc),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,339 @@
+// The SSL methods end to end on one fixed batch: for every method and every
+// parameter group, the gradient the method's step produces equals the
+// directional finite difference of its loss (so forward, loss, head and
+// backbone backward and their plumbing agree), and a few optimizer steps on
+// that batch lower the loss. Also: the EMA teacher follows the student, DINO's
+// frozen last layer, and --method-arg checks.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ssl_methods/method.h"
+#include "util/rng.h"
+
+#define BATCH 6
+#define IMAGE 24
+#define LOCAL_IMAGE 16
+
+static Backend *backend;
+
+static int group_setup(void **state) {
+    ErrorMessage err = {{0}};
+    backend = backend_create("cpu", 2, &err);
+    return backend ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+    backend_destroy(backend);
+    return 0;
+}
+
+// Random uint8 views for the method's view set, and the Batch around them.
+typedef struct TestBatch {
+    Batch batch;
+    uint8_t *pixels[AUGMENT_MAX_VIEWS];
+} TestBatch;
+
+static void test_batch_make(TestBatch *test, const ViewSet *views, int batch, uint64_t seed) {
+    memset(test, 0, sizeof *test);
+    test->batch.size = batch;
+    test->batch.view_count = views->count;
+    for (int v = 0; v < views->count; v++) {
+        const int size = views->views[v].size;
+        const size_t bytes = (size_t)batch * size * size * 3;
+        test->pixels[v] = malloc(bytes);
+        assert_non_null(test->pixels[v]);
+        Rng rng = rng_make(seed, 0, (uint64_t)v, 0);
+        for (size_t i = 0; i < bytes; i++) test->pixels[v][i] = (uint8_t)rng_below(&rng, 256);
+        test->batch.views[v] = test->pixels[v];
+        test->batch.view_size[v] = size;
+    }
+}
+
+static void test_batch_free(TestBatch *test) {
+    for (int v = 0; v < AUGMENT_MAX_VIEWS; v++) free(test->pixels[v]);
+}
+
+// Small heads so that the tests run in a second or two.
+static void method_make(Method *method, MethodKind kind, const char *teacher_path) {
+    static const char *small[] = {"hidden_dim=32", "output_dim=16"};
+    static const char *dino[] = {"hidden_dim=32", "bottleneck_dim=8", "output_dim=24",
+                                 "freeze_last_layer_steps=2", "warmup_teacher_temp_steps=0"};
+    char teacher_arg[600];
+    const char *distillation[1] = {teacher_arg};
+    snprintf(teacher_arg, sizeof teacher_arg, "teacher=%s", teacher_path ? teacher_path : "");
+    ViewSet views;
+    if (kind == METHOD_DINO)
+        view_set_dino(&views, IMAGE, LOCAL_IMAGE, 2);
+    else
+        method_default_views(kind, IMAGE, &views);
+    MethodSetup setup = {
+        .backend = backend, .depth = 18, .batch = BATCH, .dataset_size = 100,
+        .total_steps = 10, .seed = 3,
+    };
+    if (kind == METHOD_DINO) {
+        setup.args = dino;
+        setup.arg_count = 5;
+    } else if (kind == METHOD_DISTILLATION) {
+        setup.args = distillation;
+        setup.arg_count = 1;
+    } else {
+        setup.args = small;
+        setup.arg_count = 2;
+    }
+    ErrorMessage err = {{0}};
+    if (method_create(method, kind, &setup, &views, &err)) fail_msg("%s", err.text);
+}
+
+static float method_loss(Method *method, long step) {
+    ErrorMessage err = {{0}};
+    for (int g = 0; g < method->group_count; g++)
+        parameter_set_zero_grads(method->groups[g].params);
+    float loss = NAN;
+    if (method->ops->step(method, step, BATCH, &loss, &err)) fail_msg("%s", err.text);
+    return loss;
+}
+
+static double host_norm(const float *device, size_t n) {
+    float *host = malloc(n * sizeof *host);
+    assert_non_null(host);
+    backend->op.download(backend, host, device, n * sizeof *host);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += (double)host[i] * host[i];
+    free(host);
+    return sqrt(sum);
+}
+
+// The parameter of the group with the largest gradient: its partial
+// derivative by central difference must equal the gradient. Unlike the
+// directional check below, this also sees a missing gradient path whose
+// contribution is orthogonal to the computed gradient (the direction check
+// only measures the true gradient's projection on the computed one).
+static void check_largest_coordinate(Method *method, MethodKind kind, const MethodGroup *group) {
+    ParameterSet *params = group->params;
+    float *grads = malloc(params->total * sizeof *grads);
+    assert_non_null(grads);
+    const float loss0 = method_loss(method, 5);
+    backend->op.download(backend, grads, params->grads, params->total * sizeof(float));
+    size_t best = 0;
+    for (size_t i = 1; i < params->total; i++)
+        if (fabsf(grads[i]) > fabsf(grads[best])) best = i;
+    const double gradient = grads[best];
+    free(grads);
+    float value;
+    backend->op.download(backend, &value, params->values + best, sizeof value);
+    // Changes the loss by about 0.03%: one weight of the stem moved further
+    // makes the network visibly nonlinear (distillation: 24% off at 0.3%,
+    // 9% at 0.1%, within 5% at 0.03% and 0.01%).
+    const double h = 0.0003 * fmax(1.0, fabs((double)loss0)) / fabs(gradient);
+    float shifted = (float)(value + h);
+    backend->op.upload(backend, params->values + best, &shifted, sizeof shifted);
+    const float plus = method_loss(method, 5);
+    const double step_up = (double)shifted - value;
+    shifted = (float)(value - h);
+    backend->op.upload(backend, params->values + best, &shifted, sizeof shifted);
+    const float minus = method_loss(method, 5);
+    const double step_down = value - (double)shifted;
+    backend->op.upload(backend, params->values + best, &value, sizeof value);
+    const double numeric = ((double)plus - (double)minus) / (step_up + step_down);
+    // 5%, as the directional check.
+    if (fabs(numeric - gradient) > 0.05 * fabs(gradient))
+        fail_msg("%s group %s parameter %zu: gradient %.6g, finite difference %.6g",
+                 method_kind_name(kind), group->name, best, gradient, numeric);
+}
+
+// For each group: d/dt loss(params + t g/|g|) at t = 0 (central difference)
+// must equal |g|, the gradient's norm, when the step's gradient is right.
+static void check_directional_gradients(Method *created, MethodKind kind) {
+    Method *method = created;
+    TestBatch test;
+    test_batch_make(&test, &method->views, BATCH, 11);
+    ErrorMessage err = {{0}};
+    assert_int_equal(method_upload_views(method, &test.batch, &err), 0);
+    for (int g = 0; g < method->group_count; g++) {
+        ParameterSet *params = method->groups[g].params;
+        const float loss0 = method_loss(method, 5);
+        const double norm = host_norm(params->grads, params->total);
+        assert_true(norm > 0);
+        float *direction = backend->op.alloc(backend, params->total * sizeof(float));
+        float *saved = backend->op.alloc(backend, params->total * sizeof(float));
+        backend->op.copy(backend, direction, params->grads, params->total * sizeof(float));
+        backend->op.copy(backend, saved, params->values, params->total * sizeof(float));
+        // A step along the unit direction that changes the loss by about
+        // 0.3%: small enough for the second-order error (distillation's
+        // loss curves most: 12% off at 1%, 4% at 0.3%, 0.5% at 0.1%), large
+        // against the float32 rounding of the loss, which BatchNorm over a
+        // few rows amplifies (simclr is 5% off at 0.1%, 20% at 0.03%).
+        const double h = 0.003 * fmax(1.0, fabs((double)loss0)) / norm;
+        backend->op.axpby(backend, params->total, (float)(h / norm), direction, 1.0f,
+                          params->values);
+        const float plus = method_loss(method, 5);
+        backend->op.copy(backend, params->values, saved, params->total * sizeof(float));
+        backend->op.axpby(backend, params->total, (float)(-h / norm), direction, 1.0f,
+                          params->values);
+        const float minus = method_loss(method, 5);
+        backend->op.copy(backend, params->values, saved, params->total * sizeof(float));
+        const double numeric = ((double)plus - (double)minus) / (2 * h);
+        // 5% relative: the two errors above; a wrong or missing gradient
+        // path is off by far more (a broken backbone path gave 4x).
+        if (fabs(numeric - norm) > 0.05 * norm)
+            fail_msg("%s group %s: |g| %.6g, finite difference %.6g", method_kind_name(kind),
+                     method->groups[g].name, norm, numeric);
+        backend->op.free(backend, direction);
+        backend->op.free(backend, saved);
+        check_largest_coordinate(method, kind, &method->groups[g]);
+    }
+    test_batch_free(&test);
+}
+
+// Plain SGD on one fixed batch must lower the loss.
+static void check_loss_decreases(Method *created, MethodKind kind) {
+    Method *method = created;
+    TestBatch test;
+    test_batch_make(&test, &method->views, BATCH, 12);
+    ErrorMessage err = {{0}};
+    assert_int_equal(method_upload_views(method, &test.batch, &err), 0);
+    OptimizerConfig config = optimizer_config_default(OPTIMIZER_SGD);
+    Optimizer *optimizers[METHOD_MAX_GROUPS] = {0};
+    for (int g = 0; g < method->group_count; g++) {
+        optimizers[g] = optimizer_create(backend, method->groups[g].params, &config, &err);
+        assert_non_null(optimizers[g]);
+    }
+    float first = 0, last = 0;
+    for (long step = 0; step < 6; step++) {
+        last = method_loss(method, step);
+        if (step == 0) first = last;
+        for (int g = 0; g < method->group_count; g++)
+            if (step >= method->groups[g].frozen_steps) optimizer_step(optimizers[g], 0.02f, 0);
+        if (method->ops->after_update) method->ops->after_update(method, step);
+    }
+    // A clear drop, not noise: the same batch every step.
+    if (!(last < first - 0.02f * fabsf(first)))
+        fail_msg("%s: loss %.5f -> %.5f after 6 steps", method_kind_name(kind), first, last);
+    for (int g = 0; g < method->group_count; g++) optimizer_free(optimizers[g]);
+    test_batch_free(&test);
+}
+
+// Both checks on one method (building a method costs more than the checks).
+static void check_method(MethodKind kind, const char *teacher_path) {
+    Method method;
+    method_make(&method, kind, teacher_path);
+    check_directional_gradients(&method, kind);
+    check_loss_decreases(&method, kind);
+    method_free(&method);
+}
+
+// A teacher file for distillation: a resnet18 saved with another seed.
+static char teacher_file[256];
+static void make_teacher_file(void) {
+    if (teacher_file[0]) return;
+    snprintf(teacher_file, sizeof teacher_file, "/tmp/ltc_test_methods_teacher_%d.safetensors",
+             (int)getpid());
+    Resnet teacher;
+    ErrorMessage err = {{0}};
+    ResnetConfig config = resnet_config_default(18);
+    const ResnetInputShape input = {2, IMAGE};
+    assert_int_equal(resnet_create(&teacher, backend, &config, &input, 1, 99, &err), 0);
+    assert_int_equal(resnet_save(&teacher, teacher_file, &err), 0);
+    resnet_free(&teacher);
+}
+
+static void test_simclr(void **state) { check_method(METHOD_SIMCLR, NULL); }
+static void test_byol(void **state) { check_method(METHOD_BYOL, NULL); }
+static void test_dino(void **state) { check_method(METHOD_DINO, NULL); }
+static void test_vicreg(void **state) { check_method(METHOD_VICREG, NULL); }
+static void test_barlow_twins(void **state) { check_method(METHOD_BARLOW_TWINS, NULL); }
+static void test_distillation(void **state) {
+    make_teacher_file();
+    check_method(METHOD_DISTILLATION, teacher_file);
+}
+
+// The teacher starts as a copy of the student and moves towards it by
+// (1 - momentum) of the difference after each update.
+static void test_ema_teacher_follows_student(void **state) {
+    Method method;
+    method_make(&method, METHOD_BYOL, NULL);
+    Resnet *teacher = method.ops->teacher(&method);
+    assert_non_null(teacher);
+    const size_t n = method.backbone.params.total;
+    float *student = malloc(n * sizeof *student), *before = malloc(n * sizeof *before);
+    float *after = malloc(n * sizeof *after);
+    backend->op.download(backend, student, method.backbone.params.values, n * sizeof(float));
+    backend->op.download(backend, before, teacher->params.values, n * sizeof(float));
+    assert_memory_equal(student, before, n * sizeof(float));
+    // move the student, then one EMA update with the momentum of step 1
+    backend->op.fill(backend, method.backbone.params.values, 0.5f, n);
+    method.ops->after_update(&method, 0);
+    backend->op.download(backend, after, teacher->params.values, n * sizeof(float));
+    const float momentum = method.scalar_values[0];
+    assert_true(momentum > 0.98f && momentum < 1.0f);  // cosine 0.99 -> 1 over 10 steps
+    for (size_t i = 0; i < n; i += 997) {
+        const float expected = momentum * before[i] + (1 - momentum) * 0.5f;
+        assert_float_equal(after[i], expected, 1e-6f + 1e-6f * fabsf(expected));
+    }
+    free(student);
+    free(before);
+    free(after);
+    method_free(&method);
+}
+
+static void test_dino_last_layer_group_is_frozen_at_first(void **state) {
+    Method method;
+    method_make(&method, METHOD_DINO, NULL);
+    assert_string_equal(method.export_part, "teacher_backbone");
+    int found = 0;
+    for (int g = 0; g < method.group_count; g++)
+        if (strcmp(method.groups[g].name, "last_layer") == 0) {
+            assert_int_equal(method.groups[g].frozen_steps, 2);
+            found = 1;
+        }
+    assert_true(found);
+    method_free(&method);
+}
+
+static void test_method_args_are_checked(void **state) {
+    ViewSet views;
+    method_default_views(METHOD_SIMCLR, IMAGE, &views);
+    const char *bad[] = {"temprature=0.2"};
+    MethodSetup setup = {.backend = backend, .depth = 18, .batch = 4, .dataset_size = 10,
+                         .total_steps = 1, .args = bad, .arg_count = 1};
+    Method method;
+    ErrorMessage err = {{0}};
+    assert_int_equal(method_create(&method, METHOD_SIMCLR, &setup, &views, &err), -1);
+    assert_non_null(strstr(err.text, "unknown key 'temprature'"));
+    const char *not_number[] = {"temperature=warm"};
+    setup.args = not_number;
+    assert_int_equal(method_create(&method, METHOD_SIMCLR, &setup, &views, &err), -1);
+    assert_non_null(strstr(err.text, "not a number"));
+    setup.arg_count = 0;
+    assert_int_equal(method_create(&method, METHOD_DISTILLATION, &setup, &views, &err), -1);
+    assert_non_null(strstr(err.text, "teacher=PATH"));
+    MethodKind kind;
+    assert_int_equal(method_kind_parse("mocov3", &kind, &err), -1);
+    assert_non_null(strstr(err.text, "mocov3"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_simclr),
+        cmocka_unit_test(test_byol),
+        cmocka_unit_test(test_dino),
+        cmocka_unit_test(test_vicreg),
+        cmocka_unit_test(test_barlow_twins),
+        cmocka_unit_test(test_distillation),
+        cmocka_unit_test(test_ema_teacher_follows_student),
+        cmocka_unit_test(test_dino_last_layer_group_is_frozen_at_first),
+        cmocka_unit_test(test_method_args_are_checked),
+    };
+    const int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    if (teacher_file[0]) remove(teacher_file);
+    return failed;
+}
