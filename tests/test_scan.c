@@ -399,6 +399,40 @@ static void test_full_path_joins_root_and_relative(void **state) {
     assert_null(dataset.path_arena);
 }
 
+// Several folders: each sorted, in the order given, paths carry their folder
+// and dataset_full_path returns them unchanged; a bad folder fails the scan.
+static void test_several_folders_keep_order_and_folder_names(void **state) {
+    TestTree *tree = *state;
+    tree_file(tree, "second/b.jpg");
+    tree_file(tree, "second/a.png");
+    tree_file(tree, "first/z.jpg");
+    char first[PATH_MAX], second[PATH_MAX], second_slash[PATH_MAX + 1];
+    tree_path(tree, "first", first);
+    tree_path(tree, "second", second);
+    snprintf(second_slash, sizeof second_slash, "%s/", second);
+    const char *roots[] = {second_slash, first};
+    Dataset dataset;
+    ErrorMessage err = {{0}};
+    assert_int_equal(dataset_scan_many(roots, 2, &dataset, &err), 0);
+    assert_int_equal(dataset.count, 3);
+    char expected[PATH_MAX + 16], full[PATH_MAX + 16];
+    snprintf(expected, sizeof expected, "%s/a.png", second);
+    assert_string_equal(dataset_path(&dataset, 0), expected);
+    assert_int_equal(dataset_full_path(&dataset, 0, full, sizeof full), 0);
+    assert_string_equal(full, expected);
+    snprintf(expected, sizeof expected, "%s/b.jpg", second);
+    assert_string_equal(dataset_path(&dataset, 1), expected);
+    snprintf(expected, sizeof expected, "%s/z.jpg", first);
+    assert_string_equal(dataset_path(&dataset, 2), expected);
+    assert_int_equal(dataset.summary.directories, 2);
+    dataset_free(&dataset);
+    const char *bad[] = {first, "/nonexistent-ltc-folder"};
+    assert_int_equal(dataset_scan_many(bad, 2, &dataset, &err), -1);
+    expect_contains(err.text, "/nonexistent-ltc-folder");
+    assert_int_equal(dataset.count, 0);
+    assert_null(dataset.path_arena);
+}
+
 static void test_thousands_of_files_sorted(void **state) {
     TestTree *tree = *state;
     // Enough paths to grow every buffer many times over; created in an order
@@ -481,6 +515,7 @@ int main(void) {
         TREE_TEST(test_only_non_images_lists_what_was_skipped),
         TREE_TEST(test_unreadable_subfolder_is_counted),
         TREE_TEST(test_full_path_joins_root_and_relative),
+        TREE_TEST(test_several_folders_keep_order_and_folder_names),
         TREE_TEST(test_thousands_of_files_sorted),
         TREE_TEST(test_prefix_names_sorted_like_strcmp),
     };

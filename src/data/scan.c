@@ -542,8 +542,61 @@ void dataset_free(Dataset *dataset) {
 int dataset_full_path(const Dataset *dataset, size_t index, char *buffer, size_t buffer_size) {
     const char *root = dataset->root;
     const size_t root_length = strlen(root);
+    if (root_length == 0) {  // several folders: the paths carry their folder
+        const int written = snprintf(buffer, buffer_size, "%s", dataset_path(dataset, index));
+        return (written < 0 || (size_t)written >= buffer_size) ? -1 : 0;
+    }
     const char *separator = (root_length > 0 && root[root_length - 1] == '/') ? "" : "/";
     const int written = snprintf(buffer, buffer_size, "%s%s%s", root, separator,
                                  dataset_path(dataset, index));
     return (written < 0 || (size_t)written >= buffer_size) ? -1 : 0;
+}
+
+// Adds the counters of one folder's summary to the merged one (skipped kinds
+// are kept from the first folder only: they are a hint for the message).
+static void scan_summary_add(ScanSummary *total, const ScanSummary *part) {
+    total->directories += part->directories;
+    total->skipped_files += part->skipped_files;
+    total->symlink_loops += part->symlink_loops;
+    total->unreadable += part->unreadable;
+    total->hidden += part->hidden;
+}
+
+int dataset_scan_many(const char *const *roots, int count, Dataset *dataset, ErrorMessage *err) {
+    memset(dataset, 0, sizeof *dataset);
+    if (count < 1) return error_set(err, "no data folder given");
+    if (count == 1) return dataset_scan(roots[0], dataset, err);
+    size_t images = 0, bytes = 0;
+    Dataset *parts = calloc((size_t)count, sizeof *parts);
+    if (!parts) return error_set(err, "out of memory");
+    int status = 0;
+    for (int i = 0; i < count && !status; i++) {
+        status = dataset_scan(roots[i], &parts[i], err);
+        for (size_t j = 0; !status && j < parts[i].count; j++)
+            bytes += strlen(roots[i]) + 1 + strlen(dataset_path(&parts[i], j)) + 1;
+        images += parts[i].count;
+    }
+    if (!status) {
+        dataset->root = strdup("");
+        dataset->path_arena = malloc(bytes);
+        dataset->path_offsets = malloc(images * sizeof *dataset->path_offsets);
+        if (!dataset->root || !dataset->path_arena || !dataset->path_offsets)
+            status = error_set(err, "out of memory for %zu image paths", images);
+    }
+    size_t used = 0;
+    for (int i = 0; i < count && !status; i++) {
+        const size_t length = strlen(roots[i]);
+        const int slash = length > 0 && roots[i][length - 1] == '/';
+        for (size_t j = 0; j < parts[i].count; j++) {
+            dataset->path_offsets[dataset->count++] = used;
+            used += (size_t)sprintf(dataset->path_arena + used, "%.*s/%s",
+                                    (int)(slash ? length - 1 : length), roots[i],
+                                    dataset_path(&parts[i], j)) + 1;
+        }
+        scan_summary_add(&dataset->summary, &parts[i].summary);
+    }
+    for (int i = 0; i < count; i++) dataset_free(&parts[i]);
+    free(parts);
+    if (status) dataset_free(dataset);
+    return status;
 }

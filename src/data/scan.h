@@ -64,6 +64,11 @@ typedef struct Dataset {
 // empty (no file at any depth), or holds no image file; the message of the
 // last case lists what was skipped. On failure *dataset is left zeroed.
 int dataset_scan(const char *root, Dataset *dataset, ErrorMessage *err);
+// Several folders as one dataset: each scanned as above, in the given order
+// (sorted within each). With one folder this is dataset_scan; with more, the
+// relative paths become "folder/relative" (root is "") so that every image
+// keeps a unique, readable name. Fails on the first folder that fails.
+int dataset_scan_many(const char *const *roots, int count, Dataset *dataset, ErrorMessage *err);
 // Releases everything and zeroes *dataset; safe on a zeroed or freed Dataset.
 void dataset_free(Dataset *dataset);
 

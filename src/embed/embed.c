@@ -24,7 +24,7 @@
 #define EMBED_PROGRAM "lightly-train-c embed"
 
 typedef struct EmbedArgs {
-    const char *data;
+    StringList data;
     const char *checkpoint;
     const char *out;
     int format;  // index into format_choices: 0 = from the extension
@@ -113,7 +113,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
                                                  : (EmbedFormat)(args->format - 1);
     if (check_output(args) != 0) return 2;
-    if (dataset_scan(args->data, &run->dataset, &err) != 0)
+    if (dataset_scan_many(args->data.items, args->data.count, &run->dataset, &err) != 0)
         return usage_error("%s", err.text);
     const Dataset *dataset = &run->dataset;
     run->filenames = malloc(dataset->count * sizeof *run->filenames);
@@ -162,8 +162,9 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     const double seconds = time_now() - start;
     const size_t kept = drop_failed_rows(run->features, run->filenames, run->failed, dataset, dim);
     if (kept == 0) {
-        fprintf(stderr, "%s: none of the %zu images in '%s' could be read; nothing written\n",
-                EMBED_PROGRAM, dataset->count, args->data);
+        fprintf(stderr, "%s: none of the %zu images in '%s'%s could be read; nothing written\n",
+                EMBED_PROGRAM, dataset->count, args->data.items[0],
+                args->data.count > 1 ? " and the other folders" : "");
         return 1;
     }
     const EmbeddingTable table = {run->features, kept, dim, run->filenames};
@@ -189,7 +190,7 @@ int command_embed(int argc, char **argv) {
     };
     const OptionSpec specs[] = {
         {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
-         .help = "folder of images (searched recursively)", .required = 1},
+         .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
          .metavar = "PATH", .help = "a .ckpt of train, or a backbone .safetensors (export)",
          .required = 1},

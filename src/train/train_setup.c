@@ -134,9 +134,7 @@ static long warmup_steps_for(long total_steps, long steps_per_epoch) {
 
 static int setup_data(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
-    if (config->data.count != 1)
-        return error_set(err, "--data: give one folder (several folders are not supported yet)");
-    if (dataset_scan(config->data.items[0], &run->dataset, err)) return -1;
+    if (dataset_scan_many(config->data.items, config->data.count, &run->dataset, err)) return -1;
     run->dataset_ready = 1;
     const int world = config->devices * config->num_nodes;
     if (config->batch_size % world != 0)
