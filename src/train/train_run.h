@@ -35,8 +35,10 @@ typedef struct TrainRun {
     int log_every;
     double base_lr;         // after batch scaling
     double weight_decay;
-    char lr_tag[64];        // "lr-SGD/backbone"-like: Lightning names it per optimizer
+    // "lr-SGD/backbone": Lightning's LearningRateMonitor naming, one per group
+    char lr_tags[METHOD_MAX_GROUPS][METHOD_GROUP_NAME + 16];
     RunIdentity identity;
+    char identity_method_args[1024], identity_transforms[1024];
     char model_name[16];
     char checkpoint_path[PATH_MAX];
     char export_path[PATH_MAX];

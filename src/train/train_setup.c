@@ -163,6 +163,16 @@ static int setup_data(TrainRun *run, ErrorMessage *err) {
     return 0;
 }
 
+// "a b c" from a list (for the resume check), cut at size.
+static const char *join_list(const StringList *list, char *out, size_t size) {
+    out[0] = '\0';
+    for (int i = 0; i < list->count; i++) {
+        if (i) strncat(out, " ", size - strlen(out) - 1);
+        strncat(out, list->items[i], size - strlen(out) - 1);
+    }
+    return out;
+}
+
 static int setup_method(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     ViewSet views;
@@ -195,7 +205,9 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     const double lr = config->lr > 0 ? config->lr : defaults->base_lr;
     run->base_lr = lr * global_batch / defaults->reference_batch;
     run->weight_decay = config->weight_decay >= 0 ? config->weight_decay : defaults->weight_decay;
-    snprintf(run->lr_tag, sizeof run->lr_tag, "lr-%s", optimizer_display_name(kind));
+    for (int g = 0; g < run->method.group_count; g++)
+        snprintf(run->lr_tags[g], sizeof run->lr_tags[g], "lr-%s/%s",
+                 optimizer_display_name(kind), run->method.groups[g].name);
     run->warmup_steps = warmup_steps_for(run->total_steps, run->steps_per_epoch);
     run->log_every = config->log_every > 0 ? config->log_every
                                            : (int)(run->steps_per_epoch < 50 ? run->steps_per_epoch
@@ -210,6 +222,13 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         .dataset_size = (long)run->dataset.count,
         .seed = (long)config->seed,
         .accumulate = run->accumulate,
+        .optimizer = optimizer_display_name(kind),
+        .lr = run->base_lr,
+        .weight_decay = run->weight_decay,
+        .method_args = join_list(&config->method_args, run->identity_method_args,
+                                 sizeof run->identity_method_args),
+        .transforms = join_list(&config->transforms, run->identity_transforms,
+                                sizeof run->identity_transforms),
     };
     return 0;
 }

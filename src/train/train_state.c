@@ -9,21 +9,29 @@
 #include "train/checkpoint.h"
 
 // The run.* metadata of an identity, as key/value text pairs.
-#define RUN_IDENTITY_FIELDS 8
+#define RUN_IDENTITY_FIELDS 13
+#define RUN_IDENTITY_VALUE 1024
 static void run_identity_fields(const RunIdentity *identity,
-                                char values[RUN_IDENTITY_FIELDS][64],
+                                char values[RUN_IDENTITY_FIELDS][RUN_IDENTITY_VALUE],
                                 const char *keys[RUN_IDENTITY_FIELDS]) {
     static const char *const names[RUN_IDENTITY_FIELDS] = {
         "run.model", "run.method", "run.batch_size", "run.image_size",
-        "run.total_steps", "run.dataset_size", "run.seed", "run.accumulate_grad_batches"};
-    snprintf(values[0], 64, "%s", identity->model);
-    snprintf(values[1], 64, "%s", identity->method);
-    snprintf(values[2], 64, "%d", identity->batch_size);
-    snprintf(values[3], 64, "%d", identity->image_size);
-    snprintf(values[4], 64, "%ld", identity->total_steps);
-    snprintf(values[5], 64, "%ld", identity->dataset_size);
-    snprintf(values[6], 64, "%ld", identity->seed);
-    snprintf(values[7], 64, "%d", identity->accumulate);
+        "run.total_steps", "run.dataset_size", "run.seed", "run.accumulate_grad_batches",
+        "run.optimizer", "run.lr", "run.weight_decay", "run.method_args", "run.transforms"};
+    const size_t size = RUN_IDENTITY_VALUE;
+    snprintf(values[0], size, "%s", identity->model);
+    snprintf(values[1], size, "%s", identity->method);
+    snprintf(values[2], size, "%d", identity->batch_size);
+    snprintf(values[3], size, "%d", identity->image_size);
+    snprintf(values[4], size, "%ld", identity->total_steps);
+    snprintf(values[5], size, "%ld", identity->dataset_size);
+    snprintf(values[6], size, "%ld", identity->seed);
+    snprintf(values[7], size, "%d", identity->accumulate);
+    snprintf(values[8], size, "%s", identity->optimizer ? identity->optimizer : "");
+    snprintf(values[9], size, "%.9g", identity->lr);
+    snprintf(values[10], size, "%.9g", identity->weight_decay);
+    snprintf(values[11], size, "%s", identity->method_args ? identity->method_args : "");
+    snprintf(values[12], size, "%s", identity->transforms ? identity->transforms : "");
     for (int i = 0; i < RUN_IDENTITY_FIELDS; i++) keys[i] = names[i];
 }
 
@@ -53,7 +61,7 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
                      ErrorMessage *err) {
     CheckpointWriter *writer = checkpoint_writer_create();
     if (!writer) return error_set(err, "out of memory for the checkpoint");
-    char values[RUN_IDENTITY_FIELDS][64];
+    char values[RUN_IDENTITY_FIELDS][RUN_IDENTITY_VALUE];
     const char *keys[RUN_IDENTITY_FIELDS];
     run_identity_fields(identity, values, keys);
     char step_text[32], epoch_text[32];
@@ -103,7 +111,7 @@ int train_state_load(const char *path, Method *method, Optimizer *const *optimiz
                      const RunIdentity *identity, long *completed_steps, ErrorMessage *err) {
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;
-    char values[RUN_IDENTITY_FIELDS][64];
+    char values[RUN_IDENTITY_FIELDS][RUN_IDENTITY_VALUE];
     const char *keys[RUN_IDENTITY_FIELDS];
     run_identity_fields(identity, values, keys);
     int status = 0;

@@ -24,6 +24,11 @@ typedef struct RunIdentity {
     long dataset_size;
     long seed;
     int accumulate;
+    const char *optimizer;  // "SGD"
+    double lr;              // after batch scaling
+    double weight_decay;
+    const char *method_args;  // the --method-arg entries, space-separated
+    const char *transforms;   // the --transform entries, space-separated
 } RunIdentity;
 
 // optimizers[g] belongs to method->groups[g]. completed_steps: optimizer

@@ -102,13 +102,15 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
 
 static int train_log_step(TrainRun *run, long step, const StepTimes *times, double images_per_s,
                           ErrorMessage *err) {
-    const char *tags[16];
-    double values[16];
+    const char *tags[8 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
+    double values[8 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
     size_t count = 0;
     tags[count] = "train_loss", values[count++] = times->loss;
     tags[count] = "profiling/batch_time", values[count++] = times->batch_seconds;
     tags[count] = "profiling/data_time", values[count++] = times->data_seconds;
-    tags[count] = run->lr_tag, values[count++] = times->lr;
+    for (int g = 0; g < run->method.group_count; g++)  // a frozen group is not updated: 0
+        tags[count] = run->lr_tags[g],
+        values[count++] = step < run->method.groups[g].frozen_steps ? 0.0 : times->lr;
     tags[count] = "epoch", values[count++] = (double)(step / run->steps_per_epoch);
     tags[count] = "images_per_second", values[count++] = images_per_s;
     for (int s = 0; s < run->method.scalar_count; s++)
