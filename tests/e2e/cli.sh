@@ -3,24 +3,8 @@
 # one line naming the problem), bad folders, and bench-data on a generated
 # folder with corrupt files.
 set -u
-bin=${LTC_BIN:-build/lightly-train-c}
-build=${LTC_BUILD:-build}
-work=$(mktemp -d /tmp/ltc-e2e-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect STATUS PATTERN -- command...: exit status and a line of output matching PATTERN
-expect() {
-  local status=$1 pattern=$2
-  shift 3
-  local output
-  output=$("$@" 2>&1)
-  local got=$?
-  [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
-  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
-}
+source "$(dirname "$0")/lib.bash"
+e2e_init cli
 
 expect 0 "^lightly-train-c [0-9]+\.[0-9]+\.[0-9]+$" -- "$bin" --version
 expect 0 "bench-data" -- "$bin" --help
@@ -74,8 +58,4 @@ status=$?
 [ "$status" -eq 130 ] || fail "interrupted bench-data exited $status, expected 130: $(cat "$work/interrupt.log")"
 grep -q "interrupted after [0-9]* measured batches" "$work/interrupt.log" || fail "no interrupt message: $(cat "$work/interrupt.log")"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "cli: all checks passed"
+e2e_finish

@@ -5,24 +5,8 @@
 # same numbers in every format, identical output for 1 and 3 workers, and the
 # usage errors (exit 2).
 set -u
-bin=${LTC_BIN:-build/lightly-train-c}
-build=${LTC_BUILD:-build}
-work=$(mktemp -d /tmp/ltc-e2e-embed-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect STATUS PATTERN -- command...: exit status and a line of output matching PATTERN
-expect() {
-  local status=$1 pattern=$2
-  shift 3
-  local output
-  output=$("$@" 2>&1)
-  local got=$?
-  [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
-  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
-}
+source "$(dirname "$0")/lib.bash"
+e2e_init embed
 
 images="$work/images"
 "$build/tests/e2e/make_images" "$images" 12 --corrupt 1 || fail "make_images"
@@ -109,7 +93,4 @@ expect 2 "does not exist" -- "$bin" embed "${common[@]}" --out "$work/missing/x.
 expect 2 "--checkpoint" -- "$bin" embed --data "$images" --checkpoint "$work/emb.csv" --out "$work/x.npy"
 [ ! -e "$work/x.npy" ] || fail "a failed embed left $work/x.npy"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
+e2e_finish

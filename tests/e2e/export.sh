@@ -4,24 +4,8 @@
 # resnet_tool's resnet_save of the same model; the default part of a DINO
 # checkpoint is its teacher; --overwrite; bad input exits 2 with one line.
 set -u
-bin=${LTC_BIN:-build/lightly-train-c}
-build=${LTC_BUILD:-build}
-work=$(mktemp -d /tmp/ltc-e2e-export-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect STATUS PATTERN -- command...: exit status and a line of output matching PATTERN
-expect() {
-  local status=$1 pattern=$2
-  shift 3
-  local output
-  output=$("$@" 2>&1)
-  local got=$?
-  [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
-  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
-}
+source "$(dirname "$0")/lib.bash"
+e2e_init export
 
 # same FILE_A FILE_B WHAT: byte-identical files
 same() { cmp -s "$1" "$2" || fail "$3: $1 and $2 differ"; }
@@ -92,8 +76,4 @@ done
 expect 1 "cannot create .*: Not a directory" \
   -- "$bin" export --checkpoint "$work/seed1.safetensors" --out "$work/notes.txt/x.safetensors"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "export e2e: all passed"
+e2e_finish

@@ -4,28 +4,12 @@
 # become 200 PNG files in 10 class folders that our scan and decoder read.
 # Skipped (exit 0) when the dataset package is absent (`make deps` installs it).
 set -u
-bin=${LTC_BIN:-build/lightly-train-c}
-build=${LTC_BUILD:-build}
+source "$(dirname "$0")/lib.bash"
+e2e_init fmnist
 tool="$build/tools/fashion_mnist_folder"
 source_dir=/usr/share/datasets/fashion-mnist
-work=$(mktemp -d /tmp/ltc-e2e-fmnist-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 [ -x "$tool" ] || { echo "FAIL: $tool is not built (make tools)"; exit 1; }
-
-# expect STATUS PATTERN -- command...: exit status and output matching PATTERN
-expect() {
-  local status=$1 pattern=$2
-  shift 3
-  local output
-  output=$("$@" 2>&1)
-  local got=$?
-  [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
-  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
-}
 
 expect 2 "--out is required" -- "$tool"
 expect 2 "--split: expected train or test, got 'val'" -- "$tool" --out "$work/x" --split val
@@ -65,5 +49,4 @@ status=$?
 printf '%s\n' "$out" | grep -q "dataset: 200 images" || fail "bench-data did not list 200 images: $out"
 if printf '%s\n' "$out" | grep -q "warning: skipping"; then fail "bench-data skipped files: $out"; fi
 
-[ "$failures" -eq 0 ] || exit 1
-echo "fashion_mnist_folder: all checks passed"
+e2e_finish

@@ -8,27 +8,11 @@
 # SIGINT stop with a checkpoint and --resume finishes the run. Resume
 # equivalence (killed + resumed = uninterrupted) is tests/e2e/train_resume.sh.
 set -u
-bin=${LTC_BIN:-build/lightly-train-c}
-build=${LTC_BUILD:-build}
-work=$(mktemp -d /tmp/ltc-e2e-train-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-failures=0
+source "$(dirname "$0")/lib.bash"
+e2e_init train
 # 2 compute threads, and OpenMP threads that sleep instead of spinning while
 # waiting: on a loaded 2-core machine spinning threads make a step ~10x slower.
 export OMP_WAIT_POLICY=PASSIVE
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect STATUS PATTERN -- command...: exit status and a line of output matching PATTERN
-expect() {
-  local status=$1 pattern=$2
-  shift 3
-  local output
-  output=$("$@" 2>&1)
-  local got=$?
-  [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
-  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
-}
 
 images="$work/images"
 "$build/tests/e2e/make_images" "$images" 48 --corrupt 2 || fail "make_images"
@@ -237,8 +221,4 @@ printf '%s\n' "$output" | grep -q "resuming from .* at step $interrupted_after o
 [ "$(tail -n 1 "$work/term/metrics.jsonl" | sed -n 's/^{"step": \([0-9]*\),.*/\1/p')" = 11 ] ||
   fail "--resume did not reach the last step: $(tail -n 1 "$work/term/metrics.jsonl")"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "train: all checks passed"
+e2e_finish

@@ -7,15 +7,11 @@
 # and DINO (EMA teacher, centre, momentum/temperature schedules, the frozen
 # last layer thawing mid-run).
 set -u
-bin=${LTC_BIN:-build/lightly-train-c}
-build=${LTC_BUILD:-build}
-work=$(mktemp -d /tmp/ltc-e2e-resume-XXXXXX)
+source "$(dirname "$0")/lib.bash"
+e2e_init resume
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
-failures=0
 export OMP_WAIT_POLICY=PASSIVE  # see train.sh: no spinning threads on a loaded machine
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 images="$work/images"
 "$build/tests/e2e/make_images" "$images" 48 --corrupt 2 || fail "make_images"
@@ -99,8 +95,4 @@ check_resume dino 12 -- "${base[@]}" --method dino --epochs 2 --seed 11 \
   --local-image-size 16 --local-views 2 --method-arg bottleneck_dim=16 \
   --method-arg warmup_teacher_temp_steps=8 --method-arg freeze_last_layer_steps=4
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "train_resume: all checks passed"
+e2e_finish

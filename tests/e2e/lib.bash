@@ -1,0 +1,40 @@
+# Shared set-up of the end-to-end shell tests (sourced, not run: the test
+# runner only runs tests/e2e/*.sh). After `e2e_init NAME`:
+#   $bin     the program under test ($LTC_BIN, default build/lightly-train-c)
+#   $build   the build folder ($LTC_BUILD, default build)
+#   $work    a fresh temporary folder, removed on exit
+#   fail MESSAGE               count a failure and print it
+#   expect STATUS PATTERN -- command...
+#                              the command's exit status and a line of its
+#                              output (stdout and stderr) matching PATTERN
+#   e2e_finish                 prints the verdict and exits 1 on failures
+bin=${LTC_BIN:-build/lightly-train-c}
+build=${LTC_BUILD:-build}
+failures=0
+e2e_name=e2e
+
+e2e_init() {
+  e2e_name=$1
+  work=$(mktemp -d "/tmp/ltc-e2e-$1-XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+}
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+expect() {
+  local status=$1 pattern=$2
+  shift 3
+  local output
+  output=$("$@" 2>&1)
+  local got=$?
+  [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
+  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
+}
+
+e2e_finish() {
+  if [ "$failures" -ne 0 ]; then
+    echo "$failures failure(s)"
+    exit 1
+  fi
+  echo "$e2e_name: all checks passed"
+}
