@@ -68,8 +68,11 @@ static int embed_batch(Resnet *model, int slot, const Batch *batch, const EmbedB
 int embed_dataset(Resnet *model, int slot, const Dataset *dataset, const EmbedConfig *config,
                   float *features, LoaderStats *stats, ErrorMessage *err) {
     if (embed_validate(model, slot, dataset, config, features, err) != 0) return -1;
+    // Plans for the full batches (the slot may be larger, e.g. the training
+    // model's during kNN evaluation) and the last partial one.
     const int remainder = (int)(dataset->count % (size_t)config->batch_size);
-    if (remainder && resnet_prepare_batch(model, slot, remainder, err) != 0)
+    if (resnet_prepare_batch(model, slot, config->batch_size, err) != 0 ||
+        (remainder && resnet_prepare_batch(model, slot, remainder, err) != 0))
         return error_prefix(err, "embed");
 
     Backend *backend = model->backend;

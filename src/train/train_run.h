@@ -69,7 +69,7 @@ void train_teardown(TrainRun *run);
 void train_finish(TrainRun *run, RunTotals *totals, int status);
 // A line on the console (through the progress display) and in train.log.
 void train_message(TrainRun *run, const char *format, ...) __attribute__((format(printf, 2, 3)));
-// kNN top-1 of the current backbone (the teacher where there is one) on the
+// kNN top-1 of the backbone that is exported (DINO: the teacher) on the
 // --knn-data folder, leave-one-out.
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err);
 

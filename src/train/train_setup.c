@@ -202,9 +202,16 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         if (!run->optimizers[g]) return error_prefix(err, "optimizer"), -1;
     }
     const double global_batch = (double)run->batch_size * config->devices * config->num_nodes;
-    const double lr = config->lr > 0 ? config->lr : defaults->base_lr;
+    // Another optimizer than the method's gets LightlyTrain's generic
+    // defaults for it (its *Args classes), not the method's tuned lr.
+    double default_lr = defaults->base_lr, default_weight_decay = defaults->weight_decay;
+    if (kind != defaults->optimizer) {
+        default_lr = kind == OPTIMIZER_LARS ? 0.3 : 1e-3;
+        default_weight_decay = kind == OPTIMIZER_ADAMW ? 1e-2 : kind == OPTIMIZER_SGD ? 1e-4 : 0;
+    }
+    const double lr = config->lr >= 0 ? config->lr : default_lr;
     run->base_lr = lr * global_batch / defaults->reference_batch;
-    run->weight_decay = config->weight_decay >= 0 ? config->weight_decay : defaults->weight_decay;
+    run->weight_decay = config->weight_decay >= 0 ? config->weight_decay : default_weight_decay;
     for (int g = 0; g < run->method.group_count; g++)
         snprintf(run->lr_tags[g], sizeof run->lr_tags[g], "lr-%s/%s",
                  optimizer_display_name(kind), run->method.groups[g].name);
@@ -276,7 +283,7 @@ static void log_configuration(TrainRun *run) {
                  "config: lr %.6g (base %.6g at batch %d, scaled to batch %d), weight decay "
                  "%.6g, warmup %ld steps, cosine to step %ld, grad clip %.3g, log every %d "
                  "steps, seed %llu, views %d (%d px global, %d px local)",
-                 run->base_lr, config->lr > 0 ? config->lr : method->defaults.base_lr,
+                 run->base_lr, run->base_lr * method->defaults.reference_batch / run->batch_size,
                  method->defaults.reference_batch, run->batch_size, run->weight_decay,
                  run->warmup_steps, run->total_steps, (double)method->defaults.grad_clip,
                  run->log_every, (unsigned long long)config->seed, method->views.count,
@@ -350,22 +357,37 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
 
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err) {
     Method *method = &run->method;
-    Resnet *model = method->ops->teacher && method->kind != METHOD_DISTILLATION
+    // The backbone that is exported (DINO's teacher, else the student).
+    Resnet *model = strcmp(method->export_part, "teacher_backbone") == 0 && method->ops->teacher
                         ? method->ops->teacher(method)
                         : &method->backbone;
-    const size_t count = run->knn_dataset.count;
-    float *features = malloc(count * (size_t)model->feature_dim * sizeof *features);
-    if (!features) return error_set(err, "out of memory for %zu embeddings", count);
+    const size_t count = run->knn_dataset.count, dim = (size_t)model->feature_dim;
+    float *features = malloc(count * dim * sizeof *features);
+    int32_t *labels = malloc(count * sizeof *labels);
+    uint8_t *failed = calloc(count, 1);
+    int status = 0;
+    if (!features || !labels || !failed)
+        status = error_set(err, "out of memory for %zu embeddings", count);
     EmbedConfig embed = {
         .image_size = method->global_size,
         .batch_size = method->max_batch,
         .num_workers = run->num_workers,
+        .failed = failed,
     };
-    int status = embed_dataset(model, 0, &run->knn_dataset, &embed, features, NULL, err);
+    if (!status) status = embed_dataset(model, 0, &run->knn_dataset, &embed, features, NULL, err);
+    // Unreadable images (zero rows) are left out of the vote.
+    size_t kept = 0;
+    for (size_t i = 0; !status && i < count; i++) {
+        if (failed[i]) continue;
+        memmove(features + kept * dim, features + i * dim, dim * sizeof *features);
+        labels[kept++] = run->knn_labels[i];
+    }
     if (!status)
-        status = knn_leave_one_out_top1(features, run->knn_labels, (int)count, model->feature_dim,
-                                        run->knn_classes, run->config->knn_k, 0.1f, top1, err);
+        status = knn_leave_one_out_top1(features, labels, (int)kept, (int)dim, run->knn_classes,
+                                        run->config->knn_k, 0.1f, top1, err);
     free(features);
+    free(labels);
+    free(failed);
     return status;
 }
 

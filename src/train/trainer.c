@@ -171,11 +171,13 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         totals->batch_seconds += times.batch_seconds;
         totals->data_seconds += times.data_seconds;
         if (!isfinite(times.loss)) {
-            train_message(run,
-                          "stopping: the loss is %s at step %ld (epoch %ld); the last "
-                          "checkpoint (%s) holds the last good state. Try a lower --lr.",
+            const int saved = access(run->checkpoint_path, F_OK) == 0;
+            train_message(run, "stopping: the loss is %s at step %ld (epoch %ld); %s%s. Try a "
+                               "lower --lr.",
                           isnan(times.loss) ? "NaN" : "infinite", step,
-                          step / run->steps_per_epoch + 1, run->checkpoint_path);
+                          step / run->steps_per_epoch + 1,
+                          saved ? "the last good state is in " : "no checkpoint was written yet",
+                          saved ? run->checkpoint_path : "");
             return 1;
         }
         // images/s over the steps since the last log line
@@ -210,7 +212,7 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         if (stop_signal) {
             train_message(run,
                           "interrupted (%s) after step %ld: checkpoint written to %s; continue "
-                          "with the same command and --resume",
+                          "with the same command plus --resume (without --overwrite)",
                           stop_signal == SIGINT ? "SIGINT" : "SIGTERM", completed,
                           run->checkpoint_path);
             return 130;
