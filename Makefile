@@ -4,6 +4,7 @@
 #   make asan       the test suite under AddressSanitizer + UBSan
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS
 #   make bench      input-pipeline benchmarks (see docs/performance.md)
+#   make demo       a one-minute CPU demo: sample data, train, embed, export (tools/demo.sh)
 #   make deps       check libraries; install them with apt-get when root
 #   make install PREFIX=/usr/local
 # CUDA=0 turns GPU parts off; CUDA_HOME / CUDNN_HOME / NCCL_HOME point to installs.
@@ -91,7 +92,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 # Object files of tests and tools are kept (not deleted as intermediates).
 .SECONDARY:
 
-.PHONY: all deps test test-unit test-e2e asan fuzz bench clean install info tools
+.PHONY: all deps test test-unit test-e2e asan fuzz bench clean install info tools demo
 all: info $(BIN)
 
 info: | $(DEPS_STAMP)
@@ -180,6 +181,12 @@ BENCH_DIR ?= $(BUILD)/bench-images
 bench: all $(TOOL_BIN)
 	tools/bench.sh $(BUILD) $(BENCH_DIR)
 	tools/bench_train.sh $(BUILD)
+
+# The README's first command: sample data, a short training run, embed and
+# export, all under DEMO_DIR (rerunnable).
+DEMO_DIR ?= $(BUILD)/demo
+demo: all $(BUILD)/tools/fashion_mnist_folder
+	tools/demo.sh $(BUILD) $(DEMO_DIR)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

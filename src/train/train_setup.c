@@ -212,9 +212,14 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     const double lr = config->lr >= 0 ? config->lr : default_lr;
     run->base_lr = lr * global_batch / defaults->reference_batch;
     run->weight_decay = config->weight_decay >= 0 ? config->weight_decay : default_weight_decay;
-    for (int g = 0; g < run->method.group_count; g++)
-        snprintf(run->lr_tags[g], sizeof run->lr_tags[g], "lr-%s/%s",
-                 optimizer_display_name(kind), run->method.groups[g].name);
+    for (int g = 0; g < run->method.group_count; g++) {
+        // via a local buffer: gcc -O1 cannot tell that the tag and the group
+        // name, both inside *run, do not overlap (-Werror=restrict)
+        char tag[sizeof run->lr_tags[g]];
+        snprintf(tag, sizeof tag, "lr-%s/%s", optimizer_display_name(kind),
+                 run->method.groups[g].name);
+        memcpy(run->lr_tags[g], tag, sizeof tag);
+    }
     run->warmup_steps = warmup_steps_for(run->total_steps, run->steps_per_epoch);
     run->log_every = config->log_every > 0 ? config->log_every
                                            : (int)(run->steps_per_epoch < 50 ? run->steps_per_epoch
