@@ -4,7 +4,7 @@
 #   make asan       the test suite under AddressSanitizer + UBSan
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS
 #   make bench      input-pipeline benchmarks (see docs/performance.md)
-#   make demo       a one-minute CPU demo: sample data, train, embed, export (tools/demo.sh)
+#   make demo       a CPU demo (~2.5 min): sample data, train, embed, export (tools/demo.sh)
 #   make deps       check libraries; install them with apt-get when root
 #   make install PREFIX=/usr/local
 # CUDA=0 turns GPU parts off; CUDA_HOME / CUDNN_HOME / NCCL_HOME point to installs.

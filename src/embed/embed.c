@@ -203,7 +203,7 @@ int command_embed(int argc, char **argv) {
          .help = "which backbone of a .ckpt (backbone: the one export uses)",
          .choices = part_choices},
         {.name = "image-size", .type = OPTION_INT, .value = &args.image_size, .metavar = "N",
-         .help = "images are resized to N x N (no crop)", .min = 32, .max = 4096},
+         .help = "images are resized to N x N (no crop)", .min = 16, .max = 4096},
         {.name = "batch-size", .type = OPTION_INT, .value = &args.batch_size, .metavar = "N",
          .help = "images per forward pass (reduced to the dataset size)", .min = 1,
          .max = 65536},
