@@ -180,7 +180,7 @@ fuzz: $(FUZZ_BIN)
 BENCH_DIR ?= $(BUILD)/bench-images
 bench: all $(TOOL_BIN)
 	tools/bench.sh $(BUILD) $(BENCH_DIR)
-	tools/bench_train.sh $(BUILD)
+	tools/bench_train.sh $(BUILD) $(BENCH_DIR)
 
 # The README's first command: sample data, a short training run, embed and
 # export, all under DEMO_DIR (rerunnable).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Training-step benchmark, run by `make bench` as: tools/bench_train.sh BUILD_DIR
+# Training benchmarks, run by `make bench` as: tools/bench_train.sh BUILD_DIR [DATA_DIR]
 # ResNet-18 and ResNet-50, forward + backward + SGD step, at 64 px and 224 px:
 # build/tools/bench_train_step (ours, cpu backend) next to the same step in
 # PyTorch (tools/compare/pytorch_train_step.py) with the same threads, batch
@@ -31,3 +31,44 @@ for config in "18 64 32 5" "50 64 32 3" "18 224 16 3" "50 224 16 2"; do
     fi
   done
 done
+
+# The whole SimCLR training loop: `lightly-train-c train` (data workers, two
+# views concatenated through the backbone, projection head 2048-128 with
+# BatchNorm, NT-Xent, SGD, logging) next to the same loop in PyTorch
+# (tools/compare/pytorch_simclr_train.py: DataLoader with torchvision
+# transforms in worker processes). Both report source images/s over the steps
+# after the first WARMUP, each step timed from waiting for its batch to the end
+# of its optimizer step (ours: profiling/data_time + profiling/batch_time of
+# metrics.jsonl). Same images (BENCH_DIR), threads, workers, batch and size.
+DATA=${2:-$BUILD/bench-images}
+WORKERS=${BENCH_WORKERS:-1}
+WARMUP=2
+if [ -d "$DATA" ]; then
+  echo "SimCLR training loop, $THREADS thread(s), $WORKERS worker(s), data $DATA"
+  run_dir=$(mktemp -d /tmp/ltc-bench-train-XXXXXX)
+  trap 'rm -rf "$run_dir"' EXIT
+  # model image-size batch steps
+  for config in "resnet18 64 32 12" "resnet18 224 16 6"; do
+    read -r model size batch steps <<<"$config"
+    for round in $(seq "$ROUNDS"); do
+      "$BUILD/lightly-train-c" train --data "$DATA" --out "$run_dir/run" --overwrite \
+        --model "$model" --image-size "$size" --batch-size "$batch" --max-steps "$steps" \
+        --log-every 1 --num-workers "$WORKERS" --threads "$THREADS" >/dev/null 2>&1 ||
+        { echo "bench_train.sh: train failed"; exit 1; }
+      sed -n 's/.*"profiling\/batch_time": \([0-9.e+-]*\), "profiling\/data_time": \([0-9.e+-]*\).*/\1 \2/p' \
+        "$run_dir/run/metrics.jsonl" |
+        awk -v warmup="$WARMUP" -v batch="$batch" -v model="$model" -v size="$size" \
+          -v workers="$WORKERS" -v threads="$THREADS" '
+          NR > warmup { seconds += $1 + $2; steps++ }
+          END { printf "RESULT tool=lightly-train-c model=%s image_size=%s batch=%s steps=%d workers=%s threads=%s images_per_s=%.1f\n",
+                       model, size, batch, steps, workers, threads, batch * steps / seconds }'
+      if [ "$have_torch" = 1 ]; then
+        "$PYTHON" "$TOOLS_DIR/compare/pytorch_simclr_train.py" --data "$DATA" --model "$model" \
+          --image-size "$size" --batch-size "$batch" --steps $((steps - WARMUP)) \
+          --warmup "$WARMUP" --num-workers "$WORKERS" --threads "$THREADS" | grep '^RESULT'
+      fi
+    done
+  done
+else
+  echo "bench_train.sh: $DATA missing (make bench creates it); SimCLR loop skipped"
+fi
