@@ -19,79 +19,53 @@ static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
 static const char *const backend_names[] = {"cpu", "ref", NULL};
 
-typedef struct TrainArgs {
-    StringList data;
-    const char *out;
-    int model, method, epochs, max_steps, batch_size, image_size, local_image_size;
-    int local_views, num_workers, accelerator, devices, num_nodes, precision, optimizer;
-    double lr, weight_decay;
-    int seed, resume, overwrite, log_every, accumulate, knn_every, knn_k, backend, threads;
-    const char *checkpoint, *knn_data;
-    StringList method_args, transforms;
-} TrainArgs;
+// What the option table fills besides TrainConfig: the index of each CHOICE
+// option and the seed as an int.
+typedef struct TrainChoices {
+    int model, method, accelerator, precision, optimizer, backend, seed;
+} TrainChoices;
 
 // Combinations the option table cannot express. Returns 0 or -1 with err.
-static int train_args_check(const TrainArgs *args, ErrorMessage *err) {
-    if (args->resume && args->checkpoint)
+static int train_options_check(const TrainConfig *config, const TrainChoices *choices,
+                               ErrorMessage *err) {
+    if (config->resume && config->checkpoint)
         return error_set(err, "--checkpoint (initial weights) and --resume (continue a run) "
                               "cannot be combined");
-    if (args->resume && args->overwrite)
+    if (config->resume && config->overwrite)
         return error_set(err, "--resume and --overwrite cannot be combined");
-    if (accelerator_names[args->accelerator][0] == 'g')
+    if (accelerator_names[choices->accelerator][0] == 'g')
         return error_set(err, "--accelerator gpu: this build has no CUDA backend yet; use "
                               "--accelerator cpu");
-    const char *precision = precision_names[args->precision];
+    const char *precision = precision_names[choices->precision];
     if (strcmp(precision, "16-mixed") == 0 || strcmp(precision, "bf16-mixed") == 0)
         return error_set(err, "--precision %s needs a GPU; on CPU training runs in 32-true",
                          precision);
-    if (args->devices > 1 || args->num_nodes > 1)
+    if (config->devices > 1 || config->num_nodes > 1)
         return error_set(err, "--devices %d --num-nodes %d: multi-device training needs the "
                               "CUDA/NCCL backend, which this build does not have yet",
-                         args->devices, args->num_nodes);
-    if (args->method != METHOD_DINO && args->local_views != 6)
+                         config->devices, config->num_nodes);
+    if (choices->method != METHOD_DINO && config->local_views != 6)
         return error_set(err, "--local-views applies to --method dino only");
     return 0;
 }
 
-static int train_args_resolve(const TrainArgs *args, TrainConfig *config, ErrorMessage *err) {
-    memset(config, 0, sizeof *config);
-    config->data = args->data;
-    config->out = args->out;
-    config->depth = model_depths[args->model];
-    if (method_kind_parse(method_choices[args->method], &config->method, err)) return -1;
-    config->epochs = args->epochs;
-    config->max_steps = args->max_steps;
-    config->batch_size = args->batch_size;
-    config->image_size = args->image_size;
-    config->local_image_size = args->local_image_size;
-    config->local_views = args->local_views;
-    config->num_workers = args->num_workers;
-    config->devices = args->devices > 0 ? args->devices : 1;
-    config->num_nodes = args->num_nodes;
-    config->optimizer_auto = args->optimizer == 0;
+// The values the table cannot store directly.
+static int train_options_resolve(TrainConfig *config, const TrainChoices *choices,
+                                 ErrorMessage *err) {
+    config->depth = model_depths[choices->model];
+    if (method_kind_parse(method_choices[choices->method], &config->method, err)) return -1;
+    if (config->devices < 1) config->devices = 1;  // auto: the one CPU device
+    config->optimizer_auto = choices->optimizer == 0;
     if (!config->optimizer_auto &&
-        optimizer_kind_parse(optimizer_names[args->optimizer], &config->optimizer, err))
+        optimizer_kind_parse(optimizer_names[choices->optimizer], &config->optimizer, err))
         return -1;
-    config->lr = args->lr;
-    config->weight_decay = args->weight_decay;
-    config->seed = (uint64_t)args->seed;
-    config->resume = args->resume;
-    config->overwrite = args->overwrite;
-    config->checkpoint = args->checkpoint;
-    config->log_every = args->log_every;
-    config->accumulate_grad_batches = args->accumulate;
-    config->method_args = args->method_args;
-    config->transforms = args->transforms;
-    config->knn_data = args->knn_data;
-    config->knn_every = args->knn_every;
-    config->knn_k = args->knn_k;
-    config->backend_name = backend_names[args->backend];
-    config->threads = args->threads;
+    config->seed = (uint64_t)choices->seed;
+    config->backend_name = backend_names[choices->backend];
     return 0;
 }
 
 int command_train(int argc, char **argv) {
-    TrainArgs args = {
+    TrainConfig config = {
         .out = "out",
         .epochs = 100,
         .batch_size = 128,
@@ -103,80 +77,81 @@ int command_train(int argc, char **argv) {
         .num_nodes = 1,
         .lr = -1,
         .weight_decay = -1,
-        .accumulate = 1,
+        .accumulate_grad_batches = 1,
         .knn_every = 1,
         .knn_k = 20,
         .log_every = -1,
         .threads = -1,
     };
+    TrainChoices choices = {0};
     const OptionSpec specs[] = {
-        {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
+        {.name = "data", .type = OPTION_STRING, .value = &config.data, .metavar = "DIR",
          .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
-        {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "DIR",
+        {.name = "out", .type = OPTION_STRING, .value = &config.out, .metavar = "DIR",
          .help = "output folder (checkpoints, exported model, logs)"},
-        {.name = "model", .type = OPTION_CHOICE, .value = &args.model, .metavar = "NAME",
+        {.name = "model", .type = OPTION_CHOICE, .value = &choices.model, .metavar = "NAME",
          .help = "backbone", .choices = model_names},
-        {.name = "method", .type = OPTION_CHOICE, .value = &args.method, .metavar = "NAME",
+        {.name = "method", .type = OPTION_CHOICE, .value = &choices.method, .metavar = "NAME",
          .help = "self-supervised method", .choices = method_choices},
-        {.name = "epochs", .type = OPTION_INT, .value = &args.epochs, .metavar = "N",
+        {.name = "epochs", .type = OPTION_INT, .value = &config.epochs, .metavar = "N",
          .help = "passes over the data", .min = 1, .max = 1000000},
-        {.name = "max-steps", .type = OPTION_INT, .value = &args.max_steps, .metavar = "N",
+        {.name = "max-steps", .type = OPTION_INT, .value = &config.max_steps, .metavar = "N",
          .help = "optimizer steps in all (0: from --epochs)", .min = 0, .max = 2147483647},
-        {.name = "batch-size", .type = OPTION_INT, .value = &args.batch_size, .metavar = "N",
+        {.name = "batch-size", .type = OPTION_INT, .value = &config.batch_size, .metavar = "N",
          .help = "images per step over all devices", .min = 2, .max = 1 << 20},
-        {.name = "image-size", .type = OPTION_INT, .value = &args.image_size, .metavar = "N",
+        {.name = "image-size", .type = OPTION_INT, .value = &config.image_size, .metavar = "N",
          .help = "side of the (global) views in pixels", .min = 16, .max = 4096},
-        {.name = "local-image-size", .type = OPTION_INT, .value = &args.local_image_size,
+        {.name = "local-image-size", .type = OPTION_INT, .value = &config.local_image_size,
          .metavar = "N", .help = "dino: side of the local views", .min = 16, .max = 4096},
-        {.name = "local-views", .type = OPTION_INT, .value = &args.local_views, .metavar = "N",
+        {.name = "local-views", .type = OPTION_INT, .value = &config.local_views, .metavar = "N",
          .help = "dino: number of local views", .min = 0, .max = 14},
-        {.name = "num-workers", .type = OPTION_INT, .value = &args.num_workers,
+        {.name = "num-workers", .type = OPTION_INT, .value = &config.num_workers,
          .metavar = "N|auto", .help = "data workers (auto: (cores - devices) / devices)",
          .min = 1, .max = 1024, .allow_auto = 1},
-        {.name = "accelerator", .type = OPTION_CHOICE, .value = &args.accelerator,
+        {.name = "accelerator", .type = OPTION_CHOICE, .value = &choices.accelerator,
          .metavar = "NAME", .help = "auto, cpu or gpu", .choices = accelerator_names},
-        {.name = "devices", .type = OPTION_INT, .value = &args.devices, .metavar = "N|auto",
+        {.name = "devices", .type = OPTION_INT, .value = &config.devices, .metavar = "N|auto",
          .help = "devices per node", .min = 1, .max = 1024, .allow_auto = 1},
-        {.name = "num-nodes", .type = OPTION_INT, .value = &args.num_nodes, .metavar = "N",
+        {.name = "num-nodes", .type = OPTION_INT, .value = &config.num_nodes, .metavar = "N",
          .help = "nodes", .min = 1, .max = 65536},
-        {.name = "precision", .type = OPTION_CHOICE, .value = &args.precision, .metavar = "NAME",
+        {.name = "precision", .type = OPTION_CHOICE, .value = &choices.precision, .metavar = "NAME",
          .help = "auto (16-mixed on GPU, 32-true on CPU)", .choices = precision_names},
-        {.name = "optim", .type = OPTION_CHOICE, .value = &args.optimizer, .metavar = "NAME",
+        {.name = "optim", .type = OPTION_CHOICE, .value = &choices.optimizer, .metavar = "NAME",
          .help = "optimizer (auto: the method's)", .choices = optimizer_names},
-        {.name = "lr", .type = OPTION_FLOAT, .value = &args.lr, .metavar = "X",
+        {.name = "lr", .type = OPTION_FLOAT, .value = &config.lr, .metavar = "X",
          .help = "base learning rate at the method's reference batch (-1: the method's)",
          .min = -1, .max = 1e3},
-        {.name = "weight-decay", .type = OPTION_FLOAT, .value = &args.weight_decay,
+        {.name = "weight-decay", .type = OPTION_FLOAT, .value = &config.weight_decay,
          .metavar = "X", .help = "weight decay (-1: the method's)", .min = -1, .max = 10},
-        {.name = "seed", .type = OPTION_INT, .value = &args.seed, .metavar = "N",
+        {.name = "seed", .type = OPTION_INT, .value = &choices.seed, .metavar = "N",
          .help = "random seed", .min = 0, .max = 2147483647},
-        {.name = "resume", .type = OPTION_FLAG, .value = &args.resume,
+        {.name = "resume", .type = OPTION_FLAG, .value = &config.resume,
          .help = "continue the interrupted run in --out from checkpoints/last.ckpt"},
-        {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
+        {.name = "overwrite", .type = OPTION_FLAG, .value = &config.overwrite,
          .help = "start a new run in a non-empty --out"},
-        {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
+        {.name = "checkpoint", .type = OPTION_STRING, .value = &config.checkpoint,
          .metavar = "FILE", .help = "initial backbone weights (.safetensors or .ckpt)"},
-        {.name = "log-every", .type = OPTION_INT, .value = &args.log_every, .metavar = "N",
+        {.name = "log-every", .type = OPTION_INT, .value = &config.log_every, .metavar = "N",
          .help = "steps between logged scalars (auto: min(50, steps per epoch))", .min = 1,
          .max = 1000000, .allow_auto = 1},
-        {.name = "accumulate-grad-batches", .type = OPTION_INT, .value = &args.accumulate,
+        {.name = "accumulate-grad-batches", .type = OPTION_INT, .value = &config.accumulate_grad_batches,
          .metavar = "N", .help = "batches per optimizer step", .min = 1, .max = 4096},
-        {.name = "method-arg", .type = OPTION_STRING, .value = &args.method_args,
+        {.name = "method-arg", .type = OPTION_STRING, .value = &config.method_args,
          .metavar = "KEY=VALUE", .repeatable = 1,
          .help = "method hyper-parameter, e.g. temperature=0.2 (see README)"},
-        {.name = "transform", .type = OPTION_STRING, .value = &args.transforms,
+        {.name = "transform", .type = OPTION_STRING, .value = &config.transforms,
          .metavar = "[SCOPE.]KEY=VALUE", .repeatable = 1,
          .help = "view parameter, e.g. scale_min=0.2 or local.blur_p=0.1"},
-        {.name = "knn-data", .type = OPTION_STRING, .value = &args.knn_data, .metavar = "DIR",
+        {.name = "knn-data", .type = OPTION_STRING, .value = &config.knn_data, .metavar = "DIR",
          .help = "labelled folder (a sub-folder per class) for kNN evaluation"},
-        {.name = "knn-every", .type = OPTION_INT, .value = &args.knn_every, .metavar = "N",
+        {.name = "knn-every", .type = OPTION_INT, .value = &config.knn_every, .metavar = "N",
          .help = "epochs between kNN evaluations", .min = 1, .max = 1000000},
-        {.name = "knn-k", .type = OPTION_INT, .value = &args.knn_k, .metavar = "N",
+        {.name = "knn-k", .type = OPTION_INT, .value = &config.knn_k, .metavar = "N",
          .help = "neighbours of the kNN classifier", .min = 1, .max = 100000},
-        {.name = "backend", .type = OPTION_CHOICE, .value = &args.backend, .metavar = "NAME",
+        {.name = "backend", .type = OPTION_CHOICE, .value = &choices.backend, .metavar = "NAME",
          .help = "compute backend (ref: the slow reference, for tests)",
          .choices = backend_names},
-        {.name = "threads", .type = OPTION_INT, .value = &args.threads, .metavar = "N|auto",
+        {.name = "threads", .type = OPTION_INT, .value = &config.threads, .metavar = "N|auto",
          .help = "compute threads (auto: usable cores)", .min = 1, .max = 4096,
          .allow_auto = 1},
     };
@@ -191,8 +166,8 @@ int command_train(int argc, char **argv) {
     int exit_status = 0;
     if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
     ErrorMessage err = {{0}};
-    TrainConfig config;
-    if (train_args_check(&args, &err) || train_args_resolve(&args, &config, &err)) {
+    if (train_options_check(&config, &choices, &err) ||
+        train_options_resolve(&config, &choices, &err)) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
         return 2;
     }

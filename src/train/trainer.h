@@ -19,7 +19,7 @@ typedef struct TrainConfig {
     int depth;                // 18, 34, 50, 101, 152
     MethodKind method;
     int epochs;
-    long max_steps;           // 0: epochs decide
+    int max_steps;            // 0: epochs decide
     int batch_size;           // global, over all devices
     int image_size;
     int local_image_size;     // DINO's local views
