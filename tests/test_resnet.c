@@ -107,23 +107,33 @@ static size_t count_bad(const char *label, const float *actual, const float *exp
 // ---- comparison with the float64 truth ----------------------------------------------
 
 // The fixtures store the float64 run of the computation (the truth) and
-// f32err/NAME: how far PyTorch's float32 run lands from it (max over the
-// tensor; for the gradient sums one standard deviation of a sum of the
-// per-element errors, see tests/fixtures/README.md). Train-mode BatchNorm
-// over few rows makes the early and bias gradients ill-conditioned (f32err
-// up to ~10% of max |grad| for resnet50, ~1e-5 for most tensors), so the
-// tolerance follows f32err per tensor:
-//   |ours - truth| <= F32ERR_FACTOR f32err + SCALE_FLOOR scale
+// f32err/NAME: how far PyTorch's float32 run, taking the float64 run's
+// branch decisions, lands from it (max over the tensor; for the gradient
+// sums the bound on a sum of those per-element errors whatever their signs,
+// since the errors of one gradient share causes; tests/fixtures/README.md).
+// Train-mode BatchNorm over few rows makes the early and bias gradients
+// ill-conditioned (f32err up to 2e-3 of max |grad| for resnet50, ~1e-5 for
+// most tensors), so the tolerance follows f32err per tensor:
+//   |ours - truth| <= F32ERR_FACTOR f32err + kinkerr + SCALE_FLOOR scale
 // A correct float32 implementation with its own summation order has errors
 // as large as PyTorch's but independent of them, so its largest error can
 // exceed PyTorch's largest by chance: 4 allows for that. Measured (torch
-// 1.13 fixtures, x86-64): the ref backend stays within 0.9 f32err on every
-// element check of both depths (features 0.3, gradients 0.67, running stats
-// 0.86), so 4 leaves > 4x margin. The gradient sums reach 4.7 f32err on ref
-// where f32err is tiny, but stay below 0.15 of the allowance: there the
-// floor decides. Floor: SCALE_FLOOR x scale (max |truth|, 4 x RMS for
-// samples, the L1 / L2 bound for the sums), ~100 float32 ulps of the
-// scale. A wrong layout, formula or missing term gives errors O(scale).
+// 1.13 fixtures): the ref backend stays within 0.9 f32err on every check;
+// the cpu backend (oneDNN's AVX-512, AVX2 or SSE4.1 kernels, forced with
+// ONEDNN_MAX_CPU_ISA) within 3.0 f32err on the element checks and 0.35 on
+// the sums that no flipped branch reaches, and at 0.85 of the allowance
+// where one does.
+// kinkerr: where a value lies within 4 f32err of a ReLU's or the max pool's
+// kink, such an implementation may take the other branch, which moves the
+// gradients below coherently and far beyond rounding (resnet18: one ReLU
+// input at 5.4e-7 that oneDNN's AVX2 and SSE4.1 kernels put at 0 moves
+// layer1.0.bn1.bias by 1%); the fixture lists those decisions and what
+// flipping all of them can do (kinkerr/NAME), added to gradient tolerances
+// when this run took one of them the other way (count_kinks_taken).
+// Floor: SCALE_FLOOR x scale (max |truth|, 4 x RMS for samples, the L1 / L2
+// bound for the sums), ~100 float32 ulps of the scale. A wrong layout,
+// formula or missing term gives errors O(scale): scaling one output channel
+// of every conv's weight gradient by 1 + 1e-4 fails resnet18.
 #define F32ERR_FACTOR 4.0
 #define SCALE_FLOOR 1e-5
 
@@ -140,13 +150,15 @@ static const char *const worst_labels[WORST_KINDS] = {"features", "loss", "gradi
                                                       "gradient sums", "running stats"};
 
 // Compares ours[i] with truth[i] (n values of fixture entry `name`, whose
-// f32err/name scales the tolerance); returns the number of violations.
+// f32err/name scales the tolerance; kinkerr: what branch decisions taken
+// the other way may add, see FixtureRun); returns the number of violations.
 static size_t compare_with_truth(const SafeTensors *file, const char *name, const double *ours,
-                                 const double *truth, size_t n, double scale, Worst *worst) {
+                                 const double *truth, size_t n, double scale, double kinkerr,
+                                 Worst *worst) {
     char key[SAFETENSORS_MAX_NAME + 16];
     snprintf(key, sizeof key, "f32err/%s", name);
     const double f32err = fixture_f64(file, key);
-    const double allowed = F32ERR_FACTOR * f32err + SCALE_FLOOR * scale;
+    const double allowed = F32ERR_FACTOR * f32err + kinkerr + SCALE_FLOOR * scale;
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         const double error = fabs(ours[i] - truth[i]);
@@ -157,8 +169,9 @@ static size_t compare_with_truth(const SafeTensors *file, const char *name, cons
         }
         if (!(error <= allowed)) {
             if (bad < 3)
-                fprintf(stderr, "  %s[%zu]: %.10g, truth %.10g (allowed %.3g, f32err %.3g)\n",
-                        name, i, ours[i], truth[i], allowed, f32err);
+                fprintf(stderr,
+                        "  %s[%zu]: %.10g, truth %.10g (allowed %.3g, f32err %.3g, kinkerr %.3g)\n",
+                        name, i, ours[i], truth[i], allowed, f32err, kinkerr);
             bad++;
         }
     }
@@ -168,30 +181,15 @@ static size_t compare_with_truth(const SafeTensors *file, const char *name, cons
 // The same for float32 results.
 static size_t compare_floats_with_truth(const SafeTensors *file, const char *name,
                                         const float *ours, const double *truth, size_t n,
-                                        double scale, Worst *worst) {
+                                        double scale, double kinkerr, Worst *worst) {
     double *widened = malloc(n * sizeof *widened + 1);
     for (size_t i = 0; i < n; i++) widened[i] = ours[i];
-    const size_t bad = compare_with_truth(file, name, widened, truth, n, scale, worst);
+    const size_t bad = compare_with_truth(file, name, widened, truth, n, scale, kinkerr, worst);
     free(widened);
     return bad;
 }
 
 // ---- the fixture comparison -------------------------------------------------------
-
-// How gradients are judged. ELEMENTS: every stored value within the f32err
-// tolerance above. NORMS: per tensor, ||ours - truth||_2 <= GRADIENT_NORM_BOUND
-// ||truth||_2 over the stored values. NORMS is for a float32 backend on
-// resnet50: there train-mode BatchNorm over 8 values per channel (layer4 at
-// batch 2, 64 px), 16 blocks deep, amplifies float32 rounding in the forward
-// to ~2.5e-4 relative by layer4 (measured: cpu vs ref block outputs), and a
-// ReLU mask that flips on one of 8 values moves a BatchNorm gradient by ~1/8.
-// Which elements flip depends on the summation order, so a correct float32
-// implementation (PyTorch's own float32 run is up to ~10% of max |grad| off
-// the float64 truth on some tensors) cannot be judged element by element;
-// the ref backend (double accumulation) can, and is. A wrong formula, layout
-// or missing term gives a norm error of O(1).
-typedef enum GradientMode { GRADIENTS_ELEMENTS, GRADIENTS_NORMS } GradientMode;
-#define GRADIENT_NORM_BOUND 0.05
 
 typedef struct FixtureRun {
     Backend *backend;
@@ -199,7 +197,10 @@ typedef struct FixtureRun {
     SafeTensors file;
     float *input;  // backend memory (N, H, W, 3)
     size_t feature_count;
-    GradientMode gradient_mode;
+    // Branch decisions near a kink (tools/fixture_kinks.py): a correct float32
+    // run may take the other branch there, which moves the gradients below by
+    // up to kinkerr/NAME. That allowance applies only when this run did.
+    int kinks, kinks_taken;
     double worst_norm_error;  // max over tensors of ||ours - truth|| / ||truth||
     char worst_norm_name[SAFETENSORS_MAX_NAME + 16];
     Worst worst[WORST_KINDS];
@@ -221,18 +222,74 @@ static double norm_error(FixtureRun *run, const char *name, const float *ours,
     return relative;
 }
 
-// Judges one gradient entry (full tensor or sample) in the run's mode.
+// The fixture's "kinks" rows (call, element, float64 choice, alternative):
+// call 0 is the stem ReLU, then the ReLUs of the blocks in forward order
+// (one per stage; the last is the block output after the residual add),
+// -1 the stem max pool. element is a flat NCHW index (of the ReLU input, or
+// of the pool's output window); the choice is 1 (passes) / 0 (blocks) for a
+// ReLU, the argmax as h * W + w within its channel for the pool. Counts the
+// rows this run's last training forward decided differently.
+static void count_kinks_taken(FixtureRun *run) {
+    const SafeTensor *table = safetensors_find(&run->file, "kinks");
+    if (!table) fail_msg("fixture lacks kinks (regenerate with tools/make_fixtures.py)");
+    assert_int_equal(table->dtype, SAFE_I64);
+    assert_int_equal(table->rank, 2);
+    assert_int_equal(table->shape[1], 4);
+    const int64_t *rows = safetensors_data(&run->file, table);
+    const Resnet *model = &run->model;
+    const ResnetSlot *slot = &model->slots[0];
+    const ConvShape *shapes = slot->plans[0].conv_shapes;
+    run->kinks = (int)table->shape[0];
+    run->kinks_taken = 0;
+    for (int k = 0; k < run->kinks; k++) {
+        const int64_t call = rows[4 * k], element = rows[4 * k + 1], choice = rows[4 * k + 2];
+        if (call < 0) {  // the max pool: compare the argmax
+            const PoolShape *pool = &slot->plans[0].pool;
+            const int64_t plane = (int64_t)pool->out_height * pool->out_width;
+            const int64_t n = element / (pool->channels * plane), c = element / plane % pool->channels;
+            int32_t argmax;
+            model->backend->op.download(model->backend, &argmax,
+                                        slot->pool_argmax + (n * plane + element % plane) *
+                                                                pool->channels + c,
+                                        sizeof argmax);
+            run->kinks_taken += (argmax - c) / pool->channels != choice;
+            continue;
+        }
+        const float *output = slot->stem_out;
+        const ConvShape *shape = &shapes[0];
+        for (int b = 0, index = 1; b < model->block_count && call >= index; b++) {
+            const ResnetBlock *block = &model->blocks[b];
+            if (call < index + block->stage_count) {
+                const int stage = (int)(call - index);
+                shape = &shapes[block->first_conv + stage];
+                output = stage + 1 < block->stage_count ? slot->blocks[b].relu_out[stage]
+                                                       : slot->blocks[b].out;
+            }
+            index += block->stage_count;
+        }
+        const int64_t h = shape->out_height, w = shape->out_width, c = shape->out_channels;
+        const int64_t n = element / (c * h * w), channel = element / (h * w) % c,
+                      pixel = element % (h * w);
+        float value;
+        model->backend->op.download(model->backend, &value, output + (n * h * w + pixel) * c + channel,
+                                    sizeof value);
+        run->kinks_taken += (value > 0.0f) != (choice == 1);
+    }
+}
+
+// kinkerr/NAME when this run took a fragile decision the other way, else 0.
+static double kink_error(const FixtureRun *run, const char *name) {
+    if (!run->kinks_taken) return 0.0;
+    char key[SAFETENSORS_MAX_NAME + 32];
+    snprintf(key, sizeof key, "kinkerr/%s", name);
+    return fixture_f64(&run->file, key);
+}
+
+// Judges one gradient entry (full tensor or sample), element by element.
 static void check_gradient_values(FixtureRun *run, const char *name, const float *ours,
                                   const double *truth, size_t n, double scale) {
-    if (run->gradient_mode == GRADIENTS_NORMS) {
-        const double relative = norm_error(run, name, ours, truth, n);
-        if (!(relative <= GRADIENT_NORM_BOUND))
-            fail_msg("%s: relative L2 error %.3g exceeds %.3g", name, relative,
-                     GRADIENT_NORM_BOUND);
-        return;
-    }
     norm_error(run, name, ours, truth, n);
-    if (compare_floats_with_truth(&run->file, name, ours, truth, n, scale,
+    if (compare_floats_with_truth(&run->file, name, ours, truth, n, scale, kink_error(run, name),
                                   &run->worst[WORST_GRADIENTS]))
         fail_msg("%s differs from the float64 reference", name);
 }
@@ -328,17 +385,14 @@ static void check_gradient(FixtureRun *run, const Parameter *param) {
             sumsq += (double)torch[i] * torch[i];
         }
         Worst *sums = &run->worst[WORST_GRADIENT_SUMS];
-        if (run->gradient_mode == GRADIENTS_NORMS) {  // the samples above judged this tensor
-            free(sample);
-            free(ours), free(torch);
-            return;
-        }
-        if (compare_with_truth(&run->file, sum_name, &sumsq, &ref_sumsq, 1, ref_sumsq, sums))
+        if (compare_with_truth(&run->file, sum_name, &sumsq, &ref_sumsq, 1, ref_sumsq,
+                               kink_error(run, sum_name), sums))
             fail_msg("%s differs from the float64 reference", sum_name);
         snprintf(sum_name, sizeof sum_name, "grad_sum/%s", param->name);
         const double ref_sum = fixture_f64(&run->file, sum_name);
         if (compare_with_truth(&run->file, sum_name, &sum, &ref_sum, 1,
-                               sqrt((double)param->count * ref_sumsq), sums))
+                               sqrt((double)param->count * ref_sumsq), kink_error(run, sum_name),
+                               sums))
             fail_msg("%s differs from the float64 reference", sum_name);
         free(sample);
     }
@@ -353,7 +407,7 @@ static void check_features(FixtureRun *run, const char *name) {
     double *truth = fixture_doubles(&run->file, name, run->feature_count);
     assert_non_null(truth);
     if (compare_floats_with_truth(&run->file, name, ours, truth, run->feature_count,
-                                  max_abs_f64(truth, run->feature_count),
+                                  max_abs_f64(truth, run->feature_count), 0.0,
                                   &run->worst[WORST_FEATURES]))
         fail_msg("%s differ from the float64 reference", name);
     free(ours), free(truth);
@@ -371,7 +425,7 @@ static float *check_loss(FixtureRun *run) {
         loss_scale += fabs((double)features[i] * weights[i]);
     }
     const double truth = fixture_f64(&run->file, "loss");
-    if (compare_with_truth(&run->file, "loss", &loss, &truth, 1, loss_scale,
+    if (compare_with_truth(&run->file, "loss", &loss, &truth, 1, loss_scale, 0.0,
                            &run->worst[WORST_LOSS]))
         fail_msg("loss differs from the float64 reference");
     free(features);
@@ -391,7 +445,7 @@ static void check_running_stats(FixtureRun *run) {
         if (!truth) fail_msg("fixture lacks %s", name);
         float *ours = download(run->backend, buffer->value, buffer->count);
         if (compare_floats_with_truth(&run->file, name, ours, truth, buffer->count,
-                                      max_abs_f64(truth, buffer->count),
+                                      max_abs_f64(truth, buffer->count), 0.0,
                                       &run->worst[WORST_RUNNING_STATS]))
             fail_msg("%s differs from the float64 reference", name);
         free(ours), free(truth);
@@ -399,15 +453,15 @@ static void check_running_stats(FixtureRun *run) {
     assert_int_equal(run->model.num_batches_tracked, 1);
 }
 
-static void run_fixture(const char *backend_name, int depth, GradientMode gradient_mode) {
+static void run_fixture(const char *backend_name, int depth) {
     const double start = now_seconds();
     FixtureRun run = {0};
     if (fixture_setup(&run, backend_name, depth)) skip();
-    run.gradient_mode = gradient_mode;
     ErrorMessage err = {{0}};
     Backend *backend = run.backend;
 
     if (resnet_forward(&run.model, 0, FIXTURE_BATCH, run.input, 1, &err)) fail_msg("%s", err.text);
+    count_kinks_taken(&run);
     check_features(&run, "features");
     float *weights = check_loss(&run);
 
@@ -423,31 +477,32 @@ static void run_fixture(const char *backend_name, int depth, GradientMode gradie
     check_features(&run, "features_eval");
     assert_int_equal(run.model.num_batches_tracked, 1);  // eval forward does not count
 
-    fprintf(stderr, "  resnet%d on %s: %.2f s; worst |ours - truth| / allowed, / f32err:\n", depth,
-            backend_name, now_seconds() - start);
+    fprintf(stderr,
+            "  resnet%d on %s: %.2f s; %d of %d fragile branch decisions taken the other way;\n"
+            "  worst |ours - truth| / allowed, / f32err:\n",
+            depth, backend_name, now_seconds() - start, run.kinks_taken, run.kinks);
     for (int kind = 0; kind < WORST_KINDS; kind++)
         fprintf(stderr, "    %-13s %.3f  %.3f (%s)\n", worst_labels[kind],
                 run.worst[kind].of_allowed, run.worst[kind].of_f32err, run.worst[kind].name);
-    fprintf(stderr, "    worst gradient ||ours - truth|| / ||truth||: %.3g (%s)%s\n",
-            run.worst_norm_error, run.worst_norm_name,
-            gradient_mode == GRADIENTS_NORMS ? ", the criterion for this run" : "");
+    fprintf(stderr, "    worst gradient ||ours - truth|| / ||truth||: %.3g (%s)\n",
+            run.worst_norm_error, run.worst_norm_name);
     backend->op.free(backend, dfeatures);
     free(weights);
     fixture_teardown(&run);
 }
 
 static void test_resnet18_matches_pytorch_ref(void **state) {
-    run_fixture("ref", 18, GRADIENTS_ELEMENTS);
+    run_fixture("ref", 18);
 }
 static void test_resnet50_matches_pytorch_ref(void **state) {
-    run_fixture("ref", 50, GRADIENTS_ELEMENTS);
+    run_fixture("ref", 50);
 }
 // The same on the optimised backend (skipped where it is not built).
 static void test_resnet18_matches_pytorch_cpu(void **state) {
-    run_fixture("cpu", 18, GRADIENTS_ELEMENTS);
+    run_fixture("cpu", 18);
 }
 static void test_resnet50_matches_pytorch_cpu(void **state) {
-    run_fixture("cpu", 50, GRADIENTS_NORMS);  // see GradientMode
+    run_fixture("cpu", 50);
 }
 
 
