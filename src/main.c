@@ -18,7 +18,8 @@ static void print_usage(FILE *stream) {
             "\n"
             "Options are GNU long options (--data ./images) or LightlyTrain's\n"
             "key=value spelling (data=./images). 'lightly-train-c <command> --help'\n"
-            "lists a command's options.\n",
+            "lists a command's options.\n"
+            "\n" TRAIN_EXIT_STATUS_HELP "\n",
             LTC_VERSION);
 }
 

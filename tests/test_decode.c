@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "codec_fixtures.h"
 #include "decode/decode.h"
@@ -259,7 +260,7 @@ static void check_jpeg_regions(Decoder *decoder, Bytes file, int width, int heig
         {{-20, -20, width + 40, height / 4}, width / 4, height / 32},         // clamped, 1/4
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        DecodeRequest request = {cases[i].region, cases[i].min_width, cases[i].min_height};
+        DecodeRequest request = {cases[i].region, cases[i].min_width, cases[i].min_height, 0};
         DecodedImage part = decode_ok(decoder, file, &request);
         const PixelRect *c = &part.covered, *r = &cases[i].region;
         int rx = r->x > 0 ? r->x : 0, ry = r->y > 0 ? r->y : 0;
@@ -333,7 +334,7 @@ static void test_jpeg_scale_choice(void **state) {
         {{64, 64, 160, 160}, 0, 20},  {{64, 64, 160, 160}, 500, 500}, {{0, 0, 800, 608}, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        DecodeRequest request = {cases[i].region, cases[i].min_width, cases[i].min_height};
+        DecodeRequest request = {cases[i].region, cases[i].min_width, cases[i].min_height, 0};
         DecodedImage out = decode_ok(decoder, file, &request);
         int num = (int)lround(8.0 * out.image.width / out.covered.width);
         // covered is rounded to whole pixels: within half a scaled pixel.
@@ -408,7 +409,7 @@ static void test_png_formats(void **state) {
             DecodedImage out = decode_ok(decoder, file, NULL);
             assert_int_equal(out.image.width, width);
             expect_close(compare(&out.image, expected, 3), 0, 0, what);
-            DecodeRequest request = {{5, 3, 20, 15}, 0, 0};
+            DecodeRequest request = {{5, 3, 20, 15}, 0, 0, 0};
             out = decode_ok(decoder, file, &request);
             assert_memory_equal(&out.covered, &request.region, sizeof(PixelRect));
             for (int y = 0; y < 15; y++)  // exact crop of the expected image
@@ -434,7 +435,7 @@ static void test_webp(void **state) {
         rgba[i * 4 + 3] = (uint8_t)(i * 7);  // varied alpha, even 0
         memset(other + i * 4, 200, 4);
     }
-    const DecodeRequest request = {{3, 5, 20, 11}, 0, 0};
+    const DecodeRequest request = {{3, 5, 20, 11}, 0, 0, 0};
     // libwebp crops from even offsets: still images cover 2,4 21x12;
     // animations are cut from the composed canvas exactly.
     const PixelRect even_covered = {2, 4, 21, 12};
@@ -483,7 +484,7 @@ static void expect_failure(Decoder *decoder, const uint8_t *data, size_t size, c
     DecodedImage out;
     ImageInfo info;
     (void)decoder_probe(decoder, data, size, &info, &err);
-    DecodeRequest request = {{3, 2, 30, 20}, 8, 8};
+    DecodeRequest request = {{3, 2, 30, 20}, 8, 8, 0};
     (void)decoder_decode(decoder, data, size, &request, &out, &err);
     err.text[0] = '\0';
     int status = decoder_decode(decoder, data, size, NULL, &out, &err);
@@ -564,6 +565,67 @@ static void test_corrupt_inputs(void **state) {
     decoder_destroy(decoder);
 }
 
+// PNG with the bytes at 90%..95% of its last IDAT chunk overwritten and
+// that chunk's CRC fixed: only inflating that far finds the damage.
+static void break_png_tail(Bytes file) {
+    size_t last = 0;
+    for (size_t at = 8; at + 12 <= file.size;) {
+        const uint32_t length = (uint32_t)file.data[at] << 24 | (uint32_t)file.data[at + 1] << 16 |
+                                (uint32_t)file.data[at + 2] << 8 | file.data[at + 3];
+        if (memcmp(file.data + at + 4, "IDAT", 4) == 0) last = at;
+        at += 12 + (size_t)length;
+    }
+    assert_true(last > 0);
+    const uint32_t length = (uint32_t)file.data[last] << 24 | (uint32_t)file.data[last + 1] << 16 |
+                            (uint32_t)file.data[last + 2] << 8 | file.data[last + 3];
+    uint8_t *data = file.data + last + 8;
+    for (uint32_t i = length * 9 / 10; i < length * 19 / 20; i++) data[i] = 0xff;
+    const uint32_t crc = (uint32_t)crc32(crc32(0, file.data + last + 4, 4), data, length);
+    for (int i = 0; i < 4; i++) data[length + i] = (uint8_t)(crc >> (24 - 8 * i));
+}
+
+// DecodeRequest.whole_file: a region decode of a file damaged below the
+// region succeeds without it and fails with it, with the reason a full
+// decode gives (train and embed skip the same files); on intact files it
+// returns the same pixels as without (JPEG, PNG, WebP lossy and lossless).
+static void test_whole_file_check(void **state) {
+    (void)state;
+    Decoder *decoder = decoder_create(0);
+    const int width = 64, height = 96;
+    uint8_t *rgb = smooth_pattern(width, height, 3, 11);
+    Bytes files[4] = {encode_jpeg(rgb, width, height, &JPEG_RGB), encode_png_rgb(rgb, width, height),
+                      encode_webp_rgb(rgb, width, height, 0), encode_webp_rgb(rgb, width, height, 1)};
+    const DecodeRequest top = {{5, 3, 40, 20}, 20, 10, 0};
+    DecodeRequest checked = top;
+    checked.whole_file = 1;
+    for (int f = 0; f < 4; f++) {
+        DecodedImage out = decode_ok(decoder, files[f], &top);
+        uint8_t *plain = copy_pixels(&out.image);
+        const PixelRect covered = out.covered;
+        out = decode_ok(decoder, files[f], &checked);
+        uint8_t *whole = copy_pixels(&out.image);
+        assert_memory_equal(&out.covered, &covered, sizeof covered);
+        if (memcmp(whole, plain, (size_t)out.image.width * out.image.height * 3) != 0)
+            fail_msg("format %d: whole_file changed the pixels", f);
+        free(plain), free(whole);
+    }
+    Bytes damaged[2] = {{files[0].data, files[0].size * 9 / 10}, files[1]};
+    break_png_tail(damaged[1]);
+    for (int f = 0; f < 2; f++) {
+        ErrorMessage full = {{0}}, err = {{0}};
+        DecodedImage out;
+        assert_int_equal(decoder_decode(decoder, damaged[f].data, damaged[f].size, NULL, &out,
+                                        &full), -1);
+        decode_ok(decoder, damaged[f], &top);  // the crop alone does not see it
+        assert_int_equal(decoder_decode(decoder, damaged[f].data, damaged[f].size, &checked,
+                                        &out, &err), -1);
+        assert_string_equal(err.text, full.text);
+    }
+    for (int f = 0; f < 4; f++) free(files[f].data);
+    free(rgb);
+    decoder_destroy(decoder);
+}
+
 // max_pixels counts what is decoded: a large baseline JPEG at 1/8 fits, the
 // same image at full size or progressive (whole-image buffers) does not.
 static void test_pixel_limit(void **state) {
@@ -577,7 +639,7 @@ static void test_pixel_limit(void **state) {
     spec.progressive = 1;
     Bytes progressive = encode_jpeg(rgb, side, side, &spec);
     Bytes png = encode_png_rgb(rgb, 400, 300);  // 120000 pixels
-    const DecodeRequest eighth = {{0, 0, side, side}, side / 8, side / 8};
+    const DecodeRequest eighth = {{0, 0, side, side}, side / 8, side / 8, 0};
     DecodedImage out = decode_ok(decoder, baseline, &eighth);
     assert_int_equal(out.image.width, side / 8);
     ErrorMessage err;
@@ -586,7 +648,7 @@ static void test_pixel_limit(void **state) {
     assert_int_equal(decoder_decode(decoder, progressive.data, progressive.size, &eighth, &out, &err),
                      -1);
     assert_true(has_word(&err, "image too large"));
-    const DecodeRequest small = {{0, 0, 10, 10}, 0, 0};
+    const DecodeRequest small = {{0, 0, 10, 10}, 0, 0, 0};
     assert_int_equal(decoder_decode(decoder, png.data, png.size, &small, &out, &err), -1);
     assert_true(has_word(&err, "400 x 300"));
     free(baseline.data);
@@ -627,6 +689,7 @@ int main(void) {
         cmocka_unit_test(test_jpeg_cmyk),         cmocka_unit_test(test_jpeg_region_scaled),
         cmocka_unit_test(test_jpeg_scale_choice), cmocka_unit_test(test_png_formats),
         cmocka_unit_test(test_webp),              cmocka_unit_test(test_corrupt_inputs),
+        cmocka_unit_test(test_whole_file_check),
         cmocka_unit_test(test_pixel_limit),       cmocka_unit_test(test_reuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -291,6 +291,25 @@ static void test_float_errors(void **state) {
                        "1.5");
 }
 
+// 'auto' on a float option stores -1; a typed negative value, -1 included,
+// stays an error (the --lr case: -0.5 must not silently mean "the default").
+static void test_float_auto(void **state) {
+    Fixture *f = *state;
+    f->specs[3].allow_auto = 1;  // --lr, range [0, inf)
+    assert_int_equal(PARSE(f, "--data", "d", "--lr", "auto"), 0);
+    assert_true(f->lr == -1.0);
+    assert_int_equal(PARSE(f, "--data", "d", "lr=0.25"), 0);
+    assert_true(f->lr == 0.25);
+    ASSERT_PARSE_ERROR(f, "--lr: must be at least 0, got -1", "--data", "d", "--lr", "-1");
+    ASSERT_PARSE_ERROR(f, "--lr: must be at least 0, got -0.5", "--data", "d", "--lr", "-0.5");
+    ASSERT_PARSE_ERROR(f, "--lr: expected a number or 'auto', got 'Auto'", "--data", "d",
+                       "--lr", "Auto");
+    // -1 inside the range would make 'auto' and a typed -1 the same value.
+    f->specs[4].allow_auto = 1;  // --scale, range (-inf, 1]
+    ASSERT_PARSE_ERROR(f, "option table: --scale stores 'auto' as -1, inside its range",
+                       "--data", "d");
+}
+
 // ---- choices -------------------------------------------------------------------
 
 static void test_choice(void **state) {
@@ -520,6 +539,7 @@ int main(void) {
         FIXTURE_TEST(test_int_auto),
         FIXTURE_TEST(test_float_values),
         FIXTURE_TEST(test_float_errors),
+        FIXTURE_TEST(test_float_auto),
         FIXTURE_TEST(test_choice),
         FIXTURE_TEST(test_repeatable_replaces_default),
         FIXTURE_TEST(test_repeatable_limit),

@@ -13,6 +13,9 @@
 // - Shapes are written next to every pointer argument.
 // - Outputs marked `=` are overwritten; gradients of parameters marked `+=`
 //   accumulate (so micro-batches add up); activation gradients are `=`.
+// - NaN and infinity propagate as in PyTorch: no op turns a NaN input into
+//   a number (relu(NaN) = NaN, a pooling window holding NaN gives NaN, a NaN
+//   norm is not clamped), so a diverging run shows in its loss.
 // - Ops do not fail once their inputs are valid: shapes are checked when a
 //   plan is made (conv) or by the caller. Nothing is allocated inside an op;
 //   conv workspace is sized when the plan is made.
@@ -194,6 +197,10 @@ typedef struct BackendOps {
     void (*dot)(Backend *backend, size_t n, const float *a, const float *b, float *result);
     // y (C) = sum over rows of x (rows, C)
     void (*column_sum)(Backend *backend, size_t rows, int channels, const float *x, float *y);
+    // result (one float) += the number of NaN and infinite values in x (n),
+    // exact below 2^24: the divergence check over the parameter and gradient
+    // arenas, several of them into one result without a host round trip.
+    void (*count_nonfinite)(Backend *backend, size_t n, const float *x, float *result);
 
     // ---- optimizer updates (in place, fp32 master weights and state) ---------------
     // SGD (PyTorch semantics): g = grad + wd * param; buf = momentum * buf + g

@@ -12,12 +12,9 @@
 #include "data/scan.h"
 #include "util/cpu.h"
 
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted;  // the signal number, 0 while running
 
-static void on_interrupt(int signal_number) {
-    (void)signal_number;
-    interrupted = 1;
-}
+static void on_interrupt(int signal_number) { interrupted = signal_number; }
 
 static void print_warning(void *context, const char *message) {
     (void)context;
@@ -182,7 +179,7 @@ static int bench_data_run(const BenchDataArgs *args) {
            (unsigned long long)stats.skipped_files, (unsigned long long)stats.replacements);
     if (interrupted) {
         printf("interrupted after %d measured batches\n", measured);
-        status = 130;
+        status = 128 + interrupted;  // the shell's convention: 130 SIGINT, 143 SIGTERM
     }
     dataset_free(&dataset);
     return status;
@@ -233,6 +230,7 @@ int command_bench_data(int argc, char **argv) {
         .program = "lightly-train-c bench-data",
         .summary = "Runs the input pipeline alone (read, decode, augment; no model) and "
                    "reports images/s, where worker time goes and what bounds training.",
+        .epilog = EXIT_STATUS_HELP,
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),
     };

@@ -1,7 +1,18 @@
 // Sub-command entry points: each parses its own options and returns the exit
-// status (0 success, 1 failure while running, 2 bad usage or bad input).
+// status, one rule for every command (EXIT_STATUS_HELP, also in --help and
+// docs/training.md): 0 done; 2 bad input, found before any work (an
+// option, a path, a file); 1 a failure while running (an I/O error, a
+// diverging run); train also 130 / 143 after SIGINT / SIGTERM with a
+// checkpoint written.
 #ifndef LTC_CLI_COMMANDS_H
 #define LTC_CLI_COMMANDS_H
+
+#define EXIT_STATUS_HELP                                                              \
+    "Exit status: 0 done; 2 bad input (an option, a path or a file; found before\n" \
+    "any work); 1 a failure while running (an I/O error, a diverging run)."
+#define TRAIN_EXIT_STATUS_HELP                                                          \
+    EXIT_STATUS_HELP "\ntrain: 130 / 143 stopped by SIGINT / SIGTERM after writing a checkpoint\n" \
+    "(continue with the same command plus --resume)."
 
 int command_train(int argc, char **argv);
 int command_bench_data(int argc, char **argv);

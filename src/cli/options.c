@@ -120,8 +120,10 @@ static int option_check_table(const OptionParser *parser, ErrorMessage *err) {
             return error_set(err, "option table: --%s has no choices", name);
         if (spec->repeatable && spec->type != OPTION_STRING)
             return error_set(err, "option table: --%s is repeatable but not a string", name);
-        if (spec->allow_auto && spec->type != OPTION_INT)
-            return error_set(err, "option table: --%s allows 'auto' but is not an integer",
+        if (spec->allow_auto && spec->type != OPTION_INT && spec->type != OPTION_FLOAT)
+            return error_set(err, "option table: --%s allows 'auto' but is not a number", name);
+        if (spec->allow_auto && spec->min < spec->max && spec->min <= -1 && -1 <= spec->max)
+            return error_set(err, "option table: --%s stores 'auto' as -1, inside its range",
                              name);
         if (option_name_matches("help", name, strlen(name)) ||
             option_find(parser, name, strlen(name)) != i)
@@ -204,13 +206,18 @@ static int option_store_int(const OptionSpec *spec, const char *text, ErrorMessa
 }
 
 static int option_store_float(const OptionSpec *spec, const char *text, ErrorMessage *err) {
+    if (spec->allow_auto && strcmp(text, "auto") == 0) {
+        *(double *)spec->value = -1;
+        return 0;
+    }
+    const char *expected = spec->allow_auto ? "a number or 'auto'" : "a number";
     if (isspace((unsigned char)text[0]))
-        return error_set(err, "--%s: expected a number, got '%.*s'", spec->name, QUOTE_MAX,
+        return error_set(err, "--%s: expected %s, got '%.*s'", spec->name, expected, QUOTE_MAX,
                          text);
     char *end = NULL;
     double parsed = strtod(text, &end);
     if (end == text || *end != '\0')
-        return error_set(err, "--%s: expected a number, got '%.*s'", spec->name, QUOTE_MAX,
+        return error_set(err, "--%s: expected %s, got '%.*s'", spec->name, expected, QUOTE_MAX,
                          text);
     // Overflow gives +-HUGE_VAL, caught here with inf and nan; underflow to a
     // tiny or zero value is accepted.
@@ -339,7 +346,7 @@ static const char *option_metavar(const OptionSpec *spec, char *buffer, size_t s
     switch (spec->type) {
     case OPTION_FLAG: return "";
     case OPTION_INT: return spec->allow_auto ? "N|auto" : "N";
-    case OPTION_FLOAT: return "X";
+    case OPTION_FLOAT: return spec->allow_auto ? "X|auto" : "X";
     case OPTION_STRING: return "VALUE";
     case OPTION_CHOICE: {
         char listed[200];
@@ -370,9 +377,14 @@ static void option_describe_default(const OptionSpec *spec, char *buffer, size_t
             snprintf(buffer, size, "(default: %d)", number);
         break;
     }
-    case OPTION_FLOAT:
-        snprintf(buffer, size, "(default: %.15g)", *(const double *)spec->value);
+    case OPTION_FLOAT: {
+        const double number = *(const double *)spec->value;
+        if (spec->allow_auto && number == -1)
+            snprintf(buffer, size, "(default: auto)");
+        else
+            snprintf(buffer, size, "(default: %.15g)", number);
         break;
+    }
     case OPTION_STRING:
         if (spec->repeatable) {
             const StringList *list = spec->value;
@@ -462,6 +474,7 @@ void options_print_help(const OptionParser *parser, FILE *out) {
     fprintf(out,
             "\nEvery option can also be written LightlyTrain's way, name=value, with\n"
             "dashes or underscores (batch_size=64); flags take true or false.\n");
+    if (parser->epilog) fprintf(out, "\n%s\n", parser->epilog);
 }
 
 int options_parse_command(const OptionParser *parser, int argc, char **argv, int *exit_status) {

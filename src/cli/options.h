@@ -48,13 +48,15 @@ typedef struct OptionSpec {
                           // -INFINITY / INFINITY for a one-sided range
     const char *const *choices;  // CHOICE: NULL-terminated list
     int required;         // an error when the option is not given
-    int allow_auto;       // INT: the word "auto" is accepted and stored as -1
+    int allow_auto;       // INT, FLOAT: the word "auto" is accepted and stored as -1
+                          // (so -1 must lie outside the range: a typed -1 is refused)
     int repeatable;       // STRING: may be given several times (value: StringList*)
 } OptionSpec;
 
 typedef struct OptionParser {
     const char *program;  // "lightly-train-c bench-data": the usage line
     const char *summary;  // one paragraph under the usage line; may be NULL
+    const char *epilog;   // a paragraph after the options (exit statuses); may be NULL
     const OptionSpec *specs;
     int count;
 } OptionParser;

@@ -118,11 +118,12 @@ int command_train(int argc, char **argv) {
          .help = "auto (16-mixed on GPU, 32-true on CPU)", .choices = precision_names},
         {.name = "optim", .type = OPTION_CHOICE, .value = &choices.optimizer, .metavar = "NAME",
          .help = "optimizer (auto: the method's)", .choices = optimizer_names},
-        {.name = "lr", .type = OPTION_FLOAT, .value = &config.lr, .metavar = "X",
-         .help = "base learning rate at the method's reference batch (-1: the method's)",
-         .min = -1, .max = 1e3},
+        {.name = "lr", .type = OPTION_FLOAT, .value = &config.lr, .metavar = "X|auto",
+         .help = "base learning rate at the method's reference batch (auto: the method's)",
+         .min = 0, .max = 1e3, .allow_auto = 1},
         {.name = "weight-decay", .type = OPTION_FLOAT, .value = &config.weight_decay,
-         .metavar = "X", .help = "weight decay (-1: the method's)", .min = -1, .max = 10},
+         .metavar = "X|auto", .help = "weight decay (auto: the method's)", .min = 0, .max = 10,
+         .allow_auto = 1},
         {.name = "seed", .type = OPTION_INT, .value = &choices.seed, .metavar = "N",
          .help = "random seed", .min = 0, .max = 2147483647},
         {.name = "resume", .type = OPTION_FLAG, .value = &config.resume,
@@ -160,6 +161,7 @@ int command_train(int argc, char **argv) {
         .summary = "Pretrains a backbone with self-supervised learning on a folder of images "
                    "and writes checkpoints, the exported backbone and TensorBoard logs to "
                    "--out.",
+        .epilog = TRAIN_EXIT_STATUS_HELP,
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),
     };

@@ -64,6 +64,9 @@ struct Loader {
     ErrorMessage failure;
 
     _Atomic uint64_t *bad_files;  // bitmap of files known to fail
+    // Bitmap of files decoded once whole: the first read of a file in a run
+    // checks all of it (DecodeRequest.whole_file), later reads only the crop.
+    _Atomic uint64_t *checked_files;
     _Atomic uint64_t skipped_files;
     _Atomic uint64_t replacements;
 };
@@ -79,8 +82,12 @@ static int loader_mark_bad(Loader *loader, uint32_t index) {
     return (before & bit) == 0;
 }
 
+static int bitmap_get(_Atomic uint64_t *bitmap, uint32_t index) {
+    return (atomic_load(&bitmap[index / 64]) >> (index % 64)) & 1;
+}
+
 static int loader_is_bad(const Loader *loader, uint32_t index) {
-    return (atomic_load(&loader->bad_files[index / 64]) >> (index % 64)) & 1;
+    return bitmap_get(loader->bad_files, index);
 }
 
 static PixelRect rect_union(PixelRect a, PixelRect b) {
@@ -126,11 +133,14 @@ static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t 
         .region = region,
         .min_width = (int)ceil(region.width * scale_needed - 1e-9),
         .min_height = (int)ceil(region.height * scale_needed - 1e-9),
+        .whole_file = !bitmap_get(loader->checked_files, index),
     };
     DecodedImage decoded;
     if (decoder_decode(worker->decoder, worker->file.data, worker->file.size, &request,
                        &decoded, err) != 0)
         return -1;
+    if (request.whole_file)
+        atomic_fetch_or(&loader->checked_files[index / 64], (uint64_t)1 << (index % 64));
     const double t2 = time_now();
 
     for (int v = 0; v < views->count; v++) {
@@ -359,7 +369,8 @@ Loader *loader_create(const LoaderConfig *config, ErrorMessage *err) {
                                               : UINT64_MAX;
     const size_t words = (config->dataset->count + 63) / 64;
     loader->bad_files = calloc(words, sizeof *loader->bad_files);
-    if (!loader->bad_files) {
+    loader->checked_files = calloc(words, sizeof *loader->checked_files);
+    if (!loader->bad_files || !loader->checked_files) {
         error_set(err, "out of memory");
         loader_destroy(loader);
         return NULL;
@@ -408,6 +419,7 @@ void loader_destroy(Loader *loader) {
     free(loader->slots);
     sampler_free(&loader->sampler);
     free(loader->bad_files);
+    free(loader->checked_files);
     pthread_cond_destroy(&loader->slot_free);
     pthread_cond_destroy(&loader->batch_ready);
     pthread_mutex_destroy(&loader->mutex);

@@ -49,6 +49,12 @@ typedef struct DecodeRequest {
     // (scaled by the DCT scale); 0 means full resolution.
     int min_width;
     int min_height;
+    // 1: read the whole compressed stream even where the region ends early
+    // (JPEG and PNG rows below it, WebP outside its crop), so damage
+    // anywhere in the file fails the decode with the reason a full decode
+    // gives. The training loader asks for this the first time a run reads a
+    // file, so that train and embed skip the same files for the same reason.
+    int whole_file;
 } DecodeRequest;
 
 typedef struct DecodedImage {

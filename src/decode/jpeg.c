@@ -1,6 +1,7 @@
 // JPEG decoding with libjpeg-turbo's libjpeg API: only the requested region
-// (jpeg_crop_scanline + jpeg_skip_scanlines, stopping after its last row) at
-// the smallest DCT scale num/8 that keeps the requested resolution.
+// (jpeg_crop_scanline + jpeg_skip_scanlines, stopping after its last row
+// unless the whole file is to be checked) at the smallest DCT scale num/8
+// that keeps the requested resolution.
 //
 // Errors: libjpeg's error_exit longjmps back into the decode call, which
 // returns -1 with the reason. Warnings that mean lost pixels (premature end of
@@ -239,6 +240,25 @@ static int read_rows(Decoder *decoder, int end, uint8_t *pixels, size_t stride,
     return 0;
 }
 
+// The rows below the region, entropy-decoded and dropped, then the rest of
+// the file up to the EOI marker: a cut or damaged tail fails here as in a
+// full decode. jpeg_skip_scanlines decodes nothing when asked to skip to the
+// very end, so it stops one row short and that row is read.
+static int read_tail(Decoder *decoder, ErrorMessage *err) {
+    struct jpeg_decompress_struct *cinfo = &decoder->jpeg->cinfo;
+    const JDIMENSION left = cinfo->output_height - cinfo->output_scanline;
+    if (left > 1) jpeg_skip_scanlines(cinfo, left - 1);
+    if (left > 0) {
+        JSAMPROW row = decode_buffer_reserve(&decoder->scratch,
+                                             (size_t)cinfo->output_width * 4, err);
+        if (!row) return -1;
+        if (jpeg_read_scanlines(cinfo, &row, 1) != 1)
+            return error_set(err, "corrupt data: JPEG decoder made no progress");
+    }
+    jpeg_finish_decompress(cinfo);
+    return 0;
+}
+
 int decode_jpeg_decode(Decoder *decoder, const uint8_t *data, size_t size,
                        const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
     JpegState *state = decoder->jpeg;
@@ -296,7 +316,8 @@ int decode_jpeg_decode(Decoder *decoder, const uint8_t *data, size_t size,
         return error_set(err, "corrupt data: cannot skip to JPEG row %lld", (long long)y0);
     }
     status = read_rows(decoder, (int)y1, pixels, stride, err);
-    // Stop here: rows below the region are never decoded.
+    if (status == 0 && request && request->whole_file) status = read_tail(decoder, err);
+    // Otherwise stop here: rows below the region are never decoded.
     jpeg_abort_decompress(cinfo);
     if (status != 0) return -1;
 

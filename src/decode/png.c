@@ -2,7 +2,8 @@
 // 8-bit RGB (palette expanded, grey copied to 3 channels, 16-bit samples
 // reduced to their high byte as Pillow does, alpha and tRNS dropped without
 // compositing), Adam7 interlacing included. Only the region's rows are kept;
-// a non-interlaced image is read no further than the region's last row.
+// a non-interlaced image is read no further than the region's last row
+// unless the whole file is to be checked.
 // libpng errors longjmp back here; its warnings are silenced.
 #include "decode/decode_internal.h"
 
@@ -87,14 +88,15 @@ static void skip_metadata_chunks(png_structp png) {
 }
 
 // Reads the rows after png_read_update_info: region rows go into `rows`
-// (full width, stride bytes apart), the others into `spare`.
+// (full width, stride bytes apart), the others into `spare`. whole_file:
+// every row, not only those up to the region's end.
 static void read_region_rows(png_structp png, int height, int passes, const PixelRect *region,
-                             uint8_t *rows, size_t stride, uint8_t *spare) {
+                             int whole_file, uint8_t *rows, size_t stride, uint8_t *spare) {
     const int region_end = region->y + region->height;
     for (int pass = 0; pass < passes; pass++) {
         // Each Adam7 pass visits every row; the last pass (or the only one)
         // completes rows in order, so it can stop at the region's end.
-        const int last_row = pass == passes - 1 ? region_end : height;
+        const int last_row = pass == passes - 1 && !whole_file ? region_end : height;
         for (int y = 0; y < last_row; y++) {
             int inside = y >= region->y && y < region_end;
             png_read_row(png, inside ? rows + (size_t)(y - region->y) * stride : spare, NULL);
@@ -141,9 +143,12 @@ int decode_png_decode(Decoder *decoder, const uint8_t *data, size_t size,
         return error_set(err, "unsupported format: PNG colour type %d, bit depth %d",
                          colour_type, bit_depth);
     }
-    read_region_rows(png, info.height, passes, &region, rows, stride, spare);
-    // Stop without png_read_end: rows below the region and trailing chunks
-    // are never needed.
+    const int whole_file = request && request->whole_file;
+    read_region_rows(png, info.height, passes, &region, whole_file, rows, stride, spare);
+    // The zlib stream's end (its check value) and the chunks after it; when
+    // the file need not be checked, stop without: rows below the region and
+    // trailing chunks are never needed.
+    if (whole_file) png_read_end(png, NULL);
     png_destroy_read_struct(&png, &png_header, NULL);
 
     out->image = (Image){rows + (size_t)region.x * 3, region.width, region.height, stride};

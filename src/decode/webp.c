@@ -75,6 +75,25 @@ static int decode_first_frame(Decoder *decoder, const uint8_t *data, size_t size
     return 0;
 }
 
+// Decodes the whole still image into the scratch buffer, for its status only.
+static int decode_whole_image(Decoder *decoder, const uint8_t *data, size_t size, int width,
+                              int height, ErrorMessage *err) {
+    WebPDecoderConfig config;
+    if (!WebPInitDecoderConfig(&config))
+        return error_set(err, "unsupported format: libwebp version mismatch");
+    const size_t stride = (size_t)width * 3;
+    uint8_t *pixels = decode_buffer_reserve(&decoder->scratch, stride * (size_t)height, err);
+    if (!pixels) return -1;
+    config.output.colorspace = MODE_RGB;
+    config.output.is_external_memory = 1;
+    config.output.u.RGBA.rgba = pixels;
+    config.output.u.RGBA.stride = (int)stride;
+    config.output.u.RGBA.size = stride * (size_t)height;
+    const VP8StatusCode status = WebPDecode(data, size, &config);
+    WebPFreeDecBuffer(&config.output);
+    return status == VP8_STATUS_OK ? 0 : report_status(status, err);
+}
+
 int decode_webp_decode(Decoder *decoder, const uint8_t *data, size_t size,
                        const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
     WebPDecoderConfig config;
@@ -95,7 +114,15 @@ int decode_webp_decode(Decoder *decoder, const uint8_t *data, size_t size,
     PixelRect crop = {region.x & ~1, region.y & ~1, 0, 0};
     crop.width = region.x + region.width - crop.x;
     crop.height = region.y + region.height - crop.y;
-    if (crop.width != width || crop.height != height) {
+    // Checking the whole file: libwebp stops at the crop's last row, so the
+    // whole image is decoded first, into scratch (a crop cut from it would
+    // differ at the crop's edges, where cropped decoding upsamples chroma on
+    // its own).
+    const int cropped = crop.width != width || crop.height != height;
+    if (request && request->whole_file && cropped &&
+        decode_whole_image(decoder, data, size, width, height, err) != 0)
+        return -1;
+    if (cropped) {
         config.options.use_cropping = 1;
         config.options.crop_left = crop.x;
         config.options.crop_top = crop.y;

@@ -4,7 +4,6 @@
 // warning each, counted in the summary, and their rows dropped from the
 // output together with their filenames (so the two stay aligned).
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "embed/embedding_writers.h"
 #include "embed/model_source.h"
 #include "util/cpu.h"
+#include "util/output_path.h"
 
 #define EMBED_PROGRAM "lightly-train-c embed"
 
@@ -54,23 +54,13 @@ static int usage_error(const char *format_text, const char *detail) {
     return 2;
 }
 
-// An existing --out needs --overwrite; its folder must exist. Checked before
-// any work so that a long run never ends in a refused write.
+// An existing --out needs --overwrite; its folder must exist and be
+// writable. Checked before any work so that a long run never ends in a
+// refused write.
 static int check_output(const EmbedArgs *args) {
-    struct stat info;
-    if (stat(args->out, &info) == 0) {
-        if (S_ISDIR(info.st_mode)) return usage_error("--out '%s' is a folder", args->out);
-        if (!args->overwrite)
-            return usage_error("--out '%s' exists (pass --overwrite to replace it)", args->out);
-    }
-    char copy[4096];
-    if (snprintf(copy, sizeof copy, "%s", args->out) >= (int)sizeof copy)
-        return usage_error("--out '%s': path too long", args->out);
-    const char *folder = dirname(copy);
-    if (stat(folder, &info) != 0 || !S_ISDIR(info.st_mode))
-        return usage_error("--out: folder '%s' does not exist", folder);
-    if (access(folder, W_OK) != 0) return usage_error("--out: folder '%s' is not writable", folder);
-    return 0;
+    ErrorMessage err = {{0}};
+    if (output_file_check(args->out, args->overwrite, &err) == 0) return 0;
+    return usage_error("--out: %s", err.text);
 }
 
 // Drops the rows (and names) of files that failed; returns the rows kept.
@@ -223,6 +213,7 @@ int command_embed(int argc, char **argv) {
         .summary = "Computes the embedding of every image in --data with a trained backbone "
                    "(plain resize, ImageNet normalisation, pooled features) and writes them "
                    "with their file names. Unreadable images are skipped and left out.",
+        .epilog = EXIT_STATUS_HELP,
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),
     };

@@ -12,6 +12,7 @@
 #include "cli/options.h"
 #include "embed/model_source.h"
 #include "nn/resnet.h"
+#include "util/output_path.h"
 
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
 static const char *const format_names[] = {"safetensors", NULL};
@@ -26,12 +27,11 @@ typedef struct ExportArgs {
 
 static int export_run(const ExportArgs *args) {
     const char *program = "lightly-train-c export";
-    if (access(args->out, F_OK) == 0 && !args->overwrite) {
-        fprintf(stderr, "%s: --out '%s' exists (add --overwrite to replace it)\n", program,
-                args->out);
+    ErrorMessage err = {{0}};
+    if (output_file_check(args->out, args->overwrite, &err) != 0) {
+        fprintf(stderr, "%s: --out: %s\n", program, err.text);
         return 2;
     }
-    ErrorMessage err = {{0}};
     Backend *backend = backend_create("ref", 1, &err);  // only moves data: no compute
     if (!backend) {
         fprintf(stderr, "%s: %s\n", program, err.text);
@@ -83,6 +83,7 @@ int command_export(int argc, char **argv) {
         .program = "lightly-train-c export",
         .summary = "Writes a backbone of a checkpoint as a torchvision state dict "
                    "(safetensors, no fc), loadable with load_state_dict(strict=False).",
+        .epilog = EXIT_STATUS_HELP,
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),
     };

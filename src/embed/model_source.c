@@ -152,7 +152,8 @@ int model_source_load_resnet_info(const char *path, const char *part, Backend *b
             return error_set(err, "%s: part \"%s\" needs a checkpoint; a safetensors file holds "
                                   "one backbone (part backbone)", path, part);
         SafeTensors file;
-        if (safetensors_read(path, &file, err) != 0) return -1;  // names the path
+        if (checkpoint_refuse_foreign(path, err) != 0 || safetensors_read(path, &file, err) != 0)
+            return -1;  // names the path
         status = create_and_load(&file, "", backend, inputs, input_count, model, err);
         safetensors_free(&file);
     }

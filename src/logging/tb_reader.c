@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "logging/crc32c.h"
+#include "util/file.h"
 #include "tensorboard.pb-c.h"
 
 struct TbReader {
@@ -41,9 +43,14 @@ int tb_reader_open(TbReader **reader_out, const char *path, ErrorMessage *err) {
         free(reader);
         return error_set(err, "%s: out of memory for the event reader", path);
     }
-    reader->file = fopen(path, "rb");
+    const int fd = file_open_regular(path, NULL, err);
+    reader->file = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!reader->file) {
-        error_set(err, "cannot open event file %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            error_set(err, "%s", strerror(errno));
+            close(fd);
+        }
+        error_prefix(err, "cannot open event file %s", path);
         tb_reader_close(reader);
         return -1;
     }
@@ -63,6 +70,10 @@ void tb_reader_close(TbReader *reader) {
 
 size_t tb_reader_record_count(const TbReader *reader) {
     return reader->record_count;
+}
+
+uint64_t tb_reader_offset(const TbReader *reader) {
+    return reader->offset;
 }
 
 static int stop_at_record(TbReader *reader, ErrorMessage *err, const char *reason) {

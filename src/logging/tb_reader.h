@@ -54,5 +54,8 @@ int tb_reader_next(TbReader *reader, TbEvent *event, ErrorMessage *err);
 
 // Records read successfully so far.
 size_t tb_reader_record_count(const TbReader *reader);
+// Byte offset just past the last record read successfully (0 before the
+// first): record k spans the offsets before and after its tb_reader_next.
+uint64_t tb_reader_offset(const TbReader *reader);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nn/json_scan.h"
+#include "util/finite.h"
 #include "util/file.h"
 
 static const struct {
@@ -538,6 +539,15 @@ static int check_write_arguments(const SafeTensorWrite *tensors, int count,
         if (bytes < 0)
             return error_set(err, "tensor \"%s\": negative dimension or size overflow", name.text);
         if (bytes > 0 && !t->data) return error_set(err, "tensor \"%s\": no data", name.text);
+        // Nothing non-finite is ever written: a diverged model must not reach a
+        // checkpoint or an export that looks like a result.
+        const size_t elements = (size_t)bytes / safe_dtype_size(t->dtype);
+        const size_t bad = t->dtype == SAFE_F32   ? finite_first_bad_f32(t->data, elements)
+                           : t->dtype == SAFE_F64 ? finite_first_bad_f64(t->data, elements)
+                                                  : elements;
+        if (bad < elements)
+            return error_set(err, "tensor \"%s\": non-finite value (NaN or inf) at element %zu; "
+                                  "refusing to write it", name.text, bad);
     }
     // Duplicates, tensor names then metadata keys.
     const int most = count > metadata_count ? count : metadata_count;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/finite.h"
 #include "util/half.h"
 
 #define BN_MEAN_SUFFIX ".running_mean"
@@ -322,6 +323,8 @@ int weights_load_from(const SafeTensors *file, ParameterSet *params, ParameterSe
             int64_t value;
             if (read_counter(file, &file->tensors[t], &value))
                 name_list_add(&mismatched, "%s is not an integer scalar", name);
+            else if (value < 0)
+                name_list_add(&mismatched, "%s is negative (%lld)", name, (long long)value);
             else if (value > counter)
                 counter = value;
         }
@@ -348,6 +351,15 @@ int weights_load_from(const SafeTensors *file, ParameterSet *params, ParameterSe
             const SafeTensor *tensor = safetensors_find(file, key);
             if (!tensor) continue;  // allowed missing
             convert_to_float(file, tensor, torch);
+            const size_t bad = finite_first_bad_f32(torch, param->count);
+            if (bad < param->count) {
+                const size_t how_many = finite_count_bad_f32(torch, param->count);
+                free(torch);
+                free(ours);
+                return error_set(err, "tensor \"%s\" holds %zu non-finite value(s) (NaN or "
+                                      "inf), the first at element %zu: a diverged or damaged "
+                                      "model", key, how_many, bad);
+            }
             weights_from_torch_layout(param, torch, ours);
             backend->op.upload(backend, param->value, ours, param->count * sizeof *ours);
         }

@@ -262,7 +262,8 @@ int method_args_check(const MethodSetup *setup, const char *const *known, ErrorM
 
 int method_load_backbone_weights(Resnet *model, const char *path, ErrorMessage *err) {
     if (!checkpoint_is_checkpoint_file(path)) {
-        if (resnet_load(model, path, err)) return error_prefix(err, "--checkpoint"), -1;
+        if (checkpoint_refuse_foreign(path, err) || resnet_load(model, path, err))
+            return error_prefix(err, "--checkpoint"), -1;
         return 0;
     }
     Checkpoint checkpoint;

@@ -12,6 +12,7 @@
 
 #include "nn/weights.h"
 #include "util/file.h"
+#include "util/finite.h"
 
 #define BN_MEAN_SUFFIX ".running_mean"
 #define BN_COUNTER_SUFFIX ".num_batches_tracked"
@@ -196,6 +197,16 @@ int checkpoint_add_host_floats(CheckpointWriter *w, const char *name, const floa
     return 0;
 }
 
+int checkpoint_add_tensor(CheckpointWriter *w, const char *name, SafeDType dtype, int rank,
+                          const int64_t *shape, const void *data, ErrorMessage *err) {
+    void *copy = writer_add(w, "", name, dtype, rank, shape, err);
+    if (!copy) return -1;
+    size_t bytes = safe_dtype_size(dtype);
+    for (int d = 0; d < rank; d++) bytes *= (size_t)shape[d];
+    if (bytes) memcpy(copy, data, bytes);
+    return 0;
+}
+
 int checkpoint_add_i64(CheckpointWriter *w, const char *name, int64_t value, ErrorMessage *err) {
     int64_t *host = writer_add(w, "", name, SAFE_I64, 0, NULL, err);
     if (!host) return -1;
@@ -351,12 +362,25 @@ void checkpoint_free(Checkpoint *ckpt) {
 }
 
 int checkpoint_is_checkpoint_file(const char *path) {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ErrorMessage ignored;
+    const int fd = file_open_regular(path, NULL, &ignored);
     if (fd < 0) return 0;
     char magic[sizeof CHECKPOINT_MAGIC];
     const ssize_t got = read(fd, magic, sizeof magic);
     close(fd);
     return got == (ssize_t)sizeof magic && memcmp(magic, CHECKPOINT_MAGIC, sizeof magic) == 0;
+}
+
+int checkpoint_refuse_foreign(const char *path, ErrorMessage *err) {
+    const int fd = file_open_regular(path, NULL, err);
+    if (fd < 0) return error_prefix(err, "%s", path);
+    close(fd);
+    const size_t length = strlen(path);
+    if (length >= 5 && strcmp(path + length - 5, ".ckpt") == 0)
+        return error_set(err, "%s: not a lightly-train-c checkpoint (it does not start with "
+                              "the %s magic: damaged, or another program's file)",
+                         path, CHECKPOINT_MAGIC);
+    return 0;
 }
 
 const char *checkpoint_meta(const Checkpoint *ckpt, const char *key) {
@@ -403,7 +427,7 @@ int checkpoint_load_state_slab(const Checkpoint *ckpt, const char *prefix,
                                ErrorMessage *err) {
     const SafeTensors *file = &ckpt->tensors;
     const size_t length = strlen(prefix);
-    ProblemList missing = {0}, mismatched = {0}, unexpected = {0};
+    ProblemList missing = {0}, mismatched = {0}, unexpected = {0}, nonfinite = {0};
     const SafeTensor **found = calloc((size_t)params->count + 1, sizeof *found);
     if (!found) return error_set(err, "checkpoint tensors \"%s*\": out of memory", prefix);
     for (int i = 0; i < params->count; i++) {
@@ -414,6 +438,8 @@ int checkpoint_load_state_slab(const Checkpoint *ckpt, const char *prefix,
         if (!tensor) problem_add(&missing, param->name);
         else if (tensor->dtype != SAFE_F32 || (size_t)safe_tensor_elements(tensor) != param->count)
             problem_add(&mismatched, param->name);
+        else if (finite_first_bad_f32(safetensors_data(file, tensor), param->count) < param->count)
+            problem_add(&nonfinite, param->name);
         else found[i] = tensor;
     }
     for (int t = 0; t < file->count; t++) {
@@ -424,6 +450,7 @@ int checkpoint_load_state_slab(const Checkpoint *ckpt, const char *prefix,
     char problems[1100] = "";
     problem_report(&missing, "missing", problems, sizeof problems);
     problem_report(&mismatched, "not F32 of the parameter's size", problems, sizeof problems);
+    problem_report(&nonfinite, "holding NaN or inf", problems, sizeof problems);
     problem_report(&unexpected, "unexpected", problems, sizeof problems);
     if (!problems[0])
         for (int i = 0; i < params->count; i++)
@@ -452,6 +479,15 @@ static const SafeTensor *find_tensor(const Checkpoint *ckpt, const char *name, S
     if (count >= 0 && safe_tensor_elements(tensor) != count) {
         error_set(err, "checkpoint tensor \"%s\" has %lld elements, expected %lld", name,
                   (long long)safe_tensor_elements(tensor), (long long)count);
+        return NULL;
+    }
+    const size_t elements = (size_t)safe_tensor_elements(tensor);
+    const size_t bad = dtype == SAFE_F32
+                           ? finite_first_bad_f32(safetensors_data(&ckpt->tensors, tensor), elements)
+                           : elements;
+    if (bad < elements) {
+        error_set(err, "checkpoint tensor \"%s\" holds a non-finite value (NaN or inf) at "
+                       "element %zu", name, bad);
         return NULL;
     }
     return tensor;

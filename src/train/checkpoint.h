@@ -84,6 +84,9 @@ int checkpoint_add_floats(CheckpointWriter *w, const char *name, Backend *backen
 // F32 1-d tensor (count) from host memory.
 int checkpoint_add_host_floats(CheckpointWriter *w, const char *name, const float *data,
                                size_t count, ErrorMessage *err);
+// Any tensor, copied from host memory as it is (e.g. from another file).
+int checkpoint_add_tensor(CheckpointWriter *w, const char *name, SafeDType dtype, int rank,
+                          const int64_t *shape, const void *data, ErrorMessage *err);
 // I64 scalar.
 int checkpoint_add_i64(CheckpointWriter *w, const char *name, int64_t value, ErrorMessage *err);
 // U8 1-d tensor (size) of opaque bytes (e.g. RNG or loader state).
@@ -113,6 +116,11 @@ int checkpoint_parse(uint8_t *bytes, size_t size, Checkpoint *ckpt, ErrorMessage
 void checkpoint_free(Checkpoint *ckpt);
 // 1 when the file starts with the magic; 0 otherwise (also when unreadable).
 int checkpoint_is_checkpoint_file(const char *path);
+// For a file that checkpoint_is_checkpoint_file said 0 to, before reading it
+// as safetensors: -1 with err when it is unreadable or not a regular file,
+// or when its name ends in ".ckpt" (a damaged or foreign checkpoint, which
+// the safetensors parser would only describe as a bad header); else 0.
+int checkpoint_refuse_foreign(const char *path, ErrorMessage *err);
 // String metadata; NULL when absent.
 const char *checkpoint_meta(const Checkpoint *ckpt, const char *key);
 // 1 when some tensor name starts with prefix.

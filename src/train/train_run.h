@@ -24,6 +24,7 @@ typedef struct TrainRun {
     Method method;
     int method_ready;
     Optimizer *optimizers[METHOD_MAX_GROUPS];
+    float *nonfinite;       // backend memory (METHOD_MAX_GROUPS): counts of the divergence check
     Loader *loader;
     int batch_size;         // per device
     int num_workers;
@@ -31,6 +32,8 @@ typedef struct TrainRun {
     long steps_per_epoch;   // optimizer steps
     long total_steps;
     long start_step;        // > 0 when resumed
+    int complete;           // resumed from the checkpoint of the last step
+    int knn_logged_at_start;  // resumed: the kNN value at start_step survived in the logs
     long warmup_steps;
     int log_every;
     double base_lr;         // after batch scaling
@@ -46,6 +49,9 @@ typedef struct TrainRun {
     MetricsJsonl *metrics;
     RunLog *log;
     Progress *progress;
+    // The line that ends a failed or interrupted run (the error, or how to
+    // continue): printed after the end summary, so it is the last one seen.
+    char final_message[2048];
     int knn_enabled;
     Dataset knn_dataset;
     int32_t *knn_labels;
@@ -54,6 +60,7 @@ typedef struct TrainRun {
 
 typedef struct StepTimes {
     float loss;             // mean over the micro-batches
+    char diverged[128];     // what became NaN or infinite ("the loss", ...), or ""
     double lr;
     double batch_seconds;   // forward, backward, optimizer
     double data_seconds;    // waiting for batches
@@ -69,6 +76,9 @@ void train_teardown(TrainRun *run);
 void train_finish(TrainRun *run, RunTotals *totals, int status);
 // A line on the console (through the progress display) and in train.log.
 void train_message(TrainRun *run, const char *format, ...) __attribute__((format(printf, 2, 3)));
+// Sets the run's final message (see TrainRun) and returns status.
+int train_stop(TrainRun *run, int status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
 // kNN top-1 of the backbone that is exported (DINO: the teacher) on the
 // --knn-data folder, leave-one-out.
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err);

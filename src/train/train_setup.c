@@ -12,9 +12,12 @@
 #include <unistd.h>
 
 #include "embed/embedder.h"
+#include "logging/log_truncate.h"
 #include "train/knn.h"
 #include "train/train_run.h"
 #include "util/cpu.h"
+#include "util/file.h"
+#include "util/output_path.h"
 
 void train_message(TrainRun *run, const char *format, ...) {
     char text[2048];
@@ -29,6 +32,14 @@ void train_message(TrainRun *run, const char *format, ...) {
     if (run->log) run_log_line(run->log, "%s", text);
 }
 
+int train_stop(TrainRun *run, int status, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(run->final_message, sizeof run->final_message, format, args);
+    va_end(args);
+    return status;
+}
+
 // Loader warnings (skipped images) come from worker threads: one line each
 // to stderr and train.log, both line-buffered appends.
 static void train_warn(void *context, const char *message) {
@@ -41,26 +52,16 @@ static int path_join(char *out, size_t size, const char *dir, const char *name) 
     return snprintf(out, size, "%s/%s", dir, name) >= (int)size ? -1 : 0;
 }
 
-// 1 when dir exists and holds anything, 0 when absent or empty, -1 when it
-// is not a folder.
-static int folder_state(const char *dir) {
-    struct stat info;
-    if (stat(dir, &info) != 0) return 0;
-    if (!S_ISDIR(info.st_mode)) return -1;
+// 1 when dir exists and holds anything, 0 when absent or empty.
+static int folder_used(const char *dir) {
     DIR *handle = opendir(dir);
-    if (!handle) return 1;
+    if (!handle) return 0;
     int used = 0;
     struct dirent *entry;
     while (!used && (entry = readdir(handle)))
         used = strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
     closedir(handle);
     return used;
-}
-
-static int make_folder(const char *path, ErrorMessage *err) {
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
-        return error_set(err, "cannot create folder %s: %s", path, strerror(errno));
-    return 0;
 }
 
 // Removes old event files so that a run started with --overwrite does not
@@ -77,22 +78,47 @@ static void remove_old_events(const char *dir) {
     closedir(handle);
 }
 
+// The folders and files of the output layout: every one must be writable
+// before anything runs, so a run never fails at its first checkpoint.
+static const char *const out_folders[] = {"checkpoints", "exported_models"};
+static const char *const out_files[] = {"checkpoints/last.ckpt",
+                                        "exported_models/exported_last.safetensors",
+                                        "train.log", "metrics.jsonl"};
+
+static int check_out_layout(const char *out, ErrorMessage *err) {
+    char path[PATH_MAX];
+    if (output_folder_check(out, err)) return error_prefix(err, "--out");
+    for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++)
+        if (path_join(path, sizeof path, out, out_folders[i]) ||
+            output_folder_check(path, err))
+            return error_prefix(err, "--out %s", out);
+    for (size_t i = 0; i < sizeof out_files / sizeof out_files[0]; i++)
+        if (path_join(path, sizeof path, out, out_files[i]) || output_entry_check(path, err))
+            return error_prefix(err, "--out %s", out);
+    return 0;
+}
+
 static int prepare_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
-    const int state = folder_state(config->out);
-    if (state < 0) return error_set(err, "--out %s exists and is not a folder", config->out);
     if (path_join(run->checkpoint_path, sizeof run->checkpoint_path, config->out,
                   "checkpoints/last.ckpt") ||
         path_join(run->export_path, sizeof run->export_path, config->out,
                   "exported_models/exported_last.safetensors"))
         return error_set(err, "--out %s: path too long", config->out);
+    if (check_out_layout(config->out, err)) return -1;
+    const int has_checkpoint = access(run->checkpoint_path, F_OK) == 0;
     if (config->resume) {
-        if (access(run->checkpoint_path, R_OK) != 0)
-            return error_set(err, "--resume: no checkpoint to resume from (%s: %s)",
+        if (!has_checkpoint)
+            return error_set(err, "--resume: no checkpoint to resume from (%s: %s); pass "
+                                  "--overwrite instead to start over",
                              run->checkpoint_path, strerror(errno));
-    } else if (state > 0 && !config->overwrite) {
-        return error_set(err, "--out %s is not empty: pass --overwrite to replace its run or "
-                              "--resume to continue it", config->out);
+    } else if (folder_used(config->out) && !config->overwrite) {
+        if (has_checkpoint)
+            return error_set(err, "--out %s is not empty: pass --overwrite to replace its run "
+                                  "or --resume to continue it", config->out);
+        return error_set(err, "--out %s is not empty and holds no checkpoint to resume from "
+                              "(a run stopped before its first checkpoint, or other files): "
+                              "pass --overwrite to start over there", config->out);
     }
     return 0;
 }
@@ -102,11 +128,12 @@ static int create_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     if (config->overwrite && !config->resume) remove_old_events(config->out);
     char path[PATH_MAX];
-    if (make_folder(config->out, err)) return -1;
-    path_join(path, sizeof path, config->out, "checkpoints");
-    if (make_folder(path, err)) return -1;
-    path_join(path, sizeof path, config->out, "exported_models");
-    return make_folder(path, err);
+    if (output_folder_create(config->out, err)) return -1;
+    for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
+        path_join(path, sizeof path, config->out, out_folders[i]);
+        if (output_folder_create(path, err)) return -1;
+    }
+    return 0;
 }
 
 static const char *optimizer_display_name(OptimizerKind kind) {
@@ -180,6 +207,8 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     const int threads = config->threads > 0 ? config->threads : cpu_usable_cores();
     run->backend = backend_create(config->backend_name, threads, err);
     if (!run->backend) return -1;
+    run->nonfinite = run->backend->op.alloc(run->backend, METHOD_MAX_GROUPS * sizeof(float));
+    if (!run->nonfinite) return error_set(err, "out of memory");
     MethodSetup setup = {
         .backend = run->backend,
         .depth = config->depth,
@@ -275,6 +304,34 @@ static int setup_logs(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
     return 0;
 }
 
+// What a killed run may have left in --out: temporary files of interrupted
+// atomic writes (removed when their process is gone) and, on --resume, log
+// records of the steps after the checkpoint (dropped: they are run again).
+static int tidy_out(TrainRun *run, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    char names[1024] = "", path[PATH_MAX];
+    int removed = file_remove_stale_temporaries(config->out, names, sizeof names);
+    for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
+        path_join(path, sizeof path, config->out, out_folders[i]);
+        removed += file_remove_stale_temporaries(path, names, sizeof names);
+    }
+    if (removed)
+        train_message(run, "removed %d temporary file(s) left by a run killed while writing: %s",
+                      removed, names);
+    if (!config->resume) return 0;
+    LogTruncation cut = {0};
+    path_join(path, sizeof path, config->out, "metrics.jsonl");
+    if (metrics_jsonl_truncate(path, run->start_step, &cut, err) ||
+        tb_events_truncate(config->out, run->start_step, &cut, err))
+        return -1;
+    if (cut.dropped)
+        run_log_line(run->log, "dropped %ld log record(s) of the steps after the checkpoint "
+                               "(step %ld): they are logged again as they run", cut.dropped,
+                     run->start_step);
+    run->knn_logged_at_start = cut.knn_at_step;
+    return 0;
+}
+
 static void log_configuration(TrainRun *run) {
     const TrainConfig *config = run->config;
     const Method *method = &run->method;
@@ -333,14 +390,9 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
             train_message(run, "lightly-train-c train: --resume: %s", err.text);
             return 2;
         }
-        if (run->start_step >= run->total_steps) {
-            train_message(run, "lightly-train-c train: --resume: the run in %s is complete "
-                               "(%ld of %ld steps)", config->out, run->start_step,
-                          run->total_steps);
-            return 2;
-        }
+        run->complete = run->start_step >= run->total_steps;
     }
-    if (create_out(run, &err) || setup_logs(run, argc, argv, &err)) {
+    if (create_out(run, &err) || setup_logs(run, argc, argv, &err) || tidy_out(run, &err)) {
         train_message(run, "lightly-train-c train: %s", err.text);
         return 1;
     }
@@ -354,7 +406,7 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
     run->progress = progress_create(stderr, isatty(STDERR_FILENO), run->total_steps,
                                     run->steps_per_epoch, 10.0);
     log_configuration(run);
-    if (run->start_step > 0)
+    if (run->start_step > 0 && !run->complete)
         train_message(run, "resuming from %s at step %ld of %ld", run->checkpoint_path,
                       run->start_step, run->total_steps);
     return 0;
@@ -412,6 +464,7 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
                 run->checkpoint_path, run->export_path, run->config->out);
         run_log_line(run->log, "done: %s, %s", run->checkpoint_path, run->export_path);
     }
+    if (run->final_message[0]) train_message(run, "%s", run->final_message);
 }
 
 void train_teardown(TrainRun *run) {
@@ -420,6 +473,7 @@ void train_teardown(TrainRun *run) {
     for (int g = 0; g < METHOD_MAX_GROUPS; g++)
         if (run->optimizers[g]) optimizer_free(run->optimizers[g]);
     if (run->method_ready) method_free(&run->method);
+    if (run->nonfinite) run->backend->op.free(run->backend, run->nonfinite);
     if (run->backend) backend_destroy(run->backend);
     if (run->dataset_ready) dataset_free(&run->dataset);
     if (run->knn_enabled || run->knn_labels) {

@@ -1,6 +1,7 @@
 // Saving and restoring a whole run (see train_state.h).
 #include "train/train_state.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +86,7 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
 }
 
 static int load_group(const Checkpoint *checkpoint, Method *method, MethodGroup *group,
-                      Optimizer *optimizer, ErrorMessage *err) {
+                      Optimizer *optimizer, int64_t completed_steps, ErrorMessage *err) {
     char prefix[128];
     snprintf(prefix, sizeof prefix, "%s.", group->name);
     if (checkpoint_load_parameters(checkpoint, prefix, group->params, group->buffers,
@@ -103,7 +104,44 @@ static int load_group(const Checkpoint *checkpoint, Method *method, MethodGroup 
     int64_t steps = 0;
     snprintf(prefix, sizeof prefix, "optimizer.%s.step_count", group->name);
     if (checkpoint_get_i64(checkpoint, prefix, &steps, err)) return -1;
+    // A frozen group takes fewer steps than the run, never more.
+    if (steps < 0 || steps > completed_steps)
+        return error_set(err, "%s = %lld is outside 0..%lld (the completed steps)", prefix,
+                         (long long)steps, (long long)completed_steps);
     optimizer_set_step_count(optimizer, (long)steps);
+    return 0;
+}
+
+// A metadata field that must be a decimal integer in [low, high].
+static int meta_integer(const Checkpoint *checkpoint, const char *key, long long low,
+                        long long high, long long *value, ErrorMessage *err) {
+    const char *text = checkpoint_meta(checkpoint, key);
+    if (!text) return error_set(err, "metadata \"%s\" is missing", key);
+    char *end = NULL;
+    errno = 0;
+    const long long parsed = strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || errno == ERANGE)
+        return error_set(err, "metadata %s=\"%.40s\" is not an integer", key, text);
+    if (parsed < low || parsed > high)
+        return error_set(err, "metadata %s=%lld is outside %lld..%lld", key, parsed, low, high);
+    *value = parsed;
+    return 0;
+}
+
+// The counters of the checkpoint against the run it is resumed into.
+static int check_counters(const Checkpoint *checkpoint, const RunIdentity *identity,
+                          int64_t *completed_steps, ErrorMessage *err) {
+    if (checkpoint_get_i64(checkpoint, "train.completed_steps", completed_steps, err)) return -1;
+    if (*completed_steps < 0 || *completed_steps > identity->total_steps)
+        return error_set(err, "train.completed_steps = %lld is outside 0..%ld (the run's steps)",
+                         (long long)*completed_steps, identity->total_steps);
+    long long step = 0, epoch = 0;
+    if (meta_integer(checkpoint, "step", 0, identity->total_steps, &step, err) ||
+        meta_integer(checkpoint, "epoch", 0, identity->total_steps, &epoch, err))
+        return -1;
+    if (step != *completed_steps)
+        return error_set(err, "metadata step=%lld disagrees with train.completed_steps = %lld",
+                         step, (long long)*completed_steps);
     return 0;
 }
 
@@ -118,17 +156,17 @@ int train_state_load(const char *path, Method *method, Optimizer *const *optimiz
     for (int i = 0; i < RUN_IDENTITY_FIELDS && !status; i++) {
         const char *saved = checkpoint_meta(&checkpoint, keys[i]);
         if (!saved || strcmp(saved, values[i]) != 0)
-            status = error_set(err, "%s: the interrupted run has %s=%s, this one %s (resume "
+            status = error_set(err, "the interrupted run has %s=%s, this one %s (resume "
                                     "with the same settings, or start a new run)",
-                               path, keys[i] + 4, saved ? saved : "(missing)", values[i]);
+                               keys[i] + 4, saved ? saved : "(missing)", values[i]);
     }
     int64_t steps = 0;
-    if (!status) status = checkpoint_get_i64(&checkpoint, "train.completed_steps", &steps, err);
+    if (!status) status = check_counters(&checkpoint, identity, &steps, err);
     for (int g = 0; g < method->group_count && !status; g++)
-        status = load_group(&checkpoint, method, &method->groups[g], optimizers[g], err);
+        status = load_group(&checkpoint, method, &method->groups[g], optimizers[g], steps, err);
     if (!status && method->ops->load) status = method->ops->load(method, &checkpoint, err);
     checkpoint_free(&checkpoint);
-    if (status) return -1;
+    if (status) return error_prefix(err, "%s", path);
     *completed_steps = (long)steps;
     return 0;
 }

@@ -15,6 +15,7 @@
 #include "nn/schedule.h"
 #include "train/train_run.h"
 #include "util/cpu.h"
+#include "util/fault.h"
 
 static volatile sig_atomic_t stop_signal;
 
@@ -57,8 +58,47 @@ static int log_augmentation_grid(TrainRun *run, const Batch *batch, ErrorMessage
     return status;
 }
 
+// The divergence check: NaN or infinite values in the gradients (values and
+// buffers: 0) of every group updated at step, one count per group, read back
+// once. Returns the index of the first group with any, or -1.
+static int first_nonfinite_group(TrainRun *run, long step, int values) {
+    Method *method = &run->method;
+    Backend *backend = run->backend;
+    backend->op.fill(backend, run->nonfinite, 0.0f, METHOD_MAX_GROUPS);
+    for (int g = 0; g < method->group_count; g++) {
+        const MethodGroup *group = &method->groups[g];
+        if (step < group->frozen_steps) continue;
+        if (!values) {
+            backend->op.count_nonfinite(backend, group->params->total, group->params->grads,
+                                        run->nonfinite + g);
+            continue;
+        }
+        backend->op.count_nonfinite(backend, group->params->total, group->params->values,
+                                    run->nonfinite + g);
+        if (group->buffers)
+            backend->op.count_nonfinite(backend, group->buffers->total, group->buffers->values,
+                                        run->nonfinite + g);
+    }
+    float counts[METHOD_MAX_GROUPS];
+    backend->op.download(backend, counts, run->nonfinite, sizeof counts);
+    for (int g = 0; g < method->group_count; g++)
+        if (counts[g] > 0) return g;
+    return -1;
+}
+
+// Fault injection (util/fault.h): a NaN in the first gradient or weight of
+// the first group, as a diverging step would leave.
+static void poison_first(TrainRun *run, int weights) {
+    const ParameterSet *params = run->method.groups[0].params;
+    const float nan = NAN;
+    run->backend->op.upload(run->backend, weights ? params->values : params->grads, &nan,
+                            sizeof nan);
+}
+
 // One optimizer step over accumulate micro-batches. Returns 0, or -1 with
-// err (a loader or backend failure), or 1 when the loader ran dry.
+// err (a loader or backend failure), or 1 when the loader ran dry. A loss,
+// gradient or updated weight that is NaN or infinite sets times->diverged
+// (the update is skipped when it can still be).
 static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *err) {
     Method *method = &run->method;
     for (int g = 0; g < method->group_count; g++)
@@ -75,6 +115,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         float loss = 0;
         int status = method_upload_views(method, batch, err);
         if (!status) status = method->ops->step(method, step, batch->size, &loss, err);
+        if (!status && fault_fires("nan-gradient", step)) poison_first(run, 0);
         compute += time_now() - start;
         if (!status && step == 0 && micro == 0 && run->events)
             status = log_augmentation_grid(run, batch, err);
@@ -84,7 +125,15 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         times->images += batch->size;
     }
     const double start = time_now();
-    if (isfinite(times->loss)) {
+    int bad_group = -1;
+    if (!isfinite(times->loss))
+        snprintf(times->diverged, sizeof times->diverged, "the loss is %s",
+                 isnan(times->loss) ? "NaN" : "infinite");
+    else if ((bad_group = first_nonfinite_group(run, step, 0)) >= 0)
+        snprintf(times->diverged, sizeof times->diverged,
+                 "the gradients of %s hold NaN or infinite values",
+                 method->groups[bad_group].name);
+    if (!times->diverged[0]) {
         if (run->accumulate > 1)
             for (int g = 0; g < method->group_count; g++)
                 optimizer_scale_grads(run->optimizers[g], 1.0f / (float)run->accumulate);
@@ -94,6 +143,11 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
             if (step >= method->groups[g].frozen_steps)
                 optimizer_step(run->optimizers[g], (float)times->lr, (float)run->weight_decay);
         if (method->ops->after_update) method->ops->after_update(method, step);
+        if (fault_fires("nan-weight", step)) poison_first(run, 1);
+        if ((bad_group = first_nonfinite_group(run, step, 1)) >= 0)
+            snprintf(times->diverged, sizeof times->diverged,
+                     "the weights of %s hold NaN or infinite values after the update",
+                     method->groups[bad_group].name);
         method->backend->op.synchronize(method->backend);
     }
     times->batch_seconds = compute + (time_now() - start);
@@ -121,17 +175,34 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
     return metrics_jsonl_write(run->metrics, step, tags, values, count, err);
 }
 
-// Writes last.ckpt and the exported backbone; on failure the previous files
-// stay (both writes are atomic).
+// The exported backbone (DINO: the teacher, see Method.export_part),
+// written atomically.
+static int train_export(TrainRun *run, ErrorMessage *err) {
+    Resnet *exported = &run->method.backbone;
+    if (strcmp(run->method.export_part, "teacher_backbone") == 0 && run->method.ops->teacher)
+        exported = run->method.ops->teacher(&run->method);
+    return resnet_save(exported, run->export_path, err);
+}
+
+// Writes last.ckpt, then the exported backbone; on failure the previous files
+// stay (both writes are atomic). A kill between the two leaves an export
+// older than the checkpoint: --resume brings it in line (train_complete).
 static int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
     const int epoch = (int)(completed_steps / run->steps_per_epoch);
     if (train_state_save(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
                          completed_steps, epoch, err))
         return -1;
-    Resnet *exported = &run->method.backbone;
-    if (strcmp(run->method.export_part, "teacher_backbone") == 0 && run->method.ops->teacher)
-        exported = run->method.ops->teacher(&run->method);
-    return resnet_save(exported, run->export_path, err);
+    if (fault_fires("kill-before-export", completed_steps)) raise(SIGKILL);
+    return train_export(run, err);
+}
+
+// The epoch whose end `completed` steps are when a kNN evaluation is due
+// there (every --knn-every epochs and at the end of the run), else 0.
+static int knn_epoch_due(const TrainRun *run, long completed) {
+    if (!run->knn_enabled || completed == 0) return 0;
+    if (completed % run->steps_per_epoch != 0 && completed != run->total_steps) return 0;
+    const int epoch = (int)((completed + run->steps_per_epoch - 1) / run->steps_per_epoch);
+    return epoch % run->config->knn_every == 0 || completed == run->total_steps ? epoch : 0;
 }
 
 static void train_knn(TrainRun *run, long completed_steps, int epoch) {
@@ -156,29 +227,29 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
     // The randomly initialised (or --checkpoint) backbone's kNN accuracy:
     // the baseline the following evaluations are compared with.
     if (run->knn_enabled && run->start_step == 0) train_knn(run, 0, 0);
+    // Resumed right after a checkpoint whose kNN evaluation was lost with
+    // the interrupted run: evaluate the checkpointed state now.
+    const int missed_epoch = run->knn_logged_at_start ? 0 : knn_epoch_due(run, run->start_step);
+    if (missed_epoch) train_knn(run, run->start_step, missed_epoch);
     const long epochs = (run->total_steps + run->steps_per_epoch - 1) / run->steps_per_epoch;
     double rate_images = 0, rate_seconds = 0;
     for (long step = run->start_step; step < run->total_steps; step++) {
         StepTimes times = {0};
         const int status = train_step(run, step, &times, &err);
-        if (status < 0) {
-            train_message(run, "error at step %ld: %s", step, err.text);
-            return 1;
-        }
+        if (status < 0) return train_stop(run, 1, "error at step %ld: %s", step, err.text);
         if (status > 0) break;
         totals->steps++;
         totals->images += (uint64_t)times.images;
         totals->batch_seconds += times.batch_seconds;
         totals->data_seconds += times.data_seconds;
-        if (!isfinite(times.loss)) {
+        if (times.diverged[0]) {
             const int saved = access(run->checkpoint_path, F_OK) == 0;
-            train_message(run, "stopping: the loss is %s at step %ld (epoch %ld); %s%s. Try a "
-                               "lower --lr.",
-                          isnan(times.loss) ? "NaN" : "infinite", step,
-                          step / run->steps_per_epoch + 1,
-                          saved ? "the last good state is in " : "no checkpoint was written yet",
-                          saved ? run->checkpoint_path : "");
-            return 1;
+            return train_stop(run, 1,
+                              "stopping: %s at step %ld (epoch %ld); %s%s. Try a lower --lr.",
+                              times.diverged, step, step / run->steps_per_epoch + 1,
+                              saved ? "the last good state, untouched, is in "
+                                    : "no checkpoint was written yet",
+                              saved ? run->checkpoint_path : "");
         }
         // images/s over the steps since the last log line
         rate_images += times.images;
@@ -187,10 +258,8 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         const long completed = step + 1;
         const int epoch = (int)(step / run->steps_per_epoch);
         if (step % run->log_every == 0 || completed == run->total_steps) {
-            if (train_log_step(run, step, &times, images_per_s, &err)) {
-                train_message(run, "error writing logs: %s", err.text);
-                return 1;
-            }
+            if (train_log_step(run, step, &times, images_per_s, &err))
+                return train_stop(run, 1, "error writing logs: %s", err.text);
             rate_images = rate_seconds = 0;
         }
         const double wait = times.data_seconds / (times.data_seconds + times.batch_seconds + 1e-12);
@@ -198,33 +267,47 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
                         wait, time_now());
         const int epoch_done = completed % run->steps_per_epoch == 0 || completed == run->total_steps;
         if (epoch_done || stop_signal) {
-            if (train_save(run, completed, &err)) {
-                train_message(run, "error: could not write the checkpoint: %s", err.text);
-                return 1;
-            }
+            if (train_save(run, completed, &err))
+                return train_stop(run, 1, "error: could not write the checkpoint: %s", err.text);
         }
-        if (epoch_done && run->knn_enabled) {
-            const int epoch_number = (int)((completed + run->steps_per_epoch - 1) /
-                                           run->steps_per_epoch);
-            if (epoch_number % run->config->knn_every == 0 || completed == run->total_steps)
-                train_knn(run, completed, epoch_number);
-        }
+        const int knn_epoch = knn_epoch_due(run, completed);
+        if (knn_epoch) train_knn(run, completed, knn_epoch);
         if (stop_signal) {
-            train_message(run,
-                          "interrupted (%s) after step %ld: checkpoint written to %s; continue "
-                          "with the same command plus --resume (without --overwrite)",
-                          stop_signal == SIGINT ? "SIGINT" : "SIGTERM", completed,
-                          run->checkpoint_path);
-            return 130;
+            // The shell's convention: 128 + the signal number.
+            return train_stop(run, stop_signal == SIGINT ? 130 : 143,
+                              "interrupted (%s) after step %ld: checkpoint written to %s; "
+                              "continue with the same command plus --resume (without "
+                              "--overwrite)",
+                              stop_signal == SIGINT ? "SIGINT" : "SIGTERM", completed,
+                              run->checkpoint_path);
         }
     }
+    return 0;
+}
+
+// --resume of a run whose checkpoint is its last step: nothing to train,
+// but the outputs a kill may have left behind it (the export, the final kNN
+// evaluation) are brought in line with the checkpoint.
+static int train_complete(TrainRun *run) {
+    ErrorMessage err = {{0}};
+    if (train_export(run, &err)) {
+        train_message(run, "error: could not write the export: %s", err.text);
+        return 1;
+    }
+    const int knn_epoch = run->knn_logged_at_start ? 0 : knn_epoch_due(run, run->start_step);
+    if (knn_epoch) train_knn(run, run->start_step, knn_epoch);
+    train_message(run, "the run in %s was already complete (step %ld of %ld): %s written again "
+                       "from its checkpoint%s",
+                  run->config->out, run->start_step, run->total_steps, run->export_path,
+                  knn_epoch ? ", and its final kNN evaluation run" : "");
     return 0;
 }
 
 int train_run(const TrainConfig *config, int argc, char **argv) {
     TrainRun run;
     int status = train_setup(&run, config, argc, argv);
-    if (status) {
+    if (status || run.complete) {
+        if (!status) status = train_complete(&run);
         train_teardown(&run);
         return status;
     }

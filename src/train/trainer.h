@@ -28,8 +28,8 @@ typedef struct TrainConfig {
     int devices, num_nodes;
     int optimizer_auto;       // 1: the method's default optimizer
     OptimizerKind optimizer;
-    double lr;                // < 0: the method's default, scaled by batch
-    double weight_decay;      // < 0: the method's default
+    double lr;                // -1 (auto): the method's default; scaled by batch
+    double weight_decay;      // -1 (auto): the method's default
     uint64_t seed;
     int resume, overwrite;
     const char *checkpoint;   // initial backbone weights or NULL

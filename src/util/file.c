@@ -1,13 +1,19 @@
 // Whole-file reads and atomic whole-file writes (see file.h).
 #include "util/file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/fault.h"
 
 static int byte_buffer_reserve(ByteBuffer *buffer, size_t capacity) {
     if (capacity <= buffer->capacity) return 0;
@@ -20,9 +26,19 @@ static int byte_buffer_reserve(ByteBuffer *buffer, size_t capacity) {
     return 0;
 }
 
-int file_read_all(const char *path, ByteBuffer *buffer, size_t max_bytes, ErrorMessage *err) {
-    buffer->size = 0;
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+static const char *file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a folder";
+    if (S_ISFIFO(mode)) return "a named pipe";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a plain file";
+}
+
+int file_open_regular(const char *path, off_t *size, ErrorMessage *err) {
+    // O_NONBLOCK: opening a named pipe must not wait for a writer; it is
+    // cleared again below (it means nothing for a regular file anyway).
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return error_set(err, "cannot open: %s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -32,9 +48,24 @@ int file_read_all(const char *path, ByteBuffer *buffer, size_t max_bytes, ErrorM
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return error_set(err, "not a regular file");
+        return error_set(err, "not a regular file (%s)", file_kind(st.st_mode));
     }
-    const size_t expected = (size_t)st.st_size;
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        const int saved = errno;
+        close(fd);
+        return error_set(err, "cannot set blocking reads: %s", strerror(saved));
+    }
+    if (size) *size = st.st_size;
+    return fd;
+}
+
+int file_read_all(const char *path, ByteBuffer *buffer, size_t max_bytes, ErrorMessage *err) {
+    buffer->size = 0;
+    off_t file_size = 0;
+    const int fd = file_open_regular(path, &file_size, err);
+    if (fd < 0) return -1;
+    const size_t expected = (size_t)file_size;
     if (expected > max_bytes) {
         close(fd);
         return error_set(err, "file of %zu bytes exceeds the limit of %zu bytes", expected,
@@ -94,6 +125,9 @@ static void sync_parent_directory(const char *path) {
     free(directory);
 }
 
+// Atomic writes so far in this process (for the kill-before-rename fault).
+static atomic_long writes;
+
 int file_write_atomic(const char *path, const FileChunk *chunks, int count, ErrorMessage *err) {
     const size_t temp_capacity = strlen(path) + 32;
     char *temp_path = malloc(temp_capacity);
@@ -107,6 +141,8 @@ int file_write_atomic(const char *path, const FileChunk *chunks, int count, Erro
         status = write_chunks(file, temp_path, chunks, count, err);
         if (fclose(file) != 0 && status == 0)
             status = error_set(err, "cannot close \"%s\": %s", temp_path, strerror(errno));
+        if (status == 0 && fault_fires("kill-before-rename", atomic_fetch_add(&writes, 1) + 1))
+            raise(SIGKILL);
         if (status == 0 && rename(temp_path, path) != 0)
             status = error_set(err, "cannot rename \"%s\" to it: %s", temp_path, strerror(errno));
         if (status != 0) unlink(temp_path);
@@ -114,4 +150,39 @@ int file_write_atomic(const char *path, const FileChunk *chunks, int count, Erro
     if (status == 0) sync_parent_directory(path);
     free(temp_path);
     return status == 0 ? 0 : error_prefix(err, "%s", path);
+}
+
+// ---- leftovers of killed writers ---------------------------------------------------
+
+// The pid of "<name>.tmp.<pid>", or 0 when entry is not such a name.
+static long temporary_owner(const char *entry) {
+    const char *mark = strstr(entry, ".tmp.");
+    if (!mark || mark == entry) return 0;
+    while (strstr(mark + 1, ".tmp.")) mark = strstr(mark + 1, ".tmp.");  // the last one
+    const char *digits = mark + 5;
+    char *end = NULL;
+    const long pid = strtol(digits, &end, 10);
+    return end != digits && *end == '\0' && pid > 0 ? pid : 0;
+}
+
+int file_remove_stale_temporaries(const char *dir, char *names, size_t size) {
+    DIR *handle = opendir(dir);
+    if (!handle) return 0;
+    int removed = 0;
+    struct dirent *entry;
+    while ((entry = readdir(handle))) {
+        const long pid = temporary_owner(entry->d_name);
+        // kill(pid, 0) fails with ESRCH only when no such process exists.
+        if (!pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, entry->d_name) >= (int)sizeof path) continue;
+        struct stat info;
+        if (lstat(path, &info) != 0 || !S_ISREG(info.st_mode) || unlink(path) != 0) continue;
+        const size_t used = strlen(names);
+        if (size > used)
+            snprintf(names + used, size - used, "%s%s", used ? ", " : "", path);
+        removed++;
+    }
+    closedir(handle);
+    return removed;
 }

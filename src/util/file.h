@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/error.h"
 
@@ -14,8 +15,14 @@ typedef struct ByteBuffer {
     size_t capacity;  // bytes allocated; grows, never shrinks
 } ByteBuffer;
 
+// Opens path for reading when it is a regular file; anything else (a named
+// pipe, a device, a folder) is refused without blocking, the message naming
+// what it is. Returns the descriptor (*size = the file's size when size is
+// not NULL) or -1 with err.
+int file_open_regular(const char *path, off_t *size, ErrorMessage *err);
+
 // Reads the file at path into buffer (replacing its contents). Refuses files
-// larger than max_bytes.
+// larger than max_bytes and anything but a regular file (file_open_regular).
 int file_read_all(const char *path, ByteBuffer *buffer, size_t max_bytes, ErrorMessage *err);
 void byte_buffer_free(ByteBuffer *buffer);
 
@@ -32,5 +39,12 @@ typedef struct FileChunk {
 // keeps its previous contents, and err names path, the failing step
 // ("cannot create/write/sync/close/rename") and the errno text.
 int file_write_atomic(const char *path, const FileChunk *chunks, int count, ErrorMessage *err);
+
+// Removes the temporary files "<name>.tmp.<pid>" that file_write_atomic
+// left in dir when its process was killed (only those whose process no
+// longer exists: a live writer's file is never touched). Appends
+// "name, name, ..." of the removed files to names (size bytes, cut to fit)
+// and returns how many were removed.
+int file_remove_stale_temporaries(const char *dir, char *names, size_t size);
 
 #endif

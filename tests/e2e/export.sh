@@ -28,7 +28,7 @@ expect 0 "export " -- "$bin" --help
 expect 0 "^exported backbone of resnet18 \(11176512 parameters\) from .*seed1.safetensors to .*out.safetensors$" \
   -- "$bin" export --checkpoint "$work/seed1.safetensors" --out "$work/out.safetensors"
 same "$work/out.safetensors" "$work/seed1.safetensors" "safetensors export"
-expect 2 "--out '.*out.safetensors' exists \(add --overwrite" \
+expect 2 "--out: '.*out.safetensors' exists \(pass --overwrite" \
   -- "$bin" export --checkpoint "$work/seed2.safetensors" --out "$work/out.safetensors"
 same "$work/out.safetensors" "$work/seed1.safetensors" "refused export left the file"
 # key=value spelling, replacing the file.
@@ -72,8 +72,10 @@ expect 2 "--checkpoint is required" -- "$bin" export --out "$work/none8.safetens
 for i in 1 2 3 4 5 6 7 8; do
   [ -e "$work/none$i.safetensors" ] && fail "a failed export wrote none$i.safetensors"
 done
-# An unwritable --out: exit 1, the path named, no temporary file left.
-expect 1 "cannot create .*: Not a directory" \
+# An unwritable --out is bad input like any other path (exit 2, found before
+# any work, the path named), as for train and embed.
+expect 2 "--out: '.*notes.txt' is not a folder" \
   -- "$bin" export --checkpoint "$work/seed1.safetensors" --out "$work/notes.txt/x.safetensors"
+[ -z "$(find "$work" -name '*.tmp.*')" ] || fail "a refused export left a temporary file"
 
 e2e_finish

@@ -1,12 +1,63 @@
 // Writes a small image folder for the end-to-end tests:
-//   make_images DIR COUNT [--corrupt N]
+//   make_images DIR COUNT [--corrupt N] [--damaged N]
 // COUNT patterned images (JPEG and PNG, varied sizes, in class folders), N
-// corrupt files and one non-image file.
+// corrupt files (a JPEG marker and garbage) and one non-image file.
+// --damaged: N JPEGs cut at 70% of their bytes (premature end of data) and N
+// PNGs whose zlib stream is broken in its last quarter (chunk CRCs fixed),
+// in damaged/: damage a decoder that reads only a crop's rows would miss.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "../image_fixtures.h"
+
+static uint32_t read_be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void write_be32(uint8_t *p, uint32_t value) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(value >> (24 - 8 * i));
+}
+
+// Overwrites bytes at 75%..80% of the last IDAT chunk's data with 0xff and
+// fixes that chunk's CRC, so only inflating that far finds the damage.
+static int break_png_zlib(uint8_t *png, size_t size) {
+    size_t last = 0;
+    for (size_t at = 8; at + 12 <= size;) {
+        const uint32_t length = read_be32(png + at);
+        if (memcmp(png + at + 4, "IDAT", 4) == 0) last = at;
+        at += 12 + (size_t)length;
+    }
+    if (!last) return -1;
+    const uint32_t length = read_be32(png + last);
+    uint8_t *data = png + last + 8;
+    for (uint32_t i = length * 19 / 20; i < length - 8; i++) data[i] = 0xff;
+    write_be32(data + length, (uint32_t)crc32(crc32(0, png + last + 4, 4), data, length));
+    return 0;
+}
+
+static int write_damaged(const char *root, int index, uint8_t *rgb) {
+    const int width = 300, height = 240;
+    fixture_pattern(rgb, width, height, 1000u + (uint32_t)index);
+    char path[4096];
+    uint8_t *jpeg = NULL;
+    size_t size = 0;
+    if (fixture_encode_jpeg(width, height, rgb, 90, &jpeg, &size) != 0) return -1;
+    snprintf(path, sizeof path, "%s/damaged/truncated%d.jpg", root, index);
+    int status = fixture_write_file(path, jpeg, size * 95 / 100);
+    free(jpeg);
+    snprintf(path, sizeof path, "%s/damaged/badzlib%d.png", root, index);
+    if (status || fixture_write_png(path, width, height, rgb)) return -1;
+    FILE *file = fopen(path, "rb");
+    uint8_t *png = malloc(1 << 22);
+    size = file ? fread(png, 1, 1 << 22, file) : 0;
+    if (file) fclose(file);
+    status = size ? break_png_zlib(png, size) : -1;
+    if (!status) status = fixture_write_file(path, png, size);
+    free(png);
+    return status;
+}
 
 int main(int argc, char **argv) {
     if (argc < 3) {
@@ -15,7 +66,15 @@ int main(int argc, char **argv) {
     }
     const char *root = argv[1];
     const int count = atoi(argv[2]);
-    const int corrupt = argc >= 5 && strcmp(argv[3], "--corrupt") == 0 ? atoi(argv[4]) : 0;
+    int corrupt = 0, damaged = 0;
+    for (int i = 3; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--corrupt") == 0) corrupt = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--damaged") == 0) damaged = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "make_images: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
     uint8_t *rgb = malloc(400 * 400 * 3);
     char path[4096];
     for (int i = 0; i < count; i++) {
@@ -34,6 +93,11 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/corrupt/broken%d.jpg", root, i);
         if (fixture_write_file(path, "\xff\xd8\xff garbage", 12) != 0) return 1;
     }
+    for (int i = 0; i < damaged; i++)
+        if (write_damaged(root, i, rgb) != 0) {
+            fprintf(stderr, "make_images: cannot write the damaged images\n");
+            return 1;
+        }
     snprintf(path, sizeof path, "%s/README.txt", root);
     fixture_write_file(path, "not an image\n", 13);
     free(rgb);

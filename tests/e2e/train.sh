@@ -169,7 +169,7 @@ expect 2 "has lr=" -- "$bin" train --data "$images" "${base[@]}" --out "$work/si
 expect 0 "warning: batch size 8 is larger than the dataset \(3 images\); using 3" -- \
   "$bin" train --data "$work/three" --batch-size 8 "${base[@]}" --out "$work/small" --max-steps 1 "${heads[@]}"
 
-# --- 6. A non-finite loss stops the run (exit 1, the step named) and leaves
+# --- 6. A non-finite loss or gradient stops the run (exit 1, the step named) and leaves
 # the checkpoint and export in --out alone. --overwrite into the finished
 # vicreg run: a huge invariance weight makes the first update blow the
 # weights up, so a later step's loss is NaN/inf.
@@ -178,15 +178,17 @@ output=$("$bin" train "${common[@]}" --out "$work/vicreg" --overwrite --max-step
   "${heads[@]}" --method-arg lambda=3e38 2>&1)
 status=$?
 [ "$status" -eq 1 ] || fail "diverging run exited $status, expected 1: $output"
-printf '%s\n' "$output" | grep -q -E "the loss is (NaN|infinite) at step [0-9]+" ||
-  fail "diverging run: no 'loss is ... at step' message: $output"
+printf '%s\n' "$output" | tail -n 1 |
+  grep -q -E "^stopping: (the loss is (NaN|infinite)|the gradients of [a-z_]+ hold NaN or infinite values) at step [0-9]+" ||
+  fail "diverging run: the last line does not say what diverged at which step: $output"
 after=$(cksum "$work/vicreg/checkpoints/last.ckpt" "$work/vicreg/exported_models/exported_last.safetensors")
 [ "$before" = "$after" ] || fail "the diverging run changed the checkpoint or export"
 leftovers=$(find "$work/vicreg" -name '*.tmp*')
 [ -z "$leftovers" ] || fail "partial files left: $leftovers"
 
 # --- 7. SIGTERM and SIGINT: the run stops after the current step with a
-# checkpoint (exit 130) and says how to continue; --resume continues it.
+# checkpoint (exit 143 / 130) and says how to continue, last; --resume
+# continues it.
 term_args=(train "${common[@]}" --out "$work/term" --max-steps 12 --log-every 1 "${heads[@]}")
 # interrupt SIGNAL STEPS [--resume]: starts the run, sends SIGNAL once it has
 # logged STEPS steps (so its handler is installed), checks the exit status and
@@ -203,8 +205,12 @@ interrupt() {
   done
   kill "-$signal" "$pid"
   wait "$pid"
-  local status=$?
-  [ "$status" -eq 130 ] || fail "$signal: exit $status, expected 130: $(cat "$work/term.log")"
+  local status=$? expected=130
+  [ "$signal" = TERM ] && expected=143  # 128 + the signal number
+  [ "$status" -eq "$expected" ] || fail "$signal: exit $status, expected $expected: $(cat "$work/term.log")"
+  # The way to continue is the last line, after the summary.
+  tail -n 1 "$work/term.log" | grep -q -E "^interrupted \(SIG$signal\)" ||
+    fail "$signal: the last line is not the interrupt message: $(tail -n 3 "$work/term.log")"
   grep -q -E "interrupted \(SIG$signal\) after step [0-9]+: checkpoint written.*--resume" "$work/term.log" ||
     fail "$signal: no message on how to resume: $(cat "$work/term.log")"
   [ -s "$work/term/checkpoints/last.ckpt" ] || fail "$signal: no checkpoint"

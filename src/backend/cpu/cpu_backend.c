@@ -164,6 +164,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .sum_squares = cpu_sum_squares,
         .dot = cpu_dot,
         .column_sum = cpu_column_sum,
+        .count_nonfinite = cpu_count_nonfinite,
         .sgd_update = cpu_sgd_update,
         .adamw_update = cpu_adamw_update,
         .ema_update = cpu_ema_update,

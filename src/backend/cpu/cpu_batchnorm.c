@@ -196,7 +196,7 @@ static void apply_map(Backend *backend, size_t rows, int channels, const float *
         }
         if (relu) {
 #pragma omp simd
-            for (int j = 0; j < width; j++) y_row[j] = y_row[j] > 0.0f ? y_row[j] : 0.0f;
+            for (int j = 0; j < width; j++) y_row[j] = y_row[j] <= 0.0f ? 0.0f : y_row[j];
         }
     }
 }
@@ -308,7 +308,7 @@ static void chunk_gradient_sums(const float *x, const float *relu_out, const flo
 #pragma omp simd
             for (int j = 0; j < width; j++) {
                 const float gradient = dz_row[j];  // unconditional load: vectorises
-                target[j] = relu_row[j] > 0.0f ? gradient : 0.0f;
+                target[j] = relu_row[j] <= 0.0f ? 0.0f : gradient;
             }
             dz_row = target;
         }
@@ -383,7 +383,7 @@ static void apply_gradient_map(Backend *backend, size_t rows, int channels, cons
 #pragma omp simd
             for (int j = 0; j < width; j++) {
                 const float gradient = source_row[j];  // unconditional load: vectorises
-                const float dz = relu_row[j] > 0.0f ? gradient : 0.0f;
+                const float dz = relu_row[j] <= 0.0f ? 0.0f : gradient;
                 dx_row[j] =
                     map->a[j] * (dz - map->mean_dz[j]) - map->b[j] * (x_row[j] - map->mean[j]);
             }

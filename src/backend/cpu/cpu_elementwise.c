@@ -25,7 +25,7 @@ void cpu_fill(Backend *backend, float *x, float value, size_t n) {
 void cpu_relu_forward(Backend *backend, size_t n, const float *x, float *y) {
     const int team = cpu_team(backend, n);
     CPU_FOR_ELEMENTS
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i];  // NaN stays NaN
 }
 
 // dy is loaded unconditionally: a load under the condition (y > 0 ? dy[i] :
@@ -36,7 +36,7 @@ void cpu_relu_backward(Backend *backend, size_t n, const float *y, const float *
     CPU_FOR_ELEMENTS
     for (size_t i = 0; i < n; i++) {
         const float gradient = dy[i];
-        dx[i] = y[i] > 0.0f ? gradient : 0.0f;
+        dx[i] = y[i] <= 0.0f ? 0.0f : gradient;
     }
 }
 
@@ -128,6 +128,17 @@ void cpu_sum_squares(Backend *backend, size_t n, const float *x, float *result) 
     CPU_FOR_SUM
     for (size_t i = 0; i < n; i++) total += (double)x[i] * x[i];
     *result = (float)total;
+}
+
+void cpu_count_nonfinite(Backend *backend, size_t n, const float *x, float *result) {
+    const int team = cpu_team(backend, n);
+    size_t bad = 0;
+    // The exponent bits: all ones is NaN or infinity (no float compare, so
+    // it vectorises as integer ops and holds under any FP flags).
+    const uint32_t *bits = (const uint32_t *)(const void *)x;
+#pragma omp parallel for simd num_threads(team) schedule(simd:static) reduction(+:bad)
+    for (size_t i = 0; i < n; i++) bad += (bits[i] & 0x7f800000u) == 0x7f800000u;
+    *result += (float)bad;
 }
 
 void cpu_dot(Backend *backend, size_t n, const float *a, const float *b, float *result) {

@@ -123,6 +123,7 @@ void cpu_bias_add(Backend *backend, size_t rows, int channels, const float *bias
 void cpu_sum(Backend *backend, size_t n, const float *x, float *result);
 void cpu_sum_squares(Backend *backend, size_t n, const float *x, float *result);
 void cpu_dot(Backend *backend, size_t n, const float *a, const float *b, float *result);
+void cpu_count_nonfinite(Backend *backend, size_t n, const float *x, float *result);
 void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
                     float *momentum_buffer, float lr, float momentum, float weight_decay,
                     int nesterov, int first_step);

@@ -24,7 +24,7 @@ void cpu_l2_normalize_forward(Backend *backend, int rows, int dim, const float *
 #pragma omp simd reduction(+ : squares)
         for (int d = 0; d < dim; d++) squares += (double)x_row[d] * x_row[d];
         const double length = sqrt(squares);
-        const float inverse = (float)(1.0 / (length > eps ? length : eps));
+        const float inverse = (float)(1.0 / (length < eps ? eps : length));  // NaN stays NaN
 #pragma omp simd
         for (int d = 0; d < dim; d++) y_row[d] = x_row[d] * inverse;
         norm[r] = (float)length;
@@ -122,7 +122,8 @@ void cpu_log_softmax_backward(Backend *backend, int rows, int dim, const float *
 
 // One output row (n, oh) at a time: for every output pixel, the first valid
 // window element is taken, then later ones replace it only when strictly
-// greater (ties keep the first in window order, as ref and PyTorch), all
+// greater or NaN (ties keep the first in window order, a NaN wins: as ref
+// and PyTorch, so a NaN input is not lost), all
 // channels at once. argmax is the flat index (ih * W + iw) * C + c within
 // the sample.
 void cpu_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
@@ -160,7 +161,8 @@ void cpu_maxpool_forward(Backend *backend, const PoolShape *shape, const float *
                     }
 #pragma omp simd
                     for (int c = 0; c < channels; c++) {
-                        const int greater = candidate[c] > best[c];
+                        // NaN wins, as in PyTorch (x != x: NaN, vectorisable)
+                        const int greater = candidate[c] > best[c] || candidate[c] != candidate[c];
                         best[c] = greater ? candidate[c] : best[c];
                         best_index[c] = greater ? base + c : best_index[c];
                     }

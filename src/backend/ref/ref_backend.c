@@ -43,12 +43,12 @@ static void ref_synchronize(Backend *backend) {}
 // ---- elementwise ---------------------------------------------------------------
 
 static void ref_relu_forward(Backend *backend, size_t n, const float *x, float *y) {
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i];  // NaN stays NaN, as torch.relu
 }
 
 static void ref_relu_backward(Backend *backend, size_t n, const float *y, const float *dy,
                               float *dx) {
-    for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];  // torch: zero where y <= 0
 }
 
 // GELU in double: Phi(x) = erfc(-x / sqrt 2) / 2, which equals (1 + erf(x / sqrt 2)) / 2
@@ -94,6 +94,12 @@ static void ref_sum_squares(Backend *backend, size_t n, const float *x, float *r
     double total = 0.0;
     for (size_t i = 0; i < n; i++) total += (double)x[i] * x[i];
     *result = (float)total;
+}
+
+static void ref_count_nonfinite(Backend *backend, size_t n, const float *x, float *result) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    *result += (float)bad;
 }
 
 static void ref_dot(Backend *backend, size_t n, const float *a, const float *b, float *result) {
@@ -178,6 +184,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .sum_squares = ref_sum_squares,
         .dot = ref_dot,
         .column_sum = ref_column_sum,
+        .count_nonfinite = ref_count_nonfinite,
         .sgd_update = ref_sgd_update,
         .adamw_update = ref_adamw_update,
         .ema_update = ref_ema_update,

@@ -62,7 +62,7 @@ void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, con
 static void add_residual_relu(size_t n, const float *residual, float *y) {
     for (size_t i = 0; i < n; i++) {
         const float sum = residual ? y[i] + residual[i] : y[i];
-        y[i] = sum > 0.0f ? sum : 0.0f;
+        y[i] = sum <= 0.0f ? 0.0f : sum;
     }
 }
 
@@ -88,7 +88,7 @@ void ref_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels
 // The gradient reaching the batch norm's output: dy, or with a ReLU after
 // it (relu_out not NULL) dy where the ReLU passed its input, else 0.
 static double masked_gradient(const float *relu_out, const float *dy, size_t i) {
-    return !relu_out || relu_out[i] > 0.0f ? dy[i] : 0.0;
+    return !relu_out || !(relu_out[i] <= 0.0f) ? dy[i] : 0.0;
 }
 
 // With xhat = (x - mean) inv_std and y = gamma xhat + beta over R rows and
@@ -147,7 +147,7 @@ void ref_l2_normalize_forward(Backend *backend, int rows, int dim, const float *
         double squares = 0.0;
         for (int d = 0; d < dim; d++) squares += (double)xr[d] * xr[d];
         const double length = sqrt(squares);
-        const double divisor = length > eps ? length : eps;
+        const double divisor = length < eps ? eps : length;  // NaN stays NaN
         for (int d = 0; d < dim; d++) y[(size_t)r * dim + d] = (float)(xr[d] / divisor);
         norm[r] = (float)length;
     }

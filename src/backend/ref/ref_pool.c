@@ -5,8 +5,8 @@
 #include "backend/ref/ref_ops.h"
 
 // The argmax is the flat index of the chosen element within its sample,
-// (ih * W + iw) * C + c; ties keep the first maximum in window order (as
-// PyTorch does).
+// (ih * W + iw) * C + c; ties keep the first maximum in window order and a
+// NaN wins over any number (the last NaN in window order), as PyTorch does.
 void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
                          int32_t *argmax) {
     const PoolShape *s = shape;
@@ -27,7 +27,7 @@ void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const float *
                             if (iw < 0 || iw >= s->in_width) continue;
                             const int32_t index =
                                 (int32_t)(((size_t)ih * s->in_width + iw) * s->channels + c);
-                            if (best_index < 0 || xn[index] > best) {
+                            if (best_index < 0 || xn[index] > best || isnan(xn[index])) {
                                 best = xn[index];
                                 best_index = index;
                             }

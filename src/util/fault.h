@@ -1,0 +1,21 @@
+// Fault injection for the tests of failure handling: the environment
+// variable LTC_FAULT=NAME or NAME@STEP makes the named point fire (at that
+// optimizer step, or at every step). The points are few and named where
+// they are used:
+//   nan-gradient@S   train: a NaN in the first gradient after the backward of step S
+//   nan-weight@S     train: a NaN in the first weight after the update of step S
+//   kill-before-export@S   train: SIGKILL right after the checkpoint of step S
+//                    is written, before the export (S = the completed steps)
+//   kill-before-rename@N   the N-th atomic file write of the process (1-based;
+//                    util/file.c): SIGKILL once its temporary file is complete,
+//                    before the rename (leaves "<file>.tmp.<pid>" behind, as a
+//                    crash there would). In train the writes are: checkpoint,
+//                    export, checkpoint, export, ... (one pair per epoch).
+// Unset (normal runs), every point is off; the check is a getenv per call.
+#ifndef LTC_UTIL_FAULT_H
+#define LTC_UTIL_FAULT_H
+
+// 1 when LTC_FAULT names `point` with no step or with step `step`.
+int fault_fires(const char *point, long step);
+
+#endif

@@ -1,0 +1,96 @@
+// Output path checks and folder creation (see output_path.h).
+#include "util/output_path.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// The folder part of path ("." when there is none), in out.
+static int parent_folder(const char *path, char *out, size_t size, ErrorMessage *err) {
+    if (snprintf(out, size, "%s", path) >= (int)size)
+        return error_set(err, "'%s': path too long", path);
+    size_t length = strlen(out);
+    while (length > 1 && out[length - 1] == '/') out[--length] = '\0';  // "a/b/" is "a/b"
+    char *slash = strrchr(out, '/');
+    if (!slash) snprintf(out, size, ".");
+    else if (slash == out) out[1] = '\0';  // "/x": the root
+    else *slash = '\0';
+    return 0;
+}
+
+static int writable_folder(const char *folder, ErrorMessage *err) {
+    struct stat info;
+    if (stat(folder, &info) != 0)
+        return error_set(err, "folder '%s' does not exist", folder);
+    if (!S_ISDIR(info.st_mode)) return error_set(err, "'%s' is not a folder", folder);
+    if (access(folder, W_OK | X_OK) != 0)
+        return error_set(err, "folder '%s' is not writable: %s", folder, strerror(errno));
+    return 0;
+}
+
+int output_entry_check(const char *path, ErrorMessage *err) {
+    struct stat info;
+    if (lstat(path, &info) != 0) return 0;
+    if (S_ISLNK(info.st_mode) && stat(path, &info) != 0) return 0;  // a dangling link is replaced
+    if (S_ISDIR(info.st_mode)) return error_set(err, "'%s' is a folder", path);
+    if (!S_ISREG(info.st_mode)) return error_set(err, "'%s' is not a regular file", path);
+    return 0;
+}
+
+int output_file_check(const char *path, int overwrite, ErrorMessage *err) {
+    if (output_entry_check(path, err)) return -1;
+    if (!overwrite && access(path, F_OK) == 0)
+        return error_set(err, "'%s' exists (pass --overwrite to replace it)", path);
+    char folder[PATH_MAX];
+    if (parent_folder(path, folder, sizeof folder, err)) return -1;
+    return writable_folder(folder, err);
+}
+
+int output_folder_check(const char *path, ErrorMessage *err) {
+    char current[PATH_MAX];
+    if (snprintf(current, sizeof current, "%s", path) >= (int)sizeof current)
+        return error_set(err, "'%s': path too long", path);
+    struct stat info;
+    if (stat(current, &info) == 0) {
+        if (!S_ISDIR(info.st_mode)) return error_set(err, "'%s' exists and is not a folder", path);
+        return writable_folder(current, err);
+    }
+    // Climb to the nearest existing ancestor: the folders below it are created.
+    for (;;) {
+        char parent[PATH_MAX];
+        if (parent_folder(current, parent, sizeof parent, err)) return -1;
+        if (stat(parent, &info) == 0) {
+            if (!S_ISDIR(info.st_mode))
+                return error_set(err, "cannot create '%s': '%s' is not a folder", path, parent);
+            if (access(parent, W_OK | X_OK) != 0)
+                return error_set(err, "cannot create '%s': folder '%s' is not writable", path,
+                                 parent);
+            return 0;
+        }
+        if (strcmp(parent, current) == 0) return error_set(err, "cannot create '%s'", path);
+        memcpy(current, parent, sizeof current);
+    }
+}
+
+int output_folder_create(const char *path, ErrorMessage *err) {
+    char partial[PATH_MAX];
+    if (snprintf(partial, sizeof partial, "%s", path) >= (int)sizeof partial)
+        return error_set(err, "'%s': path too long", path);
+    // Each prefix ending before a '/', then the whole path.
+    for (char *p = partial + 1;; p++) {
+        const int end = *p == '\0';
+        if (*p != '/' && !end) continue;
+        *p = '\0';
+        if (mkdir(partial, 0755) != 0 && errno != EEXIST)
+            return error_set(err, "cannot create folder '%s': %s", partial, strerror(errno));
+        if (end) break;
+        *p = '/';
+    }
+    struct stat info;
+    if (stat(path, &info) != 0 || !S_ISDIR(info.st_mode))
+        return error_set(err, "cannot create folder '%s': a file is in the way", path);
+    return 0;
+}

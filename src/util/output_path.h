@@ -1,0 +1,27 @@
+// Checks, before a command starts working, that it will be able to write
+// its outputs: a long run must never end in a refused write, and a bad
+// output path is bad input (exit 2), found in the first second. Each
+// function returns 0, or -1 with a message naming the path and the problem.
+#ifndef LTC_UTIL_OUTPUT_PATH_H
+#define LTC_UTIL_OUTPUT_PATH_H
+
+#include "util/error.h"
+
+// A file the command will write atomically (temporary file + rename): path
+// must not be a folder or anything but a regular file; an existing file is
+// only replaced with overwrite; its folder must exist and be writable.
+int output_file_check(const char *path, int overwrite, ErrorMessage *err);
+
+// A folder the command will create (with its missing parents) or write into:
+// an existing path must be a writable folder; otherwise the nearest existing
+// ancestor must be a writable folder.
+int output_folder_check(const char *path, ErrorMessage *err);
+
+// A file the command appends to or replaces inside an output folder: when
+// it exists it must be a regular file (not a folder, pipe or device).
+int output_entry_check(const char *path, ErrorMessage *err);
+
+// mkdir -p: creates path and its missing parents (mode 0755).
+int output_folder_create(const char *path, ErrorMessage *err);
+
+#endif

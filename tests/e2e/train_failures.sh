@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# End-to-end tests of the failure policy (docs/training.md, "Failures"):
+# nothing ends with status 0 and a wrong or stale result, nothing hangs, one
+# rule for exit codes. Divergence (NaN gradients or weights, injected with
+# LTC_FAULT) stops the run naming the step and keeps the last checkpoint;
+# non-finite, damaged, out-of-range or non-regular input files are refused
+# in one line; every output path is checked before training; a write
+# failure's error comes last; a run killed before its first checkpoint
+# points to --overwrite and its leftovers are removed; train and embed skip
+# the same damaged images for the same reasons.
+set -u
+source "$(dirname "$0")/lib.bash"
+e2e_init failures
+export OMP_WAIT_POLICY=PASSIVE  # see train.sh
+
+images="$work/images"
+"$build/tests/e2e/make_images" "$images" 48 || fail "make_images"
+plain=(--data "$images" --image-size 32 --num-workers 1 --threads 2 --batch-size 8)
+common=("${plain[@]}" --method-arg hidden_dim=64 --method-arg output_dim=32)
+
+# One finished run (12 steps, checkpoints after steps 6 and 12) to start from.
+"$bin" train "${common[@]}" --out "$work/good" --max-steps 12 >"$work/good.log" 2>&1 ||
+  fail "reference run: $(tail -n 3 "$work/good.log")"
+good_ckpt="$work/good/checkpoints/last.ckpt"
+good_export="$work/good/exported_models/exported_last.safetensors"
+
+# --- 1. Divergence: NaN gradients or weights stop the run (exit 1) at the
+# step they appear, naming it; the checkpoint of the last epoch stays.
+for fault in nan-gradient@8 nan-weight@9; do
+  out="$work/${fault%@*}"
+  cp -r "$work/good" "$out"
+  before=$(cksum <"$out/checkpoints/last.ckpt")
+  output=$(LTC_FAULT=$fault "$bin" train "${common[@]}" --out "$out" --max-steps 12 --overwrite 2>&1)
+  status=$?
+  [ "$status" -eq 1 ] || fail "$fault: exit $status, expected 1: $output"
+  step=${fault#*@}
+  last=$(printf '%s\n' "$output" | tail -n 1)
+  printf '%s\n' "$last" | grep -q -E "^stopping: the (gradients|weights) of backbone hold NaN or infinite values.* at step $step .*the last good state, untouched, is in .*last.ckpt" ||
+    fail "$fault: last line does not name the step and checkpoint: $last"
+  # The checkpoint is the one of step 6 this run wrote, finite and loadable.
+  "$bin" export --checkpoint "$out/checkpoints/last.ckpt" --out "$out/check.safetensors" >/dev/null 2>&1 ||
+    fail "$fault: the checkpoint left behind does not export"
+  [ "$(cksum <"$out/checkpoints/last.ckpt")" != "$before" ] ||
+    fail "$fault: the run did not write its step-6 checkpoint before diverging"
+done
+
+# --- 2. Files the run reads: a named pipe never blocks (timeout: a hang is a
+# failure), a damaged checkpoint says so, NaN weights are refused by name.
+mkfifo "$work/pipe.ckpt"
+expect 2 "not a regular file \(a named pipe\)" -- timeout 20 "$bin" export --checkpoint "$work/pipe.ckpt" --out "$work/x.safetensors"
+expect 2 "not a regular file \(a named pipe\)" -- timeout 20 "$bin" embed --data "$images" --checkpoint "$work/pipe.ckpt" --out "$work/x.npy"
+expect 2 "not a regular file \(a named pipe\)" -- timeout 20 "$bin" train "${common[@]}" --out "$work/x" --checkpoint "$work/pipe.ckpt"
+expect 2 "not a regular file \(a named pipe\)" -- timeout 20 "$bin" train "${plain[@]}" --out "$work/x" \
+  --method distillation --method-arg teacher="$work/pipe.ckpt"
+head -c 4096 "$good_ckpt" | tr 'L' 'X' >"$work/damaged.ckpt"
+expect 2 "damaged.ckpt: not a lightly-train-c checkpoint" -- "$bin" train "${common[@]}" --out "$work/x" --checkpoint "$work/damaged.ckpt"
+expect 2 "damaged.ckpt: not a lightly-train-c checkpoint" -- "$bin" export --checkpoint "$work/damaged.ckpt" --out "$work/x.safetensors"
+"$build/tests/e2e/edit_checkpoint" "$good_ckpt" "$work/nan.ckpt" --nan backbone.layer2.0.conv1.weight ||
+  fail "edit_checkpoint --nan"
+nan_message="\"backbone.layer2.0.conv1.weight\" holds 1 non-finite value"
+expect 2 "$nan_message" -- "$bin" train "${common[@]}" --out "$work/x" --checkpoint "$work/nan.ckpt"
+expect 2 "$nan_message" -- "$bin" export --checkpoint "$work/nan.ckpt" --out "$work/x.safetensors"
+expect 2 "$nan_message" -- "$bin" embed --data "$images" --checkpoint "$work/nan.ckpt" --out "$work/x.npy"
+expect 2 "$nan_message" -- "$bin" train "${plain[@]}" --out "$work/x" --method distillation \
+  --method-arg teacher="$work/nan.ckpt"
+[ -e "$work/x" ] && fail "a refused run created its --out folder"
+
+# --- 3. --resume refuses checkpoints whose counters are out of range or
+# not numbers, and a non-finite optimizer state, before anything runs.
+resume_refused() {  # PATTERN EDIT...
+  local pattern=$1
+  shift
+  rm -rf "$work/edited"
+  cp -r "$work/good" "$work/edited"
+  "$build/tests/e2e/edit_checkpoint" "$good_ckpt" "$work/edited/checkpoints/last.ckpt" "$@" ||
+    fail "edit_checkpoint $*"
+  expect 2 "$pattern" -- "$bin" train "${common[@]}" --out "$work/edited" --max-steps 12 --resume
+}
+resume_refused "train.completed_steps = -3 is outside 0..12" --i64 train.completed_steps=-3
+resume_refused "train.completed_steps = 99 is outside 0..12" --i64 train.completed_steps=99
+resume_refused "metadata step=\"six\" is not an integer" --meta step=six
+resume_refused "metadata epoch=-1 is outside" --meta epoch=-1
+resume_refused "optimizer.backbone.step_count = 13 is outside 0..12" --i64 optimizer.backbone.step_count=13
+resume_refused "optimizer.backbone.0.\*\" do not match the parameters: 1 holding NaN or inf: conv1.weight" \
+  --nan optimizer.backbone.0.conv1.weight
+
+# --- 4. Every output path is checked before any work (exit 2, in seconds):
+# a file where a folder goes, a folder where a file goes, --out below a file.
+mkdir -p "$work/layout1" "$work/layout2/checkpoints/last.ckpt"
+: >"$work/layout1/checkpoints"
+: >"$work/plain_file"
+start=$SECONDS
+expect 2 "checkpoints' exists and is not a folder" -- "$bin" train "${common[@]}" --out "$work/layout1" --overwrite
+expect 2 "last.ckpt' is a folder" -- "$bin" train "${common[@]}" --out "$work/layout2" --overwrite
+for command in "train ${common[*]}" "embed --data $images --checkpoint $good_export" \
+               "export --checkpoint $good_ckpt"; do
+  expect 2 "plain_file' is not a folder" -- "$bin" $command --out "$work/plain_file/out"
+done
+[ $((SECONDS - start)) -le 20 ] || fail "the output checks took $((SECONDS - start)) s"
+expect 2 "--lr: must be between 0 and 1000, got -0.5" -- "$bin" train "${common[@]}" --out "$work/x" --lr -0.5
+expect 2 "--weight-decay: must be between 0 and 10, got -1" -- "$bin" train "${common[@]}" --out "$work/x" --weight-decay -1
+"$bin" --help | grep -q "Exit status: 0 done; 2 bad input" || fail "--help lacks the exit statuses"
+"$bin" train --help | grep -q "130 / 143" || fail "train --help lacks the signal exit statuses"
+
+# --- 5. A write failure (a file size limit standing in for a full disk):
+# exit 1, and the error is the last line, after the summary.
+output=$( (ulimit -f 4096; trap '' XFSZ; exec "$bin" train "${common[@]}" --out "$work/full" --max-steps 6) 2>&1)
+status=$?
+[ "$status" -eq 1 ] || fail "write failure: exit $status, expected 1: $output"
+printf '%s\n' "$output" | tail -n 1 | grep -q "^error: could not write the checkpoint: .*File too large" ||
+  fail "write failure: the last line is not the error: $(printf '%s\n' "$output" | tail -n 4)"
+printf '%s\n' "$output" | grep -q "verdict" || fail "write failure: no summary before the error"
+[ -z "$(find "$work/full" -name '*.tmp.*')" ] || fail "write failure left temporary files"
+
+# --- 6. Killed before the first checkpoint (inside its write): the next run
+# points to --overwrite, not --resume; with --overwrite the leftover
+# temporary file is removed and said so in train.log.
+{ LTC_FAULT=kill-before-rename@1 "$bin" train "${common[@]}" --out "$work/early" --max-steps 12 \
+  >/dev/null 2>&1; } 2>/dev/null  # no "Killed" from the shell
+status=$?
+[ "$status" -eq 137 ] || fail "kill-before-rename: exit $status, expected 137"
+leftover=$(find "$work/early" -name 'last.ckpt.tmp.*')
+[ -n "$leftover" ] || fail "kill-before-rename left no temporary file"
+output=$("$bin" train "${common[@]}" --out "$work/early" --max-steps 12 2>&1)
+[ $? -eq 2 ] || fail "rerun after an early kill: expected exit 2: $output"
+printf '%s\n' "$output" | grep -q "holds no checkpoint to resume from.*pass --overwrite" ||
+  fail "rerun after an early kill: no --overwrite hint: $output"
+printf '%s\n' "$output" | grep -q -- "--resume" && fail "rerun after an early kill suggests --resume: $output"
+expect 2 "no checkpoint to resume from.*pass --overwrite instead" -- \
+  "$bin" train "${common[@]}" --out "$work/early" --max-steps 12 --resume
+"$bin" train "${common[@]}" --out "$work/early" --max-steps 12 --overwrite >/dev/null 2>&1 ||
+  fail "--overwrite after an early kill failed"
+[ -e "$leftover" ] && fail "the temporary file of the killed run is still there"
+grep -q "removed 1 temporary file(s) left by a run killed while writing: .*last.ckpt.tmp" \
+  "$work/early/train.log" || fail "train.log does not note the removed temporary file"
+
+# --- 7. train and embed skip the same damaged images, for the same reasons,
+# also when training crops never reach the damage (small crops, damage in
+# the last rows): the first read of a file in a run checks all of it.
+"$build/tests/e2e/make_images" "$work/damaged" 16 --damaged 2 || fail "make_images --damaged"
+# 20 files, batch 4: one epoch reads every file once.
+"$bin" train --data "$work/damaged" --image-size 32 --num-workers 1 --threads 2 --batch-size 4 \
+  --method-arg hidden_dim=64 --method-arg output_dim=32 --out "$work/damaged-run" --epochs 1 \
+  --transform scale_max=0.1 >"$work/damaged-train.log" 2>&1 || fail "train on damaged images"
+"$bin" embed --data "$work/damaged" --checkpoint "$work/damaged-run/exported_models/exported_last.safetensors" \
+  --image-size 32 --out "$work/damaged.npy" >"$work/damaged-embed.log" 2>&1 || fail "embed on damaged images"
+skipped() { grep -o "skipping '.*" "$1" | LC_ALL=C sort; }
+[ "$(skipped "$work/damaged-train.log" | wc -l)" -eq 4 ] ||
+  fail "train skipped $(skipped "$work/damaged-train.log" | wc -l) files, expected the 4 damaged: $(skipped "$work/damaged-train.log")"
+[ "$(skipped "$work/damaged-train.log")" = "$(skipped "$work/damaged-embed.log")" ] ||
+  fail "train and embed skip differently:"$'\n'"$(skipped "$work/damaged-train.log")"$'\n'"--"$'\n'"$(skipped "$work/damaged-embed.log")"
+
+e2e_finish
