@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs every cmocka unit test binary, then every end-to-end shell test, and
-# prints one closing line "tests: N passed, N failed". Exit status 1 when any
-# test failed.
+# prints one closing line "tests: N passed, N failed, N skipped" (skipped:
+# tests this machine cannot run, such as the GPU ones without a GPU). Exit
+# status 1 when any test failed.
 set -u
 build=${1:-build}
 passed=0
 failed=0
+skipped=0
 failed_names=()
 export LTC_BIN="$build/lightly-train-c"
 export LTC_BUILD="$build"
@@ -33,8 +35,12 @@ for binary in "$build"/tests/test_*; do
   # A binary may run several cmocka groups: add up every group's summary.
   ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
   bad=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+  # Skipped: what this machine cannot run (the GPU tests without a GPU),
+  # counted apart, never as passed.
+  skip=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
   ok=${ok:-0}
   bad=${bad:-0}
+  skipped=$((skipped + ${skip:-0}))
   if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi  # crashed
   passed=$((passed + ok))
   failed=$((failed + bad))
@@ -43,7 +49,7 @@ for binary in "$build"/tests/test_*; do
     echo "FAIL $name (exit $status):"
     grep -E 'FAILED|ERROR|Assert|error|Sanitizer|runtime error' "$log" | head -n 30
   else
-    echo "ok   $name ($ok tests)"
+    if [ "${skip:-0}" -ne 0 ]; then echo "ok   $name ($ok tests, $skip skipped)"; else echo "ok   $name ($ok tests)"; fi
   fi
 done
 done
@@ -67,5 +73,5 @@ done
 if [ ${#failed_names[@]} -ne 0 ]; then
   echo "failed: ${failed_names[*]}"
 fi
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

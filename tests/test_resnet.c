@@ -504,6 +504,13 @@ static void test_resnet18_matches_pytorch_cpu(void **state) {
 static void test_resnet50_matches_pytorch_cpu(void **state) {
     run_fixture("cpu", 50);
 }
+// And on the GPU (fp32, cuDNN and cuBLAS without TF32): skipped without one.
+static void test_resnet18_matches_pytorch_cuda(void **state) {
+    run_fixture("cuda", 18);
+}
+static void test_resnet50_matches_pytorch_cuda(void **state) {
+    run_fixture("cuda", 50);
+}
 
 
 // ---- structure, init, plans ----------------------------------------------------------
@@ -839,6 +846,8 @@ int main(void) {
         cmocka_unit_test(test_resnet50_matches_pytorch_ref),
         cmocka_unit_test(test_resnet18_matches_pytorch_cpu),
         cmocka_unit_test(test_resnet50_matches_pytorch_cpu),
+        cmocka_unit_test(test_resnet18_matches_pytorch_cuda),
+        cmocka_unit_test(test_resnet50_matches_pytorch_cuda),
         cmocka_unit_test(test_smaller_batch_needs_plans),
     };
     const struct CMUnitTest weights_tests[] = {  // share one saved model

@@ -1,9 +1,13 @@
 // Backend selection by name and the shape helpers shared by every backend.
 #include "backend/backend.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_backend.h"
+#ifdef LTC_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "backend/ref/ref_backend.h"
 
 static int window_output(int in, int window, int stride, int padding) {
@@ -54,8 +58,37 @@ int pool_shape_make(PoolShape *shape, int batch, int in_height, int in_width, in
 Backend *backend_create(const char *name, int threads, ErrorMessage *err) {
     if (strcmp(name, "ref") == 0) return ref_backend_create(err);
     if (strcmp(name, "cpu") == 0) return cpu_backend_create(threads, err);
-    error_set(err, "unknown backend '%s' (available: ref, cpu)", name);
+#ifdef LTC_WITH_CUDA
+    if (strcmp(name, "cuda") == 0) return cuda_backend_create(0, err);
+    error_set(err, "unknown backend '%s' (available: ref, cpu, cuda)", name);
+#else
+    if (strcmp(name, "cuda") == 0)
+        error_set(err, "backend 'cuda': this build has no CUDA (made with CUDA=0, or where "
+                       "the toolkit, cuDNN or NCCL was missing; see `make info`)");
+    else
+        error_set(err, "unknown backend '%s' (available: ref, cpu)", name);
+#endif
     return NULL;
+}
+
+Backend *backend_choose(const char *accelerator, const char *cpu_backend, int threads, char *why,
+                        size_t size, ErrorMessage *err) {
+    if (strcmp(accelerator, "cpu") != 0) {
+        ErrorMessage gpu_err = {{0}};
+        Backend *gpu = backend_create("cuda", 0, &gpu_err);
+        if (gpu) {
+            snprintf(why, size, "%s, %s (--accelerator %s)", gpu->name, gpu->device, accelerator);
+            return gpu;
+        }
+        if (strcmp(accelerator, "gpu") == 0) {
+            error_set(err, "--accelerator gpu: %s", gpu_err.text);
+            return NULL;
+        }
+        snprintf(why, size, "%s (--accelerator auto: %s)", cpu_backend, gpu_err.text);
+    } else {
+        snprintf(why, size, "%s (--accelerator cpu)", cpu_backend);
+    }
+    return backend_create(cpu_backend, threads, err);
 }
 
 void backend_destroy(Backend *backend) {

@@ -226,6 +226,7 @@ typedef struct BackendOps {
 
 struct Backend {
     const char *name;  // "ref", "cpu", "cuda"
+    char device[160];  // what it runs on, for logs: "GPU 0: NVIDIA H100 80GB HBM3"; "" for CPUs
     BackendOps op;
     int threads;       // CPU threads the backend may use
     void *impl;        // backend-private state
@@ -236,6 +237,15 @@ struct Backend {
 // cores. NULL with a message when the backend is unknown or unavailable.
 Backend *backend_create(const char *name, int threads, ErrorMessage *err);
 void backend_destroy(Backend *backend);
+
+// The backend for --accelerator: "cpu" gives `cpu_backend` ("cpu", or "ref"
+// for tests); "gpu" the cuda backend on GPU 0, or NULL with the reason (no
+// usable GPU, a build without CUDA); "auto" the cuda backend when a GPU
+// works, else `cpu_backend`. `why` (size bytes) says what was chosen and
+// why, for train.log ("GPU 0: NVIDIA H100 80GB HBM3", "no usable GPU:
+// CUDA driver version is insufficient ...").
+Backend *backend_choose(const char *accelerator, const char *cpu_backend, int threads, char *why,
+                        size_t size, ErrorMessage *err);
 
 // Reads one float result of a reduction back to the host.
 float backend_read_scalar(Backend *backend, const float *device_value);

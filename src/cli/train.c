@@ -33,13 +33,6 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
                               "cannot be combined");
     if (config->resume && config->overwrite)
         return error_set(err, "--resume and --overwrite cannot be combined");
-    if (accelerator_names[choices->accelerator][0] == 'g')
-        return error_set(err, "--accelerator gpu: this build has no CUDA backend yet; use "
-                              "--accelerator cpu");
-    const char *precision = precision_names[choices->precision];
-    if (strcmp(precision, "16-mixed") == 0 || strcmp(precision, "bf16-mixed") == 0)
-        return error_set(err, "--precision %s needs a GPU; on CPU training runs in 32-true",
-                         precision);
     if (config->devices > 1 || config->num_nodes > 1)
         return error_set(err, "--devices %d --num-nodes %d: multi-device training needs the "
                               "CUDA/NCCL backend, which this build does not have yet",
@@ -61,6 +54,8 @@ static int train_options_resolve(TrainConfig *config, const TrainChoices *choice
         return -1;
     config->seed = (uint64_t)choices->seed;
     config->backend_name = backend_names[choices->backend];
+    config->accelerator = accelerator_names[choices->accelerator];
+    config->precision = precision_names[choices->precision];
     return 0;
 }
 

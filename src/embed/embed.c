@@ -98,8 +98,6 @@ static void embed_run_free(EmbedRun *run) {
 
 static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     ErrorMessage err = {{0}};
-    if (args->accelerator == 2)
-        return usage_error("--accelerator %s: no CUDA backend in this build yet (use cpu)", "gpu");
     const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
                                                  : (EmbedFormat)(args->format - 1);
     if (check_output(args) != 0) return 2;
@@ -116,11 +114,10 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
                                                                      : args->batch_size;
     const int workers =
         args->num_workers > 0 ? args->num_workers : cpu_default_workers(cpu_usable_cores(), 1);
-    run->backend = backend_create("cpu", 0, &err);
-    if (!run->backend) {
-        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
-        return 1;
-    }
+    char accelerator_note[400];
+    run->backend = backend_choose(accelerator_choices[args->accelerator], "cpu", 0,
+                                  accelerator_note, sizeof accelerator_note, &err);
+    if (!run->backend) return usage_error("%s", err.text);
     const ResnetInputShape shape = {batch_size, args->image_size};
     if (model_source_load_resnet(args->checkpoint, part_choices[args->part], run->backend, &shape,
                                  1, &run->model, &err) != 0)
@@ -162,10 +159,10 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
         return 1;
     }
-    printf("embedded %zu images x %d dims (resnet%d, %d px, batch %d, %d workers) as %s to '%s' "
-           "in %.2f s (%.1f images/s); skipped files: %llu (rows dropped)\n",
+    printf("embedded %zu images x %d dims (resnet%d, %d px, batch %d, %d workers, %s) as %s to "
+           "'%s' in %.2f s (%.1f images/s); skipped files: %llu (rows dropped)\n",
            kept, dim, run->model.config.depth, args->image_size, batch_size, workers,
-           embed_format_names[format], args->out, seconds,
+           run->backend->name, embed_format_names[format], args->out, seconds,
            seconds > 0 ? (double)dataset->count / seconds : 0.0,
            (unsigned long long)stats.skipped_files);
     return 0;

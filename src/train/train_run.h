@@ -19,6 +19,8 @@
 typedef struct TrainRun {
     const TrainConfig *config;
     Backend *backend;
+    char accelerator_note[400];  // which backend --accelerator chose and why (train.log)
+    const char *precision;       // the resolved --precision
     Dataset dataset;
     int dataset_ready;
     Method method;

@@ -40,13 +40,15 @@ typedef struct TrainConfig {
     const char *knn_data;     // labelled folder (class per sub-folder) or NULL
     int knn_every;            // epochs
     int knn_k;
-    const char *backend_name; // "cpu" (default) or "ref"
+    const char *accelerator;  // "auto" (default: the GPU when one works), "cpu" or "gpu"
+    const char *precision;    // "auto", "32-true", "16-mixed", "bf16-mixed"
+    const char *backend_name; // the CPU backend: "cpu" (default) or "ref"
     int threads;              // compute threads; <= 0: usable cores
 } TrainConfig;
 
 // Runs (or resumes) training. Returns the exit status: 0 done, 1 failure
-// while running (message printed), 2 bad input, 130 interrupted (checkpoint
-// written). argc/argv go to train.log.
+// while running (message printed), 2 bad input, 130 / 143 interrupted by
+// SIGINT / SIGTERM (checkpoint written). argc/argv go to train.log.
 int train_run(const TrainConfig *config, int argc, char **argv);
 
 #endif

@@ -87,7 +87,7 @@ fi
 expect 2 "--data is required" -- "$bin" embed --checkpoint "$work/r18.safetensors" --out "$work/x.npy"
 expect 2 "--format: expected one of .*got 'parquet'" -- \
   "$bin" embed "${common[@]}" --out "$work/x.npy" --format parquet
-expect 2 "no CUDA backend in this build yet" -- \
+expect 2 "--accelerator gpu: (no usable GPU|backend .cuda.: this build has no CUDA)" -- \
   "$bin" embed "${common[@]}" --out "$work/x.npy" --accelerator gpu
 expect 2 "does not exist" -- "$bin" embed "${common[@]}" --out "$work/missing/x.npy"
 expect 2 "--checkpoint" -- "$bin" embed --data "$images" --checkpoint "$work/emb.csv" --out "$work/x.npy"

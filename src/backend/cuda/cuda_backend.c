@@ -1,0 +1,430 @@
+// The cuda backend's op table, device set-up, memory ops and the thin
+// wrappers that hand each op to its kernel launcher on the backend's stream
+// (see cuda_backend.h, cuda_internal.h).
+#include "backend/cuda/cuda_backend.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_internal.h"
+
+void cuda_fatal(const char *library, const char *call, const char *message, const char *file,
+                int line, int device) {
+    fprintf(stderr, "lightly-train-c: %s error on GPU %d at %s:%d: %s: %s\n", library, device,
+            file, line, call, message);
+    exit(1);
+}
+
+int cuda_current_device(void) {
+    int device = -1;
+    if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError();
+    return device;
+}
+
+int cuda_device_count(char *reason, size_t size) {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        snprintf(reason, size, "%s", cudaGetErrorString(status));
+        (void)cudaGetLastError();  // later CUDA calls start clean
+        return 0;
+    }
+    if (count == 0) snprintf(reason, size, "no CUDA device");
+    return count;
+}
+
+// ---- memory ------------------------------------------------------------------------
+
+static void cuda_set_device(const Backend *backend) {
+    CUDA_CHECK(cudaSetDevice(cuda_state(backend)->device));
+}
+
+// NULL when the device is out of memory (the caller names what it wanted).
+static void *cuda_alloc(Backend *backend, size_t bytes) {
+    cuda_set_device(backend);
+    void *pointer = NULL;
+    if (cudaMalloc(&pointer, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return pointer;
+}
+
+static void cuda_free(Backend *backend, void *pointer) {
+    if (pointer) CUDA_CHECK(cudaFree(pointer));
+}
+
+// Host buffers may be pageable: the copy is then complete on return, which
+// is what the interface promises the caller (it may reuse its buffer).
+static void cuda_upload(Backend *backend, void *device, const void *host, size_t bytes) {
+    if (!bytes) return;
+    CudaState *state = cuda_state(backend);
+    CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, state->stream));
+    CUDA_CHECK(cudaStreamSynchronize(state->stream));
+}
+
+static void cuda_download(Backend *backend, void *host, const void *device, size_t bytes) {
+    if (!bytes) return;
+    CudaState *state = cuda_state(backend);
+    CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, state->stream));
+    CUDA_CHECK(cudaStreamSynchronize(state->stream));
+}
+
+static void cuda_copy(Backend *backend, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                               cuda_state(backend)->stream));
+}
+
+static void cuda_fill(Backend *backend, float *x, float value, size_t n) {
+    cuda_fill_launch(cuda_state(backend)->stream, x, value, n);
+}
+
+static void cuda_synchronize(Backend *backend) {
+    CUDA_CHECK(cudaStreamSynchronize(cuda_state(backend)->stream));
+}
+
+// ---- batch norm (cuda_norm.cu) ------------------------------------------------------
+
+static void cuda_batchnorm_forward_train(Backend *backend, size_t rows, int channels,
+                                         const float *x, const float *gamma, const float *beta,
+                                         float momentum, float eps, float *y, float *save_mean,
+                                         float *save_inv_std, float *running_mean,
+                                         float *running_var) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_forward_train_launch(state->stream, state->scratch, rows, channels, x, NULL, 0,
+                                        gamma, beta, momentum, eps, y, save_mean, save_inv_std,
+                                        running_mean, running_var);
+}
+
+static void cuda_batchnorm_forward_eval(Backend *backend, size_t rows, int channels,
+                                        const float *x, const float *gamma, const float *beta,
+                                        const float *running_mean, const float *running_var,
+                                        float eps, float *y) {
+    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, rows, channels, x, NULL, 0,
+                                       gamma, beta, running_mean, running_var, eps, y);
+}
+
+static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *dy, const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, float *dx, float *dgamma,
+                                    float *dbeta) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_backward_launch(state->stream, state->scratch, rows, channels, x, NULL, dy,
+                                   gamma, save_mean, save_inv_std, dx, dgamma, dbeta, NULL);
+}
+
+static void cuda_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
+                                              const float *x, const float *residual,
+                                              const float *gamma, const float *beta,
+                                              float momentum, float eps, float *y,
+                                              float *save_mean, float *save_inv_std,
+                                              float *running_mean, float *running_var) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_forward_train_launch(state->stream, state->scratch, rows, channels, x, residual,
+                                        1, gamma, beta, momentum, eps, y, save_mean, save_inv_std,
+                                        running_mean, running_var);
+}
+
+static void cuda_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
+                                             const float *x, const float *residual,
+                                             const float *gamma, const float *beta,
+                                             const float *running_mean,
+                                             const float *running_var, float eps, float *y) {
+    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, rows, channels, x, residual,
+                                       1, gamma, beta, running_mean, running_var, eps, y);
+}
+
+static void cuda_batchnorm_relu_backward(Backend *backend, size_t rows, int channels,
+                                         const float *x, const float *y, const float *dy,
+                                         const float *gamma, const float *save_mean,
+                                         const float *save_inv_std, float *dx, float *dgamma,
+                                         float *dbeta, float *dresidual) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_backward_launch(state->stream, state->scratch, rows, channels, x, y, dy, gamma,
+                                   save_mean, save_inv_std, dx, dgamma, dbeta, dresidual);
+}
+
+// ---- elementwise (cuda_elementwise.cu) ----------------------------------------------
+
+static void cuda_relu_forward(Backend *backend, size_t n, const float *x, float *y) {
+    cuda_relu_forward_launch(cuda_state(backend)->stream, n, x, y);
+}
+
+static void cuda_relu_backward(Backend *backend, size_t n, const float *y, const float *dy,
+                               float *dx) {
+    cuda_relu_backward_launch(cuda_state(backend)->stream, n, y, dy, dx);
+}
+
+static void cuda_gelu_forward(Backend *backend, size_t n, const float *x, float *y) {
+    cuda_gelu_forward_launch(cuda_state(backend)->stream, n, x, y);
+}
+
+static void cuda_gelu_backward(Backend *backend, size_t n, const float *x, const float *dy,
+                               float *dx) {
+    cuda_gelu_backward_launch(cuda_state(backend)->stream, n, x, dy, dx);
+}
+
+static void cuda_add(Backend *backend, size_t n, const float *a, const float *b, float *y) {
+    cuda_add_launch(cuda_state(backend)->stream, n, a, b, y);
+}
+
+static void cuda_axpby(Backend *backend, size_t n, float alpha, const float *x, float beta,
+                       float *y) {
+    cuda_axpby_launch(cuda_state(backend)->stream, n, alpha, x, beta, y);
+}
+
+static void cuda_mul(Backend *backend, size_t n, const float *a, const float *b, float *y) {
+    cuda_mul_launch(cuda_state(backend)->stream, n, a, b, y);
+}
+
+// ---- pooling (cuda_pool.cu) ---------------------------------------------------------
+
+static void cuda_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x,
+                                 float *y, int32_t *argmax) {
+    cuda_maxpool_forward_launch(cuda_state(backend)->stream, shape, x, y, argmax);
+}
+
+static void cuda_maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
+                                  const int32_t *argmax, float *dx) {
+    cuda_maxpool_backward_launch(cuda_state(backend)->stream, shape, dy, argmax, dx);
+}
+
+static void cuda_avgpool_forward(Backend *backend, int batch, int pixels, int channels,
+                                 const float *x, float *y) {
+    cuda_avgpool_forward_launch(cuda_state(backend)->stream, batch, pixels, channels, x, y);
+}
+
+static void cuda_avgpool_backward(Backend *backend, int batch, int pixels, int channels,
+                                  const float *dy, float *dx) {
+    cuda_avgpool_backward_launch(cuda_state(backend)->stream, batch, pixels, channels, dy, dx);
+}
+
+// ---- linear layers ---------------------------------------------------------------------
+
+static void cuda_bias_add(Backend *backend, size_t rows, int channels, const float *bias,
+                          float *y) {
+    cuda_bias_add_launch(cuda_state(backend)->stream, rows, channels, bias, y);
+}
+
+static void cuda_bias_backward(Backend *backend, size_t rows, int channels, const float *dy,
+                               float *dbias) {
+    CudaState *state = cuda_state(backend);
+    cuda_column_sum_launch(state->stream, state->scratch, rows, channels, dy, dbias, 1);
+}
+
+// ---- rows (cuda_rows.cu) ----------------------------------------------------------------
+
+static void cuda_l2_normalize_forward(Backend *backend, int rows, int dim, const float *x,
+                                      float eps, float *y, float *norm) {
+    cuda_l2_normalize_forward_launch(cuda_state(backend)->stream, rows, dim, x, eps, y, norm);
+}
+
+static void cuda_l2_normalize_backward(Backend *backend, int rows, int dim, const float *y,
+                                       const float *norm, const float *dy, float eps,
+                                       float *dx) {
+    cuda_l2_normalize_backward_launch(cuda_state(backend)->stream, rows, dim, y, norm, dy, eps,
+                                      dx);
+}
+
+static void cuda_softmax_forward(Backend *backend, int rows, int dim, const float *x, float scale,
+                                 float *y) {
+    cuda_softmax_forward_launch(cuda_state(backend)->stream, rows, dim, x, scale, 0, y);
+}
+
+static void cuda_log_softmax_forward(Backend *backend, int rows, int dim, const float *x,
+                                     float scale, float *y) {
+    cuda_softmax_forward_launch(cuda_state(backend)->stream, rows, dim, x, scale, 1, y);
+}
+
+static void cuda_softmax_backward(Backend *backend, int rows, int dim, const float *y,
+                                  const float *dy, float scale, float *dx) {
+    cuda_softmax_backward_launch(cuda_state(backend)->stream, rows, dim, y, dy, scale, 0, dx);
+}
+
+static void cuda_log_softmax_backward(Backend *backend, int rows, int dim, const float *y,
+                                      const float *dy, float scale, float *dx) {
+    cuda_softmax_backward_launch(cuda_state(backend)->stream, rows, dim, y, dy, scale, 1, dx);
+}
+
+// ---- reductions (cuda_reduce.cu) ---------------------------------------------------------
+
+static void cuda_reduce(Backend *backend, int kind, size_t n, const float *a, const float *b,
+                        float *result) {
+    CudaState *state = cuda_state(backend);
+    cuda_reduce_launch(state->stream, state->scratch, kind, n, a, b, result);
+}
+
+static void cuda_sum(Backend *backend, size_t n, const float *x, float *result) {
+    cuda_reduce(backend, 0, n, x, NULL, result);
+}
+
+static void cuda_sum_squares(Backend *backend, size_t n, const float *x, float *result) {
+    cuda_reduce(backend, 1, n, x, NULL, result);
+}
+
+static void cuda_dot(Backend *backend, size_t n, const float *a, const float *b, float *result) {
+    cuda_reduce(backend, 2, n, a, b, result);
+}
+
+static void cuda_count_nonfinite(Backend *backend, size_t n, const float *x, float *result) {
+    cuda_reduce(backend, 3, n, x, NULL, result);
+}
+
+static void cuda_column_sum(Backend *backend, size_t rows, int channels, const float *x,
+                            float *y) {
+    CudaState *state = cuda_state(backend);
+    cuda_column_sum_launch(state->stream, state->scratch, rows, channels, x, y, 0);
+}
+
+// ---- optimizer updates ------------------------------------------------------------------
+
+static void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
+                            float *momentum_buffer, float lr, float momentum, float weight_decay,
+                            int nesterov, int first_step) {
+    cuda_sgd_update_launch(cuda_state(backend)->stream, n, param, grad, momentum_buffer, lr,
+                           momentum, weight_decay, nesterov, first_step);
+}
+
+// The step-dependent factors in double on the host, as PyTorch computes them
+// in Python floats (the same as ref and cpu).
+static void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                              float *m, float *v, float lr, float beta1, float beta2, float eps,
+                              float weight_decay, int step) {
+    const double correction1 = 1.0 - pow(beta1, step);
+    const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
+    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, m, v, lr, beta1, beta2,
+                             eps, (float)(lr / correction1),
+                             (float)(1.0 - (double)lr * weight_decay), correction2_sqrt);
+}
+
+static void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
+                            float momentum) {
+    cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source, momentum);
+}
+
+static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
+                              const float mean[3], const float std[3], float *y) {
+    cuda_normalize_u8_launch(cuda_state(backend)->stream, pixels, x, mean[0], mean[1], mean[2],
+                             std[0], std[1], std[2], y);
+}
+
+// ---- creation -----------------------------------------------------------------------------
+
+static void cuda_destroy(Backend *backend) {
+    CudaState *state = cuda_state(backend);
+    if (state) {
+        (void)cudaSetDevice(state->device);
+        if (state->stream) (void)cudaStreamSynchronize(state->stream);
+        cuda_dnn_destroy(state);
+        cuda_blas_destroy(state);
+        if (state->workspace) (void)cudaFree(state->workspace);
+        if (state->scratch) (void)cudaFree(state->scratch);
+        if (state->stream) (void)cudaStreamDestroy(state->stream);
+        free(state);
+    }
+    free(backend);
+}
+
+static const BackendOps cuda_ops = {
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .fill = cuda_fill,
+    .synchronize = cuda_synchronize,
+    .conv2d_plan = cuda_conv2d_plan,
+    .conv2d_plan_free = cuda_conv2d_plan_free,
+    .conv2d_forward = cuda_conv2d_forward,
+    .conv2d_backward_data = cuda_conv2d_backward_data,
+    .conv2d_backward_weights = cuda_conv2d_backward_weights,
+    .batchnorm_forward_train = cuda_batchnorm_forward_train,
+    .batchnorm_forward_eval = cuda_batchnorm_forward_eval,
+    .batchnorm_backward = cuda_batchnorm_backward,
+    .batchnorm_relu_forward_train = cuda_batchnorm_relu_forward_train,
+    .batchnorm_relu_forward_eval = cuda_batchnorm_relu_forward_eval,
+    .batchnorm_relu_backward = cuda_batchnorm_relu_backward,
+    .relu_forward = cuda_relu_forward,
+    .relu_backward = cuda_relu_backward,
+    .gelu_forward = cuda_gelu_forward,
+    .gelu_backward = cuda_gelu_backward,
+    .add = cuda_add,
+    .axpby = cuda_axpby,
+    .mul = cuda_mul,
+    .maxpool_forward = cuda_maxpool_forward,
+    .maxpool_backward = cuda_maxpool_backward,
+    .avgpool_forward = cuda_avgpool_forward,
+    .avgpool_backward = cuda_avgpool_backward,
+    .gemm = cuda_gemm,
+    .bias_add = cuda_bias_add,
+    .bias_backward = cuda_bias_backward,
+    .l2_normalize_forward = cuda_l2_normalize_forward,
+    .l2_normalize_backward = cuda_l2_normalize_backward,
+    .softmax_forward = cuda_softmax_forward,
+    .log_softmax_forward = cuda_log_softmax_forward,
+    .softmax_backward = cuda_softmax_backward,
+    .log_softmax_backward = cuda_log_softmax_backward,
+    .sum = cuda_sum,
+    .sum_squares = cuda_sum_squares,
+    .dot = cuda_dot,
+    .column_sum = cuda_column_sum,
+    .count_nonfinite = cuda_count_nonfinite,
+    .sgd_update = cuda_sgd_update,
+    .adamw_update = cuda_adamw_update,
+    .ema_update = cuda_ema_update,
+    .normalize_u8 = cuda_normalize_u8,
+};
+
+Backend *cuda_backend_create(int device, ErrorMessage *err) {
+    char reason[256] = "";
+    const int count = cuda_device_count(reason, sizeof reason);
+    if (count == 0) {
+        error_set(err, "no usable GPU: %s", reason);
+        return NULL;
+    }
+    if (device < 0 || device >= count) {
+        error_set(err, "GPU %d does not exist (%d visible)", device, count);
+        return NULL;
+    }
+    Backend *backend = calloc(1, sizeof *backend);
+    CudaState *state = calloc(1, sizeof *state);
+    if (!backend || !state) {
+        free(backend);
+        free(state);
+        error_set(err, "cuda backend: out of memory");
+        return NULL;
+    }
+    backend->name = "cuda";
+    backend->threads = 1;
+    backend->impl = state;
+    backend->destroy = cuda_destroy;
+    backend->op = cuda_ops;
+    state->device = device;
+    struct cudaDeviceProp properties;
+    cudaError_t status = cudaSetDevice(device);
+    if (status == cudaSuccess) status = cudaGetDeviceProperties(&properties, device);
+    if (status == cudaSuccess) status = cudaStreamCreateWithFlags(&state->stream,
+                                                                   cudaStreamNonBlocking);
+    if (status == cudaSuccess)
+        status = cudaMalloc((void **)&state->scratch, CUDA_SCRATCH_DOUBLES * sizeof(double));
+    if (status != cudaSuccess) {
+        error_set(err, "GPU %d: %s", device, cudaGetErrorString(status));
+        (void)cudaGetLastError();
+        cuda_destroy(backend);
+        return NULL;
+    }
+    snprintf(state->device_name, sizeof state->device_name, "%.127s", properties.name);
+    snprintf(backend->device, sizeof backend->device, "GPU %d: %.96s, %.1f GiB, compute %d.%d",
+             device, state->device_name,
+             (double)properties.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), properties.major,
+             properties.minor);
+    if (cuda_blas_create(state, err) || cuda_dnn_create(state, err)) {
+        error_prefix(err, "GPU %d (%s)", device, state->device_name);
+        cuda_destroy(backend);
+        return NULL;
+    }
+    return backend;
+}

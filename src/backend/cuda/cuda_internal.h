@@ -1,0 +1,164 @@
+// Private to the cuda backend: its state, the one check-and-report path for
+// CUDA, cuBLAS and cuDNN calls, and the kernel launchers the .cu files
+// implement (called from the C files; every launch goes on the backend's
+// stream, so ops run in order and nothing waits for the device until a
+// download or synchronize). Shapes and the `=` / `+=` contract are those of
+// backend.h.
+//
+// Reductions are deterministic: blocks write partial results into the
+// backend's scratch, a second pass combines them in a fixed order (no float
+// atomics), so a run gives the same bits every time.
+#ifndef LTC_BACKEND_CUDA_INTERNAL_H
+#define LTC_BACKEND_CUDA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Doubles of reduction scratch (partials of the two-pass reductions): room
+// for CUDA_MAX_ROW_BLOCKS partials of two sums per column and two results
+// per column, for up to CUDA_MAX_COLUMNS columns at a time (column sums of
+// wider matrices go in chunks; batch norm has far fewer channels).
+#define CUDA_MAX_ROW_BLOCKS 64
+#define CUDA_MAX_COLUMNS 65536
+#define CUDA_SCRATCH_DOUBLES ((size_t)2 * (CUDA_MAX_ROW_BLOCKS + 1) * CUDA_MAX_COLUMNS)
+
+typedef struct CudaState {
+    int device;
+    cudaStream_t stream;
+    void *cublas;          // cublasHandle_t
+    void *cudnn;           // cudnnHandle_t
+    double *scratch;       // device: CUDA_SCRATCH_DOUBLES
+    void *workspace;       // device: cuDNN workspace, the largest any plan needs
+    size_t workspace_bytes;
+    char device_name[128];
+} CudaState;
+
+static inline CudaState *cuda_state(const Backend *backend) { return (CudaState *)backend->impl; }
+
+// Reports a failed call (what, the library's message, file, line, device)
+// on stderr and ends the process with status 1: an op cannot fail once its
+// inputs are valid (backend.h), so a failure here is a broken device or a
+// bug, and the last checkpoint on disk is what remains.
+void cuda_fatal(const char *library, const char *call, const char *message, const char *file,
+                int line, int device);
+int cuda_current_device(void);
+
+#define CUDA_CHECK(call)                                                                    \
+    do {                                                                                    \
+        cudaError_t cuda_status_ = (call);                                                  \
+        if (cuda_status_ != cudaSuccess)                                                    \
+            cuda_fatal("CUDA", #call, cudaGetErrorString(cuda_status_), __FILE__, __LINE__, \
+                       cuda_current_device());                                              \
+    } while (0)
+
+// After a kernel launch: launch errors (bad configuration) show here, not
+// at the next synchronisation.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+// ---- cuda_elementwise.cu ----
+void cuda_fill_launch(cudaStream_t stream, float *x, float value, size_t n);
+void cuda_relu_forward_launch(cudaStream_t stream, size_t n, const float *x, float *y);
+void cuda_relu_backward_launch(cudaStream_t stream, size_t n, const float *y, const float *dy,
+                               float *dx);
+void cuda_gelu_forward_launch(cudaStream_t stream, size_t n, const float *x, float *y);
+void cuda_gelu_backward_launch(cudaStream_t stream, size_t n, const float *x, const float *dy,
+                               float *dx);
+void cuda_add_launch(cudaStream_t stream, size_t n, const float *a, const float *b, float *y);
+void cuda_axpby_launch(cudaStream_t stream, size_t n, float alpha, const float *x, float beta,
+                       float *y);
+void cuda_mul_launch(cudaStream_t stream, size_t n, const float *a, const float *b, float *y);
+void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
+                            float *momentum_buffer, float lr, float momentum, float weight_decay,
+                            int nesterov, int first_step);
+void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
+                              float *m, float *v, float lr, float beta1, float beta2, float eps,
+                              float step_size, float decay, double correction2_sqrt);
+void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
+                            float momentum);
+void cuda_normalize_u8_launch(cudaStream_t stream, size_t pixels, const uint8_t *x,
+                              float mean0, float mean1, float mean2, float std0, float std1,
+                              float std2, float *y);
+
+// ---- cuda_reduce.cu ----
+// Whole-vector reductions into one float of device memory. kind: 0 sum,
+// 1 sum of squares, 2 dot (b), 3 count of NaN and inf (added to *result).
+void cuda_reduce_launch(cudaStream_t stream, double *scratch, int kind, size_t n, const float *a,
+                        const float *b, float *result);
+// Column sums of x (rows, C) into y (C): accumulate 0 writes y =, 1 adds y +=.
+void cuda_column_sum_launch(cudaStream_t stream, double *scratch, size_t rows, int channels,
+                            const float *x, float *y, int accumulate);
+void cuda_bias_add_launch(cudaStream_t stream, size_t rows, int channels, const float *bias,
+                          float *y);
+
+// ---- cuda_norm.cu ----
+void cuda_batchnorm_forward_train_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                         int channels, const float *x, const float *residual,
+                                         int relu, const float *gamma, const float *beta,
+                                         float momentum, float eps, float *y, float *save_mean,
+                                         float *save_inv_std, float *running_mean,
+                                         float *running_var);
+void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, size_t rows, int channels,
+                                        const float *x, const float *residual, int relu,
+                                        const float *gamma, const float *beta,
+                                        const float *running_mean, const float *running_var,
+                                        float eps, float *y);
+// relu_out: the forward output whose sign masks dy (NULL: no ReLU).
+void cuda_batchnorm_backward_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                    int channels, const float *x, const float *relu_out,
+                                    const float *dy, const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, float *dx, float *dgamma,
+                                    float *dbeta, float *dresidual);
+
+// ---- cuda_rows.cu ----
+void cuda_l2_normalize_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
+                                      float eps, float *y, float *norm);
+void cuda_l2_normalize_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
+                                       const float *norm, const float *dy, float eps, float *dx);
+// log: 0 softmax, 1 log_softmax.
+void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
+                                 float scale, int log, float *y);
+void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
+                                  const float *dy, float scale, int log, float *dx);
+
+// ---- cuda_pool.cu ----
+void cuda_maxpool_forward_launch(cudaStream_t stream, const PoolShape *shape, const float *x,
+                                 float *y, int32_t *argmax);
+void cuda_maxpool_backward_launch(cudaStream_t stream, const PoolShape *shape, const float *dy,
+                                  const int32_t *argmax, float *dx);
+void cuda_avgpool_forward_launch(cudaStream_t stream, int batch, int pixels, int channels,
+                                 const float *x, float *y);
+void cuda_avgpool_backward_launch(cudaStream_t stream, int batch, int pixels, int channels,
+                                  const float *dy, float *dx);
+
+#ifdef __cplusplus
+}
+#endif
+
+// ---- cuda_conv.c, cuda_gemm.c (C only) ----
+#ifndef __cplusplus
+ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
+void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan);
+void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
+                         float *y);
+void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
+                               const float *w, float *dx);
+void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
+                                  const float *dy, float *dw);
+void cuda_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
+               float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+               float *c, int ldc);
+int cuda_blas_create(CudaState *state, ErrorMessage *err);
+void cuda_blas_destroy(CudaState *state);
+int cuda_dnn_create(CudaState *state, ErrorMessage *err);
+void cuda_dnn_destroy(CudaState *state);
+#endif
+
+#endif

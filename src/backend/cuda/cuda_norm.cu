@@ -1,0 +1,232 @@
+// Batch norm over the rows of (rows, C) NHWC matrices on the GPU, training
+// (batch statistics, running-statistics update), evaluation and backward,
+// each optionally fused with the ReLU and residual add after it: the same
+// formulas as the ref backend (backend.h). Statistics take two column
+// passes (mean, then the sum of squared deviations) with double partials in
+// the scratch, as ref's two-pass double loops; the elementwise pass is fp32.
+//
+// Scratch layout (doubles): [0, B*C) and [B*C, 2*B*C) column partials of
+// the B row blocks, then C per-channel results (the mean, or sum dz) and C
+// more (1/std, or sum dz * xhat).
+#include <math.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_reduce.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+enum class Sum { kPlain, kDeviation, kGradient };
+
+// Column partials of one per-element quantity; block (32 columns) x (8 row
+// lanes), grid.y row blocks. kPlain: x; kDeviation: (x - mean)^2;
+// kGradient: both dz and dz * xhat (into partials and partials2), dz = dy
+// masked by the ReLU output when there is one.
+template <Sum kind>
+__global__ void partials_kernel(size_t rows, int channels, const float *x, const float *relu_out,
+                                const float *dy, const double *mean, const float *save_mean,
+                                const float *save_inv_std, double *partials, double *partials2) {
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    double total = 0.0, total2 = 0.0;
+    if (c < channels) {
+        for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < rows;
+             r += (size_t)blockDim.y * gridDim.y) {
+            const size_t i = r * channels + c;
+            if (kind == Sum::kPlain) {
+                total += x[i];
+            } else if (kind == Sum::kDeviation) {
+                const double d = x[i] - mean[c];
+                total += d * d;
+            } else {
+                const double dz = !relu_out || !(relu_out[i] <= 0.0f) ? dy[i] : 0.0;
+                total += dz;
+                total2 += dz * (x[i] - (double)save_mean[c]) * save_inv_std[c];
+            }
+        }
+    }
+    __shared__ double lanes[8][33], lanes2[8][33];
+    lanes[threadIdx.y][threadIdx.x] = total;
+    lanes2[threadIdx.y][threadIdx.x] = total2;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < channels) {
+        for (int k = 1; k < (int)blockDim.y; k++) {
+            total += lanes[k][threadIdx.x];
+            total2 += lanes2[k][threadIdx.x];
+        }
+        partials[(size_t)blockIdx.y * channels + c] = total;
+        if (kind == Sum::kGradient) partials2[(size_t)blockIdx.y * channels + c] = total2;
+    }
+}
+
+__device__ double combine(const double *partials, int row_blocks, int channels, int c) {
+    double total = 0.0;
+    for (int b = 0; b < row_blocks; b++) total += partials[(size_t)b * channels + c];
+    return total;
+}
+
+__global__ void mean_kernel(size_t rows, int channels, int row_blocks, const double *partials,
+                            double *mean) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < channels) mean[c] = combine(partials, row_blocks, channels, c) / (double)rows;
+}
+
+// Saves mean and 1/std (also 1/std in double, for the forward's own
+// normalisation), updates the running statistics (unbiased variance; biased
+// with one row, as ref).
+__global__ void statistics_kernel(size_t rows, int channels, int row_blocks,
+                                  const double *partials, const double *mean, float momentum,
+                                  float eps, double *inv_std, float *save_mean,
+                                  float *save_inv_std, float *running_mean, float *running_var) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    const double variance = combine(partials, row_blocks, channels, c) / (double)rows;
+    inv_std[c] = 1.0 / sqrt(variance + eps);
+    save_mean[c] = (float)mean[c];
+    save_inv_std[c] = (float)inv_std[c];
+    const double unbiased = rows > 1 ? variance * (double)rows / (double)(rows - 1) : variance;
+    running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean[c]);
+    running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
+}
+
+// y = gamma (x - mean) inv_std + beta (+ residual) (then ReLU), with the
+// batch statistics in double (training: batch_mean, batch_inv_std) or the
+// running ones (evaluation), as ref computes them.
+__global__ void apply_kernel(size_t rows, int channels, const float *x, const float *residual,
+                             int relu, const float *gamma, const float *beta,
+                             const double *batch_mean, const double *batch_inv_std,
+                             const float *running_mean, const float *running_var, float eps,
+                             float *y) {
+    const size_t n = rows * channels;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)blockDim.x * gridDim.x) {
+        const int c = (int)(i % channels);
+        const double mean = batch_mean ? batch_mean[c] : (double)running_mean[c];
+        const double scale =
+            batch_inv_std ? batch_inv_std[c] : 1.0 / sqrt((double)running_var[c] + eps);
+        float value = (float)((x[i] - mean) * scale * gamma[c] + beta[c]);
+        if (residual) value += residual[i];
+        if (relu) value = value <= 0.0f ? 0.0f : value;  // NaN stays NaN
+        y[i] = value;
+    }
+}
+
+__global__ void gradient_sums_kernel(int channels, int row_blocks, const double *partials,
+                                     const double *partials2, double *sums, float *dgamma,
+                                     float *dbeta) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    const double sum_dz = combine(partials, row_blocks, channels, c);
+    const double sum_dz_xhat = combine(partials2, row_blocks, channels, c);
+    sums[c] = sum_dz;
+    sums[channels + c] = sum_dz_xhat;
+    dgamma[c] += (float)sum_dz_xhat;
+    dbeta[c] += (float)sum_dz;
+}
+
+// dx = gamma inv_std / R (R dz - sum dz - xhat sum dz xhat); dresidual = dz
+// (written after dy is read: dresidual may alias dy).
+__global__ void gradient_apply_kernel(size_t rows, int channels, const float *x,
+                                      const float *relu_out, const float *dy, const float *gamma,
+                                      const float *save_mean, const float *save_inv_std,
+                                      const double *sums, float *dx, float *dresidual) {
+    const size_t n = rows * channels;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)blockDim.x * gridDim.x) {
+        const int c = (int)(i % channels);
+        const double inv_std = save_inv_std[c];
+        const double dz = !relu_out || !(relu_out[i] <= 0.0f) ? dy[i] : 0.0;
+        const double xhat = (x[i] - (double)save_mean[c]) * inv_std;
+        const double scale = gamma[c] * inv_std / (double)rows;
+        dx[i] = (float)(scale * ((double)rows * dz - sums[c] - xhat * sums[channels + c]));
+        if (dresidual) dresidual[i] = (float)dz;
+    }
+}
+
+unsigned int element_blocks(size_t n) {
+    const size_t blocks = (n + kThreads - 1) / kThreads;
+    return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
+}
+
+void check_channels(int channels) {
+    if (channels > CUDA_MAX_COLUMNS)
+        cuda_fatal("CUDA", "batch norm", "more channels than the scratch holds", __FILE__,
+                   __LINE__, cuda_current_device());
+}
+
+}  // namespace
+
+extern "C" {
+
+void cuda_batchnorm_forward_train_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                         int channels, const float *x, const float *residual,
+                                         int relu, const float *gamma, const float *beta,
+                                         float momentum, float eps, float *y, float *save_mean,
+                                         float *save_inv_std, float *running_mean,
+                                         float *running_var) {
+    if (rows == 0 || channels == 0) return;
+    check_channels(channels);
+    const int row_blocks = cuda_row_blocks(rows);
+    double *partials = scratch, *mean = scratch + 2 * (size_t)row_blocks * channels;
+    double *inv_std = mean + channels;
+    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
+    const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
+    partials_kernel<Sum::kPlain><<<grid, block, 0, stream>>>(rows, channels, x, nullptr, nullptr,
+                                                             nullptr, nullptr, nullptr, partials,
+                                                             nullptr);
+    CUDA_CHECK_LAUNCH();
+    mean_kernel<<<channel_blocks, kThreads, 0, stream>>>(rows, channels, row_blocks, partials,
+                                                         mean);
+    CUDA_CHECK_LAUNCH();
+    partials_kernel<Sum::kDeviation><<<grid, block, 0, stream>>>(
+        rows, channels, x, nullptr, nullptr, mean, nullptr, nullptr, partials, nullptr);
+    CUDA_CHECK_LAUNCH();
+    statistics_kernel<<<channel_blocks, kThreads, 0, stream>>>(
+        rows, channels, row_blocks, partials, mean, momentum, eps, inv_std, save_mean,
+        save_inv_std, running_mean, running_var);
+    CUDA_CHECK_LAUNCH();
+    const size_t n = rows * (size_t)channels;
+    apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, x, residual, relu,
+                                                             gamma, beta, mean, inv_std, nullptr,
+                                                             nullptr, eps, y);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, size_t rows, int channels,
+                                        const float *x, const float *residual, int relu,
+                                        const float *gamma, const float *beta,
+                                        const float *running_mean, const float *running_var,
+                                        float eps, float *y) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, x, residual, relu,
+                                                             gamma, beta, nullptr, nullptr,
+                                                             running_mean, running_var, eps, y);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_batchnorm_backward_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                    int channels, const float *x, const float *relu_out,
+                                    const float *dy, const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, float *dx, float *dgamma,
+                                    float *dbeta, float *dresidual) {
+    if (rows == 0 || channels == 0) return;
+    check_channels(channels);
+    const int row_blocks = cuda_row_blocks(rows);
+    double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
+    double *sums = scratch + 2 * (size_t)row_blocks * channels;
+    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
+    partials_kernel<Sum::kGradient><<<grid, block, 0, stream>>>(
+        rows, channels, x, relu_out, dy, nullptr, save_mean, save_inv_std, partials, partials2);
+    CUDA_CHECK_LAUNCH();
+    gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                           stream>>>(channels, row_blocks, partials, partials2, sums, dgamma,
+                                     dbeta);
+    CUDA_CHECK_LAUNCH();
+    const size_t n = rows * (size_t)channels;
+    gradient_apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(
+        rows, channels, x, relu_out, dy, gamma, save_mean, save_inv_std, sums, dx, dresidual);
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // extern "C"

@@ -1,0 +1,124 @@
+// Reductions of the cuda backend: whole-vector sums (sum, sum of squares,
+// dot, NaN/inf count) and column sums of (rows, C) matrices (bias gradient,
+// column_sum), plus the bias add. Two passes with double partials in the
+// backend's scratch and a fixed combination order: deterministic, and
+// accurate to fp32 rounding of the exact sum as ref's double loops are.
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_reduce.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVectorBlocks = 512;  // partials of a whole-vector reduction
+
+__device__ double element_value(int kind, const float *a, const float *b, size_t i) {
+    const float x = a[i];
+    switch (kind) {
+    case 0: return x;
+    case 1: return (double)x * x;
+    case 2: return (double)x * b[i];
+    default: return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u ? 1.0 : 0.0;
+    }
+}
+
+__global__ void vector_partials_kernel(int kind, size_t n, const float *a, const float *b,
+                                       double *partials) {
+    double total = 0.0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)blockDim.x * gridDim.x)
+        total += element_value(kind, a, b, i);
+    total = block_sum(total);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// One block: the partials in order; kind 3 (the count) adds to *result.
+__global__ void vector_finish_kernel(int kind, int count, const double *partials, float *result) {
+    double total = 0.0;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) total += partials[i];
+    total = block_sum(total);
+    if (threadIdx.x == 0) *result = kind == 3 ? *result + (float)total : (float)total;
+}
+
+// Column partials of the first `width` columns of x (rows, stride):
+// block (32 columns) x (8 row lanes); grid.y row blocks; partials (row
+// block, width).
+__global__ void column_partials_kernel(size_t rows, int stride, int width, const float *x,
+                                       double *partials) {
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    double total = 0.0;
+    if (c < width)
+        for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < rows;
+             r += (size_t)blockDim.y * gridDim.y)
+            total += x[r * stride + c];
+    __shared__ double lanes[8][33];
+    lanes[threadIdx.y][threadIdx.x] = total;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < width) {
+        for (int k = 1; k < (int)blockDim.y; k++) total += lanes[k][threadIdx.x];
+        partials[(size_t)blockIdx.y * width + c] = total;
+    }
+}
+
+__global__ void column_finish_kernel(int channels, int row_blocks, const double *partials,
+                                     float *y, int accumulate) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    double total = 0.0;
+    for (int b = 0; b < row_blocks; b++) total += partials[(size_t)b * channels + c];
+    y[c] = accumulate ? y[c] + (float)total : (float)total;
+}
+
+__global__ void bias_add_kernel(size_t rows, int channels, const float *bias, float *y) {
+    const size_t n = rows * channels;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)blockDim.x * gridDim.x)
+        y[i] += bias[i % channels];
+}
+
+}  // namespace
+
+int cuda_row_blocks(size_t rows) {
+    const size_t wanted = (rows + 255) / 256;
+    return (int)(wanted < 1 ? 1 : wanted > CUDA_MAX_ROW_BLOCKS ? CUDA_MAX_ROW_BLOCKS : wanted);
+}
+
+extern "C" {
+
+void cuda_reduce_launch(cudaStream_t stream, double *scratch, int kind, size_t n, const float *a,
+                        const float *b, float *result) {
+    size_t wanted = (n + kThreads - 1) / kThreads;
+    const int blocks = (int)(wanted < 1 ? 1 : wanted > kVectorBlocks ? kVectorBlocks : wanted);
+    vector_partials_kernel<<<blocks, kThreads, 0, stream>>>(kind, n, a, b, scratch);
+    CUDA_CHECK_LAUNCH();
+    vector_finish_kernel<<<1, kThreads, 0, stream>>>(kind, blocks, scratch, result);
+    CUDA_CHECK_LAUNCH();
+}
+
+// Wide matrices go in chunks of CUDA_MAX_COLUMNS columns (the scratch's
+// room); the chunk's columns keep the matrix's row stride.
+void cuda_column_sum_launch(cudaStream_t stream, double *scratch, size_t rows, int channels,
+                            const float *x, float *y, int accumulate) {
+    const int row_blocks = cuda_row_blocks(rows);
+    for (int first = 0; first < channels; first += CUDA_MAX_COLUMNS) {
+        const int width = channels - first < CUDA_MAX_COLUMNS ? channels - first : CUDA_MAX_COLUMNS;
+        const dim3 grid((unsigned)((width + 31) / 32), (unsigned)row_blocks);
+        column_partials_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, channels, width,
+                                                                 x + first, scratch);
+        CUDA_CHECK_LAUNCH();
+        column_finish_kernel<<<(width + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+            width, row_blocks, scratch, y + first, accumulate);
+        CUDA_CHECK_LAUNCH();
+    }
+}
+
+void cuda_bias_add_launch(cudaStream_t stream, size_t rows, int channels, const float *bias,
+                          float *y) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    const size_t wanted = (n + kThreads - 1) / kThreads;
+    bias_add_kernel<<<(unsigned)(wanted < 65535 ? wanted : 65535), kThreads, 0, stream>>>(
+        rows, channels, bias, y);
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // extern "C"

@@ -1,0 +1,106 @@
+// Row-wise ops of the cuda backend for heads and losses: L2 normalisation
+// and softmax / log-softmax with their gradients, one block per row, row
+// sums in double (as ref), NaN kept (backend.h).
+#include <math.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_reduce.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void l2_forward_kernel(int dim, const float *x, float eps, float *y, float *norm) {
+    const float *xr = x + (size_t)blockIdx.x * dim;
+    float *yr = y + (size_t)blockIdx.x * dim;
+    double squares = 0.0;
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) squares += (double)xr[d] * xr[d];
+    const double length = sqrt(block_sum(squares));
+    const double divisor = length < eps ? (double)eps : length;  // NaN stays NaN
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) yr[d] = (float)(xr[d] / divisor);
+    if (threadIdx.x == 0) norm[blockIdx.x] = (float)length;
+}
+
+// Where the norm was clamped, y = x / eps is linear: dx = dy / eps.
+__global__ void l2_backward_kernel(int dim, const float *y, const float *norm, const float *dy,
+                                   float eps, float *dx) {
+    const size_t offset = (size_t)blockIdx.x * dim;
+    const float *yr = y + offset, *dyr = dy + offset;
+    float *dxr = dx + offset;
+    const float row_norm = norm[blockIdx.x];
+    if (row_norm < eps) {
+        for (int d = threadIdx.x; d < dim; d += blockDim.x) dxr[d] = (float)((double)dyr[d] / eps);
+        return;
+    }
+    double dot = 0.0;
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) dot += (double)yr[d] * dyr[d];
+    dot = block_sum(dot);
+    for (int d = threadIdx.x; d < dim; d += blockDim.x)
+        dxr[d] = (float)((dyr[d] - yr[d] * dot) / (double)row_norm);
+}
+
+// softmax (log = 0) or log_softmax (log = 1) of scale * x, shifted by the
+// row maximum.
+__global__ void softmax_forward_kernel(int dim, const float *x, float scale, int log, float *y) {
+    const float *xr = x + (size_t)blockIdx.x * dim;
+    float *yr = y + (size_t)blockIdx.x * dim;
+    double max = -INFINITY;
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) max = nan_max(max, (double)scale * xr[d]);
+    max = block_max(max);
+    double total = 0.0;
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) total += exp((double)scale * xr[d] - max);
+    const double log_sum = ::log(block_sum(total));
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+        const double shifted = (double)scale * xr[d] - max - log_sum;
+        yr[d] = (float)(log ? shifted : exp(shifted));
+    }
+}
+
+// softmax: dx = scale y (dy - <dy, y>); log_softmax: dx = scale (dy - exp(y) sum dy).
+__global__ void softmax_backward_kernel(int dim, const float *y, const float *dy, float scale,
+                                        int log, float *dx) {
+    const size_t offset = (size_t)blockIdx.x * dim;
+    const float *yr = y + offset, *dyr = dy + offset;
+    float *dxr = dx + offset;
+    double total = 0.0;
+    for (int d = threadIdx.x; d < dim; d += blockDim.x)
+        total += log ? (double)dyr[d] : (double)dyr[d] * yr[d];
+    total = block_sum(total);
+    for (int d = threadIdx.x; d < dim; d += blockDim.x)
+        dxr[d] = log ? (float)((double)scale * (dyr[d] - exp((double)yr[d]) * total))
+                     : (float)((double)scale * yr[d] * (dyr[d] - total));
+}
+
+}  // namespace
+
+extern "C" {
+
+void cuda_l2_normalize_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
+                                      float eps, float *y, float *norm) {
+    if (rows == 0) return;
+    l2_forward_kernel<<<rows, kThreads, 0, stream>>>(dim, x, eps, y, norm);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_l2_normalize_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
+                                       const float *norm, const float *dy, float eps, float *dx) {
+    if (rows == 0) return;
+    l2_backward_kernel<<<rows, kThreads, 0, stream>>>(dim, y, norm, dy, eps, dx);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
+                                 float scale, int log, float *y) {
+    if (rows == 0) return;
+    softmax_forward_kernel<<<rows, kThreads, 0, stream>>>(dim, x, scale, log, y);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
+                                  const float *dy, float scale, int log, float *dx) {
+    if (rows == 0) return;
+    softmax_backward_kernel<<<rows, kThreads, 0, stream>>>(dim, y, dy, scale, log, dx);
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // extern "C"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The GPU checks (make test-gpu, or run-gpu-tests.sh in a bundle): every
+# test that has a cuda variant must pass on the GPU, none may be skipped; then
+# a short train + embed + export with --accelerator gpu, under
+# compute-sanitizer's memcheck when it is installed.
+#   tests/run_gpu_tests.sh [BUILD_DIR]   (default: build; in a bundle: its own folder)
+# Where CUDA's libraries come from a Python environment (no system CUDA),
+# LD_LIBRARY_PATH is set to its nvidia/*/lib folders first.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+if [ $# -ge 1 ]; then
+    build=$1; bin="$build/lightly-train-c"; tests="$build/tests"; fixtures=tests/fixtures
+elif [ -x "$here/bin/lightly-train-c" ]; then  # inside a bundle
+    build=$here; bin="$here/bin/lightly-train-c"; tests="$here/tests"; fixtures="$here/tests/fixtures"
+else
+    build=build; bin=build/lightly-train-c; tests=build/tests; fixtures=tests/fixtures
+fi
+if nv=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null); then
+    LD_LIBRARY_PATH=$(ls -d "$nv"/*/lib 2>/dev/null | paste -sd:)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LD_LIBRARY_PATH
+fi
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+# The fixtures are read from tests/fixtures/ relative to the working folder.
+work=$(mktemp -d /tmp/ltc-gpu-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/tests" && ln -s "$(cd "$(dirname "$fixtures")" && pwd)/fixtures" "$work/tests/fixtures"
+
+for test in test_backend_fast test_nonfinite test_resnet; do
+    log="$work/$test.log"
+    (cd "$work" && "$tests/$test") >"$log" 2>&1
+    status=$?
+    skipped=$(grep -c '^\[  SKIPPED \] test' "$log")
+    # test_backend_fast's cpu-only check (default threads) skips in the cuda group.
+    allowed=0
+    [ "$test" = test_backend_fast ] && allowed=2
+    if [ "$status" -ne 0 ] || [ "$skipped" -gt "$allowed" ]; then
+        fail "$test (exit $status, $skipped skipped lines):"
+        grep -E 'FAILED|ERROR|skipped:|error|mismatch' "$log" | head -n 30
+    else
+        echo "ok   $test"
+    fi
+    grep -E '^  resnet(18|50) on cuda' -A 7 "$log"
+done
+
+# End to end on the GPU: train, embed, export.
+"$tests/e2e/make_images" "$work/images" 64 >/dev/null || fail "make_images"
+sanitizer=()
+command -v compute-sanitizer >/dev/null &&
+    sanitizer=(compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99)
+run() { "${sanitizer[@]}" "$bin" "$@"; }
+common=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --accelerator gpu)
+run train "${common[@]}" --out "$work/run" --max-steps 8 --method-arg hidden_dim=128 \
+    --method-arg output_dim=64 >"$work/train.log" 2>&1 || fail "train on the GPU: $(tail -n 20 "$work/train.log")"
+grep -q "backend cuda" "$work/train.log" || fail "train did not run on the cuda backend: $(head -n 5 "$work/train.log")"
+tail -n 12 "$work/train.log"
+run embed --data "$work/images" --checkpoint "$work/run/exported_models/exported_last.safetensors" \
+    --image-size 64 --accelerator gpu --out "$work/emb.npy" >"$work/embed.log" 2>&1 ||
+    fail "embed on the GPU: $(tail -n 20 "$work/embed.log")"
+grep -q "workers, cuda)" "$work/embed.log" || fail "embed did not run on the cuda backend: $(cat "$work/embed.log")"
+run export --checkpoint "$work/run/checkpoints/last.ckpt" --out "$work/export.safetensors" \
+    >"$work/export.log" 2>&1 || fail "export: $(cat "$work/export.log")"
+
+if [ "$failures" -ne 0 ]; then
+    echo "gpu tests: $failures failure(s)"
+    exit 1
+fi
+echo "gpu tests: all passed"

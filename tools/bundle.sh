@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# make bundle: a relocatable folder for GPU nodes that have the NVIDIA driver
+# and a Python environment's CUDA libraries but none of our Debian packages
+# (and no root). Run as: tools/bundle.sh BUILD_DIR OUT_DIR
+#
+#   OUT/bin/lightly-train-c       the program
+#   OUT/lib/                      the libraries it needs that are not part of
+#                                 the C runtime or of CUDA (oneDNN, libjpeg,
+#                                 libpng, libwebp, protobuf-c, OpenMP, ...)
+#   OUT/tests/                    the GPU test binaries, the e2e helpers and
+#                                 the fixtures they read
+#   OUT/run-gpu-tests.sh          the GPU checks (tests/run_gpu_tests.sh)
+#   OUT/README                    how to point the loader at CUDA
+#
+# Binaries find OUT/lib through their $ORIGIN/../lib run path (set at link
+# time). cuDNN, cuBLAS, the CUDA runtime and NCCL are not copied (over 1 GB,
+# and they must match the node's driver): they come from LD_LIBRARY_PATH,
+# e.g. the nvidia/*/lib folders of a pip-installed PyTorch (see README).
+set -eu
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 BUILD_DIR OUT_DIR" >&2
+    exit 2
+fi
+build=$1
+out=$2
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+binaries=("$build/lightly-train-c")
+for test in test_backend_fast test_nonfinite test_resnet; do
+    binaries+=("$build/tests/$test")
+done
+helpers=("$build/tests/e2e/make_images")
+for file in "${binaries[@]}" "${helpers[@]}"; do
+    [ -x "$file" ] || { echo "bundle.sh: $file is missing (run make and make test first)" >&2; exit 1; }
+done
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/tests/e2e" "$out/tests/fixtures"
+cp "$build/lightly-train-c" "$out/bin/"
+for file in "${binaries[@]:1}"; do cp "$file" "$out/tests/"; done
+for file in "${helpers[@]}"; do cp "$file" "$out/tests/e2e/"; done
+cp "$here"/tests/fixtures/*.safetensors "$out/tests/fixtures/"
+cp "$here/tests/run_gpu_tests.sh" "$out/run-gpu-tests.sh"
+
+# Every library the binaries load, except the C runtime (every node has a
+# compatible or newer one) and CUDA's own (taken from the node).
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+\.|libgcc_s\.|libcuda|libcudart|libcudnn|libcublas|libnccl|libnvrtc|libnvJitLink)'
+ldd "${binaries[@]}" "${helpers[@]}" | awk '/=> \// { print $1, $3 }' | sort -u |
+    while read -r name path; do
+        if ! printf '%s\n' "$name" | grep -Eq "$skip"; then cp -L "$path" "$out/lib/$name"; fi
+    done
+
+cat >"$out/README" <<'EOF'
+lightly-train-c, relocatable bundle (make bundle)
+
+bin/lightly-train-c finds its own libraries in lib/. CUDA's libraries (the
+runtime, cuDNN 9, cuBLAS, NCCL, of the CUDA major version this was built
+with) must be on LD_LIBRARY_PATH. With a pip-installed PyTorch for the same
+CUDA major version:
+
+    NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
+    export LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | paste -sd:):$LD_LIBRARY_PATH
+    bin/lightly-train-c train --data ./images --out out/run1
+
+./run-gpu-tests.sh sets LD_LIBRARY_PATH that way and runs the GPU checks
+(every op against the CPU reference, ResNet-18/50 against the PyTorch
+fixtures, a short train + embed + export on the GPU).
+EOF
+echo "bundle: $out ($(du -sh "$out" | cut -f1)): $(ls "$out/lib" | wc -l) libraries"
