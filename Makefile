@@ -149,7 +149,7 @@ $(BUILD)/obj/src/backend/cpu/%.o: src/backend/cpu/%.c | $(DEPS_STAMP) $(GEN_HDR)
 
 $(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) -MD -MF $(@:.o=.d) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP) $(GEN_HDR)
 	@mkdir -p $(@D)
@@ -168,7 +168,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(
 
 $(BUILD)/tests/e2e/%: $(BUILD)/obj/tests/e2e/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_ALL)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(LIB)
 	@mkdir -p $(@D)

@@ -828,6 +828,20 @@ static void test_optimizer_updates(void **state) {
         fast->op.ema_update(fast, n, D(m_fast), D(p_ref), 0.996f);
         H(m_fast);
         expect_close("ema", n, m_fast, m_ref, 0, 0);
+        // LARS direction from sums in backend memory: adapted, then (a zero
+        // gradient norm) the gradient itself.
+        float *sums = tensor(2);
+        for (int adapted = 1; adapted >= 0; adapted--) {
+            sums[0] = 37.5f, sums[1] = adapted ? 0.25f : 0.0f;
+            float *d_ref = nan_tensor(n), *d_fast = nan_tensor(n);
+            ref->op.lars_direction(ref, n, p_ref, grad, sums, 1e-6f, 0.001f, 1e-8f, d_ref);
+            fast->op.lars_direction(fast, n, D(p_ref), D(grad), D(sums), 1e-6f, 0.001f, 1e-8f,
+                                    D(d_fast));
+            H(d_fast);
+            expect_close("lars direction", n, d_fast, d_ref, 0, 0);
+            if (!adapted) expect_close("lars direction = grad", n, d_ref, grad, 0, 0);
+            else assert_true(fabsf(d_ref[0]) < fabsf(grad[0]) || grad[0] == 0.0f);
+        }
         free_buffers(state);
     }
 }

@@ -214,9 +214,29 @@ typedef struct BackendOps {
     void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad, float *m,
                          float *v, float lr, float beta1, float beta2, float eps,
                          float weight_decay, int step);
+    // LARS direction of one weight (lightly's formulation), its ratio computed
+    // where the data lives: sums (2 floats, backend memory) = sum param^2,
+    // sum grad^2; when both norms are > 0, out = ratio * (weight_decay *
+    // param + grad) with ratio = trust * p / (g + p * weight_decay + eps),
+    // otherwise out = grad. out (n) may not alias param or grad.
+    void (*lars_direction)(Backend *backend, size_t n, const float *param, const float *grad,
+                           const float *sums, float weight_decay, float trust, float eps,
+                           float *out);
     // target = momentum * target + (1 - momentum) * source  (EMA teacher)
     void (*ema_update)(Backend *backend, size_t n, float *target, const float *source,
                        float momentum);
+
+    // ---- dynamic loss scaling (PyTorch's GradScaler, all on the device) ----------
+    // state (3 floats): scale, growth tracker (good steps since the last
+    // change), 1/scale. found (one float) += the NaN and inf count of grad
+    // (n), and grad *= state[2] (1/scale): unscaling and the check in one pass.
+    void (*amp_unscale)(Backend *backend, size_t n, float *grad, const float *state,
+                        float *found);
+    // After the step's checks: found > 0: scale *= backoff, tracker = 0;
+    // otherwise tracker += 1 and, when it reaches growth_interval, scale *=
+    // growth (if that stays finite) and tracker = 0; state[2] = 1/scale.
+    void (*amp_update)(Backend *backend, float *state, const float *found, int growth_interval,
+                       float growth, float backoff);
 
     // ---- input ---------------------------------------------------------------------
     // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory

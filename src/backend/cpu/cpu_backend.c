@@ -12,6 +12,7 @@
 #endif
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/host_ops.h"
 #include "util/cpu.h"
 
 void cpu_set_threads(const Backend *backend) {
@@ -168,6 +169,9 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .sgd_update = cpu_sgd_update,
         .adamw_update = cpu_adamw_update,
         .ema_update = cpu_ema_update,
+        .lars_direction = host_lars_direction,
+        .amp_unscale = host_amp_unscale,
+        .amp_update = host_amp_update,
         .normalize_u8 = cpu_normalize_u8,
     };
     return backend;

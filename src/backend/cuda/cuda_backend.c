@@ -305,6 +305,26 @@ static void cuda_ema_update(Backend *backend, size_t n, float *target, const flo
     cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source, momentum);
 }
 
+static void cuda_lars_direction(Backend *backend, size_t n, const float *param,
+                                const float *grad, const float *sums, float weight_decay,
+                                float trust, float eps, float *out) {
+    cuda_lars_direction_launch(cuda_state(backend)->stream, n, param, grad, sums, weight_decay,
+                               trust, eps, out);
+}
+
+static void cuda_amp_unscale(Backend *backend, size_t n, float *grad, const float *state,
+                             float *found) {
+    CudaState *cuda = cuda_state(backend);
+    cuda_reduce_launch(cuda->stream, cuda->scratch, 3, n, grad, NULL, found);
+    cuda_scale_by_device_launch(cuda->stream, n, grad, state + 2);
+}
+
+static void cuda_amp_update(Backend *backend, float *state, const float *found,
+                            int growth_interval, float growth, float backoff) {
+    cuda_amp_update_launch(cuda_state(backend)->stream, state, found, growth_interval, growth,
+                           backoff);
+}
+
 static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
                               const float mean[3], const float std[3], float *y) {
     cuda_normalize_u8_launch(cuda_state(backend)->stream, pixels, x, mean[0], mean[1], mean[2],
@@ -375,6 +395,9 @@ static const BackendOps cuda_ops = {
     .sgd_update = cuda_sgd_update,
     .adamw_update = cuda_adamw_update,
     .ema_update = cuda_ema_update,
+    .lars_direction = cuda_lars_direction,
+    .amp_unscale = cuda_amp_unscale,
+    .amp_update = cuda_amp_update,
     .normalize_u8 = cuda_normalize_u8,
 };
 

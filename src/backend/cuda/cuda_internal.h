@@ -83,6 +83,12 @@ void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const
                               float step_size, float decay, double correction2_sqrt);
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
                             float momentum);
+void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,
+                                const float *grad, const float *sums, float weight_decay,
+                                float trust, float eps, float *out);
+void cuda_scale_by_device_launch(cudaStream_t stream, size_t n, float *x, const float *factor);
+void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,
+                            int growth_interval, float growth, float backoff);
 void cuda_normalize_u8_launch(cudaStream_t stream, size_t pixels, const uint8_t *x,
                               float mean0, float mean1, float mean2, float std0, float std1,
                               float std2, float *y);

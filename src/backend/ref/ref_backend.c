@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/host_ops.h"
 #include "backend/ref/ref_ops.h"
 
 // ---- memory ------------------------------------------------------------------
@@ -188,6 +189,9 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .sgd_update = ref_sgd_update,
         .adamw_update = ref_adamw_update,
         .ema_update = ref_ema_update,
+        .lars_direction = host_lars_direction,
+        .amp_unscale = host_amp_unscale,
+        .amp_update = host_amp_update,
         .normalize_u8 = ref_normalize_u8,
     };
     return backend;
