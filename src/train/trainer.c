@@ -128,10 +128,10 @@ static int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
     if (train_state_save(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
                          completed_steps, epoch, err))
         return -1;
-    Resnet *exported = &run->method.backbone;
+    Backbone *exported = &run->method.backbone;
     if (strcmp(run->method.export_part, "teacher_backbone") == 0 && run->method.ops->teacher)
         exported = run->method.ops->teacher(&run->method);
-    return resnet_save(exported, run->export_path, err);
+    return backbone_save(exported, run->export_path, err);
 }
 
 static void train_knn(TrainRun *run, long completed_steps, int epoch) {
