@@ -39,6 +39,13 @@ int fixture_backend_create_ref(void **state) {
     return fixture_backend ? 0 : -1;
 }
 
+int fixture_backend_create_cpu(void **state) {
+    (void)state;
+    ErrorMessage err;
+    fixture_backend = backend_create("cpu", 2, &err);
+    return fixture_backend ? 0 : -1;
+}
+
 int fixture_backend_destroy(void **state) {
     (void)state;
     backend_destroy(fixture_backend);

@@ -24,6 +24,8 @@ Backend *fixture_backend_of_prestate(void **state);
 
 // Group setup / teardown: the ref backend as fixture_backend.
 int fixture_backend_create_ref(void **state);
+// Group setup: the cpu backend (2 threads, so parallel paths run) as fixture_backend.
+int fixture_backend_create_cpu(void **state);
 int fixture_backend_destroy(void **state);
 
 // (n) floats of backend memory, freed by fixture_tensors_free; aborts when

@@ -74,10 +74,14 @@ int fixture_rule(const Parameter *param, float *offset, float *scale) {
 }
 
 int fixture_init_table(ParameterSet *set, ErrorMessage *err) {
+    return fixture_init_table_by(set, fixture_rule, err);
+}
+
+int fixture_init_table_by(ParameterSet *set, FixtureRule rule, ErrorMessage *err) {
     for (int i = 0; i < set->count; i++) {
         const Parameter *param = &set->params[i];
         float offset, scale;
-        if (fixture_rule(param, &offset, &scale))
+        if (rule(param, &offset, &scale))
             return error_set(err, "fixture init: no rule for '%s'", param->name);
         float *torch = malloc(param->count * sizeof *torch);
         float *ours = malloc(param->count * sizeof *ours);

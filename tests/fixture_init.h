@@ -23,5 +23,9 @@ int fixture_rule(const Parameter *param, float *offset, float *scale);
 // Sets every entry of a table (params or buffers) by fixture init: values in
 // the torch layout, converted to ours, uploaded.
 int fixture_init_table(ParameterSet *set, ErrorMessage *err);
+// The same with another model's rules: rule(param, &offset, &scale) is 0, or
+// -1 when it has none for param.
+typedef int (*FixtureRule)(const Parameter *param, float *offset, float *scale);
+int fixture_init_table_by(ParameterSet *set, FixtureRule rule, ErrorMessage *err);
 
 #endif

@@ -13,6 +13,7 @@
 #include "backend/ref/ref_backend.h"
 #include "backend_fixture.h"
 #include "gradcheck.h"
+#include "op_checks.h"
 
 // Ops linear in the perturbed input (conv, GEMM, pooling, bias): central
 // differences are exact up to rounding, which is ~1e-7 |y| per output in
@@ -23,41 +24,6 @@ static const GradcheckTolerance LINEAR_TOLERANCE = {.step = 1e-2f, .rtol = 1e-2,
 // the O(h^2) truncation error ~1e-6 while the fp32 rounding noise of the
 // loss (~1e-7 * sqrt(outputs)) / 2h stays ~1e-4, under atol 1e-3.
 static const GradcheckTolerance SMOOTH_TOLERANCE = {.step = 1e-3f, .rtol = 1e-2, .atol = 1e-3};
-
-// Computes the analytic gradient of one problem into gradient (n), with the
-// op's own = or += semantics.
-typedef void (*GradientFunction)(void *problem, float *gradient);
-
-// Gradient from a zeroed buffer against central differences of loss over x.
-static void check_gradient(const char *label, GradcheckLoss loss, GradientFunction gradient,
-                           void *problem, float *x, size_t n, GradcheckTolerance tolerance) {
-    float *analytic = fixture_tensor(n);
-    memset(analytic, 0, n * sizeof(float));
-    gradient(problem, analytic);
-    assert_int_equal(gradcheck_compare(label, loss, problem, x, n, analytic, tolerance), 0);
-}
-
-// An activation gradient (=) must not depend on what the buffer held.
-static void assert_overwrites(GradientFunction gradient, void *problem, size_t n) {
-    float *from_zero = fixture_tensor(n), *from_garbage = fixture_tensor(n);
-    memset(from_zero, 0, n * sizeof(float));
-    for (size_t i = 0; i < n; i++) from_garbage[i] = 7.0f;
-    gradient(problem, from_zero);
-    gradient(problem, from_garbage);
-    assert_memory_equal(from_zero, from_garbage, n * sizeof(float));
-}
-
-// A parameter gradient (+=): two calls give exactly twice one call (t + t is
-// exact in float).
-static void assert_accumulates(GradientFunction gradient, void *problem, size_t n) {
-    float *once = fixture_tensor(n), *twice = fixture_tensor(n);
-    memset(once, 0, n * sizeof(float));
-    memset(twice, 0, n * sizeof(float));
-    gradient(problem, once);
-    gradient(problem, twice);
-    gradient(problem, twice);
-    for (size_t i = 0; i < n; i++) assert_true(twice[i] == 2.0f * once[i]);
-}
 
 // ---- convolution --------------------------------------------------------------------
 
@@ -119,10 +85,10 @@ static void test_conv_backward_fd(void **state) {
     for (size_t t = 0; t < sizeof conv_cases / sizeof conv_cases[0]; t++) {
         ConvProblem p;
         conv_problem_make(&p, conv_cases[t], 1000 + 10 * t);
-        check_gradient("conv dx", conv_loss_x, conv_gradient_x, &p, p.x, p.nx, LINEAR_TOLERANCE);
-        check_gradient("conv dw", conv_loss_w, conv_gradient_w, &p, p.w, p.nw, LINEAR_TOLERANCE);
-        assert_overwrites(conv_gradient_x, &p, p.nx);
-        assert_accumulates(conv_gradient_w, &p, p.nw);
+        op_check_gradient("conv dx", conv_loss_x, conv_gradient_x, &p, p.x, p.nx, LINEAR_TOLERANCE);
+        op_check_gradient("conv dw", conv_loss_w, conv_gradient_w, &p, p.w, p.nw, LINEAR_TOLERANCE);
+        op_assert_overwrites(conv_gradient_x, &p, p.nx);
+        op_assert_accumulates(conv_gradient_w, &p, p.nw);
         fixture_backend->op.conv2d_plan_free(fixture_backend, p.plan);
     }
 }
@@ -241,15 +207,15 @@ static void test_batchnorm_backward_fd(void **state) {
         BatchNormProblem p;
         batchnorm_problem_make(&p, rows[t], channels[t], 2000 + 10 * t);
         const size_t n = rows[t] * channels[t];
-        check_gradient("bn dx", batchnorm_loss_x, batchnorm_gradient_x, &p, p.x, n,
+        op_check_gradient("bn dx", batchnorm_loss_x, batchnorm_gradient_x, &p, p.x, n,
                        SMOOTH_TOLERANCE);
-        check_gradient("bn dgamma", batchnorm_loss_gamma, batchnorm_gradient_gamma, &p, p.gamma,
+        op_check_gradient("bn dgamma", batchnorm_loss_gamma, batchnorm_gradient_gamma, &p, p.gamma,
                        channels[t], SMOOTH_TOLERANCE);
-        check_gradient("bn dbeta", batchnorm_loss_beta, batchnorm_gradient_beta, &p, p.beta,
+        op_check_gradient("bn dbeta", batchnorm_loss_beta, batchnorm_gradient_beta, &p, p.beta,
                        channels[t], SMOOTH_TOLERANCE);
-        assert_overwrites(batchnorm_gradient_x, &p, n);
-        assert_accumulates(batchnorm_gradient_gamma, &p, channels[t]);
-        assert_accumulates(batchnorm_gradient_beta, &p, channels[t]);
+        op_assert_overwrites(batchnorm_gradient_x, &p, n);
+        op_assert_accumulates(batchnorm_gradient_gamma, &p, channels[t]);
+        op_assert_accumulates(batchnorm_gradient_beta, &p, channels[t]);
     }
 }
 
@@ -264,18 +230,18 @@ static void test_batchnorm_relu_backward_fd(void **state) {
         batchnorm_problem_make(&p, rows[t], channels[t], 2500 + 10 * t);
         p.fused = 1;
         const size_t n = rows[t] * channels[t];
-        check_gradient("bn+relu dx", batchnorm_loss_x, batchnorm_gradient_x, &p, p.x, n,
+        op_check_gradient("bn+relu dx", batchnorm_loss_x, batchnorm_gradient_x, &p, p.x, n,
                        SMOOTH_TOLERANCE);
-        check_gradient("bn+relu dgamma", batchnorm_loss_gamma, batchnorm_gradient_gamma, &p,
+        op_check_gradient("bn+relu dgamma", batchnorm_loss_gamma, batchnorm_gradient_gamma, &p,
                        p.gamma, channels[t], SMOOTH_TOLERANCE);
-        check_gradient("bn+relu dbeta", batchnorm_loss_beta, batchnorm_gradient_beta, &p, p.beta,
+        op_check_gradient("bn+relu dbeta", batchnorm_loss_beta, batchnorm_gradient_beta, &p, p.beta,
                        channels[t], SMOOTH_TOLERANCE);
-        check_gradient("bn+relu dresidual", batchnorm_loss_residual, batchnorm_gradient_residual,
+        op_check_gradient("bn+relu dresidual", batchnorm_loss_residual, batchnorm_gradient_residual,
                        &p, p.residual, n, SMOOTH_TOLERANCE);
-        assert_overwrites(batchnorm_gradient_x, &p, n);
-        assert_overwrites(batchnorm_gradient_residual, &p, n);
-        assert_accumulates(batchnorm_gradient_gamma, &p, channels[t]);
-        assert_accumulates(batchnorm_gradient_beta, &p, channels[t]);
+        op_assert_overwrites(batchnorm_gradient_x, &p, n);
+        op_assert_overwrites(batchnorm_gradient_residual, &p, n);
+        op_assert_accumulates(batchnorm_gradient_gamma, &p, channels[t]);
+        op_assert_accumulates(batchnorm_gradient_beta, &p, channels[t]);
     }
 }
 
@@ -319,8 +285,8 @@ static void test_relu_backward_fd(void **state) {
     unary_problem_make(&p, 41, 41, 3000);
     // Values +-0.05, +-0.15, ...: at least 0.05 from the kink at 0 > h = 0.01.
     gradcheck_fill_distinct(p.x, p.nx, -2.05f, 0.1f, 3002);
-    check_gradient("relu dx", relu_loss, relu_gradient, &p, p.x, p.nx, LINEAR_TOLERANCE);
-    assert_overwrites(relu_gradient, &p, p.nx);
+    op_check_gradient("relu dx", relu_loss, relu_gradient, &p, p.x, p.nx, LINEAR_TOLERANCE);
+    op_assert_overwrites(relu_gradient, &p, p.nx);
 }
 
 static double gelu_loss(void *problem, const float *x) {
@@ -340,8 +306,8 @@ static void test_gelu_backward_fd(void **state) {
     UnaryProblem p;
     unary_problem_make(&p, 41, 41, 3100);
     gradcheck_fill_uniform(p.x, p.nx, -4.0f, 4.0f, 3102);
-    check_gradient("gelu dx", gelu_loss, gelu_gradient, &p, p.x, p.nx, SMOOTH_TOLERANCE);
-    assert_overwrites(gelu_gradient, &p, p.nx);
+    op_check_gradient("gelu dx", gelu_loss, gelu_gradient, &p, p.x, p.nx, SMOOTH_TOLERANCE);
+    op_assert_overwrites(gelu_gradient, &p, p.nx);
     float *expected = fixture_tensor(p.nx), *in_place = fixture_tensor(p.nx);
     gelu_gradient(&p, expected);
     memcpy(in_place, p.projection, p.nx * sizeof(float));
@@ -376,9 +342,9 @@ static void test_maxpool_backward_fd(void **state) {
         p.argmax = (int32_t *)fixture_tensor(ny);
         // Distinct values 0.05 apart: a step of h = 0.01 never reorders them (no ties).
         gradcheck_fill_distinct(p.x, nx, -3.0f, 0.05f, 3105 + 10 * t);
-        check_gradient("maxpool dx", maxpool_loss, maxpool_gradient, &p, p.x, nx,
+        op_check_gradient("maxpool dx", maxpool_loss, maxpool_gradient, &p, p.x, nx,
                        LINEAR_TOLERANCE);
-        assert_overwrites(maxpool_gradient, &p, nx);
+        op_assert_overwrites(maxpool_gradient, &p, nx);
     }
 }
 
@@ -396,8 +362,9 @@ static void avgpool_gradient(void *problem, float *dx) {
 static void test_avgpool_backward_fd(void **state) {
     UnaryProblem p = {.batch = 2, .pixels = 3 * 5, .dim = 7};
     unary_problem_make(&p, 2 * 15 * 7, 2 * 7, 3200);
-    check_gradient("avgpool dx", avgpool_loss, avgpool_gradient, &p, p.x, p.nx, LINEAR_TOLERANCE);
-    assert_overwrites(avgpool_gradient, &p, p.nx);
+    op_check_gradient("avgpool dx", avgpool_loss, avgpool_gradient, &p, p.x, p.nx,
+                      LINEAR_TOLERANCE);
+    op_assert_overwrites(avgpool_gradient, &p, p.nx);
 }
 
 static double bias_loss(void *problem, const float *bias) {
@@ -416,8 +383,8 @@ static void test_bias_backward_fd(void **state) {
     UnaryProblem p = {.rows = 9, .dim = 5};
     unary_problem_make(&p, 5, 9 * 5, 3300);  // x is the bias
     p.base = fixture_random_tensor(p.ny, -1, 1, 3302);
-    check_gradient("bias", bias_loss, bias_gradient, &p, p.x, p.nx, LINEAR_TOLERANCE);
-    assert_accumulates(bias_gradient, &p, p.nx);
+    op_check_gradient("bias", bias_loss, bias_gradient, &p, p.x, p.nx, LINEAR_TOLERANCE);
+    op_assert_accumulates(bias_gradient, &p, p.nx);
 }
 
 // ---- row-wise ops ------------------------------------------------------------------------------
@@ -442,8 +409,8 @@ static void test_l2_normalize_backward_fd(void **state) {
     // Row 2 has norm ~0.02 < eps (even after a step of h = 1e-3): there
     // y = x / eps and the gradient is dy / eps (PyTorch's clamp_min).
     for (int d = 0; d < p.dim; d++) p.x[2 * p.dim + d] *= 0.01f;
-    check_gradient("l2 dx", l2_loss, l2_gradient, &p, p.x, p.nx, SMOOTH_TOLERANCE);
-    assert_overwrites(l2_gradient, &p, p.nx);
+    op_check_gradient("l2 dx", l2_loss, l2_gradient, &p, p.x, p.nx, SMOOTH_TOLERANCE);
+    op_assert_overwrites(l2_gradient, &p, p.nx);
 }
 
 static double softmax_loss(void *problem, const float *x) {
@@ -475,12 +442,12 @@ static void test_softmax_backward_fd(void **state) {
     for (int t = 0; t < 2; t++) {
         UnaryProblem p = {.rows = 3, .dim = 7, .scale = scales[t]};
         unary_problem_make(&p, 21, 21, 3500 + 10 * t);
-        check_gradient("softmax dx", softmax_loss, softmax_gradient, &p, p.x, p.nx,
+        op_check_gradient("softmax dx", softmax_loss, softmax_gradient, &p, p.x, p.nx,
                        SMOOTH_TOLERANCE);
-        check_gradient("log_softmax dx", log_softmax_loss, log_softmax_gradient, &p, p.x, p.nx,
+        op_check_gradient("log_softmax dx", log_softmax_loss, log_softmax_gradient, &p, p.x, p.nx,
                        SMOOTH_TOLERANCE);
-        assert_overwrites(softmax_gradient, &p, p.nx);
-        assert_overwrites(log_softmax_gradient, &p, p.nx);
+        op_assert_overwrites(softmax_gradient, &p, p.nx);
+        op_assert_overwrites(log_softmax_gradient, &p, p.nx);
     }
 }
 
@@ -544,9 +511,9 @@ static void test_gemm_backward_fd(void **state) {
             p.b = fixture_random_tensor(p.nb, -1, 1, seed + 1);
             p.c = fixture_tensor((size_t)p.m * p.n);
             p.projection = fixture_random_tensor((size_t)p.m * p.n, -1, 1, seed + 2);
-            check_gradient("gemm dA", gemm_loss_a, gemm_gradient_a, &p, p.a, p.na,
+            op_check_gradient("gemm dA", gemm_loss_a, gemm_gradient_a, &p, p.a, p.na,
                            LINEAR_TOLERANCE);
-            check_gradient("gemm dB", gemm_loss_b, gemm_gradient_b, &p, p.b, p.nb,
+            op_check_gradient("gemm dB", gemm_loss_b, gemm_gradient_b, &p, p.b, p.nb,
                            LINEAR_TOLERANCE);
         }
 }

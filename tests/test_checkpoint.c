@@ -631,16 +631,18 @@ static float *eval_features(Resnet *model, const float *input) {
 // weights through the same backend give the same bits.
 static void assert_loads_features(const char *path, const char *part, const float *want,
                                   int64_t counter, const float *input) {
-    Resnet loaded;
+    Backbone loaded;
     ErrorMessage err = {{0}};
-    const ResnetInputShape shape = {MODEL_BATCH, MODEL_SIZE};
-    ASSERT_OK(model_source_load_resnet(path, part, fixture_ref, &shape, 1, &loaded, &err), err);
-    assert_int_equal(loaded.config.depth, 18);
-    assert_int_equal(loaded.num_batches_tracked, counter);
-    float *got = eval_features(&loaded, input);
+    const BackboneInput shape = {MODEL_BATCH, MODEL_SIZE};
+    ASSERT_OK(model_source_load_backbone(path, part, fixture_ref, &shape, 1, &loaded, &err),
+              err);
+    assert_int_equal(loaded.spec.kind, BACKBONE_RESNET);
+    assert_int_equal(loaded.spec.resnet_depth, 18);
+    assert_int_equal(*loaded.num_batches_tracked, counter);
+    float *got = eval_features(&loaded.model.resnet, input);
     assert_memory_equal(got, want, (size_t)MODEL_BATCH * loaded.feature_dim * sizeof *got);
     free(got);
-    resnet_free(&loaded);
+    backbone_free(&loaded);
 }
 
 static void test_loads_backbones_from_checkpoints(void **state) {
@@ -679,14 +681,14 @@ static void test_loads_backbones_from_checkpoints(void **state) {
     assert_loads_features(path, "backbone", teacher_features, 2, input);  // export_part
     assert_loads_features(plain, "backbone", student_features, 1, input);
 
-    Resnet none;
-    const ResnetInputShape shape = {MODEL_BATCH, MODEL_SIZE};
-    assert_int_equal(model_source_load_resnet(plain, "teacher", fixture_ref, &shape, 1, &none,
-                                              &err), -1);
+    Backbone none;
+    const BackboneInput shape = {MODEL_BATCH, MODEL_SIZE};
+    assert_int_equal(model_source_load_backbone(plain, "teacher", fixture_ref, &shape, 1, &none,
+                                                &err), -1);
     assert_non_null(strstr(err.text, plain));
     assert_non_null(strstr(err.text, "no teacher backbone (method simclr)"));
-    assert_int_equal(model_source_load_resnet(plain, "head", fixture_ref, &shape, 1, &none,
-                                              &err), -1);
+    assert_int_equal(model_source_load_backbone(plain, "head", fixture_ref, &shape, 1, &none,
+                                                &err), -1);
     assert_non_null(strstr(err.text, "unknown part \"head\""));
 
     free(student_features);
@@ -728,10 +730,10 @@ static void test_loads_torchvision_safetensors_with_fc(void **state) {
     assert_loads_features(saved, "backbone", want, 1, input);
     assert_loads_features(with_fc, "backbone", want, 1, input);
     assert_loads_features(with_fc, "student", want, 1, input);
-    Resnet none;
-    const ResnetInputShape shape = {MODEL_BATCH, MODEL_SIZE};
-    assert_int_equal(model_source_load_resnet(with_fc, "teacher", fixture_ref, &shape, 1, &none,
-                                              &err), -1);
+    Backbone none;
+    const BackboneInput shape = {MODEL_BATCH, MODEL_SIZE};
+    assert_int_equal(model_source_load_backbone(with_fc, "teacher", fixture_ref, &shape, 1,
+                                                &none, &err), -1);
     assert_non_null(strstr(err.text, "needs a checkpoint"));
 
     free(want);

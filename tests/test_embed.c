@@ -428,17 +428,17 @@ static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
 static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
 
 // Slot 0: the embedder's (BATCH, SIZE); slot 1: one image at a time.
-static void make_model(Backend *backend, Resnet *model) {
-    const ResnetConfig config = resnet_config_default(18);
-    const ResnetInputShape inputs[2] = {{BATCH, SIZE}, {1, SIZE}};
+static void make_model(Backend *backend, Backbone *model) {
+    const BackboneSpec spec = {.kind = BACKBONE_RESNET, .resnet_depth = 18};
+    const BackboneInput inputs[2] = {{BATCH, SIZE}, {1, SIZE}};
     ErrorMessage err;
-    if (resnet_create(model, backend, &config, inputs, 2, 0, &err) != 0) fail_msg("%s", err.text);
+    if (backbone_create(model, backend, &spec, inputs, 2, 0, &err) != 0) fail_msg("%s", err.text);
     // Non-trivial running statistics, so eval mode differs from batch statistics.
-    if (fixture_init_table(&model->params, &err) || fixture_init_table(&model->buffers, &err))
+    if (fixture_init_table(model->params, &err) || fixture_init_table(model->buffers, &err))
         fail_msg("%s", err.text);
 }
 
-static float *embed_with_workers(Resnet *model, int workers, uint8_t *failed) {
+static float *embed_with_workers(Backbone *model, int workers, uint8_t *failed) {
     const EmbedConfig config = {
         .image_size = SIZE, .batch_size = BATCH, .num_workers = workers, .failed = failed,
     };
@@ -456,7 +456,7 @@ static void test_embed_dataset_matches_manual_forward(void **state) {
     ErrorMessage err;
     Backend *backend = backend_create("cpu", 2, &err);
     if (!backend) fail_msg("%s", err.text);
-    Resnet model;
+    Backbone model;
     make_model(backend, &model);
     const size_t n = fixture.dataset.count, dim = (size_t)model.feature_dim;
     uint8_t *failed = malloc(n);
@@ -490,8 +490,9 @@ static void test_embed_dataset_matches_manual_forward(void **state) {
         for (int p = 0; p < SIZE * SIZE * 3; p++)
             host_input[p] = (pixels[p] / 255.0f - imagenet_mean[p % 3]) / imagenet_std[p % 3];
         backend->op.upload(backend, input, host_input, sizeof host_input);
-        assert_int_equal(resnet_forward(&model, 1, 1, input, 0, &err), 0);
-        backend->op.download(backend, expected, resnet_features(&model, 1), dim * sizeof(float));
+        assert_int_equal(backbone_forward(&model, 1, 1, input, 0, &err), 0);
+        backend->op.download(backend, expected, backbone_features(&model, 1),
+                             dim * sizeof(float));
         for (size_t d = 0; d < dim; d++) {
             // Batch 4 vs batch 1 may block the convolutions differently and the
             // host normalisation may round differently from the backend's:
@@ -510,7 +511,7 @@ static void test_embed_dataset_matches_manual_forward(void **state) {
     free(one);
     free(three);
     free(failed);
-    resnet_free(&model);
+    backbone_free(&model);
     backend_destroy(backend);
 }
 
@@ -518,7 +519,7 @@ static void test_embed_dataset_rejects_mismatched_slot(void **state) {
     (void)state;
     ErrorMessage err;
     Backend *backend = backend_create("cpu", 1, &err);
-    Resnet model;
+    Backbone model;
     make_model(backend, &model);
     float *features = malloc(fixture.dataset.count * 512 * sizeof(float));
     EmbedConfig config = {.image_size = 64, .batch_size = BATCH, .num_workers = 1};
@@ -529,7 +530,7 @@ static void test_embed_dataset_rejects_mismatched_slot(void **state) {
     assert_int_equal(embed_dataset(&model, 0, &fixture.dataset, &config, features, NULL, &err), -1);
     assert_non_null(strstr(err.text, "batch size"));
     free(features);
-    resnet_free(&model);
+    backbone_free(&model);
     backend_destroy(backend);
 }
 

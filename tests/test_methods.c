@@ -2,8 +2,11 @@
 // parameter group, the gradient the method's step produces equals the
 // directional finite difference of its loss (so forward, loss, head and
 // backbone backward and their plumbing agree), and a few optimizer steps on
-// that batch lower the loss. Also: the EMA teacher follows the student, DINO's
-// frozen last layer, and --method-arg checks.
+// that batch lower the loss. Students: resnet18, and a tiny ViT for SimCLR
+// and DINO (two input sizes: the local views resample the position grid);
+// a ViT teacher for distillation. Also: the EMA teacher follows the
+// student, DINO's frozen last layer, --method-arg checks and view sizes a
+// ViT cannot take.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -24,6 +27,22 @@
 #define LOCAL_IMAGE 16
 
 static Backend *backend;
+
+// The student's architecture for method_make: resnet18 unless a test sets it.
+static const BackboneSpec resnet18_spec = {.kind = BACKBONE_RESNET, .resnet_depth = 18};
+static BackboneSpec student_spec = {.kind = BACKBONE_RESNET, .resnet_depth = 18};
+
+// A ViT small enough for finite differences: patch 8, width 32, 2 blocks, a
+// 3 x 3 position grid (IMAGE px); LayerScale 0.1 so the blocks matter.
+static BackboneSpec tiny_vit(void) {
+    BackboneSpec spec = {.kind = BACKBONE_VIT};
+    spec.vit = (VitConfig){.patch_size = 8, .embed_dim = 32, .depth = 2, .heads = 2,
+                           .mlp_hidden = 64, .class_pos = 1, .pos_grid = 3, .layer_scale = 1,
+                           .layer_scale_init = 0.1f, .norm_eps = 1e-6f,
+                           .pos_interpolation = VIT_POS_INTERP_OFFSET, .pool = VIT_POOL_MEAN};
+    vit_config_name(&spec.vit);
+    return spec;
+}
 
 static int group_setup(void **state) {
     ErrorMessage err = {{0}};
@@ -76,7 +95,7 @@ static void method_make(Method *method, MethodKind kind, const char *teacher_pat
     else
         method_default_views(kind, IMAGE, &views);
     MethodSetup setup = {
-        .backend = backend, .depth = 18, .batch = BATCH, .dataset_size = 100,
+        .backend = backend, .backbone = student_spec, .batch = BATCH, .dataset_size = 100,
         .total_steps = 10, .seed = 3,
     };
     if (kind == METHOD_DINO) {
@@ -256,23 +275,68 @@ static void test_distillation(void **state) {
     check_method(METHOD_DISTILLATION, teacher_file);
 }
 
+// A ViT student: SimCLR (one size) and DINO (16 px local views: a 2 x 2 grid
+// resampled from the 3 x 3 position grid).
+static void test_simclr_vit(void **state) {
+    student_spec = tiny_vit();
+    check_method(METHOD_SIMCLR, NULL);
+    student_spec = resnet18_spec;
+}
+
+static void test_dino_vit(void **state) {
+    student_spec = tiny_vit();
+    check_method(METHOD_DINO, NULL);
+    student_spec = resnet18_spec;
+}
+
+// A ViT teacher file (timm names, as exported) for a resnet18 student.
+static void test_distillation_vit_teacher(void **state) {
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/ltc_test_methods_vit_teacher_%d.safetensors",
+             (int)getpid());
+    Backbone teacher;
+    ErrorMessage err = {{0}};
+    const BackboneSpec spec = tiny_vit();
+    const BackboneInput input = {2, IMAGE};
+    assert_int_equal(backbone_create(&teacher, backend, &spec, &input, 1, 98, &err), 0);
+    assert_int_equal(backbone_save(&teacher, path, &err), 0);
+    backbone_free(&teacher);
+    check_method(METHOD_DISTILLATION, path);
+    unlink(path);
+}
+
+// View sizes that are not multiples of a ViT's patch size are refused,
+// naming the size and a fitting one.
+static void test_vit_view_sizes_are_checked(void **state) {
+    ViewSet views;
+    view_set_dino(&views, IMAGE, 20, 2);  // 20 px local views, patch 8
+    const char *small[] = {"hidden_dim=32", "bottleneck_dim=8", "output_dim=24"};
+    MethodSetup setup = {.backend = backend, .backbone = tiny_vit(), .batch = 4,
+                         .dataset_size = 10, .total_steps = 1, .args = small, .arg_count = 3};
+    Method method;
+    ErrorMessage err = {{0}};
+    assert_int_equal(method_create(&method, METHOD_DINO, &setup, &views, &err), -1);
+    assert_non_null(strstr(err.text, "local views of 20 px"));
+    assert_non_null(strstr(err.text, "patch size 8 (e.g. 24 px)"));
+}
+
 // The teacher starts as a copy of the student and moves towards it by
 // (1 - momentum) of the difference after each update.
 static void test_ema_teacher_follows_student(void **state) {
     Method method;
     method_make(&method, METHOD_BYOL, NULL);
-    Resnet *teacher = method.ops->teacher(&method);
+    Backbone *teacher = method.ops->teacher(&method);
     assert_non_null(teacher);
-    const size_t n = method.backbone.params.total;
+    const size_t n = method.backbone.params->total;
     float *student = malloc(n * sizeof *student), *before = malloc(n * sizeof *before);
     float *after = malloc(n * sizeof *after);
-    backend->op.download(backend, student, method.backbone.params.values, n * sizeof(float));
-    backend->op.download(backend, before, teacher->params.values, n * sizeof(float));
+    backend->op.download(backend, student, method.backbone.params->values, n * sizeof(float));
+    backend->op.download(backend, before, teacher->params->values, n * sizeof(float));
     assert_memory_equal(student, before, n * sizeof(float));
     // move the student, then one EMA update with the momentum of step 1
-    backend->op.fill(backend, method.backbone.params.values, 0.5f, n);
+    backend->op.fill(backend, method.backbone.params->values, 0.5f, n);
     method.ops->after_update(&method, 0);
-    backend->op.download(backend, after, teacher->params.values, n * sizeof(float));
+    backend->op.download(backend, after, teacher->params->values, n * sizeof(float));
     const float momentum = method.scalar_values[0];
     assert_true(momentum > 0.98f && momentum < 1.0f);  // cosine 0.99 -> 1 over 10 steps
     for (size_t i = 0; i < n; i += 997) {
@@ -303,8 +367,8 @@ static void test_method_args_are_checked(void **state) {
     ViewSet views;
     method_default_views(METHOD_SIMCLR, IMAGE, &views);
     const char *bad[] = {"temprature=0.2"};
-    MethodSetup setup = {.backend = backend, .depth = 18, .batch = 4, .dataset_size = 10,
-                         .total_steps = 1, .args = bad, .arg_count = 1};
+    MethodSetup setup = {.backend = backend, .backbone = resnet18_spec, .batch = 4,
+                         .dataset_size = 10, .total_steps = 1, .args = bad, .arg_count = 1};
     Method method;
     ErrorMessage err = {{0}};
     assert_int_equal(method_create(&method, METHOD_SIMCLR, &setup, &views, &err), -1);
@@ -329,6 +393,10 @@ int main(void) {
         cmocka_unit_test(test_vicreg),
         cmocka_unit_test(test_barlow_twins),
         cmocka_unit_test(test_distillation),
+        cmocka_unit_test(test_simclr_vit),
+        cmocka_unit_test(test_dino_vit),
+        cmocka_unit_test(test_distillation_vit_teacher),
+        cmocka_unit_test(test_vit_view_sizes_are_checked),
         cmocka_unit_test(test_ema_teacher_follows_student),
         cmocka_unit_test(test_dino_last_layer_group_is_frozen_at_first),
         cmocka_unit_test(test_method_args_are_checked),

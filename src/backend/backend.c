@@ -55,6 +55,16 @@ int pool_shape_make(PoolShape *shape, int batch, int in_height, int in_width, in
     return 0;
 }
 
+int attention_shape_make(AttentionShape *shape, int batch, int heads, int tokens, int head_dim,
+                         ErrorMessage *err) {
+    if (batch < 1 || heads < 1 || tokens < 1 || head_dim < 1)
+        return error_set(err, "attention: invalid geometry (batch %d, %d heads, %d tokens, head "
+                              "dim %d)", batch, heads, tokens, head_dim);
+    *shape = (AttentionShape){.batch = batch, .heads = heads, .tokens = tokens,
+                              .head_dim = head_dim};
+    return 0;
+}
+
 Backend *backend_create(const char *name, int threads, ErrorMessage *err) {
     if (strcmp(name, "ref") == 0) return ref_backend_create(err);
     if (strcmp(name, "cpu") == 0) return cpu_backend_create(threads, err);

@@ -58,6 +58,20 @@ typedef struct PoolShape {
 int pool_shape_make(PoolShape *shape, int batch, int in_height, int in_width, int channels,
                     int window, int stride, int padding, ErrorMessage *err);
 
+// Multi-head attention geometry: per (batch, head), tokens queries attend to
+// the same tokens' keys, each vector head_dim long.
+typedef struct AttentionShape {
+    int batch, heads, tokens, head_dim;
+} AttentionShape;
+
+// Fills an AttentionShape; -1 when a size is not positive.
+int attention_shape_make(AttentionShape *shape, int batch, int heads, int tokens, int head_dim,
+                         ErrorMessage *err);
+
+// A backend's prepared attention for one AttentionShape (its workspace for
+// the score rows it recomputes). Made when the model is built.
+typedef struct AttentionPlan AttentionPlan;
+
 typedef struct BackendOps {
     // ---- memory ----------------------------------------------------------
     void *(*alloc)(Backend *backend, size_t bytes);  // 64-byte aligned; NULL when out of memory
@@ -237,6 +251,78 @@ typedef struct BackendOps {
     // growth (if that stays finite) and tracker = 0; state[2] = 1/scale.
     void (*amp_update)(Backend *backend, float *state, const float *found, int growth_interval,
                        float growth, float backoff);
+
+    // ---- transformer ops ------------------------------------------------------------
+    // Layer norm over the channels of each row (PyTorch's nn.LayerNorm on the
+    // last dim): y (rows, C) = (x - mean) inv_std gamma + beta with the biased
+    // variance and inv_std = 1 / sqrt(var + eps); mean, inv_std (rows) = the
+    // row statistics (fp32), kept for backward. y may not alias x.
+    void (*layernorm_forward)(Backend *backend, size_t rows, int channels, const float *x,
+                              const float *gamma, const float *beta, float eps, float *y,
+                              float *mean, float *inv_std);
+    // dx (rows, C) =; dgamma, dbeta (C) +=; x is the forward input, mean and
+    // inv_std its saved statistics. dx may not alias dy.
+    void (*layernorm_backward)(Backend *backend, size_t rows, int channels, const float *x,
+                               const float *dy, const float *gamma, const float *mean,
+                               const float *inv_std, float *dx, float *dgamma, float *dbeta);
+
+    // Scaled dot-product attention, per (b, h): softmax(scale q k^T) v over
+    // the tokens. q, k, v are read where a fused qkv Linear writes them:
+    // qkv (B, T, 3, H, Dh) (token-major; [.., 0, h, :] is q of head h, 1 k, 2 v),
+    // and out (B, T, H, Dh) is what the output projection reads. Only the
+    // per-row log-sum-exp is kept for backward, which recomputes the
+    // probabilities: no (T, T) matrix lives between the two (what a fused GPU
+    // kernel does). lse (B, H, T) = log sum_j exp(scale q_i . k_j).
+    AttentionPlan *(*attention_plan)(Backend *backend, const AttentionShape *shape,
+                                     ErrorMessage *err);
+    void (*attention_plan_free)(Backend *backend, AttentionPlan *plan);
+    // out (B, T, H, Dh) =, lse (B, H, T) =
+    void (*attention_forward)(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                              float scale, float *out, float *lse);
+    // dqkv (B, T, 3, H, Dh) = the gradients of q, k and v, given the forward's
+    // qkv, out and lse and dout (B, T, H, Dh). dqkv aliases nothing.
+    void (*attention_backward)(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                               const float *out, const float *dout, const float *lse,
+                               float scale, float *dqkv);
+
+    // ViT token sequence: tokens (B, 1 + R + P, D) = [cls + cls_pos,
+    // registers[0 .. R-1], patches[p] + patch_pos[p]] per sample: the class
+    // token, R register tokens (no position), then the P patch embeddings
+    // (B, P, D) with their positions (P, D). cls_pos (D) may be NULL (no
+    // position on the class token); registers (R, D) is NULL when R = 0.
+    void (*vit_tokens_forward)(Backend *backend, int batch, int registers, int patches,
+                               int channels, const float *patch_embeddings, const float *cls,
+                               const float *cls_pos, const float *register_tokens,
+                               const float *patch_pos, float *tokens);
+    // dpatches (B, P, D) =; dcls, dcls_pos (D), dregisters (R, D) and
+    // dpatch_pos (P, D) += the sums over the batch. Pointers NULL in the
+    // forward are NULL here (dcls_pos may also be NULL when cls_pos is not).
+    void (*vit_tokens_backward)(Backend *backend, int batch, int registers, int patches,
+                                int channels, const float *dtokens, float *dpatch_embeddings,
+                                float *dcls, float *dcls_pos, float *dregister_tokens,
+                                float *dpatch_pos);
+    // Residual add with LayerScale and drop path:
+    // y (B, T, C) = x + sample_scale[b] * gamma[c] * branch (B, T, C), where
+    // gamma (C) may be NULL (1) and sample_scale (B) may be NULL (1; drop
+    // path: 0 for a dropped sample, 1 / keep probability for a kept one).
+    // y may alias x.
+    void (*residual_scale_add_forward)(Backend *backend, int batch, size_t rows_per_sample,
+                                       int channels, const float *x, const float *branch,
+                                       const float *gamma, const float *sample_scale, float *y);
+    // dbranch (B, T, C) = sample_scale[b] gamma[c] dy; dgamma (C) += sum over
+    // rows of sample_scale[b] dy branch (when gamma is not NULL). The
+    // gradient of x is dy itself.
+    void (*residual_scale_add_backward)(Backend *backend, int batch, size_t rows_per_sample,
+                                        int channels, const float *branch, const float *dy,
+                                        const float *gamma, const float *sample_scale,
+                                        float *dbranch, float *dgamma);
+    // Token pooling: y (B, C) = mean of x[b, first .. first + count - 1, :]
+    // over x (B, T, C) (count 1: the token itself, e.g. the class token).
+    void (*token_pool_forward)(Backend *backend, int batch, int tokens, int channels, int first,
+                               int count, const float *x, float *y);
+    // dx (B, T, C) = dy[b] / count on the pooled tokens, 0 on the others.
+    void (*token_pool_backward)(Backend *backend, int batch, int tokens, int channels, int first,
+                                int count, const float *dy, float *dx);
 
     // ---- input ---------------------------------------------------------------------
     // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory

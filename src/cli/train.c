@@ -9,9 +9,6 @@
 #include "cli/options.h"
 #include "train/trainer.h"
 
-static const char *const model_names[] = {"resnet18", "resnet34", "resnet50", "resnet101",
-                                          "resnet152", NULL};
-static const int model_depths[] = {18, 34, 50, 101, 152};
 static const char *const method_choices[] = {"simclr", "byol", "dino", "vicreg",
                                              "barlowtwins", "distillation", NULL};
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
@@ -45,7 +42,7 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
 // The values the table cannot store directly.
 static int train_options_resolve(TrainConfig *config, const TrainChoices *choices,
                                  ErrorMessage *err) {
-    config->depth = model_depths[choices->model];
+    config->model = backbone_model_names[choices->model];
     if (method_kind_parse(method_choices[choices->method], &config->method, err)) return -1;
     if (config->devices < 1) config->devices = 1;  // auto: the one CPU device
     config->optimizer_auto = choices->optimizer == 0;
@@ -85,7 +82,8 @@ int command_train(int argc, char **argv) {
         {.name = "out", .type = OPTION_STRING, .value = &config.out, .metavar = "DIR",
          .help = "output folder (checkpoints, exported model, logs)"},
         {.name = "model", .type = OPTION_CHOICE, .value = &choices.model, .metavar = "NAME",
-         .help = "backbone", .choices = model_names},
+         .help = "backbone (ViTs: the image sizes must be multiples of the patch size)",
+         .choices = backbone_model_names},
         {.name = "method", .type = OPTION_CHOICE, .value = &choices.method, .metavar = "NAME",
          .help = "self-supervised method", .choices = method_choices},
         {.name = "epochs", .type = OPTION_INT, .value = &config.epochs, .metavar = "N",

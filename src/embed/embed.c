@@ -1,5 +1,7 @@
 // `lightly-train-c embed`: features of every image in a folder from a trained
-// backbone (a .ckpt of ours or an exported/torchvision .safetensors), written
+// backbone (a .ckpt of ours or an exported / torchvision / timm / DINOv2 /
+// transformers .safetensors; ViTs pool the mean patch token or the class
+// token, --vit-pool), written
 // as npy, csv, lightly_csv or safetensors. Unreadable images are skipped: a
 // warning each, counted in the summary, and their rows dropped from the
 // output together with their filenames (so the two stay aligned).
@@ -29,6 +31,7 @@ typedef struct EmbedArgs {
     const char *out;
     int format;  // index into format_choices: 0 = from the extension
     int part;    // index into part_choices
+    int vit_pool;  // index into vit_pool_choices
     int image_size;
     int batch_size;
     int num_workers;  // -1 = auto
@@ -40,6 +43,8 @@ typedef struct EmbedArgs {
 static const char *const format_choices[] = {"auto", "npy", "csv", "lightly_csv", "safetensors",
                                              NULL};
 static const char *const part_choices[] = {"backbone", "student", "teacher", NULL};
+// LightlyTrain's DINOv2 ViT pools the mean of the patch tokens.
+static const char *const vit_pool_choices[] = {"mean", "cls", NULL};
 static const char *const accelerator_choices[] = {"auto", "cpu", "gpu", NULL};
 
 static void print_warning(void *context, const char *message) {
@@ -80,7 +85,7 @@ static size_t drop_failed_rows(float *features, const char **filenames, const ui
 typedef struct EmbedRun {
     Dataset dataset;
     Backend *backend;
-    Resnet model;
+    Backbone model;
     int model_loaded;
     float *features;        // (dataset.count, D)
     uint8_t *failed;        // (dataset.count)
@@ -88,7 +93,7 @@ typedef struct EmbedRun {
 } EmbedRun;
 
 static void embed_run_free(EmbedRun *run) {
-    if (run->model_loaded) resnet_free(&run->model);
+    if (run->model_loaded) backbone_free(&run->model);
     backend_destroy(run->backend);
     dataset_free(&run->dataset);
     free(run->features);
@@ -118,11 +123,16 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     run->backend = backend_choose(accelerator_choices[args->accelerator], "cpu", 0,
                                   accelerator_note, sizeof accelerator_note, &err);
     if (!run->backend) return usage_error("%s", err.text);
-    const ResnetInputShape shape = {batch_size, args->image_size};
-    if (model_source_load_resnet(args->checkpoint, part_choices[args->part], run->backend, &shape,
-                                 1, &run->model, &err) != 0)
+    const BackboneInput shape = {batch_size, args->image_size};
+    if (model_source_load_backbone(args->checkpoint, part_choices[args->part], run->backend,
+                                   &shape, 1, &run->model, &err) != 0)
         return usage_error("--checkpoint: %s", err.text);
     run->model_loaded = 1;
+    if (run->model.spec.kind == BACKBONE_VIT &&
+        vit_pool_parse(vit_pool_choices[args->vit_pool], &run->model.model.vit.config.pool, &err))
+        return usage_error("--vit-pool: %s", err.text);
+    char model_name[BACKBONE_MAX_NAME];
+    backbone_spec_name(&run->model.spec, model_name, sizeof model_name);
     const int dim = run->model.feature_dim;
     run->features = malloc(dataset->count * (size_t)dim * sizeof *run->features);
     run->failed = calloc(dataset->count, 1);
@@ -159,10 +169,10 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
         return 1;
     }
-    printf("embedded %zu images x %d dims (resnet%d, %d px, batch %d, %d workers, %s) as %s to "
+    printf("embedded %zu images x %d dims (%s, %d px, batch %d, %d workers, %s) as %s to "
            "'%s' in %.2f s (%.1f images/s); skipped files: %llu (rows dropped)\n",
-           kept, dim, run->model.config.depth, args->image_size, batch_size, workers,
-           run->backend->name, embed_format_names[format], args->out, seconds,
+           kept, dim, model_name, args->image_size, batch_size, workers, run->backend->name,
+           embed_format_names[format], args->out, seconds,
            seconds > 0 ? (double)dataset->count / seconds : 0.0,
            (unsigned long long)stats.skipped_files);
     return 0;
@@ -179,7 +189,9 @@ int command_embed(int argc, char **argv) {
         {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
          .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
-         .metavar = "PATH", .help = "a .ckpt of train, or a backbone .safetensors (export)",
+         .metavar = "PATH",
+         .help = "a .ckpt of train, or a backbone .safetensors (export, torchvision, timm, "
+                 "DINOv2, transformers)",
          .required = 1},
         {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
          .help = "embedding file to write", .required = 1},
@@ -189,8 +201,12 @@ int command_embed(int argc, char **argv) {
         {.name = "part", .type = OPTION_CHOICE, .value = &args.part, .metavar = "NAME",
          .help = "which backbone of a .ckpt (backbone: the one export uses)",
          .choices = part_choices},
+        {.name = "vit-pool", .type = OPTION_CHOICE, .value = &args.vit_pool, .metavar = "NAME",
+         .help = "ViT features: mean of the patch tokens (mean) or the class token (cls)",
+         .choices = vit_pool_choices},
         {.name = "image-size", .type = OPTION_INT, .value = &args.image_size, .metavar = "N",
-         .help = "images are resized to N x N (no crop)", .min = 16, .max = 4096},
+         .help = "images are resized to N x N (no crop; ViTs: a multiple of the patch size)",
+         .min = 16, .max = 4096},
         {.name = "batch-size", .type = OPTION_INT, .value = &args.batch_size, .metavar = "N",
          .help = "images per forward pass (reduced to the dataset size)", .min = 1,
          .max = 65536},

@@ -21,7 +21,7 @@ static void embed_buffers_free(Backend *backend, EmbedBuffers *buffers) {
     *buffers = (EmbedBuffers){0};
 }
 
-static int embed_validate(const Resnet *model, int slot, const Dataset *dataset,
+static int embed_validate(const Backbone *model, int slot, const Dataset *dataset,
                           const EmbedConfig *config, const float *features, ErrorMessage *err) {
     if (!model || !dataset || !config || !features)
         return error_set(err, "embed: missing argument");
@@ -29,7 +29,7 @@ static int embed_validate(const Resnet *model, int slot, const Dataset *dataset,
     if (slot < 0 || slot >= model->slot_count)
         return error_set(err, "embed: the model has no input slot %d (%d slots)", slot,
                          model->slot_count);
-    const ResnetInputShape max = model->slots[slot].max;
+    const BackboneInput max = model->slots[slot];
     if (config->image_size != max.resolution)
         return error_set(err, "embed: image size %d differs from the model slot's %d px",
                          config->image_size, max.resolution);
@@ -41,7 +41,7 @@ static int embed_validate(const Resnet *model, int slot, const Dataset *dataset,
 }
 
 // One batch through the model; its rows are consecutive in scan order.
-static int embed_batch(Resnet *model, int slot, const Batch *batch, const EmbedBuffers *buffers,
+static int embed_batch(Backbone *model, int slot, const Batch *batch, const EmbedBuffers *buffers,
                        float *features, uint8_t *failed, ErrorMessage *err) {
     Backend *backend = model->backend;
     const size_t dim = (size_t)model->feature_dim;
@@ -54,9 +54,9 @@ static int embed_batch(Resnet *model, int slot, const Batch *batch, const EmbedB
     backend->op.upload(backend, buffers->pixels, batch->views[0], pixels * 3);
     backend->op.normalize_u8(backend, pixels, buffers->pixels, embed_mean, embed_std,
                              buffers->input);
-    if (resnet_forward(model, slot, batch->size, buffers->input, 0, err) != 0) return -1;
+    if (backbone_forward(model, slot, batch->size, buffers->input, 0, err) != 0) return -1;
     float *rows = features + first * dim;
-    backend->op.download(backend, rows, resnet_features(model, slot),
+    backend->op.download(backend, rows, backbone_features(model, slot),
                          (size_t)batch->size * dim * sizeof *rows);
     for (int i = 0; i < batch->size; i++) {
         if (batch->failed[i]) memset(rows + (size_t)i * dim, 0, dim * sizeof *rows);
@@ -65,14 +65,14 @@ static int embed_batch(Resnet *model, int slot, const Batch *batch, const EmbedB
     return 0;
 }
 
-int embed_dataset(Resnet *model, int slot, const Dataset *dataset, const EmbedConfig *config,
+int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const EmbedConfig *config,
                   float *features, LoaderStats *stats, ErrorMessage *err) {
     if (embed_validate(model, slot, dataset, config, features, err) != 0) return -1;
     // Plans for the full batches (the slot may be larger, e.g. the training
     // model's during kNN evaluation) and the last partial one.
     const int remainder = (int)(dataset->count % (size_t)config->batch_size);
-    if (resnet_prepare_batch(model, slot, config->batch_size, err) != 0 ||
-        (remainder && resnet_prepare_batch(model, slot, remainder, err) != 0))
+    if (backbone_prepare_batch(model, slot, config->batch_size, err) != 0 ||
+        (remainder && backbone_prepare_batch(model, slot, remainder, err) != 0))
         return error_prefix(err, "embed");
 
     Backend *backend = model->backend;

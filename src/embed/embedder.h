@@ -14,7 +14,7 @@
 
 #include "data/loader.h"
 #include "data/scan.h"
-#include "nn/resnet.h"
+#include "nn/backbone.h"
 #include "util/error.h"
 
 #define EMBED_DEFAULT_IMAGE_SIZE 224
@@ -34,12 +34,12 @@ typedef struct EmbedConfig {
 
 // features (dataset->count, model->feature_dim) host memory: row i = pooled
 // features of image i (scan order) in eval mode. The model needs a slot
-// `slot` of resolution image_size and batch >= batch_size; conv plans for the
-// last partial batch are made here (resnet_prepare_batch) before the loop.
+// `slot` of resolution image_size and batch >= batch_size; plans for the
+// last partial batch are made here (backbone_prepare_batch) before the loop.
 // stats (may be NULL) receives the loader's counts: skipped_files = files
 // whose rows are zero (see EmbedConfig.failed). Fails on a configuration
 // that does not fit the model, or a fatal loader/backend error.
-int embed_dataset(Resnet *model, int slot, const Dataset *dataset, const EmbedConfig *config,
+int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const EmbedConfig *config,
                   float *features, LoaderStats *stats, ErrorMessage *err);
 
 #endif

@@ -1,8 +1,10 @@
 // `lightly-train-c export`: writes one backbone of a checkpoint (or of a
-// safetensors state dict) as a torchvision state dict in safetensors (F32,
-// conv weights OIHW, BN running stats and num_batches_tracked, no fc),
-// atomically. Loadable with torchvision.models.resnetXX().load_state_dict(
-// safetensors.torch.load_file(path), strict=False) (only fc.* missing).
+// safetensors state dict) atomically in its architecture's interchange
+// format: a ResNet as a torchvision state dict in safetensors (F32, conv
+// weights OIHW, BN running stats and num_batches_tracked, no fc), loadable
+// with torchvision.models.resnetXX().load_state_dict(
+// safetensors.torch.load_file(path), strict=False) (only fc.* missing); a
+// ViT as a timm state dict (nn/vit_weights.h: vit_save).
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,7 +13,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "embed/model_source.h"
-#include "nn/resnet.h"
+#include "nn/backbone.h"
 #include "util/output_path.h"
 
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
@@ -37,28 +39,29 @@ static int export_run(const ExportArgs *args) {
         fprintf(stderr, "%s: %s\n", program, err.text);
         return 1;
     }
-    const ResnetInputShape unused_slot = {1, 32};  // export runs no forward; the smallest slot
-    Resnet model;
+    const BackboneInput unused_slot = {1, 0};  // export runs no forward: the smallest slot
+    Backbone model;
     ModelSourceInfo info;
-    if (model_source_load_resnet_info(args->checkpoint, part_names[args->part], backend,
-                                      &unused_slot, 1, &model, &info, &err) != 0) {
+    if (model_source_load_backbone_info(args->checkpoint, part_names[args->part], backend,
+                                        &unused_slot, 1, &model, &info, &err) != 0) {
         fprintf(stderr, "%s: --checkpoint %s\n", program, err.text);
         backend_destroy(backend);
         return 2;
     }
     int status = 0;
-    if (resnet_save(&model, args->out, &err) != 0) {
+    if (backbone_save(&model, args->out, &err) != 0) {
         fprintf(stderr, "%s: %s\n", program, err.text);
         status = 1;
     } else {
         // "backbone." -> "backbone"; a safetensors source is its own backbone.
         const size_t length = strlen(info.prefix);
-        printf("exported %.*s of resnet%d (%zu parameters) from %s to %s\n",
-               length ? (int)length - 1 : 8, length ? info.prefix : "backbone",
-               model.config.depth, parameter_set_elements(&model.params), args->checkpoint,
-               args->out);
+        char name[BACKBONE_MAX_NAME];
+        backbone_spec_name(&model.spec, name, sizeof name);
+        printf("exported %.*s of %s (%zu parameters) from %s to %s\n",
+               length ? (int)length - 1 : 8, length ? info.prefix : "backbone", name,
+               parameter_set_elements(model.params), args->checkpoint, args->out);
     }
-    resnet_free(&model);
+    backbone_free(&model);
     backend_destroy(backend);
     return status;
 }
@@ -67,7 +70,7 @@ int command_export(int argc, char **argv) {
     ExportArgs args = {0};
     const OptionSpec specs[] = {
         {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
-         .metavar = "PATH", .help = "a .ckpt checkpoint or a torchvision .safetensors",
+         .metavar = "PATH", .help = "a .ckpt checkpoint or a backbone .safetensors",
          .required = 1},
         {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
          .help = "the exported state dict", .required = 1},
@@ -81,8 +84,9 @@ int command_export(int argc, char **argv) {
     };
     const OptionParser parser = {
         .program = "lightly-train-c export",
-        .summary = "Writes a backbone of a checkpoint as a torchvision state dict "
-                   "(safetensors, no fc), loadable with load_state_dict(strict=False).",
+        .summary = "Writes a backbone of a checkpoint as a torchvision (ResNet) or timm "
+                   "(ViT) state dict in safetensors, loadable with load_state_dict (ResNet: "
+                   "strict=False, no fc).",
         .epilog = EXIT_STATUS_HELP,
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),

@@ -1,10 +1,11 @@
 // Backbone loading from a checkpoint or a safetensors state dict, with the
-// ResNet depth read from the tensor names (see model_source.h).
+// architecture read from the tensor names (see model_source.h).
 #include "embed/model_source.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "nn/vit_weights.h"
 #include "nn/weights.h"
 #include "train/checkpoint.h"
 
@@ -105,32 +106,43 @@ static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char
     return 0;
 }
 
-static int create_and_load(const SafeTensors *file, const char *prefix, Backend *backend,
-                           const ResnetInputShape *inputs, int input_count, Resnet *model,
-                           ErrorMessage *err) {
-    int depth;
-    if (model_source_detect_depth(file, prefix, &depth, err) != 0) return -1;
-    const ResnetConfig config = resnet_config_default(depth);
-    if (resnet_declare(model, backend, &config, err) != 0 ||
-        resnet_allocate(model, inputs, input_count, err) != 0) {
-        resnet_free(model);
-        return -1;
+int model_source_detect_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
+                             ErrorMessage *err) {
+    memset(spec, 0, sizeof *spec);
+    if (vit_weights_detect(file, prefix)) {
+        spec->kind = BACKBONE_VIT;
+        return vit_config_from_weights(file, prefix, &spec->vit, err);
     }
-    // Checkpoints are strict; a state dict may carry torchvision's classifier
-    // (fc.*) and may lack num_batches_tracked (as resnet_load allows).
-    const WeightsLoadOptions options = {.key_prefix = prefix,
-                                        .ignore_prefix = prefix[0] ? NULL : "fc."};
-    if (weights_load_from(file, &model->params, &model->buffers, &model->num_batches_tracked,
-                          &options, err) != 0) {
-        resnet_free(model);
-        return error_prefix(err, "resnet%d", depth);
+    spec->kind = BACKBONE_RESNET;
+    if (model_source_detect_depth(file, prefix, &spec->resnet_depth, err) != 0)
+        return error_prefix(err, "no ViT tokens (\"%scls_token\")", prefix);
+    return 0;
+}
+
+static int create_and_load(const SafeTensors *file, const char *prefix, Backend *backend,
+                           const BackboneInput *inputs, int input_count, Backbone *model,
+                           ErrorMessage *err) {
+    BackboneSpec spec;
+    if (model_source_detect_spec(file, prefix, &spec, err) != 0) return -1;
+    if (input_count < 1 || input_count > BACKBONE_MAX_SLOTS)
+        return error_set(err, "%d input shapes (1..%d)", input_count, BACKBONE_MAX_SLOTS);
+    BackboneInput sized[BACKBONE_MAX_SLOTS];
+    for (int i = 0; i < input_count; i++) {
+        sized[i] = inputs[i];
+        if (sized[i].resolution <= 0)  // the smallest input the architecture takes
+            sized[i].resolution = spec.kind == BACKBONE_VIT ? spec.vit.patch_size : 32;
+    }
+    if (backbone_allocate(model, backend, &spec, sized, input_count, err) != 0) return -1;
+    if (model->ops->load(model, file, prefix, err) != 0) {
+        backbone_free(model);
+        return -1;
     }
     return 0;
 }
 
-int model_source_load_resnet_info(const char *path, const char *part, Backend *backend,
-                                  const ResnetInputShape *inputs, int input_count, Resnet *model,
-                                  ModelSourceInfo *info, ErrorMessage *err) {
+int model_source_load_backbone_info(const char *path, const char *part, Backend *backend,
+                                    const BackboneInput *inputs, int input_count,
+                                    Backbone *model, ModelSourceInfo *info, ErrorMessage *err) {
     ModelSourceInfo local;
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
@@ -160,9 +172,9 @@ int model_source_load_resnet_info(const char *path, const char *part, Backend *b
     return status == 0 ? 0 : error_prefix(err, "%s", path);
 }
 
-int model_source_load_resnet(const char *path, const char *part, Backend *backend,
-                             const ResnetInputShape *inputs, int input_count, Resnet *model,
-                             ErrorMessage *err) {
-    return model_source_load_resnet_info(path, part, backend, inputs, input_count, model, NULL,
-                                         err);
+int model_source_load_backbone(const char *path, const char *part, Backend *backend,
+                               const BackboneInput *inputs, int input_count, Backbone *model,
+                               ErrorMessage *err) {
+    return model_source_load_backbone_info(path, part, backend, inputs, input_count, model,
+                                           NULL, err);
 }

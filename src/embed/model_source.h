@@ -1,13 +1,14 @@
 // Where a backbone comes from for embed, export and distillation: a path to
-// either one of our checkpoints (.ckpt, train/checkpoint.h) or a
-// torchvision-style state dict in safetensors (with or without fc.*; F32,
-// F16 or BF16). The ResNet depth is read from the tensor names, so the user
-// never has to repeat it.
+// either one of our checkpoints (.ckpt, train/checkpoint.h) or a backbone
+// state dict in safetensors: torchvision's ResNet (with or without fc.*) or
+// a ViT in timm's, DINOv2's or transformers' naming (nn/vit_weights.h); F32,
+// F16 or BF16. The architecture is read from the tensor names and shapes,
+// so the user never has to repeat it.
 #ifndef LTC_EMBED_MODEL_SOURCE_H
 #define LTC_EMBED_MODEL_SOURCE_H
 
 #include "backend/backend.h"
-#include "nn/resnet.h"
+#include "nn/backbone.h"
 #include "nn/safetensors.h"
 #include "util/error.h"
 
@@ -18,28 +19,33 @@
 int model_source_detect_depth(const SafeTensors *file, const char *prefix, int *depth,
                               ErrorMessage *err);
 
+// The architecture under prefix: a ViT when its tokens are there, else a
+// ResNet of the detected depth.
+int model_source_detect_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
+                             ErrorMessage *err);
+
 // Loads a backbone from path. part: "backbone" (the file's default: the
 // checkpoint's export_part, or the safetensors file itself), "student"
 // ("backbone." of a checkpoint) or "teacher" ("teacher_backbone."; an error
 // naming the method when the checkpoint has none); safetensors files accept
-// only "backbone"/"student". Creates *model with resnet_declare +
-// resnet_allocate for the input shapes given (input_count >= 1) and loads
-// every parameter, buffer and the BN counter. Errors name the path; on
-// failure *model holds nothing to free.
-int model_source_load_resnet(const char *path, const char *part, Backend *backend,
-                             const ResnetInputShape *inputs, int input_count, Resnet *model,
-                             ErrorMessage *err);
+// only "backbone"/"student". Creates *model (backbone_allocate) for the input
+// shapes given (input_count >= 1; a resolution of 0: the smallest the
+// architecture takes, for a model that runs no forward) and loads every
+// parameter, buffer and the BN counter. Errors name the path; on failure *model holds nothing to free.
+int model_source_load_backbone(const char *path, const char *part, Backend *backend,
+                               const BackboneInput *inputs, int input_count, Backbone *model,
+                               ErrorMessage *err);
 
-// What model_source_load_resnet_info loaded.
+// What model_source_load_backbone_info loaded.
 typedef struct ModelSourceInfo {
     int is_checkpoint;       // 1: a .ckpt, 0: a safetensors state dict
     char prefix[32];         // the tensor-name prefix used: "backbone.", "teacher_backbone." or ""
     char method[64];         // the checkpoint's "method" metadata, "" when absent
 } ModelSourceInfo;
 
-// model_source_load_resnet that also says what it loaded (info may be NULL).
-int model_source_load_resnet_info(const char *path, const char *part, Backend *backend,
-                                  const ResnetInputShape *inputs, int input_count, Resnet *model,
-                                  ModelSourceInfo *info, ErrorMessage *err);
+// model_source_load_backbone that also says what it loaded (info may be NULL).
+int model_source_load_backbone_info(const char *path, const char *part, Backend *backend,
+                                    const BackboneInput *inputs, int input_count,
+                                    Backbone *model, ModelSourceInfo *info, ErrorMessage *err);
 
 #endif

@@ -24,12 +24,8 @@ static Rng init_rng(uint64_t seed, const char *name) {
     return rng_make(seed, 0, name_hash(name), LAYER_INIT_STREAM);
 }
 
-// Fills one parameter on the host (normal with std `scale`, or uniform in
-// +-scale) and uploads it.
-typedef enum InitDistribution { INIT_NORMAL, INIT_UNIFORM } InitDistribution;
-
-static int init_parameter(Backend *backend, const Parameter *param, uint64_t seed,
-                          InitDistribution distribution, float scale, ErrorMessage *err) {
+int layer_init_parameter(Backend *backend, const Parameter *param, uint64_t seed,
+                         InitDistribution distribution, float scale, ErrorMessage *err) {
     float *host = malloc((param->count + 1) * sizeof *host);
     if (!host) return error_set(err, "out of memory initialising '%s'", param->name);
     Rng rng = init_rng(seed, param->name);
@@ -69,8 +65,8 @@ void conv2d_bind(Conv2d *conv, const ParameterSet *params) {
 int conv2d_init_kaiming(Backend *backend, const Conv2d *conv, const ParameterSet *params,
                         uint64_t seed, ErrorMessage *err) {
     const double fan_out = (double)conv->out_channels * conv->kernel * conv->kernel;
-    return init_parameter(backend, &params->params[conv->weight_index], seed, INIT_NORMAL,
-                          (float)sqrt(2.0 / fan_out), err);
+    return layer_init_parameter(backend, &params->params[conv->weight_index], seed, INIT_NORMAL,
+                                (float)sqrt(2.0 / fan_out), err);
 }
 
 int conv2d_shape(const Conv2d *conv, int batch, int height, int width, ConvShape *shape,
@@ -168,6 +164,44 @@ void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows,
                                         bn->bias_grad, dresidual);
 }
 
+// ---- layer norm ---------------------------------------------------------------------
+
+int layernorm_declare(LayerNorm *ln, ParameterSet *params, const char *prefix, int channels,
+                      float eps, ErrorMessage *err) {
+    *ln = (LayerNorm){.channels = channels, .eps = eps};
+    char name[PARAM_MAX_NAME + 32];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    ln->weight_index = parameter_declare(params, name, PARAM_NORM, 1, &channels, NULL, err);
+    if (ln->weight_index < 0) return -1;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    ln->bias_index = parameter_declare(params, name, PARAM_NORM, 1, &channels, NULL, err);
+    return ln->bias_index < 0 ? -1 : 0;
+}
+
+void layernorm_bind(LayerNorm *ln, const ParameterSet *params) {
+    ln->weight = params->params[ln->weight_index].value;
+    ln->weight_grad = params->params[ln->weight_index].grad;
+    ln->bias = params->params[ln->bias_index].value;
+    ln->bias_grad = params->params[ln->bias_index].grad;
+}
+
+void layernorm_init(Backend *backend, const LayerNorm *ln) {
+    backend->op.fill(backend, ln->weight, 1.0f, (size_t)ln->channels);
+    backend->op.fill(backend, ln->bias, 0.0f, (size_t)ln->channels);
+}
+
+void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const float *x,
+                       float *y, float *mean, float *inv_std) {
+    backend->op.layernorm_forward(backend, rows, ln->channels, x, ln->weight, ln->bias, ln->eps,
+                                  y, mean, inv_std);
+}
+
+void layernorm_backward(Backend *backend, const LayerNorm *ln, size_t rows, const float *x,
+                        const float *dy, const float *mean, const float *inv_std, float *dx) {
+    backend->op.layernorm_backward(backend, rows, ln->channels, x, dy, ln->weight, mean, inv_std,
+                                   dx, ln->weight_grad, ln->bias_grad);
+}
+
 // ---- elementwise and pooling ------------------------------------------------------------
 
 void relu_forward(Backend *backend, size_t n, const float *x, float *y) {
@@ -227,12 +261,12 @@ void linear_bind(Linear *linear, const ParameterSet *params) {
 int linear_init(Backend *backend, const Linear *linear, const ParameterSet *params, uint64_t seed,
                 ErrorMessage *err) {
     const float bound = (float)(1.0 / sqrt((double)linear->in_features));
-    if (init_parameter(backend, &params->params[linear->weight_index], seed, INIT_UNIFORM, bound,
-                       err))
+    if (layer_init_parameter(backend, &params->params[linear->weight_index], seed, INIT_UNIFORM,
+                             bound, err))
         return -1;
     if (!linear->has_bias) return 0;
-    return init_parameter(backend, &params->params[linear->bias_index], seed, INIT_UNIFORM, bound,
-                          err);
+    return layer_init_parameter(backend, &params->params[linear->bias_index], seed, INIT_UNIFORM,
+                                bound, err);
 }
 
 void linear_forward(Backend *backend, const Linear *linear, int rows, const float *x, float *y) {

@@ -28,6 +28,12 @@
 #include "nn/parameters.h"
 #include "util/error.h"
 
+// Fills param with random draws keyed by (seed, its name) on the host and
+// uploads them: normal with std `scale`, or uniform in +-scale.
+typedef enum InitDistribution { INIT_NORMAL, INIT_UNIFORM } InitDistribution;
+int layer_init_parameter(Backend *backend, const Parameter *param, uint64_t seed,
+                         InitDistribution distribution, float scale, ErrorMessage *err);
+
 // ---- convolution (no bias, as in ResNets) -----------------------------------
 
 typedef struct Conv2d {
@@ -100,6 +106,28 @@ void batchnorm_relu_forward(Backend *backend, const BatchNorm *bn, int training,
 void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
                              const float *y, const float *dy, const float *save_mean,
                              const float *save_inv_std, float *dx, float *dresidual);
+
+// ---- layer norm over the channels of each row (PyTorch's nn.LayerNorm) -------
+
+typedef struct LayerNorm {
+    int channels;
+    float eps;
+    int weight_index, bias_index;
+    float *weight, *bias, *weight_grad, *bias_grad;  // (C)
+} LayerNorm;
+
+// Declares prefix.weight, prefix.bias (PARAM_NORM: no weight decay).
+int layernorm_declare(LayerNorm *ln, ParameterSet *params, const char *prefix, int channels,
+                      float eps, ErrorMessage *err);
+void layernorm_bind(LayerNorm *ln, const ParameterSet *params);
+// PyTorch's init: weight 1, bias 0.
+void layernorm_init(Backend *backend, const LayerNorm *ln);
+// y (rows, C) = LN(x (rows, C)); mean, inv_std (rows) = for backward. y may not alias x.
+void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const float *x,
+                       float *y, float *mean, float *inv_std);
+// dx (rows, C) =; weight_grad, bias_grad +=. x is the forward input.
+void layernorm_backward(Backend *backend, const LayerNorm *ln, size_t rows, const float *x,
+                        const float *dy, const float *mean, const float *inv_std, float *dx);
 
 // ---- elementwise and pooling -------------------------------------------------
 

@@ -19,8 +19,10 @@
 typedef enum ParamKind {
     PARAM_WEIGHT,     // conv / linear weights: weight decay and LARS adaptation apply
     PARAM_BIAS,       // linear biases: no weight decay, no LARS adaptation
-    PARAM_NORM,       // BatchNorm weight and bias: no weight decay, no LARS adaptation
+    PARAM_NORM,       // BatchNorm / LayerNorm weight and bias: no weight decay, no LARS adaptation
     PARAM_BUFFER,     // running statistics: not trained
+    PARAM_EMBEDDING,  // ViT class / register tokens, position embeddings, LayerScale gammas:
+                      // no weight decay, no LARS adaptation (timm's no_weight_decay, DINOv2)
 } ParamKind;
 
 typedef struct Parameter {

@@ -124,6 +124,15 @@ static void save_bn_buffers(SaveState *state, const ParameterSet *buffers, const
 
 int weights_save(const char *path, const ParameterSet *params, const ParameterSet *buffers,
                  int64_t num_batches_tracked, ErrorMessage *err) {
+    const SafeMetadata format = {.key = "format", .value = "pt"};
+    return weights_save_with_metadata(path, params, buffers, num_batches_tracked, &format, 1,
+                                      err);
+}
+
+int weights_save_with_metadata(const char *path, const ParameterSet *params,
+                               const ParameterSet *buffers, int64_t num_batches_tracked,
+                               const SafeMetadata *metadata, int metadata_count,
+                               ErrorMessage *err) {
     const int buffer_count = buffers ? buffers->count : 0;
     const int bns = bn_count(buffers);
     size_t total = params->total + (buffers ? buffers->total : 0), largest = 1;
@@ -169,8 +178,7 @@ int weights_save(const char *path, const ParameterSet *params, const ParameterSe
             written[i] = 1;
         }
     }
-    const SafeMetadata format = {.key = "format", .value = "pt"};
-    status = safetensors_write(path, state.entries, state.count, &format, 1, err);
+    status = safetensors_write(path, state.entries, state.count, metadata, metadata_count, err);
 done:
     free(state.entries);
     free(state.staging);
@@ -216,7 +224,7 @@ static const char *strip_prefix(const char *key, const char *prefix) {
     return strncmp(key, prefix, length) == 0 ? key + length : NULL;
 }
 
-static void format_shape(const int64_t *dims, int rank, char *out, size_t size) {
+void weights_format_shape(const int64_t *dims, int rank, char *out, size_t size) {
     size_t used = (size_t)snprintf(out, size, "(");
     for (int d = 0; d < rank && used < size; d++)
         used += (size_t)snprintf(out + used, size - used, "%s%lld", d ? ", " : "",
@@ -246,8 +254,8 @@ static const SafeTensor *check_tensor(const SafeTensors *file, const char *key_p
         int64_t expected[PARAM_MAX_RANK];
         for (int d = 0; d < param->rank; d++) expected[d] = param->torch_shape[d];
         char want[64], got[128];
-        format_shape(expected, param->rank, want, sizeof want);
-        format_shape(tensor->shape, tensor->rank, got, sizeof got);
+        weights_format_shape(expected, param->rank, want, sizeof want);
+        weights_format_shape(tensor->shape, tensor->rank, got, sizeof got);
         name_list_add(mismatched, "%s is %s in the model but %s in the file", param->name, want,
                       got);
         return NULL;

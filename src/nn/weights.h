@@ -28,6 +28,11 @@ typedef struct WeightsLoadOptions {
 // and num_batches_tracked (torchvision's state_dict order). buffers may be NULL.
 int weights_save(const char *path, const ParameterSet *params, const ParameterSet *buffers,
                  int64_t num_batches_tracked, ErrorMessage *err);
+// The same with the given safetensors metadata instead of {"format": "pt"}.
+int weights_save_with_metadata(const char *path, const ParameterSet *params,
+                               const ParameterSet *buffers, int64_t num_batches_tracked,
+                               const SafeMetadata *metadata, int metadata_count,
+                               ErrorMessage *err);
 
 // Checks the whole file first (missing and unexpected keys, dtypes, shapes;
 // the message lists them), then converts and uploads. options may be NULL
@@ -44,6 +49,9 @@ int weights_load_from(const SafeTensors *file, ParameterSet *params, ParameterSe
 // Number of state-dict keys the tables produce (params + buffers + one
 // num_batches_tracked per BN).
 int weights_key_count(const ParameterSet *params, const ParameterSet *buffers);
+
+// "(a, b, c)" of a shape, for messages.
+void weights_format_shape(const int64_t *dims, int rank, char *out, size_t size);
 
 // Host-side layout conversion of one tensor: ours (O, KH, KW, I) <-> torch
 // (O, I, KH, KW) for rank-4 parameters, a plain copy otherwise.

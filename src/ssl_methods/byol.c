@@ -26,9 +26,9 @@ static int byol_step(Method *method, long step, int batch, float *loss, ErrorMes
     const size_t half = (size_t)batch * head_spec_output_dim(&state->prediction.spec);
     const float *target = ema_teacher_forward(&state->target, method, rows, err);
     if (!target) return -1;
-    if (resnet_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
+    if (backbone_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
     const float *projection =
-        head_forward(&state->projection, rows, resnet_features(&method->backbone, 0), 1, err);
+        head_forward(&state->projection, rows, backbone_features(&method->backbone, 0), 1, err);
     if (!projection) return -1;
     const float *prediction = head_forward(&state->prediction, rows, projection, 1, err);
     if (!prediction) return -1;
@@ -38,7 +38,7 @@ static int byol_step(Method *method, long step, int batch, float *loss, ErrorMes
     if (head_backward(&state->prediction, state->dprediction, state->dprojection, err) ||
         head_backward(&state->projection, state->dprojection, state->dfeatures, err))
         return -1;
-    return resnet_backward(&method->backbone, 0, state->dfeatures, err);
+    return backbone_backward(&method->backbone, 0, state->dfeatures, err);
 }
 
 // The momentum of the step after `step` (lightly updates the target at the
@@ -63,7 +63,7 @@ static int byol_load(Method *method, const Checkpoint *checkpoint, ErrorMessage 
     return ema_teacher_load(&((ByolState *)method->state)->target, checkpoint, err);
 }
 
-static Resnet *byol_teacher(Method *method) {
+static Backbone *byol_teacher(Method *method) {
     return &((ByolState *)method->state)->target.backbone;
 }
 

@@ -73,15 +73,15 @@ static int dino_step(Method *method, long step, int batch, float *loss, ErrorMes
     const size_t out = (size_t)head_spec_output_dim(&state->head.spec);
     const float *teacher = ema_teacher_forward(&state->teacher, method, global_rows, err);
     if (!teacher) return -1;
-    if (resnet_forward(&method->backbone, 0, global_rows, method->global_input, 1, err))
+    if (backbone_forward(&method->backbone, 0, global_rows, method->global_input, 1, err))
         return -1;
-    backend->op.copy(backend, state->features, resnet_features(&method->backbone, 0),
+    backend->op.copy(backend, state->features, backbone_features(&method->backbone, 0),
                      (size_t)global_rows * dim * sizeof(float));
     if (local_rows) {
-        if (resnet_forward(&method->backbone, 1, local_rows, method->local_input, 1, err))
+        if (backbone_forward(&method->backbone, 1, local_rows, method->local_input, 1, err))
             return -1;
         backend->op.copy(backend, state->features + (size_t)global_rows * dim,
-                         resnet_features(&method->backbone, 1),
+                         backbone_features(&method->backbone, 1),
                          (size_t)local_rows * dim * sizeof(float));
     }
     const float *student =
@@ -100,9 +100,9 @@ static int dino_step(Method *method, long step, int batch, float *loss, ErrorMes
     method->scalar_values[1] = temperature;
     dino_loss_backward(state->loss, 1.0f, dstudent_views);
     if (head_backward(&state->head, state->dprojection, state->dfeatures, err)) return -1;
-    if (resnet_backward(&method->backbone, 0, state->dfeatures, err)) return -1;
+    if (backbone_backward(&method->backbone, 0, state->dfeatures, err)) return -1;
     if (local_rows &&
-        resnet_backward(&method->backbone, 1, state->dfeatures + (size_t)global_rows * dim, err))
+        backbone_backward(&method->backbone, 1, state->dfeatures + (size_t)global_rows * dim, err))
         return -1;
     return 0;
 }
@@ -131,7 +131,7 @@ static int dino_load(Method *method, const Checkpoint *checkpoint, ErrorMessage 
                                  (size_t)head_spec_output_dim(&state->head.spec), err);
 }
 
-static Resnet *dino_teacher(Method *method) {
+static Backbone *dino_teacher(Method *method) {
     return &((DinoState *)method->state)->teacher.backbone;
 }
 

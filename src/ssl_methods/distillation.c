@@ -3,11 +3,13 @@
 // pooled features of the same views, after L2 normalisation of both:
 // loss = sum over the two views of mean_i || p_i/|p_i| - t_i/|t_i| ||^2
 // (byol_loss.h with the teacher features as targets). LightlyTrain distils
-// from DINOv2 ViTs that cannot be downloaded here; our teacher is any ResNet
-// the user gives as safetensors or as one of our checkpoints
+// from DINOv2 ViTs; our teacher is any backbone (a ResNet or a ViT, e.g.
+// DINOv2's weights in timm or transformers naming) the user gives as
+// safetensors or as one of our checkpoints
 // (--method-arg teacher=PATH, required; teacher_part=backbone|student|teacher
 // picks the part of a checkpoint). The teacher runs in eval mode (running
-// BatchNorm statistics) and never changes.
+// BatchNorm statistics) and never changes. (LightlyTrain's own distillation
+// with a ViT teacher, on its patch tokens, is a later step of issue 11.)
 #include <stdlib.h>
 
 #include "embed/model_source.h"
@@ -16,7 +18,7 @@
 #include "ssl_methods/method.h"
 
 typedef struct DistillationState {
-    Resnet teacher;
+    Backbone teacher;
     Head head;
     ByolLoss *loss;
     float *dprojection;  // (2 batch, teacher D)
@@ -28,11 +30,11 @@ static int distillation_step(Method *method, long step, int batch, float *loss,
     DistillationState *state = method->state;
     const int rows = 2 * batch;
     const size_t half = (size_t)batch * state->teacher.feature_dim;
-    if (resnet_forward(&state->teacher, 0, rows, method->global_input, 0, err)) return -1;
-    const float *target = resnet_features(&state->teacher, 0);
-    if (resnet_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
+    if (backbone_forward(&state->teacher, 0, rows, method->global_input, 0, err)) return -1;
+    const float *target = backbone_features(&state->teacher, 0);
+    if (backbone_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
     const float *projection =
-        head_forward(&state->head, rows, resnet_features(&method->backbone, 0), 1, err);
+        head_forward(&state->head, rows, backbone_features(&method->backbone, 0), 1, err);
     if (!projection) return -1;
     // byol_loss pairs p0 with z1 and p1 with z0: pass the targets swapped so
     // that each view is compared with the teacher's features of itself.
@@ -40,17 +42,17 @@ static int distillation_step(Method *method, long step, int batch, float *loss,
                               target);
     byol_loss_backward(state->loss, 1.0f, state->dprojection, state->dprojection + half);
     if (head_backward(&state->head, state->dprojection, state->dfeatures, err)) return -1;
-    return resnet_backward(&method->backbone, 0, state->dfeatures, err);
+    return backbone_backward(&method->backbone, 0, state->dfeatures, err);
 }
 
 static int distillation_save(Method *method, CheckpointWriter *writer, ErrorMessage *err) {
     DistillationState *state = method->state;
-    return checkpoint_add_parameters(writer, "teacher_backbone.", &state->teacher.params,
-                                     &state->teacher.buffers, state->teacher.num_batches_tracked,
-                                     err);
+    return checkpoint_add_parameters(writer, "teacher_backbone.", state->teacher.params,
+                                     state->teacher.buffers,
+                                     *state->teacher.num_batches_tracked, err);
 }
 
-static Resnet *distillation_teacher(Method *method) {
+static Backbone *distillation_teacher(Method *method) {
     return &((DistillationState *)method->state)->teacher;
 }
 
@@ -58,7 +60,7 @@ static void distillation_destroy(Method *method) {
     DistillationState *state = method->state;
     if (!state) return;
     Backend *backend = method->backend;
-    resnet_free(&state->teacher);
+    backbone_free(&state->teacher);
     head_free(&state->head);
     if (state->loss) byol_loss_destroy(state->loss);
     if (state->dprojection) backend->op.free(backend, state->dprojection);
@@ -91,9 +93,9 @@ int distillation_create(Method *method, const MethodSetup *setup, ErrorMessage *
     method->state = state;
     method->ops = &distillation_ops;
     const int rows = 2 * setup->batch;
-    const ResnetInputShape input = {rows, method->global_size};
-    if (model_source_load_resnet(teacher_path, teacher_part, method->backend, &input, 1,
-                                 &state->teacher, err))
+    const BackboneInput input = {rows, method->global_size};
+    if (model_source_load_backbone(teacher_path, teacher_part, method->backend, &input, 1,
+                                   &state->teacher, err))
         return error_prefix(err, "teacher"), -1;
     const int student_dim = method->backbone.feature_dim, teacher_dim = state->teacher.feature_dim;
     const HeadSpec head = head_spec_linear(student_dim, teacher_dim);

@@ -90,6 +90,21 @@ static int method_check_views(const ViewSet *views, ErrorMessage *err) {
     return 0;
 }
 
+// A ViT needs every view size to be a multiple of its patch size.
+static int method_check_sizes(const BackboneSpec *spec, const Method *method, ErrorMessage *err) {
+    const int step = backbone_spec_size_step(spec);
+    const int sizes[2] = {method->global_size, method->local_size};
+    const char *const kinds[2] = {"global", "local"};
+    char name[BACKBONE_MAX_NAME];
+    backbone_spec_name(spec, name, sizeof name);
+    for (int k = 0; k < 2; k++)
+        if (sizes[k] && sizes[k] % step != 0)
+            return error_set(err, "%s views of %d px: %s needs a multiple of its patch size %d "
+                                  "(e.g. %d px)", kinds[k], sizes[k], name, step,
+                             (sizes[k] + step / 2) / step * step);
+    return 0;
+}
+
 static int (*const method_create_functions[METHOD_KIND_COUNT])(Method *, const MethodSetup *,
                                                                ErrorMessage *) = {
     [METHOD_SIMCLR] = simclr_create,         [METHOD_BYOL] = byol_create,
@@ -116,13 +131,13 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     method->global_size = views->views[0].size;
     method->local_size = method->local_views ? views->views[views->global_count].size : 0;
 
-    ResnetInputShape inputs[2] = {
+    const BackboneInput inputs[2] = {
         {method->global_views * setup->batch, method->global_size},
         {method->local_views * setup->batch, method->local_size},
     };
-    ResnetConfig config = resnet_config_default(setup->depth);
-    if (resnet_create(&method->backbone, backend, &config, inputs, method->local_views ? 2 : 1,
-                      setup->seed, err))
+    if (method_check_sizes(&setup->backbone, method, err)) return -1;
+    if (backbone_create(&method->backbone, backend, &setup->backbone, inputs,
+                        method->local_views ? 2 : 1, setup->seed, err))
         return error_prefix(err, "backbone"), -1;
     if (setup->initial_weights &&
         method_load_backbone_weights(&method->backbone, setup->initial_weights, err))
@@ -141,8 +156,8 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
                   method->global_size);
         goto fail;
     }
-    if (method_add_group(method, "backbone", &method->backbone.params, &method->backbone.buffers,
-                         &method->backbone.num_batches_tracked, 0, err))
+    if (method_add_group(method, "backbone", method->backbone.params, method->backbone.buffers,
+                         method->backbone.num_batches_tracked, 0, err))
         goto fail;
     if (method_create_functions[kind](method, setup, err)) {
         error_prefix(err, "%s", method_kind_name(kind));
@@ -162,7 +177,7 @@ void method_free(Method *method) {
         if (method->local_input) backend->op.free(backend, method->local_input);
         if (method->staging) backend->op.free(backend, method->staging);
     }
-    resnet_free(&method->backbone);
+    backbone_free(&method->backbone);
     memset(method, 0, sizeof *method);
 }
 
@@ -260,9 +275,9 @@ int method_args_check(const MethodSetup *setup, const char *const *known, ErrorM
     return 0;
 }
 
-int method_load_backbone_weights(Resnet *model, const char *path, ErrorMessage *err) {
+int method_load_backbone_weights(Backbone *model, const char *path, ErrorMessage *err) {
     if (!checkpoint_is_checkpoint_file(path)) {
-        if (checkpoint_refuse_foreign(path, err) || resnet_load(model, path, err))
+        if (checkpoint_refuse_foreign(path, err) || backbone_load_file(model, path, err))
             return error_prefix(err, "--checkpoint"), -1;
         return 0;
     }
@@ -271,8 +286,8 @@ int method_load_backbone_weights(Resnet *model, const char *path, ErrorMessage *
     const char *part = checkpoint_meta(&checkpoint, "export_part");
     char prefix[64];
     snprintf(prefix, sizeof prefix, "%s.", part ? part : "backbone");
-    const int status = checkpoint_load_parameters(&checkpoint, prefix, &model->params,
-                                                  &model->buffers, &model->num_batches_tracked,
+    const int status = checkpoint_load_parameters(&checkpoint, prefix, model->params,
+                                                  model->buffers, model->num_batches_tracked,
                                                   err);
     checkpoint_free(&checkpoint);
     if (status) error_prefix(err, "--checkpoint %s", path);

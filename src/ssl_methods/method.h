@@ -31,7 +31,7 @@
 #include "data/loader.h"
 #include "nn/optimizer.h"
 #include "nn/parameters.h"
-#include "nn/resnet.h"
+#include "nn/backbone.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
 
@@ -65,7 +65,7 @@ void method_default_views(MethodKind kind, int image_size, ViewSet *views);
 
 typedef struct MethodSetup {
     Backend *backend;
-    int depth;              // ResNet depth of the student
+    BackboneSpec backbone;  // the student's architecture
     int batch;              // images per step on this device
     size_t dataset_size;    // DINO's output dimension and temperatures scale with it
     long total_steps;       // schedules (EMA momentum, teacher temperature)
@@ -100,7 +100,7 @@ typedef struct MethodOps {
     int (*save)(Method *method, CheckpointWriter *writer, ErrorMessage *err);
     int (*load)(Method *method, const Checkpoint *checkpoint, ErrorMessage *err);
     // The teacher backbone, or NULL when the method has none.
-    Resnet *(*teacher)(Method *method);
+    Backbone *(*teacher)(Method *method);
     void (*destroy)(Method *method);  // frees what the method added
 } MethodOps;
 
@@ -111,7 +111,7 @@ struct Method {
     MethodDefaults defaults;
     ViewSet views;
     int max_batch;
-    Resnet backbone;   // the student: trained, exported as "backbone"
+    Backbone backbone; // the student: trained, exported as "backbone"
     // slot 0: global views (global_views * max_batch at global_size);
     // slot 1: local views when there are any
     int global_views, local_views;
@@ -155,8 +155,8 @@ int method_arg_string(const MethodSetup *setup, const char *key, const char **va
 int method_args_check(const MethodSetup *setup, const char *const *known, ErrorMessage *err);
 
 // Loads backbone weights from a .ckpt (its default export part) or a
-// torchvision .safetensors into model.
-int method_load_backbone_weights(Resnet *model, const char *path, ErrorMessage *err);
+// backbone .safetensors (torchvision / timm / DINOv2 / transformers) into model.
+int method_load_backbone_weights(Backbone *model, const char *path, ErrorMessage *err);
 // target parameters = momentum * target + (1 - momentum) * source (lightly's
 // update_momentum: parameters only, buffers are the teacher's own).
 void method_ema_update(Backend *backend, ParameterSet *target, const ParameterSet *source,

@@ -17,16 +17,16 @@ static int pair_step(Method *method, long step, int batch, float *loss, ErrorMes
     PairState *state = method->state;
     const int rows = 2 * batch;
     const int out = head_spec_output_dim(&state->head.spec);
-    if (resnet_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
+    if (backbone_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
     const float *projection =
-        head_forward(&state->head, rows, resnet_features(&method->backbone, 0), 1, err);
+        head_forward(&state->head, rows, backbone_features(&method->backbone, 0), 1, err);
     if (!projection) return -1;
     *loss = state->loss.forward(state->loss.loss, batch, projection,
                                 projection + (size_t)batch * out);
     state->loss.backward(state->loss.loss, 1.0f, state->dprojection,
                          state->dprojection + (size_t)batch * out);
     if (head_backward(&state->head, state->dprojection, state->dfeatures, err)) return -1;
-    return resnet_backward(&method->backbone, 0, state->dfeatures, err);
+    return backbone_backward(&method->backbone, 0, state->dfeatures, err);
 }
 
 static void pair_destroy(Method *method) {

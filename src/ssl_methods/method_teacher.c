@@ -16,14 +16,14 @@ int ema_teacher_create(EmaTeacher *teacher, Method *method, const Head *student_
                        const char *head_name, uint64_t seed, ErrorMessage *err) {
     memset(teacher, 0, sizeof *teacher);
     Backend *backend = method->backend;
-    const ResnetInputShape input = {method->global_views * method->max_batch,
-                                    method->global_size};
-    if (resnet_create(&teacher->backbone, backend, &method->backbone.config, &input, 1, seed,
-                      err))
+    const BackboneInput input = {method->global_views * method->max_batch,
+                                 method->global_size};
+    if (backbone_create(&teacher->backbone, backend, &method->backbone.spec, &input, 1, seed,
+                        err))
         return error_prefix(err, "teacher backbone"), -1;
-    method_copy_parameters(backend, &teacher->backbone.params, &method->backbone.params);
-    method_copy_parameters(backend, &teacher->backbone.buffers, &method->backbone.buffers);
-    teacher->backbone.num_batches_tracked = method->backbone.num_batches_tracked;
+    method_copy_parameters(backend, teacher->backbone.params, method->backbone.params);
+    method_copy_parameters(backend, teacher->backbone.buffers, method->backbone.buffers);
+    *teacher->backbone.num_batches_tracked = *method->backbone.num_batches_tracked;
     char name[64];
     snprintf(name, sizeof name, "teacher_%s", head_name);
     snprintf(teacher->head_prefix, sizeof teacher->head_prefix, "teacher_%s.", head_name);
@@ -36,18 +36,18 @@ int ema_teacher_create(EmaTeacher *teacher, Method *method, const Head *student_
 
 void ema_teacher_free(EmaTeacher *teacher) {
     head_free(&teacher->head);
-    resnet_free(&teacher->backbone);
+    backbone_free(&teacher->backbone);
 }
 
 const float *ema_teacher_forward(EmaTeacher *teacher, Method *method, int rows,
                                  ErrorMessage *err) {
-    if (resnet_forward(&teacher->backbone, 0, rows, method->global_input, 1, err)) return NULL;
-    return head_forward(&teacher->head, rows, resnet_features(&teacher->backbone, 0), 1, err);
+    if (backbone_forward(&teacher->backbone, 0, rows, method->global_input, 1, err)) return NULL;
+    return head_forward(&teacher->head, rows, backbone_features(&teacher->backbone, 0), 1, err);
 }
 
 void ema_teacher_update(EmaTeacher *teacher, Method *method, float momentum) {
     Backend *backend = method->backend;
-    method_ema_update(backend, &teacher->backbone.params, &method->backbone.params, momentum);
+    method_ema_update(backend, teacher->backbone.params, method->backbone.params, momentum);
     method_ema_update(backend, &teacher->head.params, &teacher->student_head->params, momentum);
     if (teacher->head.last_layer.count)
         method_ema_update(backend, &teacher->head.last_layer, &teacher->student_head->last_layer,
@@ -59,9 +59,9 @@ void ema_teacher_update(EmaTeacher *teacher, Method *method, float momentum) {
 static const char teacher_last_layer_prefix[] = "teacher_last_layer.";
 
 int ema_teacher_save(EmaTeacher *teacher, CheckpointWriter *writer, ErrorMessage *err) {
-    if (checkpoint_add_parameters(writer, "teacher_backbone.", &teacher->backbone.params,
-                                  &teacher->backbone.buffers,
-                                  teacher->backbone.num_batches_tracked, err) ||
+    if (checkpoint_add_parameters(writer, "teacher_backbone.", teacher->backbone.params,
+                                  teacher->backbone.buffers,
+                                  *teacher->backbone.num_batches_tracked, err) ||
         checkpoint_add_parameters(writer, teacher->head_prefix, &teacher->head.params,
                                   teacher->head.buffers.count ? &teacher->head.buffers : NULL,
                                   teacher->head.num_batches_tracked, err))
@@ -74,9 +74,9 @@ int ema_teacher_save(EmaTeacher *teacher, CheckpointWriter *writer, ErrorMessage
 }
 
 int ema_teacher_load(EmaTeacher *teacher, const Checkpoint *checkpoint, ErrorMessage *err) {
-    if (checkpoint_load_parameters(checkpoint, "teacher_backbone.", &teacher->backbone.params,
-                                   &teacher->backbone.buffers,
-                                   &teacher->backbone.num_batches_tracked, err) ||
+    if (checkpoint_load_parameters(checkpoint, "teacher_backbone.", teacher->backbone.params,
+                                   teacher->backbone.buffers,
+                                   teacher->backbone.num_batches_tracked, err) ||
         checkpoint_load_parameters(checkpoint, teacher->head_prefix, &teacher->head.params,
                                    teacher->head.buffers.count ? &teacher->head.buffers : NULL,
                                    &teacher->head.num_batches_tracked, err))

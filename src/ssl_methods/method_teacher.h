@@ -12,7 +12,7 @@
 #include "ssl_methods/method.h"
 
 typedef struct EmaTeacher {
-    Resnet backbone;
+    Backbone backbone;
     Head head;
     const Head *student_head;
     char head_prefix[64];  // "teacher_projection_head."

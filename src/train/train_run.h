@@ -44,7 +44,7 @@ typedef struct TrainRun {
     char lr_tags[METHOD_MAX_GROUPS][METHOD_GROUP_NAME + 16];
     RunIdentity identity;
     char identity_method_args[1024], identity_transforms[1024];
-    char model_name[16];
+    char model_name[BACKBONE_MAX_NAME];
     char checkpoint_path[PATH_MAX];
     char export_path[PATH_MAX];
     TbWriter *events;

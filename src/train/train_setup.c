@@ -229,7 +229,6 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     if (!run->nonfinite) return error_set(err, "out of memory");
     MethodSetup setup = {
         .backend = run->backend,
-        .depth = config->depth,
         .batch = run->batch_size,
         .dataset_size = run->dataset.count,
         .total_steps = run->total_steps,
@@ -238,6 +237,8 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         .args = config->method_args.items,
         .arg_count = config->method_args.count,
     };
+    if (backbone_spec_parse(config->model, config->image_size, &setup.backbone, err))
+        return error_prefix(err, "--model"), -1;
     if (method_create(&run->method, config->method, &setup, &views, err)) return -1;
     run->method_ready = 1;
     const MethodDefaults *defaults = &run->method.defaults;
@@ -271,7 +272,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     run->log_every = config->log_every > 0 ? config->log_every
                                            : (int)(run->steps_per_epoch < 50 ? run->steps_per_epoch
                                                                              : 50);
-    snprintf(run->model_name, sizeof run->model_name, "resnet%d", config->depth);
+    backbone_spec_name(&setup.backbone, run->model_name, sizeof run->model_name);
     run->identity = (RunIdentity){
         .model = run->model_name,
         .method = method_kind_name(config->method),
@@ -434,9 +435,10 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err) {
     Method *method = &run->method;
     // The backbone that is exported (DINO's teacher, else the student).
-    Resnet *model = strcmp(method->export_part, "teacher_backbone") == 0 && method->ops->teacher
-                        ? method->ops->teacher(method)
-                        : &method->backbone;
+    Backbone *model = strcmp(method->export_part, "teacher_backbone") == 0 &&
+                              method->ops->teacher
+                          ? method->ops->teacher(method)
+                          : &method->backbone;
     const size_t count = run->knn_dataset.count, dim = (size_t)model->feature_dim;
     float *features = malloc(count * dim * sizeof *features);
     int32_t *labels = malloc(count * sizeof *labels);

@@ -178,10 +178,10 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
 // The exported backbone (DINO: the teacher, see Method.export_part),
 // written atomically.
 static int train_export(TrainRun *run, ErrorMessage *err) {
-    Resnet *exported = &run->method.backbone;
+    Backbone *exported = &run->method.backbone;
     if (strcmp(run->method.export_part, "teacher_backbone") == 0 && run->method.ops->teacher)
         exported = run->method.ops->teacher(&run->method);
-    return resnet_save(exported, run->export_path, err);
+    return backbone_save(exported, run->export_path, err);
 }
 
 // Writes last.ckpt, then the exported backbone; on failure the previous files

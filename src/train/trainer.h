@@ -16,7 +16,7 @@
 typedef struct TrainConfig {
     StringList data;          // image folders
     const char *out;
-    int depth;                // 18, 34, 50, 101, 152
+    const char *model;        // backbone_model_names: resnet18 ... vit_s16 ...
     MethodKind method;
     int epochs;
     int max_steps;            // 0: epochs decide

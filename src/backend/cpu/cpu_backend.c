@@ -2,7 +2,7 @@
 // memory ops and GEMM. Convolutions and GEMM run on oneDNN (chosen over
 // OpenBLAS + im2col by measurement: docs/performance.md, tools/bench_conv);
 // the memory-bound ops are OpenMP loops in cpu_elementwise.c, cpu_batchnorm.c,
-// cpu_norm.c and cpu_rows.c.
+// cpu_norm.c, cpu_rows.c and cpu_transformer.c; attention in cpu_attention.c.
 #include "backend/cpu/cpu_backend.h"
 
 #include <stdlib.h>
@@ -172,6 +172,18 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .lars_direction = host_lars_direction,
         .amp_unscale = host_amp_unscale,
         .amp_update = host_amp_update,
+        .layernorm_forward = cpu_layernorm_forward,
+        .layernorm_backward = cpu_layernorm_backward,
+        .attention_plan = cpu_attention_plan,
+        .attention_plan_free = cpu_attention_plan_free,
+        .attention_forward = cpu_attention_forward,
+        .attention_backward = cpu_attention_backward,
+        .vit_tokens_forward = cpu_vit_tokens_forward,
+        .vit_tokens_backward = cpu_vit_tokens_backward,
+        .residual_scale_add_forward = cpu_residual_scale_add_forward,
+        .residual_scale_add_backward = cpu_residual_scale_add_backward,
+        .token_pool_forward = cpu_token_pool_forward,
+        .token_pool_backward = cpu_token_pool_backward,
         .normalize_u8 = cpu_normalize_u8,
     };
     return backend;

@@ -135,4 +135,41 @@ void cpu_ema_update(Backend *backend, size_t n, float *target, const float *sour
 void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
                       const float std[3], float *y);
 
+// ---- cpu_transformer.c ----
+void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const float *x,
+                           const float *gamma, const float *beta, float eps, float *y,
+                           float *mean, float *inv_std);
+void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                            const float *dy, const float *gamma, const float *mean,
+                            const float *inv_std, float *dx, float *dgamma, float *dbeta);
+void cpu_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
+                            int channels, const float *patch_embeddings, const float *cls,
+                            const float *cls_pos, const float *register_tokens,
+                            const float *patch_pos, float *tokens);
+void cpu_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
+                             int channels, const float *dtokens, float *dpatch_embeddings,
+                             float *dcls, float *dcls_pos, float *dregister_tokens,
+                             float *dpatch_pos);
+void cpu_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
+                                    int channels, const float *x, const float *branch,
+                                    const float *gamma, const float *sample_scale, float *y);
+void cpu_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
+                                     int channels, const float *branch, const float *dy,
+                                     const float *gamma, const float *sample_scale,
+                                     float *dbranch, float *dgamma);
+void cpu_token_pool_forward(Backend *backend, int batch, int tokens, int channels, int first,
+                            int count, const float *x, float *y);
+void cpu_token_pool_backward(Backend *backend, int batch, int tokens, int channels, int first,
+                             int count, const float *dy, float *dx);
+
+// ---- cpu_attention.c ----
+AttentionPlan *cpu_attention_plan(Backend *backend, const AttentionShape *shape,
+                                  ErrorMessage *err);
+void cpu_attention_plan_free(Backend *backend, AttentionPlan *plan);
+void cpu_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                           float scale, float *out, float *lse);
+void cpu_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                            const float *out, const float *dout, const float *lse, float scale,
+                            float *dqkv);
+
 #endif

@@ -192,6 +192,18 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .lars_direction = host_lars_direction,
         .amp_unscale = host_amp_unscale,
         .amp_update = host_amp_update,
+        .layernorm_forward = ref_layernorm_forward,
+        .layernorm_backward = ref_layernorm_backward,
+        .attention_plan = ref_attention_plan,
+        .attention_plan_free = ref_attention_plan_free,
+        .attention_forward = ref_attention_forward,
+        .attention_backward = ref_attention_backward,
+        .vit_tokens_forward = ref_vit_tokens_forward,
+        .vit_tokens_backward = ref_vit_tokens_backward,
+        .residual_scale_add_forward = ref_residual_scale_add_forward,
+        .residual_scale_add_backward = ref_residual_scale_add_backward,
+        .token_pool_forward = ref_token_pool_forward,
+        .token_pool_backward = ref_token_pool_backward,
         .normalize_u8 = ref_normalize_u8,
     };
     return backend;

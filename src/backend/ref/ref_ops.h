@@ -81,4 +81,41 @@ void ref_adamw_update(Backend *backend, size_t n, float *param, const float *gra
 void ref_ema_update(Backend *backend, size_t n, float *target, const float *source,
                     float momentum);
 
+// ---- ref_transformer.c ----
+void ref_layernorm_forward(Backend *backend, size_t rows, int channels, const float *x,
+                           const float *gamma, const float *beta, float eps, float *y,
+                           float *mean, float *inv_std);
+void ref_layernorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                            const float *dy, const float *gamma, const float *mean,
+                            const float *inv_std, float *dx, float *dgamma, float *dbeta);
+void ref_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
+                            int channels, const float *patch_embeddings, const float *cls,
+                            const float *cls_pos, const float *register_tokens,
+                            const float *patch_pos, float *tokens);
+void ref_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
+                             int channels, const float *dtokens, float *dpatch_embeddings,
+                             float *dcls, float *dcls_pos, float *dregister_tokens,
+                             float *dpatch_pos);
+void ref_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
+                                    int channels, const float *x, const float *branch,
+                                    const float *gamma, const float *sample_scale, float *y);
+void ref_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
+                                     int channels, const float *branch, const float *dy,
+                                     const float *gamma, const float *sample_scale,
+                                     float *dbranch, float *dgamma);
+void ref_token_pool_forward(Backend *backend, int batch, int tokens, int channels, int first,
+                            int count, const float *x, float *y);
+void ref_token_pool_backward(Backend *backend, int batch, int tokens, int channels, int first,
+                             int count, const float *dy, float *dx);
+
+// ---- ref_attention.c ----
+AttentionPlan *ref_attention_plan(Backend *backend, const AttentionShape *shape,
+                                  ErrorMessage *err);
+void ref_attention_plan_free(Backend *backend, AttentionPlan *plan);
+void ref_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                           float scale, float *out, float *lse);
+void ref_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                            const float *out, const float *dout, const float *lse, float scale,
+                            float *dqkv);
+
 #endif

@@ -1,0 +1,255 @@
+// The cpu backend's transformer ops besides attention (cpu_attention.c):
+// layer norm, the ViT token sequence, the LayerScale / drop-path residual
+// add and token pooling. Row-wise work is split across threads by rows;
+// per-channel sums over all rows (parameter gradients) by channel blocks,
+// each thread walking every row over its block (as cpu_norm.c), so no
+// partial results need scratch memory. Sums accumulate in double, as in ref.
+#include <math.h>
+
+#include "backend/cpu/cpu_internal.h"
+
+// Declares team and r (the row index); rows split across threads.
+#define CPU_FOR_ROWS(rows, channels)                                              \
+    const int team = cpu_team(backend, (size_t)(rows) * (size_t)(channels));     \
+    _Pragma("omp parallel for num_threads(team) schedule(static)")                \
+    for (size_t r = 0; r < (size_t)(rows); r++)
+
+// Declares block_size, blocks, team and b (the block index of channels
+// [b * block_size, min(C, (b + 1) * block_size))).
+#define CPU_FOR_CHANNEL_BLOCKS(rows, channels)                                    \
+    const int block_size = cpu_channel_block(backend, channels);                  \
+    const int blocks = (channels + block_size - 1) / block_size;                  \
+    const int team = cpu_team(backend, (size_t)(rows) * (size_t)(channels));     \
+    _Pragma("omp parallel for num_threads(team) schedule(static)")                \
+    for (int b = 0; b < blocks; b++)
+
+static int block_width(int block_size, int channels, int b) {
+    const int width = channels - b * block_size;
+    return width < block_size ? width : block_size;
+}
+
+// ---- layer norm ----------------------------------------------------------------------
+
+void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const float *x,
+                           const float *gamma, const float *beta, float eps, float *y,
+                           float *mean, float *inv_std) {
+    CPU_FOR_ROWS(rows, channels) {
+        const float *x_row = x + r * channels;
+        float *y_row = y + r * channels;
+        double total = 0.0;
+#pragma omp simd reduction(+ : total)
+        for (int c = 0; c < channels; c++) total += x_row[c];
+        const double m = total / channels;
+        double squares = 0.0;
+#pragma omp simd reduction(+ : squares)
+        for (int c = 0; c < channels; c++) squares += (x_row[c] - m) * (x_row[c] - m);
+        const float row_mean = (float)m, inverse = (float)(1.0 / sqrt(squares / channels + eps));
+#pragma omp simd
+        for (int c = 0; c < channels; c++)
+            y_row[c] = (x_row[c] - row_mean) * inverse * gamma[c] + beta[c];
+        mean[r] = row_mean;
+        inv_std[r] = inverse;
+    }
+}
+
+// dx per row (rows split), then dgamma / dbeta per channel block (see ref).
+void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                            const float *dy, const float *gamma, const float *mean,
+                            const float *inv_std, float *dx, float *dgamma, float *dbeta) {
+    {
+        CPU_FOR_ROWS(rows, channels) {
+            const float *x_row = x + r * channels, *dy_row = dy + r * channels;
+            float *dx_row = dx + r * channels;
+            const float row_mean = mean[r], inverse = inv_std[r];
+            double sum_g = 0.0, sum_g_xhat = 0.0;
+#pragma omp simd reduction(+ : sum_g, sum_g_xhat)
+            for (int c = 0; c < channels; c++) {
+                const float g = dy_row[c] * gamma[c];
+                sum_g += g;
+                sum_g_xhat += (double)g * ((x_row[c] - row_mean) * inverse);
+            }
+            const float mean_g = (float)(sum_g / channels);
+            const float mean_g_xhat = (float)(sum_g_xhat / channels);
+#pragma omp simd
+            for (int c = 0; c < channels; c++) {
+                const float xhat = (x_row[c] - row_mean) * inverse;
+                dx_row[c] = inverse * (dy_row[c] * gamma[c] - mean_g - xhat * mean_g_xhat);
+            }
+        }
+    }
+    CPU_FOR_CHANNEL_BLOCKS(rows, channels) {
+        const int first = b * block_size, width = block_width(block_size, channels, b);
+        double sum_dy[CPU_CHANNEL_BLOCK] = {0}, sum_dy_xhat[CPU_CHANNEL_BLOCK] = {0};
+        for (size_t r = 0; r < rows; r++) {
+            const float *x_row = x + r * channels + first, *dy_row = dy + r * channels + first;
+            const float row_mean = mean[r], inverse = inv_std[r];
+#pragma omp simd
+            for (int j = 0; j < width; j++) {
+                sum_dy[j] += dy_row[j];
+                sum_dy_xhat[j] += (double)dy_row[j] * ((x_row[j] - row_mean) * inverse);
+            }
+        }
+        for (int j = 0; j < width; j++) {
+            dgamma[first + j] += (float)sum_dy_xhat[j];
+            dbeta[first + j] += (float)sum_dy[j];
+        }
+    }
+}
+
+// ---- ViT token sequence --------------------------------------------------------------
+
+// One row (sample b, token t) of the token sequence per iteration.
+void cpu_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
+                            int channels, const float *patch_embeddings, const float *cls,
+                            const float *cls_pos, const float *register_tokens,
+                            const float *patch_pos, float *tokens) {
+    const int per_sample = 1 + registers + patches;
+    CPU_FOR_ROWS((size_t)batch * per_sample, channels) {
+        const int b = (int)(r / per_sample), t = (int)(r % per_sample);
+        float *out = tokens + r * channels;
+        if (t == 0) {
+#pragma omp simd
+            for (int c = 0; c < channels; c++) out[c] = cls_pos ? cls[c] + cls_pos[c] : cls[c];
+        } else if (t <= registers) {
+            const float *reg = register_tokens + (size_t)(t - 1) * channels;
+#pragma omp simd
+            for (int c = 0; c < channels; c++) out[c] = reg[c];
+        } else {
+            const size_t p = (size_t)(t - 1 - registers);
+            const float *in = patch_embeddings + ((size_t)b * patches + p) * channels;
+            const float *pos = patch_pos + p * channels;
+#pragma omp simd
+            for (int c = 0; c < channels; c++) out[c] = in[c] + pos[c];
+        }
+    }
+}
+
+// The batch sums of the positions' gradients: one task per (token, channel
+// block), summing over the batch in double.
+void cpu_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
+                             int channels, const float *dtokens, float *dpatch_embeddings,
+                             float *dcls, float *dcls_pos, float *dregister_tokens,
+                             float *dpatch_pos) {
+    const int per_sample = 1 + registers + patches;
+    const size_t sample_floats = (size_t)per_sample * channels;
+    {
+        CPU_FOR_ROWS((size_t)batch * patches, channels) {
+            const size_t b = r / patches, p = r % patches;
+            const float *in = dtokens + b * sample_floats + (1 + registers + p) * channels;
+            float *out = dpatch_embeddings + r * channels;
+#pragma omp simd
+            for (int c = 0; c < channels; c++) out[c] = in[c];
+        }
+    }
+    CPU_FOR_ROWS(per_sample, channels) {
+        double sums[CPU_CHANNEL_BLOCK];
+        for (int first = 0; first < channels; first += CPU_CHANNEL_BLOCK) {
+            const int width = block_width(CPU_CHANNEL_BLOCK, channels, first / CPU_CHANNEL_BLOCK);
+            for (int j = 0; j < width; j++) sums[j] = 0.0;
+            for (int b = 0; b < batch; b++) {
+                const float *row = dtokens + b * sample_floats + r * channels + first;
+#pragma omp simd
+                for (int j = 0; j < width; j++) sums[j] += row[j];
+            }
+            for (int j = 0; j < width; j++) {
+                const float total = (float)sums[j];
+                const int c = first + j;
+                if (r == 0) {
+                    dcls[c] += total;
+                    if (dcls_pos) dcls_pos[c] += total;
+                } else if ((int)r <= registers) {
+                    dregister_tokens[(r - 1) * channels + c] += total;
+                } else {
+                    dpatch_pos[(r - 1 - registers) * channels + c] += total;
+                }
+            }
+        }
+    }
+}
+
+// ---- residual add with LayerScale and drop path ----------------------------------------
+
+void cpu_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
+                                    int channels, const float *x, const float *branch,
+                                    const float *gamma, const float *sample_scale, float *y) {
+    CPU_FOR_ROWS((size_t)batch * rows_per_sample, channels) {
+        const float scale = sample_scale ? sample_scale[r / rows_per_sample] : 1.0f;
+        const float *x_row = x + r * channels, *branch_row = branch + r * channels;
+        float *y_row = y + r * channels;
+        if (gamma) {
+#pragma omp simd
+            for (int c = 0; c < channels; c++)
+                y_row[c] = x_row[c] + (gamma[c] * scale) * branch_row[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < channels; c++) y_row[c] = x_row[c] + scale * branch_row[c];
+        }
+    }
+}
+
+void cpu_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
+                                     int channels, const float *branch, const float *dy,
+                                     const float *gamma, const float *sample_scale,
+                                     float *dbranch, float *dgamma) {
+    const size_t rows = (size_t)batch * rows_per_sample;
+    {
+        CPU_FOR_ROWS(rows, channels) {
+            const float scale = sample_scale ? sample_scale[r / rows_per_sample] : 1.0f;
+            const float *dy_row = dy + r * channels;
+            float *dbranch_row = dbranch + r * channels;
+#pragma omp simd
+            for (int c = 0; c < channels; c++)
+                dbranch_row[c] = (gamma ? gamma[c] * scale : scale) * dy_row[c];
+        }
+    }
+    if (!gamma) return;
+    CPU_FOR_CHANNEL_BLOCKS(rows, channels) {
+        const int first = b * block_size, width = block_width(block_size, channels, b);
+        double sums[CPU_CHANNEL_BLOCK] = {0};
+        for (size_t r = 0; r < rows; r++) {
+            const float scale = sample_scale ? sample_scale[r / rows_per_sample] : 1.0f;
+            if (scale == 0.0f) continue;  // a dropped sample adds nothing
+            const float *dy_row = dy + r * channels + first;
+            const float *branch_row = branch + r * channels + first;
+#pragma omp simd
+            for (int j = 0; j < width; j++) sums[j] += (double)(scale * dy_row[j]) * branch_row[j];
+        }
+        for (int j = 0; j < width; j++) dgamma[first + j] += (float)sums[j];
+    }
+}
+
+// ---- token pooling -----------------------------------------------------------------------
+
+void cpu_token_pool_forward(Backend *backend, int batch, int tokens, int channels, int first,
+                            int count, const float *x, float *y) {
+    CPU_FOR_ROWS(batch, (size_t)count * channels) {
+        double sums[CPU_CHANNEL_BLOCK];
+        for (int start = 0; start < channels; start += CPU_CHANNEL_BLOCK) {
+            const int width = block_width(CPU_CHANNEL_BLOCK, channels, start / CPU_CHANNEL_BLOCK);
+            for (int j = 0; j < width; j++) sums[j] = 0.0;
+            for (int t = first; t < first + count; t++) {
+                const float *row = x + (r * tokens + t) * channels + start;
+#pragma omp simd
+                for (int j = 0; j < width; j++) sums[j] += row[j];
+            }
+            for (int j = 0; j < width; j++) y[r * channels + start + j] = (float)(sums[j] / count);
+        }
+    }
+}
+
+void cpu_token_pool_backward(Backend *backend, int batch, int tokens, int channels, int first,
+                             int count, const float *dy, float *dx) {
+    const float divisor = (float)count;
+    CPU_FOR_ROWS((size_t)batch * tokens, channels) {
+        const int t = (int)(r % tokens);
+        const float *dy_row = dy + (r / tokens) * channels;
+        float *dx_row = dx + r * channels;
+        if (t >= first && t < first + count) {
+#pragma omp simd
+            for (int c = 0; c < channels; c++) dx_row[c] = dy_row[c] / divisor;
+        } else {
+#pragma omp simd
+            for (int c = 0; c < channels; c++) dx_row[c] = 0.0f;
+        }
+    }
+}

@@ -1,0 +1,213 @@
+// Backbones behind one interface (see backbone.h): the model names, and the
+// function tables of the two architectures, thin adapters onto resnet.h and
+// vit.h.
+#include "nn/backbone.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/vit_weights.h"
+#include "nn/weights.h"
+
+const char *const backbone_model_names[] = {
+    "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+    "vit_t14", "vit_t16", "vit_s14", "vit_s16", "vit_b14", "vit_b16", "vit_l14", "vit_l16",
+    "vit_g14", "vit_s14_reg4", "vit_b14_reg4", "vit_l14_reg4", "vit_g14_reg4", NULL};
+
+int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {
+    memset(spec, 0, sizeof *spec);
+    int depth = 0, consumed = 0;
+    if (sscanf(name, "resnet%d%n", &depth, &consumed) == 1 && name[consumed] == '\0') {
+        spec->kind = BACKBONE_RESNET;
+        spec->resnet_depth = depth;
+        const ResnetConfig config = resnet_config_default(depth);
+        Resnet probe;  // checks the depth without allocating anything
+        const int status = resnet_declare(&probe, NULL, &config, err);
+        resnet_free(&probe);
+        return status;
+    }
+    if (vit_is_preset_name(name)) {
+        spec->kind = BACKBONE_VIT;
+        return vit_config_preset(name, image_size, &spec->vit, err);
+    }
+    return error_set(err, "unknown model '%s' (resnet18/34/50/101/152, vit_t16, vit_s14, "
+                          "vit_s16, vit_b14, vit_b16, vit_l14, vit_l16, vit_g14, ..._reg4)",
+                     name);
+}
+
+void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size) {
+    if (spec->kind == BACKBONE_VIT) snprintf(out, size, "%s", spec->vit.name);
+    else snprintf(out, size, "resnet%d", spec->resnet_depth);
+}
+
+int backbone_spec_size_step(const BackboneSpec *spec) {
+    return spec->kind == BACKBONE_VIT ? spec->vit.patch_size : 1;
+}
+
+// ---- ResNet ------------------------------------------------------------------------------
+
+static Resnet *resnet_of(Backbone *b) { return &b->model.resnet; }
+static const Resnet *resnet_of_const(const Backbone *b) { return &b->model.resnet; }
+
+static int resnet_backbone_forward(Backbone *b, int slot, int batch, const float *input,
+                                   int training, ErrorMessage *err) {
+    return resnet_forward(resnet_of(b), slot, batch, input, training, err);
+}
+static const float *resnet_backbone_features(const Backbone *b, int slot) {
+    return resnet_features(resnet_of_const(b), slot);
+}
+static int resnet_backbone_backward(Backbone *b, int slot, const float *dfeatures,
+                                    ErrorMessage *err) {
+    return resnet_backward(resnet_of(b), slot, dfeatures, err);
+}
+static int resnet_backbone_prepare(Backbone *b, int slot, int batch, ErrorMessage *err) {
+    return resnet_prepare_batch(resnet_of(b), slot, batch, err);
+}
+static int resnet_backbone_init(Backbone *b, uint64_t seed, ErrorMessage *err) {
+    return resnet_init(resnet_of(b), seed, err);
+}
+// A state dict may carry torchvision's classifier (fc.*) and lack
+// num_batches_tracked (as resnet_load allows); under a prefix (a checkpoint)
+// the load is strict.
+static int resnet_backbone_load(Backbone *b, const SafeTensors *file, const char *prefix,
+                                ErrorMessage *err) {
+    Resnet *model = resnet_of(b);
+    const WeightsLoadOptions options = {.key_prefix = prefix,
+                                        .ignore_prefix = prefix[0] ? NULL : "fc."};
+    if (weights_load_from(file, &model->params, &model->buffers, &model->num_batches_tracked,
+                          &options, err))
+        return error_prefix(err, "resnet%d", model->config.depth);
+    return 0;
+}
+static int resnet_backbone_save(const Backbone *b, const char *path, ErrorMessage *err) {
+    return resnet_save(resnet_of_const(b), path, err);
+}
+static void resnet_backbone_free(Backbone *b) { resnet_free(resnet_of(b)); }
+
+static const BackboneOps resnet_backbone_ops = {
+    .forward = resnet_backbone_forward,
+    .features = resnet_backbone_features,
+    .backward = resnet_backbone_backward,
+    .prepare_batch = resnet_backbone_prepare,
+    .init = resnet_backbone_init,
+    .load = resnet_backbone_load,
+    .save = resnet_backbone_save,
+    .free = resnet_backbone_free,
+};
+
+// ---- ViT -------------------------------------------------------------------------------
+
+static Vit *vit_of(Backbone *b) { return &b->model.vit; }
+static const Vit *vit_of_const(const Backbone *b) { return &b->model.vit; }
+
+static int vit_backbone_forward(Backbone *b, int slot, int batch, const float *input,
+                                int training, ErrorMessage *err) {
+    return vit_forward(vit_of(b), slot, batch, input, training, err);
+}
+static const float *vit_backbone_features(const Backbone *b, int slot) {
+    return vit_features(vit_of_const(b), slot);
+}
+static int vit_backbone_backward(Backbone *b, int slot, const float *dfeatures,
+                                 ErrorMessage *err) {
+    return vit_backward(vit_of(b), slot, dfeatures, err);
+}
+static int vit_backbone_prepare(Backbone *b, int slot, int batch, ErrorMessage *err) {
+    return vit_prepare_batch(vit_of(b), slot, batch, err);
+}
+static int vit_backbone_init(Backbone *b, uint64_t seed, ErrorMessage *err) {
+    return vit_init(vit_of(b), seed, err);
+}
+static int vit_backbone_load(Backbone *b, const SafeTensors *file, const char *prefix,
+                             ErrorMessage *err) {
+    return vit_load_from(vit_of(b), file, prefix, err);
+}
+static int vit_backbone_save(const Backbone *b, const char *path, ErrorMessage *err) {
+    return vit_save(vit_of_const(b), path, err);
+}
+static void vit_backbone_free(Backbone *b) { vit_free(vit_of(b)); }
+
+static const BackboneOps vit_backbone_ops = {
+    .forward = vit_backbone_forward,
+    .features = vit_backbone_features,
+    .backward = vit_backbone_backward,
+    .prepare_batch = vit_backbone_prepare,
+    .init = vit_backbone_init,
+    .load = vit_backbone_load,
+    .save = vit_backbone_save,
+    .free = vit_backbone_free,
+};
+
+// ---- lifetime ----------------------------------------------------------------------------
+
+static int allocate_resnet(Backbone *b, const BackboneInput *inputs, int count,
+                           ErrorMessage *err) {
+    const ResnetConfig config = resnet_config_default(b->spec.resnet_depth);
+    ResnetInputShape shapes[BACKBONE_MAX_SLOTS];
+    for (int i = 0; i < count; i++) shapes[i] = (ResnetInputShape){inputs[i].batch,
+                                                                   inputs[i].resolution};
+    Resnet *model = resnet_of(b);
+    if (resnet_declare(model, b->backend, &config, err) ||
+        resnet_allocate(model, shapes, count, err))
+        return -1;
+    b->feature_dim = model->feature_dim;
+    b->params = &model->params;
+    b->buffers = &model->buffers;
+    b->num_batches_tracked = &model->num_batches_tracked;
+    return 0;
+}
+
+static int allocate_vit(Backbone *b, const BackboneInput *inputs, int count, ErrorMessage *err) {
+    VitInputShape shapes[BACKBONE_MAX_SLOTS];
+    for (int i = 0; i < count; i++) shapes[i] = (VitInputShape){inputs[i].batch,
+                                                                inputs[i].resolution};
+    Vit *model = vit_of(b);
+    if (vit_declare(model, b->backend, &b->spec.vit, err) ||
+        vit_allocate(model, shapes, count, err))
+        return -1;
+    b->feature_dim = model->feature_dim;
+    b->params = &model->params;
+    b->buffers = &model->buffers;
+    b->num_batches_tracked = &b->no_batches_tracked;
+    return 0;
+}
+
+int backbone_allocate(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                      const BackboneInput *inputs, int input_count, ErrorMessage *err) {
+    memset(backbone, 0, sizeof *backbone);
+    backbone->spec = *spec;
+    backbone->backend = backend;
+    backbone->ops = spec->kind == BACKBONE_VIT ? &vit_backbone_ops : &resnet_backbone_ops;
+    if (input_count < 1 || input_count > BACKBONE_MAX_SLOTS)
+        return error_set(err, "backbone: %d inputs (1..%d)", input_count, BACKBONE_MAX_SLOTS);
+    backbone->slot_count = input_count;
+    memcpy(backbone->slots, inputs, (size_t)input_count * sizeof *inputs);
+    const int status = spec->kind == BACKBONE_VIT ? allocate_vit(backbone, inputs, input_count, err)
+                                                  : allocate_resnet(backbone, inputs,
+                                                                    input_count, err);
+    if (status) backbone_free(backbone);
+    return status;
+}
+
+int backbone_create(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                    const BackboneInput *inputs, int input_count, uint64_t seed,
+                    ErrorMessage *err) {
+    if (backbone_allocate(backbone, backend, spec, inputs, input_count, err)) return -1;
+    if (backbone->ops->init(backbone, seed, err)) {
+        backbone_free(backbone);
+        return -1;
+    }
+    return 0;
+}
+
+void backbone_free(Backbone *backbone) {
+    if (backbone->ops) backbone->ops->free(backbone);
+    memset(backbone, 0, sizeof *backbone);
+}
+
+int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err) {
+    SafeTensors file;
+    if (safetensors_read(path, &file, err)) return -1;
+    const int status = backbone->ops->load(backbone, &file, "", err);
+    safetensors_free(&file);
+    return status ? error_prefix(err, "%s", path) : 0;
+}

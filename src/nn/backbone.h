@@ -1,0 +1,123 @@
+// A backbone whatever its architecture: the training loop, the SSL methods,
+// embed and export see ResNets and ViTs through one struct and a small table
+// of functions (forward to pooled features, backward from their gradient,
+// parameter tables, weight files). The models themselves: resnet.h, vit.h.
+//
+// Features: ResNets' globally pooled last stage; ViTs' pooled normalised
+// tokens (mean of the patch tokens by default, or the class token: VitPool).
+#ifndef LTC_NN_BACKBONE_H
+#define LTC_NN_BACKBONE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "nn/parameters.h"
+#include "nn/resnet.h"
+#include "nn/safetensors.h"
+#include "nn/vit.h"
+#include "util/error.h"
+
+#define BACKBONE_MAX_SLOTS 4
+#define BACKBONE_MAX_NAME 32
+
+typedef enum BackboneKind { BACKBONE_RESNET, BACKBONE_VIT } BackboneKind;
+
+// What to build.
+typedef struct BackboneSpec {
+    BackboneKind kind;
+    int resnet_depth;  // 18, 34, 50, 101, 152
+    VitConfig vit;
+} BackboneSpec;
+
+// The --model names: resnet18 / 34 / 50 / 101 / 152 and the ViT presets of
+// vit.h (vit_t16, vit_s14, ... with _reg4); image_size sets a new ViT's
+// position grid. NULL-terminated list for option tables.
+extern const char *const backbone_model_names[];
+int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err);
+// "resnet50", "vit_s16", ... (out of BACKBONE_MAX_NAME bytes).
+void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size);
+// The smallest input side the architecture takes and the multiple it needs
+// (ViT: the patch size; ResNet: 1).
+int backbone_spec_size_step(const BackboneSpec *spec);
+
+typedef struct BackboneInput {
+    int batch;
+    int resolution;
+} BackboneInput;
+
+typedef struct Backbone Backbone;
+
+typedef struct BackboneOps {
+    int (*forward)(Backbone *backbone, int slot, int batch, const float *input, int training,
+                   ErrorMessage *err);
+    const float *(*features)(const Backbone *backbone, int slot);
+    int (*backward)(Backbone *backbone, int slot, const float *dfeatures, ErrorMessage *err);
+    int (*prepare_batch)(Backbone *backbone, int slot, int batch, ErrorMessage *err);
+    int (*init)(Backbone *backbone, uint64_t seed, ErrorMessage *err);
+    // Weights under prefix of a state-dict file (ResNet: torchvision's
+    // names, fc.* skipped without a prefix; ViT: vit_weights.h's namings).
+    int (*load)(Backbone *backbone, const SafeTensors *file, const char *prefix,
+                ErrorMessage *err);
+    // The architecture's interchange file: torchvision / timm state dict.
+    int (*save)(const Backbone *backbone, const char *path, ErrorMessage *err);
+    void (*free)(Backbone *backbone);
+} BackboneOps;
+
+struct Backbone {
+    BackboneSpec spec;
+    const BackboneOps *ops;
+    Backend *backend;
+    int feature_dim;
+    ParameterSet *params;          // trainable, with gradients
+    ParameterSet *buffers;         // running statistics (empty for ViTs)
+    int64_t *num_batches_tracked;  // ResNet's BatchNorm counter (a ViT keeps a 0)
+    int slot_count;
+    BackboneInput slots[BACKBONE_MAX_SLOTS];
+    union {
+        Resnet resnet;
+        Vit vit;
+    } model;
+    int64_t no_batches_tracked;
+};
+
+// Builds the structure and allocates parameters and a slot per input
+// (values zero until backbone_init or a load).
+int backbone_allocate(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                      const BackboneInput *inputs, int input_count, ErrorMessage *err);
+// backbone_allocate, then the architecture's initialisation from seed.
+int backbone_create(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                    const BackboneInput *inputs, int input_count, uint64_t seed,
+                    ErrorMessage *err);
+void backbone_free(Backbone *backbone);
+
+// The architecture of the backbone under prefix in a state-dict file: a
+// ResNet (depth from its block names) or a ViT (vit_weights.h).
+int backbone_spec_from_weights(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
+                               ErrorMessage *err);
+// Loads a backbone file (torchvision / timm / DINOv2 / transformers state
+// dict) into backbone; errors name the path.
+int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err);
+
+static inline int backbone_forward(Backbone *b, int slot, int batch, const float *input,
+                                   int training, ErrorMessage *err) {
+    return b->ops->forward(b, slot, batch, input, training, err);
+}
+// (batch, feature_dim) of the slot's last forward.
+static inline const float *backbone_features(const Backbone *b, int slot) {
+    return b->ops->features(b, slot);
+}
+// Parameter gradients += given dfeatures (batch, D) of the slot's last training forward.
+static inline int backbone_backward(Backbone *b, int slot, const float *dfeatures,
+                                    ErrorMessage *err) {
+    return b->ops->backward(b, slot, dfeatures, err);
+}
+// Plans so that slot can also run a smaller batch. Outside the step loop.
+static inline int backbone_prepare_batch(Backbone *b, int slot, int batch, ErrorMessage *err) {
+    return b->ops->prepare_batch(b, slot, batch, err);
+}
+static inline int backbone_save(const Backbone *b, const char *path, ErrorMessage *err) {
+    return b->ops->save(b, path, err);
+}
+
+#endif

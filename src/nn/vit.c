@@ -1,0 +1,452 @@
+// ViT construction: presets, parameter declaration with timm names, plans
+// and activation arenas per input slot, initialisation (see vit.h). Forward
+// and backward are in vit_blocks.c, weight files in vit_weights.c.
+#include "nn/vit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/activations.h"
+
+// ---- configuration -------------------------------------------------------------------
+
+typedef struct VitSize {
+    char letter;  // s, b, l, g
+    int embed_dim, depth, heads;
+} VitSize;
+
+static const VitSize vit_sizes[] = {
+    {'t', 192, 12, 3}, {'s', 384, 12, 6}, {'b', 768, 12, 12}, {'l', 1024, 24, 16},
+    {'g', 1536, 40, 24},
+};
+enum { VIT_SIZE_COUNT = sizeof vit_sizes / sizeof vit_sizes[0] };
+
+const char *vit_pool_name(VitPool pool) { return pool == VIT_POOL_CLS ? "cls" : "mean"; }
+
+int vit_pool_parse(const char *name, VitPool *pool, ErrorMessage *err) {
+    if (strcmp(name, "mean") == 0) *pool = VIT_POOL_MEAN;
+    else if (strcmp(name, "cls") == 0) *pool = VIT_POOL_CLS;
+    else return error_set(err, "unknown ViT pooling '%s' (mean, cls)", name);
+    return 0;
+}
+
+// Parses "vit_<size><patch>[_reg4]"; 0 when it is not such a name.
+static int parse_preset(const char *name, const VitSize **size, int *patch, int *registers) {
+    char letter = 0, tail[16] = "";
+    int p = 0, consumed = 0;
+    if (sscanf(name, "vit_%c%d%n", &letter, &p, &consumed) != 2) return 0;
+    snprintf(tail, sizeof tail, "%s", name + consumed);
+    if (tail[0] && strcmp(tail, "_reg4") != 0) return 0;
+    if (p != 14 && p != 16) return 0;
+    for (int i = 0; i < VIT_SIZE_COUNT; i++)
+        if (vit_sizes[i].letter == letter) *size = &vit_sizes[i];
+    if (!*size || (letter == 'g' && p != 14)) return 0;
+    *patch = p;
+    *registers = tail[0] ? 4 : 0;
+    return 1;
+}
+
+int vit_is_preset_name(const char *name) {
+    const VitSize *size = NULL;
+    int patch, registers;
+    return parse_preset(name, &size, &patch, &registers);
+}
+
+void vit_config_name(VitConfig *config) {
+    for (int i = 0; i < VIT_SIZE_COUNT; i++) {
+        const VitSize *size = &vit_sizes[i];
+        if (size->embed_dim == config->embed_dim && size->depth == config->depth &&
+            size->heads == config->heads && config->mlp_hidden == 4 * config->embed_dim) {
+            snprintf(config->name, sizeof config->name, "vit_%c%d%s", size->letter,
+                     config->patch_size, config->register_tokens == 4 ? "_reg4" : "");
+            if (config->register_tokens == 0 || config->register_tokens == 4) return;
+        }
+    }
+    snprintf(config->name, sizeof config->name, "vit_d%d_l%d_p%d", config->embed_dim,
+             config->depth, config->patch_size);
+}
+
+int vit_config_preset(const char *name, int image_size, VitConfig *config, ErrorMessage *err) {
+    const VitSize *size = NULL;
+    int patch, registers;
+    if (!parse_preset(name, &size, &patch, &registers))
+        return error_set(err, "unknown ViT '%s' (vit_t14, vit_t16, vit_s14, vit_s16, vit_b14, "
+                              "vit_b16, vit_l14, vit_l16, vit_g14, each also with _reg4)", name);
+    if (image_size < patch || image_size % patch != 0)
+        return error_set(err, "%s: image size %d is not a multiple of the patch size %d", name,
+                         image_size, patch);
+    *config = (VitConfig){
+        .patch_size = patch,
+        .embed_dim = size->embed_dim,
+        .depth = size->depth,
+        .heads = size->heads,
+        .mlp_hidden = 4 * size->embed_dim,
+        .register_tokens = registers,
+        .class_pos = registers == 0,
+        .pos_grid = image_size / patch,
+        .layer_scale = 1,
+        .layer_scale_init = 1e-5f,
+        .norm_eps = 1e-6f,
+        .drop_path_rate = 0.0f,
+        .pos_interpolation = registers ? VIT_POS_INTERP_ANTIALIAS : VIT_POS_INTERP_OFFSET,
+        .pool = VIT_POOL_MEAN,
+    };
+    snprintf(config->name, sizeof config->name, "%s", name);
+    return 0;
+}
+
+int vit_config_check(const VitConfig *c, ErrorMessage *err) {
+    if (c->patch_size < 1 || c->embed_dim < 1 || c->depth < 1 || c->heads < 1 ||
+        c->mlp_hidden < 1 || c->register_tokens < 0 || c->pos_grid < 1)
+        return error_set(err, "ViT: invalid geometry (patch %d, dim %d, depth %d, %d heads, mlp "
+                              "%d, %d registers, grid %d)", c->patch_size, c->embed_dim, c->depth,
+                         c->heads, c->mlp_hidden, c->register_tokens, c->pos_grid);
+    if (c->embed_dim % c->heads != 0)
+        return error_set(err, "ViT: %d heads do not divide the width %d", c->heads, c->embed_dim);
+    if (!(c->drop_path_rate >= 0.0f && c->drop_path_rate < 1.0f))
+        return error_set(err, "ViT: drop path rate %g outside [0, 1)", (double)c->drop_path_rate);
+    return 0;
+}
+
+// ---- structure and parameters ------------------------------------------------------------
+
+static int declare_embedding(ParameterSet *params, const char *name, int rows, int dim,
+                             ErrorMessage *err) {
+    const int shape[3] = {1, rows, dim};
+    return parameter_declare(params, name, PARAM_EMBEDDING, 3, shape, NULL, err);
+}
+
+static int declare_block(Vit *model, VitBlock *block, int index, ErrorMessage *err) {
+    const VitConfig *c = &model->config;
+    const int dim = c->embed_dim;
+    char name[PARAM_MAX_NAME];
+#define BLOCK_NAME(suffix) (snprintf(name, sizeof name, "blocks.%d." suffix, index), name)
+    if (layernorm_declare(&block->norm1, &model->params, BLOCK_NAME("norm1"), dim, c->norm_eps,
+                          err) ||
+        linear_declare(&block->qkv, &model->params, BLOCK_NAME("attn.qkv"), dim, 3 * dim, 1,
+                       err) ||
+        linear_declare(&block->proj, &model->params, BLOCK_NAME("attn.proj"), dim, dim, 1, err) ||
+        layernorm_declare(&block->norm2, &model->params, BLOCK_NAME("norm2"), dim, c->norm_eps,
+                          err) ||
+        linear_declare(&block->fc1, &model->params, BLOCK_NAME("mlp.fc1"), dim, c->mlp_hidden, 1,
+                       err) ||
+        linear_declare(&block->fc2, &model->params, BLOCK_NAME("mlp.fc2"), c->mlp_hidden, dim, 1,
+                       err))
+        return -1;
+    block->ls1_index = block->ls2_index = -1;
+    if (c->layer_scale) {
+        block->ls1_index =
+            parameter_declare(&model->params, BLOCK_NAME("ls1.gamma"), PARAM_EMBEDDING, 1, &dim,
+                              NULL, err);
+        block->ls2_index =
+            parameter_declare(&model->params, BLOCK_NAME("ls2.gamma"), PARAM_EMBEDDING, 1, &dim,
+                              NULL, err);
+        if (block->ls1_index < 0 || block->ls2_index < 0) return -1;
+    }
+#undef BLOCK_NAME
+    // timm's stochastic depth decay rule: linear from 0 to the rate over the blocks.
+    block->drop_path =
+        c->depth > 1 ? c->drop_path_rate * (float)index / (float)(c->depth - 1) : c->drop_path_rate;
+    return 0;
+}
+
+int vit_declare(Vit *model, Backend *backend, const VitConfig *config, ErrorMessage *err) {
+    memset(model, 0, sizeof *model);
+    model->backend = backend;
+    model->config = *config;
+    parameter_set_init(&model->params, backend, 1);
+    parameter_set_init(&model->buffers, backend, 0);
+    if (vit_config_check(config, err)) return -1;
+    const VitConfig *c = &model->config;
+    const int dim = c->embed_dim, positions = c->pos_grid * c->pos_grid + (c->class_pos ? 1 : 0);
+    model->feature_dim = dim;
+    model->cls_index = declare_embedding(&model->params, "cls_token", 1, dim, err);
+    model->reg_index = -1;
+    if (c->register_tokens)
+        model->reg_index = declare_embedding(&model->params, "reg_token", c->register_tokens, dim,
+                                             err);
+    model->pos_index = declare_embedding(&model->params, "pos_embed", positions, dim, err);
+    if (model->cls_index < 0 || (c->register_tokens && model->reg_index < 0) ||
+        model->pos_index < 0)
+        return error_prefix(err, "%s", c->name);
+    if (conv2d_declare(&model->patch_embed, &model->params, "patch_embed.proj.weight", 3, dim,
+                       c->patch_size, c->patch_size, 0, err))
+        return error_prefix(err, "%s", c->name);
+    model->patch_bias_index = parameter_declare(&model->params, "patch_embed.proj.bias",
+                                                PARAM_BIAS, 1, &dim, NULL, err);
+    if (model->patch_bias_index < 0) return error_prefix(err, "%s", c->name);
+    model->blocks = calloc((size_t)c->depth, sizeof *model->blocks);
+    if (!model->blocks) return error_set(err, "out of memory");
+    for (int b = 0; b < c->depth; b++)
+        if (declare_block(model, &model->blocks[b], b, err))
+            return error_prefix(err, "%s", c->name);
+    if (layernorm_declare(&model->norm, &model->params, "norm", dim, c->norm_eps, err))
+        return error_prefix(err, "%s", c->name);
+    return 0;
+}
+
+static void bind_parameter(const ParameterSet *params, int index, float **value, float **grad) {
+    *value = index >= 0 ? params->params[index].value : NULL;
+    *grad = index >= 0 ? params->params[index].grad : NULL;
+}
+
+static void bind_layers(Vit *model) {
+    const ParameterSet *params = &model->params;
+    bind_parameter(params, model->cls_index, &model->cls_token, &model->cls_grad);
+    bind_parameter(params, model->reg_index, &model->reg_token, &model->reg_grad);
+    bind_parameter(params, model->pos_index, &model->pos_embed, &model->pos_grad);
+    bind_parameter(params, model->patch_bias_index, &model->patch_bias, &model->patch_bias_grad);
+    conv2d_bind(&model->patch_embed, params);
+    for (int b = 0; b < model->config.depth; b++) {
+        VitBlock *block = &model->blocks[b];
+        layernorm_bind(&block->norm1, params);
+        layernorm_bind(&block->norm2, params);
+        linear_bind(&block->qkv, params);
+        linear_bind(&block->proj, params);
+        linear_bind(&block->fc1, params);
+        linear_bind(&block->fc2, params);
+        bind_parameter(params, block->ls1_index, &block->ls1, &block->ls1_grad);
+        bind_parameter(params, block->ls2_index, &block->ls2, &block->ls2_grad);
+    }
+    layernorm_bind(&model->norm, params);
+}
+
+// ---- plans -----------------------------------------------------------------------------
+
+static void plans_free(Backend *backend, VitPlans *plans) {
+    if (plans->patch_plan) backend->op.conv2d_plan_free(backend, plans->patch_plan);
+    if (plans->attention_plan) backend->op.attention_plan_free(backend, plans->attention_plan);
+    memset(plans, 0, sizeof *plans);
+}
+
+static int plans_make(Vit *model, const VitSlot *slot, int batch, VitPlans *plans,
+                      ErrorMessage *err) {
+    Backend *backend = model->backend;
+    const VitConfig *c = &model->config;
+    memset(plans, 0, sizeof *plans);
+    plans->batch = batch;
+    AttentionShape attention;
+    if (conv2d_shape(&model->patch_embed, batch, slot->max.resolution, slot->max.resolution,
+                     &plans->patch_shape, err) ||
+        attention_shape_make(&attention, batch, c->heads, slot->tokens, c->embed_dim / c->heads,
+                             err))
+        return -1;
+    plans->patch_plan = backend->op.conv2d_plan(backend, &plans->patch_shape, err);
+    if (!plans->patch_plan) return error_prefix(err, "patch_embed.proj");
+    plans->attention_plan = backend->op.attention_plan(backend, &attention, err);
+    return plans->attention_plan ? 0 : -1;
+}
+
+int vit_prepare_batch(Vit *model, int slot_index, int batch, ErrorMessage *err) {
+    if (slot_index < 0 || slot_index >= model->slot_count)
+        return error_set(err, "vit: no input slot %d (%d slots)", slot_index, model->slot_count);
+    VitSlot *slot = &model->slots[slot_index];
+    if (batch < 1 || batch > slot->max.batch)
+        return error_set(err, "vit: batch %d outside 1..%d of slot %d", batch, slot->max.batch,
+                         slot_index);
+    for (int i = 0; i < slot->plans_count; i++)
+        if (slot->plans[i].batch == batch) return 0;
+    VitPlans *grown = realloc(slot->plans, (size_t)(slot->plans_count + 1) * sizeof *grown);
+    if (!grown) return error_set(err, "out of memory");
+    slot->plans = grown;
+    if (plans_make(model, slot, batch, &slot->plans[slot->plans_count], err)) {
+        plans_free(model->backend, &slot->plans[slot->plans_count]);
+        return error_prefix(err, "%s, batch %d", model->config.name, batch);
+    }
+    slot->last_plans = NULL;  // the realloc may have moved what it pointed to
+    slot->backward_ready = 0;
+    slot->plans_count++;
+    return 0;
+}
+
+// ---- activation arenas ---------------------------------------------------------------------
+
+// Lays out (sizing pass: base NULL) or wires a slot's arena; returns its size in floats.
+static size_t layout_slot(const Vit *model, VitSlot *slot, float *base) {
+    const VitConfig *c = &model->config;
+    ActivationArena arena = activation_arena_begin(base);
+    const size_t batch = (size_t)slot->max.batch, rows = batch * slot->tokens;
+    const size_t dim = (size_t)c->embed_dim, patches = (size_t)slot->grid * slot->grid;
+    const size_t positions = (size_t)c->pos_grid * c->pos_grid;
+    const int resampled = slot->grid != c->pos_grid;
+    slot->pos_matrix = resampled ? activation_take(&arena, patches * positions) : NULL;
+    slot->patch_pos = resampled ? activation_take(&arena, patches * dim) : NULL;
+    slot->patch_out = activation_take(&arena, batch * patches * dim);
+    slot->tokens_in = activation_take(&arena, rows * dim);
+    for (int b = 0; b < c->depth; b++) {
+        VitBlockActivations *saved = &slot->blocks[b];
+        saved->norm1_out = activation_take(&arena, rows * dim);
+        saved->norm1_mean = activation_take(&arena, rows);
+        saved->norm1_inv_std = activation_take(&arena, rows);
+        saved->qkv = activation_take(&arena, rows * 3 * dim);
+        saved->attention_out = activation_take(&arena, rows * dim);
+        saved->lse = activation_take(&arena, rows * c->heads);
+        saved->proj_out = activation_take(&arena, rows * dim);
+        saved->mid = activation_take(&arena, rows * dim);
+        saved->norm2_out = activation_take(&arena, rows * dim);
+        saved->norm2_mean = activation_take(&arena, rows);
+        saved->norm2_inv_std = activation_take(&arena, rows);
+        saved->fc1_out = activation_take(&arena, rows * c->mlp_hidden);
+        saved->gelu_out = activation_take(&arena, rows * c->mlp_hidden);
+        saved->fc2_out = activation_take(&arena, rows * dim);
+        saved->out = activation_take(&arena, rows * dim);
+        saved->drop_scale[0] = activation_take(&arena, batch);
+        saved->drop_scale[1] = activation_take(&arena, batch);
+    }
+    slot->norm_out = activation_take(&arena, rows * dim);
+    slot->norm_mean = activation_take(&arena, rows);
+    slot->norm_inv_std = activation_take(&arena, rows);
+    slot->features = activation_take(&arena, batch * dim);
+    return arena.used;
+}
+
+// The resampling map of a slot whose grid differs from the model's, uploaded once.
+static int upload_pos_matrix(Vit *model, VitSlot *slot, ErrorMessage *err) {
+    if (!slot->pos_matrix) return 0;
+    const VitConfig *c = &model->config;
+    const size_t floats = (size_t)slot->grid * slot->grid * c->pos_grid * c->pos_grid;
+    float *host = malloc(floats * sizeof *host);
+    if (!host) return error_set(err, "out of memory for the position resampling map");
+    int status = vit_pos_grid_matrix(c->pos_interpolation, c->pos_grid, slot->grid, slot->grid,
+                                     host, err);
+    if (!status)
+        model->backend->op.upload(model->backend, slot->pos_matrix, host, floats * sizeof *host);
+    free(host);
+    return status;
+}
+
+static int allocate_slot(Vit *model, VitSlot *slot, VitInputShape shape, ErrorMessage *err) {
+    const VitConfig *c = &model->config;
+    Backend *backend = model->backend;
+    if (shape.batch < 1 || shape.resolution < c->patch_size ||
+        shape.resolution % c->patch_size != 0)
+        return error_set(err, "%d px is not a positive multiple of the patch size %d",
+                         shape.resolution, c->patch_size);
+    slot->max = shape;
+    slot->grid = shape.resolution / c->patch_size;
+    slot->tokens = 1 + c->register_tokens + slot->grid * slot->grid;
+    slot->blocks = calloc((size_t)c->depth, sizeof *slot->blocks);
+    slot->plans = calloc(1, sizeof *slot->plans);
+    if (!slot->blocks || !slot->plans) return error_set(err, "out of memory");
+    slot->plans_count = 1;
+    if (plans_make(model, slot, shape.batch, &slot->plans[0], err)) return -1;
+    slot->arena_floats = layout_slot(model, slot, NULL);
+    slot->arena = backend->op.alloc(backend, slot->arena_floats * sizeof(float));
+    if (!slot->arena)
+        return error_set(err, "out of memory for %zu MB of activations (batch %d at %d px)",
+                         slot->arena_floats * sizeof(float) >> 20, shape.batch, shape.resolution);
+    layout_slot(model, slot, slot->arena);
+    return upload_pos_matrix(model, slot, err);
+}
+
+int vit_allocate(Vit *model, const VitInputShape *inputs, int input_count, ErrorMessage *err) {
+    Backend *backend = model->backend;
+    const VitConfig *c = &model->config;
+    if (input_count < 1) return error_set(err, "vit: no input shape given");
+    if (parameter_set_allocate(&model->params, err) ||
+        parameter_set_allocate(&model->buffers, err))
+        return error_prefix(err, "%s", c->name);
+    bind_layers(model);
+    model->slots = calloc((size_t)input_count, sizeof *model->slots);
+    if (!model->slots) return error_set(err, "out of memory");
+    int max_batch = 1;
+    for (int i = 0; i < input_count; i++) {
+        model->slot_count = i + 1;  // so vit_free releases a half-built slot
+        if (allocate_slot(model, &model->slots[i], inputs[i], err))
+            return error_prefix(err, "%s, input %d (batch %d, %d px)", c->name, i,
+                                inputs[i].batch, inputs[i].resolution);
+        const size_t rows = (size_t)inputs[i].batch * model->slots[i].tokens;
+        if (rows > model->scratch_tokens) model->scratch_tokens = rows;
+        if (inputs[i].batch > max_batch) max_batch = inputs[i].batch;
+    }
+    const size_t wide = (size_t)(c->mlp_hidden > 3 * c->embed_dim ? c->mlp_hidden
+                                                                   : 3 * c->embed_dim);
+    const size_t floats = model->scratch_tokens * (3 * (size_t)c->embed_dim + wide);
+    model->scratch = backend->op.alloc(backend, floats * sizeof(float));
+    model->host_scale = malloc((size_t)max_batch * sizeof *model->host_scale);
+    if (!model->scratch || !model->host_scale)
+        return error_set(err, "%s: out of memory for %zu MB of gradient scratch", c->name,
+                         floats * sizeof(float) >> 20);
+    return 0;
+}
+
+int vit_create(Vit *model, Backend *backend, const VitConfig *config,
+               const VitInputShape *inputs, int input_count, uint64_t seed, ErrorMessage *err) {
+    if (vit_declare(model, backend, config, err) || vit_allocate(model, inputs, input_count, err) ||
+        vit_init(model, seed, err)) {
+        vit_free(model);
+        return -1;
+    }
+    return 0;
+}
+
+void vit_free(Vit *model) {
+    Backend *backend = model->backend;
+    for (int i = 0; model->slots && i < model->slot_count; i++) {
+        VitSlot *slot = &model->slots[i];
+        for (int p = 0; slot->plans && p < slot->plans_count; p++)
+            plans_free(backend, &slot->plans[p]);
+        free(slot->plans);
+        free(slot->blocks);
+        if (slot->arena) backend->op.free(backend, slot->arena);
+    }
+    free(model->slots);
+    if (model->scratch) backend->op.free(backend, model->scratch);
+    free(model->host_scale);
+    parameter_set_free(&model->params);
+    parameter_set_free(&model->buffers);
+    free(model->blocks);
+    memset(model, 0, sizeof *model);
+}
+
+// ---- initialisation ----------------------------------------------------------------------
+
+// timm's trunc_normal_(std=0.02) cuts at +-2 (absolute): 100 standard
+// deviations, so a plain normal draw is the same distribution in practice.
+#define VIT_INIT_STD 0.02f
+
+static int init_linear(Backend *backend, const Linear *linear, const ParameterSet *params,
+                       uint64_t seed, ErrorMessage *err) {
+    backend->op.fill(backend, linear->bias, 0.0f, (size_t)linear->out_features);
+    return layer_init_parameter(backend, &params->params[linear->weight_index], seed, INIT_NORMAL,
+                                VIT_INIT_STD, err);
+}
+
+int vit_init(Vit *model, uint64_t seed, ErrorMessage *err) {
+    Backend *backend = model->backend;
+    const ParameterSet *params = &model->params;
+    const VitConfig *c = &model->config;
+    model->seed = seed;
+    model->training_forwards = 0;
+    const float patch_bound = (float)(1.0 / sqrt((double)3 * c->patch_size * c->patch_size));
+    if (layer_init_parameter(backend, &params->params[model->pos_index], seed, INIT_NORMAL,
+                             VIT_INIT_STD, err) ||
+        layer_init_parameter(backend, &params->params[model->cls_index], seed, INIT_NORMAL, 1e-6f,
+                             err) ||
+        (model->reg_index >= 0 &&
+         layer_init_parameter(backend, &params->params[model->reg_index], seed, INIT_NORMAL,
+                              1e-6f, err)) ||
+        layer_init_parameter(backend, &params->params[model->patch_embed.weight_index], seed,
+                             INIT_UNIFORM, patch_bound, err) ||
+        layer_init_parameter(backend, &params->params[model->patch_bias_index], seed,
+                             INIT_UNIFORM, patch_bound, err))
+        return -1;
+    for (int b = 0; b < c->depth; b++) {
+        const VitBlock *block = &model->blocks[b];
+        layernorm_init(backend, &block->norm1);
+        layernorm_init(backend, &block->norm2);
+        if (init_linear(backend, &block->qkv, params, seed, err) ||
+            init_linear(backend, &block->proj, params, seed, err) ||
+            init_linear(backend, &block->fc1, params, seed, err) ||
+            init_linear(backend, &block->fc2, params, seed, err))
+            return -1;
+        if (block->ls1) {
+            backend->op.fill(backend, block->ls1, c->layer_scale_init, (size_t)c->embed_dim);
+            backend->op.fill(backend, block->ls2, c->layer_scale_init, (size_t)c->embed_dim);
+        }
+    }
+    layernorm_init(backend, &model->norm);
+    return 0;
+}

@@ -1,0 +1,200 @@
+// Vision Transformer backbones (ViT-S/B/L/g with patch 14 or 16) as DINOv2
+// and timm build them, with timm's parameter names:
+//
+//   patch_embed.proj: conv patch x patch, stride patch, bias -> (B, P, D) tokens
+//   tokens = [cls_token (+ pos_embed[0]), reg_token[0..R-1], patches + pos_embed]
+//   blocks.N (pre-norm):  x = x + ls1 * drop_path(attn.proj(attention(attn.qkv(norm1(x)))))
+//                         x = x + ls2 * drop_path(mlp.fc2(gelu(mlp.fc1(norm2(x)))))
+//   norm: the final LayerNorm -> normalised tokens (B, 1 + R + P, D)
+//   features: the mean of the normalised patch tokens (LightlyTrain's DINOv2
+//             ViT pooling) or the class token (config.pool)
+//
+// LayerNorm eps 1e-6, exact GELU, qkv with bias, LayerScale (ls1.gamma,
+// ls2.gamma) when config.layer_scale. Position embeddings: a grid of
+// pos_grid x pos_grid patch positions (pos_embed (1, [1 +] M^2, D)). As in
+// timm, models without registers keep the class token's position in
+// pos_embed[0] (DINOv2's layout); models with registers do not (timm's
+// no_embed_class: the class token has its position folded in, the registers
+// have none; vit_weights.c converts DINOv2's and transformers' layouts). An
+// input whose patch grid differs from pos_grid gets the grid resampled
+// (vit_pos_embed.h: DINOv2's offset bicubic by default, antialiased bicubic
+// for register models, as DINOv2's hub models do).
+//
+// Memory by lifetime, as resnet.h: parameters and gradients (model->params,
+// no buffers); one activation arena per input slot ((max batch, resolution)
+// given at build time) holding everything backward needs; a gradient
+// scratch shared by the slots; conv and attention plans per slot and batch
+// size. Nothing is allocated in forward or backward.
+//
+// Gradient contract: parameter gradients accumulate (+=); no gradient for
+// the input image.
+#ifndef LTC_NN_VIT_H
+#define LTC_NN_VIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "nn/layers.h"
+#include "nn/parameters.h"
+#include "nn/vit_pos_embed.h"
+#include "util/error.h"
+
+#define VIT_MAX_NAME 32
+
+typedef enum VitPool {
+    VIT_POOL_MEAN,  // mean of the normalised patch tokens (LightlyTrain's default for DINOv2 ViTs)
+    VIT_POOL_CLS,   // the normalised class token
+} VitPool;
+
+const char *vit_pool_name(VitPool pool);  // "mean" / "cls"
+int vit_pool_parse(const char *name, VitPool *pool, ErrorMessage *err);
+
+typedef struct VitConfig {
+    char name[VIT_MAX_NAME];  // "vit_s16", ... (informational)
+    int patch_size;
+    int embed_dim;            // D
+    int depth;                // blocks
+    int heads;                // D / heads is the head dim (64 in every preset)
+    int mlp_hidden;           // mlp.fc1 width (4 D)
+    int register_tokens;      // R
+    int class_pos;            // 1: pos_embed[0] is the class token's position (R = 0 in timm)
+    int pos_grid;             // M: pos_embed covers M x M patches (native input M * patch px)
+    int layer_scale;          // 1: ls1.gamma / ls2.gamma
+    float layer_scale_init;   // their initial value (DINOv2 and timm's dinov2 models: 1e-5)
+    float norm_eps;           // 1e-6
+    float drop_path_rate;     // stochastic depth of the last block, linear from 0 (timm)
+    VitPosInterpolation pos_interpolation;
+    VitPool pool;
+} VitConfig;
+
+// Presets, DINOv2's architectures (and timm's ViT-Ti): vit_t14, vit_t16 (D
+// 192, 12 blocks, 3 heads), vit_s14, vit_s16 (384, 12, 6), vit_b14, vit_b16
+// (768, 12, 12), vit_l14, vit_l16 (1024, 24, 16), vit_g14 (1536, 40, 24,
+// GELU MLP 6144: DINOv2's ViT-g geometry; its released weights use SwiGLU,
+// which this model does not have). A "_reg4" suffix adds 4 register tokens.
+// LayerScale 1e-5, pos_grid = image_size / patch.
+int vit_config_preset(const char *name, int image_size, VitConfig *config, ErrorMessage *err);
+// 1 when name is a ViT preset name (with or without _reg4).
+int vit_is_preset_name(const char *name);
+// Fills config->name from the geometry ("vit_s14", "vit_b16_reg4", or
+// "vit_d<D>_l<depth>_p<patch>" for other sizes).
+void vit_config_name(VitConfig *config);
+// Checks the geometry (sizes positive, heads divide D, ...).
+int vit_config_check(const VitConfig *config, ErrorMessage *err);
+
+typedef struct VitInputShape {
+    int batch;
+    int resolution;  // square images, a multiple of the patch size
+} VitInputShape;
+
+typedef struct VitBlock {
+    LayerNorm norm1, norm2;
+    Linear qkv, proj, fc1, fc2;  // attn.qkv, attn.proj, mlp.fc1, mlp.fc2
+    int ls1_index, ls2_index;    // -1 without LayerScale
+    float *ls1, *ls1_grad, *ls2, *ls2_grad;  // (D) or NULL
+    float drop_path;             // this block's stochastic depth rate
+} VitBlock;
+
+// Plans for one batch size of a slot.
+typedef struct VitPlans {
+    int batch;
+    ConvShape patch_shape;
+    ConvPlan *patch_plan;
+    AttentionPlan *attention_plan;
+} VitPlans;
+
+// What a block's backward needs (sizes at the slot's maximum).
+typedef struct VitBlockActivations {
+    float *norm1_out, *norm1_mean, *norm1_inv_std;  // (B, T, D), (B T), (B T)
+    float *qkv;                                     // (B, T, 3, H, Dh)
+    float *attention_out, *lse;                     // (B, T, D), (B, H, T)
+    float *proj_out;                                // (B, T, D)
+    float *mid;                                     // (B, T, D): x after the attention branch
+    float *norm2_out, *norm2_mean, *norm2_inv_std;
+    float *fc1_out, *gelu_out;                      // (B, T, 4D)
+    float *fc2_out;                                 // (B, T, D)
+    float *out;                                     // (B, T, D): the block's output
+    float *drop_scale[2];                           // (B): sample scales of the two branches
+} VitBlockActivations;
+
+typedef struct VitSlot {
+    VitInputShape max;
+    int grid;                // patches per side
+    int tokens;              // 1 + R + grid^2
+    VitPlans *plans;         // [0] for max.batch, more from vit_prepare_batch
+    int plans_count;
+    float *arena;
+    size_t arena_floats;
+    float *pos_matrix;       // (grid^2, M^2) resampling map, or NULL at the native grid
+    float *patch_pos;        // (grid^2, D) resampled positions, or NULL
+    float *patch_out;        // (B, P, D) patch embeddings
+    float *tokens_in;        // (B, T, D) block 0's input
+    VitBlockActivations *blocks;
+    float *norm_out, *norm_mean, *norm_inv_std;  // (B, T, D): the normalised tokens
+    float *features;         // (B, D)
+    const VitPlans *last_plans;
+    const float *last_input;
+    int backward_ready;      // 1 after a training forward
+    int drop_path_active;    // the last forward drew drop-path masks
+} VitSlot;
+
+typedef struct Vit {
+    Backend *backend;
+    VitConfig config;
+    int feature_dim;         // D
+    ParameterSet params;     // timm names
+    ParameterSet buffers;    // empty (kept so callers can treat every backbone alike)
+    int64_t training_forwards;  // counts training forwards: keys the drop-path draws
+    uint64_t seed;
+    Conv2d patch_embed;      // patch_embed.proj.weight
+    int patch_bias_index;    // patch_embed.proj.bias
+    float *patch_bias, *patch_bias_grad;
+    int cls_index, reg_index, pos_index;  // cls_token, reg_token (-1), pos_embed
+    float *cls_token, *cls_grad, *reg_token, *reg_grad, *pos_embed, *pos_grad;
+    VitBlock *blocks;
+    LayerNorm norm;
+    int slot_count;
+    VitSlot *slots;
+    float *scratch;          // backend memory: 3 (B, T, D) + one (B, T, 4D) of the largest slot
+    size_t scratch_tokens;   // B T of the largest slot
+    float *host_scale;       // (max batch) drop-path draws before upload
+} Vit;
+
+// Structure and parameter tables; allocates nothing on the backend.
+int vit_declare(Vit *model, Backend *backend, const VitConfig *config, ErrorMessage *err);
+// Parameters, a slot per input shape (plans, activations, resampling map) and
+// the gradient scratch. Values are zero until vit_init or a load.
+int vit_allocate(Vit *model, const VitInputShape *inputs, int input_count, ErrorMessage *err);
+// vit_declare + vit_allocate + vit_init(seed).
+int vit_create(Vit *model, Backend *backend, const VitConfig *config,
+               const VitInputShape *inputs, int input_count, uint64_t seed, ErrorMessage *err);
+void vit_free(Vit *model);
+// Plans so that `slot` can also run a smaller batch. Call outside the step loop.
+int vit_prepare_batch(Vit *model, int slot, int batch, ErrorMessage *err);
+
+// timm's init (VisionTransformer.init_weights, DINOv2's too): Linear weights
+// truncated normal std 0.02 (|x| <= 2), biases 0; pos_embed truncated normal
+// 0.02; cls_token and reg_token normal std 1e-6; the patch conv PyTorch's
+// default (uniform +-1/sqrt(fan_in), bias too); LayerNorm 1 / 0; LayerScale
+// layer_scale_init. Draws keyed by (seed, parameter name).
+int vit_init(Vit *model, uint64_t seed, ErrorMessage *err);
+
+// features (batch, D) and the normalised tokens of input (batch, R, R, 3)
+// NHWC on slot `slot`. training: drop path is active (when its rate > 0)
+// and the slot keeps what backward needs. Fails only on a bad slot or batch.
+int vit_forward(Vit *model, int slot, int batch, const float *input, int training,
+                ErrorMessage *err);
+const float *vit_features(const Vit *model, int slot);  // (batch, D)
+// The normalised tokens (batch, 1 + R + P, D) of the slot's last forward:
+// class token, registers, then the patches row-major over the grid.
+const float *vit_tokens(const Vit *model, int slot);
+int vit_slot_tokens(const Vit *model, int slot);  // 1 + R + P
+// Parameter gradients += given dfeatures (batch, D) of the slot's last
+// training forward.
+int vit_backward(Vit *model, int slot, const float *dfeatures, ErrorMessage *err);
+// The same given dtokens (batch, T, D) = d(loss)/d(normalised tokens) (for
+// losses on patch tokens).
+int vit_backward_tokens(Vit *model, int slot, const float *dtokens, ErrorMessage *err);
+
+#endif

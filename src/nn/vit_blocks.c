@@ -1,0 +1,266 @@
+// ViT forward and backward: patch embedding and token sequence, the
+// pre-norm transformer blocks, the final norm and pooling, each backward
+// written out in reverse order of its forward (see vit.h). Buffers come
+// from the slot's activation arena and the model's gradient scratch;
+// nothing is allocated here.
+#include <math.h>
+
+#include "nn/vit.h"
+#include "util/rng.h"
+
+// Drop-path draws: stream per (block, branch), keyed by the training-forward
+// count and the sample, so they do not depend on threads or batch order.
+#define VIT_DROP_PATH_STREAM 0x44500000u
+
+static size_t slot_rows(const VitSlot *slot, int batch) { return (size_t)batch * slot->tokens; }
+
+// Where the patch positions start in pos_embed (after the class token's, if any).
+static size_t patch_pos_offset(const VitConfig *c) {
+    return c->class_pos ? (size_t)c->embed_dim : 0;
+}
+
+// The sample scales of one residual branch for this training forward: 0
+// (dropped) or 1 / keep probability, uploaded to scale (B); NULL when drop
+// path is off (evaluation, or a rate of 0).
+static const float *drop_path_scales(Vit *model, int block_index, int branch, int batch,
+                                     int training, float *scale) {
+    const float rate = model->blocks[block_index].drop_path;
+    if (!training || rate <= 0.0f) return NULL;
+    const float keep = 1.0f - rate;
+    for (int b = 0; b < batch; b++) {
+        Rng rng = rng_make(model->seed, (uint32_t)model->training_forwards, (uint64_t)b,
+                           VIT_DROP_PATH_STREAM + 2u * (uint32_t)block_index + (uint32_t)branch);
+        model->host_scale[b] = rng_uniform(&rng) < keep ? 1.0f / keep : 0.0f;
+    }
+    model->backend->op.upload(model->backend, scale, model->host_scale, batch * sizeof(float));
+    return scale;
+}
+
+// ---- one block ------------------------------------------------------------------------
+
+static void block_forward(Vit *model, int index, const VitPlans *plans, const VitSlot *slot,
+                          int batch, int training, const float *x) {
+    Backend *backend = model->backend;
+    const VitConfig *c = &model->config;
+    const VitBlock *block = &model->blocks[index];
+    VitBlockActivations *saved = &slot->blocks[index];
+    const size_t rows = slot_rows(slot, batch);
+    const float scale = (float)(1.0 / sqrt((double)(c->embed_dim / c->heads)));
+
+    layernorm_forward(backend, &block->norm1, rows, x, saved->norm1_out, saved->norm1_mean,
+                      saved->norm1_inv_std);
+    linear_forward(backend, &block->qkv, (int)rows, saved->norm1_out, saved->qkv);
+    backend->op.attention_forward(backend, plans->attention_plan, saved->qkv, scale,
+                                  saved->attention_out, saved->lse);
+    linear_forward(backend, &block->proj, (int)rows, saved->attention_out, saved->proj_out);
+    const float *drop = drop_path_scales(model, index, 0, batch, training, saved->drop_scale[0]);
+    backend->op.residual_scale_add_forward(backend, batch, (size_t)slot->tokens, c->embed_dim, x,
+                                           saved->proj_out, block->ls1, drop, saved->mid);
+
+    layernorm_forward(backend, &block->norm2, rows, saved->mid, saved->norm2_out,
+                      saved->norm2_mean, saved->norm2_inv_std);
+    linear_forward(backend, &block->fc1, (int)rows, saved->norm2_out, saved->fc1_out);
+    backend->op.gelu_forward(backend, rows * c->mlp_hidden, saved->fc1_out, saved->gelu_out);
+    linear_forward(backend, &block->fc2, (int)rows, saved->gelu_out, saved->fc2_out);
+    drop = drop_path_scales(model, index, 1, batch, training, saved->drop_scale[1]);
+    backend->op.residual_scale_add_forward(backend, batch, (size_t)slot->tokens, c->embed_dim,
+                                           saved->mid, saved->fc2_out, block->ls2, drop,
+                                           saved->out);
+}
+
+// Gradient buffers of one backward: three (B, T, D) and one (B, T, max(4D, 3D)).
+typedef struct VitGradients {
+    float *residual;  // dL/d(the residual stream) flowing down the blocks
+    float *branch, *other, *wide;
+} VitGradients;
+
+// g->residual: dL/d(block output) in, dL/d(block input) out.
+static void block_backward(Vit *model, int index, const VitPlans *plans, const VitSlot *slot,
+                           int drop_active, const float *x, const VitGradients *g) {
+    Backend *backend = model->backend;
+    const VitConfig *c = &model->config;
+    const VitBlock *block = &model->blocks[index];
+    const VitBlockActivations *saved = &slot->blocks[index];
+    const int batch = plans->batch, dim = c->embed_dim;
+    const size_t rows = slot_rows(slot, batch), per_sample = (size_t)slot->tokens;
+    const float scale = (float)(1.0 / sqrt((double)(dim / c->heads)));
+    const int dropped = drop_active && block->drop_path > 0.0f;
+
+    // MLP branch: out = mid + ls2 * drop * fc2(gelu(fc1(norm2(mid)))).
+    backend->op.residual_scale_add_backward(backend, batch, per_sample, dim, saved->fc2_out,
+                                            g->residual, block->ls2,
+                                            dropped ? saved->drop_scale[1] : NULL, g->branch,
+                                            block->ls2_grad);
+    linear_backward(backend, &block->fc2, (int)rows, saved->gelu_out, g->branch, g->wide);
+    backend->op.gelu_backward(backend, rows * c->mlp_hidden, saved->fc1_out, g->wide, g->wide);
+    linear_backward(backend, &block->fc1, (int)rows, saved->norm2_out, g->wide, g->branch);
+    layernorm_backward(backend, &block->norm2, rows, saved->mid, g->branch, saved->norm2_mean,
+                       saved->norm2_inv_std, g->other);
+    backend->op.axpby(backend, rows * dim, 1.0f, g->other, 1.0f, g->residual);  // dL/d(mid)
+
+    // Attention branch: mid = x + ls1 * drop * proj(attention(qkv(norm1(x)))).
+    backend->op.residual_scale_add_backward(backend, batch, per_sample, dim, saved->proj_out,
+                                            g->residual, block->ls1,
+                                            dropped ? saved->drop_scale[0] : NULL, g->branch,
+                                            block->ls1_grad);
+    linear_backward(backend, &block->proj, (int)rows, saved->attention_out, g->branch, g->other);
+    backend->op.attention_backward(backend, plans->attention_plan, saved->qkv,
+                                   saved->attention_out, g->other, saved->lse, scale, g->wide);
+    linear_backward(backend, &block->qkv, (int)rows, saved->norm1_out, g->wide, g->branch);
+    layernorm_backward(backend, &block->norm1, rows, x, g->branch, saved->norm1_mean,
+                       saved->norm1_inv_std, g->other);
+    backend->op.axpby(backend, rows * dim, 1.0f, g->other, 1.0f, g->residual);  // dL/dx
+}
+
+// ---- the whole backbone ----------------------------------------------------------------
+
+static int find_plans(Vit *model, int slot_index, int batch, const VitPlans **plans,
+                      ErrorMessage *err) {
+    if (slot_index < 0 || slot_index >= model->slot_count)
+        return error_set(err, "vit: no input slot %d (%d slots)", slot_index, model->slot_count);
+    const VitSlot *slot = &model->slots[slot_index];
+    for (int i = 0; i < slot->plans_count; i++)
+        if (slot->plans[i].batch == batch) *plans = &slot->plans[i];
+    if (!*plans)
+        return error_set(err, "vit: slot %d (batch <= %d, %d px) has no plans for batch %d (see "
+                              "vit_prepare_batch)", slot_index, slot->max.batch,
+                         slot->max.resolution, batch);
+    return 0;
+}
+
+// The patch positions the slot's tokens get: pos_embed's own, or resampled.
+static const float *patch_positions(Vit *model, const VitSlot *slot) {
+    const VitConfig *c = &model->config;
+    const float *native = model->pos_embed + patch_pos_offset(c);
+    if (!slot->patch_pos) return native;
+    const int patches = slot->grid * slot->grid, positions = c->pos_grid * c->pos_grid;
+    // (P, D) = (P, M^2) (M^2, D)
+    model->backend->op.gemm(model->backend, 0, 0, patches, c->embed_dim, positions, 1.0f,
+                            slot->pos_matrix, positions, native, c->embed_dim, 0.0f,
+                            slot->patch_pos, c->embed_dim);
+    return slot->patch_pos;
+}
+
+static const float *last_block_output(const Vit *model, const VitSlot *slot) {
+    return slot->blocks[model->config.depth - 1].out;
+}
+
+int vit_forward(Vit *model, int slot_index, int batch, const float *input, int training,
+                ErrorMessage *err) {
+    const VitPlans *plans = NULL;
+    if (find_plans(model, slot_index, batch, &plans, err)) return -1;
+    VitSlot *slot = &model->slots[slot_index];
+    Backend *backend = model->backend;
+    const VitConfig *c = &model->config;
+    const int patches = slot->grid * slot->grid, dim = c->embed_dim;
+    const size_t rows = slot_rows(slot, batch);
+
+    conv2d_forward(backend, &model->patch_embed, plans->patch_plan, input, slot->patch_out);
+    backend->op.bias_add(backend, (size_t)batch * patches, dim, model->patch_bias,
+                         slot->patch_out);
+    backend->op.vit_tokens_forward(backend, batch, c->register_tokens, patches, dim,
+                                   slot->patch_out, model->cls_token,
+                                   c->class_pos ? model->pos_embed : NULL, model->reg_token,
+                                   patch_positions(model, slot), slot->tokens_in);
+    const float *x = slot->tokens_in;
+    for (int b = 0; b < c->depth; b++) {
+        block_forward(model, b, plans, slot, batch, training, x);
+        x = slot->blocks[b].out;
+    }
+    layernorm_forward(backend, &model->norm, rows, x, slot->norm_out, slot->norm_mean,
+                      slot->norm_inv_std);
+    const int first = c->pool == VIT_POOL_CLS ? 0 : 1 + c->register_tokens;
+    const int count = c->pool == VIT_POOL_CLS ? 1 : patches;
+    backend->op.token_pool_forward(backend, batch, slot->tokens, dim, first, count,
+                                   slot->norm_out, slot->features);
+    if (training) model->training_forwards++;
+    slot->last_plans = plans;
+    slot->last_input = input;
+    slot->backward_ready = training;
+    slot->drop_path_active = training && c->drop_path_rate > 0.0f;
+    return 0;
+}
+
+const float *vit_features(const Vit *model, int slot) { return model->slots[slot].features; }
+
+const float *vit_tokens(const Vit *model, int slot) { return model->slots[slot].norm_out; }
+
+int vit_slot_tokens(const Vit *model, int slot) { return model->slots[slot].tokens; }
+
+static VitGradients gradient_buffers(const Vit *model) {
+    const size_t step = model->scratch_tokens * (size_t)model->config.embed_dim;
+    float *base = model->scratch;
+    return (VitGradients){.residual = base, .branch = base + step, .other = base + 2 * step,
+                          .wide = base + 3 * step};
+}
+
+// Backward from dtokens (B, T, D) = dL/d(normalised tokens); dtokens may be
+// g.other (it is read before that buffer is reused).
+static void backward_from_tokens(Vit *model, VitSlot *slot, const float *dtokens) {
+    Backend *backend = model->backend;
+    const VitConfig *c = &model->config;
+    const VitPlans *plans = slot->last_plans;
+    const int batch = plans->batch, dim = c->embed_dim, patches = slot->grid * slot->grid;
+    const size_t rows = slot_rows(slot, batch);
+    const VitGradients g = gradient_buffers(model);
+    const int drop_active = slot->drop_path_active;
+
+    layernorm_backward(backend, &model->norm, rows, last_block_output(model, slot), dtokens,
+                       slot->norm_mean, slot->norm_inv_std, g.residual);
+    for (int b = c->depth - 1; b >= 0; b--)
+        block_backward(model, b, plans, slot, drop_active,
+                       b > 0 ? slot->blocks[b - 1].out : slot->tokens_in, &g);
+
+    // Token sequence: positions (through the resampling map when there is
+    // one), class and register tokens, then the patch embedding.
+    float *pos_grad = model->pos_grad + patch_pos_offset(c);
+    float *dpatch_pos = pos_grad;
+    if (slot->patch_pos) {
+        dpatch_pos = g.other;
+        backend->op.fill(backend, dpatch_pos, 0.0f, (size_t)patches * dim);
+    }
+    backend->op.vit_tokens_backward(backend, batch, c->register_tokens, patches, dim, g.residual,
+                                    g.branch, model->cls_grad,
+                                    c->class_pos ? model->pos_grad : NULL, model->reg_grad,
+                                    dpatch_pos);
+    if (slot->patch_pos) {
+        const int positions = c->pos_grid * c->pos_grid;
+        // (M^2, D) += (P, M^2)^T (P, D)
+        backend->op.gemm(backend, 1, 0, positions, dim, patches, 1.0f, slot->pos_matrix,
+                         positions, dpatch_pos, dim, 1.0f, pos_grad, dim);
+    }
+    backend->op.bias_backward(backend, (size_t)batch * patches, dim, g.branch,
+                              model->patch_bias_grad);
+    conv2d_backward(backend, &model->patch_embed, plans->patch_plan, slot->last_input, g.branch,
+                    NULL);
+}
+
+static int check_backward(const Vit *model, int slot_index, ErrorMessage *err) {
+    if (slot_index < 0 || slot_index >= model->slot_count)
+        return error_set(err, "vit: no input slot %d (%d slots)", slot_index, model->slot_count);
+    if (!model->slots[slot_index].backward_ready)
+        return error_set(err, "vit: backward on slot %d without a training forward before it",
+                         slot_index);
+    return 0;
+}
+
+int vit_backward(Vit *model, int slot_index, const float *dfeatures, ErrorMessage *err) {
+    if (check_backward(model, slot_index, err)) return -1;
+    VitSlot *slot = &model->slots[slot_index];
+    const VitConfig *c = &model->config;
+    const int patches = slot->grid * slot->grid;
+    const int first = c->pool == VIT_POOL_CLS ? 0 : 1 + c->register_tokens;
+    const int count = c->pool == VIT_POOL_CLS ? 1 : patches;
+    float *dtokens = gradient_buffers(model).other;
+    model->backend->op.token_pool_backward(model->backend, slot->last_plans->batch,
+                                           slot->tokens, c->embed_dim, first, count, dfeatures,
+                                           dtokens);
+    backward_from_tokens(model, slot, dtokens);
+    return 0;
+}
+
+int vit_backward_tokens(Vit *model, int slot_index, const float *dtokens, ErrorMessage *err) {
+    if (check_backward(model, slot_index, err)) return -1;
+    backward_from_tokens(model, &model->slots[slot_index], dtokens);
+    return 0;
+}
