@@ -63,14 +63,14 @@ static int teardown(void **state) {
 // ---- resampling matrices -------------------------------------------------------------
 
 static void test_interpolation_matrices(void **state) {
-    const VitPosInterpolation modes[] = {VIT_POS_INTERP_OFFSET, VIT_POS_INTERP_ANTIALIAS};
     int checked = 0;
     for (int t = 0; t < fixture.count; t++) {
         int in, out;
         char mode[16];
         if (sscanf(fixture.tensors[t].name, "interp/%15[a-z]/%d_%d", mode, &in, &out) != 3)
             continue;
-        const VitPosInterpolation chosen = strcmp(mode, "offset") == 0 ? modes[0] : modes[1];
+        VitPosInterpolation chosen;
+        assert_int_equal(vit_pos_interpolation_parse(mode, &chosen, NULL), 0);
         double *truth = vit_fixture_doubles(&fixture, fixture.tensors[t].name, (size_t)in * out);
         double *ours = malloc((size_t)in * out * sizeof *ours);
         assert_int_equal(vit_pos_axis_weights(chosen, in, out, ours, NULL), 0);
@@ -82,7 +82,7 @@ static void test_interpolation_matrices(void **state) {
         free(ours);
         checked++;
     }
-    assert_int_equal(checked, 16);
+    assert_int_equal(checked, 24);
 }
 
 // ---- parity with timm and transformers --------------------------------------------------
