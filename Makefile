@@ -8,6 +8,7 @@
 #   make deps       check libraries; install them with apt-get when root
 #   make install PREFIX=/usr/local
 # CUDA=0 turns GPU parts off; CUDA_HOME / CUDNN_HOME / NCCL_HOME point to installs.
+# MPI=0 builds without OpenMPI (no CPU data parallel).
 
 VERSION := 0.1.0
 CC ?= cc
@@ -53,17 +54,27 @@ else
   endif
 endif
 
+# ---- MPI: OpenMPI through pkg-config (ompi-c); CPU ranks (src/dist/comm_mpi.c) --
+# Deferred (=) like PKG_CFLAGS: found after `deps` installed it. MPI=0 turns it
+# off; MPI=1 fails when it is missing.
+MPI ?= auto
+MPI_FOUND = $(if $(filter 0,$(MPI)),,$(shell pkg-config --exists ompi-c 2>/dev/null && echo 1))
+MPI_CFLAGS = $(if $(MPI_FOUND),-DLTC_WITH_MPI $(shell pkg-config --cflags ompi-c),)
+MPI_LIBS = $(if $(MPI_FOUND),$(shell pkg-config --libs ompi-c),)
+MPI_REASON = $(if $(filter 0,$(MPI)),off (MPI=0),$(if $(MPI_FOUND),yes (OpenMPI $(shell pkg-config --modversion ompi-c)),no (libopenmpi-dev missing: make deps)))
+
 # ---- flags -------------------------------------------------------------------
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Isrc -MMD -MP \
-             -I$(GEN_DIR) -DLTC_VERSION='"$(VERSION)"' $(PKG_CFLAGS) $(SAN_FLAGS)
-LDLIBS_ALL = $(PKG_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm
+             -I$(GEN_DIR) -DLTC_VERSION='"$(VERSION)"' $(PKG_CFLAGS) $(MPI_CFLAGS) $(SAN_FLAGS)
+LDLIBS_ALL = $(PKG_LIBS) $(MPI_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm
 ifneq ($(SANITIZE),)
   SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 ifeq ($(HAVE_CUDA),1)
-  CFLAGS_ALL += -DLTC_WITH_CUDA -I$(CUDA_HOME)/include
-  LDLIBS_ALL += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+  CFLAGS_ALL += -DLTC_WITH_CUDA -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
+  LDLIBS_ALL += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart \
+                -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl
 endif
 AVX2_FLAGS := -mavx2 -mfma
 
@@ -100,6 +111,8 @@ info: | $(DEPS_STAMP)
 	@echo "  CPU SIMD: AVX2 kernels built, chosen at run time (scalar fallback)"
 	@echo "  CPU backend: oneDNN $(DNNL_VERSION) (conv, GEMM) + OpenMP loops"
 	@echo "  CUDA: $(CUDA_REASON)"
+	@echo "  MPI (CPU ranks): $(MPI_REASON)"
+	@if [ "$(MPI)" = 1 ] && [ -z "$(MPI_FOUND)" ]; then echo "MPI=1 requested but OpenMPI (ompi-c) is missing" >&2; exit 1; fi
 
 deps:
 	@tools/deps.sh
