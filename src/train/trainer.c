@@ -84,6 +84,11 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         times->images += batch->size;
     }
     const double start = time_now();
+    // Data parallel: every rank steps with the mean gradient and logs the
+    // mean loss; a stop request on any rank stops all after this step.
+    if (gradient_sync_all_reduce(&run->gradient_sync, run->comm, method->groups, step, err) ||
+        train_agree_step(run, times, stop_signal != 0))
+        return -1;
     if (isfinite(times->loss)) {
         if (run->accumulate > 1)
             for (int g = 0; g < method->group_count; g++)
@@ -123,7 +128,7 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
 
 // Writes last.ckpt and the exported backbone; on failure the previous files
 // stay (both writes are atomic).
-static int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
+int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
     const int epoch = (int)(completed_steps / run->steps_per_epoch);
     if (train_state_save(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
                          completed_steps, epoch, err))
@@ -141,6 +146,7 @@ static void train_knn(TrainRun *run, long completed_steps, int epoch) {
         train_message(run, "kNN evaluation failed: %s", err.text);
         return;
     }
+    if (run->rank != 0) return;  // rank 0 voted and logs
     train_message(run, "epoch %d: kNN top-1 %.2f%% (k=%d, %zu labelled images)", epoch,
                   100.0 * top1, run->config->knn_k, run->knn_dataset.count);
     if (tb_add_scalar(run->events, "knn/top1", completed_steps, (float)top1, &err) ||
@@ -162,12 +168,14 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         StepTimes times = {0};
         const int status = train_step(run, step, &times, &err);
         if (status < 0) {
-            train_message(run, "error at step %ld: %s", step, err.text);
+            // This rank alone failed (or lost the others): it ends them all.
+            train_error(run, "error at step %ld: %s", step, err.text);
+            comm_abort(run->comm, 1);
             return 1;
         }
         if (status > 0) break;
         totals->steps++;
-        totals->images += (uint64_t)times.images;
+        totals->images += (uint64_t)times.images * (uint64_t)run->world_size;
         totals->batch_seconds += times.batch_seconds;
         totals->data_seconds += times.data_seconds;
         if (!isfinite(times.loss)) {
@@ -181,40 +189,39 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
             return 1;
         }
         // images/s over the steps since the last log line
-        rate_images += times.images;
+        rate_images += (double)times.images * run->world_size;  // all ranks
         rate_seconds += times.batch_seconds + times.data_seconds;
         const double images_per_s = rate_seconds > 0 ? rate_images / rate_seconds : 0;
         const long completed = step + 1;
         const int epoch = (int)(step / run->steps_per_epoch);
         if (step % run->log_every == 0 || completed == run->total_steps) {
-            if (train_log_step(run, step, &times, images_per_s, &err)) {
+            if (run->rank == 0 && train_log_step(run, step, &times, images_per_s, &err)) {
                 train_message(run, "error writing logs: %s", err.text);
+                comm_abort(run->comm, 1);
                 return 1;
             }
             rate_images = rate_seconds = 0;
         }
         const double wait = times.data_seconds / (times.data_seconds + times.batch_seconds + 1e-12);
-        progress_update(run->progress, epoch, (int)epochs, completed, times.loss, images_per_s,
-                        wait, time_now());
+        if (run->progress)
+            progress_update(run->progress, epoch, (int)epochs, completed, times.loss,
+                            images_per_s, wait, time_now());
         const int epoch_done = completed % run->steps_per_epoch == 0 || completed == run->total_steps;
-        if (epoch_done || stop_signal) {
-            if (train_save(run, completed, &err)) {
-                train_message(run, "error: could not write the checkpoint: %s", err.text);
-                return 1;
-            }
-        }
+        if ((epoch_done || times.stop) && train_save_agreed(run, completed)) return 1;
         if (epoch_done && run->knn_enabled) {
             const int epoch_number = (int)((completed + run->steps_per_epoch - 1) /
                                            run->steps_per_epoch);
             if (epoch_number % run->config->knn_every == 0 || completed == run->total_steps)
                 train_knn(run, completed, epoch_number);
         }
-        if (stop_signal) {
+        if (times.stop) {
             train_message(run,
                           "interrupted (%s) after step %ld: checkpoint written to %s; continue "
                           "with the same command plus --resume (without --overwrite)",
-                          stop_signal == SIGINT ? "SIGINT" : "SIGTERM", completed,
-                          run->checkpoint_path);
+                          stop_signal == SIGINT    ? "SIGINT"
+                          : stop_signal == SIGTERM ? "SIGTERM"
+                                                   : "a signal to another rank",
+                          completed, run->checkpoint_path);
             return 130;
         }
     }
@@ -237,9 +244,9 @@ int train_run(const TrainConfig *config, int argc, char **argv) {
 
     RunTotals totals = {0};
     const double start = time_now();
-    progress_set_origin(run.progress, run.start_step, start);
+    if (run.progress) progress_set_origin(run.progress, run.start_step, start);
     status = train_loop(&run, &totals);
-    progress_finish(run.progress);
+    if (run.progress) progress_finish(run.progress);
     totals.wall_seconds = time_now() - start;
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
