@@ -2,7 +2,8 @@
 // communicator and a NULL one behave as a world of one; failures are sticky
 // (after one failed operation every later one fails with the first message
 // and never reaches the engine again); MPI started without mpirun is a
-// world of one and refuses a second initialisation. Several ranks:
+// world of one and refuses a second initialisation; the NCCL communicator
+// links and fails cleanly without a GPU. Several ranks:
 // tests/e2e/comm_mpi.sh.
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,23 @@
 
 #include "dist/comm.h"
 #include "dist/comm_mpi.h"
+#include "dist/comm_nccl.h"
+
+#ifdef LTC_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+// Under AddressSanitizer (make asan): OpenMPI keeps memory from MPI_Init to
+// exit by design; these sanitizer hooks ignore leaks whose stack passes
+// through MPI's init/finalize (the same list as tests/lsan_mpi.supp). Plain
+// functions, unused, in other builds.
+const char *__asan_default_options(void);
+const char *__lsan_default_suppressions(void);
+const char *__asan_default_options(void) { return "fast_unwind_on_malloc=0"; }
+const char *__lsan_default_suppressions(void) {
+    return "leak:ompi_mpi_init\nleak:ompi_mpi_finalize\nleak:MPI_Init_thread\n"
+           "leak:MPI_Finalize\nleak:event_base_loop\n";
+}
 
 static void test_single_and_null_are_a_world_of_one(void **state) {
     (void)state;
@@ -102,11 +120,39 @@ static void test_mpi_alone_is_a_world_of_one(void **state) {
     assert_non_null(strstr(err.text, "finalised"));
 }
 
+// The NCCL communicator is linked into CUDA builds. Without a usable GPU
+// (these build machines have no driver) creating one must fail with the
+// failing call, rank and device, not crash; with a GPU a world of one must
+// come up (not yet run on one). Builds without CUDA say so.
+static void test_nccl_world_of_one(void **state) {
+    (void)state;
+    const NcclSetup setup = {.rank = 0, .world_size = 1, .local_world_size = 1, .device = 0,
+                             .token = "test", .timeout_seconds = 10};
+    ErrorMessage err = {{0}};
+    Communicator *comm = comm_nccl_create(&setup, &err);
+#ifdef LTC_WITH_CUDA
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
+        if (!comm) fail_msg("NCCL world of one on a GPU: %s", err.text);
+        assert_int_equal(comm_world_size(comm), 1);
+        comm_destroy(comm);
+        return;
+    }
+    assert_null(comm);
+    if (!strstr(err.text, "cudaSetDevice") || !strstr(err.text, "rank 0 of 1, device 0"))
+        fail_msg("no GPU: unexpected message '%s'", err.text);
+#else
+    assert_null(comm);
+    assert_non_null(strstr(err.text, "no CUDA/NCCL"));
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_and_null_are_a_world_of_one),
         cmocka_unit_test(test_failures_are_sticky),
         cmocka_unit_test(test_mpi_alone_is_a_world_of_one),
+        cmocka_unit_test(test_nccl_world_of_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

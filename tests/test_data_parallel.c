@@ -232,7 +232,7 @@ static void check_loss(LossCase *whole, int dim, void (*run)(LossCase *, Communi
     const size_t slice = (size_t)whole->batch * dim;
     for (int r = 0; r < world; r++)
         for (int i = 0; i < whole->input_count; i++) {
-            char what[32];
+            char what[48];
             snprintf(what, sizeof what, "rank %d grad %d", r, i);
             assert_close(ranks[r].grads[i], whole->grads[i] + r * slice, slice, world, what);
             free(ranks[r].grads[i]);
