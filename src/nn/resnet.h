@@ -165,6 +165,10 @@ const float *resnet_features(const Resnet *model, int slot);
 // d(loss)/d(features) of the slot's last (training) forward.
 int resnet_backward(Resnet *model, int slot, const float *dfeatures, ErrorMessage *err);
 
+// Training-mode BatchNorm of every layer over all ranks of sync's
+// communicator (nn/batchnorm_sync.h); NULL turns it off again.
+int resnet_attach_batchnorm_sync(Resnet *model, BatchNormSync *sync, ErrorMessage *err);
+
 // Weights as a torchvision state dict in safetensors (F32, conv weights
 // OIHW, num_batches_tracked I64 scalars), without fc: loadable with
 // torchvision.models.resnetXX().load_state_dict(..., strict=False) (only

@@ -154,7 +154,7 @@ expect 2 "--method: expected one of .*got 'mae'" -- "$bin" train "${common[@]}" 
 expect 2 "unknown key 'hiden_dim'" -- "$bin" train "${common[@]}" --out "$work/x" --method-arg hiden_dim=8
 expect 2 "needs a teacher: --method-arg teacher=" -- \
   "$bin" train "${common[@]}" --out "$work/x" --method distillation
-expect 2 "--batch-size 3 is not divisible by the 2 devices|--devices 2 --num-nodes 1: multi-device" -- \
+expect 2 "--devices 2 --num-nodes 1: no launcher started several processes; start one process per device with mpirun -np N" -- \
   "$bin" train --data "$images" "${base[@]}" --out "$work/x" --batch-size 3 --devices 2
 expect 2 "--accelerator gpu" -- "$bin" train "${common[@]}" --out "$work/x" --accelerator gpu
 expect 2 "does not exist" -- "$bin" train --data "$work/missing" --out "$work/x"

@@ -111,6 +111,26 @@ void cuda_batchnorm_forward_train_launch(cudaStream_t stream, double *scratch, s
                                          float momentum, float eps, float *y, float *save_mean,
                                          float *save_inv_std, float *running_mean,
                                          float *running_var);
+void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                            int channels, const float *x, const float *mean,
+                                            float *squares);
+void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
+                                             size_t total_rows, float momentum, float eps,
+                                             const float *mean, float *squares_to_inv_std,
+                                             float *running_mean, float *running_var);
+void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                         int channels, const float *x, const float *residual,
+                                         int relu, const float *gamma, const float *beta,
+                                         const float *mean, const float *inv_std, float *y);
+void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                           int channels, const float *x, const float *relu_out,
+                                           const float *dy, float *dz_out, const float *mean,
+                                           const float *inv_std, float *dgamma, float *dbeta,
+                                           float *sums);
+void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, size_t rows, size_t total_rows,
+                                          int channels, const float *x, const float *relu_out,
+                                          const float *dy, const float *gamma, const float *mean,
+                                          const float *inv_std, const float *sums, float *dx);
 void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, size_t rows, int channels,
                                         const float *x, const float *residual, int relu,
                                         const float *gamma, const float *beta,
