@@ -451,30 +451,44 @@ static void test_softmax(void **state) {
 
 // ---- optimizer updates and input -------------------------------------------------------------
 
+// A step gate in backend memory (backend.h GATE_*): multiplier, skip.
+static float *mirror_gate(float multiplier, float skip) {
+    float *gate = mirror_tensor(GATE_FOUND);
+    gate[GATE_MULTIPLIER] = multiplier, gate[GATE_SKIP] = skip;
+    gate[GATE_UNIT] = 1.0f, gate[GATE_UNIT_SKIP] = skip;
+    return gate;
+}
+
 // The same fp32 expressions in the same order in both backends (bias
-// corrections in double in both): identical results, tolerance 0.
+// corrections in double in both): identical results, tolerance 0. Every
+// update reads a gate; a skipping gate changes nothing.
 static void test_optimizer_updates(void **state) {
     NEED_FAST_BACKEND();
     for (size_t i = 0; i < sizeof element_counts / sizeof *element_counts; i++) {
         const size_t n = element_counts[i];
+        const float *open = mirror_gate(1.0f, 0.0f), *scaled = mirror_gate(0.625f, 0.0f);
+        const float *skip = mirror_gate(0.0f, 1.0f);
         const float *grad = mirror_random_tensor(n, -1, 1, 10000 + i);
         float *p_ref = mirror_random_tensor(n, -1, 1, 10100 + i), *p_fast = mirror_copy(p_ref, n);
         float *m_ref = mirror_random_tensor(n, -1, 1, 10200 + i), *m_fast = mirror_copy(m_ref, n);
         float *v_ref = mirror_random_tensor(n, 0, 1, 10300 + i), *v_fast = mirror_copy(v_ref, n);
-        for (int variant = 0; variant < 4; variant++) {  // nesterov x first_step
-            const int nesterov = variant & 1, first = variant >> 1;
-            ref->op.sgd_update(ref, n, p_ref, grad, m_ref, 0.1f, 0.9f, 1e-4f, nesterov, first);
-            fast->op.sgd_update(fast, n, D(p_fast), D(grad), D(m_fast), 0.1f, 0.9f, 1e-4f,
-                                nesterov, first);
+        for (int variant = 0; variant < 8; variant++) {  // nesterov x first_step x gate
+            const int nesterov = variant & 1, first = (variant >> 1) & 1;
+            const float *gate = variant >> 2 ? scaled : open;
+            ref->op.sgd_update(ref, n, p_ref, grad, gate, m_ref, 0.1f, 0.9f, 1e-4f, nesterov,
+                               first);
+            fast->op.sgd_update(fast, n, D(p_fast), D(grad), D(gate), D(m_fast), 0.1f, 0.9f,
+                                1e-4f, nesterov, first);
             H(p_fast), H(m_fast);
         }
         mirror_expect_close("sgd param", n, p_fast, p_ref, 0, 0);
         mirror_expect_close("sgd momentum", n, m_fast, m_ref, 0, 0);
         for (int step = 1; step <= 7; step += 6) {
-            ref->op.adamw_update(ref, n, p_ref, grad, m_ref, v_ref, 1e-3f, 0.9f, 0.999f, 1e-8f,
-                                 0.05f, step);
-            fast->op.adamw_update(fast, n, D(p_fast), D(grad), D(m_fast), D(v_fast), 1e-3f, 0.9f,
-                                  0.999f, 1e-8f, 0.05f, step);
+            const float *gate = step == 1 ? open : scaled;
+            ref->op.adamw_update(ref, n, p_ref, grad, gate, m_ref, v_ref, 1e-3f, 0.9f, 0.999f,
+                                 1e-8f, 0.05f, step);
+            fast->op.adamw_update(fast, n, D(p_fast), D(grad), D(gate), D(m_fast), D(v_fast),
+                                  1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, step);
             H(p_fast), H(m_fast), H(v_fast);
         }
         mirror_expect_close("adamw param", n, p_fast, p_ref, 0, 0);
@@ -487,19 +501,60 @@ static void test_optimizer_updates(void **state) {
         // LARS direction from sums in backend memory: adapted, then (a zero
         // gradient norm) the gradient itself.
         float *sums = mirror_tensor(2);
-        for (int adapted = 1; adapted >= 0; adapted--) {
+        for (int variant = 3; variant >= 0; variant--) {  // adapted x gate
+            const int adapted = variant & 1;
+            const float *gate = variant >> 1 ? scaled : open;
             sums[0] = 37.5f, sums[1] = adapted ? 0.25f : 0.0f;
             float *d_ref = mirror_nan_tensor(n), *d_fast = mirror_nan_tensor(n);
-            ref->op.lars_direction(ref, n, p_ref, grad, sums, 1e-6f, 0.001f, 1e-8f, d_ref);
-            fast->op.lars_direction(fast, n, D(p_ref), D(grad), D(sums), 1e-6f, 0.001f, 1e-8f,
-                                    D(d_fast));
+            ref->op.lars_direction(ref, n, p_ref, grad, gate, sums, 1e-6f, 0.001f, 1e-8f, d_ref);
+            fast->op.lars_direction(fast, n, D(p_ref), D(grad), D(gate), D(sums), 1e-6f, 0.001f,
+                                    1e-8f, D(d_fast));
             H(d_fast);
             mirror_expect_close("lars direction", n, d_fast, d_ref, 0, 0);
-            if (!adapted) mirror_expect_close("lars direction = grad", n, d_ref, grad, 0, 0);
-            else assert_true(fabsf(d_ref[0]) < fabsf(grad[0]) || grad[0] == 0.0f);
+            if (!adapted && gate == open)
+                mirror_expect_close("lars direction = grad", n, d_ref, grad, 0, 0);
+            else if (adapted) assert_true(fabsf(d_ref[0]) < fabsf(grad[0]) || grad[0] == 0.0f);
         }
+        // A skipping gate: nothing moves, whatever the gradient holds.
+        float *nan_grad = mirror_nan_tensor(n);
+        float *p_before = mirror_copy(p_fast, n), *m_before = mirror_copy(m_fast, n);
+        float *v_before = mirror_copy(v_fast, n);
+        fast->op.sgd_update(fast, n, D(p_fast), D(nan_grad), D(skip), D(m_fast), 0.1f, 0.9f,
+                            1e-4f, 0, 0);
+        fast->op.adamw_update(fast, n, D(p_fast), D(nan_grad), D(skip), D(m_fast), D(v_fast),
+                              1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, 3);
+        H(p_fast), H(m_fast), H(v_fast);
+        mirror_expect_close("skipped param", n, p_fast, p_before, 0, 0);
+        mirror_expect_close("skipped momentum", n, m_fast, m_before, 0, 0);
+        mirror_expect_close("skipped v", n, v_fast, v_before, 0, 0);
         mirror_free(state);
     }
+}
+
+// Closing a gate: the same rule (scalar_rules.h) on the host and in a
+// kernel, so the same floats.
+static void test_step_gate(void **state) {
+    NEED_FAST_BACKEND();
+    const int groups = 5;
+    const float cases[][4] = {  // scale, max_norm, found, a square that is not finite (1)
+        {1.0f, 0.0f, 0, 0}, {0.25f, 0.5f, 0, 0}, {0.5f, 1e6f, 0, 0}, {1.0f, 1.0f, 2, 0},
+        {1.0f, 1.0f, 0, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        float *gate_ref = mirror_random_tensor(GATE_SQUARES + groups, 0, 40, 10400 + c);
+        gate_ref[GATE_FOUND] = cases[c][2];
+        if (cases[c][3]) gate_ref[GATE_SQUARES + 3] = INFINITY;
+        float *gate_fast = mirror_copy(gate_ref, GATE_SQUARES + groups);
+        ref->op.step_gate(ref, gate_ref, groups, cases[c][0], cases[c][1]);
+        fast->op.step_gate(fast, D(gate_fast), groups, cases[c][0], cases[c][1]);
+        H(gate_fast);
+        mirror_expect_close("step gate", GATE_FOUND, gate_fast, gate_ref, 0, 0);
+        const int skip = cases[c][2] != 0 || cases[c][3] != 0;
+        assert_true(gate_ref[GATE_SKIP] == (float)skip);
+        if (!skip && cases[c][1] == 0.5f) assert_true(gate_ref[GATE_MULTIPLIER] < cases[c][0]);
+        if (!skip && cases[c][1] == 1e6f) assert_true(gate_ref[GATE_MULTIPLIER] == cases[c][0]);
+    }
+    mirror_free(state);
 }
 
 static void test_normalize_u8(void **state) {
@@ -542,6 +597,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_l2_normalize, mirror_free),
         cmocka_unit_test_teardown(test_softmax, mirror_free),
         cmocka_unit_test_teardown(test_optimizer_updates, mirror_free),
+        cmocka_unit_test_teardown(test_step_gate, mirror_free),
         cmocka_unit_test_teardown(test_normalize_u8, mirror_free),
         cmocka_unit_test(test_default_threads),
     };

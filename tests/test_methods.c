@@ -231,7 +231,7 @@ static void check_loss_decreases(Method *created, MethodKind kind) {
         last = method_loss(method, step);
         if (step == 0) first = last;
         for (int g = 0; g < method->group_count; g++)
-            if (step >= method->groups[g].frozen_steps) optimizer_step(optimizers[g], 0.02f, 0);
+            if (step >= method->groups[g].frozen_steps) optimizer_step(optimizers[g], 0.02f, 0, NULL);
         if (method->ops->after_update) method->ops->after_update(method, step);
     }
     // A clear drop, not noise: the same batch every step.

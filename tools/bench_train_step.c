@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
         backend->op.synchronize(backend);
         forward += middle - before;
         backward += time_now() - middle;
-        optimizer_step(optimizer, 0.01f, 1e-4f);
+        optimizer_step(optimizer, 0.01f, 1e-4f, NULL);
     }
     backend->op.synchronize(backend);
     const double seconds = time_now() - start, cpu = cpu_seconds() - cpu_start;

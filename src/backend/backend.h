@@ -72,6 +72,18 @@ int attention_shape_make(AttentionShape *shape, int batch, int heads, int tokens
 // the score rows it recomputes). Made when the model is built.
 typedef struct AttentionPlan AttentionPlan;
 
+// The step gate's layout (floats in backend memory; see the optimizer
+// updates and step_gate in BackendOps). A gate with multiplier 1 and skip 0
+// is open: the plain update.
+enum {
+    GATE_MULTIPLIER,  // gradient multiplier of this step
+    GATE_SKIP,        // 1: skip the update (non-finite gradients)
+    GATE_UNIT,        // gate + GATE_UNIT: multiplier 1, the same skip
+    GATE_UNIT_SKIP,
+    GATE_FOUND,       // non-finite values counted before closing (loss)
+    GATE_SQUARES,     // then one sum of squares of gradients per group
+};
+
 typedef struct BackendOps {
     // ---- memory ----------------------------------------------------------
     void *(*alloc)(Backend *backend, size_t bytes);  // 64-byte aligned; NULL when out of memory
@@ -256,25 +268,41 @@ typedef struct BackendOps {
     void (*count_nonfinite)(Backend *backend, size_t n, const float *x, float *result);
 
     // ---- optimizer updates (in place, fp32 master weights and state) ---------------
-    // SGD (PyTorch semantics): g = grad + wd * param; buf = momentum * buf + g
-    // (buf = g on the first step); step = nesterov ? g + momentum * buf : buf;
-    // param -= lr * step
+    // Every update reads a step gate (backend memory, see step_gate below):
+    // gate[GATE_SKIP] != 0 leaves param and state untouched (a non-finite
+    // step); otherwise the gradient used is gate[GATE_MULTIPLIER] * grad
+    // (1/k of accumulation, the clipping coefficient). The host never reads
+    // the decision, so a GPU step does not wait for it.
+    // SGD (PyTorch semantics): g = m * grad + wd * param; buf = momentum *
+    // buf + g (buf = g on the first step); step = nesterov ? g + momentum *
+    // buf : buf; param -= lr * step
     void (*sgd_update)(Backend *backend, size_t n, float *param, const float *grad,
-                       float *momentum_buffer, float lr, float momentum, float weight_decay,
-                       int nesterov, int first_step);
-    // AdamW (PyTorch semantics): param *= 1 - lr * wd; m = b1 m + (1-b1) g;
-    // v = b2 v + (1-b2) g^2; param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-    void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad, float *m,
-                         float *v, float lr, float beta1, float beta2, float eps,
-                         float weight_decay, int step);
+                       const float *gate, float *momentum_buffer, float lr, float momentum,
+                       float weight_decay, int nesterov, int first_step);
+    // AdamW (PyTorch semantics), g = m * grad: param *= 1 - lr * wd; m = b1 m
+    // + (1-b1) g; v = b2 v + (1-b2) g^2; param -= lr * (m / (1 - b1^t)) /
+    // (sqrt(v / (1 - b2^t)) + eps)
+    void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad,
+                         const float *gate, float *m, float *v, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, int step);
     // LARS direction of one weight (lightly's formulation), its ratio computed
     // where the data lives: sums (2 floats, backend memory) = sum param^2,
-    // sum grad^2; when both norms are > 0, out = ratio * (weight_decay *
-    // param + grad) with ratio = trust * p / (g + p * weight_decay + eps),
-    // otherwise out = grad. out (n) may not alias param or grad.
+    // sum grad^2 (of the raw grad); with g = m * grad from the gate and both
+    // norms > 0, out = ratio * (weight_decay * param + g) with ratio = trust
+    // * p / (|g| + p * weight_decay + eps), otherwise out = g. The SGD step on
+    // out then takes gate + GATE_UNIT (same skip, multiplier 1). out (n) may
+    // not alias param or grad; on a skipped step out is unspecified.
     void (*lars_direction)(Backend *backend, size_t n, const float *param, const float *grad,
-                           const float *sums, float weight_decay, float trust, float eps,
-                           float *out);
+                           const float *gate, const float *sums, float weight_decay,
+                           float trust, float eps, float *out);
+    // Closes the gate of a step (scalar_rules.h step_gate_rule): from
+    // gate[GATE_FOUND] (non-finite values seen, e.g. a NaN loss) and
+    // gate[GATE_SQUARES + g] (sum of squares of group g's gradients, g <
+    // groups), writes multiplier and skip (+ the unit gate): skip when
+    // anything is non-finite, else multiplier = scale (1/k), times the
+    // clipping coefficient max_norm / (norm + 1e-6) when max_norm > 0 and
+    // that is below 1 (torch.nn.utils.clip_grad_norm_ on the scaled grads).
+    void (*step_gate)(Backend *backend, float *gate, int groups, float scale, float max_norm);
     // target = momentum * target + (1 - momentum) * source  (EMA teacher)
     void (*ema_update)(Backend *backend, size_t n, float *target, const float *source,
                        float momentum);

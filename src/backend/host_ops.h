@@ -8,8 +8,9 @@
 #include "backend/backend.h"
 
 void host_lars_direction(Backend *backend, size_t n, const float *param, const float *grad,
-                         const float *sums, float weight_decay, float trust, float eps,
-                         float *out);
+                         const float *gate, const float *sums, float weight_decay, float trust,
+                         float eps, float *out);
+void host_step_gate(Backend *backend, float *gate, int groups, float scale, float max_norm);
 void host_amp_unscale(Backend *backend, size_t n, float *grad, const float *state, float *found);
 void host_amp_update(Backend *backend, float *state, const float *found, int growth_interval,
                      float growth, float backoff);

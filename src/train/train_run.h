@@ -12,6 +12,7 @@
 #include "logging/run_log.h"
 #include "logging/run_summary.h"
 #include "logging/tb_writer.h"
+#include "nn/step_gate.h"
 #include "ssl_methods/method.h"
 #include "train/gradient_sync.h"
 #include "train/train_state.h"
@@ -31,7 +32,8 @@ typedef struct TrainRun {
     Method method;
     int method_ready;
     Optimizer *optimizers[METHOD_MAX_GROUPS];
-    float *nonfinite;       // backend memory (METHOD_MAX_GROUPS): counts of the divergence check
+    StepGate gate;          // this step's multiplier and skip, on the device
+    float *nonfinite;       // backend memory (METHOD_MAX_GROUPS): counts of the weights check
     Loader *loader;
     int batch_size;         // per rank
     int num_workers;

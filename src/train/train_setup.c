@@ -261,7 +261,7 @@ static int setup_backend(TrainRun *run, ErrorMessage *err) {
                                          ((size_t)run->world_size + 2) * sizeof(float));
     run->nonfinite = run->backend->op.alloc(run->backend, METHOD_MAX_GROUPS * sizeof(float));
     if (!run->agreed || !run->nonfinite) return error_set(err, "out of memory"), 1;
-    return 0;
+    return step_gate_create(&run->gate, run->backend, METHOD_MAX_GROUPS, err) ? 1 : 0;
 }
 
 static int setup_method(TrainRun *run, ErrorMessage *err) {
@@ -590,6 +590,7 @@ void train_teardown(TrainRun *run) {
         if (run->optimizers[g]) optimizer_free(run->optimizers[g]);
     if (run->method_ready) method_free(&run->method);
     if (run->nonfinite) run->backend->op.free(run->backend, run->nonfinite);
+    step_gate_free(&run->gate);
     gradient_sync_free(&run->gradient_sync);
     if (run->agreed) run->backend->op.free(run->backend, run->agreed);
     if (run->backend) backend_destroy(run->backend);

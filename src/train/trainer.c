@@ -22,23 +22,6 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_stop_signal(int signal_number) { stop_signal = signal_number; }
 
-// Global gradient clipping over the groups updated this step, as
-// torch.nn.utils.clip_grad_norm_ over all parameters with a gradient.
-static void clip_gradients(TrainRun *run, long step, float max_norm) {
-    double squares = 0;
-    for (int g = 0; g < run->method.group_count; g++) {
-        if (step < run->method.groups[g].frozen_steps) continue;
-        const double norm = optimizer_grad_norm(run->optimizers[g]);
-        squares += norm * norm;
-    }
-    const float total = (float)sqrt(squares);
-    const float coefficient = max_norm / (total + 1e-6f);
-    if (coefficient >= 1.0f) return;
-    for (int g = 0; g < run->method.group_count; g++)
-        if (step >= run->method.groups[g].frozen_steps)
-            optimizer_scale_grads(run->optimizers[g], coefficient);
-}
-
 // Learning rate of step: LightlyTrain's linear warmup then cosine decay
 // (lightly's CosineWarmupScheduler, end factor 0.001), applied per step.
 static double learning_rate(const TrainRun *run, long step) {
@@ -59,21 +42,16 @@ static int log_augmentation_grid(TrainRun *run, const Batch *batch, ErrorMessage
     return status;
 }
 
-// The divergence check: NaN or infinite values in the gradients (values and
-// buffers: 0) of every group updated at step, one count per group, read back
+// The check after an update: NaN or infinite values in the parameters and
+// buffers of every group updated at step, one count per group, read back
 // once. Returns the index of the first group with any, or -1.
-static int first_nonfinite_group(TrainRun *run, long step, int values) {
+static int first_nonfinite_weights(TrainRun *run, long step) {
     Method *method = &run->method;
     Backend *backend = run->backend;
     backend->op.fill(backend, run->nonfinite, 0.0f, METHOD_MAX_GROUPS);
     for (int g = 0; g < method->group_count; g++) {
         const MethodGroup *group = &method->groups[g];
         if (step < group->frozen_steps) continue;
-        if (!values) {
-            backend->op.count_nonfinite(backend, group->params->total, group->params->grads,
-                                        run->nonfinite + g);
-            continue;
-        }
         backend->op.count_nonfinite(backend, group->params->total, group->params->values,
                                     run->nonfinite + g);
         if (group->buffers)
@@ -132,26 +110,35 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     if (gradient_sync_all_reduce(&run->gradient_sync, run->comm, method->groups, step, err) ||
         train_agree_step(run, times, stop_signal != 0))
         return -1;
+    // The gate: every updated group's gradients measured, then 1/k and the
+    // clipping coefficient (torch's clip_grad_norm_ over all of them) or a
+    // skip decided on the device; the updates read it there.
+    StepGate *gate = &run->gate;
+    const float scale = 1.0f / (float)run->accumulate;
+    step_gate_open(gate);
+    for (int g = 0; g < method->group_count; g++)
+        if (step >= method->groups[g].frozen_steps)
+            step_gate_measure(gate, g, method->groups[g].params);
+    step_gate_close(gate, scale, method->defaults.grad_clip);
+    StepGateReading reading;
+    step_gate_read(gate, scale, &reading);
     int bad_group = -1;
     if (!isfinite(times->loss))
         snprintf(times->diverged, sizeof times->diverged, "the loss is %s",
                  isnan(times->loss) ? "NaN" : "infinite");
-    else if ((bad_group = first_nonfinite_group(run, step, 0)) >= 0)
+    else if (reading.skipped)
         snprintf(times->diverged, sizeof times->diverged,
                  "the gradients of %s hold NaN or infinite values",
-                 method->groups[bad_group].name);
+                 method->groups[reading.nonfinite_group >= 0 ? reading.nonfinite_group : 0].name);
     if (!times->diverged[0]) {
-        if (run->accumulate > 1)
-            for (int g = 0; g < method->group_count; g++)
-                optimizer_scale_grads(run->optimizers[g], 1.0f / (float)run->accumulate);
-        if (method->defaults.grad_clip > 0) clip_gradients(run, step, method->defaults.grad_clip);
         times->lr = learning_rate(run, step);
         for (int g = 0; g < method->group_count; g++)
             if (step >= method->groups[g].frozen_steps)
-                optimizer_step(run->optimizers[g], (float)times->lr, (float)run->weight_decay);
+                optimizer_step(run->optimizers[g], (float)times->lr, (float)run->weight_decay,
+                               step_gate_values(gate));
         if (method->ops->after_update) method->ops->after_update(method, step);
         if (fault_fires("nan-weight", step)) poison_first(run, 1);
-        if ((bad_group = first_nonfinite_group(run, step, 1)) >= 0)
+        if ((bad_group = first_nonfinite_weights(run, step)) >= 0)
             snprintf(times->diverged, sizeof times->diverged,
                      "the weights of %s hold NaN or infinite values after the update",
                      method->groups[bad_group].name);

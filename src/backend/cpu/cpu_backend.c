@@ -177,6 +177,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .adamw_update = cpu_adamw_update,
         .ema_update = cpu_ema_update,
         .lars_direction = host_lars_direction,
+        .step_gate = host_step_gate,
         .amp_unscale = host_amp_unscale,
         .amp_update = host_amp_update,
         .layernorm_forward = cpu_layernorm_forward,

@@ -139,11 +139,11 @@ void cpu_sum_squares(Backend *backend, size_t n, const float *x, float *result);
 void cpu_dot(Backend *backend, size_t n, const float *a, const float *b, float *result);
 void cpu_count_nonfinite(Backend *backend, size_t n, const float *x, float *result);
 void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                    float *momentum_buffer, float lr, float momentum, float weight_decay,
-                    int nesterov, int first_step);
-void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
-                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
-                      int step);
+                    const float *gate, float *momentum_buffer, float lr, float momentum,
+                    float weight_decay, int nesterov, int first_step);
+void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                      const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int step);
 void cpu_ema_update(Backend *backend, size_t n, float *target, const float *source,
                     float momentum);
 void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],

@@ -327,21 +327,21 @@ static void cuda_column_sum(Backend *backend, size_t rows, int channels, const f
 // ---- optimizer updates ------------------------------------------------------------------
 
 static void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                            float *momentum_buffer, float lr, float momentum, float weight_decay,
-                            int nesterov, int first_step) {
-    cuda_sgd_update_launch(cuda_state(backend)->stream, n, param, grad, momentum_buffer, lr,
-                           momentum, weight_decay, nesterov, first_step);
+                            const float *gate, float *momentum_buffer, float lr, float momentum,
+                            float weight_decay, int nesterov, int first_step) {
+    cuda_sgd_update_launch(cuda_state(backend)->stream, n, param, grad, gate, momentum_buffer,
+                           lr, momentum, weight_decay, nesterov, first_step);
 }
 
 // The step-dependent factors in double on the host, as PyTorch computes them
 // in Python floats (the same as ref and cpu).
 static void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
-                              float *m, float *v, float lr, float beta1, float beta2, float eps,
-                              float weight_decay, int step) {
+                              const float *gate, float *m, float *v, float lr, float beta1,
+                              float beta2, float eps, float weight_decay, int step) {
     const double correction1 = 1.0 - pow(beta1, step);
     const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
-    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, m, v, lr, beta1, beta2,
-                             eps, (float)(lr / correction1),
+    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v, beta1,
+                             beta2, eps, (float)(lr / correction1),
                              (float)(1.0 - (double)lr * weight_decay), correction2_sqrt);
 }
 
@@ -351,10 +351,15 @@ static void cuda_ema_update(Backend *backend, size_t n, float *target, const flo
 }
 
 static void cuda_lars_direction(Backend *backend, size_t n, const float *param,
-                                const float *grad, const float *sums, float weight_decay,
-                                float trust, float eps, float *out) {
-    cuda_lars_direction_launch(cuda_state(backend)->stream, n, param, grad, sums, weight_decay,
-                               trust, eps, out);
+                                const float *grad, const float *gate, const float *sums,
+                                float weight_decay, float trust, float eps, float *out) {
+    cuda_lars_direction_launch(cuda_state(backend)->stream, n, param, grad, gate, sums,
+                               weight_decay, trust, eps, out);
+}
+
+static void cuda_step_gate(Backend *backend, float *gate, int groups, float scale,
+                           float max_norm) {
+    cuda_step_gate_launch(cuda_state(backend)->stream, gate, groups, scale, max_norm);
 }
 
 static void cuda_amp_unscale(Backend *backend, size_t n, float *grad, const float *state,
@@ -446,6 +451,7 @@ static const BackendOps cuda_ops = {
     .adamw_update = cuda_adamw_update,
     .ema_update = cuda_ema_update,
     .lars_direction = cuda_lars_direction,
+    .step_gate = cuda_step_gate,
     .amp_unscale = cuda_amp_unscale,
     .amp_update = cuda_amp_update,
     .normalize_u8 = cuda_normalize_u8,

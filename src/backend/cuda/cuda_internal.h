@@ -76,16 +76,18 @@ void cuda_axpby_launch(cudaStream_t stream, size_t n, float alpha, const float *
                        float *y);
 void cuda_mul_launch(cudaStream_t stream, size_t n, const float *a, const float *b, float *y);
 void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                            float *momentum_buffer, float lr, float momentum, float weight_decay,
-                            int nesterov, int first_step);
+                            const float *gate, float *momentum_buffer, float lr, float momentum,
+                            float weight_decay, int nesterov, int first_step);
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                              float *m, float *v, float lr, float beta1, float beta2, float eps,
-                              float step_size, float decay, double correction2_sqrt);
+                              const float *gate, float *m, float *v, float beta1, float beta2,
+                              float eps, float step_size, float decay, double correction2_sqrt);
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
                             float momentum);
 void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,
-                                const float *grad, const float *sums, float weight_decay,
-                                float trust, float eps, float *out);
+                                const float *grad, const float *gate, const float *sums,
+                                float weight_decay, float trust, float eps, float *out);
+void cuda_step_gate_launch(cudaStream_t stream, float *gate, int groups, float scale,
+                           float max_norm);
 void cuda_scale_by_device_launch(cudaStream_t stream, size_t n, float *x, const float *factor);
 void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,
                             int growth_interval, float growth, float backoff);

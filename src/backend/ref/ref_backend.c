@@ -195,6 +195,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .adamw_update = ref_adamw_update,
         .ema_update = ref_ema_update,
         .lars_direction = host_lars_direction,
+        .step_gate = host_step_gate,
         .amp_unscale = host_amp_unscale,
         .amp_update = host_amp_update,
         .layernorm_forward = ref_layernorm_forward,

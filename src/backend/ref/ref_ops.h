@@ -93,11 +93,11 @@ void ref_bias_backward(Backend *backend, size_t rows, int channels, const float 
 
 // ---- ref_update.c ----
 void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                    float *momentum_buffer, float lr, float momentum, float weight_decay,
-                    int nesterov, int first_step);
-void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
-                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
-                      int step);
+                    const float *gate, float *momentum_buffer, float lr, float momentum,
+                    float weight_decay, int nesterov, int first_step);
+void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                      const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int step);
 void ref_ema_update(Backend *backend, size_t n, float *target, const float *source,
                     float momentum);
 
