@@ -9,8 +9,9 @@
 #include "cli/options.h"
 #include "train/trainer.h"
 
-static const char *const method_choices[] = {"simclr", "byol", "dino", "vicreg",
-                                             "barlowtwins", "distillation", NULL};
+static const char *const method_choices[] = {
+    "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation", "distillationv1",
+    "distillationv2", "distillationv3", NULL};
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
 static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf16-mixed", NULL};
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
@@ -34,7 +35,7 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
         return error_set(err, "--devices %d --num-nodes %d: multi-device training needs the "
                               "CUDA/NCCL backend, which this build does not have yet",
                          config->devices, config->num_nodes);
-    if (choices->method != METHOD_DINO && config->local_views != 6)
+    if (strcmp(method_choices[choices->method], "dino") != 0 && config->local_views != 6)
         return error_set(err, "--local-views applies to --method dino only");
     return 0;
 }
