@@ -4,8 +4,9 @@
 // (tests/fixtures/distillation.safetensors, tools/make_distillation_fixtures.py),
 // the backward against central finite differences of the forward and the
 // `=` contract, mixup and copy_2d against values worked out by hand. Then
-// every op of the cpu and cuda backends against ref on awkward shapes; the
-// cuda group is skipped (reported, not passed) where no GPU works.
+// every op of the cpu and cuda backends against ref on awkward shapes
+// (tests/backend_mirror.h); the cuda group is skipped (reported, not
+// passed) where no GPU works.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,17 +18,13 @@
 #include <string.h>
 
 #include "backend_fixture.h"
+#include "backend_mirror.h"
 #include "fixture_tensors.h"
 #include "gradcheck.h"
 #include "op_checks.h"
 #include "backend/resize_taps.h"
 
 #define FIXTURE "tests/fixtures/distillation.safetensors"
-
-static void expect_close(const char *label, size_t n, const float *actual, const float *expected,
-                         double rtol, double atol) {
-    assert_int_equal(gradcheck_count_mismatches(label, n, actual, expected, rtol, atol), 0);
-}
 
 // ---- ref: against PyTorch --------------------------------------------------------------
 
@@ -170,77 +167,7 @@ static void test_copy_2d_values(void **state) {
             assert_float_equal(y[r * 6 + c], c < 4 ? (float)(r * 5 + c + 1) : -1.0f, 0.0f);
 }
 
-// ---- cpu and cuda against ref ------------------------------------------------------------------
-
-static Backend *fast, *ref;
-static char fast_missing[600];
-static void *device_buffers[32];
-static int device_count;
-
-static int create_fast(const char *name, int threads) {
-    ErrorMessage err = {{0}};
-    ref = backend_create("ref", 1, &err);
-    if (!ref) return -1;
-    fast = backend_create(name, threads, &err);
-    snprintf(fast_missing, sizeof fast_missing, "%s backend: %s", name, err.text);
-    return 0;
-}
-
-static int create_cpu(void **state) { return create_fast("cpu", 2); }
-static int create_cuda(void **state) { return create_fast("cuda", 0); }
-
-static int destroy_fast(void **state) {
-    if (fast) backend_destroy(fast);
-    backend_destroy(ref);
-    fast = ref = NULL;
-    return 0;
-}
-
-static int free_device(void **state) {
-    for (int i = 0; i < device_count; i++) fast->op.free(fast, device_buffers[i]);
-    device_count = 0;
-    return 0;
-}
-
-// A fast-backend copy of host (bytes); NaN-filled when host is NULL.
-static void *to_fast(const void *host, size_t bytes) {
-    assert_true(device_count < 32);
-    void *device = fast->op.alloc(fast, bytes);
-    assert_non_null(device);
-    device_buffers[device_count++] = device;
-    if (host) {
-        fast->op.upload(fast, device, host, bytes);
-    } else {
-        float *nan = malloc(bytes);
-        assert_non_null(nan);
-        for (size_t i = 0; i < bytes / sizeof(float); i++) nan[i] = NAN;
-        fast->op.upload(fast, device, nan, bytes);
-        free(nan);
-    }
-    return device;
-}
-
-static float *from_fast(const float *device, size_t n) {
-    float *host = malloc(n * sizeof *host);
-    assert_non_null(host);
-    fast->op.download(fast, host, device, n * sizeof *host);
-    return host;
-}
-
-#define NEED_FAST_BACKEND()                                      \
-    do {                                                         \
-        if (!fast) {                                             \
-            fprintf(stderr, "  skipped: %s\n", fast_missing);   \
-            skip();                                              \
-        }                                                        \
-    } while (0)
-
-static float *random_host(size_t n, uint64_t seed) {
-    float *x = malloc(n * sizeof *x);
-    assert_non_null(x);
-    gradcheck_fill_uniform(x, n, -1, 1, seed);
-    return x;
-}
+// ---- cpu and cuda against ref (tests/backend_mirror.h) ------------------------------------
 
 // (B, H, W, C, OH, OW): a ResNet-18 map to a ViT-B/14 grid at 224 px (7 x 7
 // -> 16 x 16, threaded on cpu), down, identity, from 1 x 1, odd channels.
@@ -257,22 +184,24 @@ static void test_resize_against_ref(void **state) {
     const int exact = strcmp(fast->name, "cpu") == 0;
     for (size_t t = 0; t < sizeof fast_cases / sizeof fast_cases[0]; t++) {
         const int *s = fast_cases[t];
-        const size_t in = (size_t)s[0] * s[1] * s[2] * s[3], out = (size_t)s[0] * s[4] * s[5] * s[3];
-        float *x = random_host(in, 100 + t), *dy = random_host(out, 200 + t);
-        float *y_ref = malloc(out * sizeof *y_ref), *dx_ref = malloc(in * sizeof *dx_ref);
-        assert_true(y_ref && dx_ref);
+        const size_t in = (size_t)s[0] * s[1] * s[2] * s[3];
+        const size_t out = (size_t)s[0] * s[4] * s[5] * s[3];
+        const float *x = mirror_random_tensor(in, -1, 1, 100 + t);
+        const float *dy = mirror_random_tensor(out, -1, 1, 200 + t);
+        float *y_ref = mirror_nan_tensor(out), *y_fast = mirror_nan_tensor(out);
+        float *dx_ref = mirror_nan_tensor(in), *dx_fast = mirror_nan_tensor(in);
         ref->op.resize_bilinear_forward(ref, s[0], s[1], s[2], s[3], x, s[4], s[5], y_ref);
         ref->op.resize_bilinear_backward(ref, s[0], s[1], s[2], s[3], dy, s[4], s[5], dx_ref);
-        float *y_dev = to_fast(NULL, out * sizeof(float)), *dx_dev = to_fast(NULL, in * sizeof(float));
-        fast->op.resize_bilinear_forward(fast, s[0], s[1], s[2], s[3],
-                                         to_fast(x, in * sizeof(float)), s[4], s[5], y_dev);
-        fast->op.resize_bilinear_backward(fast, s[0], s[1], s[2], s[3],
-                                          to_fast(dy, out * sizeof(float)), s[4], s[5], dx_dev);
-        float *y = from_fast(y_dev, out), *dx = from_fast(dx_dev, in);
-        expect_close("resize forward", out, y, y_ref, 0, 0);
-        expect_close("resize backward", in, dx, dx_ref, exact ? 0 : 1e-6, exact ? 0 : 1e-6);
-        free(x), free(dy), free(y_ref), free(dx_ref), free(y), free(dx);
-        free_device(state);
+        fast->op.resize_bilinear_forward(fast, s[0], s[1], s[2], s[3], D(x), s[4], s[5],
+                                         D(y_fast));
+        fast->op.resize_bilinear_backward(fast, s[0], s[1], s[2], s[3], D(dy), s[4], s[5],
+                                          D(dx_fast));
+        H(y_fast);
+        H(dx_fast);
+        mirror_expect_close("resize forward", out, y_fast, y_ref, 0, 0);
+        mirror_expect_close("resize backward", in, dx_fast, dx_ref, exact ? 0 : 1e-6,
+                            exact ? 0 : 1e-6);
+        mirror_free(state);
     }
 }
 
@@ -281,29 +210,25 @@ static void test_mixup_and_copy_against_ref(void **state) {
     NEED_FAST_BACKEND();
     const int batch = 7;
     const size_t sample = 3 * 17 * 17;  // threaded on cpu
-    const int32_t permutation[7] = {3, 6, 0, 2, 1, 5, 4};
-    float *x = random_host(batch * sample, 300);
-    float *y_ref = malloc(batch * sample * sizeof *y_ref);
-    assert_non_null(y_ref);
+    const int32_t order[7] = {3, 6, 0, 2, 1, 5, 4};
+    int32_t *permutation = mirror_buffer(sizeof order);
+    memcpy(permutation, order, sizeof order);
+    const float *x = mirror_random_tensor(batch * sample, -1, 1, 300);
+    float *y_ref = mirror_nan_tensor(batch * sample), *y_fast = mirror_nan_tensor(batch * sample);
     ref->op.mixup(ref, batch, sample, x, permutation, 0.3125f, y_ref);
-    float *y_dev = to_fast(NULL, batch * sample * sizeof(float));
-    fast->op.mixup(fast, batch, sample, to_fast(x, batch * sample * sizeof(float)),
-                   to_fast(permutation, sizeof permutation), 0.3125f, y_dev);
-    float *y = from_fast(y_dev, batch * sample);
-    expect_close("mixup", batch * sample, y, y_ref, 0, 0);
+    fast->op.mixup(fast, batch, sample, D(x), D(permutation), 0.3125f, D(y_fast));
+    H(y_fast);
+    mirror_expect_close("mixup", batch * sample, y_fast, y_ref, 0, 0);
     // copy_2d: the patch rows of (B, T, D) tokens into (B, P, D), as the ViT map does.
     const size_t tokens = 11, dim = 9, first = 2, patches = tokens - first;
-    float *target = malloc(batch * patches * dim * sizeof *target);
-    assert_non_null(target);
-    ref->op.copy_2d(ref, batch, patches * dim, x + first * dim, tokens * dim, target,
+    float *rows_ref = mirror_nan_tensor(batch * patches * dim);
+    float *rows_fast = mirror_nan_tensor(batch * patches * dim);
+    ref->op.copy_2d(ref, batch, patches * dim, x + first * dim, tokens * dim, rows_ref,
                     patches * dim);
-    float *target_dev = to_fast(NULL, batch * patches * dim * sizeof(float));
-    const float *x_dev = to_fast(x, batch * sample * sizeof(float));
-    fast->op.copy_2d(fast, batch, patches * dim, x_dev + first * dim, tokens * dim, target_dev,
+    fast->op.copy_2d(fast, batch, patches * dim, D(x + first * dim), tokens * dim, D(rows_fast),
                      patches * dim);
-    float *copied = from_fast(target_dev, batch * patches * dim);
-    expect_close("copy_2d", batch * patches * dim, copied, target, 0, 0);
-    free(x), free(y_ref), free(y), free(target), free(copied);
+    H(rows_fast);
+    mirror_expect_close("copy_2d", batch * patches * dim, rows_fast, rows_ref, 0, 0);
 }
 
 int main(void) {
@@ -315,11 +240,10 @@ int main(void) {
         cmocka_unit_test_teardown(test_copy_2d_values, fixture_tensors_free),
     };
     const struct CMUnitTest fast_tests[] = {
-        cmocka_unit_test_teardown(test_resize_against_ref, free_device),
-        cmocka_unit_test_teardown(test_mixup_and_copy_against_ref, free_device),
+        cmocka_unit_test_teardown(test_resize_against_ref, mirror_free),
+        cmocka_unit_test_teardown(test_mixup_and_copy_against_ref, mirror_free),
     };
-    int failures = cmocka_run_group_tests_name("ref", ref_tests, fixture_backend_create_ref,
-                                               fixture_backend_destroy);
-    failures += cmocka_run_group_tests_name("cpu", fast_tests, create_cpu, destroy_fast);
-    return failures + cmocka_run_group_tests_name("cuda", fast_tests, create_cuda, destroy_fast);
+    const int failures = cmocka_run_group_tests_name("ref", ref_tests, fixture_backend_create_ref,
+                                                     fixture_backend_destroy);
+    return failures + mirror_run_groups(fast_tests, sizeof fast_tests / sizeof fast_tests[0]);
 }

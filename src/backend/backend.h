@@ -143,6 +143,45 @@ typedef struct BackendOps {
                                     const float *save_mean, const float *save_inv_std, float *dx,
                                     float *dgamma, float *dbeta, float *dresidual);
 
+    // ---- batch norm over several ranks (synchronised BatchNorm) -------------
+    // The training forward and backward above, split where the ranks'
+    // per-channel sums are all-reduced (nn/batchnorm_sync.c):
+    //   forward:  column_sum -> all-reduce -> mean; centered_squares ->
+    //             all-reduce -> finish_statistics; forward_apply
+    //   backward: backward_reduce -> all-reduce -> backward_apply
+    // rows: on this rank; total_rows: over all ranks. relu_out (rows, C) may
+    // be NULL (no ReLU after the norm); otherwise the gradient reaching the
+    // norm is dz = dy where relu_out > 0, else 0.
+    // squares (C) = sum over rows of (x (rows, C) - mean (C))^2
+    void (*batchnorm_centered_squares)(Backend *backend, size_t rows, int channels,
+                                       const float *x, const float *mean, float *squares);
+    // From the mean (C) and the squares (C) of total_rows rows:
+    // squares_to_inv_std (C) = 1 / sqrt(squares / total_rows + eps) (in place);
+    // running_mean, running_var (C) updated as batchnorm_forward_train does.
+    void (*batchnorm_finish_statistics)(Backend *backend, int channels, size_t total_rows,
+                                        float momentum, float eps, const float *mean,
+                                        float *squares_to_inv_std, float *running_mean,
+                                        float *running_var);
+    // y (rows, C) = (x - mean) inv_std gamma + beta (+ residual (rows, C) unless
+    // NULL), then max(., 0) when relu; y aliases neither x nor residual.
+    void (*batchnorm_forward_apply)(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *residual, int relu, const float *gamma,
+                                    const float *beta, const float *mean, const float *inv_std,
+                                    float *y);
+    // This rank's sums (2, C) = [sum dz, sum dz xhat], xhat = (x - mean) inv_std;
+    // dbeta += sums[0], dgamma += sums[1]; dz_out (rows, C) = dz unless NULL
+    // (may alias dy).
+    void (*batchnorm_backward_reduce)(Backend *backend, size_t rows, int channels,
+                                      const float *x, const float *relu_out, const float *dy,
+                                      float *dz_out, const float *mean, const float *inv_std,
+                                      float *dgamma, float *dbeta, float *sums);
+    // dx (rows, C) = gamma inv_std (dz - sums[0] / total_rows - xhat sums[1] /
+    // total_rows) with sums (2, C) over all ranks; dx aliases nothing.
+    void (*batchnorm_backward_apply)(Backend *backend, size_t rows, size_t total_rows,
+                                     int channels, const float *x, const float *relu_out,
+                                     const float *dy, const float *gamma, const float *mean,
+                                     const float *inv_std, const float *sums, float *dx);
+
     // ---- elementwise --------------------------------------------------------
     void (*relu_forward)(Backend *backend, size_t n, const float *x, float *y);  // y = max(x, 0); may alias
     // dx (n) = dy * (y > 0); y is the forward output; dx may alias dy
@@ -228,9 +267,29 @@ typedef struct BackendOps {
     void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad, float *m,
                          float *v, float lr, float beta1, float beta2, float eps,
                          float weight_decay, int step);
+    // LARS direction of one weight (lightly's formulation), its ratio computed
+    // where the data lives: sums (2 floats, backend memory) = sum param^2,
+    // sum grad^2; when both norms are > 0, out = ratio * (weight_decay *
+    // param + grad) with ratio = trust * p / (g + p * weight_decay + eps),
+    // otherwise out = grad. out (n) may not alias param or grad.
+    void (*lars_direction)(Backend *backend, size_t n, const float *param, const float *grad,
+                           const float *sums, float weight_decay, float trust, float eps,
+                           float *out);
     // target = momentum * target + (1 - momentum) * source  (EMA teacher)
     void (*ema_update)(Backend *backend, size_t n, float *target, const float *source,
                        float momentum);
+
+    // ---- dynamic loss scaling (PyTorch's GradScaler, all on the device) ----------
+    // state (3 floats): scale, growth tracker (good steps since the last
+    // change), 1/scale. found (one float) += the NaN and inf count of grad
+    // (n), and grad *= state[2] (1/scale): unscaling and the check in one pass.
+    void (*amp_unscale)(Backend *backend, size_t n, float *grad, const float *state,
+                        float *found);
+    // After the step's checks: found > 0: scale *= backoff, tracker = 0;
+    // otherwise tracker += 1 and, when it reaches growth_interval, scale *=
+    // growth (if that stays finite) and tracker = 0; state[2] = 1/scale.
+    void (*amp_update)(Backend *backend, float *state, const float *found, int growth_interval,
+                       float growth, float backoff);
 
     // ---- transformer ops ------------------------------------------------------------
     // Layer norm over the channels of each row (PyTorch's nn.LayerNorm on the

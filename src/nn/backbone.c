@@ -234,6 +234,11 @@ void backbone_free(Backbone *backbone) {
     memset(backbone, 0, sizeof *backbone);
 }
 
+int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err) {
+    if (backbone->spec.kind != BACKBONE_RESNET) return 0;
+    return resnet_attach_batchnorm_sync(&backbone->model.resnet, sync, err);
+}
+
 int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err) {
     SafeTensors file;
     if (safetensors_read(path, &file, err)) return -1;

@@ -107,6 +107,11 @@ int backbone_spec_from_weights(const SafeTensors *file, const char *prefix, Back
 // dict) into backbone; errors name the path.
 int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err);
 
+// Synchronised BatchNorm (nn/batchnorm_sync.h) for every BatchNorm of the
+// backbone; NULL turns it off again. A ViT has none (LayerNorm needs no
+// statistics across the batch): nothing to attach.
+int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err);
+
 static inline int backbone_forward(Backbone *b, int slot, int batch, const float *input,
                                    int training, ErrorMessage *err) {
     return b->ops->forward(b, slot, batch, input, training, err);

@@ -159,26 +159,21 @@ static float backend_norm(Optimizer *opt, size_t n, const float *x) {
 // Then SGD momentum on d without further decay. One difference from lightly,
 // which adapts exactly the groups whose weight decay is non-zero: here weights
 // are adapted by kind, so a step whose scheduled decay is 0 still adapts them.
-// Two reductions read back per weight: fine on CPU, to batch for CUDA.
+// The norms stay in backend memory (lars_direction reads them there): no
+// read back, so a GPU step does not wait for the host per weight.
 static void lars_update_parameter(Optimizer *opt, Parameter *param, float *momentum_buffer,
                                   float lr, float weight_decay, int first_step) {
     Backend *backend = opt->backend;
     const OptimizerConfig *config = &opt->config;
     const float *direction = param->grad;
     if (param->kind == PARAM_WEIGHT) {
-        const float param_norm = backend_norm(opt, param->count, param->value);
-        const float grad_norm = backend_norm(opt, param->count, param->grad);
-        if (param_norm > 0.0f && grad_norm > 0.0f) {
-            // Same float32 evaluation order as the torch code: p / (g + p*wd + eps) * trust.
-            float ratio = param_norm / (grad_norm + param_norm * weight_decay + config->eps);
-            ratio *= config->trust_coefficient;
-            float *scaled = opt->scratch;
-            backend->op.copy(backend, scaled, param->grad, param->count * sizeof(float));
-            backend->op.axpby(backend, param->count, weight_decay, param->value, 1.0f, scaled);
-            // In place (x = y): axpby is elementwise, so aliasing is safe.
-            backend->op.axpby(backend, param->count, ratio, scaled, 0.0f, scaled);
-            direction = scaled;
-        }
+        float *sums = opt->reductions;  // sum param^2, sum grad^2
+        backend->op.sum_squares(backend, param->count, param->value, sums);
+        backend->op.sum_squares(backend, param->count, param->grad, sums + 1);
+        backend->op.lars_direction(backend, param->count, param->value, param->grad, sums,
+                                   weight_decay, config->trust_coefficient, config->eps,
+                                   opt->scratch);
+        direction = opt->scratch;
     }
     backend->op.sgd_update(backend, param->count, param->value, direction, momentum_buffer, lr,
                            config->momentum, 0.0f, config->nesterov, first_step);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nn/activations.h"
+#include "nn/batchnorm_sync.h"
 #include "nn/weights.h"
 
 #define RESNET_STEM_CHANNELS 64
@@ -327,6 +328,19 @@ static void bind_layers(Resnet *model) {
             batchnorm_bind(&block->downsample_bn, &model->params, &model->buffers);
         }
     }
+}
+
+int resnet_attach_batchnorm_sync(Resnet *model, BatchNormSync *sync, ErrorMessage *err) {
+    if (batchnorm_sync_attach(sync, &model->stem_bn, err)) return -1;
+    for (int b = 0; b < model->block_count; b++) {
+        ResnetBlock *block = &model->blocks[b];
+        for (int s = 0; s < block->stage_count; s++)
+            if (batchnorm_sync_attach(sync, &block->bn[s], err)) return -1;
+        if (block->has_downsample &&
+            batchnorm_sync_attach(sync, &block->downsample_bn, err))
+            return -1;
+    }
+    return 0;
 }
 
 int resnet_allocate(Resnet *model, const ResnetInputShape *inputs, int input_count,

@@ -180,6 +180,10 @@ void resnet_feature_map_size(const Resnet *model, int slot, int *height, int *wi
 int resnet_backward_map(Resnet *model, int slot, const float *dfeatures, const float *dmap,
                         ErrorMessage *err);
 
+// Training-mode BatchNorm of every layer over all ranks of sync's
+// communicator (nn/batchnorm_sync.h); NULL turns it off again.
+int resnet_attach_batchnorm_sync(Resnet *model, BatchNormSync *sync, ErrorMessage *err);
+
 // Weights as a torchvision state dict in safetensors (F32, conv weights
 // OIHW, num_batches_tracked I64 scalars), without fc: loadable with
 // torchvision.models.resnetXX().load_state_dict(..., strict=False) (only

@@ -351,10 +351,38 @@ static int allocate_slot(Vit *model, VitSlot *slot, VitInputShape shape, ErrorMe
     return upload_pos_matrix(model, slot, err);
 }
 
+// A backend whose table lacks an op the ViT calls (a new backend not yet
+// given its transformer kernels) is refused here rather than crashing later.
+static int check_backend_ops(const Backend *backend, ErrorMessage *err) {
+    const BackendOps *op = &backend->op;
+    const struct { int present; const char *name; } needed[] = {
+        {op->layernorm_forward != NULL, "layernorm_forward"},
+        {op->layernorm_backward != NULL, "layernorm_backward"},
+        {op->attention_plan != NULL, "attention_plan"},
+        {op->attention_plan_free != NULL, "attention_plan_free"},
+        {op->attention_forward != NULL, "attention_forward"},
+        {op->attention_backward != NULL, "attention_backward"},
+        {op->vit_tokens_forward != NULL, "vit_tokens_forward"},
+        {op->vit_tokens_backward != NULL, "vit_tokens_backward"},
+        {op->residual_scale_add_forward != NULL, "residual_scale_add_forward"},
+        {op->residual_scale_add_backward != NULL, "residual_scale_add_backward"},
+        {op->token_pool_forward != NULL, "token_pool_forward"},
+        {op->token_pool_backward != NULL, "token_pool_backward"},
+        {op->gelu_forward != NULL, "gelu_forward"},
+        {op->gelu_backward != NULL, "gelu_backward"},
+    };
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+        if (!needed[i].present)
+            return error_set(err, "the %s backend has no %s op yet, which ViTs need (use the cpu "
+                                  "backend)", backend->name, needed[i].name);
+    return 0;
+}
+
 int vit_allocate(Vit *model, const VitInputShape *inputs, int input_count, ErrorMessage *err) {
     Backend *backend = model->backend;
     const VitConfig *c = &model->config;
     if (input_count < 1) return error_set(err, "vit: no input shape given");
+    if (check_backend_ops(backend, err)) return error_prefix(err, "%s", c->name);
     model->params.with_grads = !model->frozen;
     if (parameter_set_allocate(&model->params, err) ||
         parameter_set_allocate(&model->buffers, err))

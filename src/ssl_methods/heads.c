@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/batchnorm_sync.h"
 #include "util/rng.h"
 
 #define HEAD_BN_EPS 1e-5f        // BatchNorm1d defaults
@@ -343,6 +344,14 @@ int head_create(Head *head, Backend *backend, const HeadSpec *spec, const char *
         head_free(head);
         return error_prefix(err, "head '%s'", name);
     }
+    return 0;
+}
+
+int head_attach_batchnorm_sync(Head *head, BatchNormSync *sync, ErrorMessage *err) {
+    for (int i = 0; i < head->spec.layer_count; i++)
+        if (head->spec.layers[i].batch_norm &&
+            batchnorm_sync_attach(sync, &head->layers[i].bn, err))
+            return -1;
     return 0;
 }
 

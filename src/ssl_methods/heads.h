@@ -163,6 +163,11 @@ int head_create(Head *head, Backend *backend, const HeadSpec *spec, const char *
                 int max_rows, uint64_t seed, ErrorMessage *err);
 void head_free(Head *head);
 
+// Training-mode BatchNorm layers over all ranks of sync's communicator
+// (nn/batchnorm_sync.h); NULL turns it off again. Heads without
+// BatchNorm (DINO's) are left as they are.
+int head_attach_batchnorm_sync(Head *head, BatchNormSync *sync, ErrorMessage *err);
+
 // out (rows, output dim) = head(x (rows, in)); the pointer (backend memory,
 // owned by the head) stays valid until the next forward. training: BN uses
 // batch statistics and updates running stats (and num_batches_tracked), and

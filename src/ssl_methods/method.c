@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/batchnorm_sync.h"
 #include "nn/weights.h"
 
 static const char *const method_names[METHOD_KIND_COUNT] = {
@@ -203,6 +204,13 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     if (setup->initial_weights &&
         method_load_backbone_weights(&method->backbone, setup->initial_weights, err))
         goto fail;
+    method->comm = setup->comm;
+    if (setup->sync_batchnorm && comm_world_size(setup->comm) > 1) {
+        method->batchnorm_sync = batchnorm_sync_create(backend, setup->comm, err);
+        if (!method->batchnorm_sync ||
+            backbone_attach_batchnorm_sync(&method->backbone, method->batchnorm_sync, err))
+            goto fail;
+    }
     const size_t global_floats = (size_t)inputs[0].batch * method->global_size *
                                  method->global_size * 3;
     const size_t local_floats = (size_t)inputs[1].batch * method->local_size *
@@ -239,6 +247,7 @@ void method_free(Method *method) {
         if (method->staging) backend->op.free(backend, method->staging);
     }
     backbone_free(&method->backbone);
+    batchnorm_sync_free(method->batchnorm_sync);
     memset(method, 0, sizeof *method);
 }
 

@@ -29,6 +29,7 @@
 #include "augment/augment.h"
 #include "backend/backend.h"
 #include "data/loader.h"
+#include "dist/comm.h"
 #include "nn/optimizer.h"
 #include "nn/parameters.h"
 #include "nn/backbone.h"
@@ -87,6 +88,12 @@ typedef struct MethodSetup {
     const char *initial_weights;    // --checkpoint: backbone weights, or NULL
     const char *const *args;        // --method-arg "key=value" entries
     int arg_count;
+    // Data parallel: the ranks (NULL: one process). With several ranks,
+    // losses that need the whole batch (SimCLR's negatives, DINO's centre)
+    // communicate, and with sync_batchnorm every training-mode BatchNorm
+    // uses the statistics of all ranks.
+    Communicator *comm;
+    int sync_batchnorm;
 } MethodSetup;
 
 #define METHOD_MAX_GROUPS 6
@@ -144,6 +151,9 @@ struct Method {
     // "teacher_backbone" when the exported backbone is the teacher (DINO),
     // else "backbone".
     const char *export_part;
+    Communicator *comm;             // MethodSetup.comm
+    BatchNormSync *batchnorm_sync;  // set when BatchNorm is synchronised; attach it to
+                                    // every model and head the method adds
     void *state;  // the method's own
 };
 

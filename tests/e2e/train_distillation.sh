@@ -4,12 +4,16 @@
 # is downloaded) distilled into a resnet18 with `distillation` (v3: LARS
 # for a convolutional student, global and local losses logged, the queue in
 # the checkpoint and the teacher not), `distillationv1` and `distillationv2`;
-# a ResNet teacher into a ViT student (AdamW); teacher_arch; and the
-# one-line refusals, exit status 2 and nothing written, of a bad, missing or
-# mismatching teacher file.
+# a ResNet teacher into a ViT student (AdamW); teacher_arch; `distillation`
+# on 2 CPU ranks (mpirun; the queue and the mixup are per rank, as
+# LightlyTrain's per device, so no equivalence with one process is asked);
+# and the one-line refusals, exit status 2 and nothing written, of a bad,
+# missing or mismatching teacher file.
 set -u
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/mpi.bash"
 e2e_init train_distillation
+mpi_require
 export OMP_WAIT_POLICY=PASSIVE
 
 images="$work/images"
@@ -69,6 +73,17 @@ output=$("$bin" train "${common[@]}" --out "$work/vit_student" --model vit_t14 \
   fail "ResNet teacher, ViT student: train failed: $output"
 grep -q '"lr-AdamW/backbone"' "$work/vit_student/metrics.jsonl" || fail "ViT student: not AdamW"
 grep -q "weight decay 0.04" "$work/vit_student/train.log" || fail "ViT student: weight decay not 0.04"
+
+# Data parallel: 2 ranks of 4 images, only rank 0 writes.
+mpi_run 2 "$bin" train --data "$images" --batch-size 8 --image-size 56 --num-workers 1 \
+  --threads 1 --out "$work/ranks" --model resnet18 \
+  --method distillation --method-arg "teacher=$work/vit_t14.safetensors" --max-steps 2 \
+  >"$work/ranks.log" 2>&1 || fail "distillation on 2 ranks failed: $(tail -n 20 "$work/ranks.log")"
+grep -q "data parallel: 2 ranks (mpi, 2 per node), global batch 8 = 4 per rank" \
+  "$work/ranks/train.log" || fail "2 ranks: train.log does not say so"
+[ "$(grep -c '"train_loss/local_loss": [0-9]' "$work/ranks/metrics.jsonl")" -eq 2 ] ||
+  fail "2 ranks: not two logged steps with a local loss: $(cat "$work/ranks/metrics.jsonl")"
+[ -s "$work/ranks/exported_models/exported_last.safetensors" ] || fail "2 ranks: no export"
 
 # Refusals: one line, exit status 2, nothing written.
 printf 'not a safetensors file\n' >"$work/bad.safetensors"

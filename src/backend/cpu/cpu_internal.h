@@ -78,6 +78,18 @@ void cpu_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels
                                      const float *x, const float *residual, const float *gamma,
                                      const float *beta, const float *running_mean,
                                      const float *running_var, float eps, float *y);
+void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *residual, int relu, const float *gamma,
+                                 const float *beta, const float *mean, const float *inv_std,
+                                 float *y);
+void cpu_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const float *x,
+                                   const float *relu_out, const float *dy, float *dz_out,
+                                   const float *mean, const float *inv_std, float *dgamma,
+                                   float *dbeta, float *sums);
+void cpu_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
+                                  int channels, const float *x, const float *relu_out,
+                                  const float *dy, const float *gamma, const float *mean,
+                                  const float *inv_std, const float *sums, float *dx);
 void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const float *x,
                                  const float *y, const float *dy, const float *gamma,
                                  const float *save_mean, const float *save_inv_std, float *dx,
@@ -89,6 +101,8 @@ void cpu_bias_backward(Backend *backend, size_t rows, int channels, const float 
 void cpu_column_sum(Backend *backend, size_t rows, int channels, const float *x, float *y);
 void cpu_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
                          float *y);
+void cpu_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *mean, float *squares);
 
 // ---- cpu_rows.c ----
 void cpu_l2_normalize_forward(Backend *backend, int rows, int dim, const float *x, float eps,

@@ -145,6 +145,51 @@ static void cuda_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int 
                                        1, gamma, beta, running_mean, running_var, eps, y);
 }
 
+// ---- synchronised BatchNorm's split ops (backend.h) ----
+
+static void cuda_batchnorm_centered_squares(Backend *backend, size_t rows, int channels,
+                                            const float *x, const float *mean, float *squares) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_centered_squares_launch(state->stream, state->scratch, rows, channels, x, mean,
+                                           squares);
+}
+
+static void cuda_batchnorm_finish_statistics(Backend *backend, int channels, size_t total_rows,
+                                             float momentum, float eps, const float *mean,
+                                             float *squares_to_inv_std, float *running_mean,
+                                             float *running_var) {
+    cuda_batchnorm_finish_statistics_launch(cuda_state(backend)->stream, channels, total_rows,
+                                            momentum, eps, mean, squares_to_inv_std,
+                                            running_mean, running_var);
+}
+
+static void cuda_batchnorm_forward_apply(Backend *backend, size_t rows, int channels,
+                                         const float *x, const float *residual, int relu,
+                                         const float *gamma, const float *beta, const float *mean,
+                                         const float *inv_std, float *y) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_forward_apply_launch(state->stream, state->scratch, rows, channels, x,
+                                        residual, relu, gamma, beta, mean, inv_std, y);
+}
+
+static void cuda_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels,
+                                           const float *x, const float *relu_out, const float *dy,
+                                           float *dz_out, const float *mean, const float *inv_std,
+                                           float *dgamma, float *dbeta, float *sums) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_backward_reduce_launch(state->stream, state->scratch, rows, channels, x,
+                                          relu_out, dy, dz_out, mean, inv_std, dgamma, dbeta,
+                                          sums);
+}
+
+static void cuda_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
+                                          int channels, const float *x, const float *relu_out,
+                                          const float *dy, const float *gamma, const float *mean,
+                                          const float *inv_std, const float *sums, float *dx) {
+    cuda_batchnorm_backward_apply_launch(cuda_state(backend)->stream, rows, total_rows, channels,
+                                         x, relu_out, dy, gamma, mean, inv_std, sums, dx);
+}
+
 static void cuda_batchnorm_relu_backward(Backend *backend, size_t rows, int channels,
                                          const float *x, const float *y, const float *dy,
                                          const float *gamma, const float *save_mean,
@@ -313,6 +358,26 @@ static void cuda_ema_update(Backend *backend, size_t n, float *target, const flo
     cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source, momentum);
 }
 
+static void cuda_lars_direction(Backend *backend, size_t n, const float *param,
+                                const float *grad, const float *sums, float weight_decay,
+                                float trust, float eps, float *out) {
+    cuda_lars_direction_launch(cuda_state(backend)->stream, n, param, grad, sums, weight_decay,
+                               trust, eps, out);
+}
+
+static void cuda_amp_unscale(Backend *backend, size_t n, float *grad, const float *state,
+                             float *found) {
+    CudaState *cuda = cuda_state(backend);
+    cuda_reduce_launch(cuda->stream, cuda->scratch, 3, n, grad, NULL, found);
+    cuda_scale_by_device_launch(cuda->stream, n, grad, state + 2);
+}
+
+static void cuda_amp_update(Backend *backend, float *state, const float *found,
+                            int growth_interval, float growth, float backoff) {
+    cuda_amp_update_launch(cuda_state(backend)->stream, state, found, growth_interval, growth,
+                           backoff);
+}
+
 static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
                               const float mean[3], const float std[3], float *y) {
     cuda_normalize_u8_launch(cuda_state(backend)->stream, pixels, x, mean[0], mean[1], mean[2],
@@ -376,6 +441,11 @@ static const BackendOps cuda_ops = {
     .batchnorm_relu_forward_train = cuda_batchnorm_relu_forward_train,
     .batchnorm_relu_forward_eval = cuda_batchnorm_relu_forward_eval,
     .batchnorm_relu_backward = cuda_batchnorm_relu_backward,
+    .batchnorm_centered_squares = cuda_batchnorm_centered_squares,
+    .batchnorm_finish_statistics = cuda_batchnorm_finish_statistics,
+    .batchnorm_forward_apply = cuda_batchnorm_forward_apply,
+    .batchnorm_backward_reduce = cuda_batchnorm_backward_reduce,
+    .batchnorm_backward_apply = cuda_batchnorm_backward_apply,
     .relu_forward = cuda_relu_forward,
     .relu_backward = cuda_relu_backward,
     .gelu_forward = cuda_gelu_forward,
@@ -404,6 +474,9 @@ static const BackendOps cuda_ops = {
     .sgd_update = cuda_sgd_update,
     .adamw_update = cuda_adamw_update,
     .ema_update = cuda_ema_update,
+    .lars_direction = cuda_lars_direction,
+    .amp_unscale = cuda_amp_unscale,
+    .amp_update = cuda_amp_update,
     .resize_bilinear_forward = cuda_resize_bilinear_forward,
     .resize_bilinear_backward = cuda_resize_bilinear_backward,
     .mixup = cuda_mixup,

@@ -4,6 +4,7 @@
 // semantics (NaN propagation included) as the ref backend's.
 #include <math.h>
 
+#include "backend/scalar_rules.h"
 #include "backend/cuda/cuda_internal.h"
 
 namespace {
@@ -95,6 +96,31 @@ __global__ void ema_update_kernel(size_t n, float *target, const float *source, 
     GRID_STRIDE(i, n) target[i] = momentum * target[i] + (1.0f - momentum) * source[i];
 }
 
+// LARS direction (backend.h lars_direction): every thread derives the ratio
+// from the two sums, so the host never reads them.
+__global__ void lars_direction_kernel(size_t n, const float *param, const float *grad,
+                                      const float *sums, float weight_decay, float trust,
+                                      float eps, float *out) {
+    float ratio = 0.0f;
+    if (!lars_ratio_rule(sums, weight_decay, trust, eps, &ratio)) {
+        GRID_STRIDE(i, n) out[i] = grad[i];
+        return;
+    }
+    GRID_STRIDE(i, n) out[i] = ratio * (weight_decay * param[i] + grad[i]);
+}
+
+// grad *= *inverse_scale, the factor read on the device (no host round trip).
+__global__ void scale_by_device_kernel(size_t n, float *x, const float *factor) {
+    const float f = *factor;
+    GRID_STRIDE(i, n) x[i] *= f;
+}
+
+// GradScaler's update, one thread (see backend.h amp_update).
+__global__ void amp_update_kernel(float *state, const float *found, int growth_interval,
+                                  float growth, float backoff) {
+    amp_update_rule(state, *found, growth_interval, growth, backoff);
+}
+
 struct ChannelConstants {
     float mean[3], std[3];
 };
@@ -172,6 +198,22 @@ void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
                             float momentum) {
     LAUNCH(ema_update_kernel, n, stream, n, target, source, momentum);
+}
+
+void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,
+                                const float *grad, const float *sums, float weight_decay,
+                                float trust, float eps, float *out) {
+    LAUNCH(lars_direction_kernel, n, stream, n, param, grad, sums, weight_decay, trust, eps, out);
+}
+
+void cuda_scale_by_device_launch(cudaStream_t stream, size_t n, float *x, const float *factor) {
+    LAUNCH(scale_by_device_kernel, n, stream, n, x, factor);
+}
+
+void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,
+                            int growth_interval, float growth, float backoff) {
+    amp_update_kernel<<<1, 1, 0, stream>>>(state, found, growth_interval, growth, backoff);
+    CUDA_CHECK_LAUNCH();
 }
 
 void cuda_normalize_u8_launch(cudaStream_t stream, size_t pixels, const uint8_t *x,

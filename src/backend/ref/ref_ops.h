@@ -53,6 +53,26 @@ void ref_softmax_backward(Backend *backend, int rows, int dim, const float *y, c
 void ref_log_softmax_backward(Backend *backend, int rows, int dim, const float *y,
                               const float *dy, float scale, float *dx);
 
+// ---- ref_norm_sync.c ----
+void ref_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *mean, float *squares);
+void ref_batchnorm_finish_statistics(Backend *backend, int channels, size_t total_rows,
+                                     float momentum, float eps, const float *mean,
+                                     float *squares_to_inv_std, float *running_mean,
+                                     float *running_var);
+void ref_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *residual, int relu, const float *gamma,
+                                 const float *beta, const float *mean, const float *inv_std,
+                                 float *y);
+void ref_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const float *x,
+                                   const float *relu_out, const float *dy, float *dz_out,
+                                   const float *mean, const float *inv_std, float *dgamma,
+                                   float *dbeta, float *sums);
+void ref_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
+                                  int channels, const float *x, const float *relu_out,
+                                  const float *dy, const float *gamma, const float *mean,
+                                  const float *inv_std, const float *sums, float *dx);
+
 // ---- ref_pool.c ----
 void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
                          int32_t *argmax);

@@ -1,0 +1,63 @@
+// Test helper for comparing a fast backend (cpu, cuda) with the ref backend
+// (the oracle), op by op. Buffers live in host memory (the ref backend's);
+// the fast backend works on a device twin of each (the same memory for cpu):
+// D(x) hands an op the twin with the host contents uploaded, H(y) brings an
+// output back. Every test of such a file runs once per fast backend: one
+// cmocka group each (mirror_run_groups), the cuda group skipped (reported,
+// not passed) where no GPU works.
+#ifndef LTC_TESTS_BACKEND_MIRROR_H
+#define LTC_TESTS_BACKEND_MIRROR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+struct CMUnitTest;
+
+// The group's backends: fast is NULL where the group's backend could not
+// be made (NEED_FAST_BACKEND skips then).
+extern Backend *fast, *ref;
+
+// bytes of host memory with a device twin, freed by mirror_free (the
+// per-test teardown); at most 64 per test.
+void *mirror_buffer(size_t bytes);
+float *mirror_tensor(size_t n);
+// Filled uniformly in [low, high) from seed.
+float *mirror_random_tensor(size_t n, float low, float high, uint64_t seed);
+float *mirror_copy(const float *x, size_t n);
+// All NaN: an output element an op forgets to write fails the comparison.
+float *mirror_nan_tensor(size_t n);
+int mirror_free(void **state);
+
+// The device twin of host buffer p (or of the same place inside it), with
+// the whole buffer's host contents uploaded first. NULL stays NULL.
+void *D(const void *p);
+// Brings the twin of the buffer holding p back into host memory.
+void H(const void *p);
+
+// Fails the test when any of the n values differs by more than
+// atol + rtol |expected| (gradcheck_count_mismatches prints them).
+void mirror_expect_close(const char *label, size_t n, const float *actual, const float *expected,
+                         double rtol, double atol);
+
+// The test starts here: skipped, with the reason, where the group's
+// backend could not be made.
+void mirror_need_fast_backend(void);
+#define NEED_FAST_BACKEND() mirror_need_fast_backend()
+
+// (rows, C) matrices for batch norm and column sums: around the cpu
+// backend's channel blocks (16 .. 64), its threading threshold, its
+// batch-norm row chunks (32, uneven splits between threads), channel strips
+// (256) and groups (1024); rows = 1 is batch norm 1d on one sample.
+typedef struct NormCase {
+    size_t rows;
+    int channels;
+} NormCase;
+#define NORM_CASE_COUNT 8
+extern const NormCase norm_cases[NORM_CASE_COUNT];
+
+// Runs tests in a "cpu" group and a "cuda" group; returns the failures.
+int mirror_run_groups(const struct CMUnitTest *tests, size_t count);
+
+#endif
