@@ -391,6 +391,32 @@ typedef struct BackendOps {
     void (*token_pool_backward)(Backend *backend, int batch, int tokens, int channels, int first,
                                 int count, const float *dy, float *dx);
 
+    // ---- distillation: feature-map resize, mixup, strided copies ----------------------
+    // Bilinear resize of a feature map as PyTorch's F.interpolate(mode="bilinear",
+    // align_corners=False) given an output size. Per output row i (columns
+    // alike), in fp32: scale = in_h / out_h, s = max(scale (i + 0.5) - 0.5, 0),
+    // i0 = floor(s), i1 = i0 + (i0 < in_h - 1), w1 = s - i0, w0 = 1 - w1;
+    // y = w0 (v0 x[i0, j0] + v1 x[i0, j1]) + w1 (v0 x[i1, j0] + v1 x[i1, j1]).
+    // x (B, in_h, in_w, C), y (B, out_h, out_w, C) =.
+    void (*resize_bilinear_forward)(Backend *backend, int batch, int in_height, int in_width,
+                                    int channels, const float *x, int out_height,
+                                    int out_width, float *y);
+    // dx (B, in_h, in_w, C) = the adjoint of the forward applied to dy
+    // (B, out_h, out_w, C): each input pixel gets the sum of its weights
+    // times the output gradients (no atomics: the sum order is fixed).
+    void (*resize_bilinear_backward)(Backend *backend, int batch, int in_height, int in_width,
+                                     int channels, const float *dy, int out_height,
+                                     int out_width, float *dx);
+    // Mixup of samples of `sample` floats: y[b] = lambda x[b] + (1 - lambda)
+    // x[permutation[b]] (1 - lambda in fp32), permutation (B) int32 in
+    // backend memory. x (B, sample), y (B, sample) =; y may not alias x.
+    void (*mixup)(Backend *backend, int batch, size_t sample, const float *x,
+                  const int32_t *permutation, float lambda, float *y);
+    // Strided copy of a (rows, cols) matrix (cudaMemcpy2D): y[r y_stride + c]
+    // = x[r x_stride + c]; strides in floats, >= cols; x and y do not overlap.
+    void (*copy_2d)(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
+                    float *y, size_t y_stride);
+
     // ---- input ---------------------------------------------------------------------
     // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory
     void (*normalize_u8)(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],

@@ -12,8 +12,9 @@
 
 extern char **environ;
 
-static const char *const method_choices[] = {"simclr", "byol", "dino", "vicreg",
-                                             "barlowtwins", "distillation", NULL};
+static const char *const method_choices[] = {
+    "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation", "distillationv1",
+    "distillationv2", "distillationv3", NULL};
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
 static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf16-mixed", NULL};
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
@@ -36,7 +37,7 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
                               "cannot be combined");
     if (config->resume && config->overwrite)
         return error_set(err, "--resume and --overwrite cannot be combined");
-    if (choices->method != METHOD_DINO && config->local_views != 6)
+    if (strcmp(method_choices[choices->method], "dino") != 0 && config->local_views != 6)
         return error_set(err, "--local-views applies to --method dino only");
     return 0;
 }

@@ -293,15 +293,19 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         if (!run->optimizers[g]) return error_prefix(err, "optimizer"), -1;
     }
     const double global_batch = (double)run->batch_size * run->world_size;
-    // Another optimizer than the method's gets LightlyTrain's generic
+    // Another optimizer than the method's gets the method's second tuned
+    // one when it has it (distillation), else LightlyTrain's generic
     // defaults for it (its *Args classes), not the method's tuned lr.
     double default_lr = defaults->base_lr, default_weight_decay = defaults->weight_decay;
-    if (kind != defaults->optimizer) {
+    if (kind != defaults->optimizer && kind == defaults->other_optimizer) {
+        default_lr = defaults->other_lr;
+        default_weight_decay = defaults->other_weight_decay;
+    } else if (kind != defaults->optimizer) {
         default_lr = kind == OPTIMIZER_LARS ? 0.3 : 1e-3;
         default_weight_decay = kind == OPTIMIZER_ADAMW ? 1e-2 : kind == OPTIMIZER_SGD ? 1e-4 : 0;
     }
     const double lr = config->lr >= 0 ? config->lr : default_lr;
-    run->base_lr = lr * global_batch / defaults->reference_batch;
+    run->base_lr = lr * method_lr_scale(defaults, global_batch);
     run->weight_decay = config->weight_decay >= 0 ? config->weight_decay : default_weight_decay;
     for (int g = 0; g < run->method.group_count; g++) {
         // via a local buffer: gcc -O1 cannot tell that the tag and the group
@@ -412,11 +416,13 @@ static void log_configuration(TrainRun *run) {
                   run->num_workers, run->backend->name, run->precision);
     run_log_line(run->log, "accelerator: %s", run->accelerator_note);
     run_log_line(run->log,
-                 "config: lr %.6g (base %.6g at batch %d, scaled to batch %d), weight decay "
-                 "%.6g, warmup %ld steps, cosine to step %ld, grad clip %.3g, log every %d "
-                 "steps, seed %llu, views %d (%d px global, %d px local)",
-                 run->base_lr, run->base_lr * method->defaults.reference_batch / global_batch,
-                 method->defaults.reference_batch, global_batch, run->weight_decay,
+                 "config: lr %.6g (base %.6g at batch %d, %s-scaled to batch %d), weight "
+                 "decay %.6g, warmup %ld steps, cosine to step %ld, grad clip %.3g, log every "
+                 "%d steps, seed %llu, views %d (%d px global, %d px local)",
+                 run->base_lr, run->base_lr / method_lr_scale(&method->defaults, global_batch),
+                 method->defaults.reference_batch,
+                 method->defaults.sqrt_lr_scaling ? "sqrt" : "linearly", global_batch,
+                 run->weight_decay,
                  run->warmup_steps, run->total_steps, (double)method->defaults.grad_clip,
                  run->log_every, (unsigned long long)config->seed, method->views.count,
                  method->global_size, method->local_size);

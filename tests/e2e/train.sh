@@ -102,7 +102,7 @@ train_ok byol 5 3 "lr-LARS/backbone lr-LARS/projection_head lr-LARS/prediction_h
 train_ok dino 4 2 "lr-SGD/backbone lr-SGD/projection_head lr-SGD/last_layer schedule/momentum schedule/teacher_temp" -- --method dino "${heads[@]}" "${dino_args[@]}"
 train_ok vicreg 3 1 "lr-LARS/backbone lr-LARS/projection_head" -- --method vicreg "${heads[@]}"
 train_ok barlowtwins 3 2 "lr-LARS/backbone lr-LARS/projection_head" -- --method barlowtwins "${heads[@]}"
-train_ok distillation 3 2 "lr-AdamW/backbone lr-AdamW/projection_head" -- --method distillation \
+train_ok distillation 3 2 "lr-LARS/backbone lr-LARS/projection_head_global lr-LARS/projection_head_local train_loss/global_loss train_loss/local_loss" -- --method distillation \
   --method-arg teacher="$work/simclr/exported_models/exported_last.safetensors"
 
 # --- 3. TensorBoard's own reader, when the package is there.

@@ -192,6 +192,10 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .residual_scale_add_backward = cpu_residual_scale_add_backward,
         .token_pool_forward = cpu_token_pool_forward,
         .token_pool_backward = cpu_token_pool_backward,
+        .resize_bilinear_forward = cpu_resize_bilinear_forward,
+        .resize_bilinear_backward = cpu_resize_bilinear_backward,
+        .mixup = cpu_mixup,
+        .copy_2d = cpu_copy_2d,
         .normalize_u8 = cpu_normalize_u8,
     };
     return backend;

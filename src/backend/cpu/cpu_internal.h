@@ -186,4 +186,16 @@ void cpu_attention_backward(Backend *backend, const AttentionPlan *plan, const f
                             const float *out, const float *dout, const float *lse, float scale,
                             float *dqkv);
 
+// ---- cpu_resize.c ----
+void cpu_resize_bilinear_forward(Backend *backend, int batch, int in_height, int in_width,
+                                 int channels, const float *x, int out_height, int out_width,
+                                 float *y);
+void cpu_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
+                                  int channels, const float *dy, int out_height, int out_width,
+                                  float *dx);
+void cpu_mixup(Backend *backend, int batch, size_t sample, const float *x,
+               const int32_t *permutation, float lambda, float *y);
+void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
+                 float *y, size_t y_stride);
+
 #endif

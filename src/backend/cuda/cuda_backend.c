@@ -78,6 +78,14 @@ static void cuda_copy(Backend *backend, void *dst, const void *src, size_t bytes
                                cuda_state(backend)->stream));
 }
 
+static void cuda_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x,
+                         size_t x_stride, float *y, size_t y_stride) {
+    if (!rows || !cols) return;
+    CUDA_CHECK(cudaMemcpy2DAsync(y, y_stride * sizeof *y, x, x_stride * sizeof *x,
+                                 cols * sizeof *x, rows, cudaMemcpyDeviceToDevice,
+                                 cuda_state(backend)->stream));
+}
+
 static void cuda_fill(Backend *backend, float *x, float value, size_t n) {
     cuda_fill_launch(cuda_state(backend)->stream, x, value, n);
 }
@@ -381,6 +389,27 @@ static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
                              std[0], std[1], std[2], y);
 }
 
+// ---- distillation (cuda_resize.cu) -------------------------------------------------------
+
+static void cuda_resize_bilinear_forward(Backend *backend, int batch, int in_height,
+                                         int in_width, int channels, const float *x,
+                                         int out_height, int out_width, float *y) {
+    cuda_resize_bilinear_forward_launch(cuda_state(backend)->stream, batch, in_height, in_width,
+                                        channels, x, out_height, out_width, y);
+}
+
+static void cuda_resize_bilinear_backward(Backend *backend, int batch, int in_height,
+                                          int in_width, int channels, const float *dy,
+                                          int out_height, int out_width, float *dx) {
+    cuda_resize_bilinear_backward_launch(cuda_state(backend)->stream, batch, in_height, in_width,
+                                         channels, dy, out_height, out_width, dx);
+}
+
+static void cuda_mixup(Backend *backend, int batch, size_t sample, const float *x,
+                       const int32_t *permutation, float lambda, float *y) {
+    cuda_mixup_launch(cuda_state(backend)->stream, batch, sample, x, permutation, lambda, y);
+}
+
 // ---- creation -----------------------------------------------------------------------------
 
 static void cuda_destroy(Backend *backend) {
@@ -454,6 +483,10 @@ static const BackendOps cuda_ops = {
     .step_gate = cuda_step_gate,
     .amp_unscale = cuda_amp_unscale,
     .amp_update = cuda_amp_update,
+    .resize_bilinear_forward = cuda_resize_bilinear_forward,
+    .resize_bilinear_backward = cuda_resize_bilinear_backward,
+    .mixup = cuda_mixup,
+    .copy_2d = cuda_copy_2d,
     .normalize_u8 = cuda_normalize_u8,
 };
 

@@ -166,6 +166,16 @@ void cuda_avgpool_forward_launch(cudaStream_t stream, int batch, int pixels, int
 void cuda_avgpool_backward_launch(cudaStream_t stream, int batch, int pixels, int channels,
                                   const float *dy, float *dx);
 
+// ---- cuda_resize.cu ----
+void cuda_resize_bilinear_forward_launch(cudaStream_t stream, int batch, int in_height,
+                                         int in_width, int channels, const float *x,
+                                         int out_height, int out_width, float *y);
+void cuda_resize_bilinear_backward_launch(cudaStream_t stream, int batch, int in_height,
+                                          int in_width, int channels, const float *dy,
+                                          int out_height, int out_width, float *dx);
+void cuda_mixup_launch(cudaStream_t stream, int batch, size_t sample, const float *x,
+                       const int32_t *permutation, float lambda, float *y);
+
 #ifdef __cplusplus
 }
 #endif

@@ -210,6 +210,10 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .residual_scale_add_backward = ref_residual_scale_add_backward,
         .token_pool_forward = ref_token_pool_forward,
         .token_pool_backward = ref_token_pool_backward,
+        .resize_bilinear_forward = ref_resize_bilinear_forward,
+        .resize_bilinear_backward = ref_resize_bilinear_backward,
+        .mixup = ref_mixup,
+        .copy_2d = ref_copy_2d,
         .normalize_u8 = ref_normalize_u8,
     };
     return backend;
