@@ -534,7 +534,7 @@ static void test_teacher_is_frozen(void **state) {
             float loss = NAN;
             if (method.ops->step(&method, step, BATCH, &loss, &err)) fail_msg("%s", err.text);
             assert_true(isfinite(loss));
-            for (int g = 0; g < method.group_count; g++) optimizer_step(optimizers[g], 0.05f, 0);
+            for (int g = 0; g < method.group_count; g++) optimizer_step(optimizers[g], 0.05f, 0, NULL);
             free(pixels);
         }
         backend->op.download(backend, after, teacher->params->values, n * sizeof(float));
