@@ -191,6 +191,12 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .residual_scale_add_backward = cpu_residual_scale_add_backward,
         .token_pool_forward = cpu_token_pool_forward,
         .token_pool_backward = cpu_token_pool_backward,
+        .scale_rows = cpu_scale_rows,
+        .gather_rows = cpu_gather_rows,
+        .scatter_add_rows = cpu_scatter_add_rows,
+        .sinkhorn_knopp = cpu_sinkhorn_knopp,
+        .koleo_forward = cpu_koleo_forward,
+        .koleo_backward = cpu_koleo_backward,
         .normalize_u8 = cpu_normalize_u8,
     };
     return backend;

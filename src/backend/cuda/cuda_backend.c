@@ -448,6 +448,12 @@ static const BackendOps cuda_ops = {
     .lars_direction = cuda_lars_direction,
     .amp_unscale = cuda_amp_unscale,
     .amp_update = cuda_amp_update,
+    .scale_rows = cuda_scale_rows,
+    .gather_rows = cuda_gather_rows,
+    .scatter_add_rows = cuda_scatter_add_rows,
+    .sinkhorn_knopp = cuda_sinkhorn_knopp,
+    .koleo_forward = cuda_koleo_forward,
+    .koleo_backward = cuda_koleo_backward,
     .normalize_u8 = cuda_normalize_u8,
 };
 

@@ -209,6 +209,12 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .residual_scale_add_backward = ref_residual_scale_add_backward,
         .token_pool_forward = ref_token_pool_forward,
         .token_pool_backward = ref_token_pool_backward,
+        .scale_rows = ref_scale_rows,
+        .gather_rows = ref_gather_rows,
+        .scatter_add_rows = ref_scatter_add_rows,
+        .sinkhorn_knopp = ref_sinkhorn_knopp,
+        .koleo_forward = ref_koleo_forward,
+        .koleo_backward = ref_koleo_backward,
         .normalize_u8 = ref_normalize_u8,
     };
     return backend;
