@@ -14,6 +14,7 @@ static const char *const method_names[METHOD_KIND_COUNT] = {
     [METHOD_SIMCLR] = "simclr",   [METHOD_BYOL] = "byol",
     [METHOD_DINO] = "dino",       [METHOD_VICREG] = "vicreg",
     [METHOD_BARLOW_TWINS] = "barlowtwins", [METHOD_DISTILLATION] = "distillation",
+    [METHOD_DINOV2] = "dinov2",
 };
 
 int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err) {
@@ -25,7 +26,7 @@ int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err) {
     }
     return error_set(err,
                      "unknown method '%s' (simclr, byol, dino, vicreg, barlowtwins, "
-                     "distillation)",
+                     "distillation, dinov2)",
                      name);
 }
 
@@ -33,21 +34,37 @@ const char *method_kind_name(MethodKind kind) {
     return kind >= 0 && kind < METHOD_KIND_COUNT ? method_names[kind] : "?";
 }
 
+// A method on the generic schedules (linear lr scaling, LightlyTrain's
+// warmup, constant weight decay).
+static MethodDefaults generic_defaults(OptimizerKind optimizer, double lr, int reference_batch,
+                                       double weight_decay, float grad_clip) {
+    return (MethodDefaults){.optimizer = optimizer, .base_lr = lr,
+                            .reference_batch = reference_batch, .weight_decay = weight_decay,
+                            .grad_clip = grad_clip};
+}
+
 MethodDefaults method_defaults(MethodKind kind) {
     switch (kind) {
     case METHOD_SIMCLR:  // LightlyTrain: SGD lr 0.3 x batch/256, wd 1e-4
-        return (MethodDefaults){OPTIMIZER_SGD, 0.3, 256, 1e-4, 0.0f};
+        return generic_defaults(OPTIMIZER_SGD, 0.3, 256, 1e-4, 0.0f);
     case METHOD_DINO:  // LightlyTrain: SGD lr 0.03 x batch/256, wd 1e-4, clip 3
-        return (MethodDefaults){OPTIMIZER_SGD, 0.03, 256, 1e-4, 3.0f};
+        return generic_defaults(OPTIMIZER_SGD, 0.03, 256, 1e-4, 3.0f);
+    case METHOD_DINOV2:  // LightlyTrain: AdamW lr 0.004 x sqrt(batch/1024), wd 0.04 -> 0.4,
+                         // clip 3, warmup 12500 steps, cosine to lr 1e-6
+        return (MethodDefaults){.optimizer = OPTIMIZER_ADAMW, .base_lr = 0.004,
+                                .reference_batch = 1024, .weight_decay = 0.04,
+                                .grad_clip = 3.0f, .sqrt_lr_scaling = 1, .warmup_steps = 12500,
+                                .min_lr = 1e-6, .weight_decay_schedule = 1,
+                                .weight_decay_end = 0.4};
     case METHOD_BYOL:  // BYOL paper: LARS lr 0.2 x batch/256, wd 1.5e-6
-        return (MethodDefaults){OPTIMIZER_LARS, 0.2, 256, 1.5e-6, 0.0f};
+        return generic_defaults(OPTIMIZER_LARS, 0.2, 256, 1.5e-6, 0.0f);
     case METHOD_VICREG:  // VICReg paper: LARS lr 0.2 x batch/256, wd 1e-6
-        return (MethodDefaults){OPTIMIZER_LARS, 0.2, 256, 1e-6, 0.0f};
+        return generic_defaults(OPTIMIZER_LARS, 0.2, 256, 1e-6, 0.0f);
     case METHOD_BARLOW_TWINS:  // Barlow Twins paper: LARS lr 0.2 x batch/256, wd 1.5e-6
-        return (MethodDefaults){OPTIMIZER_LARS, 0.2, 256, 1.5e-6, 0.0f};
+        return generic_defaults(OPTIMIZER_LARS, 0.2, 256, 1.5e-6, 0.0f);
     case METHOD_DISTILLATION:  // LightlyTrain's distillation optimiser: AdamW lr 1e-3, wd 1e-2
     default:
-        return (MethodDefaults){OPTIMIZER_ADAMW, 1e-3, 256, 1e-2, 0.0f};
+        return generic_defaults(OPTIMIZER_ADAMW, 1e-3, 256, 1e-2, 0.0f);
     }
 }
 
@@ -71,6 +88,7 @@ static void views_byol(ViewSet *views, int image_size) {
 void method_default_views(MethodKind kind, int image_size, ViewSet *views) {
     switch (kind) {
     case METHOD_DINO: view_set_dino(views, image_size, 96, 6); break;
+    case METHOD_DINOV2: view_set_dinov2(views, image_size); break;
     case METHOD_BYOL:
     case METHOD_VICREG:
     case METHOD_BARLOW_TWINS: views_byol(views, image_size); break;
@@ -111,6 +129,7 @@ static int (*const method_create_functions[METHOD_KIND_COUNT])(Method *, const M
     [METHOD_SIMCLR] = simclr_create,         [METHOD_BYOL] = byol_create,
     [METHOD_DINO] = dino_create,             [METHOD_VICREG] = vicreg_create,
     [METHOD_BARLOW_TWINS] = barlow_twins_create, [METHOD_DISTILLATION] = distillation_create,
+    [METHOD_DINOV2] = dinov2_create,
 };
 
 int method_create(Method *method, MethodKind kind, const MethodSetup *setup,

@@ -43,10 +43,11 @@ typedef enum MethodKind {
     METHOD_VICREG,
     METHOD_BARLOW_TWINS,
     METHOD_DISTILLATION,
+    METHOD_DINOV2,
     METHOD_KIND_COUNT,
 } MethodKind;
 
-// "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation".
+// "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation", "dinov2".
 int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err);
 const char *method_kind_name(MethodKind kind);
 
@@ -58,6 +59,16 @@ typedef struct MethodDefaults {
     int reference_batch;
     double weight_decay;
     float grad_clip;  // max global gradient norm; 0: no clipping
+    // DINOv2's schedules (0: the generic ones): lr scaled by
+    // sqrt(batch / reference_batch) instead of linearly; warmup_steps (at
+    // most total - 1) instead of LightlyTrain's epoch rule; the cosine ends
+    // at min_lr instead of 0.001 x lr; weight decay cosine from
+    // weight_decay to weight_decay_end over the run.
+    int sqrt_lr_scaling;
+    long warmup_steps;
+    double min_lr;
+    int weight_decay_schedule;
+    double weight_decay_end;
 } MethodDefaults;
 
 MethodDefaults method_defaults(MethodKind kind);
@@ -181,5 +192,6 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int vicreg_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int barlow_twins_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int distillation_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 
 #endif
