@@ -70,9 +70,11 @@ class DINOLoss:
         self.apply_center_update()
         return F.softmax((teacher_output - self.center) / teacher_temp, dim=-1)
 
-    def sinkhorn_knopp_teacher(self, teacher_output, teacher_temp, n_iterations=3):
+    def sinkhorn_knopp_teacher(self, teacher_output, teacher_temp, n_iterations=3,
+                               n_samples=None):
+        """DINOLoss's; IBOTPatchLoss's is the same with B = n_masked_patches."""
         Q = torch.exp(teacher_output / teacher_temp).t()
-        B = Q.shape[1]
+        B = Q.shape[1] if n_samples is None else n_samples
         K = Q.shape[0]
         Q = Q / torch.sum(Q)
         for _ in range(n_iterations):
@@ -109,19 +111,6 @@ class IBOTPatchLoss(DINOLoss):
     def __init__(self, out_dim, dtype):
         super().__init__(out_dim, dtype)
         self.center = torch.zeros(1, 1, out_dim, dtype=dtype)
-
-    def sinkhorn_knopp_teacher_patches(self, teacher_output, teacher_temp, n_masked):
-        Q = torch.exp(teacher_output / teacher_temp).t()
-        B = n_masked
-        K = Q.shape[0]
-        Q = Q / torch.sum(Q)
-        for _ in range(3):
-            Q = Q / torch.sum(Q, dim=1, keepdim=True)
-            Q = Q / K
-            Q = Q / torch.sum(Q, dim=0, keepdim=True)
-            Q = Q / B
-        Q = Q * B
-        return Q.t()
 
     def forward_masked(self, s, t, masks, masks_weight):
         loss = torch.sum(t * F.log_softmax(s / STUDENT_TEMP, dim=-1), dim=-1)
@@ -161,8 +150,8 @@ def step_loss(state, inputs, c, teacher_temp, dtype):
     cls_swapped = torch.cat((t_cls[batch:], t_cls[:batch]))
     if sinkhorn:
         cls_centered = dino_loss.sinkhorn_knopp_teacher(cls_swapped, teacher_temp).view(2, -1, k)
-        patch_centered = ibot_loss.sinkhorn_knopp_teacher_patches(t_patch, teacher_temp,
-                                                                  t_patch.shape[0])
+        patch_centered = ibot_loss.sinkhorn_knopp_teacher(t_patch, teacher_temp,
+                                                          n_samples=t_patch.shape[0])
     else:
         cls_centered = dino_loss.softmax_center_teacher(cls_swapped, teacher_temp).view(2, -1, k)
         dino_loss.update_center(cls_swapped)
