@@ -63,6 +63,13 @@ typedef struct ViewSet {
 // LightlyTrain defaults (../shared/reference/lightlytrain.md).
 void view_set_simclr(ViewSet *set, int image_size);
 void view_set_dino(ViewSet *set, int global_size, int local_size, int local_count);
+// LightlyTrain's DINOv2 views: DINO's with global scale [0.32, 1] and 8
+// local views of 98 px at scale [0.05, 0.32].
+void view_set_dinov2(ViewSet *set, int global_size);
+// --local-image-size / --local-views over a multi-crop set: local_size > 0
+// resizes the local views, local_count >= 0 sets how many there are (copies
+// of the first local view); negative values keep the set's own.
+void view_set_multi_crop(ViewSet *set, int local_size, int local_count);
 // One resize_only view of size x size (embedding, evaluation).
 void view_set_resize(ViewSet *set, int size);
 // Sets one parameter from "KEY=VALUE", for every view, or "SCOPE.KEY=VALUE"

@@ -60,6 +60,30 @@ void view_set_dino(ViewSet *set, int global_size, int local_size, int local_coun
     set->global_count = 2;
 }
 
+// LightlyTrain's DINOv2ViTTransform: DINO's views with global crops of
+// scale [0.32, 1] and 8 local crops of 98 px, scale [0.05, 0.32].
+void view_set_dinov2(ViewSet *set, int global_size) {
+    view_set_dino(set, global_size, 98, 8);
+    for (int v = 0; v < set->count; v++) {
+        if (v < set->global_count) set->views[v].scale_min = 0.32f;
+        else set->views[v].scale_max = 0.32f;
+    }
+}
+
+void view_set_multi_crop(ViewSet *set, int local_size, int local_count) {
+    if (local_size <= 0 && local_count < 0) return;
+    const ViewTransform local = set->views[set->global_count < set->count ? set->global_count : 0];
+    if (local_count < 0) local_count = set->count - set->global_count;
+    if (local_count > AUGMENT_MAX_VIEWS - set->global_count)
+        local_count = AUGMENT_MAX_VIEWS - set->global_count;
+    for (int i = 0; i < local_count; i++) {
+        ViewTransform *view = &set->views[set->global_count + i];
+        *view = local;
+        if (local_size > 0) view->size = local_size;
+    }
+    set->count = set->global_count + local_count;
+}
+
 void view_set_resize(ViewSet *set, int size) {
     memset(set, 0, sizeof *set);
     ViewTransform view = default_view(size);

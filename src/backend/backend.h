@@ -416,6 +416,44 @@ typedef struct BackendOps {
     // = x[r x_stride + c]; strides in floats, >= cols; x and y do not overlap.
     void (*copy_2d)(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
                     float *y, size_t y_stride);
+    // ---- DINOv2: masked tokens, Sinkhorn-Knopp, KoLeo ------------------------------
+    // y (rows, C) = x (rows, C) * scale[r] per row, scale (rows): iBOT's
+    // per-patch weights and the mask-token blend. y may alias x.
+    void (*scale_rows)(Backend *backend, size_t rows, int channels, const float *x,
+                       const float *scale, float *y);
+    // y (count, C) = the rows index[0 .. count-1] of x (any rows, C); index
+    // (count) int32 in backend memory, each in range.
+    void (*gather_rows)(Backend *backend, int count, int channels, const int32_t *index,
+                        const float *x, float *y);
+    // dx[index[i]] (C) += dy[i] for i < count: gather_rows' backward. The
+    // indices must be distinct (every row of dx is written by at most one i).
+    void (*scatter_add_rows)(Backend *backend, int count, int channels, const int32_t *index,
+                             const float *dy, float *dx);
+    // Sinkhorn-Knopp assignment of rows samples to cols prototypes (DINOv2's
+    // sinkhorn_knopp_teacher, one process): q = exp(scale x (rows, cols));
+    // `iterations` times: each column divided by its sum times cols, then
+    // each row by its sum times rows; finally y (rows, cols) = q rows, so
+    // every row of y sums to 1. DINOv2 also divides q by its total first and
+    // exponentiates without a shift; here each column is shifted by its
+    // maximum before exp instead: per-column factors cancel exactly in the
+    // first column normalisation, so only rounding differs (and nothing
+    // overflows). No gradient (the teacher's targets). y may not alias x.
+    void (*sinkhorn_knopp)(Backend *backend, int rows, int cols, const float *x, float scale,
+                           int iterations, float *y);
+    // KoLeo's nearest neighbours of L2-normalised rows y (rows, D) (lightly's
+    // KoLeoLoss): neighbor[i] (int32) = the first j != i with the largest
+    // <y_i, y_j> (i itself when rows is 1); distance[i] = ||y_i -
+    // y_neighbor + eps||_2 (PyTorch's PairwiseDistance adds eps to the
+    // difference); log_distance[i] = log(distance[i] + eps). All (rows) =.
+    void (*koleo_forward)(Backend *backend, int rows, int dim, const float *y, float eps,
+                          int32_t *neighbor, float *distance, float *log_distance);
+    // dy (rows, D) = the gradient of dlog * sum_i log_distance[i] through the
+    // distances of koleo_forward (neighbours fixed): row i gets g_i diff_i
+    // and its neighbour -g_i diff_i, with diff_i = y_i - y_neighbor + eps and
+    // g_i = dlog / ((distance_i + eps) distance_i) (0 where distance_i = 0).
+    void (*koleo_backward)(Backend *backend, int rows, int dim, const float *y,
+                           const int32_t *neighbor, const float *distance, float eps, float dlog,
+                           float *dy);
 
     // ---- input ---------------------------------------------------------------------
     // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory

@@ -14,7 +14,7 @@ extern char **environ;
 
 static const char *const method_choices[] = {
     "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation", "distillationv1",
-    "distillationv2", "distillationv3", NULL};
+    "distillationv2", "distillationv3", "dinov2", NULL};
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
 static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf16-mixed", NULL};
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
@@ -37,8 +37,11 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
                               "cannot be combined");
     if (config->resume && config->overwrite)
         return error_set(err, "--resume and --overwrite cannot be combined");
-    if (strcmp(method_choices[choices->method], "dino") != 0 && config->local_views != 6)
-        return error_set(err, "--local-views applies to --method dino only");
+    const char *method = method_choices[choices->method];
+    const int multi_crop = strcmp(method, "dino") == 0 || strcmp(method, "dinov2") == 0;
+    if (!multi_crop && (config->local_views >= 0 || config->local_image_size > 0))
+        return error_set(err, "--local-views and --local-image-size apply to --method dino and "
+                              "dinov2 only");
     return 0;
 }
 
@@ -65,8 +68,8 @@ int command_train(int argc, char **argv) {
         .epochs = 100,
         .batch_size = 128,
         .image_size = 224,
-        .local_image_size = 96,
-        .local_views = 6,
+        .local_image_size = -1,  // the method's: dino 96, dinov2 98
+        .local_views = -1,       // dino 6, dinov2 8
         .num_workers = -1,
         .devices = -1,
         .num_nodes = -1,
@@ -99,9 +102,9 @@ int command_train(int argc, char **argv) {
         {.name = "image-size", .type = OPTION_INT, .value = &config.image_size, .metavar = "N",
          .help = "side of the (global) views in pixels", .min = 16, .max = 4096},
         {.name = "local-image-size", .type = OPTION_INT, .value = &config.local_image_size,
-         .metavar = "N", .help = "dino: side of the local views", .min = 16, .max = 4096},
+         .metavar = "N", .help = "dino, dinov2: side of the local views (96, 98)", .min = 16, .max = 4096},
         {.name = "local-views", .type = OPTION_INT, .value = &config.local_views, .metavar = "N",
-         .help = "dino: number of local views", .min = 0, .max = 14},
+         .help = "dino, dinov2: number of local views (6, 8)", .min = 0, .max = 14},
         {.name = "num-workers", .type = OPTION_INT, .value = &config.num_workers,
          .metavar = "N|auto", .help = "data workers (auto: (cores - devices) / devices)",
          .min = 1, .max = 1024, .allow_auto = 1},

@@ -138,6 +138,11 @@ typedef struct VitSlot {
     const float *last_input;
     int backward_ready;      // 1 after a training forward
     int drop_path_active;    // the last forward drew drop-path masks
+    // iBOT masking (vit_set_patch_mask), all backend memory or NULL: the
+    // patch embeddings where mask (B P) is 1 are replaced by mask_token (D).
+    const float *patch_mask, *patch_keep;  // (B P): mask and 1 - mask
+    const float *mask_token;
+    float *mask_token_grad;                // (D) +=
 } VitSlot;
 
 typedef struct Vit {
@@ -197,6 +202,15 @@ const float *vit_features(const Vit *model, int slot);  // (batch, D)
 // class token, registers, then the patches row-major over the grid.
 const float *vit_tokens(const Vit *model, int slot);
 int vit_slot_tokens(const Vit *model, int slot);  // 1 + R + P
+// DINOv2's student masking (its prepare_tokens_with_masks) for the
+// following forwards of `slot` and their backward: patch embedding p of
+// sample b (after the patch conv and its bias, before the positions) is
+// replaced by mask_token (D) where mask[b P + p] is 1; keep = 1 - mask. The
+// token is not a ViT parameter (timm's ViT has none): its owner passes its
+// value and gradient (+=). All (B P) / (D) backend memory that must stay
+// unchanged until the backward; mask NULL turns masking off.
+void vit_set_patch_mask(Vit *model, int slot, const float *mask, const float *keep,
+                        const float *mask_token, float *mask_token_grad);
 // Parameter gradients += given dfeatures (batch, D) of the slot's last
 // training forward.
 int vit_backward(Vit *model, int slot, const float *dfeatures, ErrorMessage *err);

@@ -160,6 +160,13 @@ int vit_forward(Vit *model, int slot_index, int batch, const float *input, int t
     conv2d_forward(backend, &model->patch_embed, plans->patch_plan, input, slot->patch_out);
     backend->op.bias_add(backend, (size_t)batch * patches, dim, model->patch_bias,
                          slot->patch_out);
+    if (slot->patch_mask) {
+        // x = keep x + mask token^T: the masked rows become the token
+        backend->op.scale_rows(backend, (size_t)batch * patches, dim, slot->patch_out,
+                               slot->patch_keep, slot->patch_out);
+        backend->op.gemm(backend, 0, 0, batch * patches, dim, 1, 1.0f, slot->patch_mask, 1,
+                         slot->mask_token, dim, 1.0f, slot->patch_out, dim);
+    }
     backend->op.vit_tokens_forward(backend, batch, c->register_tokens, patches, dim,
                                    slot->patch_out, model->cls_token,
                                    c->class_pos ? model->pos_embed : NULL, model->reg_token,
@@ -181,6 +188,15 @@ int vit_forward(Vit *model, int slot_index, int batch, const float *input, int t
     slot->backward_ready = training;
     slot->drop_path_active = training && c->drop_path_rate > 0.0f;
     return 0;
+}
+
+void vit_set_patch_mask(Vit *model, int slot_index, const float *mask, const float *keep,
+                        const float *mask_token, float *mask_token_grad) {
+    VitSlot *slot = &model->slots[slot_index];
+    slot->patch_mask = mask;
+    slot->patch_keep = mask ? keep : NULL;
+    slot->mask_token = mask ? mask_token : NULL;
+    slot->mask_token_grad = mask ? mask_token_grad : NULL;
 }
 
 const float *vit_features(const Vit *model, int slot) { return model->slots[slot].features; }
@@ -230,6 +246,13 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const float *dtokens
         // (M^2, D) += (P, M^2)^T (P, D)
         backend->op.gemm(backend, 1, 0, positions, dim, patches, 1.0f, slot->pos_matrix,
                          positions, dpatch_pos, dim, 1.0f, pos_grad, dim);
+    }
+    if (slot->patch_mask) {
+        // d token (1, D) += mask^T d x; the masked rows carry no gradient further down
+        backend->op.gemm(backend, 1, 0, 1, dim, batch * patches, 1.0f, slot->patch_mask, 1,
+                         g.branch, dim, 1.0f, slot->mask_token_grad, dim);
+        backend->op.scale_rows(backend, (size_t)batch * patches, dim, g.branch,
+                               slot->patch_keep, g.branch);
     }
     backend->op.bias_backward(backend, (size_t)batch * patches, dim, g.branch,
                               model->patch_bias_grad);

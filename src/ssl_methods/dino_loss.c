@@ -17,7 +17,8 @@ struct DinoLoss {
     Communicator *comm;     // NULL: one process
     int max_batch, dim, global_views, total_views;
     float student_temp, center_momentum;
-    int batch;              // of the last forward (0: none yet)
+    int batch;              // teacher outputs of the last forward kept for the center (0: none)
+    int scored_batch;       // batch of the last forward (what backward differentiates)
     float *teacher;         // (G, N, K) copy of the last forward's teacher outputs
     float *scratch;         // (G, N, K) centered teacher logits; (N, K) d loss / d s_v in backward
     float *targets;         // (G, N, K) t_g, then target_g = teacher_sum - t_g
@@ -103,24 +104,15 @@ static int pair_count(const DinoLoss *loss) {
     return loss->global_views * loss->total_views - loss->global_views;
 }
 
-float dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_out,
-                        const float *const *student_out, float teacher_temp) {
-    if (batch < 1 || batch > loss->max_batch || !(teacher_temp > 0.0f)) return NAN;
+// From loss->targets = t_g (G, N, K): target_g = sum of the other global
+// views' t, the local views' target the sum of all; scores every student
+// view against its target and returns the loss (read back).
+static float score_students(DinoLoss *loss, int batch, const float *const *student_out) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
     const int dim = loss->dim, global_views = loss->global_views;
     const size_t view = (size_t)batch * dim;
-    const size_t teacher_rows = (size_t)global_views * batch;
-    loss->batch = batch;
-
-    // t_g = softmax((teacher_out[g] - center) / teacher_temp), all global views at once
-    for (int g = 0; g < global_views; g++)
-        op->copy(backend, loss->teacher + g * view, teacher_out[g], view * sizeof(float));
-    op->axpby(backend, dim, -1.0f, loss->center, 0.0f, loss->negated_center);
-    op->copy(backend, loss->scratch, loss->teacher, global_views * view * sizeof(float));
-    op->bias_add(backend, teacher_rows, dim, loss->negated_center, loss->scratch);
-    op->softmax_forward(backend, (int)teacher_rows, dim, loss->scratch, 1.0f / teacher_temp,
-                        loss->targets);
+    loss->batch = loss->scored_batch = batch;
     // teacher_sum = sum_g t_g; target_g = teacher_sum - t_g (in place)
     op->copy(backend, loss->teacher_sum, loss->targets, view * sizeof(float));
     for (int g = 1; g < global_views; g++)
@@ -140,10 +132,50 @@ float dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_o
     return -backend_read_scalar(backend, loss->loss_sum) * scale;
 }
 
+float dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_out,
+                        const float *const *student_out, float teacher_temp) {
+    if (batch < 1 || batch > loss->max_batch || !(teacher_temp > 0.0f)) return NAN;
+    Backend *backend = loss->backend;
+    BackendOps *op = &backend->op;
+    const int dim = loss->dim, global_views = loss->global_views;
+    const size_t view = (size_t)batch * dim;
+    const size_t teacher_rows = (size_t)global_views * batch;
+
+    // t_g = softmax((teacher_out[g] - center) / teacher_temp), all global views at once
+    for (int g = 0; g < global_views; g++)
+        op->copy(backend, loss->teacher + g * view, teacher_out[g], view * sizeof(float));
+    op->axpby(backend, dim, -1.0f, loss->center, 0.0f, loss->negated_center);
+    op->copy(backend, loss->scratch, loss->teacher, global_views * view * sizeof(float));
+    op->bias_add(backend, teacher_rows, dim, loss->negated_center, loss->scratch);
+    op->softmax_forward(backend, (int)teacher_rows, dim, loss->scratch, 1.0f / teacher_temp,
+                        loss->targets);
+    return score_students(loss, batch, student_out);
+}
+
+float dino_loss_forward_assigned(DinoLoss *loss, int batch, const float *teacher_probs,
+                                 const float *const *student_out) {
+    if (batch < 1 || batch > loss->max_batch) return NAN;
+    const size_t rows = (size_t)loss->global_views * batch;
+    loss->backend->op.copy(loss->backend, loss->targets, teacher_probs,
+                           rows * loss->dim * sizeof(float));
+    const float value = score_students(loss, batch, student_out);
+    loss->batch = 0;  // no teacher outputs kept: nothing for the center update
+    return value;
+}
+
+float dino_loss_global_views_part(DinoLoss *loss) {
+    float dots[64];
+    const int count = loss->global_views < 64 ? loss->global_views : 64;
+    loss->backend->op.download(loss->backend, dots, loss->dots, (size_t)count * sizeof(float));
+    double total = 0.0;
+    for (int v = 0; v < count; v++) total += dots[v];
+    return (float)(-total / ((double)pair_count(loss) * (double)loss->scored_batch));
+}
+
 void dino_loss_backward(DinoLoss *loss, float dloss, float *const *dstudent) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
-    const int batch = loss->batch, dim = loss->dim;
+    const int batch = loss->scored_batch, dim = loss->dim;
     const size_t view = (size_t)batch * dim;
     const float alpha = -dloss / ((float)pair_count(loss) * (float)batch);
     float *dlog_probs = loss->scratch;  // (N, K), reused per view

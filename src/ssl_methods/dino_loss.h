@@ -48,6 +48,18 @@ void dino_loss_destroy(DinoLoss *loss);
 float dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_out,
                         const float *const *student_out, float teacher_temp);
 
+// The same loss with the teacher's distributions given: teacher_probs
+// (global_views * batch, out_dim), view g's rows at g * batch, already
+// centred and sharpened (DINOv2's Sinkhorn-Knopp centring); no centring
+// here, and no center update follows (dino_loss_update_center does nothing
+// after it). NAN when batch is outside 1..max_batch.
+float dino_loss_forward_assigned(DinoLoss *loss, int batch, const float *teacher_probs,
+                                 const float *const *student_out);
+
+// The part of the last forward's loss that comes from the global student
+// views (DINOv2 logs it apart from the local views' part).
+float dino_loss_global_views_part(DinoLoss *loss);
+
 // dstudent[v] (batch, out_dim) = dloss * d loss / d student_out[v] for the
 // inputs of the last forward (overwritten, backend memory), v < total_views.
 void dino_loss_backward(DinoLoss *loss, float dloss, float *const *dstudent);

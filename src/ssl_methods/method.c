@@ -16,6 +16,7 @@ static const char *const method_names[METHOD_KIND_COUNT] = {
     [METHOD_DINO] = "dino",       [METHOD_VICREG] = "vicreg",
     [METHOD_BARLOW_TWINS] = "barlowtwins", [METHOD_DISTILLATION] = "distillation",
     [METHOD_DISTILLATION_V1] = "distillationv1", [METHOD_DISTILLATION_V2] = "distillationv2",
+    [METHOD_DINOV2] = "dinov2",
 };
 
 int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err) {
@@ -31,7 +32,7 @@ int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err) {
     }
     return error_set(err,
                      "unknown method '%s' (simclr, byol, dino, vicreg, barlowtwins, "
-                     "distillation, distillationv1, distillationv2)",
+                     "distillation, distillationv1, distillationv2, dinov2)",
                      name);
 }
 
@@ -64,6 +65,13 @@ MethodDefaults method_defaults(MethodKind kind, BackboneKind student) {
         return linear_defaults(OPTIMIZER_SGD, 0.3, 1e-4, 0.0f);
     case METHOD_DINO:  // LightlyTrain: SGD lr 0.03 x batch/256, wd 1e-4, clip 3
         return linear_defaults(OPTIMIZER_SGD, 0.03, 1e-4, 3.0f);
+    case METHOD_DINOV2:  // LightlyTrain: AdamW lr 0.004 x sqrt(batch/1024), wd 0.04 -> 0.4,
+                         // clip 3, warmup 12500 steps, cosine to lr 1e-6
+        return (MethodDefaults){.optimizer = OPTIMIZER_ADAMW, .base_lr = 0.004,
+                                .reference_batch = 1024, .weight_decay = 0.04,
+                                .grad_clip = 3.0f, .sqrt_lr_scaling = 1, .warmup_steps = 12500,
+                                .min_lr = 1e-6, .weight_decay_schedule = 1,
+                                .weight_decay_end = 0.4, .other_optimizer = OPTIMIZER_ADAMW};
     case METHOD_BYOL:  // BYOL paper: LARS lr 0.2 x batch/256, wd 1.5e-6
         return linear_defaults(OPTIMIZER_LARS, 0.2, 1.5e-6, 0.0f);
     case METHOD_VICREG:  // VICReg paper: LARS lr 0.2 x batch/256, wd 1e-6
@@ -130,6 +138,7 @@ void method_default_views(MethodKind kind, int image_size, ViewSet *views) {
     case METHOD_DISTILLATION:
     case METHOD_DISTILLATION_V1:
     case METHOD_DISTILLATION_V2: views_distillation(views, image_size); break;
+    case METHOD_DINOV2: view_set_dinov2(views, image_size); break;
     case METHOD_BYOL:
     case METHOD_VICREG:
     case METHOD_BARLOW_TWINS: views_byol(views, image_size); break;
@@ -172,6 +181,7 @@ static int (*const method_create_functions[METHOD_KIND_COUNT])(Method *, const M
     [METHOD_BARLOW_TWINS] = barlow_twins_create, [METHOD_DISTILLATION] = distillation_create,
     [METHOD_DISTILLATION_V1] = distillation_v1_create,
     [METHOD_DISTILLATION_V2] = distillation_v2_create,
+    [METHOD_DINOV2] = dinov2_create,
 };
 
 int method_create(Method *method, MethodKind kind, const MethodSetup *setup,

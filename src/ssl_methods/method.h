@@ -45,11 +45,12 @@ typedef enum MethodKind {
     METHOD_DISTILLATION,     // LightlyTrain's "distillation" = DistillationV3
     METHOD_DISTILLATION_V1,  // "distillationv1" = Distillation
     METHOD_DISTILLATION_V2,  // "distillationv2"
+    METHOD_DINOV2,
     METHOD_KIND_COUNT,
 } MethodKind;
 
 // "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation"
-// (also "distillationv3"), "distillationv1", "distillationv2".
+// (also "distillationv3"), "distillationv1", "distillationv2", "dinov2".
 int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err);
 const char *method_kind_name(MethodKind kind);
 
@@ -68,6 +69,14 @@ typedef struct MethodDefaults {
     // other optimizer gets LightlyTrain's generic defaults.
     OptimizerKind other_optimizer;
     double other_lr, other_weight_decay;
+    // DINOv2's schedules (0: the generic ones): warmup_steps (at most total
+    // - 1) instead of LightlyTrain's epoch rule; the cosine ends at min_lr
+    // instead of 0.001 x lr; weight decay cosine from weight_decay to
+    // weight_decay_end over the run.
+    long warmup_steps;
+    double min_lr;
+    int weight_decay_schedule;
+    double weight_decay_end;
 } MethodDefaults;
 
 // The defaults for a student of the given kind (distillation's weight
@@ -199,5 +208,6 @@ int barlow_twins_create(Method *method, const MethodSetup *setup, ErrorMessage *
 int distillation_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int distillation_v1_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int distillation_v2_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 
 #endif

@@ -14,6 +14,13 @@ static void teacher_copy_head(Backend *backend, Head *target, const Head *source
 
 int ema_teacher_create(EmaTeacher *teacher, Method *method, const Head *student_head,
                        const char *head_name, uint64_t seed, ErrorMessage *err) {
+    return ema_teacher_create_rows(teacher, method, student_head, head_name,
+                                   method->global_views * method->max_batch, seed, err);
+}
+
+int ema_teacher_create_rows(EmaTeacher *teacher, Method *method, const Head *student_head,
+                            const char *head_name, int head_rows, uint64_t seed,
+                            ErrorMessage *err) {
     memset(teacher, 0, sizeof *teacher);
     Backend *backend = method->backend;
     const BackboneInput input = {method->global_views * method->max_batch,
@@ -27,7 +34,7 @@ int ema_teacher_create(EmaTeacher *teacher, Method *method, const Head *student_
     char name[64];
     snprintf(name, sizeof name, "teacher_%s", head_name);
     snprintf(teacher->head_prefix, sizeof teacher->head_prefix, "teacher_%s.", head_name);
-    if (head_create(&teacher->head, backend, &student_head->spec, name, input.batch, seed, err))
+    if (head_create(&teacher->head, backend, &student_head->spec, name, head_rows, seed, err))
         return -1;
     teacher_copy_head(backend, &teacher->head, student_head);
     teacher->student_head = student_head;

@@ -22,6 +22,11 @@ typedef struct EmaTeacher {
 // size) and copies the student backbone and student_head into it.
 int ema_teacher_create(EmaTeacher *teacher, Method *method, const Head *student_head,
                        const char *head_name, uint64_t seed, ErrorMessage *err);
+// The same with a head for head_rows rows (DINOv2 runs its head on the
+// class tokens and the masked patch tokens together).
+int ema_teacher_create_rows(EmaTeacher *teacher, Method *method, const Head *student_head,
+                            const char *head_name, int head_rows, uint64_t seed,
+                            ErrorMessage *err);
 void ema_teacher_free(EmaTeacher *teacher);
 // The teacher's projections (rows, out) of the method's global input.
 const float *ema_teacher_forward(EmaTeacher *teacher, Method *method, int rows,

@@ -47,6 +47,8 @@ typedef struct TrainRun {
     int log_every;
     double base_lr;         // after batch scaling
     double weight_decay;
+    double weight_decay_end;  // cosine to it over the run (= weight_decay: constant)
+    double lr_end_factor;     // the lr cosine ends at base_lr times it
     // "lr-SGD/backbone": Lightning's LearningRateMonitor naming, one per group
     char lr_tags[METHOD_MAX_GROUPS][METHOD_GROUP_NAME + 16];
     RunIdentity identity;

@@ -169,10 +169,9 @@ static const char *optimizer_display_name(OptimizerKind kind) {
 }
 
 static int build_views(const TrainConfig *config, ViewSet *views, ErrorMessage *err) {
-    if (config->method == METHOD_DINO)
-        view_set_dino(views, config->image_size, config->local_image_size, config->local_views);
-    else
-        method_default_views(config->method, config->image_size, views);
+    method_default_views(config->method, config->image_size, views);
+    if (config->method == METHOD_DINO || config->method == METHOD_DINOV2)
+        view_set_multi_crop(views, config->local_image_size, config->local_views);
     for (int i = 0; i < config->transforms.count; i++)
         if (view_set_override(views, config->transforms.items[i], err))
             return error_prefix(err, "--transform"), -1;
@@ -307,6 +306,12 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     const double lr = config->lr >= 0 ? config->lr : default_lr;
     run->base_lr = lr * method_lr_scale(defaults, global_batch);
     run->weight_decay = config->weight_decay >= 0 ? config->weight_decay : default_weight_decay;
+    // DINOv2: the weight decay follows a cosine to weight_decay_end, the lr
+    // ends at min_lr (LightlyTrain: end_value = min_lr / lr)
+    run->weight_decay_end = defaults->weight_decay_schedule ? defaults->weight_decay_end
+                                                            : run->weight_decay;
+    run->lr_end_factor = defaults->min_lr > 0 && run->base_lr > 0
+                             ? defaults->min_lr / run->base_lr : 0.001;
     for (int g = 0; g < run->method.group_count; g++) {
         // via a local buffer: gcc -O1 cannot tell that the tag and the group
         // name, both inside *run, do not overlap (-Werror=restrict)
@@ -316,6 +321,9 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         memcpy(run->lr_tags[g], tag, sizeof tag);
     }
     run->warmup_steps = warmup_steps_for(run->total_steps, run->steps_per_epoch);
+    if (defaults->warmup_steps > 0)  // at most total - 1 (LightlyTrain, for lightly's scheduler)
+        run->warmup_steps = defaults->warmup_steps < run->total_steps - 1
+                                ? defaults->warmup_steps : run->total_steps - 1;
     run->log_every = config->log_every > 0 ? config->log_every
                                            : (int)(run->steps_per_epoch < 50 ? run->steps_per_epoch
                                                                              : 50);

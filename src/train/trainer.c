@@ -23,10 +23,10 @@ static volatile sig_atomic_t stop_signal;
 static void on_stop_signal(int signal_number) { stop_signal = signal_number; }
 
 // Learning rate of step: LightlyTrain's linear warmup then cosine decay
-// (lightly's CosineWarmupScheduler, end factor 0.001), applied per step.
+// (lightly's CosineWarmupScheduler, end factor 0.001; DINOv2: min_lr / lr), per step.
 static double learning_rate(const TrainRun *run, long step) {
     return run->base_lr * schedule_cosine_warmup(step, run->warmup_steps, run->total_steps, 1.0,
-                                                 0.001);
+                                                 run->lr_end_factor);
 }
 
 static int log_augmentation_grid(TrainRun *run, const Batch *batch, ErrorMessage *err) {
@@ -134,7 +134,9 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         times->lr = learning_rate(run, step);
         for (int g = 0; g < method->group_count; g++)
             if (step >= method->groups[g].frozen_steps)
-                optimizer_step(run->optimizers[g], (float)times->lr, (float)run->weight_decay,
+                optimizer_step(run->optimizers[g], (float)times->lr,
+                               (float)schedule_cosine(step, run->total_steps, run->weight_decay,
+                                                      run->weight_decay_end),
                                step_gate_values(gate));
         if (method->ops->after_update) method->ops->after_update(method, step);
         if (fault_fires("nan-weight", step)) poison_first(run, 1);

@@ -196,6 +196,12 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .resize_bilinear_backward = cpu_resize_bilinear_backward,
         .mixup = cpu_mixup,
         .copy_2d = cpu_copy_2d,
+        .scale_rows = cpu_scale_rows,
+        .gather_rows = cpu_gather_rows,
+        .scatter_add_rows = cpu_scatter_add_rows,
+        .sinkhorn_knopp = cpu_sinkhorn_knopp,
+        .koleo_forward = cpu_koleo_forward,
+        .koleo_backward = cpu_koleo_backward,
         .normalize_u8 = cpu_normalize_u8,
     };
     return backend;

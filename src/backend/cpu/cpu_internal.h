@@ -197,5 +197,19 @@ void cpu_mixup(Backend *backend, int batch, size_t sample, const float *x,
                const int32_t *permutation, float lambda, float *y);
 void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
                  float *y, size_t y_stride);
+// ---- cpu_dinov2.c ----
+void cpu_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
+                    const float *scale, float *y);
+void cpu_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
+                     const float *x, float *y);
+void cpu_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
+                          const float *dy, float *dx);
+void cpu_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
+                        int iterations, float *y);
+void cpu_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
+                       int32_t *neighbor, float *distance, float *log_distance);
+void cpu_koleo_backward(Backend *backend, int rows, int dim, const float *y,
+                        const int32_t *neighbor, const float *distance, float eps, float dlog,
+                        float *dy);
 
 #endif

@@ -487,6 +487,12 @@ static const BackendOps cuda_ops = {
     .resize_bilinear_backward = cuda_resize_bilinear_backward,
     .mixup = cuda_mixup,
     .copy_2d = cuda_copy_2d,
+    .scale_rows = cuda_scale_rows,
+    .gather_rows = cuda_gather_rows,
+    .scatter_add_rows = cuda_scatter_add_rows,
+    .sinkhorn_knopp = cuda_sinkhorn_knopp,
+    .koleo_forward = cuda_koleo_forward,
+    .koleo_backward = cuda_koleo_backward,
     .normalize_u8 = cuda_normalize_u8,
 };
 

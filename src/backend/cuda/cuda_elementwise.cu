@@ -5,20 +5,10 @@
 #include <math.h>
 
 #include "backend/scalar_rules.h"
+#include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_internal.h"
 
 namespace {
-
-constexpr int kThreads = 256;
-
-// Enough blocks to fill the GPU without one thread per element for huge n.
-unsigned int blocks_for(size_t n) {
-    const size_t blocks = (n + kThreads - 1) / kThreads;
-    return (unsigned int)(blocks < 65535 ? (blocks ? blocks : 1) : 65535);
-}
-
-#define GRID_STRIDE(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)blockDim.x * gridDim.x)
 
 __global__ void fill_kernel(float *x, float value, size_t n) {
     GRID_STRIDE(i, n) x[i] = value;

@@ -175,6 +175,20 @@ void cuda_resize_bilinear_backward_launch(cudaStream_t stream, int batch, int in
                                           int out_height, int out_width, float *dx);
 void cuda_mixup_launch(cudaStream_t stream, int batch, size_t sample, const float *x,
                        const int32_t *permutation, float lambda, float *y);
+// ---- cuda_dinov2.cu (the ops themselves, as in backend.h) ----
+void cuda_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
+                     const float *scale, float *y);
+void cuda_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
+                      const float *x, float *y);
+void cuda_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
+                           const float *dy, float *dx);
+void cuda_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
+                         int iterations, float *y);
+void cuda_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
+                        int32_t *neighbor, float *distance, float *log_distance);
+void cuda_koleo_backward(Backend *backend, int rows, int dim, const float *y,
+                         const int32_t *neighbor, const float *distance, float eps, float dlog,
+                         float *dy);
 
 #ifdef __cplusplus
 }

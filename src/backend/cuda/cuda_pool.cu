@@ -3,16 +3,10 @@
 // average pooling. The max-pool backward gathers instead of scattering: each
 // input element sums the gradients of the windows whose argmax it is, in
 // window order, so no atomics and the same sums as ref.
+#include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_internal.h"
 
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned int blocks_for(size_t n) {
-    const size_t blocks = (n + kThreads - 1) / kThreads;
-    return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
-}
 
 __global__ void maxpool_forward_kernel(PoolShape s, const float *x, float *y, int32_t *argmax) {
     const size_t n_out = (size_t)s.batch * s.out_height * s.out_width * s.channels;

@@ -214,6 +214,12 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .resize_bilinear_backward = ref_resize_bilinear_backward,
         .mixup = ref_mixup,
         .copy_2d = ref_copy_2d,
+        .scale_rows = ref_scale_rows,
+        .gather_rows = ref_gather_rows,
+        .scatter_add_rows = ref_scatter_add_rows,
+        .sinkhorn_knopp = ref_sinkhorn_knopp,
+        .koleo_forward = ref_koleo_forward,
+        .koleo_backward = ref_koleo_backward,
         .normalize_u8 = ref_normalize_u8,
     };
     return backend;

@@ -1,0 +1,157 @@
+// The cpu backend's DINOv2 ops (backend.h): row scaling, row gather and
+// scatter for the masked patch tokens, the Sinkhorn-Knopp assignment and
+// KoLeo's nearest-neighbour distances. Rows (or column strips) are split
+// across threads; every sum runs in a fixed order in double, so results do
+// not depend on the thread count.
+#include <math.h>
+
+#include "backend/cpu/cpu_internal.h"
+
+// Columns one thread normalises at a time in the Sinkhorn-Knopp column step.
+#define CPU_SINKHORN_STRIP 64
+
+void cpu_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
+                    const float *scale, float *y) {
+    const int team = cpu_team(backend, rows * (size_t)channels);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float s = scale[r];
+        const float *x_row = x + r * channels;
+        float *y_row = y + r * channels;
+#pragma omp simd
+        for (int c = 0; c < channels; c++) y_row[c] = x_row[c] * s;
+    }
+}
+
+void cpu_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
+                     const float *x, float *y) {
+    const int team = cpu_team(backend, (size_t)count * channels);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int i = 0; i < count; i++) {
+        const float *source = x + (size_t)index[i] * channels;
+        float *target = y + (size_t)i * channels;
+        for (int c = 0; c < channels; c++) target[c] = source[c];
+    }
+}
+
+void cpu_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
+                          const float *dy, float *dx) {
+    const int team = cpu_team(backend, (size_t)count * channels);
+    // Distinct indices: no two iterations touch the same row of dx.
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int i = 0; i < count; i++) {
+        const float *source = dy + (size_t)i * channels;
+        float *target = dx + (size_t)index[i] * channels;
+#pragma omp simd
+        for (int c = 0; c < channels; c++) target[c] += source[c];
+    }
+}
+
+// q (rows, cols) = exp(scale x - column max), column by column in strips.
+static void sinkhorn_exp(int rows, int cols, const float *x, float scale, float *y, int team) {
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int k0 = 0; k0 < cols; k0 += CPU_SINKHORN_STRIP) {
+        const int width = cols - k0 < CPU_SINKHORN_STRIP ? cols - k0 : CPU_SINKHORN_STRIP;
+        double max[CPU_SINKHORN_STRIP];
+        for (int k = 0; k < width; k++) max[k] = -INFINITY;
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < width; k++) {
+                const double v = (double)scale * x[(size_t)r * cols + k0 + k];
+                if (v > max[k] || isnan(v)) max[k] = v;
+            }
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < width; k++)
+                y[(size_t)r * cols + k0 + k] =
+                    (float)exp((double)scale * x[(size_t)r * cols + k0 + k] - max[k]);
+    }
+}
+
+// Each column divided by its sum times cols.
+static void sinkhorn_columns(int rows, int cols, float *y, int team) {
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int k0 = 0; k0 < cols; k0 += CPU_SINKHORN_STRIP) {
+        const int width = cols - k0 < CPU_SINKHORN_STRIP ? cols - k0 : CPU_SINKHORN_STRIP;
+        double sum[CPU_SINKHORN_STRIP] = {0};
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < width; k++) sum[k] += y[(size_t)r * cols + k0 + k];
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < width; k++) {
+                float *v = &y[(size_t)r * cols + k0 + k];
+                *v = (float)(*v / (sum[k] * cols));
+            }
+    }
+}
+
+// Each row divided by its sum times factor.
+static void sinkhorn_rows(int rows, int cols, float *y, double factor, int team) {
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float *row = y + (size_t)r * cols;
+        double sum = 0.0;
+        for (int k = 0; k < cols; k++) sum += row[k];
+        for (int k = 0; k < cols; k++) row[k] = (float)(row[k] / (sum * factor));
+    }
+}
+
+void cpu_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
+                        int iterations, float *y) {
+    const int team = cpu_team(backend, (size_t)rows * cols);
+    sinkhorn_exp(rows, cols, x, scale, y, team);
+    for (int it = 0; it < iterations; it++) {
+        sinkhorn_columns(rows, cols, y, team);
+        // The last row step folds in DINOv2's final q *= rows (see ref_dinov2.c).
+        sinkhorn_rows(rows, cols, y, it + 1 < iterations ? (double)rows : 1.0, team);
+    }
+}
+
+void cpu_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
+                       int32_t *neighbor, float *distance, float *log_distance) {
+    const int team = cpu_team(backend, (size_t)rows * rows * dim);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int i = 0; i < rows; i++) {
+        const float *yi = y + (size_t)i * dim;
+        int32_t best = i;
+        double best_dot = -INFINITY;
+        for (int j = 0; j < rows; j++) {
+            if (j == i) continue;
+            const float *yj = y + (size_t)j * dim;
+            double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+            for (int d = 0; d < dim; d++) dot += (double)yi[d] * yj[d];
+            if (dot > best_dot) best_dot = dot, best = j;  // the first maximum wins
+        }
+        const float *yn = y + (size_t)best * dim;
+        double squares = 0.0;
+#pragma omp simd reduction(+ : squares)
+        for (int d = 0; d < dim; d++) {
+            const double diff = (double)yi[d] - yn[d] + eps;
+            squares += diff * diff;
+        }
+        const double length = sqrt(squares);
+        neighbor[i] = best;
+        distance[i] = (float)length;
+        log_distance[i] = (float)log(length + eps);
+    }
+}
+
+void cpu_koleo_backward(Backend *backend, int rows, int dim, const float *y,
+                        const int32_t *neighbor, const float *distance, float eps, float dlog,
+                        float *dy) {
+    const int team = cpu_team(backend, (size_t)rows * rows * dim);
+    // Row k gathers its own term and those of the rows whose neighbour it
+    // is, in row order (no scatter between threads).
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int k = 0; k < rows; k++) {
+        float *dk = dy + (size_t)k * dim;
+        for (int d = 0; d < dim; d++) dk[d] = 0.0f;
+        for (int i = 0; i < rows; i++) {
+            const int own = i == k, theirs = neighbor[i] == k;
+            const double length = distance[i];
+            if ((!own && !theirs) || length == 0.0) continue;
+            const float g = (float)((own - theirs) * (double)dlog / ((length + eps) * length));
+            const float *yi = y + (size_t)i * dim, *yn = y + (size_t)neighbor[i] * dim;
+#pragma omp simd
+            for (int d = 0; d < dim; d++) dk[d] += g * (yi[d] - yn[d] + eps);
+        }
+    }
+}

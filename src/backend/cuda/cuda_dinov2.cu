@@ -1,0 +1,182 @@
+// The cuda backend's DINOv2 ops (backend.h): row scaling, row gather and
+// scatter for the masked patch tokens, the Sinkhorn-Knopp assignment and
+// KoLeo's nearest-neighbour distances, with their Backend entry points
+// (the op table in cuda_backend.c points here). Deterministic: every sum
+// runs in a fixed order (one thread per column, or one block per row with
+// block_sum), the scatter writes distinct rows, no atomics. Written and
+// compiled without a GPU at hand: not yet run on one (make test-gpu).
+#include <math.h>
+
+#include "backend/cuda/cuda_grid.cuh"
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_reduce.cuh"
+
+namespace {
+
+__global__ void scale_rows_kernel(size_t n, int channels, const float *x, const float *scale,
+                                  float *y) {
+    GRID_STRIDE(i, n) y[i] = x[i] * scale[i / channels];
+}
+
+__global__ void gather_rows_kernel(size_t n, int channels, const int32_t *index, const float *x,
+                                   float *y) {
+    GRID_STRIDE(i, n) y[i] = x[(size_t)index[i / channels] * channels + i % channels];
+}
+
+// Distinct indices: each element of dx has at most one writer.
+__global__ void scatter_add_rows_kernel(size_t n, int channels, const int32_t *index,
+                                        const float *dy, float *dx) {
+    GRID_STRIDE(i, n) dx[(size_t)index[i / channels] * channels + i % channels] += dy[i];
+}
+
+// One thread per column: q = exp(scale x - the column's max).
+__global__ void sinkhorn_exp_kernel(int rows, int cols, const float *x, float scale, float *y) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= cols) return;
+    double max = -INFINITY;
+    for (int r = 0; r < rows; r++) max = nan_max(max, (double)scale * x[(size_t)r * cols + k]);
+    for (int r = 0; r < rows; r++)
+        y[(size_t)r * cols + k] = (float)exp((double)scale * x[(size_t)r * cols + k] - max);
+}
+
+// One thread per column: divide by the column sum times cols.
+__global__ void sinkhorn_columns_kernel(int rows, int cols, float *y) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= cols) return;
+    double sum = 0.0;
+    for (int r = 0; r < rows; r++) sum += y[(size_t)r * cols + k];
+    for (int r = 0; r < rows; r++) {
+        float *v = &y[(size_t)r * cols + k];
+        *v = (float)(*v / (sum * cols));
+    }
+}
+
+// One block per row: divide by the row sum times factor.
+__global__ void sinkhorn_rows_kernel(int cols, float *y, double factor) {
+    float *row = y + (size_t)blockIdx.x * cols;
+    double sum = 0.0;
+    for (int k = threadIdx.x; k < cols; k += blockDim.x) sum += row[k];
+    sum = block_sum(sum);
+    for (int k = threadIdx.x; k < cols; k += blockDim.x) row[k] = (float)(row[k] / (sum * factor));
+}
+
+// One block per row i: the dots with every other row in row order, the
+// first maximum kept (by thread 0, then shared), then the distance.
+__global__ void koleo_forward_kernel(int rows, int dim, const float *y, float eps,
+                                     int32_t *neighbor, float *distance, float *log_distance) {
+    __shared__ int best_shared;
+    const int i = blockIdx.x;
+    const float *yi = y + (size_t)i * dim;
+    int best = i;
+    double best_dot = -INFINITY;
+    for (int j = 0; j < rows; j++) {
+        if (j == i) continue;
+        const float *yj = y + (size_t)j * dim;
+        double dot = 0.0;
+        for (int d = threadIdx.x; d < dim; d += blockDim.x) dot += (double)yi[d] * yj[d];
+        dot = block_sum(dot);
+        if (dot > best_dot) best_dot = dot, best = j;
+    }
+    if (threadIdx.x == 0) best_shared = best;
+    __syncthreads();
+    const float *yn = y + (size_t)best_shared * dim;
+    double squares = 0.0;
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+        const double diff = (double)yi[d] - yn[d] + eps;
+        squares += diff * diff;
+    }
+    const double length = sqrt(block_sum(squares));
+    if (threadIdx.x == 0) {
+        neighbor[i] = best_shared;
+        distance[i] = (float)length;
+        log_distance[i] = (float)log(length + eps);
+    }
+}
+
+// One block per row k: its own term and those of the rows whose neighbour
+// it is, in row order.
+__global__ void koleo_backward_kernel(int rows, int dim, const float *y, const int32_t *neighbor,
+                                      const float *distance, float eps, float dlog, float *dy) {
+    const int k = blockIdx.x;
+    float *dk = dy + (size_t)k * dim;
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+        float total = 0.0f;
+        for (int i = 0; i < rows; i++) {
+            const int own = i == k, theirs = neighbor[i] == k;
+            const double length = distance[i];
+            if ((!own && !theirs) || length == 0.0) continue;
+            const float g = (float)((own - theirs) * (double)dlog / ((length + eps) * length));
+            total += g * (y[(size_t)i * dim + d] - y[(size_t)neighbor[i] * dim + d] + eps);
+        }
+        dk[d] = total;
+    }
+}
+
+cudaStream_t stream_of(Backend *backend) { return cuda_state(backend)->stream; }
+
+}  // namespace
+
+extern "C" {
+
+void cuda_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
+                     const float *scale, float *y) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    scale_rows_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, x, scale,
+                                                                          y);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
+                      const float *x, float *y) {
+    const size_t n = (size_t)count * channels;
+    if (n == 0) return;
+    gather_rows_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, index, x,
+                                                                           y);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
+                           const float *dy, float *dx) {
+    const size_t n = (size_t)count * channels;
+    if (n == 0) return;
+    scatter_add_rows_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels,
+                                                                                index, dy, dx);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
+                         int iterations, float *y) {
+    if (rows == 0 || cols == 0) return;
+    cudaStream_t stream = stream_of(backend);
+    const unsigned int column_blocks = (unsigned int)((cols + kThreads - 1) / kThreads);
+    sinkhorn_exp_kernel<<<column_blocks, kThreads, 0, stream>>>(rows, cols, x, scale, y);
+    CUDA_CHECK_LAUNCH();
+    for (int it = 0; it < iterations; it++) {
+        sinkhorn_columns_kernel<<<column_blocks, kThreads, 0, stream>>>(rows, cols, y);
+        CUDA_CHECK_LAUNCH();
+        // The last row step folds in DINOv2's final q *= rows (see ref_dinov2.c).
+        sinkhorn_rows_kernel<<<rows, kThreads, 0, stream>>>(
+            cols, y, it + 1 < iterations ? (double)rows : 1.0);
+        CUDA_CHECK_LAUNCH();
+    }
+}
+
+void cuda_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
+                        int32_t *neighbor, float *distance, float *log_distance) {
+    if (rows == 0) return;
+    koleo_forward_kernel<<<rows, kThreads, 0, stream_of(backend)>>>(rows, dim, y, eps, neighbor,
+                                                                    distance, log_distance);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_koleo_backward(Backend *backend, int rows, int dim, const float *y,
+                         const int32_t *neighbor, const float *distance, float eps, float dlog,
+                         float *dy) {
+    if (rows == 0) return;
+    koleo_backward_kernel<<<rows, kThreads, 0, stream_of(backend)>>>(rows, dim, y, neighbor,
+                                                                     distance, eps, dlog, dy);
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // extern "C"

@@ -1,0 +1,110 @@
+// The reference backend's DINOv2 ops (backend.h): row scaling, row gather
+// and scatter for the masked patch tokens, the Sinkhorn-Knopp assignment
+// and KoLeo's nearest-neighbour distances. Plain loops in double.
+#include <math.h>
+
+#include "backend/ref/ref_ops.h"
+
+void ref_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
+                    const float *scale, float *y) {
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < channels; c++)
+            y[r * channels + c] = (float)((double)x[r * channels + c] * scale[r]);
+}
+
+void ref_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
+                     const float *x, float *y) {
+    for (int i = 0; i < count; i++)
+        for (int c = 0; c < channels; c++)
+            y[(size_t)i * channels + c] = x[(size_t)index[i] * channels + c];
+}
+
+void ref_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
+                          const float *dy, float *dx) {
+    for (int i = 0; i < count; i++)
+        for (int c = 0; c < channels; c++)
+            dx[(size_t)index[i] * channels + c] += dy[(size_t)i * channels + c];
+}
+
+void ref_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
+                        int iterations, float *y) {
+    // q is kept in y between the steps (rounded to float after each, as an
+    // fp32 implementation stores it); the sums are in double.
+    for (int k = 0; k < cols; k++) {
+        double max = -INFINITY;
+        for (int r = 0; r < rows; r++) {
+            const double v = (double)scale * x[(size_t)r * cols + k];
+            if (v > max || isnan(v)) max = v;
+        }
+        for (int r = 0; r < rows; r++)
+            y[(size_t)r * cols + k] = (float)exp((double)scale * x[(size_t)r * cols + k] - max);
+    }
+    for (int it = 0; it < iterations; it++) {
+        for (int k = 0; k < cols; k++) {
+            double sum = 0.0;
+            for (int r = 0; r < rows; r++) sum += y[(size_t)r * cols + k];
+            for (int r = 0; r < rows; r++)
+                y[(size_t)r * cols + k] = (float)(y[(size_t)r * cols + k] / (sum * cols));
+        }
+        // The row normalisation's factor `rows` is undone by the final
+        // q *= rows of the last iteration; in between it scales every
+        // entry alike and cancels in the next column normalisation.
+        const double factor = it + 1 < iterations ? (double)rows : 1.0;
+        for (int r = 0; r < rows; r++) {
+            float *row = y + (size_t)r * cols;
+            double sum = 0.0;
+            for (int k = 0; k < cols; k++) sum += row[k];
+            for (int k = 0; k < cols; k++) row[k] = (float)(row[k] / (sum * factor));
+        }
+    }
+}
+
+static int32_t nearest_neighbor(int rows, int dim, const float *y, int i) {
+    int32_t best = i;
+    double best_dot = -INFINITY;
+    for (int j = 0; j < rows; j++) {
+        if (j == i) continue;
+        double dot = 0.0;
+        for (int d = 0; d < dim; d++) dot += (double)y[(size_t)i * dim + d] * y[(size_t)j * dim + d];
+        if (dot > best_dot) best_dot = dot, best = j;  // strict: the first maximum wins
+    }
+    return best;
+}
+
+void ref_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
+                       int32_t *neighbor, float *distance, float *log_distance) {
+    for (int i = 0; i < rows; i++) {
+        const int32_t j = nearest_neighbor(rows, dim, y, i);
+        double squares = 0.0;
+        for (int d = 0; d < dim; d++) {
+            const double diff = (double)y[(size_t)i * dim + d] - y[(size_t)j * dim + d] + eps;
+            squares += diff * diff;
+        }
+        const double length = sqrt(squares);
+        neighbor[i] = j;
+        distance[i] = (float)length;
+        log_distance[i] = (float)log(length + eps);
+    }
+}
+
+void ref_koleo_backward(Backend *backend, int rows, int dim, const float *y,
+                        const int32_t *neighbor, const float *distance, float eps, float dlog,
+                        float *dy) {
+    // Row k: +g_k diff_k from its own distance, -g_i diff_i from every i
+    // whose neighbour it is, summed in i order in double.
+    for (int k = 0; k < rows; k++) {
+        for (int d = 0; d < dim; d++) {
+            double total = 0.0;
+            for (int i = 0; i < rows; i++) {
+                const int own = i == k, theirs = neighbor[i] == k;
+                const double length = distance[i];
+                if ((!own && !theirs) || length == 0.0) continue;
+                const double g = dlog / ((length + eps) * length);
+                const double diff =
+                    (double)y[(size_t)i * dim + d] - y[(size_t)neighbor[i] * dim + d] + eps;
+                total += (own - theirs) * g * diff;
+            }
+            dy[(size_t)k * dim + d] = (float)total;
+        }
+    }
+}

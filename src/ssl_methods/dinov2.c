@@ -1,0 +1,400 @@
+// DINOv2 (Oquab et al. 2023) as LightlyTrain's `dinov2` method, ViTs only:
+// student and EMA teacher ViTs with one shared DINO/iBOT head (hidden 2048,
+// bottleneck 256, output 65536, weight-normalised last layer frozen for the
+// first 1250 steps); the teacher (eval mode) sees the two global views, the
+// student the global views with iBOT masks (a learnable mask token replaces
+// the masked patch embeddings) and the local views. Loss (dinov2_loss.h):
+// DINO on the class tokens + iBOT on the masked patch tokens + 0.1 KoLeo on
+// the student's global class tokens, centred by softmax (default) or
+// Sinkhorn-Knopp. Schedules: teacher temperature linear 0.04 -> 0.07 over
+// 37500 steps, teacher momentum cosine 0.992 -> 1; the optimizer side
+// (AdamW, lr 0.004 sqrt-scaled, weight decay cosine 0.04 -> 0.4, warmup,
+// min lr, clip 3) is in method.c's defaults. The exported backbone is the
+// teacher. Method args: see dinov2_create's `known`.
+//
+// The head runs once per model over all its rows (class tokens, then the
+// masked patches): it has no BatchNorm, so that equals LightlyTrain's
+// separate dino_head / ibot_head calls with ibot_separate_head=False.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/schedule.h"
+#include "ssl_methods/dinov2_loss.h"
+#include "ssl_methods/dinov2_masks.h"
+#include "ssl_methods/method_teacher.h"
+
+typedef struct Dinov2State {
+    Head head;
+    EmaTeacher teacher;
+    Dinov2Loss *loss;
+    Dinov2MaskConfig masks;
+    ParameterSet mask_token;  // "mask_token" (1, D): DINOv2's, trained with the backbone
+    double teacher_temp_start, teacher_temp_end, momentum_start, momentum_end;
+    long teacher_temp_warmup_steps, total_steps;
+    uint64_t seed;
+    int tokens, local_tokens, patches, max_masked;
+    // host: this step's masks
+    float *host_mask, *host_keep, *host_weight;
+    int32_t *host_index;
+    // backend
+    float *mask, *keep, *weight;   // (2 B P), (2 B P), (M)
+    int32_t *token_index;          // (M) rows of the (2 B T) token table
+    float *teacher_in;             // (2 B + M, D) class tokens, then masked patch tokens
+    float *student_in;             // ((2 + L) B + M, D) global, local class tokens, patches
+    float *dstudent_out;           // ((2 + L) B + M, K)
+    float *dstudent_in;            // ((2 + L) B + M, D)
+    float *dfeatures;              // (2 B, D) KoLeo's gradient
+    float *dtokens;                // (max(2 B T, L B T_local), D)
+} Dinov2State;
+
+static float dinov2_teacher_temp(const Dinov2State *state, long step) {
+    if (step >= state->teacher_temp_warmup_steps) return (float)state->teacher_temp_end;
+    return (float)(state->teacher_temp_start + (double)step / state->teacher_temp_warmup_steps *
+                                                   (state->teacher_temp_end -
+                                                    state->teacher_temp_start));
+}
+
+static float dinov2_momentum(const Dinov2State *state, long step) {
+    return (float)schedule_cosine(step, state->total_steps, state->momentum_start,
+                                  state->momentum_end);
+}
+
+// This step's masks on the host, then uploaded: mask, keep = 1 - mask, the
+// masked patches' token rows (class token and registers skipped) and weights.
+static int upload_masks(Method *method, Dinov2State *state, long step, int batch) {
+    Backend *backend = method->backend;
+    const int crops = 2 * batch, patches = state->patches;
+    const int masked = dinov2_masks_make(&state->masks, crops, state->seed, step,
+                                         state->host_mask, state->host_index,
+                                         state->host_weight);
+    const int first_patch = state->tokens - patches;
+    for (int m = 0; m < masked; m++) {
+        const int crop = state->host_index[m] / patches, patch = state->host_index[m] % patches;
+        state->host_index[m] = crop * state->tokens + first_patch + patch;
+    }
+    const size_t n = (size_t)crops * patches;
+    for (size_t i = 0; i < n; i++) state->host_keep[i] = 1.0f - state->host_mask[i];
+    backend->op.upload(backend, state->mask, state->host_mask, n * sizeof(float));
+    backend->op.upload(backend, state->keep, state->host_keep, n * sizeof(float));
+    backend->op.upload(backend, state->token_index, state->host_index,
+                       (size_t)masked * sizeof(int32_t));
+    backend->op.upload(backend, state->weight, state->host_weight, (size_t)masked * sizeof(float));
+    return masked;
+}
+
+// Class tokens (rows, D) of a slot's normalised tokens into out, then (when
+// index) the masked patch tokens after them.
+static void collect_tokens(Backend *backend, const Vit *vit, int slot, int rows, int dim,
+                           float *out, int masked, const int32_t *index, float *patches_out) {
+    const float *tokens = vit_tokens(vit, slot);
+    backend->op.token_pool_forward(backend, rows, vit_slot_tokens(vit, slot), dim, 0, 1, tokens,
+                                   out);
+    if (masked) backend->op.gather_rows(backend, masked, dim, index, tokens, patches_out);
+}
+
+static int dinov2_step(Method *method, long step, int batch, float *loss_out, ErrorMessage *err) {
+    Dinov2State *state = method->state;
+    Backend *backend = method->backend;
+    const int dim = method->backbone.feature_dim, global = 2 * batch;
+    const int local = method->local_views * batch;
+    const size_t out = (size_t)head_spec_output_dim(&state->head.spec);
+    const int masked = upload_masks(method, state, step, batch);
+    const size_t cls_rows = (size_t)global + local;
+
+    // teacher: global views, no masks, eval mode
+    Vit *teacher_vit = &state->teacher.backbone.model.vit;
+    if (backbone_forward(&state->teacher.backbone, 0, global, method->global_input, 0, err))
+        return -1;
+    collect_tokens(backend, teacher_vit, 0, global, dim, state->teacher_in, masked,
+                   state->token_index, state->teacher_in + (size_t)global * dim);
+    const float *teacher_out =
+        head_forward(&state->teacher.head, global + masked, state->teacher_in, 0, err);
+    if (!teacher_out) return -1;
+
+    // student: masked global views, then the local views
+    Vit *vit = &method->backbone.model.vit;
+    Parameter *token = &state->mask_token.params[0];
+    vit_set_patch_mask(vit, 0, state->mask, state->keep, token->value, token->grad);
+    if (backbone_forward(&method->backbone, 0, global, method->global_input, 1, err)) return -1;
+    float *patches_in = state->student_in + cls_rows * dim;
+    collect_tokens(backend, vit, 0, global, dim, state->student_in, masked, state->token_index,
+                   patches_in);
+    if (local) {
+        if (backbone_forward(&method->backbone, 1, local, method->local_input, 1, err)) return -1;
+        collect_tokens(backend, vit, 1, local, dim, state->student_in + (size_t)global * dim, 0,
+                       NULL, NULL);
+    }
+    const float *student_out =
+        head_forward(&state->head, (int)cls_rows + masked, state->student_in, 1, err);
+    if (!student_out) return -1;
+
+    const float teacher_temp = dinov2_teacher_temp(state, step);
+    const Dinov2LossInputs inputs = {
+        .batch = batch, .masked = masked, .teacher_cls = teacher_out,
+        .student_cls = student_out, .teacher_patches = teacher_out + (size_t)global * out,
+        .student_patches = student_out + cls_rows * out, .patch_weights = state->weight,
+        .student_features = state->student_in, .teacher_temp = teacher_temp};
+    Dinov2LossTerms terms;
+    if (dinov2_loss_forward(state->loss, &inputs, &terms, err)) return -1;
+    *loss_out = terms.total;
+    method->scalar_values[1] = teacher_temp;
+    method->scalar_values[2] = terms.ibot;
+    method->scalar_values[3] = terms.koleo;
+
+    dinov2_loss_backward(state->loss, state->dstudent_out, state->dstudent_out + cls_rows * out,
+                         state->dfeatures);
+    if (head_backward(&state->head, state->dstudent_out, state->dstudent_in, err)) return -1;
+    backend->op.axpby(backend, (size_t)global * dim, 1.0f, state->dfeatures, 1.0f,
+                      state->dstudent_in);
+    // global: class-token gradients into the token table, the masked patches' added
+    backend->op.token_pool_backward(backend, global, state->tokens, dim, 0, 1,
+                                    state->dstudent_in, state->dtokens);
+    if (masked)
+        backend->op.scatter_add_rows(backend, masked, dim, state->token_index,
+                                     state->dstudent_in + cls_rows * dim, state->dtokens);
+    if (vit_backward_tokens(vit, 0, state->dtokens, err)) return -1;
+    if (local) {
+        backend->op.token_pool_backward(backend, local, state->local_tokens, dim, 0, 1,
+                                        state->dstudent_in + (size_t)global * dim,
+                                        state->dtokens);
+        if (vit_backward_tokens(vit, 1, state->dtokens, err)) return -1;
+    }
+    return 0;
+}
+
+static void dinov2_after_update(Method *method, long step) {
+    Dinov2State *state = method->state;
+    const float momentum = dinov2_momentum(state, step + 1);
+    ema_teacher_update(&state->teacher, method, momentum);
+    dinov2_loss_update_centers(state->loss);
+    method->scalar_values[0] = momentum;
+}
+
+static int dinov2_save(Method *method, CheckpointWriter *writer, ErrorMessage *err) {
+    Dinov2State *state = method->state;
+    const size_t out = (size_t)head_spec_output_dim(&state->head.spec);
+    if (ema_teacher_save(&state->teacher, writer, err) ||
+        checkpoint_add_floats(writer, "dinov2.cls_center", method->backend,
+                              dinov2_loss_cls_center(state->loss), out, err))
+        return -1;
+    return checkpoint_add_floats(writer, "dinov2.patch_center", method->backend,
+                                 dinov2_loss_patch_center(state->loss), out, err);
+}
+
+static int dinov2_load(Method *method, const Checkpoint *checkpoint, ErrorMessage *err) {
+    Dinov2State *state = method->state;
+    const size_t out = (size_t)head_spec_output_dim(&state->head.spec);
+    if (ema_teacher_load(&state->teacher, checkpoint, err) ||
+        checkpoint_get_floats(checkpoint, "dinov2.cls_center", method->backend,
+                              dinov2_loss_cls_center(state->loss), out, err))
+        return -1;
+    return checkpoint_get_floats(checkpoint, "dinov2.patch_center", method->backend,
+                                 dinov2_loss_patch_center(state->loss), out, err);
+}
+
+static Backbone *dinov2_teacher(Method *method) {
+    return &((Dinov2State *)method->state)->teacher.backbone;
+}
+
+static void dinov2_destroy(Method *method) {
+    Dinov2State *state = method->state;
+    if (!state) return;
+    Backend *backend = method->backend;
+    ema_teacher_free(&state->teacher);
+    head_free(&state->head);
+    parameter_set_free(&state->mask_token);
+    if (state->loss) dinov2_loss_destroy(state->loss);
+    void *device[] = {state->mask,         state->keep,        state->weight,
+                      state->token_index,  state->teacher_in,  state->student_in,
+                      state->dstudent_out, state->dstudent_in, state->dfeatures,
+                      state->dtokens};
+    for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
+        if (device[i]) backend->op.free(backend, device[i]);
+    free(state->host_mask);
+    free(state->host_keep);
+    free(state->host_weight);
+    free(state->host_index);
+    free(state);
+    method->state = NULL;
+}
+
+static const MethodOps dinov2_ops = {
+    .step = dinov2_step,
+    .after_update = dinov2_after_update,
+    .save = dinov2_save,
+    .load = dinov2_load,
+    .teacher = dinov2_teacher,
+    .destroy = dinov2_destroy,
+};
+
+// The method args with LightlyTrain's DINOv2Args defaults.
+typedef struct Dinov2Args {
+    double hidden_dim, bottleneck_dim, output_dim, student_freeze_last_layer_steps;
+    double dino_loss_weight, ibot_loss_weight, koleo_loss_weight, center_momentum;
+    double momentum_start, momentum_end, student_temp, teacher_temp_start, teacher_temp_end;
+    double teacher_temp_warmup_steps, mask_ratio_min, mask_ratio_max, mask_probability;
+    Dinov2Centering centering;
+} Dinov2Args;
+
+static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err) {
+    static const char *const known[] = {
+        "hidden_dim", "bottleneck_dim", "output_dim", "student_freeze_last_layer_steps",
+        "dino_loss_weight", "ibot_loss_weight", "koleo_loss_weight", "center_method",
+        "center_momentum", "momentum_start", "momentum_end", "student_temp",
+        "teacher_temp_start", "teacher_temp_end", "teacher_temp_warmup_steps",
+        "mask_ratio_min", "mask_ratio_max", "mask_probability", NULL};
+    const struct { const char *key; double fallback; double *value; } numbers[] = {
+        {"hidden_dim", 2048, &a->hidden_dim},
+        {"bottleneck_dim", 256, &a->bottleneck_dim},
+        {"output_dim", 65536, &a->output_dim},
+        {"student_freeze_last_layer_steps", 1250, &a->student_freeze_last_layer_steps},
+        {"dino_loss_weight", 1.0, &a->dino_loss_weight},
+        {"ibot_loss_weight", 1.0, &a->ibot_loss_weight},
+        {"koleo_loss_weight", 0.1, &a->koleo_loss_weight},
+        {"center_momentum", 0.9, &a->center_momentum},
+        {"momentum_start", 0.992, &a->momentum_start},
+        {"momentum_end", 1.0, &a->momentum_end},
+        {"student_temp", 0.1, &a->student_temp},
+        {"teacher_temp_start", 0.04, &a->teacher_temp_start},
+        {"teacher_temp_end", 0.07, &a->teacher_temp_end},
+        {"teacher_temp_warmup_steps", 37500, &a->teacher_temp_warmup_steps},
+        {"mask_ratio_min", 0.1, &a->mask_ratio_min},
+        {"mask_ratio_max", 0.5, &a->mask_ratio_max},
+        {"mask_probability", 0.5, &a->mask_probability},
+    };
+    if (method_args_check(setup, known, err)) return -1;
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
+        if (method_arg_double(setup, numbers[i].key, numbers[i].fallback, numbers[i].value, err))
+            return -1;
+    const char *center = "softmax";
+    method_arg_string(setup, "center_method", &center);
+    if (dinov2_centering_parse(center, &a->centering, err)) return error_prefix(err, "--method-arg");
+    if (a->hidden_dim < 1 || a->bottleneck_dim < 1 || a->output_dim < 1)
+        return error_set(err, "--method-arg: hidden_dim, bottleneck_dim and output_dim must be "
+                              ">= 1");
+    if (!(a->teacher_temp_start > 0) || !(a->teacher_temp_end >= a->teacher_temp_start) ||
+        a->teacher_temp_warmup_steps < 0)
+        return error_set(err, "--method-arg: need 0 < teacher_temp_start <= teacher_temp_end "
+                              "and teacher_temp_warmup_steps >= 0 (LightlyTrain's "
+                              "linear_warmup_schedule)");
+    if (!(a->mask_ratio_min >= 0 && a->mask_ratio_min <= a->mask_ratio_max &&
+          a->mask_ratio_max <= 0.5 && a->mask_probability >= 0 && a->mask_probability <= 1))
+        return error_set(err, "--method-arg: need 0 <= mask_ratio_min <= mask_ratio_max <= 0.5 "
+                              "(a mask covers at most half the patches) and mask_probability "
+                              "in [0, 1]");
+    return 0;
+}
+
+static int allocate_buffers(Method *method, Dinov2State *state, int batch, int out, int dim,
+                            ErrorMessage *err) {
+    Backend *backend = method->backend;
+    const size_t crops = 2 * (size_t)batch, local = (size_t)method->local_views * batch;
+    const size_t masked = (size_t)(state->max_masked ? state->max_masked : 1);
+    const size_t cells = crops * state->patches, rows = crops + local + masked;
+    size_t token_rows = crops * state->tokens;
+    if (local * state->local_tokens > token_rows) token_rows = local * state->local_tokens;
+    state->host_mask = malloc(cells * sizeof(float));
+    state->host_keep = malloc(cells * sizeof(float));
+    state->host_weight = malloc(cells * sizeof(float));
+    state->host_index = malloc(cells * sizeof(int32_t));
+    state->mask = backend->op.alloc(backend, cells * sizeof(float));
+    state->keep = backend->op.alloc(backend, cells * sizeof(float));
+    state->weight = backend->op.alloc(backend, masked * sizeof(float));
+    state->token_index = backend->op.alloc(backend, masked * sizeof(int32_t));
+    state->teacher_in = backend->op.alloc(backend, (crops + masked) * dim * sizeof(float));
+    state->student_in = backend->op.alloc(backend, rows * dim * sizeof(float));
+    state->dstudent_out = backend->op.alloc(backend, rows * (size_t)out * sizeof(float));
+    state->dstudent_in = backend->op.alloc(backend, rows * dim * sizeof(float));
+    state->dfeatures = backend->op.alloc(backend, crops * dim * sizeof(float));
+    state->dtokens = backend->op.alloc(backend, token_rows * dim * sizeof(float));
+    if (!state->host_mask || !state->host_keep || !state->host_weight || !state->host_index ||
+        !state->mask || !state->keep || !state->weight || !state->token_index ||
+        !state->teacher_in || !state->student_in || !state->dstudent_out ||
+        !state->dstudent_in || !state->dfeatures || !state->dtokens)
+        return error_set(err, "out of memory for %zu head rows of %d outputs", rows, out);
+    return 0;
+}
+
+// DINOv2's mask token (1, D), PyTorch's zeros init as DINOv2's
+// DinoVisionTransformer; a weight (weight decay applies, as LightlyTrain's
+// param groups decay everything but biases, norms and LayerScale).
+static int create_mask_token(Method *method, Dinov2State *state, int dim, ErrorMessage *err) {
+    const int shape[2] = {1, dim};
+    parameter_set_init(&state->mask_token, method->backend, 1);
+    if (parameter_declare(&state->mask_token, "mask_token", PARAM_WEIGHT, 2, shape, NULL, err) < 0 ||
+        parameter_set_allocate(&state->mask_token, err))
+        return -1;
+    method->backend->op.fill(method->backend, state->mask_token.params[0].value, 0.0f,
+                             (size_t)dim);
+    return 0;
+}
+
+int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
+    if (setup->backbone.kind != BACKBONE_VIT)
+        return error_set(err, "needs a ViT (--model vit_t16, vit_s14, ...): DINOv2 masks patch "
+                              "tokens");
+    if (method->global_views != 2)
+        return error_set(err, "needs exactly 2 global views, got %d", method->global_views);
+    Dinov2Args a;
+    if (parse_args(setup, &a, err)) return -1;
+    Dinov2State *state = calloc(1, sizeof *state);
+    if (!state) return error_set(err, "out of memory");
+    method->state = state;
+    method->ops = &dinov2_ops;
+    method->export_part = "teacher_backbone";
+    const VitConfig *vit = &setup->backbone.vit;
+    const int dim = method->backbone.feature_dim, batch = setup->batch;
+    const int grid = method->global_size / vit->patch_size;
+    state->patches = grid * grid;
+    state->tokens = 1 + vit->register_tokens + state->patches;
+    const int local_grid = method->local_views ? method->local_size / vit->patch_size : 0;
+    state->local_tokens = 1 + vit->register_tokens + local_grid * local_grid;
+    state->masks = (Dinov2MaskConfig){.grid = grid, .ratio_min = (float)a.mask_ratio_min,
+                                      .ratio_max = (float)a.mask_ratio_max,
+                                      .probability = (float)a.mask_probability};
+    if (2 * batch > DINOV2_MASKS_MAX_CROPS || state->patches > DINOV2_MASKS_MAX_PATCHES)
+        return error_set(err, "masks for at most %d global crops of %d patches (got %d of %d)",
+                         DINOV2_MASKS_MAX_CROPS, DINOV2_MASKS_MAX_PATCHES, 2 * batch,
+                         state->patches);
+    state->max_masked = dinov2_masks_capacity(&state->masks, 2 * batch);
+    state->teacher_temp_start = a.teacher_temp_start;
+    state->teacher_temp_end = a.teacher_temp_end;
+    state->teacher_temp_warmup_steps = (long)a.teacher_temp_warmup_steps;
+    state->momentum_start = a.momentum_start;
+    state->momentum_end = a.momentum_end;
+    state->total_steps = setup->total_steps;
+    state->seed = setup->seed;
+    const int out = (int)a.output_dim;
+    const int student_rows = (2 + method->local_views) * batch + state->max_masked;
+    const HeadSpec head = head_spec_dino(dim, (int)a.hidden_dim, (int)a.bottleneck_dim, out);
+    if (head_create(&state->head, method->backend, &head, "projection_head", student_rows,
+                    setup->seed, err) ||
+        ema_teacher_create_rows(&state->teacher, method, &state->head, "projection_head",
+                                2 * batch + (state->max_masked ? state->max_masked : 1),
+                                setup->seed, err) ||
+        create_mask_token(method, state, dim, err) ||
+        allocate_buffers(method, state, batch, out, dim, err))
+        return -1;
+    const Dinov2LossConfig loss = {
+        .max_batch = batch, .local_views = method->local_views, .max_masked = state->max_masked,
+        .out_dim = out, .feature_dim = dim, .student_temp = (float)a.student_temp,
+        .center_momentum = (float)a.center_momentum, .centering = a.centering,
+        .dino_weight = (float)a.dino_loss_weight, .ibot_weight = (float)a.ibot_loss_weight,
+        .koleo_weight = (float)a.koleo_loss_weight};
+    state->loss = dinov2_loss_create(method->backend, &loss, method->comm, err);
+    if (!state->loss) return -1;
+    method->scalar_count = 4;
+    method->scalar_tags[0] = "schedule/momentum";
+    method->scalar_values[0] = dinov2_momentum(state, 0);
+    method->scalar_tags[1] = "schedule/teacher_temp";
+    method->scalar_values[1] = dinov2_teacher_temp(state, 0);
+    method->scalar_tags[2] = "train_loss/ibot_loss";
+    method->scalar_tags[3] = "train_loss/koleo_loss";
+    if (method_add_group(method, "projection_head", &state->head.params, &state->head.buffers,
+                         &state->head.num_batches_tracked, 0, err) ||
+        method_add_group(method, "mask_token", &state->mask_token, NULL, NULL, 0, err))
+        return -1;
+    return method_add_group(method, "last_layer", &state->head.last_layer, NULL, NULL,
+                            (long)a.student_freeze_last_layer_steps, err);
+}

@@ -1,0 +1,278 @@
+// DINOv2's loss (contract and formulas: dinov2_loss.h), composed from
+// backend ops: the class-token part is DINO's loss (dino_loss.h) with
+// LightlyTrain's normalisation; the iBOT part centres the masked patches'
+// teacher outputs (softmax with its own center, or sinkhorn_knopp), weights
+// them per patch (scale_rows) and scores the student with log_softmax and
+// one dot; KoLeo normalises the class tokens and runs koleo_forward per
+// global view.
+#include "ssl_methods/dinov2_loss.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ssl_methods/dino_loss.h"
+
+#define DINOV2_GLOBAL_VIEWS 2
+#define DINOV2_SINKHORN_ITERATIONS 3  // DINOv2's n_iterations
+#define DINOV2_KOLEO_EPS 1e-8f        // lightly's KoLeoLoss: normalize and distance eps
+
+int dinov2_centering_parse(const char *name, Dinov2Centering *centering, ErrorMessage *err) {
+    if (strcmp(name, "softmax") == 0) *centering = DINOV2_CENTER_SOFTMAX;
+    else if (strcmp(name, "sinkhorn_knopp") == 0) *centering = DINOV2_CENTER_SINKHORN_KNOPP;
+    else return error_set(err, "center_method '%s': expected softmax or sinkhorn_knopp", name);
+    return 0;
+}
+
+struct Dinov2Loss {
+    Backend *backend;
+    Communicator *comm;
+    Dinov2LossConfig config;
+    DinoLoss *dino;
+    // last forward
+    int batch, masked;
+    float dino_scale;        // LightlyTrain's normaliser over DinoLoss's pair count
+    // class tokens (Sinkhorn-Knopp only)
+    float *cls_targets;      // (2 B, K)
+    // masked patches
+    float *patch_targets;    // (M, K) t_m; in backward the gradient of the log-probabilities
+    float *patch_weighted;   // (M, K) w_m t_m
+    float *patch_log_probs;  // (M, K)
+    float *patch_center;     // (K)
+    float *negated_center;   // (K)
+    float *patch_mean;       // (K) the last forward's mean teacher patch output
+    // KoLeo
+    float *normalized;       // (2 B, D)
+    float *dnormalized;      // (2 B, D) backward scratch
+    float *norms;            // (2 B)
+    int32_t *neighbors;      // (2 B), indices within the view
+    float *distances, *log_distances;  // (2 B)
+    float *scalars;          // (2): iBOT dot, KoLeo sum
+};
+
+static int config_check(const Dinov2LossConfig *c, Communicator *comm, ErrorMessage *err) {
+    if (c->max_batch < 2 || c->local_views < 0 || c->max_masked < 0 || c->out_dim < 1 ||
+        c->feature_dim < 1)
+        return error_set(err, "dinov2 loss: batch %d (>= 2), %d local views, %d masked "
+                              "patches, out_dim %d and feature dim %d", c->max_batch,
+                         c->local_views, c->max_masked, c->out_dim, c->feature_dim);
+    if (!(c->student_temp > 0.0f) || !(c->center_momentum >= 0.0f && c->center_momentum <= 1.0f))
+        return error_set(err, "dinov2 loss: student_temp %g must be positive and "
+                              "center_momentum %g within [0, 1]", (double)c->student_temp,
+                         (double)c->center_momentum);
+    if (c->centering == DINOV2_CENTER_SINKHORN_KNOPP && comm_world_size(comm) > 1)
+        return error_set(err, "center_method=sinkhorn_knopp runs in one process only for now; "
+                              "use center_method=softmax with several ranks");
+    return 0;
+}
+
+Dinov2Loss *dinov2_loss_create(Backend *backend, const Dinov2LossConfig *config,
+                               Communicator *comm, ErrorMessage *err) {
+    if (config_check(config, comm, err)) return NULL;
+    Dinov2Loss *loss = calloc(1, sizeof *loss);
+    if (!loss) {
+        error_set(err, "dinov2 loss: out of memory");
+        return NULL;
+    }
+    loss->backend = backend;
+    loss->comm = comm;
+    loss->config = *config;
+    const Dinov2LossConfig *c = config;
+    const int views = DINOV2_GLOBAL_VIEWS + c->local_views;
+    loss->dino = dino_loss_create(backend, c->max_batch, c->out_dim, DINOV2_GLOBAL_VIEWS, views,
+                                  c->student_temp, c->center_momentum, comm, err);
+    if (!loss->dino) {
+        free(loss);
+        return NULL;
+    }
+    BackendOps *op = &backend->op;
+    const size_t k = (size_t)c->out_dim, rows = (size_t)DINOV2_GLOBAL_VIEWS * c->max_batch;
+    const size_t masked = (size_t)(c->max_masked ? c->max_masked : 1);
+    if (c->centering == DINOV2_CENTER_SINKHORN_KNOPP)
+        loss->cls_targets = op->alloc(backend, rows * k * sizeof(float));
+    loss->patch_targets = op->alloc(backend, masked * k * sizeof(float));
+    loss->patch_weighted = op->alloc(backend, masked * k * sizeof(float));
+    loss->patch_log_probs = op->alloc(backend, masked * k * sizeof(float));
+    loss->patch_center = op->alloc(backend, k * sizeof(float));
+    loss->negated_center = op->alloc(backend, k * sizeof(float));
+    loss->patch_mean = op->alloc(backend, k * sizeof(float));
+    loss->normalized = op->alloc(backend, rows * c->feature_dim * sizeof(float));
+    loss->dnormalized = op->alloc(backend, rows * c->feature_dim * sizeof(float));
+    loss->norms = op->alloc(backend, rows * sizeof(float));
+    loss->neighbors = op->alloc(backend, rows * sizeof(int32_t));
+    loss->distances = op->alloc(backend, rows * sizeof(float));
+    loss->log_distances = op->alloc(backend, rows * sizeof(float));
+    loss->scalars = op->alloc(backend, 2 * sizeof(float));
+    if ((c->centering == DINOV2_CENTER_SINKHORN_KNOPP && !loss->cls_targets) ||
+        !loss->patch_targets || !loss->patch_weighted || !loss->patch_log_probs ||
+        !loss->patch_center || !loss->negated_center || !loss->patch_mean || !loss->normalized ||
+        !loss->dnormalized || !loss->norms || !loss->neighbors || !loss->distances || !loss->log_distances ||
+        !loss->scalars) {
+        error_set(err, "dinov2 loss: out of memory for %zu masked patches x %zu outputs (%zu MB)",
+                  masked, k, 3 * masked * k * sizeof(float) >> 20);
+        dinov2_loss_destroy(loss);
+        return NULL;
+    }
+    op->fill(backend, loss->patch_center, 0.0f, k);
+    return loss;
+}
+
+void dinov2_loss_destroy(Dinov2Loss *loss) {
+    if (!loss) return;
+    Backend *backend = loss->backend;
+    if (loss->dino) dino_loss_destroy(loss->dino);
+    void *buffers[] = {loss->cls_targets,     loss->patch_targets, loss->patch_weighted,
+                       loss->patch_log_probs, loss->patch_center,  loss->negated_center,
+                       loss->patch_mean,      loss->normalized,    loss->dnormalized, loss->norms,
+                       loss->neighbors,       loss->distances,     loss->log_distances,
+                       loss->scalars};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        if (buffers[i]) backend->op.free(backend, buffers[i]);
+    free(loss);
+}
+
+// The class-token part: DinoLoss over (2 global, 2 + L) views, rescaled to
+// LightlyTrain's denominator 2 + max(2 L, 1) (DinoLoss divides by 2 + 2 L).
+static void dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTerms *terms) {
+    const Dinov2LossConfig *c = &loss->config;
+    const int views = DINOV2_GLOBAL_VIEWS + c->local_views, batch = in->batch;
+    const size_t view = (size_t)batch * c->out_dim;
+    const float *teacher_views[DINOV2_GLOBAL_VIEWS], *student_views[64];
+    for (int v = 0; v < views; v++) {
+        if (v < DINOV2_GLOBAL_VIEWS) teacher_views[v] = in->teacher_cls + v * view;
+        student_views[v] = in->student_cls + v * view;
+    }
+    const int pairs = 2 + 2 * c->local_views;
+    const int terms_count = 2 + (2 * c->local_views > 1 ? 2 * c->local_views : 1);
+    loss->dino_scale = (float)pairs / (float)terms_count;
+    float value;
+    if (c->centering == DINOV2_CENTER_SOFTMAX) {
+        value = dino_loss_forward(loss->dino, batch, teacher_views, student_views,
+                                  in->teacher_temp);
+    } else {
+        loss->backend->op.sinkhorn_knopp(loss->backend, DINOV2_GLOBAL_VIEWS * batch, c->out_dim,
+                                         in->teacher_cls, 1.0f / in->teacher_temp,
+                                         DINOV2_SINKHORN_ITERATIONS, loss->cls_targets);
+        value = dino_loss_forward_assigned(loss->dino, batch, loss->cls_targets, student_views);
+    }
+    const float global = dino_loss_global_views_part(loss->dino);
+    terms->dino_global = global * loss->dino_scale;
+    terms->dino_local = (value - global) * loss->dino_scale;
+}
+
+// The masked patches: targets, weighted targets, student log-probabilities.
+static void ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTerms *terms) {
+    Backend *backend = loss->backend;
+    BackendOps *op = &backend->op;
+    const Dinov2LossConfig *c = &loss->config;
+    const int masked = in->masked, k = c->out_dim;
+    terms->ibot = 0.0f;
+    if (masked == 0) return;
+    const size_t n = (size_t)masked * k;
+    if (c->centering == DINOV2_CENTER_SOFTMAX) {
+        op->axpby(backend, (size_t)k, -1.0f, loss->patch_center, 0.0f, loss->negated_center);
+        op->copy(backend, loss->patch_weighted, in->teacher_patches, n * sizeof(float));
+        op->bias_add(backend, (size_t)masked, k, loss->negated_center, loss->patch_weighted);
+        op->softmax_forward(backend, masked, k, loss->patch_weighted, 1.0f / in->teacher_temp,
+                            loss->patch_targets);
+        op->column_sum(backend, (size_t)masked, k, in->teacher_patches, loss->patch_mean);
+        op->axpby(backend, (size_t)k, 1.0f / (float)masked, loss->patch_mean, 0.0f,
+                  loss->patch_mean);
+    } else {
+        op->sinkhorn_knopp(backend, masked, k, in->teacher_patches, 1.0f / in->teacher_temp,
+                           DINOV2_SINKHORN_ITERATIONS, loss->patch_targets);
+    }
+    op->scale_rows(backend, (size_t)masked, k, loss->patch_targets, in->patch_weights,
+                   loss->patch_weighted);
+    op->log_softmax_forward(backend, masked, k, in->student_patches, 1.0f / c->student_temp,
+                            loss->patch_log_probs);
+    op->dot(backend, n, loss->patch_weighted, loss->patch_log_probs, loss->scalars);
+    const float crops = (float)(DINOV2_GLOBAL_VIEWS * in->batch);
+    terms->ibot = -backend_read_scalar(backend, loss->scalars) / crops;
+}
+
+static void koleo_part(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTerms *terms) {
+    Backend *backend = loss->backend;
+    BackendOps *op = &backend->op;
+    const int batch = in->batch, dim = loss->config.feature_dim;
+    op->l2_normalize_forward(backend, DINOV2_GLOBAL_VIEWS * batch, dim, in->student_features,
+                             DINOV2_KOLEO_EPS, loss->normalized, loss->norms);
+    for (int v = 0; v < DINOV2_GLOBAL_VIEWS; v++) {
+        const size_t row = (size_t)v * batch;
+        op->koleo_forward(backend, batch, dim, loss->normalized + row * dim, DINOV2_KOLEO_EPS,
+                          loss->neighbors + row, loss->distances + row,
+                          loss->log_distances + row);
+    }
+    op->sum(backend, (size_t)DINOV2_GLOBAL_VIEWS * batch, loss->log_distances,
+            loss->scalars + 1);
+    terms->koleo = -backend_read_scalar(backend, loss->scalars + 1) / (float)batch;
+}
+
+int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTerms *terms,
+                        ErrorMessage *err) {
+    const Dinov2LossConfig *c = &loss->config;
+    if (in->batch < 1 || in->batch > c->max_batch || in->masked < 0 ||
+        in->masked > c->max_masked)
+        return error_set(err, "dinov2 loss: batch %d (1..%d), %d masked patches (0..%d)",
+                         in->batch, c->max_batch, in->masked, c->max_masked);
+    if (!(in->teacher_temp > 0.0f))
+        return error_set(err, "dinov2 loss: teacher temperature %g is not positive",
+                         (double)in->teacher_temp);
+    loss->batch = in->batch;
+    loss->masked = in->masked;
+    dino_part(loss, in, terms);
+    ibot_part(loss, in, terms);
+    koleo_part(loss, in, terms);
+    terms->total = c->dino_weight * (terms->dino_global + terms->dino_local) +
+                   c->ibot_weight * terms->ibot + c->koleo_weight * terms->koleo;
+    return 0;
+}
+
+void dinov2_loss_backward(Dinov2Loss *loss, float *dstudent_cls, float *dstudent_patches,
+                          float *dstudent_features) {
+    Backend *backend = loss->backend;
+    BackendOps *op = &backend->op;
+    const Dinov2LossConfig *c = &loss->config;
+    const int batch = loss->batch, masked = loss->masked, dim = c->feature_dim;
+    const int views = DINOV2_GLOBAL_VIEWS + c->local_views;
+    const size_t view = (size_t)batch * c->out_dim;
+    float *dviews[64];
+    for (int v = 0; v < views; v++) dviews[v] = dstudent_cls + v * view;
+    dino_loss_backward(loss->dino, c->dino_weight * loss->dino_scale, dviews);
+
+    if (masked > 0) {
+        // d ibot / d log_probs = -ibot_weight w_m t_m / (2 B)
+        const float alpha = -c->ibot_weight / (float)(DINOV2_GLOBAL_VIEWS * batch);
+        op->axpby(backend, (size_t)masked * c->out_dim, alpha, loss->patch_weighted, 0.0f,
+                  loss->patch_targets);
+        op->log_softmax_backward(backend, masked, c->out_dim, loss->patch_log_probs,
+                                 loss->patch_targets, 1.0f / c->student_temp, dstudent_patches);
+    }
+
+    // koleo = -sum log_distance / B: each view's rows, then through the normalisation
+    for (int v = 0; v < DINOV2_GLOBAL_VIEWS; v++) {
+        const size_t row = (size_t)v * batch;
+        op->koleo_backward(backend, batch, dim, loss->normalized + row * dim,
+                           loss->neighbors + row, loss->distances + row, DINOV2_KOLEO_EPS,
+                           -c->koleo_weight / (float)batch, loss->dnormalized + row * dim);
+    }
+    op->l2_normalize_backward(backend, DINOV2_GLOBAL_VIEWS * batch, dim, loss->normalized,
+                              loss->norms, loss->dnormalized, DINOV2_KOLEO_EPS,
+                              dstudent_features);
+}
+
+void dinov2_loss_update_centers(Dinov2Loss *loss) {
+    if (loss->config.centering != DINOV2_CENTER_SOFTMAX) return;
+    dino_loss_update_center(loss->dino);
+    if (loss->masked == 0) return;  // lightly's mean over no patches would be NaN
+    Backend *backend = loss->backend;
+    const size_t k = (size_t)loss->config.out_dim;
+    comm_all_reduce(loss->comm, loss->patch_mean, k, COMM_MEAN, NULL);
+    backend->op.ema_update(backend, k, loss->patch_center, loss->patch_mean,
+                           loss->config.center_momentum);
+    loss->masked = 0;
+}
+
+float *dinov2_loss_cls_center(Dinov2Loss *loss) { return dino_loss_center(loss->dino); }
+
+float *dinov2_loss_patch_center(Dinov2Loss *loss) { return loss->patch_center; }
