@@ -140,12 +140,14 @@ static void test_rows_keep_nan(void **state) {
 // smallest subnormal and -0 do not; the result accumulates (+=).
 static void test_count_nonfinite(void **state) {
     enum { N = 1000 };
+    // The backend first: a cuda group without a GPU skips here (a longjmp),
+    // before anything is allocated.
+    Backend *backend = fixture_backend_of_prestate(state);
     float *x = calloc(N, sizeof *x);
     for (int i = 0; i < N; i++) x[i] = (float)i - 500.0f;
     x[3] = NAN, x[500] = INFINITY, x[999] = -INFINITY, x[10] = -NAN;
     x[20] = 3.4028235e38f, x[21] = 1e-45f, x[22] = -0.0f;
     {
-        Backend *backend = fixture_backend_of_prestate(state);
         float *in = upload(backend, x, N);
         const float start = 2.0f;
         float *result = upload(backend, &start, 1);
@@ -164,11 +166,11 @@ static void test_count_nonfinite(void **state) {
 static void test_resnet_forward_keeps_nan(void **state) {
     enum { BATCH = 2, SIZE = 32 };
     const size_t pixels = (size_t)BATCH * SIZE * SIZE * 3;
+    Backend *backend = fixture_backend_of_prestate(state);  // may skip: before any malloc
     float *image = malloc(pixels * sizeof *image);
     for (size_t i = 0; i < pixels; i++) image[i] = (float)(i % 13) / 13.0f - 0.5f;
     image[123] = NAN;
     {
-        Backend *backend = fixture_backend_of_prestate(state);
         ErrorMessage err = {{0}};
         Resnet model;
         const ResnetInputShape shape = {BATCH, SIZE};
