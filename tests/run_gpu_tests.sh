@@ -28,7 +28,7 @@ work=$(mktemp -d /tmp/ltc-gpu-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/tests" && ln -s "$(cd "$(dirname "$fixtures")" && pwd)/fixtures" "$work/tests/fixtures"
 
-for test in test_backend_fast test_nonfinite test_resnet; do
+for test in test_backend_fast test_backend_transformer_fast test_nonfinite test_resnet; do
     log="$work/$test.log"
     (cd "$work" && "$tests/$test") >"$log" 2>&1
     status=$?

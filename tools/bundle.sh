@@ -27,7 +27,7 @@ out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 binaries=("$build/lightly-train-c")
-for test in test_backend_fast test_nonfinite test_resnet; do
+for test in test_backend_fast test_backend_transformer_fast test_nonfinite test_resnet; do
     binaries+=("$build/tests/$test")
 done
 helpers=("$build/tests/e2e/make_images")

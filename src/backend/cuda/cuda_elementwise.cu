@@ -5,19 +5,9 @@
 #include <math.h>
 
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_launch.cuh"
 
 namespace {
-
-constexpr int kThreads = 256;
-
-// Enough blocks to fill the GPU without one thread per element for huge n.
-unsigned int blocks_for(size_t n) {
-    const size_t blocks = (n + kThreads - 1) / kThreads;
-    return (unsigned int)(blocks < 65535 ? (blocks ? blocks : 1) : 65535);
-}
-
-#define GRID_STRIDE(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)blockDim.x * gridDim.x)
 
 __global__ void fill_kernel(float *x, float value, size_t n) {
     GRID_STRIDE(i, n) x[i] = value;
@@ -109,13 +99,6 @@ __global__ void normalize_u8_kernel(size_t values, const uint8_t *x, ChannelCons
 }
 
 }  // namespace
-
-#define LAUNCH(kernel, n, stream, ...)                                              \
-    do {                                                                            \
-        if ((n) == 0) return;                                                       \
-        kernel<<<blocks_for(n), kThreads, 0, stream>>>(__VA_ARGS__);                \
-        CUDA_CHECK_LAUNCH();                                                        \
-    } while (0)
 
 extern "C" {
 
