@@ -10,6 +10,7 @@
 #   make deps       check libraries; install them with apt-get when root
 #   make install PREFIX=/usr/local
 # CUDA=0 turns GPU parts off; CUDA_HOME / CUDNN_HOME / NCCL_HOME point to installs.
+# MPI=0 builds without OpenMPI (no CPU data parallel).
 
 VERSION := 0.1.0
 CC ?= cc
@@ -55,21 +56,32 @@ else
   endif
 endif
 
+# ---- MPI: OpenMPI through pkg-config (ompi-c); CPU ranks (src/dist/comm_mpi.c) --
+# Deferred (=) like PKG_CFLAGS: found after `deps` installed it. MPI=0 turns it
+# off; MPI=1 fails when it is missing.
+MPI ?= auto
+MPI_FOUND = $(if $(filter 0,$(MPI)),,$(shell pkg-config --exists ompi-c 2>/dev/null && echo 1))
+MPI_CFLAGS = $(if $(MPI_FOUND),-DLTC_WITH_MPI $(shell pkg-config --cflags ompi-c),)
+MPI_LIBS = $(if $(MPI_FOUND),$(shell pkg-config --libs ompi-c),)
+MPI_REASON = $(if $(filter 0,$(MPI)),off (MPI=0),$(if $(MPI_FOUND),yes (OpenMPI $(shell pkg-config --modversion ompi-c)),no (libopenmpi-dev missing: make deps)))
+
 # ---- flags -------------------------------------------------------------------
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Isrc -MMD -MP \
-             -I$(GEN_DIR) -DLTC_VERSION='"$(VERSION)"' $(PKG_CFLAGS) $(SAN_FLAGS)
+             -I$(GEN_DIR) -DLTC_VERSION='"$(VERSION)"' $(PKG_CFLAGS) $(MPI_CFLAGS) $(SAN_FLAGS)
 # $ORIGIN/../lib first: a bundle (make bundle) carries its libraries there.
-LDLIBS_ALL = $(PKG_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -Wl,-rpath,'$$ORIGIN/../lib'
+LDLIBS_ALL = $(PKG_LIBS) $(MPI_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -Wl,-rpath,'$$ORIGIN/../lib'
 ifneq ($(SANITIZE),)
   SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 ifeq ($(HAVE_CUDA),1)
   CUDNN_INCLUDE := $(if $(wildcard $(CUDNN_HOME)/include/cudnn.h),-I$(CUDNN_HOME)/include,)
   CUDNN_LIBDIR := $(firstword $(wildcard $(CUDNN_HOME)/lib64/libcudnn.so* $(CUDNN_HOME)/lib/libcudnn.so*))
-  CFLAGS_ALL += -DLTC_WITH_CUDA -I$(CUDA_HOME)/include $(CUDNN_INCLUDE)
+  CFLAGS_ALL += -DLTC_WITH_CUDA -I$(CUDA_HOME)/include $(CUDNN_INCLUDE) -I$(NCCL_HOME)/include
   LDLIBS_ALL += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
-                $(if $(CUDNN_LIBDIR),-L$(dir $(CUDNN_LIBDIR)),) -lcudnn -lcudart -lstdc++ -ldl
+                $(if $(CUDNN_LIBDIR),-L$(dir $(CUDNN_LIBDIR)),) -lcudnn -lcudart \
+                -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl \
+                -lstdc++ -ldl
 endif
 # CUDA kernels (src/**/*.cu): sm_80 (A100) and sm_90 (H100/H200) code plus
 # sm_90 PTX for later GPUs. Host code in them is checked as strictly as C.
@@ -121,6 +133,8 @@ info: | $(DEPS_STAMP)
 	@echo "  CPU SIMD: AVX2 kernels built, chosen at run time (scalar fallback)"
 	@echo "  CPU backend: oneDNN $(DNNL_VERSION) (conv, GEMM) + OpenMP loops"
 	@echo "  CUDA: $(CUDA_REASON)"
+	@echo "  MPI (CPU ranks): $(MPI_REASON)"
+	@if [ "$(MPI)" = 1 ] && [ -z "$(MPI_FOUND)" ]; then echo "MPI=1 requested but OpenMPI (ompi-c) is missing" >&2; exit 1; fi
 
 deps:
 	@tools/deps.sh
@@ -149,7 +163,7 @@ $(BUILD)/obj/src/backend/cpu/%.o: src/backend/cpu/%.c | $(DEPS_STAMP) $(GEN_HDR)
 
 $(BUILD)/obj/%.o: %.cu | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) -MD -MF $(@:.o=.d) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP) $(GEN_HDR)
 	@mkdir -p $(@D)
@@ -168,7 +182,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(
 
 $(BUILD)/tests/e2e/%: $(BUILD)/obj/tests/e2e/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_ALL)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(LIB)
 	@mkdir -p $(@D)

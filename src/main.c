@@ -3,6 +3,13 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "dist/comm_mpi.h"
+
+#ifdef LTC_WITH_CUDA
+static const int build_has_cuda = 1;
+#else
+static const int build_has_cuda = 0;
+#endif
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
@@ -35,7 +42,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
-        printf("lightly-train-c %s\n", LTC_VERSION);
+        printf("lightly-train-c %s (MPI: %s, CUDA: %s)\n", LTC_VERSION,
+               comm_mpi_available() ? "yes" : "no", build_has_cuda ? "yes" : "no");
         return 0;
     }
     if (strcmp(command, "train") == 0) return command_train(argc - 1, argv + 1);

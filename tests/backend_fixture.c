@@ -1,8 +1,15 @@
 // The backend under test and per-test tensors (see backend_fixture.h).
 #include "backend_fixture.h"
 
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/ref/ref_backend.h"
 #include "gradcheck.h"
@@ -12,6 +19,18 @@
 Backend *fixture_backend;
 static void *allocations[FIXTURE_MAX_TENSORS];
 static int allocation_count;
+
+Backend *fixture_backend_of_prestate(void **state) {
+    const char *name = *state;
+    ErrorMessage err = {{0}};
+    Backend *backend = backend_create(name, 2, &err);
+    if (!backend) {
+        if (strcmp(name, "cuda") != 0) fail_msg("%s", err.text);
+        fprintf(stderr, "  skipped: %s\n", err.text);
+        skip();
+    }
+    return backend;
+}
 
 int fixture_backend_create_ref(void **state) {
     (void)state;

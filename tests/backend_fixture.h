@@ -16,6 +16,12 @@ extern Backend *fixture_ref, *fixture_cpu;
 int fixture_backends_create(void **state);
 int fixture_backends_destroy(void **state);
 
+// The backend named by a cmocka test's prestate ("ref", "cpu", "cuda"),
+// for tests that run once per backend; the caller destroys it. A cuda
+// backend this machine cannot make (no GPU) skips the test; any other
+// failure fails it.
+Backend *fixture_backend_of_prestate(void **state);
+
 // Group setup / teardown: the ref backend as fixture_backend.
 int fixture_backend_create_ref(void **state);
 // Group setup: the cpu backend (2 threads, so parallel paths run) as fixture_backend.

@@ -10,10 +10,13 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 if [ $# -ge 1 ]; then
     build=$1; bin="$build/lightly-train-c"; tests="$build/tests"; fixtures=tests/fixtures
+    list=tests/gpu_tests.list
 elif [ -x "$here/bin/lightly-train-c" ]; then  # inside a bundle
     build=$here; bin="$here/bin/lightly-train-c"; tests="$here/tests"; fixtures="$here/tests/fixtures"
+    list="$here/tests/gpu_tests.list"
 else
     build=build; bin=build/lightly-train-c; tests=build/tests; fixtures=tests/fixtures
+    list=tests/gpu_tests.list
 fi
 if nv=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null); then
     LD_LIBRARY_PATH=$(ls -d "$nv"/*/lib 2>/dev/null | paste -sd:)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -28,7 +31,7 @@ work=$(mktemp -d /tmp/ltc-gpu-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/tests" && ln -s "$(cd "$(dirname "$fixtures")" && pwd)/fixtures" "$work/tests/fixtures"
 
-for test in test_backend_fast test_backend_transformer_fast test_nonfinite test_resnet; do
+for test in $(grep -v '^#' "$list"); do
     log="$work/$test.log"
     (cd "$work" && "$tests/$test") >"$log" 2>&1
     status=$?

@@ -50,6 +50,9 @@ static const float torch_adamw[STEPS][ELEMENTS] = {
 #define FORMULA_RTOL 1e-5
 #define FORMULA_ATOL 1e-6
 
+// Multiplier 1, no skip: the plain update.
+static const float open_gate[GATE_FOUND] = {[GATE_MULTIPLIER] = 1.0f, [GATE_UNIT] = 1.0f};
+
 static void check_sgd(int nesterov, const float expected[STEPS][ELEMENTS]) {
     const float lr = 0.1f, momentum = 0.9f, weight_decay = 1e-2f;
     float *param = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
@@ -61,7 +64,7 @@ static void check_sgd(int nesterov, const float expected[STEPS][ELEMENTS]) {
     for (int i = 0; i < ELEMENTS; i++) want[i] = initial_param[i];
     for (int t = 0; t < STEPS; t++) {
         memcpy(grad, gradients[t], sizeof initial_param);
-        fixture_backend->op.sgd_update(fixture_backend, ELEMENTS, param, grad, buffer, lr, momentum, weight_decay,
+        fixture_backend->op.sgd_update(fixture_backend, ELEMENTS, param, grad, open_gate, buffer, lr, momentum, weight_decay,
                                nesterov, t == 0);
         float want_float[ELEMENTS];
         for (int i = 0; i < ELEMENTS; i++) {  // backend.h's formula, in double
@@ -91,7 +94,7 @@ static void test_sgd_without_momentum(void **state) {
     float param[2] = {1.0f, -2.0f}, buffer[2] = {0, 0};
     const float grad[2] = {0.5f, 0.25f};
     for (int t = 0; t < 2; t++)
-        fixture_backend->op.sgd_update(fixture_backend, 2, param, grad, buffer, 0.1f, 0.0f, 0.1f, 0, t == 0);
+        fixture_backend->op.sgd_update(fixture_backend, 2, param, grad, open_gate, buffer, 0.1f, 0.0f, 0.1f, 0, t == 0);
     // By hand: 1 -> 1 - 0.1 (0.5 + 0.1) = 0.94 -> 0.94 - 0.1 (0.5 + 0.094) = 0.8806;
     // -2 -> -2 - 0.1 (0.25 - 0.2) = -2.005 -> -2.005 - 0.1 (0.25 - 0.2005) = -2.00995.
     assert_float_equal(param[0], 0.8806f, 1e-6);  // a few float roundings of O(1) values
@@ -112,7 +115,7 @@ static void test_adamw_bias_correction(void **state) {
     for (int t = 0; t < STEPS; t++) {
         const int step = t + 1;
         memcpy(grad, gradients[t], sizeof initial_param);
-        fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, param, grad, m, v, lr, beta1, beta2, eps,
+        fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, param, grad, open_gate, m, v, lr, beta1, beta2, eps,
                                  weight_decay, step);
         float want_float[ELEMENTS];
         for (int i = 0; i < ELEMENTS; i++) {  // backend.h's formula, in double
@@ -143,11 +146,105 @@ static void test_adamw_first_step_is_lr_sized(void **state) {
     // whatever |g| is (no decay here); without it the step would be ~3x lr.
     float param[3] = {1.0f, 1.0f, 1.0f}, m[3] = {0}, v[3] = {0};
     const float grad[3] = {1e-3f, -5.0f, 0.2f};
-    fixture_backend->op.adamw_update(fixture_backend, 3, param, grad, m, v, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
+    fixture_backend->op.adamw_update(fixture_backend, 3, param, grad, open_gate, m, v, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
     // eps / sqrt(v_hat) perturbs the step by at most 1e-8 / 1e-3 relative.
     assert_float_equal(param[0], 0.99f, 1e-6);
     assert_float_equal(param[1], 1.01f, 1e-6);
     assert_float_equal(param[2], 0.99f, 1e-6);
+}
+
+// The gate's multiplier scales the gradient before anything else: an update
+// with multiplier m equals the open-gate update of m * grad, bit for bit.
+static void test_updates_scale_by_the_gate(void **state) {
+    const float grad[ELEMENTS] = {0.1f, -0.2f, 0.3f, -0.4f, 0.05f};
+    float scaled[ELEMENTS];
+    const float half_gate[GATE_FOUND] = {[GATE_MULTIPLIER] = 0.375f, [GATE_UNIT] = 1.0f};
+    for (int i = 0; i < ELEMENTS; i++) scaled[i] = 0.375f * grad[i];
+    float p_gate[ELEMENTS], p_open[ELEMENTS], m_gate[ELEMENTS] = {0}, m_open[ELEMENTS] = {0};
+    float v_gate[ELEMENTS] = {0}, v_open[ELEMENTS] = {0};
+    memcpy(p_gate, initial_param, sizeof p_gate);
+    memcpy(p_open, initial_param, sizeof p_open);
+    for (int t = 0; t < 2; t++) {
+        fixture_backend->op.sgd_update(fixture_backend, ELEMENTS, p_gate, grad, half_gate, m_gate,
+                                       0.1f, 0.9f, 0.01f, 1, t == 0);
+        fixture_backend->op.sgd_update(fixture_backend, ELEMENTS, p_open, scaled, open_gate,
+                                       m_open, 0.1f, 0.9f, 0.01f, 1, t == 0);
+    }
+    assert_memory_equal(p_gate, p_open, sizeof p_gate);
+    assert_memory_equal(m_gate, m_open, sizeof m_gate);
+    for (int t = 1; t <= 2; t++) {
+        fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, p_gate, grad, half_gate,
+                                         m_gate, v_gate, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, t);
+        fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, p_open, scaled, open_gate,
+                                         m_open, v_open, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, t);
+    }
+    assert_memory_equal(p_gate, p_open, sizeof p_gate);
+    assert_memory_equal(v_gate, v_open, sizeof v_gate);
+    // LARS: the ratio sees |m * grad| (from the raw sums and m).
+    float sums[2] = {0, 0}, d_gate[ELEMENTS], d_open[ELEMENTS], sums_scaled[2] = {0, 0};
+    for (int i = 0; i < ELEMENTS; i++) {
+        sums[0] += initial_param[i] * initial_param[i];
+        sums[1] += grad[i] * grad[i];
+    }
+    sums_scaled[0] = sums[0];
+    sums_scaled[1] = sums[1] * 0.375f * 0.375f;
+    fixture_backend->op.lars_direction(fixture_backend, ELEMENTS, initial_param, grad, half_gate,
+                                       sums, 1e-4f, 0.001f, 1e-8f, d_gate);
+    fixture_backend->op.lars_direction(fixture_backend, ELEMENTS, initial_param, scaled,
+                                       open_gate, sums_scaled, 1e-4f, 0.001f, 1e-8f, d_open);
+    for (int i = 0; i < ELEMENTS; i++) assert_float_equal(d_gate[i], d_open[i], 1e-6 * 1e-3);
+}
+
+// A gate that says skip leaves parameters and optimizer state untouched,
+// even with NaN gradients.
+static void test_skipped_updates_change_nothing(void **state) {
+    const float nan_grad[ELEMENTS] = {NAN, 1.0f, INFINITY, 0.0f, 2.0f};
+    const float skip_gate[GATE_FOUND] = {[GATE_SKIP] = 1.0f, [GATE_UNIT] = 1.0f,
+                                         [GATE_UNIT_SKIP] = 1.0f};
+    float param[ELEMENTS], m[ELEMENTS], v[ELEMENTS], out[ELEMENTS];
+    memcpy(param, initial_param, sizeof param);
+    for (int i = 0; i < ELEMENTS; i++) m[i] = 0.5f, v[i] = 0.25f, out[i] = 7.0f;
+    fixture_backend->op.sgd_update(fixture_backend, ELEMENTS, param, nan_grad, skip_gate, m, 0.1f,
+                                   0.9f, 0.01f, 0, 0);
+    fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, param, nan_grad, skip_gate, m, v,
+                                     0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, 3);
+    const float sums[2] = {1.0f, NAN};
+    fixture_backend->op.lars_direction(fixture_backend, ELEMENTS, param, nan_grad, skip_gate,
+                                       sums, 0.01f, 0.001f, 1e-8f, out);
+    fixture_backend->op.sgd_update(fixture_backend, ELEMENTS, param, out, skip_gate + GATE_UNIT,
+                                   m, 0.1f, 0.9f, 0.0f, 0, 0);
+    assert_memory_equal(param, initial_param, sizeof param);
+    for (int i = 0; i < ELEMENTS; i++) {
+        assert_true(m[i] == 0.5f && v[i] == 0.25f);
+        assert_true(isfinite(param[i]));
+    }
+}
+
+// step_gate: clip_grad_norm_'s coefficient over the groups' squares, times
+// the scale; a NaN/inf square or a found count skips.
+static void test_step_gate_rule(void **state) {
+    float gate[GATE_SQUARES + 3] = {0};
+    gate[GATE_SQUARES + 0] = 9.0f;  // 3^2
+    gate[GATE_SQUARES + 2] = 16.0f; // 4^2: global norm 5 (group 1 frozen: 0)
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 0.5f, 10.0f);
+    assert_true(gate[GATE_MULTIPLIER] == 0.5f);  // norm 2.5 < 10: only the scale
+    assert_true(gate[GATE_SKIP] == 0.0f && gate[GATE_UNIT] == 1.0f && gate[GATE_UNIT_SKIP] == 0.0f);
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 0.5f, 1.0f);
+    assert_true(gate[GATE_MULTIPLIER] == 0.5f * (1.0f / (2.5f + 1e-6f)));  // torch's float32 coefficient
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, 0.0f);
+    assert_true(gate[GATE_MULTIPLIER] == 1.0f);  // no clipping
+    gate[GATE_SQUARES + 1] = INFINITY;
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, 1.0f);
+    assert_true(gate[GATE_SKIP] == 1.0f && gate[GATE_UNIT_SKIP] == 1.0f);
+    assert_true(gate[GATE_MULTIPLIER] == 0.0f);
+    gate[GATE_SQUARES + 1] = 0.0f;
+    gate[GATE_FOUND] = 1.0f;  // e.g. a NaN loss
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, 0.0f);
+    assert_true(gate[GATE_SKIP] == 1.0f);
+    gate[GATE_FOUND] = 0.0f;
+    gate[GATE_SQUARES + 0] = NAN;
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, 0.0f);
+    assert_true(gate[GATE_SKIP] == 1.0f);
 }
 
 static void test_ema_update(void **state) {
@@ -183,6 +280,9 @@ int main(void) {
         cmocka_unit_test(test_sgd_without_momentum),
         cmocka_unit_test(test_adamw_bias_correction),
         cmocka_unit_test(test_adamw_first_step_is_lr_sized),
+        cmocka_unit_test(test_updates_scale_by_the_gate),
+        cmocka_unit_test(test_skipped_updates_change_nothing),
+        cmocka_unit_test(test_step_gate_rule),
         cmocka_unit_test(test_ema_update),
         cmocka_unit_test(test_normalize_u8),
     };

@@ -23,15 +23,17 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend_mirror.h"
 
 // A fast op's parameter gradients, computed again from the same start,
 // must come out with the same bits: sums in a fixed order (no atomics).
 static void expect_repeatable(const char *label, size_t n, const float *first,
                               const float *second) {
-    expect_close(label, n, second, first, 0, 0);
+    mirror_expect_close(label, n, second, first, 0, 0);
 }
 
 // ---- layer norm ---------------------------------------------------------------------------
@@ -43,45 +45,46 @@ static void expect_repeatable(const char *label, size_t n, const float *first,
 // computes ref's double expressions and differs from it by one rounding.
 static void check_layernorm(size_t rows, int channels, uint64_t seed) {
     const size_t n = rows * channels;
-    const float *x = random_tensor(n, -3, 3, seed);
-    const float *gamma = random_tensor(channels, 0.5f, 1.5f, seed + 1);
-    const float *beta = random_tensor(channels, -0.5f, 0.5f, seed + 2);
-    const float *dy = random_tensor(n, -1, 1, seed + 3);
-    float *y_ref = nan_tensor(n), *y_fast = nan_tensor(n);
-    float *mean_ref = nan_tensor(rows), *mean_fast = nan_tensor(rows);
-    float *inv_ref = nan_tensor(rows), *inv_fast = nan_tensor(rows);
+    const float *x = mirror_random_tensor(n, -3, 3, seed);
+    const float *gamma = mirror_random_tensor(channels, 0.5f, 1.5f, seed + 1);
+    const float *beta = mirror_random_tensor(channels, -0.5f, 0.5f, seed + 2);
+    const float *dy = mirror_random_tensor(n, -1, 1, seed + 3);
+    float *y_ref = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
+    float *mean_ref = mirror_nan_tensor(rows), *mean_fast = mirror_nan_tensor(rows);
+    float *inv_ref = mirror_nan_tensor(rows), *inv_fast = mirror_nan_tensor(rows);
     ref->op.layernorm_forward(ref, rows, channels, x, gamma, beta, 1e-6f, y_ref, mean_ref,
                               inv_ref);
     fast->op.layernorm_forward(fast, rows, channels, D(x), D(gamma), D(beta), 1e-6f, D(y_fast),
                                D(mean_fast), D(inv_fast));
     H(y_fast), H(mean_fast), H(inv_fast);
-    expect_close("layernorm y", n, y_fast, y_ref, 1e-5, 1e-5);
-    expect_close("layernorm mean", rows, mean_fast, mean_ref, 1e-6, 1e-6);
-    expect_close("layernorm inv_std", rows, inv_fast, inv_ref, 1e-6, 0);
+    mirror_expect_close("layernorm y", n, y_fast, y_ref, 1e-5, 1e-5);
+    mirror_expect_close("layernorm mean", rows, mean_fast, mean_ref, 1e-6, 1e-6);
+    mirror_expect_close("layernorm inv_std", rows, inv_fast, inv_ref, 1e-6, 0);
 
-    float *dx_ref = nan_tensor(n), *dx_fast = nan_tensor(n);
-    float *dgamma_ref = random_tensor(channels, -1, 1, seed + 4);
-    float *dgamma_fast = copy_of(dgamma_ref, channels);
-    float *dgamma_again = copy_of(dgamma_ref, channels);
-    float *dbeta_ref = random_tensor(channels, -1, 1, seed + 5);
-    float *dbeta_fast = copy_of(dbeta_ref, channels), *dbeta_again = copy_of(dbeta_ref, channels);
+    float *dx_ref = mirror_nan_tensor(n), *dx_fast = mirror_nan_tensor(n);
+    float *dgamma_ref = mirror_random_tensor(channels, -1, 1, seed + 4);
+    float *dgamma_fast = mirror_copy(dgamma_ref, channels);
+    float *dgamma_again = mirror_copy(dgamma_ref, channels);
+    float *dbeta_ref = mirror_random_tensor(channels, -1, 1, seed + 5);
+    float *dbeta_fast = mirror_copy(dbeta_ref, channels);
+    float *dbeta_again = mirror_copy(dbeta_ref, channels);
     // Both from the ref statistics, so only the backward differs.
     ref->op.layernorm_backward(ref, rows, channels, x, dy, gamma, mean_ref, inv_ref, dx_ref,
                                dgamma_ref, dbeta_ref);
     fast->op.layernorm_backward(fast, rows, channels, D(x), D(dy), D(gamma), D(mean_ref),
                                 D(inv_ref), D(dx_fast), D(dgamma_fast), D(dbeta_fast));
     H(dx_fast), H(dgamma_fast), H(dbeta_fast);
-    expect_close("layernorm dx", n, dx_fast, dx_ref, 1e-5, 1e-6 * sqrt((double)channels));
-    expect_close("layernorm dgamma", channels, dgamma_fast, dgamma_ref, 1e-5,
-                 1e-6 * sqrt((double)rows));
-    expect_close("layernorm dbeta", channels, dbeta_fast, dbeta_ref, 1e-5,
-                 1e-6 * sqrt((double)rows));
+    mirror_expect_close("layernorm dx", n, dx_fast, dx_ref, 1e-5, 1e-6 * sqrt((double)channels));
+    mirror_expect_close("layernorm dgamma", channels, dgamma_fast, dgamma_ref, 1e-5,
+                        1e-6 * sqrt((double)rows));
+    mirror_expect_close("layernorm dbeta", channels, dbeta_fast, dbeta_ref, 1e-5,
+                        1e-6 * sqrt((double)rows));
     fast->op.layernorm_backward(fast, rows, channels, D(x), D(dy), D(gamma), D(mean_ref),
                                 D(inv_ref), D(dx_fast), D(dgamma_again), D(dbeta_again));
     H(dgamma_again), H(dbeta_again);
     expect_repeatable("layernorm dgamma again", channels, dgamma_fast, dgamma_again);
     expect_repeatable("layernorm dbeta again", channels, dbeta_fast, dbeta_again);
-    free_buffers(NULL);
+    mirror_free(NULL);
 }
 
 static void test_layernorm(void **state) {
@@ -138,34 +141,34 @@ static void check_attention(int batch, int heads, int tokens, int head_dim, floa
     if (!fast_plan) fail_msg("%s", err.text);
     const size_t n_out = (size_t)batch * tokens * heads * head_dim, n_qkv = 3 * n_out;
     const size_t n_lse = (size_t)batch * heads * tokens;
-    const float *qkv = random_tensor(n_qkv, -2, 2, seed);
-    const float *dout = random_tensor(n_out, -1, 1, seed + 1);
-    float *out_ref = nan_tensor(n_out), *out_fast = nan_tensor(n_out);
-    float *lse_ref = nan_tensor(n_lse), *lse_fast = nan_tensor(n_lse);
+    const float *qkv = mirror_random_tensor(n_qkv, -2, 2, seed);
+    const float *dout = mirror_random_tensor(n_out, -1, 1, seed + 1);
+    float *out_ref = mirror_nan_tensor(n_out), *out_fast = mirror_nan_tensor(n_out);
+    float *lse_ref = mirror_nan_tensor(n_lse), *lse_fast = mirror_nan_tensor(n_lse);
     ref->op.attention_forward(ref, ref_plan, qkv, scale, out_ref, lse_ref);
     fast->op.attention_forward(fast, fast_plan, D(qkv), scale, D(out_fast), D(lse_fast));
     H(out_fast), H(lse_fast);
     const double score_error = 4 * 1.2e-7 * scale * 4 * sqrt((double)head_dim);
-    expect_close("attention out", n_out, out_fast, out_ref, 1e-5, 2e-6 + 4 * score_error);
-    expect_close("attention lse", n_lse, lse_fast, lse_ref, 1e-6, 2e-6 + score_error);
+    mirror_expect_close("attention out", n_out, out_fast, out_ref, 1e-5, 2e-6 + 4 * score_error);
+    mirror_expect_close("attention lse", n_lse, lse_fast, lse_ref, 1e-6, 2e-6 + score_error);
 
-    float *dqkv_ref = nan_tensor(n_qkv), *dqkv_fast = nan_tensor(n_qkv);
-    float *dqkv_again = nan_tensor(n_qkv);
+    float *dqkv_ref = mirror_nan_tensor(n_qkv), *dqkv_fast = mirror_nan_tensor(n_qkv);
+    float *dqkv_again = mirror_nan_tensor(n_qkv);
     ref->op.attention_backward(ref, ref_plan, qkv, out_ref, dout, lse_ref, scale, dqkv_ref);
     fast->op.attention_backward(fast, fast_plan, D(qkv), D(out_ref), D(dout), D(lse_ref), scale,
                                 D(dqkv_fast));
     H(dqkv_fast);
     const double cancellation =
         4 * 1.2e-7 * scale * 2 * max_value_product(&shape, qkv, dout) * sqrt((double)tokens);
-    expect_close("attention dqkv", n_qkv, dqkv_fast, dqkv_ref, 1e-4,
-                 2e-6 * sqrt((double)tokens) + cancellation);
+    mirror_expect_close("attention dqkv", n_qkv, dqkv_fast, dqkv_ref, 1e-4,
+                        2e-6 * sqrt((double)tokens) + cancellation);
     fast->op.attention_backward(fast, fast_plan, D(qkv), D(out_ref), D(dout), D(lse_ref), scale,
                                 D(dqkv_again));
     H(dqkv_again);
     expect_repeatable("attention dqkv again", n_qkv, dqkv_fast, dqkv_again);
     ref->op.attention_plan_free(ref, ref_plan);
     fast->op.attention_plan_free(fast, fast_plan);
-    free_buffers(NULL);
+    mirror_free(NULL);
 }
 
 static void test_attention(void **state) {
@@ -221,9 +224,11 @@ static void expect_same_nans(const char *label, size_t n, const float *actual,
 // A NaN in one layer-norm row; a NaN in q, k or v of one token and head.
 static void test_nan_propagation(void **state) {
     NEED_FAST_BACKEND();
-    float *x = random_tensor(3 * 4, -1, 1, 600), *gamma = random_tensor(4, 0.5f, 1.5f, 601);
-    const float *beta = random_tensor(4, -0.5f, 0.5f, 602);
-    float *stats = tensor(2 * 3), *y_ref = nan_tensor(3 * 4), *y_fast = nan_tensor(3 * 4);
+    float *x = mirror_random_tensor(3 * 4, -1, 1, 600);
+    const float *gamma = mirror_random_tensor(4, 0.5f, 1.5f, 601);
+    const float *beta = mirror_random_tensor(4, -0.5f, 0.5f, 602);
+    float *stats = mirror_tensor(2 * 3);
+    float *y_ref = mirror_nan_tensor(3 * 4), *y_fast = mirror_nan_tensor(3 * 4);
     x[1 * 4 + 2] = NAN;
     ref->op.layernorm_forward(ref, 3, 4, x, gamma, beta, 1e-6f, y_ref, stats, stats + 3);
     fast->op.layernorm_forward(fast, 3, 4, D(x), D(gamma), D(beta), 1e-6f, D(y_fast), D(stats),
@@ -239,11 +244,11 @@ static void test_nan_propagation(void **state) {
     if (!ref_plan || !fast_plan) fail_msg("%s", err.text);
     const size_t n_out = 2 * 40 * 2 * 3, n_lse = 2 * 2 * 40;
     for (int part = 0; part < 3; part++) {
-        float *qkv = random_tensor(3 * n_out, -1.5f, 1.5f, 610 + part);
+        float *qkv = mirror_random_tensor(3 * n_out, -1.5f, 1.5f, 610 + part);
         // token 35 (in the second key tile), head 1 of sample 0, channel 1
         qkv[((size_t)35 * 3 + part) * 2 * 3 + 1 * 3 + 1] = NAN;
-        float *out_ref = nan_tensor(n_out), *out_fast = nan_tensor(n_out);
-        float *lse_ref = nan_tensor(n_lse), *lse_fast = nan_tensor(n_lse);
+        float *out_ref = mirror_nan_tensor(n_out), *out_fast = mirror_nan_tensor(n_out);
+        float *lse_ref = mirror_nan_tensor(n_lse), *lse_fast = mirror_nan_tensor(n_lse);
         ref->op.attention_forward(ref, ref_plan, qkv, 0.5f, out_ref, lse_ref);
         fast->op.attention_forward(fast, fast_plan, D(qkv), 0.5f, D(out_fast), D(lse_fast));
         H(out_fast), H(lse_fast);
@@ -264,31 +269,33 @@ static void check_tokens(int batch, int registers, int patches, int channels, in
     const size_t n_patches = (size_t)batch * patches * channels;
     const size_t n_tokens = (size_t)batch * (1 + registers + patches) * channels;
     const size_t n_registers = (size_t)registers * channels, n_pos = (size_t)patches * channels;
-    const float *patch_embeddings = random_tensor(n_patches, -1, 1, seed);
-    const float *cls = random_tensor(channels, -1, 1, seed + 1);
-    const float *cls_pos = with_cls_pos ? random_tensor(channels, -1, 1, seed + 2) : NULL;
-    const float *register_tokens = registers ? random_tensor(n_registers, -1, 1, seed + 3) : NULL;
-    const float *patch_pos = random_tensor(n_pos, -1, 1, seed + 4);
-    float *tokens_ref = nan_tensor(n_tokens), *tokens_fast = nan_tensor(n_tokens);
+    const float *patch_embeddings = mirror_random_tensor(n_patches, -1, 1, seed);
+    const float *cls = mirror_random_tensor(channels, -1, 1, seed + 1);
+    const float *cls_pos = with_cls_pos ? mirror_random_tensor(channels, -1, 1, seed + 2) : NULL;
+    const float *register_tokens =
+        registers ? mirror_random_tensor(n_registers, -1, 1, seed + 3) : NULL;
+    const float *patch_pos = mirror_random_tensor(n_pos, -1, 1, seed + 4);
+    float *tokens_ref = mirror_nan_tensor(n_tokens), *tokens_fast = mirror_nan_tensor(n_tokens);
     ref->op.vit_tokens_forward(ref, batch, registers, patches, channels, patch_embeddings, cls,
                                cls_pos, register_tokens, patch_pos, tokens_ref);
     fast->op.vit_tokens_forward(fast, batch, registers, patches, channels, D(patch_embeddings),
                                 D(cls), D(cls_pos), D(register_tokens), D(patch_pos),
                                 D(tokens_fast));
     H(tokens_fast);
-    expect_close("tokens", n_tokens, tokens_fast, tokens_ref, 0, 0);
+    mirror_expect_close("tokens", n_tokens, tokens_fast, tokens_ref, 0, 0);
 
-    const float *dtokens = random_tensor(n_tokens, -1, 1, seed + 5);
-    float *dpatches_ref = nan_tensor(n_patches), *dpatches_fast = nan_tensor(n_patches);
-    float *dcls_ref = random_tensor(channels, -1, 1, seed + 6);
-    float *dcls_fast = copy_of(dcls_ref, channels);
-    float *dcls_pos_ref = random_tensor(channels, -1, 1, seed + 7);
-    float *dcls_pos_fast = copy_of(dcls_pos_ref, channels);
+    const float *dtokens = mirror_random_tensor(n_tokens, -1, 1, seed + 5);
+    float *dpatches_ref = mirror_nan_tensor(n_patches);
+    float *dpatches_fast = mirror_nan_tensor(n_patches);
+    float *dcls_ref = mirror_random_tensor(channels, -1, 1, seed + 6);
+    float *dcls_fast = mirror_copy(dcls_ref, channels);
+    float *dcls_pos_ref = mirror_random_tensor(channels, -1, 1, seed + 7);
+    float *dcls_pos_fast = mirror_copy(dcls_pos_ref, channels);
     // One float more than the registers take: it must stay as it was.
-    float *dregisters_ref = random_tensor(n_registers + 1, -1, 1, seed + 8);
-    float *dregisters_fast = copy_of(dregisters_ref, n_registers + 1);
-    float *dpos_ref = random_tensor(n_pos, -1, 1, seed + 9);
-    float *dpos_fast = copy_of(dpos_ref, n_pos);
+    float *dregisters_ref = mirror_random_tensor(n_registers + 1, -1, 1, seed + 8);
+    float *dregisters_fast = mirror_copy(dregisters_ref, n_registers + 1);
+    float *dpos_ref = mirror_random_tensor(n_pos, -1, 1, seed + 9);
+    float *dpos_fast = mirror_copy(dpos_ref, n_pos);
     ref->op.vit_tokens_backward(ref, batch, registers, patches, channels, dtokens, dpatches_ref,
                                 dcls_ref, with_cls_pos ? dcls_pos_ref : NULL,
                                 registers ? dregisters_ref : NULL, dpos_ref);
@@ -300,13 +307,13 @@ static void check_tokens(int batch, int registers, int patches, int channels, in
                                  with_cls_pos ? dcls_pos_device : NULL,
                                  registers ? dregisters_device : NULL, D(dpos_fast));
     H(dpatches_fast), H(dcls_fast), H(dcls_pos_fast), H(dregisters_fast), H(dpos_fast);
-    expect_close("tokens dpatches", n_patches, dpatches_fast, dpatches_ref, 0, 0);
-    expect_close("tokens dcls", channels, dcls_fast, dcls_ref, 1e-6, 1e-6);
-    expect_close("tokens dcls_pos", channels, dcls_pos_fast, dcls_pos_ref, 1e-6, 1e-6);
-    expect_close("tokens dregisters", n_registers + 1, dregisters_fast, dregisters_ref, 1e-6,
-                 1e-6);
-    expect_close("tokens dpos", n_pos, dpos_fast, dpos_ref, 1e-6, 1e-6);
-    free_buffers(NULL);
+    mirror_expect_close("tokens dpatches", n_patches, dpatches_fast, dpatches_ref, 0, 0);
+    mirror_expect_close("tokens dcls", channels, dcls_fast, dcls_ref, 1e-6, 1e-6);
+    mirror_expect_close("tokens dcls_pos", channels, dcls_pos_fast, dcls_pos_ref, 1e-6, 1e-6);
+    mirror_expect_close("tokens dregisters", n_registers + 1, dregisters_fast, dregisters_ref,
+                        1e-6, 1e-6);
+    mirror_expect_close("tokens dpos", n_pos, dpos_fast, dpos_ref, 1e-6, 1e-6);
+    mirror_free(NULL);
 }
 
 static void test_vit_tokens(void **state) {
@@ -320,43 +327,43 @@ static void test_vit_tokens(void **state) {
 static void check_residual(int batch, size_t rows, int channels, int use_gamma, int use_scale,
                            uint64_t seed) {
     const size_t n = (size_t)batch * rows * channels;
-    const float *x = random_tensor(n, -1, 1, seed);
-    const float *branch = random_tensor(n, -1, 1, seed + 1);
-    const float *gamma = use_gamma ? random_tensor(channels, -1, 1, seed + 2) : NULL;
+    const float *x = mirror_random_tensor(n, -1, 1, seed);
+    const float *branch = mirror_random_tensor(n, -1, 1, seed + 1);
+    const float *gamma = use_gamma ? mirror_random_tensor(channels, -1, 1, seed + 2) : NULL;
     float *sample_scale = NULL;
     if (use_scale) {
-        sample_scale = tensor(batch);
+        sample_scale = mirror_tensor(batch);
         for (int b = 0; b < batch; b++) sample_scale[b] = b % 2 ? 0.0f : 1.0f / 0.7f;
     }
-    float *y_ref = nan_tensor(n), *y_fast = nan_tensor(n);
+    float *y_ref = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
     ref->op.residual_scale_add_forward(ref, batch, rows, channels, x, branch, gamma,
                                        sample_scale, y_ref);
     fast->op.residual_scale_add_forward(fast, batch, rows, channels, D(x), D(branch), D(gamma),
                                         D(sample_scale), D(y_fast));
     H(y_fast);
     // cpu rounds gamma * scale, then the product and the sum: 2 ulps of O(1).
-    expect_close("residual y", n, y_fast, y_ref, 1e-6, 1e-6);
+    mirror_expect_close("residual y", n, y_fast, y_ref, 1e-6, 1e-6);
     // In place (y = x), as the residual stream is updated.
-    float *x_in_place = copy_of(x, n);
+    float *x_in_place = mirror_copy(x, n);
     fast->op.residual_scale_add_forward(fast, batch, rows, channels, D(x_in_place), D(branch),
                                         D(gamma), D(sample_scale), D(x_in_place));
     H(x_in_place);
-    expect_close("residual y in place", n, x_in_place, y_fast, 0, 0);
+    mirror_expect_close("residual y in place", n, x_in_place, y_fast, 0, 0);
 
-    const float *dy = random_tensor(n, -1, 1, seed + 3);
-    float *dbranch_ref = nan_tensor(n), *dbranch_fast = nan_tensor(n);
-    float *dgamma_ref = random_tensor(channels, -1, 1, seed + 4);
-    float *dgamma_fast = copy_of(dgamma_ref, channels);
+    const float *dy = mirror_random_tensor(n, -1, 1, seed + 3);
+    float *dbranch_ref = mirror_nan_tensor(n), *dbranch_fast = mirror_nan_tensor(n);
+    float *dgamma_ref = mirror_random_tensor(channels, -1, 1, seed + 4);
+    float *dgamma_fast = mirror_copy(dgamma_ref, channels);
     ref->op.residual_scale_add_backward(ref, batch, rows, channels, branch, dy, gamma,
                                         sample_scale, dbranch_ref, dgamma_ref);
     fast->op.residual_scale_add_backward(fast, batch, rows, channels, D(branch), D(dy), D(gamma),
                                          D(sample_scale), D(dbranch_fast), D(dgamma_fast));
     H(dbranch_fast), H(dgamma_fast);
     // Without gamma, dgamma stays as it was.
-    expect_close("residual dbranch", n, dbranch_fast, dbranch_ref, 1e-6, 1e-7);
-    expect_close("residual dgamma", channels, dgamma_fast, dgamma_ref, 1e-5,
-                 1e-6 * sqrt((double)batch * rows));
-    free_buffers(NULL);
+    mirror_expect_close("residual dbranch", n, dbranch_fast, dbranch_ref, 1e-6, 1e-7);
+    mirror_expect_close("residual dgamma", channels, dgamma_fast, dgamma_ref, 1e-5,
+                        1e-6 * sqrt((double)batch * rows));
+    mirror_free(NULL);
 }
 
 static void test_residual_scale_add(void **state) {
@@ -369,19 +376,19 @@ static void test_residual_scale_add(void **state) {
 static void check_token_pool(int batch, int tokens, int channels, int first, int count,
                              uint64_t seed) {
     const size_t n_x = (size_t)batch * tokens * channels, n_y = (size_t)batch * channels;
-    const float *x = random_tensor(n_x, -1, 1, seed);
-    float *y_ref = nan_tensor(n_y), *y_fast = nan_tensor(n_y);
+    const float *x = mirror_random_tensor(n_x, -1, 1, seed);
+    float *y_ref = mirror_nan_tensor(n_y), *y_fast = mirror_nan_tensor(n_y);
     ref->op.token_pool_forward(ref, batch, tokens, channels, first, count, x, y_ref);
     fast->op.token_pool_forward(fast, batch, tokens, channels, first, count, D(x), D(y_fast));
     H(y_fast);
-    expect_close("token pool y", n_y, y_fast, y_ref, 1e-6, 1e-7);
-    const float *dy = random_tensor(n_y, -1, 1, seed + 1);
-    float *dx_ref = nan_tensor(n_x), *dx_fast = nan_tensor(n_x);
+    mirror_expect_close("token pool y", n_y, y_fast, y_ref, 1e-6, 1e-7);
+    const float *dy = mirror_random_tensor(n_y, -1, 1, seed + 1);
+    float *dx_ref = mirror_nan_tensor(n_x), *dx_fast = mirror_nan_tensor(n_x);
     ref->op.token_pool_backward(ref, batch, tokens, channels, first, count, dy, dx_ref);
     fast->op.token_pool_backward(fast, batch, tokens, channels, first, count, D(dy), D(dx_fast));
     H(dx_fast);
-    expect_close("token pool dx", n_x, dx_fast, dx_ref, 1e-6, 1e-7);
-    free_buffers(NULL);
+    mirror_expect_close("token pool dx", n_x, dx_fast, dx_ref, 1e-6, 1e-7);
+    mirror_free(NULL);
 }
 
 static void test_token_pool(void **state) {
@@ -393,13 +400,13 @@ static void test_token_pool(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_layernorm, free_buffers),
-        cmocka_unit_test_teardown(test_attention, free_buffers),
+        cmocka_unit_test_teardown(test_layernorm, mirror_free),
+        cmocka_unit_test_teardown(test_attention, mirror_free),
         cmocka_unit_test(test_attention_plan_head_dims),
-        cmocka_unit_test_teardown(test_nan_propagation, free_buffers),
-        cmocka_unit_test_teardown(test_vit_tokens, free_buffers),
-        cmocka_unit_test_teardown(test_residual_scale_add, free_buffers),
-        cmocka_unit_test_teardown(test_token_pool, free_buffers),
+        cmocka_unit_test_teardown(test_nan_propagation, mirror_free),
+        cmocka_unit_test_teardown(test_vit_tokens, mirror_free),
+        cmocka_unit_test_teardown(test_residual_scale_add, mirror_free),
+        cmocka_unit_test_teardown(test_token_pool, mirror_free),
     };
-    return FAST_BACKEND_GROUPS(tests);
+    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]);
 }

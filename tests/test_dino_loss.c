@@ -34,7 +34,7 @@ static DinoLoss *make_loss(Backend *backend, int max_batch, DinoShape shape) {
     ErrorMessage err = {{0}};
     DinoLoss *loss = dino_loss_create(backend, max_batch, shape.dim, shape.global_views,
                                       shape.total_views, shape.student_temp,
-                                      shape.center_momentum, &err);
+                                      shape.center_momentum, NULL, &err);
     if (!loss) fail_msg("dino_loss_create: %s", err.text);
     return loss;
 }
@@ -294,15 +294,15 @@ static void test_matching_student_gives_lower_loss(void **state) {
 
 static void test_rejects_bad_arguments(void **state) {
     ErrorMessage err = {{0}};
-    assert_null(dino_loss_create(fixture_ref, 0, 8, 2, 2, 0.1f, 0.9f, &err));
+    assert_null(dino_loss_create(fixture_ref, 0, 8, 2, 2, 0.1f, 0.9f, NULL, &err));
     assert_non_null(strstr(err.text, "positive"));
-    assert_null(dino_loss_create(fixture_ref, 4, 8, 3, 2, 0.1f, 0.9f, &err));
+    assert_null(dino_loss_create(fixture_ref, 4, 8, 3, 2, 0.1f, 0.9f, NULL, &err));
     assert_non_null(strstr(err.text, "global"));
-    assert_null(dino_loss_create(fixture_ref, 4, 8, 1, 1, 0.1f, 0.9f, &err));
+    assert_null(dino_loss_create(fixture_ref, 4, 8, 1, 1, 0.1f, 0.9f, NULL, &err));
     assert_non_null(strstr(err.text, "pair"));
-    assert_null(dino_loss_create(fixture_ref, 4, 8, 2, 2, 0.0f, 0.9f, &err));
+    assert_null(dino_loss_create(fixture_ref, 4, 8, 2, 2, 0.0f, 0.9f, NULL, &err));
     assert_non_null(strstr(err.text, "temperature"));
-    assert_null(dino_loss_create(fixture_ref, 4, 8, 2, 2, 0.1f, 1.5f, &err));
+    assert_null(dino_loss_create(fixture_ref, 4, 8, 2, 2, 0.1f, 1.5f, NULL, &err));
     assert_non_null(strstr(err.text, "momentum"));
     const DinoShape shape = {4, 8, 2, 2, 0.1f, 0.9f};
     DinoLoss *loss = make_loss(fixture_ref, 4, shape);

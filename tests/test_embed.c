@@ -96,7 +96,7 @@ static int source_index(size_t dataset_index) {
 static void test_sampler_keep_last_covers_everything_in_order(void **state) {
     (void)state;
     Sampler sampler;
-    assert_int_equal(sampler_init_keep_last(&sampler, 43, 8, NULL), 0);
+    assert_int_equal(sampler_init_keep_last(&sampler, 43, 8, 0, 1, NULL), 0);
     assert_int_equal(sampler.batches_per_epoch, 6);
     uint32_t indices[8];
     uint32_t expected = 0;
@@ -110,7 +110,31 @@ static void test_sampler_keep_last_covers_everything_in_order(void **state) {
         assert_int_equal(expected, 43);
     }
     sampler_free(&sampler);
-    assert_int_equal(sampler_init_keep_last(&sampler, 0, 8, NULL), -1);
+    assert_int_equal(sampler_init_keep_last(&sampler, 0, 8, 0, 1, NULL), -1);
+}
+
+// With R ranks, round k's batches in rank order are the next R blocks of the
+// scan order: together every image once, in order (the embed gather relies
+// on it).
+static void test_sampler_keep_last_ranks_cover_everything_in_order(void **state) {
+    (void)state;
+    for (int world = 2; world <= 3; world++) {
+        Sampler samplers[3];
+        for (int r = 0; r < world; r++)
+            assert_int_equal(sampler_init_keep_last(&samplers[r], 43, 4, r, world, NULL), 0);
+        // 11 blocks of 4 (the last of 3): ranks get ceil((11 - r) / R) of them.
+        for (int r = 0; r < world; r++)
+            assert_int_equal(samplers[r].batches_per_epoch, (size_t)((11 - r + world - 1) / world));
+        uint32_t expected = 0, indices[4];
+        for (size_t round = 0; expected < 43; round++)
+            for (int r = 0; r < world && expected < 43; r++) {
+                assert_true(round < samplers[r].batches_per_epoch);
+                const int size = sampler_batch_size(&samplers[r], round);
+                sampler_batch(&samplers[r], 0, round, indices);
+                for (int i = 0; i < size; i++) assert_int_equal(indices[i], expected++);
+            }
+        for (int r = 0; r < world; r++) sampler_free(&samplers[r]);
+    }
 }
 
 typedef struct LoaderRun {
@@ -182,7 +206,7 @@ static void test_loader_keep_last_every_image_once_in_order(void **state) {
     loader_run_free(&three);
 }
 
-static void test_loader_keep_last_needs_sequential_single_rank(void **state) {
+static void test_loader_keep_last_needs_sequential_order(void **state) {
     (void)state;
     LoaderConfig config = {
         .dataset = &fixture.dataset, .batch_size = BATCH, .num_workers = 1,
@@ -194,9 +218,12 @@ static void test_loader_keep_last_needs_sequential_single_rank(void **state) {
     assert_non_null(strstr(err.text, "keep_last"));
     config.shuffle = 0;
     config.world_size = 2;
+    config.rank = 2;
     assert_null(loader_create(&config, &err));
+    assert_non_null(strstr(err.text, "rank 2 is outside a world of 2"));
     // A batch larger than the dataset is fine in keep_last mode: one partial batch.
     config.world_size = 1;
+    config.rank = 0;
     config.batch_size = 100;
     Loader *loader = loader_create(&config, &err);
     if (!loader) fail_msg("%s", err.text);
@@ -538,7 +565,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampler_keep_last_covers_everything_in_order),
         cmocka_unit_test(test_loader_keep_last_every_image_once_in_order),
-        cmocka_unit_test(test_loader_keep_last_needs_sequential_single_rank),
+        cmocka_unit_test(test_loader_keep_last_needs_sequential_order),
+        cmocka_unit_test(test_sampler_keep_last_ranks_cover_everything_in_order),
         cmocka_unit_test(test_resize_only_view_is_the_plain_resize),
         cmocka_unit_test(test_npy_writer),
         cmocka_unit_test(test_csv_writers),

@@ -16,24 +16,14 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend_fixture.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/weights.h"
 #include "train/checkpoint.h"
 
-// Each op test runs once per backend, named by the cmocka prestate; a
-// backend this machine cannot make (cuda without a GPU) skips its tests.
-static Backend *make_backend(void **state) {
-    const char *name = *state;
-    ErrorMessage err = {{0}};
-    Backend *backend = backend_create(name, 2, &err);
-    if (!backend) {
-        if (strcmp(name, "cuda") != 0) fail_msg("%s", err.text);
-        fprintf(stderr, "  skipped: %s\n", err.text);
-        skip();
-    }
-    return backend;
-}
+// Each op test runs once per backend, named by the cmocka prestate
+// (fixture_backend_of_prestate: cuda without a GPU skips).
 
 static float *upload(Backend *backend, const float *host, size_t n) {
     float *device = backend->op.alloc(backend, n * sizeof *device);
@@ -53,7 +43,7 @@ static void test_relu_keeps_nan(void **state) {
     const float x[6] = {NAN, -1.0f, 2.0f, INFINITY, -INFINITY, 0.0f};
     const float dy[6] = {1, 1, 1, 1, 1, 1};
     {
-        Backend *backend = make_backend(state);
+        Backend *backend = fixture_backend_of_prestate(state);
         float *dx = upload(backend, x, 6), *y = upload(backend, x, 6), *g = upload(backend, dy, 6);
         backend->op.relu_forward(backend, 6, dx, y);
         float out[6];
@@ -77,7 +67,7 @@ static void test_batchnorm_relu_keeps_nan(void **state) {
     x[2 * CHANNELS + 1] = NAN;
     const float ones[CHANNELS] = {1, 1}, zeros[CHANNELS] = {0, 0};
     {
-        Backend *backend = make_backend(state);
+        Backend *backend = fixture_backend_of_prestate(state);
         float *dx = upload(backend, x, ROWS * CHANNELS), *y = upload(backend, x, ROWS * CHANNELS);
         float *gamma = upload(backend, ones, CHANNELS), *beta = upload(backend, zeros, CHANNELS);
         float *mean = upload(backend, zeros, CHANNELS), *inv = upload(backend, zeros, CHANNELS);
@@ -110,7 +100,7 @@ static void test_maxpool_keeps_nan(void **state) {
     assert_int_equal(pool_shape_make(&shape, 1, SIDE, SIDE, CHANNELS, 2, 2, 0, &err), 0);
     const size_t out_count = (size_t)shape.out_height * shape.out_width * CHANNELS;
     {
-        Backend *backend = make_backend(state);
+        Backend *backend = fixture_backend_of_prestate(state);
         float *in = upload(backend, x, IN), *y = backend->op.alloc(backend, out_count * 4);
         int32_t *argmax = backend->op.alloc(backend, out_count * 4);
         backend->op.maxpool_forward(backend, &shape, in, y, argmax);
@@ -131,7 +121,7 @@ static void test_rows_keep_nan(void **state) {
     for (int i = 0; i < ROWS * DIM; i++) x[i] = 0.25f * (float)(i + 1);
     x[DIM + 3] = NAN;
     {
-        Backend *backend = make_backend(state);
+        Backend *backend = fixture_backend_of_prestate(state);
         float *in = upload(backend, x, ROWS * DIM), *y = upload(backend, x, ROWS * DIM);
         float *norm = upload(backend, x, ROWS);
         float out[ROWS * DIM];
@@ -155,7 +145,7 @@ static void test_count_nonfinite(void **state) {
     x[3] = NAN, x[500] = INFINITY, x[999] = -INFINITY, x[10] = -NAN;
     x[20] = 3.4028235e38f, x[21] = 1e-45f, x[22] = -0.0f;
     {
-        Backend *backend = make_backend(state);
+        Backend *backend = fixture_backend_of_prestate(state);
         float *in = upload(backend, x, N);
         const float start = 2.0f;
         float *result = upload(backend, &start, 1);
@@ -178,7 +168,7 @@ static void test_resnet_forward_keeps_nan(void **state) {
     for (size_t i = 0; i < pixels; i++) image[i] = (float)(i % 13) / 13.0f - 0.5f;
     image[123] = NAN;
     {
-        Backend *backend = make_backend(state);
+        Backend *backend = fixture_backend_of_prestate(state);
         ErrorMessage err = {{0}};
         Resnet model;
         const ResnetInputShape shape = {BATCH, SIZE};

@@ -25,7 +25,7 @@
 
 static NtXent *make_loss(Backend *backend, int max_batch, int dim, float temperature) {
     ErrorMessage err = {{0}};
-    NtXent *loss = nt_xent_create(backend, max_batch, dim, temperature, &err);
+    NtXent *loss = nt_xent_create(backend, max_batch, dim, temperature, NULL, &err);
     if (!loss) fail_msg("nt_xent_create: %s", err.text);
     return loss;
 }
@@ -226,9 +226,9 @@ static void test_aligned_views_give_lower_loss(void **state) {
 
 static void test_rejects_bad_arguments(void **state) {
     ErrorMessage err = {{0}};
-    assert_null(nt_xent_create(fixture_ref, 0, 8, 0.1f, &err));
+    assert_null(nt_xent_create(fixture_ref, 0, 8, 0.1f, NULL, &err));
     assert_non_null(strstr(err.text, "positive"));
-    assert_null(nt_xent_create(fixture_ref, 4, 8, 0.0f, &err));
+    assert_null(nt_xent_create(fixture_ref, 4, 8, 0.0f, NULL, &err));
     assert_non_null(strstr(err.text, "temperature"));
     NtXent *loss = make_loss(fixture_ref, 4, 8, 0.1f);
     float x[2 * 5 * 8] = {0};

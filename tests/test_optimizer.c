@@ -19,6 +19,7 @@
 #include "nn/parameters.h"
 #include "nn/safetensors.h"
 #include "nn/schedule.h"
+#include "nn/step_gate.h"
 
 #include "fixture_init.h"
 
@@ -194,18 +195,29 @@ static void check_run(TestState *test, const RunSpec *spec) {
     Optimizer *opt = optimizer_create(backend, &set, &config, &err);
     if (!opt) fprintf(stderr, "%s: %s\n", spec->run, err.text);
     assert_non_null(opt);
+    StepGate gate;
+    assert_int_equal(step_gate_create(&gate, backend, 1, &err), 0);
     const int allocs_before_steps = counting.allocs;
 
     double worst = 0.0, max_abs = 0.0;
     for (int step = 1; step <= OPTIM_STEPS; step++) {
         load_step_gradients(backend, &set, step, spec->micro_batches, staging);
-        if (spec->micro_batches > 1) optimizer_scale_grads(opt, 1.0f / (float)spec->micro_batches);
+        // The trainer's sequence: 1/k and clipping through the gate.
+        const float scale = 1.0f / (float)spec->micro_batches;
+        step_gate_open(&gate);
+        step_gate_measure(&gate, 0, &set);
+        step_gate_close(&gate, scale, spec->clip_norm);
         if (spec->clip_norm > 0.0f) {
-            const float norm = optimizer_clip_grad_norm(opt, spec->clip_norm);
-            assert_true(norm > spec->clip_norm);  // the fixture's gradients are clipped every step
+            StepGateReading reading;
+            step_gate_read(&gate, scale, &reading);
+            assert_false(reading.skipped);
+            // the fixture's gradients are clipped every step
+            assert_true(reading.gradient_norm > spec->clip_norm);
+            assert_true(reading.multiplier < scale);
         }
         const double factor = schedule_cosine_warmup(step - 1, OPTIM_WARMUP, OPTIM_STEPS, 1.0, 0.0);
-        optimizer_step(opt, (float)(spec->base_lr * factor), spec->weight_decay);
+        optimizer_step(opt, (float)(spec->base_lr * factor), spec->weight_decay,
+                       step_gate_values(&gate));
         assert_int_equal(optimizer_step_count(opt), step);
 
         for (int i = 0; i < TEST_PARAM_COUNT; i++) {
@@ -233,6 +245,7 @@ static void check_run(TestState *test, const RunSpec *spec) {
     assert_int_equal(counting.allocs, allocs_before_steps);
     printf("  %-15s max |diff| %.3g, worst %.3f of the tolerance\n", spec->run, max_abs, worst);
 
+    step_gate_free(&gate);
     optimizer_free(opt);
     backend->op.free(backend, staging);
     parameter_set_free(&set);
@@ -334,7 +347,7 @@ static void test_weight_decay_groups(void **state) {
         for (int i = 0; i < set.count; i++)
             backend->op.fill(backend, set.params[i].value, 100.0f, set.params[i].count);
         parameter_set_zero_grads(&set);
-        for (int step = 0; step < 3; step++) optimizer_step(opt, 0.1f, 0.5f);
+        for (int step = 0; step < 3; step++) optimizer_step(opt, 0.1f, 0.5f, NULL);
 
         float host[MAX_PARAM_FLOATS];
         for (int i = 1; i < set.count; i++) {  // bn.weight, bias
@@ -383,7 +396,7 @@ static void test_lars_adaptation(void **state) {
         backend->op.fill(backend, set.params[i].value, 2.0f, set.params[i].count);
         backend->op.fill(backend, set.params[i].grad, 0.5f, set.params[i].count);
     }
-    optimizer_step(opt, 0.1f, 0.25f);
+    optimizer_step(opt, 0.1f, 0.25f, NULL);
     float host[MAX_PARAM_FLOATS];
     for (int i = 1; i < set.count; i++) {
         download(backend, host, set.params[i].value, set.params[i].count);
@@ -401,39 +414,82 @@ static void test_lars_adaptation(void **state) {
     parameter_set_free(&set);
 }
 
-// clip_grad_norm_: returns the global norm; scales by max / (norm + 1e-6)
-// only when that factor is below 1.
-static void test_clip_grad_norm(void **state) {
+// clip_grad_norm_ through the gate: total = sqrt(sum of squares over every
+// group), coef = max_norm / (total + 1e-6) in float32, applied (times the
+// scale) only when below 1; an SGD step with lr 1, no momentum and no decay
+// then moves each weight by exactly -multiplier * grad. A NaN gradient
+// skips the step: nothing moves.
+static void test_gate_clips_and_skips(void **state) {
     TestState *test = *state;
     Backend *backend = test->backend;
     ParameterSet set;
     params_create(backend, &set);
     ErrorMessage err = {{0}};
-    const OptimizerConfig config = optimizer_config_default(OPTIMIZER_SGD);
+    OptimizerConfig config = optimizer_config_default(OPTIMIZER_SGD);
+    config.momentum = 0.0f;
     Optimizer *opt = optimizer_create(backend, &set, &config, &err);
     assert_non_null(opt);
+    StepGate gate;
+    assert_int_equal(step_gate_create(&gate, backend, 2, &err), 0);
     // 3 in w[5] and 4 in bias[2]: global norm 5 across two parameters.
     const float three = 3.0f, four = 4.0f;
     parameter_set_zero_grads(&set);
     backend->op.upload(backend, set.params[0].grad + 5, &three, sizeof three);
     backend->op.upload(backend, set.params[2].grad + 2, &four, sizeof four);
-
-    assert_true(optimizer_grad_norm(opt) == 5.0f);  // exact: 25 is exact, sqrtf correctly rounded
-    assert_true(optimizer_clip_grad_norm(opt, 10.0f) == 5.0f);
-    float w_grad[MAX_PARAM_FLOATS], bias_grad[16];
-    download(backend, w_grad, set.params[0].grad, set.params[0].count);
-    assert_true(w_grad[5] == 3.0f);  // below max_norm: untouched
-
-    assert_true(optimizer_clip_grad_norm(opt, 1.0f) == 5.0f);
-    download(backend, w_grad, set.params[0].grad, set.params[0].count);
-    download(backend, bias_grad, set.params[2].grad, set.params[2].count);
+    const float max_norms[3] = {10.0f, 1.0f, 0.0f};
+    const float scales[3] = {1.0f, 1.0f, 0.5f};
     const float coefficient = 1.0f / (5.0f + 1e-6f);
-    assert_true(w_grad[5] == 3.0f * coefficient);  // exact: the same float32 product
-    assert_true(bias_grad[2] == 4.0f * coefficient);
-    assert_true(w_grad[4] == 0.0f && bias_grad[3] == 0.0f);
-    // Now just under 1 (the 1e-6 keeps it below): clipping again changes nothing.
-    const float norm = optimizer_grad_norm(opt);
-    assert_true(norm < 1.0f && norm > 1.0f - 1e-6f);
+    const float multipliers[3] = {1.0f, coefficient, 0.5f};
+    for (int c = 0; c < 3; c++) {
+        step_gate_open(&gate);
+        step_gate_measure(&gate, 1, &set);  // group 0 unmeasured (frozen): adds 0
+        step_gate_close(&gate, scales[c], max_norms[c]);
+        StepGateReading reading;
+        step_gate_read(&gate, scales[c], &reading);
+        assert_false(reading.skipped);
+        assert_int_equal(reading.nonfinite_group, -1);
+        assert_true(reading.gradient_norm == 5.0 * scales[c]);  // 25 exact, sqrt exact
+        assert_true(reading.multiplier == multipliers[c]);       // the same float32 product
+        float w_before[MAX_PARAM_FLOATS], w_after[MAX_PARAM_FLOATS], bias_before[16],
+            bias_after[16];
+        download(backend, w_before, set.params[0].value, set.params[0].count);
+        download(backend, bias_before, set.params[2].value, set.params[2].count);
+        optimizer_step(opt, 1.0f, 0.0f, step_gate_values(&gate));
+        download(backend, w_after, set.params[0].value, set.params[0].count);
+        download(backend, bias_after, set.params[2].value, set.params[2].count);
+        assert_true(w_after[5] == w_before[5] - multipliers[c] * 3.0f);
+        assert_true(bias_after[2] == bias_before[2] - multipliers[c] * 4.0f);
+        assert_true(w_after[4] == w_before[4]);  // zero gradient
+    }
+    // A NaN gradient: skipped, the group named, nothing changes.
+    const float nan = NAN;
+    backend->op.upload(backend, set.params[0].grad + 1, &nan, sizeof nan);
+    step_gate_open(&gate);
+    step_gate_measure(&gate, 0, &set);
+    step_gate_close(&gate, 1.0f, 1.0f);
+    StepGateReading reading;
+    step_gate_read(&gate, 1.0f, &reading);
+    assert_true(reading.skipped);
+    assert_int_equal(reading.nonfinite_group, 0);
+    float before[MAX_PARAM_FLOATS], after[MAX_PARAM_FLOATS];
+    download(backend, before, set.params[0].value, set.params[0].count);
+    optimizer_step(opt, 1.0f, 0.0f, step_gate_values(&gate));
+    download(backend, after, set.params[0].value, set.params[0].count);
+    assert_memory_equal(before, after, set.params[0].count * sizeof(float));
+    // A non-finite loss counted into the gate skips too.
+    float *loss = backend->op.alloc(backend, sizeof(float));
+    const float infinite = INFINITY;
+    backend->op.upload(backend, loss, &infinite, sizeof infinite);
+    parameter_set_zero_grads(&set);
+    step_gate_open(&gate);
+    step_gate_measure(&gate, 0, &set);
+    step_gate_count_nonfinite(&gate, 1, loss);
+    step_gate_close(&gate, 1.0f, 0.0f);
+    step_gate_read(&gate, 1.0f, &reading);
+    assert_true(reading.skipped);
+    assert_int_equal(reading.nonfinite_group, -1);
+    backend->op.free(backend, loss);
+    step_gate_free(&gate);
     optimizer_free(opt);
     parameter_set_free(&set);
 }
@@ -476,7 +532,7 @@ static void test_state_size_and_restore(void **state) {
     assert_non_null(opt);
     for (int step = 1; step <= 3; step++) {
         load_step_gradients(backend, &set, step, 1, staging);
-        optimizer_step(opt, 1e-3f, 0.05f);
+        optimizer_step(opt, 1e-3f, 0.05f, NULL);
     }
     float saved_values[160], saved_state[320], continued[160], restored[160];
     size_t floats = 0;
@@ -486,7 +542,7 @@ static void test_state_size_and_restore(void **state) {
     const long saved_steps = optimizer_step_count(opt);
     for (int step = 4; step <= 6; step++) {
         load_step_gradients(backend, &set, step, 1, staging);
-        optimizer_step(opt, 1e-3f, 0.05f);
+        optimizer_step(opt, 1e-3f, 0.05f, NULL);
     }
     download(backend, continued, set.values, set.total);
     optimizer_free(opt);
@@ -498,7 +554,7 @@ static void test_state_size_and_restore(void **state) {
     optimizer_set_step_count(opt, saved_steps);
     for (int step = 4; step <= 6; step++) {
         load_step_gradients(backend, &set, step, 1, staging);
-        optimizer_step(opt, 1e-3f, 0.05f);
+        optimizer_step(opt, 1e-3f, 0.05f, NULL);
     }
     download(backend, restored, set.values, set.total);
     assert_memory_equal(continued, restored, sizeof continued);  // exact: same operations
@@ -553,7 +609,7 @@ int main(void) {
         cmocka_unit_test(test_schedule_edges),
         cmocka_unit_test(test_weight_decay_groups),
         cmocka_unit_test(test_lars_adaptation),
-        cmocka_unit_test(test_clip_grad_norm),
+        cmocka_unit_test(test_gate_clips_and_skips),
         cmocka_unit_test(test_state_size_and_restore),
         cmocka_unit_test(test_config_errors),
     };

@@ -111,6 +111,35 @@ static void test_rejects_impossible_configurations(void **state) {
     assert_int_equal(sampler_init(&sampler, 10, 0, 0, 1, 0, 1, &err), -1);
 }
 
+// Data parallel with R ranks of batch b is one rank of batch R b: at every
+// step the ranks' batches together are exactly the one rank's batch (as
+// sets), each image on one rank only, and the epochs have as many steps.
+static void test_ranks_split_the_global_batch(void **state) {
+    (void)state;
+    const size_t n = 103;
+    for (int world = 2; world <= 3; world++) {
+        const int per_rank = 4, global = per_rank * world;
+        Sampler whole;
+        assert_int_equal(sampler_init(&whole, n, global, 0, 1, 5, 1, NULL), 0);
+        Sampler ranks[3];
+        for (int r = 0; r < world; r++) {
+            assert_int_equal(sampler_init(&ranks[r], n, per_rank, r, world, 5, 1, NULL), 0);
+            assert_int_equal(ranks[r].batches_per_epoch, whole.batches_per_epoch);
+        }
+        uint32_t expected[12], got[12];
+        for (uint32_t epoch = 0; epoch < 2; epoch++)
+            for (size_t b = 0; b < whole.batches_per_epoch; b++) {
+                sampler_batch(&whole, epoch, b, expected);
+                for (int r = 0; r < world; r++) sampler_batch(&ranks[r], epoch, b, got + r * per_rank);
+                int seen[103] = {0};
+                for (int i = 0; i < global; i++) seen[got[i]]++;
+                for (int i = 0; i < global; i++) assert_int_equal(seen[expected[i]], 1);
+            }
+        sampler_free(&whole);
+        for (int r = 0; r < world; r++) sampler_free(&ranks[r]);
+    }
+}
+
 static void test_default_workers_rule(void **state) {
     (void)state;
     // (cores - devices) / devices, at least 1.
@@ -129,6 +158,7 @@ int main(void) {
         cmocka_unit_test(test_order_depends_on_seed_and_epoch),
         cmocka_unit_test(test_no_shuffle_is_identity),
         cmocka_unit_test(test_rejects_impossible_configurations),
+        cmocka_unit_test(test_ranks_split_the_global_batch),
         cmocka_unit_test(test_default_workers_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

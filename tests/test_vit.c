@@ -63,14 +63,14 @@ static int teardown(void **state) {
 // ---- resampling matrices -------------------------------------------------------------
 
 static void test_interpolation_matrices(void **state) {
-    const VitPosInterpolation modes[] = {VIT_POS_INTERP_OFFSET, VIT_POS_INTERP_ANTIALIAS};
     int checked = 0;
     for (int t = 0; t < fixture.count; t++) {
         int in, out;
         char mode[16];
         if (sscanf(fixture.tensors[t].name, "interp/%15[a-z]/%d_%d", mode, &in, &out) != 3)
             continue;
-        const VitPosInterpolation chosen = strcmp(mode, "offset") == 0 ? modes[0] : modes[1];
+        VitPosInterpolation chosen;
+        assert_int_equal(vit_pos_interpolation_parse(mode, &chosen, NULL), 0);
         double *truth = vit_fixture_doubles(&fixture, fixture.tensors[t].name, (size_t)in * out);
         double *ours = malloc((size_t)in * out * sizeof *ours);
         assert_int_equal(vit_pos_axis_weights(chosen, in, out, ours, NULL), 0);
@@ -82,7 +82,7 @@ static void test_interpolation_matrices(void **state) {
         free(ours);
         checked++;
     }
-    assert_int_equal(checked, 16);
+    assert_int_equal(checked, 24);
 }
 
 // ---- parity with timm and transformers --------------------------------------------------
@@ -402,10 +402,25 @@ static void test_preset_parameter_counts(void **state) {
     assert_int_equal(vit_config_preset("vit_g16", 224, &config, &err), -1);
 }
 
+// A backend whose op table lacks a transformer op is refused with its name.
+static void test_backend_without_vit_ops(void **state) {
+    ErrorMessage err = {{0}};
+    Backend *partial = backend_create("ref", 1, &err);
+    assert_non_null(partial);
+    partial->op.attention_backward = NULL;
+    const VitConfig config = vit_fixture_config(16, 64, 0, 4, VIT_POS_INTERP_OFFSET);
+    const VitInputShape shape = {BATCH, 64};
+    Vit model;
+    assert_int_equal(vit_create(&model, partial, &config, &shape, 1, 0, &err), -1);
+    assert_non_null(strstr(err.text, "the ref backend has no attention_backward op yet"));
+    backend_destroy(partial);
+}
+
 int main(void) {
     const struct CMUnitTest once[] = {
         cmocka_unit_test(test_interpolation_matrices),
         cmocka_unit_test(test_preset_parameter_counts),
+        cmocka_unit_test(test_backend_without_vit_ops),
     };
     const struct CMUnitTest models[] = {
         cmocka_unit_test(test_timm_p16),

@@ -1,7 +1,8 @@
 // ViT weight files (src/nn/vit_weights.h): timm export and reload, the
 // DINOv2 layout (register_tokens, chunked blocks, mask_token, positions that
 // include the class token's) giving the same model as timm's, architecture
-// detection, and one-line errors that name the first mismatching tensor.
+// detection, a position grid resized at load (LightlyTrain's hook), and
+// one-line errors that name the first mismatching tensor.
 // The transformers naming is checked against transformers itself in
 // tests/test_vit.c.
 #include <stdarg.h>
@@ -190,6 +191,48 @@ static void test_dinov2_layout(void **state) {
     unlink(path);
 }
 
+// A file with a 4 x 4 position grid into a model with a 6 x 6 one (as a
+// DINOv2 checkpoint at 518 px into a 224 px model): the positions are
+// resized at load with PyTorch's bicubic to the new size (the matrices are
+// checked against torch in test_vit.c), everything else loads as it is.
+static void test_load_resizes_position_grid(void **state) {
+    ErrorMessage err = {{0}};
+    char path[128];
+    temp_path(path, sizeof path, "grid4");
+    Vit small, large;
+    make_model(&small, 1);
+    if (vit_save(&small, path, &err)) fail_msg("%s", err.text);
+    VitConfig config = small.config;
+    config.pos_grid = 6;
+    const VitInputShape shape = {BATCH, SIZE};
+    if (vit_declare(&large, backend, &config, &err) || vit_allocate(&large, &shape, 1, &err) ||
+        vit_load(&large, path, &err))
+        fail_msg("%s", err.text);
+    const int dim = small.feature_dim;
+    float before[16 * 64], after[36 * 64];
+    backend->op.download(backend, before, small.pos_embed, sizeof before);
+    backend->op.download(backend, after, large.pos_embed, sizeof after);
+    double rows[6 * 4];
+    assert_int_equal(vit_pos_axis_weights(VIT_POS_INTERP_BICUBIC, 4, 6, rows, NULL), 0);
+    for (int oy = 0; oy < 6; oy++)
+        for (int ox = 0; ox < 6; ox++)
+            for (int c = 0; c < dim; c++) {
+                double expected = 0.0;
+                for (int iy = 0; iy < 4; iy++)
+                    for (int ix = 0; ix < 4; ix++)
+                        expected += rows[oy * 4 + iy] * rows[ox * 4 + ix] *
+                                    before[(iy * 4 + ix) * dim + c];
+                assert_float_equal(after[(oy * 6 + ox) * dim + c], expected, 1e-5);
+            }
+    float cls_small[64], cls_large[64];
+    backend->op.download(backend, cls_small, small.cls_token, sizeof cls_small);
+    backend->op.download(backend, cls_large, large.cls_token, sizeof cls_large);
+    assert_memory_equal(cls_small, cls_large, sizeof cls_small);
+    vit_free(&small);
+    vit_free(&large);
+    unlink(path);
+}
+
 // Rewrites the exported file with one change; returns the load's message.
 typedef enum { DROP, RESHAPE, EXTRA, RETYPE } Damage;
 
@@ -267,6 +310,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_save_reload),
         cmocka_unit_test(test_dinov2_layout),
+        cmocka_unit_test(test_load_resizes_position_grid),
         cmocka_unit_test(test_load_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

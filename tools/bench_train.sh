@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Training benchmarks, run by `make bench` as: tools/bench_train.sh BUILD_DIR [DATA_DIR]
-# ResNet-18 and ResNet-50, forward + backward + SGD step, at 64 px and 224 px:
+# ResNet-18 and ResNet-50 at 64 px and 224 px, ViT-S/16 at 224 px, forward +
+# backward + SGD step:
 # build/tools/bench_train_step (ours, cpu backend) next to the same step in
 # PyTorch (tools/compare/pytorch_train_step.py) with the same threads, batch
 # and resolution, alternating ROUNDS times. The PyTorch side is skipped when
-# torch/torchvision are not importable by $PYTHON (default /usr/bin/python3).
-# Environment: BENCH_THREADS (default: all cores), BENCH_ROUNDS (default 2).
+# torch/torchvision are not importable by $PYTHON (default /usr/bin/python3),
+# the ViT's when timm is not (PYTHONPATH). Debian's torch runs its Linear
+# layers on the reference BLAS (BLAS_INFO=generic): set TORCH_BLAS_DIR to a
+# folder holding OpenBLAS's libblas.so.3 to give PyTorch a fast GEMM
+# (docs/performance.md). Environment: BENCH_THREADS (default: all cores),
+# BENCH_ROUNDS (default 2).
 set -u
 BUILD=${1:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -18,14 +23,18 @@ have_torch=1
   echo "bench_train.sh: torch/torchvision not importable by $PYTHON; PyTorch side skipped"
 }
 echo "training step, $THREADS thread(s), $(lscpu | sed -n 's/^Model name:[[:space:]]*//p')"
+have_timm=$have_torch
+"$PYTHON" -c 'import timm' 2>/dev/null || have_timm=0
 # model image-size batch steps
-for config in "18 64 32 5" "50 64 32 3" "18 224 16 3" "50 224 16 2"; do
-  read -r depth size batch steps <<<"$config"
+for config in "resnet18 64 32 5" "resnet50 64 32 3" "resnet18 224 16 3" "resnet50 224 16 2" \
+              "vit_s16 224 16 3"; do
+  read -r model size batch steps <<<"$config"
   for round in $(seq "$ROUNDS"); do
-    "$BUILD/tools/bench_train_step" --model "$depth" --image-size "$size" --batch-size "$batch" \
+    "$BUILD/tools/bench_train_step" --model "$model" --image-size "$size" --batch-size "$batch" \
       --steps "$steps" --warmup 1 --threads "$THREADS" | grep '^RESULT'
-    if [ "$have_torch" = 1 ]; then
-      "$PYTHON" "$TOOLS_DIR/compare/pytorch_train_step.py" --model "resnet$depth" \
+    if [ "$have_torch" = 1 ] && { [ "${model#vit}" = "$model" ] || [ "$have_timm" = 1 ]; }; then
+      LD_LIBRARY_PATH=${TORCH_BLAS_DIR:-${LD_LIBRARY_PATH:-}} OPENBLAS_NUM_THREADS=$THREADS \
+        "$PYTHON" "$TOOLS_DIR/compare/pytorch_train_step.py" --model "$model" \
         --image-size "$size" --batch-size "$batch" --steps "$steps" --warmup 1 \
         --threads "$THREADS" | grep '^RESULT'
     fi

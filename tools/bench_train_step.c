@@ -1,13 +1,16 @@
-// One training step of a ResNet backbone on a backend, timed: forward (train
+// One training step of a backbone on a backend, timed: forward (train
 // mode), loss = sum(features * fixed weights), backward, SGD with momentum
 // 0.9 and weight decay 1e-4. The same step as
 // tools/compare/pytorch_train_step.py, for comparing with PyTorch.
 //
-//   bench_train_step [--model 18|34|50|101|152] [--image-size N] [--batch-size N]
-//                    [--steps N] [--warmup N] [--threads N] [--backend cpu|ref]
+//   bench_train_step [--model resnet18|...|vit_s16|... (or a ResNet depth)]
+//                    [--image-size N] [--batch-size N] [--steps N] [--warmup N]
+//                    [--threads N] [--backend cpu|ref]
 //
-// Prints one line starting with RESULT: images/s, seconds per step, peak
-// resident memory of the process and the bytes of each memory class.
+// Prints one line starting with RESULT: images/s, seconds per step (and its
+// forward and backward parts), CPU seconds per step (user + system of all
+// threads: less sensitive than wall time to other jobs on a shared machine),
+// peak resident memory of the process and the bytes of each memory class.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,23 +18,29 @@
 
 #include "backend/backend.h"
 #include "nn/optimizer.h"
-#include "nn/resnet.h"
+#include "nn/backbone.h"
 #include "util/cpu.h"
 #include "util/rng.h"
 
 typedef struct BenchArgs {
-    int depth, image_size, batch, steps, warmup, threads;
+    char model[32];
+    int image_size, batch, steps, warmup, threads;
     const char *backend;
 } BenchArgs;
 
 static int parse_args(int argc, char **argv, BenchArgs *args) {
-    *args = (BenchArgs){.depth = 18, .image_size = 64, .batch = 32, .steps = 10, .warmup = 2,
-                        .threads = 0, .backend = "cpu"};
+    *args = (BenchArgs){.model = "resnet18", .image_size = 64, .batch = 32, .steps = 10,
+                        .warmup = 2, .threads = 0, .backend = "cpu"};
     for (int i = 1; i < argc; i++) {
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         int *target = NULL;
-        if (strcmp(argv[i], "--model") == 0) target = &args->depth;
-        else if (strcmp(argv[i], "--image-size") == 0) target = &args->image_size;
+        if (strcmp(argv[i], "--model") == 0 && value) {  // a name, or a ResNet depth
+            snprintf(args->model, sizeof args->model, "%s%s",
+                     value[0] >= '0' && value[0] <= '9' ? "resnet" : "", value);
+            i++;
+            continue;
+        }
+        if (strcmp(argv[i], "--image-size") == 0) target = &args->image_size;
         else if (strcmp(argv[i], "--batch-size") == 0) target = &args->batch;
         else if (strcmp(argv[i], "--steps") == 0) target = &args->steps;
         else if (strcmp(argv[i], "--warmup") == 0) target = &args->warmup;
@@ -46,8 +55,7 @@ static int parse_args(int argc, char **argv, BenchArgs *args) {
                     argv[i]);
             return -1;
         }
-        const char *digits = strncmp(value, "resnet", 6) == 0 ? value + 6 : value;
-        *target = atoi(digits);
+        *target = atoi(value);
         i++;
     }
     return 0;
@@ -63,6 +71,13 @@ static float *upload_random(Backend *backend, size_t n, uint32_t stream) {
     return device;
 }
 
+static double cpu_seconds(void) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return (double)usage.ru_utime.tv_sec + 1e-6 * usage.ru_utime.tv_usec +
+           (double)usage.ru_stime.tv_sec + 1e-6 * usage.ru_stime.tv_usec;
+}
+
 int main(int argc, char **argv) {
     BenchArgs args;
     if (parse_args(argc, argv, &args) != 0) return 2;
@@ -72,16 +87,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train_step: %s\n", err.text);
         return 1;
     }
-    Resnet model;
-    const ResnetConfig config = resnet_config_default(args.depth);
-    const ResnetInputShape shape = {args.batch, args.image_size};
-    if (resnet_create(&model, backend, &config, &shape, 1, 0, &err) != 0) {
+    Backbone model;
+    BackboneSpec spec;
+    const BackboneInput shape = {args.batch, args.image_size};
+    if (backbone_spec_parse(args.model, args.image_size, &spec, &err) != 0 ||
+        backbone_create(&model, backend, &spec, &shape, 1, 0, &err) != 0) {
         fprintf(stderr, "bench_train_step: %s\n", err.text);
         return 1;
     }
     OptimizerConfig optim = optimizer_config_default(OPTIMIZER_SGD);
     optim.momentum = 0.9f;
-    Optimizer *optimizer = optimizer_create(backend, &model.params, &optim, &err);
+    Optimizer *optimizer = optimizer_create(backend, model.params, &optim, &err);
     if (!optimizer) {
         fprintf(stderr, "bench_train_step: %s\n", err.text);
         return 1;
@@ -91,40 +107,63 @@ int main(int argc, char **argv) {
     // d(sum(features * w)) / d(features) = w
     float *loss_weights = upload_random(backend, (size_t)args.batch * model.feature_dim, 2);
 
-    double start = 0.0;
+    double start = 0.0, cpu_start = 0.0, forward = 0.0, backward = 0.0;
     for (int step = 0; step < args.warmup + args.steps; step++) {
+        backend->op.synchronize(backend);
         if (step == args.warmup) {
-            backend->op.synchronize(backend);
             start = time_now();
+            cpu_start = cpu_seconds();
+            forward = backward = 0.0;
         }
-        parameter_set_zero_grads(&model.params);
-        if (resnet_forward(&model, 0, args.batch, input, 1, &err) != 0 ||
-            resnet_backward(&model, 0, loss_weights, &err) != 0) {
+        parameter_set_zero_grads(model.params);
+        const double before = time_now();
+        if (backbone_forward(&model, 0, args.batch, input, 1, &err) != 0) {
             fprintf(stderr, "bench_train_step: %s\n", err.text);
             return 1;
         }
-        optimizer_step(optimizer, 0.01f, 1e-4f);
+        backend->op.synchronize(backend);
+        const double middle = time_now();
+        if (backbone_backward(&model, 0, loss_weights, &err) != 0) {
+            fprintf(stderr, "bench_train_step: %s\n", err.text);
+            return 1;
+        }
+        backend->op.synchronize(backend);
+        forward += middle - before;
+        backward += time_now() - middle;
+        optimizer_step(optimizer, 0.01f, 1e-4f, NULL);
     }
     backend->op.synchronize(backend);
-    const double seconds = time_now() - start;
+    const double seconds = time_now() - start, cpu = cpu_seconds() - cpu_start;
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
-    size_t activation_bytes = 0;
-    for (int s = 0; s < model.slot_count; s++) activation_bytes += model.slots[s].arena_floats * 4;
-    printf("lightly-train-c resnet%d, backend %s, %d thread(s)\n", args.depth, backend->name,
+    size_t activation_bytes = 0, scratch_bytes = 0;
+    if (spec.kind == BACKBONE_RESNET) {
+        const Resnet *resnet = &model.model.resnet;
+        for (int s = 0; s < resnet->slot_count; s++)
+            activation_bytes += resnet->slots[s].arena_floats * 4;
+        scratch_bytes = resnet->scratch_floats * 3 * 4;
+    } else {
+        const Vit *vit = &model.model.vit;
+        for (int s = 0; s < vit->slot_count; s++)
+            activation_bytes += vit->slots[s].arena_floats * 4;
+        const int wide = vit->config.mlp_hidden;  // >= 3 D in every preset
+        scratch_bytes = vit->scratch_tokens * (3 * vit->config.embed_dim + wide) * 4;
+    }
+    printf("lightly-train-c %s, backend %s, %d thread(s)\n", args.model, backend->name,
            backend->threads);
     printf("memory: parameters %.1f MB (+ gradients, + momentum), activations %.1f MB, "
            "gradient scratch %.1f MB\n",
-           model.params.total * 4 / 1e6, activation_bytes / 1e6,
-           model.scratch_floats * 3 * 4 / 1e6);
-    printf("RESULT tool=lightly-train-c model=resnet%d image_size=%d batch=%d threads=%d "
-           "steps=%d images_per_s=%.2f seconds_per_step=%.4f peak_rss_mb=%.0f\n",
-           args.depth, args.image_size, args.batch, backend->threads, args.steps,
-           args.batch * args.steps / seconds, seconds / args.steps, usage.ru_maxrss / 1024.0);
+           model.params->total * 4 / 1e6, activation_bytes / 1e6, scratch_bytes / 1e6);
+    printf("RESULT tool=lightly-train-c model=%s image_size=%d batch=%d threads=%d "
+           "steps=%d images_per_s=%.2f seconds_per_step=%.4f forward_s=%.4f backward_s=%.4f "
+           "cpu_s_per_step=%.4f peak_rss_mb=%.0f\n",
+           args.model, args.image_size, args.batch, backend->threads, args.steps,
+           args.batch * args.steps / seconds, seconds / args.steps, forward / args.steps,
+           backward / args.steps, cpu / args.steps, usage.ru_maxrss / 1024.0);
     optimizer_free(optimizer);
     backend->op.free(backend, input);
     backend->op.free(backend, loss_weights);
-    resnet_free(&model);
+    backbone_free(&model);
     backend_destroy(backend);
     return 0;
 }

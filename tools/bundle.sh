@@ -27,7 +27,7 @@ out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 binaries=("$build/lightly-train-c")
-for test in test_backend_fast test_backend_transformer_fast test_nonfinite test_resnet; do
+for test in $(grep -v '^#' "$here/tests/gpu_tests.list"); do
     binaries+=("$build/tests/$test")
 done
 helpers=("$build/tests/e2e/make_images")
@@ -42,6 +42,7 @@ for file in "${binaries[@]:1}"; do cp "$file" "$out/tests/"; done
 for file in "${helpers[@]}"; do cp "$file" "$out/tests/e2e/"; done
 cp "$here"/tests/fixtures/*.safetensors "$out/tests/fixtures/"
 cp "$here/tests/run_gpu_tests.sh" "$out/run-gpu-tests.sh"
+cp "$here/tests/gpu_tests.list" "$out/tests/"
 
 # Every library the binaries load, except the C runtime (every node has a
 # compatible or newer one) and CUDA's own (taken from the node).

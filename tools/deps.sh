@@ -16,11 +16,13 @@ checks=(
   "pc:zlib:zlib1g-dev"
   "pc:cmocka:libcmocka-dev"
   "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
+  "pc:ompi-c:libopenmpi-dev"
   "file:/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz:dataset-fashion-mnist"
 )
 tools=(
   "pkg-config:pkg-config"
   "protoc-c:protobuf-c-compiler"
+  "mpirun:openmpi-bin"
 )
 
 missing=()
@@ -42,7 +44,7 @@ for entry in "${checks[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, cmocka, oneDNN, Fashion-MNIST)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, cmocka, oneDNN, OpenMPI, Fashion-MNIST)"
   exit 0
 fi
 

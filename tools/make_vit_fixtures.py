@@ -49,7 +49,11 @@ every token;
     M/S/grad_sum/P, M/S/grad_sumsq/P () F64   (the larger parameters)
     f32err/...             for each, as tools/make_fixtures.py defines it
 Resampling matrices (torch.nn.functional.interpolate on the identity, float64):
-    interp/offset/I_O, interp/antialias/I_O   (O, I) F64  one axis, I -> O positions
+    interp/offset/I_O, interp/antialias/I_O, interp/bicubic/I_O
+                           (O, I) F64     one axis, I -> O positions: DINOv2's
+                                          scale_factor (O + 0.1) / I; size O with
+                                          antialias; size O without (LightlyTrain's
+                                          load-time resize)
 hf_p14's weights: hf_p14.<transformers name> F16 (mask_token included: a
 loader must skip it).
     check/u                (16,) F32      as in every fixture file
@@ -222,6 +226,8 @@ def add_interpolation(safe):
                                mode="bicubic", align_corners=False)
         antialias = F.interpolate(basis, size=(1, outputs), mode="bicubic", align_corners=False,
                                   antialias=True)
+        bicubic = F.interpolate(basis, size=(1, outputs), mode="bicubic", align_corners=False)
+        safe.add(f"interp/bicubic/{inputs}_{outputs}", bicubic.reshape(inputs, outputs).T.numpy())
         safe.add(f"interp/offset/{inputs}_{outputs}", offset.reshape(inputs, outputs).T.numpy())
         safe.add(f"interp/antialias/{inputs}_{outputs}",
                  antialias.reshape(inputs, outputs).T.numpy())

@@ -72,6 +72,18 @@ int attention_shape_make(AttentionShape *shape, int batch, int heads, int tokens
 // the score rows it recomputes). Made when the model is built.
 typedef struct AttentionPlan AttentionPlan;
 
+// The step gate's layout (floats in backend memory; see the optimizer
+// updates and step_gate in BackendOps). A gate with multiplier 1 and skip 0
+// is open: the plain update.
+enum {
+    GATE_MULTIPLIER,  // gradient multiplier of this step
+    GATE_SKIP,        // 1: skip the update (non-finite gradients)
+    GATE_UNIT,        // gate + GATE_UNIT: multiplier 1, the same skip
+    GATE_UNIT_SKIP,
+    GATE_FOUND,       // non-finite values counted before closing (loss)
+    GATE_SQUARES,     // then one sum of squares of gradients per group
+};
+
 typedef struct BackendOps {
     // ---- memory ----------------------------------------------------------
     void *(*alloc)(Backend *backend, size_t bytes);  // 64-byte aligned; NULL when out of memory
@@ -142,6 +154,45 @@ typedef struct BackendOps {
                                     const float *y, const float *dy, const float *gamma,
                                     const float *save_mean, const float *save_inv_std, float *dx,
                                     float *dgamma, float *dbeta, float *dresidual);
+
+    // ---- batch norm over several ranks (synchronised BatchNorm) -------------
+    // The training forward and backward above, split where the ranks'
+    // per-channel sums are all-reduced (nn/batchnorm_sync.c):
+    //   forward:  column_sum -> all-reduce -> mean; centered_squares ->
+    //             all-reduce -> finish_statistics; forward_apply
+    //   backward: backward_reduce -> all-reduce -> backward_apply
+    // rows: on this rank; total_rows: over all ranks. relu_out (rows, C) may
+    // be NULL (no ReLU after the norm); otherwise the gradient reaching the
+    // norm is dz = dy where relu_out > 0, else 0.
+    // squares (C) = sum over rows of (x (rows, C) - mean (C))^2
+    void (*batchnorm_centered_squares)(Backend *backend, size_t rows, int channels,
+                                       const float *x, const float *mean, float *squares);
+    // From the mean (C) and the squares (C) of total_rows rows:
+    // squares_to_inv_std (C) = 1 / sqrt(squares / total_rows + eps) (in place);
+    // running_mean, running_var (C) updated as batchnorm_forward_train does.
+    void (*batchnorm_finish_statistics)(Backend *backend, int channels, size_t total_rows,
+                                        float momentum, float eps, const float *mean,
+                                        float *squares_to_inv_std, float *running_mean,
+                                        float *running_var);
+    // y (rows, C) = (x - mean) inv_std gamma + beta (+ residual (rows, C) unless
+    // NULL), then max(., 0) when relu; y aliases neither x nor residual.
+    void (*batchnorm_forward_apply)(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *residual, int relu, const float *gamma,
+                                    const float *beta, const float *mean, const float *inv_std,
+                                    float *y);
+    // This rank's sums (2, C) = [sum dz, sum dz xhat], xhat = (x - mean) inv_std;
+    // dbeta += sums[0], dgamma += sums[1]; dz_out (rows, C) = dz unless NULL
+    // (may alias dy).
+    void (*batchnorm_backward_reduce)(Backend *backend, size_t rows, int channels,
+                                      const float *x, const float *relu_out, const float *dy,
+                                      float *dz_out, const float *mean, const float *inv_std,
+                                      float *dgamma, float *dbeta, float *sums);
+    // dx (rows, C) = gamma inv_std (dz - sums[0] / total_rows - xhat sums[1] /
+    // total_rows) with sums (2, C) over all ranks; dx aliases nothing.
+    void (*batchnorm_backward_apply)(Backend *backend, size_t rows, size_t total_rows,
+                                     int channels, const float *x, const float *relu_out,
+                                     const float *dy, const float *gamma, const float *mean,
+                                     const float *inv_std, const float *sums, float *dx);
 
     // ---- elementwise --------------------------------------------------------
     void (*relu_forward)(Backend *backend, size_t n, const float *x, float *y);  // y = max(x, 0); may alias
@@ -217,20 +268,56 @@ typedef struct BackendOps {
     void (*count_nonfinite)(Backend *backend, size_t n, const float *x, float *result);
 
     // ---- optimizer updates (in place, fp32 master weights and state) ---------------
-    // SGD (PyTorch semantics): g = grad + wd * param; buf = momentum * buf + g
-    // (buf = g on the first step); step = nesterov ? g + momentum * buf : buf;
-    // param -= lr * step
+    // Every update reads a step gate (backend memory, see step_gate below):
+    // gate[GATE_SKIP] != 0 leaves param and state untouched (a non-finite
+    // step); otherwise the gradient used is gate[GATE_MULTIPLIER] * grad
+    // (1/k of accumulation, the clipping coefficient). The host never reads
+    // the decision, so a GPU step does not wait for it.
+    // SGD (PyTorch semantics): g = m * grad + wd * param; buf = momentum *
+    // buf + g (buf = g on the first step); step = nesterov ? g + momentum *
+    // buf : buf; param -= lr * step
     void (*sgd_update)(Backend *backend, size_t n, float *param, const float *grad,
-                       float *momentum_buffer, float lr, float momentum, float weight_decay,
-                       int nesterov, int first_step);
-    // AdamW (PyTorch semantics): param *= 1 - lr * wd; m = b1 m + (1-b1) g;
-    // v = b2 v + (1-b2) g^2; param -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-    void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad, float *m,
-                         float *v, float lr, float beta1, float beta2, float eps,
-                         float weight_decay, int step);
+                       const float *gate, float *momentum_buffer, float lr, float momentum,
+                       float weight_decay, int nesterov, int first_step);
+    // AdamW (PyTorch semantics), g = m * grad: param *= 1 - lr * wd; m = b1 m
+    // + (1-b1) g; v = b2 v + (1-b2) g^2; param -= lr * (m / (1 - b1^t)) /
+    // (sqrt(v / (1 - b2^t)) + eps)
+    void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad,
+                         const float *gate, float *m, float *v, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, int step);
+    // LARS direction of one weight (lightly's formulation), its ratio computed
+    // where the data lives: sums (2 floats, backend memory) = sum param^2,
+    // sum grad^2 (of the raw grad); with g = m * grad from the gate and both
+    // norms > 0, out = ratio * (weight_decay * param + g) with ratio = trust
+    // * p / (|g| + p * weight_decay + eps), otherwise out = g. The SGD step on
+    // out then takes gate + GATE_UNIT (same skip, multiplier 1). out (n) may
+    // not alias param or grad; on a skipped step out is unspecified.
+    void (*lars_direction)(Backend *backend, size_t n, const float *param, const float *grad,
+                           const float *gate, const float *sums, float weight_decay,
+                           float trust, float eps, float *out);
+    // Closes the gate of a step (scalar_rules.h step_gate_rule): from
+    // gate[GATE_FOUND] (non-finite values seen, e.g. a NaN loss) and
+    // gate[GATE_SQUARES + g] (sum of squares of group g's gradients, g <
+    // groups), writes multiplier and skip (+ the unit gate): skip when
+    // anything is non-finite, else multiplier = scale (1/k), times the
+    // clipping coefficient max_norm / (norm + 1e-6) when max_norm > 0 and
+    // that is below 1 (torch.nn.utils.clip_grad_norm_ on the scaled grads).
+    void (*step_gate)(Backend *backend, float *gate, int groups, float scale, float max_norm);
     // target = momentum * target + (1 - momentum) * source  (EMA teacher)
     void (*ema_update)(Backend *backend, size_t n, float *target, const float *source,
                        float momentum);
+
+    // ---- dynamic loss scaling (PyTorch's GradScaler, all on the device) ----------
+    // state (3 floats): scale, growth tracker (good steps since the last
+    // change), 1/scale. found (one float) += the NaN and inf count of grad
+    // (n), and grad *= state[2] (1/scale): unscaling and the check in one pass.
+    void (*amp_unscale)(Backend *backend, size_t n, float *grad, const float *state,
+                        float *found);
+    // After the step's checks: found > 0: scale *= backoff, tracker = 0;
+    // otherwise tracker += 1 and, when it reaches growth_interval, scale *=
+    // growth (if that stays finite) and tracker = 0; state[2] = 1/scale.
+    void (*amp_update)(Backend *backend, float *state, const float *found, int growth_interval,
+                       float growth, float backoff);
 
     // ---- transformer ops ------------------------------------------------------------
     // Layer norm over the channels of each row (PyTorch's nn.LayerNorm on the
@@ -303,6 +390,32 @@ typedef struct BackendOps {
     // dx (B, T, C) = dy[b] / count on the pooled tokens, 0 on the others.
     void (*token_pool_backward)(Backend *backend, int batch, int tokens, int channels, int first,
                                 int count, const float *dy, float *dx);
+
+    // ---- distillation: feature-map resize, mixup, strided copies ----------------------
+    // Bilinear resize of a feature map as PyTorch's F.interpolate(mode="bilinear",
+    // align_corners=False) given an output size. Per output row i (columns
+    // alike), in fp32: scale = in_h / out_h, s = max(scale (i + 0.5) - 0.5, 0),
+    // i0 = floor(s), i1 = i0 + (i0 < in_h - 1), w1 = s - i0, w0 = 1 - w1;
+    // y = w0 (v0 x[i0, j0] + v1 x[i0, j1]) + w1 (v0 x[i1, j0] + v1 x[i1, j1]).
+    // x (B, in_h, in_w, C), y (B, out_h, out_w, C) =.
+    void (*resize_bilinear_forward)(Backend *backend, int batch, int in_height, int in_width,
+                                    int channels, const float *x, int out_height,
+                                    int out_width, float *y);
+    // dx (B, in_h, in_w, C) = the adjoint of the forward applied to dy
+    // (B, out_h, out_w, C): each input pixel gets the sum of its weights
+    // times the output gradients (no atomics: the sum order is fixed).
+    void (*resize_bilinear_backward)(Backend *backend, int batch, int in_height, int in_width,
+                                     int channels, const float *dy, int out_height,
+                                     int out_width, float *dx);
+    // Mixup of samples of `sample` floats: y[b] = lambda x[b] + (1 - lambda)
+    // x[permutation[b]] (1 - lambda in fp32), permutation (B) int32 in
+    // backend memory. x (B, sample), y (B, sample) =; y may not alias x.
+    void (*mixup)(Backend *backend, int batch, size_t sample, const float *x,
+                  const int32_t *permutation, float lambda, float *y);
+    // Strided copy of a (rows, cols) matrix (cudaMemcpy2D): y[r y_stride + c]
+    // = x[r x_stride + c]; strides in floats, >= cols; x and y do not overlap.
+    void (*copy_2d)(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
+                    float *y, size_t y_stride);
 
     // ---- input ---------------------------------------------------------------------
     // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory

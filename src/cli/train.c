@@ -7,19 +7,26 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "dist/dist_open.h"
 #include "train/trainer.h"
 
-static const char *const method_choices[] = {"simclr", "byol", "dino", "vicreg",
-                                             "barlowtwins", "distillation", NULL};
+extern char **environ;
+
+static const char *const method_choices[] = {
+    "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation", "distillationv1",
+    "distillationv2", "distillationv3", NULL};
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
 static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf16-mixed", NULL};
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
 static const char *const backend_names[] = {"cpu", "ref", NULL};
+// A choice, not a flag, so that "--sync-batchnorm false" reads as written
+// (flags never take the next word).
+static const char *const boolean_names[] = {"true", "false", NULL};
 
 // What the option table fills besides TrainConfig: the index of each CHOICE
 // option and the seed as an int.
 typedef struct TrainChoices {
-    int model, method, accelerator, precision, optimizer, backend, seed;
+    int model, method, accelerator, precision, optimizer, backend, seed, sync_batchnorm;
 } TrainChoices;
 
 // Combinations the option table cannot express. Returns 0 or -1 with err.
@@ -30,11 +37,7 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
                               "cannot be combined");
     if (config->resume && config->overwrite)
         return error_set(err, "--resume and --overwrite cannot be combined");
-    if (config->devices > 1 || config->num_nodes > 1)
-        return error_set(err, "--devices %d --num-nodes %d: multi-device training needs the "
-                              "CUDA/NCCL backend, which this build does not have yet",
-                         config->devices, config->num_nodes);
-    if (choices->method != METHOD_DINO && config->local_views != 6)
+    if (strcmp(method_choices[choices->method], "dino") != 0 && config->local_views != 6)
         return error_set(err, "--local-views applies to --method dino only");
     return 0;
 }
@@ -44,7 +47,6 @@ static int train_options_resolve(TrainConfig *config, const TrainChoices *choice
                                  ErrorMessage *err) {
     config->model = backbone_model_names[choices->model];
     if (method_kind_parse(method_choices[choices->method], &config->method, err)) return -1;
-    if (config->devices < 1) config->devices = 1;  // auto: the one CPU device
     config->optimizer_auto = choices->optimizer == 0;
     if (!config->optimizer_auto &&
         optimizer_kind_parse(optimizer_names[choices->optimizer], &config->optimizer, err))
@@ -53,6 +55,7 @@ static int train_options_resolve(TrainConfig *config, const TrainChoices *choice
     config->backend_name = backend_names[choices->backend];
     config->accelerator = accelerator_names[choices->accelerator];
     config->precision = precision_names[choices->precision];
+    config->sync_batchnorm = choices->sync_batchnorm == 0;
     return 0;
 }
 
@@ -66,7 +69,7 @@ int command_train(int argc, char **argv) {
         .local_views = 6,
         .num_workers = -1,
         .devices = -1,
-        .num_nodes = 1,
+        .num_nodes = -1,
         .lr = -1,
         .weight_decay = -1,
         .accumulate_grad_batches = 1,
@@ -76,6 +79,7 @@ int command_train(int argc, char **argv) {
         .threads = -1,
     };
     TrainChoices choices = {0};
+    double dist_timeout = DIST_DEFAULT_TIMEOUT;
     const OptionSpec specs[] = {
         {.name = "data", .type = OPTION_STRING, .value = &config.data, .metavar = "DIR",
          .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
@@ -104,9 +108,18 @@ int command_train(int argc, char **argv) {
         {.name = "accelerator", .type = OPTION_CHOICE, .value = &choices.accelerator,
          .metavar = "NAME", .help = "auto, cpu or gpu", .choices = accelerator_names},
         {.name = "devices", .type = OPTION_INT, .value = &config.devices, .metavar = "N|auto",
-         .help = "devices per node", .min = 1, .max = 1024, .allow_auto = 1},
-        {.name = "num-nodes", .type = OPTION_INT, .value = &config.num_nodes, .metavar = "N",
-         .help = "nodes", .min = 1, .max = 65536},
+         .help = "devices (ranks) per node; must match the launcher (auto: its count)",
+         .min = 1, .max = 1024, .allow_auto = 1},
+        {.name = "num-nodes", .type = OPTION_INT, .value = &config.num_nodes, .metavar = "N|auto",
+         .help = "nodes; must match the launcher (auto: its count)", .min = 1, .max = 65536,
+         .allow_auto = 1},
+        {.name = "sync-batchnorm", .type = OPTION_CHOICE, .value = &choices.sync_batchnorm,
+         .metavar = "true|false", .help = "several ranks: BatchNorm statistics over all ranks "
+                                          "(false: each rank's own)",
+         .choices = boolean_names},
+        {.name = "dist-timeout", .type = OPTION_FLOAT, .value = &dist_timeout,
+         .metavar = "SECONDS", .help = "several ranks: stop when the others do not answer "
+                                       "within this time", .min = 1, .max = 1e6},
         {.name = "precision", .type = OPTION_CHOICE, .value = &choices.precision, .metavar = "NAME",
          .help = "auto (16-mixed on GPU, 32-true on CPU)", .choices = precision_names},
         {.name = "optim", .type = OPTION_CHOICE, .value = &choices.optimizer, .metavar = "NAME",
@@ -166,5 +179,24 @@ int command_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
         return 2;
     }
-    return train_run(&config, argc, argv);
+    const DistRequest request = {.gpu = 0, .devices = config.devices,
+                                 .num_nodes = config.num_nodes, .timeout_seconds = dist_timeout};
+    DistRun dist;
+    if (dist_open(&request, environ, &dist, &err)) {
+        fprintf(stderr, "%s: %s\n", parser.program, err.text);
+        return 2;
+    }
+    config.accelerator = dist_accelerator(dist.comm, config.accelerator, &err);
+    if (!config.accelerator) {
+        fprintf(stderr, "%s: %s\n", parser.program, err.text);
+        comm_destroy(dist.comm);
+        return 2;
+    }
+    config.comm = dist.comm;
+    config.devices = dist.devices;
+    config.num_nodes = dist.num_nodes;
+    config.rank_cores = dist_cores_per_rank(&dist);
+    const int status = train_run(&config, argc, argv);
+    comm_destroy(dist.comm);
+    return status;
 }

@@ -288,8 +288,8 @@ static int loader_validate(const LoaderConfig *config, ErrorMessage *err) {
             return error_prefix(err, "view %d", v);
     if (config->num_workers < 1) return error_set(err, "need at least one worker");
     if (config->prefetch_batches < 0) return error_set(err, "prefetch must be >= 0");
-    if (config->keep_last && (config->shuffle || config->world_size > 1 || config->rank != 0))
-        return error_set(err, "keep_last needs shuffle off and a single rank");
+    if (config->keep_last && config->shuffle)
+        return error_set(err, "keep_last needs shuffle off");
     return 0;
 }
 
@@ -378,7 +378,7 @@ Loader *loader_create(const LoaderConfig *config, ErrorMessage *err) {
     const int sampler_status =
         config->keep_last
             ? sampler_init_keep_last(&loader->sampler, config->dataset->count, config->batch_size,
-                                     err)
+                                     loader->config.rank, loader->config.world_size, err)
             : sampler_init(&loader->sampler, config->dataset->count, config->batch_size,
                            loader->config.rank, loader->config.world_size, config->seed,
                            config->shuffle, err);

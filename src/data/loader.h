@@ -37,10 +37,11 @@ typedef struct LoaderConfig {
     int rank;
     int world_size;
     int shuffle;
-    // 1: every image exactly once per epoch in scan order; the last batch may
-    // be smaller (Batch.size tells); bad files are flagged in Batch.failed
-    // instead of substituted. Needs shuffle 0 and world_size 1; total_batches
-    // 0 then means one epoch.
+    // 1: every image exactly once per epoch in scan order (over all ranks, in
+    // rounds of one batch per rank: data/sampler.h); the last batch may be
+    // smaller (Batch.size tells); bad files are flagged in Batch.failed
+    // instead of substituted. Needs shuffle 0; total_batches 0 then means
+    // one epoch.
     int keep_last;
     uint64_t start_batch;    // global batch to start from (resume)
     uint64_t total_batches;  // stop after this many batches in all; 0 = no end

@@ -34,9 +34,11 @@ int sampler_init(Sampler *sampler, size_t dataset_size, int batch_size, int rank
     return 0;
 }
 
-int sampler_init_keep_last(Sampler *sampler, size_t dataset_size, int batch_size,
-                           ErrorMessage *err) {
+int sampler_init_keep_last(Sampler *sampler, size_t dataset_size, int batch_size, int rank,
+                           int world_size, ErrorMessage *err) {
     *sampler = (Sampler){0};
+    if (world_size < 1 || rank < 0 || rank >= world_size)
+        return error_set(err, "rank %d is outside a world of %d ranks", rank, world_size);
     if (batch_size < 1) return error_set(err, "batch size must be at least 1, got %d", batch_size);
     if (dataset_size == 0) return error_set(err, "cannot sample an empty dataset");
     if (dataset_size > UINT32_MAX)
@@ -44,17 +46,28 @@ int sampler_init_keep_last(Sampler *sampler, size_t dataset_size, int batch_size
                          UINT32_MAX);
     sampler->dataset_size = dataset_size;
     sampler->batch_size = batch_size;
-    sampler->world_size = 1;
+    sampler->rank = rank;
+    sampler->world_size = world_size;
     sampler->keep_last = 1;
     sampler->per_rank = dataset_size;
-    sampler->batches_per_epoch = (dataset_size + (size_t)batch_size - 1) / (size_t)batch_size;
+    // Blocks rank, rank + R, ... that start before the end.
+    const size_t blocks = (dataset_size + (size_t)batch_size - 1) / (size_t)batch_size;
+    sampler->batches_per_epoch =
+        blocks > (size_t)rank ? (blocks - (size_t)rank + (size_t)world_size - 1) / (size_t)world_size
+                              : 0;
     sampler->cached_epoch = -1;
     return 0;
 }
 
+// keep_last: the first index of this rank's batch `batch_in_epoch`.
+static size_t keep_last_first(const Sampler *sampler, size_t batch_in_epoch) {
+    const size_t block = batch_in_epoch * (size_t)sampler->world_size + (size_t)sampler->rank;
+    return block * (size_t)sampler->batch_size;
+}
+
 int sampler_batch_size(const Sampler *sampler, size_t batch_in_epoch) {
     if (!sampler->keep_last) return sampler->batch_size;
-    const size_t first = batch_in_epoch * (size_t)sampler->batch_size;
+    const size_t first = keep_last_first(sampler, batch_in_epoch);
     const size_t left = first < sampler->dataset_size ? sampler->dataset_size - first : 0;
     return left < (size_t)sampler->batch_size ? (int)left : sampler->batch_size;
 }
@@ -83,7 +96,7 @@ static void sampler_fill_epoch(Sampler *sampler, uint32_t epoch) {
 
 void sampler_batch(Sampler *sampler, uint32_t epoch, size_t batch_in_epoch, uint32_t *indices) {
     if (sampler->keep_last) {  // no permutation: scan order
-        const size_t first = batch_in_epoch * (size_t)sampler->batch_size;
+        const size_t first = keep_last_first(sampler, batch_in_epoch);
         const int size = sampler_batch_size(sampler, batch_in_epoch);
         for (int i = 0; i < size; i++) indices[i] = (uint32_t)(first + (size_t)i);
         return;

@@ -5,8 +5,12 @@
 // the same number of batches.
 //
 // keep_last mode (sampler_init_keep_last) is for passes that must see every
-// image exactly once (embedding, evaluation): one rank, no shuffle, indices
-// in scan order, and the last batch of an epoch holds the remainder.
+// image exactly once (embedding, evaluation): no shuffle, indices in scan
+// order, the last batch holds the remainder. With R ranks the scan order
+// goes in rounds of R blocks of batch_size: rank r's batch k is block
+// k R + r, so the ranks' batches of round k, in rank order, are images
+// [k R batch, (k + 1) R batch); a rank whose block starts past the end has
+// no batch in that round.
 #ifndef LTC_DATA_SAMPLER_H
 #define LTC_DATA_SAMPLER_H
 
@@ -31,10 +35,11 @@ typedef struct Sampler {
 
 int sampler_init(Sampler *sampler, size_t dataset_size, int batch_size, int rank,
                  int world_size, uint64_t seed, int shuffle, ErrorMessage *err);
-// keep_last mode: every index of [0, dataset_size) exactly once per epoch,
-// in order, in ceil(dataset_size / batch_size) batches.
-int sampler_init_keep_last(Sampler *sampler, size_t dataset_size, int batch_size,
-                           ErrorMessage *err);
+// keep_last mode: every index of [0, dataset_size) exactly once per epoch
+// over all ranks, in order (see above); this rank's batches_per_epoch are
+// its non-empty blocks.
+int sampler_init_keep_last(Sampler *sampler, size_t dataset_size, int batch_size, int rank,
+                           int world_size, ErrorMessage *err);
 void sampler_free(Sampler *sampler);
 
 // Samples in batch `batch_in_epoch`: batch_size, except for the last batch of

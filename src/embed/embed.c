@@ -17,6 +17,7 @@
 #include "cli/options.h"
 #include "data/scan.h"
 #include "decode/decode.h"
+#include "dist/dist_open.h"
 #include "embed/embedder.h"
 #include "embed/embedding_writers.h"
 #include "embed/model_source.h"
@@ -24,6 +25,8 @@
 #include "util/output_path.h"
 
 #define EMBED_PROGRAM "lightly-train-c embed"
+
+extern char **environ;
 
 typedef struct EmbedArgs {
     StringList data;
@@ -83,6 +86,9 @@ static size_t drop_failed_rows(float *features, const char **filenames, const ui
 }
 
 typedef struct EmbedRun {
+    Communicator *comm;     // the ranks (several under mpirun); rank 0 writes
+    int rank_cores;
+    int embedded;           // embed_dataset returned: all ranks are past it alike
     Dataset dataset;
     Backend *backend;
     Backbone model;
@@ -118,10 +124,13 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     const int batch_size = (size_t)args->batch_size > dataset->count ? (int)dataset->count
                                                                      : args->batch_size;
     const int workers =
-        args->num_workers > 0 ? args->num_workers : cpu_default_workers(cpu_usable_cores(), 1);
+        args->num_workers > 0 ? args->num_workers : cpu_default_workers(run->rank_cores, 1);
+    const char *accelerator =
+        dist_accelerator(run->comm, accelerator_choices[args->accelerator], &err);
+    if (!accelerator) return usage_error("%s", err.text);
     char accelerator_note[400];
-    run->backend = backend_choose(accelerator_choices[args->accelerator], "cpu", 0,
-                                  accelerator_note, sizeof accelerator_note, &err);
+    run->backend = backend_choose(accelerator, "cpu", run->rank_cores, accelerator_note,
+                                  sizeof accelerator_note, &err);
     if (!run->backend) return usage_error("%s", err.text);
     const BackboneInput shape = {batch_size, args->image_size};
     if (model_source_load_backbone(args->checkpoint, part_choices[args->part], run->backend,
@@ -134,9 +143,10 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     char model_name[BACKBONE_MAX_NAME];
     backbone_spec_name(&run->model.spec, model_name, sizeof model_name);
     const int dim = run->model.feature_dim;
-    run->features = malloc(dataset->count * (size_t)dim * sizeof *run->features);
-    run->failed = calloc(dataset->count, 1);
-    if (!run->features || !run->failed) {
+    const int writer = comm_rank(run->comm) == 0;  // the others only embed their share
+    run->features = writer ? malloc(dataset->count * (size_t)dim * sizeof *run->features) : NULL;
+    run->failed = writer ? calloc(dataset->count, 1) : NULL;
+    if (writer && (!run->features || !run->failed)) {
         fprintf(stderr, "%s: out of memory for %zu x %d features\n", EMBED_PROGRAM,
                 dataset->count, dim);
         return 1;
@@ -149,13 +159,18 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         .max_pixels = (uint64_t)args->max_pixels,
         .warn = print_warning,
         .failed = run->failed,
+        .comm = run->comm,
     };
     LoaderStats stats = {0};
     const double start = time_now();
-    if (embed_dataset(&run->model, 0, dataset, &config, run->features, &stats, &err) != 0) {
+    const int embed_status = embed_dataset(&run->model, 0, dataset, &config, run->features,
+                                           &stats, &err);
+    run->embedded = 1;
+    if (embed_status != 0) {
         fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
         return 1;
     }
+    if (!writer) return 0;
     const double seconds = time_now() - start;
     const size_t kept = drop_failed_rows(run->features, run->filenames, run->failed, dataset, dim);
     if (kept == 0) {
@@ -169,9 +184,10 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
         return 1;
     }
-    printf("embedded %zu images x %d dims (%s, %d px, batch %d, %d workers, %s) as %s to "
-           "'%s' in %.2f s (%.1f images/s); skipped files: %llu (rows dropped)\n",
+    printf("embedded %zu images x %d dims (%s, %d px, batch %d, %d workers, %s, %d rank(s)) "
+           "as %s to '%s' in %.2f s (%.1f images/s); skipped files: %llu (rows dropped)\n",
            kept, dim, model_name, args->image_size, batch_size, workers, run->backend->name,
+           comm_world_size(run->comm),
            embed_format_names[format], args->out, seconds,
            seconds > 0 ? (double)dataset->count / seconds : 0.0,
            (unsigned long long)stats.skipped_files);
@@ -232,8 +248,21 @@ int command_embed(int argc, char **argv) {
     };
     int exit_status = 0;
     if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
-    EmbedRun run = {0};
-    const int status = embed_run(&args, &run);
+    // Under mpirun every rank embeds a share of the images (data parallel).
+    const DistRequest request = {.devices = -1, .num_nodes = -1,
+                                 .timeout_seconds = DIST_DEFAULT_TIMEOUT};
+    DistRun dist;
+    ErrorMessage err = {{0}};
+    if (dist_open(&request, environ, &dist, &err)) {
+        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
+        return 2;
+    }
+    EmbedRun run = {.comm = dist.comm, .rank_cores = dist_cores_per_rank(&dist)};
+    int status = embed_run(&args, &run);
     embed_run_free(&run);
+    // A rank that failed before the (agreed) embedding must not leave the
+    // others waiting in it; bad input (2) is the same on every rank.
+    if (status == 1 && !run.embedded) comm_abort(dist.comm, 1);
+    comm_destroy(dist.comm);
     return status;
 }

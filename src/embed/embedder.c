@@ -1,7 +1,9 @@
 // embed_dataset: keep_last loader -> upload -> normalize -> eval forward ->
-// features rows in scan order (see embedder.h).
+// features rows in scan order (see embedder.h); with several ranks, one
+// batch per rank and round, gathered to rank 0.
 #include "embed/embedder.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "augment/augment.h"
@@ -23,7 +25,7 @@ static void embed_buffers_free(Backend *backend, EmbedBuffers *buffers) {
 
 static int embed_validate(const Backbone *model, int slot, const Dataset *dataset,
                           const EmbedConfig *config, const float *features, ErrorMessage *err) {
-    if (!model || !dataset || !config || !features)
+    if (!model || !dataset || !config || (!features && comm_rank(config->comm) == 0))
         return error_set(err, "embed: missing argument");
     if (dataset->count == 0) return error_set(err, "embed: the dataset is empty");
     if (slot < 0 || slot >= model->slot_count)
@@ -41,8 +43,10 @@ static int embed_validate(const Backbone *model, int slot, const Dataset *datase
 }
 
 // One batch through the model; its rows are consecutive in scan order.
+// rows (batch->size, D) host memory =; failed_rows (batch->size) = the
+// loader's flags unless NULL.
 static int embed_batch(Backbone *model, int slot, const Batch *batch, const EmbedBuffers *buffers,
-                       float *features, uint8_t *failed, ErrorMessage *err) {
+                       float *rows, uint8_t *failed_rows, ErrorMessage *err) {
     Backend *backend = model->backend;
     const size_t dim = (size_t)model->feature_dim;
     const size_t size = (size_t)batch->view_size[0];
@@ -55,14 +59,97 @@ static int embed_batch(Backbone *model, int slot, const Batch *batch, const Embe
     backend->op.normalize_u8(backend, pixels, buffers->pixels, embed_mean, embed_std,
                              buffers->input);
     if (backbone_forward(model, slot, batch->size, buffers->input, 0, err) != 0) return -1;
-    float *rows = features + first * dim;
     backend->op.download(backend, rows, backbone_features(model, slot),
                          (size_t)batch->size * dim * sizeof *rows);
     for (int i = 0; i < batch->size; i++) {
         if (batch->failed[i]) memset(rows + (size_t)i * dim, 0, dim * sizeof *rows);
-        if (failed) failed[first + (size_t)i] = batch->failed[i];
+        if (failed_rows) failed_rows[i] = batch->failed[i];
     }
     return 0;
+}
+
+// One process: every batch straight into its rows.
+static int embed_alone(Backbone *model, int slot, Loader *loader, const EmbedBuffers *buffers,
+                       const EmbedConfig *config, float *features, ErrorMessage *err) {
+    const size_t dim = (size_t)model->feature_dim;
+    for (;;) {
+        const Batch *batch = loader_next(loader, NULL, err);
+        if (!batch) return err && err->text[0] ? error_prefix(err, "embed") : 0;
+        const size_t first = batch->sample_indices[0];
+        const int status = embed_batch(model, slot, batch, buffers, features + first * dim,
+                                       config->failed ? config->failed + first : NULL, err);
+        loader_release(loader, batch);
+        if (status != 0) return -1;
+    }
+}
+
+// Several ranks, in rounds: each rank embeds its block of the round (the
+// loader delivers exactly those) into a message of batch rows, batch failed
+// flags and its status; an all-gather gives every rank all messages in rank
+// order, which is scan order; rank 0 copies the rows out.
+static int embed_ranks(Backbone *model, int slot, const Dataset *dataset, Loader *loader,
+                       const EmbedBuffers *buffers, const EmbedConfig *config, float *features,
+                       uint64_t *failed_count, ErrorMessage *err) {
+    Backend *backend = model->backend;
+    Communicator *comm = config->comm;
+    const int ranks = comm_world_size(comm), rank = comm_rank(comm);
+    const size_t dim = (size_t)model->feature_dim, batch = (size_t)config->batch_size;
+    const size_t message = batch * dim + batch + 1, round_images = batch * (size_t)ranks;
+    const size_t rounds = (dataset->count + round_images - 1) / round_images;
+    float *host = malloc((size_t)ranks * message * sizeof *host);
+    uint8_t *flags = malloc(batch);
+    float *device = backend->op.alloc(backend, ((size_t)ranks + 1) * message * sizeof *device);
+    int status = host && flags && device ? 0 : error_set(err, "embed: out of memory");
+    for (size_t round = 0; round < rounds && status == 0; round++) {
+        float *mine = host + (size_t)rank * message;
+        memset(mine, 0, message * sizeof *mine);
+        const size_t first = (round * (size_t)ranks + (size_t)rank) * batch;
+        if (first < dataset->count) {
+            const Batch *delivered = loader_next(loader, NULL, err);
+            int failed = !delivered;
+            if (delivered) {
+                failed = embed_batch(model, slot, delivered, buffers, mine, flags, err) != 0;
+                for (int i = 0; !failed && i < delivered->size; i++)
+                    mine[batch * dim + (size_t)i] = flags[i];
+                loader_release(loader, delivered);
+            } else if (!err->text[0]) {
+                error_set(err, "embed: the loader ended early");
+            }
+            mine[message - 1] = (float)failed;
+        }
+        // Every rank's message: rows, flags and status; a failure anywhere
+        // ends every rank's embedding alike.
+        float *send = device + (size_t)ranks * message;
+        backend->op.upload(backend, send, mine, message * sizeof *mine);
+        const int local_failure = mine[message - 1] != 0.0f;
+        if (comm_all_gather(comm, send, device, message, err)) {
+            status = -1;
+            break;
+        }
+        backend->op.download(backend, host, device, (size_t)ranks * message * sizeof *host);
+        for (int r = 0; r < ranks && status == 0; r++)
+            if (host[(size_t)r * message + message - 1] != 0.0f)
+                status = local_failure ? error_prefix(err, "embed")
+                                       : error_set(err, "embed: rank %d failed (its message "
+                                                        "says why)", r);
+        for (int r = 0; r < ranks && status == 0 && features; r++) {
+            const size_t block = (round * (size_t)ranks + (size_t)r) * batch;
+            const size_t rows = block >= dataset->count ? 0
+                                : dataset->count - block < batch ? dataset->count - block
+                                                                 : batch;
+            const float *source = host + (size_t)r * message;
+            memcpy(features + block * dim, source, rows * dim * sizeof *features);
+            for (size_t i = 0; i < rows; i++) {
+                const uint8_t flag = source[batch * dim + i] != 0.0f;
+                if (config->failed) config->failed[block + i] = flag;
+                *failed_count += flag;
+            }
+        }
+    }
+    free(host);
+    free(flags);
+    if (device) backend->op.free(backend, device);
+    return status;
 }
 
 int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const EmbedConfig *config,
@@ -90,7 +177,8 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
         .dataset = dataset,
         .batch_size = config->batch_size,
         .num_workers = config->num_workers,
-        .world_size = 1,
+        .rank = comm_rank(config->comm),
+        .world_size = comm_world_size(config->comm),
         .keep_last = 1,
         .max_pixels = config->max_pixels,
         .warn = config->warn,
@@ -102,18 +190,16 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
         embed_buffers_free(backend, &buffers);
         return error_prefix(err, "embed");
     }
-    int status = 0;
-    for (;;) {
-        const Batch *batch = loader_next(loader, NULL, err);
-        if (!batch) {
-            if (err && err->text[0]) status = error_prefix(err, "embed");
-            break;
-        }
-        status = embed_batch(model, slot, batch, &buffers, features, config->failed, err);
-        loader_release(loader, batch);
-        if (status != 0) break;
+    uint64_t failed_rows = 0;
+    const int status =
+        loader_config.world_size == 1
+            ? embed_alone(model, slot, loader, &buffers, config, features, err)
+            : embed_ranks(model, slot, dataset, loader, &buffers, config, features, &failed_rows,
+                          err);
+    if (stats) {
+        *stats = loader_stats(loader);
+        if (loader_config.world_size > 1) stats->skipped_files = failed_rows;  // all ranks' (rank 0)
     }
-    if (stats) *stats = loader_stats(loader);
     loader_destroy(loader);
     embed_buffers_free(backend, &buffers);
     return status;

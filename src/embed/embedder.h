@@ -14,6 +14,7 @@
 
 #include "data/loader.h"
 #include "data/scan.h"
+#include "dist/comm.h"
 #include "nn/backbone.h"
 #include "util/error.h"
 
@@ -30,12 +31,19 @@ typedef struct EmbedConfig {
     // Optional output, (dataset->count) or NULL: set to 1 for each file that
     // could not be read or decoded (its features row is all zeros), else 0.
     uint8_t *failed;
+    // Data parallel (NULL: one process): every rank embeds its share (rounds
+    // of one batch per rank, data/sampler.h) and rank 0 receives every row,
+    // in scan order; features and failed are only written on rank 0 (the
+    // other ranks may pass NULL). All ranks call embed_dataset together and
+    // agree on its status.
+    Communicator *comm;
 } EmbedConfig;
 
 // features (dataset->count, model->feature_dim) host memory: row i = pooled
-// features of image i (scan order) in eval mode. The model needs a slot
-// `slot` of resolution image_size and batch >= batch_size; plans for the
-// last partial batch are made here (backbone_prepare_batch) before the loop.
+// features of image i (scan order) in eval mode (rank 0's, see comm above).
+// The model needs a slot `slot` of resolution image_size and batch >=
+// batch_size; plans for the last partial batch are made here
+// (backbone_prepare_batch) before the loop.
 // stats (may be NULL) receives the loader's counts: skipped_files = files
 // whose rows are zero (see EmbedConfig.failed). Fails on a configuration
 // that does not fit the model, or a fatal loader/backend error.

@@ -106,9 +106,20 @@ static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char
     return 0;
 }
 
+// DINOv3's ViTs (RoPE positions, no position embeddings) in DINOv3's own
+// naming (LightlyTrain's DINOv3 teachers too) or transformers'
+// DINOv3ViTModel: recognised, to be refused by name.
+static int is_dinov3(const SafeTensors *file, const char *prefix) {
+    return find_prefixed(file, prefix, "rope_embed.periods") ||
+           find_prefixed(file, prefix, "layer.0.attention.q_proj.weight");
+}
+
 int model_source_detect_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
                              ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);
+    if (is_dinov3(file, prefix))
+        return error_set(err, "DINOv3 ViT weights (RoPE positions) are not supported yet; "
+                              "DINOv2 weights are (docs/distillation.md)");
     if (vit_weights_detect(file, prefix)) {
         spec->kind = BACKBONE_VIT;
         return vit_config_from_weights(file, prefix, &spec->vit, err);
@@ -119,11 +130,38 @@ int model_source_detect_spec(const SafeTensors *file, const char *prefix, Backbo
     return 0;
 }
 
-static int create_and_load(const SafeTensors *file, const char *prefix, Backend *backend,
+// The named architecture where the file leaves something open (a ViT's
+// heads), after checking that the two agree on everything the file says.
+static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
+    BackboneSpec named;
+    if (backbone_spec_parse(arch, 224, &named, err)) return -1;
+    char found[BACKBONE_MAX_NAME];
+    backbone_spec_name(spec, found, sizeof found);
+    if (named.kind != spec->kind || (spec->kind == BACKBONE_RESNET &&
+                                     named.resnet_depth != spec->resnet_depth))
+        return error_set(err, "%s does not match the file, which holds a %s", arch, found);
+    if (spec->kind == BACKBONE_RESNET) return 0;
+    const VitConfig *a = &named.vit, *b = &spec->vit;
+    const struct { const char *what; int named, file; } checks[] = {
+        {"width", a->embed_dim, b->embed_dim},        {"depth", a->depth, b->depth},
+        {"patch size", a->patch_size, b->patch_size}, {"registers", a->register_tokens, b->register_tokens},
+        {"MLP width", a->mlp_hidden, b->mlp_hidden},
+    };
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
+        if (checks[i].named != checks[i].file)
+            return error_set(err, "%s does not match the file: %s %d, the file's %d", arch,
+                             checks[i].what, checks[i].named, checks[i].file);
+    spec->vit.heads = a->heads;
+    return 0;
+}
+
+static int create_and_load(const SafeTensors *file, const char *prefix,
+                           const ModelSourceOptions *options, Backend *backend,
                            const BackboneInput *inputs, int input_count, Backbone *model,
                            ErrorMessage *err) {
     BackboneSpec spec;
     if (model_source_detect_spec(file, prefix, &spec, err) != 0) return -1;
+    if (options->arch && apply_arch(options->arch, &spec, err) != 0) return -1;
     if (input_count < 1 || input_count > BACKBONE_MAX_SLOTS)
         return error_set(err, "%d input shapes (1..%d)", input_count, BACKBONE_MAX_SLOTS);
     BackboneInput sized[BACKBONE_MAX_SLOTS];
@@ -132,7 +170,9 @@ static int create_and_load(const SafeTensors *file, const char *prefix, Backend 
         if (sized[i].resolution <= 0)  // the smallest input the architecture takes
             sized[i].resolution = spec.kind == BACKBONE_VIT ? spec.vit.patch_size : 32;
     }
-    if (backbone_allocate(model, backend, &spec, sized, input_count, err) != 0) return -1;
+    if ((options->frozen ? backbone_allocate_frozen : backbone_allocate)(
+            model, backend, &spec, sized, input_count, err) != 0)
+        return -1;
     if (model->ops->load(model, file, prefix, err) != 0) {
         backbone_free(model);
         return -1;
@@ -143,6 +183,16 @@ static int create_and_load(const SafeTensors *file, const char *prefix, Backend 
 int model_source_load_backbone_info(const char *path, const char *part, Backend *backend,
                                     const BackboneInput *inputs, int input_count,
                                     Backbone *model, ModelSourceInfo *info, ErrorMessage *err) {
+    const ModelSourceOptions options = {.part = part};
+    return model_source_load_backbone_with(path, &options, backend, inputs, input_count, model,
+                                           info, err);
+}
+
+int model_source_load_backbone_with(const char *path, const ModelSourceOptions *options,
+                                    Backend *backend, const BackboneInput *inputs,
+                                    int input_count, Backbone *model, ModelSourceInfo *info,
+                                    ErrorMessage *err) {
+    const char *part = options->part;
     ModelSourceInfo local;
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
@@ -156,8 +206,8 @@ int model_source_load_backbone_info(const char *path, const char *part, Backend 
         snprintf(info->method, sizeof info->method, "%s", method ? method : "");
         status = checkpoint_part_prefix(&ckpt, part, info->prefix, sizeof info->prefix, err);
         if (status == 0)
-            status = create_and_load(&ckpt.tensors, info->prefix, backend, inputs, input_count,
-                                     model, err);
+            status = create_and_load(&ckpt.tensors, info->prefix, options, backend, inputs,
+                                     input_count, model, err);
         checkpoint_free(&ckpt);
     } else {
         if (strcmp(part, "backbone") != 0 && strcmp(part, "student") != 0)
@@ -166,7 +216,7 @@ int model_source_load_backbone_info(const char *path, const char *part, Backend 
         SafeTensors file;
         if (checkpoint_refuse_foreign(path, err) != 0 || safetensors_read(path, &file, err) != 0)
             return -1;  // names the path
-        status = create_and_load(&file, "", backend, inputs, input_count, model, err);
+        status = create_and_load(&file, "", options, backend, inputs, input_count, model, err);
         safetensors_free(&file);
     }
     return status == 0 ? 0 : error_prefix(err, "%s", path);

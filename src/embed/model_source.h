@@ -48,4 +48,20 @@ int model_source_load_backbone_info(const char *path, const char *part, Backend 
                                     const BackboneInput *inputs, int input_count,
                                     Backbone *model, ModelSourceInfo *info, ErrorMessage *err);
 
+// How model_source_load_backbone_with loads.
+typedef struct ModelSourceOptions {
+    const char *part;  // as model_source_load_backbone's
+    // A --model name (backbone_spec_parse) for what the file cannot say (a
+    // ViT's number of heads without "num_heads" metadata), or NULL. It must
+    // agree with what the file says (ResNet depth; ViT width, depth, patch,
+    // registers, MLP width), else a one-line error names the difference.
+    const char *arch;
+    int frozen;        // backbone_allocate_frozen: eval forwards only (a teacher)
+} ModelSourceOptions;
+
+int model_source_load_backbone_with(const char *path, const ModelSourceOptions *options,
+                                    Backend *backend, const BackboneInput *inputs,
+                                    int input_count, Backbone *model, ModelSourceInfo *info,
+                                    ErrorMessage *err);
+
 #endif

@@ -60,6 +60,14 @@ static int resnet_backbone_backward(Backbone *b, int slot, const float *dfeature
                                     ErrorMessage *err) {
     return resnet_backward(resnet_of(b), slot, dfeatures, err);
 }
+static const float *resnet_backbone_feature_map(Backbone *b, int slot, int *height,
+                                                int *width) {
+    return resnet_feature_map(resnet_of(b), slot, height, width);
+}
+static int resnet_backbone_backward_map(Backbone *b, int slot, const float *dfeatures,
+                                        const float *dmap, ErrorMessage *err) {
+    return resnet_backward_map(resnet_of(b), slot, dfeatures, dmap, err);
+}
 static int resnet_backbone_prepare(Backbone *b, int slot, int batch, ErrorMessage *err) {
     return resnet_prepare_batch(resnet_of(b), slot, batch, err);
 }
@@ -88,6 +96,8 @@ static const BackboneOps resnet_backbone_ops = {
     .forward = resnet_backbone_forward,
     .features = resnet_backbone_features,
     .backward = resnet_backbone_backward,
+    .feature_map = resnet_backbone_feature_map,
+    .backward_map = resnet_backbone_backward_map,
     .prepare_batch = resnet_backbone_prepare,
     .init = resnet_backbone_init,
     .load = resnet_backbone_load,
@@ -111,6 +121,13 @@ static int vit_backbone_backward(Backbone *b, int slot, const float *dfeatures,
                                  ErrorMessage *err) {
     return vit_backward(vit_of(b), slot, dfeatures, err);
 }
+static const float *vit_backbone_feature_map(Backbone *b, int slot, int *height, int *width) {
+    return vit_feature_map(vit_of(b), slot, height, width);
+}
+static int vit_backbone_backward_map(Backbone *b, int slot, const float *dfeatures,
+                                     const float *dmap, ErrorMessage *err) {
+    return vit_backward_map(vit_of(b), slot, dfeatures, dmap, err);
+}
 static int vit_backbone_prepare(Backbone *b, int slot, int batch, ErrorMessage *err) {
     return vit_prepare_batch(vit_of(b), slot, batch, err);
 }
@@ -130,6 +147,8 @@ static const BackboneOps vit_backbone_ops = {
     .forward = vit_backbone_forward,
     .features = vit_backbone_features,
     .backward = vit_backbone_backward,
+    .feature_map = vit_backbone_feature_map,
+    .backward_map = vit_backbone_backward_map,
     .prepare_batch = vit_backbone_prepare,
     .init = vit_backbone_init,
     .load = vit_backbone_load,
@@ -139,16 +158,16 @@ static const BackboneOps vit_backbone_ops = {
 
 // ---- lifetime ----------------------------------------------------------------------------
 
-static int allocate_resnet(Backbone *b, const BackboneInput *inputs, int count,
+static int allocate_resnet(Backbone *b, const BackboneInput *inputs, int count, int frozen,
                            ErrorMessage *err) {
     const ResnetConfig config = resnet_config_default(b->spec.resnet_depth);
     ResnetInputShape shapes[BACKBONE_MAX_SLOTS];
     for (int i = 0; i < count; i++) shapes[i] = (ResnetInputShape){inputs[i].batch,
                                                                    inputs[i].resolution};
     Resnet *model = resnet_of(b);
-    if (resnet_declare(model, b->backend, &config, err) ||
-        resnet_allocate(model, shapes, count, err))
-        return -1;
+    if (resnet_declare(model, b->backend, &config, err)) return -1;
+    model->frozen = frozen;
+    if (resnet_allocate(model, shapes, count, err)) return -1;
     b->feature_dim = model->feature_dim;
     b->params = &model->params;
     b->buffers = &model->buffers;
@@ -156,14 +175,15 @@ static int allocate_resnet(Backbone *b, const BackboneInput *inputs, int count,
     return 0;
 }
 
-static int allocate_vit(Backbone *b, const BackboneInput *inputs, int count, ErrorMessage *err) {
+static int allocate_vit(Backbone *b, const BackboneInput *inputs, int count, int frozen,
+                        ErrorMessage *err) {
     VitInputShape shapes[BACKBONE_MAX_SLOTS];
     for (int i = 0; i < count; i++) shapes[i] = (VitInputShape){inputs[i].batch,
                                                                 inputs[i].resolution};
     Vit *model = vit_of(b);
-    if (vit_declare(model, b->backend, &b->spec.vit, err) ||
-        vit_allocate(model, shapes, count, err))
-        return -1;
+    if (vit_declare(model, b->backend, &b->spec.vit, err)) return -1;
+    model->frozen = frozen;
+    if (vit_allocate(model, shapes, count, err)) return -1;
     b->feature_dim = model->feature_dim;
     b->params = &model->params;
     b->buffers = &model->buffers;
@@ -171,8 +191,8 @@ static int allocate_vit(Backbone *b, const BackboneInput *inputs, int count, Err
     return 0;
 }
 
-int backbone_allocate(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
-                      const BackboneInput *inputs, int input_count, ErrorMessage *err) {
+static int allocate(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                    const BackboneInput *inputs, int input_count, int frozen, ErrorMessage *err) {
     memset(backbone, 0, sizeof *backbone);
     backbone->spec = *spec;
     backbone->backend = backend;
@@ -181,11 +201,21 @@ int backbone_allocate(Backbone *backbone, Backend *backend, const BackboneSpec *
         return error_set(err, "backbone: %d inputs (1..%d)", input_count, BACKBONE_MAX_SLOTS);
     backbone->slot_count = input_count;
     memcpy(backbone->slots, inputs, (size_t)input_count * sizeof *inputs);
-    const int status = spec->kind == BACKBONE_VIT ? allocate_vit(backbone, inputs, input_count, err)
-                                                  : allocate_resnet(backbone, inputs,
-                                                                    input_count, err);
+    const int status = spec->kind == BACKBONE_VIT
+                           ? allocate_vit(backbone, inputs, input_count, frozen, err)
+                           : allocate_resnet(backbone, inputs, input_count, frozen, err);
     if (status) backbone_free(backbone);
     return status;
+}
+
+int backbone_allocate(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                      const BackboneInput *inputs, int input_count, ErrorMessage *err) {
+    return allocate(backbone, backend, spec, inputs, input_count, 0, err);
+}
+
+int backbone_allocate_frozen(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                             const BackboneInput *inputs, int input_count, ErrorMessage *err) {
+    return allocate(backbone, backend, spec, inputs, input_count, 1, err);
 }
 
 int backbone_create(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
@@ -204,10 +234,22 @@ void backbone_free(Backbone *backbone) {
     memset(backbone, 0, sizeof *backbone);
 }
 
+int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err) {
+    if (backbone->spec.kind != BACKBONE_RESNET) return 0;
+    return resnet_attach_batchnorm_sync(&backbone->model.resnet, sync, err);
+}
+
 int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err) {
     SafeTensors file;
     if (safetensors_read(path, &file, err)) return -1;
     const int status = backbone->ops->load(backbone, &file, "", err);
     safetensors_free(&file);
     return status ? error_prefix(err, "%s", path) : 0;
+}
+
+void backbone_feature_map_size(const Backbone *b, int slot, int *height, int *width) {
+    if (b->spec.kind == BACKBONE_VIT)
+        *height = *width = b->model.vit.slots[slot].grid;
+    else
+        resnet_feature_map_size(&b->model.resnet, slot, height, width);
 }

@@ -53,6 +53,9 @@ typedef struct BackboneOps {
                    ErrorMessage *err);
     const float *(*features)(const Backbone *backbone, int slot);
     int (*backward)(Backbone *backbone, int slot, const float *dfeatures, ErrorMessage *err);
+    const float *(*feature_map)(Backbone *backbone, int slot, int *height, int *width);
+    int (*backward_map)(Backbone *backbone, int slot, const float *dfeatures, const float *dmap,
+                        ErrorMessage *err);
     int (*prepare_batch)(Backbone *backbone, int slot, int batch, ErrorMessage *err);
     int (*init)(Backbone *backbone, uint64_t seed, ErrorMessage *err);
     // Weights under prefix of a state-dict file (ResNet: torchvision's
@@ -85,6 +88,11 @@ struct Backbone {
 // (values zero until backbone_init or a load).
 int backbone_allocate(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
                       const BackboneInput *inputs, int input_count, ErrorMessage *err);
+// backbone_allocate for a model that only runs eval forwards (a
+// distillation teacher): no gradients, nothing kept for backward (resnet.h,
+// vit.h: `frozen`); training forwards and backward fail.
+int backbone_allocate_frozen(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                             const BackboneInput *inputs, int input_count, ErrorMessage *err);
 // backbone_allocate, then the architecture's initialisation from seed.
 int backbone_create(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
                     const BackboneInput *inputs, int input_count, uint64_t seed,
@@ -99,6 +107,11 @@ int backbone_spec_from_weights(const SafeTensors *file, const char *prefix, Back
 // dict) into backbone; errors name the path.
 int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err);
 
+// Synchronised BatchNorm (nn/batchnorm_sync.h) for every BatchNorm of the
+// backbone; NULL turns it off again. A ViT has none (LayerNorm needs no
+// statistics across the batch): nothing to attach.
+int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err);
+
 static inline int backbone_forward(Backbone *b, int slot, int batch, const float *input,
                                    int training, ErrorMessage *err) {
     return b->ops->forward(b, slot, batch, input, training, err);
@@ -111,6 +124,23 @@ static inline const float *backbone_features(const Backbone *b, int slot) {
 static inline int backbone_backward(Backbone *b, int slot, const float *dfeatures,
                                     ErrorMessage *err) {
     return b->ops->backward(b, slot, dfeatures, err);
+}
+// The spatial feature map (batch, *height, *width, D) of the slot's last
+// forward (backend memory, valid until the next forward on the slot): a
+// ResNet's last stage before the pool, a ViT's normalised patch tokens on
+// the patch grid.
+static inline const float *backbone_feature_map(Backbone *b, int slot, int *height,
+                                                int *width) {
+    return b->ops->feature_map(b, slot, height, width);
+}
+// The size of that map for the slot's resolution (before any forward).
+void backbone_feature_map_size(const Backbone *b, int slot, int *height, int *width);
+// Parameter gradients += given dfeatures (batch, D) and dmap (batch, h, w,
+// D) = d(loss)/d(feature map), either NULL (not both), of the slot's last
+// training forward: one backward for losses on both.
+static inline int backbone_backward_map(Backbone *b, int slot, const float *dfeatures,
+                                        const float *dmap, ErrorMessage *err) {
+    return b->ops->backward_map(b, slot, dfeatures, dmap, err);
 }
 // Plans so that slot can also run a smaller batch. Outside the step loop.
 static inline int backbone_prepare_batch(Backbone *b, int slot, int batch, ErrorMessage *err) {

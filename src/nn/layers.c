@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "nn/batchnorm_sync.h"
 #include "util/rng.h"
 
 #define LAYER_INIT_STREAM 0x494E4954u  // "INIT": keeps init draws apart from data streams
@@ -126,7 +127,9 @@ void batchnorm_init(Backend *backend, const BatchNorm *bn, float gamma_value) {
 
 void batchnorm_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
                        const float *x, float *y, float *save_mean, float *save_inv_std) {
-    if (training)
+    if (training && bn->sync)
+        batchnorm_sync_forward(backend, bn, rows, x, NULL, 0, y, save_mean, save_inv_std);
+    else if (training)
         backend->op.batchnorm_forward_train(backend, rows, bn->channels, x, bn->weight, bn->bias,
                                             bn->momentum, bn->eps, y, save_mean, save_inv_std,
                                             bn->running_mean, bn->running_var);
@@ -138,6 +141,11 @@ void batchnorm_forward(Backend *backend, const BatchNorm *bn, int training, size
 void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
                         const float *dy, const float *save_mean, const float *save_inv_std,
                         float *dx) {
+    if (bn->sync) {
+        batchnorm_sync_backward(backend, bn, rows, x, NULL, dy, save_mean, save_inv_std, dx,
+                                NULL);
+        return;
+    }
     backend->op.batchnorm_backward(backend, rows, bn->channels, x, dy, bn->weight, save_mean,
                                    save_inv_std, dx, bn->weight_grad, bn->bias_grad);
 }
@@ -145,7 +153,9 @@ void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, cons
 void batchnorm_relu_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
                             const float *x, const float *residual, float *y, float *save_mean,
                             float *save_inv_std) {
-    if (training)
+    if (training && bn->sync)
+        batchnorm_sync_forward(backend, bn, rows, x, residual, 1, y, save_mean, save_inv_std);
+    else if (training)
         backend->op.batchnorm_relu_forward_train(backend, rows, bn->channels, x, residual,
                                                  bn->weight, bn->bias, bn->momentum, bn->eps, y,
                                                  save_mean, save_inv_std, bn->running_mean,
@@ -159,6 +169,11 @@ void batchnorm_relu_forward(Backend *backend, const BatchNorm *bn, int training,
 void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
                              const float *y, const float *dy, const float *save_mean,
                              const float *save_inv_std, float *dx, float *dresidual) {
+    if (bn->sync) {
+        batchnorm_sync_backward(backend, bn, rows, x, y, dy, save_mean, save_inv_std, dx,
+                                dresidual);
+        return;
+    }
     backend->op.batchnorm_relu_backward(backend, rows, bn->channels, x, y, dy, bn->weight,
                                         save_mean, save_inv_std, dx, bn->weight_grad,
                                         bn->bias_grad, dresidual);

@@ -64,6 +64,8 @@ void conv2d_backward(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
 
 // ---- batch norm over rows: 2d on NHWC (rows = N*H*W) or 1d (rows = N) -------
 
+typedef struct BatchNormSync BatchNormSync;
+
 typedef struct BatchNorm {
     int channels;
     float momentum, eps;  // PyTorch defaults 0.1, 1e-5
@@ -71,6 +73,9 @@ typedef struct BatchNorm {
     int running_mean_index, running_var_index;  // in the buffer table
     float *weight, *bias, *weight_grad, *bias_grad;  // (C)
     float *running_mean, *running_var;               // (C)
+    // Training statistics over all ranks (nn/batchnorm_sync.h), or NULL:
+    // this rank's batch only.
+    BatchNormSync *sync;
 } BatchNorm;
 
 // Declares prefix.weight, prefix.bias (PARAM_NORM) and prefix.running_mean,

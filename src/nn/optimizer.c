@@ -1,8 +1,8 @@
-// SGD, LARS and AdamW over a ParameterSet, gradient clipping and scaling
-// (see optimizer.h). The per-element arithmetic lives in the backend ops
-// (sgd_update, adamw_update, axpby, sum_squares); this file decides which
-// parameter gets which weight decay and, for LARS, the per-parameter trust
-// ratio.
+// SGD, LARS and AdamW over a ParameterSet (see optimizer.h). The
+// per-element arithmetic lives in the backend ops (sgd_update,
+// adamw_update, lars_direction, sum_squares); this file decides which
+// parameter gets which weight decay and, for LARS, feeds the per-parameter
+// trust ratio. Nothing here reads backend memory back.
 #include "nn/optimizer.h"
 
 #include <math.h>
@@ -21,8 +21,12 @@ struct Optimizer {
     size_t arena_floats;
     size_t state_floats;  // momentum (SGD, LARS) or m then v (AdamW): slabs of params->total
     float *scratch;       // LARS: (largest parameter) update direction; NULL otherwise
-    float *reductions;    // (OPTIMIZER_REDUCTION_SLOTS) sum_squares results
+    float *reductions;    // (OPTIMIZER_REDUCTION_SLOTS) sum_squares results, then an open gate
 };
+
+// The slots of the reductions area: LARS's two sums, then an open step gate
+// (multiplier 1, no skip) for steps that come without one.
+enum { REDUCTION_LARS_SUMS = 0, REDUCTION_OPEN_GATE = 4 };
 
 OptimizerConfig optimizer_config_default(OptimizerKind kind) {
     OptimizerConfig config = {.kind = kind};
@@ -129,6 +133,9 @@ Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const Optimi
     backend->op.fill(backend, opt->arena, 0.0f, opt->arena_floats);
     opt->scratch = scratch_floats ? opt->arena + opt->state_floats : NULL;
     opt->reductions = opt->arena + opt->state_floats + scratch_floats;
+    const float open_gate[GATE_FOUND] = {[GATE_MULTIPLIER] = 1.0f, [GATE_UNIT] = 1.0f};
+    backend->op.upload(backend, opt->reductions + REDUCTION_OPEN_GATE, open_gate,
+                       sizeof open_gate);
     return opt;
 }
 
@@ -147,45 +154,39 @@ static int is_trained(const Parameter *param) {
     return param->kind != PARAM_BUFFER && param->grad != NULL && param->count > 0;
 }
 
-// sqrt(sum of squares) of x (n), through the backend and one read back.
-static float backend_norm(Optimizer *opt, size_t n, const float *x) {
-    opt->backend->op.sum_squares(opt->backend, n, x, opt->reductions);
-    return sqrtf(backend_read_scalar(opt->backend, opt->reductions));
-}
-
 // LARS (lightly's formulation): for a weight with norms p = ||param|| > 0 and
 // g = ||grad|| > 0 the direction is d = (grad + wd * param) * trust * p /
 // (g + wd * p + eps); otherwise (BN parameters, biases, zero norms) d = grad.
 // Then SGD momentum on d without further decay. One difference from lightly,
 // which adapts exactly the groups whose weight decay is non-zero: here weights
 // are adapted by kind, so a step whose scheduled decay is 0 still adapts them.
-// Two reductions read back per weight: fine on CPU, to batch for CUDA.
-static void lars_update_parameter(Optimizer *opt, Parameter *param, float *momentum_buffer,
-                                  float lr, float weight_decay, int first_step) {
+// The norms stay in backend memory (lars_direction reads them there): no
+// read back, so a GPU step does not wait for the host per weight.
+static void lars_update_parameter(Optimizer *opt, Parameter *param, const float *gate,
+                                  float *momentum_buffer, float lr, float weight_decay,
+                                  int first_step) {
     Backend *backend = opt->backend;
     const OptimizerConfig *config = &opt->config;
     const float *direction = param->grad;
+    const float *direction_gate = gate;
     if (param->kind == PARAM_WEIGHT) {
-        const float param_norm = backend_norm(opt, param->count, param->value);
-        const float grad_norm = backend_norm(opt, param->count, param->grad);
-        if (param_norm > 0.0f && grad_norm > 0.0f) {
-            // Same float32 evaluation order as the torch code: p / (g + p*wd + eps) * trust.
-            float ratio = param_norm / (grad_norm + param_norm * weight_decay + config->eps);
-            ratio *= config->trust_coefficient;
-            float *scaled = opt->scratch;
-            backend->op.copy(backend, scaled, param->grad, param->count * sizeof(float));
-            backend->op.axpby(backend, param->count, weight_decay, param->value, 1.0f, scaled);
-            // In place (x = y): axpby is elementwise, so aliasing is safe.
-            backend->op.axpby(backend, param->count, ratio, scaled, 0.0f, scaled);
-            direction = scaled;
-        }
+        float *sums = opt->reductions + REDUCTION_LARS_SUMS;  // sum param^2, sum grad^2
+        backend->op.sum_squares(backend, param->count, param->value, sums);
+        backend->op.sum_squares(backend, param->count, param->grad, sums + 1);
+        backend->op.lars_direction(backend, param->count, param->value, param->grad, gate, sums,
+                                   weight_decay, config->trust_coefficient, config->eps,
+                                   opt->scratch);
+        direction = opt->scratch;  // already multiplied: the SGD step takes the unit gate
+        direction_gate = gate + GATE_UNIT;
     }
-    backend->op.sgd_update(backend, param->count, param->value, direction, momentum_buffer, lr,
-                           config->momentum, 0.0f, config->nesterov, first_step);
+    backend->op.sgd_update(backend, param->count, param->value, direction, direction_gate,
+                           momentum_buffer, lr, config->momentum, 0.0f, config->nesterov,
+                           first_step);
 }
 
-void optimizer_step(Optimizer *opt, float lr, float weight_decay) {
+void optimizer_step(Optimizer *opt, float lr, float weight_decay, const float *gate) {
     Backend *backend = opt->backend;
+    if (!gate) gate = opt->reductions + REDUCTION_OPEN_GATE;
     const OptimizerConfig *config = &opt->config;
     ParameterSet *set = opt->params;
     const int first_step = opt->steps == 0;
@@ -195,44 +196,23 @@ void optimizer_step(Optimizer *opt, float lr, float weight_decay) {
         float *slab0 = opt->arena + param->offset;  // momentum buffer or Adam m
         switch (config->kind) {
         case OPTIMIZER_SGD:
-            backend->op.sgd_update(backend, param->count, param->value, param->grad, slab0, lr,
-                                   config->momentum, decay_for(param, weight_decay),
+            backend->op.sgd_update(backend, param->count, param->value, param->grad, gate, slab0,
+                                   lr, config->momentum, decay_for(param, weight_decay),
                                    config->nesterov, first_step);
             break;
         case OPTIMIZER_LARS:
-            lars_update_parameter(opt, param, slab0, lr, weight_decay, first_step);
+            lars_update_parameter(opt, param, gate, slab0, lr, weight_decay, first_step);
             break;
         case OPTIMIZER_ADAMW: {
             float *second_moment = opt->arena + set->total + param->offset;
-            backend->op.adamw_update(backend, param->count, param->value, param->grad, slab0,
-                                     second_moment, lr, config->beta1, config->beta2, config->eps,
+            backend->op.adamw_update(backend, param->count, param->value, param->grad, gate,
+                                     slab0, second_moment, lr, config->beta1, config->beta2, config->eps,
                                      decay_for(param, weight_decay), (int)(opt->steps + 1));
             break;
         }
         }
     }
     opt->steps++;
-}
-
-// The gradient arena is zero between tensors (allocated and zeroed whole; ops
-// write only each tensor's elements), so one reduction over it is the global
-// sum of squares.
-float optimizer_grad_norm(Optimizer *opt) {
-    return backend_norm(opt, opt->params->total, opt->params->grads);
-}
-
-void optimizer_scale_grads(Optimizer *opt, float factor) {
-    ParameterSet *set = opt->params;
-    // In place (x = y): axpby is elementwise, so aliasing is safe.
-    opt->backend->op.axpby(opt->backend, set->total, factor, set->grads, 0.0f, set->grads);
-}
-
-float optimizer_clip_grad_norm(Optimizer *opt, float max_norm) {
-    const float total = optimizer_grad_norm(opt);
-    // torch: coef = max_norm / (total + 1e-6) in float32, applied when < 1.
-    const float coefficient = max_norm / (total + 1e-6f);
-    if (coefficient < 1.0f) optimizer_scale_grads(opt, coefficient);
-    return total;
 }
 
 float *optimizer_state(Optimizer *opt, size_t *floats) {

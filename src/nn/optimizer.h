@@ -1,6 +1,8 @@
 // Optimizers over a ParameterSet: SGD (momentum, nesterov), LARS and AdamW,
-// with PyTorch / lightly semantics, plus gradient clipping by global norm and
-// the gradient scaling used for accumulation.
+// with PyTorch / lightly semantics. Gradient clipping by global norm, the
+// 1/k of accumulation and the skip of a non-finite step come from a step
+// gate in backend memory (nn/step_gate.h) that the updates read on the
+// device, so a step never waits for the host.
 //
 // Parameter groups follow the parameter kind: weight decay (and LARS trust
 // ratio adaptation) apply to PARAM_WEIGHT only; BatchNorm parameters
@@ -15,10 +17,10 @@
 // floats), so checkpoints can map it by name.
 //
 // Gradient accumulation over k micro-batches: parameter gradients accumulate
-// (+=) across backward calls (backend.h); call optimizer_scale_grads(opt,
-// 1.0f / k) before clipping and the step. That equals dividing each
-// micro-batch loss by k (Lightning's accumulate_grad_batches) up to rounding
-// (exactly for k a power of two).
+// (+=) across backward calls (backend.h); the gate's multiplier holds 1/k
+// (times the clipping coefficient). That equals dividing each micro-batch
+// loss by k (Lightning's accumulate_grad_batches) up to rounding (exactly
+// for k a power of two).
 #ifndef LTC_NN_OPTIMIZER_H
 #define LTC_NN_OPTIMIZER_H
 
@@ -57,20 +59,15 @@ Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const Optimi
                             ErrorMessage *err);
 void optimizer_free(Optimizer *opt);
 
-// One update of every parameter from its gradient with this step's learning
-// rate and weight decay (from the schedules); then the step count advances.
-// Gradients are read, not changed (zero them before the next backward).
-void optimizer_step(Optimizer *opt, float lr, float weight_decay);
-
-// torch.nn.utils.clip_grad_norm_ over all gradients: total = sqrt(sum of
-// squares of every gradient), coef = max_norm / (total + 1e-6) in float32;
-// when coef < 1 (total above max_norm, up to the 1e-6) every gradient is
-// scaled by coef. Returns total (before scaling).
-float optimizer_clip_grad_norm(Optimizer *opt, float max_norm);
-// sqrt(sum of squares of every gradient), without changing them.
-float optimizer_grad_norm(Optimizer *opt);
-// Every gradient *= factor (1 / k after accumulating k micro-batches).
-void optimizer_scale_grads(Optimizer *opt, float factor);
+// One update of every parameter from gate[GATE_MULTIPLIER] x its gradient
+// with this step's learning rate and weight decay (from the schedules);
+// then the step count advances. gate (backend.h GATE_*, backend memory) or
+// NULL for the plain update; a gate that says skip leaves parameters and
+// state as they were (the host's step count still advances: AdamW's bias
+// correction counts it. A skipped step ends a 32-true run; the loss scaler
+// of 16-mixed will move the count to the device with it). Gradients are
+// read, not changed (zero them before the next backward).
+void optimizer_step(Optimizer *opt, float lr, float weight_decay, const float *gate);
 
 // ---- checkpoint hooks ------------------------------------------------------
 // The state tensors (backend memory) and their size in floats: SGD and LARS

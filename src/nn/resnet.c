@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nn/activations.h"
+#include "nn/batchnorm_sync.h"
 #include "nn/weights.h"
 
 #define RESNET_STEM_CHANNELS 64
@@ -235,6 +236,14 @@ static void track_max(size_t *largest, size_t floats) {
 
 // Lays out (sizing pass: base NULL) or wires a slot's arena; returns its size
 // in floats and raises *largest to its largest tensor.
+// The output of block b (its last stage's conv output size).
+static size_t block_output_floats(const ResnetBlock *block, const ConvShape *shapes) {
+    return conv_output_floats(&shapes[block->first_conv + block->stage_count - 1]);
+}
+
+// A frozen model keeps nothing for backward: the blocks' outputs alternate
+// between two buffers and their other tensors share one region, rewound
+// for every block (the arena's `used` is set back to where it began).
 static size_t layout_slot(Resnet *model, ResnetSlot *slot, float *base, size_t *largest) {
     ActivationArena arena = activation_arena_begin(base);
     const ResnetPlans *plans = &slot->plans[0];  // at the slot's maximum batch
@@ -249,13 +258,25 @@ static size_t layout_slot(Resnet *model, ResnetSlot *slot, float *base, size_t *
     slot->pool_out = activation_take(&arena, pooled);
     slot->pool_argmax = activation_take_int32(&arena, pooled);
     track_max(largest, stem);
+    float *outputs[2] = {NULL, NULL};
+    size_t shared_start = 0, shared_end = 0;
+    if (model->frozen) {
+        size_t widest = 0;
+        for (int b = 0; b < model->block_count; b++)
+            track_max(&widest, block_output_floats(&model->blocks[b], shapes));
+        outputs[0] = activation_take(&arena, widest);
+        outputs[1] = activation_take(&arena, widest);
+        shared_start = shared_end = arena.used;
+    }
     for (int b = 0; b < model->block_count; b++) {
         const ResnetBlock *block = &model->blocks[b];
         ResnetBlockActivations *saved = &slot->blocks[b];
+        if (model->frozen) arena.used = shared_start;
         for (int s = 0; s < block->stage_count; s++) {
             const size_t floats = conv_output_floats(&shapes[block->first_conv + s]);
             saved->conv_out[s] = activation_take(&arena, floats);
             if (s + 1 < block->stage_count) saved->relu_out[s] = activation_take(&arena, floats);
+            else if (model->frozen) saved->out = base ? outputs[b % 2] : NULL;
             else saved->out = activation_take(&arena, floats);
             saved->bn_mean[s] = activation_take(&arena, (size_t)block->bn[s].channels);
             saved->bn_inv_std[s] = activation_take(&arena, (size_t)block->bn[s].channels);
@@ -268,7 +289,9 @@ static size_t layout_slot(Resnet *model, ResnetSlot *slot, float *base, size_t *
             saved->bn_mean[block->stage_count] = activation_take(&arena, channels);
             saved->bn_inv_std[block->stage_count] = activation_take(&arena, channels);
         }
+        if (arena.used > shared_end) shared_end = arena.used;
     }
+    if (model->frozen) arena.used = shared_end;
     slot->features = activation_take(&arena, (size_t)slot->max.batch * model->feature_dim);
     return arena.used;
 }
@@ -307,10 +330,24 @@ static void bind_layers(Resnet *model) {
     }
 }
 
+int resnet_attach_batchnorm_sync(Resnet *model, BatchNormSync *sync, ErrorMessage *err) {
+    if (batchnorm_sync_attach(sync, &model->stem_bn, err)) return -1;
+    for (int b = 0; b < model->block_count; b++) {
+        ResnetBlock *block = &model->blocks[b];
+        for (int s = 0; s < block->stage_count; s++)
+            if (batchnorm_sync_attach(sync, &block->bn[s], err)) return -1;
+        if (block->has_downsample &&
+            batchnorm_sync_attach(sync, &block->downsample_bn, err))
+            return -1;
+    }
+    return 0;
+}
+
 int resnet_allocate(Resnet *model, const ResnetInputShape *inputs, int input_count,
                     ErrorMessage *err) {
     Backend *backend = model->backend;
     if (input_count < 1) return error_set(err, "resnet: no input shape given");
+    model->params.with_grads = !model->frozen;
     if (parameter_set_allocate(&model->params, err) ||
         parameter_set_allocate(&model->buffers, err))
         return error_prefix(err, "resnet%d", model->config.depth);
@@ -324,11 +361,14 @@ int resnet_allocate(Resnet *model, const ResnetInputShape *inputs, int input_cou
             return error_prefix(err, "resnet%d, input %d (batch %d, %d px)", model->config.depth,
                                 i, inputs[i].batch, inputs[i].resolution);
     }
+    // Backward's three gradient buffers; a frozen model needs only the
+    // forward's shortcut scratch (the first of them).
+    const size_t buffers = model->frozen ? 1 : 3;
     model->scratch_floats = largest;
-    model->scratch = backend->op.alloc(backend, 3 * largest * sizeof(float));
+    model->scratch = backend->op.alloc(backend, buffers * largest * sizeof(float));
     if (!model->scratch)
         return error_set(err, "resnet: out of memory for %zu MB of gradient scratch",
-                         3 * largest * sizeof(float) >> 20);
+                         buffers * largest * sizeof(float) >> 20);
     return 0;
 }
 

@@ -124,8 +124,14 @@ typedef struct Resnet {
     Conv2d **convs;           // (conv_count) every conv in plan order
     int slot_count;
     ResnetSlot *slots;
-    float *scratch;           // backend memory: 3 * scratch_floats
+    float *scratch;           // backend memory: 3 * scratch_floats (frozen: 1 *)
     size_t scratch_floats;    // the largest activation tensor over all slots
+    // Set between resnet_declare and resnet_allocate for a model that only
+    // runs eval forwards (a distillation teacher): parameters without
+    // gradients, no backward scratch, and the slots keep nothing for
+    // backward (the blocks' outputs alternate between two buffers, their
+    // other tensors share one region), so a training forward is refused.
+    int frozen;
 } Resnet;
 
 // Builds the structure and declares the parameter tables; allocates nothing
@@ -164,6 +170,19 @@ const float *resnet_features(const Resnet *model, int slot);
 // Parameter gradients += d(loss)/d(params) given dfeatures (batch, D) =
 // d(loss)/d(features) of the slot's last (training) forward.
 int resnet_backward(Resnet *model, int slot, const float *dfeatures, ErrorMessage *err);
+// The slot's last stage before the pool, (batch, h, w, D) from its last
+// forward; *height, *width = its size (resnet_feature_map_size).
+const float *resnet_feature_map(const Resnet *model, int slot, int *height, int *width);
+// The size of that map at the slot's resolution (R / 32 rounded up).
+void resnet_feature_map_size(const Resnet *model, int slot, int *height, int *width);
+// resnet_backward given d(loss)/d(features) and d(loss)/d(feature map)
+// (batch, h, w, D); either may be NULL (not both).
+int resnet_backward_map(Resnet *model, int slot, const float *dfeatures, const float *dmap,
+                        ErrorMessage *err);
+
+// Training-mode BatchNorm of every layer over all ranks of sync's
+// communicator (nn/batchnorm_sync.h); NULL turns it off again.
+int resnet_attach_batchnorm_sync(Resnet *model, BatchNormSync *sync, ErrorMessage *err);
 
 // Weights as a torchvision state dict in safetensors (F32, conv weights
 // OIHW, num_batches_tracked I64 scalars), without fc: loadable with

@@ -106,16 +106,22 @@ static int find_slot(const Resnet *model, int slot_index, ErrorMessage *err) {
     return 0;
 }
 
-// Pixels of the last block's output (what the global pool averages).
-static int final_pixels(const Resnet *model, const ResnetPlans *plans) {
+// The shape of the last block's output (what the global pool averages).
+static const ConvShape *final_shape(const Resnet *model, const ResnetPlans *plans) {
     const ResnetBlock *block = &model->blocks[model->block_count - 1];
-    const ConvShape *shape = &plans->conv_shapes[block->first_conv + block->stage_count - 1];
+    return &plans->conv_shapes[block->first_conv + block->stage_count - 1];
+}
+
+static int final_pixels(const Resnet *model, const ResnetPlans *plans) {
+    const ConvShape *shape = final_shape(model, plans);
     return shape->out_height * shape->out_width;
 }
 
 int resnet_forward(Resnet *model, int slot_index, int batch, const float *input, int training,
                    ErrorMessage *err) {
     if (find_slot(model, slot_index, err)) return -1;
+    if (training && model->frozen)
+        return error_set(err, "resnet: a frozen model (a teacher) runs eval forwards only");
     ResnetSlot *slot = &model->slots[slot_index];
     const ResnetPlans *plans = NULL;
     for (int i = 0; i < slot->plans_count && !plans; i++)
@@ -157,8 +163,25 @@ const float *resnet_features(const Resnet *model, int slot) {
     return model->slots[slot].features;
 }
 
+void resnet_feature_map_size(const Resnet *model, int slot, int *height, int *width) {
+    const ConvShape *shape = final_shape(model, &model->slots[slot].plans[0]);
+    *height = shape->out_height;
+    *width = shape->out_width;
+}
+
+const float *resnet_feature_map(const Resnet *model, int slot, int *height, int *width) {
+    resnet_feature_map_size(model, slot, height, width);
+    return model->slots[slot].blocks[model->block_count - 1].out;
+}
+
 int resnet_backward(Resnet *model, int slot_index, const float *dfeatures, ErrorMessage *err) {
+    return resnet_backward_map(model, slot_index, dfeatures, NULL, err);
+}
+
+int resnet_backward_map(Resnet *model, int slot_index, const float *dfeatures, const float *dmap,
+                        ErrorMessage *err) {
     if (find_slot(model, slot_index, err)) return -1;
+    if (!dfeatures && !dmap) return error_set(err, "resnet: backward without a gradient");
     ResnetSlot *slot = &model->slots[slot_index];
     if (!slot->backward_ready)
         return error_set(err, "resnet: backward on slot %d without a training forward before it",
@@ -172,9 +195,11 @@ int resnet_backward(Resnet *model, int slot_index, const float *dfeatures, Error
     float *grad_b = model->scratch + model->scratch_floats;
     float *grad_c = model->scratch + 2 * model->scratch_floats;
 
-    // Global average pool.
-    avgpool_backward(backend, batch, final_pixels(model, plans), model->feature_dim, dfeatures,
-                     grad_a);
+    // Global average pool, plus the gradient of the map itself.
+    const int pixels = final_pixels(model, plans);
+    const size_t map_floats = (size_t)batch * pixels * model->feature_dim;
+    if (dfeatures) avgpool_backward(backend, batch, pixels, model->feature_dim, dfeatures, grad_a);
+    if (dmap) backend->op.axpby(backend, map_floats, 1.0f, dmap, dfeatures ? 1.0f : 0.0f, grad_a);
 
     // layer4..layer1, each block in reverse; the input gradient feeds the block before.
     for (int b = model->block_count - 1; b >= 0; b--) {

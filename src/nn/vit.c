@@ -275,8 +275,15 @@ static size_t layout_slot(const Vit *model, VitSlot *slot, float *base) {
     slot->patch_pos = resampled ? activation_take(&arena, patches * dim) : NULL;
     slot->patch_out = activation_take(&arena, batch * patches * dim);
     slot->tokens_in = activation_take(&arena, rows * dim);
+    // Frozen: every block's output is kept, its other tensors share one
+    // region (the arena's `used` is set back to where it began).
+    if (model->frozen)
+        for (int b = 0; b < c->depth; b++) slot->blocks[b].out = activation_take(&arena, rows * dim);
+    const size_t shared_start = arena.used;
+    size_t shared_end = shared_start;
     for (int b = 0; b < c->depth; b++) {
         VitBlockActivations *saved = &slot->blocks[b];
+        if (model->frozen) arena.used = shared_start;
         saved->norm1_out = activation_take(&arena, rows * dim);
         saved->norm1_mean = activation_take(&arena, rows);
         saved->norm1_inv_std = activation_take(&arena, rows);
@@ -291,14 +298,17 @@ static size_t layout_slot(const Vit *model, VitSlot *slot, float *base) {
         saved->fc1_out = activation_take(&arena, rows * c->mlp_hidden);
         saved->gelu_out = activation_take(&arena, rows * c->mlp_hidden);
         saved->fc2_out = activation_take(&arena, rows * dim);
-        saved->out = activation_take(&arena, rows * dim);
+        if (!model->frozen) saved->out = activation_take(&arena, rows * dim);
         saved->drop_scale[0] = activation_take(&arena, batch);
         saved->drop_scale[1] = activation_take(&arena, batch);
+        if (arena.used > shared_end) shared_end = arena.used;
     }
+    arena.used = shared_end;
     slot->norm_out = activation_take(&arena, rows * dim);
     slot->norm_mean = activation_take(&arena, rows);
     slot->norm_inv_std = activation_take(&arena, rows);
     slot->features = activation_take(&arena, batch * dim);
+    slot->patch_map = activation_take(&arena, batch * patches * dim);
     return arena.used;
 }
 
@@ -341,10 +351,39 @@ static int allocate_slot(Vit *model, VitSlot *slot, VitInputShape shape, ErrorMe
     return upload_pos_matrix(model, slot, err);
 }
 
+// A backend whose table lacks an op the ViT calls (a new backend not yet
+// given its transformer kernels) is refused here rather than crashing later.
+static int check_backend_ops(const Backend *backend, ErrorMessage *err) {
+    const BackendOps *op = &backend->op;
+    const struct { int present; const char *name; } needed[] = {
+        {op->layernorm_forward != NULL, "layernorm_forward"},
+        {op->layernorm_backward != NULL, "layernorm_backward"},
+        {op->attention_plan != NULL, "attention_plan"},
+        {op->attention_plan_free != NULL, "attention_plan_free"},
+        {op->attention_forward != NULL, "attention_forward"},
+        {op->attention_backward != NULL, "attention_backward"},
+        {op->vit_tokens_forward != NULL, "vit_tokens_forward"},
+        {op->vit_tokens_backward != NULL, "vit_tokens_backward"},
+        {op->residual_scale_add_forward != NULL, "residual_scale_add_forward"},
+        {op->residual_scale_add_backward != NULL, "residual_scale_add_backward"},
+        {op->token_pool_forward != NULL, "token_pool_forward"},
+        {op->token_pool_backward != NULL, "token_pool_backward"},
+        {op->gelu_forward != NULL, "gelu_forward"},
+        {op->gelu_backward != NULL, "gelu_backward"},
+    };
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+        if (!needed[i].present)
+            return error_set(err, "the %s backend has no %s op yet, which ViTs need (use the cpu "
+                                  "backend)", backend->name, needed[i].name);
+    return 0;
+}
+
 int vit_allocate(Vit *model, const VitInputShape *inputs, int input_count, ErrorMessage *err) {
     Backend *backend = model->backend;
     const VitConfig *c = &model->config;
     if (input_count < 1) return error_set(err, "vit: no input shape given");
+    if (check_backend_ops(backend, err)) return error_prefix(err, "%s", c->name);
+    model->params.with_grads = !model->frozen;
     if (parameter_set_allocate(&model->params, err) ||
         parameter_set_allocate(&model->buffers, err))
         return error_prefix(err, "%s", c->name);
@@ -363,7 +402,7 @@ int vit_allocate(Vit *model, const VitInputShape *inputs, int input_count, Error
     }
     const size_t wide = (size_t)(c->mlp_hidden > 3 * c->embed_dim ? c->mlp_hidden
                                                                    : 3 * c->embed_dim);
-    const size_t floats = model->scratch_tokens * (3 * (size_t)c->embed_dim + wide);
+    const size_t floats = model->frozen ? 1 : model->scratch_tokens * (3 * (size_t)c->embed_dim + wide);
     model->scratch = backend->op.alloc(backend, floats * sizeof(float));
     model->host_scale = malloc((size_t)max_batch * sizeof *model->host_scale);
     if (!model->scratch || !model->host_scale)

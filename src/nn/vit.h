@@ -133,6 +133,7 @@ typedef struct VitSlot {
     VitBlockActivations *blocks;
     float *norm_out, *norm_mean, *norm_inv_std;  // (B, T, D): the normalised tokens
     float *features;         // (B, D)
+    float *patch_map;        // (B, grid, grid, D): vit_feature_map's copy of the patch tokens
     const VitPlans *last_plans;
     const float *last_input;
     int backward_ready;      // 1 after a training forward
@@ -159,6 +160,12 @@ typedef struct Vit {
     float *scratch;          // backend memory: 3 (B, T, D) + one (B, T, 4D) of the largest slot
     size_t scratch_tokens;   // B T of the largest slot
     float *host_scale;       // (max batch) drop-path draws before upload
+    // Set between vit_declare and vit_allocate for a model that only runs
+    // eval forwards (a distillation teacher): parameters without gradients,
+    // no gradient scratch, and each block's transient tensors share one
+    // region of the slot (only the blocks' outputs are kept, for
+    // vit_block_tokens), so a training forward is refused.
+    int frozen;
 } Vit;
 
 // Structure and parameter tables; allocates nothing on the backend.
@@ -196,5 +203,19 @@ int vit_backward(Vit *model, int slot, const float *dfeatures, ErrorMessage *err
 // The same given dtokens (batch, T, D) = d(loss)/d(normalised tokens) (for
 // losses on patch tokens).
 int vit_backward_tokens(Vit *model, int slot, const float *dtokens, ErrorMessage *err);
+
+// The normalised patch tokens of the slot's last forward as a feature map
+// (batch, grid, grid, D), copied out of the tokens into slot->patch_map;
+// *height = *width = grid.
+const float *vit_feature_map(Vit *model, int slot, int *height, int *width);
+// Parameter gradients += given d(loss)/d(features) (batch, D) and
+// d(loss)/d(feature map) (batch, grid, grid, D); either may be NULL (not both).
+int vit_backward_map(Vit *model, int slot, const float *dfeatures, const float *dmap,
+                     ErrorMessage *err);
+// out (batch, T, D) = the output of block `block` (0-based) in the slot's
+// last forward through the final norm, as DINOv2's
+// get_intermediate_layers(norm=True); the last block's equals vit_tokens.
+// Frozen models only (it uses the final norm's saved statistics as scratch).
+int vit_block_tokens(Vit *model, int slot, int block, float *out, ErrorMessage *err);
 
 #endif

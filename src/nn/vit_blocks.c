@@ -148,6 +148,8 @@ static const float *last_block_output(const Vit *model, const VitSlot *slot) {
 int vit_forward(Vit *model, int slot_index, int batch, const float *input, int training,
                 ErrorMessage *err) {
     const VitPlans *plans = NULL;
+    if (training && model->frozen)
+        return error_set(err, "vit: a frozen model (a teacher) runs eval forwards only");
     if (find_plans(model, slot_index, batch, &plans, err)) return -1;
     VitSlot *slot = &model->slots[slot_index];
     Backend *backend = model->backend;
@@ -245,17 +247,71 @@ static int check_backward(const Vit *model, int slot_index, ErrorMessage *err) {
 }
 
 int vit_backward(Vit *model, int slot_index, const float *dfeatures, ErrorMessage *err) {
+    return vit_backward_map(model, slot_index, dfeatures, NULL, err);
+}
+
+// dtokens = the pooling's backward of dfeatures plus dmap placed on the
+// patch rows (the other rows 0), then the common backward.
+int vit_backward_map(Vit *model, int slot_index, const float *dfeatures, const float *dmap,
+                     ErrorMessage *err) {
     if (check_backward(model, slot_index, err)) return -1;
+    if (!dfeatures && !dmap) return error_set(err, "vit: backward without a gradient");
     VitSlot *slot = &model->slots[slot_index];
+    Backend *backend = model->backend;
     const VitConfig *c = &model->config;
-    const int patches = slot->grid * slot->grid;
-    const int first = c->pool == VIT_POOL_CLS ? 0 : 1 + c->register_tokens;
-    const int count = c->pool == VIT_POOL_CLS ? 1 : patches;
-    float *dtokens = gradient_buffers(model).other;
-    model->backend->op.token_pool_backward(model->backend, slot->last_plans->batch,
-                                           slot->tokens, c->embed_dim, first, count, dfeatures,
-                                           dtokens);
+    const int batch = slot->last_plans->batch, patches = slot->grid * slot->grid;
+    const size_t dim = (size_t)c->embed_dim, floats = slot_rows(slot, batch) * dim;
+    const int first_patch = 1 + c->register_tokens;
+    const VitGradients g = gradient_buffers(model);
+    float *dtokens = g.other;
+    if (dfeatures) {
+        const int first = c->pool == VIT_POOL_CLS ? 0 : first_patch;
+        const int count = c->pool == VIT_POOL_CLS ? 1 : patches;
+        backend->op.token_pool_backward(backend, batch, slot->tokens, c->embed_dim, first, count,
+                                        dfeatures, dtokens);
+    } else {
+        backend->op.fill(backend, dtokens, 0.0f, floats);
+    }
+    if (dmap) {
+        backend->op.fill(backend, g.branch, 0.0f, floats);
+        backend->op.copy_2d(backend, (size_t)batch, patches * dim, dmap, patches * dim,
+                            g.branch + first_patch * dim, (size_t)slot->tokens * dim);
+        backend->op.add(backend, floats, dtokens, g.branch, dtokens);
+    }
     backward_from_tokens(model, slot, dtokens);
+    return 0;
+}
+
+static int last_batch(const VitSlot *slot) {
+    return slot->last_plans ? slot->last_plans->batch : slot->max.batch;
+}
+
+const float *vit_feature_map(Vit *model, int slot_index, int *height, int *width) {
+    VitSlot *slot = &model->slots[slot_index];
+    const size_t dim = (size_t)model->config.embed_dim;
+    const size_t patches = (size_t)slot->grid * slot->grid;
+    const size_t first_patch = 1 + (size_t)model->config.register_tokens;
+    model->backend->op.copy_2d(model->backend, (size_t)last_batch(slot), patches * dim,
+                               slot->norm_out + first_patch * dim, (size_t)slot->tokens * dim,
+                               slot->patch_map, patches * dim);
+    *height = *width = slot->grid;
+    return slot->patch_map;
+}
+
+int vit_block_tokens(Vit *model, int slot_index, int block, float *out, ErrorMessage *err) {
+    const VitConfig *c = &model->config;
+    if (!model->frozen) return error_set(err, "vit: block tokens of a model that is not frozen");
+    if (slot_index < 0 || slot_index >= model->slot_count || block < 0 || block >= c->depth)
+        return error_set(err, "vit: no slot %d or block %d (%d blocks)", slot_index, block,
+                         c->depth);
+    VitSlot *slot = &model->slots[slot_index];
+    const size_t rows = slot_rows(slot, last_batch(slot));
+    if (block == c->depth - 1)
+        model->backend->op.copy(model->backend, out, slot->norm_out,
+                                rows * c->embed_dim * sizeof(float));
+    else
+        layernorm_forward(model->backend, &model->norm, rows, slot->blocks[block].out, out,
+                          slot->norm_mean, slot->norm_inv_std);
     return 0;
 }
 

@@ -11,13 +11,17 @@
 #define VIT_POS_OFFSET 0.1
 
 const char *vit_pos_interpolation_name(VitPosInterpolation mode) {
-    return mode == VIT_POS_INTERP_ANTIALIAS ? "antialias" : "offset";
+    return mode == VIT_POS_INTERP_ANTIALIAS ? "antialias"
+           : mode == VIT_POS_INTERP_BICUBIC ? "bicubic"
+                                             : "offset";
 }
 
 int vit_pos_interpolation_parse(const char *name, VitPosInterpolation *mode, ErrorMessage *err) {
     if (strcmp(name, "offset") == 0) *mode = VIT_POS_INTERP_OFFSET;
     else if (strcmp(name, "antialias") == 0) *mode = VIT_POS_INTERP_ANTIALIAS;
-    else return error_set(err, "unknown position interpolation '%s' (offset, antialias)", name);
+    else if (strcmp(name, "bicubic") == 0) *mode = VIT_POS_INTERP_BICUBIC;
+    else return error_set(err, "unknown position interpolation '%s' (offset, antialias, bicubic)",
+                          name);
     return 0;
 }
 
@@ -29,12 +33,11 @@ static double cubic_kernel(double x, double a) {
     return 0.0;
 }
 
-// upsample_bicubic2d (align_corners False) with a given scale factor: four
-// taps around src = (o + 0.5) / factor - 0.5 with a = -0.75, indices
-// clamped to the grid (a border tap adds to the edge position).
-static void offset_weights(int in, int out, double *weights) {
-    const double factor = (out + VIT_POS_OFFSET) / in;
-    const double step = 1.0 / factor;
+// upsample_bicubic2d (align_corners False): four taps around
+// src = (o + 0.5) step - 0.5 with a = -0.75, indices clamped to the grid (a
+// border tap adds to the edge position). step is in / out for a given size,
+// 1 / scale_factor for a given factor.
+static void bicubic_weights(int in, int out, double step, double *weights) {
     for (int o = 0; o < out; o++) {
         const double src = (o + 0.5) * step - 0.5;
         const double first = floor(src), t = src - first;
@@ -80,12 +83,16 @@ int vit_pos_axis_weights(VitPosInterpolation mode, int in, int out, double *weig
         antialias_weights(in, out, weights);
         return 0;
     }
+    if (mode == VIT_POS_INTERP_BICUBIC) {
+        bicubic_weights(in, out, (double)in / out, weights);
+        return 0;
+    }
     // PyTorch derives the output size from the factor: floor(in * factor).
     const int derived = (int)floor(in * ((out + VIT_POS_OFFSET) / in));
     if (derived != out)
         return error_set(err, "position interpolation %d -> %d: the offset scale factor gives "
                               "%d positions", in, out, derived);
-    offset_weights(in, out, weights);
+    bicubic_weights(in, out, 1.0 / ((out + VIT_POS_OFFSET) / in), weights);
     return 0;
 }
 

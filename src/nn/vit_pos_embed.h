@@ -12,6 +12,10 @@
 //   True) and timm's dynamic_img_size (resample_abs_pos_embed) do: PyTorch's
 //   separable antialiased bicubic (PIL's filter, a = -0.5, widened by the
 //   scale when shrinking, weights renormalised at the borders).
+// - VIT_POS_INTERP_BICUBIC: size = (n_h, n_w), bicubic (a = -0.75) without
+//   antialias or offset: what LightlyTrain's interpolate_pos_embed_hook does
+//   to a checkpoint whose grid differs from the model's when loading it
+//   (vit_weights.c resizes such files this way).
 //
 // Both are linear maps, separable over the two axes: a (n, M) weight matrix
 // per axis, and the grid map is their Kronecker product. The model applies
@@ -24,9 +28,10 @@
 typedef enum VitPosInterpolation {
     VIT_POS_INTERP_OFFSET,
     VIT_POS_INTERP_ANTIALIAS,
+    VIT_POS_INTERP_BICUBIC,
 } VitPosInterpolation;
 
-// "offset" / "antialias".
+// "offset" / "antialias" / "bicubic".
 const char *vit_pos_interpolation_name(VitPosInterpolation mode);
 int vit_pos_interpolation_parse(const char *name, VitPosInterpolation *mode, ErrorMessage *err);
 

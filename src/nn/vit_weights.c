@@ -278,34 +278,80 @@ static const SafeTensor *expect_tensor(const SafeTensors *file, const char *key,
     return tensor;
 }
 
+// pos_embed into torch (the model's rows): the class token's position when
+// the model keeps one, then the patch grid, resized when the file's grid
+// differs from the model's as LightlyTrain's interpolate_pos_embed_hook does
+// (bicubic to the new size, no antialias); marks the tensor used.
+static int read_positions(const SafeTensors *file, const VitLayout *layout, const Vit *model,
+                          const Parameter *param, float *torch, char *used, ErrorMessage *err) {
+    const VitConfig *c = &model->config;
+    const size_t dim = (size_t)c->embed_dim;
+    char keys[3][VIT_KEY];
+    source_keys(layout, param->name, keys);
+    const SafeTensor *tensor = safetensors_find(file, keys[0]);
+    int64_t grid = 0;
+    const int64_t rows = tensor && tensor->rank == 3 ? tensor->shape[1] : 0;
+    const int file_class = layout->file_class_pos;
+    if (!tensor || tensor->rank != 3 || tensor->shape[0] != 1 || tensor->shape[2] != (int64_t)dim ||
+        !is_square(rows - file_class, &grid) || (c->class_pos && !file_class)) {
+        // Not a (1, [1 +] M^2, D) grid this model can take: the shape message,
+        // or (the shape fits) the missing class-token position.
+        int64_t shape[3] = {1, (int64_t)c->pos_grid * c->pos_grid + file_class, (int64_t)dim};
+        if (!expect_tensor(file, keys[0], shape, 3, err)) return -1;
+        return error_set(err, "weights do not match the model: \"%s\" holds no class-token "
+                              "position, %s needs one", keys[0], c->name);
+    }
+    if (!expect_tensor(file, keys[0], tensor->shape, 3, err)) return -1;  // the dtype check
+    used[tensor - file->tensors] = 1;
+    float *all = malloc((size_t)rows * dim * sizeof *all);
+    float *matrix = NULL;
+    if (!all) return error_set(err, "out of memory");
+    to_float(file, tensor, all);
+    const float *patches = all + (file_class ? dim : 0);
+    float *out = torch + (c->class_pos ? dim : 0);
+    if (c->class_pos) memcpy(torch, all, dim * sizeof *torch);
+    const size_t from = (size_t)(grid * grid), to = (size_t)c->pos_grid * c->pos_grid;
+    int status = 0;
+    if (grid == c->pos_grid) {
+        memcpy(out, patches, to * dim * sizeof *out);
+    } else {
+        matrix = malloc(to * from * sizeof *matrix);
+        status = matrix ? vit_pos_grid_matrix(VIT_POS_INTERP_BICUBIC, (int)grid, c->pos_grid,
+                                              c->pos_grid, matrix, err)
+                        : error_set(err, "out of memory");
+        for (size_t p = 0; !status && p < to; p++)
+            for (size_t d = 0; d < dim; d++) {
+                double total = 0.0;
+                for (size_t q = 0; q < from; q++)
+                    total += (double)matrix[p * from + q] * patches[q * dim + d];
+                out[p * dim + d] = (float)total;
+            }
+    }
+    free(matrix);
+    free(all);
+    return status;
+}
+
 // One parameter in torch layout from the file into torch (count floats);
 // marks the tensors used.
 static int read_parameter(const SafeTensors *file, const VitLayout *layout, const Vit *model,
                           const Parameter *param, float *torch, char *used, ErrorMessage *err) {
+    if (strcmp(param->name, "pos_embed") == 0)
+        return read_positions(file, layout, model, param, torch, used, err);
     char keys[3][VIT_KEY];
     const int parts = source_keys(layout, param->name, keys);
     int64_t shape[PARAM_MAX_RANK];
     for (int d = 0; d < param->rank; d++) shape[d] = param->torch_shape[d];
-    // The class token's position is in the file but not in the model: one
-    // more position row to read, folded into the class token.
+    // The class token's position is in the file but not in the model: it is
+    // folded into the class token.
     const int fold = layout->file_class_pos && !model->config.class_pos;
-    const int is_pos = strcmp(param->name, "pos_embed") == 0;
     if (parts == 3) shape[0] /= 3;
-    if (fold && is_pos) shape[1] += 1;
     const size_t dim = (size_t)model->config.embed_dim;
     for (int part = 0; part < parts; part++) {
         const SafeTensor *tensor = expect_tensor(file, keys[part], shape, param->rank, err);
         if (!tensor) return -1;
         used[tensor - file->tensors] = 1;
-        if (fold && is_pos) {
-            float *all = malloc((param->count + dim) * sizeof *all);
-            if (!all) return error_set(err, "out of memory");
-            to_float(file, tensor, all);
-            memcpy(torch, all + dim, param->count * sizeof *torch);
-            free(all);
-        } else {
-            to_float(file, tensor, torch + part * (param->count / parts));
-        }
+        to_float(file, tensor, torch + part * (param->count / parts));
     }
     if (fold && strcmp(param->name, "cls_token") == 0) {
         const SafeTensor *pos = layout_tensor(file, layout, "pos_embed");

@@ -118,6 +118,8 @@ int byol_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
                     setup->seed, err) ||
         head_create(&state->prediction, method->backend, &prediction, "prediction_head", rows,
                     setup->seed, err) ||
+        head_attach_batchnorm_sync(&state->projection, method->batchnorm_sync, err) ||
+        head_attach_batchnorm_sync(&state->prediction, method->batchnorm_sync, err) ||
         ema_teacher_create(&state->target, method, &state->projection, "projection_head",
                            setup->seed, err))
         return -1;

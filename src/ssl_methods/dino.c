@@ -214,7 +214,8 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
                            setup->seed, err))
         return -1;
     state->loss = dino_loss_create(method->backend, setup->batch, (int)out, method->global_views,
-                                   views, (float)student_temp, (float)center_momentum, err);
+                                   views, (float)student_temp, (float)center_momentum,
+                                   method->comm, err);
     if (!state->loss) return -1;
     Backend *backend = method->backend;
     state->features = backend->op.alloc(backend, (size_t)rows * dim * sizeof(float));

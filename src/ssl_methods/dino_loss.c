@@ -14,6 +14,7 @@
 
 struct DinoLoss {
     Backend *backend;
+    Communicator *comm;     // NULL: one process
     int max_batch, dim, global_views, total_views;
     float student_temp, center_momentum;
     int batch;              // of the last forward (0: none yet)
@@ -31,7 +32,7 @@ struct DinoLoss {
 
 DinoLoss *dino_loss_create(Backend *backend, int max_batch, int out_dim, int global_views,
                            int total_views, float student_temp, float center_momentum,
-                           ErrorMessage *err) {
+                           Communicator *comm, ErrorMessage *err) {
     if (max_batch < 1 || out_dim < 1 || global_views < 1 || total_views < 1) {
         error_set(err, "dino_loss: batch %d, out_dim %d, global views %d and total views %d "
                   "must be positive", max_batch, out_dim, global_views, total_views);
@@ -53,6 +54,7 @@ DinoLoss *dino_loss_create(Backend *backend, int max_batch, int out_dim, int glo
         return NULL;
     }
     loss->backend = backend;
+    loss->comm = comm;
     loss->max_batch = max_batch;
     loss->dim = out_dim;
     loss->global_views = global_views;
@@ -162,6 +164,7 @@ void dino_loss_update_center(DinoLoss *loss) {
     op->column_sum(backend, teacher_rows, loss->dim, loss->teacher, loss->batch_mean);
     op->axpby(backend, loss->dim, 1.0f / (float)teacher_rows, loss->batch_mean, 0.0f,
               loss->batch_mean);
+    comm_all_reduce(loss->comm, loss->batch_mean, (size_t)loss->dim, COMM_MEAN, NULL);
     op->ema_update(backend, loss->dim, loss->center, loss->batch_mean, loss->center_momentum);
 }
 

@@ -7,6 +7,8 @@
 //          -sum_k t_g[k] s_v[k], divided by the number of pairs G V - G
 //   after the step: center = m center + (1 - m) mean over batch and global
 //          views of teacher_out                               (m = center momentum)
+//          (with several ranks the mean is over every rank's batch, so the
+//          centre is the same on all ranks: lightly's all_reduce)
 //
 // Only the student outputs get a gradient (the teacher is an EMA copy, no
 // backward). The center starts at 0 and is state of the loss (checkpointed
@@ -20,11 +22,13 @@
 #define LTC_SSL_METHODS_DINO_LOSS_H
 
 #include "backend/backend.h"
+#include "dist/comm.h"
 #include "util/error.h"
 
 typedef struct DinoLoss DinoLoss;
 
-// For batches of 1..max_batch images with global_views teacher views and
+// For batches of 1..max_batch images (per rank of comm; NULL: one process)
+// with global_views teacher views and
 // total_views student views (global views first, then local ones), each an
 // (N, out_dim) projection. NULL with a message when a size is not positive,
 // global_views > total_views, there is no cross-view pair (total_views 1),
@@ -32,7 +36,7 @@ typedef struct DinoLoss DinoLoss;
 // runs out.
 DinoLoss *dino_loss_create(Backend *backend, int max_batch, int out_dim, int global_views,
                            int total_views, float student_temp, float center_momentum,
-                           ErrorMessage *err);
+                           Communicator *comm, ErrorMessage *err);
 void dino_loss_destroy(DinoLoss *loss);
 
 // The loss for teacher_out[g] (batch, out_dim), g < global_views, and
@@ -48,8 +52,9 @@ float dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_o
 // inputs of the last forward (overwritten, backend memory), v < total_views.
 void dino_loss_backward(DinoLoss *loss, float dloss, float *const *dstudent);
 
-// center = m center + (1 - m) mean of the last forward's teacher outputs.
-// Does nothing before the first forward.
+// center = m center + (1 - m) mean of the last forward's teacher outputs
+// over all ranks of comm (NULL: this process). Does nothing before the
+// first forward. A failed all-reduce stays in the communicator (sticky).
 void dino_loss_update_center(DinoLoss *loss);
 
 // The center (out_dim) in backend memory, for checkpoints (download to save,

@@ -1,113 +1,151 @@
-// Distillation from a frozen teacher backbone: the student backbone plus a
-// linear projection (student dim -> teacher dim) regresses the teacher's
-// pooled features of the same views, after L2 normalisation of both:
-// loss = sum over the two views of mean_i || p_i/|p_i| - t_i/|t_i| ||^2
-// (byol_loss.h with the teacher features as targets). LightlyTrain distils
-// from DINOv2 ViTs; our teacher is any backbone (a ResNet or a ViT, e.g.
-// DINOv2's weights in timm or transformers naming) the user gives as
-// safetensors or as one of our checkpoints
-// (--method-arg teacher=PATH, required; teacher_part=backbone|student|teacher
-// picks the part of a checkpoint). The teacher runs in eval mode (running
-// BatchNorm statistics) and never changes. (LightlyTrain's own distillation
-// with a ViT teacher, on its patch tokens, is a later step of issue 11.)
+// `--method distillation`: LightlyTrain's default distillation
+// (DistillationV3). One view, mixed up; the frozen teacher's class token
+// (global, a ResNet teacher's pooled features) and patch tokens (local, a
+// ResNet teacher's last stage), both L2-normalised
+// (distillation_teacher.h); the student's pooled features and its feature
+// map each through a Linear head to the teacher's width (trunc-normal
+// weights), the map's output resized to the teacher's grid, L2-normalised;
+// the teacher's global features enter the queue, then
+//   loss = KL over the queue (temperature_global) + loss_local_weight x
+//          KL over each image's token similarities (temperature_local)
+// (distillation_loss.h). Method arguments: DISTILL_COMMON_ARGS, queue_size
+// (auto: by dataset size), temperature_global, temperature_local (0.07),
+// loss_local_weight (1). The checkpoint holds the student, both heads and
+// the queue; the teacher is read from teacher=PATH again on resume.
 #include <stdlib.h>
 
-#include "embed/model_source.h"
-#include "ssl_methods/byol_loss.h"
-#include "ssl_methods/heads.h"
-#include "ssl_methods/method.h"
+#include "ssl_methods/distillation_loss.h"
+#include "ssl_methods/distillation_teacher.h"
 
-typedef struct DistillationState {
-    Backbone teacher;
-    Head head;
-    ByolLoss *loss;
-    float *dprojection;  // (2 batch, teacher D)
-    float *dfeatures;    // (2 batch, student D)
-} DistillationState;
+typedef struct DistillationV3 {
+    DistillCommon common;  // first: the shared hooks read it
+    DistillProjection global, local;
+    DistillQueueLoss *global_loss;
+    DistillLocalLoss *local_loss;
+    float local_weight;
+    float *teacher_global;  // (B, D) normalised
+    float *teacher_local;   // (B, P, D) normalised
+    float *norms;           // (B P) scratch
+    float *dglobal;         // (B, D)
+    float *dlocal;          // (B, P, D)
+    float *dfeatures;       // (B, C) student features' gradient
+    float *dmap;            // (B, h, w, C) student map's gradient
+} DistillationV3;
 
-static int distillation_step(Method *method, long step, int batch, float *loss,
-                             ErrorMessage *err) {
-    DistillationState *state = method->state;
-    const int rows = 2 * batch;
-    const size_t half = (size_t)batch * state->teacher.feature_dim;
-    if (backbone_forward(&state->teacher, 0, rows, method->global_input, 0, err)) return -1;
-    const float *target = backbone_features(&state->teacher, 0);
-    if (backbone_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
-    const float *projection =
-        head_forward(&state->head, rows, backbone_features(&method->backbone, 0), 1, err);
-    if (!projection) return -1;
-    // byol_loss pairs p0 with z1 and p1 with z0: pass the targets swapped so
-    // that each view is compared with the teacher's features of itself.
-    *loss = byol_loss_forward(state->loss, batch, projection, projection + half, target + half,
-                              target);
-    byol_loss_backward(state->loss, 1.0f, state->dprojection, state->dprojection + half);
-    if (head_backward(&state->head, state->dprojection, state->dfeatures, err)) return -1;
-    return backbone_backward(&method->backbone, 0, state->dfeatures, err);
+static int v3_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+    DistillationV3 *state = method->state;
+    DistillCommon *common = &state->common;
+    const float *input = distill_mixup_apply(&common->mixup, method, batch);
+    if (distill_teacher_forward(&common->teacher, batch, input, err)) return -1;
+    distill_teacher_normalized(&common->teacher, batch, state->teacher_global,
+                               state->teacher_local, state->norms);
+
+    if (backbone_forward(&method->backbone, 0, batch, input, 1, err)) return -1;
+    int height, width;
+    const float *map = backbone_feature_map(&method->backbone, 0, &height, &width);
+    const float *student_global = distill_projection_forward(
+        &state->global, batch, backbone_features(&method->backbone, 0), err);
+    const float *student_local = distill_projection_forward(&state->local, batch, map, err);
+    if (!student_global || !student_local) return -1;
+
+    distill_queue_update(&common->queue, method->batch_index, batch, state->teacher_global);
+    const float global = distill_queue_loss_forward(state->global_loss, batch,
+                                                    state->teacher_global, student_global,
+                                                    common->queue.values);
+    const float local = distill_local_loss_forward(state->local_loss, batch,
+                                                   state->teacher_local, student_local);
+    *loss = global + state->local_weight * local;
+    method->scalar_values[0] = global;
+    method->scalar_values[1] = local;
+
+    distill_queue_loss_backward(state->global_loss, 1.0f, state->dglobal);
+    distill_local_loss_backward(state->local_loss, state->local_weight, state->dlocal);
+    if (distill_projection_backward(&state->global, state->dglobal, state->dfeatures, err) ||
+        distill_projection_backward(&state->local, state->dlocal, state->dmap, err))
+        return -1;
+    return backbone_backward_map(&method->backbone, 0, state->dfeatures, state->dmap, err);
 }
 
-static int distillation_save(Method *method, CheckpointWriter *writer, ErrorMessage *err) {
-    DistillationState *state = method->state;
-    return checkpoint_add_parameters(writer, "teacher_backbone.", state->teacher.params,
-                                     state->teacher.buffers,
-                                     *state->teacher.num_batches_tracked, err);
-}
-
-static Backbone *distillation_teacher(Method *method) {
-    return &((DistillationState *)method->state)->teacher;
-}
-
-static void distillation_destroy(Method *method) {
-    DistillationState *state = method->state;
+static void v3_destroy(Method *method) {
+    DistillationV3 *state = method->state;
     if (!state) return;
-    Backend *backend = method->backend;
-    backbone_free(&state->teacher);
-    head_free(&state->head);
-    if (state->loss) byol_loss_destroy(state->loss);
-    if (state->dprojection) backend->op.free(backend, state->dprojection);
-    if (state->dfeatures) backend->op.free(backend, state->dfeatures);
+    distill_common_free(&state->common);
+    distill_projection_free(&state->global);
+    distill_projection_free(&state->local);
+    distill_queue_loss_destroy(state->global_loss);
+    distill_local_loss_destroy(state->local_loss);
+    float *buffers[] = {state->teacher_global, state->teacher_local, state->norms,
+                        state->dglobal, state->dlocal, state->dfeatures, state->dmap};
+    distill_free_buffers(method->backend, buffers, sizeof buffers / sizeof buffers[0]);
     free(state);
     method->state = NULL;
 }
 
-// The teacher is frozen and comes from --method-arg teacher=PATH on resume
-// as well, so load has nothing to restore beyond the groups.
-static const MethodOps distillation_ops = {
-    .step = distillation_step,
-    .save = distillation_save,
-    .teacher = distillation_teacher,
-    .destroy = distillation_destroy,
+static const MethodOps v3_ops = {
+    .step = v3_step,
+    .save = distill_method_save_queue,
+    .load = distill_method_load_queue,
+    .teacher = distill_method_teacher,
+    .destroy = v3_destroy,
 };
 
+static int v3_buffers(DistillationV3 *state, Backend *backend, int batch, int student_dim,
+                      int map_pixels, ErrorMessage *err) {
+    const DistillTeacher *teacher = &state->common.teacher;
+    const size_t b = (size_t)batch, d = (size_t)teacher->dim;
+    const size_t tokens = (size_t)teacher->grid_h * teacher->grid_w;
+    float **buffers[] = {&state->teacher_global, &state->teacher_local, &state->norms,
+                         &state->dglobal, &state->dlocal, &state->dfeatures, &state->dmap};
+    const size_t sizes[] = {b * d, b * tokens * d, b * tokens, b * d, b * tokens * d,
+                            b * student_dim, b * map_pixels * student_dim};
+    return distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err);
+}
+
 int distillation_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    static const char *const known[] = {"teacher", "teacher_part", NULL};
-    const char *teacher_path = NULL, *teacher_part = "backbone";
-    if (method_args_check(setup, known, err)) return -1;
-    if (!method_arg_string(setup, "teacher", &teacher_path))
-        return error_set(err, "needs a teacher: --method-arg teacher=PATH (a .safetensors "
-                              "backbone or a lightly-train-c .ckpt)");
-    method_arg_string(setup, "teacher_part", &teacher_part);
-    if (method->global_views != 2 || method->local_views != 0)
-        return error_set(err, "needs exactly 2 views of one size");
-    DistillationState *state = calloc(1, sizeof *state);
+    static const char *const known[] = {DISTILL_COMMON_ARGS, "queue_size", "temperature_global",
+                                        "temperature_local", "loss_local_weight", NULL};
+    double temperature_global, temperature_local, local_weight;
+    int queue_size;
+    if (method_args_check(setup, known, err) || distill_queue_size_arg(setup, &queue_size, err) ||
+        method_arg_double(setup, "temperature_global", DISTILLATION_DEFAULT_TEMPERATURE,
+                          &temperature_global, err) ||
+        method_arg_double(setup, "temperature_local", DISTILLATION_DEFAULT_TEMPERATURE,
+                          &temperature_local, err) ||
+        method_arg_double(setup, "loss_local_weight", 1.0, &local_weight, err))
+        return -1;
+    DistillationV3 *state = calloc(1, sizeof *state);
     if (!state) return error_set(err, "out of memory");
     method->state = state;
-    method->ops = &distillation_ops;
-    const int rows = 2 * setup->batch;
-    const BackboneInput input = {rows, method->global_size};
-    if (model_source_load_backbone(teacher_path, teacher_part, method->backend, &input, 1,
-                                   &state->teacher, err))
-        return error_prefix(err, "teacher"), -1;
-    const int student_dim = method->backbone.feature_dim, teacher_dim = state->teacher.feature_dim;
-    const HeadSpec head = head_spec_linear(student_dim, teacher_dim);
-    if (head_create(&state->head, method->backend, &head, "projection_head", rows, setup->seed,
-                    err))
-        return -1;
-    state->loss = byol_loss_create(method->backend, setup->batch, teacher_dim, err);
-    if (!state->loss) return -1;
+    method->ops = &v3_ops;
+    state->local_weight = (float)local_weight;
+    method->scalar_count = 2;
+    method->scalar_tags[0] = "train_loss/global_loss";
+    method->scalar_tags[1] = "train_loss/local_loss";
     Backend *backend = method->backend;
-    state->dprojection = backend->op.alloc(backend, (size_t)rows * teacher_dim * sizeof(float));
-    state->dfeatures = backend->op.alloc(backend, (size_t)rows * student_dim * sizeof(float));
-    if (!state->dprojection || !state->dfeatures) return error_set(err, "out of memory");
-    return method_add_group(method, "projection_head", &state->head.params, &state->head.buffers,
-                            &state->head.num_batches_tracked, 0, err);
+    const int batch = method->max_batch;
+    if (distill_setup(method, setup, &state->common, err)) return -1;
+    const DistillTeacher *teacher = &state->common.teacher;
+    const int student_dim = method->backbone.feature_dim, dim = teacher->dim;
+    int height, width;
+    backbone_feature_map_size(&method->backbone, 0, &height, &width);
+    const HeadSpec head = head_spec_distillation(student_dim, dim);
+    if (distill_projection_create(&state->global, backend, &head, "projection_head_global",
+                                  batch, 0, 0, 0, 0, 1, setup->seed, err) ||
+        distill_projection_create(&state->local, backend, &head, "projection_head_local", batch,
+                                  height, width, teacher->grid_h, teacher->grid_w, 1,
+                                  setup->seed, err) ||
+        distill_queue_create(&state->common.queue, backend, queue_size, dim, err) ||
+        v3_buffers(state, backend, batch, student_dim, height * width, err))
+        return -1;
+    state->global_loss = distill_queue_loss_create(backend, batch, dim, queue_size,
+                                                   (float)temperature_global, err);
+    if (!state->global_loss) return -1;
+    state->local_loss = distill_local_loss_create(backend, batch, teacher->grid_h * teacher->grid_w,
+                                                  dim, (float)temperature_local, err);
+    if (!state->local_loss) return -1;
+    Head *heads[2] = {&state->global.head, &state->local.head};
+    for (int i = 0; i < 2; i++)
+        if (method_add_group(method, heads[i]->name, &heads[i]->params, NULL, NULL, 0, err))
+            return -1;
+    return 0;
 }

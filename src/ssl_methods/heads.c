@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/batchnorm_sync.h"
 #include "util/rng.h"
 
 #define HEAD_BN_EPS 1e-5f        // BatchNorm1d defaults
 #define HEAD_BN_MOMENTUM 0.1f
+#define HEAD_LN_EPS 1e-5f          // nn.LayerNorm's default
 #define HEAD_NORMALIZE_EPS 1e-12f  // F.normalize's default eps
 #define HEAD_TRUNC_STD 0.02f       // DINOProjectionHead._init_weights: std 0.02,
 #define HEAD_TRUNC_BOUND 2.0f      // bounds a = -2, b = 2 (absolute values)
@@ -68,11 +70,29 @@ HeadSpec head_spec_dino(int in, int hidden, int bottleneck, int out) {
                                  block(hidden, hidden, 0, HEAD_ACT_GELU),
                                  block(hidden, bottleneck, 0, HEAD_ACT_NONE)},
                       .weight_norm_out = out,
-                      .trunc_normal_init = 1};
+                      .init = HEAD_INIT_TRUNC_NORMAL};
 }
 
 HeadSpec head_spec_linear(int in, int out) {
     return (HeadSpec){.layer_count = 1, .layers = {block(in, out, 0, HEAD_ACT_NONE)}};
+}
+
+HeadSpec head_spec_distillation(int in, int out) {
+    return (HeadSpec){.layer_count = 1,
+                      .layers = {{.in_features = in, .out_features = out, .bias = 1}},
+                      .init = HEAD_INIT_TRUNC_NORMAL_WEIGHTS};
+}
+
+HeadSpec head_spec_distillation_v2(int in, int hidden, int out, int layers) {
+    HeadSpec spec = {.layer_count = layers, .init = HEAD_INIT_TRUNC_NORMAL};
+    for (int i = 0; i < layers && i < HEAD_MAX_LAYERS; i++) {
+        const int last = i == layers - 1;
+        spec.layers[i] = (HeadLayerSpec){.in_features = i == 0 ? in : hidden,
+                                         .out_features = last ? out : hidden, .bias = 1,
+                                         .layer_norm = !last,
+                                         .activation = last ? HEAD_ACT_NONE : HEAD_ACT_GELU};
+    }
+    return spec;
 }
 
 int head_spec_output_dim(const HeadSpec *spec) {
@@ -97,6 +117,9 @@ static int spec_check(const HeadSpec *spec, const char *name, ErrorMessage *err)
             layer->activation != HEAD_ACT_GELU)
             return error_set(err, "head '%s': layer %d has unknown activation %d", name, i,
                              (int)layer->activation);
+        if (layer->layer_norm && (layer->batch_norm || layer->activation == HEAD_ACT_RELU))
+            return error_set(err, "head '%s': layer %d: a LayerNorm takes no BatchNorm and no "
+                                  "ReLU", name, i);
     }
     if (spec->weight_norm_out < 0)
         return error_set(err, "head '%s': weight_norm_out %d is negative", name,
@@ -162,17 +185,16 @@ static int init_parameters(Head *head, uint64_t seed, ErrorMessage *err) {
     const uint64_t head_seed = head_init_seed(seed, head->name);
     for (int i = 0; i < head->spec.layer_count; i++) {
         const HeadLayer *layer = &head->layers[i];
-        if (head->spec.trunc_normal_init) {
-            if (init_trunc_normal(backend, &head->params.params[layer->linear.weight_index],
-                                  head_seed, err))
-                return -1;
-            if (layer->linear.has_bias)
-                backend->op.fill(backend, layer->linear.bias, 0.0f,
-                                 (size_t)layer->linear.out_features);
-        } else if (linear_init(backend, &layer->linear, &head->params, head_seed, err)) {
+        // PyTorch's default first; the trunc-normal inits replace parts of it.
+        if (linear_init(backend, &layer->linear, &head->params, head_seed, err)) return -1;
+        if (head->spec.init != HEAD_INIT_DEFAULT &&
+            init_trunc_normal(backend, &head->params.params[layer->linear.weight_index],
+                              head_seed, err))
             return -1;
-        }
+        if (head->spec.init == HEAD_INIT_TRUNC_NORMAL && layer->linear.has_bias)
+            backend->op.fill(backend, layer->linear.bias, 0.0f, (size_t)layer->linear.out_features);
         if (head->spec.layers[i].batch_norm) batchnorm_init(backend, &layer->bn, 1.0f);
+        if (head->spec.layers[i].layer_norm) layernorm_init(backend, &layer->ln);
     }
     if (head->spec.weight_norm_out > 0) {
         // created after lightly's _init_weights: PyTorch's default Linear init
@@ -202,6 +224,12 @@ static int declare_layers(Head *head, ErrorMessage *err) {
             snprintf(prefix, sizeof prefix, "layers.%d", module++);
             if (batchnorm_declare(&layer->bn, &head->params, &head->buffers, prefix,
                                   spec->out_features, HEAD_BN_MOMENTUM, HEAD_BN_EPS, err))
+                return -1;
+        }
+        if (spec->layer_norm) {
+            snprintf(prefix, sizeof prefix, "layers.%d", module++);
+            if (layernorm_declare(&layer->ln, &head->params, prefix, spec->out_features,
+                                  HEAD_LN_EPS, err))
                 return -1;
         }
         if (spec->activation != HEAD_ACT_NONE) module++;
@@ -242,10 +270,12 @@ static size_t arena_layout(Head *head, float *base) {
         layer->linear_out = arena_take(&cursor, rows * out);
         layer->output = layer->linear_out;
         layer->bn_out = layer->act_out = layer->save_mean = layer->save_inv_std = NULL;
-        if (spec->batch_norm) {
+        if (spec->batch_norm || spec->layer_norm) {
+            // statistics per channel (BatchNorm) or per row (LayerNorm)
+            const size_t statistics = spec->batch_norm ? out : rows;
             layer->bn_out = arena_take(&cursor, rows * out);
-            layer->save_mean = arena_take(&cursor, out);
-            layer->save_inv_std = arena_take(&cursor, out);
+            layer->save_mean = arena_take(&cursor, statistics);
+            layer->save_inv_std = arena_take(&cursor, statistics);
             layer->output = layer->bn_out;
         }
         if (spec->activation == HEAD_ACT_GELU) {
@@ -277,6 +307,7 @@ static void bind_layers(Head *head) {
         linear_bind(&head->layers[i].linear, &head->params);
         if (head->spec.layers[i].batch_norm)
             batchnorm_bind(&head->layers[i].bn, &head->params, &head->buffers);
+        if (head->spec.layers[i].layer_norm) layernorm_bind(&head->layers[i].ln, &head->params);
     }
 }
 
@@ -313,6 +344,14 @@ int head_create(Head *head, Backend *backend, const HeadSpec *spec, const char *
         head_free(head);
         return error_prefix(err, "head '%s'", name);
     }
+    return 0;
+}
+
+int head_attach_batchnorm_sync(Head *head, BatchNormSync *sync, ErrorMessage *err) {
+    for (int i = 0; i < head->spec.layer_count; i++)
+        if (head->spec.layers[i].batch_norm &&
+            batchnorm_sync_attach(sync, &head->layers[i].bn, err))
+            return -1;
     return 0;
 }
 
@@ -354,6 +393,10 @@ const float *head_forward(Head *head, int rows, const float *x, int training, Er
             else
                 batchnorm_forward(backend, &layer->bn, training, (size_t)rows, current,
                                   layer->bn_out, layer->save_mean, layer->save_inv_std);
+            current = layer->bn_out;
+        } else if (layer_spec->layer_norm) {
+            layernorm_forward(backend, &layer->ln, (size_t)rows, current, layer->bn_out,
+                              layer->save_mean, layer->save_inv_std);
             current = layer->bn_out;
         } else if (layer_spec->activation == HEAD_ACT_RELU) {
             relu_forward(backend, n, current, current);  // in place: backward uses the output
@@ -433,7 +476,8 @@ int head_backward(Head *head, const float *dout, float *dx, ErrorMessage *err) {
         const size_t n = (size_t)rows * layer_spec->out_features;
         float *next = other_scratch(head, current);
         if (layer_spec->activation == HEAD_ACT_GELU) {
-            const float *gelu_in = layer_spec->batch_norm ? layer->bn_out : layer->linear_out;
+            const float *gelu_in =
+                layer_spec->batch_norm || layer_spec->layer_norm ? layer->bn_out : layer->linear_out;
             backend->op.gelu_backward(backend, n, gelu_in, current, next);
             current = next;
             next = other_scratch(head, current);
@@ -446,6 +490,11 @@ int head_backward(Head *head, const float *dout, float *dx, ErrorMessage *err) {
             else
                 batchnorm_backward(backend, &layer->bn, (size_t)rows, layer->linear_out, current,
                                    layer->save_mean, layer->save_inv_std, next);
+            current = next;
+            next = other_scratch(head, current);
+        } else if (layer_spec->layer_norm) {
+            layernorm_backward(backend, &layer->ln, (size_t)rows, layer->linear_out, current,
+                               layer->save_mean, layer->save_inv_std, next);
             current = next;
             next = other_scratch(head, current);
         } else if (layer_spec->activation == HEAD_ACT_RELU) {

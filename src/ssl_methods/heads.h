@@ -6,7 +6,8 @@
 // Structure. A head is up to HEAD_MAX_LAYERS blocks, as lightly's
 // ProjectionHead blocks: each block is Linear(in, out) (with a bias exactly
 // where lightly has one: not when a BatchNorm follows), then optionally
-// BatchNorm1d(out) (eps 1e-5, momentum 0.1, PyTorch's defaults), then
+// BatchNorm1d(out) (eps 1e-5, momentum 0.1, PyTorch's defaults) or
+// LayerNorm(out) (eps 1e-5; LightlyTrain's DistillationV2Head), then
 // optionally an activation (ReLU, or GELU in its exact erf form). lightly
 // puts these modules in one nn.Sequential "layers", so the state_dict
 // names count modules, activations included: a block starting at index k has
@@ -35,10 +36,13 @@
 //
 // Initialisation (head_create): as lightly's heads are built in PyTorch.
 // Linear layers get PyTorch's default nn.Linear init (layers.h linear_init:
-// uniform +-1/sqrt(in) for weight and bias), or with trunc_normal_init
-// (DINO's _init_weights) weights drawn from a normal with std 0.02 truncated
-// to [-2, 2] (lightly's bounds are absolute values, i.e. +-100 std: in
-// effect a plain normal) and biases 0. DINO's last_layer is created after
+// uniform +-1/sqrt(in) for weight and bias), or with HEAD_INIT_TRUNC_NORMAL
+// (DINO's and DistillationV2Head's _init_weights) weights drawn from a
+// normal with std 0.02 truncated to [-2, 2] (lightly's bounds are absolute
+// values, i.e. +-100 std: in effect a plain normal) and biases 0, or with
+// HEAD_INIT_TRUNC_NORMAL_WEIGHTS (LightlyTrain's distillation v1/v3
+// projections: trunc_normal_ on the weight only) such weights and PyTorch's
+// default biases. LayerNorm: weight 1, bias 0. DINO's last_layer is created after
 // _init_weights in lightly, so weight_v keeps PyTorch's default init
 // (uniform +-1/sqrt(bottleneck)). BatchNorm: weight 1, bias 0, running mean
 // 0, running var 1. Random draws come from the counter-based RNG keyed by
@@ -59,10 +63,17 @@ typedef enum HeadActivation { HEAD_ACT_NONE, HEAD_ACT_RELU, HEAD_ACT_GELU } Head
 
 #define HEAD_MAX_LAYERS 4
 
+typedef enum HeadInit {
+    HEAD_INIT_DEFAULT,               // PyTorch's nn.Linear init
+    HEAD_INIT_TRUNC_NORMAL,          // weights trunc_normal_(std=0.02), biases 0
+    HEAD_INIT_TRUNC_NORMAL_WEIGHTS,  // weights trunc_normal_(std=0.02), biases PyTorch's
+} HeadInit;
+
 typedef struct HeadLayerSpec {
     int in_features, out_features;
     int bias;        // the Linear has a bias
     int batch_norm;  // BatchNorm1d(out_features) after the Linear
+    int layer_norm;  // LayerNorm(out_features) after the Linear (not with batch_norm)
     HeadActivation activation;
 } HeadLayerSpec;
 
@@ -73,9 +84,7 @@ typedef struct HeadSpec {
     // weight-normalised Linear(last out -> weight_norm_out, no bias) with
     // weight_g fixed to 1, i.e. W = v / ||v|| per output row; 0: none
     int weight_norm_out;
-    // 1 (DINO): Linear weights trunc_normal_(std=0.02), biases 0, as lightly's
-    // DINOProjectionHead._init_weights; 0: PyTorch's default nn.Linear init
-    int trunc_normal_init;
+    HeadInit init;  // of the Linear layers
 } HeadSpec;
 
 // lightly's heads (hidden/out as their constructor arguments):
@@ -86,8 +95,16 @@ HeadSpec head_spec_vicreg(int in, int hidden, int out);           // VICRegProje
 HeadSpec head_spec_barlow_twins(int in, int hidden, int out);     // BarlowTwinsProjectionHead
 // DINOProjectionHead(batch_norm=False, norm_last_layer=True)
 HeadSpec head_spec_dino(int in, int hidden, int bottleneck, int out);
-// One Linear with bias (distillation's student projection): "layers.0.weight/bias"
+// One Linear with bias, PyTorch's default init: "layers.0.weight/bias"
 HeadSpec head_spec_linear(int in, int out);
+// LightlyTrain's distillation (v1, v3) student projection: one Linear with
+// bias, weights trunc_normal_(std=0.02), PyTorch's default bias:
+// "layers.0.weight/bias"
+HeadSpec head_spec_distillation(int in, int out);
+// LightlyTrain's DistillationV2Head(in, out, layers, hidden): one Linear, or
+// layers - 1 blocks of Linear, LayerNorm, GELU (hidden wide) and a last
+// Linear; trunc-normal weights, zero biases. layers in 1..HEAD_MAX_LAYERS.
+HeadSpec head_spec_distillation_v2(int in, int hidden, int out, int layers);
 // Width of the head's output (weight_norm_out or the last layer's out_features).
 int head_spec_output_dim(const HeadSpec *spec);
 
@@ -95,8 +112,11 @@ int head_spec_output_dim(const HeadSpec *spec);
 typedef struct HeadLayer {
     Linear linear;
     BatchNorm bn;               // used when batch_norm
+    LayerNorm ln;               // used when layer_norm; statistics per row in
+                                // save_mean / save_inv_std (max_rows)
     float *linear_out;          // (max_rows, out)
-    float *bn_out;              // (max_rows, out) or NULL; with ReLU it holds relu(bn(.))
+    float *bn_out;              // (max_rows, out) or NULL; with ReLU it holds relu(bn(.));
+                                // the LayerNorm's output too
     float *act_out;             // (max_rows, out): GELU output, or NULL
     float *save_mean, *save_inv_std;  // (out) batch statistics, or NULL
     float *output;              // what the block hands on: one of the above
@@ -142,6 +162,11 @@ typedef struct Head {
 int head_create(Head *head, Backend *backend, const HeadSpec *spec, const char *name,
                 int max_rows, uint64_t seed, ErrorMessage *err);
 void head_free(Head *head);
+
+// Training-mode BatchNorm layers over all ranks of sync's communicator
+// (nn/batchnorm_sync.h); NULL turns it off again. Heads without
+// BatchNorm (DINO's) are left as they are.
+int head_attach_batchnorm_sync(Head *head, BatchNormSync *sync, ErrorMessage *err);
 
 // out (rows, output dim) = head(x (rows, in)); the pointer (backend memory,
 // owned by the head) stays valid until the next forward. training: BN uses

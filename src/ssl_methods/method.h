@@ -1,5 +1,5 @@
 // The interface between the training loop and an SSL method (SimCLR, BYOL,
-// DINO, VICReg, Barlow Twins, distillation). A method owns the student
+// DINO, VICReg, Barlow Twins, distillation v1/v2/v3). A method owns the student
 // backbone, its heads, any teacher and the loss; the loop owns the data, the
 // optimizers (one per parameter group), schedules, logging and checkpoints.
 //
@@ -29,6 +29,7 @@
 #include "augment/augment.h"
 #include "backend/backend.h"
 #include "data/loader.h"
+#include "dist/comm.h"
 #include "nn/optimizer.h"
 #include "nn/parameters.h"
 #include "nn/backbone.h"
@@ -41,25 +42,39 @@ typedef enum MethodKind {
     METHOD_DINO,
     METHOD_VICREG,
     METHOD_BARLOW_TWINS,
-    METHOD_DISTILLATION,
+    METHOD_DISTILLATION,     // LightlyTrain's "distillation" = DistillationV3
+    METHOD_DISTILLATION_V1,  // "distillationv1" = Distillation
+    METHOD_DISTILLATION_V2,  // "distillationv2"
     METHOD_KIND_COUNT,
 } MethodKind;
 
-// "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation".
+// "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation"
+// (also "distillationv3"), "distillationv1", "distillationv2".
 int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err);
 const char *method_kind_name(MethodKind kind);
 
 // Optimisation defaults of a method (LightlyTrain's where it has the method,
-// otherwise the paper's); the lr is scaled by batch / reference_batch.
+// otherwise the paper's); the lr is scaled by batch / reference_batch, or
+// by its square root.
 typedef struct MethodDefaults {
-    OptimizerKind optimizer;
+    OptimizerKind optimizer;  // what --optim auto picks
     double base_lr;
     int reference_batch;
+    int sqrt_lr_scaling;  // 1: lr x sqrt(batch / reference), LightlyTrain's lr_scale_method "sqrt"
     double weight_decay;
     float grad_clip;  // max global gradient norm; 0: no clipping
+    // The method's own defaults for one other --optim (a method-specific
+    // *Args class of LightlyTrain), when other_optimizer != optimizer; any
+    // other optimizer gets LightlyTrain's generic defaults.
+    OptimizerKind other_optimizer;
+    double other_lr, other_weight_decay;
 } MethodDefaults;
 
-MethodDefaults method_defaults(MethodKind kind);
+// The defaults for a student of the given kind (distillation's weight
+// decay depends on it, as LightlyTrain's "auto").
+MethodDefaults method_defaults(MethodKind kind, BackboneKind student);
+// The factor the base lr is multiplied by at this global batch.
+double method_lr_scale(const MethodDefaults *defaults, double global_batch);
 // The method's views at image_size (global views; DINO's locals stay 96 px).
 void method_default_views(MethodKind kind, int image_size, ViewSet *views);
 
@@ -73,6 +88,12 @@ typedef struct MethodSetup {
     const char *initial_weights;    // --checkpoint: backbone weights, or NULL
     const char *const *args;        // --method-arg "key=value" entries
     int arg_count;
+    // Data parallel: the ranks (NULL: one process). With several ranks,
+    // losses that need the whole batch (SimCLR's negatives, DINO's centre)
+    // communicate, and with sync_batchnorm every training-mode BatchNorm
+    // uses the statistics of all ranks.
+    Communicator *comm;
+    int sync_batchnorm;
 } MethodSetup;
 
 #define METHOD_MAX_GROUPS 6
@@ -117,6 +138,8 @@ struct Method {
     int global_views, local_views;
     int global_size, local_size;
     float *global_input;   // (global_views * max_batch, global_size, global_size, 3)
+    uint64_t batch_index;  // Batch.index of the uploaded views: keys per-batch draws
+                           // (mixup) and updates (distillation's queue)
     float *local_input;    // (local_views * max_batch, local_size, local_size, 3) or NULL
     uint8_t *staging;      // backend memory for one uploaded view
     int group_count;
@@ -128,6 +151,9 @@ struct Method {
     // "teacher_backbone" when the exported backbone is the teacher (DINO),
     // else "backbone".
     const char *export_part;
+    Communicator *comm;             // MethodSetup.comm
+    BatchNormSync *batchnorm_sync;  // set when BatchNorm is synchronised; attach it to
+                                    // every model and head the method adds
     void *state;  // the method's own
 };
 
@@ -171,5 +197,7 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int vicreg_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int barlow_twins_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int distillation_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int distillation_v1_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int distillation_v2_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 
 #endif

@@ -69,6 +69,7 @@ int pair_method_create(Method *method, const MethodSetup *setup, const HeadSpec 
     state->dfeatures = backend->op.alloc(
         backend, (size_t)rows * method->backbone.feature_dim * sizeof(float));
     if (!state->dprojection || !state->dfeatures) return error_set(err, "out of memory");
+    if (head_attach_batchnorm_sync(&state->head, method->batchnorm_sync, err)) return -1;
     return method_add_group(method, "projection_head", &state->head.params, &state->head.buffers,
                             &state->head.num_batches_tracked, 0, err);
 }

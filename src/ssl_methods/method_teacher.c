@@ -31,6 +31,10 @@ int ema_teacher_create(EmaTeacher *teacher, Method *method, const Head *student_
         return -1;
     teacher_copy_head(backend, &teacher->head, student_head);
     teacher->student_head = student_head;
+    // Its training-mode batch statistics span every rank, as the student's.
+    if (backbone_attach_batchnorm_sync(&teacher->backbone, method->batchnorm_sync, err) ||
+        head_attach_batchnorm_sync(&teacher->head, method->batchnorm_sync, err))
+        return error_prefix(err, "teacher"), -1;
     return 0;
 }
 

@@ -12,28 +12,40 @@
 // differently, which a per-row cross-entropy does not see. With N = 1 every
 // row has a single logit and the loss is 0 (as in lightly).
 //
+// Several ranks (lightly's gather_distributed=True): each rank's 2N rows
+// are scored against the normalised embeddings of all W ranks (2NW columns,
+// gathered), so the negatives span the global batch; the loss is the mean
+// over this rank's rows, and the mean of the ranks' losses is the loss of
+// one rank with the whole batch. Backward sends the gradient through the
+// local embeddings: the columns' gradient from every rank's rows is summed
+// over the ranks (all-reduce) and this rank's part added to its rows', so
+// with the gradients averaged over ranks the update equals one rank's with
+// the whole batch.
+//
 // All memory (embeddings, similarity matrix, masks) is allocated by
 // nt_xent_create for the largest batch; forward and backward allocate nothing.
 #ifndef LTC_SSL_METHODS_NT_XENT_H
 #define LTC_SSL_METHODS_NT_XENT_H
 
 #include "backend/backend.h"
+#include "dist/comm.h"
 #include "util/error.h"
 
 #define NT_XENT_NORMALIZE_EPS 1e-12f  // torch.nn.functional.normalize's default
 
 typedef struct NtXent NtXent;
 
-// For batches of 1..max_batch embedding pairs of size dim. NULL with a message
-// when a size is not positive, |temperature| < 1e-8 (lightly's check) or
-// memory runs out.
+// For batches of 1..max_batch embedding pairs of size dim on each of comm's
+// ranks (NULL: one process). NULL with a message when a size is not
+// positive, |temperature| < 1e-8 (lightly's check) or memory runs out.
 NtXent *nt_xent_create(Backend *backend, int max_batch, int dim, float temperature,
-                       ErrorMessage *err);
+                       Communicator *comm, ErrorMessage *err);
 void nt_xent_destroy(NtXent *loss);
 
 // The loss of out0, out1 (batch, dim) (backend memory, the two views'
 // projections; row i of both is the same image), read back to the host.
-// Keeps what backward needs. NAN when batch is outside 1..max_batch.
+// Keeps what backward needs. NAN when batch is outside 1..max_batch (the
+// same on every rank) or the ranks' gather failed.
 float nt_xent_forward(NtXent *loss, int batch, const float *out0, const float *out1);
 
 // dout0, dout1 (batch, dim) = dloss * d loss / d out0, out1 for the inputs of

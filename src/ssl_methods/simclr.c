@@ -1,7 +1,7 @@
 // SimCLR (Chen et al. 2020) with LightlyTrain's defaults: two views, a
 // 2-layer projection head with BatchNorm (hidden 2048, output 128) and the
-// NT-Xent loss at temperature 0.1. Method args: hidden_dim, output_dim,
-// temperature.
+// NT-Xent loss at temperature 0.1 (negatives from every rank). Method args:
+// hidden_dim, output_dim, temperature.
 #include "ssl_methods/method_pair.h"
 #include "ssl_methods/nt_xent.h"
 
@@ -23,7 +23,7 @@ int simclr_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
         return -1;
     if (hidden < 1 || out < 1) return error_set(err, "hidden_dim and output_dim must be >= 1");
     NtXent *loss = nt_xent_create(method->backend, setup->batch, (int)out, (float)temperature,
-                                  err);
+                                  method->comm, err);
     if (!loss) return -1;
     const HeadSpec head = head_spec_simclr(method->backbone.feature_dim, (int)hidden, (int)out);
     return pair_method_create(method, setup, &head,

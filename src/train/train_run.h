@@ -12,12 +12,18 @@
 #include "logging/run_log.h"
 #include "logging/run_summary.h"
 #include "logging/tb_writer.h"
+#include "nn/step_gate.h"
 #include "ssl_methods/method.h"
+#include "train/gradient_sync.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
 
 typedef struct TrainRun {
     const TrainConfig *config;
+    Communicator *comm;     // config->comm (NULL: one process)
+    int rank, world_size;
+    float *agreed;          // (world_size + 2) backend memory for the ranks' agreements
+    GradientSync gradient_sync;
     Backend *backend;
     char accelerator_note[400];  // which backend --accelerator chose and why (train.log)
     const char *precision;       // the resolved --precision
@@ -26,9 +32,10 @@ typedef struct TrainRun {
     Method method;
     int method_ready;
     Optimizer *optimizers[METHOD_MAX_GROUPS];
-    float *nonfinite;       // backend memory (METHOD_MAX_GROUPS): counts of the divergence check
+    StepGate gate;          // this step's multiplier and skip, on the device
+    float *nonfinite;       // backend memory (METHOD_MAX_GROUPS): counts of the weights check
     Loader *loader;
-    int batch_size;         // per device
+    int batch_size;         // per rank
     int num_workers;
     int accumulate;
     long steps_per_epoch;   // optimizer steps
@@ -61,7 +68,8 @@ typedef struct TrainRun {
 } TrainRun;
 
 typedef struct StepTimes {
-    float loss;             // mean over the micro-batches
+    float loss;             // mean over the micro-batches and the ranks
+    int stop;               // a rank was asked to stop (SIGINT / SIGTERM)
     char diverged[128];     // what became NaN or infinite ("the loss", ...), or ""
     double lr;
     double batch_seconds;   // forward, backward, optimizer
@@ -76,11 +84,33 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
 void train_teardown(TrainRun *run);
 // The end summary (console and train.log) and the final log lines.
 void train_finish(TrainRun *run, RunTotals *totals, int status);
-// A line on the console (through the progress display) and in train.log.
+// A line on the console (through the progress display) and in train.log;
+// rank 0 only (the others run the same steps and would repeat it).
 void train_message(TrainRun *run, const char *format, ...) __attribute__((format(printf, 2, 3)));
 // Sets the run's final message (see TrainRun) and returns status.
 int train_stop(TrainRun *run, int status, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
+// A failure seen by this rank alone: rank 0 prints it as train_message,
+// other ranks to stderr with their rank.
+void train_error(TrainRun *run, const char *format, ...) __attribute__((format(printf, 2, 3)));
+// All ranks' statuses (0: fine) -> the exit status of the first rank that
+// failed, the same on every rank (0 when none did). A rank other than 0
+// prints its message only when rank 0 did not fail. A communication failure
+// is fatal: the message is printed and every rank ends (comm_abort).
+int train_agree(TrainRun *run, int status, const char *message);
+// The step's loss -> its mean over the ranks, and whether any rank was
+// asked to stop (times->stop), the same on every rank. 0, or 1 after a
+// communication failure in a world of one (otherwise it ends every rank).
+int train_agree_step(TrainRun *run, StepTimes *times, int stop_requested);
+// Fails (agreed: 1 on every rank) when some rank's weights differ from rank
+// 0's after completed_steps.
+int train_check_replicas(TrainRun *run, long completed_steps);
+// After a barrier and the replica check, rank 0 writes the checkpoint and
+// the export (train_save); the status is agreed by all ranks.
+int train_save_agreed(TrainRun *run, long completed_steps);
+// Writes last.ckpt and the exported backbone (one process's part of
+// train_save_agreed); on failure the previous files stay.
+int train_save(TrainRun *run, long completed_steps, ErrorMessage *err);
 // kNN top-1 of the backbone that is exported (DINO: the teacher) on the
 // --knn-data folder, leave-one-out.
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err);

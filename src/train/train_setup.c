@@ -19,12 +19,13 @@
 #include "util/file.h"
 #include "util/output_path.h"
 
-void train_message(TrainRun *run, const char *format, ...) {
-    char text[2048];
-    va_list args;
-    va_start(args, format);
-    vsnprintf(text, sizeof text, format, args);
-    va_end(args);
+// Console (through the progress display) and train.log on rank 0; other
+// ranks write to stderr with their rank.
+static void train_print(TrainRun *run, const char *text) {
+    if (run->rank != 0) {
+        fprintf(stderr, "rank %d: %s\n", run->rank, text);
+        return;
+    }
     if (run->progress)
         progress_message(run->progress, text);
     else
@@ -40,12 +41,38 @@ int train_stop(TrainRun *run, int status, const char *format, ...) {
     return status;
 }
 
+static void train_vprint(TrainRun *run, const char *format, va_list args) {
+    char text[2048];
+    vsnprintf(text, sizeof text, format, args);
+    train_print(run, text);
+}
+
+void train_message(TrainRun *run, const char *format, ...) {
+    if (run->rank != 0) return;
+    va_list args;
+    va_start(args, format);
+    train_vprint(run, format, args);
+    va_end(args);
+}
+
+void train_error(TrainRun *run, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    train_vprint(run, format, args);
+    va_end(args);
+}
+
 // Loader warnings (skipped images) come from worker threads: one line each
 // to stderr and train.log, both line-buffered appends.
 static void train_warn(void *context, const char *message) {
     TrainRun *run = context;
+    if (run->rank != 0) fprintf(stderr, "rank %d: ", run->rank);
     fprintf(stderr, "warning: %s\n", message);
     if (run->log) run_log_line(run->log, "warning: %s", message);
+}
+
+static int rank_cores(const TrainConfig *config) {
+    return config->rank_cores > 0 ? config->rank_cores : cpu_usable_cores();
 }
 
 static int path_join(char *out, size_t size, const char *dir, const char *name) {
@@ -105,14 +132,15 @@ static int prepare_out(TrainRun *run, ErrorMessage *err) {
         path_join(run->export_path, sizeof run->export_path, config->out,
                   "exported_models/exported_last.safetensors"))
         return error_set(err, "--out %s: path too long", config->out);
-    if (check_out_layout(config->out, err)) return -1;
+    // Only rank 0 writes there; the others need just the checkpoint to resume.
+    if (run->rank == 0 && check_out_layout(config->out, err)) return -1;
     const int has_checkpoint = access(run->checkpoint_path, F_OK) == 0;
     if (config->resume) {
         if (!has_checkpoint)
             return error_set(err, "--resume: no checkpoint to resume from (%s: %s); pass "
                                   "--overwrite instead to start over",
                              run->checkpoint_path, strerror(errno));
-    } else if (folder_used(config->out) && !config->overwrite) {
+    } else if (run->rank == 0 && folder_used(config->out) && !config->overwrite) {
         if (has_checkpoint)
             return error_set(err, "--out %s is not empty: pass --overwrite to replace its run "
                                   "or --resume to continue it", config->out);
@@ -163,21 +191,24 @@ static int setup_data(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     if (dataset_scan_many(config->data.items, config->data.count, &run->dataset, err)) return -1;
     run->dataset_ready = 1;
-    const int world = config->devices * config->num_nodes;
+    const int world = run->world_size;
     if (config->batch_size % world != 0)
-        return error_set(err, "--batch-size %d is not divisible by the %d devices", 
-                         config->batch_size, world);
+        return error_set(err, "--batch-size %d is not divisible by the %d ranks (devices x "
+                              "nodes): the global batch is split evenly", config->batch_size,
+                         world);
     run->batch_size = config->batch_size / world;
-    if ((size_t)run->batch_size > run->dataset.count) {
+    const size_t per_rank = run->dataset.count / (size_t)world;  // each rank's share
+    if ((size_t)run->batch_size > per_rank) {
         train_message(run, "warning: batch size %d is larger than the dataset (%zu images); "
-                           "using %zu", run->batch_size, run->dataset.count, run->dataset.count);
-        run->batch_size = (int)run->dataset.count;
+                           "using %zu", config->batch_size, run->dataset.count,
+                      per_rank * (size_t)world);
+        run->batch_size = (int)per_rank;
     }
     if (run->batch_size < 2)
-        return error_set(err, "the dataset has %zu image(s): SSL needs at least 2 per batch",
-                         run->dataset.count);
+        return error_set(err, "the dataset has %zu image(s): SSL needs at least 2 per batch "
+                              "on each of the %d rank(s)", run->dataset.count, world);
     run->accumulate = config->accumulate_grad_batches;
-    const long batches = (long)(run->dataset.count / (size_t)run->batch_size);
+    const long batches = (long)(per_rank / (size_t)run->batch_size);
     run->steps_per_epoch = batches / run->accumulate;
     if (run->steps_per_epoch < 1)
         return error_set(err, "--accumulate-grad-batches %d needs %d batches of %d images, the "
@@ -185,8 +216,9 @@ static int setup_data(TrainRun *run, ErrorMessage *err) {
                          run->batch_size, run->dataset.count);
     run->total_steps = config->max_steps > 0 ? config->max_steps
                                              : (long)config->epochs * run->steps_per_epoch;
+    // (cores - devices) / devices of the node: the rank's cores less its own.
     run->num_workers = config->num_workers > 0 ? config->num_workers
-                                               : cpu_default_workers(cpu_usable_cores(), 1);
+                                               : cpu_default_workers(rank_cores(config), 1);
     return 0;
 }
 
@@ -216,17 +248,26 @@ static int choose_precision(TrainRun *run, ErrorMessage *err) {
     return 0;
 }
 
+// The backend first: the ranks agree through its memory, even on bad input.
+// Returns 0, 2 (bad --accelerator or --precision) or 1.
+static int setup_backend(TrainRun *run, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    const int threads = config->threads > 0 ? config->threads : rank_cores(config);
+    run->backend = backend_choose(config->accelerator, config->backend_name, threads,
+                                  run->accelerator_note, sizeof run->accelerator_note, err);
+    if (!run->backend) return 2;
+    if (choose_precision(run, err)) return 2;
+    run->agreed = run->backend->op.alloc(run->backend,
+                                         ((size_t)run->world_size + 2) * sizeof(float));
+    run->nonfinite = run->backend->op.alloc(run->backend, METHOD_MAX_GROUPS * sizeof(float));
+    if (!run->agreed || !run->nonfinite) return error_set(err, "out of memory"), 1;
+    return step_gate_create(&run->gate, run->backend, METHOD_MAX_GROUPS, err) ? 1 : 0;
+}
+
 static int setup_method(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     ViewSet views;
     if (build_views(config, &views, err)) return -1;
-    const int threads = config->threads > 0 ? config->threads : cpu_usable_cores();
-    run->backend = backend_choose(config->accelerator, config->backend_name, threads,
-                                  run->accelerator_note, sizeof run->accelerator_note, err);
-    if (!run->backend) return -1;
-    if (choose_precision(run, err)) return -1;
-    run->nonfinite = run->backend->op.alloc(run->backend, METHOD_MAX_GROUPS * sizeof(float));
-    if (!run->nonfinite) return error_set(err, "out of memory");
     MethodSetup setup = {
         .backend = run->backend,
         .batch = run->batch_size,
@@ -236,6 +277,8 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         .initial_weights = config->checkpoint,
         .args = config->method_args.items,
         .arg_count = config->method_args.count,
+        .comm = run->comm,
+        .sync_batchnorm = config->sync_batchnorm,
     };
     if (backbone_spec_parse(config->model, config->image_size, &setup.backbone, err))
         return error_prefix(err, "--model"), -1;
@@ -249,16 +292,20 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
             optimizer_create(run->backend, run->method.groups[g].params, &optimizer_config, err);
         if (!run->optimizers[g]) return error_prefix(err, "optimizer"), -1;
     }
-    const double global_batch = (double)run->batch_size * config->devices * config->num_nodes;
-    // Another optimizer than the method's gets LightlyTrain's generic
+    const double global_batch = (double)run->batch_size * run->world_size;
+    // Another optimizer than the method's gets the method's second tuned
+    // one when it has it (distillation), else LightlyTrain's generic
     // defaults for it (its *Args classes), not the method's tuned lr.
     double default_lr = defaults->base_lr, default_weight_decay = defaults->weight_decay;
-    if (kind != defaults->optimizer) {
+    if (kind != defaults->optimizer && kind == defaults->other_optimizer) {
+        default_lr = defaults->other_lr;
+        default_weight_decay = defaults->other_weight_decay;
+    } else if (kind != defaults->optimizer) {
         default_lr = kind == OPTIMIZER_LARS ? 0.3 : 1e-3;
         default_weight_decay = kind == OPTIMIZER_ADAMW ? 1e-2 : kind == OPTIMIZER_SGD ? 1e-4 : 0;
     }
     const double lr = config->lr >= 0 ? config->lr : default_lr;
-    run->base_lr = lr * global_batch / defaults->reference_batch;
+    run->base_lr = lr * method_lr_scale(defaults, global_batch);
     run->weight_decay = config->weight_decay >= 0 ? config->weight_decay : default_weight_decay;
     for (int g = 0; g < run->method.group_count; g++) {
         // via a local buffer: gcc -O1 cannot tell that the tag and the group
@@ -300,8 +347,8 @@ static int setup_loader(TrainRun *run, ErrorMessage *err) {
         .batch_size = run->batch_size,
         .num_workers = run->num_workers,
         .seed = run->config->seed,
-        .rank = 0,
-        .world_size = 1,
+        .rank = run->rank,
+        .world_size = run->world_size,
         .shuffle = 1,
         .start_batch = (uint64_t)run->start_step * (uint64_t)run->accumulate,
         .total_batches = (uint64_t)run->total_steps * (uint64_t)run->accumulate,
@@ -354,6 +401,13 @@ static int tidy_out(TrainRun *run, ErrorMessage *err) {
 static void log_configuration(TrainRun *run) {
     const TrainConfig *config = run->config;
     const Method *method = &run->method;
+    if (run->rank != 0) return;
+    const int global_batch = run->batch_size * run->world_size;
+    if (run->world_size > 1)
+        train_message(run, "data parallel: %d ranks (%s, %d per node), global batch %d = %d per "
+                           "rank, BatchNorm %s", run->world_size, run->comm->name,
+                      run->comm->local_world_size, global_batch, run->batch_size,
+                      run->method.batchnorm_sync ? "synchronised" : "per rank");
     train_message(run,
                   "train: %s, %s, %zu images, batch %d x %d accumulated, %ld steps/epoch, %ld "
                   "steps, %d workers, backend %s, precision %s",
@@ -362,11 +416,13 @@ static void log_configuration(TrainRun *run) {
                   run->num_workers, run->backend->name, run->precision);
     run_log_line(run->log, "accelerator: %s", run->accelerator_note);
     run_log_line(run->log,
-                 "config: lr %.6g (base %.6g at batch %d, scaled to batch %d), weight decay "
-                 "%.6g, warmup %ld steps, cosine to step %ld, grad clip %.3g, log every %d "
-                 "steps, seed %llu, views %d (%d px global, %d px local)",
-                 run->base_lr, run->base_lr * method->defaults.reference_batch / run->batch_size,
-                 method->defaults.reference_batch, run->batch_size, run->weight_decay,
+                 "config: lr %.6g (base %.6g at batch %d, %s-scaled to batch %d), weight "
+                 "decay %.6g, warmup %ld steps, cosine to step %ld, grad clip %.3g, log every "
+                 "%d steps, seed %llu, views %d (%d px global, %d px local)",
+                 run->base_lr, run->base_lr / method_lr_scale(&method->defaults, global_batch),
+                 method->defaults.reference_batch,
+                 method->defaults.sqrt_lr_scaling ? "sqrt" : "linearly", global_batch,
+                 run->weight_decay,
                  run->warmup_steps, run->total_steps, (double)method->defaults.grad_clip,
                  run->log_every, (unsigned long long)config->seed, method->views.count,
                  method->global_size, method->local_size);
@@ -393,43 +449,83 @@ static int setup_knn(TrainRun *run, ErrorMessage *err) {
     return 0;
 }
 
+// Bad input (folders, settings, resume): exit 2, before anything is
+// written into --out. Every check, then one agreement of all ranks.
+static int setup_checks(TrainRun *run, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    if (prepare_out(run, err) || setup_data(run, err) || setup_knn(run, err) ||
+        setup_method(run, err))
+        return 2;
+    if (!config->resume) return 0;
+    if (train_state_load(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
+                         &run->start_step, err))
+        return error_prefix(err, "--resume"), 2;
+    run->complete = run->start_step >= run->total_steps;
+    return 0;
+}
+
+// Failures while setting up (exit 1): the output files (rank 0), the loader
+// and the gradient buckets.
+static int setup_run(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    if (run->rank == 0) {
+        char path[PATH_MAX];
+        path_join(path, sizeof path, config->out, "metrics.jsonl");
+        if (create_out(run, err) || setup_logs(run, argc, argv, err) || tidy_out(run, err) ||
+            tb_writer_open(&run->events, config->out, err) ||
+            metrics_jsonl_open(&run->metrics, path, config->resume != 0, err))
+            return 1;
+    }
+    // What rank 0 read from the logs decides collective work (a kNN
+    // evaluation lost with a killed run): every rank takes its value.
+    if (run->world_size > 1) {
+        int64_t knn_logged = run->knn_logged_at_start;
+        run->backend->op.upload(run->backend, run->agreed, &knn_logged, sizeof knn_logged);
+        if (comm_broadcast(run->comm, run->agreed, sizeof knn_logged, 0, err)) return 1;
+        run->backend->op.download(run->backend, &knn_logged, run->agreed, sizeof knn_logged);
+        run->knn_logged_at_start = (int)knn_logged;
+    }
+    if (setup_loader(run, err) ||
+        gradient_sync_plan(&run->gradient_sync, run->method.groups, run->method.group_count,
+                           GRADIENT_FIRST_BUCKET_BYTES, GRADIENT_BUCKET_BYTES, err))
+        return 1;
+    return 0;
+}
+
 int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv) {
     memset(run, 0, sizeof *run);
     run->config = config;
+    run->comm = config->comm;
+    run->rank = comm_rank(config->comm);
+    run->world_size = comm_world_size(config->comm);
     ErrorMessage err = {{0}};
-    // Bad input (folders, settings): exit 2, before anything is written
-    // into --out; failures while setting up: 1.
-    if (prepare_out(run, &err) || setup_data(run, &err) || setup_knn(run, &err) ||
-        setup_method(run, &err)) {
-        train_message(run, "lightly-train-c train: %s", err.text);
-        return 2;
+    // The backend first: without its memory the ranks cannot agree, so a
+    // failure here ends them all (alike on every rank for bad flags).
+    int status = setup_backend(run, &err);
+    if (status) {
+        train_error(run, "lightly-train-c train: %s", err.text);
+        comm_abort(run->comm, status);
+        return status;
     }
-    if (config->resume) {
-        if (train_state_load(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
-                             &run->start_step, &err)) {
-            train_message(run, "lightly-train-c train: --resume: %s", err.text);
-            return 2;
-        }
-        run->complete = run->start_step >= run->total_steps;
-    }
-    if (create_out(run, &err) || setup_logs(run, argc, argv, &err) || tidy_out(run, &err)) {
-        train_message(run, "lightly-train-c train: %s", err.text);
-        return 1;
-    }
-    char path[PATH_MAX];
-    path_join(path, sizeof path, config->out, "metrics.jsonl");
-    if (setup_loader(run, &err) || tb_writer_open(&run->events, config->out, &err) ||
-        metrics_jsonl_open(&run->metrics, path, config->resume != 0, &err)) {
-        train_message(run, "lightly-train-c train: %s", err.text);
-        return 1;
-    }
-    run->progress = progress_create(stderr, isatty(STDERR_FILENO), run->total_steps,
-                                    run->steps_per_epoch, 10.0);
+    status = setup_checks(run, &err);
+    char message[sizeof err.text + 32];
+    snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
+    if (status) train_message(run, "%s", message);
+    if ((status = train_agree(run, status, message))) return status;
+    status = setup_run(run, argc, argv, &err);
+    snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
+    if (status) train_message(run, "%s", message);
+    if ((status = train_agree(run, status, message))) return status;
+    if (run->rank == 0)
+        run->progress = progress_create(stderr, isatty(STDERR_FILENO), run->total_steps,
+                                        run->steps_per_epoch, 10.0);
     log_configuration(run);
     if (run->start_step > 0 && !run->complete)
         train_message(run, "resuming from %s at step %ld of %ld", run->checkpoint_path,
                       run->start_step, run->total_steps);
-    return 0;
+    // The same weights everywhere from the start (a rank that read another
+    // --checkpoint or last.ckpt would silently train something else).
+    return train_check_replicas(run, run->start_step);
 }
 
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err) {
@@ -439,28 +535,32 @@ int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err) {
                               method->ops->teacher
                           ? method->ops->teacher(method)
                           : &method->backbone;
+    // Every rank embeds its share; rank 0 gets all rows and votes.
     const size_t count = run->knn_dataset.count, dim = (size_t)model->feature_dim;
-    float *features = malloc(count * dim * sizeof *features);
-    int32_t *labels = malloc(count * sizeof *labels);
-    uint8_t *failed = calloc(count, 1);
+    const int voter = run->rank == 0;
+    float *features = voter ? malloc(count * dim * sizeof *features) : NULL;
+    int32_t *labels = voter ? malloc(count * sizeof *labels) : NULL;
+    uint8_t *failed = voter ? calloc(count, 1) : NULL;
     int status = 0;
-    if (!features || !labels || !failed)
+    if (voter && (!features || !labels || !failed))
         status = error_set(err, "out of memory for %zu embeddings", count);
+    status = train_agree(run, status ? 1 : 0, err->text) ? -1 : 0;
     EmbedConfig embed = {
         .image_size = method->global_size,
         .batch_size = method->max_batch,
         .num_workers = run->num_workers,
         .failed = failed,
+        .comm = run->comm,
     };
     if (!status) status = embed_dataset(model, 0, &run->knn_dataset, &embed, features, NULL, err);
     // Unreadable images (zero rows) are left out of the vote.
     size_t kept = 0;
-    for (size_t i = 0; !status && i < count; i++) {
+    for (size_t i = 0; voter && !status && i < count; i++) {
         if (failed[i]) continue;
         memmove(features + kept * dim, features + i * dim, dim * sizeof *features);
         labels[kept++] = run->knn_labels[i];
     }
-    if (!status)
+    if (voter && !status)
         status = knn_leave_one_out_top1(features, labels, (int)kept, (int)dim, run->knn_classes,
                                         run->config->knn_k, 0.1f, top1, err);
     free(features);
@@ -470,10 +570,11 @@ int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err) {
 }
 
 void train_finish(TrainRun *run, RunTotals *totals, int status) {
+    if (run->rank != 0) return;
     const LoaderStats stats = loader_stats(run->loader);
     totals->skipped_files = stats.skipped_files;
     totals->num_workers = run->num_workers;
-    totals->batch_size = run->batch_size;
+    totals->batch_size = run->batch_size * run->world_size;
     totals->precision = run->precision ? run->precision : "32-true";
     totals->device = run->backend && strcmp(run->backend->name, "cuda") == 0 ? "gpu" : "cpu";
     char summary[4096];
@@ -495,6 +596,9 @@ void train_teardown(TrainRun *run) {
         if (run->optimizers[g]) optimizer_free(run->optimizers[g]);
     if (run->method_ready) method_free(&run->method);
     if (run->nonfinite) run->backend->op.free(run->backend, run->nonfinite);
+    step_gate_free(&run->gate);
+    gradient_sync_free(&run->gradient_sync);
+    if (run->agreed) run->backend->op.free(run->backend, run->agreed);
     if (run->backend) backend_destroy(run->backend);
     if (run->dataset_ready) dataset_free(&run->dataset);
     if (run->knn_enabled || run->knn_labels) {

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,23 +21,6 @@
 static volatile sig_atomic_t stop_signal;
 
 static void on_stop_signal(int signal_number) { stop_signal = signal_number; }
-
-// Global gradient clipping over the groups updated this step, as
-// torch.nn.utils.clip_grad_norm_ over all parameters with a gradient.
-static void clip_gradients(TrainRun *run, long step, float max_norm) {
-    double squares = 0;
-    for (int g = 0; g < run->method.group_count; g++) {
-        if (step < run->method.groups[g].frozen_steps) continue;
-        const double norm = optimizer_grad_norm(run->optimizers[g]);
-        squares += norm * norm;
-    }
-    const float total = (float)sqrt(squares);
-    const float coefficient = max_norm / (total + 1e-6f);
-    if (coefficient >= 1.0f) return;
-    for (int g = 0; g < run->method.group_count; g++)
-        if (step >= run->method.groups[g].frozen_steps)
-            optimizer_scale_grads(run->optimizers[g], coefficient);
-}
 
 // Learning rate of step: LightlyTrain's linear warmup then cosine decay
 // (lightly's CosineWarmupScheduler, end factor 0.001), applied per step.
@@ -58,21 +42,16 @@ static int log_augmentation_grid(TrainRun *run, const Batch *batch, ErrorMessage
     return status;
 }
 
-// The divergence check: NaN or infinite values in the gradients (values and
-// buffers: 0) of every group updated at step, one count per group, read back
+// The check after an update: NaN or infinite values in the parameters and
+// buffers of every group updated at step, one count per group, read back
 // once. Returns the index of the first group with any, or -1.
-static int first_nonfinite_group(TrainRun *run, long step, int values) {
+static int first_nonfinite_weights(TrainRun *run, long step) {
     Method *method = &run->method;
     Backend *backend = run->backend;
     backend->op.fill(backend, run->nonfinite, 0.0f, METHOD_MAX_GROUPS);
     for (int g = 0; g < method->group_count; g++) {
         const MethodGroup *group = &method->groups[g];
         if (step < group->frozen_steps) continue;
-        if (!values) {
-            backend->op.count_nonfinite(backend, group->params->total, group->params->grads,
-                                        run->nonfinite + g);
-            continue;
-        }
         backend->op.count_nonfinite(backend, group->params->total, group->params->values,
                                     run->nonfinite + g);
         if (group->buffers)
@@ -125,26 +104,41 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         times->images += batch->size;
     }
     const double start = time_now();
+    // Data parallel: every rank steps with the mean gradient and logs the
+    // mean loss; a stop request on any rank stops all after this step. The
+    // divergence check below then sees the same values on every rank.
+    if (gradient_sync_all_reduce(&run->gradient_sync, run->comm, method->groups, step, err) ||
+        train_agree_step(run, times, stop_signal != 0))
+        return -1;
+    // The gate: every updated group's gradients measured, then 1/k and the
+    // clipping coefficient (torch's clip_grad_norm_ over all of them) or a
+    // skip decided on the device; the updates read it there.
+    StepGate *gate = &run->gate;
+    const float scale = 1.0f / (float)run->accumulate;
+    step_gate_open(gate);
+    for (int g = 0; g < method->group_count; g++)
+        if (step >= method->groups[g].frozen_steps)
+            step_gate_measure(gate, g, method->groups[g].params);
+    step_gate_close(gate, scale, method->defaults.grad_clip);
+    StepGateReading reading;
+    step_gate_read(gate, scale, &reading);
     int bad_group = -1;
     if (!isfinite(times->loss))
         snprintf(times->diverged, sizeof times->diverged, "the loss is %s",
                  isnan(times->loss) ? "NaN" : "infinite");
-    else if ((bad_group = first_nonfinite_group(run, step, 0)) >= 0)
+    else if (reading.skipped)
         snprintf(times->diverged, sizeof times->diverged,
                  "the gradients of %s hold NaN or infinite values",
-                 method->groups[bad_group].name);
+                 method->groups[reading.nonfinite_group >= 0 ? reading.nonfinite_group : 0].name);
     if (!times->diverged[0]) {
-        if (run->accumulate > 1)
-            for (int g = 0; g < method->group_count; g++)
-                optimizer_scale_grads(run->optimizers[g], 1.0f / (float)run->accumulate);
-        if (method->defaults.grad_clip > 0) clip_gradients(run, step, method->defaults.grad_clip);
         times->lr = learning_rate(run, step);
         for (int g = 0; g < method->group_count; g++)
             if (step >= method->groups[g].frozen_steps)
-                optimizer_step(run->optimizers[g], (float)times->lr, (float)run->weight_decay);
+                optimizer_step(run->optimizers[g], (float)times->lr, (float)run->weight_decay,
+                               step_gate_values(gate));
         if (method->ops->after_update) method->ops->after_update(method, step);
         if (fault_fires("nan-weight", step)) poison_first(run, 1);
-        if ((bad_group = first_nonfinite_group(run, step, 1)) >= 0)
+        if ((bad_group = first_nonfinite_weights(run, step)) >= 0)
             snprintf(times->diverged, sizeof times->diverged,
                      "the weights of %s hold NaN or infinite values after the update",
                      method->groups[bad_group].name);
@@ -187,7 +181,7 @@ static int train_export(TrainRun *run, ErrorMessage *err) {
 // Writes last.ckpt, then the exported backbone; on failure the previous files
 // stay (both writes are atomic). A kill between the two leaves an export
 // older than the checkpoint: --resume brings it in line (train_complete).
-static int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
+int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
     const int epoch = (int)(completed_steps / run->steps_per_epoch);
     if (train_state_save(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
                          completed_steps, epoch, err))
@@ -212,6 +206,7 @@ static void train_knn(TrainRun *run, long completed_steps, int epoch) {
         train_message(run, "kNN evaluation failed: %s", err.text);
         return;
     }
+    if (run->rank != 0) return;  // rank 0 voted and logs
     train_message(run, "epoch %d: kNN top-1 %.2f%% (k=%d, %zu labelled images)", epoch,
                   100.0 * top1, run->config->knn_k, run->knn_dataset.count);
     if (tb_add_scalar(run->events, "knn/top1", completed_steps, (float)top1, &err) ||
@@ -220,6 +215,23 @@ static void train_knn(TrainRun *run, long completed_steps, int epoch) {
     const char *tag = "knn/top1";
     const double value = top1;
     metrics_jsonl_write(run->metrics, completed_steps, &tag, &value, 1, &err);
+}
+
+// A failure this rank alone saw. With several ranks it is printed now and
+// ends them all (comm_abort does not return); alone, it becomes the run's
+// final message. Returns 1.
+static int train_fail_alone(TrainRun *run, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+static int train_fail_alone(TrainRun *run, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(run->final_message, sizeof run->final_message, format, args);
+    va_end(args);
+    if (run->world_size > 1) {
+        train_error(run, "%s", run->final_message);
+        comm_abort(run->comm, 1);
+    }
+    return 1;
 }
 
 static int train_loop(TrainRun *run, RunTotals *totals) {
@@ -236,10 +248,10 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
     for (long step = run->start_step; step < run->total_steps; step++) {
         StepTimes times = {0};
         const int status = train_step(run, step, &times, &err);
-        if (status < 0) return train_stop(run, 1, "error at step %ld: %s", step, err.text);
+        if (status < 0) return train_fail_alone(run, "error at step %ld: %s", step, err.text);
         if (status > 0) break;
         totals->steps++;
-        totals->images += (uint64_t)times.images;
+        totals->images += (uint64_t)times.images * (uint64_t)run->world_size;
         totals->batch_seconds += times.batch_seconds;
         totals->data_seconds += times.data_seconds;
         if (times.diverged[0]) {
@@ -252,34 +264,35 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
                               saved ? run->checkpoint_path : "");
         }
         // images/s over the steps since the last log line
-        rate_images += times.images;
+        rate_images += (double)times.images * run->world_size;  // all ranks
         rate_seconds += times.batch_seconds + times.data_seconds;
         const double images_per_s = rate_seconds > 0 ? rate_images / rate_seconds : 0;
         const long completed = step + 1;
         const int epoch = (int)(step / run->steps_per_epoch);
         if (step % run->log_every == 0 || completed == run->total_steps) {
-            if (train_log_step(run, step, &times, images_per_s, &err))
-                return train_stop(run, 1, "error writing logs: %s", err.text);
+            if (run->rank == 0 && train_log_step(run, step, &times, images_per_s, &err))
+                return train_fail_alone(run, "error writing logs: %s", err.text);
             rate_images = rate_seconds = 0;
         }
         const double wait = times.data_seconds / (times.data_seconds + times.batch_seconds + 1e-12);
-        progress_update(run->progress, epoch, (int)epochs, completed, times.loss, images_per_s,
-                        wait, time_now());
+        if (run->progress)
+            progress_update(run->progress, epoch, (int)epochs, completed, times.loss,
+                            images_per_s, wait, time_now());
         const int epoch_done = completed % run->steps_per_epoch == 0 || completed == run->total_steps;
-        if (epoch_done || stop_signal) {
-            if (train_save(run, completed, &err))
-                return train_stop(run, 1, "error: could not write the checkpoint: %s", err.text);
-        }
+        if ((epoch_done || times.stop) && train_save_agreed(run, completed)) return 1;
         const int knn_epoch = knn_epoch_due(run, completed);
         if (knn_epoch) train_knn(run, completed, knn_epoch);
-        if (stop_signal) {
-            // The shell's convention: 128 + the signal number.
+        if (times.stop) {
+            // The shell's convention: 128 + the signal number (a rank whose
+            // stop came from another rank's signal: as SIGTERM).
             return train_stop(run, stop_signal == SIGINT ? 130 : 143,
                               "interrupted (%s) after step %ld: checkpoint written to %s; "
                               "continue with the same command plus --resume (without "
                               "--overwrite)",
-                              stop_signal == SIGINT ? "SIGINT" : "SIGTERM", completed,
-                              run->checkpoint_path);
+                              stop_signal == SIGINT    ? "SIGINT"
+                              : stop_signal == SIGTERM ? "SIGTERM"
+                                                       : "a signal to another rank",
+                              completed, run->checkpoint_path);
         }
     }
     return 0;
@@ -290,10 +303,12 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
 // evaluation) are brought in line with the checkpoint.
 static int train_complete(TrainRun *run) {
     ErrorMessage err = {{0}};
-    if (train_export(run, &err)) {
+    int status = 0;
+    if (run->rank == 0 && train_export(run, &err)) {
         train_message(run, "error: could not write the export: %s", err.text);
-        return 1;
+        status = 1;
     }
+    if ((status = train_agree(run, status, NULL))) return status;
     const int knn_epoch = run->knn_logged_at_start ? 0 : knn_epoch_due(run, run->start_step);
     if (knn_epoch) train_knn(run, run->start_step, knn_epoch);
     train_message(run, "the run in %s was already complete (step %ld of %ld): %s written again "
@@ -320,9 +335,9 @@ int train_run(const TrainConfig *config, int argc, char **argv) {
 
     RunTotals totals = {0};
     const double start = time_now();
-    progress_set_origin(run.progress, run.start_step, start);
+    if (run.progress) progress_set_origin(run.progress, run.start_step, start);
     status = train_loop(&run, &totals);
-    progress_finish(run.progress);
+    if (run.progress) progress_finish(run.progress);
     totals.wall_seconds = time_now() - start;
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);

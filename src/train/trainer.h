@@ -4,12 +4,15 @@
 // Writes the LightlyTrain output layout under config->out:
 //   checkpoints/last.ckpt, exported_models/exported_last.safetensors,
 //   events.out.tfevents.*, metrics.jsonl, train.log.
+// With several ranks (config->comm) every rank runs this with the same
+// configuration; they agree on every exit status, and only rank 0 writes.
 #ifndef LTC_TRAIN_TRAINER_H
 #define LTC_TRAIN_TRAINER_H
 
 #include <stdint.h>
 
 #include "cli/options.h"
+#include "dist/comm.h"
 #include "nn/optimizer.h"
 #include "ssl_methods/method.h"
 
@@ -43,7 +46,12 @@ typedef struct TrainConfig {
     const char *accelerator;  // "auto" (default: the GPU when one works), "cpu" or "gpu"
     const char *precision;    // "auto", "32-true", "16-mixed", "bf16-mixed"
     const char *backend_name; // the CPU backend: "cpu" (default) or "ref"
-    int threads;              // compute threads; <= 0: usable cores
+    int threads;              // compute threads; <= 0: rank_cores
+    // Data parallel (docs/distributed.md): the ranks of the run, NULL for one
+    // process. batch_size is split evenly over them; only rank 0 writes.
+    Communicator *comm;
+    int sync_batchnorm;       // BatchNorm statistics over all ranks (several ranks)
+    int rank_cores;           // CPU cores this rank may use; <= 0: all usable
 } TrainConfig;
 
 // Runs (or resumes) training. Returns the exit status: 0 done, 1 failure

@@ -79,3 +79,10 @@ double time_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+void sleep_seconds(double seconds) {
+    if (!(seconds > 0)) return;
+    const time_t whole = (time_t)seconds;
+    const struct timespec pause = {whole, (long)((seconds - (double)whole) * 1e9)};
+    nanosleep(&pause, NULL);
+}

@@ -17,4 +17,7 @@ int cpu_default_workers(int cores, int devices);
 // Seconds from a monotonic clock.
 double time_now(void);
 
+// Sleeps for about `seconds` (>= 0; interrupted sleeps are not resumed).
+void sleep_seconds(double seconds);
+
 #endif

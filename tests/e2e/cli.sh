@@ -6,7 +6,7 @@ set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init cli
 
-expect 0 "^lightly-train-c [0-9]+\.[0-9]+\.[0-9]+$" -- "$bin" --version
+expect 0 "^lightly-train-c [0-9]+\.[0-9]+\.[0-9]+ \(MPI: (yes|no), CUDA: (yes|no)\)$" -- "$bin" --version
 expect 0 "bench-data" -- "$bin" --help
 expect 2 "usage" -- "$bin"
 expect 2 "unknown command 'frobnicate'" -- "$bin" frobnicate

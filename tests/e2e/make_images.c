@@ -1,10 +1,12 @@
 // Writes a small image folder for the end-to-end tests:
-//   make_images DIR COUNT [--corrupt N] [--damaged N]
+//   make_images DIR COUNT [--corrupt N] [--damaged N] [--noise]
 // COUNT patterned images (JPEG and PNG, varied sizes, in class folders), N
 // corrupt files (a JPEG marker and garbage) and one non-image file.
-// --damaged: N JPEGs cut at 70% of their bytes (premature end of data) and N
-// PNGs whose zlib stream is broken in its last quarter (chunk CRCs fixed),
-// in damaged/: damage a decoder that reads only a crop's rows would miss.
+// --damaged: N JPEGs cut at 95% of their bytes (premature end of data) and N
+// PNGs whose zlib stream is broken near its end (chunk CRCs fixed), in
+// damaged/: damage a decoder that reads only a crop's rows would miss.
+// --noise: random pixels on top of the pattern (no flat areas: numerical
+// comparisons of training runs stay well conditioned, e2e/train_ranks.sh).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,25 +63,31 @@ static int write_damaged(const char *root, int index, uint8_t *rgb) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: make_images DIR COUNT [--corrupt N]\n");
+        fprintf(stderr, "usage: make_images DIR COUNT [--corrupt N] [--damaged N] [--noise]\n");
         return 2;
     }
     const char *root = argv[1];
     const int count = atoi(argv[2]);
-    int corrupt = 0, damaged = 0;
-    for (int i = 3; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--corrupt") == 0) corrupt = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--damaged") == 0) damaged = atoi(argv[i + 1]);
+    int corrupt = 0, damaged = 0, noise = 0;
+    for (int a = 3; a < argc; a++) {
+        if (strcmp(argv[a], "--corrupt") == 0 && a + 1 < argc) corrupt = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--damaged") == 0 && a + 1 < argc) damaged = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--noise") == 0) noise = 1;
         else {
-            fprintf(stderr, "make_images: unknown option '%s'\n", argv[i]);
+            fprintf(stderr, "make_images: unknown argument '%s'\n", argv[a]);
             return 2;
         }
     }
+    uint32_t state = 12345;
     uint8_t *rgb = malloc(400 * 400 * 3);
     char path[4096];
     for (int i = 0; i < count; i++) {
         const int width = 64 + (i * 71) % 320, height = 64 + (i * 43) % 300;
         fixture_pattern(rgb, width, height, (uint32_t)i);
+        for (int p = 0; noise && p < width * height * 3; p++) {
+            state = state * 1664525u + 1013904223u;  // a plain LCG is random enough here
+            rgb[p] = (uint8_t)(rgb[p] / 2 + (state >> 25));
+        }
         snprintf(path, sizeof path, "%s/class%d/image%04d.%s", root, i % 4, i,
                  i % 3 == 2 ? "png" : "jpg");
         const int status = i % 3 == 2 ? fixture_write_png(path, width, height, rgb)

@@ -102,7 +102,7 @@ train_ok byol 5 3 "lr-LARS/backbone lr-LARS/projection_head lr-LARS/prediction_h
 train_ok dino 4 2 "lr-SGD/backbone lr-SGD/projection_head lr-SGD/last_layer schedule/momentum schedule/teacher_temp" -- --method dino "${heads[@]}" "${dino_args[@]}"
 train_ok vicreg 3 1 "lr-LARS/backbone lr-LARS/projection_head" -- --method vicreg "${heads[@]}"
 train_ok barlowtwins 3 2 "lr-LARS/backbone lr-LARS/projection_head" -- --method barlowtwins "${heads[@]}"
-train_ok distillation 3 2 "lr-AdamW/backbone lr-AdamW/projection_head" -- --method distillation \
+train_ok distillation 3 2 "lr-LARS/backbone lr-LARS/projection_head_global lr-LARS/projection_head_local train_loss/global_loss train_loss/local_loss" -- --method distillation \
   --method-arg teacher="$work/simclr/exported_models/exported_last.safetensors"
 
 # --- 3. TensorBoard's own reader, when the package is there.
@@ -154,7 +154,7 @@ expect 2 "--method: expected one of .*got 'mae'" -- "$bin" train "${common[@]}" 
 expect 2 "unknown key 'hiden_dim'" -- "$bin" train "${common[@]}" --out "$work/x" --method-arg hiden_dim=8
 expect 2 "needs a teacher: --method-arg teacher=" -- \
   "$bin" train "${common[@]}" --out "$work/x" --method distillation
-expect 2 "--batch-size 3 is not divisible by the 2 devices|--devices 2 --num-nodes 1: multi-device" -- \
+expect 2 "--devices 2 --num-nodes 1: no launcher started several processes; start one process per device with mpirun -np N" -- \
   "$bin" train --data "$images" "${base[@]}" --out "$work/x" --batch-size 3 --devices 2
 expect 2 "--accelerator gpu" -- "$bin" train "${common[@]}" --out "$work/x" --accelerator gpu
 expect 2 "does not exist" -- "$bin" train --data "$work/missing" --out "$work/x"

@@ -12,8 +12,9 @@ export OMP_WAIT_POLICY=PASSIVE
 
 images="$work/images"
 "$build/tests/e2e/make_images" "$images" 24 || fail "make_images"
-common=(--data "$images" --batch-size 8 --image-size 32 --num-workers 1 --threads 2
-        --method-arg hidden_dim=64 --method-arg output_dim=32)
+small=(--data "$images" --batch-size 8 --num-workers 1 --threads 2
+       --method-arg hidden_dim=64 --method-arg output_dim=32)
+common=("${small[@]}" --image-size 32)
 
 run="$work/simclr"
 output=$("$bin" train "${common[@]}" --out "$run" --model vit_t16 --method simclr \
@@ -48,6 +49,21 @@ for tensor in "cls_token	F32	1,1,192" "pos_embed	F32	1,5,192" \
   printf '%s\n' "$listing" | grep -q -F "$tensor" || fail "export lacks '$tensor'"
 done
 
+# Distillation from the exported ViT into a resnet18.
+output=$("$bin" train --data "$images" --batch-size 8 --image-size 32 --num-workers 1 \
+  --threads 2 --out "$work/distill" --model resnet18 --method distillation \
+  --method-arg "teacher=$work/vit.safetensors" --max-steps 2 2>&1) ||
+  fail "distillation from a ViT teacher failed: $output"
+
+# --checkpoint with the export (2 x 2 position grid) into a 48 px run (3 x 3):
+# the grid is resized at load, as LightlyTrain does; a ResNet file is refused.
+output=$("$bin" train "${small[@]}" --image-size 48 --out "$work/init" --model vit_t16 \
+  --method simclr --checkpoint "$work/vit.safetensors" --max-steps 1 2>&1) ||
+  fail "--checkpoint with another grid: $output"
+expect 2 "not part of vit_t16|is missing|not a ViT|no ViT" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --model vit_t16 --method simclr \
+  --checkpoint "$work/distill/exported_models/exported_last.safetensors" --max-steps 1
+
 # DINO: 32 px global views on the 2 x 2 position grid, 16 px local views resampled to 1 x 1.
 output=$("$bin" train "${common[@]}" --out "$work/dino" --model vit_t16 --method dino \
   --local-image-size 16 --local-views 2 --method-arg bottleneck_dim=16 --max-steps 2 2>&1) ||
@@ -58,11 +74,5 @@ expect 2 "local views of 24 px: vit_t16 needs a multiple of its patch size 16" -
   --local-image-size 24 --max-steps 1
 expect 2 "image size 40 is not a multiple of the patch size 14" -- \
   "$bin" train --data "$images" --out "$work/bad" --model vit_s14 --image-size 40 --max-steps 1
-
-# Distillation from the exported ViT into a resnet18.
-output=$("$bin" train --data "$images" --batch-size 8 --image-size 32 --num-workers 1 \
-  --threads 2 --out "$work/distill" --model resnet18 --method distillation \
-  --method-arg "teacher=$work/vit.safetensors" --max-steps 2 2>&1) ||
-  fail "distillation from a ViT teacher failed: $output"
 
 e2e_finish

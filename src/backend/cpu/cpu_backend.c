@@ -12,6 +12,8 @@
 #endif
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/host_ops.h"
+#include "backend/ref/ref_ops.h"
 #include "util/cpu.h"
 
 void cpu_set_threads(const Backend *backend) {
@@ -140,6 +142,12 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .batchnorm_relu_forward_train = cpu_batchnorm_relu_forward_train,
         .batchnorm_relu_forward_eval = cpu_batchnorm_relu_forward_eval,
         .batchnorm_relu_backward = cpu_batchnorm_relu_backward,
+        .batchnorm_centered_squares = cpu_batchnorm_centered_squares,
+        // a loop over channels, nothing to gain over ref's
+        .batchnorm_finish_statistics = ref_batchnorm_finish_statistics,
+        .batchnorm_forward_apply = cpu_batchnorm_forward_apply,
+        .batchnorm_backward_reduce = cpu_batchnorm_backward_reduce,
+        .batchnorm_backward_apply = cpu_batchnorm_backward_apply,
         .relu_forward = cpu_relu_forward,
         .relu_backward = cpu_relu_backward,
         .gelu_forward = cpu_gelu_forward,
@@ -168,6 +176,10 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .sgd_update = cpu_sgd_update,
         .adamw_update = cpu_adamw_update,
         .ema_update = cpu_ema_update,
+        .lars_direction = host_lars_direction,
+        .step_gate = host_step_gate,
+        .amp_unscale = host_amp_unscale,
+        .amp_update = host_amp_update,
         .layernorm_forward = cpu_layernorm_forward,
         .layernorm_backward = cpu_layernorm_backward,
         .attention_plan = cpu_attention_plan,
@@ -180,6 +192,10 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .residual_scale_add_backward = cpu_residual_scale_add_backward,
         .token_pool_forward = cpu_token_pool_forward,
         .token_pool_backward = cpu_token_pool_backward,
+        .resize_bilinear_forward = cpu_resize_bilinear_forward,
+        .resize_bilinear_backward = cpu_resize_bilinear_backward,
+        .mixup = cpu_mixup,
+        .copy_2d = cpu_copy_2d,
         .normalize_u8 = cpu_normalize_u8,
     };
     return backend;

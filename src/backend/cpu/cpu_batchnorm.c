@@ -18,6 +18,7 @@
 // pairwise update (chunk mean and squared deviations about it, merged), so
 // a single pass over memory still gives the two-pass variance's accuracy.
 #include <math.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -311,6 +312,8 @@ static void chunk_gradient_sums(const float *x, const float *relu_out, const flo
                 target[j] = relu_row[j] <= 0.0f ? 0.0f : gradient;
             }
             dz_row = target;
+        } else if (dz_out && dz_out + r * stride != dz_row) {
+            memcpy(dz_out + r * stride, dz_row, (size_t)width * sizeof *dz_out);  // dz = dy
         }
 #pragma omp simd
         for (int j = 0; j < width; j++) {
@@ -442,4 +445,65 @@ void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, co
                                  float *dgamma, float *dbeta, float *dresidual) {
     backward(backend, rows, channels, x, y, dy, gamma, save_mean, save_inv_std, dx, dgamma, dbeta,
              dresidual);
+}
+
+// ---- split for synchronised batch norm (statistics over several ranks) ---------------
+
+void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *residual, int relu, const float *gamma,
+                                 const float *beta, const float *mean, const float *inv_std,
+                                 float *y) {
+    cpu_set_threads(backend);
+    NormMap map;
+    for (int first = 0; first < channels; first += CPU_NORM_GROUP) {
+        const int width = group_width(channels, first);
+        for (int j = 0; j < width; j++) {
+            const int c = first + j;
+            map.center[j] = mean[c];
+            map.center_low[j] = 0.0f;
+            map.scale[j] = (float)((double)gamma[c] * inv_std[c]);
+            map.shift[j] = beta[c];
+        }
+        apply_map(backend, rows, channels, x, residual, relu, first, width, &map, y);
+    }
+}
+
+void cpu_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const float *x,
+                                   const float *relu_out, const float *dy, float *dz_out,
+                                   const float *mean, const float *inv_std, float *dgamma,
+                                   float *dbeta, float *sums) {
+    cpu_set_threads(backend);
+    double sum_dz[CPU_NORM_GROUP], sum_dz_centered[CPU_NORM_GROUP];
+    for (int first = 0; first < channels; first += CPU_NORM_GROUP) {
+        const int width = group_width(channels, first);
+        gradient_sums(backend, rows, channels, x, relu_out, dy, dz_out, mean, first, width,
+                      sum_dz, sum_dz_centered);
+        for (int j = 0; j < width; j++) {
+            const int c = first + j;
+            sums[c] = (float)sum_dz[j];
+            sums[channels + c] = (float)(sum_dz_centered[j] * inv_std[c]);
+            dbeta[c] += sums[c];
+            dgamma[c] += sums[channels + c];
+        }
+    }
+}
+
+void cpu_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
+                                  int channels, const float *x, const float *relu_out,
+                                  const float *dy, const float *gamma, const float *mean,
+                                  const float *inv_std, const float *sums, float *dx) {
+    cpu_set_threads(backend);
+    GradientMap map;
+    for (int first = 0; first < channels; first += CPU_NORM_GROUP) {
+        const int width = group_width(channels, first);
+        for (int j = 0; j < width; j++) {
+            const int c = first + j;
+            const double scale = (double)gamma[c] * inv_std[c];
+            map.a[j] = (float)scale;
+            map.b[j] = (float)(scale * inv_std[c] * sums[channels + c] / (double)total_rows);
+            map.mean_dz[j] = (float)(sums[c] / (double)total_rows);
+            map.mean[j] = mean[c];
+        }
+        apply_gradient_map(backend, rows, channels, x, relu_out, dy, first, width, &map, dx);
+    }
 }

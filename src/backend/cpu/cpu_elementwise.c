@@ -152,12 +152,14 @@ void cpu_dot(Backend *backend, size_t n, const float *a, const float *b, float *
 // ---- optimizer updates (PyTorch semantics, see backend.h) -----------------------------------
 
 void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                    float *momentum_buffer, float lr, float momentum, float weight_decay,
-                    int nesterov, int first_step) {
+                    const float *gate, float *momentum_buffer, float lr, float momentum,
+                    float weight_decay, int nesterov, int first_step) {
+    if (gate[GATE_SKIP] != 0.0f) return;
+    const float multiplier = gate[GATE_MULTIPLIER];
     const int team = cpu_team(backend, n);
     CPU_FOR_ELEMENTS
     for (size_t i = 0; i < n; i++) {
-        const float g = grad[i] + weight_decay * param[i];
+        const float g = multiplier * grad[i] + weight_decay * param[i];
         const float buf = first_step ? g : momentum * momentum_buffer[i] + g;
         momentum_buffer[i] = buf;
         const float step = nesterov ? g + momentum * buf : buf;
@@ -166,9 +168,11 @@ void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
 }
 
 // Bias corrections in double, as PyTorch computes them in Python floats.
-void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
-                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
-                      int step) {
+void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                      const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int step) {
+    if (gate[GATE_SKIP] != 0.0f) return;
+    const float multiplier = gate[GATE_MULTIPLIER];
     const int team = cpu_team(backend, n);
     const double correction1 = 1.0 - pow(beta1, step);
     const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
@@ -177,8 +181,9 @@ void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *gra
     CPU_FOR_ELEMENTS
     for (size_t i = 0; i < n; i++) {
         const float p = param[i] * decay;
-        const float m_new = beta1 * m[i] + (1.0f - beta1) * grad[i];
-        const float v_new = beta2 * v[i] + (1.0f - beta2) * grad[i] * grad[i];
+        const float g = multiplier * grad[i];
+        const float m_new = beta1 * m[i] + (1.0f - beta1) * g;
+        const float v_new = beta2 * v[i] + (1.0f - beta2) * g * g;
         m[i] = m_new;
         v[i] = v_new;
         const float denominator = (float)(sqrtf(v_new) / correction2_sqrt) + eps;

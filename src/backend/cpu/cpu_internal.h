@@ -78,6 +78,18 @@ void cpu_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels
                                      const float *x, const float *residual, const float *gamma,
                                      const float *beta, const float *running_mean,
                                      const float *running_var, float eps, float *y);
+void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *residual, int relu, const float *gamma,
+                                 const float *beta, const float *mean, const float *inv_std,
+                                 float *y);
+void cpu_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const float *x,
+                                   const float *relu_out, const float *dy, float *dz_out,
+                                   const float *mean, const float *inv_std, float *dgamma,
+                                   float *dbeta, float *sums);
+void cpu_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
+                                  int channels, const float *x, const float *relu_out,
+                                  const float *dy, const float *gamma, const float *mean,
+                                  const float *inv_std, const float *sums, float *dx);
 void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const float *x,
                                  const float *y, const float *dy, const float *gamma,
                                  const float *save_mean, const float *save_inv_std, float *dx,
@@ -89,6 +101,8 @@ void cpu_bias_backward(Backend *backend, size_t rows, int channels, const float 
 void cpu_column_sum(Backend *backend, size_t rows, int channels, const float *x, float *y);
 void cpu_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
                          float *y);
+void cpu_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *mean, float *squares);
 
 // ---- cpu_rows.c ----
 void cpu_l2_normalize_forward(Backend *backend, int rows, int dim, const float *x, float eps,
@@ -125,11 +139,11 @@ void cpu_sum_squares(Backend *backend, size_t n, const float *x, float *result);
 void cpu_dot(Backend *backend, size_t n, const float *a, const float *b, float *result);
 void cpu_count_nonfinite(Backend *backend, size_t n, const float *x, float *result);
 void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                    float *momentum_buffer, float lr, float momentum, float weight_decay,
-                    int nesterov, int first_step);
-void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
-                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
-                      int step);
+                    const float *gate, float *momentum_buffer, float lr, float momentum,
+                    float weight_decay, int nesterov, int first_step);
+void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                      const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int step);
 void cpu_ema_update(Backend *backend, size_t n, float *target, const float *source,
                     float momentum);
 void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
@@ -171,5 +185,17 @@ void cpu_attention_forward(Backend *backend, const AttentionPlan *plan, const fl
 void cpu_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
                             const float *out, const float *dout, const float *lse, float scale,
                             float *dqkv);
+
+// ---- cpu_resize.c ----
+void cpu_resize_bilinear_forward(Backend *backend, int batch, int in_height, int in_width,
+                                 int channels, const float *x, int out_height, int out_width,
+                                 float *y);
+void cpu_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
+                                  int channels, const float *dy, int out_height, int out_width,
+                                  float *dx);
+void cpu_mixup(Backend *backend, int batch, size_t sample, const float *x,
+               const int32_t *permutation, float lambda, float *y);
+void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
+                 float *y, size_t y_stride);
 
 #endif

@@ -76,3 +76,24 @@ void cpu_avgpool_forward(Backend *backend, int batch, int pixels, int channels, 
             y[(size_t)n * channels + block.first + j] = (float)(sums[j] / pixels);
     }
 }
+
+// ---- statistics of synchronised batch norm (the per-channel finish is ref's) ------------------------------------------------
+
+void cpu_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *mean, float *squares) {
+    CPU_FOR_CHANNEL_BLOCKS(rows, channels) {
+        const ChannelBlock block = channel_block(block_size, channels, b);
+        double sums[CPU_CHANNEL_BLOCK];
+        for (int j = 0; j < block.width; j++) sums[j] = 0.0;
+        const float *center = mean + block.first;
+        for (size_t r = 0; r < rows; r++) {
+            const float *x_row = x + r * channels + block.first;
+#pragma omp simd
+            for (int j = 0; j < block.width; j++) {
+                const double d = (double)x_row[j] - center[j];
+                sums[j] += d * d;
+            }
+        }
+        for (int j = 0; j < block.width; j++) squares[block.first + j] = (float)sums[j];
+    }
+}

@@ -78,6 +78,14 @@ static void cuda_copy(Backend *backend, void *dst, const void *src, size_t bytes
                                cuda_state(backend)->stream));
 }
 
+static void cuda_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x,
+                         size_t x_stride, float *y, size_t y_stride) {
+    if (!rows || !cols) return;
+    CUDA_CHECK(cudaMemcpy2DAsync(y, y_stride * sizeof *y, x, x_stride * sizeof *x,
+                                 cols * sizeof *x, rows, cudaMemcpyDeviceToDevice,
+                                 cuda_state(backend)->stream));
+}
+
 static void cuda_fill(Backend *backend, float *x, float value, size_t n) {
     cuda_fill_launch(cuda_state(backend)->stream, x, value, n);
 }
@@ -135,6 +143,51 @@ static void cuda_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int 
                                              const float *running_var, float eps, float *y) {
     cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, rows, channels, x, residual,
                                        1, gamma, beta, running_mean, running_var, eps, y);
+}
+
+// ---- synchronised BatchNorm's split ops (backend.h) ----
+
+static void cuda_batchnorm_centered_squares(Backend *backend, size_t rows, int channels,
+                                            const float *x, const float *mean, float *squares) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_centered_squares_launch(state->stream, state->scratch, rows, channels, x, mean,
+                                           squares);
+}
+
+static void cuda_batchnorm_finish_statistics(Backend *backend, int channels, size_t total_rows,
+                                             float momentum, float eps, const float *mean,
+                                             float *squares_to_inv_std, float *running_mean,
+                                             float *running_var) {
+    cuda_batchnorm_finish_statistics_launch(cuda_state(backend)->stream, channels, total_rows,
+                                            momentum, eps, mean, squares_to_inv_std,
+                                            running_mean, running_var);
+}
+
+static void cuda_batchnorm_forward_apply(Backend *backend, size_t rows, int channels,
+                                         const float *x, const float *residual, int relu,
+                                         const float *gamma, const float *beta, const float *mean,
+                                         const float *inv_std, float *y) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_forward_apply_launch(state->stream, state->scratch, rows, channels, x,
+                                        residual, relu, gamma, beta, mean, inv_std, y);
+}
+
+static void cuda_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels,
+                                           const float *x, const float *relu_out, const float *dy,
+                                           float *dz_out, const float *mean, const float *inv_std,
+                                           float *dgamma, float *dbeta, float *sums) {
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_backward_reduce_launch(state->stream, state->scratch, rows, channels, x,
+                                          relu_out, dy, dz_out, mean, inv_std, dgamma, dbeta,
+                                          sums);
+}
+
+static void cuda_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
+                                          int channels, const float *x, const float *relu_out,
+                                          const float *dy, const float *gamma, const float *mean,
+                                          const float *inv_std, const float *sums, float *dx) {
+    cuda_batchnorm_backward_apply_launch(cuda_state(backend)->stream, rows, total_rows, channels,
+                                         x, relu_out, dy, gamma, mean, inv_std, sums, dx);
 }
 
 static void cuda_batchnorm_relu_backward(Backend *backend, size_t rows, int channels,
@@ -350,21 +403,21 @@ static void cuda_token_pool_backward(Backend *backend, int batch, int tokens, in
 // ---- optimizer updates ------------------------------------------------------------------
 
 static void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                            float *momentum_buffer, float lr, float momentum, float weight_decay,
-                            int nesterov, int first_step) {
-    cuda_sgd_update_launch(cuda_state(backend)->stream, n, param, grad, momentum_buffer, lr,
-                           momentum, weight_decay, nesterov, first_step);
+                            const float *gate, float *momentum_buffer, float lr, float momentum,
+                            float weight_decay, int nesterov, int first_step) {
+    cuda_sgd_update_launch(cuda_state(backend)->stream, n, param, grad, gate, momentum_buffer,
+                           lr, momentum, weight_decay, nesterov, first_step);
 }
 
 // The step-dependent factors in double on the host, as PyTorch computes them
 // in Python floats (the same as ref and cpu).
 static void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
-                              float *m, float *v, float lr, float beta1, float beta2, float eps,
-                              float weight_decay, int step) {
+                              const float *gate, float *m, float *v, float lr, float beta1,
+                              float beta2, float eps, float weight_decay, int step) {
     const double correction1 = 1.0 - pow(beta1, step);
     const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
-    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, m, v, lr, beta1, beta2,
-                             eps, (float)(lr / correction1),
+    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v, beta1,
+                             beta2, eps, (float)(lr / correction1),
                              (float)(1.0 - (double)lr * weight_decay), correction2_sqrt);
 }
 
@@ -373,10 +426,56 @@ static void cuda_ema_update(Backend *backend, size_t n, float *target, const flo
     cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source, momentum);
 }
 
+static void cuda_lars_direction(Backend *backend, size_t n, const float *param,
+                                const float *grad, const float *gate, const float *sums,
+                                float weight_decay, float trust, float eps, float *out) {
+    cuda_lars_direction_launch(cuda_state(backend)->stream, n, param, grad, gate, sums,
+                               weight_decay, trust, eps, out);
+}
+
+static void cuda_step_gate(Backend *backend, float *gate, int groups, float scale,
+                           float max_norm) {
+    cuda_step_gate_launch(cuda_state(backend)->stream, gate, groups, scale, max_norm);
+}
+
+static void cuda_amp_unscale(Backend *backend, size_t n, float *grad, const float *state,
+                             float *found) {
+    CudaState *cuda = cuda_state(backend);
+    cuda_reduce_launch(cuda->stream, cuda->scratch, 3, n, grad, NULL, found);
+    cuda_scale_by_device_launch(cuda->stream, n, grad, state + 2);
+}
+
+static void cuda_amp_update(Backend *backend, float *state, const float *found,
+                            int growth_interval, float growth, float backoff) {
+    cuda_amp_update_launch(cuda_state(backend)->stream, state, found, growth_interval, growth,
+                           backoff);
+}
+
 static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
                               const float mean[3], const float std[3], float *y) {
     cuda_normalize_u8_launch(cuda_state(backend)->stream, pixels, x, mean[0], mean[1], mean[2],
                              std[0], std[1], std[2], y);
+}
+
+// ---- distillation (cuda_resize.cu) -------------------------------------------------------
+
+static void cuda_resize_bilinear_forward(Backend *backend, int batch, int in_height,
+                                         int in_width, int channels, const float *x,
+                                         int out_height, int out_width, float *y) {
+    cuda_resize_bilinear_forward_launch(cuda_state(backend)->stream, batch, in_height, in_width,
+                                        channels, x, out_height, out_width, y);
+}
+
+static void cuda_resize_bilinear_backward(Backend *backend, int batch, int in_height,
+                                          int in_width, int channels, const float *dy,
+                                          int out_height, int out_width, float *dx) {
+    cuda_resize_bilinear_backward_launch(cuda_state(backend)->stream, batch, in_height, in_width,
+                                         channels, dy, out_height, out_width, dx);
+}
+
+static void cuda_mixup(Backend *backend, int batch, size_t sample, const float *x,
+                       const int32_t *permutation, float lambda, float *y) {
+    cuda_mixup_launch(cuda_state(backend)->stream, batch, sample, x, permutation, lambda, y);
 }
 
 // ---- creation -----------------------------------------------------------------------------
@@ -415,6 +514,11 @@ static const BackendOps cuda_ops = {
     .batchnorm_relu_forward_train = cuda_batchnorm_relu_forward_train,
     .batchnorm_relu_forward_eval = cuda_batchnorm_relu_forward_eval,
     .batchnorm_relu_backward = cuda_batchnorm_relu_backward,
+    .batchnorm_centered_squares = cuda_batchnorm_centered_squares,
+    .batchnorm_finish_statistics = cuda_batchnorm_finish_statistics,
+    .batchnorm_forward_apply = cuda_batchnorm_forward_apply,
+    .batchnorm_backward_reduce = cuda_batchnorm_backward_reduce,
+    .batchnorm_backward_apply = cuda_batchnorm_backward_apply,
     .relu_forward = cuda_relu_forward,
     .relu_backward = cuda_relu_backward,
     .gelu_forward = cuda_gelu_forward,
@@ -455,6 +559,14 @@ static const BackendOps cuda_ops = {
     .residual_scale_add_backward = cuda_residual_scale_add_backward,
     .token_pool_forward = cuda_token_pool_forward,
     .token_pool_backward = cuda_token_pool_backward,
+    .lars_direction = cuda_lars_direction,
+    .step_gate = cuda_step_gate,
+    .amp_unscale = cuda_amp_unscale,
+    .amp_update = cuda_amp_update,
+    .resize_bilinear_forward = cuda_resize_bilinear_forward,
+    .resize_bilinear_backward = cuda_resize_bilinear_backward,
+    .mixup = cuda_mixup,
+    .copy_2d = cuda_copy_2d,
     .normalize_u8 = cuda_normalize_u8,
 };
 

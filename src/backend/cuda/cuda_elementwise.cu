@@ -4,6 +4,7 @@
 // semantics (NaN propagation included) as the ref backend's.
 #include <math.h>
 
+#include "backend/scalar_rules.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_launch.cuh"
 
@@ -53,11 +54,15 @@ __global__ void mul_kernel(size_t n, const float *a, const float *b, float *y) {
     GRID_STRIDE(i, n) y[i] = a[i] * b[i];
 }
 
-__global__ void sgd_update_kernel(size_t n, float *param, const float *grad,
+// The updates read the step gate (backend.h GATE_*) on the device: a
+// skipped step returns before touching anything.
+__global__ void sgd_update_kernel(size_t n, float *param, const float *grad, const float *gate,
                                   float *momentum_buffer, float lr, float momentum,
                                   float weight_decay, int nesterov, int first_step) {
+    if (gate[GATE_SKIP] != 0.0f) return;
+    const float multiplier = gate[GATE_MULTIPLIER];
     GRID_STRIDE(i, n) {
-        const float g = grad[i] + weight_decay * param[i];
+        const float g = multiplier * grad[i] + weight_decay * param[i];
         const float buf = first_step ? g : momentum * momentum_buffer[i] + g;
         momentum_buffer[i] = buf;
         const float step = nesterov ? g + momentum * buf : buf;
@@ -65,12 +70,14 @@ __global__ void sgd_update_kernel(size_t n, float *param, const float *grad,
     }
 }
 
-__global__ void adamw_update_kernel(size_t n, float *param, const float *grad, float *m, float *v,
-                                    float beta1, float beta2, float eps, float step_size,
-                                    float decay, double correction2_sqrt) {
+__global__ void adamw_update_kernel(size_t n, float *param, const float *grad, const float *gate,
+                                    float *m, float *v, float beta1, float beta2, float eps,
+                                    float step_size, float decay, double correction2_sqrt) {
+    if (gate[GATE_SKIP] != 0.0f) return;
+    const float multiplier = gate[GATE_MULTIPLIER];
     GRID_STRIDE(i, n) {
         const float p = param[i] * decay;
-        const float g = grad[i];
+        const float g = multiplier * grad[i];
         const float m_new = beta1 * m[i] + (1.0f - beta1) * g;
         const float v_new = beta2 * v[i] + (1.0f - beta2) * g * g;
         m[i] = m_new;
@@ -83,6 +90,39 @@ __global__ void adamw_update_kernel(size_t n, float *param, const float *grad, f
 
 __global__ void ema_update_kernel(size_t n, float *target, const float *source, float momentum) {
     GRID_STRIDE(i, n) target[i] = momentum * target[i] + (1.0f - momentum) * source[i];
+}
+
+// LARS direction (backend.h lars_direction): every thread derives the ratio
+// from the two sums, so the host never reads them.
+__global__ void lars_direction_kernel(size_t n, const float *param, const float *grad,
+                                      const float *gate, const float *sums, float weight_decay,
+                                      float trust, float eps, float *out) {
+    if (gate[GATE_SKIP] != 0.0f) return;
+    const float multiplier = gate[GATE_MULTIPLIER];
+    float ratio = 0.0f;
+    if (!lars_ratio_rule(sums, multiplier, weight_decay, trust, eps, &ratio)) {
+        GRID_STRIDE(i, n) out[i] = multiplier * grad[i];
+        return;
+    }
+    // As host_lars_direction: (m * grad) rounded, then + wd * param, then * ratio.
+    GRID_STRIDE(i, n) out[i] = ratio * (weight_decay * param[i] + multiplier * grad[i]);
+}
+
+// One thread closes the step gate (scalar_rules.h step_gate_rule).
+__global__ void step_gate_kernel(float *gate, int groups, float scale, float max_norm) {
+    step_gate_rule(gate, groups, scale, max_norm);
+}
+
+// grad *= *inverse_scale, the factor read on the device (no host round trip).
+__global__ void scale_by_device_kernel(size_t n, float *x, const float *factor) {
+    const float f = *factor;
+    GRID_STRIDE(i, n) x[i] *= f;
+}
+
+// GradScaler's update, one thread (see backend.h amp_update).
+__global__ void amp_update_kernel(float *state, const float *found, int growth_interval,
+                                  float growth, float backoff) {
+    amp_update_rule(state, *found, growth_interval, growth, backoff);
 }
 
 struct ChannelConstants {
@@ -138,23 +178,45 @@ void cuda_mul_launch(cudaStream_t stream, size_t n, const float *a, const float 
 }
 
 void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                            float *momentum_buffer, float lr, float momentum, float weight_decay,
-                            int nesterov, int first_step) {
-    LAUNCH(sgd_update_kernel, n, stream, n, param, grad, momentum_buffer, lr, momentum,
+                            const float *gate, float *momentum_buffer, float lr, float momentum,
+                            float weight_decay, int nesterov, int first_step) {
+    LAUNCH(sgd_update_kernel, n, stream, n, param, grad, gate, momentum_buffer, lr, momentum,
            weight_decay, nesterov, first_step);
 }
 
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                              float *m, float *v, float lr, float beta1, float beta2, float eps,
-                              float step_size, float decay, double correction2_sqrt) {
-    (void)lr;  // folded into step_size and decay by the caller
-    LAUNCH(adamw_update_kernel, n, stream, n, param, grad, m, v, beta1, beta2, eps, step_size,
+                              const float *gate, float *m, float *v, float beta1, float beta2,
+                              float eps, float step_size, float decay, double correction2_sqrt) {
+    LAUNCH(adamw_update_kernel, n, stream, n, param, grad, gate, m, v, beta1, beta2, eps, step_size,
            decay, correction2_sqrt);
 }
 
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
                             float momentum) {
     LAUNCH(ema_update_kernel, n, stream, n, target, source, momentum);
+}
+
+void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,
+                                const float *grad, const float *gate, const float *sums,
+                                float weight_decay, float trust, float eps, float *out) {
+    LAUNCH(lars_direction_kernel, n, stream, n, param, grad, gate, sums, weight_decay, trust, eps,
+           out);
+}
+
+void cuda_step_gate_launch(cudaStream_t stream, float *gate, int groups, float scale,
+                           float max_norm) {
+    step_gate_kernel<<<1, 1, 0, stream>>>(gate, groups, scale, max_norm);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_scale_by_device_launch(cudaStream_t stream, size_t n, float *x, const float *factor) {
+    LAUNCH(scale_by_device_kernel, n, stream, n, x, factor);
+}
+
+void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,
+                            int growth_interval, float growth, float backoff) {
+    amp_update_kernel<<<1, 1, 0, stream>>>(state, found, growth_interval, growth, backoff);
+    CUDA_CHECK_LAUNCH();
 }
 
 void cuda_normalize_u8_launch(cudaStream_t stream, size_t pixels, const uint8_t *x,

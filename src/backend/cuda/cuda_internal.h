@@ -78,13 +78,21 @@ void cuda_axpby_launch(cudaStream_t stream, size_t n, float alpha, const float *
                        float *y);
 void cuda_mul_launch(cudaStream_t stream, size_t n, const float *a, const float *b, float *y);
 void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                            float *momentum_buffer, float lr, float momentum, float weight_decay,
-                            int nesterov, int first_step);
+                            const float *gate, float *momentum_buffer, float lr, float momentum,
+                            float weight_decay, int nesterov, int first_step);
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                              float *m, float *v, float lr, float beta1, float beta2, float eps,
-                              float step_size, float decay, double correction2_sqrt);
+                              const float *gate, float *m, float *v, float beta1, float beta2,
+                              float eps, float step_size, float decay, double correction2_sqrt);
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
                             float momentum);
+void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,
+                                const float *grad, const float *gate, const float *sums,
+                                float weight_decay, float trust, float eps, float *out);
+void cuda_step_gate_launch(cudaStream_t stream, float *gate, int groups, float scale,
+                           float max_norm);
+void cuda_scale_by_device_launch(cudaStream_t stream, size_t n, float *x, const float *factor);
+void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,
+                            int growth_interval, float growth, float backoff);
 void cuda_normalize_u8_launch(cudaStream_t stream, size_t pixels, const uint8_t *x,
                               float mean0, float mean1, float mean2, float std0, float std1,
                               float std2, float *y);
@@ -107,6 +115,26 @@ void cuda_batchnorm_forward_train_launch(cudaStream_t stream, double *scratch, s
                                          float momentum, float eps, float *y, float *save_mean,
                                          float *save_inv_std, float *running_mean,
                                          float *running_var);
+void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                            int channels, const float *x, const float *mean,
+                                            float *squares);
+void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
+                                             size_t total_rows, float momentum, float eps,
+                                             const float *mean, float *squares_to_inv_std,
+                                             float *running_mean, float *running_var);
+void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                         int channels, const float *x, const float *residual,
+                                         int relu, const float *gamma, const float *beta,
+                                         const float *mean, const float *inv_std, float *y);
+void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                           int channels, const float *x, const float *relu_out,
+                                           const float *dy, float *dz_out, const float *mean,
+                                           const float *inv_std, float *dgamma, float *dbeta,
+                                           float *sums);
+void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, size_t rows, size_t total_rows,
+                                          int channels, const float *x, const float *relu_out,
+                                          const float *dy, const float *gamma, const float *mean,
+                                          const float *inv_std, const float *sums, float *dx);
 void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, size_t rows, int channels,
                                         const float *x, const float *residual, int relu,
                                         const float *gamma, const float *beta,
@@ -181,6 +209,16 @@ void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const f
 void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
                              const float *out, const float *dout, const float *lse, float scale,
                              float *dqkv);
+
+// ---- cuda_resize.cu ----
+void cuda_resize_bilinear_forward_launch(cudaStream_t stream, int batch, int in_height,
+                                         int in_width, int channels, const float *x,
+                                         int out_height, int out_width, float *y);
+void cuda_resize_bilinear_backward_launch(cudaStream_t stream, int batch, int in_height,
+                                          int in_width, int channels, const float *dy,
+                                          int out_height, int out_width, float *dx);
+void cuda_mixup_launch(cudaStream_t stream, int batch, size_t sample, const float *x,
+                       const int32_t *permutation, float lambda, float *y);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,11 @@
 // Scratch layout (doubles): [0, B*C) and [B*C, 2*B*C) column partials of
 // the B row blocks, then C per-channel results (the mean, or sum dz) and C
 // more (1/std, or sum dz * xhat).
+//
+// The split ops of synchronised BatchNorm (backend.h: centered squares,
+// finish statistics, apply, backward reduce and apply) reuse the same
+// column passes with the statistics given as floats, widened to double
+// where ref widens them.
 #include <math.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -143,6 +148,72 @@ __global__ void gradient_apply_kernel(size_t rows, int channels, const float *x,
     }
 }
 
+// Widens n floats to doubles (the given mean and 1/std of the split ops).
+__global__ void widen_kernel(int n, const float *from, double *to) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) to[i] = from[i];
+}
+
+// squares (C) = the combined partials, as float (ref: the double sum rounded once).
+__global__ void combine_to_float_kernel(int channels, int row_blocks, const double *partials,
+                                        float *out) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < channels) out[c] = (float)combine(partials, row_blocks, channels, c);
+}
+
+// From the all-reduced mean and squares of total_rows rows: 1/std in place
+// of the squares, and the running statistics (unbiased; biased for one row).
+__global__ void finish_statistics_kernel(int channels, size_t total_rows, float momentum,
+                                         float eps, const float *mean, float *squares_to_inv_std,
+                                         float *running_mean, float *running_var) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    const double squares = squares_to_inv_std[c];
+    const double variance = squares / (double)total_rows;
+    const double unbiased = total_rows > 1 ? squares / (double)(total_rows - 1) : variance;
+    squares_to_inv_std[c] = (float)(1.0 / sqrt(variance + eps));
+    running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean[c]);
+    running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
+}
+
+// This rank's gradient sums (2, C) as floats, then dbeta, dgamma += them.
+__global__ void rank_gradient_sums_kernel(int channels, int row_blocks, const double *partials,
+                                          const double *partials2, float *sums, float *dgamma,
+                                          float *dbeta) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    sums[c] = (float)combine(partials, row_blocks, channels, c);
+    sums[channels + c] = (float)combine(partials2, row_blocks, channels, c);
+    dbeta[c] += sums[c];
+    dgamma[c] += sums[channels + c];
+}
+
+// dz_out = dy masked by the ReLU output (may alias dy: each element reads its own).
+__global__ void masked_gradient_kernel(size_t n, const float *relu_out, const float *dy,
+                                       float *dz_out) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)blockDim.x * gridDim.x)
+        dz_out[i] = !relu_out || !(relu_out[i] <= 0.0f) ? dy[i] : 0.0f;
+}
+
+// dx = gamma inv_std (dz - sum dz / R - xhat sum dz xhat / R), R the rows
+// of all ranks, with the all-reduced float sums (2, C).
+__global__ void sync_gradient_apply_kernel(size_t rows, size_t total_rows, int channels,
+                                           const float *x, const float *relu_out, const float *dy,
+                                           const float *gamma, const float *mean,
+                                           const float *inv_std, const float *sums, float *dx) {
+    const size_t n = rows * channels;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)blockDim.x * gridDim.x) {
+        const int c = (int)(i % channels);
+        const double mean_dz = sums[c] / (double)total_rows;
+        const double mean_dz_xhat = sums[channels + c] / (double)total_rows;
+        const double xhat = ((double)x[i] - mean[c]) * inv_std[c];
+        const double dz = !relu_out || !(relu_out[i] <= 0.0f) ? dy[i] : 0.0;
+        dx[i] = (float)((double)gamma[c] * inv_std[c] * (dz - mean_dz - xhat * mean_dz_xhat));
+    }
+}
+
 unsigned int element_blocks(size_t n) {
     const size_t blocks = (n + kThreads - 1) / kThreads;
     return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
@@ -226,6 +297,89 @@ void cuda_batchnorm_backward_launch(cudaStream_t stream, double *scratch, size_t
     const size_t n = rows * (size_t)channels;
     gradient_apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(
         rows, channels, x, relu_out, dy, gamma, save_mean, save_inv_std, sums, dx, dresidual);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                            int channels, const float *x, const float *mean,
+                                            float *squares) {
+    if (channels == 0) return;
+    check_channels(channels);
+    const int row_blocks = cuda_row_blocks(rows);
+    double *partials = scratch, *mean_wide = scratch + 2 * (size_t)row_blocks * channels;
+    const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
+    widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
+    CUDA_CHECK_LAUNCH();
+    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
+    partials_kernel<Sum::kDeviation><<<grid, block, 0, stream>>>(
+        rows, channels, x, nullptr, nullptr, mean_wide, nullptr, nullptr, partials, nullptr);
+    CUDA_CHECK_LAUNCH();
+    combine_to_float_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, row_blocks,
+                                                                     partials, squares);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
+                                             size_t total_rows, float momentum, float eps,
+                                             const float *mean, float *squares_to_inv_std,
+                                             float *running_mean, float *running_var) {
+    if (channels == 0) return;
+    finish_statistics_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                               stream>>>(channels, total_rows, momentum, eps, mean,
+                                         squares_to_inv_std, running_mean, running_var);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                         int channels, const float *x, const float *residual,
+                                         int relu, const float *gamma, const float *beta,
+                                         const float *mean, const float *inv_std, float *y) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    check_channels(channels);
+    double *mean_wide = scratch, *inv_std_wide = scratch + channels;
+    const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
+    widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
+    CUDA_CHECK_LAUNCH();
+    widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, inv_std, inv_std_wide);
+    CUDA_CHECK_LAUNCH();
+    apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, x, residual, relu,
+                                                             gamma, beta, mean_wide, inv_std_wide,
+                                                             nullptr, nullptr, 0.0f, y);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                           int channels, const float *x, const float *relu_out,
+                                           const float *dy, float *dz_out, const float *mean,
+                                           const float *inv_std, float *dgamma, float *dbeta,
+                                           float *sums) {
+    if (channels == 0) return;
+    check_channels(channels);
+    const int row_blocks = cuda_row_blocks(rows);
+    double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
+    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
+    partials_kernel<Sum::kGradient><<<grid, block, 0, stream>>>(
+        rows, channels, x, relu_out, dy, nullptr, mean, inv_std, partials, partials2);
+    CUDA_CHECK_LAUNCH();
+    rank_gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                                stream>>>(channels, row_blocks, partials, partials2, sums, dgamma,
+                                          dbeta);
+    CUDA_CHECK_LAUNCH();
+    const size_t n = rows * (size_t)channels;
+    if (!dz_out || n == 0) return;
+    masked_gradient_kernel<<<element_blocks(n), kThreads, 0, stream>>>(n, relu_out, dy, dz_out);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, size_t rows, size_t total_rows,
+                                          int channels, const float *x, const float *relu_out,
+                                          const float *dy, const float *gamma, const float *mean,
+                                          const float *inv_std, const float *sums, float *dx) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    sync_gradient_apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(
+        rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/host_ops.h"
 #include "backend/ref/ref_ops.h"
 
 // ---- memory ------------------------------------------------------------------
@@ -160,6 +161,11 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .batchnorm_relu_forward_train = ref_batchnorm_relu_forward_train,
         .batchnorm_relu_forward_eval = ref_batchnorm_relu_forward_eval,
         .batchnorm_relu_backward = ref_batchnorm_relu_backward,
+        .batchnorm_centered_squares = ref_batchnorm_centered_squares,
+        .batchnorm_finish_statistics = ref_batchnorm_finish_statistics,
+        .batchnorm_forward_apply = ref_batchnorm_forward_apply,
+        .batchnorm_backward_reduce = ref_batchnorm_backward_reduce,
+        .batchnorm_backward_apply = ref_batchnorm_backward_apply,
         .relu_forward = ref_relu_forward,
         .relu_backward = ref_relu_backward,
         .gelu_forward = ref_gelu_forward,
@@ -188,6 +194,10 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .sgd_update = ref_sgd_update,
         .adamw_update = ref_adamw_update,
         .ema_update = ref_ema_update,
+        .lars_direction = host_lars_direction,
+        .step_gate = host_step_gate,
+        .amp_unscale = host_amp_unscale,
+        .amp_update = host_amp_update,
         .layernorm_forward = ref_layernorm_forward,
         .layernorm_backward = ref_layernorm_backward,
         .attention_plan = ref_attention_plan,
@@ -200,6 +210,10 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .residual_scale_add_backward = ref_residual_scale_add_backward,
         .token_pool_forward = ref_token_pool_forward,
         .token_pool_backward = ref_token_pool_backward,
+        .resize_bilinear_forward = ref_resize_bilinear_forward,
+        .resize_bilinear_backward = ref_resize_bilinear_backward,
+        .mixup = ref_mixup,
+        .copy_2d = ref_copy_2d,
         .normalize_u8 = ref_normalize_u8,
     };
     return backend;

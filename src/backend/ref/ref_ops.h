@@ -53,6 +53,26 @@ void ref_softmax_backward(Backend *backend, int rows, int dim, const float *y, c
 void ref_log_softmax_backward(Backend *backend, int rows, int dim, const float *y,
                               const float *dy, float scale, float *dx);
 
+// ---- ref_norm_sync.c ----
+void ref_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *mean, float *squares);
+void ref_batchnorm_finish_statistics(Backend *backend, int channels, size_t total_rows,
+                                     float momentum, float eps, const float *mean,
+                                     float *squares_to_inv_std, float *running_mean,
+                                     float *running_var);
+void ref_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const float *x,
+                                 const float *residual, int relu, const float *gamma,
+                                 const float *beta, const float *mean, const float *inv_std,
+                                 float *y);
+void ref_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const float *x,
+                                   const float *relu_out, const float *dy, float *dz_out,
+                                   const float *mean, const float *inv_std, float *dgamma,
+                                   float *dbeta, float *sums);
+void ref_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
+                                  int channels, const float *x, const float *relu_out,
+                                  const float *dy, const float *gamma, const float *mean,
+                                  const float *inv_std, const float *sums, float *dx);
+
 // ---- ref_pool.c ----
 void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
                          int32_t *argmax);
@@ -73,11 +93,11 @@ void ref_bias_backward(Backend *backend, size_t rows, int channels, const float 
 
 // ---- ref_update.c ----
 void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                    float *momentum_buffer, float lr, float momentum, float weight_decay,
-                    int nesterov, int first_step);
-void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
-                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
-                      int step);
+                    const float *gate, float *momentum_buffer, float lr, float momentum,
+                    float weight_decay, int nesterov, int first_step);
+void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                      const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int step);
 void ref_ema_update(Backend *backend, size_t n, float *target, const float *source,
                     float momentum);
 
@@ -117,5 +137,17 @@ void ref_attention_forward(Backend *backend, const AttentionPlan *plan, const fl
 void ref_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
                             const float *out, const float *dout, const float *lse, float scale,
                             float *dqkv);
+
+// ---- ref_resize.c ----
+void ref_resize_bilinear_forward(Backend *backend, int batch, int in_height, int in_width,
+                                 int channels, const float *x, int out_height, int out_width,
+                                 float *y);
+void ref_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
+                                  int channels, const float *dy, int out_height, int out_width,
+                                  float *dx);
+void ref_mixup(Backend *backend, int batch, size_t sample, const float *x,
+               const int32_t *permutation, float lambda, float *y);
+void ref_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
+                 float *y, size_t y_stride);
 
 #endif

@@ -6,10 +6,12 @@
 #include "backend/ref/ref_ops.h"
 
 void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                    float *momentum_buffer, float lr, float momentum, float weight_decay,
-                    int nesterov, int first_step) {
+                    const float *gate, float *momentum_buffer, float lr, float momentum,
+                    float weight_decay, int nesterov, int first_step) {
+    if (gate[GATE_SKIP] != 0.0f) return;
+    const float multiplier = gate[GATE_MULTIPLIER];
     for (size_t i = 0; i < n; i++) {
-        const float g = grad[i] + weight_decay * param[i];
+        const float g = multiplier * grad[i] + weight_decay * param[i];
         const float buf = first_step ? g : momentum * momentum_buffer[i] + g;
         momentum_buffer[i] = buf;
         const float step = nesterov ? g + momentum * buf : buf;
@@ -20,17 +22,20 @@ void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
 // Written in PyTorch's order: decoupled decay first, then the moments, then
 // param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) with bc = 1 - beta^t
 // (bias corrections in double, as PyTorch computes them in Python floats).
-void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad, float *m,
-                      float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
-                      int step) {
+void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                      const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int step) {
+    if (gate[GATE_SKIP] != 0.0f) return;
+    const float multiplier = gate[GATE_MULTIPLIER];
     const double correction1 = 1.0 - pow(beta1, step);
     const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
     const float step_size = (float)(lr / correction1);
     const float decay = (float)(1.0 - (double)lr * weight_decay);
     for (size_t i = 0; i < n; i++) {
         param[i] *= decay;
-        m[i] = beta1 * m[i] + (1.0f - beta1) * grad[i];
-        v[i] = beta2 * v[i] + (1.0f - beta2) * grad[i] * grad[i];
+        const float g = multiplier * grad[i];
+        m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
         const float denominator = (float)(sqrtf(v[i]) / correction2_sqrt) + eps;
         param[i] -= step_size * (m[i] / denominator);
     }

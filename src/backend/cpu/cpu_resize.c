@@ -1,0 +1,53 @@
+// The cpu backend's ops for distillation: the bilinear feature-map resize
+// (taps from resize_taps.h, so results equal ref's bit for bit), mixup and
+// the strided 2-D copy. The resize forward splits output rows across
+// threads; its backward splits samples (each thread scatters whole samples
+// in ref's order, so no two threads write the same input pixel).
+#include <string.h>
+
+#include "backend/cpu/cpu_internal.h"
+#include "backend/resize_taps.h"
+
+void cpu_resize_bilinear_forward(Backend *backend, int batch, int in_height, int in_width,
+                                 int channels, const float *x, int out_height, int out_width,
+                                 float *y) {
+    const size_t in_sample = (size_t)in_height * in_width * channels;
+    const size_t out_row = (size_t)out_width * channels;
+    const size_t rows = (size_t)batch * out_height;
+    const int team = cpu_team(backend, rows * out_row);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t r = 0; r < rows; r++)
+        resize_forward_row(in_height, in_width, channels, x + (r / out_height) * in_sample,
+                           (int)(r % out_height), out_height, out_width, y + r * out_row);
+}
+
+void cpu_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
+                                  int channels, const float *dy, int out_height, int out_width,
+                                  float *dx) {
+    const size_t in_sample = (size_t)in_height * in_width * channels;
+    const size_t out_sample = (size_t)out_height * out_width * channels;
+    const int team = cpu_team(backend, (size_t)batch * out_sample);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int b = 0; b < batch; b++)
+        resize_scatter_sample(in_height, in_width, channels, dy + (size_t)b * out_sample,
+                              out_height, out_width, dx + (size_t)b * in_sample);
+}
+
+void cpu_mixup(Backend *backend, int batch, size_t sample, const float *x,
+               const int32_t *permutation, float lambda, float *y) {
+    const float other = 1.0f - lambda;
+    const size_t total = (size_t)batch * sample;
+    const int team = cpu_team(backend, total);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t i = 0; i < total; i++) {
+        const size_t b = i / sample, k = i % sample;
+        y[i] = lambda * x[i] + other * x[(size_t)permutation[b] * sample + k];
+    }
+}
+
+void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
+                 float *y, size_t y_stride) {
+    const int team = cpu_team(backend, rows * cols);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t r = 0; r < rows; r++) memcpy(y + r * y_stride, x + r * x_stride, cols * sizeof *x);
+}

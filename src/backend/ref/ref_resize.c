@@ -1,0 +1,45 @@
+// Reference ops for distillation: the bilinear feature-map resize (taps
+// from resize_taps.h; backward scatters each output gradient onto its four
+// source pixels), mixup and the strided 2-D copy. Plain loops.
+#include <string.h>
+
+#include "backend/ref/ref_ops.h"
+#include "backend/resize_taps.h"
+
+void ref_resize_bilinear_forward(Backend *backend, int batch, int in_height, int in_width,
+                                 int channels, const float *x, int out_height, int out_width,
+                                 float *y) {
+    const size_t in_sample = (size_t)in_height * in_width * channels;
+    const size_t out_row = (size_t)out_width * channels;
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < out_height; i++)
+            resize_forward_row(in_height, in_width, channels, x + (size_t)b * in_sample, i,
+                               out_height, out_width,
+                               y + ((size_t)b * out_height + i) * out_row);
+}
+
+void ref_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
+                                  int channels, const float *dy, int out_height, int out_width,
+                                  float *dx) {
+    const size_t in_sample = (size_t)in_height * in_width * channels;
+    const size_t out_sample = (size_t)out_height * out_width * channels;
+    for (int b = 0; b < batch; b++)
+        resize_scatter_sample(in_height, in_width, channels, dy + (size_t)b * out_sample,
+                              out_height, out_width, dx + (size_t)b * in_sample);
+}
+
+void ref_mixup(Backend *backend, int batch, size_t sample, const float *x,
+               const int32_t *permutation, float lambda, float *y) {
+    const float other = 1.0f - lambda;
+    for (int b = 0; b < batch; b++) {
+        const float *mine = x + (size_t)b * sample;
+        const float *partner = x + (size_t)permutation[b] * sample;
+        float *out = y + (size_t)b * sample;
+        for (size_t i = 0; i < sample; i++) out[i] = lambda * mine[i] + other * partner[i];
+    }
+}
+
+void ref_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
+                 float *y, size_t y_stride) {
+    for (size_t r = 0; r < rows; r++) memcpy(y + r * y_stride, x + r * x_stride, cols * sizeof *x);
+}

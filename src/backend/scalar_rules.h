@@ -1,0 +1,71 @@
+// Small scalar rules that a backend evaluates where its data lives (on the
+// GPU: inside a kernel, so the host never waits for a value), written once
+// for the host backends (host_ops.c) and the CUDA kernels.
+#ifndef LTC_BACKEND_SCALAR_RULES_H
+#define LTC_BACKEND_SCALAR_RULES_H
+
+#include <math.h>
+
+#include "backend/backend.h"  // GATE_*
+
+#ifdef __CUDACC__
+#define RULE_HOST_DEVICE __host__ __device__
+#else
+#define RULE_HOST_DEVICE
+#endif
+
+// GradScaler's scale update (backend.h amp_update). state: scale, good
+// steps, 1/scale; found: the step's NaN/inf count.
+static inline RULE_HOST_DEVICE void amp_update_rule(float *state, float found,
+                                                    int growth_interval, float growth,
+                                                    float backoff) {
+    if (found > 0.0f) {
+        state[0] *= backoff;
+        state[1] = 0.0f;
+    } else if (state[1] + 1.0f >= (float)growth_interval) {
+        const float grown = state[0] * growth;
+        if (isfinite(grown)) state[0] = grown;
+        state[1] = 0.0f;
+    } else {
+        state[1] += 1.0f;
+    }
+    state[2] = (float)(1.0 / (double)state[0]);  // as PyTorch: the reciprocal in double
+}
+
+// LARS trust ratio (backend.h lars_direction) from the sums of squares of
+// a weight and its raw gradient and the gate's multiplier: p / (g + p * wd
+// + eps) * trust in float32, in lightly's order, g the norm of the gradient
+// the update uses. Returns 0 (no adaptation) when either norm is not > 0.
+static inline RULE_HOST_DEVICE int lars_ratio_rule(const float *sums, float multiplier,
+                                                   float weight_decay, float trust, float eps,
+                                                   float *ratio) {
+    const float param_norm = sqrtf(sums[0]), grad_norm = sqrtf(sums[1]) * multiplier;
+    if (!(param_norm > 0.0f && grad_norm > 0.0f)) return 0;
+    *ratio = param_norm / (grad_norm + param_norm * weight_decay + eps);
+    *ratio *= trust;
+    return 1;
+}
+
+// Closes a step gate (backend.h step_gate; layout in backend.h GATE_*):
+// the gradient norm is sqrt of the groups' squares summed in double, in
+// group order, times scale; clipping as torch.nn.utils.clip_grad_norm_
+// (coefficient in float32, applied when below 1). Anything non-finite
+// (the found count, a NaN/inf sum of squares) skips the step.
+static inline RULE_HOST_DEVICE void step_gate_rule(float *gate, int groups, float scale,
+                                                   float max_norm) {
+    double squares = 0.0;
+    for (int g = 0; g < groups; g++) squares += (double)gate[GATE_SQUARES + g];
+    const int skip = gate[GATE_FOUND] != 0.0f || !isfinite(squares);
+    float multiplier = skip ? 0.0f : scale;
+    if (!skip && max_norm > 0.0f) {
+        const float norm = (float)sqrt(squares) * scale;
+        const float coefficient = max_norm / (norm + 1e-6f);
+        if (coefficient < 1.0f) multiplier = scale * coefficient;
+    }
+    gate[GATE_MULTIPLIER] = multiplier;
+    gate[GATE_SKIP] = (float)skip;
+    gate[GATE_UNIT] = 1.0f;
+    gate[GATE_UNIT_SKIP] = (float)skip;
+}
+
+#endif

@@ -1,0 +1,93 @@
+// The communicator: what data-parallel training needs from the ranks of a
+// run (all-reduce, all-gather, broadcast, barrier, abort), behind one table
+// of function pointers so the trainer never knows which engine it has:
+//
+//   single  one process, world size 1 (comm_single_create)
+//   mpi     CPU ranks through MPI (OpenMPI), host memory (comm_mpi.c)
+//   nccl    GPU ranks through NCCL, device memory (comm_nccl.c, CUDA builds;
+//           compiled and linked but not yet run on a GPU)
+//
+// Buffers are in the memory of the backend the communicator serves (host
+// memory for single and mpi, device memory for nccl): the trainer passes
+// backend memory and stays the same for all three.
+//
+// Every operation is collective (every rank calls it, in the same order,
+// with the same counts) and bounded: when the other ranks do not answer
+// within timeout_seconds (a rank died, hangs, or is far slower), it fails
+// with a message naming the operation, the rank and the timeout. Failures
+// are sticky: once an operation failed, every later one fails with the
+// first message without communicating (a collective that timed out cannot
+// be cancelled, so the ranks are out of step for good). After a failure the
+// only way out is comm_abort (it ends every rank); comm_destroy aborts too
+// instead of finalising.
+//
+// A NULL Communicator is a valid single process everywhere (world size 1),
+// so library code and tests need no communicator.
+#ifndef LTC_DIST_COMM_H
+#define LTC_DIST_COMM_H
+
+#include <stddef.h>
+
+#include "util/error.h"
+
+typedef enum CommReduce {
+    COMM_SUM,
+    COMM_MEAN,  // the sum divided by the world size
+    COMM_MAX,
+} CommReduce;
+
+typedef struct Communicator Communicator;
+
+typedef struct CommOps {
+    // buffer (count) = the reduction over all ranks of their buffer (count), in place
+    int (*all_reduce)(Communicator *comm, float *buffer, size_t count, CommReduce op,
+                      ErrorMessage *err);
+    // recv (world_size * count) = every rank's send (count), in rank order
+    int (*all_gather)(Communicator *comm, const float *send, float *recv, size_t count,
+                      ErrorMessage *err);
+    // buffer (bytes) = root's buffer on every rank
+    int (*broadcast)(Communicator *comm, void *buffer, size_t bytes, int root, ErrorMessage *err);
+    int (*barrier)(Communicator *comm, ErrorMessage *err);
+    // Ends every rank of the run with exit_status; does not return.
+    void (*abort)(Communicator *comm, int exit_status);
+    // Finalises the engine and frees comm (after a failure: see above).
+    void (*destroy)(Communicator *comm);
+} CommOps;
+
+struct Communicator {
+    const char *name;        // "single", "mpi", "nccl"
+    int rank, world_size;
+    int local_rank, local_world_size;  // within this node
+    double timeout_seconds;  // bound on every operation
+    const CommOps *ops;
+    void *impl;
+    int failed;              // sticky (see above)
+    ErrorMessage failure;    // the first failure
+};
+
+// ---- the calls the rest of the program makes (NULL comm = one process) ----
+
+int comm_rank(const Communicator *comm);
+int comm_world_size(const Communicator *comm);
+int comm_all_reduce(Communicator *comm, float *buffer, size_t count, CommReduce op,
+                    ErrorMessage *err);
+int comm_all_gather(Communicator *comm, const float *send, float *recv, size_t count,
+                    ErrorMessage *err);
+int comm_broadcast(Communicator *comm, void *buffer, size_t bytes, int root, ErrorMessage *err);
+int comm_barrier(Communicator *comm, ErrorMessage *err);
+// Ends every rank (exit_status) when the world has several ranks; with one
+// rank (or NULL) it returns and the caller exits normally.
+void comm_abort(Communicator *comm, int exit_status);
+void comm_destroy(Communicator *comm);
+
+// ---- implementations ----
+
+// World size 1: reductions leave the buffer as it is, all_gather copies.
+Communicator *comm_single_create(ErrorMessage *err);
+
+// Records a failure in comm (the first one wins) and returns -1 with err
+// holding it; for the implementations.
+int comm_fail(Communicator *comm, ErrorMessage *err, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,51 @@
+// Opening the run's communicator from the launch environment: the one call
+// a command makes before training or embedding (see docs/distributed.md).
+//
+//   one process (no launcher, or a launcher that started one) -> single
+//   CPU ranks started by mpirun / srun (PMIx)                 -> MPI
+//   GPU ranks                                                 -> NCCL (not
+//                     wired yet: the CUDA backend is a later issue)
+//
+// --devices and --num-nodes are checked against the launch (launch_env.h).
+// Under SLURM or torchrun-style variables the MPI world must agree with
+// them, or the error says how to launch CPU ranks.
+#ifndef LTC_DIST_DIST_OPEN_H
+#define LTC_DIST_DIST_OPEN_H
+
+#include "dist/comm.h"
+#include "dist/launch_env.h"
+
+// Long enough for rank 0 to write a checkpoint or vote in a kNN evaluation
+// while the others wait; short enough that a hang ends within minutes.
+#define DIST_DEFAULT_TIMEOUT 600.0
+
+typedef struct DistRequest {
+    int gpu;                 // 1: GPU ranks (NCCL), 0: CPU ranks (MPI)
+    int devices;             // per node; <= 0: auto
+    int num_nodes;           // <= 0: auto
+    double timeout_seconds;  // bound on every collective
+} DistRequest;
+
+typedef struct DistRun {
+    Communicator *comm;
+    LaunchEnv launch;
+    int devices, num_nodes;  // resolved
+} DistRun;
+
+// envp: the environment (`environ`). Returns 0 or -1 with a message (bad
+// options or launch: the command exits 2).
+int dist_open(const DistRequest *request, char *const *envp, DistRun *run, ErrorMessage *err);
+
+// The --accelerator a rank of comm runs with: one process keeps what was
+// asked; several ranks run on the CPU ("auto" becomes "cpu") until GPU
+// ranks talk through NCCL, and "gpu" is refused (NULL, err): MPI must never
+// be handed device memory.
+const char *dist_accelerator(const Communicator *comm, const char *requested,
+                             ErrorMessage *err);
+
+// CPU cores this rank may use: the process's usable cores shared by the
+// ranks of its node, unless SLURM gave each task its own
+// (SLURM_CPUS_PER_TASK, already in cpu_usable_cores). At least 1.
+int dist_cores_per_rank(const DistRun *run);
+
+#endif

@@ -1,0 +1,276 @@
+// The distillation methods' teacher, mixup and student projection (see
+// distillation_teacher.h).
+#include "ssl_methods/distillation_teacher.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "embed/model_source.h"
+#include "ssl_methods/distillation_loss.h"
+#include "util/rng.h"
+
+#define DISTILL_MIXUP_STREAM 0x4D495855u  // "MIXU": apart from the input pipeline's streams
+#define DISTILL_NORMALIZE_EPS 1e-12f      // F.normalize's default
+
+// ---- what every version shares -----------------------------------------------------------
+
+static int scaling_args(Method *method, const MethodSetup *setup, ErrorMessage *err) {
+    const char *scaling = NULL;
+    if (method_arg_string(setup, "lr_scale_method", &scaling)) {
+        if (strcmp(scaling, "sqrt") != 0 && strcmp(scaling, "linear") != 0)
+            return error_set(err, "--method-arg lr_scale_method=%s: expected sqrt or linear",
+                             scaling);
+        method->defaults.sqrt_lr_scaling = strcmp(scaling, "sqrt") == 0;
+    }
+    double reference;
+    if (method_arg_double(setup, "reference_batch_size", method->defaults.reference_batch,
+                          &reference, err))
+        return -1;
+    if (!(reference >= 1 && reference <= 1e9) || reference != (int)reference)
+        return error_set(err, "--method-arg reference_batch_size=%g: expected a positive "
+                              "integer", reference);
+    method->defaults.reference_batch = (int)reference;
+    return 0;
+}
+
+static const char no_teacher[] = "needs a teacher: --method-arg teacher=PATH (a backbone "
+                                 ".safetensors, e.g. DINOv2 weights, or a lightly-train-c .ckpt)";
+
+int distill_setup(Method *method, const MethodSetup *setup, DistillCommon *common,
+                  ErrorMessage *err) {
+    const char *path;
+    if (!method_arg_string(setup, "teacher", &path)) return error_set(err, "%s", no_teacher);
+    if (method->global_views != 1 || method->local_views != 0)
+        return error_set(err, "needs exactly one view (%d global, %d local given)",
+                         method->global_views, method->local_views);
+    if (scaling_args(method, setup, err) ||
+        distill_teacher_load(&common->teacher, method, setup, err))
+        return -1;
+    return distill_mixup_create(&common->mixup, method, setup->seed, err);
+}
+
+void distill_common_free(DistillCommon *common) {
+    distill_teacher_free(&common->teacher);
+    distill_mixup_free(&common->mixup);
+    distill_queue_free(&common->queue);
+}
+
+Backbone *distill_method_teacher(Method *method) {
+    return &((DistillCommon *)method->state)->teacher.backbone;
+}
+
+int distill_method_save_queue(Method *method, CheckpointWriter *writer, ErrorMessage *err) {
+    return distill_queue_save(&((DistillCommon *)method->state)->queue, writer, err);
+}
+
+int distill_method_load_queue(Method *method, const Checkpoint *checkpoint, ErrorMessage *err) {
+    return distill_queue_load(&((DistillCommon *)method->state)->queue, checkpoint, err);
+}
+
+int distill_alloc_buffers(Backend *backend, float **const *targets, const size_t *sizes,
+                          size_t count, ErrorMessage *err) {
+    for (size_t i = 0; i < count; i++) {
+        *targets[i] = NULL;
+        if (!sizes[i]) continue;
+        *targets[i] = backend->op.alloc(backend, sizes[i] * sizeof(float));
+        if (!*targets[i]) return error_set(err, "out of memory for %zu floats", sizes[i]);
+    }
+    return 0;
+}
+
+void distill_free_buffers(Backend *backend, float *const *buffers, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        if (buffers[i]) backend->op.free(backend, buffers[i]);
+}
+
+int distill_queue_size_arg(const MethodSetup *setup, int *size, ErrorMessage *err) {
+    const char *text = "auto";
+    method_arg_string(setup, "queue_size", &text);
+    if (strcmp(text, "auto") == 0) {
+        *size = distill_queue_size_for(setup->dataset_size);
+        return 0;
+    }
+    char *end = NULL;
+    const long value = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || value < 1 || value > 1 << 24)
+        return error_set(err, "--method-arg queue_size=%s: expected auto or a positive integer",
+                         text);
+    if ((size_t)value >= setup->dataset_size)
+        return error_set(err, "--method-arg queue_size=%ld must be smaller than the dataset "
+                              "(%zu images)", value, setup->dataset_size);
+    *size = (int)value;
+    return 0;
+}
+
+// ---- teacher ----------------------------------------------------------------------------
+
+int distill_teacher_load(DistillTeacher *teacher, const Method *method,
+                         const MethodSetup *setup, ErrorMessage *err) {
+    memset(teacher, 0, sizeof *teacher);
+    ModelSourceOptions options = {.part = "backbone", .frozen = 1};
+    const char *path = NULL;
+    if (!method_arg_string(setup, "teacher", &path)) return error_set(err, "%s", no_teacher);
+    method_arg_string(setup, "teacher_part", &options.part);
+    method_arg_string(setup, "teacher_arch", &options.arch);
+    const BackboneInput input = {method->max_batch, method->global_size};
+    if (model_source_load_backbone_with(path, &options, method->backend, &input, 1,
+                                        &teacher->backbone, NULL, err))
+        return error_prefix(err, "teacher");
+    // LightlyTrain's DINOv2/DINOv3 teachers pool their class token.
+    if (teacher->backbone.spec.kind == BACKBONE_VIT)
+        teacher->backbone.model.vit.config.pool = VIT_POOL_CLS;
+    teacher->dim = teacher->backbone.feature_dim;
+    backbone_feature_map_size(&teacher->backbone, 0, &teacher->grid_h, &teacher->grid_w);
+    return 0;
+}
+
+void distill_teacher_free(DistillTeacher *teacher) { backbone_free(&teacher->backbone); }
+
+int distill_teacher_forward(DistillTeacher *teacher, int batch, const float *input,
+                            ErrorMessage *err) {
+    if (backbone_forward(&teacher->backbone, 0, batch, input, 0, err))
+        return error_prefix(err, "teacher");
+    return 0;
+}
+
+const float *distill_teacher_global(DistillTeacher *teacher) {
+    return backbone_features(&teacher->backbone, 0);
+}
+
+const float *distill_teacher_map(DistillTeacher *teacher) {
+    int height, width;
+    return backbone_feature_map(&teacher->backbone, 0, &height, &width);
+}
+
+void distill_teacher_normalized(DistillTeacher *teacher, int batch, float *global, float *local,
+                                float *norms) {
+    Backend *backend = teacher->backbone.backend;
+    const int tokens = teacher->grid_h * teacher->grid_w;
+    if (global)
+        backend->op.l2_normalize_forward(backend, batch, teacher->dim,
+                                         distill_teacher_global(teacher), DISTILL_NORMALIZE_EPS,
+                                         global, norms);
+    if (local)
+        backend->op.l2_normalize_forward(backend, batch * tokens, teacher->dim,
+                                         distill_teacher_map(teacher), DISTILL_NORMALIZE_EPS,
+                                         local, norms);
+}
+
+// ---- mixup ---------------------------------------------------------------------------------
+
+int distill_mixup_create(DistillMixup *mixup, const Method *method, uint64_t seed,
+                         ErrorMessage *err) {
+    Backend *backend = method->backend;
+    const size_t floats =
+        (size_t)method->max_batch * method->global_size * method->global_size * 3;
+    *mixup = (DistillMixup){.backend = backend, .seed = seed};
+    mixup->mixed = backend->op.alloc(backend, floats * sizeof(float));
+    mixup->permutation = backend->op.alloc(backend, (size_t)method->max_batch * sizeof(int32_t));
+    mixup->host = malloc((size_t)method->max_batch * sizeof *mixup->host);
+    if (!mixup->mixed || !mixup->permutation || !mixup->host)
+        return error_set(err, "out of memory for the mixed views");
+    return 0;
+}
+
+void distill_mixup_free(DistillMixup *mixup) {
+    if (mixup->mixed) mixup->backend->op.free(mixup->backend, mixup->mixed);
+    if (mixup->permutation) mixup->backend->op.free(mixup->backend, mixup->permutation);
+    free(mixup->host);
+    memset(mixup, 0, sizeof *mixup);
+}
+
+const float *distill_mixup_apply(DistillMixup *mixup, const Method *method, int batch) {
+    Rng rng = rng_make(mixup->seed, 0, method->batch_index, DISTILL_MIXUP_STREAM);
+    const float lambda = rng_uniform(&rng);
+    for (int i = 0; i < batch; i++) mixup->host[i] = i;
+    for (int i = batch - 1; i > 0; i--) {  // Fisher-Yates: a uniform permutation
+        const int j = (int)rng_below(&rng, (uint32_t)i + 1);
+        const int32_t swap = mixup->host[i];
+        mixup->host[i] = mixup->host[j];
+        mixup->host[j] = swap;
+    }
+    Backend *backend = mixup->backend;
+    backend->op.upload(backend, mixup->permutation, mixup->host, (size_t)batch * sizeof(int32_t));
+    const size_t sample = (size_t)method->global_size * method->global_size * 3;
+    backend->op.mixup(backend, batch, sample, method->global_input, mixup->permutation, lambda,
+                      mixup->mixed);
+    return mixup->mixed;
+}
+
+// ---- student projection ------------------------------------------------------------------
+
+int distill_projection_rows(const DistillProjection *projection) {
+    return projection->map ? projection->out_h * projection->out_w : 1;
+}
+
+int distill_projection_create(DistillProjection *projection, Backend *backend,
+                              const HeadSpec *spec, const char *name, int max_batch, int in_h,
+                              int in_w, int out_h, int out_w, int normalize, uint64_t seed,
+                              ErrorMessage *err) {
+    memset(projection, 0, sizeof *projection);
+    const int map = in_h > 0;
+    *projection = (DistillProjection){.backend = backend, .map = map, .in_h = in_h,
+                                      .in_w = in_w, .out_h = out_h, .out_w = out_w,
+                                      .normalize = normalize,
+                                      .dim = head_spec_output_dim(spec)};
+    const size_t in_rows = (size_t)max_batch * (map ? (size_t)in_h * in_w : 1);
+    const size_t rows = (size_t)max_batch * distill_projection_rows(projection);
+    if (head_create(&projection->head, backend, spec, name, (int)in_rows, seed, err)) return -1;
+    const size_t dim = (size_t)projection->dim;
+    float **buffers[] = {&projection->dresized, &projection->resized, &projection->dhead,
+                         &projection->normalized, &projection->norms};
+    const size_t sizes[] = {rows * dim, map ? rows * dim : 0, map ? in_rows * dim : 0,
+                            normalize ? rows * dim : 0, normalize ? rows : 0};
+    if (distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err))
+        return error_prefix(err, "%s", name);
+    return 0;
+}
+
+void distill_projection_free(DistillProjection *projection) {
+    float *buffers[] = {projection->dresized, projection->resized, projection->dhead,
+                        projection->normalized, projection->norms};
+    distill_free_buffers(projection->backend, buffers, sizeof buffers / sizeof buffers[0]);
+    head_free(&projection->head);
+    memset(projection, 0, sizeof *projection);
+}
+
+const float *distill_projection_forward(DistillProjection *projection, int batch, const float *x,
+                                        ErrorMessage *err) {
+    Backend *backend = projection->backend;
+    const int in_rows = batch * (projection->map ? projection->in_h * projection->in_w : 1);
+    const float *y = head_forward(&projection->head, in_rows, x, 1, err);
+    if (!y) return NULL;
+    projection->batch = batch;
+    if (projection->map) {
+        backend->op.resize_bilinear_forward(backend, batch, projection->in_h, projection->in_w,
+                                            projection->dim, y, projection->out_h,
+                                            projection->out_w, projection->resized);
+        y = projection->resized;
+    }
+    if (!projection->normalize) return y;
+    backend->op.l2_normalize_forward(backend, batch * distill_projection_rows(projection),
+                                     projection->dim, y, DISTILL_NORMALIZE_EPS,
+                                     projection->normalized, projection->norms);
+    return projection->normalized;
+}
+
+int distill_projection_backward(DistillProjection *projection, const float *dout, float *dx,
+                                ErrorMessage *err) {
+    Backend *backend = projection->backend;
+    const int batch = projection->batch;
+    const float *d = dout;
+    if (projection->normalize) {
+        backend->op.l2_normalize_backward(backend, batch * distill_projection_rows(projection),
+                                          projection->dim, projection->normalized,
+                                          projection->norms, dout, DISTILL_NORMALIZE_EPS,
+                                          projection->dresized);
+        d = projection->dresized;
+    }
+    if (projection->map) {
+        backend->op.resize_bilinear_backward(backend, batch, projection->in_h, projection->in_w,
+                                             projection->dim, d, projection->out_h,
+                                             projection->out_w, projection->dhead);
+        d = projection->dhead;
+    }
+    return head_backward(&projection->head, d, dx, err);
+}

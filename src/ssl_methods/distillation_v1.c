@@ -1,0 +1,96 @@
+// `--method distillationv1`: LightlyTrain's first distillation (its
+// Distillation class), a global loss only. One view, mixed up; the frozen
+// teacher's class token (a ResNet teacher's pooled features),
+// L2-normalised, enters the queue; the student's pooled features through a
+// Linear head to the teacher's width (trunc-normal weights), L2-normalised;
+//   loss = KL over the queue (temperature)
+// (distillation_loss.h, distillation_teacher.h). Method arguments:
+// DISTILL_COMMON_ARGS, queue_size (auto: by dataset size), temperature
+// (0.07). The checkpoint holds the student, the head and the queue.
+#include <stdlib.h>
+
+#include "ssl_methods/distillation_loss.h"
+#include "ssl_methods/distillation_teacher.h"
+
+typedef struct DistillationV1 {
+    DistillCommon common;  // first: the shared hooks read it
+    DistillProjection head;
+    DistillQueueLoss *loss;
+    float *teacher_global;  // (B, D) normalised
+    float *norms;           // (B)
+    float *dglobal;         // (B, D)
+    float *dfeatures;       // (B, C)
+} DistillationV1;
+
+static int v1_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+    DistillationV1 *state = method->state;
+    DistillCommon *common = &state->common;
+    const float *input = distill_mixup_apply(&common->mixup, method, batch);
+    if (distill_teacher_forward(&common->teacher, batch, input, err)) return -1;
+    distill_teacher_normalized(&common->teacher, batch, state->teacher_global, NULL, state->norms);
+    if (backbone_forward(&method->backbone, 0, batch, input, 1, err)) return -1;
+    const float *student = distill_projection_forward(
+        &state->head, batch, backbone_features(&method->backbone, 0), err);
+    if (!student) return -1;
+    distill_queue_update(&common->queue, method->batch_index, batch, state->teacher_global);
+    *loss = distill_queue_loss_forward(state->loss, batch, state->teacher_global, student,
+                                       common->queue.values);
+    distill_queue_loss_backward(state->loss, 1.0f, state->dglobal);
+    if (distill_projection_backward(&state->head, state->dglobal, state->dfeatures, err))
+        return -1;
+    return backbone_backward(&method->backbone, 0, state->dfeatures, err);
+}
+
+static void v1_destroy(Method *method) {
+    DistillationV1 *state = method->state;
+    if (!state) return;
+    distill_common_free(&state->common);
+    distill_projection_free(&state->head);
+    distill_queue_loss_destroy(state->loss);
+    float *buffers[] = {state->teacher_global, state->norms, state->dglobal, state->dfeatures};
+    distill_free_buffers(method->backend, buffers, sizeof buffers / sizeof buffers[0]);
+    free(state);
+    method->state = NULL;
+}
+
+static const MethodOps v1_ops = {
+    .step = v1_step,
+    .save = distill_method_save_queue,
+    .load = distill_method_load_queue,
+    .teacher = distill_method_teacher,
+    .destroy = v1_destroy,
+};
+
+int distillation_v1_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
+    static const char *const known[] = {DISTILL_COMMON_ARGS, "queue_size", "temperature", NULL};
+    double temperature;
+    int queue_size;
+    if (method_args_check(setup, known, err) || distill_queue_size_arg(setup, &queue_size, err) ||
+        method_arg_double(setup, "temperature", DISTILLATION_DEFAULT_TEMPERATURE, &temperature,
+                          err))
+        return -1;
+    DistillationV1 *state = calloc(1, sizeof *state);
+    if (!state) return error_set(err, "out of memory");
+    method->state = state;
+    method->ops = &v1_ops;
+    Backend *backend = method->backend;
+    const int batch = method->max_batch;
+    if (distill_setup(method, setup, &state->common, err)) return -1;
+    const int dim = state->common.teacher.dim, student_dim = method->backbone.feature_dim;
+    const HeadSpec head = head_spec_distillation(student_dim, dim);
+    if (distill_projection_create(&state->head, backend, &head, "projection_head", batch, 0, 0,
+                                  0, 0, 1, setup->seed, err) ||
+        distill_queue_create(&state->common.queue, backend, queue_size, dim, err))
+        return -1;
+    state->loss = distill_queue_loss_create(backend, batch, dim, queue_size, (float)temperature,
+                                            err);
+    if (!state->loss) return -1;
+    const size_t b = (size_t)batch;
+    float **buffers[] = {&state->teacher_global, &state->norms, &state->dglobal,
+                         &state->dfeatures};
+    const size_t sizes[] = {b * dim, b, b * dim, b * student_dim};
+    if (distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err))
+        return -1;
+    return method_add_group(method, "projection_head", &state->head.head.params, NULL, NULL, 0,
+                            err);
+}

@@ -1,0 +1,158 @@
+// `--method distillationv2`: LightlyTrain's dense distillation
+// (DistillationV2). One view, mixed up; the frozen teacher's patch tokens
+// of its last n_teacher_blocks blocks, each through the final LayerNorm (as
+// DINOv2's get_intermediate_layers(norm=True)), concatenated per token
+// (B, P, n D), not normalised; a ResNet teacher gives its last stage
+// (n_teacher_blocks 1). The student's feature map through
+// DistillationV2Head (one Linear, or n_projection_layers with LayerNorm and
+// GELU, projection_hidden_dim wide) to n D, resized to the teacher's grid;
+//   loss = mean squared error
+// (distillation_loss.h, distillation_teacher.h). Method arguments:
+// DISTILL_COMMON_ARGS, n_teacher_blocks (2; 1 for a ResNet teacher),
+// n_projection_layers (1), projection_hidden_dim (2048).
+#include <stdlib.h>
+
+#include "ssl_methods/distillation_loss.h"
+#include "ssl_methods/distillation_teacher.h"
+
+typedef struct DistillationV2 {
+    DistillCommon common;  // first: the shared hooks read it (no queue)
+    DistillProjection head;
+    DistillMseLoss *loss;
+    int blocks;               // n_teacher_blocks
+    float *teacher_features;  // (B, P, n D)
+    float *block_tokens;      // (B, T, D): one block's normalised tokens (n > 1)
+    float *patches;           // (B, P, D): their patch rows (n > 1)
+    float *dstudent;          // (B, P, n D)
+    float *dmap;              // (B, h, w, C)
+} DistillationV2;
+
+// teacher_features = the last `blocks` blocks' normalised patch tokens side
+// by side (block by block, as torch.cat(dim=1) on (B, D, H, W) maps).
+static const float *v2_teacher_features(DistillationV2 *state, int batch, ErrorMessage *err) {
+    DistillTeacher *teacher = &state->common.teacher;
+    if (state->blocks == 1) return distill_teacher_map(teacher);
+    Vit *vit = &teacher->backbone.model.vit;
+    Backend *backend = vit->backend;
+    const size_t dim = (size_t)teacher->dim, wide = (size_t)state->blocks * dim;
+    const size_t patches = (size_t)teacher->grid_h * teacher->grid_w;
+    const size_t tokens = (size_t)vit->slots[0].tokens, first = tokens - patches;
+    for (int k = 0; k < state->blocks; k++) {
+        const int block = vit->config.depth - state->blocks + k;
+        if (vit_block_tokens(vit, 0, block, state->block_tokens, err)) return NULL;
+        // (B, T, D) -> the patch rows (B, P, D) -> columns k D.. of (B P, n D)
+        backend->op.copy_2d(backend, (size_t)batch, patches * dim,
+                            state->block_tokens + first * dim, tokens * dim, state->patches,
+                            patches * dim);
+        backend->op.copy_2d(backend, (size_t)batch * patches, dim, state->patches, dim,
+                            state->teacher_features + k * dim, wide);
+    }
+    return state->teacher_features;
+}
+
+static int v2_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+    DistillationV2 *state = method->state;
+    const float *input = distill_mixup_apply(&state->common.mixup, method, batch);
+    if (distill_teacher_forward(&state->common.teacher, batch, input, err)) return -1;
+    const float *teacher = v2_teacher_features(state, batch, err);
+    if (!teacher) return -1;
+    if (backbone_forward(&method->backbone, 0, batch, input, 1, err)) return -1;
+    int height, width;
+    const float *map = backbone_feature_map(&method->backbone, 0, &height, &width);
+    const float *student = distill_projection_forward(&state->head, batch, map, err);
+    if (!student) return -1;
+    const size_t n = (size_t)batch * distill_projection_rows(&state->head) * state->head.dim;
+    *loss = distill_mse_loss_forward(state->loss, n, teacher, student);
+    distill_mse_loss_backward(state->loss, 1.0f, state->dstudent);
+    if (distill_projection_backward(&state->head, state->dstudent, state->dmap, err)) return -1;
+    return backbone_backward_map(&method->backbone, 0, NULL, state->dmap, err);
+}
+
+static void v2_destroy(Method *method) {
+    DistillationV2 *state = method->state;
+    if (!state) return;
+    distill_common_free(&state->common);
+    distill_projection_free(&state->head);
+    distill_mse_loss_destroy(state->loss);
+    float *buffers[] = {state->teacher_features, state->block_tokens, state->patches,
+                        state->dstudent, state->dmap};
+    distill_free_buffers(method->backend, buffers, sizeof buffers / sizeof buffers[0]);
+    free(state);
+    method->state = NULL;
+}
+
+// Nothing besides the groups to checkpoint: no queue, the teacher is frozen.
+static const MethodOps v2_ops = {
+    .step = v2_step,
+    .teacher = distill_method_teacher,
+    .destroy = v2_destroy,
+};
+
+// n_teacher_blocks: a whole number in 1..depth for a ViT teacher; a ResNet
+// teacher has one map.
+static int v2_check_blocks(const DistillTeacher *teacher, double blocks, ErrorMessage *err) {
+    const Backbone *backbone = &teacher->backbone;
+    const int vit = backbone->spec.kind == BACKBONE_VIT;
+    const int depth = vit ? backbone->spec.vit.depth : 1;
+    if (!(blocks >= 1 && blocks <= depth) || blocks != (int)blocks)
+        return error_set(err, "--method-arg n_teacher_blocks=%g: the %s teacher has %d block "
+                              "output%s to take (1..%d)", blocks, vit ? "ViT" : "ResNet", depth,
+                         depth == 1 ? "" : "s", depth);
+    return 0;
+}
+
+static int v2_buffers(DistillationV2 *state, Backend *backend, int batch, int tokens,
+                      int student_floats, ErrorMessage *err) {
+    const size_t b = (size_t)batch, d = (size_t)state->common.teacher.dim;
+    const size_t patches = (size_t)state->common.teacher.grid_h * state->common.teacher.grid_w;
+    const size_t wide = b * patches * d * state->blocks;
+    const int several = state->blocks > 1;
+    float **buffers[] = {&state->teacher_features, &state->block_tokens, &state->patches,
+                         &state->dstudent, &state->dmap};
+    const size_t sizes[] = {several ? wide : 0, several ? b * tokens * d : 0,
+                            several ? b * patches * d : 0, wide, b * student_floats};
+    return distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err);
+}
+
+int distillation_v2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
+    static const char *const known[] = {DISTILL_COMMON_ARGS, "n_teacher_blocks",
+                                        "n_projection_layers", "projection_hidden_dim", NULL};
+    double layers, hidden;
+    if (method_args_check(setup, known, err) ||
+        method_arg_double(setup, "n_projection_layers", 1, &layers, err) ||
+        method_arg_double(setup, "projection_hidden_dim", 2048, &hidden, err))
+        return -1;
+    if (layers < 1 || layers > HEAD_MAX_LAYERS || layers != (int)layers || hidden < 1 ||
+        hidden > 1 << 20 || hidden != (int)hidden)
+        return error_set(err, "--method-arg n_projection_layers=%g, projection_hidden_dim=%g: "
+                              "expected 1..%d layers and a positive width", layers, hidden,
+                         HEAD_MAX_LAYERS);
+    DistillationV2 *state = calloc(1, sizeof *state);
+    if (!state) return error_set(err, "out of memory");
+    method->state = state;
+    method->ops = &v2_ops;
+    Backend *backend = method->backend;
+    const int batch = method->max_batch;
+    if (distill_setup(method, setup, &state->common, err)) return -1;
+    const DistillTeacher *teacher = &state->common.teacher;
+    const int vit_teacher = teacher->backbone.spec.kind == BACKBONE_VIT;
+    double blocks;
+    if (method_arg_double(setup, "n_teacher_blocks", vit_teacher ? 2 : 1, &blocks, err)) return -1;
+    if (v2_check_blocks(teacher, blocks, err)) return -1;
+    state->blocks = (int)blocks;
+    int height, width;
+    backbone_feature_map_size(&method->backbone, 0, &height, &width);
+    const int student_dim = method->backbone.feature_dim;
+    const HeadSpec head = head_spec_distillation_v2(student_dim, (int)hidden,
+                                                    state->blocks * teacher->dim, (int)layers);
+    const int tokens = vit_teacher ? teacher->backbone.model.vit.slots[0].tokens : 0;
+    if (distill_projection_create(&state->head, backend, &head, "projection_head", batch, height,
+                                  width, teacher->grid_h, teacher->grid_w, 0, setup->seed, err) ||
+        v2_buffers(state, backend, batch, tokens, height * width * student_dim, err))
+        return -1;
+    state->loss = distill_mse_loss_create(
+        backend, (size_t)batch * distill_projection_rows(&state->head) * state->head.dim, err);
+    if (!state->loss) return -1;
+    return method_add_group(method, "projection_head", &state->head.head.params, NULL, NULL, 0,
+                            err);
+}

@@ -1,0 +1,119 @@
+// What keeps the ranks of a data-parallel run in step (see train_run.h):
+// agreeing on exit statuses, the step's global loss and stop request, the
+// check that every rank holds the same weights, and checkpoints written by
+// rank 0 after a barrier. With one rank every function reduces to the
+// local value (no communication).
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/train_run.h"
+
+// A collective failed: the ranks are out of step for good (see
+// dist/comm.h). Says so and ends every rank; returns 1 in a world of one.
+static int train_comm_failed(TrainRun *run, const ErrorMessage *err) {
+    train_error(run, "error: %s", err->text);
+    comm_abort(run->comm, 1);
+    return 1;
+}
+
+int train_agree(TrainRun *run, int status, const char *message) {
+    if (run->world_size == 1) return status;
+    Backend *backend = run->backend;
+    const size_t world = (size_t)run->world_size;
+    float *statuses = malloc(world * sizeof *statuses);
+    if (!statuses) {
+        const ErrorMessage err = {"out of memory for the ranks' statuses"};
+        return train_comm_failed(run, &err);
+    }
+    const float mine = (float)status;
+    ErrorMessage err = {{0}};
+    backend->op.upload(backend, run->agreed + world, &mine, sizeof mine);
+    if (comm_all_gather(run->comm, run->agreed + world, run->agreed, 1, &err)) {
+        free(statuses);
+        return train_comm_failed(run, &err);
+    }
+    backend->op.download(backend, statuses, run->agreed, world * sizeof *statuses);
+    int first = -1;
+    for (size_t r = 0; r < world && first < 0; r++)
+        if (statuses[r] != 0.0f) first = (int)r;
+    const int agreed = first < 0 ? 0 : (int)statuses[first];
+    // Rank 0 printed its own message; another rank speaks when rank 0 is fine.
+    if (status && run->rank == first && run->rank != 0 && message)
+        fprintf(stderr, "rank %d: %s\n", run->rank, message);
+    free(statuses);
+    return agreed;
+}
+
+int train_agree_step(TrainRun *run, StepTimes *times, int stop_requested) {
+    const float mine[2] = {times->loss, stop_requested ? 1.0f : 0.0f};
+    float agreed[2];
+    Backend *backend = run->backend;
+    ErrorMessage err = {{0}};
+    backend->op.upload(backend, run->agreed, mine, sizeof mine);
+    if (comm_all_reduce(run->comm, run->agreed, 2, COMM_SUM, &err))
+        return train_comm_failed(run, &err);
+    backend->op.download(backend, agreed, run->agreed, sizeof agreed);
+    times->loss = agreed[0] / (float)run->world_size;
+    times->stop = agreed[1] > 0.0f;
+    return 0;
+}
+
+// FNV-1a over the values of a parameter table (downloaded in pieces).
+static uint64_t hash_values(Backend *backend, const ParameterSet *set, float *host,
+                            size_t host_floats, uint64_t hash) {
+    for (size_t done = 0; done < set->total; done += host_floats) {
+        const size_t count = set->total - done < host_floats ? set->total - done : host_floats;
+        backend->op.download(backend, host, set->values + done, count * sizeof *host);
+        const unsigned char *bytes = (const unsigned char *)host;
+        for (size_t i = 0; i < count * sizeof *host; i++)
+            hash = (hash ^ bytes[i]) * 1099511628211ull;
+    }
+    return hash;
+}
+
+// Every group's parameters and the teacher backbone's: what must be the
+// same on every rank (BatchNorm running statistics are not: without
+// synchronised BatchNorm each rank keeps its own, and rank 0's are saved).
+static uint64_t weights_hash(TrainRun *run) {
+    enum { PIECE = 1 << 16 };
+    float *host = malloc(PIECE * sizeof *host);
+    if (!host) return 0;
+    uint64_t hash = 14695981039346656037ull;
+    Method *method = &run->method;
+    for (int g = 0; g < method->group_count; g++)
+        hash = hash_values(run->backend, method->groups[g].params, host, PIECE, hash);
+    Backbone *teacher = method->ops->teacher ? method->ops->teacher(method) : NULL;
+    if (teacher) hash = hash_values(run->backend, teacher->params, host, PIECE, hash);
+    free(host);
+    return hash;
+}
+
+int train_check_replicas(TrainRun *run, long completed_steps) {
+    if (run->world_size == 1) return 0;
+    const uint64_t mine = weights_hash(run);
+    uint64_t rank0 = mine;
+    ErrorMessage err = {{0}};
+    Backend *backend = run->backend;
+    backend->op.upload(backend, run->agreed, &mine, sizeof mine);
+    if (comm_broadcast(run->comm, run->agreed, sizeof mine, 0, &err))
+        return train_comm_failed(run, &err);
+    backend->op.download(backend, &rank0, run->agreed, sizeof rank0);
+    char message[200];
+    snprintf(message, sizeof message,
+             "error: after step %ld the weights of rank %d differ from rank 0's: the ranks "
+             "diverged", completed_steps, run->rank);
+    return train_agree(run, mine != rank0 ? 1 : 0, message);
+}
+
+int train_save_agreed(TrainRun *run, long completed_steps) {
+    ErrorMessage err = {{0}};
+    // Every rank has finished the step: the checkpoint is a state all reached.
+    if (comm_barrier(run->comm, &err)) return train_comm_failed(run, &err);
+    int status = train_check_replicas(run, completed_steps);
+    if (status) return status;
+    if (run->rank == 0 && train_save(run, completed_steps, &err))
+        status = train_stop(run, 1, "error: could not write the checkpoint: %s", err.text);
+    return train_agree(run, status, NULL);
+}

@@ -1,0 +1,127 @@
+// Fast backend against ref, buffer twins and the per-backend test groups
+// (see backend_mirror.h).
+#include "backend_mirror.h"
+
+#include <stdarg.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gradcheck.h"
+
+Backend *fast, *ref;
+const NormCase norm_cases[NORM_CASE_COUNT] = {{70, 13},   {1, 5},     {324, 64}, {37, 100},
+                                              {150, 200}, {1001, 67}, {45, 300}, {19, 1100}};
+static int fast_shares_memory;  // cpu: the twins are the host buffers themselves
+static char fast_missing[600];  // why the backend of this group is not there
+
+// Every buffer a test allocates, with its twin.
+typedef struct Mirror {
+    char *host, *device;
+    size_t bytes;
+} Mirror;
+static Mirror mirrors[64];
+static int mirror_count;
+
+void *mirror_buffer(size_t bytes) {
+    assert_true(mirror_count < 64);
+    Mirror *m = &mirrors[mirror_count];
+    m->host = ref->op.alloc(ref, bytes);
+    assert_non_null(m->host);
+    m->device = fast_shares_memory ? m->host : fast->op.alloc(fast, bytes);
+    assert_non_null(m->device);
+    m->bytes = bytes;
+    mirror_count++;
+    return m->host;
+}
+
+// The mirror holding host address p (which may point inside a buffer).
+static const Mirror *mirror_of(const void *p) {
+    for (int i = 0; i < mirror_count; i++)
+        if ((const char *)p >= mirrors[i].host && (const char *)p < mirrors[i].host + mirrors[i].bytes)
+            return &mirrors[i];
+    fail_msg("pointer %p is not a test buffer", p);
+    return NULL;
+}
+
+void *D(const void *p) {
+    if (!p || fast_shares_memory) return (void *)p;
+    const Mirror *m = mirror_of(p);
+    fast->op.upload(fast, m->device, m->host, m->bytes);
+    return m->device + ((const char *)p - m->host);
+}
+
+void H(const void *p) {
+    if (fast_shares_memory) return;
+    const Mirror *m = mirror_of(p);
+    fast->op.download(fast, m->host, m->device, m->bytes);
+}
+
+float *mirror_tensor(size_t n) { return mirror_buffer(n * sizeof(float)); }
+
+float *mirror_random_tensor(size_t n, float low, float high, uint64_t seed) {
+    float *p = mirror_tensor(n);
+    gradcheck_fill_uniform(p, n, low, high, seed);
+    return p;
+}
+
+float *mirror_copy(const float *x, size_t n) {
+    float *p = mirror_tensor(n);
+    memcpy(p, x, n * sizeof(float));
+    return p;
+}
+
+float *mirror_nan_tensor(size_t n) {
+    float *p = mirror_tensor(n);
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+int mirror_free(void **state) {
+    for (int i = 0; i < mirror_count; i++) {
+        if (!fast_shares_memory) fast->op.free(fast, mirrors[i].device);
+        ref->op.free(ref, mirrors[i].host);
+    }
+    mirror_count = 0;
+    return 0;
+}
+
+void mirror_expect_close(const char *label, size_t n, const float *actual, const float *expected,
+                         double rtol, double atol) {
+    assert_int_equal(gradcheck_count_mismatches(label, n, actual, expected, rtol, atol), 0);
+}
+
+void mirror_need_fast_backend(void) {
+    if (fast) return;
+    fprintf(stderr, "  skipped: %s\n", fast_missing);
+    skip();
+}
+
+static int create_backends(const char *name, int threads) {
+    ErrorMessage err = {{0}};
+    ref = backend_create("ref", 1, &err);
+    if (!ref) return -1;
+    fast = backend_create(name, threads, &err);
+    fast_shares_memory = fast && strcmp(fast->name, "cpu") == 0;
+    snprintf(fast_missing, sizeof fast_missing, "%s backend: %s", name, err.text);
+    return 0;
+}
+
+static int create_cpu(void **state) { return create_backends("cpu", 2); }
+static int create_cuda(void **state) { return create_backends("cuda", 0); }
+
+static int destroy_backends(void **state) {
+    if (fast) backend_destroy(fast);
+    backend_destroy(ref);
+    fast = ref = NULL;
+    return 0;
+}
+
+int mirror_run_groups(const struct CMUnitTest *tests, size_t count) {
+    const int cpu_failures =
+        _cmocka_run_group_tests("cpu", tests, count, create_cpu, destroy_backends);
+    return cpu_failures +
+           _cmocka_run_group_tests("cuda", tests, count, create_cuda, destroy_backends);
+}

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Data-parallel `train` and `embed` on CPU ranks under mpirun, against one
+# process with the whole batch (sync BatchNorm on, same seed):
+# - one step at the default lr, 2 and 3 ranks: the checkpoint (weights,
+#   BatchNorm statistics, optimizer state = the step's averaged gradient,
+#   DINO's teacher and centre) equals the one-process checkpoint, and
+#   without synchronised BatchNorm it does not;
+# - two epochs at a small lr, 2 and 3 ranks: the same train_loss at every
+#   step, and the same exported backbone;
+# - only rank 0 writes (the other ranks get their own --out, which must stay
+#   absent) and only rank 0 prints;
+# - a killed rank, and a hung rank (SIGSTOP), end the run with a non-zero
+#   status within the timeout; the last checkpoint stays intact;
+# - a 2-rank run killed and resumed equals the uninterrupted one;
+# - bad launches (batch not divisible, --devices not matching) exit 2;
+# - embed on 3 ranks writes the rows of one process, in input order.
+#
+# Tolerances. The ranks split sums that one process does in one go
+# (BatchNorm statistics, gradient sums, the NT-Xent columns), so their
+# results differ from one process's by rounding: measured on this
+# configuration, at most 2e-5 of each tensor's largest value after one step
+# (the ref backend against the cpu backend on one process differs by the
+# same 1.6e-5). Tensors are compared with |a - b| <= 1e-7 + 2e-4 max|b|.
+# Over several steps these differences grow chaotically in the gradients
+# (ReLU and max-pool decisions flip): ref against cpu on one process, 8
+# steps, differ by 2.3% of the largest optimizer-state value, so the
+# multi-step check compares the logged losses (measured: at most 1.4e-5
+# relative with 3 ranks, 4e-6 ref against cpu) with a bound of 1e-4
+# relative, and the exported weights with the one-step bound, at an lr small
+# enough (1e-4) that the steps stay in that regime.
+set -u
+source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/mpi.bash"
+e2e_init train_ranks
+mpi_require
+export OMP_WAIT_POLICY=PASSIVE  # see train.sh
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+compare="$build/tests/e2e/compare_weights"
+
+images="$work/images"
+"$build/tests/e2e/make_images" "$images" 48 || fail "make_images"
+# 48 images, global batch 12: 4 steps per epoch with 1, 2 or 3 ranks.
+base=(--data "$images" --image-size 32 --batch-size 12 --num-workers 1 --threads 1
+      --log-every 1 --seed 3 --method-arg hidden_dim=64 --method-arg output_dim=32)
+simclr=(--method simclr)
+dino=(--method dino --local-image-size 16 --local-views 2 --method-arg bottleneck_dim=16
+      --method-arg freeze_last_layer_steps=0 --method-arg warmup_teacher_temp_steps=3)
+
+# "STEP LOSS" per logged step.
+losses() { sed -n 's/^{"step": \([0-9]*\), "train_loss": \([^,}]*\).*/\1 \2/p' "$1"; }
+
+# run NP OUT args...: train on NP ranks (NP 1: without mpirun).
+run() {
+  local np=$1 out=$2
+  shift 2
+  if [ "$np" -eq 1 ]; then
+    "$bin" train --out "$out" "$@" >"$out.log" 2>&1
+  else
+    mpi_run "$np" "$bin" train --out "$out" "$@" >"$out.log" 2>&1
+  fi
+}
+
+# equivalence NAME -- train args...: 1, 2 and 3 ranks give the same run.
+equivalence() {
+  local name=$1
+  shift 2
+  local one="$work/$name-1"
+  run 1 "$one" "$@" || { fail "$name: one process failed: $(cat "$one.log")"; return; }
+  for np in 2 3; do
+    local many="$work/$name-$np"
+    run "$np" "$many" "$@" || { fail "$name: $np ranks failed: $(cat "$many.log")"; continue; }
+    local result
+    result=$("$compare" "$many/checkpoints/last.ckpt" "$one/checkpoints/last.ckpt" 1e-7 2e-4) ||
+      fail "$name: $np ranks' checkpoint differs: $result"
+    echo "$name, $np ranks, checkpoint: $result"
+    local ours theirs
+    ours=$(losses "$many/metrics.jsonl")
+    theirs=$(losses "$one/metrics.jsonl")
+    [ "$(printf '%s\n' "$ours" | wc -l)" -eq "$(printf '%s\n' "$theirs" | wc -l)" ] ||
+      fail "$name: $np ranks logged other steps:"$'\n'"$ours"$'\n'"one process:"$'\n'"$theirs"
+    local worst
+    worst=$(paste -d ' ' <(printf '%s\n' "$ours") <(printf '%s\n' "$theirs") | awk '
+      { d = $2 - $4; if (d < 0) d = -d; r = d / ($4 < 0 ? -$4 : $4); if (r > w) { w = r; s = $1 } }
+      END { printf "%.3g %d", w, s }')
+    echo "$name, $np ranks: largest relative train_loss difference ${worst% *} (step ${worst#* })"
+    awk -v w="${worst% *}" 'BEGIN { exit !(w <= 1e-4) }' ||
+      fail "$name: $np ranks' train_loss differs by ${worst% *} at step ${worst#* } (bound 1e-4)"
+  done
+}
+
+# One step at the default lr: the averaged gradient in the optimizer state.
+equivalence simclr-step -- "${base[@]}" "${simclr[@]}" --max-steps 1
+equivalence dino-step -- "${base[@]}" "${dino[@]}" --max-steps 1
+# Not vacuous: without synchronised BatchNorm, 2 ranks normalise 6 images
+# each and the same step lands far outside the bound.
+run 2 "$work/unsynced" "${base[@]}" "${simclr[@]}" --max-steps 1 --sync-batchnorm false ||
+  fail "unsynced run failed: $(cat "$work/unsynced.log")"
+grep -q "BatchNorm per rank" "$work/unsynced/train.log" || fail "unsynced: train.log does not say so"
+"$compare" "$work/unsynced/checkpoints/last.ckpt" "$work/simclr-step-1/checkpoints/last.ckpt" \
+  1e-7 2e-4 >/dev/null && fail "2 ranks without sync BatchNorm match one process: the check cannot fail"
+
+# Two epochs at a small lr: losses at every step and the exported backbone.
+for method in simclr dino; do
+  if [ "$method" = simclr ]; then args=("${simclr[@]}"); else args=("${dino[@]}"); fi
+  one="$work/$method-epochs-1"
+  run 1 "$one" "${base[@]}" "${args[@]}" --epochs 2 --lr 1e-4 ||
+    { fail "$method epochs: one process failed: $(cat "$one.log")"; continue; }
+  for np in 2 3; do
+    many="$work/$method-epochs-$np"
+    run "$np" "$many" "${base[@]}" "${args[@]}" --epochs 2 --lr 1e-4 ||
+      { fail "$method epochs: $np ranks failed: $(cat "$many.log")"; continue; }
+    result=$("$compare" "$many/exported_models/exported_last.safetensors" \
+      "$one/exported_models/exported_last.safetensors" 1e-7 2e-4) ||
+      fail "$method epochs: $np ranks' exported backbone differs: $result"
+    echo "$method, 2 epochs, $np ranks, exported backbone: $result"
+    worst=$(paste -d ' ' <(losses "$many/metrics.jsonl") <(losses "$one/metrics.jsonl") | awk '
+      $1 != $3 { print "steps differ"; exit }
+      { d = $2 - $4; if (d < 0) d = -d; r = d / ($4 < 0 ? -$4 : $4); if (r > w) { w = r; s = $1 } }
+      END { printf "%.3g %d", w, s }')
+    echo "$method, 2 epochs, $np ranks: largest relative train_loss difference ${worst% *} (step ${worst#* })"
+    awk -v w="${worst% *}" 'BEGIN { exit !(w <= 1e-4) }' ||
+      fail "$method epochs: $np ranks' train_loss differs by $worst (bound 1e-4)"
+    [ "$(losses "$many/metrics.jsonl" | wc -l)" -eq 8 ] || fail "$method epochs: $np ranks did not log 8 steps"
+  done
+done
+
+# ---- only rank 0 writes and prints -------------------------------------------------
+# Each rank gets its own --out (it is not part of the run's identity): rank
+# 1's must never appear; the working folder stays empty.
+mkdir -p "$work/cwd"
+bin_path=$(realpath "$bin")
+(cd "$work/cwd" && mpi_run 2 bash -c '
+  out="$1"; [ "$OMPI_COMM_WORLD_RANK" = 0 ] || out="$1-rank$OMPI_COMM_WORLD_RANK"
+  shift; exec "$@" --out "$out"' _ "$work/writer" "$bin_path" train "${base[@]}" "${simclr[@]}" \
+  --max-steps 2) >"$work/writer.log" 2>&1 || fail "rank-0 writer run failed: $(cat "$work/writer.log")"
+[ -e "$work/writer-rank1" ] && fail "rank 1 created its --out: $(ls -R "$work/writer-rank1")"
+[ -z "$(ls -A "$work/cwd")" ] || fail "files appeared in the working folder: $(ls -A "$work/cwd")"
+for file in checkpoints/last.ckpt exported_models/exported_last.safetensors metrics.jsonl train.log; do
+  [ -s "$work/writer/$file" ] || fail "rank 0 did not write $file"
+done
+grep -q "^rank 1" "$work/writer.log" && fail "rank 1 printed: $(grep "^rank 1" "$work/writer.log")"
+[ "$(grep -c "^run summary" "$work/writer.log")" -eq 1 ] || fail "not exactly one run summary"
+grep -q "data parallel: 2 ranks (mpi, 2 per node), global batch 12 = 6 per rank, BatchNorm synchronised" \
+  "$work/writer/train.log" || fail "train.log does not describe the ranks"
+
+# ---- bad launches --------------------------------------------------------------------
+small=(--data "$images" --image-size 32 --num-workers 1 --threads 1)
+expect 2 "--batch-size 8 is not divisible by the 3 ranks" -- \
+  mpi_run 3 "$bin" train --out "$work/bad1" "${small[@]}" --batch-size 8
+expect 2 "--devices 2, but OpenMPI \(mpirun\) started 3 process\(es\) on this node" -- \
+  mpi_run 3 "$bin" train --out "$work/bad2" "${base[@]}" --devices 2
+[ -e "$work/bad1" ] || [ -e "$work/bad2" ] && fail "a refused run created its --out"
+
+# ---- a rank that dies or hangs -----------------------------------------------------
+# start_ranks NAME NP args...: starts a long run in the background, waits for
+# its first checkpoint; sets $mpirun_pid.
+start_ranks() {
+  local name=$1 np=$2
+  shift 2
+  mpi_run "$np" "$bin" train --out "$work/$name" "$@" >"$work/$name.log" 2>&1 &
+  mpirun_pid=$!
+  pids+=("$mpirun_pid")
+  for _ in $(seq 1200); do
+    [ -f "$work/$name/checkpoints/last.ckpt" ] && return 0
+    kill -0 "$mpirun_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  fail "$name: no checkpoint appeared: $(cat "$work/$name.log")"
+  return 1
+}
+
+# wait_for PID SECONDS: the exit status, or 124 when still running then.
+wait_for() {
+  local pid=$1 limit=$2
+  for _ in $(seq $((limit * 20))); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid"; return $?; }
+    sleep 0.05
+  done
+  return 124
+}
+
+long=("${base[@]}" "${simclr[@]}" --epochs 200 --dist-timeout 5)
+for mode in kill stop; do
+  if start_ranks "$mode" 3 "${long[@]}"; then
+    victim=$(rank_pid "$mpirun_pid" 1) || fail "$mode: rank 1 not found"
+    cp "$work/$mode/checkpoints/last.ckpt" "$work/$mode.before" 2>/dev/null
+    start=$(date +%s)
+    if [ "$mode" = kill ]; then kill -9 "$victim"; else kill -STOP "$victim"; fi
+    wait_for "$mpirun_pid" 60
+    status=$?
+    echo "$mode: rank 1 ($victim) -> the run ended with status $status after $(($(date +%s) - start)) s"
+    [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "$mode: the run did not end with an error (status $status)"
+    if [ "$mode" = stop ]; then
+      grep -q "got no answer from the other ranks within 5 s" "$work/$mode.log" ||
+        fail "stop: no timeout message: $(tail -n 20 "$work/$mode.log")"
+      kill -9 "$victim" 2>/dev/null
+    fi
+    # The last checkpoint is whole: the run continues from it.
+    "$bin" export --checkpoint "$work/$mode/checkpoints/last.ckpt" --out "$work/$mode.safetensors" \
+      >/dev/null 2>&1 || fail "$mode: last.ckpt does not load after the failure"
+  fi
+done
+
+# ---- killed and resumed = uninterrupted (2 ranks) --------------------------------------
+resume_args=("${base[@]}" "${simclr[@]}" --epochs 3)
+run 2 "$work/resume-a" "${resume_args[@]}" || fail "resume: run A failed: $(cat "$work/resume-a.log")"
+if start_ranks resume-b 2 "${resume_args[@]}"; then
+  for _ in $(seq 400); do  # a step or two past the first checkpoint
+    [ "$(wc -l <"$work/resume-b/metrics.jsonl")" -ge $((6 + RANDOM % 3)) ] && break
+    sleep 0.05
+  done
+  for rank in 0 1; do kill -9 "$(rank_pid "$mpirun_pid" "$rank")" 2>/dev/null; done
+  wait_for "$mpirun_pid" 30 >/dev/null
+  killed_at=$(tail -n 1 "$work/resume-b/metrics.jsonl" | sed -n 's/^{"step": \([0-9]*\),.*/\1/p')
+  mpi_run 2 "$bin" train --out "$work/resume-b" --resume "${resume_args[@]}" >"$work/resume-b2.log" 2>&1 ||
+    fail "resume: the resumed run failed: $(cat "$work/resume-b2.log")"
+  resumed_at=$(sed -n 's/.*resuming from .* at step \([0-9]*\) of.*/\1/p' "$work/resume-b2.log")
+  echo "resume: B killed after logging step $killed_at, resumed at step $resumed_at"
+  [ -n "$resumed_at" ] || fail "resume: the resumed run does not say where it resumed"
+  last_losses() { losses "$1" | awk '{ loss[$1] = $2 } END { for (s in loss) print s, loss[s] }' | sort -n; }
+  [ "$(last_losses "$work/resume-a/metrics.jsonl")" = "$(last_losses "$work/resume-b/metrics.jsonl")" ] ||
+    fail "resume: train_loss differs from the uninterrupted run"
+  cmp -s "$work/resume-a/checkpoints/last.ckpt" "$work/resume-b/checkpoints/last.ckpt" ||
+    fail "resume: last.ckpt differs from the uninterrupted run's"
+  cmp -s "$work/resume-a/exported_models/exported_last.safetensors" \
+    "$work/resume-b/exported_models/exported_last.safetensors" ||
+    fail "resume: the exported backbone differs from the uninterrupted run's"
+fi
+
+# ---- embed on 3 ranks ------------------------------------------------------------------
+model="$work/simclr-step-1/exported_models/exported_last.safetensors"
+"$bin" embed --data "$images" --checkpoint "$model" --out "$work/embed1.npy" --image-size 32 \
+  --batch-size 5 >/dev/null 2>&1 || fail "embed on one process failed"
+output=$(mpi_run 3 "$bin" embed --data "$images" --checkpoint "$model" --out "$work/embed3.npy" \
+  --image-size 32 --batch-size 5 2>&1) || fail "embed on 3 ranks failed: $output"
+[ "$(printf '%s\n' "$output" | grep -c "^embedded 48 images")" -eq 1 ] ||
+  fail "embed on 3 ranks: not one summary line: $output"
+cmp -s "$work/embed1.npy.filenames.txt" "$work/embed3.npy.filenames.txt" ||
+  fail "embed on 3 ranks: file names differ"
+# Rows in input order: the same bytes as one process (eval mode: each row
+# depends only on its image).
+cmp -s "$work/embed1.npy" "$work/embed3.npy" || fail "embed on 3 ranks: the rows differ"
+
+e2e_finish

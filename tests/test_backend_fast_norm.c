@@ -1,0 +1,340 @@
+// Batch norm of the fast backends against the ref backend (the oracle):
+// training and evaluation forward and backward, the versions fused with
+// ReLU and residual add, and the split ops of synchronised BatchNorm, on
+// rows x channels shapes around the cpu backend's blocks and threads. Every
+// test runs for the cpu backend and again for the cuda backend
+// (tests/backend_mirror.h).
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend_mirror.h"
+#include "gradcheck.h"
+
+// ---- batch norm ---------------------------------------------------------------------------
+
+// Statistics: both accumulate in double (two passes), so they differ only by
+// the summation order and the final rounding to float: 1e-6 relative and
+// absolute. y and dx: the cpu backend applies a per-channel fp32 affine map
+// (x * scale + shift) where ref works in double; values are O(1..10), so a
+// few fp32 ulps of the largest term: 1e-5 absolute + 1e-5 relative.
+#define NORM_STATS_TOL 1e-6
+#define NORM_MAP_TOL 1e-5
+
+// dgamma and dbeta: the cpu backend sums fp32 within chunks of 8 rows and
+// double across chunks (ref: double throughout), so its error is a random
+// walk of fp32 roundings growing like sqrt(rows): ~2e-6 measured at 1001
+// rows of O(1) terms. Allowed: NORM_STATS_TOL (1 + sqrt(rows / 64)), 2.5x
+// that at 1001 rows; a lost row or a wrong term is off by O(1).
+static double gradient_sum_tol(size_t rows) {
+    return NORM_STATS_TOL * (1.0 + sqrt((double)rows / 64.0));
+}
+
+static void test_batchnorm_forward(void **state) {
+    NEED_FAST_BACKEND();
+    for (size_t i = 0; i < NORM_CASE_COUNT; i++) {
+        const size_t rows = norm_cases[i].rows;
+        const int c = norm_cases[i].channels;
+        const size_t n = rows * c;
+        const uint64_t seed = 1000 + 10 * i;
+        // An offset mean (x in [0.5, 2.5)) exercises the two-pass variance.
+        const float *x = mirror_random_tensor(n, 0.5f, 2.5f, seed);
+        const float *gamma = mirror_random_tensor(c, 0.5f, 1.5f, seed + 1);
+        const float *beta = mirror_random_tensor(c, -0.5f, 0.5f, seed + 2);
+        float *run_mean_ref = mirror_random_tensor(c, -1, 1, seed + 3), *run_mean_fast = mirror_copy(run_mean_ref, c);
+        float *run_var_ref = mirror_random_tensor(c, 0.5f, 2, seed + 4), *run_var_fast = mirror_copy(run_var_ref, c);
+        float *y_ref = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
+        float *mean_ref = mirror_nan_tensor(c), *mean_fast = mirror_nan_tensor(c);
+        float *inv_ref = mirror_nan_tensor(c), *inv_fast = mirror_nan_tensor(c);
+        ref->op.batchnorm_forward_train(ref, rows, c, x, gamma, beta, 0.1f, 1e-5f, y_ref,
+                                        mean_ref, inv_ref, run_mean_ref, run_var_ref);
+        fast->op.batchnorm_forward_train(fast, rows, c, D(x), D(gamma), D(beta), 0.1f, 1e-5f,
+                                         D(y_fast), D(mean_fast), D(inv_fast), D(run_mean_fast),
+                                         D(run_var_fast));
+        H(y_fast), H(mean_fast), H(inv_fast), H(run_mean_fast), H(run_var_fast);
+        mirror_expect_close("bn train y", n, y_fast, y_ref, NORM_MAP_TOL, NORM_MAP_TOL);
+        mirror_expect_close("bn save_mean", c, mean_fast, mean_ref, NORM_STATS_TOL, NORM_STATS_TOL);
+        // inv_std reaches 1/sqrt(eps) ~ 316 with one row: relative only matters.
+        mirror_expect_close("bn save_inv_std", c, inv_fast, inv_ref, NORM_STATS_TOL, NORM_STATS_TOL);
+        mirror_expect_close("bn running_mean", c, run_mean_fast, run_mean_ref, NORM_STATS_TOL,
+                     NORM_STATS_TOL);
+        mirror_expect_close("bn running_var", c, run_var_fast, run_var_ref, NORM_STATS_TOL,
+                     NORM_STATS_TOL);
+
+        float *e_ref = mirror_nan_tensor(n), *e_fast = mirror_nan_tensor(n);
+        ref->op.batchnorm_forward_eval(ref, rows, c, x, gamma, beta, run_mean_ref, run_var_ref,
+                                       1e-5f, e_ref);
+        fast->op.batchnorm_forward_eval(fast, rows, c, D(x), D(gamma), D(beta), D(run_mean_ref),
+                                        D(run_var_ref), 1e-5f, D(e_fast));
+        H(e_fast);
+        mirror_expect_close("bn eval y", n, e_fast, e_ref, NORM_MAP_TOL, NORM_MAP_TOL);
+        mirror_free(state);
+    }
+}
+
+static void test_batchnorm_backward(void **state) {
+    NEED_FAST_BACKEND();
+    for (size_t i = 0; i < NORM_CASE_COUNT; i++) {
+        const size_t rows = norm_cases[i].rows;
+        const int c = norm_cases[i].channels;
+        const size_t n = rows * c;
+        const uint64_t seed = 2000 + 10 * i;
+        const float *x = mirror_random_tensor(n, -1, 1, seed);
+        const float *dy = mirror_random_tensor(n, -1, 1, seed + 1);
+        const float *gamma = mirror_random_tensor(c, 0.5f, 1.5f, seed + 2);
+        const float *beta = mirror_random_tensor(c, -0.5f, 0.5f, seed + 3);
+        float *y = mirror_tensor(n), *mean = mirror_tensor(c), *inv_std = mirror_tensor(c);
+        float *run_mean = mirror_random_tensor(c, -1, 1, seed + 4), *run_var = mirror_random_tensor(c, 1, 2, seed + 5);
+        ref->op.batchnorm_forward_train(ref, rows, c, x, gamma, beta, 0.1f, 1e-5f, y, mean,
+                                        inv_std, run_mean, run_var);
+        float *dx_ref = mirror_nan_tensor(n), *dx_fast = mirror_nan_tensor(n);
+        // Parameter gradients accumulate: both start from the same values.
+        float *dgamma_ref = mirror_random_tensor(c, -1, 1, seed + 6), *dgamma_fast = mirror_copy(dgamma_ref, c);
+        float *dbeta_ref = mirror_random_tensor(c, -1, 1, seed + 7), *dbeta_fast = mirror_copy(dbeta_ref, c);
+        ref->op.batchnorm_backward(ref, rows, c, x, dy, gamma, mean, inv_std, dx_ref, dgamma_ref,
+                                   dbeta_ref);
+        fast->op.batchnorm_backward(fast, rows, c, D(x), D(dy), D(gamma), D(mean), D(inv_std),
+                                    D(dx_fast), D(dgamma_fast), D(dbeta_fast));
+        H(dx_fast), H(dgamma_fast), H(dbeta_fast);
+        // dx = a dy + b x + c in fp32 where the three terms can cancel; rows
+        // = 1 has inv_std ~ 316 (x - mean = 0, so still O(1) terms).
+        mirror_expect_close("bn dx", n, dx_fast, dx_ref, NORM_MAP_TOL, NORM_MAP_TOL);
+        mirror_expect_close("bn dgamma", c, dgamma_fast, dgamma_ref, NORM_STATS_TOL,
+                     gradient_sum_tol(rows));
+        mirror_expect_close("bn dbeta", c, dbeta_fast, dbeta_ref, NORM_STATS_TOL, gradient_sum_tol(rows));
+        mirror_free(state);
+    }
+}
+
+// ---- batch norm fused with ReLU and residual add -------------------------------------------
+
+// The fused ops on both backends: ref's against the plain composition it
+// stands for (identical, tolerance 0: same fp32 operations), cpu's against
+// ref's (the tolerances above; the residual add and ReLU are exact fp32
+// operations on values that already carry that error).
+static void check_batchnorm_relu_forward(size_t rows, int c, int with_residual, uint64_t seed) {
+    const size_t n = rows * c;
+    const float *x = mirror_random_tensor(n, 0.5f, 2.5f, seed);
+    const float *residual = with_residual ? mirror_random_tensor(n, -1, 1, seed + 1) : NULL;
+    const float *gamma = mirror_random_tensor(c, 0.5f, 1.5f, seed + 2);
+    const float *beta = mirror_random_tensor(c, -0.5f, 0.5f, seed + 3);
+    float *run_mean[3], *run_var[3], *y[3], *mean[3], *inv_std[3];  // composition, ref, fast
+    for (int k = 0; k < 3; k++) {
+        run_mean[k] = mirror_random_tensor(c, -1, 1, seed + 4);
+        run_var[k] = mirror_random_tensor(c, 0.5f, 2, seed + 5);
+        y[k] = mirror_nan_tensor(n);
+        mean[k] = mirror_nan_tensor(c);
+        inv_std[k] = mirror_nan_tensor(c);
+    }
+    ref->op.batchnorm_forward_train(ref, rows, c, x, gamma, beta, 0.1f, 1e-5f, y[0], mean[0],
+                                    inv_std[0], run_mean[0], run_var[0]);
+    if (residual) ref->op.add(ref, n, y[0], residual, y[0]);
+    ref->op.relu_forward(ref, n, y[0], y[0]);
+    ref->op.batchnorm_relu_forward_train(ref, rows, c, x, residual, gamma, beta, 0.1f, 1e-5f, y[1],
+                                         mean[1], inv_std[1], run_mean[1], run_var[1]);
+    fast->op.batchnorm_relu_forward_train(fast, rows, c, D(x), D(residual), D(gamma), D(beta), 0.1f,
+                                          1e-5f, D(y[2]), D(mean[2]), D(inv_std[2]),
+                                          D(run_mean[2]), D(run_var[2]));
+    H(y[2]), H(mean[2]), H(inv_std[2]), H(run_mean[2]), H(run_var[2]);
+    mirror_expect_close("ref bn+relu train y", n, y[1], y[0], 0, 0);
+    mirror_expect_close("ref bn+relu running_var", c, run_var[1], run_var[0], 0, 0);
+    mirror_expect_close("bn+relu train y", n, y[2], y[1], NORM_MAP_TOL, NORM_MAP_TOL);
+    mirror_expect_close("bn+relu save_mean", c, mean[2], mean[1], NORM_STATS_TOL, NORM_STATS_TOL);
+    mirror_expect_close("bn+relu save_inv_std", c, inv_std[2], inv_std[1], NORM_STATS_TOL,
+                 NORM_STATS_TOL);
+    mirror_expect_close("bn+relu running_mean", c, run_mean[2], run_mean[1], NORM_STATS_TOL,
+                 NORM_STATS_TOL);
+    mirror_expect_close("bn+relu running_var", c, run_var[2], run_var[1], NORM_STATS_TOL,
+                 NORM_STATS_TOL);
+
+    // Evaluation, with the running statistics just updated.
+    ref->op.batchnorm_forward_eval(ref, rows, c, x, gamma, beta, run_mean[0], run_var[0], 1e-5f,
+                                   y[0]);
+    if (residual) ref->op.add(ref, n, y[0], residual, y[0]);
+    ref->op.relu_forward(ref, n, y[0], y[0]);
+    ref->op.batchnorm_relu_forward_eval(ref, rows, c, x, residual, gamma, beta, run_mean[0],
+                                        run_var[0], 1e-5f, y[1]);
+    fast->op.batchnorm_relu_forward_eval(fast, rows, c, D(x), D(residual), D(gamma), D(beta),
+                                         D(run_mean[0]), D(run_var[0]), 1e-5f, D(y[2]));
+    H(y[2]);
+    mirror_expect_close("ref bn+relu eval y", n, y[1], y[0], 0, 0);
+    mirror_expect_close("bn+relu eval y", n, y[2], y[1], NORM_MAP_TOL, NORM_MAP_TOL);
+}
+
+static void test_batchnorm_relu_forward(void **state) {
+    NEED_FAST_BACKEND();
+    for (size_t i = 0; i < NORM_CASE_COUNT; i++)
+        for (int with_residual = 0; with_residual < 2; with_residual++) {
+            check_batchnorm_relu_forward(norm_cases[i].rows, norm_cases[i].channels,
+                                         with_residual, 6000 + 10 * i + with_residual);
+            mirror_free(state);
+        }
+}
+
+// with_dresidual: 0 none, 1 its own buffer, 2 aliasing dy (as ResNet blocks use it).
+static void check_batchnorm_relu_backward(size_t rows, int c, int with_dresidual, uint64_t seed) {
+    const size_t n = rows * c;
+    const float *x = mirror_random_tensor(n, -1, 1, seed);
+    const float *residual = mirror_random_tensor(n, -1, 1, seed + 1);
+    const float *gamma = mirror_random_tensor(c, 0.5f, 1.5f, seed + 2);
+    const float *beta = mirror_random_tensor(c, -0.5f, 0.5f, seed + 3);
+    float *y = mirror_tensor(n), *mean = mirror_tensor(c), *inv_std = mirror_tensor(c);
+    float *run_mean = mirror_random_tensor(c, -1, 1, seed + 4), *run_var = mirror_random_tensor(c, 1, 2, seed + 5);
+    // y = relu(bn(x) + residual): about half the mask is 0.
+    ref->op.batchnorm_relu_forward_train(ref, rows, c, x, residual, gamma, beta, 0.1f, 1e-5f, y,
+                                         mean, inv_std, run_mean, run_var);
+    const float *dy = mirror_random_tensor(n, -1, 1, seed + 6);
+    float *dx[3], *dgamma[3], *dbeta[3], *dz[3];  // composition, ref, fast
+    for (int k = 0; k < 3; k++) {
+        dx[k] = mirror_nan_tensor(n);
+        dgamma[k] = mirror_random_tensor(c, -1, 1, seed + 7);  // += : the same start
+        dbeta[k] = mirror_random_tensor(c, -1, 1, seed + 8);
+        dz[k] = with_dresidual == 2 ? mirror_copy(dy, n) : mirror_nan_tensor(n);
+    }
+    ref->op.relu_backward(ref, n, y, dy, dz[0]);
+    ref->op.batchnorm_backward(ref, rows, c, x, dz[0], gamma, mean, inv_std, dx[0], dgamma[0],
+                               dbeta[0]);
+    ref->op.batchnorm_relu_backward(ref, rows, c, x, y, with_dresidual == 2 ? dz[1] : dy, gamma,
+                                    mean, inv_std, dx[1], dgamma[1], dbeta[1],
+                                    with_dresidual ? dz[1] : NULL);
+    fast->op.batchnorm_relu_backward(fast, rows, c, D(x), D(y), D(with_dresidual == 2 ? dz[2] : dy),
+                                     D(gamma), D(mean), D(inv_std), D(dx[2]), D(dgamma[2]),
+                                     D(dbeta[2]), D(with_dresidual ? dz[2] : NULL));
+    H(dx[2]), H(dgamma[2]), H(dbeta[2]), H(dz[2]);
+    mirror_expect_close("ref bn+relu dx", n, dx[1], dx[0], 0, 0);
+    mirror_expect_close("ref bn+relu dgamma", c, dgamma[1], dgamma[0], 0, 0);
+    mirror_expect_close("ref bn+relu dbeta", c, dbeta[1], dbeta[0], 0, 0);
+    mirror_expect_close("bn+relu dx", n, dx[2], dx[1], NORM_MAP_TOL, NORM_MAP_TOL);
+    mirror_expect_close("bn+relu dgamma", c, dgamma[2], dgamma[1], NORM_STATS_TOL,
+                 gradient_sum_tol(rows));
+    mirror_expect_close("bn+relu dbeta", c, dbeta[2], dbeta[1], NORM_STATS_TOL, gradient_sum_tol(rows));
+    if (with_dresidual) {  // the masked copy of dy: exact
+        mirror_expect_close("ref bn+relu dresidual", n, dz[1], dz[0], 0, 0);
+        mirror_expect_close("bn+relu dresidual", n, dz[2], dz[0], 0, 0);
+    }
+}
+
+static void test_batchnorm_relu_backward(void **state) {
+    NEED_FAST_BACKEND();
+    for (size_t i = 0; i < NORM_CASE_COUNT; i++)
+        for (int with_dresidual = 0; with_dresidual < 3; with_dresidual++) {
+            check_batchnorm_relu_backward(norm_cases[i].rows, norm_cases[i].channels,
+                                          with_dresidual, 7000 + 10 * i + with_dresidual);
+            mirror_free(state);
+        }
+}
+
+
+// ---- synchronised BatchNorm's split ops -------------------------------------------------
+
+// The five ops of backend.h that synchronised BatchNorm chains around its
+// all-reduces, each fed the same inputs on both backends (ref's output of
+// the step before), so each op's own error is what is compared: sums and
+// statistics as the plain batch norm's (NORM_STATS_TOL, gradient_sum_tol),
+// maps as NORM_MAP_TOL. total_rows is 3 x rows, as if two more ranks had
+// added theirs. relu_residual: the fused form (residual add, ReLU mask).
+static void check_batchnorm_sync_split(size_t rows, int c, int relu_residual, uint64_t seed) {
+    const size_t n = rows * c, total_rows = 3 * rows;
+    const float *x = mirror_random_tensor(n, 0.5f, 2.5f, seed);
+    const float *residual = relu_residual ? mirror_random_tensor(n, -1, 1, seed + 1) : NULL;
+    const float *gamma = mirror_random_tensor(c, 0.5f, 1.5f, seed + 2);
+    const float *beta = mirror_random_tensor(c, -0.5f, 0.5f, seed + 3);
+    float *mean = mirror_tensor(c);
+    for (int k = 0; k < c; k++) {
+        double total = 0;
+        for (size_t r = 0; r < rows; r++) total += x[r * c + k];
+        mean[k] = (float)(total / (double)rows);
+    }
+    float *squares[2] = {mirror_nan_tensor(c), mirror_nan_tensor(c)};  // ref, fast
+    ref->op.batchnorm_centered_squares(ref, rows, c, x, mean, squares[0]);
+    fast->op.batchnorm_centered_squares(fast, rows, c, D(x), D(mean), D(squares[1]));
+    H(squares[1]);
+    mirror_expect_close("sync bn squares", c, squares[1], squares[0], NORM_STATS_TOL,
+                        NORM_STATS_TOL);
+
+    // Statistics from ref's squares (in place: each backend its own copy).
+    float *inv_std[2], *run_mean[2], *run_var[2];
+    for (int k = 0; k < 2; k++) {
+        inv_std[k] = mirror_copy(squares[0], c);
+        run_mean[k] = mirror_random_tensor(c, -1, 1, seed + 4);
+        run_var[k] = mirror_random_tensor(c, 0.5f, 2, seed + 5);
+    }
+    ref->op.batchnorm_finish_statistics(ref, c, total_rows, 0.1f, 1e-5f, mean, inv_std[0],
+                                        run_mean[0], run_var[0]);
+    fast->op.batchnorm_finish_statistics(fast, c, total_rows, 0.1f, 1e-5f, D(mean),
+                                         D(inv_std[1]), D(run_mean[1]), D(run_var[1]));
+    H(inv_std[1]), H(run_mean[1]), H(run_var[1]);
+    mirror_expect_close("sync bn inv_std", c, inv_std[1], inv_std[0], NORM_STATS_TOL,
+                        NORM_STATS_TOL);
+    mirror_expect_close("sync bn running_mean", c, run_mean[1], run_mean[0], NORM_STATS_TOL,
+                        NORM_STATS_TOL);
+    mirror_expect_close("sync bn running_var", c, run_var[1], run_var[0], NORM_STATS_TOL,
+                        NORM_STATS_TOL);
+
+    float *y[2] = {mirror_nan_tensor(n), mirror_nan_tensor(n)};
+    ref->op.batchnorm_forward_apply(ref, rows, c, x, residual, relu_residual, gamma, beta, mean,
+                                    inv_std[0], y[0]);
+    fast->op.batchnorm_forward_apply(fast, rows, c, D(x), D(residual), relu_residual, D(gamma),
+                                     D(beta), D(mean), D(inv_std[0]), D(y[1]));
+    H(y[1]);
+    mirror_expect_close("sync bn y", n, y[1], y[0], NORM_MAP_TOL, NORM_MAP_TOL);
+
+    // Backward: the ReLU mask is ref's output; dz_out into its own buffer.
+    const float *relu_out = relu_residual ? y[0] : NULL;
+    const float *dy = mirror_random_tensor(n, -1, 1, seed + 6);
+    float *sums[2], *dgamma[2], *dbeta[2], *dz[2], *dx[2];
+    for (int k = 0; k < 2; k++) {
+        sums[k] = mirror_nan_tensor(2 * (size_t)c);
+        dgamma[k] = mirror_random_tensor(c, -1, 1, seed + 7);  // += : the same start
+        dbeta[k] = mirror_random_tensor(c, -1, 1, seed + 8);
+        dz[k] = mirror_nan_tensor(n);
+        dx[k] = mirror_nan_tensor(n);
+    }
+    ref->op.batchnorm_backward_reduce(ref, rows, c, x, relu_out, dy, dz[0], mean, inv_std[0],
+                                      dgamma[0], dbeta[0], sums[0]);
+    fast->op.batchnorm_backward_reduce(fast, rows, c, D(x), D(relu_out), D(dy), D(dz[1]),
+                                       D(mean), D(inv_std[0]), D(dgamma[1]), D(dbeta[1]),
+                                       D(sums[1]));
+    H(sums[1]), H(dgamma[1]), H(dbeta[1]), H(dz[1]);
+    mirror_expect_close("sync bn sums", 2 * (size_t)c, sums[1], sums[0], NORM_STATS_TOL,
+                        gradient_sum_tol(rows));
+    mirror_expect_close("sync bn dgamma", c, dgamma[1], dgamma[0], NORM_STATS_TOL,
+                        gradient_sum_tol(rows));
+    mirror_expect_close("sync bn dbeta", c, dbeta[1], dbeta[0], NORM_STATS_TOL,
+                        gradient_sum_tol(rows));
+    mirror_expect_close("sync bn dz", n, dz[1], dz[0], 0, 0);  // a masked copy: exact
+    ref->op.batchnorm_backward_apply(ref, rows, total_rows, c, x, relu_out, dy, gamma, mean,
+                                     inv_std[0], sums[0], dx[0]);
+    fast->op.batchnorm_backward_apply(fast, rows, total_rows, c, D(x), D(relu_out), D(dy),
+                                      D(gamma), D(mean), D(inv_std[0]), D(sums[0]), D(dx[1]));
+    H(dx[1]);
+    mirror_expect_close("sync bn dx", n, dx[1], dx[0], NORM_MAP_TOL, NORM_MAP_TOL);
+}
+
+static void test_batchnorm_sync_split(void **state) {
+    NEED_FAST_BACKEND();
+    for (size_t i = 0; i < NORM_CASE_COUNT; i++)
+        for (int relu_residual = 0; relu_residual < 2; relu_residual++) {
+            check_batchnorm_sync_split(norm_cases[i].rows, norm_cases[i].channels, relu_residual,
+                                       8000 + 10 * i + relu_residual);
+            mirror_free(state);
+        }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_batchnorm_forward, mirror_free),
+        cmocka_unit_test_teardown(test_batchnorm_backward, mirror_free),
+        cmocka_unit_test_teardown(test_batchnorm_relu_forward, mirror_free),
+        cmocka_unit_test_teardown(test_batchnorm_relu_backward, mirror_free),
+        cmocka_unit_test_teardown(test_batchnorm_sync_split, mirror_free),
+    };
+    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]);
+}
