@@ -4,8 +4,8 @@
 // its forward, with a random projection <p, y> of the output as the scalar
 // loss, and the gradient contract of backend.h (activation gradients =,
 // parameter gradients +=). Also: NaN inputs propagate as in PyTorch. Every
-// test runs on the ref backend, then on the cpu backend (test_backend_cpu
-// style comparisons of the two are in test_backend_transformer_cpu.c).
+// test runs on the ref backend, then on the cpu backend (comparisons of the
+// fast backends with ref are in test_backend_transformer_fast.c).
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

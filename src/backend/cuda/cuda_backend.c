@@ -332,6 +332,74 @@ static void cuda_column_sum(Backend *backend, size_t rows, int channels, const f
     cuda_column_sum_launch(state->stream, state->scratch, rows, channels, x, y, 0);
 }
 
+// ---- transformer ops (cuda_transformer.cu; attention: cuda_attention.cu) ------------------
+
+static void cuda_layernorm_forward(Backend *backend, size_t rows, int channels, const float *x,
+                                   const float *gamma, const float *beta, float eps, float *y,
+                                   float *mean, float *inv_std) {
+    cuda_layernorm_forward_launch(cuda_state(backend)->stream, rows, channels, x, gamma, beta, eps,
+                                  y, mean, inv_std);
+}
+
+static void cuda_layernorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                                    const float *dy, const float *gamma, const float *mean,
+                                    const float *inv_std, float *dx, float *dgamma,
+                                    float *dbeta) {
+    CudaState *state = cuda_state(backend);
+    cuda_layernorm_backward_launch(state->stream, state->scratch, rows, channels, x, dy, gamma,
+                                   mean, inv_std, dx, dgamma, dbeta);
+}
+
+static void cuda_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
+                                    int channels, const float *patch_embeddings,
+                                    const float *cls, const float *cls_pos,
+                                    const float *register_tokens, const float *patch_pos,
+                                    float *tokens) {
+    cuda_vit_tokens_forward_launch(cuda_state(backend)->stream, batch, registers, patches,
+                                   channels, patch_embeddings, cls, cls_pos, register_tokens,
+                                   patch_pos, tokens);
+}
+
+static void cuda_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
+                                     int channels, const float *dtokens,
+                                     float *dpatch_embeddings, float *dcls, float *dcls_pos,
+                                     float *dregister_tokens, float *dpatch_pos) {
+    CudaState *state = cuda_state(backend);
+    cuda_vit_tokens_backward_launch(state->stream, state->scratch, batch, registers, patches,
+                                    channels, dtokens, dpatch_embeddings, dcls, dcls_pos,
+                                    dregister_tokens, dpatch_pos);
+}
+
+static void cuda_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
+                                            int channels, const float *x, const float *branch,
+                                            const float *gamma, const float *sample_scale,
+                                            float *y) {
+    cuda_residual_scale_add_forward_launch(cuda_state(backend)->stream, batch, rows_per_sample,
+                                           channels, x, branch, gamma, sample_scale, y);
+}
+
+static void cuda_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
+                                             int channels, const float *branch, const float *dy,
+                                             const float *gamma, const float *sample_scale,
+                                             float *dbranch, float *dgamma) {
+    CudaState *state = cuda_state(backend);
+    cuda_residual_scale_add_backward_launch(state->stream, state->scratch, batch,
+                                            rows_per_sample, channels, branch, dy, gamma,
+                                            sample_scale, dbranch, dgamma);
+}
+
+static void cuda_token_pool_forward(Backend *backend, int batch, int tokens, int channels,
+                                    int first, int count, const float *x, float *y) {
+    cuda_token_pool_forward_launch(cuda_state(backend)->stream, batch, tokens, channels, first,
+                                   count, x, y);
+}
+
+static void cuda_token_pool_backward(Backend *backend, int batch, int tokens, int channels,
+                                     int first, int count, const float *dy, float *dx) {
+    cuda_token_pool_backward_launch(cuda_state(backend)->stream, batch, tokens, channels, first,
+                                    count, dy, dx);
+}
+
 // ---- optimizer updates ------------------------------------------------------------------
 
 static void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
@@ -479,6 +547,18 @@ static const BackendOps cuda_ops = {
     .sgd_update = cuda_sgd_update,
     .adamw_update = cuda_adamw_update,
     .ema_update = cuda_ema_update,
+    .layernorm_forward = cuda_layernorm_forward,
+    .layernorm_backward = cuda_layernorm_backward,
+    .attention_plan = cuda_attention_plan,
+    .attention_plan_free = cuda_attention_plan_free,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .vit_tokens_forward = cuda_vit_tokens_forward,
+    .vit_tokens_backward = cuda_vit_tokens_backward,
+    .residual_scale_add_forward = cuda_residual_scale_add_forward,
+    .residual_scale_add_backward = cuda_residual_scale_add_backward,
+    .token_pool_forward = cuda_token_pool_forward,
+    .token_pool_backward = cuda_token_pool_backward,
     .lars_direction = cuda_lars_direction,
     .step_gate = cuda_step_gate,
     .amp_unscale = cuda_amp_unscale,

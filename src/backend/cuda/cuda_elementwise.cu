@@ -7,6 +7,7 @@
 #include "backend/scalar_rules.h"
 #include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_launch.cuh"
 
 namespace {
 
@@ -139,13 +140,6 @@ __global__ void normalize_u8_kernel(size_t values, const uint8_t *x, ChannelCons
 }
 
 }  // namespace
-
-#define LAUNCH(kernel, n, stream, ...)                                              \
-    do {                                                                            \
-        if ((n) == 0) return;                                                       \
-        kernel<<<blocks_for(n), kThreads, 0, stream>>>(__VA_ARGS__);                \
-        CUDA_CHECK_LAUNCH();                                                        \
-    } while (0)
 
 extern "C" {
 

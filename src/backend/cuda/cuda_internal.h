@@ -16,11 +16,13 @@
 
 #include <cuda_runtime_api.h>
 
-#include "backend/backend.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+// C declarations also for the .cu files (which call attention_shape_make,
+// error_set).
+#include "backend/backend.h"
 
 // Doubles of reduction scratch (partials of the two-pass reductions): room
 // for CUDA_MAX_ROW_BLOCKS partials of two sums per column and two results
@@ -165,6 +167,48 @@ void cuda_avgpool_forward_launch(cudaStream_t stream, int batch, int pixels, int
                                  const float *x, float *y);
 void cuda_avgpool_backward_launch(cudaStream_t stream, int batch, int pixels, int channels,
                                   const float *dy, float *dx);
+
+// ---- cuda_transformer.cu ----
+void cuda_layernorm_forward_launch(cudaStream_t stream, size_t rows, int channels,
+                                   const float *x, const float *gamma, const float *beta,
+                                   float eps, float *y, float *mean, float *inv_std);
+void cuda_layernorm_backward_launch(cudaStream_t stream, double *scratch, size_t rows,
+                                    int channels, const float *x, const float *dy,
+                                    const float *gamma, const float *mean, const float *inv_std,
+                                    float *dx, float *dgamma, float *dbeta);
+void cuda_vit_tokens_forward_launch(cudaStream_t stream, int batch, int registers, int patches,
+                                    int channels, const float *patch_embeddings,
+                                    const float *cls, const float *cls_pos,
+                                    const float *register_tokens, const float *patch_pos,
+                                    float *tokens);
+void cuda_vit_tokens_backward_launch(cudaStream_t stream, double *scratch, int batch,
+                                     int registers, int patches, int channels,
+                                     const float *dtokens, float *dpatch_embeddings, float *dcls,
+                                     float *dcls_pos, float *dregister_tokens,
+                                     float *dpatch_pos);
+void cuda_residual_scale_add_forward_launch(cudaStream_t stream, int batch,
+                                            size_t rows_per_sample, int channels, const float *x,
+                                            const float *branch, const float *gamma,
+                                            const float *sample_scale, float *y);
+void cuda_residual_scale_add_backward_launch(cudaStream_t stream, double *scratch, int batch,
+                                             size_t rows_per_sample, int channels,
+                                             const float *branch, const float *dy,
+                                             const float *gamma, const float *sample_scale,
+                                             float *dbranch, float *dgamma);
+void cuda_token_pool_forward_launch(cudaStream_t stream, int batch, int tokens, int channels,
+                                    int first, int count, const float *x, float *y);
+void cuda_token_pool_backward_launch(cudaStream_t stream, int batch, int tokens, int channels,
+                                     int first, int count, const float *dy, float *dx);
+
+// ---- cuda_attention.cu: the attention ops of the table themselves ----
+AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape,
+                                   ErrorMessage *err);
+void cuda_attention_plan_free(Backend *backend, AttentionPlan *plan);
+void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                            float scale, float *out, float *lse);
+void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                             const float *out, const float *dout, const float *lse, float scale,
+                             float *dqkv);
 
 // ---- cuda_resize.cu ----
 void cuda_resize_bilinear_forward_launch(cudaStream_t stream, int batch, int in_height,

@@ -5,6 +5,7 @@
 // window order, so no atomics and the same sums as ref.
 #include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_launch.cuh"
 
 namespace {
 
@@ -101,34 +102,25 @@ extern "C" {
 void cuda_maxpool_forward_launch(cudaStream_t stream, const PoolShape *shape, const float *x,
                                  float *y, int32_t *argmax) {
     const size_t n = (size_t)shape->batch * shape->out_height * shape->out_width * shape->channels;
-    if (n == 0) return;
-    maxpool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(*shape, x, y, argmax);
-    CUDA_CHECK_LAUNCH();
+    LAUNCH(maxpool_forward_kernel, n, stream, *shape, x, y, argmax);
 }
 
 void cuda_maxpool_backward_launch(cudaStream_t stream, const PoolShape *shape, const float *dy,
                                   const int32_t *argmax, float *dx) {
     const size_t n = (size_t)shape->batch * shape->in_height * shape->in_width * shape->channels;
-    if (n == 0) return;
-    maxpool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(*shape, dy, argmax, dx);
-    CUDA_CHECK_LAUNCH();
+    LAUNCH(maxpool_backward_kernel, n, stream, *shape, dy, argmax, dx);
 }
 
 void cuda_avgpool_forward_launch(cudaStream_t stream, int batch, int pixels, int channels,
                                  const float *x, float *y) {
     const size_t n = (size_t)batch * channels;
-    if (n == 0) return;
-    avgpool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(batch, pixels, channels, x, y);
-    CUDA_CHECK_LAUNCH();
+    LAUNCH(avgpool_forward_kernel, n, stream, batch, pixels, channels, x, y);
 }
 
 void cuda_avgpool_backward_launch(cudaStream_t stream, int batch, int pixels, int channels,
                                   const float *dy, float *dx) {
     const size_t n = (size_t)batch * pixels * channels;
-    if (n == 0) return;
-    avgpool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(batch, pixels, channels, dy,
-                                                                    dx);
-    CUDA_CHECK_LAUNCH();
+    LAUNCH(avgpool_backward_kernel, n, stream, batch, pixels, channels, dy, dx);
 }
 
 }  // extern "C"

@@ -39,26 +39,6 @@ __global__ void vector_finish_kernel(int kind, int count, const double *partials
     if (threadIdx.x == 0) *result = kind == 3 ? *result + (float)total : (float)total;
 }
 
-// Column partials of the first `width` columns of x (rows, stride):
-// block (32 columns) x (8 row lanes); grid.y row blocks; partials (row
-// block, width).
-__global__ void column_partials_kernel(size_t rows, int stride, int width, const float *x,
-                                       double *partials) {
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    double total = 0.0;
-    if (c < width)
-        for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < rows;
-             r += (size_t)blockDim.y * gridDim.y)
-            total += x[r * stride + c];
-    __shared__ double lanes[8][33];
-    lanes[threadIdx.y][threadIdx.x] = total;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < width) {
-        for (int k = 1; k < (int)blockDim.y; k++) total += lanes[k][threadIdx.x];
-        partials[(size_t)blockIdx.y * width + c] = total;
-    }
-}
-
 __global__ void column_finish_kernel(int channels, int row_blocks, const double *partials,
                                      float *y, int accumulate) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -82,6 +62,13 @@ int cuda_row_blocks(size_t rows) {
     return (int)(wanted < 1 ? 1 : wanted > CUDA_MAX_ROW_BLOCKS ? CUDA_MAX_ROW_BLOCKS : wanted);
 }
 
+void cuda_column_finish_launch(cudaStream_t stream, int width, int row_blocks,
+                               const double *partials, float *y, int accumulate) {
+    column_finish_kernel<<<(width + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+        width, row_blocks, partials, y, accumulate);
+    CUDA_CHECK_LAUNCH();
+}
+
 extern "C" {
 
 void cuda_reduce_launch(cudaStream_t stream, double *scratch, int kind, size_t n, const float *a,
@@ -94,21 +81,10 @@ void cuda_reduce_launch(cudaStream_t stream, double *scratch, int kind, size_t n
     CUDA_CHECK_LAUNCH();
 }
 
-// Wide matrices go in chunks of CUDA_MAX_COLUMNS columns (the scratch's
-// room); the chunk's columns keep the matrix's row stride.
 void cuda_column_sum_launch(cudaStream_t stream, double *scratch, size_t rows, int channels,
                             const float *x, float *y, int accumulate) {
-    const int row_blocks = cuda_row_blocks(rows);
-    for (int first = 0; first < channels; first += CUDA_MAX_COLUMNS) {
-        const int width = channels - first < CUDA_MAX_COLUMNS ? channels - first : CUDA_MAX_COLUMNS;
-        const dim3 grid((unsigned)((width + 31) / 32), (unsigned)row_blocks);
-        column_partials_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, channels, width,
-                                                                 x + first, scratch);
-        CUDA_CHECK_LAUNCH();
-        column_finish_kernel<<<(width + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-            width, row_blocks, scratch, y + first, accumulate);
-        CUDA_CHECK_LAUNCH();
-    }
+    cuda_column_sums(stream, scratch, rows, channels, StridedColumns{x, (size_t)channels}, y,
+                     accumulate);
 }
 
 void cuda_bias_add_launch(cudaStream_t stream, size_t rows, int channels, const float *bias,

@@ -1,11 +1,14 @@
-// Device helpers shared by the cuda backend's reduction kernels: block-wide
-// sum and max in a fixed order (warp shuffles, then the warps' results in
-// warp order), returned to every thread of the block. Blocks of at most 1024
-// threads, a multiple of 32.
+// Helpers shared by the cuda backend's reduction kernels: block-wide sum and
+// max in a fixed order (warp shuffles, then the warps' results in warp
+// order), returned to every thread of the block (blocks of at most 1024
+// threads, a multiple of 32); and the deterministic two-pass column sums of
+// a matrix given by a functor (bias and parameter gradients, batch sums).
 #ifndef LTC_BACKEND_CUDA_REDUCE_CUH
 #define LTC_BACKEND_CUDA_REDUCE_CUH
 
 #include <math.h>
+
+#include "backend/cuda/cuda_internal.h"
 
 struct SumOp {
     template <typename T>
@@ -63,5 +66,60 @@ __device__ T block_max(T value) {
 // Row blocks (grid.y) of a column reduction over `rows`: at most
 // CUDA_MAX_ROW_BLOCKS, about 256 rows each.
 int cuda_row_blocks(size_t rows);
+
+// ---- column sums of a matrix given by a functor ------------------------------------
+// value(r, c) (double) is element (r, c) of a (rows, width) matrix: a plain
+// read, or a product the caller forms on the fly (dy * xhat for a norm's
+// gamma gradient). Two passes: column partials of each row block into the
+// scratch, then the row blocks combined in order (cuda_column_finish_launch).
+
+// Partials of columns [first, first + width): block (32 columns) x (8 row
+// lanes), the lanes combined in order; grid.y row blocks; partials (row
+// block, width).
+template <typename Value>
+__global__ void column_partials_kernel(size_t rows, int first, int width, Value value,
+                                       double *partials) {
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    double total = 0.0;
+    if (c < width)
+        for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < rows;
+             r += (size_t)blockDim.y * gridDim.y)
+            total += value(r, first + c);
+    __shared__ double lanes[8][33];
+    lanes[threadIdx.y][threadIdx.x] = total;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < width) {
+        for (int k = 1; k < (int)blockDim.y; k++) total += lanes[k][threadIdx.x];
+        partials[(size_t)blockIdx.y * width + c] = total;
+    }
+}
+
+// y (width) = (accumulate 0) or += (accumulate 1) the sums of the row
+// blocks' partials (row_blocks, width), in row-block order.
+void cuda_column_finish_launch(cudaStream_t stream, int width, int row_blocks,
+                               const double *partials, float *y, int accumulate);
+
+// y (width) =, or += with accumulate, the column sums of value over rows.
+// Wide matrices go in chunks of CUDA_MAX_COLUMNS columns (the scratch's room).
+template <typename Value>
+void cuda_column_sums(cudaStream_t stream, double *scratch, size_t rows, int width, Value value,
+                      float *y, int accumulate) {
+    const int row_blocks = cuda_row_blocks(rows);
+    for (int first = 0; first < width; first += CUDA_MAX_COLUMNS) {
+        const int chunk = width - first < CUDA_MAX_COLUMNS ? width - first : CUDA_MAX_COLUMNS;
+        const dim3 grid((unsigned)((chunk + 31) / 32), (unsigned)row_blocks);
+        column_partials_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, first, chunk, value,
+                                                                 scratch);
+        CUDA_CHECK_LAUNCH();
+        cuda_column_finish_launch(stream, chunk, row_blocks, scratch, y + first, accumulate);
+    }
+}
+
+// Element (r, c) of a row-major matrix with row stride `stride` floats.
+struct StridedColumns {
+    const float *x;
+    size_t stride;
+    __device__ double operator()(size_t r, int c) const { return x[r * stride + c]; }
+};
 
 #endif

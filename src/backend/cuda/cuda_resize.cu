@@ -7,16 +7,10 @@
 // their weighted gradients in output order: no atomics, the same bits on
 // every run.
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/resize_taps.h"
 
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned int blocks_for(size_t n) {
-    const size_t blocks = (n + kThreads - 1) / kThreads;
-    return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
-}
 
 struct ResizeShape {
     int batch, in_height, in_width, channels, out_height, out_width;
@@ -88,9 +82,7 @@ extern "C" void cuda_resize_bilinear_forward_launch(cudaStream_t stream, int bat
                                                     int out_width, float *y) {
     const ResizeShape s = {batch, in_height, in_width, channels, out_height, out_width};
     const size_t n = (size_t)batch * out_height * out_width * channels;
-    if (n == 0) return;
-    resize_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s, x, y);
-    CUDA_CHECK_LAUNCH();
+    LAUNCH(resize_forward_kernel, n, stream, s, x, y);
 }
 
 extern "C" void cuda_resize_bilinear_backward_launch(cudaStream_t stream, int batch,
@@ -99,16 +91,11 @@ extern "C" void cuda_resize_bilinear_backward_launch(cudaStream_t stream, int ba
                                                      int out_width, float *dx) {
     const ResizeShape s = {batch, in_height, in_width, channels, out_height, out_width};
     const size_t n = (size_t)batch * in_height * in_width * channels;
-    if (n == 0) return;
-    resize_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(s, dy, dx);
-    CUDA_CHECK_LAUNCH();
+    LAUNCH(resize_backward_kernel, n, stream, s, dy, dx);
 }
 
 extern "C" void cuda_mixup_launch(cudaStream_t stream, int batch, size_t sample, const float *x,
                                   const int32_t *permutation, float lambda, float *y) {
     const size_t n = (size_t)batch * sample;
-    if (n == 0) return;
-    mixup_kernel<<<blocks_for(n), kThreads, 0, stream>>>(batch, sample, x, permutation, lambda,
-                                                         y);
-    CUDA_CHECK_LAUNCH();
+    LAUNCH(mixup_kernel, n, stream, batch, sample, x, permutation, lambda, y);
 }

@@ -1,0 +1,422 @@
+// Fused scaled-dot-product attention on the GPU (backend.h), fp32, on the
+// packed qkv (B, T, 3, H, Dh) layout. No (T, T) matrix is stored:
+// - forward: a block takes 64 queries of one (b, h) and streams the keys
+//   and values through shared memory 32 at a time, keeping each query's
+//   running maximum, sum and output ("online softmax", as FlashAttention);
+//   it writes out and lse = max + log(sum).
+// - backward: D_i = dout_i . out_i first (one thread per row), then two
+//   launches of one tile kernel that recompute the probabilities p_ij =
+//   exp(scale q_i.k_j - lse_i) tile by tile: one per 64 queries sums dq_i =
+//   scale sum_j ds_ij k_j, one per 64 keys sums dk_j = scale sum_i ds_ij q_i
+//   and dv_j = sum_i p_ij dout_i, with ds_ij = p_ij (dout_i . v_j - D_i).
+//   Every gradient row is summed by one thread in a fixed order: no
+//   atomics, the same bits every run.
+// The kernels are templates on the largest head dim they hold (64, 128);
+// the plan picks one, refuses larger head dims, and raises the kernels'
+// shared-memory limit (tiles of up to 113 KiB).
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_launch.cuh"
+
+struct AttentionPlan {
+    AttentionShape shape;
+    int max_dim;   // 64 or 128: the kernel instance for this head dim
+    float *delta;  // device (B, H, T): D_i of the backward
+};
+
+namespace {
+
+constexpr int kMaxHeadDim = 128;
+
+// A block's 256 threads form a 16 x 16 grid: thread (ty, tx) holds rows
+// ty * 4 .. ty * 4 + 3 of a tile of kRows rows (queries; keys in the dk/dv
+// kernel), and of its kCols columns (keys; queries) those at tx and tx + 16,
+// and of the head dim those at tx, tx + 16, ...
+static_assert(kThreads == 256, "the attention tiles assume 16 x 16 threads (cuda_grid.cuh)");
+constexpr int kRows = 64, kCols = 32;
+constexpr int kRowsPerThread = kRows / 16, kColsPerThread = kCols / 16;
+// Shared tiles are padded by one float per row, so the 16 threads reading
+// column entries of different rows hit different banks.
+constexpr int kScoreLd = kCols + 1;
+
+// Where one (b, h)'s vectors lie: q, k, v of token t at qkv + q/k/v + t *
+// qkv_stride (dqkv alike), its out / dout row at out + t * out_stride, its
+// lse / D row at lse.
+struct Head {
+    size_t q, k, v, qkv_stride, out, out_stride, lse;
+};
+
+__device__ Head head_of(const AttentionShape &s, int pair) {
+    const int b = pair / s.heads, h = pair % s.heads;
+    const size_t width = (size_t)s.heads * s.head_dim;
+    const size_t q = (size_t)b * s.tokens * 3 * width + (size_t)h * s.head_dim;
+    return Head{q, q + width, q + 2 * width, 3 * width,
+                (size_t)b * s.tokens * width + (size_t)h * s.head_dim, width,
+                ((size_t)b * s.heads + h) * s.tokens};
+}
+
+// One kind of a head's vectors (q, k, v, dout): token t's at base + t * stride.
+struct Vectors {
+    const float *base;
+    size_t stride;
+};
+
+// tile (count rows of kDim + 1 floats) = the vectors of tokens first ..
+// first + count - 1, zero past the last token and past head_dim: padding
+// adds nothing to a dot product.
+template <int kDim>
+__device__ void load_rows(float *tile, int count, Vectors src, int first,
+                          const AttentionShape &s) {
+    for (int i = threadIdx.x; i < count * kDim; i += kThreads) {
+        const int r = i / kDim, d = i % kDim, t = first + r;
+        tile[r * (kDim + 1) + d] =
+            t < s.tokens && d < s.head_dim ? src.base[(size_t)t * src.stride + d] : 0.0f;
+    }
+}
+
+// The next kCols tokens' vectors into two tiles, once every thread is done
+// with the last ones.
+template <int kDim>
+__device__ void load_next(float *tile, Vectors src, float *tile2, Vectors src2, int first,
+                          const AttentionShape &s) {
+    __syncthreads();
+    load_rows<kDim>(tile, kCols, src, first, s);
+    load_rows<kDim>(tile2, kCols, src2, first, s);
+    __syncthreads();
+}
+
+// acc[r][c] = a_row . b_col over head_dim for this thread's rows of a
+// (kRows rows) and columns of b (kCols rows). fmaf on purpose: the build
+// turns FMA contraction off, and one rounding per term is also closer.
+template <int kDim>
+__device__ void tile_scores(const float *a, const float *b, int head_dim,
+                            float acc[kRowsPerThread][kColsPerThread]) {
+    const int tx = threadIdx.x % 16, row0 = threadIdx.x / 16 * kRowsPerThread;
+    for (int r = 0; r < kRowsPerThread; r++)
+        for (int c = 0; c < kColsPerThread; c++) acc[r][c] = 0.0f;
+    for (int d = 0; d < head_dim; d++) {
+        float a_values[kRowsPerThread], b_values[kColsPerThread];
+        for (int r = 0; r < kRowsPerThread; r++) a_values[r] = a[(row0 + r) * (kDim + 1) + d];
+        for (int c = 0; c < kColsPerThread; c++) b_values[c] = b[(tx + 16 * c) * (kDim + 1) + d];
+        for (int r = 0; r < kRowsPerThread; r++)
+            for (int c = 0; c < kColsPerThread; c++)
+                acc[r][c] = fmaf(a_values[r], b_values[c], acc[r][c]);
+    }
+}
+
+// acc[r][k] += sum over the kCols columns j of weights[row][j] b[j][tx + 16 k]
+// for this thread's rows: weights (kRows, kScoreLd) are probabilities or
+// score gradients, b (kCols rows) values, keys, queries or output gradients.
+template <int kDim>
+__device__ void tile_accumulate(const float *weights, const float *b,
+                                float acc[kRowsPerThread][kDim / 16]) {
+    const int tx = threadIdx.x % 16, row0 = threadIdx.x / 16 * kRowsPerThread;
+    for (int j = 0; j < kCols; j++) {
+        float w[kRowsPerThread];
+        for (int r = 0; r < kRowsPerThread; r++) w[r] = weights[(row0 + r) * kScoreLd + j];
+        for (int k = 0; k < kDim / 16; k++) {
+            const float value = b[j * (kDim + 1) + tx + 16 * k];
+            for (int r = 0; r < kRowsPerThread; r++) acc[r][k] = fmaf(w[r], value, acc[r][k]);
+        }
+    }
+}
+
+// Rows first + row0 + r of dst (token t at dst + t * stride) = acc[r]
+// times factor[r], the columns below head_dim of the tokens that exist.
+template <int kDim>
+__device__ void store_rows(const float acc[kRowsPerThread][kDim / 16],
+                           const float factor[kRowsPerThread], float *dst, size_t stride,
+                           int first, int tokens, int head_dim) {
+    const int tx = threadIdx.x % 16, row0 = threadIdx.x / 16 * kRowsPerThread;
+    for (int r = 0; r < kRowsPerThread; r++) {
+        const int t = first + row0 + r;
+        if (t >= tokens) continue;
+        for (int k = 0; k < kDim / 16; k++)
+            if (tx + 16 * k < head_dim)
+                dst[(size_t)t * stride + tx + 16 * k] = acc[r][k] * factor[r];
+    }
+}
+
+// Bytes of each kernel's shared tiles: rows of kDim + 1 floats (q, k, v,
+// dout) and (kRows, kScoreLd) score tiles (p, ds); dq and dkv are the
+// backward kernel on query tiles and on key tiles.
+template <int kDim>
+struct SharedBytes {
+    static constexpr size_t row = (kDim + 1) * sizeof(float);
+    static constexpr size_t scores = kRows * kScoreLd * sizeof(float);
+    static constexpr size_t forward = (kRows + 2 * kCols) * row + scores;
+    static constexpr size_t dq = (2 * kRows + 2 * kCols) * row + scores;
+    static constexpr size_t dkv = (2 * kRows + 2 * kCols) * row + 2 * scores;  // the largest
+};
+
+// Over the 16 threads that share a row (a half warp; xor offsets below 16
+// stay inside it). Every lane ends with the same bits.
+__device__ float row_max(float value) {
+    for (int offset = 8; offset > 0; offset /= 2)
+        value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+    return value;
+}
+
+__device__ float row_sum(float value) {
+    for (int offset = 8; offset > 0; offset /= 2)
+        value += __shfl_xor_sync(0xffffffffu, value, offset);
+    return value;
+}
+
+// ---- forward -----------------------------------------------------------------------
+
+// grid (B H, query tiles). A NaN score is passed over by the maximum but
+// makes its row's sum, and so its output and lse, NaN.
+template <int kDim>
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_kernel(AttentionShape s, const float *qkv, float scale, float *out,
+                             float *lse) {
+    extern __shared__ float shared[];
+    float *q_tile = shared;                          // (kRows, kDim + 1)
+    float *k_tile = q_tile + kRows * (kDim + 1);     // (kCols, kDim + 1)
+    float *v_tile = k_tile + kCols * (kDim + 1);     // (kCols, kDim + 1)
+    float *p_tile = v_tile + kCols * (kDim + 1);     // (kRows, kScoreLd)
+    const int tx = threadIdx.x % 16, row0 = threadIdx.x / 16 * kRowsPerThread;
+    const Head head = head_of(s, blockIdx.x);
+    const int first = blockIdx.y * kRows;
+    load_rows<kDim>(q_tile, kRows, {qkv + head.q, head.qkv_stride}, first, s);
+    float max[kRowsPerThread], sum[kRowsPerThread], acc[kRowsPerThread][kDim / 16];
+    for (int r = 0; r < kRowsPerThread; r++) {
+        max[r] = -INFINITY;
+        sum[r] = 0.0f;
+        for (int k = 0; k < kDim / 16; k++) acc[r][k] = 0.0f;
+    }
+    for (int key0 = 0; key0 < s.tokens; key0 += kCols) {
+        load_next<kDim>(k_tile, {qkv + head.k, head.qkv_stride}, v_tile,
+                        {qkv + head.v, head.qkv_stride}, key0, s);
+        float score[kRowsPerThread][kColsPerThread];
+        tile_scores<kDim>(q_tile, k_tile, s.head_dim, score);
+        for (int r = 0; r < kRowsPerThread; r++) {
+            float tile_max = -INFINITY;
+            for (int c = 0; c < kColsPerThread; c++) {
+                const bool key = key0 + tx + 16 * c < s.tokens;
+                score[r][c] = key ? scale * score[r][c] : -INFINITY;
+                tile_max = fmaxf(tile_max, score[r][c]);
+            }
+            // The first tile has a key in every row's first column, so
+            // new_max is finite there and rescale = exp(-inf) = 0.
+            const float new_max = fmaxf(max[r], row_max(tile_max));
+            const float rescale = expf(max[r] - new_max);
+            float tile_sum = 0.0f;
+            for (int c = 0; c < kColsPerThread; c++) {
+                const float p = expf(score[r][c] - new_max);
+                p_tile[(row0 + r) * kScoreLd + tx + 16 * c] = p;
+                tile_sum += p;
+            }
+            sum[r] = sum[r] * rescale + row_sum(tile_sum);
+            max[r] = new_max;
+            for (int k = 0; k < kDim / 16; k++) acc[r][k] *= rescale;
+        }
+        __syncthreads();
+        tile_accumulate<kDim>(p_tile, v_tile, acc);
+    }
+    float inverse[kRowsPerThread];
+    for (int r = 0; r < kRowsPerThread; r++) inverse[r] = 1.0f / sum[r];
+    store_rows<kDim>(acc, inverse, out + head.out, head.out_stride, first, s.tokens, s.head_dim);
+    for (int r = 0; r < kRowsPerThread; r++) {
+        const int t = first + row0 + r;
+        if (tx == 0 && t < s.tokens) lse[head.lse + t] = max[r] + logf(sum[r]);
+    }
+}
+
+// ---- backward ----------------------------------------------------------------------
+
+// delta (B, H, T) = dout_i . out_i in double, one (b, t, h) row per iteration.
+__global__ void attention_delta_kernel(AttentionShape s, const float *out, const float *dout,
+                                       float *delta) {
+    const size_t n = (size_t)s.batch * s.tokens * s.heads;
+    GRID_STRIDE(i, n) {
+        const float *o = out + i * s.head_dim, *d_o = dout + i * s.head_dim;
+        double total = 0.0;
+        for (int d = 0; d < s.head_dim; d++) total += (double)o[d] * d_o[d];
+        const size_t h = i % s.heads, t = i / s.heads % s.tokens, b = i / s.heads / s.tokens;
+        delta[(b * s.heads + h) * s.tokens + t] = (float)total;
+    }
+}
+
+// The backward's tile kernel, grid (B H, tiles of 64 tokens): with
+// kQueries the tile's tokens are queries and it sums dq_i = scale sum_j
+// ds_ij k_j over every key; otherwise they are keys and it sums dk_j =
+// scale sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i over every query. The
+// other tokens stream through in 32s. Either way the rows of the score
+// tiles are the tile's tokens: q_i . k_j and dout_i . v_j, transposed for
+// key tiles.
+template <int kDim, bool kQueries>
+__global__ void __launch_bounds__(kThreads)
+    attention_backward_kernel(AttentionShape s, const float *qkv, const float *dout,
+                              const float *lse, const float *delta, float scale, float *dqkv) {
+    extern __shared__ float shared[];
+    float *rows = shared;                            // (kRows, kDim + 1): q or k
+    float *rows2 = rows + kRows * (kDim + 1);        // (kRows, kDim + 1): dout or v
+    float *columns = rows2 + kRows * (kDim + 1);     // (kCols, kDim + 1): k or q
+    float *columns2 = columns + kCols * (kDim + 1);  // (kCols, kDim + 1): v or dout
+    float *ds_tile = columns2 + kCols * (kDim + 1);  // (kRows, kScoreLd)
+    float *p_tile = ds_tile + kRows * kScoreLd;      // (kRows, kScoreLd), key tiles only
+    const int tx = threadIdx.x % 16, row0 = threadIdx.x / 16 * kRowsPerThread;
+    const Head head = head_of(s, blockIdx.x);
+    const Vectors q{qkv + head.q, head.qkv_stride}, k{qkv + head.k, head.qkv_stride};
+    const Vectors v{qkv + head.v, head.qkv_stride}, d_out{dout + head.out, head.out_stride};
+    const int first = blockIdx.y * kRows;
+    load_rows<kDim>(rows, kRows, kQueries ? q : k, first, s);
+    load_rows<kDim>(rows2, kRows, kQueries ? d_out : v, first, s);
+    // grad: dq or dk of this thread's rows; dv: key tiles only.
+    float grad[kRowsPerThread][kDim / 16], dv[kRowsPerThread][kDim / 16];
+    for (int r = 0; r < kRowsPerThread; r++)
+        for (int c = 0; c < kDim / 16; c++) grad[r][c] = dv[r][c] = 0.0f;
+    for (int other0 = 0; other0 < s.tokens; other0 += kCols) {
+        load_next<kDim>(columns, kQueries ? k : q, columns2, kQueries ? v : d_out, other0, s);
+        float score[kRowsPerThread][kColsPerThread], dp[kRowsPerThread][kColsPerThread];
+        tile_scores<kDim>(rows, columns, s.head_dim, score);
+        tile_scores<kDim>(rows2, columns2, s.head_dim, dp);
+        for (int r = 0; r < kRowsPerThread; r++)
+            for (int c = 0; c < kColsPerThread; c++) {
+                const int row = first + row0 + r, column = other0 + tx + 16 * c;
+                const size_t query = head.lse + (kQueries ? row : column);
+                // Tokens past the end (zero vectors in the tiles) weigh nothing.
+                const bool both = row < s.tokens && column < s.tokens;
+                const float p = both ? expf(scale * score[r][c] - lse[query]) : 0.0f;
+                const int at = (row0 + r) * kScoreLd + tx + 16 * c;
+                ds_tile[at] = both ? p * (dp[r][c] - delta[query]) : 0.0f;
+                if (!kQueries) p_tile[at] = p;
+            }
+        __syncthreads();
+        tile_accumulate<kDim>(ds_tile, columns, grad);
+        if (!kQueries) tile_accumulate<kDim>(p_tile, columns2, dv);
+    }
+    float grad_factor[kRowsPerThread], dv_factor[kRowsPerThread];
+    for (int r = 0; r < kRowsPerThread; r++) {
+        grad_factor[r] = scale;
+        dv_factor[r] = 1.0f;
+    }
+    store_rows<kDim>(grad, grad_factor, dqkv + (kQueries ? head.q : head.k), head.qkv_stride,
+                     first, s.tokens, s.head_dim);
+    if (!kQueries)
+        store_rows<kDim>(dv, dv_factor, dqkv + head.v, head.qkv_stride, first, s.tokens,
+                         s.head_dim);
+}
+
+// ---- launches ----------------------------------------------------------------------
+
+dim3 tile_grid(const AttentionShape &s) {
+    return dim3((unsigned)(s.batch * s.heads), (unsigned)((s.tokens + kRows - 1) / kRows));
+}
+
+// Lets the instance for kDim use its tiles' shared memory (over the 48 KB
+// default); -1 with a message when the GPU has less per block.
+template <int kDim>
+int allow_shared_memory(int device, ErrorMessage *err) {
+    int limit = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    const size_t need = SharedBytes<kDim>::dkv;
+    if ((size_t)limit < need)
+        return error_set(err, "head dim up to %d needs %zu KB of shared memory per block, GPU %d "
+                              "allows %d KB", kDim, need >> 10, device, limit >> 10);
+    const cudaFuncAttribute attribute = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kDim>, attribute,
+                                    (int)SharedBytes<kDim>::forward));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kDim, true>, attribute,
+                                    (int)SharedBytes<kDim>::dq));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kDim, false>, attribute,
+                                    (int)SharedBytes<kDim>::dkv));
+    return 0;
+}
+
+template <int kDim>
+void forward(cudaStream_t stream, const AttentionShape &s, const float *qkv, float scale,
+             float *out, float *lse) {
+    attention_forward_kernel<kDim><<<tile_grid(s), kThreads, SharedBytes<kDim>::forward,
+                                     stream>>>(s, qkv, scale, out, lse);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int kDim>
+void backward(cudaStream_t stream, const AttentionShape &s, const float *qkv, const float *dout,
+              const float *lse, const float *delta, float scale, float *dqkv) {
+    attention_backward_kernel<kDim, true>
+        <<<tile_grid(s), kThreads, SharedBytes<kDim>::dq, stream>>>(s, qkv, dout, lse, delta,
+                                                                    scale, dqkv);
+    CUDA_CHECK_LAUNCH();
+    attention_backward_kernel<kDim, false>
+        <<<tile_grid(s), kThreads, SharedBytes<kDim>::dkv, stream>>>(s, qkv, dout, lse, delta,
+                                                                     scale, dqkv);
+    CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+extern "C" {
+
+AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape,
+                                   ErrorMessage *err) {
+    const CudaState *state = cuda_state(backend);
+    AttentionShape s;
+    if (attention_shape_make(&s, shape->batch, shape->heads, shape->tokens, shape->head_dim,
+                             err)) {
+        error_prefix(err, "cuda attention plan");
+        return NULL;
+    }
+    if (s.head_dim > kMaxHeadDim) {
+        error_set(err, "cuda attention plan: head dim %d is over %d, the largest the fused "
+                       "attention kernels hold", s.head_dim, kMaxHeadDim);
+        return NULL;
+    }
+    CUDA_CHECK(cudaSetDevice(state->device));
+    const int max_dim = s.head_dim <= 64 ? 64 : 128;
+    if (max_dim == 64 ? allow_shared_memory<64>(state->device, err)
+                      : allow_shared_memory<128>(state->device, err)) {
+        error_prefix(err, "cuda attention plan");
+        return NULL;
+    }
+    AttentionPlan *plan = (AttentionPlan *)calloc(1, sizeof *plan);
+    const size_t rows = (size_t)s.batch * s.heads * s.tokens;
+    if (!plan || cudaMalloc((void **)&plan->delta, rows * sizeof(float)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        free(plan);
+        error_set(err, "cuda attention plan: out of memory for %zu KB of row sums (batch %d, %d "
+                       "heads, %d tokens)", rows * sizeof(float) >> 10, s.batch, s.heads,
+                  s.tokens);
+        return NULL;
+    }
+    plan->shape = s;
+    plan->max_dim = max_dim;
+    return plan;
+}
+
+void cuda_attention_plan_free(Backend *backend, AttentionPlan *plan) {
+    if (!plan) return;
+    if (plan->delta) CUDA_CHECK(cudaFree(plan->delta));
+    free(plan);
+}
+
+void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                            float scale, float *out, float *lse) {
+    const cudaStream_t stream = cuda_state(backend)->stream;
+    if (plan->max_dim == 64)
+        forward<64>(stream, plan->shape, qkv, scale, out, lse);
+    else
+        forward<128>(stream, plan->shape, qkv, scale, out, lse);
+}
+
+void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
+                             const float *out, const float *dout, const float *lse, float scale,
+                             float *dqkv) {
+    const cudaStream_t stream = cuda_state(backend)->stream;
+    const AttentionShape &s = plan->shape;
+    const size_t rows = (size_t)s.batch * s.tokens * s.heads;
+    attention_delta_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(
+        s, out, dout, plan->delta);
+    CUDA_CHECK_LAUNCH();
+    if (plan->max_dim == 64)
+        backward<64>(stream, s, qkv, dout, lse, plan->delta, scale, dqkv);
+    else
+        backward<128>(stream, s, qkv, dout, lse, plan->delta, scale, dqkv);
+}
+
+}  // extern "C"

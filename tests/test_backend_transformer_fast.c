@@ -1,0 +1,412 @@
+// The fast backends' transformer ops against the ref backend (the oracle)
+// on random inputs of awkward shapes: odd token counts (197, 261: not
+// multiples of the cuda kernels' 64-query and 32-key tiles), head dims
+// that are not multiples of 8 or not powers of two (5, 24, 48, 80) on both
+// sides of the cuda kernels' 64 / 128 templates, channel counts that are
+// not multiples of 8, a single token, batch > 1, registers, and sizes on
+// both sides of the threshold where the cpu backend goes multi-threaded.
+// Every test runs for the cpu backend and again for the cuda backend,
+// skipped (reported, not passed) where no GPU works (backend_mirror.h).
+// Output buffers start as NaN so an element an op forgets fails;
+// accumulated gradients (+=) start from the same non-zero values in both
+// backends.
+//
+// The tolerances are one set for both fast backends: the cpu backend's
+// fp32 arithmetic bounds them. The cuda kernels evaluate ref's double
+// expressions for layer norm, the token sequence, the residual add and
+// pooling (only the order of their sums differs), and fp32 with one
+// rounding per fused multiply-add for attention; why each bound covers
+// both is next to it.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend_mirror.h"
+
+// A fast op's parameter gradients, computed again from the same start,
+// must come out with the same bits: sums in a fixed order (no atomics).
+static void expect_repeatable(const char *label, size_t n, const float *first,
+                              const float *second) {
+    mirror_expect_close(label, n, second, first, 0, 0);
+}
+
+// ---- layer norm ---------------------------------------------------------------------------
+
+// Outputs are O(1): the cpu backend normalises in fp32 with double row
+// sums, ref entirely in double, so they differ by a few fp32 ulps (1e-6
+// relative, 1e-6 absolute near 0). dx sums C products per row and dgamma,
+// dbeta sum over the rows: their errors grow like sqrt(terms) ulps. cuda
+// computes ref's double expressions and differs from it by one rounding.
+static void check_layernorm(size_t rows, int channels, uint64_t seed) {
+    const size_t n = rows * channels;
+    const float *x = mirror_random_tensor(n, -3, 3, seed);
+    const float *gamma = mirror_random_tensor(channels, 0.5f, 1.5f, seed + 1);
+    const float *beta = mirror_random_tensor(channels, -0.5f, 0.5f, seed + 2);
+    const float *dy = mirror_random_tensor(n, -1, 1, seed + 3);
+    float *y_ref = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
+    float *mean_ref = mirror_nan_tensor(rows), *mean_fast = mirror_nan_tensor(rows);
+    float *inv_ref = mirror_nan_tensor(rows), *inv_fast = mirror_nan_tensor(rows);
+    ref->op.layernorm_forward(ref, rows, channels, x, gamma, beta, 1e-6f, y_ref, mean_ref,
+                              inv_ref);
+    fast->op.layernorm_forward(fast, rows, channels, D(x), D(gamma), D(beta), 1e-6f, D(y_fast),
+                               D(mean_fast), D(inv_fast));
+    H(y_fast), H(mean_fast), H(inv_fast);
+    mirror_expect_close("layernorm y", n, y_fast, y_ref, 1e-5, 1e-5);
+    mirror_expect_close("layernorm mean", rows, mean_fast, mean_ref, 1e-6, 1e-6);
+    mirror_expect_close("layernorm inv_std", rows, inv_fast, inv_ref, 1e-6, 0);
+
+    float *dx_ref = mirror_nan_tensor(n), *dx_fast = mirror_nan_tensor(n);
+    float *dgamma_ref = mirror_random_tensor(channels, -1, 1, seed + 4);
+    float *dgamma_fast = mirror_copy(dgamma_ref, channels);
+    float *dgamma_again = mirror_copy(dgamma_ref, channels);
+    float *dbeta_ref = mirror_random_tensor(channels, -1, 1, seed + 5);
+    float *dbeta_fast = mirror_copy(dbeta_ref, channels);
+    float *dbeta_again = mirror_copy(dbeta_ref, channels);
+    // Both from the ref statistics, so only the backward differs.
+    ref->op.layernorm_backward(ref, rows, channels, x, dy, gamma, mean_ref, inv_ref, dx_ref,
+                               dgamma_ref, dbeta_ref);
+    fast->op.layernorm_backward(fast, rows, channels, D(x), D(dy), D(gamma), D(mean_ref),
+                                D(inv_ref), D(dx_fast), D(dgamma_fast), D(dbeta_fast));
+    H(dx_fast), H(dgamma_fast), H(dbeta_fast);
+    mirror_expect_close("layernorm dx", n, dx_fast, dx_ref, 1e-5, 1e-6 * sqrt((double)channels));
+    mirror_expect_close("layernorm dgamma", channels, dgamma_fast, dgamma_ref, 1e-5,
+                        1e-6 * sqrt((double)rows));
+    mirror_expect_close("layernorm dbeta", channels, dbeta_fast, dbeta_ref, 1e-5,
+                        1e-6 * sqrt((double)rows));
+    fast->op.layernorm_backward(fast, rows, channels, D(x), D(dy), D(gamma), D(mean_ref),
+                                D(inv_ref), D(dx_fast), D(dgamma_again), D(dbeta_again));
+    H(dgamma_again), H(dbeta_again);
+    expect_repeatable("layernorm dgamma again", channels, dgamma_fast, dgamma_again);
+    expect_repeatable("layernorm dbeta again", channels, dbeta_fast, dbeta_again);
+    mirror_free(NULL);
+}
+
+static void test_layernorm(void **state) {
+    NEED_FAST_BACKEND();
+    check_layernorm(1, 5, 10);       // one row
+    check_layernorm(13, 37, 20);     // odd sizes, single-threaded
+    check_layernorm(197, 384, 30);   // ViT-S at 224 px, one image: threaded
+    check_layernorm(50, 1030, 40);   // more channels than a reduction block
+    check_layernorm(70001, 3, 50);   // more rows than one cuda grid has blocks
+}
+
+// ---- attention ------------------------------------------------------------------------------
+
+// max |dout_i . v_j| over every head: the scale of the softmax gradient's
+// terms dp_ij.
+static double max_value_product(const AttentionShape *s, const float *qkv, const float *dout) {
+    const int width = s->heads * s->head_dim;
+    double largest = 0.0;
+    for (int b = 0; b < s->batch; b++)
+        for (int h = 0; h < s->heads; h++)
+            for (int i = 0; i < s->tokens; i++)
+                for (int j = 0; j < s->tokens; j++) {
+                    const float *d = dout + ((size_t)b * s->tokens + i) * width + h * s->head_dim;
+                    const float *v = qkv + ((size_t)b * s->tokens + j) * 3 * width + 2 * width +
+                                     h * s->head_dim;
+                    double total = 0.0;
+                    for (int k = 0; k < s->head_dim; k++) total += (double)d[k] * v[k];
+                    largest = fmax(largest, fabs(total));
+                }
+    return largest;
+}
+
+// Scores scale q . k (|q|, |k| <= 2) are fp32 sums of Dh products (an fp32
+// GEMM on the cpu, a chain of fused multiply-adds on cuda): each is off by
+// ~eps scale 4 sqrt(Dh) (4x for margin), which shifts the probabilities by
+// that much relatively; outputs are convex combinations of the values (|v|
+// <= 2), so they move by at most 2 |v| that score error, plus the fp32
+// normalisation and exp (cpu: a polynomial within 2 ulp; cuda: expf and
+// one rescaling per 32-key tile, the sum itself divided out): ~1e-6. lse
+// moves like a score. (Measured: a peaked softmax, scale 4, is 3e-6 off
+// with oneDNN's SSE4.1 kernels.) Gradients: ds_ij = p_ij (dp_ij - D_i)
+// cancels where one probability is near 1; in fp32 (both fast backends,
+// and PyTorch) dp_ij and D_i carry ~eps max|dp| each, and dq, dk multiply
+// by scale |q|, |k| (<= 2) and sum over up to T rows: atol = 4 eps scale 2
+// max|dp| sqrt(T) on top of sqrt(T) ulps of O(1) sums.
+static void check_attention(int batch, int heads, int tokens, int head_dim, float scale,
+                            uint64_t seed) {
+    AttentionShape shape;
+    ErrorMessage err = {{0}};
+    assert_int_equal(attention_shape_make(&shape, batch, heads, tokens, head_dim, NULL), 0);
+    AttentionPlan *ref_plan = ref->op.attention_plan(ref, &shape, &err);
+    if (!ref_plan) fail_msg("%s", err.text);
+    AttentionPlan *fast_plan = fast->op.attention_plan(fast, &shape, &err);
+    if (!fast_plan) fail_msg("%s", err.text);
+    const size_t n_out = (size_t)batch * tokens * heads * head_dim, n_qkv = 3 * n_out;
+    const size_t n_lse = (size_t)batch * heads * tokens;
+    const float *qkv = mirror_random_tensor(n_qkv, -2, 2, seed);
+    const float *dout = mirror_random_tensor(n_out, -1, 1, seed + 1);
+    float *out_ref = mirror_nan_tensor(n_out), *out_fast = mirror_nan_tensor(n_out);
+    float *lse_ref = mirror_nan_tensor(n_lse), *lse_fast = mirror_nan_tensor(n_lse);
+    ref->op.attention_forward(ref, ref_plan, qkv, scale, out_ref, lse_ref);
+    fast->op.attention_forward(fast, fast_plan, D(qkv), scale, D(out_fast), D(lse_fast));
+    H(out_fast), H(lse_fast);
+    const double score_error = 4 * 1.2e-7 * scale * 4 * sqrt((double)head_dim);
+    mirror_expect_close("attention out", n_out, out_fast, out_ref, 1e-5, 2e-6 + 4 * score_error);
+    mirror_expect_close("attention lse", n_lse, lse_fast, lse_ref, 1e-6, 2e-6 + score_error);
+
+    float *dqkv_ref = mirror_nan_tensor(n_qkv), *dqkv_fast = mirror_nan_tensor(n_qkv);
+    float *dqkv_again = mirror_nan_tensor(n_qkv);
+    ref->op.attention_backward(ref, ref_plan, qkv, out_ref, dout, lse_ref, scale, dqkv_ref);
+    fast->op.attention_backward(fast, fast_plan, D(qkv), D(out_ref), D(dout), D(lse_ref), scale,
+                                D(dqkv_fast));
+    H(dqkv_fast);
+    const double cancellation =
+        4 * 1.2e-7 * scale * 2 * max_value_product(&shape, qkv, dout) * sqrt((double)tokens);
+    mirror_expect_close("attention dqkv", n_qkv, dqkv_fast, dqkv_ref, 1e-4,
+                        2e-6 * sqrt((double)tokens) + cancellation);
+    fast->op.attention_backward(fast, fast_plan, D(qkv), D(out_ref), D(dout), D(lse_ref), scale,
+                                D(dqkv_again));
+    H(dqkv_again);
+    expect_repeatable("attention dqkv again", n_qkv, dqkv_fast, dqkv_again);
+    ref->op.attention_plan_free(ref, ref_plan);
+    fast->op.attention_plan_free(fast, fast_plan);
+    mirror_free(NULL);
+}
+
+static void test_attention(void **state) {
+    NEED_FAST_BACKEND();
+    check_attention(1, 1, 1, 4, 0.5f, 100);       // one token: out = v, no gradient to q, k
+    check_attention(2, 3, 7, 5, 0.447f, 110);     // odd sizes
+    check_attention(3, 2, 37, 24, 0.204f, 120);   // a 6x6 grid + class token
+    check_attention(1, 6, 50, 64, 0.125f, 130);   // ViT-S head dim, fewer pairs than threads?
+    check_attention(2, 1, 20, 8, 4.0f, 140);      // peaked softmax
+    check_attention(2, 2, 197, 64, 0.125f, 150);  // ViT-S/16 at 224 px: 3 tiles and 5 queries
+    check_attention(2, 3, 70, 48, 0.144f, 160);   // not a power of two, under 64
+    check_attention(1, 2, 261, 80, 0.112f, 170);  // over 64: the 128 kernels; 256 patches + 5
+    check_attention(1, 1, 65, 128, 0.088f, 180);  // the largest cuda head dim, a tile + 1
+}
+
+// The cuda kernels hold head dims up to 128; the plan says so for larger
+// ones, which the CPU backends take.
+static void test_attention_plan_head_dims(void **state) {
+    NEED_FAST_BACKEND();
+    AttentionShape shape;
+    assert_int_equal(attention_shape_make(&shape, 1, 1, 3, 129, NULL), 0);
+    ErrorMessage err = {{0}};
+    AttentionPlan *plan = fast->op.attention_plan(fast, &shape, &err);
+    if (strcmp(fast->name, "cuda") == 0) {
+        assert_null(plan);
+        assert_non_null(strstr(err.text, "head dim 129"));
+    } else {
+        if (!plan) fail_msg("%s", err.text);
+        fast->op.attention_plan_free(fast, plan);
+    }
+}
+
+// ---- NaN propagation ---------------------------------------------------------------------------
+
+// The same elements are NaN as in ref (whose pattern is PyTorch's, checked
+// in test_backend_transformer_grad.c), the others close.
+static void expect_same_nans(const char *label, size_t n, const float *actual,
+                             const float *expected, double tolerance) {
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int nan = isnan(expected[i]) != 0;
+        if (nan != (isnan(actual[i]) != 0) ||
+            (!nan && !(fabs(actual[i] - expected[i]) <= tolerance))) {
+            if (differ < 5)
+                fprintf(stderr, "%s: element %zu is %g, expected %g\n", label, i, actual[i],
+                        expected[i]);
+            differ++;
+        }
+    }
+    assert_int_equal(differ, 0);
+}
+
+// A NaN in one layer-norm row; a NaN in q, k or v of one token and head.
+static void test_nan_propagation(void **state) {
+    NEED_FAST_BACKEND();
+    float *x = mirror_random_tensor(3 * 4, -1, 1, 600);
+    const float *gamma = mirror_random_tensor(4, 0.5f, 1.5f, 601);
+    const float *beta = mirror_random_tensor(4, -0.5f, 0.5f, 602);
+    float *stats = mirror_tensor(2 * 3);
+    float *y_ref = mirror_nan_tensor(3 * 4), *y_fast = mirror_nan_tensor(3 * 4);
+    x[1 * 4 + 2] = NAN;
+    ref->op.layernorm_forward(ref, 3, 4, x, gamma, beta, 1e-6f, y_ref, stats, stats + 3);
+    fast->op.layernorm_forward(fast, 3, 4, D(x), D(gamma), D(beta), 1e-6f, D(y_fast), D(stats),
+                               D(stats + 3));
+    H(y_fast);
+    expect_same_nans("layernorm y", 3 * 4, y_fast, y_ref, 1e-5);
+
+    AttentionShape shape;
+    assert_int_equal(attention_shape_make(&shape, 2, 2, 40, 3, NULL), 0);
+    ErrorMessage err = {{0}};
+    AttentionPlan *ref_plan = ref->op.attention_plan(ref, &shape, &err);
+    AttentionPlan *fast_plan = fast->op.attention_plan(fast, &shape, &err);
+    if (!ref_plan || !fast_plan) fail_msg("%s", err.text);
+    const size_t n_out = 2 * 40 * 2 * 3, n_lse = 2 * 2 * 40;
+    for (int part = 0; part < 3; part++) {
+        float *qkv = mirror_random_tensor(3 * n_out, -1.5f, 1.5f, 610 + part);
+        // token 35 (in the second key tile), head 1 of sample 0, channel 1
+        qkv[((size_t)35 * 3 + part) * 2 * 3 + 1 * 3 + 1] = NAN;
+        float *out_ref = mirror_nan_tensor(n_out), *out_fast = mirror_nan_tensor(n_out);
+        float *lse_ref = mirror_nan_tensor(n_lse), *lse_fast = mirror_nan_tensor(n_lse);
+        ref->op.attention_forward(ref, ref_plan, qkv, 0.5f, out_ref, lse_ref);
+        fast->op.attention_forward(fast, fast_plan, D(qkv), 0.5f, D(out_fast), D(lse_fast));
+        H(out_fast), H(lse_fast);
+        expect_same_nans("attention out", n_out, out_fast, out_ref, 1e-5);
+        expect_same_nans("attention lse", n_lse, lse_fast, lse_ref, 1e-5);
+    }
+    ref->op.attention_plan_free(ref, ref_plan);
+    fast->op.attention_plan_free(fast, fast_plan);
+}
+
+// ---- token sequence, residual add, pooling ----------------------------------------------------
+
+// These only copy, add and scale: the backends agree to an ulp (the copies
+// and sums of two floats exactly); the batch sums of the position
+// gradients sum B terms (cuda: in double, in another order than ref).
+static void check_tokens(int batch, int registers, int patches, int channels, int with_cls_pos,
+                         uint64_t seed) {
+    const size_t n_patches = (size_t)batch * patches * channels;
+    const size_t n_tokens = (size_t)batch * (1 + registers + patches) * channels;
+    const size_t n_registers = (size_t)registers * channels, n_pos = (size_t)patches * channels;
+    const float *patch_embeddings = mirror_random_tensor(n_patches, -1, 1, seed);
+    const float *cls = mirror_random_tensor(channels, -1, 1, seed + 1);
+    const float *cls_pos = with_cls_pos ? mirror_random_tensor(channels, -1, 1, seed + 2) : NULL;
+    const float *register_tokens =
+        registers ? mirror_random_tensor(n_registers, -1, 1, seed + 3) : NULL;
+    const float *patch_pos = mirror_random_tensor(n_pos, -1, 1, seed + 4);
+    float *tokens_ref = mirror_nan_tensor(n_tokens), *tokens_fast = mirror_nan_tensor(n_tokens);
+    ref->op.vit_tokens_forward(ref, batch, registers, patches, channels, patch_embeddings, cls,
+                               cls_pos, register_tokens, patch_pos, tokens_ref);
+    fast->op.vit_tokens_forward(fast, batch, registers, patches, channels, D(patch_embeddings),
+                                D(cls), D(cls_pos), D(register_tokens), D(patch_pos),
+                                D(tokens_fast));
+    H(tokens_fast);
+    mirror_expect_close("tokens", n_tokens, tokens_fast, tokens_ref, 0, 0);
+
+    const float *dtokens = mirror_random_tensor(n_tokens, -1, 1, seed + 5);
+    float *dpatches_ref = mirror_nan_tensor(n_patches);
+    float *dpatches_fast = mirror_nan_tensor(n_patches);
+    float *dcls_ref = mirror_random_tensor(channels, -1, 1, seed + 6);
+    float *dcls_fast = mirror_copy(dcls_ref, channels);
+    float *dcls_pos_ref = mirror_random_tensor(channels, -1, 1, seed + 7);
+    float *dcls_pos_fast = mirror_copy(dcls_pos_ref, channels);
+    // One float more than the registers take: it must stay as it was.
+    float *dregisters_ref = mirror_random_tensor(n_registers + 1, -1, 1, seed + 8);
+    float *dregisters_fast = mirror_copy(dregisters_ref, n_registers + 1);
+    float *dpos_ref = mirror_random_tensor(n_pos, -1, 1, seed + 9);
+    float *dpos_fast = mirror_copy(dpos_ref, n_pos);
+    ref->op.vit_tokens_backward(ref, batch, registers, patches, channels, dtokens, dpatches_ref,
+                                dcls_ref, with_cls_pos ? dcls_pos_ref : NULL,
+                                registers ? dregisters_ref : NULL, dpos_ref);
+    // D() before the choice: H() below brings back the twins of the buffers
+    // the op is not given too, so they must hold their host contents.
+    float *dcls_pos_device = D(dcls_pos_fast), *dregisters_device = D(dregisters_fast);
+    fast->op.vit_tokens_backward(fast, batch, registers, patches, channels, D(dtokens),
+                                 D(dpatches_fast), D(dcls_fast),
+                                 with_cls_pos ? dcls_pos_device : NULL,
+                                 registers ? dregisters_device : NULL, D(dpos_fast));
+    H(dpatches_fast), H(dcls_fast), H(dcls_pos_fast), H(dregisters_fast), H(dpos_fast);
+    mirror_expect_close("tokens dpatches", n_patches, dpatches_fast, dpatches_ref, 0, 0);
+    mirror_expect_close("tokens dcls", channels, dcls_fast, dcls_ref, 1e-6, 1e-6);
+    mirror_expect_close("tokens dcls_pos", channels, dcls_pos_fast, dcls_pos_ref, 1e-6, 1e-6);
+    mirror_expect_close("tokens dregisters", n_registers + 1, dregisters_fast, dregisters_ref,
+                        1e-6, 1e-6);
+    mirror_expect_close("tokens dpos", n_pos, dpos_fast, dpos_ref, 1e-6, 1e-6);
+    mirror_free(NULL);
+}
+
+static void test_vit_tokens(void **state) {
+    NEED_FAST_BACKEND();
+    check_tokens(1, 0, 1, 3, 1, 200);
+    check_tokens(3, 4, 9, 70, 0, 210);      // registers, channels past a 64-block
+    check_tokens(5, 1, 33, 17, 1, 215);     // a register and the class position, odd sizes
+    check_tokens(4, 0, 196, 384, 1, 220);   // ViT-S/16 at 224 px: threaded; P C > 65536
+}
+
+static void check_residual(int batch, size_t rows, int channels, int use_gamma, int use_scale,
+                           uint64_t seed) {
+    const size_t n = (size_t)batch * rows * channels;
+    const float *x = mirror_random_tensor(n, -1, 1, seed);
+    const float *branch = mirror_random_tensor(n, -1, 1, seed + 1);
+    const float *gamma = use_gamma ? mirror_random_tensor(channels, -1, 1, seed + 2) : NULL;
+    float *sample_scale = NULL;
+    if (use_scale) {
+        sample_scale = mirror_tensor(batch);
+        for (int b = 0; b < batch; b++) sample_scale[b] = b % 2 ? 0.0f : 1.0f / 0.7f;
+    }
+    float *y_ref = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
+    ref->op.residual_scale_add_forward(ref, batch, rows, channels, x, branch, gamma,
+                                       sample_scale, y_ref);
+    fast->op.residual_scale_add_forward(fast, batch, rows, channels, D(x), D(branch), D(gamma),
+                                        D(sample_scale), D(y_fast));
+    H(y_fast);
+    // cpu rounds gamma * scale, then the product and the sum: 2 ulps of O(1).
+    mirror_expect_close("residual y", n, y_fast, y_ref, 1e-6, 1e-6);
+    // In place (y = x), as the residual stream is updated.
+    float *x_in_place = mirror_copy(x, n);
+    fast->op.residual_scale_add_forward(fast, batch, rows, channels, D(x_in_place), D(branch),
+                                        D(gamma), D(sample_scale), D(x_in_place));
+    H(x_in_place);
+    mirror_expect_close("residual y in place", n, x_in_place, y_fast, 0, 0);
+
+    const float *dy = mirror_random_tensor(n, -1, 1, seed + 3);
+    float *dbranch_ref = mirror_nan_tensor(n), *dbranch_fast = mirror_nan_tensor(n);
+    float *dgamma_ref = mirror_random_tensor(channels, -1, 1, seed + 4);
+    float *dgamma_fast = mirror_copy(dgamma_ref, channels);
+    ref->op.residual_scale_add_backward(ref, batch, rows, channels, branch, dy, gamma,
+                                        sample_scale, dbranch_ref, dgamma_ref);
+    fast->op.residual_scale_add_backward(fast, batch, rows, channels, D(branch), D(dy), D(gamma),
+                                         D(sample_scale), D(dbranch_fast), D(dgamma_fast));
+    H(dbranch_fast), H(dgamma_fast);
+    // Without gamma, dgamma stays as it was.
+    mirror_expect_close("residual dbranch", n, dbranch_fast, dbranch_ref, 1e-6, 1e-7);
+    mirror_expect_close("residual dgamma", channels, dgamma_fast, dgamma_ref, 1e-5,
+                        1e-6 * sqrt((double)batch * rows));
+    mirror_free(NULL);
+}
+
+static void test_residual_scale_add(void **state) {
+    NEED_FAST_BACKEND();
+    for (int variant = 0; variant < 4; variant++)
+        check_residual(3, 5, 7, variant & 1, variant >> 1, 300 + 10 * variant);
+    check_residual(8, 197, 384, 1, 1, 350);  // threaded
+}
+
+static void check_token_pool(int batch, int tokens, int channels, int first, int count,
+                             uint64_t seed) {
+    const size_t n_x = (size_t)batch * tokens * channels, n_y = (size_t)batch * channels;
+    const float *x = mirror_random_tensor(n_x, -1, 1, seed);
+    float *y_ref = mirror_nan_tensor(n_y), *y_fast = mirror_nan_tensor(n_y);
+    ref->op.token_pool_forward(ref, batch, tokens, channels, first, count, x, y_ref);
+    fast->op.token_pool_forward(fast, batch, tokens, channels, first, count, D(x), D(y_fast));
+    H(y_fast);
+    mirror_expect_close("token pool y", n_y, y_fast, y_ref, 1e-6, 1e-7);
+    const float *dy = mirror_random_tensor(n_y, -1, 1, seed + 1);
+    float *dx_ref = mirror_nan_tensor(n_x), *dx_fast = mirror_nan_tensor(n_x);
+    ref->op.token_pool_backward(ref, batch, tokens, channels, first, count, dy, dx_ref);
+    fast->op.token_pool_backward(fast, batch, tokens, channels, first, count, D(dy), D(dx_fast));
+    H(dx_fast);
+    mirror_expect_close("token pool dx", n_x, dx_fast, dx_ref, 1e-6, 1e-7);
+    mirror_free(NULL);
+}
+
+static void test_token_pool(void **state) {
+    NEED_FAST_BACKEND();
+    check_token_pool(2, 5, 3, 0, 1, 400);        // class token
+    check_token_pool(3, 21, 70, 5, 16, 410);     // mean of the patches after 4 registers
+    check_token_pool(16, 197, 384, 1, 196, 420); // ViT-S/16 at 224 px, threaded
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_layernorm, mirror_free),
+        cmocka_unit_test_teardown(test_attention, mirror_free),
+        cmocka_unit_test(test_attention_plan_head_dims),
+        cmocka_unit_test_teardown(test_nan_propagation, mirror_free),
+        cmocka_unit_test_teardown(test_vit_tokens, mirror_free),
+        cmocka_unit_test_teardown(test_residual_scale_add, mirror_free),
+        cmocka_unit_test_teardown(test_token_pool, mirror_free),
+    };
+    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]);
+}
