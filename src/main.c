@@ -3,13 +3,8 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "dist/comm_mpi.h"
-
-#ifdef LTC_WITH_CUDA
-static const int build_has_cuda = 1;
-#else
-static const int build_has_cuda = 0;
-#endif
+#include "backend/backend.h"
+#include "dist/dist_open.h"
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
@@ -43,7 +38,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
         printf("lightly-train-c %s (MPI: %s, CUDA: %s)\n", LTC_VERSION,
-               comm_mpi_available() ? "yes" : "no", build_has_cuda ? "yes" : "no");
+               dist_mpi_built() ? "yes" : "no", backend_cuda_built() ? "yes" : "no");
         return 0;
     }
     if (strcmp(command, "train") == 0) return command_train(argc - 1, argv + 1);

@@ -110,3 +110,11 @@ float backend_read_scalar(Backend *backend, const float *device_value) {
     backend->op.download(backend, &value, device_value, sizeof value);
     return value;
 }
+
+int backend_cuda_built(void) {
+#ifdef LTC_WITH_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}

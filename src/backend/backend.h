@@ -486,5 +486,7 @@ Backend *backend_choose(const char *accelerator, const char *cpu_backend, int th
 
 // Reads one float result of a reduction back to the host.
 float backend_read_scalar(Backend *backend, const float *device_value);
+// 1 when this build has the cuda backend (it may still find no GPU at run time).
+int backend_cuda_built(void);
 
 #endif

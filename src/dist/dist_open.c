@@ -52,3 +52,7 @@ int dist_cores_per_rank(const DistRun *run) {
     const int shared = usable / (run->launch.local_world_size > 0 ? run->launch.local_world_size : 1);
     return shared > 0 ? shared : 1;
 }
+
+int dist_mpi_built(void) {
+    return comm_mpi_available();
+}

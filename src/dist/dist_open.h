@@ -47,5 +47,7 @@ const char *dist_accelerator(const Communicator *comm, const char *requested,
 // ranks of its node, unless SLURM gave each task its own
 // (SLURM_CPUS_PER_TASK, already in cpu_usable_cores). At least 1.
 int dist_cores_per_rank(const DistRun *run);
+// 1 when this build can run CPU ranks over MPI.
+int dist_mpi_built(void);
 
 #endif
