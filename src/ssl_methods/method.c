@@ -228,8 +228,11 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     method->global_input = backend->op.alloc(backend, global_floats * sizeof(float));
     if (local_floats)
         method->local_input = backend->op.alloc(backend, local_floats * sizeof(float));
-    method->staging = backend->op.alloc(
-        backend, (size_t)setup->batch * method->global_size * method->global_size * 3);
+    // One view at a time passes through it: the larger of the two sizes
+    // (DINO's 96 px local crops are larger than a small global size).
+    const size_t largest = method->local_size > method->global_size ? (size_t)method->local_size
+                                                                   : (size_t)method->global_size;
+    method->staging = backend->op.alloc(backend, (size_t)setup->batch * largest * largest * 3);
     if (!method->global_input || (local_floats && !method->local_input) || !method->staging) {
         error_set(err, "out of memory for the input views (batch %d, %d px)", setup->batch,
                   method->global_size);
