@@ -262,13 +262,16 @@ static void check_loss_decreases(Method *created, MethodKind kind) {
     for (int g = 0; g < method->group_count; g++) {
         optimizers[g] = optimizer_create(backend, method->groups[g].params, &config, &err);
         assert_non_null(optimizers[g]);
+        assert_int_equal(method_group_configure(&method->groups[g], optimizers[g], &err), 0);
     }
     float first = 0, last = 0;
     for (long step = 0; step < 6; step++) {
         last = method_loss(method, step);
         if (step == 0) first = last;
         for (int g = 0; g < method->group_count; g++)
-            if (step >= method->groups[g].frozen_steps) optimizer_step(optimizers[g], 0.02f, 0, NULL);
+            if (method_group_active(&method->groups[g], step))
+                optimizer_step(optimizers[g],
+                               0.02f * method_group_lr_factor(&method->groups[g], step), 0, NULL);
         if (method->ops->after_update) method->ops->after_update(method, step);
     }
     // A clear drop, not noise: the same batch every step.

@@ -38,7 +38,7 @@ int gradient_sync_all_reduce(const GradientSync *sync, Communicator *comm,
     if (comm_world_size(comm) == 1) return 0;
     for (int b = 0; b < sync->bucket_count; b++) {
         const GradientBucket *bucket = &sync->buckets[b];
-        if (step < groups[bucket->group].frozen_steps) continue;
+        if (!method_group_active(&groups[bucket->group], step)) continue;
         if (comm_all_reduce(comm, bucket->grads, bucket->count, COMM_MEAN, err))
             return error_prefix(err, "averaging the gradients");
     }
