@@ -252,7 +252,7 @@ static int choose_precision(TrainRun *run, ErrorMessage *err) {
 static int setup_backend(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     const int threads = config->threads > 0 ? config->threads : rank_cores(config);
-    run->backend = backend_choose(config->accelerator, config->backend_name, threads,
+    run->backend = backend_choose(config->accelerator, config->backend_name, config->gpu, threads,
                                   run->accelerator_note, sizeof run->accelerator_note, err);
     if (!run->backend) return 2;
     if (choose_precision(run, err)) return 2;
