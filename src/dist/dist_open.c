@@ -57,7 +57,9 @@ int dist_open(const DistRequest *request, char *const *envp, DistRun *run, Error
                                  &run->devices, &run->num_nodes, err))
         return -1;
     const LaunchEnv *launch = &run->launch;
-    if (launch->world_size == 1) {
+    // A launcher's GPU rank is an NCCL world even alone (as torchrun's
+    // single process is): make test-gpu checks NCCL on one GPU that way.
+    if (launch->world_size == 1 && !(request->gpu && launch->kind != LAUNCH_NONE)) {
         run->comm = comm_single_create(err);
         return run->comm ? 0 : -1;
     }

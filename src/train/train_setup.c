@@ -411,7 +411,7 @@ static void log_configuration(TrainRun *run) {
     const Method *method = &run->method;
     if (run->rank != 0) return;
     const int global_batch = run->batch_size * run->world_size;
-    if (run->world_size > 1)
+    if (run->comm && strcmp(run->comm->name, "single") != 0)
         train_message(run, "data parallel: %d ranks (%s, %d per node), global batch %d = %d per "
                            "rank, BatchNorm %s", run->world_size, run->comm->name,
                       run->comm->local_world_size, global_batch, run->batch_size,
