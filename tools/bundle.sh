@@ -30,7 +30,7 @@ binaries=("$build/lightly-train-c")
 for test in $(grep -v '^#' "$here/tests/gpu_tests.list"); do
     binaries+=("$build/tests/$test")
 done
-helpers=("$build/tests/e2e/make_images")
+helpers=("$build/tests/e2e/make_images" "$build/tests/e2e/compare_weights")
 for file in "${binaries[@]}" "${helpers[@]}"; do
     [ -x "$file" ] || { echo "bundle.sh: $file is missing (run make and make test first)" >&2; exit 1; }
 done

@@ -252,7 +252,7 @@ static int choose_precision(TrainRun *run, ErrorMessage *err) {
 static int setup_backend(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     const int threads = config->threads > 0 ? config->threads : rank_cores(config);
-    run->backend = backend_choose(config->accelerator, config->backend_name, threads,
+    run->backend = backend_choose(config->accelerator, config->backend_name, config->gpu, threads,
                                   run->accelerator_note, sizeof run->accelerator_note, err);
     if (!run->backend) return 2;
     if (choose_precision(run, err)) return 2;
@@ -413,7 +413,7 @@ static void log_configuration(TrainRun *run) {
     const Method *method = &run->method;
     if (run->rank != 0) return;
     const int global_batch = run->batch_size * run->world_size;
-    if (run->world_size > 1)
+    if (run->comm && strcmp(run->comm->name, "single") != 0)
         train_message(run, "data parallel: %d ranks (%s, %d per node), global batch %d = %d per "
                            "rank, BatchNorm %s", run->world_size, run->comm->name,
                       run->comm->local_world_size, global_batch, run->batch_size,
