@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Training benchmarks, run by `make bench` as: tools/bench_train.sh BUILD_DIR [DATA_DIR]
 # ResNet-18 and ResNet-50 at 64 px and 224 px, ViT-S/16 at 224 px, forward +
-# backward + SGD step:
+# backward + SGD step; then distillation: the eval forward of a DINOv2-shaped
+# ViT-S/14 and ViT-B/14 teacher (random weights, 224 px, batch 32) and one
+# `distillation` (v3) step of a ResNet-18 student with a ViT-S/14 teacher
+# (224 px, batch 16):
 # build/tools/bench_train_step (ours, cpu backend) next to the same step in
 # PyTorch (tools/compare/pytorch_train_step.py) with the same threads, batch
 # and resolution, alternating ROUNDS times. The PyTorch side is skipped when
 # torch/torchvision are not importable by $PYTHON (default /usr/bin/python3),
-# the ViT's when timm is not (PYTHONPATH). Debian's torch runs its Linear
-# layers on the reference BLAS (BLAS_INFO=generic): set TORCH_BLAS_DIR to a
-# folder holding OpenBLAS's libblas.so.3 to give PyTorch a fast GEMM
-# (docs/performance.md). Environment: BENCH_THREADS (default: all cores),
-# BENCH_ROUNDS (default 2).
+# the ViT and distillation rows' when timm is not (PYTHONPATH). Debian's
+# torch runs its Linear layers on the reference BLAS (BLAS_INFO=generic): set
+# TORCH_BLAS_DIR to a folder holding OpenBLAS's libblas.so.3 to give PyTorch
+# a fast GEMM (docs/performance.md). Environment: BENCH_THREADS (default:
+# all cores), BENCH_ROUNDS (default 2).
 set -u
 BUILD=${1:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -25,18 +28,25 @@ have_torch=1
 echo "training step, $THREADS thread(s), $(lscpu | sed -n 's/^Model name:[[:space:]]*//p')"
 have_timm=$have_torch
 "$PYTHON" -c 'import timm' 2>/dev/null || have_timm=0
-# model image-size batch steps
-for config in "resnet18 64 32 5" "resnet50 64 32 3" "resnet18 224 16 3" "resnet50 224 16 2" \
-              "vit_s16 224 16 3"; do
-  read -r model size batch steps <<<"$config"
+# mode model(student) teacher image-size batch steps
+for config in "step resnet18 - 64 32 5" "step resnet50 - 64 32 3" "step resnet18 - 224 16 3" \
+              "step resnet50 - 224 16 2" "step vit_s16 - 224 16 3" \
+              "teacher vit_s14 - 224 32 2" "teacher vit_b14 - 224 32 1" \
+              "distillation resnet18 vit_s14 224 16 2"; do
+  read -r mode model teacher size batch steps <<<"$config"
+  needs_timm=0
+  case "$model $mode" in vit*|*distillation) needs_timm=1 ;; esac
+  teacher_args=()
+  [ "$teacher" = - ] || teacher_args=(--teacher "$teacher")
   for round in $(seq "$ROUNDS"); do
-    "$BUILD/tools/bench_train_step" --model "$model" --image-size "$size" --batch-size "$batch" \
-      --steps "$steps" --warmup 1 --threads "$THREADS" | grep '^RESULT'
-    if [ "$have_torch" = 1 ] && { [ "${model#vit}" = "$model" ] || [ "$have_timm" = 1 ]; }; then
+    "$BUILD/tools/bench_train_step" --mode "$mode" --model "$model" "${teacher_args[@]}" \
+      --image-size "$size" --batch-size "$batch" --steps "$steps" --warmup 1 \
+      --threads "$THREADS" | grep '^RESULT'
+    if [ "$have_torch" = 1 ] && { [ "$needs_timm" = 0 ] || [ "$have_timm" = 1 ]; }; then
       LD_LIBRARY_PATH=${TORCH_BLAS_DIR:-${LD_LIBRARY_PATH:-}} OPENBLAS_NUM_THREADS=$THREADS \
-        "$PYTHON" "$TOOLS_DIR/compare/pytorch_train_step.py" --model "$model" \
-        --image-size "$size" --batch-size "$batch" --steps "$steps" --warmup 1 \
-        --threads "$THREADS" | grep '^RESULT'
+        "$PYTHON" "$TOOLS_DIR/compare/pytorch_train_step.py" --mode "$mode" --model "$model" \
+        "${teacher_args[@]}" --image-size "$size" --batch-size "$batch" \
+        --steps "$steps" --warmup 1 --threads "$THREADS" | grep '^RESULT'
     fi
   done
 done

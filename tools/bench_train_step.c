@@ -1,42 +1,81 @@
-// One training step of a backbone on a backend, timed: forward (train
-// mode), loss = sum(features * fixed weights), backward, SGD with momentum
-// 0.9 and weight decay 1e-4. The same step as
-// tools/compare/pytorch_train_step.py, for comparing with PyTorch.
+// Timed steps on a backend, the counterpart of
+// tools/compare/pytorch_train_step.py (same modes, arguments and RESULT
+// line), for comparing with PyTorch:
+//   --mode step (default): one training step of a backbone: forward (train
+//     mode), loss = sum(features * fixed weights), backward, SGD with
+//     momentum 0.9 and weight decay 1e-4;
+//   --mode teacher: the eval forward of a frozen backbone as a distillation
+//     teacher runs it (no gradients, nothing kept for backward; a ViT pools
+//     its class token), random weights;
+//   --mode distillation: one step of `train --method distillation` (v3):
+//     student --model, teacher --teacher with random weights (written to a
+//     temporary file and loaded as train loads a teacher), queue 8192
+//     (LightlyTrain's size for a large dataset); mixup, teacher forward,
+//     student forward and backward, heads, loss, gradient clipping at norm 1
+//     and the method's optimizer (LARS for a ResNet student) on every group,
+//     as the trainer does. The views are random floats uploaded once: no
+//     data loading, no normalisation.
 //
-//   bench_train_step [--model resnet18|...|vit_s16|... (or a ResNet depth)]
-//                    [--image-size N] [--batch-size N] [--steps N] [--warmup N]
-//                    [--threads N] [--backend cpu|ref]
+//   bench_train_step [--mode step|teacher|distillation]
+//                    [--model resnet18|...|vit_s16|... (or a ResNet depth)]
+//                    [--teacher vit_s14|...] [--image-size N] [--batch-size N]
+//                    [--steps N] [--warmup N] [--threads N] [--backend cpu|ref]
 //
 // Prints one line starting with RESULT: images/s, seconds per step (and its
-// forward and backward parts), CPU seconds per step (user + system of all
-// threads: less sensitive than wall time to other jobs on a shared machine),
-// peak resident memory of the process and the bytes of each memory class.
+// two timed parts: forward and backward; for distillation the method's step
+// (everything up to the gradients) and the update), CPU seconds per step
+// (user + system of all threads: less sensitive than wall time to other
+// jobs on a shared machine) and peak resident memory of the process; mode
+// step also prints the bytes of each memory class.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
-#include "nn/optimizer.h"
 #include "nn/backbone.h"
+#include "nn/optimizer.h"
+#include "nn/step_gate.h"
+#include "ssl_methods/method.h"
 #include "util/cpu.h"
 #include "util/rng.h"
 
+typedef enum BenchMode { MODE_STEP, MODE_TEACHER, MODE_DISTILLATION } BenchMode;
+
 typedef struct BenchArgs {
-    char model[32];
+    BenchMode mode;
+    char model[32], teacher[32];
     int image_size, batch, steps, warmup, threads;
     const char *backend;
 } BenchArgs;
 
+static int parse_mode(const char *name, BenchMode *mode) {
+    static const char *const names[] = {"step", "teacher", "distillation"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, names[i]) == 0) return *mode = (BenchMode)i, 0;
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, BenchArgs *args) {
-    *args = (BenchArgs){.model = "resnet18", .image_size = 64, .batch = 32, .steps = 10,
-                        .warmup = 2, .threads = 0, .backend = "cpu"};
+    *args = (BenchArgs){.mode = MODE_STEP, .model = "resnet18", .teacher = "vit_s14",
+                        .image_size = 64, .batch = 32, .steps = 10, .warmup = 2, .threads = 0,
+                        .backend = "cpu"};
     for (int i = 1; i < argc; i++) {
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         int *target = NULL;
-        if (strcmp(argv[i], "--model") == 0 && value) {  // a name, or a ResNet depth
+        if (value && strcmp(argv[i], "--model") == 0) {  // a name, or a ResNet depth
             snprintf(args->model, sizeof args->model, "%s%s",
                      value[0] >= '0' && value[0] <= '9' ? "resnet" : "", value);
+            i++;
+            continue;
+        }
+        if (value && strcmp(argv[i], "--teacher") == 0) {
+            snprintf(args->teacher, sizeof args->teacher, "%s", value);
+            i++;
+            continue;
+        }
+        if (value && strcmp(argv[i], "--mode") == 0 && parse_mode(value, &args->mode) == 0) {
             i++;
             continue;
         }
@@ -58,16 +97,31 @@ static int parse_args(int argc, char **argv, BenchArgs *args) {
         *target = atoi(value);
         i++;
     }
+    if (args->batch < 1 || args->steps < 1 || args->warmup < 0 || args->image_size < 1) {
+        fprintf(stderr, "bench_train_step: --batch-size, --steps and --image-size must be "
+                        "positive, --warmup at least 0\n");
+        return -1;
+    }
+    return 0;
+}
+
+// n uniform values in [-1, 1) from stream into device (backend memory).
+static int fill_random(Backend *backend, float *device, size_t n, uint32_t stream) {
+    float *host = malloc(n * sizeof *host);
+    if (!host) return -1;
+    Rng rng = rng_make(0, 0, 0, stream);
+    for (size_t i = 0; i < n; i++) host[i] = rng_range(&rng, -1.0f, 1.0f);
+    backend->op.upload(backend, device, host, n * sizeof *device);
+    free(host);
     return 0;
 }
 
 static float *upload_random(Backend *backend, size_t n, uint32_t stream) {
-    float *host = malloc(n * sizeof *host);
-    Rng rng = rng_make(0, 0, 0, stream);
-    for (size_t i = 0; i < n; i++) host[i] = rng_range(&rng, -1.0f, 1.0f);
     float *device = backend->op.alloc(backend, n * sizeof *device);
-    backend->op.upload(backend, device, host, n * sizeof *device);
-    free(host);
+    if (device && fill_random(backend, device, n, stream) != 0) {
+        backend->op.free(backend, device);
+        return NULL;
+    }
     return device;
 }
 
@@ -76,6 +130,286 @@ static double cpu_seconds(void) {
     getrusage(RUSAGE_SELF, &usage);
     return (double)usage.ru_utime.tv_sec + 1e-6 * usage.ru_utime.tv_usec +
            (double)usage.ru_stime.tv_sec + 1e-6 * usage.ru_stime.tv_usec;
+}
+
+// What one timed run measured: wall and CPU seconds of the counted steps
+// and the two parts each step reports.
+typedef struct Timing {
+    double seconds, cpu, parts[2];
+} Timing;
+
+// One step of a mode: adds the wall seconds of its two parts to parts[].
+typedef int (*StepFunction)(void *context, long step, double parts[2], ErrorMessage *err);
+
+// warmup steps, then steps counted into *timing.
+static int time_steps(Backend *backend, const BenchArgs *args, StepFunction run_step,
+                      void *context, Timing *timing, ErrorMessage *err) {
+    double start = 0.0, cpu_start = 0.0;
+    for (int step = 0; step < args->warmup + args->steps; step++) {
+        backend->op.synchronize(backend);
+        if (step == args->warmup) {
+            start = time_now();
+            cpu_start = cpu_seconds();
+            timing->parts[0] = timing->parts[1] = 0.0;
+        }
+        if (run_step(context, step, timing->parts, err)) return -1;
+    }
+    backend->op.synchronize(backend);
+    timing->seconds = time_now() - start;
+    timing->cpu = cpu_seconds() - cpu_start;
+    return 0;
+}
+
+// The RESULT line's fields after tool=: what was run, then the figures.
+static void print_result(const BenchArgs *args, const Backend *backend, const char *what,
+                         const char *part_names[2], const Timing *timing) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    printf("RESULT tool=lightly-train-c %s image_size=%d batch=%d threads=%d steps=%d "
+           "images_per_s=%.2f seconds_per_step=%.4f",
+           what, args->image_size, args->batch, backend->threads, args->steps,
+           args->batch * args->steps / timing->seconds, timing->seconds / args->steps);
+    for (int part = 0; part < 2; part++)
+        if (part_names[part]) printf(" %s=%.4f", part_names[part], timing->parts[part] / args->steps);
+    printf(" cpu_s_per_step=%.4f peak_rss_mb=%.0f\n", timing->cpu / args->steps,
+           usage.ru_maxrss / 1024.0);
+}
+
+// ---- --mode step ---------------------------------------------------------------------------
+
+typedef struct BackboneBench {
+    Backbone model;
+    Optimizer *optimizer;
+    float *input;         // (N, R, R, 3)
+    float *loss_weights;  // (N, D): d(sum(features * w)) / d(features) = w
+    int batch;
+} BackboneBench;
+
+static int backbone_step(void *context, long step, double parts[2], ErrorMessage *err) {
+    BackboneBench *bench = context;
+    Backend *backend = bench->model.backend;
+    parameter_set_zero_grads(bench->model.params);
+    const double before = time_now();
+    if (backbone_forward(&bench->model, 0, bench->batch, bench->input, 1, err)) return -1;
+    backend->op.synchronize(backend);
+    const double middle = time_now();
+    if (backbone_backward(&bench->model, 0, bench->loss_weights, err)) return -1;
+    backend->op.synchronize(backend);
+    parts[0] += middle - before;
+    parts[1] += time_now() - middle;
+    optimizer_step(bench->optimizer, 0.01f, 1e-4f, NULL);
+    return 0;
+}
+
+// Bytes of activations and of the gradient scratch of a trainable backbone.
+static void print_memory(const Backbone *model) {
+    size_t activation_bytes = 0, scratch_bytes = 0;
+    if (model->spec.kind == BACKBONE_RESNET) {
+        const Resnet *resnet = &model->model.resnet;
+        for (int s = 0; s < resnet->slot_count; s++)
+            activation_bytes += resnet->slots[s].arena_floats * 4;
+        scratch_bytes = resnet->scratch_floats * 3 * 4;
+    } else {
+        const Vit *vit = &model->model.vit;
+        for (int s = 0; s < vit->slot_count; s++)
+            activation_bytes += vit->slots[s].arena_floats * 4;
+        const int wide = vit->config.mlp_hidden;  // >= 3 D in every preset
+        scratch_bytes = vit->scratch_tokens * (3 * vit->config.embed_dim + wide) * 4;
+    }
+    printf("memory: parameters %.1f MB (+ gradients, + momentum), activations %.1f MB, "
+           "gradient scratch %.1f MB\n",
+           model->params->total * 4 / 1e6, activation_bytes / 1e6, scratch_bytes / 1e6);
+}
+
+static int bench_backbone_step(const BenchArgs *args, Backend *backend, ErrorMessage *err) {
+    BackboneBench bench = {.batch = args->batch};
+    BackboneSpec spec;
+    const BackboneInput shape = {args->batch, args->image_size};
+    if (backbone_spec_parse(args->model, args->image_size, &spec, err) ||
+        backbone_create(&bench.model, backend, &spec, &shape, 1, 0, err))
+        return -1;
+    OptimizerConfig optim = optimizer_config_default(OPTIMIZER_SGD);
+    optim.momentum = 0.9f;
+    int status = -1;
+    bench.optimizer = optimizer_create(backend, bench.model.params, &optim, err);
+    bench.input = upload_random(backend, (size_t)args->batch * args->image_size *
+                                             args->image_size * 3, 1);
+    bench.loss_weights = upload_random(backend, (size_t)args->batch * bench.model.feature_dim, 2);
+    Timing timing = {0};
+    if (bench.optimizer && bench.input && bench.loss_weights &&
+        time_steps(backend, args, backbone_step, &bench, &timing, err) == 0) {
+        char what[64];
+        snprintf(what, sizeof what, "model=%s", args->model);
+        printf("lightly-train-c %s, backend %s, %d thread(s)\n", args->model, backend->name,
+               backend->threads);
+        print_memory(&bench.model);
+        print_result(args, backend, what, (const char *[2]){"forward_s", "backward_s"}, &timing);
+        status = 0;
+    } else if (!err->text[0]) {
+        error_set(err, "out of memory");
+    }
+    if (bench.optimizer) optimizer_free(bench.optimizer);
+    if (bench.input) backend->op.free(backend, bench.input);
+    if (bench.loss_weights) backend->op.free(backend, bench.loss_weights);
+    backbone_free(&bench.model);
+    return status;
+}
+
+// ---- --mode teacher ------------------------------------------------------------------------
+
+typedef struct TeacherBench {
+    Backbone model;  // frozen
+    float *input;    // (N, R, R, 3)
+    int batch;
+} TeacherBench;
+
+static int teacher_step(void *context, long step, double parts[2], ErrorMessage *err) {
+    TeacherBench *bench = context;
+    const double before = time_now();
+    if (backbone_forward(&bench->model, 0, bench->batch, bench->input, 0, err)) return -1;
+    bench->model.backend->op.synchronize(bench->model.backend);
+    parts[0] += time_now() - before;
+    return 0;
+}
+
+static int bench_teacher_forward(const BenchArgs *args, Backend *backend, ErrorMessage *err) {
+    TeacherBench bench = {.batch = args->batch};
+    BackboneSpec spec;
+    const BackboneInput shape = {args->batch, args->image_size};
+    if (backbone_spec_parse(args->model, args->image_size, &spec, err) ||
+        backbone_allocate_frozen(&bench.model, backend, &spec, &shape, 1, err))
+        return -1;
+    int status = bench.model.ops->init(&bench.model, 0, err);
+    // LightlyTrain's DINOv2/DINOv3 teachers pool their class token (as
+    // distill_teacher_load sets it).
+    if (spec.kind == BACKBONE_VIT) bench.model.model.vit.config.pool = VIT_POOL_CLS;
+    if (!status) {
+        bench.input = upload_random(backend, (size_t)args->batch * args->image_size *
+                                                 args->image_size * 3, 1);
+        status = bench.input ? 0 : error_set(err, "out of memory for the input");
+    }
+    Timing timing = {0};
+    if (!status) status = time_steps(backend, args, teacher_step, &bench, &timing, err);
+    if (!status) {
+        char what[64];
+        snprintf(what, sizeof what, "mode=teacher model=%s", args->model);
+        printf("lightly-train-c %s eval forward (frozen), backend %s, %d thread(s)\n",
+               args->model, backend->name, backend->threads);
+        print_result(args, backend, what, (const char *[2]){"forward_s", NULL}, &timing);
+    }
+    if (bench.input) backend->op.free(backend, bench.input);
+    backbone_free(&bench.model);
+    return status;
+}
+
+// ---- --mode distillation -------------------------------------------------------------------
+
+typedef struct DistillBench {
+    Method method;
+    Optimizer *optimizers[METHOD_MAX_GROUPS];
+    StepGate gate;
+    float lr, weight_decay;
+    int batch;
+} DistillBench;
+
+static int distillation_step(void *context, long step, double parts[2], ErrorMessage *err) {
+    DistillBench *bench = context;
+    Method *method = &bench->method;
+    Backend *backend = method->backend;
+    for (int g = 0; g < method->group_count; g++)
+        parameter_set_zero_grads(method->groups[g].params);
+    method->batch_index = (uint64_t)step;  // a new mixup per step
+    float loss = 0.0f;
+    const double before = time_now();
+    if (method->ops->step(method, step, bench->batch, &loss, err)) return -1;
+    backend->op.synchronize(backend);
+    const double middle = time_now();
+    step_gate_open(&bench->gate);
+    for (int g = 0; g < method->group_count; g++)
+        step_gate_measure(&bench->gate, g, method->groups[g].params);
+    step_gate_close(&bench->gate, 1.0f, method->defaults.grad_clip);
+    StepGateReading reading;
+    step_gate_read(&bench->gate, 1.0f, &reading);
+    for (int g = 0; g < method->group_count; g++)
+        optimizer_step(bench->optimizers[g], bench->lr, bench->weight_decay,
+                       step_gate_values(&bench->gate));
+    if (method->ops->after_update) method->ops->after_update(method, step);
+    backend->op.synchronize(backend);
+    parts[0] += middle - before;
+    parts[1] += time_now() - middle;
+    return 0;
+}
+
+// A random teacher (seed 1) for args' view size written to a new file under
+// /tmp, whose name goes to path.
+static int write_random_teacher(const BenchArgs *args, Backend *backend, char *path,
+                                ErrorMessage *err) {
+    strcpy(path, "/tmp/bench_teacher_XXXXXX.safetensors");
+    const int fd = mkstemps(path, (int)strlen(".safetensors"));
+    if (fd < 0) return error_set(err, "cannot create a temporary teacher file in /tmp");
+    close(fd);
+    BackboneSpec spec;
+    Backbone teacher;
+    const BackboneInput shape = {1, args->image_size};
+    int status = backbone_spec_parse(args->teacher, args->image_size, &spec, err);
+    if (!status) status = backbone_create(&teacher, backend, &spec, &shape, 1, 1, err);
+    if (!status) {
+        status = backbone_save(&teacher, path, err);
+        backbone_free(&teacher);
+    }
+    if (status) unlink(path);
+    return status;
+}
+
+static int bench_distillation(const BenchArgs *args, Backend *backend, ErrorMessage *err) {
+    char path[64], teacher_arg[96];
+    if (write_random_teacher(args, backend, path, err)) return -1;
+    snprintf(teacher_arg, sizeof teacher_arg, "teacher=%s", path);
+    const char *method_args[] = {teacher_arg, "queue_size=8192"};
+    MethodSetup setup = {.backend = backend,
+                         .batch = args->batch,
+                         .dataset_size = 1281167,  // ImageNet's train split
+                         .total_steps = args->warmup + args->steps,
+                         .args = method_args,
+                         .arg_count = 2};
+    DistillBench bench = {.batch = args->batch};
+    ViewSet views;
+    method_default_views(METHOD_DISTILLATION, args->image_size, &views);
+    int status = backbone_spec_parse(args->model, args->image_size, &setup.backbone, err);
+    if (!status) status = method_create(&bench.method, METHOD_DISTILLATION, &setup, &views, err);
+    unlink(path);  // loaded, or not needed
+    if (status) return -1;
+    Method *method = &bench.method;
+    const OptimizerConfig optim = optimizer_config_default(method->defaults.optimizer);
+    for (int g = 0; g < method->group_count && !status; g++) {
+        bench.optimizers[g] = optimizer_create(backend, method->groups[g].params, &optim, err);
+        if (!bench.optimizers[g]) status = -1;
+    }
+    bench.lr = (float)(method->defaults.base_lr * method_lr_scale(&method->defaults, args->batch));
+    bench.weight_decay = (float)method->defaults.weight_decay;
+    if (!status) status = step_gate_create(&bench.gate, backend, method->group_count, err);
+    const size_t pixels = (size_t)method->global_views * args->batch * method->global_size *
+                          method->global_size * 3;
+    if (!status && fill_random(backend, method->global_input, pixels, 1) != 0)
+        status = error_set(err, "out of memory for the views");
+    Timing timing = {0};
+    if (!status) status = time_steps(backend, args, distillation_step, &bench, &timing, err);
+    if (!status) {
+        char what[96];
+        snprintf(what, sizeof what, "mode=distillation model=%s teacher=%s", args->model,
+                 args->teacher);
+        printf("lightly-train-c distillation (v3): student %s, teacher %s, %s lr %g, "
+               "queue 8192, backend %s, %d thread(s)\n",
+               args->model, args->teacher, optimizer_kind_name(method->defaults.optimizer),
+               bench.lr, backend->name, backend->threads);
+        print_result(args, backend, what, (const char *[2]){"method_step_s", "update_s"},
+                     &timing);
+    }
+    if (bench.gate.values) step_gate_free(&bench.gate);
+    for (int g = 0; g < method->group_count; g++)
+        if (bench.optimizers[g]) optimizer_free(bench.optimizers[g]);
+    method_free(method);
+    return status;
 }
 
 int main(int argc, char **argv) {
@@ -87,83 +421,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train_step: %s\n", err.text);
         return 1;
     }
-    Backbone model;
-    BackboneSpec spec;
-    const BackboneInput shape = {args.batch, args.image_size};
-    if (backbone_spec_parse(args.model, args.image_size, &spec, &err) != 0 ||
-        backbone_create(&model, backend, &spec, &shape, 1, 0, &err) != 0) {
-        fprintf(stderr, "bench_train_step: %s\n", err.text);
-        return 1;
+    int status;
+    switch (args.mode) {
+    case MODE_TEACHER: status = bench_teacher_forward(&args, backend, &err); break;
+    case MODE_DISTILLATION: status = bench_distillation(&args, backend, &err); break;
+    default: status = bench_backbone_step(&args, backend, &err); break;
     }
-    OptimizerConfig optim = optimizer_config_default(OPTIMIZER_SGD);
-    optim.momentum = 0.9f;
-    Optimizer *optimizer = optimizer_create(backend, model.params, &optim, &err);
-    if (!optimizer) {
-        fprintf(stderr, "bench_train_step: %s\n", err.text);
-        return 1;
-    }
-    const size_t pixels = (size_t)args.batch * args.image_size * args.image_size * 3;
-    float *input = upload_random(backend, pixels, 1);  // (N, R, R, 3)
-    // d(sum(features * w)) / d(features) = w
-    float *loss_weights = upload_random(backend, (size_t)args.batch * model.feature_dim, 2);
-
-    double start = 0.0, cpu_start = 0.0, forward = 0.0, backward = 0.0;
-    for (int step = 0; step < args.warmup + args.steps; step++) {
-        backend->op.synchronize(backend);
-        if (step == args.warmup) {
-            start = time_now();
-            cpu_start = cpu_seconds();
-            forward = backward = 0.0;
-        }
-        parameter_set_zero_grads(model.params);
-        const double before = time_now();
-        if (backbone_forward(&model, 0, args.batch, input, 1, &err) != 0) {
-            fprintf(stderr, "bench_train_step: %s\n", err.text);
-            return 1;
-        }
-        backend->op.synchronize(backend);
-        const double middle = time_now();
-        if (backbone_backward(&model, 0, loss_weights, &err) != 0) {
-            fprintf(stderr, "bench_train_step: %s\n", err.text);
-            return 1;
-        }
-        backend->op.synchronize(backend);
-        forward += middle - before;
-        backward += time_now() - middle;
-        optimizer_step(optimizer, 0.01f, 1e-4f, NULL);
-    }
-    backend->op.synchronize(backend);
-    const double seconds = time_now() - start, cpu = cpu_seconds() - cpu_start;
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    size_t activation_bytes = 0, scratch_bytes = 0;
-    if (spec.kind == BACKBONE_RESNET) {
-        const Resnet *resnet = &model.model.resnet;
-        for (int s = 0; s < resnet->slot_count; s++)
-            activation_bytes += resnet->slots[s].arena_floats * 4;
-        scratch_bytes = resnet->scratch_floats * 3 * 4;
-    } else {
-        const Vit *vit = &model.model.vit;
-        for (int s = 0; s < vit->slot_count; s++)
-            activation_bytes += vit->slots[s].arena_floats * 4;
-        const int wide = vit->config.mlp_hidden;  // >= 3 D in every preset
-        scratch_bytes = vit->scratch_tokens * (3 * vit->config.embed_dim + wide) * 4;
-    }
-    printf("lightly-train-c %s, backend %s, %d thread(s)\n", args.model, backend->name,
-           backend->threads);
-    printf("memory: parameters %.1f MB (+ gradients, + momentum), activations %.1f MB, "
-           "gradient scratch %.1f MB\n",
-           model.params->total * 4 / 1e6, activation_bytes / 1e6, scratch_bytes / 1e6);
-    printf("RESULT tool=lightly-train-c model=%s image_size=%d batch=%d threads=%d "
-           "steps=%d images_per_s=%.2f seconds_per_step=%.4f forward_s=%.4f backward_s=%.4f "
-           "cpu_s_per_step=%.4f peak_rss_mb=%.0f\n",
-           args.model, args.image_size, args.batch, backend->threads, args.steps,
-           args.batch * args.steps / seconds, seconds / args.steps, forward / args.steps,
-           backward / args.steps, cpu / args.steps, usage.ru_maxrss / 1024.0);
-    optimizer_free(optimizer);
-    backend->op.free(backend, input);
-    backend->op.free(backend, loss_weights);
-    backbone_free(&model);
+    if (status) fprintf(stderr, "bench_train_step: %s\n", err.text);
     backend_destroy(backend);
-    return 0;
+    return status ? 1 : 0;
 }

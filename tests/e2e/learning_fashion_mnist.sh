@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Learning check on real data: SimCLR trained briefly on CPU on a subset of
-# Fashion-MNIST must raise the leave-one-out kNN top-1 of the backbone on
-# held-out test images above that of the randomly initialised backbone (the
-# step-0 evaluation of the same run) by at least MIN_GAIN_POINTS.
+# Learning checks on real data, two stages on a subset of Fashion-MNIST, on
+# CPU; each must raise the leave-one-out kNN top-1 of a ResNet-18 on held-out
+# test images above that of the randomly initialised network (the step-0
+# evaluation of the same run):
+#   1. SimCLR trained briefly, by at least SIMCLR_MIN_GAIN points;
+#   2. `--method distillation` (LightlyTrain's v3, LARS) of a new ResNet-18
+#      student from stage 1's exported backbone as the teacher, by at least
+#      DISTILL_MIN_GAIN points (docs/distillation.md, "Learning check").
 # Skipped (exit 0) when the dataset package is absent (`make deps` installs
 # it) and under sanitizer builds (far too slow for a training run).
 set -u
@@ -43,29 +47,76 @@ OMP_WAIT_POLICY=PASSIVE "$bin" train --data "$work/train" --knn-data "$work/test
   { echo "FAIL: train exited $?: $(tail -n 30 "$work/train.log")"; exit 1; }
 seconds=$(($(date +%s) - start))
 
-# knn/top1 lines of metrics.jsonl: {"step": N, "knn/top1": value}; the first
-# is step 0 (random init), the last the end of training.
-metrics="$work/run/metrics.jsonl"
-values=$(sed -n 's/.*"knn\/top1": *\([-0-9.eE+]*\).*/\1/p' "$metrics" 2>/dev/null)
-count=$(printf '%s\n' "$values" | grep -c .)
-[ "$count" -ge 2 ] || { echo "FAIL: expected >= 2 knn/top1 values in $metrics, found $count"; exit 1; }
-grep -q '"step": 0, "knn/top1"' "$metrics" || fail "no step-0 (random init) kNN value"
-first=$(printf '%s\n' "$values" | head -n 1)
-last=$(printf '%s\n' "$values" | tail -n 1)
+# The first and last knn/top1 values of a run's metrics.jsonl ({"step": N,
+# "knn/top1": value}: the first is step 0, random init; the last the end of
+# training) into $first and $last; fails the check when there are not both.
+read_knn() {
+  local metrics="$1/metrics.jsonl" values count
+  values=$(sed -n 's/.*"knn\/top1": *\([-0-9.eE+]*\).*/\1/p' "$metrics" 2>/dev/null)
+  count=$(printf '%s\n' "$values" | grep -c .)
+  first='' last=''
+  [ "$count" -ge 2 ] || { fail "expected >= 2 knn/top1 values in $metrics, found $count"; return 1; }
+  grep -q '"step": 0, "knn/top1"' "$metrics" || { fail "no step-0 (random init) kNN value"; return 1; }
+  first=$(printf '%s\n' "$values" | head -n 1)
+  last=$(printf '%s\n' "$values" | tail -n 1)
+}
+
+# Prints the stage's figures and fails the check when the gain from $first
+# to $last is below the margin: check_gain STAGE MIN_GAIN SECONDS LOG
+check_gain() {
+  local gain
+  gain=$(awk -v a="$first" -v b="$last" 'BEGIN { printf "%.2f", 100 * (b - a) }')
+  printf '%s kNN top-1: random init %.2f%%, after training %.2f%%, gain %s points (need >= %s), %d s\n' \
+    "$1" "$(awk -v a="$first" 'BEGIN { print 100 * a }')" "$(awk -v b="$last" 'BEGIN { print 100 * b }')" \
+    "$gain" "$2" "$3"
+  if ! awk -v g="$gain" -v m="$2" 'BEGIN { exit !(g >= m) }'; then
+    fail "$1 did not raise kNN top-1 by $2 points"
+    grep -E "kNN|config" "$4"
+  fi
+}
 
 # Measured with exactly this command on the 2-core dev VM (two runs at a time,
 # ~150 s each), kNN top-1 random init -> after 30 epochs, by --seed:
 #   0: 67.2 -> 71.8 (+4.6)   1: 68.2 -> 71.8 (+3.6)
 #   2: 67.2 -> 71.8 (+4.6)   3: 66.6 -> 73.0 (+6.4)
 # The margin is half the smallest gain. (Without scale_min=0.3 the gains were
-# +4.2, +3.0, +2.4 and 0.0: not reliable.)
-MIN_GAIN_POINTS=1.8
-gain=$(awk -v a="$first" -v b="$last" 'BEGIN { printf "%.2f", 100 * (b - a) }')
-printf 'kNN top-1: random init %.2f%%, after training %.2f%%, gain %s points (need >= %s), %d s\n' \
-  "$(awk -v a="$first" 'BEGIN { print 100 * a }')" "$(awk -v b="$last" 'BEGIN { print 100 * b }')" \
-  "$gain" "$MIN_GAIN_POINTS" "$seconds"
-if ! awk -v g="$gain" -v m="$MIN_GAIN_POINTS" 'BEGIN { exit !(g >= m) }'; then
-  fail "training did not raise kNN top-1 by $MIN_GAIN_POINTS points"
-  grep -E "kNN|config" "$work/train.log"
+# +4.2, +3.0, +2.4 and 0.0: not reliable.) Measured again on 2026-11-23
+# (commit 132f838; the run is deterministic at one thread) for stage 2's
+# teachers: 0: 67.2 -> 70.4 (+3.2), 1: 68.2 -> 71.8 (+3.6), 2: 67.2 -> 70.8
+# (+3.6), 3: 66.6 -> 70.0 (+3.4), 4: 69.2 -> 70.4 (+1.2, below the margin),
+# 5: 64.8 -> 71.2 (+6.4): the check's seed 0 still passes.
+SIMCLR_MIN_GAIN=1.8
+read_knn "$work/run" && check_gain simclr "$SIMCLR_MIN_GAIN" "$seconds" "$work/train.log"
+
+# Stage 2: distillation (v3, its defaults: LARS 1.8 x sqrt(64 / 1536), queue
+# 512 for 1000 images, mixup, one view with LightlyTrain's distillation
+# transform) of a new ResNet-18 from stage 1's export, 20 epochs of 15 steps
+# at the same 16 px, one thread and one worker. At 16 px both networks' last
+# stage is 1 x 1, so the local (token-similarity) term is 0 and this checks
+# the global term: the student learns the teacher's class-token similarities
+# to the queue of teacher features.
+teacher="$work/run/exported_models/exported_last.safetensors"
+if [ -s "$teacher" ]; then
+  start=$(date +%s)
+  OMP_WAIT_POLICY=PASSIVE "$bin" train --data "$work/train" --knn-data "$work/test" \
+    --out "$work/distill" --model resnet18 --method distillation \
+    --method-arg "teacher=$teacher" --image-size 16 --batch-size 64 --epochs 20 \
+    --knn-every 20 --threads 1 --num-workers 1 --seed 0 >"$work/distill.log" 2>&1 ||
+    { echo "FAIL: distillation train exited $?: $(tail -n 30 "$work/distill.log")"; exit 1; }
+  seconds=$(($(date +%s) - start))
+  # Measured with exactly these commands on the 2-core dev VM (2026-11-23,
+  # commit 132f838, two seeds at a time beside other jobs, load 2-9; stage 2
+  # took 130-260 s there), kNN top-1 of the student at random init -> after
+  # 20 epochs (its teacher, stage 1's result), by --seed of both stages:
+  #   0: 67.2 -> 72.6 (+5.4; teacher 70.4)   1: 68.2 -> 71.6 (+3.4; 71.8)
+  #   2: 67.2 -> 71.4 (+4.2; 70.8)           3: 66.6 -> 71.2 (+4.6; 70.0)
+  #   4: 69.2 -> 72.2 (+3.0; 70.4)           5: 64.8 -> 71.0 (+6.2; 71.2)
+  # Mean gain +4.5, standard deviation 1.2; the margin is half the smallest
+  # gain. After 10 epochs the gains were +3.0, +2.2, +4.6, +0.8, +1.0, +8.0:
+  # too few epochs to be reliable.
+  DISTILL_MIN_GAIN=1.5
+  read_knn "$work/distill" && check_gain distillation "$DISTILL_MIN_GAIN" "$seconds" "$work/distill.log"
+else
+  fail "stage 1 wrote no export to distil from: $teacher"
 fi
 e2e_finish
