@@ -84,8 +84,10 @@ check_gain() {
 # (commit 132f838; the run is deterministic at one thread) for stage 2's
 # teachers: 0: 67.2 -> 70.4 (+3.2), 1: 68.2 -> 71.8 (+3.6), 2: 67.2 -> 70.8
 # (+3.6), 3: 66.6 -> 70.0 (+3.4), 4: 69.2 -> 70.4 (+1.2, below the margin),
-# 5: 64.8 -> 71.2 (+6.4): the check's seed 0 still passes.
-SIMCLR_MIN_GAIN=1.8
+# 5: 64.8 -> 71.2 (+6.4). By the same rule the margin is now half of +1.2
+# (seed 4): a machine whose floating-point path (AVX2 vs AVX-512) lands on a
+# trajectory like seed 4's must still pass; the check's seed 0 gives +3.2.
+SIMCLR_MIN_GAIN=0.6
 read_knn "$work/run" && check_gain simclr "$SIMCLR_MIN_GAIN" "$seconds" "$work/train.log"
 
 # Stage 2: distillation (v3, its defaults: LARS 1.8 x sqrt(64 / 1536), queue
