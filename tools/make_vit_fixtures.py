@@ -193,16 +193,16 @@ def run(kind, dtype, sizes, grad_size, hf_weights=None):
     return results, grads
 
 
-def add_model(safe, kind, sizes, grad_size, hf_weights=None):
-    double, double_grads = run(kind, torch.float64, sizes, grad_size, hf_weights)
-    single, single_grads = run(kind, torch.float32, sizes, grad_size, hf_weights)
+def add_outputs(safe, double, single, prefix, double_grads, single_grads):
+    """Stores the float64 results with their f32err (the float32 run's
+    distance), and the gradients under prefix/grad... (the docstring's
+    contract); returns a summary line per result."""
     summary = {}
     for name, value in double.items():
         safe.add(name, value)
         error = float(np.abs(single[name].astype(np.float64) - value).max())
         safe.add(f"f32err/{name}", np.float64(error))
         summary[name] = f"f32err {error:.3g} of max |truth| {np.abs(value).max():.3g}"
-    prefix = f"{kind}/{grad_size}"
     for name, exact in double_grads.items():
         error = single_grads[name] - exact
         if exact.size <= FULL_GRAD_MAX:
@@ -217,6 +217,12 @@ def add_model(safe, kind, sizes, grad_size, hf_weights=None):
         safe.add(f"f32err/{prefix}/grad_sumsq/{name}",
                  np.float64((2.0 * np.abs(exact * error) + error * error).sum()))
     return summary
+
+
+def add_model(safe, kind, sizes, grad_size, hf_weights=None):
+    double, double_grads = run(kind, torch.float64, sizes, grad_size, hf_weights)
+    single, single_grads = run(kind, torch.float32, sizes, grad_size, hf_weights)
+    return add_outputs(safe, double, single, f"{kind}/{grad_size}", double_grads, single_grads)
 
 
 def add_interpolation(safe):
