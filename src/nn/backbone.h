@@ -31,7 +31,7 @@ typedef struct BackboneSpec {
 } BackboneSpec;
 
 // The --model names: resnet18 / 34 / 50 / 101 / 152 and the ViT presets of
-// vit.h (vit_t16, vit_s14, ... with _reg4); image_size sets a new ViT's
+// vit.h (vit_t16, vit_s14, ... with _reg4; dinov3/vits16, ...); image_size sets a new ViT's
 // position grid. NULL-terminated list for option tables.
 extern const char *const backbone_model_names[];
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err);
