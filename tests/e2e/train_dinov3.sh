@@ -95,18 +95,7 @@ done
 cmp -s "$work/hf.npy" "$work/eva.npy" || fail "the Eva export embeds apart from its source"
 
 # Refusals: one line, exit status 2, nothing written.
-refuse() {  # PATTERN method-args...
-  local pattern=$1 output status
-  shift
-  output=$("$bin" train "${common[@]}" --out "$work/refused" --model resnet18 \
-    --method distillation "$@" --max-steps 1 2>&1)
-  status=$?
-  [ "$status" -eq 2 ] || fail "'$*' exited $status, expected 2: $output"
-  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] || fail "'$*' printed more than one line: $output"
-  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
-  [ -e "$work/refused" ] && fail "'$*' wrote $work/refused" && rm -rf "$work/refused"
-}
-refuse "dinov3/vits16 does not match the file: width 384, the file's 32" \
+refuse_distillation "dinov3/vits16 does not match the file: width 384, the file's 32" \
   --method-arg "teacher=$work/dinov3.safetensors" --method-arg teacher_arch=dinov3/vits16
 
 e2e_finish
