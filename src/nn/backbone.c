@@ -236,6 +236,10 @@ void backbone_free(Backbone *backbone) {
     memset(backbone, 0, sizeof *backbone);
 }
 
+void backbone_set_draw_key(Backbone *backbone, uint64_t key) {
+    if (backbone->spec.kind == BACKBONE_VIT) vit_set_draw_key(&backbone->model.vit, key);
+}
+
 int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err) {
     if (backbone->spec.kind != BACKBONE_RESNET) return 0;
     return resnet_attach_batchnorm_sync(&backbone->model.resnet, sync, err);

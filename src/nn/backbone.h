@@ -107,6 +107,12 @@ int backbone_spec_from_weights(const SafeTensors *file, const char *prefix, Back
 // dict) into backbone; errors name the path.
 int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err);
 
+// Keys the random draws of the following training forwards (a ViT's drop
+// path and DINOv3's RoPE rescale) by `key`, the global index of the batch
+// (Batch.index), so that a resumed run draws what the uninterrupted one
+// did. A ResNet draws nothing.
+void backbone_set_draw_key(Backbone *backbone, uint64_t key);
+
 // Synchronised BatchNorm (nn/batchnorm_sync.h) for every BatchNorm of the
 // backbone; NULL turns it off again. A ViT has none (LayerNorm needs no
 // statistics across the batch): nothing to attach.

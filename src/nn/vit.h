@@ -198,7 +198,8 @@ typedef struct Vit {
     int feature_dim;         // D
     ParameterSet params;     // timm names
     ParameterSet buffers;    // empty (kept so callers can treat every backbone alike)
-    int64_t training_forwards;  // counts training forwards: keys the drop-path draws
+    int64_t training_forwards;  // keys the drop-path and RoPE rescale draws: counts
+                                // training forwards from vit_set_draw_key's start
     uint64_t seed;
     Conv2d patch_embed;      // patch_embed.proj.weight
     int patch_bias_index;    // patch_embed.proj.bias
@@ -261,6 +262,12 @@ int vit_slot_tokens(const Vit *model, int slot);  // 1 + R + P
 // unchanged until the backward; mask NULL turns masking off.
 void vit_set_patch_mask(Vit *model, int slot, const float *mask, const float *keep,
                         const float *mask_token, float *mask_token_grad);
+// The random draws of the following training forwards (drop path, RoPE
+// rescale) start from key (a batch's global index): training_forwards =
+// key * VIT_FORWARDS_PER_KEY, then counts up (a batch's views and slots
+// each draw anew, up to VIT_FORWARDS_PER_KEY forwards per key).
+#define VIT_FORWARDS_PER_KEY 64
+void vit_set_draw_key(Vit *model, uint64_t key);
 // RoPE models: replaces the periods (Dh / 4) that rope_base gave (a DINOv3
 // checkpoint's rope_embed.periods) and recomputes every slot's tables.
 // Positive finite periods only.

@@ -228,6 +228,10 @@ int vit_forward(Vit *model, int slot_index, int batch, const float *input, int t
     return 0;
 }
 
+void vit_set_draw_key(Vit *model, uint64_t key) {
+    model->training_forwards = (int64_t)(key * VIT_FORWARDS_PER_KEY);
+}
+
 void vit_set_patch_mask(Vit *model, int slot_index, const float *mask, const float *keep,
                         const float *mask_token, float *mask_token_grad) {
     VitSlot *slot = &model->slots[slot_index];

@@ -12,6 +12,8 @@
 #   DINOv3 wrapper pools);
 # - `export` of a transformers file in timm's names, which embeds exactly
 #   as the file it came from;
+# - resume equality of a dinov3/vitt16 run (its training forwards draw RoPE
+#   rescales);
 # - the one-line refusal (exit 2, nothing written) of a teacher_arch that
 #   does not match a DINOv3 file.
 set -u
@@ -66,6 +68,20 @@ cmp -s "$work/ckpt.npy" "$work/export.npy" || fail "the student's checkpoint and
 output=$("$bin" train "${common[@]}" --out "$work/init" --model dinov3/vitt16 --method simclr \
   --checkpoint "$run/exported_models/exported_last.safetensors" --max-steps 1 2>&1) ||
   fail "dinov3/vitt16 from the export's weights: train failed: $output"
+
+# Resume: a dinov3/vitt16 run killed after its first epoch's checkpoint and
+# resumed ends byte for byte as the run that was not (the RoPE rescale
+# draws are keyed by the batch, not by what the process has counted).
+simclr=(--data "$images" --batch-size 8 --image-size 32 --num-workers 1 --threads 2
+        --model dinov3/vitt16 --method simclr --epochs 2)
+"$bin" train "${simclr[@]}" --out "$work/whole" >/dev/null 2>&1 || fail "dinov3/vitt16 simclr run"
+{ LTC_FAULT=kill-before-export@3 "$bin" train "${simclr[@]}" --out "$work/cut" >/dev/null 2>&1; } \
+  2>/dev/null
+[ $? -eq 137 ] || fail "the run with LTC_FAULT=kill-before-export@3 was not killed"
+"$bin" train "${simclr[@]}" --out "$work/cut" --resume >/dev/null 2>&1 || fail "resume failed"
+for file in checkpoints/last.ckpt exported_models/exported_last.safetensors; do
+  cmp -s "$work/whole/$file" "$work/cut/$file" || fail "resumed run: $file differs"
+done
 
 # embed: the class token by default, the patch mean on request.
 expect 0 "embedded 24 images x 32 dims \(dinov3_d32_l2_p8, 56 px" -- \
