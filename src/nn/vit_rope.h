@@ -44,7 +44,8 @@ size_t vit_rope_slot_floats(const Vit *model, const VitSlot *slot);
 void vit_rope_upload_eval(Vit *model, VitSlot *slot);
 // The tables a forward of the slot reads: unscaled for an eval forward (or
 // without rope_rescale); for a training forward one table per block, each
-// with its rescale draw keyed by (seed, the training-forward count, block).
+// with its rescale draw keyed by (seed, training_forwards (vit_set_draw_key),
+// block).
 // Call before the forward counts itself.
 void vit_rope_prepare_forward(Vit *model, VitSlot *slot, int training);
 // Block `block`'s tables of the slot's last forward (its backward reads the same).
