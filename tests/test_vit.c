@@ -29,22 +29,7 @@
 
 #define BATCH VIT_PARITY_BATCH
 
-static SafeTensors fixture;
-static Backend *backend;
-static VitParity parity;
-
-static int setup(void **state, const char *backend_name) {
-    const int status = vit_parity_open(&parity, &fixture, VIT_FIXTURE_PATH, backend_name);
-    backend = parity.backend;
-    return status;
-}
-static int setup_cpu(void **state) { return setup(state, "cpu"); }
-static int setup_ref(void **state) { return setup(state, "ref"); }
-
-static int teardown(void **state) {
-    vit_parity_close(&parity);
-    return 0;
-}
+VIT_PARITY_TEST_STATE(VIT_FIXTURE_PATH)
 
 // ---- resampling matrices -------------------------------------------------------------
 
@@ -222,15 +207,9 @@ static void test_preset_parameter_counts(void **state) {
         {"vit_g14", 1134687744, 257},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-        ErrorMessage err = {{0}};
         VitConfig config;
         Vit model;
-        if (vit_config_preset(presets[i].name, 224, &config, &err) ||
-            vit_declare(&model, backend, &config, &err))
-            fail_msg("%s: %s", presets[i].name, err.text);
-        if (parameter_set_elements(&model.params) != presets[i].count)
-            fail_msg("%s: %zu parameters, timm has %zu", presets[i].name,
-                     parameter_set_elements(&model.params), presets[i].count);
+        vit_parity_declare_preset(backend, presets[i].name, presets[i].count, &config, &model);
         assert_int_equal(1 + config.register_tokens + config.pos_grid * config.pos_grid,
                          presets[i].tokens);
         vit_free(&model);

@@ -32,22 +32,7 @@
 #define BATCH VIT_PARITY_BATCH
 #define FIXTURE_HEADS 2  // width 32: transformers' and timm's files do not say
 
-static SafeTensors fixture;
-static Backend *backend;
-static VitParity parity;
-
-static int setup(void **state, const char *backend_name) {
-    const int status = vit_parity_open(&parity, &fixture, DINOV3_FIXTURE_PATH, backend_name);
-    backend = parity.backend;
-    return status;
-}
-static int setup_cpu(void **state) { return setup(state, "cpu"); }
-static int setup_ref(void **state) { return setup(state, "ref"); }
-
-static int teardown(void **state) {
-    vit_parity_close(&parity);
-    return 0;
-}
+VIT_PARITY_TEST_STATE(DINOV3_FIXTURE_PATH)
 
 // The fixture models' sizes: gelu at 32 (grid 4) and 56 (7), swiglu at 32 and 48.
 static int second_size(const char *model) { return strcmp(model, "gelu") == 0 ? 56 : 48; }
@@ -292,15 +277,9 @@ static void test_dinov3_presets(void **state) {
         {"dinov3/vitl16plus", 403914752}, {"dinov3/vith16plus", 840632320},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-        ErrorMessage err = {{0}};
         VitConfig config;
         Vit model;
-        if (vit_config_preset(presets[i].name, 224, &config, &err) ||
-            vit_declare(&model, backend, &config, &err))
-            fail_msg("%s: %s", presets[i].name, err.text);
-        if (parameter_set_elements(&model.params) != presets[i].count)
-            fail_msg("%s: %zu parameters, expected %zu", presets[i].name,
-                     parameter_set_elements(&model.params), presets[i].count);
+        vit_parity_declare_preset(backend, presets[i].name, presets[i].count, &config, &model);
         assert_null(parameter_find(&model.params, "pos_embed"));
         VitConfig renamed = config;
         vit_config_name(&renamed);

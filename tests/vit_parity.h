@@ -41,6 +41,25 @@ typedef struct VitParity {
     Backend *backend;
 } VitParity;
 
+// The fixture, backend and parity state of a test file (statics `fixture`,
+// `backend`, `parity`) with its cmocka group setups for the cpu and ref
+// backends (setup_cpu, setup_ref) and teardown, for the fixture file `path`.
+#define VIT_PARITY_TEST_STATE(path)                                                     \
+    static SafeTensors fixture;                                                         \
+    static Backend *backend;                                                            \
+    static VitParity parity;                                                            \
+    static int setup(const char *backend_name) {                                        \
+        const int status = vit_parity_open(&parity, &fixture, path, backend_name);      \
+        backend = parity.backend;                                                       \
+        return status;                                                                  \
+    }                                                                                   \
+    static int setup_cpu(void **state) { return setup("cpu"); }                         \
+    static int setup_ref(void **state) { return setup("ref"); }                         \
+    static int teardown(void **state) {                                                 \
+        vit_parity_close(&parity);                                                      \
+        return 0;                                                                       \
+    }
+
 // A cmocka group setup: reads the fixture file, makes the backend.
 static inline int vit_parity_open(VitParity *p, SafeTensors *fixture, const char *path,
                                   const char *backend_name) {
@@ -188,6 +207,18 @@ static inline void vit_parity_check_backward(const VitParity *p, Vit *model, int
     }
     free(weights);
     backend->op.free(backend, dtokens);
+}
+
+// Declares preset `name` at 224 px (parameters only, nothing allocated) and
+// checks its parameter count; the caller frees the model.
+static inline void vit_parity_declare_preset(Backend *backend, const char *name, size_t count,
+                                             VitConfig *config, Vit *model) {
+    ErrorMessage err = {{0}};
+    if (vit_config_preset(name, 224, config, &err) || vit_declare(model, backend, config, &err))
+        fail_msg("%s: %s", name, err.text);
+    if (parameter_set_elements(&model->params) != count)
+        fail_msg("%s: %zu parameters, expected %zu", name, parameter_set_elements(&model->params),
+                 count);
 }
 
 // ---- finite differences through a whole model ------------------------------------------

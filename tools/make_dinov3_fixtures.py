@@ -57,7 +57,6 @@ Weight files, all F16 (periods F32):
     M/timm.<name>           timm's Eva naming (q_bias, v_bias, gamma_1, fc1_g ...)
     check/u                 (16,) F32
 """
-import argparse
 import os
 import sys
 
@@ -65,8 +64,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import DTYPE_NAMES, SafeFile, add_check, fixture_value  # noqa: E402
-from make_vit_fixtures import add_outputs, init_rule  # noqa: E402
+from make_fixtures import DTYPE_NAMES, fixture_value  # noqa: E402
+from make_vit_fixtures import (add_outputs, init_rule, start_fixture,  # noqa: E402
+                               write_fixture)
 
 import timm  # noqa: E402
 import transformers  # noqa: E402
@@ -316,31 +316,16 @@ def add_weight_files(safe, model_name):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    safe = SafeFile()
-    add_check(safe)
+    args, safe = start_fixture(__doc__.splitlines()[0])
     summary = {}
     for model_name in MODELS:
         for reference in ("hf", "timm", "dinov3"):
             summary.update(add_reference(safe, reference, model_name))
         add_weight_files(safe, model_name)
-    metadata = {
-        "generator": "tools/make_dinov3_fixtures.py",
-        "command": "PYTHONPATH=/work/pyref3 python3 tools/make_dinov3_fixtures.py "
-                   "--out tests/fixtures",
-        "torch": torch.__version__, "timm": timm.__version__,
-        "transformers": transformers.__version__, "numpy": np.__version__,
-        "contract": "tools/make_dinov3_fixtures.py docstring",
-    }
-    path = os.path.join(args.out, "dinov3.safetensors")
-    size = safe.write(path, metadata)
-    print(f"{path}: {len(safe.arrays)} tensors, {size} bytes")
-    for key, value in summary.items():
-        print(f"  {key}: {value}")
+    write_fixture(safe, os.path.join(args.out, "dinov3.safetensors"),
+                  "tools/make_dinov3_fixtures.py",
+                  "PYTHONPATH=/work/pyref3 python3 tools/make_dinov3_fixtures.py "
+                  "--out tests/fixtures", summary)
     return 0
 
 

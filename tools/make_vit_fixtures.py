@@ -225,6 +225,34 @@ def add_model(safe, kind, sizes, grad_size, hf_weights=None):
     return add_outputs(safe, double, single, f"{kind}/{grad_size}", double_grads, single_grads)
 
 
+def start_fixture(description):
+    """The --out argument, single-threaded deterministic torch, and a file
+    holding check/u."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    safe = SafeFile()
+    add_check(safe)
+    return args, safe
+
+
+def write_fixture(safe, path, script, command, summary):
+    """Writes the file (metadata: the generating script and command, the
+    library versions) and prints what it holds and each result's f32err."""
+    metadata = {
+        "generator": script, "command": command,
+        "torch": torch.__version__, "timm": timm.__version__,
+        "transformers": transformers.__version__, "numpy": np.__version__,
+        "contract": f"{script} docstring, tests/fixtures/README.md",
+    }
+    size = safe.write(path, metadata)
+    print(f"{path}: {len(safe.arrays)} tensors, {size} bytes")
+    for key, value in summary.items():
+        print(f"  {key}: {value}")
+
+
 def add_interpolation(safe):
     for inputs, outputs in ((3, 5), (5, 3), (4, 7), (7, 4), (16, 37), (37, 16), (4, 3), (4, 5)):
         basis = torch.eye(inputs, dtype=torch.float64).reshape(inputs, 1, 1, inputs)
@@ -240,13 +268,7 @@ def add_interpolation(safe):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    safe = SafeFile()
-    add_check(safe)
+    args, safe = start_fixture(__doc__.splitlines()[0])
     add_interpolation(safe)
     summary = {}
     summary.update(add_model(safe, "timm_p16", (64, 80, 48), 80))
@@ -255,19 +277,9 @@ def main():
     for name, value in hf_weights.items():
         safe.add(f"hf_p14.{name}", value)
     summary.update(add_model(safe, "hf_p14", (56, 70), None, hf_weights))
-    metadata = {
-        "generator": "tools/make_vit_fixtures.py",
-        "command": "PYTHONPATH=/work/pyref /usr/bin/python3 tools/make_vit_fixtures.py "
-                   "--out tests/fixtures",
-        "torch": torch.__version__, "timm": timm.__version__,
-        "transformers": transformers.__version__, "numpy": np.__version__,
-        "contract": "tools/make_vit_fixtures.py docstring, tests/fixtures/README.md",
-    }
-    path = os.path.join(args.out, "vit.safetensors")
-    size = safe.write(path, metadata)
-    print(f"{path}: {len(safe.arrays)} tensors, {size} bytes")
-    for key, value in summary.items():
-        print(f"  {key}: {value}")
+    write_fixture(safe, os.path.join(args.out, "vit.safetensors"), "tools/make_vit_fixtures.py",
+                  "PYTHONPATH=/work/pyref /usr/bin/python3 tools/make_vit_fixtures.py "
+                  "--out tests/fixtures", summary)
     return 0
 
 
