@@ -25,6 +25,7 @@
 #include "backend/backend.h"
 #include "nn/vit.h"
 #include "nn/vit_weights.h"
+#include "nn/weights.h"
 #include "vit_fixture.h"
 #include "vit_parity.h"
 
@@ -185,6 +186,36 @@ static void test_export_eva(void **state) {
     safetensors_free(&file);
     vit_free(&loaded);
     vit_free(&model);
+    unlink(path);
+}
+
+// The periods live in the buffer rope.periods, which checkpoints keep: a
+// DINOv3 file's (bf16) periods survive a save and a load into a model built
+// from the architecture alone (what --checkpoint then --resume does), and
+// the tables follow the buffer on the next forward.
+static void test_periods_follow_the_buffer(void **state) {
+    ErrorMessage err = {{0}};
+    const char *path = "build/test_vit_dinov3_periods.safetensors";
+    VitConfig config;
+    Vit loaded, fresh;
+    build_from_file(&loaded, "gelu/dinov3.", 0, 2.0f, &config);
+    if (weights_save(path, &loaded.params, &loaded.buffers, 0, &err)) fail_msg("%s", err.text);
+    const VitInputShape shapes[] = {{BATCH, 32}, {BATCH, 56}};
+    if (vit_declare(&fresh, backend, &config, &err) || vit_allocate(&fresh, shapes, 2, &err) ||
+        weights_load(path, &fresh.params, &fresh.buffers, NULL, NULL, &err))
+        fail_msg("%s", err.text);
+    check_eval(&fresh, "gelu", "dinov3", 1, 56);
+    const float expected_periods[4] = {1.0f, 3.15625f, 10.0f, 31.625f};
+    assert_memory_equal(fresh.rope_periods, expected_periods, sizeof expected_periods);
+    // Our checkpoint naming (timm's, without pos_embed) reads the buffer back too.
+    SafeTensors file;
+    if (safetensors_read(path, &file, &err)) fail_msg("%s", err.text);
+    VitConfig reread;
+    if (vit_config_from_weights(&file, "", &reread, &err)) fail_msg("%s", err.text);
+    assert_int_equal(reread.heads, 2);  // from the number of periods
+    safetensors_free(&file);
+    vit_free(&fresh);
+    vit_free(&loaded);
     unlink(path);
 }
 
@@ -375,6 +406,7 @@ int main(void) {
         cmocka_unit_test(test_timm_eva),
         cmocka_unit_test(test_dinov3_naming),
         cmocka_unit_test(test_key_bias_gets_no_gradient),
+        cmocka_unit_test(test_periods_follow_the_buffer),
         cmocka_unit_test(test_whole_model_finite_differences),
     };
     int failures = cmocka_run_group_tests_name("dinov3", once, setup_cpu, teardown);

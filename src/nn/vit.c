@@ -78,10 +78,15 @@ int vit_declare(Vit *model, Backend *backend, const VitConfig *config, ErrorMess
     if (model->cls_index < 0 || (c->register_tokens && model->reg_index < 0) ||
         (!c->rope && model->pos_index < 0))
         return error_prefix(err, "%s", c->name);
+    model->periods_index = -1;
     if (c->rope) {
-        const int head_dim = dim / c->heads;
-        model->rope_periods = malloc((size_t)(head_dim / 4) * sizeof *model->rope_periods);
+        const int head_dim = dim / c->heads, count = head_dim / 4;
+        model->periods_index = parameter_declare(&model->buffers, "rope.periods", PARAM_BUFFER, 1,
+                                                 &count, NULL, err);
+        if (model->periods_index < 0) return error_prefix(err, "%s", c->name);
+        model->rope_periods = malloc(2 * (size_t)count * sizeof *model->rope_periods);
         if (!model->rope_periods) return error_set(err, "out of memory");
+        model->rope_periods_seen = model->rope_periods + count;
         vit_rope_periods(c->rope_base, head_dim, model->rope_periods);
     }
     if (conv2d_declare(&model->patch_embed, &model->params, "patch_embed.proj.weight", 3, dim,
@@ -269,9 +274,13 @@ static int allocate_slot(Vit *model, VitSlot *slot, VitInputShape shape, ErrorMe
     return upload_pos_matrix(model, slot, err);
 }
 
-// The RoPE staging buffer (the largest slot's tables) and every slot's eval tables.
+// The periods buffer, the RoPE staging buffer (the largest slot's tables)
+// and every slot's eval tables.
 static int prepare_rope(Vit *model, ErrorMessage *err) {
     if (!model->config.rope) return 0;
+    const Parameter *periods = &model->buffers.params[model->periods_index];
+    model->backend->op.upload(model->backend, periods->value, model->rope_periods,
+                              periods->count * sizeof(float));
     size_t largest = 1;
     for (int i = 0; i < model->slot_count; i++) {
         const VitSlot *slot = &model->slots[i];

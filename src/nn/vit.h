@@ -197,7 +197,7 @@ typedef struct Vit {
     VitConfig config;
     int feature_dim;         // D
     ParameterSet params;     // timm names
-    ParameterSet buffers;    // empty (kept so callers can treat every backbone alike)
+    ParameterSet buffers;    // RoPE models: rope.periods; else empty
     int64_t training_forwards;  // keys the drop-path and RoPE rescale draws: counts
                                 // training forwards from vit_set_draw_key's start
     uint64_t seed;
@@ -213,8 +213,15 @@ typedef struct Vit {
     float *scratch;          // backend memory: 3 (B, T, D) + one wide (B, T, .) of the largest slot
     size_t scratch_tokens;   // B T of the largest slot
     float *host_scale;       // (max batch) drop-path draws before upload
-    float *rope_periods;     // RoPE models: (Dh / 4) host, from rope_base or a file
-    float *rope_host;        // RoPE models: host staging of the largest slot's tables
+    // RoPE models: the periods (Dh / 4) are the buffer "rope.periods" (so
+    // checkpoints keep a DINOv3 file's, which differ from rope_base's);
+    // rope_periods is the host copy the tables were built from, and a
+    // forward that finds the buffer changed (a checkpoint loaded into it)
+    // rebuilds them.
+    int periods_index;       // in buffers, or -1
+    float *rope_periods;     // (Dh / 4) host
+    float *rope_periods_seen;  // (Dh / 4) host: the buffer as last read
+    float *rope_host;        // host staging of the largest slot's tables
     // Set between vit_declare and vit_allocate for a model that only runs
     // eval forwards (a distillation teacher): parameters without gradients,
     // no gradient scratch, and each block's transient tensors share one
@@ -269,8 +276,8 @@ void vit_set_patch_mask(Vit *model, int slot, const float *mask, const float *ke
 #define VIT_FORWARDS_PER_KEY 64
 void vit_set_draw_key(Vit *model, uint64_t key);
 // RoPE models: replaces the periods (Dh / 4) that rope_base gave (a DINOv3
-// checkpoint's rope_embed.periods) and recomputes every slot's tables.
-// Positive finite periods only.
+// checkpoint's rope_embed.periods) in the buffer and recomputes every
+// slot's tables. Positive finite periods only.
 int vit_set_rope_periods(Vit *model, const float *periods, ErrorMessage *err);
 // Parameter gradients += given dfeatures (batch, D) of the slot's last
 // training forward.

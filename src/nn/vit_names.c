@@ -172,6 +172,8 @@ const SafeTensor *vit_names_block_tensor(const SafeTensors *file, const VitLayou
 
 void vit_names_periods_key(const VitLayout *layout, char *key, size_t size) {
     if (layout->naming == NAMING_DINOV3) snprintf(key, size, "%srope_embed.periods", layout->prefix);
+    else if (layout->naming == NAMING_TIMM && layout->rope)
+        snprintf(key, size, "%srope.periods", layout->prefix);
     else if (size) key[0] = '\0';
 }
 

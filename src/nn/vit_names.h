@@ -72,7 +72,9 @@ const SafeTensor *vit_names_block_tensor(const SafeTensors *file, const VitLayou
 // backbone and is skipped: a classifier, a mask token, DINOv3's
 // training-only local_cls_norm, an empty register tensor.
 int vit_names_skipped(const VitLayout *layout, const SafeTensor *tensor, const char *name);
-// The key of DINOv3's rope_embed.periods (NAMING_DINOV3), else "".
+// The key of the RoPE periods: DINOv3's rope_embed.periods (NAMING_DINOV3,
+// required), our checkpoints' rope.periods buffer (NAMING_TIMM without
+// pos_embed, optional: timm-style files lack it), else "".
 void vit_names_periods_key(const VitLayout *layout, char *key, size_t size);
 
 #endif

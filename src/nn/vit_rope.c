@@ -2,6 +2,7 @@
 #include "nn/vit_rope.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "util/rng.h"
 
@@ -69,8 +70,23 @@ void vit_rope_upload_eval(Vit *model, VitSlot *slot) {
     slot->rope_scaled = 0;
 }
 
+// Periods (Dh / 4 of them) into the host copy, and every slot's eval tables
+// rebuilt from them.
+static void use_periods(Vit *model, const float *periods) {
+    const VitConfig *c = &model->config;
+    memcpy(model->rope_periods, periods, (size_t)(c->embed_dim / c->heads / 4) * sizeof(float));
+    for (int i = 0; i < model->slot_count; i++) vit_rope_upload_eval(model, &model->slots[i]);
+}
+
 void vit_rope_prepare_forward(Vit *model, VitSlot *slot, int training) {
     const VitConfig *c = &model->config;
+    // The periods buffer may have been loaded since (a checkpoint): the
+    // tables follow it.
+    const Parameter *buffer = &model->buffers.params[model->periods_index];
+    model->backend->op.download(model->backend, model->rope_periods_seen, buffer->value,
+                                buffer->count * sizeof(float));
+    if (memcmp(model->rope_periods_seen, model->rope_periods, buffer->count * sizeof(float)))
+        use_periods(model, model->rope_periods_seen);
     if (!training || c->rope_rescale <= 0.0f || slot->rope_tables < c->depth) {
         if (slot->rope_scaled) vit_rope_upload_eval(model, slot);
         return;
@@ -94,7 +110,8 @@ int vit_set_rope_periods(Vit *model, const float *periods, ErrorMessage *err) {
         if (!(periods[j] > 0.0f && isfinite(periods[j])))
             return error_set(err, "RoPE period %d is %g (positive and finite needed)", j,
                              (double)periods[j]);
-    for (int j = 0; j < count; j++) model->rope_periods[j] = periods[j];
-    for (int i = 0; i < model->slot_count; i++) vit_rope_upload_eval(model, &model->slots[i]);
+    const Parameter *buffer = &model->buffers.params[model->periods_index];
+    model->backend->op.upload(model->backend, buffer->value, periods, count * sizeof(float));
+    use_periods(model, periods);
     return 0;
 }

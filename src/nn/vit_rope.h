@@ -42,13 +42,15 @@ size_t vit_rope_slot_floats(const Vit *model, const VitSlot *slot);
 // Table 0 = the unscaled (eval) table, uploaded; the slot's tables are then
 // those of an eval forward.
 void vit_rope_upload_eval(Vit *model, VitSlot *slot);
-// The tables a forward of the slot reads: unscaled for an eval forward (or
-// without rope_rescale); for a training forward one table per block, each
+// The tables a forward of the slot reads, first rebuilt everywhere when the
+// periods buffer changed (a checkpoint loaded into it): unscaled for an
+// eval forward (or without rope_rescale); for a training forward one table per block, each
 // with its rescale draw keyed by (seed, training_forwards (vit_set_draw_key),
 // block).
 // Call before the forward counts itself.
 void vit_rope_prepare_forward(Vit *model, VitSlot *slot, int training);
 // Block `block`'s tables of the slot's last forward (its backward reads the same).
+// (vit_set_rope_periods, vit.h, writes the buffer and rebuilds the tables.)
 void vit_rope_block_tables(const Vit *model, const VitSlot *slot, int block,
                            const float **sin_table, const float **cos_table);
 

@@ -280,13 +280,15 @@ static int read_parameter(const SafeTensors *file, const VitLayout *layout, cons
     return 0;
 }
 
-// DINOv3's rope_embed.periods into periods (Dh / 4); 0 without such a tensor.
+// The file's RoPE periods (DINOv3's rope_embed.periods, required; our
+// checkpoints' rope.periods, optional) into periods (Dh / 4); *found 0
+// without them.
 static int read_periods(const SafeTensors *file, const VitLayout *layout, const Vit *model,
                         float *periods, char *used, int *found, ErrorMessage *err) {
     char key[VIT_KEY];
     vit_names_periods_key(layout, key, sizeof key);
     *found = 0;
-    if (!key[0]) return 0;
+    if (!key[0] || (layout->naming == NAMING_TIMM && !safetensors_find(file, key))) return 0;
     const VitConfig *c = &model->config;
     const int64_t count = c->embed_dim / c->heads / 4;
     const SafeTensor *tensor = expect_tensor(file, key, &count, 1, err);

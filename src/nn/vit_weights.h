@@ -6,8 +6,9 @@
 //   norm2, mlp.fc1, mlp.fc2, ls2.gamma}, norm.*; a classifier head.* is
 //   skipped. Register models use timm's no_embed_class layout. Our own
 //   checkpoints and exports of DINOv2 ViTs are in this naming, our
-//   checkpoints of DINOv3 ViTs too (no pos_embed: RoPE; a SwiGLU mlp.fc1 of
-//   2 H rows, gate over value, as timm's SwiGLUPacked).
+//   checkpoints of DINOv3 ViTs too (no pos_embed: RoPE; the periods as
+//   rope.periods; a SwiGLU mlp.fc1 of 2 H rows, gate over value, as timm's
+//   SwiGLUPacked).
 // - DINOv2 (facebookresearch/dinov2 and LightlyTrain state dicts): timm's
 //   block names, plus register_tokens, mask_token (skipped), a pos_embed that
 //   always holds the class token's position, and blocks.C.N (chunked blocks,
