@@ -51,7 +51,7 @@ static int first_nonfinite_weights(TrainRun *run, long step) {
     backend->op.fill(backend, run->nonfinite, 0.0f, METHOD_MAX_GROUPS);
     for (int g = 0; g < method->group_count; g++) {
         const MethodGroup *group = &method->groups[g];
-        if (step < group->frozen_steps) continue;
+        if (!method_group_active(group, step)) continue;
         backend->op.count_nonfinite(backend, group->params->total, group->params->values,
                                     run->nonfinite + g);
         if (group->buffers)
@@ -117,7 +117,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     const float scale = 1.0f / (float)run->accumulate;
     step_gate_open(gate);
     for (int g = 0; g < method->group_count; g++)
-        if (step >= method->groups[g].frozen_steps)
+        if (method_group_active(&method->groups[g], step))
             step_gate_measure(gate, g, method->groups[g].params);
     step_gate_close(gate, scale, method->defaults.grad_clip);
     StepGateReading reading;
@@ -133,8 +133,9 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     if (!times->diverged[0]) {
         times->lr = learning_rate(run, step);
         for (int g = 0; g < method->group_count; g++)
-            if (step >= method->groups[g].frozen_steps)
-                optimizer_step(run->optimizers[g], (float)times->lr,
+            if (method_group_active(&method->groups[g], step))
+                optimizer_step(run->optimizers[g],
+                               (float)times->lr * method_group_lr_factor(&method->groups[g], step),
                                (float)schedule_cosine(step, run->total_steps, run->weight_decay,
                                                       run->weight_decay_end),
                                step_gate_values(gate));
