@@ -176,15 +176,25 @@ int local_launch_run(const LocalLaunch *launch, int *exit_status, ErrorMessage *
             break;
         }
         fflush(NULL);  // nothing buffered is written twice
+        // The forwarded signals stay blocked across the fork until the child
+        // has its own handlers back: one arriving in between (the first
+        // failure's SIGTERM to a worker that has not exec'd yet) would
+        // otherwise run the parent's remember_signal in the child and be lost.
+        sigset_t block, previous;
+        sigemptyset(&block);
+        for (int i = 0; i < 3; i++) sigaddset(&block, forwarded[i]);
+        sigprocmask(SIG_BLOCK, &block, &previous);
         const pid_t pid = fork();
         if (pid == 0) {
             setpgid(0, 0);
             for (int i = 0; i < 3; i++) sigaction(forwarded[i], &saved[i], NULL);
+            sigprocmask(SIG_SETMASK, &previous, NULL);  // a pending one now acts as it should
             execve(launch->program, launch->argv, env.entries);
             fprintf(stderr, "local launch: cannot run %s: %s\n", launch->program,
                     strerror(errno));
             _exit(127);
         }
+        sigprocmask(SIG_SETMASK, &previous, NULL);
         worker_env_free(&env);
         if (pid < 0) {
             error_set(err, "local launch: fork of worker %d: %s", started, strerror(errno));
