@@ -264,8 +264,10 @@ static void test_nan_propagation(void **state) {
 // These only copy, add and scale: the backends agree to an ulp (the copies
 // and sums of two floats exactly); the batch sums of the position
 // gradients sum B terms (cuda: in double, in another order than ref).
+// Without patch positions (DINOv3's RoPE models) the patches are copied
+// and the (not given) position gradient stays as it was.
 static void check_tokens(int batch, int registers, int patches, int channels, int with_cls_pos,
-                         uint64_t seed) {
+                         int with_patch_pos, uint64_t seed) {
     const size_t n_patches = (size_t)batch * patches * channels;
     const size_t n_tokens = (size_t)batch * (1 + registers + patches) * channels;
     const size_t n_registers = (size_t)registers * channels, n_pos = (size_t)patches * channels;
@@ -274,7 +276,7 @@ static void check_tokens(int batch, int registers, int patches, int channels, in
     const float *cls_pos = with_cls_pos ? mirror_random_tensor(channels, -1, 1, seed + 2) : NULL;
     const float *register_tokens =
         registers ? mirror_random_tensor(n_registers, -1, 1, seed + 3) : NULL;
-    const float *patch_pos = mirror_random_tensor(n_pos, -1, 1, seed + 4);
+    const float *patch_pos = with_patch_pos ? mirror_random_tensor(n_pos, -1, 1, seed + 4) : NULL;
     float *tokens_ref = mirror_nan_tensor(n_tokens), *tokens_fast = mirror_nan_tensor(n_tokens);
     ref->op.vit_tokens_forward(ref, batch, registers, patches, channels, patch_embeddings, cls,
                                cls_pos, register_tokens, patch_pos, tokens_ref);
@@ -298,14 +300,17 @@ static void check_tokens(int batch, int registers, int patches, int channels, in
     float *dpos_fast = mirror_copy(dpos_ref, n_pos);
     ref->op.vit_tokens_backward(ref, batch, registers, patches, channels, dtokens, dpatches_ref,
                                 dcls_ref, with_cls_pos ? dcls_pos_ref : NULL,
-                                registers ? dregisters_ref : NULL, dpos_ref);
+                                registers ? dregisters_ref : NULL,
+                                with_patch_pos ? dpos_ref : NULL);
     // D() before the choice: H() below brings back the twins of the buffers
     // the op is not given too, so they must hold their host contents.
     float *dcls_pos_device = D(dcls_pos_fast), *dregisters_device = D(dregisters_fast);
+    float *dpos_device = D(dpos_fast);
     fast->op.vit_tokens_backward(fast, batch, registers, patches, channels, D(dtokens),
                                  D(dpatches_fast), D(dcls_fast),
                                  with_cls_pos ? dcls_pos_device : NULL,
-                                 registers ? dregisters_device : NULL, D(dpos_fast));
+                                 registers ? dregisters_device : NULL,
+                                 with_patch_pos ? dpos_device : NULL);
     H(dpatches_fast), H(dcls_fast), H(dcls_pos_fast), H(dregisters_fast), H(dpos_fast);
     mirror_expect_close("tokens dpatches", n_patches, dpatches_fast, dpatches_ref, 0, 0);
     mirror_expect_close("tokens dcls", channels, dcls_fast, dcls_ref, 1e-6, 1e-6);
@@ -318,10 +323,12 @@ static void check_tokens(int batch, int registers, int patches, int channels, in
 
 static void test_vit_tokens(void **state) {
     NEED_FAST_BACKEND();
-    check_tokens(1, 0, 1, 3, 1, 200);
-    check_tokens(3, 4, 9, 70, 0, 210);      // registers, channels past a 64-block
-    check_tokens(5, 1, 33, 17, 1, 215);     // a register and the class position, odd sizes
-    check_tokens(4, 0, 196, 384, 1, 220);   // ViT-S/16 at 224 px: threaded; P C > 65536
+    check_tokens(1, 0, 1, 3, 1, 1, 200);
+    check_tokens(3, 4, 9, 70, 0, 1, 210);      // registers, channels past a 64-block
+    check_tokens(5, 1, 33, 17, 1, 1, 215);     // a register and the class position, odd sizes
+    check_tokens(4, 0, 196, 384, 1, 1, 220);   // ViT-S/16 at 224 px: threaded; P C > 65536
+    check_tokens(3, 4, 9, 70, 0, 0, 230);      // DINOv3: registers, no learned positions
+    check_tokens(4, 4, 196, 384, 0, 0, 240);   // DINOv3 ViT-S/16 at 224 px, threaded
 }
 
 static void check_residual(int batch, size_t rows, int channels, int use_gamma, int use_scale,

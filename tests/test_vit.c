@@ -25,40 +25,11 @@
 #include "nn/vit_weights.h"
 #include "nn/weights.h"
 #include "vit_fixture.h"
+#include "vit_parity.h"
 
-#define BATCH 2
-#define GRAD_SAMPLES 256
-#define SAMPLE_STRIDE 2654435761ull
+#define BATCH VIT_PARITY_BATCH
 
-// Tolerances against the float64 truth, as tests/test_resnet.c: PyTorch's
-// own float32 run lands f32err from it; a correct float32 implementation
-// rounds differently but at that scale (4x for margin, its largest error
-// can exceed PyTorch's by chance), plus a floor of 1e-6 of the tensor's
-// scale where f32err is tiny. A ViT has no branch decisions (LayerNorm,
-// softmax and GELU are smooth), so there are no kinks to allow for.
-// Measured (torch 1.13, tiny models): f32err of the tokens 2e-6 to 3e-6 of
-// max |tokens| ~4, i.e. ~7e-7 relative.
-#define F32ERR_FACTOR 4.0
-// The issue's requirement for the tokens: max |ours - truth| / max |truth|.
-#define TOKEN_RELATIVE_ERROR 1e-5
-
-static SafeTensors fixture;
-static Backend *backend;
-
-static int setup(void **state, const char *backend_name) {
-    ErrorMessage err = {{0}};
-    if (safetensors_read(VIT_FIXTURE_PATH, &fixture, &err)) return -1;
-    backend = backend_create(backend_name, 2, &err);
-    return backend ? 0 : -1;
-}
-static int setup_cpu(void **state) { return setup(state, "cpu"); }
-static int setup_ref(void **state) { return setup(state, "ref"); }
-
-static int teardown(void **state) {
-    backend_destroy(backend);
-    safetensors_free(&fixture);
-    return 0;
-}
+VIT_PARITY_TEST_STATE(VIT_FIXTURE_PATH)
 
 // ---- resampling matrices -------------------------------------------------------------
 
@@ -87,120 +58,24 @@ static void test_interpolation_matrices(void **state) {
 
 // ---- parity with timm and transformers --------------------------------------------------
 
-// Judges our tokens (B, T, D) against M/S/tokens: per element within
-// F32ERR_FACTOR f32err (+ 1e-6 of the scale), and in all within the relative
-// error the issue asks for. Returns the relative error.
-static double check_tokens(const char *model_name, int size, const float *ours, size_t n) {
-    char name[128], key[160];
-    snprintf(name, sizeof name, "%s/%d/tokens", model_name, size);
-    snprintf(key, sizeof key, "f32err/%s", name);
-    double *truth = vit_fixture_doubles(&fixture, name, n);
-    const double f32err = fixture_read_f64(&fixture, key);
-    assert_int_equal(gradcheck_count_outside_truth(name, n, ours, truth, f32err), 0);
-    double error = 0.0, scale = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        error = fmax(error, fabs(ours[i] - truth[i]));
-        scale = fmax(scale, fabs(truth[i]));
-    }
-    free(truth);
-    const double relative = error / scale;
-    fprintf(stderr, "  %s on %s: relative error %.2e (f32err %.2e relative)\n", name,
-            backend->name, relative, f32err / scale);
-    assert_true(relative <= TOKEN_RELATIVE_ERROR);
-    return relative;
-}
-
-// Runs slot `slot` (size px) on the fixture input and checks its tokens;
-// returns the input (backend memory: the conv's weight gradient reads it in
-// backward), freed by the caller.
+// Runs slot `slot` (size px) on the fixture input and checks its tokens
+// against M/S/tokens; returns the input, freed by the caller.
 static float *check_forward(Vit *model, const char *model_name, int slot, int size) {
-    ErrorMessage err = {{0}};
-    float *input = vit_fixture_input(backend, model_name, size, BATCH);
-    if (vit_forward(model, slot, BATCH, input, 1, &err)) fail_msg("%s", err.text);
-    const size_t n = (size_t)BATCH * vit_slot_tokens(model, slot) * model->feature_dim;
-    float *tokens = malloc(n * sizeof *tokens);
-    backend->op.download(backend, tokens, vit_tokens(model, slot), n * sizeof *tokens);
-    check_tokens(model_name, size, tokens, n);
-    free(tokens);
-    return input;
+    char name[128];
+    snprintf(name, sizeof name, "%s/%d/tokens", model_name, size);
+    return vit_parity_forward(&parity, model, model_name, name, slot, size, 1);
 }
 
 static void check_forward_only(Vit *model, const char *model_name, int slot, int size) {
     backend->op.free(backend, check_forward(model, model_name, slot, size));
 }
 
-// One gradient entry: our gradient of P (torch layout) against its full
-// values, or its samples, sum and sum of squares.
-static void check_parameter_gradient(const char *prefix, const Parameter *param,
-                                     const float *ours) {
-    char name[256], key[300];
-    snprintf(name, sizeof name, "%s/grad/%s", prefix, param->name);
-    if (safetensors_find(&fixture, name)) {
-        double *truth = vit_fixture_doubles(&fixture, name, param->count);
-        snprintf(key, sizeof key, "f32err/%s", name);
-        assert_int_equal(gradcheck_count_outside_truth(name, param->count, ours, truth,
-                                                       fixture_read_f64(&fixture, key)),
-                         0);
-        free(truth);
-        return;
-    }
-    snprintf(name, sizeof name, "%s/grad_sample/%s", prefix, param->name);
-    double *truth = vit_fixture_doubles(&fixture, name, GRAD_SAMPLES);
-    float sample[GRAD_SAMPLES];
-    double sum = 0.0, sumsq = 0.0, scale = 0.0;
-    for (size_t i = 0; i < param->count; i++) {
-        sum += ours[i];
-        sumsq += (double)ours[i] * ours[i];
-        scale += fabs(ours[i]);
-    }
-    for (uint64_t k = 0; k < GRAD_SAMPLES; k++) sample[k] = ours[k * SAMPLE_STRIDE % param->count];
-    snprintf(key, sizeof key, "f32err/%s", name);
-    assert_int_equal(gradcheck_count_outside_truth(name, GRAD_SAMPLES, sample, truth,
-                                                   fixture_read_f64(&fixture, key)),
-                     0);
-    free(truth);
-    // Sums: within 4x the bound on PyTorch's summed errors, plus 1e-6 of
-    // their scale (sum |g| for the sum, sum g^2 for the sum of squares).
-    const struct { const char *kind; double value, scale; } sums[] = {
-        {"grad_sum", sum, scale}, {"grad_sumsq", sumsq, sumsq}};
-    for (int s = 0; s < 2; s++) {
-        snprintf(name, sizeof name, "%s/%s/%s", prefix, sums[s].kind, param->name);
-        snprintf(key, sizeof key, "f32err/%s", name);
-        const double truth_sum = fixture_read_f64(&fixture, name);
-        const double allowed =
-            F32ERR_FACTOR * fixture_read_f64(&fixture, key) + 1e-6 * sums[s].scale;
-        if (!(fabs(sums[s].value - truth_sum) <= allowed))
-            fail_msg("%s: %.10g, truth %.10g (allowed %.3g)", name, sums[s].value, truth_sum,
-                     allowed);
-    }
-}
-
 // Backward of sum(tokens * w) on slot `slot`, every parameter's gradient checked.
 static void check_backward(Vit *model, const char *model_name, int slot, int size) {
-    ErrorMessage err = {{0}};
-    const size_t n = (size_t)BATCH * vit_slot_tokens(model, slot) * model->feature_dim;
-    char name[64];
-    snprintf(name, sizeof name, "loss/%s/%d", model_name, size);
-    float *weights = malloc(n * sizeof *weights);
-    fixture_fill(name, 0.0f, 1.0f, weights, n);
-    float *dtokens = backend->op.alloc(backend, n * sizeof *dtokens);
-    backend->op.upload(backend, dtokens, weights, n * sizeof *weights);
-    parameter_set_zero_grads(&model->params);
-    if (vit_backward_tokens(model, slot, dtokens, &err)) fail_msg("%s", err.text);
-    char prefix[64];
+    char loss[64], prefix[64];
+    snprintf(loss, sizeof loss, "loss/%s/%d", model_name, size);
     snprintf(prefix, sizeof prefix, "%s/%d", model_name, size);
-    for (int i = 0; i < model->params.count; i++) {
-        const Parameter *param = &model->params.params[i];
-        float *ours = malloc(param->count * sizeof *ours);
-        float *torch = malloc(param->count * sizeof *torch);
-        backend->op.download(backend, ours, param->grad, param->count * sizeof *ours);
-        weights_to_torch_layout(param, ours, torch);
-        check_parameter_gradient(prefix, param, torch);
-        free(ours);
-        free(torch);
-    }
-    free(weights);
-    backend->op.free(backend, dtokens);
+    vit_parity_check_backward(&parity, model, slot, loss, prefix);
 }
 
 // A timm model of the fixture: slots at `sizes`, fixture-init weights.
@@ -300,68 +175,19 @@ static void test_features_pooling(void **state) {
 
 // ---- finite differences through the whole model, drop path on ------------------------------
 
-typedef struct WholeModel {
-    Vit model;
-    float *input;       // backend (B, S, S, 3)
-    float *projection;  // host (B, T, D)
-    float *dtokens;     // backend
-    size_t n_tokens;
-} WholeModel;
-
-// <projection, tokens> with the drop-path draws of training forward 7
-// (the same masks for every evaluation).
-static double whole_loss(void *context, const float *unused) {
-    WholeModel *w = context;
-    w->model.training_forwards = 7;
-    ErrorMessage err = {{0}};
-    if (vit_forward(&w->model, 0, BATCH, w->input, 1, &err)) fail_msg("%s", err.text);
-    float *tokens = malloc(w->n_tokens * sizeof *tokens);
-    backend->op.download(backend, tokens, vit_tokens(&w->model, 0), w->n_tokens * sizeof *tokens);
-    const double loss = gradcheck_project(w->n_tokens, tokens, w->projection);
-    free(tokens);
-    return loss;
-}
-
 // Parameters checked (a slice of each: finite differences cost two forwards
 // per element): the resampled positions, class token, a LayerScale, the
 // qkv and fc2 weights of the last block, the patch embedding.
 static void test_whole_model_finite_differences(void **state) {
-    ErrorMessage err = {{0}};
     VitConfig config = vit_fixture_config(4, 8, 2, 3, VIT_POS_INTERP_OFFSET);
     config.drop_path_rate = 0.5f;  // block 1 draws with keep 0.5: some samples dropped
     const int size = 16;           // grid 4 from a 3 x 3 position grid
-    WholeModel w;
+    VitWholeModel w = {.backend = backend};
     build_timm_model(&w.model, &config, &size, 1);
-    w.input = vit_fixture_input(backend, "timm_p16", size, BATCH);
-    w.n_tokens = (size_t)BATCH * vit_slot_tokens(&w.model, 0) * w.model.feature_dim;
-    w.projection = malloc(w.n_tokens * sizeof *w.projection);
-    fixture_fill("fd/projection", 0.0f, 1.0f, w.projection, w.n_tokens);
-    w.dtokens = backend->op.alloc(backend, w.n_tokens * sizeof(float));
-    backend->op.upload(backend, w.dtokens, w.projection, w.n_tokens * sizeof(float));
-    whole_loss(&w, NULL);
-    parameter_set_zero_grads(&w.model.params);
-    if (vit_backward_tokens(&w.model, 0, w.dtokens, &err)) fail_msg("%s", err.text);
     const char *names[] = {"pos_embed", "cls_token", "reg_token", "blocks.1.ls1.gamma",
                            "blocks.1.attn.qkv.weight", "blocks.1.mlp.fc2.weight",
                            "patch_embed.proj.weight"};
-    // The loss sums ~300 fp32 tokens (rounding noise ~1e-6 each, ~2e-5 in
-    // all); h = 1e-2 keeps that noise / 2h at 1e-3 and the O(h^2) truncation
-    // of these O(1)-curvature functions near 1e-4.
-    const GradcheckTolerance tolerance = {.step = 1e-2f, .rtol = 1e-2, .atol = 2e-3};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const Parameter *param = parameter_find(&w.model.params, names[i]);
-        assert_non_null(param);
-        const size_t n = param->count < 40 ? param->count : 40;
-        float analytic[40];
-        backend->op.download(backend, analytic, param->grad, n * sizeof(float));
-        // The loss reads the model, so x is the parameter itself (host memory on CPU backends).
-        assert_int_equal(gradcheck_compare(names[i], whole_loss, &w, param->value, n, analytic,
-                                           tolerance),
-                         0);
-    }
-    free(w.projection);
-    backend->op.free(backend, w.input);
-    backend->op.free(backend, w.dtokens);
+    vit_whole_model_check(&w, "timm_p16", size, names, (int)(sizeof names / sizeof names[0]));
     vit_free(&w.model);
 }
 
@@ -381,15 +207,9 @@ static void test_preset_parameter_counts(void **state) {
         {"vit_g14", 1134687744, 257},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-        ErrorMessage err = {{0}};
         VitConfig config;
         Vit model;
-        if (vit_config_preset(presets[i].name, 224, &config, &err) ||
-            vit_declare(&model, backend, &config, &err))
-            fail_msg("%s: %s", presets[i].name, err.text);
-        if (parameter_set_elements(&model.params) != presets[i].count)
-            fail_msg("%s: %zu parameters, timm has %zu", presets[i].name,
-                     parameter_set_elements(&model.params), presets[i].count);
+        vit_parity_declare_preset(backend, presets[i].name, presets[i].count, &config, &model);
         assert_int_equal(1 + config.register_tokens + config.pos_grid * config.pos_grid,
                          presets[i].tokens);
         vit_free(&model);

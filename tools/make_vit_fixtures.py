@@ -193,16 +193,16 @@ def run(kind, dtype, sizes, grad_size, hf_weights=None):
     return results, grads
 
 
-def add_model(safe, kind, sizes, grad_size, hf_weights=None):
-    double, double_grads = run(kind, torch.float64, sizes, grad_size, hf_weights)
-    single, single_grads = run(kind, torch.float32, sizes, grad_size, hf_weights)
+def add_outputs(safe, double, single, prefix, double_grads, single_grads):
+    """Stores the float64 results with their f32err (the float32 run's
+    distance), and the gradients under prefix/grad... (the docstring's
+    contract); returns a summary line per result."""
     summary = {}
     for name, value in double.items():
         safe.add(name, value)
         error = float(np.abs(single[name].astype(np.float64) - value).max())
         safe.add(f"f32err/{name}", np.float64(error))
         summary[name] = f"f32err {error:.3g} of max |truth| {np.abs(value).max():.3g}"
-    prefix = f"{kind}/{grad_size}"
     for name, exact in double_grads.items():
         error = single_grads[name] - exact
         if exact.size <= FULL_GRAD_MAX:
@@ -217,6 +217,40 @@ def add_model(safe, kind, sizes, grad_size, hf_weights=None):
         safe.add(f"f32err/{prefix}/grad_sumsq/{name}",
                  np.float64((2.0 * np.abs(exact * error) + error * error).sum()))
     return summary
+
+
+def add_model(safe, kind, sizes, grad_size, hf_weights=None):
+    double, double_grads = run(kind, torch.float64, sizes, grad_size, hf_weights)
+    single, single_grads = run(kind, torch.float32, sizes, grad_size, hf_weights)
+    return add_outputs(safe, double, single, f"{kind}/{grad_size}", double_grads, single_grads)
+
+
+def start_fixture(description):
+    """The --out argument, single-threaded deterministic torch, and a file
+    holding check/u."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    safe = SafeFile()
+    add_check(safe)
+    return args, safe
+
+
+def write_fixture(safe, path, script, command, summary):
+    """Writes the file (metadata: the generating script and command, the
+    library versions) and prints what it holds and each result's f32err."""
+    metadata = {
+        "generator": script, "command": command,
+        "torch": torch.__version__, "timm": timm.__version__,
+        "transformers": transformers.__version__, "numpy": np.__version__,
+        "contract": f"{script} docstring, tests/fixtures/README.md",
+    }
+    size = safe.write(path, metadata)
+    print(f"{path}: {len(safe.arrays)} tensors, {size} bytes")
+    for key, value in summary.items():
+        print(f"  {key}: {value}")
 
 
 def add_interpolation(safe):
@@ -234,13 +268,7 @@ def add_interpolation(safe):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    safe = SafeFile()
-    add_check(safe)
+    args, safe = start_fixture(__doc__.splitlines()[0])
     add_interpolation(safe)
     summary = {}
     summary.update(add_model(safe, "timm_p16", (64, 80, 48), 80))
@@ -249,19 +277,9 @@ def main():
     for name, value in hf_weights.items():
         safe.add(f"hf_p14.{name}", value)
     summary.update(add_model(safe, "hf_p14", (56, 70), None, hf_weights))
-    metadata = {
-        "generator": "tools/make_vit_fixtures.py",
-        "command": "PYTHONPATH=/work/pyref /usr/bin/python3 tools/make_vit_fixtures.py "
-                   "--out tests/fixtures",
-        "torch": torch.__version__, "timm": timm.__version__,
-        "transformers": transformers.__version__, "numpy": np.__version__,
-        "contract": "tools/make_vit_fixtures.py docstring, tests/fixtures/README.md",
-    }
-    path = os.path.join(args.out, "vit.safetensors")
-    size = safe.write(path, metadata)
-    print(f"{path}: {len(safe.arrays)} tensors, {size} bytes")
-    for key, value in summary.items():
-        print(f"  {key}: {value}")
+    write_fixture(safe, os.path.join(args.out, "vit.safetensors"), "tools/make_vit_fixtures.py",
+                  "PYTHONPATH=/work/pyref /usr/bin/python3 tools/make_vit_fixtures.py "
+                  "--out tests/fixtures", summary)
     return 0
 
 

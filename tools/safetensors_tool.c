@@ -3,6 +3,9 @@
 // (tools/compare/safetensors_roundtrip.py).
 //   safetensors_tool list FILE             one line per tensor, then metadata
 //   safetensors_tool copy IN OUT [reverse] read IN, write OUT (same or reversed order)
+//   safetensors_tool extract IN PREFIX OUT the tensors of IN named PREFIX..., written to OUT
+//                                          without the prefix and without metadata (the
+//                                          e2e tests take model files out of a fixture)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,20 +26,28 @@ static int list_file(const SafeTensors *file) {
     return 0;
 }
 
-static int copy_file(const SafeTensors *file, const char *out_path, int reverse, ErrorMessage *err) {
+// Copies the tensors named prefix... (all for ""), the prefix cut off;
+// the metadata too when the prefix is empty.
+static int copy_file(const SafeTensors *file, const char *out_path, int reverse,
+                     const char *prefix, ErrorMessage *err) {
     SafeTensorWrite *tensors = calloc((size_t)(file->count ? file->count : 1), sizeof *tensors);
     if (!tensors) return error_set(err, "out of memory");
+    const size_t length = strlen(prefix);
+    int count = 0;
     for (int i = 0; i < file->count; i++) {
         const SafeTensor *t = &file->tensors[reverse ? file->count - 1 - i : i];
-        SafeTensorWrite *w = &tensors[i];
-        w->name = t->name;
+        if (strncmp(t->name, prefix, length) != 0) continue;
+        SafeTensorWrite *w = &tensors[count++];
+        w->name = t->name + length;
         w->dtype = t->dtype;
         w->rank = t->rank;
         memcpy(w->shape, t->shape, sizeof w->shape);
         w->data = safetensors_data(file, t);
     }
-    const int status =
-        safetensors_write(out_path, tensors, file->count, file->metadata, file->metadata_count, err);
+    const int status = count ? safetensors_write(out_path, tensors, count,
+                                                 length ? NULL : file->metadata,
+                                                 length ? 0 : file->metadata_count, err)
+                             : error_set(err, "no tensor named \"%s...\"", prefix);
     free(tensors);
     return status;
 }
@@ -45,8 +56,10 @@ int main(int argc, char **argv) {
     const int is_list = argc == 3 && strcmp(argv[1], "list") == 0;
     const int is_copy = (argc == 4 || (argc == 5 && strcmp(argv[4], "reverse") == 0)) &&
                         strcmp(argv[1], "copy") == 0;
-    if (!is_list && !is_copy) {
-        fprintf(stderr, "usage: %s list FILE | copy IN OUT [reverse]\n", argv[0]);
+    const int is_extract = argc == 5 && strcmp(argv[1], "extract") == 0;
+    if (!is_list && !is_copy && !is_extract) {
+        fprintf(stderr, "usage: %s list FILE | copy IN OUT [reverse] | extract IN PREFIX OUT\n",
+                argv[0]);
         return 2;
     }
     SafeTensors file;
@@ -55,7 +68,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", err.text);
         return 1;
     }
-    const int status = is_list ? list_file(&file) : copy_file(&file, argv[3], argc == 5, &err);
+    const int status = is_list      ? list_file(&file)
+                       : is_extract ? copy_file(&file, argv[4], 0, argv[3], &err)
+                                    : copy_file(&file, argv[3], argc == 5, "", &err);
     if (status != 0) fprintf(stderr, "error: %s\n", err.text);
     safetensors_free(&file);
     return status == 0 ? 0 : 1;

@@ -356,14 +356,17 @@ typedef struct BackendOps {
     // registers[0 .. R-1], patches[p] + patch_pos[p]] per sample: the class
     // token, R register tokens (no position), then the P patch embeddings
     // (B, P, D) with their positions (P, D). cls_pos (D) may be NULL (no
-    // position on the class token); registers (R, D) is NULL when R = 0.
+    // position on the class token); registers (R, D) is NULL when R = 0;
+    // patch_pos is NULL for a model without learned positions (DINOv3's
+    // RoPE): the patches are copied as they are.
     void (*vit_tokens_forward)(Backend *backend, int batch, int registers, int patches,
                                int channels, const float *patch_embeddings, const float *cls,
                                const float *cls_pos, const float *register_tokens,
                                const float *patch_pos, float *tokens);
     // dpatches (B, P, D) =; dcls, dcls_pos (D), dregisters (R, D) and
     // dpatch_pos (P, D) += the sums over the batch. Pointers NULL in the
-    // forward are NULL here (dcls_pos may also be NULL when cls_pos is not).
+    // forward are NULL here (dcls_pos may also be NULL when cls_pos is not,
+    // dpatch_pos when patch_pos is not).
     void (*vit_tokens_backward)(Backend *backend, int batch, int registers, int patches,
                                 int channels, const float *dtokens, float *dpatch_embeddings,
                                 float *dcls, float *dcls_pos, float *dregister_tokens,
@@ -390,6 +393,31 @@ typedef struct BackendOps {
     // dx (B, T, C) = dy[b] / count on the pooled tokens, 0 on the others.
     void (*token_pool_backward)(Backend *backend, int batch, int tokens, int channels, int first,
                                 int count, const float *dy, float *dx);
+
+    // ---- DINOv3 ViTs: rotary positions, SwiGLU --------------------------------------
+    // DINOv3's RoPE, in place on the fused qkv buffer (B, T, 3, H, Dh), Dh
+    // even: for the query and the key of every token t >= prefix (patch p
+    // = t - prefix, P = T - prefix) and every head, each pair (x_i,
+    // x_{i + Dh/2}), i < Dh/2, is rotated by the angle of (p, i):
+    //   x_i' = x_i cos - x_{i + Dh/2} sin,  x_{i + Dh/2}' = x_{i + Dh/2} cos + x_i sin
+    // with sin, cos (P, Dh/2) (rope_apply with rotate_half). The values and
+    // the first `prefix` tokens (class, registers) are left as they are.
+    void (*rope_forward)(Backend *backend, int batch, int tokens, int heads, int head_dim,
+                         int prefix, const float *sin, const float *cos, float *qkv);
+    // Its backward, in place on dqkv (B, T, 3, H, Dh): the query and key
+    // gradients rotated back (the transposed rotation, by -angle), so dqkv
+    // becomes the gradient of the unrotated q and k; value gradients stay.
+    void (*rope_backward)(Backend *backend, int batch, int tokens, int heads, int head_dim,
+                          int prefix, const float *sin, const float *cos, float *dqkv);
+    // SwiGLU on a packed gate | value projection x (rows, 2H):
+    // y (rows, H) = silu(x[:, :H]) x[:, H:], silu(a) = a / (1 + exp(-a)).
+    // y may not alias x.
+    void (*swiglu_forward)(Backend *backend, size_t rows, int hidden, const float *x, float *y);
+    // dx (rows, 2H) =: d gate = dy value silu'(gate), d value = dy silu(gate),
+    // silu'(a) = s (1 + a (1 - s)), s = 1 / (1 + exp(-a)). x is the forward
+    // input, dy (rows, H); dx aliases neither.
+    void (*swiglu_backward)(Backend *backend, size_t rows, int hidden, const float *x,
+                            const float *dy, float *dx);
 
     // ---- distillation: feature-map resize, mixup, strided copies ----------------------
     // Bilinear resize of a feature map as PyTorch's F.interpolate(mode="bilinear",

@@ -1,7 +1,7 @@
 // `lightly-train-c embed`: features of every image in a folder from a trained
 // backbone (a .ckpt of ours or an exported / torchvision / timm / DINOv2 /
-// transformers .safetensors; ViTs pool the mean patch token or the class
-// token, --vit-pool), written
+// DINOv3 / transformers .safetensors; ViTs pool the mean patch token or the
+// class token, --vit-pool), written
 // as npy, csv, lightly_csv or safetensors. Unreadable images are skipped: a
 // warning each, counted in the summary, and their rows dropped from the
 // output together with their filenames (so the two stay aligned).
@@ -45,8 +45,10 @@ typedef struct EmbedArgs {
 static const char *const format_choices[] = {"auto", "npy", "csv", "lightly_csv", "safetensors",
                                              NULL};
 static const char *const part_choices[] = {"backbone", "student", "teacher", NULL};
-// LightlyTrain's DINOv2 ViT pools the mean of the patch tokens.
-static const char *const vit_pool_choices[] = {"mean", "cls", NULL};
+// auto: the model's own, as LightlyTrain's wrappers pool: the mean of the
+// patch tokens for DINOv2 / timm ViTs, the class token for DINOv3's (or
+// what an export's "pool" metadata says).
+static const char *const vit_pool_choices[] = {"auto", "mean", "cls", NULL};
 static const char *const accelerator_choices[] = {"auto", "cpu", "gpu", NULL};
 
 static void print_warning(void *context, const char *message) {
@@ -135,7 +137,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
                                    &shape, 1, &run->model, &err) != 0)
         return usage_error("--checkpoint: %s", err.text);
     run->model_loaded = 1;
-    if (run->model.spec.kind == BACKBONE_VIT &&
+    if (run->model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
         vit_pool_parse(vit_pool_choices[args->vit_pool], &run->model.model.vit.config.pool, &err))
         return usage_error("--vit-pool: %s", err.text);
     char model_name[BACKBONE_MAX_NAME];
@@ -206,7 +208,7 @@ int command_embed(int argc, char **argv) {
         {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
          .metavar = "PATH",
          .help = "a .ckpt of train, or a backbone .safetensors (export, torchvision, timm, "
-                 "DINOv2, transformers)",
+                 "DINOv2, DINOv3, transformers)",
          .required = 1},
         {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
          .help = "embedding file to write", .required = 1},
@@ -217,7 +219,8 @@ int command_embed(int argc, char **argv) {
          .help = "which backbone of a .ckpt (backbone: the one export uses)",
          .choices = part_choices},
         {.name = "vit-pool", .type = OPTION_CHOICE, .value = &args.vit_pool, .metavar = "NAME",
-         .help = "ViT features: mean of the patch tokens (mean) or the class token (cls)",
+         .help = "ViT features: mean of the patch tokens (mean), the class token (cls), or "
+                 "the model's (auto: mean for DINOv2, cls for DINOv3)",
          .choices = vit_pool_choices},
         {.name = "image-size", .type = OPTION_INT, .value = &args.image_size, .metavar = "N",
          .help = "images are resized to N x N (no crop; ViTs: a multiple of the patch size)",

@@ -106,20 +106,9 @@ static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char
     return 0;
 }
 
-// DINOv3's ViTs (RoPE positions, no position embeddings) in DINOv3's own
-// naming (LightlyTrain's DINOv3 teachers too) or transformers'
-// DINOv3ViTModel: recognised, to be refused by name.
-static int is_dinov3(const SafeTensors *file, const char *prefix) {
-    return find_prefixed(file, prefix, "rope_embed.periods") ||
-           find_prefixed(file, prefix, "layer.0.attention.q_proj.weight");
-}
-
 int model_source_detect_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
                              ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);
-    if (is_dinov3(file, prefix))
-        return error_set(err, "DINOv3 ViT weights (RoPE positions) are not supported yet; "
-                              "DINOv2 weights are (docs/distillation.md)");
     if (vit_weights_detect(file, prefix)) {
         spec->kind = BACKBONE_VIT;
         return vit_config_from_weights(file, prefix, &spec->vit, err);
@@ -145,7 +134,8 @@ static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
     const struct { const char *what; int named, file; } checks[] = {
         {"width", a->embed_dim, b->embed_dim},        {"depth", a->depth, b->depth},
         {"patch size", a->patch_size, b->patch_size}, {"registers", a->register_tokens, b->register_tokens},
-        {"MLP width", a->mlp_hidden, b->mlp_hidden},
+        {"MLP width", a->mlp_hidden, b->mlp_hidden},  {"RoPE (DINOv3)", a->rope, b->rope},
+        {"SwiGLU", a->swiglu, b->swiglu},
     };
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
         if (checks[i].named != checks[i].file)

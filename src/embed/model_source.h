@@ -1,8 +1,8 @@
 // Where a backbone comes from for embed, export and distillation: a path to
 // either one of our checkpoints (.ckpt, train/checkpoint.h) or a backbone
 // state dict in safetensors: torchvision's ResNet (with or without fc.*) or
-// a ViT in timm's, DINOv2's or transformers' naming (nn/vit_weights.h); F32,
-// F16 or BF16. The architecture is read from the tensor names and shapes,
+// a ViT in timm's, DINOv2's, DINOv3's or transformers' naming (DINOv2 and
+// DINOv3, nn/vit_weights.h); F32, F16 or BF16. The architecture is read from the tensor names and shapes,
 // so the user never has to repeat it.
 #ifndef LTC_EMBED_MODEL_SOURCE_H
 #define LTC_EMBED_MODEL_SOURCE_H

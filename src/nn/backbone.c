@@ -12,7 +12,9 @@
 const char *const backbone_model_names[] = {
     "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
     "vit_t14", "vit_t16", "vit_s14", "vit_s16", "vit_b14", "vit_b16", "vit_l14", "vit_l16",
-    "vit_g14", "vit_s14_reg4", "vit_b14_reg4", "vit_l14_reg4", "vit_g14_reg4", NULL};
+    "vit_g14", "vit_s14_reg4", "vit_b14_reg4", "vit_l14_reg4", "vit_g14_reg4",
+    "dinov3/vitt16", "dinov3/vitt16plus", "dinov3/vits16", "dinov3/vits16plus", "dinov3/vitb16",
+    "dinov3/vitl16", "dinov3/vitl16plus", "dinov3/vith16plus", NULL};
 
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);
@@ -31,8 +33,8 @@ int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, Er
         return vit_config_preset(name, image_size, &spec->vit, err);
     }
     return error_set(err, "unknown model '%s' (resnet18/34/50/101/152, vit_t16, vit_s14, "
-                          "vit_s16, vit_b14, vit_b16, vit_l14, vit_l16, vit_g14, ..._reg4)",
-                     name);
+                          "vit_s16, vit_b14, vit_b16, vit_l14, vit_l16, vit_g14, ..._reg4, "
+                          "dinov3/vits16, dinov3/vitb16, ...)", name);
 }
 
 void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size) {
@@ -232,6 +234,10 @@ int backbone_create(Backbone *backbone, Backend *backend, const BackboneSpec *sp
 void backbone_free(Backbone *backbone) {
     if (backbone->ops) backbone->ops->free(backbone);
     memset(backbone, 0, sizeof *backbone);
+}
+
+void backbone_set_draw_key(Backbone *backbone, uint64_t key) {
+    if (backbone->spec.kind == BACKBONE_VIT) vit_set_draw_key(&backbone->model.vit, key);
 }
 
 int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err) {

@@ -31,7 +31,7 @@ typedef struct BackboneSpec {
 } BackboneSpec;
 
 // The --model names: resnet18 / 34 / 50 / 101 / 152 and the ViT presets of
-// vit.h (vit_t16, vit_s14, ... with _reg4); image_size sets a new ViT's
+// vit.h (vit_t16, vit_s14, ... with _reg4; dinov3/vits16, ...); image_size sets a new ViT's
 // position grid. NULL-terminated list for option tables.
 extern const char *const backbone_model_names[];
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err);
@@ -106,6 +106,12 @@ int backbone_spec_from_weights(const SafeTensors *file, const char *prefix, Back
 // Loads a backbone file (torchvision / timm / DINOv2 / transformers state
 // dict) into backbone; errors name the path.
 int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err);
+
+// Keys the random draws of the following training forwards (a ViT's drop
+// path and DINOv3's RoPE rescale) by `key`, the global index of the batch
+// (Batch.index), so that a resumed run draws what the uninterrupted one
+// did. A ResNet draws nothing.
+void backbone_set_draw_key(Backbone *backbone, uint64_t key);
 
 // Synchronised BatchNorm (nn/batchnorm_sync.h) for every BatchNorm of the
 // backbone; NULL turns it off again. A ViT has none (LayerNorm needs no

@@ -1,6 +1,7 @@
-// ViT construction: presets, parameter declaration with timm names, plans
-// and activation arenas per input slot, initialisation (see vit.h). Forward
-// and backward are in vit_blocks.c, weight files in vit_weights.c.
+// ViT construction: parameter declaration with timm names, plans and
+// activation arenas per input slot, RoPE tables, initialisation (see
+// vit.h). Presets are in vit_presets.c, forward and backward in
+// vit_blocks.c, weight files in vit_weights.c.
 #include "nn/vit.h"
 
 #include <math.h>
@@ -9,106 +10,7 @@
 #include <string.h>
 
 #include "nn/activations.h"
-
-// ---- configuration -------------------------------------------------------------------
-
-typedef struct VitSize {
-    char letter;  // s, b, l, g
-    int embed_dim, depth, heads;
-} VitSize;
-
-static const VitSize vit_sizes[] = {
-    {'t', 192, 12, 3}, {'s', 384, 12, 6}, {'b', 768, 12, 12}, {'l', 1024, 24, 16},
-    {'g', 1536, 40, 24},
-};
-enum { VIT_SIZE_COUNT = sizeof vit_sizes / sizeof vit_sizes[0] };
-
-const char *vit_pool_name(VitPool pool) { return pool == VIT_POOL_CLS ? "cls" : "mean"; }
-
-int vit_pool_parse(const char *name, VitPool *pool, ErrorMessage *err) {
-    if (strcmp(name, "mean") == 0) *pool = VIT_POOL_MEAN;
-    else if (strcmp(name, "cls") == 0) *pool = VIT_POOL_CLS;
-    else return error_set(err, "unknown ViT pooling '%s' (mean, cls)", name);
-    return 0;
-}
-
-// Parses "vit_<size><patch>[_reg4]"; 0 when it is not such a name.
-static int parse_preset(const char *name, const VitSize **size, int *patch, int *registers) {
-    char letter = 0, tail[16] = "";
-    int p = 0, consumed = 0;
-    if (sscanf(name, "vit_%c%d%n", &letter, &p, &consumed) != 2) return 0;
-    snprintf(tail, sizeof tail, "%s", name + consumed);
-    if (tail[0] && strcmp(tail, "_reg4") != 0) return 0;
-    if (p != 14 && p != 16) return 0;
-    for (int i = 0; i < VIT_SIZE_COUNT; i++)
-        if (vit_sizes[i].letter == letter) *size = &vit_sizes[i];
-    if (!*size || (letter == 'g' && p != 14)) return 0;
-    *patch = p;
-    *registers = tail[0] ? 4 : 0;
-    return 1;
-}
-
-int vit_is_preset_name(const char *name) {
-    const VitSize *size = NULL;
-    int patch, registers;
-    return parse_preset(name, &size, &patch, &registers);
-}
-
-void vit_config_name(VitConfig *config) {
-    for (int i = 0; i < VIT_SIZE_COUNT; i++) {
-        const VitSize *size = &vit_sizes[i];
-        if (size->embed_dim == config->embed_dim && size->depth == config->depth &&
-            size->heads == config->heads && config->mlp_hidden == 4 * config->embed_dim) {
-            snprintf(config->name, sizeof config->name, "vit_%c%d%s", size->letter,
-                     config->patch_size, config->register_tokens == 4 ? "_reg4" : "");
-            if (config->register_tokens == 0 || config->register_tokens == 4) return;
-        }
-    }
-    snprintf(config->name, sizeof config->name, "vit_d%d_l%d_p%d", config->embed_dim,
-             config->depth, config->patch_size);
-}
-
-int vit_config_preset(const char *name, int image_size, VitConfig *config, ErrorMessage *err) {
-    const VitSize *size = NULL;
-    int patch, registers;
-    if (!parse_preset(name, &size, &patch, &registers))
-        return error_set(err, "unknown ViT '%s' (vit_t14, vit_t16, vit_s14, vit_s16, vit_b14, "
-                              "vit_b16, vit_l14, vit_l16, vit_g14, each also with _reg4)", name);
-    if (image_size < patch || image_size % patch != 0)
-        return error_set(err, "%s: image size %d is not a multiple of the patch size %d", name,
-                         image_size, patch);
-    *config = (VitConfig){
-        .patch_size = patch,
-        .embed_dim = size->embed_dim,
-        .depth = size->depth,
-        .heads = size->heads,
-        .mlp_hidden = 4 * size->embed_dim,
-        .register_tokens = registers,
-        .class_pos = registers == 0,
-        .pos_grid = image_size / patch,
-        .layer_scale = 1,
-        .layer_scale_init = 1e-5f,
-        .norm_eps = 1e-6f,
-        .drop_path_rate = 0.0f,
-        .pos_interpolation = registers ? VIT_POS_INTERP_ANTIALIAS : VIT_POS_INTERP_OFFSET,
-        .pool = VIT_POOL_MEAN,
-    };
-    snprintf(config->name, sizeof config->name, "%s", name);
-    return 0;
-}
-
-int vit_config_check(const VitConfig *c, ErrorMessage *err) {
-    if (c->patch_size < 1 || c->embed_dim < 1 || c->depth < 1 || c->heads < 1 ||
-        c->mlp_hidden < 1 || c->register_tokens < 0 || c->pos_grid < 1)
-        return error_set(err, "ViT: invalid geometry (patch %d, dim %d, depth %d, %d heads, mlp "
-                              "%d, %d registers, grid %d)", c->patch_size, c->embed_dim, c->depth,
-                         c->heads, c->mlp_hidden, c->register_tokens, c->pos_grid);
-    if (c->embed_dim % c->heads != 0)
-        return error_set(err, "ViT: %d heads do not divide the width %d", c->heads, c->embed_dim);
-    if (!(c->drop_path_rate >= 0.0f && c->drop_path_rate < 1.0f))
-        return error_set(err, "ViT: drop path rate %g outside [0, 1)", (double)c->drop_path_rate);
-    return 0;
-}
+#include "nn/vit_rope.h"
 
 // ---- structure and parameters ------------------------------------------------------------
 
@@ -118,19 +20,22 @@ static int declare_embedding(ParameterSet *params, const char *name, int rows, i
     return parameter_declare(params, name, PARAM_EMBEDDING, 3, shape, NULL, err);
 }
 
+// mlp.fc1's width: H, or SwiGLU's packed gate and value (2 H).
+static int fc1_width(const VitConfig *c) { return c->swiglu ? 2 * c->mlp_hidden : c->mlp_hidden; }
+
 static int declare_block(Vit *model, VitBlock *block, int index, ErrorMessage *err) {
     const VitConfig *c = &model->config;
-    const int dim = c->embed_dim;
+    const int dim = c->embed_dim, qkv_bias = c->qkv_bias != VIT_QKV_NO_BIAS;
     char name[PARAM_MAX_NAME];
 #define BLOCK_NAME(suffix) (snprintf(name, sizeof name, "blocks.%d." suffix, index), name)
     if (layernorm_declare(&block->norm1, &model->params, BLOCK_NAME("norm1"), dim, c->norm_eps,
                           err) ||
-        linear_declare(&block->qkv, &model->params, BLOCK_NAME("attn.qkv"), dim, 3 * dim, 1,
-                       err) ||
+        linear_declare(&block->qkv, &model->params, BLOCK_NAME("attn.qkv"), dim, 3 * dim,
+                       qkv_bias, err) ||
         linear_declare(&block->proj, &model->params, BLOCK_NAME("attn.proj"), dim, dim, 1, err) ||
         layernorm_declare(&block->norm2, &model->params, BLOCK_NAME("norm2"), dim, c->norm_eps,
                           err) ||
-        linear_declare(&block->fc1, &model->params, BLOCK_NAME("mlp.fc1"), dim, c->mlp_hidden, 1,
+        linear_declare(&block->fc1, &model->params, BLOCK_NAME("mlp.fc1"), dim, fc1_width(c), 1,
                        err) ||
         linear_declare(&block->fc2, &model->params, BLOCK_NAME("mlp.fc2"), c->mlp_hidden, dim, 1,
                        err))
@@ -167,10 +72,23 @@ int vit_declare(Vit *model, Backend *backend, const VitConfig *config, ErrorMess
     if (c->register_tokens)
         model->reg_index = declare_embedding(&model->params, "reg_token", c->register_tokens, dim,
                                              err);
-    model->pos_index = declare_embedding(&model->params, "pos_embed", positions, dim, err);
+    model->pos_index = -1;
+    if (!c->rope)
+        model->pos_index = declare_embedding(&model->params, "pos_embed", positions, dim, err);
     if (model->cls_index < 0 || (c->register_tokens && model->reg_index < 0) ||
-        model->pos_index < 0)
+        (!c->rope && model->pos_index < 0))
         return error_prefix(err, "%s", c->name);
+    model->periods_index = -1;
+    if (c->rope) {
+        const int head_dim = dim / c->heads, count = head_dim / 4;
+        model->periods_index = parameter_declare(&model->buffers, "rope.periods", PARAM_BUFFER, 1,
+                                                 &count, NULL, err);
+        if (model->periods_index < 0) return error_prefix(err, "%s", c->name);
+        model->rope_periods = malloc(2 * (size_t)count * sizeof *model->rope_periods);
+        if (!model->rope_periods) return error_set(err, "out of memory");
+        model->rope_periods_seen = model->rope_periods + count;
+        vit_rope_periods(c->rope_base, head_dim, model->rope_periods);
+    }
     if (conv2d_declare(&model->patch_embed, &model->params, "patch_embed.proj.weight", 3, dim,
                        c->patch_size, c->patch_size, 0, err))
         return error_prefix(err, "%s", c->name);
@@ -270,9 +188,12 @@ static size_t layout_slot(const Vit *model, VitSlot *slot, float *base) {
     const size_t batch = (size_t)slot->max.batch, rows = batch * slot->tokens;
     const size_t dim = (size_t)c->embed_dim, patches = (size_t)slot->grid * slot->grid;
     const size_t positions = (size_t)c->pos_grid * c->pos_grid;
-    const int resampled = slot->grid != c->pos_grid;
+    const int resampled = !c->rope && slot->grid != c->pos_grid;
     slot->pos_matrix = resampled ? activation_take(&arena, patches * positions) : NULL;
     slot->patch_pos = resampled ? activation_take(&arena, patches * dim) : NULL;
+    const size_t rope_floats = (size_t)slot->rope_tables * vit_rope_slot_floats(model, slot);
+    slot->rope_sin = c->rope ? activation_take(&arena, rope_floats) : NULL;
+    slot->rope_cos = c->rope ? activation_take(&arena, rope_floats) : NULL;
     slot->patch_out = activation_take(&arena, batch * patches * dim);
     slot->tokens_in = activation_take(&arena, rows * dim);
     // Frozen: every block's output is kept, its other tensors share one
@@ -295,8 +216,8 @@ static size_t layout_slot(const Vit *model, VitSlot *slot, float *base) {
         saved->norm2_out = activation_take(&arena, rows * dim);
         saved->norm2_mean = activation_take(&arena, rows);
         saved->norm2_inv_std = activation_take(&arena, rows);
-        saved->fc1_out = activation_take(&arena, rows * c->mlp_hidden);
-        saved->gelu_out = activation_take(&arena, rows * c->mlp_hidden);
+        saved->fc1_out = activation_take(&arena, rows * fc1_width(c));
+        saved->act_out = activation_take(&arena, rows * c->mlp_hidden);
         saved->fc2_out = activation_take(&arena, rows * dim);
         if (!model->frozen) saved->out = activation_take(&arena, rows * dim);
         saved->drop_scale[0] = activation_take(&arena, batch);
@@ -337,6 +258,8 @@ static int allocate_slot(Vit *model, VitSlot *slot, VitInputShape shape, ErrorMe
     slot->max = shape;
     slot->grid = shape.resolution / c->patch_size;
     slot->tokens = 1 + c->register_tokens + slot->grid * slot->grid;
+    // One RoPE table, or one per block for training forwards that rescale.
+    slot->rope_tables = !model->frozen && c->rope_rescale > 0.0f ? c->depth : 1;
     slot->blocks = calloc((size_t)c->depth, sizeof *slot->blocks);
     slot->plans = calloc(1, sizeof *slot->plans);
     if (!slot->blocks || !slot->plans) return error_set(err, "out of memory");
@@ -349,6 +272,26 @@ static int allocate_slot(Vit *model, VitSlot *slot, VitInputShape shape, ErrorMe
                          slot->arena_floats * sizeof(float) >> 20, shape.batch, shape.resolution);
     layout_slot(model, slot, slot->arena);
     return upload_pos_matrix(model, slot, err);
+}
+
+// The periods buffer, the RoPE staging buffer (the largest slot's tables)
+// and every slot's eval tables.
+static int prepare_rope(Vit *model, ErrorMessage *err) {
+    if (!model->config.rope) return 0;
+    const Parameter *periods = &model->buffers.params[model->periods_index];
+    model->backend->op.upload(model->backend, periods->value, model->rope_periods,
+                              periods->count * sizeof(float));
+    size_t largest = 1;
+    for (int i = 0; i < model->slot_count; i++) {
+        const VitSlot *slot = &model->slots[i];
+        const size_t floats = (size_t)slot->rope_tables * vit_rope_slot_floats(model, slot);
+        if (floats > largest) largest = floats;
+    }
+    model->rope_host = malloc(2 * largest * sizeof *model->rope_host);
+    if (!model->rope_host) return error_set(err, "%s: out of memory for the RoPE tables",
+                                            model->config.name);
+    for (int i = 0; i < model->slot_count; i++) vit_rope_upload_eval(model, &model->slots[i]);
+    return 0;
 }
 
 // A backend whose table lacks an op the ViT calls (a new backend not yet
@@ -370,6 +313,10 @@ static int check_backend_ops(const Backend *backend, ErrorMessage *err) {
         {op->token_pool_backward != NULL, "token_pool_backward"},
         {op->gelu_forward != NULL, "gelu_forward"},
         {op->gelu_backward != NULL, "gelu_backward"},
+        {op->rope_forward != NULL, "rope_forward"},
+        {op->rope_backward != NULL, "rope_backward"},
+        {op->swiglu_forward != NULL, "swiglu_forward"},
+        {op->swiglu_backward != NULL, "swiglu_backward"},
     };
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (!needed[i].present)
@@ -400,15 +347,16 @@ int vit_allocate(Vit *model, const VitInputShape *inputs, int input_count, Error
         if (rows > model->scratch_tokens) model->scratch_tokens = rows;
         if (inputs[i].batch > max_batch) max_batch = inputs[i].batch;
     }
-    const size_t wide = (size_t)(c->mlp_hidden > 3 * c->embed_dim ? c->mlp_hidden
-                                                                   : 3 * c->embed_dim);
+    // The wide gradient buffer: dqkv (3 D), or the MLP's (H; SwiGLU: dH and d fc1 = 3 H).
+    const size_t mlp = (size_t)c->mlp_hidden * (c->swiglu ? 3 : 1);
+    const size_t wide = mlp > 3 * (size_t)c->embed_dim ? mlp : 3 * (size_t)c->embed_dim;
     const size_t floats = model->frozen ? 1 : model->scratch_tokens * (3 * (size_t)c->embed_dim + wide);
     model->scratch = backend->op.alloc(backend, floats * sizeof(float));
     model->host_scale = malloc((size_t)max_batch * sizeof *model->host_scale);
     if (!model->scratch || !model->host_scale)
         return error_set(err, "%s: out of memory for %zu MB of gradient scratch", c->name,
                          floats * sizeof(float) >> 20);
-    return 0;
+    return prepare_rope(model, err);
 }
 
 int vit_create(Vit *model, Backend *backend, const VitConfig *config,
@@ -434,6 +382,8 @@ void vit_free(Vit *model) {
     free(model->slots);
     if (model->scratch) backend->op.free(backend, model->scratch);
     free(model->host_scale);
+    free(model->rope_periods);
+    free(model->rope_host);
     parameter_set_free(&model->params);
     parameter_set_free(&model->buffers);
     free(model->blocks);
@@ -448,7 +398,7 @@ void vit_free(Vit *model) {
 
 static int init_linear(Backend *backend, const Linear *linear, const ParameterSet *params,
                        uint64_t seed, ErrorMessage *err) {
-    backend->op.fill(backend, linear->bias, 0.0f, (size_t)linear->out_features);
+    if (linear->bias) backend->op.fill(backend, linear->bias, 0.0f, (size_t)linear->out_features);
     return layer_init_parameter(backend, &params->params[linear->weight_index], seed, INIT_NORMAL,
                                 VIT_INIT_STD, err);
 }
@@ -460,13 +410,16 @@ int vit_init(Vit *model, uint64_t seed, ErrorMessage *err) {
     model->seed = seed;
     model->training_forwards = 0;
     const float patch_bound = (float)(1.0 / sqrt((double)3 * c->patch_size * c->patch_size));
-    if (layer_init_parameter(backend, &params->params[model->pos_index], seed, INIT_NORMAL,
-                             VIT_INIT_STD, err) ||
-        layer_init_parameter(backend, &params->params[model->cls_index], seed, INIT_NORMAL, 1e-6f,
-                             err) ||
+    // DINOv3's init_weights draws the class and storage tokens with std 0.02.
+    const float token_std = c->rope ? VIT_INIT_STD : 1e-6f;
+    if ((model->pos_index >= 0 &&
+         layer_init_parameter(backend, &params->params[model->pos_index], seed, INIT_NORMAL,
+                              VIT_INIT_STD, err)) ||
+        layer_init_parameter(backend, &params->params[model->cls_index], seed, INIT_NORMAL,
+                             token_std, err) ||
         (model->reg_index >= 0 &&
          layer_init_parameter(backend, &params->params[model->reg_index], seed, INIT_NORMAL,
-                              1e-6f, err)) ||
+                              token_std, err)) ||
         layer_init_parameter(backend, &params->params[model->patch_embed.weight_index], seed,
                              INIT_UNIFORM, patch_bound, err) ||
         layer_init_parameter(backend, &params->params[model->patch_bias_index], seed,

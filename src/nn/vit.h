@@ -1,5 +1,6 @@
 // Vision Transformer backbones (ViT-S/B/L/g with patch 14 or 16) as DINOv2
-// and timm build them, with timm's parameter names:
+// and timm build them, and DINOv3's ViTs (config.rope, below), with timm's
+// parameter names:
 //
 //   patch_embed.proj: conv patch x patch, stride patch, bias -> (B, P, D) tokens
 //   tokens = [cls_token (+ pos_embed[0]), reg_token[0..R-1], patches + pos_embed]
@@ -19,6 +20,21 @@
 // input whose patch grid differs from pos_grid gets the grid resampled
 // (vit_pos_embed.h: DINOv2's offset bicubic by default, antialiased bicubic
 // for register models, as DINOv2's hub models do).
+//
+// DINOv3 (config.rope; facebookresearch/dinov3's DinoVisionTransformer,
+// transformers' DINOv3ViTModel, timm's vit_*_dinov3): no pos_embed; the
+// query and key of every patch token get a 2-D rotary position embedding
+// after attn.qkv (vit_rope.h; the class and register ("storage") tokens
+// none), then the same fused attention. Register tokens have no position.
+// LayerNorm eps 1e-5. The MLP is GELU, or SwiGLU for the "plus" models
+// (config.swiglu): mlp.fc1 packs DINOv3's w1 (the gate) over w2 (the
+// value), 2 H rows, fc2 = w3: fc2(silu(gate) value) (timm's SwiGLUPacked
+// layout). The qkv bias has its key part held at zero (DINOv3's
+// mask_k_bias: with RoPE a key bias is not a no-op) unless the weights
+// say otherwise (config.qkv_bias). Pooling: the class token, as
+// LightlyTrain's DINOv3 wrapper. Training forwards rescale the RoPE
+// coordinates as DINOv3 trains (config.rope_rescale); eval forwards (and
+// every forward of a frozen teacher) do not.
 //
 // Memory by lifetime, as resnet.h: parameters and gradients (model->params,
 // no buffers); one activation arena per input slot ((max batch, resolution)
@@ -50,6 +66,13 @@ typedef enum VitPool {
 const char *vit_pool_name(VitPool pool);  // "mean" / "cls"
 int vit_pool_parse(const char *name, VitPool *pool, ErrorMessage *err);
 
+// The attention's qkv bias. Zero = the DINOv2 / timm default.
+typedef enum VitQkvBias {
+    VIT_QKV_BIAS,          // q, k and v biases, all trained
+    VIT_QKV_BIAS_NO_KEY,   // q and v trained, the key part held at 0 (DINOv3's mask_k_bias)
+    VIT_QKV_NO_BIAS,       // no bias (DINOv3 ViT-7B, timm's vit_*_dinov3 without _qkvb)
+} VitQkvBias;
+
 typedef struct VitConfig {
     char name[VIT_MAX_NAME];  // "vit_s16", ... (informational)
     int patch_size;
@@ -66,6 +89,14 @@ typedef struct VitConfig {
     float drop_path_rate;     // stochastic depth of the last block, linear from 0 (timm)
     VitPosInterpolation pos_interpolation;
     VitPool pool;
+    // DINOv3 (all zero: a DINOv2 / timm ViT). A RoPE model has no pos_embed
+    // (class_pos and pos_grid 0, pos_interpolation unused).
+    int rope;                 // 1: DINOv3's RoPE on the patch tokens' q and k
+    float rope_base;          // periods base^(4 j / Dh), j < Dh / 4 (DINOv3: 100)
+    float rope_rescale;       // training forwards: coordinates times a log-uniform
+                              // draw in [1/r, r] per block (DINOv3: 2); 0: off
+    int swiglu;               // 1: SwiGLU MLP, mlp.fc1 (2 H, D) packed gate | value
+    VitQkvBias qkv_bias;
 } VitConfig;
 
 // Presets, DINOv2's architectures (and timm's ViT-Ti): vit_t14, vit_t16 (D
@@ -74,11 +105,20 @@ typedef struct VitConfig {
 // GELU MLP 6144: DINOv2's ViT-g geometry; its released weights use SwiGLU,
 // which this model does not have). A "_reg4" suffix adds 4 register tokens.
 // LayerScale 1e-5, pos_grid = image_size / patch.
+// DINOv3's, named as LightlyTrain names them (patch 16, 4 registers,
+// LayerScale 1e-5, RoPE base 100 with rescale 2, key bias held at 0, class
+// token pooling): dinov3/vitt16 (192 wide, 12 blocks, 3 heads, GELU 768),
+// dinov3/vitt16plus (192, 12, 3, GELU 1152), dinov3/vits16 (384, 12, 6,
+// GELU 1536), dinov3/vits16plus (384, 12, 6, SwiGLU 1536), dinov3/vitb16
+// (768, 12, 12, GELU 3072), dinov3/vitl16 (1024, 24, 16, GELU 4096),
+// dinov3/vitl16plus (1024, 24, 16, SwiGLU 4096), dinov3/vith16plus (1280,
+// 32, 20, SwiGLU 5120).
 int vit_config_preset(const char *name, int image_size, VitConfig *config, ErrorMessage *err);
-// 1 when name is a ViT preset name (with or without _reg4).
+// 1 when name is a ViT preset name (with or without _reg4, or a dinov3/ one).
 int vit_is_preset_name(const char *name);
-// Fills config->name from the geometry ("vit_s14", "vit_b16_reg4", or
-// "vit_d<D>_l<depth>_p<patch>" for other sizes).
+// Fills config->name from the geometry ("vit_s14", "vit_b16_reg4",
+// "dinov3/vits16plus", or "vit_d<D>_l<depth>_p<patch>" /
+// "dinov3_d<D>_l<depth>_p<patch>" for other sizes).
 void vit_config_name(VitConfig *config);
 // Checks the geometry (sizes positive, heads divide D, ...).
 int vit_config_check(const VitConfig *config, ErrorMessage *err);
@@ -107,12 +147,13 @@ typedef struct VitPlans {
 // What a block's backward needs (sizes at the slot's maximum).
 typedef struct VitBlockActivations {
     float *norm1_out, *norm1_mean, *norm1_inv_std;  // (B, T, D), (B T), (B T)
-    float *qkv;                                     // (B, T, 3, H, Dh)
+    float *qkv;                                     // (B, T, 3, H, Dh), q and k rotated (RoPE)
     float *attention_out, *lse;                     // (B, T, D), (B, H, T)
     float *proj_out;                                // (B, T, D)
     float *mid;                                     // (B, T, D): x after the attention branch
     float *norm2_out, *norm2_mean, *norm2_inv_std;
-    float *fc1_out, *gelu_out;                      // (B, T, 4D)
+    float *fc1_out;                                 // (B, T, H) or SwiGLU's (B, T, 2 H)
+    float *act_out;                                 // (B, T, H): GELU / SwiGLU output
     float *fc2_out;                                 // (B, T, D)
     float *out;                                     // (B, T, D): the block's output
     float *drop_scale[2];                           // (B): sample scales of the two branches
@@ -128,6 +169,12 @@ typedef struct VitSlot {
     size_t arena_floats;
     float *pos_matrix;       // (grid^2, M^2) resampling map, or NULL at the native grid
     float *patch_pos;        // (grid^2, D) resampled positions, or NULL
+    // RoPE models: sin, cos (tables, grid^2, Dh / 2) of the rope ops; table
+    // 0 serves every block of an eval forward, a training forward with
+    // rope_rescale fills one per block (rope_tables = depth).
+    float *rope_sin, *rope_cos;
+    int rope_tables;
+    int rope_scaled;         // the tables hold a training forward's draws
     float *patch_out;        // (B, P, D) patch embeddings
     float *tokens_in;        // (B, T, D) block 0's input
     VitBlockActivations *blocks;
@@ -150,8 +197,9 @@ typedef struct Vit {
     VitConfig config;
     int feature_dim;         // D
     ParameterSet params;     // timm names
-    ParameterSet buffers;    // empty (kept so callers can treat every backbone alike)
-    int64_t training_forwards;  // counts training forwards: keys the drop-path draws
+    ParameterSet buffers;    // RoPE models: rope.periods; else empty
+    int64_t training_forwards;  // keys the drop-path and RoPE rescale draws: counts
+                                // training forwards from vit_set_draw_key's start
     uint64_t seed;
     Conv2d patch_embed;      // patch_embed.proj.weight
     int patch_bias_index;    // patch_embed.proj.bias
@@ -162,9 +210,18 @@ typedef struct Vit {
     LayerNorm norm;
     int slot_count;
     VitSlot *slots;
-    float *scratch;          // backend memory: 3 (B, T, D) + one (B, T, 4D) of the largest slot
+    float *scratch;          // backend memory: 3 (B, T, D) + one wide (B, T, .) of the largest slot
     size_t scratch_tokens;   // B T of the largest slot
     float *host_scale;       // (max batch) drop-path draws before upload
+    // RoPE models: the periods (Dh / 4) are the buffer "rope.periods" (so
+    // checkpoints keep a DINOv3 file's, which differ from rope_base's);
+    // rope_periods is the host copy the tables were built from, and a
+    // forward that finds the buffer changed (a checkpoint loaded into it)
+    // rebuilds them.
+    int periods_index;       // in buffers, or -1
+    float *rope_periods;     // (Dh / 4) host
+    float *rope_periods_seen;  // (Dh / 4) host: the buffer as last read
+    float *rope_host;        // host staging of the largest slot's tables
     // Set between vit_declare and vit_allocate for a model that only runs
     // eval forwards (a distillation teacher): parameters without gradients,
     // no gradient scratch, and each block's transient tensors share one
@@ -189,7 +246,8 @@ int vit_prepare_batch(Vit *model, int slot, int batch, ErrorMessage *err);
 // truncated normal std 0.02 (|x| <= 2), biases 0; pos_embed truncated normal
 // 0.02; cls_token and reg_token normal std 1e-6; the patch conv PyTorch's
 // default (uniform +-1/sqrt(fan_in), bias too); LayerNorm 1 / 0; LayerScale
-// layer_scale_init. Draws keyed by (seed, parameter name).
+// layer_scale_init. Draws keyed by (seed, parameter name). DINOv3's
+// (init_weights) differs only in the class and register tokens: std 0.02.
 int vit_init(Vit *model, uint64_t seed, ErrorMessage *err);
 
 // features (batch, D) and the normalised tokens of input (batch, R, R, 3)
@@ -211,6 +269,16 @@ int vit_slot_tokens(const Vit *model, int slot);  // 1 + R + P
 // unchanged until the backward; mask NULL turns masking off.
 void vit_set_patch_mask(Vit *model, int slot, const float *mask, const float *keep,
                         const float *mask_token, float *mask_token_grad);
+// The random draws of the following training forwards (drop path, RoPE
+// rescale) start from key (a batch's global index): training_forwards =
+// key * VIT_FORWARDS_PER_KEY, then counts up (a batch's views and slots
+// each draw anew, up to VIT_FORWARDS_PER_KEY forwards per key).
+#define VIT_FORWARDS_PER_KEY 64
+void vit_set_draw_key(Vit *model, uint64_t key);
+// RoPE models: replaces the periods (Dh / 4) that rope_base gave (a DINOv3
+// checkpoint's rope_embed.periods) in the buffer and recomputes every
+// slot's tables. Positive finite periods only.
+int vit_set_rope_periods(Vit *model, const float *periods, ErrorMessage *err);
 // Parameter gradients += given dfeatures (batch, D) of the slot's last
 // training forward.
 int vit_backward(Vit *model, int slot, const float *dfeatures, ErrorMessage *err);

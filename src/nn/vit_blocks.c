@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "nn/vit.h"
+#include "nn/vit_rope.h"
 #include "util/rng.h"
 
 // Drop-path draws: stream per (block, branch), keyed by the training-forward
@@ -38,6 +39,23 @@ static const float *drop_path_scales(Vit *model, int block_index, int branch, in
 
 // ---- one block ------------------------------------------------------------------------
 
+// RoPE models: rotates (direction 1) the patch tokens' q and k in qkv (B,
+// T, 3, D), or rotates their gradients back (-1).
+static void block_rope(Vit *model, int index, const VitSlot *slot, int batch, int direction,
+                       float *qkv) {
+    const VitConfig *c = &model->config;
+    if (!c->rope) return;
+    const float *sin_table, *cos_table;
+    vit_rope_block_tables(model, slot, index, &sin_table, &cos_table);
+    const int head_dim = c->embed_dim / c->heads, prefix = 1 + c->register_tokens;
+    if (direction > 0)
+        model->backend->op.rope_forward(model->backend, batch, slot->tokens, c->heads, head_dim,
+                                        prefix, sin_table, cos_table, qkv);
+    else
+        model->backend->op.rope_backward(model->backend, batch, slot->tokens, c->heads, head_dim,
+                                         prefix, sin_table, cos_table, qkv);
+}
+
 static void block_forward(Vit *model, int index, const VitPlans *plans, const VitSlot *slot,
                           int batch, int training, const float *x) {
     Backend *backend = model->backend;
@@ -50,6 +68,7 @@ static void block_forward(Vit *model, int index, const VitPlans *plans, const Vi
     layernorm_forward(backend, &block->norm1, rows, x, saved->norm1_out, saved->norm1_mean,
                       saved->norm1_inv_std);
     linear_forward(backend, &block->qkv, (int)rows, saved->norm1_out, saved->qkv);
+    block_rope(model, index, slot, batch, 1, saved->qkv);
     backend->op.attention_forward(backend, plans->attention_plan, saved->qkv, scale,
                                   saved->attention_out, saved->lse);
     linear_forward(backend, &block->proj, (int)rows, saved->attention_out, saved->proj_out);
@@ -60,18 +79,23 @@ static void block_forward(Vit *model, int index, const VitPlans *plans, const Vi
     layernorm_forward(backend, &block->norm2, rows, saved->mid, saved->norm2_out,
                       saved->norm2_mean, saved->norm2_inv_std);
     linear_forward(backend, &block->fc1, (int)rows, saved->norm2_out, saved->fc1_out);
-    backend->op.gelu_forward(backend, rows * c->mlp_hidden, saved->fc1_out, saved->gelu_out);
-    linear_forward(backend, &block->fc2, (int)rows, saved->gelu_out, saved->fc2_out);
+    if (c->swiglu)
+        backend->op.swiglu_forward(backend, rows, c->mlp_hidden, saved->fc1_out, saved->act_out);
+    else
+        backend->op.gelu_forward(backend, rows * c->mlp_hidden, saved->fc1_out, saved->act_out);
+    linear_forward(backend, &block->fc2, (int)rows, saved->act_out, saved->fc2_out);
     drop = drop_path_scales(model, index, 1, batch, training, saved->drop_scale[1]);
     backend->op.residual_scale_add_forward(backend, batch, (size_t)slot->tokens, c->embed_dim,
                                            saved->mid, saved->fc2_out, block->ls2, drop,
                                            saved->out);
 }
 
-// Gradient buffers of one backward: three (B, T, D) and one (B, T, max(4D, 3D)).
+// Gradient buffers of one backward: three (B, T, D) and one wide (B, T,
+// max(3 D, H), SwiGLU: max(3 D, 3 H)).
 typedef struct VitGradients {
     float *residual;  // dL/d(the residual stream) flowing down the blocks
     float *branch, *other, *wide;
+    float *hidden;    // SwiGLU: dL/d(its output) (B, T, H), after d fc1 (B, T, 2 H) in wide
 } VitGradients;
 
 // g->residual: dL/d(block output) in, dL/d(block input) out.
@@ -91,8 +115,15 @@ static void block_backward(Vit *model, int index, const VitPlans *plans, const V
                                             g->residual, block->ls2,
                                             dropped ? saved->drop_scale[1] : NULL, g->branch,
                                             block->ls2_grad);
-    linear_backward(backend, &block->fc2, (int)rows, saved->gelu_out, g->branch, g->wide);
-    backend->op.gelu_backward(backend, rows * c->mlp_hidden, saved->fc1_out, g->wide, g->wide);
+    if (c->swiglu) {
+        linear_backward(backend, &block->fc2, (int)rows, saved->act_out, g->branch, g->hidden);
+        backend->op.swiglu_backward(backend, rows, c->mlp_hidden, saved->fc1_out, g->hidden,
+                                    g->wide);
+    } else {
+        linear_backward(backend, &block->fc2, (int)rows, saved->act_out, g->branch, g->wide);
+        backend->op.gelu_backward(backend, rows * c->mlp_hidden, saved->fc1_out, g->wide,
+                                  g->wide);
+    }
     linear_backward(backend, &block->fc1, (int)rows, saved->norm2_out, g->wide, g->branch);
     layernorm_backward(backend, &block->norm2, rows, saved->mid, g->branch, saved->norm2_mean,
                        saved->norm2_inv_std, g->other);
@@ -106,7 +137,11 @@ static void block_backward(Vit *model, int index, const VitPlans *plans, const V
     linear_backward(backend, &block->proj, (int)rows, saved->attention_out, g->branch, g->other);
     backend->op.attention_backward(backend, plans->attention_plan, saved->qkv,
                                    saved->attention_out, g->other, saved->lse, scale, g->wide);
+    block_rope(model, index, slot, batch, -1, g->wide);  // d(rotated q, k) -> d(q, k)
     linear_backward(backend, &block->qkv, (int)rows, saved->norm1_out, g->wide, g->branch);
+    // DINOv3's mask_k_bias: the key bias stays 0, so it gets no gradient.
+    if (c->qkv_bias == VIT_QKV_BIAS_NO_KEY)
+        backend->op.fill(backend, block->qkv.bias_grad + dim, 0.0f, (size_t)dim);
     layernorm_backward(backend, &block->norm1, rows, x, g->branch, saved->norm1_mean,
                        saved->norm1_inv_std, g->other);
     backend->op.axpby(backend, rows * dim, 1.0f, g->other, 1.0f, g->residual);  // dL/dx
@@ -128,9 +163,11 @@ static int find_plans(Vit *model, int slot_index, int batch, const VitPlans **pl
     return 0;
 }
 
-// The patch positions the slot's tokens get: pos_embed's own, or resampled.
+// The patch positions the slot's tokens get: pos_embed's own, or resampled;
+// none for a RoPE model.
 static const float *patch_positions(Vit *model, const VitSlot *slot) {
     const VitConfig *c = &model->config;
+    if (c->rope) return NULL;
     const float *native = model->pos_embed + patch_pos_offset(c);
     if (!slot->patch_pos) return native;
     const int patches = slot->grid * slot->grid, positions = c->pos_grid * c->pos_grid;
@@ -171,6 +208,7 @@ int vit_forward(Vit *model, int slot_index, int batch, const float *input, int t
                                    slot->patch_out, model->cls_token,
                                    c->class_pos ? model->pos_embed : NULL, model->reg_token,
                                    patch_positions(model, slot), slot->tokens_in);
+    if (c->rope) vit_rope_prepare_forward(model, slot, training);
     const float *x = slot->tokens_in;
     for (int b = 0; b < c->depth; b++) {
         block_forward(model, b, plans, slot, batch, training, x);
@@ -188,6 +226,10 @@ int vit_forward(Vit *model, int slot_index, int batch, const float *input, int t
     slot->backward_ready = training;
     slot->drop_path_active = training && c->drop_path_rate > 0.0f;
     return 0;
+}
+
+void vit_set_draw_key(Vit *model, uint64_t key) {
+    model->training_forwards = (int64_t)(key * VIT_FORWARDS_PER_KEY);
 }
 
 void vit_set_patch_mask(Vit *model, int slot_index, const float *mask, const float *keep,
@@ -208,8 +250,10 @@ int vit_slot_tokens(const Vit *model, int slot) { return model->slots[slot].toke
 static VitGradients gradient_buffers(const Vit *model) {
     const size_t step = model->scratch_tokens * (size_t)model->config.embed_dim;
     float *base = model->scratch;
+    const VitConfig *c = &model->config;
+    float *hidden = c->swiglu ? base + 3 * step + model->scratch_tokens * 2 * c->mlp_hidden : NULL;
     return (VitGradients){.residual = base, .branch = base + step, .other = base + 2 * step,
-                          .wide = base + 3 * step};
+                          .wide = base + 3 * step, .hidden = hidden};
 }
 
 // Backward from dtokens (B, T, D) = dL/d(normalised tokens); dtokens may be
@@ -230,8 +274,8 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const float *dtokens
                        b > 0 ? slot->blocks[b - 1].out : slot->tokens_in, &g);
 
     // Token sequence: positions (through the resampling map when there is
-    // one), class and register tokens, then the patch embedding.
-    float *pos_grad = model->pos_grad + patch_pos_offset(c);
+    // one; none with RoPE), class and register tokens, then the patch embedding.
+    float *pos_grad = c->rope ? NULL : model->pos_grad + patch_pos_offset(c);
     float *dpatch_pos = pos_grad;
     if (slot->patch_pos) {
         dpatch_pos = g.other;

@@ -1,6 +1,6 @@
-// ViT weight files: the timm, DINOv2 and transformers namings mapped onto
-// our (timm) parameter table, architecture detection, and timm export (see
-// vit_weights.h).
+// ViT weight files: the architecture read from a file in any of the
+// namings of vit_names.h, loading onto our (timm) parameter table, and
+// export in timm's naming (see vit_weights.h).
 #include "nn/vit_weights.h"
 
 #include <math.h>
@@ -8,241 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/vit_names.h"
 #include "nn/weights.h"
 #include "util/half.h"
-
-#define VIT_MAX_BLOCKS 256
-#define VIT_KEY SAFETENSORS_MAX_NAME
-
-typedef enum VitNaming { NAMING_TIMM, NAMING_DINOV2, NAMING_HF } VitNaming;
-
-static const char *const naming_names[] = {"timm", "DINOv2", "transformers"};
-
-// How a file lays out one ViT.
-typedef struct VitLayout {
-    VitNaming naming;
-    char prefix[160];             // before every key ("", "backbone.", "dinov2.", ...)
-    int chunked;                  // DINOv2's blocks.C.N
-    int chunk_of[VIT_MAX_BLOCKS]; // chunk C of block N
-    int depth;
-    int registers;
-    int file_class_pos;           // the file's positions include the class token's
-} VitLayout;
-
-// Our name prefix -> the file's, per naming (first match wins; "" keeps the name).
-typedef struct Rename {
-    const char *ours, *file;
-} Rename;
-
-static const Rename hf_top[] = {
-    {"cls_token", "embeddings.cls_token"},
-    {"reg_token", "embeddings.register_tokens"},
-    {"pos_embed", "embeddings.position_embeddings"},
-    {"patch_embed.proj.", "embeddings.patch_embeddings.projection."},
-    {"norm.", "layernorm."},
-    {NULL, NULL},
-};
-static const Rename hf_block[] = {
-    {"attn.proj.", "attention.output.dense."},
-    {"ls1.gamma", "layer_scale1.lambda1"},
-    {"ls2.gamma", "layer_scale2.lambda1"},
-    {NULL, NULL},
-};
-static const Rename dinov2_top[] = {{"reg_token", "register_tokens"}, {NULL, NULL}};
-static const char *const hf_qkv[3] = {"attention.attention.query.", "attention.attention.key.",
-                                      "attention.attention.value."};
-
-// File keys that are not part of a backbone: a classifier, DINOv2's mask token.
-static int is_skipped(const VitLayout *layout, const char *name) {
-    if (layout->naming == NAMING_HF) return strcmp(name, "embeddings.mask_token") == 0;
-    return strcmp(name, "mask_token") == 0 || strncmp(name, "head.", 5) == 0;
-}
-
-static const SafeTensor *find(const SafeTensors *file, const char *prefix, const char *name) {
-    char key[VIT_KEY];
-    if (snprintf(key, sizeof key, "%s%s", prefix, name) >= (int)sizeof key) return NULL;
-    return safetensors_find(file, key);
-}
-
-static const char *rename_key(const Rename *table, const char *name, char *out, size_t size) {
-    for (int i = 0; table && table[i].ours; i++) {
-        const size_t length = strlen(table[i].ours);
-        if (strncmp(name, table[i].ours, length) == 0) {
-            snprintf(out, size, "%s%s", table[i].file, name + length);
-            return out;
-        }
-    }
-    snprintf(out, size, "%s", name);
-    return out;
-}
-
-// The file key(s) of our parameter `name` (prefix included); returns how
-// many tensors stack into it: 3 for transformers' query, key, value.
-static int source_keys(const VitLayout *layout, const char *name, char keys[3][VIT_KEY]) {
-    int block, consumed = 0;
-    char renamed[192];
-    if (sscanf(name, "blocks.%d.%n", &block, &consumed) == 1 && consumed > 0) {
-        const char *rest = name + consumed;
-        char head[64];
-        if (layout->naming == NAMING_HF) snprintf(head, sizeof head, "encoder.layer.%d.", block);
-        else if (layout->chunked && block < VIT_MAX_BLOCKS)
-            snprintf(head, sizeof head, "blocks.%d.%d.", layout->chunk_of[block], block);
-        else snprintf(head, sizeof head, "blocks.%d.", block);
-        if (layout->naming == NAMING_HF && strncmp(rest, "attn.qkv.", 9) == 0) {
-            for (int part = 0; part < 3; part++)
-                snprintf(keys[part], VIT_KEY, "%s%s%s%s", layout->prefix, head, hf_qkv[part],
-                         rest + 9);
-            return 3;
-        }
-        rename_key(layout->naming == NAMING_HF ? hf_block : NULL, rest, renamed, sizeof renamed);
-        snprintf(keys[0], VIT_KEY, "%s%s%s", layout->prefix, head, renamed);
-        return 1;
-    }
-    const Rename *table = layout->naming == NAMING_HF       ? hf_top
-                          : layout->naming == NAMING_DINOV2 ? dinov2_top
-                                                            : NULL;
-    rename_key(table, name, renamed, sizeof renamed);
-    snprintf(keys[0], VIT_KEY, "%s%s", layout->prefix, renamed);
-    return 1;
-}
-
-// ---- layout detection --------------------------------------------------------------------
-
-static int is_square(int64_t n, int64_t *side) {
-    const int64_t root = (int64_t)llround(sqrt((double)n));
-    if (root < 1 || root * root != n) return 0;
-    *side = root;
-    return 1;
-}
-
-static const SafeTensor *block_tensor(const SafeTensors *file, const VitLayout *layout,
-                                      int block, const char *ours) {
-    char keys[3][VIT_KEY], name[VIT_KEY];
-    snprintf(name, sizeof name, "blocks.%d.%s", block, ours);
-    source_keys(layout, name, keys);
-    return safetensors_find(file, keys[0]);
-}
-
-// Chunk of each block for DINOv2's blocks.C.N, and the depth.
-static void count_blocks(const SafeTensors *file, VitLayout *layout) {
-    layout->depth = 0;
-    for (int block = 0; block < VIT_MAX_BLOCKS; block++) {
-        if (layout->chunked) {
-            char key[64];
-            int found = 0;
-            for (int chunk = 0; chunk <= block && !found; chunk++) {
-                snprintf(key, sizeof key, "blocks.%d.%d.norm1.weight", chunk, block);
-                if (find(file, layout->prefix, key)) {
-                    layout->chunk_of[block] = chunk;
-                    found = 1;
-                }
-            }
-            if (!found) return;
-        } else if (!block_tensor(file, layout, block, "norm1.weight")) {
-            return;
-        }
-        layout->depth = block + 1;
-    }
-}
-
-static int detect_layout(const SafeTensors *file, const char *prefix, VitLayout *layout,
-                         ErrorMessage *err) {
-    memset(layout, 0, sizeof *layout);
-    const char *hf_prefixes[] = {"", "dinov2."};
-    for (int i = 0; i < 2 && layout->naming != NAMING_HF; i++) {
-        snprintf(layout->prefix, sizeof layout->prefix, "%s%s", prefix, hf_prefixes[i]);
-        if (find(file, layout->prefix, "embeddings.cls_token")) layout->naming = NAMING_HF;
-    }
-    if (layout->naming != NAMING_HF) {
-        snprintf(layout->prefix, sizeof layout->prefix, "%s", prefix);
-        if (!find(file, prefix, "cls_token"))
-            return error_set(err, "not a ViT: no \"%scls_token\" or \"%sembeddings.cls_token\" "
-                                  "(%d tensors, the first \"%s\")", prefix, prefix, file->count,
-                             file->count ? file->tensors[0].name : "");
-        layout->chunked = find(file, prefix, "blocks.0.0.norm1.weight") != NULL;
-        layout->naming = layout->chunked || find(file, prefix, "register_tokens") ||
-                                 find(file, prefix, "mask_token")
-                             ? NAMING_DINOV2
-                             : NAMING_TIMM;
-    }
-    count_blocks(file, layout);
-    if (layout->depth < 1)
-        return error_set(err, "%s ViT without blocks under \"%s\"", naming_names[layout->naming],
-                         prefix);
-    char keys[3][VIT_KEY];
-    source_keys(layout, "reg_token", keys);
-    const SafeTensor *registers = safetensors_find(file, keys[0]);
-    layout->registers = registers && registers->rank == 3 ? (int)registers->shape[1] : 0;
-    source_keys(layout, "pos_embed", keys);
-    const SafeTensor *pos = safetensors_find(file, keys[0]);
-    int64_t side;
-    if (!pos || pos->rank != 3) return error_set(err, "ViT without a rank-3 \"%s\"", keys[0]);
-    // DINOv2 and transformers always keep the class token's position; timm
-    // does unless the grid alone is a square (its no_embed_class models).
-    layout->file_class_pos =
-        layout->naming != NAMING_TIMM || !is_square(pos->shape[1], &side);
-    return 0;
-}
-
-int vit_weights_detect(const SafeTensors *file, const char *prefix) {
-    return find(file, prefix, "cls_token") || find(file, prefix, "embeddings.cls_token") ||
-           find(file, prefix, "dinov2.embeddings.cls_token");
-}
-
-static const SafeTensor *layout_tensor(const SafeTensors *file, const VitLayout *layout,
-                                       const char *ours) {
-    char keys[3][VIT_KEY];
-    source_keys(layout, ours, keys);
-    return safetensors_find(file, keys[0]);
-}
-
-int vit_config_from_weights(const SafeTensors *file, const char *prefix, VitConfig *config,
-                            ErrorMessage *err) {
-    VitLayout layout;
-    if (detect_layout(file, prefix, &layout, err)) return -1;
-    const SafeTensor *cls = layout_tensor(file, &layout, "cls_token");
-    const SafeTensor *patch = layout_tensor(file, &layout, "patch_embed.proj.weight");
-    const SafeTensor *pos = layout_tensor(file, &layout, "pos_embed");
-    const SafeTensor *fc1 = block_tensor(file, &layout, 0, "mlp.fc1.weight");
-    if (!cls || cls->rank != 3 || !patch || patch->rank != 4 || patch->shape[1] != 3 ||
-        patch->shape[2] != patch->shape[3] || !fc1 || fc1->rank != 2)
-        return error_set(err, "%s ViT under \"%s\": the class token, patch embedding (D, 3, p, "
-                              "p) or mlp.fc1 weight is missing or misshapen",
-                         naming_names[layout.naming], prefix);
-    int64_t grid;
-    const int64_t positions = pos->shape[1] - (layout.file_class_pos ? 1 : 0);
-    if (!is_square(positions, &grid))
-        return error_set(err, "ViT position embeddings: %lld positions are not a square grid",
-                         (long long)positions);
-    memset(config, 0, sizeof *config);
-    config->embed_dim = (int)cls->shape[2];
-    config->patch_size = (int)patch->shape[2];
-    config->depth = layout.depth;
-    config->mlp_hidden = (int)fc1->shape[0];
-    config->register_tokens = layout.registers;
-    // timm's convention: the class token's position is kept only without registers.
-    config->class_pos = layout.file_class_pos && layout.registers == 0;
-    config->pos_grid = (int)grid;
-    config->layer_scale = block_tensor(file, &layout, 0, "ls1.gamma") != NULL;
-    config->layer_scale_init = 1e-5f;
-    config->norm_eps = 1e-6f;
-    const char *heads = safetensors_metadata(file, "num_heads");
-    config->heads = heads ? atoi(heads) : config->embed_dim / 64;
-    if (config->heads < 1) config->heads = 1;
-    config->pos_interpolation =
-        layout.registers ? VIT_POS_INTERP_ANTIALIAS : VIT_POS_INTERP_OFFSET;
-    const char *interpolation = safetensors_metadata(file, "pos_interpolation");
-    if (interpolation &&
-        vit_pos_interpolation_parse(interpolation, &config->pos_interpolation, err))
-        return -1;
-    const char *pool = safetensors_metadata(file, "pool");
-    config->pool = VIT_POOL_MEAN;
-    if (pool && vit_pool_parse(pool, &config->pool, err)) return -1;
-    vit_config_name(config);
-    return vit_config_check(config, err);
-}
-
-// ---- loading -----------------------------------------------------------------------------
 
 static void to_float(const SafeTensors *file, const SafeTensor *tensor, float *out) {
     const void *data = safetensors_data(file, tensor);
@@ -252,6 +20,130 @@ static void to_float(const SafeTensors *file, const SafeTensor *tensor, float *o
     else convert_bf16_to_f32(data, out, n);
 }
 
+static int is_float_dtype(SafeDType dtype) {
+    return dtype == SAFE_F32 || dtype == SAFE_F16 || dtype == SAFE_BF16;
+}
+
+static int is_square(int64_t n, int64_t *side) {
+    const int64_t root = (int64_t)llround(sqrt((double)n));
+    if (root < 1 || root * root != n) return 0;
+    *side = root;
+    return 1;
+}
+
+int vit_weights_detect(const SafeTensors *file, const char *prefix) {
+    return vit_names_present(file, prefix);
+}
+
+// ---- architecture --------------------------------------------------------------------------
+
+// DINOv3's bias_mask of every block holds 1 on the query and value parts
+// and 0 on the key part (mask_k_bias); anything else is applied as it is
+// (a full, masked bias).
+static int masks_hold_key_zero(const SafeTensors *file, const VitLayout *layout, int dim) {
+    float *mask = malloc(3 * (size_t)dim * sizeof *mask);
+    int standard = mask != NULL;
+    for (int b = 0; standard && b < layout->depth; b++) {
+        char ours[64];
+        VitSource source;
+        snprintf(ours, sizeof ours, "blocks.%d.attn.qkv.bias", b);
+        vit_names_source(layout, ours, &source);
+        const SafeTensor *tensor = safetensors_find(file, source.mask);
+        standard = tensor && is_float_dtype(tensor->dtype) && tensor->rank == 1 &&
+                   tensor->shape[0] == 3 * (int64_t)dim;
+        if (standard) to_float(file, tensor, mask);
+        for (int i = 0; standard && i < 3 * dim; i++)
+            standard = mask[i] == (i / dim == 1 ? 0.0f : 1.0f);
+    }
+    free(mask);
+    return standard;
+}
+
+// The heads of a RoPE ViT: DINOv3's periods (Dh / 4 of them) say them;
+// else the "num_heads" metadata, else a head width of 64.
+static int rope_heads(const SafeTensors *file, const VitLayout *layout, int dim) {
+    char key[VIT_KEY];
+    vit_names_periods_key(layout, key, sizeof key);
+    const SafeTensor *periods = key[0] ? safetensors_find(file, key) : NULL;
+    if (periods && periods->rank == 1 && periods->shape[0] > 0 &&
+        dim % (4 * periods->shape[0]) == 0)
+        return dim / (4 * (int)periods->shape[0]);
+    const char *heads = safetensors_metadata(file, "num_heads");
+    return heads ? atoi(heads) : dim / 64;
+}
+
+// The DINOv3 part of a configuration (vit.h): RoPE as DINOv3 trains it,
+// LayerNorm eps 1e-5, the qkv bias and MLP the file has, class-token pooling.
+static void rope_config(const SafeTensors *file, const VitLayout *layout, VitConfig *config) {
+    config->rope = 1;
+    config->rope_base = 100.0f;
+    config->rope_rescale = 2.0f;
+    config->norm_eps = 1e-5f;
+    config->pool = VIT_POOL_CLS;
+    config->heads = rope_heads(file, layout, config->embed_dim);
+    config->qkv_bias = layout->qkv_bias;
+    if (layout->bias_mask && !masks_hold_key_zero(file, layout, config->embed_dim))
+        config->qkv_bias = VIT_QKV_BIAS;
+}
+
+int vit_config_from_weights(const SafeTensors *file, const char *prefix, VitConfig *config,
+                            ErrorMessage *err) {
+    VitLayout layout;
+    if (vit_names_detect(file, prefix, &layout, err)) return -1;
+    const SafeTensor *cls = vit_names_tensor(file, &layout, "cls_token");
+    const SafeTensor *patch = vit_names_tensor(file, &layout, "patch_embed.proj.weight");
+    const SafeTensor *fc1 = vit_names_block_tensor(file, &layout, 0, "mlp.fc1.weight");
+    if (!cls || cls->rank != 3 || !patch || patch->rank != 4 || patch->shape[1] != 3 ||
+        patch->shape[2] != patch->shape[3] || !fc1 || fc1->rank != 2)
+        return error_set(err, "%s ViT under \"%s\": the class token, patch embedding (D, 3, p, "
+                              "p) or mlp.fc1 weight is missing or misshapen",
+                         vit_naming_name(layout.naming), prefix);
+    // SwiGLU: the gate half of a split file, half of a packed fc1.
+    VitSource fc1_source;
+    vit_names_source(&layout, "blocks.0.mlp.fc1.weight", &fc1_source);
+    const int64_t hidden = layout.swiglu && fc1_source.parts == 1 ? fc1->shape[0] / 2
+                                                                  : fc1->shape[0];
+    memset(config, 0, sizeof *config);
+    config->embed_dim = (int)cls->shape[2];
+    config->patch_size = (int)patch->shape[2];
+    config->depth = layout.depth;
+    config->mlp_hidden = (int)hidden;
+    config->swiglu = layout.swiglu;
+    config->register_tokens = layout.registers;
+    config->layer_scale = vit_names_block_tensor(file, &layout, 0, "ls1.gamma") != NULL;
+    config->layer_scale_init = 1e-5f;
+    const char *pool = safetensors_metadata(file, "pool");
+    if (layout.rope) {
+        rope_config(file, &layout, config);
+    } else {
+        const SafeTensor *pos = vit_names_tensor(file, &layout, "pos_embed");
+        int64_t grid;
+        const int64_t positions = pos->shape[1] - (layout.file_class_pos ? 1 : 0);
+        if (!is_square(positions, &grid))
+            return error_set(err, "ViT position embeddings: %lld positions are not a square "
+                                  "grid", (long long)positions);
+        // timm's convention: the class token's position is kept only without registers.
+        config->class_pos = layout.file_class_pos && layout.registers == 0;
+        config->pos_grid = (int)grid;
+        config->norm_eps = 1e-6f;
+        const char *heads = safetensors_metadata(file, "num_heads");
+        config->heads = heads ? atoi(heads) : config->embed_dim / 64;
+        config->pos_interpolation =
+            layout.registers ? VIT_POS_INTERP_ANTIALIAS : VIT_POS_INTERP_OFFSET;
+        const char *interpolation = safetensors_metadata(file, "pos_interpolation");
+        if (interpolation &&
+            vit_pos_interpolation_parse(interpolation, &config->pos_interpolation, err))
+            return -1;
+        config->pool = VIT_POOL_MEAN;
+    }
+    if (config->heads < 1) config->heads = 1;
+    if (pool && vit_pool_parse(pool, &config->pool, err)) return -1;
+    vit_config_name(config);
+    return vit_config_check(config, err);
+}
+
+// ---- loading -----------------------------------------------------------------------------
+
 // Checks that `key` exists with the expected shape and a float dtype.
 static const SafeTensor *expect_tensor(const SafeTensors *file, const char *key,
                                        const int64_t *shape, int rank, ErrorMessage *err) {
@@ -260,7 +152,7 @@ static const SafeTensor *expect_tensor(const SafeTensors *file, const char *key,
         error_set(err, "weights do not match the model: \"%s\" is missing", key);
         return NULL;
     }
-    if (tensor->dtype != SAFE_F32 && tensor->dtype != SAFE_F16 && tensor->dtype != SAFE_BF16) {
+    if (!is_float_dtype(tensor->dtype)) {
         error_set(err, "weights do not match the model: \"%s\" has dtype %s (F32, F16 or BF16 "
                        "needed)", key, safe_dtype_name(tensor->dtype));
         return NULL;
@@ -286,9 +178,10 @@ static int read_positions(const SafeTensors *file, const VitLayout *layout, cons
                           const Parameter *param, float *torch, char *used, ErrorMessage *err) {
     const VitConfig *c = &model->config;
     const size_t dim = (size_t)c->embed_dim;
-    char keys[3][VIT_KEY];
-    source_keys(layout, param->name, keys);
-    const SafeTensor *tensor = safetensors_find(file, keys[0]);
+    VitSource source;
+    vit_names_source(layout, param->name, &source);
+    const char *key = source.keys[0];
+    const SafeTensor *tensor = safetensors_find(file, key);
     int64_t grid = 0;
     const int64_t rows = tensor && tensor->rank == 3 ? tensor->shape[1] : 0;
     const int file_class = layout->file_class_pos;
@@ -297,11 +190,11 @@ static int read_positions(const SafeTensors *file, const VitLayout *layout, cons
         // Not a (1, [1 +] M^2, D) grid this model can take: the shape message,
         // or (the shape fits) the missing class-token position.
         int64_t shape[3] = {1, (int64_t)c->pos_grid * c->pos_grid + file_class, (int64_t)dim};
-        if (!expect_tensor(file, keys[0], shape, 3, err)) return -1;
+        if (!expect_tensor(file, key, shape, 3, err)) return -1;
         return error_set(err, "weights do not match the model: \"%s\" holds no class-token "
-                              "position, %s needs one", keys[0], c->name);
+                              "position, %s needs one", key, c->name);
     }
-    if (!expect_tensor(file, keys[0], tensor->shape, 3, err)) return -1;  // the dtype check
+    if (!expect_tensor(file, key, tensor->shape, 3, err)) return -1;  // the dtype check
     used[tensor - file->tensors] = 1;
     float *all = malloc((size_t)rows * dim * sizeof *all);
     float *matrix = NULL;
@@ -332,64 +225,123 @@ static int read_positions(const SafeTensors *file, const VitLayout *layout, cons
     return status;
 }
 
-// One parameter in torch layout from the file into torch (count floats);
+// Multiplies torch (count) by the mask tensor `key` (the same shape); marks it used.
+static int apply_mask(const SafeTensors *file, const char *key, const Parameter *param,
+                      float *torch, char *used, ErrorMessage *err) {
+    int64_t shape[PARAM_MAX_RANK];
+    for (int d = 0; d < param->rank; d++) shape[d] = param->torch_shape[d];
+    const SafeTensor *mask = expect_tensor(file, key, shape, param->rank, err);
+    float *values = mask ? malloc(param->count * sizeof *values) : NULL;
+    if (!values) return mask ? error_set(err, "out of memory") : -1;
+    used[mask - file->tensors] = 1;
+    to_float(file, mask, values);
+    for (size_t i = 0; i < param->count; i++) torch[i] *= values[i];
+    free(values);
+    return 0;
+}
+
+// One parameter in torch layout from the file into torch (count floats):
+// its parts stacked (a part the file lacks is zero), times its mask;
 // marks the tensors used.
 static int read_parameter(const SafeTensors *file, const VitLayout *layout, const Vit *model,
                           const Parameter *param, float *torch, char *used, ErrorMessage *err) {
     if (strcmp(param->name, "pos_embed") == 0)
         return read_positions(file, layout, model, param, torch, used, err);
-    char keys[3][VIT_KEY];
-    const int parts = source_keys(layout, param->name, keys);
+    VitSource source;
+    vit_names_source(layout, param->name, &source);
     int64_t shape[PARAM_MAX_RANK];
     for (int d = 0; d < param->rank; d++) shape[d] = param->torch_shape[d];
-    // The class token's position is in the file but not in the model: it is
-    // folded into the class token.
-    const int fold = layout->file_class_pos && !model->config.class_pos;
-    if (parts == 3) shape[0] /= 3;
-    const size_t dim = (size_t)model->config.embed_dim;
-    for (int part = 0; part < parts; part++) {
-        const SafeTensor *tensor = expect_tensor(file, keys[part], shape, param->rank, err);
+    shape[0] /= source.parts;
+    const size_t part_count = param->count / (size_t)source.parts;
+    for (int part = 0; part < source.parts; part++) {
+        float *out = torch + part * part_count;
+        if (!source.keys[part][0]) {
+            memset(out, 0, part_count * sizeof *out);
+            continue;
+        }
+        const SafeTensor *tensor = expect_tensor(file, source.keys[part], shape, param->rank, err);
         if (!tensor) return -1;
         used[tensor - file->tensors] = 1;
-        to_float(file, tensor, torch + part * (param->count / parts));
+        to_float(file, tensor, out);
     }
-    if (fold && strcmp(param->name, "cls_token") == 0) {
-        const SafeTensor *pos = layout_tensor(file, layout, "pos_embed");
+    if (source.mask[0] && apply_mask(file, source.mask, param, torch, used, err)) return -1;
+    // The class token's position is in the file but not in the model: it is
+    // folded into the class token.
+    if (layout->file_class_pos && !model->config.class_pos &&
+        strcmp(param->name, "cls_token") == 0) {
+        const SafeTensor *pos = vit_names_tensor(file, layout, "pos_embed");
         if (!pos) return error_set(err, "weights do not match the model: no position embeddings");
         float *row = malloc((size_t)safe_tensor_elements(pos) * sizeof *row);
         if (!row) return error_set(err, "out of memory");
         to_float(file, pos, row);
-        for (size_t c = 0; c < dim; c++) torch[c] += row[c];
+        for (int c = 0; c < model->config.embed_dim; c++) torch[c] += row[c];
         free(row);
     }
     return 0;
 }
 
+// The file's RoPE periods (DINOv3's rope_embed.periods, required; our
+// checkpoints' rope.periods, optional) into periods (Dh / 4); *found 0
+// without them.
+static int read_periods(const SafeTensors *file, const VitLayout *layout, const Vit *model,
+                        float *periods, char *used, int *found, ErrorMessage *err) {
+    char key[VIT_KEY];
+    vit_names_periods_key(layout, key, sizeof key);
+    *found = 0;
+    if (!key[0] || (layout->naming == NAMING_TIMM && !safetensors_find(file, key))) return 0;
+    const VitConfig *c = &model->config;
+    const int64_t count = c->embed_dim / c->heads / 4;
+    const SafeTensor *tensor = expect_tensor(file, key, &count, 1, err);
+    if (!tensor) return -1;
+    used[tensor - file->tensors] = 1;
+    to_float(file, tensor, periods);
+    *found = 1;
+    return 0;
+}
+
+// The file's architecture against the model's, before any tensor.
+static int check_layout(const VitLayout *layout, const VitConfig *c, ErrorMessage *err) {
+    if (layout->depth != c->depth)
+        return error_set(err, "weights do not match the model: %d blocks in the file, %d in %s",
+                         layout->depth, c->depth, c->name);
+    if (layout->registers != c->register_tokens)
+        return error_set(err, "weights do not match the model: %d register tokens in the file, "
+                              "%d in %s", layout->registers, c->register_tokens, c->name);
+    if (layout->rope != c->rope)
+        return error_set(err, "weights do not match the model: %s in the file, %s in %s",
+                         layout->rope ? "RoPE (no pos_embed)" : "position embeddings",
+                         c->rope ? "RoPE" : "position embeddings", c->name);
+    if (layout->swiglu != c->swiglu)
+        return error_set(err, "weights do not match the model: a %s MLP in the file, %s in %s",
+                         layout->swiglu ? "SwiGLU" : "GELU", c->swiglu ? "SwiGLU" : "GELU",
+                         c->name);
+    return 0;
+}
+
 int vit_load_from(Vit *model, const SafeTensors *file, const char *prefix, ErrorMessage *err) {
     VitLayout layout;
-    if (detect_layout(file, prefix, &layout, err)) return -1;
-    if (layout.depth != model->config.depth)
-        return error_set(err, "weights do not match the model: %d blocks in the file, %d in %s",
-                         layout.depth, model->config.depth, model->config.name);
-    if (layout.registers != model->config.register_tokens)
-        return error_set(err, "weights do not match the model: %d register tokens in the file, "
-                              "%d in %s", layout.registers, model->config.register_tokens,
-                         model->config.name);
+    if (vit_names_detect(file, prefix, &layout, err)) return -1;
+    if (check_layout(&layout, &model->config, err))
+        return error_prefix(err, "%s weights", vit_naming_name(layout.naming));
     const ParameterSet *params = &model->params;
     size_t largest = 1;
     for (int i = 0; i < params->count; i++)
         if (params->params[i].count > largest) largest = params->params[i].count;
     float *torch = malloc(largest * sizeof *torch), *ours = malloc(largest * sizeof *ours);
+    float *periods = malloc(((size_t)model->config.embed_dim + 1) * sizeof *periods);
     char *used = calloc((size_t)file->count + 1, 1);
-    int status = torch && ours && used ? 0 : error_set(err, "out of memory loading weights");
+    int status = torch && ours && periods && used ? 0
+                                                 : error_set(err, "out of memory loading weights");
     // Check everything first: a failing file changes no parameter.
     for (int i = 0; !status && i < params->count; i++)
         status = read_parameter(file, &layout, model, &params->params[i], torch, used, err);
+    int periods_found = 0;
+    if (!status) status = read_periods(file, &layout, model, periods, used, &periods_found, err);
     for (int t = 0; !status && t < file->count; t++) {
         const char *name = file->tensors[t].name;
         const size_t length = strlen(layout.prefix);
         if (used[t] || strncmp(name, layout.prefix, length) != 0) continue;
-        if (!is_skipped(&layout, name + length))
+        if (!vit_names_skipped(&layout, &file->tensors[t], name + length))
             status = error_set(err, "weights do not match the model: \"%s\" is not part of %s",
                                name, model->config.name);
     }
@@ -400,10 +352,12 @@ int vit_load_from(Vit *model, const SafeTensors *file, const char *prefix, Error
         model->backend->op.upload(model->backend, param->value, ours,
                                   param->count * sizeof *ours);
     }
+    if (!status && periods_found) status = vit_set_rope_periods(model, periods, err);
     free(torch);
     free(ours);
+    free(periods);
     free(used);
-    return status ? error_prefix(err, "%s weights", naming_names[layout.naming]) : 0;
+    return status ? error_prefix(err, "%s weights", vit_naming_name(layout.naming)) : 0;
 }
 
 int vit_load(Vit *model, const char *path, ErrorMessage *err) {
@@ -414,7 +368,10 @@ int vit_load(Vit *model, const char *path, ErrorMessage *err) {
     return status ? error_prefix(err, "%s", path) : 0;
 }
 
+// ---- export --------------------------------------------------------------------------------
+
 int vit_save(const Vit *model, const char *path, ErrorMessage *err) {
+    if (model->config.rope) return vit_save_eva(model, path, err);
     char heads[16];
     snprintf(heads, sizeof heads, "%d", model->config.heads);
     const SafeMetadata metadata[] = {

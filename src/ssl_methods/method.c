@@ -276,6 +276,7 @@ int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err) {
                          method->max_batch);
     Backend *backend = method->backend;
     method->batch_index = batch->index;
+    backbone_set_draw_key(&method->backbone, batch->index);
     for (int v = 0; v < batch->view_count; v++) {
         const int global = v < method->global_views;
         const int size = global ? method->global_size : method->local_size;

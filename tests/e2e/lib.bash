@@ -7,6 +7,10 @@
 #   expect STATUS PATTERN -- command...
 #                              the command's exit status and a line of its
 #                              output (stdout and stderr) matching PATTERN
+#   refuse_distillation PATTERN method-args...
+#                              a resnet18 `distillation` run (with the
+#                              caller's ${common[@]}) must print one line
+#                              matching PATTERN, exit 2 and write nothing
 #   e2e_finish                 prints the verdict and exits 1 on failures
 bin=${LTC_BIN:-build/lightly-train-c}
 build=${LTC_BUILD:-build}
@@ -29,6 +33,18 @@ expect() {
   local got=$?
   [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
   printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
+}
+
+refuse_distillation() {
+  local pattern=$1 output status
+  shift
+  output=$("$bin" train "${common[@]}" --out "$work/refused" --model resnet18 \
+    --method distillation "$@" --max-steps 1 2>&1)
+  status=$?
+  [ "$status" -eq 2 ] || fail "'$*' exited $status, expected 2: $output"
+  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] || fail "'$*' printed more than one line: $output"
+  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
+  [ -e "$work/refused" ] && fail "'$*' wrote $work/refused" && rm -rf "$work/refused"
 }
 
 e2e_finish() {

@@ -87,23 +87,13 @@ grep -q "data parallel: 2 ranks (mpi, 2 per node), global batch 8 = 4 per rank" 
 
 # Refusals: one line, exit status 2, nothing written.
 printf 'not a safetensors file\n' >"$work/bad.safetensors"
-refuse() {  # PATTERN method-args...
-  local pattern=$1 output status
-  shift
-  output=$("$bin" train "${common[@]}" --out "$work/refused" --model resnet18 \
-    --method distillation "$@" --max-steps 1 2>&1)
-  status=$?
-  [ "$status" -eq 2 ] || fail "'$*' exited $status, expected 2: $output"
-  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] || fail "'$*' printed more than one line: $output"
-  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
-  [ -e "$work/refused" ] && fail "'$*' wrote $work/refused" && rm -rf "$work/refused"
-}
-refuse "teacher: .*bad.safetensors: " --method-arg "teacher=$work/bad.safetensors"
-refuse "teacher: .*missing.safetensors: cannot open" --method-arg "teacher=$work/missing.safetensors"
-refuse "vit_s14 does not match the file: width 384, the file's 192" \
+refuse_distillation "teacher: .*bad.safetensors: " --method-arg "teacher=$work/bad.safetensors"
+refuse_distillation "teacher: .*missing.safetensors: cannot open" \
+  --method-arg "teacher=$work/missing.safetensors"
+refuse_distillation "vit_s14 does not match the file: width 384, the file's 192" \
   --method-arg "teacher=$work/vit_t14.safetensors" --method-arg teacher_arch=vit_s14
-refuse "needs a teacher: --method-arg teacher=PATH"
-refuse "queue_size=99 must be smaller than the dataset \(24 images\)" \
+refuse_distillation "needs a teacher: --method-arg teacher=PATH"
+refuse_distillation "queue_size=99 must be smaller than the dataset \(24 images\)" \
   --method-arg "teacher=$work/vit_t14.safetensors" --method-arg queue_size=99
 
 e2e_finish

@@ -202,6 +202,10 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .sinkhorn_knopp = cpu_sinkhorn_knopp,
         .koleo_forward = cpu_koleo_forward,
         .koleo_backward = cpu_koleo_backward,
+        .rope_forward = cpu_rope_forward,
+        .rope_backward = cpu_rope_backward,
+        .swiglu_forward = cpu_swiglu_forward,
+        .swiglu_backward = cpu_swiglu_backward,
         .normalize_u8 = cpu_normalize_u8,
     };
     return backend;

@@ -211,5 +211,13 @@ void cpu_koleo_forward(Backend *backend, int rows, int dim, const float *y, floa
 void cpu_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                         const int32_t *neighbor, const float *distance, float eps, float dlog,
                         float *dy);
+// ---- cpu_dinov3.c ----
+void cpu_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
+                      int prefix, const float *sin, const float *cos, float *qkv);
+void cpu_rope_backward(Backend *backend, int batch, int tokens, int heads, int head_dim,
+                       int prefix, const float *sin, const float *cos, float *dqkv);
+void cpu_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *x, float *y);
+void cpu_swiglu_backward(Backend *backend, size_t rows, int hidden, const float *x,
+                         const float *dy, float *dx);
 
 #endif

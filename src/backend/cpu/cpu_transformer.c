@@ -117,6 +117,11 @@ void cpu_vit_tokens_forward(Backend *backend, int batch, int registers, int patc
         } else {
             const size_t p = (size_t)(t - 1 - registers);
             const float *in = patch_embeddings + ((size_t)b * patches + p) * channels;
+            if (!patch_pos) {  // RoPE models: no learned positions
+#pragma omp simd
+                for (int c = 0; c < channels; c++) out[c] = in[c];
+                continue;
+            }
             const float *pos = patch_pos + p * channels;
 #pragma omp simd
             for (int c = 0; c < channels; c++) out[c] = in[c] + pos[c];
@@ -141,7 +146,8 @@ void cpu_vit_tokens_backward(Backend *backend, int batch, int registers, int pat
             for (int c = 0; c < channels; c++) out[c] = in[c];
         }
     }
-    CPU_FOR_ROWS(per_sample, channels) {
+    // Without patch positions only the class and register rows are summed.
+    CPU_FOR_ROWS(dpatch_pos ? per_sample : 1 + registers, channels) {
         double sums[CPU_CHANNEL_BLOCK];
         for (int first = 0; first < channels; first += CPU_CHANNEL_BLOCK) {
             const int width = block_width(CPU_CHANNEL_BLOCK, channels, first / CPU_CHANNEL_BLOCK);

@@ -573,6 +573,10 @@ static const BackendOps cuda_ops = {
     .sinkhorn_knopp = cuda_sinkhorn_knopp,
     .koleo_forward = cuda_koleo_forward,
     .koleo_backward = cuda_koleo_backward,
+    .rope_forward = cuda_rope_forward,
+    .rope_backward = cuda_rope_backward,
+    .swiglu_forward = cuda_swiglu_forward,
+    .swiglu_backward = cuda_swiglu_backward,
     .normalize_u8 = cuda_normalize_u8,
 };
 

@@ -233,6 +233,14 @@ void cuda_koleo_forward(Backend *backend, int rows, int dim, const float *y, flo
 void cuda_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                          const int32_t *neighbor, const float *distance, float eps, float dlog,
                          float *dy);
+// ---- cuda_dinov3.cu (the ops themselves, as in backend.h) ----
+void cuda_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
+                       int prefix, const float *sin, const float *cos, float *qkv);
+void cuda_rope_backward(Backend *backend, int batch, int tokens, int heads, int head_dim,
+                        int prefix, const float *sin, const float *cos, float *dqkv);
+void cuda_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *x, float *y);
+void cuda_swiglu_backward(Backend *backend, size_t rows, int hidden, const float *x,
+                          const float *dy, float *dx);
 
 #ifdef __cplusplus
 }

@@ -99,8 +99,8 @@ __global__ void vit_tokens_forward_kernel(size_t n, int registers, int patches, 
             tokens[i] = register_tokens[(size_t)(t - 1) * channels + c];
         } else {
             const size_t p = (size_t)(t - 1 - registers);
-            tokens[i] = patch_embeddings[(b * patches + p) * channels + c] +
-                        patch_pos[p * channels + c];
+            const float embedding = patch_embeddings[(b * patches + p) * channels + c];
+            tokens[i] = patch_pos ? embedding + patch_pos[p * channels + c] : embedding;
         }
     }
 }
@@ -234,8 +234,9 @@ void cuda_vit_tokens_backward_launch(cudaStream_t stream, double *scratch, int b
         cuda_column_sums(stream, scratch, batch, registers * channels,
                          StridedColumns{dtokens + channels, stride}, dregister_tokens, 1);
     const float *patch_rows = dtokens + (size_t)(1 + registers) * channels;
-    cuda_column_sums(stream, scratch, batch, patches * channels,
-                     StridedColumns{patch_rows, stride}, dpatch_pos, 1);
+    if (dpatch_pos)
+        cuda_column_sums(stream, scratch, batch, patches * channels,
+                         StridedColumns{patch_rows, stride}, dpatch_pos, 1);
     const size_t n = (size_t)batch * patches * channels;
     LAUNCH(patch_gradient_kernel, n, stream, n, registers, patches, channels, dtokens,
            dpatch_embeddings);

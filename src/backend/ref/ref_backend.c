@@ -220,6 +220,10 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .sinkhorn_knopp = ref_sinkhorn_knopp,
         .koleo_forward = ref_koleo_forward,
         .koleo_backward = ref_koleo_backward,
+        .rope_forward = ref_rope_forward,
+        .rope_backward = ref_rope_backward,
+        .swiglu_forward = ref_swiglu_forward,
+        .swiglu_backward = ref_swiglu_backward,
         .normalize_u8 = ref_normalize_u8,
     };
     return backend;

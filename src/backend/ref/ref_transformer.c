@@ -74,7 +74,8 @@ void ref_vit_tokens_forward(Backend *backend, int batch, int registers, int patc
         for (int i = 0; i < registers * channels; i++) out[i] = register_tokens[i];
         out += (size_t)registers * channels;
         const float *in = patch_embeddings + (size_t)b * patches * channels;
-        for (size_t i = 0; i < (size_t)patches * channels; i++) out[i] = in[i] + patch_pos[i];
+        for (size_t i = 0; i < (size_t)patches * channels; i++)
+            out[i] = patch_pos ? in[i] + patch_pos[i] : in[i];
     }
 }
 
@@ -102,7 +103,7 @@ void ref_vit_tokens_backward(Backend *backend, int batch, int registers, int pat
     }
     for (size_t i = 0; i < (size_t)registers * channels; i++)
         dregister_tokens[i] += (float)batch_sum(batch, per_sample, dtokens, channels + i);
-    for (size_t i = 0; i < (size_t)patches * channels; i++)
+    for (size_t i = 0; dpatch_pos && i < (size_t)patches * channels; i++)
         dpatch_pos[i] += (float)batch_sum(batch, per_sample, dtokens, patch_start + i);
 }
 
