@@ -1,6 +1,9 @@
 // The training loop of `train` (see trainer.h): set-up, the step loop with
-// schedules, logging, checkpoints, exports and the end summary. Set-up
-// (data, method, optimizers, output files) is in train_setup.c.
+// schedules, logging, checkpoints, exports and the end summary. A step is
+// queued without waiting for the device; what it did (loss, divergence,
+// logged values) comes from its step record, read one step later
+// (train_record.c). Set-up (data, method, optimizers, output files) is in
+// train_setup.c.
 #include "train/trainer.h"
 
 #include <errno.h>
