@@ -4,6 +4,7 @@
 #   make asan       the test suite under AddressSanitizer + UBSan
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS
 #   make bench      input-pipeline benchmarks (see docs/performance.md)
+#   make bench-gpu  GPU training benchmark next to PyTorch (on a GPU machine)
 #   make demo       a CPU demo (~2.5 min): sample data, train, embed, export (tools/demo.sh)
 #   make test-gpu   the GPU checks, on a machine with an NVIDIA GPU
 #   make bundle     build/bundle: the program and its libraries for GPU nodes
@@ -125,7 +126,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 # Object files of tests and tools are kept (not deleted as intermediates).
 .SECONDARY:
 
-.PHONY: all deps test test-unit test-e2e test-gpu bundle asan fuzz bench clean install info tools demo
+.PHONY: all deps test test-unit test-e2e test-gpu bundle asan fuzz bench bench-gpu clean install info tools demo
 all: info $(BIN)
 
 info: | $(DEPS_STAMP)
@@ -229,6 +230,11 @@ test-gpu: all $(TEST_BIN) $(E2E_HELPER_BIN)
 BUNDLE_DIR ?= $(BUILD)/bundle
 bundle: all $(TEST_BIN) $(E2E_HELPER_BIN)
 	tools/bundle.sh $(BUILD) $(BUNDLE_DIR)
+
+# The GPU benchmark: ours next to PyTorch (AMP, channels-last) on one GPU.
+bench-gpu: all
+	@if [ "$(HAVE_CUDA)" != 1 ]; then echo "make bench-gpu needs a CUDA build: $(CUDA_REASON)" >&2; exit 1; fi
+	tools/bench_gpu.sh $(BUILD)
 
 BENCH_DIR ?= $(BUILD)/bench-images
 bench: all $(TOOL_BIN)

@@ -66,6 +66,22 @@ grep -q "workers, cuda)" "$work/embed.log" || fail "embed did not run on the cud
 run export --checkpoint "$work/run/checkpoints/last.ckpt" --out "$work/export.safetensors" \
     >"$work/export.log" 2>&1 || fail "export: $(cat "$work/export.log")"
 
+# NCCL on one GPU (issue 10): a torchrun-style rank of a world of one opens
+# an NCCL communicator and averages its gradient buckets through it; the
+# result must equal the run without a launcher (NCCL's average over one rank
+# is the value itself; the tolerance covers cuDNN algorithm choice).
+short=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --accelerator gpu
+       --max-steps 4 --seed 5 --method-arg hidden_dim=128 --method-arg output_dim=64)
+"$bin" train "${short[@]}" --out "$work/alone" >"$work/alone.log" 2>&1 ||
+    fail "train without a launcher: $(tail -n 20 "$work/alone.log")"
+RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 \
+    "$bin" train "${short[@]}" --out "$work/nccl1" >"$work/nccl1.log" 2>&1 ||
+    fail "train as an NCCL world of one: $(tail -n 20 "$work/nccl1.log")"
+grep -q "data parallel: 1 ranks (nccl" "$work/nccl1/train.log" ||
+    fail "the launched rank did not use NCCL: $(head -n 5 "$work/nccl1/train.log")"
+"$tests/e2e/compare_weights" "$work/alone/checkpoints/last.ckpt" "$work/nccl1/checkpoints/last.ckpt" \
+    1e-6 1e-5 || fail "NCCL world of one differs from the run without a launcher"
+
 if [ "$failures" -ne 0 ]; then
     echo "gpu tests: $failures failure(s)"
     exit 1

@@ -37,6 +37,12 @@ static HeadSpec make_vicreg(Dims d) { return head_spec_vicreg(d.in, d.hidden, d.
 static HeadSpec make_barlow_twins(Dims d) { return head_spec_barlow_twins(d.in, d.hidden, d.out); }
 static HeadSpec make_dino(Dims d) { return head_spec_dino(d.in, d.hidden, d.bottleneck, d.out); }
 static HeadSpec make_linear(Dims d) { return head_spec_linear(d.in, d.out); }
+// DINOv2's head (lightly's norm_last_layer=False): weight_g trained
+static HeadSpec make_dino_g(Dims d) {
+    HeadSpec spec = head_spec_dino(d.in, d.hidden, d.bottleneck, d.out);
+    spec.weight_g_trained = 1;
+    return spec;
+}
 
 // name: the fixture's case name (tools/make_head_fixtures.py CASES)
 static const struct {
@@ -46,7 +52,7 @@ static const struct {
     {"simclr", make_simclr},   {"byol_projection", make_byol_projection},
     {"byol_prediction", make_byol_prediction}, {"vicreg", make_vicreg},
     {"barlow_twins", make_barlow_twins}, {"dino", make_dino},
-    {"linear", make_linear},
+    {"linear", make_linear},   {"dino_g", make_dino_g},
 };
 #define KIND_COUNT ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -103,7 +109,8 @@ static void test_spec_structure(void **state) {
         int batch_norms = 0;
         for (int i = 0; i < spec.layer_count; i++) batch_norms += spec.layers[i].batch_norm;
         assert_int_equal(head.buffers.count, 2 * batch_norms);
-        assert_int_equal(head.last_layer.count, spec.weight_norm_out > 0 ? 1 : 0);
+        assert_int_equal(head.last_layer.count,
+                         spec.weight_norm_out > 0 ? 1 + spec.weight_g_trained : 0);
         head_free(&head);
     }
     // SimCLR: both Linears without bias (each has a BN after it), both BNs
@@ -124,6 +131,17 @@ static void test_spec_structure(void **state) {
     assert_int_equal(head.last_layer.params[0].shape[1], 4);
     assert_non_null(parameter_find(&head.params, "layers.4.bias"));
     assert_int_equal(head.buffers.count, 0);
+    head_free(&head);
+    // with a trained g: last_layer.weight_g (out, 1) after weight_v, a weight, all 1 at start
+    const HeadSpec dino_g = make_dino_g((Dims){6, 10, 4, 7});
+    create_head(&head, fixture_ref, &dino_g, "projection_head", 4, 1);
+    const Parameter *g = &head.last_layer.params[1];
+    assert_string_equal(g->name, "last_layer.weight_g");
+    assert_int_equal(g->rank, 2);
+    assert_int_equal(g->torch_shape[0], 7);
+    assert_int_equal(g->torch_shape[1], 1);
+    assert_int_equal(g->kind, PARAM_WEIGHT);
+    for (size_t i = 0; i < g->count; i++) assert_true(g->value[i] == 1.0f);
     head_free(&head);
 }
 
@@ -190,7 +208,7 @@ static void load_fixture_weights(const SafeTensors *file, Head *head, const char
 
 static void check_fixture_case(const SafeTensors *file, Backend *backend, int k) {
     const char *kind = kinds[k].name;
-    const int dino = strcmp(kind, "dino") == 0;
+    const int dino = strncmp(kind, "dino", 4) == 0;
     const HeadSpec spec = kinds[k].make(dino ? fixture_dino_dims : fixture_dims);
     const int in = spec.layers[0].in_features, out = head_spec_output_dim(&spec);
     const int rows = FIXTURE_ROWS;
@@ -327,8 +345,9 @@ static void test_backward_finite_differences(void **state) {
 // t + t is exact), dx is overwritten (=), dx NULL skips it only, and a
 // second backward of the same forward sees the same saved state.
 static void test_gradient_contract(void **state) {
-    const int kinds_checked[] = {0, 5};  // SimCLR (BN), DINO (GELU, last layer)
-    for (int c = 0; c < 2; c++) {
+    // SimCLR (BN), DINO (GELU, last layer), DINO with a trained g
+    const int kinds_checked[] = {0, 5, 7};
+    for (int c = 0; c < 3; c++) {
         const int k = kinds_checked[c];
         const HeadSpec spec = kinds[k].make(fixture_dino_dims);
         const int rows = 6, in = spec.layers[0].in_features, out = head_spec_output_dim(&spec);
@@ -426,6 +445,9 @@ static void test_rejects_bad_specs_and_rows(void **state) {
     spec = head_spec_dino(6, 10, 4, 7);
     spec.weight_norm_out = -1;
     expect_create_fails(spec, 4, "weight_norm_out");
+    spec = head_spec_linear(6, 5);
+    spec.weight_g_trained = 1;
+    expect_create_fails(spec, 4, "weight_g");
     expect_create_fails(head_spec_linear(6, 5), 0, "max_rows");
 
     Head head;

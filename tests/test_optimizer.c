@@ -379,6 +379,90 @@ static void test_weight_decay_groups(void **state) {
     }
 }
 
+// Per-parameter options: an lr scale s on a parameter steps it exactly as
+// the step's lr x s does (the same float product reaches the update), a
+// scale of 0 keeps it while its momentum / moments follow the gradient, and
+// the weight decay switch replaces the kind rule both ways.
+static void test_param_options(void **state) {
+    TestState *test = *state;
+    Backend *backend = test->backend;
+    ErrorMessage err = {{0}};
+    const OptimizerKind kinds[] = {OPTIMIZER_SGD, OPTIMIZER_ADAMW, OPTIMIZER_LARS};
+    float *staging = backend->op.alloc(backend, MAX_PARAM_FLOATS * sizeof(float));
+    assert_non_null(staging);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        ParameterSet scaled, plain;
+        params_create(backend, &scaled);
+        params_create(backend, &plain);
+        const OptimizerConfig config = optimizer_config_default(kinds[k]);
+        Optimizer *opt = optimizer_create(backend, &scaled, &config, &err);
+        Optimizer *reference = optimizer_create(backend, &plain, &config, &err);
+        assert_non_null(opt);
+        assert_non_null(reference);
+        assert_int_equal(optimizer_set_lr_scale(opt, 0, 0.25f, &err), 0);  // w
+        assert_int_equal(optimizer_set_lr_scale(opt, 2, 0.0f, &err), 0);   // bias
+        assert_true(optimizer_lr_scale(opt, 0) == 0.25f);
+        assert_true(optimizer_lr_scale(opt, 1) == 1.0f);
+        float bias_before[MAX_PARAM_FLOATS];
+        download(backend, bias_before, scaled.params[2].value, scaled.params[2].count);
+        for (int step = 1; step <= 3; step++) {
+            load_step_gradients(backend, &scaled, step, 1, staging);
+            load_step_gradients(backend, &plain, step, 1, staging);
+            optimizer_step(opt, 0.1f, 0.01f, NULL);
+            optimizer_step(reference, 0.1f * 0.25f, 0.01f, NULL);
+        }
+        float ours[MAX_PARAM_FLOATS], theirs[MAX_PARAM_FLOATS];
+        download(backend, ours, scaled.params[0].value, scaled.params[0].count);
+        download(backend, theirs, plain.params[0].value, plain.params[0].count);
+        assert_memory_equal(ours, theirs, scaled.params[0].count * sizeof(float));
+        download(backend, ours, scaled.params[2].value, scaled.params[2].count);
+        assert_memory_equal(ours, bias_before, scaled.params[2].count * sizeof(float));
+        size_t state_floats = 0;
+        const float *moments = optimizer_state(opt, &state_floats);
+        download(backend, ours, moments + scaled.params[2].offset, scaled.params[2].count);
+        int moved = 0;
+        for (size_t j = 0; j < scaled.params[2].count; j++) moved += ours[j] != 0.0f;
+        assert_int_equal(moved, (int)scaled.params[2].count);  // the momentum followed
+        optimizer_free(opt);
+        optimizer_free(reference);
+        parameter_set_free(&scaled);
+        parameter_set_free(&plain);
+    }
+    backend->op.free(backend, staging);
+
+    // Decay switched: on for bn.weight (a norm), off for w (a weight); AdamW
+    // on zero gradients is the decay alone, param *= 1 - lr wd.
+    ParameterSet set;
+    params_create(backend, &set);
+    const OptimizerConfig config = optimizer_config_default(OPTIMIZER_ADAMW);
+    Optimizer *opt = optimizer_create(backend, &set, &config, &err);
+    assert_non_null(opt);
+    assert_int_equal(optimizer_weight_decays(opt, 0), 1);  // the kind rule by default
+    assert_int_equal(optimizer_weight_decays(opt, 1), 0);
+    assert_int_equal(optimizer_set_weight_decay(opt, 0, 0, &err), 0);
+    assert_int_equal(optimizer_set_weight_decay(opt, 1, 1, &err), 0);
+    assert_int_equal(optimizer_weight_decays(opt, 1), 1);
+    for (int i = 0; i < set.count; i++)
+        backend->op.fill(backend, set.params[i].value, 100.0f, set.params[i].count);
+    parameter_set_zero_grads(&set);
+    optimizer_step(opt, 0.1f, 0.5f, NULL);
+    float host[MAX_PARAM_FLOATS];
+    download(backend, host, set.params[0].value, set.params[0].count);
+    for (size_t j = 0; j < set.params[0].count; j++) assert_true(host[j] == 100.0f);
+    download(backend, host, set.params[1].value, set.params[1].count);
+    for (size_t j = 0; j < set.params[1].count; j++) assert_true(fabsf(host[j] - 95.0f) <= 1e-4f);
+    // bad options: a one-line message, nothing changed
+    assert_int_equal(optimizer_set_lr_scale(opt, 3, 1.0f, &err), -1);
+    assert_non_null(strstr(err.text, "parameter index 3 outside 0..2"));
+    assert_int_equal(optimizer_set_lr_scale(opt, 0, -0.5f, &err), -1);
+    assert_non_null(strstr(err.text, "lr scale -0.5 of 'w' must be finite and >= 0"));
+    assert_int_equal(optimizer_set_lr_scale(opt, 0, NAN, &err), -1);
+    assert_int_equal(optimizer_set_weight_decay(opt, -1, 1, &err), -1);
+    assert_true(optimizer_lr_scale(opt, 0) == 1.0f);
+    optimizer_free(opt);
+    parameter_set_free(&set);
+}
+
 // LARS leaves BN parameters and biases unadapted and undecayed: with a
 // gradient g on them the first step is param -= lr * g exactly. The weight
 // moves by the trust-scaled, decayed direction; wd = 0.25 (far above the
@@ -650,6 +734,7 @@ int main(void) {
         cmocka_unit_test(test_schedule_fixture),
         cmocka_unit_test(test_schedule_edges),
         cmocka_unit_test(test_weight_decay_groups),
+        cmocka_unit_test(test_param_options),
         cmocka_unit_test(test_lars_adaptation),
         cmocka_unit_test(test_gate_clips_and_skips),
         cmocka_unit_test(test_state_size_and_restore),

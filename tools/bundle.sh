@@ -30,7 +30,7 @@ binaries=("$build/lightly-train-c")
 for test in $(grep -v '^#' "$here/tests/gpu_tests.list"); do
     binaries+=("$build/tests/$test")
 done
-helpers=("$build/tests/e2e/make_images")
+helpers=("$build/tests/e2e/make_images" "$build/tests/e2e/compare_weights")
 for file in "${binaries[@]}" "${helpers[@]}"; do
     [ -x "$file" ] || { echo "bundle.sh: $file is missing (run make and make test first)" >&2; exit 1; }
 done
@@ -43,6 +43,12 @@ for file in "${helpers[@]}"; do cp "$file" "$out/tests/e2e/"; done
 cp "$here"/tests/fixtures/*.safetensors "$out/tests/fixtures/"
 cp "$here/tests/run_gpu_tests.sh" "$out/run-gpu-tests.sh"
 cp "$here/tests/gpu_tests.list" "$out/tests/"
+# The GPU benchmark and its PyTorch side (make bench-gpu).
+mkdir -p "$out/tools/compare"
+cp "$here/tools/bench_gpu.sh" "$out/bench-gpu.sh"
+for script in pytorch_ssl_train pytorch_simclr_train torchvision_data make_jpeg_folder; do
+    cp "$here/tools/compare/$script.py" "$out/tools/compare/"
+done
 
 # Every library the binaries load, except the C runtime (every node has a
 # compatible or newer one) and CUDA's own (taken from the node).
@@ -66,6 +72,8 @@ CUDA major version:
 
 ./run-gpu-tests.sh sets LD_LIBRARY_PATH that way and runs the GPU checks
 (every op against the CPU reference, ResNet-18/50 against the PyTorch
-fixtures, a short train + embed + export on the GPU).
+fixtures, a short train + embed + export on the GPU, NCCL on one GPU).
+./bench-gpu.sh runs the GPU benchmark next to the same recipes in PyTorch
+(needs torch and torchvision in python3; see docs/performance.md).
 EOF
 echo "bundle: $out ($(du -sh "$out" | cut -f1)): $(ls "$out/lib" | wc -l) libraries"

@@ -212,6 +212,23 @@ class SafeFile:
 def add_check(safe):
     safe.add("check/u", fixture_u("check", 16))
 
+
+def write_fixture(safe, out, filename, command, reference):
+    """Writes safe as out/filename with the metadata every fixture file
+    carries (the generator is command's script); prints and returns the size."""
+    metadata = {
+        "generator": command.split()[1],
+        "command": command,
+        "reference": reference,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+    }
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, filename)
+    size = safe.write(path, metadata)
+    print(f"{path}: {len(safe.arrays)} tensors, {size} bytes")
+    return size
+
 # --------------------------------------------------------------------------
 # ResNet fixtures
 

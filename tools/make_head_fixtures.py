@@ -21,7 +21,9 @@ the same float32 weights and inputs: in float64 (the truth) and in float32
 
     C.<state_dict name>          F32 / I64   the weights before the step (lightly's
                                              state_dict names; DINO's last_layer.weight_g
-                                             is left out: it is fixed to 1)
+                                             is left out: it is fixed to 1; dino_g, the
+                                             head with norm_last_layer=False as DINOv2's,
+                                             keeps it, set away from 1)
     C/x                          (rows, in) F32
     C/dout                       (rows, out) F32
     C/out                        (rows, out) F64   train-mode output
@@ -41,8 +43,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import SafeFile, add_check  # noqa: E402
-from make_loss_fixtures import parse_fixture_args  # noqa: E402
+from make_fixtures import SafeFile, add_check, write_fixture  # noqa: E402
+from make_loss_fixtures import parse_fixture_args, require_lightly  # noqa: E402
 
 ROWS = 8
 IN, HIDDEN, OUT = 6, 10, 5
@@ -65,16 +67,16 @@ def make_head(case):
         return heads.VICRegProjectionHead(IN, HIDDEN, OUT, num_layers=3)
     if case == "barlow_twins":
         return heads.BarlowTwinsProjectionHead(IN, HIDDEN, OUT)
-    if case == "dino":
+    if case in ("dino", "dino_g"):
         return heads.DINOProjectionHead(IN, HIDDEN, BOTTLENECK, DINO_OUT, batch_norm=False,
-                                        norm_last_layer=True)
+                                        norm_last_layer=case == "dino")
     if case == "linear":
         return heads.ProjectionHead([(IN, OUT, None, None)])
     raise ValueError(case)
 
 
 CASES = ["simclr", "byol_projection", "byol_prediction", "vicreg", "barlow_twins", "dino",
-         "linear"]
+         "linear", "dino_g"]
 
 
 def randomize(head, case):
@@ -87,18 +89,20 @@ def randomize(head, case):
                 module.bias.copy_(0.25 * (2 * torch.rand(width) - 1))
                 module.running_mean.copy_(0.1 * (2 * torch.rand(width) - 1))
                 module.running_var.copy_(1.0 + 0.25 * (2 * torch.rand(width) - 1))
-        if case == "dino":
+        if case in ("dino", "dino_g"):
             for module in head.layers:
                 if isinstance(module, torch.nn.Linear):
                     module.weight.mul_(DINO_WEIGHT_SCALE)
                     module.bias.copy_(0.1 * torch.randn(module.bias.shape))
+        if case == "dino_g":  # a trained g: rows scaled by values in [0.5, 1.5)
+            head.last_layer.weight_g.copy_(0.5 + torch.rand(head.last_layer.weight_g.shape))
 
 
-def weights_of(head):
-    """The state_dict to store (weight_g left out) as numpy arrays."""
+def weights_of(head, case):
+    """The state_dict to store (weight_g left out unless trained) as numpy arrays."""
     stored = {}
     for key, tensor in head.state_dict().items():
-        if key.endswith("weight_g"):
+        if key.endswith("weight_g") and case != "dino_g":
             if not torch.all(tensor == 1):
                 raise SystemExit(f"{key} is not 1")
             continue
@@ -131,10 +135,7 @@ def run(case, state, x, dout, dtype):
 
 def main():
     args = parse_fixture_args(__doc__)
-    try:
-        import lightly
-    except ImportError as error:
-        raise SystemExit(f"lightly is needed ({error}); pass --lightly /tmp/lightly")
+    lightly = require_lightly()
     safe = SafeFile()
     add_check(safe)
     for index, case in enumerate(CASES):
@@ -142,10 +143,10 @@ def main():
         head = make_head(case)
         randomize(head, case)
         in_dim = IN
-        out_dim = DINO_OUT if case == "dino" else OUT
+        out_dim = DINO_OUT if case in ("dino", "dino_g") else OUT
         x = torch.randn(ROWS, in_dim).numpy()
         dout = torch.randn(ROWS, out_dim).numpy()
-        for key, value in weights_of(head).items():
+        for key, value in weights_of(head, case).items():
             safe.add(f"{case}.{key}", value)
         safe.add(f"{case}/x", x)
         safe.add(f"{case}/dout", dout)
@@ -160,18 +161,9 @@ def main():
         worst = max(float(np.max(np.abs(single[n] - truth[n]))) / max(1e-30, float(np.max(np.abs(truth[n]))))
                     for n in truth)
         print(f"{case}: {len(truth)} reference tensors, worst f32err / max|truth| {worst:.3g}")
-    metadata = {
-        "generator": "tools/make_head_fixtures.py",
-        "command": "/usr/bin/python3 tools/make_head_fixtures.py --out tests/fixtures "
-                   "--lightly /tmp/lightly",
-        "reference": f"lightly {lightly.__version__} heads",
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-    }
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "heads.safetensors")
-    size = safe.write(path, metadata)
-    print(f"{path}: {len(safe.arrays)} tensors, {size} bytes")
+    write_fixture(safe, args.out, "heads.safetensors",
+                  "/usr/bin/python3 tools/make_head_fixtures.py --out tests/fixtures "
+                  "--lightly /tmp/lightly", f"lightly {lightly.__version__} heads")
     return 0
 
 

@@ -62,6 +62,15 @@ def lightly_loss(class_name):
         return None, None
     return getattr(lightly.loss, class_name), lightly.__version__
 
+
+def require_lightly():
+    """The lightly package, or exit saying how to pass it (scripts that need it)."""
+    try:
+        import lightly
+    except ImportError as error:
+        raise SystemExit(f"lightly is needed ({error}); pass --lightly /tmp/lightly")
+    return lightly
+
 # (N, D, temperature, correlated views): N = 1 (loss 0: one logit per row),
 # odd sizes, SimCLR's default t = 0.1 and others.
 CASES = [

@@ -81,14 +81,34 @@ Backend *backend_create(const char *name, int threads, ErrorMessage *err) {
     return NULL;
 }
 
-Backend *backend_choose(const char *accelerator, const char *cpu_backend, int threads, char *why,
-                        size_t size, ErrorMessage *err) {
+int backend_gpu_count(char *why, size_t size) {
+#ifdef LTC_WITH_CUDA
+    return cuda_device_count(why, size);
+#else
+    snprintf(why, size, "this build has no CUDA (made with CUDA=0, or where the toolkit, cuDNN "
+                        "or NCCL was missing; see `make info`)");
+    return 0;
+#endif
+}
+
+static Backend *gpu_backend_create(int gpu, ErrorMessage *err) {
+#ifdef LTC_WITH_CUDA
+    return cuda_backend_create(gpu, err);
+#else
+    (void)gpu;
+    return backend_create("cuda", 0, err);  // says why not
+#endif
+}
+
+Backend *backend_choose(const char *accelerator, const char *cpu_backend, int gpu, int threads,
+                        char *why, size_t size, ErrorMessage *err) {
     if (strcmp(accelerator, "cpu") != 0) {
         ErrorMessage gpu_err = {{0}};
-        Backend *gpu = backend_create("cuda", 0, &gpu_err);
-        if (gpu) {
-            snprintf(why, size, "%s, %s (--accelerator %s)", gpu->name, gpu->device, accelerator);
-            return gpu;
+        Backend *gpu_backend = gpu_backend_create(gpu, &gpu_err);
+        if (gpu_backend) {
+            snprintf(why, size, "%s, %s (--accelerator %s)", gpu_backend->name,
+                     gpu_backend->device, accelerator);
+            return gpu_backend;
         }
         if (strcmp(accelerator, "gpu") == 0) {
             error_set(err, "--accelerator gpu: %s", gpu_err.text);

@@ -510,13 +510,16 @@ Backend *backend_create(const char *name, int threads, ErrorMessage *err);
 void backend_destroy(Backend *backend);
 
 // The backend for --accelerator: "cpu" gives `cpu_backend` ("cpu", or "ref"
-// for tests); "gpu" the cuda backend on GPU 0, or NULL with the reason (no
-// usable GPU, a build without CUDA); "auto" the cuda backend when a GPU
-// works, else `cpu_backend`. `why` (size bytes) says what was chosen and
+// for tests); "gpu" the cuda backend on GPU `gpu` (0-based among the visible
+// ones), or NULL with the reason (no usable GPU, a build without CUDA);
+// "auto" the cuda backend when that GPU works, else `cpu_backend`. `why` (size bytes) says what was chosen and
 // why, for train.log ("GPU 0: NVIDIA H100 80GB HBM3", "no usable GPU:
 // CUDA driver version is insufficient ...").
-Backend *backend_choose(const char *accelerator, const char *cpu_backend, int threads, char *why,
-                        size_t size, ErrorMessage *err);
+Backend *backend_choose(const char *accelerator, const char *cpu_backend, int gpu, int threads,
+                        char *why, size_t size, ErrorMessage *err);
+// The number of usable GPUs (CUDA_VISIBLE_DEVICES honoured); 0 with the
+// reason in `why` (no driver, no device, a build without CUDA).
+int backend_gpu_count(char *why, size_t size);
 
 // Reads one float result of a reduction back to the host.
 float backend_read_scalar(Backend *backend, const float *device_value);

@@ -7,10 +7,8 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "dist/dist_open.h"
+#include "cli/ranks.h"
 #include "train/trainer.h"
-
-extern char **environ;
 
 static const char *const method_choices[] = {
     "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation", "distillationv1",
@@ -83,6 +81,7 @@ int command_train(int argc, char **argv) {
     };
     TrainChoices choices = {0};
     double dist_timeout = DIST_DEFAULT_TIMEOUT;
+    const char *devices = "auto";
     const OptionSpec specs[] = {
         {.name = "data", .type = OPTION_STRING, .value = &config.data, .metavar = "DIR",
          .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
@@ -110,9 +109,9 @@ int command_train(int argc, char **argv) {
          .min = 1, .max = 1024, .allow_auto = 1},
         {.name = "accelerator", .type = OPTION_CHOICE, .value = &choices.accelerator,
          .metavar = "NAME", .help = "auto, cpu or gpu", .choices = accelerator_names},
-        {.name = "devices", .type = OPTION_INT, .value = &config.devices, .metavar = "N|auto",
-         .help = "devices (ranks) per node; must match the launcher (auto: its count)",
-         .min = 1, .max = 1024, .allow_auto = 1},
+        {.name = "devices", .type = OPTION_STRING, .value = &devices, .metavar = "N|LIST|auto",
+         .help = "devices (ranks) per node, or GPU indices such as 0,2 (auto: every visible "
+                  "GPU, or the launcher's count)"},
         {.name = "num-nodes", .type = OPTION_INT, .value = &config.num_nodes, .metavar = "N|auto",
          .help = "nodes; must match the launcher (auto: its count)", .min = 1, .max = 65536,
          .allow_auto = 1},
@@ -182,19 +181,19 @@ int command_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
         return 2;
     }
-    const DistRequest request = {.gpu = 0, .devices = config.devices,
+    const RankRequest request = {.accelerator = config.accelerator, .devices = devices,
                                  .num_nodes = config.num_nodes, .timeout_seconds = dist_timeout};
-    DistRun dist;
-    if (dist_open(&request, environ, &dist, &err)) {
+    RankPlace place;
+    int launch_status = 0;
+    const int started = ranks_start(&request, argv, &place, &launch_status, &err);
+    if (started < 0) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
         return 2;
     }
-    config.accelerator = dist_accelerator(dist.comm, config.accelerator, &err);
-    if (!config.accelerator) {
-        fprintf(stderr, "%s: %s\n", parser.program, err.text);
-        comm_destroy(dist.comm);
-        return 2;
-    }
+    if (started == RANKS_LAUNCHED) return launch_status;
+    const DistRun dist = place.dist;
+    config.accelerator = place.accelerator;
+    config.gpu = place.gpu;
     config.comm = dist.comm;
     config.devices = dist.devices;
     config.num_nodes = dist.num_nodes;

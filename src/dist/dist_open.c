@@ -4,7 +4,51 @@
 #include <string.h>
 
 #include "dist/comm_mpi.h"
+#include "dist/comm_nccl.h"
 #include "util/cpu.h"
+
+// MPI's view of the world must be the launcher's.
+static int check_mpi_world(const LaunchEnv *launch, const Communicator *comm, ErrorMessage *err) {
+    if (comm->world_size == launch->world_size && comm->rank == launch->rank) return 0;
+    return error_set(err, "%s says rank %d of %d, but MPI sees rank %d of %d: start the ranks "
+                          "with mpirun -np N (or srun --mpi=pmix)",
+                     launch_kind_name(launch->kind), launch->rank, launch->world_size,
+                     comm->rank, comm->world_size);
+}
+
+// GPU ranks: NCCL, its id through MPI under mpirun (when MPI is built in),
+// else through the TCP rendezvous at MASTER_ADDR:MASTER_PORT.
+static int open_nccl(const DistRequest *request, DistRun *run, ErrorMessage *err) {
+    const LaunchEnv *launch = &run->launch;
+    Communicator *bootstrap = NULL;
+    if (launch->kind == LAUNCH_OPENMPI && comm_mpi_available()) {
+        bootstrap = comm_mpi_create(request->timeout_seconds, err);
+        if (!bootstrap) return error_prefix(err, "%d GPU ranks", launch->world_size);
+        if (check_mpi_world(launch, bootstrap, err)) {
+            comm_destroy(bootstrap);
+            return -1;
+        }
+    } else if (!launch->master_addr[0] || launch->master_port == 0) {
+        return error_set(err, "%d GPU ranks started by %s: NCCL's id goes through rank 0's "
+                              "MASTER_ADDR and MASTER_PORT, which are not set",
+                         launch->world_size, launch_kind_name(launch->kind));
+    }
+    const NcclSetup setup = {
+        .rank = launch->rank,
+        .world_size = launch->world_size,
+        .local_rank = launch->local_rank,
+        .local_world_size = launch->local_world_size,
+        .device = request->gpu_device,
+        .bootstrap = bootstrap,
+        .host = launch->master_addr,
+        .port = launch->master_port,
+        .token = launch->run_token,
+        .timeout_seconds = request->timeout_seconds,
+    };
+    run->comm = comm_nccl_create(&setup, err);
+    if (bootstrap) comm_destroy(bootstrap);
+    return run->comm ? 0 : error_prefix(err, "%d GPU ranks", launch->world_size);
+}
 
 int dist_open(const DistRequest *request, char *const *envp, DistRun *run, ErrorMessage *err) {
     *run = (DistRun){0};
@@ -13,20 +57,17 @@ int dist_open(const DistRequest *request, char *const *envp, DistRun *run, Error
                                  &run->devices, &run->num_nodes, err))
         return -1;
     const LaunchEnv *launch = &run->launch;
-    if (launch->world_size == 1) {
+    // A launcher's GPU rank is an NCCL world even alone (as torchrun's
+    // single process is): make test-gpu checks NCCL on one GPU that way.
+    if (launch->world_size == 1 && !(request->gpu && launch->kind != LAUNCH_NONE)) {
         run->comm = comm_single_create(err);
         return run->comm ? 0 : -1;
     }
-    if (request->gpu)
-        return error_set(err, "%d GPU ranks: GPU training needs the CUDA backend, which this "
-                              "build does not have yet", launch->world_size);
+    if (request->gpu) return open_nccl(request, run, err);
     run->comm = comm_mpi_create(request->timeout_seconds, err);
     if (!run->comm) return error_prefix(err, "%d CPU ranks", launch->world_size);
-    if (run->comm->world_size != launch->world_size || run->comm->rank != launch->rank) {
-        error_set(err, "%s says rank %d of %d, but MPI sees rank %d of %d: CPU ranks talk "
-                       "through MPI, so start them with mpirun -np N (or srun --mpi=pmix)",
-                  launch_kind_name(launch->kind), launch->rank, launch->world_size,
-                  run->comm->rank, run->comm->world_size);
+    if (check_mpi_world(launch, run->comm, err)) {
+        error_prefix(err, "CPU ranks talk through MPI");
         comm_destroy(run->comm);
         run->comm = NULL;
         return -1;
@@ -37,10 +78,11 @@ int dist_open(const DistRequest *request, char *const *envp, DistRun *run, Error
 const char *dist_accelerator(const Communicator *comm, const char *requested,
                              ErrorMessage *err) {
     const int ranks = comm_world_size(comm);
+    if (comm && strcmp(comm->name, "nccl") == 0) return "gpu";
     if (ranks == 1 || strcmp(requested, "cpu") == 0) return requested;
     if (strcmp(requested, "gpu") == 0) {
-        error_set(err, "--accelerator gpu with %d ranks: GPU ranks (NCCL) are not wired yet; "
-                       "use --accelerator cpu, or one process per GPU", ranks);
+        error_set(err, "--accelerator gpu with %d ranks over MPI: MPI carries host memory "
+                       "only; GPU ranks talk through NCCL", ranks);
         return NULL;
     }
     return "cpu";

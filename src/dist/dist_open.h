@@ -3,8 +3,9 @@
 //
 //   one process (no launcher, or a launcher that started one) -> single
 //   CPU ranks started by mpirun / srun (PMIx)                 -> MPI
-//   GPU ranks                                                 -> NCCL (not
-//                     wired yet: the CUDA backend is a later issue)
+//   GPU ranks (torchrun-style, SLURM, mpirun, or started by
+//   cli/ranks.c, one per GPU)                                 -> NCCL; its id
+//                     through MPI under mpirun, else the TCP rendezvous
 //
 // --devices and --num-nodes are checked against the launch (launch_env.h).
 // Under SLURM or torchrun-style variables the MPI world must agree with
@@ -21,6 +22,7 @@
 
 typedef struct DistRequest {
     int gpu;                 // 1: GPU ranks (NCCL), 0: CPU ranks (MPI)
+    int gpu_device;          // GPU ranks: this rank's CUDA device
     int devices;             // per node; <= 0: auto
     int num_nodes;           // <= 0: auto
     double timeout_seconds;  // bound on every collective
@@ -36,10 +38,10 @@ typedef struct DistRun {
 // options or launch: the command exits 2).
 int dist_open(const DistRequest *request, char *const *envp, DistRun *run, ErrorMessage *err);
 
-// The --accelerator a rank of comm runs with: one process keeps what was
-// asked; several ranks run on the CPU ("auto" becomes "cpu") until GPU
-// ranks talk through NCCL, and "gpu" is refused (NULL, err): MPI must never
-// be handed device memory.
+// The --accelerator a rank of comm runs with: NCCL ranks run on their GPU;
+// one process keeps what was asked; MPI ranks run on the CPU ("auto"
+// becomes "cpu") and "gpu" is refused (NULL, err): MPI must never be handed
+// device memory.
 const char *dist_accelerator(const Communicator *comm, const char *requested,
                              ErrorMessage *err);
 

@@ -17,7 +17,7 @@
 #include "cli/options.h"
 #include "data/scan.h"
 #include "decode/decode.h"
-#include "dist/dist_open.h"
+#include "cli/ranks.h"
 #include "embed/embedder.h"
 #include "embed/embedding_writers.h"
 #include "embed/model_source.h"
@@ -25,8 +25,6 @@
 #include "util/output_path.h"
 
 #define EMBED_PROGRAM "lightly-train-c embed"
-
-extern char **environ;
 
 typedef struct EmbedArgs {
     StringList data;
@@ -39,6 +37,7 @@ typedef struct EmbedArgs {
     int batch_size;
     int num_workers;  // -1 = auto
     int accelerator;  // index into accelerator_choices
+    const char *devices;  // --devices: auto, N or a GPU list
     int overwrite;
     double max_pixels;
 } EmbedArgs;
@@ -86,8 +85,10 @@ static size_t drop_failed_rows(float *features, const char **filenames, const ui
 }
 
 typedef struct EmbedRun {
-    Communicator *comm;     // the ranks (several under mpirun); rank 0 writes
+    Communicator *comm;     // the ranks (several under a launcher); rank 0 writes
     int rank_cores;
+    const char *accelerator;  // where this rank runs (cli/ranks.h)
+    int gpu;
     int embedded;           // embed_dataset returned: all ranks are past it alike
     Dataset dataset;
     Backend *backend;
@@ -125,12 +126,9 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
                                                                      : args->batch_size;
     const int workers =
         args->num_workers > 0 ? args->num_workers : cpu_default_workers(run->rank_cores, 1);
-    const char *accelerator =
-        dist_accelerator(run->comm, accelerator_choices[args->accelerator], &err);
-    if (!accelerator) return usage_error("%s", err.text);
     char accelerator_note[400];
-    run->backend = backend_choose(accelerator, "cpu", run->rank_cores, accelerator_note,
-                                  sizeof accelerator_note, &err);
+    run->backend = backend_choose(run->accelerator, "cpu", run->gpu, run->rank_cores,
+                                  accelerator_note, sizeof accelerator_note, &err);
     if (!run->backend) return usage_error("%s", err.text);
     const BackboneInput shape = {batch_size, args->image_size};
     if (model_source_load_backbone(args->checkpoint, part_choices[args->part], run->backend,
@@ -199,6 +197,7 @@ int command_embed(int argc, char **argv) {
         .image_size = EMBED_DEFAULT_IMAGE_SIZE,
         .batch_size = EMBED_DEFAULT_BATCH_SIZE,
         .num_workers = -1,
+        .devices = "auto",
         .max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS,
     };
     const OptionSpec specs[] = {
@@ -232,6 +231,9 @@ int command_embed(int argc, char **argv) {
         {.name = "accelerator", .type = OPTION_CHOICE, .value = &args.accelerator,
          .metavar = "NAME", .help = "where the model runs (gpu needs the CUDA backend)",
          .choices = accelerator_choices},
+        {.name = "devices", .type = OPTION_STRING, .value = &args.devices,
+         .metavar = "N|LIST|auto", .help = "GPUs to embed on, one process each, or GPU indices "
+                                           "such as 0,2 (auto: every visible GPU)"},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},
         {.name = "max-pixels", .type = OPTION_FLOAT, .value = &args.max_pixels, .metavar = "N",
@@ -248,16 +250,23 @@ int command_embed(int argc, char **argv) {
     };
     int exit_status = 0;
     if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
-    // Under mpirun every rank embeds a share of the images (data parallel).
-    const DistRequest request = {.devices = -1, .num_nodes = -1,
+    // Several ranks (a launcher's, or one per GPU) embed a share of the
+    // images each (data parallel).
+    const RankRequest request = {.accelerator = accelerator_choices[args.accelerator],
+                                 .devices = args.devices, .num_nodes = -1,
                                  .timeout_seconds = DIST_DEFAULT_TIMEOUT};
-    DistRun dist;
+    RankPlace place;
     ErrorMessage err = {{0}};
-    if (dist_open(&request, environ, &dist, &err)) {
+    int launch_status = 0;
+    const int started = ranks_start(&request, argv, &place, &launch_status, &err);
+    if (started < 0) {
         fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
         return 2;
     }
-    EmbedRun run = {.comm = dist.comm, .rank_cores = dist_cores_per_rank(&dist)};
+    if (started == RANKS_LAUNCHED) return launch_status;
+    const DistRun dist = place.dist;
+    EmbedRun run = {.comm = dist.comm, .rank_cores = dist_cores_per_rank(&dist),
+                    .accelerator = place.accelerator, .gpu = place.gpu};
     int status = embed_run(&args, &run);
     embed_run_free(&run);
     // A rank that failed before the (agreed) embedding must not leave the

@@ -25,6 +25,9 @@ struct Optimizer {
     float *scratch;       // LARS: (largest parameter) update direction; NULL otherwise
     float *reductions;    // (OPTIMIZER_REDUCTION_SLOTS) sum_squares results, an open gate,
                           // the count of applied steps
+    // host, (params->count): the per-parameter options (optimizer.h)
+    float *lr_scales;         // lr multiplier, 1 unless set
+    unsigned char *decays;    // weight decay applies: the kind rule unless set
 };
 
 // The slots of the reductions area: LARS's two sums, an open step gate
@@ -121,6 +124,18 @@ Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const Optimi
     opt->backend = backend;
     opt->params = params;
     opt->config = *config;
+    const size_t count = params->count > 0 ? (size_t)params->count : 1;
+    opt->lr_scales = malloc(count * sizeof *opt->lr_scales);
+    opt->decays = malloc(count * sizeof *opt->decays);
+    if (!opt->lr_scales || !opt->decays) {
+        error_set(err, "%s: out of memory", optimizer_kind_name(config->kind));
+        optimizer_free(opt);
+        return NULL;
+    }
+    for (int i = 0; i < params->count; i++) {
+        opt->lr_scales[i] = 1.0f;
+        opt->decays[i] = params->params[i].kind == PARAM_WEIGHT;  // only weights decay
+    }
     const size_t slabs = config->kind == OPTIMIZER_ADAMW ? 2 : 1;
     opt->state_floats = slabs * params->total;
     size_t scratch_floats = 0;
@@ -134,7 +149,7 @@ Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const Optimi
     if (!opt->arena) {
         error_set(err, "%s: out of memory for %zu MB of optimizer state",
                   optimizer_kind_name(config->kind), (opt->arena_floats * sizeof(float)) >> 20);
-        free(opt);
+        optimizer_free(opt);
         return NULL;
     }
     backend->op.fill(backend, opt->arena, 0.0f, opt->arena_floats);
@@ -150,12 +165,14 @@ Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const Optimi
 void optimizer_free(Optimizer *opt) {
     if (!opt) return;
     if (opt->arena) opt->backend->op.free(opt->backend, opt->arena);
+    free(opt->lr_scales);
+    free(opt->decays);
     free(opt);
 }
 
-// Weight decay of one parameter: only weights decay.
-static float decay_for(const Parameter *param, float weight_decay) {
-    return param->kind == PARAM_WEIGHT ? weight_decay : 0.0f;
+// Weight decay of parameter i: the kind rule (only weights) or its option.
+static float decay_for(const Optimizer *opt, int i, float weight_decay) {
+    return opt->decays[i] ? weight_decay : 0.0f;
 }
 
 static int is_trained(const Parameter *param) {
@@ -208,20 +225,22 @@ void optimizer_step(Optimizer *opt, float lr, float weight_decay, const float *g
         Parameter *param = &set->params[i];
         if (!is_trained(param)) continue;
         float *slab0 = opt->arena + param->offset;  // momentum buffer or Adam m
+        const float param_lr = lr * opt->lr_scales[i];
         switch (config->kind) {
         case OPTIMIZER_SGD:
             backend->op.sgd_update(backend, param->count, param->value, param->grad, gate, slab0,
-                                   lr, config->momentum, decay_for(param, weight_decay),
+                                   param_lr, config->momentum, decay_for(opt, i, weight_decay),
                                    config->nesterov, first_step);
             break;
         case OPTIMIZER_LARS:
-            lars_update_parameter(opt, param, gate, slab0, lr, weight_decay, first_step);
+            lars_update_parameter(opt, param, gate, slab0, param_lr,
+                                  decay_for(opt, i, weight_decay), first_step);
             break;
         case OPTIMIZER_ADAMW: {
             float *second_moment = opt->arena + set->total + param->offset;
             backend->op.adamw_update(backend, param->count, param->value, param->grad, gate,
-                                     slab0, second_moment, lr, config->beta1, config->beta2, config->eps,
-                                     decay_for(param, weight_decay), applied_steps);
+                                     slab0, second_moment, param_lr, config->beta1, config->beta2, config->eps,
+                                     decay_for(opt, i, weight_decay), applied_steps);
             break;
         }
         }
@@ -250,4 +269,35 @@ void optimizer_set_step_count(Optimizer *opt, long steps) {
     const float applied = (float)opt->steps;
     opt->backend->op.upload(opt->backend, opt->reductions + REDUCTION_APPLIED_STEPS, &applied,
                             sizeof applied);
+}
+
+static int check_index(const Optimizer *opt, int index, ErrorMessage *err) {
+    if (index < 0 || index >= opt->params->count)
+        return error_set(err, "%s: parameter index %d outside 0..%d",
+                         optimizer_kind_name(opt->config.kind), index, opt->params->count - 1);
+    return 0;
+}
+
+int optimizer_set_lr_scale(Optimizer *opt, int index, float scale, ErrorMessage *err) {
+    if (check_index(opt, index, err)) return -1;
+    if (!(scale >= 0.0f && isfinite(scale)))
+        return error_set(err, "%s: lr scale %g of '%s' must be finite and >= 0",
+                         optimizer_kind_name(opt->config.kind), (double)scale,
+                         opt->params->params[index].name);
+    opt->lr_scales[index] = scale;
+    return 0;
+}
+
+int optimizer_set_weight_decay(Optimizer *opt, int index, int decays, ErrorMessage *err) {
+    if (check_index(opt, index, err)) return -1;
+    opt->decays[index] = decays != 0;
+    return 0;
+}
+
+float optimizer_lr_scale(const Optimizer *opt, int index) {
+    return index >= 0 && index < opt->params->count ? opt->lr_scales[index] : 1.0f;
+}
+
+int optimizer_weight_decays(const Optimizer *opt, int index) {
+    return index >= 0 && index < opt->params->count && opt->decays[index];
 }

@@ -7,7 +7,9 @@
 // Parameter groups follow the parameter kind: weight decay (and LARS trust
 // ratio adaptation) apply to PARAM_WEIGHT only; BatchNorm parameters
 // (PARAM_NORM) and biases (PARAM_BIAS) get neither, as SSL implementations
-// configure it. Buffers are never touched.
+// configure it. Buffers are never touched. Per-parameter options set after
+// create refine this: an lr multiplier (layer-wise lr decay) and weight
+// decay on or off in place of the kind rule (see optimizer_set_lr_scale).
 //
 // Memory: all optimizer state (momentum buffers, Adam m and v) plus a small
 // workspace (LARS update scratch, reduction results) is one arena of backend
@@ -68,6 +70,30 @@ void optimizer_free(Optimizer *opt);
 // PyTorch's optimizer step is not called for a step GradScaler skips.
 // Gradients are read, not changed (zero them before the next backward).
 void optimizer_step(Optimizer *opt, float lr, float weight_decay, const float *gate);
+
+// ---- per-parameter options ---------------------------------------------------
+// Configuration, not state: set once after optimizer_create, before the
+// first step, and again when a run resumes (checkpoints do not hold them).
+// index is the parameter's place in the ParameterSet.
+//
+// Parameter index steps with lr x scale (default 1): PyTorch parameter
+// groups whose lr differ by a constant factor (LightlyTrain DINOv2's
+// layer-wise decay and patch-embedding multiplier), as the step's lr is
+// the scheduled lr times the factor there too. The product is the lr the
+// backend update receives, so every backend applies it alike. scale 0
+// keeps the parameter as it is while SGD's momentum and AdamW's moments
+// still follow its gradient and weight decay multiplies it by 1 - 0 x wd
+// (a PyTorch group with lr 0). -1 with a message for an index outside the
+// set or a scale that is negative or not finite.
+int optimizer_set_lr_scale(Optimizer *opt, int index, float scale, ErrorMessage *err);
+// Weight decay on (1) or off (0) for parameter index, in place of the
+// kind rule (LightlyTrain DINOv2 decays the tokens and positions that the
+// kind rule exempts). LARS's trust-ratio adaptation still follows the
+// kind. -1 with a message for an index outside the set.
+int optimizer_set_weight_decay(Optimizer *opt, int index, int decays, ErrorMessage *err);
+// The options in force for parameter index (1 and the kind rule unless set).
+float optimizer_lr_scale(const Optimizer *opt, int index);
+int optimizer_weight_decays(const Optimizer *opt, int index);
 
 // ---- checkpoint hooks ------------------------------------------------------
 // The state tensors (backend memory) and their size in floats: SGD and LARS

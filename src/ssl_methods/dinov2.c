@@ -1,16 +1,24 @@
 // DINOv2 (Oquab et al. 2023) as LightlyTrain's `dinov2` method, ViTs only:
 // student and EMA teacher ViTs with one shared DINO/iBOT head (hidden 2048,
-// bottleneck 256, output 65536, weight-normalised last layer frozen for the
-// first 1250 steps); the teacher (eval mode) sees the two global views, the
-// student the global views with iBOT masks (a learnable mask token replaces
-// the masked patch embeddings) and the local views. Loss (dinov2_loss.h):
+// bottleneck 256, output 65536, weight-normalised last layer with a trained
+// weight_g, frozen for the first 1250 steps); the teacher (eval mode) sees
+// the two global views, the student the global views with iBOT masks (a
+// learnable mask token replaces the masked patch embeddings) and the local
+// views. Loss (dinov2_loss.h):
 // DINO on the class tokens + iBOT on the masked patch tokens + 0.1 KoLeo on
 // the student's global class tokens, centred by softmax (default) or
 // Sinkhorn-Knopp. Schedules: teacher temperature linear 0.04 -> 0.07 over
 // 37500 steps, teacher momentum cosine 0.992 -> 1; the optimizer side
 // (AdamW, lr 0.004 sqrt-scaled, weight decay cosine 0.04 -> 0.4, warmup,
-// min lr, clip 3) is in method.c's defaults. The exported backbone is the
-// teacher. Method args: see dinov2_create's `known`.
+// min lr, clip 3) is in method.c's defaults. Parameter groups as
+// LightlyTrain's (dinov2_param_groups.h): layer-wise lr decay 0.9 over the
+// ViT's blocks, the patch embedding at a further x 0.2, weight decay on
+// everything but biases, norms and LayerScale; freezing (the last layer
+// for student_freeze_last_layer_steps, backbone and mask token for
+// student_freeze_backbone_steps) sets the groups' lr to 0, as
+// LightlyTrain's on_before_optimizer_step, so AdamW's moments still
+// follow their gradients. The exported backbone is the teacher. Method
+// args: see dinov2_create's `known`.
 //
 // The head runs once per model over all its rows (class tokens, then the
 // masked patches): it has no BatchNorm, so that equals LightlyTrain's
@@ -22,7 +30,10 @@
 #include "nn/schedule.h"
 #include "ssl_methods/dinov2_loss.h"
 #include "ssl_methods/dinov2_masks.h"
+#include "ssl_methods/dinov2_param_groups.h"
 #include "ssl_methods/method_teacher.h"
+
+#define DINOV2_GROUPS 4  // backbone, projection_head, mask_token, last_layer
 
 typedef struct Dinov2State {
     Head head;
@@ -30,6 +41,7 @@ typedef struct Dinov2State {
     Dinov2Loss *loss;
     Dinov2MaskConfig masks;
     ParameterSet mask_token;  // "mask_token" (1, D): DINOv2's, trained with the backbone
+    Dinov2GroupTables tables[DINOV2_GROUPS];  // the method groups' lr multipliers and decay
     double teacher_temp_start, teacher_temp_end, momentum_start, momentum_end;
     long teacher_temp_warmup_steps, total_steps;
     uint64_t seed;
@@ -208,6 +220,7 @@ static void dinov2_destroy(Method *method) {
     ema_teacher_free(&state->teacher);
     head_free(&state->head);
     parameter_set_free(&state->mask_token);
+    for (int g = 0; g < DINOV2_GROUPS; g++) dinov2_group_tables_free(&state->tables[g]);
     if (state->loss) dinov2_loss_destroy(state->loss);
     void *device[] = {state->mask,         state->keep,        state->weight,
                       state->token_index,  state->teacher_in,  state->student_in,
@@ -235,15 +248,19 @@ static const MethodOps dinov2_ops = {
 // The method args with LightlyTrain's DINOv2Args defaults.
 typedef struct Dinov2Args {
     double hidden_dim, bottleneck_dim, output_dim, student_freeze_last_layer_steps;
+    double student_freeze_backbone_steps, layerwise_decay, patch_embed_lr_multiplier;
     double dino_loss_weight, ibot_loss_weight, koleo_loss_weight, center_momentum;
     double momentum_start, momentum_end, student_temp, teacher_temp_start, teacher_temp_end;
     double teacher_temp_warmup_steps, mask_ratio_min, mask_ratio_max, mask_probability;
+    int norm_last_layer;  // not a DINOv2Args field: LightlyTrain's DINOv2 trains weight_g
     Dinov2Centering centering;
 } Dinov2Args;
 
 static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err) {
     static const char *const known[] = {
         "hidden_dim", "bottleneck_dim", "output_dim", "student_freeze_last_layer_steps",
+        "student_freeze_backbone_steps", "layerwise_decay", "patch_embed_lr_multiplier",
+        "norm_last_layer",
         "dino_loss_weight", "ibot_loss_weight", "koleo_loss_weight", "center_method",
         "center_momentum", "momentum_start", "momentum_end", "student_temp",
         "teacher_temp_start", "teacher_temp_end", "teacher_temp_warmup_steps",
@@ -253,6 +270,9 @@ static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err
         {"bottleneck_dim", 256, &a->bottleneck_dim},
         {"output_dim", 65536, &a->output_dim},
         {"student_freeze_last_layer_steps", 1250, &a->student_freeze_last_layer_steps},
+        {"student_freeze_backbone_steps", 0, &a->student_freeze_backbone_steps},
+        {"layerwise_decay", 0.9, &a->layerwise_decay},
+        {"patch_embed_lr_multiplier", 0.2, &a->patch_embed_lr_multiplier},
         {"dino_loss_weight", 1.0, &a->dino_loss_weight},
         {"ibot_loss_weight", 1.0, &a->ibot_loss_weight},
         {"koleo_loss_weight", 0.1, &a->koleo_loss_weight},
@@ -271,9 +291,17 @@ static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
         if (method_arg_double(setup, numbers[i].key, numbers[i].fallback, numbers[i].value, err))
             return -1;
+    if (method_arg_bool(setup, "norm_last_layer", 0, &a->norm_last_layer, err)) return -1;
     const char *center = "softmax";
     method_arg_string(setup, "center_method", &center);
     if (dinov2_centering_parse(center, &a->centering, err)) return error_prefix(err, "--method-arg");
+    if (!(a->student_freeze_last_layer_steps >= 0) || !(a->student_freeze_backbone_steps >= 0))
+        return error_set(err, "--method-arg: student_freeze_last_layer_steps and "
+                              "student_freeze_backbone_steps must be >= 0");
+    if (!(a->layerwise_decay >= 0 && isfinite(a->layerwise_decay)) ||
+        !(a->patch_embed_lr_multiplier >= 0 && isfinite(a->patch_embed_lr_multiplier)))
+        return error_set(err, "--method-arg: layerwise_decay and patch_embed_lr_multiplier must "
+                              "be finite and >= 0 (lr multipliers)");
     if (a->hidden_dim < 1 || a->bottleneck_dim < 1 || a->output_dim < 1)
         return error_set(err, "--method-arg: hidden_dim, bottleneck_dim and output_dim must be "
                               ">= 1");
@@ -336,6 +364,31 @@ static int create_mask_token(Method *method, Dinov2State *state, int dim, ErrorM
     return 0;
 }
 
+// LightlyTrain's parameter groups on the method's groups: every parameter's
+// lr multiplier and weight decay (dinov2_param_groups.h); backbone and mask
+// token ("head" not in LightlyTrain's group name) frozen for
+// student_freeze_backbone_steps, the last layer for
+// student_freeze_last_layer_steps, both by lr 0.
+static int configure_groups(Method *method, Dinov2State *state, const Dinov2Args *a,
+                            ErrorMessage *err) {
+    if (method->group_count > DINOV2_GROUPS) return error_set(err, "too many parameter groups");
+    const Dinov2LrRules rules = {.depth = method->backbone.spec.vit.depth,
+                                 .layerwise_decay = a->layerwise_decay,
+                                 .patch_embed_lr_multiplier = a->patch_embed_lr_multiplier};
+    for (int g = 0; g < method->group_count; g++) {
+        MethodGroup *group = &method->groups[g];
+        const int backbone =
+            strcmp(group->name, "backbone") == 0 || strcmp(group->name, "mask_token") == 0;
+        if (dinov2_group_tables_make(&state->tables[g], group->params, backbone, &rules, err))
+            return -1;
+        group->lr_scales = state->tables[g].lr_scales;
+        group->weight_decays = state->tables[g].weight_decays;
+        group->frozen_at_zero_lr = 1;
+        if (backbone) group->frozen_steps = (long)a->student_freeze_backbone_steps;
+    }
+    return 0;
+}
+
 int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     if (setup->backbone.kind != BACKBONE_VIT)
         return error_set(err, "needs a ViT (--model vit_t16, vit_s14, ...): DINOv2 masks patch "
@@ -373,7 +426,8 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     state->seed = setup->seed;
     const int out = (int)a.output_dim;
     const int student_rows = (2 + method->local_views) * batch + state->max_masked;
-    const HeadSpec head = head_spec_dino(dim, (int)a.hidden_dim, (int)a.bottleneck_dim, out);
+    HeadSpec head = head_spec_dino(dim, (int)a.hidden_dim, (int)a.bottleneck_dim, out);
+    head.weight_g_trained = !a.norm_last_layer;
     if (head_create(&state->head, method->backend, &head, "projection_head", student_rows,
                     setup->seed, err) ||
         ema_teacher_create_rows(&state->teacher, method, &state->head, "projection_head",
@@ -399,8 +453,9 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     method->scalar_tags[3] = "train_loss/koleo_loss";
     if (method_add_group(method, "projection_head", &state->head.params, &state->head.buffers,
                          &state->head.num_batches_tracked, 0, err) ||
-        method_add_group(method, "mask_token", &state->mask_token, NULL, NULL, 0, err))
+        method_add_group(method, "mask_token", &state->mask_token, NULL, NULL, 0, err) ||
+        method_add_group(method, "last_layer", &state->head.last_layer, NULL, NULL,
+                         (long)a.student_freeze_last_layer_steps, err))
         return -1;
-    return method_add_group(method, "last_layer", &state->head.last_layer, NULL, NULL,
-                            (long)a.student_freeze_last_layer_steps, err);
+    return configure_groups(method, state, &a, err);
 }

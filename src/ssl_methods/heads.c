@@ -20,6 +20,7 @@
 #define HEAD_TRUNC_BOUND 2.0f      // bounds a = -2, b = 2 (absolute values)
 #define HEAD_TRUNC_STREAM 0x54524E43u  // "TRNC": apart from layers.c's init stream
 #define HEAD_ARENA_ALIGN 16        // floats: every tensor starts on a cache line
+#define HEAD_WEIGHT_G 1            // last_layer.weight_g's index in last_layer (after weight_v)
 
 // ---- specs ---------------------------------------------------------------------------
 
@@ -124,6 +125,9 @@ static int spec_check(const HeadSpec *spec, const char *name, ErrorMessage *err)
     if (spec->weight_norm_out < 0)
         return error_set(err, "head '%s': weight_norm_out %d is negative", name,
                          spec->weight_norm_out);
+    if (spec->weight_g_trained && spec->weight_norm_out == 0)
+        return error_set(err, "head '%s': a trained weight_g needs a weight-normalised last "
+                              "layer (weight_norm_out > 0)", name);
     return 0;
 }
 
@@ -203,6 +207,10 @@ static int init_parameters(Head *head, uint64_t seed, ErrorMessage *err) {
                              .weight_index = 0,
                              .bias_index = -1};
         if (linear_init(backend, &last, &head->last_layer, head_seed, err)) return -1;
+        // weight_norm sets g = ||v||, then the head fills it with 1
+        if (head->spec.weight_g_trained)
+            backend->op.fill(backend, head->last_layer.params[HEAD_WEIGHT_G].value, 1.0f,
+                             head->last_layer.params[HEAD_WEIGHT_G].count);
     }
     return 0;
 }
@@ -239,6 +247,11 @@ static int declare_layers(Head *head, ErrorMessage *err) {
                               head->spec.layers[head->spec.layer_count - 1].out_features};
         if (parameter_declare(&head->last_layer, "last_layer.weight_v", PARAM_WEIGHT, 2, shape,
                               NULL, err) < 0)
+            return -1;
+        const int g_shape[2] = {head->spec.weight_norm_out, 1};
+        if (head->spec.weight_g_trained &&
+            parameter_declare(&head->last_layer, "last_layer.weight_g", PARAM_WEIGHT, 2, g_shape,
+                              NULL, err) != HEAD_WEIGHT_G)
             return -1;
     }
     return 0;
@@ -285,7 +298,7 @@ static size_t arena_layout(Head *head, float *base) {
     }
     head->output = head->layers[head->spec.layer_count - 1].output;
     head->normalized = head->row_norms = head->weight = head->weight_row_norms = NULL;
-    head->weight_grad = head->weight_v_grad = NULL;
+    head->weight_grad = head->weight_v_grad = head->scaled_weight = head->ones = NULL;
     if (head->spec.weight_norm_out > 0) {
         const size_t out = (size_t)head->spec.weight_norm_out;
         const size_t bottleneck = (size_t)head->spec.layers[head->spec.layer_count - 1].out_features;
@@ -296,6 +309,10 @@ static size_t arena_layout(Head *head, float *base) {
         head->weight_grad = arena_take(&cursor, out * bottleneck);
         head->weight_v_grad = arena_take(&cursor, out * bottleneck);
         head->output = arena_take(&cursor, rows * out);
+        if (head->spec.weight_g_trained) {
+            head->scaled_weight = head->weight_v_grad;
+            head->ones = arena_take(&cursor, bottleneck);
+        }
     }
     head->grad_scratch[0] = arena_take(&cursor, rows * widest);
     head->grad_scratch[1] = arena_take(&cursor, rows * widest);
@@ -340,6 +357,9 @@ int head_create(Head *head, Backend *backend, const HeadSpec *spec, const char *
                          floats * sizeof(float) >> 20);
     }
     arena_layout(head, head->arena);
+    if (head->ones)
+        backend->op.fill(backend, head->ones,
+                         1.0f, (size_t)spec->layers[spec->layer_count - 1].out_features);
     if (init_parameters(head, seed, err)) {
         head_free(head);
         return error_prefix(err, "head '%s'", name);
@@ -364,6 +384,18 @@ void head_free(Head *head) {
 }
 
 // ---- forward ------------------------------------------------------------------------------
+
+// The last layer's weight as the output GEMM uses it: W = v / ||v|| (in
+// head->weight, computed by the forward), or with a trained g, g W per row
+// (written again on every call, so forward and backward both find it).
+static float *last_layer_weight(Head *head) {
+    if (!head->spec.weight_g_trained) return head->weight;
+    const int bottleneck = head->spec.layers[head->spec.layer_count - 1].out_features;
+    head->backend->op.scale_rows(head->backend, (size_t)head->spec.weight_norm_out, bottleneck,
+                                 head->weight, head->last_layer.params[HEAD_WEIGHT_G].value,
+                                 head->scaled_weight);
+    return head->scaled_weight;
+}
 
 const float *head_forward(Head *head, int rows, const float *x, int training, ErrorMessage *err) {
     Backend *backend = head->backend;
@@ -415,9 +447,9 @@ const float *head_forward(Head *head, int rows, const float *x, int training, Er
         backend->op.l2_normalize_forward(backend, out, bottleneck,
                                          head->last_layer.params[0].value, 0.0f, head->weight,
                                          head->weight_row_norms);
-        // out (rows, out) = normalized (rows, bottleneck) W^T
+        // out (rows, out) = normalized (rows, bottleneck) (g W)^T
         backend->op.gemm(backend, 0, 1, rows, out, bottleneck, 1.0f, head->normalized, bottleneck,
-                         head->weight, bottleneck, 0.0f, head->output, out);
+                         last_layer_weight(head), bottleneck, 0.0f, head->output, out);
     }
     if (training && batch_norm) head->num_batches_tracked++;
     head->input = x;
@@ -442,12 +474,24 @@ static const float *weight_norm_backward(Head *head, const float *dout) {
     const int out = head->spec.weight_norm_out;
     const size_t weight_count = (size_t)out * bottleneck;
     Parameter *weight_v = &head->last_layer.params[0];
-    // out = normalized W^T: a Linear on W whose weight gradient starts at 0
+    // out = normalized (g W)^T: a Linear on g W whose weight gradient starts at 0
     const Linear last = {.in_features = bottleneck, .out_features = out,
-                         .weight = head->weight, .weight_grad = head->weight_grad};
+                         .weight = last_layer_weight(head), .weight_grad = head->weight_grad};
     float *d_normalized = head->grad_scratch[0];
     backend->op.fill(backend, head->weight_grad, 0.0f, weight_count);
     linear_backward(backend, &last, rows, head->normalized, dout, d_normalized);
+    if (head->spec.weight_g_trained) {
+        // d g_i += <d(g W)_i, W_i>: the products (in the scaled weight's
+        // memory, no longer needed), summed per row by a GEMM with ones;
+        // then dW = g d(g W) per row
+        Parameter *weight_g = &head->last_layer.params[HEAD_WEIGHT_G];
+        backend->op.mul(backend, weight_count, head->weight_grad, head->weight,
+                        head->weight_v_grad);
+        backend->op.gemm(backend, 0, 0, out, 1, bottleneck, 1.0f, head->weight_v_grad, bottleneck,
+                         head->ones, 1, 1.0f, weight_g->grad, 1);
+        backend->op.scale_rows(backend, (size_t)out, bottleneck, head->weight_grad,
+                               weight_g->value, head->weight_grad);
+    }
     // W = v / ||v|| per row: dv = (dW - W <W, dW>) / ||v||, then grad += dv
     backend->op.l2_normalize_backward(backend, out, bottleneck, head->weight,
                                       head->weight_row_norms, head->weight_grad, 0.0f,

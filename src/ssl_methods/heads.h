@@ -20,7 +20,10 @@
 // eps=1e-12) and the weight-normalised last layer "last_layer.weight_v"
 // (out, bottleneck): W = g v / ||v|| per output row with g fixed to 1
 // (norm_last_layer=True; PyTorch's weight_norm has no eps), out = x W^T.
-// weight_g is not stored: it is constantly 1.
+// weight_g is then not stored: it is constantly 1. With weight_g_trained
+// (lightly's norm_last_layer=False, DINOv2's head, LightlyTrain's
+// DINOv2ProjectionHead) g is the parameter "last_layer.weight_g" (out, 1),
+// starting at 1 as theirs (filled after weight_norm), and trained.
 //
 // Gradient contract (as layers.h and backend.h): head_backward adds (+=)
 // into the parameter gradients of params and last_layer, so micro-batches
@@ -84,6 +87,8 @@ typedef struct HeadSpec {
     // weight-normalised Linear(last out -> weight_norm_out, no bias) with
     // weight_g fixed to 1, i.e. W = v / ||v|| per output row; 0: none
     int weight_norm_out;
+    // with weight_norm_out: 1 makes weight_g a trained parameter (see above)
+    int weight_g_trained;
     HeadInit init;  // of the Linear layers
 } HeadSpec;
 
@@ -131,9 +136,10 @@ typedef struct Head {
     ParameterSet params;
     ParameterSet buffers;  // BatchNorm running_mean/running_var (may hold 0 entries)
     int64_t num_batches_tracked;
-    // DINO's weight-normalised layer: one PARAM_WEIGHT "last_layer.weight_v"
-    // (out, bottleneck); 0 entries when spec.weight_norm_out == 0. Separate
-    // so the caller can freeze it (skip its optimizer) for the first steps.
+    // DINO's weight-normalised layer: PARAM_WEIGHT "last_layer.weight_v"
+    // (out, bottleneck), then with weight_g_trained PARAM_WEIGHT
+    // "last_layer.weight_g" (out, 1); 0 entries when spec.weight_norm_out
+    // == 0. Separate so the caller can freeze it for the first steps.
     ParameterSet last_layer;
 
     // ---- private: set up by head_create, used by forward/backward --------------
@@ -143,6 +149,10 @@ typedef struct Head {
     float *normalized;        // (max_rows, bottleneck) F.normalize of the MLP output
     float *row_norms;         // (max_rows) its input's row norms
     float *weight;            // (out, bottleneck) W = v / ||v|| per row
+    float *scaled_weight;     // (out, bottleneck) g W with weight_g_trained, else NULL:
+                              // in weight_v_grad's memory, written by forward and
+                              // again by backward before its use there
+    float *ones;              // (bottleneck) 1s with weight_g_trained: row sums by GEMM
     float *weight_row_norms;  // (out) ||v|| per row
     float *weight_grad;       // (out, bottleneck) d loss / d W scratch
     float *weight_v_grad;     // (out, bottleneck) d loss / d v scratch, then added to the grad

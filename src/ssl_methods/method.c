@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "nn/batchnorm_sync.h"
 #include "nn/weights.h"
@@ -229,8 +230,11 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     method->global_input = backend->op.alloc(backend, global_floats * sizeof(float));
     if (local_floats)
         method->local_input = backend->op.alloc(backend, local_floats * sizeof(float));
-    method->staging = backend->op.alloc(
-        backend, (size_t)setup->batch * method->global_size * method->global_size * 3);
+    // One view at a time passes through it: the larger of the two sizes
+    // (DINO's 96 px local crops are larger than a small global size).
+    const size_t largest = method->local_size > method->global_size ? (size_t)method->local_size
+                                                                   : (size_t)method->global_size;
+    method->staging = backend->op.alloc(backend, (size_t)setup->batch * largest * largest * 3);
     method->record = backend->op.alloc(backend, METHOD_RECORD_FLOATS * sizeof(float));
     if (!method->global_input || (local_floats && !method->local_input) || !method->staging ||
         !method->record) {
@@ -308,6 +312,25 @@ int method_add_group(Method *method, const char *name, ParameterSet *params,
     return 0;
 }
 
+int method_group_active(const MethodGroup *group, long step) {
+    return step >= group->frozen_steps || group->frozen_at_zero_lr;
+}
+
+float method_group_lr_factor(const MethodGroup *group, long step) {
+    return step < group->frozen_steps ? 0.0f : 1.0f;
+}
+
+int method_group_configure(const MethodGroup *group, Optimizer *optimizer, ErrorMessage *err) {
+    for (int i = 0; i < group->params->count; i++) {
+        if (group->lr_scales && optimizer_set_lr_scale(optimizer, i, group->lr_scales[i], err))
+            return error_prefix(err, "group %s", group->name);
+        if (group->weight_decays &&
+            optimizer_set_weight_decay(optimizer, i, group->weight_decays[i], err))
+            return error_prefix(err, "group %s", group->name);
+    }
+    return 0;
+}
+
 // The value of the last "key=value" entry for key, or NULL.
 static const char *method_arg_lookup(const MethodSetup *setup, const char *key) {
     const char *found = NULL;
@@ -336,6 +359,20 @@ int method_arg_string(const MethodSetup *setup, const char *key, const char **va
     const char *text = method_arg_lookup(setup, key);
     if (text) *value = text;
     return text != NULL;
+}
+
+int method_arg_bool(const MethodSetup *setup, const char *key, int fallback, int *value,
+                    ErrorMessage *err) {
+    const char *text = method_arg_lookup(setup, key);
+    *value = fallback;
+    if (!text) return 0;
+    if (strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0)
+        *value = 1;
+    else if (strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0)
+        *value = 0;
+    else
+        return error_set(err, "--method-arg %s=%s: expected true or false", key, text);
+    return 0;
 }
 
 int method_args_check(const MethodSetup *setup, const char *const *known, ErrorMessage *err) {

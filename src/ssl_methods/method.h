@@ -8,7 +8,8 @@
 //   k x { method_upload_views(batch); ops->step(step): forward, loss,
 //         backward; parameter gradients +=; the loss into the record }
 //   loop: scale gradients by 1/k, clip (defaults.grad_clip), one optimizer
-//         step per group not frozen at this step
+//         step per group active at this step (method_group_active), at the
+//         scheduled lr x method_group_lr_factor
 //   ops->after_update(step): EMA teacher, DINO centre
 //
 // The step record: a method never reads a value back from the backend.
@@ -130,6 +131,19 @@ typedef struct MethodGroup {
     ParameterSet *buffers;         // BatchNorm running statistics or NULL
     int64_t *num_batches_tracked;  // or NULL
     long frozen_steps;             // not updated during steps [0, frozen_steps)
+    // How the group is held during its frozen steps. 0: its optimizer is
+    // skipped and its gradients are left out of clipping and of the
+    // gradient average (lightly's DINO cancels the last layer's gradients).
+    // 1: it steps at lr 0, so the parameters stay while AdamW's moments
+    // and SGD's momentum follow the gradients, which count in the clipping
+    // norm (LightlyTrain's DINOv2 sets the group's lr to 0).
+    int frozen_at_zero_lr;
+    // Per parameter (params->count), or NULL: lr multipliers (layer-wise
+    // decay; NULL: all 1) and weight decay on or off (NULL: the optimizer's
+    // kind rule). Owned by the method; method_group_configure hands them
+    // to the group's optimizer.
+    const float *lr_scales;
+    const unsigned char *weight_decays;
 } MethodGroup;
 
 typedef struct Method Method;
@@ -209,11 +223,25 @@ int method_add_group(Method *method, const char *name, ParameterSet *params,
                      ParameterSet *buffers, int64_t *num_batches_tracked, long frozen_steps,
                      ErrorMessage *err);
 
+// Whether the group takes part in step (its gradients averaged over ranks
+// and measured for clipping, its optimizer stepped): unless it is frozen
+// at step and not frozen_at_zero_lr.
+int method_group_active(const MethodGroup *group, long step);
+// What the scheduled lr is multiplied by for the group at step: 0 while it
+// is frozen, else 1.
+float method_group_lr_factor(const MethodGroup *group, long step);
+// Sets the group's per-parameter options on its optimizer (created for
+// group->params); again after every optimizer_create, resume included.
+int method_group_configure(const MethodGroup *group, Optimizer *optimizer, ErrorMessage *err);
+
 // --method-arg lookups: the value of key as a number (default when absent);
 // method_args_check fails naming the first key not in `known` (NULL-ended).
 int method_arg_double(const MethodSetup *setup, const char *key, double fallback, double *value,
                       ErrorMessage *err);
 int method_arg_string(const MethodSetup *setup, const char *key, const char **value);
+// A boolean: true / false (also 1 / 0, as Python's pydantic reads them).
+int method_arg_bool(const MethodSetup *setup, const char *key, int fallback, int *value,
+                    ErrorMessage *err);
 int method_args_check(const MethodSetup *setup, const char *const *known, ErrorMessage *err);
 
 // Loads backbone weights from a .ckpt (its default export part) or a

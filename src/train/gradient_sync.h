@@ -41,8 +41,9 @@ int gradient_sync_plan(GradientSync *sync, const MethodGroup *groups, int count,
                        size_t first_bucket_bytes, size_t bucket_bytes, ErrorMessage *err);
 void gradient_sync_free(GradientSync *sync);
 
-// Replaces every gradient of the groups updated at `step` (not frozen) by
-// its mean over comm's ranks. Frozen groups are left out on every rank
+// Replaces every gradient of the groups active at `step`
+// (method_group_active: not frozen, or frozen at lr 0) by its mean over
+// comm's ranks. Groups skipped while frozen are left out on every rank
 // alike (the same step on all ranks).
 int gradient_sync_all_reduce(const GradientSync *sync, Communicator *comm,
                              const MethodGroup *groups, long step, ErrorMessage *err);

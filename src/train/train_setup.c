@@ -252,7 +252,7 @@ static int choose_precision(TrainRun *run, ErrorMessage *err) {
 static int setup_backend(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     const int threads = config->threads > 0 ? config->threads : rank_cores(config);
-    run->backend = backend_choose(config->accelerator, config->backend_name, threads,
+    run->backend = backend_choose(config->accelerator, config->backend_name, config->gpu, threads,
                                   run->accelerator_note, sizeof run->accelerator_note, err);
     if (!run->backend) return 2;
     if (choose_precision(run, err)) return 2;
@@ -291,7 +291,9 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     for (int g = 0; g < run->method.group_count; g++) {
         run->optimizers[g] =
             optimizer_create(run->backend, run->method.groups[g].params, &optimizer_config, err);
-        if (!run->optimizers[g]) return error_prefix(err, "optimizer"), -1;
+        if (!run->optimizers[g] ||
+            method_group_configure(&run->method.groups[g], run->optimizers[g], err))
+            return error_prefix(err, "optimizer"), -1;
     }
     const double global_batch = (double)run->batch_size * run->world_size;
     // Another optimizer than the method's gets the method's second tuned
@@ -413,7 +415,7 @@ static void log_configuration(TrainRun *run) {
     const Method *method = &run->method;
     if (run->rank != 0) return;
     const int global_batch = run->batch_size * run->world_size;
-    if (run->world_size > 1)
+    if (run->comm && strcmp(run->comm->name, "single") != 0)
         train_message(run, "data parallel: %d ranks (%s, %d per node), global batch %d = %d per "
                            "rank, BatchNorm %s", run->world_size, run->comm->name,
                       run->comm->local_world_size, global_batch, run->batch_size,
@@ -440,10 +442,18 @@ static void log_configuration(TrainRun *run) {
                  run->warmup_steps, run->total_steps, (double)method->defaults.grad_clip,
                  run->log_every, (unsigned long long)config->seed, method->views.count,
                  method->global_size, method->local_size);
-    for (int g = 0; g < method->group_count; g++)
-        run_log_line(run->log, "group %s: %zu parameters, frozen for %ld steps",
-                     method->groups[g].name, parameter_set_elements(method->groups[g].params),
-                     method->groups[g].frozen_steps);
+    for (int g = 0; g < method->group_count; g++) {
+        const MethodGroup *group = &method->groups[g];
+        float low = 1.0f, high = 1.0f;  // the group's lr multipliers
+        for (int i = 0; group->lr_scales && i < group->params->count; i++) {
+            if (i == 0 || group->lr_scales[i] < low) low = group->lr_scales[i];
+            if (i == 0 || group->lr_scales[i] > high) high = group->lr_scales[i];
+        }
+        run_log_line(run->log, "group %s: %zu parameters, frozen for %ld steps%s, lr x %.4g..%.4g",
+                     group->name, parameter_set_elements(group->params), group->frozen_steps,
+                     group->frozen_at_zero_lr && group->frozen_steps > 0 ? " (at lr 0)" : "",
+                     low, high);
+    }
     for (int i = 0; i < config->method_args.count; i++)
         run_log_line(run->log, "method arg: %s", config->method_args.items[i]);
 }

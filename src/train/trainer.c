@@ -55,7 +55,7 @@ static void count_nonfinite_weights(TrainRun *run, long step) {
     backend->op.fill(backend, counts, 0.0f, METHOD_MAX_GROUPS);
     for (int g = 0; g < method->group_count; g++) {
         const MethodGroup *group = &method->groups[g];
-        if (step < group->frozen_steps) continue;
+        if (!method_group_active(group, step)) continue;
         backend->op.count_nonfinite(backend, group->params->total, group->params->values,
                                     counts + g);
         if (group->buffers)
@@ -94,7 +94,7 @@ static void train_update(TrainRun *run, long step, StepTimes *times) {
     StepGate *gate = &run->gate;
     step_gate_open(gate);
     for (int g = 0; g < method->group_count; g++)
-        if (step >= method->groups[g].frozen_steps)
+        if (method_group_active(&method->groups[g], step))
             step_gate_measure(gate, g, method->groups[g].params);
     step_gate_count_nonfinite(gate, 1, run->record + RECORD_LOSS);
     step_gate_close(gate, 1.0f / (float)run->accumulate,
@@ -102,8 +102,9 @@ static void train_update(TrainRun *run, long step, StepTimes *times) {
                     method->defaults.grad_clip);
     times->lr = learning_rate(run, step);
     for (int g = 0; g < method->group_count; g++)
-        if (step >= method->groups[g].frozen_steps)
-            optimizer_step(run->optimizers[g], (float)times->lr,
+        if (method_group_active(&method->groups[g], step))
+            optimizer_step(run->optimizers[g],
+                           (float)times->lr * method_group_lr_factor(&method->groups[g], step),
                            (float)schedule_cosine(step, run->total_steps, run->weight_decay,
                                                   run->weight_decay_end),
                            step_gate_values(gate));

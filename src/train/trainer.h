@@ -44,6 +44,7 @@ typedef struct TrainConfig {
     int knn_every;            // epochs
     int knn_k;
     const char *accelerator;  // "auto" (default: the GPU when one works), "cpu" or "gpu"
+    int gpu;                  // the GPU to use (index among the visible ones)
     const char *precision;    // "auto", "32-true", "16-mixed", "bf16-mixed"
     const char *backend_name; // the CPU backend: "cpu" (default) or "ref"
     int threads;              // compute threads; <= 0: rank_cores

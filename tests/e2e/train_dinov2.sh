@@ -2,11 +2,14 @@
 # End-to-end test of `train --method dinov2` on a ViT-Ti/16 and generated
 # images (64 px global views with iBOT masks, 2 local views of 32 px, small
 # heads): the outputs are there, the loss terms are logged and finite, the
-# export is a timm state dict without the mask token, a run killed inside
-# a checkpoint write and resumed ends byte-identical to one never
-# interrupted (EMA teacher, both centers, mask token, masks keyed by step,
-# the last layer thawing mid-run), Sinkhorn-Knopp centring runs, and bad
-# input is a one-line error with exit status 2.
+# export is a timm state dict without the mask token, the parameter groups
+# are LightlyTrain's (layer-wise lr decay, the patch embedding's multiplier,
+# backbone and last layer frozen at lr 0 for their first steps), a run
+# killed inside a checkpoint write and resumed ends byte-identical to one
+# never interrupted (EMA teacher, both centers, mask token, masks keyed by
+# step, AdamW's moments of the frozen groups, the last layer thawing at the
+# resume point and the backbone after it), Sinkhorn-Knopp centring runs,
+# and bad input is a one-line error with exit status 2.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init train_dinov2
@@ -17,7 +20,8 @@ images="$work/images"
 common=(--data "$images" --model vit_t16 --method dinov2 --image-size 64
         --local-image-size 32 --local-views 2 --batch-size 8 --num-workers 1 --threads 2
         --max-steps 4 --method-arg hidden_dim=64 --method-arg bottleneck_dim=16
-        --method-arg output_dim=32 --method-arg student_freeze_last_layer_steps=2)
+        --method-arg output_dim=32 --method-arg student_freeze_last_layer_steps=2
+        --method-arg student_freeze_backbone_steps=3)
 
 a="$work/a"
 output=$("$bin" train "${common[@]}" --out "$a" 2>&1) || fail "dinov2: train failed: $output"
@@ -30,6 +34,14 @@ for tag in train_loss train_loss/ibot_loss train_loss/koleo_loss schedule/teache
   case $value in ''|*nan*|*inf*) fail "dinov2: $tag is '$value'" ;; esac
 done
 grep -q '"lr-AdamW/mask_token"' "$a/metrics.jsonl" || fail "no mask_token parameter group"
+# vit_t16 has 12 blocks: the patch embedding's lr is 0.9^13 x 0.2 of the
+# lr, the final norm's the lr itself
+grep -q "group backbone: .* frozen for 3 steps (at lr 0), lr x 0.05084..1$" "$a/train.log" ||
+  fail "backbone group: $(grep 'group backbone' "$a/train.log")"
+grep -q "group last_layer: 544 parameters, frozen for 2 steps (at lr 0)" "$a/train.log" ||
+  fail "last_layer group (weight_v 32 x 16 and a trained weight_g): $(grep 'group last_layer' "$a/train.log")"
+backbone_lr=$(sed -n 's|.*"lr-AdamW/backbone": \([^,}]*\).*|\1|p' "$a/metrics.jsonl" | paste -sd' ')
+case $backbone_lr in "0 0 "[1-9]*) ;; *) fail "backbone lr by step: '$backbone_lr' (0 while frozen)" ;; esac
 listing=$("$build/tools/safetensors_tool" list "$a/exported_models/exported_last.safetensors" 2>&1)
 printf '%s\n' "$listing" | grep -q -F "cls_token" || fail "export lacks cls_token: $listing"
 printf '%s\n' "$listing" | grep -q "mask_token" && fail "the timm export holds the mask token"
@@ -56,6 +68,10 @@ expect 2 "mask_ratio_max <= 0.5" -- \
   "$bin" train "${common[@]}" --out "$work/bad2" --method-arg mask_ratio_max=0.7
 expect 2 "unknown key 'teacher_temp'" -- \
   "$bin" train "${common[@]}" --out "$work/bad3" --method-arg teacher_temp=0.04
+expect 2 "layerwise_decay and patch_embed_lr_multiplier must be finite and >= 0" -- \
+  "$bin" train "${common[@]}" --out "$work/bad5" --method-arg layerwise_decay=-1
+expect 2 "norm_last_layer=yes: expected true or false" -- \
+  "$bin" train "${common[@]}" --out "$work/bad6" --method-arg norm_last_layer=yes
 expect 2 "dinov2: needs a ViT" -- \
   "$bin" train --data "$images" --model resnet18 --method dinov2 --image-size 64 \
   --batch-size 8 --out "$work/bad4" --max-steps 1
