@@ -483,12 +483,17 @@ static void test_optimizer_updates(void **state) {
         }
         mirror_expect_close("sgd param", n, p_fast, p_ref, 0, 0);
         mirror_expect_close("sgd momentum", n, m_fast, m_ref, 0, 0);
-        for (int step = 1; step <= 7; step += 6) {
-            const float *gate = step == 1 ? open : scaled;
+        // The step count in backend memory (bias corrections derived there;
+        // CUDA's double pow is within 2 ulps of the C library's, far below
+        // what reaches a float).
+        float *steps = mirror_tensor(2);
+        steps[0] = 1.0f, steps[1] = 7.0f;
+        for (int t = 0; t < 2; t++) {
+            const float *gate = t == 0 ? open : scaled;
             ref->op.adamw_update(ref, n, p_ref, grad, gate, m_ref, v_ref, 1e-3f, 0.9f, 0.999f,
-                                 1e-8f, 0.05f, step);
+                                 1e-8f, 0.05f, steps + t);
             fast->op.adamw_update(fast, n, D(p_fast), D(grad), D(gate), D(m_fast), D(v_fast),
-                                  1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, step);
+                                  1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, D(steps + t));
             H(p_fast), H(m_fast), H(v_fast);
         }
         mirror_expect_close("adamw param", n, p_fast, p_ref, 0, 0);
@@ -522,7 +527,7 @@ static void test_optimizer_updates(void **state) {
         fast->op.sgd_update(fast, n, D(p_fast), D(nan_grad), D(skip), D(m_fast), 0.1f, 0.9f,
                             1e-4f, 0, 0);
         fast->op.adamw_update(fast, n, D(p_fast), D(nan_grad), D(skip), D(m_fast), D(v_fast),
-                              1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, 3);
+                              1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, D(steps + 1));
         H(p_fast), H(m_fast), H(v_fast);
         mirror_expect_close("skipped param", n, p_fast, p_before, 0, 0);
         mirror_expect_close("skipped momentum", n, m_fast, m_before, 0, 0);
@@ -532,21 +537,25 @@ static void test_optimizer_updates(void **state) {
 }
 
 // Closing a gate: the same rule (scalar_rules.h) on the host and in a
-// kernel, so the same floats.
+// kernel, so the same floats; with a loss scaler's 1/scale read on the
+// device in the last two cases.
 static void test_step_gate(void **state) {
     NEED_FAST_BACKEND();
     const int groups = 5;
-    const float cases[][4] = {  // scale, max_norm, found, a square that is not finite (1)
-        {1.0f, 0.0f, 0, 0}, {0.25f, 0.5f, 0, 0}, {0.5f, 1e6f, 0, 0}, {1.0f, 1.0f, 2, 0},
-        {1.0f, 1.0f, 0, 1},
+    const float cases[][5] = {  // scale, max_norm, found, a square not finite (1), unscale
+        {1.0f, 0.0f, 0, 0, 0}, {0.25f, 0.5f, 0, 0, 0}, {0.5f, 1e6f, 0, 0, 0},
+        {1.0f, 1.0f, 2, 0, 0}, {1.0f, 1.0f, 0, 1, 0}, {0.5f, 0.5f, 0, 0, 1.0f / 65536.0f},
+        {1.0f, 0.0f, 0, 0, 0.125f},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         float *gate_ref = mirror_random_tensor(GATE_SQUARES + groups, 0, 40, 10400 + c);
         gate_ref[GATE_FOUND] = cases[c][2];
         if (cases[c][3]) gate_ref[GATE_SQUARES + 3] = INFINITY;
         float *gate_fast = mirror_copy(gate_ref, GATE_SQUARES + groups);
-        ref->op.step_gate(ref, gate_ref, groups, cases[c][0], cases[c][1]);
-        fast->op.step_gate(fast, D(gate_fast), groups, cases[c][0], cases[c][1]);
+        float *unscale = NULL;
+        if (cases[c][4] != 0.0f) *(unscale = mirror_tensor(1)) = cases[c][4];
+        ref->op.step_gate(ref, gate_ref, groups, cases[c][0], unscale, cases[c][1]);
+        fast->op.step_gate(fast, D(gate_fast), groups, cases[c][0], D(unscale), cases[c][1]);
         H(gate_fast);
         mirror_expect_close("step gate", GATE_FOUND, gate_fast, gate_ref, 0, 0);
         const int skip = cases[c][2] != 0 || cases[c][3] != 0;
@@ -555,6 +564,68 @@ static void test_step_gate(void **state) {
         if (!skip && cases[c][1] == 1e6f) assert_true(gate_ref[GATE_MULTIPLIER] == cases[c][0]);
     }
     mirror_free(state);
+}
+
+// scalar_combine: the same double expression rounded once (scalar_rules.h)
+// on the host and in a kernel; with and without b, aliased, NaN.
+static void test_scalar_combine(void **state) {
+    NEED_FAST_BACKEND();
+    float *x = mirror_random_tensor(8, -10, 10, 10500);
+    x[6] = NAN, x[7] = -0.0f;
+    const float cases[][5] = {  // alpha, a index, beta, b index (-1: NULL), divisor
+        {1, 0, 1, 1, 1}, {-1, 2, 0, -1, 37}, {0.7f, 3, -2.5f, 4, 3}, {1, 5, 1, 5, 1},
+        {1, 6, 1, 0, 1}, {1, 7, 0, -1, 4}, {-0.125f, 1, 1e-3f, 2, 1e-3f},
+    };
+    const size_t count = sizeof cases / sizeof *cases;
+    float *y_ref = mirror_nan_tensor(count), *y_fast = mirror_nan_tensor(count);
+    for (size_t c = 0; c < count; c++) {
+        const float *a = x + (int)cases[c][1];
+        const float *b = cases[c][3] < 0 ? NULL : x + (int)cases[c][3];
+        ref->op.scalar_combine(ref, cases[c][0], a, cases[c][2], b, cases[c][4], y_ref + c);
+        fast->op.scalar_combine(fast, cases[c][0], D(a), cases[c][2], D(b), cases[c][4],
+                                D(y_fast + c));
+        H(y_fast);
+    }
+    assert_true(isnan(y_ref[4]) && isnan(y_fast[4]));  // NaN + x
+    y_ref[4] = y_fast[4] = 0.0f;
+    mirror_expect_close("scalar_combine", count, y_fast, y_ref, 0, 0);
+    assert_true(signbit(y_fast[5]));  // -0 / 4 without a b term stays -0
+    // y aliases a: x[0] += x[1], twice
+    float *z = mirror_copy(x, 2), *z_ref = mirror_copy(x, 2);
+    float *z_device = D(z);  // uploaded once: the second call must see the first's result
+    for (int i = 0; i < 2; i++) {
+        ref->op.scalar_combine(ref, 1.0f, z_ref, 1.0f, z_ref + 1, 1.0f, z_ref);
+        fast->op.scalar_combine(fast, 1.0f, z_device, 1.0f, z_device + 1, 1.0f, z_device);
+    }
+    H(z);
+    mirror_expect_close("scalar_combine in place", 1, z, z_ref, 0, 0);
+}
+
+// Host slots: the record of one step is read while the next one is queued
+// (two slots, each filled behind the work queued before it).
+static void test_host_slots(void **state) {
+    NEED_FAST_BACKEND();
+    ErrorMessage err = {{0}};
+    enum { N = 1000 };
+    HostSlot *slots[2];
+    for (int i = 0; i < 2; i++)
+        if (!(slots[i] = fast->op.host_slot_create(fast, N * sizeof(float), &err)))
+            fail_msg("%s", err.text);
+    float *x = mirror_random_tensor(N, -1, 1, 10600);
+    float *record = mirror_nan_tensor(N);
+    float *device = D(record);
+    for (int step = 0; step < 4; step++) {
+        // "step": record = x * (step + 1), then queued into its slot
+        fast->op.axpby(fast, N, (float)(step + 1), D(x), 0.0f, device);
+        fast->op.host_slot_fill(fast, slots[step & 1], device, N * sizeof(float));
+        if (step == 0) continue;
+        const float *previous = fast->op.host_slot_wait(fast, slots[(step - 1) & 1]);
+        for (int i = 0; i < N; i++)
+            if (previous[i] != (float)step * x[i]) fail_msg("slot of step %d [%d]", step - 1, i);
+    }
+    const float *last = fast->op.host_slot_wait(fast, slots[1]);
+    for (int i = 0; i < N; i++) assert_true(last[i] == 4.0f * x[i]);
+    for (int i = 0; i < 2; i++) fast->op.host_slot_free(fast, slots[i]);
 }
 
 static void test_normalize_u8(void **state) {
@@ -598,6 +669,8 @@ int main(void) {
         cmocka_unit_test_teardown(test_softmax, mirror_free),
         cmocka_unit_test_teardown(test_optimizer_updates, mirror_free),
         cmocka_unit_test_teardown(test_step_gate, mirror_free),
+        cmocka_unit_test_teardown(test_scalar_combine, mirror_free),
+        cmocka_unit_test_teardown(test_host_slots, mirror_free),
         cmocka_unit_test_teardown(test_normalize_u8, mirror_free),
         cmocka_unit_test(test_default_threads),
     };

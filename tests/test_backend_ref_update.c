@@ -1,7 +1,8 @@
 // Tests of the reference backend's optimizer updates (SGD with momentum /
 // Nesterov / weight decay, AdamW with bias correction, EMA) against the
 // PyTorch formulas of backend.h and against numbers from torch.optim
-// itself, and of the uint8 input normalisation. Ref backend memory is host
+// itself, the step gate (with a loss scaler's 1/scale), scalar_combine, host
+// slots, and the uint8 input normalisation. Ref backend memory is host
 // memory, so the small cases pass stack arrays directly.
 #include <stdarg.h>
 #include <stddef.h>
@@ -114,9 +115,10 @@ static void test_adamw_bias_correction(void **state) {
     for (int i = 0; i < ELEMENTS; i++) want[i] = initial_param[i];
     for (int t = 0; t < STEPS; t++) {
         const int step = t + 1;
+        const float device_step = (float)step;  // the count lives in backend memory
         memcpy(grad, gradients[t], sizeof initial_param);
-        fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, param, grad, open_gate, m, v, lr, beta1, beta2, eps,
-                                 weight_decay, step);
+        fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, param, grad, open_gate, m, v,
+                                         lr, beta1, beta2, eps, weight_decay, &device_step);
         float want_float[ELEMENTS];
         for (int i = 0; i < ELEMENTS; i++) {  // backend.h's formula, in double
             const double g = gradients[t][i];
@@ -146,7 +148,9 @@ static void test_adamw_first_step_is_lr_sized(void **state) {
     // whatever |g| is (no decay here); without it the step would be ~3x lr.
     float param[3] = {1.0f, 1.0f, 1.0f}, m[3] = {0}, v[3] = {0};
     const float grad[3] = {1e-3f, -5.0f, 0.2f};
-    fixture_backend->op.adamw_update(fixture_backend, 3, param, grad, open_gate, m, v, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 1);
+    const float first = 1.0f;
+    fixture_backend->op.adamw_update(fixture_backend, 3, param, grad, open_gate, m, v, 0.01f,
+                                     0.9f, 0.999f, 1e-8f, 0.0f, &first);
     // eps / sqrt(v_hat) perturbs the step by at most 1e-8 / 1e-3 relative.
     assert_float_equal(param[0], 0.99f, 1e-6);
     assert_float_equal(param[1], 1.01f, 1e-6);
@@ -173,10 +177,11 @@ static void test_updates_scale_by_the_gate(void **state) {
     assert_memory_equal(p_gate, p_open, sizeof p_gate);
     assert_memory_equal(m_gate, m_open, sizeof m_gate);
     for (int t = 1; t <= 2; t++) {
+        const float step = (float)t;
         fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, p_gate, grad, half_gate,
-                                         m_gate, v_gate, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, t);
+                                         m_gate, v_gate, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, &step);
         fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, p_open, scaled, open_gate,
-                                         m_open, v_open, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, t);
+                                         m_open, v_open, 0.01f, 0.9f, 0.999f, 1e-8f, 0.05f, &step);
     }
     assert_memory_equal(p_gate, p_open, sizeof p_gate);
     assert_memory_equal(v_gate, v_open, sizeof v_gate);
@@ -206,8 +211,9 @@ static void test_skipped_updates_change_nothing(void **state) {
     for (int i = 0; i < ELEMENTS; i++) m[i] = 0.5f, v[i] = 0.25f, out[i] = 7.0f;
     fixture_backend->op.sgd_update(fixture_backend, ELEMENTS, param, nan_grad, skip_gate, m, 0.1f,
                                    0.9f, 0.01f, 0, 0);
+    const float step = 3.0f;
     fixture_backend->op.adamw_update(fixture_backend, ELEMENTS, param, nan_grad, skip_gate, m, v,
-                                     0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, 3);
+                                     0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, &step);
     const float sums[2] = {1.0f, NAN};
     fixture_backend->op.lars_direction(fixture_backend, ELEMENTS, param, nan_grad, skip_gate,
                                        sums, 0.01f, 0.001f, 1e-8f, out);
@@ -226,25 +232,100 @@ static void test_step_gate_rule(void **state) {
     float gate[GATE_SQUARES + 3] = {0};
     gate[GATE_SQUARES + 0] = 9.0f;  // 3^2
     gate[GATE_SQUARES + 2] = 16.0f; // 4^2: global norm 5 (group 1 frozen: 0)
-    fixture_backend->op.step_gate(fixture_backend, gate, 3, 0.5f, 10.0f);
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 0.5f, NULL, 10.0f);
     assert_true(gate[GATE_MULTIPLIER] == 0.5f);  // norm 2.5 < 10: only the scale
     assert_true(gate[GATE_SKIP] == 0.0f && gate[GATE_UNIT] == 1.0f && gate[GATE_UNIT_SKIP] == 0.0f);
-    fixture_backend->op.step_gate(fixture_backend, gate, 3, 0.5f, 1.0f);
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 0.5f, NULL, 1.0f);
     assert_true(gate[GATE_MULTIPLIER] == 0.5f * (1.0f / (2.5f + 1e-6f)));  // torch's float32 coefficient
-    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, 0.0f);
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, NULL, 0.0f);
     assert_true(gate[GATE_MULTIPLIER] == 1.0f);  // no clipping
     gate[GATE_SQUARES + 1] = INFINITY;
-    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, 1.0f);
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, NULL, 1.0f);
     assert_true(gate[GATE_SKIP] == 1.0f && gate[GATE_UNIT_SKIP] == 1.0f);
     assert_true(gate[GATE_MULTIPLIER] == 0.0f);
     gate[GATE_SQUARES + 1] = 0.0f;
     gate[GATE_FOUND] = 1.0f;  // e.g. a NaN loss
-    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, 0.0f);
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, NULL, 0.0f);
     assert_true(gate[GATE_SKIP] == 1.0f);
     gate[GATE_FOUND] = 0.0f;
     gate[GATE_SQUARES + 0] = NAN;
-    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, 0.0f);
-    assert_true(gate[GATE_SKIP] == 1.0f);
+    fixture_backend->op.step_gate(fixture_backend, gate, 3, 1.0f, NULL, 0.0f);
+    assert_true(gate[GATE_SKIP] == 1.0f && gate[GATE_APPLIED] == 0.0f);
+}
+
+// A loss scaler's 1/scale joins the multiplier, and clipping sees the
+// unscaled norm (clip_grad_norm_ after GradScaler.unscale_): gradients
+// scaled by 1024 give the multiplier of the unscaled ones over 1024.
+static void test_step_gate_unscales(void **state) {
+    float gate[GATE_SQUARES + 2] = {0}, plain[GATE_SQUARES + 2] = {0};
+    plain[GATE_SQUARES + 0] = 9.0f, plain[GATE_SQUARES + 1] = 16.0f;  // norm 5
+    gate[GATE_SQUARES + 0] = 9.0f * 1024.0f * 1024.0f, gate[GATE_SQUARES + 1] = 16.0f * 1048576.0f;
+    const float unscale = 1.0f / 1024.0f;
+    for (int clip = 0; clip < 2; clip++) {
+        const float max_norm = clip ? 1.0f : 0.0f;
+        fixture_backend->op.step_gate(fixture_backend, plain, 2, 0.5f, NULL, max_norm);
+        fixture_backend->op.step_gate(fixture_backend, gate, 2, 0.5f, &unscale, max_norm);
+        assert_true(gate[GATE_MULTIPLIER] == plain[GATE_MULTIPLIER] / 1024.0f);  // exact
+        assert_true(gate[GATE_SKIP] == 0.0f && gate[GATE_APPLIED] == 1.0f);
+    }
+    assert_true(plain[GATE_MULTIPLIER] == 0.5f * (1.0f / (2.5f + 1e-6f)));  // clipped
+}
+
+// scalar_combine: one float operation gives exactly what float arithmetic
+// gives (double has over twice float's precision), the operation order of
+// a longer expression is the caller's; NULL b leaves the term out (-0
+// stays -0), y may alias an input, NaN propagates.
+static void test_scalar_combine(void **state) {
+    Backend *b = fixture_backend;
+    const float x = 0.1f, z = 3.0f, huge = 3e38f;
+    float y = 0.0f;
+    const float sums[] = {7.0f, 0.3f, 1e-3f, 123456.7f};
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 4; j++) {
+            b->op.scalar_combine(b, 1.0f, &sums[i], 1.0f, &sums[j], 1.0f, &y);
+            assert_true(y == sums[i] + sums[j]);
+            b->op.scalar_combine(b, 1.0f, &sums[i], -1.0f, &sums[j], 1.0f, &y);
+            assert_true(y == sums[i] - sums[j]);
+        }
+        b->op.scalar_combine(b, -1.0f, &sums[i], 0.0f, NULL, 37.0f, &y);
+        assert_true(y == -sums[i] / 37.0f);
+        b->op.scalar_combine(b, 0.7f, &sums[i], 0.0f, NULL, 1.0f, &y);
+        assert_true(y == 0.7f * sums[i]);
+    }
+    // in double: (x / 3 and then + z) would round twice; one call rounds once
+    b->op.scalar_combine(b, 1.0f, &x, 3.0f, &z, 1.0f, &y);
+    assert_true(y == (float)((double)x + 3.0 * 3.0));
+    const float negative_zero = -0.0f;
+    b->op.scalar_combine(b, 1.0f, &negative_zero, 0.0f, NULL, 4.0f, &y);
+    assert_true(y == 0.0f && signbit(y));
+    y = 5.0f;
+    b->op.scalar_combine(b, 1.0f, &y, 1.0f, &y, 1.0f, &y);  // y += y
+    assert_true(y == 10.0f);
+    b->op.scalar_combine(b, 1.0f, &huge, 1.0f, &huge, 1.0f, &y);
+    assert_true(isinf(y));  // overflows float as the float sum would
+    const float nan = NAN;
+    b->op.scalar_combine(b, 1.0f, &x, 0.0f, &nan, 1.0f, &y);
+    assert_true(isnan(y));  // 0 x NaN: the term is there
+}
+
+// Host slots of a host-memory backend: the copy is there at once; two
+// slots keep two records apart.
+static void test_host_slots(void **state) {
+    Backend *b = fixture_backend;
+    ErrorMessage err = {{0}};
+    HostSlot *slots[2] = {b->op.host_slot_create(b, 3 * sizeof(float), &err),
+                          b->op.host_slot_create(b, 3 * sizeof(float), &err)};
+    assert_true(slots[0] && slots[1]);
+    float record[3] = {1.0f, 2.0f, 3.0f};
+    b->op.host_slot_fill(b, slots[0], record, sizeof record);
+    record[1] = -2.0f;
+    b->op.host_slot_fill(b, slots[1], record, sizeof record);
+    const float *first = b->op.host_slot_wait(b, slots[0]);
+    const float *second = b->op.host_slot_wait(b, slots[1]);
+    assert_true(first[0] == 1.0f && first[1] == 2.0f && first[2] == 3.0f);
+    assert_true(second[1] == -2.0f);
+    b->op.host_slot_free(b, slots[0]);
+    b->op.host_slot_free(b, slots[1]);
 }
 
 static void test_ema_update(void **state) {
@@ -283,6 +364,9 @@ int main(void) {
         cmocka_unit_test(test_updates_scale_by_the_gate),
         cmocka_unit_test(test_skipped_updates_change_nothing),
         cmocka_unit_test(test_step_gate_rule),
+        cmocka_unit_test(test_step_gate_unscales),
+        cmocka_unit_test(test_scalar_combine),
+        cmocka_unit_test(test_host_slots),
         cmocka_unit_test(test_ema_update),
         cmocka_unit_test(test_normalize_u8),
     };

@@ -199,7 +199,7 @@ static void xent_run(LossCase *c, Communicator *comm, int first, int rows) {
     NtXent *loss = nt_xent_create(backend, rows, XENT_DIM, 0.2f, comm, &err);
     if (!loss) fail_msg("%s", err.text);
     const size_t offset = (size_t)first * XENT_DIM;
-    c->loss = nt_xent_forward(loss, rows, c->inputs[0] + offset, c->inputs[1] + offset);
+    nt_xent_forward(loss, rows, c->inputs[0] + offset, c->inputs[1] + offset, &c->loss);
     nt_xent_backward(loss, 1.0f, c->grads[0], c->grads[1]);
     nt_xent_destroy(loss);
     backend_destroy(backend);
@@ -272,7 +272,7 @@ static void dino_run(LossCase *c, Communicator *comm, int first, int rows) {
     const float *teacher[DINO_GLOBAL], *student[DINO_VIEWS];
     for (int g = 0; g < DINO_GLOBAL; g++) teacher[g] = c->inputs[g] + offset;
     for (int v = 0; v < DINO_VIEWS; v++) student[v] = c->inputs[DINO_GLOBAL + v] + offset;
-    c->loss = dino_loss_forward(loss, rows, teacher, student, 0.04f);
+    dino_loss_forward(loss, rows, teacher, student, 0.04f, &c->loss);
     dino_loss_backward(loss, 1.0f, c->grads + DINO_GLOBAL);
     dino_loss_update_center(loss);
     memcpy(c->center, dino_loss_center(loss), sizeof c->center);

@@ -297,7 +297,7 @@ static void check_case(const SafeTensors *file, Backend *backend, const char *ca
         for (int g = 0; g < method.group_count; g++)
             if (method_group_active(&method.groups[g], step))
                 step_gate_measure(&gate, g, method.groups[g].params);
-        step_gate_close(&gate, 1.0f, FIXTURE_CLIP);
+        step_gate_close(&gate, 1.0f, NULL, FIXTURE_CLIP);
         StepGateReading reading;
         step_gate_read(&gate, 1.0f, &reading);
         snprintf(key, sizeof key, "%s/clip/%ld", case_name, step + 1);

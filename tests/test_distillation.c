@@ -187,9 +187,10 @@ static void run_v1_case(const char *prefix) {
     int b, d, q;
     assert_int_equal(sscanf(prefix, "v1/b%d_d%d_q%d", &b, &d, &q), 3);
     DistillQueueLoss *loss = queue_loss(b, d, q, input_scalar(prefix, "temperature"));
-    const float value = distill_queue_loss_forward(loss, b, input(prefix, "teacher", b * d),
-                                                   input(prefix, "student", b * d),
-                                                   input(prefix, "queue", q * d));
+    float value = NAN;  // backend memory: host memory on ref and cpu
+    distill_queue_loss_forward(loss, b, input(prefix, "teacher", b * d),
+                               input(prefix, "student", b * d), input(prefix, "queue", q * d),
+                               &value);
     float *grad = fixture_tensor((size_t)b * d);
     distill_queue_loss_backward(loss, 1.0f, grad);
     expect_reference_value(prefix, "loss", value);
@@ -207,11 +208,13 @@ static void run_v3_case(const char *prefix) {
     const float *temperatures = input(prefix, "temperatures", 2);
     DistillQueueLoss *global = queue_loss(b, d, q, temperatures[0]);
     DistillLocalLoss *local = local_loss(b, p, d, temperatures[1]);
-    const float global_value = distill_queue_loss_forward(
-        global, b, input(prefix, "teacher_global", b * d), input(prefix, "student_global", b * d),
-        input(prefix, "queue", q * d));
-    const float local_value = distill_local_loss_forward(
-        local, b, input(prefix, "teacher_local", b * p * d), input(prefix, "student_local", b * p * d));
+    float global_value = NAN;  // backend memory: host memory on ref and cpu
+    distill_queue_loss_forward(global, b, input(prefix, "teacher_global", b * d),
+                               input(prefix, "student_global", b * d),
+                               input(prefix, "queue", q * d), &global_value);
+    float local_value = NAN;  // backend memory: host memory on ref and cpu
+    distill_local_loss_forward(local, b, input(prefix, "teacher_local", b * p * d),
+                               input(prefix, "student_local", b * p * d), &local_value);
     float *grad_global = fixture_tensor((size_t)b * d), *grad_local = fixture_tensor((size_t)b * p * d);
     distill_queue_loss_backward(global, 1.0f, grad_global);
     distill_local_loss_backward(local, 1.0f, grad_local);
@@ -239,8 +242,9 @@ static void run_v2_case(const char *prefix) {
     assert_int_equal(sscanf(prefix, "v2/b%d_p%d_d%d", &b, &p, &d), 3);
     const size_t n = (size_t)b * p * d;
     DistillMseLoss *loss = mse_loss(n);
-    const float value =
-        distill_mse_loss_forward(loss, n, input(prefix, "teacher", n), input(prefix, "student", n));
+    float value = NAN;  // backend memory: host memory on ref and cpu
+    distill_mse_loss_forward(loss, n, input(prefix, "teacher", n), input(prefix, "student", n),
+                             &value);
     float *grad = fixture_tensor(n);
     distill_mse_loss_backward(loss, 1.0f, grad);
     expect_reference_value(prefix, "loss", value);
@@ -306,7 +310,8 @@ static void run_pipe_v1_case(const char *prefix) {
     if (!student) fail_msg("%s", err.text);
     distill_queue_update(&queue, 1, b, teacher);
     DistillQueueLoss *loss = queue_loss(b, d, q, input_scalar(prefix, "temperature"));
-    const float value = distill_queue_loss_forward(loss, b, teacher, student, queue.values);
+    float value = NAN;  // backend memory: host memory on ref and cpu
+    distill_queue_loss_forward(loss, b, teacher, student, queue.values, &value);
     float *dstudent = fixture_tensor((size_t)b * d), *dfeatures = fixture_tensor((size_t)b * c);
     distill_queue_loss_backward(loss, 1.0f, dstudent);
     if (distill_projection_backward(&head, dstudent, dfeatures, &err)) fail_msg("%s", err.text);
@@ -360,10 +365,11 @@ static void run_pipe_v3_case(const char *prefix) {
     distill_queue_update(&queue, 1, b, teacher_global);
     DistillQueueLoss *global_loss = queue_loss(b, d, q, config[2]);
     DistillLocalLoss *local_loss_ = local_loss(b, tokens, d, config[3]);
-    const float global_value =
-        distill_queue_loss_forward(global_loss, b, teacher_global, student_global, queue.values);
-    const float local_value =
-        distill_local_loss_forward(local_loss_, b, teacher_local, student_local);
+    float global_value = NAN;  // backend memory: host memory on ref and cpu
+    distill_queue_loss_forward(global_loss, b, teacher_global, student_global, queue.values,
+                               &global_value);
+    float local_value = NAN;  // backend memory: host memory on ref and cpu
+    distill_local_loss_forward(local_loss_, b, teacher_local, student_local, &local_value);
     float *dglobal = fixture_tensor((size_t)b * d), *dlocal = fixture_tensor((size_t)b * tokens * d);
     float *dfeatures = fixture_tensor((size_t)b * c), *dmap = fixture_tensor((size_t)b * h * w * c);
     distill_queue_loss_backward(global_loss, 1.0f, dglobal);
@@ -424,7 +430,8 @@ static void run_pipe_v2_case(const char *prefix) {
         distill_projection_forward(&head, b, input(prefix, "map", (size_t)b * h * w * c), &err);
     if (!student) fail_msg("%s", err.text);
     DistillMseLoss *loss = mse_loss(n);
-    const float value = distill_mse_loss_forward(loss, n, input(prefix, "teacher", n), student);
+    float value = NAN;  // backend memory: host memory on ref and cpu
+    distill_mse_loss_forward(loss, n, input(prefix, "teacher", n), student, &value);
     float *dstudent = fixture_tensor(n), *dmap = fixture_tensor((size_t)b * h * w * c);
     distill_mse_loss_backward(loss, 1.0f, dstudent);
     if (distill_projection_backward(&head, dstudent, dmap, &err)) fail_msg("%s", err.text);
@@ -531,9 +538,8 @@ static void test_teacher_is_frozen(void **state) {
             uint8_t *pixels = upload_random_views(&method, (uint64_t)step);
             for (int g = 0; g < method.group_count; g++)
                 parameter_set_zero_grads(method.groups[g].params);
-            float loss = NAN;
-            if (method.ops->step(&method, step, BATCH, &loss, &err)) fail_msg("%s", err.text);
-            assert_true(isfinite(loss));
+            if (method.ops->step(&method, step, BATCH, &err)) fail_msg("%s", err.text);
+            assert_true(isfinite(backend_read_scalar(backend, method_loss(&method))));
             for (int g = 0; g < method.group_count; g++) optimizer_step(optimizers[g], 0.05f, 0, NULL);
             free(pixels);
         }
@@ -564,14 +570,13 @@ static void test_checkpoint_leaves_the_teacher_out(void **state) {
         assert_non_null(optimizers[g] = optimizer_create(backend, method.groups[g].params,
                                                           &config, &err));
     uint8_t *pixels = upload_random_views(&method, 3);
-    float loss;
-    assert_int_equal(method.ops->step(&method, 0, BATCH, &loss, &err), 0);
+    assert_int_equal(method.ops->step(&method, 0, BATCH, &err), 0);
     free(pixels);
     const RunIdentity identity = {.model = "vit", .method = "distillation", .batch_size = BATCH,
                                   .image_size = IMAGE, .total_steps = 4, .dataset_size = 60,
                                   .accumulate = 1, .optimizer = "AdamW", .lr = 1e-3,
                                   .method_args = teacher_arg, .transforms = ""};
-    if (train_state_save(path, &method, optimizers, &identity, 1, 0, &err))
+    if (train_state_save(path, &method, optimizers, NULL, &identity, 1, 0, &err))
         fail_msg("%s", err.text);
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, &err)) fail_msg("%s", err.text);

@@ -7,8 +7,8 @@
 // distillation. Distillation v1, v2 and v3 from a tiny ViT teacher, v3
 // from a ResNet teacher too (the frozen teacher, the queue and the losses
 // against PyTorch: tests/test_distillation.c). Also: the EMA teacher
-// follows the student, DINO's frozen last layer, --method-arg checks and
-// view sizes a ViT cannot take.
+// follows the student, DINO's frozen last layer, --method-arg checks, view
+// sizes a ViT cannot take, and a loss scale seeding the backward exactly.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -136,13 +136,13 @@ static void method_make_with_views(Method *method, MethodKind kind, const char *
     if (method_create(method, kind, &setup, views, &err)) fail_msg("%s", err.text);
 }
 
-static float method_loss(Method *method, long step) {
+// One step's loss (written into the method's record, read back here).
+static float step_loss(Method *method, long step) {
     ErrorMessage err = {{0}};
     for (int g = 0; g < method->group_count; g++)
         parameter_set_zero_grads(method->groups[g].params);
-    float loss = NAN;
-    if (method->ops->step(method, step, BATCH, &loss, &err)) fail_msg("%s", err.text);
-    return loss;
+    if (method->ops->step(method, step, BATCH, &err)) fail_msg("%s", err.text);
+    return backend_read_scalar(backend, method_loss(method));
 }
 
 static double host_norm(const float *device, size_t n) {
@@ -164,7 +164,7 @@ static void check_largest_coordinate(Method *method, MethodKind kind, const Meth
     ParameterSet *params = group->params;
     float *grads = malloc(params->total * sizeof *grads);
     assert_non_null(grads);
-    const float loss0 = method_loss(method, 5);
+    const float loss0 = step_loss(method, 5);
     backend->op.download(backend, grads, params->grads, params->total * sizeof(float));
     size_t best = 0;
     for (size_t i = 1; i < params->total; i++)
@@ -182,11 +182,11 @@ static void check_largest_coordinate(Method *method, MethodKind kind, const Meth
     for (int attempt = 0; attempt <= FD_SHRINKS; attempt++, h /= FD_SHRINK_FACTOR) {
         float shifted = (float)(value + h);
         backend->op.upload(backend, params->values + best, &shifted, sizeof shifted);
-        const float plus = method_loss(method, 5);
+        const float plus = step_loss(method, 5);
         const double step_up = (double)shifted - value;
         shifted = (float)(value - h);
         backend->op.upload(backend, params->values + best, &shifted, sizeof shifted);
-        const float minus = method_loss(method, 5);
+        const float minus = step_loss(method, 5);
         const double step_down = value - (double)shifted;
         backend->op.upload(backend, params->values + best, &value, sizeof value);
         numeric = ((double)plus - (double)minus) / (step_up + step_down);
@@ -207,7 +207,7 @@ static void check_directional_gradients(Method *created, MethodKind kind) {
     assert_int_equal(method_upload_views(method, &test.batch, &err), 0);
     for (int g = 0; g < method->group_count; g++) {
         ParameterSet *params = method->groups[g].params;
-        const float loss0 = method_loss(method, 5);
+        const float loss0 = step_loss(method, 5);
         const double norm = host_norm(params->grads, params->total);
         assert_true(norm > 0);
         float *direction = backend->op.alloc(backend, params->total * sizeof(float));
@@ -228,11 +228,11 @@ static void check_directional_gradients(Method *created, MethodKind kind) {
         for (int attempt = 0; attempt <= FD_SHRINKS && !close; attempt++, h /= FD_SHRINK_FACTOR) {
             backend->op.axpby(backend, params->total, (float)(h / norm), direction, 1.0f,
                               params->values);
-            const float plus = method_loss(method, 5);
+            const float plus = step_loss(method, 5);
             backend->op.copy(backend, params->values, saved, params->total * sizeof(float));
             backend->op.axpby(backend, params->total, (float)(-h / norm), direction, 1.0f,
                               params->values);
-            const float minus = method_loss(method, 5);
+            const float minus = step_loss(method, 5);
             backend->op.copy(backend, params->values, saved, params->total * sizeof(float));
             numeric = ((double)plus - (double)minus) / (2 * h);
             // 5% relative: the two errors above; a wrong or missing
@@ -266,7 +266,7 @@ static void check_loss_decreases(Method *created, MethodKind kind) {
     }
     float first = 0, last = 0;
     for (long step = 0; step < 6; step++) {
-        last = method_loss(method, step);
+        last = step_loss(method, step);
         if (step == 0) first = last;
         for (int g = 0; g < method->group_count; g++)
             if (method_group_active(&method->groups[g], step))
@@ -281,11 +281,50 @@ static void check_loss_decreases(Method *created, MethodKind kind) {
     test_batch_free(&test);
 }
 
-// Both checks on one method (building a method costs more than the checks).
+// With a loss scale (16-mixed's loss scaler) the backward starts from the
+// scaled loss gradient: every parameter gradient is the unscaled one times
+// the scale, exactly for a power of two, and the loss itself is unscaled.
+static void check_loss_scale_seeds_backward(Method *method, MethodKind kind) {
+    TestBatch test;
+    test_batch_make(&test, &method->views, BATCH, 13);
+    ErrorMessage err = {{0}};
+    assert_int_equal(method_upload_views(method, &test.batch, &err), 0);
+    float *scale = backend->op.alloc(backend, sizeof(float));
+    backend->op.fill(backend, scale, 1024.0f, 1);
+    float *unscaled[METHOD_MAX_GROUPS];
+    const float loss = step_loss(method, 3);
+    for (int g = 0; g < method->group_count; g++) {
+        const ParameterSet *params = method->groups[g].params;
+        unscaled[g] = malloc(params->total * sizeof(float));
+        assert_non_null(unscaled[g]);
+        backend->op.download(backend, unscaled[g], params->grads, params->total * sizeof(float));
+    }
+    method->loss_scale = scale;
+    assert_true(step_loss(method, 3) == loss);
+    method->loss_scale = NULL;
+    for (int g = 0; g < method->group_count; g++) {
+        const ParameterSet *params = method->groups[g].params;
+        float *scaled = malloc(params->total * sizeof(float));
+        assert_non_null(scaled);
+        backend->op.download(backend, scaled, params->grads, params->total * sizeof(float));
+        for (size_t i = 0; i < params->total; i++)
+            if (scaled[i] != 1024.0f * unscaled[g][i])
+                fail_msg("%s group %s [%zu]: %g with scale 1024, %g without",
+                         method_kind_name(kind), method->groups[g].name, i, scaled[i],
+                         unscaled[g][i]);
+        free(scaled);
+        free(unscaled[g]);
+    }
+    backend->op.free(backend, scale);
+    test_batch_free(&test);
+}
+
+// The checks on one method (building a method costs more than the checks).
 static void check_method(MethodKind kind, const char *teacher_path) {
     Method method;
     method_make(&method, kind, teacher_path);
     check_directional_gradients(&method, kind);
+    check_loss_scale_seeds_backward(&method, kind);
     check_loss_decreases(&method, kind);
     method_free(&method);
 }
@@ -439,7 +478,7 @@ static void test_ema_teacher_follows_student(void **state) {
     backend->op.fill(backend, method.backbone.params->values, 0.5f, n);
     method.ops->after_update(&method, 0);
     backend->op.download(backend, after, teacher->params->values, n * sizeof(float));
-    const float momentum = method.scalar_values[0];
+    const float momentum = backend_read_scalar(backend, method_scalar(&method, 0));
     assert_true(momentum > 0.98f && momentum < 1.0f);  // cosine 0.99 -> 1 over 10 steps
     for (size_t i = 0; i < n; i += 997) {
         const float expected = momentum * before[i] + (1 - momentum) * 0.5f;

@@ -30,6 +30,13 @@ static NtXent *make_loss(Backend *backend, int max_batch, int dim, float tempera
     return loss;
 }
 
+// The loss forward writes into backend memory, read here.
+static float loss_value(NtXent *loss, int batch, const float *out0, const float *out1) {
+    float value = NAN;  // the ref and cpu backends' memory is host memory
+    nt_xent_forward(loss, batch, out0, out1, &value);
+    return value;
+}
+
 static float *random_buffer(size_t n, uint64_t seed) {
     float *x = malloc(n * sizeof(float));
     assert_non_null(x);
@@ -47,7 +54,7 @@ typedef struct LossContext {
 // x (2N, D) = [out0; out1]
 static double loss_of(void *context, const float *x) {
     const LossContext *c = context;
-    return nt_xent_forward(c->loss, c->batch, x, x + (size_t)c->batch * c->dim);
+    return loss_value(c->loss, c->batch, x, x + (size_t)c->batch * c->dim);
 }
 
 static void check_finite_differences(int batch, int dim, float temperature, uint64_t seed) {
@@ -56,7 +63,7 @@ static void check_finite_differences(int batch, int dim, float temperature, uint
     float *analytic = malloc(n * sizeof(float));
     assert_non_null(analytic);
     LossContext context = {make_loss(fixture_ref, batch, dim, temperature), batch, dim};
-    nt_xent_forward(context.loss, batch, x, x + n / 2);
+    loss_value(context.loss, batch, x, x + n / 2);
     nt_xent_backward(context.loss, 1.0f, analytic, analytic + n / 2);
     // The loss is evaluated in float32 (relative rounding ~1e-7 of a loss of
     // O(1)), so with h = 1e-3 the central difference carries ~1e-4 of noise
@@ -113,7 +120,7 @@ static void check_fixture_case(Backend *backend, const SafeTensors *file, int c)
     }
     // max_batch above the batch: the loss must not depend on the capacity
     NtXent *loss = make_loss(backend, batch + 3, dim, temperature);
-    const float value = nt_xent_forward(loss, batch, out[0], out[1]);
+    const float value = loss_value(loss, batch, out[0], out[1]);
     nt_xent_backward(loss, 1.0f, grad[0], grad[1]);
 
     snprintf(key, sizeof key, "%s/loss", name);
@@ -154,7 +161,7 @@ static LossResult run_loss(NtXent *loss, int batch, int dim, const float *x, flo
     const size_t n = 2 * (size_t)batch * dim;
     LossResult result = {0.0f, malloc(n * sizeof(float))};
     assert_non_null(result.grad);
-    result.value = nt_xent_forward(loss, batch, x, x + n / 2);
+    result.value = loss_value(loss, batch, x, x + n / 2);
     nt_xent_backward(loss, dloss, result.grad, result.grad + n / 2);
     return result;
 }
@@ -213,10 +220,10 @@ static void test_aligned_views_give_lower_loss(void **state) {
     const size_t half = (size_t)batch * dim;
     float *x = random_buffer(2 * half, 41);
     NtXent *loss = make_loss(fixture_cpu, batch, dim, 0.1f);
-    const float random_loss = nt_xent_forward(loss, batch, x, x + half);
+    const float random_loss = loss_value(loss, batch, x, x + half);
     // out1 = 3 out0: the same direction, so each positive has cosine 1
     for (size_t i = 0; i < half; i++) x[half + i] = 3.0f * x[i];
-    const float aligned_loss = nt_xent_forward(loss, batch, x, x + half);
+    const float aligned_loss = loss_value(loss, batch, x, x + half);
     // Random views: every logit is about equal, loss near log(2N - 1) = 3.4.
     assert_true(random_loss > 2.0f && random_loss < 5.0f);
     assert_true(aligned_loss < 0.5f * random_loss);
@@ -232,8 +239,8 @@ static void test_rejects_bad_arguments(void **state) {
     assert_non_null(strstr(err.text, "temperature"));
     NtXent *loss = make_loss(fixture_ref, 4, 8, 0.1f);
     float x[2 * 5 * 8] = {0};
-    assert_true(isnan(nt_xent_forward(loss, 5, x, x + 40)));  // above max_batch
-    assert_true(isnan(nt_xent_forward(loss, 0, x, x + 40)));
+    assert_true(isnan(loss_value(loss, 5, x, x + 40)));  // above max_batch
+    assert_true(isnan(loss_value(loss, 0, x, x + 40)));
     nt_xent_destroy(loss);
 }
 

@@ -206,7 +206,7 @@ static void check_run(TestState *test, const RunSpec *spec) {
         const float scale = 1.0f / (float)spec->micro_batches;
         step_gate_open(&gate);
         step_gate_measure(&gate, 0, &set);
-        step_gate_close(&gate, scale, spec->clip_norm);
+        step_gate_close(&gate, scale, NULL, spec->clip_norm);
         if (spec->clip_norm > 0.0f) {
             StepGateReading reading;
             step_gate_read(&gate, scale, &reading);
@@ -527,7 +527,7 @@ static void test_gate_clips_and_skips(void **state) {
     for (int c = 0; c < 3; c++) {
         step_gate_open(&gate);
         step_gate_measure(&gate, 1, &set);  // group 0 unmeasured (frozen): adds 0
-        step_gate_close(&gate, scales[c], max_norms[c]);
+        step_gate_close(&gate, scales[c], NULL, max_norms[c]);
         StepGateReading reading;
         step_gate_read(&gate, scales[c], &reading);
         assert_false(reading.skipped);
@@ -550,7 +550,7 @@ static void test_gate_clips_and_skips(void **state) {
     backend->op.upload(backend, set.params[0].grad + 1, &nan, sizeof nan);
     step_gate_open(&gate);
     step_gate_measure(&gate, 0, &set);
-    step_gate_close(&gate, 1.0f, 1.0f);
+    step_gate_close(&gate, 1.0f, NULL, 1.0f);
     StepGateReading reading;
     step_gate_read(&gate, 1.0f, &reading);
     assert_true(reading.skipped);
@@ -568,7 +568,7 @@ static void test_gate_clips_and_skips(void **state) {
     step_gate_open(&gate);
     step_gate_measure(&gate, 0, &set);
     step_gate_count_nonfinite(&gate, 1, loss);
-    step_gate_close(&gate, 1.0f, 0.0f);
+    step_gate_close(&gate, 1.0f, NULL, 0.0f);
     step_gate_read(&gate, 1.0f, &reading);
     assert_true(reading.skipped);
     assert_int_equal(reading.nonfinite_group, -1);
@@ -647,6 +647,48 @@ static void test_state_size_and_restore(void **state) {
     parameter_set_free(&set);
 }
 
+// A step the gate skips does not count (PyTorch does not call the
+// optimizer's step when GradScaler skips): AdamW's bias correction then
+// continues as if it never happened, and the applied count is what a
+// checkpoint saves.
+static void test_skipped_steps_do_not_count(void **state) {
+    TestState *test = *state;
+    Backend *backend = test->backend;
+    ErrorMessage err = {{0}};
+    ParameterSet set;
+    params_create(backend, &set);
+    float *staging = backend->op.alloc(backend, MAX_PARAM_FLOATS * sizeof(float));
+    float initial[160], with_skip[160], without[160];
+    download(backend, initial, set.values, set.total);
+    const OptimizerConfig config = optimizer_config_default(OPTIMIZER_ADAMW);
+    StepGate gate;
+    assert_int_equal(step_gate_create(&gate, backend, 1, &err), 0);
+    for (int skip = 1; skip >= 0; skip--) {
+        backend->op.upload(backend, set.values, initial, sizeof initial);
+        Optimizer *opt = optimizer_create(backend, &set, &config, &err);
+        assert_non_null(opt);
+        for (int step = 1; step <= 4; step++) {
+            load_step_gradients(backend, &set, step, 1, staging);
+            if (step == 3) {
+                if (!skip) continue;
+                const float nan = NAN;  // a step whose gradients overflowed
+                backend->op.upload(backend, set.params[1].grad, &nan, sizeof nan);
+            }
+            step_gate_open(&gate);
+            step_gate_measure(&gate, 0, &set);
+            step_gate_close(&gate, 1.0f, NULL, 0.0f);
+            optimizer_step(opt, 1e-3f, 0.05f, step_gate_values(&gate));
+            assert_int_equal(optimizer_step_count(opt), step < 3 ? step : step - 1);
+        }
+        download(backend, skip ? with_skip : without, set.values, set.total);
+        optimizer_free(opt);
+    }
+    assert_memory_equal(with_skip, without, sizeof without);  // exact: the same updates
+    step_gate_free(&gate);
+    backend->op.free(backend, staging);
+    parameter_set_free(&set);
+}
+
 static void test_config_errors(void **state) {
     TestState *test = *state;
     ErrorMessage err = {{0}};
@@ -696,6 +738,7 @@ int main(void) {
         cmocka_unit_test(test_lars_adaptation),
         cmocka_unit_test(test_gate_clips_and_skips),
         cmocka_unit_test(test_state_size_and_restore),
+        cmocka_unit_test(test_skipped_steps_do_not_count),
         cmocka_unit_test(test_config_errors),
     };
     int failed = cmocka_run_group_tests_name("optimizer[ref]", tests, group_setup, group_teardown);

@@ -25,13 +25,17 @@
 
 // ---- one interface over the three losses ----------------------------------------------
 // Inputs x (inputs, N, D) contiguous: BYOL p0, p1, z0, z1; the others out0,
-// out1. Gradients (2, N, D) for the first two inputs.
+// out1. Gradients (2, N, D) for the first two inputs. The losses write into
+// backend memory; on the ref and cpu backends that is host memory, so a
+// local float receives it.
 
 static void *byol_make(Backend *b, int max_batch, int dim, ErrorMessage *err) {
     return byol_loss_create(b, max_batch, dim, err);
 }
 static float byol_run(void *loss, int batch, const float *x, size_t n) {
-    return byol_loss_forward(loss, batch, x, x + n, x + 2 * n, x + 3 * n);
+    float value = NAN;
+    byol_loss_forward(loss, batch, x, x + n, x + 2 * n, x + 3 * n, &value);
+    return value;
 }
 static void byol_grad(void *loss, float dloss, float *g0, float *g1) {
     byol_loss_backward(loss, dloss, g0, g1);
@@ -43,7 +47,9 @@ static void *vicreg_make(Backend *b, int max_batch, int dim, ErrorMessage *err) 
                               VICREG_LOSS_DEFAULT_NU, VICREG_LOSS_DEFAULT_EPS, err);
 }
 static float vicreg_run(void *loss, int batch, const float *x, size_t n) {
-    return vicreg_loss_forward(loss, batch, x, x + n);
+    float value = NAN;
+    vicreg_loss_forward(loss, batch, x, x + n, &value);
+    return value;
 }
 static void vicreg_grad(void *loss, float dloss, float *g0, float *g1) {
     vicreg_loss_backward(loss, dloss, g0, g1);
@@ -54,7 +60,9 @@ static void *barlow_make(Backend *b, int max_batch, int dim, ErrorMessage *err) 
     return barlow_twins_loss_create(b, max_batch, dim, BARLOW_TWINS_LOSS_DEFAULT_LAMBDA, err);
 }
 static float barlow_run(void *loss, int batch, const float *x, size_t n) {
-    return barlow_twins_loss_forward(loss, batch, x, x + n);
+    float value = NAN;
+    barlow_twins_loss_forward(loss, batch, x, x + n, &value);
+    return value;
 }
 static void barlow_grad(void *loss, float dloss, float *g0, float *g1) {
     barlow_twins_loss_backward(loss, dloss, g0, g1);

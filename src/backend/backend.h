@@ -73,16 +73,21 @@ int attention_shape_make(AttentionShape *shape, int batch, int heads, int tokens
 typedef struct AttentionPlan AttentionPlan;
 
 // The step gate's layout (floats in backend memory; see the optimizer
-// updates and step_gate in BackendOps). A gate with multiplier 1 and skip 0
-// is open: the plain update.
+// updates and step_gate in BackendOps). A gate with multiplier 1, skip 0
+// and applied 1 is open: the plain update.
 enum {
     GATE_MULTIPLIER,  // gradient multiplier of this step
     GATE_SKIP,        // 1: skip the update (non-finite gradients)
     GATE_UNIT,        // gate + GATE_UNIT: multiplier 1, the same skip
     GATE_UNIT_SKIP,
+    GATE_APPLIED,     // 1 - skip: what a count of applied updates adds
     GATE_FOUND,       // non-finite values counted before closing (loss)
     GATE_SQUARES,     // then one sum of squares of gradients per group
 };
+
+// A host slot (see host_slot_create in BackendOps): host memory that results
+// are copied into behind the queued work.
+typedef struct HostSlot HostSlot;
 
 typedef struct BackendOps {
     // ---- memory ----------------------------------------------------------
@@ -93,6 +98,20 @@ typedef struct BackendOps {
     void (*copy)(Backend *backend, void *dst, const void *src, size_t bytes);
     void (*fill)(Backend *backend, float *x, float value, size_t n);  // x (n) =
     void (*synchronize)(Backend *backend);  // waits for queued work (no-op on CPU)
+    // Reading results without waiting for the device: download waits for
+    // everything queued; a host slot (pinned host memory and an event on the
+    // GPU, plain memory on CPU backends) takes a copy queued behind the work
+    // so far, and the host waits only when it reads it, e.g. the record of
+    // step N while step N + 1 is already queued. NULL with err when out of
+    // memory.
+    HostSlot *(*host_slot_create)(Backend *backend, size_t bytes, ErrorMessage *err);
+    void (*host_slot_free)(Backend *backend, HostSlot *slot);
+    // Queues the copy of bytes (at most the slot's size) of device memory
+    // into the slot; returns at once. The slot's memory is not to be read
+    // until host_slot_wait.
+    void (*host_slot_fill)(Backend *backend, HostSlot *slot, const void *device, size_t bytes);
+    // Waits for the last fill to land; its bytes, valid until the next fill.
+    const void *(*host_slot_wait)(Backend *backend, HostSlot *slot);
 
     // ---- convolution ------------------------------------------------------
     ConvPlan *(*conv2d_plan)(Backend *backend, const ConvShape *shape, ErrorMessage *err);
@@ -266,6 +285,17 @@ typedef struct BackendOps {
     // exact below 2^24: the divergence check over the parameter and gradient
     // arenas, several of them into one result without a host round trip.
     void (*count_nonfinite)(Backend *backend, size_t n, const float *x, float *result);
+    // Scalar arithmetic where the scalars live (a loss from its sums, a mean
+    // over micro-batches), so the host reads nothing back:
+    // y = (alpha a + beta b) / divisor, each one float of backend memory,
+    // evaluated in double and rounded to float once (b NULL: the beta term
+    // is left out, not added as 0). A single float operation (a + b, alpha
+    // a, a / divisor, with alpha and beta 1 or -1 where not the operation)
+    // so gives exactly its float result (double has over twice float's
+    // precision); a longer float expression takes one call per operation.
+    // y may alias a or b.
+    void (*scalar_combine)(Backend *backend, float alpha, const float *a, float beta,
+                           const float *b, float divisor, float *y);
 
     // ---- optimizer updates (in place, fp32 master weights and state) ---------------
     // Every update reads a step gate (backend memory, see step_gate below):
@@ -281,10 +311,13 @@ typedef struct BackendOps {
                        float weight_decay, int nesterov, int first_step);
     // AdamW (PyTorch semantics), g = m * grad: param *= 1 - lr * wd; m = b1 m
     // + (1-b1) g; v = b2 v + (1-b2) g^2; param -= lr * (m / (1 - b1^t)) /
-    // (sqrt(v / (1 - b2^t)) + eps)
+    // (sqrt(v / (1 - b2^t)) + eps). t = *step, one float of backend memory
+    // (an integer >= 1, exact below 2^24): the count of applied updates kept
+    // on the device, so a skipped step does not count (as PyTorch's AdamW,
+    // whose step GradScaler skips).
     void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad,
                          const float *gate, float *m, float *v, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, int step);
+                         float beta2, float eps, float weight_decay, const float *step);
     // LARS direction of one weight (lightly's formulation), its ratio computed
     // where the data lives: sums (2 floats, backend memory) = sum param^2,
     // sum grad^2 (of the raw grad); with g = m * grad from the gate and both
@@ -298,21 +331,22 @@ typedef struct BackendOps {
     // Closes the gate of a step (scalar_rules.h step_gate_rule): from
     // gate[GATE_FOUND] (non-finite values seen, e.g. a NaN loss) and
     // gate[GATE_SQUARES + g] (sum of squares of group g's gradients, g <
-    // groups), writes multiplier and skip (+ the unit gate): skip when
-    // anything is non-finite, else multiplier = scale (1/k), times the
-    // clipping coefficient max_norm / (norm + 1e-6) when max_norm > 0 and
-    // that is below 1 (torch.nn.utils.clip_grad_norm_ on the scaled grads).
-    void (*step_gate)(Backend *backend, float *gate, int groups, float scale, float max_norm);
+    // groups), writes multiplier, skip and applied (+ the unit gate): skip
+    // when anything is non-finite, else multiplier = scale (1/k) times
+    // *unscale (one float of backend memory: 1/loss scale; NULL: 1), times
+    // the clipping coefficient max_norm / (norm + 1e-6) when max_norm > 0
+    // and that is below 1, the norm of the multiplied gradients
+    // (torch.nn.utils.clip_grad_norm_ after GradScaler's unscale_).
+    void (*step_gate)(Backend *backend, float *gate, int groups, float scale,
+                      const float *unscale, float max_norm);
     // target = momentum * target + (1 - momentum) * source  (EMA teacher)
     void (*ema_update)(Backend *backend, size_t n, float *target, const float *source,
                        float momentum);
 
     // ---- dynamic loss scaling (PyTorch's GradScaler, all on the device) ----------
     // state (3 floats): scale, growth tracker (good steps since the last
-    // change), 1/scale. found (one float) += the NaN and inf count of grad
-    // (n), and grad *= state[2] (1/scale): unscaling and the check in one pass.
-    void (*amp_unscale)(Backend *backend, size_t n, float *grad, const float *state,
-                        float *found);
+    // change), 1/scale. Unscaling and the NaN/inf check are the step gate's
+    // (state + 2 is its unscale factor; found its skip).
     // After the step's checks: found > 0: scale *= backoff, tracker = 0;
     // otherwise tracker += 1 and, when it reaches growth_interval, scale *=
     // growth (if that stays finite) and tracker = 0; state[2] = 1/scale.

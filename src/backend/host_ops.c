@@ -1,7 +1,11 @@
-// The LARS and loss-scaling ops of the host-memory backends (see
-// host_ops.h): the elementwise work goes through the backend's own ops
-// (axpby, count_nonfinite), so the cpu backend keeps its threads.
+// The LARS, step gate, loss-scaling and scalar ops and the host slots of
+// the host-memory backends (see host_ops.h): the elementwise work goes
+// through the backend's own ops (axpby), so the cpu backend keeps its
+// threads.
 #include "backend/host_ops.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/scalar_rules.h"
 
@@ -18,17 +22,42 @@ void host_lars_direction(Backend *backend, size_t n, const float *param, const f
     backend->op.axpby(backend, n, ratio, out, 0.0f, out);
 }
 
-void host_amp_unscale(Backend *backend, size_t n, float *grad, const float *state, float *found) {
-    backend->op.count_nonfinite(backend, n, grad, found);
-    // In place (x = y): axpby is elementwise, so aliasing is safe.
-    backend->op.axpby(backend, n, state[2], grad, 0.0f, grad);
-}
-
 void host_amp_update(Backend *backend, float *state, const float *found, int growth_interval,
                      float growth, float backoff) {
     amp_update_rule(state, *found, growth_interval, growth, backoff);
 }
 
-void host_step_gate(Backend *backend, float *gate, int groups, float scale, float max_norm) {
-    step_gate_rule(gate, groups, scale, max_norm);
+void host_step_gate(Backend *backend, float *gate, int groups, float scale, const float *unscale,
+                    float max_norm) {
+    step_gate_rule(gate, groups, unscale ? scale * *unscale : scale, max_norm);
 }
+
+void host_scalar_combine(Backend *backend, float alpha, const float *a, float beta,
+                         const float *b, float divisor, float *y) {
+    *y = scalar_combine_rule(alpha, *a, beta, b, divisor);
+}
+
+// ---- host slots: the copy is done when fill returns -----------------------------------
+
+struct HostSlot {
+    size_t bytes;
+    unsigned char data[];
+};
+
+HostSlot *host_slot_create(Backend *backend, size_t bytes, ErrorMessage *err) {
+    HostSlot *slot = malloc(sizeof *slot + (bytes ? bytes : 1));
+    if (!slot) {
+        error_set(err, "out of host memory for a %zu-byte host slot", bytes);
+        return NULL;
+    }
+    slot->bytes = bytes;
+    return slot;
+}
+
+void host_slot_free(Backend *backend, HostSlot *slot) { free(slot); }
+
+void host_slot_fill(Backend *backend, HostSlot *slot, const void *device, size_t bytes) {
+    memcpy(slot->data, device, bytes < slot->bytes ? bytes : slot->bytes);
+}
+
+const void *host_slot_wait(Backend *backend, HostSlot *slot) { return slot->data; }

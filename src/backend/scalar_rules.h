@@ -48,9 +48,11 @@ static inline RULE_HOST_DEVICE int lars_ratio_rule(const float *sums, float mult
 
 // Closes a step gate (backend.h step_gate; layout in backend.h GATE_*):
 // the gradient norm is sqrt of the groups' squares summed in double, in
-// group order, times scale; clipping as torch.nn.utils.clip_grad_norm_
-// (coefficient in float32, applied when below 1). Anything non-finite
-// (the found count, a NaN/inf sum of squares) skips the step.
+// group order, times scale (1/k x the loss scaler's 1/scale, the product
+// in float32, exact for powers of two); clipping as
+// torch.nn.utils.clip_grad_norm_ (coefficient in float32, applied when
+// below 1). Anything non-finite (the found count, a NaN/inf sum of squares)
+// skips the step.
 static inline RULE_HOST_DEVICE void step_gate_rule(float *gate, int groups, float scale,
                                                    float max_norm) {
     double squares = 0.0;
@@ -66,6 +68,27 @@ static inline RULE_HOST_DEVICE void step_gate_rule(float *gate, int groups, floa
     gate[GATE_SKIP] = (float)skip;
     gate[GATE_UNIT] = 1.0f;
     gate[GATE_UNIT_SKIP] = (float)skip;
+    gate[GATE_APPLIED] = (float)!skip;
+}
+
+// AdamW's bias corrections (backend.h adamw_update) for update t in double,
+// as PyTorch computes them in Python floats: 1 - beta1^t and sqrt(1 -
+// beta2^t). (pow is the C library's on the host, CUDA's on the device:
+// within 2 double ulps of each other, far below a float's.)
+static inline RULE_HOST_DEVICE void adamw_corrections_rule(float step, float beta1, float beta2,
+                                                           double *correction1,
+                                                           double *correction2_sqrt) {
+    *correction1 = 1.0 - pow((double)beta1, (double)step);
+    *correction2_sqrt = sqrt(1.0 - pow((double)beta2, (double)step));
+}
+
+// backend.h scalar_combine: (alpha a + beta b) / divisor in double (both
+// products exact), rounded to float once; b NULL leaves its term out.
+static inline RULE_HOST_DEVICE float scalar_combine_rule(float alpha, float a, float beta,
+                                                         const float *b, float divisor) {
+    double sum = (double)alpha * (double)a;
+    if (b) sum += (double)beta * (double)*b;
+    return (float)(sum / (double)divisor);
 }
 
 #endif

@@ -1,10 +1,10 @@
-// Dynamic loss scaling (see loss_scaler.h): the bookkeeping around the
-// backend's amp_unscale and amp_update ops.
+// Dynamic loss scaling (see loss_scaler.h): the state around the backend's
+// amp_update op.
 #include "nn/loss_scaler.h"
 
 #include <math.h>
 
-enum { STATE_SCALE, STATE_GOOD_STEPS, STATE_INVERSE, STATE_FOUND, STATE_FLOATS };
+enum { STATE_SCALE, STATE_GOOD_STEPS, STATE_INVERSE, STATE_FLOATS };
 
 LossScalerConfig loss_scaler_config_default(void) {
     return (LossScalerConfig){
@@ -12,7 +12,7 @@ LossScalerConfig loss_scaler_config_default(void) {
 }
 
 static void upload_state(LossScaler *scaler, float scale, int good_steps) {
-    const float host[STATE_FLOATS] = {scale, (float)good_steps, (float)(1.0 / (double)scale), 0};
+    const float host[STATE_FLOATS] = {scale, (float)good_steps, (float)(1.0 / (double)scale)};
     scaler->backend->op.upload(scaler->backend, scaler->state, host, sizeof host);
 }
 
@@ -46,21 +46,12 @@ const float *loss_scaler_scale(const LossScaler *scaler) {
     return scaler->state + STATE_SCALE;
 }
 
-const float *loss_scaler_found(const LossScaler *scaler) {
-    return scaler->state + STATE_FOUND;
+const float *loss_scaler_unscale(const LossScaler *scaler) {
+    return scaler->state + STATE_INVERSE;
 }
 
-void loss_scaler_begin_step(LossScaler *scaler) {
-    scaler->backend->op.fill(scaler->backend, scaler->state + STATE_FOUND, 0.0f, 1);
-}
-
-void loss_scaler_unscale(LossScaler *scaler, size_t n, float *grad) {
-    scaler->backend->op.amp_unscale(scaler->backend, n, grad, scaler->state,
-                                    scaler->state + STATE_FOUND);
-}
-
-void loss_scaler_update(LossScaler *scaler) {
-    scaler->backend->op.amp_update(scaler->backend, scaler->state, scaler->state + STATE_FOUND,
+void loss_scaler_update(LossScaler *scaler, const float *found) {
+    scaler->backend->op.amp_update(scaler->backend, scaler->state, found,
                                    scaler->config.growth_interval, scaler->config.growth,
                                    scaler->config.backoff);
 }
@@ -69,8 +60,7 @@ LossScalerState loss_scaler_read(const LossScaler *scaler) {
     float host[STATE_FLOATS];
     scaler->backend->op.download(scaler->backend, host, scaler->state, sizeof host);
     return (LossScalerState){.scale = host[STATE_SCALE],
-                             .good_steps = (int)host[STATE_GOOD_STEPS],
-                             .skipped = host[STATE_FOUND] > 0};
+                             .good_steps = (int)host[STATE_GOOD_STEPS]};
 }
 
 int loss_scaler_restore(LossScaler *scaler, float scale, int good_steps, ErrorMessage *err) {

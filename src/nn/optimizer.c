@@ -2,7 +2,9 @@
 // per-element arithmetic lives in the backend ops (sgd_update,
 // adamw_update, lars_direction, sum_squares); this file decides which
 // parameter gets which weight decay and, for LARS, feeds the per-parameter
-// trust ratio. Nothing here reads backend memory back.
+// trust ratio. Nothing in a step reads backend memory back: the count of
+// applied steps (AdamW's bias correction) is a float on the device that the
+// gate's GATE_APPLIED advances.
 #include "nn/optimizer.h"
 
 #include <math.h>
@@ -16,20 +18,25 @@ struct Optimizer {
     Backend *backend;
     ParameterSet *params;
     OptimizerConfig config;
-    long steps;           // completed steps
+    long steps;           // optimizer_step calls (SGD's and LARS's first-step rule)
     float *arena;         // backend memory: state, then workspace
     size_t arena_floats;
     size_t state_floats;  // momentum (SGD, LARS) or m then v (AdamW): slabs of params->total
     float *scratch;       // LARS: (largest parameter) update direction; NULL otherwise
-    float *reductions;    // (OPTIMIZER_REDUCTION_SLOTS) sum_squares results, then an open gate
+    float *reductions;    // (OPTIMIZER_REDUCTION_SLOTS) sum_squares results, an open gate,
+                          // the count of applied steps
     // host, (params->count): the per-parameter options (optimizer.h)
     float *lr_scales;         // lr multiplier, 1 unless set
     unsigned char *decays;    // weight decay applies: the kind rule unless set
 };
 
-// The slots of the reductions area: LARS's two sums, then an open step gate
-// (multiplier 1, no skip) for steps that come without one.
-enum { REDUCTION_LARS_SUMS = 0, REDUCTION_OPEN_GATE = 4 };
+// The slots of the reductions area: LARS's two sums, an open step gate
+// (multiplier 1, no skip) for steps that come without one, and the applied
+// steps (updates a gate did not skip: AdamW's t).
+enum { REDUCTION_LARS_SUMS = 0, REDUCTION_OPEN_GATE = 4, REDUCTION_APPLIED_STEPS = 12 };
+_Static_assert(REDUCTION_OPEN_GATE + GATE_FOUND <= REDUCTION_APPLIED_STEPS &&
+                   REDUCTION_APPLIED_STEPS < OPTIMIZER_REDUCTION_SLOTS,
+               "the reductions area holds the open gate and the step count");
 
 OptimizerConfig optimizer_config_default(OptimizerKind kind) {
     OptimizerConfig config = {.kind = kind};
@@ -148,7 +155,8 @@ Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const Optimi
     backend->op.fill(backend, opt->arena, 0.0f, opt->arena_floats);
     opt->scratch = scratch_floats ? opt->arena + opt->state_floats : NULL;
     opt->reductions = opt->arena + opt->state_floats + scratch_floats;
-    const float open_gate[GATE_FOUND] = {[GATE_MULTIPLIER] = 1.0f, [GATE_UNIT] = 1.0f};
+    const float open_gate[GATE_FOUND] = {
+        [GATE_MULTIPLIER] = 1.0f, [GATE_UNIT] = 1.0f, [GATE_APPLIED] = 1.0f};
     backend->op.upload(backend, opt->reductions + REDUCTION_OPEN_GATE, open_gate,
                        sizeof open_gate);
     return opt;
@@ -206,7 +214,13 @@ void optimizer_step(Optimizer *opt, float lr, float weight_decay, const float *g
     if (!gate) gate = opt->reductions + REDUCTION_OPEN_GATE;
     const OptimizerConfig *config = &opt->config;
     ParameterSet *set = opt->params;
+    // SGD's first step takes the gradient as its momentum buffer (PyTorch);
+    // with the buffers still zero, as after a skipped first step, the
+    // general rule gives the same, so the host's count of calls serves.
     const int first_step = opt->steps == 0;
+    float *applied_steps = opt->reductions + REDUCTION_APPLIED_STEPS;
+    backend->op.scalar_combine(backend, 1.0f, applied_steps, 1.0f, gate + GATE_APPLIED, 1.0f,
+                               applied_steps);
     for (int i = 0; i < set->count; i++) {
         Parameter *param = &set->params[i];
         if (!is_trained(param)) continue;
@@ -226,7 +240,7 @@ void optimizer_step(Optimizer *opt, float lr, float weight_decay, const float *g
             float *second_moment = opt->arena + set->total + param->offset;
             backend->op.adamw_update(backend, param->count, param->value, param->grad, gate,
                                      slab0, second_moment, param_lr, config->beta1, config->beta2, config->eps,
-                                     decay_for(opt, i, weight_decay), (int)(opt->steps + 1));
+                                     decay_for(opt, i, weight_decay), applied_steps);
             break;
         }
         }
@@ -244,11 +258,17 @@ size_t optimizer_memory_bytes(const Optimizer *opt) {
 }
 
 long optimizer_step_count(const Optimizer *opt) {
-    return opt->steps;
+    float applied = 0;
+    opt->backend->op.download(opt->backend, &applied, opt->reductions + REDUCTION_APPLIED_STEPS,
+                              sizeof applied);
+    return (long)applied;
 }
 
 void optimizer_set_step_count(Optimizer *opt, long steps) {
     opt->steps = steps < 0 ? 0 : steps;
+    const float applied = (float)opt->steps;
+    opt->backend->op.upload(opt->backend, opt->reductions + REDUCTION_APPLIED_STEPS, &applied,
+                            sizeof applied);
 }
 
 static int check_index(const Optimizer *opt, int index, ErrorMessage *err) {

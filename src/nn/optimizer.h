@@ -62,13 +62,13 @@ Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const Optimi
 void optimizer_free(Optimizer *opt);
 
 // One update of every parameter from gate[GATE_MULTIPLIER] x its gradient
-// with this step's learning rate and weight decay (from the schedules);
-// then the step count advances. gate (backend.h GATE_*, backend memory) or
-// NULL for the plain update; a gate that says skip leaves parameters and
-// state as they were (the host's step count still advances: AdamW's bias
-// correction counts it. A skipped step ends a 32-true run; the loss scaler
-// of 16-mixed will move the count to the device with it). Gradients are
-// read, not changed (zero them before the next backward).
+// with this step's learning rate and weight decay (from the schedules).
+// gate (backend.h GATE_*, backend memory) or NULL for the plain update; a
+// gate that says skip leaves parameters and state as they were and does not
+// count: the count of applied steps (AdamW's bias correction, checkpoints)
+// is a float on the device advanced by the gate's GATE_APPLIED, as
+// PyTorch's optimizer step is not called for a step GradScaler skips.
+// Gradients are read, not changed (zero them before the next backward).
 void optimizer_step(Optimizer *opt, float lr, float weight_decay, const float *gate);
 
 // ---- per-parameter options ---------------------------------------------------
@@ -102,8 +102,9 @@ int optimizer_weight_decays(const Optimizer *opt, int index);
 float *optimizer_state(Optimizer *opt, size_t *floats);
 // Bytes of backend memory the optimizer holds (state and workspace).
 size_t optimizer_memory_bytes(const Optimizer *opt);
-// Completed steps (AdamW bias correction and the first-step momentum rule
-// depend on it); set it when restoring a checkpoint together with the state.
+// Applied (not skipped) steps, read back from the device (a
+// synchronisation: for checkpoints); set it when restoring a checkpoint
+// together with the state. Exact up to 2^24 steps (a float).
 long optimizer_step_count(const Optimizer *opt);
 void optimizer_set_step_count(Optimizer *opt, long steps);
 

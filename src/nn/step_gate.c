@@ -39,27 +39,35 @@ void step_gate_count_nonfinite(StepGate *gate, size_t n, const float *x) {
     gate->backend->op.count_nonfinite(gate->backend, n, x, gate->values + GATE_FOUND);
 }
 
-void step_gate_close(StepGate *gate, float scale, float max_norm) {
-    gate->backend->op.step_gate(gate->backend, gate->values, gate->groups, scale, max_norm);
+void step_gate_close(StepGate *gate, float scale, const float *unscale, float max_norm) {
+    gate->backend->op.step_gate(gate->backend, gate->values, gate->groups, scale, unscale,
+                                max_norm);
 }
 
 const float *step_gate_values(const StepGate *gate) {
     return gate->values;
 }
 
-void step_gate_read(const StepGate *gate, float scale, StepGateReading *reading) {
-    float host[GATE_SQUARES + STEP_GATE_MAX_GROUPS];
-    const int groups = gate->groups;
-    gate->backend->op.download(gate->backend, host, gate->values,
-                               (GATE_SQUARES + (size_t)groups) * sizeof(float));
+size_t step_gate_floats(const StepGate *gate) {
+    return GATE_SQUARES + (size_t)gate->groups;
+}
+
+void step_gate_interpret(const float *values, int groups, float scale, StepGateReading *reading) {
     double squares = 0;
     reading->nonfinite_group = -1;
     for (int g = 0; g < groups; g++) {
-        squares += host[GATE_SQUARES + g];
-        if (!isfinite(host[GATE_SQUARES + g]) && reading->nonfinite_group < 0)
+        squares += values[GATE_SQUARES + g];
+        if (!isfinite(values[GATE_SQUARES + g]) && reading->nonfinite_group < 0)
             reading->nonfinite_group = g;
     }
-    reading->skipped = host[GATE_SKIP] != 0.0f;
-    reading->multiplier = host[GATE_MULTIPLIER];
+    reading->skipped = values[GATE_SKIP] != 0.0f;
+    reading->multiplier = values[GATE_MULTIPLIER];
     reading->gradient_norm = sqrt(squares) * scale;
+}
+
+void step_gate_read(const StepGate *gate, float scale, StepGateReading *reading) {
+    float host[GATE_SQUARES + STEP_GATE_MAX_GROUPS];
+    gate->backend->op.download(gate->backend, host, gate->values,
+                               step_gate_floats(gate) * sizeof(float));
+    step_gate_interpret(host, gate->groups, scale, reading);
 }

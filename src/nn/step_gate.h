@@ -1,13 +1,14 @@
 // The gate of one optimizer step, kept in backend memory: whether the step
 // is applied (nothing non-finite) and the multiplier its gradients get (1/k
-// of accumulation, the clipping coefficient). The trainer measures every
-// group's gradients into it, closes it on the device and hands it to each
-// optimizer_step; the host reads it back only when it wants to know
-// (divergence message, logging), so a GPU step does not wait for it.
+// of accumulation, the loss scaler's 1/scale, the clipping coefficient).
+// The trainer measures every group's gradients into it, closes it on the
+// device and hands it to each optimizer_step; the host never waits for it:
+// it reads a copy later (step_gate_interpret), or a test reads it at once
+// (step_gate_read).
 //
 //   step_gate_open(gate);                         // found = 0, squares = 0
 //   step_gate_measure(gate, g, groups[g].params); // each group updated
-//   step_gate_close(gate, 1.0f / k, max_norm);    // multiplier, skip
+//   step_gate_close(gate, 1.0f / k, unscale, max_norm);  // multiplier, skip
 //   optimizer_step(opt[g], lr, wd, step_gate_values(gate));
 #ifndef LTC_NN_STEP_GATE_H
 #define LTC_NN_STEP_GATE_H
@@ -45,10 +46,17 @@ void step_gate_measure(StepGate *gate, int group, const ParameterSet *params);
 // Adds the NaN/inf count of x (n floats of backend memory, e.g. the loss):
 // any makes the step skip.
 void step_gate_count_nonfinite(StepGate *gate, size_t n, const float *x);
-// Decides on the device (backend.h step_gate).
-void step_gate_close(StepGate *gate, float scale, float max_norm);
+// Decides on the device (backend.h step_gate); unscale: one float of
+// backend memory the multiplier also takes (the loss scaler's 1/scale), or
+// NULL.
+void step_gate_close(StepGate *gate, float scale, const float *unscale, float max_norm);
 const float *step_gate_values(const StepGate *gate);
-// One read back (waits for the step); scale as given to close.
+// Floats of backend memory step_gate_values holds (GATE_SQUARES + groups).
+size_t step_gate_floats(const StepGate *gate);
+// What a host copy of a closed gate's values (step_gate_floats of them)
+// says; scale: the one its multiplier started from (1/k times 1/loss scale).
+void step_gate_interpret(const float *values, int groups, float scale, StepGateReading *reading);
+// One read back (waits for the step) and step_gate_interpret.
 void step_gate_read(const StepGate *gate, float scale, StepGateReading *reading);
 
 #endif

@@ -5,8 +5,9 @@
 #include "ssl_methods/barlow_twins_loss.h"
 #include "ssl_methods/method_pair.h"
 
-static float barlow_forward(void *loss, int batch, const float *out0, const float *out1) {
-    return barlow_twins_loss_forward(loss, batch, out0, out1);
+static void barlow_forward(void *loss, int batch, const float *out0, const float *out1,
+                           float *value) {
+    barlow_twins_loss_forward(loss, batch, out0, out1, value);
 }
 static void barlow_backward(void *loss, float dloss, float *d0, float *d1) {
     barlow_twins_loss_backward(loss, dloss, d0, d1);

@@ -95,11 +95,14 @@ void barlow_twins_loss_destroy(BarlowTwinsLoss *loss) {
     free(loss);
 }
 
-float barlow_twins_loss_forward(BarlowTwinsLoss *loss, int batch, const float *out0,
-                                const float *out1) {
-    if (batch < 2 || batch > loss->max_batch) return NAN;
+void barlow_twins_loss_forward(BarlowTwinsLoss *loss, int batch, const float *out0,
+                               const float *out1, float *value) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
+    if (batch < 2 || batch > loss->max_batch) {
+        op->fill(backend, value, NAN, 1);
+        return;
+    }
     const int dim = loss->dim;
     const size_t n = (size_t)batch * dim, square = (size_t)dim * dim;
     loss->batch = batch;
@@ -121,9 +124,13 @@ float barlow_twins_loss_forward(BarlowTwinsLoss *loss, int batch, const float *o
     op->axpby(backend, square, -1.0f, loss->identity, 1.0f, loss->diagonal);
     op->sum_squares(backend, square, loss->diagonal, loss->sums + SUM_INVARIANCE);
     op->sum_squares(backend, square, loss->off_diagonal, loss->sums + SUM_REDUNDANCY);
-    float sums[SUM_COUNT];
-    op->download(backend, sums, loss->sums, sizeof sums);
-    return sums[SUM_INVARIANCE] + loss->lambda * sums[SUM_REDUNDANCY];
+    // invariance + lambda redundancy, one float operation per call (the
+    // rounding of the float expression); the product in place
+    float *sums = loss->sums;
+    op->scalar_combine(backend, loss->lambda, sums + SUM_REDUNDANCY, 0.0f, NULL, 1.0f,
+                       sums + SUM_REDUNDANCY);
+    op->scalar_combine(backend, 1.0f, sums + SUM_INVARIANCE, 1.0f, sums + SUM_REDUNDANCY, 1.0f,
+                       value);
 }
 
 void barlow_twins_loss_backward(BarlowTwinsLoss *loss, float dloss, float *dout0, float *dout1) {

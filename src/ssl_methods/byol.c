@@ -20,7 +20,7 @@ typedef struct ByolState {
     float *dfeatures;    // (2 batch, D)
 } ByolState;
 
-static int byol_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+static int byol_step(Method *method, long step, int batch, ErrorMessage *err) {
     ByolState *state = method->state;
     const int rows = 2 * batch;
     const size_t half = (size_t)batch * head_spec_output_dim(&state->prediction.spec);
@@ -32,9 +32,10 @@ static int byol_step(Method *method, long step, int batch, float *loss, ErrorMes
     if (!projection) return -1;
     const float *prediction = head_forward(&state->prediction, rows, projection, 1, err);
     if (!prediction) return -1;
-    *loss = byol_loss_forward(state->loss, batch, prediction, prediction + half, target,
-                              target + half);
+    byol_loss_forward(state->loss, batch, prediction, prediction + half, target, target + half,
+                      method_loss(method));
     byol_loss_backward(state->loss, 1.0f, state->dprediction, state->dprediction + half);
+    method_scale_loss_gradient(method, 2 * half, state->dprediction);
     if (head_backward(&state->prediction, state->dprediction, state->dprojection, err) ||
         head_backward(&state->projection, state->dprojection, state->dfeatures, err))
         return -1;
@@ -52,7 +53,7 @@ static void byol_after_update(Method *method, long step) {
     ByolState *state = method->state;
     const float momentum = byol_momentum(state, step + 1);
     ema_teacher_update(&state->target, method, momentum);
-    method->scalar_values[0] = momentum;
+    method_set_scalar(method, 0, momentum);
 }
 
 static int byol_save(Method *method, CheckpointWriter *writer, ErrorMessage *err) {
@@ -133,7 +134,7 @@ int byol_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
         return error_set(err, "out of memory");
     method->scalar_count = 1;
     method->scalar_tags[0] = "schedule/momentum";
-    method->scalar_values[0] = byol_momentum(state, 0);
+    method_set_scalar(method, 0, byol_momentum(state, 0));
     if (method_add_group(method, "projection_head", &state->projection.params,
                          &state->projection.buffers, &state->projection.num_batches_tracked, 0,
                          err))

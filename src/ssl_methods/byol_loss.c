@@ -57,11 +57,14 @@ void byol_loss_destroy(ByolLoss *loss) {
     free(loss);
 }
 
-float byol_loss_forward(ByolLoss *loss, int batch, const float *p0, const float *p1,
-                        const float *z0, const float *z1) {
-    if (batch < 1 || batch > loss->max_batch) return NAN;
+void byol_loss_forward(ByolLoss *loss, int batch, const float *p0, const float *p1,
+                       const float *z0, const float *z1, float *value) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
+    if (batch < 1 || batch > loss->max_batch) {
+        op->fill(backend, value, NAN, 1);
+        return;
+    }
     const int dim = loss->dim;
     const size_t view = (size_t)batch * dim;
     loss->batch = batch;
@@ -78,7 +81,7 @@ float byol_loss_forward(ByolLoss *loss, int batch, const float *p0, const float 
     op->axpby(backend, view, -1.0f, loss->normalized_z + view, 1.0f, loss->difference);
     op->axpby(backend, view, -1.0f, loss->normalized_z, 1.0f, loss->difference + view);
     op->sum_squares(backend, 2 * view, loss->difference, loss->squares);
-    return backend_read_scalar(backend, loss->squares) / (float)batch;
+    op->scalar_combine(backend, 1.0f, loss->squares, 0.0f, NULL, (float)batch, value);
 }
 
 void byol_loss_backward(ByolLoss *loss, float dloss, float *dp0, float *dp1) {

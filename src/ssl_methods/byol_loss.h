@@ -29,10 +29,11 @@ ByolLoss *byol_loss_create(Backend *backend, int max_batch, int dim, ErrorMessag
 void byol_loss_destroy(ByolLoss *loss);
 
 // The loss of predictions p0, p1 and targets z0, z1 (batch, dim) (backend
-// memory; row i of all four is the same image), read back to the host.
-// Keeps what backward needs. NAN when batch is outside 1..max_batch.
-float byol_loss_forward(ByolLoss *loss, int batch, const float *p0, const float *p1,
-                        const float *z0, const float *z1);
+// memory; row i of all four is the same image) into *value (one float of
+// backend memory, =). Keeps what backward needs. NaN when batch is outside
+// 1..max_batch.
+void byol_loss_forward(ByolLoss *loss, int batch, const float *p0, const float *p1,
+                       const float *z0, const float *z1, float *value);
 
 // dp0, dp1 (batch, dim) = dloss * d loss / d p0, p1 for the inputs of the
 // last forward (overwritten, backend memory). The targets get no gradient.

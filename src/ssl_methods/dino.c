@@ -64,7 +64,7 @@ static float dino_momentum(const DinoState *state, long step) {
                                   state->momentum_end);
 }
 
-static int dino_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+static int dino_step(Method *method, long step, int batch, ErrorMessage *err) {
     DinoState *state = method->state;
     Backend *backend = method->backend;
     const int global_rows = method->global_views * batch;
@@ -96,9 +96,11 @@ static int dino_step(Method *method, long step, int batch, float *loss, ErrorMes
         dstudent_views[v] = state->dprojection + (size_t)v * batch * out;
     }
     const float temperature = dino_teacher_temp(state, step);
-    *loss = dino_loss_forward(state->loss, batch, teacher_views, student_views, temperature);
-    method->scalar_values[1] = temperature;
+    dino_loss_forward(state->loss, batch, teacher_views, student_views, temperature,
+                      method_loss(method));
+    method_set_scalar(method, 1, temperature);
     dino_loss_backward(state->loss, 1.0f, dstudent_views);
+    method_scale_loss_gradient(method, (size_t)views * batch * out, state->dprojection);
     if (head_backward(&state->head, state->dprojection, state->dfeatures, err)) return -1;
     if (backbone_backward(&method->backbone, 0, state->dfeatures, err)) return -1;
     if (local_rows &&
@@ -112,7 +114,7 @@ static void dino_after_update(Method *method, long step) {
     const float momentum = dino_momentum(state, step + 1);
     ema_teacher_update(&state->teacher, method, momentum);
     dino_loss_update_center(state->loss);
-    method->scalar_values[0] = momentum;
+    method_set_scalar(method, 0, momentum);
 }
 
 static int dino_save(Method *method, CheckpointWriter *writer, ErrorMessage *err) {
@@ -225,9 +227,9 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
         return error_set(err, "out of memory");
     method->scalar_count = 2;
     method->scalar_tags[0] = "schedule/momentum";
-    method->scalar_values[0] = dino_momentum(state, 0);
+    method_set_scalar(method, 0, dino_momentum(state, 0));
     method->scalar_tags[1] = "schedule/teacher_temp";
-    method->scalar_values[1] = dino_teacher_temp(state, 0);
+    method_set_scalar(method, 1, dino_teacher_temp(state, 0));
     if (method_add_group(method, "projection_head", &state->head.params, &state->head.buffers,
                          &state->head.num_batches_tracked, 0, err))
         return -1;

@@ -106,8 +106,9 @@ static int pair_count(const DinoLoss *loss) {
 
 // From loss->targets = t_g (G, N, K): target_g = sum of the other global
 // views' t, the local views' target the sum of all; scores every student
-// view against its target and returns the loss (read back).
-static float score_students(DinoLoss *loss, int batch, const float *const *student_out) {
+// view against its target into *value (backend memory).
+static void score_students(DinoLoss *loss, int batch, const float *const *student_out,
+                           float *value) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
     const int dim = loss->dim, global_views = loss->global_views;
@@ -129,14 +130,17 @@ static float score_students(DinoLoss *loss, int batch, const float *const *stude
     }
     op->sum(backend, loss->total_views, loss->dots, loss->loss_sum);
     const float scale = 1.0f / ((float)pair_count(loss) * (float)batch);
-    return -backend_read_scalar(backend, loss->loss_sum) * scale;
+    op->scalar_combine(backend, -scale, loss->loss_sum, 0.0f, NULL, 1.0f, value);
 }
 
-float dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_out,
-                        const float *const *student_out, float teacher_temp) {
-    if (batch < 1 || batch > loss->max_batch || !(teacher_temp > 0.0f)) return NAN;
+void dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_out,
+                       const float *const *student_out, float teacher_temp, float *value) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
+    if (batch < 1 || batch > loss->max_batch || !(teacher_temp > 0.0f)) {
+        op->fill(backend, value, NAN, 1);
+        return;
+    }
     const int dim = loss->dim, global_views = loss->global_views;
     const size_t view = (size_t)batch * dim;
     const size_t teacher_rows = (size_t)global_views * batch;
@@ -149,27 +153,33 @@ float dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_o
     op->bias_add(backend, teacher_rows, dim, loss->negated_center, loss->scratch);
     op->softmax_forward(backend, (int)teacher_rows, dim, loss->scratch, 1.0f / teacher_temp,
                         loss->targets);
-    return score_students(loss, batch, student_out);
+    score_students(loss, batch, student_out, value);
 }
 
-float dino_loss_forward_assigned(DinoLoss *loss, int batch, const float *teacher_probs,
-                                 const float *const *student_out) {
-    if (batch < 1 || batch > loss->max_batch) return NAN;
+void dino_loss_forward_assigned(DinoLoss *loss, int batch, const float *teacher_probs,
+                                const float *const *student_out, float *value) {
+    Backend *backend = loss->backend;
+    if (batch < 1 || batch > loss->max_batch) {
+        backend->op.fill(backend, value, NAN, 1);
+        return;
+    }
     const size_t rows = (size_t)loss->global_views * batch;
-    loss->backend->op.copy(loss->backend, loss->targets, teacher_probs,
-                           rows * loss->dim * sizeof(float));
-    const float value = score_students(loss, batch, student_out);
+    backend->op.copy(backend, loss->targets, teacher_probs, rows * loss->dim * sizeof(float));
+    score_students(loss, batch, student_out, value);
     loss->batch = 0;  // no teacher outputs kept: nothing for the center update
-    return value;
 }
 
-float dino_loss_global_views_part(DinoLoss *loss) {
-    float dots[64];
-    const int count = loss->global_views < 64 ? loss->global_views : 64;
-    loss->backend->op.download(loss->backend, dots, loss->dots, (size_t)count * sizeof(float));
-    double total = 0.0;
-    for (int v = 0; v < count; v++) total += dots[v];
-    return (float)(-total / ((double)pair_count(loss) * (double)loss->scored_batch));
+// -(dots[0] + dots[1]) / (pairs x batch): scalar_combine adds and divides
+// in double, as a double accumulation of the two would.
+void dino_loss_global_views_part(DinoLoss *loss, float *value) {
+    Backend *backend = loss->backend;
+    const float divisor = (float)pair_count(loss) * (float)loss->scored_batch;  // exact
+    if (loss->global_views > 2) {
+        backend->op.fill(backend, value, NAN, 1);
+        return;
+    }
+    const float *second = loss->global_views == 2 ? loss->dots + 1 : NULL;
+    backend->op.scalar_combine(backend, -1.0f, loss->dots, -1.0f, second, divisor, value);
 }
 
 void dino_loss_backward(DinoLoss *loss, float dloss, float *const *dstudent) {

@@ -40,25 +40,29 @@ DinoLoss *dino_loss_create(Backend *backend, int max_batch, int out_dim, int glo
 void dino_loss_destroy(DinoLoss *loss);
 
 // The loss for teacher_out[g] (batch, out_dim), g < global_views, and
-// student_out[v] (batch, out_dim), v < total_views (backend memory), read
-// back to the host. teacher_temp is this step's teacher temperature (the
-// warmup schedule is the caller's). Copies the teacher outputs (for the
-// center update) and keeps what backward needs. NAN when batch is outside
-// 1..max_batch or teacher_temp is not positive.
-float dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_out,
-                        const float *const *student_out, float teacher_temp);
+// student_out[v] (batch, out_dim), v < total_views (backend memory), into
+// *value (one float of backend memory, =; nothing read back). teacher_temp
+// is this step's teacher temperature (the warmup schedule is the caller's).
+// Copies the teacher outputs (for the center update) and keeps what
+// backward needs. NaN when batch is outside 1..max_batch or teacher_temp is
+// not positive.
+void dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_out,
+                       const float *const *student_out, float teacher_temp, float *value);
 
 // The same loss with the teacher's distributions given: teacher_probs
 // (global_views * batch, out_dim), view g's rows at g * batch, already
 // centred and sharpened (DINOv2's Sinkhorn-Knopp centring); no centring
 // here, and no center update follows (dino_loss_update_center does nothing
-// after it). NAN when batch is outside 1..max_batch.
-float dino_loss_forward_assigned(DinoLoss *loss, int batch, const float *teacher_probs,
-                                 const float *const *student_out);
+// after it). NaN when batch is outside 1..max_batch.
+void dino_loss_forward_assigned(DinoLoss *loss, int batch, const float *teacher_probs,
+                                const float *const *student_out, float *value);
 
-// The part of the last forward's loss that comes from the global student
-// views (DINOv2 logs it apart from the local views' part).
-float dino_loss_global_views_part(DinoLoss *loss);
+// *value (backend memory) = the part of the last forward's loss that comes
+// from the global student views, the per-view sums added and divided in
+// double (DINOv2 keeps it apart from the local views' part, as
+// LightlyTrain's dino_global_loss and dino_local_loss). For 1 or 2 global
+// views (DINO's and DINOv2's); NaN for more.
+void dino_loss_global_views_part(DinoLoss *loss, float *value);
 
 // dstudent[v] (batch, out_dim) = dloss * d loss / d student_out[v] for the
 // inputs of the last forward (overwritten, backend memory), v < total_views.

@@ -58,6 +58,7 @@ typedef struct Dinov2State {
     float *dstudent_in;            // ((2 + L) B + M, D)
     float *dfeatures;              // (2 B, D) KoLeo's gradient
     float *dtokens;                // (max(2 B T, L B T_local), D)
+    float *terms;                  // (DINOV2_TERMS) the loss's terms of the step
 } Dinov2State;
 
 static float dinov2_teacher_temp(const Dinov2State *state, long step) {
@@ -105,7 +106,7 @@ static void collect_tokens(Backend *backend, const Vit *vit, int slot, int rows,
     if (masked) backend->op.gather_rows(backend, masked, dim, index, tokens, patches_out);
 }
 
-static int dinov2_step(Method *method, long step, int batch, float *loss_out, ErrorMessage *err) {
+static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) {
     Dinov2State *state = method->state;
     Backend *backend = method->backend;
     const int dim = method->backbone.feature_dim, global = 2 * batch;
@@ -147,15 +148,18 @@ static int dinov2_step(Method *method, long step, int batch, float *loss_out, Er
         .student_cls = student_out, .teacher_patches = teacher_out + (size_t)global * out,
         .student_patches = student_out + cls_rows * out, .patch_weights = state->weight,
         .student_features = state->student_in, .teacher_temp = teacher_temp};
-    Dinov2LossTerms terms;
-    if (dinov2_loss_forward(state->loss, &inputs, &terms, err)) return -1;
-    *loss_out = terms.total;
-    method->scalar_values[1] = teacher_temp;
-    method->scalar_values[2] = terms.ibot;
-    method->scalar_values[3] = terms.koleo;
+    float *terms = state->terms;
+    if (dinov2_loss_forward(state->loss, &inputs, terms, err)) return -1;
+    backend->op.copy(backend, method_loss(method), terms + DINOV2_TERM_TOTAL, sizeof(float));
+    method_set_scalar(method, 1, teacher_temp);
+    // ibot, koleo: adjacent in both
+    backend->op.copy(backend, method_scalar(method, 2), terms + DINOV2_TERM_IBOT,
+                     2 * sizeof(float));
 
     dinov2_loss_backward(state->loss, state->dstudent_out, state->dstudent_out + cls_rows * out,
                          state->dfeatures);
+    method_scale_loss_gradient(method, (cls_rows + (size_t)masked) * out, state->dstudent_out);
+    method_scale_loss_gradient(method, (size_t)global * dim, state->dfeatures);
     if (head_backward(&state->head, state->dstudent_out, state->dstudent_in, err)) return -1;
     backend->op.axpby(backend, (size_t)global * dim, 1.0f, state->dfeatures, 1.0f,
                       state->dstudent_in);
@@ -180,7 +184,7 @@ static void dinov2_after_update(Method *method, long step) {
     const float momentum = dinov2_momentum(state, step + 1);
     ema_teacher_update(&state->teacher, method, momentum);
     dinov2_loss_update_centers(state->loss);
-    method->scalar_values[0] = momentum;
+    method_set_scalar(method, 0, momentum);
 }
 
 static int dinov2_save(Method *method, CheckpointWriter *writer, ErrorMessage *err) {
@@ -221,7 +225,7 @@ static void dinov2_destroy(Method *method) {
     void *device[] = {state->mask,         state->keep,        state->weight,
                       state->token_index,  state->teacher_in,  state->student_in,
                       state->dstudent_out, state->dstudent_in, state->dfeatures,
-                      state->dtokens};
+                      state->dtokens,      state->terms};
     for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
         if (device[i]) backend->op.free(backend, device[i]);
     free(state->host_mask);
@@ -336,7 +340,9 @@ static int allocate_buffers(Method *method, Dinov2State *state, int batch, int o
     state->dstudent_in = backend->op.alloc(backend, rows * dim * sizeof(float));
     state->dfeatures = backend->op.alloc(backend, crops * dim * sizeof(float));
     state->dtokens = backend->op.alloc(backend, token_rows * dim * sizeof(float));
-    if (!state->host_mask || !state->host_keep || !state->host_weight || !state->host_index ||
+    state->terms = backend->op.alloc(backend, DINOV2_TERMS * sizeof(float));
+    if (!state->terms ||
+        !state->host_mask || !state->host_keep || !state->host_weight || !state->host_index ||
         !state->mask || !state->keep || !state->weight || !state->token_index ||
         !state->teacher_in || !state->student_in || !state->dstudent_out ||
         !state->dstudent_in || !state->dfeatures || !state->dtokens)
@@ -440,9 +446,9 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     if (!state->loss) return -1;
     method->scalar_count = 4;
     method->scalar_tags[0] = "schedule/momentum";
-    method->scalar_values[0] = dinov2_momentum(state, 0);
+    method_set_scalar(method, 0, dinov2_momentum(state, 0));
     method->scalar_tags[1] = "schedule/teacher_temp";
-    method->scalar_values[1] = dinov2_teacher_temp(state, 0);
+    method_set_scalar(method, 1, dinov2_teacher_temp(state, 0));
     method->scalar_tags[2] = "train_loss/ibot_loss";
     method->scalar_tags[3] = "train_loss/koleo_loss";
     if (method_add_group(method, "projection_head", &state->head.params, &state->head.buffers,

@@ -47,8 +47,13 @@ struct Dinov2Loss {
     float *norms;            // (2 B)
     int32_t *neighbors;      // (2 B), indices within the view
     float *distances, *log_distances;  // (2 B)
-    float *scalars;          // (2): iBOT dot, KoLeo sum
+    float *scalars;          // (SCALAR_COUNT) below
 };
+
+// The loss's own scalars in backend memory: the reductions and the
+// intermediate results of the terms' arithmetic.
+enum { SCALAR_IBOT_DOT, SCALAR_KOLEO_SUM, SCALAR_DINO, SCALAR_DINO_GLOBAL, SCALAR_PRODUCT,
+       SCALAR_COUNT };
 
 static int config_check(const Dinov2LossConfig *c, Communicator *comm, ErrorMessage *err) {
     if (c->max_batch < 2 || c->local_views < 0 || c->max_masked < 0 || c->out_dim < 1 ||
@@ -102,7 +107,7 @@ Dinov2Loss *dinov2_loss_create(Backend *backend, const Dinov2LossConfig *config,
     loss->neighbors = op->alloc(backend, rows * sizeof(int32_t));
     loss->distances = op->alloc(backend, rows * sizeof(float));
     loss->log_distances = op->alloc(backend, rows * sizeof(float));
-    loss->scalars = op->alloc(backend, 2 * sizeof(float));
+    loss->scalars = op->alloc(backend, SCALAR_COUNT * sizeof(float));
     if ((c->centering == DINOV2_CENTER_SINKHORN_KNOPP && !loss->cls_targets) ||
         !loss->patch_targets || !loss->patch_weighted || !loss->patch_log_probs ||
         !loss->patch_center || !loss->negated_center || !loss->patch_mean || !loss->normalized ||
@@ -133,7 +138,7 @@ void dinov2_loss_destroy(Dinov2Loss *loss) {
 
 // The class-token part: DinoLoss over (2 global, 2 + L) views, rescaled to
 // LightlyTrain's denominator 2 + max(2 L, 1) (DinoLoss divides by 2 + 2 L).
-static void dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTerms *terms) {
+static void dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms) {
     const Dinov2LossConfig *c = &loss->config;
     const int views = DINOV2_GLOBAL_VIEWS + c->local_views, batch = in->batch;
     const size_t view = (size_t)batch * c->out_dim;
@@ -145,29 +150,37 @@ static void dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTe
     const int pairs = 2 + 2 * c->local_views;
     const int terms_count = 2 + (2 * c->local_views > 1 ? 2 * c->local_views : 1);
     loss->dino_scale = (float)pairs / (float)terms_count;
-    float value;
+    Backend *backend = loss->backend;
+    float *value = loss->scalars + SCALAR_DINO, *global = loss->scalars + SCALAR_DINO_GLOBAL;
     if (c->centering == DINOV2_CENTER_SOFTMAX) {
-        value = dino_loss_forward(loss->dino, batch, teacher_views, student_views,
-                                  in->teacher_temp);
+        dino_loss_forward(loss->dino, batch, teacher_views, student_views, in->teacher_temp,
+                          value);
     } else {
-        loss->backend->op.sinkhorn_knopp(loss->backend, DINOV2_GLOBAL_VIEWS * batch, c->out_dim,
-                                         in->teacher_cls, 1.0f / in->teacher_temp,
-                                         DINOV2_SINKHORN_ITERATIONS, loss->cls_targets);
-        value = dino_loss_forward_assigned(loss->dino, batch, loss->cls_targets, student_views);
+        backend->op.sinkhorn_knopp(backend, DINOV2_GLOBAL_VIEWS * batch, c->out_dim,
+                                   in->teacher_cls, 1.0f / in->teacher_temp,
+                                   DINOV2_SINKHORN_ITERATIONS, loss->cls_targets);
+        dino_loss_forward_assigned(loss->dino, batch, loss->cls_targets, student_views, value);
     }
-    const float global = dino_loss_global_views_part(loss->dino);
-    terms->dino_global = global * loss->dino_scale;
-    terms->dino_local = (value - global) * loss->dino_scale;
+    dino_loss_global_views_part(loss->dino, global);
+    // global x scale and (value - global) x scale, one float operation per call
+    float *dino_global = terms + DINOV2_TERM_DINO_GLOBAL;
+    float *dino_local = terms + DINOV2_TERM_DINO_LOCAL;
+    backend->op.scalar_combine(backend, loss->dino_scale, global, 0.0f, NULL, 1.0f, dino_global);
+    backend->op.scalar_combine(backend, 1.0f, value, -1.0f, global, 1.0f, dino_local);
+    backend->op.scalar_combine(backend, loss->dino_scale, dino_local, 0.0f, NULL, 1.0f,
+                               dino_local);
 }
 
 // The masked patches: targets, weighted targets, student log-probabilities.
-static void ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTerms *terms) {
+static void ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
     const Dinov2LossConfig *c = &loss->config;
     const int masked = in->masked, k = c->out_dim;
-    terms->ibot = 0.0f;
-    if (masked == 0) return;
+    if (masked == 0) {
+        op->fill(backend, terms + DINOV2_TERM_IBOT, 0.0f, 1);
+        return;
+    }
     const size_t n = (size_t)masked * k;
     if (c->centering == DINOV2_CENTER_SOFTMAX) {
         op->axpby(backend, (size_t)k, -1.0f, loss->patch_center, 0.0f, loss->negated_center);
@@ -186,12 +199,14 @@ static void ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTe
                    loss->patch_weighted);
     op->log_softmax_forward(backend, masked, k, in->student_patches, 1.0f / c->student_temp,
                             loss->patch_log_probs);
-    op->dot(backend, n, loss->patch_weighted, loss->patch_log_probs, loss->scalars);
+    op->dot(backend, n, loss->patch_weighted, loss->patch_log_probs,
+            loss->scalars + SCALAR_IBOT_DOT);
     const float crops = (float)(DINOV2_GLOBAL_VIEWS * in->batch);
-    terms->ibot = -backend_read_scalar(backend, loss->scalars) / crops;
+    op->scalar_combine(backend, -1.0f, loss->scalars + SCALAR_IBOT_DOT, 0.0f, NULL, crops,
+                       terms + DINOV2_TERM_IBOT);
 }
 
-static void koleo_part(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTerms *terms) {
+static void koleo_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
     const int batch = in->batch, dim = loss->config.feature_dim;
@@ -204,11 +219,29 @@ static void koleo_part(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossT
                           loss->log_distances + row);
     }
     op->sum(backend, (size_t)DINOV2_GLOBAL_VIEWS * batch, loss->log_distances,
-            loss->scalars + 1);
-    terms->koleo = -backend_read_scalar(backend, loss->scalars + 1) / (float)batch;
+            loss->scalars + SCALAR_KOLEO_SUM);
+    op->scalar_combine(backend, -1.0f, loss->scalars + SCALAR_KOLEO_SUM, 0.0f, NULL,
+                       (float)batch, terms + DINOV2_TERM_KOLEO);
 }
 
-int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2LossTerms *terms,
+// terms[TOTAL] = dino_weight (global + local) + ibot_weight ibot +
+// koleo_weight koleo, one float operation per call (in that order).
+static void total(Dinov2Loss *loss, float *terms) {
+    Backend *backend = loss->backend;
+    const Dinov2LossConfig *c = &loss->config;
+    float *sum = terms + DINOV2_TERM_TOTAL, *product = loss->scalars + SCALAR_PRODUCT;
+    void (*combine)(Backend *, float, const float *, float, const float *, float, float *) =
+        backend->op.scalar_combine;
+    combine(backend, 1.0f, terms + DINOV2_TERM_DINO_GLOBAL, 1.0f, terms + DINOV2_TERM_DINO_LOCAL,
+            1.0f, sum);
+    combine(backend, c->dino_weight, sum, 0.0f, NULL, 1.0f, sum);
+    combine(backend, c->ibot_weight, terms + DINOV2_TERM_IBOT, 0.0f, NULL, 1.0f, product);
+    combine(backend, 1.0f, sum, 1.0f, product, 1.0f, sum);
+    combine(backend, c->koleo_weight, terms + DINOV2_TERM_KOLEO, 0.0f, NULL, 1.0f, product);
+    combine(backend, 1.0f, sum, 1.0f, product, 1.0f, sum);
+}
+
+int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms,
                         ErrorMessage *err) {
     const Dinov2LossConfig *c = &loss->config;
     if (in->batch < 1 || in->batch > c->max_batch || in->masked < 0 ||
@@ -223,8 +256,7 @@ int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *in, Dinov2Loss
     dino_part(loss, in, terms);
     ibot_part(loss, in, terms);
     koleo_part(loss, in, terms);
-    terms->total = c->dino_weight * (terms->dino_global + terms->dino_local) +
-                   c->ibot_weight * terms->ibot + c->koleo_weight * terms->koleo;
+    total(loss, terms);
     return 0;
 }
 

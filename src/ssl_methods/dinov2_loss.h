@@ -55,10 +55,16 @@ typedef struct Dinov2LossConfig {
     float dino_weight, ibot_weight, koleo_weight;
 } Dinov2LossConfig;
 
-typedef struct Dinov2LossTerms {
-    float dino_global, dino_local, ibot, koleo;  // unweighted, as LightlyTrain logs them
-    float total;                                 // the weighted sum
-} Dinov2LossTerms;
+// The terms forward writes (floats of backend memory): unweighted, as
+// LightlyTrain logs them, then the weighted sum.
+enum {
+    DINOV2_TERM_DINO_GLOBAL,
+    DINOV2_TERM_DINO_LOCAL,
+    DINOV2_TERM_IBOT,
+    DINOV2_TERM_KOLEO,
+    DINOV2_TERM_TOTAL,
+    DINOV2_TERMS
+};
 
 typedef struct Dinov2Loss Dinov2Loss;
 
@@ -79,10 +85,12 @@ typedef struct Dinov2LossInputs {
     float teacher_temp;
 } Dinov2LossInputs;
 
-// Forward; keeps what backward needs. -1 with a message on a bad size or
-// temperature.
-int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *inputs,
-                        Dinov2LossTerms *terms, ErrorMessage *err);
+// Forward; terms (DINOV2_TERMS floats of backend memory) =, computed there
+// (nothing read back), each rounded as its float expression over the
+// parts would be. Keeps what backward needs. -1 with a message on a bad
+// size or temperature.
+int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *inputs, float *terms,
+                        ErrorMessage *err);
 
 // Gradients of the last forward's total loss (all =): dstudent_cls
 // ((2 + L) B, K), dstudent_patches (M, K), dstudent_features (2 B, D).

@@ -32,7 +32,7 @@ typedef struct DistillationV3 {
     float *dmap;            // (B, h, w, C) student map's gradient
 } DistillationV3;
 
-static int v3_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+static int v3_step(Method *method, long step, int batch, ErrorMessage *err) {
     DistillationV3 *state = method->state;
     DistillCommon *common = &state->common;
     const float *input = distill_mixup_apply(&common->mixup, method, batch);
@@ -49,17 +49,24 @@ static int v3_step(Method *method, long step, int batch, float *loss, ErrorMessa
     if (!student_global || !student_local) return -1;
 
     distill_queue_update(&common->queue, method->batch_index, batch, state->teacher_global);
-    const float global = distill_queue_loss_forward(state->global_loss, batch,
-                                                    state->teacher_global, student_global,
-                                                    common->queue.values);
-    const float local = distill_local_loss_forward(state->local_loss, batch,
-                                                   state->teacher_local, student_local);
-    *loss = global + state->local_weight * local;
-    method->scalar_values[0] = global;
-    method->scalar_values[1] = local;
+    // the two terms are the logged values; loss = global + local_weight x
+    // local, one float operation per call (the product in the loss slot)
+    Backend *backend = method->backend;
+    float *global = method_scalar(method, 0), *local = method_scalar(method, 1);
+    float *loss = method_loss(method);
+    distill_queue_loss_forward(state->global_loss, batch, state->teacher_global, student_global,
+                               common->queue.values, global);
+    distill_local_loss_forward(state->local_loss, batch, state->teacher_local, student_local,
+                               local);
+    backend->op.scalar_combine(backend, state->local_weight, local, 0.0f, NULL, 1.0f, loss);
+    backend->op.scalar_combine(backend, 1.0f, global, 1.0f, loss, 1.0f, loss);
 
     distill_queue_loss_backward(state->global_loss, 1.0f, state->dglobal);
     distill_local_loss_backward(state->local_loss, state->local_weight, state->dlocal);
+    method_scale_loss_gradient(method, (size_t)batch * state->global.dim, state->dglobal);
+    method_scale_loss_gradient(
+        method, (size_t)batch * distill_projection_rows(&state->local) * state->local.dim,
+        state->dlocal);
     if (distill_projection_backward(&state->global, state->dglobal, state->dfeatures, err) ||
         distill_projection_backward(&state->local, state->dlocal, state->dmap, err))
         return -1;

@@ -40,8 +40,9 @@ static void kl_rows_free(KlRows *kl) {
         if (buffers[i]) kl->backend->op.free(kl->backend, buffers[i]);
 }
 
-// The KL term of the logits the caller wrote (rows of them).
-static float kl_rows_forward(KlRows *kl, int rows) {
+// The KL term of the logits the caller wrote (rows of them) into *value
+// (backend memory).
+static void kl_rows_forward(KlRows *kl, int rows, float *value) {
     Backend *backend = kl->backend;
     BackendOps *op = &backend->op;
     const size_t n = (size_t)rows * kl->dim;
@@ -55,7 +56,7 @@ static float kl_rows_forward(KlRows *kl, int rows) {
     op->copy(backend, kl->teacher_logits, kl->teacher_log, n * sizeof(float));
     op->axpby(backend, n, -1.0f, kl->student_log, 1.0f, kl->teacher_logits);
     op->dot(backend, n, kl->teacher_prob, kl->teacher_logits, kl->result);
-    return backend_read_scalar(backend, kl->result) / (float)rows;
+    op->scalar_combine(backend, 1.0f, kl->result, 0.0f, NULL, (float)rows, value);
 }
 
 // student_logits = dloss * d kl / d student logits: d kl / d log q = -p / rows,
@@ -111,10 +112,13 @@ void distill_queue_loss_destroy(DistillQueueLoss *loss) {
     free(loss);
 }
 
-float distill_queue_loss_forward(DistillQueueLoss *loss, int batch, const float *teacher,
-                                 const float *student, const float *queue) {
-    if (batch < 1 || batch > loss->max_batch) return NAN;
+void distill_queue_loss_forward(DistillQueueLoss *loss, int batch, const float *teacher,
+                                const float *student, const float *queue, float *value) {
     Backend *backend = loss->backend;
+    if (batch < 1 || batch > loss->max_batch) {
+        backend->op.fill(backend, value, NAN, 1);
+        return;
+    }
     const int q = loss->queue_size, d = loss->dim;
     // (B, Q) = (B, D) (Q, D)^T, for the teacher and the student
     backend->op.gemm(backend, 0, 1, batch, q, d, 1.0f, teacher, d, queue, d, 0.0f,
@@ -122,7 +126,7 @@ float distill_queue_loss_forward(DistillQueueLoss *loss, int batch, const float 
     backend->op.gemm(backend, 0, 1, batch, q, d, 1.0f, student, d, queue, d, 0.0f,
                      loss->kl.student_logits, q);
     loss->queue = queue;
-    return kl_rows_forward(&loss->kl, batch);
+    kl_rows_forward(&loss->kl, batch, value);
 }
 
 void distill_queue_loss_backward(DistillQueueLoss *loss, float dloss, float *dstudent) {
@@ -168,10 +172,13 @@ void distill_local_loss_destroy(DistillLocalLoss *loss) {
     free(loss);
 }
 
-float distill_local_loss_forward(DistillLocalLoss *loss, int batch, const float *teacher,
-                                 const float *student) {
-    if (batch < 1 || batch > loss->max_batch) return NAN;
+void distill_local_loss_forward(DistillLocalLoss *loss, int batch, const float *teacher,
+                                const float *student, float *value) {
     Backend *backend = loss->backend;
+    if (batch < 1 || batch > loss->max_batch) {
+        backend->op.fill(backend, value, NAN, 1);
+        return;
+    }
     const int p = loss->tokens, d = loss->dim;
     const size_t image = (size_t)p * d, square = (size_t)p * p;
     for (int b = 0; b < batch; b++) {  // (P, P) = (P, D) (P, D)^T per image
@@ -181,7 +188,7 @@ float distill_local_loss_forward(DistillLocalLoss *loss, int batch, const float 
                          student + b * image, d, 0.0f, loss->kl.student_logits + b * square, p);
     }
     loss->student = student;
-    return kl_rows_forward(&loss->kl, batch * p);
+    kl_rows_forward(&loss->kl, batch * p, value);
 }
 
 void distill_local_loss_backward(DistillLocalLoss *loss, float dloss, float *dstudent) {
@@ -232,15 +239,18 @@ void distill_mse_loss_destroy(DistillMseLoss *loss) {
     free(loss);
 }
 
-float distill_mse_loss_forward(DistillMseLoss *loss, size_t n, const float *teacher,
-                               const float *student) {
-    if (n < 1 || n > loss->max_elements) return NAN;
+void distill_mse_loss_forward(DistillMseLoss *loss, size_t n, const float *teacher,
+                              const float *student, float *value) {
     Backend *backend = loss->backend;
+    if (n < 1 || n > loss->max_elements) {
+        backend->op.fill(backend, value, NAN, 1);
+        return;
+    }
     loss->n = n;
     backend->op.copy(backend, loss->difference, student, n * sizeof(float));
     backend->op.axpby(backend, n, -1.0f, teacher, 1.0f, loss->difference);
     backend->op.sum_squares(backend, n, loss->difference, loss->result);
-    return backend_read_scalar(backend, loss->result) / (float)n;
+    backend->op.scalar_combine(backend, 1.0f, loss->result, 0.0f, NULL, (float)n, value);
 }
 
 void distill_mse_loss_backward(DistillMseLoss *loss, float dloss, float *dstudent) {

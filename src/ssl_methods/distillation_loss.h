@@ -39,10 +39,11 @@ typedef struct DistillQueueLoss DistillQueueLoss;
 DistillQueueLoss *distill_queue_loss_create(Backend *backend, int max_batch, int dim,
                                             int queue_size, float temperature, ErrorMessage *err);
 void distill_queue_loss_destroy(DistillQueueLoss *loss);
-// The loss (host) of teacher, student (batch, dim) against queue (Q, dim);
-// keeps what backward needs. NAN when batch is outside 1..max_batch.
-float distill_queue_loss_forward(DistillQueueLoss *loss, int batch, const float *teacher,
-                                 const float *student, const float *queue);
+// The loss of teacher, student (batch, dim) against queue (Q, dim) into
+// *value (one float of backend memory, =; nothing read back); keeps what
+// backward needs. NaN when batch is outside 1..max_batch.
+void distill_queue_loss_forward(DistillQueueLoss *loss, int batch, const float *teacher,
+                                const float *student, const float *queue, float *value);
 // dstudent (batch, dim) = dloss * d loss / d student of the last forward.
 void distill_queue_loss_backward(DistillQueueLoss *loss, float dloss, float *dstudent);
 
@@ -54,9 +55,9 @@ typedef struct DistillLocalLoss DistillLocalLoss;
 DistillLocalLoss *distill_local_loss_create(Backend *backend, int max_batch, int tokens, int dim,
                                             float temperature, ErrorMessage *err);
 void distill_local_loss_destroy(DistillLocalLoss *loss);
-// teacher, student (batch, tokens, dim).
-float distill_local_loss_forward(DistillLocalLoss *loss, int batch, const float *teacher,
-                                 const float *student);
+// teacher, student (batch, tokens, dim); *value as the queue loss's.
+void distill_local_loss_forward(DistillLocalLoss *loss, int batch, const float *teacher,
+                                const float *student, float *value);
 void distill_local_loss_backward(DistillLocalLoss *loss, float dloss, float *dstudent);
 
 // ---- v2's mean squared error --------------------------------------------------------
@@ -67,9 +68,10 @@ typedef struct DistillMseLoss DistillMseLoss;
 DistillMseLoss *distill_mse_loss_create(Backend *backend, size_t max_elements,
                                         ErrorMessage *err);
 void distill_mse_loss_destroy(DistillMseLoss *loss);
-// mean of (teacher - student)^2 over n elements; NAN when n is out of range.
-float distill_mse_loss_forward(DistillMseLoss *loss, size_t n, const float *teacher,
-                               const float *student);
+// *value (backend memory) = mean of (teacher - student)^2 over n
+// elements; NaN when n is out of range.
+void distill_mse_loss_forward(DistillMseLoss *loss, size_t n, const float *teacher,
+                              const float *student, float *value);
 void distill_mse_loss_backward(DistillMseLoss *loss, float dloss, float *dstudent);
 
 // ---- the queue of teacher features (v1, v3) ----------------------------------------------

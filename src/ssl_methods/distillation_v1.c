@@ -22,7 +22,7 @@ typedef struct DistillationV1 {
     float *dfeatures;       // (B, C)
 } DistillationV1;
 
-static int v1_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+static int v1_step(Method *method, long step, int batch, ErrorMessage *err) {
     DistillationV1 *state = method->state;
     DistillCommon *common = &state->common;
     const float *input = distill_mixup_apply(&common->mixup, method, batch);
@@ -33,9 +33,10 @@ static int v1_step(Method *method, long step, int batch, float *loss, ErrorMessa
         &state->head, batch, backbone_features(&method->backbone, 0), err);
     if (!student) return -1;
     distill_queue_update(&common->queue, method->batch_index, batch, state->teacher_global);
-    *loss = distill_queue_loss_forward(state->loss, batch, state->teacher_global, student,
-                                       common->queue.values);
+    distill_queue_loss_forward(state->loss, batch, state->teacher_global, student,
+                               common->queue.values, method_loss(method));
     distill_queue_loss_backward(state->loss, 1.0f, state->dglobal);
+    method_scale_loss_gradient(method, (size_t)batch * state->head.dim, state->dglobal);
     if (distill_projection_backward(&state->head, state->dglobal, state->dfeatures, err))
         return -1;
     return backbone_backward(&method->backbone, 0, state->dfeatures, err);

@@ -50,7 +50,7 @@ static const float *v2_teacher_features(DistillationV2 *state, int batch, ErrorM
     return state->teacher_features;
 }
 
-static int v2_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+static int v2_step(Method *method, long step, int batch, ErrorMessage *err) {
     DistillationV2 *state = method->state;
     const float *input = distill_mixup_apply(&state->common.mixup, method, batch);
     if (distill_teacher_forward(&state->common.teacher, batch, input, err)) return -1;
@@ -62,8 +62,9 @@ static int v2_step(Method *method, long step, int batch, float *loss, ErrorMessa
     const float *student = distill_projection_forward(&state->head, batch, map, err);
     if (!student) return -1;
     const size_t n = (size_t)batch * distill_projection_rows(&state->head) * state->head.dim;
-    *loss = distill_mse_loss_forward(state->loss, n, teacher, student);
+    distill_mse_loss_forward(state->loss, n, teacher, student, method_loss(method));
     distill_mse_loss_backward(state->loss, 1.0f, state->dstudent);
+    method_scale_loss_gradient(method, n, state->dstudent);
     if (distill_projection_backward(&state->head, state->dstudent, state->dmap, err)) return -1;
     return backbone_backward_map(&method->backbone, 0, NULL, state->dmap, err);
 }

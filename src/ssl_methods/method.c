@@ -3,6 +3,7 @@
 // the EMA teacher update. The methods themselves are one file each.
 #include "ssl_methods/method.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,11 +235,14 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     const size_t largest = method->local_size > method->global_size ? (size_t)method->local_size
                                                                    : (size_t)method->global_size;
     method->staging = backend->op.alloc(backend, (size_t)setup->batch * largest * largest * 3);
-    if (!method->global_input || (local_floats && !method->local_input) || !method->staging) {
+    method->record = backend->op.alloc(backend, METHOD_RECORD_FLOATS * sizeof(float));
+    if (!method->global_input || (local_floats && !method->local_input) || !method->staging ||
+        !method->record) {
         error_set(err, "out of memory for the input views (batch %d, %d px)", setup->batch,
                   method->global_size);
         goto fail;
     }
+    backend->op.fill(backend, method->record, 0.0f, METHOD_RECORD_FLOATS);
     if (method_add_group(method, "backbone", method->backbone.params, method->backbone.buffers,
                          method->backbone.num_batches_tracked, 0, err))
         goto fail;
@@ -259,6 +263,7 @@ void method_free(Method *method) {
         if (method->global_input) backend->op.free(backend, method->global_input);
         if (method->local_input) backend->op.free(backend, method->local_input);
         if (method->staging) backend->op.free(backend, method->staging);
+        if (method->record) backend->op.free(backend, method->record);
     }
     backbone_free(&method->backbone);
     batchnorm_sync_free(method->batchnorm_sync);
@@ -411,6 +416,27 @@ int method_load_backbone_weights(Backbone *model, const char *path, ErrorMessage
     checkpoint_free(&checkpoint);
     if (status) error_prefix(err, "--checkpoint %s", path);
     return status;
+}
+
+float *method_loss(Method *method) { return method->record + METHOD_RECORD_LOSS; }
+
+float *method_scalar(Method *method, int index) {
+    return method->record + METHOD_RECORD_SCALARS + index;
+}
+
+void method_set_scalar(Method *method, int index, float value) {
+    method->backend->op.fill(method->backend, method_scalar(method, index), value, 1);
+}
+
+// scale_rows with one row of n: every value times the one device float.
+void method_scale_loss_gradient(Method *method, size_t n, float *gradient) {
+    if (!method->loss_scale || n == 0) return;
+    Backend *backend = method->backend;
+    for (size_t done = 0; done < n; done += INT_MAX) {
+        const size_t count = n - done < (size_t)INT_MAX ? n - done : (size_t)INT_MAX;
+        backend->op.scale_rows(backend, 1, (int)count, gradient + done, method->loss_scale,
+                               gradient + done);
+    }
 }
 
 void method_ema_update(Backend *backend, ParameterSet *target, const ParameterSet *source,

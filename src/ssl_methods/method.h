@@ -6,11 +6,18 @@
 // One optimizer step with k micro-batches (gradient accumulation):
 //   loop: zero every group's gradients
 //   k x { method_upload_views(batch); ops->step(step): forward, loss,
-//         backward; parameter gradients += }
+//         backward; parameter gradients +=; the loss into the record }
 //   loop: scale gradients by 1/k, clip (defaults.grad_clip), one optimizer
 //         step per group active at this step (method_group_active), at the
 //         scheduled lr x method_group_lr_factor
 //   ops->after_update(step): EMA teacher, DINO centre
+//
+// The step record: a method never reads a value back from the backend.
+// Its step writes the loss, and it writes the values it logs (schedules,
+// loss terms), into `record` (backend memory); the loop copies it and reads
+// the copy when it logs, one step later (docs/gpu.md). The backward pass
+// starts from the loss gradient times *loss_scale when the loop sets one
+// (16-mixed's loss scaler): method_scale_loss_gradient.
 //
 // Views: views with the resolution of view 0 ("global") are normalised into
 // one concatenated input (global_views * batch, R, R, 3), the others
@@ -110,6 +117,13 @@ typedef struct MethodSetup {
 #define METHOD_MAX_SCALARS 4
 #define METHOD_GROUP_NAME 32
 
+// The layout of Method.record (floats of backend memory).
+enum {
+    METHOD_RECORD_LOSS,     // the loss of the last step (micro-batch)
+    METHOD_RECORD_SCALARS,  // then the logged values, scalar_tags[i] at + i
+    METHOD_RECORD_FLOATS = METHOD_RECORD_SCALARS + METHOD_MAX_SCALARS,
+};
+
 // A table of trainable parameters with its own optimizer.
 typedef struct MethodGroup {
     char name[METHOD_GROUP_NAME];  // "backbone", "projection_head", ...
@@ -136,8 +150,9 @@ typedef struct Method Method;
 
 typedef struct MethodOps {
     // Forward, loss and backward on the uploaded views of `batch` images;
-    // parameter gradients +=, *loss = the loss (host).
-    int (*step)(Method *method, long step, int batch, float *loss, ErrorMessage *err);
+    // parameter gradients +=; the loss and this step's logged values into
+    // the record (nothing read back).
+    int (*step)(Method *method, long step, int batch, ErrorMessage *err);
     // After the optimizer step `step`: EMA teacher, DINO centre. May be NULL.
     void (*after_update)(Method *method, long step);
     // State that is not a group (teacher, centre). May be NULL.
@@ -167,10 +182,12 @@ struct Method {
     uint8_t *staging;      // backend memory for one uploaded view
     int group_count;
     MethodGroup groups[METHOD_MAX_GROUPS];
-    // Schedules to log (tag, value of the last step), e.g. "schedule/momentum".
+    // Values to log, e.g. "schedule/momentum": their tags; the values of the
+    // last step are in the record.
     int scalar_count;
     const char *scalar_tags[METHOD_MAX_SCALARS];
-    float scalar_values[METHOD_MAX_SCALARS];
+    float *record;             // backend memory (METHOD_RECORD_FLOATS), see the top
+    const float *loss_scale;   // one float of backend memory, or NULL (1)
     // "teacher_backbone" when the exported backbone is the teacher (DINO),
     // else "backbone".
     const char *export_part;
@@ -190,6 +207,16 @@ void method_free(Method *method);
 // Normalises the batch's uint8 views (ImageNet mean/std) into global_input
 // and local_input.
 int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err);
+
+// The record's loss (one float of backend memory), where the step's loss goes.
+float *method_loss(Method *method);
+// The record's slot of logged value `index` (backend memory).
+float *method_scalar(Method *method, int index);
+// Sets logged value `index` to a host value (a schedule); no read back.
+void method_set_scalar(Method *method, int index, float value);
+// The seed of the backward pass: gradient (n floats of backend memory, the
+// loss's gradient w.r.t. an output) *= *loss_scale, when there is one.
+void method_scale_loss_gradient(Method *method, size_t n, float *gradient);
 
 // Adds a group (used by the methods' create functions).
 int method_add_group(Method *method, const char *name, ParameterSet *params,

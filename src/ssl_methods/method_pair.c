@@ -13,7 +13,7 @@ typedef struct PairState {
     float *dfeatures;    // (2 batch, D)
 } PairState;
 
-static int pair_step(Method *method, long step, int batch, float *loss, ErrorMessage *err) {
+static int pair_step(Method *method, long step, int batch, ErrorMessage *err) {
     PairState *state = method->state;
     const int rows = 2 * batch;
     const int out = head_spec_output_dim(&state->head.spec);
@@ -21,10 +21,11 @@ static int pair_step(Method *method, long step, int batch, float *loss, ErrorMes
     const float *projection =
         head_forward(&state->head, rows, backbone_features(&method->backbone, 0), 1, err);
     if (!projection) return -1;
-    *loss = state->loss.forward(state->loss.loss, batch, projection,
-                                projection + (size_t)batch * out);
+    state->loss.forward(state->loss.loss, batch, projection, projection + (size_t)batch * out,
+                        method_loss(method));
     state->loss.backward(state->loss.loss, 1.0f, state->dprojection,
                          state->dprojection + (size_t)batch * out);
+    method_scale_loss_gradient(method, (size_t)rows * out, state->dprojection);
     if (head_backward(&state->head, state->dprojection, state->dfeatures, err)) return -1;
     return backbone_backward(&method->backbone, 0, state->dfeatures, err);
 }

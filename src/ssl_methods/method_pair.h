@@ -9,11 +9,12 @@
 #include "ssl_methods/heads.h"
 #include "ssl_methods/method.h"
 
-// A loss of two (batch, dim) projections: forward returns the loss (host),
-// backward writes d0, d1 (batch, dim) = dloss * gradients.
+// A loss of two (batch, dim) projections: forward writes the loss into
+// *value (one float of backend memory), backward writes d0, d1 (batch, dim)
+// = dloss * gradients.
 typedef struct PairLoss {
     void *loss;
-    float (*forward)(void *loss, int batch, const float *out0, const float *out1);
+    void (*forward)(void *loss, int batch, const float *out0, const float *out1, float *value);
     void (*backward)(void *loss, float dloss, float *d0, float *d1);
     void (*destroy)(void *loss);
 } PairLoss;

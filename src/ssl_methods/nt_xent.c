@@ -124,10 +124,14 @@ static void prepare_masks(NtXent *loss, int batch) {
     loss->masks_batch = batch;
 }
 
-float nt_xent_forward(NtXent *loss, int batch, const float *out0, const float *out1) {
-    if (batch < 1 || batch > loss->max_batch) return NAN;
+void nt_xent_forward(NtXent *loss, int batch, const float *out0, const float *out1,
+                     float *value) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
+    if (batch < 1 || batch > loss->max_batch) {
+        op->fill(backend, value, NAN, 1);
+        return;
+    }
     const int dim = loss->dim;
     const int rows = 2 * batch, columns = rows * loss->ranks;
     const size_t matrix = (size_t)rows * columns;
@@ -139,15 +143,17 @@ float nt_xent_forward(NtXent *loss, int batch, const float *out0, const float *o
     op->l2_normalize_forward(backend, batch, dim, out1, NT_XENT_NORMALIZE_EPS,
                              loss->z + (size_t)batch * dim, loss->norms + batch);
     if (loss->ranks > 1 &&
-        comm_all_gather(loss->comm, loss->z, loss->columns, (size_t)rows * dim, NULL))
-        return NAN;
+        comm_all_gather(loss->comm, loss->z, loss->columns, (size_t)rows * dim, NULL)) {
+        op->fill(backend, value, NAN, 1);
+        return;
+    }
     // logits (2N, 2NW) = z columns^T / t, then the own columns masked out
     op->gemm(backend, 0, 1, rows, columns, dim, 1.0f / loss->temperature, loss->z, dim,
              loss->columns, dim, 0.0f, loss->logits, columns);
     op->add(backend, matrix, loss->logits, loss->diagonal, loss->logits);
     op->log_softmax_forward(backend, rows, columns, loss->logits, 1.0f, loss->log_probs);
     op->dot(backend, matrix, loss->log_probs, loss->positives, loss->loss_sum);
-    return -backend_read_scalar(backend, loss->loss_sum) / (float)rows;
+    op->scalar_combine(backend, -1.0f, loss->loss_sum, 0.0f, NULL, (float)rows, value);
 }
 
 void nt_xent_backward(NtXent *loss, float dloss, float *dout0, float *dout1) {

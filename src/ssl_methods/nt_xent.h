@@ -43,10 +43,12 @@ NtXent *nt_xent_create(Backend *backend, int max_batch, int dim, float temperatu
 void nt_xent_destroy(NtXent *loss);
 
 // The loss of out0, out1 (batch, dim) (backend memory, the two views'
-// projections; row i of both is the same image), read back to the host.
-// Keeps what backward needs. NAN when batch is outside 1..max_batch (the
-// same on every rank) or the ranks' gather failed.
-float nt_xent_forward(NtXent *loss, int batch, const float *out0, const float *out1);
+// projections; row i of both is the same image) into *value (one float of
+// backend memory, =; nothing is read back). Keeps what backward needs. NaN
+// when batch is outside 1..max_batch (the same on every rank) or the ranks'
+// gather failed.
+void nt_xent_forward(NtXent *loss, int batch, const float *out0, const float *out1,
+                     float *value);
 
 // dout0, dout1 (batch, dim) = dloss * d loss / d out0, out1 for the inputs of
 // the last forward (overwritten, backend memory).

@@ -5,8 +5,9 @@
 #include "ssl_methods/method_pair.h"
 #include "ssl_methods/nt_xent.h"
 
-static float simclr_loss_forward(void *loss, int batch, const float *out0, const float *out1) {
-    return nt_xent_forward(loss, batch, out0, out1);
+static void simclr_loss_forward(void *loss, int batch, const float *out0, const float *out1,
+                                float *value) {
+    nt_xent_forward(loss, batch, out0, out1, value);
 }
 static void simclr_loss_backward(void *loss, float dloss, float *d0, float *d1) {
     nt_xent_backward(loss, dloss, d0, d1);

@@ -6,8 +6,9 @@
 #include "ssl_methods/method_pair.h"
 #include "ssl_methods/vicreg_loss.h"
 
-static float vicreg_forward(void *loss, int batch, const float *out0, const float *out1) {
-    return vicreg_loss_forward(loss, batch, out0, out1);
+static void vicreg_forward(void *loss, int batch, const float *out0, const float *out1,
+                           float *value) {
+    vicreg_loss_forward(loss, batch, out0, out1, value);
 }
 static void vicreg_backward(void *loss, float dloss, float *d0, float *d1) {
     vicreg_loss_backward(loss, dloss, d0, d1);

@@ -9,8 +9,12 @@
 #include <math.h>
 #include <stdlib.h>
 
-// Scalars reduced on the backend by forward.
-enum { SUM_INVARIANCE, SUM_VARIANCE0, SUM_VARIANCE1, SUM_COVARIANCE0, SUM_COVARIANCE1, SUM_COUNT };
+// Scalars reduced on the backend by forward, then the three weighted terms
+// combined from them there.
+enum {
+    SUM_INVARIANCE, SUM_VARIANCE0, SUM_VARIANCE1, SUM_COVARIANCE0, SUM_COVARIANCE1,
+    TERM_INVARIANCE, TERM_VARIANCE, TERM_COVARIANCE, SUM_COUNT
+};
 
 struct VicregLoss {
     Backend *backend;
@@ -152,10 +156,37 @@ static void view_forward(VicregLoss *loss, int view, const float *x) {
                     loss->sums + SUM_COVARIANCE0 + view);
 }
 
-float vicreg_loss_forward(VicregLoss *loss, int batch, const float *out0, const float *out1) {
-    if (batch < 2 || batch > loss->max_batch) return NAN;
+// *value = lambda (I / n) + mu (0.5 (V0 + V1) / D) + nu ((C0 + C1) / D)
+// from the sums, rounded as that float expression: one scalar_combine per
+// float operation. (0.5 x and the division by D share a call: halving is
+// exact here, the hinge sum being 0 or at least 2^-24.)
+static void combine_terms(VicregLoss *loss, size_t n, float *value) {
+    Backend *backend = loss->backend;
+    float *s = loss->sums;
+    const float dim = (float)loss->dim;
+    void (*combine)(Backend *, float, const float *, float, const float *, float, float *) =
+        backend->op.scalar_combine;
+    combine(backend, 1.0f, s + SUM_INVARIANCE, 0.0f, NULL, (float)n, s + TERM_INVARIANCE);
+    combine(backend, 1.0f, s + SUM_VARIANCE0, 1.0f, s + SUM_VARIANCE1, 1.0f, s + TERM_VARIANCE);
+    combine(backend, 0.5f, s + TERM_VARIANCE, 0.0f, NULL, dim, s + TERM_VARIANCE);
+    combine(backend, 1.0f, s + SUM_COVARIANCE0, 1.0f, s + SUM_COVARIANCE1, 1.0f,
+            s + TERM_COVARIANCE);
+    combine(backend, 1.0f, s + TERM_COVARIANCE, 0.0f, NULL, dim, s + TERM_COVARIANCE);
+    combine(backend, loss->lambda, s + TERM_INVARIANCE, 0.0f, NULL, 1.0f, s + TERM_INVARIANCE);
+    combine(backend, loss->mu, s + TERM_VARIANCE, 0.0f, NULL, 1.0f, s + TERM_VARIANCE);
+    combine(backend, 1.0f, s + TERM_INVARIANCE, 1.0f, s + TERM_VARIANCE, 1.0f, value);
+    combine(backend, loss->nu, s + TERM_COVARIANCE, 0.0f, NULL, 1.0f, s + TERM_COVARIANCE);
+    combine(backend, 1.0f, value, 1.0f, s + TERM_COVARIANCE, 1.0f, value);
+}
+
+void vicreg_loss_forward(VicregLoss *loss, int batch, const float *out0, const float *out1,
+                         float *value) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
+    if (batch < 2 || batch > loss->max_batch) {
+        op->fill(backend, value, NAN, 1);
+        return;
+    }
     const int dim = loss->dim;
     const size_t n = (size_t)batch * dim;
     loss->batch = batch;
@@ -164,12 +195,7 @@ float vicreg_loss_forward(VicregLoss *loss, int batch, const float *out0, const 
     op->sum_squares(backend, n, loss->difference, loss->sums + SUM_INVARIANCE);
     view_forward(loss, 0, out0);
     view_forward(loss, 1, out1);
-    float sums[SUM_COUNT];
-    op->download(backend, sums, loss->sums, sizeof sums);
-    const float invariance = sums[SUM_INVARIANCE] / (float)n;
-    const float variance = 0.5f * (sums[SUM_VARIANCE0] + sums[SUM_VARIANCE1]) / (float)dim;
-    const float covariance = (sums[SUM_COVARIANCE0] + sums[SUM_COVARIANCE1]) / (float)dim;
-    return loss->lambda * invariance + loss->mu * variance + loss->nu * covariance;
+    combine_terms(loss, n, value);
 }
 
 // grad (N, D) = dloss * d loss / d view

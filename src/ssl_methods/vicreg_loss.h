@@ -33,9 +33,12 @@ VicregLoss *vicreg_loss_create(Backend *backend, int max_batch, int dim, float l
 void vicreg_loss_destroy(VicregLoss *loss);
 
 // The loss of out0, out1 (batch, dim) (backend memory; row i of both is the
-// same image), read back to the host. Keeps what backward needs (the inputs
-// need not outlive the call). NAN when batch is outside 2..max_batch.
-float vicreg_loss_forward(VicregLoss *loss, int batch, const float *out0, const float *out1);
+// same image) into *value (one float of backend memory, =; computed there
+// from the loss's sums, nothing read back). Keeps what backward needs (the
+// inputs need not outlive the call). NaN when batch is outside
+// 2..max_batch.
+void vicreg_loss_forward(VicregLoss *loss, int batch, const float *out0, const float *out1,
+                         float *value);
 
 // dout0, dout1 (batch, dim) = dloss * d loss / d out0, out1 for the inputs of
 // the last forward (overwritten, backend memory).

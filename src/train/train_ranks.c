@@ -1,8 +1,8 @@
 // What keeps the ranks of a data-parallel run in step (see train_run.h):
-// agreeing on exit statuses, the step's global loss and stop request, the
-// check that every rank holds the same weights, and checkpoints written by
-// rank 0 after a barrier. With one rank every function reduces to the
-// local value (no communication).
+// agreeing on exit statuses, the step's global loss and stop request (in
+// the step record, on the device), the check that every rank holds the
+// same weights, and checkpoints written by rank 0 after a barrier. With one
+// rank every function reduces to the local value (no communication).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,17 +46,17 @@ int train_agree(TrainRun *run, int status, const char *message) {
     return agreed;
 }
 
-int train_agree_step(TrainRun *run, StepTimes *times, int stop_requested) {
-    const float mine[2] = {times->loss, stop_requested ? 1.0f : 0.0f};
-    float agreed[2];
+int train_agree_step(TrainRun *run, int stop_requested) {
     Backend *backend = run->backend;
+    float *record = run->record;
+    backend->op.fill(backend, record + RECORD_STOP, stop_requested ? 1.0f : 0.0f, 1);
+    if (run->world_size == 1) return 0;
     ErrorMessage err = {{0}};
-    backend->op.upload(backend, run->agreed, mine, sizeof mine);
-    if (comm_all_reduce(run->comm, run->agreed, 2, COMM_SUM, &err))
+    _Static_assert(RECORD_STOP == RECORD_LOSS + 1, "the loss and the stop are summed at once");
+    if (comm_all_reduce(run->comm, record + RECORD_LOSS, 2, COMM_SUM, &err))
         return train_comm_failed(run, &err);
-    backend->op.download(backend, agreed, run->agreed, sizeof agreed);
-    times->loss = agreed[0] / (float)run->world_size;
-    times->stop = agreed[1] > 0.0f;
+    backend->op.scalar_combine(backend, 1.0f, record + RECORD_LOSS, 0.0f, NULL,
+                               (float)run->world_size, record + RECORD_LOSS);
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "logging/run_log.h"
 #include "logging/run_summary.h"
 #include "logging/tb_writer.h"
+#include "nn/loss_scaler.h"
 #include "nn/step_gate.h"
 #include "ssl_methods/method.h"
 #include "train/gradient_sync.h"
@@ -33,7 +34,16 @@ typedef struct TrainRun {
     int method_ready;
     Optimizer *optimizers[METHOD_MAX_GROUPS];
     StepGate gate;          // this step's multiplier and skip, on the device
-    float *nonfinite;       // backend memory (METHOD_MAX_GROUPS): counts of the weights check
+    // The step record (RECORD_* below, backend memory), written on the device
+    // during a step and copied into slots[step % 2]; the host reads a step's
+    // copy after the next step is queued (train_record_read).
+    float *record;
+    HostSlot *slots[2];
+    // Dynamic loss scaling (16-mixed; LTC_TEST_LOSS_SCALER in tests): the
+    // scale seeds the backward, its 1/scale joins the gate's multiplier.
+    int scaler_on;
+    LossScaler scaler;
+    int stop_seen;          // a stop was agreed in a step's record: stop after the next
     Loader *loader;
     int batch_size;         // per rank
     int num_workers;
@@ -69,14 +79,32 @@ typedef struct TrainRun {
     int knn_classes;
 } TrainRun;
 
+// The layout of TrainRun.record (floats of backend memory).
+enum {
+    RECORD_LOSS,     // mean over the micro-batches, then over the ranks
+    RECORD_STOP,     // ranks asked to stop (summed over the ranks with the loss)
+    RECORD_SCALE,    // the loss scale the step's backward used (scaler on)
+    RECORD_SCALARS,  // the method's logged values (Method.record's)
+    RECORD_WEIGHTS = RECORD_SCALARS + METHOD_MAX_SCALARS,  // per group: NaN/inf after the update
+    RECORD_GATE = RECORD_WEIGHTS + METHOD_MAX_GROUPS,      // the closed step gate's values
+    RECORD_FLOATS = RECORD_GATE + GATE_SQUARES + METHOD_MAX_GROUPS,
+};
+
+// One step: what the host measured when it queued it, then (after
+// train_record_read) what its record says.
 typedef struct StepTimes {
-    float loss;             // mean over the micro-batches and the ranks
-    int stop;               // a rank was asked to stop (SIGINT / SIGTERM)
-    char diverged[128];     // what became NaN or infinite ("the loss", ...), or ""
+    long step;
     double lr;
-    double batch_seconds;   // forward, backward, optimizer
+    double batch_seconds;   // forward, backward, optimizer (host time to queue them)
     double data_seconds;    // waiting for batches
     int images;
+    // from the record
+    float loss;             // mean over the micro-batches and the ranks
+    int stop;               // a rank was asked to stop (SIGINT / SIGTERM)
+    float scalars[METHOD_MAX_SCALARS];  // the method's logged values
+    float loss_scale;       // the scale the step used (scaler on)
+    int skipped;            // the gate skipped the update (NaN/inf)
+    char diverged[160];     // what became NaN or infinite ("the loss", ...), or ""
 } StepTimes;
 
 // Everything before the first step. Returns 0 or the exit status (2 bad
@@ -100,10 +128,19 @@ void train_error(TrainRun *run, const char *format, ...) __attribute__((format(p
 // prints its message only when rank 0 did not fail. A communication failure
 // is fatal: the message is printed and every rank ends (comm_abort).
 int train_agree(TrainRun *run, int status, const char *message);
-// The step's loss -> its mean over the ranks, and whether any rank was
-// asked to stop (times->stop), the same on every rank. 0, or 1 after a
-// communication failure in a world of one (otherwise it ends every rank).
-int train_agree_step(TrainRun *run, StepTimes *times, int stop_requested);
+// In the step record on the device: the step's loss -> its mean over the
+// ranks, and the ranks' stop requests summed, the same on every rank (read
+// back later with the record). 0, or 1 after a communication failure in a
+// world of one (otherwise it ends every rank).
+int train_agree_step(TrainRun *run, int stop_requested);
+// The record of times->step, queued into its slot, once the device has
+// written it: the loss, stop, logged values, and what diverged (the
+// messages of docs/training.md) into times. Waits for that step only.
+void train_record_read(TrainRun *run, StepTimes *times);
+// The record's scaler and host slots: set up after the backend, before the
+// method (which takes the scale); freed by train_teardown.
+int train_record_setup(TrainRun *run, ErrorMessage *err);
+void train_record_free(TrainRun *run);
 // Fails (agreed: 1 on every rank) when some rank's weights differ from rank
 // 0's after completed_steps.
 int train_check_replicas(TrainRun *run, long completed_steps);

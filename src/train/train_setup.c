@@ -258,8 +258,9 @@ static int setup_backend(TrainRun *run, ErrorMessage *err) {
     if (choose_precision(run, err)) return 2;
     run->agreed = run->backend->op.alloc(run->backend,
                                          ((size_t)run->world_size + 2) * sizeof(float));
-    run->nonfinite = run->backend->op.alloc(run->backend, METHOD_MAX_GROUPS * sizeof(float));
-    if (!run->agreed || !run->nonfinite) return error_set(err, "out of memory"), 1;
+    if (!run->agreed) return error_set(err, "out of memory"), 1;
+    const int status = train_record_setup(run, err);
+    if (status) return status;
     return step_gate_create(&run->gate, run->backend, METHOD_MAX_GROUPS, err) ? 1 : 0;
 }
 
@@ -283,6 +284,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         return error_prefix(err, "--model"), -1;
     if (method_create(&run->method, config->method, &setup, &views, err)) return -1;
     run->method_ready = 1;
+    if (run->scaler_on) run->method.loss_scale = loss_scaler_scale(&run->scaler);
     const MethodDefaults *defaults = &run->method.defaults;
     const OptimizerKind kind = config->optimizer_auto ? defaults->optimizer : config->optimizer;
     const OptimizerConfig optimizer_config = optimizer_config_default(kind);
@@ -425,6 +427,10 @@ static void log_configuration(TrainRun *run) {
                   run->batch_size, run->accumulate, run->steps_per_epoch, run->total_steps,
                   run->num_workers, run->backend->name, run->precision);
     run_log_line(run->log, "accelerator: %s", run->accelerator_note);
+    if (run->scaler_on)
+        run_log_line(run->log, "loss scaling: on%s (start scale %g, growth interval %d)",
+                     strcmp(run->precision, "16-mixed") == 0 ? "" : " (LTC_TEST_LOSS_SCALER, tests only)",
+                     (double)run->scaler.config.initial_scale, run->scaler.config.growth_interval);
     run_log_line(run->log,
                  "config: lr %.6g (base %.6g at batch %d, %s-scaled to batch %d), weight "
                  "decay %.6g, warmup %ld steps, cosine to step %ld, grad clip %.3g, log every "
@@ -475,8 +481,9 @@ static int setup_checks(TrainRun *run, ErrorMessage *err) {
         setup_method(run, err))
         return 2;
     if (!config->resume) return 0;
-    if (train_state_load(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
-                         &run->start_step, err))
+    if (train_state_load(run->checkpoint_path, &run->method, run->optimizers,
+                         run->scaler_on ? &run->scaler : NULL, &run->identity, &run->start_step,
+                         err))
         return error_prefix(err, "--resume"), 2;
     run->complete = run->start_step >= run->total_steps;
     return 0;
@@ -613,7 +620,7 @@ void train_teardown(TrainRun *run) {
     for (int g = 0; g < METHOD_MAX_GROUPS; g++)
         if (run->optimizers[g]) optimizer_free(run->optimizers[g]);
     if (run->method_ready) method_free(&run->method);
-    if (run->nonfinite) run->backend->op.free(run->backend, run->nonfinite);
+    train_record_free(run);
     step_gate_free(&run->gate);
     gradient_sync_free(&run->gradient_sync);
     if (run->agreed) run->backend->op.free(run->backend, run->agreed);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +58,33 @@ static int save_group(CheckpointWriter *writer, Method *method, const MethodGrou
     return checkpoint_add_i64(writer, prefix, optimizer_step_count(optimizer), err);
 }
 
+// The loss scaler's state (read back: a checkpoint waits for the device).
+static int save_scaler(CheckpointWriter *writer, const LossScaler *scaler, ErrorMessage *err) {
+    const LossScalerState state = loss_scaler_read(scaler);
+    return checkpoint_add_host_floats(writer, "loss_scaler.scale", &state.scale, 1, err) ||
+                   checkpoint_add_i64(writer, "loss_scaler.growth_tracker", state.good_steps,
+                                      err)
+               ? -1
+               : 0;
+}
+
+// Continues the saved scale and growth tracker when the checkpoint has them.
+static int load_scaler(const Checkpoint *checkpoint, LossScaler *scaler, ErrorMessage *err) {
+    if (!checkpoint_has_prefix(checkpoint, "loss_scaler.")) return 0;
+    float scale = 0;
+    int64_t good_steps = 0;
+    if (checkpoint_get_host_floats(checkpoint, "loss_scaler.scale", &scale, 1, err) ||
+        checkpoint_get_i64(checkpoint, "loss_scaler.growth_tracker", &good_steps, err))
+        return -1;
+    if (good_steps < 0 || good_steps > INT32_MAX)
+        return error_set(err, "loss_scaler.growth_tracker = %lld is out of range",
+                         (long long)good_steps);
+    return loss_scaler_restore(scaler, scale, (int)good_steps, err);
+}
+
 int train_state_save(const char *path, Method *method, Optimizer *const *optimizers,
-                     const RunIdentity *identity, long completed_steps, int epoch,
-                     ErrorMessage *err) {
+                     const LossScaler *scaler, const RunIdentity *identity,
+                     long completed_steps, int epoch, ErrorMessage *err) {
     CheckpointWriter *writer = checkpoint_writer_create();
     if (!writer) return error_set(err, "out of memory for the checkpoint");
     char values[RUN_IDENTITY_FIELDS][RUN_IDENTITY_VALUE];
@@ -79,6 +104,7 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
         status = checkpoint_set_meta(writer, keys[i], values[i], err);
     for (int g = 0; g < method->group_count && !status; g++)
         status = save_group(writer, method, &method->groups[g], optimizers[g], err);
+    if (!status && scaler) status = save_scaler(writer, scaler, err);
     if (!status && method->ops->save) status = method->ops->save(method, writer, err);
     if (!status) status = checkpoint_write(writer, path, err);
     checkpoint_writer_free(writer);
@@ -146,7 +172,8 @@ static int check_counters(const Checkpoint *checkpoint, const RunIdentity *ident
 }
 
 int train_state_load(const char *path, Method *method, Optimizer *const *optimizers,
-                     const RunIdentity *identity, long *completed_steps, ErrorMessage *err) {
+                     LossScaler *scaler, const RunIdentity *identity, long *completed_steps,
+                     ErrorMessage *err) {
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;
     char values[RUN_IDENTITY_FIELDS][RUN_IDENTITY_VALUE];
@@ -164,6 +191,7 @@ int train_state_load(const char *path, Method *method, Optimizer *const *optimiz
     if (!status) status = check_counters(&checkpoint, identity, &steps, err);
     for (int g = 0; g < method->group_count && !status; g++)
         status = load_group(&checkpoint, method, &method->groups[g], optimizers[g], steps, err);
+    if (!status && scaler) status = load_scaler(&checkpoint, scaler, err);
     if (!status && method->ops->load) status = method->ops->load(method, &checkpoint, err);
     checkpoint_free(&checkpoint);
     if (status) return error_prefix(err, "%s", path);

@@ -1,15 +1,21 @@
 // The run checkpoint (checkpoints/last.ckpt): everything needed to continue
 // a run exactly. On top of what the method saves (train/checkpoint.h
 // conventions): each group's parameters and buffers ("<group>."), its
-// optimizer state slabs ("optimizer.<group>.<slab>.") and step count, the
-// number of completed optimizer steps, and the settings that must not change
-// across a resume (metadata "run.*"; a mismatch is refused with the values).
+// optimizer state slabs ("optimizer.<group>.<slab>.") and count of applied
+// steps ("optimizer.<group>.step_count", the device's count: steps the loss
+// scaler skipped do not count), the loss scaler's state when it is on
+// ("loss_scaler.scale" F32, "loss_scaler.growth_tracker" I64; a checkpoint
+// without them, e.g. of a 32-true run, starts the scaler afresh, as
+// Lightning does), the number of completed optimizer steps, and the
+// settings that must not change across a resume (metadata "run.*"; a
+// mismatch is refused with the values).
 // The data position needs no state: the sampler and the augmentations are
 // pure functions of (seed, epoch, index), so the loader restarts at batch
 // steps * accumulate.
 #ifndef LTC_TRAIN_TRAIN_STATE_H
 #define LTC_TRAIN_TRAIN_STATE_H
 
+#include "nn/loss_scaler.h"
 #include "nn/optimizer.h"
 #include "ssl_methods/method.h"
 #include "util/error.h"
@@ -31,14 +37,17 @@ typedef struct RunIdentity {
     const char *transforms;   // the --transform entries, space-separated
 } RunIdentity;
 
-// optimizers[g] belongs to method->groups[g]. completed_steps: optimizer
-// steps done; epoch: the epoch the next step belongs to (for display).
+// optimizers[g] belongs to method->groups[g]; scaler: NULL when off.
+// completed_steps: optimizer steps done; epoch: the epoch the next step
+// belongs to (for display).
 int train_state_save(const char *path, Method *method, Optimizer *const *optimizers,
-                     const RunIdentity *identity, long completed_steps, int epoch,
-                     ErrorMessage *err);
-// Restores a run saved by train_state_save into a freshly created method
-// and optimizers. Fails (err says which setting) when identity differs.
+                     const LossScaler *scaler, const RunIdentity *identity,
+                     long completed_steps, int epoch, ErrorMessage *err);
+// Restores a run saved by train_state_save into a freshly created method,
+// optimizers and scaler (NULL: off; its state is then ignored). Fails (err
+// says which setting) when identity differs.
 int train_state_load(const char *path, Method *method, Optimizer *const *optimizers,
-                     const RunIdentity *identity, long *completed_steps, ErrorMessage *err);
+                     LossScaler *scaler, const RunIdentity *identity, long *completed_steps,
+                     ErrorMessage *err);
 
 #endif

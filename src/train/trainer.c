@@ -1,6 +1,9 @@
 // The training loop of `train` (see trainer.h): set-up, the step loop with
-// schedules, logging, checkpoints, exports and the end summary. Set-up
-// (data, method, optimizers, output files) is in train_setup.c.
+// schedules, logging, checkpoints, exports and the end summary. A step is
+// queued without waiting for the device; what it did (loss, divergence,
+// logged values) comes from its step record, read one step later
+// (train_record.c). Set-up (data, method, optimizers, output files) is in
+// train_setup.c.
 #include "train/trainer.h"
 
 #include <errno.h>
@@ -42,27 +45,23 @@ static int log_augmentation_grid(TrainRun *run, const Batch *batch, ErrorMessage
     return status;
 }
 
-// The check after an update: NaN or infinite values in the parameters and
-// buffers of every group updated at step, one count per group, read back
-// once. Returns the index of the first group with any, or -1.
-static int first_nonfinite_weights(TrainRun *run, long step) {
+// The check after an update, into the record: NaN or infinite values in
+// the parameters and buffers of every group updated at step, one count per
+// group (read with the record).
+static void count_nonfinite_weights(TrainRun *run, long step) {
     Method *method = &run->method;
     Backend *backend = run->backend;
-    backend->op.fill(backend, run->nonfinite, 0.0f, METHOD_MAX_GROUPS);
+    float *counts = run->record + RECORD_WEIGHTS;
+    backend->op.fill(backend, counts, 0.0f, METHOD_MAX_GROUPS);
     for (int g = 0; g < method->group_count; g++) {
         const MethodGroup *group = &method->groups[g];
         if (!method_group_active(group, step)) continue;
         backend->op.count_nonfinite(backend, group->params->total, group->params->values,
-                                    run->nonfinite + g);
+                                    counts + g);
         if (group->buffers)
             backend->op.count_nonfinite(backend, group->buffers->total, group->buffers->values,
-                                        run->nonfinite + g);
+                                        counts + g);
     }
-    float counts[METHOD_MAX_GROUPS];
-    backend->op.download(backend, counts, run->nonfinite, sizeof counts);
-    for (int g = 0; g < method->group_count; g++)
-        if (counts[g] > 0) return g;
-    return -1;
 }
 
 // Fault injection (util/fault.h): a NaN in the first gradient or weight of
@@ -74,16 +73,75 @@ static void poison_first(TrainRun *run, int weights) {
                             sizeof nan);
 }
 
-// One optimizer step over accumulate micro-batches. Returns 0, or -1 with
+// The loss of the method's last micro-batch into the record: loss / k
+// added to the step's (the float expression sum + loss / k, one operation
+// per call; / 1 is nothing).
+static void add_micro_batch_loss(TrainRun *run) {
+    Backend *backend = run->backend;
+    float *loss = method_loss(&run->method), *sum = run->record + RECORD_LOSS;
+    if (run->accumulate > 1)
+        backend->op.scalar_combine(backend, 1.0f, loss, 0.0f, NULL, (float)run->accumulate, loss);
+    backend->op.scalar_combine(backend, 1.0f, sum, 1.0f, loss, 1.0f, sum);
+}
+
+// After the forward and backward passes: the gate (every updated group's
+// gradients measured and the loss counted, then 1/k, the loss scaler's
+// 1/scale and the clipping coefficient (torch's clip_grad_norm_ over all of
+// them) or a skip decided on the device), the updates that read it, the
+// method's after-update work and the weights check; all of it queued.
+static void train_update(TrainRun *run, long step, StepTimes *times) {
+    Method *method = &run->method;
+    StepGate *gate = &run->gate;
+    step_gate_open(gate);
+    for (int g = 0; g < method->group_count; g++)
+        if (method_group_active(&method->groups[g], step))
+            step_gate_measure(gate, g, method->groups[g].params);
+    step_gate_count_nonfinite(gate, 1, run->record + RECORD_LOSS);
+    step_gate_close(gate, 1.0f / (float)run->accumulate,
+                    run->scaler_on ? loss_scaler_unscale(&run->scaler) : NULL,
+                    method->defaults.grad_clip);
+    times->lr = learning_rate(run, step);
+    for (int g = 0; g < method->group_count; g++)
+        if (method_group_active(&method->groups[g], step))
+            optimizer_step(run->optimizers[g],
+                           (float)times->lr * method_group_lr_factor(&method->groups[g], step),
+                           (float)schedule_cosine(step, run->total_steps, run->weight_decay,
+                                                  run->weight_decay_end),
+                           step_gate_values(gate));
+    if (method->ops->after_update) method->ops->after_update(method, step);
+    if (fault_fires("nan-weight", step)) poison_first(run, 1);
+    count_nonfinite_weights(run, step);
+}
+
+// The record of the step, complete on the device, queued into its slot.
+static void train_record_step(TrainRun *run, long step) {
+    Backend *backend = run->backend;
+    float *record = run->record;
+    backend->op.copy(backend, record + RECORD_GATE, step_gate_values(&run->gate),
+                     step_gate_floats(&run->gate) * sizeof(float));
+    backend->op.copy(backend, record + RECORD_SCALARS, method_scalar(&run->method, 0),
+                     METHOD_MAX_SCALARS * sizeof(float));
+    if (run->scaler_on) {
+        backend->op.copy(backend, record + RECORD_SCALE, loss_scaler_scale(&run->scaler),
+                         sizeof(float));
+        loss_scaler_update(&run->scaler, step_gate_values(&run->gate) + GATE_SKIP);
+    }
+    backend->op.host_slot_fill(backend, run->slots[step & 1], record,
+                               RECORD_FLOATS * sizeof(float));
+}
+
+// Queues one optimizer step over accumulate micro-batches; nothing waits
+// for the device (train_record_read reads it later). Returns 0, or -1 with
 // err (a loader or backend failure), or 1 when the loader ran dry. A loss,
-// gradient or updated weight that is NaN or infinite sets times->diverged
-// (the update is skipped when it can still be).
+// gradient or updated weight that is NaN or infinite shows in the record
+// (the gate skips the update when it can still be).
 static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *err) {
     Method *method = &run->method;
     for (int g = 0; g < method->group_count; g++)
         parameter_set_zero_grads(method->groups[g].params);
-    times->loss = 0;
+    times->step = step;
     times->data_seconds = 0;
+    run->backend->op.fill(run->backend, run->record + RECORD_LOSS, 0.0f, 1);
     double compute = 0;
     for (int micro = 0; micro < run->accumulate; micro++) {
         double wait = 0;
@@ -91,70 +149,34 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         if (!batch) return err->text[0] ? -1 : 1;
         times->data_seconds += wait;
         const double start = time_now();
-        float loss = 0;
         int status = method_upload_views(method, batch, err);
-        if (!status) status = method->ops->step(method, step, batch->size, &loss, err);
+        if (!status) status = method->ops->step(method, step, batch->size, err);
+        if (!status) add_micro_batch_loss(run);
         if (!status && fault_fires("nan-gradient", step)) poison_first(run, 0);
         compute += time_now() - start;
         if (!status && step == 0 && micro == 0 && run->events)
             status = log_augmentation_grid(run, batch, err);
         loader_release(run->loader, batch);
         if (status) return -1;
-        times->loss += loss / (float)run->accumulate;
         times->images += batch->size;
     }
     const double start = time_now();
     // Data parallel: every rank steps with the mean gradient and logs the
-    // mean loss; a stop request on any rank stops all after this step. The
-    // divergence check below then sees the same values on every rank.
+    // mean loss; a stop request on any rank stops all after the next step.
+    // The gate then decides the same on every rank.
     if (gradient_sync_all_reduce(&run->gradient_sync, run->comm, method->groups, step, err) ||
-        train_agree_step(run, times, stop_signal != 0))
+        train_agree_step(run, stop_signal != 0))
         return -1;
-    // The gate: every updated group's gradients measured, then 1/k and the
-    // clipping coefficient (torch's clip_grad_norm_ over all of them) or a
-    // skip decided on the device; the updates read it there.
-    StepGate *gate = &run->gate;
-    const float scale = 1.0f / (float)run->accumulate;
-    step_gate_open(gate);
-    for (int g = 0; g < method->group_count; g++)
-        if (method_group_active(&method->groups[g], step))
-            step_gate_measure(gate, g, method->groups[g].params);
-    step_gate_close(gate, scale, method->defaults.grad_clip);
-    StepGateReading reading;
-    step_gate_read(gate, scale, &reading);
-    int bad_group = -1;
-    if (!isfinite(times->loss))
-        snprintf(times->diverged, sizeof times->diverged, "the loss is %s",
-                 isnan(times->loss) ? "NaN" : "infinite");
-    else if (reading.skipped)
-        snprintf(times->diverged, sizeof times->diverged,
-                 "the gradients of %s hold NaN or infinite values",
-                 method->groups[reading.nonfinite_group >= 0 ? reading.nonfinite_group : 0].name);
-    if (!times->diverged[0]) {
-        times->lr = learning_rate(run, step);
-        for (int g = 0; g < method->group_count; g++)
-            if (method_group_active(&method->groups[g], step))
-                optimizer_step(run->optimizers[g],
-                               (float)times->lr * method_group_lr_factor(&method->groups[g], step),
-                               (float)schedule_cosine(step, run->total_steps, run->weight_decay,
-                                                      run->weight_decay_end),
-                               step_gate_values(gate));
-        if (method->ops->after_update) method->ops->after_update(method, step);
-        if (fault_fires("nan-weight", step)) poison_first(run, 1);
-        if ((bad_group = first_nonfinite_weights(run, step)) >= 0)
-            snprintf(times->diverged, sizeof times->diverged,
-                     "the weights of %s hold NaN or infinite values after the update",
-                     method->groups[bad_group].name);
-        method->backend->op.synchronize(method->backend);
-    }
+    train_update(run, step, times);
+    train_record_step(run, step);
     times->batch_seconds = compute + (time_now() - start);
     return 0;
 }
 
 static int train_log_step(TrainRun *run, long step, const StepTimes *times, double images_per_s,
                           ErrorMessage *err) {
-    const char *tags[8 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
-    double values[8 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
+    const char *tags[9 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
+    double values[9 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
     size_t count = 0;
     tags[count] = "train_loss", values[count++] = times->loss;
     tags[count] = "profiling/batch_time", values[count++] = times->batch_seconds;
@@ -165,7 +187,8 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
     tags[count] = "epoch", values[count++] = (double)(step / run->steps_per_epoch);
     tags[count] = "images_per_second", values[count++] = images_per_s;
     for (int s = 0; s < run->method.scalar_count; s++)
-        tags[count] = run->method.scalar_tags[s], values[count++] = run->method.scalar_values[s];
+        tags[count] = run->method.scalar_tags[s], values[count++] = times->scalars[s];
+    if (run->scaler_on) tags[count] = "loss_scale", values[count++] = times->loss_scale;
     for (size_t i = 0; i < count; i++)
         if (tb_add_scalar(run->events, tags[i], step, (float)values[i], err)) return -1;
     if (tb_flush(run->events, err)) return -1;
@@ -186,8 +209,9 @@ static int train_export(TrainRun *run, ErrorMessage *err) {
 // older than the checkpoint: --resume brings it in line (train_complete).
 int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
     const int epoch = (int)(completed_steps / run->steps_per_epoch);
-    if (train_state_save(run->checkpoint_path, &run->method, run->optimizers, &run->identity,
-                         completed_steps, epoch, err))
+    if (train_state_save(run->checkpoint_path, &run->method, run->optimizers,
+                         run->scaler_on ? &run->scaler : NULL, &run->identity, completed_steps,
+                         epoch, err))
         return -1;
     if (fault_fires("kill-before-export", completed_steps)) raise(SIGKILL);
     return train_export(run, err);
@@ -237,6 +261,60 @@ static int train_fail_alone(TrainRun *run, const char *format, ...) {
     return 1;
 }
 
+// images/s over the steps since the last log line.
+typedef struct Rate {
+    double images, seconds;
+} Rate;
+
+// The host's part of a queued step, once its record is read: the totals,
+// the divergence stop, the log line (every log_every steps and the last),
+// the progress display; a stop request agreed in the record sets
+// run->stop_seen. Returns 0, or the exit status to end the run with.
+static int train_step_finish(TrainRun *run, StepTimes *times, RunTotals *totals, Rate *rate) {
+    ErrorMessage err = {{0}};
+    const long step = times->step;
+    train_record_read(run, times);
+    totals->steps++;
+    totals->images += (uint64_t)times->images * (uint64_t)run->world_size;
+    totals->batch_seconds += times->batch_seconds;
+    totals->data_seconds += times->data_seconds;
+    if (times->diverged[0]) {
+        const int saved = access(run->checkpoint_path, F_OK) == 0;
+        return train_stop(run, 1, "stopping: %s at step %ld (epoch %ld); %s%s. Try a lower --lr.",
+                          times->diverged, step, step / run->steps_per_epoch + 1,
+                          saved ? "the last good state, untouched, is in "
+                                : "no checkpoint was written yet",
+                          saved ? run->checkpoint_path : "");
+    }
+    if (times->skipped && run->rank == 0)
+        run_log_line(run->log, "step %ld: NaN or infinite gradients at loss scale %g: update "
+                               "skipped, scale halved", step, (double)times->loss_scale);
+    rate->images += (double)times->images * run->world_size;  // all ranks
+    rate->seconds += times->batch_seconds + times->data_seconds;
+    const double images_per_s = rate->seconds > 0 ? rate->images / rate->seconds : 0;
+    const long completed = step + 1;
+    if (step % run->log_every == 0 || completed == run->total_steps) {
+        if (run->rank == 0 && train_log_step(run, step, times, images_per_s, &err))
+            return train_fail_alone(run, "error writing logs: %s", err.text);
+        rate->images = rate->seconds = 0;
+    }
+    const double wait = times->data_seconds / (times->data_seconds + times->batch_seconds + 1e-12);
+    const long epochs = (run->total_steps + run->steps_per_epoch - 1) / run->steps_per_epoch;
+    if (run->progress)
+        progress_update(run->progress, (int)(step / run->steps_per_epoch), (int)epochs,
+                        completed, times->loss, images_per_s, wait, time_now());
+    if (times->stop) run->stop_seen = 1;
+    return 0;
+}
+
+// The step loop. The host runs one step ahead of what it reads: step N's
+// record is read after step N + 1 is queued, so a GPU never idles while
+// the host waits. A step after which the state itself is needed (a
+// checkpoint at an epoch's end or for a stop, a kNN evaluation) is read at
+// once instead. A divergence therefore shows one step late, after the next
+// step ran (the gate skipped the bad update on the device; nothing after it
+// is saved); a stop request of another rank takes effect after the step
+// following the one that carried it, the same step on every rank.
 static int train_loop(TrainRun *run, RunTotals *totals) {
     ErrorMessage err = {{0}};
     // The randomly initialised (or --checkpoint) backbone's kNN accuracy:
@@ -246,46 +324,35 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
     // the interrupted run: evaluate the checkpointed state now.
     const int missed_epoch = run->knn_logged_at_start ? 0 : knn_epoch_due(run, run->start_step);
     if (missed_epoch) train_knn(run, run->start_step, missed_epoch);
-    const long epochs = (run->total_steps + run->steps_per_epoch - 1) / run->steps_per_epoch;
-    double rate_images = 0, rate_seconds = 0;
+    Rate rate = {0};
+    StepTimes pending = {0};  // queued, its record not read yet
+    int has_pending = 0, status = 0;
     for (long step = run->start_step; step < run->total_steps; step++) {
         StepTimes times = {0};
-        const int status = train_step(run, step, &times, &err);
-        if (status < 0) return train_fail_alone(run, "error at step %ld: %s", step, err.text);
-        if (status > 0) break;
-        totals->steps++;
-        totals->images += (uint64_t)times.images * (uint64_t)run->world_size;
-        totals->batch_seconds += times.batch_seconds;
-        totals->data_seconds += times.data_seconds;
-        if (times.diverged[0]) {
-            const int saved = access(run->checkpoint_path, F_OK) == 0;
-            return train_stop(run, 1,
-                              "stopping: %s at step %ld (epoch %ld); %s%s. Try a lower --lr.",
-                              times.diverged, step, step / run->steps_per_epoch + 1,
-                              saved ? "the last good state, untouched, is in "
-                                    : "no checkpoint was written yet",
-                              saved ? run->checkpoint_path : "");
-        }
-        // images/s over the steps since the last log line
-        rate_images += (double)times.images * run->world_size;  // all ranks
-        rate_seconds += times.batch_seconds + times.data_seconds;
-        const double images_per_s = rate_seconds > 0 ? rate_images / rate_seconds : 0;
+        const int queued = train_step(run, step, &times, &err);
+        // The step before is read first: its divergence or log line comes
+        // before this step's error.
+        if (has_pending && (status = train_step_finish(run, &pending, totals, &rate)))
+            return status;
+        has_pending = 0;
+        if (queued < 0) return train_fail_alone(run, "error at step %ld: %s", step, err.text);
+        if (queued > 0) break;
         const long completed = step + 1;
-        const int epoch = (int)(step / run->steps_per_epoch);
-        if (step % run->log_every == 0 || completed == run->total_steps) {
-            if (run->rank == 0 && train_log_step(run, step, &times, images_per_s, &err))
-                return train_fail_alone(run, "error writing logs: %s", err.text);
-            rate_images = rate_seconds = 0;
-        }
-        const double wait = times.data_seconds / (times.data_seconds + times.batch_seconds + 1e-12);
-        if (run->progress)
-            progress_update(run->progress, epoch, (int)epochs, completed, times.loss,
-                            images_per_s, wait, time_now());
         const int epoch_done = completed % run->steps_per_epoch == 0 || completed == run->total_steps;
-        if ((epoch_done || times.stop) && train_save_agreed(run, completed)) return 1;
+        // One process reads its own signal at once; ranks stop on the
+        // request their records agreed on.
+        const int stop_asked = run->stop_seen || (run->world_size == 1 && stop_signal != 0);
+        if (!epoch_done && !stop_asked) {
+            pending = times;
+            has_pending = 1;
+            continue;
+        }
+        if ((status = train_step_finish(run, &times, totals, &rate))) return status;
+        const int stop = run->stop_seen || (run->world_size == 1 && stop_signal != 0);
+        if ((epoch_done || stop) && train_save_agreed(run, completed)) return 1;
         const int knn_epoch = knn_epoch_due(run, completed);
         if (knn_epoch) train_knn(run, completed, knn_epoch);
-        if (times.stop) {
+        if (stop) {
             // The shell's convention: 128 + the signal number (a rank whose
             // stop came from another rank's signal: as SIGTERM).
             return train_stop(run, stop_signal == SIGINT ? 130 : 143,

@@ -1,7 +1,8 @@
 // Fault injection for the tests of failure handling: the environment
 // variable LTC_FAULT=NAME or NAME@STEP makes the named point fire (at that
-// optimizer step, or at every step). The points are few and named where
-// they are used:
+// optimizer step, or at every step); several, comma-separated
+// ("nan-gradient@1,kill-before-export@3"), each fire. The points are few
+// and named where they are used:
 //   nan-gradient@S   train: a NaN in the first gradient after the backward of step S
 //   nan-weight@S     train: a NaN in the first weight after the update of step S
 //   kill-before-export@S   train: SIGKILL right after the checkpoint of step S

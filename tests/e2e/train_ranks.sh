@@ -11,7 +11,8 @@
 #   absent) and only rank 0 prints;
 # - a killed rank, and a hung rank (SIGSTOP), end the run with a non-zero
 #   status within the timeout; the last checkpoint stays intact;
-# - a 2-rank run killed and resumed equals the uninterrupted one;
+# - a 2-rank run killed and resumed equals the uninterrupted one, and so
+#   does one whose rank 1 got SIGTERM (every rank stops at the same step);
 # - bad launches (batch not divisible, --devices not matching) exit 2;
 # - embed on 3 ranks writes the rows of one process, in input order.
 #
@@ -226,6 +227,25 @@ if start_ranks resume-b 2 "${resume_args[@]}"; then
   cmp -s "$work/resume-a/exported_models/exported_last.safetensors" \
     "$work/resume-b/exported_models/exported_last.safetensors" ||
     fail "resume: the exported backbone differs from the uninterrupted run's"
+fi
+
+# ---- SIGTERM to one rank: every rank stops at the same step -----------------------------
+# The ranks agree on the request in the step record of the step it arrived
+# in and stop after the next one (docs/distributed.md): a checkpoint of that
+# step, the interrupt message from rank 0, and a resume that ends as the
+# uninterrupted run.
+if start_ranks term 2 "${resume_args[@]}"; then
+  kill -TERM "$(rank_pid "$mpirun_pid" 1)"
+  wait_for "$mpirun_pid" 60
+  status=$?
+  [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "term: the run did not stop (status $status)"
+  grep -q -E "^interrupted \(a signal to another rank\) after step [0-9]+: checkpoint written" \
+    "$work/term.log" || fail "term: rank 0 does not say it stopped: $(tail -n 5 "$work/term.log")"
+  mpi_run 2 "$bin" train --out "$work/term" --resume "${resume_args[@]}" >"$work/term2.log" 2>&1 ||
+    fail "term: the resumed run failed: $(cat "$work/term2.log")"
+  echo "term: $(grep -o "interrupted (.*) after step [0-9]*" "$work/term.log")"
+  cmp -s "$work/resume-a/checkpoints/last.ckpt" "$work/term/checkpoints/last.ckpt" ||
+    fail "term: last.ckpt differs from the uninterrupted run's"
 fi
 
 # ---- embed on 3 ranks ------------------------------------------------------------------

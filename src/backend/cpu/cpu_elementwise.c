@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/scalar_rules.h"
 
 // Parallel, vectorised loop over independent elements, on `team` threads
 // (each function sets team = cpu_team(backend, elements)).
@@ -170,12 +171,12 @@ void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
 // Bias corrections in double, as PyTorch computes them in Python floats.
 void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
                       const float *gate, float *m, float *v, float lr, float beta1, float beta2,
-                      float eps, float weight_decay, int step) {
+                      float eps, float weight_decay, const float *step) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const float multiplier = gate[GATE_MULTIPLIER];
     const int team = cpu_team(backend, n);
-    const double correction1 = 1.0 - pow(beta1, step);
-    const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
+    double correction1, correction2_sqrt;
+    adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(lr / correction1);
     const float decay = (float)(1.0 - (double)lr * weight_decay);
     CPU_FOR_ELEMENTS

@@ -143,7 +143,7 @@ void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
                     float weight_decay, int nesterov, int first_step);
 void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
                       const float *gate, float *m, float *v, float lr, float beta1, float beta2,
-                      float eps, float weight_decay, int step);
+                      float eps, float weight_decay, const float *step);
 void cpu_ema_update(Backend *backend, size_t n, float *target, const float *source,
                     float momentum);
 void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],

@@ -94,6 +94,53 @@ static void cuda_synchronize(Backend *backend) {
     CUDA_CHECK(cudaStreamSynchronize(cuda_state(backend)->stream));
 }
 
+// A host slot: page-locked host memory (so the copy runs asynchronously,
+// by DMA) and an event recorded behind the copy, which the host waits for.
+struct HostSlot {
+    void *host;
+    size_t bytes;
+    cudaEvent_t landed;
+};
+
+static HostSlot *cuda_host_slot_create(Backend *backend, size_t bytes, ErrorMessage *err) {
+    cuda_set_device(backend);
+    HostSlot *slot = calloc(1, sizeof *slot);
+    if (!slot) {
+        error_set(err, "out of host memory for a host slot");
+        return NULL;
+    }
+    slot->bytes = bytes;
+    if (cudaMallocHost(&slot->host, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();
+        free(slot);
+        error_set(err, "out of page-locked host memory for a %zu-byte host slot", bytes);
+        return NULL;
+    }
+    CUDA_CHECK(cudaEventCreateWithFlags(&slot->landed, cudaEventDisableTiming));
+    return slot;
+}
+
+static void cuda_host_slot_free(Backend *backend, HostSlot *slot) {
+    if (!slot) return;
+    CUDA_CHECK(cudaEventSynchronize(slot->landed));
+    CUDA_CHECK(cudaEventDestroy(slot->landed));
+    CUDA_CHECK(cudaFreeHost(slot->host));
+    free(slot);
+}
+
+static void cuda_host_slot_fill(Backend *backend, HostSlot *slot, const void *device,
+                                size_t bytes) {
+    CudaState *state = cuda_state(backend);
+    if (bytes > slot->bytes) bytes = slot->bytes;
+    CUDA_CHECK(cudaMemcpyAsync(slot->host, device, bytes, cudaMemcpyDeviceToHost, state->stream));
+    CUDA_CHECK(cudaEventRecord(slot->landed, state->stream));
+}
+
+static const void *cuda_host_slot_wait(Backend *backend, HostSlot *slot) {
+    CUDA_CHECK(cudaEventSynchronize(slot->landed));
+    return slot->host;
+}
+
 // ---- batch norm (cuda_norm.cu) ------------------------------------------------------
 
 static void cuda_batchnorm_forward_train(Backend *backend, size_t rows, int channels,
@@ -409,16 +456,13 @@ static void cuda_sgd_update(Backend *backend, size_t n, float *param, const floa
                            lr, momentum, weight_decay, nesterov, first_step);
 }
 
-// The step-dependent factors in double on the host, as PyTorch computes them
-// in Python floats (the same as ref and cpu).
+// The bias corrections are derived on the device from *step (the count of
+// applied updates lives there).
 static void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
                               const float *gate, float *m, float *v, float lr, float beta1,
-                              float beta2, float eps, float weight_decay, int step) {
-    const double correction1 = 1.0 - pow(beta1, step);
-    const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
-    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v, beta1,
-                             beta2, eps, (float)(lr / correction1),
-                             (float)(1.0 - (double)lr * weight_decay), correction2_sqrt);
+                              float beta2, float eps, float weight_decay, const float *step) {
+    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v, lr, beta1,
+                             beta2, eps, (float)(1.0 - (double)lr * weight_decay), step);
 }
 
 static void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
@@ -434,15 +478,13 @@ static void cuda_lars_direction(Backend *backend, size_t n, const float *param,
 }
 
 static void cuda_step_gate(Backend *backend, float *gate, int groups, float scale,
-                           float max_norm) {
-    cuda_step_gate_launch(cuda_state(backend)->stream, gate, groups, scale, max_norm);
+                           const float *unscale, float max_norm) {
+    cuda_step_gate_launch(cuda_state(backend)->stream, gate, groups, scale, unscale, max_norm);
 }
 
-static void cuda_amp_unscale(Backend *backend, size_t n, float *grad, const float *state,
-                             float *found) {
-    CudaState *cuda = cuda_state(backend);
-    cuda_reduce_launch(cuda->stream, cuda->scratch, 3, n, grad, NULL, found);
-    cuda_scale_by_device_launch(cuda->stream, n, grad, state + 2);
+static void cuda_scalar_combine(Backend *backend, float alpha, const float *a, float beta,
+                                const float *b, float divisor, float *y) {
+    cuda_scalar_combine_launch(cuda_state(backend)->stream, alpha, a, beta, b, divisor, y);
 }
 
 static void cuda_amp_update(Backend *backend, float *state, const float *found,
@@ -503,6 +545,10 @@ static const BackendOps cuda_ops = {
     .copy = cuda_copy,
     .fill = cuda_fill,
     .synchronize = cuda_synchronize,
+    .host_slot_create = cuda_host_slot_create,
+    .host_slot_free = cuda_host_slot_free,
+    .host_slot_fill = cuda_host_slot_fill,
+    .host_slot_wait = cuda_host_slot_wait,
     .conv2d_plan = cuda_conv2d_plan,
     .conv2d_plan_free = cuda_conv2d_plan_free,
     .conv2d_forward = cuda_conv2d_forward,
@@ -544,6 +590,7 @@ static const BackendOps cuda_ops = {
     .dot = cuda_dot,
     .column_sum = cuda_column_sum,
     .count_nonfinite = cuda_count_nonfinite,
+    .scalar_combine = cuda_scalar_combine,
     .sgd_update = cuda_sgd_update,
     .adamw_update = cuda_adamw_update,
     .ema_update = cuda_ema_update,
@@ -561,7 +608,6 @@ static const BackendOps cuda_ops = {
     .token_pool_backward = cuda_token_pool_backward,
     .lars_direction = cuda_lars_direction,
     .step_gate = cuda_step_gate,
-    .amp_unscale = cuda_amp_unscale,
     .amp_update = cuda_amp_update,
     .resize_bilinear_forward = cuda_resize_bilinear_forward,
     .resize_bilinear_backward = cuda_resize_bilinear_backward,

@@ -71,11 +71,16 @@ __global__ void sgd_update_kernel(size_t n, float *param, const float *grad, con
     }
 }
 
+// The bias corrections from the device's count of applied updates (*step),
+// in double as ref (scalar_rules.h); every thread derives them.
 __global__ void adamw_update_kernel(size_t n, float *param, const float *grad, const float *gate,
-                                    float *m, float *v, float beta1, float beta2, float eps,
-                                    float step_size, float decay, double correction2_sqrt) {
+                                    float *m, float *v, float lr, float beta1, float beta2,
+                                    float eps, float decay, const float *step) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const float multiplier = gate[GATE_MULTIPLIER];
+    double correction1, correction2_sqrt;
+    adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
+    const float step_size = (float)(lr / correction1);
     GRID_STRIDE(i, n) {
         const float p = param[i] * decay;
         const float g = multiplier * grad[i];
@@ -109,15 +114,17 @@ __global__ void lars_direction_kernel(size_t n, const float *param, const float 
     GRID_STRIDE(i, n) out[i] = ratio * (weight_decay * param[i] + multiplier * grad[i]);
 }
 
-// One thread closes the step gate (scalar_rules.h step_gate_rule).
-__global__ void step_gate_kernel(float *gate, int groups, float scale, float max_norm) {
-    step_gate_rule(gate, groups, scale, max_norm);
+// One thread closes the step gate (scalar_rules.h step_gate_rule), the
+// loss scaler's 1/scale read where it lives.
+__global__ void step_gate_kernel(float *gate, int groups, float scale, const float *unscale,
+                                 float max_norm) {
+    step_gate_rule(gate, groups, unscale ? scale * *unscale : scale, max_norm);
 }
 
-// grad *= *inverse_scale, the factor read on the device (no host round trip).
-__global__ void scale_by_device_kernel(size_t n, float *x, const float *factor) {
-    const float f = *factor;
-    GRID_STRIDE(i, n) x[i] *= f;
+// One thread: backend.h scalar_combine.
+__global__ void scalar_combine_kernel(float alpha, const float *a, float beta, const float *b,
+                                      float divisor, float *y) {
+    *y = scalar_combine_rule(alpha, *a, beta, b, divisor);
 }
 
 // GradScaler's update, one thread (see backend.h amp_update).
@@ -186,10 +193,10 @@ void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const f
 }
 
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                              const float *gate, float *m, float *v, float beta1, float beta2,
-                              float eps, float step_size, float decay, double correction2_sqrt) {
-    LAUNCH(adamw_update_kernel, n, stream, n, param, grad, gate, m, v, beta1, beta2, eps, step_size,
-           decay, correction2_sqrt);
+                              const float *gate, float *m, float *v, float lr, float beta1,
+                              float beta2, float eps, float decay, const float *step) {
+    LAUNCH(adamw_update_kernel, n, stream, n, param, grad, gate, m, v, lr, beta1, beta2, eps,
+           decay, step);
 }
 
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
@@ -205,13 +212,15 @@ void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *para
 }
 
 void cuda_step_gate_launch(cudaStream_t stream, float *gate, int groups, float scale,
-                           float max_norm) {
-    step_gate_kernel<<<1, 1, 0, stream>>>(gate, groups, scale, max_norm);
+                           const float *unscale, float max_norm) {
+    step_gate_kernel<<<1, 1, 0, stream>>>(gate, groups, scale, unscale, max_norm);
     CUDA_CHECK_LAUNCH();
 }
 
-void cuda_scale_by_device_launch(cudaStream_t stream, size_t n, float *x, const float *factor) {
-    LAUNCH(scale_by_device_kernel, n, stream, n, x, factor);
+void cuda_scalar_combine_launch(cudaStream_t stream, float alpha, const float *a, float beta,
+                                const float *b, float divisor, float *y) {
+    scalar_combine_kernel<<<1, 1, 0, stream>>>(alpha, a, beta, b, divisor, y);
+    CUDA_CHECK_LAUNCH();
 }
 
 void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,

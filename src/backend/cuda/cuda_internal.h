@@ -81,16 +81,17 @@ void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const f
                             const float *gate, float *momentum_buffer, float lr, float momentum,
                             float weight_decay, int nesterov, int first_step);
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                              const float *gate, float *m, float *v, float beta1, float beta2,
-                              float eps, float step_size, float decay, double correction2_sqrt);
+                              const float *gate, float *m, float *v, float lr, float beta1,
+                              float beta2, float eps, float decay, const float *step);
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
                             float momentum);
 void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,
                                 const float *grad, const float *gate, const float *sums,
                                 float weight_decay, float trust, float eps, float *out);
 void cuda_step_gate_launch(cudaStream_t stream, float *gate, int groups, float scale,
-                           float max_norm);
-void cuda_scale_by_device_launch(cudaStream_t stream, size_t n, float *x, const float *factor);
+                           const float *unscale, float max_norm);
+void cuda_scalar_combine_launch(cudaStream_t stream, float alpha, const float *a, float beta,
+                                const float *b, float divisor, float *y);
 void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,
                             int growth_interval, float growth, float backoff);
 void cuda_normalize_u8_launch(cudaStream_t stream, size_t pixels, const uint8_t *x,

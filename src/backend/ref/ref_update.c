@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "backend/ref/ref_ops.h"
+#include "backend/scalar_rules.h"
 
 void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
                     const float *gate, float *momentum_buffer, float lr, float momentum,
@@ -21,14 +22,15 @@ void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
 
 // Written in PyTorch's order: decoupled decay first, then the moments, then
 // param -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps) with bc = 1 - beta^t
-// (bias corrections in double, as PyTorch computes them in Python floats).
+// (bias corrections in double, as PyTorch computes them in Python floats,
+// for t = *step: scalar_rules.h adamw_corrections_rule).
 void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
                       const float *gate, float *m, float *v, float lr, float beta1, float beta2,
-                      float eps, float weight_decay, int step) {
+                      float eps, float weight_decay, const float *step) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const float multiplier = gate[GATE_MULTIPLIER];
-    const double correction1 = 1.0 - pow(beta1, step);
-    const double correction2_sqrt = sqrt(1.0 - pow(beta2, step));
+    double correction1, correction2_sqrt;
+    adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(lr / correction1);
     const float decay = (float)(1.0 - (double)lr * weight_decay);
     for (size_t i = 0; i < n; i++) {
