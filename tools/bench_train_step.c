@@ -319,15 +319,14 @@ static int distillation_step(void *context, long step, double parts[2], ErrorMes
     for (int g = 0; g < method->group_count; g++)
         parameter_set_zero_grads(method->groups[g].params);
     method->batch_index = (uint64_t)step;  // a new mixup per step
-    float loss = 0.0f;
     const double before = time_now();
-    if (method->ops->step(method, step, bench->batch, &loss, err)) return -1;
+    if (method->ops->step(method, step, bench->batch, err)) return -1;
     backend->op.synchronize(backend);
     const double middle = time_now();
     step_gate_open(&bench->gate);
     for (int g = 0; g < method->group_count; g++)
         step_gate_measure(&bench->gate, g, method->groups[g].params);
-    step_gate_close(&bench->gate, 1.0f, method->defaults.grad_clip);
+    step_gate_close(&bench->gate, 1.0f, NULL, method->defaults.grad_clip);
     StepGateReading reading;
     step_gate_read(&bench->gate, 1.0f, &reading);
     for (int g = 0; g < method->group_count; g++)
