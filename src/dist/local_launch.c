@@ -167,6 +167,15 @@ int local_launch_run(const LocalLaunch *launch, int *exit_status, ErrorMessage *
     sigemptyset(&forward.sa_mask);
     pending_signal = 0;
     for (int i = 0; i < 3; i++) sigaction(forwarded[i], &forward, &saved[i]);
+    // Blocked while workers are forked: a child holds the handler above
+    // until it restores the old one, and a SIGTERM to it in between (the
+    // first failure's, when a sibling fails at once) would be taken by that
+    // handler and lost, leaving the worker to the SIGKILL after the grace
+    // period. Blocked, it waits and arrives once the child has restored it.
+    sigset_t forwarded_set, old_mask;
+    sigemptyset(&forwarded_set);
+    for (int i = 0; i < 3; i++) sigaddset(&forwarded_set, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &forwarded_set, &old_mask);
 
     int started = 0, failed = 0;
     for (; started < launch->workers; started++) {
@@ -180,6 +189,7 @@ int local_launch_run(const LocalLaunch *launch, int *exit_status, ErrorMessage *
         if (pid == 0) {
             setpgid(0, 0);
             for (int i = 0; i < 3; i++) sigaction(forwarded[i], &saved[i], NULL);
+            sigprocmask(SIG_SETMASK, &old_mask, NULL);
             execve(launch->program, launch->argv, env.entries);
             fprintf(stderr, "local launch: cannot run %s: %s\n", launch->program,
                     strerror(errno));
@@ -194,6 +204,7 @@ int local_launch_run(const LocalLaunch *launch, int *exit_status, ErrorMessage *
         setpgid(pid, pid);  // also here: no race with an early signal
         pids[started] = pid;
     }
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);  // a signal that came meanwhile arrives now
     if (failed) {
         signal_workers(pids, started, SIGKILL);
         for (int i = 0; i < started; i++) waitpid(pids[i], NULL, 0);
