@@ -76,4 +76,7 @@ fixtures, a short train + embed + export on the GPU, NCCL on one GPU).
 ./bench-gpu.sh runs the GPU benchmark next to the same recipes in PyTorch
 (needs torch and torchvision in python3; see docs/performance.md).
 EOF
-echo "bundle: $out ($(du -sh "$out" | cut -f1)): $(ls "$out/lib" | wc -l) libraries"
+# One compressed file as well (about a sixth of the folder): what a copy to
+# the GPU node carries when the transfer is limited.
+tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
+echo "bundle: $out ($(du -sh "$out" | cut -f1)): $(ls "$out/lib" | wc -l) libraries; $out.tar.xz ($(du -sh "$out.tar.xz" | cut -f1))"

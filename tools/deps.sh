@@ -23,6 +23,7 @@ tools=(
   "pkg-config:pkg-config"
   "protoc-c:protobuf-c-compiler"
   "mpirun:openmpi-bin"
+  "xz:xz-utils"
 )
 
 missing=()
