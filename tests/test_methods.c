@@ -110,11 +110,15 @@ static void method_make(Method *method, MethodKind kind, const char *teacher_pat
     method_make_with_views(method, kind, teacher_path, &views);
 }
 
+// One more DINO argument for the next method_make (NULL: none).
+static const char *dino_extra_arg;
+
 static void method_make_with_views(Method *method, MethodKind kind, const char *teacher_path,
                                    const ViewSet *views) {
     static const char *small[] = {"hidden_dim=32", "output_dim=16"};
-    static const char *dino[] = {"hidden_dim=32", "bottleneck_dim=8", "output_dim=24",
-                                 "freeze_last_layer_steps=2", "warmup_teacher_temp_steps=0"};
+    const char *dino[] = {"hidden_dim=32", "bottleneck_dim=8", "output_dim=24",
+                          "freeze_last_layer_steps=2", "warmup_teacher_temp_steps=0",
+                          dino_extra_arg};
     char teacher_arg[600];
     const char *distillation[1] = {teacher_arg};
     snprintf(teacher_arg, sizeof teacher_arg, "teacher=%s", teacher_path ? teacher_path : "");
@@ -124,7 +128,7 @@ static void method_make_with_views(Method *method, MethodKind kind, const char *
     };
     if (kind == METHOD_DINO) {
         setup.args = dino;
-        setup.arg_count = 5;
+        setup.arg_count = dino_extra_arg ? 6 : 5;
     } else if (is_distillation(kind)) {
         setup.args = distillation;
         setup.arg_count = 1;
@@ -361,6 +365,26 @@ static void make_vit_teacher_file(void) {
 static void test_simclr(void **state) { check_method(METHOD_SIMCLR, NULL); }
 static void test_byol(void **state) { check_method(METHOD_BYOL, NULL); }
 static void test_dino(void **state) { check_method(METHOD_DINO, NULL); }
+// norm_last_layer=false (LightlyTrain's DINO option): the last layer's
+// weight_g is a trained parameter of the last_layer group, its gradient
+// checked with the others; by default it does not exist (fixed at 1).
+static void test_dino_trained_weight_g(void **state) {
+    Method method;
+    method_make(&method, METHOD_DINO, NULL);
+    const ParameterSet *fixed = method.groups[method.group_count - 1].params;
+    assert_null(parameter_find(fixed, "projection_head.last_layer.weight_g"));
+    assert_null(parameter_find(fixed, "last_layer.weight_g"));
+    method_free(&method);
+    dino_extra_arg = "norm_last_layer=false";
+    method_make(&method, METHOD_DINO, NULL);
+    dino_extra_arg = NULL;
+    const ParameterSet *last = method.groups[method.group_count - 1].params;
+    assert_string_equal(method.groups[method.group_count - 1].name, "last_layer");
+    assert_int_equal(last->count, 2);
+    check_directional_gradients(&method, METHOD_DINO);
+    check_loss_decreases(&method, METHOD_DINO);
+    method_free(&method);
+}
 static void test_vicreg(void **state) { check_method(METHOD_VICREG, NULL); }
 static void test_barlow_twins(void **state) { check_method(METHOD_BARLOW_TWINS, NULL); }
 // LightlyTrain's default: distillation v3 from a ViT teacher, into a
@@ -531,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_simclr),
         cmocka_unit_test(test_byol),
         cmocka_unit_test(test_dino),
+        cmocka_unit_test(test_dino_trained_weight_g),
         cmocka_unit_test(test_dino_local_views_larger_than_global),
         cmocka_unit_test(test_vicreg),
         cmocka_unit_test(test_barlow_twins),

@@ -7,7 +7,9 @@
 // The exported backbone is the teacher. Method args: hidden_dim,
 // bottleneck_dim, output_dim, student_temp, teacher_temp,
 // warmup_teacher_temp, warmup_teacher_temp_steps, center_momentum,
-// momentum_start, momentum_end, freeze_last_layer_steps.
+// momentum_start, momentum_end, freeze_last_layer_steps, norm_last_layer
+// (true: the last layer's weight_g fixed at 1, LightlyTrain's default;
+// false: weight_g trained, the parameter "last_layer.weight_g").
 //
 // The student head has no BatchNorm, so running it once on the global and
 // local features concatenated equals LightlyTrain's two head calls.
@@ -164,12 +166,14 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     static const char *const known[] = {
         "hidden_dim", "bottleneck_dim", "output_dim", "student_temp", "teacher_temp",
         "warmup_teacher_temp", "warmup_teacher_temp_steps", "center_momentum", "momentum_start",
-        "momentum_end", "freeze_last_layer_steps", NULL};
+        "momentum_end", "freeze_last_layer_steps", "norm_last_layer", NULL};
     const double size = (double)setup->dataset_size;
     const double teacher_temp_auto = dino_interpolate(size, 20000, IMAGENET_SIZE, 0.02, 0.07, 2);
     double hidden, bottleneck, out, student_temp, teacher_temp, warmup_temp, warmup_steps;
     double center_momentum, momentum_start, momentum_end, freeze_steps;
+    int norm_last_layer;
     if (method_args_check(setup, known, err) ||
+        method_arg_bool(setup, "norm_last_layer", 1, &norm_last_layer, err) ||
         method_arg_double(setup, "hidden_dim", 2048, &hidden, err) ||
         method_arg_double(setup, "bottleneck_dim", 256, &bottleneck, err) ||
         method_arg_double(setup, "output_dim", dino_output_dim(setup->dataset_size), &out, err) ||
@@ -209,7 +213,8 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     state->total_steps = setup->total_steps;
     const int views = method->global_views + method->local_views;
     const int rows = views * setup->batch, dim = method->backbone.feature_dim;
-    const HeadSpec head = head_spec_dino(dim, (int)hidden, (int)bottleneck, (int)out);
+    HeadSpec head = head_spec_dino(dim, (int)hidden, (int)bottleneck, (int)out);
+    head.weight_g_trained = !norm_last_layer;
     if (head_create(&state->head, method->backend, &head, "projection_head", rows, setup->seed,
                     err) ||
         ema_teacher_create(&state->teacher, method, &state->head, "projection_head",
