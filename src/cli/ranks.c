@@ -87,10 +87,9 @@ static int start_gpu_ranks(const RankRequest *request, const DeviceSpec *spec, i
             return RANKS_LAUNCHED;
         }
     }
-    const DistRequest dist = {.gpu = 1, .devices = spec->count, .num_nodes = request->num_nodes,
-                              .timeout_seconds = request->timeout_seconds};
-    // The device is known once the launch is: checked, then NCCL opened on it.
-    if (launch_env_check_devices(&launch, dist.devices, dist.num_nodes, &place->dist.devices,
+    // The devices are checked against the launch first: a list is indexed by
+    // the local rank below (dist_open checks again when it opens NCCL).
+    if (launch_env_check_devices(&launch, spec->count, request->num_nodes, &place->dist.devices,
                                  &place->dist.num_nodes, err))
         return -1;
     const int local_rank = launch.kind == LAUNCH_NONE ? 0 : launch.local_rank;
@@ -99,9 +98,10 @@ static int start_gpu_ranks(const RankRequest *request, const DeviceSpec *spec, i
         return error_set(err, "local rank %d would use GPU %d, but %d %s visible (one GPU per "
                               "rank: start at most %d ranks per node)",
                          local_rank, place->gpu, gpus, gpus == 1 ? "is" : "are", gpus);
-    DistRequest opened = dist;
-    opened.gpu_device = place->gpu;
-    if (dist_open(&opened, environ, &place->dist, err)) return -1;
+    const DistRequest dist = {.gpu = 1, .gpu_device = place->gpu, .devices = spec->count,
+                              .num_nodes = request->num_nodes,
+                              .timeout_seconds = request->timeout_seconds};
+    if (dist_open(&dist, environ, &place->dist, err)) return -1;
     place->accelerator = "gpu";
     return RANKS_THIS_PROCESS;
 }

@@ -20,6 +20,7 @@ static const char *const launch_variables[] = {
     "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
 };
 enum { LAUNCH_VARIABLES = sizeof launch_variables / sizeof launch_variables[0] };
+_Static_assert(LAUNCH_VARIABLES == 9, "worker_env_make writes one value per launch variable");
 
 static volatile sig_atomic_t pending_signal;
 
@@ -62,51 +63,39 @@ static int is_launch_variable(const char *entry) {
     return 0;
 }
 
-// A worker's environment: envp without our variables, then ours. values
-// holds the strings (one buffer per worker, freed with the array).
+// A worker's environment: envp without our variables, then ours (held in
+// values, in the order of launch_variables).
 typedef struct WorkerEnv {
     char **entries;
-    char *values;
+    char values[LAUNCH_VARIABLES][160];
 } WorkerEnv;
 
 static int worker_env_make(WorkerEnv *env, char *const *envp, int rank, int workers, int port,
                            const char *token, ErrorMessage *err) {
     size_t count = 0;
     while (envp && envp[count]) count++;
-    enum { VALUE_BYTES = 160 };
     env->entries = calloc(count + LAUNCH_VARIABLES + 1, sizeof *env->entries);
-    env->values = malloc((size_t)LAUNCH_VARIABLES * VALUE_BYTES);
-    if (!env->entries || !env->values) {
-        free(env->entries);
-        free(env->values);
-        return error_set(err, "local launch: out of memory");
-    }
+    if (!env->entries) return error_set(err, "local launch: out of memory");
     size_t used = 0;
     for (size_t i = 0; i < count; i++)
         if (!is_launch_variable(envp[i])) env->entries[used++] = envp[i];
-    const char *formats[LAUNCH_VARIABLES] = {"RANK=%d", "WORLD_SIZE=%d", "LOCAL_RANK=%d",
-                                             "LOCAL_WORLD_SIZE=%d", "GROUP_RANK=0",
-                                             "MASTER_ADDR=127.0.0.1", "MASTER_PORT=%d",
-                                             "TORCHELASTIC_RUN_ID=%s",
-                                             "TORCHELASTIC_RESTART_COUNT=0"};
-    for (int i = 0; i < LAUNCH_VARIABLES; i++) {
-        char *value = env->values + (size_t)i * VALUE_BYTES;
-        switch (i) {
-        case 0: case 2: snprintf(value, VALUE_BYTES, formats[i], rank); break;
-        case 1: case 3: snprintf(value, VALUE_BYTES, formats[i], workers); break;
-        case 6: snprintf(value, VALUE_BYTES, formats[i], port); break;
-        case 7: snprintf(value, VALUE_BYTES, formats[i], token); break;
-        default: snprintf(value, VALUE_BYTES, "%s", formats[i]); break;
-        }
-        env->entries[used++] = value;
-    }
+    const size_t size = sizeof env->values[0];
+    snprintf(env->values[0], size, "RANK=%d", rank);
+    snprintf(env->values[1], size, "WORLD_SIZE=%d", workers);
+    snprintf(env->values[2], size, "LOCAL_RANK=%d", rank);
+    snprintf(env->values[3], size, "LOCAL_WORLD_SIZE=%d", workers);
+    snprintf(env->values[4], size, "GROUP_RANK=0");
+    snprintf(env->values[5], size, "MASTER_ADDR=127.0.0.1");
+    snprintf(env->values[6], size, "MASTER_PORT=%d", port);
+    snprintf(env->values[7], size, "TORCHELASTIC_RUN_ID=%s", token);
+    snprintf(env->values[8], size, "TORCHELASTIC_RESTART_COUNT=0");
+    for (int i = 0; i < LAUNCH_VARIABLES; i++) env->entries[used++] = env->values[i];
     env->entries[used] = NULL;
     return 0;
 }
 
 static void worker_env_free(WorkerEnv *env) {
     free(env->entries);
-    free(env->values);
 }
 
 static int status_code(int wait_status) {
