@@ -60,14 +60,14 @@ static void test_gather_scatter(void **state) {
         const size_t n_x = (size_t)rows * channels, n_y = (size_t)count * channels;
         const float *x = mirror_random_tensor(n_x, -1, 1, 30 + t);
         float *y_ref = mirror_nan_tensor(n_y), *y_fast = mirror_nan_tensor(n_y);
-        ref->op.gather_rows(ref, count, channels, index, x, y_ref);
+        ref->op.gather_rows(ref, count, channels, index, (const Act *)x, (Act *)y_ref);
         fast->op.gather_rows(fast, count, channels, D(index), D(x), D(y_fast));
         H(y_fast);
         mirror_expect_close("gather_rows", n_y, y_fast, y_ref, 0, 0);
         // scatter adds into what dx holds
         const float *dy = mirror_random_tensor(n_y, -1, 1, 40 + t);
         float *dx_ref = mirror_random_tensor(n_x, -1, 1, 50 + t), *dx_fast = mirror_copy(dx_ref, n_x);
-        ref->op.scatter_add_rows(ref, count, channels, index, dy, dx_ref);
+        ref->op.scatter_add_rows(ref, count, channels, index, (const Act *)dy, (Act *)dx_ref);
         fast->op.scatter_add_rows(fast, count, channels, D(index), D(dy), D(dx_fast));
         H(dx_fast);
         mirror_expect_close("scatter_add_rows", n_x, dx_fast, dx_ref, 0, 0);
@@ -211,7 +211,7 @@ typedef struct GatherProblem {
 
 static double gather_loss(void *context, const float *x) {
     GatherProblem *p = context;
-    ref->op.gather_rows(ref, p->count, p->channels, p->index, x, p->y);
+    ref->op.gather_rows(ref, p->count, p->channels, p->index, (const Act *)x, (Act *)p->y);
     return gradcheck_project((size_t)p->count * p->channels, p->y, p->projection);
 }
 
@@ -228,7 +228,7 @@ static void test_gather_backward_fd(void **state) {
     float *x = mirror_random_tensor((size_t)rows * channels, -1, 1, 96);
     float *dx = mirror_tensor((size_t)rows * channels);
     memset(dx, 0, (size_t)rows * channels * sizeof(float));
-    ref->op.scatter_add_rows(ref, count, channels, index, p.projection, dx);
+    ref->op.scatter_add_rows(ref, count, channels, index, (const Act *)p.projection, (Act *)dx);
     const GradcheckTolerance tolerance = {.step = 1e-2f, .rtol = 1e-2, .atol = 1e-3};
     assert_int_equal(gradcheck_compare("gather dx", gather_loss, &p, x, (size_t)rows * channels,
                                        dx, tolerance),

@@ -73,7 +73,7 @@ static void check_rope(RopeShape s, uint64_t seed) {
     const float *input = mirror_random_tensor(n, -1, 1, seed + 1);
     float *ref_out = mirror_copy(input, n), *fast_out = mirror_copy(input, n);
     ref->op.rope_forward(ref, s.batch, s.tokens, s.heads, s.head_dim, s.prefix, sin_table,
-                         cos_table, ref_out);
+                         cos_table, (Act *)ref_out);
     fast->op.rope_forward(fast, s.batch, s.tokens, s.heads, s.head_dim, s.prefix, D(sin_table),
                           D(cos_table), D(fast_out));
     H(fast_out);
@@ -82,7 +82,7 @@ static void check_rope(RopeShape s, uint64_t seed) {
     const float *gradient = mirror_random_tensor(n, -1, 1, seed + 2);
     float *ref_back = mirror_copy(gradient, n), *fast_back = mirror_copy(gradient, n);
     ref->op.rope_backward(ref, s.batch, s.tokens, s.heads, s.head_dim, s.prefix, sin_table,
-                          cos_table, ref_back);
+                          cos_table, (Act *)ref_back);
     fast->op.rope_backward(fast, s.batch, s.tokens, s.heads, s.head_dim, s.prefix,
                            D(sin_table), D(cos_table), D(fast_back));
     H(fast_back);
@@ -115,7 +115,7 @@ static double rope_loss(void *context, const float *qkv) {
     const size_t n = rope_qkv_floats(s);
     memcpy(p->work, qkv, n * sizeof(float));
     ref->op.rope_forward(ref, s->batch, s->tokens, s->heads, s->head_dim, s->prefix, p->sin,
-                         p->cos, p->work);
+                         p->cos, (Act *)p->work);
     return gradcheck_project(n, p->work, p->projection);
 }
 
@@ -132,7 +132,7 @@ static void test_rope_backward_fd(void **state) {
         float *x = mirror_random_tensor(n, -1, 1, 80 + t);
         float *dx = mirror_copy(p.projection, n);
         ref->op.rope_backward(ref, p.shape.batch, p.shape.tokens, p.shape.heads,
-                              p.shape.head_dim, p.shape.prefix, p.sin, p.cos, dx);
+                              p.shape.head_dim, p.shape.prefix, p.sin, p.cos, (Act *)dx);
         assert_int_equal(gradcheck_compare("rope dx", rope_loss, &p, x, n, dx, FD_TOLERANCE), 0);
     }
 }
@@ -145,13 +145,13 @@ static void check_swiglu(size_t rows, int hidden, uint64_t seed) {
     const size_t n_x = rows * 2 * hidden, n_y = rows * hidden;
     const float *x = mirror_random_tensor(n_x, -12, 12, seed);
     float *y_ref = mirror_nan_tensor(n_y), *y_fast = mirror_nan_tensor(n_y);
-    ref->op.swiglu_forward(ref, rows, hidden, x, y_ref);
+    ref->op.swiglu_forward(ref, rows, hidden, (const Act *)x, (Act *)y_ref);
     fast->op.swiglu_forward(fast, rows, hidden, D(x), D(y_fast));
     H(y_fast);
     mirror_expect_close("swiglu y", n_y, y_fast, y_ref, 1e-5, 1e-6);
     const float *dy = mirror_random_tensor(n_y, -1, 1, seed + 1);
     float *dx_ref = mirror_nan_tensor(n_x), *dx_fast = mirror_nan_tensor(n_x);
-    ref->op.swiglu_backward(ref, rows, hidden, x, dy, dx_ref);
+    ref->op.swiglu_backward(ref, rows, hidden, (const Act *)x, (const Act *)dy, (Act *)dx_ref);
     fast->op.swiglu_backward(fast, rows, hidden, D(x), D(dy), D(dx_fast));
     H(dx_fast);
     mirror_expect_close("swiglu dx", n_x, dx_fast, dx_ref, 1e-5, 1e-6);
@@ -186,7 +186,7 @@ typedef struct SwigluProblem {
 
 static double swiglu_loss(void *context, const float *x) {
     SwigluProblem *p = context;
-    ref->op.swiglu_forward(ref, p->rows, p->hidden, x, p->y);
+    ref->op.swiglu_forward(ref, p->rows, p->hidden, (const Act *)x, (Act *)p->y);
     return gradcheck_project(p->rows * p->hidden, p->y, p->projection);
 }
 
@@ -198,7 +198,7 @@ static void test_swiglu_backward_fd(void **state) {
                        .projection = mirror_random_tensor(rows * hidden, -1, 1, 130)};
     float *x = mirror_random_tensor(rows * 2 * hidden, -4, 4, 131);
     float *dx = mirror_nan_tensor(rows * 2 * hidden);
-    ref->op.swiglu_backward(ref, rows, hidden, x, p.projection, dx);
+    ref->op.swiglu_backward(ref, rows, hidden, (const Act *)x, (const Act *)p.projection, (Act *)dx);
     assert_int_equal(
         gradcheck_compare("swiglu dx", swiglu_loss, &p, x, rows * 2 * hidden, dx, FD_TOLERANCE),
         0);

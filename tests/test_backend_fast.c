@@ -61,7 +61,7 @@ static void check_conv_case(ConvCase c, uint64_t seed) {
     // dw accumulates (+=): both start from the same non-zero values.
     float *dw_ref = mirror_random_tensor(w_n, -1, 1, seed + 4), *dw_fast = mirror_copy(dw_ref, w_n);
 
-    ref->op.conv2d_forward(ref, ref_plan, x, w, y_ref);
+    ref->op.conv2d_forward(ref, ref_plan, (const Act *)x, (const Act *)w, (Act *)y_ref);
     // A first call with other weights: the plan must not keep stale ones.
     fast->op.conv2d_forward(fast, fast_plan, D(x), D(w_other), D(y_fast));
     fast->op.conv2d_forward(fast, fast_plan, D(x), D(w), D(y_fast));
@@ -69,13 +69,13 @@ static void check_conv_case(ConvCase c, uint64_t seed) {
     expect_conv_close("conv forward", y_n, y_fast, y_ref,
                       (double)s.kernel * s.kernel * s.in_channels);
 
-    ref->op.conv2d_backward_data(ref, ref_plan, dy, w, dx_ref);
+    ref->op.conv2d_backward_data(ref, ref_plan, (const Act *)dy, (const Act *)w, (Act *)dx_ref);
     fast->op.conv2d_backward_data(fast, fast_plan, D(dy), D(w), D(dx_fast));
     H(dx_fast);
     expect_conv_close("conv backward data", x_n, dx_fast, dx_ref,
                       (double)s.kernel * s.kernel * s.out_channels);
 
-    ref->op.conv2d_backward_weights(ref, ref_plan, x, dy, dw_ref);
+    ref->op.conv2d_backward_weights(ref, ref_plan, (const Act *)x, (const Act *)dy, dw_ref);
     fast->op.conv2d_backward_weights(fast, fast_plan, D(x), D(dy), D(dw_fast));
     H(dw_fast);
     expect_conv_close("conv backward weights", w_n, dw_fast, dw_ref,
@@ -150,14 +150,14 @@ static void test_bias_and_column_sums(void **state) {
         const float *x = mirror_random_tensor(n, -1, 1, 3000 + i);
         const float *bias = mirror_random_tensor(c, -1, 1, 3100 + i);
         float *y_ref = mirror_copy(x, n), *y_fast = mirror_copy(x, n);
-        ref->op.bias_add(ref, rows, c, bias, y_ref);
+        ref->op.bias_add(ref, rows, c, bias, (Act *)y_ref);
         fast->op.bias_add(fast, rows, c, D(bias), D(y_fast));
         H(y_fast);
         // One fp32 addition per element in both: identical results.
         mirror_expect_close("bias_add", n, y_fast, y_ref, 0, 0);
 
         float *db_ref = mirror_random_tensor(c, -1, 1, 3200 + i), *db_fast = mirror_copy(db_ref, c);
-        ref->op.bias_backward(ref, rows, c, x, db_ref);
+        ref->op.bias_backward(ref, rows, c, (const Act *)x, db_ref);
         fast->op.bias_backward(fast, rows, c, D(x), D(db_fast));
         H(db_fast);
         mirror_expect_close("bias_backward (+=)", c, db_fast, db_ref, SUM_TOL, SUM_TOL);
@@ -196,7 +196,7 @@ static void test_elementwise(void **state) {
         const size_t n = element_counts[i];
         const float *a = mirror_random_tensor(n, -1, 1, 4000 + i), *b = mirror_random_tensor(n, -1, 1, 4100 + i);
         float *r = mirror_nan_tensor(n), *c = mirror_nan_tensor(n);
-        ref->op.relu_forward(ref, n, a, r);
+        ref->op.relu_forward(ref, n, (const Act *)a, (Act *)r);
         fast->op.relu_forward(fast, n, D(a), D(c));
         H(c);
         mirror_expect_close("relu", n, c, r, 0, 0);
@@ -205,7 +205,7 @@ static void test_elementwise(void **state) {
         H(in_place);
         mirror_expect_close("relu in place", n, in_place, r, 0, 0);
 
-        ref->op.relu_backward(ref, n, r, b, r);  // dx aliases dy's buffer role: r = y here
+        ref->op.relu_backward(ref, n, (const Act *)r, (const Act *)b, (Act *)r);  // dx aliases dy's buffer role: r = y here
         float *y = mirror_copy(c, n);
         fast->op.relu_backward(fast, n, D(y), D(b), D(c));
         H(c);
@@ -252,11 +252,11 @@ static void test_gelu(void **state) {
         const size_t n = element_counts[i];
         const float *x = mirror_random_tensor(n, -8, 8, 4200 + i), *dy = mirror_random_tensor(n, -1, 1, 4300 + i);
         float *r = mirror_nan_tensor(n), *c = mirror_nan_tensor(n);
-        ref->op.gelu_forward(ref, n, x, r);
+        ref->op.gelu_forward(ref, n, (const Act *)x, (Act *)r);
         fast->op.gelu_forward(fast, n, D(x), D(c));
         H(c);
         mirror_expect_close("gelu", n, c, r, GELU_RTOL, GELU_ATOL);
-        ref->op.gelu_backward(ref, n, x, dy, r);
+        ref->op.gelu_backward(ref, n, (const Act *)x, (const Act *)dy, (Act *)r);
         fast->op.gelu_backward(fast, n, D(x), D(dy), D(c));
         H(c);
         mirror_expect_close("gelu backward", n, c, r, GELU_RTOL, GELU_ATOL);
@@ -322,7 +322,7 @@ static void check_maxpool(PoolCase p, int with_ties, uint64_t seed) {
     }
     float *y_ref = mirror_nan_tensor(y_n), *y_fast = mirror_nan_tensor(y_n);
     int32_t *arg_ref = mirror_buffer(y_n * sizeof(int32_t)), *arg_fast = mirror_buffer(y_n * sizeof(int32_t));
-    ref->op.maxpool_forward(ref, &s, x, y_ref, arg_ref);
+    ref->op.maxpool_forward(ref, &s, (const Act *)x, (Act *)y_ref, arg_ref);
     fast->op.maxpool_forward(fast, &s, D(x), D(y_fast), D(arg_fast));
     H(y_fast), H(arg_fast);
     // A max is a copy of an input, and ties pick the first in window order in
@@ -332,7 +332,7 @@ static void check_maxpool(PoolCase p, int with_ties, uint64_t seed) {
 
     const float *dy = mirror_random_tensor(y_n, -1, 1, seed + 1);
     float *dx_ref = mirror_nan_tensor(x_n), *dx_fast = mirror_nan_tensor(x_n);
-    ref->op.maxpool_backward(ref, &s, dy, arg_ref, dx_ref);
+    ref->op.maxpool_backward(ref, &s, (const Act *)dy, arg_ref, (Act *)dx_ref);
     fast->op.maxpool_backward(fast, &s, D(dy), D(arg_ref), D(dx_fast));
     H(dx_fast);
     // Overlapping windows add in the same order (output index order within
@@ -357,12 +357,12 @@ static void test_avgpool(void **state) {
         const size_t x_n = (size_t)batch * pixels * channels, y_n = (size_t)batch * channels;
         const float *x = mirror_random_tensor(x_n, -1, 1, 7000 + i);
         float *y_ref = mirror_nan_tensor(y_n), *y_fast = mirror_nan_tensor(y_n);
-        ref->op.avgpool_forward(ref, batch, pixels, channels, x, y_ref);
+        ref->op.avgpool_forward(ref, batch, pixels, channels, (const Act *)x, (Act *)y_ref);
         fast->op.avgpool_forward(fast, batch, pixels, channels, D(x), D(y_fast));
         H(y_fast);
         mirror_expect_close("avgpool forward", y_n, y_fast, y_ref, SUM_TOL, SUM_TOL);
         float *dx_ref = mirror_nan_tensor(x_n), *dx_fast = mirror_nan_tensor(x_n);
-        ref->op.avgpool_backward(ref, batch, pixels, channels, y_ref, dx_ref);
+        ref->op.avgpool_backward(ref, batch, pixels, channels, (const Act *)y_ref, (Act *)dx_ref);
         fast->op.avgpool_backward(fast, batch, pixels, channels, D(y_ref), D(dx_fast));
         H(dx_fast);
         // One fp32 division per element in both: identical.
@@ -635,7 +635,7 @@ static void test_normalize_u8(void **state) {
     for (size_t i = 0; i < pixels * 3; i++) x[i] = (uint8_t)((i * 37 + i / 5) & 255);
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
     float *y_ref = mirror_nan_tensor(pixels * 3), *y_fast = mirror_nan_tensor(pixels * 3);
-    ref->op.normalize_u8(ref, pixels, x, mean, std, y_ref);
+    ref->op.normalize_u8(ref, pixels, x, mean, std, (Act *)y_ref);
     fast->op.normalize_u8(fast, pixels, D(x), mean, std, D(y_fast));
     H(y_fast);
     // Same three fp32 operations in the same order: identical.

@@ -91,7 +91,7 @@ static void test_conv_forward_matches_naive_nchw(void **state) {
         float *y = fixture_tensor(ny), *expected = fixture_tensor(ny);
         ConvPlan *plan = fixture_backend->op.conv2d_plan(fixture_backend, &s, NULL);
         assert_non_null(plan);
-        fixture_backend->op.conv2d_forward(fixture_backend, plan, x, w, y);
+        fixture_backend->op.conv2d_forward(fixture_backend, plan, (const Act *)x, (const Act *)w, (Act *)y);
         fixture_backend->op.conv2d_plan_free(fixture_backend, plan);
 
         // NHWC -> NCHW and OHWI -> OIHW copies for the naive version.
@@ -213,7 +213,7 @@ static void check_batchnorm_train(size_t rows, int channels, uint64_t seed) {
         want_rv[c] = (float)((1 - momentum) * running_var[c] +
                              momentum * var * (double)rows / (double)(rows - 1));
     }
-    fixture_backend->op.batchnorm_forward_train(fixture_backend, rows, channels, x, gamma, beta, momentum, eps, y,
+    fixture_backend->op.batchnorm_forward_train(fixture_backend, rows, channels, (const Act *)x, gamma, beta, momentum, eps, (Act *)y,
                                         mean, inv_std, running_mean, running_var);
     // E[x^2] - E[x]^2 in double loses ~1e-15 relative to the two-pass
     // variance: the forward tolerance still holds.
@@ -252,7 +252,7 @@ static void test_batchnorm_eval(void **state) {
             want[r * channels + c] = (float)(gamma[c] * ((double)x[r * channels + c] - rm[c]) /
                                                  sqrt((double)rv[c] + eps) +
                                              beta[c]);
-    fixture_backend->op.batchnorm_forward_eval(fixture_backend, rows, channels, x, gamma, beta, rm, rv, eps, y);
+    fixture_backend->op.batchnorm_forward_eval(fixture_backend, rows, channels, (const Act *)x, gamma, beta, rm, rv, eps, (Act *)y);
     assert_int_equal(gradcheck_count_mismatches("bn eval", rows * channels, y, want, FORWARD_RTOL,
                                                 FORWARD_ATOL),
                      0);
@@ -272,7 +272,7 @@ static void test_gelu_forward(void **state) {
     x[3] = -10.0f;  // Phi ~ 7.6e-24: y ~ -7.6e-23, well inside float range
     for (size_t i = 0; i < n; i++)
         want[i] = (float)(0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0))));
-    fixture_backend->op.gelu_forward(fixture_backend, n, x, y);
+    fixture_backend->op.gelu_forward(fixture_backend, n, (const Act *)x, (Act *)y);
     assert_int_equal(gradcheck_count_mismatches("gelu", n, y, want, FORWARD_RTOL, FORWARD_ATOL),
                      0);
     // float(0.8413447460685429) and float(-0.15865525393145707), 1 ulp of slack
@@ -290,10 +290,10 @@ static void test_elementwise(void **state) {
     float *y = fixture_tensor(n), *want = fixture_tensor(n);
     // Elementwise float ops must be exact: the reference computes the same
     // single float operation.
-    fixture_backend->op.relu_forward(fixture_backend, n, a, y);
+    fixture_backend->op.relu_forward(fixture_backend, n, (const Act *)a, (Act *)y);
     for (size_t i = 0; i < n; i++) want[i] = a[i] > 0 ? a[i] : 0;
     assert_memory_equal(y, want, n * sizeof(float));
-    fixture_backend->op.relu_forward(fixture_backend, n, b, b);  // in place
+    fixture_backend->op.relu_forward(fixture_backend, n, (const Act *)b, (Act *)b);  // in place
     for (size_t i = 0; i < n; i++) assert_true(b[i] >= 0.0f);
 
     fixture_backend->op.add(fixture_backend, n, a, b, y);
@@ -319,7 +319,7 @@ static void test_elementwise(void **state) {
     float *zwant = fixture_tensor(rows * channels);
     for (size_t r = 0; r < rows; r++)
         for (int c = 0; c < channels; c++) zwant[r * channels + c] = z[r * channels + c] + bias[c];
-    fixture_backend->op.bias_add(fixture_backend, rows, channels, bias, z);
+    fixture_backend->op.bias_add(fixture_backend, rows, channels, bias, (Act *)z);
     assert_memory_equal(z, zwant, rows * channels * sizeof(float));
 }
 
@@ -370,7 +370,7 @@ static void test_maxpool_forward(void **state) {
         float *x = fixture_random_tensor(in_sample * s.batch, -5, -1, 600 + t);
         float *y = fixture_tensor(out_sample * s.batch);
         int32_t *argmax = (int32_t *)fixture_tensor(out_sample * s.batch);
-        fixture_backend->op.maxpool_forward(fixture_backend, &s, x, y, argmax);
+        fixture_backend->op.maxpool_forward(fixture_backend, &s, (const Act *)x, (Act *)y, argmax);
         for (int n = 0; n < s.batch; n++)
             for (int oh = 0; oh < s.out_height; oh++)
                 for (int ow = 0; ow < s.out_width; ow++)
@@ -405,7 +405,7 @@ static void test_maxpool_ties_pick_first(void **state) {
     float *x = fixture_tensor(5 * 5 * 2), *y = fixture_tensor((size_t)s.out_height * s.out_width * 2);
     int32_t *argmax = (int32_t *)fixture_tensor((size_t)s.out_height * s.out_width * 2);
     fixture_backend->op.fill(fixture_backend, x, 0.5f, 5 * 5 * 2);
-    fixture_backend->op.maxpool_forward(fixture_backend, &s, x, y, argmax);
+    fixture_backend->op.maxpool_forward(fixture_backend, &s, (const Act *)x, (Act *)y, argmax);
     for (int oh = 0; oh < s.out_height; oh++)
         for (int ow = 0; ow < s.out_width; ow++)
             for (int ch = 0; ch < 2; ch++) {
@@ -424,7 +424,7 @@ static void test_avgpool_forward(void **state) {
             for (int p = 0; p < pixels; p++) total += x[(n * pixels + p) * channels + c];
             want[n * channels + c] = (float)(total / pixels);
         }
-    fixture_backend->op.avgpool_forward(fixture_backend, batch, pixels, channels, x, y);
+    fixture_backend->op.avgpool_forward(fixture_backend, batch, pixels, channels, (const Act *)x, (Act *)y);
     assert_int_equal(gradcheck_count_mismatches("avgpool", (size_t)batch * channels, y, want,
                                                 FORWARD_RTOL, FORWARD_ATOL),
                      0);

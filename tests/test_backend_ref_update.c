@@ -344,7 +344,7 @@ static void test_normalize_u8(void **state) {
     uint8_t *x = fixture_backend->op.alloc(fixture_backend, sizeof pixels);
     float *y = fixture_backend->op.alloc(fixture_backend, sizeof(float) * 12);
     fixture_backend->op.upload(fixture_backend, x, pixels, sizeof pixels);
-    fixture_backend->op.normalize_u8(fixture_backend, 4, x, mean, std, y);
+    fixture_backend->op.normalize_u8(fixture_backend, 4, x, mean, std, (Act *)y);
     float want[12];
     for (int i = 0; i < 12; i++) want[i] = (float)((pixels[i] / 255.0 - mean[i % 3]) / std[i % 3]);
     // Three fp32 roundings of values up to ~2.6: 1e-6 relative.

@@ -57,8 +57,8 @@ static void test_resize_matches_pytorch(void **state) {
         memcpy(x, fixture_f32(&file, name, in), in * sizeof *x);
         snprintf(name, sizeof name, "%s/dy", prefix);
         memcpy(dy, fixture_f32(&file, name, out), out * sizeof *dy);
-        fixture_backend->op.resize_bilinear_forward(fixture_backend, b, h, w, c, x, oh, ow, y);
-        fixture_backend->op.resize_bilinear_backward(fixture_backend, b, h, w, c, dy, oh, ow, dx);
+        fixture_backend->op.resize_bilinear_forward(fixture_backend, b, h, w, c, (const Act *)x, oh, ow, (Act *)y);
+        fixture_backend->op.resize_bilinear_backward(fixture_backend, b, h, w, c, (const Act *)dy, oh, ow, (Act *)dx);
         const char *outputs[2] = {"y", "dx"};
         const float *ours[2] = {y, dx};
         const size_t sizes[2] = {out, in};
@@ -88,7 +88,7 @@ typedef struct ResizeProblem {
 static double resize_loss(void *problem, const float *x) {
     ResizeProblem *p = problem;
     fixture_backend->op.resize_bilinear_forward(fixture_backend, p->batch, p->in_h, p->in_w,
-                                                p->channels, x, p->out_h, p->out_w, p->y);
+                                                p->channels, (const Act *)x, p->out_h, p->out_w, (Act *)p->y);
     return gradcheck_project((size_t)p->batch * p->out_h * p->out_w * p->channels, p->y,
                              p->projection);
 }
@@ -96,8 +96,8 @@ static double resize_loss(void *problem, const float *x) {
 static void resize_gradient(void *problem, float *dx) {
     ResizeProblem *p = problem;
     fixture_backend->op.resize_bilinear_backward(fixture_backend, p->batch, p->in_h, p->in_w,
-                                                 p->channels, p->projection, p->out_h, p->out_w,
-                                                 dx);
+                                                 p->channels, (const Act *)p->projection, p->out_h, p->out_w,
+                                                 (Act *)dx);
 }
 
 // The resize is linear in x: central differences are exact up to the
@@ -148,7 +148,7 @@ static void test_mixup_values(void **state) {
     memcpy(device_permutation, permutation, sizeof permutation);
     for (int b = 0; b < batch; b++)
         for (size_t i = 0; i < sample; i++) x[b * sample + i] = (float)b + 0.5f;
-    fixture_backend->op.mixup(fixture_backend, batch, sample, x, device_permutation, 0.25f, y);
+    fixture_backend->op.mixup(fixture_backend, batch, sample, (const Act *)x, device_permutation, 0.25f, (Act *)y);
     for (int b = 0; b < batch; b++)
         for (size_t i = 0; i < sample; i++)
             assert_float_equal(y[b * sample + i],
@@ -161,7 +161,7 @@ static void test_copy_2d_values(void **state) {
     float *x = fixture_tensor(15), *y = fixture_tensor(18);
     for (int i = 0; i < 15; i++) x[i] = (float)i;
     for (int i = 0; i < 18; i++) y[i] = -1.0f;
-    fixture_backend->op.copy_2d(fixture_backend, 3, 4, x + 1, 5, y, 6);
+    fixture_backend->op.copy_2d(fixture_backend, 3, 4, (const Act *)(x + 1), 5, (Act *)y, 6);
     for (int r = 0; r < 3; r++)
         for (int c = 0; c < 6; c++)
             assert_float_equal(y[r * 6 + c], c < 4 ? (float)(r * 5 + c + 1) : -1.0f, 0.0f);
@@ -190,8 +190,8 @@ static void test_resize_against_ref(void **state) {
         const float *dy = mirror_random_tensor(out, -1, 1, 200 + t);
         float *y_ref = mirror_nan_tensor(out), *y_fast = mirror_nan_tensor(out);
         float *dx_ref = mirror_nan_tensor(in), *dx_fast = mirror_nan_tensor(in);
-        ref->op.resize_bilinear_forward(ref, s[0], s[1], s[2], s[3], x, s[4], s[5], y_ref);
-        ref->op.resize_bilinear_backward(ref, s[0], s[1], s[2], s[3], dy, s[4], s[5], dx_ref);
+        ref->op.resize_bilinear_forward(ref, s[0], s[1], s[2], s[3], (const Act *)x, s[4], s[5], (Act *)y_ref);
+        ref->op.resize_bilinear_backward(ref, s[0], s[1], s[2], s[3], (const Act *)dy, s[4], s[5], (Act *)dx_ref);
         fast->op.resize_bilinear_forward(fast, s[0], s[1], s[2], s[3], D(x), s[4], s[5],
                                          D(y_fast));
         fast->op.resize_bilinear_backward(fast, s[0], s[1], s[2], s[3], D(dy), s[4], s[5],
@@ -215,7 +215,7 @@ static void test_mixup_and_copy_against_ref(void **state) {
     memcpy(permutation, order, sizeof order);
     const float *x = mirror_random_tensor(batch * sample, -1, 1, 300);
     float *y_ref = mirror_nan_tensor(batch * sample), *y_fast = mirror_nan_tensor(batch * sample);
-    ref->op.mixup(ref, batch, sample, x, permutation, 0.3125f, y_ref);
+    ref->op.mixup(ref, batch, sample, (const Act *)x, permutation, 0.3125f, (Act *)y_ref);
     fast->op.mixup(fast, batch, sample, D(x), D(permutation), 0.3125f, D(y_fast));
     H(y_fast);
     mirror_expect_close("mixup", batch * sample, y_fast, y_ref, 0, 0);
@@ -223,7 +223,7 @@ static void test_mixup_and_copy_against_ref(void **state) {
     const size_t tokens = 11, dim = 9, first = 2, patches = tokens - first;
     float *rows_ref = mirror_nan_tensor(batch * patches * dim);
     float *rows_fast = mirror_nan_tensor(batch * patches * dim);
-    ref->op.copy_2d(ref, batch, patches * dim, x + first * dim, tokens * dim, rows_ref,
+    ref->op.copy_2d(ref, batch, patches * dim, (const Act *)(x + first * dim), tokens * dim, (Act *)rows_ref,
                     patches * dim);
     fast->op.copy_2d(fast, batch, patches * dim, D(x + first * dim), tokens * dim, D(rows_fast),
                      patches * dim);

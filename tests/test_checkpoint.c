@@ -622,8 +622,8 @@ static void trained_model(Resnet *model, uint64_t seed, int64_t counter) {
 // Eval-mode features (host copy).
 static float *eval_features(Resnet *model, const float *input) {
     ErrorMessage err = {{0}};
-    ASSERT_OK(resnet_forward(model, 0, MODEL_BATCH, input, 0, &err), err);
-    return download_all(fixture_ref, resnet_features(model, 0),
+    ASSERT_OK(resnet_forward(model, 0, MODEL_BATCH, (const Act *)input, 0, &err), err);
+    return download_all(fixture_ref, (const float *)(resnet_features(model, 0)),
                         (size_t)MODEL_BATCH * model->feature_dim);
 }
 

@@ -79,7 +79,7 @@ static void test_no_masks_at_probability_zero(void **state) {
 typedef struct MaskedVit {
     Backend *backend;
     Vit model;
-    float *input, *mask, *keep, *token, *token_grad, *projection;
+    float *input, *mask, *token, *token_grad, *projection;
     size_t n_tokens;
 } MaskedVit;
 
@@ -93,14 +93,12 @@ static void masked_vit_make(MaskedVit *w) {
     w->input = vit_fixture_input(w->backend, "masking", SIZE, BATCH);
     const int patches = 16, dim = 8;
     w->mask = calloc(BATCH * patches, sizeof(float));
-    w->keep = malloc(BATCH * patches * sizeof(float));
     w->token = malloc(dim * sizeof(float));
     w->token_grad = calloc(dim, sizeof(float));
     w->n_tokens = (size_t)BATCH * vit_slot_tokens(&w->model, 0) * dim;
     w->projection = malloc(w->n_tokens * sizeof(float));
-    assert_true(w->mask && w->keep && w->token && w->token_grad && w->projection);
+    assert_true(w->mask && w->token && w->token_grad && w->projection);
     for (int p = 0; p < patches; p++) w->mask[p] = 1.0f;  // sample 0 all masked, sample 1 none
-    for (int i = 0; i < BATCH * patches; i++) w->keep[i] = 1.0f - w->mask[i];
     gradcheck_fill_uniform(w->token, dim, -1, 1, 5);
     gradcheck_fill_uniform(w->projection, w->n_tokens, -1, 1, 6);
 }
@@ -108,16 +106,16 @@ static void masked_vit_make(MaskedVit *w) {
 static void masked_vit_free(MaskedVit *w) {
     vit_free(&w->model);
     w->backend->op.free(w->backend, w->input);
-    free(w->mask), free(w->keep), free(w->token), free(w->token_grad), free(w->projection);
+    free(w->mask), free(w->token), free(w->token_grad), free(w->projection);
     backend_destroy(w->backend);
 }
 
 static double masked_loss(void *context, const float *token) {
     MaskedVit *w = context;
     ErrorMessage err = {{0}};
-    vit_set_patch_mask(&w->model, 0, w->mask, w->keep, token, w->token_grad);
-    if (vit_forward(&w->model, 0, BATCH, w->input, 1, &err)) fail_msg("%s", err.text);
-    return gradcheck_project(w->n_tokens, vit_tokens(&w->model, 0), w->projection);
+    vit_set_patch_mask(&w->model, 0, w->mask, token, w->token_grad);
+    if (vit_forward(&w->model, 0, BATCH, (const Act *)w->input, 1, &err)) fail_msg("%s", err.text);
+    return gradcheck_project(w->n_tokens, (const float *)(vit_tokens(&w->model, 0)), w->projection);
 }
 
 static void test_mask_token_replaces_patches(void **state) {
@@ -127,19 +125,19 @@ static void test_mask_token_replaces_patches(void **state) {
     const size_t per_sample = w.n_tokens / BATCH;
     float *plain = malloc(w.n_tokens * sizeof(float));
     assert_non_null(plain);
-    assert_int_equal(vit_forward(&w.model, 0, BATCH, w.input, 1, &err), 0);
+    assert_int_equal(vit_forward(&w.model, 0, BATCH, (const Act *)w.input, 1, &err), 0);
     memcpy(plain, vit_tokens(&w.model, 0), w.n_tokens * sizeof(float));
     masked_loss(&w, w.token);
-    const float *masked = vit_tokens(&w.model, 0);
+    const float *masked = (const float *)(vit_tokens(&w.model, 0));
     // sample 1 has no mask: bit for bit the same; sample 0 changed
     assert_memory_equal(masked + per_sample, plain + per_sample, per_sample * sizeof(float));
     assert_true(memcmp(masked, plain, per_sample * sizeof(float)) != 0);
     // sample 0 is all mask: another image gives the same tokens
     float *other = vit_fixture_input(w.backend, "masking-other", SIZE, BATCH);
-    assert_int_equal(vit_forward(&w.model, 0, BATCH, other, 1, &err), 0);
+    assert_int_equal(vit_forward(&w.model, 0, BATCH, (const Act *)other, 1, &err), 0);
     assert_memory_equal(vit_tokens(&w.model, 0), masked, per_sample * sizeof(float));
-    vit_set_patch_mask(&w.model, 0, NULL, NULL, NULL, NULL);  // off again
-    assert_int_equal(vit_forward(&w.model, 0, BATCH, w.input, 1, &err), 0);
+    vit_set_patch_mask(&w.model, 0, NULL, NULL, NULL);  // off again
+    assert_int_equal(vit_forward(&w.model, 0, BATCH, (const Act *)w.input, 1, &err), 0);
     assert_memory_equal(vit_tokens(&w.model, 0), plain, w.n_tokens * sizeof(float));
     w.backend->op.free(w.backend, other);
     free(plain);
@@ -153,7 +151,7 @@ static void test_mask_token_gradient(void **state) {
     masked_loss(&w, w.token);
     parameter_set_zero_grads(&w.model.params);
     memset(w.token_grad, 0, 8 * sizeof(float));
-    if (vit_backward_tokens(&w.model, 0, w.projection, &err)) fail_msg("%s", err.text);
+    if (vit_backward_tokens(&w.model, 0, (const Act *)w.projection, &err)) fail_msg("%s", err.text);
     float analytic[8];
     memcpy(analytic, w.token_grad, sizeof analytic);
     const GradcheckTolerance tolerance = {.step = 1e-2f, .rtol = 1e-2, .atol = 2e-3};
@@ -162,10 +160,10 @@ static void test_mask_token_gradient(void **state) {
                      0);
     // the patch embedding gets no gradient through masked patches: with
     // every patch masked its weight gradient is 0
-    for (int i = 0; i < 2 * 16; i++) w.mask[i] = 1.0f, w.keep[i] = 0.0f;
+    for (int i = 0; i < 2 * 16; i++) w.mask[i] = 1.0f;
     masked_loss(&w, w.token);
     parameter_set_zero_grads(&w.model.params);
-    if (vit_backward_tokens(&w.model, 0, w.projection, &err)) fail_msg("%s", err.text);
+    if (vit_backward_tokens(&w.model, 0, (const Act *)w.projection, &err)) fail_msg("%s", err.text);
     const Parameter *patch = parameter_find(&w.model.params, "patch_embed.proj.weight");
     assert_non_null(patch);
     for (size_t i = 0; i < patch->count; i++) assert_true(patch->grad[i] == 0.0f);

@@ -306,7 +306,7 @@ static void run_pipe_v1_case(const char *prefix) {
     DistillQueue queue;
     queue_from_fixture(&queue, q, d, prefix, "queue_before");
     const float *features = input(prefix, "features", (size_t)b * c);
-    const float *student = distill_projection_forward(&head, b, features, &err);
+    const float *student = distill_projection_forward(&head, b, (const Act *)features, &err);
     if (!student) fail_msg("%s", err.text);
     distill_queue_update(&queue, 1, b, teacher);
     DistillQueueLoss *loss = queue_loss(b, d, q, input_scalar(prefix, "temperature"));
@@ -314,7 +314,7 @@ static void run_pipe_v1_case(const char *prefix) {
     distill_queue_loss_forward(loss, b, teacher, student, queue.values, &value);
     float *dstudent = fixture_tensor((size_t)b * d), *dfeatures = fixture_tensor((size_t)b * c);
     distill_queue_loss_backward(loss, 1.0f, dstudent);
-    if (distill_projection_backward(&head, dstudent, dfeatures, &err)) fail_msg("%s", err.text);
+    if (distill_projection_backward(&head, dstudent, (Act *)dfeatures, &err)) fail_msg("%s", err.text);
     expect_reference(prefix, "queue_after", (size_t)q * d, queue.values);
     expect_reference_value(prefix, "loss", value);
     expect_reference(prefix, "grad_features", (size_t)b * c, dfeatures);
@@ -358,9 +358,9 @@ static void run_pipe_v3_case(const char *prefix) {
     DistillQueue queue;
     queue_from_fixture(&queue, q, d, prefix, "queue_before");
     const float *student_global =
-        distill_projection_forward(&global, b, input(prefix, "features", (size_t)b * c), &err);
+        distill_projection_forward(&global, b, (const Act *)(input(prefix, "features", (size_t)b * c)), &err);
     const float *student_local =
-        distill_projection_forward(&local, b, input(prefix, "map", (size_t)b * h * w * c), &err);
+        distill_projection_forward(&local, b, (const Act *)(input(prefix, "map", (size_t)b * h * w * c)), &err);
     if (!student_global || !student_local) fail_msg("%s", err.text);
     distill_queue_update(&queue, 1, b, teacher_global);
     DistillQueueLoss *global_loss = queue_loss(b, d, q, config[2]);
@@ -374,8 +374,8 @@ static void run_pipe_v3_case(const char *prefix) {
     float *dfeatures = fixture_tensor((size_t)b * c), *dmap = fixture_tensor((size_t)b * h * w * c);
     distill_queue_loss_backward(global_loss, 1.0f, dglobal);
     distill_local_loss_backward(local_loss_, config[4], dlocal);
-    if (distill_projection_backward(&global, dglobal, dfeatures, &err) ||
-        distill_projection_backward(&local, dlocal, dmap, &err))
+    if (distill_projection_backward(&global, dglobal, (Act *)dfeatures, &err) ||
+        distill_projection_backward(&local, dlocal, (Act *)dmap, &err))
         fail_msg("%s", err.text);
     expect_reference(prefix, "queue_after", (size_t)q * d, queue.values);
     expect_reference_value(prefix, "global_loss", global_value);
@@ -427,14 +427,14 @@ static void run_pipe_v2_case(const char *prefix) {
     }
     const size_t n = (size_t)b * th * tw * d;
     const float *student =
-        distill_projection_forward(&head, b, input(prefix, "map", (size_t)b * h * w * c), &err);
+        distill_projection_forward(&head, b, (const Act *)(input(prefix, "map", (size_t)b * h * w * c)), &err);
     if (!student) fail_msg("%s", err.text);
     DistillMseLoss *loss = mse_loss(n);
     float value = NAN;  // backend memory: host memory on ref and cpu
     distill_mse_loss_forward(loss, n, input(prefix, "teacher", n), student, &value);
     float *dstudent = fixture_tensor(n), *dmap = fixture_tensor((size_t)b * h * w * c);
     distill_mse_loss_backward(loss, 1.0f, dstudent);
-    if (distill_projection_backward(&head, dstudent, dmap, &err)) fail_msg("%s", err.text);
+    if (distill_projection_backward(&head, dstudent, (Act *)dmap, &err)) fail_msg("%s", err.text);
     expect_reference_value(prefix, "loss", value);
     expect_reference(prefix, "grad_map", (size_t)b * h * w * c, dmap);
     for (int i = 0; i < param_count; i++) {

@@ -517,7 +517,7 @@ static void test_embed_dataset_matches_manual_forward(void **state) {
         for (int p = 0; p < SIZE * SIZE * 3; p++)
             host_input[p] = (pixels[p] / 255.0f - imagenet_mean[p % 3]) / imagenet_std[p % 3];
         backend->op.upload(backend, input, host_input, sizeof host_input);
-        assert_int_equal(backbone_forward(&model, 1, 1, input, 0, &err), 0);
+        assert_int_equal(backbone_forward(&model, 1, 1, (const Act *)input, 0, &err), 0);
         backend->op.download(backend, expected, backbone_features(&model, 1),
                              dim * sizeof(float));
         for (size_t d = 0; d < dim; d++) {

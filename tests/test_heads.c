@@ -223,12 +223,12 @@ static void check_fixture_case(const SafeTensors *file, Backend *backend, int k)
     float *dout = upload_fixture(file, backend, kind, "dout", (size_t)rows * out);
     float *dx = device_floats(backend, (size_t)rows * in);
     ErrorMessage err = {{0}};
-    const float *y = head_forward(&head, rows, x, 1, &err);
+    const float *y = head_forward(&head, rows, (const Act *)x, 1, &err);
     if (!y) fail_msg("%s: %s", kind, err.text);
     expect_truth(file, backend, kind, "out", y, (size_t)rows * out);
 
     zero_grads(&head);
-    if (head_backward(&head, dout, dx, &err)) fail_msg("%s: %s", kind, err.text);
+    if (head_backward(&head, dout, (Act *)dx, &err)) fail_msg("%s: %s", kind, err.text);
     expect_truth(file, backend, kind, "dx", dx, (size_t)rows * in);
     char suffix[PARAM_MAX_NAME + 16];
     const ParameterSet *sets[2] = {&head.params, &head.last_layer};
@@ -252,7 +252,7 @@ static void check_fixture_case(const SafeTensors *file, Backend *backend, int k)
                         (size_t)rows * out * sizeof(float));
     free(dout_after);
 
-    y = head_forward(&head, rows, x, 0, &err);
+    y = head_forward(&head, rows, (const Act *)x, 0, &err);
     if (!y) fail_msg("%s: %s", kind, err.text);
     expect_truth(file, backend, kind, "out_eval", y, (size_t)rows * out);
     if (batch_norm) assert_int_equal(head.num_batches_tracked, 1);  // eval does not count
@@ -288,7 +288,7 @@ typedef struct FdProblem {
 static double fd_loss(void *context, const float *unused) {
     FdProblem *p = context;
     ErrorMessage err = {{0}};
-    const float *y = head_forward(p->head, p->rows, p->x, 1, &err);
+    const float *y = head_forward(p->head, p->rows, (const Act *)p->x, 1, &err);
     if (!y) fail_msg("%s", err.text);
     return gradcheck_project(p->out_count, y, p->projection);
 }
@@ -318,7 +318,7 @@ static void check_finite_differences(int k, uint64_t seed) {
     zero_grads(&head);
     fd_loss(&p, NULL);
     ErrorMessage err = {{0}};
-    if (head_backward(&head, p.projection, dx, &err)) fail_msg("%s", err.text);
+    if (head_backward(&head, p.projection, (Act *)dx, &err)) fail_msg("%s", err.text);
     char label[160];
     snprintf(label, sizeof label, "%s dx", kinds[k].name);
     assert_int_equal(gradcheck_compare(label, fd_loss, &p, p.x, (size_t)rows * in, dx,
@@ -357,13 +357,13 @@ static void test_gradient_contract(void **state) {
         float *dout = fixture_random_tensor((size_t)rows * out, -1, 1, 51);
         float *dx_once = fixture_tensor((size_t)rows * in), *dx_twice = fixture_tensor((size_t)rows * in);
         ErrorMessage err = {{0}};
-        assert_non_null(head_forward(&head, rows, x, 1, &err));
+        assert_non_null(head_forward(&head, rows, (const Act *)x, 1, &err));
         zero_grads(&head);
-        assert_int_equal(head_backward(&head, dout, dx_once, &err), 0);
+        assert_int_equal(head_backward(&head, dout, (Act *)dx_once, &err), 0);
         float *once = host_copy(fixture_backend, head.params.grads, head.params.total);
         float *once_last = host_copy(fixture_backend, head.last_layer.grads, head.last_layer.total);
         for (size_t i = 0; i < (size_t)rows * in; i++) dx_twice[i] = 7.0f;  // garbage
-        assert_int_equal(head_backward(&head, dout, dx_twice, &err), 0);
+        assert_int_equal(head_backward(&head, dout, (Act *)dx_twice, &err), 0);
         assert_memory_equal(dx_once, dx_twice, (size_t)rows * in * sizeof(float));
         for (size_t i = 0; i < head.params.total; i++)
             assert_true(head.params.grads[i] == 2.0f * once[i]);
@@ -394,17 +394,17 @@ static void test_eval_uses_running_stats(void **state) {
         float *x = fixture_random_tensor((size_t)rows * in, -2, 2, 60 + k);
         ErrorMessage err = {{0}};
         // one training step so the running statistics are not the 0 / 1 init
-        assert_non_null(head_forward(&head, rows, x, 1, &err));
+        assert_non_null(head_forward(&head, rows, (const Act *)x, 1, &err));
         const int64_t tracked = head.num_batches_tracked;
         float *buffers = host_copy(fixture_backend, head.buffers.values, head.buffers.total);
-        const float *y = head_forward(&head, rows, x, 0, &err);
+        const float *y = head_forward(&head, rows, (const Act *)x, 0, &err);
         assert_non_null(y);
         float *batch_out = host_copy(fixture_backend, y, (size_t)rows * out);
         assert_memory_equal(head.buffers.values, buffers, head.buffers.total * sizeof(float));
         assert_int_equal(head.num_batches_tracked, tracked);
         assert_int_equal(head_backward(&head, batch_out, NULL, &err), -1);
         assert_non_null(strstr(err.text, "projection_head"));
-        y = head_forward(&head, 1, x + 3 * in, 0, &err);  // row 3 alone
+        y = head_forward(&head, 1, (const Act *)(x + 3 * in), 0, &err);  // row 3 alone
         assert_non_null(y);
         // the same per-row arithmetic (ref: double accumulation): identical
         assert_int_equal(gradcheck_count_mismatches(kinds[k].name, (size_t)out, y,
@@ -455,21 +455,21 @@ static void test_rejects_bad_specs_and_rows(void **state) {
     const HeadSpec simclr = head_spec_simclr(6, 10, 5);
     create_head(&head, fixture_ref, &simclr, "my_head", 4, 1);
     float *x = fixture_random_tensor(5 * 6, -1, 1, 70);
-    assert_null(head_forward(&head, 0, x, 0, &err));
+    assert_null(head_forward(&head, 0, (const Act *)x, 0, &err));
     assert_non_null(strstr(err.text, "0 rows"));
-    assert_null(head_forward(&head, 5, x, 1, &err));
+    assert_null(head_forward(&head, 5, (const Act *)x, 1, &err));
     assert_non_null(strstr(err.text, "5 rows"));
-    assert_null(head_forward(&head, 1, x, 1, &err));  // BN in training, one row
+    assert_null(head_forward(&head, 1, (const Act *)x, 1, &err));  // BN in training, one row
     assert_non_null(strstr(err.text, "at least 2 rows"));
     assert_non_null(strstr(err.text, "my_head"));
     assert_int_equal(head_backward(&head, x, NULL, &err), -1);  // no training forward
-    assert_non_null(head_forward(&head, 1, x, 0, &err));       // eval: one row is fine
-    assert_non_null(head_forward(&head, 4, x, 1, &err));
+    assert_non_null(head_forward(&head, 1, (const Act *)x, 0, &err));       // eval: one row is fine
+    assert_non_null(head_forward(&head, 4, (const Act *)x, 1, &err));
     head_free(&head);
     // Without BN a single training row is fine (DINO with one image per view).
     const HeadSpec dino = head_spec_dino(6, 10, 4, 7);
     create_head(&head, fixture_ref, &dino, "my_head", 4, 1);
-    assert_non_null(head_forward(&head, 1, x, 1, &err));
+    assert_non_null(head_forward(&head, 1, (const Act *)x, 1, &err));
     assert_int_equal(head_backward(&head, x, NULL, &err), 0);
     head_free(&head);
 }

@@ -55,31 +55,31 @@ static float *take(Chain *chain, size_t n) {
 
 static void chain_forward(Chain *c) {
     Backend *b = c->backend;
-    conv2d_forward(b, &c->conv, c->conv_plan, c->x, c->h);
-    batchnorm_forward(b, &c->bn2d, 1, (size_t)BATCH * SIZE * SIZE, c->h, c->r, c->mean2d,
+    conv2d_forward(b, &c->conv, c->conv_plan, (const Act *)c->x, (Act *)c->h);
+    batchnorm_forward(b, &c->bn2d, 1, (size_t)BATCH * SIZE * SIZE, (const Act *)c->h, (Act *)c->r, c->mean2d,
                       c->inv_std2d);
-    relu_forward(b, MAP_COUNT, c->r, c->r);
-    conv2d_forward(b, &c->shortcut, c->shortcut_plan, c->x, c->s);
+    relu_forward(b, MAP_COUNT, (const Act *)c->r, (Act *)c->r);
+    conv2d_forward(b, &c->shortcut, c->shortcut_plan, (const Act *)c->x, (Act *)c->s);
     b->op.add(b, MAP_COUNT, c->r, c->s, c->o);
-    relu_forward(b, MAP_COUNT, c->o, c->o);
-    maxpool_forward(b, &c->pool, c->o, c->m, c->argmax);
-    avgpool_forward(b, BATCH, POOLED * POOLED, CH, c->m, c->g);
-    linear_forward(b, &c->linear, BATCH, c->g, c->z);
+    relu_forward(b, MAP_COUNT, (const Act *)c->o, (Act *)c->o);
+    maxpool_forward(b, &c->pool, (const Act *)c->o, (Act *)c->m, c->argmax);
+    avgpool_forward(b, BATCH, POOLED * POOLED, CH, (const Act *)c->m, (Act *)c->g);
+    linear_forward(b, &c->linear, BATCH, (const Act *)c->g, (Act *)c->z);
 }
 
 // The forward in reverse; dz = p. Parameter gradients +=, dx =.
 static void chain_backward(Chain *c) {
     Backend *b = c->backend;
     b->op.copy(b, c->dz, c->p, BATCH * OUT * sizeof(float));
-    linear_backward(b, &c->linear, BATCH, c->g, c->dz, c->dg);
-    avgpool_backward(b, BATCH, POOLED * POOLED, CH, c->dg, c->dm);
-    maxpool_backward(b, &c->pool, c->dm, c->argmax, c->dsum);
-    relu_backward(b, MAP_COUNT, c->o, c->dsum, c->dsum);  // d(r + s), both branches
-    conv2d_backward(b, &c->shortcut, c->shortcut_plan, c->x, c->dsum, c->dx_shortcut);
-    relu_backward(b, MAP_COUNT, c->r, c->dsum, c->dr);
-    batchnorm_backward(b, &c->bn2d, (size_t)BATCH * SIZE * SIZE, c->h, c->dr, c->mean2d,
-                       c->inv_std2d, c->dh);
-    conv2d_backward(b, &c->conv, c->conv_plan, c->x, c->dh, c->dx);
+    linear_backward(b, &c->linear, BATCH, (const Act *)c->g, (const Act *)c->dz, (Act *)c->dg);
+    avgpool_backward(b, BATCH, POOLED * POOLED, CH, (const Act *)c->dg, (Act *)c->dm);
+    maxpool_backward(b, &c->pool, (const Act *)c->dm, c->argmax, (Act *)c->dsum);
+    relu_backward(b, MAP_COUNT, (const Act *)c->o, (const Act *)c->dsum, (Act *)c->dsum);  // d(r + s), both branches
+    conv2d_backward(b, &c->shortcut, c->shortcut_plan, (const Act *)c->x, (const Act *)c->dsum, (Act *)c->dx_shortcut);
+    relu_backward(b, MAP_COUNT, (const Act *)c->r, (const Act *)c->dsum, (Act *)c->dr);
+    batchnorm_backward(b, &c->bn2d, (size_t)BATCH * SIZE * SIZE, (const Act *)c->h, (const Act *)c->dr, c->mean2d,
+                       c->inv_std2d, (Act *)c->dh);
+    conv2d_backward(b, &c->conv, c->conv_plan, (const Act *)c->x, (const Act *)c->dh, (Act *)c->dx);
     b->op.axpby(b, X_COUNT, 1.0f, c->dx_shortcut, 1.0f, c->dx);  // residual: dx += shortcut's
 }
 

@@ -45,12 +45,12 @@ static void test_relu_keeps_nan(void **state) {
     {
         Backend *backend = fixture_backend_of_prestate(state);
         float *dx = upload(backend, x, 6), *y = upload(backend, x, 6), *g = upload(backend, dy, 6);
-        backend->op.relu_forward(backend, 6, dx, y);
+        backend->op.relu_forward(backend, 6, (const Act *)dx, (Act *)y);
         float out[6];
         download(backend, out, y, 6);
         assert_true(isnan(out[0]));
         assert_true(out[1] == 0.0f && out[2] == 2.0f && isinf(out[3]) && out[4] == 0.0f);
-        backend->op.relu_backward(backend, 6, y, g, dx);
+        backend->op.relu_backward(backend, 6, (const Act *)y, (const Act *)g, (Act *)dx);
         download(backend, out, dx, 6);
         assert_true(out[0] == 1.0f && out[1] == 0.0f && out[2] == 1.0f && out[5] == 0.0f);
         backend->op.free(backend, dx), backend->op.free(backend, y), backend->op.free(backend, g);
@@ -72,8 +72,8 @@ static void test_batchnorm_relu_keeps_nan(void **state) {
         float *gamma = upload(backend, ones, CHANNELS), *beta = upload(backend, zeros, CHANNELS);
         float *mean = upload(backend, zeros, CHANNELS), *inv = upload(backend, zeros, CHANNELS);
         float *run_mean = upload(backend, zeros, CHANNELS), *run_var = upload(backend, ones, CHANNELS);
-        backend->op.batchnorm_relu_forward_train(backend, ROWS, CHANNELS, dx, NULL, gamma, beta,
-                                                 0.1f, 1e-5f, y, mean, inv, run_mean, run_var);
+        backend->op.batchnorm_relu_forward_train(backend, ROWS, CHANNELS, (const Act *)dx, NULL, gamma, beta,
+                                                 0.1f, 1e-5f, (Act *)y, mean, inv, run_mean, run_var);
         float out[ROWS * CHANNELS], stats[CHANNELS];
         download(backend, out, y, ROWS * CHANNELS);
         for (int r = 0; r < ROWS; r++) {
@@ -103,7 +103,7 @@ static void test_maxpool_keeps_nan(void **state) {
         Backend *backend = fixture_backend_of_prestate(state);
         float *in = upload(backend, x, IN), *y = backend->op.alloc(backend, out_count * 4);
         int32_t *argmax = backend->op.alloc(backend, out_count * 4);
-        backend->op.maxpool_forward(backend, &shape, in, y, argmax);
+        backend->op.maxpool_forward(backend, &shape, (const Act *)in, (Act *)y, argmax);
         float out[IN];
         download(backend, out, y, out_count);
         for (size_t o = 0; o < out_count; o++)
@@ -178,10 +178,10 @@ static void test_resnet_forward_keeps_nan(void **state) {
         if (resnet_create(&model, backend, &config, &shape, 1, 7, &err)) fail_msg("%s", err.text);
         float *input = upload(backend, image, pixels);
         for (int training = 1; training >= 0; training--) {
-            if (resnet_forward(&model, 0, BATCH, input, training, &err)) fail_msg("%s", err.text);
+            if (resnet_forward(&model, 0, BATCH, (const Act *)input, training, &err)) fail_msg("%s", err.text);
             const size_t count = (size_t)BATCH * model.feature_dim;
             float *features = malloc(count * sizeof *features);
-            download(backend, features, resnet_features(&model, 0), count);
+            download(backend, features, (const float *)(resnet_features(&model, 0)), count);
             size_t nan_count = 0;
             for (size_t i = 0; i < count; i++) nan_count += isnan(features[i]) != 0;
             // Training: batch statistics spread the NaN to every feature;

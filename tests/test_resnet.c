@@ -255,15 +255,15 @@ static void count_kinks_taken(FixtureRun *run) {
             run->kinks_taken += (argmax - c) / pool->channels != choice;
             continue;
         }
-        const float *output = slot->stem_out;
+        const float *output = (const float *)slot->stem_out;
         const ConvShape *shape = &shapes[0];
         for (int b = 0, index = 1; b < model->block_count && call >= index; b++) {
             const ResnetBlock *block = &model->blocks[b];
             if (call < index + block->stage_count) {
                 const int stage = (int)(call - index);
                 shape = &shapes[block->first_conv + stage];
-                output = stage + 1 < block->stage_count ? slot->blocks[b].relu_out[stage]
-                                                       : slot->blocks[b].out;
+                output = (const float *)(stage + 1 < block->stage_count ? slot->blocks[b].relu_out[stage]
+                                                                      : slot->blocks[b].out);
             }
             index += block->stage_count;
         }
@@ -403,7 +403,7 @@ static void check_gradient(FixtureRun *run, const Parameter *param) {
 // whole network; f32err is ~4e-6 (resnet18) and ~1.5e-4 (resnet50) of
 // max |features|.
 static void check_features(FixtureRun *run, const char *name) {
-    float *ours = download(run->backend, resnet_features(&run->model, 0), run->feature_count);
+    float *ours = download(run->backend, (const float *)(resnet_features(&run->model, 0)), run->feature_count);
     double *truth = fixture_doubles(&run->file, name, run->feature_count);
     assert_non_null(truth);
     if (compare_floats_with_truth(&run->file, name, ours, truth, run->feature_count,
@@ -418,7 +418,7 @@ static void check_features(FixtureRun *run, const char *name) {
 static float *check_loss(FixtureRun *run) {
     float *weights = fixture_floats(&run->file, "loss_weights", run->feature_count);
     assert_non_null(weights);
-    float *features = download(run->backend, resnet_features(&run->model, 0), run->feature_count);
+    float *features = download(run->backend, (const float *)(resnet_features(&run->model, 0)), run->feature_count);
     double loss = 0.0, loss_scale = 0.0;
     for (size_t i = 0; i < run->feature_count; i++) {
         loss += (double)features[i] * weights[i];
@@ -460,7 +460,7 @@ static void run_fixture(const char *backend_name, int depth) {
     ErrorMessage err = {{0}};
     Backend *backend = run.backend;
 
-    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, run.input, 1, &err)) fail_msg("%s", err.text);
+    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, (const Act *)run.input, 1, &err)) fail_msg("%s", err.text);
     count_kinks_taken(&run);
     check_features(&run, "features");
     float *weights = check_loss(&run);
@@ -468,12 +468,12 @@ static void run_fixture(const char *backend_name, int depth) {
     float *dfeatures = backend->op.alloc(backend, run.feature_count * sizeof(float));
     backend->op.upload(backend, dfeatures, weights, run.feature_count * sizeof(float));
     parameter_set_zero_grads(&run.model.params);
-    if (resnet_backward(&run.model, 0, dfeatures, &err)) fail_msg("%s", err.text);
+    if (resnet_backward(&run.model, 0, (const Act *)dfeatures, &err)) fail_msg("%s", err.text);
     for (int i = 0; i < run.model.params.count; i++)
         check_gradient(&run, &run.model.params.params[i]);
     check_running_stats(&run);
 
-    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, run.input, 0, &err)) fail_msg("%s", err.text);
+    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, (const Act *)run.input, 0, &err)) fail_msg("%s", err.text);
     check_features(&run, "features_eval");
     assert_int_equal(run.model.num_batches_tracked, 1);  // eval forward does not count
 
@@ -636,14 +636,14 @@ static void test_smaller_batch_needs_plans(void **state) {
     if (resnet_create(&model, backend, &config, shapes, 2, 3, &err)) fail_msg("%s", err.text);
     float *big = make_input(backend, "big", 2, 16), *small = make_input(backend, "small", 2, 8);
 
-    assert_int_equal(resnet_forward(&model, 0, 1, big, 0, &err), -1);
+    assert_int_equal(resnet_forward(&model, 0, 1, (const Act *)big, 0, &err), -1);
     assert_non_null(strstr(err.text, "resnet_prepare_batch"));
-    assert_int_equal(resnet_backward(&model, 1, big, &err), -1);  // no training forward yet
+    assert_int_equal(resnet_backward(&model, 1, (const Act *)big, &err), -1);  // no training forward yet
     if (resnet_prepare_batch(&model, 0, 1, &err)) fail_msg("%s", err.text);
-    if (resnet_forward(&model, 0, 1, big, 0, &err)) fail_msg("%s", err.text);
-    float *one = download(backend, resnet_features(&model, 0), 512);
-    if (resnet_forward(&model, 0, 2, big, 0, &err)) fail_msg("%s", err.text);
-    float *two = download(backend, resnet_features(&model, 0), 1024);
+    if (resnet_forward(&model, 0, 1, (const Act *)big, 0, &err)) fail_msg("%s", err.text);
+    float *one = download(backend, (const float *)(resnet_features(&model, 0)), 512);
+    if (resnet_forward(&model, 0, 2, (const Act *)big, 0, &err)) fail_msg("%s", err.text);
+    float *two = download(backend, (const float *)(resnet_features(&model, 0)), 1024);
     // Eval mode treats images independently: the same arithmetic per image.
     assert_int_equal(count_bad("batch 1 vs 2", one, two, 512, 1e-6, 1e-7), 0);
     free(one), free(two);
@@ -652,13 +652,13 @@ static void test_smaller_batch_needs_plans(void **state) {
     float *dfeatures = make_values(backend, "dfeatures", 2 * 512);
     float *interleaved, *sequential;
     parameter_set_zero_grads(&model.params);
-    if (resnet_forward(&model, 0, 2, big, 1, &err) || resnet_forward(&model, 1, 2, small, 1, &err) ||
-        resnet_backward(&model, 1, dfeatures, &err) || resnet_backward(&model, 0, dfeatures, &err))
+    if (resnet_forward(&model, 0, 2, (const Act *)big, 1, &err) || resnet_forward(&model, 1, 2, (const Act *)small, 1, &err) ||
+        resnet_backward(&model, 1, (const Act *)dfeatures, &err) || resnet_backward(&model, 0, (const Act *)dfeatures, &err))
         fail_msg("%s", err.text);
     interleaved = download(backend, model.params.grads, params);
     parameter_set_zero_grads(&model.params);
-    if (resnet_forward(&model, 0, 2, big, 1, &err) || resnet_backward(&model, 0, dfeatures, &err) ||
-        resnet_forward(&model, 1, 2, small, 1, &err) || resnet_backward(&model, 1, dfeatures, &err))
+    if (resnet_forward(&model, 0, 2, (const Act *)big, 1, &err) || resnet_backward(&model, 0, (const Act *)dfeatures, &err) ||
+        resnet_forward(&model, 1, 2, (const Act *)small, 1, &err) || resnet_backward(&model, 1, (const Act *)dfeatures, &err))
         fail_msg("%s", err.text);
     sequential = download(backend, model.params.grads, params);
     // Only the order of two additions per element differs.
@@ -732,7 +732,7 @@ static int weights_pair_setup(void **state) {
         resnet_allocate(&pair->b, &shape, 1, &err))
         fail_msg("%s", err.text);
     pair->input = make_input(pair->backend, "input", 2, 16);
-    if (resnet_forward(&pair->a, 0, 2, pair->input, 1, &err)) fail_msg("%s", err.text);
+    if (resnet_forward(&pair->a, 0, 2, (const Act *)pair->input, 1, &err)) fail_msg("%s", err.text);
     pair->a.num_batches_tracked = 5;
     temp_path(pair->path, sizeof pair->path, "saved");
     if (resnet_save(&pair->a, pair->path, &err)) fail_msg("%s", err.text);
@@ -776,11 +776,11 @@ static void test_save_load_round_trip(void **state) {
     float *bb = download(backend, pair->b.buffers.values, pair->b.buffers.total);
     assert_memory_equal(ba, bb, pair->a.buffers.total * sizeof *ba);
     assert_int_equal(pair->b.num_batches_tracked, 5);
-    if (resnet_forward(&pair->a, 0, 2, pair->input, 0, &err) ||
-        resnet_forward(&pair->b, 0, 2, pair->input, 0, &err))
+    if (resnet_forward(&pair->a, 0, 2, (const Act *)pair->input, 0, &err) ||
+        resnet_forward(&pair->b, 0, 2, (const Act *)pair->input, 0, &err))
         fail_msg("%s", err.text);
-    float *fa = download(backend, resnet_features(&pair->a, 0), 1024);
-    float *fb = download(backend, resnet_features(&pair->b, 0), 1024);
+    float *fa = download(backend, (const float *)(resnet_features(&pair->a, 0)), 1024);
+    float *fb = download(backend, (const float *)(resnet_features(&pair->b, 0)), 1024);
     assert_memory_equal(fa, fb, 1024 * sizeof *fa);
 
     // BF16 files load as the rounded values.

@@ -153,7 +153,7 @@ static void test_features_pooling(void **state) {
         Vit model;
         build_timm_model(&model, &config, &size, 1);
         float *input = vit_fixture_input(backend, "timm_p16", size, BATCH);
-        if (vit_forward(&model, 0, BATCH, input, 0, &err)) fail_msg("%s", err.text);
+        if (vit_forward(&model, 0, BATCH, (const Act *)input, 0, &err)) fail_msg("%s", err.text);
         const int tokens = vit_slot_tokens(&model, 0), dim = model.feature_dim;
         double *truth = vit_fixture_doubles(&fixture, "timm_p16/64/tokens",
                                             (size_t)BATCH * tokens * dim);

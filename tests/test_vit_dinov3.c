@@ -169,8 +169,8 @@ static void test_export_eva(void **state) {
     float *input = vit_fixture_input(backend, "dinov3_swiglu", 32, BATCH);
     const size_t n = (size_t)BATCH * vit_slot_tokens(&model, 0) * 32;
     float *before = malloc(n * sizeof *before), *after = malloc(n * sizeof *after);
-    if (vit_forward(&model, 0, BATCH, input, 0, &err) ||
-        vit_forward(&loaded, 0, BATCH, input, 0, &err))
+    if (vit_forward(&model, 0, BATCH, (const Act *)input, 0, &err) ||
+        vit_forward(&loaded, 0, BATCH, (const Act *)input, 0, &err))
         fail_msg("%s", err.text);
     backend->op.download(backend, before, vit_tokens(&model, 0), n * sizeof *before);
     backend->op.download(backend, after, vit_tokens(&loaded, 0), n * sizeof *after);
@@ -255,7 +255,7 @@ static void test_whole_model_finite_differences(void **state) {
     float *runs[3];
     for (int r = 0; r < 3; r++) {
         w.model.training_forwards = 3;
-        if (vit_forward(&w.model, 0, BATCH, input, r < 2, &err)) fail_msg("%s", err.text);
+        if (vit_forward(&w.model, 0, BATCH, (const Act *)input, r < 2, &err)) fail_msg("%s", err.text);
         runs[r] = malloc(n * sizeof *runs[r]);
         backend->op.download(backend, runs[r], vit_tokens(&w.model, 0), n * sizeof(float));
     }
@@ -273,12 +273,12 @@ static void test_key_bias_gets_no_gradient(void **state) {
     Vit model;
     build_from_file(&model, "gelu/hf.", FIXTURE_HEADS, 2.0f, &config);
     float *input = vit_fixture_input(backend, "dinov3_gelu", 32, BATCH);
-    if (vit_forward(&model, 0, BATCH, input, 1, &err)) fail_msg("%s", err.text);
+    if (vit_forward(&model, 0, BATCH, (const Act *)input, 1, &err)) fail_msg("%s", err.text);
     const size_t n = (size_t)BATCH * vit_slot_tokens(&model, 0) * 32;
     float *dtokens = backend->op.alloc(backend, n * sizeof *dtokens);
     backend->op.fill(backend, dtokens, 1.0f, n);
     parameter_set_zero_grads(&model.params);
-    if (vit_backward_tokens(&model, 0, dtokens, &err)) fail_msg("%s", err.text);
+    if (vit_backward_tokens(&model, 0, (const Act *)dtokens, &err)) fail_msg("%s", err.text);
     float grad[96];
     const Parameter *bias = parameter_find(&model.params, "blocks.0.attn.qkv.bias");
     backend->op.download(backend, grad, bias->grad, sizeof grad);

@@ -58,7 +58,7 @@ static void make_model(Vit *model, int with_weights) {
 static float *download_tokens(Vit *model) {
     ErrorMessage err = {{0}};
     float *input = vit_fixture_input(backend, "timm_p14_reg4", SIZE, BATCH);
-    if (vit_forward(model, 0, BATCH, input, 0, &err)) fail_msg("%s", err.text);
+    if (vit_forward(model, 0, BATCH, (const Act *)input, 0, &err)) fail_msg("%s", err.text);
     const size_t n = (size_t)BATCH * vit_slot_tokens(model, 0) * model->feature_dim;
     float *tokens = malloc(n * sizeof *tokens);
     backend->op.download(backend, tokens, vit_tokens(model, 0), n * sizeof *tokens);

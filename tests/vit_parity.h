@@ -122,7 +122,7 @@ static inline float *vit_parity_forward(const VitParity *p, Vit *model, const ch
     ErrorMessage err = {{0}};
     Backend *backend = p->backend;
     float *input = vit_fixture_input(backend, input_name, size, VIT_PARITY_BATCH);
-    if (vit_forward(model, slot, VIT_PARITY_BATCH, input, training, &err))
+    if (vit_forward(model, slot, VIT_PARITY_BATCH, (const Act *)input, training, &err))
         fail_msg("%s", err.text);
     const int tokens = vit_slot_tokens(model, slot);
     const size_t n = (size_t)VIT_PARITY_BATCH * tokens * model->feature_dim;
@@ -194,7 +194,7 @@ static inline void vit_parity_check_backward(const VitParity *p, Vit *model, int
     float *dtokens = backend->op.alloc(backend, n * sizeof *dtokens);
     backend->op.upload(backend, dtokens, weights, n * sizeof *weights);
     parameter_set_zero_grads(&model->params);
-    if (vit_backward_tokens(model, slot, dtokens, &err)) fail_msg("%s", err.text);
+    if (vit_backward_tokens(model, slot, (const Act *)dtokens, &err)) fail_msg("%s", err.text);
     for (int i = 0; i < model->params.count; i++) {
         const Parameter *param = &model->params.params[i];
         float *ours = malloc(param->count * sizeof *ours);
@@ -238,7 +238,7 @@ static inline double vit_whole_loss(void *context, const float *unused) {
     VitWholeModel *w = context;
     w->model.training_forwards = 7;
     ErrorMessage err = {{0}};
-    if (vit_forward(&w->model, 0, VIT_PARITY_BATCH, w->input, 1, &err)) fail_msg("%s", err.text);
+    if (vit_forward(&w->model, 0, VIT_PARITY_BATCH, (const Act *)w->input, 1, &err)) fail_msg("%s", err.text);
     float *tokens = malloc(w->n_tokens * sizeof *tokens);
     w->backend->op.download(w->backend, tokens, vit_tokens(&w->model, 0),
                             w->n_tokens * sizeof *tokens);
@@ -264,7 +264,7 @@ static inline void vit_whole_model_check(VitWholeModel *w, const char *input_nam
     backend->op.upload(backend, w->dtokens, w->projection, w->n_tokens * sizeof(float));
     vit_whole_loss(w, NULL);
     parameter_set_zero_grads(&w->model.params);
-    if (vit_backward_tokens(&w->model, 0, w->dtokens, &err)) fail_msg("%s", err.text);
+    if (vit_backward_tokens(&w->model, 0, (const Act *)w->dtokens, &err)) fail_msg("%s", err.text);
     const GradcheckTolerance tolerance = {.step = 1e-2f, .rtol = 1e-2, .atol = 2e-3};
     for (int i = 0; i < count; i++) {
         const Parameter *param = parameter_find(&w->model.params, names[i]);

@@ -190,10 +190,10 @@ static int backbone_step(void *context, long step, double parts[2], ErrorMessage
     Backend *backend = bench->model.backend;
     parameter_set_zero_grads(bench->model.params);
     const double before = time_now();
-    if (backbone_forward(&bench->model, 0, bench->batch, bench->input, 1, err)) return -1;
+    if (backbone_forward(&bench->model, 0, bench->batch, (const Act *)bench->input, 1, err)) return -1;
     backend->op.synchronize(backend);
     const double middle = time_now();
-    if (backbone_backward(&bench->model, 0, bench->loss_weights, err)) return -1;
+    if (backbone_backward(&bench->model, 0, (const Act *)bench->loss_weights, err)) return -1;
     backend->op.synchronize(backend);
     parts[0] += middle - before;
     parts[1] += time_now() - middle;
@@ -207,14 +207,15 @@ static void print_memory(const Backbone *model) {
     if (model->spec.kind == BACKBONE_RESNET) {
         const Resnet *resnet = &model->model.resnet;
         for (int s = 0; s < resnet->slot_count; s++)
-            activation_bytes += resnet->slots[s].arena_floats * 4;
-        scratch_bytes = resnet->scratch_floats * 3 * 4;
+            activation_bytes += resnet->slots[s].arena_bytes;
+        scratch_bytes = act_bytes(model->backend, resnet->scratch_elements * 3);
     } else {
         const Vit *vit = &model->model.vit;
         for (int s = 0; s < vit->slot_count; s++)
-            activation_bytes += vit->slots[s].arena_floats * 4;
+            activation_bytes += vit->slots[s].arena_bytes;
         const int wide = vit->config.mlp_hidden;  // >= 3 D in every preset
-        scratch_bytes = vit->scratch_tokens * (3 * vit->config.embed_dim + wide) * 4;
+        scratch_bytes =
+            act_bytes(model->backend, vit->scratch_tokens * (3 * vit->config.embed_dim + wide));
     }
     printf("memory: parameters %.1f MB (+ gradients, + momentum), activations %.1f MB, "
            "gradient scratch %.1f MB\n",
@@ -266,7 +267,7 @@ typedef struct TeacherBench {
 static int teacher_step(void *context, long step, double parts[2], ErrorMessage *err) {
     TeacherBench *bench = context;
     const double before = time_now();
-    if (backbone_forward(&bench->model, 0, bench->batch, bench->input, 0, err)) return -1;
+    if (backbone_forward(&bench->model, 0, bench->batch, (const Act *)bench->input, 0, err)) return -1;
     bench->model.backend->op.synchronize(bench->model.backend);
     parts[0] += time_now() - before;
     return 0;
@@ -389,7 +390,7 @@ static int bench_distillation(const BenchArgs *args, Backend *backend, ErrorMess
     if (!status) status = step_gate_create(&bench.gate, backend, method->group_count, err);
     const size_t pixels = (size_t)method->global_views * args->batch * method->global_size *
                           method->global_size * 3;
-    if (!status && fill_random(backend, method->global_input, pixels, 1) != 0)
+    if (!status && fill_random(backend, (float *)method->global_input, pixels, 1) != 0)
         status = error_set(err, "out of memory for the views");
     Timing timing = {0};
     if (!status) status = time_steps(backend, args, distillation_step, &bench, &timing, err);

@@ -128,7 +128,7 @@ static int run_features(Backend *backend, const ToolOptions *options, ErrorMessa
         backend->op.upload(backend, input, host_input, input_bytes);
         if (resnet_declare(&model, backend, &config, err) ||
             resnet_allocate(&model, &shape, 1, err) || resnet_load(&model, options->weights, err) ||
-            resnet_forward(&model, 0, shape.batch, input, 0, err) ||
+            resnet_forward(&model, 0, shape.batch, (const Act *)input, 0, err) ||
             write_features(backend, &model, shape.batch, options->out, err))
             status = -1;
         resnet_free(&model);  // also after a failed declare (it leaves the model freeable)

@@ -7,9 +7,18 @@
 // backend->alloc); on CPU backends that is host memory.
 //
 // Conventions:
-// - fp32 everywhere for now; activations NHWC, conv weights (Cout, KH, KW,
-//   Cin) ("OHWI": what cuDNN's NHWC kernels and oneDNN's ohwi format use);
-//   torchvision's OIHW appears only at import/export (src/nn).
+// - Activations and their gradients are `Act` buffers, stored in the
+//   backend's compute dtype (Backend.act_element_bytes per element: fp32 on
+//   CPU backends, fp16/bf16 or fp32 on the GPU); everything typed float
+//   (parameters and their gradients, optimizer state, batch-norm and
+//   layer-norm statistics, every loss and the row ops of the heads and
+//   losses) is fp32. Compute and accumulation are fp32 in every op. Models
+//   never do arithmetic on an `Act *` (the type is incomplete, so it does not
+//   compile): slices go through act_at, sizes through act_bytes, and a
+//   method turns a head's output into fp32 with act_to_float before its loss.
+// - Activations NHWC, conv weights (Cout, KH, KW, Cin) ("OHWI": what cuDNN's
+//   NHWC kernels and oneDNN's ohwi format use); torchvision's OIHW appears
+//   only at import/export (src/nn).
 // - Shapes are written next to every pointer argument.
 // - Outputs marked `=` are overwritten; gradients of parameters marked `+=`
 //   accumulate (so micro-batches add up); activation gradients are `=`.
@@ -28,6 +37,10 @@
 #include "util/error.h"
 
 typedef struct Backend Backend;
+
+// An activation buffer in backend memory (see Conventions). Never defined:
+// a pointer to it is only passed around, sliced with act_at.
+typedef struct Act Act;
 
 // Convolution geometry: square kernel, stride and zero padding (what the
 // ResNet family needs); groups = 1, dilation = 1.
@@ -97,6 +110,8 @@ typedef struct BackendOps {
     void (*download)(Backend *backend, void *host, const void *device, size_t bytes);
     void (*copy)(Backend *backend, void *dst, const void *src, size_t bytes);
     void (*fill)(Backend *backend, float *x, float value, size_t n);  // x (n) =
+    // x (bytes) = 0 bits: zero in every dtype (activation buffers)
+    void (*zero)(Backend *backend, void *x, size_t bytes);
     void (*synchronize)(Backend *backend);  // waits for queued work (no-op on CPU)
     // Reading results without waiting for the device: download waits for
     // everything queued; a host slot (pinned host memory and an event on the
@@ -117,14 +132,14 @@ typedef struct BackendOps {
     ConvPlan *(*conv2d_plan)(Backend *backend, const ConvShape *shape, ErrorMessage *err);
     void (*conv2d_plan_free)(Backend *backend, ConvPlan *plan);
     // y (N, OH, OW, Cout) = conv(x (N, H, W, Cin), w (Cout, K, K, Cin))
-    void (*conv2d_forward)(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
-                           float *y);
+    void (*conv2d_forward)(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
+                           Act *y);
     // dx (N, H, W, Cin) = conv_transpose(dy (N, OH, OW, Cout), w)
-    void (*conv2d_backward_data)(Backend *backend, const ConvPlan *plan, const float *dy,
-                                 const float *w, float *dx);
+    void (*conv2d_backward_data)(Backend *backend, const ConvPlan *plan, const Act *dy,
+                                 const Act *w, Act *dx);
     // dw (Cout, K, K, Cin) += correlation of x (N, H, W, Cin) with dy (N, OH, OW, Cout)
-    void (*conv2d_backward_weights)(Backend *backend, const ConvPlan *plan, const float *x,
-                                    const float *dy, float *dw);
+    void (*conv2d_backward_weights)(Backend *backend, const ConvPlan *plan, const Act *x,
+                                    const Act *dy, float *dw);
 
     // ---- batch norm over rows: NHWC 2d (rows = N*H*W) and 1d (rows = N) -----
     // Training: batch statistics (biased variance for normalising), saves
@@ -132,19 +147,19 @@ typedef struct BackendOps {
     // with momentum (PyTorch: running = (1 - m) running + m batch, running_var
     // takes the unbiased variance).
     // y (rows, C) =; save_mean, save_inv_std (C) =; running_mean, running_var (C) updated
-    void (*batchnorm_forward_train)(Backend *backend, size_t rows, int channels, const float *x,
+    void (*batchnorm_forward_train)(Backend *backend, size_t rows, int channels, const Act *x,
                                     const float *gamma, const float *beta, float momentum,
-                                    float eps, float *y, float *save_mean, float *save_inv_std,
+                                    float eps, Act *y, float *save_mean, float *save_inv_std,
                                     float *running_mean, float *running_var);
     // Evaluation: y (rows, C) = gamma (x - running_mean) / sqrt(running_var + eps) + beta
-    void (*batchnorm_forward_eval)(Backend *backend, size_t rows, int channels, const float *x,
+    void (*batchnorm_forward_eval)(Backend *backend, size_t rows, int channels, const Act *x,
                                    const float *gamma, const float *beta,
                                    const float *running_mean, const float *running_var, float eps,
-                                   float *y);
+                                   Act *y);
     // dx (rows, C) =; dgamma, dbeta (C) += ; x is the forward input.
-    void (*batchnorm_backward)(Backend *backend, size_t rows, int channels, const float *x,
-                               const float *dy, const float *gamma, const float *save_mean,
-                               const float *save_inv_std, float *dx, float *dgamma,
+    void (*batchnorm_backward)(Backend *backend, size_t rows, int channels, const Act *x,
+                               const Act *dy, const float *gamma, const float *save_mean,
+                               const float *save_inv_std, Act *dx, float *dgamma,
                                float *dbeta);
 
     // ---- batch norm fused with the ReLU (and residual add) after it ---------
@@ -154,25 +169,25 @@ typedef struct BackendOps {
     // _eval), then add, then relu_forward, with the same rounding (ref: bit
     // for bit). y aliases neither x nor residual.
     void (*batchnorm_relu_forward_train)(Backend *backend, size_t rows, int channels,
-                                         const float *x, const float *residual,
+                                         const Act *x, const Act *residual,
                                          const float *gamma, const float *beta, float momentum,
-                                         float eps, float *y, float *save_mean,
+                                         float eps, Act *y, float *save_mean,
                                          float *save_inv_std, float *running_mean,
                                          float *running_var);
     void (*batchnorm_relu_forward_eval)(Backend *backend, size_t rows, int channels,
-                                        const float *x, const float *residual,
+                                        const Act *x, const Act *residual,
                                         const float *gamma, const float *beta,
                                         const float *running_mean, const float *running_var,
-                                        float eps, float *y);
+                                        float eps, Act *y);
     // Backward of batchnorm_relu_forward_train through its ReLU, the mask
     // taken from its output y (rows, C): with dz = y > 0 ? dy : 0,
     // dx (rows, C) = batchnorm_backward's dx for dz; dgamma, dbeta (C) +=;
     // dresidual (rows, C) = dz (the residual's gradient) unless NULL.
     // dresidual may alias dy; dx aliases neither.
-    void (*batchnorm_relu_backward)(Backend *backend, size_t rows, int channels, const float *x,
-                                    const float *y, const float *dy, const float *gamma,
-                                    const float *save_mean, const float *save_inv_std, float *dx,
-                                    float *dgamma, float *dbeta, float *dresidual);
+    void (*batchnorm_relu_backward)(Backend *backend, size_t rows, int channels, const Act *x,
+                                    const Act *y, const Act *dy, const float *gamma,
+                                    const float *save_mean, const float *save_inv_std, Act *dx,
+                                    float *dgamma, float *dbeta, Act *dresidual);
 
     // ---- batch norm over several ranks (synchronised BatchNorm) -------------
     // The training forward and backward above, split where the ranks'
@@ -185,7 +200,7 @@ typedef struct BackendOps {
     // norm is dz = dy where relu_out > 0, else 0.
     // squares (C) = sum over rows of (x (rows, C) - mean (C))^2
     void (*batchnorm_centered_squares)(Backend *backend, size_t rows, int channels,
-                                       const float *x, const float *mean, float *squares);
+                                       const Act *x, const float *mean, float *squares);
     // From the mean (C) and the squares (C) of total_rows rows:
     // squares_to_inv_std (C) = 1 / sqrt(squares / total_rows + eps) (in place);
     // running_mean, running_var (C) updated as batchnorm_forward_train does.
@@ -195,53 +210,60 @@ typedef struct BackendOps {
                                         float *running_var);
     // y (rows, C) = (x - mean) inv_std gamma + beta (+ residual (rows, C) unless
     // NULL), then max(., 0) when relu; y aliases neither x nor residual.
-    void (*batchnorm_forward_apply)(Backend *backend, size_t rows, int channels, const float *x,
-                                    const float *residual, int relu, const float *gamma,
+    void (*batchnorm_forward_apply)(Backend *backend, size_t rows, int channels, const Act *x,
+                                    const Act *residual, int relu, const float *gamma,
                                     const float *beta, const float *mean, const float *inv_std,
-                                    float *y);
+                                    Act *y);
     // This rank's sums (2, C) = [sum dz, sum dz xhat], xhat = (x - mean) inv_std;
     // dbeta += sums[0], dgamma += sums[1]; dz_out (rows, C) = dz unless NULL
     // (may alias dy).
     void (*batchnorm_backward_reduce)(Backend *backend, size_t rows, int channels,
-                                      const float *x, const float *relu_out, const float *dy,
-                                      float *dz_out, const float *mean, const float *inv_std,
+                                      const Act *x, const Act *relu_out, const Act *dy,
+                                      Act *dz_out, const float *mean, const float *inv_std,
                                       float *dgamma, float *dbeta, float *sums);
     // dx (rows, C) = gamma inv_std (dz - sums[0] / total_rows - xhat sums[1] /
     // total_rows) with sums (2, C) over all ranks; dx aliases nothing.
     void (*batchnorm_backward_apply)(Backend *backend, size_t rows, size_t total_rows,
-                                     int channels, const float *x, const float *relu_out,
-                                     const float *dy, const float *gamma, const float *mean,
-                                     const float *inv_std, const float *sums, float *dx);
+                                     int channels, const Act *x, const Act *relu_out,
+                                     const Act *dy, const float *gamma, const float *mean,
+                                     const float *inv_std, const float *sums, Act *dx);
 
     // ---- elementwise --------------------------------------------------------
-    void (*relu_forward)(Backend *backend, size_t n, const float *x, float *y);  // y = max(x, 0); may alias
+    void (*relu_forward)(Backend *backend, size_t n, const Act *x, Act *y);  // y = max(x, 0); may alias
     // dx (n) = dy * (y > 0); y is the forward output; dx may alias dy
-    void (*relu_backward)(Backend *backend, size_t n, const float *y, const float *dy, float *dx);
+    void (*relu_backward)(Backend *backend, size_t n, const Act *y, const Act *dy, Act *dx);
     // y (n) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): the exact GELU (torch.nn.GELU()
     // default, not the tanh approximation); y may not alias x
-    void (*gelu_forward)(Backend *backend, size_t n, const float *x, float *y);
+    void (*gelu_forward)(Backend *backend, size_t n, const Act *x, Act *y);
     // dx (n) = dy (Phi(x) + x phi(x)), phi the standard normal density; x is the
     // forward input; dx may alias dy
-    void (*gelu_backward)(Backend *backend, size_t n, const float *x, const float *dy, float *dx);
+    void (*gelu_backward)(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
     void (*add)(Backend *backend, size_t n, const float *a, const float *b, float *y);  // y = a + b
     // y (n) = alpha * x + beta * y  (beta = 0: y is not read)
     void (*axpby)(Backend *backend, size_t n, float alpha, const float *x, float beta, float *y);
     void (*mul)(Backend *backend, size_t n, const float *a, const float *b, float *y);  // y = a * b
+    // The same on activations (residual gradient sums): y (n) = alpha x +
+    // beta y (beta = 0: y is not read)
+    void (*act_axpby)(Backend *backend, size_t n, float alpha, const Act *x, float beta, Act *y);
+    // The fp32 boundary between a model and its loss: y (n) = x (n) in the
+    // other type (to the compute dtype: rounded to nearest even).
+    void (*act_to_float)(Backend *backend, size_t n, const Act *x, float *y);
+    void (*float_to_act)(Backend *backend, size_t n, const float *x, Act *y);
 
     // ---- pooling ------------------------------------------------------------
     // y (N, OH, OW, C) = max over the window; argmax (N, OH, OW, C) = flat
     // input index (within the sample) of the max, for backward
-    void (*maxpool_forward)(Backend *backend, const PoolShape *shape, const float *x, float *y,
+    void (*maxpool_forward)(Backend *backend, const PoolShape *shape, const Act *x, Act *y,
                             int32_t *argmax);
     // dx (N, H, W, C) = scatter of dy (N, OH, OW, C) to argmax (sums where windows overlap)
-    void (*maxpool_backward)(Backend *backend, const PoolShape *shape, const float *dy,
-                             const int32_t *argmax, float *dx);
+    void (*maxpool_backward)(Backend *backend, const PoolShape *shape, const Act *dy,
+                             const int32_t *argmax, Act *dx);
     // y (N, C) = mean over H*W of x (N, H*W, C)
-    void (*avgpool_forward)(Backend *backend, int batch, int pixels, int channels, const float *x,
-                            float *y);
+    void (*avgpool_forward)(Backend *backend, int batch, int pixels, int channels, const Act *x,
+                            Act *y);
     // dx (N, H*W, C) = dy (N, C) / pixels
     void (*avgpool_backward)(Backend *backend, int batch, int pixels, int channels,
-                             const float *dy, float *dx);
+                             const Act *dy, Act *dx);
 
     // ---- matrix products (row-major) -------------------------------------------
     // C (M, N) = alpha * op(A) op(B) + beta * C, op(A) (M, K), op(B) (K, N);
@@ -249,10 +271,22 @@ typedef struct BackendOps {
     void (*gemm)(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
                  float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                  float *c, int ldc);
+    // Fully connected layers on activations (gemm stays the fp32 product of
+    // the losses): weights w (out, in) as PyTorch's nn.Linear, in the compute
+    // dtype; rows of x and y contiguous.
+    // y (rows, out) = x (rows, in) w^T + bias (out; NULL: none)
+    void (*linear_forward)(Backend *backend, int rows, int in, int out, const Act *x,
+                           const Act *w, const float *bias, Act *y);
+    // dx (rows, in) = dy (rows, out) w
+    void (*linear_backward_data)(Backend *backend, int rows, int in, int out, const Act *dy,
+                                 const Act *w, Act *dx);
+    // dw (out, in) += dy^T x; dbias (out) += sum over rows of dy (NULL: none)
+    void (*linear_backward_weights)(Backend *backend, int rows, int in, int out, const Act *x,
+                                    const Act *dy, float *dw, float *dbias);
     // y (rows, C) += bias (C) broadcast over rows
-    void (*bias_add)(Backend *backend, size_t rows, int channels, const float *bias, float *y);
+    void (*bias_add)(Backend *backend, size_t rows, int channels, const float *bias, Act *y);
     // dbias (C) += sum over rows of dy (rows, C)
-    void (*bias_backward)(Backend *backend, size_t rows, int channels, const float *dy,
+    void (*bias_backward)(Backend *backend, size_t rows, int channels, const Act *dy,
                           float *dbias);
 
     // ---- row-wise ops for heads and losses ---------------------------------------
@@ -281,6 +315,8 @@ typedef struct BackendOps {
     void (*dot)(Backend *backend, size_t n, const float *a, const float *b, float *result);
     // y (C) = sum over rows of x (rows, C)
     void (*column_sum)(Backend *backend, size_t rows, int channels, const float *x, float *y);
+    // The same over activations (synchronised batch norm's sums): y (C) fp32
+    void (*act_column_sum)(Backend *backend, size_t rows, int channels, const Act *x, float *y);
     // result (one float) += the number of NaN and infinite values in x (n),
     // exact below 2^24: the divergence check over the parameter and gradient
     // arenas, several of them into one result without a host round trip.
@@ -343,6 +379,26 @@ typedef struct BackendOps {
     void (*ema_update)(Backend *backend, size_t n, float *target, const float *source,
                        float momentum);
 
+    // ---- fp32 twins for the losses --------------------------------------------------
+    // The ops of the same name without _f32 on fp32 buffers (every value
+    // typed float, never rounded to the compute dtype): Barlow Twins' and
+    // VICReg's column normalisation and hinge, the centring of DINO's
+    // teacher logits.
+    void (*relu_forward_f32)(Backend *backend, size_t n, const float *x, float *y);
+    void (*relu_backward_f32)(Backend *backend, size_t n, const float *y, const float *dy,
+                              float *dx);
+    void (*batchnorm_forward_train_f32)(Backend *backend, size_t rows, int channels,
+                                        const float *x, const float *gamma, const float *beta,
+                                        float momentum, float eps, float *y, float *save_mean,
+                                        float *save_inv_std, float *running_mean,
+                                        float *running_var);
+    void (*batchnorm_backward_f32)(Backend *backend, size_t rows, int channels, const float *x,
+                                   const float *dy, const float *gamma, const float *save_mean,
+                                   const float *save_inv_std, float *dx, float *dgamma,
+                                   float *dbeta);
+    void (*bias_add_f32)(Backend *backend, size_t rows, int channels, const float *bias,
+                         float *y);
+
     // ---- dynamic loss scaling (PyTorch's GradScaler, all on the device) ----------
     // state (3 floats): scale, growth tracker (good steps since the last
     // change), 1/scale. Unscaling and the NaN/inf check are the step gate's
@@ -358,14 +414,14 @@ typedef struct BackendOps {
     // last dim): y (rows, C) = (x - mean) inv_std gamma + beta with the biased
     // variance and inv_std = 1 / sqrt(var + eps); mean, inv_std (rows) = the
     // row statistics (fp32), kept for backward. y may not alias x.
-    void (*layernorm_forward)(Backend *backend, size_t rows, int channels, const float *x,
-                              const float *gamma, const float *beta, float eps, float *y,
+    void (*layernorm_forward)(Backend *backend, size_t rows, int channels, const Act *x,
+                              const float *gamma, const float *beta, float eps, Act *y,
                               float *mean, float *inv_std);
     // dx (rows, C) =; dgamma, dbeta (C) +=; x is the forward input, mean and
     // inv_std its saved statistics. dx may not alias dy.
-    void (*layernorm_backward)(Backend *backend, size_t rows, int channels, const float *x,
-                               const float *dy, const float *gamma, const float *mean,
-                               const float *inv_std, float *dx, float *dgamma, float *dbeta);
+    void (*layernorm_backward)(Backend *backend, size_t rows, int channels, const Act *x,
+                               const Act *dy, const float *gamma, const float *mean,
+                               const float *inv_std, Act *dx, float *dgamma, float *dbeta);
 
     // Scaled dot-product attention, per (b, h): softmax(scale q k^T) v over
     // the tokens. q, k, v are read where a fused qkv Linear writes them:
@@ -378,13 +434,13 @@ typedef struct BackendOps {
                                      ErrorMessage *err);
     void (*attention_plan_free)(Backend *backend, AttentionPlan *plan);
     // out (B, T, H, Dh) =, lse (B, H, T) =
-    void (*attention_forward)(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                              float scale, float *out, float *lse);
+    void (*attention_forward)(Backend *backend, const AttentionPlan *plan, const Act *qkv,
+                              float scale, Act *out, float *lse);
     // dqkv (B, T, 3, H, Dh) = the gradients of q, k and v, given the forward's
     // qkv, out and lse and dout (B, T, H, Dh). dqkv aliases nothing.
-    void (*attention_backward)(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                               const float *out, const float *dout, const float *lse,
-                               float scale, float *dqkv);
+    void (*attention_backward)(Backend *backend, const AttentionPlan *plan, const Act *qkv,
+                               const Act *out, const Act *dout, const float *lse,
+                               float scale, Act *dqkv);
 
     // ViT token sequence: tokens (B, 1 + R + P, D) = [cls + cls_pos,
     // registers[0 .. R-1], patches[p] + patch_pos[p]] per sample: the class
@@ -394,15 +450,15 @@ typedef struct BackendOps {
     // patch_pos is NULL for a model without learned positions (DINOv3's
     // RoPE): the patches are copied as they are.
     void (*vit_tokens_forward)(Backend *backend, int batch, int registers, int patches,
-                               int channels, const float *patch_embeddings, const float *cls,
+                               int channels, const Act *patch_embeddings, const float *cls,
                                const float *cls_pos, const float *register_tokens,
-                               const float *patch_pos, float *tokens);
+                               const float *patch_pos, Act *tokens);
     // dpatches (B, P, D) =; dcls, dcls_pos (D), dregisters (R, D) and
     // dpatch_pos (P, D) += the sums over the batch. Pointers NULL in the
     // forward are NULL here (dcls_pos may also be NULL when cls_pos is not,
     // dpatch_pos when patch_pos is not).
     void (*vit_tokens_backward)(Backend *backend, int batch, int registers, int patches,
-                                int channels, const float *dtokens, float *dpatch_embeddings,
+                                int channels, const Act *dtokens, Act *dpatch_embeddings,
                                 float *dcls, float *dcls_pos, float *dregister_tokens,
                                 float *dpatch_pos);
     // Residual add with LayerScale and drop path:
@@ -411,22 +467,22 @@ typedef struct BackendOps {
     // path: 0 for a dropped sample, 1 / keep probability for a kept one).
     // y may alias x.
     void (*residual_scale_add_forward)(Backend *backend, int batch, size_t rows_per_sample,
-                                       int channels, const float *x, const float *branch,
-                                       const float *gamma, const float *sample_scale, float *y);
+                                       int channels, const Act *x, const Act *branch,
+                                       const float *gamma, const float *sample_scale, Act *y);
     // dbranch (B, T, C) = sample_scale[b] gamma[c] dy; dgamma (C) += sum over
     // rows of sample_scale[b] dy branch (when gamma is not NULL). The
     // gradient of x is dy itself.
     void (*residual_scale_add_backward)(Backend *backend, int batch, size_t rows_per_sample,
-                                        int channels, const float *branch, const float *dy,
+                                        int channels, const Act *branch, const Act *dy,
                                         const float *gamma, const float *sample_scale,
-                                        float *dbranch, float *dgamma);
+                                        Act *dbranch, float *dgamma);
     // Token pooling: y (B, C) = mean of x[b, first .. first + count - 1, :]
     // over x (B, T, C) (count 1: the token itself, e.g. the class token).
     void (*token_pool_forward)(Backend *backend, int batch, int tokens, int channels, int first,
-                               int count, const float *x, float *y);
+                               int count, const Act *x, Act *y);
     // dx (B, T, C) = dy[b] / count on the pooled tokens, 0 on the others.
     void (*token_pool_backward)(Backend *backend, int batch, int tokens, int channels, int first,
-                                int count, const float *dy, float *dx);
+                                int count, const Act *dy, Act *dx);
 
     // ---- DINOv3 ViTs: rotary positions, SwiGLU --------------------------------------
     // DINOv3's RoPE, in place on the fused qkv buffer (B, T, 3, H, Dh), Dh
@@ -437,21 +493,21 @@ typedef struct BackendOps {
     // with sin, cos (P, Dh/2) (rope_apply with rotate_half). The values and
     // the first `prefix` tokens (class, registers) are left as they are.
     void (*rope_forward)(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                         int prefix, const float *sin, const float *cos, float *qkv);
+                         int prefix, const float *sin, const float *cos, Act *qkv);
     // Its backward, in place on dqkv (B, T, 3, H, Dh): the query and key
     // gradients rotated back (the transposed rotation, by -angle), so dqkv
     // becomes the gradient of the unrotated q and k; value gradients stay.
     void (*rope_backward)(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                          int prefix, const float *sin, const float *cos, float *dqkv);
+                          int prefix, const float *sin, const float *cos, Act *dqkv);
     // SwiGLU on a packed gate | value projection x (rows, 2H):
     // y (rows, H) = silu(x[:, :H]) x[:, H:], silu(a) = a / (1 + exp(-a)).
     // y may not alias x.
-    void (*swiglu_forward)(Backend *backend, size_t rows, int hidden, const float *x, float *y);
+    void (*swiglu_forward)(Backend *backend, size_t rows, int hidden, const Act *x, Act *y);
     // dx (rows, 2H) =: d gate = dy value silu'(gate), d value = dy silu(gate),
     // silu'(a) = s (1 + a (1 - s)), s = 1 / (1 + exp(-a)). x is the forward
     // input, dy (rows, H); dx aliases neither.
-    void (*swiglu_backward)(Backend *backend, size_t rows, int hidden, const float *x,
-                            const float *dy, float *dx);
+    void (*swiglu_backward)(Backend *backend, size_t rows, int hidden, const Act *x,
+                            const Act *dy, Act *dx);
 
     // ---- distillation: feature-map resize, mixup, strided copies ----------------------
     // Bilinear resize of a feature map as PyTorch's F.interpolate(mode="bilinear",
@@ -461,36 +517,44 @@ typedef struct BackendOps {
     // y = w0 (v0 x[i0, j0] + v1 x[i0, j1]) + w1 (v0 x[i1, j0] + v1 x[i1, j1]).
     // x (B, in_h, in_w, C), y (B, out_h, out_w, C) =.
     void (*resize_bilinear_forward)(Backend *backend, int batch, int in_height, int in_width,
-                                    int channels, const float *x, int out_height,
-                                    int out_width, float *y);
+                                    int channels, const Act *x, int out_height,
+                                    int out_width, Act *y);
     // dx (B, in_h, in_w, C) = the adjoint of the forward applied to dy
     // (B, out_h, out_w, C): each input pixel gets the sum of its weights
     // times the output gradients (no atomics: the sum order is fixed).
     void (*resize_bilinear_backward)(Backend *backend, int batch, int in_height, int in_width,
-                                     int channels, const float *dy, int out_height,
-                                     int out_width, float *dx);
+                                     int channels, const Act *dy, int out_height,
+                                     int out_width, Act *dx);
     // Mixup of samples of `sample` floats: y[b] = lambda x[b] + (1 - lambda)
     // x[permutation[b]] (1 - lambda in fp32), permutation (B) int32 in
     // backend memory. x (B, sample), y (B, sample) =; y may not alias x.
-    void (*mixup)(Backend *backend, int batch, size_t sample, const float *x,
-                  const int32_t *permutation, float lambda, float *y);
+    void (*mixup)(Backend *backend, int batch, size_t sample, const Act *x,
+                  const int32_t *permutation, float lambda, Act *y);
     // Strided copy of a (rows, cols) matrix (cudaMemcpy2D): y[r y_stride + c]
-    // = x[r x_stride + c]; strides in floats, >= cols; x and y do not overlap.
-    void (*copy_2d)(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
-                    float *y, size_t y_stride);
+    // = x[r x_stride + c]; strides in elements, >= cols; x and y do not overlap.
+    void (*copy_2d)(Backend *backend, size_t rows, size_t cols, const Act *x, size_t x_stride,
+                    Act *y, size_t y_stride);
     // ---- DINOv2: masked tokens, Sinkhorn-Knopp, KoLeo ------------------------------
+    // iBOT's masked patches: y (rows, C) = token (C) where mask[r] != 0, else
+    // x (rows, C); mask (rows) is 0 or 1. y may alias x.
+    void (*mask_tokens_forward)(Backend *backend, size_t rows, int channels, const Act *x,
+                                const float *mask, const float *token, Act *y);
+    // dtoken (C) += the sum of the masked rows of dy (rows, C); dx (rows, C)
+    // = dy with the masked rows 0. dx may alias dy.
+    void (*mask_tokens_backward)(Backend *backend, size_t rows, int channels, const float *mask,
+                                 const Act *dy, Act *dx, float *dtoken);
     // y (rows, C) = x (rows, C) * scale[r] per row, scale (rows): iBOT's
-    // per-patch weights and the mask-token blend. y may alias x.
+    // per-patch weights, loss gradients times the loss scale. y may alias x.
     void (*scale_rows)(Backend *backend, size_t rows, int channels, const float *x,
                        const float *scale, float *y);
     // y (count, C) = the rows index[0 .. count-1] of x (any rows, C); index
     // (count) int32 in backend memory, each in range.
     void (*gather_rows)(Backend *backend, int count, int channels, const int32_t *index,
-                        const float *x, float *y);
+                        const Act *x, Act *y);
     // dx[index[i]] (C) += dy[i] for i < count: gather_rows' backward. The
     // indices must be distinct (every row of dx is written by at most one i).
     void (*scatter_add_rows)(Backend *backend, int count, int channels, const int32_t *index,
-                             const float *dy, float *dx);
+                             const Act *dy, Act *dx);
     // Sinkhorn-Knopp assignment of rows samples to cols prototypes (DINOv2's
     // sinkhorn_knopp_teacher, one process): q = exp(scale x (rows, cols));
     // `iterations` times: each column divided by its sum times cols, then
@@ -520,13 +584,14 @@ typedef struct BackendOps {
     // ---- input ---------------------------------------------------------------------
     // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory
     void (*normalize_u8)(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
-                         const float std[3], float *y);
+                         const float std[3], Act *y);
 } BackendOps;
 
 struct Backend {
     const char *name;  // "ref", "cpu", "cuda"
     char device[160];  // what it runs on, for logs: "GPU 0: NVIDIA H100 80GB HBM3"; "" for CPUs
     BackendOps op;
+    size_t act_element_bytes;  // bytes of one Act element: 4 (fp32) or 2 (fp16, bf16)
     int threads;       // CPU threads the backend may use
     void *impl;        // backend-private state
     void (*destroy)(Backend *backend);
@@ -548,6 +613,18 @@ Backend *backend_choose(const char *accelerator, const char *cpu_backend, int gp
 // The number of usable GPUs (CUDA_VISIBLE_DEVICES honoured); 0 with the
 // reason in `why` (no driver, no device, a build without CUDA).
 int backend_gpu_count(char *why, size_t size);
+
+// Bytes of n activation elements.
+static inline size_t act_bytes(const Backend *backend, size_t n) {
+    return n * backend->act_element_bytes;
+}
+// The activation `elements` elements after base.
+static inline Act *act_at(const Backend *backend, Act *base, size_t elements) {
+    return (Act *)((char *)base + act_bytes(backend, elements));
+}
+static inline const Act *act_at_const(const Backend *backend, const Act *base, size_t elements) {
+    return (const Act *)((const char *)base + act_bytes(backend, elements));
+}
 
 // Reads one float result of a reduction back to the host.
 float backend_read_scalar(Backend *backend, const float *device_value);

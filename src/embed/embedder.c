@@ -14,12 +14,14 @@ static const float embed_std[3] = {0.229f, 0.224f, 0.225f};
 
 typedef struct EmbedBuffers {
     uint8_t *pixels;  // (batch, R, R, 3) backend memory
-    float *input;     // (batch, R, R, 3) backend memory
+    Act *input;       // (batch, R, R, 3) backend memory
+    float *features;  // (batch, D) backend memory: the features in fp32
 } EmbedBuffers;
 
 static void embed_buffers_free(Backend *backend, EmbedBuffers *buffers) {
     if (buffers->pixels) backend->op.free(backend, buffers->pixels);
     if (buffers->input) backend->op.free(backend, buffers->input);
+    if (buffers->features) backend->op.free(backend, buffers->features);
     *buffers = (EmbedBuffers){0};
 }
 
@@ -59,7 +61,9 @@ static int embed_batch(Backbone *model, int slot, const Batch *batch, const Embe
     backend->op.normalize_u8(backend, pixels, buffers->pixels, embed_mean, embed_std,
                              buffers->input);
     if (backbone_forward(model, slot, batch->size, buffers->input, 0, err) != 0) return -1;
-    backend->op.download(backend, rows, backbone_features(model, slot),
+    backend->op.act_to_float(backend, (size_t)batch->size * dim, backbone_features(model, slot),
+                             buffers->features);
+    backend->op.download(backend, rows, buffers->features,
                          (size_t)batch->size * dim * sizeof *rows);
     for (int i = 0; i < batch->size; i++) {
         if (batch->failed[i]) memset(rows + (size_t)i * dim, 0, dim * sizeof *rows);
@@ -167,9 +171,11 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
                           (size_t)config->image_size * 3;
     EmbedBuffers buffers = {
         .pixels = backend->op.alloc(backend, values),
-        .input = backend->op.alloc(backend, values * sizeof(float)),
+        .input = backend->op.alloc(backend, act_bytes(backend, values)),
+        .features = backend->op.alloc(
+            backend, (size_t)config->batch_size * model->feature_dim * sizeof(float)),
     };
-    if (!buffers.pixels || !buffers.input) {
+    if (!buffers.pixels || !buffers.input || !buffers.features) {
         embed_buffers_free(backend, &buffers);
         return error_set(err, "embed: out of memory for a batch of %d images", config->batch_size);
     }

@@ -1,16 +1,23 @@
 // Activation arena layout (see activations.h).
 #include "nn/activations.h"
 
-#define ACTIVATION_ALIGN_FLOATS 16  // 64 bytes
+#define ACTIVATION_ALIGN_BYTES 64
 
-float *activation_take(ActivationArena *arena, size_t floats) {
-    float *slice = arena->base ? arena->base + arena->used : NULL;
-    arena->used += (floats + ACTIVATION_ALIGN_FLOATS - 1) / ACTIVATION_ALIGN_FLOATS *
-                   ACTIVATION_ALIGN_FLOATS;
+static void *take_bytes(ActivationArena *arena, size_t bytes) {
+    void *slice = arena->base ? arena->base + arena->used : NULL;
+    arena->used += (bytes + ACTIVATION_ALIGN_BYTES - 1) / ACTIVATION_ALIGN_BYTES *
+                   ACTIVATION_ALIGN_BYTES;
     return slice;
 }
 
+Act *activation_take(ActivationArena *arena, size_t elements) {
+    return take_bytes(arena, elements * arena->act_element_bytes);
+}
+
+float *activation_take_float(ActivationArena *arena, size_t count) {
+    return take_bytes(arena, count * sizeof(float));
+}
+
 int32_t *activation_take_int32(ActivationArena *arena, size_t count) {
-    _Static_assert(sizeof(int32_t) == sizeof(float), "int32 slices share the float arena");
-    return (int32_t *)(void *)activation_take(arena, count);
+    return take_bytes(arena, count * sizeof(int32_t));
 }

@@ -51,23 +51,23 @@ int backbone_spec_size_step(const BackboneSpec *spec) {
 static Resnet *resnet_of(Backbone *b) { return &b->model.resnet; }
 static const Resnet *resnet_of_const(const Backbone *b) { return &b->model.resnet; }
 
-static int resnet_backbone_forward(Backbone *b, int slot, int batch, const float *input,
+static int resnet_backbone_forward(Backbone *b, int slot, int batch, const Act *input,
                                    int training, ErrorMessage *err) {
     return resnet_forward(resnet_of(b), slot, batch, input, training, err);
 }
-static const float *resnet_backbone_features(const Backbone *b, int slot) {
+static const Act *resnet_backbone_features(const Backbone *b, int slot) {
     return resnet_features(resnet_of_const(b), slot);
 }
-static int resnet_backbone_backward(Backbone *b, int slot, const float *dfeatures,
+static int resnet_backbone_backward(Backbone *b, int slot, const Act *dfeatures,
                                     ErrorMessage *err) {
     return resnet_backward(resnet_of(b), slot, dfeatures, err);
 }
-static const float *resnet_backbone_feature_map(Backbone *b, int slot, int *height,
+static const Act *resnet_backbone_feature_map(Backbone *b, int slot, int *height,
                                                 int *width) {
     return resnet_feature_map(resnet_of(b), slot, height, width);
 }
-static int resnet_backbone_backward_map(Backbone *b, int slot, const float *dfeatures,
-                                        const float *dmap, ErrorMessage *err) {
+static int resnet_backbone_backward_map(Backbone *b, int slot, const Act *dfeatures,
+                                        const Act *dmap, ErrorMessage *err) {
     return resnet_backward_map(resnet_of(b), slot, dfeatures, dmap, err);
 }
 static int resnet_backbone_prepare(Backbone *b, int slot, int batch, ErrorMessage *err) {
@@ -112,22 +112,22 @@ static const BackboneOps resnet_backbone_ops = {
 static Vit *vit_of(Backbone *b) { return &b->model.vit; }
 static const Vit *vit_of_const(const Backbone *b) { return &b->model.vit; }
 
-static int vit_backbone_forward(Backbone *b, int slot, int batch, const float *input,
+static int vit_backbone_forward(Backbone *b, int slot, int batch, const Act *input,
                                 int training, ErrorMessage *err) {
     return vit_forward(vit_of(b), slot, batch, input, training, err);
 }
-static const float *vit_backbone_features(const Backbone *b, int slot) {
+static const Act *vit_backbone_features(const Backbone *b, int slot) {
     return vit_features(vit_of_const(b), slot);
 }
-static int vit_backbone_backward(Backbone *b, int slot, const float *dfeatures,
+static int vit_backbone_backward(Backbone *b, int slot, const Act *dfeatures,
                                  ErrorMessage *err) {
     return vit_backward(vit_of(b), slot, dfeatures, err);
 }
-static const float *vit_backbone_feature_map(Backbone *b, int slot, int *height, int *width) {
+static const Act *vit_backbone_feature_map(Backbone *b, int slot, int *height, int *width) {
     return vit_feature_map(vit_of(b), slot, height, width);
 }
-static int vit_backbone_backward_map(Backbone *b, int slot, const float *dfeatures,
-                                     const float *dmap, ErrorMessage *err) {
+static int vit_backbone_backward_map(Backbone *b, int slot, const Act *dfeatures,
+                                     const Act *dmap, ErrorMessage *err) {
     return vit_backward_map(vit_of(b), slot, dfeatures, dmap, err);
 }
 static int vit_backbone_prepare(Backbone *b, int slot, int batch, ErrorMessage *err) {

@@ -49,12 +49,12 @@ typedef struct BackboneInput {
 typedef struct Backbone Backbone;
 
 typedef struct BackboneOps {
-    int (*forward)(Backbone *backbone, int slot, int batch, const float *input, int training,
+    int (*forward)(Backbone *backbone, int slot, int batch, const Act *input, int training,
                    ErrorMessage *err);
-    const float *(*features)(const Backbone *backbone, int slot);
-    int (*backward)(Backbone *backbone, int slot, const float *dfeatures, ErrorMessage *err);
-    const float *(*feature_map)(Backbone *backbone, int slot, int *height, int *width);
-    int (*backward_map)(Backbone *backbone, int slot, const float *dfeatures, const float *dmap,
+    const Act *(*features)(const Backbone *backbone, int slot);
+    int (*backward)(Backbone *backbone, int slot, const Act *dfeatures, ErrorMessage *err);
+    const Act *(*feature_map)(Backbone *backbone, int slot, int *height, int *width);
+    int (*backward_map)(Backbone *backbone, int slot, const Act *dfeatures, const Act *dmap,
                         ErrorMessage *err);
     int (*prepare_batch)(Backbone *backbone, int slot, int batch, ErrorMessage *err);
     int (*init)(Backbone *backbone, uint64_t seed, ErrorMessage *err);
@@ -118,16 +118,16 @@ void backbone_set_draw_key(Backbone *backbone, uint64_t key);
 // statistics across the batch): nothing to attach.
 int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err);
 
-static inline int backbone_forward(Backbone *b, int slot, int batch, const float *input,
+static inline int backbone_forward(Backbone *b, int slot, int batch, const Act *input,
                                    int training, ErrorMessage *err) {
     return b->ops->forward(b, slot, batch, input, training, err);
 }
 // (batch, feature_dim) of the slot's last forward.
-static inline const float *backbone_features(const Backbone *b, int slot) {
+static inline const Act *backbone_features(const Backbone *b, int slot) {
     return b->ops->features(b, slot);
 }
 // Parameter gradients += given dfeatures (batch, D) of the slot's last training forward.
-static inline int backbone_backward(Backbone *b, int slot, const float *dfeatures,
+static inline int backbone_backward(Backbone *b, int slot, const Act *dfeatures,
                                     ErrorMessage *err) {
     return b->ops->backward(b, slot, dfeatures, err);
 }
@@ -135,7 +135,7 @@ static inline int backbone_backward(Backbone *b, int slot, const float *dfeature
 // forward (backend memory, valid until the next forward on the slot): a
 // ResNet's last stage before the pool, a ViT's normalised patch tokens on
 // the patch grid.
-static inline const float *backbone_feature_map(Backbone *b, int slot, int *height,
+static inline const Act *backbone_feature_map(Backbone *b, int slot, int *height,
                                                 int *width) {
     return b->ops->feature_map(b, slot, height, width);
 }
@@ -144,8 +144,8 @@ void backbone_feature_map_size(const Backbone *b, int slot, int *height, int *wi
 // Parameter gradients += given dfeatures (batch, D) and dmap (batch, h, w,
 // D) = d(loss)/d(feature map), either NULL (not both), of the slot's last
 // training forward: one backward for losses on both.
-static inline int backbone_backward_map(Backbone *b, int slot, const float *dfeatures,
-                                        const float *dmap, ErrorMessage *err) {
+static inline int backbone_backward_map(Backbone *b, int slot, const Act *dfeatures,
+                                        const Act *dmap, ErrorMessage *err) {
     return b->ops->backward_map(b, slot, dfeatures, dmap, err);
 }
 // Plans so that slot can also run a smaller batch. Outside the step loop.

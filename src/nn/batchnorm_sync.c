@@ -46,15 +46,15 @@ static size_t total_rows(const BatchNormSync *sync, size_t rows) {
     return rows * (size_t)comm_world_size(sync->comm);
 }
 
-void batchnorm_sync_forward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
-                            const float *residual, int relu, float *y, float *save_mean,
+void batchnorm_sync_forward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                            const Act *residual, int relu, Act *y, float *save_mean,
                             float *save_inv_std) {
     BatchNormSync *sync = bn->sync;
     BackendOps *op = &backend->op;
     const int channels = bn->channels;
     const size_t total = total_rows(sync, rows);
     // A failure stays in the communicator (sticky); see batchnorm_sync.h.
-    op->column_sum(backend, rows, channels, x, save_mean);
+    op->act_column_sum(backend, rows, channels, x, save_mean);
     comm_all_reduce(sync->comm, save_mean, (size_t)channels, COMM_SUM, NULL);
     op->axpby(backend, (size_t)channels, 1.0f / (float)total, save_mean, 0.0f, save_mean);
     op->batchnorm_centered_squares(backend, rows, channels, x, save_mean, save_inv_std);
@@ -65,9 +65,9 @@ void batchnorm_sync_forward(Backend *backend, const BatchNorm *bn, size_t rows, 
                                 save_mean, save_inv_std, y);
 }
 
-void batchnorm_sync_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
-                             const float *relu_out, const float *dy, const float *save_mean,
-                             const float *save_inv_std, float *dx, float *dresidual) {
+void batchnorm_sync_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                             const Act *relu_out, const Act *dy, const float *save_mean,
+                             const float *save_inv_std, Act *dx, Act *dresidual) {
     BatchNormSync *sync = bn->sync;
     BackendOps *op = &backend->op;
     const int channels = bn->channels;

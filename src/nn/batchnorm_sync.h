@@ -43,15 +43,15 @@ int batchnorm_sync_attach(BatchNormSync *sync, BatchNorm *bn, ErrorMessage *err)
 // batchnorm_forward / batchnorm_relu_forward in training mode over all
 // ranks: y (rows, C) = BN(x) (+ residual, then ReLU when relu);
 // save_mean, save_inv_std (C) = the global statistics.
-void batchnorm_sync_forward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
-                            const float *residual, int relu, float *y, float *save_mean,
+void batchnorm_sync_forward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                            const Act *residual, int relu, Act *y, float *save_mean,
                             float *save_inv_std);
 // batchnorm_backward / batchnorm_relu_backward (relu_out = the forward's y,
 // or NULL) over all ranks: dx (rows, C) =; weight_grad, bias_grad +=;
 // dresidual (rows, C) = the gradient reaching the norm unless NULL (may
 // alias dy).
-void batchnorm_sync_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
-                             const float *relu_out, const float *dy, const float *save_mean,
-                             const float *save_inv_std, float *dx, float *dresidual);
+void batchnorm_sync_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                             const Act *relu_out, const Act *dy, const float *save_mean,
+                             const float *save_inv_std, Act *dx, Act *dresidual);
 
 #endif

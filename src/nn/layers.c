@@ -60,6 +60,7 @@ int conv2d_declare(Conv2d *conv, ParameterSet *params, const char *name, int in_
 void conv2d_bind(Conv2d *conv, const ParameterSet *params) {
     const Parameter *weight = &params->params[conv->weight_index];
     conv->weight = weight->value;
+    conv->weight_compute = weight->compute;
     conv->weight_grad = weight->grad;
 }
 
@@ -76,15 +77,15 @@ int conv2d_shape(const Conv2d *conv, int batch, int height, int width, ConvShape
                            conv->kernel, conv->stride, conv->padding, err);
 }
 
-void conv2d_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const float *x,
-                    float *y) {
-    backend->op.conv2d_forward(backend, plan, x, conv->weight, y);
+void conv2d_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const Act *x,
+                    Act *y) {
+    backend->op.conv2d_forward(backend, plan, x, conv->weight_compute, y);
 }
 
-void conv2d_backward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const float *x,
-                     const float *dy, float *dx) {
+void conv2d_backward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const Act *x,
+                     const Act *dy, Act *dx) {
     backend->op.conv2d_backward_weights(backend, plan, x, dy, conv->weight_grad);
-    if (dx) backend->op.conv2d_backward_data(backend, plan, dy, conv->weight, dx);
+    if (dx) backend->op.conv2d_backward_data(backend, plan, dy, conv->weight_compute, dx);
 }
 
 // ---- batch norm ---------------------------------------------------------------------
@@ -126,7 +127,7 @@ void batchnorm_init(Backend *backend, const BatchNorm *bn, float gamma_value) {
 }
 
 void batchnorm_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
-                       const float *x, float *y, float *save_mean, float *save_inv_std) {
+                       const Act *x, Act *y, float *save_mean, float *save_inv_std) {
     if (training && bn->sync)
         batchnorm_sync_forward(backend, bn, rows, x, NULL, 0, y, save_mean, save_inv_std);
     else if (training)
@@ -138,9 +139,9 @@ void batchnorm_forward(Backend *backend, const BatchNorm *bn, int training, size
                                            bn->running_mean, bn->running_var, bn->eps, y);
 }
 
-void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
-                        const float *dy, const float *save_mean, const float *save_inv_std,
-                        float *dx) {
+void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                        const Act *dy, const float *save_mean, const float *save_inv_std,
+                        Act *dx) {
     if (bn->sync) {
         batchnorm_sync_backward(backend, bn, rows, x, NULL, dy, save_mean, save_inv_std, dx,
                                 NULL);
@@ -151,7 +152,7 @@ void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, cons
 }
 
 void batchnorm_relu_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
-                            const float *x, const float *residual, float *y, float *save_mean,
+                            const Act *x, const Act *residual, Act *y, float *save_mean,
                             float *save_inv_std) {
     if (training && bn->sync)
         batchnorm_sync_forward(backend, bn, rows, x, residual, 1, y, save_mean, save_inv_std);
@@ -166,9 +167,9 @@ void batchnorm_relu_forward(Backend *backend, const BatchNorm *bn, int training,
                                                 bn->running_var, bn->eps, y);
 }
 
-void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
-                             const float *y, const float *dy, const float *save_mean,
-                             const float *save_inv_std, float *dx, float *dresidual) {
+void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                             const Act *y, const Act *dy, const float *save_mean,
+                             const float *save_inv_std, Act *dx, Act *dresidual) {
     if (bn->sync) {
         batchnorm_sync_backward(backend, bn, rows, x, y, dy, save_mean, save_inv_std, dx,
                                 dresidual);
@@ -205,45 +206,45 @@ void layernorm_init(Backend *backend, const LayerNorm *ln) {
     backend->op.fill(backend, ln->bias, 0.0f, (size_t)ln->channels);
 }
 
-void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const float *x,
-                       float *y, float *mean, float *inv_std) {
+void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const Act *x,
+                       Act *y, float *mean, float *inv_std) {
     backend->op.layernorm_forward(backend, rows, ln->channels, x, ln->weight, ln->bias, ln->eps,
                                   y, mean, inv_std);
 }
 
-void layernorm_backward(Backend *backend, const LayerNorm *ln, size_t rows, const float *x,
-                        const float *dy, const float *mean, const float *inv_std, float *dx) {
+void layernorm_backward(Backend *backend, const LayerNorm *ln, size_t rows, const Act *x,
+                        const Act *dy, const float *mean, const float *inv_std, Act *dx) {
     backend->op.layernorm_backward(backend, rows, ln->channels, x, dy, ln->weight, mean, inv_std,
                                    dx, ln->weight_grad, ln->bias_grad);
 }
 
 // ---- elementwise and pooling ------------------------------------------------------------
 
-void relu_forward(Backend *backend, size_t n, const float *x, float *y) {
+void relu_forward(Backend *backend, size_t n, const Act *x, Act *y) {
     backend->op.relu_forward(backend, n, x, y);
 }
 
-void relu_backward(Backend *backend, size_t n, const float *y, const float *dy, float *dx) {
+void relu_backward(Backend *backend, size_t n, const Act *y, const Act *dy, Act *dx) {
     backend->op.relu_backward(backend, n, y, dy, dx);
 }
 
-void maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+void maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x, Act *y,
                      int32_t *argmax) {
     backend->op.maxpool_forward(backend, shape, x, y, argmax);
 }
 
-void maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
-                      const int32_t *argmax, float *dx) {
+void maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy,
+                      const int32_t *argmax, Act *dx) {
     backend->op.maxpool_backward(backend, shape, dy, argmax, dx);
 }
 
-void avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
-                     float *y) {
+void avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x,
+                     Act *y) {
     backend->op.avgpool_forward(backend, batch, pixels, channels, x, y);
 }
 
-void avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
-                      float *dx) {
+void avgpool_backward(Backend *backend, int batch, int pixels, int channels, const Act *dy,
+                      Act *dx) {
     backend->op.avgpool_backward(backend, batch, pixels, channels, dy, dx);
 }
 
@@ -266,6 +267,7 @@ int linear_declare(Linear *linear, ParameterSet *params, const char *prefix, int
 
 void linear_bind(Linear *linear, const ParameterSet *params) {
     linear->weight = params->params[linear->weight_index].value;
+    linear->weight_compute = params->params[linear->weight_index].compute;
     linear->weight_grad = params->params[linear->weight_index].grad;
     if (linear->has_bias) {
         linear->bias = params->params[linear->bias_index].value;
@@ -284,21 +286,16 @@ int linear_init(Backend *backend, const Linear *linear, const ParameterSet *para
                                 bound, err);
 }
 
-void linear_forward(Backend *backend, const Linear *linear, int rows, const float *x, float *y) {
-    const int in = linear->in_features, out = linear->out_features;
-    backend->op.gemm(backend, 0, 1, rows, out, in, 1.0f, x, in, linear->weight, in, 0.0f, y, out);
-    if (linear->has_bias) backend->op.bias_add(backend, (size_t)rows, out, linear->bias, y);
+void linear_forward(Backend *backend, const Linear *linear, int rows, const Act *x, Act *y) {
+    backend->op.linear_forward(backend, rows, linear->in_features, linear->out_features, x,
+                               linear->weight_compute, linear->has_bias ? linear->bias : NULL, y);
 }
 
-void linear_backward(Backend *backend, const Linear *linear, int rows, const float *x,
-                     const float *dy, float *dx) {
+// weight_grad += dy^T x; bias_grad += sum dy; dx = dy W unless NULL.
+void linear_backward(Backend *backend, const Linear *linear, int rows, const Act *x,
+                     const Act *dy, Act *dx) {
     const int in = linear->in_features, out = linear->out_features;
-    // dW (out, in) += dy^T (out, rows) x (rows, in)
-    backend->op.gemm(backend, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f,
-                     linear->weight_grad, in);
-    if (linear->has_bias)
-        backend->op.bias_backward(backend, (size_t)rows, out, dy, linear->bias_grad);
-    // dx (rows, in) = dy (rows, out) W (out, in)
-    if (dx) backend->op.gemm(backend, 0, 0, rows, in, out, 1.0f, dy, out, linear->weight, in, 0.0f,
-                             dx, in);
+    backend->op.linear_backward_weights(backend, rows, in, out, x, dy, linear->weight_grad,
+                                        linear->has_bias ? linear->bias_grad : NULL);
+    if (dx) backend->op.linear_backward_data(backend, rows, in, out, dy, linear->weight_compute, dx);
 }

@@ -40,6 +40,7 @@ typedef struct Conv2d {
     int in_channels, out_channels, kernel, stride, padding;
     int weight_index;   // in the model's ParameterSet
     float *weight;      // (Cout, K, K, Cin)
+    const Act *weight_compute;  // the same in the compute dtype
     float *weight_grad; // (Cout, K, K, Cin)
 } Conv2d;
 
@@ -55,12 +56,12 @@ int conv2d_init_kaiming(Backend *backend, const Conv2d *conv, const ParameterSet
 int conv2d_shape(const Conv2d *conv, int batch, int height, int width, ConvShape *shape,
                  ErrorMessage *err);
 // y (N, OH, OW, Cout) = conv(x (N, H, W, Cin))
-void conv2d_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const float *x,
-                    float *y);
+void conv2d_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const Act *x,
+                    Act *y);
 // weight_grad += dW; dx (N, H, W, Cin) = dL/dx unless dx is NULL (first layer).
 // x (N, H, W, Cin) is the forward input, dy (N, OH, OW, Cout).
-void conv2d_backward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const float *x,
-                     const float *dy, float *dx);
+void conv2d_backward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const Act *x,
+                     const Act *dy, Act *dx);
 
 // ---- batch norm over rows: 2d on NHWC (rows = N*H*W) or 1d (rows = N) -------
 
@@ -91,26 +92,26 @@ void batchnorm_init(Backend *backend, const BatchNorm *bn, float gamma_value);
 // running statistics updated. Otherwise running statistics (saves unused).
 // y (rows, C) = BN(x (rows, C)); y may not alias x (backward reads x).
 void batchnorm_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
-                       const float *x, float *y, float *save_mean, float *save_inv_std);
+                       const Act *x, Act *y, float *save_mean, float *save_inv_std);
 // dx (rows, C) =; weight_grad, bias_grad +=. x is the forward input. Only
 // after a training forward (uses the saved batch statistics).
-void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
-                        const float *dy, const float *save_mean, const float *save_inv_std,
-                        float *dx);
+void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                        const Act *dy, const float *save_mean, const float *save_inv_std,
+                        Act *dx);
 
 // Batch norm fused with the ReLU after it (and the residual add before the
 // ReLU, at a residual block's output): y (rows, C) = max(BN(x) + residual, 0),
 // residual (rows, C) or NULL. Equals batchnorm_forward, add, relu_forward;
 // y aliases neither x nor residual.
 void batchnorm_relu_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
-                            const float *x, const float *residual, float *y, float *save_mean,
+                            const Act *x, const Act *residual, Act *y, float *save_mean,
                             float *save_inv_std);
 // Its backward: dy (rows, C) is dL/dy, masked by the output y > 0 on the
 // fly; dx (rows, C) = dL/dx; weight_grad, bias_grad +=; dresidual (rows, C)
 // = the masked dy (the residual's gradient) unless NULL, may alias dy.
-void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const float *x,
-                             const float *y, const float *dy, const float *save_mean,
-                             const float *save_inv_std, float *dx, float *dresidual);
+void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                             const Act *y, const Act *dy, const float *save_mean,
+                             const float *save_inv_std, Act *dx, Act *dresidual);
 
 // ---- layer norm over the channels of each row (PyTorch's nn.LayerNorm) -------
 
@@ -128,32 +129,32 @@ void layernorm_bind(LayerNorm *ln, const ParameterSet *params);
 // PyTorch's init: weight 1, bias 0.
 void layernorm_init(Backend *backend, const LayerNorm *ln);
 // y (rows, C) = LN(x (rows, C)); mean, inv_std (rows) = for backward. y may not alias x.
-void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const float *x,
-                       float *y, float *mean, float *inv_std);
+void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const Act *x,
+                       Act *y, float *mean, float *inv_std);
 // dx (rows, C) =; weight_grad, bias_grad +=. x is the forward input.
-void layernorm_backward(Backend *backend, const LayerNorm *ln, size_t rows, const float *x,
-                        const float *dy, const float *mean, const float *inv_std, float *dx);
+void layernorm_backward(Backend *backend, const LayerNorm *ln, size_t rows, const Act *x,
+                        const Act *dy, const float *mean, const float *inv_std, Act *dx);
 
 // ---- elementwise and pooling -------------------------------------------------
 
 // y (n) = max(x, 0); y may alias x.
-void relu_forward(Backend *backend, size_t n, const float *x, float *y);
+void relu_forward(Backend *backend, size_t n, const Act *x, Act *y);
 // dx (n) = dy * (y > 0); y is the forward output; dx may alias dy.
-void relu_backward(Backend *backend, size_t n, const float *y, const float *dy, float *dx);
+void relu_backward(Backend *backend, size_t n, const Act *y, const Act *dy, Act *dx);
 
 // y (N, OH, OW, C) = max pool of x (N, H, W, C); argmax (N, OH, OW, C) = for backward
-void maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+void maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x, Act *y,
                      int32_t *argmax);
 // dx (N, H, W, C) = scatter of dy (N, OH, OW, C)
-void maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
-                      const int32_t *argmax, float *dx);
+void maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy,
+                      const int32_t *argmax, Act *dx);
 
 // y (N, C) = mean of x (N, pixels, C) over pixels (global average pool)
-void avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
-                     float *y);
+void avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x,
+                     Act *y);
 // dx (N, pixels, C) = dy (N, C) / pixels
-void avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
-                      float *dx);
+void avgpool_backward(Backend *backend, int batch, int pixels, int channels, const Act *dy,
+                      Act *dx);
 
 // ---- linear (fully connected) -------------------------------------------------
 
@@ -162,6 +163,7 @@ typedef struct Linear {
     int has_bias;
     int weight_index, bias_index;
     float *weight, *weight_grad;  // (out, in), as PyTorch
+    const Act *weight_compute;    // the weight in the compute dtype
     float *bias, *bias_grad;      // (out) or NULL
 } Linear;
 
@@ -174,9 +176,9 @@ void linear_bind(Linear *linear, const ParameterSet *params);
 int linear_init(Backend *backend, const Linear *linear, const ParameterSet *params, uint64_t seed,
                 ErrorMessage *err);
 // y (rows, out) = x (rows, in) W^T + b
-void linear_forward(Backend *backend, const Linear *linear, int rows, const float *x, float *y);
+void linear_forward(Backend *backend, const Linear *linear, int rows, const Act *x, Act *y);
 // dx (rows, in) = dy W (skipped when dx is NULL); weight_grad += dy^T x; bias_grad += sum dy.
-void linear_backward(Backend *backend, const Linear *linear, int rows, const float *x,
-                     const float *dy, float *dx);
+void linear_backward(Backend *backend, const Linear *linear, int rows, const Act *x,
+                     const Act *dy, Act *dx);
 
 #endif

@@ -52,10 +52,12 @@ int parameter_set_allocate(ParameterSet *set, ErrorMessage *err) {
     if (!set->values || (set->with_grads && !set->grads))
         return error_set(err, "out of memory for %zu MB of parameters", bytes >> 20);
     backend->op.fill(backend, set->values, 0.0f, set->total);
+    set->compute = (Act *)set->values;
     if (set->grads) backend->op.fill(backend, set->grads, 0.0f, set->total);
     for (int i = 0; i < set->count; i++) {
         Parameter *param = &set->params[i];
         param->value = set->values + param->offset;
+        param->compute = act_at_const(backend, set->compute, param->offset);
         param->grad = set->grads ? set->grads + param->offset : NULL;
     }
     return 0;

@@ -34,6 +34,7 @@ typedef struct Parameter {
     size_t count;                     // elements
     size_t offset;                    // into the arenas, in floats
     float *value;                     // backend memory, (count)
+    const Act *compute;               // the value in the compute dtype (see ParameterSet)
     float *grad;                      // backend memory, (count); NULL for buffers
 } Parameter;
 
@@ -46,6 +47,10 @@ typedef struct ParameterSet {
     size_t total;    // floats in each arena
     float *values;   // (total) one allocation
     float *grads;    // (total) one allocation, or NULL
+    // The values in the backend's compute dtype, what conv and linear ops
+    // read (autocast's weight copy). With fp32 activations it is the values
+    // themselves.
+    Act *compute;
 } ParameterSet;
 
 void parameter_set_init(ParameterSet *set, Backend *backend, int with_grads);

@@ -226,44 +226,44 @@ int resnet_prepare_batch(Resnet *model, int slot_index, int batch, ErrorMessage 
 
 // ---- activation arenas ---------------------------------------------------------------
 
-static size_t conv_output_floats(const ConvShape *shape) {
+static size_t conv_output_elements(const ConvShape *shape) {
     return (size_t)shape->batch * shape->out_height * shape->out_width * shape->out_channels;
 }
 
-static void track_max(size_t *largest, size_t floats) {
-    if (floats > *largest) *largest = floats;
+static void track_max(size_t *largest, size_t elements) {
+    if (elements > *largest) *largest = elements;
+}
+
+// The output of block b (its last stage's conv output size).
+static size_t block_output_elements(const ResnetBlock *block, const ConvShape *shapes) {
+    return conv_output_elements(&shapes[block->first_conv + block->stage_count - 1]);
 }
 
 // Lays out (sizing pass: base NULL) or wires a slot's arena; returns its size
-// in floats and raises *largest to its largest tensor.
-// The output of block b (its last stage's conv output size).
-static size_t block_output_floats(const ResnetBlock *block, const ConvShape *shapes) {
-    return conv_output_floats(&shapes[block->first_conv + block->stage_count - 1]);
-}
-
+// in bytes and raises *largest to its largest tensor (in elements).
 // A frozen model keeps nothing for backward: the blocks' outputs alternate
 // between two buffers and their other tensors share one region, rewound
 // for every block (the arena's `used` is set back to where it began).
-static size_t layout_slot(Resnet *model, ResnetSlot *slot, float *base, size_t *largest) {
-    ActivationArena arena = activation_arena_begin(base);
+static size_t layout_slot(Resnet *model, ResnetSlot *slot, void *base, size_t *largest) {
+    ActivationArena arena = activation_arena_begin(model->backend, base);
     const ResnetPlans *plans = &slot->plans[0];  // at the slot's maximum batch
     const ConvShape *shapes = plans->conv_shapes;
-    const size_t stem = conv_output_floats(&shapes[0]);
+    const size_t stem = conv_output_elements(&shapes[0]);
     const PoolShape *pool = &plans->pool;
     const size_t pooled = (size_t)pool->batch * pool->out_height * pool->out_width * pool->channels;
     slot->stem_conv_out = activation_take(&arena, stem);
     slot->stem_out = activation_take(&arena, stem);
-    slot->stem_bn_mean = activation_take(&arena, RESNET_STEM_CHANNELS);
-    slot->stem_bn_inv_std = activation_take(&arena, RESNET_STEM_CHANNELS);
+    slot->stem_bn_mean = activation_take_float(&arena, RESNET_STEM_CHANNELS);
+    slot->stem_bn_inv_std = activation_take_float(&arena, RESNET_STEM_CHANNELS);
     slot->pool_out = activation_take(&arena, pooled);
     slot->pool_argmax = activation_take_int32(&arena, pooled);
     track_max(largest, stem);
-    float *outputs[2] = {NULL, NULL};
+    Act *outputs[2] = {NULL, NULL};
     size_t shared_start = 0, shared_end = 0;
     if (model->frozen) {
         size_t widest = 0;
         for (int b = 0; b < model->block_count; b++)
-            track_max(&widest, block_output_floats(&model->blocks[b], shapes));
+            track_max(&widest, block_output_elements(&model->blocks[b], shapes));
         outputs[0] = activation_take(&arena, widest);
         outputs[1] = activation_take(&arena, widest);
         shared_start = shared_end = arena.used;
@@ -273,21 +273,21 @@ static size_t layout_slot(Resnet *model, ResnetSlot *slot, float *base, size_t *
         ResnetBlockActivations *saved = &slot->blocks[b];
         if (model->frozen) arena.used = shared_start;
         for (int s = 0; s < block->stage_count; s++) {
-            const size_t floats = conv_output_floats(&shapes[block->first_conv + s]);
-            saved->conv_out[s] = activation_take(&arena, floats);
-            if (s + 1 < block->stage_count) saved->relu_out[s] = activation_take(&arena, floats);
+            const size_t elements = conv_output_elements(&shapes[block->first_conv + s]);
+            saved->conv_out[s] = activation_take(&arena, elements);
+            if (s + 1 < block->stage_count) saved->relu_out[s] = activation_take(&arena, elements);
             else if (model->frozen) saved->out = base ? outputs[b % 2] : NULL;
-            else saved->out = activation_take(&arena, floats);
-            saved->bn_mean[s] = activation_take(&arena, (size_t)block->bn[s].channels);
-            saved->bn_inv_std[s] = activation_take(&arena, (size_t)block->bn[s].channels);
-            track_max(largest, floats);
+            else saved->out = activation_take(&arena, elements);
+            saved->bn_mean[s] = activation_take_float(&arena, (size_t)block->bn[s].channels);
+            saved->bn_inv_std[s] = activation_take_float(&arena, (size_t)block->bn[s].channels);
+            track_max(largest, elements);
         }
         if (block->has_downsample) {
             const int c = block->first_conv + block->stage_count;
-            saved->downsample_conv_out = activation_take(&arena, conv_output_floats(&shapes[c]));
+            saved->downsample_conv_out = activation_take(&arena, conv_output_elements(&shapes[c]));
             const size_t channels = (size_t)block->downsample_bn.channels;
-            saved->bn_mean[block->stage_count] = activation_take(&arena, channels);
-            saved->bn_inv_std[block->stage_count] = activation_take(&arena, channels);
+            saved->bn_mean[block->stage_count] = activation_take_float(&arena, channels);
+            saved->bn_inv_std[block->stage_count] = activation_take_float(&arena, channels);
         }
         if (arena.used > shared_end) shared_end = arena.used;
     }
@@ -305,11 +305,11 @@ static int allocate_slot(Resnet *model, ResnetSlot *slot, ResnetInputShape shape
     if (!slot->blocks || !slot->plans) return error_set(err, "out of memory");
     slot->plans_count = 1;
     if (plans_make(model, shape.batch, shape.resolution, &slot->plans[0], err)) return -1;
-    slot->arena_floats = layout_slot(model, slot, NULL, largest);
-    slot->arena = backend->op.alloc(backend, slot->arena_floats * sizeof(float));
+    slot->arena_bytes = layout_slot(model, slot, NULL, largest);
+    slot->arena = backend->op.alloc(backend, slot->arena_bytes);
     if (!slot->arena)
         return error_set(err, "out of memory for %zu MB of activations (batch %d at %d px)",
-                         slot->arena_floats * sizeof(float) >> 20, shape.batch, shape.resolution);
+                         slot->arena_bytes >> 20, shape.batch, shape.resolution);
     layout_slot(model, slot, slot->arena, largest);
     return 0;
 }
@@ -364,11 +364,11 @@ int resnet_allocate(Resnet *model, const ResnetInputShape *inputs, int input_cou
     // Backward's three gradient buffers; a frozen model needs only the
     // forward's shortcut scratch (the first of them).
     const size_t buffers = model->frozen ? 1 : 3;
-    model->scratch_floats = largest;
-    model->scratch = backend->op.alloc(backend, buffers * largest * sizeof(float));
+    model->scratch_elements = largest;
+    model->scratch = backend->op.alloc(backend, act_bytes(backend, buffers * largest));
     if (!model->scratch)
         return error_set(err, "resnet: out of memory for %zu MB of gradient scratch",
-                         buffers * largest * sizeof(float) >> 20);
+                         act_bytes(backend, buffers * largest) >> 20);
     return 0;
 }
 

@@ -82,10 +82,10 @@ typedef struct ResnetPlans {
 
 // What a block's backward needs, saved by its forward (sizes at the slot's maximum).
 typedef struct ResnetBlockActivations {
-    float *conv_out[RESNET_MAX_STAGES];      // (N, OH, OW, C) each: the BN inputs
-    float *relu_out[RESNET_MAX_STAGES - 1];  // (N, OH, OW, C): relu(bn(conv_out)), next conv input
-    float *out;                              // (N, OH, OW, Cout): relu(bn_last + shortcut)
-    float *downsample_conv_out;              // (N, OH, OW, Cout) or NULL
+    Act *conv_out[RESNET_MAX_STAGES];        // (N, OH, OW, C) each: the BN inputs
+    Act *relu_out[RESNET_MAX_STAGES - 1];    // (N, OH, OW, C): relu(bn(conv_out)), next conv input
+    Act *out;                                // (N, OH, OW, Cout): relu(bn_last + shortcut)
+    Act *downsample_conv_out;                // (N, OH, OW, Cout) or NULL
     float *bn_mean[RESNET_MAX_STAGES + 1];   // (C) saved batch mean; [stage_count] is downsample's
     float *bn_inv_std[RESNET_MAX_STAGES + 1];
 } ResnetBlockActivations;
@@ -94,18 +94,18 @@ typedef struct ResnetSlot {
     ResnetInputShape max;  // largest batch and the resolution
     ResnetPlans *plans;    // [0] for max.batch, more from resnet_prepare_batch
     int plans_count;
-    float *arena;          // backend memory, arena_floats
-    size_t arena_floats;
-    float *stem_conv_out;  // (N, R/2, R/2, 64) BN input
-    float *stem_out;       // (N, R/2, R/2, 64) relu(bn(conv))
+    void *arena;           // backend memory, arena_bytes
+    size_t arena_bytes;
+    Act *stem_conv_out;    // (N, R/2, R/2, 64) BN input
+    Act *stem_out;         // (N, R/2, R/2, 64) relu(bn(conv))
     float *stem_bn_mean, *stem_bn_inv_std;  // (64)
-    float *pool_out;       // (N, R/4, R/4, 64) input of layer1
+    Act *pool_out;         // (N, R/4, R/4, 64) input of layer1
     int32_t *pool_argmax;  // (N, R/4, R/4, 64)
     ResnetBlockActivations *blocks;  // (block_count)
-    float *features;       // (N, D)
+    Act *features;         // (N, D)
     // state of the last forward on this slot
     const ResnetPlans *last_plans;
-    const float *last_input;  // the caller's input; must be unchanged until backward
+    const Act *last_input;  // the caller's input; must be unchanged until backward
     int backward_ready;       // 1 after a training forward
 } ResnetSlot;
 
@@ -124,8 +124,8 @@ typedef struct Resnet {
     Conv2d **convs;           // (conv_count) every conv in plan order
     int slot_count;
     ResnetSlot *slots;
-    float *scratch;           // backend memory: 3 * scratch_floats (frozen: 1 *)
-    size_t scratch_floats;    // the largest activation tensor over all slots
+    Act *scratch;             // backend memory: 3 * scratch_elements (frozen: 1 *)
+    size_t scratch_elements;  // the largest activation tensor over all slots
     // Set between resnet_declare and resnet_allocate for a model that only
     // runs eval forwards (a distillation teacher): parameters without
     // gradients, no backward scratch, and the slots keep nothing for
@@ -163,21 +163,21 @@ int resnet_init(Resnet *model, uint64_t seed, ErrorMessage *err);
 // training: BN uses batch statistics, updates the running ones and
 // num_batches_tracked, and the slot keeps what backward needs; otherwise BN
 // uses the running statistics. Fails only on a bad slot or batch.
-int resnet_forward(Resnet *model, int slot, int batch, const float *input, int training,
+int resnet_forward(Resnet *model, int slot, int batch, const Act *input, int training,
                    ErrorMessage *err);
 // The slot's features (batch, D) from its last forward.
-const float *resnet_features(const Resnet *model, int slot);
+const Act *resnet_features(const Resnet *model, int slot);
 // Parameter gradients += d(loss)/d(params) given dfeatures (batch, D) =
 // d(loss)/d(features) of the slot's last (training) forward.
-int resnet_backward(Resnet *model, int slot, const float *dfeatures, ErrorMessage *err);
+int resnet_backward(Resnet *model, int slot, const Act *dfeatures, ErrorMessage *err);
 // The slot's last stage before the pool, (batch, h, w, D) from its last
 // forward; *height, *width = its size (resnet_feature_map_size).
-const float *resnet_feature_map(const Resnet *model, int slot, int *height, int *width);
+const Act *resnet_feature_map(const Resnet *model, int slot, int *height, int *width);
 // The size of that map at the slot's resolution (R / 32 rounded up).
 void resnet_feature_map_size(const Resnet *model, int slot, int *height, int *width);
 // resnet_backward given d(loss)/d(features) and d(loss)/d(feature map)
 // (batch, h, w, D); either may be NULL (not both).
-int resnet_backward_map(Resnet *model, int slot, const float *dfeatures, const float *dmap,
+int resnet_backward_map(Resnet *model, int slot, const Act *dfeatures, const Act *dmap,
                         ErrorMessage *err);
 
 // Training-mode BatchNorm of every layer over all ranks of sync's

@@ -11,7 +11,7 @@ static size_t conv_rows(const ConvShape *shape) {
     return (size_t)shape->batch * shape->out_height * shape->out_width;
 }
 
-static size_t conv_input_floats(const ConvShape *shape) {
+static size_t conv_input_elements(const ConvShape *shape) {
     return (size_t)shape->batch * shape->in_height * shape->in_width * shape->in_channels;
 }
 
@@ -30,9 +30,9 @@ static size_t conv_input_floats(const ConvShape *shape) {
 // downsample branch's output (only needed until the add).
 static void block_forward(Backend *backend, const ResnetBlock *block,
                           ResnetBlockActivations *saved, const ResnetPlans *plans, int training,
-                          const float *x, float *shortcut_scratch) {
+                          const Act *x, Act *shortcut_scratch) {
     // The shortcut first: the last stage's fused BN adds it.
-    const float *shortcut = x;
+    const Act *shortcut = x;
     if (block->has_downsample) {
         const int c = block->first_conv + block->stage_count;
         const size_t rows = conv_rows(&plans->conv_shapes[c]);
@@ -44,14 +44,14 @@ static void block_forward(Backend *backend, const ResnetBlock *block,
                           saved->bn_inv_std[block->stage_count]);
         shortcut = shortcut_scratch;
     }
-    const float *stage_in = x;
+    const Act *stage_in = x;
     for (int s = 0; s < block->stage_count; s++) {
         const int c = block->first_conv + s;
         const size_t rows = conv_rows(&plans->conv_shapes[c]);
         const int last = s == block->stage_count - 1;
         conv2d_forward(backend, &block->conv[s], plans->conv_plans[c], stage_in,
                        saved->conv_out[s]);
-        float *y = last ? saved->out : saved->relu_out[s];
+        Act *y = last ? saved->out : saved->relu_out[s];
         batchnorm_relu_forward(backend, &block->bn[s], training, rows, saved->conv_out[s],
                                last ? shortcut : NULL, y, saved->bn_mean[s],
                                saved->bn_inv_std[s]);
@@ -63,20 +63,20 @@ static void block_forward(Backend *backend, const ResnetBlock *block,
 // dL/dx through both paths. work: scratch for the BN input gradients.
 static void block_backward(Backend *backend, const ResnetBlock *block,
                            const ResnetBlockActivations *saved, const ResnetPlans *plans,
-                           const float *x, float *dout, float *work, float *dx) {
+                           const Act *x, Act *dout, Act *work, Act *dx) {
     const int last = block->stage_count - 1;
-    const size_t in_floats = conv_input_floats(&plans->conv_shapes[block->first_conv]);
+    const size_t in_elements = conv_input_elements(&plans->conv_shapes[block->first_conv]);
 
     // Residual branch, last stage first; dx carries the running gradient.
     // Each BN backward masks its incoming gradient with its ReLU's output;
     // the last one also leaves the masked gradient dL/d(y_last + shortcut)
     // in dout, for the shortcut.
-    const float *d_stage_out = dout;
+    const Act *d_stage_out = dout;
     for (int s = last; s >= 0; s--) {
         const int c = block->first_conv + s;
         const ConvShape *shape = &plans->conv_shapes[c];
-        const float *stage_in = s > 0 ? saved->relu_out[s - 1] : x;
-        const float *stage_out = s == last ? saved->out : saved->relu_out[s];
+        const Act *stage_in = s > 0 ? saved->relu_out[s - 1] : x;
+        const Act *stage_out = s == last ? saved->out : saved->relu_out[s];
         batchnorm_relu_backward(backend, &block->bn[s], conv_rows(shape), saved->conv_out[s],
                                 stage_out, d_stage_out, saved->bn_mean[s], saved->bn_inv_std[s],
                                 work, s == last ? dout : NULL);
@@ -94,7 +94,7 @@ static void block_backward(Backend *backend, const ResnetBlock *block,
         // dout is no longer needed: it takes the shortcut's dL/dx.
         conv2d_backward(backend, &block->downsample_conv, plans->conv_plans[c], x, work, dout);
     }
-    backend->op.axpby(backend, in_floats, 1.0f, dout, 1.0f, dx);  // dx += shortcut gradient
+    backend->op.act_axpby(backend, in_elements, 1.0f, dout, 1.0f, dx);  // dx += shortcut gradient
 }
 
 // ---- the whole backbone ---------------------------------------------------------------
@@ -117,7 +117,7 @@ static int final_pixels(const Resnet *model, const ResnetPlans *plans) {
     return shape->out_height * shape->out_width;
 }
 
-int resnet_forward(Resnet *model, int slot_index, int batch, const float *input, int training,
+int resnet_forward(Resnet *model, int slot_index, int batch, const Act *input, int training,
                    ErrorMessage *err) {
     if (find_slot(model, slot_index, err)) return -1;
     if (training && model->frozen)
@@ -131,7 +131,7 @@ int resnet_forward(Resnet *model, int slot_index, int batch, const float *input,
                               "(see resnet_prepare_batch)",
                          slot_index, slot->max.batch, slot->max.resolution, batch);
     Backend *backend = model->backend;
-    float *shortcut_scratch = model->scratch;  // free during forward
+    Act *shortcut_scratch = model->scratch;  // free during forward
 
     // Stem: conv1 -> bn1 + relu (fused) -> maxpool.
     const size_t stem_rows = conv_rows(&plans->conv_shapes[0]);
@@ -141,7 +141,7 @@ int resnet_forward(Resnet *model, int slot_index, int batch, const float *input,
     maxpool_forward(backend, &plans->pool, slot->stem_out, slot->pool_out, slot->pool_argmax);
 
     // layer1..layer4.
-    const float *x = slot->pool_out;
+    const Act *x = slot->pool_out;
     for (int b = 0; b < model->block_count; b++) {
         block_forward(backend, &model->blocks[b], &slot->blocks[b], plans, training, x,
                       shortcut_scratch);
@@ -159,7 +159,7 @@ int resnet_forward(Resnet *model, int slot_index, int batch, const float *input,
     return 0;
 }
 
-const float *resnet_features(const Resnet *model, int slot) {
+const Act *resnet_features(const Resnet *model, int slot) {
     return model->slots[slot].features;
 }
 
@@ -169,16 +169,16 @@ void resnet_feature_map_size(const Resnet *model, int slot, int *height, int *wi
     *width = shape->out_width;
 }
 
-const float *resnet_feature_map(const Resnet *model, int slot, int *height, int *width) {
+const Act *resnet_feature_map(const Resnet *model, int slot, int *height, int *width) {
     resnet_feature_map_size(model, slot, height, width);
     return model->slots[slot].blocks[model->block_count - 1].out;
 }
 
-int resnet_backward(Resnet *model, int slot_index, const float *dfeatures, ErrorMessage *err) {
+int resnet_backward(Resnet *model, int slot_index, const Act *dfeatures, ErrorMessage *err) {
     return resnet_backward_map(model, slot_index, dfeatures, NULL, err);
 }
 
-int resnet_backward_map(Resnet *model, int slot_index, const float *dfeatures, const float *dmap,
+int resnet_backward_map(Resnet *model, int slot_index, const Act *dfeatures, const Act *dmap,
                         ErrorMessage *err) {
     if (find_slot(model, slot_index, err)) return -1;
     if (!dfeatures && !dmap) return error_set(err, "resnet: backward without a gradient");
@@ -191,22 +191,23 @@ int resnet_backward_map(Resnet *model, int slot_index, const float *dfeatures, c
     const int batch = plans->batch;
     // Three gradient buffers: A holds the gradient flowing into a block's
     // output, C receives the gradient w.r.t. its input, B is BN scratch.
-    float *grad_a = model->scratch;
-    float *grad_b = model->scratch + model->scratch_floats;
-    float *grad_c = model->scratch + 2 * model->scratch_floats;
+    Act *grad_a = model->scratch;
+    Act *grad_b = act_at(backend, model->scratch, model->scratch_elements);
+    Act *grad_c = act_at(backend, model->scratch, 2 * model->scratch_elements);
 
     // Global average pool, plus the gradient of the map itself.
     const int pixels = final_pixels(model, plans);
-    const size_t map_floats = (size_t)batch * pixels * model->feature_dim;
+    const size_t map_elements = (size_t)batch * pixels * model->feature_dim;
     if (dfeatures) avgpool_backward(backend, batch, pixels, model->feature_dim, dfeatures, grad_a);
-    if (dmap) backend->op.axpby(backend, map_floats, 1.0f, dmap, dfeatures ? 1.0f : 0.0f, grad_a);
+    if (dmap)
+        backend->op.act_axpby(backend, map_elements, 1.0f, dmap, dfeatures ? 1.0f : 0.0f, grad_a);
 
     // layer4..layer1, each block in reverse; the input gradient feeds the block before.
     for (int b = model->block_count - 1; b >= 0; b--) {
-        const float *x = b > 0 ? slot->blocks[b - 1].out : slot->pool_out;
+        const Act *x = b > 0 ? slot->blocks[b - 1].out : slot->pool_out;
         block_backward(backend, &model->blocks[b], &slot->blocks[b], plans, x, grad_a, grad_b,
                        grad_c);
-        float *swap = grad_a;
+        Act *swap = grad_a;
         grad_a = grad_c;
         grad_c = swap;
     }

@@ -181,19 +181,21 @@ int vit_prepare_batch(Vit *model, int slot_index, int batch, ErrorMessage *err) 
 
 // ---- activation arenas ---------------------------------------------------------------------
 
-// Lays out (sizing pass: base NULL) or wires a slot's arena; returns its size in floats.
-static size_t layout_slot(const Vit *model, VitSlot *slot, float *base) {
+// Lays out (sizing pass: base NULL) or wires a slot's arena; returns its size in bytes.
+static size_t layout_slot(const Vit *model, VitSlot *slot, void *base) {
     const VitConfig *c = &model->config;
-    ActivationArena arena = activation_arena_begin(base);
+    ActivationArena arena = activation_arena_begin(model->backend, base);
     const size_t batch = (size_t)slot->max.batch, rows = batch * slot->tokens;
     const size_t dim = (size_t)c->embed_dim, patches = (size_t)slot->grid * slot->grid;
     const size_t positions = (size_t)c->pos_grid * c->pos_grid;
     const int resampled = !c->rope && slot->grid != c->pos_grid;
-    slot->pos_matrix = resampled ? activation_take(&arena, patches * positions) : NULL;
-    slot->patch_pos = resampled ? activation_take(&arena, patches * dim) : NULL;
+    slot->pos_matrix = resampled ? activation_take_float(&arena, patches * positions) : NULL;
+    slot->patch_pos = resampled ? activation_take_float(&arena, patches * dim) : NULL;
+    slot->dpatch_pos =
+        resampled && !model->frozen ? activation_take_float(&arena, patches * dim) : NULL;
     const size_t rope_floats = (size_t)slot->rope_tables * vit_rope_slot_floats(model, slot);
-    slot->rope_sin = c->rope ? activation_take(&arena, rope_floats) : NULL;
-    slot->rope_cos = c->rope ? activation_take(&arena, rope_floats) : NULL;
+    slot->rope_sin = c->rope ? activation_take_float(&arena, rope_floats) : NULL;
+    slot->rope_cos = c->rope ? activation_take_float(&arena, rope_floats) : NULL;
     slot->patch_out = activation_take(&arena, batch * patches * dim);
     slot->tokens_in = activation_take(&arena, rows * dim);
     // Frozen: every block's output is kept, its other tensors share one
@@ -206,28 +208,28 @@ static size_t layout_slot(const Vit *model, VitSlot *slot, float *base) {
         VitBlockActivations *saved = &slot->blocks[b];
         if (model->frozen) arena.used = shared_start;
         saved->norm1_out = activation_take(&arena, rows * dim);
-        saved->norm1_mean = activation_take(&arena, rows);
-        saved->norm1_inv_std = activation_take(&arena, rows);
+        saved->norm1_mean = activation_take_float(&arena, rows);
+        saved->norm1_inv_std = activation_take_float(&arena, rows);
         saved->qkv = activation_take(&arena, rows * 3 * dim);
         saved->attention_out = activation_take(&arena, rows * dim);
-        saved->lse = activation_take(&arena, rows * c->heads);
+        saved->lse = activation_take_float(&arena, rows * c->heads);
         saved->proj_out = activation_take(&arena, rows * dim);
         saved->mid = activation_take(&arena, rows * dim);
         saved->norm2_out = activation_take(&arena, rows * dim);
-        saved->norm2_mean = activation_take(&arena, rows);
-        saved->norm2_inv_std = activation_take(&arena, rows);
+        saved->norm2_mean = activation_take_float(&arena, rows);
+        saved->norm2_inv_std = activation_take_float(&arena, rows);
         saved->fc1_out = activation_take(&arena, rows * fc1_width(c));
         saved->act_out = activation_take(&arena, rows * c->mlp_hidden);
         saved->fc2_out = activation_take(&arena, rows * dim);
         if (!model->frozen) saved->out = activation_take(&arena, rows * dim);
-        saved->drop_scale[0] = activation_take(&arena, batch);
-        saved->drop_scale[1] = activation_take(&arena, batch);
+        saved->drop_scale[0] = activation_take_float(&arena, batch);
+        saved->drop_scale[1] = activation_take_float(&arena, batch);
         if (arena.used > shared_end) shared_end = arena.used;
     }
     arena.used = shared_end;
     slot->norm_out = activation_take(&arena, rows * dim);
-    slot->norm_mean = activation_take(&arena, rows);
-    slot->norm_inv_std = activation_take(&arena, rows);
+    slot->norm_mean = activation_take_float(&arena, rows);
+    slot->norm_inv_std = activation_take_float(&arena, rows);
     slot->features = activation_take(&arena, batch * dim);
     slot->patch_map = activation_take(&arena, batch * patches * dim);
     return arena.used;
@@ -265,11 +267,11 @@ static int allocate_slot(Vit *model, VitSlot *slot, VitInputShape shape, ErrorMe
     if (!slot->blocks || !slot->plans) return error_set(err, "out of memory");
     slot->plans_count = 1;
     if (plans_make(model, slot, shape.batch, &slot->plans[0], err)) return -1;
-    slot->arena_floats = layout_slot(model, slot, NULL);
-    slot->arena = backend->op.alloc(backend, slot->arena_floats * sizeof(float));
+    slot->arena_bytes = layout_slot(model, slot, NULL);
+    slot->arena = backend->op.alloc(backend, slot->arena_bytes);
     if (!slot->arena)
         return error_set(err, "out of memory for %zu MB of activations (batch %d at %d px)",
-                         slot->arena_floats * sizeof(float) >> 20, shape.batch, shape.resolution);
+                         slot->arena_bytes >> 20, shape.batch, shape.resolution);
     layout_slot(model, slot, slot->arena);
     return upload_pos_matrix(model, slot, err);
 }
@@ -350,12 +352,13 @@ int vit_allocate(Vit *model, const VitInputShape *inputs, int input_count, Error
     // The wide gradient buffer: dqkv (3 D), or the MLP's (H; SwiGLU: dH and d fc1 = 3 H).
     const size_t mlp = (size_t)c->mlp_hidden * (c->swiglu ? 3 : 1);
     const size_t wide = mlp > 3 * (size_t)c->embed_dim ? mlp : 3 * (size_t)c->embed_dim;
-    const size_t floats = model->frozen ? 1 : model->scratch_tokens * (3 * (size_t)c->embed_dim + wide);
-    model->scratch = backend->op.alloc(backend, floats * sizeof(float));
+    const size_t elements =
+        model->frozen ? 1 : model->scratch_tokens * (3 * (size_t)c->embed_dim + wide);
+    model->scratch = backend->op.alloc(backend, act_bytes(backend, elements));
     model->host_scale = malloc((size_t)max_batch * sizeof *model->host_scale);
     if (!model->scratch || !model->host_scale)
         return error_set(err, "%s: out of memory for %zu MB of gradient scratch", c->name,
-                         floats * sizeof(float) >> 20);
+                         act_bytes(backend, elements) >> 20);
     return prepare_rope(model, err);
 }
 

@@ -146,16 +146,19 @@ typedef struct VitPlans {
 
 // What a block's backward needs (sizes at the slot's maximum).
 typedef struct VitBlockActivations {
-    float *norm1_out, *norm1_mean, *norm1_inv_std;  // (B, T, D), (B T), (B T)
-    float *qkv;                                     // (B, T, 3, H, Dh), q and k rotated (RoPE)
-    float *attention_out, *lse;                     // (B, T, D), (B, H, T)
-    float *proj_out;                                // (B, T, D)
-    float *mid;                                     // (B, T, D): x after the attention branch
-    float *norm2_out, *norm2_mean, *norm2_inv_std;
-    float *fc1_out;                                 // (B, T, H) or SwiGLU's (B, T, 2 H)
-    float *act_out;                                 // (B, T, H): GELU / SwiGLU output
-    float *fc2_out;                                 // (B, T, D)
-    float *out;                                     // (B, T, D): the block's output
+    Act *norm1_out;                                 // (B, T, D)
+    float *norm1_mean, *norm1_inv_std;              // (B T), (B T)
+    Act *qkv;                                       // (B, T, 3, H, Dh), q and k rotated (RoPE)
+    Act *attention_out;                             // (B, T, D)
+    float *lse;                                     // (B, H, T)
+    Act *proj_out;                                  // (B, T, D)
+    Act *mid;                                       // (B, T, D): x after the attention branch
+    Act *norm2_out;
+    float *norm2_mean, *norm2_inv_std;
+    Act *fc1_out;                                   // (B, T, H) or SwiGLU's (B, T, 2 H)
+    Act *act_out;                                   // (B, T, H): GELU / SwiGLU output
+    Act *fc2_out;                                   // (B, T, D)
+    Act *out;                                       // (B, T, D): the block's output
     float *drop_scale[2];                           // (B): sample scales of the two branches
 } VitBlockActivations;
 
@@ -165,8 +168,8 @@ typedef struct VitSlot {
     int tokens;              // 1 + R + grid^2
     VitPlans *plans;         // [0] for max.batch, more from vit_prepare_batch
     int plans_count;
-    float *arena;
-    size_t arena_floats;
+    void *arena;
+    size_t arena_bytes;
     float *pos_matrix;       // (grid^2, M^2) resampling map, or NULL at the native grid
     float *patch_pos;        // (grid^2, D) resampled positions, or NULL
     // RoPE models: sin, cos (tables, grid^2, Dh / 2) of the rope ops; table
@@ -175,19 +178,21 @@ typedef struct VitSlot {
     float *rope_sin, *rope_cos;
     int rope_tables;
     int rope_scaled;         // the tables hold a training forward's draws
-    float *patch_out;        // (B, P, D) patch embeddings
-    float *tokens_in;        // (B, T, D) block 0's input
+    float *dpatch_pos;       // (grid^2, D) backward scratch when patch_pos is used
+    Act *patch_out;          // (B, P, D) patch embeddings
+    Act *tokens_in;          // (B, T, D) block 0's input
     VitBlockActivations *blocks;
-    float *norm_out, *norm_mean, *norm_inv_std;  // (B, T, D): the normalised tokens
-    float *features;         // (B, D)
-    float *patch_map;        // (B, grid, grid, D): vit_feature_map's copy of the patch tokens
+    Act *norm_out;           // (B, T, D): the normalised tokens
+    float *norm_mean, *norm_inv_std;  // (B T)
+    Act *features;           // (B, D)
+    Act *patch_map;          // (B, grid, grid, D): vit_feature_map's copy of the patch tokens
     const VitPlans *last_plans;
-    const float *last_input;
+    const Act *last_input;
     int backward_ready;      // 1 after a training forward
     int drop_path_active;    // the last forward drew drop-path masks
     // iBOT masking (vit_set_patch_mask), all backend memory or NULL: the
     // patch embeddings where mask (B P) is 1 are replaced by mask_token (D).
-    const float *patch_mask, *patch_keep;  // (B P): mask and 1 - mask
+    const float *patch_mask;               // (B P): 1 where masked, else 0
     const float *mask_token;
     float *mask_token_grad;                // (D) +=
 } VitSlot;
@@ -210,7 +215,7 @@ typedef struct Vit {
     LayerNorm norm;
     int slot_count;
     VitSlot *slots;
-    float *scratch;          // backend memory: 3 (B, T, D) + one wide (B, T, .) of the largest slot
+    Act *scratch;            // backend memory: 3 (B, T, D) + one wide (B, T, .) of the largest slot
     size_t scratch_tokens;   // B T of the largest slot
     float *host_scale;       // (max batch) drop-path draws before upload
     // RoPE models: the periods (Dh / 4) are the buffer "rope.periods" (so
@@ -253,22 +258,22 @@ int vit_init(Vit *model, uint64_t seed, ErrorMessage *err);
 // features (batch, D) and the normalised tokens of input (batch, R, R, 3)
 // NHWC on slot `slot`. training: drop path is active (when its rate > 0)
 // and the slot keeps what backward needs. Fails only on a bad slot or batch.
-int vit_forward(Vit *model, int slot, int batch, const float *input, int training,
+int vit_forward(Vit *model, int slot, int batch, const Act *input, int training,
                 ErrorMessage *err);
-const float *vit_features(const Vit *model, int slot);  // (batch, D)
+const Act *vit_features(const Vit *model, int slot);  // (batch, D)
 // The normalised tokens (batch, 1 + R + P, D) of the slot's last forward:
 // class token, registers, then the patches row-major over the grid.
-const float *vit_tokens(const Vit *model, int slot);
+const Act *vit_tokens(const Vit *model, int slot);
 int vit_slot_tokens(const Vit *model, int slot);  // 1 + R + P
 // DINOv2's student masking (its prepare_tokens_with_masks) for the
 // following forwards of `slot` and their backward: patch embedding p of
 // sample b (after the patch conv and its bias, before the positions) is
-// replaced by mask_token (D) where mask[b P + p] is 1; keep = 1 - mask. The
+// replaced by mask_token (D) where mask[b P + p] is 1 (else 0). The
 // token is not a ViT parameter (timm's ViT has none): its owner passes its
 // value and gradient (+=). All (B P) / (D) backend memory that must stay
 // unchanged until the backward; mask NULL turns masking off.
-void vit_set_patch_mask(Vit *model, int slot, const float *mask, const float *keep,
-                        const float *mask_token, float *mask_token_grad);
+void vit_set_patch_mask(Vit *model, int slot, const float *mask, const float *mask_token,
+                        float *mask_token_grad);
 // The random draws of the following training forwards (drop path, RoPE
 // rescale) start from key (a batch's global index): training_forwards =
 // key * VIT_FORWARDS_PER_KEY, then counts up (a batch's views and slots
@@ -281,23 +286,23 @@ void vit_set_draw_key(Vit *model, uint64_t key);
 int vit_set_rope_periods(Vit *model, const float *periods, ErrorMessage *err);
 // Parameter gradients += given dfeatures (batch, D) of the slot's last
 // training forward.
-int vit_backward(Vit *model, int slot, const float *dfeatures, ErrorMessage *err);
+int vit_backward(Vit *model, int slot, const Act *dfeatures, ErrorMessage *err);
 // The same given dtokens (batch, T, D) = d(loss)/d(normalised tokens) (for
 // losses on patch tokens).
-int vit_backward_tokens(Vit *model, int slot, const float *dtokens, ErrorMessage *err);
+int vit_backward_tokens(Vit *model, int slot, const Act *dtokens, ErrorMessage *err);
 
 // The normalised patch tokens of the slot's last forward as a feature map
 // (batch, grid, grid, D), copied out of the tokens into slot->patch_map;
 // *height = *width = grid.
-const float *vit_feature_map(Vit *model, int slot, int *height, int *width);
+const Act *vit_feature_map(Vit *model, int slot, int *height, int *width);
 // Parameter gradients += given d(loss)/d(features) (batch, D) and
 // d(loss)/d(feature map) (batch, grid, grid, D); either may be NULL (not both).
-int vit_backward_map(Vit *model, int slot, const float *dfeatures, const float *dmap,
+int vit_backward_map(Vit *model, int slot, const Act *dfeatures, const Act *dmap,
                      ErrorMessage *err);
 // out (batch, T, D) = the output of block `block` (0-based) in the slot's
 // last forward through the final norm, as DINOv2's
 // get_intermediate_layers(norm=True); the last block's equals vit_tokens.
 // Frozen models only (it uses the final norm's saved statistics as scratch).
-int vit_block_tokens(Vit *model, int slot, int block, float *out, ErrorMessage *err);
+int vit_block_tokens(Vit *model, int slot, int block, Act *out, ErrorMessage *err);
 
 #endif

@@ -42,7 +42,7 @@ static const float *drop_path_scales(Vit *model, int block_index, int branch, in
 // RoPE models: rotates (direction 1) the patch tokens' q and k in qkv (B,
 // T, 3, D), or rotates their gradients back (-1).
 static void block_rope(Vit *model, int index, const VitSlot *slot, int batch, int direction,
-                       float *qkv) {
+                       Act *qkv) {
     const VitConfig *c = &model->config;
     if (!c->rope) return;
     const float *sin_table, *cos_table;
@@ -57,7 +57,7 @@ static void block_rope(Vit *model, int index, const VitSlot *slot, int batch, in
 }
 
 static void block_forward(Vit *model, int index, const VitPlans *plans, const VitSlot *slot,
-                          int batch, int training, const float *x) {
+                          int batch, int training, const Act *x) {
     Backend *backend = model->backend;
     const VitConfig *c = &model->config;
     const VitBlock *block = &model->blocks[index];
@@ -93,14 +93,14 @@ static void block_forward(Vit *model, int index, const VitPlans *plans, const Vi
 // Gradient buffers of one backward: three (B, T, D) and one wide (B, T,
 // max(3 D, H), SwiGLU: max(3 D, 3 H)).
 typedef struct VitGradients {
-    float *residual;  // dL/d(the residual stream) flowing down the blocks
-    float *branch, *other, *wide;
-    float *hidden;    // SwiGLU: dL/d(its output) (B, T, H), after d fc1 (B, T, 2 H) in wide
+    Act *residual;  // dL/d(the residual stream) flowing down the blocks
+    Act *branch, *other, *wide;
+    Act *hidden;    // SwiGLU: dL/d(its output) (B, T, H), after d fc1 (B, T, 2 H) in wide
 } VitGradients;
 
 // g->residual: dL/d(block output) in, dL/d(block input) out.
 static void block_backward(Vit *model, int index, const VitPlans *plans, const VitSlot *slot,
-                           int drop_active, const float *x, const VitGradients *g) {
+                           int drop_active, const Act *x, const VitGradients *g) {
     Backend *backend = model->backend;
     const VitConfig *c = &model->config;
     const VitBlock *block = &model->blocks[index];
@@ -127,7 +127,7 @@ static void block_backward(Vit *model, int index, const VitPlans *plans, const V
     linear_backward(backend, &block->fc1, (int)rows, saved->norm2_out, g->wide, g->branch);
     layernorm_backward(backend, &block->norm2, rows, saved->mid, g->branch, saved->norm2_mean,
                        saved->norm2_inv_std, g->other);
-    backend->op.axpby(backend, rows * dim, 1.0f, g->other, 1.0f, g->residual);  // dL/d(mid)
+    backend->op.act_axpby(backend, rows * dim, 1.0f, g->other, 1.0f, g->residual);  // dL/d(mid)
 
     // Attention branch: mid = x + ls1 * drop * proj(attention(qkv(norm1(x)))).
     backend->op.residual_scale_add_backward(backend, batch, per_sample, dim, saved->proj_out,
@@ -144,7 +144,7 @@ static void block_backward(Vit *model, int index, const VitPlans *plans, const V
         backend->op.fill(backend, block->qkv.bias_grad + dim, 0.0f, (size_t)dim);
     layernorm_backward(backend, &block->norm1, rows, x, g->branch, saved->norm1_mean,
                        saved->norm1_inv_std, g->other);
-    backend->op.axpby(backend, rows * dim, 1.0f, g->other, 1.0f, g->residual);  // dL/dx
+    backend->op.act_axpby(backend, rows * dim, 1.0f, g->other, 1.0f, g->residual);  // dL/dx
 }
 
 // ---- the whole backbone ----------------------------------------------------------------
@@ -178,11 +178,11 @@ static const float *patch_positions(Vit *model, const VitSlot *slot) {
     return slot->patch_pos;
 }
 
-static const float *last_block_output(const Vit *model, const VitSlot *slot) {
+static const Act *last_block_output(const Vit *model, const VitSlot *slot) {
     return slot->blocks[model->config.depth - 1].out;
 }
 
-int vit_forward(Vit *model, int slot_index, int batch, const float *input, int training,
+int vit_forward(Vit *model, int slot_index, int batch, const Act *input, int training,
                 ErrorMessage *err) {
     const VitPlans *plans = NULL;
     if (training && model->frozen)
@@ -197,19 +197,15 @@ int vit_forward(Vit *model, int slot_index, int batch, const float *input, int t
     conv2d_forward(backend, &model->patch_embed, plans->patch_plan, input, slot->patch_out);
     backend->op.bias_add(backend, (size_t)batch * patches, dim, model->patch_bias,
                          slot->patch_out);
-    if (slot->patch_mask) {
-        // x = keep x + mask token^T: the masked rows become the token
-        backend->op.scale_rows(backend, (size_t)batch * patches, dim, slot->patch_out,
-                               slot->patch_keep, slot->patch_out);
-        backend->op.gemm(backend, 0, 0, batch * patches, dim, 1, 1.0f, slot->patch_mask, 1,
-                         slot->mask_token, dim, 1.0f, slot->patch_out, dim);
-    }
+    if (slot->patch_mask)  // the masked rows become the token
+        backend->op.mask_tokens_forward(backend, (size_t)batch * patches, dim, slot->patch_out,
+                                        slot->patch_mask, slot->mask_token, slot->patch_out);
     backend->op.vit_tokens_forward(backend, batch, c->register_tokens, patches, dim,
                                    slot->patch_out, model->cls_token,
                                    c->class_pos ? model->pos_embed : NULL, model->reg_token,
                                    patch_positions(model, slot), slot->tokens_in);
     if (c->rope) vit_rope_prepare_forward(model, slot, training);
-    const float *x = slot->tokens_in;
+    const Act *x = slot->tokens_in;
     for (int b = 0; b < c->depth; b++) {
         block_forward(model, b, plans, slot, batch, training, x);
         x = slot->blocks[b].out;
@@ -232,33 +228,36 @@ void vit_set_draw_key(Vit *model, uint64_t key) {
     model->training_forwards = (int64_t)(key * VIT_FORWARDS_PER_KEY);
 }
 
-void vit_set_patch_mask(Vit *model, int slot_index, const float *mask, const float *keep,
-                        const float *mask_token, float *mask_token_grad) {
+void vit_set_patch_mask(Vit *model, int slot_index, const float *mask, const float *mask_token,
+                        float *mask_token_grad) {
     VitSlot *slot = &model->slots[slot_index];
     slot->patch_mask = mask;
-    slot->patch_keep = mask ? keep : NULL;
     slot->mask_token = mask ? mask_token : NULL;
     slot->mask_token_grad = mask ? mask_token_grad : NULL;
 }
 
-const float *vit_features(const Vit *model, int slot) { return model->slots[slot].features; }
+const Act *vit_features(const Vit *model, int slot) { return model->slots[slot].features; }
 
-const float *vit_tokens(const Vit *model, int slot) { return model->slots[slot].norm_out; }
+const Act *vit_tokens(const Vit *model, int slot) { return model->slots[slot].norm_out; }
 
 int vit_slot_tokens(const Vit *model, int slot) { return model->slots[slot].tokens; }
 
 static VitGradients gradient_buffers(const Vit *model) {
+    const Backend *backend = model->backend;
     const size_t step = model->scratch_tokens * (size_t)model->config.embed_dim;
-    float *base = model->scratch;
+    Act *base = model->scratch;
     const VitConfig *c = &model->config;
-    float *hidden = c->swiglu ? base + 3 * step + model->scratch_tokens * 2 * c->mlp_hidden : NULL;
-    return (VitGradients){.residual = base, .branch = base + step, .other = base + 2 * step,
-                          .wide = base + 3 * step, .hidden = hidden};
+    Act *hidden = c->swiglu
+                      ? act_at(backend, base, 3 * step + model->scratch_tokens * 2 * c->mlp_hidden)
+                      : NULL;
+    return (VitGradients){.residual = base, .branch = act_at(backend, base, step),
+                          .other = act_at(backend, base, 2 * step),
+                          .wide = act_at(backend, base, 3 * step), .hidden = hidden};
 }
 
 // Backward from dtokens (B, T, D) = dL/d(normalised tokens); dtokens may be
 // g.other (it is read before that buffer is reused).
-static void backward_from_tokens(Vit *model, VitSlot *slot, const float *dtokens) {
+static void backward_from_tokens(Vit *model, VitSlot *slot, const Act *dtokens) {
     Backend *backend = model->backend;
     const VitConfig *c = &model->config;
     const VitPlans *plans = slot->last_plans;
@@ -278,7 +277,7 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const float *dtokens
     float *pos_grad = c->rope ? NULL : model->pos_grad + patch_pos_offset(c);
     float *dpatch_pos = pos_grad;
     if (slot->patch_pos) {
-        dpatch_pos = g.other;
+        dpatch_pos = slot->dpatch_pos;
         backend->op.fill(backend, dpatch_pos, 0.0f, (size_t)patches * dim);
     }
     backend->op.vit_tokens_backward(backend, batch, c->register_tokens, patches, dim, g.residual,
@@ -291,13 +290,9 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const float *dtokens
         backend->op.gemm(backend, 1, 0, positions, dim, patches, 1.0f, slot->pos_matrix,
                          positions, dpatch_pos, dim, 1.0f, pos_grad, dim);
     }
-    if (slot->patch_mask) {
-        // d token (1, D) += mask^T d x; the masked rows carry no gradient further down
-        backend->op.gemm(backend, 1, 0, 1, dim, batch * patches, 1.0f, slot->patch_mask, 1,
-                         g.branch, dim, 1.0f, slot->mask_token_grad, dim);
-        backend->op.scale_rows(backend, (size_t)batch * patches, dim, g.branch,
-                               slot->patch_keep, g.branch);
-    }
+    if (slot->patch_mask)  // the masked rows' gradient goes to the token, not further down
+        backend->op.mask_tokens_backward(backend, (size_t)batch * patches, dim, slot->patch_mask,
+                                         g.branch, g.branch, slot->mask_token_grad);
     backend->op.bias_backward(backend, (size_t)batch * patches, dim, g.branch,
                               model->patch_bias_grad);
     conv2d_backward(backend, &model->patch_embed, plans->patch_plan, slot->last_input, g.branch,
@@ -313,13 +308,13 @@ static int check_backward(const Vit *model, int slot_index, ErrorMessage *err) {
     return 0;
 }
 
-int vit_backward(Vit *model, int slot_index, const float *dfeatures, ErrorMessage *err) {
+int vit_backward(Vit *model, int slot_index, const Act *dfeatures, ErrorMessage *err) {
     return vit_backward_map(model, slot_index, dfeatures, NULL, err);
 }
 
 // dtokens = the pooling's backward of dfeatures plus dmap placed on the
 // patch rows (the other rows 0), then the common backward.
-int vit_backward_map(Vit *model, int slot_index, const float *dfeatures, const float *dmap,
+int vit_backward_map(Vit *model, int slot_index, const Act *dfeatures, const Act *dmap,
                      ErrorMessage *err) {
     if (check_backward(model, slot_index, err)) return -1;
     if (!dfeatures && !dmap) return error_set(err, "vit: backward without a gradient");
@@ -327,23 +322,24 @@ int vit_backward_map(Vit *model, int slot_index, const float *dfeatures, const f
     Backend *backend = model->backend;
     const VitConfig *c = &model->config;
     const int batch = slot->last_plans->batch, patches = slot->grid * slot->grid;
-    const size_t dim = (size_t)c->embed_dim, floats = slot_rows(slot, batch) * dim;
+    const size_t dim = (size_t)c->embed_dim, elements = slot_rows(slot, batch) * dim;
     const int first_patch = 1 + c->register_tokens;
     const VitGradients g = gradient_buffers(model);
-    float *dtokens = g.other;
+    Act *dtokens = g.other;
     if (dfeatures) {
         const int first = c->pool == VIT_POOL_CLS ? 0 : first_patch;
         const int count = c->pool == VIT_POOL_CLS ? 1 : patches;
         backend->op.token_pool_backward(backend, batch, slot->tokens, c->embed_dim, first, count,
                                         dfeatures, dtokens);
     } else {
-        backend->op.fill(backend, dtokens, 0.0f, floats);
+        backend->op.zero(backend, dtokens, act_bytes(backend, elements));
     }
     if (dmap) {
-        backend->op.fill(backend, g.branch, 0.0f, floats);
+        backend->op.zero(backend, g.branch, act_bytes(backend, elements));
         backend->op.copy_2d(backend, (size_t)batch, patches * dim, dmap, patches * dim,
-                            g.branch + first_patch * dim, (size_t)slot->tokens * dim);
-        backend->op.add(backend, floats, dtokens, g.branch, dtokens);
+                            act_at(backend, g.branch, first_patch * dim),
+                            (size_t)slot->tokens * dim);
+        backend->op.act_axpby(backend, elements, 1.0f, g.branch, 1.0f, dtokens);
     }
     backward_from_tokens(model, slot, dtokens);
     return 0;
@@ -353,19 +349,20 @@ static int last_batch(const VitSlot *slot) {
     return slot->last_plans ? slot->last_plans->batch : slot->max.batch;
 }
 
-const float *vit_feature_map(Vit *model, int slot_index, int *height, int *width) {
+const Act *vit_feature_map(Vit *model, int slot_index, int *height, int *width) {
     VitSlot *slot = &model->slots[slot_index];
     const size_t dim = (size_t)model->config.embed_dim;
     const size_t patches = (size_t)slot->grid * slot->grid;
     const size_t first_patch = 1 + (size_t)model->config.register_tokens;
     model->backend->op.copy_2d(model->backend, (size_t)last_batch(slot), patches * dim,
-                               slot->norm_out + first_patch * dim, (size_t)slot->tokens * dim,
+                               act_at(model->backend, slot->norm_out, first_patch * dim),
+                               (size_t)slot->tokens * dim,
                                slot->patch_map, patches * dim);
     *height = *width = slot->grid;
     return slot->patch_map;
 }
 
-int vit_block_tokens(Vit *model, int slot_index, int block, float *out, ErrorMessage *err) {
+int vit_block_tokens(Vit *model, int slot_index, int block, Act *out, ErrorMessage *err) {
     const VitConfig *c = &model->config;
     if (!model->frozen) return error_set(err, "vit: block tokens of a model that is not frozen");
     if (slot_index < 0 || slot_index >= model->slot_count || block < 0 || block >= c->depth)
@@ -375,14 +372,14 @@ int vit_block_tokens(Vit *model, int slot_index, int block, float *out, ErrorMes
     const size_t rows = slot_rows(slot, last_batch(slot));
     if (block == c->depth - 1)
         model->backend->op.copy(model->backend, out, slot->norm_out,
-                                rows * c->embed_dim * sizeof(float));
+                                act_bytes(model->backend, rows * c->embed_dim));
     else
         layernorm_forward(model->backend, &model->norm, rows, slot->blocks[block].out, out,
                           slot->norm_mean, slot->norm_inv_std);
     return 0;
 }
 
-int vit_backward_tokens(Vit *model, int slot_index, const float *dtokens, ErrorMessage *err) {
+int vit_backward_tokens(Vit *model, int slot_index, const Act *dtokens, ErrorMessage *err) {
     if (check_backward(model, slot_index, err)) return -1;
     backward_from_tokens(model, &model->slots[slot_index], dtokens);
     return 0;

@@ -109,7 +109,7 @@ void barlow_twins_loss_forward(BarlowTwinsLoss *loss, int batch, const float *ou
     op->copy(backend, loss->inputs, out0, n * sizeof(float));
     op->copy(backend, loss->inputs + n, out1, n * sizeof(float));
     for (int view = 0; view < 2; view++)
-        op->batchnorm_forward_train(backend, batch, dim, loss->inputs + view * n, loss->ones,
+        op->batchnorm_forward_train_f32(backend, batch, dim, loss->inputs + view * n, loss->ones,
                                     loss->zeros, 0.0f, BARLOW_TWINS_LOSS_BATCHNORM_EPS,
                                     loss->normalized + view * n,
                                     loss->mean + (size_t)view * dim,
@@ -150,7 +150,7 @@ void barlow_twins_loss_backward(BarlowTwinsLoss *loss, float dloss, float *dout0
     op->copy(backend, an, dout0, n * sizeof(float));
     float *grads[2] = {dout0, dout1};
     for (int view = 0; view < 2; view++)
-        op->batchnorm_backward(backend, batch, dim, loss->inputs + view * n,
+        op->batchnorm_backward_f32(backend, batch, dim, loss->inputs + view * n,
                                loss->normalized + view * n, loss->ones,
                                loss->mean + (size_t)view * dim,
                                loss->inv_std + (size_t)view * dim, grads[view], loss->gamma_grad,

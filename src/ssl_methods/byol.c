@@ -16,8 +16,8 @@ typedef struct ByolState {
     double momentum_start, momentum_end;
     long total_steps;
     float *dprediction;  // (2 batch, out)
-    float *dprojection;  // (2 batch, out)
-    float *dfeatures;    // (2 batch, D)
+    Act *dprojection;    // (2 batch, out)
+    Act *dfeatures;      // (2 batch, D)
 } ByolState;
 
 static int byol_step(Method *method, long step, int batch, ErrorMessage *err) {
@@ -27,17 +27,17 @@ static int byol_step(Method *method, long step, int batch, ErrorMessage *err) {
     const float *target = ema_teacher_forward(&state->target, method, rows, err);
     if (!target) return -1;
     if (backbone_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
-    const float *projection =
-        head_forward(&state->projection, rows, backbone_features(&method->backbone, 0), 1, err);
-    if (!projection) return -1;
-    const float *prediction = head_forward(&state->prediction, rows, projection, 1, err);
+    if (!head_forward(&state->projection, rows, backbone_features(&method->backbone, 0), 1, err))
+        return -1;
+    const float *prediction =
+        head_forward(&state->prediction, rows, head_output_act(&state->projection), 1, err);
     if (!prediction) return -1;
     byol_loss_forward(state->loss, batch, prediction, prediction + half, target, target + half,
                       method_loss(method));
     byol_loss_backward(state->loss, 1.0f, state->dprediction, state->dprediction + half);
     method_scale_loss_gradient(method, 2 * half, state->dprediction);
     if (head_backward(&state->prediction, state->dprediction, state->dprojection, err) ||
-        head_backward(&state->projection, state->dprojection, state->dfeatures, err))
+        head_backward_act(&state->projection, state->dprojection, state->dfeatures, err))
         return -1;
     return backbone_backward(&method->backbone, 0, state->dfeatures, err);
 }
@@ -76,7 +76,7 @@ static void byol_destroy(Method *method) {
     head_free(&state->projection);
     head_free(&state->prediction);
     if (state->loss) byol_loss_destroy(state->loss);
-    float *buffers[] = {state->dprediction, state->dprojection, state->dfeatures};
+    void *buffers[] = {state->dprediction, state->dprojection, state->dfeatures};
     for (int i = 0; i < 3; i++)
         if (buffers[i]) backend->op.free(backend, buffers[i]);
     free(state);
@@ -128,8 +128,8 @@ int byol_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     if (!state->loss) return -1;
     Backend *backend = method->backend;
     state->dprediction = backend->op.alloc(backend, (size_t)rows * (size_t)out * sizeof(float));
-    state->dprojection = backend->op.alloc(backend, (size_t)rows * (size_t)out * sizeof(float));
-    state->dfeatures = backend->op.alloc(backend, (size_t)rows * dim * sizeof(float));
+    state->dprojection = backend->op.alloc(backend, act_bytes(backend, (size_t)rows * out));
+    state->dfeatures = backend->op.alloc(backend, act_bytes(backend, (size_t)rows * dim));
     if (!state->dprediction || !state->dprojection || !state->dfeatures)
         return error_set(err, "out of memory");
     method->scalar_count = 1;

@@ -29,9 +29,9 @@ typedef struct DinoState {
     DinoLoss *loss;
     double teacher_temp, warmup_teacher_temp, momentum_start, momentum_end;
     long warmup_teacher_temp_steps, total_steps;
-    float *features;    // (views batch, D): global then local features, the head input
+    Act *features;      // (views batch, D): global then local features, the head input
     float *dprojection; // (views batch, out)
-    float *dfeatures;   // (views batch, D)
+    Act *dfeatures;     // (views batch, D)
 } DinoState;
 
 // LightlyTrain's _scaling.interpolate: linear in input between the two
@@ -78,13 +78,13 @@ static int dino_step(Method *method, long step, int batch, ErrorMessage *err) {
     if (backbone_forward(&method->backbone, 0, global_rows, method->global_input, 1, err))
         return -1;
     backend->op.copy(backend, state->features, backbone_features(&method->backbone, 0),
-                     (size_t)global_rows * dim * sizeof(float));
+                     act_bytes(backend, (size_t)global_rows * dim));
     if (local_rows) {
         if (backbone_forward(&method->backbone, 1, local_rows, method->local_input, 1, err))
             return -1;
-        backend->op.copy(backend, state->features + (size_t)global_rows * dim,
+        backend->op.copy(backend, act_at(backend, state->features, (size_t)global_rows * dim),
                          backbone_features(&method->backbone, 1),
-                         (size_t)local_rows * dim * sizeof(float));
+                         act_bytes(backend, (size_t)local_rows * dim));
     }
     const float *student =
         head_forward(&state->head, global_rows + local_rows, state->features, 1, err);
@@ -106,7 +106,8 @@ static int dino_step(Method *method, long step, int batch, ErrorMessage *err) {
     if (head_backward(&state->head, state->dprojection, state->dfeatures, err)) return -1;
     if (backbone_backward(&method->backbone, 0, state->dfeatures, err)) return -1;
     if (local_rows &&
-        backbone_backward(&method->backbone, 1, state->dfeatures + (size_t)global_rows * dim, err))
+        backbone_backward(&method->backbone, 1,
+                          act_at(backend, state->dfeatures, (size_t)global_rows * dim), err))
         return -1;
     return 0;
 }
@@ -146,7 +147,7 @@ static void dino_destroy(Method *method) {
     ema_teacher_free(&state->teacher);
     head_free(&state->head);
     if (state->loss) dino_loss_destroy(state->loss);
-    float *buffers[] = {state->features, state->dprojection, state->dfeatures};
+    void *buffers[] = {state->features, state->dprojection, state->dfeatures};
     for (int i = 0; i < 3; i++)
         if (buffers[i]) backend->op.free(backend, buffers[i]);
     free(state);
@@ -225,9 +226,9 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
                                    method->comm, err);
     if (!state->loss) return -1;
     Backend *backend = method->backend;
-    state->features = backend->op.alloc(backend, (size_t)rows * dim * sizeof(float));
+    state->features = backend->op.alloc(backend, act_bytes(backend, (size_t)rows * dim));
     state->dprojection = backend->op.alloc(backend, (size_t)rows * (size_t)out * sizeof(float));
-    state->dfeatures = backend->op.alloc(backend, (size_t)rows * dim * sizeof(float));
+    state->dfeatures = backend->op.alloc(backend, act_bytes(backend, (size_t)rows * dim));
     if (!state->features || !state->dprojection || !state->dfeatures)
         return error_set(err, "out of memory");
     method->scalar_count = 2;

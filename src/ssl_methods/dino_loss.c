@@ -150,7 +150,7 @@ void dino_loss_forward(DinoLoss *loss, int batch, const float *const *teacher_ou
         op->copy(backend, loss->teacher + g * view, teacher_out[g], view * sizeof(float));
     op->axpby(backend, dim, -1.0f, loss->center, 0.0f, loss->negated_center);
     op->copy(backend, loss->scratch, loss->teacher, global_views * view * sizeof(float));
-    op->bias_add(backend, teacher_rows, dim, loss->negated_center, loss->scratch);
+    op->bias_add_f32(backend, teacher_rows, dim, loss->negated_center, loss->scratch);
     op->softmax_forward(backend, (int)teacher_rows, dim, loss->scratch, 1.0f / teacher_temp,
                         loss->targets);
     score_students(loss, batch, student_out, value);

@@ -47,17 +47,19 @@ typedef struct Dinov2State {
     uint64_t seed;
     int tokens, local_tokens, patches, max_masked;
     // host: this step's masks
-    float *host_mask, *host_keep, *host_weight;
+    float *host_mask, *host_weight;
     int32_t *host_index;
     // backend
-    float *mask, *keep, *weight;   // (2 B P), (2 B P), (M)
+    float *mask, *weight;          // (2 B P), (M)
     int32_t *token_index;          // (M) rows of the (2 B T) token table
-    float *teacher_in;             // (2 B + M, D) class tokens, then masked patch tokens
-    float *student_in;             // ((2 + L) B + M, D) global, local class tokens, patches
+    Act *teacher_in;               // (2 B + M, D) class tokens, then masked patch tokens
+    Act *student_in;               // ((2 + L) B + M, D) global, local class tokens, patches
+    float *student_features;       // (2 B, D) fp32 copy of the global class tokens (KoLeo)
     float *dstudent_out;           // ((2 + L) B + M, K)
-    float *dstudent_in;            // ((2 + L) B + M, D)
+    Act *dstudent_in;              // ((2 + L) B + M, D)
     float *dfeatures;              // (2 B, D) KoLeo's gradient
-    float *dtokens;                // (max(2 B T, L B T_local), D)
+    Act *dfeatures_act;            // (2 B, D) the same as activations
+    Act *dtokens;                  // (max(2 B T, L B T_local), D)
     float *terms;                  // (DINOV2_TERMS) the loss's terms of the step
 } Dinov2State;
 
@@ -73,7 +75,7 @@ static float dinov2_momentum(const Dinov2State *state, long step) {
                                   state->momentum_end);
 }
 
-// This step's masks on the host, then uploaded: mask, keep = 1 - mask, the
+// This step's masks on the host, then uploaded: the mask, the
 // masked patches' token rows (class token and registers skipped) and weights.
 static int upload_masks(Method *method, Dinov2State *state, long step, int batch) {
     Backend *backend = method->backend;
@@ -87,9 +89,7 @@ static int upload_masks(Method *method, Dinov2State *state, long step, int batch
         state->host_index[m] = crop * state->tokens + first_patch + patch;
     }
     const size_t n = (size_t)crops * patches;
-    for (size_t i = 0; i < n; i++) state->host_keep[i] = 1.0f - state->host_mask[i];
     backend->op.upload(backend, state->mask, state->host_mask, n * sizeof(float));
-    backend->op.upload(backend, state->keep, state->host_keep, n * sizeof(float));
     backend->op.upload(backend, state->token_index, state->host_index,
                        (size_t)masked * sizeof(int32_t));
     backend->op.upload(backend, state->weight, state->host_weight, (size_t)masked * sizeof(float));
@@ -99,8 +99,8 @@ static int upload_masks(Method *method, Dinov2State *state, long step, int batch
 // Class tokens (rows, D) of a slot's normalised tokens into out, then (when
 // index) the masked patch tokens after them.
 static void collect_tokens(Backend *backend, const Vit *vit, int slot, int rows, int dim,
-                           float *out, int masked, const int32_t *index, float *patches_out) {
-    const float *tokens = vit_tokens(vit, slot);
+                           Act *out, int masked, const int32_t *index, Act *patches_out) {
+    const Act *tokens = vit_tokens(vit, slot);
     backend->op.token_pool_forward(backend, rows, vit_slot_tokens(vit, slot), dim, 0, 1, tokens,
                                    out);
     if (masked) backend->op.gather_rows(backend, masked, dim, index, tokens, patches_out);
@@ -120,7 +120,7 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     if (backbone_forward(&state->teacher.backbone, 0, global, method->global_input, 0, err))
         return -1;
     collect_tokens(backend, teacher_vit, 0, global, dim, state->teacher_in, masked,
-                   state->token_index, state->teacher_in + (size_t)global * dim);
+                   state->token_index, act_at(backend, state->teacher_in, (size_t)global * dim));
     const float *teacher_out =
         head_forward(&state->teacher.head, global + masked, state->teacher_in, 0, err);
     if (!teacher_out) return -1;
@@ -128,16 +128,18 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     // student: masked global views, then the local views
     Vit *vit = &method->backbone.model.vit;
     Parameter *token = &state->mask_token.params[0];
-    vit_set_patch_mask(vit, 0, state->mask, state->keep, token->value, token->grad);
+    vit_set_patch_mask(vit, 0, state->mask, token->value, token->grad);
     if (backbone_forward(&method->backbone, 0, global, method->global_input, 1, err)) return -1;
-    float *patches_in = state->student_in + cls_rows * dim;
+    Act *patches_in = act_at(backend, state->student_in, cls_rows * dim);
     collect_tokens(backend, vit, 0, global, dim, state->student_in, masked, state->token_index,
                    patches_in);
     if (local) {
         if (backbone_forward(&method->backbone, 1, local, method->local_input, 1, err)) return -1;
-        collect_tokens(backend, vit, 1, local, dim, state->student_in + (size_t)global * dim, 0,
-                       NULL, NULL);
+        collect_tokens(backend, vit, 1, local, dim,
+                       act_at(backend, state->student_in, (size_t)global * dim), 0, NULL, NULL);
     }
+    backend->op.act_to_float(backend, (size_t)global * dim, state->student_in,
+                             state->student_features);
     const float *student_out =
         head_forward(&state->head, (int)cls_rows + masked, state->student_in, 1, err);
     if (!student_out) return -1;
@@ -147,7 +149,7 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
         .batch = batch, .masked = masked, .teacher_cls = teacher_out,
         .student_cls = student_out, .teacher_patches = teacher_out + (size_t)global * out,
         .student_patches = student_out + cls_rows * out, .patch_weights = state->weight,
-        .student_features = state->student_in, .teacher_temp = teacher_temp};
+        .student_features = state->student_features, .teacher_temp = teacher_temp};
     float *terms = state->terms;
     if (dinov2_loss_forward(state->loss, &inputs, terms, err)) return -1;
     backend->op.copy(backend, method_loss(method), terms + DINOV2_TERM_TOTAL, sizeof(float));
@@ -161,18 +163,21 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     method_scale_loss_gradient(method, (cls_rows + (size_t)masked) * out, state->dstudent_out);
     method_scale_loss_gradient(method, (size_t)global * dim, state->dfeatures);
     if (head_backward(&state->head, state->dstudent_out, state->dstudent_in, err)) return -1;
-    backend->op.axpby(backend, (size_t)global * dim, 1.0f, state->dfeatures, 1.0f,
-                      state->dstudent_in);
+    backend->op.float_to_act(backend, (size_t)global * dim, state->dfeatures,
+                             state->dfeatures_act);
+    backend->op.act_axpby(backend, (size_t)global * dim, 1.0f, state->dfeatures_act, 1.0f,
+                          state->dstudent_in);
     // global: class-token gradients into the token table, the masked patches' added
     backend->op.token_pool_backward(backend, global, state->tokens, dim, 0, 1,
                                     state->dstudent_in, state->dtokens);
     if (masked)
         backend->op.scatter_add_rows(backend, masked, dim, state->token_index,
-                                     state->dstudent_in + cls_rows * dim, state->dtokens);
+                                     act_at(backend, state->dstudent_in, cls_rows * dim),
+                                     state->dtokens);
     if (vit_backward_tokens(vit, 0, state->dtokens, err)) return -1;
     if (local) {
         backend->op.token_pool_backward(backend, local, state->local_tokens, dim, 0, 1,
-                                        state->dstudent_in + (size_t)global * dim,
+                                        act_at(backend, state->dstudent_in, (size_t)global * dim),
                                         state->dtokens);
         if (vit_backward_tokens(vit, 1, state->dtokens, err)) return -1;
     }
@@ -222,14 +227,13 @@ static void dinov2_destroy(Method *method) {
     parameter_set_free(&state->mask_token);
     for (int g = 0; g < DINOV2_GROUPS; g++) dinov2_group_tables_free(&state->tables[g]);
     if (state->loss) dinov2_loss_destroy(state->loss);
-    void *device[] = {state->mask,         state->keep,        state->weight,
-                      state->token_index,  state->teacher_in,  state->student_in,
-                      state->dstudent_out, state->dstudent_in, state->dfeatures,
-                      state->dtokens,      state->terms};
+    void *device[] = {state->mask,          state->weight,           state->token_index,
+                      state->teacher_in,    state->student_in,       state->student_features,
+                      state->dstudent_out,  state->dstudent_in,      state->dfeatures,
+                      state->dfeatures_act, state->dtokens,          state->terms};
     for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
         if (device[i]) backend->op.free(backend, device[i]);
     free(state->host_mask);
-    free(state->host_keep);
     free(state->host_weight);
     free(state->host_index);
     free(state);
@@ -327,25 +331,25 @@ static int allocate_buffers(Method *method, Dinov2State *state, int batch, int o
     size_t token_rows = crops * state->tokens;
     if (local * state->local_tokens > token_rows) token_rows = local * state->local_tokens;
     state->host_mask = malloc(cells * sizeof(float));
-    state->host_keep = malloc(cells * sizeof(float));
     state->host_weight = malloc(cells * sizeof(float));
     state->host_index = malloc(cells * sizeof(int32_t));
     state->mask = backend->op.alloc(backend, cells * sizeof(float));
-    state->keep = backend->op.alloc(backend, cells * sizeof(float));
     state->weight = backend->op.alloc(backend, masked * sizeof(float));
     state->token_index = backend->op.alloc(backend, masked * sizeof(int32_t));
-    state->teacher_in = backend->op.alloc(backend, (crops + masked) * dim * sizeof(float));
-    state->student_in = backend->op.alloc(backend, rows * dim * sizeof(float));
+    state->teacher_in = backend->op.alloc(backend, act_bytes(backend, (crops + masked) * dim));
+    state->student_in = backend->op.alloc(backend, act_bytes(backend, rows * dim));
+    state->student_features = backend->op.alloc(backend, crops * dim * sizeof(float));
     state->dstudent_out = backend->op.alloc(backend, rows * (size_t)out * sizeof(float));
-    state->dstudent_in = backend->op.alloc(backend, rows * dim * sizeof(float));
+    state->dstudent_in = backend->op.alloc(backend, act_bytes(backend, rows * dim));
     state->dfeatures = backend->op.alloc(backend, crops * dim * sizeof(float));
-    state->dtokens = backend->op.alloc(backend, token_rows * dim * sizeof(float));
+    state->dfeatures_act = backend->op.alloc(backend, act_bytes(backend, crops * dim));
+    state->dtokens = backend->op.alloc(backend, act_bytes(backend, token_rows * dim));
     state->terms = backend->op.alloc(backend, DINOV2_TERMS * sizeof(float));
     if (!state->terms ||
-        !state->host_mask || !state->host_keep || !state->host_weight || !state->host_index ||
-        !state->mask || !state->keep || !state->weight || !state->token_index ||
-        !state->teacher_in || !state->student_in || !state->dstudent_out ||
-        !state->dstudent_in || !state->dfeatures || !state->dtokens)
+        !state->host_mask || !state->host_weight || !state->host_index || !state->mask ||
+        !state->weight || !state->token_index || !state->teacher_in || !state->student_in ||
+        !state->student_features || !state->dstudent_out || !state->dstudent_in ||
+        !state->dfeatures || !state->dfeatures_act || !state->dtokens)
         return error_set(err, "out of memory for %zu head rows of %d outputs", rows, out);
     return 0;
 }

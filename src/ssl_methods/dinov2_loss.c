@@ -185,7 +185,7 @@ static void ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms
     if (c->centering == DINOV2_CENTER_SOFTMAX) {
         op->axpby(backend, (size_t)k, -1.0f, loss->patch_center, 0.0f, loss->negated_center);
         op->copy(backend, loss->patch_weighted, in->teacher_patches, n * sizeof(float));
-        op->bias_add(backend, (size_t)masked, k, loss->negated_center, loss->patch_weighted);
+        op->bias_add_f32(backend, (size_t)masked, k, loss->negated_center, loss->patch_weighted);
         op->softmax_forward(backend, masked, k, loss->patch_weighted, 1.0f / in->teacher_temp,
                             loss->patch_targets);
         op->column_sum(backend, (size_t)masked, k, in->teacher_patches, loss->patch_mean);

@@ -28,21 +28,21 @@ typedef struct DistillationV3 {
     float *norms;           // (B P) scratch
     float *dglobal;         // (B, D)
     float *dlocal;          // (B, P, D)
-    float *dfeatures;       // (B, C) student features' gradient
-    float *dmap;            // (B, h, w, C) student map's gradient
+    Act *dfeatures;         // (B, C) student features' gradient
+    Act *dmap;              // (B, h, w, C) student map's gradient
 } DistillationV3;
 
 static int v3_step(Method *method, long step, int batch, ErrorMessage *err) {
     DistillationV3 *state = method->state;
     DistillCommon *common = &state->common;
-    const float *input = distill_mixup_apply(&common->mixup, method, batch);
+    const Act *input = distill_mixup_apply(&common->mixup, method, batch);
     if (distill_teacher_forward(&common->teacher, batch, input, err)) return -1;
     distill_teacher_normalized(&common->teacher, batch, state->teacher_global,
                                state->teacher_local, state->norms);
 
     if (backbone_forward(&method->backbone, 0, batch, input, 1, err)) return -1;
     int height, width;
-    const float *map = backbone_feature_map(&method->backbone, 0, &height, &width);
+    const Act *map = backbone_feature_map(&method->backbone, 0, &height, &width);
     const float *student_global = distill_projection_forward(
         &state->global, batch, backbone_features(&method->backbone, 0), err);
     const float *student_local = distill_projection_forward(&state->local, batch, map, err);
@@ -81,8 +81,9 @@ static void v3_destroy(Method *method) {
     distill_projection_free(&state->local);
     distill_queue_loss_destroy(state->global_loss);
     distill_local_loss_destroy(state->local_loss);
-    float *buffers[] = {state->teacher_global, state->teacher_local, state->norms,
-                        state->dglobal, state->dlocal, state->dfeatures, state->dmap};
+    void *buffers[] = {state->teacher_global, state->teacher_local, state->norms,
+                       state->dglobal,         state->dlocal,        state->dfeatures,
+                       state->dmap};
     distill_free_buffers(method->backend, buffers, sizeof buffers / sizeof buffers[0]);
     free(state);
     method->state = NULL;
@@ -102,10 +103,14 @@ static int v3_buffers(DistillationV3 *state, Backend *backend, int batch, int st
     const size_t b = (size_t)batch, d = (size_t)teacher->dim;
     const size_t tokens = (size_t)teacher->grid_h * teacher->grid_w;
     float **buffers[] = {&state->teacher_global, &state->teacher_local, &state->norms,
-                         &state->dglobal, &state->dlocal, &state->dfeatures, &state->dmap};
-    const size_t sizes[] = {b * d, b * tokens * d, b * tokens, b * d, b * tokens * d,
-                            b * student_dim, b * map_pixels * student_dim};
-    return distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err);
+                         &state->dglobal, &state->dlocal};
+    const size_t sizes[] = {b * d, b * tokens * d, b * tokens, b * d, b * tokens * d};
+    Act **acts[] = {&state->dfeatures, &state->dmap};
+    const size_t act_sizes[] = {b * student_dim, b * map_pixels * student_dim};
+    return distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err) ||
+                   distill_alloc_acts(backend, acts, act_sizes, 2, err)
+               ? -1
+               : 0;
 }
 
 int distillation_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {

@@ -67,18 +67,34 @@ int distill_method_load_queue(Method *method, const Checkpoint *checkpoint, Erro
     return distill_queue_load(&((DistillCommon *)method->state)->queue, checkpoint, err);
 }
 
+// NULL for 0 bytes; -1 with a message when out of memory.
+static int alloc_bytes(Backend *backend, size_t bytes, void **out, ErrorMessage *err) {
+    *out = bytes ? backend->op.alloc(backend, bytes) : NULL;
+    if (bytes && !*out) return error_set(err, "out of memory for %zu MB", bytes >> 20);
+    return 0;
+}
+
 int distill_alloc_buffers(Backend *backend, float **const *targets, const size_t *sizes,
                           size_t count, ErrorMessage *err) {
     for (size_t i = 0; i < count; i++) {
-        *targets[i] = NULL;
-        if (!sizes[i]) continue;
-        *targets[i] = backend->op.alloc(backend, sizes[i] * sizeof(float));
-        if (!*targets[i]) return error_set(err, "out of memory for %zu floats", sizes[i]);
+        void *buffer;
+        if (alloc_bytes(backend, sizes[i] * sizeof(float), &buffer, err)) return -1;
+        *targets[i] = buffer;
     }
     return 0;
 }
 
-void distill_free_buffers(Backend *backend, float *const *buffers, size_t count) {
+int distill_alloc_acts(Backend *backend, Act **const *targets, const size_t *sizes, size_t count,
+                       ErrorMessage *err) {
+    for (size_t i = 0; i < count; i++) {
+        void *buffer;
+        if (alloc_bytes(backend, act_bytes(backend, sizes[i]), &buffer, err)) return -1;
+        *targets[i] = buffer;
+    }
+    return 0;
+}
+
+void distill_free_buffers(Backend *backend, void *const *buffers, size_t count) {
     for (size_t i = 0; i < count; i++)
         if (buffers[i]) backend->op.free(backend, buffers[i]);
 }
@@ -121,23 +137,30 @@ int distill_teacher_load(DistillTeacher *teacher, const Method *method,
         teacher->backbone.model.vit.config.pool = VIT_POOL_CLS;
     teacher->dim = teacher->backbone.feature_dim;
     backbone_feature_map_size(&teacher->backbone, 0, &teacher->grid_h, &teacher->grid_w);
-    return 0;
+    const size_t map = (size_t)method->max_batch * teacher->grid_h * teacher->grid_w;
+    float **buffers[] = {&teacher->map_f32};
+    const size_t sizes[] = {map * teacher->dim};
+    return distill_alloc_buffers(method->backend, buffers, sizes, 1, err);
 }
 
-void distill_teacher_free(DistillTeacher *teacher) { backbone_free(&teacher->backbone); }
+void distill_teacher_free(DistillTeacher *teacher) {
+    if (teacher->map_f32) teacher->backbone.backend->op.free(teacher->backbone.backend,
+                                                              teacher->map_f32);
+    backbone_free(&teacher->backbone);
+}
 
-int distill_teacher_forward(DistillTeacher *teacher, int batch, const float *input,
+int distill_teacher_forward(DistillTeacher *teacher, int batch, const Act *input,
                             ErrorMessage *err) {
     if (backbone_forward(&teacher->backbone, 0, batch, input, 0, err))
         return error_prefix(err, "teacher");
     return 0;
 }
 
-const float *distill_teacher_global(DistillTeacher *teacher) {
+const Act *distill_teacher_global(DistillTeacher *teacher) {
     return backbone_features(&teacher->backbone, 0);
 }
 
-const float *distill_teacher_map(DistillTeacher *teacher) {
+const Act *distill_teacher_map(DistillTeacher *teacher) {
     int height, width;
     return backbone_feature_map(&teacher->backbone, 0, &height, &width);
 }
@@ -146,14 +169,19 @@ void distill_teacher_normalized(DistillTeacher *teacher, int batch, float *globa
                                 float *norms) {
     Backend *backend = teacher->backbone.backend;
     const int tokens = teacher->grid_h * teacher->grid_w;
-    if (global)
-        backend->op.l2_normalize_forward(backend, batch, teacher->dim,
-                                         distill_teacher_global(teacher), DISTILL_NORMALIZE_EPS,
-                                         global, norms);
-    if (local)
-        backend->op.l2_normalize_forward(backend, batch * tokens, teacher->dim,
-                                         distill_teacher_map(teacher), DISTILL_NORMALIZE_EPS,
-                                         local, norms);
+    // map_f32 holds the fp32 copy of each in turn
+    if (global) {
+        backend->op.act_to_float(backend, (size_t)batch * teacher->dim,
+                                 distill_teacher_global(teacher), teacher->map_f32);
+        backend->op.l2_normalize_forward(backend, batch, teacher->dim, teacher->map_f32,
+                                         DISTILL_NORMALIZE_EPS, global, norms);
+    }
+    if (local) {
+        backend->op.act_to_float(backend, (size_t)batch * tokens * teacher->dim,
+                                 distill_teacher_map(teacher), teacher->map_f32);
+        backend->op.l2_normalize_forward(backend, batch * tokens, teacher->dim, teacher->map_f32,
+                                         DISTILL_NORMALIZE_EPS, local, norms);
+    }
 }
 
 // ---- mixup ---------------------------------------------------------------------------------
@@ -161,10 +189,10 @@ void distill_teacher_normalized(DistillTeacher *teacher, int batch, float *globa
 int distill_mixup_create(DistillMixup *mixup, const Method *method, uint64_t seed,
                          ErrorMessage *err) {
     Backend *backend = method->backend;
-    const size_t floats =
+    const size_t elements =
         (size_t)method->max_batch * method->global_size * method->global_size * 3;
     *mixup = (DistillMixup){.backend = backend, .seed = seed};
-    mixup->mixed = backend->op.alloc(backend, floats * sizeof(float));
+    mixup->mixed = backend->op.alloc(backend, act_bytes(backend, elements));
     mixup->permutation = backend->op.alloc(backend, (size_t)method->max_batch * sizeof(int32_t));
     mixup->host = malloc((size_t)method->max_batch * sizeof *mixup->host);
     if (!mixup->mixed || !mixup->permutation || !mixup->host)
@@ -179,7 +207,7 @@ void distill_mixup_free(DistillMixup *mixup) {
     memset(mixup, 0, sizeof *mixup);
 }
 
-const float *distill_mixup_apply(DistillMixup *mixup, const Method *method, int batch) {
+const Act *distill_mixup_apply(DistillMixup *mixup, const Method *method, int batch) {
     Rng rng = rng_make(mixup->seed, 0, method->batch_index, DISTILL_MIXUP_STREAM);
     const float lambda = rng_uniform(&rng);
     for (int i = 0; i < batch; i++) mixup->host[i] = i;
@@ -217,24 +245,29 @@ int distill_projection_create(DistillProjection *projection, Backend *backend,
     const size_t rows = (size_t)max_batch * distill_projection_rows(projection);
     if (head_create(&projection->head, backend, spec, name, (int)in_rows, seed, err)) return -1;
     const size_t dim = (size_t)projection->dim;
-    float **buffers[] = {&projection->dresized, &projection->resized, &projection->dhead,
-                         &projection->normalized, &projection->norms};
-    const size_t sizes[] = {rows * dim, map ? rows * dim : 0, map ? in_rows * dim : 0,
-                            normalize ? rows * dim : 0, normalize ? rows : 0};
-    if (distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err))
+    float **buffers[] = {&projection->dresized, &projection->resized, &projection->normalized,
+                         &projection->norms};
+    const size_t sizes[] = {rows * dim, map ? rows * dim : 0, normalize ? rows * dim : 0,
+                            normalize ? rows : 0};
+    Act **acts[] = {&projection->resized_act, &projection->dresized_act, &projection->dhead};
+    const size_t act_sizes[] = {map ? rows * dim : 0, map ? rows * dim : 0,
+                                map ? in_rows * dim : 0};
+    if (distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err) ||
+        distill_alloc_acts(backend, acts, act_sizes, sizeof act_sizes / sizeof act_sizes[0], err))
         return error_prefix(err, "%s", name);
     return 0;
 }
 
 void distill_projection_free(DistillProjection *projection) {
-    float *buffers[] = {projection->dresized, projection->resized, projection->dhead,
-                        projection->normalized, projection->norms};
+    void *buffers[] = {projection->dresized,    projection->resized,      projection->dhead,
+                       projection->normalized,  projection->norms,        projection->resized_act,
+                       projection->dresized_act};
     distill_free_buffers(projection->backend, buffers, sizeof buffers / sizeof buffers[0]);
     head_free(&projection->head);
     memset(projection, 0, sizeof *projection);
 }
 
-const float *distill_projection_forward(DistillProjection *projection, int batch, const float *x,
+const float *distill_projection_forward(DistillProjection *projection, int batch, const Act *x,
                                         ErrorMessage *err) {
     Backend *backend = projection->backend;
     const int in_rows = batch * (projection->map ? projection->in_h * projection->in_w : 1);
@@ -242,9 +275,12 @@ const float *distill_projection_forward(DistillProjection *projection, int batch
     if (!y) return NULL;
     projection->batch = batch;
     if (projection->map) {
+        const size_t n = (size_t)batch * distill_projection_rows(projection) * projection->dim;
         backend->op.resize_bilinear_forward(backend, batch, projection->in_h, projection->in_w,
-                                            projection->dim, y, projection->out_h,
-                                            projection->out_w, projection->resized);
+                                            projection->dim, head_output_act(&projection->head),
+                                            projection->out_h, projection->out_w,
+                                            projection->resized_act);
+        backend->op.act_to_float(backend, n, projection->resized_act, projection->resized);
         y = projection->resized;
     }
     if (!projection->normalize) return y;
@@ -254,7 +290,7 @@ const float *distill_projection_forward(DistillProjection *projection, int batch
     return projection->normalized;
 }
 
-int distill_projection_backward(DistillProjection *projection, const float *dout, float *dx,
+int distill_projection_backward(DistillProjection *projection, const float *dout, Act *dx,
                                 ErrorMessage *err) {
     Backend *backend = projection->backend;
     const int batch = projection->batch;
@@ -267,10 +303,13 @@ int distill_projection_backward(DistillProjection *projection, const float *dout
         d = projection->dresized;
     }
     if (projection->map) {
+        const size_t n = (size_t)batch * distill_projection_rows(projection) * projection->dim;
+        backend->op.float_to_act(backend, n, d, projection->dresized_act);
         backend->op.resize_bilinear_backward(backend, batch, projection->in_h, projection->in_w,
-                                             projection->dim, d, projection->out_h,
-                                             projection->out_w, projection->dhead);
-        d = projection->dhead;
+                                             projection->dim, projection->dresized_act,
+                                             projection->out_h, projection->out_w,
+                                             projection->dhead);
+        return head_backward_act(&projection->head, projection->dhead, dx, err);
     }
     return head_backward(&projection->head, d, dx, err);
 }

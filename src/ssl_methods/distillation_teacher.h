@@ -39,6 +39,7 @@ typedef struct DistillTeacher {
     Backbone backbone;  // frozen
     int dim;            // D: width of the global features and of the map
     int grid_h, grid_w; // the map's size at the view size
+    float *map_f32;     // (max_batch, grid_h, grid_w, D) fp32 copy for the losses
 } DistillTeacher;
 
 // Loads the teacher for batches of method->max_batch views of
@@ -47,11 +48,11 @@ int distill_teacher_load(DistillTeacher *teacher, const Method *method,
                          const MethodSetup *setup, ErrorMessage *err);
 void distill_teacher_free(DistillTeacher *teacher);
 // Eval forward on input (batch, R, R, 3).
-int distill_teacher_forward(DistillTeacher *teacher, int batch, const float *input,
+int distill_teacher_forward(DistillTeacher *teacher, int batch, const Act *input,
                             ErrorMessage *err);
 // (batch, D) and (batch, grid_h, grid_w, D) of the last forward.
-const float *distill_teacher_global(DistillTeacher *teacher);
-const float *distill_teacher_map(DistillTeacher *teacher);
+const Act *distill_teacher_global(DistillTeacher *teacher);
+const Act *distill_teacher_map(DistillTeacher *teacher);
 // The same L2-normalised (F.normalize, as LightlyTrain) into global
 // (batch, D) and local (batch, grid_h grid_w, D), either NULL to skip;
 // norms (batch grid_h grid_w) is scratch.
@@ -61,7 +62,7 @@ void distill_teacher_normalized(DistillTeacher *teacher, int batch, float *globa
 typedef struct DistillMixup {
     Backend *backend;
     uint64_t seed;
-    float *mixed;           // (max_batch, R, R, 3)
+    Act *mixed;             // (max_batch, R, R, 3)
     int32_t *permutation;   // backend memory (max_batch)
     int32_t *host;          // (max_batch)
 } DistillMixup;
@@ -91,17 +92,19 @@ Backbone *distill_method_teacher(Method *method);
 int distill_method_save_queue(Method *method, CheckpointWriter *writer, ErrorMessage *err);
 int distill_method_load_queue(Method *method, const Checkpoint *checkpoint, ErrorMessage *err);
 
-// Backend buffers of sizes[i] floats into *targets[i] (a size of 0 leaves
-// NULL), and their release (NULL entries skipped).
+// Backend buffers of sizes[i] floats (activations) into *targets[i] (a size
+// of 0 leaves NULL), and their release (NULL entries skipped).
 int distill_alloc_buffers(Backend *backend, float **const *targets, const size_t *sizes,
                           size_t count, ErrorMessage *err);
-void distill_free_buffers(Backend *backend, float *const *buffers, size_t count);
+int distill_alloc_acts(Backend *backend, Act **const *targets, const size_t *sizes, size_t count,
+                       ErrorMessage *err);
+void distill_free_buffers(Backend *backend, void *const *buffers, size_t count);
 
 int distill_mixup_create(DistillMixup *mixup, const Method *method, uint64_t seed,
                          ErrorMessage *err);
 void distill_mixup_free(DistillMixup *mixup);
 // The mixed global views of the uploaded batch (method->batch_index keys the draws).
-const float *distill_mixup_apply(DistillMixup *mixup, const Method *method, int batch);
+const Act *distill_mixup_apply(DistillMixup *mixup, const Method *method, int batch);
 
 // The student's side of a loss after its backbone, as LightlyTrain's
 // _forward_student: a head on pooled features (batch, C), or on every
@@ -116,10 +119,12 @@ typedef struct DistillProjection {
     int normalize;
     int dim;                    // output width
     int batch;                  // of the last forward
-    float *resized;             // (max_batch, out_h, out_w, dim) (map)
+    Act *resized_act;           // (max_batch, out_h, out_w, dim) (map)
+    float *resized;             // the same in fp32 (map)
     float *normalized, *norms;  // (rows, dim), (rows) (normalize)
     float *dresized;            // (rows, dim): gradient before the normalisation
-    float *dhead;               // (max_batch, in_h, in_w, dim) (map)
+    Act *dresized_act;          // the same as activations (map)
+    Act *dhead;                 // (max_batch, in_h, in_w, dim) (map)
 } DistillProjection;
 
 // in_h = in_w = 0 for pooled features (out_h, out_w ignored).
@@ -131,10 +136,10 @@ void distill_projection_free(DistillProjection *projection);
 // Rows of the output per image: out_h * out_w for a map, else 1.
 int distill_projection_rows(const DistillProjection *projection);
 // (batch, rows, dim) of x; NULL with a message on a bad batch.
-const float *distill_projection_forward(DistillProjection *projection, int batch, const float *x,
+const float *distill_projection_forward(DistillProjection *projection, int batch, const Act *x,
                                         ErrorMessage *err);
 // Head gradients +=; dx (the input's shape) = given dout (batch, rows, dim).
-int distill_projection_backward(DistillProjection *projection, const float *dout, float *dx,
+int distill_projection_backward(DistillProjection *projection, const float *dout, Act *dx,
                                 ErrorMessage *err);
 
 #endif

@@ -19,13 +19,13 @@ typedef struct DistillationV1 {
     float *teacher_global;  // (B, D) normalised
     float *norms;           // (B)
     float *dglobal;         // (B, D)
-    float *dfeatures;       // (B, C)
+    Act *dfeatures;         // (B, C)
 } DistillationV1;
 
 static int v1_step(Method *method, long step, int batch, ErrorMessage *err) {
     DistillationV1 *state = method->state;
     DistillCommon *common = &state->common;
-    const float *input = distill_mixup_apply(&common->mixup, method, batch);
+    const Act *input = distill_mixup_apply(&common->mixup, method, batch);
     if (distill_teacher_forward(&common->teacher, batch, input, err)) return -1;
     distill_teacher_normalized(&common->teacher, batch, state->teacher_global, NULL, state->norms);
     if (backbone_forward(&method->backbone, 0, batch, input, 1, err)) return -1;
@@ -48,7 +48,7 @@ static void v1_destroy(Method *method) {
     distill_common_free(&state->common);
     distill_projection_free(&state->head);
     distill_queue_loss_destroy(state->loss);
-    float *buffers[] = {state->teacher_global, state->norms, state->dglobal, state->dfeatures};
+    void *buffers[] = {state->teacher_global, state->norms, state->dglobal, state->dfeatures};
     distill_free_buffers(method->backend, buffers, sizeof buffers / sizeof buffers[0]);
     free(state);
     method->state = NULL;
@@ -87,10 +87,12 @@ int distillation_v1_create(Method *method, const MethodSetup *setup, ErrorMessag
                                             err);
     if (!state->loss) return -1;
     const size_t b = (size_t)batch;
-    float **buffers[] = {&state->teacher_global, &state->norms, &state->dglobal,
-                         &state->dfeatures};
-    const size_t sizes[] = {b * dim, b, b * dim, b * student_dim};
-    if (distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err))
+    float **buffers[] = {&state->teacher_global, &state->norms, &state->dglobal};
+    const size_t sizes[] = {b * dim, b, b * dim};
+    Act **acts[] = {&state->dfeatures};
+    const size_t act_sizes[] = {b * student_dim};
+    if (distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err) ||
+        distill_alloc_acts(backend, acts, act_sizes, 1, err))
         return -1;
     return method_add_group(method, "projection_head", &state->head.head.params, NULL, NULL, 0,
                             err);

@@ -20,45 +20,52 @@ typedef struct DistillationV2 {
     DistillProjection head;
     DistillMseLoss *loss;
     int blocks;               // n_teacher_blocks
-    float *teacher_features;  // (B, P, n D)
-    float *block_tokens;      // (B, T, D): one block's normalised tokens (n > 1)
-    float *patches;           // (B, P, D): their patch rows (n > 1)
+    Act *teacher_features;    // (B, P, n D) (n > 1)
+    float *teacher_f32;       // (B, P, n D) the teacher's features in fp32
+    Act *block_tokens;        // (B, T, D): one block's normalised tokens (n > 1)
+    Act *patches;             // (B, P, D): their patch rows (n > 1)
     float *dstudent;          // (B, P, n D)
-    float *dmap;              // (B, h, w, C)
+    Act *dmap;                // (B, h, w, C)
 } DistillationV2;
 
-// teacher_features = the last `blocks` blocks' normalised patch tokens side
+// teacher_f32 = the last `blocks` blocks' normalised patch tokens side
 // by side (block by block, as torch.cat(dim=1) on (B, D, H, W) maps).
 static const float *v2_teacher_features(DistillationV2 *state, int batch, ErrorMessage *err) {
     DistillTeacher *teacher = &state->common.teacher;
-    if (state->blocks == 1) return distill_teacher_map(teacher);
-    Vit *vit = &teacher->backbone.model.vit;
-    Backend *backend = vit->backend;
+    Backend *backend = teacher->backbone.backend;
     const size_t dim = (size_t)teacher->dim, wide = (size_t)state->blocks * dim;
     const size_t patches = (size_t)teacher->grid_h * teacher->grid_w;
+    if (state->blocks == 1) {
+        backend->op.act_to_float(backend, batch * patches * dim, distill_teacher_map(teacher),
+                                 state->teacher_f32);
+        return state->teacher_f32;
+    }
+    Vit *vit = &teacher->backbone.model.vit;
     const size_t tokens = (size_t)vit->slots[0].tokens, first = tokens - patches;
     for (int k = 0; k < state->blocks; k++) {
         const int block = vit->config.depth - state->blocks + k;
         if (vit_block_tokens(vit, 0, block, state->block_tokens, err)) return NULL;
         // (B, T, D) -> the patch rows (B, P, D) -> columns k D.. of (B P, n D)
         backend->op.copy_2d(backend, (size_t)batch, patches * dim,
-                            state->block_tokens + first * dim, tokens * dim, state->patches,
-                            patches * dim);
+                            act_at(backend, state->block_tokens, first * dim), tokens * dim,
+                            state->patches, patches * dim);
         backend->op.copy_2d(backend, (size_t)batch * patches, dim, state->patches, dim,
-                            state->teacher_features + k * dim, wide);
+                            act_at(backend, state->teacher_features, k * dim), wide);
     }
-    return state->teacher_features;
+    backend->op.act_to_float(backend, batch * patches * wide, state->teacher_features,
+                             state->teacher_f32);
+    return state->teacher_f32;
 }
 
 static int v2_step(Method *method, long step, int batch, ErrorMessage *err) {
     DistillationV2 *state = method->state;
-    const float *input = distill_mixup_apply(&state->common.mixup, method, batch);
+    const Act *input = distill_mixup_apply(&state->common.mixup, method, batch);
     if (distill_teacher_forward(&state->common.teacher, batch, input, err)) return -1;
     const float *teacher = v2_teacher_features(state, batch, err);
     if (!teacher) return -1;
     if (backbone_forward(&method->backbone, 0, batch, input, 1, err)) return -1;
     int height, width;
-    const float *map = backbone_feature_map(&method->backbone, 0, &height, &width);
+    const Act *map = backbone_feature_map(&method->backbone, 0, &height, &width);
     const float *student = distill_projection_forward(&state->head, batch, map, err);
     if (!student) return -1;
     const size_t n = (size_t)batch * distill_projection_rows(&state->head) * state->head.dim;
@@ -75,8 +82,8 @@ static void v2_destroy(Method *method) {
     distill_common_free(&state->common);
     distill_projection_free(&state->head);
     distill_mse_loss_destroy(state->loss);
-    float *buffers[] = {state->teacher_features, state->block_tokens, state->patches,
-                        state->dstudent, state->dmap};
+    void *buffers[] = {state->teacher_features, state->teacher_f32, state->block_tokens,
+                       state->patches,          state->dstudent,    state->dmap};
     distill_free_buffers(method->backend, buffers, sizeof buffers / sizeof buffers[0]);
     free(state);
     method->state = NULL;
@@ -103,16 +110,21 @@ static int v2_check_blocks(const DistillTeacher *teacher, double blocks, ErrorMe
 }
 
 static int v2_buffers(DistillationV2 *state, Backend *backend, int batch, int tokens,
-                      int student_floats, ErrorMessage *err) {
+                      int student_elements, ErrorMessage *err) {
     const size_t b = (size_t)batch, d = (size_t)state->common.teacher.dim;
     const size_t patches = (size_t)state->common.teacher.grid_h * state->common.teacher.grid_w;
     const size_t wide = b * patches * d * state->blocks;
     const int several = state->blocks > 1;
-    float **buffers[] = {&state->teacher_features, &state->block_tokens, &state->patches,
-                         &state->dstudent, &state->dmap};
-    const size_t sizes[] = {several ? wide : 0, several ? b * tokens * d : 0,
-                            several ? b * patches * d : 0, wide, b * student_floats};
-    return distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err);
+    float **buffers[] = {&state->teacher_f32, &state->dstudent};
+    const size_t sizes[] = {wide, wide};
+    Act **acts[] = {&state->teacher_features, &state->block_tokens, &state->patches,
+                    &state->dmap};
+    const size_t act_sizes[] = {several ? wide : 0, several ? b * tokens * d : 0,
+                                several ? b * patches * d : 0, b * student_elements};
+    return distill_alloc_buffers(backend, buffers, sizes, 2, err) ||
+                   distill_alloc_acts(backend, acts, act_sizes, 4, err)
+               ? -1
+               : 0;
 }
 
 int distillation_v2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/activations.h"
 #include "nn/batchnorm_sync.h"
 #include "util/rng.h"
 
@@ -19,7 +20,6 @@
 #define HEAD_TRUNC_STD 0.02f       // DINOProjectionHead._init_weights: std 0.02,
 #define HEAD_TRUNC_BOUND 2.0f      // bounds a = -2, b = 2 (absolute values)
 #define HEAD_TRUNC_STREAM 0x54524E43u  // "TRNC": apart from layers.c's init stream
-#define HEAD_ARENA_ALIGN 16        // floats: every tensor starts on a cache line
 #define HEAD_WEIGHT_G 1            // last_layer.weight_g's index in last_layer (after weight_v)
 
 // ---- specs ---------------------------------------------------------------------------
@@ -257,22 +257,10 @@ static int declare_layers(Head *head, ErrorMessage *err) {
     return 0;
 }
 
-// Hands out aligned pieces of the arena; with base NULL it only counts.
-typedef struct ArenaCursor {
-    float *base;
-    size_t used;  // floats
-} ArenaCursor;
-
-static float *arena_take(ArenaCursor *cursor, size_t floats) {
-    float *piece = cursor->base ? cursor->base + cursor->used : NULL;
-    cursor->used += (floats + HEAD_ARENA_ALIGN - 1) / HEAD_ARENA_ALIGN * HEAD_ARENA_ALIGN;
-    return piece;
-}
-
 // Places every activation and scratch tensor (see Head) in the arena at
-// base; returns the floats needed. Called once with NULL to size it.
-static size_t arena_layout(Head *head, float *base) {
-    ArenaCursor cursor = {.base = base};
+// base; returns the bytes needed. Called once with NULL to size it.
+static size_t arena_layout(Head *head, void *base) {
+    ActivationArena arena = activation_arena_begin(head->backend, base);
     const size_t rows = (size_t)head->max_rows;
     size_t widest = 1;
     for (int i = 0; i < head->spec.layer_count; i++) {
@@ -280,43 +268,49 @@ static size_t arena_layout(Head *head, float *base) {
         HeadLayer *layer = &head->layers[i];
         const size_t out = (size_t)spec->out_features;
         if (out > widest) widest = out;
-        layer->linear_out = arena_take(&cursor, rows * out);
+        layer->linear_out = activation_take(&arena, rows * out);
         layer->output = layer->linear_out;
-        layer->bn_out = layer->act_out = layer->save_mean = layer->save_inv_std = NULL;
+        layer->bn_out = layer->act_out = NULL;
+        layer->save_mean = layer->save_inv_std = NULL;
         if (spec->batch_norm || spec->layer_norm) {
             // statistics per channel (BatchNorm) or per row (LayerNorm)
             const size_t statistics = spec->batch_norm ? out : rows;
-            layer->bn_out = arena_take(&cursor, rows * out);
-            layer->save_mean = arena_take(&cursor, statistics);
-            layer->save_inv_std = arena_take(&cursor, statistics);
+            layer->bn_out = activation_take(&arena, rows * out);
+            layer->save_mean = activation_take_float(&arena, statistics);
+            layer->save_inv_std = activation_take_float(&arena, statistics);
             layer->output = layer->bn_out;
         }
         if (spec->activation == HEAD_ACT_GELU) {
-            layer->act_out = arena_take(&cursor, rows * out);
+            layer->act_out = activation_take(&arena, rows * out);
             layer->output = layer->act_out;
         }
     }
-    head->output = head->layers[head->spec.layer_count - 1].output;
+    const size_t last_out = (size_t)head->spec.layers[head->spec.layer_count - 1].out_features;
+    head->mlp_out = activation_take_float(&arena, rows * last_out);
+    head->output = head->mlp_out;
     head->normalized = head->row_norms = head->weight = head->weight_row_norms = NULL;
     head->weight_grad = head->weight_v_grad = head->scaled_weight = head->ones = NULL;
+    head->d_normalized = head->d_mlp_out = NULL;
     if (head->spec.weight_norm_out > 0) {
         const size_t out = (size_t)head->spec.weight_norm_out;
-        const size_t bottleneck = (size_t)head->spec.layers[head->spec.layer_count - 1].out_features;
-        head->normalized = arena_take(&cursor, rows * bottleneck);
-        head->row_norms = arena_take(&cursor, rows);
-        head->weight = arena_take(&cursor, out * bottleneck);
-        head->weight_row_norms = arena_take(&cursor, out);
-        head->weight_grad = arena_take(&cursor, out * bottleneck);
-        head->weight_v_grad = arena_take(&cursor, out * bottleneck);
-        head->output = arena_take(&cursor, rows * out);
+        const size_t bottleneck = last_out;
+        head->normalized = activation_take_float(&arena, rows * bottleneck);
+        head->row_norms = activation_take_float(&arena, rows);
+        head->weight = activation_take_float(&arena, out * bottleneck);
+        head->weight_row_norms = activation_take_float(&arena, out);
+        head->weight_grad = activation_take_float(&arena, out * bottleneck);
+        head->weight_v_grad = activation_take_float(&arena, out * bottleneck);
+        head->output = activation_take_float(&arena, rows * out);
+        head->d_normalized = activation_take_float(&arena, rows * bottleneck);
+        head->d_mlp_out = activation_take_float(&arena, rows * bottleneck);
         if (head->spec.weight_g_trained) {
             head->scaled_weight = head->weight_v_grad;
-            head->ones = arena_take(&cursor, bottleneck);
+            head->ones = activation_take_float(&arena, bottleneck);
         }
     }
-    head->grad_scratch[0] = arena_take(&cursor, rows * widest);
-    head->grad_scratch[1] = arena_take(&cursor, rows * widest);
-    return cursor.used;
+    head->grad_scratch[0] = activation_take(&arena, rows * widest);
+    head->grad_scratch[1] = activation_take(&arena, rows * widest);
+    return arena.used;
 }
 
 static void bind_layers(Head *head) {
@@ -349,12 +343,12 @@ int head_create(Head *head, Backend *backend, const HeadSpec *spec, const char *
         return error_prefix(err, "head '%s'", name);
     }
     bind_layers(head);
-    const size_t floats = arena_layout(head, NULL);
-    head->arena = backend->op.alloc(backend, floats * sizeof(float));
+    const size_t bytes = arena_layout(head, NULL);
+    head->arena = backend->op.alloc(backend, bytes);
     if (!head->arena) {
         head_free(head);
         return error_set(err, "head '%s': out of memory for %zu MB of activations", name,
-                         floats * sizeof(float) >> 20);
+                         bytes >> 20);
     }
     arena_layout(head, head->arena);
     if (head->ones)
@@ -397,7 +391,7 @@ static float *last_layer_weight(Head *head) {
     return head->scaled_weight;
 }
 
-const float *head_forward(Head *head, int rows, const float *x, int training, ErrorMessage *err) {
+const float *head_forward(Head *head, int rows, const Act *x, int training, ErrorMessage *err) {
     Backend *backend = head->backend;
     const HeadSpec *spec = &head->spec;
     head->backward_ready = 0;
@@ -411,13 +405,13 @@ const float *head_forward(Head *head, int rows, const float *x, int training, Er
                   head->name, rows);
         return NULL;
     }
-    const float *in = x;
+    const Act *in = x;
     for (int i = 0; i < spec->layer_count; i++) {
         const HeadLayerSpec *layer_spec = &spec->layers[i];
         HeadLayer *layer = &head->layers[i];
         const size_t n = (size_t)rows * layer_spec->out_features;
         linear_forward(backend, &layer->linear, rows, in, layer->linear_out);
-        float *current = layer->linear_out;
+        Act *current = layer->linear_out;
         if (layer_spec->batch_norm) {
             if (layer_spec->activation == HEAD_ACT_RELU)
                 batchnorm_relu_forward(backend, &layer->bn, training, (size_t)rows, current, NULL,
@@ -437,10 +431,13 @@ const float *head_forward(Head *head, int rows, const float *x, int training, Er
             backend->op.gelu_forward(backend, n, current, layer->act_out);
         in = layer->output;
     }
+    const int last_out = spec->layers[spec->layer_count - 1].out_features;
+    backend->op.act_to_float(backend, (size_t)rows * last_out, in, head->mlp_out);
     if (spec->weight_norm_out > 0) {
-        const int bottleneck = spec->layers[spec->layer_count - 1].out_features;
+        const int bottleneck = last_out;
         const int out = spec->weight_norm_out;
-        backend->op.l2_normalize_forward(backend, rows, bottleneck, in, HEAD_NORMALIZE_EPS,
+        backend->op.l2_normalize_forward(backend, rows, bottleneck, head->mlp_out,
+                                         HEAD_NORMALIZE_EPS,
                                          head->normalized, head->row_norms);
         // weight_norm: v * (g / ||v||) with g = 1 and no eps (eps 0: an
         // all-zero row gives NaN, as in PyTorch)
@@ -458,28 +455,32 @@ const float *head_forward(Head *head, int rows, const float *x, int training, Er
     return head->output;
 }
 
+const Act *head_output_act(const Head *head) {
+    return head->layers[head->spec.layer_count - 1].output;
+}
+
 // ---- backward -----------------------------------------------------------------------------
 
 // The backward scratch buffer that `current` is not.
-static float *other_scratch(const Head *head, const float *current) {
+static Act *other_scratch(const Head *head, const Act *current) {
     return current == head->grad_scratch[0] ? head->grad_scratch[1] : head->grad_scratch[0];
 }
 
-// DINO's last layer: weight grads += and returns d loss / d (MLP output)
-// in a scratch buffer.
-static const float *weight_norm_backward(Head *head, const float *dout) {
+// DINO's last layer: weight grads += and d loss / d (MLP output) into
+// head->d_mlp_out (fp32).
+static void weight_norm_backward(Head *head, const float *dout) {
     Backend *backend = head->backend;
     const int rows = head->rows;
     const int bottleneck = head->spec.layers[head->spec.layer_count - 1].out_features;
     const int out = head->spec.weight_norm_out;
     const size_t weight_count = (size_t)out * bottleneck;
     Parameter *weight_v = &head->last_layer.params[0];
-    // out = normalized (g W)^T: a Linear on g W whose weight gradient starts at 0
-    const Linear last = {.in_features = bottleneck, .out_features = out,
-                         .weight = last_layer_weight(head), .weight_grad = head->weight_grad};
-    float *d_normalized = head->grad_scratch[0];
-    backend->op.fill(backend, head->weight_grad, 0.0f, weight_count);
-    linear_backward(backend, &last, rows, head->normalized, dout, d_normalized);
+    // out = normalized (g W)^T: d(g W) (out, bottleneck) = dout^T normalized,
+    // d normalized (rows, bottleneck) = dout (g W)
+    backend->op.gemm(backend, 1, 0, out, bottleneck, rows, 1.0f, dout, out, head->normalized,
+                     bottleneck, 0.0f, head->weight_grad, bottleneck);
+    backend->op.gemm(backend, 0, 0, rows, bottleneck, out, 1.0f, dout, out,
+                     last_layer_weight(head), bottleneck, 0.0f, head->d_normalized, bottleneck);
     if (head->spec.weight_g_trained) {
         // d g_i += <d(g W)_i, W_i>: the products (in the scaled weight's
         // memory, no longer needed), summed per row by a GEMM with ones;
@@ -497,30 +498,25 @@ static const float *weight_norm_backward(Head *head, const float *dout) {
                                       head->weight_row_norms, head->weight_grad, 0.0f,
                                       head->weight_v_grad);
     backend->op.axpby(backend, weight_count, 1.0f, head->weight_v_grad, 1.0f, weight_v->grad);
-    float *d_features = head->grad_scratch[1];
     backend->op.l2_normalize_backward(backend, rows, bottleneck, head->normalized, head->row_norms,
-                                      d_normalized, HEAD_NORMALIZE_EPS, d_features);
-    return d_features;
+                                      head->d_normalized, HEAD_NORMALIZE_EPS, head->d_mlp_out);
 }
 
-int head_backward(Head *head, const float *dout, float *dx, ErrorMessage *err) {
-    if (!head->backward_ready)
-        return error_set(err, "head '%s': backward without a training forward before it",
-                         head->name);
+// The blocks' backward from dout (rows, last block's out) on activations.
+static void blocks_backward(Head *head, const Act *dout, Act *dx) {
     Backend *backend = head->backend;
     const HeadSpec *spec = &head->spec;
     const int rows = head->rows;
     // Every step reads `current` and writes the other scratch buffer (no op
     // runs in place), so dout is never written.
-    const float *current = dout;
-    if (spec->weight_norm_out > 0) current = weight_norm_backward(head, dout);
+    const Act *current = dout;
     for (int i = spec->layer_count - 1; i >= 0; i--) {
         const HeadLayerSpec *layer_spec = &spec->layers[i];
         const HeadLayer *layer = &head->layers[i];
         const size_t n = (size_t)rows * layer_spec->out_features;
-        float *next = other_scratch(head, current);
+        Act *next = other_scratch(head, current);
         if (layer_spec->activation == HEAD_ACT_GELU) {
-            const float *gelu_in =
+            const Act *gelu_in =
                 layer_spec->batch_norm || layer_spec->layer_norm ? layer->bn_out : layer->linear_out;
             backend->op.gelu_backward(backend, n, gelu_in, current, next);
             current = next;
@@ -546,9 +542,42 @@ int head_backward(Head *head, const float *dout, float *dx, ErrorMessage *err) {
             current = next;
             next = other_scratch(head, current);
         }
-        const float *layer_in = i > 0 ? head->layers[i - 1].output : head->input;
+        const Act *layer_in = i > 0 ? head->layers[i - 1].output : head->input;
         linear_backward(backend, &layer->linear, rows, layer_in, current, i > 0 ? next : dx);
         current = next;
     }
+}
+
+static int check_backward(const Head *head, ErrorMessage *err) {
+    if (!head->backward_ready)
+        return error_set(err, "head '%s': backward without a training forward before it",
+                         head->name);
+    return 0;
+}
+
+int head_backward(Head *head, const float *dout, Act *dx, ErrorMessage *err) {
+    if (check_backward(head, err)) return -1;
+    Backend *backend = head->backend;
+    const HeadSpec *spec = &head->spec;
+    const float *d_mlp_out = dout;
+    if (spec->weight_norm_out > 0) {
+        weight_norm_backward(head, dout);
+        d_mlp_out = head->d_mlp_out;
+    }
+    // Into the second scratch buffer: the blocks' backward reads its input
+    // from `current` and writes the other one first.
+    Act *d_blocks = head->grad_scratch[1];
+    const int last_out = spec->layers[spec->layer_count - 1].out_features;
+    backend->op.float_to_act(backend, (size_t)head->rows * last_out, d_mlp_out, d_blocks);
+    blocks_backward(head, d_blocks, dx);
+    return 0;
+}
+
+int head_backward_act(Head *head, const Act *dout, Act *dx, ErrorMessage *err) {
+    if (check_backward(head, err)) return -1;
+    if (head->spec.weight_norm_out > 0)
+        return error_set(err, "head '%s': a gradient of the blocks' output given to a head with "
+                              "a weight-normalised layer", head->name);
+    blocks_backward(head, dout, dx);
     return 0;
 }

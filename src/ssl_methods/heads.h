@@ -119,12 +119,12 @@ typedef struct HeadLayer {
     BatchNorm bn;               // used when batch_norm
     LayerNorm ln;               // used when layer_norm; statistics per row in
                                 // save_mean / save_inv_std (max_rows)
-    float *linear_out;          // (max_rows, out)
-    float *bn_out;              // (max_rows, out) or NULL; with ReLU it holds relu(bn(.));
+    Act *linear_out;            // (max_rows, out)
+    Act *bn_out;                // (max_rows, out) or NULL; with ReLU it holds relu(bn(.));
                                 // the LayerNorm's output too
-    float *act_out;             // (max_rows, out): GELU output, or NULL
+    Act *act_out;               // (max_rows, out): GELU output, or NULL
     float *save_mean, *save_inv_std;  // (out) batch statistics, or NULL
-    float *output;              // what the block hands on: one of the above
+    Act *output;                // what the block hands on: one of the above
 } HeadLayer;
 
 typedef struct Head {
@@ -145,7 +145,11 @@ typedef struct Head {
     // ---- private: set up by head_create, used by forward/backward --------------
     char name[64];            // for messages
     HeadLayer layers[HEAD_MAX_LAYERS];
-    float *arena;             // one backend allocation holding everything below
+    // The blocks run on activations (the backend's compute dtype); the
+    // output, and DINO's weight-normalised layer from the normalisation on,
+    // are fp32: the boundary between the model and the losses.
+    void *arena;              // one backend allocation holding everything below
+    float *mlp_out;           // (max_rows, last block's out) fp32 copy of the blocks' output
     float *normalized;        // (max_rows, bottleneck) F.normalize of the MLP output
     float *row_norms;         // (max_rows) its input's row norms
     float *weight;            // (out, bottleneck) W = v / ||v|| per row
@@ -156,9 +160,11 @@ typedef struct Head {
     float *weight_row_norms;  // (out) ||v|| per row
     float *weight_grad;       // (out, bottleneck) d loss / d W scratch
     float *weight_v_grad;     // (out, bottleneck) d loss / d v scratch, then added to the grad
-    float *output;            // (max_rows, out dim) the DINO output (others: the last block's)
-    float *grad_scratch[2];   // (max_rows, widest) backward ping-pong
-    const float *input;       // x of the last training forward
+    float *output;            // (max_rows, out dim) the DINO output (others: mlp_out)
+    float *d_normalized;      // DINO: (max_rows, bottleneck) fp32 backward scratch
+    float *d_mlp_out;         // DINO: (max_rows, bottleneck) fp32 d loss / d (blocks' output)
+    Act *grad_scratch[2];     // (max_rows, widest) backward ping-pong
+    const Act *input;         // x of the last training forward
     int rows;                 // rows of the last forward
     int backward_ready;       // the last forward was in training mode
 } Head;
@@ -178,18 +184,26 @@ void head_free(Head *head);
 // BatchNorm (DINO's) are left as they are.
 int head_attach_batchnorm_sync(Head *head, BatchNormSync *sync, ErrorMessage *err);
 
-// out (rows, output dim) = head(x (rows, in)); the pointer (backend memory,
-// owned by the head) stays valid until the next forward. training: BN uses
-// batch statistics and updates running stats (and num_batches_tracked), and
-// the head keeps what backward needs (x must stay unchanged until backward);
-// otherwise running statistics. rows in 1..max_rows (BN in training needs
-// rows >= 2): NULL with a message otherwise.
-const float *head_forward(Head *head, int rows, const float *x, int training, ErrorMessage *err);
+// out (rows, output dim) = head(x (rows, in)), fp32 for the loss; the
+// pointer (backend memory, owned by the head) stays valid until the next
+// forward. training: BN uses batch statistics and updates running stats
+// (and num_batches_tracked), and the head keeps what backward needs (x must
+// stay unchanged until backward); otherwise running statistics. rows in
+// 1..max_rows (BN in training needs rows >= 2): NULL with a message
+// otherwise.
+const float *head_forward(Head *head, int rows, const Act *x, int training, ErrorMessage *err);
+// The last block's output of the last forward as activations (rows, last
+// block's out): the input of a head that follows (BYOL's prediction head).
+const Act *head_output_act(const Head *head);
 
 // Gradient of the last training forward: parameter grads += (params and
 // last_layer), dx (rows, in) = d loss/dx unless dx is NULL. dout (rows, out
 // dim) is d loss/d out and is not modified. -1 with a message when the last
 // forward was not a training forward.
-int head_backward(Head *head, const float *dout, float *dx, ErrorMessage *err);
+int head_backward(Head *head, const float *dout, Act *dx, ErrorMessage *err);
+// The same given dout as activations, the gradient of head_output_act
+// (what a following head's backward gives); heads without the
+// weight-normalised layer only.
+int head_backward_act(Head *head, const Act *dout, Act *dx, ErrorMessage *err);
 
 #endif

@@ -223,20 +223,20 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
             backbone_attach_batchnorm_sync(&method->backbone, method->batchnorm_sync, err))
             goto fail;
     }
-    const size_t global_floats = (size_t)inputs[0].batch * method->global_size *
-                                 method->global_size * 3;
-    const size_t local_floats = (size_t)inputs[1].batch * method->local_size *
-                                method->local_size * 3;
-    method->global_input = backend->op.alloc(backend, global_floats * sizeof(float));
-    if (local_floats)
-        method->local_input = backend->op.alloc(backend, local_floats * sizeof(float));
+    const size_t global_elements = (size_t)inputs[0].batch * method->global_size *
+                                   method->global_size * 3;
+    const size_t local_elements = (size_t)inputs[1].batch * method->local_size *
+                                  method->local_size * 3;
+    method->global_input = backend->op.alloc(backend, act_bytes(backend, global_elements));
+    if (local_elements)
+        method->local_input = backend->op.alloc(backend, act_bytes(backend, local_elements));
     // One view at a time passes through it: the larger of the two sizes
     // (DINO's 96 px local crops are larger than a small global size).
     const size_t largest = method->local_size > method->global_size ? (size_t)method->local_size
                                                                    : (size_t)method->global_size;
     method->staging = backend->op.alloc(backend, (size_t)setup->batch * largest * largest * 3);
     method->record = backend->op.alloc(backend, METHOD_RECORD_FLOATS * sizeof(float));
-    if (!method->global_input || (local_floats && !method->local_input) || !method->staging ||
+    if (!method->global_input || (local_elements && !method->local_input) || !method->staging ||
         !method->record) {
         error_set(err, "out of memory for the input views (batch %d, %d px)", setup->batch,
                   method->global_size);
@@ -289,8 +289,8 @@ int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err) {
             return error_set(err, "view %d is %d px, expected %d", v, batch->view_size[v], size);
         const size_t pixels = (size_t)batch->size * size * size;
         const int index = global ? v : v - method->global_views;
-        float *target = (global ? method->global_input : method->local_input) +
-                        (size_t)index * pixels * 3;
+        Act *target = act_at(backend, global ? method->global_input : method->local_input,
+                             (size_t)index * pixels * 3);
         backend->op.upload(backend, method->staging, batch->views[v], pixels * 3);
         backend->op.normalize_u8(backend, pixels, method->staging, imagenet_mean, imagenet_std,
                                  target);

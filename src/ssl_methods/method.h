@@ -175,10 +175,10 @@ struct Method {
     // slot 1: local views when there are any
     int global_views, local_views;
     int global_size, local_size;
-    float *global_input;   // (global_views * max_batch, global_size, global_size, 3)
+    Act *global_input;     // (global_views * max_batch, global_size, global_size, 3)
     uint64_t batch_index;  // Batch.index of the uploaded views: keys per-batch draws
                            // (mixup) and updates (distillation's queue)
-    float *local_input;    // (local_views * max_batch, local_size, local_size, 3) or NULL
+    Act *local_input;      // (local_views * max_batch, local_size, local_size, 3) or NULL
     uint8_t *staging;      // backend memory for one uploaded view
     int group_count;
     MethodGroup groups[METHOD_MAX_GROUPS];

@@ -10,7 +10,7 @@ typedef struct PairState {
     Head head;
     PairLoss loss;
     float *dprojection;  // (2 batch, out)
-    float *dfeatures;    // (2 batch, D)
+    Act *dfeatures;      // (2 batch, D)
 } PairState;
 
 static int pair_step(Method *method, long step, int batch, ErrorMessage *err) {
@@ -67,8 +67,8 @@ int pair_method_create(Method *method, const MethodSetup *setup, const HeadSpec 
     Backend *backend = method->backend;
     const int out = head_spec_output_dim(head);
     state->dprojection = backend->op.alloc(backend, (size_t)rows * out * sizeof(float));
-    state->dfeatures = backend->op.alloc(
-        backend, (size_t)rows * method->backbone.feature_dim * sizeof(float));
+    state->dfeatures =
+        backend->op.alloc(backend, act_bytes(backend, (size_t)rows * method->backbone.feature_dim));
     if (!state->dprojection || !state->dfeatures) return error_set(err, "out of memory");
     if (head_attach_batchnorm_sync(&state->head, method->batchnorm_sync, err)) return -1;
     return method_add_group(method, "projection_head", &state->head.params, &state->head.buffers,

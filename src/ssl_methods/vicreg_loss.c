@@ -136,10 +136,10 @@ static void view_forward(VicregLoss *loss, int view, const float *x) {
     op->column_sum(backend, batch, dim, x, loss->column);
     op->axpby(backend, dim, -1.0f / (float)batch, loss->column, 0.0f, loss->column);
     op->copy(backend, centered, x, n * sizeof(float));
-    op->bias_add(backend, batch, dim, loss->column, centered);
+    op->bias_add_f32(backend, batch, dim, loss->column, centered);
     // inv_std = 1 / sqrt(unbiased var + eps), see the top of the file
     op->axpby(backend, n, sqrtf((float)batch / (float)(batch - 1)), x, 0.0f, loss->scratch);
-    op->batchnorm_forward_train(backend, batch, dim, loss->scratch, loss->ones, loss->zeros, 0.0f,
+    op->batchnorm_forward_train_f32(backend, batch, dim, loss->scratch, loss->ones, loss->zeros, 0.0f,
                                 loss->eps, loss->normalized, loss->column_extra, inv_std,
                                 loss->running_mean, loss->running_var);
     // hinge = relu(1 - std), std = (var + eps) * inv_std
@@ -149,7 +149,7 @@ static void view_forward(VicregLoss *loss, int view, const float *x) {
     op->mul(backend, dim, loss->column, inv_std, loss->column);
     op->copy(backend, hinge, loss->ones, dim * sizeof(float));
     op->axpby(backend, dim, -1.0f, loss->column, 1.0f, hinge);
-    op->relu_forward(backend, dim, hinge, hinge);
+    op->relu_forward_f32(backend, dim, hinge, hinge);
     op->sum(backend, dim, hinge, loss->sums + SUM_VARIANCE0 + view);
     covariance_off_diagonal(loss, centered);
     op->sum_squares(backend, (size_t)dim * dim, loss->covariance,
@@ -217,10 +217,10 @@ static void view_backward(VicregLoss *loss, int view, float dloss, float *grad) 
              loss->covariance, dim, 1.0f, grad, dim);
     // variance: -mu / (2 D (N - 1)) centered_j inv_std_j where the hinge is active
     float *mask = loss->column_extra;
-    op->relu_backward(backend, dim, loss->hinge + (size_t)view * dim,
+    op->relu_backward_f32(backend, dim, loss->hinge + (size_t)view * dim,
                       loss->inv_std + (size_t)view * dim, mask);
     op->fill(backend, loss->scratch, 0.0f, n);
-    op->bias_add(backend, batch, dim, mask, loss->scratch);
+    op->bias_add_f32(backend, batch, dim, mask, loss->scratch);
     op->mul(backend, n, loss->scratch, centered, loss->scratch);
     op->axpby(backend, n, -loss->mu * dloss / (2.0f * (float)dim * (float)(batch - 1)),
               loss->scratch, 1.0f, grad);

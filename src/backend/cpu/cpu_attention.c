@@ -251,15 +251,21 @@ static void backward_task(const AttentionPlan *plan, const HeadArgs *args, int b
                   scratch + (size_t)s->tokens * s->tokens);
 }
 
-void cpu_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                           float scale, float *out, float *lse) {
+void cpu_attention_forward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
+                           float scale, Act *out_act, float *lse) {
+    const float *qkv = (const float *)qkv_act;
+    float *out = (float *)out_act;
     const HeadArgs args = {.qkv = qkv, .scale = scale, .result = out, .lse_out = lse};
     for_each_head(backend, plan, forward_task, &args);
 }
 
-void cpu_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                            const float *out, const float *dout, const float *lse, float scale,
-                            float *dqkv) {
+void cpu_attention_backward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
+                            const Act *out_act, const Act *dout_act, const float *lse, float scale,
+                            Act *dqkv_act) {
+    const float *qkv = (const float *)qkv_act;
+    const float *out = (const float *)out_act;
+    const float *dout = (const float *)dout_act;
+    float *dqkv = (float *)dqkv_act;
     const HeadArgs args = {.qkv = qkv, .out = out, .dout = dout, .lse = lse, .scale = scale,
                            .result = dqkv};
     for_each_head(backend, plan, backward_task, &args);

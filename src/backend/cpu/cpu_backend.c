@@ -53,9 +53,32 @@ static void cpu_copy(Backend *backend, void *dst, const void *src, size_t bytes)
     if (bytes) memmove(dst, src, bytes);
 }
 
+static void cpu_zero(Backend *backend, void *x, size_t bytes) {
+    if (bytes) memset(x, 0, bytes);
+}
+
+// fp32 storage: the boundary between activations and losses is a copy.
+static void cpu_act_to_float(Backend *backend, size_t n, const Act *x, float *y) {
+    if (n) memcpy(y, x, n * sizeof(float));
+}
+
+static void cpu_float_to_act(Backend *backend, size_t n, const float *x, Act *y) {
+    if (n) memcpy(y, x, n * sizeof(float));
+}
+
+static void cpu_act_axpby(Backend *backend, size_t n, float alpha, const Act *x, float beta,
+                          Act *y) {
+    cpu_axpby(backend, n, alpha, (const float *)x, beta, (float *)y);
+}
+
 static void cpu_synchronize(Backend *backend) {
     CpuState *state = backend->impl;
     dnnl_stream_wait(state->stream);
+}
+
+static void cpu_act_column_sum(Backend *backend, size_t rows, int channels, const Act *x,
+                               float *y) {
+    cpu_column_sum(backend, rows, channels, (const float *)x, y);
 }
 
 // ---- GEMM ---------------------------------------------------------------------------
@@ -76,6 +99,27 @@ static void cpu_gemm(Backend *backend, int transpose_a, int transpose_b, int m, 
     cpu_set_threads(backend);
     (void)dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
                      ldb, beta, c, ldc);
+}
+
+// Linear layers: the product, then the bias (what the layers did before).
+static void cpu_linear_forward(Backend *backend, int rows, int in, int out, const Act *x,
+                               const Act *w, const float *bias, Act *y) {
+    cpu_gemm(backend, 0, 1, rows, out, in, 1.0f, (const float *)x, in, (const float *)w, in,
+             0.0f, (float *)y, out);
+    if (bias) cpu_bias_add(backend, (size_t)rows, out, bias, y);
+}
+
+static void cpu_linear_backward_data(Backend *backend, int rows, int in, int out, const Act *dy,
+                                     const Act *w, Act *dx) {
+    cpu_gemm(backend, 0, 0, rows, in, out, 1.0f, (const float *)dy, out, (const float *)w, in,
+             0.0f, (float *)dx, in);
+}
+
+static void cpu_linear_backward_weights(Backend *backend, int rows, int in, int out,
+                                        const Act *x, const Act *dy, float *dw, float *dbias) {
+    cpu_gemm(backend, 1, 0, out, in, rows, 1.0f, (const float *)dy, out, (const float *)x, in,
+             1.0f, dw, in);
+    if (dbias) cpu_bias_backward(backend, (size_t)rows, out, dy, dbias);
 }
 
 // ---- the table -------------------------------------------------------------------------
@@ -101,6 +145,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         return NULL;
     }
     backend->name = "cpu";
+    backend->act_element_bytes = sizeof(float);
     backend->threads = threads > 0 ? threads : cpu_usable_cores();
     backend->impl = state;
     backend->destroy = cpu_destroy;
@@ -130,6 +175,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .download = cpu_download,
         .copy = cpu_copy,
         .fill = cpu_fill,
+        .zero = cpu_zero,
         .synchronize = cpu_synchronize,
         .host_slot_create = host_slot_create,
         .host_slot_free = host_slot_free,
@@ -141,8 +187,10 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .conv2d_backward_data = cpu_conv2d_backward_data,
         .conv2d_backward_weights = cpu_conv2d_backward_weights,
         .batchnorm_forward_train = cpu_batchnorm_forward_train,
+        .batchnorm_forward_train_f32 = cpu_batchnorm_forward_train_f32,
         .batchnorm_forward_eval = cpu_batchnorm_forward_eval,
         .batchnorm_backward = cpu_batchnorm_backward,
+        .batchnorm_backward_f32 = cpu_batchnorm_backward_f32,
         .batchnorm_relu_forward_train = cpu_batchnorm_relu_forward_train,
         .batchnorm_relu_forward_eval = cpu_batchnorm_relu_forward_eval,
         .batchnorm_relu_backward = cpu_batchnorm_relu_backward,
@@ -153,18 +201,27 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .batchnorm_backward_reduce = cpu_batchnorm_backward_reduce,
         .batchnorm_backward_apply = cpu_batchnorm_backward_apply,
         .relu_forward = cpu_relu_forward,
+        .relu_forward_f32 = cpu_relu_forward_f32,
         .relu_backward = cpu_relu_backward,
+        .relu_backward_f32 = cpu_relu_backward_f32,
         .gelu_forward = cpu_gelu_forward,
         .gelu_backward = cpu_gelu_backward,
         .add = cpu_add,
         .axpby = cpu_axpby,
+        .act_axpby = cpu_act_axpby,
+        .act_to_float = cpu_act_to_float,
+        .float_to_act = cpu_float_to_act,
         .mul = cpu_mul,
         .maxpool_forward = cpu_maxpool_forward,
         .maxpool_backward = cpu_maxpool_backward,
         .avgpool_forward = cpu_avgpool_forward,
         .avgpool_backward = cpu_avgpool_backward,
         .gemm = cpu_gemm,
+        .linear_forward = cpu_linear_forward,
+        .linear_backward_data = cpu_linear_backward_data,
+        .linear_backward_weights = cpu_linear_backward_weights,
         .bias_add = cpu_bias_add,
+        .bias_add_f32 = cpu_bias_add_f32,
         .bias_backward = cpu_bias_backward,
         .l2_normalize_forward = cpu_l2_normalize_forward,
         .l2_normalize_backward = cpu_l2_normalize_backward,
@@ -176,6 +233,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .sum_squares = cpu_sum_squares,
         .dot = cpu_dot,
         .column_sum = cpu_column_sum,
+        .act_column_sum = cpu_act_column_sum,
         .count_nonfinite = cpu_count_nonfinite,
         .scalar_combine = host_scalar_combine,
         .sgd_update = cpu_sgd_update,
@@ -200,6 +258,8 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .resize_bilinear_backward = cpu_resize_bilinear_backward,
         .mixup = cpu_mixup,
         .copy_2d = cpu_copy_2d,
+        .mask_tokens_forward = cpu_mask_tokens_forward,
+        .mask_tokens_backward = cpu_mask_tokens_backward,
         .scale_rows = cpu_scale_rows,
         .gather_rows = cpu_gather_rows,
         .scatter_add_rows = cpu_scatter_add_rows,

@@ -256,7 +256,7 @@ static void forward_eval(Backend *backend, size_t rows, int channels, const floa
     }
 }
 
-void cpu_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const float *x,
+void cpu_batchnorm_forward_train_f32(Backend *backend, size_t rows, int channels, const float *x,
                                  const float *gamma, const float *beta, float momentum, float eps,
                                  float *y, float *save_mean, float *save_inv_std,
                                  float *running_mean, float *running_var) {
@@ -264,26 +264,41 @@ void cpu_batchnorm_forward_train(Backend *backend, size_t rows, int channels, co
                   save_inv_std, running_mean, running_var);
 }
 
+void cpu_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                 const float *gamma, const float *beta, float momentum, float eps,
+                                 Act *y_act, float *save_mean, float *save_inv_std,
+                                 float *running_mean, float *running_var) {
+    cpu_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta, momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean, running_var);
+}
+
 void cpu_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
-                                      const float *x, const float *residual, const float *gamma,
-                                      const float *beta, float momentum, float eps, float *y,
+                                      const Act *x_act, const Act *residual_act, const float *gamma,
+                                      const float *beta, float momentum, float eps, Act *y_act,
                                       float *save_mean, float *save_inv_std, float *running_mean,
                                       float *running_var) {
+    const float *x = (const float *)x_act;
+    const float *residual = (const float *)residual_act;
+    float *y = (float *)y_act;
     forward_train(backend, rows, channels, x, residual, 1, gamma, beta, momentum, eps, y,
                   save_mean, save_inv_std, running_mean, running_var);
 }
 
-void cpu_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const float *x,
+void cpu_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const Act *x_act,
                                 const float *gamma, const float *beta, const float *running_mean,
-                                const float *running_var, float eps, float *y) {
+                                const float *running_var, float eps, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     forward_eval(backend, rows, channels, x, NULL, 0, gamma, beta, running_mean, running_var, eps,
                  y);
 }
 
 void cpu_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
-                                     const float *x, const float *residual, const float *gamma,
+                                     const Act *x_act, const Act *residual_act, const float *gamma,
                                      const float *beta, const float *running_mean,
-                                     const float *running_var, float eps, float *y) {
+                                     const float *running_var, float eps, Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *residual = (const float *)residual_act;
+    float *y = (float *)y_act;
     forward_eval(backend, rows, channels, x, residual, 1, gamma, beta, running_mean, running_var,
                  eps, y);
 }
@@ -432,27 +447,41 @@ static void backward(Backend *backend, size_t rows, int channels, const float *x
     }
 }
 
-void cpu_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+void cpu_batchnorm_backward_f32(Backend *backend, size_t rows, int channels, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_inv_std, float *dx, float *dgamma, float *dbeta) {
     backward(backend, rows, channels, x, NULL, dy, gamma, save_mean, save_inv_std, dx, dgamma,
              dbeta, NULL);
 }
 
-void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const float *x,
-                                 const float *y, const float *dy, const float *gamma,
-                                 const float *save_mean, const float *save_inv_std, float *dx,
-                                 float *dgamma, float *dbeta, float *dresidual) {
+void cpu_batchnorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                            const Act *dy_act, const float *gamma, const float *save_mean,
+                            const float *save_inv_std, Act *dx_act, float *dgamma, float *dbeta) {
+    cpu_batchnorm_backward_f32(backend, rows, channels, (const float *)x_act, (const float *)dy_act, gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta);
+}
+
+void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                 const Act *y_act, const Act *dy_act, const float *gamma,
+                                 const float *save_mean, const float *save_inv_std, Act *dx_act,
+                                 float *dgamma, float *dbeta, Act *dresidual_act) {
+    const float *x = (const float *)x_act;
+    const float *y = (const float *)y_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
+    float *dresidual = (float *)dresidual_act;
     backward(backend, rows, channels, x, y, dy, gamma, save_mean, save_inv_std, dx, dgamma, dbeta,
              dresidual);
 }
 
 // ---- split for synchronised batch norm (statistics over several ranks) ---------------
 
-void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const float *x,
-                                 const float *residual, int relu, const float *gamma,
+void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                 const Act *residual_act, int relu, const float *gamma,
                                  const float *beta, const float *mean, const float *inv_std,
-                                 float *y) {
+                                 Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *residual = (const float *)residual_act;
+    float *y = (float *)y_act;
     cpu_set_threads(backend);
     NormMap map;
     for (int first = 0; first < channels; first += CPU_NORM_GROUP) {
@@ -468,10 +497,14 @@ void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, co
     }
 }
 
-void cpu_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const float *x,
-                                   const float *relu_out, const float *dy, float *dz_out,
+void cpu_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                   const Act *relu_out_act, const Act *dy_act, Act *dz_out_act,
                                    const float *mean, const float *inv_std, float *dgamma,
                                    float *dbeta, float *sums) {
+    const float *x = (const float *)x_act;
+    const float *relu_out = (const float *)relu_out_act;
+    const float *dy = (const float *)dy_act;
+    float *dz_out = (float *)dz_out_act;
     cpu_set_threads(backend);
     double sum_dz[CPU_NORM_GROUP], sum_dz_centered[CPU_NORM_GROUP];
     for (int first = 0; first < channels; first += CPU_NORM_GROUP) {
@@ -489,9 +522,13 @@ void cpu_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, 
 }
 
 void cpu_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
-                                  int channels, const float *x, const float *relu_out,
-                                  const float *dy, const float *gamma, const float *mean,
-                                  const float *inv_std, const float *sums, float *dx) {
+                                  int channels, const Act *x_act, const Act *relu_out_act,
+                                  const Act *dy_act, const float *gamma, const float *mean,
+                                  const float *inv_std, const float *sums, Act *dx_act) {
+    const float *x = (const float *)x_act;
+    const float *relu_out = (const float *)relu_out_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     cpu_set_threads(backend);
     GradientMap map;
     for (int first = 0; first < channels; first += CPU_NORM_GROUP) {

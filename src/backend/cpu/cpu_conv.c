@@ -252,8 +252,11 @@ static dnnl_memory_t weights_for(Backend *backend, const ConvPlan *plan, int dir
     return plan->blocked_weights[direction];
 }
 
-void cpu_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
-                        float *y) {
+void cpu_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act, const Act *w_act,
+                        Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *w = (const float *)w_act;
+    float *y = (float *)y_act;
     cpu_set_threads(backend);
     dnnl_memory_t weights = weights_for(backend, plan, CONV_FORWARD, w);
     dnnl_memory_set_data_handle(plan->activations_in, (void *)x);
@@ -265,8 +268,11 @@ void cpu_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, 
     execute(backend, plan->conv[CONV_FORWARD], 4, args);
 }
 
-void cpu_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
-                              const float *w, float *dx) {
+void cpu_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy_act,
+                              const Act *w_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    const float *w = (const float *)w_act;
+    float *dx = (float *)dx_act;
     cpu_set_threads(backend);
     dnnl_memory_t weights = weights_for(backend, plan, CONV_BACKWARD_DATA, w);
     dnnl_memory_set_data_handle(plan->activations_in, dx);
@@ -278,8 +284,10 @@ void cpu_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const floa
     execute(backend, plan->conv[CONV_BACKWARD_DATA], 4, args);
 }
 
-void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
-                                 const float *dy, float *dw) {
+void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x_act,
+                                 const Act *dy_act, float *dw) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
     cpu_set_threads(backend);
     dnnl_memory_set_data_handle(plan->activations_in, (void *)x);
     dnnl_memory_set_data_handle(plan->activations_out, (void *)dy);

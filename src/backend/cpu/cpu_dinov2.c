@@ -23,8 +23,45 @@ void cpu_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
     }
 }
 
+void cpu_mask_tokens_forward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                             const float *mask, const float *token, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
+    const int team = cpu_team(backend, rows * (size_t)channels);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *source = mask[r] != 0.0f ? token : x + r * channels;
+        float *target = y + r * channels;
+        for (int c = 0; c < channels; c++) target[c] = source[c];
+    }
+}
+
+// dtoken: each thread sums whole columns over the rows in order (in double),
+// so the result does not depend on the thread count.
+void cpu_mask_tokens_backward(Backend *backend, size_t rows, int channels, const float *mask,
+                              const Act *dy_act, Act *dx_act, float *dtoken) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
+    const int team = cpu_team(backend, rows * (size_t)channels);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int c = 0; c < channels; c++) {
+        double total = 0.0;
+        for (size_t r = 0; r < rows; r++)
+            if (mask[r] != 0.0f) total += dy[r * channels + c];
+        dtoken[c] += (float)total;
+    }
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t r = 0; r < rows; r++)
+        if (mask[r] != 0.0f)
+            for (int c = 0; c < channels; c++) dx[r * channels + c] = 0.0f;
+        else if (dx != dy)
+            for (int c = 0; c < channels; c++) dx[r * channels + c] = dy[r * channels + c];
+}
+
 void cpu_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
-                     const float *x, float *y) {
+                     const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const int team = cpu_team(backend, (size_t)count * channels);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (int i = 0; i < count; i++) {
@@ -35,7 +72,9 @@ void cpu_gather_rows(Backend *backend, int count, int channels, const int32_t *i
 }
 
 void cpu_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
-                          const float *dy, float *dx) {
+                          const Act *dy_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const int team = cpu_team(backend, (size_t)count * channels);
     // Distinct indices: no two iterations touch the same row of dx.
 #pragma omp parallel for num_threads(team) schedule(static)

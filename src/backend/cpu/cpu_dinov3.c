@@ -35,18 +35,22 @@ static void rope_rotate(Backend *backend, int batch, int tokens, int heads, int 
 }
 
 void cpu_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                      int prefix, const float *sin, const float *cos, float *qkv) {
+                      int prefix, const float *sin, const float *cos, Act *qkv_act) {
+    float *qkv = (float *)qkv_act;
     rope_rotate(backend, batch, tokens, heads, head_dim, prefix, sin, cos, qkv, 1.0f);
 }
 
 void cpu_rope_backward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                       int prefix, const float *sin, const float *cos, float *dqkv) {
+                       int prefix, const float *sin, const float *cos, Act *dqkv_act) {
+    float *dqkv = (float *)dqkv_act;
     rope_rotate(backend, batch, tokens, heads, head_dim, prefix, sin, cos, dqkv, -1.0f);
 }
 
 // ---- SwiGLU ------------------------------------------------------------------------
 
-void cpu_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *x, float *y) {
+void cpu_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const int team = cpu_team(backend, rows * (size_t)hidden);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t r = 0; r < rows; r++) {
@@ -59,8 +63,11 @@ void cpu_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *
     }
 }
 
-void cpu_swiglu_backward(Backend *backend, size_t rows, int hidden, const float *x,
-                         const float *dy, float *dx) {
+void cpu_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x_act,
+                         const Act *dy_act, Act *dx_act) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const int team = cpu_team(backend, rows * (size_t)hidden);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t r = 0; r < rows; r++) {

@@ -23,22 +23,30 @@ void cpu_fill(Backend *backend, float *x, float value, size_t n) {
 }
 
 // y may alias x (in-place ReLU).
-void cpu_relu_forward(Backend *backend, size_t n, const float *x, float *y) {
+void cpu_relu_forward_f32(Backend *backend, size_t n, const float *x, float *y) {
     const int team = cpu_team(backend, n);
     CPU_FOR_ELEMENTS
     for (size_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i];  // NaN stays NaN
 }
 
+void cpu_relu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
+    cpu_relu_forward_f32(backend, n, (const float *)x_act, (float *)y_act);
+}
+
 // dy is loaded unconditionally: a load under the condition (y > 0 ? dy[i] :
 // 0) keeps GCC from vectorising, and the branch mispredicts on every
 // random-looking mask.
-void cpu_relu_backward(Backend *backend, size_t n, const float *y, const float *dy, float *dx) {
+void cpu_relu_backward_f32(Backend *backend, size_t n, const float *y, const float *dy, float *dx) {
     const int team = cpu_team(backend, n);
     CPU_FOR_ELEMENTS
     for (size_t i = 0; i < n; i++) {
         const float gradient = dy[i];
         dx[i] = y[i] <= 0.0f ? 0.0f : gradient;
     }
+}
+
+void cpu_relu_backward(Backend *backend, size_t n, const Act *y_act, const Act *dy_act, Act *dx_act) {
+    cpu_relu_backward_f32(backend, n, (const float *)y_act, (const float *)dy_act, (float *)dx_act);
 }
 
 // GELU in fp32 with Phi(x) = erfc(-x / sqrt 2) / 2 (as ref: no cancellation
@@ -48,13 +56,18 @@ void cpu_relu_backward(Backend *backend, size_t n, const float *y, const float *
 #define CPU_SQRT1_2 0.70710678118654752f
 #define CPU_INV_SQRT_2PI 0.39894228040143268f
 
-void cpu_gelu_forward(Backend *backend, size_t n, const float *x, float *y) {
+void cpu_gelu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const int team = cpu_team(backend, n);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = x[i] * (0.5f * erfcf(-x[i] * CPU_SQRT1_2));
 }
 
-void cpu_gelu_backward(Backend *backend, size_t n, const float *x, const float *dy, float *dx) {
+void cpu_gelu_backward(Backend *backend, size_t n, const Act *x_act, const Act *dy_act, Act *dx_act) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const int team = cpu_team(backend, n);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t i = 0; i < n; i++) {
@@ -89,8 +102,10 @@ void cpu_mul(Backend *backend, size_t n, const float *a, const float *b, float *
 }
 
 // dx (N, P, C) = dy (N, C) / P, one output row at a time.
-void cpu_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
-                          float *dx) {
+void cpu_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const Act *dy_act,
+                          Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const size_t rows = (size_t)batch * pixels;
     const int team = cpu_team(backend, rows * channels);
     const float count = (float)pixels;
@@ -103,7 +118,7 @@ void cpu_avgpool_backward(Backend *backend, int batch, int pixels, int channels,
     }
 }
 
-void cpu_bias_add(Backend *backend, size_t rows, int channels, const float *bias, float *y) {
+void cpu_bias_add_f32(Backend *backend, size_t rows, int channels, const float *bias, float *y) {
     const int team = cpu_team(backend, rows * channels);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t r = 0; r < rows; r++) {
@@ -111,6 +126,10 @@ void cpu_bias_add(Backend *backend, size_t rows, int channels, const float *bias
 #pragma omp simd
         for (int c = 0; c < channels; c++) y_row[c] += bias[c];
     }
+}
+
+void cpu_bias_add(Backend *backend, size_t rows, int channels, const float *bias, Act *y_act) {
+    cpu_bias_add_f32(backend, rows, channels, bias, (float *)y_act);
 }
 
 // ---- full reductions (double accumulators, like ref) -------------------------------------
@@ -204,7 +223,8 @@ void cpu_ema_update(Backend *backend, size_t n, float *target, const float *sour
 
 // Same operation order as ref (x / 255, then - mean, then / std).
 void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
-                      const float std[3], float *y) {
+                      const float std[3], Act *y_act) {
+    float *y = (float *)y_act;
     const int team = cpu_team(backend, pixels * 3);
     const float m0 = mean[0], m1 = mean[1], m2 = mean[2];
     const float s0 = std[0], s1 = std[1], s2 = std[2];

@@ -48,60 +48,67 @@ int cpu_channel_block(const Backend *backend, int channels);
 // ---- cpu_conv.c ----
 ConvPlan *cpu_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
 void cpu_conv2d_plan_free(Backend *backend, ConvPlan *plan);
-void cpu_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
-                        float *y);
-void cpu_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
-                              const float *w, float *dx);
-void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
-                                 const float *dy, float *dw);
+void cpu_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
+                        Act *y);
+void cpu_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,
+                              const Act *w, Act *dx);
+void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x,
+                                 const Act *dy, float *dw);
 // Name of the oneDNN implementation chosen for one direction (0 forward,
 // 1 backward data, 2 backward weights), for benchmarks and logs.
 const char *cpu_conv2d_plan_impl(const ConvPlan *plan, int direction);
 
 // ---- cpu_batchnorm.c ----
-void cpu_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const float *x,
+void cpu_batchnorm_forward_train_f32(Backend *backend, size_t rows, int channels, const float *x,
                                  const float *gamma, const float *beta, float momentum, float eps,
                                  float *y, float *save_mean, float *save_inv_std,
                                  float *running_mean, float *running_var);
-void cpu_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const float *x,
+void cpu_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const Act *x,
+                                 const float *gamma, const float *beta, float momentum, float eps,
+                                 Act *y, float *save_mean, float *save_inv_std,
+                                 float *running_mean, float *running_var);
+void cpu_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const Act *x,
                                 const float *gamma, const float *beta, const float *running_mean,
-                                const float *running_var, float eps, float *y);
-void cpu_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                                const float *running_var, float eps, Act *y);
+void cpu_batchnorm_backward_f32(Backend *backend, size_t rows, int channels, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_inv_std, float *dx, float *dgamma, float *dbeta);
+void cpu_batchnorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
+                            const Act *dy, const float *gamma, const float *save_mean,
+                            const float *save_inv_std, Act *dx, float *dgamma, float *dbeta);
 void cpu_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
-                                      const float *x, const float *residual, const float *gamma,
-                                      const float *beta, float momentum, float eps, float *y,
+                                      const Act *x, const Act *residual, const float *gamma,
+                                      const float *beta, float momentum, float eps, Act *y,
                                       float *save_mean, float *save_inv_std, float *running_mean,
                                       float *running_var);
 void cpu_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
-                                     const float *x, const float *residual, const float *gamma,
+                                     const Act *x, const Act *residual, const float *gamma,
                                      const float *beta, const float *running_mean,
-                                     const float *running_var, float eps, float *y);
-void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const float *x,
-                                 const float *residual, int relu, const float *gamma,
+                                     const float *running_var, float eps, Act *y);
+void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const Act *x,
+                                 const Act *residual, int relu, const float *gamma,
                                  const float *beta, const float *mean, const float *inv_std,
-                                 float *y);
-void cpu_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const float *x,
-                                   const float *relu_out, const float *dy, float *dz_out,
+                                 Act *y);
+void cpu_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const Act *x,
+                                   const Act *relu_out, const Act *dy, Act *dz_out,
                                    const float *mean, const float *inv_std, float *dgamma,
                                    float *dbeta, float *sums);
 void cpu_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
-                                  int channels, const float *x, const float *relu_out,
-                                  const float *dy, const float *gamma, const float *mean,
-                                  const float *inv_std, const float *sums, float *dx);
-void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const float *x,
-                                 const float *y, const float *dy, const float *gamma,
-                                 const float *save_mean, const float *save_inv_std, float *dx,
-                                 float *dgamma, float *dbeta, float *dresidual);
+                                  int channels, const Act *x, const Act *relu_out,
+                                  const Act *dy, const float *gamma, const float *mean,
+                                  const float *inv_std, const float *sums, Act *dx);
+void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x,
+                                 const Act *y, const Act *dy, const float *gamma,
+                                 const float *save_mean, const float *save_inv_std, Act *dx,
+                                 float *dgamma, float *dbeta, Act *dresidual);
 
 // ---- cpu_norm.c ----
-void cpu_bias_backward(Backend *backend, size_t rows, int channels, const float *dy,
+void cpu_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy,
                        float *dbias);
 void cpu_column_sum(Backend *backend, size_t rows, int channels, const float *x, float *y);
-void cpu_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
-                         float *y);
-void cpu_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const float *x,
+void cpu_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x,
+                         Act *y);
+void cpu_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const Act *x,
                                     const float *mean, float *squares);
 
 // ---- cpu_rows.c ----
@@ -117,23 +124,26 @@ void cpu_softmax_backward(Backend *backend, int rows, int dim, const float *y, c
                           float scale, float *dx);
 void cpu_log_softmax_backward(Backend *backend, int rows, int dim, const float *y,
                               const float *dy, float scale, float *dx);
-void cpu_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+void cpu_maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x, Act *y,
                          int32_t *argmax);
-void cpu_maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
-                          const int32_t *argmax, float *dx);
+void cpu_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy,
+                          const int32_t *argmax, Act *dx);
 
 // ---- cpu_elementwise.c ----
 void cpu_fill(Backend *backend, float *x, float value, size_t n);
-void cpu_relu_forward(Backend *backend, size_t n, const float *x, float *y);
-void cpu_relu_backward(Backend *backend, size_t n, const float *y, const float *dy, float *dx);
-void cpu_gelu_forward(Backend *backend, size_t n, const float *x, float *y);
-void cpu_gelu_backward(Backend *backend, size_t n, const float *x, const float *dy, float *dx);
+void cpu_relu_forward_f32(Backend *backend, size_t n, const float *x, float *y);
+void cpu_relu_forward(Backend *backend, size_t n, const Act *x, Act *y);
+void cpu_relu_backward_f32(Backend *backend, size_t n, const float *y, const float *dy, float *dx);
+void cpu_relu_backward(Backend *backend, size_t n, const Act *y, const Act *dy, Act *dx);
+void cpu_gelu_forward(Backend *backend, size_t n, const Act *x, Act *y);
+void cpu_gelu_backward(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
 void cpu_add(Backend *backend, size_t n, const float *a, const float *b, float *y);
 void cpu_axpby(Backend *backend, size_t n, float alpha, const float *x, float beta, float *y);
 void cpu_mul(Backend *backend, size_t n, const float *a, const float *b, float *y);
-void cpu_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
-                          float *dx);
-void cpu_bias_add(Backend *backend, size_t rows, int channels, const float *bias, float *y);
+void cpu_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const Act *dy,
+                          Act *dx);
+void cpu_bias_add_f32(Backend *backend, size_t rows, int channels, const float *bias, float *y);
+void cpu_bias_add(Backend *backend, size_t rows, int channels, const float *bias, Act *y);
 void cpu_sum(Backend *backend, size_t n, const float *x, float *result);
 void cpu_sum_squares(Backend *backend, size_t n, const float *x, float *result);
 void cpu_dot(Backend *backend, size_t n, const float *a, const float *b, float *result);
@@ -147,63 +157,67 @@ void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *gra
 void cpu_ema_update(Backend *backend, size_t n, float *target, const float *source,
                     float momentum);
 void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
-                      const float std[3], float *y);
+                      const float std[3], Act *y);
 
 // ---- cpu_transformer.c ----
-void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const float *x,
-                           const float *gamma, const float *beta, float eps, float *y,
+void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const Act *x,
+                           const float *gamma, const float *beta, float eps, Act *y,
                            float *mean, float *inv_std);
-void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const float *x,
-                            const float *dy, const float *gamma, const float *mean,
-                            const float *inv_std, float *dx, float *dgamma, float *dbeta);
+void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
+                            const Act *dy, const float *gamma, const float *mean,
+                            const float *inv_std, Act *dx, float *dgamma, float *dbeta);
 void cpu_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
-                            int channels, const float *patch_embeddings, const float *cls,
+                            int channels, const Act *patch_embeddings, const float *cls,
                             const float *cls_pos, const float *register_tokens,
-                            const float *patch_pos, float *tokens);
+                            const float *patch_pos, Act *tokens);
 void cpu_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
-                             int channels, const float *dtokens, float *dpatch_embeddings,
+                             int channels, const Act *dtokens, Act *dpatch_embeddings,
                              float *dcls, float *dcls_pos, float *dregister_tokens,
                              float *dpatch_pos);
 void cpu_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
-                                    int channels, const float *x, const float *branch,
-                                    const float *gamma, const float *sample_scale, float *y);
+                                    int channels, const Act *x, const Act *branch,
+                                    const float *gamma, const float *sample_scale, Act *y);
 void cpu_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
-                                     int channels, const float *branch, const float *dy,
+                                     int channels, const Act *branch, const Act *dy,
                                      const float *gamma, const float *sample_scale,
-                                     float *dbranch, float *dgamma);
+                                     Act *dbranch, float *dgamma);
 void cpu_token_pool_forward(Backend *backend, int batch, int tokens, int channels, int first,
-                            int count, const float *x, float *y);
+                            int count, const Act *x, Act *y);
 void cpu_token_pool_backward(Backend *backend, int batch, int tokens, int channels, int first,
-                             int count, const float *dy, float *dx);
+                             int count, const Act *dy, Act *dx);
 
 // ---- cpu_attention.c ----
 AttentionPlan *cpu_attention_plan(Backend *backend, const AttentionShape *shape,
                                   ErrorMessage *err);
 void cpu_attention_plan_free(Backend *backend, AttentionPlan *plan);
-void cpu_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                           float scale, float *out, float *lse);
-void cpu_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                            const float *out, const float *dout, const float *lse, float scale,
-                            float *dqkv);
+void cpu_attention_forward(Backend *backend, const AttentionPlan *plan, const Act *qkv,
+                           float scale, Act *out, float *lse);
+void cpu_attention_backward(Backend *backend, const AttentionPlan *plan, const Act *qkv,
+                            const Act *out, const Act *dout, const float *lse, float scale,
+                            Act *dqkv);
 
 // ---- cpu_resize.c ----
 void cpu_resize_bilinear_forward(Backend *backend, int batch, int in_height, int in_width,
-                                 int channels, const float *x, int out_height, int out_width,
-                                 float *y);
+                                 int channels, const Act *x, int out_height, int out_width,
+                                 Act *y);
 void cpu_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
-                                  int channels, const float *dy, int out_height, int out_width,
-                                  float *dx);
-void cpu_mixup(Backend *backend, int batch, size_t sample, const float *x,
-               const int32_t *permutation, float lambda, float *y);
-void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
-                 float *y, size_t y_stride);
+                                  int channels, const Act *dy, int out_height, int out_width,
+                                  Act *dx);
+void cpu_mixup(Backend *backend, int batch, size_t sample, const Act *x,
+               const int32_t *permutation, float lambda, Act *y);
+void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x, size_t x_stride,
+                 Act *y, size_t y_stride);
 // ---- cpu_dinov2.c ----
+void cpu_mask_tokens_forward(Backend *backend, size_t rows, int channels, const Act *x,
+                             const float *mask, const float *token, Act *y);
+void cpu_mask_tokens_backward(Backend *backend, size_t rows, int channels, const float *mask,
+                              const Act *dy, Act *dx, float *dtoken);
 void cpu_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
                     const float *scale, float *y);
 void cpu_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
-                     const float *x, float *y);
+                     const Act *x, Act *y);
 void cpu_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
-                          const float *dy, float *dx);
+                          const Act *dy, Act *dx);
 void cpu_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
                         int iterations, float *y);
 void cpu_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
@@ -213,11 +227,11 @@ void cpu_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                         float *dy);
 // ---- cpu_dinov3.c ----
 void cpu_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                      int prefix, const float *sin, const float *cos, float *qkv);
+                      int prefix, const float *sin, const float *cos, Act *qkv);
 void cpu_rope_backward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                       int prefix, const float *sin, const float *cos, float *dqkv);
-void cpu_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *x, float *y);
-void cpu_swiglu_backward(Backend *backend, size_t rows, int hidden, const float *x,
-                         const float *dy, float *dx);
+                       int prefix, const float *sin, const float *cos, Act *dqkv);
+void cpu_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x, Act *y);
+void cpu_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x,
+                         const Act *dy, Act *dx);
 
 #endif

@@ -38,8 +38,9 @@ static void block_sums(size_t rows, int channels, const float *x, ChannelBlock b
     }
 }
 
-void cpu_bias_backward(Backend *backend, size_t rows, int channels, const float *dy,
+void cpu_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy_act,
                        float *dbias) {
+    const float *dy = (const float *)dy_act;
     CPU_FOR_CHANNEL_BLOCKS(rows, channels) {
         const ChannelBlock block = channel_block(block_size, channels, b);
         double sums[CPU_CHANNEL_BLOCK];
@@ -59,8 +60,10 @@ void cpu_column_sum(Backend *backend, size_t rows, int channels, const float *x,
 
 // y (N, C) = mean over the P pixels of x (N, P, C): one (sample, block)
 // pair per task.
-void cpu_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
-                         float *y) {
+void cpu_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x_act,
+                         Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const int block_size = cpu_channel_block(backend, channels);
     const int blocks = (channels + block_size - 1) / block_size;
     const int tasks = batch * blocks;
@@ -79,8 +82,9 @@ void cpu_avgpool_forward(Backend *backend, int batch, int pixels, int channels, 
 
 // ---- statistics of synchronised batch norm (the per-channel finish is ref's) ------------------------------------------------
 
-void cpu_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const float *x,
+void cpu_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const Act *x_act,
                                     const float *mean, float *squares) {
+    const float *x = (const float *)x_act;
     CPU_FOR_CHANNEL_BLOCKS(rows, channels) {
         const ChannelBlock block = channel_block(block_size, channels, b);
         double sums[CPU_CHANNEL_BLOCK];

@@ -9,8 +9,10 @@
 #include "backend/resize_taps.h"
 
 void cpu_resize_bilinear_forward(Backend *backend, int batch, int in_height, int in_width,
-                                 int channels, const float *x, int out_height, int out_width,
-                                 float *y) {
+                                 int channels, const Act *x_act, int out_height, int out_width,
+                                 Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const size_t in_sample = (size_t)in_height * in_width * channels;
     const size_t out_row = (size_t)out_width * channels;
     const size_t rows = (size_t)batch * out_height;
@@ -22,8 +24,10 @@ void cpu_resize_bilinear_forward(Backend *backend, int batch, int in_height, int
 }
 
 void cpu_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
-                                  int channels, const float *dy, int out_height, int out_width,
-                                  float *dx) {
+                                  int channels, const Act *dy_act, int out_height, int out_width,
+                                  Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const size_t in_sample = (size_t)in_height * in_width * channels;
     const size_t out_sample = (size_t)out_height * out_width * channels;
     const int team = cpu_team(backend, (size_t)batch * out_sample);
@@ -33,8 +37,10 @@ void cpu_resize_bilinear_backward(Backend *backend, int batch, int in_height, in
                               out_height, out_width, dx + (size_t)b * in_sample);
 }
 
-void cpu_mixup(Backend *backend, int batch, size_t sample, const float *x,
-               const int32_t *permutation, float lambda, float *y) {
+void cpu_mixup(Backend *backend, int batch, size_t sample, const Act *x_act,
+               const int32_t *permutation, float lambda, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const float other = 1.0f - lambda;
     const size_t total = (size_t)batch * sample;
     const int team = cpu_team(backend, total);
@@ -45,8 +51,10 @@ void cpu_mixup(Backend *backend, int batch, size_t sample, const float *x,
     }
 }
 
-void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
-                 float *y, size_t y_stride) {
+void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x_act, size_t x_stride,
+                 Act *y_act, size_t y_stride) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const int team = cpu_team(backend, rows * cols);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t r = 0; r < rows; r++) memcpy(y + r * y_stride, x + r * x_stride, cols * sizeof *x);

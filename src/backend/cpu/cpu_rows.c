@@ -126,8 +126,10 @@ void cpu_log_softmax_backward(Backend *backend, int rows, int dim, const float *
 // and PyTorch, so a NaN input is not lost), all
 // channels at once. argmax is the flat index (ih * W + iw) * C + c within
 // the sample.
-void cpu_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+void cpu_maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x_act, Act *y_act,
                          int32_t *argmax) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const PoolShape *s = shape;
     const int channels = s->channels;
     const size_t in_sample = (size_t)s->in_height * s->in_width * channels;
@@ -174,8 +176,10 @@ void cpu_maxpool_forward(Backend *backend, const PoolShape *shape, const float *
 
 // Samples are independent, so threads split the batch; within a sample the
 // scatter adds where windows overlap.
-void cpu_maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
-                          const int32_t *argmax, float *dx) {
+void cpu_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy_act,
+                          const int32_t *argmax, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const PoolShape *s = shape;
     const size_t in_sample = (size_t)s->in_height * s->in_width * s->channels;
     const size_t out_sample = (size_t)s->out_height * s->out_width * s->channels;

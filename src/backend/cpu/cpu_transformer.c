@@ -30,9 +30,11 @@ static int block_width(int block_size, int channels, int b) {
 
 // ---- layer norm ----------------------------------------------------------------------
 
-void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const float *x,
-                           const float *gamma, const float *beta, float eps, float *y,
+void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                           const float *gamma, const float *beta, float eps, Act *y_act,
                            float *mean, float *inv_std) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     CPU_FOR_ROWS(rows, channels) {
         const float *x_row = x + r * channels;
         float *y_row = y + r * channels;
@@ -53,9 +55,12 @@ void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const fl
 }
 
 // dx per row (rows split), then dgamma / dbeta per channel block (see ref).
-void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const float *x,
-                            const float *dy, const float *gamma, const float *mean,
-                            const float *inv_std, float *dx, float *dgamma, float *dbeta) {
+void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                            const Act *dy_act, const float *gamma, const float *mean,
+                            const float *inv_std, Act *dx_act, float *dgamma, float *dbeta) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     {
         CPU_FOR_ROWS(rows, channels) {
             const float *x_row = x + r * channels, *dy_row = dy + r * channels;
@@ -100,9 +105,11 @@ void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const f
 
 // One row (sample b, token t) of the token sequence per iteration.
 void cpu_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
-                            int channels, const float *patch_embeddings, const float *cls,
+                            int channels, const Act *patch_embeddings_act, const float *cls,
                             const float *cls_pos, const float *register_tokens,
-                            const float *patch_pos, float *tokens) {
+                            const float *patch_pos, Act *tokens_act) {
+    const float *patch_embeddings = (const float *)patch_embeddings_act;
+    float *tokens = (float *)tokens_act;
     const int per_sample = 1 + registers + patches;
     CPU_FOR_ROWS((size_t)batch * per_sample, channels) {
         const int b = (int)(r / per_sample), t = (int)(r % per_sample);
@@ -132,9 +139,11 @@ void cpu_vit_tokens_forward(Backend *backend, int batch, int registers, int patc
 // The batch sums of the positions' gradients: one task per (token, channel
 // block), summing over the batch in double.
 void cpu_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
-                             int channels, const float *dtokens, float *dpatch_embeddings,
+                             int channels, const Act *dtokens_act, Act *dpatch_embeddings_act,
                              float *dcls, float *dcls_pos, float *dregister_tokens,
                              float *dpatch_pos) {
+    const float *dtokens = (const float *)dtokens_act;
+    float *dpatch_embeddings = (float *)dpatch_embeddings_act;
     const int per_sample = 1 + registers + patches;
     const size_t sample_floats = (size_t)per_sample * channels;
     {
@@ -176,8 +185,11 @@ void cpu_vit_tokens_backward(Backend *backend, int batch, int registers, int pat
 // ---- residual add with LayerScale and drop path ----------------------------------------
 
 void cpu_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
-                                    int channels, const float *x, const float *branch,
-                                    const float *gamma, const float *sample_scale, float *y) {
+                                    int channels, const Act *x_act, const Act *branch_act,
+                                    const float *gamma, const float *sample_scale, Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *branch = (const float *)branch_act;
+    float *y = (float *)y_act;
     CPU_FOR_ROWS((size_t)batch * rows_per_sample, channels) {
         const float scale = sample_scale ? sample_scale[r / rows_per_sample] : 1.0f;
         const float *x_row = x + r * channels, *branch_row = branch + r * channels;
@@ -194,9 +206,12 @@ void cpu_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per
 }
 
 void cpu_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
-                                     int channels, const float *branch, const float *dy,
+                                     int channels, const Act *branch_act, const Act *dy_act,
                                      const float *gamma, const float *sample_scale,
-                                     float *dbranch, float *dgamma) {
+                                     Act *dbranch_act, float *dgamma) {
+    const float *branch = (const float *)branch_act;
+    const float *dy = (const float *)dy_act;
+    float *dbranch = (float *)dbranch_act;
     const size_t rows = (size_t)batch * rows_per_sample;
     {
         CPU_FOR_ROWS(rows, channels) {
@@ -227,7 +242,9 @@ void cpu_residual_scale_add_backward(Backend *backend, int batch, size_t rows_pe
 // ---- token pooling -----------------------------------------------------------------------
 
 void cpu_token_pool_forward(Backend *backend, int batch, int tokens, int channels, int first,
-                            int count, const float *x, float *y) {
+                            int count, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     CPU_FOR_ROWS(batch, (size_t)count * channels) {
         double sums[CPU_CHANNEL_BLOCK];
         for (int start = 0; start < channels; start += CPU_CHANNEL_BLOCK) {
@@ -244,7 +261,9 @@ void cpu_token_pool_forward(Backend *backend, int batch, int tokens, int channel
 }
 
 void cpu_token_pool_backward(Backend *backend, int batch, int tokens, int channels, int first,
-                             int count, const float *dy, float *dx) {
+                             int count, const Act *dy_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const float divisor = (float)count;
     CPU_FOR_ROWS((size_t)batch * tokens, channels) {
         const int t = (int)(r % tokens);

@@ -395,8 +395,10 @@ void cuda_attention_plan_free(Backend *backend, AttentionPlan *plan) {
     free(plan);
 }
 
-void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                            float scale, float *out, float *lse) {
+void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
+                            float scale, Act *out_act, float *lse) {
+    const float *qkv = (const float *)qkv_act;
+    float *out = (float *)out_act;
     const cudaStream_t stream = cuda_state(backend)->stream;
     if (plan->max_dim == 64)
         forward<64>(stream, plan->shape, qkv, scale, out, lse);
@@ -404,9 +406,13 @@ void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const f
         forward<128>(stream, plan->shape, qkv, scale, out, lse);
 }
 
-void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                             const float *out, const float *dout, const float *lse, float scale,
-                             float *dqkv) {
+void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
+                             const Act *out_act, const Act *dout_act, const float *lse, float scale,
+                             Act *dqkv_act) {
+    const float *qkv = (const float *)qkv_act;
+    const float *out = (const float *)out_act;
+    const float *dout = (const float *)dout_act;
+    float *dqkv = (float *)dqkv_act;
     const cudaStream_t stream = cuda_state(backend)->stream;
     const AttentionShape &s = plan->shape;
     const size_t rows = (size_t)s.batch * s.tokens * s.heads;

@@ -78,8 +78,10 @@ static void cuda_copy(Backend *backend, void *dst, const void *src, size_t bytes
                                cuda_state(backend)->stream));
 }
 
-static void cuda_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x,
-                         size_t x_stride, float *y, size_t y_stride) {
+static void cuda_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x_act,
+                         size_t x_stride, Act *y_act, size_t y_stride) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     if (!rows || !cols) return;
     CUDA_CHECK(cudaMemcpy2DAsync(y, y_stride * sizeof *y, x, x_stride * sizeof *x,
                                  cols * sizeof *x, rows, cudaMemcpyDeviceToDevice,
@@ -88,6 +90,19 @@ static void cuda_copy_2d(Backend *backend, size_t rows, size_t cols, const float
 
 static void cuda_fill(Backend *backend, float *x, float value, size_t n) {
     cuda_fill_launch(cuda_state(backend)->stream, x, value, n);
+}
+
+static void cuda_zero(Backend *backend, void *x, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(x, 0, bytes, cuda_state(backend)->stream));
+}
+
+// fp32 activations (for now): the boundary between activations and losses is a copy.
+static void cuda_act_to_float(Backend *backend, size_t n, const Act *x, float *y) {
+    cuda_copy(backend, y, x, n * sizeof(float));
+}
+
+static void cuda_float_to_act(Backend *backend, size_t n, const float *x, Act *y) {
+    cuda_copy(backend, y, x, n * sizeof(float));
 }
 
 static void cuda_synchronize(Backend *backend) {
@@ -143,7 +158,7 @@ static const void *cuda_host_slot_wait(Backend *backend, HostSlot *slot) {
 
 // ---- batch norm (cuda_norm.cu) ------------------------------------------------------
 
-static void cuda_batchnorm_forward_train(Backend *backend, size_t rows, int channels,
+static void cuda_batchnorm_forward_train_f32(Backend *backend, size_t rows, int channels,
                                          const float *x, const float *gamma, const float *beta,
                                          float momentum, float eps, float *y, float *save_mean,
                                          float *save_inv_std, float *running_mean,
@@ -154,15 +169,25 @@ static void cuda_batchnorm_forward_train(Backend *backend, size_t rows, int chan
                                         running_mean, running_var);
 }
 
+static void cuda_batchnorm_forward_train(Backend *backend, size_t rows, int channels,
+                                         const Act *x_act, const float *gamma, const float *beta,
+                                         float momentum, float eps, Act *y_act, float *save_mean,
+                                         float *save_inv_std, float *running_mean,
+                                         float *running_var) {
+    cuda_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta, momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean, running_var);
+}
+
 static void cuda_batchnorm_forward_eval(Backend *backend, size_t rows, int channels,
-                                        const float *x, const float *gamma, const float *beta,
+                                        const Act *x_act, const float *gamma, const float *beta,
                                         const float *running_mean, const float *running_var,
-                                        float eps, float *y) {
+                                        float eps, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, rows, channels, x, NULL, 0,
                                        gamma, beta, running_mean, running_var, eps, y);
 }
 
-static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+static void cuda_batchnorm_backward_f32(Backend *backend, size_t rows, int channels, const float *x,
                                     const float *dy, const float *gamma, const float *save_mean,
                                     const float *save_inv_std, float *dx, float *dgamma,
                                     float *dbeta) {
@@ -171,12 +196,22 @@ static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels,
                                    gamma, save_mean, save_inv_std, dx, dgamma, dbeta, NULL);
 }
 
+static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                    const Act *dy_act, const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, Act *dx_act, float *dgamma,
+                                    float *dbeta) {
+    cuda_batchnorm_backward_f32(backend, rows, channels, (const float *)x_act, (const float *)dy_act, gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta);
+}
+
 static void cuda_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
-                                              const float *x, const float *residual,
+                                              const Act *x_act, const Act *residual_act,
                                               const float *gamma, const float *beta,
-                                              float momentum, float eps, float *y,
+                                              float momentum, float eps, Act *y_act,
                                               float *save_mean, float *save_inv_std,
                                               float *running_mean, float *running_var) {
+    const float *x = (const float *)x_act;
+    const float *residual = (const float *)residual_act;
+    float *y = (float *)y_act;
     CudaState *state = cuda_state(backend);
     cuda_batchnorm_forward_train_launch(state->stream, state->scratch, rows, channels, x, residual,
                                         1, gamma, beta, momentum, eps, y, save_mean, save_inv_std,
@@ -184,10 +219,13 @@ static void cuda_batchnorm_relu_forward_train(Backend *backend, size_t rows, int
 }
 
 static void cuda_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
-                                             const float *x, const float *residual,
+                                             const Act *x_act, const Act *residual_act,
                                              const float *gamma, const float *beta,
                                              const float *running_mean,
-                                             const float *running_var, float eps, float *y) {
+                                             const float *running_var, float eps, Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *residual = (const float *)residual_act;
+    float *y = (float *)y_act;
     cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, rows, channels, x, residual,
                                        1, gamma, beta, running_mean, running_var, eps, y);
 }
@@ -195,7 +233,8 @@ static void cuda_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int 
 // ---- synchronised BatchNorm's split ops (backend.h) ----
 
 static void cuda_batchnorm_centered_squares(Backend *backend, size_t rows, int channels,
-                                            const float *x, const float *mean, float *squares) {
+                                            const Act *x_act, const float *mean, float *squares) {
+    const float *x = (const float *)x_act;
     CudaState *state = cuda_state(backend);
     cuda_batchnorm_centered_squares_launch(state->stream, state->scratch, rows, channels, x, mean,
                                            squares);
@@ -211,18 +250,25 @@ static void cuda_batchnorm_finish_statistics(Backend *backend, int channels, siz
 }
 
 static void cuda_batchnorm_forward_apply(Backend *backend, size_t rows, int channels,
-                                         const float *x, const float *residual, int relu,
+                                         const Act *x_act, const Act *residual_act, int relu,
                                          const float *gamma, const float *beta, const float *mean,
-                                         const float *inv_std, float *y) {
+                                         const float *inv_std, Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *residual = (const float *)residual_act;
+    float *y = (float *)y_act;
     CudaState *state = cuda_state(backend);
     cuda_batchnorm_forward_apply_launch(state->stream, state->scratch, rows, channels, x,
                                         residual, relu, gamma, beta, mean, inv_std, y);
 }
 
 static void cuda_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels,
-                                           const float *x, const float *relu_out, const float *dy,
-                                           float *dz_out, const float *mean, const float *inv_std,
+                                           const Act *x_act, const Act *relu_out_act, const Act *dy_act,
+                                           Act *dz_out_act, const float *mean, const float *inv_std,
                                            float *dgamma, float *dbeta, float *sums) {
+    const float *x = (const float *)x_act;
+    const float *relu_out = (const float *)relu_out_act;
+    const float *dy = (const float *)dy_act;
+    float *dz_out = (float *)dz_out_act;
     CudaState *state = cuda_state(backend);
     cuda_batchnorm_backward_reduce_launch(state->stream, state->scratch, rows, channels, x,
                                           relu_out, dy, dz_out, mean, inv_std, dgamma, dbeta,
@@ -230,18 +276,27 @@ static void cuda_batchnorm_backward_reduce(Backend *backend, size_t rows, int ch
 }
 
 static void cuda_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
-                                          int channels, const float *x, const float *relu_out,
-                                          const float *dy, const float *gamma, const float *mean,
-                                          const float *inv_std, const float *sums, float *dx) {
+                                          int channels, const Act *x_act, const Act *relu_out_act,
+                                          const Act *dy_act, const float *gamma, const float *mean,
+                                          const float *inv_std, const float *sums, Act *dx_act) {
+    const float *x = (const float *)x_act;
+    const float *relu_out = (const float *)relu_out_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     cuda_batchnorm_backward_apply_launch(cuda_state(backend)->stream, rows, total_rows, channels,
                                          x, relu_out, dy, gamma, mean, inv_std, sums, dx);
 }
 
 static void cuda_batchnorm_relu_backward(Backend *backend, size_t rows, int channels,
-                                         const float *x, const float *y, const float *dy,
+                                         const Act *x_act, const Act *y_act, const Act *dy_act,
                                          const float *gamma, const float *save_mean,
-                                         const float *save_inv_std, float *dx, float *dgamma,
-                                         float *dbeta, float *dresidual) {
+                                         const float *save_inv_std, Act *dx_act, float *dgamma,
+                                         float *dbeta, Act *dresidual_act) {
+    const float *x = (const float *)x_act;
+    const float *y = (const float *)y_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
+    float *dresidual = (float *)dresidual_act;
     CudaState *state = cuda_state(backend);
     cuda_batchnorm_backward_launch(state->stream, state->scratch, rows, channels, x, y, dy, gamma,
                                    save_mean, save_inv_std, dx, dgamma, dbeta, dresidual);
@@ -249,21 +304,35 @@ static void cuda_batchnorm_relu_backward(Backend *backend, size_t rows, int chan
 
 // ---- elementwise (cuda_elementwise.cu) ----------------------------------------------
 
-static void cuda_relu_forward(Backend *backend, size_t n, const float *x, float *y) {
+static void cuda_relu_forward_f32(Backend *backend, size_t n, const float *x, float *y) {
     cuda_relu_forward_launch(cuda_state(backend)->stream, n, x, y);
 }
 
-static void cuda_relu_backward(Backend *backend, size_t n, const float *y, const float *dy,
+static void cuda_relu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
+    cuda_relu_forward_f32(backend, n, (const float *)x_act, (float *)y_act);
+}
+
+static void cuda_relu_backward_f32(Backend *backend, size_t n, const float *y, const float *dy,
                                float *dx) {
     cuda_relu_backward_launch(cuda_state(backend)->stream, n, y, dy, dx);
 }
 
-static void cuda_gelu_forward(Backend *backend, size_t n, const float *x, float *y) {
+static void cuda_relu_backward(Backend *backend, size_t n, const Act *y_act, const Act *dy_act,
+                               Act *dx_act) {
+    cuda_relu_backward_f32(backend, n, (const float *)y_act, (const float *)dy_act, (float *)dx_act);
+}
+
+static void cuda_gelu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     cuda_gelu_forward_launch(cuda_state(backend)->stream, n, x, y);
 }
 
-static void cuda_gelu_backward(Backend *backend, size_t n, const float *x, const float *dy,
-                               float *dx) {
+static void cuda_gelu_backward(Backend *backend, size_t n, const Act *x_act, const Act *dy_act,
+                               Act *dx_act) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     cuda_gelu_backward_launch(cuda_state(backend)->stream, n, x, dy, dx);
 }
 
@@ -276,43 +345,83 @@ static void cuda_axpby(Backend *backend, size_t n, float alpha, const float *x, 
     cuda_axpby_launch(cuda_state(backend)->stream, n, alpha, x, beta, y);
 }
 
+static void cuda_act_axpby(Backend *backend, size_t n, float alpha, const Act *x, float beta,
+                           Act *y) {
+    cuda_axpby_launch(cuda_state(backend)->stream, n, alpha, (const float *)x, beta, (float *)y);
+}
+
 static void cuda_mul(Backend *backend, size_t n, const float *a, const float *b, float *y) {
     cuda_mul_launch(cuda_state(backend)->stream, n, a, b, y);
 }
 
 // ---- pooling (cuda_pool.cu) ---------------------------------------------------------
 
-static void cuda_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x,
-                                 float *y, int32_t *argmax) {
+static void cuda_maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x_act,
+                                 Act *y_act, int32_t *argmax) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     cuda_maxpool_forward_launch(cuda_state(backend)->stream, shape, x, y, argmax);
 }
 
-static void cuda_maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
-                                  const int32_t *argmax, float *dx) {
+static void cuda_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy_act,
+                                  const int32_t *argmax, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     cuda_maxpool_backward_launch(cuda_state(backend)->stream, shape, dy, argmax, dx);
 }
 
 static void cuda_avgpool_forward(Backend *backend, int batch, int pixels, int channels,
-                                 const float *x, float *y) {
+                                 const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     cuda_avgpool_forward_launch(cuda_state(backend)->stream, batch, pixels, channels, x, y);
 }
 
 static void cuda_avgpool_backward(Backend *backend, int batch, int pixels, int channels,
-                                  const float *dy, float *dx) {
+                                  const Act *dy_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     cuda_avgpool_backward_launch(cuda_state(backend)->stream, batch, pixels, channels, dy, dx);
 }
 
 // ---- linear layers ---------------------------------------------------------------------
 
-static void cuda_bias_add(Backend *backend, size_t rows, int channels, const float *bias,
+static void cuda_bias_add_f32(Backend *backend, size_t rows, int channels, const float *bias,
                           float *y) {
     cuda_bias_add_launch(cuda_state(backend)->stream, rows, channels, bias, y);
 }
 
-static void cuda_bias_backward(Backend *backend, size_t rows, int channels, const float *dy,
+static void cuda_bias_add(Backend *backend, size_t rows, int channels, const float *bias,
+                          Act *y_act) {
+    cuda_bias_add_f32(backend, rows, channels, bias, (float *)y_act);
+}
+
+static void cuda_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy_act,
                                float *dbias) {
+    const float *dy = (const float *)dy_act;
     CudaState *state = cuda_state(backend);
     cuda_column_sum_launch(state->stream, state->scratch, rows, channels, dy, dbias, 1);
+}
+
+// The product, then the bias (cuBLASLt with a bias epilogue comes with the 16-bit storage).
+static void cuda_linear_forward(Backend *backend, int rows, int in, int out, const Act *x,
+                                const Act *w, const float *bias, Act *y) {
+    cuda_gemm(backend, 0, 1, rows, out, in, 1.0f, (const float *)x, in, (const float *)w, in,
+              0.0f, (float *)y, out);
+    if (bias) cuda_bias_add(backend, (size_t)rows, out, bias, y);
+}
+
+static void cuda_linear_backward_data(Backend *backend, int rows, int in, int out,
+                                      const Act *dy, const Act *w, Act *dx) {
+    cuda_gemm(backend, 0, 0, rows, in, out, 1.0f, (const float *)dy, out, (const float *)w, in,
+              0.0f, (float *)dx, in);
+}
+
+static void cuda_linear_backward_weights(Backend *backend, int rows, int in, int out,
+                                         const Act *x, const Act *dy, float *dw, float *dbias) {
+    cuda_gemm(backend, 1, 0, out, in, rows, 1.0f, (const float *)dy, out, (const float *)x, in,
+              1.0f, dw, in);
+    if (dbias) cuda_bias_backward(backend, (size_t)rows, out, dy, dbias);
 }
 
 // ---- rows (cuda_rows.cu) ----------------------------------------------------------------
@@ -379,38 +488,52 @@ static void cuda_column_sum(Backend *backend, size_t rows, int channels, const f
     cuda_column_sum_launch(state->stream, state->scratch, rows, channels, x, y, 0);
 }
 
+static void cuda_act_column_sum(Backend *backend, size_t rows, int channels, const Act *x,
+                                float *y) {
+    cuda_column_sum(backend, rows, channels, (const float *)x, y);
+}
+
 // ---- transformer ops (cuda_transformer.cu; attention: cuda_attention.cu) ------------------
 
-static void cuda_layernorm_forward(Backend *backend, size_t rows, int channels, const float *x,
-                                   const float *gamma, const float *beta, float eps, float *y,
+static void cuda_layernorm_forward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                   const float *gamma, const float *beta, float eps, Act *y_act,
                                    float *mean, float *inv_std) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     cuda_layernorm_forward_launch(cuda_state(backend)->stream, rows, channels, x, gamma, beta, eps,
                                   y, mean, inv_std);
 }
 
-static void cuda_layernorm_backward(Backend *backend, size_t rows, int channels, const float *x,
-                                    const float *dy, const float *gamma, const float *mean,
-                                    const float *inv_std, float *dx, float *dgamma,
+static void cuda_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                    const Act *dy_act, const float *gamma, const float *mean,
+                                    const float *inv_std, Act *dx_act, float *dgamma,
                                     float *dbeta) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     CudaState *state = cuda_state(backend);
     cuda_layernorm_backward_launch(state->stream, state->scratch, rows, channels, x, dy, gamma,
                                    mean, inv_std, dx, dgamma, dbeta);
 }
 
 static void cuda_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
-                                    int channels, const float *patch_embeddings,
+                                    int channels, const Act *patch_embeddings_act,
                                     const float *cls, const float *cls_pos,
                                     const float *register_tokens, const float *patch_pos,
-                                    float *tokens) {
+                                    Act *tokens_act) {
+    const float *patch_embeddings = (const float *)patch_embeddings_act;
+    float *tokens = (float *)tokens_act;
     cuda_vit_tokens_forward_launch(cuda_state(backend)->stream, batch, registers, patches,
                                    channels, patch_embeddings, cls, cls_pos, register_tokens,
                                    patch_pos, tokens);
 }
 
 static void cuda_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
-                                     int channels, const float *dtokens,
-                                     float *dpatch_embeddings, float *dcls, float *dcls_pos,
+                                     int channels, const Act *dtokens_act,
+                                     Act *dpatch_embeddings_act, float *dcls, float *dcls_pos,
                                      float *dregister_tokens, float *dpatch_pos) {
+    const float *dtokens = (const float *)dtokens_act;
+    float *dpatch_embeddings = (float *)dpatch_embeddings_act;
     CudaState *state = cuda_state(backend);
     cuda_vit_tokens_backward_launch(state->stream, state->scratch, batch, registers, patches,
                                     channels, dtokens, dpatch_embeddings, dcls, dcls_pos,
@@ -418,17 +541,23 @@ static void cuda_vit_tokens_backward(Backend *backend, int batch, int registers,
 }
 
 static void cuda_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
-                                            int channels, const float *x, const float *branch,
+                                            int channels, const Act *x_act, const Act *branch_act,
                                             const float *gamma, const float *sample_scale,
-                                            float *y) {
+                                            Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *branch = (const float *)branch_act;
+    float *y = (float *)y_act;
     cuda_residual_scale_add_forward_launch(cuda_state(backend)->stream, batch, rows_per_sample,
                                            channels, x, branch, gamma, sample_scale, y);
 }
 
 static void cuda_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
-                                             int channels, const float *branch, const float *dy,
+                                             int channels, const Act *branch_act, const Act *dy_act,
                                              const float *gamma, const float *sample_scale,
-                                             float *dbranch, float *dgamma) {
+                                             Act *dbranch_act, float *dgamma) {
+    const float *branch = (const float *)branch_act;
+    const float *dy = (const float *)dy_act;
+    float *dbranch = (float *)dbranch_act;
     CudaState *state = cuda_state(backend);
     cuda_residual_scale_add_backward_launch(state->stream, state->scratch, batch,
                                             rows_per_sample, channels, branch, dy, gamma,
@@ -436,13 +565,17 @@ static void cuda_residual_scale_add_backward(Backend *backend, int batch, size_t
 }
 
 static void cuda_token_pool_forward(Backend *backend, int batch, int tokens, int channels,
-                                    int first, int count, const float *x, float *y) {
+                                    int first, int count, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     cuda_token_pool_forward_launch(cuda_state(backend)->stream, batch, tokens, channels, first,
                                    count, x, y);
 }
 
 static void cuda_token_pool_backward(Backend *backend, int batch, int tokens, int channels,
-                                     int first, int count, const float *dy, float *dx) {
+                                     int first, int count, const Act *dy_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     cuda_token_pool_backward_launch(cuda_state(backend)->stream, batch, tokens, channels, first,
                                     count, dy, dx);
 }
@@ -494,7 +627,8 @@ static void cuda_amp_update(Backend *backend, float *state, const float *found,
 }
 
 static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
-                              const float mean[3], const float std[3], float *y) {
+                              const float mean[3], const float std[3], Act *y_act) {
+    float *y = (float *)y_act;
     cuda_normalize_u8_launch(cuda_state(backend)->stream, pixels, x, mean[0], mean[1], mean[2],
                              std[0], std[1], std[2], y);
 }
@@ -502,21 +636,27 @@ static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
 // ---- distillation (cuda_resize.cu) -------------------------------------------------------
 
 static void cuda_resize_bilinear_forward(Backend *backend, int batch, int in_height,
-                                         int in_width, int channels, const float *x,
-                                         int out_height, int out_width, float *y) {
+                                         int in_width, int channels, const Act *x_act,
+                                         int out_height, int out_width, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     cuda_resize_bilinear_forward_launch(cuda_state(backend)->stream, batch, in_height, in_width,
                                         channels, x, out_height, out_width, y);
 }
 
 static void cuda_resize_bilinear_backward(Backend *backend, int batch, int in_height,
-                                          int in_width, int channels, const float *dy,
-                                          int out_height, int out_width, float *dx) {
+                                          int in_width, int channels, const Act *dy_act,
+                                          int out_height, int out_width, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     cuda_resize_bilinear_backward_launch(cuda_state(backend)->stream, batch, in_height, in_width,
                                          channels, dy, out_height, out_width, dx);
 }
 
-static void cuda_mixup(Backend *backend, int batch, size_t sample, const float *x,
-                       const int32_t *permutation, float lambda, float *y) {
+static void cuda_mixup(Backend *backend, int batch, size_t sample, const Act *x_act,
+                       const int32_t *permutation, float lambda, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     cuda_mixup_launch(cuda_state(backend)->stream, batch, sample, x, permutation, lambda, y);
 }
 
@@ -544,6 +684,7 @@ static const BackendOps cuda_ops = {
     .download = cuda_download,
     .copy = cuda_copy,
     .fill = cuda_fill,
+    .zero = cuda_zero,
     .synchronize = cuda_synchronize,
     .host_slot_create = cuda_host_slot_create,
     .host_slot_free = cuda_host_slot_free,
@@ -555,8 +696,10 @@ static const BackendOps cuda_ops = {
     .conv2d_backward_data = cuda_conv2d_backward_data,
     .conv2d_backward_weights = cuda_conv2d_backward_weights,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,
+    .batchnorm_forward_train_f32 = cuda_batchnorm_forward_train_f32,
     .batchnorm_forward_eval = cuda_batchnorm_forward_eval,
     .batchnorm_backward = cuda_batchnorm_backward,
+    .batchnorm_backward_f32 = cuda_batchnorm_backward_f32,
     .batchnorm_relu_forward_train = cuda_batchnorm_relu_forward_train,
     .batchnorm_relu_forward_eval = cuda_batchnorm_relu_forward_eval,
     .batchnorm_relu_backward = cuda_batchnorm_relu_backward,
@@ -566,18 +709,27 @@ static const BackendOps cuda_ops = {
     .batchnorm_backward_reduce = cuda_batchnorm_backward_reduce,
     .batchnorm_backward_apply = cuda_batchnorm_backward_apply,
     .relu_forward = cuda_relu_forward,
+    .relu_forward_f32 = cuda_relu_forward_f32,
     .relu_backward = cuda_relu_backward,
+    .relu_backward_f32 = cuda_relu_backward_f32,
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
     .add = cuda_add,
     .axpby = cuda_axpby,
+    .act_axpby = cuda_act_axpby,
+    .act_to_float = cuda_act_to_float,
+    .float_to_act = cuda_float_to_act,
     .mul = cuda_mul,
     .maxpool_forward = cuda_maxpool_forward,
     .maxpool_backward = cuda_maxpool_backward,
     .avgpool_forward = cuda_avgpool_forward,
     .avgpool_backward = cuda_avgpool_backward,
     .gemm = cuda_gemm,
+    .linear_forward = cuda_linear_forward,
+    .linear_backward_data = cuda_linear_backward_data,
+    .linear_backward_weights = cuda_linear_backward_weights,
     .bias_add = cuda_bias_add,
+    .bias_add_f32 = cuda_bias_add_f32,
     .bias_backward = cuda_bias_backward,
     .l2_normalize_forward = cuda_l2_normalize_forward,
     .l2_normalize_backward = cuda_l2_normalize_backward,
@@ -589,6 +741,7 @@ static const BackendOps cuda_ops = {
     .sum_squares = cuda_sum_squares,
     .dot = cuda_dot,
     .column_sum = cuda_column_sum,
+    .act_column_sum = cuda_act_column_sum,
     .count_nonfinite = cuda_count_nonfinite,
     .scalar_combine = cuda_scalar_combine,
     .sgd_update = cuda_sgd_update,
@@ -613,6 +766,8 @@ static const BackendOps cuda_ops = {
     .resize_bilinear_backward = cuda_resize_bilinear_backward,
     .mixup = cuda_mixup,
     .copy_2d = cuda_copy_2d,
+    .mask_tokens_forward = cuda_mask_tokens_forward,
+    .mask_tokens_backward = cuda_mask_tokens_backward,
     .scale_rows = cuda_scale_rows,
     .gather_rows = cuda_gather_rows,
     .scatter_add_rows = cuda_scatter_add_rows,
@@ -646,6 +801,7 @@ Backend *cuda_backend_create(int device, ErrorMessage *err) {
         return NULL;
     }
     backend->name = "cuda";
+    backend->act_element_bytes = sizeof(float);
     backend->threads = 1;
     backend->impl = state;
     backend->destroy = cuda_destroy;

@@ -178,8 +178,11 @@ void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan) {
     free(plan);
 }
 
-void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
-                         float *y) {
+void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act, const Act *w_act,
+                         Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *w = (const float *)w_act;
+    float *y = (float *)y_act;
     CudaState *state = cuda_state(backend);
     const float one = 1.0f, zero = 0.0f;
     CUDNN_CHECK(cudnnConvolutionForward((cudnnHandle_t)state->cudnn, &one, plan->input, x,
@@ -188,8 +191,11 @@ void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x,
                                         plan->output, y));
 }
 
-void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
-                               const float *w, float *dx) {
+void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy_act,
+                               const Act *w_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    const float *w = (const float *)w_act;
+    float *dx = (float *)dx_act;
     CudaState *state = cuda_state(backend);
     const float one = 1.0f, zero = 0.0f;
     CUDNN_CHECK(cudnnConvolutionBackwardData((cudnnHandle_t)state->cudnn, &one, plan->filter, w,
@@ -198,8 +204,10 @@ void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const flo
                                              state->workspace_bytes, &zero, plan->input, dx));
 }
 
-void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
-                                  const float *dy, float *dw) {
+void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x_act,
+                                  const Act *dy_act, float *dw) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
     CudaState *state = cuda_state(backend);
     const float one = 1.0f;
     CUDNN_CHECK(cudnnConvolutionBackwardFilter((cudnnHandle_t)state->cudnn, &one, plan->input, x,

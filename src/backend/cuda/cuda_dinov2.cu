@@ -112,11 +112,63 @@ __global__ void koleo_backward_kernel(int rows, int dim, const float *y, const i
     }
 }
 
+// y = token on the masked rows, x elsewhere; one thread per element.
+__global__ void mask_tokens_forward_kernel(size_t n, int channels, const float *x,
+                                           const float *mask, const float *token, float *y) {
+    const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const size_t row = i / channels;
+    y[i] = mask[row] != 0.0f ? token[i % channels] : x[i];
+}
+
+// dtoken[c] += the sum over the masked rows of dy[., c], rows in order (one
+// thread per column: deterministic, no atomics).
+__global__ void mask_tokens_token_grad_kernel(size_t rows, int channels, const float *mask,
+                                              const float *dy, float *dtoken) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    double total = 0.0;
+    for (size_t r = 0; r < rows; r++)
+        if (mask[r] != 0.0f) total += dy[r * channels + c];
+    dtoken[c] += (float)total;
+}
+
+// dx = dy with the masked rows 0 (dx may alias dy).
+__global__ void mask_tokens_backward_kernel(size_t n, int channels, const float *mask,
+                                            const float *dy, float *dx) {
+    const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    dx[i] = mask[i / channels] != 0.0f ? 0.0f : dy[i];
+}
+
 cudaStream_t stream_of(Backend *backend) { return cuda_state(backend)->stream; }
 
 }  // namespace
 
 extern "C" {
+
+void cuda_mask_tokens_forward(Backend *backend, size_t rows, int channels, const Act *x,
+                              const float *mask, const float *token, Act *y) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    mask_tokens_forward_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
+        n, channels, (const float *)x, mask, token, (float *)y);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_mask_tokens_backward(Backend *backend, size_t rows, int channels, const float *mask,
+                               const Act *dy, Act *dx, float *dtoken) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    cudaStream_t stream = stream_of(backend);
+    const unsigned int column_blocks = (unsigned int)((channels + kThreads - 1) / kThreads);
+    mask_tokens_token_grad_kernel<<<column_blocks, kThreads, 0, stream>>>(
+        rows, channels, mask, (const float *)dy, dtoken);
+    CUDA_CHECK_LAUNCH();
+    mask_tokens_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        n, channels, mask, (const float *)dy, (float *)dx);
+    CUDA_CHECK_LAUNCH();
+}
 
 void cuda_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
                      const float *scale, float *y) {
@@ -128,7 +180,9 @@ void cuda_scale_rows(Backend *backend, size_t rows, int channels, const float *x
 }
 
 void cuda_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
-                      const float *x, float *y) {
+                      const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const size_t n = (size_t)count * channels;
     if (n == 0) return;
     gather_rows_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, index, x,
@@ -137,7 +191,9 @@ void cuda_gather_rows(Backend *backend, int count, int channels, const int32_t *
 }
 
 void cuda_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
-                           const float *dy, float *dx) {
+                           const Act *dy_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const size_t n = (size_t)count * channels;
     if (n == 0) return;
     scatter_add_rows_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels,

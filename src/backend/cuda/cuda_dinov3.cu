@@ -67,16 +67,20 @@ void rope_launch(Backend *backend, int batch, int tokens, int heads, int head_di
 extern "C" {
 
 void cuda_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                       int prefix, const float *sin, const float *cos, float *qkv) {
+                       int prefix, const float *sin, const float *cos, Act *qkv_act) {
+    float *qkv = (float *)qkv_act;
     rope_launch(backend, batch, tokens, heads, head_dim, prefix, sin, cos, qkv, 1.0);
 }
 
 void cuda_rope_backward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                        int prefix, const float *sin, const float *cos, float *dqkv) {
+                        int prefix, const float *sin, const float *cos, Act *dqkv_act) {
+    float *dqkv = (float *)dqkv_act;
     rope_launch(backend, batch, tokens, heads, head_dim, prefix, sin, cos, dqkv, -1.0);
 }
 
-void cuda_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *x, float *y) {
+void cuda_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const size_t n = rows * (size_t)hidden;
     if (n == 0) return;
     swiglu_forward_kernel<<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
@@ -84,8 +88,11 @@ void cuda_swiglu_forward(Backend *backend, size_t rows, int hidden, const float 
     CUDA_CHECK_LAUNCH();
 }
 
-void cuda_swiglu_backward(Backend *backend, size_t rows, int hidden, const float *x,
-                          const float *dy, float *dx) {
+void cuda_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x_act,
+                          const Act *dy_act, Act *dx_act) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const size_t n = rows * (size_t)hidden;
     if (n == 0) return;
     swiglu_backward_kernel<<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(

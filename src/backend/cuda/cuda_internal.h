@@ -205,11 +205,11 @@ void cuda_token_pool_backward_launch(cudaStream_t stream, int batch, int tokens,
 AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape,
                                    ErrorMessage *err);
 void cuda_attention_plan_free(Backend *backend, AttentionPlan *plan);
-void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                            float scale, float *out, float *lse);
-void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                             const float *out, const float *dout, const float *lse, float scale,
-                             float *dqkv);
+void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const Act *qkv,
+                            float scale, Act *out, float *lse);
+void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const Act *qkv,
+                             const Act *out, const Act *dout, const float *lse, float scale,
+                             Act *dqkv);
 
 // ---- cuda_resize.cu ----
 void cuda_resize_bilinear_forward_launch(cudaStream_t stream, int batch, int in_height,
@@ -221,12 +221,16 @@ void cuda_resize_bilinear_backward_launch(cudaStream_t stream, int batch, int in
 void cuda_mixup_launch(cudaStream_t stream, int batch, size_t sample, const float *x,
                        const int32_t *permutation, float lambda, float *y);
 // ---- cuda_dinov2.cu (the ops themselves, as in backend.h) ----
+void cuda_mask_tokens_forward(Backend *backend, size_t rows, int channels, const Act *x,
+                              const float *mask, const float *token, Act *y);
+void cuda_mask_tokens_backward(Backend *backend, size_t rows, int channels, const float *mask,
+                               const Act *dy, Act *dx, float *dtoken);
 void cuda_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
                      const float *scale, float *y);
 void cuda_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
-                      const float *x, float *y);
+                      const Act *x, Act *y);
 void cuda_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
-                           const float *dy, float *dx);
+                           const Act *dy, Act *dx);
 void cuda_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
                          int iterations, float *y);
 void cuda_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
@@ -236,12 +240,12 @@ void cuda_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                          float *dy);
 // ---- cuda_dinov3.cu (the ops themselves, as in backend.h) ----
 void cuda_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                       int prefix, const float *sin, const float *cos, float *qkv);
+                       int prefix, const float *sin, const float *cos, Act *qkv);
 void cuda_rope_backward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                        int prefix, const float *sin, const float *cos, float *dqkv);
-void cuda_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *x, float *y);
-void cuda_swiglu_backward(Backend *backend, size_t rows, int hidden, const float *x,
-                          const float *dy, float *dx);
+                        int prefix, const float *sin, const float *cos, Act *dqkv);
+void cuda_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x, Act *y);
+void cuda_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x,
+                          const Act *dy, Act *dx);
 
 #ifdef __cplusplus
 }
@@ -251,12 +255,12 @@ void cuda_swiglu_backward(Backend *backend, size_t rows, int hidden, const float
 #ifndef __cplusplus
 ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
 void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan);
-void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
-                         float *y);
-void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
-                               const float *w, float *dx);
-void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
-                                  const float *dy, float *dw);
+void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
+                         Act *y);
+void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,
+                               const Act *w, Act *dx);
+void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x,
+                                  const Act *dy, float *dw);
 void cuda_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
                float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                float *c, int ldc);

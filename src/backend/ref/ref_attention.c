@@ -82,8 +82,10 @@ static double score_row(const AttentionShape *s, const float *qkv, int b, int h,
     return max + log(total);
 }
 
-void ref_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                           float scale, float *out, float *lse) {
+void ref_attention_forward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
+                           float scale, Act *out_act, float *lse) {
+    const float *qkv = (const float *)qkv_act;
+    float *out = (float *)out_act;
     const AttentionShape *s = &plan->shape;
     double *scores = plan->scores;
     for (int b = 0; b < s->batch; b++)
@@ -104,9 +106,13 @@ void ref_attention_forward(Backend *backend, const AttentionPlan *plan, const fl
 // With p_ij = exp(scale q_i . k_j - lse_i), dp_ij = dout_i . v_j and
 // ds_ij = p_ij (dp_ij - sum_k p_ik dp_ik):
 // dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i, dv_j = sum_i p_ij dout_i.
-void ref_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                            const float *out, const float *dout, const float *lse, float scale,
-                            float *dqkv) {
+void ref_attention_backward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
+                            const Act *out_act, const Act *dout_act, const float *lse, float scale,
+                            Act *dqkv_act) {
+    const float *qkv = (const float *)qkv_act;
+    const float *out = (const float *)out_act;
+    const float *dout = (const float *)dout_act;
+    float *dqkv = (float *)dqkv_act;
     const AttentionShape *s = &plan->shape;
     const int dim = s->head_dim;
     double *p = plan->scores, *dq_row = plan->dquery;

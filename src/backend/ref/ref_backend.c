@@ -39,29 +39,47 @@ static void ref_fill(Backend *backend, float *x, float value, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = value;
 }
 
+static void ref_zero(Backend *backend, void *x, size_t bytes) {
+    if (bytes) memset(x, 0, bytes);
+}
+
 static void ref_synchronize(Backend *backend) {}
 
 // ---- elementwise ---------------------------------------------------------------
 
-static void ref_relu_forward(Backend *backend, size_t n, const float *x, float *y) {
+static void ref_relu_forward_f32(Backend *backend, size_t n, const float *x, float *y) {
     for (size_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i];  // NaN stays NaN, as torch.relu
 }
 
-static void ref_relu_backward(Backend *backend, size_t n, const float *y, const float *dy,
+static void ref_relu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
+    ref_relu_forward_f32(backend, n, (const float *)x_act, (float *)y_act);
+}
+
+static void ref_relu_backward_f32(Backend *backend, size_t n, const float *y, const float *dy,
                               float *dx) {
     for (size_t i = 0; i < n; i++) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];  // torch: zero where y <= 0
+}
+
+static void ref_relu_backward(Backend *backend, size_t n, const Act *y_act, const Act *dy_act,
+                              Act *dx_act) {
+    ref_relu_backward_f32(backend, n, (const float *)y_act, (const float *)dy_act, (float *)dx_act);
 }
 
 // GELU in double: Phi(x) = erfc(-x / sqrt 2) / 2, which equals (1 + erf(x / sqrt 2)) / 2
 // but keeps its relative accuracy where Phi is tiny (x very negative).
 static double standard_normal_cdf(double x) { return 0.5 * erfc(-x * M_SQRT1_2); }
 
-static void ref_gelu_forward(Backend *backend, size_t n, const float *x, float *y) {
+static void ref_gelu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     for (size_t i = 0; i < n; i++) y[i] = (float)(x[i] * standard_normal_cdf(x[i]));
 }
 
-static void ref_gelu_backward(Backend *backend, size_t n, const float *x, const float *dy,
-                              float *dx) {
+static void ref_gelu_backward(Backend *backend, size_t n, const Act *x_act, const Act *dy_act,
+                              Act *dx_act) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const double inv_sqrt_2pi = 0.5 * M_2_SQRTPI * M_SQRT1_2;
     for (size_t i = 0; i < n; i++) {
         const double v = x[i];
@@ -77,6 +95,20 @@ static void ref_add(Backend *backend, size_t n, const float *a, const float *b, 
 static void ref_axpby(Backend *backend, size_t n, float alpha, const float *x, float beta,
                       float *y) {
     for (size_t i = 0; i < n; i++) y[i] = beta == 0.0f ? alpha * x[i] : alpha * x[i] + beta * y[i];
+}
+
+static void ref_act_axpby(Backend *backend, size_t n, float alpha, const Act *x, float beta,
+                          Act *y) {
+    ref_axpby(backend, n, alpha, (const float *)x, beta, (float *)y);
+}
+
+// fp32 storage: the boundary is a copy.
+static void ref_act_to_float(Backend *backend, size_t n, const Act *x, float *y) {
+    memcpy(y, x, n * sizeof(float));
+}
+
+static void ref_float_to_act(Backend *backend, size_t n, const float *x, Act *y) {
+    memcpy(y, x, n * sizeof(float));
 }
 
 static void ref_mul(Backend *backend, size_t n, const float *a, const float *b, float *y) {
@@ -118,11 +150,17 @@ static void ref_column_sum(Backend *backend, size_t rows, int channels, const fl
     }
 }
 
+static void ref_act_column_sum(Backend *backend, size_t rows, int channels, const Act *x,
+                               float *y) {
+    ref_column_sum(backend, rows, channels, (const float *)x, y);
+}
+
 // ---- input ----------------------------------------------------------------------------
 
 // Same operation order as torchvision's ToTensor (x / 255) then Normalize.
 static void ref_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
-                             const float mean[3], const float std[3], float *y) {
+                             const float mean[3], const float std[3], Act *y_act) {
+    float *y = (float *)y_act;
     for (size_t p = 0; p < pixels; p++)
         for (int c = 0; c < 3; c++)
             y[p * 3 + c] = ((float)x[p * 3 + c] / 255.0f - mean[c]) / std[c];
@@ -139,6 +177,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         return NULL;
     }
     backend->name = "ref";
+    backend->act_element_bytes = sizeof(float);
     backend->threads = 1;
     backend->impl = NULL;
     backend->destroy = ref_destroy;
@@ -149,6 +188,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .download = ref_download,
         .copy = ref_copy,
         .fill = ref_fill,
+        .zero = ref_zero,
         .synchronize = ref_synchronize,
         .host_slot_create = host_slot_create,
         .host_slot_free = host_slot_free,
@@ -160,8 +200,10 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .conv2d_backward_data = ref_conv2d_backward_data,
         .conv2d_backward_weights = ref_conv2d_backward_weights,
         .batchnorm_forward_train = ref_batchnorm_forward_train,
+        .batchnorm_forward_train_f32 = ref_batchnorm_forward_train_f32,
         .batchnorm_forward_eval = ref_batchnorm_forward_eval,
         .batchnorm_backward = ref_batchnorm_backward,
+        .batchnorm_backward_f32 = ref_batchnorm_backward_f32,
         .batchnorm_relu_forward_train = ref_batchnorm_relu_forward_train,
         .batchnorm_relu_forward_eval = ref_batchnorm_relu_forward_eval,
         .batchnorm_relu_backward = ref_batchnorm_relu_backward,
@@ -171,18 +213,27 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .batchnorm_backward_reduce = ref_batchnorm_backward_reduce,
         .batchnorm_backward_apply = ref_batchnorm_backward_apply,
         .relu_forward = ref_relu_forward,
+        .relu_forward_f32 = ref_relu_forward_f32,
         .relu_backward = ref_relu_backward,
+        .relu_backward_f32 = ref_relu_backward_f32,
         .gelu_forward = ref_gelu_forward,
         .gelu_backward = ref_gelu_backward,
         .add = ref_add,
         .axpby = ref_axpby,
+        .act_axpby = ref_act_axpby,
+        .act_to_float = ref_act_to_float,
+        .float_to_act = ref_float_to_act,
         .mul = ref_mul,
         .maxpool_forward = ref_maxpool_forward,
         .maxpool_backward = ref_maxpool_backward,
         .avgpool_forward = ref_avgpool_forward,
         .avgpool_backward = ref_avgpool_backward,
         .gemm = ref_gemm,
+        .linear_forward = ref_linear_forward,
+        .linear_backward_data = ref_linear_backward_data,
+        .linear_backward_weights = ref_linear_backward_weights,
         .bias_add = ref_bias_add,
+        .bias_add_f32 = ref_bias_add_f32,
         .bias_backward = ref_bias_backward,
         .l2_normalize_forward = ref_l2_normalize_forward,
         .l2_normalize_backward = ref_l2_normalize_backward,
@@ -194,6 +245,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .sum_squares = ref_sum_squares,
         .dot = ref_dot,
         .column_sum = ref_column_sum,
+        .act_column_sum = ref_act_column_sum,
         .count_nonfinite = ref_count_nonfinite,
         .scalar_combine = host_scalar_combine,
         .sgd_update = ref_sgd_update,
@@ -218,6 +270,8 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .resize_bilinear_backward = ref_resize_bilinear_backward,
         .mixup = ref_mixup,
         .copy_2d = ref_copy_2d,
+        .mask_tokens_forward = ref_mask_tokens_forward,
+        .mask_tokens_backward = ref_mask_tokens_backward,
         .scale_rows = ref_scale_rows,
         .gather_rows = ref_gather_rows,
         .scatter_add_rows = ref_scatter_add_rows,

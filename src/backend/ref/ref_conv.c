@@ -50,8 +50,11 @@ static size_t w_index(const ConvShape *s, int o, int kh, int kw, int c) {
 
 // y[n,oh,ow,o] = sum over kh,kw,c of
 //     x[n, oh*stride - pad + kh, ow*stride - pad + kw, c] w[o,kh,kw,c]
-void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
-                        float *y) {
+void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act, const Act *w_act,
+                        Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *w = (const float *)w_act;
+    float *y = (float *)y_act;
     const ConvShape *s = &plan->shape;
     for (int n = 0; n < s->batch; n++)
         for (int oh = 0; oh < s->out_height; oh++)
@@ -75,8 +78,11 @@ void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, 
 
 // dx[n,ih,iw,c] = sum over the (oh, kh) pairs with oh*stride - pad + kh = ih
 // (and the same for width) and over o of dy[n,oh,ow,o] w[o,kh,kw,c].
-void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
-                              const float *w, float *dx) {
+void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy_act,
+                              const Act *w_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    const float *w = (const float *)w_act;
+    float *dx = (float *)dx_act;
     const ConvShape *s = &plan->shape;
     for (int n = 0; n < s->batch; n++)
         for (int ih = 0; ih < s->in_height; ih++)
@@ -103,8 +109,10 @@ void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const floa
 
 // dw[o,kh,kw,c] += sum over n,oh,ow of
 //     x[n, oh*stride - pad + kh, ow*stride - pad + kw, c] dy[n,oh,ow,o]
-void ref_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
-                                 const float *dy, float *dw) {
+void ref_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x_act,
+                                 const Act *dy_act, float *dw) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
     const ConvShape *s = &plan->shape;
     for (int o = 0; o < s->out_channels; o++)
         for (int kh = 0; kh < s->kernel; kh++)

@@ -12,15 +12,43 @@ void ref_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
             y[r * channels + c] = (float)((double)x[r * channels + c] * scale[r]);
 }
 
+void ref_mask_tokens_forward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                             const float *mask, const float *token, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < channels; c++)
+            y[r * channels + c] = mask[r] != 0.0f ? token[c] : x[r * channels + c];
+}
+
+void ref_mask_tokens_backward(Backend *backend, size_t rows, int channels, const float *mask,
+                              const Act *dy_act, Act *dx_act, float *dtoken) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
+    for (int c = 0; c < channels; c++) {
+        double total = 0.0;
+        for (size_t r = 0; r < rows; r++)
+            if (mask[r] != 0.0f) total += dy[r * channels + c];
+        dtoken[c] += (float)total;
+    }
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < channels; c++)
+            dx[r * channels + c] = mask[r] != 0.0f ? 0.0f : dy[r * channels + c];
+}
+
 void ref_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
-                     const float *x, float *y) {
+                     const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     for (int i = 0; i < count; i++)
         for (int c = 0; c < channels; c++)
             y[(size_t)i * channels + c] = x[(size_t)index[i] * channels + c];
 }
 
 void ref_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
-                          const float *dy, float *dx) {
+                          const Act *dy_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     for (int i = 0; i < count; i++)
         for (int c = 0; c < channels; c++)
             dx[(size_t)index[i] * channels + c] += dy[(size_t)i * channels + c];

@@ -31,14 +31,16 @@ static void rope_rotate(int batch, int tokens, int heads, int head_dim, int pref
 }
 
 void ref_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                      int prefix, const float *sin, const float *cos, float *qkv) {
+                      int prefix, const float *sin, const float *cos, Act *qkv_act) {
+    float *qkv = (float *)qkv_act;
     rope_rotate(batch, tokens, heads, head_dim, prefix, sin, cos, qkv, 1.0);
 }
 
 // The forward is x' = R x with R an orthogonal rotation per pair, so
 // dx = R^T dx' = rotation by -angle.
 void ref_rope_backward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                       int prefix, const float *sin, const float *cos, float *dqkv) {
+                       int prefix, const float *sin, const float *cos, Act *dqkv_act) {
+    float *dqkv = (float *)dqkv_act;
     rope_rotate(batch, tokens, heads, head_dim, prefix, sin, cos, dqkv, -1.0);
 }
 
@@ -46,7 +48,9 @@ void ref_rope_backward(Backend *backend, int batch, int tokens, int heads, int h
 
 static double sigmoid(double a) { return 1.0 / (1.0 + exp(-a)); }
 
-void ref_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *x, float *y) {
+void ref_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     for (size_t r = 0; r < rows; r++) {
         const float *gate = x + r * 2 * hidden, *value = gate + hidden;
         for (int j = 0; j < hidden; j++)
@@ -54,8 +58,11 @@ void ref_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *
     }
 }
 
-void ref_swiglu_backward(Backend *backend, size_t rows, int hidden, const float *x,
-                         const float *dy, float *dx) {
+void ref_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x_act,
+                         const Act *dy_act, Act *dx_act) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     for (size_t r = 0; r < rows; r++) {
         const float *gate = x + r * 2 * hidden, *value = gate + hidden;
         float *dgate = dx + r * 2 * hidden, *dvalue = dgate + hidden;

@@ -1,5 +1,6 @@
 // Reference matrix product (row-major, optional transposes, leading
-// dimensions) and the bias ops of linear layers. Double accumulators.
+// dimensions), the bias ops and the linear layers' ops built from them.
+// Double accumulators.
 #include "backend/ref/ref_ops.h"
 
 // C (M, N) = alpha op(A) op(B) + beta C. As in BLAS, beta = 0 means C is not
@@ -21,16 +22,41 @@ void ref_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n, 
         }
 }
 
-void ref_bias_add(Backend *backend, size_t rows, int channels, const float *bias, float *y) {
+void ref_bias_add_f32(Backend *backend, size_t rows, int channels, const float *bias, float *y) {
     for (size_t r = 0; r < rows; r++)
         for (int ch = 0; ch < channels; ch++) y[r * (size_t)channels + ch] += bias[ch];
 }
 
-void ref_bias_backward(Backend *backend, size_t rows, int channels, const float *dy,
+void ref_bias_add(Backend *backend, size_t rows, int channels, const float *bias, Act *y_act) {
+    ref_bias_add_f32(backend, rows, channels, bias, (float *)y_act);
+}
+
+void ref_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy_act,
                        float *dbias) {
+    const float *dy = (const float *)dy_act;
     for (int ch = 0; ch < channels; ch++) {
         double total = 0.0;
         for (size_t r = 0; r < rows; r++) total += dy[r * (size_t)channels + ch];
         dbias[ch] += (float)total;
     }
+}
+
+void ref_linear_forward(Backend *backend, int rows, int in, int out, const Act *x_act,
+                        const Act *w_act, const float *bias, Act *y_act) {
+    ref_gemm(backend, 0, 1, rows, out, in, 1.0f, (const float *)x_act, in, (const float *)w_act,
+             in, 0.0f, (float *)y_act, out);
+    if (bias) ref_bias_add(backend, (size_t)rows, out, bias, y_act);
+}
+
+void ref_linear_backward_data(Backend *backend, int rows, int in, int out, const Act *dy_act,
+                              const Act *w_act, Act *dx_act) {
+    ref_gemm(backend, 0, 0, rows, in, out, 1.0f, (const float *)dy_act, out,
+             (const float *)w_act, in, 0.0f, (float *)dx_act, in);
+}
+
+void ref_linear_backward_weights(Backend *backend, int rows, int in, int out, const Act *x_act,
+                                 const Act *dy_act, float *dw, float *dbias) {
+    ref_gemm(backend, 1, 0, out, in, rows, 1.0f, (const float *)dy_act, out,
+             (const float *)x_act, in, 1.0f, dw, in);
+    if (dbias) ref_bias_backward(backend, (size_t)rows, out, dy_act, dbias);
 }

@@ -23,7 +23,7 @@ static void channel_moments(size_t rows, int channels, const float *x, int c, do
     *variance = squares / (double)rows;
 }
 
-void ref_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const float *x,
+void ref_batchnorm_forward_train_f32(Backend *backend, size_t rows, int channels, const float *x,
                                  const float *gamma, const float *beta, float momentum, float eps,
                                  float *y, float *save_mean, float *save_inv_std,
                                  float *running_mean, float *running_var) {
@@ -45,9 +45,18 @@ void ref_batchnorm_forward_train(Backend *backend, size_t rows, int channels, co
     }
 }
 
-void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const float *x,
+void ref_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                 const float *gamma, const float *beta, float momentum, float eps,
+                                 Act *y_act, float *save_mean, float *save_inv_std,
+                                 float *running_mean, float *running_var) {
+    ref_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta, momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean, running_var);
+}
+
+void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const Act *x_act,
                                 const float *gamma, const float *beta, const float *running_mean,
-                                const float *running_var, float eps, float *y) {
+                                const float *running_var, float eps, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     for (int c = 0; c < channels; c++) {
         const double inv_std = 1.0 / sqrt((double)running_var[c] + eps);
         for (size_t r = 0; r < rows; r++) {
@@ -67,21 +76,25 @@ static void add_residual_relu(size_t n, const float *residual, float *y) {
 }
 
 void ref_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
-                                      const float *x, const float *residual, const float *gamma,
-                                      const float *beta, float momentum, float eps, float *y,
+                                      const Act *x_act, const Act *residual_act, const float *gamma,
+                                      const float *beta, float momentum, float eps, Act *y_act,
                                       float *save_mean, float *save_inv_std, float *running_mean,
                                       float *running_var) {
-    ref_batchnorm_forward_train(backend, rows, channels, x, gamma, beta, momentum, eps, y,
+    const float *residual = (const float *)residual_act;
+    float *y = (float *)y_act;
+    ref_batchnorm_forward_train(backend, rows, channels, x_act, gamma, beta, momentum, eps, y_act,
                                 save_mean, save_inv_std, running_mean, running_var);
     add_residual_relu(rows * (size_t)channels, residual, y);
 }
 
 void ref_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
-                                     const float *x, const float *residual, const float *gamma,
+                                     const Act *x_act, const Act *residual_act, const float *gamma,
                                      const float *beta, const float *running_mean,
-                                     const float *running_var, float eps, float *y) {
-    ref_batchnorm_forward_eval(backend, rows, channels, x, gamma, beta, running_mean,
-                               running_var, eps, y);
+                                     const float *running_var, float eps, Act *y_act) {
+    const float *residual = (const float *)residual_act;
+    float *y = (float *)y_act;
+    ref_batchnorm_forward_eval(backend, rows, channels, x_act, gamma, beta, running_mean,
+                               running_var, eps, y_act);
     add_residual_relu(rows * (size_t)channels, residual, y);
 }
 
@@ -119,17 +132,28 @@ static void batchnorm_backward_masked(size_t rows, int channels, const float *x,
     }
 }
 
-void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+void ref_batchnorm_backward_f32(Backend *backend, size_t rows, int channels, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_inv_std, float *dx, float *dgamma, float *dbeta) {
     batchnorm_backward_masked(rows, channels, x, NULL, dy, gamma, save_mean, save_inv_std, dx,
                               dgamma, dbeta);
 }
 
-void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const float *x,
-                                 const float *y, const float *dy, const float *gamma,
-                                 const float *save_mean, const float *save_inv_std, float *dx,
-                                 float *dgamma, float *dbeta, float *dresidual) {
+void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                            const Act *dy_act, const float *gamma, const float *save_mean,
+                            const float *save_inv_std, Act *dx_act, float *dgamma, float *dbeta) {
+    ref_batchnorm_backward_f32(backend, rows, channels, (const float *)x_act, (const float *)dy_act, gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta);
+}
+
+void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                 const Act *y_act, const Act *dy_act, const float *gamma,
+                                 const float *save_mean, const float *save_inv_std, Act *dx_act,
+                                 float *dgamma, float *dbeta, Act *dresidual_act) {
+    const float *x = (const float *)x_act;
+    const float *y = (const float *)y_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
+    float *dresidual = (float *)dresidual_act;
     batchnorm_backward_masked(rows, channels, x, y, dy, gamma, save_mean, save_inv_std, dx,
                               dgamma, dbeta);
     // Last, as dresidual may alias dy (masking twice changes nothing).

@@ -6,8 +6,9 @@
 
 #include "backend/ref/ref_ops.h"
 
-void ref_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const float *x,
+void ref_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const Act *x_act,
                                     const float *mean, float *squares) {
+    const float *x = (const float *)x_act;
     for (int c = 0; c < channels; c++) {
         double total = 0.0;
         for (size_t r = 0; r < rows; r++) {
@@ -33,10 +34,13 @@ void ref_batchnorm_finish_statistics(Backend *backend, int channels, size_t tota
     }
 }
 
-void ref_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const float *x,
-                                 const float *residual, int relu, const float *gamma,
+void ref_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                 const Act *residual_act, int relu, const float *gamma,
                                  const float *beta, const float *mean, const float *inv_std,
-                                 float *y) {
+                                 Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *residual = (const float *)residual_act;
+    float *y = (float *)y_act;
     for (size_t r = 0; r < rows; r++) {
         for (int c = 0; c < channels; c++) {
             const size_t i = r * (size_t)channels + c;
@@ -51,10 +55,14 @@ static double gradient_reaching_norm(const float *relu_out, const float *dy, siz
     return !relu_out || relu_out[i] > 0.0f ? dy[i] : 0.0;
 }
 
-void ref_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const float *x,
-                                   const float *relu_out, const float *dy, float *dz_out,
+void ref_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                   const Act *relu_out_act, const Act *dy_act, Act *dz_out_act,
                                    const float *mean, const float *inv_std, float *dgamma,
                                    float *dbeta, float *sums) {
+    const float *x = (const float *)x_act;
+    const float *relu_out = (const float *)relu_out_act;
+    const float *dy = (const float *)dy_act;
+    float *dz_out = (float *)dz_out_act;
     for (int c = 0; c < channels; c++) {
         double sum_dz = 0.0, sum_dz_xhat = 0.0;
         for (size_t r = 0; r < rows; r++) {
@@ -74,9 +82,13 @@ void ref_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, 
 }
 
 void ref_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
-                                  int channels, const float *x, const float *relu_out,
-                                  const float *dy, const float *gamma, const float *mean,
-                                  const float *inv_std, const float *sums, float *dx) {
+                                  int channels, const Act *x_act, const Act *relu_out_act,
+                                  const Act *dy_act, const float *gamma, const float *mean,
+                                  const float *inv_std, const float *sums, Act *dx_act) {
+    const float *x = (const float *)x_act;
+    const float *relu_out = (const float *)relu_out_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     for (int c = 0; c < channels; c++) {
         const double mean_dz = sums[c] / (double)total_rows;
         const double mean_dz_xhat = sums[channels + c] / (double)total_rows;

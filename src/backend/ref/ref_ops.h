@@ -9,37 +9,44 @@
 // ---- ref_conv.c ----
 ConvPlan *ref_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
 void ref_conv2d_plan_free(Backend *backend, ConvPlan *plan);
-void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const float *x, const float *w,
-                        float *y);
-void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const float *dy,
-                              const float *w, float *dx);
-void ref_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const float *x,
-                                 const float *dy, float *dw);
+void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
+                        Act *y);
+void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,
+                              const Act *w, Act *dx);
+void ref_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x,
+                                 const Act *dy, float *dw);
 
 // ---- ref_norm.c ----
-void ref_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const float *x,
+void ref_batchnorm_forward_train_f32(Backend *backend, size_t rows, int channels, const float *x,
                                  const float *gamma, const float *beta, float momentum, float eps,
                                  float *y, float *save_mean, float *save_inv_std,
                                  float *running_mean, float *running_var);
-void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const float *x,
+void ref_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const Act *x,
+                                 const float *gamma, const float *beta, float momentum, float eps,
+                                 Act *y, float *save_mean, float *save_inv_std,
+                                 float *running_mean, float *running_var);
+void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const Act *x,
                                 const float *gamma, const float *beta, const float *running_mean,
-                                const float *running_var, float eps, float *y);
-void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const float *x,
+                                const float *running_var, float eps, Act *y);
+void ref_batchnorm_backward_f32(Backend *backend, size_t rows, int channels, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_inv_std, float *dx, float *dgamma, float *dbeta);
+void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
+                            const Act *dy, const float *gamma, const float *save_mean,
+                            const float *save_inv_std, Act *dx, float *dgamma, float *dbeta);
 void ref_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
-                                      const float *x, const float *residual, const float *gamma,
-                                      const float *beta, float momentum, float eps, float *y,
+                                      const Act *x, const Act *residual, const float *gamma,
+                                      const float *beta, float momentum, float eps, Act *y,
                                       float *save_mean, float *save_inv_std, float *running_mean,
                                       float *running_var);
 void ref_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
-                                     const float *x, const float *residual, const float *gamma,
+                                     const Act *x, const Act *residual, const float *gamma,
                                      const float *beta, const float *running_mean,
-                                     const float *running_var, float eps, float *y);
-void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const float *x,
-                                 const float *y, const float *dy, const float *gamma,
-                                 const float *save_mean, const float *save_inv_std, float *dx,
-                                 float *dgamma, float *dbeta, float *dresidual);
+                                     const float *running_var, float eps, Act *y);
+void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x,
+                                 const Act *y, const Act *dy, const float *gamma,
+                                 const float *save_mean, const float *save_inv_std, Act *dx,
+                                 float *dgamma, float *dbeta, Act *dresidual);
 void ref_l2_normalize_forward(Backend *backend, int rows, int dim, const float *x, float eps,
                               float *y, float *norm);
 void ref_l2_normalize_backward(Backend *backend, int rows, int dim, const float *y,
@@ -54,42 +61,49 @@ void ref_log_softmax_backward(Backend *backend, int rows, int dim, const float *
                               const float *dy, float scale, float *dx);
 
 // ---- ref_norm_sync.c ----
-void ref_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const float *x,
+void ref_batchnorm_centered_squares(Backend *backend, size_t rows, int channels, const Act *x,
                                     const float *mean, float *squares);
 void ref_batchnorm_finish_statistics(Backend *backend, int channels, size_t total_rows,
                                      float momentum, float eps, const float *mean,
                                      float *squares_to_inv_std, float *running_mean,
                                      float *running_var);
-void ref_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const float *x,
-                                 const float *residual, int relu, const float *gamma,
+void ref_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const Act *x,
+                                 const Act *residual, int relu, const float *gamma,
                                  const float *beta, const float *mean, const float *inv_std,
-                                 float *y);
-void ref_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const float *x,
-                                   const float *relu_out, const float *dy, float *dz_out,
+                                 Act *y);
+void ref_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, const Act *x,
+                                   const Act *relu_out, const Act *dy, Act *dz_out,
                                    const float *mean, const float *inv_std, float *dgamma,
                                    float *dbeta, float *sums);
 void ref_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
-                                  int channels, const float *x, const float *relu_out,
-                                  const float *dy, const float *gamma, const float *mean,
-                                  const float *inv_std, const float *sums, float *dx);
+                                  int channels, const Act *x, const Act *relu_out,
+                                  const Act *dy, const float *gamma, const float *mean,
+                                  const float *inv_std, const float *sums, Act *dx);
 
 // ---- ref_pool.c ----
-void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x, Act *y,
                          int32_t *argmax);
-void ref_maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
-                          const int32_t *argmax, float *dx);
-void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
-                         float *y);
-void ref_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const float *dy,
-                          float *dx);
+void ref_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy,
+                          const int32_t *argmax, Act *dx);
+void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x,
+                         Act *y);
+void ref_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const Act *dy,
+                          Act *dx);
 
 // ---- ref_linear.c ----
 void ref_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
               float alpha, const float *a, int lda, const float *b, int ldb, float beta,
               float *c, int ldc);
-void ref_bias_add(Backend *backend, size_t rows, int channels, const float *bias, float *y);
-void ref_bias_backward(Backend *backend, size_t rows, int channels, const float *dy,
+void ref_bias_add_f32(Backend *backend, size_t rows, int channels, const float *bias, float *y);
+void ref_bias_add(Backend *backend, size_t rows, int channels, const float *bias, Act *y);
+void ref_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy,
                        float *dbias);
+void ref_linear_forward(Backend *backend, int rows, int in, int out, const Act *x, const Act *w,
+                        const float *bias, Act *y);
+void ref_linear_backward_data(Backend *backend, int rows, int in, int out, const Act *dy,
+                              const Act *w, Act *dx);
+void ref_linear_backward_weights(Backend *backend, int rows, int in, int out, const Act *x,
+                                 const Act *dy, float *dw, float *dbias);
 
 // ---- ref_update.c ----
 void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
@@ -102,60 +116,64 @@ void ref_ema_update(Backend *backend, size_t n, float *target, const float *sour
                     float momentum);
 
 // ---- ref_transformer.c ----
-void ref_layernorm_forward(Backend *backend, size_t rows, int channels, const float *x,
-                           const float *gamma, const float *beta, float eps, float *y,
+void ref_layernorm_forward(Backend *backend, size_t rows, int channels, const Act *x,
+                           const float *gamma, const float *beta, float eps, Act *y,
                            float *mean, float *inv_std);
-void ref_layernorm_backward(Backend *backend, size_t rows, int channels, const float *x,
-                            const float *dy, const float *gamma, const float *mean,
-                            const float *inv_std, float *dx, float *dgamma, float *dbeta);
+void ref_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
+                            const Act *dy, const float *gamma, const float *mean,
+                            const float *inv_std, Act *dx, float *dgamma, float *dbeta);
 void ref_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
-                            int channels, const float *patch_embeddings, const float *cls,
+                            int channels, const Act *patch_embeddings, const float *cls,
                             const float *cls_pos, const float *register_tokens,
-                            const float *patch_pos, float *tokens);
+                            const float *patch_pos, Act *tokens);
 void ref_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
-                             int channels, const float *dtokens, float *dpatch_embeddings,
+                             int channels, const Act *dtokens, Act *dpatch_embeddings,
                              float *dcls, float *dcls_pos, float *dregister_tokens,
                              float *dpatch_pos);
 void ref_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
-                                    int channels, const float *x, const float *branch,
-                                    const float *gamma, const float *sample_scale, float *y);
+                                    int channels, const Act *x, const Act *branch,
+                                    const float *gamma, const float *sample_scale, Act *y);
 void ref_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
-                                     int channels, const float *branch, const float *dy,
+                                     int channels, const Act *branch, const Act *dy,
                                      const float *gamma, const float *sample_scale,
-                                     float *dbranch, float *dgamma);
+                                     Act *dbranch, float *dgamma);
 void ref_token_pool_forward(Backend *backend, int batch, int tokens, int channels, int first,
-                            int count, const float *x, float *y);
+                            int count, const Act *x, Act *y);
 void ref_token_pool_backward(Backend *backend, int batch, int tokens, int channels, int first,
-                             int count, const float *dy, float *dx);
+                             int count, const Act *dy, Act *dx);
 
 // ---- ref_attention.c ----
 AttentionPlan *ref_attention_plan(Backend *backend, const AttentionShape *shape,
                                   ErrorMessage *err);
 void ref_attention_plan_free(Backend *backend, AttentionPlan *plan);
-void ref_attention_forward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                           float scale, float *out, float *lse);
-void ref_attention_backward(Backend *backend, const AttentionPlan *plan, const float *qkv,
-                            const float *out, const float *dout, const float *lse, float scale,
-                            float *dqkv);
+void ref_attention_forward(Backend *backend, const AttentionPlan *plan, const Act *qkv,
+                           float scale, Act *out, float *lse);
+void ref_attention_backward(Backend *backend, const AttentionPlan *plan, const Act *qkv,
+                            const Act *out, const Act *dout, const float *lse, float scale,
+                            Act *dqkv);
 
 // ---- ref_resize.c ----
 void ref_resize_bilinear_forward(Backend *backend, int batch, int in_height, int in_width,
-                                 int channels, const float *x, int out_height, int out_width,
-                                 float *y);
+                                 int channels, const Act *x, int out_height, int out_width,
+                                 Act *y);
 void ref_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
-                                  int channels, const float *dy, int out_height, int out_width,
-                                  float *dx);
-void ref_mixup(Backend *backend, int batch, size_t sample, const float *x,
-               const int32_t *permutation, float lambda, float *y);
-void ref_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
-                 float *y, size_t y_stride);
+                                  int channels, const Act *dy, int out_height, int out_width,
+                                  Act *dx);
+void ref_mixup(Backend *backend, int batch, size_t sample, const Act *x,
+               const int32_t *permutation, float lambda, Act *y);
+void ref_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x, size_t x_stride,
+                 Act *y, size_t y_stride);
 // ---- ref_dinov2.c ----
 void ref_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
                     const float *scale, float *y);
+void ref_mask_tokens_forward(Backend *backend, size_t rows, int channels, const Act *x,
+                             const float *mask, const float *token, Act *y);
+void ref_mask_tokens_backward(Backend *backend, size_t rows, int channels, const float *mask,
+                              const Act *dy, Act *dx, float *dtoken);
 void ref_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
-                     const float *x, float *y);
+                     const Act *x, Act *y);
 void ref_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
-                          const float *dy, float *dx);
+                          const Act *dy, Act *dx);
 void ref_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
                         int iterations, float *y);
 void ref_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
@@ -165,11 +183,11 @@ void ref_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                         float *dy);
 // ---- ref_dinov3.c ----
 void ref_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                      int prefix, const float *sin, const float *cos, float *qkv);
+                      int prefix, const float *sin, const float *cos, Act *qkv);
 void ref_rope_backward(Backend *backend, int batch, int tokens, int heads, int head_dim,
-                       int prefix, const float *sin, const float *cos, float *dqkv);
-void ref_swiglu_forward(Backend *backend, size_t rows, int hidden, const float *x, float *y);
-void ref_swiglu_backward(Backend *backend, size_t rows, int hidden, const float *x,
-                         const float *dy, float *dx);
+                       int prefix, const float *sin, const float *cos, Act *dqkv);
+void ref_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x, Act *y);
+void ref_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x,
+                         const Act *dy, Act *dx);
 
 #endif

@@ -7,8 +7,10 @@
 // The argmax is the flat index of the chosen element within its sample,
 // (ih * W + iw) * C + c; ties keep the first maximum in window order and a
 // NaN wins over any number (the last NaN in window order), as PyTorch does.
-void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const float *x, float *y,
+void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x_act, Act *y_act,
                          int32_t *argmax) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const PoolShape *s = shape;
     const size_t in_sample = (size_t)s->in_height * s->in_width * s->channels;
     const size_t out_sample = (size_t)s->out_height * s->out_width * s->channels;
@@ -41,8 +43,10 @@ void ref_maxpool_forward(Backend *backend, const PoolShape *shape, const float *
     }
 }
 
-void ref_maxpool_backward(Backend *backend, const PoolShape *shape, const float *dy,
-                          const int32_t *argmax, float *dx) {
+void ref_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy_act,
+                          const int32_t *argmax, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const PoolShape *s = shape;
     const size_t in_sample = (size_t)s->in_height * s->in_width * s->channels;
     const size_t out_sample = (size_t)s->out_height * s->out_width * s->channels;
@@ -52,8 +56,10 @@ void ref_maxpool_backward(Backend *backend, const PoolShape *shape, const float 
             dx[n * in_sample + argmax[n * out_sample + o]] += dy[n * out_sample + o];
 }
 
-void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const float *x,
-                         float *y) {
+void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x_act,
+                         Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     for (int n = 0; n < batch; n++)
         for (int c = 0; c < channels; c++) {
             double total = 0.0;
@@ -64,7 +70,9 @@ void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, 
 }
 
 void ref_avgpool_backward(Backend *backend, int batch, int pixels, int channels,
-                          const float *dy, float *dx) {
+                          const Act *dy_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     for (int n = 0; n < batch; n++)
         for (int p = 0; p < pixels; p++)
             for (int c = 0; c < channels; c++)

@@ -7,8 +7,10 @@
 #include "backend/resize_taps.h"
 
 void ref_resize_bilinear_forward(Backend *backend, int batch, int in_height, int in_width,
-                                 int channels, const float *x, int out_height, int out_width,
-                                 float *y) {
+                                 int channels, const Act *x_act, int out_height, int out_width,
+                                 Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const size_t in_sample = (size_t)in_height * in_width * channels;
     const size_t out_row = (size_t)out_width * channels;
     for (int b = 0; b < batch; b++)
@@ -19,8 +21,10 @@ void ref_resize_bilinear_forward(Backend *backend, int batch, int in_height, int
 }
 
 void ref_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
-                                  int channels, const float *dy, int out_height, int out_width,
-                                  float *dx) {
+                                  int channels, const Act *dy_act, int out_height, int out_width,
+                                  Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     const size_t in_sample = (size_t)in_height * in_width * channels;
     const size_t out_sample = (size_t)out_height * out_width * channels;
     for (int b = 0; b < batch; b++)
@@ -28,8 +32,10 @@ void ref_resize_bilinear_backward(Backend *backend, int batch, int in_height, in
                               out_height, out_width, dx + (size_t)b * in_sample);
 }
 
-void ref_mixup(Backend *backend, int batch, size_t sample, const float *x,
-               const int32_t *permutation, float lambda, float *y) {
+void ref_mixup(Backend *backend, int batch, size_t sample, const Act *x_act,
+               const int32_t *permutation, float lambda, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     const float other = 1.0f - lambda;
     for (int b = 0; b < batch; b++) {
         const float *mine = x + (size_t)b * sample;
@@ -39,7 +45,9 @@ void ref_mixup(Backend *backend, int batch, size_t sample, const float *x,
     }
 }
 
-void ref_copy_2d(Backend *backend, size_t rows, size_t cols, const float *x, size_t x_stride,
-                 float *y, size_t y_stride) {
+void ref_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x_act, size_t x_stride,
+                 Act *y_act, size_t y_stride) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     for (size_t r = 0; r < rows; r++) memcpy(y + r * y_stride, x + r * x_stride, cols * sizeof *x);
 }

@@ -8,9 +8,11 @@
 
 // ---- layer norm ------------------------------------------------------------------
 
-void ref_layernorm_forward(Backend *backend, size_t rows, int channels, const float *x,
-                           const float *gamma, const float *beta, float eps, float *y,
+void ref_layernorm_forward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                           const float *gamma, const float *beta, float eps, Act *y_act,
                            float *mean, float *inv_std) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     for (size_t r = 0; r < rows; r++) {
         const float *x_row = x + r * channels;
         double total = 0.0;
@@ -29,9 +31,12 @@ void ref_layernorm_forward(Backend *backend, size_t rows, int channels, const fl
 // With xhat = (x - mean) inv_std and g = dy gamma over the C channels of a
 // row: dx = inv_std (g - mean(g) - xhat mean(g xhat)); dgamma = sum over
 // rows of dy xhat, dbeta = sum of dy.
-void ref_layernorm_backward(Backend *backend, size_t rows, int channels, const float *x,
-                            const float *dy, const float *gamma, const float *mean,
-                            const float *inv_std, float *dx, float *dgamma, float *dbeta) {
+void ref_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                            const Act *dy_act, const float *gamma, const float *mean,
+                            const float *inv_std, Act *dx_act, float *dgamma, float *dbeta) {
+    const float *x = (const float *)x_act;
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     for (size_t r = 0; r < rows; r++) {
         const float *x_row = x + r * channels, *dy_row = dy + r * channels;
         double sum_g = 0.0, sum_g_xhat = 0.0;
@@ -63,9 +68,11 @@ void ref_layernorm_backward(Backend *backend, size_t rows, int channels, const f
 // ---- ViT token sequence ------------------------------------------------------------
 
 void ref_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
-                            int channels, const float *patch_embeddings, const float *cls,
+                            int channels, const Act *patch_embeddings_act, const float *cls,
                             const float *cls_pos, const float *register_tokens,
-                            const float *patch_pos, float *tokens) {
+                            const float *patch_pos, Act *tokens_act) {
+    const float *patch_embeddings = (const float *)patch_embeddings_act;
+    float *tokens = (float *)tokens_act;
     const size_t per_sample = (size_t)(1 + registers + patches) * channels;
     for (int b = 0; b < batch; b++) {
         float *out = tokens + b * per_sample;
@@ -87,9 +94,11 @@ static double batch_sum(int batch, size_t per_sample, const float *dtokens, size
 }
 
 void ref_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
-                             int channels, const float *dtokens, float *dpatch_embeddings,
+                             int channels, const Act *dtokens_act, Act *dpatch_embeddings_act,
                              float *dcls, float *dcls_pos, float *dregister_tokens,
                              float *dpatch_pos) {
+    const float *dtokens = (const float *)dtokens_act;
+    float *dpatch_embeddings = (float *)dpatch_embeddings_act;
     const size_t per_sample = (size_t)(1 + registers + patches) * channels;
     const size_t patch_start = (size_t)(1 + registers) * channels;
     for (int b = 0; b < batch; b++)
@@ -115,8 +124,11 @@ static double branch_factor(const float *gamma, const float *sample_scale, int b
 }
 
 void ref_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
-                                    int channels, const float *x, const float *branch,
-                                    const float *gamma, const float *sample_scale, float *y) {
+                                    int channels, const Act *x_act, const Act *branch_act,
+                                    const float *gamma, const float *sample_scale, Act *y_act) {
+    const float *x = (const float *)x_act;
+    const float *branch = (const float *)branch_act;
+    float *y = (float *)y_act;
     for (int b = 0; b < batch; b++)
         for (size_t r = 0; r < rows_per_sample; r++)
             for (int c = 0; c < channels; c++) {
@@ -126,9 +138,12 @@ void ref_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per
 }
 
 void ref_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
-                                     int channels, const float *branch, const float *dy,
+                                     int channels, const Act *branch_act, const Act *dy_act,
                                      const float *gamma, const float *sample_scale,
-                                     float *dbranch, float *dgamma) {
+                                     Act *dbranch_act, float *dgamma) {
+    const float *branch = (const float *)branch_act;
+    const float *dy = (const float *)dy_act;
+    float *dbranch = (float *)dbranch_act;
     for (int b = 0; b < batch; b++)
         for (size_t r = 0; r < rows_per_sample; r++)
             for (int c = 0; c < channels; c++) {
@@ -150,7 +165,9 @@ void ref_residual_scale_add_backward(Backend *backend, int batch, size_t rows_pe
 // ---- token pooling ---------------------------------------------------------------------
 
 void ref_token_pool_forward(Backend *backend, int batch, int tokens, int channels, int first,
-                            int count, const float *x, float *y) {
+                            int count, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
     for (int b = 0; b < batch; b++)
         for (int c = 0; c < channels; c++) {
             double total = 0.0;
@@ -161,7 +178,9 @@ void ref_token_pool_forward(Backend *backend, int batch, int tokens, int channel
 }
 
 void ref_token_pool_backward(Backend *backend, int batch, int tokens, int channels, int first,
-                             int count, const float *dy, float *dx) {
+                             int count, const Act *dy_act, Act *dx_act) {
+    const float *dy = (const float *)dy_act;
+    float *dx = (float *)dx_act;
     for (int b = 0; b < batch; b++)
         for (int t = 0; t < tokens; t++)
             for (int c = 0; c < channels; c++) {

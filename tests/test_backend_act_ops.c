@@ -1,0 +1,229 @@
+// The ops of the activation boundary (backend.h): the linear layers' ops,
+// iBOT's mask-token ops, act_to_float / float_to_act, act_axpby,
+// act_column_sum, zero, and the fp32 twins the losses use. The ref backend
+// is checked against what the ops are defined as (host loops, or the fp32
+// ops they equal while activations are fp32); the cpu and cuda backends
+// against ref (mirror groups, see backend_mirror.h).
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backend_mirror.h"
+
+// Products summed in double by ref, in other orders by the fast backends.
+#define PRODUCT_TOL 1e-5
+
+// linear_forward = the product with w^T plus the bias; the backward ops =
+// the products of the gradient (what nn/layers.c composed from gemm before).
+static void check_linear(int rows, int in, int out, int with_bias, uint64_t seed) {
+    const float *x = mirror_random_tensor((size_t)rows * in, -1, 1, seed);
+    const float *w = mirror_random_tensor((size_t)out * in, -1, 1, seed + 1);
+    const float *bias = with_bias ? mirror_random_tensor(out, -1, 1, seed + 2) : NULL;
+    const float *dy = mirror_random_tensor((size_t)rows * out, -1, 1, seed + 3);
+
+    // ref against the fp32 product it is defined by
+    float *y = mirror_nan_tensor((size_t)rows * out), *expected = mirror_nan_tensor((size_t)rows * out);
+    ref->op.linear_forward(ref, rows, in, out, (const Act *)x, (const Act *)w, bias, (Act *)y);
+    ref->op.gemm(ref, 0, 1, rows, out, in, 1.0f, x, in, w, in, 0.0f, expected, out);
+    if (bias) ref->op.bias_add_f32(ref, (size_t)rows, out, bias, expected);
+    mirror_expect_close("ref linear_forward", (size_t)rows * out, y, expected, 0, 0);
+
+    float *y_fast = mirror_nan_tensor((size_t)rows * out);
+    fast->op.linear_forward(fast, rows, in, out, D(x), D(w), D(bias), D(y_fast));
+    H(y_fast);
+    mirror_expect_close("linear_forward", (size_t)rows * out, y_fast, y, PRODUCT_TOL, PRODUCT_TOL);
+
+    float *dx = mirror_nan_tensor((size_t)rows * in), *dx_fast = mirror_nan_tensor((size_t)rows * in);
+    ref->op.linear_backward_data(ref, rows, in, out, (const Act *)dy, (const Act *)w, (Act *)dx);
+    fast->op.linear_backward_data(fast, rows, in, out, D(dy), D(w), D(dx_fast));
+    H(dx_fast);
+    float *dx_expected = mirror_nan_tensor((size_t)rows * in);
+    ref->op.gemm(ref, 0, 0, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx_expected, in);
+    mirror_expect_close("ref linear_backward_data", (size_t)rows * in, dx, dx_expected, 0, 0);
+    mirror_expect_close("linear_backward_data", (size_t)rows * in, dx_fast, dx, PRODUCT_TOL,
+                        PRODUCT_TOL);
+
+    // weight and bias gradients accumulate (+=) onto what is there
+    float *dw = mirror_random_tensor((size_t)out * in, -1, 1, seed + 4);
+    float *dw_fast = mirror_copy(dw, (size_t)out * in), *dw_expected = mirror_copy(dw, (size_t)out * in);
+    float *db = with_bias ? mirror_random_tensor(out, -1, 1, seed + 5) : NULL;
+    float *db_fast = with_bias ? mirror_copy(db, out) : NULL;
+    float *db_expected = with_bias ? mirror_copy(db, out) : NULL;
+    ref->op.linear_backward_weights(ref, rows, in, out, (const Act *)x, (const Act *)dy, dw, db);
+    fast->op.linear_backward_weights(fast, rows, in, out, D(x), D(dy), D(dw_fast), D(db_fast));
+    H(dw_fast);
+    ref->op.gemm(ref, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f, dw_expected, in);
+    mirror_expect_close("ref linear_backward_weights", (size_t)out * in, dw, dw_expected, 0, 0);
+    mirror_expect_close("linear_backward_weights", (size_t)out * in, dw_fast, dw, PRODUCT_TOL,
+                        PRODUCT_TOL);
+    if (with_bias) {
+        H(db_fast);
+        for (int o = 0; o < out; o++) {
+            double total = db_expected[o];
+            double column = 0.0;
+            for (int r = 0; r < rows; r++) column += dy[(size_t)r * out + o];
+            db_expected[o] = (float)(total + (float)column);
+        }
+        mirror_expect_close("ref linear dbias", out, db, db_expected, 1e-6, 1e-6);
+        mirror_expect_close("linear dbias", out, db_fast, db, 1e-6, 1e-6);
+    }
+}
+
+static void test_linear(void **state) {
+    NEED_FAST_BACKEND();
+    check_linear(5, 7, 3, 1, 100);
+    check_linear(64, 130, 257, 1, 200);  // threaded
+    check_linear(1, 16, 9, 0, 300);      // one row, no bias
+}
+
+// Rows where mask is 1 become the token; backward sends those rows'
+// gradient to the token and zeros there.
+static void test_mask_tokens(void **state) {
+    NEED_FAST_BACKEND();
+    const size_t rows = 37;
+    const int c = 24;
+    const size_t n = rows * c;
+    float *mask = mirror_tensor(rows);
+    for (size_t r = 0; r < rows; r++) mask[r] = r % 3 == 1 ? 1.0f : 0.0f;
+    const float *x = mirror_random_tensor(n, -1, 1, 400);
+    const float *token = mirror_random_tensor(c, -1, 1, 401);
+    float *y = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
+    ref->op.mask_tokens_forward(ref, rows, c, (const Act *)x, mask, token, (Act *)y);
+    for (size_t r = 0; r < rows; r++)
+        for (int ch = 0; ch < c; ch++)
+            assert_true(y[r * c + ch] == (mask[r] != 0.0f ? token[ch] : x[r * c + ch]));
+    fast->op.mask_tokens_forward(fast, rows, c, D(x), D(mask), D(token), D(y_fast));
+    H(y_fast);
+    mirror_expect_close("mask_tokens_forward", n, y_fast, y, 0, 0);
+
+    // in place, as the ViT runs it
+    const float *dy = mirror_random_tensor(n, -1, 1, 402);
+    float *dx = mirror_copy(dy, n), *dx_fast = mirror_copy(dy, n);
+    float *dtoken = mirror_random_tensor(c, -1, 1, 403);
+    float *dtoken_fast = mirror_copy(dtoken, c), *dtoken_expected = mirror_copy(dtoken, c);
+    ref->op.mask_tokens_backward(ref, rows, c, mask, (const Act *)dx, (Act *)dx, dtoken);
+    fast->op.mask_tokens_backward(fast, rows, c, D(mask), D(dx_fast), D(dx_fast), D(dtoken_fast));
+    H(dx_fast);
+    H(dtoken_fast);
+    for (int ch = 0; ch < c; ch++) {
+        double total = 0.0;
+        for (size_t r = 0; r < rows; r++)
+            if (mask[r] != 0.0f) total += dy[r * c + ch];
+        dtoken_expected[ch] += (float)total;
+    }
+    for (size_t r = 0; r < rows; r++)
+        for (int ch = 0; ch < c; ch++)
+            assert_true(dx[r * c + ch] == (mask[r] != 0.0f ? 0.0f : dy[r * c + ch]));
+    mirror_expect_close("ref mask token gradient", c, dtoken, dtoken_expected, 0, 0);
+    mirror_expect_close("mask_tokens_backward dx", n, dx_fast, dx, 0, 0);
+    mirror_expect_close("mask_tokens_backward dtoken", c, dtoken_fast, dtoken, 1e-6, 1e-6);
+}
+
+// The boundary is exact while activations are fp32; act_axpby and
+// act_column_sum equal their fp32 ops; zero clears whole bytes.
+static void test_boundary_and_sums(void **state) {
+    NEED_FAST_BACKEND();
+    const size_t rows = 41;
+    const int c = 19;
+    const size_t n = rows * c;
+    const float *x = mirror_random_tensor(n, -3, 3, 500);
+    for (Backend *b = ref; b; b = b == ref ? fast : NULL) {
+        float *act = mirror_nan_tensor(n), *back = mirror_nan_tensor(n);
+        b->op.float_to_act(b, n, b == ref ? x : D(x), b == ref ? (void *)act : D(act));
+        b->op.act_to_float(b, n, b == ref ? (void *)act : D(act), b == ref ? back : D(back));
+        if (b != ref) H(back);
+        mirror_expect_close("float_to_act then act_to_float", n, back, x, 0, 0);
+    }
+
+    float *y = mirror_random_tensor(n, -1, 1, 501);
+    float *y_act = mirror_copy(y, n), *y_fast = mirror_copy(y, n);
+    ref->op.axpby(ref, n, 0.5f, x, -2.0f, y);
+    ref->op.act_axpby(ref, n, 0.5f, (const Act *)x, -2.0f, (Act *)y_act);
+    fast->op.act_axpby(fast, n, 0.5f, D(x), -2.0f, D(y_fast));
+    H(y_fast);
+    mirror_expect_close("ref act_axpby", n, y_act, y, 0, 0);
+    mirror_expect_close("act_axpby", n, y_fast, y, 0, 0);
+
+    float *sums = mirror_nan_tensor(c), *act_sums = mirror_nan_tensor(c);
+    float *fast_sums = mirror_nan_tensor(c);
+    ref->op.column_sum(ref, rows, c, x, sums);
+    ref->op.act_column_sum(ref, rows, c, (const Act *)x, act_sums);
+    fast->op.act_column_sum(fast, rows, c, D(x), D(fast_sums));
+    H(fast_sums);
+    mirror_expect_close("ref act_column_sum", c, act_sums, sums, 0, 0);
+    mirror_expect_close("act_column_sum", c, fast_sums, sums, 1e-6, 1e-6);
+
+    float *cleared = mirror_copy(x, n);
+    fast->op.zero(fast, D(cleared), n * sizeof(float));
+    H(cleared);
+    for (size_t i = 0; i < n; i++) assert_true(cleared[i] == 0.0f && !signbit(cleared[i]));
+}
+
+// The losses' fp32 twins give what the activation ops give while
+// activations are fp32.
+static void test_f32_twins(void **state) {
+    NEED_FAST_BACKEND();
+    const size_t rows = 33;
+    const int c = 20;
+    const size_t n = rows * c;
+    const float *x = mirror_random_tensor(n, -1, 1, 600);
+    const float *dy = mirror_random_tensor(n, -1, 1, 601);
+    const float *gamma = mirror_random_tensor(c, 0.5f, 1.5f, 602);
+    const float *beta = mirror_random_tensor(c, -1, 1, 603);
+    for (Backend *b = ref; b; b = b == ref ? fast : NULL) {
+        // ref works on the host buffers, the fast backend on their device twins
+        void *(*at)(const void *) = b == ref ? NULL : D;
+#define ON(p) (at ? at(p) : (void *)(p))
+        float *r_act = mirror_nan_tensor(n), *r_f32 = mirror_nan_tensor(n);
+        b->op.relu_forward(b, n, ON(x), ON(r_act));
+        b->op.relu_forward_f32(b, n, ON(x), ON(r_f32));
+        float *g_act = mirror_nan_tensor(n), *g_f32 = mirror_nan_tensor(n);
+        b->op.relu_backward(b, n, ON(r_act), ON(dy), ON(g_act));
+        b->op.relu_backward_f32(b, n, ON(r_f32), ON(dy), ON(g_f32));
+        float *biased = mirror_copy(x, n), *biased_f32 = mirror_copy(x, n);
+        b->op.bias_add(b, rows, c, ON(beta), ON(biased));
+        b->op.bias_add_f32(b, rows, c, ON(beta), ON(biased_f32));
+        float *bn[2], *stats[2][4], *dx[2], *dgamma[2], *dbeta[2];
+        for (int k = 0; k < 2; k++) {
+            bn[k] = mirror_nan_tensor(n);
+            dx[k] = mirror_nan_tensor(n);
+            dgamma[k] = mirror_random_tensor(c, -1, 1, 610);
+            dbeta[k] = mirror_random_tensor(c, -1, 1, 611);
+            for (int s = 0; s < 4; s++) stats[k][s] = mirror_random_tensor(c, 0.5f, 1, 620 + s);
+        }
+        b->op.batchnorm_forward_train(b, rows, c, ON(x), ON(gamma), ON(beta), 0.1f, 1e-5f,
+                                      ON(bn[0]), ON(stats[0][0]), ON(stats[0][1]),
+                                      ON(stats[0][2]), ON(stats[0][3]));
+        b->op.batchnorm_forward_train_f32(b, rows, c, ON(x), ON(gamma), ON(beta), 0.1f, 1e-5f,
+                                          ON(bn[1]), ON(stats[1][0]), ON(stats[1][1]),
+                                          ON(stats[1][2]), ON(stats[1][3]));
+        b->op.batchnorm_backward(b, rows, c, ON(x), ON(dy), ON(gamma), ON(stats[0][0]),
+                                 ON(stats[0][1]), ON(dx[0]), ON(dgamma[0]), ON(dbeta[0]));
+        b->op.batchnorm_backward_f32(b, rows, c, ON(x), ON(dy), ON(gamma), ON(stats[1][0]),
+                                     ON(stats[1][1]), ON(dx[1]), ON(dgamma[1]), ON(dbeta[1]));
+#undef ON
+        float *outputs[][2] = {{r_act, r_f32}, {g_act, g_f32}, {biased, biased_f32},
+                               {bn[0], bn[1]}, {dx[0], dx[1]}, {dgamma[0], dgamma[1]},
+                               {dbeta[0], dbeta[1]}, {stats[0][3], stats[1][3]}};
+        const size_t counts[] = {n, n, n, n, n, c, c, c};
+        for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+            if (at) H(outputs[k][0]), H(outputs[k][1]);
+            mirror_expect_close(b->name, counts[k], outputs[k][1], outputs[k][0], 0, 0);
+        }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_linear, mirror_free),
+        cmocka_unit_test_teardown(test_mask_tokens, mirror_free),
+        cmocka_unit_test_teardown(test_boundary_and_sums, mirror_free),
+        cmocka_unit_test_teardown(test_f32_twins, mirror_free),
+    };
+    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]);
+}
