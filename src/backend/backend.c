@@ -81,6 +81,18 @@ Backend *backend_create(const char *name, int threads, ErrorMessage *err) {
     return NULL;
 }
 
+const char *compute_dtype_name(ComputeDtype dtype) {
+    return dtype == COMPUTE_F16 ? "fp16" : dtype == COMPUTE_BF16 ? "bf16" : "fp32";
+}
+
+int backend_set_compute_dtype(Backend *backend, ComputeDtype dtype, ErrorMessage *err) {
+    if (dtype != COMPUTE_F32 && strcmp(backend->name, "ref") != 0)
+        return error_set(err, "the %s backend stores activations in fp32 only (%s asked)",
+                         backend->name, compute_dtype_name(dtype));
+    backend->compute_dtype = dtype;
+    return 0;
+}
+
 int backend_gpu_count(char *why, size_t size) {
 #ifdef LTC_WITH_CUDA
     return cuda_device_count(why, size);

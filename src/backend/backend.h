@@ -42,6 +42,10 @@ typedef struct Backend Backend;
 // a pointer to it is only passed around, sliced with act_at.
 typedef struct Act Act;
 
+// The dtype activations are stored in: fp32 (32-true), or the 16-bit
+// compute dtype of 16-mixed / bf16-mixed.
+typedef enum ComputeDtype { COMPUTE_F32, COMPUTE_F16, COMPUTE_BF16 } ComputeDtype;
+
 // Convolution geometry: square kernel, stride and zero padding (what the
 // ResNet family needs); groups = 1, dilation = 1.
 typedef struct ConvShape {
@@ -591,6 +595,7 @@ struct Backend {
     const char *name;  // "ref", "cpu", "cuda"
     char device[160];  // what it runs on, for logs: "GPU 0: NVIDIA H100 80GB HBM3"; "" for CPUs
     BackendOps op;
+    ComputeDtype compute_dtype;  // COMPUTE_F32 unless backend_set_compute_dtype changed it
     size_t act_element_bytes;  // bytes of one Act element: 4 (fp32) or 2 (fp16, bf16)
     int threads;       // CPU threads the backend may use
     void *impl;        // backend-private state
@@ -601,6 +606,15 @@ struct Backend {
 // cores. NULL with a message when the backend is unknown or unavailable.
 Backend *backend_create(const char *name, int threads, ErrorMessage *err);
 void backend_destroy(Backend *backend);
+// Sets the dtype activations are stored in, before anything is allocated
+// on the backend. `ref` takes every dtype: it keeps fp32 storage and rounds
+// each value an op writes into an Act to the dtype (round to nearest even,
+// fp16 overflow to infinity, subnormals kept), the oracle of a 16-bit GPU
+// step; `cpu` (and `cuda`, until its 16-bit kernels exist) fp32 only: -1
+// with a message otherwise.
+int backend_set_compute_dtype(Backend *backend, ComputeDtype dtype, ErrorMessage *err);
+// "fp32", "fp16", "bf16".
+const char *compute_dtype_name(ComputeDtype dtype);
 
 // The backend for --accelerator: "cpu" gives `cpu_backend` ("cpu", or "ref"
 // for tests); "gpu" the cuda backend on GPU `gpu` (0-based among the visible

@@ -52,7 +52,15 @@ int parameter_set_allocate(ParameterSet *set, ErrorMessage *err) {
     if (!set->values || (set->with_grads && !set->grads))
         return error_set(err, "out of memory for %zu MB of parameters", bytes >> 20);
     backend->op.fill(backend, set->values, 0.0f, set->total);
+    // fp32 activations read the values themselves; a 16-bit compute dtype
+    // gets its own copy (filled by parameter_set_refresh_compute)
     set->compute = (Act *)set->values;
+    if (backend->compute_dtype != COMPUTE_F32) {
+        set->compute = backend->op.alloc(backend, act_bytes(backend, set->total ? set->total : 1));
+        if (!set->compute)
+            return error_set(err, "out of memory for %zu MB of compute weights", bytes >> 20);
+        parameter_set_refresh_compute(set);
+    }
     if (set->grads) backend->op.fill(backend, set->grads, 0.0f, set->total);
     for (int i = 0; i < set->count; i++) {
         Parameter *param = &set->params[i];
@@ -67,11 +75,18 @@ void parameter_set_free(ParameterSet *set) {
     if (set->backend) {
         if (set->values) set->backend->op.free(set->backend, set->values);
         if (set->grads) set->backend->op.free(set->backend, set->grads);
+        if (set->compute && set->compute != (Act *)set->values)
+            set->backend->op.free(set->backend, set->compute);
     }
     free(set->params);
     Backend *backend = set->backend;
     const int with_grads = set->with_grads;
     parameter_set_init(set, backend, with_grads);
+}
+
+void parameter_set_refresh_compute(ParameterSet *set) {
+    if (set->compute && set->compute != (Act *)set->values)
+        set->backend->op.float_to_act(set->backend, set->total, set->values, set->compute);
 }
 
 void parameter_set_zero_grads(ParameterSet *set) {

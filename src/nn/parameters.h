@@ -49,7 +49,7 @@ typedef struct ParameterSet {
     float *grads;    // (total) one allocation, or NULL
     // The values in the backend's compute dtype, what conv and linear ops
     // read (autocast's weight copy). With fp32 activations it is the values
-    // themselves.
+    // themselves; otherwise a copy, refreshed by parameter_set_refresh_compute.
     Act *compute;
 } ParameterSet;
 
@@ -62,6 +62,11 @@ int parameter_declare(ParameterSet *set, const char *name, ParamKind kind, int r
 int parameter_set_allocate(ParameterSet *set, ErrorMessage *err);
 void parameter_set_free(ParameterSet *set);
 void parameter_set_zero_grads(ParameterSet *set);
+// compute = the values in the compute dtype (nothing to do when they are
+// the same memory). The models call it at the start of every forward, so a
+// forward reads the weights as they are then (after an optimizer step, an
+// EMA update, a load), as autocast casts them on use.
+void parameter_set_refresh_compute(ParameterSet *set);
 const Parameter *parameter_find(const ParameterSet *set, const char *name);
 // Sum of the element counts of all parameters.
 size_t parameter_set_elements(const ParameterSet *set);

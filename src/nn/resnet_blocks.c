@@ -132,6 +132,7 @@ int resnet_forward(Resnet *model, int slot_index, int batch, const Act *input, i
                          slot_index, slot->max.batch, slot->max.resolution, batch);
     Backend *backend = model->backend;
     Act *shortcut_scratch = model->scratch;  // free during forward
+    parameter_set_refresh_compute(&model->params);
 
     // Stem: conv1 -> bn1 + relu (fused) -> maxpool.
     const size_t stem_rows = conv_rows(&plans->conv_shapes[0]);

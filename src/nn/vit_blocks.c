@@ -190,6 +190,7 @@ int vit_forward(Vit *model, int slot_index, int batch, const Act *input, int tra
     if (find_plans(model, slot_index, batch, &plans, err)) return -1;
     VitSlot *slot = &model->slots[slot_index];
     Backend *backend = model->backend;
+    parameter_set_refresh_compute(&model->params);
     const VitConfig *c = &model->config;
     const int patches = slot->grid * slot->grid, dim = c->embed_dim;
     const size_t rows = slot_rows(slot, batch);

@@ -405,6 +405,7 @@ const float *head_forward(Head *head, int rows, const Act *x, int training, Erro
                   head->name, rows);
         return NULL;
     }
+    parameter_set_refresh_compute(&head->params);
     const Act *in = x;
     for (int i = 0; i < spec->layer_count; i++) {
         const HeadLayerSpec *layer_spec = &spec->layers[i];

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests of the step record and the loss scaler in `train`
-# (docs/gpu.md "Mixed precision"), on the CPU with the test-only
-# LTC_TEST_LOSS_SCALER (16-mixed, which turns the scaler on, needs the GPU's
-# 16-bit storage):
+# (docs/gpu.md "Mixed precision"), on the cpu backend with the test-only
+# LTC_TEST_LOSS_SCALER (16-mixed, which turns the scaler on, runs on the GPU
+# or, slowly, on the ref backend: tests/e2e/train_precision.sh):
 # - scaling by a power of two is exact in fp32, so a run with the scaler
 #   logs the same loss at every step as one without, and ends with the same
 #   weights (methods with a single loss, several terms, local views,

@@ -101,6 +101,7 @@ void ref_attention_forward(Backend *backend, const AttentionPlan *plan, const Ac
                     o[d] = (float)total;
                 }
             }
+    ref_round_acts(backend, out_act, (size_t)plan->shape.batch * plan->shape.tokens * plan->shape.heads * plan->shape.head_dim);
 }
 
 // With p_ij = exp(scale q_i . k_j - lse_i), dp_ij = dout_i . v_j and
@@ -153,4 +154,5 @@ void ref_attention_backward(Backend *backend, const AttentionPlan *plan, const A
                 }
         }
     (void)out;  // the correction comes from the recomputed probabilities instead
+    ref_round_acts(backend, dqkv_act, 3 * (size_t)plan->shape.batch * plan->shape.tokens * plan->shape.heads * plan->shape.head_dim);
 }

@@ -10,6 +10,7 @@
 
 #include "backend/host_ops.h"
 #include "backend/ref/ref_ops.h"
+#include "util/half.h"
 
 // ---- memory ------------------------------------------------------------------
 
@@ -39,6 +40,14 @@ static void ref_fill(Backend *backend, float *x, float value, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = value;
 }
 
+void ref_round_acts(const Backend *backend, Act *x_act, size_t n) {
+    float *x = (float *)x_act;
+    if (backend->compute_dtype == COMPUTE_F16)
+        for (size_t i = 0; i < n; i++) x[i] = f16_to_float(float_to_f16(x[i]));
+    else if (backend->compute_dtype == COMPUTE_BF16)
+        for (size_t i = 0; i < n; i++) x[i] = bf16_to_float(float_to_bf16(x[i]));
+}
+
 static void ref_zero(Backend *backend, void *x, size_t bytes) {
     if (bytes) memset(x, 0, bytes);
 }
@@ -53,6 +62,7 @@ static void ref_relu_forward_f32(Backend *backend, size_t n, const float *x, flo
 
 static void ref_relu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
     ref_relu_forward_f32(backend, n, (const float *)x_act, (float *)y_act);
+    ref_round_acts(backend, y_act, n);
 }
 
 static void ref_relu_backward_f32(Backend *backend, size_t n, const float *y, const float *dy,
@@ -63,6 +73,7 @@ static void ref_relu_backward_f32(Backend *backend, size_t n, const float *y, co
 static void ref_relu_backward(Backend *backend, size_t n, const Act *y_act, const Act *dy_act,
                               Act *dx_act) {
     ref_relu_backward_f32(backend, n, (const float *)y_act, (const float *)dy_act, (float *)dx_act);
+    ref_round_acts(backend, dx_act, n);
 }
 
 // GELU in double: Phi(x) = erfc(-x / sqrt 2) / 2, which equals (1 + erf(x / sqrt 2)) / 2
@@ -73,6 +84,7 @@ static void ref_gelu_forward(Backend *backend, size_t n, const Act *x_act, Act *
     const float *x = (const float *)x_act;
     float *y = (float *)y_act;
     for (size_t i = 0; i < n; i++) y[i] = (float)(x[i] * standard_normal_cdf(x[i]));
+    ref_round_acts(backend, y_act, n);
 }
 
 static void ref_gelu_backward(Backend *backend, size_t n, const Act *x_act, const Act *dy_act,
@@ -86,6 +98,7 @@ static void ref_gelu_backward(Backend *backend, size_t n, const Act *x_act, cons
         const double density = inv_sqrt_2pi * exp(-0.5 * v * v);
         dx[i] = (float)(dy[i] * (standard_normal_cdf(v) + v * density));
     }
+    ref_round_acts(backend, dx_act, n);
 }
 
 static void ref_add(Backend *backend, size_t n, const float *a, const float *b, float *y) {
@@ -100,6 +113,7 @@ static void ref_axpby(Backend *backend, size_t n, float alpha, const float *x, f
 static void ref_act_axpby(Backend *backend, size_t n, float alpha, const Act *x, float beta,
                           Act *y) {
     ref_axpby(backend, n, alpha, (const float *)x, beta, (float *)y);
+    ref_round_acts(backend, y, n);
 }
 
 // fp32 storage: the boundary is a copy.
@@ -109,6 +123,7 @@ static void ref_act_to_float(Backend *backend, size_t n, const Act *x, float *y)
 
 static void ref_float_to_act(Backend *backend, size_t n, const float *x, Act *y) {
     memcpy(y, x, n * sizeof(float));
+    ref_round_acts(backend, y, n);
 }
 
 static void ref_mul(Backend *backend, size_t n, const float *a, const float *b, float *y) {
@@ -164,6 +179,7 @@ static void ref_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
     for (size_t p = 0; p < pixels; p++)
         for (int c = 0; c < 3; c++)
             y[p * 3 + c] = ((float)x[p * 3 + c] / 255.0f - mean[c]) / std[c];
+    ref_round_acts(backend, y_act, pixels * 3);
 }
 
 // ---- the table ----------------------------------------------------------------------------

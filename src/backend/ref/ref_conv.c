@@ -74,6 +74,7 @@ void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act
                     }
                     y[y_index(s, n, oh, ow, o)] = (float)total;
                 }
+    ref_round_acts(backend, y_act, (size_t)plan->shape.batch * plan->shape.out_height * plan->shape.out_width * plan->shape.out_channels);
 }
 
 // dx[n,ih,iw,c] = sum over the (oh, kh) pairs with oh*stride - pad + kh = ih
@@ -105,6 +106,7 @@ void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act 
                     }
                     dx[x_index(s, n, ih, iw, c)] = (float)total;
                 }
+    ref_round_acts(backend, dx_act, (size_t)plan->shape.batch * plan->shape.in_height * plan->shape.in_width * plan->shape.in_channels);
 }
 
 // dw[o,kh,kw,c] += sum over n,oh,ow of

@@ -19,6 +19,7 @@ void ref_mask_tokens_forward(Backend *backend, size_t rows, int channels, const 
     for (size_t r = 0; r < rows; r++)
         for (int c = 0; c < channels; c++)
             y[r * channels + c] = mask[r] != 0.0f ? token[c] : x[r * channels + c];
+    ref_round_acts(backend, y_act, rows * channels);
 }
 
 void ref_mask_tokens_backward(Backend *backend, size_t rows, int channels, const float *mask,
@@ -52,6 +53,9 @@ void ref_scatter_add_rows(Backend *backend, int count, int channels, const int32
     for (int i = 0; i < count; i++)
         for (int c = 0; c < channels; c++)
             dx[(size_t)index[i] * channels + c] += dy[(size_t)i * channels + c];
+    for (int i = 0; i < count; i++)
+        ref_round_acts(backend, act_at(backend, dx_act, (size_t)index[i] * channels),
+                       (size_t)channels);
 }
 
 void ref_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,

@@ -34,6 +34,7 @@ void ref_rope_forward(Backend *backend, int batch, int tokens, int heads, int he
                       int prefix, const float *sin, const float *cos, Act *qkv_act) {
     float *qkv = (float *)qkv_act;
     rope_rotate(batch, tokens, heads, head_dim, prefix, sin, cos, qkv, 1.0);
+    ref_round_acts(backend, qkv_act, (size_t)batch * tokens * 3 * heads * head_dim);
 }
 
 // The forward is x' = R x with R an orthogonal rotation per pair, so
@@ -42,6 +43,7 @@ void ref_rope_backward(Backend *backend, int batch, int tokens, int heads, int h
                        int prefix, const float *sin, const float *cos, Act *dqkv_act) {
     float *dqkv = (float *)dqkv_act;
     rope_rotate(batch, tokens, heads, head_dim, prefix, sin, cos, dqkv, -1.0);
+    ref_round_acts(backend, dqkv_act, (size_t)batch * tokens * 3 * heads * head_dim);
 }
 
 // ---- SwiGLU ------------------------------------------------------------------------
@@ -56,6 +58,7 @@ void ref_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x_
         for (int j = 0; j < hidden; j++)
             y[r * hidden + j] = (float)(gate[j] * sigmoid(gate[j]) * value[j]);
     }
+    ref_round_acts(backend, y_act, rows * hidden);
 }
 
 void ref_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x_act,
@@ -72,4 +75,5 @@ void ref_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x
             dvalue[j] = (float)(g * a * s);
         }
     }
+    ref_round_acts(backend, dx_act, rows * 2 * hidden);
 }

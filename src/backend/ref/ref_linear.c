@@ -29,6 +29,7 @@ void ref_bias_add_f32(Backend *backend, size_t rows, int channels, const float *
 
 void ref_bias_add(Backend *backend, size_t rows, int channels, const float *bias, Act *y_act) {
     ref_bias_add_f32(backend, rows, channels, bias, (float *)y_act);
+    ref_round_acts(backend, y_act, rows * channels);
 }
 
 void ref_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy_act,
@@ -45,13 +46,15 @@ void ref_linear_forward(Backend *backend, int rows, int in, int out, const Act *
                         const Act *w_act, const float *bias, Act *y_act) {
     ref_gemm(backend, 0, 1, rows, out, in, 1.0f, (const float *)x_act, in, (const float *)w_act,
              in, 0.0f, (float *)y_act, out);
-    if (bias) ref_bias_add(backend, (size_t)rows, out, bias, y_act);
+    if (bias) ref_bias_add_f32(backend, (size_t)rows, out, bias, (float *)y_act);
+    ref_round_acts(backend, y_act, (size_t)rows * out);  // once, after the bias (an epilogue)
 }
 
 void ref_linear_backward_data(Backend *backend, int rows, int in, int out, const Act *dy_act,
                               const Act *w_act, Act *dx_act) {
     ref_gemm(backend, 0, 0, rows, in, out, 1.0f, (const float *)dy_act, out,
              (const float *)w_act, in, 0.0f, (float *)dx_act, in);
+    ref_round_acts(backend, dx_act, (size_t)rows * in);
 }
 
 void ref_linear_backward_weights(Backend *backend, int rows, int in, int out, const Act *x_act,

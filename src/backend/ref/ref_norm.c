@@ -50,13 +50,12 @@ void ref_batchnorm_forward_train(Backend *backend, size_t rows, int channels, co
                                  Act *y_act, float *save_mean, float *save_inv_std,
                                  float *running_mean, float *running_var) {
     ref_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta, momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean, running_var);
+    ref_round_acts(backend, y_act, rows * channels);
 }
 
-void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const Act *x_act,
-                                const float *gamma, const float *beta, const float *running_mean,
-                                const float *running_var, float eps, Act *y_act) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
+static void batchnorm_eval_f32(size_t rows, int channels, const float *x, const float *gamma,
+                               const float *beta, const float *running_mean,
+                               const float *running_var, float eps, float *y) {
     for (int c = 0; c < channels; c++) {
         const double inv_std = 1.0 / sqrt((double)running_var[c] + eps);
         for (size_t r = 0; r < rows; r++) {
@@ -64,6 +63,14 @@ void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, con
             y[i] = (float)((x[i] - (double)running_mean[c]) * inv_std * gamma[c] + beta[c]);
         }
     }
+}
+
+void ref_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                const float *gamma, const float *beta, const float *running_mean,
+                                const float *running_var, float eps, Act *y_act) {
+    batchnorm_eval_f32(rows, channels, (const float *)x_act, gamma, beta, running_mean,
+                       running_var, eps, (float *)y_act);
+    ref_round_acts(backend, y_act, rows * channels);
 }
 
 // y (n) = max(y + residual, 0) in fp32 (residual NULL: max(y, 0)), the
@@ -82,9 +89,11 @@ void ref_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channel
                                       float *running_var) {
     const float *residual = (const float *)residual_act;
     float *y = (float *)y_act;
-    ref_batchnorm_forward_train(backend, rows, channels, x_act, gamma, beta, momentum, eps, y_act,
-                                save_mean, save_inv_std, running_mean, running_var);
+    ref_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta,
+                                    momentum, eps, y, save_mean, save_inv_std, running_mean,
+                                    running_var);
     add_residual_relu(rows * (size_t)channels, residual, y);
+    ref_round_acts(backend, y_act, rows * channels);
 }
 
 void ref_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
@@ -93,9 +102,10 @@ void ref_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels
                                      const float *running_var, float eps, Act *y_act) {
     const float *residual = (const float *)residual_act;
     float *y = (float *)y_act;
-    ref_batchnorm_forward_eval(backend, rows, channels, x_act, gamma, beta, running_mean,
-                               running_var, eps, y_act);
+    batchnorm_eval_f32(rows, channels, (const float *)x_act, gamma, beta, running_mean,
+                       running_var, eps, y);
     add_residual_relu(rows * (size_t)channels, residual, y);
+    ref_round_acts(backend, y_act, rows * channels);
 }
 
 // The gradient reaching the batch norm's output: dy, or with a ReLU after
@@ -143,6 +153,7 @@ void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const A
                             const Act *dy_act, const float *gamma, const float *save_mean,
                             const float *save_inv_std, Act *dx_act, float *dgamma, float *dbeta) {
     ref_batchnorm_backward_f32(backend, rows, channels, (const float *)x_act, (const float *)dy_act, gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta);
+    ref_round_acts(backend, dx_act, rows * channels);
 }
 
 void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
@@ -160,6 +171,7 @@ void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, co
     if (dresidual)
         for (size_t i = 0; i < rows * (size_t)channels; i++)
             dresidual[i] = (float)masked_gradient(y, dy, i);
+    ref_round_acts(backend, dx_act, rows * channels);
 }
 
 // ---- L2 normalisation --------------------------------------------------------------

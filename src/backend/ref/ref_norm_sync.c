@@ -49,6 +49,7 @@ void ref_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, co
             y[i] = relu && !(value > 0.0f) ? 0.0f : value;
         }
     }
+    ref_round_acts(backend, y_act, rows * channels);
 }
 
 static double gradient_reaching_norm(const float *relu_out, const float *dy, size_t i) {
@@ -100,4 +101,5 @@ void ref_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_ro
             dx[i] = (float)(scale * (dz - mean_dz - xhat * mean_dz_xhat));
         }
     }
+    ref_round_acts(backend, dx_act, rows * channels);
 }

@@ -6,6 +6,10 @@
 
 #include "backend/backend.h"
 
+// Rounds x (n) in place to the backend's compute dtype (nothing for fp32):
+// every ref op that writes an Act calls it on what it wrote, once.
+void ref_round_acts(const Backend *backend, Act *x, size_t n);
+
 // ---- ref_conv.c ----
 ConvPlan *ref_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
 void ref_conv2d_plan_free(Backend *backend, ConvPlan *plan);

@@ -54,6 +54,7 @@ void ref_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *d
     for (int n = 0; n < s->batch; n++)
         for (size_t o = 0; o < out_sample; o++)
             dx[n * in_sample + argmax[n * out_sample + o]] += dy[n * out_sample + o];
+    ref_round_acts(backend, dx_act, (size_t)shape->batch * shape->in_height * shape->in_width * shape->channels);
 }
 
 void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x_act,
@@ -67,6 +68,7 @@ void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, 
                 total += x[((size_t)n * pixels + p) * channels + c];
             y[(size_t)n * channels + c] = (float)(total / pixels);
         }
+    ref_round_acts(backend, y_act, (size_t)batch * channels);
 }
 
 void ref_avgpool_backward(Backend *backend, int batch, int pixels, int channels,
@@ -78,4 +80,5 @@ void ref_avgpool_backward(Backend *backend, int batch, int pixels, int channels,
             for (int c = 0; c < channels; c++)
                 dx[((size_t)n * pixels + p) * channels + c] =
                     dy[(size_t)n * channels + c] / (float)pixels;
+    ref_round_acts(backend, dx_act, (size_t)batch * pixels * channels);
 }

@@ -18,6 +18,7 @@ void ref_resize_bilinear_forward(Backend *backend, int batch, int in_height, int
             resize_forward_row(in_height, in_width, channels, x + (size_t)b * in_sample, i,
                                out_height, out_width,
                                y + ((size_t)b * out_height + i) * out_row);
+    ref_round_acts(backend, y_act, (size_t)batch * out_height * out_width * channels);
 }
 
 void ref_resize_bilinear_backward(Backend *backend, int batch, int in_height, int in_width,
@@ -30,6 +31,7 @@ void ref_resize_bilinear_backward(Backend *backend, int batch, int in_height, in
     for (int b = 0; b < batch; b++)
         resize_scatter_sample(in_height, in_width, channels, dy + (size_t)b * out_sample,
                               out_height, out_width, dx + (size_t)b * in_sample);
+    ref_round_acts(backend, dx_act, (size_t)batch * in_height * in_width * channels);
 }
 
 void ref_mixup(Backend *backend, int batch, size_t sample, const Act *x_act,
@@ -43,6 +45,7 @@ void ref_mixup(Backend *backend, int batch, size_t sample, const Act *x_act,
         float *out = y + (size_t)b * sample;
         for (size_t i = 0; i < sample; i++) out[i] = lambda * mine[i] + other * partner[i];
     }
+    ref_round_acts(backend, y_act, batch * sample);
 }
 
 void ref_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x_act, size_t x_stride,

@@ -26,6 +26,7 @@ void ref_layernorm_forward(Backend *backend, size_t rows, int channels, const Ac
         mean[r] = (float)m;
         inv_std[r] = (float)inverse;
     }
+    ref_round_acts(backend, y_act, rows * channels);
 }
 
 // With xhat = (x - mean) inv_std and g = dy gamma over the C channels of a
@@ -63,6 +64,7 @@ void ref_layernorm_backward(Backend *backend, size_t rows, int channels, const A
         dgamma[c] += (float)sum_dy_xhat;
         dbeta[c] += (float)sum_dy;
     }
+    ref_round_acts(backend, dx_act, rows * channels);
 }
 
 // ---- ViT token sequence ------------------------------------------------------------
@@ -84,6 +86,7 @@ void ref_vit_tokens_forward(Backend *backend, int batch, int registers, int patc
         for (size_t i = 0; i < (size_t)patches * channels; i++)
             out[i] = patch_pos ? in[i] + patch_pos[i] : in[i];
     }
+    ref_round_acts(backend, tokens_act, (size_t)batch * (1 + registers + patches) * channels);
 }
 
 // Sum over the batch of one position's gradient: sum_b dtokens[b, token, c].
@@ -114,6 +117,7 @@ void ref_vit_tokens_backward(Backend *backend, int batch, int registers, int pat
         dregister_tokens[i] += (float)batch_sum(batch, per_sample, dtokens, channels + i);
     for (size_t i = 0; dpatch_pos && i < (size_t)patches * channels; i++)
         dpatch_pos[i] += (float)batch_sum(batch, per_sample, dtokens, patch_start + i);
+    ref_round_acts(backend, dpatch_embeddings_act, (size_t)batch * patches * channels);
 }
 
 // ---- residual add with LayerScale and drop path -------------------------------------
@@ -135,6 +139,7 @@ void ref_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per
                 const size_t i = ((size_t)b * rows_per_sample + r) * channels + c;
                 y[i] = (float)(x[i] + branch_factor(gamma, sample_scale, b, c) * branch[i]);
             }
+    ref_round_acts(backend, y_act, batch * rows_per_sample * channels);
 }
 
 void ref_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
@@ -150,6 +155,7 @@ void ref_residual_scale_add_backward(Backend *backend, int batch, size_t rows_pe
                 const size_t i = ((size_t)b * rows_per_sample + r) * channels + c;
                 dbranch[i] = (float)(branch_factor(gamma, sample_scale, b, c) * dy[i]);
             }
+    ref_round_acts(backend, dbranch_act, batch * rows_per_sample * channels);
     if (!gamma) return;
     for (int c = 0; c < channels; c++) {
         double total = 0.0;
@@ -175,6 +181,7 @@ void ref_token_pool_forward(Backend *backend, int batch, int tokens, int channel
                 total += x[((size_t)b * tokens + t) * channels + c];
             y[(size_t)b * channels + c] = (float)(total / count);
         }
+    ref_round_acts(backend, y_act, (size_t)batch * channels);
 }
 
 void ref_token_pool_backward(Backend *backend, int batch, int tokens, int channels, int first,
@@ -188,4 +195,5 @@ void ref_token_pool_backward(Backend *backend, int batch, int tokens, int channe
                 dx[((size_t)b * tokens + t) * channels + c] =
                     pooled ? (float)((double)dy[(size_t)b * channels + c] / count) : 0.0f;
             }
+    ref_round_acts(backend, dx_act, (size_t)batch * tokens * channels);
 }
