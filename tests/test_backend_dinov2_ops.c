@@ -1,7 +1,10 @@
 // The DINOv2 ops of backend.h (scale_rows, gather_rows / scatter_add_rows,
-// sinkhorn_knopp, koleo_forward / koleo_backward): each fast backend
-// against the ref backend on awkward shapes (one row, odd widths, sizes on
-// both sides of the cpu backend's threading threshold), then the ref
+// the Sinkhorn-Knopp steps column_max / sinkhorn_exp / sinkhorn_normalize,
+// koleo_forward / koleo_backward): each fast backend against the ref
+// backend on awkward shapes (one row, odd widths, sizes on both sides of
+// the cpu backend's threading threshold); the Sinkhorn-Knopp steps also
+// against DINOv2's formula in double and, rows split into parts combined
+// as the ranks' all-reduces would, against the whole matrix; then the ref
 // backend's gradients against central finite differences of its forward.
 // Runs as a "cpu" and a "cuda" group (tests/backend_mirror.h); the cuda
 // group skips where no GPU works.
@@ -11,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -76,34 +80,201 @@ static void test_gather_scatter(void **state) {
 
 // ---- Sinkhorn-Knopp --------------------------------------------------------------------------
 
-// Sums over up to 1000 fp32 terms in double in both, a few fp32 roundings
-// of q per iteration: 1e-5 relative leaves a wide margin.
-static void test_sinkhorn_knopp(void **state) {
+#define SK_ITERATIONS 3
+#define SK_SCALE (1.0f / 0.04f)  // DINOv2's teacher temperature 0.04
+
+// Shapes: one row, odd widths, both sides of the cpu threading threshold,
+// column strips (64) split unevenly.
+static const int sk_shapes[][2] = {{1, 10}, {5, 7}, {33, 300}, {130, 1000}};
+
+// Exact in every backend (a maximum is one of the values): equal, NaN kept,
+// -inf for no rows.
+static void test_column_max(void **state) {
     NEED_FAST_BACKEND();
-    const int shapes[][2] = {{1, 10}, {5, 7}, {33, 300}, {130, 1000}};
     for (int t = 0; t < 4; t++) {
-        const int rows = shapes[t][0], cols = shapes[t][1];
+        const size_t rows = (size_t)sk_shapes[t][0], cols = (size_t)sk_shapes[t][1];
+        float *x = mirror_random_tensor(rows * cols, -3, 3, 80 + t);
+        if (t == 2) x[17 * cols + 5] = NAN;
+        float *max_ref = mirror_nan_tensor(cols), *max_fast = mirror_nan_tensor(cols);
+        ref->op.column_max(ref, rows, (int)cols, x, max_ref);
+        fast->op.column_max(fast, rows, (int)cols, D(x), D(max_fast));
+        H(max_fast);
+        if (t == 2) assert_true(isnan(max_ref[5]) && isnan(max_fast[5]));
+        for (size_t k = 0; k < cols; k++) {
+            if (t == 2 && k == 5) continue;
+            float want = -INFINITY;
+            for (size_t r = 0; r < rows; r++) want = fmaxf(want, x[r * cols + k]);
+            assert_true(max_ref[k] == want && max_fast[k] == want);
+        }
+    }
+    float *none = mirror_nan_tensor(3);
+    fast->op.column_max(fast, 0, 3, NULL, D(none));
+    H(none);
+    for (int k = 0; k < 3; k++) assert_true(isinf(none[k]) && none[k] < 0);
+}
+
+// One exp in double per element, rounded to float: equal on cpu, within an
+// ulp or two on cuda (its double exp).
+static void test_sinkhorn_exp_and_normalize(void **state) {
+    NEED_FAST_BACKEND();
+    for (int t = 0; t < 4; t++) {
+        const int rows = sk_shapes[t][0], cols = sk_shapes[t][1];
         const size_t n = (size_t)rows * cols;
-        const float *x = mirror_random_tensor(n, -1, 1, 60 + t);
-        float *y_ref = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
-        ref->op.sinkhorn_knopp(ref, rows, cols, x, 1.0f / 0.04f, 3, y_ref);
-        fast->op.sinkhorn_knopp(fast, rows, cols, D(x), 1.0f / 0.04f, 3, D(y_fast));
-        H(y_fast);
-        mirror_expect_close("sinkhorn_knopp", n, y_fast, y_ref, 1e-5, 1e-9);
+        const float *x = mirror_random_tensor(n, -1, 1, 90 + t);
+        // A shift above the data, as another rank's larger maximum would be.
+        const float *max = mirror_random_tensor((size_t)cols, 1, 1.5f, 100 + t);
+        float *q_ref = mirror_nan_tensor(n), *q_fast = mirror_nan_tensor(n);
+        ref->op.sinkhorn_exp(ref, rows, cols, x, SK_SCALE, max, q_ref);
+        fast->op.sinkhorn_exp(fast, rows, cols, D(x), SK_SCALE, D(max), D(q_fast));
+        H(q_fast);
+        mirror_expect_close("sinkhorn_exp", n, q_fast, q_ref, 3e-7, 0);
+        // Column sums larger than this rank's (other ranks' rows count too).
+        const float *sums = mirror_random_tensor((size_t)cols, 2, 3, 110 + t);
+        float *p_fast = mirror_copy(q_ref, n);
+        ref->op.sinkhorn_normalize(ref, rows, cols, sums, q_ref);
+        fast->op.sinkhorn_normalize(fast, rows, cols, D(sums), D(p_fast));
+        H(p_fast);
+        mirror_expect_close("sinkhorn_normalize", n, p_fast, q_ref, 1e-6, 0);
         for (int r = 0; r < rows; r++) {  // every row is a distribution
             double sum = 0.0;
-            for (int k = 0; k < cols; k++) sum += y_ref[(size_t)r * cols + k];
+            for (int k = 0; k < cols; k++) sum += q_ref[(size_t)r * cols + k];
             assert_true(fabs(sum - 1.0) < 1e-5);
         }
     }
 }
 
-// One sample: the column step makes every entry 1/cols, the row step keeps it.
+// DINOv2's sinkhorn_knopp_teacher written out in double on one process:
+// Q = exp(x / T) as (K, B), divided by its total; per iteration each
+// prototype's row divided by its sum and K, each sample's column by its sum
+// and B; finally Q B, transposed back to y (B, K).
+static void dinov2_sinkhorn(int rows, int cols, const float *x, double *y) {
+    const size_t n = (size_t)rows * cols;
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += y[i] = exp(x[i] * (double)SK_SCALE);
+    for (size_t i = 0; i < n; i++) y[i] /= total;
+    for (int it = 0; it < SK_ITERATIONS; it++) {
+        for (int k = 0; k < cols; k++) {
+            double sum = 0.0;
+            for (int r = 0; r < rows; r++) sum += y[(size_t)r * cols + k];
+            for (int r = 0; r < rows; r++) y[(size_t)r * cols + k] /= sum * cols;
+        }
+        for (int r = 0; r < rows; r++) {
+            double sum = 0.0;
+            for (int k = 0; k < cols; k++) sum += y[(size_t)r * cols + k];
+            for (int k = 0; k < cols; k++) y[(size_t)r * cols + k] /= sum * rows;
+        }
+    }
+    for (size_t i = 0; i < n; i++) y[i] *= rows;
+}
+
+// The steps as one process runs them (no ranks: nothing to all-reduce),
+// on backend memory: x (rows, cols), stats (cols) scratch, q (rows, cols).
+static void sinkhorn_steps(Backend *b, int rows, int cols, const float *x, float *stats,
+                           float *q) {
+    b->op.column_max(b, (size_t)rows, cols, x, stats);
+    b->op.sinkhorn_exp(b, rows, cols, x, SK_SCALE, stats, q);
+    for (int it = 0; it < SK_ITERATIONS; it++) {
+        b->op.column_sum(b, (size_t)rows, cols, q, stats);
+        b->op.sinkhorn_normalize(b, rows, cols, stats, q);
+    }
+}
+
+// The steps on ref and on the fast backend against DINOv2's formula: its
+// total, K and B divisions and the per-column shift cancel (backend.h), so
+// only fp32 rounding of q (a few per iteration) and of the column sums
+// differs: 1e-5 relative leaves a wide margin.
+static void test_sinkhorn_matches_dinov2(void **state) {
+    NEED_FAST_BACKEND();
+    for (int t = 0; t < 4; t++) {
+        const int rows = sk_shapes[t][0], cols = sk_shapes[t][1];
+        const size_t n = (size_t)rows * cols;
+        const float *x = mirror_random_tensor(n, -1, 1, 60 + t);
+        double *truth64 = malloc(n * sizeof *truth64);
+        float *truth = mirror_tensor(n);
+        assert_true(truth64 != NULL);
+        dinov2_sinkhorn(rows, cols, x, truth64);
+        for (size_t i = 0; i < n; i++) truth[i] = (float)truth64[i];
+        free(truth64);
+        float *stats = mirror_nan_tensor((size_t)cols);
+        float *stats_fast = mirror_nan_tensor((size_t)cols);
+        float *q_ref = mirror_nan_tensor(n), *q_fast = mirror_nan_tensor(n);
+        sinkhorn_steps(ref, rows, cols, x, stats, q_ref);
+        sinkhorn_steps(fast, rows, cols, D(x), D(stats_fast), D(q_fast));
+        H(q_fast);
+        mirror_expect_close("sinkhorn steps, ref vs DINOv2", n, q_ref, truth, 1e-5, 1e-9);
+        mirror_expect_close("sinkhorn steps, fast vs DINOv2", n, q_fast, truth, 1e-5, 1e-9);
+        mirror_expect_close("sinkhorn steps, fast vs ref", n, q_fast, q_ref, 1e-5, 1e-9);
+    }
+}
+
+// The ranks of DINOv2's distributed Sinkhorn-Knopp simulated on one
+// backend: the rows split into uneven parts (one empty, as a rank without
+// masked patches), each part's column maxima and sums combined on the host
+// as the all-reduces would (max; the sum in rank order in fp32), equal to
+// the whole matrix's assignment up to the rounding of those sums.
+static void test_sinkhorn_split_rows_equal_whole(void **state) {
+    NEED_FAST_BACKEND();
+    enum { PARTS = 4 };
+    const int rows = 97, cols = 300, first[PARTS + 1] = {0, 40, 40, 71, rows};
+    const size_t n = (size_t)rows * cols;
+    const float *x = mirror_random_tensor(n, -1, 1, 120);
+    float *whole = mirror_nan_tensor(n), *stats = mirror_nan_tensor((size_t)cols);
+    sinkhorn_steps(fast, rows, cols, D(x), D(stats), D(whole));
+    H(whole);
+    float *part_stats[PARTS], *reduced = mirror_tensor((size_t)cols);
+    for (int p = 0; p < PARTS; p++) part_stats[p] = mirror_nan_tensor((size_t)cols);
+    float *q = mirror_nan_tensor(n);
+    const float *dx = D(x);
+    float *dq = D(q);  // q stays on the device from here on
+#define PART_ROWS(p) (first[(p) + 1] - first[p])
+#define PART_OFFSET(p) ((size_t)first[p] * cols)
+    for (int p = 0; p < PARTS; p++) {
+        fast->op.column_max(fast, (size_t)PART_ROWS(p), cols, dx + PART_OFFSET(p),
+                            D(part_stats[p]));
+        H(part_stats[p]);
+    }
+    for (int k = 0; k < cols; k++) {
+        reduced[k] = part_stats[0][k];
+        for (int p = 1; p < PARTS; p++) reduced[k] = fmaxf(reduced[k], part_stats[p][k]);
+    }
+    const float *dmax = D(reduced);
+    for (int p = 0; p < PARTS; p++)
+        fast->op.sinkhorn_exp(fast, PART_ROWS(p), cols, dx + PART_OFFSET(p), SK_SCALE, dmax,
+                              dq + PART_OFFSET(p));
+    for (int it = 0; it < SK_ITERATIONS; it++) {
+        for (int p = 0; p < PARTS; p++) {
+            fast->op.column_sum(fast, (size_t)PART_ROWS(p), cols, dq + PART_OFFSET(p),
+                                D(part_stats[p]));
+            H(part_stats[p]);
+        }
+        for (int k = 0; k < cols; k++) {
+            reduced[k] = part_stats[0][k];
+            for (int p = 1; p < PARTS; p++) reduced[k] += part_stats[p][k];
+        }
+        const float *dsum = D(reduced);
+        for (int p = 0; p < PARTS; p++)
+            fast->op.sinkhorn_normalize(fast, PART_ROWS(p), cols, dsum, dq + PART_OFFSET(p));
+    }
+#undef PART_ROWS
+#undef PART_OFFSET
+    H(q);
+    mirror_expect_close("sinkhorn split over parts vs whole", n, q, whole, 1e-5, 1e-9);
+    // Not vacuous: one part assigned alone is another assignment.
+    float *alone = mirror_nan_tensor((size_t)40 * cols);
+    sinkhorn_steps(fast, 40, cols, dx, D(stats), D(alone));
+    H(alone);
+    double difference = 0.0;
+    for (size_t i = 0; i < (size_t)40 * cols; i++) difference += fabs(alone[i] - whole[i]);
+    assert_true(difference / (40.0 * cols) > 1e-2 / cols);
+}
+
+// One sample: the column step makes every entry 1 (its own column's sum),
+// the row step 1/cols.
 static void test_sinkhorn_one_row_is_uniform(void **state) {
     NEED_FAST_BACKEND();
     const float *x = mirror_random_tensor(6, -1, 1, 70);
-    float *y = mirror_nan_tensor(6);
-    fast->op.sinkhorn_knopp(fast, 1, 6, D(x), 10.0f, 3, D(y));
+    float *y = mirror_nan_tensor(6), *stats = mirror_nan_tensor(6);
+    sinkhorn_steps(fast, 1, 6, D(x), D(stats), D(y));
     H(y);
     for (int k = 0; k < 6; k++) assert_true(fabsf(y[k] - 1.0f / 6.0f) < 1e-7f);
 }
@@ -239,7 +410,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_scale_rows, mirror_free),
         cmocka_unit_test_teardown(test_gather_scatter, mirror_free),
-        cmocka_unit_test_teardown(test_sinkhorn_knopp, mirror_free),
+        cmocka_unit_test_teardown(test_column_max, mirror_free),
+        cmocka_unit_test_teardown(test_sinkhorn_exp_and_normalize, mirror_free),
+        cmocka_unit_test_teardown(test_sinkhorn_matches_dinov2, mirror_free),
+        cmocka_unit_test_teardown(test_sinkhorn_split_rows_equal_whole, mirror_free),
         cmocka_unit_test_teardown(test_sinkhorn_one_row_is_uniform, mirror_free),
         cmocka_unit_test_teardown(test_koleo, mirror_free),
         cmocka_unit_test_teardown(test_koleo_ties, mirror_free),

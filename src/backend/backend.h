@@ -559,17 +559,31 @@ typedef struct BackendOps {
     // indices must be distinct (every row of dx is written by at most one i).
     void (*scatter_add_rows)(Backend *backend, int count, int channels, const int32_t *index,
                              const Act *dy, Act *dx);
-    // Sinkhorn-Knopp assignment of rows samples to cols prototypes (DINOv2's
-    // sinkhorn_knopp_teacher, one process): q = exp(scale x (rows, cols));
-    // `iterations` times: each column divided by its sum times cols, then
-    // each row by its sum times rows; finally y (rows, cols) = q rows, so
-    // every row of y sums to 1. DINOv2 also divides q by its total first and
-    // exponentiates without a shift; here each column is shifted by its
-    // maximum before exp instead: per-column factors cancel exactly in the
-    // first column normalisation, so only rounding differs (and nothing
-    // overflows). No gradient (the teacher's targets). y may not alias x.
-    void (*sinkhorn_knopp)(Backend *backend, int rows, int cols, const float *x, float scale,
-                           int iterations, float *y);
+    // Sinkhorn-Knopp assignment of samples (rows) to prototypes (columns),
+    // DINOv2's sinkhorn_knopp_teacher, in steps so that the samples may lie
+    // on several ranks: the caller all-reduces the per-column results
+    // between the steps (src/ssl_methods/dinov2_loss.c):
+    //   column_max -> all-reduce max -> sinkhorn_exp, then per iteration
+    //   column_sum -> all-reduce sum -> sinkhorn_normalize.
+    // After the last iteration every row of q is a distribution. DINOv2
+    // also divides q by its total first, each column by K and each row by
+    // the global sample count B, and multiplies by B at the end; those
+    // scalars, and the per-column shift by the maximum here, multiply whole
+    // columns or the whole matrix and cancel exactly in the next column or
+    // row normalisation (or the final x B), so only rounding differs and
+    // nothing overflows. No gradient (the teacher's targets).
+    // max (C) = the largest value of each column of x (rows, C); NaN where
+    // the column holds one; -inf when rows is 0.
+    void (*column_max)(Backend *backend, size_t rows, int channels, const float *x, float *max);
+    // q (rows, C) = exp(scale (x - max[c])) for scale > 0, max (C) the
+    // column maxima of every rank's x (so q <= 1). q may not alias x.
+    void (*sinkhorn_exp)(Backend *backend, int rows, int channels, const float *x, float scale,
+                         const float *max, float *q);
+    // One iteration on q (rows, C) in place, column_sum (C) the column sums
+    // of every rank's q: each entry divided by its column's sum (rounded to
+    // fp32), then each row by its own sum.
+    void (*sinkhorn_normalize)(Backend *backend, int rows, int channels, const float *column_sum,
+                               float *q);
     // KoLeo's nearest neighbours of L2-normalised rows y (rows, D) (lightly's
     // KoLeoLoss): neighbor[i] (int32) = the first j != i with the largest
     // <y_i, y_j> (i itself when rows is 1); distance[i] = ||y_i -

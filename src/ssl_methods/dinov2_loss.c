@@ -1,10 +1,12 @@
 // DINOv2's loss (contract and formulas: dinov2_loss.h), composed from
 // backend ops: the class-token part is DINO's loss (dino_loss.h) with
 // LightlyTrain's normalisation; the iBOT part centres the masked patches'
-// teacher outputs (softmax with its own center, or sinkhorn_knopp), weights
+// teacher outputs (softmax with its own center, or Sinkhorn-Knopp), weights
 // them per patch (scale_rows) and scores the student with log_softmax and
 // one dot; KoLeo normalises the class tokens and runs koleo_forward per
-// global view.
+// global view. Sinkhorn-Knopp runs as backend.h's steps (column_max,
+// sinkhorn_exp, column_sum, sinkhorn_normalize) with the per-column results
+// all-reduced between them, so the ranks' samples are assigned together.
 #include "ssl_methods/dinov2_loss.h"
 
 #include <math.h>
@@ -32,8 +34,9 @@ struct Dinov2Loss {
     // last forward
     int batch, masked;
     float dino_scale;        // LightlyTrain's normaliser over DinoLoss's pair count
-    // class tokens (Sinkhorn-Knopp only)
+    // Sinkhorn-Knopp only
     float *cls_targets;      // (2 B, K)
+    float *column_stats;     // (K) column maxima, then column sums, over all ranks
     // masked patches
     float *patch_targets;    // (M, K) t_m; in backward the gradient of the log-probabilities
     float *patch_weighted;   // (M, K) w_m t_m
@@ -55,7 +58,7 @@ struct Dinov2Loss {
 enum { SCALAR_IBOT_DOT, SCALAR_KOLEO_SUM, SCALAR_DINO, SCALAR_DINO_GLOBAL, SCALAR_PRODUCT,
        SCALAR_COUNT };
 
-static int config_check(const Dinov2LossConfig *c, Communicator *comm, ErrorMessage *err) {
+static int config_check(const Dinov2LossConfig *c, ErrorMessage *err) {
     if (c->max_batch < 2 || c->local_views < 0 || c->max_masked < 0 || c->out_dim < 1 ||
         c->feature_dim < 1)
         return error_set(err, "dinov2 loss: batch %d (>= 2), %d local views, %d masked "
@@ -65,15 +68,12 @@ static int config_check(const Dinov2LossConfig *c, Communicator *comm, ErrorMess
         return error_set(err, "dinov2 loss: student_temp %g must be positive and "
                               "center_momentum %g within [0, 1]", (double)c->student_temp,
                          (double)c->center_momentum);
-    if (c->centering == DINOV2_CENTER_SINKHORN_KNOPP && comm_world_size(comm) > 1)
-        return error_set(err, "center_method=sinkhorn_knopp runs in one process only for now; "
-                              "use center_method=softmax with several ranks");
     return 0;
 }
 
 Dinov2Loss *dinov2_loss_create(Backend *backend, const Dinov2LossConfig *config,
                                Communicator *comm, ErrorMessage *err) {
-    if (config_check(config, comm, err)) return NULL;
+    if (config_check(config, err)) return NULL;
     Dinov2Loss *loss = calloc(1, sizeof *loss);
     if (!loss) {
         error_set(err, "dinov2 loss: out of memory");
@@ -93,8 +93,10 @@ Dinov2Loss *dinov2_loss_create(Backend *backend, const Dinov2LossConfig *config,
     BackendOps *op = &backend->op;
     const size_t k = (size_t)c->out_dim, rows = (size_t)DINOV2_GLOBAL_VIEWS * c->max_batch;
     const size_t masked = (size_t)(c->max_masked ? c->max_masked : 1);
-    if (c->centering == DINOV2_CENTER_SINKHORN_KNOPP)
+    if (c->centering == DINOV2_CENTER_SINKHORN_KNOPP) {
         loss->cls_targets = op->alloc(backend, rows * k * sizeof(float));
+        loss->column_stats = op->alloc(backend, k * sizeof(float));
+    }
     loss->patch_targets = op->alloc(backend, masked * k * sizeof(float));
     loss->patch_weighted = op->alloc(backend, masked * k * sizeof(float));
     loss->patch_log_probs = op->alloc(backend, masked * k * sizeof(float));
@@ -108,7 +110,8 @@ Dinov2Loss *dinov2_loss_create(Backend *backend, const Dinov2LossConfig *config,
     loss->distances = op->alloc(backend, rows * sizeof(float));
     loss->log_distances = op->alloc(backend, rows * sizeof(float));
     loss->scalars = op->alloc(backend, SCALAR_COUNT * sizeof(float));
-    if ((c->centering == DINOV2_CENTER_SINKHORN_KNOPP && !loss->cls_targets) ||
+    const int sinkhorn = c->centering == DINOV2_CENTER_SINKHORN_KNOPP;
+    if ((sinkhorn && (!loss->cls_targets || !loss->column_stats)) ||
         !loss->patch_targets || !loss->patch_weighted || !loss->patch_log_probs ||
         !loss->patch_center || !loss->negated_center || !loss->patch_mean || !loss->normalized ||
         !loss->dnormalized || !loss->norms || !loss->neighbors || !loss->distances || !loss->log_distances ||
@@ -126,19 +129,43 @@ void dinov2_loss_destroy(Dinov2Loss *loss) {
     if (!loss) return;
     Backend *backend = loss->backend;
     if (loss->dino) dino_loss_destroy(loss->dino);
-    void *buffers[] = {loss->cls_targets,     loss->patch_targets, loss->patch_weighted,
-                       loss->patch_log_probs, loss->patch_center,  loss->negated_center,
-                       loss->patch_mean,      loss->normalized,    loss->dnormalized, loss->norms,
-                       loss->neighbors,       loss->distances,     loss->log_distances,
-                       loss->scalars};
+    void *buffers[] = {loss->cls_targets,     loss->column_stats,   loss->patch_targets,
+                       loss->patch_weighted,  loss->patch_log_probs, loss->patch_center,
+                       loss->negated_center,  loss->patch_mean,      loss->normalized,
+                       loss->dnormalized,     loss->norms,           loss->neighbors,
+                       loss->distances,       loss->log_distances,   loss->scalars};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) backend->op.free(backend, buffers[i]);
     free(loss);
 }
 
+// DINOv2's Sinkhorn-Knopp targets q (rows, K) of this rank's teacher
+// outputs x (rows, K), assigned together with the other ranks' rows
+// (DINOv2's distributed sinkhorn_knopp_teacher): the column maxima and, in
+// every iteration, the column sums are all-reduced, so every rank computes
+// its rows of the one-process result on the concatenated rows (backend.h
+// column_max). Collective: every rank calls it, also with no rows.
+static int sinkhorn_targets(Dinov2Loss *loss, int rows, const float *x, float teacher_temp,
+                            float *q, ErrorMessage *err) {
+    Backend *backend = loss->backend;
+    BackendOps *op = &backend->op;
+    const int k = loss->config.out_dim;
+    float *column = loss->column_stats;
+    op->column_max(backend, (size_t)rows, k, x, column);
+    if (comm_all_reduce(loss->comm, column, (size_t)k, COMM_MAX, err)) return -1;
+    op->sinkhorn_exp(backend, rows, k, x, 1.0f / teacher_temp, column, q);
+    for (int it = 0; it < DINOV2_SINKHORN_ITERATIONS; it++) {
+        op->column_sum(backend, (size_t)rows, k, q, column);
+        if (comm_all_reduce(loss->comm, column, (size_t)k, COMM_SUM, err)) return -1;
+        op->sinkhorn_normalize(backend, rows, k, column, q);
+    }
+    return 0;
+}
+
 // The class-token part: DinoLoss over (2 global, 2 + L) views, rescaled to
 // LightlyTrain's denominator 2 + max(2 L, 1) (DinoLoss divides by 2 + 2 L).
-static void dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms) {
+static int dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms,
+                     ErrorMessage *err) {
     const Dinov2LossConfig *c = &loss->config;
     const int views = DINOV2_GLOBAL_VIEWS + c->local_views, batch = in->batch;
     const size_t view = (size_t)batch * c->out_dim;
@@ -156,9 +183,9 @@ static void dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms
         dino_loss_forward(loss->dino, batch, teacher_views, student_views, in->teacher_temp,
                           value);
     } else {
-        backend->op.sinkhorn_knopp(backend, DINOV2_GLOBAL_VIEWS * batch, c->out_dim,
-                                   in->teacher_cls, 1.0f / in->teacher_temp,
-                                   DINOV2_SINKHORN_ITERATIONS, loss->cls_targets);
+        if (sinkhorn_targets(loss, DINOV2_GLOBAL_VIEWS * batch, in->teacher_cls,
+                             in->teacher_temp, loss->cls_targets, err))
+            return -1;
         dino_loss_forward_assigned(loss->dino, batch, loss->cls_targets, student_views, value);
     }
     dino_loss_global_views_part(loss->dino, global);
@@ -169,17 +196,27 @@ static void dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms
     backend->op.scalar_combine(backend, 1.0f, value, -1.0f, global, 1.0f, dino_local);
     backend->op.scalar_combine(backend, loss->dino_scale, dino_local, 0.0f, NULL, 1.0f,
                                dino_local);
+    return 0;
 }
 
 // The masked patches: targets, weighted targets, student log-probabilities.
-static void ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms) {
+// With Sinkhorn-Knopp a rank without masked patches still takes part in
+// the assignment (DINOv2 all-reduces the masked count; here it cancels:
+// backend.h column_max).
+static int ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms,
+                     ErrorMessage *err) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
     const Dinov2LossConfig *c = &loss->config;
     const int masked = in->masked, k = c->out_dim;
+    if (c->centering == DINOV2_CENTER_SINKHORN_KNOPP &&
+        (masked > 0 || comm_world_size(loss->comm) > 1) &&
+        sinkhorn_targets(loss, masked, in->teacher_patches, in->teacher_temp,
+                         loss->patch_targets, err))
+        return -1;
     if (masked == 0) {
         op->fill(backend, terms + DINOV2_TERM_IBOT, 0.0f, 1);
-        return;
+        return 0;
     }
     const size_t n = (size_t)masked * k;
     if (c->centering == DINOV2_CENTER_SOFTMAX) {
@@ -191,9 +228,6 @@ static void ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms
         op->column_sum(backend, (size_t)masked, k, in->teacher_patches, loss->patch_mean);
         op->axpby(backend, (size_t)k, 1.0f / (float)masked, loss->patch_mean, 0.0f,
                   loss->patch_mean);
-    } else {
-        op->sinkhorn_knopp(backend, masked, k, in->teacher_patches, 1.0f / in->teacher_temp,
-                           DINOV2_SINKHORN_ITERATIONS, loss->patch_targets);
     }
     op->scale_rows(backend, (size_t)masked, k, loss->patch_targets, in->patch_weights,
                    loss->patch_weighted);
@@ -204,6 +238,7 @@ static void ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms
     const float crops = (float)(DINOV2_GLOBAL_VIEWS * in->batch);
     op->scalar_combine(backend, -1.0f, loss->scalars + SCALAR_IBOT_DOT, 0.0f, NULL, crops,
                        terms + DINOV2_TERM_IBOT);
+    return 0;
 }
 
 static void koleo_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms) {
@@ -253,8 +288,7 @@ int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *in, float *ter
                          (double)in->teacher_temp);
     loss->batch = in->batch;
     loss->masked = in->masked;
-    dino_part(loss, in, terms);
-    ibot_part(loss, in, terms);
+    if (dino_part(loss, in, terms, err) || ibot_part(loss, in, terms, err)) return -1;
     koleo_part(loss, in, terms);
     total(loss, terms);
     return 0;

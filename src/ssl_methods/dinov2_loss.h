@@ -7,7 +7,9 @@
 //               (momentum m) of the teacher outputs' mean, updated after the
 //               step (dinov2_loss_update_centers), or
 //     sinkhorn_knopp: 3 Sinkhorn-Knopp iterations of exp(out / teacher_temp)
-//               (backend.h sinkhorn_knopp; no center)
+//               over the samples of all ranks (backend.h column_max; no
+//               center): the class tokens' 2 B rows, and the masked patches
+//               on their own
 //   dino  = sum over (teacher global view g, student view v != g) of the
 //           batch mean of -<t_g, log_softmax(s_v / student_temp)>, divided
 //           by 2 + max(2 L, 1) (LightlyTrain's n_global_crops_loss_terms +
@@ -24,7 +26,10 @@
 // Gradients flow to the student head outputs (class tokens and masked
 // patches) and to the student class-token features (KoLeo); the teacher
 // gets none. With several ranks (comm) the softmax centers average over the
-// ranks (lightly's all_reduce); Sinkhorn-Knopp needs one process here.
+// ranks (lightly's all_reduce) and Sinkhorn-Knopp assigns the samples of
+// all ranks together (DINOv2's all-reduced sums), so R ranks give each
+// rank's rows of the one-process targets on the concatenated batch; KoLeo
+// stays per rank (nearest neighbours within the rank's batch, as DINOv2's).
 //
 // Memory: everything is allocated by dinov2_loss_create for the largest
 // batch and masked-patch count; forward, backward and the center updates
@@ -88,7 +93,9 @@ typedef struct Dinov2LossInputs {
 // Forward; terms (DINOV2_TERMS floats of backend memory) =, computed there
 // (nothing read back), each rounded as its float expression over the
 // parts would be. Keeps what backward needs. -1 with a message on a bad
-// size or temperature.
+// size or temperature, or a failed all-reduce. Collective with
+// Sinkhorn-Knopp: every rank calls it every step, with or without masked
+// patches.
 int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *inputs, float *terms,
                         ErrorMessage *err);
 

@@ -1,8 +1,10 @@
 // Writes a freshly initialised backbone for the end-to-end tests (a
 // distillation teacher, nothing downloaded):
-//   make_backbone OUT MODEL SEED [IMAGE_SIZE]
+//   make_backbone OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE]]
 // MODEL is a --model name (resnet18, vit_t14, vit_s14_reg4, ...), SEED its
-// initialisation, IMAGE_SIZE a ViT's position grid (default 224). The file
+// initialisation, IMAGE_SIZE a ViT's position grid (default 224),
+// LAYER_SCALE a ViT's initial LayerScale gammas (default the preset's 1e-5,
+// which leaves the class token almost the same for every image). The file
 // is what export writes: a ResNet in torchvision's names, a ViT in timm's
 // (with our num_heads / pool metadata).
 #include <stdio.h>
@@ -12,17 +14,24 @@
 #include "nn/backbone.h"
 
 int main(int argc, char **argv) {
-    if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: %s OUT MODEL SEED [IMAGE_SIZE]\n", argv[0]);
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: %s OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE]]\n", argv[0]);
         return 2;
     }
-    const int image_size = argc == 5 ? atoi(argv[4]) : 224;
+    const int image_size = argc >= 5 ? atoi(argv[4]) : 224;
     ErrorMessage err = {{0}};
     BackboneSpec spec;
     Backend *backend = backend_create("cpu", 1, &err);
     if (!backend || backbone_spec_parse(argv[2], image_size, &spec, &err)) {
         fprintf(stderr, "make_backbone: %s\n", err.text);
         return 2;
+    }
+    if (argc == 6) {
+        if (spec.kind != BACKBONE_VIT || !spec.vit.layer_scale) {
+            fprintf(stderr, "make_backbone: LAYER_SCALE: %s has no LayerScale\n", argv[2]);
+            return 2;
+        }
+        spec.vit.layer_scale_init = strtof(argv[5], NULL);
     }
     const BackboneInput input = {1, image_size};
     Backbone backbone;

@@ -1,5 +1,5 @@
 // The cpu backend's DINOv2 ops (backend.h): row scaling, row gather and
-// scatter for the masked patch tokens, the Sinkhorn-Knopp assignment and
+// scatter for the masked patch tokens, the Sinkhorn-Knopp steps and
 // KoLeo's nearest-neighbour distances. Rows (or column strips) are split
 // across threads; every sum runs in a fixed order in double, so results do
 // not depend on the thread count.
@@ -7,7 +7,7 @@
 
 #include "backend/cpu/cpu_internal.h"
 
-// Columns one thread normalises at a time in the Sinkhorn-Knopp column step.
+// Columns one thread takes at a time in the Sinkhorn-Knopp column maxima.
 #define CPU_SINKHORN_STRIP 64
 
 void cpu_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
@@ -86,60 +86,49 @@ void cpu_scatter_add_rows(Backend *backend, int count, int channels, const int32
     }
 }
 
-// q (rows, cols) = exp(scale x - column max), column by column in strips.
-static void sinkhorn_exp(int rows, int cols, const float *x, float scale, float *y, int team) {
+// Column strips: each thread takes CPU_SINKHORN_STRIP columns and walks
+// the rows, so the reads stay contiguous within a row.
+void cpu_column_max(Backend *backend, size_t rows, int channels, const float *x, float *max) {
+    const int team = cpu_team(backend, rows * (size_t)channels);
 #pragma omp parallel for num_threads(team) schedule(static)
-    for (int k0 = 0; k0 < cols; k0 += CPU_SINKHORN_STRIP) {
-        const int width = cols - k0 < CPU_SINKHORN_STRIP ? cols - k0 : CPU_SINKHORN_STRIP;
-        double max[CPU_SINKHORN_STRIP];
-        for (int k = 0; k < width; k++) max[k] = -INFINITY;
-        for (int r = 0; r < rows; r++)
+    for (int k0 = 0; k0 < channels; k0 += CPU_SINKHORN_STRIP) {
+        const int width = channels - k0 < CPU_SINKHORN_STRIP ? channels - k0 : CPU_SINKHORN_STRIP;
+        float strip[CPU_SINKHORN_STRIP];
+        for (int k = 0; k < width; k++) strip[k] = -INFINITY;
+        for (size_t r = 0; r < rows; r++)
             for (int k = 0; k < width; k++) {
-                const double v = (double)scale * x[(size_t)r * cols + k0 + k];
-                if (v > max[k] || isnan(v)) max[k] = v;
+                const float v = x[r * channels + k0 + k];
+                if (v > strip[k] || isnan(v)) strip[k] = v;  // a NaN stays: v > NaN is false
             }
-        for (int r = 0; r < rows; r++)
-            for (int k = 0; k < width; k++)
-                y[(size_t)r * cols + k0 + k] =
-                    (float)exp((double)scale * x[(size_t)r * cols + k0 + k] - max[k]);
+        for (int k = 0; k < width; k++) max[k0 + k] = strip[k];
     }
 }
 
-// Each column divided by its sum times cols.
-static void sinkhorn_columns(int rows, int cols, float *y, int team) {
-#pragma omp parallel for num_threads(team) schedule(static)
-    for (int k0 = 0; k0 < cols; k0 += CPU_SINKHORN_STRIP) {
-        const int width = cols - k0 < CPU_SINKHORN_STRIP ? cols - k0 : CPU_SINKHORN_STRIP;
-        double sum[CPU_SINKHORN_STRIP] = {0};
-        for (int r = 0; r < rows; r++)
-            for (int k = 0; k < width; k++) sum[k] += y[(size_t)r * cols + k0 + k];
-        for (int r = 0; r < rows; r++)
-            for (int k = 0; k < width; k++) {
-                float *v = &y[(size_t)r * cols + k0 + k];
-                *v = (float)(*v / (sum[k] * cols));
-            }
-    }
-}
-
-// Each row divided by its sum times factor.
-static void sinkhorn_rows(int rows, int cols, float *y, double factor, int team) {
+void cpu_sinkhorn_exp(Backend *backend, int rows, int channels, const float *x, float scale,
+                      const float *max, float *q) {
+    const int team = cpu_team(backend, (size_t)rows * channels);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (int r = 0; r < rows; r++) {
-        float *row = y + (size_t)r * cols;
-        double sum = 0.0;
-        for (int k = 0; k < cols; k++) sum += row[k];
-        for (int k = 0; k < cols; k++) row[k] = (float)(row[k] / (sum * factor));
+        const float *x_row = x + (size_t)r * channels;
+        float *q_row = q + (size_t)r * channels;
+        for (int k = 0; k < channels; k++)
+            q_row[k] = (float)exp((double)scale * x_row[k] - (double)scale * max[k]);
     }
 }
 
-void cpu_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
-                        int iterations, float *y) {
-    const int team = cpu_team(backend, (size_t)rows * cols);
-    sinkhorn_exp(rows, cols, x, scale, y, team);
-    for (int it = 0; it < iterations; it++) {
-        sinkhorn_columns(rows, cols, y, team);
-        // The last row step folds in DINOv2's final q *= rows (see ref_dinov2.c).
-        sinkhorn_rows(rows, cols, y, it + 1 < iterations ? (double)rows : 1.0, team);
+// Row by row: the column division, the row sum in double, the row division.
+void cpu_sinkhorn_normalize(Backend *backend, int rows, int channels, const float *column_sum,
+                            float *q) {
+    const int team = cpu_team(backend, (size_t)rows * channels);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float *row = q + (size_t)r * channels;
+        double sum = 0.0;
+        for (int k = 0; k < channels; k++) {
+            row[k] = (float)((double)row[k] / column_sum[k]);
+            sum += row[k];
+        }
+        for (int k = 0; k < channels; k++) row[k] = (float)(row[k] / sum);
     }
 }
 

@@ -218,8 +218,11 @@ void cpu_gather_rows(Backend *backend, int count, int channels, const int32_t *i
                      const Act *x, Act *y);
 void cpu_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
                           const Act *dy, Act *dx);
-void cpu_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
-                        int iterations, float *y);
+void cpu_column_max(Backend *backend, size_t rows, int channels, const float *x, float *max);
+void cpu_sinkhorn_exp(Backend *backend, int rows, int channels, const float *x, float scale,
+                      const float *max, float *q);
+void cpu_sinkhorn_normalize(Backend *backend, int rows, int channels, const float *column_sum,
+                            float *q);
 void cpu_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
                        int32_t *neighbor, float *distance, float *log_distance);
 void cpu_koleo_backward(Backend *backend, int rows, int dim, const float *y,

@@ -1,5 +1,5 @@
 // The cuda backend's DINOv2 ops (backend.h): row scaling, row gather and
-// scatter for the masked patch tokens, the Sinkhorn-Knopp assignment and
+// scatter for the masked patch tokens, the Sinkhorn-Knopp steps and
 // KoLeo's nearest-neighbour distances, with their Backend entry points
 // (the op table in cuda_backend.c points here). Deterministic: every sum
 // runs in a fixed order (one thread per column, or one block per row with
@@ -29,35 +29,33 @@ __global__ void scatter_add_rows_kernel(size_t n, int channels, const int32_t *i
     GRID_STRIDE(i, n) dx[(size_t)index[i / channels] * channels + i % channels] += dy[i];
 }
 
-// One thread per column: q = exp(scale x - the column's max).
-__global__ void sinkhorn_exp_kernel(int rows, int cols, const float *x, float scale, float *y) {
+// One thread per column, the rows in order (a warp reads one row's
+// neighbouring columns: coalesced).
+__global__ void column_max_kernel(size_t rows, int channels, const float *x, float *max) {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= cols) return;
-    double max = -INFINITY;
-    for (int r = 0; r < rows; r++) max = nan_max(max, (double)scale * x[(size_t)r * cols + k]);
-    for (int r = 0; r < rows; r++)
-        y[(size_t)r * cols + k] = (float)exp((double)scale * x[(size_t)r * cols + k] - max);
+    if (k >= channels) return;
+    float m = -INFINITY;
+    for (size_t r = 0; r < rows; r++) m = nan_max(m, x[r * channels + k]);
+    max[k] = m;
 }
 
-// One thread per column: divide by the column sum times cols.
-__global__ void sinkhorn_columns_kernel(int rows, int cols, float *y) {
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= cols) return;
+__global__ void sinkhorn_exp_kernel(size_t n, int channels, const float *x, float scale,
+                                    const float *max, float *q) {
+    GRID_STRIDE(i, n) q[i] = (float)exp((double)scale * x[i] - (double)scale * max[i % channels]);
+}
+
+// One block per row: the column division, the row sum (block_sum, fixed
+// order), the row division.
+__global__ void sinkhorn_normalize_kernel(int channels, const float *column_sum, float *q) {
+    float *row = q + (size_t)blockIdx.x * channels;
     double sum = 0.0;
-    for (int r = 0; r < rows; r++) sum += y[(size_t)r * cols + k];
-    for (int r = 0; r < rows; r++) {
-        float *v = &y[(size_t)r * cols + k];
-        *v = (float)(*v / (sum * cols));
+    for (int k = threadIdx.x; k < channels; k += blockDim.x) {
+        const float v = (float)((double)row[k] / column_sum[k]);
+        row[k] = v;
+        sum += v;
     }
-}
-
-// One block per row: divide by the row sum times factor.
-__global__ void sinkhorn_rows_kernel(int cols, float *y, double factor) {
-    float *row = y + (size_t)blockIdx.x * cols;
-    double sum = 0.0;
-    for (int k = threadIdx.x; k < cols; k += blockDim.x) sum += row[k];
     sum = block_sum(sum);
-    for (int k = threadIdx.x; k < cols; k += blockDim.x) row[k] = (float)(row[k] / (sum * factor));
+    for (int k = threadIdx.x; k < channels; k += blockDim.x) row[k] = (float)(row[k] / sum);
 }
 
 // One block per row i: the dots with every other row in row order, the
@@ -201,21 +199,27 @@ void cuda_scatter_add_rows(Backend *backend, int count, int channels, const int3
     CUDA_CHECK_LAUNCH();
 }
 
-void cuda_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
-                         int iterations, float *y) {
-    if (rows == 0 || cols == 0) return;
-    cudaStream_t stream = stream_of(backend);
-    const unsigned int column_blocks = (unsigned int)((cols + kThreads - 1) / kThreads);
-    sinkhorn_exp_kernel<<<column_blocks, kThreads, 0, stream>>>(rows, cols, x, scale, y);
+void cuda_column_max(Backend *backend, size_t rows, int channels, const float *x, float *max) {
+    if (channels == 0) return;
+    column_max_kernel<<<(unsigned int)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                        stream_of(backend)>>>(rows, channels, x, max);
     CUDA_CHECK_LAUNCH();
-    for (int it = 0; it < iterations; it++) {
-        sinkhorn_columns_kernel<<<column_blocks, kThreads, 0, stream>>>(rows, cols, y);
-        CUDA_CHECK_LAUNCH();
-        // The last row step folds in DINOv2's final q *= rows (see ref_dinov2.c).
-        sinkhorn_rows_kernel<<<rows, kThreads, 0, stream>>>(
-            cols, y, it + 1 < iterations ? (double)rows : 1.0);
-        CUDA_CHECK_LAUNCH();
-    }
+}
+
+void cuda_sinkhorn_exp(Backend *backend, int rows, int channels, const float *x, float scale,
+                       const float *max, float *q) {
+    const size_t n = (size_t)rows * channels;
+    if (n == 0) return;
+    sinkhorn_exp_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, x, scale,
+                                                                            max, q);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_sinkhorn_normalize(Backend *backend, int rows, int channels, const float *column_sum,
+                             float *q) {
+    if (rows == 0 || channels == 0) return;
+    sinkhorn_normalize_kernel<<<rows, kThreads, 0, stream_of(backend)>>>(channels, column_sum, q);
+    CUDA_CHECK_LAUNCH();
 }
 
 void cuda_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,

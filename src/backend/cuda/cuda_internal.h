@@ -231,8 +231,11 @@ void cuda_gather_rows(Backend *backend, int count, int channels, const int32_t *
                       const Act *x, Act *y);
 void cuda_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
                            const Act *dy, Act *dx);
-void cuda_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
-                         int iterations, float *y);
+void cuda_column_max(Backend *backend, size_t rows, int channels, const float *x, float *max);
+void cuda_sinkhorn_exp(Backend *backend, int rows, int channels, const float *x, float scale,
+                       const float *max, float *q);
+void cuda_sinkhorn_normalize(Backend *backend, int rows, int channels, const float *column_sum,
+                             float *q);
 void cuda_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
                         int32_t *neighbor, float *distance, float *log_distance);
 void cuda_koleo_backward(Backend *backend, int rows, int dim, const float *y,

@@ -1,6 +1,7 @@
 // The reference backend's DINOv2 ops (backend.h): row scaling, row gather
-// and scatter for the masked patch tokens, the Sinkhorn-Knopp assignment
-// and KoLeo's nearest-neighbour distances. Plain loops in double.
+// and scatter for the masked patch tokens, the Sinkhorn-Knopp steps (column
+// maxima, exp, one normalisation) and KoLeo's nearest-neighbour distances.
+// Plain loops in double.
 #include <math.h>
 
 #include "backend/ref/ref_ops.h"
@@ -58,36 +59,39 @@ void ref_scatter_add_rows(Backend *backend, int count, int channels, const int32
                        (size_t)channels);
 }
 
-void ref_sinkhorn_knopp(Backend *backend, int rows, int cols, const float *x, float scale,
-                        int iterations, float *y) {
-    // q is kept in y between the steps (rounded to float after each, as an
-    // fp32 implementation stores it); the sums are in double.
-    for (int k = 0; k < cols; k++) {
-        double max = -INFINITY;
-        for (int r = 0; r < rows; r++) {
-            const double v = (double)scale * x[(size_t)r * cols + k];
-            if (v > max || isnan(v)) max = v;
+void ref_column_max(Backend *backend, size_t rows, int channels, const float *x, float *max) {
+    for (int c = 0; c < channels; c++) {
+        float m = -INFINITY;
+        for (size_t r = 0; r < rows; r++) {
+            const float v = x[r * channels + c];
+            if (v > m || isnan(v)) m = v;  // a NaN stays: v > NaN is false
         }
-        for (int r = 0; r < rows; r++)
-            y[(size_t)r * cols + k] = (float)exp((double)scale * x[(size_t)r * cols + k] - max);
+        max[c] = m;
     }
-    for (int it = 0; it < iterations; it++) {
-        for (int k = 0; k < cols; k++) {
-            double sum = 0.0;
-            for (int r = 0; r < rows; r++) sum += y[(size_t)r * cols + k];
-            for (int r = 0; r < rows; r++)
-                y[(size_t)r * cols + k] = (float)(y[(size_t)r * cols + k] / (sum * cols));
+}
+
+// exp in double of the exact (double) products, rounded once to float.
+void ref_sinkhorn_exp(Backend *backend, int rows, int channels, const float *x, float scale,
+                      const float *max, float *q) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < channels; c++) {
+            const size_t i = (size_t)r * channels + c;
+            q[i] = (float)exp((double)scale * x[i] - (double)scale * max[c]);
         }
-        // The row normalisation's factor `rows` is undone by the final
-        // q *= rows of the last iteration; in between it scales every
-        // entry alike and cancels in the next column normalisation.
-        const double factor = it + 1 < iterations ? (double)rows : 1.0;
-        for (int r = 0; r < rows; r++) {
-            float *row = y + (size_t)r * cols;
-            double sum = 0.0;
-            for (int k = 0; k < cols; k++) sum += row[k];
-            for (int k = 0; k < cols; k++) row[k] = (float)(row[k] / (sum * factor));
+}
+
+// Each entry rounded to float after the column division (as an fp32
+// implementation stores it), the row sum in double.
+void ref_sinkhorn_normalize(Backend *backend, int rows, int channels, const float *column_sum,
+                            float *q) {
+    for (int r = 0; r < rows; r++) {
+        float *row = q + (size_t)r * channels;
+        double sum = 0.0;
+        for (int c = 0; c < channels; c++) {
+            row[c] = (float)((double)row[c] / column_sum[c]);
+            sum += row[c];
         }
+        for (int c = 0; c < channels; c++) row[c] = (float)(row[c] / sum);
     }
 }
 
