@@ -10,7 +10,8 @@
 //   features: the mean of the normalised patch tokens (LightlyTrain's DINOv2
 //             ViT pooling) or the class token (config.pool)
 //
-// LayerNorm eps 1e-6, exact GELU, qkv with bias, LayerScale (ls1.gamma,
+// LayerNorm eps 1e-6, exact GELU (DINOv2's ViT-g: SwiGLU, config.swiglu,
+// the layout below), qkv with bias, LayerScale (ls1.gamma,
 // ls2.gamma) when config.layer_scale. Position embeddings: a grid of
 // pos_grid x pos_grid patch positions (pos_embed (1, [1 +] M^2, D)). As in
 // timm, models without registers keep the class token's position in
@@ -102,8 +103,9 @@ typedef struct VitConfig {
 // Presets, DINOv2's architectures (and timm's ViT-Ti): vit_t14, vit_t16 (D
 // 192, 12 blocks, 3 heads), vit_s14, vit_s16 (384, 12, 6), vit_b14, vit_b16
 // (768, 12, 12), vit_l14, vit_l16 (1024, 24, 16), vit_g14 (1536, 40, 24,
-// GELU MLP 6144: DINOv2's ViT-g geometry; its released weights use SwiGLU,
-// which this model does not have). A "_reg4" suffix adds 4 register tokens.
+// DINOv2's ViT-g: a SwiGLU MLP of 4096, DINOv2's int(2/3 * 4 D) rounded up
+// to a multiple of 8, mlp.fc1 (8192, D) packed gate | value as timm's
+// vit_giant_patch14_dinov2). A "_reg4" suffix adds 4 register tokens.
 // LayerScale 1e-5, pos_grid = image_size / patch.
 // DINOv3's, named as LightlyTrain names them (patch 16, 4 registers,
 // LayerScale 1e-5, RoPE base 100 with rescale 2, key bias held at 0, class
