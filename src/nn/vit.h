@@ -225,11 +225,15 @@ typedef struct Vit {
     float *rope_periods_seen;  // (Dh / 4) host: the buffer as last read
     float *rope_host;        // host staging of the largest slot's tables
     // Set between vit_declare and vit_allocate for a model that only runs
-    // eval forwards (a distillation teacher): parameters without gradients,
-    // no gradient scratch, and each block's transient tensors share one
-    // region of the slot (only the blocks' outputs are kept, for
-    // vit_block_tokens), so a training forward is refused.
+    // eval forwards (a distillation teacher, embed): parameters without
+    // gradients, no gradient scratch, and nothing kept for a backward: one
+    // set of block tensors that every block reuses (buffers shared where
+    // their lives do not overlap), the blocks' outputs alternating between
+    // two buffers except the last kept_blocks blocks' (vit_block_tokens);
+    // a training forward is refused. Its forward computes the same values,
+    // bit for bit, as a training model's eval forward.
     int frozen;
+    int kept_blocks;         // frozen: 0 unless vit_keep_block_outputs says
 } Vit;
 
 // Structure and parameter tables; allocates nothing on the backend.
@@ -299,7 +303,12 @@ int vit_backward_map(Vit *model, int slot, const float *dfeatures, const float *
 // out (batch, T, D) = the output of block `block` (0-based) in the slot's
 // last forward through the final norm, as DINOv2's
 // get_intermediate_layers(norm=True); the last block's equals vit_tokens.
-// Frozen models only (it uses the final norm's saved statistics as scratch).
+// Frozen models only (it uses the final norm's saved statistics as
+// scratch), for the last kept_blocks blocks.
 int vit_block_tokens(Vit *model, int slot, int block, float *out, ErrorMessage *err);
+// A frozen model keeps the outputs of its last `count` blocks (0..depth)
+// for vit_block_tokens from the next forward on: every slot's arena is laid
+// out again (allocation: call outside the step loop).
+int vit_keep_block_outputs(Vit *model, int count, ErrorMessage *err);
 
 #endif
