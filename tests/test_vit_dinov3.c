@@ -332,27 +332,7 @@ static void test_dinov3_presets(void **state) {
 // path, except `drop`, with `rename_from` named `rename_to` (either may be NULL).
 static void write_variant(const char *path, const char *prefix, const char *drop,
                           const char *rename_from, const char *rename_to) {
-    ErrorMessage err = {{0}};
-    const size_t length = strlen(prefix);
-    SafeTensorWrite *entries = calloc((size_t)fixture.count, sizeof *entries);
-    char (*names)[SAFETENSORS_MAX_NAME] = calloc((size_t)fixture.count, sizeof *names);
-    int count = 0;
-    for (int t = 0; t < fixture.count; t++) {
-        const SafeTensor *tensor = &fixture.tensors[t];
-        if (strncmp(tensor->name, prefix, length) != 0) continue;
-        const char *name = tensor->name + length;
-        if (drop && strcmp(name, drop) == 0) continue;
-        snprintf(names[count], sizeof names[count], "%s",
-                 rename_from && strcmp(name, rename_from) == 0 ? rename_to : name);
-        entries[count] = (SafeTensorWrite){.name = names[count], .dtype = tensor->dtype,
-                                           .rank = tensor->rank,
-                                           .data = safetensors_data(&fixture, tensor)};
-        memcpy(entries[count].shape, tensor->shape, sizeof tensor->shape);
-        count++;
-    }
-    if (safetensors_write(path, entries, count, NULL, 0, &err)) fail_msg("%s", err.text);
-    free(entries);
-    free(names);
+    vit_parity_write_variant(&fixture, path, prefix, drop, rename_from, rename_to);
 }
 
 // The one-line error of loading path into the fixture's GELU model
