@@ -27,7 +27,8 @@ static void check_linear(int rows, int in, int out, int with_bias, uint64_t seed
     const float *dy = mirror_random_tensor((size_t)rows * out, -1, 1, seed + 3);
 
     // ref against the fp32 product it is defined by
-    float *y = mirror_nan_tensor((size_t)rows * out), *expected = mirror_nan_tensor((size_t)rows * out);
+    float *y = mirror_nan_tensor((size_t)rows * out),
+          *expected = mirror_nan_tensor((size_t)rows * out);
     ref->op.linear_forward(ref, rows, in, out, (const Act *)x, (const Act *)w, bias, (Act *)y);
     ref->op.gemm(ref, 0, 1, rows, out, in, 1.0f, x, in, w, in, 0.0f, expected, out);
     if (bias) ref->op.bias_add_f32(ref, (size_t)rows, out, bias, expected);
@@ -38,7 +39,8 @@ static void check_linear(int rows, int in, int out, int with_bias, uint64_t seed
     H(y_fast);
     mirror_expect_close("linear_forward", (size_t)rows * out, y_fast, y, PRODUCT_TOL, PRODUCT_TOL);
 
-    float *dx = mirror_nan_tensor((size_t)rows * in), *dx_fast = mirror_nan_tensor((size_t)rows * in);
+    float *dx = mirror_nan_tensor((size_t)rows * in),
+          *dx_fast = mirror_nan_tensor((size_t)rows * in);
     ref->op.linear_backward_data(ref, rows, in, out, (const Act *)dy, (const Act *)w, (Act *)dx);
     fast->op.linear_backward_data(fast, rows, in, out, D(dy), D(w), D(dx_fast));
     H(dx_fast);
@@ -50,7 +52,8 @@ static void check_linear(int rows, int in, int out, int with_bias, uint64_t seed
 
     // weight and bias gradients accumulate (+=) onto what is there
     float *dw = mirror_random_tensor((size_t)out * in, -1, 1, seed + 4);
-    float *dw_fast = mirror_copy(dw, (size_t)out * in), *dw_expected = mirror_copy(dw, (size_t)out * in);
+    float *dw_fast = mirror_copy(dw, (size_t)out * in),
+          *dw_expected = mirror_copy(dw, (size_t)out * in);
     float *db = with_bias ? mirror_random_tensor(out, -1, 1, seed + 5) : NULL;
     float *db_fast = with_bias ? mirror_copy(db, out) : NULL;
     float *db_expected = with_bias ? mirror_copy(db, out) : NULL;
@@ -77,8 +80,8 @@ static void check_linear(int rows, int in, int out, int with_bias, uint64_t seed
 static void test_linear(void **state) {
     NEED_FAST_BACKEND();
     check_linear(5, 7, 3, 1, 100);
-    check_linear(64, 130, 257, 1, 200);  // threaded
-    check_linear(1, 16, 9, 0, 300);      // one row, no bias
+    check_linear(64, 130, 257, 1, 200); // threaded
+    check_linear(1, 16, 9, 0, 300); // one row, no bias
 }
 
 // Rows where mask is 1 become the token; backward sends those rows'
@@ -197,8 +200,8 @@ static void test_f32_twins(void **state) {
             for (int s = 0; s < 4; s++) stats[k][s] = mirror_random_tensor(c, 0.5f, 1, 620 + s);
         }
         b->op.batchnorm_forward_train(b, rows, c, ON(x), ON(gamma), ON(beta), 0.1f, 1e-5f,
-                                      ON(bn[0]), ON(stats[0][0]), ON(stats[0][1]),
-                                      ON(stats[0][2]), ON(stats[0][3]));
+                                      ON(bn[0]), ON(stats[0][0]), ON(stats[0][1]), ON(stats[0][2]),
+                                      ON(stats[0][3]));
         b->op.batchnorm_forward_train_f32(b, rows, c, ON(x), ON(gamma), ON(beta), 0.1f, 1e-5f,
                                           ON(bn[1]), ON(stats[1][0]), ON(stats[1][1]),
                                           ON(stats[1][2]), ON(stats[1][3]));
@@ -207,8 +210,9 @@ static void test_f32_twins(void **state) {
         b->op.batchnorm_backward_f32(b, rows, c, ON(x), ON(dy), ON(gamma), ON(stats[1][0]),
                                      ON(stats[1][1]), ON(dx[1]), ON(dgamma[1]), ON(dbeta[1]));
 #undef ON
-        float *outputs[][2] = {{r_act, r_f32}, {g_act, g_f32}, {biased, biased_f32},
-                               {bn[0], bn[1]}, {dx[0], dx[1]}, {dgamma[0], dgamma[1]},
+        float *outputs[][2] = {{r_act, r_f32},       {g_act, g_f32},
+                               {biased, biased_f32}, {bn[0], bn[1]},
+                               {dx[0], dx[1]},       {dgamma[0], dgamma[1]},
                                {dbeta[0], dbeta[1]}, {stats[0][3], stats[1][3]}};
         const size_t counts[] = {n, n, n, n, n, c, c, c};
         for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {

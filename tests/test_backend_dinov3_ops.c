@@ -114,8 +114,8 @@ static double rope_loss(void *context, const float *qkv) {
     const RopeShape *s = &p->shape;
     const size_t n = rope_qkv_floats(s);
     memcpy(p->work, qkv, n * sizeof(float));
-    ref->op.rope_forward(ref, s->batch, s->tokens, s->heads, s->head_dim, s->prefix, p->sin,
-                         p->cos, (Act *)p->work);
+    ref->op.rope_forward(ref, s->batch, s->tokens, s->heads, s->head_dim, s->prefix, p->sin, p->cos,
+                         (Act *)p->work);
     return gradcheck_project(n, p->work, p->projection);
 }
 
@@ -131,8 +131,8 @@ static void test_rope_backward_fd(void **state) {
         p.work = mirror_tensor(n);
         float *x = mirror_random_tensor(n, -1, 1, 80 + t);
         float *dx = mirror_copy(p.projection, n);
-        ref->op.rope_backward(ref, p.shape.batch, p.shape.tokens, p.shape.heads,
-                              p.shape.head_dim, p.shape.prefix, p.sin, p.cos, (Act *)dx);
+        ref->op.rope_backward(ref, p.shape.batch, p.shape.tokens, p.shape.heads, p.shape.head_dim,
+                              p.shape.prefix, p.sin, p.cos, (Act *)dx);
         assert_int_equal(gradcheck_compare("rope dx", rope_loss, &p, x, n, dx, FD_TOLERANCE), 0);
     }
 }
@@ -198,7 +198,8 @@ static void test_swiglu_backward_fd(void **state) {
                        .projection = mirror_random_tensor(rows * hidden, -1, 1, 130)};
     float *x = mirror_random_tensor(rows * 2 * hidden, -4, 4, 131);
     float *dx = mirror_nan_tensor(rows * 2 * hidden);
-    ref->op.swiglu_backward(ref, rows, hidden, (const Act *)x, (const Act *)p.projection, (Act *)dx);
+    ref->op.swiglu_backward(ref, rows, hidden, (const Act *)x, (const Act *)p.projection,
+                            (Act *)dx);
     assert_int_equal(
         gradcheck_compare("swiglu dx", swiglu_loss, &p, x, rows * 2 * hidden, dx, FD_TOLERANCE),
         0);

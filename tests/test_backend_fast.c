@@ -205,7 +205,8 @@ static void test_elementwise(void **state) {
         H(in_place);
         mirror_expect_close("relu in place", n, in_place, r, 0, 0);
 
-        ref->op.relu_backward(ref, n, (const Act *)r, (const Act *)b, (Act *)r);  // dx aliases dy's buffer role: r = y here
+        ref->op.relu_backward(ref, n, (const Act *)r, (const Act *)b,
+                              (Act *)r); // dx aliases dy's buffer role: r = y here
         float *y = mirror_copy(c, n);
         fast->op.relu_backward(fast, n, D(y), D(b), D(c));
         H(c);

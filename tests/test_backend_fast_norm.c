@@ -53,8 +53,8 @@ static void test_batchnorm_forward(void **state) {
         float *y_ref = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
         float *mean_ref = mirror_nan_tensor(c), *mean_fast = mirror_nan_tensor(c);
         float *inv_ref = mirror_nan_tensor(c), *inv_fast = mirror_nan_tensor(c);
-        ref->op.batchnorm_forward_train(ref, rows, c, (const Act *)x, gamma, beta, 0.1f, 1e-5f, (Act *)y_ref,
-                                        mean_ref, inv_ref, run_mean_ref, run_var_ref);
+        ref->op.batchnorm_forward_train(ref, rows, c, (const Act *)x, gamma, beta, 0.1f, 1e-5f,
+                                        (Act *)y_ref, mean_ref, inv_ref, run_mean_ref, run_var_ref);
         fast->op.batchnorm_forward_train(fast, rows, c, D(x), D(gamma), D(beta), 0.1f, 1e-5f,
                                          D(y_fast), D(mean_fast), D(inv_fast), D(run_mean_fast),
                                          D(run_var_fast));
@@ -69,8 +69,8 @@ static void test_batchnorm_forward(void **state) {
                      NORM_STATS_TOL);
 
         float *e_ref = mirror_nan_tensor(n), *e_fast = mirror_nan_tensor(n);
-        ref->op.batchnorm_forward_eval(ref, rows, c, (const Act *)x, gamma, beta, run_mean_ref, run_var_ref,
-                                       1e-5f, (Act *)e_ref);
+        ref->op.batchnorm_forward_eval(ref, rows, c, (const Act *)x, gamma, beta, run_mean_ref,
+                                       run_var_ref, 1e-5f, (Act *)e_ref);
         fast->op.batchnorm_forward_eval(fast, rows, c, D(x), D(gamma), D(beta), D(run_mean_ref),
                                         D(run_var_ref), 1e-5f, D(e_fast));
         H(e_fast);
@@ -92,14 +92,14 @@ static void test_batchnorm_backward(void **state) {
         const float *beta = mirror_random_tensor(c, -0.5f, 0.5f, seed + 3);
         float *y = mirror_tensor(n), *mean = mirror_tensor(c), *inv_std = mirror_tensor(c);
         float *run_mean = mirror_random_tensor(c, -1, 1, seed + 4), *run_var = mirror_random_tensor(c, 1, 2, seed + 5);
-        ref->op.batchnorm_forward_train(ref, rows, c, (const Act *)x, gamma, beta, 0.1f, 1e-5f, (Act *)y, mean,
-                                        inv_std, run_mean, run_var);
+        ref->op.batchnorm_forward_train(ref, rows, c, (const Act *)x, gamma, beta, 0.1f, 1e-5f,
+                                        (Act *)y, mean, inv_std, run_mean, run_var);
         float *dx_ref = mirror_nan_tensor(n), *dx_fast = mirror_nan_tensor(n);
         // Parameter gradients accumulate: both start from the same values.
         float *dgamma_ref = mirror_random_tensor(c, -1, 1, seed + 6), *dgamma_fast = mirror_copy(dgamma_ref, c);
         float *dbeta_ref = mirror_random_tensor(c, -1, 1, seed + 7), *dbeta_fast = mirror_copy(dbeta_ref, c);
-        ref->op.batchnorm_backward(ref, rows, c, (const Act *)x, (const Act *)dy, gamma, mean, inv_std, (Act *)dx_ref, dgamma_ref,
-                                   dbeta_ref);
+        ref->op.batchnorm_backward(ref, rows, c, (const Act *)x, (const Act *)dy, gamma, mean,
+                                   inv_std, (Act *)dx_ref, dgamma_ref, dbeta_ref);
         fast->op.batchnorm_backward(fast, rows, c, D(x), D(dy), D(gamma), D(mean), D(inv_std),
                                     D(dx_fast), D(dgamma_fast), D(dbeta_fast));
         H(dx_fast), H(dgamma_fast), H(dbeta_fast);
@@ -133,12 +133,13 @@ static void check_batchnorm_relu_forward(size_t rows, int c, int with_residual, 
         mean[k] = mirror_nan_tensor(c);
         inv_std[k] = mirror_nan_tensor(c);
     }
-    ref->op.batchnorm_forward_train(ref, rows, c, (const Act *)x, gamma, beta, 0.1f, 1e-5f, (Act *)y[0], mean[0],
-                                    inv_std[0], run_mean[0], run_var[0]);
+    ref->op.batchnorm_forward_train(ref, rows, c, (const Act *)x, gamma, beta, 0.1f, 1e-5f,
+                                    (Act *)y[0], mean[0], inv_std[0], run_mean[0], run_var[0]);
     if (residual) ref->op.add(ref, n, y[0], residual, y[0]);
     ref->op.relu_forward(ref, n, (const Act *)y[0], (Act *)y[0]);
-    ref->op.batchnorm_relu_forward_train(ref, rows, c, (const Act *)x, (const Act *)residual, gamma, beta, 0.1f, 1e-5f, (Act *)y[1],
-                                         mean[1], inv_std[1], run_mean[1], run_var[1]);
+    ref->op.batchnorm_relu_forward_train(ref, rows, c, (const Act *)x, (const Act *)residual, gamma,
+                                         beta, 0.1f, 1e-5f, (Act *)y[1], mean[1], inv_std[1],
+                                         run_mean[1], run_var[1]);
     fast->op.batchnorm_relu_forward_train(fast, rows, c, D(x), D(residual), D(gamma), D(beta), 0.1f,
                                           1e-5f, D(y[2]), D(mean[2]), D(inv_std[2]),
                                           D(run_mean[2]), D(run_var[2]));
@@ -155,12 +156,12 @@ static void check_batchnorm_relu_forward(size_t rows, int c, int with_residual, 
                  NORM_STATS_TOL);
 
     // Evaluation, with the running statistics just updated.
-    ref->op.batchnorm_forward_eval(ref, rows, c, (const Act *)x, gamma, beta, run_mean[0], run_var[0], 1e-5f,
-                                   (Act *)y[0]);
+    ref->op.batchnorm_forward_eval(ref, rows, c, (const Act *)x, gamma, beta, run_mean[0],
+                                   run_var[0], 1e-5f, (Act *)y[0]);
     if (residual) ref->op.add(ref, n, y[0], residual, y[0]);
     ref->op.relu_forward(ref, n, (const Act *)y[0], (Act *)y[0]);
-    ref->op.batchnorm_relu_forward_eval(ref, rows, c, (const Act *)x, (const Act *)residual, gamma, beta, run_mean[0],
-                                        run_var[0], 1e-5f, (Act *)y[1]);
+    ref->op.batchnorm_relu_forward_eval(ref, rows, c, (const Act *)x, (const Act *)residual, gamma,
+                                        beta, run_mean[0], run_var[0], 1e-5f, (Act *)y[1]);
     fast->op.batchnorm_relu_forward_eval(fast, rows, c, D(x), D(residual), D(gamma), D(beta),
                                          D(run_mean[0]), D(run_var[0]), 1e-5f, D(y[2]));
     H(y[2]);
@@ -188,8 +189,9 @@ static void check_batchnorm_relu_backward(size_t rows, int c, int with_dresidual
     float *y = mirror_tensor(n), *mean = mirror_tensor(c), *inv_std = mirror_tensor(c);
     float *run_mean = mirror_random_tensor(c, -1, 1, seed + 4), *run_var = mirror_random_tensor(c, 1, 2, seed + 5);
     // y = relu(bn(x) + residual): about half the mask is 0.
-    ref->op.batchnorm_relu_forward_train(ref, rows, c, (const Act *)x, (const Act *)residual, gamma, beta, 0.1f, 1e-5f, (Act *)y,
-                                         mean, inv_std, run_mean, run_var);
+    ref->op.batchnorm_relu_forward_train(ref, rows, c, (const Act *)x, (const Act *)residual, gamma,
+                                         beta, 0.1f, 1e-5f, (Act *)y, mean, inv_std, run_mean,
+                                         run_var);
     const float *dy = mirror_random_tensor(n, -1, 1, seed + 6);
     float *dx[3], *dgamma[3], *dbeta[3], *dz[3];  // composition, ref, fast
     for (int k = 0; k < 3; k++) {
@@ -199,10 +201,11 @@ static void check_batchnorm_relu_backward(size_t rows, int c, int with_dresidual
         dz[k] = with_dresidual == 2 ? mirror_copy(dy, n) : mirror_nan_tensor(n);
     }
     ref->op.relu_backward(ref, n, (const Act *)y, (const Act *)dy, (Act *)dz[0]);
-    ref->op.batchnorm_backward(ref, rows, c, (const Act *)x, (const Act *)dz[0], gamma, mean, inv_std, (Act *)dx[0], dgamma[0],
-                               dbeta[0]);
-    ref->op.batchnorm_relu_backward(ref, rows, c, (const Act *)x, (const Act *)y, (const Act *)(with_dresidual == 2 ? dz[1] : dy), gamma,
-                                    mean, inv_std, (Act *)dx[1], dgamma[1], dbeta[1],
+    ref->op.batchnorm_backward(ref, rows, c, (const Act *)x, (const Act *)dz[0], gamma, mean,
+                               inv_std, (Act *)dx[0], dgamma[0], dbeta[0]);
+    ref->op.batchnorm_relu_backward(ref, rows, c, (const Act *)x, (const Act *)y,
+                                    (const Act *)(with_dresidual == 2 ? dz[1] : dy), gamma, mean,
+                                    inv_std, (Act *)dx[1], dgamma[1], dbeta[1],
                                     (Act *)(with_dresidual ? dz[1] : NULL));
     fast->op.batchnorm_relu_backward(fast, rows, c, D(x), D(y), D(with_dresidual == 2 ? dz[2] : dy),
                                      D(gamma), D(mean), D(inv_std), D(dx[2]), D(dgamma[2]),
@@ -279,8 +282,8 @@ static void check_batchnorm_sync_split(size_t rows, int c, int relu_residual, ui
                         NORM_STATS_TOL);
 
     float *y[2] = {mirror_nan_tensor(n), mirror_nan_tensor(n)};
-    ref->op.batchnorm_forward_apply(ref, rows, c, (const Act *)x, (const Act *)residual, relu_residual, gamma, beta, mean,
-                                    inv_std[0], (Act *)y[0]);
+    ref->op.batchnorm_forward_apply(ref, rows, c, (const Act *)x, (const Act *)residual,
+                                    relu_residual, gamma, beta, mean, inv_std[0], (Act *)y[0]);
     fast->op.batchnorm_forward_apply(fast, rows, c, D(x), D(residual), relu_residual, D(gamma),
                                      D(beta), D(mean), D(inv_std[0]), D(y[1]));
     H(y[1]);
@@ -297,8 +300,9 @@ static void check_batchnorm_sync_split(size_t rows, int c, int relu_residual, ui
         dz[k] = mirror_nan_tensor(n);
         dx[k] = mirror_nan_tensor(n);
     }
-    ref->op.batchnorm_backward_reduce(ref, rows, c, (const Act *)x, (const Act *)relu_out, (const Act *)dy, (Act *)dz[0], mean, inv_std[0],
-                                      dgamma[0], dbeta[0], sums[0]);
+    ref->op.batchnorm_backward_reduce(ref, rows, c, (const Act *)x, (const Act *)relu_out,
+                                      (const Act *)dy, (Act *)dz[0], mean, inv_std[0], dgamma[0],
+                                      dbeta[0], sums[0]);
     fast->op.batchnorm_backward_reduce(fast, rows, c, D(x), D(relu_out), D(dy), D(dz[1]),
                                        D(mean), D(inv_std[0]), D(dgamma[1]), D(dbeta[1]),
                                        D(sums[1]));
@@ -310,7 +314,8 @@ static void check_batchnorm_sync_split(size_t rows, int c, int relu_residual, ui
     mirror_expect_close("sync bn dbeta", c, dbeta[1], dbeta[0], NORM_STATS_TOL,
                         gradient_sum_tol(rows));
     mirror_expect_close("sync bn dz", n, dz[1], dz[0], 0, 0);  // a masked copy: exact
-    ref->op.batchnorm_backward_apply(ref, rows, total_rows, c, (const Act *)x, (const Act *)relu_out, (const Act *)dy, gamma, mean,
+    ref->op.batchnorm_backward_apply(ref, rows, total_rows, c, (const Act *)x,
+                                     (const Act *)relu_out, (const Act *)dy, gamma, mean,
                                      inv_std[0], sums[0], (Act *)dx[0]);
     fast->op.batchnorm_backward_apply(fast, rows, total_rows, c, D(x), D(relu_out), D(dy),
                                       D(gamma), D(mean), D(inv_std[0]), D(sums[0]), D(dx[1]));

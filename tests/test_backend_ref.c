@@ -91,7 +91,8 @@ static void test_conv_forward_matches_naive_nchw(void **state) {
         float *y = fixture_tensor(ny), *expected = fixture_tensor(ny);
         ConvPlan *plan = fixture_backend->op.conv2d_plan(fixture_backend, &s, NULL);
         assert_non_null(plan);
-        fixture_backend->op.conv2d_forward(fixture_backend, plan, (const Act *)x, (const Act *)w, (Act *)y);
+        fixture_backend->op.conv2d_forward(fixture_backend, plan, (const Act *)x, (const Act *)w,
+                                           (Act *)y);
         fixture_backend->op.conv2d_plan_free(fixture_backend, plan);
 
         // NHWC -> NCHW and OHWI -> OIHW copies for the naive version.
@@ -213,8 +214,9 @@ static void check_batchnorm_train(size_t rows, int channels, uint64_t seed) {
         want_rv[c] = (float)((1 - momentum) * running_var[c] +
                              momentum * var * (double)rows / (double)(rows - 1));
     }
-    fixture_backend->op.batchnorm_forward_train(fixture_backend, rows, channels, (const Act *)x, gamma, beta, momentum, eps, (Act *)y,
-                                        mean, inv_std, running_mean, running_var);
+    fixture_backend->op.batchnorm_forward_train(fixture_backend, rows, channels, (const Act *)x,
+                                                gamma, beta, momentum, eps, (Act *)y, mean, inv_std,
+                                                running_mean, running_var);
     // E[x^2] - E[x]^2 in double loses ~1e-15 relative to the two-pass
     // variance: the forward tolerance still holds.
     assert_int_equal(gradcheck_count_mismatches("bn y", rows * channels, y, want_y, 1e-5, 1e-5), 0);
@@ -252,7 +254,8 @@ static void test_batchnorm_eval(void **state) {
             want[r * channels + c] = (float)(gamma[c] * ((double)x[r * channels + c] - rm[c]) /
                                                  sqrt((double)rv[c] + eps) +
                                              beta[c]);
-    fixture_backend->op.batchnorm_forward_eval(fixture_backend, rows, channels, (const Act *)x, gamma, beta, rm, rv, eps, (Act *)y);
+    fixture_backend->op.batchnorm_forward_eval(fixture_backend, rows, channels, (const Act *)x,
+                                               gamma, beta, rm, rv, eps, (Act *)y);
     assert_int_equal(gradcheck_count_mismatches("bn eval", rows * channels, y, want, FORWARD_RTOL,
                                                 FORWARD_ATOL),
                      0);
@@ -293,7 +296,7 @@ static void test_elementwise(void **state) {
     fixture_backend->op.relu_forward(fixture_backend, n, (const Act *)a, (Act *)y);
     for (size_t i = 0; i < n; i++) want[i] = a[i] > 0 ? a[i] : 0;
     assert_memory_equal(y, want, n * sizeof(float));
-    fixture_backend->op.relu_forward(fixture_backend, n, (const Act *)b, (Act *)b);  // in place
+    fixture_backend->op.relu_forward(fixture_backend, n, (const Act *)b, (Act *)b); // in place
     for (size_t i = 0; i < n; i++) assert_true(b[i] >= 0.0f);
 
     fixture_backend->op.add(fixture_backend, n, a, b, y);
@@ -424,7 +427,8 @@ static void test_avgpool_forward(void **state) {
             for (int p = 0; p < pixels; p++) total += x[(n * pixels + p) * channels + c];
             want[n * channels + c] = (float)(total / pixels);
         }
-    fixture_backend->op.avgpool_forward(fixture_backend, batch, pixels, channels, (const Act *)x, (Act *)y);
+    fixture_backend->op.avgpool_forward(fixture_backend, batch, pixels, channels, (const Act *)x,
+                                        (Act *)y);
     assert_int_equal(gradcheck_count_mismatches("avgpool", (size_t)batch * channels, y, want,
                                                 FORWARD_RTOL, FORWARD_ATOL),
                      0);

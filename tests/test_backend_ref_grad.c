@@ -54,24 +54,28 @@ static void conv_problem_make(ConvProblem *p, const int c[8], uint64_t seed) {
 
 static double conv_loss_x(void *problem, const float *x) {
     ConvProblem *p = problem;
-    fixture_backend->op.conv2d_forward(fixture_backend, p->plan, (const Act *)x, (const Act *)p->w, (Act *)p->y);
+    fixture_backend->op.conv2d_forward(fixture_backend, p->plan, (const Act *)x, (const Act *)p->w,
+                                       (Act *)p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static double conv_loss_w(void *problem, const float *w) {
     ConvProblem *p = problem;
-    fixture_backend->op.conv2d_forward(fixture_backend, p->plan, (const Act *)p->x, (const Act *)w, (Act *)p->y);
+    fixture_backend->op.conv2d_forward(fixture_backend, p->plan, (const Act *)p->x, (const Act *)w,
+                                       (Act *)p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void conv_gradient_x(void *problem, float *dx) {
     ConvProblem *p = problem;
-    fixture_backend->op.conv2d_backward_data(fixture_backend, p->plan, (const Act *)p->projection, (const Act *)p->w, (Act *)dx);
+    fixture_backend->op.conv2d_backward_data(fixture_backend, p->plan, (const Act *)p->projection,
+                                             (const Act *)p->w, (Act *)dx);
 }
 
 static void conv_gradient_w(void *problem, float *dw) {
     ConvProblem *p = problem;
-    fixture_backend->op.conv2d_backward_weights(fixture_backend, p->plan, (const Act *)p->x, (const Act *)p->projection, dw);
+    fixture_backend->op.conv2d_backward_weights(fixture_backend, p->plan, (const Act *)p->x,
+                                                (const Act *)p->projection, dw);
 }
 
 // (N, H, W, Cin, Cout, kernel, stride, padding): odd sizes, batch 1, stride
@@ -127,13 +131,13 @@ static void batchnorm_problem_make(BatchNormProblem *p, size_t rows, int channel
 static double batchnorm_loss(BatchNormProblem *p, const float *x, const float *gamma,
                              const float *beta) {
     if (p->fused)
-        fixture_backend->op.batchnorm_relu_forward_train(fixture_backend, p->rows, p->channels, (const Act *)x, (const Act *)p->residual,
-                                                 gamma, beta, 0.1f, 1e-5f, (Act *)p->y, p->mean,
-                                                 p->inv_std, p->running_mean, p->running_var);
+        fixture_backend->op.batchnorm_relu_forward_train(
+            fixture_backend, p->rows, p->channels, (const Act *)x, (const Act *)p->residual, gamma,
+            beta, 0.1f, 1e-5f, (Act *)p->y, p->mean, p->inv_std, p->running_mean, p->running_var);
     else
-        fixture_backend->op.batchnorm_forward_train(fixture_backend, p->rows, p->channels, (const Act *)x, gamma, beta, 0.1f,
-                                            1e-5f, (Act *)p->y, p->mean, p->inv_std, p->running_mean,
-                                            p->running_var);
+        fixture_backend->op.batchnorm_forward_train(
+            fixture_backend, p->rows, p->channels, (const Act *)x, gamma, beta, 0.1f, 1e-5f,
+            (Act *)p->y, p->mean, p->inv_std, p->running_mean, p->running_var);
     return gradcheck_project(p->rows * p->channels, p->y, p->projection);
 }
 
@@ -158,12 +162,14 @@ static void batchnorm_backward_into(BatchNormProblem *p, float *dx, float *dgamm
                                     float *dresidual) {
     batchnorm_loss(p, p->x, p->gamma, p->beta);
     if (p->fused)
-        fixture_backend->op.batchnorm_relu_backward(fixture_backend, p->rows, p->channels, (const Act *)p->x, (const Act *)p->y,
-                                            (const Act *)p->projection, p->gamma, p->mean, p->inv_std, (Act *)dx,
-                                            dgamma, dbeta, (Act *)dresidual);
+        fixture_backend->op.batchnorm_relu_backward(
+            fixture_backend, p->rows, p->channels, (const Act *)p->x, (const Act *)p->y,
+            (const Act *)p->projection, p->gamma, p->mean, p->inv_std, (Act *)dx, dgamma, dbeta,
+            (Act *)dresidual);
     else
-        fixture_backend->op.batchnorm_backward(fixture_backend, p->rows, p->channels, (const Act *)p->x, (const Act *)p->projection,
-                                       p->gamma, p->mean, p->inv_std, (Act *)dx, dgamma, dbeta);
+        fixture_backend->op.batchnorm_backward(
+            fixture_backend, p->rows, p->channels, (const Act *)p->x, (const Act *)p->projection,
+            p->gamma, p->mean, p->inv_std, (Act *)dx, dgamma, dbeta);
 }
 
 static void batchnorm_backward(BatchNormProblem *p, float *dx, float *dgamma, float *dbeta) {
@@ -277,7 +283,8 @@ static double relu_loss(void *problem, const float *x) {
 static void relu_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
     relu_loss(p, p->x);
-    fixture_backend->op.relu_backward(fixture_backend, p->nx, (const Act *)p->y, (const Act *)p->projection, (Act *)dx);
+    fixture_backend->op.relu_backward(fixture_backend, p->nx, (const Act *)p->y,
+                                      (const Act *)p->projection, (Act *)dx);
 }
 
 static void test_relu_backward_fd(void **state) {
@@ -297,7 +304,8 @@ static double gelu_loss(void *problem, const float *x) {
 
 static void gelu_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
-    fixture_backend->op.gelu_backward(fixture_backend, p->nx, (const Act *)p->x, (const Act *)p->projection, (Act *)dx);
+    fixture_backend->op.gelu_backward(fixture_backend, p->nx, (const Act *)p->x,
+                                      (const Act *)p->projection, (Act *)dx);
 }
 
 // Inputs over [-4, 4], where GELU's derivative changes fastest (|x| < 2) and
@@ -311,20 +319,23 @@ static void test_gelu_backward_fd(void **state) {
     float *expected = fixture_tensor(p.nx), *in_place = fixture_tensor(p.nx);
     gelu_gradient(&p, expected);
     memcpy(in_place, p.projection, p.nx * sizeof(float));
-    fixture_backend->op.gelu_backward(fixture_backend, p.nx, (const Act *)p.x, (const Act *)in_place, (Act *)in_place);
+    fixture_backend->op.gelu_backward(fixture_backend, p.nx, (const Act *)p.x,
+                                      (const Act *)in_place, (Act *)in_place);
     assert_memory_equal(in_place, expected, p.nx * sizeof(float));
 }
 
 static double maxpool_loss(void *problem, const float *x) {
     UnaryProblem *p = problem;
-    fixture_backend->op.maxpool_forward(fixture_backend, &p->pool, (const Act *)x, (Act *)p->y, p->argmax);
+    fixture_backend->op.maxpool_forward(fixture_backend, &p->pool, (const Act *)x, (Act *)p->y,
+                                        p->argmax);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void maxpool_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
     maxpool_loss(p, p->x);
-    fixture_backend->op.maxpool_backward(fixture_backend, &p->pool, (const Act *)p->projection, p->argmax, (Act *)dx);
+    fixture_backend->op.maxpool_backward(fixture_backend, &p->pool, (const Act *)p->projection,
+                                         p->argmax, (Act *)dx);
 }
 
 static void test_maxpool_backward_fd(void **state) {
@@ -350,13 +361,15 @@ static void test_maxpool_backward_fd(void **state) {
 
 static double avgpool_loss(void *problem, const float *x) {
     UnaryProblem *p = problem;
-    fixture_backend->op.avgpool_forward(fixture_backend, p->batch, p->pixels, p->dim, (const Act *)x, (Act *)p->y);
+    fixture_backend->op.avgpool_forward(fixture_backend, p->batch, p->pixels, p->dim,
+                                        (const Act *)x, (Act *)p->y);
     return gradcheck_project(p->ny, p->y, p->projection);
 }
 
 static void avgpool_gradient(void *problem, float *dx) {
     UnaryProblem *p = problem;
-    fixture_backend->op.avgpool_backward(fixture_backend, p->batch, p->pixels, p->dim, (const Act *)p->projection, (Act *)dx);
+    fixture_backend->op.avgpool_backward(fixture_backend, p->batch, p->pixels, p->dim,
+                                         (const Act *)p->projection, (Act *)dx);
 }
 
 static void test_avgpool_backward_fd(void **state) {
@@ -376,7 +389,8 @@ static double bias_loss(void *problem, const float *bias) {
 
 static void bias_gradient(void *problem, float *dbias) {
     UnaryProblem *p = problem;
-    fixture_backend->op.bias_backward(fixture_backend, (size_t)p->rows, p->dim, (const Act *)p->projection, dbias);
+    fixture_backend->op.bias_backward(fixture_backend, (size_t)p->rows, p->dim,
+                                      (const Act *)p->projection, dbias);
 }
 
 static void test_bias_backward_fd(void **state) {

@@ -57,8 +57,10 @@ static void test_resize_matches_pytorch(void **state) {
         memcpy(x, fixture_f32(&file, name, in), in * sizeof *x);
         snprintf(name, sizeof name, "%s/dy", prefix);
         memcpy(dy, fixture_f32(&file, name, out), out * sizeof *dy);
-        fixture_backend->op.resize_bilinear_forward(fixture_backend, b, h, w, c, (const Act *)x, oh, ow, (Act *)y);
-        fixture_backend->op.resize_bilinear_backward(fixture_backend, b, h, w, c, (const Act *)dy, oh, ow, (Act *)dx);
+        fixture_backend->op.resize_bilinear_forward(fixture_backend, b, h, w, c, (const Act *)x, oh,
+                                                    ow, (Act *)y);
+        fixture_backend->op.resize_bilinear_backward(fixture_backend, b, h, w, c, (const Act *)dy,
+                                                     oh, ow, (Act *)dx);
         const char *outputs[2] = {"y", "dx"};
         const float *ours[2] = {y, dx};
         const size_t sizes[2] = {out, in};
@@ -88,7 +90,8 @@ typedef struct ResizeProblem {
 static double resize_loss(void *problem, const float *x) {
     ResizeProblem *p = problem;
     fixture_backend->op.resize_bilinear_forward(fixture_backend, p->batch, p->in_h, p->in_w,
-                                                p->channels, (const Act *)x, p->out_h, p->out_w, (Act *)p->y);
+                                                p->channels, (const Act *)x, p->out_h, p->out_w,
+                                                (Act *)p->y);
     return gradcheck_project((size_t)p->batch * p->out_h * p->out_w * p->channels, p->y,
                              p->projection);
 }
@@ -96,8 +99,8 @@ static double resize_loss(void *problem, const float *x) {
 static void resize_gradient(void *problem, float *dx) {
     ResizeProblem *p = problem;
     fixture_backend->op.resize_bilinear_backward(fixture_backend, p->batch, p->in_h, p->in_w,
-                                                 p->channels, (const Act *)p->projection, p->out_h, p->out_w,
-                                                 (Act *)dx);
+                                                 p->channels, (const Act *)p->projection, p->out_h,
+                                                 p->out_w, (Act *)dx);
 }
 
 // The resize is linear in x: central differences are exact up to the
@@ -148,7 +151,8 @@ static void test_mixup_values(void **state) {
     memcpy(device_permutation, permutation, sizeof permutation);
     for (int b = 0; b < batch; b++)
         for (size_t i = 0; i < sample; i++) x[b * sample + i] = (float)b + 0.5f;
-    fixture_backend->op.mixup(fixture_backend, batch, sample, (const Act *)x, device_permutation, 0.25f, (Act *)y);
+    fixture_backend->op.mixup(fixture_backend, batch, sample, (const Act *)x, device_permutation,
+                              0.25f, (Act *)y);
     for (int b = 0; b < batch; b++)
         for (size_t i = 0; i < sample; i++)
             assert_float_equal(y[b * sample + i],
@@ -190,8 +194,10 @@ static void test_resize_against_ref(void **state) {
         const float *dy = mirror_random_tensor(out, -1, 1, 200 + t);
         float *y_ref = mirror_nan_tensor(out), *y_fast = mirror_nan_tensor(out);
         float *dx_ref = mirror_nan_tensor(in), *dx_fast = mirror_nan_tensor(in);
-        ref->op.resize_bilinear_forward(ref, s[0], s[1], s[2], s[3], (const Act *)x, s[4], s[5], (Act *)y_ref);
-        ref->op.resize_bilinear_backward(ref, s[0], s[1], s[2], s[3], (const Act *)dy, s[4], s[5], (Act *)dx_ref);
+        ref->op.resize_bilinear_forward(ref, s[0], s[1], s[2], s[3], (const Act *)x, s[4], s[5],
+                                        (Act *)y_ref);
+        ref->op.resize_bilinear_backward(ref, s[0], s[1], s[2], s[3], (const Act *)dy, s[4], s[5],
+                                         (Act *)dx_ref);
         fast->op.resize_bilinear_forward(fast, s[0], s[1], s[2], s[3], D(x), s[4], s[5],
                                          D(y_fast));
         fast->op.resize_bilinear_backward(fast, s[0], s[1], s[2], s[3], D(dy), s[4], s[5],
@@ -223,8 +229,8 @@ static void test_mixup_and_copy_against_ref(void **state) {
     const size_t tokens = 11, dim = 9, first = 2, patches = tokens - first;
     float *rows_ref = mirror_nan_tensor(batch * patches * dim);
     float *rows_fast = mirror_nan_tensor(batch * patches * dim);
-    ref->op.copy_2d(ref, batch, patches * dim, (const Act *)(x + first * dim), tokens * dim, (Act *)rows_ref,
-                    patches * dim);
+    ref->op.copy_2d(ref, batch, patches * dim, (const Act *)(x + first * dim), tokens * dim,
+                    (Act *)rows_ref, patches * dim);
     fast->op.copy_2d(fast, batch, patches * dim, D(x + first * dim), tokens * dim, D(rows_fast),
                      patches * dim);
     H(rows_fast);

@@ -52,8 +52,8 @@ static void check_layernorm(size_t rows, int channels, uint64_t seed) {
     float *y_ref = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
     float *mean_ref = mirror_nan_tensor(rows), *mean_fast = mirror_nan_tensor(rows);
     float *inv_ref = mirror_nan_tensor(rows), *inv_fast = mirror_nan_tensor(rows);
-    ref->op.layernorm_forward(ref, rows, channels, (const Act *)x, gamma, beta, 1e-6f, (Act *)y_ref, mean_ref,
-                              inv_ref);
+    ref->op.layernorm_forward(ref, rows, channels, (const Act *)x, gamma, beta, 1e-6f, (Act *)y_ref,
+                              mean_ref, inv_ref);
     fast->op.layernorm_forward(fast, rows, channels, D(x), D(gamma), D(beta), 1e-6f, D(y_fast),
                                D(mean_fast), D(inv_fast));
     H(y_fast), H(mean_fast), H(inv_fast);
@@ -69,8 +69,8 @@ static void check_layernorm(size_t rows, int channels, uint64_t seed) {
     float *dbeta_fast = mirror_copy(dbeta_ref, channels);
     float *dbeta_again = mirror_copy(dbeta_ref, channels);
     // Both from the ref statistics, so only the backward differs.
-    ref->op.layernorm_backward(ref, rows, channels, (const Act *)x, (const Act *)dy, gamma, mean_ref, inv_ref, (Act *)dx_ref,
-                               dgamma_ref, dbeta_ref);
+    ref->op.layernorm_backward(ref, rows, channels, (const Act *)x, (const Act *)dy, gamma,
+                               mean_ref, inv_ref, (Act *)dx_ref, dgamma_ref, dbeta_ref);
     fast->op.layernorm_backward(fast, rows, channels, D(x), D(dy), D(gamma), D(mean_ref),
                                 D(inv_ref), D(dx_fast), D(dgamma_fast), D(dbeta_fast));
     H(dx_fast), H(dgamma_fast), H(dbeta_fast);
@@ -154,7 +154,8 @@ static void check_attention(int batch, int heads, int tokens, int head_dim, floa
 
     float *dqkv_ref = mirror_nan_tensor(n_qkv), *dqkv_fast = mirror_nan_tensor(n_qkv);
     float *dqkv_again = mirror_nan_tensor(n_qkv);
-    ref->op.attention_backward(ref, ref_plan, (const Act *)qkv, (const Act *)out_ref, (const Act *)dout, lse_ref, scale, (Act *)dqkv_ref);
+    ref->op.attention_backward(ref, ref_plan, (const Act *)qkv, (const Act *)out_ref,
+                               (const Act *)dout, lse_ref, scale, (Act *)dqkv_ref);
     fast->op.attention_backward(fast, fast_plan, D(qkv), D(out_ref), D(dout), D(lse_ref), scale,
                                 D(dqkv_fast));
     H(dqkv_fast);
@@ -230,7 +231,8 @@ static void test_nan_propagation(void **state) {
     float *stats = mirror_tensor(2 * 3);
     float *y_ref = mirror_nan_tensor(3 * 4), *y_fast = mirror_nan_tensor(3 * 4);
     x[1 * 4 + 2] = NAN;
-    ref->op.layernorm_forward(ref, 3, 4, (const Act *)x, gamma, beta, 1e-6f, (Act *)y_ref, stats, stats + 3);
+    ref->op.layernorm_forward(ref, 3, 4, (const Act *)x, gamma, beta, 1e-6f, (Act *)y_ref, stats,
+                              stats + 3);
     fast->op.layernorm_forward(fast, 3, 4, D(x), D(gamma), D(beta), 1e-6f, D(y_fast), D(stats),
                                D(stats + 3));
     H(y_fast);
@@ -278,8 +280,9 @@ static void check_tokens(int batch, int registers, int patches, int channels, in
         registers ? mirror_random_tensor(n_registers, -1, 1, seed + 3) : NULL;
     const float *patch_pos = with_patch_pos ? mirror_random_tensor(n_pos, -1, 1, seed + 4) : NULL;
     float *tokens_ref = mirror_nan_tensor(n_tokens), *tokens_fast = mirror_nan_tensor(n_tokens);
-    ref->op.vit_tokens_forward(ref, batch, registers, patches, channels, (const Act *)patch_embeddings, cls,
-                               cls_pos, register_tokens, patch_pos, (Act *)tokens_ref);
+    ref->op.vit_tokens_forward(ref, batch, registers, patches, channels,
+                               (const Act *)patch_embeddings, cls, cls_pos, register_tokens,
+                               patch_pos, (Act *)tokens_ref);
     fast->op.vit_tokens_forward(fast, batch, registers, patches, channels, D(patch_embeddings),
                                 D(cls), D(cls_pos), D(register_tokens), D(patch_pos),
                                 D(tokens_fast));
@@ -298,8 +301,8 @@ static void check_tokens(int batch, int registers, int patches, int channels, in
     float *dregisters_fast = mirror_copy(dregisters_ref, n_registers + 1);
     float *dpos_ref = mirror_random_tensor(n_pos, -1, 1, seed + 9);
     float *dpos_fast = mirror_copy(dpos_ref, n_pos);
-    ref->op.vit_tokens_backward(ref, batch, registers, patches, channels, (const Act *)dtokens, (Act *)dpatches_ref,
-                                dcls_ref, with_cls_pos ? dcls_pos_ref : NULL,
+    ref->op.vit_tokens_backward(ref, batch, registers, patches, channels, (const Act *)dtokens,
+                                (Act *)dpatches_ref, dcls_ref, with_cls_pos ? dcls_pos_ref : NULL,
                                 registers ? dregisters_ref : NULL,
                                 with_patch_pos ? dpos_ref : NULL);
     // D() before the choice: H() below brings back the twins of the buffers
@@ -343,8 +346,8 @@ static void check_residual(int batch, size_t rows, int channels, int use_gamma, 
         for (int b = 0; b < batch; b++) sample_scale[b] = b % 2 ? 0.0f : 1.0f / 0.7f;
     }
     float *y_ref = mirror_nan_tensor(n), *y_fast = mirror_nan_tensor(n);
-    ref->op.residual_scale_add_forward(ref, batch, rows, channels, (const Act *)x, (const Act *)branch, gamma,
-                                       sample_scale, (Act *)y_ref);
+    ref->op.residual_scale_add_forward(ref, batch, rows, channels, (const Act *)x,
+                                       (const Act *)branch, gamma, sample_scale, (Act *)y_ref);
     fast->op.residual_scale_add_forward(fast, batch, rows, channels, D(x), D(branch), D(gamma),
                                         D(sample_scale), D(y_fast));
     H(y_fast);
@@ -361,8 +364,9 @@ static void check_residual(int batch, size_t rows, int channels, int use_gamma, 
     float *dbranch_ref = mirror_nan_tensor(n), *dbranch_fast = mirror_nan_tensor(n);
     float *dgamma_ref = mirror_random_tensor(channels, -1, 1, seed + 4);
     float *dgamma_fast = mirror_copy(dgamma_ref, channels);
-    ref->op.residual_scale_add_backward(ref, batch, rows, channels, (const Act *)branch, (const Act *)dy, gamma,
-                                        sample_scale, (Act *)dbranch_ref, dgamma_ref);
+    ref->op.residual_scale_add_backward(ref, batch, rows, channels, (const Act *)branch,
+                                        (const Act *)dy, gamma, sample_scale, (Act *)dbranch_ref,
+                                        dgamma_ref);
     fast->op.residual_scale_add_backward(fast, batch, rows, channels, D(branch), D(dy), D(gamma),
                                          D(sample_scale), D(dbranch_fast), D(dgamma_fast));
     H(dbranch_fast), H(dgamma_fast);
@@ -385,13 +389,15 @@ static void check_token_pool(int batch, int tokens, int channels, int first, int
     const size_t n_x = (size_t)batch * tokens * channels, n_y = (size_t)batch * channels;
     const float *x = mirror_random_tensor(n_x, -1, 1, seed);
     float *y_ref = mirror_nan_tensor(n_y), *y_fast = mirror_nan_tensor(n_y);
-    ref->op.token_pool_forward(ref, batch, tokens, channels, first, count, (const Act *)x, (Act *)y_ref);
+    ref->op.token_pool_forward(ref, batch, tokens, channels, first, count, (const Act *)x,
+                               (Act *)y_ref);
     fast->op.token_pool_forward(fast, batch, tokens, channels, first, count, D(x), D(y_fast));
     H(y_fast);
     mirror_expect_close("token pool y", n_y, y_fast, y_ref, 1e-6, 1e-7);
     const float *dy = mirror_random_tensor(n_y, -1, 1, seed + 1);
     float *dx_ref = mirror_nan_tensor(n_x), *dx_fast = mirror_nan_tensor(n_x);
-    ref->op.token_pool_backward(ref, batch, tokens, channels, first, count, (const Act *)dy, (Act *)dx_ref);
+    ref->op.token_pool_backward(ref, batch, tokens, channels, first, count, (const Act *)dy,
+                                (Act *)dx_ref);
     fast->op.token_pool_backward(fast, batch, tokens, channels, first, count, D(dy), D(dx_fast));
     H(dx_fast);
     mirror_expect_close("token pool dx", n_x, dx_fast, dx_ref, 1e-6, 1e-7);

@@ -53,8 +53,8 @@ static void layernorm_problem_make(LayerNormProblem *p, size_t rows, int channel
 
 static double layernorm_loss(LayerNormProblem *p, const float *x, const float *gamma,
                              const float *beta) {
-    fixture_backend->op.layernorm_forward(fixture_backend, p->rows, p->channels, (const Act *)x, gamma, beta,
-                                          1e-6f, (Act *)p->y, p->mean, p->inv_std);
+    fixture_backend->op.layernorm_forward(fixture_backend, p->rows, p->channels, (const Act *)x,
+                                          gamma, beta, 1e-6f, (Act *)p->y, p->mean, p->inv_std);
     return gradcheck_project(p->rows * p->channels, p->y, p->projection);
 }
 
@@ -77,8 +77,8 @@ static double layernorm_loss_beta(void *problem, const float *beta) {
 static void layernorm_backward(LayerNormProblem *p, float *dx, float *dgamma, float *dbeta) {
     layernorm_loss(p, p->x, p->gamma, p->beta);
     fixture_backend->op.layernorm_backward(fixture_backend, p->rows, p->channels, (const Act *)p->x,
-                                           (const Act *)p->projection, p->gamma, p->mean, p->inv_std, (Act *)dx,
-                                           dgamma, dbeta);
+                                           (const Act *)p->projection, p->gamma, p->mean,
+                                           p->inv_std, (Act *)dx, dgamma, dbeta);
 }
 
 static void layernorm_gradient_x(void *problem, float *dx) {
@@ -141,16 +141,17 @@ static void attention_problem_make(AttentionProblem *p, int batch, int heads, in
 
 static double attention_loss(void *problem, const float *qkv) {
     AttentionProblem *p = problem;
-    fixture_backend->op.attention_forward(fixture_backend, p->plan, (const Act *)qkv, p->scale, (Act *)p->out,
-                                          p->lse);
+    fixture_backend->op.attention_forward(fixture_backend, p->plan, (const Act *)qkv, p->scale,
+                                          (Act *)p->out, p->lse);
     return gradcheck_project(p->n_out, p->out, p->projection);
 }
 
 static void attention_gradient(void *problem, float *dqkv) {
     AttentionProblem *p = problem;
     attention_loss(p, p->qkv);
-    fixture_backend->op.attention_backward(fixture_backend, p->plan, (const Act *)p->qkv, (const Act *)p->out,
-                                           (const Act *)p->projection, p->lse, p->scale, (Act *)dqkv);
+    fixture_backend->op.attention_backward(fixture_backend, p->plan, (const Act *)p->qkv,
+                                           (const Act *)p->out, (const Act *)p->projection, p->lse,
+                                           p->scale, (Act *)dqkv);
 }
 
 // (B, H, T, Dh, scale): one token (softmax of one score: out = v), several
@@ -227,8 +228,8 @@ static void tokens_problem_make(TokensProblem *p, int batch, int registers, int 
 static double tokens_loss(TokensProblem *p) {
     fixture_backend->op.vit_tokens_forward(fixture_backend, p->batch, p->registers, p->patches,
                                            p->channels, (const Act *)p->patch_embeddings, p->cls,
-                                           p->with_cls_pos ? p->cls_pos : NULL,
-                                           p->register_tokens, p->patch_pos, (Act *)p->tokens);
+                                           p->with_cls_pos ? p->cls_pos : NULL, p->register_tokens,
+                                           p->patch_pos, (Act *)p->tokens);
     return gradcheck_project(p->n_tokens, p->tokens, p->projection);
 }
 
@@ -245,8 +246,9 @@ static void tokens_backward(TokensProblem *p, TokensGradient which, float *gradi
     float *dregisters = which == GRAD_REGISTERS ? gradient : p->scratch_registers;
     float *dpos = which == GRAD_POS ? gradient : p->scratch_pos;
     fixture_backend->op.vit_tokens_backward(fixture_backend, p->batch, p->registers, p->patches,
-                                            p->channels, (const Act *)p->projection, (Act *)dpatches, dcls,
-                                            dcls_pos, p->registers ? dregisters : NULL, dpos);
+                                            p->channels, (const Act *)p->projection,
+                                            (Act *)dpatches, dcls, dcls_pos,
+                                            p->registers ? dregisters : NULL, dpos);
 }
 
 static void tokens_gradient_patches(void *p, float *g) { tokens_backward(p, GRAD_PATCHES, g); }
@@ -322,8 +324,9 @@ static double residual_loss(void *problem, const float *unused) {
 
 static void residual_backward(ResidualProblem *p, float *dbranch, float *dgamma) {
     fixture_backend->op.residual_scale_add_backward(
-        fixture_backend, p->batch, p->rows, p->channels, (const Act *)p->branch, (const Act *)p->projection,
-        p->use_gamma ? p->gamma : NULL, p->use_scale ? p->sample_scale : NULL, (Act *)dbranch, dgamma);
+        fixture_backend, p->batch, p->rows, p->channels, (const Act *)p->branch,
+        (const Act *)p->projection, p->use_gamma ? p->gamma : NULL,
+        p->use_scale ? p->sample_scale : NULL, (Act *)dbranch, dgamma);
 }
 
 static void residual_gradient_branch(void *problem, float *dbranch) {
@@ -365,7 +368,8 @@ static void test_residual_scale_add_in_place(void **state) {
     residual_problem_make(&p, 3, 2, 4, 1, 1, 450);
     residual_loss(&p, NULL);
     fixture_backend->op.residual_scale_add_forward(fixture_backend, p.batch, p.rows, p.channels,
-                                                   (const Act *)p.x, (const Act *)p.branch, p.gamma, p.sample_scale, (Act *)p.x);
+                                                   (const Act *)p.x, (const Act *)p.branch, p.gamma,
+                                                   p.sample_scale, (Act *)p.x);
     assert_memory_equal(p.x, p.y, p.n * sizeof(float));
 }
 
@@ -386,7 +390,8 @@ static double pool_loss(void *problem, const float *x) {
 static void pool_gradient(void *problem, float *dx) {
     PoolProblem *p = problem;
     fixture_backend->op.token_pool_backward(fixture_backend, p->batch, p->tokens, p->channels,
-                                            p->first, p->count, (const Act *)p->projection, (Act *)dx);
+                                            p->first, p->count, (const Act *)p->projection,
+                                            (Act *)dx);
 }
 
 static void test_token_pool_backward_fd(void **state) {

@@ -108,11 +108,14 @@ static void run_batchnorm(BnCase *out, Communicator *comm, size_t first, size_t 
         assert_int_equal(batchnorm_sync_attach(sync, &bn, &err), 0);
     }
     if (out->relu) {
-        batchnorm_relu_forward(backend, &bn, 1, rows, (const Act *)x, (const Act *)residual, (Act *)y, mean, inv_std);
-        batchnorm_relu_backward(backend, &bn, rows, (const Act *)x, (const Act *)y, (const Act *)dy, mean, inv_std, (Act *)dx, (Act *)dresidual);
+        batchnorm_relu_forward(backend, &bn, 1, rows, (const Act *)x, (const Act *)residual,
+                               (Act *)y, mean, inv_std);
+        batchnorm_relu_backward(backend, &bn, rows, (const Act *)x, (const Act *)y, (const Act *)dy,
+                                mean, inv_std, (Act *)dx, (Act *)dresidual);
     } else {
         batchnorm_forward(backend, &bn, 1, rows, (const Act *)x, (Act *)y, mean, inv_std);
-        batchnorm_backward(backend, &bn, rows, (const Act *)x, (const Act *)dy, mean, inv_std, (Act *)dx);
+        batchnorm_backward(backend, &bn, rows, (const Act *)x, (const Act *)dy, mean, inv_std,
+                           (Act *)dx);
     }
     memcpy(out->y, y, n * sizeof *y);
     memcpy(out->dx, dx, n * sizeof *y);

@@ -314,7 +314,8 @@ static void run_pipe_v1_case(const char *prefix) {
     distill_queue_loss_forward(loss, b, teacher, student, queue.values, &value);
     float *dstudent = fixture_tensor((size_t)b * d), *dfeatures = fixture_tensor((size_t)b * c);
     distill_queue_loss_backward(loss, 1.0f, dstudent);
-    if (distill_projection_backward(&head, dstudent, (Act *)dfeatures, &err)) fail_msg("%s", err.text);
+    if (distill_projection_backward(&head, dstudent, (Act *)dfeatures, &err))
+        fail_msg("%s", err.text);
     expect_reference(prefix, "queue_after", (size_t)q * d, queue.values);
     expect_reference_value(prefix, "loss", value);
     expect_reference(prefix, "grad_features", (size_t)b * c, dfeatures);
@@ -357,10 +358,10 @@ static void run_pipe_v3_case(const char *prefix) {
     const float *teacher_local = normalized_input(prefix, "teacher_local", b * tokens, d);
     DistillQueue queue;
     queue_from_fixture(&queue, q, d, prefix, "queue_before");
-    const float *student_global =
-        distill_projection_forward(&global, b, (const Act *)(input(prefix, "features", (size_t)b * c)), &err);
-    const float *student_local =
-        distill_projection_forward(&local, b, (const Act *)(input(prefix, "map", (size_t)b * h * w * c)), &err);
+    const float *student_global = distill_projection_forward(
+        &global, b, (const Act *)(input(prefix, "features", (size_t)b * c)), &err);
+    const float *student_local = distill_projection_forward(
+        &local, b, (const Act *)(input(prefix, "map", (size_t)b * h * w * c)), &err);
     if (!student_global || !student_local) fail_msg("%s", err.text);
     distill_queue_update(&queue, 1, b, teacher_global);
     DistillQueueLoss *global_loss = queue_loss(b, d, q, config[2]);
@@ -426,8 +427,8 @@ static void run_pipe_v2_case(const char *prefix) {
         set_parameter(&head, params[i], prefix, key);
     }
     const size_t n = (size_t)b * th * tw * d;
-    const float *student =
-        distill_projection_forward(&head, b, (const Act *)(input(prefix, "map", (size_t)b * h * w * c)), &err);
+    const float *student = distill_projection_forward(
+        &head, b, (const Act *)(input(prefix, "map", (size_t)b * h * w * c)), &err);
     if (!student) fail_msg("%s", err.text);
     DistillMseLoss *loss = mse_loss(n);
     float value = NAN;  // backend memory: host memory on ref and cpu

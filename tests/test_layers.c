@@ -56,8 +56,8 @@ static float *take(Chain *chain, size_t n) {
 static void chain_forward(Chain *c) {
     Backend *b = c->backend;
     conv2d_forward(b, &c->conv, c->conv_plan, (const Act *)c->x, (Act *)c->h);
-    batchnorm_forward(b, &c->bn2d, 1, (size_t)BATCH * SIZE * SIZE, (const Act *)c->h, (Act *)c->r, c->mean2d,
-                      c->inv_std2d);
+    batchnorm_forward(b, &c->bn2d, 1, (size_t)BATCH * SIZE * SIZE, (const Act *)c->h, (Act *)c->r,
+                      c->mean2d, c->inv_std2d);
     relu_forward(b, MAP_COUNT, (const Act *)c->r, (Act *)c->r);
     conv2d_forward(b, &c->shortcut, c->shortcut_plan, (const Act *)c->x, (Act *)c->s);
     b->op.add(b, MAP_COUNT, c->r, c->s, c->o);
@@ -74,11 +74,13 @@ static void chain_backward(Chain *c) {
     linear_backward(b, &c->linear, BATCH, (const Act *)c->g, (const Act *)c->dz, (Act *)c->dg);
     avgpool_backward(b, BATCH, POOLED * POOLED, CH, (const Act *)c->dg, (Act *)c->dm);
     maxpool_backward(b, &c->pool, (const Act *)c->dm, c->argmax, (Act *)c->dsum);
-    relu_backward(b, MAP_COUNT, (const Act *)c->o, (const Act *)c->dsum, (Act *)c->dsum);  // d(r + s), both branches
-    conv2d_backward(b, &c->shortcut, c->shortcut_plan, (const Act *)c->x, (const Act *)c->dsum, (Act *)c->dx_shortcut);
+    relu_backward(b, MAP_COUNT, (const Act *)c->o, (const Act *)c->dsum,
+                  (Act *)c->dsum); // d(r + s), both branches
+    conv2d_backward(b, &c->shortcut, c->shortcut_plan, (const Act *)c->x, (const Act *)c->dsum,
+                    (Act *)c->dx_shortcut);
     relu_backward(b, MAP_COUNT, (const Act *)c->r, (const Act *)c->dsum, (Act *)c->dr);
-    batchnorm_backward(b, &c->bn2d, (size_t)BATCH * SIZE * SIZE, (const Act *)c->h, (const Act *)c->dr, c->mean2d,
-                       c->inv_std2d, (Act *)c->dh);
+    batchnorm_backward(b, &c->bn2d, (size_t)BATCH * SIZE * SIZE, (const Act *)c->h,
+                       (const Act *)c->dr, c->mean2d, c->inv_std2d, (Act *)c->dh);
     conv2d_backward(b, &c->conv, c->conv_plan, (const Act *)c->x, (const Act *)c->dh, (Act *)c->dx);
     b->op.axpby(b, X_COUNT, 1.0f, c->dx_shortcut, 1.0f, c->dx);  // residual: dx += shortcut's
 }

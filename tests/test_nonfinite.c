@@ -72,8 +72,9 @@ static void test_batchnorm_relu_keeps_nan(void **state) {
         float *gamma = upload(backend, ones, CHANNELS), *beta = upload(backend, zeros, CHANNELS);
         float *mean = upload(backend, zeros, CHANNELS), *inv = upload(backend, zeros, CHANNELS);
         float *run_mean = upload(backend, zeros, CHANNELS), *run_var = upload(backend, ones, CHANNELS);
-        backend->op.batchnorm_relu_forward_train(backend, ROWS, CHANNELS, (const Act *)dx, NULL, gamma, beta,
-                                                 0.1f, 1e-5f, (Act *)y, mean, inv, run_mean, run_var);
+        backend->op.batchnorm_relu_forward_train(backend, ROWS, CHANNELS, (const Act *)dx, NULL,
+                                                 gamma, beta, 0.1f, 1e-5f, (Act *)y, mean, inv,
+                                                 run_mean, run_var);
         float out[ROWS * CHANNELS], stats[CHANNELS];
         download(backend, out, y, ROWS * CHANNELS);
         for (int r = 0; r < ROWS; r++) {
@@ -178,7 +179,8 @@ static void test_resnet_forward_keeps_nan(void **state) {
         if (resnet_create(&model, backend, &config, &shape, 1, 7, &err)) fail_msg("%s", err.text);
         float *input = upload(backend, image, pixels);
         for (int training = 1; training >= 0; training--) {
-            if (resnet_forward(&model, 0, BATCH, (const Act *)input, training, &err)) fail_msg("%s", err.text);
+            if (resnet_forward(&model, 0, BATCH, (const Act *)input, training, &err))
+                fail_msg("%s", err.text);
             const size_t count = (size_t)BATCH * model.feature_dim;
             float *features = malloc(count * sizeof *features);
             download(backend, features, (const float *)(resnet_features(&model, 0)), count);

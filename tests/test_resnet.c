@@ -262,8 +262,9 @@ static void count_kinks_taken(FixtureRun *run) {
             if (call < index + block->stage_count) {
                 const int stage = (int)(call - index);
                 shape = &shapes[block->first_conv + stage];
-                output = (const float *)(stage + 1 < block->stage_count ? slot->blocks[b].relu_out[stage]
-                                                                      : slot->blocks[b].out);
+                output =
+                    (const float *)(stage + 1 < block->stage_count ? slot->blocks[b].relu_out[stage]
+                                                                   : slot->blocks[b].out);
             }
             index += block->stage_count;
         }
@@ -403,7 +404,8 @@ static void check_gradient(FixtureRun *run, const Parameter *param) {
 // whole network; f32err is ~4e-6 (resnet18) and ~1.5e-4 (resnet50) of
 // max |features|.
 static void check_features(FixtureRun *run, const char *name) {
-    float *ours = download(run->backend, (const float *)(resnet_features(&run->model, 0)), run->feature_count);
+    float *ours = download(run->backend, (const float *)(resnet_features(&run->model, 0)),
+                           run->feature_count);
     double *truth = fixture_doubles(&run->file, name, run->feature_count);
     assert_non_null(truth);
     if (compare_floats_with_truth(&run->file, name, ours, truth, run->feature_count,
@@ -418,7 +420,8 @@ static void check_features(FixtureRun *run, const char *name) {
 static float *check_loss(FixtureRun *run) {
     float *weights = fixture_floats(&run->file, "loss_weights", run->feature_count);
     assert_non_null(weights);
-    float *features = download(run->backend, (const float *)(resnet_features(&run->model, 0)), run->feature_count);
+    float *features = download(run->backend, (const float *)(resnet_features(&run->model, 0)),
+                               run->feature_count);
     double loss = 0.0, loss_scale = 0.0;
     for (size_t i = 0; i < run->feature_count; i++) {
         loss += (double)features[i] * weights[i];
@@ -460,7 +463,8 @@ static void run_fixture(const char *backend_name, int depth) {
     ErrorMessage err = {{0}};
     Backend *backend = run.backend;
 
-    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, (const Act *)run.input, 1, &err)) fail_msg("%s", err.text);
+    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, (const Act *)run.input, 1, &err))
+        fail_msg("%s", err.text);
     count_kinks_taken(&run);
     check_features(&run, "features");
     float *weights = check_loss(&run);
@@ -473,7 +477,8 @@ static void run_fixture(const char *backend_name, int depth) {
         check_gradient(&run, &run.model.params.params[i]);
     check_running_stats(&run);
 
-    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, (const Act *)run.input, 0, &err)) fail_msg("%s", err.text);
+    if (resnet_forward(&run.model, 0, FIXTURE_BATCH, (const Act *)run.input, 0, &err))
+        fail_msg("%s", err.text);
     check_features(&run, "features_eval");
     assert_int_equal(run.model.num_batches_tracked, 1);  // eval forward does not count
 
@@ -638,7 +643,8 @@ static void test_smaller_batch_needs_plans(void **state) {
 
     assert_int_equal(resnet_forward(&model, 0, 1, (const Act *)big, 0, &err), -1);
     assert_non_null(strstr(err.text, "resnet_prepare_batch"));
-    assert_int_equal(resnet_backward(&model, 1, (const Act *)big, &err), -1);  // no training forward yet
+    assert_int_equal(resnet_backward(&model, 1, (const Act *)big, &err),
+                     -1); // no training forward yet
     if (resnet_prepare_batch(&model, 0, 1, &err)) fail_msg("%s", err.text);
     if (resnet_forward(&model, 0, 1, (const Act *)big, 0, &err)) fail_msg("%s", err.text);
     float *one = download(backend, (const float *)(resnet_features(&model, 0)), 512);
@@ -652,13 +658,17 @@ static void test_smaller_batch_needs_plans(void **state) {
     float *dfeatures = make_values(backend, "dfeatures", 2 * 512);
     float *interleaved, *sequential;
     parameter_set_zero_grads(&model.params);
-    if (resnet_forward(&model, 0, 2, (const Act *)big, 1, &err) || resnet_forward(&model, 1, 2, (const Act *)small, 1, &err) ||
-        resnet_backward(&model, 1, (const Act *)dfeatures, &err) || resnet_backward(&model, 0, (const Act *)dfeatures, &err))
+    if (resnet_forward(&model, 0, 2, (const Act *)big, 1, &err) ||
+        resnet_forward(&model, 1, 2, (const Act *)small, 1, &err) ||
+        resnet_backward(&model, 1, (const Act *)dfeatures, &err) ||
+        resnet_backward(&model, 0, (const Act *)dfeatures, &err))
         fail_msg("%s", err.text);
     interleaved = download(backend, model.params.grads, params);
     parameter_set_zero_grads(&model.params);
-    if (resnet_forward(&model, 0, 2, (const Act *)big, 1, &err) || resnet_backward(&model, 0, (const Act *)dfeatures, &err) ||
-        resnet_forward(&model, 1, 2, (const Act *)small, 1, &err) || resnet_backward(&model, 1, (const Act *)dfeatures, &err))
+    if (resnet_forward(&model, 0, 2, (const Act *)big, 1, &err) ||
+        resnet_backward(&model, 0, (const Act *)dfeatures, &err) ||
+        resnet_forward(&model, 1, 2, (const Act *)small, 1, &err) ||
+        resnet_backward(&model, 1, (const Act *)dfeatures, &err))
         fail_msg("%s", err.text);
     sequential = download(backend, model.params.grads, params);
     // Only the order of two additions per element differs.

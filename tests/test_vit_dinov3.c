@@ -255,7 +255,8 @@ static void test_whole_model_finite_differences(void **state) {
     float *runs[3];
     for (int r = 0; r < 3; r++) {
         w.model.training_forwards = 3;
-        if (vit_forward(&w.model, 0, BATCH, (const Act *)input, r < 2, &err)) fail_msg("%s", err.text);
+        if (vit_forward(&w.model, 0, BATCH, (const Act *)input, r < 2, &err))
+            fail_msg("%s", err.text);
         runs[r] = malloc(n * sizeof *runs[r]);
         backend->op.download(backend, runs[r], vit_tokens(&w.model, 0), n * sizeof(float));
     }
@@ -332,27 +333,7 @@ static void test_dinov3_presets(void **state) {
 // path, except `drop`, with `rename_from` named `rename_to` (either may be NULL).
 static void write_variant(const char *path, const char *prefix, const char *drop,
                           const char *rename_from, const char *rename_to) {
-    ErrorMessage err = {{0}};
-    const size_t length = strlen(prefix);
-    SafeTensorWrite *entries = calloc((size_t)fixture.count, sizeof *entries);
-    char (*names)[SAFETENSORS_MAX_NAME] = calloc((size_t)fixture.count, sizeof *names);
-    int count = 0;
-    for (int t = 0; t < fixture.count; t++) {
-        const SafeTensor *tensor = &fixture.tensors[t];
-        if (strncmp(tensor->name, prefix, length) != 0) continue;
-        const char *name = tensor->name + length;
-        if (drop && strcmp(name, drop) == 0) continue;
-        snprintf(names[count], sizeof names[count], "%s",
-                 rename_from && strcmp(name, rename_from) == 0 ? rename_to : name);
-        entries[count] = (SafeTensorWrite){.name = names[count], .dtype = tensor->dtype,
-                                           .rank = tensor->rank,
-                                           .data = safetensors_data(&fixture, tensor)};
-        memcpy(entries[count].shape, tensor->shape, sizeof tensor->shape);
-        count++;
-    }
-    if (safetensors_write(path, entries, count, NULL, 0, &err)) fail_msg("%s", err.text);
-    free(entries);
-    free(names);
+    vit_parity_write_variant(&fixture, path, prefix, drop, rename_from, rename_to);
 }
 
 // The one-line error of loading path into the fixture's GELU model

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/backend.h"
 #include "fixture_init.h"
@@ -221,6 +222,35 @@ static inline void vit_parity_declare_preset(Backend *backend, const char *name,
                  count);
 }
 
+// Writes the tensors of `fixture` under `prefix` (renamed without it) to
+// path, except `drop`, with `rename_from` named `rename_to` (either may be
+// NULL): a weight file with one thing wrong.
+static inline void vit_parity_write_variant(const SafeTensors *fixture, const char *path,
+                                            const char *prefix, const char *drop,
+                                            const char *rename_from, const char *rename_to) {
+    ErrorMessage err = {{0}};
+    const size_t length = strlen(prefix);
+    SafeTensorWrite *entries = calloc((size_t)fixture->count, sizeof *entries);
+    char (*names)[SAFETENSORS_MAX_NAME] = calloc((size_t)fixture->count, sizeof *names);
+    int count = 0;
+    for (int t = 0; t < fixture->count; t++) {
+        const SafeTensor *tensor = &fixture->tensors[t];
+        if (strncmp(tensor->name, prefix, length) != 0) continue;
+        const char *name = tensor->name + length;
+        if (drop && strcmp(name, drop) == 0) continue;
+        snprintf(names[count], sizeof names[count], "%s",
+                 rename_from && strcmp(name, rename_from) == 0 ? rename_to : name);
+        entries[count] = (SafeTensorWrite){.name = names[count], .dtype = tensor->dtype,
+                                           .rank = tensor->rank,
+                                           .data = safetensors_data(fixture, tensor)};
+        memcpy(entries[count].shape, tensor->shape, sizeof tensor->shape);
+        count++;
+    }
+    if (safetensors_write(path, entries, count, NULL, 0, &err)) fail_msg("%s", err.text);
+    free(entries);
+    free(names);
+}
+
 // ---- finite differences through a whole model ------------------------------------------
 
 typedef struct VitWholeModel {
@@ -238,7 +268,8 @@ static inline double vit_whole_loss(void *context, const float *unused) {
     VitWholeModel *w = context;
     w->model.training_forwards = 7;
     ErrorMessage err = {{0}};
-    if (vit_forward(&w->model, 0, VIT_PARITY_BATCH, (const Act *)w->input, 1, &err)) fail_msg("%s", err.text);
+    if (vit_forward(&w->model, 0, VIT_PARITY_BATCH, (const Act *)w->input, 1, &err))
+        fail_msg("%s", err.text);
     float *tokens = malloc(w->n_tokens * sizeof *tokens);
     w->backend->op.download(w->backend, tokens, vit_tokens(&w->model, 0),
                             w->n_tokens * sizeof *tokens);

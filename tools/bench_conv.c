@@ -49,8 +49,10 @@ static double time_direction(Backend *b, const ConvPlan *plan, int direction, in
     for (int r = 0; r <= reps; r++) {
         const double start = time_now();
         if (direction == 0) b->op.conv2d_forward(b, plan, (const Act *)x, (const Act *)w, (Act *)y);
-        if (direction == 1) b->op.conv2d_backward_data(b, plan, (const Act *)y, (const Act *)w, (Act *)x);
-        if (direction == 2) b->op.conv2d_backward_weights(b, plan, (const Act *)x, (const Act *)y, w);
+        if (direction == 1)
+            b->op.conv2d_backward_data(b, plan, (const Act *)y, (const Act *)w, (Act *)x);
+        if (direction == 2)
+            b->op.conv2d_backward_weights(b, plan, (const Act *)x, (const Act *)y, w);
         b->op.synchronize(b);
         const double elapsed = (time_now() - start) * 1e3;
         if (r == 1 || (r > 1 && elapsed < best)) best = elapsed;

@@ -190,7 +190,8 @@ static int backbone_step(void *context, long step, double parts[2], ErrorMessage
     Backend *backend = bench->model.backend;
     parameter_set_zero_grads(bench->model.params);
     const double before = time_now();
-    if (backbone_forward(&bench->model, 0, bench->batch, (const Act *)bench->input, 1, err)) return -1;
+    if (backbone_forward(&bench->model, 0, bench->batch, (const Act *)bench->input, 1, err))
+        return -1;
     backend->op.synchronize(backend);
     const double middle = time_now();
     if (backbone_backward(&bench->model, 0, (const Act *)bench->loss_weights, err)) return -1;
@@ -211,8 +212,7 @@ static void print_memory(const Backbone *model) {
         scratch_bytes = act_bytes(model->backend, resnet->scratch_elements * 3);
     } else {
         const Vit *vit = &model->model.vit;
-        for (int s = 0; s < vit->slot_count; s++)
-            activation_bytes += vit->slots[s].arena_bytes;
+        for (int s = 0; s < vit->slot_count; s++) activation_bytes += vit->slots[s].arena_bytes;
         const int wide = vit->config.mlp_hidden;  // >= 3 D in every preset
         scratch_bytes =
             act_bytes(model->backend, vit->scratch_tokens * (3 * vit->config.embed_dim + wide));
@@ -267,7 +267,8 @@ typedef struct TeacherBench {
 static int teacher_step(void *context, long step, double parts[2], ErrorMessage *err) {
     TeacherBench *bench = context;
     const double before = time_now();
-    if (backbone_forward(&bench->model, 0, bench->batch, (const Act *)bench->input, 0, err)) return -1;
+    if (backbone_forward(&bench->model, 0, bench->batch, (const Act *)bench->input, 0, err))
+        return -1;
     bench->model.backend->op.synchronize(bench->model.backend);
     parts[0] += time_now() - before;
     return 0;

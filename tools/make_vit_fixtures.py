@@ -157,7 +157,7 @@ def interpolate_keeping_dtype(self, embeddings, height, width):
 
 
 def tokens_of(kind, model, image):
-    if kind == "hf_p14":
+    if kind.startswith("hf_"):
         return model(pixel_values=image).last_hidden_state
     return model.forward_features(image)
 
@@ -173,7 +173,13 @@ def run(kind, dtype, sizes, grad_size, hf_weights=None):
                 parameter.copy_(torch.from_numpy(hf_weights[name].astype(np.float32)))
     else:
         fixture_weights(model)
-    model = model.to(dtype).train()
+    return run_model(kind, model.to(dtype).train(), dtype, sizes, grad_size)
+
+
+def run_model(kind, model, dtype, sizes, grad_size):
+    """The tokens of `model` (dtype, train mode) on fixture inputs
+    "input/<kind>/<size>", and at grad_size the gradients of sum(tokens * w).
+    Returns ({name: array}, {param: flat grad})."""
     results, grads = {}, {}
     for size in sizes:
         image = torch.from_numpy(fixture_value(f"input/{kind}/{size}", (BATCH, 3, size, size),

@@ -157,14 +157,12 @@ typedef struct BackendOps {
                                     float *running_mean, float *running_var);
     // Evaluation: y (rows, C) = gamma (x - running_mean) / sqrt(running_var + eps) + beta
     void (*batchnorm_forward_eval)(Backend *backend, size_t rows, int channels, const Act *x,
-                                   const float *gamma, const float *beta,
-                                   const float *running_mean, const float *running_var, float eps,
-                                   Act *y);
+                                   const float *gamma, const float *beta, const float *running_mean,
+                                   const float *running_var, float eps, Act *y);
     // dx (rows, C) =; dgamma, dbeta (C) += ; x is the forward input.
     void (*batchnorm_backward)(Backend *backend, size_t rows, int channels, const Act *x,
                                const Act *dy, const float *gamma, const float *save_mean,
-                               const float *save_inv_std, Act *dx, float *dgamma,
-                               float *dbeta);
+                               const float *save_inv_std, Act *dx, float *dgamma, float *dbeta);
 
     // ---- batch norm fused with the ReLU (and residual add) after it ---------
     // For conv-BN-ReLU stacks and residual block outputs: one pass over the
@@ -172,15 +170,13 @@ typedef struct BackendOps {
     // y (rows, C) = max(bn(x) + residual, 0): batchnorm_forward_train (or
     // _eval), then add, then relu_forward, with the same rounding (ref: bit
     // for bit). y aliases neither x nor residual.
-    void (*batchnorm_relu_forward_train)(Backend *backend, size_t rows, int channels,
-                                         const Act *x, const Act *residual,
-                                         const float *gamma, const float *beta, float momentum,
-                                         float eps, Act *y, float *save_mean,
+    void (*batchnorm_relu_forward_train)(Backend *backend, size_t rows, int channels, const Act *x,
+                                         const Act *residual, const float *gamma, const float *beta,
+                                         float momentum, float eps, Act *y, float *save_mean,
                                          float *save_inv_std, float *running_mean,
                                          float *running_var);
-    void (*batchnorm_relu_forward_eval)(Backend *backend, size_t rows, int channels,
-                                        const Act *x, const Act *residual,
-                                        const float *gamma, const float *beta,
+    void (*batchnorm_relu_forward_eval)(Backend *backend, size_t rows, int channels, const Act *x,
+                                        const Act *residual, const float *gamma, const float *beta,
                                         const float *running_mean, const float *running_var,
                                         float eps, Act *y);
     // Backward of batchnorm_relu_forward_train through its ReLU, the mask
@@ -203,8 +199,8 @@ typedef struct BackendOps {
     // be NULL (no ReLU after the norm); otherwise the gradient reaching the
     // norm is dz = dy where relu_out > 0, else 0.
     // squares (C) = sum over rows of (x (rows, C) - mean (C))^2
-    void (*batchnorm_centered_squares)(Backend *backend, size_t rows, int channels,
-                                       const Act *x, const float *mean, float *squares);
+    void (*batchnorm_centered_squares)(Backend *backend, size_t rows, int channels, const Act *x,
+                                       const float *mean, float *squares);
     // From the mean (C) and the squares (C) of total_rows rows:
     // squares_to_inv_std (C) = 1 / sqrt(squares / total_rows + eps) (in place);
     // running_mean, running_var (C) updated as batchnorm_forward_train does.
@@ -221,19 +217,20 @@ typedef struct BackendOps {
     // This rank's sums (2, C) = [sum dz, sum dz xhat], xhat = (x - mean) inv_std;
     // dbeta += sums[0], dgamma += sums[1]; dz_out (rows, C) = dz unless NULL
     // (may alias dy).
-    void (*batchnorm_backward_reduce)(Backend *backend, size_t rows, int channels,
-                                      const Act *x, const Act *relu_out, const Act *dy,
-                                      Act *dz_out, const float *mean, const float *inv_std,
-                                      float *dgamma, float *dbeta, float *sums);
+    void (*batchnorm_backward_reduce)(Backend *backend, size_t rows, int channels, const Act *x,
+                                      const Act *relu_out, const Act *dy, Act *dz_out,
+                                      const float *mean, const float *inv_std, float *dgamma,
+                                      float *dbeta, float *sums);
     // dx (rows, C) = gamma inv_std (dz - sums[0] / total_rows - xhat sums[1] /
     // total_rows) with sums (2, C) over all ranks; dx aliases nothing.
-    void (*batchnorm_backward_apply)(Backend *backend, size_t rows, size_t total_rows,
-                                     int channels, const Act *x, const Act *relu_out,
-                                     const Act *dy, const float *gamma, const float *mean,
-                                     const float *inv_std, const float *sums, Act *dx);
+    void (*batchnorm_backward_apply)(Backend *backend, size_t rows, size_t total_rows, int channels,
+                                     const Act *x, const Act *relu_out, const Act *dy,
+                                     const float *gamma, const float *mean, const float *inv_std,
+                                     const float *sums, Act *dx);
 
     // ---- elementwise --------------------------------------------------------
-    void (*relu_forward)(Backend *backend, size_t n, const Act *x, Act *y);  // y = max(x, 0); may alias
+    void (*relu_forward)(Backend *backend, size_t n, const Act *x,
+                         Act *y); // y = max(x, 0); may alias
     // dx (n) = dy * (y > 0); y is the forward output; dx may alias dy
     void (*relu_backward)(Backend *backend, size_t n, const Act *y, const Act *dy, Act *dx);
     // y (n) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): the exact GELU (torch.nn.GELU()
@@ -266,8 +263,8 @@ typedef struct BackendOps {
     void (*avgpool_forward)(Backend *backend, int batch, int pixels, int channels, const Act *x,
                             Act *y);
     // dx (N, H*W, C) = dy (N, C) / pixels
-    void (*avgpool_backward)(Backend *backend, int batch, int pixels, int channels,
-                             const Act *dy, Act *dx);
+    void (*avgpool_backward)(Backend *backend, int batch, int pixels, int channels, const Act *dy,
+                             Act *dx);
 
     // ---- matrix products (row-major) -------------------------------------------
     // C (M, N) = alpha * op(A) op(B) + beta * C, op(A) (M, K), op(B) (K, N);
@@ -279,8 +276,8 @@ typedef struct BackendOps {
     // the losses): weights w (out, in) as PyTorch's nn.Linear, in the compute
     // dtype; rows of x and y contiguous.
     // y (rows, out) = x (rows, in) w^T + bias (out; NULL: none)
-    void (*linear_forward)(Backend *backend, int rows, int in, int out, const Act *x,
-                           const Act *w, const float *bias, Act *y);
+    void (*linear_forward)(Backend *backend, int rows, int in, int out, const Act *x, const Act *w,
+                           const float *bias, Act *y);
     // dx (rows, in) = dy (rows, out) w
     void (*linear_backward_data)(Backend *backend, int rows, int in, int out, const Act *dy,
                                  const Act *w, Act *dx);
@@ -290,8 +287,7 @@ typedef struct BackendOps {
     // y (rows, C) += bias (C) broadcast over rows
     void (*bias_add)(Backend *backend, size_t rows, int channels, const float *bias, Act *y);
     // dbias (C) += sum over rows of dy (rows, C)
-    void (*bias_backward)(Backend *backend, size_t rows, int channels, const Act *dy,
-                          float *dbias);
+    void (*bias_backward)(Backend *backend, size_t rows, int channels, const Act *dy, float *dbias);
 
     // ---- row-wise ops for heads and losses ---------------------------------------
     // y (rows, D) = x / max(||x||_2, eps), norm (rows) = ||x||_2
@@ -391,17 +387,15 @@ typedef struct BackendOps {
     void (*relu_forward_f32)(Backend *backend, size_t n, const float *x, float *y);
     void (*relu_backward_f32)(Backend *backend, size_t n, const float *y, const float *dy,
                               float *dx);
-    void (*batchnorm_forward_train_f32)(Backend *backend, size_t rows, int channels,
-                                        const float *x, const float *gamma, const float *beta,
-                                        float momentum, float eps, float *y, float *save_mean,
-                                        float *save_inv_std, float *running_mean,
-                                        float *running_var);
+    void (*batchnorm_forward_train_f32)(Backend *backend, size_t rows, int channels, const float *x,
+                                        const float *gamma, const float *beta, float momentum,
+                                        float eps, float *y, float *save_mean, float *save_inv_std,
+                                        float *running_mean, float *running_var);
     void (*batchnorm_backward_f32)(Backend *backend, size_t rows, int channels, const float *x,
                                    const float *dy, const float *gamma, const float *save_mean,
                                    const float *save_inv_std, float *dx, float *dgamma,
                                    float *dbeta);
-    void (*bias_add_f32)(Backend *backend, size_t rows, int channels, const float *bias,
-                         float *y);
+    void (*bias_add_f32)(Backend *backend, size_t rows, int channels, const float *bias, float *y);
 
     // ---- dynamic loss scaling (PyTorch's GradScaler, all on the device) ----------
     // state (3 floats): scale, growth tracker (good steps since the last
@@ -419,8 +413,8 @@ typedef struct BackendOps {
     // variance and inv_std = 1 / sqrt(var + eps); mean, inv_std (rows) = the
     // row statistics (fp32), kept for backward. y may not alias x.
     void (*layernorm_forward)(Backend *backend, size_t rows, int channels, const Act *x,
-                              const float *gamma, const float *beta, float eps, Act *y,
-                              float *mean, float *inv_std);
+                              const float *gamma, const float *beta, float eps, Act *y, float *mean,
+                              float *inv_std);
     // dx (rows, C) =; dgamma, dbeta (C) +=; x is the forward input, mean and
     // inv_std its saved statistics. dx may not alias dy.
     void (*layernorm_backward)(Backend *backend, size_t rows, int channels, const Act *x,
@@ -443,8 +437,8 @@ typedef struct BackendOps {
     // dqkv (B, T, 3, H, Dh) = the gradients of q, k and v, given the forward's
     // qkv, out and lse and dout (B, T, H, Dh). dqkv aliases nothing.
     void (*attention_backward)(Backend *backend, const AttentionPlan *plan, const Act *qkv,
-                               const Act *out, const Act *dout, const float *lse,
-                               float scale, Act *dqkv);
+                               const Act *out, const Act *dout, const float *lse, float scale,
+                               Act *dqkv);
 
     // ViT token sequence: tokens (B, 1 + R + P, D) = [cls + cls_pos,
     // registers[0 .. R-1], patches[p] + patch_pos[p]] per sample: the class
@@ -478,8 +472,8 @@ typedef struct BackendOps {
     // gradient of x is dy itself.
     void (*residual_scale_add_backward)(Backend *backend, int batch, size_t rows_per_sample,
                                         int channels, const Act *branch, const Act *dy,
-                                        const float *gamma, const float *sample_scale,
-                                        Act *dbranch, float *dgamma);
+                                        const float *gamma, const float *sample_scale, Act *dbranch,
+                                        float *dgamma);
     // Token pooling: y (B, C) = mean of x[b, first .. first + count - 1, :]
     // over x (B, T, C) (count 1: the token itself, e.g. the class token).
     void (*token_pool_forward)(Backend *backend, int batch, int tokens, int channels, int first,
@@ -510,8 +504,8 @@ typedef struct BackendOps {
     // dx (rows, 2H) =: d gate = dy value silu'(gate), d value = dy silu(gate),
     // silu'(a) = s (1 + a (1 - s)), s = 1 / (1 + exp(-a)). x is the forward
     // input, dy (rows, H); dx aliases neither.
-    void (*swiglu_backward)(Backend *backend, size_t rows, int hidden, const Act *x,
-                            const Act *dy, Act *dx);
+    void (*swiglu_backward)(Backend *backend, size_t rows, int hidden, const Act *x, const Act *dy,
+                            Act *dx);
 
     // ---- distillation: feature-map resize, mixup, strided copies ----------------------
     // Bilinear resize of a feature map as PyTorch's F.interpolate(mode="bilinear",
@@ -521,14 +515,14 @@ typedef struct BackendOps {
     // y = w0 (v0 x[i0, j0] + v1 x[i0, j1]) + w1 (v0 x[i1, j0] + v1 x[i1, j1]).
     // x (B, in_h, in_w, C), y (B, out_h, out_w, C) =.
     void (*resize_bilinear_forward)(Backend *backend, int batch, int in_height, int in_width,
-                                    int channels, const Act *x, int out_height,
-                                    int out_width, Act *y);
+                                    int channels, const Act *x, int out_height, int out_width,
+                                    Act *y);
     // dx (B, in_h, in_w, C) = the adjoint of the forward applied to dy
     // (B, out_h, out_w, C): each input pixel gets the sum of its weights
     // times the output gradients (no atomics: the sum order is fixed).
     void (*resize_bilinear_backward)(Backend *backend, int batch, int in_height, int in_width,
-                                     int channels, const Act *dy, int out_height,
-                                     int out_width, Act *dx);
+                                     int channels, const Act *dy, int out_height, int out_width,
+                                     Act *dx);
     // Mixup of samples of `sample` floats: y[b] = lambda x[b] + (1 - lambda)
     // x[permutation[b]] (1 - lambda in fp32), permutation (B) int32 in
     // backend memory. x (B, sample), y (B, sample) =; y may not alias x.
@@ -609,8 +603,8 @@ struct Backend {
     const char *name;  // "ref", "cpu", "cuda"
     char device[160];  // what it runs on, for logs: "GPU 0: NVIDIA H100 80GB HBM3"; "" for CPUs
     BackendOps op;
-    ComputeDtype compute_dtype;  // COMPUTE_F32 unless backend_set_compute_dtype changed it
-    size_t act_element_bytes;  // bytes of one Act element: 4 (fp32) or 2 (fp16, bf16)
+    ComputeDtype compute_dtype; // COMPUTE_F32 unless backend_set_compute_dtype changed it
+    size_t act_element_bytes; // bytes of one Act element: 4 (fp32) or 2 (fp16, bf16)
     int threads;       // CPU threads the backend may use
     void *impl;        // backend-private state
     void (*destroy)(Backend *backend);

@@ -133,8 +133,10 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
                                   accelerator_note, sizeof accelerator_note, &err);
     if (!run->backend) return usage_error("%s", err.text);
     const BackboneInput shape = {batch_size, args->image_size};
-    if (model_source_load_backbone(args->checkpoint, part_choices[args->part], run->backend,
-                                   &shape, 1, &run->model, &err) != 0)
+    // Eval forwards only: no gradients, nothing kept for a backward (vit.h, resnet.h: frozen).
+    const ModelSourceOptions source = {.part = part_choices[args->part], .frozen = 1};
+    if (model_source_load_backbone_with(args->checkpoint, &source, run->backend, &shape, 1,
+                                        &run->model, NULL, &err) != 0)
         return usage_error("--checkpoint: %s", err.text);
     run->model_loaded = 1;
     if (run->model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&

@@ -140,8 +140,7 @@ void batchnorm_forward(Backend *backend, const BatchNorm *bn, int training, size
 }
 
 void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
-                        const Act *dy, const float *save_mean, const float *save_inv_std,
-                        Act *dx) {
+                        const Act *dy, const float *save_mean, const float *save_inv_std, Act *dx) {
     if (bn->sync) {
         batchnorm_sync_backward(backend, bn, rows, x, NULL, dy, save_mean, save_inv_std, dx,
                                 NULL);
@@ -206,8 +205,8 @@ void layernorm_init(Backend *backend, const LayerNorm *ln) {
     backend->op.fill(backend, ln->bias, 0.0f, (size_t)ln->channels);
 }
 
-void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const Act *x,
-                       Act *y, float *mean, float *inv_std) {
+void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const Act *x, Act *y,
+                       float *mean, float *inv_std) {
     backend->op.layernorm_forward(backend, rows, ln->channels, x, ln->weight, ln->bias, ln->eps,
                                   y, mean, inv_std);
 }
@@ -238,8 +237,7 @@ void maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy,
     backend->op.maxpool_backward(backend, shape, dy, argmax, dx);
 }
 
-void avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x,
-                     Act *y) {
+void avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x, Act *y) {
     backend->op.avgpool_forward(backend, batch, pixels, channels, x, y);
 }
 
@@ -292,10 +290,11 @@ void linear_forward(Backend *backend, const Linear *linear, int rows, const Act 
 }
 
 // weight_grad += dy^T x; bias_grad += sum dy; dx = dy W unless NULL.
-void linear_backward(Backend *backend, const Linear *linear, int rows, const Act *x,
-                     const Act *dy, Act *dx) {
+void linear_backward(Backend *backend, const Linear *linear, int rows, const Act *x, const Act *dy,
+                     Act *dx) {
     const int in = linear->in_features, out = linear->out_features;
     backend->op.linear_backward_weights(backend, rows, in, out, x, dy, linear->weight_grad,
                                         linear->has_bias ? linear->bias_grad : NULL);
-    if (dx) backend->op.linear_backward_data(backend, rows, in, out, dy, linear->weight_compute, dx);
+    if (dx)
+        backend->op.linear_backward_data(backend, rows, in, out, dy, linear->weight_compute, dx);
 }

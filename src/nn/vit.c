@@ -181,6 +181,44 @@ int vit_prepare_batch(Vit *model, int slot_index, int batch, ErrorMessage *err) 
 
 // ---- activation arenas ---------------------------------------------------------------------
 
+// A frozen model's block outputs: the last kept_blocks blocks' each their
+// own (vit_block_tokens reads them), the others' alternating between two
+// buffers (block b reads block b - 1's output and writes its own).
+static void take_frozen_outputs(const Vit *model, VitSlot *slot, ActivationArena *arena,
+                                size_t elements) {
+    const int depth = model->config.depth, first_kept = depth - model->kept_blocks;
+    Act *alternate[2] = {NULL, NULL};
+    for (int i = 0; i < 2 && i < first_kept; i++) alternate[i] = activation_take(arena, elements);
+    for (int b = 0; b < depth; b++)
+        slot->blocks[b].out = b < first_kept ? alternate[b % 2] : activation_take(arena, elements);
+}
+
+// A frozen model's block tensors besides the output: one set that every
+// block uses, each buffer shared by tensors whose lives do not overlap in
+// block_forward (vit_blocks.c): norm1_out (read by qkv), proj_out (until
+// mid), norm2_out (until fc1), fc2_out (until out) in one; attention_out
+// (until proj) and mid (until out) in another; norm2's statistics in
+// norm1's.
+static void take_frozen_block(const Vit *model, VitSlot *slot, ActivationArena *arena,
+                              size_t rows) {
+    const VitConfig *c = &model->config;
+    const size_t dim = (size_t)c->embed_dim;
+    VitBlockActivations shared = {0};
+    shared.norm1_out = shared.proj_out = shared.norm2_out = shared.fc2_out =
+        activation_take(arena, rows * dim);
+    shared.norm1_mean = shared.norm2_mean = activation_take_float(arena, rows);
+    shared.norm1_inv_std = shared.norm2_inv_std = activation_take_float(arena, rows);
+    shared.qkv = activation_take(arena, rows * 3 * dim);
+    shared.attention_out = shared.mid = activation_take(arena, rows * dim);
+    shared.lse = activation_take_float(arena, rows * c->heads);
+    shared.fc1_out = activation_take(arena, rows * fc1_width(c));
+    shared.act_out = activation_take(arena, rows * c->mlp_hidden);
+    for (int b = 0; b < c->depth; b++) {
+        shared.out = slot->blocks[b].out;
+        slot->blocks[b] = shared;  // drop_scale NULL: frozen forwards draw no drop path
+    }
+}
+
 // Lays out (sizing pass: base NULL) or wires a slot's arena; returns its size in bytes.
 static size_t layout_slot(const Vit *model, VitSlot *slot, void *base) {
     const VitConfig *c = &model->config;
@@ -198,15 +236,12 @@ static size_t layout_slot(const Vit *model, VitSlot *slot, void *base) {
     slot->rope_cos = c->rope ? activation_take_float(&arena, rope_floats) : NULL;
     slot->patch_out = activation_take(&arena, batch * patches * dim);
     slot->tokens_in = activation_take(&arena, rows * dim);
-    // Frozen: every block's output is kept, its other tensors share one
-    // region (the arena's `used` is set back to where it began).
-    if (model->frozen)
-        for (int b = 0; b < c->depth; b++) slot->blocks[b].out = activation_take(&arena, rows * dim);
-    const size_t shared_start = arena.used;
-    size_t shared_end = shared_start;
-    for (int b = 0; b < c->depth; b++) {
+    if (model->frozen) {
+        take_frozen_outputs(model, slot, &arena, rows * dim);
+        take_frozen_block(model, slot, &arena, rows);
+    }
+    for (int b = 0; !model->frozen && b < c->depth; b++) {
         VitBlockActivations *saved = &slot->blocks[b];
-        if (model->frozen) arena.used = shared_start;
         saved->norm1_out = activation_take(&arena, rows * dim);
         saved->norm1_mean = activation_take_float(&arena, rows);
         saved->norm1_inv_std = activation_take_float(&arena, rows);
@@ -221,12 +256,10 @@ static size_t layout_slot(const Vit *model, VitSlot *slot, void *base) {
         saved->fc1_out = activation_take(&arena, rows * fc1_width(c));
         saved->act_out = activation_take(&arena, rows * c->mlp_hidden);
         saved->fc2_out = activation_take(&arena, rows * dim);
-        if (!model->frozen) saved->out = activation_take(&arena, rows * dim);
+        saved->out = activation_take(&arena, rows * dim);
         saved->drop_scale[0] = activation_take_float(&arena, batch);
         saved->drop_scale[1] = activation_take_float(&arena, batch);
-        if (arena.used > shared_end) shared_end = arena.used;
     }
-    arena.used = shared_end;
     slot->norm_out = activation_take(&arena, rows * dim);
     slot->norm_mean = activation_take_float(&arena, rows);
     slot->norm_inv_std = activation_take_float(&arena, rows);
@@ -250,9 +283,21 @@ static int upload_pos_matrix(Vit *model, VitSlot *slot, ErrorMessage *err) {
     return status;
 }
 
+// The slot's arena, laid out and wired, with the resampling map uploaded
+// (RoPE tables: prepare_rope, vit_rope_upload_eval).
+static int allocate_arena(Vit *model, VitSlot *slot, ErrorMessage *err) {
+    Backend *backend = model->backend;
+    slot->arena_bytes = layout_slot(model, slot, NULL);
+    slot->arena = backend->op.alloc(backend, slot->arena_bytes);
+    if (!slot->arena)
+        return error_set(err, "out of memory for %zu MB of activations (batch %d at %d px)",
+                         slot->arena_bytes >> 20, slot->max.batch, slot->max.resolution);
+    layout_slot(model, slot, slot->arena);
+    return upload_pos_matrix(model, slot, err);
+}
+
 static int allocate_slot(Vit *model, VitSlot *slot, VitInputShape shape, ErrorMessage *err) {
     const VitConfig *c = &model->config;
-    Backend *backend = model->backend;
     if (shape.batch < 1 || shape.resolution < c->patch_size ||
         shape.resolution % c->patch_size != 0)
         return error_set(err, "%d px is not a positive multiple of the patch size %d",
@@ -267,13 +312,7 @@ static int allocate_slot(Vit *model, VitSlot *slot, VitInputShape shape, ErrorMe
     if (!slot->blocks || !slot->plans) return error_set(err, "out of memory");
     slot->plans_count = 1;
     if (plans_make(model, slot, shape.batch, &slot->plans[0], err)) return -1;
-    slot->arena_bytes = layout_slot(model, slot, NULL);
-    slot->arena = backend->op.alloc(backend, slot->arena_bytes);
-    if (!slot->arena)
-        return error_set(err, "out of memory for %zu MB of activations (batch %d at %d px)",
-                         slot->arena_bytes >> 20, shape.batch, shape.resolution);
-    layout_slot(model, slot, slot->arena);
-    return upload_pos_matrix(model, slot, err);
+    return allocate_arena(model, slot, err);
 }
 
 // The periods buffer, the RoPE staging buffer (the largest slot's tables)
@@ -368,6 +407,27 @@ int vit_create(Vit *model, Backend *backend, const VitConfig *config,
         vit_init(model, seed, err)) {
         vit_free(model);
         return -1;
+    }
+    return 0;
+}
+
+int vit_keep_block_outputs(Vit *model, int count, ErrorMessage *err) {
+    const VitConfig *c = &model->config;
+    if (!model->frozen) return error_set(err, "%s: only a frozen model chooses which block "
+                                              "outputs it keeps (a training one keeps all)",
+                                         c->name);
+    if (count < 0 || count > c->depth)
+        return error_set(err, "%s: cannot keep the outputs of the last %d blocks (%d blocks)",
+                         c->name, count, c->depth);
+    if (count == model->kept_blocks) return 0;
+    model->kept_blocks = count;
+    for (int i = 0; i < model->slot_count; i++) {
+        VitSlot *slot = &model->slots[i];
+        model->backend->op.free(model->backend, slot->arena);
+        slot->arena = NULL;
+        slot->last_plans = NULL;  // the last forward's tensors are gone
+        if (allocate_arena(model, slot, err)) return error_prefix(err, "%s", c->name);
+        if (c->rope) vit_rope_upload_eval(model, slot);
     }
     return 0;
 }

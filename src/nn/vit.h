@@ -10,7 +10,8 @@
 //   features: the mean of the normalised patch tokens (LightlyTrain's DINOv2
 //             ViT pooling) or the class token (config.pool)
 //
-// LayerNorm eps 1e-6, exact GELU, qkv with bias, LayerScale (ls1.gamma,
+// LayerNorm eps 1e-6, exact GELU (DINOv2's ViT-g: SwiGLU, config.swiglu,
+// the layout below), qkv with bias, LayerScale (ls1.gamma,
 // ls2.gamma) when config.layer_scale. Position embeddings: a grid of
 // pos_grid x pos_grid patch positions (pos_embed (1, [1 +] M^2, D)). As in
 // timm, models without registers keep the class token's position in
@@ -102,8 +103,9 @@ typedef struct VitConfig {
 // Presets, DINOv2's architectures (and timm's ViT-Ti): vit_t14, vit_t16 (D
 // 192, 12 blocks, 3 heads), vit_s14, vit_s16 (384, 12, 6), vit_b14, vit_b16
 // (768, 12, 12), vit_l14, vit_l16 (1024, 24, 16), vit_g14 (1536, 40, 24,
-// GELU MLP 6144: DINOv2's ViT-g geometry; its released weights use SwiGLU,
-// which this model does not have). A "_reg4" suffix adds 4 register tokens.
+// DINOv2's ViT-g: a SwiGLU MLP of 4096, DINOv2's int(2/3 * 4 D) rounded up
+// to a multiple of 8, mlp.fc1 (8192, D) packed gate | value as timm's
+// vit_giant_patch14_dinov2). A "_reg4" suffix adds 4 register tokens.
 // LayerScale 1e-5, pos_grid = image_size / patch.
 // DINOv3's, named as LightlyTrain names them (patch 16, 4 registers,
 // LayerScale 1e-5, RoPE base 100 with rescale 2, key bias held at 0, class
@@ -228,11 +230,15 @@ typedef struct Vit {
     float *rope_periods_seen;  // (Dh / 4) host: the buffer as last read
     float *rope_host;        // host staging of the largest slot's tables
     // Set between vit_declare and vit_allocate for a model that only runs
-    // eval forwards (a distillation teacher): parameters without gradients,
-    // no gradient scratch, and each block's transient tensors share one
-    // region of the slot (only the blocks' outputs are kept, for
-    // vit_block_tokens), so a training forward is refused.
+    // eval forwards (a distillation teacher, embed): parameters without
+    // gradients, no gradient scratch, and nothing kept for a backward: one
+    // set of block tensors that every block reuses (buffers shared where
+    // their lives do not overlap), the blocks' outputs alternating between
+    // two buffers except the last kept_blocks blocks' (vit_block_tokens);
+    // a training forward is refused. Its forward computes the same values,
+    // bit for bit, as a training model's eval forward.
     int frozen;
+    int kept_blocks;         // frozen: 0 unless vit_keep_block_outputs says
 } Vit;
 
 // Structure and parameter tables; allocates nothing on the backend.
@@ -302,7 +308,12 @@ int vit_backward_map(Vit *model, int slot, const Act *dfeatures, const Act *dmap
 // out (batch, T, D) = the output of block `block` (0-based) in the slot's
 // last forward through the final norm, as DINOv2's
 // get_intermediate_layers(norm=True); the last block's equals vit_tokens.
-// Frozen models only (it uses the final norm's saved statistics as scratch).
+// Frozen models only (it uses the final norm's saved statistics as
+// scratch), for the last kept_blocks blocks.
 int vit_block_tokens(Vit *model, int slot, int block, Act *out, ErrorMessage *err);
+// A frozen model keeps the outputs of its last `count` blocks (0..depth)
+// for vit_block_tokens from the next forward on: every slot's arena is laid
+// out again (allocation: call outside the step loop).
+int vit_keep_block_outputs(Vit *model, int count, ErrorMessage *err);
 
 #endif

@@ -369,6 +369,9 @@ int vit_block_tokens(Vit *model, int slot_index, int block, Act *out, ErrorMessa
     if (slot_index < 0 || slot_index >= model->slot_count || block < 0 || block >= c->depth)
         return error_set(err, "vit: no slot %d or block %d (%d blocks)", slot_index, block,
                          c->depth);
+    if (block < c->depth - model->kept_blocks)
+        return error_set(err, "vit: block %d's output is not kept (the last %d blocks' are: "
+                              "vit_keep_block_outputs)", block, model->kept_blocks);
     VitSlot *slot = &model->slots[slot_index];
     const size_t rows = slot_rows(slot, last_batch(slot));
     if (block == c->depth - 1)

@@ -57,6 +57,18 @@ static const char *const dinov3_swiglu[3] = {"mlp.w1.", "mlp.w2.", "mlp.w3."};
 static const char *const hf_dinov3_swiglu[3] = {"mlp.gate_proj.", "mlp.up_proj.",
                                                 "mlp.down_proj."};
 static const char *const eva_swiglu[3] = {"mlp.fc1_g.", "mlp.fc1_x.", "mlp.fc2."};
+// DINOv2's ViT-g SwiGLU, packed as ours (gate rows over value rows): only renamed.
+static const Rename dinov2_packed_swiglu[] = {
+    {"mlp.fc1.", "mlp.w12."}, {"mlp.fc2.", "mlp.w3."}, {NULL, NULL}};
+static const Rename hf_packed_swiglu[] = {
+    {"mlp.fc1.", "mlp.weights_in."}, {"mlp.fc2.", "mlp.weights_out."}, {NULL, NULL}};
+
+// The renames of a packed SwiGLU MLP in a naming that has its own names for it, or NULL.
+static const Rename *packed_swiglu_table(VitNaming naming) {
+    return naming == NAMING_DINOV2 ? dinov2_packed_swiglu
+           : naming == NAMING_HF   ? hf_packed_swiglu
+                                   : NULL;
+}
 
 static const SafeTensor *find(const SafeTensors *file, const char *prefix, const char *name) {
     char key[VIT_KEY];
@@ -129,8 +141,11 @@ static void block_source(const VitLayout *layout, const char *head, const char *
         return split_source(source, 2, head, swiglu, rest + 8);
     if (layout->swiglu && swiglu && !strncmp(rest, "mlp.fc2.", 8))
         return split_source(source, 1, head, swiglu + 2, rest + 8);
+    const Rename *table = block_table(naming);
+    if (layout->swiglu && packed_swiglu_table(naming) && !strncmp(rest, "mlp.", 4))
+        table = packed_swiglu_table(naming);
     char renamed[192];
-    rename_key(block_table(naming), rest, renamed, sizeof renamed);
+    rename_key(table, rest, renamed, sizeof renamed);
     source->parts = 1;
     snprintf(source->keys[0], VIT_KEY, "%s%s", head, renamed);
 }
@@ -210,7 +225,7 @@ static void count_blocks(const SafeTensors *file, VitLayout *layout) {
 static VitNaming timm_like_naming(const SafeTensors *file, const char *prefix) {
     if (find(file, prefix, "rope_embed.periods")) return NAMING_DINOV3;
     if (find(file, prefix, "blocks.0.0.norm1.weight") || find(file, prefix, "register_tokens") ||
-        find(file, prefix, "mask_token"))
+        find(file, prefix, "mask_token") || find(file, prefix, "blocks.0.mlp.w12.weight"))
         return NAMING_DINOV2;
     if (!find(file, prefix, "pos_embed") &&
         (find(file, prefix, "blocks.0.gamma_1") || find(file, prefix, "blocks.0.attn.q_bias") ||
@@ -244,9 +259,15 @@ static int detect_transformers(const SafeTensors *file, const char *prefix, VitL
     return 0;
 }
 
-// SwiGLU: its halves by name, or (packed, our and timm's layout) an
-// mlp.fc1 twice as wide as mlp.fc2's input.
+// SwiGLU: its halves by name, DINOv2's and transformers' packed names
+// (mlp.w12, mlp.weights_in), or (packed, our and timm's layout) an mlp.fc1
+// twice as wide as mlp.fc2's input.
 static int detect_swiglu(const SafeTensors *file, const VitLayout *layout) {
+    if (packed_swiglu_table(layout->naming)) {
+        VitLayout packed = *layout;
+        packed.swiglu = 1;
+        if (vit_names_block_tensor(file, &packed, 0, "mlp.fc1.weight")) return 1;
+    }
     const char *gate = layout->naming == NAMING_DINOV3      ? "blocks.0.mlp.w1.weight"
                        : layout->naming == NAMING_EVA       ? "blocks.0.mlp.fc1_g.weight"
                        : layout->naming == NAMING_HF_DINOV3 ? "0.mlp.gate_proj.weight"

@@ -1,4 +1,4 @@
-// ViT configurations: the DINOv2 / timm presets (vit_s14, ..., _reg4), the
+// ViT configurations: the DINOv2 / timm presets (vit_s14, ..., vit_g14, _reg4), the
 // DINOv3 presets as LightlyTrain names them (dinov3/vits16, ...), names
 // from a geometry, and the geometry check (see vit.h).
 #include <stdio.h>
@@ -9,11 +9,12 @@
 typedef struct VitSize {
     char letter;  // t, s, b, l, g
     int embed_dim, depth, heads;
+    int swiglu;   // DINOv2's ViT-g: a SwiGLU MLP (ffn_layer "swiglufused")
 } VitSize;
 
 static const VitSize vit_sizes[] = {
-    {'t', 192, 12, 3}, {'s', 384, 12, 6}, {'b', 768, 12, 12}, {'l', 1024, 24, 16},
-    {'g', 1536, 40, 24},
+    {'t', 192, 12, 3, 0}, {'s', 384, 12, 6, 0}, {'b', 768, 12, 12, 0}, {'l', 1024, 24, 16, 0},
+    {'g', 1536, 40, 24, 1},
 };
 enum { VIT_SIZE_COUNT = sizeof vit_sizes / sizeof vit_sizes[0] };
 
@@ -35,6 +36,14 @@ static const Dinov3Size dinov3_sizes[] = {
 enum { DINOV3_SIZE_COUNT = sizeof dinov3_sizes / sizeof dinov3_sizes[0] };
 #define DINOV3_PATCH 16
 #define DINOV3_REGISTERS 4
+
+// The MLP width of a DINOv2 size: 4 D, or for SwiGLU DINOv2's
+// SwiGLUFFNFused width int(2/3 * 4 D) rounded up to a multiple of 8 (4096
+// for ViT-g's 1536).
+static int dinov2_mlp_hidden(const VitSize *size) {
+    const int gelu = 4 * size->embed_dim;
+    return size->swiglu ? (2 * gelu / 3 + 7) / 8 * 8 : gelu;
+}
 
 const char *vit_pool_name(VitPool pool) { return pool == VIT_POOL_CLS ? "cls" : "mean"; }
 
@@ -97,8 +106,8 @@ void vit_config_name(VitConfig *config) {
     for (int i = 0; i < VIT_SIZE_COUNT; i++) {
         const VitSize *size = &vit_sizes[i];
         if (size->embed_dim == config->embed_dim && size->depth == config->depth &&
-            size->heads == config->heads && config->mlp_hidden == 4 * config->embed_dim &&
-            !config->swiglu) {
+            size->heads == config->heads && config->mlp_hidden == dinov2_mlp_hidden(size) &&
+            config->swiglu == size->swiglu) {
             snprintf(config->name, sizeof config->name, "vit_%c%d%s", size->letter,
                      config->patch_size, config->register_tokens == 4 ? "_reg4" : "");
             if (config->register_tokens == 0 || config->register_tokens == 4) return;
@@ -153,7 +162,7 @@ int vit_config_preset(const char *name, int image_size, VitConfig *config, Error
         .embed_dim = size->embed_dim,
         .depth = size->depth,
         .heads = size->heads,
-        .mlp_hidden = 4 * size->embed_dim,
+        .mlp_hidden = dinov2_mlp_hidden(size),
         .register_tokens = registers,
         .class_pos = registers == 0,
         .pos_grid = image_size / patch,
@@ -163,6 +172,7 @@ int vit_config_preset(const char *name, int image_size, VitConfig *config, Error
         .drop_path_rate = 0.0f,
         .pos_interpolation = registers ? VIT_POS_INTERP_ANTIALIAS : VIT_POS_INTERP_OFFSET,
         .pool = VIT_POOL_MEAN,
+        .swiglu = size->swiglu,
     };
     snprintf(config->name, sizeof config->name, "%s", name);
     return 0;

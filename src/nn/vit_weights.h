@@ -8,16 +8,18 @@
 //   checkpoints and exports of DINOv2 ViTs are in this naming, our
 //   checkpoints of DINOv3 ViTs too (no pos_embed: RoPE; the periods as
 //   rope.periods; a SwiGLU mlp.fc1 of 2 H rows, gate over value, as timm's
-//   SwiGLUPacked).
+//   SwiGLUPacked, which DINOv2's ViT-g (vit_giant_patch14_dinov2) uses too).
 // - DINOv2 (facebookresearch/dinov2 and LightlyTrain state dicts): timm's
 //   block names, plus register_tokens, mask_token (skipped), a pos_embed that
 //   always holds the class token's position, and blocks.C.N (chunked blocks,
-//   LightlyTrain's default) as well as blocks.N.
+//   LightlyTrain's default) as well as blocks.N. ViT-g's SwiGLU MLP is
+//   mlp.w12 (2 H, D: the SiLU half first, as ours) and mlp.w3.
 // - Hugging Face transformers Dinov2Model / Dinov2WithRegistersModel:
 //   embeddings.{cls_token, mask_token, register_tokens, position_embeddings,
 //   patch_embeddings.projection.*}, encoder.layer.N.{norm1,
 //   attention.attention.{query, key, value}, attention.output.dense,
-//   layer_scale1.lambda1, norm2, mlp.fc1, mlp.fc2, layer_scale2.lambda1},
+//   layer_scale1.lambda1, norm2, mlp.fc1, mlp.fc2 (use_swiglu_ffn:
+//   mlp.weights_in (2 H, D), mlp.weights_out), layer_scale2.lambda1},
 //   layernorm.*; a "dinov2." prefix (a classification model's backbone)
 //   is accepted. query/key/value are stacked into attn.qkv.
 // - DINOv3 (facebookresearch/dinov3's DinoVisionTransformer, LightlyTrain's

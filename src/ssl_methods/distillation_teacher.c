@@ -149,6 +149,13 @@ void distill_teacher_free(DistillTeacher *teacher) {
     backbone_free(&teacher->backbone);
 }
 
+int distill_teacher_keep_blocks(DistillTeacher *teacher, int blocks, ErrorMessage *err) {
+    if (teacher->backbone.spec.kind != BACKBONE_VIT || blocks < 2) return 0;
+    if (vit_keep_block_outputs(&teacher->backbone.model.vit, blocks, err))
+        return error_prefix(err, "teacher");
+    return 0;
+}
+
 int distill_teacher_forward(DistillTeacher *teacher, int batch, const Act *input,
                             ErrorMessage *err) {
     if (backbone_forward(&teacher->backbone, 0, batch, input, 0, err))

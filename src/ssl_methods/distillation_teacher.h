@@ -47,6 +47,10 @@ typedef struct DistillTeacher {
 int distill_teacher_load(DistillTeacher *teacher, const Method *method,
                          const MethodSetup *setup, ErrorMessage *err);
 void distill_teacher_free(DistillTeacher *teacher);
+// A ViT teacher keeps the outputs of its last `blocks` blocks for
+// vit_block_tokens (distillationv2's n_teacher_blocks > 1); by default it
+// keeps none (vit.h: frozen). Nothing to do for a ResNet or blocks < 2.
+int distill_teacher_keep_blocks(DistillTeacher *teacher, int blocks, ErrorMessage *err);
 // Eval forward on input (batch, R, R, 3).
 int distill_teacher_forward(DistillTeacher *teacher, int batch, const Act *input,
                             ErrorMessage *err);

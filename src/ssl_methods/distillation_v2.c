@@ -153,6 +153,7 @@ int distillation_v2_create(Method *method, const MethodSetup *setup, ErrorMessag
     if (method_arg_double(setup, "n_teacher_blocks", vit_teacher ? 2 : 1, &blocks, err)) return -1;
     if (v2_check_blocks(teacher, blocks, err)) return -1;
     state->blocks = (int)blocks;
+    if (distill_teacher_keep_blocks(&state->common.teacher, state->blocks, err)) return -1;
     int height, width;
     backbone_feature_map_size(&method->backbone, 0, &height, &width);
     const int student_dim = method->backbone.feature_dim;

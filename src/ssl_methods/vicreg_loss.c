@@ -139,9 +139,9 @@ static void view_forward(VicregLoss *loss, int view, const float *x) {
     op->bias_add_f32(backend, batch, dim, loss->column, centered);
     // inv_std = 1 / sqrt(unbiased var + eps), see the top of the file
     op->axpby(backend, n, sqrtf((float)batch / (float)(batch - 1)), x, 0.0f, loss->scratch);
-    op->batchnorm_forward_train_f32(backend, batch, dim, loss->scratch, loss->ones, loss->zeros, 0.0f,
-                                loss->eps, loss->normalized, loss->column_extra, inv_std,
-                                loss->running_mean, loss->running_var);
+    op->batchnorm_forward_train_f32(backend, batch, dim, loss->scratch, loss->ones, loss->zeros,
+                                    0.0f, loss->eps, loss->normalized, loss->column_extra, inv_std,
+                                    loss->running_mean, loss->running_var);
     // hinge = relu(1 - std), std = (var + eps) * inv_std
     op->mul(backend, n, centered, centered, loss->scratch);
     op->column_sum(backend, batch, dim, loss->scratch, loss->column);
@@ -218,7 +218,7 @@ static void view_backward(VicregLoss *loss, int view, float dloss, float *grad) 
     // variance: -mu / (2 D (N - 1)) centered_j inv_std_j where the hinge is active
     float *mask = loss->column_extra;
     op->relu_backward_f32(backend, dim, loss->hinge + (size_t)view * dim,
-                      loss->inv_std + (size_t)view * dim, mask);
+                          loss->inv_std + (size_t)view * dim, mask);
     op->fill(backend, loss->scratch, 0.0f, n);
     op->bias_add_f32(backend, batch, dim, mask, loss->scratch);
     op->mul(backend, n, loss->scratch, centered, loss->scratch);

@@ -5,7 +5,7 @@
    random images (so the weights are not the initial ones),
 2. `lightly-train-c export` of its checkpoint: the file must load into timm's
    VisionTransformer (DINOv2's block: LayerScale, eps 1e-6; registers with
-   no_embed_class) with load_state_dict(strict=True),
+   no_embed_class; ViT-g's SwiGLUPacked MLP) with load_state_dict(strict=True),
 3. `lightly-train-c embed` at the training size (no resampling of the
    images: each is already that size) and, with timm, the mean of the
    normalised patch tokens of the same images after ImageNet normalisation:
@@ -50,6 +50,7 @@ def read_safetensors(path):
 
 def timm_model(tensors, metadata):
     """timm's VisionTransformer with the file's geometry."""
+    from timm.layers import SwiGLUPacked
     from timm.models.vision_transformer import VisionTransformer
     width = tensors["cls_token"].shape[2]
     patch = tensors["patch_embed.proj.weight"].shape[2]
@@ -58,10 +59,15 @@ def timm_model(tensors, metadata):
     positions = tensors["pos_embed"].shape[1] - (0 if registers else 1)
     grid = int(round(positions ** 0.5))
     hidden = tensors["blocks.0.mlp.fc1.weight"].shape[0]
+    # DINOv2's ViT-g: a SwiGLU MLP packed in fc1 (2 H rows, fc2 reads H), as
+    # timm's vit_giant_patch14_dinov2 builds it.
+    swiglu = hidden == 2 * tensors["blocks.0.mlp.fc2.weight"].shape[1]
+    mlp = dict(mlp_layer=SwiGLUPacked, act_layer=torch.nn.SiLU) if swiglu else {}
     return VisionTransformer(img_size=grid * patch, patch_size=patch, embed_dim=width, depth=depth,
                              num_heads=int(metadata["num_heads"]), mlp_ratio=hidden / width,
                              init_values=1e-5, num_classes=0, global_pool="",
-                             reg_tokens=registers, no_embed_class=registers > 0), grid * patch
+                             reg_tokens=registers, no_embed_class=registers > 0,
+                             **mlp), grid * patch
 
 
 def run(command):

@@ -45,7 +45,8 @@ void cpu_relu_backward_f32(Backend *backend, size_t n, const float *y, const flo
     }
 }
 
-void cpu_relu_backward(Backend *backend, size_t n, const Act *y_act, const Act *dy_act, Act *dx_act) {
+void cpu_relu_backward(Backend *backend, size_t n, const Act *y_act, const Act *dy_act,
+                       Act *dx_act) {
     cpu_relu_backward_f32(backend, n, (const float *)y_act, (const float *)dy_act, (float *)dx_act);
 }
 
@@ -64,7 +65,8 @@ void cpu_gelu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) 
     for (size_t i = 0; i < n; i++) y[i] = x[i] * (0.5f * erfcf(-x[i] * CPU_SQRT1_2));
 }
 
-void cpu_gelu_backward(Backend *backend, size_t n, const Act *x_act, const Act *dy_act, Act *dx_act) {
+void cpu_gelu_backward(Backend *backend, size_t n, const Act *x_act, const Act *dy_act,
+                       Act *dx_act) {
     const float *x = (const float *)x_act;
     const float *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;

@@ -174,7 +174,8 @@ static void cuda_batchnorm_forward_train(Backend *backend, size_t rows, int chan
                                          float momentum, float eps, Act *y_act, float *save_mean,
                                          float *save_inv_std, float *running_mean,
                                          float *running_var) {
-    cuda_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta, momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean, running_var);
+    cuda_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta,
+    momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean, running_var);
 }
 
 static void cuda_batchnorm_forward_eval(Backend *backend, size_t rows, int channels,
@@ -200,7 +201,8 @@ static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels,
                                     const Act *dy_act, const float *gamma, const float *save_mean,
                                     const float *save_inv_std, Act *dx_act, float *dgamma,
                                     float *dbeta) {
-    cuda_batchnorm_backward_f32(backend, rows, channels, (const float *)x_act, (const float *)dy_act, gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta);
+    cuda_batchnorm_backward_f32(backend, rows, channels, (const float *)x_act,
+    (const float *)dy_act, gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta);
 }
 
 static void cuda_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
@@ -262,7 +264,8 @@ static void cuda_batchnorm_forward_apply(Backend *backend, size_t rows, int chan
 }
 
 static void cuda_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels,
-                                           const Act *x_act, const Act *relu_out_act, const Act *dy_act,
+                                           const Act *x_act, const Act *relu_out_act,
+                                           const Act *dy_act,
                                            Act *dz_out_act, const float *mean, const float *inv_std,
                                            float *dgamma, float *dbeta, float *sums) {
     const float *x = (const float *)x_act;
@@ -319,7 +322,8 @@ static void cuda_relu_backward_f32(Backend *backend, size_t n, const float *y, c
 
 static void cuda_relu_backward(Backend *backend, size_t n, const Act *y_act, const Act *dy_act,
                                Act *dx_act) {
-    cuda_relu_backward_f32(backend, n, (const float *)y_act, (const float *)dy_act, (float *)dx_act);
+    cuda_relu_backward_f32(backend, n, (const float *)y_act, (const float *)dy_act,
+    (float *)dx_act);
 }
 
 static void cuda_gelu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {

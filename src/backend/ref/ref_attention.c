@@ -53,6 +53,11 @@ void ref_attention_plan_free(Backend *backend, AttentionPlan *plan) {
 
 // Where q (part 0), k (1) or v (2) of token t, head h of sample b starts in
 // qkv (B, T, 3, H, Dh).
+// Elements of q, k or v, and of out: B T H Dh.
+static size_t attention_elements(const AttentionShape *s) {
+    return (size_t)s->batch * s->tokens * s->heads * s->head_dim;
+}
+
 static size_t qkv_offset(const AttentionShape *s, int b, int t, int part, int h) {
     return ((((size_t)b * s->tokens + t) * 3 + part) * s->heads + h) * s->head_dim;
 }
@@ -101,7 +106,7 @@ void ref_attention_forward(Backend *backend, const AttentionPlan *plan, const Ac
                     o[d] = (float)total;
                 }
             }
-    ref_round_acts(backend, out_act, (size_t)plan->shape.batch * plan->shape.tokens * plan->shape.heads * plan->shape.head_dim);
+    ref_round_acts(backend, out_act, attention_elements(&plan->shape));
 }
 
 // With p_ij = exp(scale q_i . k_j - lse_i), dp_ij = dout_i . v_j and
@@ -154,5 +159,5 @@ void ref_attention_backward(Backend *backend, const AttentionPlan *plan, const A
                 }
         }
     (void)out;  // the correction comes from the recomputed probabilities instead
-    ref_round_acts(backend, dqkv_act, 3 * (size_t)plan->shape.batch * plan->shape.tokens * plan->shape.heads * plan->shape.head_dim);
+    ref_round_acts(backend, dqkv_act, 3 * attention_elements(&plan->shape));
 }

@@ -36,6 +36,14 @@ ConvPlan *ref_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage
 void ref_conv2d_plan_free(Backend *backend, ConvPlan *plan) { free(plan); }
 
 // Flat offsets into the three tensors.
+static size_t input_elements(const ConvShape *s) {
+    return (size_t)s->batch * s->in_height * s->in_width * s->in_channels;
+}
+
+static size_t output_elements(const ConvShape *s) {
+    return (size_t)s->batch * s->out_height * s->out_width * s->out_channels;
+}
+
 static size_t x_index(const ConvShape *s, int n, int h, int w, int c) {
     return (((size_t)n * s->in_height + h) * s->in_width + w) * s->in_channels + c;
 }
@@ -74,7 +82,7 @@ void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act
                     }
                     y[y_index(s, n, oh, ow, o)] = (float)total;
                 }
-    ref_round_acts(backend, y_act, (size_t)plan->shape.batch * plan->shape.out_height * plan->shape.out_width * plan->shape.out_channels);
+    ref_round_acts(backend, y_act, output_elements(&plan->shape));
 }
 
 // dx[n,ih,iw,c] = sum over the (oh, kh) pairs with oh*stride - pad + kh = ih
@@ -106,7 +114,7 @@ void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act 
                     }
                     dx[x_index(s, n, ih, iw, c)] = (float)total;
                 }
-    ref_round_acts(backend, dx_act, (size_t)plan->shape.batch * plan->shape.in_height * plan->shape.in_width * plan->shape.in_channels);
+    ref_round_acts(backend, dx_act, input_elements(&plan->shape));
 }
 
 // dw[o,kh,kw,c] += sum over n,oh,ow of

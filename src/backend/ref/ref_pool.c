@@ -54,7 +54,8 @@ void ref_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *d
     for (int n = 0; n < s->batch; n++)
         for (size_t o = 0; o < out_sample; o++)
             dx[n * in_sample + argmax[n * out_sample + o]] += dy[n * out_sample + o];
-    ref_round_acts(backend, dx_act, (size_t)shape->batch * shape->in_height * shape->in_width * shape->channels);
+    ref_round_acts(backend, dx_act,
+                   (size_t)shape->batch * shape->in_height * shape->in_width * shape->channels);
 }
 
 void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, const Act *x_act,
@@ -71,8 +72,8 @@ void ref_avgpool_forward(Backend *backend, int batch, int pixels, int channels, 
     ref_round_acts(backend, y_act, (size_t)batch * channels);
 }
 
-void ref_avgpool_backward(Backend *backend, int batch, int pixels, int channels,
-                          const Act *dy_act, Act *dx_act) {
+void ref_avgpool_backward(Backend *backend, int batch, int pixels, int channels, const Act *dy_act,
+                          Act *dx_act) {
     const float *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;
     for (int n = 0; n < batch; n++)
