@@ -514,6 +514,7 @@ int head_backward(Head *head, const float *dout, float *dx, ErrorMessage *err) {
     // runs in place), so dout is never written.
     const float *current = dout;
     if (spec->weight_norm_out > 0) current = weight_norm_backward(head, dout);
+    if (spec->weight_norm_out > 0) parameter_set_grads_final(&head->last_layer, 0);
     for (int i = spec->layer_count - 1; i >= 0; i--) {
         const HeadLayerSpec *layer_spec = &spec->layers[i];
         const HeadLayer *layer = &head->layers[i];
@@ -550,5 +551,6 @@ int head_backward(Head *head, const float *dout, float *dx, ErrorMessage *err) {
         linear_backward(backend, &layer->linear, rows, layer_in, current, i > 0 ? next : dx);
         current = next;
     }
+    parameter_set_grads_final(&head->params, 0);
     return 0;
 }
