@@ -81,6 +81,23 @@ grep -q "data parallel: 1 ranks (nccl" "$work/nccl1/train.log" ||
     fail "the launched rank did not use NCCL: $(head -n 5 "$work/nccl1/train.log")"
 "$tests/e2e/compare_weights" "$work/alone/checkpoints/last.ckpt" "$work/nccl1/checkpoints/last.ckpt" \
     1e-6 1e-5 || fail "NCCL world of one differs from the run without a launcher"
+# The same rank with the buckets after backward instead of overlapped with
+# it (communication stream, events): the same weights; both runs' exposed
+# communication time per step (profiling/comm_wait_time, measured with CUDA
+# events on the compute stream) is printed, a measurement, not a check.
+grep -q "overlapped with backward (--gradient-overlap true)" "$work/nccl1/train.log" ||
+    fail "the NCCL rank did not overlap: $(grep 'gradient average' "$work/nccl1/train.log")"
+RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29612 \
+    "$bin" train "${short[@]}" --out "$work/nccl1-after" --gradient-overlap false \
+    >"$work/nccl1-after.log" 2>&1 ||
+    fail "NCCL world of one, --gradient-overlap false: $(tail -n 20 "$work/nccl1-after.log")"
+"$tests/e2e/compare_weights" "$work/nccl1/checkpoints/last.ckpt" \
+    "$work/nccl1-after/checkpoints/last.ckpt" 1e-6 1e-5 ||
+    fail "NCCL world of one: overlap on and off differ"
+for run_dir in nccl1 nccl1-after; do
+    sed -n 's/.*"profiling\/comm_wait_time": \([^,}]*\).*/\1/p' "$work/$run_dir/metrics.jsonl" |
+        awk -v name="$run_dir" '{ s += $1; n++ } END { if (n) printf "%s: comm_wait_time mean %.6f s over %d steps\n", name, s / n, n; else print name ": no comm_wait_time logged" }'
+done
 
 if [ "$failures" -ne 0 ]; then
     echo "gpu tests: $failures failure(s)"

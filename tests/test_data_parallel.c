@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "fixture_groups.h"
 #include "gradcheck.h"
 #include "nn/batchnorm_sync.h"
 #include "ssl_methods/dino_loss.h"
@@ -307,19 +308,8 @@ static void test_dino_centre_over_ranks(void **state) {
 
 // Two groups: "a" with 3 tensors (10, 7, 33 floats), "b" with one of 50.
 static void make_groups(Backend *backend, ParameterSet sets[2], MethodGroup groups[2]) {
-    const int sizes[2][3] = {{10, 7, 33}, {50, 0, 0}};
-    ErrorMessage err = {{0}};
-    for (int g = 0; g < 2; g++) {
-        parameter_set_init(&sets[g], backend, 1);
-        for (int i = 0; i < 3 && sizes[g][i]; i++) {
-            char name[16];
-            snprintf(name, sizeof name, "p%d", i);
-            assert_true(parameter_declare(&sets[g], name, PARAM_WEIGHT, 1, &sizes[g][i], NULL,
-                                          &err) >= 0);
-        }
-        assert_int_equal(parameter_set_allocate(&sets[g], &err), 0);
-        groups[g] = (MethodGroup){.params = &sets[g]};
-    }
+    static const int sizes[2][FIXTURE_GROUP_TENSORS] = {{10, 7, 33}, {50}};
+    fixture_groups_make(backend, sizes, 2, sets, groups);
 }
 
 static void test_gradient_buckets_cover_everything_once(void **state) {

@@ -77,6 +77,17 @@ static int thread_barrier(Communicator *comm, ErrorMessage *err) {
     return 0;
 }
 
+// Threads have no engine to run a reduction in the background: it is done
+// at the start (still in every rank's order), the wait has nothing left.
+static int thread_all_reduce_start(Communicator *comm, CommRequest request, ErrorMessage *err) {
+    const CommPending *pending = &comm->pending[request];
+    return thread_all_reduce(comm, pending->buffer, pending->count, pending->op, err);
+}
+
+static int thread_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *err) {
+    return 0;
+}
+
 static void thread_abort(Communicator *comm, int exit_status) { abort(); }
 
 static void thread_destroy(Communicator *comm) {}
@@ -86,6 +97,8 @@ static const CommOps thread_ops = {
     .all_gather = thread_all_gather,
     .broadcast = thread_broadcast,
     .barrier = thread_barrier,
+    .all_reduce_start = thread_all_reduce_start,
+    .all_reduce_wait = thread_all_reduce_wait,
     .abort = thread_abort,
     .destroy = thread_destroy,
 };

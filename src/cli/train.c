@@ -25,6 +25,7 @@ static const char *const boolean_names[] = {"true", "false", NULL};
 // option and the seed as an int.
 typedef struct TrainChoices {
     int model, method, accelerator, precision, optimizer, backend, seed, sync_batchnorm;
+    int gradient_overlap;
 } TrainChoices;
 
 // Combinations the option table cannot express. Returns 0 or -1 with err.
@@ -57,6 +58,7 @@ static int train_options_resolve(TrainConfig *config, const TrainChoices *choice
     config->accelerator = accelerator_names[choices->accelerator];
     config->precision = precision_names[choices->precision];
     config->sync_batchnorm = choices->sync_batchnorm == 0;
+    config->gradient_overlap = choices->gradient_overlap == 0;
     return 0;
 }
 
@@ -118,6 +120,10 @@ int command_train(int argc, char **argv) {
         {.name = "sync-batchnorm", .type = OPTION_CHOICE, .value = &choices.sync_batchnorm,
          .metavar = "true|false", .help = "several ranks: BatchNorm statistics over all ranks "
                                           "(false: each rank's own)",
+         .choices = boolean_names},
+        {.name = "gradient-overlap", .type = OPTION_CHOICE, .value = &choices.gradient_overlap,
+         .metavar = "true|false", .help = "several ranks: average the gradient buckets while "
+                                          "backward runs (false: after it)",
          .choices = boolean_names},
         {.name = "dist-timeout", .type = OPTION_FLOAT, .value = &dist_timeout,
          .metavar = "SECONDS", .help = "several ranks: stop when the others do not answer "

@@ -60,6 +60,59 @@ int comm_barrier(Communicator *comm, ErrorMessage *err) {
     return comm->ops->barrier(comm, err);
 }
 
+int comm_all_reduce_start(Communicator *comm, float *buffer, size_t count, CommReduce op,
+                          CommRequest *request, ErrorMessage *err) {
+    *request = -1;
+    if (!comm) return 0;
+    if (comm->failed) return comm_refuse(comm, err);
+    int free_slot = 0;
+    while (free_slot < COMM_MAX_REQUESTS && comm->pending[free_slot].in_use) free_slot++;
+    if (free_slot == COMM_MAX_REQUESTS)
+        return error_set(err, "rank %d: more than %d all-reduces in flight", comm->rank,
+                         COMM_MAX_REQUESTS);
+    comm->pending[free_slot] = (CommPending){.in_use = 1, .buffer = buffer, .count = count,
+                                             .op = op};
+    if (comm->ops->all_reduce_start(comm, free_slot, err)) {
+        comm->pending[free_slot].in_use = 0;
+        return -1;
+    }
+    *request = free_slot;
+    return 0;
+}
+
+int comm_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *err) {
+    if (!comm || request < 0) return 0;
+    if (request >= COMM_MAX_REQUESTS || !comm->pending[request].in_use)
+        return error_set(err, "rank %d: all-reduce request %d is not in flight", comm->rank,
+                         request);
+    if (comm->failed) return comm_refuse(comm, err);
+    // A failed wait keeps the entry: the reduction may still be running.
+    if (comm->ops->all_reduce_wait(comm, request, err)) return -1;
+    comm->pending[request].in_use = 0;
+    return 0;
+}
+
+int comm_progress(Communicator *comm, ErrorMessage *err) {
+    if (!comm || !comm->ops->progress) return 0;
+    if (comm->failed) return comm_refuse(comm, err);
+    return comm->ops->progress(comm, err);
+}
+
+int comm_attach_backend(Communicator *comm, Backend *backend, ErrorMessage *err) {
+    if (!comm || !comm->ops->attach_backend) return 0;
+    if (comm->failed) return comm_refuse(comm, err);
+    return comm->ops->attach_backend(comm, backend, err);
+}
+
+void comm_wait_timer_mark(Communicator *comm, int end) {
+    if (comm && comm->ops->wait_timer_mark && !comm->failed) comm->ops->wait_timer_mark(comm, end);
+}
+
+double comm_wait_timer_seconds(Communicator *comm) {
+    if (!comm || !comm->ops->wait_timer_seconds || comm->failed) return -1;
+    return comm->ops->wait_timer_seconds(comm);
+}
+
 void comm_abort(Communicator *comm, int exit_status) {
     if (comm && comm->world_size > 1) comm->ops->abort(comm, exit_status);
 }
@@ -89,6 +142,15 @@ static int single_broadcast(Communicator *comm, void *buffer, size_t bytes, int 
 
 static int single_barrier(Communicator *comm, ErrorMessage *err) { return 0; }
 
+// The reduction over one rank is the buffer: started and done at once.
+static int single_all_reduce_start(Communicator *comm, CommRequest request, ErrorMessage *err) {
+    return 0;
+}
+
+static int single_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *err) {
+    return 0;
+}
+
 static void single_abort(Communicator *comm, int exit_status) {
     exit(exit_status);  // not reached through comm_abort (world size 1 returns)
 }
@@ -100,6 +162,8 @@ static const CommOps single_ops = {
     .all_gather = single_all_gather,
     .broadcast = single_broadcast,
     .barrier = single_barrier,
+    .all_reduce_start = single_all_reduce_start,
+    .all_reduce_wait = single_all_reduce_wait,
     .abort = single_abort,
     .destroy = single_destroy,
 };

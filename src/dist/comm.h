@@ -23,6 +23,23 @@
 //
 // A NULL Communicator is a valid single process everywhere (world size 1),
 // so library code and tests need no communicator.
+//
+// Non-blocking all-reduce (the gradient buckets overlapped with backward,
+// train/gradient_sync.h): comm_all_reduce_start queues the reduction of a
+// buffer and returns a request from a fixed pool (COMM_MAX_REQUESTS in
+// flight, nothing allocated per call); comm_all_reduce_wait completes it.
+// Requests are collective like everything else: every rank starts the same
+// reductions in the same order. The buffer must not be touched between
+// start and wait.
+//   mpi     MPI_Iallreduce; wait is bounded by timeout_seconds like every
+//           operation; comm_progress lets the started ones advance (OpenMPI
+//           has no progress thread: without calls into MPI nothing moves).
+//   nccl    start makes the communication stream wait for the work queued
+//           so far on the backend's compute stream (comm_attach_backend),
+//           queues ncclAllReduce there and records a done event; wait makes
+//           the compute stream wait for that event: no host synchronisation.
+//           The next blocking operation is bounded by the timeout for them.
+//   single  nothing to do.
 #ifndef LTC_DIST_COMM_H
 #define LTC_DIST_COMM_H
 
@@ -37,6 +54,21 @@ typedef enum CommReduce {
 } CommReduce;
 
 typedef struct Communicator Communicator;
+typedef struct Backend Backend;
+
+#define COMM_MAX_REQUESTS 64
+
+// A started all-reduce: an index into the communicator's pool, or -1 for
+// one that needed no communication (NULL communicator).
+typedef int CommRequest;
+
+// What a pool entry remembers between start and wait.
+typedef struct CommPending {
+    int in_use;
+    float *buffer;
+    size_t count;
+    CommReduce op;
+} CommPending;
 
 typedef struct CommOps {
     // buffer (count) = the reduction over all ranks of their buffer (count), in place
@@ -48,6 +80,21 @@ typedef struct CommOps {
     // buffer (bytes) = root's buffer on every rank
     int (*broadcast)(Communicator *comm, void *buffer, size_t bytes, int root, ErrorMessage *err);
     int (*barrier)(Communicator *comm, ErrorMessage *err);
+    // The non-blocking all-reduce of comm->pending[request] (see the top).
+    int (*all_reduce_start)(Communicator *comm, CommRequest request, ErrorMessage *err);
+    int (*all_reduce_wait)(Communicator *comm, CommRequest request, ErrorMessage *err);
+    // Lets started requests advance without waiting for them. May be NULL.
+    int (*progress)(Communicator *comm, ErrorMessage *err);
+    // The backend whose memory the buffers are in (nccl: its compute
+    // stream). May be NULL (nothing to know).
+    int (*attach_backend)(Communicator *comm, Backend *backend, ErrorMessage *err);
+    // Exposed communication time on the device (nccl): marks on the compute
+    // stream before (end 0) and after (end 1) the waits of a step, and the
+    // seconds between the marks of the last pair the device has finished
+    // (one step late, nothing synchronised), or -1 when none has. NULL
+    // where the host's time is the measure (single, mpi).
+    void (*wait_timer_mark)(Communicator *comm, int end);
+    double (*wait_timer_seconds)(Communicator *comm);
     // Ends every rank of the run with exit_status; does not return.
     void (*abort)(Communicator *comm, int exit_status);
     // Finalises the engine and frees comm (after a failure: see above).
@@ -63,6 +110,7 @@ struct Communicator {
     void *impl;
     int failed;              // sticky (see above)
     ErrorMessage failure;    // the first failure
+    CommPending pending[COMM_MAX_REQUESTS];  // the non-blocking all-reduces
 };
 
 // ---- the calls the rest of the program makes (NULL comm = one process) ----
@@ -75,6 +123,17 @@ int comm_all_gather(Communicator *comm, const float *send, float *recv, size_t c
                     ErrorMessage *err);
 int comm_broadcast(Communicator *comm, void *buffer, size_t bytes, int root, ErrorMessage *err);
 int comm_barrier(Communicator *comm, ErrorMessage *err);
+// Non-blocking all-reduce (see the top). start fails when COMM_MAX_REQUESTS
+// are in flight; wait on -1 does nothing.
+int comm_all_reduce_start(Communicator *comm, float *buffer, size_t count, CommReduce op,
+                          CommRequest *request, ErrorMessage *err);
+int comm_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *err);
+int comm_progress(Communicator *comm, ErrorMessage *err);
+// Tells the communicator the backend it serves (before the first start).
+int comm_attach_backend(Communicator *comm, Backend *backend, ErrorMessage *err);
+void comm_wait_timer_mark(Communicator *comm, int end);
+// Device-measured wait seconds (see CommOps), or -1 where the host's time counts.
+double comm_wait_timer_seconds(Communicator *comm);
 // Ends every rank (exit_status) when the world has several ranks; with one
 // rank (or NULL) it returns and the caller exits normally.
 void comm_abort(Communicator *comm, int exit_status);

@@ -23,6 +23,7 @@
 
 typedef struct MpiState {
     MPI_Comm local;  // the ranks of this node (shared memory), for local rank/size
+    MPI_Request requests[COMM_MAX_REQUESTS];  // the non-blocking all-reduces (comm->pending)
 } MpiState;
 
 static int mpi_error(Communicator *comm, ErrorMessage *err, const char *call, const char *file,
@@ -87,6 +88,41 @@ static int mpi_all_reduce(Communicator *comm, float *buffer, size_t count, CommR
     return 0;
 }
 
+static int mpi_all_reduce_start(Communicator *comm, CommRequest request, ErrorMessage *err) {
+    MpiState *state = comm->impl;
+    const CommPending *pending = &comm->pending[request];
+    if (count_fits(comm, pending->count, "all_reduce", err)) return -1;
+    MPI_CHECK(comm, err, MPI_Iallreduce(MPI_IN_PLACE, pending->buffer, (int)pending->count,
+                                        MPI_FLOAT, pending->op == COMM_MAX ? MPI_MAX : MPI_SUM,
+                                        MPI_COMM_WORLD, &state->requests[request]));
+    return 0;
+}
+
+static int mpi_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *err) {
+    MpiState *state = comm->impl;
+    const CommPending *pending = &comm->pending[request];
+    if (mpi_wait(comm, &state->requests[request], "all_reduce", pending->count, err)) return -1;
+    if (pending->op == COMM_MEAN) {
+        const float ranks = (float)comm->world_size;
+        for (size_t i = 0; i < pending->count; i++) pending->buffer[i] /= ranks;
+    }
+    return 0;
+}
+
+// One MPI_Test on a request in flight drives OpenMPI's progress engine for
+// all of them (a completed request becomes MPI_REQUEST_NULL, which the wait
+// then finds done at once).
+static int mpi_progress(Communicator *comm, ErrorMessage *err) {
+    MpiState *state = comm->impl;
+    for (int r = 0; r < COMM_MAX_REQUESTS; r++)
+        if (comm->pending[r].in_use && state->requests[r] != MPI_REQUEST_NULL) {
+            int done = 0;
+            MPI_CHECK(comm, err, MPI_Test(&state->requests[r], &done, MPI_STATUS_IGNORE));
+            return 0;
+        }
+    return 0;
+}
+
 static int mpi_all_gather(Communicator *comm, const float *send, float *recv, size_t count,
                           ErrorMessage *err) {
     if (count_fits(comm, count * (size_t)comm->world_size, "all_gather", err)) return -1;
@@ -140,6 +176,9 @@ static const CommOps mpi_ops = {
     .all_gather = mpi_all_gather,
     .broadcast = mpi_broadcast,
     .barrier = mpi_barrier,
+    .all_reduce_start = mpi_all_reduce_start,
+    .all_reduce_wait = mpi_all_reduce_wait,
+    .progress = mpi_progress,
     .abort = mpi_abort,
     .destroy = mpi_destroy,
 };
@@ -175,6 +214,7 @@ Communicator *comm_mpi_create(double timeout_seconds, ErrorMessage *err) {
         return NULL;
     }
     state->local = MPI_COMM_NULL;
+    for (int r = 0; r < COMM_MAX_REQUESTS; r++) state->requests[r] = MPI_REQUEST_NULL;
     *comm = (Communicator){.name = "mpi", .timeout_seconds = timeout_seconds, .ops = &mpi_ops,
                            .impl = state};
     // Only the main thread calls MPI (the loader's threads never do).

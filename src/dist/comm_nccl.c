@@ -1,5 +1,13 @@
 // The NCCL communicator (see comm_nccl.h). Untested on a GPU: compiled and
 // linked in CUDA builds only.
+//
+// Overlap (comm.h's non-blocking all-reduce): with the backend's compute
+// stream attached, a started all-reduce waits on the device for an event
+// recorded on the compute stream, runs on the communicator's own stream
+// and records its done event, which the wait makes the compute stream wait
+// for. The host never blocks on them; the next blocking operation first
+// polls the communication stream against the timeout (nccl_begin), so a
+// dead peer still ends in an error, not a hang.
 #include "dist/comm_nccl.h"
 
 #ifdef LTC_WITH_CUDA
@@ -9,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "dist/rendezvous.h"
 #include "util/cpu.h"
 
@@ -17,6 +26,11 @@ typedef struct NcclState {
     cudaStream_t stream;   // the collectives' stream
     float *barrier_value;  // (1) device memory, the barrier's all-reduce
     int device;
+    cudaStream_t compute;  // the attached backend's stream, or NULL (no overlap)
+    cudaEvent_t ready[COMM_MAX_REQUESTS];  // per request: compute work before the start
+    cudaEvent_t done[COMM_MAX_REQUESTS];   // per request: the all-reduce is through
+    cudaEvent_t timer[2][2];  // exposed-time marks, two pairs in turn: [pair][end]
+    long timer_pairs;         // pairs marked so far
 } NcclState;
 
 static int nccl_error(Communicator *comm, ErrorMessage *err, const char *call, const char *file,
@@ -89,21 +103,83 @@ static int nccl_wait(Communicator *comm, const char *what, size_t count, int str
     }
 }
 
-// Until the CUDA backend exists and names its compute stream, every
-// collective waits for all work queued on the device (correct; no overlap).
+// A blocking collective waits for all work queued on the device (correct;
+// no overlap): first, against the timeout, for the non-blocking all-reduces
+// still on the communication stream, then for the rest.
 static int nccl_begin(Communicator *comm, ErrorMessage *err) {
+    if (nccl_wait(comm, "the all-reduces in flight", 0, 1, err)) return -1;
     CUDA_CHECK(comm, err, cudaDeviceSynchronize());
     return 0;
+}
+
+static ncclRedOp_t nccl_reduce(CommReduce op) {
+    return op == COMM_MAX ? ncclMax : op == COMM_MEAN ? ncclAvg : ncclSum;
 }
 
 static int nccl_all_reduce(Communicator *comm, float *buffer, size_t count, CommReduce op,
                            ErrorMessage *err) {
     NcclState *state = comm->impl;
-    const ncclRedOp_t reduce = op == COMM_MAX ? ncclMax : op == COMM_MEAN ? ncclAvg : ncclSum;
+    const ncclRedOp_t reduce = nccl_reduce(op);
     if (nccl_begin(comm, err)) return -1;
     NCCL_CHECK(comm, err, ncclAllReduce(buffer, buffer, count, ncclFloat32, reduce, state->comm,
                                         state->stream));
     return nccl_wait(comm, "all_reduce", count, 1, err);
+}
+
+static int nccl_all_reduce_start(Communicator *comm, CommRequest request, ErrorMessage *err) {
+    NcclState *state = comm->impl;
+    const CommPending *pending = &comm->pending[request];
+    if (state->compute) {
+        CUDA_CHECK(comm, err, cudaEventRecord(state->ready[request], state->compute));
+        CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->stream, state->ready[request], 0));
+    } else if (nccl_begin(comm, err)) {
+        return -1;
+    }
+    NCCL_CHECK(comm, err, ncclAllReduce(pending->buffer, pending->buffer, pending->count,
+                                        ncclFloat32, nccl_reduce(pending->op), state->comm,
+                                        state->stream));
+    if (nccl_wait(comm, "all_reduce", pending->count, 0, err)) return -1;  // queued
+    CUDA_CHECK(comm, err, cudaEventRecord(state->done[request], state->stream));
+    return 0;
+}
+
+// With a compute stream: the device waits, the host goes on. Without one
+// the host waits (bounded) for the communication stream.
+static int nccl_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *err) {
+    NcclState *state = comm->impl;
+    if (!state->compute) return nccl_wait(comm, "all_reduce", comm->pending[request].count, 1, err);
+    CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->compute, state->done[request], 0));
+    return 0;
+}
+
+static int nccl_attach_backend(Communicator *comm, Backend *backend, ErrorMessage *err) {
+    NcclState *state = comm->impl;
+    if (strcmp(backend->name, "cuda") != 0)
+        return error_set(err, "rank %d: the NCCL communicator needs the cuda backend, not %s",
+                         comm->rank, backend->name);
+    state->compute = (cudaStream_t)cuda_backend_stream(backend);
+    return 0;
+}
+
+static void nccl_wait_timer_mark(Communicator *comm, int end) {
+    NcclState *state = comm->impl;
+    if (!state->compute) return;
+    cudaEventRecord(state->timer[state->timer_pairs % 2][end ? 1 : 0], state->compute);
+    if (end) state->timer_pairs++;
+}
+
+// The latest pair whose end the device has passed (the one before the
+// latest is not recorded again until the next mark).
+static double nccl_wait_timer_seconds(Communicator *comm) {
+    NcclState *state = comm->impl;
+    for (long pair = state->timer_pairs - 1; pair >= 0 && pair >= state->timer_pairs - 2; pair--) {
+        cudaEvent_t *marks = state->timer[pair % 2];
+        float milliseconds = 0;
+        if (cudaEventQuery(marks[1]) == cudaSuccess &&
+            cudaEventElapsedTime(&milliseconds, marks[0], marks[1]) == cudaSuccess)
+            return milliseconds / 1e3;
+    }
+    return -1;
 }
 
 static int nccl_all_gather(Communicator *comm, const float *send, float *recv, size_t count,
@@ -134,6 +210,12 @@ static void nccl_release(Communicator *comm) {
     if (state) {
         if (state->barrier_value) cudaFree(state->barrier_value);
         if (state->stream) cudaStreamDestroy(state->stream);
+        for (int r = 0; r < COMM_MAX_REQUESTS; r++) {
+            if (state->ready[r]) cudaEventDestroy(state->ready[r]);
+            if (state->done[r]) cudaEventDestroy(state->done[r]);
+        }
+        for (int e = 0; e < 4; e++)
+            if (state->timer[e / 2][e % 2]) cudaEventDestroy(state->timer[e / 2][e % 2]);
         free(state);
     }
     free(comm);
@@ -165,6 +247,11 @@ static const CommOps nccl_ops = {
     .all_gather = nccl_all_gather,
     .broadcast = nccl_broadcast,
     .barrier = nccl_barrier,
+    .all_reduce_start = nccl_all_reduce_start,
+    .all_reduce_wait = nccl_all_reduce_wait,
+    .attach_backend = nccl_attach_backend,
+    .wait_timer_mark = nccl_wait_timer_mark,
+    .wait_timer_seconds = nccl_wait_timer_seconds,
     .abort = nccl_abort,
     .destroy = nccl_destroy,
 };
@@ -190,6 +277,12 @@ static int nccl_start(const NcclSetup *setup, Communicator *comm, ErrorMessage *
     CUDA_CHECK(comm, err, cudaSetDevice(setup->device));
     CUDA_CHECK(comm, err, cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
     CUDA_CHECK(comm, err, cudaMalloc((void **)&state->barrier_value, sizeof(float)));
+    for (int r = 0; r < COMM_MAX_REQUESTS; r++) {
+        CUDA_CHECK(comm, err, cudaEventCreateWithFlags(&state->ready[r], cudaEventDisableTiming));
+        CUDA_CHECK(comm, err, cudaEventCreateWithFlags(&state->done[r], cudaEventDisableTiming));
+    }
+    for (int e = 0; e < 4; e++)
+        CUDA_CHECK(comm, err, cudaEventCreate(&state->timer[e / 2][e % 2]));
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (share_unique_id(setup, comm, &id, err)) return -1;

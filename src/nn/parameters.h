@@ -38,7 +38,22 @@ typedef struct Parameter {
     float *grad;                      // backend memory, (count); NULL for buffers
 } Parameter;
 
-typedef struct ParameterSet {
+// Backward progress, for overlapping the gradient average with backward
+// (train/gradient_sync.h). Parameters lie in the arena in forward order and
+// backward completes them in reverse, so a model's backward reports after
+// each block: "every gradient of this set from `offset` (floats into the
+// arena) to its end is final" (parameter_set_grads_final). A method whose
+// step runs several backward passes over one set (DINO's global and local
+// crops) holds the reports of every pass but the last
+// (parameter_set_hold_progress): a gradient is final only after the last
+// pass that adds to it.
+typedef struct ParameterSet ParameterSet;
+typedef struct ParameterProgress {
+    void (*report)(void *listener, const ParameterSet *set, size_t offset);
+    void *listener;
+} ParameterProgress;
+
+struct ParameterSet {
     Backend *backend;
     int with_grads;  // 0 for buffer tables
     int count;
@@ -51,7 +66,9 @@ typedef struct ParameterSet {
     // read (autocast's weight copy). With fp32 activations it is the values
     // themselves; otherwise a copy, refreshed by parameter_set_refresh_compute.
     Act *compute;
-} ParameterSet;
+    const ParameterProgress *progress;  // who listens to backward progress, or NULL
+    int progress_held;                  // 1: reports dropped (a pass that is not the last)
+};
 
 void parameter_set_init(ParameterSet *set, Backend *backend, int with_grads);
 // Declares a parameter before allocation; returns its index or -1. When
@@ -70,5 +87,19 @@ void parameter_set_refresh_compute(ParameterSet *set);
 const Parameter *parameter_find(const ParameterSet *set, const char *name);
 // Sum of the element counts of all parameters.
 size_t parameter_set_elements(const ParameterSet *set);
+
+// Backward progress (see ParameterProgress): the gradients of set from
+// offset, or from the parameter `index`, to the end are final.
+static inline void parameter_set_grads_final(const ParameterSet *set, size_t offset) {
+    if (set->progress && !set->progress_held)
+        set->progress->report(set->progress->listener, set, offset);
+}
+static inline void parameter_grads_final_from(const ParameterSet *set, int index) {
+    parameter_set_grads_final(set, set->params[index].offset);
+}
+// held 1: the following backward passes over set are not its last.
+static inline void parameter_set_hold_progress(ParameterSet *set, int held) {
+    set->progress_held = held;
+}
 
 #endif

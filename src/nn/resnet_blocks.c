@@ -208,6 +208,7 @@ int resnet_backward_map(Resnet *model, int slot_index, const Act *dfeatures, con
         const Act *x = b > 0 ? slot->blocks[b - 1].out : slot->pool_out;
         block_backward(backend, &model->blocks[b], &slot->blocks[b], plans, x, grad_a, grad_b,
                        grad_c);
+        parameter_grads_final_from(&model->params, model->blocks[b].conv[0].weight_index);
         Act *swap = grad_a;
         grad_a = grad_c;
         grad_c = swap;
@@ -222,5 +223,6 @@ int resnet_backward_map(Resnet *model, int slot_index, const Act *dfeatures, con
                             grad_b, NULL);
     conv2d_backward(backend, &model->stem_conv, plans->conv_plans[0], slot->last_input, grad_b,
                     NULL);
+    parameter_set_grads_final(&model->params, 0);
     return 0;
 }

@@ -269,9 +269,11 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const Act *dtokens) 
 
     layernorm_backward(backend, &model->norm, rows, last_block_output(model, slot), dtokens,
                        slot->norm_mean, slot->norm_inv_std, g.residual);
-    for (int b = c->depth - 1; b >= 0; b--)
+    for (int b = c->depth - 1; b >= 0; b--) {
         block_backward(model, b, plans, slot, drop_active,
                        b > 0 ? slot->blocks[b - 1].out : slot->tokens_in, &g);
+        parameter_grads_final_from(&model->params, model->blocks[b].norm1.weight_index);
+    }
 
     // Token sequence: positions (through the resampling map when there is
     // one; none with RoPE), class and register tokens, then the patch embedding.
@@ -298,6 +300,7 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const Act *dtokens) 
                               model->patch_bias_grad);
     conv2d_backward(backend, &model->patch_embed, plans->patch_plan, slot->last_input, g.branch,
                     NULL);
+    parameter_set_grads_final(&model->params, 0);
 }
 
 static int check_backward(const Vit *model, int slot_index, ErrorMessage *err) {

@@ -104,7 +104,9 @@ static int dino_step(Method *method, long step, int batch, ErrorMessage *err) {
     dino_loss_backward(state->loss, 1.0f, dstudent_views);
     method_scale_loss_gradient(method, (size_t)views * batch * out, state->dprojection);
     if (head_backward(&state->head, state->dprojection, state->dfeatures, err)) return -1;
+    parameter_set_hold_progress(method->backbone.params, local_rows > 0);  // not the last pass
     if (backbone_backward(&method->backbone, 0, state->dfeatures, err)) return -1;
+    parameter_set_hold_progress(method->backbone.params, 0);
     if (local_rows &&
         backbone_backward(&method->backbone, 1,
                           act_at(backend, state->dfeatures, (size_t)global_rows * dim), err))

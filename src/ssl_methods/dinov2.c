@@ -174,7 +174,10 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
         backend->op.scatter_add_rows(backend, masked, dim, state->token_index,
                                      act_at(backend, state->dstudent_in, cls_rows * dim),
                                      state->dtokens);
+    parameter_set_hold_progress(method->backbone.params, local > 0);  // not the last pass
     if (vit_backward_tokens(vit, 0, state->dtokens, err)) return -1;
+    parameter_set_hold_progress(method->backbone.params, 0);
+    parameter_set_grads_final(&state->mask_token, 0);
     if (local) {
         backend->op.token_pool_backward(backend, local, state->local_tokens, dim, 0, 1,
                                         act_at(backend, state->dstudent_in, (size_t)global * dim),

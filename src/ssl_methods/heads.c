@@ -547,6 +547,7 @@ static void blocks_backward(Head *head, const Act *dout, Act *dx) {
         linear_backward(backend, &layer->linear, rows, layer_in, current, i > 0 ? next : dx);
         current = next;
     }
+    parameter_set_grads_final(&head->params, 0);
 }
 
 static int check_backward(const Head *head, ErrorMessage *err) {
@@ -563,6 +564,7 @@ int head_backward(Head *head, const float *dout, Act *dx, ErrorMessage *err) {
     const float *d_mlp_out = dout;
     if (spec->weight_norm_out > 0) {
         weight_norm_backward(head, dout);
+        parameter_set_grads_final(&head->last_layer, 0);
         d_mlp_out = head->d_mlp_out;
     }
     // Into the second scratch buffer: the blocks' backward reads its input

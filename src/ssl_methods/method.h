@@ -151,7 +151,9 @@ typedef struct Method Method;
 typedef struct MethodOps {
     // Forward, loss and backward on the uploaded views of `batch` images;
     // parameter gradients +=; the loss and this step's logged values into
-    // the record (nothing read back).
+    // the record (nothing read back). A step that runs backward through a
+    // parameter set more than once holds that set's progress reports in
+    // every pass but the last (parameter_set_hold_progress, nn/parameters.h).
     int (*step)(Method *method, long step, int batch, ErrorMessage *err);
     // After the optimizer step `step`: EMA teacher, DINO centre. May be NULL.
     void (*after_update)(Method *method, long step);

@@ -25,6 +25,7 @@ typedef struct TrainRun {
     int rank, world_size;
     float *agreed;          // (world_size + 2) backend memory for the ranks' agreements
     GradientSync gradient_sync;
+    int gradient_overlap;   // the buckets start during backward (--gradient-overlap)
     Backend *backend;
     char accelerator_note[400];  // which backend --accelerator chose and why (train.log)
     const char *precision;       // the resolved --precision
@@ -97,6 +98,7 @@ typedef struct StepTimes {
     double lr;
     double batch_seconds;   // forward, backward, optimizer (host time to queue them)
     double data_seconds;    // waiting for batches
+    double comm_wait_seconds;  // waiting for the gradient average after backward
     int images;
     // from the record
     float loss;             // mean over the micro-batches and the ranks

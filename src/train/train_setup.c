@@ -261,6 +261,7 @@ static int setup_backend(TrainRun *run, ErrorMessage *err) {
     run->backend = backend_choose(config->accelerator, config->backend_name, config->gpu, threads,
                                   run->accelerator_note, sizeof run->accelerator_note, err);
     if (!run->backend) return 2;
+    if (comm_attach_backend(run->comm, run->backend, err)) return 1;
     if (choose_precision(run, err)) return 2;
     run->agreed = run->backend->op.alloc(run->backend,
                                          ((size_t)run->world_size + 2) * sizeof(float));
@@ -426,6 +427,12 @@ static void log_configuration(TrainRun *run) {
                            "rank, BatchNorm %s", run->world_size, run->comm->name,
                       run->comm->local_world_size, global_batch, run->batch_size,
                       run->method.batchnorm_sync ? "synchronised" : "per rank");
+    if (run->comm && strcmp(run->comm->name, "single") != 0)
+        train_message(run, "gradient average: %d buckets (%zu MB, the first %zu MB), %s",
+                      run->gradient_sync.bucket_count, GRADIENT_BUCKET_BYTES >> 20,
+                      GRADIENT_FIRST_BUCKET_BYTES >> 20,
+                      run->gradient_overlap ? "overlapped with backward (--gradient-overlap true)"
+                                            : "after backward (--gradient-overlap false)");
     train_message(run,
                   "train: %s, %s, %zu images, batch %d x %d accumulated, %ld steps/epoch, %ld "
                   "steps, %d workers, backend %s, precision %s",
@@ -527,6 +534,7 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
     memset(run, 0, sizeof *run);
     run->config = config;
     run->comm = config->comm;
+    run->gradient_overlap = config->gradient_overlap;
     run->rank = comm_rank(config->comm);
     run->world_size = comm_world_size(config->comm);
     ErrorMessage err = {{0}};

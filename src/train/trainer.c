@@ -130,6 +130,25 @@ static void train_record_step(TrainRun *run, long step) {
                                RECORD_FLOATS * sizeof(float));
 }
 
+// The gradient average after backward: the buckets still running
+// (overlap) or all of them (--gradient-overlap false). The time it takes is
+// the step's exposed communication (times->comm_wait_seconds): the host's
+// time, or on a GPU the compute stream's wait measured on the device (one
+// step late, see comm_wait_timer_seconds).
+static int train_sync_gradients(TrainRun *run, long step, StepTimes *times, ErrorMessage *err) {
+    Method *method = &run->method;
+    const double start = time_now();
+    comm_wait_timer_mark(run->comm, 0);
+    const int status =
+        run->gradient_overlap
+            ? gradient_sync_finish(&run->gradient_sync, err)
+            : gradient_sync_all_reduce(&run->gradient_sync, run->comm, method->groups, step, err);
+    comm_wait_timer_mark(run->comm, 1);
+    const double device = comm_wait_timer_seconds(run->comm);
+    times->comm_wait_seconds = device >= 0 ? device : time_now() - start;
+    return status;
+}
+
 // Queues one optimizer step over accumulate micro-batches; nothing waits
 // for the device (train_record_read reads it later). Returns 0, or -1 with
 // err (a loader or backend failure), or 1 when the loader ran dry. A loss,
@@ -149,10 +168,15 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         if (!batch) return err->text[0] ? -1 : 1;
         times->data_seconds += wait;
         const double start = time_now();
+        // Before the backward (which adds to it): a bucket may be on the
+        // wire as soon as backward is through.
+        if (fault_fires("nan-gradient", step)) poison_first(run, 0);
+        if (run->gradient_overlap && micro == run->accumulate - 1)
+            gradient_sync_begin(&run->gradient_sync, run->comm, method->groups,
+                                method->group_count, step);
         int status = method_upload_views(method, batch, err);
         if (!status) status = method->ops->step(method, step, batch->size, err);
         if (!status) add_micro_batch_loss(run);
-        if (!status && fault_fires("nan-gradient", step)) poison_first(run, 0);
         compute += time_now() - start;
         if (!status && step == 0 && micro == 0 && run->events)
             status = log_augmentation_grid(run, batch, err);
@@ -164,8 +188,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     // Data parallel: every rank steps with the mean gradient and logs the
     // mean loss; a stop request on any rank stops all after the next step.
     // The gate then decides the same on every rank.
-    if (gradient_sync_all_reduce(&run->gradient_sync, run->comm, method->groups, step, err) ||
-        train_agree_step(run, stop_signal != 0))
+    if (train_sync_gradients(run, step, times, err) || train_agree_step(run, stop_signal != 0))
         return -1;
     train_update(run, step, times);
     train_record_step(run, step);
@@ -181,6 +204,9 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
     tags[count] = "train_loss", values[count++] = times->loss;
     tags[count] = "profiling/batch_time", values[count++] = times->batch_seconds;
     tags[count] = "profiling/data_time", values[count++] = times->data_seconds;
+    // Data parallel (an NCCL world of one too): the step's exposed communication.
+    if (run->comm && strcmp(run->comm->name, "single") != 0)
+        tags[count] = "profiling/comm_wait_time", values[count++] = times->comm_wait_seconds;
     for (int g = 0; g < run->method.group_count; g++)  // a frozen group is not updated: 0
         tags[count] = run->lr_tags[g],
         values[count++] = step < run->method.groups[g].frozen_steps ? 0.0 : times->lr;

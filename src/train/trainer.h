@@ -52,6 +52,7 @@ typedef struct TrainConfig {
     // process. batch_size is split evenly over them; only rank 0 writes.
     Communicator *comm;
     int sync_batchnorm;       // BatchNorm statistics over all ranks (several ranks)
+    int gradient_overlap;     // the gradient buckets start during backward (else after it)
     int rank_cores;           // CPU cores this rank may use; <= 0: all usable
 } TrainConfig;
 

@@ -3,7 +3,8 @@
 // optimizer step, or at every step); several, comma-separated
 // ("nan-gradient@1,kill-before-export@3"), each fire. The points are few
 // and named where they are used:
-//   nan-gradient@S   train: a NaN in the first gradient after the backward of step S
+//   nan-gradient@S   train: a NaN in the first gradient of step S (put in before the
+//                    backward, which adds to it)
 //   nan-weight@S     train: a NaN in the first weight after the update of step S
 //   kill-before-export@S   train: SIGKILL right after the checkpoint of step S
 //                    is written, before the export (S = the completed steps)

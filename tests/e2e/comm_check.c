@@ -1,6 +1,7 @@
 // Exercises the MPI communicator under mpirun (tests/e2e/comm_mpi.sh):
 //   comm_check [--timeout S] [--hang-rank R] [--die-rank R]
-// Without options every rank checks all_reduce (sum, mean, max), all_gather
+// Without options every rank checks the non-blocking all_reduce (three in
+// flight), all_reduce (sum, mean, max), all_gather
 // (separate and in-place), broadcast from each root and barrier against
 // values computed locally, prints "rank R of N: ok" and exits 0; any
 // mismatch prints it and exits 1. --hang-rank R: rank R sleeps instead of
@@ -28,9 +29,44 @@ static void check(int condition, int rank, const char *what, size_t index, doubl
 // Rank r's value at i: exact in float, different on every rank.
 static float value_of(int rank, size_t i) { return (float)(rank + 1) * 0.5f + (float)(i % 97); }
 
+// The expected all-reduce of value_of over the ranks at i: 0 sum, 1 mean, 2 max.
+static double reduced(int op, int world, size_t i) {
+    double sum = 0;
+    for (int r = 0; r < world; r++) sum += value_of(r, i);
+    return op == 0 ? sum : op == 1 ? sum / world : value_of(world - 1, i);
+}
+
+// The non-blocking all-reduce: three in flight at once, progressed, waited
+// for in reverse order. First, so that a hung rank (--hang-rank) makes the
+// others time out in its bounded wait.
+static int check_non_blocking(Communicator *comm, size_t count, ErrorMessage *err) {
+    const CommReduce ops[3] = {COMM_SUM, COMM_MEAN, COMM_MAX};
+    float *buffers[3];
+    CommRequest requests[3];
+    for (int o = 0; o < 3; o++) {
+        buffers[o] = malloc(count * sizeof(float));
+        if (!buffers[o]) return error_set(err, "out of memory");
+        for (size_t i = 0; i < count; i++) buffers[o][i] = value_of(comm->rank, i);
+        if (comm_all_reduce_start(comm, buffers[o], count, ops[o], &requests[o], err) ||
+            comm_progress(comm, err))
+            return -1;
+    }
+    for (int o = 2; o >= 0; o--) {
+        if (comm_all_reduce_wait(comm, requests[o], err)) return -1;
+        for (size_t i = 0; i < count; i++) {
+            const double expected = reduced(o, comm->world_size, i);
+            check(fabs(buffers[o][i] - expected) <= 1e-6 * fabs(expected), comm->rank,
+                  "non-blocking all_reduce", i, buffers[o][i], expected);
+        }
+        free(buffers[o]);
+    }
+    return 0;
+}
+
 static int check_collectives(Communicator *comm, ErrorMessage *err) {
     const int rank = comm->rank, world = comm->world_size;
     const size_t count = 100003;  // odd, not a multiple of anything MPI picks
+    if (check_non_blocking(comm, count, err)) return -1;
     float *buffer = malloc(count * sizeof *buffer);
     float *gathered = malloc(count * (size_t)world * sizeof *gathered);
     if (!buffer || !gathered) return error_set(err, "out of memory");
@@ -40,9 +76,7 @@ static int check_collectives(Communicator *comm, ErrorMessage *err) {
         for (size_t i = 0; i < count; i++) buffer[i] = value_of(rank, i);
         if (comm_all_reduce(comm, buffer, count, ops[o], err)) return -1;
         for (size_t i = 0; i < count; i++) {
-            double sum = 0;
-            for (int r = 0; r < world; r++) sum += value_of(r, i);
-            const double expected = o == 0 ? sum : o == 1 ? sum / world : value_of(world - 1, i);
+            const double expected = reduced(o, world, i);
             check(fabs(buffer[i] - expected) <= 1e-6 * fabs(expected), rank, names[o], i,
                   buffer[i], expected);
         }

@@ -4,7 +4,8 @@
 // |a - b| <= ATOL + RTOL max|b| elementwise, max over the tensor: gradients
 // and weights are sums of many terms, so rounding scales with the size of
 // what was summed, not with each (possibly cancelled) result. Other dtypes
-// must be equal bytewise; B may not hold tensors A lacks. Prints the
+// must be equal bytewise; B may not hold tensors A lacks. ATOL and RTOL
+// both 0 ask for the same bits. Prints the
 // largest difference relative to its tensor's scale and the element
 // closest to (or past) its bound, and exits 1 when a bound is broken or the
 // files do not match up.
@@ -78,7 +79,10 @@ int main(int argc, char **argv) {
             memcpy(&u, (const char *)xd + e * sizeof u, sizeof u);
             memcpy(&v, (const char *)yd + e * sizeof v, sizeof v);
             const double difference = fabs((double)u - v);
-            const double ratio = difference / (atol + rtol * scale);
+            const double bound = atol + rtol * scale;
+            // A bound of 0 (ATOL and RTOL 0, or an all-zero tensor with ATOL 0): the same bits.
+            const double ratio = bound > 0 ? difference / bound
+                                 : memcmp(&u, &v, sizeof u) != 0 ? INFINITY : 0.0;
             if (difference / (scale + 1e-30) > largest || isnan(difference))
                 largest = difference / (scale + 1e-30);
             if (ratio > worst_ratio || isnan(ratio)) {

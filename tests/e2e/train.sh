@@ -151,6 +151,8 @@ expect 2 "--checkpoint .*--resume.*cannot be combined" -- \
   "$bin" train "${common[@]}" --out "$work/simclr" --resume --checkpoint "$work/simclr/checkpoints/last.ckpt"
 expect 2 "--resume: no checkpoint to resume from" -- "$bin" train "${common[@]}" --out "$work/empty" --resume
 expect 2 "--method: expected one of .*got 'mae'" -- "$bin" train "${common[@]}" --out "$work/x" --method mae
+expect 2 "--gradient-overlap: expected one of true, false, got 'yes'" -- \
+  "$bin" train "${common[@]}" --out "$work/x" --gradient-overlap yes
 expect 2 "unknown key 'hiden_dim'" -- "$bin" train "${common[@]}" --out "$work/x" --method-arg hiden_dim=8
 expect 2 "needs a teacher: --method-arg teacher=" -- \
   "$bin" train "${common[@]}" --out "$work/x" --method distillation

@@ -8,6 +8,9 @@
 #   ViT with Sinkhorn-Knopp centring;
 # - two epochs at a small lr, 2 and 3 ranks: the same train_loss at every
 #   step, and the same exported backbone;
+# - the gradient buckets overlapped with backward (the default) and after
+#   it (--gradient-overlap false) give bit-identical checkpoints, SimCLR and
+#   DINO with local crops, with and without gradient accumulation;
 # - only rank 0 writes (the other ranks get their own --out, which must stay
 #   absent) and only rank 0 prints;
 # - a killed rank, and a hung rank (SIGSTOP), end the run with a non-zero
@@ -144,6 +147,38 @@ for method in simclr dino; do
     [ "$(losses "$many/metrics.jsonl" | wc -l)" -eq 8 ] || fail "$method epochs: $np ranks did not log 8 steps"
   done
 done
+
+# ---- gradient overlap: the same bits as the buckets after backward ------------------
+# The 2-rank epoch runs above overlap the buckets with backward (the
+# default). The same runs with --gradient-overlap false must give the same
+# checkpoint bit for bit (the same buckets reduced by the same calls; DINO
+# runs backward twice per step, over its global and local crops, and a
+# bucket started after the first pass would differ), and so must a run with
+# gradient accumulation (only the last micro-batch overlaps).
+for method in simclr dino; do
+  if [ "$method" = simclr ]; then args=("${simclr[@]}"); else args=("${dino[@]}"); fi
+  overlapped="$work/$method-epochs-2"
+  after="$work/$method-epochs-2-after"
+  run 2 "$after" "${base[@]}" "${args[@]}" --epochs 2 --lr 1e-4 --gradient-overlap false ||
+    { fail "$method: --gradient-overlap false failed: $(cat "$after.log")"; continue; }
+  grep -q "overlapped with backward (--gradient-overlap true)" "$overlapped/train.log" ||
+    fail "$method: train.log does not say the gradients overlap backward"
+  grep -q "after backward (--gradient-overlap false)" "$after/train.log" ||
+    fail "$method: train.log does not say the gradients are averaged after backward"
+  grep -q '"profiling/comm_wait_time": ' "$overlapped/metrics.jsonl" ||
+    fail "$method: no profiling/comm_wait_time in metrics.jsonl"
+  result=$("$compare" "$overlapped/checkpoints/last.ckpt" "$after/checkpoints/last.ckpt" 0 0) ||
+    fail "$method: overlap on and off differ: $result"
+  echo "$method, 2 ranks, overlap on against off: $result"
+done
+for overlap in true false; do
+  run 2 "$work/accumulate-$overlap" "${base[@]}" "${simclr[@]}" --max-steps 2 \
+    --accumulate-grad-batches 2 --gradient-overlap "$overlap" ||
+    fail "accumulate, overlap $overlap failed: $(cat "$work/accumulate-$overlap.log")"
+done
+result=$("$compare" "$work/accumulate-true/checkpoints/last.ckpt" \
+  "$work/accumulate-false/checkpoints/last.ckpt" 0 0) ||
+  fail "accumulated steps: overlap on and off differ: $result"
 
 # ---- only rank 0 writes and prints -------------------------------------------------
 # Each rank gets its own --out (it is not part of the run's identity): rank

@@ -787,6 +787,8 @@ static const BackendOps cuda_ops = {
     .normalize_u8 = cuda_normalize_u8,
 };
 
+void *cuda_backend_stream(const Backend *backend) { return cuda_state(backend)->stream; }
+
 Backend *cuda_backend_create(int device, ErrorMessage *err) {
     char reason[256] = "";
     const int count = cuda_device_count(reason, sizeof reason);

@@ -20,4 +20,8 @@ int cuda_device_count(char *reason, size_t size);
 // cannot be used.
 Backend *cuda_backend_create(int device, ErrorMessage *err);
 
+// The stream every op of a cuda backend runs on (a cudaStream_t), for the
+// NCCL communicator's overlap (dist/comm_nccl.c).
+void *cuda_backend_stream(const Backend *backend);
+
 #endif
