@@ -59,7 +59,6 @@ int conv2d_declare(Conv2d *conv, ParameterSet *params, const char *name, int in_
 
 void conv2d_bind(Conv2d *conv, const ParameterSet *params) {
     const Parameter *weight = &params->params[conv->weight_index];
-    conv->weight = weight->value;
     conv->weight_compute = weight->compute;
     conv->weight_grad = weight->grad;
 }
@@ -264,7 +263,6 @@ int linear_declare(Linear *linear, ParameterSet *params, const char *prefix, int
 }
 
 void linear_bind(Linear *linear, const ParameterSet *params) {
-    linear->weight = params->params[linear->weight_index].value;
     linear->weight_compute = params->params[linear->weight_index].compute;
     linear->weight_grad = params->params[linear->weight_index].grad;
     if (linear->has_bias) {

@@ -39,9 +39,8 @@ int layer_init_parameter(Backend *backend, const Parameter *param, uint64_t seed
 typedef struct Conv2d {
     int in_channels, out_channels, kernel, stride, padding;
     int weight_index;   // in the model's ParameterSet
-    float *weight;      // (Cout, K, K, Cin)
-    const Act *weight_compute;  // the same in the compute dtype
-    float *weight_grad; // (Cout, K, K, Cin)
+    const Act *weight_compute;  // (Cout, K, K, Cin) in the compute dtype
+    float *weight_grad;         // (Cout, K, K, Cin)
 } Conv2d;
 
 // Declares `name` (e.g. "layer1.0.conv1.weight"), torch shape (Cout, Cin, K, K).
@@ -162,8 +161,8 @@ typedef struct Linear {
     int in_features, out_features;
     int has_bias;
     int weight_index, bias_index;
-    float *weight, *weight_grad;  // (out, in), as PyTorch
-    const Act *weight_compute;    // the weight in the compute dtype
+    const Act *weight_compute;    // (out, in) as PyTorch, in the compute dtype
+    float *weight_grad;           // (out, in)
     float *bias, *bias_grad;      // (out) or NULL
 } Linear;
 
