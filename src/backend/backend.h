@@ -168,8 +168,9 @@ typedef struct BackendOps {
     // For conv-BN-ReLU stacks and residual block outputs: one pass over the
     // activations instead of three. residual (rows, C) may be NULL.
     // y (rows, C) = max(bn(x) + residual, 0): batchnorm_forward_train (or
-    // _eval), then add, then relu_forward, with the same rounding (ref: bit
-    // for bit). y aliases neither x nor residual.
+    // _eval), then add, then relu_forward, with the same rounding in fp32
+    // (ref: bit for bit); in a 16-bit dtype y is rounded once, after the
+    // ReLU (one GPU kernel). y aliases neither x nor residual.
     void (*batchnorm_relu_forward_train)(Backend *backend, size_t rows, int channels, const Act *x,
                                          const Act *residual, const float *gamma, const float *beta,
                                          float momentum, float eps, Act *y, float *save_mean,
