@@ -100,7 +100,7 @@ static void check_case(Backend *backend, const SafeTensors *file, const char *na
 #undef INPUT
         snprintf(key, sizeof key, "%s/teacher_temp", base);
         const Dinov2LossInputs inputs = {
-            .batch = batch, .masked = masked, .teacher_cls = teacher_cls,
+            .batch = batch, .masked = masked, .masked_total = masked, .teacher_cls = teacher_cls,
             .student_cls = student_cls, .teacher_patches = teacher_patches,
             .student_patches = student_patches, .patch_weights = weights,
             .student_features = features, .teacher_temp = fixture_read_f32(file, key)};
@@ -173,6 +173,9 @@ static void test_rejects_bad_arguments(void **state) {
     float terms[DINOV2_TERMS];
     assert_int_equal(dinov2_loss_forward(loss, &inputs, terms, &err), -1);  // too many masked
     assert_non_null(strstr(err.text, "masked"));
+    inputs.masked = 3, inputs.masked_total = 2;  // fewer over the ranks than here
+    assert_int_equal(dinov2_loss_forward(loss, &inputs, terms, &err), -1);
+    assert_non_null(strstr(err.text, "of 2 over the ranks"));
     inputs.masked = 0;
     inputs.teacher_temp = 0.0f;
     assert_int_equal(dinov2_loss_forward(loss, &inputs, terms, &err), -1);
@@ -208,12 +211,15 @@ typedef struct RanksCase {
     const char *backend_name;
     int world, batch;         // batch: images of this run (per rank, or W x for the whole)
     int first_patch, masked;  // this run's masked patches in the whole list
+    int masked_total;         // over all ranks
+    Dinov2Centering centering;
     const float *teacher_cls, *student_cls, *features;  // the whole batch's (view-major)
     const float *teacher_patches, *student_patches, *weights;
     int whole_batch;
     int image0;               // this run's first image within each view
     float terms[DINOV2_TERMS];
     float *grad_cls, *grad_patches;  // this run's rows
+    float cls_center[RANKS_K], patch_center[RANKS_K];  // after update_centers (softmax)
 } RanksCase;
 
 // rows [image0, image0 + batch) of each of `views` view blocks of whole_batch rows
@@ -235,7 +241,7 @@ static void ranks_run(RanksCase *c, Communicator *comm) {
     const Dinov2LossConfig config = {
         .max_batch = c->batch, .local_views = RANKS_LOCAL, .max_masked = 32,
         .out_dim = RANKS_K, .feature_dim = RANKS_DIM, .student_temp = 0.1f,
-        .center_momentum = 0.9f, .centering = DINOV2_CENTER_SINKHORN_KNOPP,
+        .center_momentum = 0.9f, .centering = c->centering,
         .dino_weight = 1.0f, .ibot_weight = 1.0f, .koleo_weight = 0.0f};
     Dinov2Loss *loss = dinov2_loss_create(backend, &config, comm, &err);
     if (!loss) fail_msg("dinov2_loss_create: %s", err.text);
@@ -245,7 +251,8 @@ static void ranks_run(RanksCase *c, Communicator *comm) {
     float *features = view_rows(c->features, 2, c->whole_batch, c->image0, c->batch, RANKS_DIM);
     const size_t patch0 = (size_t)c->first_patch * RANKS_K;
     const Dinov2LossInputs inputs = {
-        .batch = c->batch, .masked = c->masked, .teacher_cls = teacher, .student_cls = student,
+        .batch = c->batch, .masked = c->masked, .masked_total = c->masked_total,
+        .teacher_cls = teacher, .student_cls = student,
         .teacher_patches = c->teacher_patches + patch0,
         .student_patches = c->student_patches + patch0,
         .patch_weights = c->weights + c->first_patch, .student_features = features,
@@ -255,6 +262,10 @@ static void ranks_run(RanksCase *c, Communicator *comm) {
     assert_non_null(grad_features);
     dinov2_loss_backward(loss, c->grad_cls, c->grad_patches, grad_features);
     dinov2_loss_update_centers(loss);
+    backend->op.download(backend, c->cls_center, dinov2_loss_cls_center(loss),
+                         sizeof c->cls_center);
+    backend->op.download(backend, c->patch_center, dinov2_loss_patch_center(loss),
+                         sizeof c->patch_center);
     free(grad_features);
     free(teacher);
     free(student);
@@ -280,7 +291,7 @@ static void ranks_expect(const char *what, size_t n, const float *got, const flo
     }
 }
 
-static void check_ranks(const char *backend_name, int world) {
+static void check_ranks(const char *backend_name, int world, Dinov2Centering centering) {
     const int b = RANKS_PER_RANK_BATCH, whole_batch = world * b;
     // masked patches per rank: with 3 ranks rank 1 has none
     const int counts[3] = {5, world == 3 ? 0 : 4, 7};
@@ -303,7 +314,8 @@ static void check_ranks(const char *backend_name, int world) {
     const RanksCase base = {
         .backend_name = backend_name, .world = world, .teacher_cls = teacher_cls,
         .student_cls = student_cls, .features = features, .teacher_patches = teacher_patches,
-        .student_patches = student_patches, .weights = weights, .whole_batch = whole_batch};
+        .student_patches = student_patches, .weights = weights, .whole_batch = whole_batch,
+        .masked_total = total, .centering = centering};
     RanksCase whole = base;
     whole.batch = whole_batch, whole.masked = total;
     const size_t cls_n = (size_t)RANKS_VIEWS * whole_batch * RANKS_K;
@@ -340,10 +352,20 @@ static void check_ranks(const char *backend_name, int world) {
         ranks_expect(what, (size_t)counts[r] * RANKS_K, ranks[r].grad_patches,
                      whole.grad_patches + (size_t)ranks[r].first_patch * RANKS_K, world);
     }
+    // Softmax centring: the centers after the update are the whole batch's
+    // on every rank (the patch center from the ranks' summed patches over
+    // the global count, with 3 ranks rank 1 contributing none).
+    for (int r = 0; r < world && centering == DINOV2_CENTER_SOFTMAX; r++) {
+        snprintf(what, sizeof what, "rank %d cls center", r);
+        ranks_expect(what, RANKS_K, ranks[r].cls_center, whole.cls_center, 1.0);
+        snprintf(what, sizeof what, "rank %d patch center", r);
+        ranks_expect(what, RANKS_K, ranks[r].patch_center, whole.patch_center, 1.0);
+    }
     // Not vacuous: rank 0 alone assigns its rows otherwise.
     RanksCase alone = ranks[0];
     alone.grad_cls = malloc((size_t)RANKS_VIEWS * b * RANKS_K * sizeof(float));
     alone.grad_patches = malloc(((size_t)counts[0] * RANKS_K + 1) * sizeof(float));
+    alone.masked_total = counts[0];
     ranks_run(&alone, NULL);
     double cls_difference = 0.0, patch_difference = 0.0;
     for (size_t i = 0; i < (size_t)2 * b * RANKS_K; i++)  // the global views' student rows
@@ -354,7 +376,16 @@ static void check_ranks(const char *backend_name, int world) {
     fprintf(stderr, "  %s, %d ranks: largest |ranks - one process| / max %.3g; rank 0 alone "
                     "differs by %.3g (class tokens), %.3g (patches)\n",
             backend_name, world, ranks_worst, cls_difference, patch_difference);
-    assert_true(cls_difference > 1e-3 && patch_difference > 1e-3);
+    if (centering == DINOV2_CENTER_SINKHORN_KNOPP)
+        assert_true(cls_difference > 1e-3 && patch_difference > 1e-3);
+    else {  // softmax targets are per row: what differs alone is the patch center
+        double center_difference = 0.0;
+        for (int i = 0; i < RANKS_K; i++)
+            center_difference =
+                fmax(center_difference, fabs(alone.patch_center[i] - whole.patch_center[i]));
+        fprintf(stderr, "  alone, the patch center differs by %.3g\n", center_difference);
+        assert_true(center_difference > 1e-4);
+    }
     free(alone.grad_cls);
     free(alone.grad_patches);
     for (int r = 0; r < world; r++) free(ranks[r].grad_cls), free(ranks[r].grad_patches);
@@ -365,20 +396,22 @@ static void check_ranks(const char *backend_name, int world) {
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) free(buffers[i]);
 }
 
-static void test_sinkhorn_ranks_equal_whole_batch(void **state) {
+static void test_ranks_equal_whole_batch(void **state) {
     const char *const names[] = {"ref", "cpu"};
+    const Dinov2Centering centerings[] = {DINOV2_CENTER_SINKHORN_KNOPP, DINOV2_CENTER_SOFTMAX};
     for (int n = 0; n < 2; n++)
-        for (int world = 2; world <= 3; world++) {
-            ranks_worst = 0.0;
-            check_ranks(names[n], world);
-        }
+        for (int world = 2; world <= 3; world++)
+            for (int c = 0; c < 2; c++) {
+                ranks_worst = 0.0;
+                check_ranks(names[n], world, centerings[c]);
+            }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_pytorch),
         cmocka_unit_test(test_rejects_bad_arguments),
-        cmocka_unit_test(test_sinkhorn_ranks_equal_whole_batch),
+        cmocka_unit_test(test_ranks_equal_whole_batch),
     };
     return cmocka_run_group_tests(tests, fixture_backends_create, fixture_backends_destroy);
 }

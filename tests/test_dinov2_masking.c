@@ -26,7 +26,7 @@ static void test_masks_follow_lightlytrain(void **state) {
     const Dinov2MaskConfig config = {.grid = 14, .ratio_min = 0.1f, .ratio_max = 0.5f,
                                      .probability = 0.5f};
     const int crops = 16, patches = 14 * 14;
-    const int capacity = dinov2_masks_capacity(&config, crops);
+    const int capacity = dinov2_masks_capacity(&config, crops, 1);
     float *mask = malloc((size_t)crops * patches * sizeof(float));
     float *weight = malloc((size_t)crops * patches * sizeof(float));
     int32_t *index = malloc((size_t)crops * patches * sizeof(int32_t));
@@ -60,6 +60,66 @@ static void test_masks_follow_lightlytrain(void **state) {
     dinov2_masks_make(&config, crops, 7, 101, again, index, weight);
     assert_true(memcmp(again, mask, (size_t)crops * patches * sizeof(float)) != 0);
     free(mask), free(weight), free(index), free(again);
+}
+
+// Several ranks mask the global batch as one process: rank r's crop (v, i)
+// is global crop v W B + i W + r (view-major crops, strided image shards);
+// the ranks' masks together are one process's, each rank's index and
+// weights are those of its own crops, and every rank knows the total.
+static void test_ranks_mask_the_global_batch(void **state) {
+    const Dinov2MaskConfig config = {.grid = 6, .ratio_min = 0.1f, .ratio_max = 0.5f,
+                                     .probability = 0.5f};
+    enum { VIEWS = 2, BATCH_PER_RANK = 3, PATCHES = 36, MOST = 3 * VIEWS * BATCH_PER_RANK };
+    static float whole[MOST * PATCHES], global[MOST * PATCHES], mask[MOST * PATCHES];
+    static float weight[MOST * PATCHES], again[MOST * PATCHES];
+    static int32_t index[MOST * PATCHES];
+    for (int world = 1; world <= 3; world++) {
+        const int crops = VIEWS * BATCH_PER_RANK;
+        const int capacity = dinov2_masks_capacity(&config, crops, world);
+        int masked_crops_seen = 0;
+        for (long step = 0; step < 10; step++) {
+            const int whole_masked = dinov2_masks_make(&config, world * crops, 5, step, whole,
+                                                       index, weight);
+            int sum = 0;
+            for (int r = 0; r < world; r++) {
+                int total = -1;
+                const int masked = dinov2_masks_make_rank(&config, VIEWS, BATCH_PER_RANK, world,
+                                                          r, 5, step, global, mask, index,
+                                                          weight, &total);
+                assert_int_equal(total, whole_masked);
+                assert_true(masked <= capacity);
+                sum += masked;
+                for (int v = 0; v < VIEWS; v++)
+                    for (int i = 0; i < BATCH_PER_RANK; i++) {
+                        const int local = v * BATCH_PER_RANK + i;
+                        const int crop = v * world * BATCH_PER_RANK + i * world + r;
+                        assert_memory_equal(mask + local * PATCHES, whole + crop * PATCHES,
+                                            PATCHES * sizeof(float));
+                        int count = 0;
+                        for (int p = 0; p < PATCHES; p++) count += mask[local * PATCHES + p] != 0;
+                        masked_crops_seen += count > 0;
+                    }
+                // the index and weights are what one process makes of these crops
+                memcpy(again, mask, (size_t)crops * PATCHES * sizeof(float));
+                int32_t own_index[MOST * PATCHES];
+                float own_weight[MOST * PATCHES];
+                int listed = 0;
+                for (int c = 0; c < crops; c++) {
+                    int count = 0;
+                    for (int p = 0; p < PATCHES; p++) count += again[c * PATCHES + p] != 0;
+                    for (int p = 0; p < PATCHES; p++)
+                        if (again[c * PATCHES + p] != 0)
+                            own_index[listed] = c * PATCHES + p,
+                            own_weight[listed++] = 1.0f / (float)count;
+                }
+                assert_int_equal(listed, masked);
+                assert_memory_equal(index, own_index, (size_t)masked * sizeof(int32_t));
+                assert_memory_equal(weight, own_weight, (size_t)masked * sizeof(float));
+            }
+            assert_int_equal(sum, whole_masked);
+        }
+        assert_int_equal(masked_crops_seen, 10 * (int)(world * crops * 0.5f));
+    }
 }
 
 static void test_no_masks_at_probability_zero(void **state) {
@@ -173,6 +233,7 @@ static void test_mask_token_gradient(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_masks_follow_lightlytrain),
+        cmocka_unit_test(test_ranks_mask_the_global_batch),
         cmocka_unit_test(test_no_masks_at_probability_zero),
         cmocka_unit_test(test_mask_token_replaces_patches),
         cmocka_unit_test(test_mask_token_gradient),

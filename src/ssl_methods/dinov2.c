@@ -46,8 +46,10 @@ typedef struct Dinov2State {
     long teacher_temp_warmup_steps, total_steps;
     uint64_t seed;
     int tokens, local_tokens, patches, max_masked;
+    int masked_total;              // this step's masked patches over all ranks
     // host: this step's masks
     float *host_mask, *host_weight;
+    float *host_global_mask;       // (world 2 B P): the global batch's masks
     int32_t *host_index;
     // backend
     float *mask, *weight;          // (2 B P), (M)
@@ -80,9 +82,10 @@ static float dinov2_momentum(const Dinov2State *state, long step) {
 static int upload_masks(Method *method, Dinov2State *state, long step, int batch) {
     Backend *backend = method->backend;
     const int crops = 2 * batch, patches = state->patches;
-    const int masked = dinov2_masks_make(&state->masks, crops, state->seed, step,
-                                         state->host_mask, state->host_index,
-                                         state->host_weight);
+    const int masked = dinov2_masks_make_rank(
+        &state->masks, 2, batch, comm_world_size(method->comm), comm_rank(method->comm),
+        state->seed, step, state->host_global_mask, state->host_mask, state->host_index,
+        state->host_weight, &state->masked_total);
     const int first_patch = state->tokens - patches;
     for (int m = 0; m < masked; m++) {
         const int crop = state->host_index[m] / patches, patch = state->host_index[m] % patches;
@@ -146,7 +149,8 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
 
     const float teacher_temp = dinov2_teacher_temp(state, step);
     const Dinov2LossInputs inputs = {
-        .batch = batch, .masked = masked, .teacher_cls = teacher_out,
+        .batch = batch, .masked = masked, .masked_total = state->masked_total,
+        .teacher_cls = teacher_out,
         .student_cls = student_out, .teacher_patches = teacher_out + (size_t)global * out,
         .student_patches = student_out + cls_rows * out, .patch_weights = state->weight,
         .student_features = state->student_features, .teacher_temp = teacher_temp};
@@ -237,6 +241,7 @@ static void dinov2_destroy(Method *method) {
     for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
         if (device[i]) backend->op.free(backend, device[i]);
     free(state->host_mask);
+    free(state->host_global_mask);
     free(state->host_weight);
     free(state->host_index);
     free(state);
@@ -334,6 +339,8 @@ static int allocate_buffers(Method *method, Dinov2State *state, int batch, int o
     size_t token_rows = crops * state->tokens;
     if (local * state->local_tokens > token_rows) token_rows = local * state->local_tokens;
     state->host_mask = malloc(cells * sizeof(float));
+    state->host_global_mask =
+        malloc((size_t)comm_world_size(method->comm) * cells * sizeof(float));
     state->host_weight = malloc(cells * sizeof(float));
     state->host_index = malloc(cells * sizeof(int32_t));
     state->mask = backend->op.alloc(backend, cells * sizeof(float));
@@ -349,7 +356,7 @@ static int allocate_buffers(Method *method, Dinov2State *state, int batch, int o
     state->dtokens = backend->op.alloc(backend, act_bytes(backend, token_rows * dim));
     state->terms = backend->op.alloc(backend, DINOV2_TERMS * sizeof(float));
     if (!state->terms ||
-        !state->host_mask || !state->host_weight || !state->host_index || !state->mask ||
+        !state->host_mask || !state->host_global_mask || !state->host_weight || !state->host_index || !state->mask ||
         !state->weight || !state->token_index || !state->teacher_in || !state->student_in ||
         !state->student_features || !state->dstudent_out || !state->dstudent_in ||
         !state->dfeatures || !state->dfeatures_act || !state->dtokens)
@@ -419,11 +426,12 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     state->masks = (Dinov2MaskConfig){.grid = grid, .ratio_min = (float)a.mask_ratio_min,
                                       .ratio_max = (float)a.mask_ratio_max,
                                       .probability = (float)a.mask_probability};
-    if (2 * batch > DINOV2_MASKS_MAX_CROPS || state->patches > DINOV2_MASKS_MAX_PATCHES)
+    const int world = comm_world_size(method->comm);
+    if (2 * batch * world > DINOV2_MASKS_MAX_CROPS || state->patches > DINOV2_MASKS_MAX_PATCHES)
         return error_set(err, "masks for at most %d global crops of %d patches (got %d of %d)",
-                         DINOV2_MASKS_MAX_CROPS, DINOV2_MASKS_MAX_PATCHES, 2 * batch,
+                         DINOV2_MASKS_MAX_CROPS, DINOV2_MASKS_MAX_PATCHES, 2 * batch * world,
                          state->patches);
-    state->max_masked = dinov2_masks_capacity(&state->masks, 2 * batch);
+    state->max_masked = dinov2_masks_capacity(&state->masks, 2 * batch, world);
     state->teacher_temp_start = a.teacher_temp_start;
     state->teacher_temp_end = a.teacher_temp_end;
     state->teacher_temp_warmup_steps = (long)a.teacher_temp_warmup_steps;

@@ -33,6 +33,7 @@ struct Dinov2Loss {
     DinoLoss *dino;
     // last forward
     int batch, masked;
+    int masked_total;  // of the last forward, over all ranks (the patch center's count)
     float dino_scale;        // LightlyTrain's normaliser over DinoLoss's pair count
     // Sinkhorn-Knopp only
     float *cls_targets;      // (2 B, K)
@@ -216,6 +217,7 @@ static int ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms,
         return -1;
     if (masked == 0) {
         op->fill(backend, terms + DINOV2_TERM_IBOT, 0.0f, 1);
+        op->fill(backend, loss->patch_mean, 0.0f, (size_t)k);  // adds nothing to the center
         return 0;
     }
     const size_t n = (size_t)masked * k;
@@ -225,9 +227,8 @@ static int ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms,
         op->bias_add_f32(backend, (size_t)masked, k, loss->negated_center, loss->patch_weighted);
         op->softmax_forward(backend, masked, k, loss->patch_weighted, 1.0f / in->teacher_temp,
                             loss->patch_targets);
+        // the sum; update_centers divides the sum over the ranks by their count
         op->column_sum(backend, (size_t)masked, k, in->teacher_patches, loss->patch_mean);
-        op->axpby(backend, (size_t)k, 1.0f / (float)masked, loss->patch_mean, 0.0f,
-                  loss->patch_mean);
     }
     op->scale_rows(backend, (size_t)masked, k, loss->patch_targets, in->patch_weights,
                    loss->patch_weighted);
@@ -280,14 +281,16 @@ int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *in, float *ter
                         ErrorMessage *err) {
     const Dinov2LossConfig *c = &loss->config;
     if (in->batch < 1 || in->batch > c->max_batch || in->masked < 0 ||
-        in->masked > c->max_masked)
-        return error_set(err, "dinov2 loss: batch %d (1..%d), %d masked patches (0..%d)",
-                         in->batch, c->max_batch, in->masked, c->max_masked);
+        in->masked > c->max_masked || in->masked_total < in->masked)
+        return error_set(err, "dinov2 loss: batch %d (1..%d), %d masked patches (0..%d) of %d "
+                              "over the ranks", in->batch, c->max_batch, in->masked,
+                         c->max_masked, in->masked_total);
     if (!(in->teacher_temp > 0.0f))
         return error_set(err, "dinov2 loss: teacher temperature %g is not positive",
                          (double)in->teacher_temp);
     loss->batch = in->batch;
     loss->masked = in->masked;
+    loss->masked_total = in->masked_total;
     if (dino_part(loss, in, terms, err) || ibot_part(loss, in, terms, err)) return -1;
     koleo_part(loss, in, terms);
     total(loss, terms);
@@ -330,13 +333,17 @@ void dinov2_loss_backward(Dinov2Loss *loss, float *dstudent_cls, float *dstudent
 void dinov2_loss_update_centers(Dinov2Loss *loss) {
     if (loss->config.centering != DINOV2_CENTER_SOFTMAX) return;
     dino_loss_update_center(loss->dino);
-    if (loss->masked == 0) return;  // lightly's mean over no patches would be NaN
+    // lightly's mean over no patches would be NaN; masked_total is the same
+    // on every rank, so all skip the all-reduce alike
+    if (loss->masked_total == 0) return;
     Backend *backend = loss->backend;
     const size_t k = (size_t)loss->config.out_dim;
-    comm_all_reduce(loss->comm, loss->patch_mean, k, COMM_MEAN, NULL);
+    comm_all_reduce(loss->comm, loss->patch_mean, k, COMM_SUM, NULL);
+    backend->op.axpby(backend, k, 1.0f / (float)loss->masked_total, loss->patch_mean, 0.0f,
+                      loss->patch_mean);
     backend->op.ema_update(backend, k, loss->patch_center, loss->patch_mean,
                            loss->config.center_momentum);
-    loss->masked = 0;
+    loss->masked_total = 0;
 }
 
 float *dinov2_loss_cls_center(Dinov2Loss *loss) { return dino_loss_center(loss->dino); }

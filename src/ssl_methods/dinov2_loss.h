@@ -81,6 +81,8 @@ void dinov2_loss_destroy(Dinov2Loss *loss);
 typedef struct Dinov2LossInputs {
     int batch;                      // B, 1..max_batch
     int masked;                     // M, 0..max_masked
+    int masked_total;               // M over all ranks (>= M; M with one rank): the patch
+                                    // center's count
     const float *teacher_cls;       // (2 B, K): global view 0's rows, then view 1's
     const float *student_cls;       // ((2 + L) B, K): global views, then the local ones
     const float *teacher_patches;   // (M, K) teacher head outputs of the masked patches
@@ -105,8 +107,11 @@ void dinov2_loss_backward(Dinov2Loss *loss, float *dstudent_cls, float *dstudent
                           float *dstudent_features);
 
 // Softmax centring: both centers take the last forward's teacher outputs
-// (the class-token center over all 2 B rows, the patch center over the M
-// masked patches; none when M was 0). Sinkhorn-Knopp: nothing.
+// of every rank (the class-token center over all 2 B rows, the patch
+// center over the masked patches: their sum over the ranks divided by
+// masked_total, so a rank without masked patches still takes part; none
+// when masked_total was 0, on every rank alike). Sinkhorn-Knopp: nothing.
+// Collective with several ranks.
 void dinov2_loss_update_centers(Dinov2Loss *loss);
 
 // The centers (backend memory, K each) for checkpoints.

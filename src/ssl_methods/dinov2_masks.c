@@ -11,9 +11,10 @@
 #define MASK_TRIES 10
 #define MASK_RNG_STREAM 0x4D41534Bu  // "MASK"
 
-int dinov2_masks_capacity(const Dinov2MaskConfig *config, int n_crops) {
+int dinov2_masks_capacity(const Dinov2MaskConfig *config, int n_crops, int world) {
     const int patches = config->grid * config->grid;
-    const int masked_crops = (int)(n_crops * config->probability);
+    const int global_masked = (int)(n_crops * world * config->probability);
+    const int masked_crops = global_masked < n_crops ? global_masked : n_crops;
     const double top = config->ratio_max > 1.0f ? 1.0 : config->ratio_max;
     return masked_crops * (int)ceil(patches * top);
 }
@@ -56,8 +57,9 @@ static void mask_crop(Rng *rng, int grid, int target, uint8_t *mask) {
     }
 }
 
-int dinov2_masks_make(const Dinov2MaskConfig *config, int n_crops, uint64_t seed, long step,
-                      float *mask, int32_t *index, float *weight) {
+// mask (n_crops, P) = 1 where masked, else 0.
+static void draw_masks(const Dinov2MaskConfig *config, int n_crops, uint64_t seed, long step,
+                       float *mask) {
     const int grid = config->grid, patches = grid * grid;
     const int masked_crops = (int)(n_crops * config->probability);
     Rng rng = rng_make(seed, (uint32_t)step, (uint64_t)step, MASK_RNG_STREAM);
@@ -81,6 +83,11 @@ int dinov2_masks_make(const Dinov2MaskConfig *config, int n_crops, uint64_t seed
         mask_crop(&rng, grid, target, crop_mask);
         for (int p = 0; p < patches; p++) mask[(size_t)order[i] * patches + p] = crop_mask[p];
     }
+}
+
+// index, weight of the masked patches of mask (n_crops, P); their count.
+static int collect_masked(int n_crops, int patches, const float *mask, int32_t *index,
+                          float *weight) {
     int count = 0;
     for (int c = 0; c < n_crops; c++) {
         int in_crop = 0;
@@ -92,4 +99,27 @@ int dinov2_masks_make(const Dinov2MaskConfig *config, int n_crops, uint64_t seed
             }
     }
     return count;
+}
+
+int dinov2_masks_make(const Dinov2MaskConfig *config, int n_crops, uint64_t seed, long step,
+                      float *mask, int32_t *index, float *weight) {
+    draw_masks(config, n_crops, seed, step, mask);
+    return collect_masked(n_crops, config->grid * config->grid, mask, index, weight);
+}
+
+int dinov2_masks_make_rank(const Dinov2MaskConfig *config, int views, int batch, int world,
+                           int rank, uint64_t seed, long step, float *global_mask, float *mask,
+                           int32_t *index, float *weight, int *total) {
+    const int patches = config->grid * config->grid, global_crops = world * views * batch;
+    draw_masks(config, global_crops, seed, step, global_mask);
+    int masked = 0;
+    for (size_t i = 0; i < (size_t)global_crops * patches; i++) masked += global_mask[i] != 0.0f;
+    *total = masked;
+    for (int v = 0; v < views; v++)
+        for (int i = 0; i < batch; i++) {
+            const size_t crop = (size_t)v * world * batch + (size_t)i * world + (size_t)rank;
+            memcpy(mask + ((size_t)v * batch + i) * patches, global_mask + crop * patches,
+                   (size_t)patches * sizeof *mask);
+        }
+    return collect_masked(views * batch, patches, mask, index, weight);
 }

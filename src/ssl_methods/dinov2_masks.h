@@ -7,6 +7,12 @@
 // in [0.3, 1/0.3], at most 10 tries per rectangle, at most P/2 patches per
 // rectangle), then shuffled over the crops. Draws come from the
 // counter-based RNG keyed by (seed, step), so a resumed run masks the same.
+//
+// With several ranks the global batch is masked as one process would mask
+// it (dinov2_masks_make_rank), so N ranks with B/N images each mask the
+// same crops as one rank with B images: the same training run. (DINOv2
+// masks each rank's crops on their own; the share of masked crops and the
+// ratio schedule are the same either way.)
 #ifndef LTC_SSL_METHODS_DINOV2_MASKS_H
 #define LTC_SSL_METHODS_DINOV2_MASKS_H
 
@@ -21,8 +27,11 @@ typedef struct Dinov2MaskConfig {
     float probability;        // 0.5: the share of crops that get a mask
 } Dinov2MaskConfig;
 
-// The most masked patches n_crops crops can get (for buffer sizes).
-int dinov2_masks_capacity(const Dinov2MaskConfig *config, int n_crops);
+// The most masked patches a rank's `views * batch` crops can get in a
+// world of `world` ranks (for buffer sizes): with one rank
+// int(n_crops * probability) masked crops; with more, a rank may hold up to
+// all of its crops' share of the global masked crops.
+int dinov2_masks_capacity(const Dinov2MaskConfig *config, int n_crops, int world);
 
 // n_crops <= DINOV2_MASKS_MAX_CROPS, P <= DINOV2_MASKS_MAX_PATCHES (the
 // caller checks). mask (n_crops, P) = 1.0 where masked, else 0; index (the masked count)
@@ -30,5 +39,20 @@ int dinov2_masks_capacity(const Dinov2MaskConfig *config, int n_crops);
 // count) = 1 / (masked patches of that crop). Returns the masked count.
 int dinov2_masks_make(const Dinov2MaskConfig *config, int n_crops, uint64_t seed, long step,
                       float *mask, int32_t *index, float *weight);
+
+// This rank's part of the masks of a global batch of `world` ranks, each
+// with `views` global crops of `batch` images: the masks of world x views x
+// batch crops are made as dinov2_masks_make makes them for one process
+// (into global_mask, (world views batch, P) scratch), and this rank keeps
+// those of its crops. Crops are view-major (view v of image i is crop
+// v batch + i) and rank r's image i is image i world + r of the global
+// batch (the sampler's strided shards, data/sampler.c), so its crop (v, i)
+// is global crop v world batch + i world + r. mask, index and weight as
+// dinov2_masks_make's for the rank's views x batch crops; returns their
+// masked count, *total = the global batch's (the same on every rank). The
+// global crops must fit DINOV2_MASKS_MAX_CROPS.
+int dinov2_masks_make_rank(const Dinov2MaskConfig *config, int views, int batch, int world,
+                           int rank, uint64_t seed, long step, float *global_mask, float *mask,
+                           int32_t *index, float *weight, int *total);
 
 #endif

@@ -102,19 +102,24 @@ equivalence dino-step -- "${base[@]}" "${dino[@]}" --max-steps 1
 # and 3 ranks equals one process. The ViT's LayerScale starts at 0.5
 # (make_backbone) so that the class tokens differ between images: at
 # DINOv2's 1e-5 every image gets nearly the same teacher output and any
-# split assigns uniformly. No masks and no KoLeo: both are per rank (masks
-# are drawn for each rank's crops, KoLeo's neighbours lie within the
-# rank's batch). Not vacuous: with the column sums left per rank, 2 ranks
-# miss the checkpoint bound 1000-fold (measured).
+# split assigns uniformly. iBOT masks are on: the ranks mask the global
+# batch as one process does (dinov2_masks_make_rank). No KoLeo: its
+# neighbours lie within the rank's batch, as in DINOv2. Not vacuous: with
+# the column sums left per rank, 2 ranks miss the checkpoint bound
+# 1000-fold, and with every rank taking rank 0's crops' masks 2800-fold
+# (measured). With softmax centring the checkpoint holds the
+# centers after the step: the patch center is the ranks' summed masked
+# patches over the global count.
 "$build/tests/e2e/make_backbone" "$work/vit_t16.safetensors" vit_t16 7 64 0.5 ||
   fail "make_backbone vit_t16"
 dinov2=(--data "$images" --image-size 64 --local-image-size 32 --local-views 2 --batch-size 12
         --num-workers 1 --threads 1 --log-every 1 --seed 3 --model vit_t16
         --checkpoint "$work/vit_t16.safetensors" --method dinov2 --method-arg hidden_dim=64
         --method-arg bottleneck_dim=16 --method-arg output_dim=32
-        --method-arg center_method=sinkhorn_knopp --method-arg koleo_loss_weight=0
-        --method-arg mask_probability=0)
-equivalence dinov2-sinkhorn-step -- "${dinov2[@]}" --max-steps 1
+        --method-arg koleo_loss_weight=0)
+equivalence dinov2-sinkhorn-step -- "${dinov2[@]}" --method-arg center_method=sinkhorn_knopp \
+  --max-steps 1
+equivalence dinov2-softmax-step -- "${dinov2[@]}" --max-steps 1
 # Not vacuous: without synchronised BatchNorm, 2 ranks normalise 6 images
 # each and the same step lands far outside the bound.
 run 2 "$work/unsynced" "${base[@]}" "${simclr[@]}" --max-steps 1 --sync-batchnorm false ||
