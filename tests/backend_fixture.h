@@ -21,6 +21,10 @@ int fixture_backends_destroy(void **state);
 // backend this machine cannot make (no GPU) skips the test; any other
 // failure fails it.
 Backend *fixture_backend_of_prestate(void **state);
+// The cmocka entries of `test` once per backend, its prestate the name.
+#define ON_EVERY_BACKEND(test)                                                       \
+    cmocka_unit_test_prestate(test, "ref"), cmocka_unit_test_prestate(test, "cpu"), \
+        cmocka_unit_test_prestate(test, "cuda")
 
 // Group setup / teardown: the ref backend as fixture_backend.
 int fixture_backend_create_ref(void **state);

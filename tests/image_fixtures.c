@@ -108,3 +108,12 @@ int fixture_write_jpeg(const char *path, int width, int height, const uint8_t *r
     free(data);
     return status;
 }
+
+int fixture_folder_teardown(void **state) {
+    FixtureFolder *folder = *state;
+    dataset_free(&folder->dataset);
+    fixture_remove_tree(folder->root);
+    free(folder->root);
+    free(folder);
+    return 0;
+}

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/scan.h"
+
 // A fresh folder under $TMPDIR or /tmp; abort()s when it cannot be made.
 char *fixture_tempdir(void);
 // rm -rf of a fixture folder (refuses paths outside the temp area).
@@ -15,6 +17,14 @@ void fixture_remove_tree(const char *path);
 int fixture_tempdir_setup(void **state);
 int fixture_tempdir_teardown(void **state);
 void fixture_temp_path(char *out, size_t capacity, const char *name);
+// A temporary folder of images and its scan, the state of a cmocka group
+// of loader tests; fixture_folder_teardown frees the scan and removes the
+// folder.
+typedef struct FixtureFolder {
+    char *root;
+    Dataset dataset;
+} FixtureFolder;
+int fixture_folder_teardown(void **state);
 // Creates the parent folders of path too.
 int fixture_write_file(const char *path, const void *data, size_t size);
 // A smooth, seed-dependent RGB pattern (compresses well and survives JPEG).

@@ -18,10 +18,7 @@
 
 enum { GOOD_IMAGES = 40, CORRUPT_FILES = 3, BATCH = 8, VIEW_SIZE = 32 };
 
-typedef struct Fixture {
-    char *root;
-    Dataset dataset;
-} Fixture;
+typedef FixtureFolder Fixture;
 
 static _Atomic int warnings_seen;
 
@@ -67,15 +64,6 @@ static int setup_folder(void **state) {
     return 0;
 }
 
-static int teardown_folder(void **state) {
-    Fixture *fixture = *state;
-    dataset_free(&fixture->dataset);
-    fixture_remove_tree(fixture->root);
-    free(fixture->root);
-    free(fixture);
-    return 0;
-}
-
 static LoaderConfig base_config(const Fixture *fixture, int workers) {
     LoaderConfig config = {
         .dataset = &fixture->dataset,
@@ -88,13 +76,6 @@ static LoaderConfig base_config(const Fixture *fixture, int workers) {
     };
     view_set_simclr(&config.views, VIEW_SIZE);
     return config;
-}
-
-static size_t batch_bytes(const Batch *batch) {
-    size_t bytes = 0;
-    for (int v = 0; v < batch->view_count; v++)
-        bytes += (size_t)batch->size * batch->view_size[v] * batch->view_size[v] * 3;
-    return bytes;
 }
 
 // Copies every batch of a run (pixels and indices) into one buffer.
@@ -110,7 +91,7 @@ static uint8_t *run_loader(const LoaderConfig *config, int batches, size_t *tota
         if (!batch) fail_msg("batch %d: %s", b, err.text);
         assert_int_equal(batch->index, config->start_batch + (uint64_t)b);
         assert_int_equal(batch->size, config->batch_size);
-        const size_t pixels = batch_bytes(batch);
+        const size_t pixels = batch_view_bytes(batch, batch->view_count);
         const size_t indices = (size_t)batch->size * sizeof *batch->sample_indices;
         all = realloc(all, used + pixels + indices);
         // Views are contiguous in the slot buffer.
@@ -288,5 +269,5 @@ int main(void) {
         cmocka_unit_test(test_fatal_when_nothing_is_readable),
         cmocka_unit_test(test_rejects_bad_configuration),
     };
-    return cmocka_run_group_tests(tests, setup_folder, teardown_folder);
+    return cmocka_run_group_tests(tests, setup_folder, fixture_folder_teardown);
 }

@@ -260,10 +260,6 @@ static void test_matches_grad_scaler(void **state) {
     backend_destroy(backend);
 }
 
-#define ON_EVERY_BACKEND(test)                                          \
-    cmocka_unit_test_prestate(test, "ref"), cmocka_unit_test_prestate(test, "cpu"), \
-        cmocka_unit_test_prestate(test, "cuda")
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         ON_EVERY_BACKEND(test_scale_trajectory),

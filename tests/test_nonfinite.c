@@ -264,10 +264,6 @@ static void test_loader_refuses_nonfinite(void **state) {
     unlink(path);
 }
 
-#define ON_EVERY_BACKEND(test)                                                       \
-    cmocka_unit_test_prestate(test, "ref"), cmocka_unit_test_prestate(test, "cpu"), \
-        cmocka_unit_test_prestate(test, "cuda")
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         ON_EVERY_BACKEND(test_relu_keeps_nan),

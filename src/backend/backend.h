@@ -106,6 +106,14 @@ enum {
 // are copied into behind the queued work.
 typedef struct HostSlot HostSlot;
 
+// A transfer (see transfer_create in BackendOps): host-to-device copies on
+// a stream of their own, ordered against the compute work by marks.
+typedef struct Transfer Transfer;
+
+// Marks on the compute stream whose time apart the device measures (see
+// timer_create in BackendOps).
+typedef struct DeviceTimer DeviceTimer;
+
 typedef struct BackendOps {
     // ---- memory ----------------------------------------------------------
     void *(*alloc)(Backend *backend, size_t bytes);  // 64-byte aligned; NULL when out of memory
@@ -131,6 +139,52 @@ typedef struct BackendOps {
     void (*host_slot_fill)(Backend *backend, HostSlot *slot, const void *device, size_t bytes);
     // Waits for the last fill to land; its bytes, valid until the next fill.
     const void *(*host_slot_wait)(Backend *backend, HostSlot *slot);
+
+    // ---- data to the device: pinned host memory, copies beside the compute ----
+    // (docs/gpu.md "Data to the device".) Host memory that upload_async
+    // reads: page-locked on the GPU (the copy then runs by DMA, beside the
+    // compute work), 64-byte aligned plain memory on CPU backends. NULL when
+    // out of memory. Callable from any thread.
+    void *(*host_alloc)(Backend *backend, size_t bytes);
+    void (*host_free)(Backend *backend, void *pointer);
+    // A transfer: its copies run in order on a copy stream of their own. Two
+    // marks order them against the compute work: the copies so far have
+    // landed (transfer_device_wait) and the compute work that reads their
+    // destination is queued (transfer_consumed). NULL with err when out of
+    // memory. transfer_free waits for the copies first.
+    Transfer *(*transfer_create)(Backend *backend, ErrorMessage *err);
+    void (*transfer_free)(Backend *backend, Transfer *transfer);
+    // Queues the copy of bytes of host memory into device memory and
+    // returns at once. On the device it starts after the compute work
+    // queued before the last transfer_consumed (so it never overwrites a
+    // destination that work still reads) and runs beside everything queued
+    // since. The host memory is not to be written until transfer_host_wait,
+    // the destination not to be read until transfer_device_wait. CPU
+    // backends copy before returning.
+    void (*upload_async)(Backend *backend, Transfer *transfer, void *device, const void *host,
+                         size_t bytes);
+    // The compute work queued from now on runs after the transfer's copies
+    // so far; the host does not wait. No-op on CPU backends.
+    void (*transfer_device_wait)(Backend *backend, Transfer *transfer);
+    // Marks the compute work queued so far as the readers of the copies'
+    // destinations (see upload_async). No-op on CPU backends.
+    void (*transfer_consumed)(Backend *backend, Transfer *transfer);
+    // Waits until the transfer's copies so far have read their host memory,
+    // which may then be written again. No-op on CPU backends.
+    void (*transfer_host_wait)(Backend *backend, Transfer *transfer);
+    // Device time between two marks on the compute stream (a step's
+    // batch_time on the GPU), read later without waiting. NULL with err when
+    // out of memory.
+    DeviceTimer *(*timer_create)(Backend *backend, ErrorMessage *err);
+    void (*timer_free)(Backend *backend, DeviceTimer *timer);
+    // Records the start (end 0) or the end (end 1) mark behind the work
+    // queued so far.
+    void (*timer_mark)(Backend *backend, DeviceTimer *timer, int end);
+    // Seconds from the last start mark to the last end mark once the device
+    // has passed the end mark, else -1 (no wait). Always -1 on CPU
+    // backends: there the ops run as they are called, and the host's clock
+    // measures them.
+    double (*timer_seconds)(Backend *backend, DeviceTimer *timer);
 
     // ---- convolution ------------------------------------------------------
     ConvPlan *(*conv2d_plan)(Backend *backend, const ConvShape *shape, ErrorMessage *err);

@@ -1,5 +1,5 @@
-// The LARS, step gate, loss-scaling and scalar ops and the host slots of
-// the host-memory backends (see host_ops.h): the elementwise work goes
+// The LARS, step gate, loss-scaling and scalar ops, the host slots and the
+// data-to-the-device ops of the host-memory backends (see host_ops.h): the elementwise work goes
 // through the backend's own ops (axpby), so the cpu backend keeps its
 // threads.
 #include "backend/host_ops.h"
@@ -61,3 +61,50 @@ void host_slot_fill(Backend *backend, HostSlot *slot, const void *device, size_t
 }
 
 const void *host_slot_wait(Backend *backend, HostSlot *slot) { return slot->data; }
+
+// ---- data to the device: the copy is done when upload_async returns ----------------
+
+void *host_alloc(Backend *backend, size_t bytes) {
+    const size_t rounded = (bytes + 63) & ~(size_t)63;  // aligned_alloc wants a multiple
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+void host_free(Backend *backend, void *pointer) { free(pointer); }
+
+// Nothing to hold: every copy is complete, so the marks order nothing.
+struct Transfer {
+    int unused;  // (a C struct needs a member)
+};
+
+Transfer *host_transfer_create(Backend *backend, ErrorMessage *err) {
+    Transfer *transfer = calloc(1, sizeof *transfer);
+    if (!transfer) error_set(err, "out of host memory for a transfer");
+    return transfer;
+}
+
+void host_transfer_free(Backend *backend, Transfer *transfer) { free(transfer); }
+
+void host_upload_async(Backend *backend, Transfer *transfer, void *device, const void *host,
+                       size_t bytes) {
+    if (bytes) memcpy(device, host, bytes);
+}
+
+// transfer_device_wait, transfer_consumed, transfer_host_wait: the copies
+// are complete and the compute ops ran when they returned.
+void host_transfer_mark(Backend *backend, Transfer *transfer) {}
+
+struct DeviceTimer {
+    int unused;  // (a C struct needs a member)
+};
+
+DeviceTimer *host_timer_create(Backend *backend, ErrorMessage *err) {
+    DeviceTimer *timer = calloc(1, sizeof *timer);
+    if (!timer) error_set(err, "out of host memory for a timer");
+    return timer;
+}
+
+void host_timer_free(Backend *backend, DeviceTimer *timer) { free(timer); }
+
+void host_timer_mark(Backend *backend, DeviceTimer *timer, int end) {}
+
+double host_timer_seconds(Backend *backend, DeviceTimer *timer) { return -1.0; }

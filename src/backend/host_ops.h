@@ -1,9 +1,9 @@
 // Ops whose implementation is the same for every backend that keeps its
 // tensors in host memory (ref and cpu): small state updates where a second
-// copy would only be a twin, and host slots (plain host memory: the data is
-// there when the op returns). The data-dependent scalars come from
-// scalar_rules.h, shared with the CUDA kernels. Signatures and semantics as
-// in backend.h.
+// copy would only be a twin, host slots (plain host memory: the data is
+// there when the op returns) and the data-to-the-device ops (the same). The
+// data-dependent scalars come from scalar_rules.h, shared with the CUDA
+// kernels. Signatures and semantics as in backend.h.
 #ifndef LTC_BACKEND_HOST_OPS_H
 #define LTC_BACKEND_HOST_OPS_H
 
@@ -23,5 +23,27 @@ HostSlot *host_slot_create(Backend *backend, size_t bytes, ErrorMessage *err);
 void host_slot_free(Backend *backend, HostSlot *slot);
 void host_slot_fill(Backend *backend, HostSlot *slot, const void *device, size_t bytes);
 const void *host_slot_wait(Backend *backend, HostSlot *slot);
+
+// Data to the device on a backend whose device memory is host memory: the
+// copy happens in upload_async, so the marks and waits have nothing to order.
+void *host_alloc(Backend *backend, size_t bytes);
+void host_free(Backend *backend, void *pointer);
+Transfer *host_transfer_create(Backend *backend, ErrorMessage *err);
+void host_transfer_free(Backend *backend, Transfer *transfer);
+void host_upload_async(Backend *backend, Transfer *transfer, void *device, const void *host,
+                       size_t bytes);
+void host_transfer_mark(Backend *backend, Transfer *transfer);
+DeviceTimer *host_timer_create(Backend *backend, ErrorMessage *err);
+void host_timer_free(Backend *backend, DeviceTimer *timer);
+void host_timer_mark(Backend *backend, DeviceTimer *timer, int end);
+double host_timer_seconds(Backend *backend, DeviceTimer *timer);
+// Their entries in a BackendOps initializer.
+#define HOST_OPS_DATA_TO_DEVICE                                                               \
+    .host_alloc = host_alloc, .host_free = host_free, .transfer_create = host_transfer_create, \
+    .transfer_free = host_transfer_free, .upload_async = host_upload_async,                   \
+    .transfer_device_wait = host_transfer_mark, .transfer_consumed = host_transfer_mark,       \
+    .transfer_host_wait = host_transfer_mark, .timer_create = host_timer_create,               \
+    .timer_free = host_timer_free, .timer_mark = host_timer_mark,                             \
+    .timer_seconds = host_timer_seconds
 
 #endif

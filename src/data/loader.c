@@ -17,7 +17,6 @@
 #include "decode/decode.h"
 #include "util/cpu.h"
 #include "util/file.h"
-#include "util/host_memory.h"
 
 #define LOADER_MAX_FILE_BYTES ((size_t)1 << 30)
 // Substitutes tried for one position before the run is declared broken.
@@ -26,7 +25,7 @@
 
 typedef struct BatchSlot {
     Batch batch;
-    HostBuffer pixels;     // every view of every sample
+    uint8_t *pixels;       // every view of every sample (LoaderConfig.host_alloc)
     uint32_t *requested;   // (batch_size) indices from the sampler
     uint32_t *used;        // (batch_size) indices actually decoded
     uint8_t *failed;       // (batch_size) keep_last: 1 where the file failed
@@ -293,6 +292,20 @@ static int loader_validate(const LoaderConfig *config, ErrorMessage *err) {
     return 0;
 }
 
+static void *loader_host_alloc(const LoaderConfig *config, size_t bytes) {
+    if (config->host_alloc) return config->host_alloc(config->host_context, bytes);
+    const size_t rounded = (bytes + 63) & ~(size_t)63;  // aligned_alloc wants a multiple
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+static void loader_host_free(const LoaderConfig *config, void *pointer) {
+    if (!pointer) return;
+    if (config->host_free)
+        config->host_free(config->host_context, pointer);
+    else
+        free(pointer);
+}
+
 static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
     const LoaderConfig *config = &loader->config;
     const size_t batch = (size_t)config->batch_size;
@@ -305,14 +318,16 @@ static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
     if (!loader->slots) return error_set(err, "out of memory for the batch ring");
     for (int s = 0; s < loader->slot_count; s++) {
         BatchSlot *slot = &loader->slots[s];
-        if (host_buffer_alloc(&slot->pixels, batch * sample_bytes, config->pinned) != 0)
-            return error_set(err, "out of memory for %d batch slots of %zu MB", loader->slot_count,
+        slot->pixels = loader_host_alloc(config, batch * sample_bytes);
+        if (!slot->pixels)
+            return error_set(err, "out of %shost memory for %d batch slots of %zu MB",
+                             config->host_alloc ? "page-locked " : "", loader->slot_count,
                              batch * sample_bytes >> 20);
         slot->requested = calloc(batch, sizeof *slot->requested);
         slot->used = calloc(batch, sizeof *slot->used);
         slot->failed = calloc(batch, sizeof *slot->failed);
         if (!slot->requested || !slot->used || !slot->failed) return error_set(err, "out of memory");
-        uint8_t *cursor = slot->pixels.data;
+        uint8_t *cursor = slot->pixels;
         slot->batch.size = config->batch_size;
         slot->batch.view_count = config->views.count;
         slot->batch.sample_indices = slot->used;
@@ -411,7 +426,7 @@ void loader_destroy(Loader *loader) {
     }
     free(loader->workers);
     for (int s = 0; loader->slots && s < loader->slot_count; s++) {
-        host_buffer_free(&loader->slots[s].pixels);
+        loader_host_free(&loader->config, loader->slots[s].pixels);
         free(loader->slots[s].requested);
         free(loader->slots[s].used);
         free(loader->slots[s].failed);
@@ -459,6 +474,13 @@ void loader_release(Loader *loader, const Batch *batch) {
         pthread_cond_broadcast(&loader->slot_free);
     }
     pthread_mutex_unlock(&loader->mutex);
+}
+
+size_t batch_view_bytes(const Batch *batch, int views) {
+    size_t bytes = 0;
+    for (int v = 0; v < views; v++)
+        bytes += (size_t)batch->size * batch->view_size[v] * batch->view_size[v] * 3;
+    return bytes;
 }
 
 LoaderStats loader_stats(const Loader *loader) {

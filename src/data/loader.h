@@ -4,8 +4,8 @@
 // Work is handed out one sample at a time in batch order, so a slow image
 // never holds up a whole batch's worth of work on one thread. Batches come
 // out in order; each holds every view of every sample as uint8 NHWC. Slot
-// buffers are allocated once (pinned when asked and available); nothing is
-// allocated per batch.
+// buffers are allocated once (through the caller's allocator when it gives
+// one: pinned memory for the GPU); nothing is allocated per batch.
 //
 // A file that cannot be read or decoded is skipped: one warning names it and
 // the reason, it is counted once, and its place in the batch is filled by
@@ -46,7 +46,13 @@ typedef struct LoaderConfig {
     uint64_t start_batch;    // global batch to start from (resume)
     uint64_t total_batches;  // stop after this many batches in all; 0 = no end
     uint64_t max_pixels;     // decoder limit; 0 = default (Pillow's)
-    int pinned;              // ask for pinned host memory (CUDA builds)
+    // Batch slot memory: host_alloc(host_context, bytes) and host_free
+    // (e.g. the backend's page-locked memory, so a slot can be copied to the
+    // GPU while the next step runs: train/batch_feed.h); NULL: plain
+    // 64-byte aligned memory.
+    void *(*host_alloc)(void *context, size_t bytes);
+    void (*host_free)(void *context, void *pointer);
+    void *host_context;
     LoaderWarnFn warn;       // called from worker threads, one line each; may be NULL
     void *warn_context;
 } LoaderConfig;
@@ -63,6 +69,11 @@ typedef struct Batch {
     const uint8_t *failed;  // (size) 1 where the file could not be loaded (keep_last only;
                             // its pixels are zero), else 0
 } Batch;
+
+// Bytes of the batch's first `views` views (views = view_count: all of
+// them); in a slot the views lie one after another, so this is also where
+// view `views` starts.
+size_t batch_view_bytes(const Batch *batch, int views);
 
 // Time the workers spent, summed over workers, and counts.
 typedef struct LoaderStats {
@@ -83,9 +94,11 @@ void loader_destroy(Loader *loader);
 size_t loader_batches_per_epoch(const Loader *loader);
 
 // Blocks until the next batch is complete. The batch stays valid until
-// loader_release(). Returns NULL when the loader hit a fatal error (message in
-// err) or total_batches were delivered (err->text empty). wait_seconds, when
-// not NULL, receives the time spent waiting: the data_time of this step.
+// loader_release(), which reopens its slot to the workers (so a copy that
+// reads the slot must be complete before it); one batch is out at a time.
+// Returns NULL when the loader hit a fatal error (message in err) or
+// total_batches were delivered (err->text empty). wait_seconds, when not
+// NULL, receives the time spent waiting: the data_time of this step.
 const Batch *loader_next(Loader *loader, double *wait_seconds, ErrorMessage *err);
 void loader_release(Loader *loader, const Batch *batch);
 

@@ -230,14 +230,8 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     method->global_input = backend->op.alloc(backend, act_bytes(backend, global_elements));
     if (local_elements)
         method->local_input = backend->op.alloc(backend, act_bytes(backend, local_elements));
-    // One view at a time passes through it: the larger of the two sizes
-    // (DINO's 96 px local crops are larger than a small global size).
-    const size_t largest = method->local_size > method->global_size ? (size_t)method->local_size
-                                                                   : (size_t)method->global_size;
-    method->staging = backend->op.alloc(backend, (size_t)setup->batch * largest * largest * 3);
     method->record = backend->op.alloc(backend, METHOD_RECORD_FLOATS * sizeof(float));
-    if (!method->global_input || (local_elements && !method->local_input) || !method->staging ||
-        !method->record) {
+    if (!method->global_input || (local_elements && !method->local_input) || !method->record) {
         error_set(err, "out of memory for the input views (batch %d, %d px)", setup->batch,
                   method->global_size);
         goto fail;
@@ -274,28 +268,60 @@ void method_free(Method *method) {
 static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
 static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
 
-int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err) {
+static int method_check_batch(const Method *method, const Batch *batch, ErrorMessage *err) {
     if (batch->view_count != method->views.count || batch->size > method->max_batch)
         return error_set(err, "batch has %d views of %d images, the method expects %d views of "
                               "at most %d", batch->view_count, batch->size, method->views.count,
                          method->max_batch);
+    for (int v = 0; v < batch->view_count; v++) {
+        const int size = v < method->global_views ? method->global_size : method->local_size;
+        if (batch->view_size[v] != size)
+            return error_set(err, "view %d is %d px, expected %d", v, batch->view_size[v], size);
+    }
+    return 0;
+}
+
+int method_normalize_views(Method *method, const Batch *batch, ErrorMessage *err) {
+    if (method_check_batch(method, batch, err)) return -1;
     Backend *backend = method->backend;
     method->batch_index = batch->index;
     backbone_set_draw_key(&method->backbone, batch->index);
     for (int v = 0; v < batch->view_count; v++) {
         const int global = v < method->global_views;
         const int size = global ? method->global_size : method->local_size;
-        if (batch->view_size[v] != size)
-            return error_set(err, "view %d is %d px, expected %d", v, batch->view_size[v], size);
         const size_t pixels = (size_t)batch->size * size * size;
         const int index = global ? v : v - method->global_views;
         Act *target = act_at(backend, global ? method->global_input : method->local_input,
                              (size_t)index * pixels * 3);
-        backend->op.upload(backend, method->staging, batch->views[v], pixels * 3);
-        backend->op.normalize_u8(backend, pixels, method->staging, imagenet_mean, imagenet_std,
+        backend->op.normalize_u8(backend, pixels, batch->views[v], imagenet_mean, imagenet_std,
                                  target);
     }
     return 0;
+}
+
+// The staging buffer is made on the first call (the trainer never calls
+// this: its batches arrive through train/batch_feed.h).
+int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err) {
+    if (method_check_batch(method, batch, err)) return -1;
+    Backend *backend = method->backend;
+    if (!method->staging) {
+        size_t sample_bytes = 0;
+        for (int v = 0; v < method->views.count; v++)
+            sample_bytes += (size_t)method->views.views[v].size * method->views.views[v].size * 3;
+        method->staging = backend->op.alloc(backend, (size_t)method->max_batch * sample_bytes);
+        if (!method->staging)
+            return error_set(err, "out of memory for the uploaded views (batch %d)",
+                             method->max_batch);
+    }
+    Batch on_device = *batch;
+    uint8_t *cursor = method->staging;
+    for (int v = 0; v < batch->view_count; v++) {
+        const size_t bytes = (size_t)batch->size * batch->view_size[v] * batch->view_size[v] * 3;
+        backend->op.upload(backend, cursor, batch->views[v], bytes);
+        on_device.views[v] = cursor;
+        cursor += bytes;
+    }
+    return method_normalize_views(method, &on_device, err);
 }
 
 int method_add_group(Method *method, const char *name, ParameterSet *params,

@@ -5,7 +5,7 @@
 //
 // One optimizer step with k micro-batches (gradient accumulation):
 //   loop: zero every group's gradients
-//   k x { method_upload_views(batch); ops->step(step): forward, loss,
+//   k x { method_normalize_views(batch on the device); ops->step(step): forward, loss,
 //         backward; parameter gradients +=; the loss into the record }
 //   loop: scale gradients by 1/k, clip (defaults.grad_clip), one optimizer
 //         step per group active at this step (method_group_active), at the
@@ -181,7 +181,7 @@ struct Method {
     uint64_t batch_index;  // Batch.index of the uploaded views: keys per-batch draws
                            // (mixup) and updates (distillation's queue)
     Act *local_input;      // (local_views * max_batch, local_size, local_size, 3) or NULL
-    uint8_t *staging;      // backend memory for one uploaded view
+    uint8_t *staging;      // backend memory for method_upload_views (made on first use)
     int group_count;
     MethodGroup groups[METHOD_MAX_GROUPS];
     // Values to log, e.g. "schedule/momentum": their tags; the values of the
@@ -207,7 +207,11 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
 void method_free(Method *method);
 
 // Normalises the batch's uint8 views (ImageNet mean/std) into global_input
-// and local_input.
+// and local_input: method_normalize_views when the views are in backend
+// memory (queued on the device; the trainer's batches, train/batch_feed.h),
+// method_upload_views when they are in host memory (uploaded first, with
+// the host waiting: tests and one-off calls).
+int method_normalize_views(Method *method, const Batch *batch, ErrorMessage *err);
 int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err);
 
 // The record's loss (one float of backend memory), where the step's loss goes.

@@ -45,7 +45,8 @@ int train_record_setup(TrainRun *run, ErrorMessage *err) {
     backend->op.fill(backend, run->record, 0.0f, RECORD_FLOATS);
     for (int i = 0; i < 2; i++)
         if (!(run->slots[i] = backend->op.host_slot_create(backend, RECORD_FLOATS * sizeof(float),
-                                                           err)))
+                                                           err)) ||
+            !(run->timers[i] = backend->op.timer_create(backend, err)))
             return 1;
     run->scaler_on = test_on || strcmp(run->precision, "16-mixed") == 0;
     if (run->scaler_on && loss_scaler_init(&run->scaler, backend, &config, err)) return 1;
@@ -55,8 +56,10 @@ int train_record_setup(TrainRun *run, ErrorMessage *err) {
 void train_record_free(TrainRun *run) {
     Backend *backend = run->backend;
     if (!backend) return;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         if (run->slots[i]) backend->op.host_slot_free(backend, run->slots[i]);
+        if (run->timers[i]) backend->op.timer_free(backend, run->timers[i]);
+    }
     if (run->record) backend->op.free(backend, run->record);
     if (run->scaler_on) loss_scaler_free(&run->scaler);
 }
@@ -100,6 +103,9 @@ static void divergence(const TrainRun *run, const float *record, StepTimes *time
 void train_record_read(TrainRun *run, StepTimes *times) {
     Backend *backend = run->backend;
     const float *record = backend->op.host_slot_wait(backend, run->slots[times->step & 1]);
+    // The step's end mark is queued before its record: passed by now.
+    const double device_seconds = backend->op.timer_seconds(backend, run->timers[times->step & 1]);
+    if (device_seconds >= 0) times->batch_seconds = device_seconds;
     times->loss = record[RECORD_LOSS];
     times->stop = record[RECORD_STOP] > 0.0f;
     times->loss_scale = record[RECORD_SCALE];

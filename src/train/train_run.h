@@ -15,6 +15,7 @@
 #include "nn/loss_scaler.h"
 #include "nn/step_gate.h"
 #include "ssl_methods/method.h"
+#include "train/batch_feed.h"
 #include "train/gradient_sync.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
@@ -46,6 +47,11 @@ typedef struct TrainRun {
     LossScaler scaler;
     int stop_seen;          // a stop was agreed in a step's record: stop after the next
     Loader *loader;
+    BatchFeed feed;         // the loader's batches to the device, one ahead
+    int feed_ready;
+    // Device time of a step (batch_time on the GPU): marks around step N in
+    // timers[N % 2], read with its record.
+    DeviceTimer *timers[2];
     int batch_size;         // per rank
     int num_workers;
     int accumulate;
@@ -96,8 +102,11 @@ enum {
 typedef struct StepTimes {
     long step;
     double lr;
-    double batch_seconds;   // forward, backward, optimizer (host time to queue them)
-    double data_seconds;    // waiting for batches
+    // forward, backward, optimizer: on the GPU the device's time from the
+    // step's start mark to its end mark (train_record_read), on the CPU the
+    // host's time to run them
+    double batch_seconds;
+    double data_seconds;    // waiting for the loader's batches
     double comm_wait_seconds;  // waiting for the gradient average after backward
     int images;
     // from the record

@@ -374,8 +374,14 @@ static int setup_loader(TrainRun *run, ErrorMessage *err) {
         .warn = train_warn,
         .warn_context = run,
     };
+    // Slots in the backend's host memory (pinned on the GPU), copied to the
+    // device one batch ahead (train/batch_feed.h).
+    batch_feed_loader_memory(&loader, run->backend);
     run->loader = loader_create(&loader, err);
-    return run->loader ? 0 : -1;
+    if (!run->loader) return -1;
+    run->feed_ready = 1;  // batch_feed_free is safe after a failed init
+    return batch_feed_init(&run->feed, run->backend, run->loader, &run->method.views,
+                           run->batch_size, err);
 }
 
 static int setup_logs(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
@@ -440,6 +446,14 @@ static void log_configuration(TrainRun *run) {
                   run->batch_size, run->accumulate, run->steps_per_epoch, run->total_steps,
                   run->num_workers, run->backend->name, run->precision);
     run_log_line(run->log, "accelerator: %s", run->accelerator_note);
+    // The pool per device of the design: (cores - devices) / devices over
+    // the node, i.e. each rank's share of the cores less one for its device.
+    if (config->num_workers > 0)
+        run_log_line(run->log, "data workers: %d per device (--num-workers)", run->num_workers);
+    else
+        run_log_line(run->log, "data workers: %d per device (auto: (cores - devices) / devices, "
+                               "here %d cores per device less 1%s)", run->num_workers,
+                     rank_cores(config), rank_cores(config) < 2 ? ", at least 1" : "");
     if (run->scaler_on)
         run_log_line(run->log, "loss scaling: on%s (start scale %g, growth interval %d)",
                      strcmp(run->precision, "16-mixed") == 0 ? "" : " (LTC_TEST_LOSS_SCALER, tests only)",
@@ -630,6 +644,7 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
 
 void train_teardown(TrainRun *run) {
     ErrorMessage err = {{0}};
+    if (run->feed_ready) batch_feed_free(&run->feed);  // its copies read the loader's slots
     if (run->loader) loader_destroy(run->loader);
     for (int g = 0; g < METHOD_MAX_GROUPS; g++)
         if (run->optimizers[g]) optimizer_free(run->optimizers[g]);

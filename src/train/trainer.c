@@ -126,6 +126,7 @@ static void train_record_step(TrainRun *run, long step) {
                          sizeof(float));
         loss_scaler_update(&run->scaler, step_gate_values(&run->gate) + GATE_SKIP);
     }
+    backend->op.timer_mark(backend, run->timers[step & 1], 1);
     backend->op.host_slot_fill(backend, run->slots[step & 1], record,
                                RECORD_FLOATS * sizeof(float));
 }
@@ -150,39 +151,52 @@ static int train_sync_gradients(TrainRun *run, long step, StepTimes *times, Erro
 }
 
 // Queues one optimizer step over accumulate micro-batches; nothing waits
-// for the device (train_record_read reads it later). Returns 0, or -1 with
-// err (a loader or backend failure), or 1 when the loader ran dry. A loss,
-// gradient or updated weight that is NaN or infinite shows in the record
-// (the gate skips the update when it can still be).
+// for the device (train_record_read reads it later). Each micro-batch's
+// copy to the device was queued before (train/batch_feed.h): the next one's
+// is queued once this one's work is, so it runs beside it. Returns 0, or -1
+// with err (a loader or backend failure), or 1 when the loader ran dry. A
+// loss, gradient or updated weight that is NaN or infinite shows in the
+// record (the gate skips the update when it can still be).
 static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *err) {
     Method *method = &run->method;
+    Backend *backend = run->backend;
     for (int g = 0; g < method->group_count; g++)
         parameter_set_zero_grads(method->groups[g].params);
     times->step = step;
     times->data_seconds = 0;
-    run->backend->op.fill(run->backend, run->record + RECORD_LOSS, 0.0f, 1);
     double compute = 0;
     for (int micro = 0; micro < run->accumulate; micro++) {
-        double wait = 0;
-        const Batch *batch = loader_next(run->loader, &wait, err);
-        if (!batch) return err->text[0] ? -1 : 1;
-        times->data_seconds += wait;
+        // Queued beside the work before (the run's first step: now).
+        const int fetched = batch_feed_prefetch(&run->feed, err);
+        if (fetched) return fetched < 0 ? -1 : 1;
         const double start = time_now();
+        if (micro == 0) {  // the device's step starts with waiting for the copy
+            backend->op.timer_mark(backend, run->timers[step & 1], 0);
+            backend->op.fill(backend, run->record + RECORD_LOSS, 0.0f, 1);
+        }
+        double wait = 0, queue = 0;
+        const Batch *host = NULL;
+        const Batch *batch = batch_feed_take(&run->feed, &host, &wait, &queue, err);
+        if (!batch) return -1;  // (prefetched above)
+        times->data_seconds += wait;
         // Before the backward (which adds to it): a bucket may be on the
         // wire as soon as backward is through.
         if (fault_fires("nan-gradient", step)) poison_first(run, 0);
         if (run->gradient_overlap && micro == run->accumulate - 1)
             gradient_sync_begin(&run->gradient_sync, run->comm, method->groups,
                                 method->group_count, step);
-        int status = method_upload_views(method, batch, err);
+        int status = method_normalize_views(method, batch, err);
+        batch_feed_consumed(&run->feed);
         if (!status) status = method->ops->step(method, step, batch->size, err);
         if (!status) add_micro_batch_loss(run);
-        compute += time_now() - start;
+        compute += queue + time_now() - start;
         if (!status && step == 0 && micro == 0 && run->events)
-            status = log_augmentation_grid(run, batch, err);
-        loader_release(run->loader, batch);
+            status = log_augmentation_grid(run, host, err);
         if (status) return -1;
         times->images += batch->size;
+        // The next micro-batch's copy beside this one's work; a loader
+        // failure shows again when the loop fetches it above.
+        if (micro < run->accumulate - 1) batch_feed_prefetch(&run->feed, err);
     }
     const double start = time_now();
     // Data parallel: every rank steps with the mean gradient and logs the
@@ -193,6 +207,11 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     train_update(run, step, times);
     train_record_step(run, step);
     times->batch_seconds = compute + (time_now() - start);
+    // The next step's first batch: its copy beside this step's work (its
+    // loader wait is that step's data_time; a loader failure shows again
+    // when that step fetches it). None after the last step.
+    if (step + 1 < run->total_steps) batch_feed_prefetch(&run->feed, err);
+    err->text[0] = '\0';
     return 0;
 }
 

@@ -190,10 +190,16 @@ result=$("$compare" "$work/accumulate-true/checkpoints/last.ckpt" \
 # 1's must never appear; the working folder stays empty.
 mkdir -p "$work/cwd"
 bin_path=$(realpath "$bin")
+# (The data workers left to auto: the pool per device is checked below.)
+auto_workers=()
+for ((i = 0; i < ${#base[@]}; i++)); do
+  if [ "${base[i]}" = --num-workers ]; then i=$((i + 1)); else auto_workers+=("${base[i]}"); fi
+done
 (cd "$work/cwd" && mpi_run 2 bash -c '
   out="$1"; [ "$OMPI_COMM_WORLD_RANK" = 0 ] || out="$1-rank$OMPI_COMM_WORLD_RANK"
-  shift; exec "$@" --out "$out"' _ "$work/writer" "$bin_path" train "${base[@]}" "${simclr[@]}" \
-  --max-steps 2) >"$work/writer.log" 2>&1 || fail "rank-0 writer run failed: $(cat "$work/writer.log")"
+  shift; exec "$@" --out "$out"' _ "$work/writer" "$bin_path" train "${auto_workers[@]}" \
+  "${simclr[@]}" --max-steps 2) >"$work/writer.log" 2>&1 ||
+  fail "rank-0 writer run failed: $(cat "$work/writer.log")"
 [ -e "$work/writer-rank1" ] && fail "rank 1 created its --out: $(ls -R "$work/writer-rank1")"
 [ -z "$(ls -A "$work/cwd")" ] || fail "files appeared in the working folder: $(ls -A "$work/cwd")"
 for file in checkpoints/last.ckpt exported_models/exported_last.safetensors metrics.jsonl train.log; do
@@ -203,6 +209,28 @@ grep -q "^rank 1" "$work/writer.log" && fail "rank 1 printed: $(grep "^rank 1" "
 [ "$(grep -c "^run summary" "$work/writer.log")" -eq 1 ] || fail "not exactly one run summary"
 grep -q "data parallel: 2 ranks (mpi, 2 per node), global batch 12 = 6 per rank, BatchNorm synchronised" \
   "$work/writer/train.log" || fail "train.log does not describe the ranks"
+
+# ---- the data worker pool per device: (cores - devices) / devices --------------------
+# One process gets the usable cores C for its device, each of 2 ranks C / 2;
+# the pool is that less 1 (at least 1), and train.log says so.
+"$bin" train "${auto_workers[@]}" "${simclr[@]}" --max-steps 1 --out "$work/one-auto" \
+  >"$work/one-auto.log" 2>&1 || fail "one-process run (auto workers): $(cat "$work/one-auto.log")"
+pool() {  # "WORKERS CORES" of the auto pool line of a train.log
+  local line='data workers: \([0-9]*\) per device (auto: (cores - devices) \/ devices, here'
+  sed -n "s/.*$line \\([0-9]*\\) cores per device.*/\\1 \\2/p" "$1"
+}
+read -r workers1 cores1 <<<"$(pool "$work/one-auto/train.log")"
+read -r workers2 cores2 <<<"$(pool "$work/writer/train.log")"
+if [ -z "${cores1:-}" ] || [ -z "${cores2:-}" ]; then
+  fail "train.log does not give the data worker pool:" \
+    "$(grep -h "data workers" "$work/one-auto/train.log" "$work/writer/train.log")"
+else
+  [ "$cores2" -eq $((cores1 / 2)) ] || fail "2 ranks: $cores2 cores per device, not $cores1 / 2"
+  [ "$workers1" -eq $((cores1 > 1 ? cores1 - 1 : 1)) ] ||
+    fail "1 device: $workers1 workers for $cores1 cores"
+  [ "$workers2" -eq $((cores2 > 1 ? cores2 - 1 : 1)) ] ||
+    fail "2 devices: $workers2 workers for $cores2 cores"
+fi
 
 # ---- bad launches --------------------------------------------------------------------
 small=(--data "$images" --image-size 32 --num-workers 1 --threads 1)

@@ -181,6 +181,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .host_slot_free = host_slot_free,
         .host_slot_fill = host_slot_fill,
         .host_slot_wait = host_slot_wait,
+        HOST_OPS_DATA_TO_DEVICE,
         .conv2d_plan = cpu_conv2d_plan,
         .conv2d_plan_free = cpu_conv2d_plan_free,
         .conv2d_forward = cpu_conv2d_forward,

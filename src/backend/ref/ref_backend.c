@@ -210,6 +210,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .host_slot_free = host_slot_free,
         .host_slot_fill = host_slot_fill,
         .host_slot_wait = host_slot_wait,
+        HOST_OPS_DATA_TO_DEVICE,
         .conv2d_plan = ref_conv2d_plan,
         .conv2d_plan_free = ref_conv2d_plan_free,
         .conv2d_forward = ref_conv2d_forward,

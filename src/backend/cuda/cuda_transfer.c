@@ -1,0 +1,131 @@
+// Data to the GPU (backend.h "data to the device"; docs/gpu.md): page-locked
+// host memory for the loader's batch slots, host-to-device copies on a
+// transfer's own stream ordered against the compute stream by events, and
+// the step timer (two timing events on the compute stream).
+//
+// A transfer's two events:
+//   landed   recorded on the copy stream behind each copy; the compute
+//            stream waits for it (transfer_device_wait), the host too
+//            (transfer_host_wait: the copies have read their host memory).
+//   consumed recorded on the compute stream (transfer_consumed) behind the
+//            work that reads the copies' destinations; the copy stream waits
+//            for it before the next copy, so a copy never overwrites device
+//            memory a queued kernel still reads.
+// Waiting on an event that was never recorded returns at once, so the first
+// copy and the first wait need no special case.
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_internal.h"
+
+struct Transfer {
+    cudaStream_t stream;  // the copy stream
+    cudaEvent_t landed, consumed;
+};
+
+struct DeviceTimer {
+    cudaEvent_t marks[2];  // start, end (timing events)
+    int marked[2];         // recorded at least once
+};
+
+static void transfer_set_device(const Backend *backend) {
+    CUDA_CHECK(cudaSetDevice(cuda_state(backend)->device));
+}
+
+// Portable: the memory is pinned for every device and context, whichever
+// thread asks.
+void *cuda_host_alloc(Backend *backend, size_t bytes) {
+    transfer_set_device(backend);
+    void *pointer = NULL;
+    if (cudaHostAlloc(&pointer, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();  // out of page-locked memory: the caller says what it wanted
+        return NULL;
+    }
+    return pointer;
+}
+
+void cuda_host_free(Backend *backend, void *pointer) {
+    if (pointer) CUDA_CHECK(cudaFreeHost(pointer));
+}
+
+Transfer *cuda_transfer_create(Backend *backend, ErrorMessage *err) {
+    transfer_set_device(backend);
+    Transfer *transfer = calloc(1, sizeof *transfer);
+    if (!transfer) {
+        error_set(err, "out of host memory for a transfer");
+        return NULL;
+    }
+    // Non-blocking: the copy stream does not wait for the legacy default stream.
+    CUDA_CHECK(cudaStreamCreateWithFlags(&transfer->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&transfer->landed, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&transfer->consumed, cudaEventDisableTiming));
+    return transfer;
+}
+
+void cuda_transfer_free(Backend *backend, Transfer *transfer) {
+    if (!transfer) return;
+    CUDA_CHECK(cudaStreamSynchronize(transfer->stream));
+    CUDA_CHECK(cudaEventDestroy(transfer->landed));
+    CUDA_CHECK(cudaEventDestroy(transfer->consumed));
+    CUDA_CHECK(cudaStreamDestroy(transfer->stream));
+    free(transfer);
+}
+
+void cuda_upload_async(Backend *backend, Transfer *transfer, void *device, const void *host,
+                       size_t bytes) {
+    if (!bytes) return;
+    CUDA_CHECK(cudaStreamWaitEvent(transfer->stream, transfer->consumed, 0));
+    CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, transfer->stream));
+    CUDA_CHECK(cudaEventRecord(transfer->landed, transfer->stream));
+}
+
+void cuda_transfer_device_wait(Backend *backend, Transfer *transfer) {
+    CUDA_CHECK(cudaStreamWaitEvent(cuda_state(backend)->stream, transfer->landed, 0));
+}
+
+void cuda_transfer_consumed(Backend *backend, Transfer *transfer) {
+    CUDA_CHECK(cudaEventRecord(transfer->consumed, cuda_state(backend)->stream));
+}
+
+void cuda_transfer_host_wait(Backend *backend, Transfer *transfer) {
+    CUDA_CHECK(cudaEventSynchronize(transfer->landed));
+}
+
+DeviceTimer *cuda_timer_create(Backend *backend, ErrorMessage *err) {
+    transfer_set_device(backend);
+    DeviceTimer *timer = calloc(1, sizeof *timer);
+    if (!timer) {
+        error_set(err, "out of host memory for a timer");
+        return NULL;
+    }
+    CUDA_CHECK(cudaEventCreate(&timer->marks[0]));
+    CUDA_CHECK(cudaEventCreate(&timer->marks[1]));
+    return timer;
+}
+
+void cuda_timer_free(Backend *backend, DeviceTimer *timer) {
+    if (!timer) return;
+    CUDA_CHECK(cudaEventDestroy(timer->marks[0]));
+    CUDA_CHECK(cudaEventDestroy(timer->marks[1]));
+    free(timer);
+}
+
+void cuda_timer_mark(Backend *backend, DeviceTimer *timer, int end) {
+    const int which = end ? 1 : 0;
+    CUDA_CHECK(cudaEventRecord(timer->marks[which], cuda_state(backend)->stream));
+    timer->marked[which] = 1;
+}
+
+// cudaEventQuery: cudaSuccess once the device passed the end mark,
+// cudaErrorNotReady before (not an error: cleared, -1).
+double cuda_timer_seconds(Backend *backend, DeviceTimer *timer) {
+    if (!timer->marked[0] || !timer->marked[1]) return -1.0;
+    const cudaError_t passed = cudaEventQuery(timer->marks[1]);
+    if (passed == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return -1.0;
+    }
+    CUDA_CHECK(passed);
+    float milliseconds = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&milliseconds, timer->marks[0], timer->marks[1]));
+    return milliseconds / 1e3;
+}
