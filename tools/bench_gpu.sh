@@ -69,16 +69,24 @@ fi
 work=$(mktemp -d /tmp/ltc-bench-gpu-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-# Largest memory.used (MiB) nvidia-smi reports for process $1 while it runs.
+# Peak GPU memory (MiB) of process $1 while it runs, from nvidia-smi: the
+# process's used_memory; where nvidia-smi lists no process with that id (a
+# container with its own process ids) the growth of the first GPU's
+# memory.used over its value when sampling began. Prints "MIB process" or
+# "MIB device" (the second: a shared GPU's other jobs count too).
 sample_memory() {
-    local pid=$1 peak=0 used
+    local pid=$1 peak=0 device_peak=0 used base total
+    base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n 1)
     while kill -0 "$pid" 2>/dev/null; do
         used=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
                awk -F', ' -v pid="$pid" '$1 == pid { print $2 }')
         [ -n "$used" ] && [ "$used" -gt "$peak" ] && peak=$used
+        total=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n 1)
+        [ -n "$total" ] && [ -n "$base" ] && [ $((total - base)) -gt "$device_peak" ] &&
+            device_peak=$((total - base))
         sleep 0.2
     done
-    echo "$peak"
+    if [ "$peak" -gt 0 ]; then echo "$peak process"; else echo "$device_peak device"; fi
 }
 
 # images/s and data wait % of the steps after the warm-up, from metrics.jsonl.
@@ -115,8 +123,9 @@ while read -r method model size batch steps; do
         "${method_args[@]}" \
         --accelerator "$( [ "$device" = cuda ] && echo gpu || echo cpu )" >"$work/train.out" 2>&1 &
     pid=$!
-    memory=0
+    memory="0 none"
     command -v nvidia-smi >/dev/null && memory=$(sample_memory "$pid")
+    read -r memory memory_source <<<"$memory"
     if ! wait "$pid"; then
         echo "ours: train failed:"; tail -n 15 "$work/train.out"; continue
     fi
@@ -127,7 +136,8 @@ while read -r method model size batch steps; do
     mfu=$(awk -v m="$mfu_peak" -v r="$rate" -v t="$torch_rate" 'BEGIN { printf "%.1f", (t > 0 ? m * r / t : 0) }')
     echo "RESULT tool=lightly-train-c method=$method model=$model device=$device" \
          "precision=$our_precision image_size=$size batch=$batch steps=$counted images_per_s=$rate" \
-         "data_wait_pct=$wait_pct gflops_per_image=$gflops mfu_pct=$mfu gpu_memory_mib=$memory"
+         "data_wait_pct=$wait_pct gflops_per_image=$gflops mfu_pct=$mfu gpu_memory_mib=$memory" \
+         "gpu_memory_source=$memory_source"
 done <<<"$configs"
 
 # The teacher and distillation sections.

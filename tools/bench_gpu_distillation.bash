@@ -23,8 +23,10 @@
 #   RESULT tool=ratio ... ours_over_pytorch_images_per_s=R ours_over_pytorch_gpu_memory=M
 # and the section with a table of all pairs. GPU memory: the process's peak
 # used memory as nvidia-smi samples it (CUDA context included, the same
-# measure on both sides; n/a without nvidia-smi or on the CPU), next to
-# PyTorch's allocator peaks in its own line.
+# measure on both sides; gpu_memory_source=device where nvidia-smi lists no
+# process ids (containers): the GPU's growth in memory.used instead; n/a
+# without nvidia-smi or on the CPU), next to PyTorch's allocator peaks in
+# its own line.
 #
 # shellcheck disable=SC2154  # device, tools, work, ...: set by tools/bench_gpu.sh
 # BENCH_GPU_TEACHER_CONFIGS ("model size batch steps" per line) and
@@ -47,11 +49,11 @@ result_field() {
 }
 
 # Runs "$@" with its output in $work/pair.out; prints the peak GPU memory in
-# MiB nvidia-smi saw for it (n/a on the CPU or without nvidia-smi). Status:
-# the command's.
+# MiB nvidia-smi saw for it and how (sample_memory: "MIB process|device";
+# "n/a none" on the CPU or without nvidia-smi). Status: the command's.
 run_measured() {
     "$@" >"$work/pair.out" 2>&1 &
-    local pid=$! memory=n/a
+    local pid=$! memory="n/a none"
     if [ "$device" = cuda ] && command -v nvidia-smi >/dev/null; then
         memory=$(sample_memory "$pid")
     fi
@@ -60,11 +62,12 @@ run_measured() {
 }
 
 # One side of a pair: its header lines and its RESULT line with
-# gpu_memory_mib appended, into the named variable $1; "" when it failed.
+# gpu_memory_mib and gpu_memory_source appended, into the named variable $1;
+# "" when it failed.
 measure_side() {
     local -n into=$1
     shift
-    local memory
+    local memory source
     into=""
     if ! memory=$(run_measured "$@"); then
         echo "failed: $*"
@@ -72,7 +75,8 @@ measure_side() {
         return 1
     fi
     grep -v '^RESULT' "$work/pair.out" | grep -E '^(backend|torch) '
-    into="$(grep '^RESULT' "$work/pair.out") gpu_memory_mib=$memory"
+    read -r memory source <<<"$memory"
+    into="$(grep '^RESULT' "$work/pair.out") gpu_memory_mib=$memory gpu_memory_source=$source"
     echo "$into"
 }
 

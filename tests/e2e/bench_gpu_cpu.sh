@@ -25,13 +25,13 @@ echo "$output"
 # has PATTERN WHAT: a line of the output matches PATTERN.
 has() { grep -q -E -- "$1" <<<"$output" || fail "$2: no line matching /$1/"; }
 number='[0-9]+\.[0-9]+'
-has "^RESULT tool=lightly-train-c mode=teacher model=vit_t14 backend=cpu precision=32-true image_size=28 batch=2 .* images_per_s=$number .* gpu_memory_mib=n/a$" \
+has "^RESULT tool=lightly-train-c mode=teacher model=vit_t14 backend=cpu precision=32-true image_size=28 batch=2 .* images_per_s=$number .* gpu_memory_mib=n/a gpu_memory_source=none$" \
   "our teacher line"
-has "^RESULT tool=lightly-train-c mode=distillation model=resnet18 teacher=vit_t14 backend=cpu precision=32-true image_size=28 batch=2 .* images_per_s=$number .* gpu_memory_mib=n/a$" \
+has "^RESULT tool=lightly-train-c mode=distillation model=resnet18 teacher=vit_t14 backend=cpu precision=32-true image_size=28 batch=2 .* images_per_s=$number .* gpu_memory_mib=n/a gpu_memory_source=none$" \
   "our distillation line"
 has '^backend cpu, precision 32-true$' "our header"
 if [ "$have_torch" = 1 ]; then
-  has "^RESULT tool=pytorch mode=teacher model=vit_t14 device=cpu precision=32-true vit=(timm|builtin) image_size=28 batch=2 .* images_per_s=$number .*gpu_memory_mib=n/a$" \
+  has "^RESULT tool=pytorch mode=teacher model=vit_t14 device=cpu precision=32-true vit=(timm|builtin) image_size=28 batch=2 .* images_per_s=$number .*gpu_memory_mib=n/a gpu_memory_source=none$" \
     "PyTorch teacher line"
   has "^RESULT tool=pytorch mode=distillation model=resnet18 teacher=vit_t14 device=cpu precision=32-true vit=(timm|builtin) .* images_per_s=$number " \
     "PyTorch distillation line"
