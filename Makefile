@@ -228,11 +228,11 @@ test-gpu: all $(TEST_BIN) $(E2E_HELPER_BIN)
 
 # A relocatable folder for GPU nodes without our Debian packages (tools/bundle.sh).
 BUNDLE_DIR ?= $(BUILD)/bundle
-bundle: all $(TEST_BIN) $(E2E_HELPER_BIN)
+bundle: all $(TEST_BIN) $(E2E_HELPER_BIN) $(BUILD)/tools/bench_train_step
 	tools/bundle.sh $(BUILD) $(BUNDLE_DIR)
 
 # The GPU benchmark: ours next to PyTorch (AMP, channels-last) on one GPU.
-bench-gpu: all
+bench-gpu: all $(BUILD)/tools/bench_train_step
 	@if [ "$(HAVE_CUDA)" != 1 ]; then echo "make bench-gpu needs a CUDA build: $(CUDA_REASON)" >&2; exit 1; fi
 	tools/bench_gpu.sh $(BUILD)
 

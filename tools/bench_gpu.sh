@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # GPU training benchmark (make bench-gpu; in a bundle: bench-gpu.sh):
 #   tools/bench_gpu.sh [BUILD_DIR] [DATA_DIR]
-# For each configuration, in one command on one GPU:
+# Three sections (BENCH_GPU_SECTIONS, default "train teacher distillation"),
+# each ours next to PyTorch in one command on one GPU.
+#
+# train: for each configuration (BENCH_GPU_CONFIGS):
 #   ours     lightly-train-c train --accelerator gpu on DATA_DIR: images/s and
 #            data wait % from metrics.jsonl (profiling/batch_time and
 #            data_time of the steps after WARMUP), peak GPU memory of the
@@ -13,17 +16,28 @@
 # linear layer, the same architecture), so ours get an MFU on the same scale.
 # DATA_DIR defaults to BUILD/bench-images; when it is missing,
 # tools/compare/make_jpeg_folder.py writes 2048 ImageNet-sized JPEGs there.
+#
+# teacher and distillation (issue 11; tools/bench_gpu_distillation.bash): the
+# eval forward of a ViT-S/14 and ViT-B/14 teacher, and one distillation (v3)
+# step of a ResNet-18/50 student with such a teacher, on random weights and
+# random batches already on the GPU: bench_train_step --backend cuda
+# --precision auto next to tools/compare/pytorch_train_step.py --device cuda
+# (AMP, channels-last); both peak GPU memories sampled with nvidia-smi.
+#
 # Environment: PYTHON (python3), BENCH_GPU_CONFIGS ("method model size batch
-# steps" per line), BENCH_GPU_DEVICE (cuda; cpu only to test this script),
-# BENCH_GPU_PRECISION (16-mixed, the PyTorch side; ours runs --precision auto),
-# BENCH_GPU_WARMUP (10 untimed steps first).
+# steps" per line), BENCH_GPU_TEACHER_CONFIGS ("model size batch steps"),
+# BENCH_GPU_DISTILLATION_CONFIGS ("student teacher size batch steps"),
+# BENCH_GPU_DEVICE (cuda; cpu only to test this script: tests/e2e/bench_gpu_cpu.sh),
+# BENCH_GPU_PRECISION (16-mixed, the PyTorch side; ours runs --precision auto
+# and each line says what it ran), BENCH_GPU_WARMUP (10 untimed steps first).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -x "$here/bin/lightly-train-c" ]; then  # inside a bundle
     bin="$here/bin/lightly-train-c"; tools="$here/tools"; default_data="$here/bench-images"
+    step_bin="$here/tools/bench_train_step"
 else
     build=${1:-build}; bin="$build/lightly-train-c"; tools="$here"
-    default_data="$build/bench-images"
+    default_data="$build/bench-images"; step_bin="$build/tools/bench_train_step"
 fi
 data=${2:-$default_data}
 PYTHON=${PYTHON:-python3}
@@ -33,6 +47,13 @@ configs=${BENCH_GPU_CONFIGS:-"simclr resnet50 224 256 40
 simclr resnet18 224 256 60
 dino resnet50 224 64 30"}
 warmup=${BENCH_GPU_WARMUP:-10}
+sections=${BENCH_GPU_SECTIONS:-"train teacher distillation"}
+for section in $sections; do
+    case $section in train | teacher | distillation) ;;
+    *) echo "bench_gpu.sh: unknown section '$section' in BENCH_GPU_SECTIONS (train, teacher, distillation)" >&2
+       exit 2 ;;
+    esac
+done
 prototypes=65536
 workers=$(( $(nproc) - 1 ))
 if nv=$("$PYTHON" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null); then
@@ -41,23 +62,31 @@ if nv=$("$PYTHON" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/nul
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "cpu: $(nproc) cores, $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'); data workers: $workers"
-if [ ! -d "$data" ]; then
+if [[ " $sections " == *" train "* ]] && [ ! -d "$data" ]; then
     echo "writing 2048 JPEGs to $data (tools/compare/make_jpeg_folder.py)"
     "$PYTHON" "$tools/compare/make_jpeg_folder.py" --out "$data" --count 2048 || exit 1
 fi
 work=$(mktemp -d /tmp/ltc-bench-gpu-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-# Largest memory.used (MiB) nvidia-smi reports for process $1 while it runs.
+# Peak GPU memory (MiB) of process $1 while it runs, from nvidia-smi: the
+# process's used_memory; where nvidia-smi lists no process with that id (a
+# container with its own process ids) the growth of the first GPU's
+# memory.used over its value when sampling began. Prints "MIB process" or
+# "MIB device" (the second: a shared GPU's other jobs count too).
 sample_memory() {
-    local pid=$1 peak=0 used
+    local pid=$1 peak=0 device_peak=0 used base total
+    base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n 1)
     while kill -0 "$pid" 2>/dev/null; do
         used=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
                awk -F', ' -v pid="$pid" '$1 == pid { print $2 }')
         [ -n "$used" ] && [ "$used" -gt "$peak" ] && peak=$used
+        total=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n 1)
+        [ -n "$total" ] && [ -n "$base" ] && [ $((total - base)) -gt "$device_peak" ] &&
+            device_peak=$((total - base))
         sleep 0.2
     done
-    echo "$peak"
+    if [ "$peak" -gt 0 ]; then echo "$peak process"; else echo "$device_peak device"; fi
 }
 
 # images/s and data wait % of the steps after the warm-up, from metrics.jsonl.
@@ -73,6 +102,7 @@ print(f"{batch * len(steps) / (compute + wait):.1f} {100 * wait / (compute + wai
 EOF
 }
 
+[[ " $sections " == *" train "* ]] || configs=""
 while read -r method model size batch steps; do
     [ -n "$method" ] || continue
     echo "== $method $model ${size}px batch $batch"
@@ -93,8 +123,9 @@ while read -r method model size batch steps; do
         "${method_args[@]}" \
         --accelerator "$( [ "$device" = cuda ] && echo gpu || echo cpu )" >"$work/train.out" 2>&1 &
     pid=$!
-    memory=0
+    memory="0 none"
     command -v nvidia-smi >/dev/null && memory=$(sample_memory "$pid")
+    read -r memory memory_source <<<"$memory"
     if ! wait "$pid"; then
         echo "ours: train failed:"; tail -n 15 "$work/train.out"; continue
     fi
@@ -105,5 +136,10 @@ while read -r method model size batch steps; do
     mfu=$(awk -v m="$mfu_peak" -v r="$rate" -v t="$torch_rate" 'BEGIN { printf "%.1f", (t > 0 ? m * r / t : 0) }')
     echo "RESULT tool=lightly-train-c method=$method model=$model device=$device" \
          "precision=$our_precision image_size=$size batch=$batch steps=$counted images_per_s=$rate" \
-         "data_wait_pct=$wait_pct gflops_per_image=$gflops mfu_pct=$mfu gpu_memory_mib=$memory"
+         "data_wait_pct=$wait_pct gflops_per_image=$gflops mfu_pct=$mfu gpu_memory_mib=$memory" \
+         "gpu_memory_source=$memory_source"
 done <<<"$configs"
+
+# The teacher and distillation sections.
+# shellcheck source=tools/bench_gpu_distillation.bash
+. "$tools/bench_gpu_distillation.bash"

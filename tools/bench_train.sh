@@ -8,8 +8,9 @@
 # build/tools/bench_train_step (ours, cpu backend) next to the same step in
 # PyTorch (tools/compare/pytorch_train_step.py) with the same threads, batch
 # and resolution, alternating ROUNDS times. The PyTorch side is skipped when
-# torch/torchvision are not importable by $PYTHON (default /usr/bin/python3),
-# the ViT and distillation rows' when timm is not (PYTHONPATH). Debian's
+# torch/torchvision are not importable by $PYTHON (default /usr/bin/python3);
+# its ViTs are timm's when timm is importable (PYTHONPATH), else the
+# script's own copy of the same architecture (RESULT says vit=). Debian's
 # torch runs its Linear layers on the reference BLAS (BLAS_INFO=generic): set
 # TORCH_BLAS_DIR to a folder holding OpenBLAS's libblas.so.3 to give PyTorch
 # a fast GEMM (docs/performance.md). Environment: BENCH_THREADS (default:
@@ -26,23 +27,19 @@ have_torch=1
   echo "bench_train.sh: torch/torchvision not importable by $PYTHON; PyTorch side skipped"
 }
 echo "training step, $THREADS thread(s), $(lscpu | sed -n 's/^Model name:[[:space:]]*//p')"
-have_timm=$have_torch
-"$PYTHON" -c 'import timm' 2>/dev/null || have_timm=0
 # mode model(student) teacher image-size batch steps
 for config in "step resnet18 - 64 32 5" "step resnet50 - 64 32 3" "step resnet18 - 224 16 3" \
               "step resnet50 - 224 16 2" "step vit_s16 - 224 16 3" \
               "teacher vit_s14 - 224 32 2" "teacher vit_b14 - 224 32 1" \
               "distillation resnet18 vit_s14 224 16 2"; do
   read -r mode model teacher size batch steps <<<"$config"
-  needs_timm=0
-  case "$model $mode" in vit*|*distillation) needs_timm=1 ;; esac
   teacher_args=()
   [ "$teacher" = - ] || teacher_args=(--teacher "$teacher")
   for round in $(seq "$ROUNDS"); do
     "$BUILD/tools/bench_train_step" --mode "$mode" --model "$model" "${teacher_args[@]}" \
       --image-size "$size" --batch-size "$batch" --steps "$steps" --warmup 1 \
       --threads "$THREADS" | grep '^RESULT'
-    if [ "$have_torch" = 1 ] && { [ "$needs_timm" = 0 ] || [ "$have_timm" = 1 ]; }; then
+    if [ "$have_torch" = 1 ]; then
       LD_LIBRARY_PATH=${TORCH_BLAS_DIR:-${LD_LIBRARY_PATH:-}} OPENBLAS_NUM_THREADS=$THREADS \
         "$PYTHON" "$TOOLS_DIR/compare/pytorch_train_step.py" --mode "$mode" --model "$model" \
         "${teacher_args[@]}" --image-size "$size" --batch-size "$batch" \

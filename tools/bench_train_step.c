@@ -19,14 +19,26 @@
 //   bench_train_step [--mode step|teacher|distillation]
 //                    [--model resnet18|...|vit_s16|... (or a ResNet depth)]
 //                    [--teacher vit_s14|...] [--image-size N] [--batch-size N]
-//                    [--steps N] [--warmup N] [--threads N] [--backend cpu|ref]
+//                    [--steps N] [--warmup N] [--threads N] [--backend cpu|ref|cuda]
+//                    [--precision auto|32-true|16-mixed|bf16-mixed]
 //
-// Prints one line starting with RESULT: images/s, seconds per step (and its
-// two timed parts: forward and backward; for distillation the method's step
-// (everything up to the gradients) and the update), CPU seconds per step
-// (user + system of all threads: less sensitive than wall time to other
-// jobs on a shared machine) and peak resident memory of the process; mode
-// step also prints the bytes of each memory class.
+// --precision sets the dtype activations are stored in, as `train
+// --precision` does: auto is 16-mixed on the cuda backend when the backend
+// accepts fp16 storage (else 32-true, and the header line says why), 32-true
+// on the CPU; a 16-bit dtype the backend refuses is an error. 16-mixed also
+// scales the distillation loss by 65536 and unscales it in the gate, as the
+// trainer's loss scaler does.
+//
+// Prints one line starting with RESULT: the precision run, images/s,
+// seconds per step (and its two timed parts: forward and backward; for
+// distillation the method's step (everything up to the gradients) and the
+// update), CPU seconds per step (user + system of all threads: less
+// sensitive than wall time to other jobs on a shared machine) and peak
+// resident memory of the process; mode step also prints the bytes of each
+// memory class. On the cuda backend the device is synchronised only at the
+// ends of the timed window (queued steps overlap, as in training), so the
+// parts are not measured; peak GPU memory is measured from outside
+// (tools/bench_gpu.sh samples nvidia-smi).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +59,15 @@ typedef struct BenchArgs {
     BenchMode mode;
     char model[32], teacher[32];
     int image_size, batch, steps, warmup, threads;
-    const char *backend;
+    const char *backend, *precision;
 } BenchArgs;
+
+// What runs: the dtype activations are stored in, and whether each step is
+// synchronised so that its two parts can be timed (every backend but cuda).
+typedef struct BenchRun {
+    const char *precision;  // "32-true", "16-mixed", "bf16-mixed"
+    int timed_parts;
+} BenchRun;
 
 static int parse_mode(const char *name, BenchMode *mode) {
     static const char *const names[] = {"step", "teacher", "distillation"};
@@ -60,7 +79,7 @@ static int parse_mode(const char *name, BenchMode *mode) {
 static int parse_args(int argc, char **argv, BenchArgs *args) {
     *args = (BenchArgs){.mode = MODE_STEP, .model = "resnet18", .teacher = "vit_s14",
                         .image_size = 64, .batch = 32, .steps = 10, .warmup = 2, .threads = 0,
-                        .backend = "cpu"};
+                        .backend = "cpu", .precision = "auto"};
     for (int i = 1; i < argc; i++) {
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         int *target = NULL;
@@ -86,6 +105,12 @@ static int parse_args(int argc, char **argv, BenchArgs *args) {
         else if (strcmp(argv[i], "--threads") == 0) target = &args->threads;
         else if (strcmp(argv[i], "--backend") == 0 && value) {
             args->backend = value;
+            i++;
+            continue;
+        } else if (strcmp(argv[i], "--precision") == 0 && value &&
+                   (strcmp(value, "auto") == 0 || strcmp(value, "32-true") == 0 ||
+                    strcmp(value, "16-mixed") == 0 || strcmp(value, "bf16-mixed") == 0)) {
+            args->precision = value;
             i++;
             continue;
         }
@@ -116,13 +141,47 @@ static int fill_random(Backend *backend, float *device, size_t n, uint32_t strea
     return 0;
 }
 
-static float *upload_random(Backend *backend, size_t n, uint32_t stream) {
-    float *device = backend->op.alloc(backend, n * sizeof *device);
-    if (device && fill_random(backend, device, n, stream) != 0) {
+// The same values into n activations of device (rounded to the compute dtype).
+static int fill_random_act(Backend *backend, Act *device, size_t n, uint32_t stream) {
+    float *values = backend->op.alloc(backend, n * sizeof *values);
+    const int status = values ? fill_random(backend, values, n, stream) : -1;
+    if (!status) backend->op.float_to_act(backend, n, values, device);
+    if (values) {
+        backend->op.synchronize(backend);
+        backend->op.free(backend, values);
+    }
+    return status;
+}
+
+// n new activations (backend memory) holding fill_random's values.
+static Act *upload_random(Backend *backend, size_t n, uint32_t stream) {
+    Act *device = backend->op.alloc(backend, act_bytes(backend, n));
+    if (device && fill_random_act(backend, device, n, stream) != 0) {
         backend->op.free(backend, device);
         return NULL;
     }
     return device;
+}
+
+// --precision on the backend: sets its compute dtype and fills run.
+static int choose_precision(const BenchArgs *args, Backend *backend, BenchRun *run,
+                            char *note, size_t size, ErrorMessage *err) {
+    const int gpu = strcmp(backend->name, "cuda") == 0;
+    const char *asked = strcmp(args->precision, "auto") == 0 ? (gpu ? "16-mixed" : "32-true")
+                                                             : args->precision;
+    const ComputeDtype dtype = strcmp(asked, "16-mixed") == 0     ? COMPUTE_F16
+                               : strcmp(asked, "bf16-mixed") == 0 ? COMPUTE_BF16
+                                                                  : COMPUTE_F32;
+    run->timed_parts = !gpu;
+    run->precision = asked;
+    note[0] = '\0';
+    if (backend_set_compute_dtype(backend, dtype, err) == 0) return 0;
+    if (strcmp(args->precision, "auto") != 0) return error_prefix(err, "--precision %s", asked);
+    // auto on a backend without 16-bit storage: fp32, and why.
+    snprintf(note, size, " (auto: %s refused: %s)", asked, err->text);
+    err->text[0] = '\0';
+    run->precision = "32-true";
+    return backend_set_compute_dtype(backend, COMPUTE_F32, err);
 }
 
 static double cpu_seconds(void) {
@@ -141,12 +200,13 @@ typedef struct Timing {
 // One step of a mode: adds the wall seconds of its two parts to parts[].
 typedef int (*StepFunction)(void *context, long step, double parts[2], ErrorMessage *err);
 
-// warmup steps, then steps counted into *timing.
-static int time_steps(Backend *backend, const BenchArgs *args, StepFunction run_step,
-                      void *context, Timing *timing, ErrorMessage *err) {
+// warmup steps, then steps counted into *timing. Each step starts on an
+// idle device when its parts are timed; else only the window's ends wait.
+static int time_steps(Backend *backend, const BenchArgs *args, const BenchRun *run,
+                      StepFunction run_step, void *context, Timing *timing, ErrorMessage *err) {
     double start = 0.0, cpu_start = 0.0;
     for (int step = 0; step < args->warmup + args->steps; step++) {
-        backend->op.synchronize(backend);
+        if (run->timed_parts || step == args->warmup) backend->op.synchronize(backend);
         if (step == args->warmup) {
             start = time_now();
             cpu_start = cpu_seconds();
@@ -161,16 +221,18 @@ static int time_steps(Backend *backend, const BenchArgs *args, StepFunction run_
 }
 
 // The RESULT line's fields after tool=: what was run, then the figures.
-static void print_result(const BenchArgs *args, const Backend *backend, const char *what,
-                         const char *part_names[2], const Timing *timing) {
+static void print_result(const BenchArgs *args, const Backend *backend, const BenchRun *run,
+                         const char *what, const char *part_names[2], const Timing *timing) {
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
-    printf("RESULT tool=lightly-train-c %s image_size=%d batch=%d threads=%d steps=%d "
-           "images_per_s=%.2f seconds_per_step=%.4f",
-           what, args->image_size, args->batch, backend->threads, args->steps,
-           args->batch * args->steps / timing->seconds, timing->seconds / args->steps);
-    for (int part = 0; part < 2; part++)
-        if (part_names[part]) printf(" %s=%.4f", part_names[part], timing->parts[part] / args->steps);
+    printf("RESULT tool=lightly-train-c %s backend=%s precision=%s image_size=%d batch=%d "
+           "threads=%d steps=%d images_per_s=%.2f seconds_per_step=%.4f",
+           what, backend->name, run->precision, args->image_size, args->batch, backend->threads,
+           args->steps, args->batch * args->steps / timing->seconds,
+           timing->seconds / args->steps);
+    for (int part = 0; part < 2 && run->timed_parts; part++)
+        if (part_names[part])
+            printf(" %s=%.4f", part_names[part], timing->parts[part] / args->steps);
     printf(" cpu_s_per_step=%.4f peak_rss_mb=%.0f\n", timing->cpu / args->steps,
            usage.ru_maxrss / 1024.0);
 }
@@ -180,22 +242,27 @@ static void print_result(const BenchArgs *args, const Backend *backend, const ch
 typedef struct BackboneBench {
     Backbone model;
     Optimizer *optimizer;
-    float *input;         // (N, R, R, 3)
-    float *loss_weights;  // (N, D): d(sum(features * w)) / d(features) = w
+    Act *input;         // (N, R, R, 3)
+    Act *loss_weights;  // (N, D): d(sum(features * w)) / d(features) = w
     int batch;
+    const BenchRun *run;
 } BackboneBench;
+
+// Waits for the device where the parts of a step are timed.
+static void part_done(Backend *backend, const BenchRun *run) {
+    if (run->timed_parts) backend->op.synchronize(backend);
+}
 
 static int backbone_step(void *context, long step, double parts[2], ErrorMessage *err) {
     BackboneBench *bench = context;
     Backend *backend = bench->model.backend;
     parameter_set_zero_grads(bench->model.params);
     const double before = time_now();
-    if (backbone_forward(&bench->model, 0, bench->batch, (const Act *)bench->input, 1, err))
-        return -1;
-    backend->op.synchronize(backend);
+    if (backbone_forward(&bench->model, 0, bench->batch, bench->input, 1, err)) return -1;
+    part_done(backend, bench->run);
     const double middle = time_now();
-    if (backbone_backward(&bench->model, 0, (const Act *)bench->loss_weights, err)) return -1;
-    backend->op.synchronize(backend);
+    if (backbone_backward(&bench->model, 0, bench->loss_weights, err)) return -1;
+    part_done(backend, bench->run);
     parts[0] += middle - before;
     parts[1] += time_now() - middle;
     optimizer_step(bench->optimizer, 0.01f, 1e-4f, NULL);
@@ -222,8 +289,9 @@ static void print_memory(const Backbone *model) {
            model->params->total * 4 / 1e6, activation_bytes / 1e6, scratch_bytes / 1e6);
 }
 
-static int bench_backbone_step(const BenchArgs *args, Backend *backend, ErrorMessage *err) {
-    BackboneBench bench = {.batch = args->batch};
+static int bench_backbone_step(const BenchArgs *args, Backend *backend, const BenchRun *run,
+                               ErrorMessage *err) {
+    BackboneBench bench = {.batch = args->batch, .run = run};
     BackboneSpec spec;
     const BackboneInput shape = {args->batch, args->image_size};
     if (backbone_spec_parse(args->model, args->image_size, &spec, err) ||
@@ -238,13 +306,14 @@ static int bench_backbone_step(const BenchArgs *args, Backend *backend, ErrorMes
     bench.loss_weights = upload_random(backend, (size_t)args->batch * bench.model.feature_dim, 2);
     Timing timing = {0};
     if (bench.optimizer && bench.input && bench.loss_weights &&
-        time_steps(backend, args, backbone_step, &bench, &timing, err) == 0) {
+        time_steps(backend, args, run, backbone_step, &bench, &timing, err) == 0) {
         char what[64];
         snprintf(what, sizeof what, "model=%s", args->model);
         printf("lightly-train-c %s, backend %s, %d thread(s)\n", args->model, backend->name,
                backend->threads);
         print_memory(&bench.model);
-        print_result(args, backend, what, (const char *[2]){"forward_s", "backward_s"}, &timing);
+        print_result(args, backend, run, what, (const char *[2]){"forward_s", "backward_s"},
+                     &timing);
         status = 0;
     } else if (!err->text[0]) {
         error_set(err, "out of memory");
@@ -260,22 +329,23 @@ static int bench_backbone_step(const BenchArgs *args, Backend *backend, ErrorMes
 
 typedef struct TeacherBench {
     Backbone model;  // frozen
-    float *input;    // (N, R, R, 3)
+    Act *input;      // (N, R, R, 3)
     int batch;
+    const BenchRun *run;
 } TeacherBench;
 
 static int teacher_step(void *context, long step, double parts[2], ErrorMessage *err) {
     TeacherBench *bench = context;
     const double before = time_now();
-    if (backbone_forward(&bench->model, 0, bench->batch, (const Act *)bench->input, 0, err))
-        return -1;
-    bench->model.backend->op.synchronize(bench->model.backend);
+    if (backbone_forward(&bench->model, 0, bench->batch, bench->input, 0, err)) return -1;
+    part_done(bench->model.backend, bench->run);
     parts[0] += time_now() - before;
     return 0;
 }
 
-static int bench_teacher_forward(const BenchArgs *args, Backend *backend, ErrorMessage *err) {
-    TeacherBench bench = {.batch = args->batch};
+static int bench_teacher_forward(const BenchArgs *args, Backend *backend, const BenchRun *run,
+                                 ErrorMessage *err) {
+    TeacherBench bench = {.batch = args->batch, .run = run};
     BackboneSpec spec;
     const BackboneInput shape = {args->batch, args->image_size};
     if (backbone_spec_parse(args->model, args->image_size, &spec, err) ||
@@ -291,13 +361,13 @@ static int bench_teacher_forward(const BenchArgs *args, Backend *backend, ErrorM
         status = bench.input ? 0 : error_set(err, "out of memory for the input");
     }
     Timing timing = {0};
-    if (!status) status = time_steps(backend, args, teacher_step, &bench, &timing, err);
+    if (!status) status = time_steps(backend, args, run, teacher_step, &bench, &timing, err);
     if (!status) {
         char what[64];
         snprintf(what, sizeof what, "mode=teacher model=%s", args->model);
         printf("lightly-train-c %s eval forward (frozen), backend %s, %d thread(s)\n",
                args->model, backend->name, backend->threads);
-        print_result(args, backend, what, (const char *[2]){"forward_s", NULL}, &timing);
+        print_result(args, backend, run, what, (const char *[2]){"forward_s", NULL}, &timing);
     }
     if (bench.input) backend->op.free(backend, bench.input);
     backbone_free(&bench.model);
@@ -311,7 +381,9 @@ typedef struct DistillBench {
     Optimizer *optimizers[METHOD_MAX_GROUPS];
     StepGate gate;
     float lr, weight_decay;
+    float *loss_scale;  // 16-mixed: {65536, 1 / 65536} in backend memory, else NULL
     int batch;
+    const BenchRun *run;
 } DistillBench;
 
 static int distillation_step(void *context, long step, double parts[2], ErrorMessage *err) {
@@ -323,19 +395,18 @@ static int distillation_step(void *context, long step, double parts[2], ErrorMes
     method->batch_index = (uint64_t)step;  // a new mixup per step
     const double before = time_now();
     if (method->ops->step(method, step, bench->batch, err)) return -1;
-    backend->op.synchronize(backend);
+    part_done(backend, bench->run);
     const double middle = time_now();
     step_gate_open(&bench->gate);
     for (int g = 0; g < method->group_count; g++)
         step_gate_measure(&bench->gate, g, method->groups[g].params);
-    step_gate_close(&bench->gate, 1.0f, NULL, method->defaults.grad_clip);
-    StepGateReading reading;
-    step_gate_read(&bench->gate, 1.0f, &reading);
+    step_gate_close(&bench->gate, 1.0f, bench->loss_scale ? bench->loss_scale + 1 : NULL,
+                    method->defaults.grad_clip);
     for (int g = 0; g < method->group_count; g++)
         optimizer_step(bench->optimizers[g], bench->lr, bench->weight_decay,
                        step_gate_values(&bench->gate));
     if (method->ops->after_update) method->ops->after_update(method, step);
-    backend->op.synchronize(backend);
+    part_done(backend, bench->run);
     parts[0] += middle - before;
     parts[1] += time_now() - middle;
     return 0;
@@ -362,7 +433,8 @@ static int write_random_teacher(const BenchArgs *args, Backend *backend, char *p
     return status;
 }
 
-static int bench_distillation(const BenchArgs *args, Backend *backend, ErrorMessage *err) {
+static int bench_distillation(const BenchArgs *args, Backend *backend, const BenchRun *run,
+                              ErrorMessage *err) {
     char path[64], teacher_arg[96];
     if (write_random_teacher(args, backend, path, err)) return -1;
     snprintf(teacher_arg, sizeof teacher_arg, "teacher=%s", path);
@@ -373,7 +445,7 @@ static int bench_distillation(const BenchArgs *args, Backend *backend, ErrorMess
                          .total_steps = args->warmup + args->steps,
                          .args = method_args,
                          .arg_count = 2};
-    DistillBench bench = {.batch = args->batch};
+    DistillBench bench = {.batch = args->batch, .run = run};
     ViewSet views;
     method_default_views(METHOD_DISTILLATION, args->image_size, &views);
     int status = backbone_spec_parse(args->model, args->image_size, &setup.backbone, err);
@@ -389,12 +461,20 @@ static int bench_distillation(const BenchArgs *args, Backend *backend, ErrorMess
     bench.lr = (float)(method->defaults.base_lr * method_lr_scale(&method->defaults, args->batch));
     bench.weight_decay = (float)method->defaults.weight_decay;
     if (!status) status = step_gate_create(&bench.gate, backend, method->group_count, err);
+    if (!status && strcmp(run->precision, "16-mixed") == 0) {  // the loss scaler's start
+        const float scale[2] = {65536.0f, 1.0f / 65536.0f};
+        bench.loss_scale = backend->op.alloc(backend, sizeof scale);
+        if (!bench.loss_scale) status = error_set(err, "out of memory for the loss scale");
+        else backend->op.upload(backend, bench.loss_scale, scale, sizeof scale);
+        method->loss_scale = bench.loss_scale;
+    }
     const size_t pixels = (size_t)method->global_views * args->batch * method->global_size *
                           method->global_size * 3;
-    if (!status && fill_random(backend, (float *)method->global_input, pixels, 1) != 0)
+    if (!status && fill_random_act(backend, method->global_input, pixels, 1) != 0)
         status = error_set(err, "out of memory for the views");
     Timing timing = {0};
-    if (!status) status = time_steps(backend, args, distillation_step, &bench, &timing, err);
+    if (!status)
+        status = time_steps(backend, args, run, distillation_step, &bench, &timing, err);
     if (!status) {
         char what[96];
         snprintf(what, sizeof what, "mode=distillation model=%s teacher=%s", args->model,
@@ -403,9 +483,10 @@ static int bench_distillation(const BenchArgs *args, Backend *backend, ErrorMess
                "queue 8192, backend %s, %d thread(s)\n",
                args->model, args->teacher, optimizer_kind_name(method->defaults.optimizer),
                bench.lr, backend->name, backend->threads);
-        print_result(args, backend, what, (const char *[2]){"method_step_s", "update_s"},
+        print_result(args, backend, run, what, (const char *[2]){"method_step_s", "update_s"},
                      &timing);
     }
+    if (bench.loss_scale) backend->op.free(backend, bench.loss_scale);
     if (bench.gate.values) step_gate_free(&bench.gate);
     for (int g = 0; g < method->group_count; g++)
         if (bench.optimizers[g]) optimizer_free(bench.optimizers[g]);
@@ -422,11 +503,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train_step: %s\n", err.text);
         return 1;
     }
-    int status;
-    switch (args.mode) {
-    case MODE_TEACHER: status = bench_teacher_forward(&args, backend, &err); break;
-    case MODE_DISTILLATION: status = bench_distillation(&args, backend, &err); break;
-    default: status = bench_backbone_step(&args, backend, &err); break;
+    BenchRun run;
+    char note[sizeof err.text + 64];
+    int status = choose_precision(&args, backend, &run, note, sizeof note, &err);
+    if (!status) {
+        printf("backend %s%s%s, precision %s%s\n", backend->name, backend->device[0] ? ": " : "",
+               backend->device, run.precision, note);
+        switch (args.mode) {
+        case MODE_TEACHER: status = bench_teacher_forward(&args, backend, &run, &err); break;
+        case MODE_DISTILLATION: status = bench_distillation(&args, backend, &run, &err); break;
+        default: status = bench_backbone_step(&args, backend, &run, &err); break;
+        }
     }
     if (status) fprintf(stderr, "bench_train_step: %s\n", err.text);
     backend_destroy(backend);

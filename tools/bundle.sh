@@ -10,6 +10,9 @@
 #   OUT/tests/                    the GPU test binaries, the e2e helpers and
 #                                 the fixtures they read
 #   OUT/run-gpu-tests.sh          the GPU checks (tests/run_gpu_tests.sh)
+#   OUT/bench-gpu.sh, OUT/tools/  the GPU benchmark (tools/bench_gpu.sh): its
+#                                 teacher/distillation part, bench_train_step
+#                                 and the PyTorch scripts it runs beside ours
 #   OUT/README                    how to point the loader at CUDA
 #
 # Binaries find OUT/lib through their $ORIGIN/../lib run path (set at link
@@ -31,7 +34,8 @@ for test in $(grep -v '^#' "$here/tests/gpu_tests.list"); do
     binaries+=("$build/tests/$test")
 done
 helpers=("$build/tests/e2e/make_images" "$build/tests/e2e/compare_weights")
-for file in "${binaries[@]}" "${helpers[@]}"; do
+bench_tools=("$build/tools/bench_train_step")
+for file in "${binaries[@]}" "${helpers[@]}" "${bench_tools[@]}"; do
     [ -x "$file" ] || { echo "bundle.sh: $file is missing (run make and make test first)" >&2; exit 1; }
 done
 
@@ -46,14 +50,17 @@ cp "$here/tests/gpu_tests.list" "$out/tests/"
 # The GPU benchmark and its PyTorch side (make bench-gpu).
 mkdir -p "$out/tools/compare"
 cp "$here/tools/bench_gpu.sh" "$out/bench-gpu.sh"
-for script in pytorch_ssl_train pytorch_simclr_train torchvision_data make_jpeg_folder; do
+cp "$here/tools/bench_gpu_distillation.bash" "$here/tools/distillation_losses.py" \
+    "${bench_tools[@]}" "$out/tools/"
+for script in pytorch_ssl_train pytorch_simclr_train torchvision_data make_jpeg_folder \
+              pytorch_train_step; do
     cp "$here/tools/compare/$script.py" "$out/tools/compare/"
 done
 
 # Every library the binaries load, except the C runtime (every node has a
 # compatible or newer one) and CUDA's own (taken from the node).
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+\.|libgcc_s\.|libcuda|libcudart|libcudnn|libcublas|libnccl|libnvrtc|libnvJitLink)'
-ldd "${binaries[@]}" "${helpers[@]}" | awk '/=> \// { print $1, $3 }' | sort -u |
+ldd "${binaries[@]}" "${helpers[@]}" "${bench_tools[@]}" | awk '/=> \// { print $1, $3 }' | sort -u |
     while read -r name path; do
         if ! printf '%s\n' "$name" | grep -Eq "$skip"; then cp -L "$path" "$out/lib/$name"; fi
     done
@@ -74,7 +81,10 @@ CUDA major version:
 (every op against the CPU reference, ResNet-18/50 against the PyTorch
 fixtures, a short train + embed + export on the GPU, NCCL on one GPU).
 ./bench-gpu.sh runs the GPU benchmark next to the same recipes in PyTorch
-(needs torch and torchvision in python3; see docs/performance.md).
+(needs torch and torchvision in python3; see docs/performance.md): SimCLR
+and DINO training, then a ViT-S/14 and ViT-B/14 teacher forward and
+distillation steps (tools/bench_train_step). BENCH_GPU_SECTIONS="teacher
+distillation" ./bench-gpu.sh runs only the latter.
 EOF
 # One compressed file as well (about a sixth of the folder): what a copy to
 # the GPU node carries when the transfer is limited.

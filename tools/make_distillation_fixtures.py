@@ -61,6 +61,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from distillation_losses import (  # noqa: E402
+    WrittenV1, WrittenV2, WrittenV3, resize_map, update_queue)
 from make_fixtures import SafeFile, add_check  # noqa: E402
 
 METHODS = "src/lightly_train/_methods"
@@ -82,46 +84,6 @@ def load_module(root, relative, name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-# ---- written-out losses (our formulation of LightlyTrain's) -----------------------------
-
-def kl_batchmean(student_logits, teacher_logits, temperature):
-    """KLDivLoss(batchmean) of log_softmax(student / t) against softmax(teacher / t)."""
-    target = F.softmax(teacher_logits / temperature, dim=-1)
-    log_student = F.log_softmax(student_logits / temperature, dim=-1)
-    pointwise = torch.xlogy(target, target) - target * log_student
-    return pointwise.sum() / student_logits.shape[0]
-
-
-class WrittenV1:
-    def __init__(self, temperature):
-        self.temperature = temperature
-
-    def __call__(self, teacher_features, student_features, queue):
-        return kl_batchmean(student_features @ queue.T, teacher_features @ queue.T,
-                            self.temperature)
-
-
-class WrittenV3:
-    def __init__(self, temperature_global, temperature_local):
-        self.temperatures = (temperature_global, temperature_local)
-
-    def __call__(self, teacher_features_global, teacher_features_local, student_features_global,
-                 student_features_local, queue):
-        global_loss = kl_batchmean(student_features_global @ queue.T,
-                                   teacher_features_global @ queue.T, self.temperatures[0])
-        tokens = teacher_features_local.shape[1]
-        teacher = teacher_features_local @ teacher_features_local.transpose(1, 2)
-        student = student_features_local @ student_features_local.transpose(1, 2)
-        local_loss = kl_batchmean(student.reshape(-1, tokens), teacher.reshape(-1, tokens),
-                                  self.temperatures[1])
-        return global_loss, local_loss
-
-
-class WrittenV2:
-    def __call__(self, teacher_features, student_features):
-        return ((teacher_features - student_features) ** 2).mean()
 
 
 class Losses:
@@ -189,24 +151,6 @@ def const(array, dtype):
 
 def numpy64(tensor):
     return tensor.detach().to(torch.float64).numpy()
-
-
-def resize_map(x, height, width):
-    """(B, H, W, C) -> (B, height, width, C) with LightlyTrain's F.interpolate."""
-    y = F.interpolate(x.permute(0, 3, 1, 2), size=(height, width), mode="bilinear",
-                      align_corners=False)
-    return y.permute(0, 2, 3, 1)
-
-
-def update_queue(queue, teacher):
-    """LightlyTrain's _update_queue, as a function of the old queue."""
-    batch, size = teacher.shape[0], queue.shape[0]
-    if batch >= size:
-        return teacher[:size].clone()
-    new = queue.clone()
-    new[batch:] = queue[:-batch].clone()
-    new[:batch] = teacher
-    return new
 
 
 def record(safe, prefix, inputs, run):

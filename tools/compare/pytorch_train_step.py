@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Timed steps of a torchvision ResNet or a timm ViT on CPU in PyTorch: the
-yardstick for `build/tools/bench_train_step` (same modes, model, batch,
-resolution and threads):
+"""Timed steps of a torchvision ResNet or a DINOv2-shaped ViT in PyTorch, on
+the CPU or a GPU: the yardstick for `build/tools/bench_train_step` (same
+modes, model, batch, resolution and threads; on a GPU, tools/bench_gpu.sh
+runs both):
 
   --mode step (default): forward, loss = sum(features * fixed weights),
       backward, SGD with momentum 0.9 and weight decay 1e-4;
@@ -27,18 +28,32 @@ resolution and threads):
         --mode distillation --model resnet18 --teacher vit_s14 --image-size 224 \
         --batch-size 16 --steps 3 --threads 2
 
-ViTs (vit_t16 ... vit_l14, as src/nn/vit.h builds them) are timm's
+ViTs (vit_t16 ... vit_l14, as src/nn/vit_presets.c builds them): timm's
 VisionTransformer with DINOv2's block (LayerScale 1e-5, LayerNorm eps 1e-6,
-exact GELU); a training step's features = the mean of the normalised patch
-tokens, as ours. They need timm (PYTHONPATH to a `pip install --target` of
-timm 1.0.9).
+exact GELU, qkv bias, class token with its position) when timm is
+importable (PYTHONPATH to a `pip install --target` of timm 1.0.9), else
+BuiltinVit below: the same architecture and parameter names written out
+with torch alone (GPU nodes often have torch and torchvision but no timm,
+and no network to get it). --vit timm|builtin picks one; --check-vit
+compares the two on the same weights (needs timm). A training step's
+features = the mean of the normalised patch tokens, as ours.
+
+--device cuda runs on the GPU: --precision 16-mixed / bf16-mixed as
+Lightning runs it (autocast around the forward passes and the loss; for
+fp16 a GradScaler, unscaled before clip_grad_norm_), channels-last for the
+convolutions (ResNets), the device synchronised only at the ends of the
+timed window (queued steps overlap, as in training; the two parts are then
+not timed), and the peak memory of PyTorch's allocator.
 
 Prints one line starting with RESULT: images/s, seconds per step (and its
 two timed parts: forward and backward; for distillation everything up to
 the gradients and the update), CPU seconds per step (user + system of the
-process's threads) and the peak resident memory of the process (ru_maxrss).
+process's threads), the peak resident memory of the process (ru_maxrss) and
+on a GPU the allocator's peak allocated and reserved MiB.
 """
 import argparse
+import contextlib
+import math
 import os
 import resource
 import sys
@@ -49,7 +64,7 @@ import torch.nn.functional as F
 import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from make_distillation_fixtures import WrittenV3, resize_map, update_queue  # noqa: E402
+from distillation_losses import WrittenV3, resize_map, update_queue  # noqa: E402
 
 # name: (patch, width, depth, heads), as src/nn/vit.c's presets.
 VITS = {"vit_t16": (16, 192, 12, 3), "vit_t14": (14, 192, 12, 3), "vit_s16": (16, 384, 12, 6),
@@ -57,6 +72,14 @@ VITS = {"vit_t16": (16, 192, 12, 3), "vit_t14": (14, 192, 12, 3), "vit_s16": (16
         "vit_l16": (16, 1024, 24, 16), "vit_l14": (14, 1024, 24, 16)}
 RESNETS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"]
 QUEUE_SIZE = 8192  # LightlyTrain's queue for a dataset of 20000 images or more
+
+
+def have_timm():
+    try:
+        import timm  # noqa: F401
+        return True
+    except ImportError:
+        return False
 
 
 def timm_vit(name, image_size):
@@ -68,12 +91,95 @@ def timm_vit(name, image_size):
                              global_pool="")
 
 
-class MeanPatchTokens(torch.nn.Module):
-    """A timm ViT whose features are the mean of its normalised patch tokens."""
+class BuiltinBlock(torch.nn.Module):
+    """timm's pre-norm Block with LayerScale: x + ls1(attn(norm1(x))), then
+    x + ls2(mlp(norm2(x))); attention through scaled_dot_product_attention
+    (timm's fused path) where torch has it."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = torch.nn.LayerNorm(width, eps=1e-6)
+        self.attn = torch.nn.Module()
+        self.attn.qkv = torch.nn.Linear(width, 3 * width)
+        self.attn.proj = torch.nn.Linear(width, width)
+        self.ls1 = torch.nn.Module()
+        self.ls1.gamma = torch.nn.Parameter(torch.full((width,), 1e-5))
+        self.norm2 = torch.nn.LayerNorm(width, eps=1e-6)
+        self.mlp = torch.nn.Module()
+        self.mlp.fc1 = torch.nn.Linear(width, 4 * width)
+        self.mlp.fc2 = torch.nn.Linear(4 * width, width)
+        self.ls2 = torch.nn.Module()
+        self.ls2.gamma = torch.nn.Parameter(torch.full((width,), 1e-5))
+
+    def attention(self, x):
+        batch, tokens, width = x.shape
+        q, k, v = self.attn.qkv(x).reshape(batch, tokens, 3, self.heads, width // self.heads) \
+            .permute(2, 0, 3, 1, 4).unbind(0)
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v)
+        else:  # torch < 2.0
+            y = torch.softmax(q * (width // self.heads) ** -0.5 @ k.transpose(-2, -1), dim=-1) @ v
+        return self.attn.proj(y.transpose(1, 2).reshape(batch, tokens, width))
+
+    def forward(self, x):
+        x = x + self.ls1.gamma * self.attention(self.norm1(x))
+        return x + self.ls2.gamma * self.mlp.fc2(F.gelu(self.mlp.fc1(self.norm2(x))))
+
+
+class BuiltinVit(torch.nn.Module):
+    """A DINOv2-shaped ViT in torch alone, parameter for parameter timm's
+    VisionTransformer(init_values=1e-5, num_classes=0) (its state_dict loads
+    strictly): patch_embed.proj, cls_token, pos_embed over the class token
+    and the patches, blocks.<i>, norm. forward_features: (B, 1 + N, D)."""
+
+    num_prefix_tokens = 1
 
     def __init__(self, name, image_size):
         super().__init__()
-        self.vit = timm_vit(name, image_size)
+        patch, width, depth, heads = VITS[name]
+        self.patch_embed = torch.nn.Module()
+        self.patch_embed.proj = torch.nn.Conv2d(3, width, patch, stride=patch)
+        self.cls_token = torch.nn.Parameter(1e-6 * torch.randn(1, 1, width))
+        grid = image_size // patch
+        self.pos_embed = torch.nn.Parameter(0.02 * torch.randn(1, 1 + grid * grid, width))
+        self.blocks = torch.nn.Sequential(*[BuiltinBlock(width, heads) for _ in range(depth)])
+        self.norm = torch.nn.LayerNorm(width, eps=1e-6)
+        for module in self.modules():  # timm's trunc_normal(0.02) on the Linear weights
+            if isinstance(module, torch.nn.Linear):
+                torch.nn.init.trunc_normal_(module.weight, std=0.02)
+                torch.nn.init.zeros_(module.bias)
+
+    def forward_features(self, images):
+        x = self.patch_embed.proj(images).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        return self.norm(self.blocks(x))
+
+
+def make_vit(name, image_size, kind):
+    return timm_vit(name, image_size) if kind == "timm" else BuiltinVit(name, image_size)
+
+
+def check_builtin_vit(args):
+    """max |builtin - timm| / max |timm| of forward_features on timm's weights."""
+    reference = timm_vit(args.model, args.image_size).eval()
+    builtin = BuiltinVit(args.model, args.image_size).eval()
+    builtin.load_state_dict(reference.state_dict(), strict=True)
+    images = torch.randn(2, 3, args.image_size, args.image_size)
+    with torch.no_grad():
+        want, got = reference.forward_features(images), builtin.forward_features(images)
+    error = ((got - want).abs().max() / want.abs().max()).item()
+    print(f"CHECK builtin ViT vs timm: model={args.model} image_size={args.image_size} "
+          f"relative_error={error:.3g}")
+    return error
+
+
+class MeanPatchTokens(torch.nn.Module):
+    """A timm ViT whose features are the mean of its normalised patch tokens."""
+
+    def __init__(self, name, image_size, kind):
+        super().__init__()
+        self.vit = make_vit(name, image_size, kind)
         self.feature_dim = VITS[name][1]
 
     def forward(self, images):
@@ -85,9 +191,9 @@ class DinoV2Teacher(torch.nn.Module):
     """A frozen DINOv2-shaped ViT giving what LightlyTrain's teacher gives:
     the normalised class token (B, D) and patch tokens (B, h, w, D)."""
 
-    def __init__(self, name, image_size):
+    def __init__(self, name, image_size, kind):
         super().__init__()
-        self.vit = timm_vit(name, image_size)
+        self.vit = make_vit(name, image_size, kind)
         self.grid = image_size // VITS[name][0]
         self.dim = VITS[name][1]
         self.eval()
@@ -126,86 +232,119 @@ class Lars(torch.optim.Optimizer):
                 p.add_(state["momentum"], alpha=-group["lr"])
 
 
+class Precision:
+    """Lightning's --precision: autocast around the forward passes and the
+    loss; for 16-mixed on a GPU a GradScaler (a pass-through otherwise)."""
+
+    def __init__(self, name, device):
+        self.dtype = {"16-mixed": torch.float16, "bf16-mixed": torch.bfloat16}.get(name)
+        self.device = device
+        enabled = name == "16-mixed" and device.type == "cuda"
+        if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+            self.scaler = torch.amp.GradScaler("cuda", enabled=enabled)
+        else:  # torch < 2.3
+            self.scaler = torch.cuda.amp.GradScaler(enabled=enabled)
+
+    def autocast(self):
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
+
+    def backward(self, loss):
+        self.scaler.scale(loss).backward()
+
+    def step(self, optimizer, params=None, max_norm=None):
+        """Unscale, clip_grad_norm_ (when max_norm), optimizer step, scale update."""
+        if max_norm is not None:
+            self.scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+
 class DistillationV3Step:
     """One DistillationV3 step: ResNet student, DINOv2-shaped teacher."""
 
-    def __init__(self, student, teacher, image_size, batch):
-        resnet = getattr(torchvision.models, student)()
-        self.student = torch.nn.Sequential(*list(resnet.children())[:-2])  # up to the last stage
-        self.student = self.student.to(memory_format=torch.channels_last).train()
-        self.teacher = DinoV2Teacher(teacher, image_size)
-        width = 2048 if student in ("resnet50", "resnet101", "resnet152") else 512
-        self.global_head = torch.nn.Linear(width, self.teacher.dim)
-        self.local_head = torch.nn.Linear(width, self.teacher.dim)
-        self.queue = torch.zeros(QUEUE_SIZE, self.teacher.dim)
+    def __init__(self, args, device, precision):
+        resnet = getattr(torchvision.models, args.model)()
+        student = torch.nn.Sequential(*list(resnet.children())[:-2])  # up to the last stage
+        memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+        self.student = student.to(device, memory_format=memory_format).train()
+        self.teacher = DinoV2Teacher(args.teacher, args.image_size, args.vit).to(device)
+        width = 2048 if args.model in ("resnet50", "resnet101", "resnet152") else 512
+        self.global_head = torch.nn.Linear(width, self.teacher.dim).to(device)
+        self.local_head = torch.nn.Linear(width, self.teacher.dim).to(device)
+        self.queue = torch.zeros(QUEUE_SIZE, self.teacher.dim, device=device)
         self.loss = WrittenV3(0.07, 0.07)
         self.params = [*self.student.parameters(), *self.global_head.parameters(),
                        *self.local_head.parameters()]
-        self.optimizer = Lars(self.params, lr=1.8 * (batch / 1536) ** 0.5, weight_decay=1e-6)
+        self.optimizer = Lars(self.params, lr=1.8 * math.sqrt(args.batch_size / 1536),
+                              weight_decay=1e-6)
+        self.precision = precision
 
     def __call__(self, images, times):
         self.optimizer.zero_grad(set_to_none=False)
         before = time.perf_counter()
-        mix = torch.rand(()).item()  # LightlyTrain's _mixup_data
-        images = mix * images + (1.0 - mix) * images[torch.randperm(images.shape[0])]
-        with torch.no_grad():
-            teacher_global, teacher_map = self.teacher(images)
-            teacher_global = F.normalize(teacher_global, dim=-1)
-            teacher_local = F.normalize(teacher_map.flatten(1, 2), dim=-1)
-            self.queue = update_queue(self.queue, teacher_global)
-        feature_map = self.student(images).permute(0, 2, 3, 1)  # (B, h, w, C)
-        student_global = F.normalize(self.global_head(feature_map.mean(dim=(1, 2))), dim=-1)
-        grid = self.teacher.grid
-        student_local = resize_map(self.local_head(feature_map), grid, grid).flatten(1, 2)
-        student_local = F.normalize(student_local, dim=-1)
-        global_loss, local_loss = self.loss(teacher_global, teacher_local, student_global,
-                                            student_local, self.queue)
-        (global_loss + local_loss).backward()
+        with self.precision.autocast():
+            mix = torch.rand(()).item()  # LightlyTrain's _mixup_data
+            images = mix * images + (1.0 - mix) * images[torch.randperm(images.shape[0])]
+            with torch.no_grad():
+                teacher_global, teacher_map = self.teacher(images)
+                teacher_global = F.normalize(teacher_global, dim=-1)
+                teacher_local = F.normalize(teacher_map.flatten(1, 2), dim=-1)
+                self.queue = update_queue(self.queue, teacher_global)
+            feature_map = self.student(images).permute(0, 2, 3, 1)  # (B, h, w, C)
+            student_global = F.normalize(self.global_head(feature_map.mean(dim=(1, 2))), dim=-1)
+            grid = self.teacher.grid
+            student_local = resize_map(self.local_head(feature_map), grid, grid).flatten(1, 2)
+            student_local = F.normalize(student_local, dim=-1)
+            global_loss, local_loss = self.loss(teacher_global, teacher_local, student_global,
+                                                student_local, self.queue)
+        self.precision.backward(global_loss + local_loss)
         middle = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
-        self.optimizer.step()
+        self.precision.step(self.optimizer, self.params, 1.0)
         times[0] += middle - before
         times[1] += time.perf_counter() - middle
 
 
-def backbone_step_function(args):
+def backbone_step_function(args, device, precision):
     """The plain training step (--mode step) and its RESULT fields."""
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     if args.model in VITS:
-        model = MeanPatchTokens(args.model, args.image_size)
+        model = MeanPatchTokens(args.model, args.image_size, args.vit)
         memory_format = torch.contiguous_format  # a ViT's patch conv is its only NCHW op
         features_dim = model.feature_dim
     else:
         model = getattr(torchvision.models, args.model)()
         model.fc = torch.nn.Identity()
         features_dim = 2048 if args.model in ("resnet50", "resnet101", "resnet152") else 512
-    model.train()
-    model = model.to(memory_format=memory_format)
-    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
+    model = model.to(device, memory_format=memory_format).train()
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
     images = images.contiguous(memory_format=memory_format)
-    loss_weights = torch.randn(args.batch_size, features_dim)
+    loss_weights = torch.randn(args.batch_size, features_dim, device=device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
 
     def step(times):
         optimizer.zero_grad(set_to_none=False)
         before = time.perf_counter()
-        loss = (model(images) * loss_weights).sum()
+        with precision.autocast():
+            loss = (model(images).float() * loss_weights).sum()
         middle = time.perf_counter()
-        loss.backward()
+        precision.backward(loss)
         times[0] += middle - before
         times[1] += time.perf_counter() - middle
-        optimizer.step()
+        precision.step(optimizer)
 
     return step, f"model={args.model}", ("forward_s", "backward_s")
 
 
-def teacher_step_function(args):
-    teacher = DinoV2Teacher(args.model, args.image_size)
-    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
+def teacher_step_function(args, device, precision):
+    teacher = DinoV2Teacher(args.model, args.image_size, args.vit).to(device)
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
 
     def step(times):
         before = time.perf_counter()
-        with torch.no_grad():
+        with torch.no_grad(), precision.autocast():
             teacher_global, teacher_map = teacher(images)
             F.normalize(teacher_global, dim=-1)
             F.normalize(teacher_map, dim=-1)
@@ -214,16 +353,17 @@ def teacher_step_function(args):
     return step, f"mode=teacher model={args.model}", ("forward_s", None)
 
 
-def distillation_step_function(args):
-    distill = DistillationV3Step(args.model, args.teacher, args.image_size, args.batch_size)
-    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
-    images = images.contiguous(memory_format=torch.channels_last)
+def distillation_step_function(args, device, precision):
+    distill = DistillationV3Step(args, device, precision)
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    if args.channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
     return (lambda times: distill(images, times),
             f"mode=distillation model={args.model} teacher={args.teacher}",
             ("method_step_s", "update_s"))
 
 
-def main():
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", default="step", choices=["step", "teacher", "distillation"])
     parser.add_argument("--model", default="resnet18", choices=[*RESNETS, *VITS])
@@ -235,38 +375,72 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--channels-last", type=int, default=1,
-                        help="1: NHWC memory format (what lightly-train-c uses)")
+                        help="1: NHWC memory format for the convolutions (what lightly-train-c "
+                             "uses)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--precision", default="32-true",
+                        choices=["32-true", "16-mixed", "bf16-mixed"])
+    parser.add_argument("--vit", default="auto", choices=["auto", "timm", "builtin"],
+                        help="the ViT: timm's, or BuiltinVit (auto: timm when importable)")
+    parser.add_argument("--check-vit", action="store_true",
+                        help="compare BuiltinVit with timm's ViT on --model and exit")
     args = parser.parse_args()
     if args.mode == "teacher" and args.model not in VITS:
         parser.error("--mode teacher: --model must be a ViT")
     if args.mode == "distillation" and args.model not in RESNETS:
         parser.error("--mode distillation: --model must be a ResNet student")
+    if args.vit == "auto":
+        args.vit = "timm" if have_timm() else "builtin"
+    elif args.vit == "timm" and not have_timm():
+        parser.error("--vit timm: timm is not importable (PYTHONPATH?)")
+    return args
 
+
+def main():
+    args = parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    if args.check_vit:
+        sys.exit(0 if check_builtin_vit(args) < 1e-5 else 1)
+    device = torch.device(args.device)
+    gpu = device.type == "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = False  # 32-true means fp32, as ours
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    precision = Precision(args.precision, device)
     make = {"step": backbone_step_function, "teacher": teacher_step_function,
             "distillation": distillation_step_function}[args.mode]
-    step, what, part_names = make(args)
-    times = [0.0, 0.0]  # the two timed parts of the counted steps
+    step, what, part_names = make(args, device, precision)
+    times = [0.0, 0.0]  # the two timed parts of the counted steps (not on a GPU)
     for _ in range(args.warmup):
         step(times)
+    if gpu:
+        torch.cuda.synchronize(device)
     times[0] = times[1] = 0.0
     cpu_start = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
     start = time.perf_counter()
     for _ in range(args.steps):
         step(times)
+    if gpu:
+        torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
     cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu_start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rate = args.batch_size * args.steps / seconds
     parts = "".join(f" {name}={value / args.steps:.4f}"
-                    for name, value in zip(part_names, times) if name)
+                    for name, value in zip(part_names, times) if name and not gpu)
+    memory = ""
+    if gpu:
+        memory = (f" gpu_peak_allocated_mib={torch.cuda.max_memory_allocated(device) / 2**20:.0f}"
+                  f" gpu_peak_reserved_mib={torch.cuda.max_memory_reserved(device) / 2**20:.0f}")
+    vit = f" vit={args.vit}" if args.model in VITS or args.mode == "distillation" else ""
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
-          f"{torch.get_num_threads()} thread(s), mkldnn {torch.backends.mkldnn.is_available()}")
-    print(f"RESULT tool=pytorch {what} image_size={args.image_size} "
-          f"batch={args.batch_size} threads={args.threads} steps={args.steps} "
-          f"images_per_s={rate:.2f} seconds_per_step={seconds / args.steps:.4f}{parts} "
-          f"cpu_s_per_step={cpu / args.steps:.4f} peak_rss_mb={peak_mb:.0f}")
+          f"{torch.get_num_threads()} thread(s), mkldnn {torch.backends.mkldnn.is_available()}"
+          + (f", {torch.cuda.get_device_name(device)}" if gpu else ""))
+    print(f"RESULT tool=pytorch {what} device={args.device} precision={args.precision}{vit} "
+          f"image_size={args.image_size} batch={args.batch_size} threads={args.threads} "
+          f"steps={args.steps} images_per_s={rate:.2f} seconds_per_step={seconds / args.steps:.4f}"
+          f"{parts} cpu_s_per_step={cpu / args.steps:.4f} peak_rss_mb={peak_mb:.0f}{memory}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The GPU benchmark's teacher and distillation sections (tools/bench_gpu.sh,
+# tools/bench_gpu_distillation.bash) run end to end on the CPU at tiny sizes
+# (BENCH_GPU_DEVICE=cpu): every pair prints our RESULT line with the
+# precision the tool ran, the PyTorch line when torch and torchvision are
+# importable (else its failure, and ours still runs), the ratio line and the
+# closing table. Not a timing test: only the lines and their fields are
+# checked. Also bench_train_step's --precision: a 16-mixed distillation step
+# on the ref backend (fp16 storage emulated, loss scale 65536), refusals.
+set -u
+source "$(dirname "$0")/lib.bash"
+e2e_init bench_gpu_cpu
+
+step_bin="$build/tools/bench_train_step"
+python=${PYTHON:-/usr/bin/python3}
+have_torch=0
+"$python" -c 'import torch, torchvision' 2>/dev/null && have_torch=1
+
+output=$(BENCH_GPU_DEVICE=cpu BENCH_GPU_PRECISION=32-true BENCH_GPU_WARMUP=1 \
+  BENCH_GPU_SECTIONS="teacher distillation" BENCH_GPU_TEACHER_CONFIGS="vit_t14 28 2 1" \
+  BENCH_GPU_DISTILLATION_CONFIGS="resnet18 vit_t14 28 2 1" PYTHON="$python" \
+  tools/bench_gpu.sh "$build" 2>&1) || fail "bench_gpu.sh exited $?: $output"
+echo "$output"
+
+# has PATTERN WHAT: a line of the output matches PATTERN.
+has() { grep -q -E -- "$1" <<<"$output" || fail "$2: no line matching /$1/"; }
+number='[0-9]+\.[0-9]+'
+has "^RESULT tool=lightly-train-c mode=teacher model=vit_t14 backend=cpu precision=32-true image_size=28 batch=2 .* images_per_s=$number .* gpu_memory_mib=n/a gpu_memory_source=none$" \
+  "our teacher line"
+has "^RESULT tool=lightly-train-c mode=distillation model=resnet18 teacher=vit_t14 backend=cpu precision=32-true image_size=28 batch=2 .* images_per_s=$number .* gpu_memory_mib=n/a gpu_memory_source=none$" \
+  "our distillation line"
+has '^backend cpu, precision 32-true$' "our header"
+if [ "$have_torch" = 1 ]; then
+  has "^RESULT tool=pytorch mode=teacher model=vit_t14 device=cpu precision=32-true vit=(timm|builtin) image_size=28 batch=2 .* images_per_s=$number .*gpu_memory_mib=n/a gpu_memory_source=none$" \
+    "PyTorch teacher line"
+  has "^RESULT tool=pytorch mode=distillation model=resnet18 teacher=vit_t14 device=cpu precision=32-true vit=(timm|builtin) .* images_per_s=$number " \
+    "PyTorch distillation line"
+  has "^RESULT tool=ratio what=\"teacher forward vit_t14 28px batch 2\" ours_precision=32-true pytorch_precision=32-true ours_over_pytorch_images_per_s=$number ours_over_pytorch_gpu_memory=n/a$" \
+    "teacher ratio"
+  has "^RESULT tool=ratio what=\"distillation step resnet18 \+ vit_t14 28px batch 2\" .* ours_over_pytorch_images_per_s=$number " \
+    "distillation ratio"
+  has "^\| distillation step resnet18 \+ vit_t14 28px batch 2 \| 32-true \| $number \| n/a \| 32-true (timm|builtin) \| $number \| n/a \| $number \| n/a \|$" \
+    "table row"
+else
+  echo "torch/torchvision not importable by $python: the PyTorch side is expected to fail"
+  has "^failed: $python .*pytorch_train_step.py --mode teacher" "PyTorch failure line"
+  has "^RESULT tool=ratio what=\"teacher forward vit_t14 28px batch 2\" .* ours_over_pytorch_images_per_s=n/a " \
+    "ratio without PyTorch"
+fi
+has '^\| what \| ours precision \| ours images/s \|' "table header"
+[ "$(grep -c '^RESULT tool=ratio' <<<"$output")" -eq 2 ] || fail "expected 2 ratio lines"
+
+expect 2 "unknown section 'gpu'" -- env BENCH_GPU_SECTIONS="teacher gpu" tools/bench_gpu.sh "$build"
+
+# The 16-bit path of the tool (activations stored as fp16 by the ref backend).
+expect 0 "^RESULT tool=lightly-train-c mode=distillation model=resnet18 teacher=vit_t14 backend=ref precision=16-mixed .* update_s=$number " \
+  -- "$step_bin" --mode distillation --model resnet18 --teacher vit_t14 --backend ref \
+  --precision 16-mixed --image-size 28 --batch-size 2 --steps 1 --warmup 0 --threads 1
+expect 1 "^bench_train_step: --precision bf16-mixed: " \
+  -- "$step_bin" --mode teacher --model vit_t14 --precision bf16-mixed --image-size 28
+expect 2 "bad argument '--precision'" -- "$step_bin" --precision fp16
+e2e_finish
