@@ -96,8 +96,9 @@ Backbone *distill_method_teacher(Method *method);
 int distill_method_save_queue(Method *method, CheckpointWriter *writer, ErrorMessage *err);
 int distill_method_load_queue(Method *method, const Checkpoint *checkpoint, ErrorMessage *err);
 
-// Backend buffers of sizes[i] floats (activations) into *targets[i] (a size
-// of 0 leaves NULL), and their release (NULL entries skipped).
+// Backend buffers of sizes[i] floats (distill_alloc_buffers) or sizes[i]
+// activations (distill_alloc_acts) into *targets[i] (a size of 0 leaves
+// NULL), and their release (NULL entries skipped).
 int distill_alloc_buffers(Backend *backend, float **const *targets, const size_t *sizes,
                           size_t count, ErrorMessage *err);
 int distill_alloc_acts(Backend *backend, Act **const *targets, const size_t *sizes, size_t count,
