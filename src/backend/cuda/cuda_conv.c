@@ -1,10 +1,26 @@
 // Convolutions on cuDNN (all cuDNN calls of the backend live here, so the
 // API can be switched to the graph API in one place). NHWC activations and
-// KRSC (our OHWI) filters, fp32 with FMA math (no TF32). A plan holds the
+// KRSC (our OHWI) filters in the activations' dtype: fp32 with FMA math (no
+// TF32), or fp16 / bf16 data with fp32 compute on tensor cores
+// (PSEUDO_HALF / PSEUDO_BFLOAT16 configurations). A plan holds the
 // descriptors and, per direction, the fastest deterministic algorithm found
 // by cuDNN for its shape, measured once when the plan is made; the backend
-// keeps one workspace, grown to the largest need of any plan. Backward
-// weights uses beta = 1, which is the += of the contract.
+// keeps one workspace, grown to the largest need of any plan.
+//
+// In 16 bits:
+// - a 3-channel input (the images) and its weights are padded with zero
+//   channels to 8 in the workspace before each call (cuDNN's tensor-core
+//   kernels want channels in multiples of 8), and the padded input gradient
+//   is cut back to 3; zeros add nothing, so the results are the unpadded
+//   convolution's.
+// - the weight gradient goes through a 16-bit scratch in the workspace
+//   (beta = 0), then one kernel adds it into the fp32 gradient arena: the
+//   legacy API's half and bfloat16 configurations need dw in the type of x
+//   and dy, so cuDNN cannot accumulate into fp32 itself. Each step's weight
+//   gradient is so rounded to 16 bits once before the fp32 sum (as PyTorch's
+//   autocast, whose conv weight gradient is fp16 / bf16), where the ref
+//   backend keeps it fp32: tests allow for that rounding.
+// In fp32 backward weights uses beta = 1, which is the += of the contract.
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +43,17 @@ struct ConvPlan {
     cudnnConvolutionFwdAlgo_t forward;
     cudnnConvolutionBwdDataAlgo_t backward_data;
     cudnnConvolutionBwdFilterAlgo_t backward_filter;
-    size_t workspace_bytes;  // the largest of the three algorithms' needs
+    size_t workspace_bytes;  // the algorithms' largest need, then the 16-bit regions below
+    ComputeDtype dtype;      // the activations' dtype when the plan was made
+    int channels;            // in_channels as cuDNN sees them: 8 for a padded 3
+    // Byte offsets in the workspace (16 bits only; 0 otherwise): the padded
+    // input (N, H, W, 8) and weights (Cout, K, K, 8), and the weight gradient
+    // scratch (Cout, K, K, channels).
+    size_t padded_input, padded_weights, weight_gradient;
+    size_t algorithm_bytes;  // the algorithms' part, at the start of the workspace
 };
+
+static size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 int cuda_dnn_create(CudaState *state, ErrorMessage *err) {
     cudnnHandle_t handle = NULL;
@@ -130,25 +155,34 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
         return NULL;
     }
     plan->shape = *shape;
+    plan->dtype = backend->compute_dtype;
+    const int half = plan->dtype != COMPUTE_F32;
+    plan->channels = half && s->in_channels == 3 ? 8 : s->in_channels;
+    const cudnnDataType_t data = plan->dtype == COMPUTE_F16    ? CUDNN_DATA_HALF
+                                 : plan->dtype == COMPUTE_BF16 ? CUDNN_DATA_BFLOAT16
+                                                               : CUDNN_DATA_FLOAT;
     CUDA_CHECK(cudaSetDevice(state->device));
     DNN_TRY(cudnnCreateTensorDescriptor(&plan->input), "create tensor descriptor");
     DNN_TRY(cudnnCreateTensorDescriptor(&plan->output), "create tensor descriptor");
     DNN_TRY(cudnnCreateFilterDescriptor(&plan->filter), "create filter descriptor");
     DNN_TRY(cudnnCreateConvolutionDescriptor(&plan->convolution), "create convolution descriptor");
-    DNN_TRY(cudnnSetTensor4dDescriptor(plan->input, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
-                                       s->batch, s->in_channels, s->in_height, s->in_width),
+    DNN_TRY(cudnnSetTensor4dDescriptor(plan->input, CUDNN_TENSOR_NHWC, data, s->batch,
+                                       plan->channels, s->in_height, s->in_width),
             "set input descriptor");
-    DNN_TRY(cudnnSetTensor4dDescriptor(plan->output, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
-                                       s->batch, s->out_channels, s->out_height, s->out_width),
+    DNN_TRY(cudnnSetTensor4dDescriptor(plan->output, CUDNN_TENSOR_NHWC, data, s->batch,
+                                       s->out_channels, s->out_height, s->out_width),
             "set output descriptor");
-    DNN_TRY(cudnnSetFilter4dDescriptor(plan->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
-                                       s->out_channels, s->in_channels, s->kernel, s->kernel),
+    DNN_TRY(cudnnSetFilter4dDescriptor(plan->filter, data, CUDNN_TENSOR_NHWC, s->out_channels,
+                                       plan->channels, s->kernel, s->kernel),
             "set filter descriptor");
+    // fp32 accumulation in every dtype
     DNN_TRY(cudnnSetConvolution2dDescriptor(plan->convolution, s->padding, s->padding, s->stride,
                                             s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                             CUDNN_DATA_FLOAT),
             "set convolution descriptor");
-    DNN_TRY(cudnnSetConvolutionMathType(plan->convolution, CUDNN_FMA_MATH), "set math type");
+    DNN_TRY(cudnnSetConvolutionMathType(plan->convolution,
+                                        half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+            "set math type");
     int n, c, h, w;
     DNN_TRY(cudnnGetConvolution2dForwardOutputDim(plan->convolution, plan->input, plan->filter, &n,
                                                   &c, &h, &w),
@@ -158,9 +192,23 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
                   s->batch, s->out_height, s->out_width, s->out_channels);
         goto fail;
     }
-    if (find_algorithms((cudnnHandle_t)state->cudnn, plan, err) ||
-        reserve_workspace(state, plan->workspace_bytes, err))
-        goto fail;
+    if (find_algorithms((cudnnHandle_t)state->cudnn, plan, err)) goto fail;
+    plan->algorithm_bytes = plan->workspace_bytes;
+    if (half) {
+        const size_t element = backend->act_element_bytes;
+        const size_t filter = (size_t)s->out_channels * s->kernel * s->kernel;
+        const size_t pixels = (size_t)s->batch * s->in_height * s->in_width;
+        size_t end = align_up(plan->algorithm_bytes);
+        if (plan->channels != s->in_channels) {
+            plan->padded_input = end;
+            end = align_up(end + pixels * plan->channels * element);
+            plan->padded_weights = end;
+            end = align_up(end + filter * plan->channels * element);
+        }
+        plan->weight_gradient = end;
+        plan->workspace_bytes = end + filter * plan->channels * element;
+    }
+    if (reserve_workspace(state, plan->workspace_bytes, err)) goto fail;
     return plan;
 fail:
     error_prefix(err, "conv %dx%dx%d -> %d, kernel %d, stride %d, padding %d", s->in_height,
@@ -178,40 +226,90 @@ void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan) {
     free(plan);
 }
 
-void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act, const Act *w_act,
-                         Act *y_act) {
-    const float *x = (const float *)x_act;
-    const float *w = (const float *)w_act;
-    float *y = (float *)y_act;
+// The workspace region at offset bytes.
+static void *workspace_at(const CudaState *state, size_t offset) {
+    return (char *)state->workspace + offset;
+}
+
+// y (rows, to) = x (rows, from): channels padded with zeros or cut back.
+static void channels_copy(Backend *backend, size_t rows, int from, int to, const void *x,
+                          void *y) {
+    cuda_channels_copy_launch(cuda_state(backend)->stream, backend->compute_dtype, rows, from, to,
+                              x, y);
+}
+
+static size_t input_pixels(const ConvShape *s) {
+    return (size_t)s->batch * s->in_height * s->in_width;
+}
+
+static size_t filter_rows(const ConvShape *s) {
+    return (size_t)s->out_channels * s->kernel * s->kernel;
+}
+
+// x as cuDNN reads it: the padded copy when the plan pads.
+static const void *padded_input(Backend *backend, const ConvPlan *plan, const Act *x) {
+    if (plan->channels == plan->shape.in_channels) return x;
+    void *padded = workspace_at(cuda_state(backend), plan->padded_input);
+    channels_copy(backend, input_pixels(&plan->shape), plan->shape.in_channels, plan->channels, x,
+                  padded);
+    return padded;
+}
+
+static const void *padded_weights(Backend *backend, const ConvPlan *plan, const Act *w) {
+    if (plan->channels == plan->shape.in_channels) return w;
+    void *padded = workspace_at(cuda_state(backend), plan->padded_weights);
+    channels_copy(backend, filter_rows(&plan->shape), plan->shape.in_channels, plan->channels, w,
+                  padded);
+    return padded;
+}
+
+void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
+                         Act *y) {
     CudaState *state = cuda_state(backend);
+    const void *x_used = padded_input(backend, plan, x);
+    const void *w_used = padded_weights(backend, plan, w);
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnConvolutionForward((cudnnHandle_t)state->cudnn, &one, plan->input, x,
-                                        plan->filter, w, plan->convolution, plan->forward,
-                                        state->workspace, state->workspace_bytes, &zero,
+    CUDNN_CHECK(cudnnConvolutionForward((cudnnHandle_t)state->cudnn, &one, plan->input, x_used,
+                                        plan->filter, w_used, plan->convolution, plan->forward,
+                                        state->workspace, plan->algorithm_bytes, &zero,
                                         plan->output, y));
 }
 
-void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy_act,
-                               const Act *w_act, Act *dx_act) {
-    const float *dy = (const float *)dy_act;
-    const float *w = (const float *)w_act;
-    float *dx = (float *)dx_act;
+void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,
+                               const Act *w, Act *dx) {
     CudaState *state = cuda_state(backend);
+    const int padded = plan->channels != plan->shape.in_channels;
+    const void *w_used = padded_weights(backend, plan, w);
+    void *dx_used = padded ? workspace_at(state, plan->padded_input) : (void *)dx;
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnConvolutionBackwardData((cudnnHandle_t)state->cudnn, &one, plan->filter, w,
-                                             plan->output, dy, plan->convolution,
+    CUDNN_CHECK(cudnnConvolutionBackwardData((cudnnHandle_t)state->cudnn, &one, plan->filter,
+                                             w_used, plan->output, dy, plan->convolution,
                                              plan->backward_data, state->workspace,
-                                             state->workspace_bytes, &zero, plan->input, dx));
+                                             plan->algorithm_bytes, &zero, plan->input, dx_used));
+    if (padded)
+        channels_copy(backend, input_pixels(&plan->shape), plan->channels,
+                      plan->shape.in_channels, dx_used, dx);
 }
 
-void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x_act,
-                                  const Act *dy_act, float *dw) {
-    const float *x = (const float *)x_act;
-    const float *dy = (const float *)dy_act;
+void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x,
+                                  const Act *dy, float *dw) {
     CudaState *state = cuda_state(backend);
-    const float one = 1.0f;
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter((cudnnHandle_t)state->cudnn, &one, plan->input, x,
-                                               plan->output, dy, plan->convolution,
+    const float one = 1.0f, zero = 0.0f;
+    if (plan->dtype == COMPUTE_F32) {
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter((cudnnHandle_t)state->cudnn, &one, plan->input,
+                                                   x, plan->output, dy, plan->convolution,
+                                                   plan->backward_filter, state->workspace,
+                                                   plan->algorithm_bytes, &one, plan->filter,
+                                                   dw));
+        return;
+    }
+    const void *x_used = padded_input(backend, plan, x);
+    void *scratch = workspace_at(state, plan->weight_gradient);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter((cudnnHandle_t)state->cudnn, &one, plan->input,
+                                               x_used, plan->output, dy, plan->convolution,
                                                plan->backward_filter, state->workspace,
-                                               state->workspace_bytes, &one, plan->filter, dw));
+                                               plan->algorithm_bytes, &zero, plan->filter,
+                                               scratch));
+    cuda_act_accumulate_launch(state->stream, plan->dtype, filter_rows(&plan->shape),
+                               plan->channels, plan->shape.in_channels, scratch, dw);
 }
