@@ -193,8 +193,11 @@ int mirror_run_groups(const struct CMUnitTest *tests, size_t count) {
            _cmocka_run_group_tests("cuda", tests, count, create_cuda, destroy_backends);
 }
 
-int mirror_run_groups_16bit(const struct CMUnitTest *tests, size_t count) {
-    return mirror_run_groups(tests, count) +
-           _cmocka_run_group_tests("cuda-fp16", tests, count, create_cuda_f16, destroy_backends) +
+int mirror_run_16bit_groups(const struct CMUnitTest *tests, size_t count) {
+    return _cmocka_run_group_tests("cuda-fp16", tests, count, create_cuda_f16, destroy_backends) +
            _cmocka_run_group_tests("cuda-bf16", tests, count, create_cuda_bf16, destroy_backends);
+}
+
+int mirror_run_groups_16bit(const struct CMUnitTest *tests, size_t count) {
+    return mirror_run_groups(tests, count) + mirror_run_16bit_groups(tests, count);
 }

@@ -86,5 +86,8 @@ int mirror_run_groups(const struct CMUnitTest *tests, size_t count);
 // The same, then "cuda-fp16" and "cuda-bf16" groups (tests that pass their
 // activations through DA / HA).
 int mirror_run_groups_16bit(const struct CMUnitTest *tests, size_t count);
+// Only the "cuda-fp16" and "cuda-bf16" groups: for a file whose other tests
+// (finite differences on ref) hold in fp32 only.
+int mirror_run_16bit_groups(const struct CMUnitTest *tests, size_t count);
 
 #endif
