@@ -375,7 +375,8 @@ static void test_avgpool(void **state) {
         ref->op.avgpool_forward(ref, batch, pixels, channels, (const Act *)x, (Act *)y_ref);
         fast->op.avgpool_forward(fast, batch, pixels, channels, DA(x), DA(y_fast));
         HA(y_fast);
-        mirror_expect_close("avgpool forward", y_n, y_fast, y_ref, mirror_act_tol(SUM_TOL), SUM_TOL);
+        mirror_expect_close("avgpool forward", y_n, y_fast, y_ref, mirror_act_tol(SUM_TOL),
+                            SUM_TOL);
         float *dx_ref = mirror_nan_tensor(x_n), *dx_fast = mirror_nan_tensor(x_n);
         ref->op.avgpool_backward(ref, batch, pixels, channels, (const Act *)y_ref, (Act *)dx_ref);
         fast->op.avgpool_backward(fast, batch, pixels, channels, DA(y_ref), DA(dx_fast));

@@ -62,10 +62,12 @@ static void test_batchnorm_forward(void **state) {
                                          DA(y_fast), D(mean_fast), D(inv_fast), D(run_mean_fast),
                                          D(run_var_fast));
         HA(y_fast), H(mean_fast), H(inv_fast), H(run_mean_fast), H(run_var_fast);
-        mirror_expect_close("bn train y", n, y_fast, y_ref, mirror_act_tol(NORM_MAP_TOL), mirror_act_tol(NORM_MAP_TOL));
+        mirror_expect_close("bn train y", n, y_fast, y_ref, mirror_act_tol(NORM_MAP_TOL),
+                            mirror_act_tol(NORM_MAP_TOL));
         mirror_expect_close("bn save_mean", c, mean_fast, mean_ref, NORM_STATS_TOL, NORM_STATS_TOL);
         // inv_std reaches 1/sqrt(eps) ~ 316 with one row: relative only matters.
-        mirror_expect_close("bn save_inv_std", c, inv_fast, inv_ref, NORM_STATS_TOL, NORM_STATS_TOL);
+        mirror_expect_close("bn save_inv_std", c, inv_fast, inv_ref, NORM_STATS_TOL,
+                            NORM_STATS_TOL);
         mirror_expect_close("bn running_mean", c, run_mean_fast, run_mean_ref, NORM_STATS_TOL,
                      NORM_STATS_TOL);
         mirror_expect_close("bn running_var", c, run_var_fast, run_var_ref, NORM_STATS_TOL,
@@ -77,7 +79,8 @@ static void test_batchnorm_forward(void **state) {
         fast->op.batchnorm_forward_eval(fast, rows, c, DA(x), D(gamma), D(beta), D(run_mean_ref),
                                         D(run_var_ref), 1e-5f, DA(e_fast));
         HA(e_fast);
-        mirror_expect_close("bn eval y", n, e_fast, e_ref, mirror_act_tol(NORM_MAP_TOL), mirror_act_tol(NORM_MAP_TOL));
+        mirror_expect_close("bn eval y", n, e_fast, e_ref, mirror_act_tol(NORM_MAP_TOL),
+                            mirror_act_tol(NORM_MAP_TOL));
         mirror_free(state);
     }
 }
@@ -108,10 +111,12 @@ static void test_batchnorm_backward(void **state) {
         HA(dx_fast), H(dgamma_fast), H(dbeta_fast);
         // dx = a dy + b x + c in fp32 where the three terms can cancel; rows
         // = 1 has inv_std ~ 316 (x - mean = 0, so still O(1) terms).
-        mirror_expect_close("bn dx", n, dx_fast, dx_ref, mirror_act_tol(NORM_MAP_TOL), mirror_act_tol(NORM_MAP_TOL));
+        mirror_expect_close("bn dx", n, dx_fast, dx_ref, mirror_act_tol(NORM_MAP_TOL),
+                            mirror_act_tol(NORM_MAP_TOL));
         mirror_expect_close("bn dgamma", c, dgamma_fast, dgamma_ref, NORM_STATS_TOL,
                      gradient_sum_tol(rows));
-        mirror_expect_close("bn dbeta", c, dbeta_fast, dbeta_ref, NORM_STATS_TOL, gradient_sum_tol(rows));
+        mirror_expect_close("bn dbeta", c, dbeta_fast, dbeta_ref, NORM_STATS_TOL,
+                            gradient_sum_tol(rows));
         mirror_free(state);
     }
 }
@@ -150,7 +155,8 @@ static void check_batchnorm_relu_forward(size_t rows, int c, int with_residual, 
     HA(y[2]), H(mean[2]), H(inv_std[2]), H(run_mean[2]), H(run_var[2]);
     mirror_expect_close("ref bn+relu train y", n, y[1], y[0], 0, 0);
     mirror_expect_close("ref bn+relu running_var", c, run_var[1], run_var[0], 0, 0);
-    mirror_expect_close("bn+relu train y", n, y[2], y[1], mirror_act_tol(NORM_MAP_TOL), mirror_act_tol(NORM_MAP_TOL));
+    mirror_expect_close("bn+relu train y", n, y[2], y[1], mirror_act_tol(NORM_MAP_TOL),
+                        mirror_act_tol(NORM_MAP_TOL));
     mirror_expect_close("bn+relu save_mean", c, mean[2], mean[1], NORM_STATS_TOL, NORM_STATS_TOL);
     mirror_expect_close("bn+relu save_inv_std", c, inv_std[2], inv_std[1], NORM_STATS_TOL,
                  NORM_STATS_TOL);
@@ -172,7 +178,8 @@ static void check_batchnorm_relu_forward(size_t rows, int c, int with_residual, 
                                          D(run_mean[0]), D(run_var[0]), 1e-5f, DA(y[2]));
     HA(y[2]);
     if (mirror_dtype == COMPUTE_F32) mirror_expect_close("ref bn+relu eval y", n, y[1], y[0], 0, 0);
-    mirror_expect_close("bn+relu eval y", n, y[2], y[1], mirror_act_tol(NORM_MAP_TOL), mirror_act_tol(NORM_MAP_TOL));
+    mirror_expect_close("bn+relu eval y", n, y[2], y[1], mirror_act_tol(NORM_MAP_TOL),
+                        mirror_act_tol(NORM_MAP_TOL));
 }
 
 static void test_batchnorm_relu_forward(void **state) {
@@ -219,10 +226,12 @@ static void check_batchnorm_relu_backward(size_t rows, int c, int with_dresidual
     mirror_expect_close("ref bn+relu dx", n, dx[1], dx[0], 0, 0);
     mirror_expect_close("ref bn+relu dgamma", c, dgamma[1], dgamma[0], 0, 0);
     mirror_expect_close("ref bn+relu dbeta", c, dbeta[1], dbeta[0], 0, 0);
-    mirror_expect_close("bn+relu dx", n, dx[2], dx[1], mirror_act_tol(NORM_MAP_TOL), mirror_act_tol(NORM_MAP_TOL));
+    mirror_expect_close("bn+relu dx", n, dx[2], dx[1], mirror_act_tol(NORM_MAP_TOL),
+                        mirror_act_tol(NORM_MAP_TOL));
     mirror_expect_close("bn+relu dgamma", c, dgamma[2], dgamma[1], NORM_STATS_TOL,
                  gradient_sum_tol(rows));
-    mirror_expect_close("bn+relu dbeta", c, dbeta[2], dbeta[1], NORM_STATS_TOL, gradient_sum_tol(rows));
+    mirror_expect_close("bn+relu dbeta", c, dbeta[2], dbeta[1], NORM_STATS_TOL,
+                        gradient_sum_tol(rows));
     if (with_dresidual) {  // the masked copy of dy: exact
         mirror_expect_close("ref bn+relu dresidual", n, dz[1], dz[0], 0, 0);
         mirror_expect_close("bn+relu dresidual", n, dz[2], dz[0], 0, 0);
@@ -292,7 +301,8 @@ static void check_batchnorm_sync_split(size_t rows, int c, int relu_residual, ui
     fast->op.batchnorm_forward_apply(fast, rows, c, DA(x), DA(residual), relu_residual, D(gamma),
                                      D(beta), D(mean), D(inv_std[0]), DA(y[1]));
     HA(y[1]);
-    mirror_expect_close("sync bn y", n, y[1], y[0], mirror_act_tol(NORM_MAP_TOL), mirror_act_tol(NORM_MAP_TOL));
+    mirror_expect_close("sync bn y", n, y[1], y[0], mirror_act_tol(NORM_MAP_TOL),
+                        mirror_act_tol(NORM_MAP_TOL));
 
     // Backward: the ReLU mask is ref's output; dz_out into its own buffer.
     const float *relu_out = relu_residual ? y[0] : NULL;
@@ -323,7 +333,8 @@ static void check_batchnorm_sync_split(size_t rows, int c, int relu_residual, ui
     fast->op.batchnorm_backward_apply(fast, rows, total_rows, c, DA(x), DA(relu_out), DA(dy),
                                       D(gamma), D(mean), D(inv_std[0]), D(sums[0]), DA(dx[1]));
     HA(dx[1]);
-    mirror_expect_close("sync bn dx", n, dx[1], dx[0], mirror_act_tol(NORM_MAP_TOL), mirror_act_tol(NORM_MAP_TOL));
+    mirror_expect_close("sync bn dx", n, dx[1], dx[0], mirror_act_tol(NORM_MAP_TOL),
+                        mirror_act_tol(NORM_MAP_TOL));
 }
 
 static void test_batchnorm_sync_split(void **state) {

@@ -376,7 +376,8 @@ static void check_residual(int batch, size_t rows, int channels, int use_gamma, 
                                          D(sample_scale), DA(dbranch_fast), D(dgamma_fast));
     HA(dbranch_fast), H(dgamma_fast);
     // Without gamma, dgamma stays as it was.
-    mirror_expect_close("residual dbranch", n, dbranch_fast, dbranch_ref, mirror_act_tol(1e-6), 1e-7);
+    mirror_expect_close("residual dbranch", n, dbranch_fast, dbranch_ref, mirror_act_tol(1e-6),
+                        1e-7);
     mirror_expect_close("residual dgamma", channels, dgamma_fast, dgamma_ref, 1e-5,
                         1e-6 * sqrt((double)batch * rows));
     mirror_free(NULL);

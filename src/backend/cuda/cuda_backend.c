@@ -169,9 +169,9 @@ static void cuda_batchnorm_forward_train_f32(Backend *backend, size_t rows, int 
                                          float *save_inv_std, float *running_mean,
                                          float *running_var) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_forward_train_launch(state->stream, COMPUTE_F32, state->scratch, rows, channels, x, NULL, 0,
-                                        gamma, beta, momentum, eps, y, save_mean, save_inv_std,
-                                        running_mean, running_var);
+    cuda_batchnorm_forward_train_launch(state->stream, COMPUTE_F32, state->scratch, rows, channels,
+                                        x, NULL, 0, gamma, beta, momentum, eps, y, save_mean,
+                                        save_inv_std, running_mean, running_var);
 }
 
 static void cuda_batchnorm_forward_train(Backend *backend, size_t rows, int channels,
@@ -189,8 +189,9 @@ static void cuda_batchnorm_forward_eval(Backend *backend, size_t rows, int chann
                                         const Act *x, const float *gamma, const float *beta,
                                         const float *running_mean, const float *running_var,
                                         float eps, Act *y) {
-    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, backend->compute_dtype, rows, channels, x, NULL, 0,
-                                       gamma, beta, running_mean, running_var, eps, y);
+    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, backend->compute_dtype, rows,
+                                       channels, x, NULL, 0, gamma, beta, running_mean, running_var,
+                                       eps, y);
 }
 
 static void cuda_batchnorm_backward_f32(Backend *backend, size_t rows, int channels, const float *x,
@@ -198,8 +199,9 @@ static void cuda_batchnorm_backward_f32(Backend *backend, size_t rows, int chann
                                     const float *save_inv_std, float *dx, float *dgamma,
                                     float *dbeta) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_backward_launch(state->stream, COMPUTE_F32, state->scratch, rows, channels, x, NULL, dy,
-                                   gamma, save_mean, save_inv_std, dx, dgamma, dbeta, NULL);
+    cuda_batchnorm_backward_launch(state->stream, COMPUTE_F32, state->scratch, rows, channels, x,
+                                   NULL, dy, gamma, save_mean, save_inv_std, dx, dgamma, dbeta,
+                                   NULL);
 }
 
 static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
@@ -219,9 +221,9 @@ static void cuda_batchnorm_relu_forward_train(Backend *backend, size_t rows, int
                                               float *save_mean, float *save_inv_std,
                                               float *running_mean, float *running_var) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_forward_train_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels, x, residual,
-                                        1, gamma, beta, momentum, eps, y, save_mean, save_inv_std,
-                                        running_mean, running_var);
+    cuda_batchnorm_forward_train_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                        channels, x, residual, 1, gamma, beta, momentum, eps, y,
+                                        save_mean, save_inv_std, running_mean, running_var);
 }
 
 static void cuda_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
@@ -229,8 +231,9 @@ static void cuda_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int 
                                              const float *gamma, const float *beta,
                                              const float *running_mean,
                                              const float *running_var, float eps, Act *y) {
-    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, backend->compute_dtype, rows, channels, x, residual,
-                                       1, gamma, beta, running_mean, running_var, eps, y);
+    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, backend->compute_dtype, rows,
+                                       channels, x, residual, 1, gamma, beta, running_mean,
+                                       running_var, eps, y);
 }
 
 // ---- synchronised BatchNorm's split ops (backend.h) ----
@@ -238,8 +241,8 @@ static void cuda_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int 
 static void cuda_batchnorm_centered_squares(Backend *backend, size_t rows, int channels,
                                             const Act *x, const float *mean, float *squares) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_centered_squares_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels, x, mean,
-                                           squares);
+    cuda_batchnorm_centered_squares_launch(state->stream, backend->compute_dtype, state->scratch,
+                                           rows, channels, x, mean, squares);
 }
 
 static void cuda_batchnorm_finish_statistics(Backend *backend, int channels, size_t total_rows,
@@ -256,8 +259,8 @@ static void cuda_batchnorm_forward_apply(Backend *backend, size_t rows, int chan
                                          const float *gamma, const float *beta, const float *mean,
                                          const float *inv_std, Act *y) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_forward_apply_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels, x,
-                                        residual, relu, gamma, beta, mean, inv_std, y);
+    cuda_batchnorm_forward_apply_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                        channels, x, residual, relu, gamma, beta, mean, inv_std, y);
 }
 
 static void cuda_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels,
@@ -265,17 +268,18 @@ static void cuda_batchnorm_backward_reduce(Backend *backend, size_t rows, int ch
                                            Act *dz_out, const float *mean, const float *inv_std,
                                            float *dgamma, float *dbeta, float *sums) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_backward_reduce_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels, x,
-                                          relu_out, dy, dz_out, mean, inv_std, dgamma, dbeta,
-                                          sums);
+    cuda_batchnorm_backward_reduce_launch(state->stream, backend->compute_dtype, state->scratch,
+                                          rows, channels, x, relu_out, dy, dz_out, mean, inv_std,
+                                          dgamma, dbeta, sums);
 }
 
 static void cuda_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
                                           int channels, const Act *x, const Act *relu_out,
                                           const Act *dy, const float *gamma, const float *mean,
                                           const float *inv_std, const float *sums, Act *dx) {
-    cuda_batchnorm_backward_apply_launch(cuda_state(backend)->stream, backend->compute_dtype, rows, total_rows, channels,
-                                         x, relu_out, dy, gamma, mean, inv_std, sums, dx);
+    cuda_batchnorm_backward_apply_launch(cuda_state(backend)->stream, backend->compute_dtype, rows,
+                                         total_rows, channels, x, relu_out, dy, gamma, mean,
+                                         inv_std, sums, dx);
 }
 
 static void cuda_batchnorm_relu_backward(Backend *backend, size_t rows, int channels,
@@ -284,8 +288,9 @@ static void cuda_batchnorm_relu_backward(Backend *backend, size_t rows, int chan
                                          const float *save_inv_std, Act *dx, float *dgamma,
                                          float *dbeta, Act *dresidual) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels, x, y, dy, gamma,
-                                   save_mean, save_inv_std, dx, dgamma, dbeta, dresidual);
+    cuda_batchnorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                   channels, x, y, dy, gamma, save_mean, save_inv_std, dx, dgamma,
+                                   dbeta, dresidual);
 }
 
 // ---- elementwise (cuda_elementwise.cu) ----------------------------------------------
@@ -339,22 +344,26 @@ static void cuda_mul(Backend *backend, size_t n, const float *a, const float *b,
 
 static void cuda_maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x,
                                  Act *y, int32_t *argmax) {
-    cuda_maxpool_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, shape, x, y, argmax);
+    cuda_maxpool_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, shape, x, y,
+                                argmax);
 }
 
 static void cuda_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy,
                                   const int32_t *argmax, Act *dx) {
-    cuda_maxpool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, shape, dy, argmax, dx);
+    cuda_maxpool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, shape, dy,
+                                 argmax, dx);
 }
 
 static void cuda_avgpool_forward(Backend *backend, int batch, int pixels, int channels,
                                  const Act *x, Act *y) {
-    cuda_avgpool_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, pixels, channels, x, y);
+    cuda_avgpool_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, pixels,
+                                channels, x, y);
 }
 
 static void cuda_avgpool_backward(Backend *backend, int batch, int pixels, int channels,
                                   const Act *dy, Act *dx) {
-    cuda_avgpool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, pixels, channels, dy, dx);
+    cuda_avgpool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, pixels,
+                                 channels, dy, dx);
 }
 
 // ---- linear layers ---------------------------------------------------------------------
@@ -373,7 +382,8 @@ static void cuda_bias_add(Backend *backend, size_t rows, int channels, const flo
 static void cuda_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy,
                                float *dbias) {
     CudaState *state = cuda_state(backend);
-    cuda_column_sum_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels, dy, dbias, 1);
+    cuda_column_sum_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels,
+                           dy, dbias, 1);
 }
 
 // ---- rows (cuda_rows.cu) ----------------------------------------------------------------
@@ -452,8 +462,8 @@ static void cuda_act_column_sum(Backend *backend, size_t rows, int channels, con
 static void cuda_layernorm_forward(Backend *backend, size_t rows, int channels, const Act *x,
                                    const float *gamma, const float *beta, float eps, Act *y,
                                    float *mean, float *inv_std) {
-    cuda_layernorm_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, rows, channels, x, gamma, beta, eps,
-                                  y, mean, inv_std);
+    cuda_layernorm_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, rows,
+                                  channels, x, gamma, beta, eps, y, mean, inv_std);
 }
 
 static void cuda_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
@@ -461,8 +471,8 @@ static void cuda_layernorm_backward(Backend *backend, size_t rows, int channels,
                                     const float *inv_std, Act *dx, float *dgamma,
                                     float *dbeta) {
     CudaState *state = cuda_state(backend);
-    cuda_layernorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels, x, dy, gamma,
-                                   mean, inv_std, dx, dgamma, dbeta);
+    cuda_layernorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                   channels, x, dy, gamma, mean, inv_std, dx, dgamma, dbeta);
 }
 
 static void cuda_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
@@ -470,9 +480,9 @@ static void cuda_vit_tokens_forward(Backend *backend, int batch, int registers, 
                                     const float *cls, const float *cls_pos,
                                     const float *register_tokens, const float *patch_pos,
                                     Act *tokens) {
-    cuda_vit_tokens_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, registers, patches,
-                                   channels, patch_embeddings, cls, cls_pos, register_tokens,
-                                   patch_pos, tokens);
+    cuda_vit_tokens_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                   registers, patches, channels, patch_embeddings, cls, cls_pos,
+                                   register_tokens, patch_pos, tokens);
 }
 
 static void cuda_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
@@ -480,17 +490,18 @@ static void cuda_vit_tokens_backward(Backend *backend, int batch, int registers,
                                      Act *dpatch_embeddings, float *dcls, float *dcls_pos,
                                      float *dregister_tokens, float *dpatch_pos) {
     CudaState *state = cuda_state(backend);
-    cuda_vit_tokens_backward_launch(state->stream, backend->compute_dtype, state->scratch, batch, registers, patches,
-                                    channels, dtokens, dpatch_embeddings, dcls, dcls_pos,
-                                    dregister_tokens, dpatch_pos);
+    cuda_vit_tokens_backward_launch(state->stream, backend->compute_dtype, state->scratch, batch,
+                                    registers, patches, channels, dtokens, dpatch_embeddings, dcls,
+                                    dcls_pos, dregister_tokens, dpatch_pos);
 }
 
 static void cuda_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
                                             int channels, const Act *x, const Act *branch,
                                             const float *gamma, const float *sample_scale,
                                             Act *y) {
-    cuda_residual_scale_add_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, rows_per_sample,
-                                           channels, x, branch, gamma, sample_scale, y);
+    cuda_residual_scale_add_forward_launch(cuda_state(backend)->stream, backend->compute_dtype,
+                                           batch, rows_per_sample, channels, x, branch, gamma,
+                                           sample_scale, y);
 }
 
 static void cuda_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
@@ -498,21 +509,21 @@ static void cuda_residual_scale_add_backward(Backend *backend, int batch, size_t
                                              const float *gamma, const float *sample_scale,
                                              Act *dbranch, float *dgamma) {
     CudaState *state = cuda_state(backend);
-    cuda_residual_scale_add_backward_launch(state->stream, backend->compute_dtype, state->scratch, batch,
-                                            rows_per_sample, channels, branch, dy, gamma,
+    cuda_residual_scale_add_backward_launch(state->stream, backend->compute_dtype, state->scratch,
+                                            batch, rows_per_sample, channels, branch, dy, gamma,
                                             sample_scale, dbranch, dgamma);
 }
 
 static void cuda_token_pool_forward(Backend *backend, int batch, int tokens, int channels,
                                     int first, int count, const Act *x, Act *y) {
-    cuda_token_pool_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, tokens, channels, first,
-                                   count, x, y);
+    cuda_token_pool_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                   tokens, channels, first, count, x, y);
 }
 
 static void cuda_token_pool_backward(Backend *backend, int batch, int tokens, int channels,
                                      int first, int count, const Act *dy, Act *dx) {
-    cuda_token_pool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, tokens, channels, first,
-                                    count, dy, dx);
+    cuda_token_pool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                    tokens, channels, first, count, dy, dx);
 }
 
 // ---- optimizer updates ------------------------------------------------------------------
@@ -563,8 +574,8 @@ static void cuda_amp_update(Backend *backend, float *state, const float *found,
 
 static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
                               const float mean[3], const float std[3], Act *y) {
-    cuda_normalize_u8_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels, x, mean[0], mean[1], mean[2],
-                             std[0], std[1], std[2], y);
+    cuda_normalize_u8_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels, x,
+                             mean[0], mean[1], mean[2], std[0], std[1], std[2], y);
 }
 
 // ---- distillation (cuda_resize.cu) -------------------------------------------------------
@@ -572,20 +583,22 @@ static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
 static void cuda_resize_bilinear_forward(Backend *backend, int batch, int in_height,
                                          int in_width, int channels, const Act *x,
                                          int out_height, int out_width, Act *y) {
-    cuda_resize_bilinear_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, in_height, in_width,
-                                        channels, x, out_height, out_width, y);
+    cuda_resize_bilinear_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                        in_height, in_width, channels, x, out_height, out_width, y);
 }
 
 static void cuda_resize_bilinear_backward(Backend *backend, int batch, int in_height,
                                           int in_width, int channels, const Act *dy,
                                           int out_height, int out_width, Act *dx) {
-    cuda_resize_bilinear_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, in_height, in_width,
-                                         channels, dy, out_height, out_width, dx);
+    cuda_resize_bilinear_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                         in_height, in_width, channels, dy, out_height, out_width,
+                                         dx);
 }
 
 static void cuda_mixup(Backend *backend, int batch, size_t sample, const Act *x,
                        const int32_t *permutation, float lambda, Act *y) {
-    cuda_mixup_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, sample, x, permutation, lambda, y);
+    cuda_mixup_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, sample, x,
+                      permutation, lambda, y);
 }
 
 // ---- creation -----------------------------------------------------------------------------

@@ -151,7 +151,8 @@ __global__ void gradient_apply_kernel(size_t rows, int channels, const T *x, con
         const double dz = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? act_load(dy[i]) : 0.0;
         const double xhat = (act_load(x[i]) - (double)save_mean[c]) * inv_std;
         const double scale = gamma[c] * inv_std / (double)rows;
-        dx[i] = act_store<T>((float)(scale * ((double)rows * dz - sums[c] - xhat * sums[channels + c])));
+        dx[i] = act_store<T>(
+            (float)(scale * ((double)rows * dz - sums[c] - xhat * sums[channels + c])));
         if (dresidual) dresidual[i] = act_store<T>((float)dz);
     }
 }
@@ -229,6 +230,35 @@ unsigned int element_blocks(size_t n) {
     return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
 }
 
+// apply_kernel over rows x channels (nothing for none).
+template <typename T>
+void apply_launch(cudaStream_t stream, size_t rows, int channels, const void *x,
+                  const void *residual, int relu, const float *gamma, const float *beta,
+                  const double *batch_mean, const double *batch_inv_std,
+                  const float *running_mean, const float *running_var, float eps, void *y) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(
+        rows, channels, (const T *)x, (const T *)residual, relu, gamma, beta, batch_mean,
+        batch_inv_std, running_mean, running_var, eps, (T *)y);
+    CUDA_CHECK_LAUNCH();
+}
+
+// The row blocks' partial sums of dz (scratch [0, B*C)) and dz xhat
+// (scratch [B*C, 2*B*C)); returns B.
+template <typename T>
+int gradient_partials(cudaStream_t stream, double *scratch, size_t rows, int channels,
+                      const T *x, const T *relu_out, const T *dy, const float *mean,
+                      const float *inv_std) {
+    const int row_blocks = cuda_row_blocks(rows);
+    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
+    partials_kernel<Sum::kGradient, T><<<grid, block, 0, stream>>>(
+        rows, channels, x, relu_out, dy, nullptr, mean, inv_std, scratch,
+        scratch + (size_t)row_blocks * channels);
+    CUDA_CHECK_LAUNCH();
+    return row_blocks;
+}
+
 void check_channels(int channels) {
     if (channels > CUDA_MAX_COLUMNS)
         cuda_fatal("CUDA", "batch norm", "more channels than the scratch holds", __FILE__,
@@ -257,9 +287,8 @@ void cuda_batchnorm_forward_train_launch(cudaStream_t stream, ComputeDtype dtype
         double *inv_std = mean + channels;
         const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
         const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
-        partials_kernel<Sum::kPlain, T><<<grid, block, 0, stream>>>(rows, channels, x, nullptr, nullptr,
-                                                                 nullptr, nullptr, nullptr, partials,
-                                                                 nullptr);
+        partials_kernel<Sum::kPlain, T><<<grid, block, 0, stream>>>(
+            rows, channels, x, nullptr, nullptr, nullptr, nullptr, nullptr, partials, nullptr);
         CUDA_CHECK_LAUNCH();
         mean_kernel<<<channel_blocks, kThreads, 0, stream>>>(rows, channels, row_blocks, partials,
                                                              mean);
@@ -271,11 +300,8 @@ void cuda_batchnorm_forward_train_launch(cudaStream_t stream, ComputeDtype dtype
             rows, channels, row_blocks, partials, mean, momentum, eps, inv_std, save_mean,
             save_inv_std, running_mean, running_var);
         CUDA_CHECK_LAUNCH();
-        const size_t n = rows * (size_t)channels;
-        apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, x, residual, relu,
-                                                                 gamma, beta, mean, inv_std, nullptr,
-                                                                 nullptr, eps, y);
-        CUDA_CHECK_LAUNCH();
+        apply_launch<T>(stream, rows, channels, x, residual, relu, gamma, beta, mean, inv_std,
+                        nullptr, nullptr, eps, y);
     });
 }
 
@@ -285,16 +311,8 @@ void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, ComputeDtype dtype,
                                         const float *running_mean, const float *running_var,
                                         float eps, void *y_any) {
     act_dispatch(dtype, [&](auto tag) {
-        using T = ACT_T;
-        const T *x = (const T *)x_any;
-        const T *residual = (const T *)residual_any;
-        T *y = (T *)y_any;
-        const size_t n = rows * (size_t)channels;
-        if (n == 0) return;
-        apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, x, residual, relu,
-                                                                 gamma, beta, nullptr, nullptr,
-                                                                 running_mean, running_var, eps, y);
-        CUDA_CHECK_LAUNCH();
+        apply_launch<ACT_T>(stream, rows, channels, x_any, residual_any, relu, gamma, beta,
+                            nullptr, nullptr, running_mean, running_var, eps, y_any);
     });
 }
 
@@ -313,13 +331,10 @@ void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
         T *dresidual = (T *)dresidual_any;
         if (rows == 0 || channels == 0) return;
         check_channels(channels);
-        const int row_blocks = cuda_row_blocks(rows);
+        const int row_blocks = gradient_partials(stream, scratch, rows, channels, x, relu_out, dy,
+                                                 save_mean, save_inv_std);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
         double *sums = scratch + 2 * (size_t)row_blocks * channels;
-        const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
-        partials_kernel<Sum::kGradient, T><<<grid, block, 0, stream>>>(
-            rows, channels, x, relu_out, dy, nullptr, save_mean, save_inv_std, partials, partials2);
-        CUDA_CHECK_LAUNCH();
         gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
                                stream>>>(channels, row_blocks, partials, partials2, sums, dgamma,
                                          dbeta);
@@ -370,24 +385,17 @@ void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, ComputeDtype dtype
                                          const void *residual_any, int relu, const float *gamma,
                                          const float *beta, const float *mean, const float *inv_std,
                                          void *y_any) {
+    if (rows == 0 || channels == 0) return;
+    check_channels(channels);
+    double *mean_wide = scratch, *inv_std_wide = scratch + channels;
+    const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
+    widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
+    CUDA_CHECK_LAUNCH();
+    widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, inv_std, inv_std_wide);
+    CUDA_CHECK_LAUNCH();
     act_dispatch(dtype, [&](auto tag) {
-        using T = ACT_T;
-        const T *x = (const T *)x_any;
-        const T *residual = (const T *)residual_any;
-        T *y = (T *)y_any;
-        const size_t n = rows * (size_t)channels;
-        if (n == 0) return;
-        check_channels(channels);
-        double *mean_wide = scratch, *inv_std_wide = scratch + channels;
-        const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
-        widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
-        CUDA_CHECK_LAUNCH();
-        widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, inv_std, inv_std_wide);
-        CUDA_CHECK_LAUNCH();
-        apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, x, residual, relu,
-                                                                 gamma, beta, mean_wide, inv_std_wide,
-                                                                 nullptr, nullptr, 0.0f, y);
-        CUDA_CHECK_LAUNCH();
+        apply_launch<ACT_T>(stream, rows, channels, x_any, residual_any, relu, gamma, beta,
+                            mean_wide, inv_std_wide, nullptr, nullptr, 0.0f, y_any);
     });
 }
 
@@ -405,19 +413,17 @@ void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, ComputeDtype dty
         T *dz_out = (T *)dz_out_any;
         if (channels == 0) return;
         check_channels(channels);
-        const int row_blocks = cuda_row_blocks(rows);
+        const int row_blocks =
+            gradient_partials(stream, scratch, rows, channels, x, relu_out, dy, mean, inv_std);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
-        const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
-        partials_kernel<Sum::kGradient, T><<<grid, block, 0, stream>>>(
-            rows, channels, x, relu_out, dy, nullptr, mean, inv_std, partials, partials2);
-        CUDA_CHECK_LAUNCH();
         rank_gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
-                                    stream>>>(channels, row_blocks, partials, partials2, sums, dgamma,
-                                              dbeta);
+                                    stream>>>(channels, row_blocks, partials, partials2, sums,
+                                              dgamma, dbeta);
         CUDA_CHECK_LAUNCH();
         const size_t n = rows * (size_t)channels;
         if (!dz_out || n == 0) return;
-        masked_gradient_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(n, relu_out, dy, dz_out);
+        masked_gradient_kernel<T>
+            <<<element_blocks(n), kThreads, 0, stream>>>(n, relu_out, dy, dz_out);
         CUDA_CHECK_LAUNCH();
     });
 }

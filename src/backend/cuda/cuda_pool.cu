@@ -108,7 +108,8 @@ void cuda_maxpool_forward_launch(cudaStream_t stream, ComputeDtype dtype, const 
         using T = ACT_T;
         const T *x = (const T *)x_any;
         T *y = (T *)y_any;
-        const size_t n = (size_t)shape->batch * shape->out_height * shape->out_width * shape->channels;
+        const size_t n =
+            (size_t)shape->batch * shape->out_height * shape->out_width * shape->channels;
         LAUNCH(maxpool_forward_kernel<T>, n, stream, *shape, x, y, argmax);
     });
 }
@@ -119,7 +120,8 @@ void cuda_maxpool_backward_launch(cudaStream_t stream, ComputeDtype dtype, const
         using T = ACT_T;
         const T *dy = (const T *)dy_any;
         T *dx = (T *)dx_any;
-        const size_t n = (size_t)shape->batch * shape->in_height * shape->in_width * shape->channels;
+        const size_t n =
+            (size_t)shape->batch * shape->in_height * shape->in_width * shape->channels;
         LAUNCH(maxpool_backward_kernel<T>, n, stream, *shape, dy, argmax, dx);
     });
 }

@@ -32,10 +32,11 @@ __global__ void resize_forward_kernel(ResizeShape s, const T *x, T *y) {
         const ResizeTap ty = resize_tap(i, s.in_height, s.out_height);
         const ResizeTap tx = resize_tap(j, s.in_width, s.out_width);
         const T *xb = x + b * s.in_height * row + c;
-        y[o] = act_store<T>(resize_mix(ty, tx, act_load(xb[ty.i0 * row + (size_t)tx.i0 * s.channels]),
-                                       act_load(xb[ty.i0 * row + (size_t)tx.i1 * s.channels]),
-                                       act_load(xb[ty.i1 * row + (size_t)tx.i0 * s.channels]),
-                                       act_load(xb[ty.i1 * row + (size_t)tx.i1 * s.channels])));
+        y[o] =
+            act_store<T>(resize_mix(ty, tx, act_load(xb[ty.i0 * row + (size_t)tx.i0 * s.channels]),
+                                    act_load(xb[ty.i0 * row + (size_t)tx.i1 * s.channels]),
+                                    act_load(xb[ty.i1 * row + (size_t)tx.i0 * s.channels]),
+                                    act_load(xb[ty.i1 * row + (size_t)tx.i1 * s.channels])));
     }
 }
 

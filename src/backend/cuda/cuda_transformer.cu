@@ -109,7 +109,8 @@ __global__ void vit_tokens_forward_kernel(size_t n, int registers, int patches, 
         } else {
             const size_t p = (size_t)(t - 1 - registers);
             const float embedding = act_load(patch_embeddings[(b * patches + p) * channels + c]);
-            tokens[i] = act_store<T>(patch_pos ? embedding + patch_pos[p * channels + c] : embedding);
+            tokens[i] =
+                act_store<T>(patch_pos ? embedding + patch_pos[p * channels + c] : embedding);
         }
     }
 }
@@ -222,7 +223,8 @@ void cuda_layernorm_forward_launch(cudaStream_t stream, ComputeDtype dtype, size
 void cuda_layernorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
                                     size_t rows, int channels, const void *x_any,
                                     const void *dy_any, const float *gamma, const float *mean,
-                                    const float *inv_std, void *dx_any, float *dgamma, float *dbeta) {
+                                    const float *inv_std, void *dx_any, float *dgamma,
+                                    float *dbeta) {
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
         const T *x = (const T *)x_any;
@@ -234,8 +236,8 @@ void cuda_layernorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
         CUDA_CHECK_LAUNCH();
         cuda_column_sums(stream, scratch, rows, channels,
                          XhatGradient<T>{x, dy, mean, inv_std, channels}, dgamma, 1);
-        cuda_column_sums(stream, scratch, rows, channels, StridedColumns<T>{dy, (size_t)channels}, dbeta,
-                         1);
+        cuda_column_sums(stream, scratch, rows, channels, StridedColumns<T>{dy, (size_t)channels},
+                         dbeta, 1);
     });
 }
 
@@ -266,7 +268,8 @@ void cuda_vit_tokens_backward_launch(cudaStream_t stream, ComputeDtype dtype, do
         const T *dtokens = (const T *)dtokens_any;
         T *dpatch_embeddings = (T *)dpatch_embeddings_any;
         const size_t stride = (size_t)(1 + registers + patches) * channels;
-        cuda_column_sums(stream, scratch, batch, channels, StridedColumns<T>{dtokens, stride}, dcls, 1);
+        cuda_column_sums(stream, scratch, batch, channels, StridedColumns<T>{dtokens, stride}, dcls,
+                         1);
         if (dcls_pos)
             cuda_column_sums(stream, scratch, batch, channels, StridedColumns<T>{dtokens, stride},
                              dcls_pos, 1);
@@ -293,8 +296,8 @@ void cuda_residual_scale_add_forward_launch(cudaStream_t stream, ComputeDtype dt
         const T *branch = (const T *)branch_any;
         T *y = (T *)y_any;
         const size_t n = (size_t)batch * rows_per_sample * channels;
-        LAUNCH(residual_forward_kernel<T>, n, stream, n, rows_per_sample, channels, x, branch, gamma,
-               sample_scale, y);
+        LAUNCH(residual_forward_kernel<T>, n, stream, n, rows_per_sample, channels, x, branch,
+               gamma, sample_scale, y);
     });
 }
 
