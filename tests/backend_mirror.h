@@ -5,6 +5,16 @@
 // output back. Every test of such a file runs once per fast backend: one
 // cmocka group each (mirror_run_groups), the cuda group skipped (reported,
 // not passed) where no GPU works.
+//
+// Activations: DA(x) / HA(y) are D / H for an `Act` argument. In the fp32
+// groups they are D and H. A file whose tests pass every activation through
+// DA / HA also runs in two 16-bit groups (mirror_run_groups_16bit): cuda in
+// fp16 and in bf16 against ref in the same dtype (ref rounds what its ops
+// write, backend.h), where DA converts the host fp32 values to the dtype
+// (rounded to nearest even, util/half.c) into an activation twin of 2 bytes
+// per element and HA widens them back. There the random and copied test
+// tensors are rounded to the dtype when made, so both backends read the
+// same inputs; mirror_round rounds an expectation computed on the host.
 #ifndef LTC_TESTS_BACKEND_MIRROR_H
 #define LTC_TESTS_BACKEND_MIRROR_H
 
@@ -35,6 +45,20 @@ int mirror_free(void **state);
 void *D(const void *p);
 // Brings the twin of the buffer holding p back into host memory.
 void H(const void *p);
+// The same for activations (see above); DA(NULL) is NULL.
+Act *DA(const void *p);
+void HA(const void *p);
+
+// The group's activation dtype (both backends), COMPUTE_F32 in the fp32 groups.
+extern ComputeDtype mirror_dtype;
+// x (n) rounded to mirror_dtype in place (nothing in fp32): what ref's ops
+// do to what they write, for expectations computed on the host.
+void mirror_round(float *x, size_t n);
+// A tolerance of an fp32 comparison widened for the group's dtype: + 2
+// units of roundoff (fp16 2^-10, bf16 2^-7), so that two results within the
+// fp32 tolerance that round to neighbouring 16-bit values still match; the
+// same in fp32.
+double mirror_act_tol(double fp32_tol);
 
 // Fails the test when any of the n values differs by more than
 // atol + rtol |expected| (gradcheck_count_mismatches prints them).
@@ -59,5 +83,11 @@ extern const NormCase norm_cases[NORM_CASE_COUNT];
 
 // Runs tests in a "cpu" group and a "cuda" group; returns the failures.
 int mirror_run_groups(const struct CMUnitTest *tests, size_t count);
+// The same, then "cuda-fp16" and "cuda-bf16" groups (tests that pass their
+// activations through DA / HA).
+int mirror_run_groups_16bit(const struct CMUnitTest *tests, size_t count);
+// Only the "cuda-fp16" and "cuda-bf16" groups: for a file whose other tests
+// (finite differences on ref) hold in fp32 only.
+int mirror_run_16bit_groups(const struct CMUnitTest *tests, size_t count);
 
 #endif

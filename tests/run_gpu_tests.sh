@@ -2,7 +2,8 @@
 # The GPU checks (make test-gpu, or run-gpu-tests.sh in a bundle): every
 # test that has a cuda variant must pass on the GPU, none may be skipped; then
 # a short train + embed + export with --accelerator gpu, under
-# compute-sanitizer's memcheck when it is installed.
+# compute-sanitizer's memcheck when it is installed: in 16-mixed (the GPU's
+# default precision, loss scaler on), and a train + embed in 32-true.
 #   tests/run_gpu_tests.sh [BUILD_DIR]   (default: build; in a bundle: its own folder)
 # Where CUDA's libraries come from a Python environment (no system CUDA),
 # LD_LIBRARY_PATH is set to its nvidia/*/lib folders first.
@@ -38,7 +39,8 @@ for test in $(grep -v '^#' "$list"); do
     skipped=$(grep -c '^\[  SKIPPED \] test' "$log")
     # test_backend_fast's cpu-only check (default threads) skips in the cuda group.
     allowed=0
-    [ "$test" = test_backend_fast ] && allowed=2
+    # (in each of its three cuda groups: fp32, fp16, bf16)
+    [ "$test" = test_backend_fast ] && allowed=6
     if [ "$status" -ne 0 ] || [ "$skipped" -gt "$allowed" ]; then
         fail "$test (exit $status, $skipped skipped lines):"
         grep -E 'FAILED|ERROR|skipped:|error|mismatch' "$log" | head -n 30
@@ -58,6 +60,9 @@ common=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --
 run train "${common[@]}" --out "$work/run" --max-steps 8 --method-arg hidden_dim=128 \
     --method-arg output_dim=64 >"$work/train.log" 2>&1 || fail "train on the GPU: $(tail -n 20 "$work/train.log")"
 grep -q "backend cuda" "$work/train.log" || fail "train did not run on the cuda backend: $(head -n 5 "$work/train.log")"
+grep -q "precision 16-mixed" "$work/run/train.log" ||
+    fail "train on the GPU did not default to 16-mixed: $(head -n 8 "$work/run/train.log")"
+grep -q "loss scaling: on" "$work/run/train.log" || fail "16-mixed without the loss scaler"
 tail -n 12 "$work/train.log"
 run embed --data "$work/images" --checkpoint "$work/run/exported_models/exported_last.safetensors" \
     --image-size 64 --accelerator gpu --out "$work/emb.npy" >"$work/embed.log" 2>&1 ||
@@ -66,12 +71,25 @@ grep -q "workers, cuda)" "$work/embed.log" || fail "embed did not run on the cud
 run export --checkpoint "$work/run/checkpoints/last.ckpt" --out "$work/export.safetensors" \
     >"$work/export.log" 2>&1 || fail "export: $(cat "$work/export.log")"
 
+# The same in 32-true (fp32 activations, no loss scaler).
+run train "${common[@]}" --out "$work/run32" --max-steps 8 --precision 32-true \
+    --method-arg hidden_dim=128 --method-arg output_dim=64 >"$work/train32.log" 2>&1 ||
+    fail "train on the GPU in 32-true: $(tail -n 20 "$work/train32.log")"
+grep -q "precision 32-true" "$work/run32/train.log" ||
+    fail "--precision 32-true not taken: $(head -n 8 "$work/run32/train.log")"
+run embed --data "$work/images" --checkpoint "$work/run32/exported_models/exported_last.safetensors" \
+    --image-size 64 --accelerator gpu --out "$work/emb32.npy" >"$work/embed32.log" 2>&1 ||
+    fail "embed on the GPU (32-true run): $(tail -n 20 "$work/embed32.log")"
+
 # NCCL on one GPU (issue 10): a torchrun-style rank of a world of one opens
 # an NCCL communicator and averages its gradient buckets through it; the
 # result must equal the run without a launcher (NCCL's average over one rank
-# is the value itself; the tolerance covers cuDNN algorithm choice).
+# is the value itself; the tolerance covers cuDNN algorithm choice, in
+# 32-true: cuDNN picks algorithms by timing, and another one moves fp16
+# activations by more).
 short=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --accelerator gpu
-       --max-steps 4 --seed 5 --method-arg hidden_dim=128 --method-arg output_dim=64)
+       --max-steps 4 --seed 5 --precision 32-true --method-arg hidden_dim=128
+       --method-arg output_dim=64)
 "$bin" train "${short[@]}" --out "$work/alone" >"$work/alone.log" 2>&1 ||
     fail "train without a launcher: $(tail -n 20 "$work/alone.log")"
 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 \

@@ -3,7 +3,8 @@
 // act_column_sum, zero, and the fp32 twins the losses use. The ref backend
 // is checked against what the ops are defined as (host loops, or the fp32
 // ops they equal while activations are fp32); the cpu and cuda backends
-// against ref (mirror groups, see backend_mirror.h).
+// against ref (mirror groups, see backend_mirror.h), in fp32 and, for
+// cuda, in fp16 and bf16 against ref in the same dtype.
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,9 @@
 
 // Products summed in double by ref, in other orders by the fast backends.
 #define PRODUCT_TOL 1e-5
+// fp32 weight gradients from 16-bit inputs: the same products (exact in
+// fp32), summed by tensor cores in their own order.
+#define TENSOR_CORE_TOL 1e-4
 
 // linear_forward = the product with w^T plus the bias; the backward ops =
 // the products of the gradient (what nn/layers.c composed from gemm before).
@@ -32,23 +36,26 @@ static void check_linear(int rows, int in, int out, int with_bias, uint64_t seed
     ref->op.linear_forward(ref, rows, in, out, (const Act *)x, (const Act *)w, bias, (Act *)y);
     ref->op.gemm(ref, 0, 1, rows, out, in, 1.0f, x, in, w, in, 0.0f, expected, out);
     if (bias) ref->op.bias_add_f32(ref, (size_t)rows, out, bias, expected);
+    mirror_round(expected, (size_t)rows * out);  // 16 bits: rounded once, after the bias
     mirror_expect_close("ref linear_forward", (size_t)rows * out, y, expected, 0, 0);
 
     float *y_fast = mirror_nan_tensor((size_t)rows * out);
-    fast->op.linear_forward(fast, rows, in, out, D(x), D(w), D(bias), D(y_fast));
-    H(y_fast);
-    mirror_expect_close("linear_forward", (size_t)rows * out, y_fast, y, PRODUCT_TOL, PRODUCT_TOL);
+    fast->op.linear_forward(fast, rows, in, out, DA(x), DA(w), D(bias), DA(y_fast));
+    HA(y_fast);
+    mirror_expect_close("linear_forward", (size_t)rows * out, y_fast, y,
+                        mirror_act_tol(PRODUCT_TOL), mirror_act_tol(PRODUCT_TOL));
 
     float *dx = mirror_nan_tensor((size_t)rows * in),
           *dx_fast = mirror_nan_tensor((size_t)rows * in);
     ref->op.linear_backward_data(ref, rows, in, out, (const Act *)dy, (const Act *)w, (Act *)dx);
-    fast->op.linear_backward_data(fast, rows, in, out, D(dy), D(w), D(dx_fast));
-    H(dx_fast);
+    fast->op.linear_backward_data(fast, rows, in, out, DA(dy), DA(w), DA(dx_fast));
+    HA(dx_fast);
     float *dx_expected = mirror_nan_tensor((size_t)rows * in);
     ref->op.gemm(ref, 0, 0, rows, in, out, 1.0f, dy, out, w, in, 0.0f, dx_expected, in);
+    mirror_round(dx_expected, (size_t)rows * in);
     mirror_expect_close("ref linear_backward_data", (size_t)rows * in, dx, dx_expected, 0, 0);
-    mirror_expect_close("linear_backward_data", (size_t)rows * in, dx_fast, dx, PRODUCT_TOL,
-                        PRODUCT_TOL);
+    mirror_expect_close("linear_backward_data", (size_t)rows * in, dx_fast, dx,
+                        mirror_act_tol(PRODUCT_TOL), mirror_act_tol(PRODUCT_TOL));
 
     // weight and bias gradients accumulate (+=) onto what is there
     float *dw = mirror_random_tensor((size_t)out * in, -1, 1, seed + 4);
@@ -58,12 +65,13 @@ static void check_linear(int rows, int in, int out, int with_bias, uint64_t seed
     float *db_fast = with_bias ? mirror_copy(db, out) : NULL;
     float *db_expected = with_bias ? mirror_copy(db, out) : NULL;
     ref->op.linear_backward_weights(ref, rows, in, out, (const Act *)x, (const Act *)dy, dw, db);
-    fast->op.linear_backward_weights(fast, rows, in, out, D(x), D(dy), D(dw_fast), D(db_fast));
+    fast->op.linear_backward_weights(fast, rows, in, out, DA(x), DA(dy), D(dw_fast), D(db_fast));
     H(dw_fast);
     ref->op.gemm(ref, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f, dw_expected, in);
     mirror_expect_close("ref linear_backward_weights", (size_t)out * in, dw, dw_expected, 0, 0);
-    mirror_expect_close("linear_backward_weights", (size_t)out * in, dw_fast, dw, PRODUCT_TOL,
-                        PRODUCT_TOL);
+    // dw stays fp32 (never rounded to 16 bits) in every dtype
+    const double dw_tol = mirror_dtype == COMPUTE_F32 ? PRODUCT_TOL : TENSOR_CORE_TOL;
+    mirror_expect_close("linear_backward_weights", (size_t)out * in, dw_fast, dw, dw_tol, dw_tol);
     if (with_bias) {
         H(db_fast);
         for (int o = 0; o < out; o++) {
@@ -100,8 +108,8 @@ static void test_mask_tokens(void **state) {
     for (size_t r = 0; r < rows; r++)
         for (int ch = 0; ch < c; ch++)
             assert_true(y[r * c + ch] == (mask[r] != 0.0f ? token[ch] : x[r * c + ch]));
-    fast->op.mask_tokens_forward(fast, rows, c, D(x), D(mask), D(token), D(y_fast));
-    H(y_fast);
+    fast->op.mask_tokens_forward(fast, rows, c, DA(x), D(mask), D(token), DA(y_fast));
+    HA(y_fast);
     mirror_expect_close("mask_tokens_forward", n, y_fast, y, 0, 0);
 
     // in place, as the ViT runs it
@@ -110,8 +118,9 @@ static void test_mask_tokens(void **state) {
     float *dtoken = mirror_random_tensor(c, -1, 1, 403);
     float *dtoken_fast = mirror_copy(dtoken, c), *dtoken_expected = mirror_copy(dtoken, c);
     ref->op.mask_tokens_backward(ref, rows, c, mask, (const Act *)dx, (Act *)dx, dtoken);
-    fast->op.mask_tokens_backward(fast, rows, c, D(mask), D(dx_fast), D(dx_fast), D(dtoken_fast));
-    H(dx_fast);
+    Act *dx_device = DA(dx_fast);
+    fast->op.mask_tokens_backward(fast, rows, c, D(mask), dx_device, dx_device, D(dtoken_fast));
+    HA(dx_fast);
     H(dtoken_fast);
     for (int ch = 0; ch < c; ch++) {
         double total = 0.0;
@@ -127,8 +136,9 @@ static void test_mask_tokens(void **state) {
     mirror_expect_close("mask_tokens_backward dtoken", c, dtoken_fast, dtoken, 1e-6, 1e-6);
 }
 
-// The boundary is exact while activations are fp32; act_axpby and
-// act_column_sum equal their fp32 ops; zero clears whole bytes.
+// The boundary is exact for values of the dtype (the test tensors are);
+// act_axpby and act_column_sum equal their fp32 ops (rounded once in 16
+// bits); zero clears whole bytes.
 static void test_boundary_and_sums(void **state) {
     NEED_FAST_BACKEND();
     const size_t rows = 41;
@@ -137,8 +147,9 @@ static void test_boundary_and_sums(void **state) {
     const float *x = mirror_random_tensor(n, -3, 3, 500);
     for (Backend *b = ref; b; b = b == ref ? fast : NULL) {
         float *act = mirror_nan_tensor(n), *back = mirror_nan_tensor(n);
-        b->op.float_to_act(b, n, b == ref ? x : D(x), b == ref ? (void *)act : D(act));
-        b->op.act_to_float(b, n, b == ref ? (void *)act : D(act), b == ref ? back : D(back));
+        b->op.float_to_act(b, n, b == ref ? x : D(x), b == ref ? (void *)act : DA(act));
+        if (b != ref) HA(act);  // DA below uploads the host copy: bring the result there first
+        b->op.act_to_float(b, n, b == ref ? (void *)act : DA(act), b == ref ? back : D(back));
         if (b != ref) H(back);
         mirror_expect_close("float_to_act then act_to_float", n, back, x, 0, 0);
     }
@@ -146,29 +157,31 @@ static void test_boundary_and_sums(void **state) {
     float *y = mirror_random_tensor(n, -1, 1, 501);
     float *y_act = mirror_copy(y, n), *y_fast = mirror_copy(y, n);
     ref->op.axpby(ref, n, 0.5f, x, -2.0f, y);
+    mirror_round(y, n);
     ref->op.act_axpby(ref, n, 0.5f, (const Act *)x, -2.0f, (Act *)y_act);
-    fast->op.act_axpby(fast, n, 0.5f, D(x), -2.0f, D(y_fast));
-    H(y_fast);
+    fast->op.act_axpby(fast, n, 0.5f, DA(x), -2.0f, DA(y_fast));
+    HA(y_fast);
     mirror_expect_close("ref act_axpby", n, y_act, y, 0, 0);
-    mirror_expect_close("act_axpby", n, y_fast, y, 0, 0);
+    mirror_expect_close("act_axpby", n, y_fast, y, 0, 0);  // the same float expression, rounded once
 
     float *sums = mirror_nan_tensor(c), *act_sums = mirror_nan_tensor(c);
     float *fast_sums = mirror_nan_tensor(c);
     ref->op.column_sum(ref, rows, c, x, sums);
     ref->op.act_column_sum(ref, rows, c, (const Act *)x, act_sums);
-    fast->op.act_column_sum(fast, rows, c, D(x), D(fast_sums));
+    fast->op.act_column_sum(fast, rows, c, DA(x), D(fast_sums));
     H(fast_sums);
     mirror_expect_close("ref act_column_sum", c, act_sums, sums, 0, 0);
     mirror_expect_close("act_column_sum", c, fast_sums, sums, 1e-6, 1e-6);
 
     float *cleared = mirror_copy(x, n);
-    fast->op.zero(fast, D(cleared), n * sizeof(float));
-    H(cleared);
+    fast->op.zero(fast, DA(cleared), act_bytes(fast, n));
+    HA(cleared);
     for (size_t i = 0; i < n; i++) assert_true(cleared[i] == 0.0f && !signbit(cleared[i]));
 }
 
 // The losses' fp32 twins give what the activation ops give while
-// activations are fp32.
+// activations are fp32; in 16 bits the activation ops' outputs are the
+// twins' rounded once (the same arithmetic, one rounding at the store).
 static void test_f32_twins(void **state) {
     NEED_FAST_BACKEND();
     const size_t rows = 33;
@@ -182,14 +195,15 @@ static void test_f32_twins(void **state) {
         // ref works on the host buffers, the fast backend on their device twins
         void *(*at)(const void *) = b == ref ? NULL : D;
 #define ON(p) (at ? at(p) : (void *)(p))
+#define ONA(p) (at ? (void *)DA(p) : (void *)(p))
         float *r_act = mirror_nan_tensor(n), *r_f32 = mirror_nan_tensor(n);
-        b->op.relu_forward(b, n, ON(x), ON(r_act));
+        b->op.relu_forward(b, n, ONA(x), ONA(r_act));
         b->op.relu_forward_f32(b, n, ON(x), ON(r_f32));
         float *g_act = mirror_nan_tensor(n), *g_f32 = mirror_nan_tensor(n);
-        b->op.relu_backward(b, n, ON(r_act), ON(dy), ON(g_act));
+        b->op.relu_backward(b, n, ONA(r_act), ONA(dy), ONA(g_act));
         b->op.relu_backward_f32(b, n, ON(r_f32), ON(dy), ON(g_f32));
         float *biased = mirror_copy(x, n), *biased_f32 = mirror_copy(x, n);
-        b->op.bias_add(b, rows, c, ON(beta), ON(biased));
+        b->op.bias_add(b, rows, c, ON(beta), ONA(biased));
         b->op.bias_add_f32(b, rows, c, ON(beta), ON(biased_f32));
         float *bn[2], *stats[2][4], *dx[2], *dgamma[2], *dbeta[2];
         for (int k = 0; k < 2; k++) {
@@ -199,24 +213,30 @@ static void test_f32_twins(void **state) {
             dbeta[k] = mirror_random_tensor(c, -1, 1, 611);
             for (int s = 0; s < 4; s++) stats[k][s] = mirror_random_tensor(c, 0.5f, 1, 620 + s);
         }
-        b->op.batchnorm_forward_train(b, rows, c, ON(x), ON(gamma), ON(beta), 0.1f, 1e-5f,
-                                      ON(bn[0]), ON(stats[0][0]), ON(stats[0][1]), ON(stats[0][2]),
-                                      ON(stats[0][3]));
+        b->op.batchnorm_forward_train(b, rows, c, ONA(x), ON(gamma), ON(beta), 0.1f, 1e-5f,
+                                      ONA(bn[0]), ON(stats[0][0]), ON(stats[0][1]),
+                                      ON(stats[0][2]), ON(stats[0][3]));
         b->op.batchnorm_forward_train_f32(b, rows, c, ON(x), ON(gamma), ON(beta), 0.1f, 1e-5f,
                                           ON(bn[1]), ON(stats[1][0]), ON(stats[1][1]),
                                           ON(stats[1][2]), ON(stats[1][3]));
-        b->op.batchnorm_backward(b, rows, c, ON(x), ON(dy), ON(gamma), ON(stats[0][0]),
-                                 ON(stats[0][1]), ON(dx[0]), ON(dgamma[0]), ON(dbeta[0]));
+        b->op.batchnorm_backward(b, rows, c, ONA(x), ONA(dy), ON(gamma), ON(stats[0][0]),
+                                 ON(stats[0][1]), ONA(dx[0]), ON(dgamma[0]), ON(dbeta[0]));
         b->op.batchnorm_backward_f32(b, rows, c, ON(x), ON(dy), ON(gamma), ON(stats[1][0]),
                                      ON(stats[1][1]), ON(dx[1]), ON(dgamma[1]), ON(dbeta[1]));
 #undef ON
-        float *outputs[][2] = {{r_act, r_f32},       {g_act, g_f32},
-                               {biased, biased_f32}, {bn[0], bn[1]},
-                               {dx[0], dx[1]},       {dgamma[0], dgamma[1]},
+#undef ONA
+        float *outputs[][2] = {{r_act, r_f32}, {g_act, g_f32}, {biased, biased_f32},
+                               {bn[0], bn[1]}, {dx[0], dx[1]}, {dgamma[0], dgamma[1]},
                                {dbeta[0], dbeta[1]}, {stats[0][3], stats[1][3]}};
         const size_t counts[] = {n, n, n, n, n, c, c, c};
         for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
-            if (at) H(outputs[k][0]), H(outputs[k][1]);
+            const int is_act = k < 5;  // the first five are activations
+            if (at) {
+                if (is_act) HA(outputs[k][0]);
+                else H(outputs[k][0]);
+                H(outputs[k][1]);
+            }
+            if (is_act) mirror_round(outputs[k][1], counts[k]);
             mirror_expect_close(b->name, counts[k], outputs[k][1], outputs[k][0], 0, 0);
         }
     }
@@ -229,5 +249,5 @@ int main(void) {
         cmocka_unit_test_teardown(test_boundary_and_sums, mirror_free),
         cmocka_unit_test_teardown(test_f32_twins, mirror_free),
     };
-    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]);
+    return mirror_run_groups_16bit(tests, sizeof tests / sizeof tests[0]);
 }

@@ -65,15 +65,15 @@ static void test_gather_scatter(void **state) {
         const float *x = mirror_random_tensor(n_x, -1, 1, 30 + t);
         float *y_ref = mirror_nan_tensor(n_y), *y_fast = mirror_nan_tensor(n_y);
         ref->op.gather_rows(ref, count, channels, index, (const Act *)x, (Act *)y_ref);
-        fast->op.gather_rows(fast, count, channels, D(index), D(x), D(y_fast));
-        H(y_fast);
+        fast->op.gather_rows(fast, count, channels, D(index), DA(x), DA(y_fast));
+        HA(y_fast);
         mirror_expect_close("gather_rows", n_y, y_fast, y_ref, 0, 0);
         // scatter adds into what dx holds
         const float *dy = mirror_random_tensor(n_y, -1, 1, 40 + t);
         float *dx_ref = mirror_random_tensor(n_x, -1, 1, 50 + t), *dx_fast = mirror_copy(dx_ref, n_x);
         ref->op.scatter_add_rows(ref, count, channels, index, (const Act *)dy, (Act *)dx_ref);
-        fast->op.scatter_add_rows(fast, count, channels, D(index), D(dy), D(dx_fast));
-        H(dx_fast);
+        fast->op.scatter_add_rows(fast, count, channels, D(index), DA(dy), DA(dx_fast));
+        HA(dx_fast);
         mirror_expect_close("scatter_add_rows", n_x, dx_fast, dx_ref, 0, 0);
     }
 }
@@ -420,5 +420,11 @@ int main(void) {
         cmocka_unit_test_teardown(test_koleo_backward_fd, mirror_free),
         cmocka_unit_test_teardown(test_gather_backward_fd, mirror_free),
     };
-    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]);
+    // The activation ops again with cuda storing fp16 / bf16 (copies and one
+    // rounded addition: exact against ref in the same dtype).
+    const struct CMUnitTest act_tests[] = {
+        cmocka_unit_test_teardown(test_gather_scatter, mirror_free),
+    };
+    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]) +
+           mirror_run_16bit_groups(act_tests, sizeof act_tests / sizeof act_tests[0]);
 }

@@ -63,7 +63,8 @@ static void expect_rope_result(const char *label, const RopeShape *s, const floa
     for (size_t i = 0; i < n; i++)
         if (!rope_rotates(s, i) && memcmp(&fast_out[i], &input[i], sizeof(float)) != 0) changed++;
     if (changed) fail_msg("%s: %zu values or prefix floats changed", label, changed);
-    mirror_expect_close(label, n, fast_out, ref_out, 1e-6, 1e-6);
+    // (16 bits: one rounding of the same double expression each, mirror_act_tol)
+    mirror_expect_close(label, n, fast_out, ref_out, mirror_act_tol(1e-6), 1e-6);
 }
 
 static void check_rope(RopeShape s, uint64_t seed) {
@@ -75,8 +76,8 @@ static void check_rope(RopeShape s, uint64_t seed) {
     ref->op.rope_forward(ref, s.batch, s.tokens, s.heads, s.head_dim, s.prefix, sin_table,
                          cos_table, (Act *)ref_out);
     fast->op.rope_forward(fast, s.batch, s.tokens, s.heads, s.head_dim, s.prefix, D(sin_table),
-                          D(cos_table), D(fast_out));
-    H(fast_out);
+                          D(cos_table), DA(fast_out));
+    HA(fast_out);
     expect_rope_result("rope forward", &s, input, fast_out, ref_out);
 
     const float *gradient = mirror_random_tensor(n, -1, 1, seed + 2);
@@ -84,14 +85,16 @@ static void check_rope(RopeShape s, uint64_t seed) {
     ref->op.rope_backward(ref, s.batch, s.tokens, s.heads, s.head_dim, s.prefix, sin_table,
                           cos_table, (Act *)ref_back);
     fast->op.rope_backward(fast, s.batch, s.tokens, s.heads, s.head_dim, s.prefix,
-                           D(sin_table), D(cos_table), D(fast_back));
-    H(fast_back);
+                           D(sin_table), D(cos_table), DA(fast_back));
+    HA(fast_back);
     expect_rope_result("rope backward", &s, gradient, fast_back, ref_back);
     // backward undoes forward (a rotation's transpose is its inverse)
     fast->op.rope_backward(fast, s.batch, s.tokens, s.heads, s.head_dim, s.prefix,
-                           D(sin_table), D(cos_table), D(fast_out));
-    H(fast_out);
-    mirror_expect_close("rope backward(forward(x))", n, fast_out, input, 1e-6, 1e-6);
+                           D(sin_table), D(cos_table), DA(fast_out));
+    HA(fast_out);
+    // 16 bits: two roundings of pair values up to sqrt(2): twice mirror_act_tol, also absolute
+    mirror_expect_close("rope backward(forward(x))", n, fast_out, input,
+                        2 * mirror_act_tol(1e-6), 2 * mirror_act_tol(1e-6));
 }
 
 static void test_rope(void **state) {
@@ -146,15 +149,15 @@ static void check_swiglu(size_t rows, int hidden, uint64_t seed) {
     const float *x = mirror_random_tensor(n_x, -12, 12, seed);
     float *y_ref = mirror_nan_tensor(n_y), *y_fast = mirror_nan_tensor(n_y);
     ref->op.swiglu_forward(ref, rows, hidden, (const Act *)x, (Act *)y_ref);
-    fast->op.swiglu_forward(fast, rows, hidden, D(x), D(y_fast));
-    H(y_fast);
-    mirror_expect_close("swiglu y", n_y, y_fast, y_ref, 1e-5, 1e-6);
+    fast->op.swiglu_forward(fast, rows, hidden, DA(x), DA(y_fast));
+    HA(y_fast);
+    mirror_expect_close("swiglu y", n_y, y_fast, y_ref, mirror_act_tol(1e-5), 1e-6);
     const float *dy = mirror_random_tensor(n_y, -1, 1, seed + 1);
     float *dx_ref = mirror_nan_tensor(n_x), *dx_fast = mirror_nan_tensor(n_x);
     ref->op.swiglu_backward(ref, rows, hidden, (const Act *)x, (const Act *)dy, (Act *)dx_ref);
-    fast->op.swiglu_backward(fast, rows, hidden, D(x), D(dy), D(dx_fast));
-    H(dx_fast);
-    mirror_expect_close("swiglu dx", n_x, dx_fast, dx_ref, 1e-5, 1e-6);
+    fast->op.swiglu_backward(fast, rows, hidden, DA(x), DA(dy), DA(dx_fast));
+    HA(dx_fast);
+    mirror_expect_close("swiglu dx", n_x, dx_fast, dx_ref, mirror_act_tol(1e-5), 1e-6);
 }
 
 static void test_swiglu(void **state) {
@@ -170,8 +173,8 @@ static void test_swiglu_special_values(void **state) {
     float *x = mirror_tensor(6), *y = mirror_nan_tensor(3);
     const float values[6] = {0.0f, NAN, 3.0f, 5.0f, 2.0f, NAN};  // gates, then values
     memcpy(x, values, sizeof values);
-    fast->op.swiglu_forward(fast, 1, 3, D(x), D(y));
-    H(y);
+    fast->op.swiglu_forward(fast, 1, 3, DA(x), DA(y));
+    HA(y);
     assert_true(y[0] == 0.0f);
     assert_true(isnan(y[1]));
     assert_true(isnan(y[2]));
@@ -213,5 +216,13 @@ int main(void) {
         cmocka_unit_test_teardown(test_swiglu_special_values, mirror_free),
         cmocka_unit_test_teardown(test_swiglu_backward_fd, mirror_free),
     };
-    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]);
+    // The ops again with cuda storing fp16 / bf16 against ref in the same
+    // dtype (the finite differences hold in fp32 only).
+    const struct CMUnitTest act_tests[] = {
+        cmocka_unit_test_teardown(test_rope, mirror_free),
+        cmocka_unit_test_teardown(test_swiglu, mirror_free),
+        cmocka_unit_test_teardown(test_swiglu_special_values, mirror_free),
+    };
+    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]) +
+           mirror_run_16bit_groups(act_tests, sizeof act_tests / sizeof act_tests[0]);
 }

@@ -3,7 +3,10 @@
 // 1x1 / 3x3 / 7x7 kernels, channel counts that are not multiples of 8 or
 // 16, and sizes on both sides of the threshold where the cpu backend goes
 // multi-threaded. Every test runs for the cpu backend and again for the cuda
-// backend (tests/backend_mirror.h). Batch norm: test_backend_fast_norm.c.
+// backend (tests/backend_mirror.h), and for cuda in fp16 and bf16 against
+// ref in the same dtype (activations through DA / HA; the fp32-only ops
+// run there too, on inputs rounded to the dtype). Batch norm:
+// test_backend_fast_norm.c.
 //
 // Tolerances 0 mean the same fp32 operations in the same order: the cuda
 // kernels are built without FMA contraction (-fmad=false) so that they hold
@@ -32,10 +35,15 @@ typedef struct ConvCase {
 // backends round each partial sum but in different orders (oneDNN blocks
 // over channels and pixels), so the difference grows like sqrt(terms) *
 // eps(fp32) * |partial sums|. Allowed: 1e-6 * sqrt(terms) absolute (~15x
-// that estimate) + 1e-5 relative.
+// that estimate) + 1e-5 relative; in 16 bits the relative part widened by
+// mirror_act_tol (both round once). cuDNN's 16-bit weight gradient is
+// rounded to 16 bits before its fp32 +=, ref's is not: up to one unit of
+// roundoff of the fresh gradient, |g| < sqrt(terms), allowed as
+// mirror_act_tol(0) sqrt(terms) more absolute (rounded_weight_gradient).
 static void expect_conv_close(const char *label, size_t n, const float *actual,
-                              const float *expected, double terms) {
-    mirror_expect_close(label, n, actual, expected, 1e-5, 1e-6 * sqrt(terms));
+                              const float *expected, double terms, int rounded_weight_gradient) {
+    const double atol = 1e-6 * sqrt(terms) + (rounded_weight_gradient ? mirror_act_tol(0) * sqrt(terms) : 0);
+    mirror_expect_close(label, n, actual, expected, mirror_act_tol(1e-5), atol);
 }
 
 static void check_conv_case(ConvCase c, uint64_t seed) {
@@ -63,23 +71,23 @@ static void check_conv_case(ConvCase c, uint64_t seed) {
 
     ref->op.conv2d_forward(ref, ref_plan, (const Act *)x, (const Act *)w, (Act *)y_ref);
     // A first call with other weights: the plan must not keep stale ones.
-    fast->op.conv2d_forward(fast, fast_plan, D(x), D(w_other), D(y_fast));
-    fast->op.conv2d_forward(fast, fast_plan, D(x), D(w), D(y_fast));
-    H(y_fast);
+    fast->op.conv2d_forward(fast, fast_plan, DA(x), DA(w_other), DA(y_fast));
+    fast->op.conv2d_forward(fast, fast_plan, DA(x), DA(w), DA(y_fast));
+    HA(y_fast);
     expect_conv_close("conv forward", y_n, y_fast, y_ref,
-                      (double)s.kernel * s.kernel * s.in_channels);
+                      (double)s.kernel * s.kernel * s.in_channels, 0);
 
     ref->op.conv2d_backward_data(ref, ref_plan, (const Act *)dy, (const Act *)w, (Act *)dx_ref);
-    fast->op.conv2d_backward_data(fast, fast_plan, D(dy), D(w), D(dx_fast));
-    H(dx_fast);
+    fast->op.conv2d_backward_data(fast, fast_plan, DA(dy), DA(w), DA(dx_fast));
+    HA(dx_fast);
     expect_conv_close("conv backward data", x_n, dx_fast, dx_ref,
-                      (double)s.kernel * s.kernel * s.out_channels);
+                      (double)s.kernel * s.kernel * s.out_channels, 0);
 
     ref->op.conv2d_backward_weights(ref, ref_plan, (const Act *)x, (const Act *)dy, dw_ref);
-    fast->op.conv2d_backward_weights(fast, fast_plan, D(x), D(dy), D(dw_fast));
+    fast->op.conv2d_backward_weights(fast, fast_plan, DA(x), DA(dy), D(dw_fast));
     H(dw_fast);
     expect_conv_close("conv backward weights", w_n, dw_fast, dw_ref,
-                      (double)s.batch * s.out_height * s.out_width);
+                      (double)s.batch * s.out_height * s.out_width, mirror_dtype != COMPUTE_F32);
 
     fast->op.conv2d_plan_free(fast, fast_plan);
     ref->op.conv2d_plan_free(ref, ref_plan);
@@ -99,9 +107,11 @@ static void test_conv_1x1(void **state) {
     check_conv_case((ConvCase){2, 9, 9, 10, 12, 1, 2, 0}, 60);   // downsample, odd input
 }
 
+// 3 input channels: in 16 bits cuda pads them (and the weights) to 8.
 static void test_conv_7x7_stem(void **state) {
     NEED_FAST_BACKEND();
     check_conv_case((ConvCase){2, 23, 21, 3, 8, 7, 2, 3}, 70);
+    check_conv_case((ConvCase){1, 9, 9, 3, 5, 3, 1, 1}, 80);  // a 3x3 on the 3 channels
 }
 
 // ---- GEMM ---------------------------------------------------------------------------------
@@ -151,14 +161,15 @@ static void test_bias_and_column_sums(void **state) {
         const float *bias = mirror_random_tensor(c, -1, 1, 3100 + i);
         float *y_ref = mirror_copy(x, n), *y_fast = mirror_copy(x, n);
         ref->op.bias_add(ref, rows, c, bias, (Act *)y_ref);
-        fast->op.bias_add(fast, rows, c, D(bias), D(y_fast));
-        H(y_fast);
-        // One fp32 addition per element in both: identical results.
+        fast->op.bias_add(fast, rows, c, D(bias), DA(y_fast));
+        HA(y_fast);
+        // One fp32 addition per element in both (then one rounding in 16
+        // bits): identical results.
         mirror_expect_close("bias_add", n, y_fast, y_ref, 0, 0);
 
         float *db_ref = mirror_random_tensor(c, -1, 1, 3200 + i), *db_fast = mirror_copy(db_ref, c);
         ref->op.bias_backward(ref, rows, c, (const Act *)x, db_ref);
-        fast->op.bias_backward(fast, rows, c, D(x), D(db_fast));
+        fast->op.bias_backward(fast, rows, c, DA(x), D(db_fast));
         H(db_fast);
         mirror_expect_close("bias_backward (+=)", c, db_fast, db_ref, SUM_TOL, SUM_TOL);
 
@@ -197,19 +208,20 @@ static void test_elementwise(void **state) {
         const float *a = mirror_random_tensor(n, -1, 1, 4000 + i), *b = mirror_random_tensor(n, -1, 1, 4100 + i);
         float *r = mirror_nan_tensor(n), *c = mirror_nan_tensor(n);
         ref->op.relu_forward(ref, n, (const Act *)a, (Act *)r);
-        fast->op.relu_forward(fast, n, D(a), D(c));
-        H(c);
+        fast->op.relu_forward(fast, n, DA(a), DA(c));
+        HA(c);
         mirror_expect_close("relu", n, c, r, 0, 0);
         float *in_place = mirror_copy(a, n);  // y may alias x
-        fast->op.relu_forward(fast, n, D(in_place), D(in_place));
-        H(in_place);
+        Act *in_place_device = DA(in_place);
+        fast->op.relu_forward(fast, n, in_place_device, in_place_device);
+        HA(in_place);
         mirror_expect_close("relu in place", n, in_place, r, 0, 0);
 
         ref->op.relu_backward(ref, n, (const Act *)r, (const Act *)b,
                               (Act *)r); // dx aliases dy's buffer role: r = y here
         float *y = mirror_copy(c, n);
-        fast->op.relu_backward(fast, n, D(y), D(b), D(c));
-        H(c);
+        fast->op.relu_backward(fast, n, DA(y), DA(b), DA(c));
+        HA(c);
         mirror_expect_close("relu backward", n, c, r, 0, 0);
 
         ref->op.add(ref, n, a, b, r);
@@ -243,7 +255,8 @@ static void test_elementwise(void **state) {
 // GELU: fp32 erfcf / expf in the fast backends, double in ref. The fp32
 // functions of glibc and CUDA are within ~2 ulps, and the few fp32 products
 // add as many: 1e-6 relative; the absolute part covers results near 0 (x
-// near 0 or far left).
+// near 0 or far left; also fp16's subnormal step, 6e-8). In 16 bits the
+// relative part widened by mirror_act_tol.
 #define GELU_RTOL 1e-6
 #define GELU_ATOL 1e-7
 
@@ -254,16 +267,17 @@ static void test_gelu(void **state) {
         const float *x = mirror_random_tensor(n, -8, 8, 4200 + i), *dy = mirror_random_tensor(n, -1, 1, 4300 + i);
         float *r = mirror_nan_tensor(n), *c = mirror_nan_tensor(n);
         ref->op.gelu_forward(ref, n, (const Act *)x, (Act *)r);
-        fast->op.gelu_forward(fast, n, D(x), D(c));
-        H(c);
-        mirror_expect_close("gelu", n, c, r, GELU_RTOL, GELU_ATOL);
+        fast->op.gelu_forward(fast, n, DA(x), DA(c));
+        HA(c);
+        mirror_expect_close("gelu", n, c, r, mirror_act_tol(GELU_RTOL), GELU_ATOL);
         ref->op.gelu_backward(ref, n, (const Act *)x, (const Act *)dy, (Act *)r);
-        fast->op.gelu_backward(fast, n, D(x), D(dy), D(c));
-        H(c);
-        mirror_expect_close("gelu backward", n, c, r, GELU_RTOL, GELU_ATOL);
+        fast->op.gelu_backward(fast, n, DA(x), DA(dy), DA(c));
+        HA(c);
+        mirror_expect_close("gelu backward", n, c, r, mirror_act_tol(GELU_RTOL), GELU_ATOL);
         float *in_place = mirror_copy(dy, n);  // dx may alias dy
-        fast->op.gelu_backward(fast, n, D(x), D(in_place), D(in_place));
-        H(in_place);
+        Act *in_place_device = DA(in_place);
+        fast->op.gelu_backward(fast, n, DA(x), in_place_device, in_place_device);
+        HA(in_place);
         mirror_expect_close("gelu backward in place", n, in_place, c, 0, 0);
         mirror_free(state);
     }
@@ -321,11 +335,12 @@ static void check_maxpool(PoolCase p, int with_ties, uint64_t seed) {
     } else {
         gradcheck_fill_distinct(x, x_n, -1, 1e-3f, seed);
     }
+    mirror_round(x, x_n);  // 16 bits: ties appear, picked alike
     float *y_ref = mirror_nan_tensor(y_n), *y_fast = mirror_nan_tensor(y_n);
     int32_t *arg_ref = mirror_buffer(y_n * sizeof(int32_t)), *arg_fast = mirror_buffer(y_n * sizeof(int32_t));
     ref->op.maxpool_forward(ref, &s, (const Act *)x, (Act *)y_ref, arg_ref);
-    fast->op.maxpool_forward(fast, &s, D(x), D(y_fast), D(arg_fast));
-    H(y_fast), H(arg_fast);
+    fast->op.maxpool_forward(fast, &s, DA(x), DA(y_fast), D(arg_fast));
+    HA(y_fast), H(arg_fast);
     // A max is a copy of an input, and ties pick the first in window order in
     // both: identical values and indices.
     mirror_expect_close("maxpool forward", y_n, y_fast, y_ref, 0, 0);
@@ -334,10 +349,10 @@ static void check_maxpool(PoolCase p, int with_ties, uint64_t seed) {
     const float *dy = mirror_random_tensor(y_n, -1, 1, seed + 1);
     float *dx_ref = mirror_nan_tensor(x_n), *dx_fast = mirror_nan_tensor(x_n);
     ref->op.maxpool_backward(ref, &s, (const Act *)dy, arg_ref, (Act *)dx_ref);
-    fast->op.maxpool_backward(fast, &s, D(dy), D(arg_ref), D(dx_fast));
-    H(dx_fast);
+    fast->op.maxpool_backward(fast, &s, DA(dy), D(arg_ref), DA(dx_fast));
+    HA(dx_fast);
     // Overlapping windows add in the same order (output index order within
-    // a sample) in both: identical.
+    // a sample) in both, in fp32, rounded once: identical.
     mirror_expect_close("maxpool backward", x_n, dx_fast, dx_ref, 0, 0);
 }
 
@@ -359,13 +374,14 @@ static void test_avgpool(void **state) {
         const float *x = mirror_random_tensor(x_n, -1, 1, 7000 + i);
         float *y_ref = mirror_nan_tensor(y_n), *y_fast = mirror_nan_tensor(y_n);
         ref->op.avgpool_forward(ref, batch, pixels, channels, (const Act *)x, (Act *)y_ref);
-        fast->op.avgpool_forward(fast, batch, pixels, channels, D(x), D(y_fast));
-        H(y_fast);
-        mirror_expect_close("avgpool forward", y_n, y_fast, y_ref, SUM_TOL, SUM_TOL);
+        fast->op.avgpool_forward(fast, batch, pixels, channels, DA(x), DA(y_fast));
+        HA(y_fast);
+        mirror_expect_close("avgpool forward", y_n, y_fast, y_ref, mirror_act_tol(SUM_TOL),
+                            SUM_TOL);
         float *dx_ref = mirror_nan_tensor(x_n), *dx_fast = mirror_nan_tensor(x_n);
         ref->op.avgpool_backward(ref, batch, pixels, channels, (const Act *)y_ref, (Act *)dx_ref);
-        fast->op.avgpool_backward(fast, batch, pixels, channels, D(y_ref), D(dx_fast));
-        H(dx_fast);
+        fast->op.avgpool_backward(fast, batch, pixels, channels, DA(y_ref), DA(dx_fast));
+        HA(dx_fast);
         // One fp32 division per element in both: identical.
         mirror_expect_close("avgpool backward", x_n, dx_fast, dx_ref, 0, 0);
         mirror_free(state);
@@ -637,9 +653,9 @@ static void test_normalize_u8(void **state) {
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
     float *y_ref = mirror_nan_tensor(pixels * 3), *y_fast = mirror_nan_tensor(pixels * 3);
     ref->op.normalize_u8(ref, pixels, x, mean, std, (Act *)y_ref);
-    fast->op.normalize_u8(fast, pixels, D(x), mean, std, D(y_fast));
-    H(y_fast);
-    // Same three fp32 operations in the same order: identical.
+    fast->op.normalize_u8(fast, pixels, D(x), mean, std, DA(y_fast));
+    HA(y_fast);
+    // Same three fp32 operations in the same order (then one rounding): identical.
     mirror_expect_close("normalize_u8", pixels * 3, y_fast, y_ref, 0, 0);
 }
 
@@ -675,5 +691,5 @@ int main(void) {
         cmocka_unit_test_teardown(test_normalize_u8, mirror_free),
         cmocka_unit_test(test_default_threads),
     };
-    return mirror_run_groups(tests, sizeof tests / sizeof tests[0]);
+    return mirror_run_groups_16bit(tests, sizeof tests / sizeof tests[0]);
 }

@@ -85,11 +85,15 @@ const char *compute_dtype_name(ComputeDtype dtype) {
     return dtype == COMPUTE_F16 ? "fp16" : dtype == COMPUTE_BF16 ? "bf16" : "fp32";
 }
 
+// ref rounds and keeps 4-byte storage; cuda stores 2-byte halves or bfloat16s.
 int backend_set_compute_dtype(Backend *backend, ComputeDtype dtype, ErrorMessage *err) {
-    if (dtype != COMPUTE_F32 && strcmp(backend->name, "ref") != 0)
+    const int is_ref = strcmp(backend->name, "ref") == 0;
+    const int is_cuda = strcmp(backend->name, "cuda") == 0;
+    if (dtype != COMPUTE_F32 && !is_ref && !is_cuda)
         return error_set(err, "the %s backend stores activations in fp32 only (%s asked)",
                          backend->name, compute_dtype_name(dtype));
     backend->compute_dtype = dtype;
+    backend->act_element_bytes = is_cuda && dtype != COMPUTE_F32 ? 2 : sizeof(float);
     return 0;
 }
 

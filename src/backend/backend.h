@@ -673,8 +673,8 @@ void backend_destroy(Backend *backend);
 // on the backend. `ref` takes every dtype: it keeps fp32 storage and rounds
 // each value an op writes into an Act to the dtype (round to nearest even,
 // fp16 overflow to infinity, subnormals kept), the oracle of a 16-bit GPU
-// step; `cpu` (and `cuda`, until its 16-bit kernels exist) fp32 only: -1
-// with a message otherwise.
+// step; `cuda` every dtype, storing fp16 / bf16 activations in 2 bytes
+// (act_element_bytes 2); `cpu` fp32 only: -1 with a message otherwise.
 int backend_set_compute_dtype(Backend *backend, ComputeDtype dtype, ErrorMessage *err);
 // "fp32", "fp16", "bf16".
 const char *compute_dtype_name(ComputeDtype dtype);

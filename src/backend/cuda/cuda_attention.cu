@@ -1,5 +1,7 @@
-// Fused scaled-dot-product attention on the GPU (backend.h), fp32, on the
-// packed qkv (B, T, 3, H, Dh) layout. No (T, T) matrix is stored:
+// Fused scaled-dot-product attention on the GPU (backend.h) on the packed
+// qkv (B, T, 3, H, Dh) layout; qkv, out, dout and dqkv in the storage type
+// of the compute dtype (cuda_act.cuh), loaded into fp32 tiles (all the
+// arithmetic is fp32) and rounded once when stored; lse fp32. No (T, T) matrix is stored:
 // - forward: a block takes 64 queries of one (b, h) and streams the keys
 //   and values through shared memory 32 at a time, keeping each query's
 //   running maximum, sum and output ("online softmax", as FlashAttention);
@@ -17,6 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_launch.cuh"
 
@@ -58,28 +61,29 @@ __device__ Head head_of(const AttentionShape &s, int pair) {
 }
 
 // One kind of a head's vectors (q, k, v, dout): token t's at base + t * stride.
+template <typename T>
 struct Vectors {
-    const float *base;
+    const T *base;
     size_t stride;
 };
 
 // tile (count rows of kDim + 1 floats) = the vectors of tokens first ..
 // first + count - 1, zero past the last token and past head_dim: padding
 // adds nothing to a dot product.
-template <int kDim>
-__device__ void load_rows(float *tile, int count, Vectors src, int first,
+template <int kDim, typename T>
+__device__ void load_rows(float *tile, int count, Vectors<T> src, int first,
                           const AttentionShape &s) {
     for (int i = threadIdx.x; i < count * kDim; i += kThreads) {
         const int r = i / kDim, d = i % kDim, t = first + r;
         tile[r * (kDim + 1) + d] =
-            t < s.tokens && d < s.head_dim ? src.base[(size_t)t * src.stride + d] : 0.0f;
+            t < s.tokens && d < s.head_dim ? act_load(src.base[(size_t)t * src.stride + d]) : 0.0f;
     }
 }
 
 // The next kCols tokens' vectors into two tiles, once every thread is done
 // with the last ones.
-template <int kDim>
-__device__ void load_next(float *tile, Vectors src, float *tile2, Vectors src2, int first,
+template <int kDim, typename T>
+__device__ void load_next(float *tile, Vectors<T> src, float *tile2, Vectors<T> src2, int first,
                           const AttentionShape &s) {
     __syncthreads();
     load_rows<kDim>(tile, kCols, src, first, s);
@@ -125,9 +129,9 @@ __device__ void tile_accumulate(const float *weights, const float *b,
 
 // Rows first + row0 + r of dst (token t at dst + t * stride) = acc[r]
 // times factor[r], the columns below head_dim of the tokens that exist.
-template <int kDim>
+template <int kDim, typename T>
 __device__ void store_rows(const float acc[kRowsPerThread][kDim / 16],
-                           const float factor[kRowsPerThread], float *dst, size_t stride,
+                           const float factor[kRowsPerThread], T *dst, size_t stride,
                            int first, int tokens, int head_dim) {
     const int tx = threadIdx.x % 16, row0 = threadIdx.x / 16 * kRowsPerThread;
     for (int r = 0; r < kRowsPerThread; r++) {
@@ -135,7 +139,7 @@ __device__ void store_rows(const float acc[kRowsPerThread][kDim / 16],
         if (t >= tokens) continue;
         for (int k = 0; k < kDim / 16; k++)
             if (tx + 16 * k < head_dim)
-                dst[(size_t)t * stride + tx + 16 * k] = acc[r][k] * factor[r];
+                dst[(size_t)t * stride + tx + 16 * k] = act_store<T>(acc[r][k] * factor[r]);
     }
 }
 
@@ -169,10 +173,9 @@ __device__ float row_sum(float value) {
 
 // grid (B H, query tiles). A NaN score is passed over by the maximum but
 // makes its row's sum, and so its output and lse, NaN.
-template <int kDim>
+template <int kDim, typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(AttentionShape s, const float *qkv, float scale, float *out,
-                             float *lse) {
+    attention_forward_kernel(AttentionShape s, const T *qkv, float scale, T *out, float *lse) {
     extern __shared__ float shared[];
     float *q_tile = shared;                          // (kRows, kDim + 1)
     float *k_tile = q_tile + kRows * (kDim + 1);     // (kCols, kDim + 1)
@@ -181,7 +184,7 @@ __global__ void __launch_bounds__(kThreads)
     const int tx = threadIdx.x % 16, row0 = threadIdx.x / 16 * kRowsPerThread;
     const Head head = head_of(s, blockIdx.x);
     const int first = blockIdx.y * kRows;
-    load_rows<kDim>(q_tile, kRows, {qkv + head.q, head.qkv_stride}, first, s);
+    load_rows<kDim>(q_tile, kRows, Vectors<T>{qkv + head.q, head.qkv_stride}, first, s);
     float max[kRowsPerThread], sum[kRowsPerThread], acc[kRowsPerThread][kDim / 16];
     for (int r = 0; r < kRowsPerThread; r++) {
         max[r] = -INFINITY;
@@ -189,8 +192,8 @@ __global__ void __launch_bounds__(kThreads)
         for (int k = 0; k < kDim / 16; k++) acc[r][k] = 0.0f;
     }
     for (int key0 = 0; key0 < s.tokens; key0 += kCols) {
-        load_next<kDim>(k_tile, {qkv + head.k, head.qkv_stride}, v_tile,
-                        {qkv + head.v, head.qkv_stride}, key0, s);
+        load_next<kDim>(k_tile, Vectors<T>{qkv + head.k, head.qkv_stride}, v_tile,
+                        Vectors<T>{qkv + head.v, head.qkv_stride}, key0, s);
         float score[kRowsPerThread][kColsPerThread];
         tile_scores<kDim>(q_tile, k_tile, s.head_dim, score);
         for (int r = 0; r < kRowsPerThread; r++) {
@@ -229,13 +232,14 @@ __global__ void __launch_bounds__(kThreads)
 // ---- backward ----------------------------------------------------------------------
 
 // delta (B, H, T) = dout_i . out_i in double, one (b, t, h) row per iteration.
-__global__ void attention_delta_kernel(AttentionShape s, const float *out, const float *dout,
+template <typename T>
+__global__ void attention_delta_kernel(AttentionShape s, const T *out, const T *dout,
                                        float *delta) {
     const size_t n = (size_t)s.batch * s.tokens * s.heads;
     GRID_STRIDE(i, n) {
-        const float *o = out + i * s.head_dim, *d_o = dout + i * s.head_dim;
+        const T *o = out + i * s.head_dim, *d_o = dout + i * s.head_dim;
         double total = 0.0;
-        for (int d = 0; d < s.head_dim; d++) total += (double)o[d] * d_o[d];
+        for (int d = 0; d < s.head_dim; d++) total += (double)act_load(o[d]) * act_load(d_o[d]);
         const size_t h = i % s.heads, t = i / s.heads % s.tokens, b = i / s.heads / s.tokens;
         delta[(b * s.heads + h) * s.tokens + t] = (float)total;
     }
@@ -248,10 +252,10 @@ __global__ void attention_delta_kernel(AttentionShape s, const float *out, const
 // other tokens stream through in 32s. Either way the rows of the score
 // tiles are the tile's tokens: q_i . k_j and dout_i . v_j, transposed for
 // key tiles.
-template <int kDim, bool kQueries>
+template <int kDim, bool kQueries, typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_kernel(AttentionShape s, const float *qkv, const float *dout,
-                              const float *lse, const float *delta, float scale, float *dqkv) {
+    attention_backward_kernel(AttentionShape s, const T *qkv, const T *dout, const float *lse,
+                              const float *delta, float scale, T *dqkv) {
     extern __shared__ float shared[];
     float *rows = shared;                            // (kRows, kDim + 1): q or k
     float *rows2 = rows + kRows * (kDim + 1);        // (kRows, kDim + 1): dout or v
@@ -261,8 +265,8 @@ __global__ void __launch_bounds__(kThreads)
     float *p_tile = ds_tile + kRows * kScoreLd;      // (kRows, kScoreLd), key tiles only
     const int tx = threadIdx.x % 16, row0 = threadIdx.x / 16 * kRowsPerThread;
     const Head head = head_of(s, blockIdx.x);
-    const Vectors q{qkv + head.q, head.qkv_stride}, k{qkv + head.k, head.qkv_stride};
-    const Vectors v{qkv + head.v, head.qkv_stride}, d_out{dout + head.out, head.out_stride};
+    const Vectors<T> q{qkv + head.q, head.qkv_stride}, k{qkv + head.k, head.qkv_stride};
+    const Vectors<T> v{qkv + head.v, head.qkv_stride}, d_out{dout + head.out, head.out_stride};
     const int first = blockIdx.y * kRows;
     load_rows<kDim>(rows, kRows, kQueries ? q : k, first, s);
     load_rows<kDim>(rows2, kRows, kQueries ? d_out : v, first, s);
@@ -310,40 +314,45 @@ dim3 tile_grid(const AttentionShape &s) {
 
 // Lets the instance for kDim use its tiles' shared memory (over the 48 KB
 // default); -1 with a message when the GPU has less per block.
+template <int kDim, typename T>
+void allow_shared_memory_for() {
+    const cudaFuncAttribute attribute = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kDim, T>, attribute,
+                                    (int)SharedBytes<kDim>::forward));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kDim, true, T>, attribute,
+                                    (int)SharedBytes<kDim>::dq));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kDim, false, T>, attribute,
+                                    (int)SharedBytes<kDim>::dkv));
+}
+
 template <int kDim>
-int allow_shared_memory(int device, ErrorMessage *err) {
+int allow_shared_memory(int device, ComputeDtype dtype, ErrorMessage *err) {
     int limit = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     const size_t need = SharedBytes<kDim>::dkv;
     if ((size_t)limit < need)
         return error_set(err, "head dim up to %d needs %zu KB of shared memory per block, GPU %d "
                               "allows %d KB", kDim, need >> 10, device, limit >> 10);
-    const cudaFuncAttribute attribute = cudaFuncAttributeMaxDynamicSharedMemorySize;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<kDim>, attribute,
-                                    (int)SharedBytes<kDim>::forward));
-    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kDim, true>, attribute,
-                                    (int)SharedBytes<kDim>::dq));
-    CUDA_CHECK(cudaFuncSetAttribute(attention_backward_kernel<kDim, false>, attribute,
-                                    (int)SharedBytes<kDim>::dkv));
+    act_dispatch(dtype, [&](auto tag) { allow_shared_memory_for<kDim, ACT_T>(); });
     return 0;
 }
 
-template <int kDim>
-void forward(cudaStream_t stream, const AttentionShape &s, const float *qkv, float scale,
-             float *out, float *lse) {
-    attention_forward_kernel<kDim><<<tile_grid(s), kThreads, SharedBytes<kDim>::forward,
+template <int kDim, typename T>
+void forward(cudaStream_t stream, const AttentionShape &s, const T *qkv, float scale, T *out,
+             float *lse) {
+    attention_forward_kernel<kDim, T><<<tile_grid(s), kThreads, SharedBytes<kDim>::forward,
                                      stream>>>(s, qkv, scale, out, lse);
     CUDA_CHECK_LAUNCH();
 }
 
-template <int kDim>
-void backward(cudaStream_t stream, const AttentionShape &s, const float *qkv, const float *dout,
-              const float *lse, const float *delta, float scale, float *dqkv) {
-    attention_backward_kernel<kDim, true>
+template <int kDim, typename T>
+void backward(cudaStream_t stream, const AttentionShape &s, const T *qkv, const T *dout,
+              const float *lse, const float *delta, float scale, T *dqkv) {
+    attention_backward_kernel<kDim, true, T>
         <<<tile_grid(s), kThreads, SharedBytes<kDim>::dq, stream>>>(s, qkv, dout, lse, delta,
                                                                     scale, dqkv);
     CUDA_CHECK_LAUNCH();
-    attention_backward_kernel<kDim, false>
+    attention_backward_kernel<kDim, false, T>
         <<<tile_grid(s), kThreads, SharedBytes<kDim>::dkv, stream>>>(s, qkv, dout, lse, delta,
                                                                      scale, dqkv);
     CUDA_CHECK_LAUNCH();
@@ -369,8 +378,8 @@ AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape
     }
     CUDA_CHECK(cudaSetDevice(state->device));
     const int max_dim = s.head_dim <= 64 ? 64 : 128;
-    if (max_dim == 64 ? allow_shared_memory<64>(state->device, err)
-                      : allow_shared_memory<128>(state->device, err)) {
+    if (max_dim == 64 ? allow_shared_memory<64>(state->device, backend->compute_dtype, err)
+                      : allow_shared_memory<128>(state->device, backend->compute_dtype, err)) {
         error_prefix(err, "cuda attention plan");
         return NULL;
     }
@@ -397,32 +406,37 @@ void cuda_attention_plan_free(Backend *backend, AttentionPlan *plan) {
 
 void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
                             float scale, Act *out_act, float *lse) {
-    const float *qkv = (const float *)qkv_act;
-    float *out = (float *)out_act;
     const cudaStream_t stream = cuda_state(backend)->stream;
-    if (plan->max_dim == 64)
-        forward<64>(stream, plan->shape, qkv, scale, out, lse);
-    else
-        forward<128>(stream, plan->shape, qkv, scale, out, lse);
+    act_dispatch(backend->compute_dtype, [&](auto tag) {
+        using T = ACT_T;
+        const T *qkv = (const T *)qkv_act;
+        T *out = (T *)out_act;
+        if (plan->max_dim == 64)
+            forward<64>(stream, plan->shape, qkv, scale, out, lse);
+        else
+            forward<128>(stream, plan->shape, qkv, scale, out, lse);
+    });
 }
 
 void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
                              const Act *out_act, const Act *dout_act, const float *lse, float scale,
                              Act *dqkv_act) {
-    const float *qkv = (const float *)qkv_act;
-    const float *out = (const float *)out_act;
-    const float *dout = (const float *)dout_act;
-    float *dqkv = (float *)dqkv_act;
     const cudaStream_t stream = cuda_state(backend)->stream;
     const AttentionShape &s = plan->shape;
     const size_t rows = (size_t)s.batch * s.tokens * s.heads;
-    attention_delta_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(
-        s, out, dout, plan->delta);
-    CUDA_CHECK_LAUNCH();
-    if (plan->max_dim == 64)
-        backward<64>(stream, s, qkv, dout, lse, plan->delta, scale, dqkv);
-    else
-        backward<128>(stream, s, qkv, dout, lse, plan->delta, scale, dqkv);
+    act_dispatch(backend->compute_dtype, [&](auto tag) {
+        using T = ACT_T;
+        const T *qkv = (const T *)qkv_act, *out = (const T *)out_act;
+        const T *dout = (const T *)dout_act;
+        T *dqkv = (T *)dqkv_act;
+        attention_delta_kernel<T><<<blocks_for(rows), kThreads, 0, stream>>>(s, out, dout,
+                                                                             plan->delta);
+        CUDA_CHECK_LAUNCH();
+        if (plan->max_dim == 64)
+            backward<64>(stream, s, qkv, dout, lse, plan->delta, scale, dqkv);
+        else
+            backward<128>(stream, s, qkv, dout, lse, plan->delta, scale, dqkv);
+    });
 }
 
 }  // extern "C"

@@ -78,13 +78,11 @@ static void cuda_copy(Backend *backend, void *dst, const void *src, size_t bytes
                                cuda_state(backend)->stream));
 }
 
-static void cuda_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x_act,
-                         size_t x_stride, Act *y_act, size_t y_stride) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
+static void cuda_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x,
+                         size_t x_stride, Act *y, size_t y_stride) {
     if (!rows || !cols) return;
-    CUDA_CHECK(cudaMemcpy2DAsync(y, y_stride * sizeof *y, x, x_stride * sizeof *x,
-                                 cols * sizeof *x, rows, cudaMemcpyDeviceToDevice,
+    CUDA_CHECK(cudaMemcpy2DAsync(y, act_bytes(backend, y_stride), x, act_bytes(backend, x_stride),
+                                 act_bytes(backend, cols), rows, cudaMemcpyDeviceToDevice,
                                  cuda_state(backend)->stream));
 }
 
@@ -96,13 +94,20 @@ static void cuda_zero(Backend *backend, void *x, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(x, 0, bytes, cuda_state(backend)->stream));
 }
 
-// fp32 activations (for now): the boundary between activations and losses is a copy.
+// The boundary between activations and losses: a copy in fp32, a
+// conversion (rounded to nearest even towards 16 bits) otherwise.
 static void cuda_act_to_float(Backend *backend, size_t n, const Act *x, float *y) {
-    cuda_copy(backend, y, x, n * sizeof(float));
+    if (backend->compute_dtype == COMPUTE_F32)
+        cuda_copy(backend, y, x, n * sizeof(float));
+    else
+        cuda_act_convert_launch(cuda_state(backend)->stream, backend->compute_dtype, n, 0, x, y);
 }
 
 static void cuda_float_to_act(Backend *backend, size_t n, const float *x, Act *y) {
-    cuda_copy(backend, y, x, n * sizeof(float));
+    if (backend->compute_dtype == COMPUTE_F32)
+        cuda_copy(backend, y, x, n * sizeof(float));
+    else
+        cuda_act_convert_launch(cuda_state(backend)->stream, backend->compute_dtype, n, 1, x, y);
 }
 
 static void cuda_synchronize(Backend *backend) {
@@ -164,28 +169,29 @@ static void cuda_batchnorm_forward_train_f32(Backend *backend, size_t rows, int 
                                          float *save_inv_std, float *running_mean,
                                          float *running_var) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_forward_train_launch(state->stream, state->scratch, rows, channels, x, NULL, 0,
-                                        gamma, beta, momentum, eps, y, save_mean, save_inv_std,
-                                        running_mean, running_var);
+    cuda_batchnorm_forward_train_launch(state->stream, COMPUTE_F32, state->scratch, rows, channels,
+                                        x, NULL, 0, gamma, beta, momentum, eps, y, save_mean,
+                                        save_inv_std, running_mean, running_var);
 }
 
 static void cuda_batchnorm_forward_train(Backend *backend, size_t rows, int channels,
-                                         const Act *x_act, const float *gamma, const float *beta,
-                                         float momentum, float eps, Act *y_act, float *save_mean,
+                                         const Act *x, const float *gamma, const float *beta,
+                                         float momentum, float eps, Act *y, float *save_mean,
                                          float *save_inv_std, float *running_mean,
                                          float *running_var) {
-    cuda_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta,
-    momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean, running_var);
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_forward_train_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                        channels, x, NULL, 0, gamma, beta, momentum, eps, y,
+                                        save_mean, save_inv_std, running_mean, running_var);
 }
 
 static void cuda_batchnorm_forward_eval(Backend *backend, size_t rows, int channels,
-                                        const Act *x_act, const float *gamma, const float *beta,
+                                        const Act *x, const float *gamma, const float *beta,
                                         const float *running_mean, const float *running_var,
-                                        float eps, Act *y_act) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
-    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, rows, channels, x, NULL, 0,
-                                       gamma, beta, running_mean, running_var, eps, y);
+                                        float eps, Act *y) {
+    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, backend->compute_dtype, rows,
+                                       channels, x, NULL, 0, gamma, beta, running_mean, running_var,
+                                       eps, y);
 }
 
 static void cuda_batchnorm_backward_f32(Backend *backend, size_t rows, int channels, const float *x,
@@ -193,53 +199,50 @@ static void cuda_batchnorm_backward_f32(Backend *backend, size_t rows, int chann
                                     const float *save_inv_std, float *dx, float *dgamma,
                                     float *dbeta) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_backward_launch(state->stream, state->scratch, rows, channels, x, NULL, dy,
-                                   gamma, save_mean, save_inv_std, dx, dgamma, dbeta, NULL);
+    cuda_batchnorm_backward_launch(state->stream, COMPUTE_F32, state->scratch, rows, channels, x,
+                                   NULL, dy, gamma, save_mean, save_inv_std, dx, dgamma, dbeta,
+                                   NULL);
 }
 
-static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
-                                    const Act *dy_act, const float *gamma, const float *save_mean,
-                                    const float *save_inv_std, Act *dx_act, float *dgamma,
+static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
+                                    const Act *dy, const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, Act *dx, float *dgamma,
                                     float *dbeta) {
-    cuda_batchnorm_backward_f32(backend, rows, channels, (const float *)x_act,
-    (const float *)dy_act, gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta);
+    CudaState *state = cuda_state(backend);
+    cuda_batchnorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                   channels, x, NULL, dy, gamma, save_mean, save_inv_std, dx,
+                                   dgamma, dbeta, NULL);
 }
 
 static void cuda_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
-                                              const Act *x_act, const Act *residual_act,
+                                              const Act *x, const Act *residual,
                                               const float *gamma, const float *beta,
-                                              float momentum, float eps, Act *y_act,
+                                              float momentum, float eps, Act *y,
                                               float *save_mean, float *save_inv_std,
                                               float *running_mean, float *running_var) {
-    const float *x = (const float *)x_act;
-    const float *residual = (const float *)residual_act;
-    float *y = (float *)y_act;
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_forward_train_launch(state->stream, state->scratch, rows, channels, x, residual,
-                                        1, gamma, beta, momentum, eps, y, save_mean, save_inv_std,
-                                        running_mean, running_var);
+    cuda_batchnorm_forward_train_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                        channels, x, residual, 1, gamma, beta, momentum, eps, y,
+                                        save_mean, save_inv_std, running_mean, running_var);
 }
 
 static void cuda_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
-                                             const Act *x_act, const Act *residual_act,
+                                             const Act *x, const Act *residual,
                                              const float *gamma, const float *beta,
                                              const float *running_mean,
-                                             const float *running_var, float eps, Act *y_act) {
-    const float *x = (const float *)x_act;
-    const float *residual = (const float *)residual_act;
-    float *y = (float *)y_act;
-    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, rows, channels, x, residual,
-                                       1, gamma, beta, running_mean, running_var, eps, y);
+                                             const float *running_var, float eps, Act *y) {
+    cuda_batchnorm_forward_eval_launch(cuda_state(backend)->stream, backend->compute_dtype, rows,
+                                       channels, x, residual, 1, gamma, beta, running_mean,
+                                       running_var, eps, y);
 }
 
 // ---- synchronised BatchNorm's split ops (backend.h) ----
 
 static void cuda_batchnorm_centered_squares(Backend *backend, size_t rows, int channels,
-                                            const Act *x_act, const float *mean, float *squares) {
-    const float *x = (const float *)x_act;
+                                            const Act *x, const float *mean, float *squares) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_centered_squares_launch(state->stream, state->scratch, rows, channels, x, mean,
-                                           squares);
+    cuda_batchnorm_centered_squares_launch(state->stream, backend->compute_dtype, state->scratch,
+                                           rows, channels, x, mean, squares);
 }
 
 static void cuda_batchnorm_finish_statistics(Backend *backend, int channels, size_t total_rows,
@@ -252,92 +255,71 @@ static void cuda_batchnorm_finish_statistics(Backend *backend, int channels, siz
 }
 
 static void cuda_batchnorm_forward_apply(Backend *backend, size_t rows, int channels,
-                                         const Act *x_act, const Act *residual_act, int relu,
+                                         const Act *x, const Act *residual, int relu,
                                          const float *gamma, const float *beta, const float *mean,
-                                         const float *inv_std, Act *y_act) {
-    const float *x = (const float *)x_act;
-    const float *residual = (const float *)residual_act;
-    float *y = (float *)y_act;
+                                         const float *inv_std, Act *y) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_forward_apply_launch(state->stream, state->scratch, rows, channels, x,
-                                        residual, relu, gamma, beta, mean, inv_std, y);
+    cuda_batchnorm_forward_apply_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                        channels, x, residual, relu, gamma, beta, mean, inv_std, y);
 }
 
 static void cuda_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels,
-                                           const Act *x_act, const Act *relu_out_act,
-                                           const Act *dy_act,
-                                           Act *dz_out_act, const float *mean, const float *inv_std,
+                                           const Act *x, const Act *relu_out, const Act *dy,
+                                           Act *dz_out, const float *mean, const float *inv_std,
                                            float *dgamma, float *dbeta, float *sums) {
-    const float *x = (const float *)x_act;
-    const float *relu_out = (const float *)relu_out_act;
-    const float *dy = (const float *)dy_act;
-    float *dz_out = (float *)dz_out_act;
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_backward_reduce_launch(state->stream, state->scratch, rows, channels, x,
-                                          relu_out, dy, dz_out, mean, inv_std, dgamma, dbeta,
-                                          sums);
+    cuda_batchnorm_backward_reduce_launch(state->stream, backend->compute_dtype, state->scratch,
+                                          rows, channels, x, relu_out, dy, dz_out, mean, inv_std,
+                                          dgamma, dbeta, sums);
 }
 
 static void cuda_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_rows,
-                                          int channels, const Act *x_act, const Act *relu_out_act,
-                                          const Act *dy_act, const float *gamma, const float *mean,
-                                          const float *inv_std, const float *sums, Act *dx_act) {
-    const float *x = (const float *)x_act;
-    const float *relu_out = (const float *)relu_out_act;
-    const float *dy = (const float *)dy_act;
-    float *dx = (float *)dx_act;
-    cuda_batchnorm_backward_apply_launch(cuda_state(backend)->stream, rows, total_rows, channels,
-                                         x, relu_out, dy, gamma, mean, inv_std, sums, dx);
+                                          int channels, const Act *x, const Act *relu_out,
+                                          const Act *dy, const float *gamma, const float *mean,
+                                          const float *inv_std, const float *sums, Act *dx) {
+    cuda_batchnorm_backward_apply_launch(cuda_state(backend)->stream, backend->compute_dtype, rows,
+                                         total_rows, channels, x, relu_out, dy, gamma, mean,
+                                         inv_std, sums, dx);
 }
 
 static void cuda_batchnorm_relu_backward(Backend *backend, size_t rows, int channels,
-                                         const Act *x_act, const Act *y_act, const Act *dy_act,
+                                         const Act *x, const Act *y, const Act *dy,
                                          const float *gamma, const float *save_mean,
-                                         const float *save_inv_std, Act *dx_act, float *dgamma,
-                                         float *dbeta, Act *dresidual_act) {
-    const float *x = (const float *)x_act;
-    const float *y = (const float *)y_act;
-    const float *dy = (const float *)dy_act;
-    float *dx = (float *)dx_act;
-    float *dresidual = (float *)dresidual_act;
+                                         const float *save_inv_std, Act *dx, float *dgamma,
+                                         float *dbeta, Act *dresidual) {
     CudaState *state = cuda_state(backend);
-    cuda_batchnorm_backward_launch(state->stream, state->scratch, rows, channels, x, y, dy, gamma,
-                                   save_mean, save_inv_std, dx, dgamma, dbeta, dresidual);
+    cuda_batchnorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                   channels, x, y, dy, gamma, save_mean, save_inv_std, dx, dgamma,
+                                   dbeta, dresidual);
 }
 
 // ---- elementwise (cuda_elementwise.cu) ----------------------------------------------
 
 static void cuda_relu_forward_f32(Backend *backend, size_t n, const float *x, float *y) {
-    cuda_relu_forward_launch(cuda_state(backend)->stream, n, x, y);
+    cuda_relu_forward_launch(cuda_state(backend)->stream, COMPUTE_F32, n, x, y);
 }
 
-static void cuda_relu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
-    cuda_relu_forward_f32(backend, n, (const float *)x_act, (float *)y_act);
+static void cuda_relu_forward(Backend *backend, size_t n, const Act *x, Act *y) {
+    cuda_relu_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, n, x, y);
 }
 
 static void cuda_relu_backward_f32(Backend *backend, size_t n, const float *y, const float *dy,
                                float *dx) {
-    cuda_relu_backward_launch(cuda_state(backend)->stream, n, y, dy, dx);
+    cuda_relu_backward_launch(cuda_state(backend)->stream, COMPUTE_F32, n, y, dy, dx);
 }
 
-static void cuda_relu_backward(Backend *backend, size_t n, const Act *y_act, const Act *dy_act,
-                               Act *dx_act) {
-    cuda_relu_backward_f32(backend, n, (const float *)y_act, (const float *)dy_act,
-    (float *)dx_act);
+static void cuda_relu_backward(Backend *backend, size_t n, const Act *y, const Act *dy,
+                               Act *dx) {
+    cuda_relu_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, n, y, dy, dx);
 }
 
-static void cuda_gelu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
-    cuda_gelu_forward_launch(cuda_state(backend)->stream, n, x, y);
+static void cuda_gelu_forward(Backend *backend, size_t n, const Act *x, Act *y) {
+    cuda_gelu_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, n, x, y);
 }
 
-static void cuda_gelu_backward(Backend *backend, size_t n, const Act *x_act, const Act *dy_act,
-                               Act *dx_act) {
-    const float *x = (const float *)x_act;
-    const float *dy = (const float *)dy_act;
-    float *dx = (float *)dx_act;
-    cuda_gelu_backward_launch(cuda_state(backend)->stream, n, x, dy, dx);
+static void cuda_gelu_backward(Backend *backend, size_t n, const Act *x, const Act *dy,
+                               Act *dx) {
+    cuda_gelu_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, n, x, dy, dx);
 }
 
 static void cuda_add(Backend *backend, size_t n, const float *a, const float *b, float *y) {
@@ -346,12 +328,12 @@ static void cuda_add(Backend *backend, size_t n, const float *a, const float *b,
 
 static void cuda_axpby(Backend *backend, size_t n, float alpha, const float *x, float beta,
                        float *y) {
-    cuda_axpby_launch(cuda_state(backend)->stream, n, alpha, x, beta, y);
+    cuda_axpby_launch(cuda_state(backend)->stream, COMPUTE_F32, n, alpha, x, beta, y);
 }
 
 static void cuda_act_axpby(Backend *backend, size_t n, float alpha, const Act *x, float beta,
                            Act *y) {
-    cuda_axpby_launch(cuda_state(backend)->stream, n, alpha, (const float *)x, beta, (float *)y);
+    cuda_axpby_launch(cuda_state(backend)->stream, backend->compute_dtype, n, alpha, x, beta, y);
 }
 
 static void cuda_mul(Backend *backend, size_t n, const float *a, const float *b, float *y) {
@@ -360,72 +342,48 @@ static void cuda_mul(Backend *backend, size_t n, const float *a, const float *b,
 
 // ---- pooling (cuda_pool.cu) ---------------------------------------------------------
 
-static void cuda_maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x_act,
-                                 Act *y_act, int32_t *argmax) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
-    cuda_maxpool_forward_launch(cuda_state(backend)->stream, shape, x, y, argmax);
+static void cuda_maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x,
+                                 Act *y, int32_t *argmax) {
+    cuda_maxpool_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, shape, x, y,
+                                argmax);
 }
 
-static void cuda_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy_act,
-                                  const int32_t *argmax, Act *dx_act) {
-    const float *dy = (const float *)dy_act;
-    float *dx = (float *)dx_act;
-    cuda_maxpool_backward_launch(cuda_state(backend)->stream, shape, dy, argmax, dx);
+static void cuda_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy,
+                                  const int32_t *argmax, Act *dx) {
+    cuda_maxpool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, shape, dy,
+                                 argmax, dx);
 }
 
 static void cuda_avgpool_forward(Backend *backend, int batch, int pixels, int channels,
-                                 const Act *x_act, Act *y_act) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
-    cuda_avgpool_forward_launch(cuda_state(backend)->stream, batch, pixels, channels, x, y);
+                                 const Act *x, Act *y) {
+    cuda_avgpool_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, pixels,
+                                channels, x, y);
 }
 
 static void cuda_avgpool_backward(Backend *backend, int batch, int pixels, int channels,
-                                  const Act *dy_act, Act *dx_act) {
-    const float *dy = (const float *)dy_act;
-    float *dx = (float *)dx_act;
-    cuda_avgpool_backward_launch(cuda_state(backend)->stream, batch, pixels, channels, dy, dx);
+                                  const Act *dy, Act *dx) {
+    cuda_avgpool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, pixels,
+                                 channels, dy, dx);
 }
 
 // ---- linear layers ---------------------------------------------------------------------
 
 static void cuda_bias_add_f32(Backend *backend, size_t rows, int channels, const float *bias,
                           float *y) {
-    cuda_bias_add_launch(cuda_state(backend)->stream, rows, channels, bias, y);
+    cuda_bias_add_launch(cuda_state(backend)->stream, COMPUTE_F32, rows, channels, bias, y);
 }
 
 static void cuda_bias_add(Backend *backend, size_t rows, int channels, const float *bias,
-                          Act *y_act) {
-    cuda_bias_add_f32(backend, rows, channels, bias, (float *)y_act);
+                          Act *y) {
+    cuda_bias_add_launch(cuda_state(backend)->stream, backend->compute_dtype, rows, channels, bias,
+                         y);
 }
 
-static void cuda_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy_act,
+static void cuda_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy,
                                float *dbias) {
-    const float *dy = (const float *)dy_act;
     CudaState *state = cuda_state(backend);
-    cuda_column_sum_launch(state->stream, state->scratch, rows, channels, dy, dbias, 1);
-}
-
-// The product, then the bias (cuBLASLt with a bias epilogue comes with the 16-bit storage).
-static void cuda_linear_forward(Backend *backend, int rows, int in, int out, const Act *x,
-                                const Act *w, const float *bias, Act *y) {
-    cuda_gemm(backend, 0, 1, rows, out, in, 1.0f, (const float *)x, in, (const float *)w, in,
-              0.0f, (float *)y, out);
-    if (bias) cuda_bias_add(backend, (size_t)rows, out, bias, y);
-}
-
-static void cuda_linear_backward_data(Backend *backend, int rows, int in, int out,
-                                      const Act *dy, const Act *w, Act *dx) {
-    cuda_gemm(backend, 0, 0, rows, in, out, 1.0f, (const float *)dy, out, (const float *)w, in,
-              0.0f, (float *)dx, in);
-}
-
-static void cuda_linear_backward_weights(Backend *backend, int rows, int in, int out,
-                                         const Act *x, const Act *dy, float *dw, float *dbias) {
-    cuda_gemm(backend, 1, 0, out, in, rows, 1.0f, (const float *)dy, out, (const float *)x, in,
-              1.0f, dw, in);
-    if (dbias) cuda_bias_backward(backend, (size_t)rows, out, dy, dbias);
+    cuda_column_sum_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels,
+                           dy, dbias, 1);
 }
 
 // ---- rows (cuda_rows.cu) ----------------------------------------------------------------
@@ -489,99 +447,83 @@ static void cuda_count_nonfinite(Backend *backend, size_t n, const float *x, flo
 static void cuda_column_sum(Backend *backend, size_t rows, int channels, const float *x,
                             float *y) {
     CudaState *state = cuda_state(backend);
-    cuda_column_sum_launch(state->stream, state->scratch, rows, channels, x, y, 0);
+    cuda_column_sum_launch(state->stream, COMPUTE_F32, state->scratch, rows, channels, x, y, 0);
 }
 
 static void cuda_act_column_sum(Backend *backend, size_t rows, int channels, const Act *x,
                                 float *y) {
-    cuda_column_sum(backend, rows, channels, (const float *)x, y);
+    CudaState *state = cuda_state(backend);
+    cuda_column_sum_launch(state->stream, backend->compute_dtype, state->scratch, rows, channels,
+                           x, y, 0);
 }
 
 // ---- transformer ops (cuda_transformer.cu; attention: cuda_attention.cu) ------------------
 
-static void cuda_layernorm_forward(Backend *backend, size_t rows, int channels, const Act *x_act,
-                                   const float *gamma, const float *beta, float eps, Act *y_act,
+static void cuda_layernorm_forward(Backend *backend, size_t rows, int channels, const Act *x,
+                                   const float *gamma, const float *beta, float eps, Act *y,
                                    float *mean, float *inv_std) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
-    cuda_layernorm_forward_launch(cuda_state(backend)->stream, rows, channels, x, gamma, beta, eps,
-                                  y, mean, inv_std);
+    cuda_layernorm_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, rows,
+                                  channels, x, gamma, beta, eps, y, mean, inv_std);
 }
 
-static void cuda_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
-                                    const Act *dy_act, const float *gamma, const float *mean,
-                                    const float *inv_std, Act *dx_act, float *dgamma,
+static void cuda_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
+                                    const Act *dy, const float *gamma, const float *mean,
+                                    const float *inv_std, Act *dx, float *dgamma,
                                     float *dbeta) {
-    const float *x = (const float *)x_act;
-    const float *dy = (const float *)dy_act;
-    float *dx = (float *)dx_act;
     CudaState *state = cuda_state(backend);
-    cuda_layernorm_backward_launch(state->stream, state->scratch, rows, channels, x, dy, gamma,
-                                   mean, inv_std, dx, dgamma, dbeta);
+    cuda_layernorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows,
+                                   channels, x, dy, gamma, mean, inv_std, dx, dgamma, dbeta);
 }
 
 static void cuda_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
-                                    int channels, const Act *patch_embeddings_act,
+                                    int channels, const Act *patch_embeddings,
                                     const float *cls, const float *cls_pos,
                                     const float *register_tokens, const float *patch_pos,
-                                    Act *tokens_act) {
-    const float *patch_embeddings = (const float *)patch_embeddings_act;
-    float *tokens = (float *)tokens_act;
-    cuda_vit_tokens_forward_launch(cuda_state(backend)->stream, batch, registers, patches,
-                                   channels, patch_embeddings, cls, cls_pos, register_tokens,
-                                   patch_pos, tokens);
+                                    Act *tokens) {
+    cuda_vit_tokens_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                   registers, patches, channels, patch_embeddings, cls, cls_pos,
+                                   register_tokens, patch_pos, tokens);
 }
 
 static void cuda_vit_tokens_backward(Backend *backend, int batch, int registers, int patches,
-                                     int channels, const Act *dtokens_act,
-                                     Act *dpatch_embeddings_act, float *dcls, float *dcls_pos,
+                                     int channels, const Act *dtokens,
+                                     Act *dpatch_embeddings, float *dcls, float *dcls_pos,
                                      float *dregister_tokens, float *dpatch_pos) {
-    const float *dtokens = (const float *)dtokens_act;
-    float *dpatch_embeddings = (float *)dpatch_embeddings_act;
     CudaState *state = cuda_state(backend);
-    cuda_vit_tokens_backward_launch(state->stream, state->scratch, batch, registers, patches,
-                                    channels, dtokens, dpatch_embeddings, dcls, dcls_pos,
-                                    dregister_tokens, dpatch_pos);
+    cuda_vit_tokens_backward_launch(state->stream, backend->compute_dtype, state->scratch, batch,
+                                    registers, patches, channels, dtokens, dpatch_embeddings, dcls,
+                                    dcls_pos, dregister_tokens, dpatch_pos);
 }
 
 static void cuda_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
-                                            int channels, const Act *x_act, const Act *branch_act,
+                                            int channels, const Act *x, const Act *branch,
                                             const float *gamma, const float *sample_scale,
-                                            Act *y_act) {
-    const float *x = (const float *)x_act;
-    const float *branch = (const float *)branch_act;
-    float *y = (float *)y_act;
-    cuda_residual_scale_add_forward_launch(cuda_state(backend)->stream, batch, rows_per_sample,
-                                           channels, x, branch, gamma, sample_scale, y);
+                                            Act *y) {
+    cuda_residual_scale_add_forward_launch(cuda_state(backend)->stream, backend->compute_dtype,
+                                           batch, rows_per_sample, channels, x, branch, gamma,
+                                           sample_scale, y);
 }
 
 static void cuda_residual_scale_add_backward(Backend *backend, int batch, size_t rows_per_sample,
-                                             int channels, const Act *branch_act, const Act *dy_act,
+                                             int channels, const Act *branch, const Act *dy,
                                              const float *gamma, const float *sample_scale,
-                                             Act *dbranch_act, float *dgamma) {
-    const float *branch = (const float *)branch_act;
-    const float *dy = (const float *)dy_act;
-    float *dbranch = (float *)dbranch_act;
+                                             Act *dbranch, float *dgamma) {
     CudaState *state = cuda_state(backend);
-    cuda_residual_scale_add_backward_launch(state->stream, state->scratch, batch,
-                                            rows_per_sample, channels, branch, dy, gamma,
+    cuda_residual_scale_add_backward_launch(state->stream, backend->compute_dtype, state->scratch,
+                                            batch, rows_per_sample, channels, branch, dy, gamma,
                                             sample_scale, dbranch, dgamma);
 }
 
 static void cuda_token_pool_forward(Backend *backend, int batch, int tokens, int channels,
-                                    int first, int count, const Act *x_act, Act *y_act) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
-    cuda_token_pool_forward_launch(cuda_state(backend)->stream, batch, tokens, channels, first,
-                                   count, x, y);
+                                    int first, int count, const Act *x, Act *y) {
+    cuda_token_pool_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                   tokens, channels, first, count, x, y);
 }
 
 static void cuda_token_pool_backward(Backend *backend, int batch, int tokens, int channels,
-                                     int first, int count, const Act *dy_act, Act *dx_act) {
-    const float *dy = (const float *)dy_act;
-    float *dx = (float *)dx_act;
-    cuda_token_pool_backward_launch(cuda_state(backend)->stream, batch, tokens, channels, first,
-                                    count, dy, dx);
+                                     int first, int count, const Act *dy, Act *dx) {
+    cuda_token_pool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                    tokens, channels, first, count, dy, dx);
 }
 
 // ---- optimizer updates ------------------------------------------------------------------
@@ -631,37 +573,32 @@ static void cuda_amp_update(Backend *backend, float *state, const float *found,
 }
 
 static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
-                              const float mean[3], const float std[3], Act *y_act) {
-    float *y = (float *)y_act;
-    cuda_normalize_u8_launch(cuda_state(backend)->stream, pixels, x, mean[0], mean[1], mean[2],
-                             std[0], std[1], std[2], y);
+                              const float mean[3], const float std[3], Act *y) {
+    cuda_normalize_u8_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels, x,
+                             mean[0], mean[1], mean[2], std[0], std[1], std[2], y);
 }
 
 // ---- distillation (cuda_resize.cu) -------------------------------------------------------
 
 static void cuda_resize_bilinear_forward(Backend *backend, int batch, int in_height,
-                                         int in_width, int channels, const Act *x_act,
-                                         int out_height, int out_width, Act *y_act) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
-    cuda_resize_bilinear_forward_launch(cuda_state(backend)->stream, batch, in_height, in_width,
-                                        channels, x, out_height, out_width, y);
+                                         int in_width, int channels, const Act *x,
+                                         int out_height, int out_width, Act *y) {
+    cuda_resize_bilinear_forward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                        in_height, in_width, channels, x, out_height, out_width, y);
 }
 
 static void cuda_resize_bilinear_backward(Backend *backend, int batch, int in_height,
-                                          int in_width, int channels, const Act *dy_act,
-                                          int out_height, int out_width, Act *dx_act) {
-    const float *dy = (const float *)dy_act;
-    float *dx = (float *)dx_act;
-    cuda_resize_bilinear_backward_launch(cuda_state(backend)->stream, batch, in_height, in_width,
-                                         channels, dy, out_height, out_width, dx);
+                                          int in_width, int channels, const Act *dy,
+                                          int out_height, int out_width, Act *dx) {
+    cuda_resize_bilinear_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
+                                         in_height, in_width, channels, dy, out_height, out_width,
+                                         dx);
 }
 
-static void cuda_mixup(Backend *backend, int batch, size_t sample, const Act *x_act,
-                       const int32_t *permutation, float lambda, Act *y_act) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
-    cuda_mixup_launch(cuda_state(backend)->stream, batch, sample, x, permutation, lambda, y);
+static void cuda_mixup(Backend *backend, int batch, size_t sample, const Act *x,
+                       const int32_t *permutation, float lambda, Act *y) {
+    cuda_mixup_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, sample, x,
+                      permutation, lambda, y);
 }
 
 // ---- creation -----------------------------------------------------------------------------

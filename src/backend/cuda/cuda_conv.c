@@ -1,10 +1,28 @@
 // Convolutions on cuDNN (all cuDNN calls of the backend live here, so the
 // API can be switched to the graph API in one place). NHWC activations and
-// KRSC (our OHWI) filters, fp32 with FMA math (no TF32). A plan holds the
+// KRSC (our OHWI) filters in the activations' dtype: fp32 with FMA math (no
+// TF32), or fp16 / bf16 data with fp32 compute on tensor cores
+// (PSEUDO_HALF / PSEUDO_BFLOAT16 configurations). A plan holds the
 // descriptors and, per direction, the fastest deterministic algorithm found
 // by cuDNN for its shape, measured once when the plan is made; the backend
-// keeps one workspace, grown to the largest need of any plan. Backward
-// weights uses beta = 1, which is the += of the contract.
+// keeps one workspace, grown to the largest need of any plan.
+//
+// In 16 bits:
+// - channel counts that are not multiples of 8 (the 3-channel images, odd
+//   test shapes) are padded with zero channels to the next multiple of 8 in
+//   the workspace before each call (cuDNN's tensor-core kernels want
+//   multiples of 8): the input and the output gradient, and the weights in
+//   both dimensions; a padded output or input gradient is cut back after
+//   the call. Zeros add nothing, so the results are the unpadded
+//   convolution's.
+// - the weight gradient goes through a 16-bit scratch in the workspace
+//   (beta = 0), then one kernel adds it into the fp32 gradient arena: the
+//   legacy API's half and bfloat16 configurations need dw in the type of x
+//   and dy, so cuDNN cannot accumulate into fp32 itself. Each step's weight
+//   gradient is so rounded to 16 bits once before the fp32 sum (as PyTorch's
+//   autocast, whose conv weight gradient is fp16 / bf16), where the ref
+//   backend keeps it fp32: tests allow for that rounding.
+// In fp32 backward weights uses beta = 1, which is the += of the contract.
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +45,35 @@ struct ConvPlan {
     cudnnConvolutionFwdAlgo_t forward;
     cudnnConvolutionBwdDataAlgo_t backward_data;
     cudnnConvolutionBwdFilterAlgo_t backward_filter;
-    size_t workspace_bytes;  // the largest of the three algorithms' needs
+    size_t workspace_bytes;  // the algorithms' largest need, then the 16-bit regions below
+    ComputeDtype dtype;      // the activations' dtype when the plan was made
+    // The channel counts as cuDNN sees them: in_channels and out_channels,
+    // in 16 bits rounded up to multiples of 8 (a 3 becomes 8).
+    int channels, out_channels;
+    // Byte offsets in the workspace (16 bits only): the padded input (N, H,
+    // W, channels), output or output gradient (N, OH, OW, out_channels) and
+    // weights (out_channels, K, K, channels), where padded; the weight
+    // gradient scratch (out_channels, K, K, channels).
+    size_t padded_input, padded_output, padded_weights, weight_gradient;
+    size_t algorithm_bytes;  // the algorithms' part, at the start of the workspace
 };
+
+static size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+static int round_up_8(int channels) { return (channels + 7) / 8 * 8; }
+
+static size_t input_pixels(const ConvShape *s) {
+    return (size_t)s->batch * s->in_height * s->in_width;
+}
+
+static size_t output_pixels(const ConvShape *s) {
+    return (size_t)s->batch * s->out_height * s->out_width;
+}
+
+// Rows of the weights (out_channels, K, K, in_channels): one per (o, kh, kw).
+static size_t filter_rows(const ConvShape *s) {
+    return (size_t)s->out_channels * s->kernel * s->kernel;
+}
 
 int cuda_dnn_create(CudaState *state, ErrorMessage *err) {
     cudnnHandle_t handle = NULL;
@@ -130,37 +175,66 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
         return NULL;
     }
     plan->shape = *shape;
+    plan->dtype = backend->compute_dtype;
+    const int half = plan->dtype != COMPUTE_F32;
+    plan->channels = half ? round_up_8(s->in_channels) : s->in_channels;
+    plan->out_channels = half ? round_up_8(s->out_channels) : s->out_channels;
+    const cudnnDataType_t data = plan->dtype == COMPUTE_F16    ? CUDNN_DATA_HALF
+                                 : plan->dtype == COMPUTE_BF16 ? CUDNN_DATA_BFLOAT16
+                                                               : CUDNN_DATA_FLOAT;
     CUDA_CHECK(cudaSetDevice(state->device));
     DNN_TRY(cudnnCreateTensorDescriptor(&plan->input), "create tensor descriptor");
     DNN_TRY(cudnnCreateTensorDescriptor(&plan->output), "create tensor descriptor");
     DNN_TRY(cudnnCreateFilterDescriptor(&plan->filter), "create filter descriptor");
     DNN_TRY(cudnnCreateConvolutionDescriptor(&plan->convolution), "create convolution descriptor");
-    DNN_TRY(cudnnSetTensor4dDescriptor(plan->input, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
-                                       s->batch, s->in_channels, s->in_height, s->in_width),
+    DNN_TRY(cudnnSetTensor4dDescriptor(plan->input, CUDNN_TENSOR_NHWC, data, s->batch,
+                                       plan->channels, s->in_height, s->in_width),
             "set input descriptor");
-    DNN_TRY(cudnnSetTensor4dDescriptor(plan->output, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
-                                       s->batch, s->out_channels, s->out_height, s->out_width),
+    DNN_TRY(cudnnSetTensor4dDescriptor(plan->output, CUDNN_TENSOR_NHWC, data, s->batch,
+                                       plan->out_channels, s->out_height, s->out_width),
             "set output descriptor");
-    DNN_TRY(cudnnSetFilter4dDescriptor(plan->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
-                                       s->out_channels, s->in_channels, s->kernel, s->kernel),
+    DNN_TRY(cudnnSetFilter4dDescriptor(plan->filter, data, CUDNN_TENSOR_NHWC, plan->out_channels,
+                                       plan->channels, s->kernel, s->kernel),
             "set filter descriptor");
+    // fp32 accumulation in every dtype
     DNN_TRY(cudnnSetConvolution2dDescriptor(plan->convolution, s->padding, s->padding, s->stride,
                                             s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                             CUDNN_DATA_FLOAT),
             "set convolution descriptor");
-    DNN_TRY(cudnnSetConvolutionMathType(plan->convolution, CUDNN_FMA_MATH), "set math type");
+    DNN_TRY(cudnnSetConvolutionMathType(plan->convolution,
+                                        half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+            "set math type");
     int n, c, h, w;
     DNN_TRY(cudnnGetConvolution2dForwardOutputDim(plan->convolution, plan->input, plan->filter, &n,
                                                   &c, &h, &w),
             "output size");
-    if (n != s->batch || c != s->out_channels || h != s->out_height || w != s->out_width) {
+    if (n != s->batch || c != plan->out_channels || h != s->out_height || w != s->out_width) {
         error_set(err, "cuDNN output %dx%dx%dx%d differs from the plan's %dx%dx%dx%d", n, h, w, c,
-                  s->batch, s->out_height, s->out_width, s->out_channels);
+                  s->batch, s->out_height, s->out_width, plan->out_channels);
         goto fail;
     }
-    if (find_algorithms((cudnnHandle_t)state->cudnn, plan, err) ||
-        reserve_workspace(state, plan->workspace_bytes, err))
-        goto fail;
+    if (find_algorithms((cudnnHandle_t)state->cudnn, plan, err)) goto fail;
+    plan->algorithm_bytes = plan->workspace_bytes;
+    if (half) {
+        const size_t element = backend->act_element_bytes;
+        const size_t filter = (size_t)plan->out_channels * s->kernel * s->kernel * plan->channels;
+        size_t end = align_up(plan->algorithm_bytes);
+        if (plan->channels != s->in_channels) {
+            plan->padded_input = end;
+            end = align_up(end + input_pixels(s) * plan->channels * element);
+        }
+        if (plan->out_channels != s->out_channels) {
+            plan->padded_output = end;
+            end = align_up(end + output_pixels(s) * plan->out_channels * element);
+        }
+        if (plan->channels != s->in_channels || plan->out_channels != s->out_channels) {
+            plan->padded_weights = end;
+            end = align_up(end + filter * element);
+        }
+        plan->weight_gradient = end;
+        plan->workspace_bytes = end + filter * element;
+    }
+    if (reserve_workspace(state, plan->workspace_bytes, err)) goto fail;
     return plan;
 fail:
     error_prefix(err, "conv %dx%dx%d -> %d, kernel %d, stride %d, padding %d", s->in_height,
@@ -178,40 +252,108 @@ void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan) {
     free(plan);
 }
 
-void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act, const Act *w_act,
-                         Act *y_act) {
-    const float *x = (const float *)x_act;
-    const float *w = (const float *)w_act;
-    float *y = (float *)y_act;
-    CudaState *state = cuda_state(backend);
-    const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnConvolutionForward((cudnnHandle_t)state->cudnn, &one, plan->input, x,
-                                        plan->filter, w, plan->convolution, plan->forward,
-                                        state->workspace, state->workspace_bytes, &zero,
-                                        plan->output, y));
+// The workspace region at offset bytes.
+static void *workspace_at(const CudaState *state, size_t offset) {
+    return (char *)state->workspace + offset;
 }
 
-void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy_act,
-                               const Act *w_act, Act *dx_act) {
-    const float *dy = (const float *)dy_act;
-    const float *w = (const float *)w_act;
-    float *dx = (float *)dx_act;
+// y (rows, to) = x (rows, from): channels padded with zeros or cut back.
+static void channels_copy(Backend *backend, size_t rows, int from, int to, const void *x,
+                          void *y) {
+    cuda_channels_copy_launch(cuda_state(backend)->stream, backend->compute_dtype, rows, from, to,
+                              x, y);
+}
+
+
+// x as cuDNN reads it: the padded copy when the plan pads.
+static const void *padded_input(Backend *backend, const ConvPlan *plan, const Act *x) {
+    if (plan->channels == plan->shape.in_channels) return x;
+    void *padded = workspace_at(cuda_state(backend), plan->padded_input);
+    channels_copy(backend, input_pixels(&plan->shape), plan->shape.in_channels, plan->channels, x,
+                  padded);
+    return padded;
+}
+
+// dy as cuDNN reads it.
+static const void *padded_output_gradient(Backend *backend, const ConvPlan *plan,
+                                          const Act *dy) {
+    if (plan->out_channels == plan->shape.out_channels) return dy;
+    void *padded = workspace_at(cuda_state(backend), plan->padded_output);
+    channels_copy(backend, output_pixels(&plan->shape), plan->shape.out_channels,
+                  plan->out_channels, dy, padded);
+    return padded;
+}
+
+// w as cuDNN reads it: (out_channels, K, K, channels) of the plan, the
+// rows past the real output channels zero.
+static const void *padded_weights(Backend *backend, const ConvPlan *plan, const Act *w) {
+    const ConvShape *s = &plan->shape;
+    if (plan->channels == s->in_channels && plan->out_channels == s->out_channels) return w;
+    void *padded = workspace_at(cuda_state(backend), plan->padded_weights);
+    if (plan->out_channels != s->out_channels)
+        CUDA_CHECK(cudaMemsetAsync(padded, 0,
+                                   act_bytes(backend, (size_t)plan->out_channels * s->kernel *
+                                                          s->kernel * plan->channels),
+                                   cuda_state(backend)->stream));
+    channels_copy(backend, filter_rows(s), s->in_channels, plan->channels, w, padded);
+    return padded;
+}
+
+void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
+                         Act *y) {
     CudaState *state = cuda_state(backend);
+    const ConvShape *s = &plan->shape;
+    const int padded = plan->out_channels != s->out_channels;
+    const void *x_used = padded_input(backend, plan, x);
+    const void *w_used = padded_weights(backend, plan, w);
+    void *y_used = padded ? workspace_at(state, plan->padded_output) : (void *)y;
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnConvolutionBackwardData((cudnnHandle_t)state->cudnn, &one, plan->filter, w,
-                                             plan->output, dy, plan->convolution,
+    CUDNN_CHECK(cudnnConvolutionForward((cudnnHandle_t)state->cudnn, &one, plan->input, x_used,
+                                        plan->filter, w_used, plan->convolution, plan->forward,
+                                        state->workspace, plan->algorithm_bytes, &zero,
+                                        plan->output, y_used));
+    if (padded)
+        channels_copy(backend, output_pixels(s), plan->out_channels, s->out_channels, y_used, y);
+}
+
+void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,
+                               const Act *w, Act *dx) {
+    CudaState *state = cuda_state(backend);
+    const ConvShape *s = &plan->shape;
+    const int padded = plan->channels != s->in_channels;
+    const void *w_used = padded_weights(backend, plan, w);
+    const void *dy_used = padded_output_gradient(backend, plan, dy);
+    void *dx_used = padded ? workspace_at(state, plan->padded_input) : (void *)dx;
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnConvolutionBackwardData((cudnnHandle_t)state->cudnn, &one, plan->filter,
+                                             w_used, plan->output, dy_used, plan->convolution,
                                              plan->backward_data, state->workspace,
-                                             state->workspace_bytes, &zero, plan->input, dx));
+                                             plan->algorithm_bytes, &zero, plan->input, dx_used));
+    if (padded)
+        channels_copy(backend, input_pixels(s), plan->channels, s->in_channels, dx_used, dx);
 }
 
-void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x_act,
-                                  const Act *dy_act, float *dw) {
-    const float *x = (const float *)x_act;
-    const float *dy = (const float *)dy_act;
+void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x,
+                                  const Act *dy, float *dw) {
     CudaState *state = cuda_state(backend);
-    const float one = 1.0f;
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter((cudnnHandle_t)state->cudnn, &one, plan->input, x,
-                                               plan->output, dy, plan->convolution,
+    const float one = 1.0f, zero = 0.0f;
+    if (plan->dtype == COMPUTE_F32) {
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter((cudnnHandle_t)state->cudnn, &one, plan->input,
+                                                   x, plan->output, dy, plan->convolution,
+                                                   plan->backward_filter, state->workspace,
+                                                   plan->algorithm_bytes, &one, plan->filter,
+                                                   dw));
+        return;
+    }
+    const void *x_used = padded_input(backend, plan, x);
+    const void *dy_used = padded_output_gradient(backend, plan, dy);
+    void *scratch = workspace_at(state, plan->weight_gradient);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter((cudnnHandle_t)state->cudnn, &one, plan->input,
+                                               x_used, plan->output, dy_used, plan->convolution,
                                                plan->backward_filter, state->workspace,
-                                               state->workspace_bytes, &one, plan->filter, dw));
+                                               plan->algorithm_bytes, &zero, plan->filter,
+                                               scratch));
+    // the real output channels' rows come first: (o, kh, kw) for o < out_channels
+    cuda_act_accumulate_launch(state->stream, plan->dtype, filter_rows(&plan->shape),
+                               plan->channels, plan->shape.in_channels, scratch, dw);
 }

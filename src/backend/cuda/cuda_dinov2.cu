@@ -4,9 +4,12 @@
 // (the op table in cuda_backend.c points here). Deterministic: every sum
 // runs in a fixed order (one thread per column, or one block per row with
 // block_sum), the scatter writes distinct rows, no atomics. Written and
-// compiled without a GPU at hand: not yet run on one (make test-gpu).
+// compiled without a GPU at hand: not yet run on one (make test-gpu). The
+// ops on activations (mask tokens, gather, scatter) are templates on the
+// storage type of the compute dtype (cuda_act.cuh).
 #include <math.h>
 
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_reduce.cuh"
@@ -18,15 +21,20 @@ __global__ void scale_rows_kernel(size_t n, int channels, const float *x, const 
     GRID_STRIDE(i, n) y[i] = x[i] * scale[i / channels];
 }
 
-__global__ void gather_rows_kernel(size_t n, int channels, const int32_t *index, const float *x,
-                                   float *y) {
+template <typename T>
+__global__ void gather_rows_kernel(size_t n, int channels, const int32_t *index, const T *x,
+                                   T *y) {
     GRID_STRIDE(i, n) y[i] = x[(size_t)index[i / channels] * channels + i % channels];
 }
 
 // Distinct indices: each element of dx has at most one writer.
+template <typename T>
 __global__ void scatter_add_rows_kernel(size_t n, int channels, const int32_t *index,
-                                        const float *dy, float *dx) {
-    GRID_STRIDE(i, n) dx[(size_t)index[i / channels] * channels + i % channels] += dy[i];
+                                        const T *dy, T *dx) {
+    GRID_STRIDE(i, n) {
+        T *target = dx + (size_t)index[i / channels] * channels + i % channels;
+        *target = act_store<T>(act_load(*target) + act_load(dy[i]));
+    }
 }
 
 // One thread per column, the rows in order (a warp reads one row's
@@ -111,32 +119,35 @@ __global__ void koleo_backward_kernel(int rows, int dim, const float *y, const i
 }
 
 // y = token on the masked rows, x elsewhere; one thread per element.
-__global__ void mask_tokens_forward_kernel(size_t n, int channels, const float *x,
-                                           const float *mask, const float *token, float *y) {
+template <typename T>
+__global__ void mask_tokens_forward_kernel(size_t n, int channels, const T *x, const float *mask,
+                                           const float *token, T *y) {
     const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i >= n) return;
     const size_t row = i / channels;
-    y[i] = mask[row] != 0.0f ? token[i % channels] : x[i];
+    y[i] = mask[row] != 0.0f ? act_store<T>(token[i % channels]) : x[i];
 }
 
 // dtoken[c] += the sum over the masked rows of dy[., c], rows in order (one
 // thread per column: deterministic, no atomics).
+template <typename T>
 __global__ void mask_tokens_token_grad_kernel(size_t rows, int channels, const float *mask,
-                                              const float *dy, float *dtoken) {
+                                              const T *dy, float *dtoken) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= channels) return;
     double total = 0.0;
     for (size_t r = 0; r < rows; r++)
-        if (mask[r] != 0.0f) total += dy[r * channels + c];
+        if (mask[r] != 0.0f) total += act_load(dy[r * channels + c]);
     dtoken[c] += (float)total;
 }
 
 // dx = dy with the masked rows 0 (dx may alias dy).
+template <typename T>
 __global__ void mask_tokens_backward_kernel(size_t n, int channels, const float *mask,
-                                            const float *dy, float *dx) {
+                                            const T *dy, T *dx) {
     const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i >= n) return;
-    dx[i] = mask[i / channels] != 0.0f ? 0.0f : dy[i];
+    dx[i] = mask[i / channels] != 0.0f ? act_store<T>(0.0f) : dy[i];
 }
 
 cudaStream_t stream_of(Backend *backend) { return cuda_state(backend)->stream; }
@@ -149,9 +160,11 @@ void cuda_mask_tokens_forward(Backend *backend, size_t rows, int channels, const
                               const float *mask, const float *token, Act *y) {
     const size_t n = rows * (size_t)channels;
     if (n == 0) return;
-    mask_tokens_forward_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
-        n, channels, (const float *)x, mask, token, (float *)y);
-    CUDA_CHECK_LAUNCH();
+    act_dispatch(backend->compute_dtype, [&](auto tag) {
+        mask_tokens_forward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
+            n, channels, (const ACT_T *)x, mask, token, (ACT_T *)y);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
 void cuda_mask_tokens_backward(Backend *backend, size_t rows, int channels, const float *mask,
@@ -160,12 +173,14 @@ void cuda_mask_tokens_backward(Backend *backend, size_t rows, int channels, cons
     if (n == 0) return;
     cudaStream_t stream = stream_of(backend);
     const unsigned int column_blocks = (unsigned int)((channels + kThreads - 1) / kThreads);
-    mask_tokens_token_grad_kernel<<<column_blocks, kThreads, 0, stream>>>(
-        rows, channels, mask, (const float *)dy, dtoken);
-    CUDA_CHECK_LAUNCH();
-    mask_tokens_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-        n, channels, mask, (const float *)dy, (float *)dx);
-    CUDA_CHECK_LAUNCH();
+    act_dispatch(backend->compute_dtype, [&](auto tag) {
+        mask_tokens_token_grad_kernel<ACT_T><<<column_blocks, kThreads, 0, stream>>>(
+            rows, channels, mask, (const ACT_T *)dy, dtoken);
+        CUDA_CHECK_LAUNCH();
+        mask_tokens_backward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream>>>(
+            n, channels, mask, (const ACT_T *)dy, (ACT_T *)dx);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
 void cuda_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
@@ -178,25 +193,25 @@ void cuda_scale_rows(Backend *backend, size_t rows, int channels, const float *x
 }
 
 void cuda_gather_rows(Backend *backend, int count, int channels, const int32_t *index,
-                      const Act *x_act, Act *y_act) {
-    const float *x = (const float *)x_act;
-    float *y = (float *)y_act;
+                      const Act *x, Act *y) {
     const size_t n = (size_t)count * channels;
     if (n == 0) return;
-    gather_rows_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, index, x,
-                                                                           y);
-    CUDA_CHECK_LAUNCH();
+    act_dispatch(backend->compute_dtype, [&](auto tag) {
+        gather_rows_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
+            n, channels, index, (const ACT_T *)x, (ACT_T *)y);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
 void cuda_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
-                           const Act *dy_act, Act *dx_act) {
-    const float *dy = (const float *)dy_act;
-    float *dx = (float *)dx_act;
+                           const Act *dy, Act *dx) {
     const size_t n = (size_t)count * channels;
     if (n == 0) return;
-    scatter_add_rows_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels,
-                                                                                index, dy, dx);
-    CUDA_CHECK_LAUNCH();
+    act_dispatch(backend->compute_dtype, [&](auto tag) {
+        scatter_add_rows_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
+            n, channels, index, (const ACT_T *)dy, (ACT_T *)dx);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
 void cuda_column_max(Backend *backend, size_t rows, int channels, const float *x, float *max) {

@@ -1,10 +1,13 @@
 // Elementwise kernels of the cuda backend: fill, ReLU and GELU with their
 // gradients, add / axpby / mul, the optimizer updates, the EMA update and the
-// uint8 -> normalised float input conversion. One grid-stride loop each;
-// semantics (NaN propagation included) as the ref backend's.
+// uint8 -> normalised input conversion. One grid-stride loop each;
+// semantics (NaN propagation included) as the ref backend's. The kernels on
+// activations are templates on their storage type (cuda_act.cuh); their
+// float instances are also the fp32 twins of the losses.
 #include <math.h>
 
 #include "backend/scalar_rules.h"
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_launch.cuh"
@@ -15,30 +18,37 @@ __global__ void fill_kernel(float *x, float value, size_t n) {
     GRID_STRIDE(i, n) x[i] = value;
 }
 
-__global__ void relu_forward_kernel(size_t n, const float *x, float *y) {
+template <typename T>
+__global__ void relu_forward_kernel(size_t n, const T *x, T *y) {
     GRID_STRIDE(i, n) {
-        const float v = x[i];
-        y[i] = v <= 0.0f ? 0.0f : v;  // NaN stays NaN, as torch.relu
+        const float v = act_load(x[i]);
+        y[i] = act_store<T>(v <= 0.0f ? 0.0f : v);  // NaN stays NaN, as torch.relu
     }
 }
 
-__global__ void relu_backward_kernel(size_t n, const float *y, const float *dy, float *dx) {
-    GRID_STRIDE(i, n) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
+template <typename T>
+__global__ void relu_backward_kernel(size_t n, const T *y, const T *dy, T *dx) {
+    GRID_STRIDE(i, n) dx[i] = act_load(y[i]) <= 0.0f ? act_store<T>(0.0f) : dy[i];
 }
 
 // Phi(x) = erfc(-x / sqrt 2) / 2, accurate where Phi is tiny.
 __device__ float standard_normal_cdf(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
 
-__global__ void gelu_forward_kernel(size_t n, const float *x, float *y) {
-    GRID_STRIDE(i, n) y[i] = x[i] * standard_normal_cdf(x[i]);
+template <typename T>
+__global__ void gelu_forward_kernel(size_t n, const T *x, T *y) {
+    GRID_STRIDE(i, n) {
+        const float v = act_load(x[i]);
+        y[i] = act_store<T>(v * standard_normal_cdf(v));
+    }
 }
 
-__global__ void gelu_backward_kernel(size_t n, const float *x, const float *dy, float *dx) {
+template <typename T>
+__global__ void gelu_backward_kernel(size_t n, const T *x, const T *dy, T *dx) {
     const float inv_sqrt_2pi = 0.3989422804014327f;
     GRID_STRIDE(i, n) {
-        const float v = x[i];
+        const float v = act_load(x[i]);
         const float density = inv_sqrt_2pi * expf(-0.5f * v * v);
-        dx[i] = dy[i] * (standard_normal_cdf(v) + v * density);
+        dx[i] = act_store<T>(act_load(dy[i]) * (standard_normal_cdf(v) + v * density));
     }
 }
 
@@ -47,8 +57,41 @@ __global__ void add_kernel(size_t n, const float *a, const float *b, float *y) {
 }
 
 // beta = 0: y is not read (it may hold NaN), as in BLAS.
-__global__ void axpby_kernel(size_t n, float alpha, const float *x, float beta, float *y) {
-    GRID_STRIDE(i, n) y[i] = beta == 0.0f ? alpha * x[i] : alpha * x[i] + beta * y[i];
+template <typename T>
+__global__ void axpby_kernel(size_t n, float alpha, const T *x, float beta, T *y) {
+    GRID_STRIDE(i, n) {
+        const float ax = alpha * act_load(x[i]);
+        y[i] = act_store<T>(beta == 0.0f ? ax : ax + beta * act_load(y[i]));
+    }
+}
+
+// y (n) = x (n) in the other type: To = the storage type from float, or
+// float from it (exact).
+template <typename From, typename To>
+__global__ void convert_kernel(size_t n, const From *x, To *y) {
+    GRID_STRIDE(i, n) y[i] = act_store<To>(act_load(x[i]));
+}
+
+// y (rows, y_channels) = the first y_channels of x (rows, x_channels), zero
+// in the channels past x_channels: the 3-channel input and its weights
+// padded to 8 for cuDNN's 16-bit kernels, and the padded gradient cut back.
+template <typename T>
+__global__ void channels_copy_kernel(size_t n, int x_channels, int y_channels, const T *x,
+                                     T *y) {
+    GRID_STRIDE(i, n) {
+        const size_t r = i / y_channels;
+        const int c = (int)(i % y_channels);
+        y[i] = c < x_channels ? x[r * x_channels + c] : act_store<T>(0.0f);
+    }
+}
+
+// y (rows, y_channels) += x (rows, x_channels) in fp32, the first
+// y_channels of each row: a 16-bit weight gradient added into the fp32
+// gradient arena.
+template <typename T>
+__global__ void accumulate_kernel(size_t n, int x_channels, int y_channels, const T *x,
+                                  float *y) {
+    GRID_STRIDE(i, n) y[i] += act_load(x[i / y_channels * x_channels + i % y_channels]);
 }
 
 __global__ void mul_kernel(size_t n, const float *a, const float *b, float *y) {
@@ -138,11 +181,11 @@ struct ChannelConstants {
 };
 
 // Same operation order as ref: (x / 255 - mean) / std.
-__global__ void normalize_u8_kernel(size_t values, const uint8_t *x, ChannelConstants k,
-                                    float *y) {
+template <typename T>
+__global__ void normalize_u8_kernel(size_t values, const uint8_t *x, ChannelConstants k, T *y) {
     GRID_STRIDE(i, values) {
         const int c = (int)(i % 3);
-        y[i] = ((float)x[i] / 255.0f - k.mean[c]) / k.std[c];
+        y[i] = act_store<T>(((float)x[i] / 255.0f - k.mean[c]) / k.std[c]);
     }
 }
 
@@ -154,31 +197,76 @@ void cuda_fill_launch(cudaStream_t stream, float *x, float value, size_t n) {
     LAUNCH(fill_kernel, n, stream, x, value, n);
 }
 
-void cuda_relu_forward_launch(cudaStream_t stream, size_t n, const float *x, float *y) {
-    LAUNCH(relu_forward_kernel, n, stream, n, x, y);
+void cuda_relu_forward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *x,
+                              void *y) {
+    act_dispatch(dtype, [&](auto tag) {
+        LAUNCH(relu_forward_kernel<ACT_T>, n, stream, n, (const ACT_T *)x, (ACT_T *)y);
+    });
 }
 
-void cuda_relu_backward_launch(cudaStream_t stream, size_t n, const float *y, const float *dy,
-                               float *dx) {
-    LAUNCH(relu_backward_kernel, n, stream, n, y, dy, dx);
+void cuda_relu_backward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *y,
+                               const void *dy, void *dx) {
+    act_dispatch(dtype, [&](auto tag) {
+        LAUNCH(relu_backward_kernel<ACT_T>, n, stream, n, (const ACT_T *)y, (const ACT_T *)dy,
+               (ACT_T *)dx);
+    });
 }
 
-void cuda_gelu_forward_launch(cudaStream_t stream, size_t n, const float *x, float *y) {
-    LAUNCH(gelu_forward_kernel, n, stream, n, x, y);
+void cuda_gelu_forward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *x,
+                              void *y) {
+    act_dispatch(dtype, [&](auto tag) {
+        LAUNCH(gelu_forward_kernel<ACT_T>, n, stream, n, (const ACT_T *)x, (ACT_T *)y);
+    });
 }
 
-void cuda_gelu_backward_launch(cudaStream_t stream, size_t n, const float *x, const float *dy,
-                               float *dx) {
-    LAUNCH(gelu_backward_kernel, n, stream, n, x, dy, dx);
+void cuda_gelu_backward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *x,
+                               const void *dy, void *dx) {
+    act_dispatch(dtype, [&](auto tag) {
+        LAUNCH(gelu_backward_kernel<ACT_T>, n, stream, n, (const ACT_T *)x, (const ACT_T *)dy,
+               (ACT_T *)dx);
+    });
 }
 
 void cuda_add_launch(cudaStream_t stream, size_t n, const float *a, const float *b, float *y) {
     LAUNCH(add_kernel, n, stream, n, a, b, y);
 }
 
-void cuda_axpby_launch(cudaStream_t stream, size_t n, float alpha, const float *x, float beta,
-                       float *y) {
-    LAUNCH(axpby_kernel, n, stream, n, alpha, x, beta, y);
+void cuda_axpby_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, float alpha,
+                       const void *x, float beta, void *y) {
+    act_dispatch(dtype, [&](auto tag) {
+        LAUNCH(axpby_kernel<ACT_T>, n, stream, n, alpha, (const ACT_T *)x, beta, (ACT_T *)y);
+    });
+}
+
+void cuda_act_convert_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, int to_act,
+                             const void *x, void *y) {
+    act_dispatch(dtype, [&](auto tag) {
+        // (one template argument per macro argument: the kernels by name)
+        auto to_storage = convert_kernel<float, ACT_T>;
+        auto from_storage = convert_kernel<ACT_T, float>;
+        if (to_act)
+            LAUNCH(to_storage, n, stream, n, (const float *)x, (ACT_T *)y);
+        else
+            LAUNCH(from_storage, n, stream, n, (const ACT_T *)x, (float *)y);
+    });
+}
+
+void cuda_channels_copy_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                               int x_channels, int y_channels, const void *x, void *y) {
+    const size_t n = rows * (size_t)y_channels;
+    act_dispatch(dtype, [&](auto tag) {
+        LAUNCH(channels_copy_kernel<ACT_T>, n, stream, n, x_channels, y_channels,
+               (const ACT_T *)x, (ACT_T *)y);
+    });
+}
+
+void cuda_act_accumulate_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                                int x_channels, int y_channels, const void *x, float *y) {
+    const size_t n = rows * (size_t)y_channels;
+    act_dispatch(dtype, [&](auto tag) {
+        LAUNCH(accumulate_kernel<ACT_T>, n, stream, n, x_channels, y_channels, (const ACT_T *)x,
+               y);
+    });
 }
 
 void cuda_mul_launch(cudaStream_t stream, size_t n, const float *a, const float *b, float *y) {
@@ -229,12 +317,14 @@ void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *foun
     CUDA_CHECK_LAUNCH();
 }
 
-void cuda_normalize_u8_launch(cudaStream_t stream, size_t pixels, const uint8_t *x,
-                              float mean0, float mean1, float mean2, float std0, float std1,
-                              float std2, float *y) {
+void cuda_normalize_u8_launch(cudaStream_t stream, ComputeDtype dtype, size_t pixels,
+                              const uint8_t *x, float mean0, float mean1, float mean2, float std0,
+                              float std1, float std2, void *y) {
     const ChannelConstants k = {{mean0, mean1, mean2}, {std0, std1, std2}};
     const size_t values = pixels * 3;
-    LAUNCH(normalize_u8_kernel, values, stream, values, x, k, y);
+    act_dispatch(dtype, [&](auto tag) {
+        LAUNCH(normalize_u8_kernel<ACT_T>, values, stream, values, x, k, (ACT_T *)y);
+    });
 }
 
 }  // extern "C"

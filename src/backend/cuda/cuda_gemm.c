@@ -3,6 +3,16 @@
 // matrix is its transpose in column-major order), fp32 with plain FMA math
 // (CUBLAS_DEFAULT_MATH never uses TF32 for fp32).
 //
+// The linear layers (backend.h linear_*) run on the activations' dtype: in
+// fp32 the same sgemm as before (bit for bit); in fp16 / bf16 cublasGemmEx
+// with A and B in the 16-bit type, fp32 compute (CUBLAS_COMPUTE_32F, tensor
+// cores), C in the 16-bit type for y and dx, and fp32 with beta = 1 for the
+// weight gradient (the += into the parameter arena, never rounded to 16
+// bits). A layer with a bias writes its product in fp32 into the backend's
+// scratch, a row chunk at a time, and one kernel adds the bias and rounds
+// once (ref's linear rounds after its bias); a cuBLASLt bias epilogue
+// would save that pass (the next step for speed, measured first).
+//
 // cuBLAS is opened with dlopen when a cuda backend is made, not linked:
 // loading libcublas (and the libcublasLt it pulls in) costs about 0.27 s at
 // every start of the program (measured: 2.73 s for 10 starts of an empty
@@ -25,6 +35,10 @@ static struct {
     cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                             const float *, const float *, int, const float *, int, const float *,
                             float *, int);
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                              const void *, const void *, cudaDataType_t, int, const void *,
+                              cudaDataType_t, int, const void *, void *, cudaDataType_t, int,
+                              cublasComputeType_t, cublasGemmAlgo_t);
 } blas;
 
 #define CUBLAS_CHECK(call)                                                                   \
@@ -51,7 +65,8 @@ static int open_blas(ErrorMessage *err) {
         resolve((void **)&blas.set_stream, "cublasSetStream_v2", err) ||
         resolve((void **)&blas.set_math_mode, "cublasSetMathMode", err) ||
         resolve((void **)&blas.status_string, "cublasGetStatusString", err) ||
-        resolve((void **)&blas.sgemm, "cublasSgemm_v2", err)) {
+        resolve((void **)&blas.sgemm, "cublasSgemm_v2", err) ||
+        resolve((void **)&blas.gemm_ex, "cublasGemmEx", err)) {
         dlclose(blas.library);
         blas.library = NULL;
         return -1;
@@ -87,4 +102,81 @@ void cuda_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n,
     const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(blas.sgemm((cublasHandle_t)state->cublas, op_b, op_a, n, m, k, &alpha, b, ldb, a,
                             lda, &beta, c, ldc));
+}
+
+// ---- linear layers on activations ------------------------------------------------------
+
+// The cuBLAS type of the activations' storage (16-bit dtypes only).
+static cudaDataType_t act_blas_type(const Backend *backend) {
+    return backend->compute_dtype == COMPUTE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+// Row-major C (M, N) = op(A) op(B) + beta C as cuda_gemm, A and B
+// activations in the 16-bit dtype, C of c_type, fp32 compute.
+static void gemm_16bit(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
+                       const void *a, int lda, const void *b, int ldb, float beta, void *c,
+                       cudaDataType_t c_type, int ldc) {
+    if (m == 0 || n == 0) return;
+    CudaState *state = cuda_state(backend);
+    const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cudaDataType_t type = act_blas_type(backend);
+    const float one = 1.0f;
+    CUBLAS_CHECK(blas.gemm_ex((cublasHandle_t)state->cublas, op_b, op_a, n, m, k, &one, b, type,
+                              ldb, a, type, lda, &beta, c, c_type, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+}
+
+void cuda_linear_forward(Backend *backend, int rows, int in, int out, const Act *x,
+                         const Act *w, const float *bias, Act *y) {
+    CudaState *state = cuda_state(backend);
+    if (backend->compute_dtype == COMPUTE_F32) {
+        cuda_gemm(backend, 0, 1, rows, out, in, 1.0f, (const float *)x, in, (const float *)w, in,
+                  0.0f, (float *)y, out);
+        if (bias) cuda_bias_add_launch(state->stream, COMPUTE_F32, (size_t)rows, out, bias, y);
+        return;
+    }
+    if (!bias) {
+        gemm_16bit(backend, 0, 1, rows, out, in, x, in, w, in, 0.0f, y, act_blas_type(backend),
+                   out);
+        return;
+    }
+    // The fp32 product of as many rows as the scratch holds, then bias and rounding.
+    const size_t room = CUDA_SCRATCH_DOUBLES * (sizeof(double) / sizeof(float));
+    if ((size_t)out > room)
+        cuda_fatal("cuBLAS", "linear_forward", "a layer wider than the scratch", __FILE__,
+                   __LINE__, cuda_current_device());
+    const int chunk = (int)(room / (size_t)out < (size_t)rows ? room / (size_t)out : (size_t)rows);
+    float *product = (float *)state->scratch;
+    for (int first = 0; first < rows; first += chunk) {
+        const int count = rows - first < chunk ? rows - first : chunk;
+        gemm_16bit(backend, 0, 1, count, out, in, act_at_const(backend, x, (size_t)first * in),
+                   in, w, in, 0.0f, product, CUDA_R_32F, out);
+        cuda_bias_epilogue_launch(state->stream, backend->compute_dtype, (size_t)count, out,
+                                  product, bias, act_at(backend, y, (size_t)first * out));
+    }
+}
+
+void cuda_linear_backward_data(Backend *backend, int rows, int in, int out, const Act *dy,
+                               const Act *w, Act *dx) {
+    if (backend->compute_dtype == COMPUTE_F32)
+        cuda_gemm(backend, 0, 0, rows, in, out, 1.0f, (const float *)dy, out, (const float *)w,
+                  in, 0.0f, (float *)dx, in);
+    else
+        gemm_16bit(backend, 0, 0, rows, in, out, dy, out, w, in, 0.0f, dx,
+                   act_blas_type(backend), in);
+}
+
+void cuda_linear_backward_weights(Backend *backend, int rows, int in, int out, const Act *x,
+                                  const Act *dy, float *dw, float *dbias) {
+    if (backend->compute_dtype == COMPUTE_F32)
+        cuda_gemm(backend, 1, 0, out, in, rows, 1.0f, (const float *)dy, out, (const float *)x,
+                  in, 1.0f, dw, in);
+    else
+        gemm_16bit(backend, 1, 0, out, in, rows, dy, out, x, in, 1.0f, dw, CUDA_R_32F, in);
+    if (dbias) {
+        CudaState *state = cuda_state(backend);
+        cuda_column_sum_launch(state->stream, backend->compute_dtype, state->scratch,
+                               (size_t)rows, out, dy, dbias, 1);
+    }
 }

@@ -67,15 +67,31 @@ int cuda_current_device(void);
 
 // ---- cuda_elementwise.cu ----
 void cuda_fill_launch(cudaStream_t stream, float *x, float value, size_t n);
-void cuda_relu_forward_launch(cudaStream_t stream, size_t n, const float *x, float *y);
-void cuda_relu_backward_launch(cudaStream_t stream, size_t n, const float *y, const float *dy,
-                               float *dx);
-void cuda_gelu_forward_launch(cudaStream_t stream, size_t n, const float *x, float *y);
-void cuda_gelu_backward_launch(cudaStream_t stream, size_t n, const float *x, const float *dy,
-                               float *dx);
+// Launchers of kernels on activations take the backend's compute dtype and
+// untyped pointers (Act storage: float, __half or __nv_bfloat16, see
+// cuda_act.cuh); COMPUTE_F32 runs the fp32 instance (also the fp32 twins of
+// the losses).
+void cuda_relu_forward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *x,
+                              void *y);
+void cuda_relu_backward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *y,
+                               const void *dy, void *dx);
+void cuda_gelu_forward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *x,
+                              void *y);
+void cuda_gelu_backward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *x,
+                               const void *dy, void *dx);
 void cuda_add_launch(cudaStream_t stream, size_t n, const float *a, const float *b, float *y);
-void cuda_axpby_launch(cudaStream_t stream, size_t n, float alpha, const float *x, float beta,
-                       float *y);
+void cuda_axpby_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, float alpha,
+                       const void *x, float beta, void *y);
+// to_act 1: y (n, the dtype) = x (n, float) rounded; 0: y (float) = x (the dtype).
+void cuda_act_convert_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, int to_act,
+                             const void *x, void *y);
+// y (rows, y_channels) = x (rows, x_channels): the first channels copied,
+// the rest zero (padding to more channels, or cutting back to fewer).
+void cuda_channels_copy_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                               int x_channels, int y_channels, const void *x, void *y);
+// y (rows, y_channels, float) += the first y_channels of x (rows, x_channels).
+void cuda_act_accumulate_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                                int x_channels, int y_channels, const void *x, float *y);
 void cuda_mul_launch(cudaStream_t stream, size_t n, const float *a, const float *b, float *y);
 void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
                             const float *gate, float *momentum_buffer, float lr, float momentum,
@@ -94,59 +110,68 @@ void cuda_scalar_combine_launch(cudaStream_t stream, float alpha, const float *a
                                 const float *b, float divisor, float *y);
 void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,
                             int growth_interval, float growth, float backoff);
-void cuda_normalize_u8_launch(cudaStream_t stream, size_t pixels, const uint8_t *x,
-                              float mean0, float mean1, float mean2, float std0, float std1,
-                              float std2, float *y);
+void cuda_normalize_u8_launch(cudaStream_t stream, ComputeDtype dtype, size_t pixels,
+                              const uint8_t *x, float mean0, float mean1, float mean2, float std0,
+                              float std1, float std2, void *y);
 
 // ---- cuda_reduce.cu ----
 // Whole-vector reductions into one float of device memory. kind: 0 sum,
 // 1 sum of squares, 2 dot (b), 3 count of NaN and inf (added to *result).
 void cuda_reduce_launch(cudaStream_t stream, double *scratch, int kind, size_t n, const float *a,
                         const float *b, float *result);
-// Column sums of x (rows, C) into y (C): accumulate 0 writes y =, 1 adds y +=.
-void cuda_column_sum_launch(cudaStream_t stream, double *scratch, size_t rows, int channels,
-                            const float *x, float *y, int accumulate);
-void cuda_bias_add_launch(cudaStream_t stream, size_t rows, int channels, const float *bias,
-                          float *y);
+// Column sums of x (rows, C; fp32 or activations by dtype) into y (C):
+// accumulate 0 writes y =, 1 adds y +=.
+void cuda_column_sum_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                            size_t rows, int channels, const void *x, float *y, int accumulate);
+void cuda_bias_add_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows, int channels,
+                          const float *bias, void *y);
+// y (rows, C; the dtype) = product (rows, C; fp32) + bias (C; NULL: none),
+// rounded once: the epilogue of a 16-bit linear layer.
+void cuda_bias_epilogue_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                               int channels, const float *product, const float *bias, void *y);
 
 // ---- cuda_norm.cu ----
-void cuda_batchnorm_forward_train_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                         int channels, const float *x, const float *residual,
-                                         int relu, const float *gamma, const float *beta,
-                                         float momentum, float eps, float *y, float *save_mean,
-                                         float *save_inv_std, float *running_mean,
+void cuda_batchnorm_forward_train_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                         size_t rows, int channels, const void *x_any,
+                                         const void *residual_any, int relu, const float *gamma,
+                                         const float *beta, float momentum, float eps, void *y_any,
+                                         float *save_mean, float *save_inv_std, float *running_mean,
                                          float *running_var);
-void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                            int channels, const float *x, const float *mean,
-                                            float *squares);
+void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, ComputeDtype dtype,
+                                            double *scratch, size_t rows, int channels,
+                                            const void *x_any, const float *mean, float *squares);
 void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
                                              size_t total_rows, float momentum, float eps,
                                              const float *mean, float *squares_to_inv_std,
                                              float *running_mean, float *running_var);
-void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                         int channels, const float *x, const float *residual,
-                                         int relu, const float *gamma, const float *beta,
-                                         const float *mean, const float *inv_std, float *y);
-void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                           int channels, const float *x, const float *relu_out,
-                                           const float *dy, float *dz_out, const float *mean,
+void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                         size_t rows, int channels, const void *x_any,
+                                         const void *residual_any, int relu, const float *gamma,
+                                         const float *beta, const float *mean, const float *inv_std,
+                                         void *y_any);
+void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                           size_t rows, int channels, const void *x_any,
+                                           const void *relu_out_any, const void *dy_any,
+                                           void *dz_out_any, const float *mean,
                                            const float *inv_std, float *dgamma, float *dbeta,
                                            float *sums);
-void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, size_t rows, size_t total_rows,
-                                          int channels, const float *x, const float *relu_out,
-                                          const float *dy, const float *gamma, const float *mean,
-                                          const float *inv_std, const float *sums, float *dx);
-void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, size_t rows, int channels,
-                                        const float *x, const float *residual, int relu,
-                                        const float *gamma, const float *beta,
+void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                                          size_t total_rows, int channels, const void *x_any,
+                                          const void *relu_out_any, const void *dy_any,
+                                          const float *gamma, const float *mean,
+                                          const float *inv_std, const float *sums, void *dx_any);
+void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                                        int channels, const void *x_any, const void *residual_any,
+                                        int relu, const float *gamma, const float *beta,
                                         const float *running_mean, const float *running_var,
-                                        float eps, float *y);
+                                        float eps, void *y_any);
 // relu_out: the forward output whose sign masks dy (NULL: no ReLU).
-void cuda_batchnorm_backward_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                    int channels, const float *x, const float *relu_out,
-                                    const float *dy, const float *gamma, const float *save_mean,
-                                    const float *save_inv_std, float *dx, float *dgamma,
-                                    float *dbeta, float *dresidual);
+void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                    size_t rows, int channels, const void *x_any,
+                                    const void *relu_out_any, const void *dy_any,
+                                    const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, void *dx_any, float *dgamma,
+                                    float *dbeta, void *dresidual_any);
 
 // ---- cuda_rows.cu ----
 void cuda_l2_normalize_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
@@ -160,46 +185,51 @@ void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const 
                                   const float *dy, float scale, int log, float *dx);
 
 // ---- cuda_pool.cu ----
-void cuda_maxpool_forward_launch(cudaStream_t stream, const PoolShape *shape, const float *x,
-                                 float *y, int32_t *argmax);
-void cuda_maxpool_backward_launch(cudaStream_t stream, const PoolShape *shape, const float *dy,
-                                  const int32_t *argmax, float *dx);
-void cuda_avgpool_forward_launch(cudaStream_t stream, int batch, int pixels, int channels,
-                                 const float *x, float *y);
-void cuda_avgpool_backward_launch(cudaStream_t stream, int batch, int pixels, int channels,
-                                  const float *dy, float *dx);
+void cuda_maxpool_forward_launch(cudaStream_t stream, ComputeDtype dtype, const PoolShape *shape,
+                                 const void *x_any, void *y_any, int32_t *argmax);
+void cuda_maxpool_backward_launch(cudaStream_t stream, ComputeDtype dtype, const PoolShape *shape,
+                                  const void *dy_any, const int32_t *argmax, void *dx_any);
+void cuda_avgpool_forward_launch(cudaStream_t stream, ComputeDtype dtype, int batch, int pixels,
+                                 int channels, const void *x_any, void *y_any);
+void cuda_avgpool_backward_launch(cudaStream_t stream, ComputeDtype dtype, int batch, int pixels,
+                                  int channels, const void *dy_any, void *dx_any);
 
 // ---- cuda_transformer.cu ----
-void cuda_layernorm_forward_launch(cudaStream_t stream, size_t rows, int channels,
-                                   const float *x, const float *gamma, const float *beta,
-                                   float eps, float *y, float *mean, float *inv_std);
-void cuda_layernorm_backward_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                    int channels, const float *x, const float *dy,
-                                    const float *gamma, const float *mean, const float *inv_std,
-                                    float *dx, float *dgamma, float *dbeta);
-void cuda_vit_tokens_forward_launch(cudaStream_t stream, int batch, int registers, int patches,
-                                    int channels, const float *patch_embeddings,
-                                    const float *cls, const float *cls_pos,
-                                    const float *register_tokens, const float *patch_pos,
-                                    float *tokens);
-void cuda_vit_tokens_backward_launch(cudaStream_t stream, double *scratch, int batch,
-                                     int registers, int patches, int channels,
-                                     const float *dtokens, float *dpatch_embeddings, float *dcls,
-                                     float *dcls_pos, float *dregister_tokens,
+void cuda_layernorm_forward_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                                   int channels, const void *x_any, const float *gamma,
+                                   const float *beta, float eps, void *y_any, float *mean,
+                                   float *inv_std);
+void cuda_layernorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                    size_t rows, int channels, const void *x_any,
+                                    const void *dy_any, const float *gamma, const float *mean,
+                                    const float *inv_std, void *dx_any, float *dgamma,
+                                    float *dbeta);
+void cuda_vit_tokens_forward_launch(cudaStream_t stream, ComputeDtype dtype, int batch,
+                                    int registers, int patches, int channels,
+                                    const void *patch_embeddings_any, const float *cls,
+                                    const float *cls_pos, const float *register_tokens,
+                                    const float *patch_pos, void *tokens_any);
+void cuda_vit_tokens_backward_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                     int batch, int registers, int patches, int channels,
+                                     const void *dtokens_any, void *dpatch_embeddings_any,
+                                     float *dcls, float *dcls_pos, float *dregister_tokens,
                                      float *dpatch_pos);
-void cuda_residual_scale_add_forward_launch(cudaStream_t stream, int batch,
-                                            size_t rows_per_sample, int channels, const float *x,
-                                            const float *branch, const float *gamma,
-                                            const float *sample_scale, float *y);
-void cuda_residual_scale_add_backward_launch(cudaStream_t stream, double *scratch, int batch,
-                                             size_t rows_per_sample, int channels,
-                                             const float *branch, const float *dy,
-                                             const float *gamma, const float *sample_scale,
-                                             float *dbranch, float *dgamma);
-void cuda_token_pool_forward_launch(cudaStream_t stream, int batch, int tokens, int channels,
-                                    int first, int count, const float *x, float *y);
-void cuda_token_pool_backward_launch(cudaStream_t stream, int batch, int tokens, int channels,
-                                     int first, int count, const float *dy, float *dx);
+void cuda_residual_scale_add_forward_launch(cudaStream_t stream, ComputeDtype dtype, int batch,
+                                            size_t rows_per_sample, int channels, const void *x_any,
+                                            const void *branch_any, const float *gamma,
+                                            const float *sample_scale, void *y_any);
+void cuda_residual_scale_add_backward_launch(cudaStream_t stream, ComputeDtype dtype,
+                                             double *scratch, int batch, size_t rows_per_sample,
+                                             int channels, const void *branch_any,
+                                             const void *dy_any, const float *gamma,
+                                             const float *sample_scale, void *dbranch_any,
+                                             float *dgamma);
+void cuda_token_pool_forward_launch(cudaStream_t stream, ComputeDtype dtype, int batch, int tokens,
+                                    int channels, int first, int count, const void *x_any,
+                                    void *y_any);
+void cuda_token_pool_backward_launch(cudaStream_t stream, ComputeDtype dtype, int batch, int tokens,
+                                     int channels, int first, int count, const void *dy_any,
+                                     void *dx_any);
 
 // ---- cuda_attention.cu: the attention ops of the table themselves ----
 AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape,
@@ -212,14 +242,16 @@ void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const 
                              Act *dqkv);
 
 // ---- cuda_resize.cu ----
-void cuda_resize_bilinear_forward_launch(cudaStream_t stream, int batch, int in_height,
-                                         int in_width, int channels, const float *x,
-                                         int out_height, int out_width, float *y);
-void cuda_resize_bilinear_backward_launch(cudaStream_t stream, int batch, int in_height,
-                                          int in_width, int channels, const float *dy,
-                                          int out_height, int out_width, float *dx);
-void cuda_mixup_launch(cudaStream_t stream, int batch, size_t sample, const float *x,
-                       const int32_t *permutation, float lambda, float *y);
+void cuda_resize_bilinear_forward_launch(cudaStream_t stream, ComputeDtype dtype, int batch,
+                                         int in_height, int in_width, int channels,
+                                         const void *x_any, int out_height, int out_width,
+                                         void *y_any);
+void cuda_resize_bilinear_backward_launch(cudaStream_t stream, ComputeDtype dtype, int batch,
+                                          int in_height, int in_width, int channels,
+                                          const void *dy_any, int out_height, int out_width,
+                                          void *dx_any);
+void cuda_mixup_launch(cudaStream_t stream, ComputeDtype dtype, int batch, size_t sample,
+                       const void *x_any, const int32_t *permutation, float lambda, void *y_any);
 // ---- cuda_dinov2.cu (the ops themselves, as in backend.h) ----
 void cuda_mask_tokens_forward(Backend *backend, size_t rows, int channels, const Act *x,
                               const float *mask, const float *token, Act *y);
@@ -267,6 +299,12 @@ void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const 
 void cuda_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
                float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                float *c, int ldc);
+void cuda_linear_forward(Backend *backend, int rows, int in, int out, const Act *x,
+                         const Act *w, const float *bias, Act *y);
+void cuda_linear_backward_data(Backend *backend, int rows, int in, int out, const Act *dy,
+                               const Act *w, Act *dx);
+void cuda_linear_backward_weights(Backend *backend, int rows, int in, int out, const Act *x,
+                                  const Act *dy, float *dw, float *dbias);
 int cuda_blas_create(CudaState *state, ErrorMessage *err);
 void cuda_blas_destroy(CudaState *state);
 int cuda_dnn_create(CudaState *state, ErrorMessage *err);

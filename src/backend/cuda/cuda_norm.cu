@@ -12,8 +12,12 @@
 // The split ops of synchronised BatchNorm (backend.h: centered squares,
 // finish statistics, apply, backward reduce and apply) reuse the same
 // column passes with the statistics given as floats, widened to double
-// where ref widens them.
+// where ref widens them. Activations (x, y, dy, dx, residual, relu_out,
+// dz_out) are in the storage type T of the compute dtype (cuda_act.cuh),
+// each output rounded once, after the residual and ReLU.
 #include <math.h>
+
+#include "backend/cuda/cuda_act.cuh"
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_reduce.cuh"
@@ -28,9 +32,9 @@ enum class Sum { kPlain, kDeviation, kGradient };
 // lanes), grid.y row blocks. kPlain: x; kDeviation: (x - mean)^2;
 // kGradient: both dz and dz * xhat (into partials and partials2), dz = dy
 // masked by the ReLU output when there is one.
-template <Sum kind>
-__global__ void partials_kernel(size_t rows, int channels, const float *x, const float *relu_out,
-                                const float *dy, const double *mean, const float *save_mean,
+template <Sum kind, typename T>
+__global__ void partials_kernel(size_t rows, int channels, const T *x, const T *relu_out,
+                                const T *dy, const double *mean, const float *save_mean,
                                 const float *save_inv_std, double *partials, double *partials2) {
     const int c = blockIdx.x * 32 + threadIdx.x;
     double total = 0.0, total2 = 0.0;
@@ -38,15 +42,17 @@ __global__ void partials_kernel(size_t rows, int channels, const float *x, const
         for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < rows;
              r += (size_t)blockDim.y * gridDim.y) {
             const size_t i = r * channels + c;
+            const float xi = act_load(x[i]);
             if (kind == Sum::kPlain) {
-                total += x[i];
+                total += xi;
             } else if (kind == Sum::kDeviation) {
-                const double d = x[i] - mean[c];
+                const double d = xi - mean[c];
                 total += d * d;
             } else {
-                const double dz = !relu_out || !(relu_out[i] <= 0.0f) ? dy[i] : 0.0;
+                const double dz = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? act_load(dy[i])
+                                                                                 : 0.0;
                 total += dz;
-                total2 += dz * (x[i] - (double)save_mean[c]) * save_inv_std[c];
+                total2 += dz * (xi - (double)save_mean[c]) * save_inv_std[c];
             }
         }
     }
@@ -97,11 +103,12 @@ __global__ void statistics_kernel(size_t rows, int channels, int row_blocks,
 // y = gamma (x - mean) inv_std + beta (+ residual) (then ReLU), with the
 // batch statistics in double (training: batch_mean, batch_inv_std) or the
 // running ones (evaluation), as ref computes them.
-__global__ void apply_kernel(size_t rows, int channels, const float *x, const float *residual,
+template <typename T>
+__global__ void apply_kernel(size_t rows, int channels, const T *x, const T *residual,
                              int relu, const float *gamma, const float *beta,
                              const double *batch_mean, const double *batch_inv_std,
                              const float *running_mean, const float *running_var, float eps,
-                             float *y) {
+                             T *y) {
     const size_t n = rows * channels;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)blockDim.x * gridDim.x) {
@@ -109,10 +116,10 @@ __global__ void apply_kernel(size_t rows, int channels, const float *x, const fl
         const double mean = batch_mean ? batch_mean[c] : (double)running_mean[c];
         const double scale =
             batch_inv_std ? batch_inv_std[c] : 1.0 / sqrt((double)running_var[c] + eps);
-        float value = (float)((x[i] - mean) * scale * gamma[c] + beta[c]);
-        if (residual) value += residual[i];
+        float value = (float)((act_load(x[i]) - mean) * scale * gamma[c] + beta[c]);
+        if (residual) value += act_load(residual[i]);
         if (relu) value = value <= 0.0f ? 0.0f : value;  // NaN stays NaN
-        y[i] = value;
+        y[i] = act_store<T>(value);
     }
 }
 
@@ -131,20 +138,22 @@ __global__ void gradient_sums_kernel(int channels, int row_blocks, const double 
 
 // dx = gamma inv_std / R (R dz - sum dz - xhat sum dz xhat); dresidual = dz
 // (written after dy is read: dresidual may alias dy).
-__global__ void gradient_apply_kernel(size_t rows, int channels, const float *x,
-                                      const float *relu_out, const float *dy, const float *gamma,
-                                      const float *save_mean, const float *save_inv_std,
-                                      const double *sums, float *dx, float *dresidual) {
+template <typename T>
+__global__ void gradient_apply_kernel(size_t rows, int channels, const T *x, const T *relu_out,
+                                      const T *dy, const float *gamma, const float *save_mean,
+                                      const float *save_inv_std, const double *sums, T *dx,
+                                      T *dresidual) {
     const size_t n = rows * channels;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)blockDim.x * gridDim.x) {
         const int c = (int)(i % channels);
         const double inv_std = save_inv_std[c];
-        const double dz = !relu_out || !(relu_out[i] <= 0.0f) ? dy[i] : 0.0;
-        const double xhat = (x[i] - (double)save_mean[c]) * inv_std;
+        const double dz = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? act_load(dy[i]) : 0.0;
+        const double xhat = (act_load(x[i]) - (double)save_mean[c]) * inv_std;
         const double scale = gamma[c] * inv_std / (double)rows;
-        dx[i] = (float)(scale * ((double)rows * dz - sums[c] - xhat * sums[channels + c]));
-        if (dresidual) dresidual[i] = (float)dz;
+        dx[i] = act_store<T>(
+            (float)(scale * ((double)rows * dz - sums[c] - xhat * sums[channels + c])));
+        if (dresidual) dresidual[i] = act_store<T>((float)dz);
     }
 }
 
@@ -189,34 +198,65 @@ __global__ void rank_gradient_sums_kernel(int channels, int row_blocks, const do
 }
 
 // dz_out = dy masked by the ReLU output (may alias dy: each element reads its own).
-__global__ void masked_gradient_kernel(size_t n, const float *relu_out, const float *dy,
-                                       float *dz_out) {
+template <typename T>
+__global__ void masked_gradient_kernel(size_t n, const T *relu_out, const T *dy, T *dz_out) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)blockDim.x * gridDim.x)
-        dz_out[i] = !relu_out || !(relu_out[i] <= 0.0f) ? dy[i] : 0.0f;
+        dz_out[i] = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? dy[i] : act_store<T>(0.0f);
 }
 
 // dx = gamma inv_std (dz - sum dz / R - xhat sum dz xhat / R), R the rows
 // of all ranks, with the all-reduced float sums (2, C).
+template <typename T>
 __global__ void sync_gradient_apply_kernel(size_t rows, size_t total_rows, int channels,
-                                           const float *x, const float *relu_out, const float *dy,
+                                           const T *x, const T *relu_out, const T *dy,
                                            const float *gamma, const float *mean,
-                                           const float *inv_std, const float *sums, float *dx) {
+                                           const float *inv_std, const float *sums, T *dx) {
     const size_t n = rows * channels;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)blockDim.x * gridDim.x) {
         const int c = (int)(i % channels);
         const double mean_dz = sums[c] / (double)total_rows;
         const double mean_dz_xhat = sums[channels + c] / (double)total_rows;
-        const double xhat = ((double)x[i] - mean[c]) * inv_std[c];
-        const double dz = !relu_out || !(relu_out[i] <= 0.0f) ? dy[i] : 0.0;
-        dx[i] = (float)((double)gamma[c] * inv_std[c] * (dz - mean_dz - xhat * mean_dz_xhat));
+        const double xhat = ((double)act_load(x[i]) - mean[c]) * inv_std[c];
+        const double dz = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? act_load(dy[i]) : 0.0;
+        dx[i] = act_store<T>(
+            (float)((double)gamma[c] * inv_std[c] * (dz - mean_dz - xhat * mean_dz_xhat)));
     }
 }
 
 unsigned int element_blocks(size_t n) {
     const size_t blocks = (n + kThreads - 1) / kThreads;
     return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
+}
+
+// apply_kernel over rows x channels (nothing for none).
+template <typename T>
+void apply_launch(cudaStream_t stream, size_t rows, int channels, const void *x,
+                  const void *residual, int relu, const float *gamma, const float *beta,
+                  const double *batch_mean, const double *batch_inv_std,
+                  const float *running_mean, const float *running_var, float eps, void *y) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(
+        rows, channels, (const T *)x, (const T *)residual, relu, gamma, beta, batch_mean,
+        batch_inv_std, running_mean, running_var, eps, (T *)y);
+    CUDA_CHECK_LAUNCH();
+}
+
+// The row blocks' partial sums of dz (scratch [0, B*C)) and dz xhat
+// (scratch [B*C, 2*B*C)); returns B.
+template <typename T>
+int gradient_partials(cudaStream_t stream, double *scratch, size_t rows, int channels,
+                      const T *x, const T *relu_out, const T *dy, const float *mean,
+                      const float *inv_std) {
+    const int row_blocks = cuda_row_blocks(rows);
+    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
+    partials_kernel<Sum::kGradient, T><<<grid, block, 0, stream>>>(
+        rows, channels, x, relu_out, dy, nullptr, mean, inv_std, scratch,
+        scratch + (size_t)row_blocks * channels);
+    CUDA_CHECK_LAUNCH();
+    return row_blocks;
 }
 
 void check_channels(int channels) {
@@ -229,94 +269,104 @@ void check_channels(int channels) {
 
 extern "C" {
 
-void cuda_batchnorm_forward_train_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                         int channels, const float *x, const float *residual,
-                                         int relu, const float *gamma, const float *beta,
-                                         float momentum, float eps, float *y, float *save_mean,
-                                         float *save_inv_std, float *running_mean,
+void cuda_batchnorm_forward_train_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                         size_t rows, int channels, const void *x_any,
+                                         const void *residual_any, int relu, const float *gamma,
+                                         const float *beta, float momentum, float eps, void *y_any,
+                                         float *save_mean, float *save_inv_std, float *running_mean,
                                          float *running_var) {
-    if (rows == 0 || channels == 0) return;
-    check_channels(channels);
-    const int row_blocks = cuda_row_blocks(rows);
-    double *partials = scratch, *mean = scratch + 2 * (size_t)row_blocks * channels;
-    double *inv_std = mean + channels;
-    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
-    const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
-    partials_kernel<Sum::kPlain><<<grid, block, 0, stream>>>(rows, channels, x, nullptr, nullptr,
-                                                             nullptr, nullptr, nullptr, partials,
-                                                             nullptr);
-    CUDA_CHECK_LAUNCH();
-    mean_kernel<<<channel_blocks, kThreads, 0, stream>>>(rows, channels, row_blocks, partials,
-                                                         mean);
-    CUDA_CHECK_LAUNCH();
-    partials_kernel<Sum::kDeviation><<<grid, block, 0, stream>>>(
-        rows, channels, x, nullptr, nullptr, mean, nullptr, nullptr, partials, nullptr);
-    CUDA_CHECK_LAUNCH();
-    statistics_kernel<<<channel_blocks, kThreads, 0, stream>>>(
-        rows, channels, row_blocks, partials, mean, momentum, eps, inv_std, save_mean,
-        save_inv_std, running_mean, running_var);
-    CUDA_CHECK_LAUNCH();
-    const size_t n = rows * (size_t)channels;
-    apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, x, residual, relu,
-                                                             gamma, beta, mean, inv_std, nullptr,
-                                                             nullptr, eps, y);
-    CUDA_CHECK_LAUNCH();
+    act_dispatch(dtype, [&](auto tag) {
+        using T = ACT_T;
+        const T *x = (const T *)x_any;
+        const T *residual = (const T *)residual_any;
+        T *y = (T *)y_any;
+        if (rows == 0 || channels == 0) return;
+        check_channels(channels);
+        const int row_blocks = cuda_row_blocks(rows);
+        double *partials = scratch, *mean = scratch + 2 * (size_t)row_blocks * channels;
+        double *inv_std = mean + channels;
+        const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
+        const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
+        partials_kernel<Sum::kPlain, T><<<grid, block, 0, stream>>>(
+            rows, channels, x, nullptr, nullptr, nullptr, nullptr, nullptr, partials, nullptr);
+        CUDA_CHECK_LAUNCH();
+        mean_kernel<<<channel_blocks, kThreads, 0, stream>>>(rows, channels, row_blocks, partials,
+                                                             mean);
+        CUDA_CHECK_LAUNCH();
+        partials_kernel<Sum::kDeviation, T><<<grid, block, 0, stream>>>(
+            rows, channels, x, nullptr, nullptr, mean, nullptr, nullptr, partials, nullptr);
+        CUDA_CHECK_LAUNCH();
+        statistics_kernel<<<channel_blocks, kThreads, 0, stream>>>(
+            rows, channels, row_blocks, partials, mean, momentum, eps, inv_std, save_mean,
+            save_inv_std, running_mean, running_var);
+        CUDA_CHECK_LAUNCH();
+        apply_launch<T>(stream, rows, channels, x, residual, relu, gamma, beta, mean, inv_std,
+                        nullptr, nullptr, eps, y);
+    });
 }
 
-void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, size_t rows, int channels,
-                                        const float *x, const float *residual, int relu,
-                                        const float *gamma, const float *beta,
+void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                                        int channels, const void *x_any, const void *residual_any,
+                                        int relu, const float *gamma, const float *beta,
                                         const float *running_mean, const float *running_var,
-                                        float eps, float *y) {
-    const size_t n = rows * (size_t)channels;
-    if (n == 0) return;
-    apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, x, residual, relu,
-                                                             gamma, beta, nullptr, nullptr,
-                                                             running_mean, running_var, eps, y);
-    CUDA_CHECK_LAUNCH();
+                                        float eps, void *y_any) {
+    act_dispatch(dtype, [&](auto tag) {
+        apply_launch<ACT_T>(stream, rows, channels, x_any, residual_any, relu, gamma, beta,
+                            nullptr, nullptr, running_mean, running_var, eps, y_any);
+    });
 }
 
-void cuda_batchnorm_backward_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                    int channels, const float *x, const float *relu_out,
-                                    const float *dy, const float *gamma, const float *save_mean,
-                                    const float *save_inv_std, float *dx, float *dgamma,
-                                    float *dbeta, float *dresidual) {
-    if (rows == 0 || channels == 0) return;
-    check_channels(channels);
-    const int row_blocks = cuda_row_blocks(rows);
-    double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
-    double *sums = scratch + 2 * (size_t)row_blocks * channels;
-    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
-    partials_kernel<Sum::kGradient><<<grid, block, 0, stream>>>(
-        rows, channels, x, relu_out, dy, nullptr, save_mean, save_inv_std, partials, partials2);
-    CUDA_CHECK_LAUNCH();
-    gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
-                           stream>>>(channels, row_blocks, partials, partials2, sums, dgamma,
-                                     dbeta);
-    CUDA_CHECK_LAUNCH();
-    const size_t n = rows * (size_t)channels;
-    gradient_apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(
-        rows, channels, x, relu_out, dy, gamma, save_mean, save_inv_std, sums, dx, dresidual);
-    CUDA_CHECK_LAUNCH();
+void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                    size_t rows, int channels, const void *x_any,
+                                    const void *relu_out_any, const void *dy_any,
+                                    const float *gamma, const float *save_mean,
+                                    const float *save_inv_std, void *dx_any, float *dgamma,
+                                    float *dbeta, void *dresidual_any) {
+    act_dispatch(dtype, [&](auto tag) {
+        using T = ACT_T;
+        const T *x = (const T *)x_any;
+        const T *relu_out = (const T *)relu_out_any;
+        const T *dy = (const T *)dy_any;
+        T *dx = (T *)dx_any;
+        T *dresidual = (T *)dresidual_any;
+        if (rows == 0 || channels == 0) return;
+        check_channels(channels);
+        const int row_blocks = gradient_partials(stream, scratch, rows, channels, x, relu_out, dy,
+                                                 save_mean, save_inv_std);
+        double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
+        double *sums = scratch + 2 * (size_t)row_blocks * channels;
+        gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                               stream>>>(channels, row_blocks, partials, partials2, sums, dgamma,
+                                         dbeta);
+        CUDA_CHECK_LAUNCH();
+        const size_t n = rows * (size_t)channels;
+        gradient_apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(
+            rows, channels, x, relu_out, dy, gamma, save_mean, save_inv_std, sums, dx, dresidual);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
-void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                            int channels, const float *x, const float *mean,
-                                            float *squares) {
-    if (channels == 0) return;
-    check_channels(channels);
-    const int row_blocks = cuda_row_blocks(rows);
-    double *partials = scratch, *mean_wide = scratch + 2 * (size_t)row_blocks * channels;
-    const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
-    widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
-    CUDA_CHECK_LAUNCH();
-    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
-    partials_kernel<Sum::kDeviation><<<grid, block, 0, stream>>>(
-        rows, channels, x, nullptr, nullptr, mean_wide, nullptr, nullptr, partials, nullptr);
-    CUDA_CHECK_LAUNCH();
-    combine_to_float_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, row_blocks,
-                                                                     partials, squares);
-    CUDA_CHECK_LAUNCH();
+void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, ComputeDtype dtype,
+                                            double *scratch, size_t rows, int channels,
+                                            const void *x_any, const float *mean, float *squares) {
+    act_dispatch(dtype, [&](auto tag) {
+        using T = ACT_T;
+        const T *x = (const T *)x_any;
+        if (channels == 0) return;
+        check_channels(channels);
+        const int row_blocks = cuda_row_blocks(rows);
+        double *partials = scratch, *mean_wide = scratch + 2 * (size_t)row_blocks * channels;
+        const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
+        widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
+        CUDA_CHECK_LAUNCH();
+        const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
+        partials_kernel<Sum::kDeviation, T><<<grid, block, 0, stream>>>(
+            rows, channels, x, nullptr, nullptr, mean_wide, nullptr, nullptr, partials, nullptr);
+        CUDA_CHECK_LAUNCH();
+        combine_to_float_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, row_blocks,
+                                                                         partials, squares);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
 void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
@@ -330,12 +380,12 @@ void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
     CUDA_CHECK_LAUNCH();
 }
 
-void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                         int channels, const float *x, const float *residual,
-                                         int relu, const float *gamma, const float *beta,
-                                         const float *mean, const float *inv_std, float *y) {
-    const size_t n = rows * (size_t)channels;
-    if (n == 0) return;
+void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                         size_t rows, int channels, const void *x_any,
+                                         const void *residual_any, int relu, const float *gamma,
+                                         const float *beta, const float *mean, const float *inv_std,
+                                         void *y_any) {
+    if (rows == 0 || channels == 0) return;
     check_channels(channels);
     double *mean_wide = scratch, *inv_std_wide = scratch + channels;
     const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
@@ -343,44 +393,58 @@ void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, double *scratch, s
     CUDA_CHECK_LAUNCH();
     widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, inv_std, inv_std_wide);
     CUDA_CHECK_LAUNCH();
-    apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, x, residual, relu,
-                                                             gamma, beta, mean_wide, inv_std_wide,
-                                                             nullptr, nullptr, 0.0f, y);
-    CUDA_CHECK_LAUNCH();
+    act_dispatch(dtype, [&](auto tag) {
+        apply_launch<ACT_T>(stream, rows, channels, x_any, residual_any, relu, gamma, beta,
+                            mean_wide, inv_std_wide, nullptr, nullptr, 0.0f, y_any);
+    });
 }
 
-void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, double *scratch, size_t rows,
-                                           int channels, const float *x, const float *relu_out,
-                                           const float *dy, float *dz_out, const float *mean,
+void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                                           size_t rows, int channels, const void *x_any,
+                                           const void *relu_out_any, const void *dy_any,
+                                           void *dz_out_any, const float *mean,
                                            const float *inv_std, float *dgamma, float *dbeta,
                                            float *sums) {
-    if (channels == 0) return;
-    check_channels(channels);
-    const int row_blocks = cuda_row_blocks(rows);
-    double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
-    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
-    partials_kernel<Sum::kGradient><<<grid, block, 0, stream>>>(
-        rows, channels, x, relu_out, dy, nullptr, mean, inv_std, partials, partials2);
-    CUDA_CHECK_LAUNCH();
-    rank_gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
-                                stream>>>(channels, row_blocks, partials, partials2, sums, dgamma,
-                                          dbeta);
-    CUDA_CHECK_LAUNCH();
-    const size_t n = rows * (size_t)channels;
-    if (!dz_out || n == 0) return;
-    masked_gradient_kernel<<<element_blocks(n), kThreads, 0, stream>>>(n, relu_out, dy, dz_out);
-    CUDA_CHECK_LAUNCH();
+    act_dispatch(dtype, [&](auto tag) {
+        using T = ACT_T;
+        const T *x = (const T *)x_any;
+        const T *relu_out = (const T *)relu_out_any;
+        const T *dy = (const T *)dy_any;
+        T *dz_out = (T *)dz_out_any;
+        if (channels == 0) return;
+        check_channels(channels);
+        const int row_blocks =
+            gradient_partials(stream, scratch, rows, channels, x, relu_out, dy, mean, inv_std);
+        double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
+        rank_gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                                    stream>>>(channels, row_blocks, partials, partials2, sums,
+                                              dgamma, dbeta);
+        CUDA_CHECK_LAUNCH();
+        const size_t n = rows * (size_t)channels;
+        if (!dz_out || n == 0) return;
+        masked_gradient_kernel<T>
+            <<<element_blocks(n), kThreads, 0, stream>>>(n, relu_out, dy, dz_out);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
-void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, size_t rows, size_t total_rows,
-                                          int channels, const float *x, const float *relu_out,
-                                          const float *dy, const float *gamma, const float *mean,
-                                          const float *inv_std, const float *sums, float *dx) {
-    const size_t n = rows * (size_t)channels;
-    if (n == 0) return;
-    sync_gradient_apply_kernel<<<element_blocks(n), kThreads, 0, stream>>>(
-        rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx);
-    CUDA_CHECK_LAUNCH();
+void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                                          size_t total_rows, int channels, const void *x_any,
+                                          const void *relu_out_any, const void *dy_any,
+                                          const float *gamma, const float *mean,
+                                          const float *inv_std, const float *sums, void *dx_any) {
+    act_dispatch(dtype, [&](auto tag) {
+        using T = ACT_T;
+        const T *x = (const T *)x_any;
+        const T *relu_out = (const T *)relu_out_any;
+        const T *dy = (const T *)dy_any;
+        T *dx = (T *)dx_any;
+        const size_t n = rows * (size_t)channels;
+        if (n == 0) return;
+        sync_gradient_apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(
+            rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
 }  // extern "C"

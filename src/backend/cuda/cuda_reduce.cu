@@ -1,6 +1,7 @@
 // Reductions of the cuda backend: whole-vector sums (sum, sum of squares,
 // dot, NaN/inf count) and column sums of (rows, C) matrices (bias gradient,
-// column_sum), plus the bias add. Two passes with double partials in the
+// column_sum, on fp32 or on activations), plus the bias add and the
+// bias epilogue of the 16-bit linear layers. Two passes with double partials in the
 // backend's scratch and a fixed combination order: deterministic, and
 // accurate to fp32 rounding of the exact sum as ref's double loops are.
 #include "backend/cuda/cuda_internal.h"
@@ -48,11 +49,27 @@ __global__ void column_finish_kernel(int channels, int row_blocks, const double 
     y[c] = accumulate ? y[c] + (float)total : (float)total;
 }
 
-__global__ void bias_add_kernel(size_t rows, int channels, const float *bias, float *y) {
+template <typename T>
+__global__ void bias_add_kernel(size_t rows, int channels, const float *bias, T *y) {
     const size_t n = rows * channels;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)blockDim.x * gridDim.x)
-        y[i] += bias[i % channels];
+        y[i] = act_store<T>(act_load(y[i]) + bias[i % channels]);
+}
+
+// y (rows, C) = product (rows, C, fp32) + bias (C; NULL: none), rounded once.
+template <typename T>
+__global__ void bias_epilogue_kernel(size_t rows, int channels, const float *product,
+                                     const float *bias, T *y) {
+    const size_t n = rows * channels;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)blockDim.x * gridDim.x)
+        y[i] = act_store<T>(bias ? product[i] + bias[i % channels] : product[i]);
+}
+
+unsigned int element_blocks(size_t n) {
+    const size_t wanted = (n + kThreads - 1) / kThreads;
+    return (unsigned)(wanted < 65535 ? wanted : 65535);
 }
 
 }  // namespace
@@ -81,20 +98,35 @@ void cuda_reduce_launch(cudaStream_t stream, double *scratch, int kind, size_t n
     CUDA_CHECK_LAUNCH();
 }
 
-void cuda_column_sum_launch(cudaStream_t stream, double *scratch, size_t rows, int channels,
-                            const float *x, float *y, int accumulate) {
-    cuda_column_sums(stream, scratch, rows, channels, StridedColumns{x, (size_t)channels}, y,
-                     accumulate);
+void cuda_column_sum_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
+                            size_t rows, int channels, const void *x, float *y, int accumulate) {
+    act_dispatch(dtype, [&](auto tag) {
+        cuda_column_sums(stream, scratch, rows, channels,
+                         StridedColumns<ACT_T>{(const ACT_T *)x, (size_t)channels}, y,
+                         accumulate);
+    });
 }
 
-void cuda_bias_add_launch(cudaStream_t stream, size_t rows, int channels, const float *bias,
-                          float *y) {
+void cuda_bias_add_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows, int channels,
+                          const float *bias, void *y) {
     const size_t n = rows * (size_t)channels;
     if (n == 0) return;
-    const size_t wanted = (n + kThreads - 1) / kThreads;
-    bias_add_kernel<<<(unsigned)(wanted < 65535 ? wanted : 65535), kThreads, 0, stream>>>(
-        rows, channels, bias, y);
-    CUDA_CHECK_LAUNCH();
+    act_dispatch(dtype, [&](auto tag) {
+        bias_add_kernel<ACT_T><<<element_blocks(n), kThreads, 0, stream>>>(rows, channels, bias,
+                                                                          (ACT_T *)y);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+void cuda_bias_epilogue_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                               int channels, const float *product, const float *bias, void *y) {
+    const size_t n = rows * (size_t)channels;
+    if (n == 0) return;
+    act_dispatch(dtype, [&](auto tag) {
+        bias_epilogue_kernel<ACT_T><<<element_blocks(n), kThreads, 0, stream>>>(
+            rows, channels, product, bias, (ACT_T *)y);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
 }  // extern "C"

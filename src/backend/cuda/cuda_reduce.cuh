@@ -8,6 +8,7 @@
 
 #include <math.h>
 
+#include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_internal.h"
 
 struct SumOp {
@@ -115,11 +116,13 @@ void cuda_column_sums(cudaStream_t stream, double *scratch, size_t rows, int wid
     }
 }
 
-// Element (r, c) of a row-major matrix with row stride `stride` floats.
+// Element (r, c) of a row-major matrix with row stride `stride` elements
+// of type T (float, or an activation storage type).
+template <typename T>
 struct StridedColumns {
-    const float *x;
+    const T *x;
     size_t stride;
-    __device__ double operator()(size_t r, int c) const { return x[r * stride + c]; }
+    __device__ double operator()(size_t r, int c) const { return act_load(x[r * stride + c]); }
 };
 
 #endif
