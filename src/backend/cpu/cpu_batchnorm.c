@@ -269,7 +269,8 @@ void cpu_batchnorm_forward_train(Backend *backend, size_t rows, int channels, co
                                  Act *y_act, float *save_mean, float *save_inv_std,
                                  float *running_mean, float *running_var) {
     cpu_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta,
-    momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean, running_var);
+                                    momentum, eps, (float *)y_act, save_mean, save_inv_std,
+                                    running_mean, running_var);
 }
 
 void cpu_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
@@ -459,7 +460,8 @@ void cpu_batchnorm_backward(Backend *backend, size_t rows, int channels, const A
                             const Act *dy_act, const float *gamma, const float *save_mean,
                             const float *save_inv_std, Act *dx_act, float *dgamma, float *dbeta) {
     cpu_batchnorm_backward_f32(backend, rows, channels, (const float *)x_act,
-    (const float *)dy_act, gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta);
+                               (const float *)dy_act, gamma, save_mean, save_inv_std,
+                               (float *)dx_act, dgamma, dbeta);
 }
 
 void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x_act,

@@ -50,7 +50,8 @@ void ref_batchnorm_forward_train(Backend *backend, size_t rows, int channels, co
                                  Act *y_act, float *save_mean, float *save_inv_std,
                                  float *running_mean, float *running_var) {
     ref_batchnorm_forward_train_f32(backend, rows, channels, (const float *)x_act, gamma, beta,
-    momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean, running_var);
+                                    momentum, eps, (float *)y_act, save_mean, save_inv_std,
+                                    running_mean, running_var);
     ref_round_acts(backend, y_act, rows * channels);
 }
 
@@ -154,7 +155,8 @@ void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const A
                             const Act *dy_act, const float *gamma, const float *save_mean,
                             const float *save_inv_std, Act *dx_act, float *dgamma, float *dbeta) {
     ref_batchnorm_backward_f32(backend, rows, channels, (const float *)x_act,
-    (const float *)dy_act, gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta);
+                               (const float *)dy_act, gamma, save_mean, save_inv_std,
+                               (float *)dx_act, dgamma, dbeta);
     ref_round_acts(backend, dx_act, rows * channels);
 }
 
