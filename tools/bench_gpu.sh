@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # GPU training benchmark (make bench-gpu; in a bundle: bench-gpu.sh):
 #   tools/bench_gpu.sh [BUILD_DIR] [DATA_DIR]
-# Three sections (BENCH_GPU_SECTIONS, default "train teacher distillation"),
-# each ours next to PyTorch in one command on one GPU.
+# Four sections (BENCH_GPU_SECTIONS, default "step train teacher
+# distillation"), each ours next to PyTorch in one command on one GPU. The
+# whole benchmark takes longer than a 10-minute slot: run the sections in
+# separate commands there.
+#
+# step (tools/bench_gpu_step.bash): one SimCLR / DINO training step on
+# random batches already on the GPU (BENCH_GPU_STEP_CONFIGS), ours
+# (bench_train_step --mode method) next to PyTorch eager and torch.compile
+# (BENCH_GPU_COMPILE=0 leaves compile out): the model-bound figure.
 #
 # train: for each configuration (BENCH_GPU_CONFIGS):
 #   ours     lightly-train-c train --accelerator gpu on DATA_DIR: images/s and
@@ -11,7 +18,7 @@
 #            process sampled with nvidia-smi;
 #   pytorch  tools/compare/pytorch_ssl_train.py: the same recipe with
 #            torchvision, AMP and channels-last, on the same images and on
-#            synthetic batches already on the GPU (the model-bound figure).
+#            synthetic batches already on the GPU (for the FLOPs).
 # Model FLOPs per image come from the PyTorch run (hooks on every conv and
 # linear layer, the same architecture), so ours get an MFU on the same scale.
 # DATA_DIR defaults to BUILD/bench-images; when it is missing,
@@ -47,10 +54,10 @@ configs=${BENCH_GPU_CONFIGS:-"simclr resnet50 224 256 40
 simclr resnet18 224 256 60
 dino resnet50 224 64 30"}
 warmup=${BENCH_GPU_WARMUP:-10}
-sections=${BENCH_GPU_SECTIONS:-"train teacher distillation"}
+sections=${BENCH_GPU_SECTIONS:-"step train teacher distillation"}
 for section in $sections; do
-    case $section in train | teacher | distillation) ;;
-    *) echo "bench_gpu.sh: unknown section '$section' in BENCH_GPU_SECTIONS (train, teacher, distillation)" >&2
+    case $section in step | train | teacher | distillation) ;;
+    *) echo "bench_gpu.sh: unknown section '$section' in BENCH_GPU_SECTIONS (step, train, teacher, distillation)" >&2
        exit 2 ;;
     esac
 done
@@ -69,25 +76,8 @@ fi
 work=$(mktemp -d /tmp/ltc-bench-gpu-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-# Peak GPU memory (MiB) of process $1 while it runs, from nvidia-smi: the
-# process's used_memory; where nvidia-smi lists no process with that id (a
-# container with its own process ids) the growth of the first GPU's
-# memory.used over its value when sampling began. Prints "MIB process" or
-# "MIB device" (the second: a shared GPU's other jobs count too).
-sample_memory() {
-    local pid=$1 peak=0 device_peak=0 used base total
-    base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n 1)
-    while kill -0 "$pid" 2>/dev/null; do
-        used=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
-               awk -F', ' -v pid="$pid" '$1 == pid { print $2 }')
-        [ -n "$used" ] && [ "$used" -gt "$peak" ] && peak=$used
-        total=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -n 1)
-        [ -n "$total" ] && [ -n "$base" ] && [ $((total - base)) -gt "$device_peak" ] &&
-            device_peak=$((total - base))
-        sleep 0.2
-    done
-    if [ "$peak" -gt 0 ]; then echo "$peak process"; else echo "$device_peak device"; fi
-}
+# shellcheck source=tools/bench_gpu_lib.bash
+. "$tools/bench_gpu_lib.bash"
 
 # images/s and data wait % of the steps after the warm-up, from metrics.jsonl.
 our_rates() {
@@ -101,6 +91,11 @@ wait = sum(s["profiling/data_time"] for s in steps)
 print(f"{batch * len(steps) / (compute + wait):.1f} {100 * wait / (compute + wait):.1f} {len(steps)}")
 EOF
 }
+
+if [[ " $sections " == *" step "* ]]; then
+    # shellcheck source=tools/bench_gpu_step.bash
+    . "$tools/bench_gpu_step.bash"
+fi
 
 [[ " $sections " == *" train "* ]] || configs=""
 while read -r method model size batch steps; do

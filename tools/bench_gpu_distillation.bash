@@ -1,6 +1,7 @@
 # The teacher and distillation sections of the GPU benchmark (issue 11),
 # sourced by tools/bench_gpu.sh (which sets PYTHON, device, precision,
-# warmup, sections, tools, step_bin, work and sample_memory).
+# warmup, sections, tools, step_bin and work, and sources
+# tools/bench_gpu_lib.bash).
 #
 # teacher:      the eval forward (no gradients) of a frozen DINOv2-shaped ViT
 #               as a distillation teacher runs it: bench_train_step --mode
@@ -38,56 +39,7 @@ distillation_configs=${BENCH_GPU_DISTILLATION_CONFIGS:-"resnet18 vit_s14 224 128
 resnet50 vit_s14 224 128 30
 resnet18 vit_b14 224 128 30
 resnet50 vit_b14 224 128 20"}
-step_threads=$(nproc)
 pair_rows=()  # one table row per measured pair
-
-# The value of field $1 in RESULT line $2 (- when absent).
-result_field() {
-    local value
-    value=$(sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2")
-    echo "${value:--}"
-}
-
-# Runs "$@" with its output in $work/pair.out; prints the peak GPU memory in
-# MiB nvidia-smi saw for it and how (sample_memory: "MIB process|device";
-# "n/a none" on the CPU or without nvidia-smi). Status: the command's.
-run_measured() {
-    "$@" >"$work/pair.out" 2>&1 &
-    local pid=$! memory="n/a none"
-    if [ "$device" = cuda ] && command -v nvidia-smi >/dev/null; then
-        memory=$(sample_memory "$pid")
-    fi
-    wait "$pid" || return
-    echo "$memory"
-}
-
-# One side of a pair: its header lines and its RESULT line with
-# gpu_memory_mib and gpu_memory_source appended, into the named variable $1;
-# "" when it failed.
-measure_side() {
-    local -n into=$1
-    shift
-    local memory source
-    into=""
-    if ! memory=$(run_measured "$@"); then
-        echo "failed: $*"
-        tail -n 15 "$work/pair.out"
-        return 1
-    fi
-    grep -v '^RESULT' "$work/pair.out" | grep -E '^(backend|torch) '
-    read -r memory source <<<"$memory"
-    into="$(grep '^RESULT' "$work/pair.out") gpu_memory_mib=$memory gpu_memory_source=$source"
-    echo "$into"
-}
-
-# ours / pytorch of field $1, or n/a.
-ratio_of() {
-    local a b
-    a=$(result_field "$1" "$2")
-    b=$(result_field "$1" "$3")
-    awk -v a="$a" -v b="$b" 'BEGIN {
-        if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2f", a / b; else print "n/a" }'
-}
 
 # Runs one pair: $1 the label, then the arguments both tools take.
 run_pair() {

@@ -15,9 +15,15 @@
 //     and the method's optimizer (LARS for a ResNet student) on every group,
 //     as the trainer does. The views are random floats uploaded once: no
 //     data loading, no normalisation.
+//   --mode method --method NAME: one step of `train --method NAME` the same
+//     way (any method; --method-arg KEY=VALUE as train takes them; a
+//     distillation method gets a random --teacher; an ImageNet-sized
+//     dataset picks DINO's prototypes): the counterpart of
+//     tools/compare/pytorch_ssl_train.py --synthetic.
 //
-//   bench_train_step [--mode step|teacher|distillation]
+//   bench_train_step [--mode step|teacher|distillation|method]
 //                    [--model resnet18|...|vit_s16|... (or a ResNet depth)]
+//                    [--method simclr|dino|...] [--method-arg KEY=VALUE]...
 //                    [--teacher vit_s14|...] [--image-size N] [--batch-size N]
 //                    [--steps N] [--warmup N] [--threads N] [--backend cpu|ref|cuda]
 //                    [--precision auto|32-true|16-mixed|bf16-mixed]
@@ -31,8 +37,8 @@
 //
 // Prints one line starting with RESULT: the precision run, images/s,
 // seconds per step (and its two timed parts: forward and backward; for
-// distillation the method's step (everything up to the gradients) and the
-// update), CPU seconds per step (user + system of all threads: less
+// distillation and method the method's step (everything up to the
+// gradients) and the update), CPU seconds per step (user + system of all threads: less
 // sensitive than wall time to other jobs on a shared machine) and peak
 // resident memory of the process; mode step also prints the bytes of each
 // memory class. On the cuda backend the device is synchronised only at the
@@ -53,11 +59,16 @@
 #include "util/cpu.h"
 #include "util/rng.h"
 
-typedef enum BenchMode { MODE_STEP, MODE_TEACHER, MODE_DISTILLATION } BenchMode;
+typedef enum BenchMode { MODE_STEP, MODE_TEACHER, MODE_DISTILLATION, MODE_METHOD } BenchMode;
+
+enum { BENCH_MAX_METHOD_ARGS = 8 };
 
 typedef struct BenchArgs {
     BenchMode mode;
     char model[32], teacher[32];
+    const char *method;  // --mode method: the method's name (distillation for --mode distillation)
+    const char *method_args[BENCH_MAX_METHOD_ARGS];  // --method-arg KEY=VALUE, in order
+    int method_arg_count;
     int image_size, batch, steps, warmup, threads;
     const char *backend, *precision;
 } BenchArgs;
@@ -70,8 +81,8 @@ typedef struct BenchRun {
 } BenchRun;
 
 static int parse_mode(const char *name, BenchMode *mode) {
-    static const char *const names[] = {"step", "teacher", "distillation"};
-    for (int i = 0; i < 3; i++)
+    static const char *const names[] = {"step", "teacher", "distillation", "method"};
+    for (int i = 0; i < 4; i++)
         if (strcmp(name, names[i]) == 0) return *mode = (BenchMode)i, 0;
     return -1;
 }
@@ -79,7 +90,7 @@ static int parse_mode(const char *name, BenchMode *mode) {
 static int parse_args(int argc, char **argv, BenchArgs *args) {
     *args = (BenchArgs){.mode = MODE_STEP, .model = "resnet18", .teacher = "vit_s14",
                         .image_size = 64, .batch = 32, .steps = 10, .warmup = 2, .threads = 0,
-                        .backend = "cpu", .precision = "auto"};
+                        .backend = "cpu", .precision = "auto", .method = "distillation"};
     for (int i = 1; i < argc; i++) {
         const char *value = i + 1 < argc ? argv[i + 1] : NULL;
         int *target = NULL;
@@ -95,6 +106,17 @@ static int parse_args(int argc, char **argv, BenchArgs *args) {
             continue;
         }
         if (value && strcmp(argv[i], "--mode") == 0 && parse_mode(value, &args->mode) == 0) {
+            i++;
+            continue;
+        }
+        if (value && strcmp(argv[i], "--method") == 0) {
+            args->method = value;
+            i++;
+            continue;
+        }
+        if (value && strcmp(argv[i], "--method-arg") == 0 &&
+            args->method_arg_count < BENCH_MAX_METHOD_ARGS) {
+            args->method_args[args->method_arg_count++] = value;
             i++;
             continue;
         }
@@ -374,9 +396,9 @@ static int bench_teacher_forward(const BenchArgs *args, Backend *backend, const 
     return status;
 }
 
-// ---- --mode distillation -------------------------------------------------------------------
+// ---- --mode method (and distillation) -----------------------------------------------------
 
-typedef struct DistillBench {
+typedef struct MethodBench {
     Method method;
     Optimizer *optimizers[METHOD_MAX_GROUPS];
     StepGate gate;
@@ -384,27 +406,34 @@ typedef struct DistillBench {
     float *loss_scale;  // 16-mixed: {65536, 1 / 65536} in backend memory, else NULL
     int batch;
     const BenchRun *run;
-} DistillBench;
+} MethodBench;
 
-static int distillation_step(void *context, long step, double parts[2], ErrorMessage *err) {
-    DistillBench *bench = context;
+// The trainer's step (src/train/trainer.c) without the data, the
+// gradient sync and the step record: forward, backward, the gate
+// (clipping, the loss scale), the updates of the active groups and the
+// method's after-update work (EMA teachers).
+static int method_step(void *context, long step, double parts[2], ErrorMessage *err) {
+    MethodBench *bench = context;
     Method *method = &bench->method;
     Backend *backend = method->backend;
     for (int g = 0; g < method->group_count; g++)
         parameter_set_zero_grads(method->groups[g].params);
-    method->batch_index = (uint64_t)step;  // a new mixup per step
+    method->batch_index = (uint64_t)step;  // new per-batch draws (mixup, masks) each step
     const double before = time_now();
     if (method->ops->step(method, step, bench->batch, err)) return -1;
     part_done(backend, bench->run);
     const double middle = time_now();
     step_gate_open(&bench->gate);
     for (int g = 0; g < method->group_count; g++)
-        step_gate_measure(&bench->gate, g, method->groups[g].params);
+        if (method_group_active(&method->groups[g], step))
+            step_gate_measure(&bench->gate, g, method->groups[g].params);
     step_gate_close(&bench->gate, 1.0f, bench->loss_scale ? bench->loss_scale + 1 : NULL,
                     method->defaults.grad_clip);
     for (int g = 0; g < method->group_count; g++)
-        optimizer_step(bench->optimizers[g], bench->lr, bench->weight_decay,
-                       step_gate_values(&bench->gate));
+        if (method_group_active(&method->groups[g], step))
+            optimizer_step(bench->optimizers[g],
+                           bench->lr * method_group_lr_factor(&method->groups[g], step),
+                           bench->weight_decay, step_gate_values(&bench->gate));
     if (method->ops->after_update) method->ops->after_update(method, step);
     part_done(backend, bench->run);
     parts[0] += middle - before;
@@ -433,56 +462,94 @@ static int write_random_teacher(const BenchArgs *args, Backend *backend, char *p
     return status;
 }
 
-static int bench_distillation(const BenchArgs *args, Backend *backend, const BenchRun *run,
-                              ErrorMessage *err) {
-    char path[64], teacher_arg[96];
-    if (write_random_teacher(args, backend, path, err)) return -1;
-    snprintf(teacher_arg, sizeof teacher_arg, "teacher=%s", path);
-    const char *method_args[] = {teacher_arg, "queue_size=8192"};
+static int is_distillation(MethodKind kind) {
+    return kind == METHOD_DISTILLATION || kind == METHOD_DISTILLATION_V1 ||
+           kind == METHOD_DISTILLATION_V2;
+}
+
+// The method with args' model, views and method arguments, an ImageNet-sized
+// dataset (which sizes DINO's prototypes and distillation's queue), and for
+// distillation a random --teacher (queue 8192 for v3 unless given).
+static int create_bench_method(const BenchArgs *args, Backend *backend, MethodKind kind,
+                               Method *method, ErrorMessage *err) {
+    char path[64] = "", teacher_arg[96];
+    const char *method_args[BENCH_MAX_METHOD_ARGS + 2];
+    int count = 0;
+    if (is_distillation(kind)) {
+        if (write_random_teacher(args, backend, path, err)) return -1;
+        snprintf(teacher_arg, sizeof teacher_arg, "teacher=%s", path);
+        method_args[count++] = teacher_arg;
+        if (args->mode == MODE_DISTILLATION) method_args[count++] = "queue_size=8192";
+    }
+    for (int i = 0; i < args->method_arg_count; i++) method_args[count++] = args->method_args[i];
     MethodSetup setup = {.backend = backend,
                          .batch = args->batch,
                          .dataset_size = 1281167,  // ImageNet's train split
                          .total_steps = args->warmup + args->steps,
                          .args = method_args,
-                         .arg_count = 2};
-    DistillBench bench = {.batch = args->batch, .run = run};
+                         .arg_count = count};
     ViewSet views;
-    method_default_views(METHOD_DISTILLATION, args->image_size, &views);
+    method_default_views(kind, args->image_size, &views);
     int status = backbone_spec_parse(args->model, args->image_size, &setup.backbone, err);
-    if (!status) status = method_create(&bench.method, METHOD_DISTILLATION, &setup, &views, err);
-    unlink(path);  // loaded, or not needed
-    if (status) return -1;
-    Method *method = &bench.method;
+    if (!status) status = method_create(method, kind, &setup, &views, err);
+    if (path[0]) unlink(path);  // loaded, or not needed
+    return status;
+}
+
+// The optimizers, the gate, the loss scale of 16-mixed and random views.
+static int prepare_method_bench(const BenchArgs *args, MethodBench *bench, ErrorMessage *err) {
+    Method *method = &bench->method;
+    Backend *backend = method->backend;
     const OptimizerConfig optim = optimizer_config_default(method->defaults.optimizer);
-    for (int g = 0; g < method->group_count && !status; g++) {
-        bench.optimizers[g] = optimizer_create(backend, method->groups[g].params, &optim, err);
-        if (!bench.optimizers[g]) status = -1;
+    for (int g = 0; g < method->group_count; g++) {
+        bench->optimizers[g] = optimizer_create(backend, method->groups[g].params, &optim, err);
+        if (!bench->optimizers[g]) return -1;
+        if (method_group_configure(&method->groups[g], bench->optimizers[g], err)) return -1;
     }
-    bench.lr = (float)(method->defaults.base_lr * method_lr_scale(&method->defaults, args->batch));
-    bench.weight_decay = (float)method->defaults.weight_decay;
-    if (!status) status = step_gate_create(&bench.gate, backend, method->group_count, err);
-    if (!status && strcmp(run->precision, "16-mixed") == 0) {  // the loss scaler's start
+    bench->lr = (float)(method->defaults.base_lr * method_lr_scale(&method->defaults, args->batch));
+    bench->weight_decay = (float)method->defaults.weight_decay;
+    if (step_gate_create(&bench->gate, backend, method->group_count, err)) return -1;
+    if (strcmp(bench->run->precision, "16-mixed") == 0) {  // the loss scaler's start
         const float scale[2] = {65536.0f, 1.0f / 65536.0f};
-        bench.loss_scale = backend->op.alloc(backend, sizeof scale);
-        if (!bench.loss_scale) status = error_set(err, "out of memory for the loss scale");
-        else backend->op.upload(backend, bench.loss_scale, scale, sizeof scale);
-        method->loss_scale = bench.loss_scale;
+        bench->loss_scale = backend->op.alloc(backend, sizeof scale);
+        if (!bench->loss_scale) return error_set(err, "out of memory for the loss scale");
+        backend->op.upload(backend, bench->loss_scale, scale, sizeof scale);
+        method->loss_scale = bench->loss_scale;
     }
-    const size_t pixels = (size_t)method->global_views * args->batch * method->global_size *
+    const size_t global = (size_t)method->global_views * args->batch * method->global_size *
                           method->global_size * 3;
-    if (!status && fill_random_act(backend, method->global_input, pixels, 1) != 0)
-        status = error_set(err, "out of memory for the views");
+    const size_t local = (size_t)method->local_views * args->batch * method->local_size *
+                         method->local_size * 3;
+    if (fill_random_act(backend, method->global_input, global, 1) != 0 ||
+        (local && fill_random_act(backend, method->local_input, local, 2) != 0))
+        return error_set(err, "out of memory for the views");
+    return 0;
+}
+
+static int bench_method(const BenchArgs *args, Backend *backend, const BenchRun *run,
+                        ErrorMessage *err) {
+    MethodKind kind;
+    if (method_kind_parse(args->method, &kind, err)) return -1;
+    MethodBench bench = {.batch = args->batch, .run = run};
+    Method *method = &bench.method;
+    if (create_bench_method(args, backend, kind, method, err)) return -1;
     Timing timing = {0};
-    if (!status)
-        status = time_steps(backend, args, run, distillation_step, &bench, &timing, err);
+    int status = prepare_method_bench(args, &bench, err);
+    if (!status) status = time_steps(backend, args, run, method_step, &bench, &timing, err);
     if (!status) {
-        char what[96];
-        snprintf(what, sizeof what, "mode=distillation model=%s teacher=%s", args->model,
-                 args->teacher);
-        printf("lightly-train-c distillation (v3): student %s, teacher %s, %s lr %g, "
-               "queue 8192, backend %s, %d thread(s)\n",
-               args->model, args->teacher, optimizer_kind_name(method->defaults.optimizer),
-               bench.lr, backend->name, backend->threads);
+        char what[128], teacher[48] = "";
+        if (is_distillation(kind)) snprintf(teacher, sizeof teacher, " teacher=%s", args->teacher);
+        if (args->mode == MODE_DISTILLATION)
+            snprintf(what, sizeof what, "mode=distillation model=%s%s", args->model, teacher);
+        else
+            snprintf(what, sizeof what, "mode=method method=%s model=%s%s", args->method,
+                     args->model, teacher);
+        printf("lightly-train-c %s: model %s%s%s, %d global + %d local views, %s lr %g, "
+               "backend %s, %d thread(s)\n",
+               method_kind_name(kind), args->model, teacher[0] ? ", teacher " : "",
+               teacher[0] ? args->teacher : "", method->global_views, method->local_views,
+               optimizer_kind_name(method->defaults.optimizer), bench.lr, backend->name,
+               backend->threads);
         print_result(args, backend, run, what, (const char *[2]){"method_step_s", "update_s"},
                      &timing);
     }
@@ -511,7 +578,8 @@ int main(int argc, char **argv) {
                backend->device, run.precision, note);
         switch (args.mode) {
         case MODE_TEACHER: status = bench_teacher_forward(&args, backend, &run, &err); break;
-        case MODE_DISTILLATION: status = bench_distillation(&args, backend, &run, &err); break;
+        case MODE_DISTILLATION:  // the method distillation (v3), queue 8192
+        case MODE_METHOD: status = bench_method(&args, backend, &run, &err); break;
         default: status = bench_backbone_step(&args, backend, &run, &err); break;
         }
     }

@@ -50,7 +50,8 @@ cp "$here/tests/gpu_tests.list" "$out/tests/"
 # The GPU benchmark and its PyTorch side (make bench-gpu).
 mkdir -p "$out/tools/compare"
 cp "$here/tools/bench_gpu.sh" "$out/bench-gpu.sh"
-cp "$here/tools/bench_gpu_distillation.bash" "$here/tools/distillation_losses.py" \
+cp "$here/tools/bench_gpu_lib.bash" "$here/tools/bench_gpu_step.bash" \
+    "$here/tools/bench_gpu_distillation.bash" "$here/tools/distillation_losses.py" \
     "${bench_tools[@]}" "$out/tools/"
 for script in pytorch_ssl_train pytorch_simclr_train torchvision_data make_jpeg_folder \
               pytorch_train_step; do

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU benchmark's teacher and distillation sections (tools/bench_gpu.sh,
+# The GPU benchmark's step, teacher and distillation sections
+# (tools/bench_gpu.sh, tools/bench_gpu_step.bash,
 # tools/bench_gpu_distillation.bash) run end to end on the CPU at tiny sizes
 # (BENCH_GPU_DEVICE=cpu): every pair prints our RESULT line with the
 # precision the tool ran, the PyTorch line when torch and torchvision are
@@ -17,7 +18,8 @@ have_torch=0
 "$python" -c 'import torch, torchvision' 2>/dev/null && have_torch=1
 
 output=$(BENCH_GPU_DEVICE=cpu BENCH_GPU_PRECISION=32-true BENCH_GPU_WARMUP=1 \
-  BENCH_GPU_SECTIONS="teacher distillation" BENCH_GPU_TEACHER_CONFIGS="vit_t14 28 2 1" \
+  BENCH_GPU_SECTIONS="step teacher distillation" BENCH_GPU_STEP_CONFIGS="simclr resnet18 28 2 1" \
+  BENCH_GPU_COMPILE=0 BENCH_GPU_TEACHER_CONFIGS="vit_t14 28 2 1" \
   BENCH_GPU_DISTILLATION_CONFIGS="resnet18 vit_t14 28 2 1" PYTHON="$python" \
   tools/bench_gpu.sh "$build" 2>&1) || fail "bench_gpu.sh exited $?: $output"
 echo "$output"
@@ -29,6 +31,8 @@ has "^RESULT tool=lightly-train-c mode=teacher model=vit_t14 backend=cpu precisi
   "our teacher line"
 has "^RESULT tool=lightly-train-c mode=distillation model=resnet18 teacher=vit_t14 backend=cpu precision=32-true image_size=28 batch=2 .* images_per_s=$number .* gpu_memory_mib=n/a gpu_memory_source=none$" \
   "our distillation line"
+has "^RESULT tool=lightly-train-c mode=method method=simclr model=resnet18 backend=cpu precision=32-true image_size=28 batch=2 .* images_per_s=$number .* gpu_memory_mib=n/a gpu_memory_source=none$" \
+  "our SimCLR step line"
 has '^backend cpu, precision 32-true$' "our header"
 if [ "$have_torch" = 1 ]; then
   has "^RESULT tool=pytorch mode=teacher model=vit_t14 device=cpu precision=32-true vit=(timm|builtin) image_size=28 batch=2 .* images_per_s=$number .*gpu_memory_mib=n/a gpu_memory_source=none$" \
@@ -39,6 +43,12 @@ if [ "$have_torch" = 1 ]; then
     "teacher ratio"
   has "^RESULT tool=ratio what=\"distillation step resnet18 \+ vit_t14 28px batch 2\" .* ours_over_pytorch_images_per_s=$number " \
     "distillation ratio"
+  has "^RESULT tool=pytorch method=simclr model=resnet18 device=cpu precision=32-true channels_last=1 compile=0 synthetic=1 image_size=28 batch=2 .* images_per_s=$number " \
+    "PyTorch SimCLR step line"
+  has "^RESULT tool=ratio what=\"simclr step resnet18 28px batch 2\" ours_precision=32-true pytorch_precision=32-true ours_over_eager_images_per_s=$number ours_over_compile_images_per_s=n/a ours_over_eager_gpu_memory=n/a$" \
+    "step ratio"
+  has "^\| simclr step resnet18 28px batch 2 \| 32-true \| $number \| n/a \| $number \| n/a \| - \| $number \| n/a \| n/a \|$" \
+    "step table row"
   has "^\| distillation step resnet18 \+ vit_t14 28px batch 2 \| 32-true \| $number \| n/a \| 32-true (timm|builtin) \| $number \| n/a \| $number \| n/a \|$" \
     "table row"
 else
@@ -48,7 +58,7 @@ else
     "ratio without PyTorch"
 fi
 has '^\| what \| ours precision \| ours images/s \|' "table header"
-[ "$(grep -c '^RESULT tool=ratio' <<<"$output")" -eq 2 ] || fail "expected 2 ratio lines"
+[ "$(grep -c '^RESULT tool=ratio' <<<"$output")" -eq 3 ] || fail "expected 3 ratio lines"
 
 expect 2 "unknown section 'gpu'" -- env BENCH_GPU_SECTIONS="teacher gpu" tools/bench_gpu.sh "$build"
 
@@ -56,6 +66,12 @@ expect 2 "unknown section 'gpu'" -- env BENCH_GPU_SECTIONS="teacher gpu" tools/b
 expect 0 "^RESULT tool=lightly-train-c mode=distillation model=resnet18 teacher=vit_t14 backend=ref precision=16-mixed .* update_s=$number " \
   -- "$step_bin" --mode distillation --model resnet18 --teacher vit_t14 --backend ref \
   --precision 16-mixed --image-size 28 --batch-size 2 --steps 1 --warmup 0 --threads 1
+# --mode method: any method's step, with its --method-arg keys checked.
+expect 0 "^RESULT tool=lightly-train-c mode=method method=dino model=resnet18 backend=cpu precision=32-true image_size=28 batch=2 .* update_s=$number " \
+  -- "$step_bin" --mode method --method dino --method-arg output_dim=256 --model resnet18 \
+  --image-size 28 --batch-size 2 --steps 1 --warmup 0 --threads 1
+expect 1 "^bench_train_step: simclr: --method-arg: unknown key 'prototypes'" \
+  -- "$step_bin" --mode method --method simclr --method-arg prototypes=256 --image-size 28
 expect 1 "^bench_train_step: --precision bf16-mixed: " \
   -- "$step_bin" --mode teacher --model vit_t14 --precision bf16-mixed --image-size 28
 expect 2 "bad argument '--precision'" -- "$step_bin" --precision fp16

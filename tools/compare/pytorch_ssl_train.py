@@ -16,6 +16,10 @@ around forward and loss, GradScaler for fp16. --channels-last stores
 activations NHWC (what cuDNN's fast fp16 kernels want). --synthetic feeds
 random batches already on the device (the model-bound figure); otherwise a
 DataLoader with LightlyTrain's transforms (tools/compare/torchvision_data.py).
+--compile runs the networks through torch.compile (default mode) from the
+second step on: the first step runs eager to count the FLOPs (hooks do not
+survive compilation), the compilation happens in the untimed warm-up
+(at least 2 warm-up steps are required).
 
 Timing: --warmup untimed steps, then --steps timed ones; the device is
 synchronised only at the ends of the timed window, so queued work overlaps
@@ -193,9 +197,12 @@ def main():
     parser.add_argument("--num-workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--peak-tflops", type=float, default=0.0)
+    parser.add_argument("--compile", action="store_true", help="torch.compile the networks")
     args = parser.parse_args()
     if not args.synthetic and not args.data:
         parser.error("--data DIR or --synthetic")
+    if args.compile and (args.warmup < 2 or not hasattr(torch, "compile")):
+        parser.error("--compile needs --warmup 2 or more and torch 2 (torch.compile)")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
@@ -237,6 +244,11 @@ def main():
         if step == 0:
             for counter in counters:
                 counter.enabled = False
+                counter.close()
+            if args.compile:
+                method.student = torch.compile(method.student)
+                if method.teacher is not None:
+                    method.teacher = torch.compile(method.teacher)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
@@ -247,6 +259,7 @@ def main():
     memory = (torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else 0.0)
     print(f"RESULT tool=pytorch method={args.method} model={args.model} device={args.device} "
           f"precision={args.precision} channels_last={int(args.channels_last)} "
+          f"compile={int(args.compile)} "
           f"synthetic={int(args.synthetic)} image_size={args.image_size} batch={args.batch_size} "
           f"steps={args.steps} images_per_s={images_per_s:.1f} "
           f"data_wait_pct={100 * data_wait / seconds:.1f} "
