@@ -62,22 +62,19 @@ for section in $sections; do
     esac
 done
 prototypes=65536
+work=$(mktemp -d /tmp/ltc-bench-gpu-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# shellcheck source=tools/bench_gpu_lib.bash
+. "$tools/bench_gpu_lib.bash"
+use_python_cuda_libraries "$PYTHON"
 workers=$(( $(nproc) - 1 ))
-if nv=$("$PYTHON" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null); then
-    LD_LIBRARY_PATH=$(ls -d "$nv"/*/lib 2>/dev/null | paste -sd:)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    export LD_LIBRARY_PATH
-fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "cpu: $(nproc) cores, $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'); data workers: $workers"
 if [[ " $sections " == *" train "* ]] && [ ! -d "$data" ]; then
     echo "writing 2048 JPEGs to $data (tools/compare/make_jpeg_folder.py)"
     "$PYTHON" "$tools/compare/make_jpeg_folder.py" --out "$data" --count 2048 || exit 1
 fi
-work=$(mktemp -d /tmp/ltc-bench-gpu-XXXXXX)
-trap 'rm -rf "$work"' EXIT
 
-# shellcheck source=tools/bench_gpu_lib.bash
-. "$tools/bench_gpu_lib.bash"
 
 # images/s and data wait % of the steps after the warm-up, from metrics.jsonl.
 our_rates() {

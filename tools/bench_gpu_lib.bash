@@ -1,11 +1,24 @@
 # Helpers of the GPU benchmark (tools/bench_gpu.sh and the section files it
 # sources): the peak GPU memory of a process, one measured side of a pair
-# and the fields and ratios of RESULT lines. Uses device and work (set by
-# tools/bench_gpu.sh).
+# and the fields and ratios of RESULT lines, the CUDA libraries of a pip
+# PyTorch on the library path. Uses device and work (set by tools/bench_gpu.sh
+# and tools/profile_gpu.sh).
 #
 # shellcheck disable=SC2154  # device, work: set by tools/bench_gpu.sh
 # shellcheck disable=SC2034  # read by the section files
 step_threads=$(nproc)
+
+# Puts the CUDA libraries of python $1's pip `nvidia` packages (cuDNN,
+# cuBLAS, NCCL, the runtime: what PyTorch brings) on LD_LIBRARY_PATH, where
+# a GPU node has no system packages.
+use_python_cuda_libraries() {
+    local nv
+    if nv=$("$1" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null); then
+        LD_LIBRARY_PATH=$(find "$nv" -mindepth 2 -maxdepth 2 -type d -name lib | sort |
+                          paste -sd:)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        export LD_LIBRARY_PATH
+    fi
+}
 
 # Peak GPU memory (MiB) of process $1 while it runs, from nvidia-smi: the
 # process's used_memory; where nvidia-smi lists no process with that id (a

@@ -44,12 +44,17 @@
 // memory class. On the cuda backend the device is synchronised only at the
 // ends of the timed window (queued steps overlap, as in training), so the
 // parts are not measured; peak GPU memory is measured from outside
-// (tools/bench_gpu.sh samples nvidia-smi).
+// (tools/bench_gpu.sh samples nvidia-smi). The timed steps are the NVTX
+// range "timed" (tools/profile_gpu.sh profiles only those).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#ifdef LTC_WITH_CUDA
+#include <nvtx3/nvToolsExt.h>  // header-only: a no-op unless a profiler is attached
+#endif
 
 #include "backend/backend.h"
 #include "nn/backbone.h"
@@ -222,6 +227,18 @@ typedef struct Timing {
 // One step of a mode: adds the wall seconds of its two parts to parts[].
 typedef int (*StepFunction)(void *context, long step, double parts[2], ErrorMessage *err);
 
+// Opens (on = 1) and closes the NVTX range "timed" around the counted
+// steps, so that a profiler can leave out the set-up and the warm-up
+// (tools/profile_gpu.sh: ncu --nvtx --nvtx-include timed/).
+static void profiler_range(int on) {
+#ifdef LTC_WITH_CUDA
+    if (on) nvtxRangePushA("timed");
+    else nvtxRangePop();
+#else
+    (void)on;
+#endif
+}
+
 // warmup steps, then steps counted into *timing. Each step starts on an
 // idle device when its parts are timed; else only the window's ends wait.
 static int time_steps(Backend *backend, const BenchArgs *args, const BenchRun *run,
@@ -233,10 +250,12 @@ static int time_steps(Backend *backend, const BenchArgs *args, const BenchRun *r
             start = time_now();
             cpu_start = cpu_seconds();
             timing->parts[0] = timing->parts[1] = 0.0;
+            profiler_range(1);
         }
         if (run_step(context, step, timing->parts, err)) return -1;
     }
     backend->op.synchronize(backend);
+    profiler_range(0);
     timing->seconds = time_now() - start;
     timing->cpu = cpu_seconds() - cpu_start;
     return 0;

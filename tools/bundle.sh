@@ -11,8 +11,9 @@
 #                                 the fixtures they read
 #   OUT/run-gpu-tests.sh          the GPU checks (tests/run_gpu_tests.sh)
 #   OUT/bench-gpu.sh, OUT/tools/  the GPU benchmark (tools/bench_gpu.sh): its
-#                                 teacher/distillation part, bench_train_step
-#                                 and the PyTorch scripts it runs beside ours
+#                                 section files, bench_train_step and the
+#                                 PyTorch scripts it runs beside ours
+#   OUT/profile-gpu.sh            the per-kernel profile (tools/profile_gpu.sh)
 #   OUT/README                    how to point the loader at CUDA
 #
 # Binaries find OUT/lib through their $ORIGIN/../lib run path (set at link
@@ -50,11 +51,12 @@ cp "$here/tests/gpu_tests.list" "$out/tests/"
 # The GPU benchmark and its PyTorch side (make bench-gpu).
 mkdir -p "$out/tools/compare"
 cp "$here/tools/bench_gpu.sh" "$out/bench-gpu.sh"
+cp "$here/tools/profile_gpu.sh" "$out/profile-gpu.sh"
 cp "$here/tools/bench_gpu_lib.bash" "$here/tools/bench_gpu_step.bash" \
     "$here/tools/bench_gpu_distillation.bash" "$here/tools/distillation_losses.py" \
     "${bench_tools[@]}" "$out/tools/"
 for script in pytorch_ssl_train pytorch_simclr_train torchvision_data make_jpeg_folder \
-              pytorch_train_step; do
+              pytorch_train_step ncu_kernels; do
     cp "$here/tools/compare/$script.py" "$out/tools/compare/"
 done
 
@@ -82,10 +84,15 @@ CUDA major version:
 (every op against the CPU reference, ResNet-18/50 against the PyTorch
 fixtures, a short train + embed + export on the GPU, NCCL on one GPU).
 ./bench-gpu.sh runs the GPU benchmark next to the same recipes in PyTorch
-(needs torch and torchvision in python3; see docs/performance.md): SimCLR
-and DINO training, then a ViT-S/14 and ViT-B/14 teacher forward and
-distillation steps (tools/bench_train_step). BENCH_GPU_SECTIONS="teacher
-distillation" ./bench-gpu.sh runs only the latter.
+(needs torch and torchvision in python3; see docs/performance.md), in four
+sections that take longer together than a 10-minute slot, so one at a time:
+BENCH_GPU_SECTIONS=step (SimCLR / DINO steps on random batches: ours,
+PyTorch eager and torch.compile), train (the same end to end on JPEGs),
+"teacher distillation" (ViT-S/14 and ViT-B/14 teacher forwards and
+distillation steps).
+./profile-gpu.sh prints where one SimCLR ResNet-50 step spends its GPU
+time, kernel by kernel, ours (Nsight Compute, ncu) next to PyTorch's
+(torch.profiler).
 EOF
 # One compressed file as well (about a sixth of the folder): what a copy to
 # the GPU node carries when the transfer is limited.

@@ -62,6 +62,20 @@ has '^\| what \| ours precision \| ours images/s \|' "table header"
 
 expect 2 "unknown section 'gpu'" -- env BENCH_GPU_SECTIONS="teacher gpu" tools/bench_gpu.sh "$build"
 
+# tools/profile_gpu.sh's reading of an ncu CSV (ncu itself needs a GPU):
+# per-kernel sums over a sample in ncu's raw format (a banner line, the
+# header, the units row, thousands separators, template kernels).
+profile=$("$python" tools/compare/ncu_kernels.py tests/fixtures/ncu_raw_sample.csv --steps 2 --top 3) ||
+  fail "ncu_kernels.py exited $?"
+expected="PROFILE tool=lightly-train-c kernels=3 us_per_step=150.0
+PROFILE tool=lightly-train-c us_per_step=125.0 calls_per_step=0.5 share_pct=83.3 kernel=sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_nhwckrsc_nhwc
+PROFILE tool=lightly-train-c us_per_step=20.0 calls_per_step=0.5 share_pct=13.3 kernel=batchnorm_stats<__nv_bfloat16, 4>
+PROFILE tool=lightly-train-c us_per_step=5.0 calls_per_step=1 share_pct=3.3 kernel=relu_kernel<__half>"
+[ "$profile" = "$expected" ] || fail "ncu_kernels.py: got
+$profile
+expected
+$expected"
+
 # The 16-bit path of the tool (activations stored as fp16 by the ref backend).
 expect 0 "^RESULT tool=lightly-train-c mode=distillation model=resnet18 teacher=vit_t14 backend=ref precision=16-mixed .* update_s=$number " \
   -- "$step_bin" --mode distillation --model resnet18 --teacher vit_t14 --backend ref \

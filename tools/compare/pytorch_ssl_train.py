@@ -16,6 +16,9 @@ around forward and loss, GradScaler for fp16. --channels-last stores
 activations NHWC (what cuDNN's fast fp16 kernels want). --synthetic feeds
 random batches already on the device (the model-bound figure); otherwise a
 DataLoader with LightlyTrain's transforms (tools/compare/torchvision_data.py).
+--profile prints, after RESULT, a per-kernel profile of the timed steps
+(torch.profiler: the GPU kernels on cuda, the operators on the CPU) as
+PROFILE lines, the format of tools/profile_gpu.sh.
 --compile runs the networks through torch.compile (default mode) from the
 second step on: the first step runs eager to count the FLOPs (hooks do not
 survive compilation), the compilation happens in the untimed warm-up
@@ -179,6 +182,38 @@ def peak_tflops(args, device):
     return 0.0
 
 
+def start_profiler(device):
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    profiler = torch.profiler.profile(activities=activities)
+    profiler.start()
+    return profiler
+
+
+def print_profile(profiler, device, steps, top):
+    """PROFILE lines: the kernels (cuda) or operators (CPU) by self time."""
+    rows = []
+    for event in profiler.key_averages():
+        if device.type == "cuda":
+            if "CUDA" not in str(getattr(event, "device_type", "")):
+                continue  # host-side entries; the kernels carry the device time
+            micros = getattr(event, "self_device_time_total", None)
+            if micros is None:
+                micros = event.self_cuda_time_total
+        else:
+            micros = event.self_cpu_time_total
+        if micros > 0:
+            rows.append((micros, event.count, event.key))
+    total = sum(r[0] for r in rows) or 1.0
+    rows.sort(reverse=True)
+    print(f"PROFILE tool=pytorch kernels={len(rows)} us_per_step={total / steps:.1f}")
+    for micros, count, name in rows[:top]:
+        print(f"PROFILE tool=pytorch us_per_step={micros / steps:.1f} "
+              f"calls_per_step={count / steps:g} share_pct={100 * micros / total:.1f} "
+              f"kernel={name}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--method", choices=["simclr", "dino"], default="simclr")
@@ -198,6 +233,9 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--peak-tflops", type=float, default=0.0)
     parser.add_argument("--compile", action="store_true", help="torch.compile the networks")
+    parser.add_argument("--profile", action="store_true",
+                        help="per-kernel profile of the timed steps (PROFILE lines)")
+    parser.add_argument("--profile-top", type=int, default=30, help="PROFILE lines printed")
     args = parser.parse_args()
     if not args.synthetic and not args.data:
         parser.error("--data DIR or --synthetic")
@@ -223,12 +261,14 @@ def main():
     counters = [FlopCounter(method.student.modules())]
     if method.teacher is not None:
         counters.append(FlopCounter(method.teacher.modules()))
-    data_wait, start = 0.0, None
+    data_wait, start, profiler = 0.0, None, None
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
                 torch.cuda.reset_peak_memory_stats(device)
+            if args.profile:
+                profiler = start_profiler(device)
             start, data_wait = time.perf_counter(), 0.0
         before = time.perf_counter()
         batch = [v.contiguous(memory_format=memory_format) for v in next(batches)]
@@ -252,6 +292,8 @@ def main():
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
+    if profiler is not None:
+        profiler.stop()
     flops_per_step = 3 * counters[0].flops + (counters[1].flops if len(counters) > 1 else 0)
     images_per_s = args.batch_size * args.steps / seconds
     peak = peak_tflops(args, device)
@@ -265,6 +307,8 @@ def main():
           f"data_wait_pct={100 * data_wait / seconds:.1f} "
           f"gflops_per_image={flops_per_step / args.batch_size / 1e9:.2f} mfu_pct={100 * mfu:.1f} "
           f"peak_allocated_mib={memory:.0f} loss={loss.item():.4f}")
+    if profiler is not None:
+        print_profile(profiler, device, args.steps, args.profile_top)
 
 
 if __name__ == "__main__":
