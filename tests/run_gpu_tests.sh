@@ -3,7 +3,8 @@
 # test that has a cuda variant must pass on the GPU, none may be skipped; then
 # a short train + embed + export with --accelerator gpu, under
 # compute-sanitizer's memcheck when it is installed: in 16-mixed (the GPU's
-# default precision, loss scaler on), and a train + embed in 32-true.
+# default precision, loss scaler on), and a train + embed in 32-true; an
+# NCCL world of one; checkpoints moved between the GPU and the CPU.
 #   tests/run_gpu_tests.sh [BUILD_DIR]   (default: build; in a bundle: its own folder)
 # Where CUDA's libraries come from a Python environment (no system CUDA),
 # LD_LIBRARY_PATH is set to its nvidia/*/lib folders first.
@@ -116,6 +117,21 @@ for run_dir in nccl1 nccl1-after; do
     sed -n 's/.*"profiling\/comm_wait_time": \([^,}]*\).*/\1/p' "$work/$run_dir/metrics.jsonl" |
         awk -v name="$run_dir" '{ s += $1; n++ } END { if (n) printf "%s: comm_wait_time mean %.6f s over %d steps\n", name, s / n, n; else print name ": no comm_wait_time logged" }'
 done
+
+# Checkpoints between the GPU and the CPU (tests/e2e/resume_across.bash):
+# written on the GPU, resumed on the CPU and the other way in 32-true (the
+# loss at the resumed step within 1e-4 of the uninterrupted run's), and
+# resumed on the GPU in 16-mixed (loss scaler state included): the same
+# final checkpoint as the uninterrupted run, byte for byte.
+e2e_lib=$here/e2e
+[ -d "$here/tests/e2e" ] && e2e_lib=$here/tests/e2e
+# shellcheck source=tests/e2e/resume_across.bash
+. "$e2e_lib/resume_across.bash"
+moving=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --max-steps 6
+        --seed 5 --method-arg hidden_dim=128 --method-arg output_dim=64)
+resume_across gpu-to-cpu "--accelerator gpu --precision 32-true" "--accelerator cpu" 4 -- "${moving[@]}"
+resume_across cpu-to-gpu "--accelerator cpu" "--accelerator gpu --precision 32-true" 4 -- "${moving[@]}"
+resume_across gpu-16-mixed "--accelerator gpu" "--accelerator gpu" 4 -- "${moving[@]}"
 
 if [ "$failures" -ne 0 ]; then
     echo "gpu tests: $failures failure(s)"

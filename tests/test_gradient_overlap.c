@@ -22,9 +22,9 @@
 
 #include "backend/backend.h"
 #include "fixture_groups.h"
+#include "method_fixture.h"
 #include "ssl_methods/method.h"
 #include "train/gradient_sync.h"
-#include "util/rng.h"
 
 // ---- a communicator that records ----------------------------------------------------
 
@@ -249,25 +249,15 @@ static void check_reports_are_final(Method *method, Backend *backend) {
     memset(&witness, 0, sizeof witness);
     witness.progress = (ParameterProgress){.report = witness_report, .listener = &witness};
     witness.method = method;
-    Batch batch = {.size = 2, .view_count = method->views.count};
-    uint8_t *pixels[AUGMENT_MAX_VIEWS];
-    for (int v = 0; v < batch.view_count; v++) {
-        const int size = method->views.views[v].size;
-        const size_t bytes = (size_t)batch.size * size * size * 3;
-        pixels[v] = malloc(bytes);
-        assert_non_null(pixels[v]);
-        Rng rng = rng_make(11, 0, (uint64_t)v, 0);
-        for (size_t i = 0; i < bytes; i++) pixels[v][i] = (uint8_t)rng_below(&rng, 256);
-        batch.views[v] = pixels[v];
-        batch.view_size[v] = size;
-    }
+    MethodFixtureBatch batch;
+    method_fixture_batch(method, 2, &batch);
     ErrorMessage err = {{0}};
     for (int g = 0; g < method->group_count; g++) {
         parameter_set_zero_grads(method->groups[g].params);
         method->groups[g].params->progress = &witness.progress;
     }
-    assert_int_equal(method_upload_views(method, &batch, &err), 0);
-    if (method->ops->step(method, 0, batch.size, &err)) fail_msg("%s", err.text);
+    assert_int_equal(method_upload_views(method, &batch.batch, &err), 0);
+    if (method->ops->step(method, 0, batch.batch.size, &err)) fail_msg("%s", err.text);
     backend->op.synchronize(backend);
     for (int g = 0; g < method->group_count; g++) {
         method->groups[g].params->progress = NULL;
@@ -282,7 +272,7 @@ static void check_reports_are_final(Method *method, Backend *backend) {
                      snap->offset);
         free(snap->copy);
     }
-    for (int v = 0; v < batch.view_count; v++) free(pixels[v]);
+    method_fixture_batch_free(&batch);
 }
 
 static BackboneSpec tiny_vit(void) {

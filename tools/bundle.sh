@@ -45,6 +45,7 @@ mkdir -p "$out/bin" "$out/lib" "$out/tests/e2e" "$out/tests/fixtures"
 cp "$build/lightly-train-c" "$out/bin/"
 for file in "${binaries[@]:1}"; do cp "$file" "$out/tests/"; done
 for file in "${helpers[@]}"; do cp "$file" "$out/tests/e2e/"; done
+cp "$here/tests/e2e/resume_across.bash" "$out/tests/e2e/"
 cp "$here"/tests/fixtures/*.safetensors "$out/tests/fixtures/"
 cp "$here/tests/run_gpu_tests.sh" "$out/run-gpu-tests.sh"
 cp "$here/tests/gpu_tests.list" "$out/tests/"

@@ -1,0 +1,42 @@
+// Helpers of the tests that run whole method steps (test_method_steps,
+// test_cuda_precision, test_gradient_overlap): a backend in a dtype, a
+// fixed random uint8 batch for a method's views, copies of backend memory
+// and the relative L2 error.
+#ifndef LTC_TESTS_METHOD_FIXTURE_H
+#define LTC_TESTS_METHOD_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "ssl_methods/method.h"
+
+// A backend in dtype, or NULL (printing why) for a cuda backend where no
+// GPU works: the caller then skips. Any other failure fails the test.
+Backend *method_fixture_backend(const char *name, ComputeDtype dtype);
+
+// n floats of backend memory in a new host buffer (free()).
+float *method_fixture_download(Backend *backend, const void *device, size_t n);
+
+// ||a - b|| / ||b|| (||a - b|| where b is all zeros).
+double method_fixture_relative_error(const float *a, const float *b, size_t n);
+
+// The error of a 16-bit GPU pass against the ref backend in the same dtype
+// allowed, given ref's 16-bit error against its fp32 pass: twice that (the
+// size of the rounding itself; other rounding places, orders and cuDNN
+// algorithms move results by about that much, a wrong kernel by O(1)),
+// at least 1e-3.
+double method_fixture_allowed_error(double sixteen_bit_error);
+
+// A batch of `size` samples for the method's views, uint8 values drawn from
+// seed 11 (view v from stream v): the same bytes on every run. Free with
+// method_fixture_batch_free.
+typedef struct MethodFixtureBatch {
+    Batch batch;
+    uint8_t *pixels[AUGMENT_MAX_VIEWS];
+} MethodFixtureBatch;
+
+void method_fixture_batch(const Method *method, int size, MethodFixtureBatch *out);
+void method_fixture_batch_free(MethodFixtureBatch *batch);
+
+#endif
