@@ -4,7 +4,8 @@
 # a short train + embed + export with --accelerator gpu, under
 # compute-sanitizer's memcheck when it is installed: in 16-mixed (the GPU's
 # default precision, loss scaler on), and a train + embed in 32-true; an
-# NCCL world of one; checkpoints moved between the GPU and the CPU.
+# NCCL world of one; the loss scaler with injected NaN gradients;
+# checkpoints moved between the GPU and the CPU.
 #   tests/run_gpu_tests.sh [BUILD_DIR]   (default: build; in a bundle: its own folder)
 # Where CUDA's libraries come from a Python environment (no system CUDA),
 # LD_LIBRARY_PATH is set to its nvidia/*/lib folders first.
@@ -117,6 +118,30 @@ for run_dir in nccl1 nccl1-after; do
     sed -n 's/.*"profiling\/comm_wait_time": \([^,}]*\).*/\1/p' "$work/$run_dir/metrics.jsonl" |
         awk -v name="$run_dir" '{ s += $1; n++ } END { if (n) printf "%s: comm_wait_time mean %.6f s over %d steps\n", name, s / n, n; else print name ": no comm_wait_time logged" }'
 done
+
+# The loss scaler on the GPU with injected NaN gradients (as
+# tests/e2e/train_loss_scaling.sh on the CPU): one at step 3 is skipped and
+# backs the scale off as GradScaler does; NaN at every step collapses the
+# scale to 1 and stops the run with its last checkpoint untouched.
+scaling=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --accelerator gpu
+         --max-steps 6 --log-every 1 --method-arg hidden_dim=128 --method-arg output_dim=64)
+LTC_FAULT=nan-gradient@3 LTC_TEST_LOSS_SCALER=1024:2 "$bin" train "${scaling[@]}" \
+    --out "$work/skip" >"$work/skip.log" 2>&1 || fail "loss scaler skip: $(tail -n 5 "$work/skip.log")"
+grep -q "step 3: NaN or infinite gradients at loss scale 2048: update skipped" "$work/skip/train.log" ||
+    fail "loss scaler skip: train.log does not report the skipped step"
+scales=$(sed -n 's|^{"step": \([0-9]*\),.*"loss_scale": \([^,}]*\).*|\1 \2|p' \
+         "$work/skip/metrics.jsonl" | tr '\n' ' ')
+[ "$scales" = "0 1024 1 1024 2 2048 3 2048 4 1024 5 1024 " ] ||
+    fail "loss scaler skip: the scale per step is not GradScaler's: $scales"
+cp -r "$work/skip" "$work/collapse"
+before=$(cksum <"$work/collapse/checkpoints/last.ckpt")
+LTC_FAULT=nan-gradient LTC_TEST_LOSS_SCALER=4:2000 "$bin" train "${scaling[@]}" \
+    --out "$work/collapse" --overwrite >"$work/collapse.log" 2>&1
+status=$?
+[ "$status" -eq 1 ] && tail -n 1 "$work/collapse.log" | grep -q "^stopping: .* loss scale down to 1" ||
+    fail "loss scaler collapse: exit $status, last line: $(tail -n 1 "$work/collapse.log")"
+[ "$(cksum <"$work/collapse/checkpoints/last.ckpt")" = "$before" ] ||
+    fail "loss scaler collapse: the checkpoint changed"
 
 # Checkpoints between the GPU and the CPU (tests/e2e/resume_across.bash):
 # written on the GPU, resumed on the CPU and the other way in 32-true (the
