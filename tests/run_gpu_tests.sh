@@ -7,6 +7,7 @@
 # NCCL world of one; the loss scaler with injected NaN gradients;
 # checkpoints moved between the GPU and the CPU.
 #   tests/run_gpu_tests.sh [BUILD_DIR]   (default: build; in a bundle: its own folder)
+#   GPU_TESTS=units|runs tests/run_gpu_tests.sh   (one part; both by default)
 # Where CUDA's libraries come from a Python environment (no system CUDA),
 # LD_LIBRARY_PATH is set to its nvidia/*/lib folders first.
 set -u
@@ -27,6 +28,23 @@ if nv=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)
 fi
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+finish() {
+    if [ "$failures" -ne 0 ]; then
+        echo "gpu tests: $failures failure(s)"
+        exit 1
+    fi
+    echo "gpu tests: all passed (${parts// /, })"
+    exit 0
+}
+# GPU_TESTS: the parts to run, "units" (the test binaries of gpu_tests.list)
+# and "runs" (the program's runs), both by default; apart they each fit a
+# 10-minute slot.
+parts=${GPU_TESTS:-units runs}
+for part in $parts; do
+    case $part in units | runs) ;;
+    *) echo "run_gpu_tests.sh: unknown part '$part' in GPU_TESTS (units, runs)" >&2; exit 2 ;;
+    esac
+done
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 # The fixtures are read from tests/fixtures/ relative to the working folder.
@@ -34,6 +52,7 @@ work=$(mktemp -d /tmp/ltc-gpu-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/tests" && ln -s "$(cd "$(dirname "$fixtures")" && pwd)/fixtures" "$work/tests/fixtures"
 
+[[ " $parts " == *" units "* ]] || list=/dev/null
 for test in $(grep -v '^#' "$list"); do
     log="$work/$test.log"
     (cd "$work" && "$tests/$test") >"$log" 2>&1
@@ -53,6 +72,7 @@ for test in $(grep -v '^#' "$list"); do
 done
 
 # End to end on the GPU: train, embed, export.
+[[ " $parts " == *" runs "* ]] || finish
 "$tests/e2e/make_images" "$work/images" 64 >/dev/null || fail "make_images"
 sanitizer=()
 command -v compute-sanitizer >/dev/null &&
@@ -158,8 +178,4 @@ resume_across gpu-to-cpu "--accelerator gpu --precision 32-true" "--accelerator 
 resume_across cpu-to-gpu "--accelerator cpu" "--accelerator gpu --precision 32-true" 4 -- "${moving[@]}"
 resume_across gpu-16-mixed "--accelerator gpu" "--accelerator gpu" 4 -- "${moving[@]}"
 
-if [ "$failures" -ne 0 ]; then
-    echo "gpu tests: $failures failure(s)"
-    exit 1
-fi
-echo "gpu tests: all passed"
+finish
