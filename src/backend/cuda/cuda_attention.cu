@@ -15,9 +15,13 @@
 //   atomics, the same bits every run.
 // The kernels are templates on the largest head dim they hold (64, 128);
 // the plan picks one, refuses larger head dims, and raises the kernels'
-// shared-memory limit (tiles of up to 113 KiB).
+// shared-memory limit (tiles of up to 113 KiB). In fp16 and bf16 the
+// forward runs on tensor cores instead (cuda_attention_math.cu: cuBLAS,
+// the scores of a chunk of images stored), unless LTC_CUDA_ATTENTION=fused;
+// the backward is this file's in every dtype.
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_internal.h"
@@ -27,6 +31,7 @@ struct AttentionPlan {
     AttentionShape shape;
     int max_dim;   // 64 or 128: the kernel instance for this head dim
     float *delta;  // device (B, H, T): D_i of the backward
+    AttentionMath *math;  // the 16-bit forward on tensor cores, or NULL: the fused forward
 };
 
 namespace {
@@ -358,6 +363,14 @@ void backward(cudaStream_t stream, const AttentionShape &s, const T *qkv, const 
     CUDA_CHECK_LAUNCH();
 }
 
+// LTC_CUDA_ATTENTION=fused: the 16-bit forward on the fused kernel too
+// (the math forward of cuda_attention_math.cu otherwise), to compare the two
+// on a GPU; "math" or unset: the default.
+int fused_forward_asked() {
+    const char *asked = getenv("LTC_CUDA_ATTENTION");
+    return asked && strcmp(asked, "fused") == 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -395,17 +408,30 @@ AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape
     }
     plan->shape = s;
     plan->max_dim = max_dim;
+    if (backend->compute_dtype != COMPUTE_F32 && !fused_forward_asked()) {
+        plan->math = cuda_attention_math_create(backend, &s, err);
+        if (!plan->math) {
+            cuda_attention_plan_free(backend, plan);
+            error_prefix(err, "cuda attention plan");
+            return NULL;
+        }
+    }
     return plan;
 }
 
 void cuda_attention_plan_free(Backend *backend, AttentionPlan *plan) {
     if (!plan) return;
+    cuda_attention_math_free(plan->math);
     if (plan->delta) CUDA_CHECK(cudaFree(plan->delta));
     free(plan);
 }
 
 void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
                             float scale, Act *out_act, float *lse) {
+    if (plan->math) {
+        cuda_attention_math_forward(backend, plan->math, qkv_act, scale, out_act, lse);
+        return;
+    }
     const cudaStream_t stream = cuda_state(backend)->stream;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;

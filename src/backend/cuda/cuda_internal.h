@@ -184,6 +184,24 @@ void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const f
 void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
                                   const float *dy, float scale, int log, float *dx);
 
+// ---- cuda_attention_math.cu: the 16-bit attention forward on cuBLAS ----
+typedef struct AttentionMath AttentionMath;
+AttentionMath *cuda_attention_math_create(Backend *backend, const AttentionShape *shape,
+                                          ErrorMessage *err);
+void cuda_attention_math_free(AttentionMath *math);
+void cuda_attention_math_forward(Backend *backend, AttentionMath *math, const Act *qkv,
+                                 float scale, Act *out, float *lse);
+
+// ---- cuda_gemm.c, for the kernels' files ----
+// count products in cuBLAS's column-major convention, C_i = alpha op(A_i)
+// op(B_i) (beta 0), the pointer arrays in device memory: A and B in the
+// backend's 16-bit activation dtype, C fp32 (c_fp32 = 1) or in that dtype,
+// fp32 accumulation on tensor cores.
+void cuda_gemm_batched_16bit(Backend *backend, int transpose_a, int transpose_b, int m, int n,
+                             int k, float alpha, const void *const *a, int lda,
+                             const void *const *b, int ldb, void *const *c, int c_fp32, int ldc,
+                             int count);
+
 // ---- cuda_pool.cu ----
 void cuda_maxpool_forward_launch(cudaStream_t stream, ComputeDtype dtype, const PoolShape *shape,
                                  const void *x_any, void *y_any, int32_t *argmax);
