@@ -4,7 +4,8 @@
 // TF32), or fp16 / bf16 data with fp32 compute on tensor cores
 // (PSEUDO_HALF / PSEUDO_BFLOAT16 configurations). A plan holds the
 // descriptors and, per direction, the fastest deterministic algorithm found
-// by cuDNN for its shape, measured once when the plan is made; the backend
+// by cuDNN for its shape (the fastest of any kind, said on stderr, where
+// none is deterministic), measured once when the plan is made; the backend
 // keeps one workspace, grown to the largest need of any plan.
 //
 // In 16 bits:
@@ -56,6 +57,7 @@ struct ConvPlan {
     // gradient scratch (out_channels, K, K, channels).
     size_t padded_input, padded_output, padded_weights, weight_gradient;
     size_t algorithm_bytes;  // the algorithms' part, at the start of the workspace
+    int nondeterministic;    // an algorithm was not deterministic (none was for the shape)
 };
 
 static size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -102,15 +104,22 @@ static int dnn_failed(cudnnStatus_t status, const char *call, ErrorMessage *err)
     } while (0)
 
 // pick = the fastest successful deterministic result of a cuDNN search
-// (results come sorted by time), -1 when none. A macro: the three searches
-// return three struct types with the same fields.
-#define PICK_DETERMINISTIC(results, count, pick)                                        \
+// (results come sorted by time); where cuDNN offers no deterministic one for
+// the shape, the fastest successful one (and *nondeterministic = 1: runs
+// then repeat only up to rounding); -1 when none succeeded. A macro: the
+// three searches return three struct types with the same fields.
+#define PICK_ALGORITHM(results, count, pick, nondeterministic)                          \
     do {                                                                                \
         (pick) = -1;                                                                    \
         for (int i_ = 0; i_ < (count) && (pick) < 0; i_++)                              \
             if ((results)[i_].status == CUDNN_STATUS_SUCCESS &&                         \
                 (results)[i_].determinism == CUDNN_DETERMINISTIC)                       \
                 (pick) = i_;                                                            \
+        for (int i_ = 0; i_ < (count) && (pick) < 0; i_++)                              \
+            if ((results)[i_].status == CUDNN_STATUS_SUCCESS) {                         \
+                (pick) = i_;                                                            \
+                *(nondeterministic) = 1;                                                \
+            }                                                                           \
     } while (0)
 
 // Grows the backend's workspace to at least `bytes` (outside the step loop:
@@ -137,8 +146,8 @@ static int find_algorithms(cudnnHandle_t handle, ConvPlan *plan, ErrorMessage *e
                                                  forward),
             "find forward algorithm");
     int pick;
-    PICK_DETERMINISTIC(forward, found, pick);
-    if (pick < 0) return error_set(err, "cuDNN has no deterministic forward algorithm");
+    PICK_ALGORITHM(forward, found, pick, &plan->nondeterministic);
+    if (pick < 0) return error_set(err, "cuDNN has no forward algorithm for it");
     plan->forward = forward[pick].algo;
     plan->workspace_bytes = forward[pick].memory;
 
@@ -147,8 +156,8 @@ static int find_algorithms(cudnnHandle_t handle, ConvPlan *plan, ErrorMessage *e
                                                       plan->convolution, plan->input, TRIES,
                                                       &found, data),
             "find backward data algorithm");
-    PICK_DETERMINISTIC(data, found, pick);
-    if (pick < 0) return error_set(err, "cuDNN has no deterministic backward data algorithm");
+    PICK_ALGORITHM(data, found, pick, &plan->nondeterministic);
+    if (pick < 0) return error_set(err, "cuDNN has no backward data algorithm for it");
     plan->backward_data = data[pick].algo;
     if (data[pick].memory > plan->workspace_bytes) plan->workspace_bytes = data[pick].memory;
 
@@ -157,8 +166,8 @@ static int find_algorithms(cudnnHandle_t handle, ConvPlan *plan, ErrorMessage *e
                                                         plan->convolution, plan->filter, TRIES,
                                                         &found, filter),
             "find backward filter algorithm");
-    PICK_DETERMINISTIC(filter, found, pick);
-    if (pick < 0) return error_set(err, "cuDNN has no deterministic backward filter algorithm");
+    PICK_ALGORITHM(filter, found, pick, &plan->nondeterministic);
+    if (pick < 0) return error_set(err, "cuDNN has no backward filter algorithm for it");
     plan->backward_filter = filter[pick].algo;
     if (filter[pick].memory > plan->workspace_bytes) plan->workspace_bytes = filter[pick].memory;
     return 0;
@@ -214,6 +223,12 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
         goto fail;
     }
     if (find_algorithms((cudnnHandle_t)state->cudnn, plan, err)) goto fail;
+    if (plan->nondeterministic)  // said once per shape, when the model is built
+        fprintf(stderr, "lightly-train-c: cuDNN has no deterministic algorithm for conv "
+                        "%dx%dx%d -> %d, kernel %d, stride %d in %s: a non-deterministic one "
+                        "runs (results repeat up to rounding)\n",
+                s->in_height, s->in_width, s->in_channels, s->out_channels, s->kernel,
+                s->stride, compute_dtype_name(plan->dtype));
     plan->algorithm_bytes = plan->workspace_bytes;
     if (half) {
         const size_t element = backend->act_element_bytes;
