@@ -15,10 +15,10 @@
 //   atomics, the same bits every run.
 // The kernels are templates on the largest head dim they hold (64, 128);
 // the plan picks one, refuses larger head dims, and raises the kernels'
-// shared-memory limit (tiles of up to 113 KiB). In fp16 and bf16 the
-// forward runs on tensor cores instead (cuda_attention_math.cu: cuBLAS,
+// shared-memory limit (tiles of up to 113 KiB). In fp16 and bf16 forward
+// and backward run on tensor cores instead (cuda_attention_math.cu: cuBLAS,
 // the scores of a chunk of images stored), unless LTC_CUDA_ATTENTION=fused;
-// the backward is this file's in every dtype.
+// delta is this file's in every dtype.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +31,7 @@ struct AttentionPlan {
     AttentionShape shape;
     int max_dim;   // 64 or 128: the kernel instance for this head dim
     float *delta;  // device (B, H, T): D_i of the backward
-    AttentionMath *math;  // the 16-bit forward on tensor cores, or NULL: the fused forward
+    AttentionMath *math;  // 16 bits on tensor cores, or NULL: the fused kernels
 };
 
 namespace {
@@ -363,9 +363,9 @@ void backward(cudaStream_t stream, const AttentionShape &s, const T *qkv, const 
     CUDA_CHECK_LAUNCH();
 }
 
-// LTC_CUDA_ATTENTION=fused: the 16-bit forward on the fused kernel too
-// (the math forward of cuda_attention_math.cu otherwise), to compare the two
-// on a GPU; "math" or unset: the default.
+// LTC_CUDA_ATTENTION=fused: 16 bits on the fused kernels too (the math
+// attention of cuda_attention_math.cu otherwise), to compare the two on a
+// GPU; "math" or unset: the default.
 int fused_forward_asked() {
     const char *asked = getenv("LTC_CUDA_ATTENTION");
     return asked && strcmp(asked, "fused") == 0;
@@ -458,7 +458,10 @@ void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const 
         attention_delta_kernel<T><<<blocks_for(rows), kThreads, 0, stream>>>(s, out, dout,
                                                                              plan->delta);
         CUDA_CHECK_LAUNCH();
-        if (plan->max_dim == 64)
+        if (plan->math)
+            cuda_attention_math_backward(backend, plan->math, qkv_act, dout_act, lse, plan->delta,
+                                         scale, dqkv_act);
+        else if (plan->max_dim == 64)
             backward<64>(stream, s, qkv, dout, lse, plan->delta, scale, dqkv);
         else
             backward<128>(stream, s, qkv, dout, lse, plan->delta, scale, dqkv);

@@ -1,18 +1,22 @@
-// The attention forward of the 16-bit dtypes on tensor cores, through
-// cuBLAS ("math" attention, as PyTorch's SDPA fallback computes it), for a
-// chunk of images at a time:
-//   S (b, h) = scale q k^T    one batched GEMM over every (b, h) of the
-//                             chunk: 16-bit q and k, fp32 accumulation, S fp32
-//   P = softmax(S), lse       one warp per row: P rounded to the dtype, lse
-//                             = max + log(sum) (what the backward reads)
-//   out (b, h) = P v          a second batched GEMM, out rounded once
-// The fused kernel (cuda_attention.cu) keeps the probabilities in fp32 and
-// runs on CUDA cores; here P is rounded to 16 bits before P v (as
-// FlashAttention's kernels do) and both products run on tensor cores.
-// The chunk's S and P take (4 + 2) H T^2 bytes per image: chunks are sized
-// to at most kScoreBudget bytes. The backward stays the fused kernel's (it
-// recomputes the probabilities from lse). cuda_attention.cu picks this
-// path for fp16 and bf16 unless LTC_CUDA_ATTENTION=fused.
+// Attention of the 16-bit dtypes on tensor cores, through cuBLAS ("math"
+// attention, as PyTorch's SDPA fallback computes it), a chunk of images at
+// a time, every (image, head) of the chunk in one batched GEMM per product.
+// Forward:
+//   S = scale q k^T        16-bit q and k, fp32 accumulation, S fp32
+//   P = softmax(S), lse    one warp per row: P rounded to the dtype, lse =
+//                          max + log(sum) (what the backward reads)
+//   out = P v              out rounded once
+// Backward (given lse and delta_i = dout_i . out_i):
+//   S again, P = exp(S - lse) rounded to the dtype
+//   dv = P^T dout, dP = dout v^T (fp32, over S)
+//   dS = P (dP - delta) rounded to the dtype (over P)
+//   dq = scale dS k, dk = scale dS^T q
+// The fused kernels (cuda_attention.cu) keep the probabilities in fp32 and
+// run on CUDA cores; here P and dS are rounded to 16 bits before their
+// products (as FlashAttention's kernels round P), and every product runs on
+// tensor cores. The chunk's S and P take (4 + 2) H T^2 bytes per image:
+// chunks are sized to at most kScoreBudget bytes. cuda_attention.cu takes
+// this path for fp16 and bf16 unless LTC_CUDA_ATTENTION=fused.
 #include <math.h>
 #include <stdlib.h>
 
@@ -25,28 +29,37 @@ namespace {
 constexpr size_t kScoreBudget = (size_t)256 << 20;
 constexpr int kWarp = 32;
 
-// The six pointer arrays of the two batched GEMMs for images first ..
-// first + count - 1, entry i = (b - first) * H + h (cuBLAS's column-major
-// view, see cuda_attention_math_forward):
-//   scores:  A = k of (b, h), B = q of (b, h), C = S rows of i
-//   values:  A = v of (b, h), B = P rows of i, C = out of (b, h)
+// The pointer arrays of the batched GEMMs, entry i = (b - first) * H + h
+// of images first .. first + count - 1 (in that order in each array).
+enum {
+    PTR_Q, PTR_K, PTR_V,  // of (b, h) in qkv (B, T, 3, H, Dh)
+    PTR_SCORES,           // S rows of entry i (fp32, T x T)
+    PTR_PROBS,            // P rows of entry i (16-bit, T x T)
+    PTR_ROWS,             // (b, h) in a (B, T, H, Dh) tensor: out, or dout
+    PTR_DQ, PTR_DK, PTR_DV,  // of (b, h) in dqkv (backward)
+    PTR_ARRAYS
+};
+
 template <typename T>
 __global__ void attention_pointers_kernel(AttentionShape s, int first, int count, const T *qkv,
-                                          float *scores, T *probs, T *out, const void **pointers) {
+                                          float *scores, T *probs, const T *rows, T *dqkv,
+                                          const void **pointers) {
     const int entries = count * s.heads;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= entries) return;
     const int b = first + i / s.heads, h = i % s.heads;
-    const size_t row = (size_t)3 * s.heads * s.head_dim;  // one token's q, k, v
-    const T *image = qkv + (size_t)b * s.tokens * row;
+    const size_t token = (size_t)3 * s.heads * s.head_dim;  // one token's q, k, v
+    const size_t image = (size_t)b * s.tokens * token;
     const size_t square = (size_t)s.tokens * s.tokens;
-    pointers[0 * entries + i] = image + (size_t)(1 * s.heads + h) * s.head_dim;  // k
-    pointers[1 * entries + i] = image + (size_t)h * s.head_dim;                  // q
-    pointers[2 * entries + i] = scores + i * square;
-    pointers[3 * entries + i] = image + (size_t)(2 * s.heads + h) * s.head_dim;  // v
-    pointers[4 * entries + i] = probs + i * square;
-    pointers[5 * entries + i] =
-        out + (size_t)b * s.tokens * s.heads * s.head_dim + (size_t)h * s.head_dim;
+    for (int part = 0; part < 3; part++) {
+        const size_t at = image + (size_t)(part * s.heads + h) * s.head_dim;
+        pointers[(PTR_Q + part) * entries + i] = qkv + at;
+        if (dqkv) pointers[(PTR_DQ + part) * entries + i] = dqkv + at;
+    }
+    pointers[PTR_SCORES * entries + i] = scores + i * square;
+    pointers[PTR_PROBS * entries + i] = probs + i * square;
+    pointers[PTR_ROWS * entries + i] =
+        rows + (size_t)b * s.tokens * s.heads * s.head_dim + (size_t)h * s.head_dim;
 }
 
 // One warp per row of S (rows of tokens scores each): P = exp(S - max) /
@@ -72,6 +85,22 @@ __global__ void attention_softmax_kernel(int rows, int tokens, const float *scor
     if (lane == 0) lse[row] = top + logf(sum);
 }
 
+// P = exp(S - lse of the row), rounded to T (the forward's probabilities).
+template <typename T>
+__global__ void attention_probs_kernel(size_t rows, int tokens, const float *scores,
+                                       const float *lse, T *probs) {
+    GRID_STRIDE(i, rows * tokens) probs[i] = act_store<T>(expf(scores[i] - lse[i / tokens]));
+}
+
+// dS = P (dP - delta of the row), rounded to T, over P.
+template <typename T>
+__global__ void attention_dscores_kernel(size_t rows, int tokens, const float *dprobs,
+                                         const float *delta, T *probs) {
+    GRID_STRIDE(i, rows * tokens) {
+        probs[i] = act_store<T>(act_load(probs[i]) * (dprobs[i] - delta[i / tokens]));
+    }
+}
+
 }  // namespace
 
 struct AttentionMath {
@@ -79,7 +108,7 @@ struct AttentionMath {
     int chunk;          // images per pass
     float *scores;      // device (chunk, H, T, T) fp32
     void *probs;        // device (chunk, H, T, T) in the 16-bit dtype
-    const void **pointers;  // device: 6 arrays of chunk * H pointers
+    const void **pointers;  // device: PTR_ARRAYS arrays of chunk * H pointers
 };
 
 extern "C" {
@@ -103,7 +132,8 @@ AttentionMath *cuda_attention_math_create(Backend *backend, const AttentionShape
     CUDA_CHECK(cudaSetDevice(cuda_state(backend)->device));
     if (cudaMalloc((void **)&math->scores, entries * square * sizeof(float)) != cudaSuccess ||
         cudaMalloc(&math->probs, entries * square * 2) != cudaSuccess ||
-        cudaMalloc((void **)&math->pointers, 6 * entries * sizeof(void *)) != cudaSuccess) {
+        cudaMalloc((void **)&math->pointers, PTR_ARRAYS * entries * sizeof(void *)) !=
+            cudaSuccess) {
         (void)cudaGetLastError();
         error_set(err, "cuda attention: out of GPU memory for %zu MB of scores (%zu images of "
                        "%d heads x %d tokens at a time)",
@@ -122,31 +152,61 @@ void cuda_attention_math_free(AttentionMath *math) {
     free(math);
 }
 
+}  // extern "C"
+
 // In cuBLAS's column-major view a row-major (rows, cols) matrix with row
-// stride ld is a (cols, rows) matrix with leading dimension ld:
-//   S^T (keys, queries) = K (keys, Dh) Q^T:  m = n = T, k = Dh, A = k^T
-//     (Dh, T; ld 3 H Dh) transposed, B = q^T (Dh, T) as it is, C ld T,
-//     alpha = scale;
-//   out^T (Dh, queries) = V^T (Dh, keys) P^T (keys, queries): m = Dh,
-//     n = k = T, A = v^T (ld 3 H Dh), B = P^T (ld T), C ld H Dh.
-void cuda_attention_math_forward(Backend *backend, AttentionMath *math, const Act *qkv_act,
-                                 float scale, Act *out_act, float *lse) {
+// stride ld is a (cols, rows) matrix with leading dimension ld: q, k, v are
+// (Dh, T) with ld 3 H Dh, out and dout (Dh, T) with ld H Dh, and S, dP, P
+// and dS are stored transposed: (keys, queries) with ld T.
+
+namespace {
+
+// The chunk's pointer arrays (rows: out in the forward, dout in the
+// backward; dqkv NULL in the forward).
+template <typename T>
+void set_pointers(cudaStream_t stream, AttentionMath *math, int first, int count,
+                  const void *qkv, const void *rows, void *dqkv) {
+    attention_pointers_kernel<T><<<blocks_for((size_t)count * math->shape.heads), kThreads, 0,
+                                   stream>>>(math->shape, first, count, (const T *)qkv,
+                                             math->scores, (T *)math->probs, (const T *)rows,
+                                             (T *)dqkv, math->pointers);
+    CUDA_CHECK_LAUNCH();
+}
+
+// One batched product of the chunk: C = alpha op(A) op(B) over arrays a, b, c.
+void product(Backend *backend, const AttentionMath *math, int entries, int transpose_a,
+             int transpose_b, int m, int n, int k, float alpha, int a, int lda, int b, int ldb,
+             int c, int c_fp32, int ldc) {
+    const void *const *p = math->pointers;
+    cuda_gemm_batched_16bit(backend, transpose_a, transpose_b, m, n, k, alpha, p + a * entries,
+                            lda, p + b * entries, ldb, (void *const *)(p + c * entries), c_fp32,
+                            ldc, entries);
+}
+
+// S^T (keys, queries) = scale k q^T, over the scores.
+void scores_product(Backend *backend, const AttentionMath *math, int entries, float scale) {
+    const AttentionShape &s = math->shape;
+    const int ld = 3 * s.heads * s.head_dim;
+    product(backend, math, entries, 1, 0, s.tokens, s.tokens, s.head_dim, scale, PTR_K, ld, PTR_Q,
+            ld, PTR_SCORES, 1, s.tokens);
+}
+
+}  // namespace
+
+extern "C" {
+
+void cuda_attention_math_forward(Backend *backend, AttentionMath *math, const Act *qkv,
+                                 float scale, Act *out, float *lse) {
     const cudaStream_t stream = cuda_state(backend)->stream;
     const AttentionShape &s = math->shape;
-    const int token_stride = 3 * s.heads * s.head_dim;
+    const int ld = 3 * s.heads * s.head_dim;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
         for (int first = 0; first < s.batch; first += math->chunk) {
             const int count = s.batch - first < math->chunk ? s.batch - first : math->chunk;
             const int entries = count * s.heads;
-            attention_pointers_kernel<T><<<blocks_for((size_t)entries), kThreads, 0, stream>>>(
-                s, first, count, (const T *)qkv_act, math->scores, (T *)math->probs, (T *)out_act,
-                math->pointers);
-            CUDA_CHECK_LAUNCH();
-            const void *const *p = math->pointers;
-            cuda_gemm_batched_16bit(backend, 1, 0, s.tokens, s.tokens, s.head_dim, scale, p,
-                                    token_stride, p + entries, token_stride,
-                                    (void *const *)(p + 2 * entries), 1, s.tokens, entries);
+            set_pointers<T>(stream, math, first, count, qkv, out, NULL);
+            scores_product(backend, math, entries, scale);
             const int rows = entries * s.tokens;
             const int warps_per_block = kThreads / kWarp;
             attention_softmax_kernel<T>
@@ -154,10 +214,46 @@ void cuda_attention_math_forward(Backend *backend, AttentionMath *math, const Ac
                     rows, s.tokens, math->scores, (T *)math->probs,
                     lse + (size_t)first * s.heads * s.tokens);
             CUDA_CHECK_LAUNCH();
-            cuda_gemm_batched_16bit(backend, 0, 0, s.head_dim, s.tokens, s.tokens, 1.0f,
-                                    p + 3 * entries, token_stride, p + 4 * entries, s.tokens,
-                                    (void *const *)(p + 5 * entries), 0, s.heads * s.head_dim,
-                                    entries);
+            // out^T (Dh, queries) = v^T (Dh, keys) P^T (keys, queries)
+            product(backend, math, entries, 0, 0, s.head_dim, s.tokens, s.tokens, 1.0f, PTR_V, ld,
+                    PTR_PROBS, s.tokens, PTR_ROWS, 0, s.heads * s.head_dim);
+        }
+    });
+}
+
+void cuda_attention_math_backward(Backend *backend, AttentionMath *math, const Act *qkv,
+                                  const Act *dout, const float *lse, const float *delta,
+                                  float scale, Act *dqkv) {
+    const cudaStream_t stream = cuda_state(backend)->stream;
+    const AttentionShape &s = math->shape;
+    const int ld = 3 * s.heads * s.head_dim, ld_rows = s.heads * s.head_dim;
+    act_dispatch(backend->compute_dtype, [&](auto tag) {
+        using T = ACT_T;
+        for (int first = 0; first < s.batch; first += math->chunk) {
+            const int count = s.batch - first < math->chunk ? s.batch - first : math->chunk;
+            const int entries = count * s.heads;
+            const size_t rows = (size_t)entries * s.tokens;
+            const size_t offset = (size_t)first * s.heads * s.tokens;
+            set_pointers<T>(stream, math, first, count, qkv, dout, dqkv);
+            scores_product(backend, math, entries, scale);
+            attention_probs_kernel<T><<<blocks_for(rows * s.tokens), kThreads, 0, stream>>>(
+                rows, s.tokens, math->scores, lse + offset, (T *)math->probs);
+            CUDA_CHECK_LAUNCH();
+            // dv^T (Dh, keys) = dout^T (Dh, queries) P (queries, keys)
+            product(backend, math, entries, 0, 1, s.head_dim, s.tokens, s.tokens, 1.0f, PTR_ROWS,
+                    ld_rows, PTR_PROBS, s.tokens, PTR_DV, 0, ld);
+            // dP^T (keys, queries) = v (keys, Dh) dout^T (Dh, queries), over the scores
+            product(backend, math, entries, 1, 0, s.tokens, s.tokens, s.head_dim, 1.0f, PTR_V, ld,
+                    PTR_ROWS, ld_rows, PTR_SCORES, 1, s.tokens);
+            attention_dscores_kernel<T><<<blocks_for(rows * s.tokens), kThreads, 0, stream>>>(
+                rows, s.tokens, math->scores, delta + offset, (T *)math->probs);
+            CUDA_CHECK_LAUNCH();
+            // dq^T (Dh, queries) = scale k^T (Dh, keys) dS^T (keys, queries)
+            product(backend, math, entries, 0, 0, s.head_dim, s.tokens, s.tokens, scale, PTR_K, ld,
+                    PTR_PROBS, s.tokens, PTR_DQ, 0, ld);
+            // dk^T (Dh, keys) = scale q^T (Dh, queries) dS (queries, keys)
+            product(backend, math, entries, 0, 1, s.head_dim, s.tokens, s.tokens, scale, PTR_Q, ld,
+                    PTR_PROBS, s.tokens, PTR_DK, 0, ld);
         }
     });
 }

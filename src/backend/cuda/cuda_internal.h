@@ -184,13 +184,17 @@ void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const f
 void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
                                   const float *dy, float scale, int log, float *dx);
 
-// ---- cuda_attention_math.cu: the 16-bit attention forward on cuBLAS ----
+// ---- cuda_attention_math.cu: the 16-bit attention on cuBLAS ----
 typedef struct AttentionMath AttentionMath;
 AttentionMath *cuda_attention_math_create(Backend *backend, const AttentionShape *shape,
                                           ErrorMessage *err);
 void cuda_attention_math_free(AttentionMath *math);
 void cuda_attention_math_forward(Backend *backend, AttentionMath *math, const Act *qkv,
                                  float scale, Act *out, float *lse);
+// delta (B, H, T): dout_i . out_i (cuda_attention.cu computes it).
+void cuda_attention_math_backward(Backend *backend, AttentionMath *math, const Act *qkv,
+                                  const Act *dout, const float *lse, const float *delta,
+                                  float scale, Act *dqkv);
 
 // ---- cuda_gemm.c, for the kernels' files ----
 // count products in cuBLAS's column-major convention, C_i = alpha op(A_i)
