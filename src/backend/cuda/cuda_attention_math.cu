@@ -14,8 +14,9 @@
 // The fused kernels (cuda_attention.cu) keep the probabilities in fp32 and
 // run on CUDA cores; here P and dS are rounded to 16 bits before their
 // products (as FlashAttention's kernels round P), and every product runs on
-// tensor cores. The chunk's S and P take (4 + 2) H T^2 bytes per image:
-// chunks are sized to at most kScoreBudget bytes. cuda_attention.cu takes
+// tensor cores. The chunk's S and P take (4 + 2) H T^2 bytes per image of
+// the backend's workspace (shared with the convolutions): chunks are sized
+// to at most kScoreBudget bytes. cuda_attention.cu takes
 // this path for fp16 and bf16 unless LTC_CUDA_ATTENTION=fused.
 #include <math.h>
 #include <stdlib.h>
@@ -103,13 +104,29 @@ __global__ void attention_dscores_kernel(size_t rows, int tokens, const float *d
 
 }  // namespace
 
+// The chunk's regions in the backend's workspace (cuda_reserve_workspace):
+// S (chunk, H, T, T) fp32 at 0, P in the 16-bit dtype, the pointer arrays.
 struct AttentionMath {
     AttentionShape shape;
-    int chunk;          // images per pass
-    float *scores;      // device (chunk, H, T, T) fp32
-    void *probs;        // device (chunk, H, T, T) in the 16-bit dtype
-    const void **pointers;  // device: PTR_ARRAYS arrays of chunk * H pointers
+    int chunk;  // images per pass
+    size_t probs_offset, pointers_offset;
 };
+
+static size_t align_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The workspace regions as pointers (the workspace may have moved since the
+// plan was made: it grows when a later plan needs more).
+typedef struct MathRegions {
+    float *scores;
+    void *probs;
+    const void **pointers;
+} MathRegions;
+
+static MathRegions math_regions(const Backend *backend, const AttentionMath *math) {
+    char *base = (char *)cuda_state(backend)->workspace;
+    return {(float *)base, base + math->probs_offset,
+            (const void **)(base + math->pointers_offset)};
+}
 
 extern "C" {
 
@@ -129,28 +146,19 @@ AttentionMath *cuda_attention_math_create(Backend *backend, const AttentionShape
     math->shape = s;
     math->chunk = (int)chunk;
     const size_t entries = chunk * s.heads;
-    CUDA_CHECK(cudaSetDevice(cuda_state(backend)->device));
-    if (cudaMalloc((void **)&math->scores, entries * square * sizeof(float)) != cudaSuccess ||
-        cudaMalloc(&math->probs, entries * square * 2) != cudaSuccess ||
-        cudaMalloc((void **)&math->pointers, PTR_ARRAYS * entries * sizeof(void *)) !=
-            cudaSuccess) {
-        (void)cudaGetLastError();
-        error_set(err, "cuda attention: out of GPU memory for %zu MB of scores (%zu images of "
-                       "%d heads x %d tokens at a time)",
-                  (entries * square * 6) >> 20, chunk, s.heads, s.tokens);
-        cuda_attention_math_free(math);
+    math->probs_offset = align_256(entries * square * sizeof(float));
+    math->pointers_offset = align_256(math->probs_offset + entries * square * 2);
+    const size_t bytes = math->pointers_offset + PTR_ARRAYS * entries * sizeof(void *);
+    if (cuda_reserve_workspace(cuda_state(backend), bytes, err)) {
+        error_prefix(err, "cuda attention: %zu images of %d heads x %d tokens at a time", chunk,
+                     s.heads, s.tokens);
+        free(math);
         return NULL;
     }
     return math;
 }
 
-void cuda_attention_math_free(AttentionMath *math) {
-    if (!math) return;
-    if (math->scores) CUDA_CHECK(cudaFree(math->scores));
-    if (math->probs) CUDA_CHECK(cudaFree(math->probs));
-    if (math->pointers) CUDA_CHECK(cudaFree((void *)math->pointers));
-    free(math);
-}
+void cuda_attention_math_free(AttentionMath *math) { free(math); }
 
 }  // extern "C"
 
@@ -164,30 +172,30 @@ namespace {
 // The chunk's pointer arrays (rows: out in the forward, dout in the
 // backward; dqkv NULL in the forward).
 template <typename T>
-void set_pointers(cudaStream_t stream, AttentionMath *math, int first, int count,
-                  const void *qkv, const void *rows, void *dqkv) {
+void set_pointers(cudaStream_t stream, const MathRegions &r, const AttentionMath *math, int first,
+                  int count, const void *qkv, const void *rows, void *dqkv) {
     attention_pointers_kernel<T><<<blocks_for((size_t)count * math->shape.heads), kThreads, 0,
-                                   stream>>>(math->shape, first, count, (const T *)qkv,
-                                             math->scores, (T *)math->probs, (const T *)rows,
-                                             (T *)dqkv, math->pointers);
+                                   stream>>>(math->shape, first, count, (const T *)qkv, r.scores,
+                                             (T *)r.probs, (const T *)rows, (T *)dqkv,
+                                             r.pointers);
     CUDA_CHECK_LAUNCH();
 }
 
 // One batched product of the chunk: C = alpha op(A) op(B) over arrays a, b, c.
-void product(Backend *backend, const AttentionMath *math, int entries, int transpose_a,
+void product(Backend *backend, const MathRegions &r, int entries, int transpose_a,
              int transpose_b, int m, int n, int k, float alpha, int a, int lda, int b, int ldb,
              int c, int c_fp32, int ldc) {
-    const void *const *p = math->pointers;
+    const void *const *p = r.pointers;
     cuda_gemm_batched_16bit(backend, transpose_a, transpose_b, m, n, k, alpha, p + a * entries,
                             lda, p + b * entries, ldb, (void *const *)(p + c * entries), c_fp32,
                             ldc, entries);
 }
 
 // S^T (keys, queries) = scale k q^T, over the scores.
-void scores_product(Backend *backend, const AttentionMath *math, int entries, float scale) {
-    const AttentionShape &s = math->shape;
+void scores_product(Backend *backend, const MathRegions &r, const AttentionShape &s, int entries,
+                    float scale) {
     const int ld = 3 * s.heads * s.head_dim;
-    product(backend, math, entries, 1, 0, s.tokens, s.tokens, s.head_dim, scale, PTR_K, ld, PTR_Q,
+    product(backend, r, entries, 1, 0, s.tokens, s.tokens, s.head_dim, scale, PTR_K, ld, PTR_Q,
             ld, PTR_SCORES, 1, s.tokens);
 }
 
@@ -200,22 +208,23 @@ void cuda_attention_math_forward(Backend *backend, AttentionMath *math, const Ac
     const cudaStream_t stream = cuda_state(backend)->stream;
     const AttentionShape &s = math->shape;
     const int ld = 3 * s.heads * s.head_dim;
+    const MathRegions r = math_regions(backend, math);
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
         for (int first = 0; first < s.batch; first += math->chunk) {
             const int count = s.batch - first < math->chunk ? s.batch - first : math->chunk;
             const int entries = count * s.heads;
-            set_pointers<T>(stream, math, first, count, qkv, out, NULL);
-            scores_product(backend, math, entries, scale);
+            set_pointers<T>(stream, r, math, first, count, qkv, out, NULL);
+            scores_product(backend, r, s, entries, scale);
             const int rows = entries * s.tokens;
             const int warps_per_block = kThreads / kWarp;
             attention_softmax_kernel<T>
                 <<<(rows + warps_per_block - 1) / warps_per_block, kThreads, 0, stream>>>(
-                    rows, s.tokens, math->scores, (T *)math->probs,
+                    rows, s.tokens, r.scores, (T *)r.probs,
                     lse + (size_t)first * s.heads * s.tokens);
             CUDA_CHECK_LAUNCH();
             // out^T (Dh, queries) = v^T (Dh, keys) P^T (keys, queries)
-            product(backend, math, entries, 0, 0, s.head_dim, s.tokens, s.tokens, 1.0f, PTR_V, ld,
+            product(backend, r, entries, 0, 0, s.head_dim, s.tokens, s.tokens, 1.0f, PTR_V, ld,
                     PTR_PROBS, s.tokens, PTR_ROWS, 0, s.heads * s.head_dim);
         }
     });
@@ -227,6 +236,7 @@ void cuda_attention_math_backward(Backend *backend, AttentionMath *math, const A
     const cudaStream_t stream = cuda_state(backend)->stream;
     const AttentionShape &s = math->shape;
     const int ld = 3 * s.heads * s.head_dim, ld_rows = s.heads * s.head_dim;
+    const MathRegions r = math_regions(backend, math);
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
         for (int first = 0; first < s.batch; first += math->chunk) {
@@ -234,25 +244,25 @@ void cuda_attention_math_backward(Backend *backend, AttentionMath *math, const A
             const int entries = count * s.heads;
             const size_t rows = (size_t)entries * s.tokens;
             const size_t offset = (size_t)first * s.heads * s.tokens;
-            set_pointers<T>(stream, math, first, count, qkv, dout, dqkv);
-            scores_product(backend, math, entries, scale);
+            set_pointers<T>(stream, r, math, first, count, qkv, dout, dqkv);
+            scores_product(backend, r, s, entries, scale);
             attention_probs_kernel<T><<<blocks_for(rows * s.tokens), kThreads, 0, stream>>>(
-                rows, s.tokens, math->scores, lse + offset, (T *)math->probs);
+                rows, s.tokens, r.scores, lse + offset, (T *)r.probs);
             CUDA_CHECK_LAUNCH();
             // dv^T (Dh, keys) = dout^T (Dh, queries) P (queries, keys)
-            product(backend, math, entries, 0, 1, s.head_dim, s.tokens, s.tokens, 1.0f, PTR_ROWS,
+            product(backend, r, entries, 0, 1, s.head_dim, s.tokens, s.tokens, 1.0f, PTR_ROWS,
                     ld_rows, PTR_PROBS, s.tokens, PTR_DV, 0, ld);
             // dP^T (keys, queries) = v (keys, Dh) dout^T (Dh, queries), over the scores
-            product(backend, math, entries, 1, 0, s.tokens, s.tokens, s.head_dim, 1.0f, PTR_V, ld,
+            product(backend, r, entries, 1, 0, s.tokens, s.tokens, s.head_dim, 1.0f, PTR_V, ld,
                     PTR_ROWS, ld_rows, PTR_SCORES, 1, s.tokens);
             attention_dscores_kernel<T><<<blocks_for(rows * s.tokens), kThreads, 0, stream>>>(
-                rows, s.tokens, math->scores, delta + offset, (T *)math->probs);
+                rows, s.tokens, r.scores, delta + offset, (T *)r.probs);
             CUDA_CHECK_LAUNCH();
             // dq^T (Dh, queries) = scale k^T (Dh, keys) dS^T (keys, queries)
-            product(backend, math, entries, 0, 0, s.head_dim, s.tokens, s.tokens, scale, PTR_K, ld,
+            product(backend, r, entries, 0, 0, s.head_dim, s.tokens, s.tokens, scale, PTR_K, ld,
                     PTR_PROBS, s.tokens, PTR_DQ, 0, ld);
             // dk^T (Dh, keys) = scale q^T (Dh, queries) dS (queries, keys)
-            product(backend, math, entries, 0, 1, s.head_dim, s.tokens, s.tokens, scale, PTR_Q, ld,
+            product(backend, r, entries, 0, 1, s.head_dim, s.tokens, s.tokens, scale, PTR_Q, ld,
                     PTR_PROBS, s.tokens, PTR_DK, 0, ld);
         }
     });

@@ -35,6 +35,21 @@ int cuda_device_count(char *reason, size_t size) {
     return count;
 }
 
+// Grows the backend's workspace to at least `bytes` (outside the step loop:
+// plans are made when a model is built; cudaFree waits for queued work).
+int cuda_reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err) {
+    if (bytes <= state->workspace_bytes) return 0;
+    if (state->workspace) CUDA_CHECK(cudaFree(state->workspace));
+    state->workspace = NULL;
+    state->workspace_bytes = 0;
+    if (cudaMalloc(&state->workspace, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return error_set(err, "out of GPU memory for a %zu MB workspace", bytes >> 20);
+    }
+    state->workspace_bytes = bytes;
+    return 0;
+}
+
 // ---- memory ------------------------------------------------------------------------
 
 static void cuda_set_device(const Backend *backend) {

@@ -122,21 +122,6 @@ static int dnn_failed(cudnnStatus_t status, const char *call, ErrorMessage *err)
             }                                                                           \
     } while (0)
 
-// Grows the backend's workspace to at least `bytes` (outside the step loop:
-// plans are made when the model is built).
-static int reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err) {
-    if (bytes <= state->workspace_bytes) return 0;
-    if (state->workspace) CUDA_CHECK(cudaFree(state->workspace));
-    state->workspace = NULL;
-    state->workspace_bytes = 0;
-    if (cudaMalloc(&state->workspace, bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return error_set(err, "out of GPU memory for a %zu MB convolution workspace", bytes >> 20);
-    }
-    state->workspace_bytes = bytes;
-    return 0;
-}
-
 static int find_algorithms(cudnnHandle_t handle, ConvPlan *plan, ErrorMessage *err) {
     enum { TRIES = 8 };
     int found = 0;
@@ -249,7 +234,7 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
         plan->weight_gradient = end;
         plan->workspace_bytes = end + filter * element;
     }
-    if (reserve_workspace(state, plan->workspace_bytes, err)) goto fail;
+    if (cuda_reserve_workspace(state, plan->workspace_bytes, err)) goto fail;
     return plan;
 fail:
     error_prefix(err, "conv %dx%dx%d -> %d, kernel %d, stride %d, padding %d", s->in_height,

@@ -38,7 +38,9 @@ typedef struct CudaState {
     void *cublas;          // cublasHandle_t
     void *cudnn;           // cudnnHandle_t
     double *scratch;       // device: CUDA_SCRATCH_DOUBLES
-    void *workspace;       // device: cuDNN workspace, the largest any plan needs
+    // device: the workspace the convolution and attention plans share (one
+    // stream runs them one after the other), the largest any plan needs
+    void *workspace;
     size_t workspace_bytes;
     char device_name[128];
 } CudaState;
@@ -183,6 +185,9 @@ void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const f
                                  float scale, int log, float *y);
 void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
                                   const float *dy, float scale, int log, float *dx);
+
+// Grows state->workspace to at least bytes (cuda_backend.c; when plans are made).
+int cuda_reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err);
 
 // ---- cuda_attention_math.cu: the 16-bit attention on cuBLAS ----
 typedef struct AttentionMath AttentionMath;
