@@ -4,7 +4,9 @@
 // the op that waits for it; the reuse rules (the host buffer is written
 // again only after transfer_host_wait, the destination overwritten by the
 // next upload only after the op marked by transfer_consumed read it); the
-// step timer (-1 on CPU backends, the device's time on the GPU).
+// ordered upload of a step's small inputs (in stream order between the ops
+// queued before and after it) and fences; the step timer (-1 on CPU
+// backends, the device's time on the GPU).
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -137,6 +139,63 @@ static void test_free_waits_for_the_copy(void **state) {
     backend_destroy(backend);
 }
 
+// Two ordered uploads into one device buffer, each read by the op queued
+// after it: each op sees its own data (the second copy waits for the
+// first reader, the first reader for the first copy). A fence recorded
+// behind them has passed once fence_wait returns, and the host buffers may
+// then be rewritten without changing anything on the device.
+static void test_upload_ordered_and_fences(void **state) {
+    Backend *backend = fixture_backend_of_prestate(state);
+    ErrorMessage err = {{0}};
+    const size_t bytes = PIXELS * 3;
+    uint8_t *host_first = backend->op.host_alloc(backend, bytes);
+    uint8_t *host_second = backend->op.host_alloc(backend, bytes);
+    uint8_t *first = malloc(bytes), *second = malloc(bytes);
+    uint8_t *device = backend->op.alloc(backend, bytes);
+    float *y_first = backend->op.alloc(backend, bytes * sizeof(float));
+    float *y_second = backend->op.alloc(backend, bytes * sizeof(float));
+    Fence *fence = backend->op.fence_create(backend, &err);
+    if (!fence) fail_msg("%s", err.text);
+    const void *buffers[] = {host_first, host_second, first, second, device, y_first, y_second};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) assert_non_null(buffers[i]);
+    assert_true(backend->op.fence_passed(backend, fence));  // never recorded
+    backend->op.fence_wait(backend, fence);                 // returns at once
+    fill_pattern(first, bytes, 5);
+    fill_pattern(second, bytes, 6);
+    memcpy(host_first, first, bytes);
+    memcpy(host_second, second, bytes);
+
+    backend->op.upload_ordered(backend, device, host_first, bytes);
+    backend->op.normalize_u8(backend, PIXELS, device, mean, stdev, (Act *)y_first);
+    backend->op.upload_ordered(backend, device, host_second, bytes);
+    backend->op.normalize_u8(backend, PIXELS, device, mean, stdev, (Act *)y_second);
+    backend->op.upload_ordered(backend, device, host_first, 0);  // nothing to copy
+    backend->op.fence_record(backend, fence);
+    backend->op.fence_wait(backend, fence);
+    assert_true(backend->op.fence_passed(backend, fence));
+    memset(host_first, 0, bytes);  // after the fence: changes nothing on the device
+    memset(host_second, 0, bytes);
+
+    expect_normalized(backend, y_first, first, "the op after the first ordered upload");
+    expect_normalized(backend, y_second, second, "the op after the second ordered upload");
+    uint8_t *back = malloc(bytes);
+    assert_non_null(back);
+    backend->op.download(backend, back, device, bytes);
+    assert_memory_equal(back, second, bytes);
+    // Recorded again: the last mark counts; freed after a wait.
+    backend->op.fence_record(backend, fence);
+    backend->op.fence_wait(backend, fence);
+    assert_true(backend->op.fence_passed(backend, fence));
+    backend->op.fence_free(backend, fence);
+    free(back), free(first), free(second);
+    backend->op.free(backend, y_second);
+    backend->op.free(backend, y_first);
+    backend->op.free(backend, device);
+    backend->op.host_free(backend, host_first);
+    backend->op.host_free(backend, host_second);
+    backend_destroy(backend);
+}
+
 static void test_timer(void **state) {
     Backend *backend = fixture_backend_of_prestate(state);
     ErrorMessage err = {{0}};
@@ -171,6 +230,7 @@ int main(void) {
         ON_EVERY_BACKEND(test_host_alloc),
         ON_EVERY_BACKEND(test_upload_beside_a_later_op_and_reuse),
         ON_EVERY_BACKEND(test_free_waits_for_the_copy),
+        ON_EVERY_BACKEND(test_upload_ordered_and_fences),
         ON_EVERY_BACKEND(test_timer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "data/loader.h"
+#include "fake_host_memory.h"
 #include "data/scan.h"
 #include "image_fixtures.h"
 #include "train/batch_feed.h"
@@ -45,42 +46,10 @@ struct Transfer {
 };
 
 static struct {
-    int host_allocs, host_frees;
-    void *host_blocks[16];
-    size_t host_sizes[16];
     int sources_changed;       // copies whose source changed while pending
     int overwrites_unconsumed; // copies queued over data not marked consumed
     int copies;
 } fake;
-
-static uint64_t checksum(const uint8_t *data, size_t bytes) {
-    uint64_t hash = 1469598103934665603ull;  // FNV-1a
-    for (size_t i = 0; i < bytes; i++) hash = (hash ^ data[i]) * 1099511628211ull;
-    return hash;
-}
-
-static void *fake_host_alloc(Backend *backend, size_t bytes) {
-    assert_true(fake.host_allocs < 16);
-    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    fake.host_blocks[fake.host_allocs] = p;
-    fake.host_sizes[fake.host_allocs++] = bytes;
-    return p;
-}
-
-static void fake_host_free(Backend *backend, void *pointer) {
-    fake.host_frees++;
-    free(pointer);
-}
-
-// 1 when [p, p + bytes) lies in memory from fake_host_alloc.
-static int from_host_alloc(const void *p, size_t bytes) {
-    for (int i = 0; i < fake.host_allocs; i++) {
-        const char *block = fake.host_blocks[i];
-        if ((const char *)p >= block && (const char *)p + bytes <= block + fake.host_sizes[i])
-            return 1;
-    }
-    return 0;
-}
 
 static Transfer *fake_transfer_create(Backend *backend, ErrorMessage *err) {
     return calloc(1, sizeof(Transfer));
@@ -93,7 +62,7 @@ static void land(Transfer *transfer) {
         PendingCopy *copy = &transfer->copies[i];
         if (copy->landed) continue;
         sleep_seconds(LATE_SECONDS);
-        if (checksum(copy->host, copy->bytes) != copy->checksum) fake.sources_changed++;
+        if (fake_checksum(copy->host, copy->bytes) != copy->checksum) fake.sources_changed++;
         memcpy(copy->device, copy->host, copy->bytes);
         copy->landed = 1;
         transfer->landed_unconsumed = 1;
@@ -106,7 +75,7 @@ static void fake_transfer_host_wait(Backend *backend, Transfer *transfer) {
     // must hold until this wait returns.
     sleep_seconds(LATE_SECONDS);
     for (int i = 0; i < transfer->count; i++)
-        if (checksum(transfer->copies[i].host, transfer->copies[i].bytes) !=
+        if (fake_checksum(transfer->copies[i].host, transfer->copies[i].bytes) !=
             transfer->copies[i].checksum)
             fake.sources_changed++;
     transfer->count = 0;
@@ -119,11 +88,11 @@ static void fake_transfer_free(Backend *backend, Transfer *transfer) {
 
 static void fake_upload_async(Backend *backend, Transfer *transfer, void *device,
                               const void *host, size_t bytes) {
-    assert_true(from_host_alloc(host, bytes));
+    assert_true(fake_from_host_alloc(host, bytes));
     assert_true(transfer->count < MAX_COPIES);
     if (transfer->landed_unconsumed) fake.overwrites_unconsumed++;
     transfer->copies[transfer->count++] =
-        (PendingCopy){device, host, bytes, checksum(host, bytes), 0};
+        (PendingCopy){device, host, bytes, fake_checksum(host, bytes), 0};
     fake.copies++;
 }
 
@@ -135,11 +104,7 @@ static void fake_transfer_consumed(Backend *backend, Transfer *transfer) {
 
 static Backend *fake_backend_create(void) {
     memset(&fake, 0, sizeof fake);
-    ErrorMessage err = {{0}};
-    Backend *backend = backend_create("ref", 1, &err);
-    if (!backend) fail_msg("%s", err.text);
-    backend->op.host_alloc = fake_host_alloc;
-    backend->op.host_free = fake_host_free;
+    Backend *backend = fake_ref_backend_create();
     backend->op.transfer_create = fake_transfer_create;
     backend->op.transfer_free = fake_transfer_free;
     backend->op.upload_async = fake_upload_async;
@@ -219,7 +184,7 @@ static void test_feed_delivers_batches_and_keeps_slots(void **state) {
     ErrorMessage err = {{0}};
     Loader *loader = loader_create(&config, &err);
     if (!loader) fail_msg("%s", err.text);
-    assert_int_equal(fake.host_allocs, 2);  // one per slot
+    assert_int_equal(fake_host_allocs(), 2);  // one per slot
     BatchFeed feed;
     if (batch_feed_init(&feed, backend, loader, &config.views, BATCH, &err))
         fail_msg("%s", err.text);
@@ -233,7 +198,7 @@ static void test_feed_delivers_batches_and_keeps_slots(void **state) {
         assert_true(wait >= 0 && queue >= 0);
         assert_ptr_equal(batch->views[0], feed.device);  // in device memory
         assert_int_equal(host->index, batch->index);
-        assert_true(from_host_alloc(host->views[0], bytes));
+        assert_true(fake_from_host_alloc(host->views[0], bytes));
         assert_memory_equal(batch->views[0], expected + (size_t)b * bytes, bytes);
         batch_feed_consumed(&feed);
         const int next = batch_feed_prefetch(&feed, &err);
@@ -246,7 +211,7 @@ static void test_feed_delivers_batches_and_keeps_slots(void **state) {
     assert_int_equal(fake.copies, BATCHES * 2);  // two views each
     assert_int_equal(fake.sources_changed, 0);
     assert_int_equal(fake.overwrites_unconsumed, 0);
-    assert_int_equal(fake.host_frees, fake.host_allocs);
+    assert_int_equal(fake_host_frees(), fake_host_allocs());
     backend_destroy(backend);
     free(expected);
 }

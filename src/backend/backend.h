@@ -110,6 +110,10 @@ typedef struct HostSlot HostSlot;
 // a stream of their own, ordered against the compute work by marks.
 typedef struct Transfer Transfer;
 
+// A mark behind the compute work queued so far that the host can test and
+// wait for (see fence_create in BackendOps).
+typedef struct Fence Fence;
+
 // Marks on the compute stream whose time apart the device measures (see
 // timer_create in BackendOps).
 typedef struct DeviceTimer DeviceTimer;
@@ -172,6 +176,25 @@ typedef struct BackendOps {
     // Waits until the transfer's copies so far have read their host memory,
     // which may then be written again. No-op on CPU backends.
     void (*transfer_host_wait)(Backend *backend, Transfer *transfer);
+    // The small inputs of a step (drop-path scales, masks, a permutation;
+    // see src/backend/staging.h, which keeps the rules): the copy of bytes
+    // of host memory (from host_alloc) into device memory queued on the
+    // compute stream itself, so it lands after the work queued before it
+    // (which may still read the destination) and before the work queued
+    // after it; returns at once, the host does not wait. The host memory is
+    // not to be written until a fence recorded after the copy has passed.
+    // CPU backends copy before returning.
+    void (*upload_ordered)(Backend *backend, void *device, const void *host, size_t bytes);
+    // A fence: fence_record marks the compute work queued so far (again
+    // and again: the last mark counts); fence_passed says, without
+    // waiting, whether the device has passed that mark, fence_wait waits
+    // for it. A fence never recorded has passed. NULL with err when out of
+    // memory. Always passed on CPU backends.
+    Fence *(*fence_create)(Backend *backend, ErrorMessage *err);
+    void (*fence_free)(Backend *backend, Fence *fence);
+    void (*fence_record)(Backend *backend, Fence *fence);
+    int (*fence_passed)(Backend *backend, Fence *fence);
+    void (*fence_wait)(Backend *backend, Fence *fence);
     // Device time between two marks on the compute stream (a step's
     // batch_time on the GPU), read later without waiting. NULL with err when
     // out of memory.

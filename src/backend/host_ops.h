@@ -33,6 +33,11 @@ void host_transfer_free(Backend *backend, Transfer *transfer);
 void host_upload_async(Backend *backend, Transfer *transfer, void *device, const void *host,
                        size_t bytes);
 void host_transfer_mark(Backend *backend, Transfer *transfer);
+void host_upload_ordered(Backend *backend, void *device, const void *host, size_t bytes);
+Fence *host_fence_create(Backend *backend, ErrorMessage *err);
+void host_fence_free(Backend *backend, Fence *fence);
+void host_fence_mark(Backend *backend, Fence *fence);
+int host_fence_passed(Backend *backend, Fence *fence);
 DeviceTimer *host_timer_create(Backend *backend, ErrorMessage *err);
 void host_timer_free(Backend *backend, DeviceTimer *timer);
 void host_timer_mark(Backend *backend, DeviceTimer *timer, int end);
@@ -42,7 +47,10 @@ double host_timer_seconds(Backend *backend, DeviceTimer *timer);
     .host_alloc = host_alloc, .host_free = host_free, .transfer_create = host_transfer_create, \
     .transfer_free = host_transfer_free, .upload_async = host_upload_async,                   \
     .transfer_device_wait = host_transfer_mark, .transfer_consumed = host_transfer_mark,       \
-    .transfer_host_wait = host_transfer_mark, .timer_create = host_timer_create,               \
+    .transfer_host_wait = host_transfer_mark, .upload_ordered = host_upload_ordered,           \
+    .fence_create = host_fence_create, .fence_free = host_fence_free,                         \
+    .fence_record = host_fence_mark, .fence_passed = host_fence_passed,                       \
+    .fence_wait = host_fence_mark, .timer_create = host_timer_create,                         \
     .timer_free = host_timer_free, .timer_mark = host_timer_mark,                             \
     .timer_seconds = host_timer_seconds
 

@@ -1,27 +1,37 @@
-// embed_dataset: keep_last loader -> upload -> normalize -> eval forward ->
-// features rows in scan order (see embedder.h); with several ranks, one
-// batch per rank and round, gathered to rank 0.
+// embed_dataset: keep_last loader (pinned slots) -> batch feed (the copy of
+// batch N + 1 queued while batch N computes, train/batch_feed.h) ->
+// normalize -> eval forward -> features rows in scan order (see
+// embedder.h); with several ranks, one batch per rank and round, gathered
+// to rank 0.
 #include "embed/embedder.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "augment/augment.h"
+#include "train/batch_feed.h"
 
 // ImageNet statistics, as LightlyTrain's embed transform normalises.
 static const float embed_mean[3] = {0.485f, 0.456f, 0.406f};
 static const float embed_std[3] = {0.229f, 0.224f, 0.225f};
 
 typedef struct EmbedBuffers {
-    uint8_t *pixels;  // (batch, R, R, 3) backend memory
     Act *input;       // (batch, R, R, 3) backend memory
     float *features;  // (batch, D) backend memory: the features in fp32
+    uint8_t *failed;  // (batch) host: the queued batch's loader flags
 } EmbedBuffers;
 
+// What embed_queue kept of the batch it queued (its loader slot goes back
+// when the next batch is fetched).
+typedef struct EmbedQueued {
+    int size;
+    size_t first;  // its first image's index in scan order
+} EmbedQueued;
+
 static void embed_buffers_free(Backend *backend, EmbedBuffers *buffers) {
-    if (buffers->pixels) backend->op.free(backend, buffers->pixels);
     if (buffers->input) backend->op.free(backend, buffers->input);
     if (buffers->features) backend->op.free(backend, buffers->features);
+    free(buffers->failed);
     *buffers = (EmbedBuffers){0};
 }
 
@@ -44,46 +54,61 @@ static int embed_validate(const Backbone *model, int slot, const Dataset *datase
     return 0;
 }
 
-// One batch through the model; its rows are consecutive in scan order.
-// rows (batch->size, D) host memory =; failed_rows (batch->size) = the
-// loader's flags unless NULL.
-static int embed_batch(Backbone *model, int slot, const Batch *batch, const EmbedBuffers *buffers,
-                       float *rows, uint8_t *failed_rows, ErrorMessage *err) {
+// The feed's next batch through the model, queued: its images, already on
+// the device, normalised, the eval forward and the features in fp32; then
+// the next batch is fetched and its copy queued, so it runs while this one
+// computes. The batch's rows are consecutive in scan order. 0, 1 when the
+// loader has no more batches, -1 with err (a loader failure prefixed
+// "embed").
+static int embed_queue(Backbone *model, int slot, BatchFeed *feed, const EmbedBuffers *buffers,
+                       EmbedQueued *queued, ErrorMessage *err) {
+    const Batch *batch = batch_feed_take(feed, NULL, NULL, NULL, err);
+    if (!batch) return err->text[0] ? error_prefix(err, "embed") : 1;
     Backend *backend = model->backend;
-    const size_t dim = (size_t)model->feature_dim;
     const size_t size = (size_t)batch->view_size[0];
     const size_t pixels = (size_t)batch->size * size * size;
     const size_t first = batch->sample_indices[0];
     for (int i = 1; i < batch->size; i++)
         if (batch->sample_indices[i] != first + (size_t)i)
             return error_set(err, "embed: loader delivered images out of order");
-    backend->op.upload(backend, buffers->pixels, batch->views[0], pixels * 3);
-    backend->op.normalize_u8(backend, pixels, buffers->pixels, embed_mean, embed_std,
+    *queued = (EmbedQueued){.size = batch->size, .first = first};
+    memcpy(buffers->failed, batch->failed, (size_t)batch->size);
+    backend->op.normalize_u8(backend, pixels, batch->views[0], embed_mean, embed_std,
                              buffers->input);
+    batch_feed_consumed(feed);
     if (backbone_forward(model, slot, batch->size, buffers->input, 0, err) != 0) return -1;
-    backend->op.act_to_float(backend, (size_t)batch->size * dim, backbone_features(model, slot),
-                             buffers->features);
-    backend->op.download(backend, rows, buffers->features,
-                         (size_t)batch->size * dim * sizeof *rows);
-    for (int i = 0; i < batch->size; i++) {
-        if (batch->failed[i]) memset(rows + (size_t)i * dim, 0, dim * sizeof *rows);
-        if (failed_rows) failed_rows[i] = batch->failed[i];
-    }
+    backend->op.act_to_float(backend, (size_t)batch->size * model->feature_dim,
+                             backbone_features(model, slot), buffers->features);
+    // A failure to fetch the next batch shows again when it is taken.
+    ErrorMessage later = {{0}};
+    batch_feed_prefetch(feed, &later);
     return 0;
 }
 
+// The queued batch's features into rows (size, D) host memory (the host
+// waits for them here), a failed image's row zero; failed_rows (size) =
+// the loader's flags unless NULL.
+static void embed_rows(Backbone *model, const EmbedBuffers *buffers, const EmbedQueued *queued,
+                       float *rows, uint8_t *failed_rows) {
+    const size_t dim = (size_t)model->feature_dim;
+    model->backend->op.download(model->backend, rows, buffers->features,
+                                (size_t)queued->size * dim * sizeof *rows);
+    for (int i = 0; i < queued->size; i++) {
+        if (buffers->failed[i]) memset(rows + (size_t)i * dim, 0, dim * sizeof *rows);
+        if (failed_rows) failed_rows[i] = buffers->failed[i];
+    }
+}
+
 // One process: every batch straight into its rows.
-static int embed_alone(Backbone *model, int slot, Loader *loader, const EmbedBuffers *buffers,
+static int embed_alone(Backbone *model, int slot, BatchFeed *feed, const EmbedBuffers *buffers,
                        const EmbedConfig *config, float *features, ErrorMessage *err) {
     const size_t dim = (size_t)model->feature_dim;
     for (;;) {
-        const Batch *batch = loader_next(loader, NULL, err);
-        if (!batch) return err && err->text[0] ? error_prefix(err, "embed") : 0;
-        const size_t first = batch->sample_indices[0];
-        const int status = embed_batch(model, slot, batch, buffers, features + first * dim,
-                                       config->failed ? config->failed + first : NULL, err);
-        loader_release(loader, batch);
-        if (status != 0) return -1;
+        EmbedQueued queued;
+        const int status = embed_queue(model, slot, feed, buffers, &queued, err);
+        if (status) return status < 0 ? -1 : 0;
+        embed_rows(model, buffers, &queued, features + queued.first * dim,
+                   config->failed ? config->failed + queued.first : NULL);
     }
 }
 
@@ -91,7 +116,7 @@ static int embed_alone(Backbone *model, int slot, Loader *loader, const EmbedBuf
 // loader delivers exactly those) into a message of batch rows, batch failed
 // flags and its status; an all-gather gives every rank all messages in rank
 // order, which is scan order; rank 0 copies the rows out.
-static int embed_ranks(Backbone *model, int slot, const Dataset *dataset, Loader *loader,
+static int embed_ranks(Backbone *model, int slot, const Dataset *dataset, BatchFeed *feed,
                        const EmbedBuffers *buffers, const EmbedConfig *config, float *features,
                        uint64_t *failed_count, ErrorMessage *err) {
     Backend *backend = model->backend;
@@ -109,17 +134,15 @@ static int embed_ranks(Backbone *model, int slot, const Dataset *dataset, Loader
         memset(mine, 0, message * sizeof *mine);
         const size_t first = (round * (size_t)ranks + (size_t)rank) * batch;
         if (first < dataset->count) {
-            const Batch *delivered = loader_next(loader, NULL, err);
-            int failed = !delivered;
-            if (delivered) {
-                failed = embed_batch(model, slot, delivered, buffers, mine, flags, err) != 0;
-                for (int i = 0; !failed && i < delivered->size; i++)
-                    mine[batch * dim + (size_t)i] = flags[i];
-                loader_release(loader, delivered);
-            } else if (!err->text[0]) {
+            EmbedQueued queued;
+            const int queue_status = embed_queue(model, slot, feed, buffers, &queued, err);
+            if (queue_status == 0) {
+                embed_rows(model, buffers, &queued, mine, flags);
+                for (int i = 0; i < queued.size; i++) mine[batch * dim + (size_t)i] = flags[i];
+            } else if (queue_status > 0) {
                 error_set(err, "embed: the loader ended early");
             }
-            mine[message - 1] = (float)failed;
+            mine[message - 1] = (float)(queue_status != 0);
         }
         // Every rank's message: rows, flags and status; a failure anywhere
         // ends every rank's embedding alike.
@@ -133,7 +156,7 @@ static int embed_ranks(Backbone *model, int slot, const Dataset *dataset, Loader
         backend->op.download(backend, host, device, (size_t)ranks * message * sizeof *host);
         for (int r = 0; r < ranks && status == 0; r++)
             if (host[(size_t)r * message + message - 1] != 0.0f)
-                status = local_failure ? error_prefix(err, "embed")
+                status = local_failure ? -1
                                        : error_set(err, "embed: rank %d failed (its message "
                                                         "says why)", r);
         for (int r = 0; r < ranks && status == 0 && features; r++) {
@@ -170,12 +193,12 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
     const size_t values = (size_t)config->batch_size * (size_t)config->image_size *
                           (size_t)config->image_size * 3;
     EmbedBuffers buffers = {
-        .pixels = backend->op.alloc(backend, values),
         .input = backend->op.alloc(backend, act_bytes(backend, values)),
         .features = backend->op.alloc(
             backend, (size_t)config->batch_size * model->feature_dim * sizeof(float)),
+        .failed = malloc((size_t)config->batch_size),
     };
-    if (!buffers.pixels || !buffers.input || !buffers.features) {
+    if (!buffers.input || !buffers.features || !buffers.failed) {
         embed_buffers_free(backend, &buffers);
         return error_set(err, "embed: out of memory for a batch of %d images", config->batch_size);
     }
@@ -191,17 +214,24 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
         .warn_context = config->warn_context,
     };
     view_set_resize(&loader_config.views, config->image_size);
+    batch_feed_loader_memory(&loader_config, backend);  // pinned slots on the GPU
     Loader *loader = loader_create(&loader_config, err);
     if (!loader) {
         embed_buffers_free(backend, &buffers);
         return error_prefix(err, "embed");
     }
+    BatchFeed feed;
     uint64_t failed_rows = 0;
-    const int status =
-        loader_config.world_size == 1
-            ? embed_alone(model, slot, loader, &buffers, config, features, err)
-            : embed_ranks(model, slot, dataset, loader, &buffers, config, features, &failed_rows,
-                          err);
+    int status = batch_feed_init(&feed, backend, loader, &loader_config.views,
+                                 config->batch_size, err)
+                     ? error_prefix(err, "embed")
+                     : 0;
+    if (status == 0)
+        status = loader_config.world_size == 1
+                     ? embed_alone(model, slot, &feed, &buffers, config, features, err)
+                     : embed_ranks(model, slot, dataset, &feed, &buffers, config, features,
+                                   &failed_rows, err);
+    batch_feed_free(&feed);
     if (stats) {
         *stats = loader_stats(loader);
         if (loader_config.world_size > 1) stats->skipped_files = failed_rows;  // all ranks' (rank 0)

@@ -328,9 +328,8 @@ static int prepare_rope(Vit *model, ErrorMessage *err) {
         const size_t floats = (size_t)slot->rope_tables * vit_rope_slot_floats(model, slot);
         if (floats > largest) largest = floats;
     }
-    model->rope_host = malloc(2 * largest * sizeof *model->rope_host);
-    if (!model->rope_host) return error_set(err, "%s: out of memory for the RoPE tables",
-                                            model->config.name);
+    if (staging_init(&model->rope_staging, model->backend, 2 * largest * sizeof(float), err))
+        return error_prefix(err, "%s: RoPE tables", model->config.name);
     for (int i = 0; i < model->slot_count; i++) vit_rope_upload_eval(model, &model->slots[i]);
     return 0;
 }
@@ -394,10 +393,12 @@ int vit_allocate(Vit *model, const VitInputShape *inputs, int input_count, Error
     const size_t elements =
         model->frozen ? 1 : model->scratch_tokens * (3 * (size_t)c->embed_dim + wide);
     model->scratch = backend->op.alloc(backend, act_bytes(backend, elements));
-    model->host_scale = malloc((size_t)max_batch * sizeof *model->host_scale);
-    if (!model->scratch || !model->host_scale)
+    if (!model->scratch)
         return error_set(err, "%s: out of memory for %zu MB of gradient scratch", c->name,
                          act_bytes(backend, elements) >> 20);
+    if (staging_init(&model->drop_staging, backend,
+                     (size_t)c->depth * 2 * max_batch * sizeof(float), err))
+        return error_prefix(err, "%s: drop-path draws", c->name);
     return prepare_rope(model, err);
 }
 
@@ -444,9 +445,9 @@ void vit_free(Vit *model) {
     }
     free(model->slots);
     if (model->scratch) backend->op.free(backend, model->scratch);
-    free(model->host_scale);
+    staging_free(&model->drop_staging);
     free(model->rope_periods);
-    free(model->rope_host);
+    staging_free(&model->rope_staging);
     parameter_set_free(&model->params);
     parameter_set_free(&model->buffers);
     free(model->blocks);

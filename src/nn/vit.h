@@ -52,6 +52,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/staging.h"
 #include "nn/layers.h"
 #include "nn/parameters.h"
 #include "nn/vit_pos_embed.h"
@@ -219,7 +220,7 @@ typedef struct Vit {
     VitSlot *slots;
     Act *scratch;            // backend memory: 3 (B, T, D) + one wide (B, T, .) of the largest slot
     size_t scratch_tokens;   // B T of the largest slot
-    float *host_scale;       // (max batch) drop-path draws before upload
+    Staging drop_staging;    // (depth, 2, max batch) a training forward's drop-path draws
     // RoPE models: the periods (Dh / 4) are the buffer "rope.periods" (so
     // checkpoints keep a DINOv3 file's, which differ from rope_base's);
     // rope_periods is the host copy the tables were built from, and a
@@ -228,7 +229,7 @@ typedef struct Vit {
     int periods_index;       // in buffers, or -1
     float *rope_periods;     // (Dh / 4) host
     float *rope_periods_seen;  // (Dh / 4) host: the buffer as last read
-    float *rope_host;        // host staging of the largest slot's tables
+    Staging rope_staging;    // sin and cos tables of the largest slot, to upload
     // Set between vit_declare and vit_allocate for a model that only runs
     // eval forwards (a distillation teacher, embed): parameters without
     // gradients, no gradient scratch, and nothing kept for a backward: one

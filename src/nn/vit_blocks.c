@@ -20,21 +20,36 @@ static size_t patch_pos_offset(const VitConfig *c) {
     return c->class_pos ? (size_t)c->embed_dim : 0;
 }
 
-// The sample scales of one residual branch for this training forward: 0
-// (dropped) or 1 / keep probability, uploaded to scale (B); NULL when drop
-// path is off (evaluation, or a rate of 0).
-static const float *drop_path_scales(Vit *model, int block_index, int branch, int batch,
-                                     int training, float *scale) {
-    const float rate = model->blocks[block_index].drop_path;
-    if (!training || rate <= 0.0f) return NULL;
-    const float keep = 1.0f - rate;
-    for (int b = 0; b < batch; b++) {
-        Rng rng = rng_make(model->seed, (uint32_t)model->training_forwards, (uint64_t)b,
-                           VIT_DROP_PATH_STREAM + 2u * (uint32_t)block_index + (uint32_t)branch);
-        model->host_scale[b] = rng_uniform(&rng) < keep ? 1.0f / keep : 0.0f;
+// The sample scales of every block's two residual branches for this
+// training forward: 0 (dropped) or 1 / keep probability, drawn into one
+// staging buffer and queued into the slot's drop_scale (B) buffers before
+// the forward's first block. Nothing when drop path is off (evaluation, or
+// a rate of 0).
+static void drop_path_upload(Vit *model, const VitSlot *slot, int batch, int training) {
+    if (!training || model->config.drop_path_rate <= 0.0f) return;
+    float *host = staging_take(&model->drop_staging);
+    for (int index = 0; index < model->config.depth; index++) {
+        const float rate = model->blocks[index].drop_path;
+        if (rate <= 0.0f) continue;
+        const float keep = 1.0f - rate;
+        for (int branch = 0; branch < 2; branch++) {
+            float *scale = host + ((size_t)index * 2 + branch) * batch;
+            for (int b = 0; b < batch; b++) {
+                Rng rng = rng_make(model->seed, (uint32_t)model->training_forwards, (uint64_t)b,
+                                   VIT_DROP_PATH_STREAM + 2u * (uint32_t)index + (uint32_t)branch);
+                scale[b] = rng_uniform(&rng) < keep ? 1.0f / keep : 0.0f;
+            }
+            staging_upload(&model->drop_staging, slot->blocks[index].drop_scale[branch], scale,
+                           (size_t)batch * sizeof *scale);
+        }
     }
-    model->backend->op.upload(model->backend, scale, model->host_scale, batch * sizeof(float));
-    return scale;
+}
+
+// One branch's scales (drop_path_upload), or NULL when it drops nothing.
+static const float *drop_path_scales(const Vit *model, int block_index, int branch,
+                                     int training, const VitBlockActivations *saved) {
+    if (!training || model->blocks[block_index].drop_path <= 0.0f) return NULL;
+    return saved->drop_scale[branch];
 }
 
 // ---- one block ------------------------------------------------------------------------
@@ -72,7 +87,7 @@ static void block_forward(Vit *model, int index, const VitPlans *plans, const Vi
     backend->op.attention_forward(backend, plans->attention_plan, saved->qkv, scale,
                                   saved->attention_out, saved->lse);
     linear_forward(backend, &block->proj, (int)rows, saved->attention_out, saved->proj_out);
-    const float *drop = drop_path_scales(model, index, 0, batch, training, saved->drop_scale[0]);
+    const float *drop = drop_path_scales(model, index, 0, training, saved);
     backend->op.residual_scale_add_forward(backend, batch, (size_t)slot->tokens, c->embed_dim, x,
                                            saved->proj_out, block->ls1, drop, saved->mid);
 
@@ -84,7 +99,7 @@ static void block_forward(Vit *model, int index, const VitPlans *plans, const Vi
     else
         backend->op.gelu_forward(backend, rows * c->mlp_hidden, saved->fc1_out, saved->act_out);
     linear_forward(backend, &block->fc2, (int)rows, saved->act_out, saved->fc2_out);
-    drop = drop_path_scales(model, index, 1, batch, training, saved->drop_scale[1]);
+    drop = drop_path_scales(model, index, 1, training, saved);
     backend->op.residual_scale_add_forward(backend, batch, (size_t)slot->tokens, c->embed_dim,
                                            saved->mid, saved->fc2_out, block->ls2, drop,
                                            saved->out);
@@ -206,6 +221,7 @@ int vit_forward(Vit *model, int slot_index, int batch, const Act *input, int tra
                                    c->class_pos ? model->pos_embed : NULL, model->reg_token,
                                    patch_positions(model, slot), slot->tokens_in);
     if (c->rope) vit_rope_prepare_forward(model, slot, training);
+    drop_path_upload(model, slot, batch, training);
     const Act *x = slot->tokens_in;
     for (int b = 0; b < c->depth; b++) {
         block_forward(model, b, plans, slot, batch, training, x);

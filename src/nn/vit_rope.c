@@ -45,13 +45,14 @@ size_t vit_rope_slot_floats(const Vit *model, const VitSlot *slot) {
     return (size_t)slot->grid * slot->grid * (c->embed_dim / c->heads / 2);
 }
 
-// Builds the slot's tables on the host and uploads them: one unscaled
+// Builds the slot's tables in staging memory and queues their copies: one unscaled
 // table, or (rescaled) one per block with the block's draw.
 static void upload_tables(Vit *model, VitSlot *slot, int rescaled) {
     const VitConfig *c = &model->config;
     const size_t floats = vit_rope_slot_floats(model, slot);
     const int tables = rescaled ? c->depth : 1;
-    float *sin_host = model->rope_host, *cos_host = model->rope_host + (size_t)tables * floats;
+    float *sin_host = staging_take(&model->rope_staging);
+    float *cos_host = sin_host + (size_t)tables * floats;
     for (int t = 0; t < tables; t++) {
         const double scale =
             rescaled ? vit_rope_rescale_draw(model->seed, model->training_forwards, t,
@@ -60,9 +61,10 @@ static void upload_tables(Vit *model, VitSlot *slot, int rescaled) {
         vit_rope_tables(model->rope_periods, c->embed_dim / c->heads, slot->grid, slot->grid,
                         scale, sin_host + t * floats, cos_host + t * floats);
     }
-    Backend *backend = model->backend;
-    backend->op.upload(backend, slot->rope_sin, sin_host, (size_t)tables * floats * sizeof(float));
-    backend->op.upload(backend, slot->rope_cos, cos_host, (size_t)tables * floats * sizeof(float));
+    staging_upload(&model->rope_staging, slot->rope_sin, sin_host,
+                   (size_t)tables * floats * sizeof(float));
+    staging_upload(&model->rope_staging, slot->rope_cos, cos_host,
+                   (size_t)tables * floats * sizeof(float));
 }
 
 void vit_rope_upload_eval(Vit *model, VitSlot *slot) {

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/staging.h"
 #include "nn/schedule.h"
 #include "ssl_methods/dinov2_loss.h"
 #include "ssl_methods/dinov2_masks.h"
@@ -47,10 +48,11 @@ typedef struct Dinov2State {
     uint64_t seed;
     int tokens, local_tokens, patches, max_masked;
     int masked_total;              // this step's masked patches over all ranks
-    // host: this step's masks
-    float *host_mask, *host_weight;
+    // host: this step's masks (2 B P), weights and token indices (up to
+    // 2 B P each) in one staging buffer, uploaded each step
+    Staging mask_staging;
+    size_t mask_cells;             // 2 B P of the largest batch: each part's room
     float *host_global_mask;       // (world 2 B P): the global batch's masks
-    int32_t *host_index;
     // backend
     float *mask, *weight;          // (2 B P), (M)
     int32_t *token_index;          // (M) rows of the (2 B T) token table
@@ -77,25 +79,26 @@ static float dinov2_momentum(const Dinov2State *state, long step) {
                                   state->momentum_end);
 }
 
-// This step's masks on the host, then uploaded: the mask, the
-// masked patches' token rows (class token and registers skipped) and weights.
+// This step's masks in a staging buffer, then queued to the device: the
+// mask, the masked patches' token rows (class token and registers skipped)
+// and weights.
 static int upload_masks(Method *method, Dinov2State *state, long step, int batch) {
-    Backend *backend = method->backend;
     const int crops = 2 * batch, patches = state->patches;
+    const size_t n = (size_t)crops * patches;
+    float *mask = staging_take(&state->mask_staging), *weight = mask + state->mask_cells;
+    int32_t *index = (int32_t *)(weight + state->mask_cells);
     const int masked = dinov2_masks_make_rank(
         &state->masks, 2, batch, comm_world_size(method->comm), comm_rank(method->comm),
-        state->seed, step, state->host_global_mask, state->host_mask, state->host_index,
-        state->host_weight, &state->masked_total);
+        state->seed, step, state->host_global_mask, mask, index, weight, &state->masked_total);
     const int first_patch = state->tokens - patches;
     for (int m = 0; m < masked; m++) {
-        const int crop = state->host_index[m] / patches, patch = state->host_index[m] % patches;
-        state->host_index[m] = crop * state->tokens + first_patch + patch;
+        const int crop = index[m] / patches, patch = index[m] % patches;
+        index[m] = crop * state->tokens + first_patch + patch;
     }
-    const size_t n = (size_t)crops * patches;
-    backend->op.upload(backend, state->mask, state->host_mask, n * sizeof(float));
-    backend->op.upload(backend, state->token_index, state->host_index,
-                       (size_t)masked * sizeof(int32_t));
-    backend->op.upload(backend, state->weight, state->host_weight, (size_t)masked * sizeof(float));
+    Staging *staging = &state->mask_staging;
+    staging_upload(staging, state->mask, mask, n * sizeof *mask);
+    staging_upload(staging, state->token_index, index, (size_t)masked * sizeof *index);
+    staging_upload(staging, state->weight, weight, (size_t)masked * sizeof *weight);
     return masked;
 }
 
@@ -240,10 +243,8 @@ static void dinov2_destroy(Method *method) {
                       state->dfeatures_act, state->dtokens,          state->terms};
     for (size_t i = 0; i < sizeof device / sizeof device[0]; i++)
         if (device[i]) backend->op.free(backend, device[i]);
-    free(state->host_mask);
+    staging_free(&state->mask_staging);
     free(state->host_global_mask);
-    free(state->host_weight);
-    free(state->host_index);
     free(state);
     method->state = NULL;
 }
@@ -338,11 +339,12 @@ static int allocate_buffers(Method *method, Dinov2State *state, int batch, int o
     const size_t cells = crops * state->patches, rows = crops + local + masked;
     size_t token_rows = crops * state->tokens;
     if (local * state->local_tokens > token_rows) token_rows = local * state->local_tokens;
-    state->host_mask = malloc(cells * sizeof(float));
+    state->mask_cells = cells;
+    if (staging_init(&state->mask_staging, backend, cells * (2 * sizeof(float) + sizeof(int32_t)),
+                     err))
+        return error_prefix(err, "iBOT masks");
     state->host_global_mask =
         malloc((size_t)comm_world_size(method->comm) * cells * sizeof(float));
-    state->host_weight = malloc(cells * sizeof(float));
-    state->host_index = malloc(cells * sizeof(int32_t));
     state->mask = backend->op.alloc(backend, cells * sizeof(float));
     state->weight = backend->op.alloc(backend, masked * sizeof(float));
     state->token_index = backend->op.alloc(backend, masked * sizeof(int32_t));
@@ -356,7 +358,7 @@ static int allocate_buffers(Method *method, Dinov2State *state, int batch, int o
     state->dtokens = backend->op.alloc(backend, act_bytes(backend, token_rows * dim));
     state->terms = backend->op.alloc(backend, DINOV2_TERMS * sizeof(float));
     if (!state->terms ||
-        !state->host_mask || !state->host_global_mask || !state->host_weight || !state->host_index || !state->mask ||
+        !state->host_global_mask || !state->mask ||
         !state->weight || !state->token_index || !state->teacher_in || !state->student_in ||
         !state->student_features || !state->dstudent_out || !state->dstudent_in ||
         !state->dfeatures || !state->dfeatures_act || !state->dtokens)

@@ -201,31 +201,32 @@ int distill_mixup_create(DistillMixup *mixup, const Method *method, uint64_t see
     *mixup = (DistillMixup){.backend = backend, .seed = seed};
     mixup->mixed = backend->op.alloc(backend, act_bytes(backend, elements));
     mixup->permutation = backend->op.alloc(backend, (size_t)method->max_batch * sizeof(int32_t));
-    mixup->host = malloc((size_t)method->max_batch * sizeof *mixup->host);
-    if (!mixup->mixed || !mixup->permutation || !mixup->host)
+    if (!mixup->mixed || !mixup->permutation)
         return error_set(err, "out of memory for the mixed views");
-    return 0;
+    return staging_init(&mixup->staging, backend, (size_t)method->max_batch * sizeof(int32_t),
+                        err);
 }
 
 void distill_mixup_free(DistillMixup *mixup) {
     if (mixup->mixed) mixup->backend->op.free(mixup->backend, mixup->mixed);
     if (mixup->permutation) mixup->backend->op.free(mixup->backend, mixup->permutation);
-    free(mixup->host);
+    staging_free(&mixup->staging);
     memset(mixup, 0, sizeof *mixup);
 }
 
 const Act *distill_mixup_apply(DistillMixup *mixup, const Method *method, int batch) {
     Rng rng = rng_make(mixup->seed, 0, method->batch_index, DISTILL_MIXUP_STREAM);
     const float lambda = rng_uniform(&rng);
-    for (int i = 0; i < batch; i++) mixup->host[i] = i;
+    int32_t *host = staging_take(&mixup->staging);
+    for (int i = 0; i < batch; i++) host[i] = i;
     for (int i = batch - 1; i > 0; i--) {  // Fisher-Yates: a uniform permutation
         const int j = (int)rng_below(&rng, (uint32_t)i + 1);
-        const int32_t swap = mixup->host[i];
-        mixup->host[i] = mixup->host[j];
-        mixup->host[j] = swap;
+        const int32_t swap = host[i];
+        host[i] = host[j];
+        host[j] = swap;
     }
     Backend *backend = mixup->backend;
-    backend->op.upload(backend, mixup->permutation, mixup->host, (size_t)batch * sizeof(int32_t));
+    staging_upload(&mixup->staging, mixup->permutation, host, (size_t)batch * sizeof *host);
     const size_t sample = (size_t)method->global_size * method->global_size * 3;
     backend->op.mixup(backend, batch, sample, method->global_input, mixup->permutation, lambda,
                       mixup->mixed);

@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "backend/staging.h"
 #include "ssl_methods/distillation_loss.h"
 #include "ssl_methods/heads.h"
 #include "ssl_methods/method.h"
@@ -68,7 +69,7 @@ typedef struct DistillMixup {
     uint64_t seed;
     Act *mixed;             // (max_batch, R, R, 3)
     int32_t *permutation;   // backend memory (max_batch)
-    int32_t *host;          // (max_batch)
+    Staging staging;        // the step's permutation (max_batch int32) to upload
 } DistillMixup;
 
 // What every version's state starts with (method->state points to it, so

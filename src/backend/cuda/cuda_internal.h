@@ -336,7 +336,7 @@ int cuda_blas_create(CudaState *state, ErrorMessage *err);
 void cuda_blas_destroy(CudaState *state);
 int cuda_dnn_create(CudaState *state, ErrorMessage *err);
 void cuda_dnn_destroy(CudaState *state);
-// ---- cuda_transfer.c: pinned host memory, copies on a copy stream, step timers ----
+// ---- cuda_transfer.c: pinned host memory, copies on a copy stream, ordered copies, fences, step timers ----
 void *cuda_host_alloc(Backend *backend, size_t bytes);
 void cuda_host_free(Backend *backend, void *pointer);
 Transfer *cuda_transfer_create(Backend *backend, ErrorMessage *err);
@@ -346,6 +346,12 @@ void cuda_upload_async(Backend *backend, Transfer *transfer, void *device, const
 void cuda_transfer_device_wait(Backend *backend, Transfer *transfer);
 void cuda_transfer_consumed(Backend *backend, Transfer *transfer);
 void cuda_transfer_host_wait(Backend *backend, Transfer *transfer);
+void cuda_upload_ordered(Backend *backend, void *device, const void *host, size_t bytes);
+Fence *cuda_fence_create(Backend *backend, ErrorMessage *err);
+void cuda_fence_free(Backend *backend, Fence *fence);
+void cuda_fence_record(Backend *backend, Fence *fence);
+int cuda_fence_passed(Backend *backend, Fence *fence);
+void cuda_fence_wait(Backend *backend, Fence *fence);
 DeviceTimer *cuda_timer_create(Backend *backend, ErrorMessage *err);
 void cuda_timer_free(Backend *backend, DeviceTimer *timer);
 void cuda_timer_mark(Backend *backend, DeviceTimer *timer, int end);

@@ -1,7 +1,8 @@
 // Data to the GPU (backend.h "data to the device"; docs/gpu.md): page-locked
 // host memory for the loader's batch slots, host-to-device copies on a
-// transfer's own stream ordered against the compute stream by events, and
-// the step timer (two timing events on the compute stream).
+// transfer's own stream ordered against the compute stream by events,
+// ordered copies of a step's small inputs on the compute stream with
+// fences, and the step timer (two timing events on the compute stream).
 //
 // A transfer's two events:
 //   landed   recorded on the copy stream behind each copy; the compute
@@ -13,6 +14,11 @@
 //            memory a queued kernel still reads.
 // Waiting on an event that was never recorded returns at once, so the first
 // copy and the first wait need no special case.
+//
+// A step's small inputs (upload_ordered) are copied on the compute stream
+// itself from pinned memory: stream order keeps their destinations safe,
+// and a fence (an event on the compute stream) tells the host when their
+// host memory may be written again (src/backend/staging.h).
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -88,6 +94,56 @@ void cuda_transfer_consumed(Backend *backend, Transfer *transfer) {
 
 void cuda_transfer_host_wait(Backend *backend, Transfer *transfer) {
     CUDA_CHECK(cudaEventSynchronize(transfer->landed));
+}
+
+// From pinned memory the copy is queued and the call returns at once
+// (from pageable memory CUDA would wait: callers use host_alloc memory).
+void cuda_upload_ordered(Backend *backend, void *device, const void *host, size_t bytes) {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
+                               cuda_state(backend)->stream));
+}
+
+struct Fence {
+    cudaEvent_t event;  // recorded on the compute stream
+};
+
+Fence *cuda_fence_create(Backend *backend, ErrorMessage *err) {
+    transfer_set_device(backend);
+    Fence *fence = calloc(1, sizeof *fence);
+    if (!fence) {
+        error_set(err, "out of host memory for a fence");
+        return NULL;
+    }
+    CUDA_CHECK(cudaEventCreateWithFlags(&fence->event, cudaEventDisableTiming));
+    return fence;
+}
+
+void cuda_fence_free(Backend *backend, Fence *fence) {
+    if (!fence) return;
+    CUDA_CHECK(cudaEventSynchronize(fence->event));
+    CUDA_CHECK(cudaEventDestroy(fence->event));
+    free(fence);
+}
+
+void cuda_fence_record(Backend *backend, Fence *fence) {
+    CUDA_CHECK(cudaEventRecord(fence->event, cuda_state(backend)->stream));
+}
+
+// cudaEventQuery: cudaSuccess once passed (or never recorded),
+// cudaErrorNotReady before (not an error: cleared).
+int cuda_fence_passed(Backend *backend, Fence *fence) {
+    const cudaError_t passed = cudaEventQuery(fence->event);
+    if (passed == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    CUDA_CHECK(passed);
+    return 1;
+}
+
+void cuda_fence_wait(Backend *backend, Fence *fence) {
+    CUDA_CHECK(cudaEventSynchronize(fence->event));
 }
 
 DeviceTimer *cuda_timer_create(Backend *backend, ErrorMessage *err) {
