@@ -68,9 +68,16 @@ struct ParameterSet {
     Act *compute;
     const ParameterProgress *progress;  // who listens to backward progress, or NULL
     int progress_held;                  // 1: reports dropped (a pass that is not the last)
+    // Bumped by parameter_set_written: writes from outside the model's own
+    // ops (weights and checkpoint loads, copies between models), which a
+    // model that keeps a host copy of a buffer (a ViT's RoPE periods)
+    // re-reads then, instead of reading the buffer back at every forward.
+    unsigned long writes;
 };
 
 void parameter_set_init(ParameterSet *set, Backend *backend, int with_grads);
+// Marks set's values as written from outside the model (see writes).
+static inline void parameter_set_written(ParameterSet *set) { set->writes++; }
 // Declares a parameter before allocation; returns its index or -1. When
 // torch_shape is NULL it equals shape.
 int parameter_declare(ParameterSet *set, const char *name, ParamKind kind, int rank,

@@ -229,6 +229,7 @@ typedef struct Vit {
     int periods_index;       // in buffers, or -1
     float *rope_periods;     // (Dh / 4) host
     float *rope_periods_seen;  // (Dh / 4) host: the buffer as last read
+    unsigned long periods_writes_seen;  // buffers.writes when the buffer was last read
     Staging rope_staging;    // sin and cos tables of the largest slot, to upload
     // Set between vit_declare and vit_allocate for a model that only runs
     // eval forwards (a distillation teacher, embed): parameters without

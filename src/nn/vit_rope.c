@@ -82,13 +82,17 @@ static void use_periods(Vit *model, const float *periods) {
 
 void vit_rope_prepare_forward(Vit *model, VitSlot *slot, int training) {
     const VitConfig *c = &model->config;
-    // The periods buffer may have been loaded since (a checkpoint): the
-    // tables follow it.
-    const Parameter *buffer = &model->buffers.params[model->periods_index];
-    model->backend->op.download(model->backend, model->rope_periods_seen, buffer->value,
-                                buffer->count * sizeof(float));
-    if (memcmp(model->rope_periods_seen, model->rope_periods, buffer->count * sizeof(float)))
-        use_periods(model, model->rope_periods_seen);
+    // The periods buffer may have been written since (a weights or
+    // checkpoint load, a copy from another model): the tables follow it. Read
+    // back only then (a host wait), not at every forward.
+    if (model->buffers.writes != model->periods_writes_seen) {
+        const Parameter *buffer = &model->buffers.params[model->periods_index];
+        model->backend->op.download(model->backend, model->rope_periods_seen, buffer->value,
+                                    buffer->count * sizeof(float));
+        if (memcmp(model->rope_periods_seen, model->rope_periods, buffer->count * sizeof(float)))
+            use_periods(model, model->rope_periods_seen);
+        model->periods_writes_seen = model->buffers.writes;
+    }
     if (!training || c->rope_rescale <= 0.0f || slot->rope_tables < c->depth) {
         if (slot->rope_scaled) vit_rope_upload_eval(model, slot);
         return;

@@ -371,6 +371,7 @@ int weights_load_from(const SafeTensors *file, ParameterSet *params, ParameterSe
             weights_from_torch_layout(param, torch, ours);
             backend->op.upload(backend, param->value, ours, param->count * sizeof *ours);
         }
+        parameter_set_written(sets[s]);
     }
     free(torch);
     free(ours);

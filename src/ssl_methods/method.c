@@ -472,4 +472,5 @@ void method_ema_update(Backend *backend, ParameterSet *target, const ParameterSe
 
 void method_copy_parameters(Backend *backend, ParameterSet *target, const ParameterSet *source) {
     backend->op.copy(backend, target->values, source->values, source->total * sizeof(float));
+    parameter_set_written(target);
 }
