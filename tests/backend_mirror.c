@@ -45,7 +45,8 @@ void *mirror_buffer(size_t bytes) {
 // The mirror holding host address p (which may point inside a buffer).
 static const Mirror *mirror_of(const void *p) {
     for (int i = 0; i < mirror_count; i++)
-        if ((const char *)p >= mirrors[i].host && (const char *)p < mirrors[i].host + mirrors[i].bytes)
+        if (p == mirrors[i].host ||  // an empty buffer (k = 0 products) too
+            ((const char *)p > mirrors[i].host && (const char *)p < mirrors[i].host + mirrors[i].bytes))
             return &mirrors[i];
     fail_msg("pointer %p is not a test buffer", p);
     return NULL;
