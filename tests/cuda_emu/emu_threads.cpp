@@ -4,6 +4,7 @@
 // pointer on x86-64, with makecontext / swapcontext elsewhere; switched with
 // _setjmp / _longjmp, which save no signal mask and so make no system call:
 // a launch of millions of threads stays quick) that run in thread order
+// (odd blocks last to first)
 // and switch only at a barrier: __syncthreads (every thread of the block)
 // or a warp shuffle (the 32 lanes of a warp, whose values are exchanged
 // when all have arrived). Besides running the kernels it checks what a GPU
@@ -203,9 +204,15 @@ void run_block(uint3 block) {
     }
     // Shared memory starts as NaN bytes: a read of what no thread wrote shows.
     if (!emu->shared.empty()) memset(emu->shared.data(), 0xff, emu->shared.size());
+    // Odd blocks run their threads last to first: a missing barrier shows
+    // whichever thread the stale read falls on (races are otherwise hidden
+    // by the fixed order).
+    const int backwards = (block.x + block.y + block.z) % 2;
     for (int pass = 0;; pass++) {
-        for (int t = 0; t < threads; t++)
+        for (int i = 0; i < threads; i++) {
+            const int t = backwards ? threads - 1 - i : i;
             if (emu->fibers[t].state == FiberState::kReady) resume(t, pass > 0);
+        }
         int released = 0, done = 0, at_barrier = 0;
         for (int warp = 0; warp * 32 < threads; warp++) released |= release_shuffle(warp);
         if (released) continue;
