@@ -1,7 +1,7 @@
 // The CUDA runtime API functions the cuda backend calls, emulated on the
 // CPU (declarations: the toolkit's cuda_runtime_api.h): one device with
-// H100-like limits; device memory from mmap, 256-byte aligned, filled with
-// NaN bytes (a kernel reading what nothing wrote shows) and followed by a
+// H100-like limits; device memory from mmap, filled with NaN bytes (a
+// kernel reading what nothing wrote shows) and ending (to 8 bytes) at a
 // guard page (a kernel running off the end of an allocation faults, and
 // emu_threads.cpp names the kernel); copies and memsets checked against the
 // allocations they claim to touch; streams and events run everything at
@@ -37,7 +37,6 @@ std::set<void *> pinned;
 std::set<cudaStream_t> streams;
 std::set<cudaEvent_t> events;
 std::map<const void *, size_t> shared_allowance;
-long launches;
 
 cudaError_t fail(cudaError_t error) {
     last_error = error;
@@ -77,8 +76,6 @@ size_t dynamic_shared_allowance(const void *kernel) {
     auto it = shared_allowance.find(kernel);
     return it == shared_allowance.end() ? kDefaultShared : it->second;
 }
-
-void count_launch(void) { launches++; }
 
 }  // namespace ltc_emu
 
@@ -170,7 +167,10 @@ cudaError_t cudaFuncSetAttribute(const void *kernel, enum cudaFuncAttribute attr
 
 cudaError_t cudaMalloc(void **pointer, size_t bytes) {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t rounded = (bytes + 255) / 256 * 256;
+    // The end sits on the guard page (to 8 bytes, the alignment of a
+    // double): CUDA's 256-byte alignment would leave up to 255 bytes of
+    // slack an overrun could hide in.
+    const size_t rounded = (bytes + 7) / 8 * 8;
     const size_t data = (rounded + page - 1) / page * page;
     void *base = mmap(NULL, data + page, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

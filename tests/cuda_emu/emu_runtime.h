@@ -14,7 +14,6 @@ int stream_is_valid(cudaStream_t stream);
 // Dynamic shared memory a launch of `kernel` may ask for: 48 KB, or what
 // cudaFuncSetAttribute allowed it.
 size_t dynamic_shared_allowance(const void *kernel);
-void count_launch(void);
 
 }  // namespace ltc_emu
 
