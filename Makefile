@@ -192,6 +192,7 @@ info: | $(DEPS_STAMP)
 	@echo "  CPU backend: oneDNN $(DNNL_VERSION) (conv, GEMM) + OpenMP loops"
 	@echo "  CUDA: $(CUDA_REASON)"
 	@echo "  MPI (CPU ranks): $(MPI_REASON)"
+	@echo "  CUDA emulation (make test runs the cuda kernels on the CPU): $(if $(HAVE_EMU),yes,no ($(if $(SANITIZE),sanitizers on,CUDA/cuBLAS/cuDNN headers missing under $(CUDA_HOME))))"
 	@if [ "$(MPI)" = 1 ] && [ -z "$(MPI_FOUND)" ]; then echo "MPI=1 requested but OpenMPI (ompi-c) is missing" >&2; exit 1; fi
 
 deps:
