@@ -123,6 +123,63 @@ TOOL_SRC := $(wildcard tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 DEPS_STAMP := $(BUILD)/.deps-ok
 
+# ---- CUDA emulation (tests/cuda_emu): the cuda backend's kernels on the CPU ------
+# make test also builds the cuda backend with the host C++ compiler against
+# an emulation of the CUDA runtime and thread model, and runs the cuda groups
+# of the tests in EMU_LIST on it ("cuda (CPU emulation)"). Needs only the
+# CUDA, cuBLAS and cuDNN headers (no GPU, no nvcc); off under sanitizers
+# (fibers) and where the headers are missing (the tests then say skipped).
+EMU_DIR := $(BUILD)/emu
+EMU_CUDNN_INCLUDE := $(firstword $(wildcard $(CUDNN_HOME)/include/cudnn.h $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h))
+HAVE_EMU := $(if $(SANITIZE),,$(if $(and $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(wildcard $(CUDA_HOME)/include/cublas_v2.h),$(EMU_CUDNN_INCLUDE)),1,))
+EMU_LIST := $(shell sed -n 's/^\(test_[a-z0-9_]*\)$$/\1/p' tests/cuda_emu/emu_tests.list)
+EMU_TEST_BIN := $(if $(HAVE_EMU),$(EMU_LIST:%=$(EMU_DIR)/tests/%),)
+EMU_INCLUDES = -I$(CUDA_HOME)/include $(if $(EMU_CUDNN_INCLUDE),-I$(dir $(EMU_CUDNN_INCLUDE)),)
+EMU_CXXFLAGS = -std=c++17 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter -MMD -MP \
+               -DLTC_WITH_CUDA -I$(EMU_DIR)/src -Isrc -Itests/cuda_emu $(EMU_INCLUDES)
+EMU_CFLAGS = $(CFLAGS_ALL) -DLTC_WITH_CUDA -I. $(EMU_INCLUDES)
+EMU_CUDA_FILES := $(wildcard src/backend/cuda/*.cu src/backend/cuda/*.cuh src/backend/cuda/*.h)
+EMU_REWRITTEN := $(EMU_CUDA_FILES:%=$(EMU_DIR)/%)
+EMU_OBJ := $(patsubst src/%.cu,$(EMU_DIR)/obj/%.o,$(wildcard src/backend/cuda/*.cu)) \
+           $(patsubst src/%.c,$(EMU_DIR)/obj/%.o,$(wildcard src/backend/cuda/*.c)) \
+           $(EMU_DIR)/obj/backend/backend.o \
+           $(patsubst tests/cuda_emu/%,$(EMU_DIR)/obj/runtime/%.o,$(basename $(wildcard tests/cuda_emu/*.cpp tests/cuda_emu/*.c)))
+# The library less the cuda backend (and backend.c, built here with it).
+EMU_LIB_OBJ = $(filter-out $(BUILD)/obj/src/backend/cuda/% $(BUILD)/obj/src/backend/backend.o,$(LIB_OBJ))
+EMU_LDLIBS = $(PKG_LIBS) $(MPI_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
+
+$(EMU_DIR)/src/backend/cuda/%: src/backend/cuda/% tests/cuda_emu/rewrite.sed
+	@mkdir -p $(@D)
+	@{ echo '#line 1 "$<"'; sed -f tests/cuda_emu/rewrite.sed $<; } > $@
+
+$(EMU_DIR)/obj/backend/cuda/%.o: $(EMU_DIR)/src/backend/cuda/%.cu $(EMU_REWRITTEN) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ -include tests/cuda_emu/cuda_emu.h -c $< -o $@
+
+$(EMU_DIR)/obj/backend/cuda/%.o: src/backend/cuda/%.c | $(DEPS_STAMP) $(GEN_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(EMU_CFLAGS) -include tests/cuda_emu/emu_dlopen.h -c $< -o $@
+
+$(EMU_DIR)/obj/backend/backend.o: src/backend/backend.c | $(DEPS_STAMP) $(GEN_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(EMU_CFLAGS) -c $< -o $@
+
+$(EMU_DIR)/obj/runtime/%.o: tests/cuda_emu/%.cpp | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+$(EMU_DIR)/obj/runtime/%.o: tests/cuda_emu/%.c | $(DEPS_STAMP) $(GEN_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(EMU_CFLAGS) -c $< -o $@
+
+$(EMU_DIR)/libltc_emu.a: $(EMU_LIB_OBJ) $(EMU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(EMU_DIR)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(EMU_DIR)/libltc_emu.a
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS)
+
 # Object files of tests and tools are kept (not deleted as intermediates).
 .SECONDARY:
 
@@ -135,6 +192,7 @@ info: | $(DEPS_STAMP)
 	@echo "  CPU backend: oneDNN $(DNNL_VERSION) (conv, GEMM) + OpenMP loops"
 	@echo "  CUDA: $(CUDA_REASON)"
 	@echo "  MPI (CPU ranks): $(MPI_REASON)"
+	@echo "  CUDA emulation (make test runs the cuda kernels on the CPU): $(if $(HAVE_EMU),yes,no ($(if $(SANITIZE),sanitizers on,CUDA/cuBLAS/cuDNN headers missing under $(CUDA_HOME))))"
 	@if [ "$(MPI)" = 1 ] && [ -z "$(MPI_FOUND)" ]; then echo "MPI=1 requested but OpenMPI (ompi-c) is missing" >&2; exit 1; fi
 
 deps:
@@ -192,7 +250,7 @@ $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(LIB)
 tools: $(TOOL_BIN)
 
 # The README's test command. Unit tests (cmocka) then end-to-end CLI tests.
-test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN)
+test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN) $(EMU_TEST_BIN)
 	@tests/run_tests.sh $(BUILD)
 
 asan:
@@ -254,4 +312,4 @@ install: all
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(EMU_DIR)/obj -name '*.d' 2>/dev/null)

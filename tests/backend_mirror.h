@@ -65,6 +65,12 @@ double mirror_act_tol(double fp32_tol);
 void mirror_expect_close(const char *label, size_t n, const float *actual, const float *expected,
                          double rtol, double atol);
 
+// 1 when the group's fast backend is the CUDA emulation on the CPU
+// (tests/cuda_emu): cases too large for it say so on stderr and are left
+// to the GPU run (mirror_emulation_skips).
+int mirror_emulated(void);
+int mirror_emulation_skips(const char *what);
+
 // The test starts here: skipped, with the reason, where the group's
 // backend could not be made.
 void mirror_need_fast_backend(void);

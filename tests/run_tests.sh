@@ -12,6 +12,31 @@ failed_names=()
 export LTC_BIN="$build/lightly-train-c"
 export LTC_BUILD="$build"
 
+# Adds a test binary's log (name, log file, exit status) to the counts and
+# prints its line. A binary may run several cmocka groups: every group's
+# summary counts.
+count_log() {
+  local name=$1 log=$2 status=$3 ok bad skip
+  ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+  bad=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+  # Skipped: what this machine cannot run (the GPU tests without a GPU),
+  # counted apart, never as passed.
+  skip=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
+  ok=${ok:-0}
+  bad=${bad:-0}
+  skipped=$((skipped + ${skip:-0}))
+  if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi  # crashed
+  passed=$((passed + ok))
+  failed=$((failed + bad))
+  if [ "$bad" -ne 0 ]; then
+    failed_names+=("$name")
+    echo "FAIL $name (exit $status):"
+    grep -E 'FAILED|ERROR|Assert|error|Sanitizer|runtime error' "$log" | head -n 30
+  else
+    if [ "${skip:-0}" -ne 0 ]; then echo "ok   $name ($ok tests, $skip skipped)"; else echo "ok   $name ($ok tests)"; fi
+  fi
+}
+
 # Every unit test runs with the SIMD kernels the CPU offers (ours and
 # oneDNN's), and as a CPU without AVX2 would run it: LTC_SIMD=scalar (our
 # portable code) and oneDNN limited to SSE4.1. On an AVX-512 CPU a third
@@ -38,27 +63,25 @@ for source in tests/test_*.c; do
     avx2) ONEDNN_MAX_CPU_ISA=AVX2 "$binary" >"$log" 2>&1 ;;
     scalar) LTC_SIMD=scalar ONEDNN_MAX_CPU_ISA=SSE41 "$binary" >"$log" 2>&1 ;;
   esac
-  status=$?
-  # A binary may run several cmocka groups: add up every group's summary.
-  ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
-  bad=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
-  # Skipped: what this machine cannot run (the GPU tests without a GPU),
-  # counted apart, never as passed.
-  skip=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
-  ok=${ok:-0}
-  bad=${bad:-0}
-  skipped=$((skipped + ${skip:-0}))
-  if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi  # crashed
-  passed=$((passed + ok))
-  failed=$((failed + bad))
-  if [ "$bad" -ne 0 ]; then
-    failed_names+=("$name")
-    echo "FAIL $name (exit $status):"
-    grep -E 'FAILED|ERROR|Assert|error|Sanitizer|runtime error' "$log" | head -n 30
-  else
-    if [ "${skip:-0}" -ne 0 ]; then echo "ok   $name ($ok tests, $skip skipped)"; else echo "ok   $name ($ok tests)"; fi
-  fi
+  count_log "$name" "$log" $?
 done
+done
+
+# The cuda groups once more, on the CUDA emulation (tests/cuda_emu): the same
+# test sources linked against the cuda backend built for the CPU, so its
+# kernels run here, without a GPU, against ref. Built by make test where the
+# CUDA headers are (not under sanitizers); otherwise reported as skipped.
+for name in $(sed -n 's/^\(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.list); do
+  label="$name[cuda (CPU emulation)]"
+  binary="$build/emu/tests/$name"
+  if [ ! -x "$binary" ]; then
+    skipped=$((skipped + 1))
+    echo "skip $label: not built (no CUDA headers, or a sanitizer build)"
+    continue
+  fi
+  log="$build/emu/tests/$name.log"
+  LTC_TEST_CUDA_ONLY=1 "$binary" >"$log" 2>&1
+  count_log "$label" "$log" $?
 done
 
 for script in tests/e2e/*.sh; do

@@ -199,6 +199,9 @@ static void test_f32_twins(void **state) {
         float *r_act = mirror_nan_tensor(n), *r_f32 = mirror_nan_tensor(n);
         b->op.relu_forward(b, n, ONA(x), ONA(r_act));
         b->op.relu_forward_f32(b, n, ON(x), ON(r_f32));
+        // An output a later op reads comes back to the host first: D and DA
+        // upload the host buffer over its twin.
+        if (at) HA(r_act), H(r_f32);
         float *g_act = mirror_nan_tensor(n), *g_f32 = mirror_nan_tensor(n);
         b->op.relu_backward(b, n, ONA(r_act), ONA(dy), ONA(g_act));
         b->op.relu_backward_f32(b, n, ON(r_f32), ON(dy), ON(g_f32));
@@ -219,6 +222,8 @@ static void test_f32_twins(void **state) {
         b->op.batchnorm_forward_train_f32(b, rows, c, ON(x), ON(gamma), ON(beta), 0.1f, 1e-5f,
                                           ON(bn[1]), ON(stats[1][0]), ON(stats[1][1]),
                                           ON(stats[1][2]), ON(stats[1][3]));
+        if (at)
+            for (int k = 0; k < 2; k++) H(stats[k][0]), H(stats[k][1]);
         b->op.batchnorm_backward(b, rows, c, ONA(x), ONA(dy), ON(gamma), ON(stats[0][0]),
                                  ON(stats[0][1]), ONA(dx[0]), ON(dgamma[0]), ON(dbeta[0]));
         b->op.batchnorm_backward_f32(b, rows, c, ON(x), ON(dy), ON(gamma), ON(stats[1][0]),

@@ -109,7 +109,7 @@ void cuda_column_sums(cudaStream_t stream, double *scratch, size_t rows, int wid
     for (int first = 0; first < width; first += CUDA_MAX_COLUMNS) {
         const int chunk = width - first < CUDA_MAX_COLUMNS ? width - first : CUDA_MAX_COLUMNS;
         const dim3 grid((unsigned)((chunk + 31) / 32), (unsigned)row_blocks);
-        column_partials_kernel<<<grid, dim3(32, 8), 0, stream>>>(rows, first, chunk, value,
+        column_partials_kernel<Value><<<grid, dim3(32, 8), 0, stream>>>(rows, first, chunk, value,
                                                                  scratch);
         CUDA_CHECK_LAUNCH();
         cuda_column_finish_launch(stream, chunk, row_blocks, scratch, y + first, accumulate);

@@ -1,0 +1,142 @@
+// The cuBLAS of the CUDA emulation: the seven functions cuda_gemm.c
+// resolves (its dlopen and dlsym reach these through emu_dlopen.h), with
+// the column-major GEMM of cuBLAS computed by plain loops, fp32 sums in k
+// order; 16-bit inputs widened, a 16-bit C rounded to nearest even once.
+// The GPU's cuBLAS sums in another order, so the linear layers' tolerances
+// are checked here, not its exact bits.
+#include <cublas_v2.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tests/cuda_emu/emu_dlopen.h"
+#include "util/half.h"
+
+struct cublasContext {
+    cudaStream_t stream;
+};
+
+static struct cublasContext contexts[16];
+static int context_count;
+
+static cublasStatus_t emu_create(cublasHandle_t *handle) {
+    if (context_count == 16) return CUBLAS_STATUS_ALLOC_FAILED;
+    *handle = &contexts[context_count++];
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t emu_destroy(cublasHandle_t handle) {
+    return handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+static cublasStatus_t emu_set_stream(cublasHandle_t handle, cudaStream_t stream) {
+    handle->stream = stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t emu_set_math_mode(cublasHandle_t handle, cublasMath_t mode) {
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static const char *emu_status_string(cublasStatus_t status) {
+    return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS"
+                                           : "cuBLAS error (cuda emulation)";
+}
+
+static float load(const void *p, cudaDataType_t type, size_t i) {
+    switch (type) {
+    case CUDA_R_16F: return f16_to_float(((const float16 *)p)[i]);
+    case CUDA_R_16BF: return bf16_to_float(((const bfloat16 *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+static void store(void *p, cudaDataType_t type, size_t i, float v) {
+    switch (type) {
+    case CUDA_R_16F: ((float16 *)p)[i] = float_to_f16(v); break;
+    case CUDA_R_16BF: ((bfloat16 *)p)[i] = float_to_bf16(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
+
+static int known_type(cudaDataType_t type) {
+    return type == CUDA_R_16F || type == CUDA_R_16BF || type == CUDA_R_32F;
+}
+
+// C (m, n) = alpha op(A) op(B) + beta C, column-major; C is not read when
+// beta is 0 (as cuBLAS).
+static cublasStatus_t gemm(cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                           int k, float alpha, const void *a, cudaDataType_t a_type, int lda,
+                           const void *b, cudaDataType_t b_type, int ldb, float beta, void *c,
+                           cudaDataType_t c_type, int ldc) {
+    if (m < 0 || n < 0 || k < 0 || !known_type(a_type) || !known_type(b_type) ||
+        !known_type(c_type))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (lda < (transa == CUBLAS_OP_N ? m : k) || ldb < (transb == CUBLAS_OP_N ? k : n) ||
+        ldc < m || lda < 1 || ldb < 1 || ldc < 1)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float sum = 0.0f;
+            for (int l = 0; l < k; l++) {
+                const size_t ai = transa == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
+                const size_t bi = transb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
+                sum += load(a, a_type, ai) * load(b, b_type, bi);
+            }
+            const size_t ci = i + (size_t)j * ldc;
+            const float v = beta == 0.0f ? alpha * sum : alpha * sum + beta * load(c, c_type, ci);
+            store(c, c_type, ci, v);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t emu_sgemm(cublasHandle_t handle, cublasOperation_t transa,
+                                cublasOperation_t transb, int m, int n, int k, const float *alpha,
+                                const float *a, int lda, const float *b, int ldb,
+                                const float *beta, float *c, int ldc) {
+    return gemm(transa, transb, m, n, k, *alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, *beta, c,
+                CUDA_R_32F, ldc);
+}
+
+static cublasStatus_t emu_gemm_ex(cublasHandle_t handle, cublasOperation_t transa,
+                                  cublasOperation_t transb, int m, int n, int k,
+                                  const void *alpha, const void *a, cudaDataType_t a_type, int lda,
+                                  const void *b, cudaDataType_t b_type, int ldb, const void *beta,
+                                  void *c, cudaDataType_t c_type, int ldc,
+                                  cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    if (compute != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    return gemm(transa, transb, m, n, k, *(const float *)alpha, a, a_type, lda, b, b_type, ldb,
+                *(const float *)beta, c, c_type, ldc);
+}
+
+static const struct {
+    const char *name;
+    void *function;
+} exported[] = {
+    {"cublasCreate_v2", (void *)emu_create},
+    {"cublasDestroy_v2", (void *)emu_destroy},
+    {"cublasSetStream_v2", (void *)emu_set_stream},
+    {"cublasSetMathMode", (void *)emu_set_math_mode},
+    {"cublasGetStatusString", (void *)emu_status_string},
+    {"cublasSgemm_v2", (void *)emu_sgemm},
+    {"cublasGemmEx", (void *)emu_gemm_ex},
+};
+
+static int emulated_blas;  // its address is the library handle
+
+#undef dlopen
+#undef dlsym
+#undef dlclose
+
+void *emu_dlopen(const char *name, int flags) {
+    if (strncmp(name, "libcublas.so", 12) == 0) return &emulated_blas;
+    return dlopen(name, flags);
+}
+
+void *emu_dlsym(void *library, const char *symbol) {
+    if (library != &emulated_blas) return dlsym(library, symbol);
+    for (size_t i = 0; i < sizeof exported / sizeof exported[0]; i++)
+        if (strcmp(exported[i].name, symbol) == 0) return exported[i].function;
+    return NULL;
+}
+
+int emu_dlclose(void *library) { return library == &emulated_blas ? 0 : dlclose(library); }

@@ -1,0 +1,321 @@
+// The CUDA runtime API functions the cuda backend calls, emulated on the
+// CPU (declarations: the toolkit's cuda_runtime_api.h): one device with
+// H100-like limits; device memory from mmap, filled with NaN bytes (a
+// kernel reading what nothing wrote shows) and ending (to 8 bytes) at a
+// guard page (a kernel running off the end of an allocation faults, and
+// emu_threads.cpp names the kernel); copies and memsets checked against the
+// allocations they claim to touch; streams and events run everything at
+// once (a launch has finished when it returns), events keep host time.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <map>
+#include <set>
+
+#include "emu_runtime.h"
+
+namespace ltc_emu {
+namespace {
+
+struct Allocation {
+    size_t bytes;
+    void *base;  // the mapping
+    size_t mapped;
+};
+
+constexpr size_t kDefaultShared = 48 * 1024;
+constexpr int kSharedOptin = 227 * 1024;
+
+cudaError_t last_error = cudaSuccess;
+std::map<uintptr_t, Allocation> allocations;  // device memory by start
+std::set<void *> pinned;
+std::set<cudaStream_t> streams;
+std::set<cudaEvent_t> events;
+std::map<const void *, size_t> shared_allowance;
+
+cudaError_t fail(cudaError_t error) {
+    last_error = error;
+    return error;
+}
+
+// Inside one device allocation: [p, p + bytes).
+int device_range(const void *p, size_t bytes) {
+    const uintptr_t at = (uintptr_t)p;
+    auto it = allocations.upper_bound(at);
+    if (it == allocations.begin()) return 0;
+    --it;
+    return at >= it->first && at + bytes <= it->first + it->second.bytes;
+}
+
+double now_ms() {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+}  // namespace
+
+void set_launch_error(cudaError_t error, const LaunchConfig *config) {
+    fprintf(stderr,
+            "cuda emulation: launch at %s:%d refused (%s): grid (%u,%u,%u), block (%u,%u,%u), "
+            "%zu bytes of dynamic shared memory (allowed %zu)\n",
+            config->file, config->line, cudaGetErrorString(error), config->grid.x,
+            config->grid.y, config->grid.z, config->block.x, config->block.y, config->block.z,
+            config->shared_bytes, dynamic_shared_allowance(config->kernel));
+    last_error = error;
+}
+
+int stream_is_valid(cudaStream_t stream) { return stream == 0 || streams.count(stream); }
+
+size_t dynamic_shared_allowance(const void *kernel) {
+    auto it = shared_allowance.find(kernel);
+    return it == shared_allowance.end() ? kDefaultShared : it->second;
+}
+
+}  // namespace ltc_emu
+
+using namespace ltc_emu;
+
+struct CUstream_st {
+    unsigned flags;
+};
+struct CUevent_st {
+    unsigned flags;
+    int recorded;
+    double ms;
+};
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void) {
+    const cudaError_t error = last_error;
+    last_error = cudaSuccess;
+    return error;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
+const char *cudaGetErrorString(cudaError_t error) {
+    switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInvalidPitchValue: return "invalid pitch argument";
+    default: return "unrecognized error code (cuda emulation)";
+    }
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *properties, int device) {
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    memset(properties, 0, sizeof *properties);
+    snprintf(properties->name, sizeof properties->name, "CUDA emulation on the CPU");
+    properties->totalGlobalMem = (size_t)80 << 30;
+    properties->sharedMemPerBlock = kDefaultShared;
+    properties->sharedMemPerBlockOptin = kSharedOptin;
+    properties->warpSize = 32;
+    properties->maxThreadsPerBlock = 1024;
+    properties->maxThreadsDim[0] = properties->maxThreadsDim[1] = 1024;
+    properties->maxThreadsDim[2] = 64;
+    properties->maxGridSize[0] = 2147483647;
+    properties->maxGridSize[1] = properties->maxGridSize[2] = 65535;
+    properties->multiProcessorCount = 132;
+    properties->major = 9;
+    properties->minor = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attribute, int device) {
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    switch (attribute) {
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = kSharedOptin; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)kDefaultShared; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    default: return fail(cudaErrorInvalidValue);
+    }
+}
+
+cudaError_t cudaFuncSetAttribute(const void *kernel, enum cudaFuncAttribute attribute,
+                                 int value) {
+    if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+    if (value < 0 || value > kSharedOptin) return fail(cudaErrorInvalidValue);
+    shared_allowance[kernel] = (size_t)value;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **pointer, size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    // The end sits on the guard page (to 8 bytes, the alignment of a
+    // double): CUDA's 256-byte alignment would leave up to 255 bytes of
+    // slack an overrun could hide in.
+    const size_t rounded = (bytes + 7) / 8 * 8;
+    const size_t data = (rounded + page - 1) / page * page;
+    void *base = mmap(NULL, data + page, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+    mprotect((char *)base + data, page, PROT_NONE);
+    char *start = (char *)base + (data - rounded);
+    memset(start, 0xff, rounded);
+    allocations[(uintptr_t)start] = Allocation{bytes, base, data + page};
+    *pointer = start;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *pointer) {
+    if (!pointer) return cudaSuccess;
+    auto it = allocations.find((uintptr_t)pointer);
+    if (it == allocations.end()) return fail(cudaErrorInvalidValue);
+    munmap(it->second.base, it->second.mapped);
+    allocations.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **pointer, size_t bytes, unsigned int flags) {
+    *pointer = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (!*pointer) return fail(cudaErrorMemoryAllocation);
+    pinned.insert(*pointer);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **pointer, size_t bytes) { return cudaHostAlloc(pointer, bytes, 0); }
+
+cudaError_t cudaFreeHost(void *pointer) {
+    if (!pinned.erase(pointer)) return fail(cudaErrorInvalidValue);
+    free(pointer);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    if (bytes == 0) return cudaSuccess;
+    const int dst_ok = kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyHostToDevice
+                           ? device_range(dst, bytes)
+                           : !device_range(dst, 1);
+    const int src_ok = kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyDeviceToHost
+                           ? device_range(src, bytes)
+                           : !device_range(src, 1);
+    if (kind != cudaMemcpyDefault && (!dst_ok || !src_ok)) {
+        fprintf(stderr, "cuda emulation: cudaMemcpy of %zu bytes, kind %d, from %p to %p: %s\n",
+                bytes, (int)kind, src, dst,
+                !dst_ok ? "the destination is not where the kind says (or overruns it)"
+                        : "the source is not where the kind says (or overruns it)");
+        return fail(cudaErrorInvalidValue);
+    }
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+// Row by row, each row checked as one copy; pitches narrower than a row are
+// refused as CUDA does.
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind,
+                              cudaStream_t stream) {
+    if (dst_pitch < width || src_pitch < width) return fail(cudaErrorInvalidPitchValue);
+    for (size_t row = 0; row < height; row++) {
+        const cudaError_t status = cudaMemcpyAsync((char *)dst + row * dst_pitch,
+                                                   (const char *)src + row * src_pitch, width,
+                                                   kind, stream);
+        if (status != cudaSuccess) return status;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    return cudaMemcpyAsync(dst, src, bytes, kind, 0);
+}
+
+cudaError_t cudaMemsetAsync(void *pointer, int value, size_t bytes, cudaStream_t stream) {
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    if (bytes && !device_range(pointer, bytes)) {
+        fprintf(stderr, "cuda emulation: cudaMemsetAsync of %zu bytes at %p: not device memory "
+                        "(or past its end)\n", bytes, pointer);
+        return fail(cudaErrorInvalidValue);
+    }
+    memset(pointer, value, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    *stream = new CUstream_st{flags};
+    streams.insert(*stream);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (!streams.erase(stream)) return fail(cudaErrorInvalidResourceHandle);
+    delete stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    return stream_is_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+    *event = new CUevent_st{flags, 0, 0.0};
+    events.insert(*event);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, 0); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    if (!events.erase(event)) return fail(cudaErrorInvalidResourceHandle);
+    delete event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    if (!events.count(event) || !stream_is_valid(stream))
+        return fail(cudaErrorInvalidResourceHandle);
+    event->recorded = 1;
+    event->ms = now_ms();
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    return events.count(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) { return cudaEventQuery(event); }
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+    if (!events.count(event) || !stream_is_valid(stream))
+        return fail(cudaErrorInvalidResourceHandle);
+    return cudaSuccess;
+}
+
+// As CUDA: both events recorded, neither made with cudaEventDisableTiming.
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!events.count(start) || !events.count(end)) return fail(cudaErrorInvalidResourceHandle);
+    if ((start->flags | end->flags) & cudaEventDisableTiming)
+        return fail(cudaErrorInvalidResourceHandle);
+    if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
+    *ms = (float)(end->ms - start->ms);
+    return cudaSuccess;
+}
+
+}  // extern "C"
