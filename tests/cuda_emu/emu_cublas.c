@@ -1,4 +1,4 @@
-// The cuBLAS of the CUDA emulation: the seven functions cuda_gemm.c
+// The cuBLAS of the CUDA emulation: the eight functions cuda_gemm.c
 // resolves (its dlopen and dlsym reach these through emu_dlopen.h), with
 // the column-major GEMM of cuBLAS computed by plain loops, fp32 sums in k
 // order; 16-bit inputs widened, a 16-bit C rounded to nearest even once.
@@ -108,6 +108,25 @@ static cublasStatus_t emu_gemm_ex(cublasHandle_t handle, cublasOperation_t trans
                 *(const float *)beta, c, c_type, ldc);
 }
 
+// count products over pointer arrays in (emulated) device memory.
+static cublasStatus_t emu_gemm_batched_ex(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void *alpha, const void *const a[],
+                                          cudaDataType_t a_type, int lda, const void *const b[],
+                                          cudaDataType_t b_type, int ldb, const void *beta,
+                                          void *const c[], cudaDataType_t c_type, int ldc,
+                                          int count, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo) {
+    if (compute != CUBLAS_COMPUTE_32F || count < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int i = 0; i < count; i++) {
+        const cublasStatus_t status =
+            gemm(transa, transb, m, n, k, *(const float *)alpha, a[i], a_type, lda, b[i], b_type,
+                 ldb, *(const float *)beta, c[i], c_type, ldc);
+        if (status != CUBLAS_STATUS_SUCCESS) return status;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 static const struct {
     const char *name;
     void *function;
@@ -119,6 +138,7 @@ static const struct {
     {"cublasGetStatusString", (void *)emu_status_string},
     {"cublasSgemm_v2", (void *)emu_sgemm},
     {"cublasGemmEx", (void *)emu_gemm_ex},
+    {"cublasGemmBatchedEx", (void *)emu_gemm_batched_ex},
 };
 
 static int emulated_blas;  // its address is the library handle

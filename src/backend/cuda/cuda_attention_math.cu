@@ -136,6 +136,10 @@ AttentionMath *cuda_attention_math_create(Backend *backend, const AttentionShape
     const size_t square = (size_t)s.tokens * s.tokens;
     const size_t per_image = (size_t)s.heads * square * (sizeof(float) + 2);
     size_t chunk = kScoreBudget / per_image;
+    // LTC_TEST_ATTENTION_CHUNK=N (tests only): N images per pass, so that
+    // small test shapes go through several chunks too.
+    const char *test_chunk = getenv("LTC_TEST_ATTENTION_CHUNK");
+    if (test_chunk && atoi(test_chunk) > 0) chunk = (size_t)atoi(test_chunk);
     if (chunk < 1) chunk = 1;
     if (chunk > (size_t)s.batch) chunk = (size_t)s.batch;
     AttentionMath *math = (AttentionMath *)calloc(1, sizeof *math);
