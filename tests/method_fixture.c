@@ -40,8 +40,12 @@ double method_fixture_relative_error(const float *a, const float *b, size_t n) {
     return norm > 0 ? sqrt(difference / norm) : sqrt(difference);
 }
 
-double method_fixture_allowed_error(double sixteen_bit_error) {
-    return fmax(2.0 * sixteen_bit_error, 1e-3);
+double method_fixture_allowed_error(double sixteen_bit_error, double floor) {
+    return fmax(3.0 * sixteen_bit_error, floor);
+}
+
+double method_fixture_scalar_floor(ComputeDtype dtype) {
+    return 16.0 * (dtype == COMPUTE_BF16 ? 0x1p-8 : 0x1p-11);
 }
 
 void method_fixture_batch(const Method *method, int size, MethodFixtureBatch *out) {

@@ -8,12 +8,12 @@
 // 16-bit pass itself is to fp32.
 //
 // The measure is self-calibrating: ref is also run in fp32, and the error
-// of cuda-16 against ref-16 must stay below twice the error of ref-16
-// against ref-32 (the size of the 16-bit rounding itself on this network
-// and batch; kernels that round in other places, sum in other orders or
-// pick other cuDNN algorithms move results by about that much, a wrong
-// kernel by O(1)), with a floor of 1e-3 where the 16-bit error happens to
-// be tiny. Skipped (reported, not passed) where no GPU works; run by make
+// of cuda-16 against ref-16 must stay below three times the error of
+// ref-16 against ref-32 (the size of the 16-bit rounding itself on this
+// network and batch; kernels that round in other places, sum in other
+// orders or pick other cuDNN algorithms move results by about that much, a
+// wrong kernel by O(1); method_fixture_allowed_error), with a floor of
+// 1e-3 where the 16-bit error happens to be tiny. Skipped (reported, not passed) where no GPU works; run by make
 // test-gpu.
 #include <setjmp.h>
 #include <stdarg.h>
@@ -117,10 +117,10 @@ static void check_resnet(ComputeDtype dtype) {
     const double grads = method_fixture_relative_error(cuda16.grads, ref16.grads, ref16.count);
     print_message("resnet18 %s: cuda vs ref relative L2 error: features %.2e (allowed %.2e), "
                   "parameter gradients %.2e (allowed %.2e)\n",
-                  compute_dtype_name(dtype), features, method_fixture_allowed_error(features16),
-                  grads, method_fixture_allowed_error(grads16));
-    assert_true(features < method_fixture_allowed_error(features16));
-    assert_true(grads < method_fixture_allowed_error(grads16));
+                  compute_dtype_name(dtype), features, method_fixture_allowed_error(features16, 1e-3),
+                  grads, method_fixture_allowed_error(grads16, 1e-3));
+    assert_true(features < method_fixture_allowed_error(features16, 1e-3));
+    assert_true(grads < method_fixture_allowed_error(grads16, 1e-3));
     resnet_pass_free(&cuda16), resnet_pass_free(&ref16), resnet_pass_free(&ref32);
 }
 

@@ -19,8 +19,9 @@
 //   backend (backend_mirror.h) hold each kernel far tighter.
 // - fp16 and bf16: the cuda backend against ref in the same dtype (ref
 //   rounds every stored activation as the GPU does), self-calibrating as in
-//   test_cuda_precision.c: the error against ref-16 must stay below twice
-//   ref-16's own error against ref-32, with a floor of 1e-3. At these sizes
+//   test_cuda_precision.c: the error against ref-16 must stay below three
+//   times ref-16's own error against ref-32, with a floor of 1e-3 (16 units
+//   of roundoff for the loss: method_fixture.h). At these sizes
 //   that error is large for a ResNet backbone (ref-16 against ref-32:
 //   0.15 in fp16, up to 0.6 in bf16, the same BatchNorm conditioning), so
 //   those checks catch only gross errors; the loss and the heads' and the
@@ -29,7 +30,10 @@
 // its class tokens are almost equal, the nearest-neighbour distances are
 // about 1e-9 and their logarithm turns rounding into a 2e-3 change of the
 // loss; KoLeo is checked on its own in test_dinov2_loss.
-// The cuda cases are skipped (reported, not passed) where no GPU works.
+// The cuda cases are skipped (reported, not passed) where no GPU works. On
+// the CPU emulation of the cuda backend (tests/cuda_emu; by hand:
+// build/emu/tests/test_method_steps, about 7 minutes) every case passed:
+// fp32 errors as the cpu backend's, 16-bit ones up to 1.5 times ref's own.
 // STEP_CASES="test_dino*" runs only the cases whose names match.
 #include <setjmp.h>
 #include <stdarg.h>
@@ -192,16 +196,16 @@ static void check_16bit(const StepCase *c) {
     const double loss = fabs((double)pass.loss - ref16.loss) / fabs((double)ref16.loss);
     print_message("%s %s %s: loss %.6f ref %.6f fp32 %.6f (relative error %.2e, allowed %.2e)\n",
                   method_kind_name(c->kind), c->backend, compute_dtype_name(c->dtype), pass.loss,
-                  ref16.loss, ref32.loss, loss, method_fixture_allowed_error(loss16));
-    assert_true(loss < method_fixture_allowed_error(loss16));
+                  ref16.loss, ref32.loss, loss, method_fixture_allowed_error(loss16, method_fixture_scalar_floor(c->dtype)));
+    assert_true(loss < method_fixture_allowed_error(loss16, method_fixture_scalar_floor(c->dtype)));
     for (int g = 0; g < ref16.group_count; g++) {
         const double grads16 =
             method_fixture_relative_error(ref16.grads[g], ref32.grads[g], ref16.count[g]);
         const double grads =
             method_fixture_relative_error(pass.grads[g], ref16.grads[g], ref16.count[g]);
         print_message("  group %d: gradients relative L2 error %.2e (allowed %.2e)\n", g, grads,
-                      method_fixture_allowed_error(grads16));
-        assert_true(grads < method_fixture_allowed_error(grads16));
+                      method_fixture_allowed_error(grads16, 1e-3));
+        assert_true(grads < method_fixture_allowed_error(grads16, 1e-3));
     }
     step_pass_free(&pass), step_pass_free(&ref16), step_pass_free(&ref32);
 }
