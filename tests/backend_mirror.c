@@ -46,7 +46,8 @@ void *mirror_buffer(size_t bytes) {
 static const Mirror *mirror_of(const void *p) {
     for (int i = 0; i < mirror_count; i++)
         if (p == mirrors[i].host ||  // an empty buffer (k = 0 products) too
-            ((const char *)p > mirrors[i].host && (const char *)p < mirrors[i].host + mirrors[i].bytes))
+            ((const char *)p > mirrors[i].host &&
+             (const char *)p < mirrors[i].host + mirrors[i].bytes))
             return &mirrors[i];
     fail_msg("pointer %p is not a test buffer", p);
     return NULL;

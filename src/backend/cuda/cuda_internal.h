@@ -336,7 +336,8 @@ int cuda_blas_create(CudaState *state, ErrorMessage *err);
 void cuda_blas_destroy(CudaState *state);
 int cuda_dnn_create(CudaState *state, ErrorMessage *err);
 void cuda_dnn_destroy(CudaState *state);
-// ---- cuda_transfer.c: pinned host memory, copies on a copy stream, ordered copies, fences, step timers ----
+// ---- cuda_transfer.c: pinned host memory, copies on a copy stream, ordered copies,
+// fences, step timers ----
 void *cuda_host_alloc(Backend *backend, size_t bytes);
 void cuda_host_free(Backend *backend, void *pointer);
 Transfer *cuda_transfer_create(Backend *backend, ErrorMessage *err);
