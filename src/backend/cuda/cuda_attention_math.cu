@@ -203,6 +203,16 @@ void scores_product(Backend *backend, const MathRegions &r, const AttentionShape
             ld, PTR_SCORES, 1, s.tokens);
 }
 
+// fn(first, count, entries) for each chunk of images in turn.
+template <typename Fn>
+void for_each_chunk(const AttentionMath *math, Fn &&fn) {
+    const AttentionShape &s = math->shape;
+    for (int first = 0; first < s.batch; first += math->chunk) {
+        const int count = s.batch - first < math->chunk ? s.batch - first : math->chunk;
+        fn(first, count, count * s.heads);
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -215,9 +225,7 @@ void cuda_attention_math_forward(Backend *backend, AttentionMath *math, const Ac
     const MathRegions r = math_regions(backend, math);
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
-        for (int first = 0; first < s.batch; first += math->chunk) {
-            const int count = s.batch - first < math->chunk ? s.batch - first : math->chunk;
-            const int entries = count * s.heads;
+        for_each_chunk(math, [&](int first, int count, int entries) {
             set_pointers<T>(stream, r, math, first, count, qkv, out, NULL);
             scores_product(backend, r, s, entries, scale);
             const int rows = entries * s.tokens;
@@ -230,7 +238,7 @@ void cuda_attention_math_forward(Backend *backend, AttentionMath *math, const Ac
             // out^T (Dh, queries) = v^T (Dh, keys) P^T (keys, queries)
             product(backend, r, entries, 0, 0, s.head_dim, s.tokens, s.tokens, 1.0f, PTR_V, ld,
                     PTR_PROBS, s.tokens, PTR_ROWS, 0, s.heads * s.head_dim);
-        }
+        });
     });
 }
 
@@ -243,9 +251,7 @@ void cuda_attention_math_backward(Backend *backend, AttentionMath *math, const A
     const MathRegions r = math_regions(backend, math);
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
-        for (int first = 0; first < s.batch; first += math->chunk) {
-            const int count = s.batch - first < math->chunk ? s.batch - first : math->chunk;
-            const int entries = count * s.heads;
+        for_each_chunk(math, [&](int first, int count, int entries) {
             const size_t rows = (size_t)entries * s.tokens;
             const size_t offset = (size_t)first * s.heads * s.tokens;
             set_pointers<T>(stream, r, math, first, count, qkv, dout, dqkv);
@@ -268,7 +274,7 @@ void cuda_attention_math_backward(Backend *backend, AttentionMath *math, const A
             // dk^T (Dh, keys) = scale q^T (Dh, queries) dS (queries, keys)
             product(backend, r, entries, 0, 1, s.head_dim, s.tokens, s.tokens, scale, PTR_Q, ld,
                     PTR_PROBS, s.tokens, PTR_DK, 0, ld);
-        }
+        });
     });
 }
 
