@@ -14,6 +14,9 @@
 # MPI=0 builds without OpenMPI (no CPU data parallel).
 
 VERSION := 0.1.0
+# `make` alone builds the program: named here because the emulation's pattern
+# rules below come before `all:` and one of them would otherwise be the goal.
+.DEFAULT_GOAL := all
 CC ?= cc
 BUILD ?= build
 PREFIX ?= /usr/local
