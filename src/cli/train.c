@@ -233,11 +233,7 @@ int command_train(int argc, char **argv) {
     }
     if (started == RANKS_LAUNCHED) return launch_status;
     const DistRun dist = place.dist;
-    if (prepare_weights(&config, method_choices[choices.method])) {
-        if (comm_world_size(dist.comm) > 1) comm_abort(dist.comm, 2);  // ends every rank
-        comm_destroy(dist.comm);
-        return 2;
-    }
+    if (prepare_weights(&config, method_choices[choices.method])) return ranks_refuse(&dist);
     config.accelerator = place.accelerator;
     config.gpu = place.gpu;
     config.comm = dist.comm;

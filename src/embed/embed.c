@@ -272,11 +272,7 @@ int command_embed(int argc, char **argv) {
     if (started == RANKS_LAUNCHED) return launch_status;
     const DistRun dist = place.dist;
     // Weights by name (e.g. dinov2/vits14) are fetched before any work.
-    if (weights_cli_prepare(EMBED_PROGRAM, args.checkpoint, NULL)) {
-        if (comm_world_size(dist.comm) > 1) comm_abort(dist.comm, 2);  // ends every rank
-        comm_destroy(dist.comm);
-        return 2;
-    }
+    if (weights_cli_prepare(EMBED_PROGRAM, args.checkpoint, NULL)) return ranks_refuse(&dist);
     EmbedRun run = {.comm = dist.comm, .rank_cores = dist_cores_per_rank(&dist),
                     .accelerator = place.accelerator, .gpu = place.gpu};
     int status = embed_run(&args, &run);

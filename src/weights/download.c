@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/cpu.h"
 #include "util/file.h"
 
 #define SHA256_HEX 65  // 64 hex digits and the NUL
@@ -50,17 +51,6 @@ typedef struct Attempt {
     double start;
 } Attempt;
 
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void sleep_seconds(double seconds) {
-    struct timespec t = {(time_t)seconds, (long)((seconds - floor(seconds)) * 1e9)};
-    while (nanosleep(&t, &t) != 0 && errno == EINTR) continue;
-}
-
 static void emit(const Attempt *attempt, WeightsEventKind kind, double wait, const char *detail) {
     const DownloadRequest *request = attempt->request;
     if (!request->progress) return;
@@ -68,7 +58,7 @@ static void emit(const Attempt *attempt, WeightsEventKind kind, double wait, con
         .kind = kind, .name = request->name, .url = request->url, .path = request->path,
         .done = attempt->partial->size, .total = attempt->partial->total,
         .resumed_from = attempt->partial->size - attempt->received,
-        .seconds = now_seconds() - attempt->start, .wait = wait, .detail = detail};
+        .seconds = time_now() - attempt->start, .wait = wait, .detail = detail};
     request->progress(request->user, &event);
 }
 
@@ -453,7 +443,7 @@ int weights_download(const DownloadRequest *request, ErrorMessage *err) {
     int status = -1, failures = 0, restarts = 0;
     // Complete already (a run stopped before its rename): check it without the network.
     if (partial.total > 0 && partial.size == partial.total) {
-        attempt.start = now_seconds();
+        attempt.start = time_now();
         status = finish(request, &attempt, err);
         partial_close(&partial);
         return status;
@@ -461,7 +451,7 @@ int weights_download(const DownloadRequest *request, ErrorMessage *err) {
     for (;;) {
         char curl_error[CURL_ERROR_SIZE], why[600];
         attempt = (Attempt){.request = request, .partial = &partial, .linked_size = -1,
-                            .start = now_seconds()};
+                            .start = time_now()};
         const CURLcode code = perform(&attempt, curl_error);
         const Outcome outcome = judge(&attempt, code, curl_error, why, sizeof why);
         if (outcome == COMPLETE) {

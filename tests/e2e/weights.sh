@@ -56,29 +56,24 @@ fetch_ok() {
   cmp -s "$output" "$work/blob" || fail "fetch $name: $output is not the file served"
   grep -q "SHA-256 $blob_sha verified" "$work/err" || fail "fetch $name: not verified: $(cat "$work/err")"
 }
-# last_line STATUS PATTERN -- command: exits STATUS, its last line matching
-# PATTERN the only one starting "lightly-train-c" (progress lines before it).
-last_line() {
-  local status=$1 pattern=$2 output got
-  shift 3
+# refused STATUS WHICH PATTERN -- command: exits STATUS and prints one
+# error line matching PATTERN: its only line (WHICH "only"), or its last
+# line after progress lines (WHICH "last"; the only one starting
+# "lightly-train-c").
+refused() {
+  local status=$1 which=$2 pattern=$3 output got lines
+  shift 4
   output=$("$@" 2>&1)
   got=$?
   [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status: $output"
-  [ "$(printf '%s\n' "$output" | grep -c "^lightly-train-c")" -eq 1 ] ||
-    fail "'$*' printed more than one error line: $output"
+  lines=$(printf '%s\n' "$output" | wc -l)
+  [ "$which" = last ] && lines=$(printf '%s\n' "$output" | grep -c "^lightly-train-c")
+  [ "$lines" -eq 1 ] || fail "'$*' printed more than one error line: $output"
   printf '%s\n' "$output" | tail -n 1 | grep -q -E -- "$pattern" ||
     fail "'$*' last line lacks /$pattern/: $output"
 }
-# one_line STATUS PATTERN -- command: exits STATUS with one line matching PATTERN.
-one_line() {
-  local status=$1 pattern=$2 output got
-  shift 3
-  output=$("$@" 2>&1)
-  got=$?
-  [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status: $output"
-  [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] || fail "'$*' printed more than one line: $output"
-  printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
-}
+one_line() { refused "$1" only "${@:2}"; }
+last_line() { refused "$1" last "${@:2}"; }
 
 # A known name: LightlyTrain's dinov2/vits14 is timm's reg4 copy; its file
 # lands in the cache, a progress line per 10% (not a terminal), the licence.
