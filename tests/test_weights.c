@@ -70,7 +70,8 @@ static void test_known_names_and_spellings(void **state) {
     // LightlyTrain's other spellings of the same name.
     assert_ptr_equal(weights_find("dinov2/vitb14_pretrained"), entry);
     assert_ptr_equal(weights_find("dinov2/vitb14-pretrain"), entry);
-    assert_ptr_equal(weights_find("dinov2/vitb14_noreg_pretrain"), weights_find("dinov2/vitb14-noreg"));
+    assert_ptr_equal(weights_find("dinov2/vitb14_noreg_pretrain"),
+                     weights_find("dinov2/vitb14-noreg"));
     assert_string_equal(weights_find("dinov3/vitb16")->licence, "DINOv3 License");
     assert_null(weights_find("dinov2/vitx14"));
     assert_null(weights_find("vitb14"));
@@ -216,7 +217,8 @@ static void test_endpoint_offline_token_settings(void **state) {
         assert_false(weights_offline());
     }
 
-    // The token: HF_TOKEN, else HF_TOKEN_PATH, else $HF_HOME/token, else ~/.cache/huggingface/token.
+    // The token: HF_TOKEN, else HF_TOKEN_PATH, else $HF_HOME/token, else
+    // ~/.cache/huggingface/token.
     assert_false(weights_token(text, sizeof text));
     char file[512];
     snprintf(file, sizeof file, "%s/.cache/huggingface/token", folder);

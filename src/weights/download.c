@@ -133,8 +133,8 @@ static int partial_open(Partial *partial, const char *final_path, ErrorMessage *
 
 static int partial_write_record(Partial *partial, ErrorMessage *err) {
     char line[SHA256_HEX + 32];
-    const int n = snprintf(line, sizeof line, "%s %lld\n", partial->sha256[0] ? partial->sha256 : "-",
-                           (long long)partial->total);
+    const int n = snprintf(line, sizeof line, "%s %lld\n",
+                           partial->sha256[0] ? partial->sha256 : "-", (long long)partial->total);
     const FileChunk chunk = {line, (size_t)n};
     return file_write_atomic(partial->record, &chunk, 1, err);
 }
@@ -327,8 +327,10 @@ static Outcome judge(Attempt *attempt, CURLcode code, const char *curl_error, ch
     if (attempt->failure.text[0]) return snprintf(why, size, "%s", attempt->failure.text), FAILED;
     switch (code) {
     case CURLE_OK:
-        if (!attempt->started && match_partial(attempt))  // an empty file: no body callback
-            return snprintf(why, size, "%s", attempt->failure.text), attempt->restart ? RETRY_NOW : FAILED;
+        if (!attempt->started && match_partial(attempt)) {  // an empty file: no body callback
+            snprintf(why, size, "%s", attempt->failure.text);
+            return attempt->restart ? RETRY_NOW : FAILED;
+        }
         if (partial->total >= 0 && partial->size != partial->total) {
             snprintf(why, size, "the transfer ended at %lld of %lld bytes",
                      (long long)partial->size, (long long)partial->total);
@@ -344,9 +346,7 @@ static Outcome judge(Attempt *attempt, CURLcode code, const char *curl_error, ch
     case CURLE_COULDNT_CONNECT:
         return snprintf(why, size, "%s", curl_error), FAILED;
     case CURLE_OPERATION_TIMEDOUT:
-        if (!attempt->connected &&
-        (code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_RESOLVE_PROXY ||
-         code == CURLE_COULDNT_CONNECT || code == CURLE_OPERATION_TIMEDOUT)) return snprintf(why, size, "%s", curl_error), FAILED;
+        if (!attempt->connected) return snprintf(why, size, "%s", curl_error), FAILED;
         snprintf(why, size, "no data for %g s (LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC)",
                  ceil(attempt->request->settings.stall_seconds));
         return RETRY_LATER;
@@ -423,6 +423,7 @@ static int finish(const DownloadRequest *request, Attempt *attempt, ErrorMessage
     if (rename(partial->path, request->path) != 0)
         return error_set(err, "%s: cannot rename %s to %s: %s", request->name, partial->path,
                          request->path, strerror(errno));
+    file_sync_parent_directory(request->path);
     unlink(partial->record);
     char detail[160];
     if (partial->sha256[0]) snprintf(detail, sizeof detail, "SHA-256 %s verified", sha256);

@@ -6,12 +6,15 @@
 # truncated transfer resumed with Range, a stall (timeout) resumed by the
 # next process, a wrong hash, 404, 401 and the token (never sent to the
 # storage), 503 retried, two processes fetching one file (one transfer),
-# HF_HUB_OFFLINE, no network, the Hugging Face cache used as it is, and
-# training and embedding from names. Short timeouts through the
-# environment keep it to seconds.
+# HF_HUB_OFFLINE, no network, the Hugging Face cache used as it is,
+# training and embedding from names, and 2 MPI ranks on a shared cache (one
+# transfer) and on caches of their own (one each). Short timeouts through
+# the environment keep it to seconds.
 set -u
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/mpi.bash"
 e2e_init weights
+mpi_require
 export OMP_WAIT_POLICY=PASSIVE
 command -v python3 >/dev/null || { fail "python3 is missing (make deps)"; e2e_finish; }
 
@@ -220,4 +223,26 @@ status=$?
 printf '%s\n' "$output" | grep -q "dinov3/vitb16 does not match the file" ||
   fail "the default teacher is not dinov3/vitb16 from timm's repository: $output"
 [ -e "$work/default/checkpoints/last.ckpt" ] && fail "the refused default run trained"
+# Ranks (mpirun, 2 CPU ranks, embed --checkpoint NAME): each resolves the
+# name before any work; on one shared cache a single transfer serves both,
+# with a cache of its own each rank fetches its own.
+put test/ranks-shared "$work/vit.safetensors"
+put test/ranks-own "$work/vit.safetensors"
+embed_ranks() {  # embed_ranks NAME OUT [ROOT: a cache per rank under it]
+  mpi_run 2 bash -c 'if [ -n "$5" ]; then export LIGHTLY_TRAIN_CACHE_DIR="$5/$OMPI_COMM_WORLD_RANK"; fi
+    exec "$1" embed --data "$2" --checkpoint "$3" --image-size 28 --batch-size 8 --num-workers 1 \
+      --out "$4"' _ "$bin" "$images" "$1" "$2" "${3:-}" >"$work/ranks.log" 2>&1 ||
+    fail "embed on 2 ranks from $1: $(cat "$work/ranks.log")"
+}
+embed_ranks test/ranks-shared "$work/shared.npy"
+[ "$(grep -c "^storage test/ranks-shared" "$log")" -eq 1 ] ||
+  fail "2 ranks on one cache: not one transfer: $(grep ranks-shared "$log")"
+embed_ranks test/ranks-own "$work/own.npy" "$work/rank-caches"
+[ "$(grep -c "^storage test/ranks-own" "$log")" -eq 2 ] ||
+  fail "2 ranks with a cache each: not one transfer each: $(grep ranks-own "$log")"
+for rank in 0 1; do
+  cmp -s "$work/rank-caches/$rank/models/hub/models--test--ranks-own/main/model.safetensors" \
+    "$work/vit.safetensors" || fail "rank $rank has no copy of its own"
+done
+cmp -s "$work/shared.npy" "$work/own.npy" || fail "the two rank runs embedded differently"
 e2e_finish
