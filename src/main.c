@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/weights_cli.h"
 #include "backend/backend.h"
 #include "dist/dist_open.h"
 
@@ -17,6 +18,7 @@ static void print_usage(FILE *stream) {
             "  bench-data   run the input pipeline alone and report what bounds it\n"
             "  export       write a checkpoint's backbone as a torchvision state dict\n"
             "  embed        write the embedding of every image in a folder\n"
+            "  weights      list, download and locate pretrained weights by name\n"
             "\n"
             "Options are GNU long options (--data ./images) or LightlyTrain's\n"
             "key=value spelling (data=./images). 'lightly-train-c <command> --help'\n"
@@ -45,6 +47,7 @@ int main(int argc, char **argv) {
     if (strcmp(command, "bench-data") == 0) return command_bench_data(argc - 1, argv + 1);
     if (strcmp(command, "export") == 0) return command_export(argc - 1, argv + 1);
     if (strcmp(command, "embed") == 0) return command_embed(argc - 1, argv + 1);
+    if (strcmp(command, "weights") == 0) return command_weights(argc - 1, argv + 1);
     fprintf(stderr, "lightly-train-c: unknown command '%s' (see lightly-train-c --help)\n",
             command);
     return 2;

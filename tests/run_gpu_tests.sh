@@ -110,7 +110,7 @@ run embed --data "$work/images" --checkpoint "$work/run32/exported_models/export
 # 32-true: cuDNN picks algorithms by timing, and another one moves fp16
 # activations by more).
 short=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --accelerator gpu
-       --max-steps 4 --seed 5 --precision 32-true --method-arg hidden_dim=128
+       --max-steps 4 --seed 5 --precision 32-true --method simclr --method-arg hidden_dim=128
        --method-arg output_dim=64)
 "$bin" train "${short[@]}" --out "$work/alone" >"$work/alone.log" 2>&1 ||
     fail "train without a launcher: $(tail -n 20 "$work/alone.log")"
@@ -144,7 +144,8 @@ done
 # backs the scale off as GradScaler does; NaN at every step collapses the
 # scale to 1 and stops the run with its last checkpoint untouched.
 scaling=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --accelerator gpu
-         --max-steps 6 --log-every 1 --method-arg hidden_dim=128 --method-arg output_dim=64)
+         --max-steps 6 --log-every 1 --method simclr --method-arg hidden_dim=128
+         --method-arg output_dim=64)
 LTC_FAULT=nan-gradient@3 LTC_TEST_LOSS_SCALER=1024:2 "$bin" train "${scaling[@]}" \
     --out "$work/skip" >"$work/skip.log" 2>&1 || fail "loss scaler skip: $(tail -n 5 "$work/skip.log")"
 grep -q "step 3: NaN or infinite gradients at loss scale 2048: update skipped" "$work/skip/train.log" ||

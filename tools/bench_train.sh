@@ -68,7 +68,7 @@ if [ -d "$DATA" ]; then
     read -r model size batch steps <<<"$config"
     for round in $(seq "$ROUNDS"); do
       "$BUILD/lightly-train-c" train --data "$DATA" --out "$run_dir/run" --overwrite \
-        --model "$model" --image-size "$size" --batch-size "$batch" --max-steps "$steps" \
+        --model "$model" --method simclr --image-size "$size" --batch-size "$batch" --max-steps "$steps" \
         --log-every 1 --num-workers "$WORKERS" --threads "$THREADS" >/dev/null 2>&1 ||
         { echo "bench_train.sh: train failed"; exit 1; }
       sed -n 's/.*"profiling\/batch_time": \([0-9.e+-]*\), "profiling\/data_time": \([0-9.e+-]*\).*/\1 \2/p' \

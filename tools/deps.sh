@@ -14,6 +14,8 @@ checks=(
   "pc:libwebpmux:libwebp-dev"
   "pc:libprotobuf-c:libprotobuf-c-dev"
   "pc:zlib:zlib1g-dev"
+  "pc:libcurl:libcurl4-openssl-dev"
+  "pc:libcrypto:libssl-dev"
   "pc:cmocka:libcmocka-dev"
   "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
   "pc:ompi-c:libopenmpi-dev"
@@ -24,6 +26,7 @@ tools=(
   "protoc-c:protobuf-c-compiler"
   "mpirun:openmpi-bin"
   "xz:xz-utils"
+  "python3:python3"
 )
 
 missing=()
@@ -45,7 +48,7 @@ for entry in "${checks[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, cmocka, oneDNN, OpenMPI, Fashion-MNIST)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, libcurl, libcrypto, cmocka, oneDNN, OpenMPI, Fashion-MNIST)"
   exit 0
 fi
 

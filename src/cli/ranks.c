@@ -133,3 +133,9 @@ int ranks_start(const RankRequest *request, char **argv, RankPlace *place, int *
     }
     return RANKS_THIS_PROCESS;
 }
+
+int ranks_refuse(const DistRun *dist) {
+    if (comm_world_size(dist->comm) > 1) comm_abort(dist->comm, 2);
+    comm_destroy(dist->comm);
+    return 2;
+}

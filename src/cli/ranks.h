@@ -53,4 +53,10 @@ enum { RANKS_THIS_PROCESS = 0, RANKS_LAUNCHED = 1 };
 int ranks_start(const RankRequest *request, char **argv, RankPlace *place, int *exit_status,
                 ErrorMessage *err);
 
+// Ends this rank for bad input found after ranks_start and before any
+// collective work (weights that cannot be fetched): with several ranks all
+// of them exit 2 (comm_abort, which does not return), else the communicator
+// is closed. Returns 2, the exit status.
+int ranks_refuse(const DistRun *dist);
+
 #endif

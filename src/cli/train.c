@@ -4,14 +4,18 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/ranks.h"
+#include "cli/weights_cli.h"
 #include "train/trainer.h"
+#include "weights/names.h"
 
+// The first is the default: LightlyTrain's (v3, from its default teacher).
 static const char *const method_choices[] = {
-    "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation", "distillationv1",
+    "distillation", "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillationv1",
     "distillationv2", "distillationv3", "dinov2", NULL};
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
 static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf16-mixed", NULL};
@@ -42,6 +46,36 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
         return error_set(err, "--local-views and --local-image-size apply to --method dino and "
                               "dinov2 only");
     return 0;
+}
+
+// Weights by name are fetched now, before any work: --checkpoint and a
+// distillation method's teacher, LightlyTrain's default teacher when none is
+// given (added to the method arguments, so the log and a resume see it).
+// Not while a --data folder is missing: train_run reports that first.
+static int prepare_weights(TrainConfig *config, const char *method) {
+    static char default_teacher[64];
+    for (int i = 0; i < config->data.count; i++) {
+        struct stat info;
+        if (stat(config->data.items[i], &info) != 0 || !S_ISDIR(info.st_mode)) return 0;
+    }
+    const char *teacher = NULL, *fallback = weights_default_teacher(method);
+    StringList *args = &config->method_args;
+    for (int i = 0; i < args->count && fallback; i++)
+        if (strncmp(args->items[i], "teacher=", 8) == 0) teacher = args->items[i] + 8;
+    if (!teacher && fallback && args->count < OPTIONS_MAX_REPEATS) {
+        snprintf(default_teacher, sizeof default_teacher, "teacher=%s", fallback);
+        args->items[args->count++] = default_teacher;
+        teacher = fallback;
+    }
+    if (config->checkpoint && weights_cli_prepare("lightly-train-c train", config->checkpoint,
+                                                  NULL))
+        return -1;
+    const char *hint = teacher == fallback
+                           ? " (the default teacher of --method distillation); or name another "
+                             "(--method-arg teacher=PATH|NAME) or train without one "
+                             "(--method simclr)"
+                           : NULL;
+    return teacher && weights_cli_prepare("lightly-train-c train", teacher, hint) ? -1 : 0;
 }
 
 // The values the table cannot store directly.
@@ -145,7 +179,8 @@ int command_train(int argc, char **argv) {
         {.name = "overwrite", .type = OPTION_FLAG, .value = &config.overwrite,
          .help = "start a new run in a non-empty --out"},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &config.checkpoint,
-         .metavar = "FILE", .help = "initial backbone weights (.safetensors or .ckpt)"},
+         .metavar = "FILE|NAME", .help = "initial backbone weights (.safetensors, .ckpt, or "
+                                         "weights by name: lightly-train-c weights)"},
         {.name = "log-every", .type = OPTION_INT, .value = &config.log_every, .metavar = "N",
          .help = "steps between logged scalars (auto: min(50, steps per epoch))", .min = 1,
          .max = 1000000, .allow_auto = 1},
@@ -198,6 +233,7 @@ int command_train(int argc, char **argv) {
     }
     if (started == RANKS_LAUNCHED) return launch_status;
     const DistRun dist = place.dist;
+    if (prepare_weights(&config, method_choices[choices.method])) return ranks_refuse(&dist);
     config.accelerator = place.accelerator;
     config.gpu = place.gpu;
     config.comm = dist.comm;

@@ -18,6 +18,7 @@
 #include "data/scan.h"
 #include "decode/decode.h"
 #include "cli/ranks.h"
+#include "cli/weights_cli.h"
 #include "embed/embedder.h"
 #include "embed/embedding_writers.h"
 #include "embed/model_source.h"
@@ -208,9 +209,9 @@ int command_embed(int argc, char **argv) {
         {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
          .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
-         .metavar = "PATH",
-         .help = "a .ckpt of train, or a backbone .safetensors (export, torchvision, timm, "
-                 "DINOv2, DINOv3, transformers)",
+         .metavar = "PATH|NAME",
+         .help = "a .ckpt of train, a backbone .safetensors (export, torchvision, timm, "
+                 "DINOv2, DINOv3, transformers), or weights by name (lightly-train-c weights)",
          .required = 1},
         {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
          .help = "embedding file to write", .required = 1},
@@ -270,6 +271,8 @@ int command_embed(int argc, char **argv) {
     }
     if (started == RANKS_LAUNCHED) return launch_status;
     const DistRun dist = place.dist;
+    // Weights by name (e.g. dinov2/vits14) are fetched before any work.
+    if (weights_cli_prepare(EMBED_PROGRAM, args.checkpoint, NULL)) return ranks_refuse(&dist);
     EmbedRun run = {.comm = dist.comm, .rank_cores = dist_cores_per_rank(&dist),
                     .accelerator = place.accelerator, .gpu = place.gpu};
     int status = embed_run(&args, &run);

@@ -8,6 +8,7 @@
 #include "nn/vit_weights.h"
 #include "nn/weights.h"
 #include "train/checkpoint.h"
+#include "weights/resolve.h"
 
 #define RESNET_LAYERS 4
 #define RESNET_MAX_BLOCKS 64  // more blocks in a layer than any ResNet has: stop counting
@@ -183,6 +184,9 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
                                     int input_count, Backbone *model, ModelSourceInfo *info,
                                     ErrorMessage *err) {
     const char *part = options->part;
+    char local_path[4096];  // a weights name's downloaded file (weights/resolve.h)
+    if (weights_local_path(path, local_path, sizeof local_path, err)) return -1;
+    path = local_path;
     ModelSourceInfo local;
     if (!info) info = &local;
     memset(info, 0, sizeof *info);

@@ -8,6 +8,7 @@
 #include "embed/model_source.h"
 #include "ssl_methods/distillation_loss.h"
 #include "util/rng.h"
+#include "weights/resolve.h"
 
 #define DISTILL_MIXUP_STREAM 0x4D495855u  // "MIXU": apart from the input pipeline's streams
 #define DISTILL_NORMALIZE_EPS 1e-12f      // F.normalize's default
@@ -127,7 +128,9 @@ int distill_teacher_load(DistillTeacher *teacher, const Method *method,
     const char *path = NULL;
     if (!method_arg_string(setup, "teacher", &path)) return error_set(err, "%s", no_teacher);
     method_arg_string(setup, "teacher_part", &options.part);
-    method_arg_string(setup, "teacher_arch", &options.arch);
+    // A known name says its architecture (checked against the file).
+    if (!method_arg_string(setup, "teacher_arch", &options.arch))
+        options.arch = weights_known_arch(path);
     const BackboneInput input = {method->max_batch, method->global_size};
     if (model_source_load_backbone_with(path, &options, method->backend, &input, 1,
                                         &teacher->backbone, NULL, err))

@@ -12,6 +12,7 @@
 
 #include "nn/batchnorm_sync.h"
 #include "nn/weights.h"
+#include "weights/resolve.h"
 
 static const char *const method_names[METHOD_KIND_COUNT] = {
     [METHOD_SIMCLR] = "simclr",   [METHOD_BYOL] = "byol",
@@ -426,6 +427,10 @@ int method_args_check(const MethodSetup *setup, const char *const *known, ErrorM
 }
 
 int method_load_backbone_weights(Backbone *model, const char *path, ErrorMessage *err) {
+    char local_path[4096];  // a weights name's downloaded file (weights/resolve.h)
+    if (weights_local_path(path, local_path, sizeof local_path, err))
+        return error_prefix(err, "--checkpoint");
+    path = local_path;
     if (!checkpoint_is_checkpoint_file(path)) {
         if (checkpoint_refuse_foreign(path, err) || backbone_load_file(model, path, err))
             return error_prefix(err, "--checkpoint"), -1;

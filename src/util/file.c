@@ -111,9 +111,7 @@ static int write_chunks(FILE *file, const char *temp_path, const FileChunk *chun
     return 0;
 }
 
-// Best effort: makes the rename itself durable. A failure here leaves a
-// complete file under its name, so it is not reported.
-static void sync_parent_directory(const char *path) {
+void file_sync_parent_directory(const char *path) {
     const char *slash = strrchr(path, '/');
     char *directory = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
     if (!directory) return;
@@ -147,7 +145,7 @@ int file_write_atomic(const char *path, const FileChunk *chunks, int count, Erro
             status = error_set(err, "cannot rename \"%s\" to it: %s", temp_path, strerror(errno));
         if (status != 0) unlink(temp_path);
     }
-    if (status == 0) sync_parent_directory(path);
+    if (status == 0) file_sync_parent_directory(path);
     free(temp_path);
     return status == 0 ? 0 : error_prefix(err, "%s", path);
 }

@@ -40,6 +40,11 @@ typedef struct FileChunk {
 // ("cannot create/write/sync/close/rename") and the errno text.
 int file_write_atomic(const char *path, const FileChunk *chunks, int count, ErrorMessage *err);
 
+// Best effort: makes a rename into path's folder durable (fsync of the
+// folder). A failure leaves a complete file under its name, so it is not
+// reported.
+void file_sync_parent_directory(const char *path);
+
 // Removes the temporary files "<name>.tmp.<pid>" that file_write_atomic
 // left in dir when its process was killed (only those whose process no
 // longer exists: a live writer's file is never touched). Appends

@@ -146,30 +146,33 @@ expect 2 "no teacher backbone" -- "$bin" export --checkpoint "$work/simclr/check
 
 # --- 5. Bad arguments: exit 2, one line naming the problem, nothing written.
 mkdir -p "$work/empty"
-expect 2 "is not empty: pass --overwrite" -- "$bin" train "${common[@]}" --out "$work/simclr"
+expect 2 "is not empty: pass --overwrite" -- "$bin" train "${common[@]}" --method simclr --out "$work/simclr"
 expect 2 "--checkpoint .*--resume.*cannot be combined" -- \
-  "$bin" train "${common[@]}" --out "$work/simclr" --resume --checkpoint "$work/simclr/checkpoints/last.ckpt"
-expect 2 "--resume: no checkpoint to resume from" -- "$bin" train "${common[@]}" --out "$work/empty" --resume
+  "$bin" train "${common[@]}" --method simclr --out "$work/simclr" --resume --checkpoint "$work/simclr/checkpoints/last.ckpt"
+expect 2 "--resume: no checkpoint to resume from" -- "$bin" train "${common[@]}" --method simclr --out "$work/empty" --resume
 expect 2 "--method: expected one of .*got 'mae'" -- "$bin" train "${common[@]}" --out "$work/x" --method mae
 expect 2 "--gradient-overlap: expected one of true, false, got 'yes'" -- \
-  "$bin" train "${common[@]}" --out "$work/x" --gradient-overlap yes
-expect 2 "unknown key 'hiden_dim'" -- "$bin" train "${common[@]}" --out "$work/x" --method-arg hiden_dim=8
-expect 2 "needs a teacher: --method-arg teacher=" -- \
+  "$bin" train "${common[@]}" --method simclr --out "$work/x" --gradient-overlap yes
+expect 2 "unknown key 'hiden_dim'" -- "$bin" train "${common[@]}" --method simclr --out "$work/x" --method-arg hiden_dim=8
+# Without a teacher, distillation takes LightlyTrain's default (dinov3/vitb16),
+# which is not downloaded here (offline: tests/e2e/lib.bash).
+expect 2 "dinov3/vitb16 is not downloaded .*weights fetch dinov3/vitb16.*--method simclr" -- \
   "$bin" train "${common[@]}" --out "$work/x" --method distillation
 expect 2 "--devices 2 --num-nodes 1: no launcher started several processes; start one process per device with mpirun -np N" -- \
   "$bin" train --data "$images" "${base[@]}" --out "$work/x" --batch-size 3 --devices 2
-expect 2 "--accelerator gpu" -- "$bin" train "${common[@]}" --out "$work/x" --accelerator gpu
+expect 2 "--accelerator gpu" -- "$bin" train "${common[@]}" --method simclr --out "$work/x" --accelerator gpu
 expect 2 "does not exist" -- "$bin" train --data "$work/missing" --out "$work/x"
-expect 2 "--precision 16-mixed needs a GPU" -- "$bin" train "${common[@]}" --out "$work/x" --precision 16-mixed
+expect 2 "--precision 16-mixed needs a GPU" -- "$bin" train "${common[@]}" --method simclr --out "$work/x" --precision 16-mixed
 expect 2 "batch_size=8, this one 4" -- "$bin" train --data "$images" "${base[@]}" --out "$work/simclr" \
-  --resume --max-steps 18 --log-every 1 --batch-size 4 "${heads[@]}"
+  --resume --max-steps 18 --log-every 1 --batch-size 4 --method simclr "${heads[@]}"
 expect 2 "has lr=" -- "$bin" train --data "$images" "${base[@]}" --out "$work/simclr" \
-  --resume --max-steps 18 --log-every 1 --batch-size 8 --lr 0.1 "${heads[@]}"
+  --resume --max-steps 18 --log-every 1 --batch-size 8 --lr 0.1 --method simclr "${heads[@]}"
 [ -e "$work/x" ] && fail "a refused run created its --out folder"
 # A batch larger than the dataset is reduced, with a warning.
 "$build/tests/e2e/make_images" "$work/three" 3 >/dev/null || fail "make_images three"
 expect 0 "warning: batch size 8 is larger than the dataset \(3 images\); using 3" -- \
-  "$bin" train --data "$work/three" --batch-size 8 "${base[@]}" --out "$work/small" --max-steps 1 "${heads[@]}"
+  "$bin" train --data "$work/three" --batch-size 8 "${base[@]}" --out "$work/small" --max-steps 1 \
+  --method simclr "${heads[@]}"
 
 # --- 6. A non-finite loss or gradient stops the run (exit 1, the step named) and leaves
 # the checkpoint and export in --out alone. --overwrite into the finished
@@ -191,7 +194,7 @@ leftovers=$(find "$work/vicreg" -name '*.tmp*')
 # --- 7. SIGTERM and SIGINT: the run stops after the current step with a
 # checkpoint (exit 143 / 130) and says how to continue, last; --resume
 # continues it.
-term_args=(train "${common[@]}" --out "$work/term" --max-steps 12 --log-every 1 "${heads[@]}")
+term_args=(train "${common[@]}" --method simclr --out "$work/term" --max-steps 12 --log-every 1 "${heads[@]}")
 # interrupt SIGNAL STEPS [--resume]: starts the run, sends SIGNAL once it has
 # logged STEPS steps (so its handler is installed), checks the exit status and
 # the message.

@@ -92,7 +92,9 @@ refuse_distillation "teacher: .*missing.safetensors: cannot open" \
   --method-arg "teacher=$work/missing.safetensors"
 refuse_distillation "vit_s14 does not match the file: width 384, the file's 192" \
   --method-arg "teacher=$work/vit_t14.safetensors" --method-arg teacher_arch=vit_s14
-refuse_distillation "needs a teacher: --method-arg teacher=PATH"
+# No teacher: LightlyTrain's default, dinov3/vitb16, not downloaded here
+# (the tests run offline, lib.bash).
+refuse_distillation "dinov3/vitb16 is not downloaded .*weights fetch dinov3/vitb16.*--method simclr"
 refuse_distillation "queue_size=99 must be smaller than the dataset \(24 images\)" \
   --method-arg "teacher=$work/vit_t14.safetensors" --method-arg queue_size=99
 

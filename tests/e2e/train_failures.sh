@@ -16,7 +16,7 @@ export OMP_WAIT_POLICY=PASSIVE  # see train.sh
 images="$work/images"
 "$build/tests/e2e/make_images" "$images" 48 || fail "make_images"
 plain=(--data "$images" --image-size 32 --num-workers 1 --threads 2 --batch-size 8)
-common=("${plain[@]}" --method-arg hidden_dim=64 --method-arg output_dim=32)
+common=("${plain[@]}" --method simclr --method-arg hidden_dim=64 --method-arg output_dim=32)
 
 # One finished run (12 steps, checkpoints after steps 6 and 12) to start from.
 "$bin" train "${common[@]}" --out "$work/good" --max-steps 12 >"$work/good.log" 2>&1 ||
@@ -140,7 +140,7 @@ grep -q "removed 1 temporary file(s) left by a run killed while writing: .*last.
 "$build/tests/e2e/make_images" "$work/damaged" 16 --damaged 2 || fail "make_images --damaged"
 # 20 files, batch 4: one epoch reads every file once.
 "$bin" train --data "$work/damaged" --image-size 32 --num-workers 1 --threads 2 --batch-size 4 \
-  --method-arg hidden_dim=64 --method-arg output_dim=32 --out "$work/damaged-run" --epochs 1 \
+  --method simclr --method-arg hidden_dim=64 --method-arg output_dim=32 --out "$work/damaged-run" --epochs 1 \
   --transform scale_max=0.1 >"$work/damaged-train.log" 2>&1 || fail "train on damaged images"
 "$bin" embed --data "$work/damaged" --checkpoint "$work/damaged-run/exported_models/exported_last.safetensors" \
   --image-size 32 --out "$work/damaged.npy" >"$work/damaged-embed.log" 2>&1 || fail "embed on damaged images"

@@ -110,7 +110,7 @@ grep -a -q "loss_scaler.growth_tracker" "$work/whole/checkpoints/last.ckpt" ||
 # --- 5. Bad values of the test switch.
 for value in 0:5 abc 1024:0 1024:x; do
   expect 2 "LTC_TEST_LOSS_SCALER=$value: expected" -- env LTC_TEST_LOSS_SCALER=$value \
-    "$bin" train "${common[@]}" --image-size 32 --out "$work/bad" --max-steps 1
+    "$bin" train "${common[@]}" --image-size 32 --method simclr --out "$work/bad" --max-steps 1
 done
 
 e2e_finish

@@ -47,7 +47,7 @@ grep -q "loss scaling: on" "$work/bf16-mixed/train.log" && fail "bf16-mixed turn
 
 for precision in 16-mixed bf16-mixed; do
   expect 2 "--precision $precision needs a GPU" -- "$bin" train --data "$images" \
-    --out "$work/cpu-$precision" --precision "$precision" --max-steps 1
+    --out "$work/cpu-$precision" --precision "$precision" --max-steps 1 --method simclr
 done
 
 e2e_finish

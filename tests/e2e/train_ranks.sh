@@ -233,7 +233,7 @@ else
 fi
 
 # ---- bad launches --------------------------------------------------------------------
-small=(--data "$images" --image-size 32 --num-workers 1 --threads 1)
+small=(--data "$images" --image-size 32 --num-workers 1 --threads 1 --method simclr)
 expect 2 "--batch-size 8 is not divisible by the 3 ranks" -- \
   mpi_run 3 "$bin" train --out "$work/bad1" "${small[@]}" --batch-size 8
 expect 2 "--devices 2, but OpenMPI \(mpirun\) started 3 process\(es\) on this node" -- \

@@ -14,7 +14,7 @@ export OMP_WAIT_POLICY=PASSIVE
 # 8 images / batch 4: an epoch, and a checkpoint, every 2 steps.
 common=(--data "$work/images" --image-size 24 --batch-size 4 --num-workers 1 --max-steps 3
         --seed 5 --accelerator cpu)
-small=(--method-arg hidden_dim=64 --method-arg output_dim=32)
+small=(--method simclr --method-arg hidden_dim=64 --method-arg output_dim=32)
 resume_across simclr-ref-cpu "--backend ref" "--backend cpu" 2 -- "${common[@]}" "${small[@]}"
 resume_across simclr-cpu-ref "--backend cpu" "--backend ref" 2 -- "${common[@]}" "${small[@]}"
 resume_across simclr-cpu-cpu "--backend cpu" "--backend cpu" 2 -- "${common[@]}" "${small[@]}"

@@ -73,6 +73,7 @@ expect 2 "local views of 24 px: vit_t16 needs a multiple of its patch size 16" -
   "$bin" train "${common[@]}" --out "$work/bad" --model vit_t16 --method dino \
   --local-image-size 24 --max-steps 1
 expect 2 "image size 40 is not a multiple of the patch size 14" -- \
-  "$bin" train --data "$images" --out "$work/bad" --model vit_s14 --image-size 40 --max-steps 1
+  "$bin" train --data "$images" --out "$work/bad" --model vit_s14 --image-size 40 --max-steps 1 \
+  --method simclr
 
 e2e_finish

@@ -1,0 +1,486 @@
+// Downloads one file with libcurl into the cache: partial file, resume,
+// retries, SHA-256 check, atomic rename (see download.h).
+#include "weights/download.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <math.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/cpu.h"
+#include "util/file.h"
+
+#define SHA256_HEX 65  // 64 hex digits and the NUL
+#define MAX_BACKOFF_SECONDS 60.0
+#define MAX_REDIRECTS 10L
+#define PATH_BYTES 4352
+
+// The partial file and what it is known to hold.
+typedef struct Partial {
+    char path[PATH_BYTES];    // "<final>.<host>.partial"
+    char record[PATH_BYTES];  // "<partial>.etag": "SHA256 SIZE" of the file it is part of
+    FILE *file;               // opened for appending
+    int64_t size;             // bytes in it
+    char sha256[SHA256_HEX];  // the whole file's, as the server announced it ("": unknown)
+    int64_t total;            // the whole file's size, -1: unknown
+    EVP_MD_CTX *hash;         // over its bytes so far
+} Partial;
+
+// One request (with its redirects) and the headers of its responses.
+typedef struct Attempt {
+    const DownloadRequest *request;
+    Partial *partial;
+    long status;                   // of the latest response
+    char linked_sha256[SHA256_HEX];  // X-Linked-Etag of the hub's response
+    int64_t linked_size;           // X-Linked-Size, -1
+    char etag_sha256[SHA256_HEX];  // a 64-hex ETag of the latest response
+    int64_t content_length, range_start, range_total;  // of the latest response, -1
+    int connected;    // a connection was made (else: no network, not retried)
+    int started;      // the body's first bytes arrived and were matched to the partial file
+    int restart;      // the response did not continue the partial file, now emptied: retry at once
+    ErrorMessage failure;  // what stopped the transfer on this side (the disk, a wrong SHA-256)
+    int64_t received;
+    double start;
+} Attempt;
+
+static void emit(const Attempt *attempt, WeightsEventKind kind, double wait, const char *detail) {
+    const DownloadRequest *request = attempt->request;
+    if (!request->progress) return;
+    const WeightsEvent event = {
+        .kind = kind, .name = request->name, .url = request->url, .path = request->path,
+        .done = attempt->partial->size, .total = attempt->partial->total,
+        .resumed_from = attempt->partial->size - attempt->received,
+        .seconds = time_now() - attempt->start, .wait = wait, .detail = detail};
+    request->progress(request->user, &event);
+}
+
+// ---- the partial file ------------------------------------------------------------------
+
+static int partial_hash_reset(Partial *partial) {
+    return EVP_DigestInit_ex(partial->hash, EVP_sha256(), NULL) == 1 ? 0 : -1;
+}
+
+static void partial_forget(Partial *partial) {
+    partial->sha256[0] = '\0';
+    partial->total = -1;
+    unlink(partial->record);
+}
+
+static int partial_truncate(Partial *partial, ErrorMessage *err) {
+    fflush(partial->file);
+    if (ftruncate(fileno(partial->file), 0) != 0)
+        return error_set(err, "cannot empty %s: %s", partial->path, strerror(errno));
+    partial->size = 0;
+    partial_forget(partial);
+    return partial_hash_reset(partial) ? error_set(err, "SHA-256 unavailable") : 0;
+}
+
+// Hashes the bytes already in the file (an earlier attempt's).
+static int partial_hash_existing(Partial *partial, ErrorMessage *err) {
+    FILE *file = fopen(partial->path, "rb");
+    if (!file) return error_set(err, "cannot read %s: %s", partial->path, strerror(errno));
+    unsigned char buffer[1 << 16];
+    size_t n;
+    int64_t hashed = 0;
+    while (hashed < partial->size && (n = fread(buffer, 1, sizeof buffer, file)) > 0) {
+        EVP_DigestUpdate(partial->hash, buffer, n);
+        hashed += (int64_t)n;
+    }
+    fclose(file);
+    if (hashed != partial->size) return error_set(err, "cannot read %s", partial->path);
+    return 0;
+}
+
+static int partial_open(Partial *partial, const char *final_path, ErrorMessage *err) {
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);  // one partial file per host: see weights/lock.h on NFS
+    host[sizeof host - 1] = '\0';
+    for (char *c = host; *c; c++)
+        if (*c == '/') *c = '_';
+    if (snprintf(partial->path, sizeof partial->path, "%s.%s.partial", final_path, host) >=
+            (int)sizeof partial->path ||
+        snprintf(partial->record, sizeof partial->record, "%s.etag", partial->path) >=
+            (int)sizeof partial->record)
+        return error_set(err, "path too long: %s", final_path);
+    partial->hash = EVP_MD_CTX_new();
+    if (!partial->hash || partial_hash_reset(partial)) return error_set(err, "SHA-256 unavailable");
+    partial->file = fopen(partial->path, "ab");
+    if (!partial->file)
+        return error_set(err, "cannot create %s: %s", partial->path, strerror(errno));
+    fseeko(partial->file, 0, SEEK_END);
+    partial->size = (int64_t)ftello(partial->file);
+    partial->sha256[0] = '\0';
+    partial->total = -1;
+    // What the bytes are part of; without a record they cannot be trusted.
+    FILE *record = fopen(partial->record, "r");
+    long long total = -1;
+    char sha256[SHA256_HEX] = "";
+    const int known = record && fscanf(record, "%64s %lld", sha256, &total) == 2;
+    if (record) fclose(record);
+    if (!known || partial->size == 0) return partial_truncate(partial, err);
+    snprintf(partial->sha256, sizeof partial->sha256, "%s", strcmp(sha256, "-") ? sha256 : "");
+    partial->total = total;
+    return partial_hash_existing(partial, err);
+}
+
+static int partial_write_record(Partial *partial, ErrorMessage *err) {
+    char line[SHA256_HEX + 32];
+    const int n = snprintf(line, sizeof line, "%s %lld\n",
+                           partial->sha256[0] ? partial->sha256 : "-", (long long)partial->total);
+    const FileChunk chunk = {line, (size_t)n};
+    return file_write_atomic(partial->record, &chunk, 1, err);
+}
+
+static void partial_close(Partial *partial) {
+    if (partial->file) fclose(partial->file);
+    partial->file = NULL;
+    if (partial->hash) EVP_MD_CTX_free(partial->hash);
+    partial->hash = NULL;
+}
+
+// ---- libcurl callbacks ---------------------------------------------------------------------
+
+// A quoted, possibly weak ("W/") entity tag that is a SHA-256: 64 hex digits,
+// copied in lower case; "" otherwise.
+static void sha256_of_etag(const char *value, char *out) {
+    out[0] = '\0';
+    if (strncmp(value, "W/", 2) == 0) value += 2;
+    if (*value == '"') value++;
+    int i = 0;
+    for (; i < 64 && isxdigit((unsigned char)value[i]); i++) out[i] = (char)tolower(value[i]);
+    const char end = value[i];
+    if (i == 64 && (end == '"' || end == '\0' || isspace((unsigned char)end))) out[64] = '\0';
+    else out[0] = '\0';
+}
+
+static int header_is(const char *line, size_t length, const char *name, const char **value) {
+    const size_t n = strlen(name);
+    if (length <= n || strncasecmp(line, name, n) != 0 || line[n] != ':') return 0;
+    *value = line + n + 1;
+    while (**value == ' ' || **value == '\t') (*value)++;
+    return 1;
+}
+
+static size_t on_header(char *buffer, size_t size, size_t count, void *user) {
+    Attempt *attempt = user;
+    const size_t length = size * count;
+    char line[1024];
+    const size_t kept = length < sizeof line - 1 ? length : sizeof line - 1;
+    memcpy(line, buffer, kept);
+    line[kept] = '\0';
+    const char *value;
+    long long start, end, total;
+    if (strncmp(line, "HTTP/", 5) == 0) {  // a new response (a redirect's, or the last)
+        const char *space = strchr(line, ' ');
+        attempt->status = space ? strtol(space + 1, NULL, 10) : 0;
+        attempt->etag_sha256[0] = '\0';
+        attempt->content_length = attempt->range_start = attempt->range_total = -1;
+    } else if (header_is(line, kept, "X-Linked-Etag", &value)) {
+        sha256_of_etag(value, attempt->linked_sha256);
+    } else if (header_is(line, kept, "X-Linked-Size", &value)) {
+        attempt->linked_size = strtoll(value, NULL, 10);
+    } else if (header_is(line, kept, "ETag", &value)) {
+        sha256_of_etag(value, attempt->etag_sha256);
+    } else if (header_is(line, kept, "Content-Length", &value)) {
+        attempt->content_length = strtoll(value, NULL, 10);
+    } else if (header_is(line, kept, "Content-Range", &value) &&
+               sscanf(value, "bytes %lld-%lld/%lld", &start, &end, &total) == 3) {
+        attempt->range_start = start;
+        attempt->range_total = total;
+    }
+    return length;
+}
+
+static void disk_failure(Attempt *attempt, const char *what) {
+    error_set(&attempt->failure, "%s: free space or fix the cache folder "
+                                 "(LIGHTLY_TRAIN_CACHE_DIR)", what);
+}
+
+// At the body's first bytes: does this response continue the partial file?
+// Returns 0 to go on, -1 to stop the transfer (restart or failure set).
+static int match_partial(Attempt *attempt) {
+    Partial *partial = attempt->partial;
+    ErrorMessage err = {{0}};
+    const char *sha256 = attempt->linked_sha256[0] ? attempt->linked_sha256 : attempt->etag_sha256;
+    const char *documented = attempt->request->sha256;
+    if (documented && sha256[0] && strcmp(sha256, documented) != 0)
+        return error_set(&attempt->failure, "the server announces SHA-256 %.12s..., not the "
+                                            "%.12s... documented for it (docs/weights.md); "
+                                            "nothing was kept", sha256, documented);
+    if (documented) sha256 = documented;
+    int64_t total = attempt->linked_size;
+    if (total < 0) total = attempt->status == 206 ? attempt->range_total : attempt->content_length;
+    if (partial->size > 0) {
+        const int continues = attempt->status == 206 && attempt->range_start == partial->size &&
+                              strcmp(partial->sha256, sha256) == 0;
+        if (!continues) {
+            if (partial_truncate(partial, &err)) goto failed;
+            // A 200 brings the whole file from its start: keep it. A 206 of
+            // another range or another file: ask again from the start.
+            if (attempt->status != 200) return attempt->restart = 1, -1;
+        }
+    }
+    attempt->started = 1;
+    if (partial->size == 0) {
+        snprintf(partial->sha256, sizeof partial->sha256, "%s", sha256);
+        partial->total = total;
+        if (partial_write_record(partial, &err)) goto failed;
+    }
+    emit(attempt, WEIGHTS_START, 0, NULL);
+    return 0;
+failed:
+    disk_failure(attempt, err.text);
+    return -1;
+}
+
+static size_t on_body(char *data, size_t size, size_t count, void *user) {
+    Attempt *attempt = user;
+    Partial *partial = attempt->partial;
+    const size_t length = size * count;
+    if (!attempt->started && match_partial(attempt)) return 0;  // stops the transfer
+    if (fwrite(data, 1, length, partial->file) != length) {
+        char what[PATH_BYTES + 64];
+        snprintf(what, sizeof what, "cannot write %s: %s", partial->path, strerror(errno));
+        disk_failure(attempt, what);
+        return 0;
+    }
+    EVP_DigestUpdate(partial->hash, data, length);
+    partial->size += (int64_t)length;
+    attempt->received += (int64_t)length;
+    emit(attempt, WEIGHTS_PROGRESS, 0, NULL);
+    return length;
+}
+
+// ---- one attempt -------------------------------------------------------------------------
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static CURLcode perform(Attempt *attempt, char *curl_error) {
+    const DownloadRequest *request = attempt->request;
+    CURL *curl = curl_easy_init();
+    if (!curl) {
+        snprintf(curl_error, CURL_ERROR_SIZE, "libcurl could not start");
+        return CURLE_FAILED_INIT;
+    }
+    struct curl_slist *headers = NULL;
+    char authorization[1200];
+    if (request->token) {
+        // A header, not CURLOPT_XOAUTH2_BEARER: libcurl drops custom
+        // Authorization headers when a redirect leads to another host (the
+        // hub's storage, whose signed URLs must not get the token).
+        snprintf(authorization, sizeof authorization, "Authorization: Bearer %s", request->token);
+        headers = curl_slist_append(headers, authorization);
+    }
+    char range[32];
+    snprintf(range, sizeof range, "%lld-", (long long)attempt->partial->size);
+    curl_easy_setopt(curl, CURLOPT_URL, request->url);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "lightly-train-c/" LTC_VERSION);
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(curl, CURLOPT_MAXREDIRS, MAX_REDIRECTS);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (attempt->partial->size > 0) curl_easy_setopt(curl, CURLOPT_RANGE, range);
+    // A stall: less than 1 byte/s for the whole timeout; connecting too.
+    const long stall = (long)ceil(request->settings.stall_seconds);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, stall);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, stall);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, attempt);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, attempt);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_error);
+    curl_error[0] = '\0';
+    const CURLcode code = curl_easy_perform(curl);
+    long status = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status) attempt->status = status;
+    curl_off_t connect_time = 0;
+    curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME_T, &connect_time);
+    attempt->connected = attempt->status != 0 || connect_time > 0;
+    if (!curl_error[0]) snprintf(curl_error, CURL_ERROR_SIZE, "%s", curl_easy_strerror(code));
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    return code;
+}
+
+typedef enum Outcome { COMPLETE, RETRY_NOW, RETRY_LATER, FAILED } Outcome;
+
+// What an attempt's end means; *why gets the reason of a retry or failure.
+static Outcome judge(Attempt *attempt, CURLcode code, const char *curl_error, char *why,
+                     size_t size) {
+    const long status = attempt->status;
+    Partial *partial = attempt->partial;
+    if (attempt->restart) return snprintf(why, size, "the server changed the file"), RETRY_NOW;
+    if (attempt->failure.text[0]) return snprintf(why, size, "%s", attempt->failure.text), FAILED;
+    switch (code) {
+    case CURLE_OK:
+        if (!attempt->started && match_partial(attempt)) {  // an empty file: no body callback
+            snprintf(why, size, "%s", attempt->failure.text);
+            return attempt->restart ? RETRY_NOW : FAILED;
+        }
+        if (partial->total >= 0 && partial->size != partial->total) {
+            snprintf(why, size, "the transfer ended at %lld of %lld bytes",
+                     (long long)partial->size, (long long)partial->total);
+            return partial->size < partial->total ? RETRY_LATER : RETRY_NOW;
+        }
+        return COMPLETE;
+    case CURLE_HTTP_RETURNED_ERROR:
+        snprintf(why, size, "HTTP %ld", status);
+        if (status == 416) return RETRY_NOW;  // the partial file is not a prefix: start over
+        return status == 429 || status >= 500 ? RETRY_LATER : FAILED;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+        return snprintf(why, size, "%s", curl_error), FAILED;
+    case CURLE_OPERATION_TIMEDOUT:
+        if (!attempt->connected) return snprintf(why, size, "%s", curl_error), FAILED;
+        snprintf(why, size, "no data for %g s (LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC)",
+                 ceil(attempt->request->settings.stall_seconds));
+        return RETRY_LATER;
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:
+        return snprintf(why, size, "%s", curl_error), RETRY_LATER;
+    default:
+        return snprintf(why, size, "%s", curl_error), FAILED;
+    }
+}
+
+// ---- the whole download ---------------------------------------------------------------------
+
+// The failure message: the name, the URL, what happened, what to do.
+static int fail(const DownloadRequest *request, const Attempt *attempt, CURLcode code,
+                const char *why, ErrorMessage *err) {
+    const char *name = request->name, *url = request->url;
+    const long status = attempt->status;
+    if (attempt->failure.text[0])
+        return error_set(err, "%s: %s: %s", name, url, attempt->failure.text);
+    if (code == CURLE_HTTP_RETURNED_ERROR && status == 404)
+        return error_set(err, "%s: %s: not found (HTTP 404): no such repository, revision or "
+                              "file; check the name (lightly-train-c weights lists the known "
+                              "ones)", name, url);
+    if (code == CURLE_HTTP_RETURNED_ERROR && (status == 401 || status == 403))
+        return error_set(err, "%s: %s: access denied (HTTP %ld): the repository is gated or "
+                              "private: accept its licence on its page, then set HF_TOKEN (or "
+                              "log in with the Hugging Face tools, which write $HF_HOME/token)",
+                         name, url, status);
+    if (!attempt->connected &&
+        (code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_RESOLVE_PROXY ||
+         code == CURLE_COULDNT_CONNECT || code == CURLE_OPERATION_TIMEDOUT))
+        return error_set(err, "%s: %s: no network (%s): run 'lightly-train-c weights fetch %s' "
+                              "where there is network, into the same cache, or download the "
+                              "URL by hand to %s", name, url, why, name, request->path);
+    return error_set(err, "%s: %s: %s (after %d retries): run the command again to continue "
+                          "(the part received is kept)", name, url, why,
+                     request->settings.retries);
+}
+
+static void hex(const unsigned char *digest, unsigned length, char *out) {
+    for (unsigned i = 0; i < length; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}
+
+// The partial file complete: checks its hash, renames it into place.
+static int finish(const DownloadRequest *request, Attempt *attempt, ErrorMessage *err) {
+    Partial *partial = attempt->partial;
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned length = 0;
+    char sha256[SHA256_HEX];
+    EVP_DigestFinal_ex(partial->hash, digest, &length);
+    hex(digest, length, sha256);
+    if (partial->sha256[0] && strcmp(sha256, partial->sha256) != 0) {
+        partial_close(partial);
+        unlink(partial->path);
+        unlink(partial->record);
+        return error_set(err, "%s: %s: SHA-256 mismatch (received %.12s..., the server "
+                              "announced %.12s...): the file was removed; run the command "
+                              "again to download it anew", request->name, request->url, sha256,
+                         partial->sha256);
+    }
+    if (fflush(partial->file) != 0 || fsync(fileno(partial->file)) != 0 ||
+        fclose(partial->file) != 0) {
+        partial->file = NULL;
+        return error_set(err, "%s: cannot write %s: %s", request->name, partial->path,
+                         strerror(errno));
+    }
+    partial->file = NULL;
+    if (rename(partial->path, request->path) != 0)
+        return error_set(err, "%s: cannot rename %s to %s: %s", request->name, partial->path,
+                         request->path, strerror(errno));
+    file_sync_parent_directory(request->path);
+    unlink(partial->record);
+    char detail[160];
+    if (partial->sha256[0]) snprintf(detail, sizeof detail, "SHA-256 %s verified", sha256);
+    else snprintf(detail, sizeof detail, "SHA-256 %s (the server published none to check)",
+                  sha256);
+    emit(attempt, WEIGHTS_DONE, 0, detail);
+    return 0;
+}
+
+int weights_download(const DownloadRequest *request, ErrorMessage *err) {
+    pthread_once(&curl_once, curl_init_once);
+    Partial partial = {0};
+    Attempt attempt = {.request = request, .partial = &partial, .linked_size = -1};
+    if (partial_open(&partial, request->path, err)) {
+        partial_close(&partial);
+        return error_prefix(err, "%s", request->name);
+    }
+    int status = -1, failures = 0, restarts = 0;
+    // Complete already (a run stopped before its rename): check it without the network.
+    if (partial.total > 0 && partial.size == partial.total) {
+        attempt.start = time_now();
+        status = finish(request, &attempt, err);
+        partial_close(&partial);
+        return status;
+    }
+    for (;;) {
+        char curl_error[CURL_ERROR_SIZE], why[600];
+        attempt = (Attempt){.request = request, .partial = &partial, .linked_size = -1,
+                            .start = time_now()};
+        const CURLcode code = perform(&attempt, curl_error);
+        const Outcome outcome = judge(&attempt, code, curl_error, why, sizeof why);
+        if (outcome == COMPLETE) {
+            status = finish(request, &attempt, err);
+            break;
+        }
+        // The partial file does not fit what the server sends: start it over
+        // (twice at most, against a server that keeps changing its file).
+        if (outcome == RETRY_NOW && restarts++ < 2 && partial_truncate(&partial, err) == 0)
+            continue;
+        if (outcome == RETRY_LATER) {
+            if (attempt.received > 0) failures = 0;  // progress: the count starts again
+            if (failures < request->settings.retries) {
+                const double wait = fmin(MAX_BACKOFF_SECONDS,
+                                         request->settings.backoff_seconds * pow(2, failures));
+                failures++;
+                emit(&attempt, WEIGHTS_RETRY, wait, why);
+                sleep_seconds(wait);
+                continue;
+            }
+        }
+        status = fail(request, &attempt, code, why, err);
+        break;
+    }
+    partial_close(&partial);
+    if (status != 0 && partial.size == 0) {  // nothing worth keeping for a next run
+        unlink(partial.path);
+        unlink(partial.record);
+    }
+    return status;
+}

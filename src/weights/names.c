@@ -1,0 +1,203 @@
+// The known weight names and the parsing of hub references (see names.h).
+#include "weights/names.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define APACHE "Apache-2.0"
+#define APACHE_URL "https://www.apache.org/licenses/LICENSE-2.0"
+#define DINOV3 "DINOv3 License"
+#define DINOV3_URL "https://ai.meta.com/resources/models-and-libraries/dinov3-license"
+
+// LightlyTrain's names (its dinov2_vit and dinov3 packages) -> timm's copies
+// on the Hugging Face Hub, whose safetensors files this program reads
+// (nn/vit_names.h: timm and timm Eva naming). LightlyTrain itself downloads
+// .pth files from dl.fbaipublicfiles.com (DINOv2) and its own S3 bucket
+// (DINOv3): the same weights, in a container this table does not use.
+// DINOv2's plain names have 4 registers, as LightlyTrain's do ("-noreg":
+// none). timm's DINOv3 copies are ungated (docs/weights.md).
+static const WeightsEntry entries[] = {
+    {"dinov2/vits14", "vit_s14_reg4", "timm/vit_small_patch14_reg4_dinov2.lvd142m", APACHE,
+     APACHE_URL, 21.6, "88.2 MB", NULL},
+    {"dinov2/vitb14", "vit_b14_reg4", "timm/vit_base_patch14_reg4_dinov2.lvd142m", APACHE,
+     APACHE_URL, 85.7, NULL, NULL},
+    {"dinov2/vitl14", "vit_l14_reg4", "timm/vit_large_patch14_reg4_dinov2.lvd142m", APACHE,
+     APACHE_URL, 303.2, "1.22 GB", NULL},
+    {"dinov2/vitg14", "vit_g14_reg4", "timm/vit_giant_patch14_reg4_dinov2.lvd142m", APACHE,
+     APACHE_URL, 1130, "4.55 GB", NULL},
+    {"dinov2/vits14-noreg", "vit_s14", "timm/vit_small_patch14_dinov2.lvd142m", APACHE,
+     APACHE_URL, 21.6, "88.2 MB", NULL},
+    {"dinov2/vitb14-noreg", "vit_b14", "timm/vit_base_patch14_dinov2.lvd142m", APACHE,
+     APACHE_URL, 85.7, "346 MB",
+     "55cbb5d887b336d430e649c277b85a1429e724871f9d02ac16203235886d8c7b"},
+    {"dinov2/vitl14-noreg", "vit_l14", "timm/vit_large_patch14_dinov2.lvd142m", APACHE,
+     APACHE_URL, 303.2, "1.22 GB", NULL},
+    {"dinov2/vitg14-noreg", "vit_g14", "timm/vit_giant_patch14_dinov2.lvd142m", APACHE,
+     APACHE_URL, 1130, "4.55 GB", NULL},
+    {"dinov3/vits16", "dinov3/vits16", "timm/vit_small_patch16_dinov3.lvd1689m", DINOV3,
+     DINOV3_URL, 21.6, "86.4 MB", NULL},
+    {"dinov3/vits16plus", "dinov3/vits16plus", "timm/vit_small_plus_patch16_dinov3.lvd1689m",
+     DINOV3, DINOV3_URL, 28.7, "115 MB", NULL},
+    {"dinov3/vitb16", "dinov3/vitb16", "timm/vit_base_patch16_dinov3.lvd1689m", DINOV3,
+     DINOV3_URL, 85.7, NULL, NULL},
+    {"dinov3/vitl16", "dinov3/vitl16", "timm/vit_large_patch16_dinov3.lvd1689m", DINOV3,
+     DINOV3_URL, 303.2, NULL, NULL},
+    {"dinov3/vith16plus", "dinov3/vith16plus", "timm/vit_huge_plus_patch16_dinov3.lvd1689m",
+     DINOV3, DINOV3_URL, 840.6, "3.36 GB", NULL},
+};
+enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
+
+static const char *const name_families[] = {"dinov2/", "dinov3/"};
+// Extensions of weight files: a reference ending in one (without ":FILE") is
+// a missing file.
+static const char *const file_extensions[] = {".safetensors", ".ckpt", ".pt", ".pth", ".bin"};
+
+const WeightsEntry *weights_entries(int *count) {
+    *count = ENTRY_COUNT;
+    return entries;
+}
+
+static int has_prefix(const char *text, const char *prefix) {
+    return strncmp(text, prefix, strlen(prefix)) == 0;
+}
+
+static int has_suffix(const char *text, const char *suffix) {
+    const size_t n = strlen(text), m = strlen(suffix);
+    return n >= m && strcmp(text + n - m, suffix) == 0;
+}
+
+static int in_family(const char *text) {
+    for (size_t i = 0; i < sizeof name_families / sizeof name_families[0]; i++)
+        if (has_prefix(text, name_families[i])) return 1;
+    return 0;
+}
+
+// LightlyTrain's spellings (its DINOv2 package's parse_model_name): "_" for
+// "-" after the family, and a "-pretrained" / "-pretrain" suffix.
+static void normalize_name(const char *name, char *out, size_t size) {
+    snprintf(out, size, "%s", name);
+    const char *slash = strchr(out, '/');
+    for (char *c = slash ? (char *)slash + 1 : out; *c; c++)
+        if (*c == '_') *c = '-';
+    static const char *const suffixes[] = {"-pretrained", "-pretrain"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
+        if (has_suffix(out, suffixes[i])) {
+            out[strlen(out) - strlen(suffixes[i])] = '\0';
+            break;
+        }
+}
+
+const WeightsEntry *weights_find(const char *name) {
+    char normal[128];
+    if (strlen(name) >= sizeof normal) return NULL;
+    normalize_name(name, normal, sizeof normal);
+    for (int i = 0; i < ENTRY_COUNT; i++)
+        if (strcmp(entries[i].name, normal) == 0) return &entries[i];
+    return NULL;
+}
+
+// The hub's rules for a repository name part: letters, digits, '-', '_',
+// '.', 1..96 characters, no "--" or "..", not starting or ending with '-'
+// or '.'.
+static int valid_repo_part(const char *part, size_t length) {
+    if (length == 0 || length > 96) return 0;
+    if (part[0] == '-' || part[0] == '.' || part[length - 1] == '-' || part[length - 1] == '.')
+        return 0;
+    for (size_t i = 0; i < length; i++) {
+        const char c = part[i];
+        const int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '_' || c == '.';
+        if (!ok) return 0;
+        if (i > 0 && (c == '-' || c == '.') && part[i - 1] == c) return 0;
+    }
+    return 1;
+}
+
+// Letters, digits and "-_." (a revision: a branch, a tag or a commit), plus
+// '/' inside a file path; never "..".
+static int valid_chars(const char *text, int allow_slash) {
+    if (!*text || strstr(text, "..")) return 0;
+    for (const char *c = text; *c; c++) {
+        const int ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                       (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.' ||
+                       (allow_slash && *c == '/' && c != text && c[1] != '\0' && c[1] != '/');
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+// ORG/NAME[@REVISION][:FILE] into ref; 0 or -1 with err.
+static int parse_hub_reference(const char *text, WeightsRef *ref, ErrorMessage *err) {
+    char repo_part[WEIGHTS_REPO_MAX + WEIGHTS_REVISION_MAX];
+    const char *colon = strchr(text, ':');
+    const size_t repo_length = colon ? (size_t)(colon - text) : strlen(text);
+    if (repo_length >= sizeof repo_part)
+        return error_set(err, "'%s' is too long for a Hugging Face repository id", text);
+    memcpy(repo_part, text, repo_length);
+    repo_part[repo_length] = '\0';
+    snprintf(ref->filename, sizeof ref->filename, "%s", colon ? colon + 1 : "model.safetensors");
+    if (!valid_chars(ref->filename, 1) || strlen(ref->filename) >= sizeof ref->filename - 1)
+        return error_set(err, "'%s': the file after ':' must be a path inside the repository "
+                              "(letters, digits, '-', '_', '.', '/')", text);
+    char *at = strchr(repo_part, '@');
+    if (at) *at = '\0';
+    snprintf(ref->revision, sizeof ref->revision, "%s", at ? at + 1 : "main");
+    if (!valid_chars(ref->revision, 0))
+        return error_set(err, "'%s': the revision after '@' must be a branch, tag or commit "
+                              "(letters, digits, '-', '_', '.')", text);
+    const char *slash = strchr(repo_part, '/');
+    if (!slash || !valid_repo_part(repo_part, (size_t)(slash - repo_part)) ||
+        !valid_repo_part(slash + 1, strlen(slash + 1)))
+        return error_set(err, "'%s' is neither a file nor a Hugging Face repository id "
+                              "(ORG/NAME[@REVISION][:FILE])", text);
+    if (snprintf(ref->repo, sizeof ref->repo, "%s", repo_part) >= (int)sizeof ref->repo)
+        return error_set(err, "'%s': repository id too long", text);
+    return 0;
+}
+
+int weights_is_reference(const char *text) {
+    if (weights_find(text) || in_family(text)) return 1;
+    for (size_t i = 0; i < sizeof file_extensions / sizeof file_extensions[0]; i++)
+        if (!strchr(text, ':') && has_suffix(text, file_extensions[i])) return 0;
+    WeightsRef ref;
+    return parse_hub_reference(text, &ref, NULL) == 0;
+}
+
+static void list_names(char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < ENTRY_COUNT && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", entries[i].name);
+}
+
+int weights_parse(const char *text, WeightsRef *ref, ErrorMessage *err) {
+    memset(ref, 0, sizeof *ref);
+    if (strlen(text) >= sizeof ref->name)
+        return error_set(err, "weights name too long (%zu characters)", strlen(text));
+    const WeightsEntry *entry = weights_find(text);
+    if (entry) {
+        snprintf(ref->name, sizeof ref->name, "%s", entry->name);
+        ref->entry = entry;
+        snprintf(ref->repo, sizeof ref->repo, "%s", entry->repo);
+        snprintf(ref->revision, sizeof ref->revision, "main");
+        snprintf(ref->filename, sizeof ref->filename, "model.safetensors");
+        ref->sha256 = entry->sha256;
+        return 0;
+    }
+    if (in_family(text)) {
+        char names[400];
+        list_names(names, sizeof names);
+        return error_set(err, "unknown weights name '%s' (known: %s; lightly-train-c weights "
+                              "lists them)", text, names);
+    }
+    snprintf(ref->name, sizeof ref->name, "%s", text);
+    return parse_hub_reference(text, ref, err);
+}
+
+const char *weights_default_teacher(const char *method) {
+    if (strcmp(method, "distillation") == 0 || strcmp(method, "distillationv3") == 0)
+        return "dinov3/vitb16";
+    if (strcmp(method, "distillationv1") == 0 || strcmp(method, "distillationv2") == 0)
+        return "dinov2/vitb14-noreg";
+    return NULL;
+}

@@ -1,0 +1,299 @@
+// Tests of weights by name without the network (src/weights): LightlyTrain's
+// names and spellings, hub references and what is refused, what counts as a
+// file, the default teachers; the cache folder rules, the Hugging Face
+// cache's layout (refs/ and snapshots/), the endpoint, HF_HUB_OFFLINE's
+// values, where the token comes from, the download settings; a name that is
+// not downloaded; the lock between processes. (The downloads themselves:
+// tests/e2e/weights.sh, against a stand-in hub.)
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "weights/cache.h"
+#include "weights/lock.h"
+#include "weights/names.h"
+#include "weights/resolve.h"
+
+static char folder[256];  // a fresh temporary folder per test
+
+static const char *const variables[] = {
+    "LIGHTLY_TRAIN_CACHE_DIR", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_ENDPOINT",
+    "HF_HUB_OFFLINE", "HF_TOKEN", "HF_TOKEN_PATH", "LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC",
+    "LIGHTLY_TRAIN_DOWNLOAD_RETRIES", "LIGHTLY_TRAIN_DOWNLOAD_BACKOFF_SEC"};
+
+static int setup(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof variables / sizeof variables[0]; i++) unsetenv(variables[i]);
+    snprintf(folder, sizeof folder, "/tmp/ltc-test-weights-XXXXXX");
+    assert_non_null(mkdtemp(folder));
+    setenv("HOME", folder, 1);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char command[300];
+    snprintf(command, sizeof command, "rm -rf '%s'", folder);
+    return system(command) == 0 ? 0 : -1;
+}
+
+static void write_file(const char *path, const char *text) {
+    char parent[512];
+    snprintf(parent, sizeof parent, "mkdir -p \"$(dirname '%s')\"", path);
+    assert_int_equal(system(parent), 0);
+    FILE *file = fopen(path, "w");
+    assert_non_null(file);
+    fputs(text, file);
+    fclose(file);
+}
+
+static void expect_error(int status, const ErrorMessage *err, const char *fragment) {
+    assert_int_equal(status, -1);
+    if (!strstr(err->text, fragment)) fail_msg("'%s' lacks '%s'", err->text, fragment);
+}
+
+static void test_known_names_and_spellings(void **state) {
+    (void)state;
+    const WeightsEntry *entry = weights_find("dinov2/vitb14");
+    assert_non_null(entry);
+    assert_string_equal(entry->repo, "timm/vit_base_patch14_reg4_dinov2.lvd142m");
+    assert_string_equal(entry->arch, "vit_b14_reg4");  // LightlyTrain's plain names have registers
+    assert_string_equal(weights_find("dinov2/vitb14-noreg")->arch, "vit_b14");
+    // LightlyTrain's other spellings of the same name.
+    assert_ptr_equal(weights_find("dinov2/vitb14_pretrained"), entry);
+    assert_ptr_equal(weights_find("dinov2/vitb14-pretrain"), entry);
+    assert_ptr_equal(weights_find("dinov2/vitb14_noreg_pretrain"),
+                     weights_find("dinov2/vitb14-noreg"));
+    assert_string_equal(weights_find("dinov3/vitb16")->licence, "DINOv3 License");
+    assert_null(weights_find("dinov2/vitx14"));
+    assert_null(weights_find("vitb14"));
+    // Every entry names a --model preset and a repository with one '/'.
+    int count;
+    const WeightsEntry *entries = weights_entries(&count);
+    assert_true(count >= 13);
+    for (int i = 0; i < count; i++) {
+        const char *slash = strchr(entries[i].repo, '/');
+        assert_non_null(slash);
+        assert_null(strchr(slash + 1, '/'));
+        assert_true(entries[i].params_millions > 1);
+    }
+    assert_string_equal(weights_default_teacher("distillation"), "dinov3/vitb16");
+    assert_string_equal(weights_default_teacher("distillationv3"), "dinov3/vitb16");
+    assert_string_equal(weights_default_teacher("distillationv1"), "dinov2/vitb14-noreg");
+    assert_string_equal(weights_default_teacher("distillationv2"), "dinov2/vitb14-noreg");
+    assert_null(weights_default_teacher("simclr"));
+}
+
+static void test_hub_references(void **state) {
+    (void)state;
+    WeightsRef ref;
+    ErrorMessage err = {{0}};
+    assert_int_equal(weights_parse("timm/resnet50.tv2_in1k", &ref, &err), 0);
+    assert_string_equal(ref.repo, "timm/resnet50.tv2_in1k");
+    assert_string_equal(ref.revision, "main");
+    assert_string_equal(ref.filename, "model.safetensors");
+    assert_null(ref.entry);
+    assert_int_equal(weights_parse("org/name@v1.0:sub/dir/w.safetensors", &ref, &err), 0);
+    assert_string_equal(ref.repo, "org/name");
+    assert_string_equal(ref.revision, "v1.0");
+    assert_string_equal(ref.filename, "sub/dir/w.safetensors");
+    assert_null(ref.sha256);
+    assert_int_equal(weights_parse("dinov2/vitb14-noreg", &ref, &err), 0);
+    assert_string_equal(ref.sha256,  // as the hub's file page documents it
+                        "55cbb5d887b336d430e649c277b85a1429e724871f9d02ac16203235886d8c7b");
+    assert_int_equal(weights_parse("dinov3/vits16plus", &ref, &err), 0);
+    assert_non_null(ref.entry);
+    assert_string_equal(ref.repo, "timm/vit_small_plus_patch16_dinov3.lvd1689m");
+    expect_error(weights_parse("dinov2/vitx14", &ref, &err), &err,
+                 "unknown weights name 'dinov2/vitx14' (known: dinov2/vits14, ");
+    expect_error(weights_parse("org/name@bad rev", &ref, &err), &err, "the revision after '@'");
+    expect_error(weights_parse("org/name:../up", &ref, &err), &err, "the file after ':'");
+    expect_error(weights_parse("org/na--me", &ref, &err), &err, "Hugging Face repository id");
+    expect_error(weights_parse("a/b/c", &ref, &err), &err, "Hugging Face repository id");
+    // What is meant as weights by name, and what as a (missing) file.
+    assert_true(weights_is_reference("dinov2/vitb14"));
+    assert_true(weights_is_reference("dinov2/unknown"));  // refused by name, not as a file
+    assert_true(weights_is_reference("timm/resnet50.tv2_in1k"));
+    assert_true(weights_is_reference("org/name:weights.bin"));
+    assert_false(weights_is_reference("runs/model.safetensors"));
+    assert_false(weights_is_reference("out/last.ckpt"));
+    assert_false(weights_is_reference("/abs/path"));
+    assert_false(weights_is_reference("./dir/file"));
+    assert_false(weights_is_reference("file"));
+    assert_false(weights_is_reference("a/b/c"));
+}
+
+static void test_cache_folders(void **state) {
+    (void)state;
+    char path[4096], expected[4096];
+    ErrorMessage err = {{0}};
+    WeightsRef ref;
+    assert_int_equal(weights_parse("dinov2/vits14", &ref, &err), 0);
+    assert_int_equal(weights_cache_root(path, sizeof path, &err), 0);
+    snprintf(expected, sizeof expected, "%s/.cache/lightly-train-c", folder);
+    assert_string_equal(path, expected);
+    setenv("XDG_CACHE_HOME", "/xdg", 1);
+    assert_int_equal(weights_cache_root(path, sizeof path, &err), 0);
+    assert_string_equal(path, "/xdg/lightly-train-c");
+    setenv("LIGHTLY_TRAIN_CACHE_DIR", "/shared/cache", 1);
+    assert_int_equal(weights_cache_path(&ref, path, sizeof path, &err), 0);
+    assert_string_equal(path, "/shared/cache/models/hub/models--timm--vit_small_patch14_reg4_"
+                              "dinov2.lvd142m/main/model.safetensors");
+    unsetenv("LIGHTLY_TRAIN_CACHE_DIR");
+    unsetenv("XDG_CACHE_HOME");
+    unsetenv("HOME");
+    expect_error(weights_cache_root(path, sizeof path, &err), &err, "LIGHTLY_TRAIN_CACHE_DIR");
+    setenv("HOME", folder, 1);
+}
+
+// The Hugging Face cache: refs/<revision> holds the commit, the file is
+// under snapshots/<commit>/; a commit revision is looked up directly.
+static void test_hugging_face_cache(void **state) {
+    (void)state;
+    const char *commit = "0123456789abcdef0123456789abcdef01234567";
+    char repo[512], path[4096], found[4096];
+    snprintf(repo, sizeof repo, "%s/.cache/huggingface/hub/models--org--name", folder);
+    snprintf(path, sizeof path, "%s/snapshots/%s/model.safetensors", repo, commit);
+    write_file(path, "weights");
+    WeightsRef ref;
+    ErrorMessage err = {{0}};
+    assert_int_equal(weights_parse("org/name", &ref, &err), 0);
+    assert_false(weights_hf_cached_path(&ref, found, sizeof found));  // no refs/main yet
+    char refs[600];
+    snprintf(refs, sizeof refs, "%s/refs/main", repo);
+    write_file(refs, commit);
+    assert_true(weights_hf_cached_path(&ref, found, sizeof found));
+    assert_string_equal(found, path);
+    assert_int_equal(weights_local_path("org/name", found, sizeof found, &err), 0);
+    assert_string_equal(found, path);
+    assert_int_equal(weights_parse("org/name@0123456789abcdef0123456789abcdef01234567", &ref,
+                                   &err), 0);
+    assert_true(weights_hf_cached_path(&ref, found, sizeof found));
+    assert_int_equal(weights_parse("org/name@other", &ref, &err), 0);
+    assert_false(weights_hf_cached_path(&ref, found, sizeof found));
+    // HF_HOME moves it, HF_HUB_CACHE more precisely.
+    setenv("HF_HOME", "/nowhere", 1);
+    assert_int_equal(weights_parse("org/name", &ref, &err), 0);
+    assert_false(weights_hf_cached_path(&ref, found, sizeof found));
+    char hub[512];
+    snprintf(hub, sizeof hub, "%s/.cache/huggingface/hub", folder);
+    setenv("HF_HUB_CACHE", hub, 1);
+    assert_true(weights_hf_cached_path(&ref, found, sizeof found));
+    // Not downloaded: the message says how to fetch it.
+    expect_error(weights_local_path("org/other", found, sizeof found, &err), &err,
+                 "org/other is not downloaded");
+    assert_non_null(strstr(err.text, "lightly-train-c weights fetch org/other"));
+    // A file is itself, whatever its name looks like.
+    assert_int_equal(weights_local_path("missing.safetensors", found, sizeof found, &err), 0);
+    assert_string_equal(found, "missing.safetensors");
+}
+
+static void test_endpoint_offline_token_settings(void **state) {
+    (void)state;
+    char text[4096];
+    ErrorMessage err = {{0}};
+    WeightsRef ref;
+    assert_int_equal(weights_parse("org/name@v2:a/b.safetensors", &ref, &err), 0);
+    assert_int_equal(weights_url(&ref, text, sizeof text, &err), 0);
+    assert_string_equal(text, "https://huggingface.co/org/name/resolve/v2/a/b.safetensors");
+    setenv("HF_ENDPOINT", "http://mirror:8080/", 1);
+    assert_int_equal(weights_url(&ref, text, sizeof text, &err), 0);
+    assert_string_equal(text, "http://mirror:8080/org/name/resolve/v2/a/b.safetensors");
+
+    assert_false(weights_offline());
+    const char *truths[] = {"1", "ON", "yes", "True"}, *falsehoods[] = {"0", "off", "no", ""};
+    for (int i = 0; i < 4; i++) {
+        setenv("HF_HUB_OFFLINE", truths[i], 1);
+        assert_true(weights_offline());
+        setenv("HF_HUB_OFFLINE", falsehoods[i], 1);
+        assert_false(weights_offline());
+    }
+
+    // The token: HF_TOKEN, else HF_TOKEN_PATH, else $HF_HOME/token, else
+    // ~/.cache/huggingface/token.
+    assert_false(weights_token(text, sizeof text));
+    char file[512];
+    snprintf(file, sizeof file, "%s/.cache/huggingface/token", folder);
+    write_file(file, "hf_default\n");
+    assert_true(weights_token(text, sizeof text));
+    assert_string_equal(text, "hf_default");
+    char home[300];
+    snprintf(home, sizeof home, "%s/hf", folder);
+    snprintf(file, sizeof file, "%s/token", home);
+    write_file(file, "  hf_home  \n");
+    setenv("HF_HOME", home, 1);
+    assert_true(weights_token(text, sizeof text));
+    assert_string_equal(text, "hf_home");
+    snprintf(file, sizeof file, "%s/elsewhere", folder);
+    write_file(file, "hf_path");
+    setenv("HF_TOKEN_PATH", file, 1);
+    assert_true(weights_token(text, sizeof text));
+    assert_string_equal(text, "hf_path");
+    setenv("HF_TOKEN", "hf_env", 1);
+    assert_true(weights_token(text, sizeof text));
+    assert_string_equal(text, "hf_env");
+
+    DownloadSettings settings;
+    assert_int_equal(weights_download_settings(&settings, &err), 0);
+    assert_true(settings.stall_seconds == 180 && settings.retries == 5 &&
+                settings.backoff_seconds == 1);
+    setenv("LIGHTLY_TRAIN_DOWNLOAD_RETRIES", "many", 1);
+    expect_error(weights_download_settings(&settings, &err), &err,
+                 "LIGHTLY_TRAIN_DOWNLOAD_RETRIES=many: expected a number");
+    unsetenv("LIGHTLY_TRAIN_DOWNLOAD_RETRIES");
+    setenv("LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC", "0", 1);
+    expect_error(weights_download_settings(&settings, &err), &err,
+                 "LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC=0");
+}
+
+static void note_waiting(void *user) { *(int *)user = 1; }
+
+// A second process finds the lock held, says so once, and gets it when the
+// first lets go.
+static void test_lock_between_processes(void **state) {
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/file.lock", folder);
+    ErrorMessage err = {{0}};
+    WeightsLock held;
+    assert_int_equal(weights_lock_take(&held, path, NULL, NULL, &err), 0);
+    const pid_t child = fork();
+    if (child == 0) {
+        int waited = 0;
+        WeightsLock lock;
+        const int status = weights_lock_take(&lock, path, note_waiting, &waited, &err);
+        _exit(status == 0 && waited ? 0 : 1);
+    }
+    // The child is blocked on the lock while the parent holds it.
+    usleep(200 * 1000);
+    int child_status;
+    assert_int_equal(waitpid(child, &child_status, WNOHANG), 0);
+    weights_lock_release(&held);
+    assert_int_equal(waitpid(child, &child_status, 0), child);
+    assert_true(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0);
+    // Free again: taken at once, without the waiting call.
+    int waited = 0;
+    assert_int_equal(weights_lock_take(&held, path, note_waiting, &waited, &err), 0);
+    assert_false(waited);
+    weights_lock_release(&held);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_known_names_and_spellings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hub_references, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_folders, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hugging_face_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_endpoint_offline_token_settings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_between_processes, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
