@@ -8,6 +8,7 @@
 #   make demo       a CPU demo (~2.5 min): sample data, train, embed, export (tools/demo.sh)
 #   make test-gpu   the GPU checks, on a machine with an NVIDIA GPU
 #   make bundle     build/bundle: the program and its libraries for GPU nodes
+#   make wheel      dist/lightly_train_c-*.whl: pip package with the program and its libraries
 #   make deps       check libraries; install them with apt-get when root
 #   make install PREFIX=/usr/local
 # CUDA=0 turns GPU parts off; CUDA_HOME / CUDNN_HOME / NCCL_HOME point to installs.
@@ -195,7 +196,7 @@ $(EMU_DIR)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) 
 # Object files of tests and tools are kept (not deleted as intermediates).
 .SECONDARY:
 
-.PHONY: all deps test test-unit test-e2e test-gpu bundle asan fuzz bench bench-gpu clean install info tools demo
+.PHONY: all deps test test-unit test-e2e test-gpu bundle wheel asan fuzz bench bench-gpu clean install info tools demo
 all: info $(BIN)
 
 info: | $(DEPS_STAMP)
@@ -300,6 +301,12 @@ test-gpu: all $(TEST_BIN) $(E2E_HELPER_BIN)
 BUNDLE_DIR ?= $(BUILD)/bundle
 bundle: all $(TEST_BIN) $(E2E_HELPER_BIN) $(BUILD)/tools/bench_train_step
 	tools/bundle.sh $(BUILD) $(BUNDLE_DIR)
+
+# The pip wheel: the program, the libraries it needs that manylinux systems
+# lack, and the Python package (python/lightly_train_c; docs/python.md).
+WHEEL_DIR ?= dist
+wheel: all
+	python3 tools/make_wheel.py $(BUILD) $(VERSION) $(WHEEL_DIR)
 
 # The GPU benchmark: ours next to PyTorch (AMP, channels-last) on one GPU.
 bench-gpu: all $(BUILD)/tools/bench_train_step
