@@ -83,8 +83,10 @@ def elf_needs(path):
     """(needed sonames, {family: [version tuples]}) of one ELF file."""
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", run("readelf", "-dW", path))
     versions = {}
+    # The versions it needs (not those it defines, listed before them).
     section = run("readelf", "-VW", path)
-    needs = section[section.find("Version needs section"):] if "Version needs section" in section else ""
+    start = section.find("Version needs section")
+    needs = section[start:] if start >= 0 else ""
     for family, number in re.findall(r"Name: ([A-Z]+)_([0-9.]+)\s", needs):
         versions.setdefault(family, []).append(version_tuple(number))
     if "GLIBC_ABI_DT_RELR" in needs:

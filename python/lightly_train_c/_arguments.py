@@ -12,7 +12,7 @@ import functools
 import os
 import re
 import subprocess
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Iterable, List, Mapping, Optional, Tuple
 
 from lightly_train_c import _program
 

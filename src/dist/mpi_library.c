@@ -47,36 +47,20 @@ const char *mpi_library_file(void) {
       (buffer, count, t, root, c, r))                                                          \
     X(int, MPI_Ibarrier, (MPI_Comm c, MPI_Request * r), (c, r))
 
-static struct {
-    MPI_FUNCTIONS(DYNAMIC_FIELD)
-} loaded;
-MPI_FUNCTIONS(DYNAMIC_FORWARD)
-
 MpiHandles mpi_handles;
 
-static const DynamicSymbol symbols[] = {
-    MPI_FUNCTIONS(DYNAMIC_SYMBOL)
-    {"ompi_mpi_comm_world", &mpi_handles.comm_world},
-    {"ompi_mpi_comm_null", &mpi_handles.comm_null},
-    {"ompi_request_null", &mpi_handles.request_null},
-    {"ompi_mpi_info_null", &mpi_handles.info_null},
-    {"ompi_mpi_errors_return", &mpi_handles.errors_return},
-    {"ompi_mpi_float", &mpi_handles.type_float},
-    {"ompi_mpi_byte", &mpi_handles.type_byte},
-    {"ompi_mpi_op_sum", &mpi_handles.op_sum},
-    {"ompi_mpi_op_max", &mpi_handles.op_max},
-};
-
-static void *library;
-
-int mpi_library_open(ErrorMessage *err) {
-    if (library) return 0;
-    library = dynamic_library_open(
-        "OpenMPI", mpi_library_file(), RTLD_NOW | RTLD_GLOBAL,
-        "several CPU ranks need OpenMPI's library (Debian/Ubuntu: apt-get install libopenmpi3; "
-        "on a cluster: module load openmpi), or run one process",
-        symbols, sizeof symbols / sizeof symbols[0], err);
-    return library ? 0 : -1;
-}
+DYNAMIC_LIBRARY(MPI_FUNCTIONS, mpi_library_open, "OpenMPI", mpi_library_file(),
+                RTLD_NOW | RTLD_GLOBAL,
+                "several CPU ranks need OpenMPI's library (Debian/Ubuntu: apt-get install "
+                "libopenmpi3; on a cluster: module load openmpi), or run one process",
+                {"ompi_mpi_comm_world", &mpi_handles.comm_world},
+                {"ompi_mpi_comm_null", &mpi_handles.comm_null},
+                {"ompi_request_null", &mpi_handles.request_null},
+                {"ompi_mpi_info_null", &mpi_handles.info_null},
+                {"ompi_mpi_errors_return", &mpi_handles.errors_return},
+                {"ompi_mpi_float", &mpi_handles.type_float},
+                {"ompi_mpi_byte", &mpi_handles.type_byte},
+                {"ompi_mpi_op_sum", &mpi_handles.op_sum},
+                {"ompi_mpi_op_max", &mpi_handles.op_max})
 
 #endif

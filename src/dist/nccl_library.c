@@ -36,23 +36,10 @@
        cudaStream_t s),                                                                        \
       (send, recv, count, t, root, c, s))
 
-static struct {
-    NCCL_FUNCTIONS(DYNAMIC_FIELD)
-} loaded;
-NCCL_FUNCTIONS(DYNAMIC_FORWARD)
-static const DynamicSymbol symbols[] = {NCCL_FUNCTIONS(DYNAMIC_SYMBOL)};
-
-static void *library;
-
 const char *nccl_library_file(void) { return SONAME(NCCL_MAJOR); }
 
-int nccl_library_open(ErrorMessage *err) {
-    if (library) return 0;
-    library = dynamic_library_open("NCCL", nccl_library_file(), RTLD_NOW | RTLD_LOCAL,
-                                   CUDA_LIBRARIES_HINT, symbols,
-                                   sizeof symbols / sizeof symbols[0], err);
-    return library ? 0 : -1;
-}
+DYNAMIC_LIBRARY(NCCL_FUNCTIONS, nccl_library_open, "NCCL", nccl_library_file(),
+                RTLD_NOW | RTLD_LOCAL, CUDA_LIBRARIES_HINT)
 
 #else  // no CUDA: nothing to open
 

@@ -15,9 +15,7 @@
 // one X-macro list:
 //
 //   #define CUDNN_FUNCTIONS(X) X(cudnnStatus_t, cudnnCreate, (cudnnHandle_t *h), (h)) ...
-//   static struct { CUDNN_FUNCTIONS(DYNAMIC_FIELD) } loaded;
-//   CUDNN_FUNCTIONS(DYNAMIC_FORWARD)
-//   static const DynamicSymbol symbols[] = {CUDNN_FUNCTIONS(DYNAMIC_SYMBOL)};
+//   DYNAMIC_LIBRARY(CUDNN_FUNCTIONS, cudnn_library_open, "cuDNN", "libcudnn.so.9", ...)
 //
 // The forwarders are not exported (the program is not linked with
 // -rdynamic), so the library's own calls never reach them.
@@ -38,7 +36,25 @@ typedef struct DynamicSymbol {
     "CUDA's libraries come from `pip install lightly-train-c[cuda]` (or PyTorch's CUDA " \
     "13 build) in the Python environment, or from a folder on LD_LIBRARY_PATH"
 
-// X-macro helpers; `loaded` is the file's table.
+// Defines, for the X-macro LIST of (type, name, (parameters), (arguments)):
+// the file's table of function pointers, a forwarder per function, and
+// `int open_function(ErrorMessage *err)`, which opens `file` once with
+// dlopen `flags` and resolves the table and any further DynamicSymbols
+// given after `hint` (data such as OpenMPI's handles). 0, or -1 with the
+// reason.
+#define DYNAMIC_LIBRARY(LIST, open_function, what, file, flags, hint, ...)                  \
+    static struct {                                                                        \
+        LIST(DYNAMIC_FIELD)                                                                \
+    } loaded;                                                                              \
+    LIST(DYNAMIC_FORWARD)                                                                  \
+    int open_function(ErrorMessage *err) {                                                 \
+        static void *library;                                                              \
+        static const DynamicSymbol symbols[] = {LIST(DYNAMIC_SYMBOL) __VA_ARGS__};         \
+        if (!library)                                                                      \
+            library = dynamic_library_open(what, file, flags, hint, symbols,               \
+                                           sizeof symbols / sizeof symbols[0], err);       \
+        return library ? 0 : -1;                                                           \
+    }
 #define DYNAMIC_FIELD(type, name, parameters, arguments) type(*name) parameters;
 #define DYNAMIC_FORWARD(type, name, parameters, arguments) \
     type name parameters { return loaded.name arguments; }

@@ -68,20 +68,7 @@ typedef cudnnConvolutionDescriptor_t Convolution;
        size_t ws_bytes, const void *beta, const Filter dwd, void *dw),                         \
       (h, alpha, xd, x, dyd, dy, d, a, ws, ws_bytes, beta, dwd, dw))
 
-static struct {
-    CUDNN_FUNCTIONS(DYNAMIC_FIELD)
-} loaded;
-CUDNN_FUNCTIONS(DYNAMIC_FORWARD)
-static const DynamicSymbol symbols[] = {CUDNN_FUNCTIONS(DYNAMIC_SYMBOL)};
-
-static void *library;
-
 const char *cudnn_library_file(void) { return SONAME(CUDNN_MAJOR); }
 
-int cudnn_library_open(ErrorMessage *err) {
-    if (library) return 0;
-    library = dynamic_library_open("cuDNN", cudnn_library_file(), RTLD_NOW | RTLD_LOCAL,
-                                   CUDA_LIBRARIES_HINT, symbols,
-                                   sizeof symbols / sizeof symbols[0], err);
-    return library ? 0 : -1;
-}
+DYNAMIC_LIBRARY(CUDNN_FUNCTIONS, cudnn_library_open, "cuDNN", cudnn_library_file(),
+                RTLD_NOW | RTLD_LOCAL, CUDA_LIBRARIES_HINT)
