@@ -6,7 +6,9 @@
 # makes one; not timed), `pip install --no-index WHEEL` (timed), then
 # lightly_train_c.train(...) on 64 generated 64 px JPEGs (resnet18, SimCLR,
 # batch 32, the CPU) until the program prints its first step (timed from
-# the call). Prints one line per repeat and the wheel's size.
+# the call), and the same run started as the command (the installed
+# program, no Python) for comparison. Prints one line per repeat and the
+# wheel's size.
 set -eu
 if [ $# -lt 2 ]; then
     echo "usage: $0 WHEEL BUILD_DIR [REPEATS]" >&2
@@ -19,15 +21,21 @@ work=$(mktemp -d /tmp/ltc-bench-wheel-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$build/tests/e2e/make_images" "$work/images" 64 >/dev/null
 echo "wheel: $(basename "$wheel"), $(du -m "$wheel" | cut -f1) MB ($(stat -c %s "$wheel") bytes)"
+# first_step.py api|command: seconds from the start to the first step.
 cat >"$work/first_step.py" <<EOF
-import sys, time, subprocess
-started = time.time()
-child = subprocess.Popen([sys.executable, "-c", """
+import os, sys, time, subprocess
+api = [sys.executable, "-c", """
 import lightly_train_c
 lightly_train_c.train(out='$work/run', data='$work/images', model='torchvision/resnet18',
                       method='simclr', batch_size=32, epochs=1, overwrite=True,
                       transform_args={'image_size': 64})
-"""], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+"""]
+command = [os.path.join(os.path.dirname(sys.executable), "lightly-train-c"), "train",
+           "--out", "$work/run", "--data", "$work/images", "--model", "resnet18",
+           "--batch-size", "32", "--epochs", "1", "--overwrite", "--image-size", "64"]
+started = time.time()
+child = subprocess.Popen(api if sys.argv[1] == "api" else command, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
 for line in child.stdout:
     if line.startswith("epoch 1/1  step 1/"):
         print(f"{time.time() - started:.2f}")
@@ -41,6 +49,8 @@ for repeat in $(seq "$repeats"); do
     started=$(date +%s.%N)
     "$work/venv/bin/python" -m pip install --no-index --no-deps --disable-pip-version-check -q "$wheel"
     installed=$(date +%s.%N)
-    step=$("$work/venv/bin/python" "$work/first_step.py")
-    echo "repeat $repeat: pip install $(echo "$installed - $started" | bc | cut -c1-5) s, train() to the first step $step s"
+    api=$("$work/venv/bin/python" "$work/first_step.py" api)
+    command=$("$work/venv/bin/python" "$work/first_step.py" command)
+    echo "repeat $repeat: pip install $(echo "$installed - $started" | bc | cut -c1-5) s," \
+         "train() to the first step $api s (the command: $command s)"
 done

@@ -1,5 +1,8 @@
 // The MPI functions comm_mpi.c calls, forwarded into the OpenMPI library
 // opened at run time, and its predefined handles (see mpi_library.h).
+// An MPI function or predefined handle (MPI_INT: ompi_mpi_int) used
+// elsewhere but missing here and in mpi_library.h is an undefined reference
+// when the program is linked: add it.
 #include <stdlib.h>
 
 #ifdef LTC_WITH_MPI

@@ -1,5 +1,7 @@
 // The NCCL functions comm_nccl.c calls, forwarded into the library opened
 // at run time (see util/dynamic_library.h). CUDA builds only.
+// A NCCL function called elsewhere but missing from the list below is an
+// undefined reference when the program is linked: add it here.
 #include "dist/nccl_library.h"
 
 #ifdef LTC_WITH_CUDA

@@ -14,6 +14,8 @@
 #   in the log);
 # - a bad argument raises ProgramError with the program's one-line error and
 #   exit status 2; an unknown one TypeError listing the accepted ones;
+#   LightlyTrain's DINO transform_args map to the program's view options,
+#   and values it has no counterpart for raise ValueError;
 # - SIGINT to Python (a notebook's interrupt reaches only the kernel) stops
 #   the run with a checkpoint and raises KeyboardInterrupt;
 #   resume_interrupted=True finishes it;
@@ -125,12 +127,39 @@ try:
     lightly_train_c.train(out="$work/bad", data="$work/images", modle="resnet18")
 except TypeError as error:
     print(f"TypeError: {error}")
+# LightlyTrain's DINO view arguments, mapped without running anything.
+from lightly_train_c._transforms import transform_options
+options, entries = transform_options({
+    "image_size": 64, "random_flip": {"horizontal_prob": 0.3},
+    "color_jitter": {"prob": 0.7, "strength": 0.5, "brightness": 0.8, "contrast": 0.8,
+                     "saturation": 0.4, "hue": 0.2},
+    "gaussian_blur": {"prob": 0.9, "sigmas": (0.2, 1.5)}, "solarize": None,
+    "global_view_1": {"solarize": {"prob": 0.3, "threshold": 0.4}},
+    "local_view": {"num_views": 4, "view_size": (32, 32), "random_resize": {"max_scale": 0.2}},
+    "scale_min": 0.25}, "dino")
+assert options == {"image_size": 64, "local_views": 4, "local_image_size": 32}, options
+assert entries == ["transform=flip_p=0.3", "transform=jitter_p=0.7", "transform=brightness=0.4",
+                   "transform=contrast=0.4", "transform=saturation=0.2", "transform=hue=0.1",
+                   "transform=view0.blur_p=0.9", "transform=view0.blur_sigma_min=0.2",
+                   "transform=view0.blur_sigma_max=1.5", "transform=view0.solarize_p=0",
+                   "transform=view1.solarize_p=0.3", "transform=view1.solarize_threshold=0.4",
+                   "transform=local.scale_max=0.2", "transform=scale_min=0.25"], entries
+for bad in ({"random_flip": {"vertical_prob": 0.5}}, {"color_jitter": {"brightness": 0.4}},
+            {"image_size": (32, 64)}, {"normalize": {"mean": (0.5, 0.5, 0.5)}}):
+    try:
+        transform_options(bad, "simclr")
+        print(f"accepted: {bad}")
+    except ValueError:
+        pass
+print("transform_args mapped")
 EOF
 output=$("${py[@]}" "$work/errors.py" 2>/dev/null)
 printf '%s\n' "$output" | grep -q "^ProgramError 2: lightly-train-c train: --model: expected one of resnet18, .*got 'resnet99'$" ||
   fail "a bad model: $output"
 printf '%s\n' "$output" | grep -q "^TypeError: train() got unknown argument(s) 'modle'; accepted: .*max_steps, method, .*transform_args" ||
   fail "an unknown argument: $output"
+printf '%s\n' "$output" | grep -q "^transform_args mapped$" || fail "transform_args: $output"
+printf '%s\n' "$output" | grep -q "^accepted: " && fail "transform_args took what it cannot map: $output"
 [ -e "$work/bad" ] && fail "a refused run wrote its out folder"
 
 # ---- Ctrl-C: SIGINT to Python only, as a notebook's interrupt --------------------------

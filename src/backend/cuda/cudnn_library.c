@@ -1,6 +1,8 @@
 // The cuDNN functions the cuda backend calls, forwarded into the library
 // opened at run time (see util/dynamic_library.h). The CUDA emulation
 // (tests/cuda_emu) builds without this file: it defines these functions.
+// A cuDNN function called elsewhere but missing from the list below is an
+// undefined reference when the program is linked: add it here.
 #include "backend/cuda/cudnn_library.h"
 
 #include <cudnn.h>
