@@ -126,8 +126,8 @@ def platform_tag(package_dir):
 
 def metadata(version):
     lines = ["Metadata-Version: 2.1", "Name: lightly-train-c", f"Version: {version}",
-             f"Summary: {SUMMARY}", "Home-page: https://github.com/lightly-ai/lightly-train",
-             "Requires-Python: >=3.8", "Provides-Extra: cuda", "Provides-Extra: numpy"]
+             f"Summary: {SUMMARY}", "Requires-Python: >=3.8", "Provides-Extra: cuda",
+             "Provides-Extra: numpy"]
     lines += [f"Requires-Dist: {requirement}" for requirement in REQUIRES]
     lines += ["Description-Content-Type: text/markdown", ""]
     return "\n".join(lines) + (ROOT / "docs" / "python.md").read_text()
