@@ -8,6 +8,7 @@
 #   make demo       a CPU demo (~2.5 min): sample data, train, embed, export (tools/demo.sh)
 #   make test-gpu   the GPU checks, on a machine with an NVIDIA GPU
 #   make bundle     build/bundle: the program and its libraries for GPU nodes
+#   make wheel      dist/lightly_train_c-*.whl: pip package with the program and its libraries
 #   make deps       check libraries; install them with apt-get when root
 #   make install PREFIX=/usr/local
 # CUDA=0 turns GPU parts off; CUDA_HOME / CUDNN_HOME / NCCL_HOME point to installs.
@@ -23,6 +24,7 @@ PREFIX ?= /usr/local
 OPT ?= -O2
 SANITIZE ?=
 FUZZ_SECONDS ?= 60
+comma := ,
 
 # Deferred (=) so pkg-config runs after `deps` has installed what was missing.
 PKGS := libjpeg libpng libwebp libwebpdemux libwebpmux libprotobuf-c zlib libcurl libcrypto
@@ -62,30 +64,37 @@ endif
 
 # ---- MPI: OpenMPI through pkg-config (ompi-c); CPU ranks (src/dist/comm_mpi.c) --
 # Deferred (=) like PKG_CFLAGS: found after `deps` installed it. MPI=0 turns it
-# off; MPI=1 fails when it is missing.
+# off; MPI=1 fails when it is missing. Only its header is used at build time:
+# libmpi is opened at run time (src/dist/mpi_library.h), never linked.
 MPI ?= auto
 MPI_FOUND = $(if $(filter 0,$(MPI)),,$(shell pkg-config --exists ompi-c 2>/dev/null && echo 1))
 MPI_CFLAGS = $(if $(MPI_FOUND),-DLTC_WITH_MPI $(shell pkg-config --cflags ompi-c),)
-MPI_LIBS = $(if $(MPI_FOUND),$(shell pkg-config --libs ompi-c),)
 MPI_REASON = $(if $(filter 0,$(MPI)),off (MPI=0),$(if $(MPI_FOUND),yes (OpenMPI $(shell pkg-config --modversion ompi-c)),no (libopenmpi-dev missing: make deps)))
 
 # ---- flags -------------------------------------------------------------------
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Isrc -MMD -MP \
              -I$(GEN_DIR) -DLTC_VERSION='"$(VERSION)"' $(PKG_CFLAGS) $(MPI_CFLAGS) $(SAN_FLAGS)
-# $ORIGIN/../lib first: a bundle (make bundle) carries its libraries there.
-LDLIBS_ALL = $(PKG_LIBS) $(MPI_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -Wl,-rpath,'$$ORIGIN/../lib'
+# $ORIGIN/../lib first: a bundle (make bundle) and the wheel (make wheel)
+# carry their libraries there.
+LDLIBS_ALL = $(PKG_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -Wl,-rpath,'$$ORIGIN/../lib'
 ifneq ($(SANITIZE),)
   SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+# The CUDA runtime is linked statically (it opens the driver, libcuda.so.1,
+# itself when first used); cuDNN, cuBLAS and NCCL are opened with dlopen
+# when a GPU backend or GPU ranks need them (src/util/dynamic_library.h), so
+# the program starts, and trains on the CPU, where none of them is
+# installed. The run paths let dlopen find them in the toolkit's folders on
+# the build machine; LD_LIBRARY_PATH comes first (the wheel's launcher puts
+# the pip packages' folders there).
 ifeq ($(HAVE_CUDA),1)
   CUDNN_INCLUDE := $(if $(wildcard $(CUDNN_HOME)/include/cudnn.h),-I$(CUDNN_HOME)/include,)
   CUDNN_LIBDIR := $(firstword $(wildcard $(CUDNN_HOME)/lib64/libcudnn.so* $(CUDNN_HOME)/lib/libcudnn.so*))
   CFLAGS_ALL += -DLTC_WITH_CUDA -I$(CUDA_HOME)/include $(CUDNN_INCLUDE) -I$(NCCL_HOME)/include
   LDLIBS_ALL += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
-                $(if $(CUDNN_LIBDIR),-L$(dir $(CUDNN_LIBDIR)),) -lcudnn -lcudart \
-                -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl \
-                -lstdc++ -ldl
+                $(if $(CUDNN_LIBDIR),-Wl$(comma)-rpath$(comma)$(dir $(CUDNN_LIBDIR)),) \
+                -Wl,-rpath,$(NCCL_HOME)/lib64 -lcudart_static -lrt -lstdc++
 endif
 # CUDA kernels (src/**/*.cu): sm_80 (A100) and sm_90 (H100/H200) code plus
 # sm_90 PTX for later GPUs. Host code in them is checked as strictly as C.
@@ -143,13 +152,14 @@ EMU_CXXFLAGS = -std=c++17 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter 
 EMU_CFLAGS = $(CFLAGS_ALL) -DLTC_WITH_CUDA -I. $(EMU_INCLUDES)
 EMU_CUDA_FILES := $(wildcard src/backend/cuda/*.cu src/backend/cuda/*.cuh src/backend/cuda/*.h)
 EMU_REWRITTEN := $(EMU_CUDA_FILES:%=$(EMU_DIR)/%)
+# cudnn_library.c forwards to the real cuDNN; the emulation defines cuDNN's functions.
 EMU_OBJ := $(patsubst src/%.cu,$(EMU_DIR)/obj/%.o,$(wildcard src/backend/cuda/*.cu)) \
-           $(patsubst src/%.c,$(EMU_DIR)/obj/%.o,$(wildcard src/backend/cuda/*.c)) \
+           $(patsubst src/%.c,$(EMU_DIR)/obj/%.o,$(filter-out src/backend/cuda/cudnn_library.c,$(wildcard src/backend/cuda/*.c))) \
            $(EMU_DIR)/obj/backend/backend.o \
            $(patsubst tests/cuda_emu/%,$(EMU_DIR)/obj/runtime/%.o,$(basename $(wildcard tests/cuda_emu/*.cpp tests/cuda_emu/*.c)))
 # The library less the cuda backend (and backend.c, built here with it).
 EMU_LIB_OBJ = $(filter-out $(BUILD)/obj/src/backend/cuda/% $(BUILD)/obj/src/backend/backend.o,$(LIB_OBJ))
-EMU_LDLIBS = $(PKG_LIBS) $(MPI_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
+EMU_LDLIBS = $(PKG_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
 
 $(EMU_DIR)/src/backend/cuda/%: src/backend/cuda/% tests/cuda_emu/rewrite.sed
 	@mkdir -p $(@D)
@@ -186,7 +196,7 @@ $(EMU_DIR)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) 
 # Object files of tests and tools are kept (not deleted as intermediates).
 .SECONDARY:
 
-.PHONY: all deps test test-unit test-e2e test-gpu bundle asan fuzz bench bench-gpu clean install info tools demo
+.PHONY: all deps test test-unit test-e2e test-gpu bundle wheel asan fuzz bench bench-gpu clean install info tools demo
 all: info $(BIN)
 
 info: | $(DEPS_STAMP)
@@ -291,6 +301,12 @@ test-gpu: all $(TEST_BIN) $(E2E_HELPER_BIN)
 BUNDLE_DIR ?= $(BUILD)/bundle
 bundle: all $(TEST_BIN) $(E2E_HELPER_BIN) $(BUILD)/tools/bench_train_step
 	tools/bundle.sh $(BUILD) $(BUNDLE_DIR)
+
+# The pip wheel: the program, the libraries it needs that manylinux systems
+# lack, and the Python package (python/lightly_train_c; docs/python.md).
+WHEEL_DIR ?= dist
+wheel: all
+	python3 tools/make_wheel.py $(BUILD) $(VERSION) $(WHEEL_DIR)
 
 # The GPU benchmark: ours next to PyTorch (AMP, channels-last) on one GPU.
 bench-gpu: all $(BUILD)/tools/bench_train_step

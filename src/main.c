@@ -4,8 +4,6 @@
 
 #include "cli/commands.h"
 #include "cli/weights_cli.h"
-#include "backend/backend.h"
-#include "dist/dist_open.h"
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
@@ -38,11 +36,8 @@ int main(int argc, char **argv) {
         print_usage(stdout);
         return 0;
     }
-    if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
-        printf("lightly-train-c %s (MPI: %s, CUDA: %s)\n", LTC_VERSION,
-               dist_mpi_built() ? "yes" : "no", backend_cuda_built() ? "yes" : "no");
-        return 0;
-    }
+    if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0)
+        return command_version();
     if (strcmp(command, "train") == 0) return command_train(argc - 1, argv + 1);
     if (strcmp(command, "bench-data") == 0) return command_bench_data(argc - 1, argv + 1);
     if (strcmp(command, "export") == 0) return command_export(argc - 1, argv + 1);

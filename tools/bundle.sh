@@ -61,13 +61,9 @@ for script in pytorch_ssl_train pytorch_simclr_train torchvision_data make_jpeg_
     cp "$here/tools/compare/$script.py" "$out/tools/compare/"
 done
 
-# Every library the binaries load, except the C runtime (every node has a
-# compatible or newer one) and CUDA's own (taken from the node).
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+\.|libgcc_s\.|libcuda|libcudart|libcudnn|libcublas|libnccl|libnvrtc|libnvJitLink)'
-ldd "${binaries[@]}" "${helpers[@]}" "${bench_tools[@]}" | awk '/=> \// { print $1, $3 }' | sort -u |
-    while read -r name path; do
-        if ! printf '%s\n' "$name" | grep -Eq "$skip"; then cp -L "$path" "$out/lib/$name"; fi
-    done
+# Every library the binaries load, except the C runtime's (every node has a
+# compatible or newer one; tools/collect_libs.sh, shared with make wheel).
+"$here/tools/collect_libs.sh" "$out/lib" "${binaries[@]}" "${helpers[@]}" "${bench_tools[@]}"
 
 cat >"$out/README" <<'EOF'
 lightly-train-c, relocatable bundle (make bundle)

@@ -4,8 +4,9 @@
 # prints the exact apt-get line and fails.
 set -u
 
-# pkg-config module (pc), header (hdr; for libraries without a .pc file) or
-# data file (file; data sets used by the tests) -> Debian package
+# pkg-config module (pc), header (hdr; for libraries without a .pc file),
+# data file (file; data sets used by the tests) or Python module of python3
+# (py; the wheel's test, tests/e2e/wheel.sh) -> Debian package
 checks=(
   "pc:libjpeg:libjpeg62-turbo-dev"
   "pc:libpng:libpng-dev"
@@ -20,6 +21,8 @@ checks=(
   "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
   "pc:ompi-c:libopenmpi-dev"
   "file:/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz:dataset-fashion-mnist"
+  "py:venv:python3-venv"
+  "py:numpy:python3-numpy"
 )
 tools=(
   "pkg-config:pkg-config"
@@ -27,6 +30,8 @@ tools=(
   "mpirun:openmpi-bin"
   "xz:xz-utils"
   "python3:python3"
+  "patchelf:patchelf"
+  "readelf:binutils"
 )
 
 missing=()
@@ -44,11 +49,14 @@ for entry in "${checks[@]}"; do
   if [ "$kind" = file ]; then
     [ -f "$name" ] && continue
   fi
+  if [ "$kind" = py ]; then
+    python3 -c "import $name" >/dev/null 2>&1 && continue
+  fi
   missing+=("$package")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, libcurl, libcrypto, cmocka, oneDNN, OpenMPI, Fashion-MNIST)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, libcurl, libcrypto, cmocka, oneDNN, OpenMPI, Fashion-MNIST, python3 venv and numpy)"
   exit 0
 fi
 

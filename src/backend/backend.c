@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_backend.h"
 #ifdef LTC_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cudnn_library.h"
 #endif
 #include "backend/ref/ref_backend.h"
 
@@ -150,6 +151,21 @@ float backend_read_scalar(Backend *backend, const float *device_value) {
 int backend_cuda_built(void) {
 #ifdef LTC_WITH_CUDA
     return 1;
+#else
+    return 0;
+#endif
+}
+
+int backend_cuda_libraries(const char **names, const char **files, int max) {
+#ifdef LTC_WITH_CUDA
+    const char *known_names[] = {"cuDNN", "cuBLAS"};
+    const char *known_files[] = {cudnn_library_file(), cuda_blas_library_file()};
+    int count = 0;
+    for (; count < 2 && count < max; count++) {
+        names[count] = known_names[count];
+        files[count] = known_files[count];
+    }
+    return count;
 #else
     return 0;
 #endif

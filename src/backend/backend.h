@@ -730,5 +730,9 @@ static inline const Act *act_at_const(const Backend *backend, const Act *base, s
 float backend_read_scalar(Backend *backend, const float *device_value);
 // 1 when this build has the cuda backend (it may still find no GPU at run time).
 int backend_cuda_built(void);
+// The libraries the cuda backend opens at run time (it links none of them):
+// up to `max` pairs of a name ("cuDNN") and a soname ("libcudnn.so.9");
+// returns how many (0 in a build without the cuda backend).
+int backend_cuda_libraries(const char **names, const char **files, int max);
 
 #endif

@@ -18,5 +18,8 @@ int command_train(int argc, char **argv);
 int command_bench_data(int argc, char **argv);
 int command_export(int argc, char **argv);
 int command_embed(int argc, char **argv);
+// --version: the version, what was built in, and where the libraries opened
+// at run time (CUDA's, OpenMPI) are found now.
+int command_version(void);
 
 #endif

@@ -1,5 +1,5 @@
 // The MPI communicator (see comm.h, comm_mpi.h): CPU ranks started by mpirun
-// or srun, host memory, OpenMPI.
+// or srun, host memory, OpenMPI (opened at run time: dist/mpi_library.h).
 //
 // Every collective is started non-blocking and completed by polling
 // MPI_Test against the deadline, so a rank that died or hangs turns into an
@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/mpi_library.h"
 #include "util/cpu.h"
 
 typedef struct MpiState {
@@ -197,6 +198,7 @@ static int mpi_describe(Communicator *comm, ErrorMessage *err) {
 }
 
 Communicator *comm_mpi_create(double timeout_seconds, ErrorMessage *err) {
+    if (mpi_library_open(err)) return NULL;
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);

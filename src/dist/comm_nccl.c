@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "dist/nccl_library.h"
 #include "dist/rendezvous.h"
 #include "util/cpu.h"
 
@@ -283,6 +284,7 @@ static int nccl_start(const NcclSetup *setup, Communicator *comm, ErrorMessage *
     }
     for (int e = 0; e < 4; e++)
         CUDA_CHECK(comm, err, cudaEventCreate(&state->timer[e / 2][e % 2]));
+    if (nccl_library_open(err)) return -1;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (share_unique_id(setup, comm, &id, err)) return -1;

@@ -8,7 +8,13 @@
 #include <cudnn.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cudnn_library.h"
 #include "util/half.h"
+
+// The emulation is its own cuDNN: nothing to open (src/backend/cuda/
+// cudnn_library.c, which opens the real one, is left out of this build).
+int cudnn_library_open(ErrorMessage *err) { return 0; }
+const char *cudnn_library_file(void) { return "cuDNN (CPU emulation)"; }
 
 struct cudnnContext {
     cudaStream_t stream;

@@ -17,7 +17,8 @@
 #   status within the timeout; the last checkpoint stays intact;
 # - a 2-rank run killed and resumed equals the uninterrupted one, and so
 #   does one whose rank 1 got SIGTERM (every rank stops at the same step);
-# - bad launches (batch not divisible, --devices not matching) exit 2;
+# - bad launches (batch not divisible, --devices not matching, no OpenMPI
+#   library for the ranks) exit 2;
 # - embed on 3 ranks writes the rows of one process, in input order.
 #
 # Tolerances. The ranks split sums that one process does in one go
@@ -238,7 +239,15 @@ expect 2 "--batch-size 8 is not divisible by the 3 ranks" -- \
   mpi_run 3 "$bin" train --out "$work/bad1" "${small[@]}" --batch-size 8
 expect 2 "--devices 2, but OpenMPI \(mpirun\) started 3 process\(es\) on this node" -- \
   mpi_run 3 "$bin" train --out "$work/bad2" "${base[@]}" --devices 2
-[ -e "$work/bad1" ] || [ -e "$work/bad2" ] && fail "a refused run created its --out"
+# OpenMPI is opened at run time (src/dist/mpi_library.h): ranks that cannot
+# load it (as the pip wheel's program where no OpenMPI is installed) stop
+# with one line saying so, before any work.
+export LTC_MPI_LIBRARY=libmpi-absent.so.40
+expect 2 "^lightly-train-c train: 2 CPU ranks: cannot load OpenMPI: libmpi-absent\.so\.40: .*several CPU ranks need OpenMPI" -- \
+  mpi_run 2 -x LTC_MPI_LIBRARY "$bin" train --out "$work/bad3" "${small[@]}" --batch-size 8
+unset LTC_MPI_LIBRARY
+[ -e "$work/bad1" ] || [ -e "$work/bad2" ] || [ -e "$work/bad3" ] &&
+  fail "a refused run created its --out"
 
 # ---- a rank that dies or hangs -----------------------------------------------------
 # start_ranks NAME NP args...: starts a long run in the background, waits for

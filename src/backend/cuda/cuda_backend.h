@@ -24,4 +24,7 @@ Backend *cuda_backend_create(int device, ErrorMessage *err);
 // NCCL communicator's overlap (dist/comm_nccl.c).
 void *cuda_backend_stream(const Backend *backend);
 
+// The cuBLAS soname a backend opens when it is made (cuda_gemm.c).
+const char *cuda_blas_library_file(void);
+
 #endif

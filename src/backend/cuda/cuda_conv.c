@@ -29,6 +29,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cudnn_library.h"
 
 #define CUDNN_CHECK(call)                                                                    \
     do {                                                                                     \
@@ -78,6 +79,7 @@ static size_t filter_rows(const ConvShape *s) {
 }
 
 int cuda_dnn_create(CudaState *state, ErrorMessage *err) {
+    if (cudnn_library_open(err)) return -1;
     cudnnHandle_t handle = NULL;
     cudnnStatus_t status = cudnnCreate(&handle);
     if (status == CUDNN_STATUS_SUCCESS) status = cudnnSetStream(handle, state->stream);

@@ -25,7 +25,9 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_internal.h"
+#include "util/dynamic_library.h"
 
 // The cuBLAS functions used, resolved once.
 static struct {
@@ -62,12 +64,16 @@ static int resolve(void **slot, const char *name, ErrorMessage *err) {
     return *slot ? 0 : error_set(err, "cuBLAS: %s lacks %s", "libcublas", name);
 }
 
+#define STRINGIFY(x) #x
+#define BLAS_SONAME(major) "libcublas.so." STRINGIFY(major)
+
+const char *cuda_blas_library_file(void) { return BLAS_SONAME(CUBLAS_VER_MAJOR); }
+
 static int open_blas(ErrorMessage *err) {
     if (blas.library) return 0;
-    char name[32];
-    snprintf(name, sizeof name, "libcublas.so.%d", CUBLAS_VER_MAJOR);
-    blas.library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!blas.library) return error_set(err, "cannot load cuBLAS: %s", dlerror());
+    blas.library = dlopen(cuda_blas_library_file(), RTLD_NOW | RTLD_LOCAL);
+    if (!blas.library)
+        return error_set(err, "cannot load cuBLAS: %s; %s", dlerror(), CUDA_LIBRARIES_HINT);
     if (resolve((void **)&blas.create, "cublasCreate_v2", err) ||
         resolve((void **)&blas.destroy, "cublasDestroy_v2", err) ||
         resolve((void **)&blas.set_stream, "cublasSetStream_v2", err) ||

@@ -1,0 +1,306 @@
+"""lightly-train-c from Python: LightlyTrain's ``train`` / ``embed`` /
+``export`` calls, run by the native program that comes with this package.
+
+    import lightly_train_c as lightly_train   # was: import lightly_train
+
+    lightly_train.train(out="out/run1", data="images", model="torchvision/resnet50",
+                        method="dino", epochs=100, batch_size=128)
+    embeddings, filenames = lightly_train.embed_numpy(
+        data="images", checkpoint="out/run1/exported_models/exported_last.safetensors")
+
+Arguments keep LightlyTrain 0.18's names and meanings where the two
+overlap; where lightly-train-c has no counterpart, the call raises before
+anything runs. Any other option of ``lightly-train-c <command> --help`` is
+accepted by its name with underscores (``max_steps=1000``,
+``knn_data="val"``). Each call runs the program as a child process: its
+progress is printed as it comes, a failure raises ProgramError with the
+program's one-line error and exit status, and Ctrl-C stops a training run
+after its current step with the checkpoint written (continue with
+``resume_interrupted=True``). GPU: ``pip install lightly-train-c[cuda]`` (or
+a CUDA 13 build of PyTorch in the same environment) provides cuDNN, cuBLAS
+and NCCL; without them the program trains on the CPU and says why in
+train.log. Defaults not given here are the program's (README)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+
+from lightly_train_c import _arguments as _args
+from lightly_train_c._program import PROGRAM, ProgramError, nvidia_library_dirs, run
+from lightly_train_c._transforms import transform_options
+
+__all__ = ["train", "pretrain", "embed", "embed_numpy", "export", "ProgramError", "PROGRAM",
+           "nvidia_library_dirs", "__version__"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("lightly-train-c")
+except Exception:  # not installed as a distribution (a source checkout)
+    __version__ = "unknown"
+
+_TRAIN_PARAMETERS = ("out", "data", "model", "method", "method_args", "epochs", "batch_size",
+                     "gradient_accumulation_steps", "num_workers", "devices", "num_nodes",
+                     "resume_interrupted", "checkpoint", "overwrite", "accelerator",
+                     "precision", "seed", "optim", "optim_args", "transform_args")
+
+
+def train(
+    out: PathLike,
+    data: Union[PathLike, Sequence[PathLike]],
+    model: Optional[str] = None,
+    method: Optional[str] = None,
+    method_args: Optional[Mapping[str, Any]] = None,
+    epochs: Union[int, str, None] = None,
+    batch_size: Optional[int] = None,
+    gradient_accumulation_steps: Optional[int] = None,
+    num_workers: Union[int, str, None] = None,
+    devices: Union[int, str, Sequence[int], None] = None,
+    num_nodes: Union[int, str, None] = None,
+    resume_interrupted: bool = False,
+    checkpoint: Optional[PathLike] = None,
+    overwrite: bool = False,
+    accelerator: Optional[str] = None,
+    precision: Optional[str] = None,
+    seed: Optional[int] = None,
+    optim: Optional[str] = None,
+    optim_args: Optional[Mapping[str, Any]] = None,
+    transform_args: Optional[Mapping[str, Any]] = None,
+    **options: Any,
+) -> None:
+    """Pretrains a backbone with self-supervised learning (``lightly-train-c train``).
+
+    Writes ``out/checkpoints/last.ckpt`` every epoch,
+    ``out/exported_models/exported_last.safetensors`` (the backbone as a
+    torchvision or timm state dict), ``train.log``, ``metrics.jsonl`` and
+    TensorBoard events. None (or "auto") leaves the program's default.
+
+    Args:
+        out: Output folder; a non-empty one needs ``overwrite`` or
+            ``resume_interrupted``.
+        data: Folder of images (searched recursively), or several.
+        model: Backbone: ``resnet18`` (default) ... ``resnet152``, ``vit_s14``,
+            ``vit_b14``, ..., ``dinov3/vits16``; LightlyTrain's
+            ``torchvision/resnet50`` is ``resnet50``.
+        method: ``simclr`` (default), ``byol``, ``dino``, ``dinov2``, ``vicreg``,
+            ``barlowtwins``, ``distillation`` (v3; ``v1``, ``v2``: add the suffix).
+            LightlyTrain's default is distillation, which here needs
+            ``method_args={"teacher": "path/to/teacher.safetensors"}``.
+        method_args: The method's hyper-parameters by LightlyTrain's names,
+            e.g. ``{"temperature": 0.2}``; an unknown key is an error listing
+            the accepted ones.
+        epochs: Passes over the data (default 100).
+        batch_size: Images per optimizer step over all devices (default 128).
+        gradient_accumulation_steps: Batches per optimizer step (default 1).
+        num_workers: Data loading threads per device ("auto": cores minus one).
+        devices: Devices per node, or a list of GPU indices such as [0, 2]
+            ("auto": every visible GPU, one process each).
+        num_nodes: Nodes; must match the launcher (``srun``, ``mpirun``).
+        resume_interrupted: Continue the interrupted run in ``out`` from its
+            last checkpoint, with the same arguments.
+        checkpoint: Initial backbone weights (a .ckpt or .safetensors) for a
+            new run.
+        overwrite: Start a new run in a non-empty ``out``.
+        accelerator: "auto" (the GPU when one works, else the CPU, with the
+            reason in train.log), "cpu", or "gpu" (also LightlyTrain's "cuda").
+        precision: "auto" (16-mixed on a GPU, 32-true on the CPU),
+            "32-true", "16-mixed" or "bf16-mixed".
+        seed: Random seed (default 0).
+        optim: "auto" (the method's), "sgd", "lars" or "adamw".
+        optim_args: ``{"lr": ..., "weight_decay": ...}``: the base learning rate
+            (at the method's reference batch) and weight decay.
+        transform_args: LightlyTrain's view parameters: ``image_size``,
+            ``random_resize``, ``random_flip``, ``color_jitter``,
+            ``random_gray_scale``, ``gaussian_blur``, ``solarize``, and for
+            dino / dinov2 ``global_view_1`` and ``local_view``; or the
+            program's own keys (``{"scale_min": 0.2, "local.blur_p": 0.1}``).
+            How each maps: lightly_train_c._transforms.
+        **options: Any other option of ``lightly-train-c train --help`` by its
+            name with underscores: ``max_steps``, ``image_size``, ``lr``,
+            ``threads``, ``knn_data``, ``log_every``, ...
+
+    Raises:
+        TypeError: An argument neither LightlyTrain's nor the program's
+            (the message lists the accepted ones).
+        ValueError: A LightlyTrain argument value lightly-train-c has no
+            counterpart for.
+        ProgramError: The program refused the arguments (exit status 2) or
+            failed while running (1).
+        KeyboardInterrupt: Ctrl-C; the run stopped with its checkpoint.
+    """
+    _args.check_names("train", "train", _TRAIN_PARAMETERS, options)
+    view_options, transform_entries = transform_options(transform_args, method)
+    for name in view_options:
+        if name in options:
+            raise TypeError(f"train(): {name} given twice (also in transform_args)")
+    arguments = ["train"]
+    for path in _args.paths(data):
+        arguments += _args.option("data", path)
+    arguments += _args.option("out", out)
+    arguments += _args.option("model", _args.model_name(model))
+    arguments += _args.option("method", method)
+    arguments += _args.method_args(method_args)
+    for name, value in (("epochs", epochs), ("batch_size", batch_size),
+                        ("gradient_accumulation_steps", gradient_accumulation_steps),
+                        ("num_workers", num_workers), ("devices", _args.devices(devices)),
+                        ("num_nodes", num_nodes), ("checkpoint", checkpoint),
+                        ("accelerator", _args.accelerator(accelerator)),
+                        ("precision", precision), ("seed", seed), ("optim", optim)):
+        arguments += _args.option(name, value)
+    if resume_interrupted:
+        arguments += _args.option("resume_interrupted", True)
+    if overwrite:
+        arguments += _args.option("overwrite", True)
+    arguments += _args.optim_args(optim_args)
+    arguments += _args.passthrough(view_options) + transform_entries
+    arguments += _args.passthrough(options)
+    run(arguments)
+
+
+pretrain = train  # LightlyTrain 0.18's name for train
+
+
+_EMBED_PARAMETERS = ("out", "data", "checkpoint", "format", "image_size", "batch_size",
+                     "num_workers", "accelerator", "overwrite", "precision")
+
+
+def _embed_arguments(function: str, data: Any, checkpoint: PathLike,
+                     image_size: Union[int, Tuple[int, int], None], batch_size: Optional[int],
+                     num_workers: Union[int, str, None], accelerator: Optional[str],
+                     precision: Optional[str], options: Mapping[str, Any]) -> List[str]:
+    _args.check_names(function, "embed", _EMBED_PARAMETERS, options)
+    if precision not in (None, "32-true"):
+        raise ValueError(f"precision={precision!r}: lightly-train-c embeds in 32-true")
+    arguments = ["embed"]
+    for path in _args.paths(data):
+        arguments += _args.option("data", path)
+    arguments += _args.option("checkpoint", checkpoint)
+    arguments += _args.option("image_size", _args.square_size("image_size", image_size))
+    arguments += _args.option("batch_size", batch_size)
+    arguments += _args.option("num_workers", num_workers)
+    arguments += _args.option("accelerator", _args.accelerator(accelerator))
+    return arguments + _args.passthrough(options)
+
+
+def embed(
+    out: PathLike,
+    data: Union[PathLike, Sequence[PathLike]],
+    checkpoint: PathLike,
+    format: Optional[str] = None,
+    image_size: Union[int, Tuple[int, int], None] = None,
+    batch_size: Optional[int] = None,
+    num_workers: Union[int, str, None] = None,
+    accelerator: Optional[str] = None,
+    overwrite: bool = False,
+    precision: Optional[str] = None,
+    **options: Any,
+) -> None:
+    """Writes the embedding of every image in ``data`` (``lightly-train-c embed``).
+
+    Args:
+        out: The embedding file.
+        data: Folder of images (searched recursively), or several.
+        checkpoint: A .ckpt of ``train`` or a backbone .safetensors (ours,
+            torchvision's, timm's, DINOv2's, DINOv3's, transformers').
+        format: "npy" (float32 (N, D), file names in ``out + ".filenames.txt"``),
+            "csv" (LightlyTrain's), "lightly_csv" or "safetensors"; default: from
+            the extension of ``out``. LightlyTrain's "torch" is not written.
+        image_size: Images are resized to this square size (default 224).
+        batch_size: Images per forward pass (default 128).
+        num_workers: Data loading threads ("auto": cores minus one).
+        accelerator: "auto", "cpu" or "gpu" ("cuda").
+        overwrite: Replace an existing ``out``.
+        precision: "32-true" only.
+        **options: Any other option of ``lightly-train-c embed --help``
+            (``part``, ``vit_pool``, ``devices``, ``max_pixels``).
+
+    Raises:
+        TypeError, ValueError, ProgramError: as for :func:`train`.
+    """
+    arguments = _embed_arguments("embed", data, checkpoint, image_size, batch_size,
+                                 num_workers, accelerator, precision, options)
+    arguments += _args.option("out", out) + _args.option("format", format)
+    if overwrite:
+        arguments += _args.option("overwrite", True)
+    run(arguments)
+
+
+def embed_numpy(
+    data: Union[PathLike, Sequence[PathLike]],
+    checkpoint: PathLike,
+    image_size: Union[int, Tuple[int, int], None] = None,
+    batch_size: Optional[int] = None,
+    num_workers: Union[int, str, None] = None,
+    accelerator: Optional[str] = None,
+    precision: Optional[str] = None,
+    **options: Any,
+) -> Tuple[Any, Any]:
+    """The embeddings of the images in ``data`` as numpy arrays (needs numpy).
+
+    Runs :func:`embed` into a temporary .npy file and reads it back.
+
+    Returns:
+        (embeddings, filenames): float32 (N, D), and the N file names (paths
+        relative to ``data``, as the program lists them: sorted, unreadable
+        images left out) as a numpy array of str.
+
+    Args and Raises: as for :func:`embed` (without ``out``, ``format`` and
+    ``overwrite``).
+    """
+    try:
+        import numpy
+    except ImportError as error:
+        raise ImportError("embed_numpy needs numpy: pip install numpy (or "
+                          "lightly-train-c[numpy])") from error
+    arguments = _embed_arguments("embed_numpy", data, checkpoint, image_size, batch_size,
+                                 num_workers, accelerator, precision, options)
+    with tempfile.TemporaryDirectory(prefix="lightly-train-c-") as folder:
+        out = Path(folder) / "embeddings.npy"
+        run(arguments + _args.option("out", out) + _args.option("format", "npy"))
+        embeddings = numpy.load(out)
+        names = (out.parent / (out.name + ".filenames.txt")).read_text("utf-8").splitlines()
+    return embeddings, numpy.array(names, dtype=str)
+
+
+_EXPORT_PARTS = {"model": "backbone", "embedding_model": "backbone"}
+
+
+def export(
+    out: PathLike,
+    checkpoint: PathLike,
+    part: Optional[str] = None,
+    format: Optional[str] = None,
+    overwrite: bool = False,
+    **options: Any,
+) -> None:
+    """Writes a checkpoint's backbone as a state dict (``lightly-train-c export``).
+
+    Args:
+        out: The file to write (safetensors: a torchvision ResNet state dict
+            without ``fc``, or a timm ViT state dict).
+        checkpoint: A .ckpt of ``train`` or a backbone .safetensors.
+        part: "backbone" (default: what training exports, the teacher for
+            DINO; also LightlyTrain's "model" and "embedding_model"),
+            "student" or "teacher".
+        format: "safetensors" (LightlyTrain's "package_default" is taken as
+            the default).
+        overwrite: Replace an existing ``out``.
+        **options: Any other option of ``lightly-train-c export --help``.
+
+    Raises:
+        TypeError, ValueError, ProgramError: as for :func:`train`.
+    """
+    _args.check_names("export", "export", ("out", "checkpoint", "part", "format", "overwrite"),
+                      options)
+    arguments = ["export"] + _args.option("checkpoint", checkpoint) + _args.option("out", out)
+    arguments += _args.option("part", _EXPORT_PARTS.get(part or "", part))
+    if format != "package_default":
+        arguments += _args.option("format", format)
+    if overwrite:
+        arguments += _args.option("overwrite", True)
+    run(arguments + _args.passthrough(options))

@@ -1,0 +1,173 @@
+"""LightlyTrain's ``transform_args`` as lightly-train-c's options.
+
+LightlyTrain nests the view parameters by transform (``random_resize``,
+``color_jitter``, ...) and, for DINO and DINOv2, by view (``global_view_1``,
+``local_view``); the program takes flat ``--transform [SCOPE.]KEY=VALUE``
+entries (README, "train"). The mapping:
+
+- ``image_size`` (n or (n, n)) -> image_size
+- ``random_resize`` {min_scale, max_scale} -> global.scale_min / scale_max
+- ``random_flip`` {horizontal_prob} -> flip_p (vertical_prob must be 0)
+- ``color_jitter`` {prob, strength, brightness, contrast, saturation, hue}
+  -> jitter_p and strength x each factor (LightlyTrain's jitter is the
+  factor times strength; give strength with the factors); None -> jitter_p 0
+- ``random_gray_scale`` p -> grey_p
+- ``gaussian_blur`` {prob, sigmas} and ``solarize`` {prob, threshold}: the
+  first global view for dino / dinov2 (``global_view_1`` holds the second
+  one's), every global view otherwise; None -> probability 0
+- ``local_view`` {num_views, view_size, random_resize, gaussian_blur} ->
+  local_views, local_image_size and the ``local.`` keys
+- ``normalize``: the program normalises with ImageNet's mean and std only
+
+Any other key is passed on as one of the program's own (``scale_min``,
+``local.blur_p``, ...), which the program checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from lightly_train_c._arguments import square_size, text
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class _Views:
+    """Collects the options of one transform_args mapping."""
+
+    def __init__(self, method: Optional[str]):
+        self.multi_crop = method in ("dino", "dinov2")
+        self.options: Dict[str, Any] = {}
+        self.entries: List[str] = []
+
+    def set(self, scope: str, key: str, value: Any) -> None:
+        self.entries.append(f"transform={scope}{key}={text(value)}")
+
+    def dict_of(self, where: str, value: Any, allowed: tuple) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"transform_args[{where}]: expected a dict, got {value!r}")
+        unknown = [key for key in value if key not in allowed]
+        if unknown:
+            raise ValueError(f"transform_args[{where}]: lightly-train-c has no "
+                             f"{', '.join(unknown)} (accepted: {', '.join(allowed)})")
+        return value
+
+    def random_resize(self, scope: str, where: str, value: Any) -> None:
+        if value is None:
+            raise ValueError(f"transform_args[{where}]=None: lightly-train-c always crops")
+        value = self.dict_of(where, value, ("min_scale", "max_scale"))
+        if "min_scale" in value:
+            self.set(scope, "scale_min", value["min_scale"])
+        if "max_scale" in value:
+            self.set(scope, "scale_max", value["max_scale"])
+
+    def gaussian_blur(self, scope: str, where: str, value: Any) -> None:
+        if value is None:
+            self.set(scope, "blur_p", 0)
+            return
+        value = self.dict_of(where, value, ("prob", "sigmas", "blur_limit"))
+        if value.get("blur_limit", 0) not in (0, (0, 0), [0, 0]):
+            raise ValueError(f"transform_args[{where}]: lightly-train-c sizes the kernel from "
+                             "sigma (blur_limit 0)")
+        if "prob" in value:
+            self.set(scope, "blur_p", value["prob"])
+        if "sigmas" in value:
+            low, high = value["sigmas"]
+            self.set(scope, "blur_sigma_min", low)
+            self.set(scope, "blur_sigma_max", high)
+
+    def solarize(self, scope: str, where: str, value: Any) -> None:
+        if value is None:
+            self.set(scope, "solarize_p", 0)
+            return
+        value = self.dict_of(where, value, ("prob", "threshold"))
+        if "prob" in value:
+            self.set(scope, "solarize_p", value["prob"])
+        if "threshold" in value:
+            self.set(scope, "solarize_threshold", value["threshold"])
+
+    def color_jitter(self, value: Any) -> None:
+        if value is None:
+            self.set("", "jitter_p", 0)
+            return
+        factors = ("brightness", "contrast", "saturation", "hue")
+        value = self.dict_of("'color_jitter'", value, ("prob", "strength") + factors)
+        if "prob" in value:
+            self.set("", "jitter_p", value["prob"])
+        given = [factor for factor in factors if factor in value]
+        if given and "strength" not in value:
+            raise ValueError("transform_args['color_jitter']: give strength with "
+                             f"{', '.join(given)} (the jitter is strength x factor)")
+        if "strength" in value and len(given) < len(factors):
+            raise ValueError("transform_args['color_jitter']: with strength, give all of "
+                             f"{', '.join(factors)} (each is scaled by it)")
+        for factor in given:
+            self.set("", factor, float(value["strength"]) * float(value[factor]))
+
+    def local_view(self, value: Any) -> None:
+        value = self.dict_of("'local_view'", value,
+                             ("num_views", "view_size", "random_resize", "gaussian_blur"))
+        if "num_views" in value:
+            self.options["local_views"] = value["num_views"]
+        if "view_size" in value:
+            self.options["local_image_size"] = square_size("local_view.view_size",
+                                                           value["view_size"])
+        if "random_resize" in value:
+            self.random_resize("local.", "'local_view']['random_resize'",
+                               value["random_resize"])
+        if "gaussian_blur" in value:
+            self.gaussian_blur("local.", "'local_view']['gaussian_blur'",
+                               value["gaussian_blur"])
+
+    def add(self, key: str, value: Any) -> None:
+        first_global = "view0." if self.multi_crop else "global."
+        if key == "image_size":
+            self.options["image_size"] = square_size("transform_args['image_size']", value)
+        elif key == "random_resize":
+            self.random_resize("global.", "'random_resize'", value)
+        elif key == "random_flip":
+            value = self.dict_of("'random_flip'", value, ("horizontal_prob", "vertical_prob"))
+            if value.get("vertical_prob", 0):
+                raise ValueError("transform_args['random_flip']: lightly-train-c flips "
+                                 "horizontally only (vertical_prob 0)")
+            if "horizontal_prob" in value:
+                self.set("", "flip_p", value["horizontal_prob"])
+        elif key == "color_jitter":
+            self.color_jitter(value)
+        elif key == "random_gray_scale":
+            self.set("", "grey_p", value or 0)
+        elif key == "gaussian_blur":
+            self.gaussian_blur(first_global, "'gaussian_blur'", value)
+        elif key == "solarize":
+            self.solarize(first_global, "'solarize'", value)
+        elif key == "global_view_1" and self.multi_crop:
+            value = self.dict_of("'global_view_1'", value, ("gaussian_blur", "solarize"))
+            if "gaussian_blur" in value:
+                self.gaussian_blur("view1.", "'global_view_1']['gaussian_blur'",
+                                   value["gaussian_blur"])
+            if "solarize" in value:
+                self.solarize("view1.", "'global_view_1']['solarize'", value["solarize"])
+        elif key == "local_view" and self.multi_crop:
+            self.local_view(value)
+        elif key == "normalize":
+            value = self.dict_of("'normalize'", value, ("mean", "std"))
+            if (tuple(value.get("mean", IMAGENET_MEAN)) != IMAGENET_MEAN
+                    or tuple(value.get("std", IMAGENET_STD)) != IMAGENET_STD):
+                raise ValueError("transform_args['normalize']: lightly-train-c normalises with "
+                                 "ImageNet's mean and std only")
+        elif isinstance(value, (Mapping, list, tuple)):
+            raise ValueError(f"transform_args[{key!r}]: lightly-train-c has no such transform "
+                             "(see lightly_train_c.train's docstring)")
+        else:
+            self.set("", key, value)  # one of the program's own keys
+
+
+def transform_options(transform_args: Optional[Mapping[str, Any]],
+                      method: Optional[str]) -> tuple:
+    """(options, entries): options such as image_size for the command, and
+    the ``transform=...`` arguments."""
+    views = _Views(method)
+    for key, value in (transform_args or {}).items():
+        views.add(key, value)
+    return views.options, views.entries

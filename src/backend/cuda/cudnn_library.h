@@ -1,0 +1,14 @@
+// cuDNN, opened at run time (see util/dynamic_library.h): the cuda backend
+// opens it when it is made, so a CPU-only machine never needs it.
+#ifndef LTC_BACKEND_CUDA_CUDNN_LIBRARY_H
+#define LTC_BACKEND_CUDA_CUDNN_LIBRARY_H
+
+#include "util/error.h"
+
+// Loads libcudnn.so.<major of the headers> once; 0, or -1 with the reason.
+int cudnn_library_open(ErrorMessage *err);
+
+// The soname it loads, for --version.
+const char *cudnn_library_file(void);
+
+#endif

@@ -1,0 +1,42 @@
+// Opening libraries at run time (see dynamic_library.h).
+#include "util/dynamic_library.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+
+void *dynamic_library_open(const char *what, const char *file, int flags, const char *hint,
+                           const DynamicSymbol *symbols, size_t count, ErrorMessage *err) {
+    void *library = dlopen(file, flags);
+    if (!library) {
+        error_set(err, "cannot load %s: %s%s%s", what, dlerror(), hint ? "; " : "",
+                  hint ? hint : "");
+        return NULL;
+    }
+    for (size_t i = 0; i < count; i++) {
+        *symbols[i].address = dlsym(library, symbols[i].name);
+        if (!*symbols[i].address) {
+            error_set(err, "%s (%s) lacks %s: a different version than this program was built "
+                           "for", what, file, symbols[i].name);
+            dlclose(library);
+            return NULL;
+        }
+    }
+    return library;
+}
+
+int dynamic_library_locate(const char *file, char *path, size_t size) {
+    // RTLD_LAZY: nothing is bound, only the file and its dependencies mapped.
+    void *library = dlopen(file, RTLD_LAZY | RTLD_LOCAL);
+    if (!library) {
+        snprintf(path, size, "%s", dlerror());
+        return -1;
+    }
+    struct link_map *map = NULL;
+    if (dlinfo(library, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name[0])
+        snprintf(path, size, "%s (loaded; its path is unknown)", file);
+    else
+        snprintf(path, size, "%s", map->l_name);
+    dlclose(library);
+    return 0;
+}

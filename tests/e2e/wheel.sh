@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# The pip wheel (make wheel, tools/make_wheel.py) of the program already
+# built, installed with `pip install --no-index` into a fresh venv that has
+# no build tree on its paths (python -I, run from an empty folder):
+# - its tag is manylinux_2_X, and the installed program loads no library
+#   from the system beyond the manylinux list (ldd);
+# - the console script and `python -m lightly_train_c` run the program;
+# - a LightlyTrain-style lightly_train_c.train(...) call trains on the CPU,
+#   with its arguments mapped to the program's options and the reason for
+#   the CPU in train.log;
+# - embed_numpy returns the rows and file names of the embed command's .npy
+#   (where numpy is importable in the venv, which sees the system's
+#   packages: Debian's python3-numpy, `make deps`; otherwise skipped, said
+#   in the log);
+# - a bad argument raises ProgramError with the program's one-line error and
+#   exit status 2; an unknown one TypeError listing the accepted ones;
+#   LightlyTrain's DINO transform_args map to the program's view options,
+#   and values it has no counterpart for raise ValueError;
+# - SIGINT to Python (a notebook's interrupt reaches only the kernel) stops
+#   the run with a checkpoint and raises KeyboardInterrupt;
+#   resume_interrupted=True finishes it;
+# - the launcher puts the nvidia/*/lib folders of NVIDIA's pip packages on
+#   LD_LIBRARY_PATH: with a fake package layout in the venv, --version finds
+#   cuDNN, cuBLAS and NCCL there.
+set -u
+source "$(dirname "$0")/lib.bash"
+e2e_init wheel
+here=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$(readlink -f "$bin")
+build=$(readlink -f "$build")
+python=${LTC_PYTHON:-python3}
+"$python" -c "import venv" 2>/dev/null || { fail "$python has no venv module (make deps: python3-venv)"; e2e_finish; }
+
+version=$("$bin" --version | sed -n '1s/^lightly-train-c \([0-9.]*\) .*/\1/p')
+started=$(date +%s.%N)
+LTC_WHEEL_COMPRESSION=1 "$python" "$here/tools/make_wheel.py" "$build" "$version" \
+  "$work/dist" >"$work/make_wheel.log" 2>&1 || fail "make_wheel.py failed: $(cat "$work/make_wheel.log")"
+wheel=$(ls "$work"/dist/*.whl 2>/dev/null)
+[[ "$(basename "$wheel")" =~ ^lightly_train_c-$version-py3-none-manylinux_2_[0-9]+_x86_64\.whl$ ]] ||
+  fail "wheel name: '$wheel'"
+head -n 2 "$work/make_wheel.log"
+echo "wheel built in $(echo "$(date +%s.%N) - $started" | bc) s"
+
+# A venv without pip of its own (creating one with pip takes 5 to 20 s):
+# this python's pip installs into it when it can, else the venv gets pip.
+mkdir "$work/cwd"
+cd "$work/cwd" || exit 1
+venv="$work/venv"
+pip_started=$(date +%s.%N)
+if "$python" -m pip --help 2>/dev/null | grep -q -- "--python <python>"; then
+  "$python" -m venv --without-pip --system-site-packages "$venv" || fail "venv"
+  pip=("$python" -m pip --python "$venv/bin/python")
+else
+  "$python" -m venv --system-site-packages "$venv" || fail "venv with pip"
+  pip=("$venv/bin/python" -m pip)
+fi
+"${pip[@]}" install --no-index --no-deps --disable-pip-version-check -q "$wheel" ||
+  fail "pip install $wheel"
+py=("$venv/bin/python" -I)
+package=$("${py[@]}" -c "import lightly_train_c, os; print(os.path.dirname(lightly_train_c.__file__))")
+[[ "$package" == "$venv"/* ]] || fail "lightly_train_c imported from '$package', not the venv"
+
+# Self-contained: every library the installed program loads is the wheel's
+# or on every manylinux system.
+missing=$(ldd "$package/bin/lightly-train-c" | awk '/=> / { print $1, $3 }' |
+  while read -r name path; do
+    [[ "$(readlink -f "$path")" == "$package/lib/"* ]] && continue
+    grep -qxF "$name" "$here/tools/manylinux_libs.txt" || echo "$name ($path)"
+  done)
+[ -z "$missing" ] || fail "the installed program loads libraries from outside the wheel: $missing"
+
+expect 0 "^lightly-train-c $version \(MPI: (yes|no), CUDA: (yes|no)\)$" -- "$venv/bin/lightly-train-c" --version
+expect 0 "^usage: lightly-train-c train --data DIR" -- "${py[@]}" -m lightly_train_c train --help
+
+# ---- train through the API, the way LightlyTrain is called -----------------------
+"$build/tests/e2e/make_images" "$work/images" 8 >/dev/null || fail "make_images"
+cat >"$work/train.py" <<EOF
+import time, lightly_train_c as lightly_train
+started = time.time()
+lightly_train.train(
+    out="$work/run", data="$work/images", model="torchvision/resnet18", method="simclr",
+    method_args={"temperature": 0.2}, epochs=1, batch_size=4, num_workers=1,
+    transform_args={"image_size": (32, 32), "random_resize": {"min_scale": 0.3},
+                    "color_jitter": {"prob": 0.5}, "random_gray_scale": 0.1},
+    threads=1)
+print(f"train returned after {time.time() - started:.2f} s")
+EOF
+output=$("${py[@]}" "$work/train.py" 2>&1) || fail "train through the API: $output"
+first_step=$(date +%s.%N)
+printf '%s\n' "$output" | grep -q "^epoch 1/1  step 2/2" || fail "train: no progress streamed: $output"
+log="$work/run/train.log"
+grep -q "command: train data=$work/images out=$work/run model=resnet18 method=simclr method_arg=temperature=0.2 epochs=1 batch_size=4 num_workers=1 image_size=32 transform=global.scale_min=0.3 transform=jitter_p=0.5 transform=grey_p=0.1 threads=1$" "$log" ||
+  fail "train: the options in train.log: $(grep command: "$log")"
+grep -q "accelerator: cpu (--accelerator auto: " "$log" ||
+  fail "train: no reason for the CPU in train.log: $(grep accelerator: "$log")"
+[ -s "$work/run/exported_models/exported_last.safetensors" ] || fail "train: no exported backbone"
+echo "pip install to the end of a 2-step run: $(echo "$first_step - $pip_started" | bc) s"
+
+# ---- embed_numpy = the embed command's .npy ------------------------------------------
+model="$work/run/exported_models/exported_last.safetensors"
+"$venv/bin/lightly-train-c" embed --data "$work/images" --checkpoint "$model" --out "$work/e.npy" \
+  --image-size 32 --num-workers 1 >/dev/null 2>&1 || fail "embed command"
+if "${py[@]}" -c "import numpy" 2>/dev/null; then
+  cat >"$work/embed.py" <<EOF
+import numpy, lightly_train_c
+rows, names = lightly_train_c.embed_numpy(data="$work/images", checkpoint="$model",
+                                          image_size=32, batch_size=3, num_workers=1)
+expected = numpy.load("$work/e.npy")
+assert rows.dtype == numpy.float32 and rows.shape == expected.shape, (rows.shape, expected.shape)
+assert numpy.array_equal(rows, expected), abs(rows - expected).max()
+assert list(names) == open("$work/e.npy.filenames.txt").read().splitlines(), names
+print("embed_numpy:", rows.shape)
+EOF
+  output=$("${py[@]}" "$work/embed.py" 2>&1) || fail "embed_numpy: $output"
+else
+  echo "skipped: embed_numpy (numpy is not importable in the venv; Debian: python3-numpy)"
+fi
+
+# ---- errors ----------------------------------------------------------------------------
+cat >"$work/errors.py" <<EOF
+import lightly_train_c
+try:
+    lightly_train_c.train(out="$work/bad", data="$work/images", model="resnet99")
+except lightly_train_c.ProgramError as error:
+    print(f"ProgramError {error.exit_status}: {error.message}")
+try:
+    lightly_train_c.train(out="$work/bad", data="$work/images", modle="resnet18")
+except TypeError as error:
+    print(f"TypeError: {error}")
+# LightlyTrain's DINO view arguments, mapped without running anything.
+from lightly_train_c._transforms import transform_options
+options, entries = transform_options({
+    "image_size": 64, "random_flip": {"horizontal_prob": 0.3},
+    "color_jitter": {"prob": 0.7, "strength": 0.5, "brightness": 0.8, "contrast": 0.8,
+                     "saturation": 0.4, "hue": 0.2},
+    "gaussian_blur": {"prob": 0.9, "sigmas": (0.2, 1.5)}, "solarize": None,
+    "global_view_1": {"solarize": {"prob": 0.3, "threshold": 0.4}},
+    "local_view": {"num_views": 4, "view_size": (32, 32), "random_resize": {"max_scale": 0.2}},
+    "scale_min": 0.25}, "dino")
+assert options == {"image_size": 64, "local_views": 4, "local_image_size": 32}, options
+assert entries == ["transform=flip_p=0.3", "transform=jitter_p=0.7", "transform=brightness=0.4",
+                   "transform=contrast=0.4", "transform=saturation=0.2", "transform=hue=0.1",
+                   "transform=view0.blur_p=0.9", "transform=view0.blur_sigma_min=0.2",
+                   "transform=view0.blur_sigma_max=1.5", "transform=view0.solarize_p=0",
+                   "transform=view1.solarize_p=0.3", "transform=view1.solarize_threshold=0.4",
+                   "transform=local.scale_max=0.2", "transform=scale_min=0.25"], entries
+for bad in ({"random_flip": {"vertical_prob": 0.5}}, {"color_jitter": {"brightness": 0.4}},
+            {"image_size": (32, 64)}, {"normalize": {"mean": (0.5, 0.5, 0.5)}}):
+    try:
+        transform_options(bad, "simclr")
+        print(f"accepted: {bad}")
+    except ValueError:
+        pass
+print("transform_args mapped")
+EOF
+output=$("${py[@]}" "$work/errors.py" 2>/dev/null)
+printf '%s\n' "$output" | grep -q "^ProgramError 2: lightly-train-c train: --model: expected one of resnet18, .*got 'resnet99'$" ||
+  fail "a bad model: $output"
+printf '%s\n' "$output" | grep -q "^TypeError: train() got unknown argument(s) 'modle'; accepted: .*max_steps, method, .*transform_args" ||
+  fail "an unknown argument: $output"
+printf '%s\n' "$output" | grep -q "^transform_args mapped$" || fail "transform_args: $output"
+printf '%s\n' "$output" | grep -q "^accepted: " && fail "transform_args took what it cannot map: $output"
+[ -e "$work/bad" ] && fail "a refused run wrote its out folder"
+
+# ---- Ctrl-C: SIGINT to Python only, as a notebook's interrupt --------------------------
+cat >"$work/interrupt.py" <<EOF
+import signal, sys, lightly_train_c
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job ignores SIGINT
+arguments = dict(out="$work/stop", data="$work/images", batch_size=4, num_workers=1, threads=1,
+                 max_steps=12, log_every=1, image_size=32)
+try:
+    lightly_train_c.train(**arguments)
+except KeyboardInterrupt as interrupt:
+    print(f"KeyboardInterrupt: {interrupt}")
+lightly_train_c.train(**arguments, resume_interrupted=True)
+EOF
+"${py[@]}" "$work/interrupt.py" >"$work/interrupt.log" 2>&1 &
+pid=$!
+for _ in $(seq 300); do
+  [ -s "$work/stop/metrics.jsonl" ] || ! kill -0 "$pid" 2>/dev/null && break
+  sleep 0.1
+done
+kill -INT "$pid"
+wait "$pid" || fail "the interrupted and resumed run failed: $(cat "$work/interrupt.log")"
+grep -q "^KeyboardInterrupt: interrupted (SIGINT) after step [0-9]*: checkpoint written" \
+  "$work/interrupt.log" || fail "SIGINT: no KeyboardInterrupt with the checkpoint: $(cat "$work/interrupt.log")"
+grep -q "resuming from .* at step [0-9]* of 12" "$work/interrupt.log" ||
+  fail "resume_interrupted: not resumed: $(cat "$work/interrupt.log")"
+[ "$(tail -n 1 "$work/stop/metrics.jsonl" | sed -n 's/^{"step": \([0-9]*\),.*/\1/p')" = 11 ] ||
+  fail "resume_interrupted did not reach the last step"
+
+# ---- the launcher finds NVIDIA's pip packages -------------------------------------------
+if "$bin" --version | grep -q "CUDA: yes"; then
+  site=$("${py[@]}" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  for library in cudnn/lib/libcudnn.so.9 cu13/lib/libcublas.so.13 nccl/lib/libnccl.so.2; do
+    mkdir -p "$site/nvidia/$(dirname "$library")"
+    cc -shared -o "$site/nvidia/$library" -x c /dev/null || fail "cc $library"
+  done
+  output=$("$venv/bin/lightly-train-c" --version)
+  for library in "cuDNN   $site/nvidia/cudnn/lib/libcudnn.so.9" \
+                 "cuBLAS  $site/nvidia/cu13/lib/libcublas.so.13" \
+                 "NCCL    $site/nvidia/nccl/lib/libnccl.so.2"; do
+    printf '%s\n' "$output" | grep -qxF "  $library" || fail "not found in the venv: $library: $output"
+  done
+  dirs=$("${py[@]}" -c "import lightly_train_c; print(*lightly_train_c.nvidia_library_dirs()[:3])")
+  [ "$dirs" = "$site/nvidia/cu13/lib $site/nvidia/cudnn/lib $site/nvidia/nccl/lib" ] ||
+    fail "nvidia_library_dirs: $dirs"
+fi
+
+e2e_finish
