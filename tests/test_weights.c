@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "weights/cache.h"
+#include "weights/download.h"
 #include "weights/lock.h"
 #include "weights/names.h"
 #include "weights/resolve.h"
@@ -286,6 +287,22 @@ static void test_lock_between_processes(void **state) {
     weights_lock_release(&held);
 }
 
+// HTTPS certificates: the variables first (CURL_CA_BUNDLE over
+// SSL_CERT_FILE), else a readable system bundle, never a missing file.
+static void test_ca_bundle(void **state) {
+    (void)state;
+    unsetenv("CURL_CA_BUNDLE");
+    unsetenv("SSL_CERT_FILE");
+    const char *found = weights_ca_bundle();
+    if (found) assert_int_equal(access(found, R_OK), 0);
+    setenv("SSL_CERT_FILE", "/some/where/certs.pem", 1);
+    assert_string_equal(weights_ca_bundle(), "/some/where/certs.pem");
+    setenv("CURL_CA_BUNDLE", "/else/where/bundle.crt", 1);
+    assert_string_equal(weights_ca_bundle(), "/else/where/bundle.crt");
+    unsetenv("CURL_CA_BUNDLE");
+    unsetenv("SSL_CERT_FILE");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_known_names_and_spellings, setup, teardown),
@@ -294,6 +311,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_hugging_face_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_endpoint_offline_token_settings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_between_processes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ca_bundle, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

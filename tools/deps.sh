@@ -50,7 +50,8 @@ for entry in "${checks[@]}"; do
     [ -f "$name" ] && continue
   fi
   if [ "$kind" = py ]; then
-    python3 -c "import $name" >/dev/null 2>&1 && continue
+    # The python tests/e2e/wheel.sh uses: Debian's, where there is one.
+    "$(command -v /usr/bin/python3 || command -v python3)" -c "import $name" >/dev/null 2>&1 && continue
   fi
   missing+=("$package")
 done

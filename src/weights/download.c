@@ -259,6 +259,29 @@ static size_t on_body(char *data, size_t size, size_t count, void *user) {
     return length;
 }
 
+// ---- certificates ----------------------------------------------------------------------
+
+const char *weights_ca_bundle(void) {
+    // The variables the curl and OpenSSL tools read (libcurl reads neither).
+    const char *variables[] = {"CURL_CA_BUNDLE", "SSL_CERT_FILE"};
+    for (size_t i = 0; i < sizeof variables / sizeof variables[0]; i++) {
+        const char *value = getenv(variables[i]);
+        if (value && *value) return value;
+    }
+    // libcurl's built-in path is the build machine's (Debian's); a copy
+    // carried in a wheel also runs where the bundle lives elsewhere.
+    static const char *const system_bundles[] = {
+        "/etc/ssl/certs/ca-certificates.crt",                 // Debian, Ubuntu, Arch, Gentoo
+        "/etc/pki/tls/certs/ca-bundle.crt",                   // Fedora, RHEL, CentOS
+        "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // RHEL 7 and later
+        "/etc/ssl/ca-bundle.pem",                             // openSUSE, SLES
+        "/etc/ssl/cert.pem",                                  // Alpine, macOS
+    };
+    for (size_t i = 0; i < sizeof system_bundles / sizeof system_bundles[0]; i++)
+        if (access(system_bundles[i], R_OK) == 0) return system_bundles[i];
+    return NULL;
+}
+
 // ---- one attempt -------------------------------------------------------------------------
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -291,6 +314,8 @@ static CURLcode perform(Attempt *attempt, char *curl_error) {
     curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    const char *ca_bundle = weights_ca_bundle();
+    if (ca_bundle) curl_easy_setopt(curl, CURLOPT_CAINFO, ca_bundle);
     if (attempt->partial->size > 0) curl_easy_setopt(curl, CURLOPT_RANGE, range);
     // A stall: less than 1 byte/s for the whole timeout; connecting too.
     const long stall = (long)ceil(request->settings.stall_seconds);

@@ -59,4 +59,9 @@ typedef struct DownloadRequest {
 // mismatch, a disk error).
 int weights_download(const DownloadRequest *request, ErrorMessage *err);
 
+// The CA certificates HTTPS is verified with: $CURL_CA_BUNDLE, else
+// $SSL_CERT_FILE, else the first readable bundle of the usual Linux places
+// (Debian's, Fedora's, openSUSE's, Alpine's), else NULL (libcurl's default).
+const char *weights_ca_bundle(void);
+
 #endif

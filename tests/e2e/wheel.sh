@@ -28,7 +28,9 @@ e2e_init wheel
 here=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(readlink -f "$bin")
 build=$(readlink -f "$build")
-python=${LTC_PYTHON:-python3}
+# Debian's python3 where there is one: `make deps` installs python3-venv and
+# python3-numpy for it (a python3 earlier on PATH, pyenv's say, sees neither).
+python=${LTC_PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}
 "$python" -c "import venv" 2>/dev/null || { fail "$python has no venv module (make deps: python3-venv)"; e2e_finish; }
 
 version=$("$bin" --version | sed -n '1s/^lightly-train-c \([0-9.]*\) .*/\1/p')
@@ -41,15 +43,23 @@ wheel=$(ls "$work"/dist/*.whl 2>/dev/null)
 head -n 2 "$work/make_wheel.log"
 echo "wheel built in $(echo "$(date +%s.%N) - $started" | bc) s"
 
-# A venv without pip of its own (creating one with pip takes 5 to 20 s):
-# this python's pip installs into it when it can, else the venv gets pip.
+# A venv without pip of its own (creating one with pip takes 5 to 20 s): a
+# pip that takes --python (pip >= 23.1: this python's, else python3's on
+# PATH) installs into it when there is one, else the venv gets pip.
 mkdir "$work/cwd"
 cd "$work/cwd" || exit 1
 venv="$work/venv"
 pip_started=$(date +%s.%N)
-if "$python" -m pip --help 2>/dev/null | grep -q -- "--python <python>"; then
+pip_host=
+for candidate in "$python" python3; do
+  if "$candidate" -m pip --help 2>/dev/null | grep -q -- "--python <python>"; then
+    pip_host=$candidate
+    break
+  fi
+done
+if [ -n "$pip_host" ]; then
   "$python" -m venv --without-pip --system-site-packages "$venv" || fail "venv"
-  pip=("$python" -m pip --python "$venv/bin/python")
+  pip=("$pip_host" -m pip --python "$venv/bin/python")
 else
   "$python" -m venv --system-site-packages "$venv" || fail "venv with pip"
   pip=("$venv/bin/python" -m pip)
@@ -166,7 +176,7 @@ printf '%s\n' "$output" | grep -q "^accepted: " && fail "transform_args took wha
 cat >"$work/interrupt.py" <<EOF
 import signal, sys, lightly_train_c
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job ignores SIGINT
-arguments = dict(out="$work/stop", data="$work/images", batch_size=4, num_workers=1, threads=1,
+arguments = dict(out="$work/stop", data="$work/images", method="simclr", batch_size=4, num_workers=1, threads=1,
                  max_steps=12, log_every=1, image_size=32)
 try:
     lightly_train_c.train(**arguments)
