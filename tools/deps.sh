@@ -14,6 +14,7 @@ checks=(
   "pc:libwebpmux:libwebp-dev"
   "pc:libprotobuf-c:libprotobuf-c-dev"
   "pc:zlib:zlib1g-dev"
+  "pc:libzip:libzip-dev"
   "pc:cmocka:libcmocka-dev"
   "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
   "pc:ompi-c:libopenmpi-dev"
@@ -45,7 +46,7 @@ for entry in "${checks[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, cmocka, oneDNN, OpenMPI, Fashion-MNIST)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, libzip, cmocka, oneDNN, OpenMPI, Fashion-MNIST)"
   exit 0
 fi
 
