@@ -183,6 +183,17 @@ static int encode_png(const uint8_t *rgb, int width, int height, PngSink *sink, 
     return 0;
 }
 
+int tb_encode_png(const uint8_t *rgb, int width, int height, uint8_t **png, size_t *size,
+                  ErrorMessage *err) {
+    PngSink sink = {0};
+    *png = NULL;
+    *size = 0;
+    if (encode_png(rgb, width, height, &sink, err) != 0) return -1;
+    *png = sink.data;
+    *size = sink.size;
+    return 0;
+}
+
 int tb_add_image(TbWriter *writer, const char *tag, int64_t step, int width, int height,
                  const uint8_t *rgb, ErrorMessage *err) {
     if (width <= 0 || height <= 0 || width > (1 << 16) || height > (1 << 16))
