@@ -39,9 +39,10 @@ int tb_add_image(TbWriter *writer, const char *tag, int64_t step, int width, int
                  const uint8_t *rgb, ErrorMessage *err);
 
 // The same PNG encoding on its own (an 8-bit RGB PNG in memory, *png
-// malloc'ed): the embedding projector's sprite (embed/projector.h).
-int tb_encode_png(const uint8_t *rgb, int width, int height, uint8_t **png, size_t *size,
-                  ErrorMessage *err);
+// malloc'ed) at zlib compression level `level` (0..9, -1: zlib's default):
+// the embedding projector's sprite (embed/projector.h).
+int tb_encode_png(const uint8_t *rgb, int width, int height, int level, uint8_t **png,
+                  size_t *size, ErrorMessage *err);
 
 // Pushes everything written so far to the file (fflush).
 int tb_flush(TbWriter *writer, ErrorMessage *err);
