@@ -17,10 +17,10 @@
 #include "util/output_path.h"
 
 #define PROJECTOR_MAX_IMAGE_FILE ((size_t)1 << 32)
-#define FLOAT_TEXT_MAX 16
+#define FLOAT_TEXT_MAX 16  // "%.7g" of a float and its separator: "-1.234567e-38\t"
 // zlib level 1: on 1000 photos' thumbnails (2048 x 2048 px) 5x faster than
 // the default level (1.3 s, not 6.5 s) for a 1.17x larger file (docs/projector.md).
-#define PROJECTOR_PNG_LEVEL 1  // "%.7g" of a float and its separator: "-1.234567e-38\t"
+#define PROJECTOR_PNG_LEVEL 1
 
 static const char *const PROJECTOR_FILES[] = {PROJECTOR_CONFIG, PROJECTOR_TENSORS,
                                                PROJECTOR_METADATA, PROJECTOR_SPRITE};
