@@ -82,8 +82,8 @@ static int compare_entry_storages(const void *a, const void *b) {
     return strcmp(x->tensor->storage->as.storage.key, y->tensor->storage->as.storage.key);
 }
 
-static int dict_tensor_count(const PtValue *dict) {
-    int count = 0;
+static size_t dict_tensor_count(const PtValue *dict) {
+    size_t count = 0;
     for (size_t i = 1; dict && dict->kind == PT_DICT && i < dict->as.items.count; i += 2)
         count += dict->as.items.items[i]->kind == PT_TENSOR;
     return count;
@@ -130,9 +130,10 @@ static int check_name(const PtValue *key, ErrorMessage *err) {
 
 // The chosen dict's tensors as entries, names checked and unique.
 static int collect_entries(const PtValue *dict, Entry **entries, int *count, ErrorMessage *err) {
-    const int n = dict_tensor_count(dict);
-    if (n > SAFETENSORS_MAX_TENSORS)
-        return error_set(err, "%d tensors (at most %d)", n, SAFETENSORS_MAX_TENSORS);
+    const size_t found = dict_tensor_count(dict);
+    if (found > SAFETENSORS_MAX_TENSORS)
+        return error_set(err, "%zu tensors (at most %d)", found, SAFETENSORS_MAX_TENSORS);
+    const int n = (int)found;
     Entry *list = calloc((size_t)n, sizeof *list);
     if (!list) return error_set(err, "out of memory for %d tensors", n);
     int used = 0;
