@@ -90,7 +90,8 @@ static void load_backbone(const char *path, int resolution, Backbone *model) {
     ErrorMessage err = {{0}};
     const BackboneInput input = {1, resolution};
     const ModelSourceOptions options = {.part = "backbone", .frozen = 1};
-    if (model_source_load_backbone_with(path, &options, fixture_backend, &input, 1, model, NULL, &err))
+    if (model_source_load_backbone_with(path, &options, fixture_backend, &input, 1, model, NULL,
+                                        &err))
         fail_msg("%s", err.text);
 }
 

@@ -1,10 +1,11 @@
 // `lightly-train-c embed`: features of every image in a folder from a trained
 // backbone (a .ckpt of ours or an exported / torchvision / timm / DINOv2 /
 // DINOv3 / transformers .safetensors or PyTorch .pt/.pth; ViTs pool the mean
-// patch token or the class token, --vit-pool), written
-// as npy, csv, lightly_csv or safetensors, or as TensorBoard projector files. Unreadable images are skipped: a
-// warning each, counted in the summary, and their rows dropped from the
-// output together with their filenames (so the two stay aligned).
+// patch token or the class token, --vit-pool), written as npy, csv,
+// lightly_csv or safetensors, or as TensorBoard projector files (a folder,
+// embed/projector.h). Unreadable images are skipped: a warning each,
+// counted in the summary, and their rows dropped from the output together
+// with their filenames (so the two stay aligned).
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
