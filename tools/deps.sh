@@ -17,6 +17,7 @@ checks=(
   "pc:zlib:zlib1g-dev"
   "pc:libcurl:libcurl4-openssl-dev"
   "pc:libcrypto:libssl-dev"
+  "pc:libzip:libzip-dev"
   "pc:cmocka:libcmocka-dev"
   "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
   "pc:ompi-c:libopenmpi-dev"
@@ -57,7 +58,7 @@ for entry in "${checks[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, libcurl, libcrypto, cmocka, oneDNN, OpenMPI, Fashion-MNIST, python3 venv and numpy)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, libcurl, libcrypto, libzip, cmocka, oneDNN, OpenMPI, Fashion-MNIST, python3 venv and numpy)"
   exit 0
 fi
 

@@ -179,8 +179,8 @@ int command_train(int argc, char **argv) {
         {.name = "overwrite", .type = OPTION_FLAG, .value = &config.overwrite,
          .help = "start a new run in a non-empty --out"},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &config.checkpoint,
-         .metavar = "FILE|NAME", .help = "initial backbone weights (.safetensors, .ckpt, or "
-                                         "weights by name: lightly-train-c weights)"},
+         .metavar = "FILE|NAME", .help = "initial backbone weights (.safetensors, .pt/.pth, .ckpt, "
+                                         "or weights by name: lightly-train-c weights)"},
         {.name = "log-every", .type = OPTION_INT, .value = &config.log_every, .metavar = "N",
          .help = "steps between logged scalars (auto: min(50, steps per epoch))", .min = 1,
          .max = 1000000, .allow_auto = 1},

@@ -1,10 +1,11 @@
 // `lightly-train-c embed`: features of every image in a folder from a trained
 // backbone (a .ckpt of ours or an exported / torchvision / timm / DINOv2 /
-// DINOv3 / transformers .safetensors; ViTs pool the mean patch token or the
-// class token, --vit-pool), written
-// as npy, csv, lightly_csv or safetensors. Unreadable images are skipped: a
-// warning each, counted in the summary, and their rows dropped from the
-// output together with their filenames (so the two stay aligned).
+// DINOv3 / transformers .safetensors or PyTorch .pt/.pth; ViTs pool the mean
+// patch token or the class token, --vit-pool), written as npy, csv,
+// lightly_csv or safetensors, or as TensorBoard projector files (a folder,
+// embed/projector.h). Unreadable images are skipped: a warning each,
+// counted in the summary, and their rows dropped from the output together
+// with their filenames (so the two stay aligned).
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "embed/embedder.h"
 #include "embed/embedding_writers.h"
 #include "embed/model_source.h"
+#include "embed/projector.h"
 #include "util/cpu.h"
 #include "util/output_path.h"
 
@@ -43,8 +45,8 @@ typedef struct EmbedArgs {
     double max_pixels;
 } EmbedArgs;
 
-static const char *const format_choices[] = {"auto", "npy", "csv", "lightly_csv", "safetensors",
-                                             NULL};
+static const char *const format_choices[] = {"auto",        "npy",         "csv", "lightly_csv",
+                                             "safetensors", "tensorboard", NULL};
 static const char *const part_choices[] = {"backbone", "student", "teacher", NULL};
 // auto: the model's own, as LightlyTrain's wrappers pool: the mean of the
 // patch tokens for DINOv2 / timm ViTs, the class token for DINOv3's (or
@@ -67,9 +69,12 @@ static int usage_error(const char *format_text, const char *detail) {
 // An existing --out needs --overwrite; its folder must exist and be
 // writable. Checked before any work so that a long run never ends in a
 // refused write.
-static int check_output(const EmbedArgs *args) {
+static int check_output(const EmbedArgs *args, EmbedFormat format) {
     ErrorMessage err = {{0}};
-    if (output_file_check(args->out, args->overwrite, &err) == 0) return 0;
+    if ((format == EMBED_FORMAT_TENSORBOARD
+             ? projector_check_output(args->out, args->overwrite, &err)
+             : output_file_check(args->out, args->overwrite, &err)) == 0)
+        return 0;
     return usage_error("--out: %s", err.text);
 }
 
@@ -115,7 +120,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     ErrorMessage err = {{0}};
     const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
                                                  : (EmbedFormat)(args->format - 1);
-    if (check_output(args) != 0) return 2;
+    if (check_output(args, format) != 0) return 2;
     if (dataset_scan_many(args->data.items, args->data.count, &run->dataset, &err) != 0)
         return usage_error("%s", err.text);
     const Dataset *dataset = &run->dataset;
@@ -183,7 +188,11 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         return 1;
     }
     const EmbeddingTable table = {run->features, kept, dim, run->filenames};
-    if (embedding_write(args->out, format, &table, &err) != 0) {
+    const ProjectorOptions projector = {dataset->root, (uint64_t)args->max_pixels};
+    ProjectorSummary sprite = {0};
+    if ((format == EMBED_FORMAT_TENSORBOARD
+             ? projector_write(args->out, &table, &projector, &sprite, &err)
+             : embedding_write(args->out, format, &table, &err)) != 0) {
         fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
         return 1;
     }
@@ -194,6 +203,16 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
            embed_format_names[format], args->out, seconds,
            seconds > 0 ? (double)dataset->count / seconds : 0.0,
            (unsigned long long)stats.skipped_files);
+    if (format == EMBED_FORMAT_TENSORBOARD && sprite.cell > 0)
+        printf("projector: %d px thumbnails, %d per row (%zu unreadable, grey)\n", sprite.cell,
+               sprite.columns, sprite.unreadable);
+    if (format == EMBED_FORMAT_TENSORBOARD && sprite.cell == 0)
+        printf("projector: no thumbnails (more than %d images per sprite row)\n",
+               PROJECTOR_SPRITE_MAX / PROJECTOR_MIN_CELL);
+    char logdir[4096];
+    projector_logdir(args->out, logdir, sizeof logdir);
+    if (format == EMBED_FORMAT_TENSORBOARD)
+        printf("view with: tensorboard --logdir '%s'\n", logdir);
     return 0;
 }
 
@@ -210,13 +229,15 @@ int command_embed(int argc, char **argv) {
          .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
          .metavar = "PATH|NAME",
-         .help = "a .ckpt of train, a backbone .safetensors (export, torchvision, timm, "
-                 "DINOv2, DINOv3, transformers), or weights by name (lightly-train-c weights)",
+         .help = "a .ckpt of train, a backbone .safetensors or PyTorch .pt/.pth state dict "
+                 "(export, LightlyTrain, torchvision, timm, DINOv2, DINOv3, transformers), "
+                 "or weights by name (lightly-train-c weights)",
          .required = 1},
         {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
-         .help = "embedding file to write", .required = 1},
+         .help = "embedding file to write (tensorboard: a folder)", .required = 1},
         {.name = "format", .type = OPTION_CHOICE, .value = &args.format, .metavar = "NAME",
-         .help = "file format (auto: from the --out extension .npy/.csv/.safetensors, else npy)",
+         .help = "file format (auto: from the --out extension .npy/.csv/.safetensors, else "
+                 "npy); tensorboard: projector files for tensorboard --logdir OUT",
          .choices = format_choices},
         {.name = "part", .type = OPTION_CHOICE, .value = &args.part, .metavar = "NAME",
          .help = "which backbone of a .ckpt (backbone: the one export uses)",

@@ -17,7 +17,8 @@
 #error "the npy and safetensors writers store host floats as little-endian"
 #endif
 
-const char *const embed_format_names[] = {"npy", "csv", "lightly_csv", "safetensors", NULL};
+const char *const embed_format_names[] = {"npy",         "csv",         "lightly_csv",
+                                          "safetensors", "tensorboard", NULL};
 
 EmbedFormat embed_format_from_path(const char *path) {
     const char *dot = strrchr(path, '.');
@@ -269,6 +270,9 @@ int embedding_write(const char *path, EmbedFormat format, const EmbeddingTable *
         case EMBED_FORMAT_CSV: return write_csv(path, table, 0, err);
         case EMBED_FORMAT_LIGHTLY_CSV: return write_csv(path, table, 1, err);
         case EMBED_FORMAT_SAFETENSORS: return write_safetensors(path, table, err);
+        case EMBED_FORMAT_TENSORBOARD:
+            return error_set(err, "'%s': the tensorboard format is a folder of projector files "
+                                  "(projector_write)", path);
     }
     return error_set(err, "unknown embedding format %d", (int)format);
 }

@@ -10,6 +10,8 @@
 //                with label 0 on every row
 //   safetensors  tensor "embeddings" F32 (N, D); metadata "filenames" = a JSON
 //                array of the filenames as a string
+//   tensorboard  a folder of TensorBoard projector files, written by
+//                projector_write (embed/projector.h), not by embedding_write
 // CSV fields are quoted per RFC 4180 when they hold a comma, a quote, CR or
 // LF (quotes doubled); lines end in '\n'.
 #ifndef LTC_EMBED_EMBEDDING_WRITERS_H
@@ -24,9 +26,11 @@ typedef enum EmbedFormat {
     EMBED_FORMAT_CSV,
     EMBED_FORMAT_LIGHTLY_CSV,
     EMBED_FORMAT_SAFETENSORS,
+    EMBED_FORMAT_TENSORBOARD,
 } EmbedFormat;
 
-// NULL-terminated, indexed by EmbedFormat: "npy", "csv", "lightly_csv", "safetensors".
+// NULL-terminated, indexed by EmbedFormat: "npy", "csv", "lightly_csv", "safetensors",
+// "tensorboard".
 extern const char *const embed_format_names[];
 
 // From the extension of path (any case): .csv -> csv, .safetensors ->

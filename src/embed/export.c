@@ -70,7 +70,7 @@ int command_export(int argc, char **argv) {
     ExportArgs args = {0};
     const OptionSpec specs[] = {
         {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
-         .metavar = "PATH", .help = "a .ckpt checkpoint or a backbone .safetensors",
+         .metavar = "PATH", .help = "a .ckpt checkpoint or a backbone .safetensors or .pt/.pth",
          .required = 1},
         {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
          .help = "the exported state dict", .required = 1},

@@ -159,7 +159,9 @@ static void on_png_write_warning(png_structp png, png_const_charp message) {
 }
 
 // rgb: (height, width, 3). On success sink->data holds the PNG (caller frees).
-static int encode_png(const uint8_t *rgb, int width, int height, PngSink *sink, ErrorMessage *err) {
+// level: zlib's compression level, -1 for its default.
+static int encode_png(const uint8_t *rgb, int width, int height, int level, PngSink *sink,
+                      ErrorMessage *err) {
     png_structp png =
         png_create_write_struct(PNG_LIBPNG_VER_STRING, sink, on_png_write_error, on_png_write_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
@@ -174,6 +176,7 @@ static int encode_png(const uint8_t *rgb, int width, int height, PngSink *sink, 
         return error_set(err, "PNG encoder: %s", sink->message);
     }
     png_set_write_fn(png, sink, png_write_to_memory, png_flush_nothing);
+    if (level >= 0) png_set_compression_level(png, level);
     png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)height, 8, PNG_COLOR_TYPE_RGB,
                  PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     png_write_info(png, info);
@@ -183,13 +186,24 @@ static int encode_png(const uint8_t *rgb, int width, int height, PngSink *sink, 
     return 0;
 }
 
+int tb_encode_png(const uint8_t *rgb, int width, int height, int level, uint8_t **png,
+                  size_t *size, ErrorMessage *err) {
+    PngSink sink = {0};
+    *png = NULL;
+    *size = 0;
+    if (encode_png(rgb, width, height, level, &sink, err) != 0) return -1;
+    *png = sink.data;
+    *size = sink.size;
+    return 0;
+}
+
 int tb_add_image(TbWriter *writer, const char *tag, int64_t step, int width, int height,
                  const uint8_t *rgb, ErrorMessage *err) {
     if (width <= 0 || height <= 0 || width > (1 << 16) || height > (1 << 16))
         return error_set(err, "image '%s' step %lld: size %dx%d is not in 1..65536", tag,
                          (long long)step, width, height);
     PngSink sink = {0};
-    if (encode_png(rgb, width, height, &sink, err) != 0)
+    if (encode_png(rgb, width, height, -1, &sink, err) != 0)
         return error_prefix(err, "image '%s' step %lld", tag, (long long)step);
 
     Tensorboard__Image image = TENSORBOARD__IMAGE__INIT;

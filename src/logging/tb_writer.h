@@ -13,6 +13,7 @@
 #ifndef LTC_LOGGING_TB_WRITER_H
 #define LTC_LOGGING_TB_WRITER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util/error.h"
@@ -36,6 +37,12 @@ int tb_add_scalar(TbWriter *writer, const char *tag, int64_t step, float value, 
 // rgb: (height, width, 3) bytes, rows packed; encoded as an 8-bit RGB PNG.
 int tb_add_image(TbWriter *writer, const char *tag, int64_t step, int width, int height,
                  const uint8_t *rgb, ErrorMessage *err);
+
+// The same PNG encoding on its own (an 8-bit RGB PNG in memory, *png
+// malloc'ed) at zlib compression level `level` (0..9, -1: zlib's default):
+// the embedding projector's sprite (embed/projector.h).
+int tb_encode_png(const uint8_t *rgb, int width, int height, int level, uint8_t **png,
+                  size_t *size, ErrorMessage *err);
 
 // Pushes everything written so far to the file (fflush).
 int tb_flush(TbWriter *writer, ErrorMessage *err);

@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nn/json_scan.h"
 #include "util/finite.h"
 #include "util/file.h"
+#include "weights/pt_reader.h"
 
 static const struct {
     const char *name;
@@ -414,8 +416,21 @@ int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessag
     return 0;
 }
 
+// A PyTorch .pt/.pth by its first bytes (weights/pt_reader.h); a file that
+// cannot be opened is left to the safetensors path, whose error names it.
+static int is_pytorch_file(const char *path) {
+    ErrorMessage ignored;
+    const int fd = file_open_regular(path, NULL, &ignored);
+    if (fd < 0) return 0;
+    uint8_t head[PT_SNIFF_BYTES];
+    const ssize_t got = read(fd, head, sizeof head);
+    close(fd);
+    return got > 0 && pt_sniff(head, (size_t)got) != PT_FORMAT_NONE;
+}
+
 int safetensors_read(const char *path, SafeTensors *out, ErrorMessage *err) {
     memset(out, 0, sizeof *out);
+    if (is_pytorch_file(path)) return pt_read(path, out, err) ? error_prefix(err, "%s", path) : 0;
     ByteBuffer buffer = {0};
     if (file_read_all(path, &buffer, SIZE_MAX / 2, err) != 0) {
         byte_buffer_free(&buffer);

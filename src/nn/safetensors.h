@@ -71,7 +71,9 @@ typedef struct SafeTensors {
 // Parses a whole file held in memory; takes ownership of `bytes` (malloc'ed)
 // on success and on failure.
 int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessage *err);
-// Reads and parses a file; errors name the path.
+// Reads and parses a file; errors name the path. A PyTorch .pt/.pth state
+// dict (told by its first bytes) is read by weights/pt_reader.h into the
+// same structure, so every reader of weights takes both.
 int safetensors_read(const char *path, SafeTensors *out, ErrorMessage *err);
 void safetensors_free(SafeTensors *tensors);
 

@@ -1,0 +1,122 @@
+// A restricted pickle reader for PyTorch state dicts: the subset of the
+// pickle machine that torch.save emits for a dict of tensors (protocol 2,
+// and the data opcodes of protocols 3-5), turned into a tree of plain
+// values. It never executes anything: the only globals it accepts are
+//
+//   collections.OrderedDict              (REDUCE with no arguments: a dict)
+//   torch._utils._rebuild_tensor_v2      (REDUCE: a tensor view of a storage)
+//   torch._utils._rebuild_parameter      (REDUCE: the tensor it wraps)
+//   torch.{Float,Half,BFloat16,Double,Long,Int,Short,Char,Byte,Bool}Storage
+//                                        (only inside a persistent id)
+//
+// and every other global, every REDUCE of something else, BUILD on anything
+// but a dict (an OrderedDict's `_metadata`, dropped), and every opcode
+// outside the list in pt_pickle.c are refused with one line naming the
+// opcode or the global and its byte offset. Persistent ids (BINPERSID) must
+// be torch's storage tuples ('storage', type, key, location, numel[, None]).
+// A tensor's shape, strides and storage offset are checked here against the
+// storage's element count from its persistent id (sizes that overflow, a
+// negative stride, a view past the storage's end).
+//
+// Why our own: no maintained C library reads torch's pickle, and a general
+// pickle VM (CPython's) executes arbitrary code by design; the format is
+// specified by CPython's Lib/pickletools.py and torch/serialization.py.
+#ifndef LTC_WEIGHTS_PT_PICKLE_H
+#define LTC_WEIGHTS_PT_PICKLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/safetensors.h"
+#include "util/error.h"
+
+#define PT_MAX_RANK SAFETENSORS_MAX_RANK
+#define PT_MAX_STORAGE_KEY 64  // torch's keys are decimal numbers ("0", "1", ...)
+
+typedef enum PtKind {
+    PT_NONE = 0,
+    PT_BOOL,
+    PT_INT,
+    PT_FLOAT,
+    PT_STRING,   // str (UTF-8 as stored) or a Python 2 str
+    PT_BYTES,
+    PT_TUPLE,
+    PT_LIST,
+    PT_DICT,     // dict or OrderedDict: items are key, value, key, value, ...
+    PT_GLOBAL,   // one of the allowed globals (PtGlobal)
+    PT_STORAGE,  // a persistent id of a storage
+    PT_TENSOR,
+} PtKind;
+
+typedef enum PtGlobal {
+    PT_GLOBAL_ORDERED_DICT = 0,
+    PT_GLOBAL_REBUILD_TENSOR,
+    PT_GLOBAL_REBUILD_PARAMETER,
+    PT_GLOBAL_STORAGE_TYPE,  // dtype says which
+} PtGlobal;
+
+typedef struct PtValue PtValue;
+
+typedef struct PtStorage {
+    SafeDType dtype;
+    char key[PT_MAX_STORAGE_KEY];  // [A-Za-z0-9_] only
+    int64_t numel;                 // elements of dtype
+} PtStorage;
+
+typedef struct PtTensor {
+    const PtValue *storage;  // kind PT_STORAGE
+    int64_t offset;          // in elements
+    int rank;
+    int64_t shape[PT_MAX_RANK];
+    int64_t stride[PT_MAX_RANK];  // in elements, >= 0
+    int64_t elements;             // product of shape
+} PtTensor;
+
+struct PtValue {
+    PtKind kind;
+    union {
+        int64_t integer;  // PT_BOOL (0/1), PT_INT
+        double real;      // PT_FLOAT
+        struct {
+            char *bytes;  // NUL-terminated copy (may hold NULs before it)
+            size_t length;
+        } string;         // PT_STRING, PT_BYTES
+        struct {
+            PtValue **items;
+            size_t count, capacity;
+        } items;          // PT_TUPLE, PT_LIST, PT_DICT (count = 2 x entries)
+        struct {
+            PtGlobal which;
+            SafeDType dtype;  // PT_GLOBAL_STORAGE_TYPE
+        } global;
+        PtStorage storage;
+        PtTensor tensor;
+    } as;
+};
+
+// Every value of one pickle (and the root), freed together.
+typedef struct PtPickle {
+    PtValue *root;
+    PtValue **values;  // all values, for freeing
+    size_t value_count, value_capacity;
+} PtPickle;
+
+// Runs the pickle starting at bytes[0] up to its STOP. *consumed = bytes
+// used (several pickles may follow each other, as in torch's legacy
+// format). Errors name the byte offset (plus `base_offset`, where the
+// pickle starts in its file) and the opcode or global refused.
+int pt_pickle_load(const uint8_t *bytes, size_t size, size_t base_offset, PtPickle *out,
+                   size_t *consumed, ErrorMessage *err);
+void pt_pickle_free(PtPickle *pickle);
+
+// The value under string key `key` of a dict, or NULL.
+const PtValue *pt_dict_get(const PtValue *dict, const char *key);
+// A str from the file fit for a one-line message: printable ASCII ('?' for
+// other bytes), at most PT_PRINTABLE_MAX of them, "..." when cut.
+#define PT_PRINTABLE_MAX 60
+#define PT_PRINTABLE_SIZE (PT_PRINTABLE_MAX + 8)
+void pt_printable(const char *text, size_t length, char *out, size_t capacity);
+// "dict", "tensor", ... for messages.
+const char *pt_kind_name(PtKind kind);
+
+#endif

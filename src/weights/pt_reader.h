@@ -1,0 +1,65 @@
+// PyTorch .pt / .pth state dicts read into the same SafeTensors that
+// safetensors files give (nn/safetensors.h), so every consumer of weights
+// (initial weights, teachers, embed, export) reads both; safetensors_read
+// sends a file here when its first bytes say PyTorch (never by extension).
+//
+// Containers:
+//   zip     torch.save since PyTorch 1.6: <archive>/data.pkl (the pickle),
+//           <archive>/data/<key> (one entry per storage, raw little-endian
+//           bytes), <archive>/byteorder ("little"; absent in old files),
+//           read through libzip (entries stored or deflated, zip64).
+//   legacy  _use_new_zipfile_serialization=False and PyTorch < 1.6: five
+//           pickles back to back (magic number, protocol 1001, sys_info,
+//           the object, the storage keys), then each storage as its int64
+//           element count and raw bytes.
+// The tar format of PyTorch < 0.4 and TorchScript archives are refused with
+// a message saying what they are.
+//
+// The pickle is read by pt_pickle.h's restricted machine (no code runs). The
+// tensors are those of the top-level dict; when it holds none, those of the
+// first of its entries "state_dict", "model_state_dict", "model", "teacher"
+// that holds tensors (Lightning / timm training checkpoints, DINOv2's
+// teacher checkpoints). Non-tensor entries of that dict are skipped; keys
+// must be UTF-8 strings without NUL, shorter than SAFETENSORS_MAX_NAME, and
+// unique. Tensors keep the dict's order.
+//
+// Every tensor is copied out of its storage into one buffer (64-byte
+// aligned each): contiguous views with memcpy, strided ones (transposed,
+// expanded with stride 0, sliced with an offset) element by element, so the
+// result is always contiguous in PyTorch's row-major layout. A storage must
+// be exactly its element count x dtype size bytes long; the total copied may
+// be at most PT_MAX_EXPANSION x the storage bytes read + PT_EXPANSION_SLACK
+// (views that repeat a storage many times are refused before allocating).
+// Storages not used by a chosen tensor are never read.
+#ifndef LTC_WEIGHTS_PT_READER_H
+#define LTC_WEIGHTS_PT_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/safetensors.h"
+#include "util/error.h"
+
+#define PT_MAX_PICKLE_BYTES (256ull << 20)  // data.pkl of a 10k-tensor dict is ~2 MB
+#define PT_MAX_EXPANSION 4
+#define PT_EXPANSION_SLACK (64ull << 20)
+#define PT_SNIFF_BYTES 512  // what pt_sniff needs to see (the tar magic is at 257)
+
+typedef enum PtFormat {
+    PT_FORMAT_NONE = 0,  // not a PyTorch file
+    PT_FORMAT_ZIP,       // a zip archive (torch.save; checked for data.pkl when read)
+    PT_FORMAT_LEGACY,    // the pickled magic number of torch's legacy format
+    PT_FORMAT_TAR,       // a tar archive (PyTorch < 0.4)
+} PtFormat;
+
+// From the first bytes of a file (size of them given, up to PT_SNIFF_BYTES).
+PtFormat pt_sniff(const uint8_t *head, size_t size);
+
+// Reads the file at path; errors name what is wrong (not the path: the
+// caller adds it, as with safetensors_read).
+int pt_read(const char *path, SafeTensors *out, ErrorMessage *err);
+// The same on a whole file held in memory; takes ownership of bytes
+// (malloc'ed) on success and on failure.
+int pt_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessage *err);
+
+#endif

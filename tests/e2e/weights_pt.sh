@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# End-to-end tests of PyTorch .pt files on the command line (the reader:
+# tests/test_pt_reader.c): embed with a DINOv2-layout .pt (as LightlyTrain
+# exports one) gives the same bytes as with its safetensors twin; export
+# turns it into safetensors; train's --checkpoint reads a .pt and names its
+# tensors when they do not fit; damaged and hostile files are one line and
+# exit 2.
+set -u
+source "$(dirname "$0")/lib.bash"
+e2e_init weights_pt
+
+fixtures=tests/fixtures/pt
+images="$work/images"
+"$build/tests/e2e/make_images" "$images" 6 >/dev/null || fail "make_images"
+embed=("$bin" embed --data "$images" --image-size 16 --batch-size 3 --num-workers 1)
+
+"${embed[@]}" --checkpoint "$fixtures/vit_dinov2.pt" --out "$work/pt.npy" >/dev/null 2>&1 ||
+  fail "embed with vit_dinov2.pt"
+"${embed[@]}" --checkpoint "$fixtures/vit_dinov2.safetensors" --out "$work/twin.npy" \
+  >/dev/null 2>&1 || fail "embed with vit_dinov2.safetensors"
+cmp -s "$work/pt.npy" "$work/twin.npy" || fail "the .pt and its safetensors twin embed differently"
+
+"$bin" export --checkpoint "$fixtures/vit_dinov2.pt" --out "$work/vit.safetensors" >/dev/null 2>&1 ||
+  fail "export of vit_dinov2.pt"
+"${embed[@]}" --checkpoint "$work/vit.safetensors" --out "$work/export.npy" >/dev/null 2>&1 ||
+  fail "embed with the export of the .pt"
+cmp -s "$work/pt.npy" "$work/export.npy" || fail "the .pt's export embeds differently"
+
+# train reads the .pt as initial weights: mixed.pt's tensors are no ResNet.
+expect 2 "mixed.pt: resnet18: weights do not match the model: .*unexpected: conv.weight, half" -- \
+  "$bin" train --data "$images" --model resnet18 --checkpoint "$fixtures/mixed.pt" \
+  --out "$work/run" --max-steps 1
+[ -e "$work/run" ] && fail "the refused run wrote $work/run"
+
+head -c 3000 "$fixtures/vit_dinov2.pt" >"$work/truncated.pt"
+expect 2 "truncated.pt: zip: " -- "${embed[@]}" --checkpoint "$work/truncated.pt" --out "$work/x.npy"
+# A pickle that calls os.system: refused by name, nothing runs.
+{
+  printf '\200\002\212\012\154\374\234\106\371\040\152\250\120\031\056'  # magic number
+  printf '\200\002M\351\003.'                                             # protocol 1001
+  printf '\200\002}X\015\000\000\000little_endian\210s.'                  # sys_info
+  printf '\200\002cposix\nsystem\nX\007\000\000\000touch x\205R.'         # os.system("touch x")
+} >"$work/hostile.pt"
+program=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+expect 2 "global posix.system is not allowed" -- \
+  env -C "$work" "$program" embed --data "$images" --checkpoint hostile.pt --out x.npy
+[ -e "$work/x" ] && fail "the hostile pickle ran"
+e2e_finish

@@ -1,0 +1,584 @@
+// PyTorch .pt state dicts (src/weights/pt_reader.h): the files torch.save
+// wrote in tools/make_pt_fixtures.py read through safetensors_read (the path
+// every consumer takes) and compared with their safetensors twins; a
+// torchvision ResNet-18 layout and a DINOv2-layout ViT loaded as backbones;
+// and hostile files (globals, REDUCE, BUILD, opcodes, sizes, offsets, broken
+// zips) refused with one line naming the problem.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include "backend/backend.h"
+#include "backend_fixture.h"
+#include "embed/model_source.h"
+#include "nn/safetensors.h"
+#include "util/file.h"
+#include "weights/pt_reader.h"
+
+#define FIXTURES "tests/fixtures/pt/"
+
+// ---- twins -------------------------------------------------------------------------------------
+
+static void read_file(const char *path, SafeTensors *file) {
+    ErrorMessage err = {{0}};
+    if (safetensors_read(path, file, &err) != 0) fail_msg("%s", err.text);
+}
+
+// Every tensor of the twin is in the .pt with the same dtype, shape and bytes.
+static void assert_matches_twin(const char *pt_path, const char *twin_path) {
+    SafeTensors pt, twin;
+    read_file(pt_path, &pt);
+    read_file(twin_path, &twin);
+    assert_int_equal(pt.count, twin.count);
+    for (int i = 0; i < twin.count; i++) {
+        const SafeTensor *expected = &twin.tensors[i];
+        const SafeTensor *got = safetensors_find(&pt, expected->name);
+        if (!got) fail_msg("%s: no tensor \"%s\"", pt_path, expected->name);
+        assert_int_equal(got->dtype, expected->dtype);
+        assert_int_equal(got->rank, expected->rank);
+        for (int d = 0; d < got->rank; d++) assert_int_equal(got->shape[d], expected->shape[d]);
+        assert_int_equal(got->size, expected->size);
+        if (memcmp(safetensors_data(&pt, got), safetensors_data(&twin, expected), got->size) != 0)
+            fail_msg("%s: tensor \"%s\" differs from its twin", pt_path, got->name);
+    }
+    safetensors_free(&pt);
+    safetensors_free(&twin);
+}
+
+// The dict's order, which torch.load would give.
+static void assert_mixed_order(const char *path) {
+    static const char *const order[] = {"conv.weight", "half",    "bf16",    "double",
+                                        "count",       "int32",   "mask",    "bytes",
+                                        "empty",       "transposed", "slice_a", "slice_b",
+                                        "expanded",    "strided", "param"};
+    SafeTensors file;
+    read_file(path, &file);
+    assert_int_equal(file.count, (int)(sizeof order / sizeof order[0]));
+    for (int i = 0; i < file.count; i++) assert_string_equal(file.tensors[i].name, order[i]);
+    safetensors_free(&file);
+}
+
+// Every dtype, a transposed, a sliced (shared storage), an expanded and a
+// strided view, a scalar, an empty tensor and an nn.Parameter, in the zip
+// format, the legacy format and nested in a protocol-4 training checkpoint.
+static void test_mixed_matches_twin(void **state) {
+    (void)state;
+    assert_matches_twin(FIXTURES "mixed.pt", FIXTURES "mixed.safetensors");
+    assert_matches_twin(FIXTURES "mixed_legacy.pt", FIXTURES "mixed.safetensors");
+    assert_matches_twin(FIXTURES "nested.pt", FIXTURES "mixed.safetensors");
+    assert_mixed_order(FIXTURES "mixed.pt");
+    assert_mixed_order(FIXTURES "mixed_legacy.pt");
+}
+
+static void test_vit_matches_twin(void **state) {
+    (void)state;
+    assert_matches_twin(FIXTURES "vit_dinov2.pt", FIXTURES "vit_dinov2.safetensors");
+}
+
+// ---- backbones ---------------------------------------------------------------------------------
+
+static void load_backbone(const char *path, int resolution, Backbone *model) {
+    ErrorMessage err = {{0}};
+    const BackboneInput input = {1, resolution};
+    const ModelSourceOptions options = {.part = "backbone", .frozen = 1};
+    if (model_source_load_backbone_with(path, &options, fixture_backend, &input, 1, model, NULL,
+                                        &err))
+        fail_msg("%s", err.text);
+}
+
+static float *download_set(const ParameterSet *set) {
+    float *values = malloc(set->total * sizeof *values + 1);
+    fixture_backend->op.download(fixture_backend, values, set->values, set->total * sizeof *values);
+    return values;
+}
+
+static double base_sum(const SafeTensor *base, const float *values) {
+    double sum = 0;
+    for (int64_t i = 0; i < safe_tensor_elements(base); i++) sum += values[i];
+    return sum;
+}
+
+// torchvision's resnet18().state_dict() (its keys, shapes, order, the
+// OrderedDict's _metadata), every float tensor a stride-0 expand of a
+// (C, 1, ...) base: element [c, ...] equals base[c]. As a backbone (embed's
+// and the teacher's path) it is a ResNet-18 whose parameters and BatchNorm
+// statistics hold those values, channel by channel.
+static void test_resnet18_layout(void **state) {
+    (void)state;
+    SafeTensors pt, bases;
+    read_file(FIXTURES "resnet18_expanded.pt", &pt);
+    read_file(FIXTURES "resnet18_expanded_bases.safetensors", &bases);
+    assert_string_equal(pt.tensors[0].name, "conv1.weight");
+    assert_string_equal(pt.tensors[pt.count - 1].name, "fc.bias");
+    int counters = 0;
+    for (int i = 0; i < pt.count; i++) {
+        const SafeTensor *t = &pt.tensors[i];
+        if (t->dtype == SAFE_I64) {
+            counters++;
+            continue;
+        }
+        const SafeTensor *base = safetensors_find(&bases, t->name);
+        if (!base || t->dtype != SAFE_F32) fail_msg("\"%s\": no F32 base", t->name);
+        const float *values = safetensors_data(&pt, t);
+        const float *channels = safetensors_data(&bases, base);
+        const int64_t per_channel = safe_tensor_elements(t) / t->shape[0];
+        for (int64_t e = 0; e < safe_tensor_elements(t); e++)
+            if (values[e] != channels[e / per_channel])
+                fail_msg("\"%s\" element %lld is not its channel's base value", t->name,
+                         (long long)e);
+    }
+    assert_int_equal(counters, 20);  // one num_batches_tracked per BatchNorm
+    assert_int_equal(pt.count, bases.count + counters);
+
+    Backbone model;
+    load_backbone(FIXTURES "resnet18_expanded.pt", 32, &model);
+    assert_int_equal(model.spec.kind, BACKBONE_RESNET);
+    assert_int_equal(model.spec.resnet_depth, 18);
+    const ParameterSet *sets[] = {model.params, model.buffers};
+    for (int s = 0; s < 2; s++) {
+        float *values = download_set(sets[s]);
+        for (int i = 0; i < sets[s]->count; i++) {
+            const Parameter *p = &sets[s]->params[i];
+            const SafeTensor *base = safetensors_find(&bases, p->name);
+            if (!base) fail_msg("parameter %s: no base", p->name);
+            // Our layout may permute the dimensions: compare sums, each
+            // channel's value repeated count / C times.
+            const double expected = base_sum(base, safetensors_data(&bases, base)) *
+                                    (double)(p->count / (size_t)base->shape[0]);
+            double got = 0;
+            for (size_t e = 0; e < p->count; e++) got += values[p->offset + e];
+            if (!(fabs(got - expected) <= 1e-9 + 1e-12 * fabs(expected)))
+                fail_msg("parameter %s sums to %g, its base says %g", p->name, (double)got,
+                         (double)expected);
+        }
+        free(values);
+    }
+    backbone_free(&model);
+    safetensors_free(&pt);
+    safetensors_free(&bases);
+}
+
+// LightlyTrain's exported_last.pt of a DINOv2 ViT is a plain state dict in
+// facebookresearch/dinov2's layout: loaded as a backbone it equals the same
+// tensors from safetensors, value for value (both F16).
+static void test_vit_backbone_matches_twin(void **state) {
+    (void)state;
+    Backbone from_pt, from_twin;
+    load_backbone(FIXTURES "vit_dinov2.pt", 16, &from_pt);
+    load_backbone(FIXTURES "vit_dinov2.safetensors", 16, &from_twin);
+    assert_int_equal(from_pt.spec.kind, BACKBONE_VIT);
+    assert_int_equal(from_pt.spec.vit.embed_dim, 32);
+    assert_int_equal(from_pt.spec.vit.depth, 2);
+    assert_int_equal(from_pt.spec.vit.patch_size, 4);
+    assert_int_equal(from_pt.params->total, from_twin.params->total);
+    float *a = download_set(from_pt.params), *b = download_set(from_twin.params);
+    assert_memory_equal(a, b, from_pt.params->total * sizeof *a);
+    free(a);
+    free(b);
+    backbone_free(&from_pt);
+    backbone_free(&from_twin);
+}
+
+// ---- hostile pickles ---------------------------------------------------------------------------
+
+typedef struct Bytes {
+    uint8_t data[4096];
+    size_t size;
+} Bytes;
+
+static void put(Bytes *b, const void *bytes, size_t n) {
+    assert_true(b->size + n <= sizeof b->data);
+    memcpy(b->data + b->size, bytes, n);
+    b->size += n;
+}
+
+static void op(Bytes *b, uint8_t code) { put(b, &code, 1); }
+// Opcodes without operands, as a string literal.
+#define OPS(b, codes) put(b, codes, sizeof codes - 1)
+
+static void put_str(Bytes *b, const char *text) {
+    const uint32_t length = (uint32_t)strlen(text);
+    op(b, 'X');
+    put(b, &length, 4);
+    put(b, text, length);
+}
+
+static void put_int(Bytes *b, int64_t value) {
+    if (value >= 0 && value < 256) {
+        op(b, 'K');
+        op(b, (uint8_t)value);
+    } else {
+        op(b, 0x8a);  // LONG1, 8 bytes
+        op(b, 8);
+        put(b, &value, 8);
+    }
+}
+
+static void put_global(Bytes *b, const char *module, const char *name) {
+    op(b, 'c');
+    put(b, module, strlen(module));
+    op(b, '\n');
+    put(b, name, strlen(name));
+    op(b, '\n');
+}
+
+typedef struct TensorSpec {
+    const char *key;
+    int64_t numel;  // of storage "0", F32
+    int64_t offset;
+    int rank;
+    int64_t shape[3], stride[3];
+} TensorSpec;
+
+// key: _rebuild_tensor_v2((persistent id of storage "0"), offset, shape,
+// stride, False, OrderedDict()), as torch.save writes it.
+static void put_tensor_entry(Bytes *b, const TensorSpec *t) {
+    put_str(b, t->key);
+    put_global(b, "torch._utils", "_rebuild_tensor_v2");
+    OPS(b, "((");
+    put_str(b, "storage");
+    put_global(b, "torch", "FloatStorage");
+    put_str(b, "0");
+    put_str(b, "cpu");
+    put_int(b, t->numel);
+    OPS(b, "tQ");
+    put_int(b, t->offset);
+    op(b, '(');
+    for (int d = 0; d < t->rank; d++) put_int(b, t->shape[d]);
+    OPS(b, "t(");
+    for (int d = 0; d < t->rank; d++) put_int(b, t->stride[d]);
+    OPS(b, "t\x89");
+    put_global(b, "collections", "OrderedDict");
+    OPS(b, ")RtR");
+}
+
+static const TensorSpec GOOD = {"w", 6, 0, 2, {2, 3}, {3, 1}};
+
+// {key: tensor} in protocol 2.
+static void put_state_dict(Bytes *b, const TensorSpec *t) {
+    OPS(b, "\x80\x02}(");
+    put_tensor_entry(b, t);
+    OPS(b, "u.");
+}
+
+// A legacy-format file around `object`: magic, protocol, sys_info, object,
+// keys ["0"], then storage "0" as an int64 count and `numel` floats.
+static uint8_t *legacy_file(const Bytes *object, int64_t numel, size_t *size) {
+    static const uint8_t head[] = {
+        0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e,
+        0x80, 0x02, 'M', 0xe9, 0x03, '.',  // 1001
+        0x80, 0x02, '}', 'X', 13, 0, 0, 0, 'l', 'i', 't', 't', 'l', 'e', '_', 'e', 'n', 'd',
+        'i', 'a', 'n', 0x88, 's', '.'};
+    static const uint8_t keys[] = {0x80, 0x02, ']', '(', 'X', 1, 0, 0, 0, '0', 'e', '.'};
+    const size_t data = (size_t)numel * sizeof(float);
+    *size = sizeof head + object->size + sizeof keys + 8 + data;
+    uint8_t *file = calloc(1, *size), *p = file;
+    memcpy(p, head, sizeof head);
+    memcpy(p += sizeof head, object->data, object->size);
+    memcpy(p += object->size, keys, sizeof keys);
+    memcpy(p += sizeof keys, &numel, 8);
+    for (int64_t i = 0; i < numel; i++) {
+        const float value = (float)i;
+        memcpy(p + 8 + (size_t)i * 4, &value, 4);
+    }
+    return file;
+}
+
+// A reader's status and message: a failure, in one line holding `expected`.
+static void assert_error(int status, SafeTensors *out, const ErrorMessage *err,
+                         const char *expected) {
+    if (status == 0) {
+        safetensors_free(out);
+        fail_msg("accepted; expected \"%s\"", expected);
+    }
+    if (!strstr(err->text, expected)) fail_msg("\"%s\" does not say \"%s\"", err->text, expected);
+    if (strchr(err->text, '\n')) fail_msg("not one line: %s", err->text);
+}
+
+// pt_parse of these bytes fails with one line holding `expected`.
+static void assert_bytes_refused(const uint8_t *bytes, size_t size, const char *expected) {
+    uint8_t *copy = malloc(size ? size : 1);  // pt_parse takes it
+    memcpy(copy, bytes, size);
+    SafeTensors out;
+    ErrorMessage err = {{0}};
+    assert_error(pt_parse(copy, size, &out, &err), &out, &err, expected);
+}
+
+// The same for a legacy file around `object`.
+static void assert_refused(const Bytes *object, int64_t numel, const char *expected) {
+    size_t size = 0;
+    uint8_t *file = legacy_file(object, numel, &size);
+    assert_bytes_refused(file, size, expected);
+    free(file);
+}
+
+// The builders make a file the reader takes: the hostile cases below fail
+// for their own reason, not for a mistake of the builder.
+static void test_builder_file_reads(void **state) {
+    (void)state;
+    Bytes b = {0};
+    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
+    size_t size = 0;
+    uint8_t *file = legacy_file(&b, 8, &size);
+    SafeTensors out;
+    ErrorMessage err = {{0}};
+    if (pt_parse(file, size, &out, &err) != 0) fail_msg("%s", err.text);
+    assert_int_equal(out.count, 1);
+    const float *w = safetensors_data(&out, &out.tensors[0]);
+    const float expected[6] = {2, 4, 6, 3, 5, 7};  // [i][j] = storage[2 + i + 2 j]
+    assert_memory_equal(w, expected, sizeof expected);
+    safetensors_free(&out);
+}
+
+static void test_unknown_globals_refused(void **state) {
+    (void)state;
+    Bytes b = {0};  // os.system("ls") as pickle writes it
+    OPS(&b, "\x80\x02");
+    put_global(&b, "posix", "system");
+    put_str(&b, "ls");
+    OPS(&b, "\x85R.");
+    assert_refused(&b, 0, "global posix.system is not allowed");
+
+    Bytes model = {0};  // torch.save(model): the module's class
+    OPS(&model, "\x80\x02");
+    put_global(&model, "torchvision.models.resnet", "ResNet");
+    OPS(&model, ")\x81.");
+    assert_refused(&model, 0, "global torchvision.models.resnet.ResNet is not allowed");
+
+    Bytes stacked = {0};  // protocol 4's STACK_GLOBAL
+    OPS(&stacked, "\x80\x04");
+    put_str(&stacked, "builtins");
+    put_str(&stacked, "eval");
+    OPS(&stacked, "\x93.");
+    assert_refused(&stacked, 0, "global builtins.eval is not allowed");
+}
+
+static void test_reduce_and_build_refused(void **state) {
+    (void)state;
+    Bytes storage_call = {0};  // REDUCE of an allowed global that is no callable
+    OPS(&storage_call, "\x80\x02");
+    put_global(&storage_call, "torch", "FloatStorage");
+    OPS(&storage_call, ")R.");
+    assert_refused(&storage_call, 0, "REDUCE of a storage type");
+
+    Bytes dict_call = {0};  // REDUCE of a dict value (not a global)
+    OPS(&dict_call, "\x80\x02})R.");
+    assert_refused(&dict_call, 0, "REDUCE of a dict");
+
+    Bytes ordered_args = {0};  // OrderedDict([...]) with arguments
+    OPS(&ordered_args, "\x80\x02");
+    put_global(&ordered_args, "collections", "OrderedDict");
+    OPS(&ordered_args, "]\x85R.");
+    assert_refused(&ordered_args, 0, "OrderedDict called with arguments");
+
+    Bytes build = {0};  // BUILD sets the state of a list
+    OPS(&build, "\x80\x02]}b.");
+    assert_refused(&build, 0, "BUILD on a list");
+
+    const uint8_t opcodes[] = {0x81 /* NEWOBJ */, 'i' /* INST */, 'o' /* OBJ */, 0x82 /* EXT1 */,
+                               'P' /* PERSID */, 'S' /* STRING */, 0x92 /* NEWOBJ_EX */};
+    const char *const names[] = {"NEWOBJ", "INST", "OBJ", "EXT1", "PERSID", "STRING",
+                                 "NEWOBJ_EX"};
+    for (size_t i = 0; i < sizeof opcodes; i++) {
+        Bytes b = {0};
+        OPS(&b, "\x80\x02)");
+        op(&b, opcodes[i]);
+        op(&b, '.');
+        char expected[64];
+        snprintf(expected, sizeof expected, "offset 48, %s (0x%02x): opcode not allowed", names[i],
+                 opcodes[i]);
+        assert_refused(&b, 0, expected);  // offsets count from the file's start
+    }
+}
+
+static void test_sizes_and_offsets_refused(void **state) {
+    (void)state;
+    const int64_t huge = (int64_t)1 << 40;
+    const struct {
+        TensorSpec tensor;
+        int64_t numel_in_file;
+        const char *expected;
+    } cases[] = {
+        {{"w", 6, 0, 3, {huge, huge, huge}, {1, 1, 1}}, 6, "a tensor size that overflows"},
+        {{"w", 6, 0, 2, {2, 3}, {3, 1}}, 5, "storage \"0\" holds 20 bytes"},
+        {{"w", 6, 0, 1, {7}, {1}}, 6, "reaching element 6 of storage \"0\", which holds 6"},
+        {{"w", 6, 4, 1, {3}, {1}}, 6, "reaching element 6"},
+        {{"w", 6, 0, 2, {2, 3}, {5, 1}}, 6, "reaching element 7"},
+        {{"w", 6, 0, 1, {2}, {-1}}, 6, "a negative size or stride"},
+        {{"w", 6, -1, 1, {2}, {1}}, 6, "storage offset is not a non-negative int"},
+        {{"w", (int64_t)1 << 50, 0, 1, {(int64_t)1 << 50}, {1}}, 6,
+         "storage \"0\" holds 24 bytes, its tensors' type and size need 4503599627370496"},
+        {{"w", huge, 0, 2, {huge / 2, 2}, {2, 0}}, huge, "runs past the end of the file"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Bytes b = {0};
+        put_state_dict(&b, &cases[i].tensor);
+        // The last case claims 2^40 elements after the keys: the file has
+        // none of them (legacy_file writes what it is told, up to 6).
+        const int64_t numel = cases[i].numel_in_file;
+        if (numel > 1000) {
+            size_t size = 0;
+            uint8_t *file = legacy_file(&b, 0, &size);
+            memcpy(file + size - 8, &numel, 8);
+            assert_bytes_refused(file, size, cases[i].expected);
+            free(file);
+            continue;
+        }
+        assert_refused(&b, numel, cases[i].expected);
+    }
+}
+
+static void test_malformed_pickles_refused(void **state) {
+    (void)state;
+    Bytes memo = {0};
+    OPS(&memo, "\x80\x02h\x07.");
+    assert_refused(&memo, 6, "memo index never stored");
+
+    Bytes list = {0};
+    OPS(&list, "\x80\x02].");
+    assert_refused(&list, 6, "the pickle holds a list, not a dict");
+
+    Bytes twice = {0};
+    OPS(&twice, "\x80\x02}(");
+    put_tensor_entry(&twice, &GOOD);
+    put_tensor_entry(&twice, &GOOD);
+    OPS(&twice, "u.");
+    assert_refused(&twice, 6, "the key \"w\" appears twice");
+
+    Bytes no_tensors = {0};
+    OPS(&no_tensors, "\x80\x02}");
+    put_str(&no_tensors, "epoch");
+    put_int(&no_tensors, 3);
+    OPS(&no_tensors, "s.");
+    assert_refused(&no_tensors, 6, "no tensors in the top-level dict (keys: epoch)");
+
+    Bytes wide = {0};
+    OPS(&wide, "\x80\x02\x8a\x09");
+    for (int i = 0; i < 9; i++) op(&wide, 1);
+    op(&wide, '.');
+    assert_refused(&wide, 6, "an integer wider than 64 bits");
+}
+
+// ---- broken zips -------------------------------------------------------------------------------
+
+// Truncated anywhere (the central directory is at the end) or with a
+// storage byte flipped (its CRC), mixed.pt is refused.
+static void test_damaged_zip_refused(void **state) {
+    (void)state;
+    ByteBuffer buffer = {0};
+    ErrorMessage err = {{0}};
+    if (file_read_all(FIXTURES "mixed.pt", &buffer, 1 << 20, &err)) fail_msg("%s", err.text);
+    uint8_t *bytes = buffer.data;
+    const size_t size = buffer.size;
+    const size_t cuts[] = {4, 100, size / 2, size - 22, size - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
+        assert_bytes_refused(bytes, cuts[i], "zip: ");
+    // Flip a bit inside the first storage (conv.weight's, found by its
+    // values in the twin).
+    SafeTensors twin;
+    read_file(FIXTURES "mixed.safetensors", &twin);
+    const SafeTensor *conv = safetensors_find(&twin, "conv.weight");
+    uint8_t *data = memmem(bytes, size, safetensors_data(&twin, conv), conv->size);
+    assert_non_null(data);
+    data[100] ^= 0x40;
+    safetensors_free(&twin);
+    assert_bytes_refused(bytes, size, "CRC");
+    byte_buffer_free(&buffer);
+}
+
+typedef struct ZipEntry {
+    const char *name;
+    const void *data;
+    size_t size;
+} ZipEntry;
+
+static void write_zip(const char *path, const ZipEntry *entries, int count) {
+    int code = 0;
+    zip_t *zip = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &code);
+    assert_non_null(zip);
+    for (int i = 0; i < count; i++) {
+        zip_source_t *source = zip_source_buffer(zip, entries[i].data, entries[i].size, 0);
+        assert_true(zip_file_add(zip, entries[i].name, source, ZIP_FL_OVERWRITE) >= 0);
+        zip_set_file_compression(zip, (zip_uint64_t)i, ZIP_CM_STORE, 0);
+    }
+    assert_int_equal(zip_close(zip), 0);
+}
+
+static void assert_zip_refused(const ZipEntry *entries, int count, const char *expected) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ltc-test-pt-%d.pt", (int)getpid());
+    write_zip(path, entries, count);
+    SafeTensors out;
+    ErrorMessage err = {{0}};
+    const int status = safetensors_read(path, &out, &err);
+    unlink(path);
+    assert_error(status, &out, &err, expected);
+}
+
+static void test_zip_layout_refused(void **state) {
+    (void)state;
+    Bytes pickle = {0};
+    put_state_dict(&pickle, &GOOD);
+    const float storage[6] = {0};
+    const ZipEntry good_pickle = {"a/data.pkl", pickle.data, pickle.size};
+    {
+        const ZipEntry entries[] = {good_pickle, {"a/data/0", storage, sizeof storage}};
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/ltc-test-pt-%d.pt", (int)getpid());
+        write_zip(path, entries, 2);
+        SafeTensors out;
+        ErrorMessage err = {{0}};
+        if (safetensors_read(path, &out, &err) != 0) fail_msg("%s", err.text);  // the base case
+        safetensors_free(&out);
+        unlink(path);
+    }
+    const ZipEntry truncated[] = {{"a/data.pkl", pickle.data, pickle.size - 2},  // no u, no .
+                                  {"a/data/0", storage, sizeof storage}};
+    assert_zip_refused(truncated, 2, "ends before its STOP");
+    const ZipEntry missing[] = {good_pickle};
+    assert_zip_refused(missing, 1, "storage \"0\": no entry a/data/0 in the archive");
+    const ZipEntry short_storage[] = {good_pickle, {"a/data/0", storage, 20}};
+    assert_zip_refused(short_storage, 2, "storage \"0\" holds 20 bytes, its 6 F32 elements");
+    const ZipEntry big_endian[] = {good_pickle, {"a/byteorder", "big", 3},
+                                   {"a/data/0", storage, sizeof storage}};
+    assert_zip_refused(big_endian, 3, "byte order \"big\"");
+    const ZipEntry no_pickle[] = {{"a/data/0", storage, sizeof storage}};
+    assert_zip_refused(no_pickle, 1, "a zip archive without <name>/data.pkl");
+    const ZipEntry torchscript[] = {good_pickle, {"a/constants.pkl", pickle.data, pickle.size}};
+    assert_zip_refused(torchscript, 2, "a TorchScript archive");
+
+    uint8_t tar[512] = {0};
+    memcpy(tar + 257, "ustar", 5);
+    assert_bytes_refused(tar, sizeof tar, "a tar archive");
+}
+
+int main(void) {
+    const struct CMUnitTest files[] = {
+        cmocka_unit_test(test_mixed_matches_twin),
+        cmocka_unit_test(test_vit_matches_twin),
+        cmocka_unit_test(test_builder_file_reads),
+        cmocka_unit_test(test_unknown_globals_refused),
+        cmocka_unit_test(test_reduce_and_build_refused),
+        cmocka_unit_test(test_sizes_and_offsets_refused),
+        cmocka_unit_test(test_malformed_pickles_refused),
+        cmocka_unit_test(test_damaged_zip_refused),
+        cmocka_unit_test(test_zip_layout_refused),
+    };
+    const struct CMUnitTest backbones[] = {
+        cmocka_unit_test(test_resnet18_layout),
+        cmocka_unit_test(test_vit_backbone_matches_twin),
+    };
+    int failed = cmocka_run_group_tests_name("pt files", files, NULL, NULL);
+    failed += cmocka_run_group_tests_name("pt backbones", backbones, fixture_backend_create_cpu,
+                                          fixture_backend_destroy);
+    return failed;
+}
