@@ -28,7 +28,7 @@ cmp -s "$work/pt.npy" "$work/export.npy" || fail "the .pt's export embeds differ
 
 # train reads the .pt as initial weights: mixed.pt's tensors are no ResNet.
 expect 2 "mixed.pt: resnet18: weights do not match the model: .*unexpected: conv.weight, half" -- \
-  "$bin" train --data "$images" --model resnet18 --checkpoint "$fixtures/mixed.pt" \
+  "$bin" train --data "$images" --method simclr --model resnet18 --checkpoint "$fixtures/mixed.pt" \
   --out "$work/run" --max-steps 1
 [ -e "$work/run" ] && fail "the refused run wrote $work/run"
 
