@@ -6,8 +6,9 @@
 # non-finite, damaged, out-of-range or non-regular input files are refused
 # in one line; every output path is checked before training; a write
 # failure's error comes last; a run killed before its first checkpoint
-# points to --overwrite and its leftovers are removed; train and embed skip
-# the same damaged images for the same reasons.
+# points to --overwrite and its leftovers are removed; train, embed and
+# bench-data skip the same damaged images for the same reasons, whatever
+# came before them.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init failures
@@ -134,20 +135,33 @@ expect 2 "no checkpoint to resume from.*pass --overwrite instead" -- \
 grep -q "removed 1 temporary file(s) left by a run killed while writing: .*last.ckpt.tmp" \
   "$work/early/train.log" || fail "train.log does not note the removed temporary file"
 
-# --- 7. train and embed skip the same damaged images, for the same reasons,
-# also when training crops never reach the damage (small crops, damage in
-# the last rows): the first read of a file in a run checks all of it.
-"$build/tests/e2e/make_images" "$work/damaged" 16 --damaged 2 || fail "make_images --damaged"
+# --- 7. train, embed and bench-data skip the same damaged images, for the
+# same reasons, whatever was decoded before them (another seed, another
+# order): also when training crops never reach the damage (small crops,
+# damage in the last rows): the first read of a file in a run checks all of
+# it; and a JPEG without its quantization tables is unreadable after any
+# other JPEG (a worker's decoder keeps no tables across files).
+"$build/tests/e2e/make_images" "$work/damaged" 14 --damaged 2 --no-dqt 2 ||
+  fail "make_images --damaged --no-dqt"
 # 20 files, batch 4: one epoch reads every file once.
-"$bin" train --data "$work/damaged" --image-size 32 --num-workers 1 --threads 2 --batch-size 4 \
-  --method-arg hidden_dim=64 --method-arg output_dim=32 --out "$work/damaged-run" --epochs 1 \
-  --transform scale_max=0.1 >"$work/damaged-train.log" 2>&1 || fail "train on damaged images"
-"$bin" embed --data "$work/damaged" --checkpoint "$work/damaged-run/exported_models/exported_last.safetensors" \
+for seed in 0 7; do
+  "$bin" train --data "$work/damaged" --image-size 32 --num-workers 1 --threads 2 --batch-size 4 \
+    --method-arg hidden_dim=64 --method-arg output_dim=32 --out "$work/damaged-run$seed" \
+    --epochs 1 --seed $seed --transform scale_max=0.1 >"$work/damaged-train$seed.log" 2>&1 ||
+    fail "train on damaged images (seed $seed)"
+done
+"$bin" embed --data "$work/damaged" --checkpoint "$work/damaged-run0/exported_models/exported_last.safetensors" \
   --image-size 32 --out "$work/damaged.npy" >"$work/damaged-embed.log" 2>&1 || fail "embed on damaged images"
+"$bin" bench-data --data "$work/damaged" --image-size 32 --num-workers 1 --batch-size 4 \
+  --steps 3 --warmup-steps 2 >"$work/damaged-bench.log" 2>&1 || fail "bench-data on damaged images"
 skipped() { grep -o "skipping '.*" "$1" | LC_ALL=C sort; }
-[ "$(skipped "$work/damaged-train.log" | wc -l)" -eq 4 ] ||
-  fail "train skipped $(skipped "$work/damaged-train.log" | wc -l) files, expected the 4 damaged: $(skipped "$work/damaged-train.log")"
-[ "$(skipped "$work/damaged-train.log")" = "$(skipped "$work/damaged-embed.log")" ] ||
-  fail "train and embed skip differently:"$'\n'"$(skipped "$work/damaged-train.log")"$'\n'"--"$'\n'"$(skipped "$work/damaged-embed.log")"
+[ "$(skipped "$work/damaged-train0.log" | wc -l)" -eq 6 ] ||
+  fail "train skipped $(skipped "$work/damaged-train0.log" | wc -l) files, expected the 6 damaged: $(skipped "$work/damaged-train0.log")"
+grep -q "nodqt0.jpg': corrupt data: Quantization table 0x00 was not defined" "$work/damaged-embed.log" ||
+  fail "embed does not skip a JPEG without DQT for its reason: $(skipped "$work/damaged-embed.log")"
+for log in damaged-train7 damaged-embed damaged-bench; do
+  [ "$(skipped "$work/damaged-train0.log")" = "$(skipped "$work/$log.log")" ] ||
+    fail "train (seed 0) and $log skip differently:"$'\n'"$(skipped "$work/damaged-train0.log")"$'\n'"--"$'\n'"$(skipped "$work/$log.log")"
+done
 
 e2e_finish
