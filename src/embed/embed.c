@@ -72,6 +72,17 @@ static int check_output(const EmbedArgs *args) {
     return usage_error("--out: %s", err.text);
 }
 
+// Removes the temporary files an embed into the same --out left when it
+// was killed (the npy names file's too), saying so.
+static void tidy_output(const char *out, EmbedFormat format) {
+    char sidecar[4200], note[1300];
+    const char *const paths[2] = {out, sidecar};
+    const int npy = format == EMBED_FORMAT_NPY &&
+                    embedding_npy_filenames_path(out, sidecar, sizeof sidecar) == 0;
+    output_files_tidy(paths, npy ? 2 : 1, note, sizeof note);
+    if (note[0]) printf("%s\n", note);
+}
+
 // Drops the rows (and names) of files that failed; returns the rows kept.
 static size_t drop_failed_rows(float *features, const char **filenames, const uint8_t *failed,
                                const Dataset *dataset, int dim) {
@@ -115,6 +126,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
                                                  : (EmbedFormat)(args->format - 1);
     if (check_output(args) != 0) return 2;
+    if (comm_rank(run->comm) == 0) tidy_output(args->out, format);
     if (dataset_scan_many(args->data.items, args->data.count, &run->dataset, &err) != 0)
         return usage_error("%s", err.text);
     const Dataset *dataset = &run->dataset;

@@ -34,6 +34,9 @@ static int export_run(const ExportArgs *args) {
         fprintf(stderr, "%s: --out: %s\n", program, err.text);
         return 2;
     }
+    char note[1300];
+    output_files_tidy(&args->out, 1, note, sizeof note);  // what a killed export left
+    if (note[0]) printf("%s\n", note);
     Backend *backend = backend_create("ref", 1, &err);  // only moves data: no compute
     if (!backend) {
         fprintf(stderr, "%s: %s\n", program, err.text);

@@ -398,11 +398,16 @@ static int setup_logs(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
 // records of the steps after the checkpoint (dropped: they are run again).
 static int tidy_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
+    // The names train writes atomically in each folder: only their
+    // temporaries are removed (a user's "notes.tmp.123" is not ours).
+    static const char *const written[][3] = {{"metrics.jsonl", "events.out.tfevents.*", NULL},
+                                             {"last.ckpt", NULL},
+                                             {"exported_last.safetensors", NULL}};
     char names[1024] = "", path[PATH_MAX];
-    int removed = file_remove_stale_temporaries(config->out, names, sizeof names);
+    int removed = file_remove_stale_temporaries(config->out, written[0], names, sizeof names);
     for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
         path_join(path, sizeof path, config->out, out_folders[i]);
-        removed += file_remove_stale_temporaries(path, names, sizeof names);
+        removed += file_remove_stale_temporaries(path, written[i + 1], names, sizeof names);
     }
     if (removed)
         train_message(run, "removed %d temporary file(s) left by a run killed while writing: %s",

@@ -115,7 +115,8 @@ printf '%s\n' "$output" | grep -q "verdict" || fail "write failure: no summary b
 
 # --- 6. Killed before the first checkpoint (inside its write): the next run
 # points to --overwrite, not --resume; with --overwrite the leftover
-# temporary file is removed and said so in train.log.
+# temporary file is removed and said so in train.log (a user's file of the
+# same shape stays).
 { LTC_FAULT=kill-before-rename@1 "$bin" train "${common[@]}" --out "$work/early" --max-steps 12 \
   >/dev/null 2>&1; } 2>/dev/null  # no "Killed" from the shell
 status=$?
@@ -129,9 +130,14 @@ printf '%s\n' "$output" | grep -q "holds no checkpoint to resume from.*pass --ov
 printf '%s\n' "$output" | grep -q -- "--resume" && fail "rerun after an early kill suggests --resume: $output"
 expect 2 "no checkpoint to resume from.*pass --overwrite instead" -- \
   "$bin" train "${common[@]}" --out "$work/early" --max-steps 12 --resume
+# A user's file shaped like a temporary file of a dead process is not ours.
+sh -c 'exit 0' & wait $!
+dead=$!
+touch "$work/early/checkpoints/notes.txt.tmp.$dead"
 "$bin" train "${common[@]}" --out "$work/early" --max-steps 12 --overwrite >/dev/null 2>&1 ||
   fail "--overwrite after an early kill failed"
 [ -e "$leftover" ] && fail "the temporary file of the killed run is still there"
+[ -e "$work/early/checkpoints/notes.txt.tmp.$dead" ] || fail "train removed a file it did not write"
 grep -q "removed 1 temporary file(s) left by a run killed while writing: .*last.ckpt.tmp" \
   "$work/early/train.log" || fail "train.log does not note the removed temporary file"
 
