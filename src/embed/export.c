@@ -47,7 +47,7 @@ static int export_run(const ExportArgs *args) {
     ModelSourceInfo info;
     if (model_source_load_backbone_info(args->checkpoint, part_names[args->part], backend,
                                         &unused_slot, 1, &model, &info, &err) != 0) {
-        fprintf(stderr, "%s: --checkpoint %s\n", program, err.text);
+        fprintf(stderr, "%s: --checkpoint: %s\n", program, err.text);
         backend_destroy(backend);
         return 2;
     }

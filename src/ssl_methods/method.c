@@ -215,8 +215,10 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
                         method->local_views ? 2 : 1, setup->seed, err))
         return error_prefix(err, "backbone"), -1;
     if (setup->initial_weights &&
-        method_load_backbone_weights(&method->backbone, setup->initial_weights, err))
+        method_load_backbone_weights(&method->backbone, setup->initial_weights, err)) {
+        error_prefix(err, "--checkpoint");  // as embed and export name it
         goto fail;
+    }
     method->comm = setup->comm;
     if (setup->sync_batchnorm && comm_world_size(setup->comm) > 1) {
         method->batchnorm_sync = batchnorm_sync_create(backend, setup->comm, err);

@@ -198,9 +198,9 @@ static int setup_data(TrainRun *run, ErrorMessage *err) {
     run->batch_size = config->batch_size / world;
     const size_t per_rank = run->dataset.count / (size_t)world;  // each rank's share
     if ((size_t)run->batch_size > per_rank) {
-        train_message(run, "warning: batch size %d is larger than the dataset (%zu images); "
-                           "using %zu", config->batch_size, run->dataset.count,
-                      per_rank * (size_t)world);
+        snprintf(run->settings_warning, sizeof run->settings_warning,
+                 "warning: batch size %d is larger than the dataset (%zu images); using %zu",
+                 config->batch_size, run->dataset.count, per_rank * (size_t)world);
         run->batch_size = (int)per_rank;
     }
     if (run->batch_size < 2)
@@ -340,6 +340,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     run->identity = (RunIdentity){
         .model = run->model_name,
         .method = method_kind_name(config->method),
+        .ranks = run->world_size,
         .batch_size = run->batch_size,
         .image_size = config->image_size,
         .total_steps = run->total_steps,
@@ -353,6 +354,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
                                  sizeof run->identity_method_args),
         .transforms = join_list(&config->transforms, run->identity_transforms,
                                 sizeof run->identity_transforms),
+        .steps_per_epoch = run->steps_per_epoch,
     };
     return 0;
 }
@@ -568,6 +570,7 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
     if (status) train_message(run, "%s", message);
     if ((status = train_agree(run, status, message))) return status;
+    if (run->settings_warning[0]) train_message(run, "%s", run->settings_warning);
     status = setup_run(run, argc, argv, &err);
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
     if (status) train_message(run, "%s", message);

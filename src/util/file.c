@@ -158,7 +158,12 @@ static int write_temporary(const char *temp_path, const FileChunk *chunks, int c
         return -1;
     }
     write_step();
-    if (fault_fires("kill-before-rename", atomic_fetch_add(&writes, 1) + 1)) raise(SIGKILL);
+    const long number = atomic_fetch_add(&writes, 1) + 1;
+    if (fault_fires("kill-before-rename", number)) raise(SIGKILL);
+    if (fault_fires("fail-write", number)) {
+        unlink(temp_path);
+        return error_set(err, "cannot write \"%s\": %s", temp_path, strerror(ENOSPC));
+    }
     return 0;
 }
 

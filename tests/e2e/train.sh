@@ -180,6 +180,12 @@ expect 2 "has lr=" -- "$bin" train --data "$images" "${base[@]}" --out "$work/si
 "$build/tests/e2e/make_images" "$work/three" 3 >/dev/null || fail "make_images three"
 expect 0 "warning: batch size 8 is larger than the dataset \(3 images\); using 3" -- \
   "$bin" train --data "$work/three" --batch-size 8 "${base[@]}" --out "$work/small" --max-steps 1 "${heads[@]}"
+# With an error after it, the error is the only line (the warning waits
+# until every check passed).
+output=$("$bin" train --data "$work/three" --batch-size 8 "${base[@]}" --out "$work/small2" \
+  --max-steps 1 --method-arg temperature=0 2>&1)
+[ $? -eq 2 ] && [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] ||
+  fail "a refused run on a small dataset printed more than its error: $output"
 
 # --- 6. A non-finite loss or gradient stops the run (exit 1, the step named) and leaves
 # the checkpoint and export in --out alone. --overwrite into the finished

@@ -54,8 +54,13 @@ expect 2 "not a regular file \(a named pipe\)" -- timeout 20 "$bin" train "${com
 expect 2 "not a regular file \(a named pipe\)" -- timeout 20 "$bin" train "${plain[@]}" --out "$work/x" \
   --method distillation --method-arg teacher="$work/pipe.ckpt"
 head -c 4096 "$good_ckpt" | tr 'L' 'X' >"$work/damaged.ckpt"
-expect 2 "damaged.ckpt: not a lightly-train-c checkpoint" -- "$bin" train "${common[@]}" --out "$work/x" --checkpoint "$work/damaged.ckpt"
-expect 2 "damaged.ckpt: not a lightly-train-c checkpoint" -- "$bin" export --checkpoint "$work/damaged.ckpt" --out "$work/x.safetensors"
+# The same words from every command that reads --checkpoint.
+expect 2 "^lightly-train-c train: --checkpoint: .*damaged.ckpt: not a lightly-train-c checkpoint" -- \
+  "$bin" train "${common[@]}" --out "$work/x" --checkpoint "$work/damaged.ckpt"
+expect 2 "^lightly-train-c export: --checkpoint: .*damaged.ckpt: not a lightly-train-c checkpoint" -- \
+  "$bin" export --checkpoint "$work/damaged.ckpt" --out "$work/x.safetensors"
+expect 2 "^lightly-train-c embed: --checkpoint: .*damaged.ckpt: not a lightly-train-c checkpoint" -- \
+  "$bin" embed --data "$images" --checkpoint "$work/damaged.ckpt" --out "$work/x.npy"
 "$build/tests/e2e/edit_checkpoint" "$good_ckpt" "$work/nan.ckpt" --nan backbone.layer2.0.conv1.weight ||
   fail "edit_checkpoint --nan"
 nan_message="\"backbone.layer2.0.conv1.weight\" holds 1 non-finite value"
@@ -66,8 +71,10 @@ expect 2 "$nan_message" -- "$bin" train "${plain[@]}" --out "$work/x" --method d
   --method-arg teacher="$work/nan.ckpt"
 [ -e "$work/x" ] && fail "a refused run created its --out folder"
 
-# --- 3. --resume refuses checkpoints whose counters are out of range or
-# not numbers, and a non-finite optimizer state, before anything runs.
+# --- 3. --resume refuses checkpoints whose counters are out of range, not
+# numbers or not what the others make them (6 steps per epoch: epoch 2 at
+# step 12; simclr's groups trained in every step), a run on another number
+# of ranks, and a non-finite optimizer state, before anything runs.
 resume_refused() {  # PATTERN EDIT...
   local pattern=$1
   shift
@@ -81,7 +88,13 @@ resume_refused "train.completed_steps = -3 is outside 0..12" --i64 train.complet
 resume_refused "train.completed_steps = 99 is outside 0..12" --i64 train.completed_steps=99
 resume_refused "metadata step=\"six\" is not an integer" --meta step=six
 resume_refused "metadata epoch=-1 is outside" --meta epoch=-1
-resume_refused "optimizer.backbone.step_count = 13 is outside 0..12" --i64 optimizer.backbone.step_count=13
+resume_refused "metadata epoch=1 disagrees with step 12: expected 2 \(6 steps per epoch\)" --meta epoch=1
+resume_refused "optimizer.backbone.step_count = 13, expected 12 " --i64 optimizer.backbone.step_count=13
+resume_refused "optimizer.projection_head.step_count = 11, expected 12 " \
+  --i64 optimizer.projection_head.step_count=11
+# A checkpoint of 2 ranks (4 images each) resumed by one process: the rank
+# count is named, not the per-rank batch that follows from it.
+resume_refused "the interrupted run has ranks=2, this one 1 " --meta run.ranks=2 --meta run.batch_size=4
 resume_refused "optimizer.backbone.0.\*\" do not match the parameters: 1 holding NaN or inf: conv1.weight" \
   --nan optimizer.backbone.0.conv1.weight
 
@@ -112,6 +125,24 @@ printf '%s\n' "$output" | tail -n 1 | grep -q "^error: could not write the check
   fail "write failure: the last line is not the error: $(printf '%s\n' "$output" | tail -n 4)"
 printf '%s\n' "$output" | grep -q "verdict" || fail "write failure: no summary before the error"
 [ -z "$(find "$work/full" -name '*.tmp.*')" ] || fail "write failure left temporary files"
+# The export's write failing (the second write, after the checkpoint's) is
+# named as the export's.
+output=$(LTC_FAULT=fail-write@2 "$bin" train "${common[@]}" --out "$work/noexport" --max-steps 6 2>&1)
+[ $? -eq 1 ] || fail "export write failure: expected exit 1: $output"
+printf '%s\n' "$output" | tail -n 1 |
+  grep -q "^error: could not write the export: .*exported_last.safetensors.*No space left on device" ||
+  fail "export write failure: the last line does not name the export: $(printf '%s\n' "$output" | tail -n 2)"
+[ -e "$work/noexport/checkpoints/last.ckpt" ] || fail "export write failure: no checkpoint"
+
+# A signal as the command starts (before it parsed its options: the first
+# milliseconds) is a stop, not a kill: handled before any work, the run
+# stops before its first step and says how to go on.
+output=$(LTC_FAULT=sigterm-at-start "$bin" train "${common[@]}" --out "$work/early-stop" --max-steps 6 2>&1)
+[ $? -eq 143 ] || fail "SIGTERM at start: expected exit 143: $output"
+printf '%s\n' "$output" | tail -n 1 |
+  grep -q "^interrupted (SIGTERM) before step 1: nothing trained; no checkpoint written: start again with the same command plus --overwrite$" ||
+  fail "SIGTERM at start: the last line does not say what happened: $output"
+[ -e "$work/early-stop/checkpoints/last.ckpt" ] && fail "SIGTERM at start: a checkpoint was written"
 
 # --- 6. Killed before the first checkpoint (inside its write): the next run
 # points to --overwrite, not --resume; with --overwrite the leftover
