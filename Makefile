@@ -263,31 +263,40 @@ $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(LIB)
 tools: $(TOOL_BIN)
 
 # The README's test command. Unit tests (cmocka) then end-to-end CLI tests.
-test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN) $(EMU_TEST_BIN)
+test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN) $(EMU_TEST_BIN) $(FUZZ_TEST_BIN)
 	@tests/run_tests.sh $(BUILD)
 
 asan:
 	$(MAKE) BUILD=build/asan SANITIZE=1 OPT=-O1 test
 
-# libFuzzer targets (clang), one per decoder and parser, FUZZ_SECONDS each.
+# libFuzzer targets (clang), one per decoder and parser, FUZZ_SECONDS each
+# (tests/fuzz/run_target.sh). The code they parse (src/decode, src/util, the
+# safetensors and checkpoint readers) is compiled with libFuzzer's coverage
+# and the sanitizers into $(BUILD)/fuzz/obj; what else it calls links from
+# the library as built. make test builds them where clang is (not under
+# SANITIZE: they are sanitized already) and runs each over its seeds for a
+# few seconds (tests/run_tests.sh).
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -I$(GEN_DIR) $(PKG_CFLAGS) \
-             -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-# Fuzz builds are CPU-only: the cuda backend's files stay out.
-FUZZ_LIB_SRC = $(filter-out src/backend/cuda/%,$(LIB_SRC))
-$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_decode_common.h $(FUZZ_LIB_SRC) $(GEN_SRC) | $(DEPS_STAMP)
+FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -I$(GEN_DIR) $(PKG_CFLAGS) -MMD -MP \
+             -fno-sanitize-recover=undefined
+FUZZ_LIB_SRC = $(filter src/decode/% src/util/% src/nn/safetensors.c src/nn/json_scan.c \
+                        src/train/checkpoint.c,$(LIB_SRC))
+FUZZ_OBJ = $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+# The library's OpenMP objects need GNU's runtime (clang's -fopenmp is LLVM's).
+FUZZ_LDLIBS = $(subst $(OMP_FLAGS),-lgomp,$(LDLIBS_ALL))
+HAVE_CLANG := $(shell command -v clang >/dev/null 2>&1 && echo 1)
+FUZZ_TEST_BIN := $(if $(and $(HAVE_CLANG),$(if $(SANITIZE),,1)),$(FUZZ_BIN),)
+$(BUILD)/fuzz/obj/%.o: %.c | $(DEPS_STAMP) $(GEN_HDR)
 	@command -v clang >/dev/null || { echo "make fuzz needs clang with libFuzzer: apt-get install clang" >&2; exit 1; }
 	@mkdir -p $(@D)
-	clang $(FUZZ_FLAGS) -mavx2 -mfma -o $@ $< $(FUZZ_LIB_SRC) $(GEN_SRC) $(PKG_LIBS) $(CPU_LIBS) -lpthread -lm
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ) $(LIB)
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_OBJ) $(LIB) $(FUZZ_LDLIBS)
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \
-	  name=$$(basename $$f); corpus=$(BUILD)/fuzz/corpus-$$name; mkdir -p $$corpus; \
-	  seeds=tests/fuzz/seeds/$${name#fuzz_}; [ -d $$seeds ] || seeds=tests/fuzz/seeds/decode; \
-	  echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
-	  $$f -artifact_prefix=$(BUILD)/fuzz/ -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=1048576 $$corpus $$( [ -d $$seeds ] && echo $$seeds ) \
-	    2>$(BUILD)/fuzz/$$name.log || { tail -n 40 $(BUILD)/fuzz/$$name.log; exit 1; }; \
-	  tail -n 1 $(BUILD)/fuzz/$$name.log; \
+	  echo "fuzz: $$(basename $$f) for $(FUZZ_SECONDS)s"; \
+	  tests/fuzz/run_target.sh $$f $(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-$$(basename $$f) || exit 1; \
 	done
 
 # The GPU checks on a machine with an NVIDIA GPU: every cuda op against ref,
@@ -331,4 +340,4 @@ install: all
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj $(EMU_DIR)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(EMU_DIR)/obj $(BUILD)/fuzz -name '*.d' 2>/dev/null)

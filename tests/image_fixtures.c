@@ -109,6 +109,18 @@ int fixture_write_jpeg(const char *path, int width, int height, const uint8_t *r
     return status;
 }
 
+size_t fixture_jpeg_drop_segments(uint8_t *jpeg, size_t size, uint8_t marker) {
+    size_t read = 2, write = 2;  // after SOI
+    while (read + 4 <= size && jpeg[read] == 0xFF && jpeg[read + 1] != 0xDA) {
+        const size_t length = 2 + ((size_t)jpeg[read + 2] << 8 | jpeg[read + 3]);
+        if (read + length > size) break;
+        if (jpeg[read + 1] != marker) memmove(jpeg + write, jpeg + read, length), write += length;
+        read += length;
+    }
+    memmove(jpeg + write, jpeg + read, size - read);  // SOS, the scans, EOI
+    return write + size - read;
+}
+
 int fixture_folder_teardown(void **state) {
     FixtureFolder *folder = *state;
     dataset_free(&folder->dataset);

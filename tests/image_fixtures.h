@@ -34,5 +34,8 @@ int fixture_write_jpeg(const char *path, int width, int height, const uint8_t *r
 // Encodes to memory; *out is malloc'ed.
 int fixture_encode_jpeg(int width, int height, const uint8_t *rgb, int quality, uint8_t **out,
                         size_t *out_size);
+// Removes every marker segment of type `marker` (0xDB: DQT, 0xC4: DHT) before
+// the first SOS of a JPEG, in place; returns the new size.
+size_t fixture_jpeg_drop_segments(uint8_t *jpeg, size_t size, uint8_t marker);
 
 #endif

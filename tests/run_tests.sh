@@ -84,6 +84,29 @@ for name in $(sed -n 's/^\(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.lis
   count_log "$label" "$log" $?
 done
 
+# The libFuzzer targets (tests/fuzz), briefly: each over its seeds, then
+# ${LTC_FUZZ_SECONDS:-2} s of mutations, so that a harness cannot rot unseen
+# (make fuzz runs them for long). Built by make test where clang is (not
+# under sanitizers); otherwise reported as skipped.
+for source in tests/fuzz/fuzz_*.c; do
+  name=$(basename "$source" .c)
+  binary="$build/fuzz/$name"
+  if [ ! -x "$binary" ]; then
+    skipped=$((skipped + 1))
+    echo "skip fuzz/$name: not built (no clang, or a sanitizer build)"
+    continue
+  fi
+  if result=$(tests/fuzz/run_target.sh "$binary" "${LTC_FUZZ_SECONDS:-2}" 2>&1); then
+    passed=$((passed + 1))
+    echo "ok   fuzz/$name (${result##*$'\n'})"
+  else
+    failed=$((failed + 1))
+    failed_names+=("fuzz/$name")
+    echo "FAIL fuzz/$name:"
+    printf '%s\n' "$result" | tail -n 30
+  fi
+done
+
 for script in tests/e2e/*.sh; do
   [ -f "$script" ] || continue
   name=$(basename "$script" .sh)

@@ -175,8 +175,10 @@ static void expect_arg_error(const char *arg, const char *fragment) {
 }
 
 static void test_bad_args(void **state) {
-    expect_arg_error("layerwise_decay=-0.9", "layerwise_decay and patch_embed_lr_multiplier");
-    expect_arg_error("patch_embed_lr_multiplier=inf", "must be finite and >= 0");
+    expect_arg_error("layerwise_decay=-0.9", "layerwise_decay=-0.9: expected a number in [0, 1]");
+    expect_arg_error("patch_embed_lr_multiplier=inf",
+                     "patch_embed_lr_multiplier=inf: expected a number in [0, 100]");
+    expect_arg_error("teacher_temp_start=0.09", "need teacher_temp_start <= teacher_temp_end");
     expect_arg_error("student_freeze_backbone_steps=-1", "student_freeze_backbone_steps");
     expect_arg_error("norm_last_layer=maybe", "norm_last_layer=maybe: expected true or false");
 }

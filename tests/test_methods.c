@@ -541,13 +541,84 @@ static void test_method_args_are_checked(void **state) {
     const char *not_number[] = {"temperature=warm"};
     setup.args = not_number;
     assert_int_equal(method_create(&method, METHOD_SIMCLR, &setup, &views, &err), -1);
-    assert_non_null(strstr(err.text, "not a number"));
+    assert_non_null(strstr(err.text, "temperature=warm: expected a number in [0.001, 100]"));
+    const char *negative[] = {"temperature=-1"};  // was trained with before issue 22
+    setup.args = negative;
+    assert_int_equal(method_create(&method, METHOD_SIMCLR, &setup, &views, &err), -1);
+    assert_string_equal(err.text, "simclr: --method-arg temperature=-1: expected a number in "
+                                  "[0.001, 100]");
     setup.arg_count = 0;
     assert_int_equal(method_create(&method, METHOD_DISTILLATION, &setup, &views, &err), -1);
     assert_non_null(strstr(err.text, "teacher=PATH"));
     MethodKind kind;
     assert_int_equal(method_kind_parse("mocov3", &kind, &err), -1);
     assert_non_null(strstr(err.text, "mocov3"));
+}
+
+// Every argument of every method: values just outside its range, of the
+// wrong kind or not decimal fail naming the argument and its range; its
+// bounds pass. Through method_args_check (method_create runs it first, as
+// the test above shows), so that no method is built at its largest sizes.
+static void check_arg(MethodKind kind, const MethodArgSpec *spec, const char *value, int ok) {
+    char entry[160];
+    snprintf(entry, sizeof entry, "%s=%s", spec->key, value);
+    const char *args[1] = {entry};
+    const MethodSetup setup = {.args = args, .arg_count = 1};
+    ErrorMessage err = {{0}};
+    const int status = method_args_check(&setup, method_arg_specs(kind), &err);
+    if (ok && status != 0) fail_msg("%s %s refused: %s", method_kind_name(kind), entry, err.text);
+    if (ok) return;
+    char range[160], expected[400];
+    method_arg_range_text(spec, range, sizeof range);
+    snprintf(expected, sizeof expected, "--method-arg %s: expected %s", entry, range);
+    if (status == 0 || strcmp(err.text, expected) != 0)
+        fail_msg("%s %s: got '%s', expected '%s'", method_kind_name(kind), entry,
+                 status ? err.text : "accepted", expected);
+}
+
+static void test_method_arg_ranges(void **state) {
+    (void)state;
+    for (int kind = 0; kind < METHOD_KIND_COUNT; kind++) {
+        const MethodArgSpec *specs = method_arg_specs((MethodKind)kind);
+        assert_non_null(specs);
+        for (const MethodArgSpec *spec = specs; spec->key; spec++) {
+            char low[64], high[64], below[64], above[64];
+            snprintf(low, sizeof low, "%.17g", spec->low);
+            snprintf(high, sizeof high, "%.17g", spec->high);
+            snprintf(below, sizeof below, "%.17g", spec->low - (spec->low > 0 ? spec->low / 2 : 1));
+            snprintf(above, sizeof above, "%.17g", spec->high * 2 + 1);
+            switch (spec->kind) {
+            case METHOD_ARG_NUMBER:
+                check_arg((MethodKind)kind, spec, low, !spec->low_open);
+                check_arg((MethodKind)kind, spec, high, 1);
+                check_arg((MethodKind)kind, spec, below, 0);
+                check_arg((MethodKind)kind, spec, above, 0);
+                check_arg((MethodKind)kind, spec, "nan", 0);
+                check_arg((MethodKind)kind, spec, "inf", 0);
+                check_arg((MethodKind)kind, spec, "0x1", 0);
+                break;
+            case METHOD_ARG_INTEGER:
+                check_arg((MethodKind)kind, spec, low, 1);
+                check_arg((MethodKind)kind, spec, high, 1);
+                check_arg((MethodKind)kind, spec, below, 0);
+                check_arg((MethodKind)kind, spec, above, 0);
+                check_arg((MethodKind)kind, spec, "1.5", 0);
+                check_arg((MethodKind)kind, spec, "many", 0);
+                break;
+            case METHOD_ARG_BOOL:
+                check_arg((MethodKind)kind, spec, "true", 1);
+                check_arg((MethodKind)kind, spec, "0", 1);
+                check_arg((MethodKind)kind, spec, "yes", 0);
+                break;
+            case METHOD_ARG_CHOICE:
+                check_arg((MethodKind)kind, spec, "none_of_them", 0);
+                break;
+            case METHOD_ARG_TEXT:
+                check_arg((MethodKind)kind, spec, "", 0);
+                break;
+            }
+        }
+    }
 }
 
 int main(void) {
@@ -570,6 +641,7 @@ int main(void) {
         cmocka_unit_test(test_ema_teacher_follows_student),
         cmocka_unit_test(test_dino_last_layer_group_is_frozen_at_first),
         cmocka_unit_test(test_method_args_are_checked),
+        cmocka_unit_test(test_method_arg_ranges),
     };
     const int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
     if (teacher_file[0]) remove(teacher_file);

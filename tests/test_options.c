@@ -278,12 +278,21 @@ static void test_float_values(void **state) {
 
 static void test_float_errors(void **state) {
     Fixture *f = *state;
-    ASSERT_PARSE_ERROR(f, "--lr: expected a number, got 'abc'", "--data", "d", "--lr", "abc");
-    ASSERT_PARSE_ERROR(f, "--lr: expected a number, got '0.1x'", "--data", "d", "lr=0.1x");
-    ASSERT_PARSE_ERROR(f, "--lr: expected a finite number, got 'inf'", "--data", "d", "--lr",
+    ASSERT_PARSE_ERROR(f, "--lr: expected a decimal number, got 'abc'", "--data", "d", "--lr",
+                       "abc");
+    ASSERT_PARSE_ERROR(f, "--lr: expected a decimal number, got '0.1x'", "--data", "d",
+                       "lr=0.1x");
+    ASSERT_PARSE_ERROR(f, "--lr: expected a decimal number, got 'inf'", "--data", "d", "--lr",
                        "inf");
-    ASSERT_PARSE_ERROR(f, "--lr: expected a finite number, got 'nan'", "--data", "d", "--lr",
+    ASSERT_PARSE_ERROR(f, "--lr: expected a decimal number, got 'nan'", "--data", "d", "--lr",
                        "nan");
+    // Not hexadecimal (strtod reads 0x10 as 16), nor blanks around the number.
+    ASSERT_PARSE_ERROR(f, "--lr: expected a decimal number, got '0x10'", "--data", "d", "--lr",
+                       "0x10");
+    ASSERT_PARSE_ERROR(f, "--lr: expected a decimal number, got ' 0.1'", "--data", "d", "--lr",
+                       " 0.1");
+    ASSERT_PARSE_ERROR(f, "--lr: expected a decimal number, got '1e'", "--data", "d", "--lr",
+                       "1e");
     ASSERT_PARSE_ERROR(f, "--lr: expected a finite number, got '1e999'", "--data", "d", "--lr",
                        "1e999");
     ASSERT_PARSE_ERROR(f, "--lr: must be at least 0, got -0.5", "--data", "d", "--lr", "-0.5");
@@ -302,7 +311,7 @@ static void test_float_auto(void **state) {
     assert_true(f->lr == 0.25);
     ASSERT_PARSE_ERROR(f, "--lr: must be at least 0, got -1", "--data", "d", "--lr", "-1");
     ASSERT_PARSE_ERROR(f, "--lr: must be at least 0, got -0.5", "--data", "d", "--lr", "-0.5");
-    ASSERT_PARSE_ERROR(f, "--lr: expected a number or 'auto', got 'Auto'", "--data", "d",
+    ASSERT_PARSE_ERROR(f, "--lr: expected a decimal number or 'auto', got 'Auto'", "--data", "d",
                        "--lr", "Auto");
     // -1 inside the range would make 'auto' and a typed -1 the same value.
     f->specs[4].allow_auto = 1;  // --scale, range (-inf, 1]

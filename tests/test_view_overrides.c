@@ -53,8 +53,9 @@ static void test_override_errors(void **state) {
     expect_error("blur", 0, "KEY=VALUE");
     expect_error("=3", 0, "KEY=VALUE");
     expect_error("blurp=0.3", 0, "unknown transform parameter 'blurp'");
-    expect_error("blur_p=lots", 0, "expected a number, got 'lots'");
-    expect_error("blur_p=", 0, "expected a number");
+    expect_error("blur_p=lots", 0, "expected a decimal number, got 'lots'");
+    expect_error("blur_p=0x1", 0, "expected a decimal number, got '0x1'");
+    expect_error("blur_p=", 0, "expected a decimal number");
     expect_error("flip_p=1.5", 0, "flip_p");                 // validated: probability
     expect_error("scale_min=0", 0, "scale_min");             // validated: (0, 1]
     expect_error("local.blur_p=0.1", 0, "no local views");   // SimCLR has none

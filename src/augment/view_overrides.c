@@ -1,14 +1,13 @@
 // view_set_override: user overrides of view-transform parameters by name
 // ("blur_p=0.3", "local.scale_max=0.2", "view1.solarize_p=0"), the way
 // LightlyTrain's transform_args change its defaults.
-#include <errno.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "augment/augment.h"
+#include "util/number.h"
 
 typedef struct FieldName {
     const char *name;
@@ -96,11 +95,9 @@ int view_set_override(ViewSet *set, const char *assignment, ErrorMessage *err) {
     const FieldName *field = find_field(key, key_length);
     if (!field) return unknown_key(key, key_length, err);
     const char *text = equals + 1;
-    char *end = NULL;
-    errno = 0;
-    const double value = strtod(text, &end);
-    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(value))
-        return error_set(err, "transform parameter '%.*s': expected a number, got '%s'",
+    double value = 0;
+    if (number_parse_decimal(text, &value) != 0)
+        return error_set(err, "transform parameter '%.*s': expected a decimal number, got '%s'",
                          (int)key_length, key, text);
     for (int v = first; v < last; v++) {
         *(float *)((char *)&set->views[v] + field->offset) = (float)value;

@@ -75,6 +75,11 @@ static void print_verdict(const LoaderStats *stats, int workers, double wall_sec
 
 static int bench_data_run(const BenchDataArgs *args) {
     ErrorMessage err = {{0}};
+    // Line by line even into a file or pipe: the report (stdout) and an
+    // error (stderr) keep their order, so an error is the last line.
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGINT, on_interrupt);  // before any work: a signal while scanning stops cleanly
+    signal(SIGTERM, on_interrupt);
     ViewSet views;
     if (args->method == 0)
         view_set_simclr(&views, args->image_size);
@@ -129,17 +134,14 @@ static int bench_data_run(const BenchDataArgs *args) {
         dataset_free(&dataset);
         return 2;
     }
-    signal(SIGINT, on_interrupt);
-    signal(SIGTERM, on_interrupt);
 
     LoaderStats at_start = {0};
     double start = time_now();
     int measured = 0, status = 0;
     for (int step = 0; step < args->steps + args->warmup_steps && !interrupted; step++) {
         const Batch *batch = loader_next(loader, NULL, &err);
-        if (!batch) {
-            fprintf(stderr, "lightly-train-c bench-data: %s\n",
-                    err.text[0] ? err.text : "loader stopped");
+        if (!batch) {  // reported after the summary, as the last line
+            if (!err.text[0]) error_set(&err, "loader stopped");
             status = 1;
             break;
         }
@@ -181,6 +183,7 @@ static int bench_data_run(const BenchDataArgs *args) {
         printf("interrupted after %d measured batches\n", measured);
         status = 128 + interrupted;  // the shell's convention: 130 SIGINT, 143 SIGTERM
     }
+    if (status == 1) fprintf(stderr, "lightly-train-c bench-data: %s\n", err.text);
     dataset_free(&dataset);
     return status;
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "util/number.h"
+
 // User text quoted in a message is cut to this many characters so that a huge
 // argument cannot push the rest of the message out of the ErrorMessage.
 #define QUOTE_MAX 200
@@ -210,18 +212,14 @@ static int option_store_float(const OptionSpec *spec, const char *text, ErrorMes
         *(double *)spec->value = -1;
         return 0;
     }
-    const char *expected = spec->allow_auto ? "a number or 'auto'" : "a number";
-    if (isspace((unsigned char)text[0]))
+    const char *expected = spec->allow_auto ? "a decimal number or 'auto'" : "a decimal number";
+    // Decimal only: strtod would read "0x10" as 16, and take "inf" and "nan".
+    double parsed = 0;
+    const int status = number_parse_decimal(text, &parsed);
+    if (status == -1)
         return error_set(err, "--%s: expected %s, got '%.*s'", spec->name, expected, QUOTE_MAX,
                          text);
-    char *end = NULL;
-    double parsed = strtod(text, &end);
-    if (end == text || *end != '\0')
-        return error_set(err, "--%s: expected %s, got '%.*s'", spec->name, expected, QUOTE_MAX,
-                         text);
-    // Overflow gives +-HUGE_VAL, caught here with inf and nan; underflow to a
-    // tiny or zero value is accepted.
-    if (!isfinite(parsed))
+    if (status != 0)
         return error_set(err, "--%s: expected a finite number, got '%.*s'", spec->name,
                          QUOTE_MAX, text);
     if (option_check_range(spec, parsed, text, err)) return -1;

@@ -2,6 +2,7 @@
 // (bad combinations exit 2 with one line naming the options) and the hand-off
 // to the training loop (src/train/trainer.h).
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include "cli/ranks.h"
 #include "cli/weights_cli.h"
 #include "train/trainer.h"
+#include "util/fault.h"
 #include "weights/names.h"
 
 // The first is the default: LightlyTrain's (v3, from its default teacher).
@@ -97,6 +99,8 @@ static int train_options_resolve(TrainConfig *config, const TrainChoices *choice
 }
 
 int command_train(int argc, char **argv) {
+    train_catch_stop_signals();  // first: a signal while setting up is a stop, not a kill
+    if (fault_fires("sigterm-at-start", -1)) raise(SIGTERM);
     TrainConfig config = {
         .out = "out",
         .epochs = 100,

@@ -3,6 +3,14 @@
 // unless the whole file is to be checked) at the smallest DCT scale num/8
 // that keeps the requested resolution.
 //
+// Every image decodes as if it were the only one: the decompressor is
+// destroyed and created again before each file (a few allocations), since
+// libjpeg keeps quantization and Huffman tables across jpeg_abort, and a
+// file without its own DQT would otherwise decode with the previous file's
+// tables (or fail for a reason that depends on it). A baseline file without
+// DHT gets libjpeg's standard Huffman tables, as motion-JPEG expects; one
+// without DQT fails ("Quantization table 0x00 was not defined").
+//
 // Errors: libjpeg's error_exit longjmps back into the decode call, which
 // returns -1 with the reason. Warnings that mean lost pixels (premature end of
 // data, corrupt entropy data) are errors too, so no grey-filled image is ever
@@ -39,7 +47,7 @@ typedef enum JpegFailure {
 } JpegFailure;
 
 struct JpegState {
-    struct jpeg_decompress_struct cinfo;  // created once, jpeg_abort'ed between images
+    struct jpeg_decompress_struct cinfo;  // created afresh for every image (fresh_decompressor)
     struct jpeg_error_mgr error_manager;
     struct jpeg_progress_mgr progress;
     jmp_buf jump;  // where error_exit returns to
@@ -108,6 +116,16 @@ static void on_progress(j_common_ptr cinfo) {
 static int create_decompressor(JpegState *state) {
     if (setjmp(state->jump)) return -1;
     jpeg_create_decompress(&state->cinfo);
+    state->cinfo.progress = &state->progress;
+    return 0;
+}
+
+// A new decompressor with no tables of earlier images (see the top).
+// jpeg_destroy_decompress is safe on one already destroyed.
+static int fresh_decompressor(JpegState *state, ErrorMessage *err) {
+    jpeg_destroy_decompress(&state->cinfo);
+    if (create_decompressor(state) != 0)
+        return error_set(err, "out of memory: cannot create a JPEG decompressor");
     return 0;
 }
 
@@ -119,12 +137,11 @@ JpegState *decode_jpeg_state_create(void) {
     state->error_manager.emit_message = on_emit_message;
     state->error_manager.output_message = on_output_message;
     state->cinfo.client_data = state;
+    state->progress.progress_monitor = on_progress;
     if (create_decompressor(state) != 0) {
         free(state);
         return NULL;
     }
-    state->progress.progress_monitor = on_progress;
-    state->cinfo.progress = &state->progress;
     return state;
 }
 
@@ -157,6 +174,7 @@ static int report_failure(JpegState *state, ErrorMessage *err) {
 int decode_jpeg_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
                       ErrorMessage *err) {
     JpegState *state = decoder->jpeg;
+    if (fresh_decompressor(state, err) != 0) return -1;
     if (setjmp(state->jump)) return report_failure(state, err);
     jpeg_mem_src(&state->cinfo, data, (unsigned long)size);
     jpeg_read_header(&state->cinfo, TRUE);
@@ -263,6 +281,7 @@ int decode_jpeg_decode(Decoder *decoder, const uint8_t *data, size_t size,
                        const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
     JpegState *state = decoder->jpeg;
     struct jpeg_decompress_struct *cinfo = &state->cinfo;
+    if (fresh_decompressor(state, err) != 0) return -1;
     if (setjmp(state->jump)) return report_failure(state, err);
     jpeg_mem_src(cinfo, data, (unsigned long)size);
     jpeg_read_header(cinfo, TRUE);

@@ -78,6 +78,27 @@ static int check_output(const EmbedArgs *args, EmbedFormat format) {
     return usage_error("--out: %s", err.text);
 }
 
+// Removes the temporary files an embed into the same --out left when it
+// was killed (the npy names file's too; the projector's files inside its
+// folder), saying so.
+static void tidy_output(const char *out, EmbedFormat format) {
+    static const char *const projector_files[] = {PROJECTOR_TENSORS, PROJECTOR_METADATA,
+                                                  PROJECTOR_SPRITE, PROJECTOR_CONFIG};
+    char files[4][4200], note[1300];
+    const char *const paths[4] = {files[0], files[1], files[2], files[3]};
+    int count = 1;
+    snprintf(files[0], sizeof files[0], "%s", out);
+    if (format == EMBED_FORMAT_TENSORBOARD) {
+        for (count = 0; count < 4; count++)
+            snprintf(files[count], sizeof files[count], "%s/%s", out, projector_files[count]);
+    } else if (format == EMBED_FORMAT_NPY &&
+               embedding_npy_filenames_path(out, files[1], sizeof files[1]) == 0) {
+        count = 2;
+    }
+    output_files_tidy(paths, count, note, sizeof note);
+    if (note[0]) printf("%s\n", note);
+}
+
 // Drops the rows (and names) of files that failed; returns the rows kept.
 static size_t drop_failed_rows(float *features, const char **filenames, const uint8_t *failed,
                                const Dataset *dataset, int dim) {
@@ -121,6 +142,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
                                                  : (EmbedFormat)(args->format - 1);
     if (check_output(args, format) != 0) return 2;
+    if (comm_rank(run->comm) == 0) tidy_output(args->out, format);
     if (dataset_scan_many(args->data.items, args->data.count, &run->dataset, &err) != 0)
         return usage_error("%s", err.text);
     const Dataset *dataset = &run->dataset;

@@ -169,9 +169,9 @@ static int write_npy(const char *path, const EmbeddingTable *table, ErrorMessage
         {table->features, table->count * (size_t)table->dim * sizeof(float)},
     };
     const FileChunk name_chunk = {names.data, names.size};
-    // The sidecar first: a crash in between leaves no .npy without its names.
-    int status = file_write_atomic(sidecar, &name_chunk, 1, err);
-    if (status == 0) status = file_write_atomic(path, data, 2, err);
+    // One unit, the .npy last: never a .npy beside the names of another write.
+    const FileWrite pair[2] = {{sidecar, &name_chunk, 1}, {path, data, 2}};
+    const int status = file_write_atomic_group(pair, 2, err);
     text_free(&names);
     return status;
 }

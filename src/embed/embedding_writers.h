@@ -1,10 +1,16 @@
 // Embedding files: (N, D) float32 features plus the filename of each row, in
 // the formats users load them with. Every file is written atomically
 // (temporary name, fsync, rename: util/file.h); floats as text use %.9g,
-// which reads back to the identical float.
+// which reads back to the identical float. The names are in the same file
+// as the rows, except for npy, whose pair is written as one unit.
 //
 //   npy          NumPy .npy v1.0, '<f4', shape (N, D), C order; the filenames
-//                go to "<path>.filenames.txt", one per line ('\n'), same order
+//                go to "<path>.filenames.txt", one per line ('\n'), same order.
+//                The pair is one unit (file_write_atomic_group): the .npy is
+//                removed before the names are replaced and renamed into place
+//                last, so a .npy always sits beside its own names (after a
+//                crash there may be no .npy; its row count is the number of
+//                lines, a check for readers)
 //   csv          LightlyTrain's: header filename,embedding_0,...,embedding_{D-1}
 //   lightly_csv  lightly's: header filenames,embedding_0,...,embedding_{D-1},labels
 //                with label 0 on every row

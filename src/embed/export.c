@@ -34,6 +34,9 @@ static int export_run(const ExportArgs *args) {
         fprintf(stderr, "%s: --out: %s\n", program, err.text);
         return 2;
     }
+    char note[1300];
+    output_files_tidy(&args->out, 1, note, sizeof note);  // what a killed export left
+    if (note[0]) printf("%s\n", note);
     Backend *backend = backend_create("ref", 1, &err);  // only moves data: no compute
     if (!backend) {
         fprintf(stderr, "%s: %s\n", program, err.text);
@@ -44,7 +47,7 @@ static int export_run(const ExportArgs *args) {
     ModelSourceInfo info;
     if (model_source_load_backbone_info(args->checkpoint, part_names[args->part], backend,
                                         &unused_slot, 1, &model, &info, &err) != 0) {
-        fprintf(stderr, "%s: --checkpoint %s\n", program, err.text);
+        fprintf(stderr, "%s: --checkpoint: %s\n", program, err.text);
         backend_destroy(backend);
         return 2;
     }

@@ -14,15 +14,17 @@ static void barlow_backward(void *loss, float dloss, float *d0, float *d1) {
 }
 static void barlow_destroy(void *loss) { barlow_twins_loss_destroy(loss); }
 
+const MethodArgSpec barlow_twins_arg_specs[] = {
+    METHOD_ARG_DIM("hidden_dim"), METHOD_ARG_DIM("output_dim"), METHOD_ARG_WEIGHT("lambda"),
+    METHOD_ARG_END,
+};
+
 int barlow_twins_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    static const char *const known[] = {"hidden_dim", "output_dim", "lambda", NULL};
     double hidden, out, lambda;
-    if (method_args_check(setup, known, err) ||
-        method_arg_double(setup, "hidden_dim", 8192, &hidden, err) ||
+    if (method_arg_double(setup, "hidden_dim", 8192, &hidden, err) ||
         method_arg_double(setup, "output_dim", 8192, &out, err) ||
         method_arg_double(setup, "lambda", 5e-3, &lambda, err))
         return -1;
-    if (hidden < 1 || out < 1) return error_set(err, "hidden_dim and output_dim must be >= 1");
     BarlowTwinsLoss *loss =
         barlow_twins_loss_create(method->backend, setup->batch, (int)out, (float)lambda, err);
     if (!loss) return -1;

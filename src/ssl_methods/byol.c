@@ -92,17 +92,18 @@ static const MethodOps byol_ops = {
     .destroy = byol_destroy,
 };
 
+const MethodArgSpec byol_arg_specs[] = {
+    METHOD_ARG_DIM("hidden_dim"), METHOD_ARG_DIM("output_dim"),
+    METHOD_ARG_FRACTION("momentum_start"), METHOD_ARG_FRACTION("momentum_end"), METHOD_ARG_END,
+};
+
 int byol_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    static const char *const known[] = {"hidden_dim", "output_dim", "momentum_start",
-                                        "momentum_end", NULL};
     double hidden, out, momentum_start, momentum_end;
-    if (method_args_check(setup, known, err) ||
-        method_arg_double(setup, "hidden_dim", 4096, &hidden, err) ||
+    if (method_arg_double(setup, "hidden_dim", 4096, &hidden, err) ||
         method_arg_double(setup, "output_dim", 256, &out, err) ||
         method_arg_double(setup, "momentum_start", 0.99, &momentum_start, err) ||
         method_arg_double(setup, "momentum_end", 1.0, &momentum_end, err))
         return -1;
-    if (hidden < 1 || out < 1) return error_set(err, "hidden_dim and output_dim must be >= 1");
     if (method->global_views != 2 || method->local_views != 0)
         return error_set(err, "needs exactly 2 views of one size");
     ByolState *state = calloc(1, sizeof *state);

@@ -165,18 +165,22 @@ static const MethodOps dino_ops = {
     .destroy = dino_destroy,
 };
 
+const MethodArgSpec dino_arg_specs[] = {
+    METHOD_ARG_DIM("hidden_dim"), METHOD_ARG_DIM("bottleneck_dim"), METHOD_ARG_DIM("output_dim"),
+    METHOD_ARG_TEMPERATURE("student_temp"), METHOD_ARG_TEMPERATURE("teacher_temp"),
+    METHOD_ARG_TEMPERATURE("warmup_teacher_temp"), METHOD_ARG_STEPS("warmup_teacher_temp_steps"),
+    METHOD_ARG_FRACTION("center_momentum"), METHOD_ARG_FRACTION("momentum_start"),
+    METHOD_ARG_FRACTION("momentum_end"), METHOD_ARG_STEPS("freeze_last_layer_steps"),
+    METHOD_ARG_FLAG("norm_last_layer"), METHOD_ARG_END,
+};
+
 int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    static const char *const known[] = {
-        "hidden_dim", "bottleneck_dim", "output_dim", "student_temp", "teacher_temp",
-        "warmup_teacher_temp", "warmup_teacher_temp_steps", "center_momentum", "momentum_start",
-        "momentum_end", "freeze_last_layer_steps", "norm_last_layer", NULL};
     const double size = (double)setup->dataset_size;
     const double teacher_temp_auto = dino_interpolate(size, 20000, IMAGENET_SIZE, 0.02, 0.07, 2);
     double hidden, bottleneck, out, student_temp, teacher_temp, warmup_temp, warmup_steps;
     double center_momentum, momentum_start, momentum_end, freeze_steps;
     int norm_last_layer;
-    if (method_args_check(setup, known, err) ||
-        method_arg_bool(setup, "norm_last_layer", 1, &norm_last_layer, err) ||
+    if (method_arg_bool(setup, "norm_last_layer", 1, &norm_last_layer, err) ||
         method_arg_double(setup, "hidden_dim", 2048, &hidden, err) ||
         method_arg_double(setup, "bottleneck_dim", 256, &bottleneck, err) ||
         method_arg_double(setup, "output_dim", dino_output_dim(setup->dataset_size), &out, err) ||
@@ -197,10 +201,6 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
         method_arg_double(setup, "momentum_end", 1.0, &momentum_end, err) ||
         method_arg_double(setup, "freeze_last_layer_steps", 1250, &freeze_steps, err))
         return -1;
-    if (hidden < 1 || bottleneck < 1 || out < 1)
-        return error_set(err, "hidden_dim, bottleneck_dim and output_dim must be >= 1");
-    if (teacher_temp <= 0 || warmup_temp <= 0)
-        return error_set(err, "teacher temperatures must be positive");
     if (method->global_views < 1 || method->global_views + method->local_views < 2)
         return error_set(err, "needs at least one global view and two views in all");
     DinoState *state = calloc(1, sizeof *state);

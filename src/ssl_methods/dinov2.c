@@ -269,15 +269,29 @@ typedef struct Dinov2Args {
     Dinov2Centering centering;
 } Dinov2Args;
 
+// mask_ratio_max: a mask covers at most half the patches. Besides the
+// ranges: mask_ratio_min <= mask_ratio_max and teacher_temp_start <=
+// teacher_temp_end (LightlyTrain's linear_warmup_schedule), checked below.
+const MethodArgSpec dinov2_arg_specs[] = {
+    METHOD_ARG_DIM("hidden_dim"), METHOD_ARG_DIM("bottleneck_dim"), METHOD_ARG_DIM("output_dim"),
+    METHOD_ARG_STEPS("student_freeze_last_layer_steps"),
+    METHOD_ARG_STEPS("student_freeze_backbone_steps"),
+    METHOD_ARG_FRACTION("layerwise_decay"),
+    {"patch_embed_lr_multiplier", METHOD_ARG_NUMBER, 0, 100, 0, NULL},
+    METHOD_ARG_FLAG("norm_last_layer"),
+    METHOD_ARG_WEIGHT("dino_loss_weight"), METHOD_ARG_WEIGHT("ibot_loss_weight"),
+    METHOD_ARG_WEIGHT("koleo_loss_weight"),
+    {"center_method", METHOD_ARG_CHOICE, 0, 0, 0, "softmax|sinkhorn_knopp"},
+    METHOD_ARG_FRACTION("center_momentum"), METHOD_ARG_FRACTION("momentum_start"),
+    METHOD_ARG_FRACTION("momentum_end"), METHOD_ARG_TEMPERATURE("student_temp"),
+    METHOD_ARG_TEMPERATURE("teacher_temp_start"), METHOD_ARG_TEMPERATURE("teacher_temp_end"),
+    METHOD_ARG_STEPS("teacher_temp_warmup_steps"),
+    {"mask_ratio_min", METHOD_ARG_NUMBER, 0, 0.5, 0, NULL},
+    {"mask_ratio_max", METHOD_ARG_NUMBER, 0, 0.5, 0, NULL},
+    METHOD_ARG_FRACTION("mask_probability"), METHOD_ARG_END,
+};
+
 static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err) {
-    static const char *const known[] = {
-        "hidden_dim", "bottleneck_dim", "output_dim", "student_freeze_last_layer_steps",
-        "student_freeze_backbone_steps", "layerwise_decay", "patch_embed_lr_multiplier",
-        "norm_last_layer",
-        "dino_loss_weight", "ibot_loss_weight", "koleo_loss_weight", "center_method",
-        "center_momentum", "momentum_start", "momentum_end", "student_temp",
-        "teacher_temp_start", "teacher_temp_end", "teacher_temp_warmup_steps",
-        "mask_ratio_min", "mask_ratio_max", "mask_probability", NULL};
     const struct { const char *key; double fallback; double *value; } numbers[] = {
         {"hidden_dim", 2048, &a->hidden_dim},
         {"bottleneck_dim", 256, &a->bottleneck_dim},
@@ -300,7 +314,6 @@ static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err
         {"mask_ratio_max", 0.5, &a->mask_ratio_max},
         {"mask_probability", 0.5, &a->mask_probability},
     };
-    if (method_args_check(setup, known, err)) return -1;
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
         if (method_arg_double(setup, numbers[i].key, numbers[i].fallback, numbers[i].value, err))
             return -1;
@@ -308,26 +321,13 @@ static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err
     const char *center = "softmax";
     method_arg_string(setup, "center_method", &center);
     if (dinov2_centering_parse(center, &a->centering, err)) return error_prefix(err, "--method-arg");
-    if (!(a->student_freeze_last_layer_steps >= 0) || !(a->student_freeze_backbone_steps >= 0))
-        return error_set(err, "--method-arg: student_freeze_last_layer_steps and "
-                              "student_freeze_backbone_steps must be >= 0");
-    if (!(a->layerwise_decay >= 0 && isfinite(a->layerwise_decay)) ||
-        !(a->patch_embed_lr_multiplier >= 0 && isfinite(a->patch_embed_lr_multiplier)))
-        return error_set(err, "--method-arg: layerwise_decay and patch_embed_lr_multiplier must "
-                              "be finite and >= 0 (lr multipliers)");
-    if (a->hidden_dim < 1 || a->bottleneck_dim < 1 || a->output_dim < 1)
-        return error_set(err, "--method-arg: hidden_dim, bottleneck_dim and output_dim must be "
-                              ">= 1");
-    if (!(a->teacher_temp_start > 0) || !(a->teacher_temp_end >= a->teacher_temp_start) ||
-        a->teacher_temp_warmup_steps < 0)
-        return error_set(err, "--method-arg: need 0 < teacher_temp_start <= teacher_temp_end "
-                              "and teacher_temp_warmup_steps >= 0 (LightlyTrain's "
-                              "linear_warmup_schedule)");
-    if (!(a->mask_ratio_min >= 0 && a->mask_ratio_min <= a->mask_ratio_max &&
-          a->mask_ratio_max <= 0.5 && a->mask_probability >= 0 && a->mask_probability <= 1))
-        return error_set(err, "--method-arg: need 0 <= mask_ratio_min <= mask_ratio_max <= 0.5 "
-                              "(a mask covers at most half the patches) and mask_probability "
-                              "in [0, 1]");
+    if (a->teacher_temp_end < a->teacher_temp_start)
+        return error_set(err, "--method-arg: need teacher_temp_start <= teacher_temp_end "
+                              "(LightlyTrain's linear_warmup_schedule), got %g and %g",
+                         a->teacher_temp_start, a->teacher_temp_end);
+    if (a->mask_ratio_min > a->mask_ratio_max)
+        return error_set(err, "--method-arg: need mask_ratio_min <= mask_ratio_max, got %g "
+                              "and %g", a->mask_ratio_min, a->mask_ratio_max);
     return 0;
 }
 

@@ -113,12 +113,16 @@ static int v3_buffers(DistillationV3 *state, Backend *backend, int batch, int st
                : 0;
 }
 
+const MethodArgSpec distillation_arg_specs[] = {
+    DISTILL_COMMON_ARGS, DISTILL_QUEUE_SIZE_ARG, METHOD_ARG_TEMPERATURE("temperature_global"),
+    METHOD_ARG_TEMPERATURE("temperature_local"), METHOD_ARG_WEIGHT("loss_local_weight"),
+    METHOD_ARG_END,
+};
+
 int distillation_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    static const char *const known[] = {DISTILL_COMMON_ARGS, "queue_size", "temperature_global",
-                                        "temperature_local", "loss_local_weight", NULL};
     double temperature_global, temperature_local, local_weight;
     int queue_size;
-    if (method_args_check(setup, known, err) || distill_queue_size_arg(setup, &queue_size, err) ||
+    if (distill_queue_size_arg(setup, &queue_size, err) ||
         method_arg_double(setup, "temperature_global", DISTILLATION_DEFAULT_TEMPERATURE,
                           &temperature_global, err) ||
         method_arg_double(setup, "temperature_local", DISTILLATION_DEFAULT_TEMPERATURE,

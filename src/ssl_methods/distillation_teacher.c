@@ -16,20 +16,13 @@
 // ---- what every version shares -----------------------------------------------------------
 
 static int scaling_args(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    const char *scaling = NULL;
-    if (method_arg_string(setup, "lr_scale_method", &scaling)) {
-        if (strcmp(scaling, "sqrt") != 0 && strcmp(scaling, "linear") != 0)
-            return error_set(err, "--method-arg lr_scale_method=%s: expected sqrt or linear",
-                             scaling);
+    const char *scaling = NULL;  // sqrt or linear (checked: DISTILL_COMMON_ARGS)
+    if (method_arg_string(setup, "lr_scale_method", &scaling))
         method->defaults.sqrt_lr_scaling = strcmp(scaling, "sqrt") == 0;
-    }
     double reference;
     if (method_arg_double(setup, "reference_batch_size", method->defaults.reference_batch,
                           &reference, err))
         return -1;
-    if (!(reference >= 1 && reference <= 1e9) || reference != (int)reference)
-        return error_set(err, "--method-arg reference_batch_size=%g: expected a positive "
-                              "integer", reference);
     method->defaults.reference_batch = (int)reference;
     return 0;
 }
@@ -107,11 +100,7 @@ int distill_queue_size_arg(const MethodSetup *setup, int *size, ErrorMessage *er
         *size = distill_queue_size_for(setup->dataset_size);
         return 0;
     }
-    char *end = NULL;
-    const long value = strtol(text, &end, 10);
-    if (end == text || *end != '\0' || value < 1 || value > 1 << 24)
-        return error_set(err, "--method-arg queue_size=%s: expected auto or a positive integer",
-                         text);
+    const long value = strtol(text, NULL, 10);  // 1..2^24 (checked: DISTILL_QUEUE_SIZE_ARG)
     if ((size_t)value >= setup->dataset_size)
         return error_set(err, "--method-arg queue_size=%ld must be smaller than the dataset "
                               "(%zu images)", value, setup->dataset_size);

@@ -30,11 +30,17 @@
 #include "ssl_methods/heads.h"
 #include "ssl_methods/method.h"
 
-// The --method-arg keys every version reads (distill_setup): the teacher's
-// and LightlyTrain's lr scaling (lr_scale_method sqrt | linear,
-// reference_batch_size 1536).
-#define DISTILL_COMMON_ARGS \
-    "teacher", "teacher_part", "teacher_arch", "lr_scale_method", "reference_batch_size"
+// The --method-arg entries every version reads (distill_setup): the
+// teacher's and LightlyTrain's lr scaling (lr_scale_method sqrt | linear,
+// reference_batch_size 1536); and the queue size of v1 and v3 (auto: by
+// dataset size; it must also be smaller than the dataset).
+#define DISTILL_COMMON_ARGS                                                            \
+    {"teacher", METHOD_ARG_TEXT, 0, 0, 0, "a path"},                                   \
+    {"teacher_part", METHOD_ARG_CHOICE, 0, 0, 0, "backbone|student|teacher"},          \
+    {"teacher_arch", METHOD_ARG_TEXT, 0, 0, 0, "a --model name"},                      \
+    {"lr_scale_method", METHOD_ARG_CHOICE, 0, 0, 0, "sqrt|linear"},                    \
+    {"reference_batch_size", METHOD_ARG_INTEGER, 1, 1e9, 0, NULL}
+#define DISTILL_QUEUE_SIZE_ARG {"queue_size", METHOD_ARG_INTEGER, 1, 1 << 24, 0, "auto"}
 
 typedef struct DistillTeacher {
     Backbone backbone;  // frozen

@@ -62,11 +62,15 @@ static const MethodOps v1_ops = {
     .destroy = v1_destroy,
 };
 
+const MethodArgSpec distillation_v1_arg_specs[] = {
+    DISTILL_COMMON_ARGS, DISTILL_QUEUE_SIZE_ARG, METHOD_ARG_TEMPERATURE("temperature"),
+    METHOD_ARG_END,
+};
+
 int distillation_v1_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    static const char *const known[] = {DISTILL_COMMON_ARGS, "queue_size", "temperature", NULL};
     double temperature;
     int queue_size;
-    if (method_args_check(setup, known, err) || distill_queue_size_arg(setup, &queue_size, err) ||
+    if (distill_queue_size_arg(setup, &queue_size, err) ||
         method_arg_double(setup, "temperature", DISTILLATION_DEFAULT_TEMPERATURE, &temperature,
                           err))
         return -1;

@@ -127,19 +127,20 @@ static int v2_buffers(DistillationV2 *state, Backend *backend, int batch, int to
                : 0;
 }
 
+// n_teacher_blocks: at most the ViT teacher's depth, checked once it is
+// loaded (v2_check_blocks); the range here is the deepest ViT's, ViT-g's.
+const MethodArgSpec distillation_v2_arg_specs[] = {
+    DISTILL_COMMON_ARGS,
+    {"n_teacher_blocks", METHOD_ARG_INTEGER, 1, 40, 0, NULL},
+    {"n_projection_layers", METHOD_ARG_INTEGER, 1, HEAD_MAX_LAYERS, 0, NULL},
+    METHOD_ARG_DIM("projection_hidden_dim"), METHOD_ARG_END,
+};
+
 int distillation_v2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    static const char *const known[] = {DISTILL_COMMON_ARGS, "n_teacher_blocks",
-                                        "n_projection_layers", "projection_hidden_dim", NULL};
     double layers, hidden;
-    if (method_args_check(setup, known, err) ||
-        method_arg_double(setup, "n_projection_layers", 1, &layers, err) ||
+    if (method_arg_double(setup, "n_projection_layers", 1, &layers, err) ||
         method_arg_double(setup, "projection_hidden_dim", 2048, &hidden, err))
         return -1;
-    if (layers < 1 || layers > HEAD_MAX_LAYERS || layers != (int)layers || hidden < 1 ||
-        hidden > 1 << 20 || hidden != (int)hidden)
-        return error_set(err, "--method-arg n_projection_layers=%g, projection_hidden_dim=%g: "
-                              "expected 1..%d layers and a positive width", layers, hidden,
-                         HEAD_MAX_LAYERS);
     DistillationV2 *state = calloc(1, sizeof *state);
     if (!state) return error_set(err, "out of memory");
     method->state = state;

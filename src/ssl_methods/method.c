@@ -1,5 +1,5 @@
 // What every SSL method shares: names and defaults, the backbone and its
-// view inputs, parameter groups, --method-arg parsing, initial weights and
+// view inputs, parameter groups, initial weights and
 // the EMA teacher update. The methods themselves are one file each.
 #include "ssl_methods/method.h"
 
@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "nn/batchnorm_sync.h"
 #include "nn/weights.h"
@@ -191,6 +190,8 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
                   const ViewSet *views, ErrorMessage *err) {
     memset(method, 0, sizeof *method);
     if (kind < 0 || kind >= METHOD_KIND_COUNT) return error_set(err, "bad method kind");
+    if (method_args_check(setup, method_arg_specs(kind), err))
+        return error_prefix(err, "%s", method_kind_name(kind));
     if (method_check_views(views, err)) return -1;
     if (setup->batch < 2) return error_set(err, "batch size %d: SSL methods need at least 2 "
                                                 "images per step", setup->batch);
@@ -215,8 +216,10 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
                         method->local_views ? 2 : 1, setup->seed, err))
         return error_prefix(err, "backbone"), -1;
     if (setup->initial_weights &&
-        method_load_backbone_weights(&method->backbone, setup->initial_weights, err))
+        method_load_backbone_weights(&method->backbone, setup->initial_weights, err)) {
+        error_prefix(err, "--checkpoint");  // as embed and export name it
         goto fail;
+    }
     method->comm = setup->comm;
     if (setup->sync_batchnorm && comm_world_size(setup->comm) > 1) {
         method->batchnorm_sync = batchnorm_sync_create(backend, setup->comm, err);
@@ -355,73 +358,6 @@ int method_group_configure(const MethodGroup *group, Optimizer *optimizer, Error
         if (group->weight_decays &&
             optimizer_set_weight_decay(optimizer, i, group->weight_decays[i], err))
             return error_prefix(err, "group %s", group->name);
-    }
-    return 0;
-}
-
-// The value of the last "key=value" entry for key, or NULL.
-static const char *method_arg_lookup(const MethodSetup *setup, const char *key) {
-    const char *found = NULL;
-    const size_t length = strlen(key);
-    for (int i = 0; i < setup->arg_count; i++) {
-        const char *entry = setup->args[i];
-        if (strncmp(entry, key, length) == 0 && entry[length] == '=') found = entry + length + 1;
-    }
-    return found;
-}
-
-int method_arg_double(const MethodSetup *setup, const char *key, double fallback, double *value,
-                      ErrorMessage *err) {
-    const char *text = method_arg_lookup(setup, key);
-    *value = fallback;
-    if (!text) return 0;
-    char *end = NULL;
-    const double parsed = strtod(text, &end);
-    if (end == text || *end != '\0')
-        return error_set(err, "--method-arg %s=%s: not a number", key, text);
-    *value = parsed;
-    return 0;
-}
-
-int method_arg_string(const MethodSetup *setup, const char *key, const char **value) {
-    const char *text = method_arg_lookup(setup, key);
-    if (text) *value = text;
-    return text != NULL;
-}
-
-int method_arg_bool(const MethodSetup *setup, const char *key, int fallback, int *value,
-                    ErrorMessage *err) {
-    const char *text = method_arg_lookup(setup, key);
-    *value = fallback;
-    if (!text) return 0;
-    if (strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0)
-        *value = 1;
-    else if (strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0)
-        *value = 0;
-    else
-        return error_set(err, "--method-arg %s=%s: expected true or false", key, text);
-    return 0;
-}
-
-int method_args_check(const MethodSetup *setup, const char *const *known, ErrorMessage *err) {
-    for (int i = 0; i < setup->arg_count; i++) {
-        const char *entry = setup->args[i];
-        const char *equals = strchr(entry, '=');
-        if (!equals || equals == entry)
-            return error_set(err, "--method-arg '%s': expected key=value", entry);
-        const size_t length = (size_t)(equals - entry);
-        int ok = 0;
-        for (int k = 0; known[k] && !ok; k++)
-            ok = strlen(known[k]) == length && strncmp(known[k], entry, length) == 0;
-        if (!ok) {
-            char accepted[512] = "";
-            for (int k = 0; known[k]; k++) {
-                if (k) strncat(accepted, ", ", sizeof accepted - strlen(accepted) - 1);
-                strncat(accepted, known[k], sizeof accepted - strlen(accepted) - 1);
-            }
-            return error_set(err, "--method-arg: unknown key '%.*s' (accepted: %s)", (int)length,
-                             entry, accepted);
-        }
     }
     return 0;
 }

@@ -240,15 +240,54 @@ float method_group_lr_factor(const MethodGroup *group, long step);
 // group->params); again after every optimizer_create, resume included.
 int method_group_configure(const MethodGroup *group, Optimizer *optimizer, ErrorMessage *err);
 
-// --method-arg lookups: the value of key as a number (default when absent);
-// method_args_check fails naming the first key not in `known` (NULL-ended).
+// ---- --method-arg ---------------------------------------------------------------------
+// Every method declares its arguments and their ranges in a table
+// (method_arg_specs); method_create checks the user's entries against it
+// before building anything: an unknown key, a value that is not of the
+// argument's kind (numbers: decimal only, as the options) or outside its
+// range fails with one line naming the argument and its range (exit 2 in
+// train). docs/training.md lists the same ranges.
+
+typedef enum MethodArgKind {
+    METHOD_ARG_NUMBER,   // a finite decimal number in [low, high] ((low, high] with low_open)
+    METHOD_ARG_INTEGER,  // an integer in low..high, or the word in `words` ("auto")
+    METHOD_ARG_BOOL,     // true / false (also 1 / 0, as Python's pydantic reads them)
+    METHOD_ARG_CHOICE,   // one of `words`, separated by '|'
+    METHOD_ARG_TEXT,     // any non-empty text (a path, a --model name): `words` says what
+} MethodArgKind;
+
+typedef struct MethodArgSpec {
+    const char *key;
+    MethodArgKind kind;
+    double low, high;
+    int low_open;
+    const char *words;
+} MethodArgSpec;
+
+// The ranges the methods share.
+#define METHOD_MAX_DIM (1 << 20)
+#define METHOD_ARG_DIM(key) {key, METHOD_ARG_INTEGER, 1, METHOD_MAX_DIM, 0, NULL}
+#define METHOD_ARG_TEMPERATURE(key) {key, METHOD_ARG_NUMBER, 1e-3, 100, 0, NULL}
+#define METHOD_ARG_FRACTION(key) {key, METHOD_ARG_NUMBER, 0, 1, 0, NULL}  // momenta, probabilities
+#define METHOD_ARG_WEIGHT(key) {key, METHOD_ARG_NUMBER, 0, 1e6, 0, NULL}  // loss weights
+#define METHOD_ARG_STEPS(key) {key, METHOD_ARG_INTEGER, 0, 1e9, 0, NULL}
+#define METHOD_ARG_FLAG(key) {key, METHOD_ARG_BOOL, 0, 0, 0, NULL}
+#define METHOD_ARG_END {NULL, METHOD_ARG_TEXT, 0, 0, 0, NULL}
+
+// The table of a method (ended by a NULL key).
+const MethodArgSpec *method_arg_specs(MethodKind kind);
+// Checks every --method-arg entry of setup against specs (see above).
+int method_args_check(const MethodSetup *setup, const MethodArgSpec *specs, ErrorMessage *err);
+// "a number in [0.001, 100]", "an integer in 1..1048576", "true or false",
+// "sqrt or linear", ...: what spec accepts, as the messages and docs say it.
+void method_arg_range_text(const MethodArgSpec *spec, char *out, size_t size);
+
+// Lookups of checked entries: the value of key (fallback when absent).
 int method_arg_double(const MethodSetup *setup, const char *key, double fallback, double *value,
                       ErrorMessage *err);
 int method_arg_string(const MethodSetup *setup, const char *key, const char **value);
-// A boolean: true / false (also 1 / 0, as Python's pydantic reads them).
 int method_arg_bool(const MethodSetup *setup, const char *key, int fallback, int *value,
                     ErrorMessage *err);
-int method_args_check(const MethodSetup *setup, const char *const *known, ErrorMessage *err);
 
 // Loads backbone weights from a .ckpt (its default export part) or a
 // backbone .safetensors (torchvision / timm / DINOv2 / transformers) into model.
@@ -259,6 +298,11 @@ void method_ema_update(Backend *backend, ParameterSet *target, const ParameterSe
                        float momentum);
 // Copies every parameter and buffer value of source into target (same structure).
 void method_copy_parameters(Backend *backend, ParameterSet *target, const ParameterSet *source);
+
+// The argument tables of each method (in its file).
+extern const MethodArgSpec simclr_arg_specs[], byol_arg_specs[], dino_arg_specs[],
+    vicreg_arg_specs[], barlow_twins_arg_specs[], distillation_arg_specs[],
+    distillation_v1_arg_specs[], distillation_v2_arg_specs[], dinov2_arg_specs[];
 
 // The create functions of each method (one file each).
 int simclr_create(Method *method, const MethodSetup *setup, ErrorMessage *err);

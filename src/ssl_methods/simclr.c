@@ -14,15 +14,17 @@ static void simclr_loss_backward(void *loss, float dloss, float *d0, float *d1) 
 }
 static void simclr_loss_destroy(void *loss) { nt_xent_destroy(loss); }
 
+const MethodArgSpec simclr_arg_specs[] = {
+    METHOD_ARG_DIM("hidden_dim"), METHOD_ARG_DIM("output_dim"),
+    METHOD_ARG_TEMPERATURE("temperature"), METHOD_ARG_END,
+};
+
 int simclr_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    static const char *const known[] = {"hidden_dim", "output_dim", "temperature", NULL};
     double hidden, out, temperature;
-    if (method_args_check(setup, known, err) ||
-        method_arg_double(setup, "hidden_dim", 2048, &hidden, err) ||
+    if (method_arg_double(setup, "hidden_dim", 2048, &hidden, err) ||
         method_arg_double(setup, "output_dim", 128, &out, err) ||
         method_arg_double(setup, "temperature", 0.1, &temperature, err))
         return -1;
-    if (hidden < 1 || out < 1) return error_set(err, "hidden_dim and output_dim must be >= 1");
     NtXent *loss = nt_xent_create(method->backend, setup->batch, (int)out, (float)temperature,
                                   method->comm, err);
     if (!loss) return -1;

@@ -15,17 +15,19 @@ static void vicreg_backward(void *loss, float dloss, float *d0, float *d1) {
 }
 static void vicreg_destroy(void *loss) { vicreg_loss_destroy(loss); }
 
+const MethodArgSpec vicreg_arg_specs[] = {
+    METHOD_ARG_DIM("hidden_dim"), METHOD_ARG_DIM("output_dim"), METHOD_ARG_WEIGHT("lambda"),
+    METHOD_ARG_WEIGHT("mu"), METHOD_ARG_WEIGHT("nu"), METHOD_ARG_END,
+};
+
 int vicreg_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
-    static const char *const known[] = {"hidden_dim", "output_dim", "lambda", "mu", "nu", NULL};
     double hidden, out, lambda, mu, nu;
-    if (method_args_check(setup, known, err) ||
-        method_arg_double(setup, "hidden_dim", 8192, &hidden, err) ||
+    if (method_arg_double(setup, "hidden_dim", 8192, &hidden, err) ||
         method_arg_double(setup, "output_dim", 8192, &out, err) ||
         method_arg_double(setup, "lambda", 25.0, &lambda, err) ||
         method_arg_double(setup, "mu", 25.0, &mu, err) ||
         method_arg_double(setup, "nu", 1.0, &nu, err))
         return -1;
-    if (hidden < 1 || out < 1) return error_set(err, "hidden_dim and output_dim must be >= 1");
     VicregLoss *loss = vicreg_loss_create(method->backend, setup->batch, (int)out, (float)lambda,
                                           (float)mu, (float)nu, 1e-4f, err);
     if (!loss) return -1;

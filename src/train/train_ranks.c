@@ -114,6 +114,6 @@ int train_save_agreed(TrainRun *run, long completed_steps) {
     int status = train_check_replicas(run, completed_steps);
     if (status) return status;
     if (run->rank == 0 && train_save(run, completed_steps, &err))
-        status = train_stop(run, 1, "error: could not write the checkpoint: %s", err.text);
+        status = train_stop(run, 1, "error: %s", err.text);
     return train_agree(run, status, NULL);
 }

@@ -198,9 +198,9 @@ static int setup_data(TrainRun *run, ErrorMessage *err) {
     run->batch_size = config->batch_size / world;
     const size_t per_rank = run->dataset.count / (size_t)world;  // each rank's share
     if ((size_t)run->batch_size > per_rank) {
-        train_message(run, "warning: batch size %d is larger than the dataset (%zu images); "
-                           "using %zu", config->batch_size, run->dataset.count,
-                      per_rank * (size_t)world);
+        snprintf(run->settings_warning, sizeof run->settings_warning,
+                 "warning: batch size %d is larger than the dataset (%zu images); using %zu",
+                 config->batch_size, run->dataset.count, per_rank * (size_t)world);
         run->batch_size = (int)per_rank;
     }
     if (run->batch_size < 2)
@@ -340,6 +340,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     run->identity = (RunIdentity){
         .model = run->model_name,
         .method = method_kind_name(config->method),
+        .ranks = run->world_size,
         .batch_size = run->batch_size,
         .image_size = config->image_size,
         .total_steps = run->total_steps,
@@ -353,6 +354,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
                                  sizeof run->identity_method_args),
         .transforms = join_list(&config->transforms, run->identity_transforms,
                                 sizeof run->identity_transforms),
+        .steps_per_epoch = run->steps_per_epoch,
     };
     return 0;
 }
@@ -398,11 +400,16 @@ static int setup_logs(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
 // records of the steps after the checkpoint (dropped: they are run again).
 static int tidy_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
+    // The names train writes atomically in each folder: only their
+    // temporaries are removed (a user's "notes.tmp.123" is not ours).
+    static const char *const written[][3] = {{"metrics.jsonl", "events.out.tfevents.*", NULL},
+                                             {"last.ckpt", NULL},
+                                             {"exported_last.safetensors", NULL}};
     char names[1024] = "", path[PATH_MAX];
-    int removed = file_remove_stale_temporaries(config->out, names, sizeof names);
+    int removed = file_remove_stale_temporaries(config->out, written[0], names, sizeof names);
     for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
         path_join(path, sizeof path, config->out, out_folders[i]);
-        removed += file_remove_stale_temporaries(path, names, sizeof names);
+        removed += file_remove_stale_temporaries(path, written[i + 1], names, sizeof names);
     }
     if (removed)
         train_message(run, "removed %d temporary file(s) left by a run killed while writing: %s",
@@ -563,6 +570,7 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
     if (status) train_message(run, "%s", message);
     if ((status = train_agree(run, status, message))) return status;
+    if (run->settings_warning[0]) train_message(run, "%s", run->settings_warning);
     status = setup_run(run, argc, argv, &err);
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
     if (status) train_message(run, "%s", message);

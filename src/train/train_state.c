@@ -11,29 +11,30 @@
 #include "train/checkpoint.h"
 
 // The run.* metadata of an identity, as key/value text pairs.
-#define RUN_IDENTITY_FIELDS 13
+#define RUN_IDENTITY_FIELDS 14
 #define RUN_IDENTITY_VALUE 1024
 static void run_identity_fields(const RunIdentity *identity,
                                 char values[RUN_IDENTITY_FIELDS][RUN_IDENTITY_VALUE],
                                 const char *keys[RUN_IDENTITY_FIELDS]) {
     static const char *const names[RUN_IDENTITY_FIELDS] = {
-        "run.model", "run.method", "run.batch_size", "run.image_size",
+        "run.model", "run.method", "run.ranks", "run.batch_size", "run.image_size",
         "run.total_steps", "run.dataset_size", "run.seed", "run.accumulate_grad_batches",
         "run.optimizer", "run.lr", "run.weight_decay", "run.method_args", "run.transforms"};
     const size_t size = RUN_IDENTITY_VALUE;
     snprintf(values[0], size, "%s", identity->model);
     snprintf(values[1], size, "%s", identity->method);
-    snprintf(values[2], size, "%d", identity->batch_size);
-    snprintf(values[3], size, "%d", identity->image_size);
-    snprintf(values[4], size, "%ld", identity->total_steps);
-    snprintf(values[5], size, "%ld", identity->dataset_size);
-    snprintf(values[6], size, "%ld", identity->seed);
-    snprintf(values[7], size, "%d", identity->accumulate);
-    snprintf(values[8], size, "%s", identity->optimizer ? identity->optimizer : "");
-    snprintf(values[9], size, "%.9g", identity->lr);
-    snprintf(values[10], size, "%.9g", identity->weight_decay);
-    snprintf(values[11], size, "%s", identity->method_args ? identity->method_args : "");
-    snprintf(values[12], size, "%s", identity->transforms ? identity->transforms : "");
+    snprintf(values[2], size, "%d", identity->ranks);
+    snprintf(values[3], size, "%d", identity->batch_size);
+    snprintf(values[4], size, "%d", identity->image_size);
+    snprintf(values[5], size, "%ld", identity->total_steps);
+    snprintf(values[6], size, "%ld", identity->dataset_size);
+    snprintf(values[7], size, "%ld", identity->seed);
+    snprintf(values[8], size, "%d", identity->accumulate);
+    snprintf(values[9], size, "%s", identity->optimizer ? identity->optimizer : "");
+    snprintf(values[10], size, "%.9g", identity->lr);
+    snprintf(values[11], size, "%.9g", identity->weight_decay);
+    snprintf(values[12], size, "%s", identity->method_args ? identity->method_args : "");
+    snprintf(values[13], size, "%s", identity->transforms ? identity->transforms : "");
     for (int i = 0; i < RUN_IDENTITY_FIELDS; i++) keys[i] = names[i];
 }
 
@@ -111,8 +112,16 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
     return status ? -1 : 0;
 }
 
+// The optimizer steps a group took in the first `completed` steps: the
+// steps it was active in (frozen steps at lr 0 count, others do not).
+static int64_t group_active_steps(const MethodGroup *group, int64_t completed) {
+    const int64_t frozen = group->frozen_at_zero_lr ? 0 : group->frozen_steps;
+    return completed - (frozen < completed ? frozen : completed);
+}
+
 static int load_group(const Checkpoint *checkpoint, Method *method, MethodGroup *group,
-                      Optimizer *optimizer, int64_t completed_steps, ErrorMessage *err) {
+                      Optimizer *optimizer, int64_t completed_steps, int scaled,
+                      ErrorMessage *err) {
     char prefix[128];
     snprintf(prefix, sizeof prefix, "%s.", group->name);
     if (checkpoint_load_parameters(checkpoint, prefix, group->params, group->buffers,
@@ -130,10 +139,12 @@ static int load_group(const Checkpoint *checkpoint, Method *method, MethodGroup 
     int64_t steps = 0;
     snprintf(prefix, sizeof prefix, "optimizer.%s.step_count", group->name);
     if (checkpoint_get_i64(checkpoint, prefix, &steps, err)) return -1;
-    // A frozen group takes fewer steps than the run, never more.
-    if (steps < 0 || steps > completed_steps)
-        return error_set(err, "%s = %lld is outside 0..%lld (the completed steps)", prefix,
-                         (long long)steps, (long long)completed_steps);
+    // scaled: the saved run had the loss scaler, whose skipped steps do not count.
+    const int64_t active = group_active_steps(group, completed_steps);
+    if (scaled ? steps < 0 || steps > active : steps != active)
+        return error_set(err, "%s = %lld, expected %s%lld (the steps the group was trained in, "
+                              "of %lld completed)", prefix, (long long)steps,
+                         scaled ? "0.." : "", (long long)active, (long long)completed_steps);
     optimizer_set_step_count(optimizer, (long)steps);
     return 0;
 }
@@ -168,6 +179,10 @@ static int check_counters(const Checkpoint *checkpoint, const RunIdentity *ident
     if (step != *completed_steps)
         return error_set(err, "metadata step=%lld disagrees with train.completed_steps = %lld",
                          step, (long long)*completed_steps);
+    const long per_epoch = identity->steps_per_epoch;
+    if (per_epoch > 0 && epoch != step / per_epoch)
+        return error_set(err, "metadata epoch=%lld disagrees with step %lld: expected %lld (%ld "
+                              "steps per epoch)", epoch, step, step / per_epoch, per_epoch);
     return 0;
 }
 
@@ -190,7 +205,8 @@ int train_state_load(const char *path, Method *method, Optimizer *const *optimiz
     int64_t steps = 0;
     if (!status) status = check_counters(&checkpoint, identity, &steps, err);
     for (int g = 0; g < method->group_count && !status; g++)
-        status = load_group(&checkpoint, method, &method->groups[g], optimizers[g], steps, err);
+        status = load_group(&checkpoint, method, &method->groups[g], optimizers[g], steps,
+                            checkpoint_has_prefix(&checkpoint, "loss_scaler."), err);
     if (!status && scaler) status = load_scaler(&checkpoint, scaler, err);
     if (!status && method->ops->load) status = method->ops->load(method, &checkpoint, err);
     checkpoint_free(&checkpoint);

@@ -24,6 +24,8 @@
 typedef struct RunIdentity {
     const char *model;   // "resnet18"
     const char *method;  // "simclr"
+    int ranks;           // processes (devices x nodes); checked before batch_size,
+                         // which is per rank and follows from it
     int batch_size;      // per device
     int image_size;
     long total_steps;
@@ -35,6 +37,9 @@ typedef struct RunIdentity {
     double weight_decay;
     const char *method_args;  // the --method-arg entries, space-separated
     const char *transforms;   // the --transform entries, space-separated
+    // Not saved: follows from the settings above. The checkpoint's epoch
+    // must be its step / steps_per_epoch (0: not checked).
+    long steps_per_epoch;
 } RunIdentity;
 
 // optimizers[g] belongs to method->groups[g]; scaler: NULL when off.
@@ -45,7 +50,12 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
                      long completed_steps, int epoch, ErrorMessage *err);
 // Restores a run saved by train_state_save into a freshly created method,
 // optimizers and scaler (NULL: off; its state is then ignored). Fails (err
-// says which setting) when identity differs.
+// says which setting) when identity differs, and when a counter differs
+// from what the others make it: metadata step = train.completed_steps,
+// epoch = step / steps_per_epoch, each group's optimizer step count = the
+// steps it was active in (method_group_active; at most
+// that when the checkpoint holds the scaler's state: GradScaler's skipped
+// steps do not count).
 int train_state_load(const char *path, Method *method, Optimizer *const *optimizers,
                      LossScaler *scaler, const RunIdentity *identity, long *completed_steps,
                      ErrorMessage *err);

@@ -25,6 +25,25 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_stop_signal(int signal_number) { stop_signal = signal_number; }
 
+void train_catch_stop_signals(void) {
+    stop_signal = 0;
+    struct sigaction action = {0};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, NULL);
+    sigaction(SIGTERM, &action, NULL);
+}
+
+static const char *stop_signal_name(void) {
+    return stop_signal == SIGINT    ? "SIGINT"
+           : stop_signal == SIGTERM ? "SIGTERM"
+                                    : "a signal to another rank";
+}
+
+// The shell's convention: 128 + the signal number (a rank whose stop came
+// from another rank's signal: as SIGTERM).
+static int stop_status(void) { return stop_signal == SIGINT ? 130 : 143; }
+
 // Learning rate of step: LightlyTrain's linear warmup then cosine decay
 // (lightly's CosineWarmupScheduler, end factor 0.001; DINOv2: min_lr / lr), per step.
 static double learning_rate(const TrainRun *run, long step) {
@@ -250,16 +269,18 @@ static int train_export(TrainRun *run, ErrorMessage *err) {
 }
 
 // Writes last.ckpt, then the exported backbone; on failure the previous files
-// stay (both writes are atomic). A kill between the two leaves an export
-// older than the checkpoint: --resume brings it in line (train_complete).
+// stay (both writes are atomic) and err says which write failed. A kill
+// between the two leaves an export older than the checkpoint: --resume
+// brings it in line (train_complete).
 int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
     const int epoch = (int)(completed_steps / run->steps_per_epoch);
     if (train_state_save(run->checkpoint_path, &run->method, run->optimizers,
                          run->scaler_on ? &run->scaler : NULL, &run->identity, completed_steps,
                          epoch, err))
-        return -1;
+        return error_prefix(err, "could not write the checkpoint");
     if (fault_fires("kill-before-export", completed_steps)) raise(SIGKILL);
-    return train_export(run, err);
+    if (train_export(run, err)) return error_prefix(err, "could not write the export");
+    return 0;
 }
 
 // The epoch whose end `completed` steps are when a kNN evaluation is due
@@ -397,18 +418,12 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         if ((epoch_done || stop) && train_save_agreed(run, completed)) return 1;
         const int knn_epoch = knn_epoch_due(run, completed);
         if (knn_epoch) train_knn(run, completed, knn_epoch);
-        if (stop) {
-            // The shell's convention: 128 + the signal number (a rank whose
-            // stop came from another rank's signal: as SIGTERM).
-            return train_stop(run, stop_signal == SIGINT ? 130 : 143,
+        if (stop)
+            return train_stop(run, stop_status(),
                               "interrupted (%s) after step %ld: checkpoint written to %s; "
                               "continue with the same command plus --resume (without "
                               "--overwrite)",
-                              stop_signal == SIGINT    ? "SIGINT"
-                              : stop_signal == SIGTERM ? "SIGTERM"
-                                                       : "a signal to another rank",
-                              completed, run->checkpoint_path);
-        }
+                              stop_signal_name(), completed, run->checkpoint_path);
     }
     return 0;
 }
@@ -438,25 +453,29 @@ int train_run(const TrainConfig *config, int argc, char **argv) {
     int status = train_setup(&run, config, argc, argv);
     if (status || run.complete) {
         if (!status) status = train_complete(&run);
-        train_teardown(&run);
-        return status;
+    } else if (run.world_size == 1 && stop_signal != 0) {
+        // Stopped while setting up (the handlers are set before any work,
+        // train_catch_stop_signals): one process stops before its first
+        // step; ranks agree on it in the first step's record, as on any other.
+        status = train_stop(&run, stop_status(), "interrupted (%s) before step %ld: nothing "
+                                                 "trained; %s",
+                            stop_signal_name(), run.start_step + 1,
+                            run.start_step ? "the checkpoint is unchanged: continue with the "
+                                             "same command plus --resume"
+                                           : "no checkpoint written: start again with the "
+                                             "same command plus --overwrite");
+        train_message(&run, "%s", run.final_message);
+    } else {
+        RunTotals totals = {0};
+        const double start = time_now();
+        if (run.progress) progress_set_origin(run.progress, run.start_step, start);
+        status = train_loop(&run, &totals);
+        if (run.progress) progress_finish(run.progress);
+        totals.wall_seconds = time_now() - start;
+        train_finish(&run, &totals, status);
     }
-    stop_signal = 0;
-    struct sigaction action = {0};
-    action.sa_handler = on_stop_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, NULL);
-    sigaction(SIGTERM, &action, NULL);
-
-    RunTotals totals = {0};
-    const double start = time_now();
-    if (run.progress) progress_set_origin(run.progress, run.start_step, start);
-    status = train_loop(&run, &totals);
-    if (run.progress) progress_finish(run.progress);
-    totals.wall_seconds = time_now() - start;
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    train_finish(&run, &totals, status);
     train_teardown(&run);
     return status;
 }

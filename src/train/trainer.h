@@ -56,9 +56,15 @@ typedef struct TrainConfig {
     int rank_cores;           // CPU cores this rank may use; <= 0: all usable
 } TrainConfig;
 
+// SIGINT and SIGTERM ask the run to stop (after the step in progress, with
+// a checkpoint): the command sets this first, before any work, so that a
+// signal while it sets up is not a kill. train_run restores the defaults.
+void train_catch_stop_signals(void);
+
 // Runs (or resumes) training. Returns the exit status: 0 done, 1 failure
 // while running (message printed), 2 bad input, 130 / 143 interrupted by
-// SIGINT / SIGTERM (checkpoint written). argc/argv go to train.log.
+// SIGINT / SIGTERM (checkpoint written; before the first step of the run:
+// nothing trained, nothing more written). argc/argv go to train.log.
 int train_run(const TrainConfig *config, int argc, char **argv);
 
 #endif

@@ -13,6 +13,16 @@
 //                    before the rename (leaves "<file>.tmp.<pid>" behind, as a
 //                    crash there would). In train the writes are: checkpoint,
 //                    export, checkpoint, export, ... (one pair per epoch).
+//   kill-in-write@K  the K-th step of the process's atomic writes (1-based; util/file.c):
+//                    SIGKILL right after it. The steps of a write, in order: each
+//                    temporary file created (empty), then complete; a group's previous
+//                    main file removed; each rename. A test raising K until the write
+//                    completes sees a kill at every point of it.
+//   fail-write@N     the N-th atomic file write of the process fails once its temporary
+//                    file is complete, as a full disk would (ENOSPC); train's writes are
+//                    numbered as for kill-before-rename
+//   sigterm-at-start train: SIGTERM to itself as the command starts, before
+//                    parsing its options (a signal in the first milliseconds)
 // Unset (normal runs), every point is off; the check is a getenv per call.
 #ifndef LTC_UTIL_FAULT_H
 #define LTC_UTIL_FAULT_H

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -123,55 +124,127 @@ void file_sync_parent_directory(const char *path) {
     free(directory);
 }
 
-// Atomic writes so far in this process (for the kill-before-rename fault).
-static atomic_long writes;
+// Atomic writes so far in this process (for the kill-before-rename fault),
+// and the steps of all of them (for kill-in-write: fault.h).
+static atomic_long writes, write_steps;
+
+// A point where a crash changes what is on disk: the kill-in-write fault
+// ends the process here at the step it names.
+static void write_step(void) {
+    if (fault_fires("kill-in-write", atomic_fetch_add(&write_steps, 1) + 1)) raise(SIGKILL);
+}
+
+// The temporary name of path for this process: "path.tmp.<pid>" (malloc'ed).
+static char *temporary_path(const char *path) {
+    const size_t capacity = strlen(path) + 32;
+    char *temp_path = malloc(capacity);
+    if (temp_path) snprintf(temp_path, capacity, "%s.tmp.%ld", path, (long)getpid());
+    return temp_path;
+}
+
+// Writes the chunks to temp_path, flushed and synced; removes it on failure.
+static int write_temporary(const char *temp_path, const FileChunk *chunks, int count,
+                           ErrorMessage *err) {
+    FILE *file = fopen(temp_path, "wb");
+    if (!file) return error_set(err, "cannot create \"%s\": %s", temp_path, strerror(errno));
+    write_step();
+    int status = write_chunks(file, temp_path, chunks, count, err);
+    if (fclose(file) != 0 && status == 0)
+        status = error_set(err, "cannot close \"%s\": %s", temp_path, strerror(errno));
+    if (status != 0) {
+        unlink(temp_path);
+        return -1;
+    }
+    write_step();
+    const long number = atomic_fetch_add(&writes, 1) + 1;
+    if (fault_fires("kill-before-rename", number)) raise(SIGKILL);
+    if (fault_fires("fail-write", number)) {
+        unlink(temp_path);
+        return error_set(err, "cannot write \"%s\": %s", temp_path, strerror(ENOSPC));
+    }
+    return 0;
+}
 
 int file_write_atomic(const char *path, const FileChunk *chunks, int count, ErrorMessage *err) {
-    const size_t temp_capacity = strlen(path) + 32;
-    char *temp_path = malloc(temp_capacity);
-    if (!temp_path) return error_set(err, "%s: out of memory", path);
-    snprintf(temp_path, temp_capacity, "%s.tmp.%ld", path, (long)getpid());
-    int status = 0;
-    FILE *file = fopen(temp_path, "wb");
-    if (!file) {
-        status = error_set(err, "cannot create \"%s\": %s", temp_path, strerror(errno));
-    } else {
-        status = write_chunks(file, temp_path, chunks, count, err);
-        if (fclose(file) != 0 && status == 0)
-            status = error_set(err, "cannot close \"%s\": %s", temp_path, strerror(errno));
-        if (status == 0 && fault_fires("kill-before-rename", atomic_fetch_add(&writes, 1) + 1))
-            raise(SIGKILL);
-        if (status == 0 && rename(temp_path, path) != 0)
-            status = error_set(err, "cannot rename \"%s\" to it: %s", temp_path, strerror(errno));
-        if (status != 0) unlink(temp_path);
+    const FileWrite file = {path, chunks, count};
+    return file_write_atomic_group(&file, 1, err);
+}
+
+int file_write_atomic_group(const FileWrite *files, int count, ErrorMessage *err) {
+    char *temp_paths[FILE_GROUP_MAX] = {0};
+    if (count < 1 || count > FILE_GROUP_MAX)
+        return error_set(err, "a group of %d files (1..%d)", count, FILE_GROUP_MAX);
+    int status = 0, failed = 0;  // failed: the file the message names
+    for (int i = 0; i < count && status == 0; i++) {
+        failed = i;
+        temp_paths[i] = temporary_path(files[i].path);
+        if (!temp_paths[i]) status = error_set(err, "out of memory");
+        else status = write_temporary(temp_paths[i], files[i].chunks, files[i].count, err);
+        if (status != 0) free(temp_paths[i]), temp_paths[i] = NULL;
     }
-    if (status == 0) file_sync_parent_directory(path);
-    free(temp_path);
-    return status == 0 ? 0 : error_prefix(err, "%s", path);
+    // The main file (the last) goes first: from here until its rename a
+    // reader finds no main file, never one beside companions of another write.
+    const char *main_path = files[count - 1].path;
+    if (status == 0 && count > 1 && unlink(main_path) != 0 && errno != ENOENT) {
+        failed = count - 1;
+        status = error_set(err, "cannot remove the previous file: %s", strerror(errno));
+    }
+    if (status == 0 && count > 1) write_step();
+    for (int i = 0; i < count && status == 0; i++) {
+        failed = i;
+        if (rename(temp_paths[i], files[i].path) != 0)
+            status = error_set(err, "cannot rename \"%s\" to it: %s", temp_paths[i],
+                               strerror(errno));
+        else
+            free(temp_paths[i]), temp_paths[i] = NULL, write_step();
+    }
+    for (int i = 0; i < count; i++) {
+        if (temp_paths[i]) unlink(temp_paths[i]);
+        free(temp_paths[i]);
+    }
+    if (status != 0) return error_prefix(err, "%s", files[failed].path);
+    for (int i = 0; i < count; i++) file_sync_parent_directory(files[i].path);
+    return 0;
 }
 
 // ---- leftovers of killed writers ---------------------------------------------------
 
-// The pid of "<name>.tmp.<pid>", or 0 when entry is not such a name.
-static long temporary_owner(const char *entry) {
+// The pid of "<target>.tmp.<pid>" with its target name in target (size
+// bytes), or 0 when entry is not such a name.
+static long temporary_owner(const char *entry, char *target, size_t size) {
     const char *mark = strstr(entry, ".tmp.");
     if (!mark || mark == entry) return 0;
     while (strstr(mark + 1, ".tmp.")) mark = strstr(mark + 1, ".tmp.");  // the last one
     const char *digits = mark + 5;
     char *end = NULL;
     const long pid = strtol(digits, &end, 10);
-    return end != digits && *end == '\0' && pid > 0 ? pid : 0;
+    if (end == digits || *end != '\0' || pid <= 0 || (size_t)(mark - entry) >= size) return 0;
+    memcpy(target, entry, (size_t)(mark - entry));
+    target[mark - entry] = '\0';
+    return pid;
 }
 
-int file_remove_stale_temporaries(const char *dir, char *names, size_t size) {
+// Whether target is one of the NULL-ended fnmatch patterns.
+static int matches_any(const char *target, const char *const *patterns) {
+    for (int i = 0; patterns[i]; i++)
+        if (fnmatch(patterns[i], target, FNM_PERIOD) == 0) return 1;
+    return 0;
+}
+
+// The removal for both entry points: patterns, or one exact name.
+static int remove_stale(const char *dir, const char *const *patterns, const char *exact,
+                        char *names, size_t size) {
     DIR *handle = opendir(dir);
     if (!handle) return 0;
     int removed = 0;
     struct dirent *entry;
     while ((entry = readdir(handle))) {
-        const long pid = temporary_owner(entry->d_name);
+        char target[NAME_MAX + 1];
+        const long pid = temporary_owner(entry->d_name, target, sizeof target);
+        if (!pid || !(exact ? strcmp(target, exact) == 0 : matches_any(target, patterns)))
+            continue;
         // kill(pid, 0) fails with ESRCH only when no such process exists.
-        if (!pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", dir, entry->d_name) >= (int)sizeof path) continue;
         struct stat info;
@@ -183,4 +256,19 @@ int file_remove_stale_temporaries(const char *dir, char *names, size_t size) {
     }
     closedir(handle);
     return removed;
+}
+
+int file_remove_stale_temporaries(const char *dir, const char *const *patterns, char *names,
+                                  size_t size) {
+    return remove_stale(dir, patterns, NULL, names, size);
+}
+
+int file_remove_stale_temporaries_of(const char *path, char *names, size_t size) {
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path) >=
+             (int)sizeof dir)
+        return 0;
+    return remove_stale(dir, NULL, slash ? slash + 1 : path, names, size);
 }

@@ -45,11 +45,34 @@ int file_write_atomic(const char *path, const FileChunk *chunks, int count, Erro
 // reported.
 void file_sync_parent_directory(const char *path);
 
-// Removes the temporary files "<name>.tmp.<pid>" that file_write_atomic
-// left in dir when its process was killed (only those whose process no
-// longer exists: a live writer's file is never touched). Appends
-// "name, name, ..." of the removed files to names (size bytes, cut to fit)
-// and returns how many were removed.
-int file_remove_stale_temporaries(const char *dir, char *names, size_t size);
+// One file of a group (file_write_atomic_group).
+typedef struct FileWrite {
+    const char *path;
+    const FileChunk *chunks;
+    int count;
+} FileWrite;
+
+#define FILE_GROUP_MAX 4
+
+// Files that belong together (an embedding file and its names), written so
+// that a reader never sees the main file, files[count - 1], beside
+// companions of another write: every file is written to its temporary name
+// and synced; then the previous main file is removed; then the companions
+// are renamed into place and the main file last. A crash leaves the previous
+// group, the new group, or companions without a main file; a failure leaves
+// no temporary file. One file: as file_write_atomic (the previous file stays
+// until the rename replaces it).
+int file_write_atomic_group(const FileWrite *files, int count, ErrorMessage *err);
+
+// Removes the temporary files "<target>.tmp.<pid>" that file_write_atomic
+// left in dir when its process was killed: only those whose target matches
+// one of the NULL-ended fnmatch patterns (the names the caller writes there:
+// a user's "notes.tmp.123" stays) and whose process no longer exists (a live
+// writer's file is never touched). Appends "path, path, ..." of the removed
+// files to names (size bytes, cut to fit) and returns how many were removed.
+int file_remove_stale_temporaries(const char *dir, const char *const *patterns, char *names,
+                                  size_t size);
+// The same for the one file path: its dead writers' "<path>.tmp.<pid>".
+int file_remove_stale_temporaries_of(const char *path, char *names, size_t size);
 
 #endif

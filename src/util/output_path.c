@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/file.h"
+
 // The folder part of path ("." when there is none), in out.
 static int parent_folder(const char *path, char *out, size_t size, ErrorMessage *err) {
     if (snprintf(out, size, "%s", path) >= (int)size)
@@ -73,6 +75,16 @@ int output_folder_check(const char *path, ErrorMessage *err) {
         if (strcmp(parent, current) == 0) return error_set(err, "cannot create '%s'", path);
         memcpy(current, parent, sizeof current);
     }
+}
+
+void output_files_tidy(const char *const *paths, int count, char *note, size_t size) {
+    char names[1024] = "";
+    int removed = 0;
+    for (int i = 0; i < count; i++)
+        removed += file_remove_stale_temporaries_of(paths[i], names, sizeof names);
+    if (!removed) snprintf(note, size, "%s", "");
+    else snprintf(note, size, "removed %d temporary file(s) left by a run killed while writing: %s",
+                  removed, names);
 }
 
 int output_folder_create(const char *path, ErrorMessage *err) {

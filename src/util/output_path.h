@@ -21,6 +21,11 @@ int output_folder_check(const char *path, ErrorMessage *err);
 // it exists it must be a regular file (not a folder, pipe or device).
 int output_entry_check(const char *path, ErrorMessage *err);
 
+// What killed writers of these files left: their "<path>.tmp.<pid>" files
+// (util/file.h) are removed. note gets "removed N temporary file(s) left by a
+// run killed while writing: ..." or "" when there were none.
+void output_files_tidy(const char *const *paths, int count, char *note, size_t size);
+
 // mkdir -p: creates path and its missing parents (mode 0755).
 int output_folder_create(const char *path, ErrorMessage *err);
 

@@ -24,6 +24,16 @@ expect 2 "is empty" -- "$bin" bench-data --data "$work/empty"
 mkdir -p "$work/no-images" && echo hi > "$work/no-images/notes.txt"
 expect 2 "no images" -- "$bin" bench-data --data "$work/no-images"
 
+# A failure after the report began: the error is the last line, also when
+# the output goes to a file (stdout is buffered there, stderr is not).
+mkdir -p "$work/all-corrupt"
+for i in 1 2 3; do printf '\377\330\377 garbage' >"$work/all-corrupt/b$i.jpg"; done
+"$bin" bench-data --data "$work/all-corrupt" --batch-size 2 --image-size 32 --steps 2 \
+  --warmup-steps 0 >"$work/bench-fail.log" 2>&1
+[ $? -eq 1 ] || fail "bench-data on unreadable images: expected exit 1: $(cat "$work/bench-fail.log")"
+tail -n 1 "$work/bench-fail.log" | grep -q "^lightly-train-c bench-data: no readable image found" ||
+  fail "bench-data: the error is not the last line: $(cat "$work/bench-fail.log")"
+
 # A real run: 48 images + 2 corrupt files, SimCLR and DINO views.
 "$build/tests/e2e/make_images" "$work/images" 48 --corrupt 2 || fail "make_images"
 out=$("$bin" bench-data --data "$work/images" --batch-size 8 --num-workers 2 --image-size 64 --steps 12 2>&1)

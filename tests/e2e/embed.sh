@@ -2,8 +2,8 @@
 # End-to-end tests of `embed`: a generated folder (nested folders, one corrupt
 # file) embedded with a ResNet-18 safetensors from resnet_tool into every
 # format; row counts = images - corrupt, filenames in sorted scan order, the
-# same numbers in every format, identical output for 1 and 3 workers, and the
-# usage errors (exit 2).
+# same numbers in every format, identical output for 1 and 3 workers, a kill
+# inside the npy pair's write, and the usage errors (exit 2).
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init embed
@@ -82,6 +82,22 @@ assert struct.unpack(f"<{13 * 512}f", st[8 + n + begin:8 + n + end]) == npy
 assert json.loads(header["__metadata__"]["filenames"]) == names
 EOF
 fi
+
+# A kill inside the npy write (here after the names are renamed into place,
+# write step 6 of 7: util/fault.h) leaves no .npy beside other names: the
+# old .npy is gone first. The next embed into the same --out removes the
+# killed run's temporary file, says so, and writes a matching pair.
+cp "$work/emb1.npy" "$work/pair.npy"
+printf 'old.jpg\n' >"$work/pair.npy.filenames.txt"
+{ LTC_FAULT=kill-in-write@6 "$bin" embed "${common[@]}" --out "$work/pair.npy" --overwrite \
+    >/dev/null 2>&1; } 2>/dev/null
+[ ! -e "$work/pair.npy" ] || fail "a kill between the renames left a .npy beside new names"
+cmp -s "$work/pair.npy.filenames.txt" "$work/expected_names.txt" || fail "the names were not renamed first"
+[ -n "$(find "$work" -name 'pair.npy.tmp.*')" ] || fail "the killed embed left no temporary .npy"
+expect 0 "^removed 1 temporary file\(s\) left by a run killed while writing: .*pair.npy.tmp" \
+  -- "$bin" embed "${common[@]}" --out "$work/pair.npy"
+[ -z "$(find "$work" -name '*.tmp.*')" ] || fail "the next embed kept temporary files"
+cmp -s "$work/pair.npy" "$work/emb1.npy" || fail "the rerun's .npy differs"
 
 # Usage errors: exit 2 with the reason.
 expect 2 "--data is required" -- "$bin" embed --checkpoint "$work/r18.safetensors" --out "$work/x.npy"

@@ -53,8 +53,14 @@ PY
 
 expect 2 "already holds a projector \(projector_config.pbtxt\): pass --overwrite" -- \
   "${embed[@]}" --format tensorboard --out "$work/projector"
-"${embed[@]}" --format tensorboard --out "$work/projector" --overwrite >/dev/null 2>&1 ||
-  fail "--overwrite of a projector"
+# A killed writer's temporary file inside the folder (its pid is gone) is
+# removed by the next embed into it, which says so; a user's file stays.
+dead_pid=$(sh -c 'echo $$')
+touch "$work/projector/tensors.tsv.tmp.$dead_pid" "$work/projector/notes.txt.tmp.$dead_pid"
+expect 0 "^removed 1 temporary file\(s\) left by a run killed while writing: .*tensors.tsv.tmp.$dead_pid" \
+  -- "${embed[@]}" --format tensorboard --out "$work/projector" --overwrite
+[ -e "$work/projector/tensors.tsv.tmp.$dead_pid" ] && fail "the projector's stale temporary file stayed"
+[ -e "$work/projector/notes.txt.tmp.$dead_pid" ] || fail "a user's file was removed"
 # In a run's plugin asset folder it belongs to the run's TensorBoard.
 expect 0 "view with: tensorboard --logdir '$work/run'\$" -- \
   "${embed[@]}" --format tensorboard --out "$work/run/plugins/org_tensorflow_tensorboard_projector"

@@ -2,7 +2,8 @@
 # End-to-end tests of `lightly-train-c export`: a torchvision safetensors and
 # checkpoints (from tests/e2e/make_checkpoint) exported to the same bytes as
 # resnet_tool's resnet_save of the same model; the default part of a DINO
-# checkpoint is its teacher; --overwrite; bad input exits 2 with one line.
+# checkpoint is its teacher; --overwrite; bad input exits 2 with one line; a
+# killed export's temporary file is removed by the next one.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init export
@@ -77,5 +78,18 @@ done
 expect 2 "--out: '.*notes.txt' is not a folder" \
   -- "$bin" export --checkpoint "$work/seed1.safetensors" --out "$work/notes.txt/x.safetensors"
 [ -z "$(find "$work" -name '*.tmp.*')" ] || fail "a refused export left a temporary file"
+
+# A killed export leaves its temporary file; the next export to the same
+# --out removes it (and says so), and no other file that looks like one.
+{ LTC_FAULT=kill-before-rename@1 "$bin" export --checkpoint "$work/seed1.safetensors" \
+    --out "$work/killed.safetensors" >/dev/null 2>&1; } 2>/dev/null
+[ -n "$(find "$work" -name 'killed.safetensors.tmp.*')" ] || fail "the killed export left no temporary file"
+sh -c 'exit 0' & wait $!
+dead=$!  # a process that has exited: its pid names no one
+touch "$work/notes.txt.tmp.$dead"
+expect 0 "^removed 1 temporary file\(s\) left by a run killed while writing: .*killed.safetensors.tmp" \
+  -- "$bin" export --checkpoint "$work/seed1.safetensors" --out "$work/killed.safetensors"
+[ -z "$(find "$work" -name 'killed.safetensors.tmp.*')" ] || fail "the next export kept the temporary file"
+[ -e "$work/notes.txt.tmp.$dead" ] || fail "export removed a file it did not write"
 
 e2e_finish

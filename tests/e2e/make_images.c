@@ -1,10 +1,12 @@
 // Writes a small image folder for the end-to-end tests:
-//   make_images DIR COUNT [--corrupt N] [--damaged N] [--noise]
+//   make_images DIR COUNT [--corrupt N] [--damaged N] [--no-dqt N] [--noise]
 // COUNT patterned images (JPEG and PNG, varied sizes, in class folders), N
 // corrupt files (a JPEG marker and garbage) and one non-image file.
 // --damaged: N JPEGs cut at 95% of their bytes (premature end of data) and N
 // PNGs whose zlib stream is broken near its end (chunk CRCs fixed), in
 // damaged/: damage a decoder that reads only a crop's rows would miss.
+// --no-dqt: N JPEGs without their quantization tables (DQT segments
+// removed), in damaged/: unreadable alone, and after any other image.
 // --noise: random pixels on top of the pattern (no flat areas: numerical
 // comparisons of training runs stay well conditioned, e2e/train_ranks.sh).
 #include <stdio.h>
@@ -61,17 +63,33 @@ static int write_damaged(const char *root, int index, uint8_t *rgb) {
     return status;
 }
 
+static int write_without_dqt(const char *root, int index, uint8_t *rgb) {
+    const int width = 96, height = 80;
+    fixture_pattern(rgb, width, height, 2000u + (uint32_t)index);
+    uint8_t *jpeg = NULL;
+    size_t size = 0;
+    if (fixture_encode_jpeg(width, height, rgb, 90, &jpeg, &size) != 0) return -1;
+    size = fixture_jpeg_drop_segments(jpeg, size, 0xDB);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/damaged/nodqt%d.jpg", root, index);
+    const int status = fixture_write_file(path, jpeg, size);
+    free(jpeg);
+    return status;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: make_images DIR COUNT [--corrupt N] [--damaged N] [--noise]\n");
+        fprintf(stderr, "usage: make_images DIR COUNT [--corrupt N] [--damaged N] [--no-dqt N] "
+                        "[--noise]\n");
         return 2;
     }
     const char *root = argv[1];
     const int count = atoi(argv[2]);
-    int corrupt = 0, damaged = 0, noise = 0;
+    int corrupt = 0, damaged = 0, no_dqt = 0, noise = 0;
     for (int a = 3; a < argc; a++) {
         if (strcmp(argv[a], "--corrupt") == 0 && a + 1 < argc) corrupt = atoi(argv[++a]);
         else if (strcmp(argv[a], "--damaged") == 0 && a + 1 < argc) damaged = atoi(argv[++a]);
+        else if (strcmp(argv[a], "--no-dqt") == 0 && a + 1 < argc) no_dqt = atoi(argv[++a]);
         else if (strcmp(argv[a], "--noise") == 0) noise = 1;
         else {
             fprintf(stderr, "make_images: unknown argument '%s'\n", argv[a]);
@@ -104,6 +122,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < damaged; i++)
         if (write_damaged(root, i, rgb) != 0) {
             fprintf(stderr, "make_images: cannot write the damaged images\n");
+            return 1;
+        }
+    for (int i = 0; i < no_dqt; i++)
+        if (write_without_dqt(root, i, rgb) != 0) {
+            fprintf(stderr, "make_images: cannot write the images without DQT\n");
             return 1;
         }
     snprintf(path, sizeof path, "%s/README.txt", root);

@@ -154,6 +154,16 @@ expect 2 "--method: expected one of .*got 'mae'" -- "$bin" train "${common[@]}" 
 expect 2 "--gradient-overlap: expected one of true, false, got 'yes'" -- \
   "$bin" train "${common[@]}" --method simclr --out "$work/x" --gradient-overlap yes
 expect 2 "unknown key 'hiden_dim'" -- "$bin" train "${common[@]}" --method simclr --out "$work/x" --method-arg hiden_dim=8
+# Method arguments outside their documented range (docs/training.md), and
+# numbers that are not decimal: refused before training, naming the range.
+expect 2 "^lightly-train-c train: simclr: --method-arg temperature=-1: expected a number in \[0.001, 100\]$" -- \
+  "$bin" train "${common[@]}" --method simclr --out "$work/x" --method-arg temperature=-1
+expect 2 "^lightly-train-c train: simclr: --method-arg temperature=nan: expected a number in \[0.001, 100\]$" -- \
+  "$bin" train "${common[@]}" --method simclr --out "$work/x" --method-arg temperature=nan
+expect 2 "^lightly-train-c train: byol: --method-arg momentum_start=5: expected a number in \[0, 1\]$" -- \
+  "$bin" train "${common[@]}" --out "$work/x" --method byol --method-arg momentum_start=5
+expect 2 "^lightly-train-c train: --lr: expected a decimal number or 'auto', got '0x10'$" -- \
+  "$bin" train "${common[@]}" --method simclr --out "$work/x" --lr 0x10
 # Without a teacher, distillation takes LightlyTrain's default (dinov3/vitb16),
 # which is not downloaded here (offline: tests/e2e/lib.bash).
 expect 2 "dinov3/vitb16 is not downloaded .*weights fetch dinov3/vitb16.*--method simclr" -- \
@@ -173,14 +183,21 @@ expect 2 "has lr=" -- "$bin" train --data "$images" "${base[@]}" --out "$work/si
 expect 0 "warning: batch size 8 is larger than the dataset \(3 images\); using 3" -- \
   "$bin" train --data "$work/three" --batch-size 8 "${base[@]}" --out "$work/small" --max-steps 1 \
   --method simclr "${heads[@]}"
+# With an error after it, the error is the only line (the warning waits
+# until every check passed).
+output=$("$bin" train --data "$work/three" --batch-size 8 "${base[@]}" --out "$work/small2" \
+  --max-steps 1 --method simclr --method-arg temperature=0 2>&1)
+[ $? -eq 2 ] && [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] ||
+  fail "a refused run on a small dataset printed more than its error: $output"
 
 # --- 6. A non-finite loss or gradient stops the run (exit 1, the step named) and leaves
 # the checkpoint and export in --out alone. --overwrite into the finished
-# vicreg run: a huge invariance weight makes the first update blow the
-# weights up, so a later step's loss is NaN/inf.
+# vicreg run: the largest invariance weight its range allows (1e6) makes
+# the first updates blow the weights up, so a later step's gradients are
+# NaN/inf.
 before=$(cksum "$work/vicreg/checkpoints/last.ckpt" "$work/vicreg/exported_models/exported_last.safetensors")
 output=$("$bin" train "${common[@]}" --out "$work/vicreg" --overwrite --max-steps 6 --method vicreg \
-  "${heads[@]}" --method-arg lambda=3e38 2>&1)
+  "${heads[@]}" --method-arg lambda=1e6 2>&1)
 status=$?
 [ "$status" -eq 1 ] || fail "diverging run exited $status, expected 1: $output"
 printf '%s\n' "$output" | tail -n 1 |

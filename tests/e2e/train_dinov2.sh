@@ -62,13 +62,13 @@ output=$("$bin" train "${common[@]}" --out "$work/sk" --method-arg center_method
 value=$(sed -n 's|.*"train_loss": \([^,}]*\).*|\1|p' "$work/sk/metrics.jsonl" | tail -n 1)
 case $value in ''|*nan*|*inf*) fail "dinov2 sinkhorn_knopp: train_loss '$value'" ;; esac
 
-expect 2 "center_method 'sinkhorn': expected softmax or sinkhorn_knopp" -- \
+expect 2 "center_method=sinkhorn: expected softmax or sinkhorn_knopp" -- \
   "$bin" train "${common[@]}" --out "$work/bad1" --method-arg center_method=sinkhorn
-expect 2 "mask_ratio_max <= 0.5" -- \
+expect 2 "mask_ratio_max=0.7: expected a number in \\[0, 0.5\\]" -- \
   "$bin" train "${common[@]}" --out "$work/bad2" --method-arg mask_ratio_max=0.7
 expect 2 "unknown key 'teacher_temp'" -- \
   "$bin" train "${common[@]}" --out "$work/bad3" --method-arg teacher_temp=0.04
-expect 2 "layerwise_decay and patch_embed_lr_multiplier must be finite and >= 0" -- \
+expect 2 "layerwise_decay=-1: expected a number in \\[0, 1\\]" -- \
   "$bin" train "${common[@]}" --out "$work/bad5" --method-arg layerwise_decay=-1
 expect 2 "norm_last_layer=yes: expected true or false" -- \
   "$bin" train "${common[@]}" --out "$work/bad6" --method-arg norm_last_layer=yes

@@ -6,8 +6,9 @@
 # non-finite, damaged, out-of-range or non-regular input files are refused
 # in one line; every output path is checked before training; a write
 # failure's error comes last; a run killed before its first checkpoint
-# points to --overwrite and its leftovers are removed; train and embed skip
-# the same damaged images for the same reasons.
+# points to --overwrite and its leftovers are removed; train, embed and
+# bench-data skip the same damaged images for the same reasons, whatever
+# came before them.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init failures
@@ -53,8 +54,13 @@ expect 2 "not a regular file \(a named pipe\)" -- timeout 20 "$bin" train "${com
 expect 2 "not a regular file \(a named pipe\)" -- timeout 20 "$bin" train "${plain[@]}" --out "$work/x" \
   --method distillation --method-arg teacher="$work/pipe.ckpt"
 head -c 4096 "$good_ckpt" | tr 'L' 'X' >"$work/damaged.ckpt"
-expect 2 "damaged.ckpt: not a lightly-train-c checkpoint" -- "$bin" train "${common[@]}" --out "$work/x" --checkpoint "$work/damaged.ckpt"
-expect 2 "damaged.ckpt: not a lightly-train-c checkpoint" -- "$bin" export --checkpoint "$work/damaged.ckpt" --out "$work/x.safetensors"
+# The same words from every command that reads --checkpoint.
+expect 2 "^lightly-train-c train: --checkpoint: .*damaged.ckpt: not a lightly-train-c checkpoint" -- \
+  "$bin" train "${common[@]}" --out "$work/x" --checkpoint "$work/damaged.ckpt"
+expect 2 "^lightly-train-c export: --checkpoint: .*damaged.ckpt: not a lightly-train-c checkpoint" -- \
+  "$bin" export --checkpoint "$work/damaged.ckpt" --out "$work/x.safetensors"
+expect 2 "^lightly-train-c embed: --checkpoint: .*damaged.ckpt: not a lightly-train-c checkpoint" -- \
+  "$bin" embed --data "$images" --checkpoint "$work/damaged.ckpt" --out "$work/x.npy"
 "$build/tests/e2e/edit_checkpoint" "$good_ckpt" "$work/nan.ckpt" --nan backbone.layer2.0.conv1.weight ||
   fail "edit_checkpoint --nan"
 nan_message="\"backbone.layer2.0.conv1.weight\" holds 1 non-finite value"
@@ -65,8 +71,10 @@ expect 2 "$nan_message" -- "$bin" train "${plain[@]}" --out "$work/x" --method d
   --method-arg teacher="$work/nan.ckpt"
 [ -e "$work/x" ] && fail "a refused run created its --out folder"
 
-# --- 3. --resume refuses checkpoints whose counters are out of range or
-# not numbers, and a non-finite optimizer state, before anything runs.
+# --- 3. --resume refuses checkpoints whose counters are out of range, not
+# numbers or not what the others make them (6 steps per epoch: epoch 2 at
+# step 12; simclr's groups trained in every step), a run on another number
+# of ranks, and a non-finite optimizer state, before anything runs.
 resume_refused() {  # PATTERN EDIT...
   local pattern=$1
   shift
@@ -80,7 +88,13 @@ resume_refused "train.completed_steps = -3 is outside 0..12" --i64 train.complet
 resume_refused "train.completed_steps = 99 is outside 0..12" --i64 train.completed_steps=99
 resume_refused "metadata step=\"six\" is not an integer" --meta step=six
 resume_refused "metadata epoch=-1 is outside" --meta epoch=-1
-resume_refused "optimizer.backbone.step_count = 13 is outside 0..12" --i64 optimizer.backbone.step_count=13
+resume_refused "metadata epoch=1 disagrees with step 12: expected 2 \(6 steps per epoch\)" --meta epoch=1
+resume_refused "optimizer.backbone.step_count = 13, expected 12 " --i64 optimizer.backbone.step_count=13
+resume_refused "optimizer.projection_head.step_count = 11, expected 12 " \
+  --i64 optimizer.projection_head.step_count=11
+# A checkpoint of 2 ranks (4 images each) resumed by one process: the rank
+# count is named, not the per-rank batch that follows from it.
+resume_refused "the interrupted run has ranks=2, this one 1 " --meta run.ranks=2 --meta run.batch_size=4
 resume_refused "optimizer.backbone.0.\*\" do not match the parameters: 1 holding NaN or inf: conv1.weight" \
   --nan optimizer.backbone.0.conv1.weight
 
@@ -111,10 +125,29 @@ printf '%s\n' "$output" | tail -n 1 | grep -q "^error: could not write the check
   fail "write failure: the last line is not the error: $(printf '%s\n' "$output" | tail -n 4)"
 printf '%s\n' "$output" | grep -q "verdict" || fail "write failure: no summary before the error"
 [ -z "$(find "$work/full" -name '*.tmp.*')" ] || fail "write failure left temporary files"
+# The export's write failing (the second write, after the checkpoint's) is
+# named as the export's.
+output=$(LTC_FAULT=fail-write@2 "$bin" train "${common[@]}" --out "$work/noexport" --max-steps 6 2>&1)
+[ $? -eq 1 ] || fail "export write failure: expected exit 1: $output"
+printf '%s\n' "$output" | tail -n 1 |
+  grep -q "^error: could not write the export: .*exported_last.safetensors.*No space left on device" ||
+  fail "export write failure: the last line does not name the export: $(printf '%s\n' "$output" | tail -n 2)"
+[ -e "$work/noexport/checkpoints/last.ckpt" ] || fail "export write failure: no checkpoint"
+
+# A signal as the command starts (before it parsed its options: the first
+# milliseconds) is a stop, not a kill: handled before any work, the run
+# stops before its first step and says how to go on.
+output=$(LTC_FAULT=sigterm-at-start "$bin" train "${common[@]}" --out "$work/early-stop" --max-steps 6 2>&1)
+[ $? -eq 143 ] || fail "SIGTERM at start: expected exit 143: $output"
+printf '%s\n' "$output" | tail -n 1 |
+  grep -q "^interrupted (SIGTERM) before step 1: nothing trained; no checkpoint written: start again with the same command plus --overwrite$" ||
+  fail "SIGTERM at start: the last line does not say what happened: $output"
+[ -e "$work/early-stop/checkpoints/last.ckpt" ] && fail "SIGTERM at start: a checkpoint was written"
 
 # --- 6. Killed before the first checkpoint (inside its write): the next run
 # points to --overwrite, not --resume; with --overwrite the leftover
-# temporary file is removed and said so in train.log.
+# temporary file is removed and said so in train.log (a user's file of the
+# same shape stays).
 { LTC_FAULT=kill-before-rename@1 "$bin" train "${common[@]}" --out "$work/early" --max-steps 12 \
   >/dev/null 2>&1; } 2>/dev/null  # no "Killed" from the shell
 status=$?
@@ -128,26 +161,44 @@ printf '%s\n' "$output" | grep -q "holds no checkpoint to resume from.*pass --ov
 printf '%s\n' "$output" | grep -q -- "--resume" && fail "rerun after an early kill suggests --resume: $output"
 expect 2 "no checkpoint to resume from.*pass --overwrite instead" -- \
   "$bin" train "${common[@]}" --out "$work/early" --max-steps 12 --resume
+# A user's file shaped like a temporary file of a dead process is not ours.
+sh -c 'exit 0' & wait $!
+dead=$!
+touch "$work/early/checkpoints/notes.txt.tmp.$dead"
 "$bin" train "${common[@]}" --out "$work/early" --max-steps 12 --overwrite >/dev/null 2>&1 ||
   fail "--overwrite after an early kill failed"
 [ -e "$leftover" ] && fail "the temporary file of the killed run is still there"
+[ -e "$work/early/checkpoints/notes.txt.tmp.$dead" ] || fail "train removed a file it did not write"
 grep -q "removed 1 temporary file(s) left by a run killed while writing: .*last.ckpt.tmp" \
   "$work/early/train.log" || fail "train.log does not note the removed temporary file"
 
-# --- 7. train and embed skip the same damaged images, for the same reasons,
-# also when training crops never reach the damage (small crops, damage in
-# the last rows): the first read of a file in a run checks all of it.
-"$build/tests/e2e/make_images" "$work/damaged" 16 --damaged 2 || fail "make_images --damaged"
+# --- 7. train, embed and bench-data skip the same damaged images, for the
+# same reasons, whatever was decoded before them (another seed, another
+# order): also when training crops never reach the damage (small crops,
+# damage in the last rows): the first read of a file in a run checks all of
+# it; and a JPEG without its quantization tables is unreadable after any
+# other JPEG (a worker's decoder keeps no tables across files).
+"$build/tests/e2e/make_images" "$work/damaged" 14 --damaged 2 --no-dqt 2 ||
+  fail "make_images --damaged --no-dqt"
 # 20 files, batch 4: one epoch reads every file once.
-"$bin" train --data "$work/damaged" --image-size 32 --num-workers 1 --threads 2 --batch-size 4 \
-  --method simclr --method-arg hidden_dim=64 --method-arg output_dim=32 --out "$work/damaged-run" --epochs 1 \
-  --transform scale_max=0.1 >"$work/damaged-train.log" 2>&1 || fail "train on damaged images"
-"$bin" embed --data "$work/damaged" --checkpoint "$work/damaged-run/exported_models/exported_last.safetensors" \
+for seed in 0 7; do
+  "$bin" train --data "$work/damaged" --image-size 32 --num-workers 1 --threads 2 --batch-size 4 \
+    --method simclr --method-arg hidden_dim=64 --method-arg output_dim=32 --out "$work/damaged-run$seed" \
+    --epochs 1 --seed $seed --transform scale_max=0.1 >"$work/damaged-train$seed.log" 2>&1 ||
+    fail "train on damaged images (seed $seed)"
+done
+"$bin" embed --data "$work/damaged" --checkpoint "$work/damaged-run0/exported_models/exported_last.safetensors" \
   --image-size 32 --out "$work/damaged.npy" >"$work/damaged-embed.log" 2>&1 || fail "embed on damaged images"
+"$bin" bench-data --data "$work/damaged" --image-size 32 --num-workers 1 --batch-size 4 \
+  --steps 3 --warmup-steps 2 >"$work/damaged-bench.log" 2>&1 || fail "bench-data on damaged images"
 skipped() { grep -o "skipping '.*" "$1" | LC_ALL=C sort; }
-[ "$(skipped "$work/damaged-train.log" | wc -l)" -eq 4 ] ||
-  fail "train skipped $(skipped "$work/damaged-train.log" | wc -l) files, expected the 4 damaged: $(skipped "$work/damaged-train.log")"
-[ "$(skipped "$work/damaged-train.log")" = "$(skipped "$work/damaged-embed.log")" ] ||
-  fail "train and embed skip differently:"$'\n'"$(skipped "$work/damaged-train.log")"$'\n'"--"$'\n'"$(skipped "$work/damaged-embed.log")"
+[ "$(skipped "$work/damaged-train0.log" | wc -l)" -eq 6 ] ||
+  fail "train skipped $(skipped "$work/damaged-train0.log" | wc -l) files, expected the 6 damaged: $(skipped "$work/damaged-train0.log")"
+grep -q "nodqt0.jpg': corrupt data: Quantization table 0x00 was not defined" "$work/damaged-embed.log" ||
+  fail "embed does not skip a JPEG without DQT for its reason: $(skipped "$work/damaged-embed.log")"
+for log in damaged-train7 damaged-embed damaged-bench; do
+  [ "$(skipped "$work/damaged-train0.log")" = "$(skipped "$work/$log.log")" ] ||
+    fail "train (seed 0) and $log skip differently:"$'\n'"$(skipped "$work/damaged-train0.log")"$'\n'"--"$'\n'"$(skipped "$work/$log.log")"
+done
 
 e2e_finish

@@ -324,6 +324,10 @@ if start_ranks resume-b 2 "${resume_args[@]}"; then
     "$work/resume-b/exported_models/exported_last.safetensors" ||
     fail "resume: the exported backbone differs from the uninterrupted run's"
 fi
+# The 2-rank checkpoint resumed by one process: refused naming the rank
+# count, not the per-rank batch size that follows from it.
+expect 2 "the interrupted run has ranks=2, this one 1 " -- \
+  "$bin" train --out "$work/resume-a" --resume "${resume_args[@]}"
 
 # ---- SIGTERM to one rank: every rank stops at the same step -----------------------------
 # The ranks agree on the request in the step record of the step it arrived

@@ -1,12 +1,17 @@
 // libFuzzer target: the checkpoint reader (16-byte header, then the
 // safetensors blob) on arbitrary bytes. Accepted files are read through the
 // checkpoint accessors: every tensor by the getter of its dtype, and the
-// metadata, so ASan sees any out-of-bounds view. Seeds:
-// tests/fuzz/seeds/checkpoint/ (written by tests/e2e/make_checkpoint --tiny).
+// metadata, so ASan sees any out-of-bounds view. A getter may refuse only
+// for the reasons the reader documents (checkpoint.h): a float tensor
+// holding NaN or inf is refused, any other refusal of a well-formed tensor
+// aborts. Seeds: tests/fuzz/seeds/checkpoint/ (tiny.ckpt written by
+// tests/e2e/make_checkpoint --tiny; nan_center.ckpt: the same with a NaN in
+// dino.center, by tests/e2e/edit_checkpoint --nan).
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/checkpoint.h"
+#include "util/finite.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *bytes = malloc(size ? size : 1);  // the parser takes ownership
@@ -23,9 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (tensor->dtype == SAFE_F32) {
             float *floats = malloc(elements ? elements * sizeof *floats : 1);
             if (!floats) break;
-            if (checkpoint_get_host_floats(&ckpt, tensor->name, floats, elements, &err) != 0)
-                abort();
-            for (size_t k = 0; k < elements; k++) sink ^= (uint8_t)(floats[k] != 0.0f);
+            const void *stored = safetensors_data(&ckpt.tensors, tensor);
+            const int finite = finite_first_bad_f32(stored, elements) == elements;
+            const int status =
+                checkpoint_get_host_floats(&ckpt, tensor->name, floats, elements, &err);
+            if ((status == 0) != finite) abort();  // refused exactly when not finite
+            for (size_t k = 0; status == 0 && k < elements; k++)
+                sink ^= (uint8_t)(floats[k] != 0.0f);
             free(floats);
         } else if (tensor->dtype == SAFE_I64) {
             int64_t value;

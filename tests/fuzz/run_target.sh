@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target over its seeds, then mutates for SECONDS:
+#   tests/fuzz/run_target.sh BINARY SECONDS [CORPUS]
+# Seeds: tests/fuzz/seeds/<name without fuzz_>/, else tests/fuzz/seeds/decode/
+# (the per-format decoder targets share it). CORPUS (kept between runs, for
+# `make fuzz`) receives what the run finds; without it a temporary folder is
+# used and removed (`make test`). A crash, a leak, a sanitizer report or a
+# timeout of one input fails with the end of libFuzzer's log; the input is
+# saved as <build>/fuzz/crash-* (or leak-*, timeout-*) next to BINARY.
+# Success prints libFuzzer's last line (runs, coverage).
+set -u
+binary=$1
+seconds=$2
+corpus=${3:-}
+name=$(basename "$binary")
+here=$(dirname "$0")
+seeds="$here/seeds/${name#fuzz_}"
+[ -d "$seeds" ] || seeds="$here/seeds/decode"
+if [ -z "$corpus" ]; then
+  corpus=$(mktemp -d "/tmp/ltc-fuzz-$name-XXXXXX")
+  trap 'rm -rf "$corpus"' EXIT
+fi
+mkdir -p "$corpus"
+log="$(dirname "$binary")/$name.log"
+if ! "$binary" -artifact_prefix="$(dirname "$binary")/" -max_total_time="$seconds" \
+  -rss_limit_mb=2048 -max_len=1048576 -timeout=20 "$corpus" "$seeds" >"$log" 2>&1; then
+  echo "$name failed (log: $log):"
+  tail -n 40 "$log"
+  exit 1
+fi
+tail -n 1 "$log"
