@@ -8,6 +8,7 @@
 #   make demo       a CPU demo (~2.5 min): sample data, train, embed, export (tools/demo.sh)
 #   make test-gpu   the GPU checks, on a machine with an NVIDIA GPU
 #   make bundle     build/bundle: the program and its libraries for GPU nodes
+#   make first-light  first-light/: what one 15-minute GPU session carries and runs
 #   make deps       check libraries; install them with apt-get when root
 #   make install PREFIX=/usr/local
 # CUDA=0 turns GPU parts off; CUDA_HOME / CUDNN_HOME / NCCL_HOME point to installs.
@@ -183,10 +184,19 @@ $(EMU_DIR)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) 
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS)
 
+# The program itself on the emulation: `train --accelerator gpu` runs the
+# cuda backend here (tests/e2e/first_light.sh runs the GPU script with it).
+# NCCL is the real library (only its version is read without a launcher);
+# -rdynamic lets the library check find the emulated cuDNN's symbols.
+EMU_BIN := $(if $(HAVE_EMU),$(EMU_DIR)/lightly-train-c,)
+$(EMU_DIR)/lightly-train-c: $(BUILD)/obj/src/main.o $(EMU_DIR)/libltc_emu.a
+	$(CXX) -rdynamic -o $@ $^ $(EMU_LDLIBS) -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl \
+	    -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(NCCL_HOME)/lib64
+
 # Object files of tests and tools are kept (not deleted as intermediates).
 .SECONDARY:
 
-.PHONY: all deps test test-unit test-e2e test-gpu bundle asan fuzz bench bench-gpu clean install info tools demo
+.PHONY: all deps test test-unit test-e2e test-gpu bundle first-light asan fuzz bench bench-gpu clean install info tools demo
 all: info $(BIN)
 
 info: | $(DEPS_STAMP)
@@ -253,7 +263,7 @@ $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(LIB)
 tools: $(TOOL_BIN)
 
 # The README's test command. Unit tests (cmocka) then end-to-end CLI tests.
-test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN) $(EMU_TEST_BIN)
+test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN) $(EMU_TEST_BIN) $(EMU_BIN)
 	@tests/run_tests.sh $(BUILD)
 
 asan:
@@ -291,6 +301,14 @@ test-gpu: all $(TEST_BIN) $(E2E_HELPER_BIN)
 BUNDLE_DIR ?= $(BUILD)/bundle
 bundle: all $(TEST_BIN) $(E2E_HELPER_BIN) $(BUILD)/tools/bench_train_step
 	tools/bundle.sh $(BUILD) $(BUNDLE_DIR)
+
+# The one folder a GPU session carries and the one command it runs there
+# (issue 19; tools/make_first_light.sh, tools/first_light.sh): the bundle,
+# the script and real JPEGs, under 64 MiB. Prints the device command.
+FIRST_LIGHT_DIR ?= first-light
+first-light: all $(TEST_BIN) $(E2E_HELPER_BIN) $(BUILD)/tools/bench_train_step $(BUILD)/tools/photo_crops
+	@if [ "$(HAVE_CUDA)" != 1 ]; then echo "make first-light needs a CUDA build: $(CUDA_REASON)" >&2; exit 1; fi
+	tools/make_first_light.sh $(BUILD) $(FIRST_LIGHT_DIR)
 
 # The GPU benchmark: ours next to PyTorch (AMP, channels-last) on one GPU.
 bench-gpu: all $(BUILD)/tools/bench_train_step

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "backend/backend.h"
+#include "dist/comm_nccl.h"
 #include "dist/dist_open.h"
 
 static void print_usage(FILE *stream) {
@@ -25,6 +26,26 @@ static void print_usage(FILE *stream) {
             LTC_VERSION);
 }
 
+// --version in CUDA builds: the GPUs and the GPU libraries this process
+// loads (the loader's choice, from LD_LIBRARY_PATH), with a line saying why
+// they cannot be used where they cannot.
+static void print_gpu_libraries(void) {
+    char text[1024];
+    ErrorMessage err = {{0}};
+    const int gpus = backend_gpu_count(text, sizeof text);
+    if (gpus > 0)
+        printf("GPUs: %d\n", gpus);
+    else
+        printf("GPUs: none (%s)\n", text);
+    const int libraries = backend_gpu_libraries(text, sizeof text, &err);
+    printf("GPU libraries: %s\n", text[0] ? text : "unreadable");
+    if (libraries) printf("GPU libraries unusable: %s\n", err.text);
+    err.text[0] = '\0';
+    const int nccl = comm_nccl_version(text, sizeof text, &err);
+    printf("NCCL: %s\n", text);
+    if (nccl) printf("NCCL unusable: %s\n", err.text);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         print_usage(stderr);
@@ -39,6 +60,7 @@ int main(int argc, char **argv) {
     if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
         printf("lightly-train-c %s (MPI: %s, CUDA: %s)\n", LTC_VERSION,
                dist_mpi_built() ? "yes" : "no", backend_cuda_built() ? "yes" : "no");
+        if (backend_cuda_built()) print_gpu_libraries();
         return 0;
     }
     if (strcmp(command, "train") == 0) return command_train(argc - 1, argv + 1);
