@@ -180,9 +180,11 @@ $(EMU_DIR)/libltc_emu.a: $(EMU_LIB_OBJ) $(EMU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The run path of the native binaries, so that a bundle made of these
+# (tests/e2e/first_light.sh) finds its libraries as the GPU build's does.
 $(EMU_DIR)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(EMU_DIR)/libltc_emu.a
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS)
+	$(CXX) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib'
 
 # The program itself on the emulation: `train --accelerator gpu` runs the
 # cuda backend here (tests/e2e/first_light.sh runs the GPU script with it).

@@ -47,6 +47,8 @@ mkdir -p "$out/bin" "$out/lib" "$out/tests/e2e" "$out/tests/fixtures"
 cp "$build/lightly-train-c" "$out/bin/"
 for file in "${binaries[@]:1}"; do cp "$file" "$out/tests/"; done
 for file in "${helpers[@]}"; do cp "$file" "$out/tests/e2e/"; done
+# The helpers' run path $ORIGIN/../lib is tests/lib from tests/e2e/.
+ln -s ../lib "$out/tests/lib"
 cp "$here/tests/e2e/resume_across.bash" "$out/tests/e2e/"
 cp "$here"/tests/fixtures/*.safetensors "$out/tests/fixtures/"
 cp "$here/tests/run_gpu_tests.sh" "$out/run-gpu-tests.sh"
@@ -70,6 +72,11 @@ ldd "${binaries[@]}" "${helpers[@]}" "${bench_tools[@]}" | awk '/=> \// { print 
     while read -r name path; do
         if ! printf '%s\n' "$name" | grep -Eq "$skip"; then cp -L "$path" "$out/lib/$name"; fi
     done
+# The binaries' run path ($ORIGIN/../lib) serves only their own NEEDED
+# entries: a library's dependencies (libmpi's libopen-pal, libhwloc's
+# libOpenCL, ...) are looked up through that library's run path, so each
+# copied library gets $ORIGIN (the folder itself) as its run path.
+for library in "$out"/lib/*; do patchelf --set-rpath '$ORIGIN' "$library"; done
 
 cat >"$out/README" <<'EOF'
 lightly-train-c, relocatable bundle (make bundle)

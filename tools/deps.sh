@@ -24,6 +24,7 @@ tools=(
   "protoc-c:protobuf-c-compiler"
   "mpirun:openmpi-bin"
   "xz:xz-utils"
+  "patchelf:patchelf"
 )
 
 missing=()

@@ -92,12 +92,12 @@ run_test_binary() {
     read -r passed failed skipped <<<"$(cmocka_counts "$log")"
     counts=(passed="$passed" failed="$failed" skipped="$skipped" seconds="$seconds" exit="$status")
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
-        record ops "$name[$label]" cut "over its ${FIRST_LIGHT_TEST_LIMIT}s limit" "${counts[@]}"
+        record ops "${name}[$label]" cut "over its ${FIRST_LIGHT_TEST_LIMIT}s limit" "${counts[@]}"
     elif [ "$status" -ne 0 ] || [ "$skipped" -gt "$allowed" ] || [ "$passed" -eq 0 ]; then
-        record ops "$name[$label]" fail "$(grep -E '^\[  FAILED  \] [a-z]|skipped:|error' "$log" |
+        record ops "${name}[$label]" fail "$(grep -E '^\[  FAILED  \] [a-z]|skipped:|error' "$log" |
             head -n 4 | tr '\n' ' ')" "${counts[@]}"
     else
-        record ops "$name[$label]" pass "$passed tests" "${counts[@]}"
+        record ops "${name}[$label]" pass "$passed tests" "${counts[@]}"
     fi
 }
 
@@ -230,7 +230,7 @@ part_bench() {
     trap 'kill -TERM $pid 2>/dev/null; bench_results "$log" cut; exit 124' TERM
     wait "$pid"
     trap - TERM
-    bench_results "$log" done
+    bench_results "$log" finished
 }
 
 # Records the RESULT lines of the step benchmark's log: PyTorch eager, ours
@@ -238,7 +238,9 @@ part_bench() {
 bench_results() {
     local log=$1 how=$2 eager ours compiled side line
     eager=$(grep '^RESULT tool=pytorch .*compile=0' "$log" | tail -n 1)
+    # shellcheck disable=SC2034  # ours and compiled: read through ${!side}
     ours=$(grep '^RESULT tool=lightly-train-c ' "$log" | tail -n 1)
+    # shellcheck disable=SC2034
     compiled=$(grep '^RESULT tool=pytorch .*compile=1' "$log" | tail -n 1)
     for side in eager ours compiled; do
         line=${!side}
@@ -328,7 +330,7 @@ exec > >(tee -a "$out/first_light_console.log") 2>&1
 tee_pid=$!
 exec 3>&1
 {
-    echo "# First light: $(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname)"
+    echo "# First light: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n)"
     echo
     sed 's/^/    /' "$here/MANIFEST" 2>/dev/null
     echo
@@ -352,13 +354,29 @@ use_python_cuda_libraries "$FL_PYTHON"
 record setup unpack pass "bundle unpacked in $FL_WORK" "images=$(find "$FL_IMAGES" -name '*.jpg' | wc -l)" \
     "python=$FL_PYTHON" "library_path=${LD_LIBRARY_PATH:-none}"
 
+# Every program of the bundle must find our libraries inside it: any other
+# than the C runtime's and CUDA's (the ones bundle.sh leaves out) resolved
+# elsewhere, or not at all, fails on a node without our Debian packages.
+outside=$(find "$FL_BUNDLE" -type f -perm -u+x | while IFS= read -r file; do
+    head -c 4 "$file" | grep -q ELF || continue
+    ldd "$file" 2>/dev/null | awk -v bundle="$FL_BUNDLE/" -v name="${file#"$FL_BUNDLE"/}" '
+        $2 == "=>" && $1 !~ /^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+\.|libgcc_s\.|libcuda|libcudart|libcudnn|libcublas|libnccl|libnvrtc|libnvJitLink)/ &&
+        index($3, bundle) != 1 { print name ": " $1 " => " $3 }'
+done)
+if [ -n "$outside" ]; then
+    record setup libraries fail "libraries not taken from the bundle: $(head -n 5 <<<"$outside" | paste -sd';' -)" \
+        "count=$(wc -l <<<"$outside")"
+else
+    record setup libraries pass "every program of the bundle finds our libraries in it"
+fi
+
 # Packs the logs (every part's, the results so far) into one file of $OUT.
 pack_logs() {
     tar -czf "$out/first_light_logs.tar.gz.tmp" -C "$FL_WORK" logs 2>/dev/null &&
         mv "$out/first_light_logs.tar.gz.tmp" "$out/first_light_logs.tar.gz"
 }
 
-deadline=$(awk -v s="$FL_START" -v d="$FIRST_LIGHT_SECONDS" 'BEGIN { printf "%d", s + d }')
+deadline=$((${FL_START%.*} + FIRST_LIGHT_SECONDS))
 for part in $FIRST_LIGHT_PARTS; do
     budget=$(tr ' ' '\n' <<<"$FIRST_LIGHT_BUDGETS" | sed -n "s/^$part=//p")
     left=$((deadline - $(date +%s)))

@@ -40,8 +40,8 @@ trap 'rm -rf "$staging"' EXIT
 BUNDLE_TARBALL=0 "$here/tools/bundle.sh" "$build" "$staging/bundle"
 # Host debug sections only (symbols stay, for backtraces); the CUDA code is
 # not touched.
-find "$staging/bundle" -type f -exec sh -c 'head -c 4 "$1" | grep -q ELF' _ {} \; -print |
-    xargs strip --strip-debug
+find "$staging/bundle" -type f -exec sh -c 'head -c 4 "$1" | grep -q ELF' _ {} \; -print0 |
+    xargs -0 strip --strip-debug
 case $pack in
 xz) tar -C "$staging" -cf - bundle | xz -9 -T1 >"$out/bundle.tar.xz" ;;
 tar) tar -C "$staging" -cf "$out/bundle.tar" bundle ;;

@@ -83,6 +83,7 @@ has() {
     grep -q -E -- "${4:-.}" || fail "no $3 record of $1/$2${4:+ matching /$4/}"
 }
 has setup unpack pass '"images": 16'
+has setup libraries pass
 has versions gpus pass
 has versions gpu-libraries pass 'cuDNN [0-9.]+ for CUDA'
 has versions nccl pass 'NCCL 2\.'
