@@ -75,7 +75,7 @@ part_versions() {
     fi
     # PyTorch's view, for the comparisons of the bench part.
     record_check versions pytorch "PyTorch beside us ($FL_PYTHON)" \
-        timeout 60 "$FL_PYTHON" "$here/first_light_check.py" torch-info
+        timeout 45 "$FL_PYTHON" "$here/first_light_check.py" torch-info
 }
 
 # One test binary, its groups chosen by LTC_TEST_GROUPS ($2: "" for all);
@@ -295,7 +295,7 @@ fi
 # Sizes and budgets (seconds); the defaults are the GPU run's.
 : "${FIRST_LIGHT_SECONDS:=390}"
 : "${FIRST_LIGHT_PARTS:=versions ops train bench test-gpu}"
-: "${FIRST_LIGHT_BUDGETS:=versions=30 ops=100 train=170 bench=110 test-gpu=390}"
+: "${FIRST_LIGHT_BUDGETS:=versions=60 ops=100 train=170 bench=110 test-gpu=390}"
 : "${FIRST_LIGHT_ACCELERATOR:=gpu}" "${FIRST_LIGHT_PRECISION:=16-mixed}"
 : "${FIRST_LIGHT_MODEL:=resnet50}" "${FIRST_LIGHT_SIZE:=224}" "${FIRST_LIGHT_BATCH:=256}"
 : "${FIRST_LIGHT_STEPS:=50}" "${FIRST_LIGHT_RESUME_AT:=25}"
