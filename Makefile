@@ -9,6 +9,7 @@
 #   make test-gpu   the GPU checks, on a machine with an NVIDIA GPU
 #   make bundle     build/bundle: the program and its libraries for GPU nodes
 #   make wheel      dist/lightly_train_c-*.whl: pip package with the program and its libraries
+#   make first-light  first-light/: what one 15-minute GPU session carries and runs
 #   make deps       check libraries; install them with apt-get when root
 #   make install PREFIX=/usr/local
 # CUDA=0 turns GPU parts off; CUDA_HOME / CUDNN_HOME / NCCL_HOME point to installs.
@@ -189,14 +190,24 @@ $(EMU_DIR)/libltc_emu.a: $(EMU_LIB_OBJ) $(EMU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The run path of the native binaries, so that a bundle made of these
+# (tests/e2e/first_light.sh) finds its libraries as the GPU build's does.
 $(EMU_DIR)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(EMU_DIR)/libltc_emu.a
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS)
+	$(CXX) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib'
+
+# The program itself on the emulation: `train --accelerator gpu` runs the
+# cuda backend here (tests/e2e/first_light.sh runs the GPU script with it).
+# NCCL is the real library, opened at run time from NCCL_HOME (only its
+# version is read without a launcher).
+EMU_BIN := $(if $(HAVE_EMU),$(EMU_DIR)/lightly-train-c,)
+$(EMU_DIR)/lightly-train-c: $(BUILD)/obj/src/main.o $(EMU_DIR)/libltc_emu.a
+	$(CXX) -o $@ $^ $(EMU_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(NCCL_HOME)/lib64
 
 # Object files of tests and tools are kept (not deleted as intermediates).
 .SECONDARY:
 
-.PHONY: all deps test test-unit test-e2e test-gpu bundle wheel asan fuzz bench bench-gpu clean install info tools demo
+.PHONY: all deps test test-unit test-e2e test-gpu bundle wheel first-light asan fuzz bench bench-gpu clean install info tools demo
 all: info $(BIN)
 
 info: | $(DEPS_STAMP)
@@ -263,7 +274,7 @@ $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(LIB)
 tools: $(TOOL_BIN)
 
 # The README's test command. Unit tests (cmocka) then end-to-end CLI tests.
-test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN) $(EMU_TEST_BIN) $(FUZZ_TEST_BIN)
+test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN) $(EMU_TEST_BIN) $(EMU_BIN) $(FUZZ_TEST_BIN)
 	@tests/run_tests.sh $(BUILD)
 
 asan:
@@ -316,6 +327,14 @@ bundle: all $(TEST_BIN) $(E2E_HELPER_BIN) $(BUILD)/tools/bench_train_step
 WHEEL_DIR ?= dist
 wheel: all
 	python3 tools/make_wheel.py $(BUILD) $(VERSION) $(WHEEL_DIR)
+
+# The one folder a GPU session carries and the one command it runs there
+# (issue 19; tools/make_first_light.sh, tools/first_light.sh): the bundle,
+# the script and real JPEGs, under 64 MiB. Prints the device command.
+FIRST_LIGHT_DIR ?= first-light
+first-light: all $(TEST_BIN) $(E2E_HELPER_BIN) $(BUILD)/tools/bench_train_step $(BUILD)/tools/photo_crops
+	@if [ "$(HAVE_CUDA)" != 1 ]; then echo "make first-light needs a CUDA build: $(CUDA_REASON)" >&2; exit 1; fi
+	tools/make_first_light.sh $(BUILD) $(FIRST_LIGHT_DIR)
 
 # The GPU benchmark: ours next to PyTorch (AMP, channels-last) on one GPU.
 bench-gpu: all $(BUILD)/tools/bench_train_step

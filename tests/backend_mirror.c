@@ -198,21 +198,41 @@ static int destroy_backends(void **state) {
     return 0;
 }
 
-int mirror_run_groups(const struct CMUnitTest *tests, size_t count) {
-    // LTC_TEST_CUDA_ONLY=1 (run_tests.sh, for the CUDA emulation's copies
-    // of the binaries): the cpu group already ran in the native binary.
+// 1 when group `name` is to run: LTC_TEST_GROUPS, when set, lists the groups
+// (comma or space separated: cpu, cuda, cuda-fp16, cuda-bf16), so that the
+// GPU script (tools/first_light.sh) runs every binary's fp32 group before
+// any 16-bit one; LTC_TEST_CUDA_ONLY=1 (run_tests.sh, for the CUDA
+// emulation's copies of the binaries) leaves out the cpu group, which the
+// native binary runs.
+static int group_wanted(const char *name) {
     const char *cuda_only = getenv("LTC_TEST_CUDA_ONLY");
-    const int cpu_failures =
-        cuda_only && strcmp(cuda_only, "1") == 0
-            ? 0
-            : _cmocka_run_group_tests("cpu", tests, count, create_cpu, destroy_backends);
-    return cpu_failures +
-           _cmocka_run_group_tests("cuda", tests, count, create_cuda, destroy_backends);
+    if (strcmp(name, "cpu") == 0 && cuda_only && strcmp(cuda_only, "1") == 0) return 0;
+    const char *groups = getenv("LTC_TEST_GROUPS");
+    if (!groups || !*groups) return 1;
+    const size_t length = strlen(name);
+    for (const char *at = groups; (at = strstr(at, name)) != NULL; at += length) {
+        const int starts = at == groups || at[-1] == ',' || at[-1] == ' ';
+        const int ends = at[length] == '\0' || at[length] == ',' || at[length] == ' ';
+        if (starts && ends) return 1;
+    }
+    return 0;
+}
+
+static int run_group(const char *name, const struct CMUnitTest *tests, size_t count,
+                     CMFixtureFunction setup) {
+    return group_wanted(name)
+               ? _cmocka_run_group_tests(name, tests, count, setup, destroy_backends)
+               : 0;
+}
+
+int mirror_run_groups(const struct CMUnitTest *tests, size_t count) {
+    return run_group("cpu", tests, count, create_cpu) +
+           run_group("cuda", tests, count, create_cuda);
 }
 
 int mirror_run_16bit_groups(const struct CMUnitTest *tests, size_t count) {
-    return _cmocka_run_group_tests("cuda-fp16", tests, count, create_cuda_f16, destroy_backends) +
-           _cmocka_run_group_tests("cuda-bf16", tests, count, create_cuda_bf16, destroy_backends);
+    return run_group("cuda-fp16", tests, count, create_cuda_f16) +
+           run_group("cuda-bf16", tests, count, create_cuda_bf16);
 }
 
 int mirror_run_groups_16bit(const struct CMUnitTest *tests, size_t count) {

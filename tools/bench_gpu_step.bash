@@ -1,7 +1,7 @@
 # The step section of the GPU benchmark (issue 9), sourced by
 # tools/bench_gpu.sh: one training step of SimCLR and DINO on random batches
-# already on the device (the model-bound figure; no data loading), ours next
-# to PyTorch eager and PyTorch torch.compile in one command:
+# already on the device (the model-bound figure; no data loading), PyTorch
+# eager, ours, then PyTorch torch.compile, in one command:
 #   ours     bench_train_step --mode method --method M: the trainer's step
 #            (forward, backward, heads, loss, gate, optimizer, EMA) on the
 #            backend, --precision auto (16-mixed on the GPU);
@@ -33,15 +33,17 @@ while read -r method model size batch steps; do
                 --steps "$steps" --warmup "$warmup" --threads "$step_threads"
                 --prototypes "$step_prototypes")
     measure_side eager "$PYTHON" "$tools/compare/pytorch_ssl_train.py" "${torch_args[@]}"
-    compiled=""
-    [ "$step_compile" = 1 ] &&
-        measure_side compiled "$PYTHON" "$tools/compare/pytorch_ssl_train.py" "${torch_args[@]}" \
-            --compile
     method_args=()
     [ "$method" = dino ] && method_args=(--method-arg output_dim="$step_prototypes")
     measure_side ours "$step_bin" --mode method --method "$method" --model "$model" \
         --image-size "$size" --batch-size "$batch" --steps "$steps" --warmup "$warmup" \
         --threads "$step_threads" --backend "$device" --precision auto "${method_args[@]}"
+    # torch.compile last: its compilation takes the longest, and a run cut at
+    # its time limit (tools/first_light.sh) has eager and ours already.
+    compiled=""
+    [ "$step_compile" = 1 ] &&
+        measure_side compiled "$PYTHON" "$tools/compare/pytorch_ssl_train.py" "${torch_args[@]}" \
+            --compile
     over_eager=$(ratio_of images_per_s "$ours" "$eager")
     over_compile=$(ratio_of images_per_s "$ours" "$compiled")
     memory=$(ratio_of gpu_memory_mib "$ours" "$eager")

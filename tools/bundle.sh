@@ -7,8 +7,9 @@
 #   OUT/lib/                      the libraries it needs that are not part of
 #                                 the C runtime or of CUDA (oneDNN, libjpeg,
 #                                 libpng, libwebp, protobuf-c, OpenMP, ...)
-#   OUT/tests/                    the GPU test binaries, the e2e helpers and
-#                                 the fixtures they read
+#   OUT/tests/                    the GPU test binaries, the e2e helpers
+#                                 (make_images, compare_weights, make_backbone)
+#                                 and the fixtures they read
 #   OUT/run-gpu-tests.sh          the GPU checks (tests/run_gpu_tests.sh)
 #   OUT/bench-gpu.sh, OUT/tools/  the GPU benchmark (tools/bench_gpu.sh): its
 #                                 section files, bench_train_step and the
@@ -34,7 +35,8 @@ binaries=("$build/lightly-train-c")
 for test in $(grep -v '^#' "$here/tests/gpu_tests.list"); do
     binaries+=("$build/tests/$test")
 done
-helpers=("$build/tests/e2e/make_images" "$build/tests/e2e/compare_weights")
+helpers=("$build/tests/e2e/make_images" "$build/tests/e2e/compare_weights"
+         "$build/tests/e2e/make_backbone")
 bench_tools=("$build/tools/bench_train_step")
 for file in "${binaries[@]}" "${helpers[@]}" "${bench_tools[@]}"; do
     [ -x "$file" ] || { echo "bundle.sh: $file is missing (run make and make test first)" >&2; exit 1; }
@@ -45,6 +47,8 @@ mkdir -p "$out/bin" "$out/lib" "$out/tests/e2e" "$out/tests/fixtures"
 cp "$build/lightly-train-c" "$out/bin/"
 for file in "${binaries[@]:1}"; do cp "$file" "$out/tests/"; done
 for file in "${helpers[@]}"; do cp "$file" "$out/tests/e2e/"; done
+# The helpers' run path $ORIGIN/../lib is tests/lib from tests/e2e/.
+ln -s ../lib "$out/tests/lib"
 cp "$here/tests/e2e/resume_across.bash" "$out/tests/e2e/"
 cp "$here"/tests/fixtures/*.safetensors "$out/tests/fixtures/"
 cp "$here/tests/run_gpu_tests.sh" "$out/run-gpu-tests.sh"
@@ -92,6 +96,11 @@ time, kernel by kernel, ours (Nsight Compute, ncu) next to PyTorch's
 (torch.profiler).
 EOF
 # One compressed file as well (about a sixth of the folder): what a copy to
-# the GPU node carries when the transfer is limited.
-tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
-echo "bundle: $out ($(du -sh "$out" | cut -f1)): $(ls "$out/lib" | wc -l) libraries; $out.tar.xz ($(du -sh "$out.tar.xz" | cut -f1))"
+# the GPU node carries when the transfer is limited. BUNDLE_TARBALL=0 leaves
+# it out (make first-light packs the folder its own way).
+if [ "${BUNDLE_TARBALL:-1}" = 1 ]; then
+    tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$out.tar.xz"
+    echo "bundle: $out ($(du -sh "$out" | cut -f1)): $(ls "$out/lib" | wc -l) libraries; $out.tar.xz ($(du -sh "$out.tar.xz" | cut -f1))"
+else
+    echo "bundle: $out ($(du -sh "$out" | cut -f1)): $(ls "$out/lib" | wc -l) libraries"
+fi

@@ -100,10 +100,34 @@ int backend_set_compute_dtype(Backend *backend, ComputeDtype dtype, ErrorMessage
 
 int backend_gpu_count(char *why, size_t size) {
 #ifdef LTC_WITH_CUDA
-    return cuda_device_count(why, size);
+    const int count = cuda_device_count(why, size);
+    if (count == 0) return 0;
+    // GPUs whose libraries this build cannot use are no usable GPUs: auto
+    // stays on the CPU, saying why.
+    CudaLibraries found;
+    ErrorMessage err = {{0}};
+    if (cuda_libraries_read(&found, &err) || cuda_libraries_check(&found, &err)) {
+        snprintf(why, size, "%s", err.text);
+        return 0;
+    }
+    return count;
 #else
     snprintf(why, size, "this build has no CUDA (made with CUDA=0, or where the toolkit, cuDNN "
                         "or NCCL was missing; see `make info`)");
+    return 0;
+#endif
+}
+
+int backend_gpu_libraries(char *text, size_t size, ErrorMessage *err) {
+#ifdef LTC_WITH_CUDA
+    CudaLibraries found;
+    text[0] = '\0';
+    if (cuda_libraries_read(&found, err)) return -1;
+    cuda_libraries_describe(&found, text, size);
+    return cuda_libraries_check(&found, err);
+#else
+    snprintf(text, size, "none (CPU build)");
+    (void)err;
     return 0;
 #endif
 }

@@ -711,8 +711,16 @@ const char *compute_dtype_name(ComputeDtype dtype);
 Backend *backend_choose(const char *accelerator, const char *cpu_backend, int gpu, int threads,
                         char *why, size_t size, ErrorMessage *err);
 // The number of usable GPUs (CUDA_VISIBLE_DEVICES honoured); 0 with the
-// reason in `why` (no driver, no device, a build without CUDA).
+// reason in `why` (no driver, no device, GPU libraries this build cannot
+// use, a build without CUDA).
 int backend_gpu_count(char *why, size_t size);
+
+// The GPU libraries this process loads, in one line for logs and --version
+// (versions and files: cuda_backend.h cuda_libraries_describe); -1 with
+// one line naming what was loaded and what this build needs when it cannot
+// use them (then `text` still describes them where they could be read).
+// CPU builds: "none (CPU build)", 0.
+int backend_gpu_libraries(char *text, size_t size, ErrorMessage *err);
 
 // Bytes of n activation elements.
 static inline size_t act_bytes(const Backend *backend, size_t n) {

@@ -10,6 +10,8 @@
 // dead peer still ends in an error, not a hang.
 #include "dist/comm_nccl.h"
 
+#include <stdio.h>
+
 #ifdef LTC_WITH_CUDA
 
 #include <cuda_runtime.h>
@@ -295,7 +297,37 @@ static int nccl_start(const NcclSetup *setup, Communicator *comm, ErrorMessage *
     return nccl_wait(comm, "ncclCommInitRankConfig", 0, 0, err);
 }
 
+// The oldest NCCL with every call made here (ncclCommInitRankConfig and
+// ncclCommFinalize came in 2.14), in NCCL's encoding.
+#define NCCL_OLDEST_USABLE 21400
+
+int comm_nccl_version(char *text, size_t size, ErrorMessage *err) {
+    int version = 0;
+    if (nccl_library_open(err)) {
+        snprintf(text, size, "not loaded");
+        return -1;
+    }
+    char file[256];
+    nccl_library_path(file, sizeof file);
+    const char *path = file[0] ? file : "unknown file";
+    if (ncclGetVersion(&version) != ncclSuccess) {
+        snprintf(text, size, "NCCL: unknown version (%s)", path);
+        return error_set(err, "NCCL (%s) does not say its version", path);
+    }
+    // NCCL 2.9 and newer: 10000 major + 100 minor + patch.
+    snprintf(text, size, "NCCL %d.%d.%d (%s)", version / 10000, version % 10000 / 100,
+             version % 100, path);
+    if (version / 10000 != NCCL_MAJOR || version < NCCL_OLDEST_USABLE)
+        return error_set(err, "%s loaded: this build needs NCCL %d.%d or newer of major version "
+                              "%d (built with %d.%d.%d)", text, NCCL_OLDEST_USABLE / 10000,
+                         NCCL_OLDEST_USABLE % 10000 / 100, NCCL_MAJOR, NCCL_MAJOR, NCCL_MINOR,
+                         NCCL_PATCH);
+    return 0;
+}
+
 Communicator *comm_nccl_create(const NcclSetup *setup, ErrorMessage *err) {
+    char version[320];
+    if (comm_nccl_version(version, sizeof version, err)) return NULL;
     Communicator *comm = calloc(1, sizeof *comm);
     NcclState *state = calloc(1, sizeof *state);
     if (!comm || !state) {
@@ -324,6 +356,11 @@ Communicator *comm_nccl_create(const NcclSetup *setup, ErrorMessage *err) {
 }
 
 #else  // built without CUDA
+
+int comm_nccl_version(char *text, size_t size, ErrorMessage *err) {
+    snprintf(text, size, "none (CPU build)");
+    return 0;
+}
 
 Communicator *comm_nccl_create(const NcclSetup *setup, ErrorMessage *err) {
     error_set(err, "this build has no CUDA/NCCL (build with CUDA_HOME pointing to a CUDA "

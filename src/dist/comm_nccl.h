@@ -28,7 +28,15 @@ typedef struct NcclSetup {
     double timeout_seconds;
 } NcclSetup;
 
-// NULL with a message in builds without CUDA.
+// NULL with a message in builds without CUDA, or where the NCCL loaded is
+// one comm_nccl_version refuses.
 Communicator *comm_nccl_create(const NcclSetup *setup, ErrorMessage *err);
+
+// The NCCL this process loaded, for logs and --version: "NCCL 2.28.9
+// (/path/libnccl.so.2)". -1 with one line naming it and what this build
+// needs when it cannot use it: NCCL 2 (the major version built with), 2.14
+// or newer (ncclCommInitRankConfig, ncclCommFinalize). CPU builds: "none
+// (CPU build)", 0.
+int comm_nccl_version(char *text, size_t size, ErrorMessage *err);
 
 #endif

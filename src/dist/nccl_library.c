@@ -16,6 +16,7 @@
 
 #define NCCL_FUNCTIONS(X)                                                                      \
     X(const char *, ncclGetErrorString, (ncclResult_t r), (r))                                 \
+    X(ncclResult_t, ncclGetVersion, (int *version), (version))                                 \
     X(const char *, ncclGetLastError, (ncclComm_t c), (c))                                     \
     X(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * id), (id))                                \
     X(ncclResult_t, ncclCommInitRankConfig,                                                    \
@@ -42,6 +43,10 @@ const char *nccl_library_file(void) { return SONAME(NCCL_MAJOR); }
 
 DYNAMIC_LIBRARY(NCCL_FUNCTIONS, nccl_library_open, "NCCL", nccl_library_file(),
                 RTLD_NOW | RTLD_LOCAL, CUDA_LIBRARIES_HINT)
+
+void nccl_library_path(char *path, size_t size) {
+    dynamic_library_file_of((const void *)loaded.ncclGetVersion, path, size);
+}
 
 #else  // no CUDA: nothing to open
 

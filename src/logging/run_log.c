@@ -19,6 +19,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "backend/backend.h"
+#include "dist/comm_nccl.h"
 #include "util/cpu.h"
 
 #ifndef LTC_VERSION
@@ -142,6 +144,24 @@ unsigned long long system_info_total_memory(void) {
     return kib * 1024ull;
 }
 
+#ifdef LTC_WITH_CUDA
+// The versions and files of the GPU libraries loaded (the pip packages of a
+// node's PyTorch are often not the ones built with), and why they cannot be
+// used where they cannot.
+static void log_gpu_libraries(RunLog *log) {
+    char text[1024];
+    ErrorMessage err = {{0}};
+    if (backend_gpu_libraries(text, sizeof text, &err))
+        run_log_line(log, "GPU libraries: %s (unusable: %s)", text, err.text);
+    else
+        run_log_line(log, "GPU libraries: %s", text);
+    if (comm_nccl_version(text, sizeof text, &err))
+        run_log_line(log, "NCCL: %s", err.text);
+    else
+        run_log_line(log, "NCCL: %s", text);
+}
+#endif
+
 static void log_gpus(RunLog *log) {
 #ifdef LTC_WITH_CUDA
     int count = 0;
@@ -172,6 +192,7 @@ static void log_gpus(RunLog *log) {
                      properties.name, (double)properties.totalGlobalMem / (1024.0 * 1024 * 1024),
                      properties.major, properties.minor);
     }
+    log_gpu_libraries(log);
 #else
     run_log_line(log, "GPUs: none (CPU build)");
 #endif

@@ -25,6 +25,13 @@ void *dynamic_library_open(const char *what, const char *file, int flags, const 
     return library;
 }
 
+void dynamic_library_file_of(const void *address, char *path, size_t size) {
+    Dl_info info;
+    path[0] = '\0';
+    if (address && dladdr(address, &info) && info.dli_fname)
+        snprintf(path, size, "%s", info.dli_fname);
+}
+
 int dynamic_library_locate(const char *file, char *path, size_t size) {
     // RTLD_LAZY: nothing is bound, only the file and its dependencies mapped.
     void *library = dlopen(file, RTLD_LAZY | RTLD_LOCAL);

@@ -72,4 +72,8 @@ void *dynamic_library_open(const char *what, const char *file, int flags, const 
 // loader's reason in `path`. For `--version`.
 int dynamic_library_locate(const char *file, char *path, size_t size);
 
+// The file that holds `address` (a function of a loaded library, or of the
+// program itself when it is linked in) into `path`; "" when unknown.
+void dynamic_library_file_of(const void *address, char *path, size_t size);
+
 #endif

@@ -1,4 +1,4 @@
-// The cuBLAS of the CUDA emulation: the eight functions cuda_gemm.c
+// The cuBLAS of the CUDA emulation: the nine functions cuda_gemm.c
 // resolves (its dlopen and dlsym reach these through emu_dlopen.h), with
 // the column-major GEMM of cuBLAS computed by plain loops, fp32 sums in k
 // order; 16-bit inputs widened, a 16-bit C rounded to nearest even once.
@@ -127,6 +127,13 @@ static cublasStatus_t emu_gemm_batched_ex(cublasHandle_t handle, cublasOperation
     return CUBLAS_STATUS_SUCCESS;
 }
 
+static cublasStatus_t emu_get_property(libraryPropertyType type, int *value) {
+    *value = type == MAJOR_VERSION ? CUBLAS_VER_MAJOR
+             : type == MINOR_VERSION ? CUBLAS_VER_MINOR
+                                     : CUBLAS_VER_PATCH;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 static const struct {
     const char *name;
     void *function;
@@ -139,6 +146,7 @@ static const struct {
     {"cublasSgemm_v2", (void *)emu_sgemm},
     {"cublasGemmEx", (void *)emu_gemm_ex},
     {"cublasGemmBatchedEx", (void *)emu_gemm_batched_ex},
+    {"cublasGetProperty", (void *)emu_get_property},
 };
 
 static int emulated_blas;  // its address is the library handle

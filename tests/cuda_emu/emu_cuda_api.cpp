@@ -119,6 +119,20 @@ cudaError_t cudaGetDeviceCount(int *count) {
     return cudaSuccess;
 }
 
+// The versions of the headers the emulation is built with: the program's
+// library check (cuda_libraries.c) sees what it was built against.
+cudaError_t cudaRuntimeGetVersion(int *version) {
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *version) {
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
 cudaError_t cudaSetDevice(int device) {
     return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
 }
@@ -271,6 +285,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    return stream_is_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+}
+
+// Everything queued has run (launches run at once).
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
     return stream_is_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 

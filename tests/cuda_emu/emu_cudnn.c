@@ -9,12 +9,16 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cudnn_library.h"
+#include "util/dynamic_library.h"
 #include "util/half.h"
 
 // The emulation is its own cuDNN: nothing to open (src/backend/cuda/
 // cudnn_library.c, which opens the real one, is left out of this build).
 int cudnn_library_open(ErrorMessage *err) { return 0; }
 const char *cudnn_library_file(void) { return "cuDNN (CPU emulation)"; }
+void cudnn_library_path(char *path, size_t size) {
+    dynamic_library_file_of((const void *)cudnnGetVersion, path, size);
+}
 
 struct cudnnContext {
     cudaStream_t stream;
@@ -36,6 +40,16 @@ struct cudnnConvolutionStruct {
         *(out) = calloc(1, sizeof **(out));                  \
         return *(out) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED; \
     } while (0)
+
+// The version of the headers, or the one LTC_EMU_CUDNN_VERSION (cuDNN's
+// encoding, 91900) and LTC_EMU_CUDNN_CUDART (13000) make it claim: the
+// tests of the program's library check load "another" cuDNN that way.
+static size_t version_or(const char *variable, size_t built) {
+    const char *text = getenv(variable);
+    return text && *text ? (size_t)strtoul(text, NULL, 10) : built;
+}
+size_t cudnnGetVersion(void) { return version_or("LTC_EMU_CUDNN_VERSION", CUDNN_VERSION); }
+size_t cudnnGetCudartVersion(void) { return version_or("LTC_EMU_CUDNN_CUDART", CUDART_VERSION); }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) { NEW_DESCRIPTOR(handle); }
 cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {

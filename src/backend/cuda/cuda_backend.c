@@ -770,6 +770,9 @@ Backend *cuda_backend_create(int device, ErrorMessage *err) {
         error_set(err, "GPU %d does not exist (%d visible)", device, count);
         return NULL;
     }
+    CudaLibraries libraries;
+    if (cuda_libraries_read(&libraries, err) || cuda_libraries_check(&libraries, err))
+        return NULL;
     Backend *backend = calloc(1, sizeof *backend);
     CudaState *state = calloc(1, sizeof *state);
     if (!backend || !state) {

@@ -16,8 +16,33 @@
 // driver, a driver too old for this build's runtime, no device, ...).
 int cuda_device_count(char *reason, size_t size);
 
+// The GPU libraries this process loaded (cuda_libraries.c): the CUDA
+// encodings (13000 = 13.0; cuDNN 91900 = 9.19.0), the files the dynamic
+// loader took them from ("" when unknown), and what this build was made with.
+typedef struct CudaLibraries {
+    int driver;      // the CUDA version the driver supports; 0: no driver
+    int runtime;     // libcudart
+    int cudnn;       // cudnnGetVersion
+    int cudnn_cuda;  // the CUDA runtime that cuDNN was built for
+    int cublas[3];   // major, minor, patch
+    int built_runtime, built_cudnn, built_cublas[3];
+    char runtime_path[256], cudnn_path[256], cublas_path[256];
+} CudaLibraries;
+
+// Reads the versions (no GPU needed). -1 with a message when cuDNN or
+// cuBLAS (both opened with dlopen) cannot be loaded.
+int cuda_libraries_read(CudaLibraries *found, ErrorMessage *err);
+// 0 when this build can use them: the runtime, cuDNN and cuBLAS of the
+// major versions it was built with, and a cuDNN built for that CUDA major
+// version; else -1 and one line naming what was loaded, from where, and
+// what is needed.
+int cuda_libraries_check(const CudaLibraries *found, ErrorMessage *err);
+// One line for logs: "NVIDIA driver for CUDA 13.0; CUDA runtime 13.0 (path); cuDNN
+// 9.19.0 for CUDA 13.0 (path); cuBLAS 13.1.0 (path)".
+void cuda_libraries_describe(const CudaLibraries *found, char *text, size_t size);
+
 // A backend on `device` (0-based). NULL with the reason when the device
-// cannot be used.
+// cannot be used (among them GPU libraries that cuda_libraries_check refuses).
 Backend *cuda_backend_create(int device, ErrorMessage *err);
 
 // The stream every op of a cuda backend runs on (a cudaStream_t), for the

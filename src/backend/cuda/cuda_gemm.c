@@ -37,6 +37,7 @@ static struct {
     cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
     cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
     const char *(*status_string)(cublasStatus_t);
+    cublasStatus_t (*get_property)(libraryPropertyType, int *);
     cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                             const float *, const float *, int, const float *, int, const float *,
                             float *, int);
@@ -79,6 +80,7 @@ static int open_blas(ErrorMessage *err) {
         resolve((void **)&blas.set_stream, "cublasSetStream_v2", err) ||
         resolve((void **)&blas.set_math_mode, "cublasSetMathMode", err) ||
         resolve((void **)&blas.status_string, "cublasGetStatusString", err) ||
+        resolve((void **)&blas.get_property, "cublasGetProperty", err) ||
         resolve((void **)&blas.sgemm, "cublasSgemm_v2", err) ||
         resolve((void **)&blas.gemm_ex, "cublasGemmEx", err) ||
         resolve((void **)&blas.gemm_batched_ex, "cublasGemmBatchedEx", err)) {
@@ -86,6 +88,21 @@ static int open_blas(ErrorMessage *err) {
         blas.library = NULL;
         return -1;
     }
+    return 0;
+}
+
+int cuda_blas_version(int found[3], int built[3], char *path, size_t size, ErrorMessage *err) {
+    built[0] = CUBLAS_VER_MAJOR;
+    built[1] = CUBLAS_VER_MINOR;
+    built[2] = CUBLAS_VER_PATCH;
+    path[0] = '\0';
+    if (open_blas(err)) return -1;
+    const libraryPropertyType parts[3] = {MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL};
+    for (int i = 0; i < 3; i++)
+        if (blas.get_property(parts[i], &found[i]) != CUBLAS_STATUS_SUCCESS) found[i] = -1;
+    Dl_info info;
+    if (dladdr((void *)blas.create, &info) && info.dli_fname)
+        snprintf(path, size, "%s", info.dli_fname);
     return 0;
 }
 

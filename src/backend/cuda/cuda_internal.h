@@ -333,6 +333,9 @@ void cuda_linear_backward_data(Backend *backend, int rows, int in, int out, cons
 void cuda_linear_backward_weights(Backend *backend, int rows, int in, int out, const Act *x,
                                   const Act *dy, float *dw, float *dbias);
 int cuda_blas_create(CudaState *state, ErrorMessage *err);
+// The cuBLAS that dlopen finds (major, minor, patch), the one of the headers
+// and its file; -1 with a message when it cannot be loaded.
+int cuda_blas_version(int found[3], int built[3], char *path, size_t size, ErrorMessage *err);
 void cuda_blas_destroy(CudaState *state);
 int cuda_dnn_create(CudaState *state, ErrorMessage *err);
 void cuda_dnn_destroy(CudaState *state);

@@ -19,6 +19,8 @@ typedef cudnnConvolutionDescriptor_t Convolution;
 
 #define CUDNN_FUNCTIONS(X)                                                                     \
     X(const char *, cudnnGetErrorString, (cudnnStatus_t s), (s))                               \
+    X(size_t, cudnnGetVersion, (void), ())                                                     \
+    X(size_t, cudnnGetCudartVersion, (void), ())                                               \
     X(cudnnStatus_t, cudnnCreate, (cudnnHandle_t * h), (h))                                    \
     X(cudnnStatus_t, cudnnDestroy, (cudnnHandle_t h), (h))                                     \
     X(cudnnStatus_t, cudnnSetStream, (cudnnHandle_t h, cudaStream_t s), (h, s))                \
@@ -74,3 +76,7 @@ const char *cudnn_library_file(void) { return SONAME(CUDNN_MAJOR); }
 
 DYNAMIC_LIBRARY(CUDNN_FUNCTIONS, cudnn_library_open, "cuDNN", cudnn_library_file(),
                 RTLD_NOW | RTLD_LOCAL, CUDA_LIBRARIES_HINT)
+
+void cudnn_library_path(char *path, size_t size) {
+    dynamic_library_file_of((const void *)loaded.cudnnGetVersion, path, size);
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The GPU script as the GPU node runs it (issue 19), at tiny sizes: `make
+# first-light`'s folder (tools/make_first_light.sh, here packed without xz
+# and with 24 images) is copied to a temporary place and run.sh runs there
+# with no build tree on the paths (env -i, its own folder as the working
+# directory), a fake $OUT, and the system Python (standard library only:
+# torch absent, so the PyTorch checks must say skip, not break). The bundle
+# carries the CUDA emulation's program and, for the op groups run here, its
+# test binaries: versions, op groups and embed take the cuda paths on the
+# CPU; the training runs use the cpu backend with the loss scaler on
+# (LTC_TEST_LOSS_SCALER), the emulation being too slow for them. Checks:
+# every part leaves its records, each a line of JSON; the results files are
+# the promised four; a part over its budget is recorded as cut and the
+# script goes on; nothing recorded points into the build tree.
+set -u
+source "$(dirname "$0")/lib.bash"
+e2e_init first_light
+
+build_dir=$(cd "$build" && pwd)
+if [ ! -x "$build_dir/emu/lightly-train-c" ]; then
+  echo "skipped: no CUDA emulation build ($build/emu/lightly-train-c; CUDA headers missing)"
+  exit 0
+fi
+python=/usr/bin/python3
+
+# A build folder as the GPU build looks: the program and the test binaries
+# of the op groups tried are the emulation's, the rest the native ones.
+fake="$work/build"
+mkdir -p "$fake/tests/e2e" "$fake/tools"
+ln -s "$build_dir/emu/lightly-train-c" "$fake/lightly-train-c"
+for test in $(grep -v '^#' tests/gpu_tests.list); do
+  if [ -x "$build_dir/emu/tests/$test" ]; then
+    ln -s "$build_dir/emu/tests/$test" "$fake/tests/$test"
+  else
+    ln -s "$build_dir/tests/$test" "$fake/tests/$test"
+  fi
+done
+for helper in make_images compare_weights make_backbone; do
+  ln -s "$build_dir/tests/e2e/$helper" "$fake/tests/e2e/$helper"
+done
+ln -s "$build_dir/tools/bench_train_step" "$build_dir/tools/photo_crops" "$fake/tools/"
+
+FIRST_LIGHT_PACK=tar FIRST_LIGHT_IMAGES=16 FIRST_LIGHT_SIDES="40 64" FIRST_LIGHT_MAX_MB=400 \
+  tools/make_first_light.sh "$fake" "$work/made/first-light" >"$work/make.out" 2>&1 ||
+  fail "make_first_light.sh failed: $(tail -n 5 "$work/make.out")"
+grep -q 'carry=\["first-light"\] timeout_s=480' "$work/make.out" ||
+  fail "no device command printed: $(tail -n 3 "$work/make.out")"
+[ "$(find "$work/made/first-light/images" -name '*.jpg' | wc -l)" -eq 16 ] || fail "not 16 images"
+
+# The node: the folder alone, somewhere else.
+node="$work/node"
+mkdir -p "$node/out"
+cp -r "$work/made/first-light" "$node/"
+rm -rf "$work/made" "$fake"
+start=$(date +%s)
+(cd "$node" && env -i PATH=/usr/bin:/bin HOME="$node" TMPDIR="$node" OUT="$node/out" \
+  PYTHON="$python" LTC_TEST_LOSS_SCALER=default \
+  FIRST_LIGHT_SECONDS=300 FIRST_LIGHT_BUDGETS="versions=30 ops=60 train=180 bench=60 test-gpu=6" \
+  FIRST_LIGHT_ACCELERATOR=cpu FIRST_LIGHT_PRECISION=32-true FIRST_LIGHT_EMBED_ACCELERATOR=gpu \
+  FIRST_LIGHT_MODEL=resnet18 FIRST_LIGHT_SIZE=28 FIRST_LIGHT_BATCH=8 FIRST_LIGHT_STEPS=4 \
+  FIRST_LIGHT_RESUME_AT=2 FIRST_LIGHT_TEACHER=vit_t14 FIRST_LIGHT_DISTILL_BATCH=8 \
+  FIRST_LIGHT_DISTILL_STEPS=1 FIRST_LIGHT_EMBED_IMAGES=8 \
+  FIRST_LIGHT_OPS_FP32=test_backend_act_ops FIRST_LIGHT_OPS_16=test_backend_act_ops \
+  FIRST_LIGHT_BENCH_CONFIG="simclr resnet18 28 2 1" FIRST_LIGHT_BENCH_DEVICE=cpu \
+  FIRST_LIGHT_BENCH_WARMUP=1 FIRST_LIGHT_BENCH_COMPILE=0 \
+  bash first-light/run.sh) >"$work/run.out" 2>&1
+status=$?
+echo "run.sh: exit $status in $(($(date +%s) - start)) s"
+cat "$node/out/first_light_summary.md"
+[ "$status" -eq 0 ] || fail "run.sh exited $status: $(tail -n 5 "$work/run.out")"
+
+results="$node/out/first_light.jsonl"
+[ "$(ls "$node/out" | sort | tr '\n' ' ')" = \
+  "first_light.jsonl first_light_console.log first_light_logs.tar.gz first_light_summary.md " ] ||
+  fail "the results are not the four files: $(ls "$node/out")"
+"$python" -c 'import json, sys
+for line in open(sys.argv[1]): json.loads(line)' "$results" || fail "a result line is not JSON"
+
+# has PART CHECK STATUS [PATTERN]: a record of that check with that status
+# (and matching PATTERN).
+has() {
+  grep -E "\"part\": \"$1\", \"check\": \"$(sed 's/[][]/\\&/g' <<<"$2")\", \"status\": \"$3\"" "$results" |
+    grep -q -E -- "${4:-.}" || fail "no $3 record of $1/$2${4:+ matching /$4/}"
+}
+has setup unpack pass '"images": 16'
+has setup libraries pass
+has versions gpus pass
+has versions gpu-libraries pass 'cuDNN [0-9.]+ for CUDA'
+has versions nccl pass 'NCCL 2\.'
+has versions ldd pass
+has versions pytorch skip 'not_importable:torch'
+has ops 'test_backend_act_ops[fp32]' pass '"seconds": [0-9.]+'
+has ops 'test_backend_act_ops[16bit]' pass '"failed": 0'
+has train simclr-setup pass
+# (four steps of a tiny run need not lower the loss: finite and scaled only)
+has train simclr-losses '(pass|fail)' '"steps": 4, .*"finite": 1, .*"loss_scales": "?65536'
+has train simclr-files pass
+has train distillation-setup pass
+has train distillation-losses '(pass|fail)' '"finite": 1'
+has train distillation-files pass
+has train embed-gpu-vs-cpu pass '"values": 4096'
+has train export-torchvision skip 'not_importable'
+has train resume pass '"within_1e-5": 1'
+has bench step-ours info '"images_per_s": [0-9.]+'
+has bench step-eager skip "No module named 'torch'"
+has test-gpu part cut
+has all total info
+has train part '(pass|fail)' '"failed_checks": [012],'
+grep '"status": "fail"' "$results" | grep -E -v -q '"check": "((simclr|distillation)-losses|part)"' &&
+  fail "a check failed: $(grep '"status": "fail"' "$results")"
+tar -tzf "$node/out/first_light_logs.tar.gz" | grep -q 'logs/train/simclr.train.log' ||
+  fail "the logs lack the SimCLR train.log"
+grep -q -F "$build_dir" "$results" "$node/out/first_light_summary.md" &&
+  fail "a record points into the build tree: $(grep -F "$build_dir" "$results" | head -n 2)"
+e2e_finish

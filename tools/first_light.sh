@@ -1,0 +1,410 @@
+#!/usr/bin/env bash
+# First light (issue 19): the one command a GPU session runs, from the folder
+# `make first-light` builds (tools/make_first_light.sh), as run.sh there:
+#
+#   bash first-light/run.sh          ($OUT: where the results go; the device tool sets it)
+#
+# Parts, in order of value, each with a time budget; a part that overruns is
+# cut (recorded as such) and the next one runs, and no part starts after the
+# deadline (FIRST_LIGHT_SECONDS after the start, 390 by default: with the
+# unpacking and the machine's start the command ends within 7 minutes):
+#   versions  the GPU, driver, and the CUDA runtime, cuDNN, cuBLAS and NCCL
+#             the program loaded (lightly-train-c --version, ldd), PyTorch's
+#   ops       every cuda op group against ref: all fp32 groups first, then
+#             fp16 and bf16 (LTC_TEST_GROUPS), each binary's time
+#   train     16-mixed on the real JPEGs: SimCLR (ResNet-50, 224 px, batch
+#             256, 50 steps): losses finite and falling, the loss scale,
+#             checkpoint and export; distillation from a ViT-B/14 teacher
+#             (random weights: none can be carried) into a ResNet-50, 30
+#             steps; embed on the GPU against the CPU; the export in
+#             torchvision; a run killed after its checkpoint at step 25 and
+#             resumed, against the uninterrupted one
+#   bench     one SimCLR step against PyTorch (bench-gpu.sh, section step):
+#             eager AMP channels-last, ours, then torch.compile
+#   test-gpu  what is left of make test-gpu (run-gpu-tests.sh) in the time left
+# Results, appended as they come: $OUT/first_light.jsonl (one JSON object per
+# check), $OUT/first_light_summary.md (the same, readable),
+# $OUT/first_light_console.log (this output) and $OUT/first_light_logs.tar.gz
+# (every part's logs, repacked after each part).
+#
+# Every size is a variable (FIRST_LIGHT_*, below), so that make test runs
+# this script from a copied folder at tiny sizes, on the CPU and the CUDA
+# emulation (tests/e2e/first_light.sh).
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tools/first_light_lib.bash
+. "$here/first_light_lib.bash"
+
+# ---- the parts (each runs as `run.sh --part NAME` under timeout) ------------------
+
+part_versions() {
+    local smi version lib
+    if smi=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
+             --format=csv,noheader 2>&1); then
+        record versions gpu info "$smi" "nvidia_smi=$(head -n 1 <<<"$smi" | tr -d ' ')"
+    else
+        record versions gpu skip "nvidia-smi: $(head -n 1 <<<"$smi")"
+    fi
+    version=$("$FL_BIN" --version 2>&1)
+    echo "$version"
+    record versions program info "$(head -n 1 <<<"$version")"
+    record versions gpus "$(grep -q '^GPUs: [0-9]' <<<"$version" && echo pass || echo fail)" \
+        "$(sed -n 's/^GPUs: //p' <<<"$version")"
+    lib=$(sed -n 's/^GPU libraries: //p' <<<"$version")
+    if grep -q '^GPU libraries unusable: ' <<<"$version"; then
+        record versions gpu-libraries fail "$(sed -n 's/^GPU libraries unusable: //p' <<<"$version")" \
+            "loaded=$lib"
+    else
+        record versions gpu-libraries pass "$lib"
+    fi
+    if grep -q '^NCCL unusable: ' <<<"$version"; then
+        record versions nccl fail "$(sed -n 's/^NCCL unusable: //p' <<<"$version")"
+    else
+        record versions nccl pass "$(sed -n 's/^NCCL: //p' <<<"$version")"
+    fi
+    # What the dynamic loader resolves (a "not found" stops the program before main).
+    local missing
+    ldd "$FL_BIN" >"$FL_LOGS/versions/ldd.txt" 2>&1
+    missing=$(grep 'not found' "$FL_LOGS/versions/ldd.txt" | awk '{ print $1 }' | paste -sd, -)
+    if [ -n "$missing" ]; then
+        record versions ldd fail "libraries not found: $missing"
+    else
+        record versions ldd pass "$(grep -cE '=> /' "$FL_LOGS/versions/ldd.txt") libraries resolved" \
+            "cuda=$(grep -oE '(libcudart|libcudnn|libnccl)[^ ]* => [^ ]*' "$FL_LOGS/versions/ldd.txt" |
+                    awk '{ print $3 }' | paste -sd, -)"
+    fi
+    # PyTorch's view, for the comparisons of the bench part.
+    record_check versions pytorch "PyTorch beside us ($FL_PYTHON)" \
+        timeout 45 "$FL_PYTHON" "$here/first_light_check.py" torch-info
+}
+
+# One test binary, its groups chosen by LTC_TEST_GROUPS ($2: "" for all);
+# the per-binary limit keeps one stuck binary from taking the part.
+run_test_binary() {
+    local name=$1 groups=$2 label=$3 allowed=$4 log start status counts
+    log="$FL_LOGS/ops/$name.$label.log"
+    start=$(date +%s.%N)
+    (cd "$FL_WORK/testdir" && LTC_TEST_GROUPS=$groups timeout -k 5 "$FIRST_LIGHT_TEST_LIMIT" \
+        "$FL_BUNDLE/tests/$name") >"$log" 2>&1
+    status=$?
+    local seconds
+    seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+    read -r passed failed skipped <<<"$(cmocka_counts "$log")"
+    counts=(passed="$passed" failed="$failed" skipped="$skipped" seconds="$seconds" exit="$status")
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+        record ops "${name}[$label]" cut "over its ${FIRST_LIGHT_TEST_LIMIT}s limit" "${counts[@]}"
+    elif [ "$status" -ne 0 ] || [ "$skipped" -gt "$allowed" ] || [ "$passed" -eq 0 ]; then
+        record ops "${name}[$label]" fail "$(grep -E '^\[  FAILED  \] [a-z]|skipped:|error' "$log" |
+            head -n 4 | tr '\n' ' ')" "${counts[@]}"
+    else
+        record ops "${name}[$label]" pass "$passed tests" "${counts[@]}"
+    fi
+}
+
+part_ops() {
+    local name
+    for name in $FIRST_LIGHT_OPS_FP32; do
+        # test_backend_fast's cpu-only check (default threads) skips in each cuda group.
+        run_test_binary "$name" cuda fp32 "$([ "$name" = test_backend_fast ] && echo 2 || echo 0)"
+    done
+    for name in $FIRST_LIGHT_OPS_16; do
+        run_test_binary "$name" "cuda-fp16 cuda-bf16" 16bit \
+            "$([ "$name" = test_backend_fast ] && echo 4 || echo 0)"
+    done
+}
+
+# train_run NAME ARGS...: one `train` into $FL_WORK/train/NAME; its exit status.
+train_run() {
+    local name=$1
+    shift
+    "$FL_BIN" train --data "$FL_IMAGES" --out "$FL_WORK/train/$name" --log-every 1 \
+        --accelerator "$FIRST_LIGHT_ACCELERATOR" --precision "$FIRST_LIGHT_PRECISION" "$@" \
+        >"$FL_LOGS/train/$name.out" 2>&1
+    local status=$?
+    cp "$FL_WORK/train/$name/train.log" "$FL_WORK/train/$name/metrics.jsonl" "$FL_LOGS/train/" \
+        2>/dev/null && mv "$FL_LOGS/train/train.log" "$FL_LOGS/train/$name.train.log" &&
+        mv "$FL_LOGS/train/metrics.jsonl" "$FL_LOGS/train/$name.metrics.jsonl"
+    return "$status"
+}
+
+# Checks of a finished run: backend, precision, scaler, losses, files.
+check_run() {
+    local name=$1 what=$2 dir="$FL_WORK/train/$1" log="$FL_WORK/train/$1/train.log"
+    local backend
+    backend=$(sed -n 's/.*workers, backend \([a-z]*\), precision \([0-9a-z-]*\).*/\1 \2/p' "$log" | head -n 1)
+    record train "$name-setup" "$([ "$backend" = "$FL_EXPECT_BACKEND $FIRST_LIGHT_PRECISION" ] &&
+        grep -q 'loss scaling: on' "$log" && echo pass || echo fail)" \
+        "$what: backend and precision '$backend', $(grep -o 'loss scaling: [a-z]*' "$log" | head -n 1)" \
+        "accelerator=$(sed -n 's/.*accelerator: //p' "$log" | head -n 1 | cut -c1-120)"
+    record_check train "$name-losses" "$what: losses finite and falling, loss scale logged" \
+        "$FL_PYTHON" "$here/first_light_check.py" losses "$dir/metrics.jsonl"
+    local written=fail
+    [ -s "$dir/checkpoints/last.ckpt" ] && [ -s "$dir/exported_models/exported_last.safetensors" ] &&
+        written=pass
+    record train "$name-files" "$written" "checkpoint and export written" \
+        "checkpoint_mb=$(du -m "$dir/checkpoints/last.ckpt" 2>/dev/null | cut -f1)"
+}
+
+part_train() {
+    mkdir -p "$FL_WORK/train"
+    local common=(--model "$FIRST_LIGHT_MODEL" --image-size "$FIRST_LIGHT_SIZE"
+                  --batch-size "$FIRST_LIGHT_BATCH" --max-steps "$FIRST_LIGHT_STEPS" --seed 5)
+    local what="SimCLR $FIRST_LIGHT_MODEL ${FIRST_LIGHT_SIZE}px batch $FIRST_LIGHT_BATCH, $FIRST_LIGHT_STEPS steps"
+    if train_run simclr "${common[@]}"; then
+        check_run simclr "$what"
+    else
+        record train simclr fail "$what: exit $?: $(tail -n 3 "$FL_LOGS/train/simclr.out" | tr '\n' ' ')"
+    fi
+
+    # Distillation from a freshly initialised ViT teacher (a DINOv2
+    # checkpoint is 350 MB: too large to carry), LayerScale 0.1 so that its
+    # tokens differ between images.
+    local teacher="$FL_WORK/train/teacher.safetensors"
+    what="distillation $FIRST_LIGHT_TEACHER (random weights) -> $FIRST_LIGHT_MODEL, batch $FIRST_LIGHT_DISTILL_BATCH, $FIRST_LIGHT_DISTILL_STEPS steps"
+    if ! "$FL_BUNDLE/tests/e2e/make_backbone" "$teacher" "$FIRST_LIGHT_TEACHER" 7 "$FIRST_LIGHT_SIZE" 0.1 \
+            >"$FL_LOGS/train/teacher.out" 2>&1; then
+        record train distillation fail "make_backbone $FIRST_LIGHT_TEACHER: $(tail -n 2 "$FL_LOGS/train/teacher.out")"
+    elif train_run distillation --method distillation --method-arg "teacher=$teacher" \
+            --model "$FIRST_LIGHT_MODEL" --image-size "$FIRST_LIGHT_SIZE" \
+            --batch-size "$FIRST_LIGHT_DISTILL_BATCH" --max-steps "$FIRST_LIGHT_DISTILL_STEPS" --seed 5; then
+        check_run distillation "$what"
+    else
+        record train distillation fail "$what: $(tail -n 3 "$FL_LOGS/train/distillation.out" | tr '\n' ' ')"
+    fi
+
+    # embed on the GPU and on the CPU from the SimCLR export, the same images.
+    local export="$FL_WORK/train/simclr/exported_models/exported_last.safetensors" side
+    if [ -s "$export" ]; then
+        mkdir -p "$FL_WORK/embed-images"
+        find "$FL_IMAGES" -name '*.jpg' | sort | head -n "$FIRST_LIGHT_EMBED_IMAGES" |
+            xargs -I{} ln -sf {} "$FL_WORK/embed-images/"
+        for side in "$FIRST_LIGHT_EMBED_ACCELERATOR" cpu; do
+            "$FL_BIN" embed --data "$FL_WORK/embed-images" --checkpoint "$export" --overwrite \
+                --image-size "$FIRST_LIGHT_SIZE" --accelerator "$side" --out "$FL_WORK/embed-$side.npy" \
+                >"$FL_LOGS/train/embed-$side.out" 2>&1 ||
+                record train "embed-$side" fail "$(tail -n 2 "$FL_LOGS/train/embed-$side.out" | tr '\n' ' ')"
+        done
+        record_check train embed-gpu-vs-cpu \
+            "embed of $FIRST_LIGHT_EMBED_IMAGES images on $FIRST_LIGHT_EMBED_ACCELERATOR against the CPU (bound: 16-bit)" \
+            "$FL_PYTHON" "$here/first_light_check.py" npy "$FL_WORK/embed-$FIRST_LIGHT_EMBED_ACCELERATOR.npy" \
+            "$FL_WORK/embed-cpu.npy" 1e-2
+        record_check train export-torchvision "the export loads into torchvision's $FIRST_LIGHT_MODEL" \
+            "$FL_PYTHON" "$here/first_light_check.py" torch-load "$export" "$FIRST_LIGHT_MODEL"
+    fi
+
+    # Killed right after its checkpoint at step RESUME_AT, resumed: the
+    # uninterrupted run's loss at that step and its final checkpoint.
+    LTC_FAULT=kill-before-export@$FIRST_LIGHT_RESUME_AT train_run simclr-parts "${common[@]}"
+    local killed=$?
+    if [ "$killed" -ne 137 ]; then
+        record train resume fail "the first part was not killed at step $FIRST_LIGHT_RESUME_AT (exit $killed)"
+        return
+    fi
+    if ! train_run simclr-parts "${common[@]}" --resume; then
+        record train resume fail "the resumed run failed: $(tail -n 3 "$FL_LOGS/train/simclr-parts.out" | tr '\n' ' ')"
+        return
+    fi
+    local step=$FIRST_LIGHT_RESUME_AT whole parts same
+    whole=$(sed -n "s/^{\"step\": $step, \"train_loss\": \([^,}]*\).*/\1/p" "$FL_WORK/train/simclr/metrics.jsonl")
+    parts=$(sed -n "s/^{\"step\": $step, \"train_loss\": \([^,}]*\).*/\1/p" "$FL_WORK/train/simclr-parts/metrics.jsonl")
+    cmp -s "$FL_WORK/train/simclr/checkpoints/last.ckpt" "$FL_WORK/train/simclr-parts/checkpoints/last.ckpt"
+    same=$?
+    "$FL_BUNDLE/tests/e2e/compare_weights" "$FL_WORK/train/simclr/checkpoints/last.ckpt" \
+        "$FL_WORK/train/simclr-parts/checkpoints/last.ckpt" 1e-6 1e-5 >"$FL_LOGS/train/resume-compare.out" 2>&1
+    local close=$?
+    record train resume "$([ "$same" -eq 0 ] && echo pass || echo fail)" \
+        "killed after step $step and resumed: the final checkpoint $([ "$same" -eq 0 ] && echo is || echo is not) the uninterrupted run's, byte for byte" \
+        "loss_at_resume_whole=${whole:-n/a}" "loss_at_resume_parts=${parts:-n/a}" \
+        "within_1e-5=$([ "$close" -eq 0 ] && echo 1 || echo 0)" \
+        "compare=$(tail -n 1 "$FL_LOGS/train/resume-compare.out" | tr ' ' '_' | cut -c1-160)"
+}
+
+part_bench() {
+    local log="$FL_LOGS/bench/bench-gpu.log"
+    BENCH_GPU_SECTIONS=step BENCH_GPU_STEP_CONFIGS="$FIRST_LIGHT_BENCH_CONFIG" \
+        BENCH_GPU_DEVICE="$FIRST_LIGHT_BENCH_DEVICE" BENCH_GPU_PRECISION="$FIRST_LIGHT_PRECISION" \
+        BENCH_GPU_WARMUP="$FIRST_LIGHT_BENCH_WARMUP" BENCH_GPU_COMPILE="$FIRST_LIGHT_BENCH_COMPILE" \
+        PYTHON="$FL_PYTHON" bash "$FL_BUNDLE/bench-gpu.sh" >"$log" 2>&1 &
+    local pid=$!
+    # On a cut (TERM from the part's timeout), record what the log has so far.
+    trap 'kill -TERM $pid 2>/dev/null; bench_results "$log" cut; exit 124' TERM
+    wait "$pid"
+    trap - TERM
+    bench_results "$log" finished
+}
+
+# Records the RESULT lines of the step benchmark's log: PyTorch eager, ours
+# (with an MFU on PyTorch's FLOP count: its mfu / its images/s x ours), compile.
+bench_results() {
+    local log=$1 how=$2 eager ours compiled side line
+    eager=$(grep '^RESULT tool=pytorch .*compile=0' "$log" | tail -n 1)
+    # shellcheck disable=SC2034  # ours and compiled: read through ${!side}
+    ours=$(grep '^RESULT tool=lightly-train-c ' "$log" | tail -n 1)
+    # shellcheck disable=SC2034
+    compiled=$(grep '^RESULT tool=pytorch .*compile=1' "$log" | tail -n 1)
+    for side in eager ours compiled; do
+        line=${!side}
+        local fields=(images_per_s="$(word_value images_per_s "$line")"
+                      gpu_memory_mib="$(word_value gpu_memory_mib "$line")"
+                      precision="$(word_value precision "$line")")
+        if [ "$side" = ours ]; then
+            local e_rate e_mfu
+            e_rate=$(word_value images_per_s "$eager")
+            e_mfu=$(word_value mfu_pct "$eager")
+            fields+=(mfu_pct="$(awk -v m="$e_mfu" -v r="$(word_value images_per_s "$line")" -v t="$e_rate" \
+                'BEGIN { if (m ~ /^[0-9.]+$/ && r ~ /^[0-9.]+$/ && t > 0) printf "%.1f", m * r / t; else print "n/a" }')")
+        else
+            fields+=(mfu_pct="$(word_value mfu_pct "$line")" peak_allocated_mib="$(word_value peak_allocated_mib "$line")")
+        fi
+        if [ -n "$line" ]; then
+            record bench "step-$side" info "$FIRST_LIGHT_BENCH_CONFIG" "${fields[@]}"
+        elif [ "$how" = cut ]; then
+            record bench "step-$side" cut "not reached within the bench part's budget"
+        else
+            record bench "step-$side" skip "no RESULT line: $(grep -E '^[A-Za-z.]*(Error|error)' "$log" |
+                head -n 1 | cut -c1-200)"
+        fi
+    done
+    grep '^RESULT tool=ratio' "$log" | tail -n 1 | sed 's/^RESULT tool=ratio //' |
+        { read -r ratio && record bench ratio info "$ratio"; }
+}
+
+part_test_gpu() {
+    local name
+    for name in $FIRST_LIGHT_TESTGPU_BINARIES; do
+        run_test_binary "$name" "" all 0
+    done
+    (cd "$FL_WORK" && GPU_TESTS=runs bash "$FL_BUNDLE/run-gpu-tests.sh") >"$FL_LOGS/test-gpu/runs.log" 2>&1
+    local status=$?
+    record test-gpu runs "$([ $status -eq 0 ] && echo pass || echo fail)" \
+        "run-gpu-tests.sh runs: $(tail -n 1 "$FL_LOGS/test-gpu/runs.log")" \
+        "failures=$(grep -c '^FAIL' "$FL_LOGS/test-gpu/runs.log")"
+}
+
+# ---- the driver ------------------------------------------------------------------
+
+if [ "${1:-}" = --part ]; then
+    exec 2>&1
+    case $2 in
+    versions) part_versions ;; ops) part_ops ;; train) part_train ;; bench) part_bench ;;
+    test-gpu) part_test_gpu ;;
+    esac
+    exit 0
+fi
+
+# Sizes and budgets (seconds); the defaults are the GPU run's.
+: "${FIRST_LIGHT_SECONDS:=390}"
+: "${FIRST_LIGHT_PARTS:=versions ops train bench test-gpu}"
+: "${FIRST_LIGHT_BUDGETS:=versions=60 ops=100 train=170 bench=110 test-gpu=390}"
+: "${FIRST_LIGHT_ACCELERATOR:=gpu}" "${FIRST_LIGHT_PRECISION:=16-mixed}"
+: "${FIRST_LIGHT_MODEL:=resnet50}" "${FIRST_LIGHT_SIZE:=224}" "${FIRST_LIGHT_BATCH:=256}"
+: "${FIRST_LIGHT_STEPS:=50}" "${FIRST_LIGHT_RESUME_AT:=25}"
+: "${FIRST_LIGHT_TEACHER:=vit_b14}" "${FIRST_LIGHT_DISTILL_BATCH:=128}" "${FIRST_LIGHT_DISTILL_STEPS:=30}"
+: "${FIRST_LIGHT_EMBED_IMAGES:=64}" "${FIRST_LIGHT_EMBED_ACCELERATOR:=$FIRST_LIGHT_ACCELERATOR}" "${FIRST_LIGHT_TEST_LIMIT:=60}"
+: "${FIRST_LIGHT_OPS_FP32:=test_backend_fast test_resnet test_backend_fast_norm test_backend_act_ops
+test_backend_transformer_fast test_nonfinite test_loss_scaler test_backend_resize
+test_backend_dinov2_ops test_backend_dinov3_ops test_backend_transfer test_ranks}"
+: "${FIRST_LIGHT_OPS_16:=test_backend_fast test_backend_act_ops test_backend_fast_norm
+test_backend_transformer_fast test_backend_resize test_backend_dinov2_ops test_backend_dinov3_ops
+test_cuda_precision}"
+: "${FIRST_LIGHT_TESTGPU_BINARIES:=test_staging test_method_steps}"
+: "${FIRST_LIGHT_BENCH_CONFIG:=simclr resnet50 224 256 30}" "${FIRST_LIGHT_BENCH_DEVICE:=cuda}"
+: "${FIRST_LIGHT_BENCH_WARMUP:=10}" "${FIRST_LIGHT_BENCH_COMPILE:=1}"
+export "${!FIRST_LIGHT_@}"
+
+FL_START=$(date +%s.%N)
+out=${OUT:-$here/out}
+mkdir -p "$out"
+FL_RESULTS="$out/first_light.jsonl"
+FL_SUMMARY="$out/first_light_summary.md"
+FL_WORK=${FIRST_LIGHT_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/first-light-XXXXXX")}
+FL_LOGS="$FL_WORK/logs"
+FL_IMAGES="$here/images"
+FL_EXPECT_BACKEND=$([ "$FIRST_LIGHT_ACCELERATOR" = gpu ] && echo cuda || echo cpu)
+# The node's python3 holds PyTorch and its pip CUDA libraries.
+FL_PYTHON=${PYTHON:-python3}
+[ -z "${PYTHON:-}" ] && [ -x /opt/torch/.venv/bin/python3 ] && FL_PYTHON=/opt/torch/.venv/bin/python3
+export FL_START FL_RESULTS FL_SUMMARY FL_WORK FL_LOGS FL_IMAGES FL_EXPECT_BACKEND FL_PYTHON
+# Everything printed goes to the console log too; fd 3 is where records print.
+exec > >(tee -a "$out/first_light_console.log") 2>&1
+tee_pid=$!
+exec 3>&1
+{
+    echo "# First light: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n)"
+    echo
+    sed 's/^/    /' "$here/MANIFEST" 2>/dev/null
+    echo
+} >>"$FL_SUMMARY"
+
+# Set-up: the bundle unpacked, CUDA's libraries from the Python's pip packages.
+mkdir -p "$FL_LOGS"/{versions,ops,train,bench,test-gpu} "$FL_WORK/testdir/tests"
+if ! tar -xf "$here"/bundle.tar* -C "$FL_WORK" 2>"$FL_LOGS/untar.txt" &&
+   ! "$FL_PYTHON" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+       "$(ls "$here"/bundle.tar*)" "$FL_WORK" 2>>"$FL_LOGS/untar.txt"; then
+    record setup unpack fail "cannot unpack $(ls "$here"/bundle.tar*): $(tail -n 1 "$FL_LOGS/untar.txt")"
+    exit 1
+fi
+FL_BUNDLE="$FL_WORK/bundle"
+FL_BIN="$FL_BUNDLE/bin/lightly-train-c"
+export FL_BUNDLE FL_BIN
+ln -s "$FL_BUNDLE/tests/fixtures" "$FL_WORK/testdir/tests/fixtures"
+# shellcheck source=tools/bench_gpu_lib.bash
+. "$FL_BUNDLE/tools/bench_gpu_lib.bash"
+use_python_cuda_libraries "$FL_PYTHON"
+record setup unpack pass "bundle unpacked in $FL_WORK" "images=$(find "$FL_IMAGES" -name '*.jpg' | wc -l)" \
+    "python=$FL_PYTHON" "library_path=${LD_LIBRARY_PATH:-none}"
+
+# Every program of the bundle must find our libraries inside it: any other
+# than the C runtime's and CUDA's (the ones bundle.sh leaves out) resolved
+# elsewhere, or not at all, fails on a node without our Debian packages.
+outside=$(find "$FL_BUNDLE" -type f -perm -u+x | while IFS= read -r file; do
+    head -c 4 "$file" | grep -q ELF || continue
+    ldd "$file" 2>/dev/null | awk -v bundle="$FL_BUNDLE/" -v name="${file#"$FL_BUNDLE"/}" '
+        $2 == "=>" && $1 !~ /^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+\.|libgcc_s\.|libcuda|libcudart|libcudnn|libcublas|libnccl|libnvrtc|libnvJitLink)/ &&
+        index($3, bundle) != 1 { print name ": " $1 " => " $3 }'
+done)
+if [ -n "$outside" ]; then
+    record setup libraries fail "libraries not taken from the bundle: $(head -n 5 <<<"$outside" | paste -sd';' -)" \
+        "count=$(wc -l <<<"$outside")"
+else
+    record setup libraries pass "every program of the bundle finds our libraries in it"
+fi
+
+# Packs the logs (every part's, the results so far) into one file of $OUT.
+pack_logs() {
+    tar -czf "$out/first_light_logs.tar.gz.tmp" -C "$FL_WORK" logs 2>/dev/null &&
+        mv "$out/first_light_logs.tar.gz.tmp" "$out/first_light_logs.tar.gz"
+}
+
+deadline=$((${FL_START%.*} + FIRST_LIGHT_SECONDS))
+for part in $FIRST_LIGHT_PARTS; do
+    budget=$(tr ' ' '\n' <<<"$FIRST_LIGHT_BUDGETS" | sed -n "s/^$part=//p")
+    left=$((deadline - $(date +%s)))
+    [ "${budget:-0}" -gt "$left" ] && budget=$left
+    if [ "$budget" -lt 5 ]; then
+        record "$part" part cut "not started: the deadline (${FIRST_LIGHT_SECONDS}s) has passed"
+        continue
+    fi
+    started=$(date +%s.%N)
+    echo "== $part (budget ${budget}s)"
+    timeout -k 15 "$budget" bash "$here/$(basename "$0")" --part "$part" >"$FL_LOGS/$part.log" 2>&1
+    status=$?
+    seconds=$(awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+    fails=$(grep -c "\"part\": \"$part\", \"check\": [^,]*, \"status\": \"fail\"" "$FL_RESULTS")
+    if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+        record "$part" part cut "cut at its budget of ${budget}s" "seconds=$seconds" "failed_checks=$fails"
+    else
+        record "$part" part "$([ "$fails" -eq 0 ] && [ "$status" -eq 0 ] && echo pass || echo fail)" \
+            "done" "seconds=$seconds" "failed_checks=$fails" "budget=$budget"
+    fi
+    pack_logs
+done
+record all total info "first light done" "seconds=$(elapsed)" \
+    "passed=$(grep -c '"status": "pass"' "$FL_RESULTS")" "failed=$(grep -c '"status": "fail"' "$FL_RESULTS")" \
+    "cut=$(grep -c '"status": "cut"' "$FL_RESULTS")"
+pack_logs
+[ -z "${FIRST_LIGHT_WORK:-}" ] && rm -rf "$FL_WORK"
+# The console log complete before the device tool collects $OUT.
+exec 1>&- 2>&- 3>&-
+wait "$tee_pid" 2>/dev/null
+exit 0

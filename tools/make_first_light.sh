@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make first-light: the one folder a GPU session carries (issue 19), then
+# the device command that runs it. Run as: tools/make_first_light.sh BUILD_DIR OUT_DIR
+#
+#   OUT/run.sh, first_light_lib.bash, first_light_check.py
+#                       the GPU script (tools/first_light.sh) and its helpers
+#   OUT/bundle.tar.xz   make bundle's folder (program, test binaries, tools,
+#                       our Debian libraries; not CUDA's: the node's PyTorch
+#                       brings those), debug sections stripped, xz -9 (its
+#                       64 MB window also removes the CUDA code that every
+#                       test binary repeats)
+#   OUT/images/         real JPEGs cropped and scaled from
+#                       tests/fixtures/photos (tools/photo_crops.c)
+#   OUT/MANIFEST        what was built from what
+# The folder must stay under the device tool's 64 MiB (with the working
+# tree that travels beside it): this script fails over FIRST_LIGHT_MAX_MB.
+#
+# Environment: FIRST_LIGHT_IMAGES (1280: 5 steps of 256 per epoch),
+# FIRST_LIGHT_SIDES ("160 320": the images' shorter sides), FIRST_LIGHT_PACK
+# (xz; "tar" packs without compressing, for the test), FIRST_LIGHT_MAX_MB (52).
+set -eu
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 BUILD_DIR OUT_DIR" >&2
+    exit 2
+fi
+build=$1
+out=$2
+here=$(cd "$(dirname "$0")/.." && pwd)
+count=${FIRST_LIGHT_IMAGES:-1280}
+read -r min_side max_side <<<"${FIRST_LIGHT_SIDES:-160 320}"
+pack=${FIRST_LIGHT_PACK:-xz}
+max_mb=${FIRST_LIGHT_MAX_MB:-52}
+
+rm -rf "$out"
+mkdir -p "$out"
+staging=$(mktemp -d "${TMPDIR:-/tmp}/first-light-staging-XXXXXX")
+trap 'rm -rf "$staging"' EXIT
+
+BUNDLE_TARBALL=0 "$here/tools/bundle.sh" "$build" "$staging/bundle"
+# Host debug sections only (symbols stay, for backtraces); the CUDA code is
+# not touched.
+find "$staging/bundle" -type f -exec sh -c 'head -c 4 "$1" | grep -q ELF' _ {} \; -print0 |
+    xargs -0 strip --strip-debug
+case $pack in
+xz) tar -C "$staging" -cf - bundle | xz -9 -T1 >"$out/bundle.tar.xz" ;;
+tar) tar -C "$staging" -cf "$out/bundle.tar" bundle ;;
+*) echo "make_first_light.sh: FIRST_LIGHT_PACK is xz or tar, not '$pack'" >&2; exit 2 ;;
+esac
+
+"$build/tools/photo_crops" "$here/tests/fixtures/photos" "$out/images" "$count" "$min_side" "$max_side"
+cp "$here/tools/first_light.sh" "$out/run.sh"
+cp "$here/tools/first_light_lib.bash" "$here/tools/first_light_check.py" "$out/"
+
+{
+    echo "lightly-train-c first light, made $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "commit: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)$(
+        git -C "$here" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    "$build/lightly-train-c" --version 2>&1 | head -n 1
+    "$build/lightly-train-c" --version 2>&1 | sed -n 's/^GPU libraries: /libraries here: /p'
+    "$build/lightly-train-c" --version 2>&1 | sed -n 's/^NCCL: /NCCL here: /p'
+    echo "images: $count JPEGs, shorter sides $min_side to $max_side px, from tests/fixtures/photos"
+} >"$out/MANIFEST"
+
+size_mb=$(du -sm "$out" | cut -f1)
+if [ "$size_mb" -gt "$max_mb" ]; then
+    echo "make_first_light.sh: $out is $size_mb MB, over $max_mb MB (the device tool carries 64 MiB" \
+         "with the working tree): fewer or smaller images (FIRST_LIGHT_IMAGES, FIRST_LIGHT_SIDES)" >&2
+    exit 1
+fi
+echo "first light: $out ($size_mb MB: bundle $(du -sm "$out"/bundle.tar* | cut -f1) MB, $count images)"
+echo "The device command (from the repository root the device tool sends, with $(basename "$out")/ there):"
+echo "  run: command=\"bash $(basename "$out")/run.sh\" carry=[\"$(basename "$out")\"] timeout_s=480"
