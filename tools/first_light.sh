@@ -147,7 +147,7 @@ check_run() {
 
 part_train() {
     mkdir -p "$FL_WORK/train"
-    local common=(--model "$FIRST_LIGHT_MODEL" --image-size "$FIRST_LIGHT_SIZE"
+    local common=(--method simclr --model "$FIRST_LIGHT_MODEL" --image-size "$FIRST_LIGHT_SIZE"
                   --batch-size "$FIRST_LIGHT_BATCH" --max-steps "$FIRST_LIGHT_STEPS" --seed 5)
     local what="SimCLR $FIRST_LIGHT_MODEL ${FIRST_LIGHT_SIZE}px batch $FIRST_LIGHT_BATCH, $FIRST_LIGHT_STEPS steps"
     if train_run simclr "${common[@]}"; then
@@ -355,13 +355,15 @@ record setup unpack pass "bundle unpacked in $FL_WORK" "images=$(find "$FL_IMAGE
     "python=$FL_PYTHON" "library_path=${LD_LIBRARY_PATH:-none}"
 
 # Every program of the bundle must find our libraries inside it: any other
-# than the C runtime's and CUDA's (the ones bundle.sh leaves out) resolved
-# elsewhere, or not at all, fails on a node without our Debian packages.
+# than those every Linux system has (tools/manylinux_libs.txt, what
+# collect_libs.sh leaves out) and CUDA's, resolved elsewhere or not at all,
+# fails on a node without our Debian packages.
 outside=$(find "$FL_BUNDLE" -type f -perm -u+x | while IFS= read -r file; do
     head -c 4 "$file" | grep -q ELF || continue
     ldd "$file" 2>/dev/null | awk -v bundle="$FL_BUNDLE/" -v name="${file#"$FL_BUNDLE"/}" '
-        $2 == "=>" && $1 !~ /^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+\.|libgcc_s\.|libcuda|libcudart|libcudnn|libcublas|libnccl|libnvrtc|libnvJitLink)/ &&
-        index($3, bundle) != 1 { print name ": " $1 " => " $3 }'
+        FNR == NR { if ($0 !~ /^#/) system_library[$1] = 1; next }
+        $2 == "=>" && !($1 in system_library) && $1 !~ /^(libcuda|libcudart|libcudnn|libcublas|libnccl|libnvrtc|libnvJitLink)/ &&
+        index($3, bundle) != 1 { print name ": " $1 " => " $3 }' "$FL_BUNDLE/tools/manylinux_libs.txt" -
 done)
 if [ -n "$outside" ]; then
     record setup libraries fail "libraries not taken from the bundle: $(head -n 5 <<<"$outside" | paste -sd';' -)" \

@@ -17,7 +17,7 @@ if [ ! -x "$emu" ]; then
 fi
 "$build/tools/photo_crops" tests/fixtures/photos "$work/images" 8 40 48 >/dev/null ||
   fail "photo_crops failed"
-common=(--data "$work/images" --model resnet18 --image-size 28 --batch-size 4 --max-steps 1
+common=(--data "$work/images" --method simclr --model resnet18 --image-size 28 --batch-size 4 --max-steps 1
         --num-workers 1 --threads 2)
 
 # The native build reads this machine's libraries (no GPU needed for that).
