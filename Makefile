@@ -25,10 +25,14 @@ SANITIZE ?=
 FUZZ_SECONDS ?= 60
 
 # Deferred (=) so pkg-config runs after `deps` has installed what was missing.
-PKGS := libjpeg libpng libwebp libwebpdemux libwebpmux libprotobuf-c zlib
+PKGS := libjpeg libpng libwebp libwebpdemux libwebpmux libprotobuf-c zlib \
+        libtiff-4 libgif libheif libjxl libexif stb
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+# DICOM: DCMTK, a C++ library (src/decode/dicom_dcmtk.cpp wraps it) whose
+# pkg-config file is unusable in Debian 12 (it requires sndfile).
+DICOM_LIBS := -ldcmjpls -ldcmjpeg -ldcmdata -loflog -lofstd -lstdc++
 # CPU backend: oneDNN (no pkg-config file; tools/deps.sh checks its header)
 # on GNU OpenMP, the runtime Debian's oneDNN is built with, so our OpenMP
 # loops and oneDNN's share one thread team.
@@ -74,7 +78,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Isrc -MMD -MP \
              -I$(GEN_DIR) -DLTC_VERSION='"$(VERSION)"' $(PKG_CFLAGS) $(MPI_CFLAGS) $(SAN_FLAGS)
 # $ORIGIN/../lib first: a bundle (make bundle) carries its libraries there.
-LDLIBS_ALL = $(PKG_LIBS) $(MPI_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -Wl,-rpath,'$$ORIGIN/../lib'
+LDLIBS_ALL = $(PKG_LIBS) $(DICOM_LIBS) $(MPI_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -Wl,-rpath,'$$ORIGIN/../lib'
 ifneq ($(SANITIZE),)
   SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
@@ -98,10 +102,12 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 NVCC_FLAGS = -std=c++17 -O3 -g -fmad=false -Isrc $(CUDNN_INCLUDE) $(CUDA_ARCH) -DLTC_WITH_CUDA \
              --Werror all-warnings -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
 AVX2_FLAGS := -mavx2 -mfma
+CXXFLAGS_ALL = -std=c++17 $(OPT) -g $(WARN) -Isrc -MMD -MP $(SAN_FLAGS)
 
 # ---- sources -------------------------------------------------------------------
 LIB_SRC := $(filter-out src/main.c,$(shell find src -name '*.c' | sort))
 CU_SRC := $(shell find src -name '*.cu' | sort)
+CXX_SRC := $(shell find src -name '*.cpp' | sort)
 ifneq ($(HAVE_CUDA),1)
   LIB_SRC := $(filter-out src/backend/cuda/%,$(LIB_SRC))
   CU_SRC :=
@@ -114,7 +120,8 @@ PROTO_SRC := $(sort $(wildcard src/logging/*.proto))
 GEN_SRC := $(patsubst %.proto,$(GEN_DIR)/%.pb-c.c,$(notdir $(PROTO_SRC)))
 GEN_HDR := $(GEN_SRC:.c=.h)
 GEN_OBJ := $(GEN_SRC:$(GEN_DIR)/%.c=$(BUILD)/obj/gen/%.o)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(GEN_OBJ)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.o) \
+           $(CXX_SRC:%.cpp=$(BUILD)/obj/%.o) $(GEN_OBJ)
 LIB := $(BUILD)/libltc.a
 BIN := $(BUILD)/lightly-train-c
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -149,7 +156,7 @@ EMU_OBJ := $(patsubst src/%.cu,$(EMU_DIR)/obj/%.o,$(wildcard src/backend/cuda/*.
            $(patsubst tests/cuda_emu/%,$(EMU_DIR)/obj/runtime/%.o,$(basename $(wildcard tests/cuda_emu/*.cpp tests/cuda_emu/*.c)))
 # The library less the cuda backend (and backend.c, built here with it).
 EMU_LIB_OBJ = $(filter-out $(BUILD)/obj/src/backend/cuda/% $(BUILD)/obj/src/backend/backend.o,$(LIB_OBJ))
-EMU_LDLIBS = $(PKG_LIBS) $(MPI_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
+EMU_LDLIBS = $(PKG_LIBS) $(DICOM_LIBS) $(MPI_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
 
 $(EMU_DIR)/src/backend/cuda/%: src/backend/cuda/% tests/cuda_emu/rewrite.sed
 	@mkdir -p $(@D)
@@ -231,6 +238,10 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP) $(GEN_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+$(BUILD)/obj/%.o: %.cpp | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_ALL) -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -266,10 +277,16 @@ FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -I$(GEN_DIR) $(PKG_CFLAGS) \
              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 # Fuzz builds are CPU-only: the cuda backend's files stay out.
 FUZZ_LIB_SRC = $(filter-out src/backend/cuda/%,$(LIB_SRC))
-$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_decode_common.h $(FUZZ_LIB_SRC) $(GEN_SRC) | $(DEPS_STAMP)
+# The C++ sources (the DCMTK wrapper) as objects of their own: clang++ (the
+# link is by clang, without the C++ parts of UBSan: vptr and function off).
+FUZZ_CXX_OBJ = $(CXX_SRC:src/%.cpp=$(BUILD)/fuzz/obj/%.o)
+$(BUILD)/fuzz/obj/%.o: src/%.cpp | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	clang++ -std=c++17 -O1 -g -Isrc -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr,function -c $< -o $@
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_decode_common.h $(FUZZ_LIB_SRC) $(GEN_SRC) $(FUZZ_CXX_OBJ) | $(DEPS_STAMP)
 	@command -v clang >/dev/null || { echo "make fuzz needs clang with libFuzzer: apt-get install clang" >&2; exit 1; }
 	@mkdir -p $(@D)
-	clang $(FUZZ_FLAGS) -mavx2 -mfma -o $@ $< $(FUZZ_LIB_SRC) $(GEN_SRC) $(PKG_LIBS) $(CPU_LIBS) -lpthread -lm
+	clang $(FUZZ_FLAGS) -mavx2 -mfma -o $@ $< $(FUZZ_LIB_SRC) $(GEN_SRC) $(FUZZ_CXX_OBJ) $(PKG_LIBS) $(DICOM_LIBS) $(CPU_LIBS) -lpthread -lm
 fuzz: $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \
 	  name=$$(basename $$f); corpus=$(BUILD)/fuzz/corpus-$$name; mkdir -p $$corpus; \

@@ -5,7 +5,8 @@
 set -u
 
 # pkg-config module (pc), header (hdr; for libraries without a .pc file) or
-# data file (file; data sets used by the tests) -> Debian package
+# file (data sets used by the tests; C++ headers, which the C preprocessor
+# cannot check) -> Debian package
 checks=(
   "pc:libjpeg:libjpeg62-turbo-dev"
   "pc:libpng:libpng-dev"
@@ -14,6 +15,13 @@ checks=(
   "pc:libwebpmux:libwebp-dev"
   "pc:libprotobuf-c:libprotobuf-c-dev"
   "pc:zlib:zlib1g-dev"
+  "pc:libtiff-4:libtiff-dev"
+  "pc:libgif:libgif-dev"
+  "pc:libheif:libheif-dev"
+  "pc:libjxl:libjxl-dev"
+  "pc:libexif:libexif-dev"
+  "pc:stb:libstb-dev"
+  "file:/usr/include/dcmtk/dcmdata/dctk.h:libdcmtk-dev"
   "pc:cmocka:libcmocka-dev"
   "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
   "pc:ompi-c:libopenmpi-dev"
@@ -45,7 +53,7 @@ for entry in "${checks[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, cmocka, oneDNN, OpenMPI, Fashion-MNIST)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, libtiff, giflib, libheif, libjxl, libexif, stb, DCMTK, protobuf-c, zlib, cmocka, oneDNN, OpenMPI, Fashion-MNIST)"
   exit 0
 fi
 
