@@ -339,6 +339,24 @@ static void test_tiff_limits_and_damage(void **state) {
     Decoder *small = decoder_create(TIFF_WIDTH * TIFF_HEIGHT - 1);
     expect_failure(small, file, file.size, "image too large", "TIFF over the pixel limit");
     decoder_destroy(small);
+    // A tile much larger than its image, and many bands: what the decoder
+    // would allocate counts, not the image's pixels alone.
+    const TiffSpec big_tiles = TILES(8, SAMPLEFORMAT_UINT, 3, PHOTOMETRIC_RGB, 1, COMPRESSION_LZW);
+    TiffSpec spec_64 = big_tiles;
+    spec_64.tile = 64;
+    Bytes tiled = encode_tiff(&spec_64, rgb, TIFF_WIDTH, TIFF_HEIGHT, NULL);
+    small = decoder_create(2 * TIFF_WIDTH * TIFF_HEIGHT);  // the image fits, a 64 x 64 tile not
+    expect_failure(small, tiled, tiled.size, "image too large: TIFF strip or tile", "huge tile");
+    const TiffSpec bands = STRIPS(8, SAMPLEFORMAT_UINT, 5, PHOTOMETRIC_MINISBLACK, 1, 29, COMPRESSION_NONE);
+    uint8_t *five = calloc((size_t)TIFF_WIDTH * TIFF_HEIGHT, 5);
+    Bytes banded = encode_tiff(&bands, five, TIFF_WIDTH, TIFF_HEIGHT, NULL);
+    decoder_destroy(small);
+    small = decoder_create(TIFF_WIDTH * TIFF_HEIGHT + 10);  // pixels fit; 5 samples each do not
+    expect_failure(small, banded, banded.size, "samples per pixel", "5 bands over the limit");
+    decoder_destroy(small);
+    free(five);
+    free(banded.data);
+    free(tiled.data);
     Decoder *decoder = decoder_create(0);
     // The strip's deflate stream (after the 8-byte header) with bytes flipped.
     for (size_t i = 20; i < 60; i++) file.data[i] ^= 0x5A;

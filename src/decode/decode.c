@@ -305,6 +305,19 @@ int decode_check_size(const Decoder *decoder, const char *what, int64_t width, i
     return 0;
 }
 
+int decode_check_samples(const Decoder *decoder, const char *what, int64_t width, int64_t height,
+                         int64_t samples, ErrorMessage *err) {
+    if (decode_check_size(decoder, what, width, height, err) != 0) return -1;
+    if (samples < 1 || (uint64_t)width * (uint64_t)height * (uint64_t)samples >
+                           4 * decoder->max_pixels)
+        return error_set(err,
+                         "image too large: %s %lld x %lld with %lld samples per pixel exceeds "
+                         "limit %llu samples",
+                         what, (long long)width, (long long)height, (long long)samples,
+                         (unsigned long long)(4 * decoder->max_pixels));
+    return 0;
+}
+
 int decode_clamp_region(const DecodeRequest *request, int width, int height, PixelRect *region,
                         ErrorMessage *err) {
     if (!request) {

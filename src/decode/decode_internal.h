@@ -38,6 +38,12 @@ uint8_t *decode_buffer_reserve(DecodeBuffer *buffer, size_t size, ErrorMessage *
 int decode_check_size(const Decoder *decoder, const char *what, int64_t width, int64_t height,
                       ErrorMessage *err);
 
+// decode_check_size, and samples per pixel: an image may hold at most
+// 4 x max_pixels samples (RGBA's worth), so that many bands (or a tile much
+// larger than its image) cannot make a small file allocate gigabytes.
+int decode_check_samples(const Decoder *decoder, const char *what, int64_t width, int64_t height,
+                         int64_t samples, ErrorMessage *err);
+
 // The requested region clamped to a width x height image (whole image when
 // request is NULL); fails when nothing of it lies inside the image.
 int decode_clamp_region(const DecodeRequest *request, int width, int height, PixelRect *region,

@@ -246,8 +246,13 @@ static int to_samples(Decoder *decoder, const DicomInfo *d, const uint8_t *pixel
     const size_t stride = (size_t)region->width * channels * sample_type_bytes(type);
     uint8_t *out = decode_buffer_reserve(&decoder->samples, stride * (size_t)region->height, err);
     if (!out) return -1;
+    const int copy_rows = d->colour == DICOM_RGB && d->bits_allocated == 8 && !d->planar;
     for (int y = 0; y < region->height; y++) {
         uint8_t *row = out + (size_t)y * stride;
+        if (copy_rows) {  // interleaved 8-bit RGB: as stored
+            memcpy(row, pixels + (((size_t)(region->y + y) * d->width + region->x) * 3), stride);
+            continue;
+        }
         for (int x = 0; x < region->width; x++) {
             const int sx = region->x + x, sy = region->y + y;
             if (grey) {

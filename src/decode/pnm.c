@@ -160,6 +160,10 @@ static void read_binary_rows(const uint8_t *data, const PnmHeader *h, size_t row
     for (int y = 0; y < region->height; y++) {
         const uint8_t *src = data + h->data_offset + (size_t)(region->y + y) * row_bytes;
         uint8_t *dst = out + (size_t)y * out_stride;
+        if (h->kind != 4 && h->maxval == 255) {  // the common case: a copy
+            memcpy(dst, src + (size_t)region->x * h->depth, (size_t)region->width * h->depth);
+            continue;
+        }
         for (int x = 0; x < region->width; x++) {
             const int column = region->x + x;
             if (h->kind == 4) {  // bits, most significant first; 1 = black
@@ -217,7 +221,7 @@ int decode_pnm_decode(Decoder *decoder, const uint8_t *data, size_t size,
     PnmHeader h;
     PixelRect region;
     if (parse_header(data, size, &h, err) != 0 ||
-        decode_check_size(decoder, "PNM image", h.width, h.height, err) != 0 ||
+        decode_check_samples(decoder, "PNM image", h.width, h.height, h.depth, err) != 0 ||
         decode_clamp_region(request, h.width, h.height, &region, err) != 0)
         return -1;
     const SampleType type = h.maxval > 255 ? SAMPLE_U16 : SAMPLE_U8;

@@ -75,6 +75,19 @@ int samples_to_rgb8(const SampleImage *in, uint8_t *out, size_t out_stride, Erro
     if (in->channels < colour_channels)
         return error_set(err, "corrupt data: %d channels for a %d-channel colour model",
                          in->channels, colour_channels);
+    if (in->type == SAMPLE_U8 && colour_channels == in->channels && colour_channels != 4) {
+        // Already 8 bits, nothing to drop: rows copied (RGB) or spread (grey).
+        for (int y = 0; y < in->height; y++) {
+            const uint8_t *row = in->pixels + (size_t)y * in->stride;
+            uint8_t *dst = out + (size_t)y * out_stride;
+            if (colour_channels == 3) {
+                memcpy(dst, row, (size_t)in->width * 3);
+            } else {
+                for (int x = 0; x < in->width; x++, dst += 3) dst[0] = dst[1] = dst[2] = row[x];
+            }
+        }
+        return 0;
+    }
     const int bits = in->type == SAMPLE_U16 && in->bits >= 8 && in->bits <= 16 ? in->bits : 16;
     const int shift = bits - 8;
     const size_t step = (size_t)in->channels;

@@ -445,7 +445,11 @@ int decode_tiff_decode(Decoder *decoder, const uint8_t *data, size_t size,
     int status = read_layout(tif, &layout);
     if (status != 0) error_set(err, "corrupt data: TIFF has no samples, tile or strip size");
     if (status == 0)
-        status = decode_check_size(decoder, "TIFF image", layout.width, layout.height, err);
+        status = decode_check_samples(decoder, "TIFF image", layout.width, layout.height,
+                                      layout.samples, err);
+    if (status == 0)  // a strip or tile is decoded whole: it must fit the limits too
+        status = decode_check_samples(decoder, "TIFF strip or tile", layout.block_width,
+                                      layout.block_height, layout.samples, err);
     if (status == 0)
         status = decode_clamp_region(request, (int)layout.width, (int)layout.height, &region, err);
     if (status == 0 && layout.sample_path) {
