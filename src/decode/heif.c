@@ -52,8 +52,9 @@ static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMess
     if (error.code == heif_error_Ok)
         error = heif_context_get_primary_image_handle(file->context, &file->handle);
     if (error.code != heif_error_Ok) {
+        report_heif_error(error, err);  // before the context, which holds the message, goes
         close_heif(file);
-        return report_heif_error(error, err);
+        return -1;
     }
     file->width = heif_image_handle_get_width(file->handle);  // transformed
     file->height = heif_image_handle_get_height(file->handle);
@@ -92,8 +93,9 @@ int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
     const struct heif_error error = heif_decode_image(file.handle, &image, heif_colorspace_RGB,
                                                       heif_chroma_interleaved_RGB, options);
     heif_decoding_options_free(options);
+    if (error.code != heif_error_Ok) report_heif_error(error, err);  // before close_heif
     close_heif(&file);
-    if (error.code != heif_error_Ok) return report_heif_error(error, err);
+    if (error.code != heif_error_Ok) return -1;
     int stride = 0;
     const uint8_t *plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride);
     const int width = heif_image_get_width(image, heif_channel_interleaved);
