@@ -32,7 +32,8 @@ static int start(JxlRun *run, const uint8_t *data, size_t size, int events, Erro
     if (JxlDecoderSubscribeEvents(run->decoder, events) != JXL_DEC_SUCCESS ||
         JxlDecoderSetInput(run->decoder, data, size) != JXL_DEC_SUCCESS)
         return error_set(err, "corrupt data: libjxl refused the decoder settings");
-    JxlDecoderCloseInput(run->decoder);
+    // The input is not closed: a cut file then asks for more input (our
+    // "truncated") instead of failing with a message libjxl prints.
     const JxlDecoderStatus status = JxlDecoderProcessInput(run->decoder);
     if (status != JXL_DEC_BASIC_INFO) return report_status(status, err);
     if (JxlDecoderGetBasicInfo(run->decoder, &run->basic) != JXL_DEC_SUCCESS)
