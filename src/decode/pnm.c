@@ -188,7 +188,7 @@ static int read_ascii_rows(const uint8_t *data, size_t size, const PnmHeader *h,
     const int last_row = whole_file ? h->height : region->y + region->height;
     for (int y = 0; y < last_row; y++) {
         const int keep = y >= region->y && y < region->y + region->height;
-        uint8_t *dst = out + (size_t)(y - region->y) * out_stride;
+        uint8_t *dst = keep ? out + (size_t)(y - region->y) * out_stride : NULL;
         for (int x = 0; x < h->width; x++) {
             for (int k = 0; k < h->depth; k++) {
                 long value;
