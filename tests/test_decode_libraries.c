@@ -365,6 +365,15 @@ static void test_tiff_limits_and_damage(void **state) {
     free(banded.data);
     free(tiled.data);
     Decoder *decoder = decoder_create(0);
+    // A BMP header with a negative width, which stb_image's info call
+    // reports as is (found by fuzz_decode): probe refuses it.
+    static const uint8_t negative_bmp[] = {
+        'B', 'M', 0x7E, 0, 0, 0, 0, 0, 0, 0, 0x3E, 0, 0, 0, 0x38, 0, 0, 0, 0xFC, 0xFF, 0xFF,
+        0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0};
+    ImageInfo info;
+    ErrorMessage err = {{0}};
+    assert_int_equal(decoder_probe(decoder, negative_bmp, sizeof negative_bmp, &info, &err), -1);
+    assert_non_null(strstr(err.text, "corrupt data"));
     // The strip's deflate stream (after the 8-byte header) with bytes flipped.
     for (size_t i = 20; i < 60; i++) file.data[i] ^= 0x5A;
     expect_failure(decoder, file, file.size, "TIFF", "damaged deflate strip");

@@ -239,6 +239,10 @@ int decoder_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo 
     const FormatEntry *entry = &FORMATS[format];
     info->orientation = 1;
     if (entry->probe(decoder, data, size, info, err) != 0) return -1;
+    // Every caller divides by the size (a library may report a negative one).
+    if (info->width <= 0 || info->height <= 0)
+        return error_set(err, "corrupt data: %s header says %d x %d pixels", entry->name,
+                         info->width, info->height);
     if (entry->exif_orientation && decoder->apply_exif_orientation)
         info->orientation = entry->exif_orientation(data, size);
     orientation_size(info->orientation, info->width, info->height, &info->width, &info->height);
