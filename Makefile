@@ -28,10 +28,14 @@ FUZZ_SECONDS ?= 60
 comma := ,
 
 # Deferred (=) so pkg-config runs after `deps` has installed what was missing.
-PKGS := libjpeg libpng libwebp libwebpdemux libwebpmux libprotobuf-c zlib libcurl libcrypto libzip
+PKGS := libjpeg libpng libwebp libwebpdemux libwebpmux libprotobuf-c zlib libcurl libcrypto libzip \
+        libtiff-4 libgif libheif libjxl libexif stb
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+# DICOM: DCMTK, a C++ library (src/decode/dicom_dcmtk.cpp wraps it) whose
+# pkg-config file is unusable in Debian 12 (it requires sndfile).
+DICOM_LIBS := -ldcmjpls -ldcmjpeg -ldcmdata -loflog -lofstd -lstdc++
 # CPU backend: oneDNN (no pkg-config file; tools/deps.sh checks its header)
 # on GNU OpenMP, the runtime Debian's oneDNN is built with, so our OpenMP
 # loops and oneDNN's share one thread team.
@@ -78,7 +82,7 @@ CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Isrc -MMD -MP \
              -I$(GEN_DIR) -DLTC_VERSION='"$(VERSION)"' $(PKG_CFLAGS) $(MPI_CFLAGS) $(SAN_FLAGS)
 # $ORIGIN/../lib first: a bundle (make bundle) and the wheel (make wheel)
 # carry their libraries there.
-LDLIBS_ALL = $(PKG_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -Wl,-rpath,'$$ORIGIN/../lib'
+LDLIBS_ALL = $(PKG_LIBS) $(DICOM_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -Wl,-rpath,'$$ORIGIN/../lib'
 ifneq ($(SANITIZE),)
   SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
@@ -108,10 +112,12 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 NVCC_FLAGS = -std=c++17 -O3 -g -fmad=false -Isrc $(CUDNN_INCLUDE) $(CUDA_ARCH) -DLTC_WITH_CUDA \
              --Werror all-warnings -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
 AVX2_FLAGS := -mavx2 -mfma
+CXXFLAGS_ALL = -std=c++17 $(OPT) -g $(WARN) -Isrc -MMD -MP $(SAN_FLAGS)
 
 # ---- sources -------------------------------------------------------------------
 LIB_SRC := $(filter-out src/main.c,$(shell find src -name '*.c' | sort))
 CU_SRC := $(shell find src -name '*.cu' | sort)
+CXX_SRC := $(shell find src -name '*.cpp' | sort)
 ifneq ($(HAVE_CUDA),1)
   LIB_SRC := $(filter-out src/backend/cuda/%,$(LIB_SRC))
   CU_SRC :=
@@ -124,7 +130,8 @@ PROTO_SRC := $(sort $(wildcard src/logging/*.proto))
 GEN_SRC := $(patsubst %.proto,$(GEN_DIR)/%.pb-c.c,$(notdir $(PROTO_SRC)))
 GEN_HDR := $(GEN_SRC:.c=.h)
 GEN_OBJ := $(GEN_SRC:$(GEN_DIR)/%.c=$(BUILD)/obj/gen/%.o)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.o) $(GEN_OBJ)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.o) \
+           $(CXX_SRC:%.cpp=$(BUILD)/obj/%.o) $(GEN_OBJ)
 LIB := $(BUILD)/libltc.a
 BIN := $(BUILD)/lightly-train-c
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -160,7 +167,7 @@ EMU_OBJ := $(patsubst src/%.cu,$(EMU_DIR)/obj/%.o,$(wildcard src/backend/cuda/*.
            $(patsubst tests/cuda_emu/%,$(EMU_DIR)/obj/runtime/%.o,$(basename $(wildcard tests/cuda_emu/*.cpp tests/cuda_emu/*.c)))
 # The library less the cuda backend (and backend.c, built here with it).
 EMU_LIB_OBJ = $(filter-out $(BUILD)/obj/src/backend/cuda/% $(BUILD)/obj/src/backend/backend.o,$(LIB_OBJ))
-EMU_LDLIBS = $(PKG_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
+EMU_LDLIBS = $(PKG_LIBS) $(DICOM_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
 
 $(EMU_DIR)/src/backend/cuda/%: src/backend/cuda/% tests/cuda_emu/rewrite.sed
 	@mkdir -p $(@D)
@@ -252,6 +259,10 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP) $(GEN_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+$(BUILD)/obj/%.o: %.cpp | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_ALL) -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -293,7 +304,9 @@ FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -I$(GEN_DIR) $(PKG_CFLAGS) -MMD
              -fno-sanitize-recover=undefined
 FUZZ_LIB_SRC = $(filter src/decode/% src/util/% src/nn/safetensors.c src/nn/json_scan.c \
                         src/train/checkpoint.c,$(LIB_SRC))
-FUZZ_OBJ = $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+# The C++ sources (the DCMTK wrapper) by clang++, without the C++ parts of
+# UBSan (vptr and function: the link is by clang).
+FUZZ_OBJ = $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o) $(CXX_SRC:%.cpp=$(BUILD)/fuzz/obj/%.o)
 # The library's OpenMP objects need GNU's runtime (clang's -fopenmp is LLVM's).
 FUZZ_LDLIBS = $(subst $(OMP_FLAGS),-lgomp,$(LDLIBS_ALL))
 HAVE_CLANG := $(shell command -v clang >/dev/null 2>&1 && echo 1)
@@ -302,6 +315,10 @@ $(BUILD)/fuzz/obj/%.o: %.c | $(DEPS_STAMP) $(GEN_HDR)
 	@command -v clang >/dev/null || { echo "make fuzz needs clang with libFuzzer: apt-get install clang" >&2; exit 1; }
 	@mkdir -p $(@D)
 	clang $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+$(BUILD)/fuzz/obj/%.o: %.cpp | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	clang++ -std=c++17 -O1 -g -Isrc -MMD -MP -fsanitize=fuzzer-no-link,address,undefined \
+	    -fno-sanitize=vptr,function -c $< -o $@
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ) $(LIB)
 	clang $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_OBJ) $(LIB) $(FUZZ_LDLIBS)
 fuzz: $(FUZZ_BIN)

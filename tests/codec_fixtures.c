@@ -21,6 +21,11 @@
 const JpegSpec JPEG_RGB = {95, 2, 2, 0, JCS_RGB, JCS_YCbCr, 0};
 
 Bytes encode_jpeg(const uint8_t *samples, int width, int height, const JpegSpec *spec) {
+    return encode_jpeg_app1(samples, width, height, spec, (Bytes){NULL, 0});
+}
+
+Bytes encode_jpeg_app1(const uint8_t *samples, int width, int height, const JpegSpec *spec,
+                       Bytes app1) {
     struct jpeg_compress_struct cinfo;
     struct jpeg_error_mgr error_manager;
     cinfo.err = jpeg_std_error(&error_manager);
@@ -44,6 +49,7 @@ Bytes encode_jpeg(const uint8_t *samples, int width, int height, const JpegSpec 
     if (spec->progressive) jpeg_simple_progression(&cinfo);
     if (spec->input_space == JCS_CMYK) cinfo.write_Adobe_marker = spec->adobe_marker;
     jpeg_start_compress(&cinfo, TRUE);
+    if (app1.data) jpeg_write_marker(&cinfo, JPEG_APP0 + 1, app1.data, (unsigned)app1.size);
     const size_t stride = (size_t)width * cinfo.input_components;
     while (cinfo.next_scanline < cinfo.image_height) {
         JSAMPROW row = (JSAMPROW)samples + cinfo.next_scanline * stride;
@@ -72,9 +78,17 @@ int png_channels(int colour_type) {
     }
 }
 
+static Bytes encode_png_exif(const uint16_t *values, int width, int height, const PngSpec *spec,
+                             const png_color *palette, int palette_size, Bytes exif);
+
 // values: one sample per channel per pixel at the PNG's bit depth.
 Bytes encode_png(const uint16_t *values, int width, int height, const PngSpec *spec,
                         const png_color *palette, int palette_size) {
+    return encode_png_exif(values, width, height, spec, palette, palette_size, (Bytes){NULL, 0});
+}
+
+static Bytes encode_png_exif(const uint16_t *values, int width, int height, const PngSpec *spec,
+                             const png_color *palette, int palette_size, Bytes exif) {
     Bytes out = {NULL, 0};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
     png_infop info = png_create_info_struct(png);
@@ -87,6 +101,7 @@ Bytes encode_png(const uint16_t *values, int width, int height, const PngSpec *s
     png_byte alphas[4] = {0, 60, 120, 200};
     png_color_16 transparent = {0, 1, 2, 3, 1};
     if (spec->transparency) png_set_tRNS(png, info, alphas, 4, &transparent);
+    if (exif.data) png_set_eXIf_1(png, info, (png_uint_32)exif.size, exif.data);
     png_write_info(png, info);
     const int channels = png_channels(spec->colour_type), depth = spec->bit_depth;
     const size_t row_bytes = ((size_t)width * channels * depth + 7) / 8;
@@ -182,10 +197,14 @@ Bytes encode_webp_animation(const uint8_t *frame0_rgba, const uint8_t *frame1_rg
 }
 
 Bytes encode_png_rgb(const uint8_t *rgb, int width, int height) {
+    return encode_png_rgb_exif(rgb, width, height, (Bytes){NULL, 0});
+}
+
+Bytes encode_png_rgb_exif(const uint8_t *rgb, int width, int height, Bytes exif) {
     uint16_t *values = malloc(sizeof(uint16_t) * width * height * 3);
     for (int i = 0; i < width * height * 3; i++) values[i] = rgb[i];
     const PngSpec spec = {PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE, 0};
-    Bytes file = encode_png(values, width, height, &spec, NULL, 0);
+    Bytes file = encode_png_exif(values, width, height, &spec, NULL, 0, exif);
     free(values);
     return file;
 }

@@ -34,12 +34,17 @@ typedef struct PngSpec {
 
 // samples: packed rows of spec->input_space's channels.
 Bytes encode_jpeg(const uint8_t *samples, int width, int height, const JpegSpec *spec);
+// The same with an APP1 marker (an EXIF block) after SOI.
+Bytes encode_jpeg_app1(const uint8_t *samples, int width, int height, const JpegSpec *spec,
+                       Bytes app1);
 int png_channels(int colour_type);
 // values: one sample per channel per pixel at the PNG's bit depth.
 Bytes encode_png(const uint16_t *values, int width, int height, const PngSpec *spec,
                  const png_color *palette, int palette_size);
 // 8-bit RGB, not interlaced.
 Bytes encode_png_rgb(const uint8_t *rgb, int width, int height);
+// The same with an eXIf chunk (before IDAT) holding exif.
+Bytes encode_png_rgb_exif(const uint8_t *rgb, int width, int height, Bytes exif);
 Bytes encode_webp_rgba(const uint8_t *rgba, int width, int height, int lossless);
 Bytes encode_webp_rgb(const uint8_t *rgb, int width, int height, int lossless);
 // Two lossless frames; the second differs so the file stays animated.

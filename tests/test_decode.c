@@ -129,11 +129,21 @@ static void test_sniff_and_names(void **state) {
     assert_int_equal(decode_sniff((const uint8_t *)"RIFF\x10\0\0\0WEBPVP8L", 16), IMAGE_FORMAT_WEBP);
     assert_int_equal(decode_sniff((const uint8_t *)"RIFF\x10\0\0\0AVI LIST", 16),
                      IMAGE_FORMAT_UNKNOWN);
-    assert_int_equal(decode_sniff((const uint8_t *)"GIF89a", 6), IMAGE_FORMAT_UNKNOWN);
+    assert_int_equal(decode_sniff((const uint8_t *)"GIF89a", 6), IMAGE_FORMAT_GIF);
+    assert_int_equal(decode_sniff((const uint8_t *)"II*\0\x08\0\0\0", 8), IMAGE_FORMAT_TIFF);
+    assert_int_equal(decode_sniff((const uint8_t *)"P5 4 4 255\n", 11), IMAGE_FORMAT_PNM);
+    assert_int_equal(decode_sniff((const uint8_t *)"P9 4 4 255\n", 11), IMAGE_FORMAT_UNKNOWN);
+    assert_int_equal(decode_sniff((const uint8_t *)"\0\0\0\x18" "ftypheic\0\0\0\0", 16),
+                     IMAGE_FORMAT_HEIF);
+    assert_int_equal(decode_sniff((const uint8_t *)"\0\0\0\x18" "ftypmp42\0\0\0\0", 16),
+                     IMAGE_FORMAT_UNKNOWN);
+    assert_int_equal(decode_sniff((const uint8_t *)"\xFF\x0A\xFA", 3), IMAGE_FORMAT_JXL);
     assert_int_equal(decode_sniff(NULL, 0), IMAGE_FORMAT_UNKNOWN);
     assert_string_equal(image_format_name(IMAGE_FORMAT_JPEG), "JPEG");
     assert_string_equal(image_format_name(IMAGE_FORMAT_PNG), "PNG");
     assert_string_equal(image_format_name(IMAGE_FORMAT_WEBP), "WebP");
+    assert_string_equal(image_format_name(IMAGE_FORMAT_DICOM), "DICOM");
+    assert_string_equal(image_format_name(IMAGE_FORMAT_COUNT), "unknown");
 }
 
 static void test_jpeg_known_pixels(void **state) {
@@ -531,13 +541,17 @@ static void test_corrupt_inputs(void **state) {
     const size_t header_end[3] = {jpeg_scan_data_offset(files[0]), 33, 25};
     uint8_t garbage[4096];
     for (size_t i = 0; i < sizeof garbage; i++) garbage[i] = (uint8_t)hash3((int)i, 1, 2);
+    // A GIF header whose colour table is missing; a BMP file header without
+    // its info header; a Photoshop file.
     static const char gif[] = "GIF89a\x10\x00\x10\x00\x80\x00\x00";
     static const char bmp[] = "BM\x46\x00\x00\x00\x00\x00\x00\x00\x36\x00\x00\x00";
+    static const char psd[] = "8BPS\x00\x01\x00\x00\x00\x00\x00\x00\x00\x03";
     static const char text[] = "name,label\ncat.jpg,1\n";
     expect_failure(decoder, garbage, 0, "empty file", "empty");
     expect_failure(decoder, garbage, sizeof garbage, "unsupported format", "random bytes");
-    expect_failure(decoder, (const uint8_t *)gif, sizeof gif - 1, "GIF", "GIF");
-    expect_failure(decoder, (const uint8_t *)bmp, sizeof bmp - 1, "BMP", "BMP");
+    expect_failure(decoder, (const uint8_t *)gif, sizeof gif - 1, "truncated: GIF", "GIF");
+    expect_failure(decoder, (const uint8_t *)bmp, sizeof bmp - 1, "unsupported format: BMP", "BMP");
+    expect_failure(decoder, (const uint8_t *)psd, sizeof psd - 1, "Photoshop", "PSD");
     expect_failure(decoder, (const uint8_t *)text, sizeof text - 1, "text", "text");
     for (int f = 0; f < 3; f++) {
         Bytes good = files[f];

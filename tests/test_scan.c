@@ -184,17 +184,19 @@ static void test_symlinks_to_files_and_folders_are_followed(void **state) {
 
 static void test_mixed_case_extensions(void **state) {
     TestTree *tree = *state;
-    const char *files[] = {"x.JPG", "y.Jpeg", "z.PNG", "w.WebP", "v.jpg.txt", "u.GIF", "jpg"};
+    const char *files[] = {"x.JPG", "y.Jpeg", "z.PNG", "w.WebP", "v.jpg.txt", "u.PSD", "jpg",
+                           "t.TIFF", "s.Dcm", "r.heic", "q.JXL", "p.pgm"};
     for (size_t i = 0; i < ARRAY_COUNT(files); i++) tree_file(tree, files[i]);
     Dataset dataset;
     scan_ok(tree->root, &dataset);
-    const char *expected[] = {"w.WebP", "x.JPG", "y.Jpeg", "z.PNG"};
+    const char *expected[] = {"p.pgm", "q.JXL", "r.heic", "s.Dcm", "t.TIFF",
+                              "w.WebP", "x.JPG", "y.Jpeg", "z.PNG"};
     expect_paths(&dataset, expected, ARRAY_COUNT(expected));
     assert_int_equal(dataset.summary.skipped_files, 3);
-    // Counts tie at 1, so kinds come in name order: "" (the file named "jpg"), gif, txt.
+    // Counts tie at 1, so kinds come in name order: "" (the file named "jpg"), psd, txt.
     assert_int_equal(dataset.summary.skipped_kind_count, 3);
     assert_string_equal(dataset.summary.skipped_kinds[0].extension, "");
-    assert_string_equal(dataset.summary.skipped_kinds[1].extension, "gif");
+    assert_string_equal(dataset.summary.skipped_kinds[1].extension, "psd");
     assert_string_equal(dataset.summary.skipped_kinds[2].extension, "txt");
     dataset_free(&dataset);
 }
@@ -207,7 +209,7 @@ static void test_skipped_files_counted_by_extension(void **state) {
         tree_file(tree, name);
     }
     for (int i = 0; i < 3; i++) {
-        snprintf(name, sizeof name, "anim/a%d.gif", i);
+        snprintf(name, sizeof name, "anim/a%d.mov", i);
         tree_file(tree, name);
     }
     tree_file(tree, "README");
@@ -222,7 +224,7 @@ static void test_skipped_files_counted_by_extension(void **state) {
     assert_int_equal(summary->skipped_kind_count, 3);
     assert_string_equal(summary->skipped_kinds[0].extension, "txt");  // lower-cased
     assert_int_equal(summary->skipped_kinds[0].count, 12);
-    assert_string_equal(summary->skipped_kinds[1].extension, "gif");
+    assert_string_equal(summary->skipped_kinds[1].extension, "mov");
     assert_int_equal(summary->skipped_kinds[1].count, 3);
     assert_string_equal(summary->skipped_kinds[2].extension, "");
     assert_int_equal(summary->skipped_kinds[2].count, 2);
@@ -303,7 +305,8 @@ static void test_only_hidden_files_is_an_error_naming_them(void **state) {
     ErrorMessage err = {{0}};
     const char *text = scan_error(tree->root, &err);
     expect_contains(text, tree->root);
-    expect_contains(text, "no images (.jpg .jpeg .png .webp) found in");
+    expect_contains(text, "no images (.jpg .png .webp .tif .gif .bmp .ppm .tga .heic .avif .jxl "
+                          ".dcm ...) found in");
     expect_contains(text, "skipped 1 hidden entries");
 }
 
@@ -349,13 +352,14 @@ static void test_only_non_images_lists_what_was_skipped(void **state) {
         tree_file(tree, name);
     }
     for (int i = 0; i < 3; i++) {
-        snprintf(name, sizeof name, "a%d.gif", i);
+        snprintf(name, sizeof name, "a%d.mov", i);
         tree_file(tree, name);
     }
     ErrorMessage err = {{0}};
-    char expected[PATH_MAX + 128];
+    char expected[PATH_MAX + 192];
     snprintf(expected, sizeof expected,
-             "no images (.jpg .jpeg .png .webp) found in '%s'; skipped 15 other files: 12 .txt, 3 .gif",
+             "no images (.jpg .png .webp .tif .gif .bmp .ppm .tga .heic .avif .jxl .dcm ...) found "
+             "in '%s'; skipped 15 other files: 12 .txt, 3 .mov",
              tree->root);
     assert_string_equal(scan_error(tree->root, &err), expected);
 }

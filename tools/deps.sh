@@ -5,8 +5,9 @@
 set -u
 
 # pkg-config module (pc), header (hdr; for libraries without a .pc file),
-# data file (file; data sets used by the tests) or Python module of python3
-# (py; the wheel's test, tests/e2e/wheel.sh) -> Debian package
+# file (data sets used by the tests; C++ headers, which the C preprocessor
+# cannot check) or Python module of python3 (py; the wheel's test,
+# tests/e2e/wheel.sh) -> Debian package
 checks=(
   "pc:libjpeg:libjpeg62-turbo-dev"
   "pc:libpng:libpng-dev"
@@ -18,6 +19,13 @@ checks=(
   "pc:libcurl:libcurl4-openssl-dev"
   "pc:libcrypto:libssl-dev"
   "pc:libzip:libzip-dev"
+  "pc:libtiff-4:libtiff-dev"
+  "pc:libgif:libgif-dev"
+  "pc:libheif:libheif-dev"
+  "pc:libjxl:libjxl-dev"
+  "pc:libexif:libexif-dev"
+  "pc:stb:libstb-dev"
+  "file:/usr/include/dcmtk/dcmdata/dctk.h:libdcmtk-dev"
   "pc:cmocka:libcmocka-dev"
   "hdr:oneapi/dnnl/dnnl.h:libdnnl-dev"
   "pc:ompi-c:libopenmpi-dev"
@@ -58,7 +66,7 @@ for entry in "${checks[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, protobuf-c, zlib, libcurl, libcrypto, libzip, cmocka, oneDNN, OpenMPI, Fashion-MNIST, python3 venv and numpy)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, libtiff, giflib, libheif, libjxl, libexif, stb, DCMTK, protobuf-c, zlib, libcurl, libcrypto, libzip, cmocka, oneDNN, OpenMPI, Fashion-MNIST, python3 venv and numpy)"
   exit 0
 fi
 

@@ -33,6 +33,7 @@ typedef struct BenchDataArgs {
     int warmup_steps;
     int seed;
     double max_pixels;
+    int exif_orientation;  // index into OPTION_BOOLEAN_CHOICES
     StringList transform_overrides;  // "KEY=VALUE" for view_set_override
 } BenchDataArgs;
 
@@ -52,6 +53,18 @@ static void print_scan_summary(const Dataset *dataset, double seconds) {
     if (summary->symlink_loops)
         printf("; %llu symlink loop(s) not followed", (unsigned long long)summary->symlink_loops);
     printf("\n");
+}
+
+// One line per format read: its share of the images and what one worker
+// makes of it (read + decode + augment), the figure to compare formats by.
+static void print_formats(const LoaderStats *stats) {
+    for (int f = 0; f < IMAGE_FORMAT_COUNT; f++) {
+        if (stats->format_images[f] == 0 || stats->format_seconds[f] <= 0) continue;
+        printf("format %s: %llu images, %.1f images/s per worker (%.2f ms each)\n",
+               image_format_name((ImageFormat)f), (unsigned long long)stats->format_images[f],
+               (double)stats->format_images[f] / stats->format_seconds[f],
+               1e3 * stats->format_seconds[f] / (double)stats->format_images[f]);
+    }
 }
 
 // The verdict: which resource bounds the pipeline, with what would help.
@@ -108,6 +121,7 @@ static int bench_data_run(const BenchDataArgs *args) {
         .shuffle = 1,
         .total_batches = (uint64_t)(args->steps + args->warmup_steps),
         .max_pixels = (uint64_t)args->max_pixels,
+        .ignore_exif_orientation = args->exif_orientation != 0,
         .warn = print_warning,
     };
     config.views = views;
@@ -161,6 +175,10 @@ static int bench_data_run(const BenchDataArgs *args) {
     stats.read_seconds -= at_start.read_seconds;
     stats.decode_seconds -= at_start.decode_seconds;
     stats.augment_seconds -= at_start.augment_seconds;
+    for (int f = 0; f < IMAGE_FORMAT_COUNT; f++) {
+        stats.format_seconds[f] -= at_start.format_seconds[f];
+        stats.format_images[f] -= at_start.format_images[f];
+    }
     if (measured > 0 && wall > 0) {
         const double images = (double)measured * config.batch_size;
         const double rate = images / wall;
@@ -176,6 +194,7 @@ static int bench_data_run(const BenchDataArgs *args) {
                    100 * stats.augment_seconds / busy, 1e3 * stats.read_seconds / produced,
                    1e3 * stats.decode_seconds / produced, 1e3 * stats.augment_seconds / produced);
         print_verdict(&stats, config.num_workers, wall, rate);
+        print_formats(&stats);
     }
     printf("skipped files: %llu (batch positions substituted: %llu)\n",
            (unsigned long long)stats.skipped_files, (unsigned long long)stats.replacements);
@@ -223,8 +242,8 @@ int command_bench_data(int argc, char **argv) {
          .help = "batches run before measuring", .min = 0, .max = 1000000},
         {.name = "seed", .type = OPTION_INT, .value = &args.seed, .metavar = "N",
          .help = "random seed", .min = 0, .max = 2147483647},
-        {.name = "max-pixels", .type = OPTION_FLOAT, .value = &args.max_pixels, .metavar = "N",
-         .help = "skip images that would decode to more pixels", .min = 1, .max = 1e12},
+        MAX_PIXELS_OPTION(&args.max_pixels),
+        EXIF_ORIENTATION_OPTION(&args.exif_orientation),
         {.name = "transform", .type = OPTION_STRING, .value = &args.transform_overrides,
          .metavar = "[SCOPE.]KEY=VALUE", .repeatable = 1,
          .help = "change a view parameter, e.g. blur_p=0.2 or local.scale_max=0.2"},

@@ -14,6 +14,18 @@
     EXIT_STATUS_HELP "\ntrain: 130 / 143 stopped by SIGINT / SIGTERM after writing a checkpoint\n" \
     "(continue with the same command plus --resume)."
 
+// The image-reading options of train, embed and bench-data (rows of their
+// OptionSpec tables): a double for --max-pixels, an int index into
+// OPTION_BOOLEAN_CHOICES for --exif-orientation.
+#define MAX_PIXELS_OPTION(target)                                                               \
+    {.name = "max-pixels", .type = OPTION_FLOAT, .value = (target), .metavar = "N",             \
+     .help = "skip images that would decode to more pixels", .min = 1, .max = 1e12}
+#define EXIF_ORIENTATION_OPTION(target)                                                         \
+    {.name = "exif-orientation", .type = OPTION_CHOICE, .value = (target),                      \
+     .metavar = "true|false",                                                                  \
+     .help = "apply EXIF orientation tags (false: pixels as Pillow and LightlyTrain read them)", \
+     .choices = OPTION_BOOLEAN_CHOICES}
+
 int command_train(int argc, char **argv);
 int command_bench_data(int argc, char **argv);
 int command_export(int argc, char **argv);

@@ -487,3 +487,5 @@ int options_parse_command(const OptionParser *parser, int argc, char **argv, int
     *exit_status = 2;
     return 1;
 }
+
+const char *const OPTION_BOOLEAN_CHOICES[] = {"true", "false", NULL};

@@ -78,4 +78,8 @@ int options_parse_command(const OptionParser *parser, int argc, char **argv, int
 // and the default taken from the current *value.
 void options_print_help(const OptionParser *parser, FILE *out);
 
+// {"true", "false", NULL}: a CHOICE with these reads "--x false" as written
+// (flags never take the next word); index 0 is true.
+extern const char *const OPTION_BOOLEAN_CHOICES[];
+
 #endif

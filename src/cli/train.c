@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "cli/ranks.h"
 #include "cli/weights_cli.h"
+#include "decode/decode.h"
 #include "train/trainer.h"
 #include "util/fault.h"
 #include "weights/names.h"
@@ -25,13 +26,14 @@ static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NU
 static const char *const backend_names[] = {"cpu", "ref", NULL};
 // A choice, not a flag, so that "--sync-batchnorm false" reads as written
 // (flags never take the next word).
-static const char *const boolean_names[] = {"true", "false", NULL};
+
 
 // What the option table fills besides TrainConfig: the index of each CHOICE
 // option and the seed as an int.
 typedef struct TrainChoices {
     int model, method, accelerator, precision, optimizer, backend, seed, sync_batchnorm;
-    int gradient_overlap;
+    int gradient_overlap, exif_orientation;
+    double max_pixels;
 } TrainChoices;
 
 // Combinations the option table cannot express. Returns 0 or -1 with err.
@@ -95,6 +97,8 @@ static int train_options_resolve(TrainConfig *config, const TrainChoices *choice
     config->precision = precision_names[choices->precision];
     config->sync_batchnorm = choices->sync_batchnorm == 0;
     config->gradient_overlap = choices->gradient_overlap == 0;
+    config->ignore_exif_orientation = choices->exif_orientation != 0;
+    config->max_pixels = (uint64_t)choices->max_pixels;
     return 0;
 }
 
@@ -119,7 +123,7 @@ int command_train(int argc, char **argv) {
         .log_every = -1,
         .threads = -1,
     };
-    TrainChoices choices = {0};
+    TrainChoices choices = {.max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS};
     double dist_timeout = DIST_DEFAULT_TIMEOUT;
     const char *devices = "auto";
     const OptionSpec specs[] = {
@@ -158,11 +162,11 @@ int command_train(int argc, char **argv) {
         {.name = "sync-batchnorm", .type = OPTION_CHOICE, .value = &choices.sync_batchnorm,
          .metavar = "true|false", .help = "several ranks: BatchNorm statistics over all ranks "
                                           "(false: each rank's own)",
-         .choices = boolean_names},
+         .choices = OPTION_BOOLEAN_CHOICES},
         {.name = "gradient-overlap", .type = OPTION_CHOICE, .value = &choices.gradient_overlap,
          .metavar = "true|false", .help = "several ranks: average the gradient buckets while "
                                           "backward runs (false: after it)",
-         .choices = boolean_names},
+         .choices = OPTION_BOOLEAN_CHOICES},
         {.name = "dist-timeout", .type = OPTION_FLOAT, .value = &dist_timeout,
          .metavar = "SECONDS", .help = "several ranks: stop when the others do not answer "
                                        "within this time", .min = 1, .max = 1e6},
@@ -208,6 +212,8 @@ int command_train(int argc, char **argv) {
         {.name = "threads", .type = OPTION_INT, .value = &config.threads, .metavar = "N|auto",
          .help = "compute threads (auto: usable cores)", .min = 1, .max = 4096,
          .allow_auto = 1},
+        MAX_PIXELS_OPTION(&choices.max_pixels),
+        EXIF_ORIENTATION_OPTION(&choices.exif_orientation),
     };
     const OptionParser parser = {
         .program = "lightly-train-c train",

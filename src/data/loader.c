@@ -41,6 +41,7 @@ typedef struct Worker {
     ByteBuffer file;
     ViewParams params[AUGMENT_MAX_VIEWS];
     _Atomic uint64_t read_ns, decode_ns, augment_ns, images;
+    _Atomic uint64_t format_ns[IMAGE_FORMAT_COUNT], format_images[IMAGE_FORMAT_COUNT];
 } Worker;
 
 struct Loader {
@@ -154,6 +155,8 @@ static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t 
     atomic_fetch_add(&worker->decode_ns, nanoseconds_between(t1, t2));
     atomic_fetch_add(&worker->augment_ns, nanoseconds_between(t2, t3));
     atomic_fetch_add(&worker->images, 1);
+    atomic_fetch_add(&worker->format_ns[info.format], nanoseconds_between(t0, t3));
+    atomic_fetch_add(&worker->format_images[info.format], 1);
     return 0;
 }
 
@@ -352,6 +355,7 @@ static int loader_start_workers(Loader *loader, ErrorMessage *err) {
         worker->decoder = decoder_create(loader->config.max_pixels);
         worker->scratch = augment_scratch_create();
         if (!worker->decoder || !worker->scratch) return error_set(err, "out of memory for workers");
+        decoder_set_exif_orientation(worker->decoder, !loader->config.ignore_exif_orientation);
     }
     for (int w = 0; w < loader->worker_count; w++) {
         Worker *worker = &loader->workers[w];
@@ -491,6 +495,10 @@ LoaderStats loader_stats(const Loader *loader) {
         stats.decode_seconds += 1e-9 * (double)atomic_load(&worker->decode_ns);
         stats.augment_seconds += 1e-9 * (double)atomic_load(&worker->augment_ns);
         stats.images += atomic_load(&worker->images);
+        for (int f = 0; f < IMAGE_FORMAT_COUNT; f++) {
+            stats.format_seconds[f] += 1e-9 * (double)atomic_load(&worker->format_ns[f]);
+            stats.format_images[f] += atomic_load(&worker->format_images[f]);
+        }
     }
     stats.skipped_files = atomic_load(&loader->skipped_files);
     stats.replacements = atomic_load(&loader->replacements);

@@ -46,6 +46,9 @@ typedef struct LoaderConfig {
     uint64_t start_batch;    // global batch to start from (resume)
     uint64_t total_batches;  // stop after this many batches in all; 0 = no end
     uint64_t max_pixels;     // decoder limit; 0 = default (Pillow's)
+    // 1: EXIF orientation tags are not applied (--exif-orientation false;
+    // decode/decode.h says which orientations hold regardless).
+    int ignore_exif_orientation;
     // Batch slot memory: host_alloc(host_context, bytes) and host_free
     // (e.g. the backend's page-locked memory, so a slot can be copied to the
     // GPU while the next step runs: train/batch_feed.h); NULL: plain
@@ -83,6 +86,10 @@ typedef struct LoaderStats {
     uint64_t images;          // samples produced
     uint64_t skipped_files;   // distinct files that failed
     uint64_t replacements;    // batch positions filled by a substitute
+    // Per format (ImageFormat): samples produced and the worker time they
+    // took (read + decode + augment).
+    uint64_t format_images[IMAGE_FORMAT_COUNT];
+    double format_seconds[IMAGE_FORMAT_COUNT];
 } LoaderStats;
 
 typedef struct Loader Loader;

@@ -92,9 +92,17 @@ static bool scan_extension(const char *name, char out[SCAN_EXTENSION_MAX + 1]) {
     return true;
 }
 
+// Extensions of the formats src/decode reads (what a file really is comes
+// from its bytes): LightlyTrain's list (Pillow's, plus .dcm) and the rest.
+static const char *const IMAGE_EXTENSIONS[] = {
+    "jpg", "jpeg", "jpe", "jfif", "png", "webp", "tif", "tiff", "gif", "bmp", "dib", "ppm",
+    "pgm", "pbm", "pnm", "pam", "tga", "heic", "heif", "hif", "avif", "jxl", "dcm", "dicom",
+};
+
 static bool scan_is_image_extension(const char *extension) {
-    return strcmp(extension, "jpg") == 0 || strcmp(extension, "jpeg") == 0 ||
-           strcmp(extension, "png") == 0 || strcmp(extension, "webp") == 0;
+    for (size_t i = 0; i < sizeof IMAGE_EXTENSIONS / sizeof IMAGE_EXTENSIONS[0]; i++)
+        if (strcmp(extension, IMAGE_EXTENSIONS[i]) == 0) return true;
+    return false;
 }
 
 static void scan_count_skipped(ScanState *state, const char *extension, bool fits) {
@@ -511,7 +519,10 @@ int dataset_scan(const char *root, Dataset *dataset, ErrorMessage *err) {
             status = error_set(err, "data folder '%s' is empty (no files in it or its %llu subfolders)%s",
                                root, (unsigned long long)(state.summary.directories - 1), skipped);
         else if (state.count == 0)
-            status = error_set(err, "no images (.jpg .jpeg .png .webp) found in '%s'%s", root, skipped);
+            status = error_set(err,
+                               "no images (.jpg .png .webp .tif .gif .bmp .ppm .tga .heic .avif "
+                               ".jxl .dcm ...) found in '%s'%s",
+                               root, skipped);
     }
     if (status == 0) {
         dataset->root = strdup(root);

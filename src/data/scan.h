@@ -1,9 +1,10 @@
 // Dataset scan: every image file under a folder, recursively, following
 // symlinks without looping, as paths relative to the folder in bytewise
 // sorted order (the same order on every machine). Files are chosen by
-// extension (.jpg .jpeg .png .webp, any case); their real format is sniffed
-// later from their bytes (no file is opened here). Other files are counted
-// by extension.
+// extension, in any case (the list is in scan.c: every format src/decode
+// reads, e.g. .jpg .png .webp .tif .gif .bmp .ppm .tga .heic .avif .jxl
+// .dcm); their real format is sniffed later from their bytes (no file is
+// opened here). Other files are counted by extension.
 //
 // Hidden entries (name starting with '.') are skipped and counted in
 // summary.hidden; a hidden folder is not entered. This differs from

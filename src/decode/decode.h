@@ -1,12 +1,29 @@
-// Image decoding: bytes of a JPEG, PNG or WebP file -> 8-bit RGB.
+// Image decoding: bytes of an image file -> 8-bit RGB. Formats, each through
+// its own library (docs/input-pipeline.md has the table): JPEG (libjpeg-turbo),
+// PNG (libpng), WebP (libwebp), TIFF (libtiff), GIF (giflib), BMP and TGA
+// (stb_image), PPM/PGM/PBM/PAM (ours, pnm.c says why), HEIF/HEIC/AVIF
+// (libheif), JPEG XL (libjxl) and DICOM (GDCM). The format comes from the
+// bytes, never from the file name.
 //
 // The caller first probes the file for its size, chooses the region it needs
 // (the union of its crops) and the smallest resolution that region must keep,
 // then decodes. JPEG decodes only that region (jpeg_crop_scanline +
 // jpeg_skip_scanlines) at the smallest DCT scale (1/8 .. 8/8) that keeps at
-// least the requested resolution; PNG and WebP decode what their libraries
-// allow (WebP crops, PNG decodes whole). Alpha is dropped, greyscale expanded
-// to 3 channels, 16-bit samples reduced to 8 bits.
+// least the requested resolution; the others decode what their libraries
+// allow (TIFF the strips or tiles the region touches, PNG and PNM the rows
+// down to its end, WebP and DICOM the region, the rest whole). Alpha is
+// dropped, greyscale expanded to 3 channels, deeper samples reduced to 8 bits
+// by the rules in samples.c.
+//
+// Orientation: by default the EXIF orientation tag of JPEG (APP1), PNG
+// (eXIf) and WebP (EXIF chunk) is applied as Pillow's ImageOps.exif_transpose
+// does. Orientation that is part of the format itself is always applied, as
+// every reader of those formats does: TIFF's Orientation tag (Pillow applies
+// it on load), HEIF's irot/imir/clap (libheif), JPEG XL's header (libjxl).
+// Sizes, regions and pixels are all in the oriented image: the caller never
+// sees the stored layout. decoder_set_exif_orientation(decoder, 0) ignores
+// the EXIF tags, which gives what Pillow's Image.open and torchvision's
+// decode_image (and so LightlyTrain) give.
 //
 // A Decoder is one per worker thread and reused for every image: it owns the
 // libjpeg decompressor and a pixel buffer that grows to the largest image
@@ -27,6 +44,15 @@ typedef enum ImageFormat {
     IMAGE_FORMAT_JPEG,
     IMAGE_FORMAT_PNG,
     IMAGE_FORMAT_WEBP,
+    IMAGE_FORMAT_TIFF,
+    IMAGE_FORMAT_GIF,
+    IMAGE_FORMAT_BMP,
+    IMAGE_FORMAT_PNM,
+    IMAGE_FORMAT_TGA,
+    IMAGE_FORMAT_HEIF,  // HEIC, AVIF and other HEIF brands
+    IMAGE_FORMAT_JXL,
+    IMAGE_FORMAT_DICOM,
+    IMAGE_FORMAT_COUNT,
 } ImageFormat;
 
 // Pillow's decompression-bomb guard (Image.MAX_IMAGE_PIXELS).
@@ -34,8 +60,12 @@ typedef enum ImageFormat {
 
 typedef struct ImageInfo {
     ImageFormat format;
-    int width;   // full image size, after EXIF-free decoding (no rotation)
+    int width;  // full image size as the caller sees it: oriented
     int height;
+    // The orientation applied by decode.c (1..8; 1 when absent, when EXIF
+    // orientation is off, or where the format's library applies its own:
+    // HEIF, JPEG XL).
+    int orientation;
 } ImageInfo;
 
 // A rectangle in full-image pixel coordinates; x + width <= image width.
@@ -73,6 +103,9 @@ typedef struct Decoder Decoder;
 // would exceed this are refused; 0 means DECODE_DEFAULT_MAX_PIXELS.
 Decoder *decoder_create(uint64_t max_pixels);
 void decoder_destroy(Decoder *decoder);
+
+// 1 (the default): apply EXIF orientation tags; 0: ignore them.
+void decoder_set_exif_orientation(Decoder *decoder, int apply);
 
 // Format from the first bytes (magic numbers), not from the file name.
 ImageFormat decode_sniff(const uint8_t *data, size_t size);

@@ -1,5 +1,7 @@
-// Private to src/decode: the Decoder object, its reusable buffers and the
-// per-format entry points that decode.c dispatches to.
+// Private to src/decode: the Decoder object, its reusable buffers, the
+// per-format entry points that decode.c dispatches to, the native-sample
+// image that the newer decoders fill (samples.c turns it into 8-bit RGB) and
+// the orientation helpers (orientation.c, exif.c).
 #ifndef LTC_DECODE_DECODE_INTERNAL_H
 #define LTC_DECODE_DECODE_INTERNAL_H
 
@@ -19,9 +21,12 @@ typedef struct DecodeBuffer {
 
 struct Decoder {
     uint64_t max_pixels;
-    DecodeBuffer pixels;   // the RGB output handed out in DecodedImage
-    DecodeBuffer scratch;  // rows that are decoded but not returned
-    JpegState *jpeg;       // libjpeg decompressor, created once
+    int apply_exif_orientation;  // decoder_set_exif_orientation
+    DecodeBuffer pixels;         // the RGB output handed out in DecodedImage
+    DecodeBuffer scratch;        // rows that are decoded but not returned
+    DecodeBuffer samples;        // native samples before the conversion to RGB (samples.c)
+    DecodeBuffer oriented;       // the output after the orientation is applied
+    JpegState *jpeg;             // libjpeg decompressor, created once
 };
 
 // Grows buffer to at least size bytes (contents not kept); NULL + message on
@@ -33,25 +38,117 @@ uint8_t *decode_buffer_reserve(DecodeBuffer *buffer, size_t size, ErrorMessage *
 int decode_check_size(const Decoder *decoder, const char *what, int64_t width, int64_t height,
                       ErrorMessage *err);
 
+// decode_check_size, and samples per pixel: an image may hold at most
+// 4 x max_pixels samples (RGBA's worth), so that many bands (or a tile much
+// larger than its image) cannot make a small file allocate gigabytes.
+int decode_check_samples(const Decoder *decoder, const char *what, int64_t width, int64_t height,
+                         int64_t samples, ErrorMessage *err);
+
 // The requested region clamped to a width x height image (whole image when
 // request is NULL); fails when nothing of it lies inside the image.
 int decode_clamp_region(const DecodeRequest *request, int width, int height, PixelRect *region,
                         ErrorMessage *err);
 
-// Per-format entry points. Data is known to carry the format's magic bytes.
+// ---- native samples (samples.c) -------------------------------------------------
+
+typedef enum SampleType {
+    SAMPLE_U8,
+    SAMPLE_U16,
+    SAMPLE_F32,
+} SampleType;
+
+// What the channels of a SampleImage mean. Channels past the colour ones
+// (alpha, or extra bands of a colour image) are dropped on the way to RGB.
+typedef enum ColourModel {
+    COLOUR_GREY,   // channel 0
+    COLOUR_RGB,    // channels 0..2
+    COLOUR_CMYK,   // channels 0..3, ink amounts (0 = no ink), TIFF's InkSet CMYK
+    COLOUR_BANDS,  // `channels` bands without a colour meaning (multispectral)
+} ColourModel;
+
+// Interleaved samples as a format stores them, before any conversion.
+typedef struct SampleImage {
+    const uint8_t *pixels;  // rows of width * channels samples
+    int width, height, channels;
+    size_t stride;  // bytes between row starts
+    SampleType type;
+    ColourModel colour;
+    // U16 only: the significant low bits (9..16; 12 for 12-bit DICOM), so
+    // that the top of the stored range maps to the top of 8 bits.
+    int bits;
+} SampleImage;
+
+size_t sample_type_bytes(SampleType type);
+
+// 8-bit RGB from native samples, by the documented rules (samples.c): U8 as
+// is, U16 keeps its top 8 significant bits, F32 maps [0, 1] to 0..255
+// (rounded, clamped); grey is repeated, CMYK converted as Pillow's
+// convert("RGB"), extra channels dropped. COLOUR_BANDS with other than 1 or
+// 3 bands cannot become RGB: an "unsupported" error naming the band count.
+int samples_to_rgb8(const SampleImage *in, uint8_t *out, size_t out_stride, ErrorMessage *err);
+
+// samples_to_rgb8 into the Decoder's pixel buffer, handed out as `out`
+// covering `covered`.
+int decode_finish_rgb8(Decoder *decoder, const SampleImage *samples, PixelRect covered,
+                       DecodedImage *out, ErrorMessage *err);
+
+// ---- orientation (orientation.c, exif.c) ----------------------------------------
+
+// The EXIF orientation (1..8) in an EXIF block: "Exif\0\0" + TIFF header, a
+// bare TIFF header ("II*\0" / "MM\0*"), or a whole JPEG file (its APPn
+// markers are searched). 1 when there is none or it is out of range.
+int exif_orientation(const uint8_t *data, size_t size);
+
+// Width and height after orientation o.
+void orientation_size(int orientation, int width, int height, int *out_width, int *out_height);
+// A rectangle of the oriented image -> the stored image's (width x height
+// stored) rectangle, and back.
+PixelRect orientation_to_stored(int orientation, PixelRect oriented, int stored_width,
+                                int stored_height);
+PixelRect orientation_from_stored(int orientation, PixelRect stored, int stored_width,
+                                  int stored_height);
+// The stored-layout RGB pixels of `in` rearranged for orientation o into
+// `buffer`; `in` becomes the oriented image.
+int orientation_apply(int orientation, Image *in, DecodeBuffer *buffer, ErrorMessage *err);
+
+// ---- per-format entry points --------------------------------------------------
+// Each probe fills width, height (as stored) and orientation (1 where the
+// format has none); each decode takes its region in stored coordinates. Data
+// is known to carry the format's magic bytes.
+
 JpegState *decode_jpeg_state_create(void);
 void decode_jpeg_state_destroy(JpegState *state);
 int decode_jpeg_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
-                     ErrorMessage *err);
+                      ErrorMessage *err);
 int decode_jpeg_decode(Decoder *decoder, const uint8_t *data, size_t size,
-                      const DecodeRequest *request, DecodedImage *out, ErrorMessage *err);
+                       const DecodeRequest *request, DecodedImage *out, ErrorMessage *err);
 
 int decode_png_probe(const uint8_t *data, size_t size, ImageInfo *info, ErrorMessage *err);
 int decode_png_decode(Decoder *decoder, const uint8_t *data, size_t size,
-                     const DecodeRequest *request, DecodedImage *out, ErrorMessage *err);
+                      const DecodeRequest *request, DecodedImage *out, ErrorMessage *err);
+// The orientation in an eXIf chunk before the image data, 1 without one.
+int decode_png_orientation(const uint8_t *data, size_t size);
 
 int decode_webp_probe(const uint8_t *data, size_t size, ImageInfo *info, ErrorMessage *err);
 int decode_webp_decode(Decoder *decoder, const uint8_t *data, size_t size,
-                      const DecodeRequest *request, DecodedImage *out, ErrorMessage *err);
+                       const DecodeRequest *request, DecodedImage *out, ErrorMessage *err);
+// The orientation in an EXIF chunk, 1 without one.
+int decode_webp_orientation(const uint8_t *data, size_t size);
+
+// The formats added with the format table share one signature (function
+// types, so that one declaration names several decoders).
+typedef int FormatProbe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
+                        ErrorMessage *err);
+typedef int FormatDecode(Decoder *decoder, const uint8_t *data, size_t size,
+                         const DecodeRequest *request, DecodedImage *out, ErrorMessage *err);
+
+// TIFF (libtiff), GIF (giflib), BMP and TGA (stb_image), PNM (ours), HEIF
+// (libheif), JPEG XL (libjxl), DICOM (DCMTK).
+FormatProbe decode_tiff_probe, decode_gif_probe, decode_stb_probe, decode_pnm_probe,
+    decode_heif_probe, decode_jxl_probe, decode_dicom_probe;
+FormatDecode decode_tiff_decode, decode_gif_decode, decode_stb_decode, decode_pnm_decode,
+    decode_heif_decode, decode_jxl_decode, decode_dicom_decode;
+// stb_image's own TGA test: TGA has no magic number.
+int decode_stb_is_tga(const uint8_t *data, size_t size);
 
 #endif

@@ -3,7 +3,8 @@
 // reduced to their high byte as Pillow does, alpha and tRNS dropped without
 // compositing), Adam7 interlacing included. Only the region's rows are kept;
 // a non-interlaced image is read no further than the region's last row
-// unless the whole file is to be checked.
+// unless the whole file is to be checked. The orientation comes from an eXIf
+// chunk (decode_png_orientation).
 // libpng errors longjmp back here; its warnings are silenced.
 #include "decode/decode_internal.h"
 
@@ -58,6 +59,22 @@ int decode_png_probe(const uint8_t *data, size_t size, ImageInfo *info, ErrorMes
     info->width = (int)width;
     info->height = (int)height;
     return 0;
+}
+
+// Chunks are walked by their length fields only (no CRC check: libpng checks
+// them when the image is decoded); an eXIf chunk after IDAT is not looked
+// for, as reading one would mean walking the whole image data.
+int decode_png_orientation(const uint8_t *data, size_t size) {
+    size_t offset = 8;  // past the signature
+    while (size - offset >= 12) {
+        const uint32_t length = read_be32(data + offset);
+        const uint8_t *type = data + offset + 4;
+        if (length > size - offset - 12) break;
+        if (memcmp(type, "IDAT", 4) == 0 || memcmp(type, "IEND", 4) == 0) break;
+        if (memcmp(type, "eXIf", 4) == 0) return exif_orientation(type + 4, length);
+        offset += 12 + (size_t)length;
+    }
+    return 1;
 }
 
 static int report_failure(const PngSource *source, ErrorMessage *err) {

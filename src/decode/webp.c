@@ -1,7 +1,8 @@
 // WebP decoding with libwebp: lossy and lossless still images decode straight
 // into the Decoder's buffer as RGB (alpha dropped, not composited), cropped to
 // the region by libwebp; animated files give their first frame through
-// libwebpdemux's WebPAnimDecoder. No scaling.
+// libwebpdemux's WebPAnimDecoder. No scaling. The orientation comes from an
+// EXIF chunk (decode_webp_orientation).
 #include "decode/decode_internal.h"
 
 #include <string.h>
@@ -28,6 +29,22 @@ int decode_webp_probe(const uint8_t *data, size_t size, ImageInfo *info, ErrorMe
     info->width = features.width;  // the canvas size for animations
     info->height = features.height;
     return 0;
+}
+
+// The EXIF chunk through libwebpdemux (extended-format files only).
+int decode_webp_orientation(const uint8_t *data, size_t size) {
+    const WebPData webp_data = {data, size};
+    WebPDemuxer *demuxer = WebPDemux(&webp_data);
+    if (!demuxer) return 1;
+    int orientation = 1;
+    WebPChunkIterator chunk;
+    if ((WebPDemuxGetI(demuxer, WEBP_FF_FORMAT_FLAGS) & EXIF_FLAG) &&
+        WebPDemuxGetChunk(demuxer, "EXIF", 1, &chunk)) {
+        orientation = exif_orientation(chunk.chunk.bytes, chunk.chunk.size);
+        WebPDemuxReleaseChunkIterator(&chunk);
+    }
+    WebPDemuxDelete(demuxer);
+    return orientation;
 }
 
 // Why WebPAnimDecoderNew refused the file: cut short or malformed.

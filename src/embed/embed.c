@@ -43,6 +43,7 @@ typedef struct EmbedArgs {
     const char *devices;  // --devices: auto, N or a GPU list
     int overwrite;
     double max_pixels;
+    int exif_orientation;  // index into OPTION_BOOLEAN_CHOICES
 } EmbedArgs;
 
 static const char *const format_choices[] = {"auto",        "npy",         "csv", "lightly_csv",
@@ -187,6 +188,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         .batch_size = batch_size,
         .num_workers = workers,
         .max_pixels = (uint64_t)args->max_pixels,
+        .ignore_exif_orientation = args->exif_orientation != 0,
         .warn = print_warning,
         .failed = run->failed,
         .comm = run->comm,
@@ -285,8 +287,8 @@ int command_embed(int argc, char **argv) {
                                            "such as 0,2 (auto: every visible GPU)"},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},
-        {.name = "max-pixels", .type = OPTION_FLOAT, .value = &args.max_pixels, .metavar = "N",
-         .help = "skip images that would decode to more pixels", .min = 1, .max = 1e12},
+        MAX_PIXELS_OPTION(&args.max_pixels),
+        EXIF_ORIENTATION_OPTION(&args.exif_orientation),
     };
     const OptionParser parser = {
         .program = EMBED_PROGRAM,

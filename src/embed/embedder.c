@@ -210,6 +210,7 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
         .world_size = comm_world_size(config->comm),
         .keep_last = 1,
         .max_pixels = config->max_pixels,
+        .ignore_exif_orientation = config->ignore_exif_orientation,
         .warn = config->warn,
         .warn_context = config->warn_context,
     };

@@ -26,6 +26,7 @@ typedef struct EmbedConfig {
     int batch_size;       // <= the slot's batch
     int num_workers;      // >= 1
     uint64_t max_pixels;  // decoder limit; 0 = default
+    int ignore_exif_orientation;  // LoaderConfig's
     LoaderWarnFn warn;    // one line per skipped file, from worker threads; may be NULL
     void *warn_context;
     // Optional output, (dataset->count) or NULL: set to 1 for each file that

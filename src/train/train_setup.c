@@ -371,6 +371,8 @@ static int setup_loader(TrainRun *run, ErrorMessage *err) {
         .shuffle = 1,
         .start_batch = (uint64_t)run->start_step * (uint64_t)run->accumulate,
         .total_batches = (uint64_t)run->total_steps * (uint64_t)run->accumulate,
+        .max_pixels = run->config->max_pixels,
+        .ignore_exif_orientation = run->config->ignore_exif_orientation,
         .warn = train_warn,
         .warn_context = run,
     };
@@ -608,6 +610,8 @@ int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err) {
         .image_size = method->global_size,
         .batch_size = method->max_batch,
         .num_workers = run->num_workers,
+        .max_pixels = run->config->max_pixels,
+        .ignore_exif_orientation = run->config->ignore_exif_orientation,
         .failed = failed,
         .comm = run->comm,
     };

@@ -48,6 +48,8 @@ typedef struct TrainConfig {
     const char *precision;    // "auto", "32-true", "16-mixed", "bf16-mixed"
     const char *backend_name; // the CPU backend: "cpu" (default) or "ref"
     int threads;              // compute threads; <= 0: rank_cores
+    uint64_t max_pixels;      // decoder limit (train and kNN data); 0: Pillow's default
+    int ignore_exif_orientation;  // --exif-orientation false
     // Data parallel (docs/distributed.md): the ranks of the run, NULL for one
     // process. batch_size is split evenly over them; only rank 0 writes.
     Communicator *comm;

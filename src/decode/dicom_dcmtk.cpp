@@ -1,0 +1,212 @@
+// The C++ side of the DICOM decoder: DCMTK parses the data set from memory
+// (DcmInputBufferStream) and decodes the first frame with its codecs
+// (uncompressed, RLE, JPEG through its IJG libraries, JPEG-LS through its
+// CharLS); everything about the samples' meaning is left to dicom.c. DCMTK
+// reports through OFCondition and its logger: the logger is switched off, the
+// conditions become messages. DCMTK as packaged by Debian has no JPEG 2000
+// codec: such files fail with the transfer syntax named.
+#include "decode/dicom_dcmtk.h"
+
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "dcmtk/config/osconfig.h"
+#include "dcmtk/dcmdata/dcdeftag.h"
+#include "dcmtk/dcmdata/dcfilefo.h"
+#include "dcmtk/dcmdata/dcistrmb.h"
+#include "dcmtk/dcmdata/dcpixel.h"
+#include "dcmtk/dcmdata/dcrledrg.h"
+#include "dcmtk/dcmdata/dcxfer.h"
+#include "dcmtk/dcmjpeg/djdecode.h"
+#include "dcmtk/dcmjpls/djdecode.h"
+#include "dcmtk/oflog/oflog.h"
+
+// Values longer than this are not loaded by a header-only parse.
+static const Uint32 HEADER_VALUE_LIMIT = 4096;
+
+struct DicomFile {
+    DcmFileFormat format;
+};
+
+namespace {
+
+// Codecs and logger are process-wide in DCMTK: set up once, never torn down
+// (DCMTK says codecs must not be deregistered while other threads decode).
+void set_up_dcmtk() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        OFLog::configure(OFLogger::OFF_LOG_LEVEL);
+        DcmRLEDecoderRegistration::registerCodecs();
+        DJDecoderRegistration::registerCodecs();
+        DJLSDecoderRegistration::registerCodecs();
+    });
+}
+
+void set_message(char *message, size_t capacity, const char *text) {
+    if (capacity == 0) return;
+    std::strncpy(message, text, capacity - 1);
+    message[capacity - 1] = '\0';
+}
+
+DicomColour colour_of(const OFString &name) {
+    if (name == "MONOCHROME1") return DICOM_MONOCHROME1;
+    if (name == "MONOCHROME2") return DICOM_MONOCHROME2;
+    if (name == "RGB") return DICOM_RGB;
+    if (name == "YBR_FULL") return DICOM_YBR_FULL;
+    if (name == "PALETTE COLOR") return DICOM_PALETTE;
+    return DICOM_OTHER;
+}
+
+int uint16_tag(DcmItem *item, const DcmTagKey &key, int fallback) {
+    Uint16 value = 0;
+    return item->findAndGetUint16(key, value).good() ? value : fallback;
+}
+
+double decimal_tag(DcmItem *item, const DcmTagKey &key, double fallback) {
+    Float64 value = 0;
+    return item->findAndGetFloat64(key, value).good() ? value : fallback;
+}
+
+// A compressed YBR_FULL_422 frame comes out of its decoder with all three
+// samples per pixel, not subsampled: it is YBR_FULL once decoded.
+void set_colour(const OFString &photometric, const DcmXfer &syntax, DicomInfo *info) {
+    info->colour = photometric == "YBR_FULL_422" && syntax.isEncapsulated()
+                       ? DICOM_YBR_FULL
+                       : colour_of(photometric);
+    set_message(info->photometric, sizeof info->photometric,
+                photometric.empty() ? "(none)" : photometric.c_str());
+}
+
+void fill_info(DcmDataset *dataset, DicomInfo *info) {
+    *info = DicomInfo{};
+    info->width = uint16_tag(dataset, DCM_Columns, 0);
+    info->height = uint16_tag(dataset, DCM_Rows, 0);
+    Sint32 frames = 1;
+    if (dataset->findAndGetSint32(DCM_NumberOfFrames, frames).bad()) frames = 1;
+    info->frames = frames;
+    info->samples_per_pixel = uint16_tag(dataset, DCM_SamplesPerPixel, 1);
+    info->bits_allocated = uint16_tag(dataset, DCM_BitsAllocated, 0);
+    info->bits_stored = uint16_tag(dataset, DCM_BitsStored, info->bits_allocated);
+    info->high_bit = uint16_tag(dataset, DCM_HighBit, info->bits_stored - 1);
+    info->signed_samples = uint16_tag(dataset, DCM_PixelRepresentation, 0) == 1;
+    info->planar = uint16_tag(dataset, DCM_PlanarConfiguration, 0) == 1;
+    OFString photometric;
+    dataset->findAndGetOFString(DCM_PhotometricInterpretation, photometric);
+    const DcmXfer syntax(dataset->getOriginalXfer());
+    set_colour(photometric, syntax, info);
+    set_message(info->transfer_syntax, sizeof info->transfer_syntax, syntax.getXferName());
+    info->slope = decimal_tag(dataset, DCM_RescaleSlope, 1.0);
+    info->intercept = decimal_tag(dataset, DCM_RescaleIntercept, 0.0);
+}
+
+}  // namespace
+
+extern "C" DicomFile *dicom_open(const uint8_t *data, size_t size, int header_only, DicomInfo *info,
+                                 char *message, size_t message_capacity) {
+    set_up_dcmtk();
+    DicomFile *file = new (std::nothrow) DicomFile;
+    if (!file) {
+        set_message(message, message_capacity, "out of memory for a DICOM reader");
+        return nullptr;
+    }
+    DcmInputBufferStream stream;
+    stream.setBuffer(data, static_cast<offile_off_t>(size));
+    stream.setEos();
+    file->format.transferInit();
+    const OFCondition status = file->format.read(
+        stream, EXS_Unknown, EGL_noChange, header_only ? HEADER_VALUE_LIMIT : DCM_MaxReadLength);
+    file->format.transferEnd();
+    if (status.bad()) {
+        set_message(message, message_capacity, status.text());
+        delete file;
+        return nullptr;
+    }
+    fill_info(file->format.getDataset(), info);
+    return file;
+}
+
+extern "C" void dicom_close(DicomFile *file) { delete file; }
+
+extern "C" int dicom_first_frame(DicomFile *file, uint8_t *(*reserve)(void *, size_t),
+                                 void *context, uint8_t **pixels, size_t *length, DicomInfo *info,
+                                 char *message, size_t message_capacity) {
+    DcmDataset *dataset = file->format.getDataset();
+    DcmElement *element = nullptr;
+    if (dataset->findAndGetElement(DCM_PixelData, element).bad() || !element) {
+        set_message(message, message_capacity, "no pixel data");
+        return -1;
+    }
+    DcmPixelData *pixel_data = OFstatic_cast(DcmPixelData *, element);
+    Uint32 frame_size = 0;
+    OFCondition status = pixel_data->getUncompressedFrameSize(dataset, frame_size);
+    if (status.bad() || frame_size == 0) {
+        set_message(message, message_capacity, status.bad() ? status.text() : "empty frame");
+        return -1;
+    }
+    frame_size += frame_size & 1;  // DCMTK wants an even buffer size
+    uint8_t *out = reserve(context, frame_size);
+    if (!out) {
+        set_message(message, message_capacity, "out of memory for the decoded frame");
+        return -1;
+    }
+    Uint32 fragment = 0;
+    OFString decoded_colour;
+    status =
+        pixel_data->getUncompressedFrame(dataset, 0, fragment, out, frame_size, decoded_colour);
+    if (status.bad()) {
+        const DcmXfer syntax(dataset->getOriginalXfer());
+        if (status == EC_CannotChangeRepresentation || status == EC_UnsupportedEncoding) {
+            OFString text = "no decoder for the transfer syntax ";
+            text += syntax.getXferName();
+            set_message(message, message_capacity, text.c_str());
+        } else
+            set_message(message, message_capacity, status.text());
+        return -1;
+    }
+    if (!decoded_colour.empty())
+        set_colour(decoded_colour, DcmXfer(dataset->getOriginalXfer()), info);
+    // Decoders write colour-by-pixel unless the data set says otherwise.
+    info->planar = uint16_tag(dataset, DCM_PlanarConfiguration, 0) == 1;
+    *pixels = out;
+    *length = frame_size;
+    return 0;
+}
+
+extern "C" int dicom_palette(DicomFile *file, DicomLut luts[3], char *message,
+                             size_t message_capacity) {
+    DcmDataset *dataset = file->format.getDataset();
+    static const DcmTagKey descriptors[3] = {DCM_RedPaletteColorLookupTableDescriptor,
+                                             DCM_GreenPaletteColorLookupTableDescriptor,
+                                             DCM_BluePaletteColorLookupTableDescriptor};
+    static const DcmTagKey tables[3] = {DCM_RedPaletteColorLookupTableData,
+                                        DCM_GreenPaletteColorLookupTableData,
+                                        DCM_BluePaletteColorLookupTableData};
+    for (int c = 0; c < 3; c++) {
+        Uint16 entries = 0, first = 0, bits = 0;
+        if (dataset->findAndGetUint16(descriptors[c], entries, 0).bad() ||
+            dataset->findAndGetUint16(descriptors[c], first, 1).bad() ||
+            dataset->findAndGetUint16(descriptors[c], bits, 2).bad()) {
+            set_message(message, message_capacity, "palette descriptor missing");
+            return -1;
+        }
+        DcmElement *element = nullptr;
+        Uint8 *bytes = nullptr;
+        if (dataset->findAndGetElement(tables[c], element).bad() || !element ||
+            element->getUint8Array(bytes).bad() || !bytes) {
+            Uint16 *words = nullptr;  // OW: read as 16-bit words, little-endian in memory
+            if (!element || element->getUint16Array(words).bad() || !words) {
+                set_message(message, message_capacity,
+                            "palette data missing (segmented palettes are not read)");
+                return -1;
+            }
+            bytes = reinterpret_cast<Uint8 *>(words);
+        }
+        luts[c].entries = entries ? entries : 65536;
+        luts[c].first = first;
+        luts[c].bits = bits;
+        luts[c].data = bytes;
+        luts[c].data_bytes = element->getLength();
+    }
+    return 0;
+}

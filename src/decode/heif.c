@@ -1,0 +1,121 @@
+// HEIF (HEIC through libde265, AVIF through dav1d/libaom) with libheif: the
+// primary image, whole (libheif 1.15 has no region or reduced-scale decode;
+// grid images are assembled by libheif), as 8-bit interleaved RGB converted
+// by libheif (deeper images reduced by it, alpha dropped, grey repeated).
+// HEIF's own orientation and crop (irot, imir, clap) are applied by libheif,
+// always (they are part of the format, as pillow-heif also applies them);
+// EXIF orientation in a HEIF file is not used, as the HEIF specification
+// says: the container's transformations are the ones that hold.
+// The handle's size is checked against the pixel limit before decoding; one
+// decoding thread per image (the loader runs one per worker).
+#include "decode/decode_internal.h"
+
+#include <string.h>
+
+#include <libheif/heif.h>
+
+static int report_heif_error(struct heif_error error, ErrorMessage *err) {
+    const char *detail = error.message ? error.message : "unknown error";
+    if (error.subcode == heif_suberror_End_of_data)
+        return error_set(err, "truncated: HEIF: %s", detail);
+    switch (error.code) {
+    case heif_error_Memory_allocation_error:
+        return error_set(err, "out of memory in libheif: %s", detail);
+    case heif_error_Unsupported_filetype:
+    case heif_error_Unsupported_feature:
+        return error_set(err, "unsupported format: HEIF: %s", detail);
+    default: break;
+    }
+    return error_set(err, "corrupt data: HEIF: %s", detail);
+}
+
+typedef struct HeifFile {
+    struct heif_context *context;
+    struct heif_image_handle *handle;
+    int width, height;  // as decoded: transformed
+} HeifFile;
+
+static void close_heif(HeifFile *file) {
+    if (file->handle) heif_image_handle_release(file->handle);
+    if (file->context) heif_context_free(file->context);
+    memset(file, 0, sizeof *file);
+}
+
+static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMessage *err) {
+    memset(file, 0, sizeof *file);
+    file->context = heif_context_alloc();
+    if (!file->context) return error_set(err, "out of memory: cannot create a HEIF reader");
+    heif_context_set_maximum_image_size_limit(file->context, DECODE_MAX_SIDE);
+    heif_context_set_max_decoding_threads(file->context, 0);
+    struct heif_error error =
+        heif_context_read_from_memory_without_copy(file->context, data, size, NULL);
+    if (error.code == heif_error_Ok)
+        error = heif_context_get_primary_image_handle(file->context, &file->handle);
+    if (error.code != heif_error_Ok) {
+        report_heif_error(error, err);  // before the context, which holds the message, goes
+        close_heif(file);
+        return -1;
+    }
+    file->width = heif_image_handle_get_width(file->handle);  // transformed
+    file->height = heif_image_handle_get_height(file->handle);
+    return 0;
+}
+
+int decode_heif_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
+                      ErrorMessage *err) {
+    (void)decoder;
+    HeifFile file;
+    if (open_heif(data, size, &file, err) != 0) return -1;
+    info->width = file.width;
+    info->height = file.height;
+    close_heif(&file);
+    return 0;
+}
+
+int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
+                       const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
+    HeifFile file;
+    PixelRect region;
+    if (open_heif(data, size, &file, err) != 0) return -1;
+    if (decode_check_size(decoder, "HEIF image", file.width, file.height, err) != 0 ||
+        decode_clamp_region(request, file.width, file.height, &region, err) != 0) {
+        close_heif(&file);
+        return -1;
+    }
+    struct heif_decoding_options *options = heif_decoding_options_alloc();
+    if (!options) {
+        close_heif(&file);
+        return error_set(err, "out of memory: cannot create HEIF decoding options");
+    }
+    const int expected_width = file.width, expected_height = file.height;
+    options->convert_hdr_to_8bit = 1;
+    struct heif_image *image = NULL;
+    const struct heif_error error = heif_decode_image(file.handle, &image, heif_colorspace_RGB,
+                                                      heif_chroma_interleaved_RGB, options);
+    heif_decoding_options_free(options);
+    if (error.code != heif_error_Ok) report_heif_error(error, err);  // before close_heif
+    close_heif(&file);
+    if (error.code != heif_error_Ok) return -1;
+    int stride = 0;
+    const uint8_t *plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride);
+    const int width = heif_image_get_width(image, heif_channel_interleaved);
+    const int height = heif_image_get_height(image, heif_channel_interleaved);
+    int status = 0;
+    if (!plane || stride < width * 3 || region.x + region.width > width ||
+        region.y + region.height > height) {
+        status = error_set(err, "corrupt data: HEIF decoded to %d x %d, header says %d x %d", width,
+                           height, expected_width, expected_height);
+    } else {
+        const SampleImage samples = {plane + (size_t)region.y * stride + (size_t)region.x * 3,
+                                     region.width,
+                                     region.height,
+                                     3,
+                                     (size_t)stride,
+                                     SAMPLE_U8,
+                                     COLOUR_RGB,
+                                     16};
+        status = decode_finish_rgb8(decoder, &samples, region, out, err);
+    }
+    heif_image_release(image);
+    return status;
+}

@@ -1,0 +1,120 @@
+// BMP and TGA through stb_image (Debian's libstb): 1/4/8/16/24/32-bit BMP
+// without RLE compression (stb_image has none; such files are skipped with
+// its reason), TGA true-colour, grey and colour-mapped, raw and RLE. Decoded
+// whole (stb_image has no region API) straight to 8-bit RGB by stb_image
+// (grey repeated, alpha dropped), after the header's size passed the pixel
+// limit.
+//
+// stb_image reads zeros past the end of the data instead of failing, so a
+// cut-off file would decode with black rows: for BMP and uncompressed TGA
+// the size the header implies is checked here first (a compressed TGA's
+// length is only known by decoding it; stb_image's result is kept).
+#include "decode/decode_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <stb_image.h>
+
+static int stb_size(size_t size) { return size <= INT32_MAX ? (int)size : INT32_MAX; }
+
+int decode_stb_is_tga(const uint8_t *data, size_t size) {
+    // Formats stb_image knows that are not sniffed before TGA (decode.c):
+    // they must not pass for a TGA.
+    if (size < 18) return 0;
+    if (memcmp(data, "8BPS", 4) == 0 || memcmp(data, "#?R", 3) == 0) return 0;  // PSD, HDR
+    if (data[0] == 0x53 && data[1] == 0x80 && data[2] == 0xF6 && data[3] == 0x34) return 0;  // PIC
+    int width, height, channels;
+    return stbi_info_from_memory(data, stb_size(size), &width, &height, &channels) == 1;
+}
+
+static int report_stb_failure(const char *format, ErrorMessage *err) {
+    const char *reason = stbi_failure_reason();
+    if (!reason) reason = "unknown error";
+    if (strcmp(reason, "outofmem") == 0) return error_set(err, "out of memory in stb_image");
+    if (strcmp(reason, "BMP RLE") == 0 || strcmp(reason, "BMP JPEG/PNG") == 0 ||
+        strcmp(reason, "unknown BMP") == 0)
+        return error_set(err, "unsupported format: %s: stb_image: %s", format, reason);
+    return error_set(err, "corrupt data: %s: stb_image: %s", format, reason);
+}
+
+static const char *format_name(const uint8_t *data) { return data[0] == 'B' ? "BMP" : "TGA"; }
+
+static uint32_t le16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static uint32_t le32(const uint8_t *p) { return le16(p) | le16(p + 2) << 16; }
+
+// Bytes an uncompressed BMP or TGA of this header needs; 0 when unknown
+// (compressed, or a header stb_image will refuse anyway).
+static uint64_t expected_size(const uint8_t *data, size_t size) {
+    if (data[0] == 'B') {  // sniffed: size >= 26
+        const uint32_t header = le32(data + 14), pixels_at = le32(data + 10);
+        uint64_t width, height, bits;
+        if (header == 12) {
+            width = le16(data + 18);
+            height = le16(data + 20);
+            bits = le16(data + 24);
+        } else {
+            const uint32_t compression = size >= 34 ? le32(data + 30) : 1;
+            if (compression != 0 && compression != 3) return 0;  // 3: bit fields, uncompressed
+            const int32_t signed_height = (int32_t)le32(data + 22);
+            width = le32(data + 18);
+            height =
+                signed_height < 0 ? (uint64_t) - (int64_t)signed_height : (uint64_t)signed_height;
+            bits = le16(data + 28);
+        }
+        if (width > DECODE_MAX_SIDE || height > DECODE_MAX_SIDE || bits > 32) return 0;
+        return pixels_at + (width * bits + 31) / 32 * 4 * height;
+    }
+    const uint32_t type = data[2], bits = data[16];
+    if (type != 1 && type != 2 && type != 3) return 0;  // 9..11: RLE
+    const uint64_t map_bytes = data[1] ? le16(data + 5) * (uint64_t)((data[7] + 7) / 8) : 0;
+    return 18 + (uint64_t)data[0] + map_bytes +
+           le16(data + 12) * (uint64_t)le16(data + 14) * ((bits + 7) / 8);
+}
+
+int decode_stb_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
+                     ErrorMessage *err) {
+    (void)decoder;
+    int width, height, channels;
+    if (!stbi_info_from_memory(data, stb_size(size), &width, &height, &channels))
+        return report_stb_failure(format_name(data), err);
+    info->width = width;
+    info->height = height;
+    return 0;
+}
+
+int decode_stb_decode(Decoder *decoder, const uint8_t *data, size_t size,
+                      const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
+    const char *format = format_name(data);
+    int width, height, channels;
+    PixelRect region;
+    if (!stbi_info_from_memory(data, stb_size(size), &width, &height, &channels))
+        return report_stb_failure(format, err);
+    if (decode_check_size(decoder, format, width, height, err) != 0 ||
+        decode_clamp_region(request, width, height, &region, err) != 0)
+        return -1;
+    const uint64_t needed = expected_size(data, size);
+    if (needed > size)
+        return error_set(err, "truncated: %s data ends at %zu of %llu bytes", format, size,
+                         (unsigned long long)needed);
+    int got_width, got_height;
+    uint8_t *rgb =
+        stbi_load_from_memory(data, stb_size(size), &got_width, &got_height, &channels, 3);
+    if (!rgb) return report_stb_failure(format, err);
+    if (got_width != width || got_height != height) {
+        stbi_image_free(rgb);
+        return error_set(err, "corrupt data: %s header says %d x %d, stb_image decoded %d x %d",
+                         format, width, height, got_width, got_height);
+    }
+    const size_t stride = (size_t)region.width * 3;
+    uint8_t *pixels = decode_buffer_reserve(&decoder->pixels, stride * (size_t)region.height, err);
+    if (pixels)
+        for (int y = 0; y < region.height; y++)
+            memcpy(pixels + (size_t)y * stride,
+                   rgb + ((size_t)(region.y + y) * width + region.x) * 3, stride);
+    stbi_image_free(rgb);
+    if (!pixels) return -1;
+    out->image = (Image){pixels, region.width, region.height, stride};
+    out->covered = region;
+    return 0;
+}

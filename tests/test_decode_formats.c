@@ -1,0 +1,198 @@
+// Pixel parity with the reference Python readers: every file under
+// tests/fixtures/formats (written by tools/make_format_fixtures.py with
+// Pillow, tifffile and pydicom) decoded here and compared with the 8-bit RGB
+// those libraries read from it (manifest.txt says which PNG, with what
+// tolerance, and which files must be refused with which words). Each file is
+// also decoded by region, probed, and cut in half (which must fail cleanly).
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode/decode.h"
+#include "util/file.h"
+
+#define FIXTURES "tests/fixtures/formats"
+
+// Every fixture is checked even after one failed: the log lists them all.
+static int failures;
+#define soft_fail(...)            \
+    do {                          \
+        print_error(__VA_ARGS__); \
+        print_error("\n");        \
+        failures++;               \
+        return;                   \
+    } while (0)
+
+typedef struct Fixture {
+    char file[128], mode[16], expected[128];
+    int max_diff;
+    double mean_diff;
+} Fixture;
+
+static ByteBuffer read_fixture(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", FIXTURES, name);
+    ByteBuffer buffer = {0};
+    ErrorMessage err = {{0}};
+    if (file_read_all(path, &buffer, (size_t)1 << 24, &err) != 0) fail_msg("%s", err.text);
+    return buffer;
+}
+
+// A packed RGB copy of a decoded image (the Decoder's buffer is reused).
+typedef struct Rgb {
+    uint8_t *pixels;
+    int width, height;
+} Rgb;
+
+static Rgb copy_rgb(const Image *image) {
+    Rgb rgb = {malloc((size_t)image->width * image->height * 3), image->width, image->height};
+    for (int y = 0; y < image->height; y++)
+        memcpy(rgb.pixels + (size_t)y * image->width * 3, image->pixels + y * image->stride,
+               (size_t)image->width * 3);
+    return rgb;
+}
+
+static Rgb decode_reference(Decoder *decoder, const char *name) {
+    ByteBuffer png = read_fixture(name);
+    DecodedImage out;
+    ErrorMessage err = {{0}};
+    if (decoder_decode(decoder, png.data, png.size, NULL, &out, &err) != 0)
+        fail_msg("reference %s: %s", name, err.text);
+    Rgb rgb = copy_rgb(&out.image);
+    byte_buffer_free(&png);
+    return rgb;
+}
+
+// `image` against the reference's rectangle at (x0, y0).
+static void expect_match(const Fixture *f, const Image *image, const Rgb *reference, int x0, int y0,
+                         const char *what) {
+    double total = 0;
+    int worst = 0;
+    for (int y = 0; y < image->height; y++)
+        for (int x = 0; x < image->width * 3; x++) {
+            const int want = reference->pixels[((size_t)(y0 + y) * reference->width + x0) * 3 + x];
+            const int diff = abs(image->pixels[(size_t)y * image->stride + x] - want);
+            total += diff;
+            if (diff > worst) worst = diff;
+        }
+    const double mean = total / ((double)image->width * image->height * 3);
+    if (worst > f->max_diff || mean > f->mean_diff + 1e-9)
+        soft_fail("%s (%s): max diff %d (limit %d), mean %.3f (limit %.3f)", f->file, what, worst,
+                  f->max_diff, mean, f->mean_diff);
+}
+
+static void compare_decodes(Decoder *decoder, const Fixture *f, const ByteBuffer *file,
+                            const Rgb reference) {
+    ErrorMessage err = {{0}};
+    ImageInfo info;
+    if (decoder_probe(decoder, file->data, file->size, &info, &err) != 0)
+        soft_fail("%s: probe: %s", f->file, err.text);
+    if (info.width != reference.width || info.height != reference.height)
+        soft_fail("%s: probe says %d x %d, reference is %d x %d", f->file, info.width, info.height,
+                  reference.width, reference.height);
+    DecodedImage out;
+    if (decoder_decode(decoder, file->data, file->size, NULL, &out, &err) != 0)
+        soft_fail("%s: %s", f->file, err.text);
+    if (out.image.width != reference.width || out.image.height != reference.height)
+        soft_fail("%s: decoded %d x %d", f->file, out.image.width, out.image.height);
+    expect_match(f, &out.image, &reference, 0, 0, "whole");
+    // A region, with the whole file checked: the same pixels as the whole.
+    const DecodeRequest request = {{3, 2, reference.width - 7, reference.height - 5}, 0, 0, 1};
+    if (decoder_decode(decoder, file->data, file->size, &request, &out, &err) != 0)
+        soft_fail("%s: region: %s", f->file, err.text);
+    const PixelRect c = out.covered;
+    if (c.x > 3 || c.y > 2 || c.x + c.width < reference.width - 4 ||
+        c.y + c.height < reference.height - 3 || out.image.width != c.width ||
+        out.image.height != c.height || c.x < 0 || c.y < 0)
+        soft_fail("%s: region covered %d,%d %dx%d, decoded %dx%d", f->file, c.x, c.y, c.width,
+                  c.height, out.image.width, out.image.height);
+    // libjpeg-turbo's cropped decode upsamples chroma at the crop's left
+    // edge without the column beyond it: a JPEG region differs from the
+    // whole image in that column (tests/test_decode.c bounds this); the
+    // orientation's mapping would be off by far more.
+    Fixture region_limits = *f;
+    if (info.format == IMAGE_FORMAT_JPEG) {
+        region_limits.max_diff = 255;
+        region_limits.mean_diff = f->mean_diff + 1.0;
+    }
+    expect_match(&region_limits, &out.image, &reference, c.x, c.y, "region");
+}
+
+static void check_reference(Decoder *decoder, const Fixture *f, const ByteBuffer *file) {
+    Rgb reference = decode_reference(decoder, f->expected);
+    decoder_set_exif_orientation(decoder, strcmp(f->mode, "noexif") != 0);
+    compare_decodes(decoder, f, file, reference);
+    decoder_set_exif_orientation(decoder, 1);
+    free(reference.pixels);
+}
+
+static void check_error(Decoder *decoder, const Fixture *f, const ByteBuffer *file) {
+    char words[128];
+    snprintf(words, sizeof words, "%s", f->expected);
+    for (char *p = words; *p; p++)
+        if (*p == '_') *p = ' ';
+    DecodedImage out;
+    ErrorMessage err = {{0}};
+    if (decoder_decode(decoder, file->data, file->size, NULL, &out, &err) == 0)
+        soft_fail("%s: decoded, but should fail with '%s'", f->file, words);
+    if (!strstr(err.text, words))
+        soft_fail("%s: message '%s' lacks '%s'", f->file, err.text, words);
+}
+
+// The first half of a file: must fail with a message, never crash or return
+// made-up pixels. Exceptions: RLE TGA (stb_image reads zeros past the end
+// and nothing in the format says where the pixels should end) and a
+// two-page TIFF, whose first page lies in its first half.
+static void check_cut(Decoder *decoder, const Fixture *f, const ByteBuffer *file) {
+    if (strstr(f->file, "_rle.tga") || strcmp(f->file, "two_pages.tif") == 0) return;
+    DecodedImage out;
+    ErrorMessage err = {{0}};
+    if (decoder_decode(decoder, file->data, file->size / 2, NULL, &out, &err) == 0)
+        soft_fail("%s: its first half decoded", f->file);
+    if (!err.text[0]) soft_fail("%s: cut file failed without a message", f->file);
+}
+
+static void test_fixtures(void **state) {
+    (void)state;
+    ByteBuffer manifest = read_fixture("manifest.txt");
+    Decoder *decoder = decoder_create(0);
+    int checked = 0;
+    char *saveptr = NULL;
+    char *text = malloc(manifest.size + 1);
+    memcpy(text, manifest.data, manifest.size);
+    text[manifest.size] = '\0';
+    for (char *line = strtok_r(text, "\n", &saveptr); line; line = strtok_r(NULL, "\n", &saveptr)) {
+        if (line[0] == '#') continue;
+        Fixture f;
+        if (sscanf(line, "%127s %15s %127s %d %lf", f.file, f.mode, f.expected, &f.max_diff,
+                   &f.mean_diff) != 5)
+            fail_msg("bad manifest line '%s'", line);
+        ByteBuffer file = read_fixture(f.file);
+        if (strcmp(f.mode, "error") == 0) {
+            check_error(decoder, &f, &file);
+        } else {
+            check_reference(decoder, &f, &file);
+            check_cut(decoder, &f, &file);
+        }
+        byte_buffer_free(&file);
+        checked++;
+    }
+    assert_true(checked >= 70);  // the manifest was read whole
+    assert_int_equal(failures, 0);
+    free(text);
+    byte_buffer_free(&manifest);
+    decoder_destroy(decoder);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixtures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
