@@ -87,10 +87,17 @@ done
 # The libFuzzer targets (tests/fuzz), briefly: each over its seeds, then
 # ${LTC_FUZZ_SECONDS:-2} s of mutations, so that a harness cannot rot unseen
 # (make fuzz runs them for long). Built by make test where clang is (not
-# under sanitizers); otherwise reported as skipped.
+# under sanitizers; LTC_FUZZ_BUILT=1 says make test built them, so a missing
+# one fails); otherwise reported as skipped.
 for source in tests/fuzz/fuzz_*.c; do
   name=$(basename "$source" .c)
   binary="$build/fuzz/$name"
+  if [ ! -x "$binary" ] && [ "${LTC_FUZZ_BUILT:-0}" = 1 ]; then
+    failed=$((failed + 1))
+    failed_names+=("fuzz/$name (not built)")
+    echo "FAIL fuzz/$name: not built by make test"
+    continue
+  fi
   if [ ! -x "$binary" ]; then
     skipped=$((skipped + 1))
     echo "skip fuzz/$name: not built (no clang, or a sanitizer build)"
