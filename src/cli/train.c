@@ -55,9 +55,12 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
 // Weights by name are fetched now, before any work: --checkpoint and a
 // distillation method's teacher, LightlyTrain's default teacher when none is
 // given (added to the method arguments, so the log and a resume see it).
-// Not while a --data folder is missing: train_run reports that first.
-static int prepare_weights(TrainConfig *config, const char *method) {
+// Not while a --data folder is missing or --out would be refused: train_run
+// reports those first (before a download of hundreds of megabytes).
+static int prepare_weights(TrainConfig *config, const char *method, int rank) {
     static char default_teacher[64];
+    ErrorMessage out_err = {{0}};
+    if (train_out_check(config, rank, &out_err)) return 0;
     for (int i = 0; i < config->data.count; i++) {
         struct stat info;
         if (stat(config->data.items[i], &info) != 0 || !S_ISDIR(info.st_mode)) return 0;
@@ -243,7 +246,8 @@ int command_train(int argc, char **argv) {
     }
     if (started == RANKS_LAUNCHED) return launch_status;
     const DistRun dist = place.dist;
-    if (prepare_weights(&config, method_choices[choices.method])) return ranks_refuse(&dist);
+    if (prepare_weights(&config, method_choices[choices.method], comm_rank(dist.comm)))
+        return ranks_refuse(&dist);
     config.accelerator = place.accelerator;
     config.gpu = place.gpu;
     config.comm = dist.comm;

@@ -152,6 +152,13 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     for (size_t i = 0; i < dataset->count; i++) run->filenames[i] = dataset_path(dataset, i);
     if (embedding_check_filenames(format, run->filenames, dataset->count, &err) != 0)
         return usage_error("%s", err.text);
+    // Weights by name (e.g. dinov2/vits14) are fetched once --data and --out
+    // are known to be good, before any work. A rank whose own cache lacks it
+    // may fail alone: it ends the others.
+    if (weights_cli_prepare(EMBED_PROGRAM, args->checkpoint, NULL)) {
+        if (comm_world_size(run->comm) > 1) comm_abort(run->comm, 2);
+        return 2;
+    }
 
     const int batch_size = (size_t)args->batch_size > dataset->count ? (int)dataset->count
                                                                      : args->batch_size;
@@ -316,8 +323,6 @@ int command_embed(int argc, char **argv) {
     }
     if (started == RANKS_LAUNCHED) return launch_status;
     const DistRun dist = place.dist;
-    // Weights by name (e.g. dinov2/vits14) are fetched before any work.
-    if (weights_cli_prepare(EMBED_PROGRAM, args.checkpoint, NULL)) return ranks_refuse(&dist);
     EmbedRun run = {.comm = dist.comm, .rank_cores = dist_cores_per_rank(&dist),
                     .accelerator = place.accelerator, .gpu = place.gpu};
     int status = embed_run(&args, &run);

@@ -125,22 +125,19 @@ static int check_out_layout(const char *out, ErrorMessage *err) {
     return 0;
 }
 
-static int prepare_out(TrainRun *run, ErrorMessage *err) {
-    const TrainConfig *config = run->config;
-    if (path_join(run->checkpoint_path, sizeof run->checkpoint_path, config->out,
-                  "checkpoints/last.ckpt") ||
-        path_join(run->export_path, sizeof run->export_path, config->out,
-                  "exported_models/exported_last.safetensors"))
+int train_out_check(const TrainConfig *config, int rank, ErrorMessage *err) {
+    char checkpoint[PATH_MAX];
+    if (path_join(checkpoint, sizeof checkpoint, config->out, "checkpoints/last.ckpt"))
         return error_set(err, "--out %s: path too long", config->out);
     // Only rank 0 writes there; the others need just the checkpoint to resume.
-    if (run->rank == 0 && check_out_layout(config->out, err)) return -1;
-    const int has_checkpoint = access(run->checkpoint_path, F_OK) == 0;
+    if (rank == 0 && check_out_layout(config->out, err)) return -1;
+    const int has_checkpoint = access(checkpoint, F_OK) == 0;
     if (config->resume) {
         if (!has_checkpoint)
             return error_set(err, "--resume: no checkpoint to resume from (%s: %s); pass "
                                   "--overwrite instead to start over",
-                             run->checkpoint_path, strerror(errno));
-    } else if (run->rank == 0 && folder_used(config->out) && !config->overwrite) {
+                             checkpoint, strerror(errno));
+    } else if (rank == 0 && folder_used(config->out) && !config->overwrite) {
         if (has_checkpoint)
             return error_set(err, "--out %s is not empty: pass --overwrite to replace its run "
                                   "or --resume to continue it", config->out);
@@ -149,6 +146,16 @@ static int prepare_out(TrainRun *run, ErrorMessage *err) {
                               "pass --overwrite to start over there", config->out);
     }
     return 0;
+}
+
+static int prepare_out(TrainRun *run, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    if (path_join(run->checkpoint_path, sizeof run->checkpoint_path, config->out,
+                  "checkpoints/last.ckpt") ||
+        path_join(run->export_path, sizeof run->export_path, config->out,
+                  "exported_models/exported_last.safetensors"))
+        return error_set(err, "--out %s: path too long", config->out);
+    return train_out_check(config, run->rank, err);
 }
 
 // After every check passed: the folders of the output layout.

@@ -63,6 +63,11 @@ typedef struct TrainConfig {
 // signal while it sets up is not a kill. train_run restores the defaults.
 void train_catch_stop_signals(void);
 
+// The checks of --out that need no data or model (its layout; --resume
+// needs a checkpoint; a used folder needs --overwrite or --resume), as rank
+// `rank` makes them: the command makes them before it downloads weights.
+int train_out_check(const TrainConfig *config, int rank, ErrorMessage *err);
+
 // Runs (or resumes) training. Returns the exit status: 0 done, 1 failure
 // while running (message printed), 2 bad input, 130 / 143 interrupted by
 // SIGINT / SIGTERM (checkpoint written; before the first step of the run:

@@ -223,6 +223,16 @@ status=$?
 printf '%s\n' "$output" | grep -q "dinov3/vitb16 does not match the file" ||
   fail "the default teacher is not dinov3/vitb16 from timm's repository: $output"
 [ -e "$work/default/checkpoints/last.ckpt" ] && fail "the refused default run trained"
+# Bad input that needs no weights is reported before any download: a used
+# --out of train, a missing --data of embed; the hub is not asked.
+put test/not-asked "$work/vit.safetensors"
+mkdir -p "$work/used" && touch "$work/used/notes.txt"
+one_line 2 "^lightly-train-c train: --out $work/used is not empty" -- \
+  "$bin" train --data "$images" --out "$work/used" --method distillation \
+  --method-arg teacher=test/not-asked
+one_line 2 "^lightly-train-c embed: data folder '$work/missing' does not exist" -- \
+  "$bin" embed --data "$work/missing" --checkpoint test/not-asked --out "$work/not-asked.npy"
+grep -q "not-asked" "$log" && fail "bad --out / --data still downloaded the weights first"
 # Ranks (mpirun, 2 CPU ranks, embed --checkpoint NAME): each resolves the
 # name before any work; on one shared cache a single transfer serves both,
 # with a cache of its own each rank fetches its own.
