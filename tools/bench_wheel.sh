@@ -32,14 +32,19 @@ lightly_train_c.train(out='$work/run', data='$work/images', model='torchvision/r
 """]
 command = [os.path.join(os.path.dirname(sys.executable), "lightly-train-c"), "train",
            "--out", "$work/run", "--data", "$work/images", "--model", "resnet18",
-           "--batch-size", "32", "--epochs", "1", "--overwrite", "--image-size", "64"]
+           "--method", "simclr", "--batch-size", "32", "--epochs", "1", "--overwrite",
+           "--image-size", "64"]
 started = time.time()
 child = subprocess.Popen(api if sys.argv[1] == "api" else command, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
+lines = []
 for line in child.stdout:
     if line.startswith("epoch 1/1  step 1/"):
         print(f"{time.time() - started:.2f}")
         break
+    lines.append(line)
+else:
+    sys.exit(f"{sys.argv[1]}: no first step; its output ended with: {''.join(lines[-3:])}")
 child.kill()
 child.wait()
 EOF
