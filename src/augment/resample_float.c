@@ -5,37 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Grows *array to `need` elements of `size` bytes; counts reallocations.
-static int grow(void **array, size_t *capacity, size_t need, size_t size, int *allocations) {
-    if (need <= *capacity) return 0;
-    void *bigger = realloc(*array, need * size);
-    if (!bigger) return -1;
-    *array = bigger;
-    *capacity = need;
-    (*allocations)++;
-    return 0;
-}
+#include "augment/resample.h"
 
 int float_table_reserve(FloatTable *table, int count, int max_taps) {
     if (count < 1 || max_taps < 1) return -1;
-    if ((size_t)count > table->capacity_count) {
-        int32_t *start = realloc(table->start, (size_t)count * sizeof *start);
-        if (!start) return -1;
-        table->start = start;
-        int32_t *taps = realloc(table->taps, (size_t)count * sizeof *taps);
-        if (!taps) return -1;
-        table->taps = taps;
-        table->capacity_count = (size_t)count;
-        table->allocations += 2;
-    }
-    void *weights = table->weights, *row = table->row_scratch;
-    if (grow(&weights, &table->capacity_weights, (size_t)count * (size_t)max_taps, sizeof(float),
-             &table->allocations))
-        return -1;
-    table->weights = weights;
-    if (grow(&row, &table->capacity_row, (size_t)max_taps, sizeof(double), &table->allocations))
-        return -1;
-    table->row_scratch = row;
+    size_t count_capacity = table->capacity_count;
+    void *start = table->start, *taps = table->taps, *weights = table->weights,
+         *row = table->row_scratch;
+    const int status =
+        resample_grow_array(&start, &count_capacity, (size_t)count, sizeof(int32_t),
+                            &table->allocations) ||
+        resample_grow_array(&taps, &table->capacity_count, (size_t)count, sizeof(int32_t),
+                            &table->allocations) ||
+        resample_grow_array(&weights, &table->capacity_weights, (size_t)count * (size_t)max_taps,
+                            sizeof(float), &table->allocations) ||
+        resample_grow_array(&row, &table->capacity_row, (size_t)max_taps, sizeof(double),
+                            &table->allocations);
+    table->start = start, table->taps = taps, table->weights = weights, table->row_scratch = row;
+    if (status) return -1;
     table->count = count;
     table->stride = max_taps;
     return 0;
@@ -87,7 +74,7 @@ int resample_float(const float *src, size_t src_stride, int src_channels, const 
     table_span(rows, &first_row, &end_row);
     const size_t middle_stride = (size_t)columns->count * (size_t)out_channels;
     void *data = buffer->data;
-    if (grow(&data, &buffer->capacity, (size_t)(end_row - first_row) * middle_stride,
+    if (resample_grow_array(&data, &buffer->capacity, (size_t)(end_row - first_row) * middle_stride,
              sizeof(float), &buffer->allocations))
         return -1;
     buffer->data = data;
