@@ -5,7 +5,7 @@
 # steps with --num-channels 4, a ResNet and a ViT; embed reads the channels
 # and the normalisation from the checkpoint, and the exported 4-channel
 # state dict with --normalize; 3-channel initial weights are adapted (a line
-# in train.log); ChannelDrop 4 -> 3 trains; 16-bit grey PNGs train with
+# in train.log); ChannelDrop 4 -> 3 trains (distillation too); 16-bit grey PNGs train with
 # --num-channels 1 (the RGB PNG among them becomes grey); 16-bit RGB takes
 # the float path by itself, 8-bit JPEGs the 8-bit one; distillation refuses
 # 4-channel views (one line, exit 2); bench-data skips the same file.
@@ -77,6 +77,13 @@ out=$("$bin" train "${common[@]}" --data "$bands" --out "$work/drop" --model res
   fail "ChannelDrop run: $out"
 grep -q "input: 3 channel(s) from images of 4, float pixels.*(ChannelDrop)" "$work/drop/train.log" ||
   fail "ChannelDrop run: input line"
+
+# Distillation takes 4-band images once ChannelDrop brings the views to 3
+# (a 3-channel ResNet teacher here).
+out=$("$bin" train "${common[@]/simclr/distillation}" --data "$bands" --out "$work/distill" \
+  --model resnet18 --num-channels 4 --channel-drop 3:1,1,1,0 \
+  --normalize 0.5,0.5,0.5:0.25,0.25,0.25 --method-arg "teacher=$work/r18.safetensors" 2>&1) ||
+  fail "distillation with ChannelDrop to 3: $(printf '%s\n' "$out" | tail -n 5)"
 
 # --- 1 channel: 16-bit grey PNGs, the RGB PNG read as grey (not skipped).
 out=$("$bin" train "${common[@]}" --data "$grey" --out "$work/g1" --model resnet18 \
