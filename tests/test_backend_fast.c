@@ -667,6 +667,27 @@ static void test_normalize_u8(void **state) {
     mirror_expect_close("normalize_u8", pixels * 3, y_fast, y_ref, 0, 0);
 }
 
+static void test_normalize_f32(void **state) {
+    NEED_FAST_BACKEND();
+    const int channels = 5;  // not 3: the deep path's channel counts
+    const size_t pixels = 4001, values = pixels * channels;
+    float *x = mirror_tensor(values);
+    for (size_t i = 0; i < values; i++) x[i] = (float)((i * 37 + i / 5) % 65536) / 65535.0f;
+    const float mean[5] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f}, std[5] = {0.5f, 0.25f, 1.0f, 2.0f, 0.3f};
+    float *y_ref = mirror_nan_tensor(values), *y_fast = mirror_nan_tensor(values);
+    ref->op.normalize_f32(ref, pixels, channels, x, mean, std, (Act *)y_ref);
+    fast->op.normalize_f32(fast, pixels, channels, D(x), mean, std, DA(y_fast));
+    HA(y_fast);
+    // Same two fp32 operations in the same order (then one rounding): identical.
+    mirror_expect_close("normalize_f32", values, y_fast, y_ref, 0, 0);
+    // and each value is that formula, the channel by position (within the
+    // rounding of a 16-bit activation dtype: bf16 keeps 8 bits)
+    for (size_t i = 0; i < 2 * channels; i++) {
+        const float expect = (x[i] - mean[i % channels]) / std[i % channels];
+        assert_true(fabsf(y_ref[i] - expect) <= 1e-2f * fabsf(expect) + 1e-6f);
+    }
+}
+
 static void test_default_threads(void **state) {
     NEED_FAST_BACKEND();
     if (strcmp(fast->name, "cpu") != 0) skip();  // a cpu backend matter
@@ -697,6 +718,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_scalar_combine, mirror_free),
         cmocka_unit_test_teardown(test_host_slots, mirror_free),
         cmocka_unit_test_teardown(test_normalize_u8, mirror_free),
+        cmocka_unit_test_teardown(test_normalize_f32, mirror_free),
         cmocka_unit_test(test_default_threads),
     };
     return mirror_run_groups_16bit(tests, sizeof tests / sizeof tests[0]);

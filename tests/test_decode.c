@@ -270,7 +270,7 @@ static void check_jpeg_regions(Decoder *decoder, Bytes file, int width, int heig
         {{-20, -20, width + 40, height / 4}, width / 4, height / 32},         // clamped, 1/4
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        DecodeRequest request = {cases[i].region, cases[i].min_width, cases[i].min_height, 0};
+        DecodeRequest request = {cases[i].region, cases[i].min_width, cases[i].min_height, 0, 0};
         DecodedImage part = decode_ok(decoder, file, &request);
         const PixelRect *c = &part.covered, *r = &cases[i].region;
         int rx = r->x > 0 ? r->x : 0, ry = r->y > 0 ? r->y : 0;
@@ -344,7 +344,7 @@ static void test_jpeg_scale_choice(void **state) {
         {{64, 64, 160, 160}, 0, 20},  {{64, 64, 160, 160}, 500, 500}, {{0, 0, 800, 608}, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        DecodeRequest request = {cases[i].region, cases[i].min_width, cases[i].min_height, 0};
+        DecodeRequest request = {cases[i].region, cases[i].min_width, cases[i].min_height, 0, 0};
         DecodedImage out = decode_ok(decoder, file, &request);
         int num = (int)lround(8.0 * out.image.width / out.covered.width);
         // covered is rounded to whole pixels: within half a scaled pixel.
@@ -419,7 +419,7 @@ static void test_png_formats(void **state) {
             DecodedImage out = decode_ok(decoder, file, NULL);
             assert_int_equal(out.image.width, width);
             expect_close(compare(&out.image, expected, 3), 0, 0, what);
-            DecodeRequest request = {{5, 3, 20, 15}, 0, 0, 0};
+            DecodeRequest request = {{5, 3, 20, 15}, 0, 0, 0, 0};
             out = decode_ok(decoder, file, &request);
             assert_memory_equal(&out.covered, &request.region, sizeof(PixelRect));
             for (int y = 0; y < 15; y++)  // exact crop of the expected image
@@ -445,7 +445,7 @@ static void test_webp(void **state) {
         rgba[i * 4 + 3] = (uint8_t)(i * 7);  // varied alpha, even 0
         memset(other + i * 4, 200, 4);
     }
-    const DecodeRequest request = {{3, 5, 20, 11}, 0, 0, 0};
+    const DecodeRequest request = {{3, 5, 20, 11}, 0, 0, 0, 0};
     // libwebp crops from even offsets: still images cover 2,4 21x12;
     // animations are cut from the composed canvas exactly.
     const PixelRect even_covered = {2, 4, 21, 12};
@@ -494,7 +494,7 @@ static void expect_failure(Decoder *decoder, const uint8_t *data, size_t size, c
     DecodedImage out;
     ImageInfo info;
     (void)decoder_probe(decoder, data, size, &info, &err);
-    DecodeRequest request = {{3, 2, 30, 20}, 8, 8, 0};
+    DecodeRequest request = {{3, 2, 30, 20}, 8, 8, 0, 0};
     (void)decoder_decode(decoder, data, size, &request, &out, &err);
     err.text[0] = '\0';
     int status = decoder_decode(decoder, data, size, NULL, &out, &err);
@@ -609,7 +609,7 @@ static void test_whole_file_check(void **state) {
     uint8_t *rgb = smooth_pattern(width, height, 3, 11);
     Bytes files[4] = {encode_jpeg(rgb, width, height, &JPEG_RGB), encode_png_rgb(rgb, width, height),
                       encode_webp_rgb(rgb, width, height, 0), encode_webp_rgb(rgb, width, height, 1)};
-    const DecodeRequest top = {{5, 3, 40, 20}, 20, 10, 0};
+    const DecodeRequest top = {{5, 3, 40, 20}, 20, 10, 0, 0};
     DecodeRequest checked = top;
     checked.whole_file = 1;
     for (int f = 0; f < 4; f++) {
@@ -653,7 +653,7 @@ static void test_pixel_limit(void **state) {
     spec.progressive = 1;
     Bytes progressive = encode_jpeg(rgb, side, side, &spec);
     Bytes png = encode_png_rgb(rgb, 400, 300);  // 120000 pixels
-    const DecodeRequest eighth = {{0, 0, side, side}, side / 8, side / 8, 0};
+    const DecodeRequest eighth = {{0, 0, side, side}, side / 8, side / 8, 0, 0};
     DecodedImage out = decode_ok(decoder, baseline, &eighth);
     assert_int_equal(out.image.width, side / 8);
     ErrorMessage err;
@@ -662,7 +662,7 @@ static void test_pixel_limit(void **state) {
     assert_int_equal(decoder_decode(decoder, progressive.data, progressive.size, &eighth, &out, &err),
                      -1);
     assert_true(has_word(&err, "image too large"));
-    const DecodeRequest small = {{0, 0, 10, 10}, 0, 0, 0};
+    const DecodeRequest small = {{0, 0, 10, 10}, 0, 0, 0, 0};
     assert_int_equal(decoder_decode(decoder, png.data, png.size, &small, &out, &err), -1);
     assert_true(has_word(&err, "400 x 300"));
     free(baseline.data);

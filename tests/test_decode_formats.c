@@ -103,7 +103,7 @@ static void compare_decodes(Decoder *decoder, const Fixture *f, const ByteBuffer
         soft_fail("%s: decoded %d x %d", f->file, out.image.width, out.image.height);
     expect_match(f, &out.image, &reference, 0, 0, "whole");
     // A region, with the whole file checked: the same pixels as the whole.
-    const DecodeRequest request = {{3, 2, reference.width - 7, reference.height - 5}, 0, 0, 1};
+    const DecodeRequest request = {{3, 2, reference.width - 7, reference.height - 5}, 0, 0, 1, 0};
     if (decoder_decode(decoder, file->data, file->size, &request, &out, &err) != 0)
         soft_fail("%s: region: %s", f->file, err.text);
     const PixelRect c = out.covered;

@@ -93,7 +93,7 @@ static void free_predecessors(Predecessors *p) {
 // probed) with one reused Decoder: every outcome must be the alone one.
 // Returns the alone outcome of the whole decode (caller frees its pixels).
 static Outcome check_isolated(Bytes file, const Predecessors *p, const char *what) {
-    const DecodeRequest region = {{8, 8, 40, 32}, 20, 16, 1};
+    const DecodeRequest region = {{8, 8, 40, 32}, 20, 16, 1, 0};
     const DecodeRequest *requests[2] = {NULL, &region};
     Outcome alone[2];
     for (int r = 0; r < 2; r++) {

@@ -304,7 +304,8 @@ static void check_tiff_case(Decoder *decoder, const TiffCase *test) {
         expect_pixels(&whole_image, expected.rgb, expected.width, 0, 0, test->max_diff,
                       test->mean_diff, what);
         // A region, reading only the strips or tiles it touches.
-        const DecodeRequest request = {{5, 3, expected.width - 11, expected.height - 7}, 0, 0, 0};
+        const DecodeRequest request = {.region = {5, 3, expected.width - 11,
+                                                  expected.height - 7}};
         DecodedImage part;
         ErrorMessage err = {{0}};
         if (decoder_decode(decoder, file.data, file.size, &request, &part, &err) != 0)
@@ -512,7 +513,7 @@ static void test_exif_png_all_orientations(void **state) {
         const Image image = {got.rgb, got.width, got.height, (size_t)got.width * 3};
         expect_pixels(&image, expected.rgb, expected.width, 0, 0, 0, 0, what);
         free(got.rgb);
-        const DecodeRequest request = {{1, 2, expected.width - 3, expected.height - 3}, 0, 0, 0};
+        const DecodeRequest request = {{1, 2, expected.width - 3, expected.height - 3}, 0, 0, 0, 0};
         DecodedImage part;
         assert_int_equal(decoder_decode(decoder, file.data, file.size, &request, &part, &err), 0);
         assert_memory_equal(&part.covered, &request.region, sizeof request.region);
@@ -547,7 +548,7 @@ static void test_exif_jpeg_region_scaled(void **state) {
         const int oriented_width = swap ? height : width, oriented_height = swap ? width : height;
         // A region of the oriented image at a quarter of its resolution.
         const PixelRect region = {16, 8, oriented_width - 32, oriented_height - 24};
-        const DecodeRequest request = {region, region.width / 4, region.height / 4, 0};
+        const DecodeRequest request = {region, region.width / 4, region.height / 4, 0, 0};
         DecodedImage out;
         ErrorMessage err = {{0}};
         if (decoder_decode(decoder, file.data, file.size, &request, &out, &err) != 0)
@@ -568,7 +569,7 @@ static void test_exif_jpeg_region_scaled(void **state) {
         decoder_set_exif_orientation(decoder, 0);
         const DecodeRequest stored_request = {stored_region,
                                               swap ? request.min_height : request.min_width,
-                                              swap ? request.min_width : request.min_height, 0};
+                                              swap ? request.min_width : request.min_height, 0, 0};
         assert_int_equal(decoder_decode(decoder, file.data, file.size, &stored_request, &out, &err),
                          0);
         decoder_set_exif_orientation(decoder, 1);

@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
             const double start = thread_seconds();
             ImageInfo info;
             DecodedImage out;
-            DecodeRequest request = {{0, 0, 0, 0}, 0, 0, 0};
+            DecodeRequest request = {{0, 0, 0, 0}, 0, 0, 0, 0};
             int status = decoder_probe(decoder, files[i].data, files[i].size, &info, &err);
             if (status == 0) {
                 request.region = (PixelRect){info.width / 5, info.height / 5,

@@ -7,6 +7,12 @@
 // and view), and view_render() produces the uint8 RGB (size, size, 3) output
 // from a decoded source image. Sampling happens before decoding because the
 // crop decides which region, at which scale, the decoder must produce.
+//
+// The deep path (docs/input-pipeline.md "Depth and channels": 16-bit and
+// float images, channel counts other than 3) renders float views instead:
+// view_render_float() from a float image of the image's channels, with the
+// same crop, flip and blur, the colour ops in float (color_float.h) and
+// LightlyTrain's ChannelDrop.
 #ifndef LTC_AUGMENT_AUGMENT_H
 #define LTC_AUGMENT_AUGMENT_H
 
@@ -18,6 +24,7 @@
 #include "util/rng.h"
 
 #define AUGMENT_MAX_VIEWS 16
+#define AUGMENT_MAX_CHANNELS SAMPLES_MAX_CHANNELS
 
 typedef struct ViewTransform {
     int size;                    // output is size x size pixels
@@ -33,6 +40,14 @@ typedef struct ViewTransform {
     // kept, as LightlyTrain's embed transform): view_sample draws nothing and
     // returns the full image as the crop with every other op off.
     int resize_only;
+    // Channels (0 means 3): images are read as input_channels, the view
+    // carries `channels`. Fewer than input_channels is LightlyTrain's
+    // ChannelDrop: each view drops input_channels - channels of them, drawn
+    // one after another with probabilities in proportion to drop_weights
+    // among those left (weight 0: never dropped), and keeps the others in
+    // their order. Colour jitter, greyscale and solarize need 3 channels.
+    int input_channels, channels;
+    float drop_weights[AUGMENT_MAX_CHANNELS];
 } ViewTransform;
 
 typedef enum JitterOp {
@@ -52,13 +67,60 @@ typedef struct ViewParams {
     int grey;
     float blur_sigma;  // 0: no blur
     int solarize;
+    uint8_t channel_map[AUGMENT_MAX_CHANNELS];  // view channel k reads input channel map[k]
 } ViewParams;
 
 typedef struct ViewSet {
     int count;
     int global_count;  // views [0, global_count) are "global", the rest "local" (DINO)
     ViewTransform views[AUGMENT_MAX_VIEWS];
+    // 0: the views are 8-bit RGB (view_render; 3 channels in and out);
+    // 1: floats of view_channels(views[0]) channels (view_render_float, the
+    // deep path: images read natively by samples_to_float's rule).
+    int float_pixels;
+    // How the views enter the model: (x - mean[c]) / std[c] with x in [0, 1]
+    // (8-bit: v / 255). normalize_count 0: ImageNet's (3 channels); else
+    // one mean and std per view channel.
+    int normalize_count;
+    float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
 } ViewSet;
+
+// What a run asks for (--num-channels, --channel-drop, --normalize;
+// view_pixels.c parses their text).
+typedef struct ChannelSettings {
+    int channels;    // images are read with this many (0: 3)
+    int keep;        // ChannelDrop: channels each view keeps (0: no ChannelDrop)
+    int drop_count;  // weights given (must be `channels`)
+    float drop_weights[AUGMENT_MAX_CHANNELS];
+    int normalize_count;  // 0: ImageNet's (3 channels only)
+    float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
+} ChannelSettings;
+
+// "MEAN1,...:STD1,..." and "KEEP:WEIGHT1,..." into settings; -1 with a
+// message naming the option when malformed.
+int channel_normalize_parse(const char *text, ChannelSettings *settings, ErrorMessage *err);
+int channel_drop_parse(const char *text, ChannelSettings *settings, ErrorMessage *err);
+// The channels the model takes: ChannelDrop's keep, else the images'.
+int channel_settings_model_channels(const ChannelSettings *settings);
+// The combinations: weights for every image channel, KEEP below it, at most
+// KEEP weights 0 (LightlyTrain's ChannelDropTV checks), a mean and std per
+// model channel (required unless it takes 3).
+int channel_settings_check(const ChannelSettings *settings, ErrorMessage *err);
+// Applies the settings to every view (view_set_channels), with 8-bit
+// (float_pixels 0; 3 channels only) or float pixels.
+void view_set_apply_channels(ViewSet *set, const ChannelSettings *settings, int float_pixels);
+// The set's normalisation as "MEAN1,...:STD1,..." (%.9g each; checkpoints).
+void channel_normalize_format(const ViewSet *set, char *out, size_t size);
+
+// The channels of every view (view 0's: all views share them) and the
+// bytes of one of their pixels (3 for 8-bit RGB, 4 x channels for floats).
+int view_set_channels_out(const ViewSet *set);
+size_t view_set_pixel_bytes(const ViewSet *set);
+// The normalisation's mean and std, view_set_channels_out of each.
+void view_set_normalization(const ViewSet *set, float *mean, float *std);
+// The checks every view set must pass (each view's view_transform_validate,
+// the views' shared channel counts, 8-bit views RGB, normalize_count).
+int view_set_validate(const ViewSet *set, ErrorMessage *err);
 
 // LightlyTrain defaults (../shared/reference/lightlytrain.md).
 void view_set_simclr(ViewSet *set, int image_size);
@@ -72,6 +134,24 @@ void view_set_dinov2(ViewSet *set, int global_size);
 void view_set_multi_crop(ViewSet *set, int local_size, int local_count);
 // One resize_only view of size x size (embedding, evaluation).
 void view_set_resize(ViewSet *set, int size);
+// Every view reads input_channels and carries `channels` (ChannelDrop with
+// drop_weights, input_channels of them, when fewer); with other than 3
+// channels colour jitter, greyscale and solarize are turned off, as
+// LightlyTrain does.
+void view_set_channels(ViewSet *set, int input_channels, int channels,
+                       const float *drop_weights);
+// The pixels of a whole set without ChannelDrop: every view reads and
+// carries `channels` (colour ops off unless 3), float_pixels as given, the
+// normalisation's normalize_count means and stds (0: ImageNet's).
+void view_set_pixels(ViewSet *set, int channels, int float_pixels, int normalize_count,
+                     const float *mean, const float *std);
+// A view's channel counts (0 read as 3).
+static inline int view_input_channels(const ViewTransform *t) {
+    return t->input_channels > 0 ? t->input_channels : 3;
+}
+static inline int view_channels(const ViewTransform *t) {
+    return t->channels > 0 ? t->channels : 3;
+}
 // Sets one parameter from "KEY=VALUE", for every view, or "SCOPE.KEY=VALUE"
 // for some: SCOPE is global, local or view<N> (0-based). KEY is a float field
 // of ViewTransform by name (scale_min, flip_p, brightness, blur_sigma_max,
@@ -93,8 +173,22 @@ int augment_scratch_allocations(const AugmentScratch *scratch);
 
 // Renders one view. `source` holds the pixels of the full-image rectangle
 // `covered` (possibly at a reduced scale); params->crop must lie inside
-// `covered`. out: (size, size, 3) uint8, rows packed.
+// `covered`. out: (size, size, 3) uint8, rows packed. Needs 3 channels in
+// and out.
 int view_render(const ViewTransform *transform, const ViewParams *params, const Image *source,
                 PixelRect covered, uint8_t *out, AugmentScratch *scratch, ErrorMessage *err);
+
+// A float image (samples_to_float's output).
+typedef struct FloatImage {
+    const float *pixels;
+    int width, height, channels;
+    size_t stride;  // floats between row starts
+} FloatImage;
+
+// The deep path's view_render: source has view_input_channels channels;
+// out: (size, size, view_channels) floats, rows packed.
+int view_render_float(const ViewTransform *transform, const ViewParams *params,
+                      const FloatImage *source, PixelRect covered, float *out,
+                      AugmentScratch *scratch, ErrorMessage *err);
 
 #endif

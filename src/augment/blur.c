@@ -8,23 +8,33 @@ int blur_radius(float sigma) {
     return radius < 1 ? 1 : radius;
 }
 
+int blur_max_taps(int size, float sigma) {
+    const int span = 2 * blur_radius(sigma) + 1;
+    return span < size ? span : size;
+}
+
+int blur_row_weights(int size, float sigma, int i, double *weights, int *first) {
+    const int radius = blur_radius(sigma);
+    *first = i - radius < 0 ? 0 : i - radius;
+    const int last = i + radius > size - 1 ? size - 1 : i + radius;
+    for (int j = 0; j <= last - *first; j++) weights[j] = 0.0;
+    const double denominator = 2.0 * (double)sigma * (double)sigma;
+    for (int d = -radius; d <= radius; d++) {
+        int j = i + d;
+        j = j < *first ? *first : j > last ? last : j;  // clamped edge
+        weights[j - *first] += exp(-(double)(d * d) / denominator);
+    }
+    return last - *first + 1;
+}
+
 int blur_table(ResampleTable *table, int size, float sigma) {
     if (!(sigma > 0.0f && sigma <= BLUR_MAX_SIGMA) || size < 1) return -1;
-    const int radius = blur_radius(sigma);
-    const int span = 2 * radius + 1;
-    if (resample_table_reserve(table, size, span < size ? span : size)) return -1;
+    if (resample_table_reserve(table, size, blur_max_taps(size, sigma))) return -1;
     double *weights = table->row_scratch;
-    const double denominator = 2.0 * (double)sigma * (double)sigma;
     for (int i = 0; i < size; i++) {
-        const int first = i - radius < 0 ? 0 : i - radius;
-        const int last = i + radius > size - 1 ? size - 1 : i + radius;
-        for (int j = 0; j <= last - first; j++) weights[j] = 0.0;
-        for (int d = -radius; d <= radius; d++) {
-            int j = i + d;
-            j = j < first ? first : j > last ? last : j;  // clamped edge
-            weights[j - first] += exp(-(double)(d * d) / denominator);
-        }
-        resample_table_set_row(table, i, first, last - first + 1, weights);
+        int first;
+        const int count = blur_row_weights(size, sigma, i, weights, &first);
+        resample_table_set_row(table, i, first, count, weights);
     }
     return 0;
 }

@@ -17,6 +17,12 @@
 // ceil(3 sigma), at least 1.
 int blur_radius(float sigma);
 
+// The most taps of a row, and position i's real-valued weights (clamped
+// edges folded in) over [*first, *first + count); returns count. Shared by
+// the 8-bit tables and the float ones.
+int blur_max_taps(int size, float sigma);
+int blur_row_weights(int size, float sigma, int i, double *weights, int *first);
+
 // Table for `size` positions; sigma in (0, BLUR_MAX_SIGMA]. -1 when out of
 // memory or sigma out of range.
 int blur_table(ResampleTable *table, int size, float sigma);

@@ -31,10 +31,8 @@ void color_saturation_scalar(uint8_t *rgb, size_t pixels, int32_t scale) {
 
 static inline float clamp_unit(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 
-// torchvision's _rgb2hsv / _hsv2rgb for one pixel, operation for operation
-// (color_avx2.c mirrors this order exactly).
-static void hue_shift_pixel(uint8_t *pixel, float hue_factor) {
-    const float r = pixel[0] / 255.0f, g = pixel[1] / 255.0f, b = pixel[2] / 255.0f;
+void color_hue_shift(float rgb[3], float hue_factor) {
+    const float r = rgb[0], g = rgb[1], b = rgb[2];
     float maxc = r > g ? r : g;
     maxc = maxc > b ? maxc : b;
     float minc = r < g ? r : g;
@@ -63,16 +61,22 @@ static void hue_shift_pixel(uint8_t *pixel, float hue_factor) {
     const float p = clamp_unit(v * (1.0f - s));
     const float q = clamp_unit(v * (1.0f - s * f));
     const float t = clamp_unit(v * (1.0f - s * (1.0f - f)));
-    float out[3];
     switch ((int)sector) {
-        case 0: out[0] = v; out[1] = t; out[2] = p; break;
-        case 1: out[0] = q; out[1] = v; out[2] = p; break;
-        case 2: out[0] = p; out[1] = v; out[2] = t; break;
-        case 3: out[0] = p; out[1] = q; out[2] = v; break;
-        case 4: out[0] = t; out[1] = p; out[2] = v; break;
-        default: out[0] = v; out[1] = p; out[2] = q; break;
+        case 0: rgb[0] = v; rgb[1] = t; rgb[2] = p; break;
+        case 1: rgb[0] = q; rgb[1] = v; rgb[2] = p; break;
+        case 2: rgb[0] = p; rgb[1] = v; rgb[2] = t; break;
+        case 3: rgb[0] = p; rgb[1] = q; rgb[2] = v; break;
+        case 4: rgb[0] = t; rgb[1] = p; rgb[2] = v; break;
+        default: rgb[0] = v; rgb[1] = p; rgb[2] = q; break;
     }
-    for (int c = 0; c < 3; c++) pixel[c] = (uint8_t)(int)(out[c] * 255.0f + 0.5f);
+}
+
+// One 8-bit pixel through color_hue_shift (color_avx2.c mirrors this order
+// exactly).
+static void hue_shift_pixel(uint8_t *pixel, float hue_factor) {
+    float rgb[3] = {pixel[0] / 255.0f, pixel[1] / 255.0f, pixel[2] / 255.0f};
+    color_hue_shift(rgb, hue_factor);
+    for (int c = 0; c < 3; c++) pixel[c] = (uint8_t)(int)(rgb[c] * 255.0f + 0.5f);
 }
 
 void color_hue_scalar(uint8_t *rgb, size_t pixels, float hue_factor) {

@@ -38,6 +38,9 @@ uint64_t color_luma_sum_avx2(const uint8_t *rgb, size_t pixels);
 // Each channel c = clamp((scale * c + (2^16 - scale) * luma + 2^15) >> 16).
 void color_saturation_scalar(uint8_t *rgb, size_t pixels, int32_t scale);
 void color_saturation_avx2(uint8_t *rgb, size_t pixels, int32_t scale);
+// torchvision's _rgb2hsv / _hsv2rgb for one pixel of floats in [0, 1],
+// operation for operation: hue += hue_factor (mod 1). In place.
+void color_hue_shift(float rgb[3], float hue_factor);
 void color_hue_scalar(uint8_t *rgb, size_t pixels, float hue_factor);
 void color_hue_avx2(uint8_t *rgb, size_t pixels, float hue_factor);
 void color_greyscale_scalar(uint8_t *rgb, size_t pixels);

@@ -1,17 +1,22 @@
-// view_render: one view from a decoded source, in LightlyTrain's order:
+// view_render and view_render_float: one view from a decoded source, in
+// LightlyTrain's order: (ChannelDrop, folded into the resize) ->
 // RandomResizedCrop (+ horizontal flip folded into the resize) -> colour
 // jitter (ops in the sampled order) -> greyscale -> Gaussian blur ->
-// solarize. Also the per-thread scratch it works in (see augment.h).
+// solarize. Also the per-thread scratch they work in (see augment.h).
 #include <stdlib.h>
 
 #include "augment/augment.h"
 #include "augment/blur.h"
 #include "augment/color.h"
+#include "augment/color_float.h"
+#include "augment/resample_float.h"
 #include "augment/resize.h"
 
 struct AugmentScratch {
     ResampleTable columns, rows;  // resize tables, then blur tables
     ResampleBuffer buffer;        // u16 intermediate between the passes
+    FloatTable float_columns, float_rows;  // the same for float views
+    FloatBuffer float_buffer;
 };
 
 AugmentScratch *augment_scratch_create(void) { return calloc(1, sizeof(AugmentScratch)); }
@@ -21,11 +26,16 @@ void augment_scratch_destroy(AugmentScratch *scratch) {
     resample_table_free(&scratch->columns);
     resample_table_free(&scratch->rows);
     resample_buffer_free(&scratch->buffer);
+    float_table_free(&scratch->float_columns);
+    float_table_free(&scratch->float_rows);
+    float_buffer_free(&scratch->float_buffer);
     free(scratch);
 }
 
 int augment_scratch_allocations(const AugmentScratch *scratch) {
-    return scratch->columns.allocations + scratch->rows.allocations + scratch->buffer.allocations;
+    return scratch->columns.allocations + scratch->rows.allocations +
+           scratch->buffer.allocations + scratch->float_columns.allocations +
+           scratch->float_rows.allocations + scratch->float_buffer.allocations;
 }
 
 static int inside(PixelRect inner, PixelRect outer) {
@@ -34,36 +44,45 @@ static int inside(PixelRect inner, PixelRect outer) {
            (long long)inner.y + inner.height <= (long long)outer.y + outer.height;
 }
 
-static void apply_jitter(const ViewParams *params, uint8_t *rgb, size_t pixels) {
+// The four jitter ops in the sampled order, on 8-bit (deep 0) or float
+// (deep 1) RGB.
+static void apply_jitter(const ViewParams *params, void *rgb, size_t pixels, int deep) {
     for (int k = 0; k < 4; k++) {
         switch (params->order[k]) {
             case JITTER_BRIGHTNESS:
-                if (params->brightness_factor != 1.0f) color_brightness(rgb, pixels, params->brightness_factor);
+                if (params->brightness_factor == 1.0f) break;
+                if (deep) color_float_brightness(rgb, pixels, params->brightness_factor);
+                else color_brightness(rgb, pixels, params->brightness_factor);
                 break;
             case JITTER_CONTRAST:
-                if (params->contrast_factor != 1.0f) color_contrast(rgb, pixels, params->contrast_factor);
+                if (params->contrast_factor == 1.0f) break;
+                if (deep) color_float_contrast(rgb, pixels, params->contrast_factor);
+                else color_contrast(rgb, pixels, params->contrast_factor);
                 break;
             case JITTER_SATURATION:
-                if (params->saturation_factor != 1.0f)
-                    color_saturation(rgb, pixels, params->saturation_factor);
+                if (params->saturation_factor == 1.0f) break;
+                if (deep) color_float_saturation(rgb, pixels, params->saturation_factor);
+                else color_saturation(rgb, pixels, params->saturation_factor);
                 break;
             case JITTER_HUE:
-                if (params->hue_factor != 0.0f) color_hue(rgb, pixels, params->hue_factor);
+                if (params->hue_factor == 0.0f) break;
+                if (deep) color_float_hue(rgb, pixels, params->hue_factor);
+                else color_hue(rgb, pixels, params->hue_factor);
                 break;
         }
     }
 }
 
-int view_render(const ViewTransform *transform, const ViewParams *params, const Image *source,
-                PixelRect covered, uint8_t *out, AugmentScratch *scratch, ErrorMessage *err) {
+// The checks both renderers make: arguments, the crop inside `covered`.
+static int check_render(const ViewTransform *transform, const ViewParams *params,
+                        const void *source, int width, int height, PixelRect covered,
+                        const void *out, const AugmentScratch *scratch, ErrorMessage *err) {
     if (!transform || !params || !source || !out || !scratch)
         return error_set(err, "view_render: missing argument");
-    const int size = transform->size;
-    if (size < 1) return error_set(err, "view_render: view size %d must be positive", size);
-    if (!source->pixels || source->width < 1 || source->height < 1 ||
-        source->stride < (size_t)source->width * 3)
-        return error_set(err, "view_render: bad source image (%dx%d, stride %zu)", source->width,
-                         source->height, source->stride);
+    if (transform->size < 1)
+        return error_set(err, "view_render: view size %d must be positive", transform->size);
+    if (width < 1 || height < 1)
+        return error_set(err, "view_render: bad source image (%dx%d)", width, height);
     const PixelRect crop = params->crop;
     if (covered.width < 1 || covered.height < 1 || !inside(crop, covered))
         return error_set(err,
@@ -71,6 +90,22 @@ int view_render(const ViewTransform *transform, const ViewParams *params, const 
                          "(%d, %d, %dx%d)",
                          crop.x, crop.y, crop.width, crop.height, covered.x, covered.y,
                          covered.width, covered.height);
+    return 0;
+}
+
+int view_render(const ViewTransform *transform, const ViewParams *params, const Image *source,
+                PixelRect covered, uint8_t *out, AugmentScratch *scratch, ErrorMessage *err) {
+    if (check_render(transform, params, source ? source->pixels : NULL, source ? source->width : 0,
+                     source ? source->height : 0, covered, out, scratch, err))
+        return -1;
+    if (source->stride < (size_t)source->width * 3)
+        return error_set(err, "view_render: bad source image (%dx%d, stride %zu)", source->width,
+                         source->height, source->stride);
+    if (view_input_channels(transform) != 3 || view_channels(transform) != 3)
+        return error_set(err, "view_render: 8-bit views are RGB (the float path reads %d "
+                              "channels)", view_input_channels(transform));
+    const int size = transform->size;
+    const PixelRect crop = params->crop;
     // Full-image coordinates -> (fractional) source pixels.
     const double x_scale = (double)source->width / covered.width;
     const double y_scale = (double)source->height / covered.height;
@@ -79,12 +114,90 @@ int view_render(const ViewTransform *transform, const ViewParams *params, const 
                    (size_t)size * 3, &scratch->columns, &scratch->rows, &scratch->buffer, err))
         return error_prefix(err, "view_render");
     const size_t pixels = (size_t)size * (size_t)size;
-    if (params->jitter) apply_jitter(params, out, pixels);
+    if (params->jitter) apply_jitter(params, out, pixels, 0);
     if (params->grey) color_greyscale(out, pixels);
     if (params->blur_sigma > 0.0f &&
         blur_rgb(out, size, size, (size_t)size * 3, params->blur_sigma, &scratch->columns,
                  &scratch->rows, &scratch->buffer, err))
         return error_prefix(err, "view_render");
     if (params->solarize) color_solarize(out, pixels, transform->solarize_threshold);
+    return 0;
+}
+
+// A float table for one axis of the resize (resize.h's weights).
+static int float_resize_table(FloatTable *table, double start, double length, int source_size,
+                              int out_size, int reverse) {
+    if (float_table_reserve(table, out_size, resize_max_taps(length, out_size))) return -1;
+    for (int i = 0; i < out_size; i++) {
+        int first, count;
+        resize_row_weights(start, length, source_size, out_size, i, table->row_scratch, &first,
+                           &count);
+        float_table_set_row(table, reverse ? out_size - 1 - i : i, first, count,
+                            table->row_scratch);
+    }
+    return 0;
+}
+
+// The Gaussian blur (blur.h's weights) of a size x size float view in place.
+static int float_blur(float *view, int size, int channels, float sigma, AugmentScratch *scratch,
+                      ErrorMessage *err) {
+    if (!(sigma > 0.0f && sigma <= BLUR_MAX_SIGMA))
+        return error_set(err, "blur: sigma %g outside (0, %g]", (double)sigma,
+                         (double)BLUR_MAX_SIGMA);
+    FloatTable *table = &scratch->float_columns;
+    if (float_table_reserve(table, size, blur_max_taps(size, sigma)))
+        return error_set(err, "blur: out of memory for weight tables");
+    for (int i = 0; i < size; i++) {
+        int first;
+        const int count = blur_row_weights(size, sigma, i, table->row_scratch, &first);
+        float_table_set_row(table, i, first, count, table->row_scratch);
+    }
+    uint8_t identity[AUGMENT_MAX_CHANNELS];
+    for (int c = 0; c < channels; c++) identity[c] = (uint8_t)c;
+    const size_t stride = (size_t)size * (size_t)channels;
+    if (resample_float(view, stride, channels, identity, channels, table, table,
+                       &scratch->float_buffer, view, stride))
+        return error_set(err, "blur: out of memory for the intermediate buffer");
+    return 0;
+}
+
+int view_render_float(const ViewTransform *transform, const ViewParams *params,
+                      const FloatImage *source, PixelRect covered, float *out,
+                      AugmentScratch *scratch, ErrorMessage *err) {
+    if (check_render(transform, params, source ? source->pixels : NULL, source ? source->width : 0,
+                     source ? source->height : 0, covered, out, scratch, err))
+        return -1;
+    const int channels = view_channels(transform);
+    if (source->channels != view_input_channels(transform) ||
+        source->stride < (size_t)source->width * (size_t)source->channels)
+        return error_set(err, "view_render: source of %d channels (stride %zu), the view reads %d",
+                         source->channels, source->stride, view_input_channels(transform));
+    const int size = transform->size;
+    const PixelRect crop = params->crop;
+    const double x_scale = (double)source->width / covered.width;
+    const double y_scale = (double)source->height / covered.height;
+    const double x = (crop.x - covered.x) * x_scale, y = (crop.y - covered.y) * y_scale;
+    const double width = crop.width * x_scale, height = crop.height * y_scale;
+    const double slack = 1e-6;
+    if (!(x >= -slack && y >= -slack && x + width <= source->width + slack &&
+          y + height <= source->height + slack))
+        return error_set(err, "view_render: crop outside the %dx%d source", source->width,
+                         source->height);
+    if (float_resize_table(&scratch->float_columns, x, width, source->width, size, params->flip) ||
+        float_resize_table(&scratch->float_rows, y, height, source->height, size, 0) ||
+        resample_float(source->pixels, source->stride, source->channels, params->channel_map,
+                       channels, &scratch->float_columns, &scratch->float_rows,
+                       &scratch->float_buffer, out, (size_t)size * (size_t)channels))
+        return error_set(err, "view_render: out of memory for the resize (%d px)", size);
+    const size_t pixels = (size_t)size * (size_t)size;
+    if (channels == 3) {  // the colour ops (off otherwise: view_transform_validate)
+        if (params->jitter) apply_jitter(params, out, pixels, 1);
+        if (params->grey) color_float_greyscale(out, pixels);
+    }
+    if (params->blur_sigma > 0.0f &&
+        float_blur(out, size, channels, params->blur_sigma, scratch, err))
+        return error_prefix(err, "view_render");
+    if (channels == 3 && params->solarize)
+        color_float_solarize(out, pixels, transform->solarize_threshold);
     return 0;
 }

@@ -16,8 +16,8 @@
 
 static uint8_t clamp_u8(int32_t value) { return (uint8_t)(value < 0 ? 0 : value > 255 ? 255 : value); }
 
-// Grows *array to hold `need` elements of `size` bytes; counts reallocations.
-static int grow_array(void **array, size_t *capacity, size_t need, size_t size, int *allocations) {
+int resample_grow_array(void **array, size_t *capacity, size_t need, size_t size,
+                        int *allocations) {
     if (need <= *capacity) return 0;
     void *bigger = realloc(*array, need * size);
     if (!bigger) return -1;
@@ -41,11 +41,11 @@ int resample_table_reserve(ResampleTable *table, int count, int max_taps) {
         table->allocations += 2;
     }
     void *weights = table->weights, *row = table->row_scratch;
-    if (grow_array(&weights, &table->capacity_weights, (size_t)count * (size_t)stride,
+    if (resample_grow_array(&weights, &table->capacity_weights, (size_t)count * (size_t)stride,
                    sizeof(int16_t), &table->allocations))
         return -1;
     table->weights = weights;
-    if (grow_array(&row, &table->capacity_row, (size_t)stride, sizeof(double), &table->allocations))
+    if (resample_grow_array(&row, &table->capacity_row, (size_t)stride, sizeof(double), &table->allocations))
         return -1;
     table->row_scratch = row;
     table->count = count;
@@ -299,7 +299,7 @@ int resample_separable_with(const uint8_t *src, size_t src_stride, const uint8_t
     const size_t vertical_first = (size_t)(band < rows->count ? band : rows->count) * span_values;
     const size_t need = (horizontal_first > vertical_first ? horizontal_first : vertical_first) + BUFFER_SLACK;
     void *data = buffer->data;
-    if (grow_array(&data, &buffer->capacity, need, sizeof(uint16_t), &buffer->allocations))
+    if (resample_grow_array(&data, &buffer->capacity, need, sizeof(uint16_t), &buffer->allocations))
         return -1;
     buffer->data = data;
     uint16_t *middle = buffer->data;

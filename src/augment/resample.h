@@ -53,6 +53,11 @@ typedef enum ResampleOrder {
     RESAMPLE_VERTICAL_FIRST,
 } ResampleOrder;
 
+// Grows *array to hold `need` elements of `size` bytes (capacity in
+// elements); counts reallocations in *allocations. -1 when out of memory.
+int resample_grow_array(void **array, size_t *capacity, size_t need, size_t size,
+                        int *allocations);
+
 // Makes room for `count` outputs of up to `max_taps` weights; sets count and
 // stride. Returns -1 when out of memory.
 int resample_table_reserve(ResampleTable *table, int count, int max_taps);

@@ -45,19 +45,27 @@ static void bilinear_row(double start, double length, double scale, int source_s
     }
 }
 
+int resize_max_taps(double length, int out_size) {
+    const double scale = length / out_size;
+    return scale > 1.0 ? (int)ceil(scale) + 2 : 2;
+}
+
+void resize_row_weights(double start, double length, int source_size, int out_size, int i,
+                        double *weights, int *first, int *count) {
+    const double scale = length / out_size;
+    if (scale > 1.0)
+        area_row(start, scale, source_size, i, weights, first, count);
+    else
+        bilinear_row(start, length, scale, source_size, i, weights, first, count);
+}
+
 int resize_table(ResampleTable *table, double start, double length, int source_size, int out_size,
                  int reverse) {
-    const double scale = length / out_size;
-    const int shrink = scale > 1.0;
-    const int max_taps = shrink ? (int)ceil(scale) + 2 : 2;
-    if (resample_table_reserve(table, out_size, max_taps)) return -1;
+    if (resample_table_reserve(table, out_size, resize_max_taps(length, out_size))) return -1;
     double *weights = table->row_scratch;
     for (int i = 0; i < out_size; i++) {
         int first, count;
-        if (shrink)
-            area_row(start, scale, source_size, i, weights, &first, &count);
-        else
-            bilinear_row(start, length, scale, source_size, i, weights, &first, &count);
+        resize_row_weights(start, length, source_size, out_size, i, weights, &first, &count);
         resample_table_set_row(table, reverse ? out_size - 1 - i : i, first, count, weights);
     }
     return 0;

@@ -13,6 +13,13 @@
 #include "util/error.h"
 #include "util/image.h"
 
+// The most source pixels one output reads, and output i's real-valued
+// weights over source pixels [*first, *first + *count) (weights: room for
+// resize_max_taps). Shared by the 8-bit tables and the float ones.
+int resize_max_taps(double length, int out_size);
+void resize_row_weights(double start, double length, int source_size, int out_size, int i,
+                        double *weights, int *first, int *count);
+
 // Weight table for one axis: the source span [start, start + length) (in
 // source pixels, inside [0, source_size]) onto out_size outputs; reverse
 // mirrors the outputs. Returns -1 when out of memory.

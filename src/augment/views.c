@@ -95,6 +95,34 @@ void view_set_resize(ViewSet *set, int size) {
     set->global_count = 1;
 }
 
+// Channel counts, ChannelDrop's weights (LightlyTrain's checks) and the
+// colour ops that need 3 channels.
+static int check_channels(const ViewTransform *t, ErrorMessage *err) {
+    const int input = view_input_channels(t), channels = view_channels(t);
+    if (input < 1 || input > AUGMENT_MAX_CHANNELS || channels < 1 || channels > input)
+        return error_set(err, "view transform: %d channel(s) from images of %d: need 1 <= "
+                              "channels <= input channels <= %d", channels, input,
+                         AUGMENT_MAX_CHANNELS);
+    if (channels < input) {
+        int zeros = 0;
+        for (int c = 0; c < input; c++) {
+            if (!(t->drop_weights[c] >= 0.0f && isfinite(t->drop_weights[c])))
+                return error_set(err, "view transform: channel drop weight %d = %g must be "
+                                      "finite and >= 0", c, (double)t->drop_weights[c]);
+            zeros += t->drop_weights[c] == 0.0f;
+        }
+        if (zeros > channels)
+            return error_set(err, "view transform: %d channels have drop weight 0 but only %d "
+                                  "are kept: at most as many as are kept may be never dropped",
+                             zeros, channels);
+    }
+    if (channels != 3 && (t->jitter_p > 0.0f || t->grey_p > 0.0f || t->solarize_p > 0.0f))
+        return error_set(err, "view transform: colour jitter, greyscale and solarize work on 3 "
+                              "channels, the views have %d: leave jitter_p, grey_p and "
+                              "solarize_p at 0", channels);
+    return 0;
+}
+
 // Written as !(in range) so that NaN fails too.
 static int check_probability(float p, const char *name, ErrorMessage *err) {
     if (!(p >= 0.0f && p <= 1.0f))
@@ -135,7 +163,8 @@ int view_transform_validate(const ViewTransform *t, ErrorMessage *err) {
         check_strength(t->contrast, VIEW_MAX_JITTER, "contrast", err) ||
         check_strength(t->saturation, VIEW_MAX_JITTER, "saturation", err) ||
         check_strength(t->hue, 0.5f, "hue", err) ||
-        check_strength(t->solarize_threshold, 1.0f, "solarize_threshold", err))
+        check_strength(t->solarize_threshold, 1.0f, "solarize_threshold", err) ||
+        check_channels(t, err))
         return -1;
     if (t->blur_p > 0.0f) {
         if (!(t->blur_sigma_min > 0.0f && t->blur_sigma_min <= BLUR_MAX_SIGMA))
@@ -184,12 +213,43 @@ static PixelRect sample_crop(const ViewTransform *t, int width, int height, Rng 
     return crop;
 }
 
+// ChannelDrop: input - channels channels dropped one after another, each
+// drawn with probability weight / (sum of the weights left), as numpy's
+// choice(replace=False, p) in LightlyTrain; the kept ones in their order.
+static void sample_channel_drop(const ViewTransform *t, Rng *rng, uint8_t *map) {
+    const int input = view_input_channels(t), channels = view_channels(t);
+    uint8_t dropped[AUGMENT_MAX_CHANNELS] = {0};
+    for (int d = 0; d < input - channels; d++) {
+        double total = 0.0;
+        for (int c = 0; c < input; c++)
+            if (!dropped[c]) total += t->drop_weights[c];
+        const double u = (double)rng_uniform(rng) * total;
+        double cumulative = 0.0;
+        int pick = -1;
+        for (int c = 0; c < input; c++) {
+            if (dropped[c] || t->drop_weights[c] <= 0.0f) continue;
+            pick = c;  // the last eligible one catches rounding at the top
+            cumulative += t->drop_weights[c];
+            if (u < cumulative) break;
+        }
+        for (int c = 0; pick < 0 && c < input; c++)  // all weights left 0: not validated
+            if (!dropped[c]) pick = c;
+        dropped[pick] = 1;
+    }
+    int k = 0;
+    for (int c = 0; c < input; c++)
+        if (!dropped[c]) map[k++] = (uint8_t)c;
+}
+
 // Draw order: crop, flip, jitter?, op order, 4 jitter factors, grey?, blur?,
-// blur sigma, solarize?. Everything after the crop is always drawn, so
-// whether one op applies never shifts the draws of the next.
+// blur sigma, solarize?, then the dropped channels (only with ChannelDrop,
+// so that views without it draw what they always drew). Everything after
+// the crop is always drawn, so whether one op applies never shifts the
+// draws of the next.
 void view_sample(const ViewTransform *t, int image_width, int image_height, Rng *rng,
                  ViewParams *params) {
     memset(params, 0, sizeof *params);
+    for (int c = 0; c < AUGMENT_MAX_CHANNELS; c++) params->channel_map[c] = (uint8_t)c;
     if (t->resize_only) {  // no draws: the whole image, every op off
         params->crop = (PixelRect){0, 0, image_width > 0 ? image_width : 0,
                                    image_height > 0 ? image_height : 0};
@@ -222,4 +282,5 @@ void view_sample(const ViewTransform *t, int image_width, int image_height, Rng 
     const float sigma = rng_range(rng, t->blur_sigma_min, t->blur_sigma_max);
     params->blur_sigma = blur ? sigma : 0.0f;
     params->solarize = rng_bernoulli(rng, t->solarize_p);
+    if (view_channels(t) < view_input_channels(t)) sample_channel_drop(t, rng, params->channel_map);
 }

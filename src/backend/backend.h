@@ -675,6 +675,11 @@ typedef struct BackendOps {
     // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory
     void (*normalize_u8)(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
                          const float std[3], Act *y);
+    // y (n_pixels, C) = (x - mean[c]) / std[c], x float (n_pixels, C) in backend memory (the
+    // deep path's views: docs/input-pipeline.md "Depth and channels"); mean, std: host
+    // arrays of C <= 64 values
+    void (*normalize_f32)(Backend *backend, size_t pixels, int channels, const float *x,
+                          const float *mean, const float *std, Act *y);
 } BackendOps;
 
 struct Backend {

@@ -35,9 +35,12 @@ typedef struct BenchDataArgs {
     double max_pixels;
     int exif_orientation;  // index into OPTION_BOOLEAN_CHOICES
     StringList transform_overrides;  // "KEY=VALUE" for view_set_override
+    int num_channels;  // --num-channels: other than 3 reads float pixels
+    int input_depth;   // index into depth_names
 } BenchDataArgs;
 
 static const char *const method_names[] = {"simclr", "dino", NULL};
+static const char *const depth_names[] = {"auto", "8", "float", NULL};  // as train's
 
 static void print_scan_summary(const Dataset *dataset, double seconds) {
     printf("dataset: %zu images in '%s' (listed in %.2f s)", dataset->count, dataset->root,
@@ -111,6 +114,22 @@ static int bench_data_run(const BenchDataArgs *args) {
         return 2;
     }
     print_scan_summary(&dataset, time_now() - scan_start);
+    // train's rule: float pixels for other than 3 channels, for --input-depth
+    // float, and (auto) when the first image has more than 8 bits.
+    if (args->input_depth == 1 && args->num_channels != 3) {
+        fprintf(stderr, "lightly-train-c bench-data: --input-depth 8 reads 8-bit RGB: "
+                        "--num-channels %d needs float pixels\n", args->num_channels);
+        dataset_free(&dataset);
+        return 2;
+    }
+    const ChannelSettings channels = {.channels = args->num_channels};
+    const int float_pixels = args->input_depth == 2 ||
+                             (args->input_depth == 0 &&
+                              (args->num_channels != 3 ||
+                               loader_first_image_is_deep(&dataset, (uint64_t)args->max_pixels)));
+    view_set_apply_channels(&views, &channels, float_pixels);
+    if (float_pixels)  // the 8-bit RGB report stays as it was
+        printf("input: %d channel(s), float pixels\n", args->num_channels);
 
     LoaderConfig config = {
         .dataset = &dataset,
@@ -219,6 +238,7 @@ int command_bench_data(int argc, char **argv) {
         .warmup_steps = 2,
         .seed = 0,
         .max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS,
+        .num_channels = 3,
     };
     const OptionSpec specs[] = {
         {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
@@ -247,6 +267,12 @@ int command_bench_data(int argc, char **argv) {
         {.name = "transform", .type = OPTION_STRING, .value = &args.transform_overrides,
          .metavar = "[SCOPE.]KEY=VALUE", .repeatable = 1,
          .help = "change a view parameter, e.g. blur_p=0.2 or local.scale_max=0.2"},
+        {.name = "num-channels", .type = OPTION_INT, .value = &args.num_channels,
+         .metavar = "N", .help = "channels the images are read with (as train's)", .min = 1,
+         .max = AUGMENT_MAX_CHANNELS},
+        {.name = "input-depth", .type = OPTION_CHOICE, .value = &args.input_depth,
+         .metavar = "auto|8|float", .help = "8-bit RGB or float pixels (as train's)",
+         .choices = depth_names},
     };
     const OptionParser parser = {
         .program = "lightly-train-c bench-data",

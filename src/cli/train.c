@@ -24,6 +24,7 @@ static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
 static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf16-mixed", NULL};
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
 static const char *const backend_names[] = {"cpu", "ref", NULL};
+static const char *const input_depth_names[] = {"auto", "8", "float", NULL};  // TRAIN_DEPTH_*
 // A choice, not a flag, so that "--sync-batchnorm false" reads as written
 // (flags never take the next word).
 
@@ -32,8 +33,9 @@ static const char *const backend_names[] = {"cpu", "ref", NULL};
 // option and the seed as an int.
 typedef struct TrainChoices {
     int model, method, accelerator, precision, optimizer, backend, seed, sync_batchnorm;
-    int gradient_overlap, exif_orientation;
+    int gradient_overlap, exif_orientation, input_depth;
     double max_pixels;
+    const char *normalize, *channel_drop;  // parsed into TrainConfig.channels
 } TrainChoices;
 
 // Combinations the option table cannot express. Returns 0 or -1 with err.
@@ -49,6 +51,12 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
     if (!multi_crop && (config->local_views >= 0 || config->local_image_size > 0))
         return error_set(err, "--local-views and --local-image-size apply to --method dino and "
                               "dinov2 only");
+    // LightlyTrain's rule: the teacher takes RGB, ChannelDrop may bring the views to 3.
+    const int model_channels = channel_settings_model_channels(&config->channels);
+    if (strncmp(method, "distillation", 12) == 0 && model_channels != 3)
+        return error_set(err, "--method %s needs 3-channel views (its teacher takes RGB), "
+                              "these have %d: add --channel-drop 3:W1,...,W%d or use another "
+                              "method", method, model_channels, config->channels.channels);
     return 0;
 }
 
@@ -102,7 +110,18 @@ static int train_options_resolve(TrainConfig *config, const TrainChoices *choice
     config->gradient_overlap = choices->gradient_overlap == 0;
     config->ignore_exif_orientation = choices->exif_orientation != 0;
     config->max_pixels = (uint64_t)choices->max_pixels;
+    config->input_depth = choices->input_depth;
     return 0;
+}
+
+// --normalize and --channel-drop into config->channels (before the checks).
+static int train_options_channels(TrainConfig *config, const TrainChoices *choices,
+                                  ErrorMessage *err) {
+    if (choices->normalize && channel_normalize_parse(choices->normalize, &config->channels, err))
+        return -1;
+    if (choices->channel_drop && channel_drop_parse(choices->channel_drop, &config->channels, err))
+        return -1;
+    return channel_settings_check(&config->channels, err);
 }
 
 int command_train(int argc, char **argv) {
@@ -125,6 +144,7 @@ int command_train(int argc, char **argv) {
         .knn_k = 20,
         .log_every = -1,
         .threads = -1,
+        .channels = {.channels = 3},
     };
     TrainChoices choices = {.max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS};
     double dist_timeout = DIST_DEFAULT_TIMEOUT;
@@ -217,6 +237,20 @@ int command_train(int argc, char **argv) {
          .allow_auto = 1},
         MAX_PIXELS_OPTION(&choices.max_pixels),
         EXIF_ORIENTATION_OPTION(&choices.exif_orientation),
+        {.name = "num-channels", .type = OPTION_INT, .value = &config.channels.channels,
+         .metavar = "N", .help = "channels of the images and the model (1: grey; other than 3: "
+                                 "float pixels, no colour jitter, greyscale or solarize)",
+         .min = 1, .max = AUGMENT_MAX_CHANNELS},
+        {.name = "normalize", .type = OPTION_STRING, .value = &choices.normalize,
+         .metavar = "MEAN,...:STD,...", .help = "per-channel mean and std of the model's input "
+                                                "(default ImageNet's; needed unless 3 channels)"},
+        {.name = "channel-drop", .type = OPTION_STRING, .value = &choices.channel_drop,
+         .metavar = "KEEP:W1,...", .help = "ChannelDrop: each view keeps KEEP channels, drops "
+                                           "the others by weight (one per image channel)"},
+        {.name = "input-depth", .type = OPTION_CHOICE, .value = &choices.input_depth,
+         .metavar = "auto|8|float", .help = "pixels into the model: 8-bit RGB or float (auto: "
+                                            "float for other than 3 channels or deep images)",
+         .choices = input_depth_names},
     };
     const OptionParser parser = {
         .program = "lightly-train-c train",
@@ -230,7 +264,8 @@ int command_train(int argc, char **argv) {
     int exit_status = 0;
     if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
     ErrorMessage err = {{0}};
-    if (train_options_check(&config, &choices, &err) ||
+    if (train_options_channels(&config, &choices, &err) ||
+        train_options_check(&config, &choices, &err) ||
         train_options_resolve(&config, &choices, &err)) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
         return 2;

@@ -39,6 +39,8 @@ typedef struct Worker {
     Decoder *decoder;
     AugmentScratch *scratch;
     ByteBuffer file;
+    float *samples;  // the deep path's float image (samples_to_float)
+    size_t samples_capacity;  // floats
     ViewParams params[AUGMENT_MAX_VIEWS];
     _Atomic uint64_t read_ns, decode_ns, augment_ns, images;
     _Atomic uint64_t format_ns[IMAGE_FORMAT_COUNT], format_images[IMAGE_FORMAT_COUNT];
@@ -97,6 +99,49 @@ static PixelRect rect_union(PixelRect a, PixelRect b) {
     return (PixelRect){x0, y0, x1 - x0, y1 - y0};
 }
 
+// The views of a decoded 8-bit RGB image into position `position` of slot.
+static int worker_render(Worker *worker, const DecodedImage *decoded, BatchSlot *slot,
+                         int position, ErrorMessage *err) {
+    const ViewSet *views = &worker->loader->config.views;
+    for (int v = 0; v < views->count; v++) {
+        const int size = views->views[v].size;
+        uint8_t *out = slot->batch.views[v] + (size_t)position * (size_t)size * (size_t)size * 3;
+        if (view_render(&views->views[v], &worker->params[v], &decoded->image, decoded->covered,
+                        out, worker->scratch, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+// The deep path: native samples -> floats of the views' input channels
+// (samples_to_float: an image whose channels cannot become them fails with
+// both counts, and is skipped like any bad file) -> float views.
+static int worker_render_float(Worker *worker, const DecodedImage *decoded, BatchSlot *slot,
+                               int position, ErrorMessage *err) {
+    const ViewSet *views = &worker->loader->config.views;
+    const SampleImage *in = &decoded->samples;
+    const int channels = view_input_channels(&views->views[0]);
+    const size_t need = (size_t)in->width * (size_t)in->height * (size_t)channels;
+    if (need > worker->samples_capacity) {
+        float *bigger = realloc(worker->samples, need * sizeof *bigger);
+        if (!bigger) return error_set(err, "out of memory for a %dx%d image", in->width, in->height);
+        worker->samples = bigger;
+        worker->samples_capacity = need;
+    }
+    const size_t stride = (size_t)in->width * (size_t)channels;
+    if (samples_to_float(in, channels, worker->samples, stride, err) != 0) return -1;
+    const FloatImage source = {worker->samples, in->width, in->height, channels, stride};
+    for (int v = 0; v < views->count; v++) {
+        const size_t size = (size_t)views->views[v].size;
+        float *out = (float *)(slot->batch.views[v] + (size_t)position * size * size *
+                                                          slot->batch.pixel_bytes);
+        if (view_render_float(&views->views[v], &worker->params[v], &source, decoded->covered,
+                              out, worker->scratch, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 // Reads, decodes and augments one image into position `position` of slot.
 // view_key keys the view randomness (the dataset index, offset for
 // substitutes so a substitute differs from the same image elsewhere).
@@ -134,6 +179,7 @@ static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t 
         .min_width = (int)ceil(region.width * scale_needed - 1e-9),
         .min_height = (int)ceil(region.height * scale_needed - 1e-9),
         .whole_file = !bitmap_get(loader->checked_files, index),
+        .native = views->float_pixels,
     };
     DecodedImage decoded;
     if (decoder_decode(worker->decoder, worker->file.data, worker->file.size, &request,
@@ -143,13 +189,9 @@ static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t 
         atomic_fetch_or(&loader->checked_files[index / 64], (uint64_t)1 << (index % 64));
     const double t2 = time_now();
 
-    for (int v = 0; v < views->count; v++) {
-        const int size = views->views[v].size;
-        uint8_t *out = slot->batch.views[v] + (size_t)position * (size_t)size * (size_t)size * 3;
-        if (view_render(&views->views[v], &worker->params[v], &decoded.image, decoded.covered,
-                        out, worker->scratch, err) != 0)
-            return -1;
-    }
+    if (views->float_pixels ? worker_render_float(worker, &decoded, slot, position, err)
+                            : worker_render(worker, &decoded, slot, position, err))
+        return -1;
     const double t3 = time_now();
     atomic_fetch_add(&worker->read_ns, nanoseconds_between(t0, t1));
     atomic_fetch_add(&worker->decode_ns, nanoseconds_between(t1, t2));
@@ -186,7 +228,8 @@ static void worker_fill_position_or_flag(Worker *worker, BatchSlot *slot, int po
     }
     slot->failed[position] = 1;
     for (int v = 0; v < slot->batch.view_count; v++) {
-        const size_t bytes = (size_t)slot->batch.view_size[v] * (size_t)slot->batch.view_size[v] * 3;
+        const size_t bytes = (size_t)slot->batch.view_size[v] * (size_t)slot->batch.view_size[v] *
+                             slot->batch.pixel_bytes;
         memset(slot->batch.views[v] + (size_t)position * bytes, 0, bytes);
     }
 }
@@ -282,12 +325,7 @@ static void *worker_main(void *arg) {
 static int loader_validate(const LoaderConfig *config, ErrorMessage *err) {
     if (!config->dataset || config->dataset->count == 0)
         return error_set(err, "the loader needs a non-empty dataset");
-    if (config->views.count < 1 || config->views.count > AUGMENT_MAX_VIEWS)
-        return error_set(err, "view count %d outside 1..%d", config->views.count,
-                         AUGMENT_MAX_VIEWS);
-    for (int v = 0; v < config->views.count; v++)
-        if (view_transform_validate(&config->views.views[v], err) != 0)
-            return error_prefix(err, "view %d", v);
+    if (view_set_validate(&config->views, err) != 0) return -1;
     if (config->num_workers < 1) return error_set(err, "need at least one worker");
     if (config->prefetch_batches < 0) return error_set(err, "prefetch must be >= 0");
     if (config->keep_last && config->shuffle)
@@ -312,10 +350,11 @@ static void loader_host_free(const LoaderConfig *config, void *pointer) {
 static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
     const LoaderConfig *config = &loader->config;
     const size_t batch = (size_t)config->batch_size;
+    const size_t pixel_bytes = view_set_pixel_bytes(&config->views);
     size_t sample_bytes = 0;
     for (int v = 0; v < config->views.count; v++) {
         const size_t size = (size_t)config->views.views[v].size;
-        sample_bytes += size * size * 3;
+        sample_bytes += size * size * pixel_bytes;
     }
     loader->slots = calloc((size_t)loader->slot_count, sizeof *loader->slots);
     if (!loader->slots) return error_set(err, "out of memory for the batch ring");
@@ -333,6 +372,9 @@ static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
         uint8_t *cursor = slot->pixels;
         slot->batch.size = config->batch_size;
         slot->batch.view_count = config->views.count;
+        slot->batch.channels = view_set_channels_out(&config->views);
+        slot->batch.float_pixels = config->views.float_pixels;
+        slot->batch.pixel_bytes = pixel_bytes;
         slot->batch.sample_indices = slot->used;
         slot->batch.failed = slot->failed;
         slot->batch.index = UINT64_MAX;  // never matches a real batch until opened
@@ -340,7 +382,7 @@ static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
             const int size = config->views.views[v].size;
             slot->batch.view_size[v] = size;
             slot->batch.views[v] = cursor;
-            cursor += batch * (size_t)size * (size_t)size * 3;
+            cursor += batch * (size_t)size * (size_t)size * pixel_bytes;
         }
     }
     return 0;
@@ -427,6 +469,7 @@ void loader_destroy(Loader *loader) {
         decoder_destroy(worker->decoder);
         augment_scratch_destroy(worker->scratch);
         byte_buffer_free(&worker->file);
+        free(worker->samples);
     }
     free(loader->workers);
     for (int s = 0; loader->slots && s < loader->slot_count; s++) {
@@ -483,7 +526,8 @@ void loader_release(Loader *loader, const Batch *batch) {
 size_t batch_view_bytes(const Batch *batch, int views) {
     size_t bytes = 0;
     for (int v = 0; v < views; v++)
-        bytes += (size_t)batch->size * batch->view_size[v] * batch->view_size[v] * 3;
+        bytes += (size_t)batch->size * batch->view_size[v] * batch->view_size[v] *
+                 batch->pixel_bytes;
     return bytes;
 }
 
@@ -503,4 +547,27 @@ LoaderStats loader_stats(const Loader *loader) {
     stats.skipped_files = atomic_load(&loader->skipped_files);
     stats.replacements = atomic_load(&loader->replacements);
     return stats;
+}
+
+int loader_first_image_is_deep(const Dataset *dataset, uint64_t max_pixels) {
+    Decoder *decoder = decoder_create(max_pixels);
+    ByteBuffer file = {0};
+    int deep = 0;
+    for (size_t i = 0; decoder && i < dataset->count && i < 8; i++) {
+        char path[4096];
+        ErrorMessage err = {{0}};
+        ImageInfo info;
+        DecodedImage decoded;
+        if (dataset_full_path(dataset, (uint32_t)i, path, sizeof path) ||
+            file_read_all(path, &file, LOADER_MAX_FILE_BYTES, &err) ||
+            decoder_probe(decoder, file.data, file.size, &info, &err))
+            continue;
+        const DecodeRequest whole = {.region = {0, 0, info.width, info.height}, .native = 1};
+        if (decoder_decode(decoder, file.data, file.size, &whole, &decoded, &err)) continue;
+        deep = decoded.samples.type != SAMPLE_U8;
+        break;
+    }
+    byte_buffer_free(&file);
+    decoder_destroy(decoder);
+    return deep;
 }

@@ -3,7 +3,8 @@
 //
 // Work is handed out one sample at a time in batch order, so a slow image
 // never holds up a whole batch's worth of work on one thread. Batches come
-// out in order; each holds every view of every sample as uint8 NHWC. Slot
+// out in order; each holds every view of every sample as uint8 RGB NHWC, or
+// (ViewSet.float_pixels: the deep path) float NHWC of the views' channels. Slot
 // buffers are allocated once (through the caller's allocator when it gives
 // one: pinned memory for the GPU); nothing is allocated per batch.
 //
@@ -67,7 +68,10 @@ typedef struct Batch {
     int size;                 // batch_size, or fewer for the last batch in keep_last mode
     int view_count;
     int view_size[AUGMENT_MAX_VIEWS];
-    uint8_t *views[AUGMENT_MAX_VIEWS];  // each (size, view_size, view_size, 3)
+    int channels;             // of every view: 3 unless float_pixels
+    int float_pixels;         // 0: uint8 samples, 1: float (ViewSet.float_pixels)
+    size_t pixel_bytes;       // channels x (1 or 4)
+    uint8_t *views[AUGMENT_MAX_VIEWS];  // each (size, view_size, view_size, channels) samples
     const uint32_t *sample_indices;     // (size) dataset index used at each position
     const uint8_t *failed;  // (size) 1 where the file could not be loaded (keep_last only;
                             // its pixels are zero), else 0
@@ -110,5 +114,10 @@ const Batch *loader_next(Loader *loader, double *wait_seconds, ErrorMessage *err
 void loader_release(Loader *loader, const Batch *batch);
 
 LoaderStats loader_stats(const Loader *loader);
+
+// --input-depth auto: 1 when the first readable of the dataset's first 8
+// images (scan order) stores more than 8 bits per sample (16-bit or float),
+// else 0 (also when none of them can be read: the loader skips those).
+int loader_first_image_is_deep(const Dataset *dataset, uint64_t max_pixels);
 
 #endif

@@ -250,6 +250,26 @@ int decoder_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo 
     return 0;
 }
 
+// A native request answered with 8-bit RGB only (the formats that give
+// nothing else): those pixels as samples.
+static void samples_from_rgb8(DecodedImage *out) {
+    if (out->samples.pixels) return;
+    const Image *image = &out->image;
+    out->samples = (SampleImage){image->pixels, image->width, image->height, 3,
+                                 image->stride, SAMPLE_U8,    COLOUR_RGB,    8};
+    out->image = (Image){0};
+}
+
+static int decode_format(Decoder *decoder, const FormatEntry *entry, const uint8_t *data,
+                         size_t size, const DecodeRequest *request, DecodedImage *out,
+                         ErrorMessage *err) {
+    decoder->native = request && request->native;
+    const int status = entry->decode(decoder, data, size, request, out, err);
+    if (status == 0 && decoder->native) samples_from_rgb8(out);
+    decoder->native = 0;
+    return status;
+}
+
 int decoder_decode(Decoder *decoder, const uint8_t *data, size_t size,
                    const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
     ImageFormat format;
@@ -259,7 +279,7 @@ int decoder_decode(Decoder *decoder, const uint8_t *data, size_t size,
     ImageInfo stored = {0};
     if (find_orientation(decoder, entry, data, size, &stored, err) != 0) return -1;
     const int orientation = stored.orientation;
-    if (orientation == 1) return entry->decode(decoder, data, size, request, out, err);
+    if (orientation == 1) return decode_format(decoder, entry, data, size, request, out, err);
 
     // The request in stored coordinates: the region clamped to the oriented
     // image first (its own clamping would see the stored sides), then mapped.
@@ -277,9 +297,14 @@ int decoder_decode(Decoder *decoder, const uint8_t *data, size_t size,
             stored_request.min_height = request->min_width;
         }
     }
-    if (entry->decode(decoder, data, size, request ? &stored_request : NULL, out, err) != 0)
+    if (decode_format(decoder, entry, data, size, request ? &stored_request : NULL, out, err) !=
+        0)
         return -1;
-    if (orientation_apply(orientation, &out->image, &decoder->oriented, err) != 0) return -1;
+    const int oriented = out->samples.pixels
+                             ? orientation_apply_samples(orientation, &out->samples,
+                                                         &decoder->oriented, err)
+                             : orientation_apply(orientation, &out->image, &decoder->oriented, err);
+    if (oriented != 0) return -1;
     out->covered = orientation_from_stored(orientation, out->covered, stored.width, stored.height);
     return 0;
 }

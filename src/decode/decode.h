@@ -13,7 +13,11 @@
 // allow (TIFF the strips or tiles the region touches, PNG and PNM the rows
 // down to its end, WebP and DICOM the region, the rest whole). Alpha is
 // dropped, greyscale expanded to 3 channels, deeper samples reduced to 8 bits
-// by the rules in samples.c.
+// by the rules in samples.c. A native request (DecodeRequest.native) instead
+// returns the samples as stored (8/16-bit or float; grey, RGB, CMYK or
+// bands, with alpha and extra bands): the pipeline's deep path
+// (docs/input-pipeline.md, "Depth and channels") converts them to float
+// (samples_to_float).
 //
 // Orientation: by default the EXIF orientation tag of JPEG (APP1), PNG
 // (eXIf) and WebP (EXIF chunk) is applied as Pillow's ImageOps.exif_transpose
@@ -73,6 +77,57 @@ typedef struct PixelRect {
     int x, y, width, height;
 } PixelRect;
 
+// ---- native samples --------------------------------------------------------------
+
+typedef enum SampleType {
+    SAMPLE_U8,
+    SAMPLE_U16,
+    SAMPLE_F32,
+} SampleType;
+
+// What the channels of a SampleImage mean. Channels past the colour ones
+// (alpha, or extra bands of a colour image) are dropped on the way to RGB.
+typedef enum ColourModel {
+    COLOUR_GREY,   // channel 0
+    COLOUR_RGB,    // channels 0..2
+    COLOUR_CMYK,   // channels 0..3, ink amounts (0 = no ink), TIFF's InkSet CMYK
+    COLOUR_BANDS,  // `channels` bands without a colour meaning (multispectral)
+} ColourModel;
+
+// Interleaved samples as a format stores them, before any conversion.
+typedef struct SampleImage {
+    const uint8_t *pixels;  // rows of width * channels samples
+    int width, height, channels;
+    size_t stride;  // bytes between row starts
+    SampleType type;
+    ColourModel colour;
+    // U16 only: the significant low bits (9..16; 12 for 12-bit DICOM), so
+    // that the top of the stored range maps to the top of 8 bits (or to 1.0).
+    int bits;
+} SampleImage;
+
+size_t sample_type_bytes(SampleType type);
+
+// The most channels samples_to_float writes (and the pipeline carries).
+#define SAMPLES_MAX_CHANNELS 64
+
+// The channels of an image as the deep path reads them with `channels`
+// channels asked for (docs/input-pipeline.md, "Depth and channels"):
+//   - as many stored channels as asked: all of them, as stored (alpha and
+//     extra bands included, CMYK as ink amounts);
+//   - else the image's colour (grey, RGB; CMYK converted to RGB as
+//     samples_to_rgb8 does; alpha and extra bands dropped): grey repeated to
+//     every channel, RGB as is for 3, RGB to grey for 1 by the ITU-R 601
+//     luma weights of Pillow's convert("L") (0.299 R + 0.587 G + 0.114 B,
+//     not rounded);
+//   - anything else (RGB into 2 or 4 channels, 5 bands into 3, ...): an
+//     "unsupported" error naming both counts.
+// Values: 8-bit v / 255, 16-bit v / (2^bits - 1) (clamped to 1 where bits
+// beyond `bits` are set), float as stored (NaN and infinities become 0).
+// out: (height, width, channels) floats, rows out_stride floats apart.
+int samples_to_float(const SampleImage *in, int channels, float *out, size_t out_stride,
+                     ErrorMessage *err);
+
 typedef struct DecodeRequest {
     PixelRect region;  // what is needed; the whole image is {0,0,w,h}
     // Each side of the region must come out at least this many pixels
@@ -85,10 +140,15 @@ typedef struct DecodeRequest {
     // gives. The training loader asks for this the first time a run reads a
     // file, so that train and embed skip the same files for the same reason.
     int whole_file;
+    // 1: DecodedImage.samples holds the region's samples as stored (the
+    // formats that only give 8-bit RGB give that, JPEG grey stays grey) and
+    // DecodedImage.image is empty; 0: 8-bit RGB in DecodedImage.image.
+    int native;
 } DecodeRequest;
 
 typedef struct DecodedImage {
     Image image;  // pixels owned by the Decoder, valid until its next call
+    SampleImage samples;  // native requests: the same, as stored
     // The full-image rectangle the pixels cover (may be slightly larger than
     // the requested region: JPEG crops align to iMCU columns, and at the
     // right/bottom edge it may exceed the image by less than one scaled pixel

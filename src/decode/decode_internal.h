@@ -22,6 +22,7 @@ typedef struct DecodeBuffer {
 struct Decoder {
     uint64_t max_pixels;
     int apply_exif_orientation;  // decoder_set_exif_orientation
+    int native;                  // DecodeRequest.native of the decode in progress
     DecodeBuffer pixels;         // the RGB output handed out in DecodedImage
     DecodeBuffer scratch;        // rows that are decoded but not returned
     DecodeBuffer samples;        // native samples before the conversion to RGB (samples.c)
@@ -51,34 +52,6 @@ int decode_clamp_region(const DecodeRequest *request, int width, int height, Pix
 
 // ---- native samples (samples.c) -------------------------------------------------
 
-typedef enum SampleType {
-    SAMPLE_U8,
-    SAMPLE_U16,
-    SAMPLE_F32,
-} SampleType;
-
-// What the channels of a SampleImage mean. Channels past the colour ones
-// (alpha, or extra bands of a colour image) are dropped on the way to RGB.
-typedef enum ColourModel {
-    COLOUR_GREY,   // channel 0
-    COLOUR_RGB,    // channels 0..2
-    COLOUR_CMYK,   // channels 0..3, ink amounts (0 = no ink), TIFF's InkSet CMYK
-    COLOUR_BANDS,  // `channels` bands without a colour meaning (multispectral)
-} ColourModel;
-
-// Interleaved samples as a format stores them, before any conversion.
-typedef struct SampleImage {
-    const uint8_t *pixels;  // rows of width * channels samples
-    int width, height, channels;
-    size_t stride;  // bytes between row starts
-    SampleType type;
-    ColourModel colour;
-    // U16 only: the significant low bits (9..16; 12 for 12-bit DICOM), so
-    // that the top of the stored range maps to the top of 8 bits.
-    int bits;
-} SampleImage;
-
-size_t sample_type_bytes(SampleType type);
 
 // 8-bit RGB from native samples, by the documented rules (samples.c): U8 as
 // is, U16 keeps its top 8 significant bits, F32 maps [0, 1] to 0..255
@@ -87,10 +60,13 @@ size_t sample_type_bytes(SampleType type);
 // 3 bands cannot become RGB: an "unsupported" error naming the band count.
 int samples_to_rgb8(const SampleImage *in, uint8_t *out, size_t out_stride, ErrorMessage *err);
 
-// samples_to_rgb8 into the Decoder's pixel buffer, handed out as `out`
-// covering `covered`.
-int decode_finish_rgb8(Decoder *decoder, const SampleImage *samples, PixelRect covered,
-                       DecodedImage *out, ErrorMessage *err);
+// What a decoder that keeps native samples hands out, covering `covered`:
+// samples_to_rgb8 into the Decoder's pixel buffer, or for a native request
+// the samples themselves (copied into the pixel buffer unless they already
+// lie in one of the Decoder's buffers: a library's own memory is released
+// after the call).
+int decode_finish(Decoder *decoder, const SampleImage *samples, PixelRect covered,
+                  DecodedImage *out, ErrorMessage *err);
 
 // ---- orientation (orientation.c, exif.c) ----------------------------------------
 
@@ -110,6 +86,9 @@ PixelRect orientation_from_stored(int orientation, PixelRect stored, int stored_
 // The stored-layout RGB pixels of `in` rearranged for orientation o into
 // `buffer`; `in` becomes the oriented image.
 int orientation_apply(int orientation, Image *in, DecodeBuffer *buffer, ErrorMessage *err);
+// The same for native samples (any pixel size).
+int orientation_apply_samples(int orientation, SampleImage *in, DecodeBuffer *buffer,
+                              ErrorMessage *err);
 
 // ---- per-format entry points --------------------------------------------------
 // Each probe fills width, height (as stored) and orientation (1 where the

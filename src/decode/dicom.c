@@ -333,5 +333,5 @@ int decode_dicom_decode(Decoder *decoder, const uint8_t *data, size_t size,
     if (status == 0) status = to_samples(decoder, &d, pixels, luts, &region, &image, err);
     dicom_close(file);  // after the palette LUTs are used
     if (status != 0) return -1;
-    return decode_finish_rgb8(decoder, &image, region, out, err);
+    return decode_finish(decoder, &image, region, out, err);
 }

@@ -1,7 +1,9 @@
 // HEIF (HEIC through libde265, AVIF through dav1d/libaom) with libheif: the
 // primary image, whole (libheif 1.15 has no region or reduced-scale decode;
 // grid images are assembled by libheif), as 8-bit interleaved RGB converted
-// by libheif (deeper images reduced by it, alpha dropped, grey repeated).
+// by libheif (deeper images reduced by it, alpha dropped, grey repeated). A
+// native request (decode.h) of an image with more than 8 bits per sample
+// gets libheif's 16-bit interleaved RGB with the image's bit depth instead.
 // HEIF's own orientation and crop (irot, imir, clap) are applied by libheif,
 // always (they are part of the format, as pillow-heif also applies them);
 // EXIF orientation in a HEIF file is not used, as the HEIF specification
@@ -88,10 +90,17 @@ int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
         return error_set(err, "out of memory: cannot create HEIF decoding options");
     }
     const int expected_width = file.width, expected_height = file.height;
-    options->convert_hdr_to_8bit = 1;
+    const uint16_t one = 1;
+    uint8_t little_endian;
+    memcpy(&little_endian, &one, 1);
+    const int deep = decoder->native && heif_image_handle_get_luma_bits_per_pixel(file.handle) > 8;
+    const enum heif_chroma chroma = !deep          ? heif_chroma_interleaved_RGB
+                                    : little_endian ? heif_chroma_interleaved_RRGGBB_LE
+                                                    : heif_chroma_interleaved_RRGGBB_BE;
+    options->convert_hdr_to_8bit = !deep;
     struct heif_image *image = NULL;
-    const struct heif_error error = heif_decode_image(file.handle, &image, heif_colorspace_RGB,
-                                                      heif_chroma_interleaved_RGB, options);
+    const struct heif_error error =
+        heif_decode_image(file.handle, &image, heif_colorspace_RGB, chroma, options);
     heif_decoding_options_free(options);
     if (error.code != heif_error_Ok) report_heif_error(error, err);  // before close_heif
     close_heif(&file);
@@ -100,21 +109,23 @@ int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
     const uint8_t *plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride);
     const int width = heif_image_get_width(image, heif_channel_interleaved);
     const int height = heif_image_get_height(image, heif_channel_interleaved);
+    const size_t pixel_bytes = deep ? 6 : 3;
     int status = 0;
-    if (!plane || stride < width * 3 || region.x + region.width > width ||
+    if (!plane || (size_t)stride < (size_t)width * pixel_bytes || region.x + region.width > width ||
         region.y + region.height > height) {
         status = error_set(err, "corrupt data: HEIF decoded to %d x %d, header says %d x %d", width,
                            height, expected_width, expected_height);
     } else {
-        const SampleImage samples = {plane + (size_t)region.y * stride + (size_t)region.x * 3,
-                                     region.width,
-                                     region.height,
-                                     3,
-                                     (size_t)stride,
-                                     SAMPLE_U8,
-                                     COLOUR_RGB,
-                                     16};
-        status = decode_finish_rgb8(decoder, &samples, region, out, err);
+        const SampleImage samples = {
+            plane + (size_t)region.y * stride + (size_t)region.x * pixel_bytes,
+            region.width,
+            region.height,
+            3,
+            (size_t)stride,
+            deep ? SAMPLE_U16 : SAMPLE_U8,
+            COLOUR_RGB,
+            deep ? heif_image_get_bits_per_pixel_range(image, heif_channel_interleaved) : 16};
+        status = decode_finish(decoder, &samples, region, out, err);
     }
     heif_image_release(image);
     return status;

@@ -16,6 +16,9 @@
 // data, corrupt entropy data) are errors too, so no grey-filled image is ever
 // returned; all other warnings are ignored and nothing is printed.
 //
+// A native request (decode.h) gets grey JPEGs as 1-channel samples; every
+// other JPEG is RGB as above.
+//
 // CMYK/YCCK follow Pillow: samples are taken to be Adobe-inverted (Pillow's
 // "CMYK;I" raw mode, used for every CMYK JPEG) and converted as Pillow's
 // convert("RGB") does. With c, m, y, k the stored samples:
@@ -203,11 +206,12 @@ static int choose_scale_num(const PixelRect *region, const DecodeRequest *reques
 // Full-image coordinate of scaled coordinate s at scale num/8, rounded.
 static int unscale(int64_t s, int num) { return (int)((s * 8 + num / 2) / num); }
 
-static J_COLOR_SPACE output_colour_space(const struct jpeg_decompress_struct *cinfo) {
+// native: a native request, for which grey stays grey.
+static J_COLOR_SPACE output_colour_space(const struct jpeg_decompress_struct *cinfo, int native) {
     switch (cinfo->jpeg_color_space) {
     case JCS_CMYK:
     case JCS_YCCK: return JCS_CMYK;  // libjpeg converts YCCK to CMYK
-    case JCS_GRAYSCALE:                // libjpeg-turbo expands grey to RGB itself
+    case JCS_GRAYSCALE: return native ? JCS_GRAYSCALE : JCS_RGB;  // libjpeg-turbo expands it
     case JCS_RGB:
     case JCS_YCbCr: return JCS_RGB;
     default: return JCS_UNKNOWN;
@@ -289,7 +293,7 @@ int decode_jpeg_decode(Decoder *decoder, const uint8_t *data, size_t size,
 
     PixelRect region;
     int status = decode_clamp_region(request, width, height, &region, err);
-    J_COLOR_SPACE colour = output_colour_space(cinfo);
+    J_COLOR_SPACE colour = output_colour_space(cinfo, decoder->native);
     if (status == 0 && colour == JCS_UNKNOWN)
         status = error_set(err, "unsupported format: JPEG colour space %d with %d components",
                            (int)cinfo->jpeg_color_space, cinfo->num_components);
@@ -323,7 +327,8 @@ int decode_jpeg_decode(Decoder *decoder, const uint8_t *data, size_t size,
         jpeg_abort_decompress(cinfo);
         return -1;
     }
-    const size_t stride = (size_t)crop_width * 3;
+    const int channels = colour == JCS_GRAYSCALE ? 1 : 3;
+    const size_t stride = (size_t)crop_width * (size_t)channels;
     uint8_t *pixels = decode_buffer_reserve(&decoder->pixels, stride * (size_t)rows, err);
     if (!pixels) {
         jpeg_abort_decompress(cinfo);
@@ -340,7 +345,11 @@ int decode_jpeg_decode(Decoder *decoder, const uint8_t *data, size_t size,
     jpeg_abort_decompress(cinfo);
     if (status != 0) return -1;
 
-    out->image = (Image){pixels, (int)crop_width, rows, stride};
+    if (channels == 1)  // native grey
+        out->samples = (SampleImage){pixels, (int)crop_width, rows, 1, stride, SAMPLE_U8,
+                                     COLOUR_GREY, 8};
+    else
+        out->image = (Image){pixels, (int)crop_width, rows, stride};
     // Not clamped to the image: when its size is not a multiple of 8/num the
     // last scaled column/row stands for a partial block (padded by the
     // encoder), and clamping would break covered.width / image.width = 8/num.

@@ -2,7 +2,9 @@
 // displayed frame), whole: libjxl 0.7 offers neither region nor reduced-scale
 // output. Colour images come out as 8-bit RGB and grey ones as 8-bit grey,
 // converted by libjxl (to the file's colour encoding, rounded); alpha and
-// extra channels are not requested. The codestream's orientation is applied
+// extra channels are not requested. A native request (decode.h) asks libjxl
+// for 16-bit samples where the file has more than 8 bits per sample and for
+// floats where it stores floats. The codestream's orientation is applied
 // by libjxl, always (it is part of the format).
 // The size in the basic info is checked against the pixel limit before any
 // pixel buffer exists; one thread per image (the loader runs one per worker).
@@ -59,16 +61,28 @@ int decode_jxl_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageIn
     return 0;
 }
 
+// The sample type a decode asks libjxl for.
+static SampleType output_type(const Decoder *decoder, const JxlBasicInfo *basic) {
+    if (!decoder->native) return SAMPLE_U8;
+    if (basic->exponent_bits_per_sample > 0) return SAMPLE_F32;
+    return basic->bits_per_sample > 8 ? SAMPLE_U16 : SAMPLE_U8;
+}
+
 // Pixels of the first frame into the samples buffer (channels 1 or 3).
 static int decode_frame(Decoder *decoder, JxlRun *run, SampleImage *image, ErrorMessage *err) {
-    const JxlPixelFormat format = {run->basic.num_color_channels == 1 ? 1 : 3, JXL_TYPE_UINT8,
+    const SampleType type = output_type(decoder, &run->basic);
+    const JxlDataType data_type = type == SAMPLE_F32   ? JXL_TYPE_FLOAT
+                                  : type == SAMPLE_U16 ? JXL_TYPE_UINT16
+                                                       : JXL_TYPE_UINT8;
+    const JxlPixelFormat format = {run->basic.num_color_channels == 1 ? 1 : 3, data_type,
                                    JXL_NATIVE_ENDIAN, 0};
+    const size_t pixel_bytes = format.num_channels * sample_type_bytes(type);
     for (;;) {
         const JxlDecoderStatus status = JxlDecoderProcessInput(run->decoder);
         if (status == JXL_DEC_NEED_IMAGE_OUT_BUFFER) {
             size_t bytes = 0;
             if (JxlDecoderImageOutBufferSize(run->decoder, &format, &bytes) != JXL_DEC_SUCCESS ||
-                bytes != (size_t)run->width * run->height * format.num_channels)
+                bytes != (size_t)run->width * run->height * pixel_bytes)
                 return error_set(err, "corrupt data: JPEG XL output size mismatch");
             uint8_t *pixels = decode_buffer_reserve(&decoder->samples, bytes, err);
             if (!pixels) return -1;
@@ -79,8 +93,8 @@ static int decode_frame(Decoder *decoder, JxlRun *run, SampleImage *image, Error
                                    run->width,
                                    run->height,
                                    (int)format.num_channels,
-                                   (size_t)run->width * format.num_channels,
-                                   SAMPLE_U8,
+                                   (size_t)run->width * pixel_bytes,
+                                   type,
                                    format.num_channels == 1 ? COLOUR_GREY : COLOUR_RGB,
                                    16};
         } else if (status == JXL_DEC_FULL_IMAGE) {
@@ -103,9 +117,9 @@ int decode_jxl_decode(Decoder *decoder, const uint8_t *data, size_t size,
     if (status == 0) status = decode_frame(decoder, &run, &image, err);
     JxlDecoderDestroy(run.decoder);
     if (status != 0) return -1;
-    const size_t pixel_bytes = (size_t)image.channels;
+    const size_t pixel_bytes = (size_t)image.channels * sample_type_bytes(image.type);
     image.pixels += (size_t)region.y * image.stride + (size_t)region.x * pixel_bytes;
     image.width = region.width;
     image.height = region.height;
-    return decode_finish_rgb8(decoder, &image, region, out, err);
+    return decode_finish(decoder, &image, region, out, err);
 }

@@ -4,7 +4,9 @@
 // compositing), Adam7 interlacing included. Only the region's rows are kept;
 // a non-interlaced image is read no further than the region's last row
 // unless the whole file is to be checked. The orientation comes from an eXIf
-// chunk (decode_png_orientation).
+// chunk (decode_png_orientation). A native request (decode.h) keeps 16-bit
+// samples, grey as grey and a real alpha channel (palettes expanded to RGB,
+// tRNS dropped as above).
 // libpng errors longjmp back here; its warnings are silenced.
 #include "decode/decode_internal.h"
 
@@ -97,6 +99,23 @@ static void request_rgb8(png_structp png, png_infop info) {
     if (!(colour_type & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
 }
 
+// A native request: palette expanded, grey below 8 bits expanded, 16-bit
+// samples in host order, a real alpha channel kept, tRNS dropped.
+static void request_native(png_structp png, png_infop info) {
+    const int colour_type = png_get_color_type(png, info);
+    const int bit_depth = png_get_bit_depth(png, info);
+    if (colour_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (colour_type == PNG_COLOR_TYPE_GRAY && bit_depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (!(colour_type & PNG_COLOR_MASK_ALPHA) && png_get_valid(png, info, PNG_INFO_tRNS))
+        png_set_strip_alpha(png);  // the alpha that palette expansion makes of tRNS
+    if (bit_depth == 16) {
+        const uint16_t one = 1;
+        uint8_t first;
+        memcpy(&first, &one, 1);
+        if (first) png_set_swap(png);  // little-endian host
+    }
+}
+
 // Ancillary chunks that cannot change the RGB result: skipped unparsed (no
 // decompression of text or ICC profiles).
 static void skip_metadata_chunks(png_structp png) {
@@ -150,25 +169,50 @@ int decode_png_decode(Decoder *decoder, const uint8_t *data, size_t size,
     png_set_user_limits(png, DECODE_MAX_SIDE, DECODE_MAX_SIDE);
     skip_metadata_chunks(png);
     png_read_info(png, png_header);
-    request_rgb8(png, png_header);
+    if (decoder->native)
+        request_native(png, png_header);
+    else
+        request_rgb8(png, png_header);
     const int passes = png_set_interlace_handling(png);
     png_read_update_info(png, png_header);
-    if (png_get_rowbytes(png, png_header) != stride || png_get_channels(png, png_header) != 3) {
+    const int channels = png_get_channels(png, png_header);
+    const int bit_depth = png_get_bit_depth(png, png_header);
+    const size_t pixel_bytes = (size_t)channels * (bit_depth == 16 ? 2 : 1);
+    const size_t row_bytes = decoder->native ? (size_t)info.width * pixel_bytes : stride;
+    if (png_get_rowbytes(png, png_header) != row_bytes || bit_depth < 8 ||
+        (!decoder->native && channels != 3)) {
         int colour_type = png_get_color_type(png, png_header);
-        int bit_depth = png_get_bit_depth(png, png_header);
         png_destroy_read_struct(&png, &png_header, NULL);
         return error_set(err, "unsupported format: PNG colour type %d, bit depth %d",
                          colour_type, bit_depth);
     }
+    if (row_bytes > stride) {  // native samples wider than RGB: room for them
+        rows = decode_buffer_reserve(&decoder->pixels, row_bytes * (size_t)region.height, err);
+        spare = rows ? decode_buffer_reserve(&decoder->scratch, row_bytes, err) : NULL;
+        if (!spare) {
+            png_destroy_read_struct(&png, &png_header, NULL);
+            return -1;
+        }
+    }
     const int whole_file = request && request->whole_file;
-    read_region_rows(png, info.height, passes, &region, whole_file, rows, stride, spare);
+    read_region_rows(png, info.height, passes, &region, whole_file, rows, row_bytes, spare);
     // The zlib stream's end (its check value) and the chunks after it; when
     // the file need not be checked, stop without: rows below the region and
     // trailing chunks are never needed.
     if (whole_file) png_read_end(png, NULL);
     png_destroy_read_struct(&png, &png_header, NULL);
 
-    out->image = (Image){rows + (size_t)region.x * 3, region.width, region.height, stride};
+    if (decoder->native)
+        out->samples = (SampleImage){rows + (size_t)region.x * pixel_bytes,
+                                     region.width,
+                                     region.height,
+                                     channels,
+                                     row_bytes,
+                                     bit_depth == 16 ? SAMPLE_U16 : SAMPLE_U8,
+                                     channels <= 2 ? COLOUR_GREY : COLOUR_RGB,
+                                     bit_depth};
+    else
+        out->image = (Image){rows + (size_t)region.x * 3, region.width, region.height, stride};
     out->covered = region;
     return 0;
 }

@@ -244,5 +244,5 @@ int decode_pnm_decode(Decoder *decoder, const uint8_t *data, size_t size,
     }
     const SampleImage image = {samples,    region.width, region.height, h.depth,
                                out_stride, type,         h.colour,      16};
-    return decode_finish_rgb8(decoder, &image, region, out, err);
+    return decode_finish(decoder, &image, region, out, err);
 }

@@ -418,19 +418,24 @@ static int read_rgba(Decoder *decoder, TIFF *tif, TiffSource *source, const Pixe
     if (ok)
         ok = TIFFRGBAImageGet(&rgba, (uint32_t *)(void *)pixels, (uint32_t)region->width,
                               (uint32_t)region->height);
+    const int has_alpha = rgba.alpha != 0;
     TIFFRGBAImageEnd(&rgba);
     if (!pixels) return -1;
     if (!ok) return report_failure(source, "cannot decode the image", err);
-    // ABGR words with R in the low byte: R, G, B, A bytes on little-endian.
-    for (size_t i = 0; i < stride * (size_t)region->height; i += 4) {
+    // ABGR words with R in the low byte: R, G, B, A bytes on little-endian;
+    // without alpha in the file (libtiff then sets A to 255) only R, G, B,
+    // packed, so that a native request sees the channels the file has.
+    const int channels = has_alpha ? 4 : 3;
+    uint8_t *next = pixels;
+    for (size_t i = 0; i < stride * (size_t)region->height; i += 4, next += channels) {
         uint32_t word;
         memcpy(&word, pixels + i, 4);
         const uint8_t bytes[4] = {(uint8_t)TIFFGetR(word), (uint8_t)TIFFGetG(word),
                                   (uint8_t)TIFFGetB(word), (uint8_t)TIFFGetA(word)};
-        memcpy(pixels + i, bytes, 4);
+        memcpy(next, bytes, (size_t)channels);
     }
-    *image =
-        (SampleImage){pixels, region->width, region->height, 4, stride, SAMPLE_U8, COLOUR_RGB, 16};
+    *image = (SampleImage){pixels,         region->width, region->height, channels,
+                           (size_t)region->width * (size_t)channels, SAMPLE_U8, COLOUR_RGB, 16};
     return 0;
 }
 
@@ -461,5 +466,5 @@ int decode_tiff_decode(Decoder *decoder, const uint8_t *data, size_t size,
     }
     TIFFClose(tif);
     if (status != 0) return -1;
-    return decode_finish_rgb8(decoder, &image, region, out, err);
+    return decode_finish(decoder, &image, region, out, err);
 }

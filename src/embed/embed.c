@@ -44,6 +44,7 @@ typedef struct EmbedArgs {
     int overwrite;
     double max_pixels;
     int exif_orientation;  // index into OPTION_BOOLEAN_CHOICES
+    const char *normalize;  // --normalize, or NULL: the checkpoint's (ImageNet's for 3 channels)
 } EmbedArgs;
 
 static const char *const format_choices[] = {"auto",        "npy",         "csv", "lightly_csv",
@@ -138,6 +139,25 @@ static void embed_run_free(EmbedRun *run) {
     free(run->filenames);
 }
 
+// The model's input (docs/input-pipeline.md "Depth and channels"): its
+// first layer's channels; float pixels where train recorded them, or for
+// other than 3 channels; the normalisation of --normalize, else train's,
+// else ImageNet's (3 channels only).
+static int embed_input(const Backbone *model, const ModelSourceInfo *info,
+                       const char *normalize, EmbedConfig *config, ErrorMessage *err) {
+    const Parameter *first = backbone_input_layer(model);
+    ChannelSettings settings = {.channels = first ? first->torch_shape[1] : 3};
+    const char *text = normalize ? normalize : info->normalize[0] ? info->normalize : NULL;
+    if (text && channel_normalize_parse(text, &settings, err)) return -1;
+    if (channel_settings_check(&settings, err)) return -1;
+    config->channels = settings.channels;
+    config->float_pixels = strcmp(info->pixels, "float") == 0 || settings.channels != 3;
+    config->normalize_count = settings.normalize_count;
+    memcpy(config->mean, settings.mean, sizeof config->mean);
+    memcpy(config->std, settings.std, sizeof config->std);
+    return 0;
+}
+
 static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     ErrorMessage err = {{0}};
     const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
@@ -171,10 +191,14 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     const BackboneInput shape = {batch_size, args->image_size};
     // Eval forwards only: no gradients, nothing kept for a backward (vit.h, resnet.h: frozen).
     const ModelSourceOptions source = {.part = part_choices[args->part], .frozen = 1};
+    ModelSourceInfo info;
     if (model_source_load_backbone_with(args->checkpoint, &source, run->backend, &shape, 1,
-                                        &run->model, NULL, &err) != 0)
+                                        &run->model, &info, &err) != 0)
         return usage_error("--checkpoint: %s", err.text);
     run->model_loaded = 1;
+    EmbedConfig config = {0};
+    if (embed_input(&run->model, &info, args->normalize, &config, &err))
+        return usage_error("%s", err.text);
     if (run->model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
         vit_pool_parse(vit_pool_choices[args->vit_pool], &run->model.model.vit.config.pool, &err))
         return usage_error("--vit-pool: %s", err.text);
@@ -190,16 +214,14 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         return 1;
     }
 
-    const EmbedConfig config = {
-        .image_size = args->image_size,
-        .batch_size = batch_size,
-        .num_workers = workers,
-        .max_pixels = (uint64_t)args->max_pixels,
-        .ignore_exif_orientation = args->exif_orientation != 0,
-        .warn = print_warning,
-        .failed = run->failed,
-        .comm = run->comm,
-    };
+    config.image_size = args->image_size;
+    config.batch_size = batch_size;
+    config.num_workers = workers;
+    config.max_pixels = (uint64_t)args->max_pixels;
+    config.ignore_exif_orientation = args->exif_orientation != 0;
+    config.warn = print_warning;
+    config.failed = run->failed;
+    config.comm = run->comm;
     LoaderStats stats = {0};
     const double start = time_now();
     const int embed_status = embed_dataset(&run->model, 0, dataset, &config, run->features,
@@ -296,6 +318,9 @@ int command_embed(int argc, char **argv) {
          .help = "replace an existing --out"},
         MAX_PIXELS_OPTION(&args.max_pixels),
         EXIF_ORIENTATION_OPTION(&args.exif_orientation),
+        {.name = "normalize", .type = OPTION_STRING, .value = &args.normalize,
+         .metavar = "MEAN,...:STD,...", .help = "per-channel mean and std of the model's input "
+                                                "(default: the checkpoint's, or ImageNet's)"},
     };
     const OptionParser parser = {
         .program = EMBED_PROGRAM,

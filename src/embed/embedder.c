@@ -11,12 +11,9 @@
 #include "augment/augment.h"
 #include "train/batch_feed.h"
 
-// ImageNet statistics, as LightlyTrain's embed transform normalises.
-static const float embed_mean[3] = {0.485f, 0.456f, 0.406f};
-static const float embed_std[3] = {0.229f, 0.224f, 0.225f};
-
 typedef struct EmbedBuffers {
-    Act *input;       // (batch, R, R, 3) backend memory
+    Act *input;       // (batch, R, R, C) backend memory
+    const ViewSet *views;  // the loader's: channels, pixels and normalisation
     float *features;  // (batch, D) backend memory: the features in fp32
     uint8_t *failed;  // (batch) host: the queued batch's loader flags
 } EmbedBuffers;
@@ -73,8 +70,14 @@ static int embed_queue(Backbone *model, int slot, BatchFeed *feed, const EmbedBu
             return error_set(err, "embed: loader delivered images out of order");
     *queued = (EmbedQueued){.size = batch->size, .first = first};
     memcpy(buffers->failed, batch->failed, (size_t)batch->size);
-    backend->op.normalize_u8(backend, pixels, batch->views[0], embed_mean, embed_std,
-                             buffers->input);
+    // ImageNet statistics unless given, as LightlyTrain's embed transform normalises.
+    float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
+    view_set_normalization(buffers->views, mean, std);
+    if (batch->float_pixels)
+        backend->op.normalize_f32(backend, pixels, batch->channels, (const float *)batch->views[0],
+                                  mean, std, buffers->input);
+    else
+        backend->op.normalize_u8(backend, pixels, batch->views[0], mean, std, buffers->input);
     batch_feed_consumed(feed);
     if (backbone_forward(model, slot, batch->size, buffers->input, 0, err) != 0) return -1;
     backend->op.act_to_float(backend, (size_t)batch->size * model->feature_dim,
@@ -190,8 +193,9 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
         return error_prefix(err, "embed");
 
     Backend *backend = model->backend;
+    const int channels = config->channels > 0 ? config->channels : 3;
     const size_t values = (size_t)config->batch_size * (size_t)config->image_size *
-                          (size_t)config->image_size * 3;
+                          (size_t)config->image_size * (size_t)channels;
     EmbedBuffers buffers = {
         .input = backend->op.alloc(backend, act_bytes(backend, values)),
         .features = backend->op.alloc(
@@ -215,6 +219,9 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
         .warn_context = config->warn_context,
     };
     view_set_resize(&loader_config.views, config->image_size);
+    view_set_pixels(&loader_config.views, channels, config->float_pixels,
+                    config->normalize_count, config->mean, config->std);
+    buffers.views = &loader_config.views;
     batch_feed_loader_memory(&loader_config, backend);  // pinned slots on the GPU
     Loader *loader = loader_create(&loader_config, err);
     if (!loader) {

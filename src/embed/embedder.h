@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "augment/augment.h"
 #include "data/loader.h"
 #include "data/scan.h"
 #include "dist/comm.h"
@@ -38,6 +39,14 @@ typedef struct EmbedConfig {
     // other ranks may pass NULL). All ranks call embed_dataset together and
     // agree on its status.
     Communicator *comm;
+    // The model's input (docs/input-pipeline.md "Depth and channels"): its
+    // channels (0: 3), 8-bit RGB or float pixels, and normalize_count
+    // means and stds (0: ImageNet's). train's --num-channels, --input-depth
+    // and --normalize, stored in the checkpoint.
+    int channels;
+    int float_pixels;
+    int normalize_count;
+    float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
 } EmbedConfig;
 
 // features (dataset->count, model->feature_dim) host memory: row i = pooled

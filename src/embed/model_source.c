@@ -40,9 +40,9 @@ static int is_conv(const SafeTensor *tensor, int64_t in_channels, int64_t kernel
 int model_source_detect_depth(const SafeTensors *file, const char *prefix, int *depth,
                               ErrorMessage *err) {
     const SafeTensor *stem = find_prefixed(file, prefix, "conv1.weight");
-    if (!is_conv(stem, 3, 7) || stem->shape[0] != 64)
+    if (!is_conv(stem, -1, 7) || stem->shape[0] != 64 || stem->shape[1] > 64)
         return error_set(err,
-                         "not a ResNet backbone: %s \"%sconv1.weight\" of shape (64, 3, 7, 7) "
+                         "not a ResNet backbone: %s \"%sconv1.weight\" of shape (64, C, 7, 7) "
                          "(%d tensors, the first \"%s\")",
                          stem ? "the stem conv is not" : "no stem conv", prefix, file->count,
                          file->count ? file->tensors[0].name : "");
@@ -112,11 +112,14 @@ int model_source_detect_spec(const SafeTensors *file, const char *prefix, Backbo
     memset(spec, 0, sizeof *spec);
     if (vit_weights_detect(file, prefix)) {
         spec->kind = BACKBONE_VIT;
-        return vit_config_from_weights(file, prefix, &spec->vit, err);
+        if (vit_config_from_weights(file, prefix, &spec->vit, err)) return -1;
+        spec->in_channels = spec->vit.in_channels;  // the image channels: the file's
+        return 0;
     }
     spec->kind = BACKBONE_RESNET;
     if (model_source_detect_depth(file, prefix, &spec->resnet_depth, err) != 0)
         return error_prefix(err, "no ViT tokens (\"%scls_token\")", prefix);
+    spec->in_channels = (int)find_prefixed(file, prefix, "conv1.weight")->shape[1];
     return 0;
 }
 
@@ -197,7 +200,11 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
         Checkpoint ckpt;
         if (checkpoint_read(path, &ckpt, err) != 0) return -1;  // names the path
         const char *method = checkpoint_meta(&ckpt, "method");
+        const char *pixels = checkpoint_meta(&ckpt, "pixels");
+        const char *normalize = checkpoint_meta(&ckpt, "normalize");
         snprintf(info->method, sizeof info->method, "%s", method ? method : "");
+        snprintf(info->pixels, sizeof info->pixels, "%s", pixels ? pixels : "");
+        snprintf(info->normalize, sizeof info->normalize, "%s", normalize ? normalize : "");
         status = checkpoint_part_prefix(&ckpt, part, info->prefix, sizeof info->prefix, err);
         if (status == 0)
             status = create_and_load(&ckpt.tensors, info->prefix, options, backend, inputs,

@@ -41,6 +41,12 @@ typedef struct ModelSourceInfo {
     int is_checkpoint;       // 1: a .ckpt, 0: a safetensors state dict
     char prefix[32];         // the tensor-name prefix used: "backbone.", "teacher_backbone." or ""
     char method[64];         // the checkpoint's "method" metadata, "" when absent
+    // The model's input as train recorded it (checkpoints only; "" when
+    // absent): "uint8" or "float" pixels, the normalisation
+    // "MEAN1,...:STD1,...". Its channels are the first layer's
+    // (backbone_input_layer).
+    char pixels[8];
+    char normalize[2400];
 } ModelSourceInfo;
 
 // model_source_load_backbone that also says what it loaded (info may be NULL).

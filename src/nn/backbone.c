@@ -162,7 +162,8 @@ static const BackboneOps vit_backbone_ops = {
 
 static int allocate_resnet(Backbone *b, const BackboneInput *inputs, int count, int frozen,
                            ErrorMessage *err) {
-    const ResnetConfig config = resnet_config_default(b->spec.resnet_depth);
+    ResnetConfig config = resnet_config_default(b->spec.resnet_depth);
+    config.in_channels = b->spec.in_channels;
     ResnetInputShape shapes[BACKBONE_MAX_SLOTS];
     for (int i = 0; i < count; i++) shapes[i] = (ResnetInputShape){inputs[i].batch,
                                                                    inputs[i].resolution};
@@ -183,7 +184,9 @@ static int allocate_vit(Backbone *b, const BackboneInput *inputs, int count, int
     for (int i = 0; i < count; i++) shapes[i] = (VitInputShape){inputs[i].batch,
                                                                 inputs[i].resolution};
     Vit *model = vit_of(b);
-    if (vit_declare(model, b->backend, &b->spec.vit, err)) return -1;
+    VitConfig config = b->spec.vit;
+    config.in_channels = b->spec.in_channels;
+    if (vit_declare(model, b->backend, &config, err)) return -1;
     model->frozen = frozen;
     if (vit_allocate(model, shapes, count, err)) return -1;
     b->feature_dim = model->feature_dim;
@@ -243,6 +246,12 @@ void backbone_set_draw_key(Backbone *backbone, uint64_t key) {
 int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err) {
     if (backbone->spec.kind != BACKBONE_RESNET) return 0;
     return resnet_attach_batchnorm_sync(&backbone->model.resnet, sync, err);
+}
+
+const Parameter *backbone_input_layer(const Backbone *backbone) {
+    return parameter_find(backbone->params, backbone->spec.kind == BACKBONE_VIT
+                                                ? "patch_embed.proj.weight"
+                                                : "conv1.weight");
 }
 
 int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err) {

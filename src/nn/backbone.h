@@ -28,6 +28,9 @@ typedef struct BackboneSpec {
     BackboneKind kind;
     int resnet_depth;  // 18, 34, 50, 101, 152
     VitConfig vit;
+    // Channels of the input images: the first conv / patch embedding takes
+    // this many (0 means 3; --num-channels).
+    int in_channels;
 } BackboneSpec;
 
 // The --model names: resnet18 / 34 / 50 / 101 / 152 and the ViT presets of
@@ -105,6 +108,9 @@ int backbone_spec_from_weights(const SafeTensors *file, const char *prefix, Back
                                ErrorMessage *err);
 // Loads a backbone file (torchvision / timm / DINOv2 / transformers state
 // dict) into backbone; errors name the path.
+// The first layer (ResNet conv1, ViT patch_embed.proj), torchvision's OIHW
+// shape: shape[1] is the image channels the backbone takes.
+const Parameter *backbone_input_layer(const Backbone *backbone);
 int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err);
 
 // Keys the random draws of the following training forwards (a ViT's drop

@@ -114,7 +114,9 @@ int resnet_declare(Resnet *model, Backend *backend, const ResnetConfig *config, 
     model->blocks = calloc((size_t)model->block_count, sizeof *model->blocks);
     if (!model->blocks) return error_set(err, "out of memory");
 
-    if (conv2d_declare(&model->stem_conv, &model->params, "conv1.weight", 3, RESNET_STEM_CHANNELS,
+    const int image_channels = config->in_channels > 0 ? config->in_channels : 3;
+    if (conv2d_declare(&model->stem_conv, &model->params, "conv1.weight", image_channels,
+                       RESNET_STEM_CHANNELS,
                        7, 2, 3, err) ||
         batchnorm_declare(&model->stem_bn, &model->params, &model->buffers, "bn1",
                           RESNET_STEM_CHANNELS, config->bn_momentum, config->bn_eps, err))

@@ -48,6 +48,7 @@ typedef struct ResnetConfig {
     int zero_init_residual;  // torchvision's option: the last BN of each block starts at gamma 0
     float bn_momentum;       // PyTorch default 0.1
     float bn_eps;            // PyTorch default 1e-5
+    int in_channels;         // of the input images (conv1); 0 means 3
 } ResnetConfig;
 
 ResnetConfig resnet_config_default(int depth);

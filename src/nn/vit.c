@@ -89,7 +89,9 @@ int vit_declare(Vit *model, Backend *backend, const VitConfig *config, ErrorMess
         model->rope_periods_seen = model->rope_periods + count;
         vit_rope_periods(c->rope_base, head_dim, model->rope_periods);
     }
-    if (conv2d_declare(&model->patch_embed, &model->params, "patch_embed.proj.weight", 3, dim,
+    const int image_channels = c->in_channels > 0 ? c->in_channels : 3;
+    if (conv2d_declare(&model->patch_embed, &model->params, "patch_embed.proj.weight",
+                       image_channels, dim,
                        c->patch_size, c->patch_size, 0, err))
         return error_prefix(err, "%s", c->name);
     model->patch_bias_index = parameter_declare(&model->params, "patch_embed.proj.bias",
@@ -473,7 +475,9 @@ int vit_init(Vit *model, uint64_t seed, ErrorMessage *err) {
     const VitConfig *c = &model->config;
     model->seed = seed;
     model->training_forwards = 0;
-    const float patch_bound = (float)(1.0 / sqrt((double)3 * c->patch_size * c->patch_size));
+    const int image_channels = c->in_channels > 0 ? c->in_channels : 3;  // the fan-in's
+    const float patch_bound =
+        (float)(1.0 / sqrt((double)image_channels * c->patch_size * c->patch_size));
     // DINOv3's init_weights draws the class and storage tokens with std 0.02.
     const float token_std = c->rope ? VIT_INIT_STD : 1e-6f;
     if ((model->pos_index >= 0 &&

@@ -99,6 +99,7 @@ typedef struct VitConfig {
                               // draw in [1/r, r] per block (DINOv3: 2); 0: off
     int swiglu;               // 1: SwiGLU MLP, mlp.fc1 (2 H, D) packed gate | value
     VitQkvBias qkv_bias;
+    int in_channels;          // of the input images (patch_embed.proj); 0 means 3
 } VitConfig;
 
 // Presets, DINOv2's architectures (and timm's ViT-Ti): vit_t14, vit_t16 (D

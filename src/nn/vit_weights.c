@@ -93,10 +93,11 @@ int vit_config_from_weights(const SafeTensors *file, const char *prefix, VitConf
     const SafeTensor *cls = vit_names_tensor(file, &layout, "cls_token");
     const SafeTensor *patch = vit_names_tensor(file, &layout, "patch_embed.proj.weight");
     const SafeTensor *fc1 = vit_names_block_tensor(file, &layout, 0, "mlp.fc1.weight");
-    if (!cls || cls->rank != 3 || !patch || patch->rank != 4 || patch->shape[1] != 3 ||
+    if (!cls || cls->rank != 3 || !patch || patch->rank != 4 || patch->shape[1] < 1 ||
+        patch->shape[1] > 64 ||
         patch->shape[2] != patch->shape[3] || !fc1 || fc1->rank != 2)
-        return error_set(err, "%s ViT under \"%s\": the class token, patch embedding (D, 3, p, "
-                              "p) or mlp.fc1 weight is missing or misshapen",
+        return error_set(err, "%s ViT under \"%s\": the class token, patch embedding (D, C, p, "
+                              "p; C <= 64) or mlp.fc1 weight is missing or misshapen",
                          vit_naming_name(layout.naming), prefix);
     // SwiGLU: the gate half of a split file, half of a packed fc1.
     VitSource fc1_source;
@@ -106,6 +107,7 @@ int vit_config_from_weights(const SafeTensors *file, const char *prefix, VitConf
     memset(config, 0, sizeof *config);
     config->embed_dim = (int)cls->shape[2];
     config->patch_size = (int)patch->shape[2];
+    config->in_channels = (int)patch->shape[1];
     config->depth = layout.depth;
     config->mlp_hidden = (int)hidden;
     config->swiglu = layout.swiglu;

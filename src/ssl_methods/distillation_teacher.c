@@ -124,6 +124,13 @@ int distill_teacher_load(DistillTeacher *teacher, const Method *method,
     if (model_source_load_backbone_with(path, &options, method->backend, &input, 1,
                                         &teacher->backbone, NULL, err))
         return error_prefix(err, "teacher");
+    // The teacher reads the student's views: the same channels (3 for the
+    // pretrained teachers; distillation refuses other views before this).
+    const Parameter *first = backbone_input_layer(&teacher->backbone);
+    const int channels = view_set_channels_out(&method->views);
+    if (first && first->torch_shape[1] != channels)
+        return error_set(err, "teacher %s takes %d input channel(s), the views have %d", path,
+                         first->torch_shape[1], channels);
     // LightlyTrain's DINOv2/DINOv3 teachers pool their class token.
     if (teacher->backbone.spec.kind == BACKBONE_VIT)
         teacher->backbone.model.vit.config.pool = VIT_POOL_CLS;

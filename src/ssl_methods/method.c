@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "nn/batchnorm_sync.h"
+#include "nn/input_adapt.h"
 #include "nn/weights.h"
 #include "weights/resolve.h"
 
@@ -151,6 +152,7 @@ void method_default_views(MethodKind kind, int image_size, ViewSet *views) {
 static int method_check_views(const ViewSet *views, ErrorMessage *err) {
     if (views->count < 1 || views->global_count < 1 || views->global_count > views->count)
         return error_set(err, "the method needs at least one view");
+    if (view_set_validate(views, err)) return -1;
     for (int v = 1; v < views->count; v++) {
         const int reference = v < views->global_count ? 0 : views->global_count;
         if (views->views[v].size != views->views[reference].size)
@@ -216,7 +218,8 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
                         method->local_views ? 2 : 1, setup->seed, err))
         return error_prefix(err, "backbone"), -1;
     if (setup->initial_weights &&
-        method_load_backbone_weights(&method->backbone, setup->initial_weights, err)) {
+        method_load_backbone_weights(&method->backbone, setup->initial_weights,
+                                     &method->adapted_input_layers, err)) {
         error_prefix(err, "--checkpoint");  // as embed and export name it
         goto fail;
     }
@@ -227,10 +230,11 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
             backbone_attach_batchnorm_sync(&method->backbone, method->batchnorm_sync, err))
             goto fail;
     }
+    const size_t channels = (size_t)view_set_channels_out(views);
     const size_t global_elements = (size_t)inputs[0].batch * method->global_size *
-                                   method->global_size * 3;
+                                   method->global_size * channels;
     const size_t local_elements = (size_t)inputs[1].batch * method->local_size *
-                                  method->local_size * 3;
+                                  method->local_size * channels;
     method->global_input = backend->op.alloc(backend, act_bytes(backend, global_elements));
     if (local_elements)
         method->local_input = backend->op.alloc(backend, act_bytes(backend, local_elements));
@@ -268,11 +272,13 @@ void method_free(Method *method) {
     memset(method, 0, sizeof *method);
 }
 
-// ImageNet statistics, as LightlyTrain's Normalize.
-static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
-static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
-
 static int method_check_batch(const Method *method, const Batch *batch, ErrorMessage *err) {
+    if (batch->float_pixels != method->views.float_pixels ||
+        (batch->float_pixels && batch->channels != view_set_channels_out(&method->views)))
+        return error_set(err, "batch of %s views, the method expects %s views of %d channel(s)",
+                         batch->float_pixels ? "float" : "8-bit",
+                         method->views.float_pixels ? "float" : "8-bit",
+                         view_set_channels_out(&method->views));
     if (batch->view_count != method->views.count || batch->size > method->max_batch)
         return error_set(err, "batch has %d views of %d images, the method expects %d views of "
                               "at most %d", batch->view_count, batch->size, method->views.count,
@@ -290,15 +296,21 @@ int method_normalize_views(Method *method, const Batch *batch, ErrorMessage *err
     Backend *backend = method->backend;
     method->batch_index = batch->index;
     backbone_set_draw_key(&method->backbone, batch->index);
+    const int channels = view_set_channels_out(&method->views);
+    float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
+    view_set_normalization(&method->views, mean, std);
     for (int v = 0; v < batch->view_count; v++) {
         const int global = v < method->global_views;
         const int size = global ? method->global_size : method->local_size;
         const size_t pixels = (size_t)batch->size * size * size;
         const int index = global ? v : v - method->global_views;
         Act *target = act_at(backend, global ? method->global_input : method->local_input,
-                             (size_t)index * pixels * 3);
-        backend->op.normalize_u8(backend, pixels, batch->views[v], imagenet_mean, imagenet_std,
-                                 target);
+                             (size_t)index * pixels * (size_t)channels);
+        if (method->views.float_pixels)
+            backend->op.normalize_f32(backend, pixels, channels, (const float *)batch->views[v],
+                                      mean, std, target);
+        else
+            backend->op.normalize_u8(backend, pixels, batch->views[v], mean, std, target);
     }
     return 0;
 }
@@ -311,7 +323,8 @@ int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err) {
     if (!method->staging) {
         size_t sample_bytes = 0;
         for (int v = 0; v < method->views.count; v++)
-            sample_bytes += (size_t)method->views.views[v].size * method->views.views[v].size * 3;
+            sample_bytes += (size_t)method->views.views[v].size * method->views.views[v].size *
+                            view_set_pixel_bytes(&method->views);
         method->staging = backend->op.alloc(backend, (size_t)method->max_batch * sample_bytes);
         if (!method->staging)
             return error_set(err, "out of memory for the uploaded views (batch %d)",
@@ -320,7 +333,8 @@ int method_upload_views(Method *method, const Batch *batch, ErrorMessage *err) {
     Batch on_device = *batch;
     uint8_t *cursor = method->staging;
     for (int v = 0; v < batch->view_count; v++) {
-        const size_t bytes = (size_t)batch->size * batch->view_size[v] * batch->view_size[v] * 3;
+        const size_t bytes = (size_t)batch->size * batch->view_size[v] * batch->view_size[v] *
+                             view_set_pixel_bytes(&method->views);
         backend->op.upload(backend, cursor, batch->views[v], bytes);
         on_device.views[v] = cursor;
         cursor += bytes;
@@ -362,27 +376,44 @@ int method_group_configure(const MethodGroup *group, Optimizer *optimizer, Error
     return 0;
 }
 
-int method_load_backbone_weights(Backbone *model, const char *path, ErrorMessage *err) {
+// 3-channel first-layer weights of the file adapted to the model's channels
+// (nn/input_adapt.h); *adapted: how many tensors were.
+static int adapt_input_layer(const Backbone *model, SafeTensors *file, int *adapted,
+                             ErrorMessage *err) {
+    const Parameter *first = backbone_input_layer(model);
+    *adapted = 0;
+    if (!first || first->rank != 4) return 0;
+    const int *shape = first->torch_shape;
+    return input_adapt_file(file, shape[0], shape[2], shape[3], shape[1], adapted, err);
+}
+
+int method_load_backbone_weights(Backbone *model, const char *path, int *adapted,
+                                 ErrorMessage *err) {
     char local_path[4096];  // a weights name's downloaded file (weights/resolve.h)
     if (weights_local_path(path, local_path, sizeof local_path, err))
         return error_prefix(err, "--checkpoint");
     path = local_path;
     if (!checkpoint_is_checkpoint_file(path)) {
-        if (checkpoint_refuse_foreign(path, err) || backbone_load_file(model, path, err))
+        SafeTensors file;
+        if (checkpoint_refuse_foreign(path, err) || safetensors_read(path, &file, err))
             return error_prefix(err, "--checkpoint"), -1;
-        return 0;
+        const int status = adapt_input_layer(model, &file, adapted, err) ||
+                           model->ops->load(model, &file, "", err);
+        safetensors_free(&file);
+        return status ? error_prefix(err, "--checkpoint %s", path), -1 : 0;
     }
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;
     const char *part = checkpoint_meta(&checkpoint, "export_part");
     char prefix[64];
     snprintf(prefix, sizeof prefix, "%s.", part ? part : "backbone");
-    const int status = checkpoint_load_parameters(&checkpoint, prefix, model->params,
+    const int status = adapt_input_layer(model, &checkpoint.tensors, adapted, err) ||
+                       checkpoint_load_parameters(&checkpoint, prefix, model->params,
                                                   model->buffers, model->num_batches_tracked,
                                                   err);
     checkpoint_free(&checkpoint);
     if (status) error_prefix(err, "--checkpoint %s", path);
-    return status;
+    return status ? -1 : 0;
 }
 
 float *method_loss(Method *method) { return method->record + METHOD_RECORD_LOSS; }

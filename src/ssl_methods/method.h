@@ -182,6 +182,7 @@ struct Method {
                            // (mixup) and updates (distillation's queue)
     Act *local_input;      // (local_views * max_batch, local_size, local_size, 3) or NULL
     uint8_t *staging;      // backend memory for method_upload_views (made on first use)
+    int adapted_input_layers;  // initial weights' first layers adapted from 3 channels
     int group_count;
     MethodGroup groups[METHOD_MAX_GROUPS];
     // Values to log, e.g. "schedule/momentum": their tags; the values of the
@@ -291,7 +292,10 @@ int method_arg_bool(const MethodSetup *setup, const char *key, int fallback, int
 
 // Loads backbone weights from a .ckpt (its default export part) or a
 // backbone .safetensors (torchvision / timm / DINOv2 / transformers) into model.
-int method_load_backbone_weights(Backbone *model, const char *path, ErrorMessage *err);
+// A 3-channel first layer is adapted to the model's channels by timm's rule
+// (nn/input_adapt.h); *adapted: how many tensors were (0: none).
+int method_load_backbone_weights(Backbone *model, const char *path, int *adapted,
+                                 ErrorMessage *err);
 // target parameters = momentum * target + (1 - momentum) * source (lightly's
 // update_momentum: parameters only, buffers are the teacher's own).
 void method_ema_update(Backend *backend, ParameterSet *target, const ParameterSet *source,

@@ -28,7 +28,8 @@ int batch_feed_init(BatchFeed *feed, Backend *backend, Loader *loader, const Vie
     feed->backend = backend;
     feed->loader = loader;
     for (int v = 0; v < views->count; v++)
-        feed->device_bytes += (size_t)batch_size * views->views[v].size * views->views[v].size * 3;
+        feed->device_bytes += (size_t)batch_size * views->views[v].size * views->views[v].size *
+                              view_set_pixel_bytes(views);
     feed->device = backend->op.alloc(backend, feed->device_bytes);
     if (!feed->device)
         return error_set(err, "out of device memory for a batch of %d images (%zu MB)",

@@ -175,10 +175,31 @@ static const char *optimizer_display_name(OptimizerKind kind) {
     return kind == OPTIMIZER_SGD ? "SGD" : kind == OPTIMIZER_LARS ? "LARS" : "AdamW";
 }
 
-static int build_views(const TrainConfig *config, ViewSet *views, ErrorMessage *err) {
+// 8-bit RGB views, or float ones (the deep path) by --input-depth.
+static int choose_float_pixels(const TrainRun *run, int *float_pixels, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    const ChannelSettings *channels = &config->channels;
+    const int rgb = (channels->channels == 0 || channels->channels == 3) && !channels->keep;
+    if (config->input_depth == TRAIN_DEPTH_8 && !rgb)
+        return error_set(err, "--input-depth 8 reads 8-bit RGB: --num-channels %d%s needs float "
+                              "pixels (--input-depth auto or float)", channels->channels,
+                         channels->keep ? " with --channel-drop" : "");
+    *float_pixels = config->input_depth == TRAIN_DEPTH_FLOAT ||
+                    (config->input_depth == TRAIN_DEPTH_AUTO &&
+                     (!rgb || loader_first_image_is_deep(&run->dataset, config->max_pixels)));
+    return 0;
+}
+
+static int build_views(const TrainRun *run, ViewSet *views, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
     method_default_views(config->method, config->image_size, views);
     if (config->method == METHOD_DINO || config->method == METHOD_DINOV2)
         view_set_multi_crop(views, config->local_image_size, config->local_views);
+    int float_pixels = 0;
+    if (channel_settings_check(&config->channels, err) ||
+        choose_float_pixels(run, &float_pixels, err))
+        return -1;
+    view_set_apply_channels(views, &config->channels, float_pixels);
     for (int i = 0; i < config->transforms.count; i++)
         if (view_set_override(views, config->transforms.items[i], err))
             return error_prefix(err, "--transform"), -1;
@@ -279,7 +300,7 @@ static int setup_backend(TrainRun *run, ErrorMessage *err) {
 static int setup_method(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     ViewSet views;
-    if (build_views(config, &views, err)) return -1;
+    if (build_views(run, &views, err)) return -1;
     MethodSetup setup = {
         .backend = run->backend,
         .batch = run->batch_size,
@@ -294,6 +315,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     };
     if (backbone_spec_parse(config->model, config->image_size, &setup.backbone, err))
         return error_prefix(err, "--model"), -1;
+    setup.backbone.in_channels = view_set_channels_out(&views);
     if (method_create(&run->method, config->method, &setup, &views, err)) return -1;
     run->method_ready = 1;
     if (run->scaler_on) run->method.loss_scale = loss_scaler_scale(&run->scaler);
@@ -437,6 +459,25 @@ static int tidy_out(TrainRun *run, ErrorMessage *err) {
     return 0;
 }
 
+// The model's input: channels, pixels, normalisation, ChannelDrop, and the
+// initial weights' first layer when it was adapted to the channels.
+static void log_input(TrainRun *run) {
+    const ViewSet *views = &run->method.views;
+    const ChannelSettings *channels = &run->config->channels;
+    char normalize[2 * AUGMENT_MAX_CHANNELS * 18];
+    channel_normalize_format(views, normalize, sizeof normalize);
+    run_log_line(run->log, "input: %d channel(s) from images of %d, %s pixels (--input-depth "
+                           "%s), normalize %s%s", view_set_channels_out(views),
+                 view_input_channels(&views->views[0]),
+                 views->float_pixels ? "float" : "8-bit",
+                 (const char *[]){"auto", "8", "float"}[run->config->input_depth], normalize,
+                 channels->keep ? " (ChannelDrop)" : "");
+    const Parameter *first = backbone_input_layer(&run->method.backbone);
+    if (run->method.adapted_input_layers && first)
+        train_message(run, "--checkpoint: %s adapted from 3 to %d input channels (timm's "
+                           "adapt_input_conv)", first->name, first->torch_shape[1]);
+}
+
 static void log_configuration(TrainRun *run) {
     const TrainConfig *config = run->config;
     const Method *method = &run->method;
@@ -497,6 +538,7 @@ static void log_configuration(TrainRun *run) {
     }
     for (int i = 0; i < config->method_args.count; i++)
         run_log_line(run->log, "method arg: %s", config->method_args.items[i]);
+    log_input(run);
 }
 
 static int setup_knn(TrainRun *run, ErrorMessage *err) {
@@ -621,7 +663,12 @@ int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err) {
         .ignore_exif_orientation = run->config->ignore_exif_orientation,
         .failed = failed,
         .comm = run->comm,
+        .channels = view_set_channels_out(&method->views),
+        .float_pixels = method->views.float_pixels,
+        .normalize_count = method->views.normalize_count,
     };
+    memcpy(embed.mean, method->views.mean, sizeof embed.mean);
+    memcpy(embed.std, method->views.std, sizeof embed.std);
     if (!status) status = embed_dataset(model, 0, &run->knn_dataset, &embed, features, NULL, err);
     // Unreadable images (zero rows) are left out of the vote.
     size_t kept = 0;

@@ -103,6 +103,15 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
                  checkpoint_add_i64(writer, "train.completed_steps", completed_steps, err);
     for (int i = 0; i < RUN_IDENTITY_FIELDS && !status; i++)
         status = checkpoint_set_meta(writer, keys[i], values[i], err);
+    // The model's input, for embed (model_source.h reads them back).
+    char channels[16], normalize[2 * AUGMENT_MAX_CHANNELS * 18];
+    snprintf(channels, sizeof channels, "%d", view_set_channels_out(&method->views));
+    channel_normalize_format(&method->views, normalize, sizeof normalize);
+    if (!status)
+        status = checkpoint_set_meta(writer, "channels", channels, err) ||
+                 checkpoint_set_meta(writer, "pixels",
+                                     method->views.float_pixels ? "float" : "uint8", err) ||
+                 checkpoint_set_meta(writer, "normalize", normalize, err);
     for (int g = 0; g < method->group_count && !status; g++)
         status = save_group(writer, method, &method->groups[g], optimizers[g], err);
     if (!status && scaler) status = save_scaler(writer, scaler, err);

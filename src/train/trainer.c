@@ -51,17 +51,39 @@ static double learning_rate(const TrainRun *run, long step) {
                                                  run->lr_end_factor);
 }
 
+// Float views as 8-bit RGB for the picture: [0, 1] to 0..255 (clamped), one
+// channel as grey, else the first three (NULL when out of memory).
+static uint8_t *picture_rgb(const Batch *batch, int view) {
+    const size_t pixels = (size_t)batch->size * batch->view_size[view] * batch->view_size[view];
+    const float *in = (const float *)batch->views[view];
+    const int channels = batch->channels;
+    uint8_t *rgb = malloc(pixels * 3);
+    for (size_t p = 0; rgb && p < pixels; p++)
+        for (int c = 0; c < 3; c++) {
+            const float value = in[p * (size_t)channels + (channels < 3 ? 0 : c)];
+            rgb[p * 3 + c] = (uint8_t)(value <= 0.0f ? 0 : value >= 1.0f ? 255
+                                                                            : value * 255.0f + 0.5f);
+        }
+    return rgb;
+}
+
 static int log_augmentation_grid(TrainRun *run, const Batch *batch, ErrorMessage *err) {
-    uint8_t *rgb = NULL;
-    int width = 0, height = 0;
+    uint8_t *rgb = NULL, *converted[AUGMENT_MAX_VIEWS] = {NULL};
+    int width = 0, height = 0, status = 0;
     const uint8_t *views[AUGMENT_MAX_VIEWS];
-    for (int v = 0; v < batch->view_count; v++) views[v] = batch->views[v];
-    if (image_grid_make(views, batch->view_size, batch->view_count, batch->size, 8, &rgb, &width,
-                        &height, err))
-        return -1;
-    const int status = tb_add_image(run->events, "augmentations", 0, width, height, rgb, err);
+    for (int v = 0; v < batch->view_count; v++) {
+        views[v] = batch->views[v];
+        if (!batch->float_pixels) continue;
+        views[v] = converted[v] = picture_rgb(batch, v);
+        if (!converted[v]) status = error_set(err, "out of memory for the augmentation picture");
+    }
+    if (!status)
+        status = image_grid_make(views, batch->view_size, batch->view_count, batch->size, 8, &rgb,
+                                 &width, &height, err) ||
+                 tb_add_image(run->events, "augmentations", 0, width, height, rgb, err);
+    for (int v = 0; v < batch->view_count; v++) free(converted[v]);
     free(rgb);
-    return status;
+    return status ? -1 : 0;
 }
 
 // The check after an update, into the record: NaN or infinite values in

@@ -16,6 +16,11 @@
 #include "nn/optimizer.h"
 #include "ssl_methods/method.h"
 
+// --input-depth: auto (float pixels when the model takes other than 3
+// channels, ChannelDrop is on or the first image has more than 8 bits),
+// 8 (8-bit RGB), float.
+enum { TRAIN_DEPTH_AUTO, TRAIN_DEPTH_8, TRAIN_DEPTH_FLOAT };
+
 typedef struct TrainConfig {
     StringList data;          // image folders
     const char *out;
@@ -50,6 +55,10 @@ typedef struct TrainConfig {
     int threads;              // compute threads; <= 0: rank_cores
     uint64_t max_pixels;      // decoder limit (train and kNN data); 0: Pillow's default
     int ignore_exif_orientation;  // --exif-orientation false
+    // --num-channels, --channel-drop, --normalize (docs/input-pipeline.md
+    // "Depth and channels") and --input-depth: TRAIN_DEPTH_*.
+    ChannelSettings channels;
+    int input_depth;
     // Data parallel (docs/distributed.md): the ranks of the run, NULL for one
     // process. batch_size is split evenly over them; only rank 0 writes.
     Communicator *comm;

@@ -1,12 +1,14 @@
 // Shared body of the decoder fuzz targets (fuzz_decode.c and one target per
 // decoder): sniff, probe, whole decode and a region + DCT-scaled decode (region
-// and minimum size taken from the input's last bytes) with one reused Decoder
-// and a small pixel limit.
+// and minimum size taken from the input's last bytes; native samples and
+// their float conversion to 1..4 channels for one in two inputs) with one
+// reused Decoder and a small pixel limit.
 #ifndef LTC_FUZZ_DECODE_COMMON_H
 #define LTC_FUZZ_DECODE_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "decode/decode.h"
 
@@ -42,14 +44,28 @@ static int fuzz_decode_input(const uint8_t *data, size_t size, ImageFormat only)
     }
     // Regions reach one pixel past each edge, to test clamping.
     const int64_t width = info.width, height = info.height;
-    DecodeRequest request;
+    DecodeRequest request = {0};
+    request.native = tail_value(data, size, 12) & 1;
     request.region.x = (int)(tail_value(data, size, 0) % (width + 1) - 1);
     request.region.y = (int)(tail_value(data, size, 2) % (height + 1) - 1);
     request.region.width = (int)(tail_value(data, size, 4) % (width + 2));
     request.region.height = (int)(tail_value(data, size, 6) % (height + 2));
     request.min_width = tail_value(data, size, 8) % 300;
     request.min_height = tail_value(data, size, 10) % 300;
-    if (decoder_decode(decoder, data, size, &request, &out, &err) == 0 && out.image.height > 0) {
+    if (request.native && decoder_decode(decoder, data, size, &request, &out, &err) == 0) {
+        const SampleImage *s = &out.samples;
+        const int channels = 1 + (tail_value(data, size, 12) >> 1) % 4;
+        float *values = malloc((size_t)s->width * (size_t)s->height * (size_t)channels * 4);
+        const size_t stride = (size_t)s->width * (size_t)channels;
+        if (values && samples_to_float(s, channels, values, stride, &err) == 0) {
+            volatile float sum = 0;
+            for (size_t i = 0; i < (size_t)s->width * (size_t)s->height * (size_t)channels; i++)
+                sum += values[i];
+            (void)sum;
+        }
+        free(values);
+    } else if (!request.native && decoder_decode(decoder, data, size, &request, &out, &err) == 0 &&
+               out.image.height > 0) {
         volatile uint8_t last = out.image.pixels[(size_t)(out.image.height - 1) * out.image.stride +
                                                  (size_t)out.image.width * 3 - 1];
         (void)last;

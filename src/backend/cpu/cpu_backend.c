@@ -274,6 +274,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .swiglu_forward = cpu_swiglu_forward,
         .swiglu_backward = cpu_swiglu_backward,
         .normalize_u8 = cpu_normalize_u8,
+        .normalize_f32 = cpu_normalize_f32,
     };
     return backend;
 }

@@ -237,3 +237,16 @@ void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const f
         y[p * 3 + 2] = ((float)x[p * 3 + 2] / 255.0f - m2) / s2;
     }
 }
+
+// Same operation order as ref ((x - mean) / std).
+void cpu_normalize_f32(Backend *backend, size_t pixels, int channels, const float *x,
+                       const float *mean, const float *std, Act *y_act) {
+    float *y = (float *)y_act;
+    const size_t values = pixels * (size_t)channels;
+    const int team = cpu_team(backend, values);
+    CPU_FOR_ELEMENTS
+    for (size_t i = 0; i < values; i++) {
+        const int c = (int)(i % (size_t)channels);
+        y[i] = (x[i] - mean[c]) / std[c];
+    }
+}

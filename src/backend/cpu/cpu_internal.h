@@ -156,6 +156,8 @@ void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *gra
                       float eps, float weight_decay, const float *step);
 void cpu_ema_update(Backend *backend, size_t n, float *target, const float *source,
                     float momentum);
+void cpu_normalize_f32(Backend *backend, size_t pixels, int channels, const float *x,
+                       const float *mean, const float *std, Act *y);
 void cpu_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
                       const float std[3], Act *y);
 

@@ -593,6 +593,12 @@ static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
                              mean[0], mean[1], mean[2], std[0], std[1], std[2], y);
 }
 
+static void cuda_normalize_f32(Backend *backend, size_t pixels, int channels, const float *x,
+                               const float *mean, const float *std, Act *y) {
+    cuda_normalize_f32_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels,
+                              channels, x, mean, std, y);
+}
+
 // ---- distillation (cuda_resize.cu) -------------------------------------------------------
 
 static void cuda_resize_bilinear_forward(Backend *backend, int batch, int in_height,
@@ -755,6 +761,7 @@ static const BackendOps cuda_ops = {
     .swiglu_forward = cuda_swiglu_forward,
     .swiglu_backward = cuda_swiglu_backward,
     .normalize_u8 = cuda_normalize_u8,
+    .normalize_f32 = cuda_normalize_f32,
 };
 
 void *cuda_backend_stream(const Backend *backend) { return cuda_state(backend)->stream; }

@@ -189,6 +189,21 @@ __global__ void normalize_u8_kernel(size_t values, const uint8_t *x, ChannelCons
     }
 }
 
+// Up to 64 channels' constants, passed by value (512 bytes of kernel parameters).
+struct ManyChannelConstants {
+    float mean[64], std[64];
+};
+
+// Same operation order as ref: (x - mean) / std.
+template <typename T>
+__global__ void normalize_f32_kernel(size_t values, int channels, const float *x,
+                                     ManyChannelConstants k, T *y) {
+    GRID_STRIDE(i, values) {
+        const int c = (int)(i % (size_t)channels);
+        y[i] = act_store<T>((x[i] - k.mean[c]) / k.std[c]);
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -324,6 +339,17 @@ void cuda_normalize_u8_launch(cudaStream_t stream, ComputeDtype dtype, size_t pi
     const size_t values = pixels * 3;
     act_dispatch(dtype, [&](auto tag) {
         LAUNCH(normalize_u8_kernel<ACT_T>, values, stream, values, x, k, (ACT_T *)y);
+    });
+}
+
+void cuda_normalize_f32_launch(cudaStream_t stream, ComputeDtype dtype, size_t pixels,
+                               int channels, const float *x, const float *mean,
+                               const float *std, void *y) {
+    ManyChannelConstants k = {};
+    for (int c = 0; c < channels && c < 64; c++) k.mean[c] = mean[c], k.std[c] = std[c];
+    const size_t values = pixels * (size_t)channels;
+    act_dispatch(dtype, [&](auto tag) {
+        LAUNCH(normalize_f32_kernel<ACT_T>, values, stream, values, channels, x, k, (ACT_T *)y);
     });
 }
 

@@ -112,6 +112,10 @@ void cuda_scalar_combine_launch(cudaStream_t stream, float alpha, const float *a
                                 const float *b, float divisor, float *y);
 void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,
                             int growth_interval, float growth, float backoff);
+// mean and std: `channels` (<= 64) host values, passed by value to the kernel.
+void cuda_normalize_f32_launch(cudaStream_t stream, ComputeDtype dtype, size_t pixels,
+                               int channels, const float *x, const float *mean,
+                               const float *std, void *y);
 void cuda_normalize_u8_launch(cudaStream_t stream, ComputeDtype dtype, size_t pixels,
                               const uint8_t *x, float mean0, float mean1, float mean2, float std0,
                               float std1, float std2, void *y);

@@ -182,6 +182,15 @@ static void ref_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
     ref_round_acts(backend, y_act, pixels * 3);
 }
 
+static void ref_normalize_f32(Backend *backend, size_t pixels, int channels, const float *x,
+                              const float *mean, const float *std, Act *y_act) {
+    float *y = (float *)y_act;
+    for (size_t p = 0; p < pixels; p++)
+        for (int c = 0; c < channels; c++)
+            y[p * channels + c] = (x[p * channels + c] - mean[c]) / std[c];
+    ref_round_acts(backend, y_act, pixels * (size_t)channels);
+}
+
 // ---- the table ----------------------------------------------------------------------------
 
 static void ref_destroy(Backend *backend) { free(backend); }
@@ -302,6 +311,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .swiglu_forward = ref_swiglu_forward,
         .swiglu_backward = ref_swiglu_backward,
         .normalize_u8 = ref_normalize_u8,
+        .normalize_f32 = ref_normalize_f32,
     };
     return backend;
 }

@@ -1,0 +1,302 @@
+// The deep path's views (docs/input-pipeline.md "Depth and channels"):
+// view_render_float keeps 16-bit levels and float values (no 8-bit
+// quantisation, no clamp where no colour op runs) and matches the 8-bit
+// renderer on 8-bit images within a level; LightlyTrain's ChannelDrop draws
+// channels by weight and keeps the others in order; the colour ops are off
+// for images of other than 3 channels; --normalize / --channel-drop parse
+// and their combinations are checked; the loader's float batches carry the
+// channels, and an image whose channels cannot become N is skipped with
+// the reason.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "augment/augment.h"
+#include "data/loader.h"
+#include "image_fixtures.h"
+#include "util/file.h"
+
+// A view of the whole image at its own size: the resize is the identity.
+static ViewParams whole(int width, int height) {
+    ViewParams params = {.crop = {0, 0, width, height}};
+    for (int c = 0; c < AUGMENT_MAX_CHANNELS; c++) params.channel_map[c] = (uint8_t)c;
+    return params;
+}
+
+static void test_float_keeps_precision(void **state) {
+    (void)state;
+    enum { SIZE = 16, CHANNELS = 2 };
+    float pixels[SIZE * SIZE * CHANNELS];
+    // Channel 0: consecutive 16-bit levels (8 bits would merge them by 256s);
+    // channel 1: float values outside [0, 1], as a float TIFF may hold.
+    for (int i = 0; i < SIZE * SIZE; i++) {
+        pixels[i * CHANNELS] = (float)(30000 + i) / 65535.0f;
+        pixels[i * CHANNELS + 1] = -2.0f + 0.03125f * (float)i;
+    }
+    ViewSet set = {.count = 1, .global_count = 1};
+    view_set_resize(&set, SIZE);
+    view_set_channels(&set, CHANNELS, CHANNELS, NULL);
+    const FloatImage source = {pixels, SIZE, SIZE, CHANNELS, SIZE * CHANNELS};
+    const ViewParams params = whole(SIZE, SIZE);
+    float out[SIZE * SIZE * CHANNELS];
+    AugmentScratch *scratch = augment_scratch_create();
+    ErrorMessage err = {{0}};
+    assert_int_equal(view_render_float(&set.views[0], &params, &source,
+                                       (PixelRect){0, 0, SIZE, SIZE}, out, scratch, &err),
+                     0);
+    for (int i = 0; i < SIZE * SIZE * CHANNELS; i++)
+        if (fabsf(out[i] - pixels[i]) > 1e-6f)
+            fail_msg("value %d: %.9g, the source %.9g", i, (double)out[i], (double)pixels[i]);
+    for (int i = 1; i < SIZE * SIZE; i++)  // one 16-bit level apart, still
+        assert_true(out[i * CHANNELS] - out[(i - 1) * CHANNELS] > 0.5f / 65535.0f);
+    augment_scratch_destroy(scratch);
+}
+
+// 8-bit RGB through both renderers with crop, flip and blur: within a level.
+static void test_float_matches_8bit(void **state) {
+    (void)state;
+    enum { WIDTH = 97, HEIGHT = 71, SIZE = 32 };
+    uint8_t *rgb = malloc(WIDTH * HEIGHT * 3);
+    float *floats = malloc(WIDTH * HEIGHT * 3 * sizeof *floats);
+    fixture_pattern(rgb, WIDTH, HEIGHT, 7);
+    for (int i = 0; i < WIDTH * HEIGHT * 3; i++) floats[i] = rgb[i] / 255.0f;
+    ViewSet set;
+    view_set_simclr(&set, SIZE);
+    ViewTransform *t = &set.views[0];
+    t->jitter_p = t->grey_p = 0.0f;  // the colour ops round in 8 bits after each op
+    t->blur_p = 1.0f;
+    const Image image = {rgb, WIDTH, HEIGHT, WIDTH * 3};
+    const FloatImage source = {floats, WIDTH, HEIGHT, 3, WIDTH * 3};
+    AugmentScratch *scratch = augment_scratch_create();
+    uint8_t eight[SIZE * SIZE * 3];
+    float deep[SIZE * SIZE * 3];
+    ErrorMessage err = {{0}};
+    for (uint64_t key = 0; key < 8; key++) {
+        Rng rng = rng_make(1, 0, key, 0);
+        ViewParams params;
+        view_sample(t, WIDTH, HEIGHT, &rng, &params);
+        const PixelRect all = {0, 0, WIDTH, HEIGHT};
+        assert_int_equal(view_render(t, &params, &image, all, eight, scratch, &err), 0);
+        assert_int_equal(view_render_float(t, &params, &source, all, deep, scratch, &err), 0);
+        for (int i = 0; i < SIZE * SIZE * 3; i++)
+            if (fabsf(deep[i] * 255.0f - eight[i]) > 1.0f)
+                fail_msg("view %d value %d: float %.3f, 8-bit %d", (int)key, i,
+                         (double)(deep[i] * 255.0f), eight[i]);
+    }
+    augment_scratch_destroy(scratch);
+    free(rgb);
+    free(floats);
+}
+
+// weights (1, 3, 0, 0), keep 3 of 4: channel 0 dropped a quarter of the
+// time, channel 1 three quarters, 2 and 3 never; kept ones in order; the
+// render reads them through the map.
+static void test_channel_drop(void **state) {
+    (void)state;
+    ViewSet set;
+    view_set_simclr(&set, 8);
+    const float weights[4] = {1.0f, 3.0f, 0.0f, 0.0f};
+    view_set_channels(&set, 4, 3, weights);
+    ErrorMessage err = {{0}};
+    assert_int_equal(view_transform_validate(&set.views[0], &err), 0);
+    enum { DRAWS = 4000 };
+    int dropped[4] = {0};
+    for (uint64_t key = 0; key < DRAWS; key++) {
+        Rng rng = rng_make(3, 0, key, 0);
+        ViewParams params;
+        view_sample(&set.views[0], 40, 40, &rng, &params);
+        int seen[4] = {0};
+        for (int k = 0; k < 3; k++) {
+            if (k) assert_true(params.channel_map[k] > params.channel_map[k - 1]);
+            seen[params.channel_map[k]] = 1;
+        }
+        for (int c = 0; c < 4; c++) dropped[c] += !seen[c];
+    }
+    assert_int_equal(dropped[2] + dropped[3], 0);
+    assert_int_equal(dropped[0] + dropped[1], DRAWS);
+    assert_true(abs(dropped[0] - DRAWS / 4) < DRAWS / 20);
+
+    float pixels[4 * 4 * 4], out[8 * 8 * 3];
+    for (int i = 0; i < 16; i++)
+        for (int c = 0; c < 4; c++) pixels[i * 4 + c] = 0.1f * (float)(c + 1);
+    const FloatImage source = {pixels, 4, 4, 4, 16};
+    ViewParams params = whole(4, 4);
+    params.channel_map[0] = 0, params.channel_map[1] = 2, params.channel_map[2] = 3;
+    ViewTransform plain = set.views[0];
+    plain.blur_p = 0.0f;
+    AugmentScratch *scratch = augment_scratch_create();
+    assert_int_equal(view_render_float(&plain, &params, &source, (PixelRect){0, 0, 4, 4}, out,
+                                       scratch, &err),
+                     0);
+    for (int i = 0; i < 64; i++) {
+        assert_true(fabsf(out[i * 3 + 0] - 0.1f) < 1e-6f);
+        assert_true(fabsf(out[i * 3 + 1] - 0.3f) < 1e-6f);
+        assert_true(fabsf(out[i * 3 + 2] - 0.4f) < 1e-6f);
+    }
+    augment_scratch_destroy(scratch);
+    // LightlyTrain's check: at most KEEP weights of 0.
+    const float zeros[4] = {0.0f, 0.0f, 0.0f, 1.0f};
+    view_set_channels(&set, 4, 2, zeros);
+    assert_int_equal(view_transform_validate(&set.views[0], &err), -1);
+    assert_non_null(strstr(err.text, "drop weight 0"));
+}
+
+static void test_colour_ops_off(void **state) {
+    (void)state;
+    ViewSet set;
+    view_set_dino(&set, 32, 16, 2);
+    view_set_channels(&set, 4, 4, NULL);
+    for (int v = 0; v < set.count; v++) {
+        assert_true(set.views[v].jitter_p == 0.0f && set.views[v].grey_p == 0.0f &&
+                    set.views[v].solarize_p == 0.0f);
+        assert_true(set.views[v].blur_p > 0.0f);  // not a colour op
+    }
+    set.float_pixels = 1;
+    set.normalize_count = 4;
+    for (int c = 0; c < 4; c++) set.mean[c] = 0.5f, set.std[c] = 0.25f;
+    ErrorMessage err = {{0}};
+    assert_int_equal(view_set_validate(&set, &err), 0);
+    assert_int_equal(view_set_pixel_bytes(&set), 16);
+    set.views[1].solarize_p = 0.2f;
+    assert_int_equal(view_set_validate(&set, &err), -1);
+    assert_non_null(strstr(err.text, "solarize"));
+    set.views[1].solarize_p = 0.0f;
+    set.float_pixels = 0;  // 8-bit views are RGB
+    assert_int_equal(view_set_validate(&set, &err), -1);
+    // RGB images keep them (the 8-bit path's defaults)
+    view_set_dino(&set, 32, 16, 2);
+    view_set_channels(&set, 3, 3, NULL);
+    assert_true(set.views[0].jitter_p > 0.0f && set.views[1].solarize_p > 0.0f);
+}
+
+static void test_settings(void **state) {
+    (void)state;
+    ChannelSettings s = {.channels = 4};
+    ErrorMessage err = {{0}};
+    assert_int_equal(channel_normalize_parse("0.1,0.2,0.3,0.4:1,2,3,4", &s, &err), 0);
+    assert_int_equal(s.normalize_count, 4);
+    assert_true(s.mean[3] == 0.4f && s.std[1] == 2.0f);
+    assert_int_equal(channel_settings_check(&s, &err), 0);
+    const char *bad[] = {"0.1,0.2", "0.1,0.2:1", "a,b:1,2", "0.1,0.2:1,0", "0.1,:1,2", ":", NULL};
+    for (int i = 0; bad[i]; i++) {
+        ChannelSettings t = {.channels = 2};
+        if (channel_normalize_parse(bad[i], &t, &err) == 0) fail_msg("accepted %s", bad[i]);
+        assert_non_null(strstr(err.text, "--normalize"));
+    }
+    ChannelSettings missing = {.channels = 4};  // ImageNet's are for RGB only
+    assert_int_equal(channel_settings_check(&missing, &err), -1);
+    assert_non_null(strstr(err.text, "--normalize"));
+    ChannelSettings drop = {.channels = 4};
+    assert_int_equal(channel_drop_parse("3:1,1,1,0", &drop, &err), 0);
+    assert_int_equal(channel_normalize_parse("0.5,0.5,0.5:0.2,0.2,0.2", &drop, &err), 0);
+    assert_int_equal(channel_settings_check(&drop, &err), 0);
+    assert_int_equal(channel_settings_model_channels(&drop), 3);
+    drop.normalize_count = 4;  // the model takes 3
+    assert_int_equal(channel_settings_check(&drop, &err), -1);
+    const char *bad_drops[] = {"3:1,1,1", "4:1,1,1,1", "1:0,0,1,1", "x:1", "2.5:1,1,1,1", NULL};
+    for (int i = 0; bad_drops[i]; i++) {
+        ChannelSettings t = {.channels = 4, .normalize_count = 4};
+        if (channel_drop_parse(bad_drops[i], &t, &err) == 0) {
+            t.normalize_count = t.keep;
+            if (channel_settings_check(&t, &err) == 0) fail_msg("accepted %s", bad_drops[i]);
+        }
+        assert_non_null(strstr(err.text, "--channel-drop"));
+    }
+    // The checkpoint's text reads back as the same values.
+    ViewSet set;
+    view_set_simclr(&set, 16);
+    ChannelSettings four = {.channels = 4};
+    assert_int_equal(channel_normalize_parse("0.123456789,2,-3,4e-3:1,2,3,0.7", &four, &err), 0);
+    view_set_apply_channels(&set, &four, 1);
+    char text[512];
+    channel_normalize_format(&set, text, sizeof text);
+    ChannelSettings back = {.channels = 4};
+    assert_int_equal(channel_normalize_parse(text, &back, &err), 0);
+    assert_memory_equal(back.mean, four.mean, 4 * sizeof(float));
+    assert_memory_equal(back.std, four.std, 4 * sizeof(float));
+}
+
+static _Atomic int mismatch_warnings;
+
+static void count_mismatch(void *context, const char *message) {
+    (void)context;
+    if (strstr(message, "rgb8.png") && strstr(message, "cannot be read as 4"))
+        atomic_fetch_add(&mismatch_warnings, 1);
+}
+
+static void copy_fixture(const char *root, const char *name, const char *as) {
+    char path[4096];
+    snprintf(path, sizeof path, "tests/fixtures/channels/%s", name);
+    ByteBuffer file = {0};
+    ErrorMessage err = {{0}};
+    if (file_read_all(path, &file, (size_t)1 << 20, &err)) fail_msg("%s", err.text);
+    snprintf(path, sizeof path, "%s/%s", root, as);
+    assert_int_equal(fixture_write_file(path, file.data, file.size), 0);
+    byte_buffer_free(&file);
+}
+
+// Float batches of 4-band 16-bit TIFFs: 16 bytes a pixel, values that are
+// not 8-bit levels; the RGB PNG among them is skipped with the reason
+// (keep_last: flagged, its pixels zero).
+static void test_loader_float(void **state) {
+    (void)state;
+    char *root = fixture_tempdir();
+    copy_fixture(root, "bands4_u16.tif", "a.tif");
+    copy_fixture(root, "rgb8.png", "rgb8.png");
+    copy_fixture(root, "bands4_u16.tif", "z.tif");
+    Dataset dataset;
+    ErrorMessage err = {{0}};
+    if (dataset_scan(root, &dataset, &err)) fail_msg("%s", err.text);
+    LoaderConfig config = {.dataset = &dataset, .batch_size = 3, .num_workers = 2,
+                           .world_size = 1, .keep_last = 1, .warn = count_mismatch};
+    view_set_resize(&config.views, 8);
+    ChannelSettings settings = {.channels = 4, .normalize_count = 4,
+                                .mean = {0, 0, 0, 0}, .std = {1, 1, 1, 1}};
+    view_set_apply_channels(&config.views, &settings, 1);
+    Loader *loader = loader_create(&config, &err);
+    if (!loader) fail_msg("%s", err.text);
+    const Batch *batch = loader_next(loader, NULL, &err);
+    assert_non_null(batch);
+    assert_int_equal(batch->float_pixels, 1);
+    assert_int_equal(batch->channels, 4);
+    assert_int_equal(batch->pixel_bytes, 16);
+    assert_int_equal(batch_view_bytes(batch, 1), 3 * 8 * 8 * 16);
+    // scan order: a.tif, rgb8.png, z.tif
+    assert_int_equal(batch->failed[0], 0);
+    assert_int_equal(batch->failed[1], 1);
+    assert_int_equal(batch->failed[2], 0);
+    const float *values = (const float *)batch->views[0];
+    int off_level = 0;
+    for (int i = 0; i < 8 * 8 * 4; i++) {
+        const float level = values[i] * 255.0f;
+        off_level += fabsf(level - roundf(level)) > 0.01f;
+        assert_true(values[i] == ((const float *)batch->views[0])[2 * 8 * 8 * 4 + i]);
+    }
+    assert_true(off_level > 8 * 8 * 4 / 2);  // 16-bit values, not 8-bit levels
+    loader_release(loader, batch);
+    loader_destroy(loader);
+    assert_int_equal(atomic_load(&mismatch_warnings), 1);
+    dataset_free(&dataset);
+    fixture_remove_tree(root);
+    free(root);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_float_keeps_precision),
+        cmocka_unit_test(test_float_matches_8bit),
+        cmocka_unit_test(test_channel_drop),
+        cmocka_unit_test(test_colour_ops_off),
+        cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_loader_float),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
