@@ -210,6 +210,18 @@ static void test_settings(void **state) {
         }
         assert_non_null(strstr(err.text, "--channel-drop"));
     }
+    // A bad ChannelDrop is named as such whatever --normalize holds (the
+    // model's channel count that --normalize must match follows from it).
+    const char *bad_keeps[] = {"5:1,1,1,1", "3:1,1", "3:-1,1,1,1", NULL};
+    for (int i = 0; bad_keeps[i]; i++) {
+        for (int count = 3; count <= 5; count++) {
+            ChannelSettings t = {.channels = 4, .normalize_count = count};
+            assert_int_equal(channel_drop_parse(bad_keeps[i], &t, &err), 0);
+            assert_int_equal(channel_settings_check(&t, &err), -1);
+            if (!strstr(err.text, "--channel-drop"))
+                fail_msg("%s with %d normalised channels: %s", bad_keeps[i], count, err.text);
+        }
+    }
     // The checkpoint's text reads back as the same values.
     ViewSet set;
     view_set_simclr(&set, 16);

@@ -153,16 +153,9 @@ int channel_drop_parse(const char *text, ChannelSettings *settings, ErrorMessage
     return 0;
 }
 
-int channel_settings_check(const ChannelSettings *s, ErrorMessage *err) {
-    const int channels = s->channels > 0 ? s->channels : 3;
-    if (s->normalize_count && s->normalize_count != channel_settings_model_channels(s))
-        return error_set(err, "--normalize has %d mean(s) and std(s), the model takes %d "
-                              "channel(s)", s->normalize_count, channel_settings_model_channels(s));
-    if (!s->normalize_count && channel_settings_model_channels(s) != 3)
-        return error_set(err, "the model takes %d channel(s): give their mean and std with "
-                              "--normalize MEAN1,...:STD1,... (ImageNet's are for RGB)",
-                         channel_settings_model_channels(s));
-    if (!s->keep) return 0;
+// ChannelDrop's own settings first: the model's channel count, which
+// --normalize must match, follows from them.
+static int channel_drop_check(const ChannelSettings *s, int channels, ErrorMessage *err) {
     if (s->drop_count != channels)
         return error_set(err, "--channel-drop has %d weight(s), the images have %d channel(s) "
                               "(--num-channels)", s->drop_count, channels);
@@ -180,6 +173,19 @@ int channel_settings_check(const ChannelSettings *s, ErrorMessage *err) {
         return error_set(err, "--channel-drop: %d channel(s) have weight 0 (never dropped) but "
                               "only %d are kept (LightlyTrain's rule: at most KEEP zeros)",
                          zeros, s->keep);
+    return 0;
+}
+
+int channel_settings_check(const ChannelSettings *s, ErrorMessage *err) {
+    const int channels = s->channels > 0 ? s->channels : 3;
+    if (s->keep && channel_drop_check(s, channels, err)) return -1;
+    if (s->normalize_count && s->normalize_count != channel_settings_model_channels(s))
+        return error_set(err, "--normalize has %d mean(s) and std(s), the model takes %d "
+                              "channel(s)", s->normalize_count, channel_settings_model_channels(s));
+    if (!s->normalize_count && channel_settings_model_channels(s) != 3)
+        return error_set(err, "the model takes %d channel(s): give their mean and std with "
+                              "--normalize MEAN1,...:STD1,... (ImageNet's are for RGB)",
+                         channel_settings_model_channels(s));
     return 0;
 }
 
