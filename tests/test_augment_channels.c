@@ -234,6 +234,11 @@ static void test_settings(void **state) {
     assert_int_equal(channel_normalize_parse(text, &back, &err), 0);
     assert_memory_equal(back.mean, four.mean, 4 * sizeof(float));
     assert_memory_equal(back.std, four.std, 4 * sizeof(float));
+    // ... in the shortest decimals that do (train.log, the resume check).
+    assert_string_equal(text, "0.12345679,2,-3,0.004:1,2,3,0.7");
+    view_set_simclr(&set, 16);  // ImageNet's
+    channel_normalize_format(&set, text, sizeof text);
+    assert_string_equal(text, "0.485,0.456,0.406:0.229,0.224,0.225");
 }
 
 static _Atomic int mismatch_warnings;

@@ -119,6 +119,15 @@ int channel_normalize_parse(const char *text, ChannelSettings *settings, ErrorMe
     return 0;
 }
 
+// The shortest decimal that reads back as the same float ("0.2", not
+// "0.200000003"); 9 significant digits always do.
+static void format_float(float value, char *out, size_t size) {
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(out, size, "%.*g", digits, (double)value);
+        if (strtof(out, NULL) == value) return;
+    }
+}
+
 void channel_normalize_format(const ViewSet *set, char *out, size_t size) {
     float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
     view_set_normalization(set, mean, std);
@@ -126,9 +135,12 @@ void channel_normalize_format(const ViewSet *set, char *out, size_t size) {
     size_t used = 0;
     out[0] = '\0';
     for (int pass = 0; pass < 2; pass++)
-        for (int c = 0; c < channels && used < size; c++)
-            used += (size_t)snprintf(out + used, size - used, "%s%.9g",
-                                     c ? "," : pass ? ":" : "", (double)(pass ? std : mean)[c]);
+        for (int c = 0; c < channels && used < size; c++) {
+            char number[32];
+            format_float((pass ? std : mean)[c], number, sizeof number);
+            used += (size_t)snprintf(out + used, size - used, "%s%s",
+                                     c ? "," : pass ? ":" : "", number);
+        }
 }
 
 int channel_drop_parse(const char *text, ChannelSettings *settings, ErrorMessage *err) {

@@ -297,6 +297,33 @@ static int setup_backend(TrainRun *run, ErrorMessage *err) {
     return step_gate_create(&run->gate, run->backend, METHOD_MAX_GROUPS, err) ? 1 : 0;
 }
 
+// The model's input as the run's identity records it (train_state.h), so
+// that a resume with other channels, pixels, normalisation or ChannelDrop
+// is refused naming them. 1 when it is the input of every run before
+// these settings existed (RGB, 8-bit, ImageNet's normalisation).
+static int describe_input(TrainRun *run) {
+    const ViewSet *views = &run->method.views;
+    const ChannelSettings *channels = &run->config->channels;
+    char normalize[2 * AUGMENT_MAX_CHANNELS * 18], imagenet[sizeof normalize];
+    char drop[AUGMENT_MAX_CHANNELS * 18] = "none";
+    channel_normalize_format(views, normalize, sizeof normalize);
+    ViewSet plain = *views;
+    plain.normalize_count = 0;  // the default: ImageNet's
+    channel_normalize_format(&plain, imagenet, sizeof imagenet);
+    if (channels->keep) {
+        size_t used = (size_t)snprintf(drop, sizeof drop, "%d:", channels->keep);
+        for (int c = 0; c < channels->drop_count && used < sizeof drop; c++)
+            used += (size_t)snprintf(drop + used, sizeof drop - used, "%s%.9g", c ? "," : "",
+                                     (double)channels->drop_weights[c]);
+    }
+    const int input = view_input_channels(&views->views[0]), output = view_set_channels_out(views);
+    snprintf(run->identity_input, sizeof run->identity_input,
+             "channels=%d/%d pixels=%s normalize=%s channel_drop=%s", input, output,
+             views->float_pixels ? "float" : "uint8", normalize, drop);
+    return input == 3 && output == 3 && !views->float_pixels && !channels->keep &&
+           strcmp(normalize, imagenet) == 0;
+}
+
 static int setup_method(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     ViewSet views;
@@ -383,6 +410,8 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
                                  sizeof run->identity_method_args),
         .transforms = join_list(&config->transforms, run->identity_transforms,
                                 sizeof run->identity_transforms),
+        .input = run->identity_input,
+        .input_is_default = describe_input(run),
         .steps_per_epoch = run->steps_per_epoch,
     };
     return 0;

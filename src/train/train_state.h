@@ -37,6 +37,12 @@ typedef struct RunIdentity {
     double weight_decay;
     const char *method_args;  // the --method-arg entries, space-separated
     const char *transforms;   // the --transform entries, space-separated
+    // The model's input: channels (images / model), pixels, normalisation
+    // and ChannelDrop. Checkpoints from before it was saved had 3-channel
+    // 8-bit RGB with ImageNet's normalisation: input_is_default says
+    // whether this run's input is that one.
+    const char *input;
+    int input_is_default;
     // Not saved: follows from the settings above. The checkpoint's epoch
     // must be its step / steps_per_epoch (0: not checked).
     long steps_per_epoch;

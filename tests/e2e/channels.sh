@@ -39,6 +39,16 @@ printf '%s\n' "$out" | grep -q -E "skipped files +1" || fail "4-channel run: ski
 grep -q "input: 4 channel(s) from images of 4, float pixels (--input-depth auto), normalize $norm4" \
   "$run/train.log" || fail "4-channel run: no input line in train.log"
 
+# --resume with other channels or normalisation is refused naming them; the
+# same settings resume (the run is complete: its export is written again).
+expect 2 "the interrupted run has input=channels=4/4 pixels=float normalize=$norm4 channel_drop=none, this one channels=4/4 pixels=float normalize=0.5,0.5,0.5,0.5:0.2,0.25,0.25,0.25" -- \
+  "$bin" train "${common[@]}" --data "$bands" --out "$run" --model resnet18 --resume \
+  --num-channels 4 --normalize 0.5,0.5,0.5,0.5:0.2,0.25,0.25,0.25
+expect 2 "the interrupted run has input=channels=4/4 .*, this one channels=3/3 pixels=float normalize=0.485,0.456,0.406:0.229,0.224,0.225" -- \
+  "$bin" train "${common[@]}" --data "$bands" --out "$run" --model resnet18 --resume
+"$bin" train "${common[@]}" --data "$bands" --out "$run" --model resnet18 --resume \
+  --num-channels 4 --normalize "$norm4" >/dev/null 2>&1 || fail "resume with the same input"
+
 # embed: channels and normalisation from the checkpoint; the export needs
 # --normalize (its state dict holds only the weights), the same rows then.
 out=$("$bin" embed --data "$bands" --checkpoint "$run/checkpoints/last.ckpt" --out "$work/a.csv" \
