@@ -190,9 +190,37 @@ static void test_fixtures(void **state) {
     decoder_destroy(decoder);
 }
 
+// Inputs that crashed the decoders under fuzzing (tests/fixtures/fuzz_findings/README.md):
+// refused with a message, never a crash.
+static void test_fuzz_findings(void **state) {
+    (void)state;
+    static const struct {
+        const char *file, *words;
+    } findings[] = {
+        {"jpeg_fill_bytes.bin", "unknown magic bytes"},
+        {"dicom_rle_offset.dcm", "RLE: segment offset outside its fragment"},
+    };
+    Decoder *decoder = decoder_create(0);
+    for (size_t i = 0; i < sizeof findings / sizeof findings[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "tests/fixtures/fuzz_findings/%s", findings[i].file);
+        ByteBuffer file = {0};
+        ErrorMessage err = {{0}};
+        if (file_read_all(path, &file, (size_t)1 << 20, &err) != 0) fail_msg("%s", err.text);
+        DecodedImage out;
+        if (decoder_decode(decoder, file.data, file.size, NULL, &out, &err) == 0)
+            fail_msg("%s decoded", findings[i].file);
+        if (!strstr(err.text, findings[i].words))
+            fail_msg("%s: '%s' lacks '%s'", findings[i].file, err.text, findings[i].words);
+        byte_buffer_free(&file);
+    }
+    decoder_destroy(decoder);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_fuzz_findings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

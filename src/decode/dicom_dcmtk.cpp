@@ -16,6 +16,8 @@
 #include "dcmtk/dcmdata/dcfilefo.h"
 #include "dcmtk/dcmdata/dcistrmb.h"
 #include "dcmtk/dcmdata/dcpixel.h"
+#include "dcmtk/dcmdata/dcpixseq.h"
+#include "dcmtk/dcmdata/dcpxitem.h"
 #include "dcmtk/dcmdata/dcrledrg.h"
 #include "dcmtk/dcmdata/dcxfer.h"
 #include "dcmtk/dcmjpeg/djdecode.h"
@@ -128,6 +130,45 @@ extern "C" DicomFile *dicom_open(const uint8_t *data, size_t size, int header_on
 
 extern "C" void dicom_close(DicomFile *file) { delete file; }
 
+// The RLE header of the first frame's fragment (PS3.5 annex G: a count of
+// 1..15 segments, then 15 offsets into the fragment), checked before
+// DCMTK's RLE decoder reads it: DCMTK 3.6.7 follows an offset past the
+// fragment's end (a crash found by fuzz_dicom). Each frame is one fragment.
+static int check_rle_fragment(DcmPixelData *pixel_data, char *message, size_t capacity) {
+    DcmPixelSequence *sequence = nullptr;
+    DcmPixelItem *item = nullptr;
+    Uint8 *bytes = nullptr;
+    if (pixel_data->getEncapsulatedRepresentation(EXS_RLELossless, nullptr, sequence).bad() ||
+        !sequence || sequence->getItem(item, 1).bad() || !item ||
+        item->getUint8Array(bytes).bad() || !bytes) {
+        set_message(message, capacity, "RLE: no fragment for the first frame");
+        return -1;
+    }
+    const Uint32 length = item->getLength();
+    const int header_bytes = 64;
+    if (length < (Uint32)header_bytes) {
+        set_message(message, capacity, "RLE: fragment shorter than its 64-byte header");
+        return -1;
+    }
+    Uint32 header[16];
+    for (int i = 0; i < 16; i++)  // little endian, whatever the host
+        header[i] = (Uint32)bytes[4 * i] | (Uint32)bytes[4 * i + 1] << 8 |
+                    (Uint32)bytes[4 * i + 2] << 16 | (Uint32)bytes[4 * i + 3] << 24;
+    if (header[0] < 1 || header[0] > 15) {
+        set_message(message, capacity, "RLE: segment count outside 1..15");
+        return -1;
+    }
+    Uint32 previous = (Uint32)header_bytes - 1;
+    for (Uint32 s = 1; s <= header[0]; s++) {
+        if (header[s] <= previous || header[s] >= length) {
+            set_message(message, capacity, "RLE: segment offset outside its fragment");
+            return -1;
+        }
+        previous = header[s];
+    }
+    return 0;
+}
+
 extern "C" int dicom_first_frame(DicomFile *file, uint8_t *(*reserve)(void *, size_t),
                                  void *context, uint8_t **pixels, size_t *length, DicomInfo *info,
                                  char *message, size_t message_capacity) {
@@ -150,6 +191,9 @@ extern "C" int dicom_first_frame(DicomFile *file, uint8_t *(*reserve)(void *, si
         set_message(message, message_capacity, "out of memory for the decoded frame");
         return -1;
     }
+    if (dataset->getOriginalXfer() == EXS_RLELossless &&
+        check_rle_fragment(pixel_data, message, message_capacity) != 0)
+        return -1;
     Uint32 fragment = 0;
     OFString decoded_colour;
     status =

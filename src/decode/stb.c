@@ -24,6 +24,14 @@ int decode_stb_is_tga(const uint8_t *data, size_t size) {
     if (size < 18) return 0;
     if (memcmp(data, "8BPS", 4) == 0 || memcmp(data, "#?R", 3) == 0) return 0;  // PSD, HDR
     if (data[0] == 0x53 && data[1] == 0x80 && data[2] == 0xF6 && data[3] == 0x34) return 0;  // PIC
+    // stb_image's JPEG test skips 0xFF fill bytes before the SOI marker, so
+    // FF FF D8 (no JPEG to our sniffing) would reach its JPEG decoder, which
+    // asserts (aborting the program) on damaged Huffman codes.
+    if (data[0] == 0xFF) {
+        size_t at = 1;
+        while (at < size && data[at] == 0xFF) at++;
+        if (at < size && data[at] == 0xD8) return 0;
+    }
     int width, height, channels;
     return stbi_info_from_memory(data, stb_size(size), &width, &height, &channels) == 1;
 }
