@@ -9,7 +9,8 @@
 # deadline (FIRST_LIGHT_SECONDS after the start, 390 by default: with the
 # unpacking and the machine's start the command ends within 7 minutes):
 #   versions  the GPU, driver, and the CUDA runtime, cuDNN, cuBLAS and NCCL
-#             the program loaded (lightly-train-c --version, ldd), PyTorch's
+#             the program loaded (lightly-train-c --version, ldd), the pip
+#             wheel's launcher finding them on its own, PyTorch's
 #   ops       every cuda op group against ref: all fp32 groups first, then
 #             fp16 and bf16 (LTC_TEST_GROUPS), each binary's time
 #   train     16-mixed on the real JPEGs: SimCLR (ResNet-50, 224 px, batch
@@ -73,6 +74,10 @@ part_versions() {
             "cuda=$(grep -oE '(libcudart|libcudnn|libnccl)[^ ]* => [^ ]*' "$FL_LOGS/versions/ldd.txt" |
                     awk '{ print $3 }' | paste -sd, -)"
     fi
+    # The pip wheel's way to CUDA (issue 23): its launcher's search of this
+    # Python's NVIDIA packages, without our LD_LIBRARY_PATH.
+    record_check versions wheel-launcher "the wheel's launcher finds CUDA's pip libraries" \
+        timeout 60 "$FL_PYTHON" "$here/first_light_check.py" wheel-launcher "$FL_BIN" "$here/python"
     # PyTorch's view, for the comparisons of the bench part.
     record_check versions pytorch "PyTorch beside us ($FL_PYTHON)" \
         timeout 45 "$FL_PYTHON" "$here/first_light_check.py" torch-info

@@ -17,10 +17,15 @@ and say skip without them.
         runs a forward pass
     first_light_check.py torch-info
         PyTorch's version, its CUDA, cuDNN and NCCL, the GPU it sees
+    first_light_check.py wheel-launcher PROGRAM PACKAGE_ROOT
+        the pip wheel's search for NVIDIA's pip libraries (lightly_train_c
+        under PACKAGE_ROOT) finds them in this Python and PROGRAM loads them
 """
 import json
 import math
+import os
 import struct
+import subprocess
 import sys
 from array import array
 
@@ -115,9 +120,38 @@ def torch_info():
     return "info", result
 
 
+def wheel_launcher(program, package_root):
+    """The pip wheel's launcher (python/lightly_train_c, carried beside this
+    script) in this Python: it finds NVIDIA's pip packages on sys.path, and the
+    program started in its environment (no LD_LIBRARY_PATH of ours) loads
+    cuDNN and cuBLAS from them, as `pip install lightly-train-c[cuda]` would."""
+    sys.path.insert(0, package_root)
+    from lightly_train_c._program import nvidia_library_dirs, program_environment
+    dirs = nvidia_library_dirs()
+    if not dirs:
+        return "skip", {"reason": "no_NVIDIA_pip_packages_on_sys.path"}
+    saved = os.environ.pop("LD_LIBRARY_PATH", None)
+    try:
+        environment = program_environment()
+    finally:
+        if saved is not None:
+            os.environ["LD_LIBRARY_PATH"] = saved
+    run = subprocess.run([program, "--version"], env=environment, capture_output=True,
+                         text=True, timeout=60)
+    lines = (run.stdout + run.stderr).splitlines()
+    loaded = [line.split(": ", 1)[1] for line in lines if line.startswith("GPU libraries: ")]
+    unusable = [line for line in lines if line.startswith("GPU libraries unusable: ")]
+    from_packages = bool(loaded) and any(d + "/libcudnn" in loaded[0] for d in dirs)
+    status = "pass" if run.returncode == 0 and from_packages and not unusable else "fail"
+    return status, {"folders": len(dirs), "exit": run.returncode,
+                    "loaded": (loaded[0] if loaded else "none").replace(" ", "_")[:300],
+                    "unusable": (unusable[0] if unusable else "none").replace(" ", "_")[:200]}
+
+
 def main():
     command, arguments = sys.argv[1], sys.argv[2:]
-    checks = {"losses": losses, "npy": npy, "torch-load": torch_load, "torch-info": torch_info}
+    checks = {"losses": losses, "npy": npy, "torch-load": torch_load, "torch-info": torch_info,
+              "wheel-launcher": wheel_launcher}
     try:
         status, result = checks[command](*arguments)
     except Exception as error:  # a broken file is a failed check, reported as such

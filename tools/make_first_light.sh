@@ -4,6 +4,7 @@
 #
 #   OUT/run.sh, first_light_lib.bash, first_light_check.py
 #                       the GPU script (tools/first_light.sh) and its helpers
+#   OUT/python/lightly_train_c   the pip wheel's Python package (its launcher)
 #   OUT/bundle.tar.xz   make bundle's folder (program, test binaries, tools,
 #                       our Debian libraries; not CUDA's: the node's PyTorch
 #                       brings those), debug sections stripped, xz -9 (its
@@ -52,6 +53,8 @@ esac
 "$build/tools/photo_crops" "$here/tests/fixtures/photos" "$out/images" "$count" "$min_side" "$max_side"
 cp "$here/tools/first_light.sh" "$out/run.sh"
 cp "$here/tools/first_light_lib.bash" "$here/tools/first_light_check.py" "$out/"
+mkdir -p "$out/python"  # the wheel's launcher, for its check on the node
+cp -R "$here/python/lightly_train_c" "$out/python/"
 
 {
     echo "lightly-train-c first light, made $(date -u '+%Y-%m-%d %H:%M UTC')"

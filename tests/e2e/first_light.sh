@@ -89,6 +89,7 @@ has versions gpu-libraries pass 'cuDNN [0-9.]+ for CUDA'
 has versions nccl pass 'NCCL 2\.'
 has versions ldd pass
 has versions pytorch skip 'not_importable:torch'
+has versions wheel-launcher skip 'no_NVIDIA_pip_packages'
 has ops 'test_backend_act_ops[fp32]' pass '"seconds": [0-9.]+'
 has ops 'test_backend_act_ops[16bit]' pass '"failed": 0'
 has train simclr-setup pass
@@ -106,6 +107,20 @@ has bench step-eager skip "No module named 'torch'"
 has test-gpu part cut
 has all total info
 has train part '(pass|fail)' '"failed_checks": [012],'
+# The wheel-launcher check itself, where the toolkit has cuDNN and cuBLAS:
+# NVIDIA's pip layout made of links to them passes; the same layout without
+# cuDNN (the program then finds the toolkit's by its run path) fails.
+cuda_lib=/usr/local/cuda/lib64
+if [ -e "$cuda_lib/libcudnn.so.9" ] && [ -e "$cuda_lib/libcublas.so.13" ]; then
+  site="$work/site"
+  mkdir -p "$site/nvidia/cudnn/lib" "$site/nvidia/cu13/lib"
+  ln -s "$cuda_lib"/libcudnn*.so.9 "$site/nvidia/cudnn/lib/"
+  ln -s "$cuda_lib"/libcublas*.so.13 "$site/nvidia/cu13/lib/"
+  launcher() { PYTHONPATH="$site" "$python" tools/first_light_check.py wheel-launcher "$bin" python; }
+  launcher | grep -q '^pass folders=2 ' || fail "wheel-launcher on NVIDIA's layout: $(launcher)"
+  rm "$site"/nvidia/cudnn/lib/*
+  launcher | grep -q '^fail ' || fail "wheel-launcher without cuDNN in the layout: $(launcher)"
+fi
 grep '"status": "fail"' "$results" | grep -E -v -q '"check": "((simclr|distillation)-losses|part)"' &&
   fail "a check failed: $(grep '"status": "fail"' "$results")"
 tar -tzf "$node/out/first_light_logs.tar.gz" | grep -q 'logs/train/simclr.train.log' ||
