@@ -11,12 +11,18 @@ skipped=0
 failed_names=()
 export LTC_BIN="$build/lightly-train-c"
 export LTC_BUILD="$build"
+all_start=$(date +%s.%N)
 
-# Adds a test binary's log (name, log file, exit status) to the counts and
-# prints its line. A binary may run several cmocka groups: every group's
-# summary counts.
+# Seconds since START (date +%s.%N), one decimal: each line says what its
+# test cost, the figure that keeps make test within its time.
+since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+
+# Adds a test binary's log (name, log file, exit status, start time) to the
+# counts and prints its line. A binary may run several cmocka groups: every
+# group's summary counts.
 count_log() {
-  local name=$1 log=$2 status=$3 ok bad skip
+  local name=$1 log=$2 status=$3 took ok bad skip
+  took=$(since "$4")
   ok=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
   bad=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{ s += $1 } END { print s + 0 }')
   # Skipped: what this machine cannot run (the GPU tests without a GPU),
@@ -30,10 +36,11 @@ count_log() {
   failed=$((failed + bad))
   if [ "$bad" -ne 0 ]; then
     failed_names+=("$name")
-    echo "FAIL $name (exit $status):"
+    echo "FAIL $name (exit $status, $took s):"
     grep -E 'FAILED|ERROR|Assert|error|Sanitizer|runtime error' "$log" | head -n 30
   else
-    if [ "${skip:-0}" -ne 0 ]; then echo "ok   $name ($ok tests, $skip skipped)"; else echo "ok   $name ($ok tests)"; fi
+    if [ "${skip:-0}" -ne 0 ]; then echo "ok   $name ($ok tests, $skip skipped, $took s)"
+    else echo "ok   $name ($ok tests, $took s)"; fi
   fi
 }
 
@@ -58,12 +65,13 @@ for source in tests/test_*.c; do
   [ "$pass" != native ] && [[ "$native_only" == *" $name "* ]] && continue
   [ "$pass" = native ] || name="$name[$pass]"
   log="$build/tests/$name.log"
+  start=$(date +%s.%N)
   case $pass in
     native) "$binary" >"$log" 2>&1 ;;
     avx2) ONEDNN_MAX_CPU_ISA=AVX2 "$binary" >"$log" 2>&1 ;;
     scalar) LTC_SIMD=scalar ONEDNN_MAX_CPU_ISA=SSE41 "$binary" >"$log" 2>&1 ;;
   esac
-  count_log "$name" "$log" $?
+  count_log "$name" "$log" $? "$start"
 done
 done
 
@@ -80,8 +88,9 @@ for name in $(sed -n 's/^\(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.lis
     continue
   fi
   log="$build/emu/tests/$name.log"
+  start=$(date +%s.%N)
   LTC_TEST_CUDA_ONLY=1 "$binary" >"$log" 2>&1
-  count_log "$label" "$log" $?
+  count_log "$label" "$log" $? "$start"
 done
 
 # The libFuzzer targets (tests/fuzz), briefly: each over its seeds, then
@@ -119,13 +128,14 @@ for script in tests/e2e/*.sh; do
   name=$(basename "$script" .sh)
   log="$build/tests/e2e-$name.log"
   mkdir -p "$build/tests"
+  start=$(date +%s.%N)
   if bash "$script" >"$log" 2>&1; then
     passed=$((passed + 1))
-    echo "ok   e2e/$name"
+    echo "ok   e2e/$name ($(since "$start") s)"
   else
     failed=$((failed + 1))
     failed_names+=("e2e/$name")
-    echo "FAIL e2e/$name:"
+    echo "FAIL e2e/$name ($(since "$start") s):"
     tail -n 30 "$log"
   fi
 done
@@ -133,5 +143,5 @@ done
 if [ ${#failed_names[@]} -ne 0 ]; then
   echo "failed: ${failed_names[*]}"
 fi
-echo "tests: $passed passed, $failed failed, $skipped skipped"
+echo "tests: $passed passed, $failed failed, $skipped skipped in $(since "$all_start") s"
 [ "$failed" -eq 0 ]
