@@ -78,7 +78,8 @@ sanitizer=()
 command -v compute-sanitizer >/dev/null &&
     sanitizer=(compute-sanitizer --tool memcheck --leak-check no --error-exitcode 99)
 run() { "${sanitizer[@]}" "$bin" "$@"; }
-common=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --accelerator gpu)
+common=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --accelerator gpu
+        --method simclr)
 run train "${common[@]}" --out "$work/run" --max-steps 8 --method-arg hidden_dim=128 \
     --method-arg output_dim=64 >"$work/train.log" 2>&1 || fail "train on the GPU: $(tail -n 20 "$work/train.log")"
 grep -q "backend cuda" "$work/train.log" || fail "train did not run on the cuda backend: $(head -n 5 "$work/train.log")"
@@ -89,8 +90,9 @@ tail -n 12 "$work/train.log"
 run embed --data "$work/images" --checkpoint "$work/run/exported_models/exported_last.safetensors" \
     --image-size 64 --accelerator gpu --out "$work/emb.npy" >"$work/embed.log" 2>&1 ||
     fail "embed on the GPU: $(tail -n 20 "$work/embed.log")"
-grep -q "workers, cuda)" "$work/embed.log" || fail "embed did not run on the cuda backend: $(cat "$work/embed.log")"
-run export --checkpoint "$work/run/checkpoints/last.ckpt" --out "$work/export.safetensors" \
+grep -q "workers, cuda, " "$work/embed.log" || fail "embed did not run on the cuda backend: $(cat "$work/embed.log")"
+# (export runs on the CPU: compute-sanitizer refuses a program that never calls CUDA)
+"$bin" export --checkpoint "$work/run/checkpoints/last.ckpt" --out "$work/export.safetensors" \
     >"$work/export.log" 2>&1 || fail "export: $(cat "$work/export.log")"
 
 # The same in 32-true (fp32 activations, no loss scaler).
@@ -134,6 +136,25 @@ RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER
 "$tests/e2e/compare_weights" "$work/nccl1/checkpoints/last.ckpt" \
     "$work/nccl1-after/checkpoints/last.ckpt" 1e-6 1e-5 ||
     fail "NCCL world of one: overlap on and off differ"
+# Which of them moved, when they differ: the run without a launcher again
+# (a check: a GPU run repeats within the tolerance above), and the
+# overlapped rank with every launch synchronous (CUDA_LAUNCH_BLOCKING=1: if
+# that one equals the run without a launcher, the streams race; printed).
+"$bin" train "${short[@]}" --out "$work/alone2" >"$work/alone2.log" 2>&1 ||
+    fail "train without a launcher, again: $(tail -n 20 "$work/alone2.log")"
+"$tests/e2e/compare_weights" "$work/alone/checkpoints/last.ckpt" "$work/alone2/checkpoints/last.ckpt" \
+    1e-6 1e-5 || fail "two runs without a launcher differ: a GPU run does not repeat"
+CUDA_LAUNCH_BLOCKING=1 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=29613 "$bin" train "${short[@]}" --out "$work/nccl1-blocking" \
+    >"$work/nccl1-blocking.log" 2>&1 || fail "NCCL world of one, launches blocking: $(tail -n 5 "$work/nccl1-blocking.log")"
+for other in alone nccl1; do
+    if "$tests/e2e/compare_weights" "$work/$other/checkpoints/last.ckpt" \
+        "$work/nccl1-blocking/checkpoints/last.ckpt" 1e-6 1e-5 >/dev/null 2>&1; then
+        echo "nccl1 with blocking launches: equal to $other"
+    else
+        echo "nccl1 with blocking launches: differs from $other"
+    fi
+done
 for run_dir in nccl1 nccl1-after; do
     sed -n 's/.*"profiling\/comm_wait_time": \([^,}]*\).*/\1/p' "$work/$run_dir/metrics.jsonl" |
         awk -v name="$run_dir" '{ s += $1; n++ } END { if (n) printf "%s: comm_wait_time mean %.6f s over %d steps\n", name, s / n, n; else print name ": no comm_wait_time logged" }'
@@ -174,7 +195,7 @@ e2e_lib=$here/e2e
 # shellcheck source=tests/e2e/resume_across.bash
 . "$e2e_lib/resume_across.bash"
 moving=(--data "$work/images" --image-size 64 --batch-size 16 --num-workers 4 --max-steps 6
-        --seed 5 --method-arg hidden_dim=128 --method-arg output_dim=64)
+        --seed 5 --method simclr --method-arg hidden_dim=128 --method-arg output_dim=64)
 resume_across gpu-to-cpu "--accelerator gpu --precision 32-true" "--accelerator cpu" 4 -- "${moving[@]}"
 resume_across cpu-to-gpu "--accelerator cpu" "--accelerator gpu --precision 32-true" 4 -- "${moving[@]}"
 resume_across gpu-16-mixed "--accelerator gpu" "--accelerator gpu" 4 -- "${moving[@]}"

@@ -22,6 +22,8 @@
 #             resumed, against the uninterrupted one
 #   bench     one SimCLR step against PyTorch (bench-gpu.sh, section step):
 #             eager AMP channels-last, ours, then torch.compile
+#   profile   where the step's time goes, kernel by kernel (profile-gpu.sh:
+#             ncu over ours, torch.profiler over PyTorch's)
 #   test-gpu  what is left of make test-gpu (run-gpu-tests.sh) in the time left
 # Results, appended as they come: $OUT/first_light.jsonl (one JSON object per
 # check), $OUT/first_light_summary.md (the same, readable),
@@ -86,10 +88,10 @@ part_versions() {
 # One test binary, its groups chosen by LTC_TEST_GROUPS ($2: "" for all);
 # the per-binary limit keeps one stuck binary from taking the part.
 run_test_binary() {
-    local name=$1 groups=$2 label=$3 allowed=$4 log start status counts
+    local name=$1 groups=$2 label=$3 allowed=$4 limit=${5:-$FIRST_LIGHT_TEST_LIMIT} log start status counts
     log="$FL_LOGS/ops/$name.$label.log"
     start=$(date +%s.%N)
-    (cd "$FL_WORK/testdir" && LTC_TEST_GROUPS=$groups timeout -k 5 "$FIRST_LIGHT_TEST_LIMIT" \
+    (cd "$FL_WORK/testdir" && LTC_TEST_GROUPS=$groups timeout -k 5 "$limit" \
         "$FL_BUNDLE/tests/$name") >"$log" 2>&1
     status=$?
     local seconds
@@ -97,7 +99,7 @@ run_test_binary() {
     read -r passed failed skipped <<<"$(cmocka_counts "$log")"
     counts=(passed="$passed" failed="$failed" skipped="$skipped" seconds="$seconds" exit="$status")
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
-        record ops "${name}[$label]" cut "over its ${FIRST_LIGHT_TEST_LIMIT}s limit" "${counts[@]}"
+        record ops "${name}[$label]" cut "over its ${limit}s limit" "${counts[@]}"
     elif [ "$status" -ne 0 ] || [ "$skipped" -gt "$allowed" ] || [ "$passed" -eq 0 ]; then
         record ops "${name}[$label]" fail "$(grep -E '^\[  FAILED  \] [a-z]|skipped:|error' "$log" |
             head -n 4 | tr '\n' ' ')" "${counts[@]}"
@@ -109,8 +111,10 @@ run_test_binary() {
 part_ops() {
     local name
     for name in $FIRST_LIGHT_OPS_FP32; do
-        # test_backend_fast's cpu-only check (default threads) skips in each cuda group.
-        run_test_binary "$name" cuda fp32 "$([ "$name" = test_backend_fast ] && echo 2 || echo 0)"
+        # test_backend_fast's cpu-only check (default threads) skips in each
+        # cuda group; test_ranks' check of a machine without a GPU skips on one.
+        run_test_binary "$name" cuda fp32 "$(case $name in test_backend_fast) echo 2 ;;
+                                             test_ranks) echo 1 ;; *) echo 0 ;; esac)"
     done
     for name in $FIRST_LIGHT_OPS_16; do
         run_test_binary "$name" "cuda-fp16 cuda-bf16" 16bit \
@@ -202,7 +206,7 @@ part_train() {
     LTC_FAULT=kill-before-export@$FIRST_LIGHT_RESUME_AT train_run simclr-parts "${common[@]}"
     local killed=$?
     if [ "$killed" -ne 137 ]; then
-        record train resume fail "the first part was not killed at step $FIRST_LIGHT_RESUME_AT (exit $killed)"
+        record train resume fail "the first part was not killed after its checkpoint at step $FIRST_LIGHT_RESUME_AT (exit $killed; checkpoints are written at epoch ends)"
         return
     fi
     if ! train_run simclr-parts "${common[@]}" --resume; then
@@ -274,16 +278,54 @@ bench_results() {
         { read -r ratio && record bench ratio info "$ratio"; }
 }
 
+# Where a step's time goes (profile-gpu.sh: ncu over our timed step, kernel
+# by kernel, and torch.profiler over PyTorch's): the totals and each side's
+# largest kernels as records; the whole listing is in the logs.
+part_profile() {
+    local log="$FL_LOGS/profile/profile-gpu.log" line tool
+    PROFILE_GPU_CONFIG="$FIRST_LIGHT_PROFILE_CONFIG" PROFILE_GPU_STEPS=1 PROFILE_GPU_TOP=40 \
+        PYTHON="$FL_PYTHON" bash "$FL_BUNDLE/profile-gpu.sh" >"$log" 2>&1
+    local status=$?
+    for tool in lightly-train-c pytorch; do
+        line=$(grep "^PROFILE tool=$tool kernels=" "$log" | head -n 1)
+        if [ -z "$line" ]; then
+            # A node without Nsight Compute, a Python without PyTorch: nothing to profile with.
+            local missing="no ncu (Nsight Compute) found" why
+            [ "$tool" = pytorch ] && missing="No module named 'torch'"
+            why=$(grep -o -m 1 -F "$missing" "$log")
+            if [ -n "$why" ]; then
+                record profile "$tool-total" skip "$why"
+                continue
+            fi
+            record profile "$tool-total" fail "no profile of $tool (exit $status): $(grep -v '^PROFILE' "$log" | tail -n 2 | tr '\n' ' ')"
+            continue
+        fi
+        record profile "$tool-total" info "$FIRST_LIGHT_PROFILE_CONFIG, one step" \
+            "kernels=$(word_value kernels "$line")" "us_per_step=$(word_value us_per_step "$line")"
+        grep "^PROFILE tool=$tool us_per_step=" "$log" | head -n "$FIRST_LIGHT_PROFILE_RECORDS" |
+            while IFS= read -r line; do
+                record profile "$tool-kernel" info "${line##*kernel=}" \
+                    "us_per_step=$(word_value us_per_step "$line")" \
+                    "calls_per_step=$(word_value calls_per_step "$line")" \
+                    "share_pct=$(word_value share_pct "$line")"
+            done
+    done
+}
+
+# The whole-program runs first (train, embed, export under compute-sanitizer,
+# NCCL, the loss scaler, resumes), then the binaries in the time left:
+# test_method_steps' cuda cases only (STEP_CASES; its cpu cases are make
+# test's).
 part_test_gpu() {
     local name
-    for name in $FIRST_LIGHT_TESTGPU_BINARIES; do
-        run_test_binary "$name" "" all 0
-    done
     (cd "$FL_WORK" && GPU_TESTS=runs bash "$FL_BUNDLE/run-gpu-tests.sh") >"$FL_LOGS/test-gpu/runs.log" 2>&1
     local status=$?
     record test-gpu runs "$([ $status -eq 0 ] && echo pass || echo fail)" \
         "run-gpu-tests.sh runs: $(tail -n 1 "$FL_LOGS/test-gpu/runs.log")" \
         "failures=$(grep -c '^FAIL' "$FL_LOGS/test-gpu/runs.log")"
+    for name in $FIRST_LIGHT_TESTGPU_BINARIES; do
+        STEP_CASES=$FIRST_LIGHT_STEP_CASES run_test_binary "$name" "" all 0 "$FIRST_LIGHT_TESTGPU_LIMIT"
+    done
 }
 
 # ---- the driver ------------------------------------------------------------------
@@ -292,18 +334,20 @@ if [ "${1:-}" = --part ]; then
     exec 2>&1
     case $2 in
     versions) part_versions ;; ops) part_ops ;; train) part_train ;; bench) part_bench ;;
-    test-gpu) part_test_gpu ;;
+    profile) part_profile ;; test-gpu) part_test_gpu ;;
     esac
     exit 0
 fi
 
 # Sizes and budgets (seconds); the defaults are the GPU run's.
 : "${FIRST_LIGHT_SECONDS:=390}"
-: "${FIRST_LIGHT_PARTS:=versions ops train bench test-gpu}"
-: "${FIRST_LIGHT_BUDGETS:=versions=60 ops=100 train=170 bench=110 test-gpu=390}"
+: "${FIRST_LIGHT_PARTS:=versions ops train bench profile test-gpu}"
+: "${FIRST_LIGHT_BUDGETS:=versions=60 ops=100 train=170 bench=120 profile=120 test-gpu=390}"
 : "${FIRST_LIGHT_ACCELERATOR:=gpu}" "${FIRST_LIGHT_PRECISION:=16-mixed}"
 : "${FIRST_LIGHT_MODEL:=resnet50}" "${FIRST_LIGHT_SIZE:=224}" "${FIRST_LIGHT_BATCH:=256}"
-: "${FIRST_LIGHT_STEPS:=50}" "${FIRST_LIGHT_RESUME_AT:=25}"
+# The resume kill fires right after a checkpoint, written at each epoch's
+# end: 768 images at batch 256 are 3 steps an epoch, so a multiple of 3.
+: "${FIRST_LIGHT_STEPS:=50}" "${FIRST_LIGHT_RESUME_AT:=24}"
 : "${FIRST_LIGHT_TEACHER:=vit_b14}" "${FIRST_LIGHT_DISTILL_BATCH:=128}" "${FIRST_LIGHT_DISTILL_STEPS:=30}"
 : "${FIRST_LIGHT_EMBED_IMAGES:=64}" "${FIRST_LIGHT_EMBED_ACCELERATOR:=$FIRST_LIGHT_ACCELERATOR}" "${FIRST_LIGHT_TEST_LIMIT:=60}"
 : "${FIRST_LIGHT_OPS_FP32:=test_backend_fast test_resnet test_backend_fast_norm test_backend_act_ops
@@ -312,9 +356,11 @@ test_backend_dinov2_ops test_backend_dinov3_ops test_backend_transfer test_ranks
 : "${FIRST_LIGHT_OPS_16:=test_backend_fast test_backend_act_ops test_backend_fast_norm
 test_backend_transformer_fast test_backend_resize test_backend_dinov2_ops test_backend_dinov3_ops
 test_cuda_precision}"
-: "${FIRST_LIGHT_TESTGPU_BINARIES:=test_staging test_method_steps}"
+: "${FIRST_LIGHT_TESTGPU_BINARIES:=test_staging test_method_steps}" "${FIRST_LIGHT_TESTGPU_LIMIT:=150}"
+: "${FIRST_LIGHT_STEP_CASES:=*_cuda*}"
 : "${FIRST_LIGHT_BENCH_CONFIG:=simclr resnet50 224 256 30}" "${FIRST_LIGHT_BENCH_DEVICE:=cuda}"
 : "${FIRST_LIGHT_BENCH_WARMUP:=10}" "${FIRST_LIGHT_BENCH_COMPILE:=1}"
+: "${FIRST_LIGHT_PROFILE_CONFIG:=simclr resnet50 224 256}" "${FIRST_LIGHT_PROFILE_RECORDS:=12}"
 export "${!FIRST_LIGHT_@}"
 
 FL_START=$(date +%s.%N)
@@ -342,7 +388,7 @@ exec 3>&1
 } >>"$FL_SUMMARY"
 
 # Set-up: the bundle unpacked, CUDA's libraries from the Python's pip packages.
-mkdir -p "$FL_LOGS"/{versions,ops,train,bench,test-gpu} "$FL_WORK/testdir/tests"
+mkdir -p "$FL_LOGS"/{versions,ops,train,bench,profile,test-gpu} "$FL_WORK/testdir/tests"
 if ! tar -xf "$here"/bundle.tar* -C "$FL_WORK" 2>"$FL_LOGS/untar.txt" &&
    ! "$FL_PYTHON" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
        "$(ls "$here"/bundle.tar*)" "$FL_WORK" 2>>"$FL_LOGS/untar.txt"; then

@@ -55,7 +55,7 @@ rm -rf "$work/made" "$fake"
 start=$(date +%s)
 (cd "$node" && env -i PATH=/usr/bin:/bin HOME="$node" TMPDIR="$node" OUT="$node/out" \
   PYTHON="$python" LTC_TEST_LOSS_SCALER=default \
-  FIRST_LIGHT_SECONDS=300 FIRST_LIGHT_BUDGETS="versions=30 ops=60 train=180 bench=60 test-gpu=6" \
+  FIRST_LIGHT_SECONDS=300 FIRST_LIGHT_BUDGETS="versions=30 ops=60 train=180 bench=60 profile=30 test-gpu=6" \
   FIRST_LIGHT_ACCELERATOR=cpu FIRST_LIGHT_PRECISION=32-true FIRST_LIGHT_EMBED_ACCELERATOR=gpu \
   FIRST_LIGHT_MODEL=resnet18 FIRST_LIGHT_SIZE=28 FIRST_LIGHT_BATCH=8 FIRST_LIGHT_STEPS=4 \
   FIRST_LIGHT_RESUME_AT=2 FIRST_LIGHT_TEACHER=vit_t14 FIRST_LIGHT_DISTILL_BATCH=8 \
@@ -104,6 +104,8 @@ has train export-torchvision skip 'not_importable'
 has train resume pass '"within_1e-5": 1'
 has bench step-ours info '"images_per_s": [0-9.]+'
 has bench step-eager skip "No module named 'torch'"
+has profile lightly-train-c-total skip 'no ncu'
+has profile pytorch-total skip "No module named 'torch'"
 has test-gpu part cut
 has all total info
 has train part '(pass|fail)' '"failed_checks": [012],'

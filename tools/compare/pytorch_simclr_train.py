@@ -37,7 +37,7 @@ def nt_xent(z0, z1, temperature):
     n = z0.shape[0]
     logits = z @ z.T / temperature
     logits.fill_diagonal_(float("-inf"))
-    targets = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)])
+    targets = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)]).to(logits.device)
     return torch.nn.functional.cross_entropy(logits, targets)
 
 
