@@ -199,6 +199,11 @@ part_train() {
             "$FL_WORK/embed-cpu.npy" 1e-2
         record_check train export-torchvision "the export loads into torchvision's $FIRST_LIGHT_MODEL" \
             "$FL_PYTHON" "$here/first_light_check.py" torch-load "$export" "$FIRST_LIGHT_MODEL"
+        # The pip wheel's way (issue 23): its Python API and launcher, CUDA from pip.
+        record_check train wheel-train \
+            "lightly_train_c.train() through the wheel's launcher, 2 steps on $FIRST_LIGHT_ACCELERATOR" \
+            timeout 120 "$FL_PYTHON" "$here/first_light_check.py" wheel-train "$FL_BIN" "$here/python" \
+            "$FL_WORK/embed-images" "$FL_WORK/train/wheel" "$FIRST_LIGHT_ACCELERATOR"
     fi
 
     # Killed right after its checkpoint at step RESUME_AT, resumed: the

@@ -17,6 +17,8 @@ and say skip without them.
         runs a forward pass
     first_light_check.py torch-info
         PyTorch's version, its CUDA, cuDNN and NCCL, the GPU it sees
+    first_light_check.py wheel-train PROGRAM PACKAGE_ROOT IMAGES OUT ACCELERATOR
+        the wheel's Python API training 2 steps through its launcher (below)
     first_light_check.py wheel-launcher PROGRAM PACKAGE_ROOT
         the pip wheel's search for NVIDIA's pip libraries (lightly_train_c
         under PACKAGE_ROOT) finds them in this Python and PROGRAM loads them
@@ -148,10 +150,43 @@ def wheel_launcher(program, package_root):
                     "unusable": (unusable[0] if unusable else "none").replace(" ", "_")[:200]}
 
 
+def wheel_train(program, package_root, images, out, accelerator):
+    """The wheel's Python API on this node: a copy of the package (carried
+    beside this script) with PROGRAM as its bin/lightly-train-c, imported
+    with no LD_LIBRARY_PATH of ours, trains 2 steps of SimCLR ResNet-18 with
+    `lightly_train_c.train(...)` (a LightlyTrain-style call) on ACCELERATOR;
+    on the GPU, train.log must name cuDNN from NVIDIA's pip packages."""
+    import shutil
+    import tempfile
+    staging = tempfile.mkdtemp(prefix="wheel-train-")
+    package = os.path.join(staging, "lightly_train_c")
+    shutil.copytree(os.path.join(package_root, "lightly_train_c"), package)
+    os.makedirs(os.path.join(package, "bin"))
+    os.symlink(os.path.abspath(program), os.path.join(package, "bin", "lightly-train-c"))
+    sys.path.insert(0, staging)
+    import lightly_train_c
+    dirs = lightly_train_c._program.nvidia_library_dirs()
+    if accelerator == "gpu" and not dirs:
+        return "skip", {"reason": "no_NVIDIA_pip_packages_on_sys.path"}
+    os.environ.pop("LD_LIBRARY_PATH", None)
+    lightly_train_c.train(out=out, data=images, model="resnet18", method="simclr", epochs=1,
+                          batch_size=32, accelerator=accelerator, overwrite=True,
+                          image_size=64, max_steps=2)
+    log = open(os.path.join(out, "train.log")).read().splitlines()
+    chosen = [line.split("accelerator: ", 1)[1] for line in log if "accelerator: " in line]
+    libraries = [line.split("GPU libraries: ", 1)[1] for line in log if "GPU libraries: " in line]
+    backend = "cuda" if accelerator == "gpu" else "cpu"
+    from_packages = bool(libraries) and any(d + "/libcudnn" in libraries[0] for d in dirs)
+    ok = bool(chosen) and chosen[0].startswith(backend) and (accelerator != "gpu" or from_packages)
+    return ("pass" if ok else "fail"), {
+        "accelerator": (chosen[0] if chosen else "none").replace(" ", "_")[:120],
+        "cudnn_from_pip": int(from_packages)}
+
+
 def main():
     command, arguments = sys.argv[1], sys.argv[2:]
     checks = {"losses": losses, "npy": npy, "torch-load": torch_load, "torch-info": torch_info,
-              "wheel-launcher": wheel_launcher}
+              "wheel-launcher": wheel_launcher, "wheel-train": wheel_train}
     try:
         status, result = checks[command](*arguments)
     except Exception as error:  # a broken file is a failed check, reported as such

@@ -101,6 +101,7 @@ has train distillation-losses '(pass|fail)' '"finite": 1'
 has train distillation-files pass
 has train embed-gpu-vs-cpu pass '"values": 4096'
 has train export-torchvision skip 'not_importable'
+has train wheel-train pass '"accelerator": "cpu'
 has train resume pass '"within_1e-5": 1'
 has bench step-ours info '"images_per_s": [0-9.]+'
 has bench step-eager skip "No module named 'torch'"
