@@ -11,6 +11,9 @@ skipped=0
 failed_names=()
 export LTC_BIN="$build/lightly-train-c"
 export LTC_BUILD="$build"
+# The cuda backend's file of cuDNN algorithm choices (backend/conv_algorithms.h)
+# in the build folder, not the user's cache: the emulation's plans write there.
+export LTC_CUDNN_ALGORITHMS="$build/tests/cudnn-algorithms.txt"
 all_start=$(date +%s.%N)
 
 # Seconds since START (date +%s.%N), one decimal: each line says what its

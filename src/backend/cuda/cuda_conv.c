@@ -5,7 +5,9 @@
 // (PSEUDO_HALF / PSEUDO_BFLOAT16 configurations). A plan holds the
 // descriptors and, per direction, the fastest deterministic algorithm found
 // by cuDNN for its shape (the fastest of any kind, said on stderr, where
-// none is deterministic), measured once when the plan is made; the backend
+// none is deterministic), measured once per machine: the first plan of a
+// shape searches and keeps its choice in a file that later processes read
+// (conv_algorithms.h), so runs of one seed repeat across processes; the backend
 // keeps one workspace, grown to the largest need of any plan.
 //
 // In 16 bits:
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/conv_algorithms.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cudnn_library.h"
 
@@ -124,7 +127,8 @@ static int dnn_failed(cudnnStatus_t status, const char *call, ErrorMessage *err)
             }                                                                           \
     } while (0)
 
-static int find_algorithms(cudnnHandle_t handle, ConvPlan *plan, ErrorMessage *err) {
+static int search_algorithms(cudnnHandle_t handle, ConvPlan *plan, ConvAlgorithms *found_out,
+                             ErrorMessage *err) {
     enum { TRIES = 8 };
     int found = 0;
     cudnnConvolutionFwdAlgoPerf_t forward[TRIES];
@@ -137,6 +141,8 @@ static int find_algorithms(cudnnHandle_t handle, ConvPlan *plan, ErrorMessage *e
     if (pick < 0) return error_set(err, "cuDNN has no forward algorithm for it");
     plan->forward = forward[pick].algo;
     plan->workspace_bytes = forward[pick].memory;
+    found_out->forward = forward[pick].algo;
+    found_out->forward_bytes = forward[pick].memory;
 
     cudnnConvolutionBwdDataAlgoPerf_t data[TRIES];
     DNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(handle, plan->filter, plan->output,
@@ -146,6 +152,8 @@ static int find_algorithms(cudnnHandle_t handle, ConvPlan *plan, ErrorMessage *e
     PICK_ALGORITHM(data, found, pick, &plan->nondeterministic);
     if (pick < 0) return error_set(err, "cuDNN has no backward data algorithm for it");
     plan->backward_data = data[pick].algo;
+    found_out->backward_data = data[pick].algo;
+    found_out->data_bytes = data[pick].memory;
     if (data[pick].memory > plan->workspace_bytes) plan->workspace_bytes = data[pick].memory;
 
     cudnnConvolutionBwdFilterAlgoPerf_t filter[TRIES];
@@ -156,10 +164,44 @@ static int find_algorithms(cudnnHandle_t handle, ConvPlan *plan, ErrorMessage *e
     PICK_ALGORITHM(filter, found, pick, &plan->nondeterministic);
     if (pick < 0) return error_set(err, "cuDNN has no backward filter algorithm for it");
     plan->backward_filter = filter[pick].algo;
+    found_out->backward_filter = filter[pick].algo;
+    found_out->filter_bytes = filter[pick].memory;
     if (filter[pick].memory > plan->workspace_bytes) plan->workspace_bytes = filter[pick].memory;
+    found_out->nondeterministic = plan->nondeterministic;
     return 0;
 fail:
     return -1;
+}
+
+// The algorithms for plan's shape: those the algorithm file holds for it
+// (conv_algorithms.h), else cuDNN's timed search, whose choice is then
+// appended to the file.
+static int find_algorithms(const CudaState *state, ConvPlan *plan, ErrorMessage *err) {
+    const ConvShape *s = &plan->shape;
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, state->device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, state->device);
+    char key[512];
+    snprintf(key, sizeof key,
+             "%s|sm%d%d|cudnn%zu|%s|n%d h%d w%d c%d -> h%d w%d k%d|kernel%d stride%d pad%d",
+             state->device_name, major, minor, cudnnGetVersion(),
+             compute_dtype_name(plan->dtype), s->batch, s->in_height, s->in_width, plan->channels,
+             s->out_height, s->out_width, plan->out_channels, s->kernel, s->stride, s->padding);
+    ConvAlgorithms kept;
+    if (conv_algorithms_lookup(key, &kept)) {
+        plan->forward = (cudnnConvolutionFwdAlgo_t)kept.forward;
+        plan->backward_data = (cudnnConvolutionBwdDataAlgo_t)kept.backward_data;
+        plan->backward_filter = (cudnnConvolutionBwdFilterAlgo_t)kept.backward_filter;
+        plan->workspace_bytes = kept.forward_bytes;
+        if (kept.data_bytes > plan->workspace_bytes) plan->workspace_bytes = kept.data_bytes;
+        if (kept.filter_bytes > plan->workspace_bytes) plan->workspace_bytes = kept.filter_bytes;
+        plan->nondeterministic = kept.nondeterministic;
+        return 0;
+    }
+    ConvAlgorithms found = {0};
+    if (search_algorithms((cudnnHandle_t)state->cudnn, plan, &found, err)) return -1;
+    conv_algorithms_store(key, &found);
+    return 0;
 }
 
 ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err) {
@@ -209,7 +251,7 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
                   s->batch, s->out_height, s->out_width, plan->out_channels);
         goto fail;
     }
-    if (find_algorithms((cudnnHandle_t)state->cudnn, plan, err)) goto fail;
+    if (find_algorithms(state, plan, err)) goto fail;
     if (plan->nondeterministic)  // said once per shape, when the model is built
         fprintf(stderr, "lightly-train-c: cuDNN has no deterministic algorithm for conv "
                         "%dx%dx%d -> %d, kernel %d, stride %d in %s: a non-deterministic one "
