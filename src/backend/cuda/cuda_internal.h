@@ -27,7 +27,8 @@ extern "C" {
 // Doubles of reduction scratch (partials of the two-pass reductions): room
 // for CUDA_MAX_ROW_BLOCKS partials of two sums per column and two results
 // per column, for up to CUDA_MAX_COLUMNS columns at a time (column sums of
-// wider matrices go in chunks; batch norm has far fewer channels).
+// wider matrices go in chunks); narrower matrices take more row blocks, as
+// many as fit (cuda_row_blocks).
 #define CUDA_MAX_ROW_BLOCKS 64
 #define CUDA_MAX_COLUMNS 65536
 #define CUDA_SCRATCH_DOUBLES ((size_t)2 * (CUDA_MAX_ROW_BLOCKS + 1) * CUDA_MAX_COLUMNS)

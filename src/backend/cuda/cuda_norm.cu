@@ -26,6 +26,22 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The kernels that need per-channel values on every element walk (rows,
+// channels) as a block of 32 channels x 8 row lanes, grid.y row blocks: each
+// thread keeps its channel's values in registers and has no division per
+// element (a 64-bit `i % channels` costs dozens of instructions).
+#define CHANNEL_ROWS(r, rows)                                                    \
+    for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < (rows); \
+         r += (size_t)blockDim.y * gridDim.y)
+const dim3 kChannelRowsBlock(32, 8);
+
+// The grid of a CHANNEL_ROWS kernel: at least 8 rows per thread.
+dim3 channel_rows_grid(size_t rows, int channels) {
+    const size_t wanted = (rows + 63) / 64;
+    return dim3((unsigned)((channels + 31) / 32),
+                (unsigned)(wanted < 1 ? 1 : wanted < 65535 ? wanted : 65535));
+}
+
 enum class Sum { kPlain, kDeviation, kGradient };
 
 // Column partials of one per-element quantity; block (32 columns) x (8 row
@@ -109,14 +125,15 @@ __global__ void apply_kernel(size_t rows, int channels, const T *x, const T *res
                              const double *batch_mean, const double *batch_inv_std,
                              const float *running_mean, const float *running_var, float eps,
                              T *y) {
-    const size_t n = rows * channels;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)blockDim.x * gridDim.x) {
-        const int c = (int)(i % channels);
-        const double mean = batch_mean ? batch_mean[c] : (double)running_mean[c];
-        const double scale =
-            batch_inv_std ? batch_inv_std[c] : 1.0 / sqrt((double)running_var[c] + eps);
-        float value = (float)((act_load(x[i]) - mean) * scale * gamma[c] + beta[c]);
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    if (c >= channels) return;
+    const double mean = batch_mean ? batch_mean[c] : (double)running_mean[c];
+    const double scale =
+        batch_inv_std ? batch_inv_std[c] : 1.0 / sqrt((double)running_var[c] + eps);
+    const float weight = gamma[c], shift = beta[c];
+    CHANNEL_ROWS(r, rows) {
+        const size_t i = r * channels + c;
+        float value = (float)((act_load(x[i]) - mean) * scale * weight + shift);
         if (residual) value += act_load(residual[i]);
         if (relu) value = value <= 0.0f ? 0.0f : value;  // NaN stays NaN
         y[i] = act_store<T>(value);
@@ -143,16 +160,16 @@ __global__ void gradient_apply_kernel(size_t rows, int channels, const T *x, con
                                       const T *dy, const float *gamma, const float *save_mean,
                                       const float *save_inv_std, const double *sums, T *dx,
                                       T *dresidual) {
-    const size_t n = rows * channels;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)blockDim.x * gridDim.x) {
-        const int c = (int)(i % channels);
-        const double inv_std = save_inv_std[c];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    if (c >= channels) return;
+    const double inv_std = save_inv_std[c], mean = save_mean[c];
+    const double scale = gamma[c] * inv_std / (double)rows;
+    const double sum_dz = sums[c], sum_dz_xhat = sums[channels + c];
+    CHANNEL_ROWS(r, rows) {
+        const size_t i = r * channels + c;
         const double dz = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? act_load(dy[i]) : 0.0;
-        const double xhat = (act_load(x[i]) - (double)save_mean[c]) * inv_std;
-        const double scale = gamma[c] * inv_std / (double)rows;
-        dx[i] = act_store<T>(
-            (float)(scale * ((double)rows * dz - sums[c] - xhat * sums[channels + c])));
+        const double xhat = (act_load(x[i]) - mean) * inv_std;
+        dx[i] = act_store<T>((float)(scale * ((double)rows * dz - sum_dz - xhat * sum_dz_xhat)));
         if (dresidual) dresidual[i] = act_store<T>((float)dz);
     }
 }
@@ -212,16 +229,17 @@ __global__ void sync_gradient_apply_kernel(size_t rows, size_t total_rows, int c
                                            const T *x, const T *relu_out, const T *dy,
                                            const float *gamma, const float *mean,
                                            const float *inv_std, const float *sums, T *dx) {
-    const size_t n = rows * channels;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)blockDim.x * gridDim.x) {
-        const int c = (int)(i % channels);
-        const double mean_dz = sums[c] / (double)total_rows;
-        const double mean_dz_xhat = sums[channels + c] / (double)total_rows;
-        const double xhat = ((double)act_load(x[i]) - mean[c]) * inv_std[c];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    if (c >= channels) return;
+    const double mean_dz = sums[c] / (double)total_rows;
+    const double mean_dz_xhat = sums[channels + c] / (double)total_rows;
+    const double mean_c = mean[c], inv_std_c = inv_std[c];
+    const double scale = (double)gamma[c] * inv_std_c;
+    CHANNEL_ROWS(r, rows) {
+        const size_t i = r * channels + c;
+        const double xhat = ((double)act_load(x[i]) - mean_c) * inv_std_c;
         const double dz = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? act_load(dy[i]) : 0.0;
-        dx[i] = act_store<T>(
-            (float)((double)gamma[c] * inv_std[c] * (dz - mean_dz - xhat * mean_dz_xhat)));
+        dx[i] = act_store<T>((float)(scale * (dz - mean_dz - xhat * mean_dz_xhat)));
     }
 }
 
@@ -238,7 +256,7 @@ void apply_launch(cudaStream_t stream, size_t rows, int channels, const void *x,
                   const float *running_mean, const float *running_var, float eps, void *y) {
     const size_t n = rows * (size_t)channels;
     if (n == 0) return;
-    apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(
+    apply_kernel<T><<<channel_rows_grid(rows, channels), kChannelRowsBlock, 0, stream>>>(
         rows, channels, (const T *)x, (const T *)residual, relu, gamma, beta, batch_mean,
         batch_inv_std, running_mean, running_var, eps, (T *)y);
     CUDA_CHECK_LAUNCH();
@@ -250,7 +268,7 @@ template <typename T>
 int gradient_partials(cudaStream_t stream, double *scratch, size_t rows, int channels,
                       const T *x, const T *relu_out, const T *dy, const float *mean,
                       const float *inv_std) {
-    const int row_blocks = cuda_row_blocks(rows);
+    const int row_blocks = cuda_row_blocks(rows, channels);
     const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
     partials_kernel<Sum::kGradient, T><<<grid, block, 0, stream>>>(
         rows, channels, x, relu_out, dy, nullptr, mean, inv_std, scratch,
@@ -282,7 +300,7 @@ void cuda_batchnorm_forward_train_launch(cudaStream_t stream, ComputeDtype dtype
         T *y = (T *)y_any;
         if (rows == 0 || channels == 0) return;
         check_channels(channels);
-        const int row_blocks = cuda_row_blocks(rows);
+        const int row_blocks = cuda_row_blocks(rows, channels);
         double *partials = scratch, *mean = scratch + 2 * (size_t)row_blocks * channels;
         double *inv_std = mean + channels;
         const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
@@ -339,9 +357,10 @@ void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
                                stream>>>(channels, row_blocks, partials, partials2, sums, dgamma,
                                          dbeta);
         CUDA_CHECK_LAUNCH();
-        const size_t n = rows * (size_t)channels;
-        gradient_apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(
-            rows, channels, x, relu_out, dy, gamma, save_mean, save_inv_std, sums, dx, dresidual);
+        gradient_apply_kernel<T>
+            <<<channel_rows_grid(rows, channels), kChannelRowsBlock, 0, stream>>>(
+                rows, channels, x, relu_out, dy, gamma, save_mean, save_inv_std, sums, dx,
+                dresidual);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -354,7 +373,7 @@ void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, ComputeDtype dt
         const T *x = (const T *)x_any;
         if (channels == 0) return;
         check_channels(channels);
-        const int row_blocks = cuda_row_blocks(rows);
+        const int row_blocks = cuda_row_blocks(rows, channels);
         double *partials = scratch, *mean_wide = scratch + 2 * (size_t)row_blocks * channels;
         const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
         widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
@@ -441,7 +460,8 @@ void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, ComputeDtype dtyp
         T *dx = (T *)dx_any;
         const size_t n = rows * (size_t)channels;
         if (n == 0) return;
-        sync_gradient_apply_kernel<T><<<element_blocks(n), kThreads, 0, stream>>>(
+        sync_gradient_apply_kernel<T>
+            <<<channel_rows_grid(rows, channels), kChannelRowsBlock, 0, stream>>>(
             rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx);
         CUDA_CHECK_LAUNCH();
     });

@@ -64,9 +64,10 @@ __device__ T block_max(T value) {
     return block_reduce(value, NanMaxOp());
 }
 
-// Row blocks (grid.y) of a column reduction over `rows`: at most
-// CUDA_MAX_ROW_BLOCKS, about 256 rows each.
-int cuda_row_blocks(size_t rows);
+// Row blocks (grid.y) of a column reduction over `rows` x `columns`:
+// enough to fill the GPU, at least 256 rows each, row blocks x columns at
+// most CUDA_MAX_ROW_BLOCKS x CUDA_MAX_COLUMNS (the scratch's partials).
+int cuda_row_blocks(size_t rows, int columns);
 
 // ---- column sums of a matrix given by a functor ------------------------------------
 // value(r, c) (double) is element (r, c) of a (rows, width) matrix: a plain
@@ -105,9 +106,9 @@ void cuda_column_finish_launch(cudaStream_t stream, int width, int row_blocks,
 template <typename Value>
 void cuda_column_sums(cudaStream_t stream, double *scratch, size_t rows, int width, Value value,
                       float *y, int accumulate) {
-    const int row_blocks = cuda_row_blocks(rows);
     for (int first = 0; first < width; first += CUDA_MAX_COLUMNS) {
         const int chunk = width - first < CUDA_MAX_COLUMNS ? width - first : CUDA_MAX_COLUMNS;
+        const int row_blocks = cuda_row_blocks(rows, chunk);
         const dim3 grid((unsigned)((chunk + 31) / 32), (unsigned)row_blocks);
         column_partials_kernel<Value><<<grid, dim3(32, 8), 0, stream>>>(rows, first, chunk, value,
                                                                  scratch);
