@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs every cmocka unit test binary, then every end-to-end shell test, and
-# prints one closing line "tests: N passed, N failed, N skipped" (skipped:
-# tests this machine cannot run, such as the GPU ones without a GPU). Exit
-# status 1 when any test failed.
+# Runs every cmocka unit test binary, the CUDA emulation's tests, the fuzz
+# targets briefly and every end-to-end shell test, two at a time
+# (LTC_TEST_JOBS; 1 runs them one by one), and prints one closing line
+# "tests: N passed, N failed, N skipped" (skipped: tests this machine cannot
+# run, such as the GPU ones without a GPU). Exit status 1 when any test
+# failed.
 set -u
 build=${1:-build}
 passed=0
@@ -47,6 +49,42 @@ count_log() {
   fi
 }
 
+# The tests run as jobs, LTC_TEST_JOBS (default 2) at a time, each job's
+# line printed when it ends: a 2-core machine stays busy, where one test at
+# a time left a core idle in every single-threaded stretch (the learning
+# check's minutes at one thread above all). The learning check is queued
+# first (the longest job), then the end-to-end tests, then the short unit
+# tests that fill the end. OpenMP threads sleep instead of spinning while
+# they wait: beside another job, spinning threads make a step up to ~10x
+# slower (measured: test_methods took 217 s beside another make test, 33 s
+# alone).
+jobs_max=${LTC_TEST_JOBS:-2}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+job_kinds=()
+job_names=()
+job_paths=()
+# add_job KIND NAME PATH: KIND is unit-native, unit-avx2, unit-scalar, emu,
+# fuzz or e2e; PATH the binary or script.
+add_job() {
+  job_kinds+=("$1")
+  job_names+=("$2")
+  job_paths+=("$3")
+}
+
+# The learning check first: one thread for minutes, the longest job, so it
+# runs beside the others rather than after them. Its result does not depend
+# on the load (one compute thread, fixed seeds): only its time does.
+learning=tests/e2e/learning_fashion_mnist.sh
+[ -f "$learning" ] && add_job e2e learning_fashion_mnist "$learning"
+
+# Then every other end-to-end test: they run beside the learning check, one
+# at a time until it ends (and each beside at most one other job after).
+for script in tests/e2e/*.sh; do
+  [ -f "$script" ] || continue
+  [ "$script" = "$learning" ] && continue
+  add_job e2e "$(basename "$script" .sh)" "$script"
+done
+
 # Every unit test runs with the SIMD kernels the CPU offers (ours and
 # oneDNN's), and as a CPU without AVX2 would run it: LTC_SIMD=scalar (our
 # portable code) and oneDNN limited to SSE4.1. On an AVX-512 CPU a third
@@ -67,14 +105,7 @@ for source in tests/test_*.c; do
   name=$(basename "$binary")
   [ "$pass" != native ] && [[ "$native_only" == *" $name "* ]] && continue
   [ "$pass" = native ] || name="$name[$pass]"
-  log="$build/tests/$name.log"
-  start=$(date +%s.%N)
-  case $pass in
-    native) "$binary" >"$log" 2>&1 ;;
-    avx2) ONEDNN_MAX_CPU_ISA=AVX2 "$binary" >"$log" 2>&1 ;;
-    scalar) LTC_SIMD=scalar ONEDNN_MAX_CPU_ISA=SSE41 "$binary" >"$log" 2>&1 ;;
-  esac
-  count_log "$name" "$log" $? "$start"
+  add_job "unit-$pass" "$name" "$binary"
 done
 done
 
@@ -90,10 +121,7 @@ for name in $(sed -n 's/^\(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.lis
     echo "skip $label: not built (no CUDA headers, or a sanitizer build)"
     continue
   fi
-  log="$build/emu/tests/$name.log"
-  start=$(date +%s.%N)
-  LTC_TEST_CUDA_ONLY=1 "$binary" >"$log" 2>&1
-  count_log "$label" "$log" $? "$start"
+  add_job emu "$label" "$binary"
 done
 
 # The libFuzzer targets (tests/fuzz), briefly: each over its seeds, then
@@ -115,32 +143,79 @@ for source in tests/fuzz/fuzz_*.c; do
     echo "skip fuzz/$name: not built (no clang, or a sanitizer build)"
     continue
   fi
-  if result=$(tests/fuzz/run_target.sh "$binary" "${LTC_FUZZ_SECONDS:-2}" 2>&1); then
-    passed=$((passed + 1))
-    echo "ok   fuzz/$name (${result##*$'\n'})"
-  else
-    failed=$((failed + 1))
-    failed_names+=("fuzz/$name")
-    echo "FAIL fuzz/$name:"
-    printf '%s\n' "$result" | tail -n 30
-  fi
+  add_job fuzz "fuzz/$name" "$binary"
 done
 
-for script in tests/e2e/*.sh; do
-  [ -f "$script" ] || continue
-  name=$(basename "$script" .sh)
-  log="$build/tests/e2e-$name.log"
-  mkdir -p "$build/tests"
-  start=$(date +%s.%N)
-  if bash "$script" >"$log" 2>&1; then
+mkdir -p "$build/tests"
+
+# The log of job I.
+job_log() {
+  case ${job_kinds[$1]} in
+    unit-*) echo "$build/tests/${job_names[$1]}.log" ;;
+    emu) echo "$build/emu/tests/$(basename "${job_paths[$1]}").log" ;;
+    fuzz) echo "$build/fuzz/$(basename "${job_paths[$1]}").result" ;;
+    e2e) echo "$build/tests/e2e-${job_names[$1]}.log" ;;
+  esac
+}
+
+# Runs job I (in the background); its exit status is the job's.
+run_job() {
+  local path=${job_paths[$1]} log
+  log=$(job_log "$1")
+  case ${job_kinds[$1]} in
+    unit-native) "$path" >"$log" 2>&1 ;;
+    unit-avx2) ONEDNN_MAX_CPU_ISA=AVX2 "$path" >"$log" 2>&1 ;;
+    unit-scalar) LTC_SIMD=scalar ONEDNN_MAX_CPU_ISA=SSE41 "$path" >"$log" 2>&1 ;;
+    emu) LTC_TEST_CUDA_ONLY=1 "$path" >"$log" 2>&1 ;;
+    fuzz) tests/fuzz/run_target.sh "$path" "${LTC_FUZZ_SECONDS:-2}" >"$log" 2>&1 ;;
+    e2e) bash "$path" >"$log" 2>&1 ;;
+  esac
+}
+
+# Counts a fuzz target's or an end-to-end script's run and prints its line:
+# count_run LABEL STATUS LOG SUMMARY (SUMMARY: what the ok line says).
+count_run() {
+  if [ "$2" -eq 0 ]; then
     passed=$((passed + 1))
-    echo "ok   e2e/$name ($(since "$start") s)"
+    echo "ok   $1 ($4)"
   else
     failed=$((failed + 1))
-    failed_names+=("e2e/$name")
-    echo "FAIL e2e/$name ($(since "$start") s):"
-    tail -n 30 "$log"
+    failed_names+=("$1")
+    echo "FAIL $1 (exit $2, $4):"
+    tail -n 30 "$3"
   fi
+}
+
+# Counts job I, ended with STATUS, started at START, and prints its line.
+finish_job() {
+  local i=$1 status=$2 start=$3 name=${job_names[$1]} log
+  log=$(job_log "$i")
+  case ${job_kinds[$i]} in
+    unit-* | emu) count_log "$name" "$log" "$status" "$start" ;;
+    fuzz) count_run "$name" "$status" "$log" "$(tail -n 1 "$log")" ;;
+    e2e) count_run "e2e/$name" "$status" "$log" "$(since "$start") s" ;;
+  esac
+}
+
+# Starts the jobs in queue order, LTC_TEST_JOBS at a time, and counts each
+# one when it ends.
+declare -A running_job=() running_start=()
+next=0
+while [ "$next" -lt ${#job_kinds[@]} ] || [ ${#running_job[@]} -gt 0 ]; do
+  if [ "$next" -lt ${#job_kinds[@]} ] && [ ${#running_job[@]} -lt "$jobs_max" ]; then
+    start=$(date +%s.%N)
+    run_job "$next" &
+    running_job[$!]=$next
+    running_start[$!]=$start
+    next=$((next + 1))
+    continue
+  fi
+  ended=''
+  wait -n -p ended
+  status=$?
+  [ -n "$ended" ] || continue
+  finish_job "${running_job[$ended]}" "$status" "${running_start[$ended]}"
+  unset "running_job[$ended]" "running_start[$ended]"
 done
 
 if [ ${#failed_names[@]} -ne 0 ]; then
