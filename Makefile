@@ -5,7 +5,7 @@
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS
 #   make bench      input-pipeline benchmarks (see docs/performance.md)
 #   make bench-gpu  GPU training benchmark next to PyTorch (on a GPU machine)
-#   make demo       a CPU demo (~2.5 min): sample data, train, embed, export (tools/demo.sh)
+#   make demo       a CPU demo (2.5-6 min of training, by CPU): sample data, train, embed, export (tools/demo.sh)
 #   make test-gpu   the GPU checks, on a machine with an NVIDIA GPU
 #   make bundle     build/bundle: the program and its libraries for GPU nodes
 #   make wheel      dist/lightly_train_c-*.whl: pip package with the program and its libraries

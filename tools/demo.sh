@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make demo`: the whole path of lightly-train-c on a small sample, on the CPU,
-# in about two and a half minutes: 1000 Fashion-MNIST training images and 500
+# in two and a half to six minutes of training (by CPU): 1000 Fashion-MNIST training images and 500
 # labelled test images (from the Debian package dataset-fashion-mnist that
 # `make deps` installs), a short SimCLR run with kNN evaluation on the test
 # images (the configuration of tests/e2e/learning_fashion_mnist.sh, measured
