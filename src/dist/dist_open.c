@@ -5,6 +5,8 @@
 
 #include "dist/comm_mpi.h"
 #include "dist/comm_nccl.h"
+#include "dist/mpi_library.h"
+#include "dist/nccl_library.h"
 #include "util/cpu.h"
 
 // MPI's view of the world must be the launcher's.
@@ -97,4 +99,19 @@ int dist_cores_per_rank(const DistRun *run) {
 
 int dist_mpi_built(void) {
     return comm_mpi_available();
+}
+
+int dist_libraries(const char **names, const char **files, int most) {
+    int count = 0;
+#ifdef LTC_WITH_CUDA
+    if (count < most) names[count] = "NCCL", files[count++] = nccl_library_file();
+#endif
+    if (dist_mpi_built() && count < most)
+        names[count] = "OpenMPI", files[count++] = mpi_library_file();
+    return count;
+}
+
+int dist_gpu_library(const char **name, char *text, size_t size, ErrorMessage *err) {
+    *name = "NCCL";
+    return comm_nccl_version(text, size, err);
 }

@@ -52,4 +52,13 @@ int dist_cores_per_rank(const DistRun *run);
 // 1 when this build can run CPU ranks over MPI.
 int dist_mpi_built(void);
 
+// For --version: the libraries ranks open at run time, up to `most` names
+// and file names (the GPU ranks' NCCL in CUDA builds, the CPU ranks'
+// OpenMPI in MPI builds); returns how many.
+int dist_libraries(const char **names, const char **files, int most);
+// For --version: the GPU ranks' communication library as it loads now: its
+// name, and its version and file in text; -1 with err where this build
+// cannot use it.
+int dist_gpu_library(const char **name, char *text, size_t size, ErrorMessage *err);
+
 #endif
