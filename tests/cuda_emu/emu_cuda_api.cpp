@@ -167,8 +167,6 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attribute, in
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = kSharedOptin; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)kDefaultShared; return cudaSuccess;
     case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;  // as the properties
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
     default: return fail(cudaErrorInvalidValue);
     }
 }

@@ -809,6 +809,8 @@ Backend *cuda_backend_create(int device, ErrorMessage *err) {
         return NULL;
     }
     snprintf(state->device_name, sizeof state->device_name, "%.127s", properties.name);
+    state->compute_major = properties.major;
+    state->compute_minor = properties.minor;
     snprintf(backend->device, sizeof backend->device, "GPU %d: %.96s, %.1f GiB, compute %d.%d",
              device, state->device_name,
              (double)properties.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), properties.major,

@@ -127,7 +127,8 @@ static int dnn_failed(cudnnStatus_t status, const char *call, ErrorMessage *err)
             }                                                                           \
     } while (0)
 
-static int search_algorithms(cudnnHandle_t handle, ConvPlan *plan, ConvAlgorithms *found_out,
+// cuDNN's timed search for plan's shape, its picks in *chosen.
+static int search_algorithms(cudnnHandle_t handle, const ConvPlan *plan, ConvAlgorithms *chosen,
                              ErrorMessage *err) {
     enum { TRIES = 8 };
     int found = 0;
@@ -137,37 +138,30 @@ static int search_algorithms(cudnnHandle_t handle, ConvPlan *plan, ConvAlgorithm
                                                  forward),
             "find forward algorithm");
     int pick;
-    PICK_ALGORITHM(forward, found, pick, &plan->nondeterministic);
+    PICK_ALGORITHM(forward, found, pick, &chosen->nondeterministic);
     if (pick < 0) return error_set(err, "cuDNN has no forward algorithm for it");
-    plan->forward = forward[pick].algo;
-    plan->workspace_bytes = forward[pick].memory;
-    found_out->forward = forward[pick].algo;
-    found_out->forward_bytes = forward[pick].memory;
+    chosen->forward = forward[pick].algo;
+    chosen->forward_bytes = forward[pick].memory;
 
     cudnnConvolutionBwdDataAlgoPerf_t data[TRIES];
     DNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(handle, plan->filter, plan->output,
                                                       plan->convolution, plan->input, TRIES,
                                                       &found, data),
             "find backward data algorithm");
-    PICK_ALGORITHM(data, found, pick, &plan->nondeterministic);
+    PICK_ALGORITHM(data, found, pick, &chosen->nondeterministic);
     if (pick < 0) return error_set(err, "cuDNN has no backward data algorithm for it");
-    plan->backward_data = data[pick].algo;
-    found_out->backward_data = data[pick].algo;
-    found_out->data_bytes = data[pick].memory;
-    if (data[pick].memory > plan->workspace_bytes) plan->workspace_bytes = data[pick].memory;
+    chosen->backward_data = data[pick].algo;
+    chosen->data_bytes = data[pick].memory;
 
     cudnnConvolutionBwdFilterAlgoPerf_t filter[TRIES];
     DNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(handle, plan->input, plan->output,
                                                         plan->convolution, plan->filter, TRIES,
                                                         &found, filter),
             "find backward filter algorithm");
-    PICK_ALGORITHM(filter, found, pick, &plan->nondeterministic);
+    PICK_ALGORITHM(filter, found, pick, &chosen->nondeterministic);
     if (pick < 0) return error_set(err, "cuDNN has no backward filter algorithm for it");
-    plan->backward_filter = filter[pick].algo;
-    found_out->backward_filter = filter[pick].algo;
-    found_out->filter_bytes = filter[pick].memory;
-    if (filter[pick].memory > plan->workspace_bytes) plan->workspace_bytes = filter[pick].memory;
-    found_out->nondeterministic = plan->nondeterministic;
+    chosen->backward_filter = filter[pick].algo;
+    chosen->filter_bytes = filter[pick].memory;
     return 0;
 fail:
     return -1;
@@ -178,29 +172,24 @@ fail:
 // appended to the file.
 static int find_algorithms(const CudaState *state, ConvPlan *plan, ErrorMessage *err) {
     const ConvShape *s = &plan->shape;
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, state->device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, state->device);
     char key[512];
     snprintf(key, sizeof key,
              "%s|sm%d%d|cudnn%zu|%s|n%d h%d w%d c%d -> h%d w%d k%d|kernel%d stride%d pad%d",
-             state->device_name, major, minor, cudnnGetVersion(),
+             state->device_name, state->compute_major, state->compute_minor, cudnnGetVersion(),
              compute_dtype_name(plan->dtype), s->batch, s->in_height, s->in_width, plan->channels,
              s->out_height, s->out_width, plan->out_channels, s->kernel, s->stride, s->padding);
-    ConvAlgorithms kept;
-    if (conv_algorithms_lookup(key, &kept)) {
-        plan->forward = (cudnnConvolutionFwdAlgo_t)kept.forward;
-        plan->backward_data = (cudnnConvolutionBwdDataAlgo_t)kept.backward_data;
-        plan->backward_filter = (cudnnConvolutionBwdFilterAlgo_t)kept.backward_filter;
-        plan->workspace_bytes = kept.forward_bytes;
-        if (kept.data_bytes > plan->workspace_bytes) plan->workspace_bytes = kept.data_bytes;
-        if (kept.filter_bytes > plan->workspace_bytes) plan->workspace_bytes = kept.filter_bytes;
-        plan->nondeterministic = kept.nondeterministic;
-        return 0;
+    ConvAlgorithms chosen = {0};
+    if (!conv_algorithms_lookup(key, &chosen)) {
+        if (search_algorithms((cudnnHandle_t)state->cudnn, plan, &chosen, err)) return -1;
+        conv_algorithms_store(key, &chosen);
     }
-    ConvAlgorithms found = {0};
-    if (search_algorithms((cudnnHandle_t)state->cudnn, plan, &found, err)) return -1;
-    conv_algorithms_store(key, &found);
+    plan->forward = (cudnnConvolutionFwdAlgo_t)chosen.forward;
+    plan->backward_data = (cudnnConvolutionBwdDataAlgo_t)chosen.backward_data;
+    plan->backward_filter = (cudnnConvolutionBwdFilterAlgo_t)chosen.backward_filter;
+    plan->workspace_bytes = chosen.forward_bytes;
+    if (chosen.data_bytes > plan->workspace_bytes) plan->workspace_bytes = chosen.data_bytes;
+    if (chosen.filter_bytes > plan->workspace_bytes) plan->workspace_bytes = chosen.filter_bytes;
+    plan->nondeterministic = chosen.nondeterministic;
     return 0;
 }
 

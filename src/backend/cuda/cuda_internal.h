@@ -44,6 +44,7 @@ typedef struct CudaState {
     void *workspace;
     size_t workspace_bytes;
     char device_name[128];
+    int compute_major, compute_minor;  // the device's compute capability
 } CudaState;
 
 static inline CudaState *cuda_state(const Backend *backend) { return (CudaState *)backend->impl; }
