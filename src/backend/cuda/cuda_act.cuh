@@ -10,6 +10,9 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <stdint.h>
+
+#include <initializer_list>
 
 #include "backend/cuda/cuda_internal.h"
 
@@ -47,5 +50,74 @@ void act_dispatch(ComputeDtype dtype, Fn &&fn) {
 
 // Inside an act_dispatch lambda whose parameter is `tag`: T, the storage type.
 #define ACT_T typename decltype(tag)::type
+
+// ---- V consecutive activations in one load ------------------------------------------
+// A memory-bound kernel whose threads each load one 2-byte element keeps
+// too few bytes in flight to reach the GPU's bandwidth (Little's law: some
+// 3 MB must be in flight on an H100, a full GPU of threads holds 0.5 MB of
+// 2-byte loads); 16 bytes per load (8 fp16 / bf16 or 4 fp32 values) holds
+// 4 MB. act_load_vector / act_store_vector move V values of T as one load
+// or store: the address must be aligned to V * sizeof(T) (act_vector_fits).
+
+// The widest vector: 16 bytes of T.
+template <typename T>
+constexpr int act_vector_width() {
+    return (int)(16 / sizeof(T));
+}
+
+template <typename T, int V>
+struct __align__(sizeof(T) * V) ActVector {
+    T value[V];
+};
+
+// V values of any T (activations, int32 indices) as they are stored.
+template <typename T, int V>
+__device__ __forceinline__ ActVector<T, V> load_packed(const T *p) {
+    return *reinterpret_cast<const ActVector<T, V> *>(p);
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void store_packed(T *p, const ActVector<T, V> &packed) {
+    *reinterpret_cast<ActVector<T, V> *>(p) = packed;
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void act_load_vector(const T *p, float out[V]) {
+    const ActVector<T, V> packed = load_packed<T, V>(p);
+    for (int v = 0; v < V; v++) out[v] = act_load(packed.value[v]);
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void act_store_vector(T *p, const float in[V]) {
+    ActVector<T, V> packed;
+    for (int v = 0; v < V; v++) packed.value[v] = act_store<T>(in[v]);
+    store_packed<T, V>(p, packed);
+}
+
+// Whether rows of `channels` values of T (or one row of n) at each of the
+// pointers (NULL: no tensor) can be read width at a time: channels a
+// multiple of width and every pointer aligned to width values.
+template <typename T>
+bool act_vector_fits(size_t channels, int width, std::initializer_list<const void *> pointers) {
+    if (channels % (size_t)width != 0) return false;
+    for (const void *p : pointers)
+        if ((uintptr_t)p % (width * sizeof(T)) != 0) return false;
+    return true;
+}
+
+// fn(Width<V>{}) with V = the widest vector when `fits`, else 1; the
+// lambda takes V back as decltype(width)::value.
+template <int V>
+struct Width {
+    static constexpr int value = V;
+};
+
+template <typename T, typename Fn>
+void act_width_dispatch(bool fits, Fn &&fn) {
+    if (fits)
+        fn(Width<act_vector_width<T>()>{});
+    else
+        fn(Width<1>{});
+}
 
 #endif

@@ -56,12 +56,20 @@ __global__ void add_kernel(size_t n, const float *a, const float *b, float *y) {
     GRID_STRIDE(i, n) y[i] = a[i] + b[i];
 }
 
-// beta = 0: y is not read (it may hold NaN), as in BLAS.
-template <typename T>
-__global__ void axpby_kernel(size_t n, float alpha, const T *x, float beta, T *y) {
-    GRID_STRIDE(i, n) {
-        const float ax = alpha * act_load(x[i]);
-        y[i] = act_store<T>(beta == 0.0f ? ax : ax + beta * act_load(y[i]));
+// beta = 0: y is not read (it may hold NaN), as in BLAS. V values per
+// thread and load (cuda_act.cuh): a ResNet's backward adds each block's
+// shortcut gradient with it, some 17 GB a step at batch 512 in 16 bits.
+template <typename T, int V>
+__global__ void axpby_kernel(size_t vectors, float alpha, const T *x, float beta, T *y) {
+    GRID_STRIDE(i, vectors) {
+        float xv[V], yv[V], out[V];
+        act_load_vector<T, V>(x + i * V, xv);
+        if (beta != 0.0f) act_load_vector<T, V>(y + i * V, yv);
+        for (int v = 0; v < V; v++) {
+            const float ax = alpha * xv[v];
+            out[v] = beta == 0.0f ? ax : ax + beta * yv[v];
+        }
+        act_store_vector<T, V>(y + i * V, out);
     }
 }
 
@@ -249,7 +257,15 @@ void cuda_add_launch(cudaStream_t stream, size_t n, const float *a, const float 
 void cuda_axpby_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, float alpha,
                        const void *x, float beta, void *y) {
     act_dispatch(dtype, [&](auto tag) {
-        LAUNCH(axpby_kernel<ACT_T>, n, stream, n, alpha, (const ACT_T *)x, beta, (ACT_T *)y);
+        using T = ACT_T;
+        act_width_dispatch<T>(act_vector_fits<T>(n, act_vector_width<T>(), {x, y}),
+                              [&](auto width) {
+                                  constexpr int V = decltype(width)::value;
+                                  const size_t vectors = n / V;
+                                  auto kernel = axpby_kernel<T, V>;
+                                  LAUNCH(kernel, vectors, stream, vectors, alpha, (const T *)x,
+                                         beta, (T *)y);
+                              });
     });
 }
 

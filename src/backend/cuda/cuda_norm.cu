@@ -3,11 +3,16 @@
 // each optionally fused with the ReLU and residual add after it: the same
 // formulas as the ref backend (backend.h). Statistics take two column
 // passes (mean, then the sum of squared deviations) with double partials in
-// the scratch, as ref's two-pass double loops; the elementwise pass is fp32.
+// the scratch, as ref's two-pass double loops; the elementwise pass is fp32
+// (double where ref is). Every pass reads 16 bytes of a tensor per load
+// where it can (V channels per thread, geometry below): these kernels move
+// most of a ResNet step's activation bytes, and one 2-byte load per thread
+// reaches a fraction of the GPU's bandwidth.
 //
 // Scratch layout (doubles): [0, B*C) and [B*C, 2*B*C) column partials of
 // the B row blocks, then C per-channel results (the mean, or sum dz) and C
-// more (1/std, or sum dz * xhat).
+// more (1/std, or sum dz * xhat). Per-channel kernels combine a channel's B
+// partials with one warp, in a fixed order.
 //
 // The split ops of synchronised BatchNorm (backend.h: centered squares,
 // finish statistics, apply, backward reduce and apply) reuse the same
@@ -26,76 +31,175 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The kernels that need per-channel values on every element walk (rows,
-// channels) as a block of 32 channels x 8 row lanes, grid.y row blocks: each
-// thread keeps its channel's values in registers and has no division per
-// element (a 64-bit `i % channels` costs dozens of instructions).
+// ---- geometry ---------------------------------------------------------------------------
+// Each thread of the per-element kernels takes V consecutive channels of a
+// row, each tensor's V values in one load (cuda_act.cuh: V = 8 in 16 bits,
+// 4 in fp32, where the channel count and the pointers allow; else 1), and
+// walks rows keeping its channels' values in registers (no `i % channels`).
+// A block is X vector columns x Y row lanes, 256 threads: X the smallest
+// power of two covering a row's vectors, at most 32 (64 channels in 16 bits
+// take 8 x 32, 256 channels 32 x 8).
+struct NormGrid {
+    int vectors;             // vector columns of a row: channels / V
+    dim3 block;              // X x Y
+    unsigned column_blocks;  // blocks across a row
+};
+
+NormGrid norm_grid(int channels, int width) {
+    NormGrid grid;
+    grid.vectors = channels / width;
+    unsigned x = 1;
+    while ((int)x < grid.vectors && x < 32) x *= 2;
+    grid.block = dim3(x, kThreads / x);
+    grid.column_blocks = (unsigned)((grid.vectors + (int)x - 1) / (int)x);
+    return grid;
+}
+
+size_t clamp_blocks(size_t wanted) { return wanted < 1 ? 1 : wanted < 65535 ? wanted : 65535; }
+
+size_t rows_per_block(const NormGrid &grid) { return (size_t)grid.block.y * 8; }
+
+// An elementwise pass: at least 8 rows per thread.
+dim3 apply_blocks(const NormGrid &grid, size_t rows) {
+    const size_t per_block = rows_per_block(grid);
+    return dim3(grid.column_blocks, (unsigned)clamp_blocks((rows + per_block - 1) / per_block));
+}
+
+// A statistics pass: about 2048 blocks in all (a large GPU holds some 1000
+// at once), at least 8 rows per thread, no more partials than the scratch
+// holds. From the shape and vector width only, never the device: the sums'
+// order, so their rounding, repeats from run to run and machine to machine.
+int partial_row_blocks(const NormGrid &grid, size_t rows, int channels) {
+    size_t wanted = (2048 + grid.column_blocks - 1) / grid.column_blocks;
+    const size_t per_block = rows_per_block(grid);
+    const size_t by_rows = (rows + per_block - 1) / per_block;
+    const size_t by_scratch = (size_t)CUDA_MAX_ROW_BLOCKS * CUDA_MAX_COLUMNS / channels;
+    if (wanted > by_rows) wanted = by_rows;
+    if (wanted > by_scratch) wanted = by_scratch;
+    return (int)clamp_blocks(wanted);
+}
+
+// Rows of the calling thread in a grid of row blocks, its own rows only.
 #define CHANNEL_ROWS(r, rows)                                                    \
     for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < (rows); \
          r += (size_t)blockDim.y * gridDim.y)
-const dim3 kChannelRowsBlock(32, 8);
 
-// The grid of a CHANNEL_ROWS kernel: at least 8 rows per thread.
-dim3 channel_rows_grid(size_t rows, int channels) {
-    const size_t wanted = (rows + 63) / 64;
-    return dim3((unsigned)((channels + 31) / 32),
-                (unsigned)(wanted < 1 ? 1 : wanted < 65535 ? wanted : 65535));
+// Per-channel kernels run one warp per channel (whole warps return together).
+unsigned channel_warp_blocks(int channels) {
+    return (unsigned)(((size_t)channels * 32 + kThreads - 1) / kThreads);
 }
+
+__device__ int warp_channel() { return (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32); }
+
+__device__ bool warp_leader() { return threadIdx.x % 32 == 0; }
+
+// ---- the statistics passes -------------------------------------------------------------
 
 enum class Sum { kPlain, kDeviation, kGradient };
 
-// Column partials of one per-element quantity; block (32 columns) x (8 row
-// lanes), grid.y row blocks. kPlain: x; kDeviation: (x - mean)^2;
-// kGradient: both dz and dz * xhat (into partials and partials2), dz = dy
-// masked by the ReLU output when there is one.
-template <Sum kind, typename T>
-__global__ void partials_kernel(size_t rows, int channels, const T *x, const T *relu_out,
-                                const T *dy, const double *mean, const float *save_mean,
-                                const float *save_inv_std, double *partials, double *partials2) {
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    double total = 0.0, total2 = 0.0;
-    if (c < channels) {
-        for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < rows;
-             r += (size_t)blockDim.y * gridDim.y) {
-            const size_t i = r * channels + c;
-            const float xi = act_load(x[i]);
-            if (kind == Sum::kPlain) {
-                total += xi;
-            } else if (kind == Sum::kDeviation) {
-                const double d = xi - mean[c];
-                total += d * d;
-            } else {
-                const double dz = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? act_load(dy[i])
-                                                                                 : 0.0;
-                total += dz;
-                total2 += dz * (xi - (double)save_mean[c]) * save_inv_std[c];
-            }
-        }
-    }
-    __shared__ double lanes[8][33], lanes2[8][33];
-    lanes[threadIdx.y][threadIdx.x] = total;
-    lanes2[threadIdx.y][threadIdx.x] = total2;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < channels) {
-        for (int k = 1; k < (int)blockDim.y; k++) {
-            total += lanes[k][threadIdx.x];
-            total2 += lanes2[k][threadIdx.x];
-        }
-        partials[(size_t)blockIdx.y * channels + c] = total;
-        if (kind == Sum::kGradient) partials2[(size_t)blockIdx.y * channels + c] = total2;
+// The V values of the ReLU output at element i (1 where there is none).
+template <typename T, int V>
+__device__ void load_mask(const T *relu_out, size_t i, float mask[V]) {
+    if (relu_out) {
+        act_load_vector<T, V>(relu_out + i, mask);
+    } else {
+        for (int v = 0; v < V; v++) mask[v] = 1.0f;
     }
 }
 
-__device__ double combine(const double *partials, int row_blocks, int channels, int c) {
-    double total = 0.0;
-    for (int b = 0; b < row_blocks; b++) total += partials[(size_t)b * channels + c];
-    return total;
+// Column partials of one per-element quantity, per row block. kPlain: x;
+// kDeviation: (x - mean)^2; kGradient: both dz and dz * xhat (into
+// partials and partials2), dz = dy masked by the ReLU output when there is
+// one (a NaN in it keeps dy). The block's row lanes combine in lane order.
+template <Sum kind, typename T, int V>
+__global__ void partials_kernel(size_t rows, int channels, const T *x, const T *relu_out,
+                                const T *dy, const double *mean, const float *save_mean,
+                                const float *save_inv_std, double *partials, double *partials2) {
+    constexpr int kSums = kind == Sum::kGradient ? 2 : 1;
+    const int column = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool active = column < channels / V;
+    const int c0 = column * V;
+    double total[kSums][V];
+    for (int k = 0; k < kSums; k++)
+        for (int v = 0; v < V; v++) total[k][v] = 0.0;
+    if (active) {
+        double center[V];
+        float inv_std[V];
+        for (int v = 0; v < V; v++) {
+            center[v] = kind == Sum::kDeviation ? mean[c0 + v]
+                        : kind == Sum::kGradient ? (double)save_mean[c0 + v]
+                                                 : 0.0;
+            inv_std[v] = kind == Sum::kGradient ? save_inv_std[c0 + v] : 0.0f;
+        }
+        CHANNEL_ROWS(r, rows) {
+            const size_t i = r * channels + c0;
+            float xv[V];
+            act_load_vector<T, V>(x + i, xv);
+            if (kind == Sum::kPlain) {
+                for (int v = 0; v < V; v++) total[0][v] += xv[v];
+            } else if (kind == Sum::kDeviation) {
+                for (int v = 0; v < V; v++) {
+                    const double d = xv[v] - center[v];
+                    total[0][v] += d * d;
+                }
+            } else {
+                float dyv[V], mask[V];
+                act_load_vector<T, V>(dy + i, dyv);
+                load_mask<T, V>(relu_out, i, mask);
+                for (int v = 0; v < V; v++) {
+                    const double dz = !(mask[v] <= 0.0f) ? dyv[v] : 0.0;
+                    total[0][v] += dz;
+                    total[kSums - 1][v] += dz * (xv[v] - center[v]) * inv_std[v];
+                }
+            }
+        }
+    }
+    __shared__ double lanes[kSums][kThreads * V];
+    const int own = (threadIdx.y * blockDim.x + threadIdx.x) * V;
+    for (int v = 0; v < V; v++)
+        for (int k = 0; k < kSums; k++) lanes[k][own + v] = total[k][v];
+    __syncthreads();
+    if (threadIdx.y != 0 || !active) return;
+    for (int lane = 1; lane < (int)blockDim.y; lane++) {
+        const int other = (lane * blockDim.x + threadIdx.x) * V;
+        for (int v = 0; v < V; v++)
+            for (int k = 0; k < kSums; k++) total[k][v] += lanes[k][other + v];
+    }
+    double *const out[2] = {partials, partials2};
+    for (int v = 0; v < V; v++)
+        for (int k = 0; k < kSums; k++)
+            out[k][(size_t)blockIdx.y * channels + c0 + v] = total[k][v];
+}
+
+// One statistics pass over (rows, channels) into the scratch: partials of
+// row block b at [b * C, (b + 1) * C), kGradient's second sum after all B
+// of them, at [B * C, 2 * B * C). Returns B.
+template <Sum kind, typename T>
+int partials_launch(cudaStream_t stream, double *scratch, size_t rows, int channels,
+                    const T *x, const T *relu_out, const T *dy, const double *mean,
+                    const float *save_mean, const float *save_inv_std) {
+    int row_blocks = 0;
+    const bool fits =
+        act_vector_fits<T>(channels, act_vector_width<T>(), {x, relu_out, dy});
+    act_width_dispatch<T>(fits, [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        const NormGrid grid = norm_grid(channels, V);
+        row_blocks = partial_row_blocks(grid, rows, channels);
+        partials_kernel<kind, T, V>
+            <<<dim3(grid.column_blocks, (unsigned)row_blocks), grid.block, 0, stream>>>(
+                rows, channels, x, relu_out, dy, mean, save_mean, save_inv_std, scratch,
+                scratch + (size_t)row_blocks * channels);
+        CUDA_CHECK_LAUNCH();
+    });
+    return row_blocks;
 }
 
 __global__ void mean_kernel(size_t rows, int channels, int row_blocks, const double *partials,
                             double *mean) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c < channels) mean[c] = combine(partials, row_blocks, channels, c) / (double)rows;
+    const int c = warp_channel();
+    if (c >= channels) return;
+    const double total = combine_partials(partials, row_blocks, channels, c);
+    if (warp_leader()) mean[c] = total / (double)rows;
 }
 
 // Saves mean and 1/std (also 1/std in double, for the forward's own
@@ -105,9 +209,10 @@ __global__ void statistics_kernel(size_t rows, int channels, int row_blocks,
                                   const double *partials, const double *mean, float momentum,
                                   float eps, double *inv_std, float *save_mean,
                                   float *save_inv_std, float *running_mean, float *running_var) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int c = warp_channel();
     if (c >= channels) return;
-    const double variance = combine(partials, row_blocks, channels, c) / (double)rows;
+    const double variance = combine_partials(partials, row_blocks, channels, c) / (double)rows;
+    if (!warp_leader()) return;
     inv_std[c] = 1.0 / sqrt(variance + eps);
     save_mean[c] = (float)mean[c];
     save_inv_std[c] = (float)inv_std[c];
@@ -116,75 +221,37 @@ __global__ void statistics_kernel(size_t rows, int channels, int row_blocks,
     running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
 }
 
-// y = gamma (x - mean) inv_std + beta (+ residual) (then ReLU), with the
-// batch statistics in double (training: batch_mean, batch_inv_std) or the
-// running ones (evaluation), as ref computes them.
-template <typename T>
-__global__ void apply_kernel(size_t rows, int channels, const T *x, const T *residual,
-                             int relu, const float *gamma, const float *beta,
-                             const double *batch_mean, const double *batch_inv_std,
-                             const float *running_mean, const float *running_var, float eps,
-                             T *y) {
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    if (c >= channels) return;
-    const double mean = batch_mean ? batch_mean[c] : (double)running_mean[c];
-    const double scale =
-        batch_inv_std ? batch_inv_std[c] : 1.0 / sqrt((double)running_var[c] + eps);
-    const float weight = gamma[c], shift = beta[c];
-    CHANNEL_ROWS(r, rows) {
-        const size_t i = r * channels + c;
-        float value = (float)((act_load(x[i]) - mean) * scale * weight + shift);
-        if (residual) value += act_load(residual[i]);
-        if (relu) value = value <= 0.0f ? 0.0f : value;  // NaN stays NaN
-        y[i] = act_store<T>(value);
-    }
-}
-
+// sums (2, C) = this rank's sum dz and sum dz * xhat (double for the
+// plain backward, float for synchronised BatchNorm's all-reduce), then
+// dbeta, dgamma += them as floats.
+template <typename S>
 __global__ void gradient_sums_kernel(int channels, int row_blocks, const double *partials,
-                                     const double *partials2, double *sums, float *dgamma,
+                                     const double *partials2, S *sums, float *dgamma,
                                      float *dbeta) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int c = warp_channel();
     if (c >= channels) return;
-    const double sum_dz = combine(partials, row_blocks, channels, c);
-    const double sum_dz_xhat = combine(partials2, row_blocks, channels, c);
-    sums[c] = sum_dz;
-    sums[channels + c] = sum_dz_xhat;
+    const double sum_dz = combine_partials(partials, row_blocks, channels, c);
+    const double sum_dz_xhat = combine_partials(partials2, row_blocks, channels, c);
+    if (!warp_leader()) return;
+    sums[c] = (S)sum_dz;
+    sums[channels + c] = (S)sum_dz_xhat;
     dgamma[c] += (float)sum_dz_xhat;
     dbeta[c] += (float)sum_dz;
 }
 
-// dx = gamma inv_std / R (R dz - sum dz - xhat sum dz xhat); dresidual = dz
-// (written after dy is read: dresidual may alias dy).
-template <typename T>
-__global__ void gradient_apply_kernel(size_t rows, int channels, const T *x, const T *relu_out,
-                                      const T *dy, const float *gamma, const float *save_mean,
-                                      const float *save_inv_std, const double *sums, T *dx,
-                                      T *dresidual) {
-    const int c = blockIdx.x * 32 + threadIdx.x;
+// squares (C) = the combined partials, as float (ref: the double sum rounded once).
+__global__ void combine_to_float_kernel(int channels, int row_blocks, const double *partials,
+                                        float *out) {
+    const int c = warp_channel();
     if (c >= channels) return;
-    const double inv_std = save_inv_std[c], mean = save_mean[c];
-    const double scale = gamma[c] * inv_std / (double)rows;
-    const double sum_dz = sums[c], sum_dz_xhat = sums[channels + c];
-    CHANNEL_ROWS(r, rows) {
-        const size_t i = r * channels + c;
-        const double dz = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? act_load(dy[i]) : 0.0;
-        const double xhat = (act_load(x[i]) - mean) * inv_std;
-        dx[i] = act_store<T>((float)(scale * ((double)rows * dz - sum_dz - xhat * sum_dz_xhat)));
-        if (dresidual) dresidual[i] = act_store<T>((float)dz);
-    }
+    const double total = combine_partials(partials, row_blocks, channels, c);
+    if (warp_leader()) out[c] = (float)total;
 }
 
 // Widens n floats to doubles (the given mean and 1/std of the split ops).
 __global__ void widen_kernel(int n, const float *from, double *to) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) to[i] = from[i];
-}
-
-// squares (C) = the combined partials, as float (ref: the double sum rounded once).
-__global__ void combine_to_float_kernel(int channels, int row_blocks, const double *partials,
-                                        float *out) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c < channels) out[c] = (float)combine(partials, row_blocks, channels, c);
 }
 
 // From the all-reduced mean and squares of total_rows rows: 1/std in place
@@ -202,16 +269,78 @@ __global__ void finish_statistics_kernel(int channels, size_t total_rows, float 
     running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
 }
 
-// This rank's gradient sums (2, C) as floats, then dbeta, dgamma += them.
-__global__ void rank_gradient_sums_kernel(int channels, int row_blocks, const double *partials,
-                                          const double *partials2, float *sums, float *dgamma,
-                                          float *dbeta) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= channels) return;
-    sums[c] = (float)combine(partials, row_blocks, channels, c);
-    sums[channels + c] = (float)combine(partials2, row_blocks, channels, c);
-    dbeta[c] += sums[c];
-    dgamma[c] += sums[channels + c];
+// ---- the elementwise passes ------------------------------------------------------------
+
+// y = gamma (x - mean) inv_std + beta (+ residual) (then ReLU), with the
+// batch statistics in double (training: batch_mean, batch_inv_std) or the
+// running ones (evaluation), as ref computes them.
+template <typename T, int V>
+__global__ void apply_kernel(size_t rows, int channels, const T *x, const T *residual,
+                             int relu, const float *gamma, const float *beta,
+                             const double *batch_mean, const double *batch_inv_std,
+                             const float *running_mean, const float *running_var, float eps,
+                             T *y) {
+    const int column = blockIdx.x * blockDim.x + threadIdx.x;
+    if (column >= channels / V) return;
+    const int c0 = column * V;
+    double mean[V], scale[V];
+    float weight[V], shift[V];
+    for (int v = 0; v < V; v++) {
+        const int c = c0 + v;
+        mean[v] = batch_mean ? batch_mean[c] : (double)running_mean[c];
+        scale[v] = batch_inv_std ? batch_inv_std[c] : 1.0 / sqrt((double)running_var[c] + eps);
+        weight[v] = gamma[c];
+        shift[v] = beta[c];
+    }
+    CHANNEL_ROWS(r, rows) {
+        const size_t i = r * channels + c0;
+        float xv[V], added[V], out[V];
+        act_load_vector<T, V>(x + i, xv);
+        if (residual) act_load_vector<T, V>(residual + i, added);
+        for (int v = 0; v < V; v++) {
+            float value = (float)((xv[v] - mean[v]) * scale[v] * weight[v] + shift[v]);
+            if (residual) value += added[v];
+            if (relu) value = value <= 0.0f ? 0.0f : value;  // NaN stays NaN
+            out[v] = value;
+        }
+        act_store_vector<T, V>(y + i, out);
+    }
+}
+
+// dx = gamma inv_std / R (R dz - sum dz - xhat sum dz xhat); dresidual = dz
+// (written after dy is read: dresidual may alias dy).
+template <typename T, int V>
+__global__ void gradient_apply_kernel(size_t rows, int channels, const T *x, const T *relu_out,
+                                      const T *dy, const float *gamma, const float *save_mean,
+                                      const float *save_inv_std, const double *sums, T *dx,
+                                      T *dresidual) {
+    const int column = blockIdx.x * blockDim.x + threadIdx.x;
+    if (column >= channels / V) return;
+    const int c0 = column * V;
+    double inv_std[V], mean[V], scale[V], sum_dz[V], sum_dz_xhat[V];
+    for (int v = 0; v < V; v++) {
+        const int c = c0 + v;
+        inv_std[v] = save_inv_std[c];
+        mean[v] = save_mean[c];
+        scale[v] = gamma[c] * inv_std[v] / (double)rows;
+        sum_dz[v] = sums[c];
+        sum_dz_xhat[v] = sums[channels + c];
+    }
+    CHANNEL_ROWS(r, rows) {
+        const size_t i = r * channels + c0;
+        float xv[V], dyv[V], mask[V], dxv[V], dzv[V];
+        act_load_vector<T, V>(x + i, xv);
+        act_load_vector<T, V>(dy + i, dyv);
+        load_mask<T, V>(relu_out, i, mask);
+        for (int v = 0; v < V; v++) {
+            const double dz = !(mask[v] <= 0.0f) ? dyv[v] : 0.0;
+            const double xhat = (xv[v] - mean[v]) * inv_std[v];
+            dxv[v] = (float)(scale[v] * ((double)rows * dz - sum_dz[v] - xhat * sum_dz_xhat[v]));
+            dzv[v] = (float)dz;
+        }
+        act_store_vector<T, V>(dx + i, dxv);
+        if (dresidual) act_store_vector<T, V>(dresidual + i, dzv);
+    }
 }
 
 // dz_out = dy masked by the ReLU output (may alias dy: each element reads its own).
@@ -224,22 +353,35 @@ __global__ void masked_gradient_kernel(size_t n, const T *relu_out, const T *dy,
 
 // dx = gamma inv_std (dz - sum dz / R - xhat sum dz xhat / R), R the rows
 // of all ranks, with the all-reduced float sums (2, C).
-template <typename T>
+template <typename T, int V>
 __global__ void sync_gradient_apply_kernel(size_t rows, size_t total_rows, int channels,
                                            const T *x, const T *relu_out, const T *dy,
                                            const float *gamma, const float *mean,
                                            const float *inv_std, const float *sums, T *dx) {
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    if (c >= channels) return;
-    const double mean_dz = sums[c] / (double)total_rows;
-    const double mean_dz_xhat = sums[channels + c] / (double)total_rows;
-    const double mean_c = mean[c], inv_std_c = inv_std[c];
-    const double scale = (double)gamma[c] * inv_std_c;
+    const int column = blockIdx.x * blockDim.x + threadIdx.x;
+    if (column >= channels / V) return;
+    const int c0 = column * V;
+    double mean_dz[V], mean_dz_xhat[V], mean_c[V], inv_std_c[V], scale[V];
+    for (int v = 0; v < V; v++) {
+        const int c = c0 + v;
+        mean_dz[v] = sums[c] / (double)total_rows;
+        mean_dz_xhat[v] = sums[channels + c] / (double)total_rows;
+        mean_c[v] = mean[c];
+        inv_std_c[v] = inv_std[c];
+        scale[v] = (double)gamma[c] * inv_std_c[v];
+    }
     CHANNEL_ROWS(r, rows) {
-        const size_t i = r * channels + c;
-        const double xhat = ((double)act_load(x[i]) - mean_c) * inv_std_c;
-        const double dz = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? act_load(dy[i]) : 0.0;
-        dx[i] = act_store<T>((float)(scale * (dz - mean_dz - xhat * mean_dz_xhat)));
+        const size_t i = r * channels + c0;
+        float xv[V], dyv[V], mask[V], dxv[V];
+        act_load_vector<T, V>(x + i, xv);
+        act_load_vector<T, V>(dy + i, dyv);
+        load_mask<T, V>(relu_out, i, mask);
+        for (int v = 0; v < V; v++) {
+            const double xhat = ((double)xv[v] - mean_c[v]) * inv_std_c[v];
+            const double dz = !(mask[v] <= 0.0f) ? dyv[v] : 0.0;
+            dxv[v] = (float)(scale[v] * (dz - mean_dz[v] - xhat * mean_dz_xhat[v]));
+        }
+        act_store_vector<T, V>(dx + i, dxv);
     }
 }
 
@@ -254,27 +396,16 @@ void apply_launch(cudaStream_t stream, size_t rows, int channels, const void *x,
                   const void *residual, int relu, const float *gamma, const float *beta,
                   const double *batch_mean, const double *batch_inv_std,
                   const float *running_mean, const float *running_var, float eps, void *y) {
-    const size_t n = rows * (size_t)channels;
-    if (n == 0) return;
-    apply_kernel<T><<<channel_rows_grid(rows, channels), kChannelRowsBlock, 0, stream>>>(
-        rows, channels, (const T *)x, (const T *)residual, relu, gamma, beta, batch_mean,
-        batch_inv_std, running_mean, running_var, eps, (T *)y);
-    CUDA_CHECK_LAUNCH();
-}
-
-// The row blocks' partial sums of dz (scratch [0, B*C)) and dz xhat
-// (scratch [B*C, 2*B*C)); returns B.
-template <typename T>
-int gradient_partials(cudaStream_t stream, double *scratch, size_t rows, int channels,
-                      const T *x, const T *relu_out, const T *dy, const float *mean,
-                      const float *inv_std) {
-    const int row_blocks = cuda_row_blocks(rows, channels);
-    const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
-    partials_kernel<Sum::kGradient, T><<<grid, block, 0, stream>>>(
-        rows, channels, x, relu_out, dy, nullptr, mean, inv_std, scratch,
-        scratch + (size_t)row_blocks * channels);
-    CUDA_CHECK_LAUNCH();
-    return row_blocks;
+    if (rows == 0 || channels == 0) return;
+    const bool fits = act_vector_fits<T>(channels, act_vector_width<T>(), {x, residual, y});
+    act_width_dispatch<T>(fits, [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        const NormGrid grid = norm_grid(channels, V);
+        apply_kernel<T, V><<<apply_blocks(grid, rows), grid.block, 0, stream>>>(
+            rows, channels, (const T *)x, (const T *)residual, relu, gamma, beta, batch_mean,
+            batch_inv_std, running_mean, running_var, eps, (T *)y);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
 void check_channels(int channels) {
@@ -296,30 +427,23 @@ void cuda_batchnorm_forward_train_launch(cudaStream_t stream, ComputeDtype dtype
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
         const T *x = (const T *)x_any;
-        const T *residual = (const T *)residual_any;
-        T *y = (T *)y_any;
         if (rows == 0 || channels == 0) return;
         check_channels(channels);
-        const int row_blocks = cuda_row_blocks(rows, channels);
-        double *partials = scratch, *mean = scratch + 2 * (size_t)row_blocks * channels;
-        double *inv_std = mean + channels;
-        const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
-        const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
-        partials_kernel<Sum::kPlain, T><<<grid, block, 0, stream>>>(
-            rows, channels, x, nullptr, nullptr, nullptr, nullptr, nullptr, partials, nullptr);
+        // Both passes split the rows alike (same x, same geometry): B row blocks.
+        const int row_blocks = partials_launch<Sum::kPlain, T>(
+            stream, scratch, rows, channels, x, nullptr, nullptr, nullptr, nullptr, nullptr);
+        double *mean = scratch + 2 * (size_t)row_blocks * channels, *inv_std = mean + channels;
+        mean_kernel<<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+            rows, channels, row_blocks, scratch, mean);
         CUDA_CHECK_LAUNCH();
-        mean_kernel<<<channel_blocks, kThreads, 0, stream>>>(rows, channels, row_blocks, partials,
-                                                             mean);
-        CUDA_CHECK_LAUNCH();
-        partials_kernel<Sum::kDeviation, T><<<grid, block, 0, stream>>>(
-            rows, channels, x, nullptr, nullptr, mean, nullptr, nullptr, partials, nullptr);
-        CUDA_CHECK_LAUNCH();
-        statistics_kernel<<<channel_blocks, kThreads, 0, stream>>>(
-            rows, channels, row_blocks, partials, mean, momentum, eps, inv_std, save_mean,
+        partials_launch<Sum::kDeviation, T>(stream, scratch, rows, channels, x, nullptr, nullptr,
+                                            mean, nullptr, nullptr);
+        statistics_kernel<<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+            rows, channels, row_blocks, scratch, mean, momentum, eps, inv_std, save_mean,
             save_inv_std, running_mean, running_var);
         CUDA_CHECK_LAUNCH();
-        apply_launch<T>(stream, rows, channels, x, residual, relu, gamma, beta, mean, inv_std,
-                        nullptr, nullptr, eps, y);
+        apply_launch<T>(stream, rows, channels, x, residual_any, relu, gamma, beta, mean, inv_std,
+                        nullptr, nullptr, eps, y_any);
     });
 }
 
@@ -349,19 +473,23 @@ void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
         T *dresidual = (T *)dresidual_any;
         if (rows == 0 || channels == 0) return;
         check_channels(channels);
-        const int row_blocks = gradient_partials(stream, scratch, rows, channels, x, relu_out, dy,
-                                                 save_mean, save_inv_std);
+        const int row_blocks = partials_launch<Sum::kGradient, T>(
+            stream, scratch, rows, channels, x, relu_out, dy, nullptr, save_mean, save_inv_std);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
         double *sums = scratch + 2 * (size_t)row_blocks * channels;
-        gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
-                               stream>>>(channels, row_blocks, partials, partials2, sums, dgamma,
-                                         dbeta);
+        gradient_sums_kernel<double><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+            channels, row_blocks, partials, partials2, sums, dgamma, dbeta);
         CUDA_CHECK_LAUNCH();
-        gradient_apply_kernel<T>
-            <<<channel_rows_grid(rows, channels), kChannelRowsBlock, 0, stream>>>(
+        const bool fits = act_vector_fits<T>(channels, act_vector_width<T>(),
+                                             {x, relu_out, dy, dx, dresidual});
+        act_width_dispatch<T>(fits, [&](auto width) {
+            constexpr int V = decltype(width)::value;
+            const NormGrid grid = norm_grid(channels, V);
+            gradient_apply_kernel<T, V><<<apply_blocks(grid, rows), grid.block, 0, stream>>>(
                 rows, channels, x, relu_out, dy, gamma, save_mean, save_inv_std, sums, dx,
                 dresidual);
-        CUDA_CHECK_LAUNCH();
+            CUDA_CHECK_LAUNCH();
+        });
     });
 }
 
@@ -370,20 +498,19 @@ void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, ComputeDtype dt
                                             const void *x_any, const float *mean, float *squares) {
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
-        const T *x = (const T *)x_any;
         if (channels == 0) return;
         check_channels(channels);
-        const int row_blocks = cuda_row_blocks(rows, channels);
-        double *partials = scratch, *mean_wide = scratch + 2 * (size_t)row_blocks * channels;
-        const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
-        widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
+        // The widened mean goes past the largest partials (2 x B x C, B at
+        // most CUDA_MAX_ROW_BLOCKS x CUDA_MAX_COLUMNS / C), where no pass writes.
+        double *mean_wide = scratch + 2 * (size_t)CUDA_MAX_ROW_BLOCKS * CUDA_MAX_COLUMNS;
+        widen_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+            channels, mean, mean_wide);
         CUDA_CHECK_LAUNCH();
-        const dim3 grid((unsigned)((channels + 31) / 32), (unsigned)row_blocks), block(32, 8);
-        partials_kernel<Sum::kDeviation, T><<<grid, block, 0, stream>>>(
-            rows, channels, x, nullptr, nullptr, mean_wide, nullptr, nullptr, partials, nullptr);
-        CUDA_CHECK_LAUNCH();
-        combine_to_float_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, row_blocks,
-                                                                         partials, squares);
+        const int row_blocks = partials_launch<Sum::kDeviation, T>(
+            stream, scratch, rows, channels, (const T *)x_any, nullptr, nullptr, mean_wide,
+            nullptr, nullptr);
+        combine_to_float_kernel<<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+            channels, row_blocks, scratch, squares);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -426,18 +553,17 @@ void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, ComputeDtype dty
                                            float *sums) {
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
-        const T *x = (const T *)x_any;
         const T *relu_out = (const T *)relu_out_any;
         const T *dy = (const T *)dy_any;
         T *dz_out = (T *)dz_out_any;
         if (channels == 0) return;
         check_channels(channels);
-        const int row_blocks =
-            gradient_partials(stream, scratch, rows, channels, x, relu_out, dy, mean, inv_std);
+        const int row_blocks = partials_launch<Sum::kGradient, T>(
+            stream, scratch, rows, channels, (const T *)x_any, relu_out, dy, nullptr, mean,
+            inv_std);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
-        rank_gradient_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
-                                    stream>>>(channels, row_blocks, partials, partials2, sums,
-                                              dgamma, dbeta);
+        gradient_sums_kernel<float><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+            channels, row_blocks, partials, partials2, sums, dgamma, dbeta);
         CUDA_CHECK_LAUNCH();
         const size_t n = rows * (size_t)channels;
         if (!dz_out || n == 0) return;
@@ -458,12 +584,16 @@ void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, ComputeDtype dtyp
         const T *relu_out = (const T *)relu_out_any;
         const T *dy = (const T *)dy_any;
         T *dx = (T *)dx_any;
-        const size_t n = rows * (size_t)channels;
-        if (n == 0) return;
-        sync_gradient_apply_kernel<T>
-            <<<channel_rows_grid(rows, channels), kChannelRowsBlock, 0, stream>>>(
-            rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx);
-        CUDA_CHECK_LAUNCH();
+        if (rows == 0 || channels == 0) return;
+        const bool fits =
+            act_vector_fits<T>(channels, act_vector_width<T>(), {x, relu_out, dy, dx});
+        act_width_dispatch<T>(fits, [&](auto width) {
+            constexpr int V = decltype(width)::value;
+            const NormGrid grid = norm_grid(channels, V);
+            sync_gradient_apply_kernel<T, V><<<apply_blocks(grid, rows), grid.block, 0, stream>>>(
+                rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx);
+            CUDA_CHECK_LAUNCH();
+        });
     });
 }
 

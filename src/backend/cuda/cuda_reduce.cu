@@ -40,13 +40,13 @@ __global__ void vector_finish_kernel(int kind, int count, const double *partials
     if (threadIdx.x == 0) *result = kind == 3 ? *result + (float)total : (float)total;
 }
 
+// A warp per column (whole warps return together).
 __global__ void column_finish_kernel(int channels, int row_blocks, const double *partials,
                                      float *y, int accumulate) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    const int c = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32);
     if (c >= channels) return;
-    double total = 0.0;
-    for (int b = 0; b < row_blocks; b++) total += partials[(size_t)b * channels + c];
-    y[c] = accumulate ? y[c] + (float)total : (float)total;
+    const double total = combine_partials(partials, row_blocks, channels, c);
+    if (threadIdx.x % 32 == 0) y[c] = accumulate ? y[c] + (float)total : (float)total;
 }
 
 template <typename T>
@@ -91,8 +91,9 @@ int cuda_row_blocks(size_t rows, int columns) {
 
 void cuda_column_finish_launch(cudaStream_t stream, int width, int row_blocks,
                                const double *partials, float *y, int accumulate) {
-    column_finish_kernel<<<(width + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-        width, row_blocks, partials, y, accumulate);
+    const unsigned blocks = (unsigned)(((size_t)width * 32 + kThreads - 1) / kThreads);
+    column_finish_kernel<<<blocks, kThreads, 0, stream>>>(width, row_blocks, partials, y,
+                                                          accumulate);
     CUDA_CHECK_LAUNCH();
 }
 
