@@ -54,6 +54,16 @@ __device__ T block_reduce(T value, Op op) {
     return result;
 }
 
+// The sum of value over the calling warp, every lane getting the same bits
+// (a butterfly: each step adds the same two values on both lanes of a
+// pair, and addition is commutative). All 32 lanes must call it.
+template <typename T>
+__device__ T warp_sum(T value) {
+    for (int offset = 16; offset > 0; offset /= 2)
+        value += __shfl_xor_sync(0xffffffffu, value, offset);
+    return value;
+}
+
 template <typename T>
 __device__ T block_sum(T value) {
     return block_reduce(value, SumOp());
@@ -97,18 +107,15 @@ __global__ void column_partials_kernel(size_t rows, int first, int width, Value 
 }
 
 // Column c's sum of the row blocks' partials (row_blocks, columns), by one
-// whole warp: lane l adds row blocks l, l + 32, ... in order, then the lanes
-// meet in a butterfly; each step adds the same two values on both lanes of
-// a pair (commutative, so the same bits), and every lane ends with the same
-// sum. A thread walking all row blocks alone would wait on each load in turn.
+// whole warp: lane l adds row blocks l, l + 32, ... in order, then warp_sum;
+// every lane gets it. A thread walking all row blocks alone would wait on
+// each load in turn.
 __device__ inline double combine_partials(const double *partials, int row_blocks, int columns,
                                           int c) {
     double total = 0.0;
     for (int b = threadIdx.x % 32; b < row_blocks; b += 32)
         total += partials[(size_t)b * columns + c];
-    for (int offset = 16; offset > 0; offset /= 2)
-        total += __shfl_xor_sync(0xffffffffu, total, offset);
-    return total;
+    return warp_sum(total);
 }
 
 // y (width) = (accumulate 0) or += (accumulate 1) the sums of the row

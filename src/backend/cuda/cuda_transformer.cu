@@ -19,31 +19,54 @@ namespace {
 
 // ---- layer norm ------------------------------------------------------------------
 
-// Threads of a layer-norm row block: ViT widths (384 .. 1536) give each
-// thread 3 .. 12 channels.
-constexpr int kRowThreads = 128;
+// One warp per row, V channels per lane and load (cuda_act.cuh; ViT widths
+// 384 .. 1536 give each lane 12 .. 48 channels), the row's sums combined
+// with warp shuffles: a block per row waited on three block-wide barriers
+// for a few loads per thread. The row is read from memory once; the later
+// passes find it in L1.
+constexpr int kRowsPerBlock = kThreads / 32;
 
-unsigned int row_blocks(size_t rows) { return (unsigned int)(rows < 65535 ? rows : 65535); }
+unsigned int row_blocks(size_t rows) {
+    const size_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
+}
 
-// One block per row: the mean, then the sum of squared deviations (two
-// passes, double), then y in double as ref.
-template <typename T>
+// The rows of the calling warp, and its lane's first channel.
+#define WARP_ROWS(r, rows)                                                                   \
+    for (size_t r = blockIdx.x * (size_t)kRowsPerBlock + threadIdx.x / 32; r < (rows);      \
+         r += (size_t)gridDim.x * kRowsPerBlock)
+#define LANE_CHANNELS(c, channels) for (int c = (int)(threadIdx.x % 32) * V; c < (channels); c += 32 * V)
+
+// The mean, then the sum of squared deviations (two passes, double), then
+// y in double as ref.
+template <typename T, int V>
 __global__ void layernorm_forward_kernel(size_t rows, int channels, const T *x,
                                          const float *gamma, const float *beta, float eps, T *y,
                                          float *mean, float *inv_std) {
-    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    WARP_ROWS(r, rows) {
         const T *x_row = x + r * channels;
         double total = 0.0;
-        for (int c = threadIdx.x; c < channels; c += blockDim.x) total += act_load(x_row[c]);
-        const double m = block_sum(total) / channels;
+        LANE_CHANNELS(c, channels) {
+            float xv[V];
+            act_load_vector<T, V>(x_row + c, xv);
+            for (int v = 0; v < V; v++) total += xv[v];
+        }
+        const double m = warp_sum(total) / channels;
         double squares = 0.0;
-        for (int c = threadIdx.x; c < channels; c += blockDim.x)
-            squares += (act_load(x_row[c]) - m) * (act_load(x_row[c]) - m);
-        const double inverse = 1.0 / sqrt(block_sum(squares) / channels + eps);
-        for (int c = threadIdx.x; c < channels; c += blockDim.x)
-            y[r * channels + c] =
-                act_store<T>((float)((act_load(x_row[c]) - m) * inverse * gamma[c] + beta[c]));
-        if (threadIdx.x == 0) {
+        LANE_CHANNELS(c, channels) {
+            float xv[V];
+            act_load_vector<T, V>(x_row + c, xv);
+            for (int v = 0; v < V; v++) squares += (xv[v] - m) * (xv[v] - m);
+        }
+        const double inverse = 1.0 / sqrt(warp_sum(squares) / channels + eps);
+        LANE_CHANNELS(c, channels) {
+            float xv[V], out[V];
+            act_load_vector<T, V>(x_row + c, xv);
+            for (int v = 0; v < V; v++)
+                out[v] = (float)((xv[v] - m) * inverse * gamma[c + v] + beta[c + v]);
+            act_store_vector<T, V>(y + r * channels + c, out);
+        }
+        if (threadIdx.x % 32 == 0) {
             mean[r] = (float)m;
             inv_std[r] = (float)inverse;
         }
@@ -51,27 +74,37 @@ __global__ void layernorm_forward_kernel(size_t rows, int channels, const T *x,
 }
 
 // dx = inv_std (g - mean(g) - xhat mean(g xhat)) with g = dy gamma and
-// xhat = (x - mean) inv_std, one block per row (ref's expression).
-template <typename T>
+// xhat = (x - mean) inv_std (ref's expression).
+template <typename T, int V>
 __global__ void layernorm_backward_kernel(size_t rows, int channels, const T *x, const T *dy,
                                           const float *gamma, const float *mean,
                                           const float *inv_std, T *dx) {
-    for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    WARP_ROWS(r, rows) {
         const T *x_row = x + r * channels, *dy_row = dy + r * channels;
         double sum_g = 0.0, sum_g_xhat = 0.0;
-        for (int c = threadIdx.x; c < channels; c += blockDim.x) {
-            const double xhat = (act_load(x_row[c]) - (double)mean[r]) * inv_std[r];
-            const double g = (double)act_load(dy_row[c]) * gamma[c];
-            sum_g += g;
-            sum_g_xhat += g * xhat;
+        LANE_CHANNELS(c, channels) {
+            float xv[V], dyv[V];
+            act_load_vector<T, V>(x_row + c, xv);
+            act_load_vector<T, V>(dy_row + c, dyv);
+            for (int v = 0; v < V; v++) {
+                const double xhat = (xv[v] - (double)mean[r]) * inv_std[r];
+                const double g = (double)dyv[v] * gamma[c + v];
+                sum_g += g;
+                sum_g_xhat += g * xhat;
+            }
         }
-        sum_g = block_sum(sum_g);
-        sum_g_xhat = block_sum(sum_g_xhat);
-        for (int c = threadIdx.x; c < channels; c += blockDim.x) {
-            const double xhat = (act_load(x_row[c]) - (double)mean[r]) * inv_std[r];
-            const double g = (double)act_load(dy_row[c]) * gamma[c];
-            dx[r * channels + c] = act_store<T>(
-                (float)(inv_std[r] * (g - sum_g / channels - xhat * sum_g_xhat / channels)));
+        sum_g = warp_sum(sum_g);
+        sum_g_xhat = warp_sum(sum_g_xhat);
+        LANE_CHANNELS(c, channels) {
+            float xv[V], dyv[V], out[V];
+            act_load_vector<T, V>(x_row + c, xv);
+            act_load_vector<T, V>(dy_row + c, dyv);
+            for (int v = 0; v < V; v++) {
+                const double xhat = (xv[v] - (double)mean[r]) * inv_std[r];
+                const double g = (double)dyv[v] * gamma[c + v];
+                out[v] = (float)(inv_std[r] * (g - sum_g / channels - xhat * sum_g_xhat / channels));
+            }
+            act_store_vector<T, V>(dx + r * channels + c, out);
         }
     }
 }
@@ -214,9 +247,14 @@ void cuda_layernorm_forward_launch(cudaStream_t stream, ComputeDtype dtype, size
         const T *x = (const T *)x_any;
         T *y = (T *)y_any;
         if (rows == 0) return;
-        layernorm_forward_kernel<T><<<row_blocks(rows), kRowThreads, 0, stream>>>(
-            rows, channels, x, gamma, beta, eps, y, mean, inv_std);
-        CUDA_CHECK_LAUNCH();
+        act_width_dispatch<T>(act_vector_fits<T>(channels, act_vector_width<T>(), {x, y}),
+                              [&](auto width) {
+                                  constexpr int V = decltype(width)::value;
+                                  layernorm_forward_kernel<T, V>
+                                      <<<row_blocks(rows), kThreads, 0, stream>>>(
+                                          rows, channels, x, gamma, beta, eps, y, mean, inv_std);
+                                  CUDA_CHECK_LAUNCH();
+                              });
     });
 }
 
@@ -231,9 +269,14 @@ void cuda_layernorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
         const T *dy = (const T *)dy_any;
         T *dx = (T *)dx_any;
         if (rows == 0) return;
-        layernorm_backward_kernel<T><<<row_blocks(rows), kRowThreads, 0, stream>>>(
-            rows, channels, x, dy, gamma, mean, inv_std, dx);
-        CUDA_CHECK_LAUNCH();
+        act_width_dispatch<T>(act_vector_fits<T>(channels, act_vector_width<T>(), {x, dy, dx}),
+                              [&](auto width) {
+                                  constexpr int V = decltype(width)::value;
+                                  layernorm_backward_kernel<T, V>
+                                      <<<row_blocks(rows), kThreads, 0, stream>>>(
+                                          rows, channels, x, dy, gamma, mean, inv_std, dx);
+                                  CUDA_CHECK_LAUNCH();
+                              });
         cuda_column_sums(stream, scratch, rows, channels,
                          XhatGradient<T>{x, dy, mean, inv_std, channels}, dgamma, 1);
         cuda_column_sums(stream, scratch, rows, channels, StridedColumns<T>{dy, (size_t)channels},
