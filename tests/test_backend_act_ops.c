@@ -90,6 +90,9 @@ static void test_linear(void **state) {
     check_linear(5, 7, 3, 1, 100);
     check_linear(64, 130, 257, 1, 200); // threaded
     check_linear(1, 16, 9, 0, 300); // one row, no bias
+    mirror_free(state);  // the mirror's buffer table holds three cases
+    check_linear(33, 24, 64, 1, 400); // 4 outputs per thread and load on cuda
+    check_linear(7, 16, 32, 0, 500);  // the same without a bias
 }
 
 // Rows where mask is 1 become the token; backward sends those rows'

@@ -120,4 +120,12 @@ void act_width_dispatch(bool fits, Fn &&fn) {
         fn(Width<1>{});
 }
 
+// For a kernel over n values of T, V per thread: launch(Width<V>{}, n / V)
+// with the widest V where n and every pointer allow it, else V = 1.
+template <typename T, typename Launch>
+void over_vectors(size_t n, std::initializer_list<const void *> pointers, Launch &&launch) {
+    act_width_dispatch<T>(act_vector_fits<T>(n, act_vector_width<T>(), pointers),
+                          [&](auto width) { launch(width, n / decltype(width)::value); });
+}
+
 #endif

@@ -34,21 +34,31 @@ __global__ void relu_backward_kernel(size_t n, const T *y, const T *dy, T *dx) {
 // Phi(x) = erfc(-x / sqrt 2) / 2, accurate where Phi is tiny.
 __device__ float standard_normal_cdf(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
 
-template <typename T>
-__global__ void gelu_forward_kernel(size_t n, const T *x, T *y) {
-    GRID_STRIDE(i, n) {
-        const float v = act_load(x[i]);
-        y[i] = act_store<T>(v * standard_normal_cdf(v));
+// GELU over n / V vectors of V values (the ViT MLP's hidden layer: 4x its
+// width, the largest activation of a ViT step).
+template <typename T, int V>
+__global__ void gelu_forward_kernel(size_t vectors, const T *x, T *y) {
+    GRID_STRIDE(i, vectors) {
+        float values[V];
+        act_load_vector<T, V>(x + i * V, values);
+        for (int k = 0; k < V; k++) values[k] = values[k] * standard_normal_cdf(values[k]);
+        act_store_vector<T, V>(y + i * V, values);
     }
 }
 
-template <typename T>
-__global__ void gelu_backward_kernel(size_t n, const T *x, const T *dy, T *dx) {
+template <typename T, int V>
+__global__ void gelu_backward_kernel(size_t vectors, const T *x, const T *dy, T *dx) {
     const float inv_sqrt_2pi = 0.3989422804014327f;
-    GRID_STRIDE(i, n) {
-        const float v = act_load(x[i]);
-        const float density = inv_sqrt_2pi * expf(-0.5f * v * v);
-        dx[i] = act_store<T>(act_load(dy[i]) * (standard_normal_cdf(v) + v * density));
+    GRID_STRIDE(i, vectors) {
+        float xv[V], dyv[V];
+        act_load_vector<T, V>(x + i * V, xv);
+        act_load_vector<T, V>(dy + i * V, dyv);
+        for (int k = 0; k < V; k++) {
+            const float v = xv[k];
+            const float density = inv_sqrt_2pi * expf(-0.5f * v * v);
+            dyv[k] = dyv[k] * (standard_normal_cdf(v) + v * density);
+        }
+        act_store_vector<T, V>(dx + i * V, dyv);
     }
 }
 
@@ -238,15 +248,22 @@ void cuda_relu_backward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n
 void cuda_gelu_forward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *x,
                               void *y) {
     act_dispatch(dtype, [&](auto tag) {
-        LAUNCH(gelu_forward_kernel<ACT_T>, n, stream, n, (const ACT_T *)x, (ACT_T *)y);
+        using T = ACT_T;
+        over_vectors<T>(n, {x, y}, [&](auto width, size_t vectors) {
+            auto kernel = gelu_forward_kernel<T, decltype(width)::value>;
+            LAUNCH(kernel, vectors, stream, vectors, (const T *)x, (T *)y);
+        });
     });
 }
 
 void cuda_gelu_backward_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, const void *x,
                                const void *dy, void *dx) {
     act_dispatch(dtype, [&](auto tag) {
-        LAUNCH(gelu_backward_kernel<ACT_T>, n, stream, n, (const ACT_T *)x, (const ACT_T *)dy,
-               (ACT_T *)dx);
+        using T = ACT_T;
+        over_vectors<T>(n, {x, dy, dx}, [&](auto width, size_t vectors) {
+            auto kernel = gelu_backward_kernel<T, decltype(width)::value>;
+            LAUNCH(kernel, vectors, stream, vectors, (const T *)x, (const T *)dy, (T *)dx);
+        });
     });
 }
 
@@ -258,14 +275,10 @@ void cuda_axpby_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, float 
                        const void *x, float beta, void *y) {
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
-        act_width_dispatch<T>(act_vector_fits<T>(n, act_vector_width<T>(), {x, y}),
-                              [&](auto width) {
-                                  constexpr int V = decltype(width)::value;
-                                  const size_t vectors = n / V;
-                                  auto kernel = axpby_kernel<T, V>;
-                                  LAUNCH(kernel, vectors, stream, vectors, alpha, (const T *)x,
-                                         beta, (T *)y);
-                              });
+        over_vectors<T>(n, {x, y}, [&](auto width, size_t vectors) {
+            auto kernel = axpby_kernel<T, decltype(width)::value>;
+            LAUNCH(kernel, vectors, stream, vectors, alpha, (const T *)x, beta, (T *)y);
+        });
     });
 }
 

@@ -9,6 +9,10 @@
 // most of a ResNet step's activation bytes, and one 2-byte load per thread
 // reaches a fraction of the GPU's bandwidth.
 //
+// Geometry: the per-element passes give each thread V consecutive channels
+// of a row (ChannelGrid, cuda_grid.cuh); the statistics passes too, with
+// their own row-block count.
+//
 // Scratch layout (doubles): [0, B*C) and [B*C, 2*B*C) column partials of
 // the B row blocks, then C per-channel results (the mean, or sum dz) and C
 // more (1/std, or sum dz * xhat). Per-channel kernels combine a channel's B
@@ -23,66 +27,26 @@
 #include <math.h>
 
 #include "backend/cuda/cuda_act.cuh"
+#include "backend/cuda/cuda_grid.cuh"
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_reduce.cuh"
 
 namespace {
 
-constexpr int kThreads = 256;
-
-// ---- geometry ---------------------------------------------------------------------------
-// Each thread of the per-element kernels takes V consecutive channels of a
-// row, each tensor's V values in one load (cuda_act.cuh: V = 8 in 16 bits,
-// 4 in fp32, where the channel count and the pointers allow; else 1), and
-// walks rows keeping its channels' values in registers (no `i % channels`).
-// A block is X vector columns x Y row lanes, 256 threads: X the smallest
-// power of two covering a row's vectors, at most 32 (64 channels in 16 bits
-// take 8 x 32, 256 channels 32 x 8).
-struct NormGrid {
-    int vectors;             // vector columns of a row: channels / V
-    dim3 block;              // X x Y
-    unsigned column_blocks;  // blocks across a row
-};
-
-NormGrid norm_grid(int channels, int width) {
-    NormGrid grid;
-    grid.vectors = channels / width;
-    unsigned x = 1;
-    while ((int)x < grid.vectors && x < 32) x *= 2;
-    grid.block = dim3(x, kThreads / x);
-    grid.column_blocks = (unsigned)((grid.vectors + (int)x - 1) / (int)x);
-    return grid;
-}
-
-size_t clamp_blocks(size_t wanted) { return wanted < 1 ? 1 : wanted < 65535 ? wanted : 65535; }
-
-size_t rows_per_block(const NormGrid &grid) { return (size_t)grid.block.y * 8; }
-
-// An elementwise pass: at least 8 rows per thread.
-dim3 apply_blocks(const NormGrid &grid, size_t rows) {
-    const size_t per_block = rows_per_block(grid);
-    return dim3(grid.column_blocks, (unsigned)clamp_blocks((rows + per_block - 1) / per_block));
-}
-
 // A statistics pass: about 2048 blocks in all (a large GPU holds some 1000
 // at once), at least 8 rows per thread, no more partials than the scratch
 // holds. From the shape and vector width only, never the device: the sums'
 // order, so their rounding, repeats from run to run and machine to machine.
-int partial_row_blocks(const NormGrid &grid, size_t rows, int channels) {
+int partial_row_blocks(const ChannelGrid &grid, size_t rows, int channels) {
     size_t wanted = (2048 + grid.column_blocks - 1) / grid.column_blocks;
-    const size_t per_block = rows_per_block(grid);
+    const size_t per_block = (size_t)grid.block.y * 8;
     const size_t by_rows = (rows + per_block - 1) / per_block;
     const size_t by_scratch = (size_t)CUDA_MAX_ROW_BLOCKS * CUDA_MAX_COLUMNS / channels;
     if (wanted > by_rows) wanted = by_rows;
     if (wanted > by_scratch) wanted = by_scratch;
     return (int)clamp_blocks(wanted);
 }
-
-// Rows of the calling thread in a grid of row blocks, its own rows only.
-#define CHANNEL_ROWS(r, rows)                                                    \
-    for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < (rows); \
-         r += (size_t)blockDim.y * gridDim.y)
 
 // Per-channel kernels run one warp per channel (whole warps return together).
 unsigned channel_warp_blocks(int channels) {
@@ -183,7 +147,7 @@ int partials_launch(cudaStream_t stream, double *scratch, size_t rows, int chann
         act_vector_fits<T>(channels, act_vector_width<T>(), {x, relu_out, dy});
     act_width_dispatch<T>(fits, [&](auto width) {
         constexpr int V = decltype(width)::value;
-        const NormGrid grid = norm_grid(channels, V);
+        const ChannelGrid grid = channel_grid(channels, V);
         row_blocks = partial_row_blocks(grid, rows, channels);
         partials_kernel<kind, T, V>
             <<<dim3(grid.column_blocks, (unsigned)row_blocks), grid.block, 0, stream>>>(
@@ -385,10 +349,6 @@ __global__ void sync_gradient_apply_kernel(size_t rows, size_t total_rows, int c
     }
 }
 
-unsigned int element_blocks(size_t n) {
-    const size_t blocks = (n + kThreads - 1) / kThreads;
-    return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
-}
 
 // apply_kernel over rows x channels (nothing for none).
 template <typename T>
@@ -400,8 +360,8 @@ void apply_launch(cudaStream_t stream, size_t rows, int channels, const void *x,
     const bool fits = act_vector_fits<T>(channels, act_vector_width<T>(), {x, residual, y});
     act_width_dispatch<T>(fits, [&](auto width) {
         constexpr int V = decltype(width)::value;
-        const NormGrid grid = norm_grid(channels, V);
-        apply_kernel<T, V><<<apply_blocks(grid, rows), grid.block, 0, stream>>>(
+        const ChannelGrid grid = channel_grid(channels, V);
+        apply_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
             rows, channels, (const T *)x, (const T *)residual, relu, gamma, beta, batch_mean,
             batch_inv_std, running_mean, running_var, eps, (T *)y);
         CUDA_CHECK_LAUNCH();
@@ -484,8 +444,8 @@ void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
                                              {x, relu_out, dy, dx, dresidual});
         act_width_dispatch<T>(fits, [&](auto width) {
             constexpr int V = decltype(width)::value;
-            const NormGrid grid = norm_grid(channels, V);
-            gradient_apply_kernel<T, V><<<apply_blocks(grid, rows), grid.block, 0, stream>>>(
+            const ChannelGrid grid = channel_grid(channels, V);
+            gradient_apply_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
                 rows, channels, x, relu_out, dy, gamma, save_mean, save_inv_std, sums, dx,
                 dresidual);
             CUDA_CHECK_LAUNCH();
@@ -568,7 +528,7 @@ void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, ComputeDtype dty
         const size_t n = rows * (size_t)channels;
         if (!dz_out || n == 0) return;
         masked_gradient_kernel<T>
-            <<<element_blocks(n), kThreads, 0, stream>>>(n, relu_out, dy, dz_out);
+            <<<blocks_for(n), kThreads, 0, stream>>>(n, relu_out, dy, dz_out);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -589,8 +549,8 @@ void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, ComputeDtype dtyp
             act_vector_fits<T>(channels, act_vector_width<T>(), {x, relu_out, dy, dx});
         act_width_dispatch<T>(fits, [&](auto width) {
             constexpr int V = decltype(width)::value;
-            const NormGrid grid = norm_grid(channels, V);
-            sync_gradient_apply_kernel<T, V><<<apply_blocks(grid, rows), grid.block, 0, stream>>>(
+            const ChannelGrid grid = channel_grid(channels, V);
+            sync_gradient_apply_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
                 rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx);
             CUDA_CHECK_LAUNCH();
         });
