@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tests/cuda_emu/emu_dlopen.h"
+#include "tests/cuda_emu/emu_log.h"
 #include "util/half.h"
 
 struct cublasContext {
@@ -93,6 +94,7 @@ static cublasStatus_t emu_sgemm(cublasHandle_t handle, cublasOperation_t transa,
                                 cublasOperation_t transb, int m, int n, int k, const float *alpha,
                                 const float *a, int lda, const float *b, int ldb,
                                 const float *beta, float *c, int ldc) {
+    ltc_emu_log("cublas", "cublasSgemm", 0);
     return gemm(transa, transb, m, n, k, *alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, *beta, c,
                 CUDA_R_32F, ldc);
 }
@@ -103,6 +105,7 @@ static cublasStatus_t emu_gemm_ex(cublasHandle_t handle, cublasOperation_t trans
                                   const void *b, cudaDataType_t b_type, int ldb, const void *beta,
                                   void *c, cudaDataType_t c_type, int ldc,
                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    ltc_emu_log("cublas", "cublasGemmEx", 0);
     if (compute != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
     return gemm(transa, transb, m, n, k, *(const float *)alpha, a, a_type, lda, b, b_type, ldb,
                 *(const float *)beta, c, c_type, ldc);
@@ -117,6 +120,7 @@ static cublasStatus_t emu_gemm_batched_ex(cublasHandle_t handle, cublasOperation
                                           void *const c[], cudaDataType_t c_type, int ldc,
                                           int count, cublasComputeType_t compute,
                                           cublasGemmAlgo_t algo) {
+    ltc_emu_log("cublas", "cublasGemmBatchedEx", 0);
     if (compute != CUBLAS_COMPUTE_32F || count < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
     for (int i = 0; i < count; i++) {
         const cublasStatus_t status =

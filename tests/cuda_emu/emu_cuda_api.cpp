@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 
+#include "emu_log.h"
 #include "emu_runtime.h"
 
 namespace ltc_emu {
@@ -225,6 +226,14 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
                             cudaStream_t stream) {
     if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
     if (bytes == 0) return cudaSuccess;
+    if (getenv("LTC_EMU_LAUNCH_LOG")) {
+        static const char *const kinds[] = {"host-to-host", "host-to-device", "device-to-host",
+                                            "device-to-device", "default"};
+        char site[96];
+        snprintf(site, sizeof site, "cudaMemcpyAsync %s %zu bytes",
+                 kinds[(unsigned)kind <= 4 ? (unsigned)kind : 4], bytes);
+        ltc_emu_log("copy", site, 0);
+    }
     const int dst_ok = kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyHostToDevice
                            ? device_range(dst, bytes)
                            : !device_range(dst, 1);
@@ -263,6 +272,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
 
 cudaError_t cudaMemsetAsync(void *pointer, int value, size_t bytes, cudaStream_t stream) {
     if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    ltc_emu_log("memset", "cudaMemsetAsync", 0);
     if (bytes && !device_range(pointer, bytes)) {
         fprintf(stderr, "cuda emulation: cudaMemsetAsync of %zu bytes at %p: not device memory "
                         "(or past its end)\n", bytes, pointer);
@@ -338,3 +348,21 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 }
 
 }  // extern "C"
+
+// ---- the operation log (emu_log.h) -------------------------------------------------------
+
+extern "C" void ltc_emu_log(const char *kind, const char *site, int line) {
+    static FILE *log = NULL;
+    static int opened = 0;
+    if (!opened) {
+        opened = 1;
+        const char *path = getenv("LTC_EMU_LAUNCH_LOG");
+        if (path && *path) log = fopen(path, "a");
+    }
+    if (!log) return;
+    if (line > 0)
+        fprintf(log, "%s %s:%d\n", kind, site, line);
+    else
+        fprintf(log, "%s %s\n", kind, site);
+    fflush(log);  // the program may end with _exit
+}

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cudnn_library.h"
+#include "emu_log.h"
 #include "util/dynamic_library.h"
 #include "util/half.h"
 
@@ -222,6 +223,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
                                       cudnnConvolutionFwdAlgo_t algo, void *workspace,
                                       size_t workspace_bytes, const void *beta,
                                       const cudnnTensorDescriptor_t y, void *yp) {
+    ltc_emu_log("cudnn", "cudnnConvolutionForward", 0);
     if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM;
     for (int b = 0; b < y->n; b++)
         for (int oh = 0; oh < y->h; oh++)
@@ -253,6 +255,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
                                            cudnnConvolutionBwdDataAlgo_t algo, void *workspace,
                                            size_t workspace_bytes, const void *beta,
                                            const cudnnTensorDescriptor_t x, void *dxp) {
+    ltc_emu_log("cudnn", "cudnnConvolutionBackwardData", 0);
     if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM;
     for (int b = 0; b < x->n; b++)
         for (int ih = 0; ih < x->h; ih++)
@@ -288,6 +291,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
                                              void *workspace, size_t workspace_bytes,
                                              const void *beta, const cudnnFilterDescriptor_t w,
                                              void *dwp) {
+    ltc_emu_log("cudnn", "cudnnConvolutionBackwardFilter", 0);
     if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM;
     for (int o = 0; o < w->k; o++)
         for (int r = 0; r < w->r; r++)

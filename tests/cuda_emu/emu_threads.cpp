@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cuda_emu.h"
+#include "emu_log.h"
 #include "emu_runtime.h"
 
 namespace ltc_emu {
@@ -296,6 +297,7 @@ void launch_grid(const LaunchConfig *config, void (*run)(void *), void *call) {
         set_launch_error(cudaErrorInvalidValue, config);
         return;
     }
+    ltc_emu_log("kernel", config->file, config->line);
     emu->config = config;
     emu->run = run;
     emu->call = call;
