@@ -3,7 +3,8 @@
 // lines are skipped, "off" keeps no file; and the cuda backend's plans use
 // it (group cuda: on the GPU and the CUDA emulation): the first plan of a
 // shape searches and appends one line, a second plan of the shape, in this
-// process as in another, reads it instead of searching.
+// process as in another, reads it instead of searching; the search keeps
+// the deterministic algorithm unless LTC_CUDNN_DETERMINISTIC=0.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -102,6 +103,13 @@ static void test_off_keeps_no_file(void **state) {
     assert_int_equal(count_lines(), 0);
 }
 
+static void first_line(char *line, size_t size) {
+    FILE *file = fopen(path, "r");
+    assert_non_null(file);
+    assert_non_null(fgets(line, (int)size, file));
+    fclose(file);
+}
+
 static int plan_once(Backend *cuda, int height) {
     ErrorMessage err = {{0}};
     ConvShape shape;
@@ -125,12 +133,29 @@ static void test_cuda_plans_keep_their_choice(void **state) {
     assert_int_equal(plan_once(cuda, 12), 3);  // fp16 is another key
     assert_int_equal(plan_once(cuda, 12), 3);
     backend_destroy(cuda);
-    FILE *file = fopen(path, "r");
     char line[512];
-    assert_non_null(fgets(line, sizeof line, file));
-    fclose(file);
+    first_line(line, sizeof line);
     if (!strstr(line, "|sm") || !strstr(line, "|cudnn") || !strstr(line, "|fp32|"))
         fail_msg("the key names no GPU, cuDNN or dtype: %s", line);
+    // The emulation's search offers algorithm 1 (faster, not deterministic)
+    // before 0 (deterministic): the deterministic one is kept.
+    if (!strstr(line, "\t0 0 0 0 0 0 0\n")) fail_msg("not the deterministic algorithms: %s", line);
+}
+
+// LTC_CUDNN_DETERMINISTIC=0: the fastest algorithm of any kind, under a key
+// of its own ("|any"), so the two choices never mix.
+static void test_cuda_any_algorithm(void **state) {
+    Backend *cuda = method_fixture_backend("cuda", COMPUTE_F32);
+    if (!cuda) skip();
+    setenv("LTC_CUDNN_DETERMINISTIC", "0", 1);
+    const int lines = plan_once(cuda, 12);
+    unsetenv("LTC_CUDNN_DETERMINISTIC");
+    assert_int_equal(lines, 1);
+    char line[512];
+    first_line(line, sizeof line);
+    if (!strstr(line, "|any\t1 0 1 0 1 0 1\n")) fail_msg("not the fastest algorithms: %s", line);
+    assert_int_equal(plan_once(cuda, 12), 2);  // deterministic again: another key, searched
+    backend_destroy(cuda);
 }
 
 int main(void) {
@@ -140,6 +165,7 @@ int main(void) {
                                         remove_file),
         cmocka_unit_test_setup_teardown(test_off_keeps_no_file, make_file, remove_file),
         cmocka_unit_test_setup_teardown(test_cuda_plans_keep_their_choice, make_file, remove_file),
+        cmocka_unit_test_setup_teardown(test_cuda_any_algorithm, make_file, remove_file),
     };
     return cmocka_run_group_tests(tests, name_file, NULL);
 }

@@ -2,8 +2,8 @@
 // three convolutions (forward, backward data, backward filter) as plain
 // loops over NHWC tensors and KRSC filters (the only layout the backend
 // uses; others are refused), fp32 sums in a fixed order, 16-bit data
-// widened and results rounded to nearest even once. One "algorithm",
-// deterministic, with no workspace. Descriptors are checked against each
+// widened and results rounded to nearest even once. Two "algorithms" that
+// compute alike (see FIND_ALGORITHM), with no workspace. Descriptors are checked against each
 // other as cuDNN would (channels, output size, one data type).
 #include <cudnn.h>
 #include <stdlib.h>
@@ -150,17 +150,23 @@ static int consistent(const cudnnTensorDescriptor_t x, const cudnnFilterDescript
            y->type == x->type;
 }
 
-#define FIND_ALGORITHM(results, returned, x, w, conv, y)              \
-    do {                                                              \
+// A search finds two "algorithms", sorted by time as cuDNN sorts them: 1,
+// the faster, not deterministic, then 0, deterministic (both compute the
+// same here), so the backend's rule of picking shows in the algorithm file.
+#define FIND_ALGORITHM(results, returned, wanted, x, w, conv, y)       \
+    do {                                                               \
         if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM; \
-        (results)[0].algo = 0;                                        \
-        (results)[0].status = CUDNN_STATUS_SUCCESS;                   \
-        (results)[0].time = 0.0f;                                     \
-        (results)[0].memory = 0;                                      \
-        (results)[0].determinism = CUDNN_DETERMINISTIC;               \
-        (results)[0].mathType = CUDNN_DEFAULT_MATH;                   \
-        *(returned) = 1;                                              \
-        return CUDNN_STATUS_SUCCESS;                                  \
+        for (int i_ = 0; i_ < 2 && i_ < (wanted); i_++) {              \
+            (results)[i_].algo = 1 - i_;                               \
+            (results)[i_].status = CUDNN_STATUS_SUCCESS;               \
+            (results)[i_].time = 1.0f + i_;                            \
+            (results)[i_].memory = 0;                                  \
+            (results)[i_].determinism =                                \
+                i_ == 0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC; \
+            (results)[i_].mathType = CUDNN_DEFAULT_MATH;               \
+        }                                                              \
+        *(returned) = (wanted) < 2 ? (wanted) : 2;                     \
+        return CUDNN_STATUS_SUCCESS;                                   \
     } while (0)
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle,
@@ -170,21 +176,21 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle,
                                                    const cudnnTensorDescriptor_t y, const int wanted,
                                                    int *returned,
                                                    cudnnConvolutionFwdAlgoPerf_t *results) {
-    FIND_ALGORITHM(results, returned, x, w, conv, y);
+    FIND_ALGORITHM(results, returned, wanted, x, w, conv, y);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(
     cudnnHandle_t handle, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
     const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t dx, const int wanted,
     int *returned, cudnnConvolutionBwdDataAlgoPerf_t *results) {
-    FIND_ALGORITHM(results, returned, dx, w, conv, dy);
+    FIND_ALGORITHM(results, returned, wanted, dx, w, conv, dy);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
     const cudnnConvolutionDescriptor_t conv, const cudnnFilterDescriptor_t dw, const int wanted,
     int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *results) {
-    FIND_ALGORITHM(results, returned, x, dw, conv, dy);
+    FIND_ALGORITHM(results, returned, wanted, x, dw, conv, dy);
 }
 
 static float load(const void *p, cudnnDataType_t type, size_t i) {

@@ -29,6 +29,7 @@
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/conv_algorithms.h"
 #include "backend/cuda/cuda_internal.h"
@@ -108,28 +109,40 @@ static int dnn_failed(cudnnStatus_t status, const char *call, ErrorMessage *err)
         if (dnn_failed((call), what, err)) goto fail;        \
     } while (0)
 
+// Whether the search may pick algorithms that are not deterministic:
+// LTC_CUDNN_DETERMINISTIC=0 (default 1). A measurement switch: PyTorch's
+// cudnn.benchmark takes the fastest of any kind, and the benchmark against
+// it says what keeping runs repeatable costs (split-K weight gradients, for
+// one, sum with atomics). Such runs repeat only up to rounding.
+static int any_algorithm(void) {
+    const char *value = getenv("LTC_CUDNN_DETERMINISTIC");
+    return value && strcmp(value, "0") == 0;
+}
+
 // pick = the fastest successful deterministic result of a cuDNN search
-// (results come sorted by time); where cuDNN offers no deterministic one for
-// the shape, the fastest successful one (and *nondeterministic = 1: runs
-// then repeat only up to rounding); -1 when none succeeded. A macro: the
-// three searches return three struct types with the same fields.
-#define PICK_ALGORITHM(results, count, pick, nondeterministic)                          \
+// (results come sorted by time), or the fastest of any kind with `any`;
+// where cuDNN offers no deterministic one for the shape, the fastest
+// successful one; *nondeterministic = 1 when the pick is not deterministic
+// (runs then repeat only up to rounding); -1 when none succeeded. A macro:
+// the three searches return three struct types with the same fields.
+#define PICK_ALGORITHM(results, count, any, pick, nondeterministic)                     \
     do {                                                                                \
         (pick) = -1;                                                                    \
-        for (int i_ = 0; i_ < (count) && (pick) < 0; i_++)                              \
+        for (int i_ = 0; i_ < (count) && (pick) < 0 && !(any); i_++)                    \
             if ((results)[i_].status == CUDNN_STATUS_SUCCESS &&                         \
                 (results)[i_].determinism == CUDNN_DETERMINISTIC)                       \
                 (pick) = i_;                                                            \
         for (int i_ = 0; i_ < (count) && (pick) < 0; i_++)                              \
             if ((results)[i_].status == CUDNN_STATUS_SUCCESS) {                         \
                 (pick) = i_;                                                            \
-                *(nondeterministic) = 1;                                                \
+                if ((results)[i_].determinism != CUDNN_DETERMINISTIC)                   \
+                    *(nondeterministic) = 1;                                            \
             }                                                                           \
     } while (0)
 
 // cuDNN's timed search for plan's shape, its picks in *chosen.
-static int search_algorithms(cudnnHandle_t handle, const ConvPlan *plan, ConvAlgorithms *chosen,
-                             ErrorMessage *err) {
+static int search_algorithms(cudnnHandle_t handle, const ConvPlan *plan, int any,
+                             ConvAlgorithms *chosen, ErrorMessage *err) {
     enum { TRIES = 8 };
     int found = 0;
     cudnnConvolutionFwdAlgoPerf_t forward[TRIES];
@@ -138,7 +151,7 @@ static int search_algorithms(cudnnHandle_t handle, const ConvPlan *plan, ConvAlg
                                                  forward),
             "find forward algorithm");
     int pick;
-    PICK_ALGORITHM(forward, found, pick, &chosen->nondeterministic);
+    PICK_ALGORITHM(forward, found, any, pick, &chosen->nondeterministic);
     if (pick < 0) return error_set(err, "cuDNN has no forward algorithm for it");
     chosen->forward = forward[pick].algo;
     chosen->forward_bytes = forward[pick].memory;
@@ -148,7 +161,7 @@ static int search_algorithms(cudnnHandle_t handle, const ConvPlan *plan, ConvAlg
                                                       plan->convolution, plan->input, TRIES,
                                                       &found, data),
             "find backward data algorithm");
-    PICK_ALGORITHM(data, found, pick, &chosen->nondeterministic);
+    PICK_ALGORITHM(data, found, any, pick, &chosen->nondeterministic);
     if (pick < 0) return error_set(err, "cuDNN has no backward data algorithm for it");
     chosen->backward_data = data[pick].algo;
     chosen->data_bytes = data[pick].memory;
@@ -158,7 +171,7 @@ static int search_algorithms(cudnnHandle_t handle, const ConvPlan *plan, ConvAlg
                                                         plan->convolution, plan->filter, TRIES,
                                                         &found, filter),
             "find backward filter algorithm");
-    PICK_ALGORITHM(filter, found, pick, &chosen->nondeterministic);
+    PICK_ALGORITHM(filter, found, any, pick, &chosen->nondeterministic);
     if (pick < 0) return error_set(err, "cuDNN has no backward filter algorithm for it");
     chosen->backward_filter = filter[pick].algo;
     chosen->filter_bytes = filter[pick].memory;
@@ -172,15 +185,17 @@ fail:
 // appended to the file.
 static int find_algorithms(const CudaState *state, ConvPlan *plan, ErrorMessage *err) {
     const ConvShape *s = &plan->shape;
-    char key[512];
+    const int any = any_algorithm();
+    char key[512];  // "|any": the choice among all algorithms, kept apart
     snprintf(key, sizeof key,
-             "%s|sm%d%d|cudnn%zu|%s|n%d h%d w%d c%d -> h%d w%d k%d|kernel%d stride%d pad%d",
+             "%s|sm%d%d|cudnn%zu|%s|n%d h%d w%d c%d -> h%d w%d k%d|kernel%d stride%d pad%d%s",
              state->device_name, state->compute_major, state->compute_minor, cudnnGetVersion(),
              compute_dtype_name(plan->dtype), s->batch, s->in_height, s->in_width, plan->channels,
-             s->out_height, s->out_width, plan->out_channels, s->kernel, s->stride, s->padding);
+             s->out_height, s->out_width, plan->out_channels, s->kernel, s->stride, s->padding,
+             any ? "|any" : "");
     ConvAlgorithms chosen = {0};
     if (!conv_algorithms_lookup(key, &chosen)) {
-        if (search_algorithms((cudnnHandle_t)state->cudnn, plan, &chosen, err)) return -1;
+        if (search_algorithms((cudnnHandle_t)state->cudnn, plan, any, &chosen, err)) return -1;
         conv_algorithms_store(key, &chosen);
     }
     plan->forward = (cudnnConvolutionFwdAlgo_t)chosen.forward;
@@ -241,7 +256,7 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
         goto fail;
     }
     if (find_algorithms(state, plan, err)) goto fail;
-    if (plan->nondeterministic)  // said once per shape, when the model is built
+    if (plan->nondeterministic && !any_algorithm())  // said once per shape, when the model is built
         fprintf(stderr, "lightly-train-c: cuDNN has no deterministic algorithm for conv "
                         "%dx%dx%d -> %d, kernel %d, stride %d in %s: a non-deterministic one "
                         "runs (results repeat up to rounding)\n",
