@@ -256,18 +256,31 @@ __global__ void apply_kernel(size_t rows, int channels, const T *x, const T *res
         weight[v] = gamma[c];
         shift[v] = beta[c];
     }
-    CHANNEL_ROWS(r, rows) {
-        const size_t i = r * channels + c0;
-        float xv[V], added[V], out[V];
-        act_load_vector<T, V>(x + i, xv);
-        if (residual) act_load_vector<T, V>(residual + i, added);
-        for (int v = 0; v < V; v++) {
-            float value = (float)((xv[v] - mean[v]) * scale[v] * weight[v] + shift[v]);
-            if (residual) value += added[v];
-            if (relu) value = value <= 0.0f ? 0.0f : value;  // NaN stays NaN
-            out[v] = value;
-        }
-        act_store_vector<T, V>(y + i, out);
+    // Two of the thread's rows per iteration, both loaded before either is
+    // stored (the stores may not be moved above later loads: y could alias
+    // x), so twice the bytes are in flight; the per-channel constants in
+    // registers leave room for two blocks per multiprocessor only.
+    const size_t stride = (size_t)blockDim.y * gridDim.y;
+    for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < rows; r += 2 * stride) {
+        const int count = r + stride < rows ? 2 : 1;
+        float xv[2][V], added[2][V];
+        for (int k = 0; k < 2; k++)
+            if (k < count) {
+                const size_t i = (r + k * stride) * channels + c0;
+                act_load_vector<T, V>(x + i, xv[k]);
+                if (residual) act_load_vector<T, V>(residual + i, added[k]);
+            }
+        for (int k = 0; k < 2; k++)
+            if (k < count) {
+                float out[V];
+                for (int v = 0; v < V; v++) {
+                    float value = (float)((xv[k][v] - mean[v]) * scale[v] * weight[v] + shift[v]);
+                    if (residual) value += added[k][v];
+                    if (relu) value = value <= 0.0f ? 0.0f : value;  // NaN stays NaN
+                    out[v] = value;
+                }
+                act_store_vector<T, V>(y + (r + k * stride) * channels + c0, out);
+            }
     }
 }
 
