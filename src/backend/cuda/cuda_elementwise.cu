@@ -93,23 +93,27 @@ __global__ void convert_kernel(size_t n, const From *x, To *y) {
 // y (rows, y_channels) = the first y_channels of x (rows, x_channels), zero
 // in the channels past x_channels: the 3-channel input and its weights
 // padded to 8 for cuDNN's 16-bit kernels, and the padded gradient cut back.
+// A thread per channel of y, walking rows (ChannelGrid, one channel per
+// thread): no 64-bit division per element (the stem's input, 8 padded
+// channels of 224 x 224 x 512 pixels, is padded twice a step).
 template <typename T>
-__global__ void channels_copy_kernel(size_t n, int x_channels, int y_channels, const T *x,
+__global__ void channels_copy_kernel(size_t rows, int x_channels, int y_channels, const T *x,
                                      T *y) {
-    GRID_STRIDE(i, n) {
-        const size_t r = i / y_channels;
-        const int c = (int)(i % y_channels);
-        y[i] = c < x_channels ? x[r * x_channels + c] : act_store<T>(0.0f);
-    }
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= y_channels) return;
+    CHANNEL_ROWS(r, rows)
+        y[r * y_channels + c] = c < x_channels ? x[r * x_channels + c] : act_store<T>(0.0f);
 }
 
 // y (rows, y_channels) += x (rows, x_channels) in fp32, the first
 // y_channels of each row: a 16-bit weight gradient added into the fp32
-// gradient arena.
+// gradient arena. Threads as channels_copy_kernel's.
 template <typename T>
-__global__ void accumulate_kernel(size_t n, int x_channels, int y_channels, const T *x,
+__global__ void accumulate_kernel(size_t rows, int x_channels, int y_channels, const T *x,
                                   float *y) {
-    GRID_STRIDE(i, n) y[i] += act_load(x[i / y_channels * x_channels + i % y_channels]);
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= y_channels) return;
+    CHANNEL_ROWS(r, rows) y[r * y_channels + c] += act_load(x[r * x_channels + c]);
 }
 
 __global__ void mul_kernel(size_t n, const float *a, const float *b, float *y) {
@@ -297,19 +301,23 @@ void cuda_act_convert_launch(cudaStream_t stream, ComputeDtype dtype, size_t n, 
 
 void cuda_channels_copy_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
                                int x_channels, int y_channels, const void *x, void *y) {
-    const size_t n = rows * (size_t)y_channels;
+    if (rows == 0 || y_channels == 0) return;
+    const ChannelGrid grid = channel_grid(y_channels, 1);
     act_dispatch(dtype, [&](auto tag) {
-        LAUNCH(channels_copy_kernel<ACT_T>, n, stream, n, x_channels, y_channels,
-               (const ACT_T *)x, (ACT_T *)y);
+        channels_copy_kernel<ACT_T><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
+            rows, x_channels, y_channels, (const ACT_T *)x, (ACT_T *)y);
+        CUDA_CHECK_LAUNCH();
     });
 }
 
 void cuda_act_accumulate_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
                                 int x_channels, int y_channels, const void *x, float *y) {
-    const size_t n = rows * (size_t)y_channels;
+    if (rows == 0 || y_channels == 0) return;
+    const ChannelGrid grid = channel_grid(y_channels, 1);
     act_dispatch(dtype, [&](auto tag) {
-        LAUNCH(accumulate_kernel<ACT_T>, n, stream, n, x_channels, y_channels, (const ACT_T *)x,
-               y);
+        accumulate_kernel<ACT_T><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
+            rows, x_channels, y_channels, (const ACT_T *)x, y);
+        CUDA_CHECK_LAUNCH();
     });
 }
 
