@@ -183,9 +183,8 @@ fail:
 // The algorithms for plan's shape: those the algorithm file holds for it
 // (conv_algorithms.h), else cuDNN's timed search, whose choice is then
 // appended to the file.
-static int find_algorithms(const CudaState *state, ConvPlan *plan, ErrorMessage *err) {
+static int find_algorithms(const CudaState *state, ConvPlan *plan, int any, ErrorMessage *err) {
     const ConvShape *s = &plan->shape;
-    const int any = any_algorithm();
     char key[512];  // "|any": the choice among all algorithms, kept apart
     snprintf(key, sizeof key,
              "%s|sm%d%d|cudnn%zu|%s|n%d h%d w%d c%d -> h%d w%d k%d|kernel%d stride%d pad%d%s",
@@ -255,8 +254,9 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
                   s->batch, s->out_height, s->out_width, plan->out_channels);
         goto fail;
     }
-    if (find_algorithms(state, plan, err)) goto fail;
-    if (plan->nondeterministic && !any_algorithm())  // said once per shape, when the model is built
+    const int any = any_algorithm();
+    if (find_algorithms(state, plan, any, err)) goto fail;
+    if (plan->nondeterministic && !any)  // said once per shape, when the model is built
         fprintf(stderr, "lightly-train-c: cuDNN has no deterministic algorithm for conv "
                         "%dx%dx%d -> %d, kernel %d, stride %d in %s: a non-deterministic one "
                         "runs (results repeat up to rounding)\n",

@@ -9,9 +9,13 @@
 
 constexpr int kThreads = 256;
 
+// A block count between 1 and 65535 (a grid's y limit, and plenty in x).
+static inline size_t clamp_blocks(size_t wanted) {
+    return wanted < 1 ? 1 : wanted < 65535 ? wanted : 65535;
+}
+
 static inline unsigned int blocks_for(size_t n) {
-    const size_t blocks = (n + kThreads - 1) / kThreads;
-    return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
+    return (unsigned int)clamp_blocks((n + kThreads - 1) / kThreads);
 }
 
 #define GRID_STRIDE(i, n) \
@@ -41,10 +45,6 @@ static inline ChannelGrid channel_grid(int channels, int width) {
     grid.block = dim3(x, kThreads / x);
     grid.column_blocks = (unsigned)((grid.vectors + (int)x - 1) / (int)x);
     return grid;
-}
-
-static inline size_t clamp_blocks(size_t wanted) {
-    return wanted < 1 ? 1 : wanted < 65535 ? wanted : 65535;
 }
 
 // The grid of an elementwise pass over rows: at least 8 rows per thread.

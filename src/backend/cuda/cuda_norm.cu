@@ -34,20 +34,6 @@
 
 namespace {
 
-// A statistics pass: about 2048 blocks in all (a large GPU holds some 1000
-// at once), at least 8 rows per thread, no more partials than the scratch
-// holds. From the shape and vector width only, never the device: the sums'
-// order, so their rounding, repeats from run to run and machine to machine.
-int partial_row_blocks(const ChannelGrid &grid, size_t rows, int channels) {
-    size_t wanted = (2048 + grid.column_blocks - 1) / grid.column_blocks;
-    const size_t per_block = (size_t)grid.block.y * 8;
-    const size_t by_rows = (rows + per_block - 1) / per_block;
-    const size_t by_scratch = (size_t)CUDA_MAX_ROW_BLOCKS * CUDA_MAX_COLUMNS / channels;
-    if (wanted > by_rows) wanted = by_rows;
-    if (wanted > by_scratch) wanted = by_scratch;
-    return (int)clamp_blocks(wanted);
-}
-
 // Per-channel kernels run one warp per channel (whole warps return together).
 unsigned channel_warp_blocks(int channels) {
     return (unsigned)(((size_t)channels * 32 + kThreads - 1) / kThreads);
@@ -148,7 +134,8 @@ int partials_launch(cudaStream_t stream, double *scratch, size_t rows, int chann
     act_width_dispatch<T>(fits, [&](auto width) {
         constexpr int V = decltype(width)::value;
         const ChannelGrid grid = channel_grid(channels, V);
-        row_blocks = partial_row_blocks(grid, rows, channels);
+        // at least 8 rows per thread
+        row_blocks = cuda_row_blocks(rows, channels, grid.column_blocks, (size_t)grid.block.y * 8);
         partials_kernel<kind, T, V>
             <<<dim3(grid.column_blocks, (unsigned)row_blocks), grid.block, 0, stream>>>(
                 rows, channels, x, relu_out, dy, mean, save_mean, save_inv_std, scratch,

@@ -115,14 +115,19 @@ __global__ void avgpool_backward_kernel(int batch, int pixels, int channels, con
     }
 }
 
-// Whether the max-pool kernels can take the widest vector: the
-// activations as act_vector_fits, the int32 indices aligned to as many.
-template <typename T>
-bool pool_vectors_fit(int channels, std::initializer_list<const void *> acts,
-                      const int32_t *argmax) {
+// launch(Width<V>{}, count) for a max-pool kernel over `pixels` pixels of
+// `channels`, V channels per thread: the widest vector where the channels,
+// the activations (as act_vector_fits) and the int32 indices (aligned to as
+// many) allow it, else 1; count = pixels x channels / V threads.
+template <typename T, typename Launch>
+void over_pool_vectors(size_t pixels, int channels, std::initializer_list<const void *> acts,
+                       const int32_t *argmax, Launch &&launch) {
     const int width = act_vector_width<T>();
-    return act_vector_fits<T>((size_t)channels, width, acts) &&
-           (uintptr_t)argmax % (width * sizeof(int32_t)) == 0;
+    const bool fits = act_vector_fits<T>((size_t)channels, width, acts) &&
+                      (uintptr_t)argmax % (width * sizeof(int32_t)) == 0;
+    act_width_dispatch<T>(fits, [&](auto vector) {
+        launch(vector, pixels * (size_t)(channels / decltype(vector)::value));
+    });
 }
 
 }  // namespace
@@ -136,13 +141,10 @@ void cuda_maxpool_forward_launch(cudaStream_t stream, ComputeDtype dtype, const 
         const T *x = (const T *)x_any;
         T *y = (T *)y_any;
         const size_t pixels = (size_t)shape->batch * shape->out_height * shape->out_width;
-        act_width_dispatch<T>(pool_vectors_fit<T>(shape->channels, {x, y}, argmax),
-                              [&](auto width) {
-                                  constexpr int V = decltype(width)::value;
-                                  auto kernel = maxpool_forward_kernel<T, V>;
-                                  const size_t n = pixels * (shape->channels / V);
-                                  LAUNCH(kernel, n, stream, *shape, x, y, argmax);
-                              });
+        over_pool_vectors<T>(pixels, shape->channels, {x, y}, argmax, [&](auto width, size_t n) {
+            auto kernel = maxpool_forward_kernel<T, decltype(width)::value>;
+            LAUNCH(kernel, n, stream, *shape, x, y, argmax);
+        });
     });
 }
 
@@ -153,13 +155,10 @@ void cuda_maxpool_backward_launch(cudaStream_t stream, ComputeDtype dtype, const
         const T *dy = (const T *)dy_any;
         T *dx = (T *)dx_any;
         const size_t pixels = (size_t)shape->batch * shape->in_height * shape->in_width;
-        act_width_dispatch<T>(pool_vectors_fit<T>(shape->channels, {dy, dx}, argmax),
-                              [&](auto width) {
-                                  constexpr int V = decltype(width)::value;
-                                  auto kernel = maxpool_backward_kernel<T, V>;
-                                  const size_t n = pixels * (shape->channels / V);
-                                  LAUNCH(kernel, n, stream, *shape, dy, argmax, dx);
-                              });
+        over_pool_vectors<T>(pixels, shape->channels, {dy, dx}, argmax, [&](auto width, size_t n) {
+            auto kernel = maxpool_backward_kernel<T, decltype(width)::value>;
+            LAUNCH(kernel, n, stream, *shape, dy, argmax, dx);
+        });
     });
 }
 

@@ -99,19 +99,18 @@ void bias_launch(cudaStream_t stream, size_t rows, int channels, const float *pr
 
 }  // namespace
 
-int cuda_row_blocks(size_t rows, int columns) {
+int cuda_row_blocks(size_t rows, int columns, unsigned column_blocks, size_t rows_per_block) {
     // About 2048 blocks of 256 threads in all (a large GPU holds some 1000
-    // at once: 132 multiprocessors x 8), at least 256 rows per row block,
-    // and no more partials than the scratch holds. Not from the device's
-    // properties: the sums' order, so their rounding, depends on the shape only.
-    const size_t column_blocks = ((size_t)columns + 31) / 32;
+    // at once: 132 multiprocessors x 8), at least rows_per_block rows per
+    // row block, and no more partials than the scratch holds. Not from the
+    // device's properties: the sums' order, so their rounding, depends on
+    // the shape only.
     size_t wanted = (2048 + column_blocks - 1) / column_blocks;
-    const size_t by_rows = (rows + 255) / 256;
+    const size_t by_rows = (rows + rows_per_block - 1) / rows_per_block;
     const size_t by_scratch = (size_t)CUDA_MAX_ROW_BLOCKS * CUDA_MAX_COLUMNS / (columns > 0 ? columns : 1);
     if (wanted > by_rows) wanted = by_rows;
     if (wanted > by_scratch) wanted = by_scratch;
-    if (wanted > 65535) wanted = 65535;
-    return (int)(wanted < 1 ? 1 : wanted);
+    return (int)clamp_blocks(wanted);
 }
 
 void cuda_column_finish_launch(cudaStream_t stream, int width, int row_blocks,

@@ -74,10 +74,11 @@ __device__ T block_max(T value) {
     return block_reduce(value, NanMaxOp());
 }
 
-// Row blocks (grid.y) of a column reduction over `rows` x `columns`:
-// enough to fill the GPU, at least 256 rows each, row blocks x columns at
-// most CUDA_MAX_ROW_BLOCKS x CUDA_MAX_COLUMNS (the scratch's partials).
-int cuda_row_blocks(size_t rows, int columns);
+// Row blocks (grid.y) of a column reduction over `rows` x `columns` whose
+// grid has column_blocks blocks across a row: enough to fill the GPU, at
+// least rows_per_block rows each, row blocks x columns at most
+// CUDA_MAX_ROW_BLOCKS x CUDA_MAX_COLUMNS (the scratch's partials).
+int cuda_row_blocks(size_t rows, int columns, unsigned column_blocks, size_t rows_per_block);
 
 // ---- column sums of a matrix given by a functor ------------------------------------
 // value(r, c) (double) is element (r, c) of a (rows, width) matrix: a plain
@@ -130,7 +131,8 @@ void cuda_column_sums(cudaStream_t stream, double *scratch, size_t rows, int wid
                       float *y, int accumulate) {
     for (int first = 0; first < width; first += CUDA_MAX_COLUMNS) {
         const int chunk = width - first < CUDA_MAX_COLUMNS ? width - first : CUDA_MAX_COLUMNS;
-        const int row_blocks = cuda_row_blocks(rows, chunk);
+        // blocks of 32 columns x 8 row lanes, at least 32 rows per thread
+        const int row_blocks = cuda_row_blocks(rows, chunk, (unsigned)((chunk + 31) / 32), 256);
         const dim3 grid((unsigned)((chunk + 31) / 32), (unsigned)row_blocks);
         column_partials_kernel<Value><<<grid, dim3(32, 8), 0, stream>>>(rows, first, chunk, value,
                                                                  scratch);

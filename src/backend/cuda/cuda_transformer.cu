@@ -27,8 +27,7 @@ namespace {
 constexpr int kRowsPerBlock = kThreads / 32;
 
 unsigned int row_blocks(size_t rows) {
-    const size_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    return (unsigned int)(blocks < 1 ? 1 : blocks < 65535 ? blocks : 65535);
+    return (unsigned int)clamp_blocks((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
 // The rows of the calling warp, and its lane's first channel.
