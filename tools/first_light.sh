@@ -434,6 +434,29 @@ pack_logs() {
         mv "$out/first_light_logs.tar.gz.tmp" "$out/first_light_logs.tar.gz"
 }
 
+# Kills what a part left running (its name in $1). A cut reaches only the
+# part's process group: a nested `timeout` makes a group of its own, and a
+# `train` that got SIGTERM in a long step finishes the step first. Such a
+# process would hold the GPU through the next part (its figures) and keep
+# the console's tee open past the end (seen: 2 minutes of an emulated
+# `train` after the last record). Every process of a part carries its token
+# in the environment, so the search finds them whatever their group.
+kill_leftovers() {
+    local token="FL_PART_TOKEN=$$-$1" environ pid pids=() names=()
+    for environ in /proc/[0-9]*/environ; do
+        pid=${environ#/proc/}
+        pid=${pid%/environ}
+        if grep -q -z -x -F "$token" "$environ" 2>/dev/null; then
+            pids+=("$pid")
+            names+=("$(tr -d '\n' <"/proc/$pid/comm" 2>/dev/null)")
+        fi
+    done
+    [ ${#pids[@]} -eq 0 ] && return 0
+    kill -KILL "${pids[@]}" 2>/dev/null
+    record "$1" leftovers info "killed ${#pids[@]} processes still running after the part" \
+        "names=$(printf '%s,' "${names[@]}" | sed 's/,$//')"
+}
+
 deadline=$((${FL_START%.*} + FIRST_LIGHT_SECONDS))
 for part in $FIRST_LIGHT_PARTS; do
     budget=$(tr ' ' '\n' <<<"$FIRST_LIGHT_BUDGETS" | sed -n "s/^$part=//p")
@@ -445,8 +468,10 @@ for part in $FIRST_LIGHT_PARTS; do
     fi
     started=$(date +%s.%N)
     echo "== $part (budget ${budget}s)"
-    timeout -k 15 "$budget" bash "$here/$(basename "$0")" --part "$part" >"$FL_LOGS/$part.log" 2>&1
+    FL_PART_TOKEN="$$-$part" timeout -k 15 "$budget" bash "$here/$(basename "$0")" --part "$part" \
+        >"$FL_LOGS/$part.log" 2>&1
     status=$?
+    kill_leftovers "$part"
     seconds=$(awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
     fails=$(grep -c "\"part\": \"$part\", \"check\": [^,]*, \"status\": \"fail\"" "$FL_RESULTS")
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then

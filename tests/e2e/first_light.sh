@@ -65,7 +65,8 @@ start=$(date +%s)
   FIRST_LIGHT_BENCH_WARMUP=1 FIRST_LIGHT_BENCH_COMPILE=0 \
   bash first-light/run.sh) >"$work/run.out" 2>&1
 status=$?
-echo "run.sh: exit $status in $(($(date +%s) - start)) s"
+wall=$(($(date +%s) - start))
+echo "run.sh: exit $status in $wall s"
 cat "$node/out/first_light_summary.md"
 [ "$status" -eq 0 ] || fail "run.sh exited $status: $(tail -n 5 "$work/run.out")"
 
@@ -109,6 +110,12 @@ has profile lightly-train-c-total skip 'no ncu'
 has profile pytorch-total skip "No module named 'torch'"
 has test-gpu part cut
 has all total info
+# Nothing a part started outlives it: the cut test-gpu part's emulated
+# `train` once ran on for 2 minutes after the last record, holding the
+# console's tee open (on the GPU it would hold the GPU through the next part).
+total=$(sed -n 's/.*"check": "total".*"seconds": \([0-9]*\).*/\1/p' "$results")
+[ "$wall" -le $((total + 20)) ] ||
+  fail "run.sh ended ${wall}s after its start, its last record at ${total}s: a part's process outlived it"
 has train part '(pass|fail)' '"failed_checks": [012],'
 # The wheel-launcher check itself, where the toolkit has cuDNN and cuBLAS:
 # NVIDIA's pip layout made of links to them passes; the same layout without
