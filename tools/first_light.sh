@@ -357,7 +357,7 @@ fi
 : "${FIRST_LIGHT_EMBED_IMAGES:=64}" "${FIRST_LIGHT_EMBED_ACCELERATOR:=$FIRST_LIGHT_ACCELERATOR}" "${FIRST_LIGHT_TEST_LIMIT:=60}"
 : "${FIRST_LIGHT_OPS_FP32:=test_backend_fast test_resnet test_backend_fast_norm test_backend_act_ops
 test_backend_transformer_fast test_nonfinite test_loss_scaler test_backend_resize
-test_backend_dinov2_ops test_backend_dinov3_ops test_backend_transfer test_ranks}"
+test_backend_dinov2_ops test_backend_dinov3_ops test_backend_transfer test_ranks test_conv_algorithms}"
 : "${FIRST_LIGHT_OPS_16:=test_backend_fast test_backend_act_ops test_backend_fast_norm
 test_backend_transformer_fast test_backend_resize test_backend_dinov2_ops test_backend_dinov3_ops
 test_cuda_precision}"

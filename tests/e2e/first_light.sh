@@ -16,6 +16,14 @@ set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init first_light
 
+# First light runs every binary of make test-gpu (tests/gpu_tests.list): its
+# op lists and the test-gpu part's binaries name each.
+lists=$(awk '/^: "\$\{FIRST_LIGHT_(OPS_FP32|OPS_16|TESTGPU_BINARIES):=/ { on = 1 }
+              on { print } on && /}"/ { on = 0 }' tools/first_light.sh)
+for test in $(grep -v '^#' tests/gpu_tests.list); do
+  grep -q -w "$test" <<<"$lists" || fail "first light runs no cuda group of $test (tests/gpu_tests.list)"
+done
+
 build_dir=$(cd "$build" && pwd)
 if [ ! -x "$build_dir/emu/lightly-train-c" ]; then
   echo "skipped: no CUDA emulation build ($build/emu/lightly-train-c; CUDA headers missing)"
