@@ -8,8 +8,10 @@
 # GPU's own time per launch is what a profile (tools/profile_gpu.sh) adds.
 #   tools/launch_census.sh [METHOD [MODEL]]      (default: simclr resnet50)
 # Environment: LTC_BUILD (build), CENSUS_TOP (25 sites listed).
-# Prints "CENSUS total=N kernel=N cudnn=N cublas=N copy=N memset=N", then
-# the busiest sites, "COUNT KIND SITE".
+# Prints "CENSUS total=N kernel=N cudnn=N cublas=N copy=N memset=N
+# host_wait=N", then the busiest sites, "COUNT KIND SITE". total counts the
+# operations queued; host_wait the calls that may make the host wait for
+# the device (synchronisations, blocking copies, allocations and frees).
 set -eu
 method=${1:-simclr}
 model=${2:-resnet50}
@@ -39,8 +41,8 @@ sort "$work/log2" | uniq -c >"$work/counts2"
 awk 'NR == FNR { two[substr($0, index($0, $2))] = $1; next }
      { site = substr($0, index($0, $2)); n = $1 - two[site]; if (n > 0) print n, site }' \
     "$work/counts2" "$work/counts3" | sort -k1,1nr -k2 >"$work/step"
-awk '{ total += $1; kind[$2] += $1 }
-     END { printf "CENSUS method='"$method"' model='"$model"' total=%d kernel=%d cudnn=%d cublas=%d copy=%d memset=%d\n",
-           total, kind["kernel"], kind["cudnn"], kind["cublas"], kind["copy"], kind["memset"] }' \
+awk '{ kind[$2] += $1; if ($2 != "host-wait") total += $1 }
+     END { printf "CENSUS method='"$method"' model='"$model"' total=%d kernel=%d cudnn=%d cublas=%d copy=%d memset=%d host_wait=%d\n",
+           total, kind["kernel"], kind["cudnn"], kind["cublas"], kind["copy"], kind["memset"], kind["host-wait"] }' \
     "$work/step"
 head -n "${CENSUS_TOP:-25}" "$work/step"

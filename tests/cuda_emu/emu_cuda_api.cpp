@@ -132,7 +132,10 @@ cudaError_t cudaDriverGetVersion(int *version) {
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+    ltc_emu_log("host-wait", "cudaDeviceSynchronize", 0);
+    return cudaSuccess;
+}
 
 cudaError_t cudaSetDevice(int device) {
     return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
@@ -181,6 +184,7 @@ cudaError_t cudaFuncSetAttribute(const void *kernel, enum cudaFuncAttribute attr
 }
 
 cudaError_t cudaMalloc(void **pointer, size_t bytes) {
+    ltc_emu_log("host-wait", "cudaMalloc", 0);
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     // The end sits on the guard page (to 8 bytes, the alignment of a
     // double): CUDA's 256-byte alignment would leave up to 255 bytes of
@@ -200,6 +204,7 @@ cudaError_t cudaMalloc(void **pointer, size_t bytes) {
 
 cudaError_t cudaFree(void *pointer) {
     if (!pointer) return cudaSuccess;
+    ltc_emu_log("host-wait", "cudaFree", 0);
     auto it = allocations.find((uintptr_t)pointer);
     if (it == allocations.end()) return fail(cudaErrorInvalidValue);
     munmap(it->second.base, it->second.mapped);
@@ -208,6 +213,7 @@ cudaError_t cudaFree(void *pointer) {
 }
 
 cudaError_t cudaHostAlloc(void **pointer, size_t bytes, unsigned int flags) {
+    ltc_emu_log("host-wait", "cudaHostAlloc", 0);
     *pointer = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     if (!*pointer) return fail(cudaErrorMemoryAllocation);
     pinned.insert(*pointer);
@@ -217,6 +223,7 @@ cudaError_t cudaHostAlloc(void **pointer, size_t bytes, unsigned int flags) {
 cudaError_t cudaMallocHost(void **pointer, size_t bytes) { return cudaHostAlloc(pointer, bytes, 0); }
 
 cudaError_t cudaFreeHost(void *pointer) {
+    ltc_emu_log("host-wait", "cudaFreeHost", 0);
     if (!pinned.erase(pointer)) return fail(cudaErrorInvalidValue);
     free(pointer);
     return cudaSuccess;
@@ -267,6 +274,7 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dst_pitch, const void *src, size
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    ltc_emu_log("host-wait", "cudaMemcpy", 0);
     return cudaMemcpyAsync(dst, src, bytes, kind, 0);
 }
 
@@ -295,6 +303,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    ltc_emu_log("host-wait", "cudaStreamSynchronize", 0);
     return stream_is_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
@@ -329,7 +338,10 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     return events.count(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t event) { return cudaEventQuery(event); }
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    ltc_emu_log("host-wait", "cudaEventSynchronize", 0);
+    return cudaEventQuery(event);
+}
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
     if (!events.count(event) || !stream_is_valid(stream))
