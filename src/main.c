@@ -1,4 +1,5 @@
 // lightly-train-c: command dispatch only. Each sub-command lives in src/cli/.
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,11 @@ static void print_usage(FILE *stream) {
 }
 
 int main(int argc, char **argv) {
+    // A reader of our output that goes away (`... | head`, a notebook's
+    // pipe closed, a killed launcher) must not kill a run with SIGPIPE
+    // before its checkpoint: writes to it fail with EPIPE instead, and the
+    // output is lost, not the training.
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         print_usage(stderr);
         return 2;

@@ -201,4 +201,12 @@ for log in damaged-train7 damaged-embed damaged-bench; do
     fail "train (seed 0) and $log skip differently:"$'\n'"$(skipped "$work/damaged-train0.log")"$'\n'"--"$'\n'"$(skipped "$work/$log.log")"
 done
 
+# --- 8. A reader of the output that goes away does not kill the run: it
+# ends as it would have, with its checkpoint (before: SIGPIPE, status 141,
+# no checkpoint).
+"$bin" train "${common[@]}" --out "$work/no-reader" --max-steps 2 2>&1 | true
+status=${PIPESTATUS[0]}
+[ "$status" -eq 0 ] || fail "train whose output reader left: exit $status, expected 0"
+[ -s "$work/no-reader/checkpoints/last.ckpt" ] || fail "train whose output reader left wrote no checkpoint"
+
 e2e_finish
