@@ -48,6 +48,25 @@ static void expect_error(const char *assignment, int dino, const char *fragment)
     if (!strstr(err.text, fragment)) fail_msg("'%s': got '%s'", assignment, err.text);
 }
 
+// Ranges tie parameters together: checked after all are set, whatever
+// their order (ratio_min=2 before ratio_max=3 was refused).
+static void test_override_order(void **state) {
+    (void)state;
+    const char *raise_first[] = {"ratio_min=2", "ratio_max=3"};
+    const char *lower_first[] = {"scale_max=0.05", "scale_min=0.01"};
+    ViewSet set;
+    view_set_simclr(&set, 224);
+    ErrorMessage err = {{0}};
+    if (view_set_overrides(&set, raise_first, 2, &err) != 0) fail_msg("%s", err.text);
+    if (view_set_overrides(&set, lower_first, 2, &err) != 0) fail_msg("%s", err.text);
+    assert_float_equal(set.views[1].ratio_min, 2.0f, 0);
+    assert_float_equal(set.views[1].scale_max, 0.05f, 0);
+    const char *crossed[] = {"ratio_min=3", "ratio_max=2"};  // still refused, naming both
+    assert_int_equal(view_set_overrides(&set, crossed, 2, &err), -1);
+    if (!strstr(err.text, "transform overrides (view 0)") || !strstr(err.text, "ratio_min"))
+        fail_msg("%s", err.text);
+}
+
 static void test_override_errors(void **state) {
     (void)state;
     expect_error("blur", 0, "KEY=VALUE");
@@ -68,6 +87,7 @@ int main(void) {
         cmocka_unit_test(test_override_every_view),
         cmocka_unit_test(test_override_scopes),
         cmocka_unit_test(test_override_errors),
+        cmocka_unit_test(test_override_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

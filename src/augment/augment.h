@@ -152,10 +152,13 @@ static inline int view_input_channels(const ViewTransform *t) {
 static inline int view_channels(const ViewTransform *t) {
     return t->channels > 0 ? t->channels : 3;
 }
-// Sets one parameter from "KEY=VALUE", for every view, or "SCOPE.KEY=VALUE"
+// Sets parameters from "KEY=VALUE", for every view, or "SCOPE.KEY=VALUE"
 // for some: SCOPE is global, local or view<N> (0-based). KEY is a float field
 // of ViewTransform by name (scale_min, flip_p, brightness, blur_sigma_max,
-// solarize_threshold, ...). The changed views are validated.
+// solarize_threshold, ...). The views are validated after all are set, so
+// their order does not matter. view_set_override: one assignment.
+int view_set_overrides(ViewSet *set, const char *const *assignments, int count,
+                       ErrorMessage *err);
 int view_set_override(ViewSet *set, const char *assignment, ErrorMessage *err);
 // Checks ranges (probabilities in [0,1], scale 0 < min <= max <= 1, ...).
 int view_transform_validate(const ViewTransform *transform, ErrorMessage *err);

@@ -84,7 +84,8 @@ static int parse_scope(const ViewSet *set, const char **key, size_t *key_length,
     return 0;
 }
 
-int view_set_override(ViewSet *set, const char *assignment, ErrorMessage *err) {
+// Sets one parameter in the views it selects, unvalidated.
+static int apply_override(ViewSet *set, const char *assignment, ErrorMessage *err) {
     const char *equals = strchr(assignment, '=');
     if (!equals || equals == assignment)
         return error_set(err, "transform override '%s' must look like KEY=VALUE", assignment);
@@ -99,10 +100,27 @@ int view_set_override(ViewSet *set, const char *assignment, ErrorMessage *err) {
     if (number_parse_decimal(text, &value) != 0)
         return error_set(err, "transform parameter '%.*s': expected a decimal number, got '%s'",
                          (int)key_length, key, text);
-    for (int v = first; v < last; v++) {
+    for (int v = first; v < last; v++)
         *(float *)((char *)&set->views[v] + field->offset) = (float)value;
-        if (view_transform_validate(&set->views[v], err) != 0)
-            return error_prefix(err, "transform override '%s' (view %d)", assignment, v);
-    }
     return 0;
+}
+
+// Validated once all are set: ranges tie parameters together (ratio_min <=
+// ratio_max, ...), so checking after each would make the order matter
+// ("ratio_min=2 ratio_max=3" refused, the other order accepted).
+int view_set_overrides(ViewSet *set, const char *const *assignments, int count,
+                       ErrorMessage *err) {
+    for (int i = 0; i < count; i++)
+        if (apply_override(set, assignments[i], err) != 0) return -1;
+    if (count == 0) return 0;
+    for (int v = 0; v < set->count; v++)
+        if (view_transform_validate(&set->views[v], err) != 0)
+            return count == 1 ? error_prefix(err, "transform override '%s' (view %d)",
+                                             assignments[0], v)
+                              : error_prefix(err, "transform overrides (view %d)", v);
+    return 0;
+}
+
+int view_set_override(ViewSet *set, const char *assignment, ErrorMessage *err) {
+    return view_set_overrides(set, &assignment, 1, err);
 }

@@ -101,11 +101,10 @@ static int bench_data_run(const BenchDataArgs *args) {
         view_set_simclr(&views, args->image_size);
     else
         view_set_dino(&views, args->image_size, args->local_size, args->local_views);
-    for (int i = 0; i < args->transform_overrides.count; i++) {
-        if (view_set_override(&views, args->transform_overrides.items[i], &err) != 0) {
-            fprintf(stderr, "lightly-train-c bench-data: --transform: %s\n", err.text);
-            return 2;
-        }
+    if (view_set_overrides(&views, (const char *const *)args->transform_overrides.items,
+                           args->transform_overrides.count, &err) != 0) {
+        fprintf(stderr, "lightly-train-c bench-data: --transform: %s\n", err.text);
+        return 2;
     }
     Dataset dataset;
     const double scan_start = time_now();

@@ -200,9 +200,9 @@ static int build_views(const TrainRun *run, ViewSet *views, ErrorMessage *err) {
         choose_float_pixels(run, &float_pixels, err))
         return -1;
     view_set_apply_channels(views, &config->channels, float_pixels);
-    for (int i = 0; i < config->transforms.count; i++)
-        if (view_set_override(views, config->transforms.items[i], err))
-            return error_prefix(err, "--transform"), -1;
+    if (view_set_overrides(views, (const char *const *)config->transforms.items,
+                           config->transforms.count, err))
+        return error_prefix(err, "--transform"), -1;
     return 0;
 }
 
