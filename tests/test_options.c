@@ -486,6 +486,27 @@ static void test_help_lists_choices_behind_metavar(void **state) {
     free(text);
 }
 
+// A long list (the models: 27 names) is listed whole, in the error and in
+// --help (cut at 256 and 200 bytes before: the last names were missing, one
+// cut in the middle).
+static void test_long_choice_list(void **state) {
+    Fixture *f = *state;
+    static const char *const many[] = {
+        "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vit_t14", "vit_t16",
+        "vit_s14", "vit_s16", "vit_b14", "vit_b16", "vit_l14", "vit_l16", "vit_g14",
+        "vit_s14_reg4", "vit_b14_reg4", "vit_l14_reg4", "vit_g14_reg4", "dinov3/vitt16",
+        "dinov3/vitt16plus", "dinov3/vits16", "dinov3/vits16plus", "dinov3/vitb16",
+        "dinov3/vitl16", "dinov3/vitl16plus", "dinov3/vith16plus", NULL};
+    f->specs[5].choices = many;
+    f->specs[5].metavar = "NAME";
+    ASSERT_PARSE_ERROR(f, ", dinov3/vitl16plus, dinov3/vith16plus, got 'x'", "--data", "d",
+                       "--method", "x");
+    const char *words[] = {"--help", NULL};
+    char *text = parse_capturing_help(f, words);
+    if (!strstr(text, ", dinov3/vitl16plus, dinov3/vith16plus)")) fail_msg("%s", text);
+    free(text);
+}
+
 static void test_help_is_aligned(void **state) {
     Fixture *f = *state;
     const char *words[] = {"-h", NULL};
@@ -561,6 +582,7 @@ int main(void) {
         FIXTURE_TEST(test_positional_rejected),
         FIXTURE_TEST(test_help_lists_every_option),
         FIXTURE_TEST(test_help_lists_choices_behind_metavar),
+        FIXTURE_TEST(test_long_choice_list),
         FIXTURE_TEST(test_help_is_aligned),
         FIXTURE_TEST(test_help_anywhere_wins),
         FIXTURE_TEST(test_table_mistakes),

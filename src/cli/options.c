@@ -137,17 +137,25 @@ static int option_check_table(const OptionParser *parser, ErrorMessage *err) {
 // ---- values ------------------------------------------------------------------------
 
 // Writes "a, b, c" (or "a,b,c" with separator ",") into buffer, cut to fit.
+// The choices joined by separator; a list longer than the buffer ends in
+// "..." (never a name cut in the middle).
 static void option_join_choices(const char *const *choices, const char *separator,
                                 char *buffer, size_t size) {
     size_t used = 0;
     buffer[0] = '\0';
-    for (int i = 0; choices[i] && used < size; i++) {
-        int written = snprintf(buffer + used, size - used, "%s%s", i ? separator : "",
-                               choices[i]);
-        if (written < 0) break;
+    for (int i = 0; choices[i]; i++) {
+        const int written = snprintf(buffer + used, size - used, "%s%s", i ? separator : "",
+                                     choices[i]);
+        if (written < 0 || used + (size_t)written + 4 >= size) {
+            snprintf(buffer + used, size - used, "%s...", i ? separator : "");
+            return;
+        }
         used += (size_t)written;
     }
 }
+
+// Choice lists (the models: 27 names) fit these.
+enum { CHOICES_TEXT = 1024 };
 
 static void option_format_bound(double bound, char *buffer, size_t size) {
     snprintf(buffer, size, "%.15g", bound);
@@ -234,7 +242,7 @@ static int option_store_choice(const OptionSpec *spec, const char *text, ErrorMe
             return 0;
         }
     }
-    char listed[256];
+    char listed[CHOICES_TEXT];
     option_join_choices(spec->choices, ", ", listed, sizeof listed);
     return error_set(err, "--%s: expected one of %s, got '%.*s'", spec->name, listed,
                      QUOTE_MAX, text);
@@ -347,7 +355,7 @@ static const char *option_metavar(const OptionSpec *spec, char *buffer, size_t s
     case OPTION_FLOAT: return spec->allow_auto ? "X|auto" : "X";
     case OPTION_STRING: return "VALUE";
     case OPTION_CHOICE: {
-        char listed[200];
+        char listed[CHOICES_TEXT];
         option_join_choices(spec->choices, ",", listed, sizeof listed);
         snprintf(buffer, size, "{%s}", listed);
         return buffer;
@@ -429,13 +437,13 @@ static void option_print_row(FILE *out, const char *left, int width, const char 
 }
 
 static void option_left_column(const OptionSpec *spec, char *buffer, size_t size) {
-    char choices[256];
+    char choices[CHOICES_TEXT + 2];
     const char *metavar = option_metavar(spec, choices, sizeof choices);
     snprintf(buffer, size, "  --%s%s%s", spec->name, metavar[0] ? " " : "", metavar);
 }
 
 void options_print_help(const OptionParser *parser, FILE *out) {
-    char left[384];
+    char left[CHOICES_TEXT + 64];
     fprintf(out, "usage: %s", parser->program ? parser->program : "lightly-train-c");
     for (int i = 0; i < parser->count; i++) {
         if (!parser->specs[i].required) continue;
@@ -456,13 +464,13 @@ void options_print_help(const OptionParser *parser, FILE *out) {
     for (int i = 0; i < parser->count; i++) {
         const OptionSpec *spec = &parser->specs[i];
         char default_text[256];
-        char suffix[256] = "";
+        char suffix[CHOICES_TEXT + 16] = "";
         option_left_column(spec, left, sizeof left);
         option_describe_default(spec, default_text, sizeof default_text);
         if (spec->repeatable) snprintf(suffix, sizeof suffix, "(repeatable)");
         if (spec->type == OPTION_CHOICE && spec->metavar) {
             // A custom metavar hides the choices, so list them after the help.
-            char listed[200];
+            char listed[CHOICES_TEXT];
             option_join_choices(spec->choices, ", ", listed, sizeof listed);
             snprintf(suffix, sizeof suffix, "(one of: %s)", listed);
         }

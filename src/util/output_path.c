@@ -43,6 +43,11 @@ int output_entry_check(const char *path, ErrorMessage *err) {
 }
 
 int output_file_check(const char *path, int overwrite, ErrorMessage *err) {
+    // "dir/" names a folder: without this the check ran on the folder's
+    // parent and the write failed after all the work.
+    const size_t length = strlen(path);
+    if (length > 0 && path[length - 1] == '/')
+        return error_set(err, "'%s' ends with '/': a file name is needed", path);
     if (output_entry_check(path, err)) return -1;
     if (!overwrite && access(path, F_OK) == 0)
         return error_set(err, "'%s' exists (pass --overwrite to replace it)", path);

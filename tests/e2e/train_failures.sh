@@ -201,6 +201,12 @@ for log in damaged-train7 damaged-embed damaged-bench; do
     fail "train (seed 0) and $log skip differently:"$'\n'"$(skipped "$work/damaged-train0.log")"$'\n'"--"$'\n'"$(skipped "$work/$log.log")"
 done
 
+# A file output named with a trailing '/' (a folder that does not exist):
+# refused before any work (it failed after the embeddings were computed).
+expect 2 "ends with '/': a file name is needed" -- "$bin" export --checkpoint "$good_ckpt" --out "$work/expdir/"
+expect 2 "ends with '/': a file name is needed" -- "$bin" embed --data "$images" --checkpoint "$good_export" \
+  --image-size 32 --out "$work/embdir/"
+
 # --- 8. A reader of the output that goes away does not kill the run: it
 # ends as it would have, with its checkpoint (before: SIGPIPE, status 141,
 # no checkpoint).
