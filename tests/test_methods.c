@@ -547,6 +547,11 @@ static void test_method_args_are_checked(void **state) {
     assert_int_equal(method_create(&method, METHOD_SIMCLR, &setup, &views, &err), -1);
     assert_string_equal(err.text, "simclr: --method-arg temperature=-1: expected a number in "
                                   "[0.001, 100]");
+    const char *twice[] = {"temperature=0.2", "hidden_dim=64", "temperature=0.5"};
+    setup.args = twice;
+    setup.arg_count = 3;
+    assert_int_equal(method_create(&method, METHOD_SIMCLR, &setup, &views, &err), -1);
+    assert_string_equal(err.text, "simclr: --method-arg temperature given twice (0.2 and 0.5)");
     setup.arg_count = 0;
     assert_int_equal(method_create(&method, METHOD_DISTILLATION, &setup, &views, &err), -1);
     assert_non_null(strstr(err.text, "teacher=PATH"));

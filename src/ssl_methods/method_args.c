@@ -113,6 +113,12 @@ int method_args_check(const MethodSetup *setup, const MethodArgSpec *specs, Erro
             return error_set(err, "--method-arg: unknown key '%.*s' (accepted: %s)", (int)length,
                              entry, accepted);
         }
+        // Every other option refuses a second value; a key given twice
+        // (the last used to win silently) is refused the same way.
+        for (int j = 0; j < i; j++)
+            if (strncmp(setup->args[j], entry, length + 1) == 0)
+                return error_set(err, "--method-arg %.*s given twice (%s and %s)", (int)length,
+                                 entry, setup->args[j] + length + 1, equals + 1);
         if (!value_fits(spec, equals + 1)) {
             char range[160];
             method_arg_range_text(spec, range, sizeof range);
@@ -122,7 +128,7 @@ int method_args_check(const MethodSetup *setup, const MethodArgSpec *specs, Erro
     return 0;
 }
 
-// The value of the last "key=value" entry for key, or NULL.
+// The value of the "key=value" entry for key (one at most: method_args_check), or NULL.
 static const char *method_arg_lookup(const MethodSetup *setup, const char *key) {
     const char *found = NULL;
     const size_t length = strlen(key);
