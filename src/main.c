@@ -26,6 +26,30 @@ static void print_usage(FILE *stream) {
             LTC_VERSION);
 }
 
+// Runs command with its arguments (argv[0]: the command's name).
+static int run_command(const char *command, int argc, char **argv) {
+    if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
+        if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+            printf("usage: lightly-train-c --version: this build's version and the libraries "
+                   "it finds\n");
+            return 0;
+        }
+        if (argc > 1) {
+            fprintf(stderr, "lightly-train-c: %s takes no options, got '%s'\n", command, argv[1]);
+            return 2;
+        }
+        return command_version();
+    }
+    if (strcmp(command, "train") == 0) return command_train(argc, argv);
+    if (strcmp(command, "bench-data") == 0) return command_bench_data(argc, argv);
+    if (strcmp(command, "export") == 0) return command_export(argc, argv);
+    if (strcmp(command, "embed") == 0) return command_embed(argc, argv);
+    if (strcmp(command, "weights") == 0) return command_weights(argc, argv);
+    fprintf(stderr, "lightly-train-c: unknown command '%s' (see lightly-train-c --help)\n",
+            command);
+    return 2;
+}
+
 int main(int argc, char **argv) {
     // A reader of our output that goes away (`... | head`, a notebook's
     // pipe closed, a killed launcher) must not kill a run with SIGPIPE
@@ -39,17 +63,16 @@ int main(int argc, char **argv) {
     const char *command = argv[1];
     if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 ||
         strcmp(command, "help") == 0) {
+        if (argc == 3 && argv[2][0] != '-') {  // "help train": the command's own help
+            char *help_argv[] = {argv[2], "--help", NULL};
+            return run_command(argv[2], 2, help_argv);
+        }
+        if (argc > 2) {
+            fprintf(stderr, "lightly-train-c: %s takes at most a command's name\n", command);
+            return 2;
+        }
         print_usage(stdout);
         return 0;
     }
-    if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0)
-        return command_version();
-    if (strcmp(command, "train") == 0) return command_train(argc - 1, argv + 1);
-    if (strcmp(command, "bench-data") == 0) return command_bench_data(argc - 1, argv + 1);
-    if (strcmp(command, "export") == 0) return command_export(argc - 1, argv + 1);
-    if (strcmp(command, "embed") == 0) return command_embed(argc - 1, argv + 1);
-    if (strcmp(command, "weights") == 0) return command_weights(argc - 1, argv + 1);
-    fprintf(stderr, "lightly-train-c: unknown command '%s' (see lightly-train-c --help)\n",
-            command);
-    return 2;
+    return run_command(command, argc - 1, argv + 1);
 }

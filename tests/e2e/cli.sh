@@ -11,6 +11,11 @@ expect 0 "bench-data" -- "$bin" --help
 expect 2 "usage" -- "$bin"
 expect 2 "unknown command 'frobnicate'" -- "$bin" frobnicate
 expect 0 "--num-workers" -- "$bin" bench-data --help
+# "help X" and "--help X": the command's own help, not the global one
+expect 0 "^usage: lightly-train-c train --data DIR" -- "$bin" help train
+expect 0 "^usage: lightly-train-c export --checkpoint" -- "$bin" --help export
+expect 2 "unknown command 'nope'" -- "$bin" help nope
+expect 2 "--version takes no options, got '--foo'" -- "$bin" --version --foo
 expect 2 "--data is required" -- "$bin" bench-data
 expect 2 "unknown option '--bach-size'.*--batch-size" -- "$bin" bench-data --data x --bach-size 4
 expect 2 "--batch-size: expected an integer, got 'many'" -- "$bin" bench-data --data x --batch-size many
