@@ -29,12 +29,24 @@ static void test_device_spec(void **state) {
     assert_int_equal(spec.ids[0], 2);
     assert_int_equal(spec.ids[1], 0);
     assert_int_equal(spec.ids[2], 5);
+    // A trailing comma makes a list: "1," is GPU 1 alone, not one device.
+    assert_int_equal(device_spec_parse("1,", &spec, &err), 0);
+    assert_int_equal(spec.count, 1);
+    assert_int_equal(spec.id_count, 1);
+    assert_int_equal(spec.ids[0], 1);
+    assert_int_equal(device_spec_parse("0,", &spec, &err), 0);
+    assert_int_equal(spec.id_count, 1);
+    assert_int_equal(spec.ids[0], 0);
+    assert_int_equal(device_spec_parse("0,3,", &spec, &err), 0);
+    assert_int_equal(spec.id_count, 2);
+    assert_int_equal(spec.ids[1], 3);
     const struct {
         const char *text, *message;
     } bad[] = {
         {"0", "expected auto, a count"}, {"-1", "expected auto"},   {"two", "expected auto"},
         {"1,1", "GPU 1 is listed twice"}, {"0,,1", "separated by commas"},
-        {"0,1,", "ends with a comma"},   {"0,x", "separated by commas"}, {"3a", "expected auto"},
+        {",", "separated by commas"},    {"0,x", "separated by commas"}, {"3a", "expected auto"},
+        {"1,,", "separated by commas"},  {",1", "separated by commas"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err = (ErrorMessage){{0}};

@@ -24,6 +24,7 @@ train.log. Defaults not given here are the program's (README)."""
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
@@ -78,7 +79,9 @@ def train(
     Writes ``out/checkpoints/last.ckpt`` every epoch,
     ``out/exported_models/exported_last.safetensors`` (the backbone as a
     torchvision or timm state dict), ``train.log``, ``metrics.jsonl`` and
-    TensorBoard events. None (or "auto") leaves the program's default.
+    TensorBoard events. None leaves the program's default (``out`` and
+    ``data`` have none: None is a TypeError); "auto" is passed on to the
+    program, which takes it where LightlyTrain does.
 
     Args:
         out: Output folder; a non-empty one needs ``overwrite`` or
@@ -87,25 +90,28 @@ def train(
         model: Backbone: ``resnet18`` (default) ... ``resnet152``, ``vit_s14``,
             ``vit_b14``, ..., ``dinov3/vits16``; LightlyTrain's
             ``torchvision/resnet50`` is ``resnet50``.
-        method: ``simclr`` (default), ``byol``, ``dino``, ``dinov2``, ``vicreg``,
-            ``barlowtwins``, ``distillation`` (v3; ``v1``, ``v2``: add the suffix).
-            LightlyTrain's default is distillation, which here needs
-            ``method_args={"teacher": "path/to/teacher.safetensors"}``.
+        method: ``distillation`` (default, LightlyTrain's: v3; ``v1``, ``v2``: add
+            the suffix), ``simclr``, ``byol``, ``dino``, ``dinov2``, ``vicreg``,
+            ``barlowtwins``. Distillation's teacher is ``dinov3/vitb16``,
+            downloaded by name on first use (docs/weights.md), unless
+            ``method_args={"teacher": "path/to/teacher.safetensors"}`` names
+            another; ``method="simclr"`` trains without a teacher.
         method_args: The method's hyper-parameters by LightlyTrain's names,
             e.g. ``{"temperature": 0.2}``; an unknown key is an error listing
             the accepted ones.
-        epochs: Passes over the data (default 100).
+        epochs: Passes over the data (default and "auto": 100).
         batch_size: Images per optimizer step over all devices (default 128).
         gradient_accumulation_steps: Batches per optimizer step (default 1).
         num_workers: Data loading threads per device ("auto": cores minus one).
-        devices: Devices per node, or a list of GPU indices such as [0, 2]
-            ("auto": every visible GPU, one process each).
+        devices: Devices per node (an int), or a list of GPU indices such as
+            [0, 2] or [1] (GPU 1 alone) ("auto": every visible GPU, one
+            process each).
         num_nodes: Nodes; must match the launcher (``srun``, ``mpirun``).
         resume_interrupted: Continue the interrupted run in ``out`` from its
-            last checkpoint, with the same arguments.
+            last checkpoint, with the same arguments (True or False).
         checkpoint: Initial backbone weights (a .ckpt or .safetensors) for a
             new run.
-        overwrite: Start a new run in a non-empty ``out``.
+        overwrite: Start a new run in a non-empty ``out`` (True or False).
         accelerator: "auto" (the GPU when one works, else the CPU, with the
             reason in train.log), "cpu", or "gpu" (also LightlyTrain's "cuda").
         precision: "auto" (16-mixed on a GPU, 32-true on the CPU),
@@ -126,37 +132,43 @@ def train(
 
     Raises:
         TypeError: An argument neither LightlyTrain's nor the program's
-            (the message lists the accepted ones).
+            (the message lists the accepted ones), or one of a wrong type
+            (a path that is None, a switch that is not a bool, ...).
         ValueError: A LightlyTrain argument value lightly-train-c has no
             counterpart for.
         ProgramError: The program refused the arguments (exit status 2) or
             failed while running (1).
-        KeyboardInterrupt: Ctrl-C; the run stopped with its checkpoint.
+        KeyboardInterrupt: Ctrl-C; the run stopped with its checkpoint (or,
+            when Ctrl-C came as it ended, had finished: the message says which).
     """
     _args.check_names("train", "train", _TRAIN_PARAMETERS, options)
-    view_options, transform_entries = transform_options(transform_args, method)
+    view_options, transform_entries = transform_options(
+        _args.mapping("train", "transform_args", transform_args), method)
     for name in view_options:
         if name in options:
             raise TypeError(f"train(): {name} given twice (also in transform_args)")
     arguments = ["train"]
-    for path in _args.paths(data):
+    for path in _args.paths("train", "data", data):
         arguments += _args.option("data", path)
-    arguments += _args.option("out", out)
+    arguments += _args.option("out", _args.path("train", "out", out))
     arguments += _args.option("model", _args.model_name(model))
     arguments += _args.option("method", method)
-    arguments += _args.method_args(method_args)
-    for name, value in (("epochs", epochs), ("batch_size", batch_size),
+    arguments += _args.method_args(_args.mapping("train", "method_args", method_args))
+    # LightlyTrain's epochs "auto" (100 for most methods) is the program's
+    # default, which takes no "auto"; every other "auto" is the program's.
+    for name, value in (("epochs", None if epochs == "auto" else epochs),
+                        ("batch_size", batch_size),
                         ("gradient_accumulation_steps", gradient_accumulation_steps),
                         ("num_workers", num_workers), ("devices", _args.devices(devices)),
-                        ("num_nodes", num_nodes), ("checkpoint", checkpoint),
+                        ("num_nodes", num_nodes),
+                        ("checkpoint", _args.path("train", "checkpoint", checkpoint, False)),
                         ("accelerator", _args.accelerator(accelerator)),
                         ("precision", precision), ("seed", seed), ("optim", optim)):
         arguments += _args.option(name, value)
-    if resume_interrupted:
-        arguments += _args.option("resume_interrupted", True)
-    if overwrite:
-        arguments += _args.option("overwrite", True)
-    arguments += _args.optim_args(optim_args)
+    for name, value in (("resume_interrupted", resume_interrupted), ("overwrite", overwrite)):
+        if _args.flag("train", name, value):
+            arguments += _args.option(name, True)
+    arguments += _args.optim_args(_args.mapping("train", "optim_args", optim_args))
     arguments += _args.passthrough(view_options) + transform_entries
     arguments += _args.passthrough(options)
     run(arguments)
@@ -172,14 +184,15 @@ _EMBED_PARAMETERS = ("out", "data", "checkpoint", "format", "image_size", "batch
 def _embed_arguments(function: str, data: Any, checkpoint: PathLike,
                      image_size: Union[int, Tuple[int, int], None], batch_size: Optional[int],
                      num_workers: Union[int, str, None], accelerator: Optional[str],
-                     precision: Optional[str], options: Mapping[str, Any]) -> List[str]:
-    _args.check_names(function, "embed", _EMBED_PARAMETERS, options)
-    if precision not in (None, "32-true"):
+                     precision: Optional[str], options: Mapping[str, Any],
+                     refused: Sequence[str] = ()) -> List[str]:
+    _args.check_names(function, "embed", _EMBED_PARAMETERS, options, refused)
+    if precision not in (None, "auto", "32-true"):
         raise ValueError(f"precision={precision!r}: lightly-train-c embeds in 32-true")
     arguments = ["embed"]
-    for path in _args.paths(data):
+    for path in _args.paths(function, "data", data):
         arguments += _args.option("data", path)
-    arguments += _args.option("checkpoint", checkpoint)
+    arguments += _args.option("checkpoint", _args.path(function, "checkpoint", checkpoint))
     arguments += _args.option("image_size", _args.square_size("image_size", image_size))
     arguments += _args.option("batch_size", batch_size)
     arguments += _args.option("num_workers", num_workers)
@@ -224,8 +237,9 @@ def embed(
     """
     arguments = _embed_arguments("embed", data, checkpoint, image_size, batch_size,
                                  num_workers, accelerator, precision, options)
-    arguments += _args.option("out", out) + _args.option("format", format)
-    if overwrite:
+    arguments += _args.option("out", _args.path("embed", "out", out))
+    arguments += _args.option("format", format)
+    if _args.flag("embed", "overwrite", overwrite):
         arguments += _args.option("overwrite", True)
     run(arguments)
 
@@ -247,10 +261,12 @@ def embed_numpy(
     Returns:
         (embeddings, filenames): float32 (N, D), and the N file names (paths
         relative to ``data``, as the program lists them: sorted, unreadable
-        images left out) as a numpy array of str.
+        images left out) as a numpy array of str, decoded as ``os.listdir``
+        decodes names (``os.fsencode`` gives a name's bytes back).
 
-    Args and Raises: as for :func:`embed` (without ``out``, ``format`` and
-    ``overwrite``).
+    Args and Raises: as for :func:`embed`, without ``out``, ``format`` and
+    ``overwrite`` (a TypeError). A file name with a newline cannot be
+    returned (a ProgramError saying so): :func:`embed` to a .csv can.
     """
     try:
         import numpy
@@ -258,13 +274,34 @@ def embed_numpy(
         raise ImportError("embed_numpy needs numpy: pip install numpy (or "
                           "lightly-train-c[numpy])") from error
     arguments = _embed_arguments("embed_numpy", data, checkpoint, image_size, batch_size,
-                                 num_workers, accelerator, precision, options)
+                                 num_workers, accelerator, precision, options,
+                                 refused=("out", "format", "overwrite"))
     with tempfile.TemporaryDirectory(prefix="lightly-train-c-") as folder:
         out = Path(folder) / "embeddings.npy"
-        run(arguments + _args.option("out", out) + _args.option("format", "npy"))
+        try:
+            run(arguments + _args.option("out", out) + _args.option("format", "npy"))
+        except ProgramError as error:
+            raise _embed_numpy_error(error) from None
         embeddings = numpy.load(out)
-        names = (out.parent / (out.name + ".filenames.txt")).read_text("utf-8").splitlines()
+        listed = (out.parent / (out.name + ".filenames.txt")).read_bytes()
+    # One name a line, the bytes the program found: decoded as os.listdir
+    # decodes them (a name that is not UTF-8 keeps its bytes as surrogates,
+    # and os.fsencode gives them back).
+    names = [os.fsdecode(name) for name in listed.split(b"\n")[:-1]]
     return embeddings, numpy.array(names, dtype=str)
+
+
+def _embed_numpy_error(error: ProgramError) -> ProgramError:
+    """The program's advice for a file name with a newline (another format)
+    is embed's; embed_numpy's is another call."""
+    found = re.search(r"file name (\d+) contains a newline", error.message)
+    if not found:
+        return error
+    message = (f"lightly-train-c embed: file name {found.group(1)} contains a newline, which "
+               "embed_numpy cannot return (it reads the names one a line): rename the file, "
+               "or call lightly_train_c.embed(out=\"embeddings.csv\", ...) and read the csv, "
+               "which quotes such names")
+    return ProgramError(message, error.exit_status, error.command)
 
 
 _EXPORT_PARTS = {"model": "backbone", "embedding_model": "backbone"}
@@ -297,10 +334,12 @@ def export(
     """
     _args.check_names("export", "export", ("out", "checkpoint", "part", "format", "overwrite"),
                       options)
-    arguments = ["export"] + _args.option("checkpoint", checkpoint) + _args.option("out", out)
+    arguments = ["export"] + _args.option("checkpoint",
+                                          _args.path("export", "checkpoint", checkpoint))
+    arguments += _args.option("out", _args.path("export", "out", out))
     arguments += _args.option("part", _EXPORT_PARTS.get(part or "", part))
     if format != "package_default":
         arguments += _args.option("format", format)
-    if overwrite:
+    if _args.flag("export", "overwrite", overwrite):
         arguments += _args.option("overwrite", True)
     run(arguments + _args.passthrough(options))

@@ -9,6 +9,7 @@ command's ``--help``."""
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import re
 import subprocess
@@ -31,20 +32,65 @@ def text(value: Any) -> str:
     """A Python value as the program reads it."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
+    if isinstance(value, (bytes, os.PathLike)):
+        return os.fsdecode(value)
     return str(value)
 
 
 def option(name: str, value: Any) -> List[str]:
     """``name=value`` for one option; a list or tuple repeats it (``data``);
-    None and "auto" leave the program's default."""
-    if value is None or (isinstance(value, str) and value == "auto"):
+    None leaves the program's default. "auto" is passed on: the program takes
+    it where it has it (``num_workers``, ``devices``, ``lr``, ...) and refuses
+    it elsewhere, so a path named auto stays a path."""
+    if value is None:
         return []
     name = RENAMED.get(name, name)
     if isinstance(value, (list, tuple)):
         return [f"{name}={text(item)}" for item in value]
     return [f"{name}={text(value)}"]
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, bytes, os.PathLike))
+
+
+def path(function: str, name: str, value: Any, required: bool = True) -> Optional[str]:
+    """A file or folder argument as text; None is the program's default only
+    where the argument is optional (``checkpoint`` of ``train``)."""
+    if value is None and not required:
+        return None
+    if not _is_path(value):
+        raise TypeError(f"{function}(): {name} must be a path (str or os.PathLike), "
+                        f"got {value!r}")
+    return text(value)
+
+
+def paths(function: str, name: str, value: Any) -> List[str]:
+    """One folder, or a list or tuple of them (``data``)."""
+    if _is_path(value):
+        return [text(value)]
+    if not isinstance(value, (list, tuple)) or not value or not all(map(_is_path, value)):
+        raise TypeError(f"{function}(): {name} must be a folder (str or os.PathLike) or a "
+                        f"non-empty list of them, got {value!r}")
+    return [text(item) for item in value]
+
+
+def flag(function: str, name: str, value: Any) -> bool:
+    """A switch: True or False (or 1 / 0), never a string, whose truth
+    ("False" is true) would switch it on."""
+    if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"{function}(): {name} must be True or False, got {value!r}")
+
+
+def mapping(function: str, name: str, value: Any) -> Mapping[str, Any]:
+    """A dict argument (``method_args``, ``optim_args``, ``transform_args``);
+    None is an empty one."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{function}(): {name} must be a dict (or None), got {value!r}")
+    return value
 
 
 def model_name(model: Optional[str]) -> Optional[str]:
@@ -63,27 +109,41 @@ def accelerator(value: Optional[str]) -> Optional[str]:
     return "gpu" if value == "cuda" else value
 
 
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def devices(value: Any) -> Any:
-    """LightlyTrain's list of GPU indices as the program's "0,2"."""
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(int(index)) for index in value)
-    return value
+    """LightlyTrain's devices: a count (an int), "auto", or a list of GPU
+    indices, which is the program's "0,2"; a list of one is written "1,"
+    (the program reads "1" as a count of one device)."""
+    if not isinstance(value, (list, tuple)):
+        if value is None or isinstance(value, str) or _is_integer(value):
+            return value
+        raise TypeError(f"devices must be a count (int), \"auto\" or a list of GPU indices, "
+                        f"got {value!r}")
+    if not value or not all(_is_integer(index) for index in value):
+        raise TypeError(f"devices: a list holds GPU indices (ints), at least one, got {value!r}")
+    if any(index < 0 for index in value):
+        raise ValueError(f"devices={value!r}: GPU indices are 0 or more")
+    listed = ",".join(str(int(index)) for index in value)
+    return listed + "," if len(value) == 1 else listed
 
 
 def square_size(name: str, size: Any) -> Optional[int]:
     """An int, or a (height, width) pair with height == width: the program's
     views and embeddings are square."""
-    if size is None or isinstance(size, int):
-        return size
-    if isinstance(size, (list, tuple)) and len(size) == 2 and size[0] == size[1]:
-        return int(size[0])
-    raise ValueError(f"{name}={size!r}: lightly-train-c takes square images, an int or "
-                     "(n, n)")
+    if size is None or _is_integer(size):
+        return None if size is None else int(size)
+    if (isinstance(size, (list, tuple)) and len(size) == 2 and all(map(_is_integer, size))):
+        if size[0] == size[1]:
+            return int(size[0])
+        raise ValueError(f"{name}={size!r}: lightly-train-c takes square images, an int or "
+                         "(n, n)")
+    raise TypeError(f"{name} must be an int or a pair (n, n), got {size!r}")
 
 
-def method_args(args: Optional[Mapping[str, Any]]) -> List[str]:
-    if not args:
-        return []
+def method_args(args: Mapping[str, Any]) -> List[str]:
     out = []
     for key, value in args.items():
         if isinstance(value, (dict, list, tuple)):
@@ -93,10 +153,8 @@ def method_args(args: Optional[Mapping[str, Any]]) -> List[str]:
     return out
 
 
-def optim_args(args: Optional[Mapping[str, Any]]) -> List[str]:
+def optim_args(args: Mapping[str, Any]) -> List[str]:
     """The optimizer arguments the program has: lr and weight_decay."""
-    if not args:
-        return []
     out = []
     for key, value in args.items():
         if key not in ("lr", "weight_decay"):
@@ -116,16 +174,17 @@ def program_options(command: str) -> Tuple[str, ...]:
 
 
 def check_names(function: str, command: str, explicit: Iterable[str],
-                options: Mapping[str, Any]) -> None:
+                options: Mapping[str, Any], refused: Iterable[str] = ()) -> None:
     """Raises TypeError naming the accepted arguments when `options` holds a
     name that is neither a parameter of `function` nor an option of the
-    program's `command`."""
+    program's `command`, or one of the command's options that `function`
+    sets itself (`refused`)."""
     if not options:
         return
-    accepted = program_options(command)
+    accepted = [name for name in program_options(command) if name not in refused]
     unknown = [name for name in options if name not in accepted]
     if unknown:
-        names = sorted(set(explicit) | set(accepted))
+        names = sorted((set(explicit) | set(accepted)) - set(refused))
         raise TypeError(f"{function}() got unknown argument(s) {', '.join(map(repr, unknown))}; "
                         f"accepted: {', '.join(names)}")
 
@@ -133,11 +192,5 @@ def check_names(function: str, command: str, explicit: Iterable[str],
 def passthrough(options: Mapping[str, Any]) -> List[str]:
     out: List[str] = []
     for name, value in options.items():
-        out += option(name, value)
+        out += option(name, devices(value) if name == "devices" else value)
     return out
-
-
-def paths(value: Any) -> List[Any]:
-    if isinstance(value, (str, os.PathLike)):
-        return [value]
-    return list(value)

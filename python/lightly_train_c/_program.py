@@ -93,7 +93,9 @@ def run(arguments: Sequence[str]) -> None:
     its messages to sys.stderr. Raises ProgramError with the program's error
     on failure. Ctrl-C (KeyboardInterrupt) is passed on as SIGINT, the run
     stops after its current step with a checkpoint written (continue with
-    resume_interrupted=True), and KeyboardInterrupt is raised again."""
+    resume_interrupted=True), and KeyboardInterrupt is raised again (saying
+    so when the program had finished all the same); a failure meanwhile is
+    a ProgramError."""
     command = [str(PROGRAM), *arguments]
     to_terminal = _is_terminal(sys.stdout)
     child = subprocess.Popen(
@@ -123,8 +125,13 @@ def run(arguments: Sequence[str]) -> None:
             child.send_signal(signal.SIGINT)
     for relay in relays:
         relay.join()
-    if interrupted or status == 128 + signal.SIGINT:
+    if status == 128 + signal.SIGINT or (interrupted and status == -signal.SIGINT):
         raise KeyboardInterrupt(last_error[0] or "lightly-train-c stopped by SIGINT")
+    if interrupted and status == 0:
+        # Ctrl-C came as the program finished: the run is complete, and its
+        # last line is no message about the interrupt.
+        raise KeyboardInterrupt(f"lightly-train-c {arguments[0]} had finished (exit status 0) "
+                                "when Ctrl-C came: nothing was interrupted")
     if status != 0:
         message = last_error[0] or f"lightly-train-c {arguments[0]} failed"
         raise ProgramError(message, status if status > 0 else 128 - status, command)

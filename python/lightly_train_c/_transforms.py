@@ -25,6 +25,7 @@ Any other key is passed on as one of the program's own (``scale_min``,
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Dict, List, Mapping, Optional
 
 from lightly_train_c._arguments import square_size, text
@@ -73,7 +74,12 @@ class _Views:
         if "prob" in value:
             self.set(scope, "blur_p", value["prob"])
         if "sigmas" in value:
-            low, high = value["sigmas"]
+            sigmas = value["sigmas"]
+            if (not isinstance(sigmas, (list, tuple)) or len(sigmas) != 2
+                    or not all(isinstance(sigma, numbers.Real) for sigma in sigmas)):
+                raise ValueError(f"transform_args[{where}]['sigmas']: expected (min, max), "
+                                 f"two numbers, got {sigmas!r}")
+            low, high = sigmas
             self.set(scope, "blur_sigma_min", low)
             self.set(scope, "blur_sigma_max", high)
 
@@ -163,11 +169,10 @@ class _Views:
             self.set("", key, value)  # one of the program's own keys
 
 
-def transform_options(transform_args: Optional[Mapping[str, Any]],
-                      method: Optional[str]) -> tuple:
+def transform_options(transform_args: Mapping[str, Any], method: Optional[str]) -> tuple:
     """(options, entries): options such as image_size for the command, and
     the ``transform=...`` arguments."""
     views = _Views(method)
-    for key, value in (transform_args or {}).items():
+    for key, value in transform_args.items():
         views.add(key, value)
     return views.options, views.entries

@@ -22,12 +22,14 @@ static int parse_index(const char *text, char **end) {
 int device_spec_parse(const char *text, DeviceSpec *spec, ErrorMessage *err) {
     *spec = (DeviceSpec){.count = -1};
     if (!text || strcmp(text, "auto") == 0) return 0;
+    // Without a comma a number is a count; with one, GPU indices ("0,2", or
+    // "1," for GPU 1 alone: a trailing comma is how a list of one is written).
     if (!strchr(text, ',')) {
         char *end;
         const int count = parse_index(text, &end);
         if (count < 1 || *end)
             return error_set(err, "--devices '%s': expected auto, a count (1 or more) or a list "
-                                  "of GPU indices such as 0,2", text);
+                                  "of GPU indices such as 0,2 (1, for GPU 1 alone)", text);
         spec->count = count;
         return 0;
     }
@@ -44,9 +46,7 @@ int device_spec_parse(const char *text, DeviceSpec *spec, ErrorMessage *err) {
         if (spec->id_count == RANKS_MAX_DEVICES)
             return error_set(err, "--devices '%s': more than %d GPUs", text, RANKS_MAX_DEVICES);
         spec->ids[spec->id_count++] = id;
-        at = *end ? end + 1 : end;
-        if (*end && !*at)
-            return error_set(err, "--devices '%s': the list ends with a comma", text);
+        at = *end ? end + 1 : end;  // a comma may end the list: "1," is GPU 1 alone
     }
     spec->count = spec->id_count;
     return 0;

@@ -177,8 +177,8 @@ int command_train(int argc, char **argv) {
         {.name = "accelerator", .type = OPTION_CHOICE, .value = &choices.accelerator,
          .metavar = "NAME", .help = "auto, cpu or gpu", .choices = accelerator_names},
         {.name = "devices", .type = OPTION_STRING, .value = &devices, .metavar = "N|LIST|auto",
-         .help = "devices (ranks) per node, or GPU indices such as 0,2 (auto: every visible "
-                  "GPU, or the launcher's count)"},
+         .help = "devices (ranks) per node, or GPU indices such as 0,2 (1, for GPU 1 alone) "
+                  "(auto: every visible GPU, or the launcher's count)"},
         {.name = "num-nodes", .type = OPTION_INT, .value = &config.num_nodes, .metavar = "N|auto",
          .help = "nodes; must match the launcher (auto: its count)", .min = 1, .max = 65536,
          .allow_auto = 1},

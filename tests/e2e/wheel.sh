@@ -14,6 +14,11 @@
 #   in the log);
 # - a bad argument raises ProgramError with the program's one-line error and
 #   exit status 2; an unknown one TypeError listing the accepted ones;
+#   file names that are not UTF-8 come back from embed_numpy as os.listdir
+#   gives them;
+# - train without method runs distillation (LightlyTrain's default);
+# - the package's unit tests (tests/python, in the venv) map arguments to
+#   options and refuse wrong values naming the argument;
 #   LightlyTrain's DINO transform_args map to the program's view options,
 #   and values it has no counterpart for raise ValueError;
 # - SIGINT to Python (a notebook's interrupt reaches only the kernel) stops
@@ -106,6 +111,25 @@ grep -q "accelerator: cpu (--accelerator auto: " "$log" ||
 [ -s "$work/run/exported_models/exported_last.safetensors" ] || fail "train: no exported backbone"
 echo "pip install to the end of a 2-step run: $(echo "$first_step - $pip_started" | bc) s"
 
+# LightlyTrain's default method, the program's too: distillation (here from
+# a small random ViT teacher file; without method_args the teacher is
+# dinov3/vitb16, fetched by name: tests/e2e/weights.sh).
+"$build/tests/e2e/make_backbone" "$work/vit_t14.safetensors" vit_t14 5 56 >/dev/null ||
+  fail "make_backbone vit_t14"
+output=$("${py[@]}" -c "import lightly_train_c
+lightly_train_c.train(out='$work/default', data='$work/images', batch_size=4, max_steps=1,
+                      accelerator='cpu', image_size=56, num_workers=1, threads=1,
+                      method_args={'teacher': '$work/vit_t14.safetensors'})" 2>&1) ||
+  fail "train without method: $output"
+grep -q "train: resnet18, distillation, " "$work/default/train.log" ||
+  fail "train without method did not run distillation: $(grep ' train: ' "$work/default/train.log")"
+
+# ---- the package's unit tests (tests/python): arguments to options, wrong ones ---------
+output=$("${py[@]}" -m unittest discover -s "$here/tests/python" 2>&1) ||
+  fail "tests/python: $output"
+printf '%s\n' "$output" | tail -n 1 | grep -q "^OK" || fail "tests/python: $output"
+printf '%s\n' "$output" | grep "^Ran "
+
 # ---- embed_numpy = the embed command's .npy ------------------------------------------
 model="$work/run/exported_models/exported_last.safetensors"
 "$venv/bin/lightly-train-c" embed --data "$work/images" --checkpoint "$model" --out "$work/e.npy" \
@@ -122,6 +146,20 @@ assert list(names) == open("$work/e.npy.filenames.txt").read().splitlines(), nam
 print("embed_numpy:", rows.shape)
 EOF
   output=$("${py[@]}" "$work/embed.py" 2>&1) || fail "embed_numpy: $output"
+  # File names that are not UTF-8 come back as os.listdir gives them.
+  cat >"$work/embed_names.py" <<EOF
+import os, shutil, lightly_train_c
+images, folder = b"$work/images/class0/", b"$work/names/"
+os.mkdir(folder)
+names = [b"latin1_\xe9.jpg", b"utf8_\xc3\xa9.jpg"]
+for source, name in zip(sorted(os.listdir(images)), names):
+    shutil.copy(images + source, folder + name)
+rows, found = lightly_train_c.embed_numpy(data=folder, checkpoint="$model", image_size=32,
+                                          num_workers=1)
+assert sorted(found) == sorted(os.listdir(os.fsdecode(folder))), found
+assert sorted(map(os.fsencode, found)) == names and len(rows) == 2, (found, rows.shape)
+EOF
+  output=$("${py[@]}" "$work/embed_names.py" 2>&1) || fail "embed_numpy, non-UTF-8 names: $output"
 else
   echo "skipped: embed_numpy (numpy is not importable in the venv; Debian: python3-numpy)"
 fi

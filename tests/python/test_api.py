@@ -1,0 +1,237 @@
+"""Unit tests of the Python package (python/lightly_train_c): how its calls'
+arguments become the program's options, and what wrong ones raise. The
+calls' `run` is replaced by one that records the command line, so nothing
+trains; check_names asks the installed program's --help. Run by
+tests/e2e/wheel.sh in the venv the wheel is installed into (standard
+library only; the numpy cases are skipped without numpy)."""
+
+import signal
+import stat
+import tempfile
+import unittest
+from pathlib import Path
+
+import lightly_train_c
+from lightly_train_c import _program
+
+try:
+    import numpy
+except ImportError:
+    numpy = None
+
+
+class Recorded(Exception):
+    """Raised by the recording run: the command line, nothing run."""
+
+
+def record(arguments):
+    raise Recorded(list(arguments))
+
+
+class ApiTest(unittest.TestCase):
+    def setUp(self):
+        self.run_before = lightly_train_c.run
+        lightly_train_c.run = record
+
+    def tearDown(self):
+        lightly_train_c.run = self.run_before
+
+    def command(self, function, **arguments):
+        with self.assertRaises(Recorded) as recorded:
+            function(**arguments)
+        return recorded.exception.args[0]
+
+    def train(self, **arguments):
+        return self.command(lightly_train_c.train, **{"out": "o", "data": "d", **arguments})
+
+    def refused(self, error, message, function, **arguments):
+        with self.assertRaises(error) as raised:
+            function(**arguments)
+        self.assertIn(message, str(raised.exception))
+
+    def refused_train(self, error, message, **arguments):
+        self.refused(error, message, lightly_train_c.train,
+                     **{"out": "o", "data": "d", **arguments})
+
+    # ---- method: LightlyTrain's default, the program's own ----------------------------
+    def test_method_default_is_the_programs(self):
+        self.assertEqual(self.train(), ["train", "data=d", "out=o"])
+        self.assertIn("method=dino", self.train(method="dino"))
+
+    # ---- devices: a list is always GPU indices ---------------------------------------
+    def test_devices(self):
+        self.assertIn("devices=1,", self.train(devices=[1]))
+        self.assertIn("devices=0,", self.train(devices=(0,)))
+        self.assertIn("devices=0,2", self.train(devices=[0, 2]))
+        self.assertIn("devices=3", self.train(devices=3))
+        self.assertIn("devices=auto", self.train(devices="auto"))
+        self.assertIn("devices=1,", self.command(lightly_train_c.embed, out="e.npy", data="d",
+                                                 checkpoint="m", devices=[1]))
+        self.refused_train(TypeError, "devices: a list holds GPU indices", devices=["a"])
+        self.refused_train(TypeError, "devices: a list holds GPU indices", devices=[])
+        self.refused_train(TypeError, "devices: a list holds GPU indices", devices=[True])
+        self.refused_train(ValueError, "GPU indices are 0 or more", devices=[-1])
+        self.refused_train(TypeError, "devices must be a count", devices=1.5)
+
+    # ---- paths: never dropped; a missing one is named --------------------------------
+    def test_paths(self):
+        self.assertIn("out=auto", self.train(out="auto"))
+        self.assertIn("data=auto", self.train(data="auto"))
+        self.assertIn("data=/x", self.train(data=b"/x"))
+        self.assertEqual(self.train(data=[Path("a"), "b"])[1:3], ["data=a", "data=b"])
+        for value in (None, 123, [1], []):
+            self.refused_train(TypeError, "train(): data must be a folder", data=value)
+        self.refused_train(TypeError, "train(): out must be a path", out=None)
+        self.refused_train(TypeError, "train(): checkpoint must be a path", checkpoint=1)
+        self.assertNotIn("checkpoint", " ".join(self.train(checkpoint=None)))
+        self.refused(TypeError, "embed(): out must be a path", lightly_train_c.embed,
+                     out=None, data="d", checkpoint="m")
+        self.refused(TypeError, "embed(): checkpoint must be a path", lightly_train_c.embed,
+                     out="e.npy", data="d", checkpoint=None)
+        self.refused(TypeError, "export(): out must be a path", lightly_train_c.export,
+                     out=None, checkpoint="c")
+        self.assertIn("out=auto", self.command(lightly_train_c.export, out="auto",
+                                               checkpoint="c"))
+
+    # ---- "auto": the program's where it has it ---------------------------------------
+    def test_auto(self):
+        command = self.train(num_workers="auto", accelerator="auto", precision="auto",
+                             optim="auto", epochs="auto", optim_args={"lr": "auto"})
+        for expected in ("num_workers=auto", "accelerator=auto", "precision=auto",
+                         "optim=auto", "lr=auto"):
+            self.assertIn(expected, command)
+        self.assertNotIn("epochs", " ".join(command))  # the program's 100, LightlyTrain's auto
+        self.assertIn("accelerator=gpu", self.train(accelerator="cuda"))
+
+    # ---- switches: bool only -----------------------------------------------------------
+    def test_flags(self):
+        for name, option in (("overwrite", "overwrite=true"),
+                             ("resume_interrupted", "resume=true")):
+            self.assertIn(option, self.train(**{name: True}))
+            self.assertIn(option, self.train(**{name: 1}))
+            self.assertNotIn(option, self.train(**{name: False}))
+            self.assertNotIn(option, self.train(**{name: 0}))
+            for value in ("False", "true", 2, None):
+                self.refused_train(TypeError, f"train(): {name} must be True or False",
+                                   **{name: value})
+        self.refused(TypeError, "embed(): overwrite must be True or False", lightly_train_c.embed,
+                     out="e.npy", data="d", checkpoint="m", overwrite="False")
+        self.refused(TypeError, "export(): overwrite must be True or False",
+                     lightly_train_c.export, out="e", checkpoint="c", overwrite="False")
+
+    # ---- dicts and sizes ---------------------------------------------------------------
+    def test_dicts(self):
+        for name in ("method_args", "optim_args", "transform_args"):
+            for value in ("x", ["temperature", 0.1]):
+                self.refused_train(TypeError, f"train(): {name} must be a dict", **{name: value})
+        self.refused_train(ValueError, "transform_args['gaussian_blur']['sigmas']: expected "
+                           "(min, max)", transform_args={"gaussian_blur": {"sigmas": 5}})
+        self.refused_train(ValueError, "['sigmas']: expected (min, max)",
+                           transform_args={"gaussian_blur": {"sigmas": ("a", 1)}})
+        self.assertIn("transform=global.blur_sigma_max=2",
+                      self.train(transform_args={"gaussian_blur": {"sigmas": (1, 2)}}))
+
+    def test_image_size(self):
+        embed = dict(out="e.npy", data="d", checkpoint="m")
+        self.assertIn("image_size=32", self.command(lightly_train_c.embed, image_size=(32, 32),
+                                                    **embed))
+        self.refused(ValueError, "takes square images", lightly_train_c.embed,
+                     image_size=(32, 64), **embed)
+        self.refused(TypeError, "image_size must be an int or a pair", lightly_train_c.embed,
+                     image_size="32", **embed)
+        self.refused(TypeError, "image_size must be an int or a pair", lightly_train_c.embed,
+                     image_size=True, **embed)
+
+    @unittest.skipIf(numpy is None, "needs numpy")
+    def test_numpy_integers(self):
+        embed = dict(out="e.npy", data="d", checkpoint="m")
+        self.assertIn("image_size=32", self.command(lightly_train_c.embed,
+                                                    image_size=numpy.int64(32), **embed))
+        self.assertIn("image_size=32", self.command(
+            lightly_train_c.embed, image_size=(numpy.int32(32), numpy.int32(32)), **embed))
+        self.assertIn("devices=1,", self.train(devices=list(numpy.array([1]))))
+        self.assertIn("devices=0,1", self.train(devices=tuple(numpy.arange(2))))
+
+    # ---- embed_numpy: what it sets itself is refused -----------------------------------
+    @unittest.skipIf(numpy is None, "needs numpy")
+    def test_embed_numpy_own_options(self):
+        for name, value in (("out", "e.npy"), ("format", "csv"), ("overwrite", True)):
+            with self.assertRaises(TypeError) as raised:
+                lightly_train_c.embed_numpy(data="d", checkpoint="m", **{name: value})
+            message = str(raised.exception)
+            self.assertIn(f"embed_numpy() got unknown argument(s) '{name}'", message)
+            accepted = message.split("accepted: ")[1].split(", ")
+            self.assertIn("vit_pool", accepted)
+            for own in ("out", "format", "overwrite"):
+                self.assertNotIn(own, accepted)
+
+    @unittest.skipIf(numpy is None, "needs numpy")
+    def test_embed_numpy_newline_advice(self):
+        def newline(arguments):
+            raise lightly_train_c.ProgramError(
+                "lightly-train-c embed: file name 3 contains a newline, which the npy format's "
+                "one-name-per-line filenames file cannot hold (use csv or safetensors)", 2,
+                arguments)
+        lightly_train_c.run = newline
+        with self.assertRaises(lightly_train_c.ProgramError) as raised:
+            lightly_train_c.embed_numpy(data="d", checkpoint="m")
+        self.assertIn("file name 3 contains a newline, which embed_numpy cannot return",
+                      raised.exception.message)
+        self.assertIn("lightly_train_c.embed(out=\"embeddings.csv\"", raised.exception.message)
+        self.assertNotIn("use csv or safetensors", raised.exception.message)
+        self.assertEqual(raised.exception.exit_status, 2)
+
+
+class InterruptTest(unittest.TestCase):
+    """Ctrl-C while the program runs: a stand-in program that sends SIGINT
+    to its parent (us) and then ends as the real one would."""
+
+    def setUp(self):
+        self.folder = tempfile.TemporaryDirectory()
+        self.program_before = _program.PROGRAM
+        # A background job (make test) ignores SIGINT; Python's own handler back.
+        self.handler_before = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def tearDown(self):
+        _program.PROGRAM = self.program_before
+        signal.signal(signal.SIGINT, self.handler_before)
+        self.folder.cleanup()
+
+    def program(self, last_line, status):
+        path = Path(self.folder.name) / "lightly-train-c"
+        path.write_text(f"#!/bin/sh\ntrap '' INT\necho '{last_line}' >&2\n"
+                        f"sleep 0.3\nkill -INT $PPID\nsleep 0.3\nexit {status}\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+        _program.PROGRAM = path
+
+    def outcome(self):
+        """What run() raised (KeyboardInterrupt included: a stray one would
+        stop unittest itself)."""
+        try:
+            _program.run(["train"])
+        except BaseException as raised:  # noqa: B902
+            return raised
+        return None
+
+    def test_finished_run(self):
+        self.program("tensorboard --logdir out", 0)
+        raised = self.outcome()
+        self.assertIsInstance(raised, KeyboardInterrupt)
+        self.assertEqual(str(raised), "lightly-train-c train had finished (exit status 0) when "
+                         "Ctrl-C came: nothing was interrupted")
+
+    def test_stopped_run(self):
+        self.program("interrupted (SIGINT) after step 3: checkpoint written", 130)
+        raised = self.outcome()
+        self.assertIsInstance(raised, KeyboardInterrupt)
+        self.assertEqual(str(raised), "interrupted (SIGINT) after step 3: checkpoint written")
+
+    def test_failed_run(self):
+        self.program("lightly-train-c train: disk full", 1)
+        raised = self.outcome()
+        self.assertIsInstance(raised, lightly_train_c.ProgramError)
+        self.assertEqual(raised.message, "lightly-train-c train: disk full")
+
+
+if __name__ == "__main__":
+    unittest.main()
