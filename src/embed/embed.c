@@ -313,7 +313,8 @@ int command_embed(int argc, char **argv) {
          .choices = accelerator_choices},
         {.name = "devices", .type = OPTION_STRING, .value = &args.devices,
          .metavar = "N|LIST|auto", .help = "GPUs to embed on, one process each, or GPU indices "
-                                           "such as 0,2 (auto: every visible GPU)"},
+                                           "such as 0,2 (1, for GPU 1 alone) (auto: every "
+                                           "visible GPU)"},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},
         MAX_PIXELS_OPTION(&args.max_pixels),
