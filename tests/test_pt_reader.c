@@ -22,6 +22,7 @@
 #include "embed/model_source.h"
 #include "nn/safetensors.h"
 #include "util/file.h"
+#include "weights/pt_pickle.h"
 #include "weights/pt_reader.h"
 
 #define FIXTURES "tests/fixtures/pt/"
@@ -468,6 +469,36 @@ static void test_malformed_pickles_refused(void **state) {
     assert_refused(&wide, 6, "an integer wider than 64 bits");
 }
 
+// Millions of one-byte opcodes that each make a value (NONE) or a stack
+// entry (DUP): refused once PT_MAX_PICKLE_MEMORY is reached, long before the
+// end (before the cap, 3 M NONEs took ~600 MB and were read; 12 M DUPs need
+// 96 MB of stack, past the cap).
+static void assert_flood_capped(uint8_t code, size_t count) {
+    uint8_t *bytes = malloc(count + 4);
+    memcpy(bytes, "\x80\x02N", 3);
+    memset(bytes + 3, code, count);
+    bytes[count + 3] = '.';
+    PtPickle pickle;
+    size_t consumed = 0;
+    ErrorMessage err = {{0}};
+    const int status = pt_pickle_load(bytes, count + 4, 0, &pickle, &consumed, &err);
+    free(bytes);
+    if (status == 0) pt_pickle_free(&pickle);
+    assert_int_equal(status, -1);
+    if (!strstr(err.text, "MiB of values")) fail_msg("%s", err.text);
+    size_t offset = 0;
+    assert_int_equal(sscanf(err.text, "pickle offset %zu", &offset), 1);
+    // Each opcode costs at least a stack entry (8 bytes), so the cap is met
+    // within PT_MAX_PICKLE_MEMORY / 8 opcodes.
+    assert_true(offset <= PT_MAX_PICKLE_MEMORY / 8);
+}
+
+static void test_pickle_memory_capped(void **state) {
+    (void)state;
+    assert_flood_capped('N', 3u << 20);
+    assert_flood_capped('2', 12u << 20);
+}
+
 // ---- broken zips -------------------------------------------------------------------------------
 
 // Truncated anywhere (the central directory is at the end) or with a
@@ -570,6 +601,7 @@ int main(void) {
         cmocka_unit_test(test_reduce_and_build_refused),
         cmocka_unit_test(test_sizes_and_offsets_refused),
         cmocka_unit_test(test_malformed_pickles_refused),
+        cmocka_unit_test(test_pickle_memory_capped),
         cmocka_unit_test(test_damaged_zip_refused),
         cmocka_unit_test(test_zip_layout_refused),
     };

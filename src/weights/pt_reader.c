@@ -79,7 +79,7 @@ static int compare_entry_names(const void *a, const void *b) {
 
 static int compare_entry_storages(const void *a, const void *b) {
     const Entry *x = a, *y = b;
-    return strcmp(x->tensor->storage->as.storage.key, y->tensor->storage->as.storage.key);
+    return strcmp(x->tensor->storage->as.storage->key, y->tensor->storage->as.storage->key);
 }
 
 static size_t dict_tensor_count(const PtValue *dict) {
@@ -144,12 +144,12 @@ static int collect_entries(const PtValue *dict, Entry **entries, int *count, Err
             free(list);
             return -1;
         }
-        const PtTensor *tensor = &value->as.tensor;
+        const PtTensor *tensor = value->as.tensor;
         list[used++] = (Entry){
             .name = dict->as.items.items[i]->as.string.bytes,
             .tensor = tensor,
             .bytes = (uint64_t)tensor->elements *
-                     safe_dtype_size(tensor->storage->as.storage.dtype),
+                     safe_dtype_size(tensor->storage->as.storage->dtype),
         };
     }
     Entry *sorted = malloc((size_t)n * sizeof *sorted);
@@ -234,9 +234,9 @@ static int build_tensors(const PtValue *dict, const StorageSource *source, SafeT
     }
     uint64_t stored = 0;
     for (int i = 0; status == 0 && i < count; i++) {
-        const PtStorage *s = &by_storage[i].tensor->storage->as.storage;
-        if (i > 0 && strcmp(s->key, by_storage[i - 1].tensor->storage->as.storage.key) == 0) {
-            const PtStorage *previous = &by_storage[i - 1].tensor->storage->as.storage;
+        const PtStorage *s = by_storage[i].tensor->storage->as.storage;
+        if (i > 0 && strcmp(s->key, by_storage[i - 1].tensor->storage->as.storage->key) == 0) {
+            const PtStorage *previous = by_storage[i - 1].tensor->storage->as.storage;
             if (previous->dtype != s->dtype || previous->numel != s->numel)
                 status = error_set(err, "storage \"%s\" is declared twice with different types "
                                         "or sizes", s->key);
@@ -255,8 +255,8 @@ static int build_tensors(const PtValue *dict, const StorageSource *source, SafeT
                            (unsigned long long)total);
     const uint8_t *data = NULL;
     for (int i = 0; status == 0 && i < count; i++) {
-        const PtStorage *s = &by_storage[i].tensor->storage->as.storage;
-        if (i == 0 || strcmp(s->key, by_storage[i - 1].tensor->storage->as.storage.key) != 0)
+        const PtStorage *s = by_storage[i].tensor->storage->as.storage;
+        if (i == 0 || strcmp(s->key, by_storage[i - 1].tensor->storage->as.storage->key) != 0)
             status = source->load(source->context, s, storage_bytes(s), &data, err);
         if (status == 0)
             copy_view(buffer + by_storage[i].offset, data, safe_dtype_size(s->dtype),
@@ -265,7 +265,7 @@ static int build_tensors(const PtValue *dict, const StorageSource *source, SafeT
     for (int i = 0; status == 0 && i < count; i++) {
         SafeTensor *t = &tensors[i];
         memcpy(t->name, entries[i].name, strlen(entries[i].name) + 1);
-        t->dtype = entries[i].tensor->storage->as.storage.dtype;
+        t->dtype = entries[i].tensor->storage->as.storage->dtype;
         t->rank = entries[i].tensor->rank;
         memcpy(t->shape, entries[i].tensor->shape, sizeof t->shape);
         t->offset = (size_t)entries[i].offset;
@@ -521,7 +521,7 @@ static int legacy_storage_load(void *context, const PtStorage *storage, uint64_t
 
 static int compare_storage_values(const void *a, const void *b) {
     const PtValue *x = *(const PtValue *const *)a, *y = *(const PtValue *const *)b;
-    return strcmp(x->as.storage.key, y->as.storage.key);
+    return strcmp(x->as.storage->key, y->as.storage->key);
 }
 
 // The persistent ids of the object's pickle, sorted by key (to find a
@@ -531,7 +531,8 @@ static const PtValue **sorted_storage_ids(const PtPickle *object, size_t *count)
     if (!ids) return NULL;
     *count = 0;
     for (size_t i = 0; i < object->value_count; i++)
-        if (object->values[i]->kind == PT_STORAGE) ids[(*count)++] = object->values[i];
+        if (pt_pickle_value(object, i)->kind == PT_STORAGE)
+            ids[(*count)++] = pt_pickle_value(object, i);
     qsort(ids, *count, sizeof *ids, compare_storage_values);
     return ids;
 }
@@ -554,16 +555,17 @@ static int legacy_storages(const uint8_t *bytes, size_t size, size_t pos, const 
             status = error_set(err, "a storage key is not a str");
             break;
         }
-        PtValue probe = {.kind = PT_STORAGE};
-        snprintf(probe.as.storage.key, sizeof probe.as.storage.key, "%s", key->as.string.bytes);
+        PtStorage probe_storage = {0};
+        PtValue probe = {.kind = PT_STORAGE, .as.storage = &probe_storage};
+        snprintf(probe_storage.key, sizeof probe_storage.key, "%s", key->as.string.bytes);
         const PtValue *probe_pointer = &probe;
         const PtValue **id = bsearch(&probe_pointer, ids, id_count, sizeof *ids,
                                      compare_storage_values);
-        if (!id || strcmp((*id)->as.storage.key, key->as.string.bytes) != 0) {
+        if (!id || strcmp((*id)->as.storage->key, key->as.string.bytes) != 0) {
             status = error_set(err, "storage \"%s\" has no persistent id", shown(key).text);
             break;
         }
-        const size_t element = safe_dtype_size((*id)->as.storage.dtype);
+        const size_t element = safe_dtype_size((*id)->as.storage->dtype);
         uint64_t numel = 0;
         if (size - pos < 8) {
             status = error_set(err, "offset %zu: the file ends before storage \"%s\"", pos,
