@@ -22,6 +22,7 @@
 #include "embed/model_source.h"
 #include "nn/safetensors.h"
 #include "util/file.h"
+#include "util/half.h"
 #include "weights/pt_pickle.h"
 #include "weights/pt_reader.h"
 
@@ -187,6 +188,131 @@ static void test_vit_backbone_matches_twin(void **state) {
     free(b);
     backbone_free(&from_pt);
     backbone_free(&from_twin);
+}
+
+// The tensors of `source` under `prefix`, floats as F64 (DDP's "module.",
+// DINOv2's teacher_checkpoint.pth "backbone." with its head beside it), plus
+// one `extra` tensor outside the backbone; written to a temporary file.
+static void write_wrapped(const char *source, const char *prefix, const char *extra,
+                          char *path, size_t size) {
+    SafeTensors file;
+    read_file(source, &file);
+    SafeTensorWrite *writes = calloc((size_t)file.count + 1, sizeof *writes);
+    char (*names)[SAFETENSORS_MAX_NAME] = calloc((size_t)file.count, sizeof *names);
+    double **wide = calloc((size_t)file.count, sizeof *wide);
+    for (int i = 0; i < file.count; i++) {
+        const SafeTensor *t = &file.tensors[i];
+        snprintf(names[i], sizeof names[i], "%s%s", prefix, t->name);
+        writes[i] = (SafeTensorWrite){names[i], t->dtype, t->rank, {0}, safetensors_data(&file, t)};
+        memcpy(writes[i].shape, t->shape, sizeof t->shape);
+        if (t->dtype != SAFE_F32 && t->dtype != SAFE_F16) continue;
+        const size_t n = (size_t)safe_tensor_elements(t);
+        float *narrow = malloc(n * sizeof *narrow + 1);
+        if (t->dtype == SAFE_F16) convert_f16_to_f32(safetensors_data(&file, t), narrow, n);
+        else memcpy(narrow, safetensors_data(&file, t), n * sizeof *narrow);
+        wide[i] = malloc(n * sizeof *wide[i] + 1);
+        for (size_t k = 0; k < n; k++) wide[i][k] = narrow[k];  // exact: F64 -> F32 gives it back
+        free(narrow);
+        writes[i].dtype = SAFE_F64;
+        writes[i].data = wide[i];
+    }
+    static const float head[4] = {1, 2, 3, 4};
+    writes[file.count] = (SafeTensorWrite){extra, SAFE_F32, 2, {2, 2}, head};
+    snprintf(path, size, "/tmp/ltc-test-pt-%d-%s.safetensors", (int)getpid(), prefix);
+    ErrorMessage err = {{0}};
+    if (safetensors_write(path, writes, file.count + 1, NULL, 0, &err)) fail_msg("%s", err.text);
+    for (int i = 0; i < file.count; i++) free(wide[i]);
+    free(wide);
+    free(names);
+    free(writes);
+    safetensors_free(&file);
+}
+
+// A backbone's parameters and buffers equal those of `expected`.
+static void assert_same_backbone(const Backbone *got, const Backbone *expected) {
+    assert_int_equal(got->spec.kind, expected->spec.kind);
+    const ParameterSet *sets[][2] = {{got->params, expected->params},
+                                     {got->buffers, expected->buffers}};
+    for (int s = 0; s < 2 && sets[s][0]; s++) {
+        assert_int_equal(sets[s][0]->total, sets[s][1]->total);
+        float *a = download_set(sets[s][0]), *b = download_set(sets[s][1]);
+        assert_memory_equal(a, b, sets[s][0]->total * sizeof *a);
+        free(a);
+        free(b);
+    }
+}
+
+// A backbone under a prefix (found as what precedes its class token or
+// stem conv) in F64 loads as the bare F32/F16 one; a ResNet's fc under the
+// prefix is skipped as without it. Before: refused as "no ViT tokens" /
+// "has dtype F64".
+static void test_prefixed_f64_state_dicts(void **state) {
+    (void)state;
+    const struct {
+        const char *source, *prefix, *extra;
+        int resolution;
+    } cases[] = {
+        {FIXTURES "vit_dinov2.safetensors", "backbone.", "dino_head.mlp.0.weight", 16},
+        {FIXTURES "resnet18_expanded.pt", "module.", "module.fc.extra", 32},
+        {FIXTURES "resnet18_expanded.pt", "teacher.backbone.", "teacher.head.weight", 32},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[128];
+        write_wrapped(cases[c].source, cases[c].prefix, cases[c].extra, path, sizeof path);
+        Backbone wrapped, bare;
+        ErrorMessage err = {{0}};
+        const BackboneInput input = {1, cases[c].resolution};
+        const ModelSourceOptions options = {.part = "backbone", .frozen = 1};
+        ModelSourceInfo info;
+        const int status = model_source_load_backbone_with(path, &options, fixture_backend,
+                                                           &input, 1, &wrapped, &info, &err);
+        unlink(path);
+        if (status) fail_msg("%s", err.text);
+        assert_string_equal(info.prefix, cases[c].prefix);
+        load_backbone(cases[c].source, cases[c].resolution, &bare);
+        assert_same_backbone(&wrapped, &bare);
+        backbone_free(&wrapped);
+        backbone_free(&bare);
+    }
+}
+
+// Which prefix model_source_find_prefix finds from names alone.
+static void assert_prefix(const char *const *names, int count, const char *expected) {
+    SafeTensor tensors[8];
+    memset(tensors, 0, sizeof tensors);
+    for (int i = 0; i < count; i++) snprintf(tensors[i].name, sizeof tensors[i].name, "%s", names[i]);
+    const SafeTensors file = {.count = count, .tensors = tensors};
+    char prefix[SAFETENSORS_MAX_NAME] = "unset";
+    ErrorMessage err = {{0}};
+    const int status = model_source_find_prefix(&file, prefix, sizeof prefix, &err);
+    if (expected[0] == '!') {  // an error holding the rest
+        assert_int_equal(status, -1);
+        if (!strstr(err.text, expected + 1)) fail_msg("\"%s\" lacks \"%s\"", err.text, expected + 1);
+        return;
+    }
+    if (status) fail_msg("%s", err.text);
+    assert_string_equal(prefix, expected);
+}
+
+static void test_backbone_prefix_found(void **state) {
+    (void)state;
+    const char *const resnet[] = {"module.conv1.weight", "module.layer1.0.conv1.weight",
+                                  "module.fc.weight"};
+    assert_prefix(resnet, 3, "module.");
+    const char *const bare[] = {"layer1.0.conv1.weight", "conv1.weight"};
+    assert_prefix(bare, 2, "");
+    const char *const block_only[] = {"layer1.0.conv1.weight"};  // a block's conv1: no stem
+    assert_prefix(block_only, 1, "");
+    const char *const transformers[] = {"dinov2.embeddings.cls_token"};
+    assert_prefix(transformers, 1, "");  // not "dinov2." nor "dinov2.embeddings."
+    const char *const dinov2[] = {"dino_head.last_layer.weight", "backbone.cls_token",
+                                  "backbone.blocks.0.norm1.weight"};
+    assert_prefix(dinov2, 3, "backbone.");
+    const char *const two[] = {"student.backbone.cls_token", "teacher.backbone.cls_token"};
+    assert_prefix(two, 2, "!backbones under 2 prefixes (\"student.backbone.\", "
+                          "\"teacher.backbone.\")");
+    const char *const none[] = {"encoder.weight"};
+    assert_prefix(none, 1, "");
 }
 
 // ---- hostile pickles ---------------------------------------------------------------------------
@@ -608,6 +734,8 @@ int main(void) {
     const struct CMUnitTest backbones[] = {
         cmocka_unit_test(test_resnet18_layout),
         cmocka_unit_test(test_vit_backbone_matches_twin),
+        cmocka_unit_test(test_prefixed_f64_state_dicts),
+        cmocka_unit_test(test_backbone_prefix_found),
     };
     int failed = cmocka_run_group_tests_name("pt files", files, NULL, NULL);
     failed += cmocka_run_group_tests_name("pt backbones", backbones, fixture_backend_create_cpu,

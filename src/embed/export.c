@@ -56,13 +56,18 @@ static int export_run(const ExportArgs *args) {
         fprintf(stderr, "%s: %s\n", program, err.text);
         status = 1;
     } else {
-        // "backbone." -> "backbone"; a safetensors source is its own backbone.
+        // A checkpoint's "backbone." -> "backbone"; a state dict is its own
+        // backbone, whose tensors may sit under a prefix ("module.").
         const size_t length = strlen(info.prefix);
+        const int part_named = info.is_checkpoint && length;
         char name[BACKBONE_MAX_NAME];
         backbone_spec_name(&model.spec, name, sizeof name);
-        printf("exported %.*s of %s (%zu parameters) from %s to %s\n",
-               length ? (int)length - 1 : 8, length ? info.prefix : "backbone", name,
-               parameter_set_elements(model.params), args->checkpoint, args->out);
+        printf("exported %.*s of %s (%zu parameters) from %s%s%s%s to %s\n",
+               part_named ? (int)length - 1 : 8, part_named ? info.prefix : "backbone", name,
+               parameter_set_elements(model.params), args->checkpoint,
+               !info.is_checkpoint && length ? " (its tensors under \"" : "",
+               !info.is_checkpoint ? info.prefix : "",
+               !info.is_checkpoint && length ? "\")" : "", args->out);
     }
     backbone_free(&model);
     backend_destroy(backend);

@@ -27,10 +27,15 @@ cmp -s "$work/pt.npy" "$work/twin.npy" || fail "the .pt and its safetensors twin
 cmp -s "$work/pt.npy" "$work/export.npy" || fail "the .pt's export embeds differently"
 
 # train reads the .pt as initial weights: mixed.pt's tensors are no ResNet.
-expect 2 "mixed.pt: resnet18: weights do not match the model: .*unexpected: conv.weight, half" -- \
+# The option is named once ("train: --checkpoint: PATH: ...", was
+# "--checkpoint: --checkpoint PATH: ...").
+expect 2 "train: --checkpoint: [^ ]*mixed.pt: resnet18: weights do not match the model: .*unexpected: conv.weight, half" -- \
   "$bin" train --data "$images" --method simclr --model resnet18 --checkpoint "$fixtures/mixed.pt" \
   --out "$work/run" --max-steps 1
 [ -e "$work/run" ] && fail "the refused run wrote $work/run"
+expect 2 "^lightly-train-c train: --checkpoint: $work/nope.safetensors: cannot open" -- \
+  "$bin" train --data "$images" --method simclr --model resnet18 \
+  --checkpoint "$work/nope.safetensors" --out "$work/run" --max-steps 1
 
 head -c 3000 "$fixtures/vit_dinov2.pt" >"$work/truncated.pt"
 expect 2 "truncated.pt: zip: " -- "${embed[@]}" --checkpoint "$work/truncated.pt" --out "$work/x.npy"
