@@ -450,12 +450,8 @@ static void assert_refused(const Bytes *object, int64_t numel, const char *expec
 
 // The builders make a file the reader takes: the hostile cases below fail
 // for their own reason, not for a mistake of the builder.
-static void test_builder_file_reads(void **state) {
-    (void)state;
-    Bytes b = {0};
-    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
-    size_t size = 0;
-    uint8_t *file = legacy_file(&b, 8, &size);
+// The strided view (offset 2) of the builders' file reads as it should.
+static void assert_legacy_reads(uint8_t *file, size_t size) {
     SafeTensors out;
     ErrorMessage err = {{0}};
     if (pt_parse(file, size, &out, &err) != 0) fail_msg("%s", err.text);
@@ -464,6 +460,34 @@ static void test_builder_file_reads(void **state) {
     const float expected[6] = {2, 4, 6, 3, 5, 7};  // [i][j] = storage[2 + i + 2 j]
     assert_memory_equal(w, expected, sizeof expected);
     safetensors_free(&out);
+}
+
+static void test_builder_file_reads(void **state) {
+    (void)state;
+    Bytes b = {0};
+    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
+    size_t size = 0;
+    uint8_t *file = legacy_file(&b, 8, &size);
+    assert_legacy_reads(file, size);
+}
+
+// torch.save(..., _use_new_zipfile_serialization=False, pickle_protocol=3
+// or 4): the magic number's pickle starts PROTO 3 (4: and a FRAME). Before,
+// such files fell through to the safetensors reader ("header length ...").
+static void test_legacy_protocols_read(void **state) {
+    (void)state;
+    Bytes b = {0};
+    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});
+    size_t size = 0;
+    uint8_t *file = legacy_file(&b, 8, &size);
+    file[1] = 3;
+    uint8_t *framed = malloc(size + 9);  // PROTO 4, FRAME of 13 bytes, the rest
+    memcpy(framed, "\x80\x04\x95\x0d\0\0\0\0\0\0\0", 11);
+    memcpy(framed + 11, file + 2, size - 2);
+    assert_int_equal(pt_sniff(file, size), PT_FORMAT_LEGACY);
+    assert_int_equal(pt_sniff(framed, size + 9), PT_FORMAT_LEGACY);
+    assert_legacy_reads(file, size);
+    assert_legacy_reads(framed, size + 9);
 }
 
 static void test_unknown_globals_refused(void **state) {
@@ -713,6 +737,18 @@ static void test_zip_layout_refused(void **state) {
     const ZipEntry torchscript[] = {good_pickle, {"a/constants.pkl", pickle.data, pickle.size}};
     assert_zip_refused(torchscript, 2, "a TorchScript archive");
 
+    // Lightning's checkpoint: Python objects beside the weights, said so.
+    Bytes lightning = {0};
+    OPS(&lightning, "\x80\x02}");
+    put_str(&lightning, "pytorch-lightning_version");
+    put_str(&lightning, "2.4.0");
+    OPS(&lightning, "s");
+    put_str(&lightning, "hyper_parameters");
+    put_global(&lightning, "argparse", "Namespace");
+    OPS(&lightning, ")Rs.");
+    const ZipEntry lightning_zip[] = {{"a/data.pkl", lightning.data, lightning.size}};
+    assert_zip_refused(lightning_zip, 1, "a PyTorch Lightning checkpoint (Python objects beside");
+
     uint8_t tar[512] = {0};
     memcpy(tar + 257, "ustar", 5);
     assert_bytes_refused(tar, sizeof tar, "a tar archive");
@@ -723,6 +759,7 @@ int main(void) {
         cmocka_unit_test(test_mixed_matches_twin),
         cmocka_unit_test(test_vit_matches_twin),
         cmocka_unit_test(test_builder_file_reads),
+        cmocka_unit_test(test_legacy_protocols_read),
         cmocka_unit_test(test_unknown_globals_refused),
         cmocka_unit_test(test_reduce_and_build_refused),
         cmocka_unit_test(test_sizes_and_offsets_refused),

@@ -23,16 +23,27 @@
 // uncompressed, but a zip tool may have deflated them.
 #define PT_MAX_DEFLATE_RATIO 1032
 
-// torch's legacy magic number 0x1950a86a20f9469cfc6c as the first pickle
-// (PROTO 2, LONG1 of 10 bytes, STOP).
-static const uint8_t LEGACY_MAGIC[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
-                                       0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+// torch's legacy magic number 0x1950a86a20f9469cfc6c as the first pickle:
+// PROTO 2..5 (torch.save's pickle_protocol, 2 by default), a FRAME from
+// protocol 4 on, then LONG1 of 10 bytes and STOP.
+static const uint8_t LEGACY_MAGIC_NUMBER[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
+                                              0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+
+// The length of the magic number's pickle at head, 0 when it is not there.
+static size_t legacy_magic_length(const uint8_t *head, size_t size) {
+    if (size < 2 || head[0] != 0x80 || head[1] < 2 || head[1] > 5) return 0;
+    size_t pos = 2;
+    if (size > pos && head[pos] == 0x95) pos += 9;  // FRAME and its u64 length
+    if (size < pos + sizeof LEGACY_MAGIC_NUMBER ||
+        memcmp(head + pos, LEGACY_MAGIC_NUMBER, sizeof LEGACY_MAGIC_NUMBER) != 0)
+        return 0;
+    return pos + sizeof LEGACY_MAGIC_NUMBER;
+}
 static const char *const NESTED_KEYS[] = {"state_dict", "model_state_dict", "model", "teacher"};
 
 PtFormat pt_sniff(const uint8_t *head, size_t size) {
     if (size >= 4 && memcmp(head, "PK\x03\x04", 4) == 0) return PT_FORMAT_ZIP;
-    if (size >= sizeof LEGACY_MAGIC && memcmp(head, LEGACY_MAGIC, sizeof LEGACY_MAGIC) == 0)
-        return PT_FORMAT_LEGACY;
+    if (legacy_magic_length(head, size)) return PT_FORMAT_LEGACY;
     if (size >= 262 && memcmp(head + 257, "ustar", 5) == 0) return PT_FORMAT_TAR;
     return PT_FORMAT_NONE;
 }
@@ -452,7 +463,16 @@ static int read_zip(ZipArchive *archive, SafeTensors *out, ErrorMessage *err) {
     size_t consumed = 0;
     int status = zip_read_entry(archive, &entry, bytes, err);
     if (status == 0) status = pt_pickle_load(bytes, (size_t)size, 0, &pickle, &consumed, err);
+    // Lightning's checkpoints pickle hyper-parameters and callbacks as
+    // Python objects, which no state dict holds: say what the file is.
+    static const char lightning[] = "pytorch-lightning_version";
+    const int is_lightning = status != 0 && memmem(bytes, (size_t)size, lightning,
+                                                   sizeof lightning - 1) != NULL;
     free(bytes);
+    if (status != 0 && is_lightning)
+        return error_prefix(err, "a PyTorch Lightning checkpoint (Python objects beside the "
+                                 "weights), not a state dict: save its model's state_dict() with "
+                                 "torch.save; %s", entry.shown);
     if (status != 0) return error_prefix(err, "%s", entry.shown);
     const PtValue *dict = choose_dict(pickle.root, err);
     const StorageSource source = {zip_storage_check, zip_storage_load, archive};
@@ -595,7 +615,7 @@ static int legacy_storages(const uint8_t *bytes, size_t size, size_t pos, const 
 }
 
 static int read_legacy(const uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessage *err) {
-    size_t pos = sizeof LEGACY_MAGIC, consumed = 0;
+    size_t pos = legacy_magic_length(bytes, size), consumed = 0;
     PtPickle header = {0}, object = {0}, keys = {0};
     // Protocol version 1001, then sys_info {'little_endian': True, ...}.
     int status = pt_pickle_load(bytes + pos, size - pos, pos, &header, &consumed, err);
