@@ -7,6 +7,7 @@
 // ViT as a timm state dict (nn/vit_weights.h: vit_save).
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -27,9 +28,28 @@ typedef struct ExportArgs {
     int overwrite;
 } ExportArgs;
 
+// An --out whose extension names another format (torch.load would fail on
+// the safetensors written): its extension, else NULL.
+static const char *foreign_extension(const char *out) {
+    static const char *const others[] = {".pt", ".pth", ".ckpt", ".bin", ".pkl",
+                                         ".onnx", ".npz", ".npy", ".h5"};
+    const char *dot = strrchr(out, '.');
+    if (!dot || strchr(dot, '/')) return NULL;
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        if (strcasecmp(dot, others[i]) == 0) return dot;
+    return NULL;
+}
+
 static int export_run(const ExportArgs *args) {
     const char *program = "lightly-train-c export";
     ErrorMessage err = {{0}};
+    const char *extension = foreign_extension(args->out);
+    if (extension) {
+        fprintf(stderr, "%s: --out %s: export writes %s, which a %s reader cannot read: name it "
+                        "*.safetensors\n",
+                program, args->out, format_names[args->format], extension);
+        return 2;
+    }
     if (output_file_check(args->out, args->overwrite, &err) != 0) {
         fprintf(stderr, "%s: --out: %s\n", program, err.text);
         return 2;
