@@ -255,8 +255,14 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
                                     int input_count, Backbone *model, ModelSourceInfo *info,
                                     ErrorMessage *err) {
     const char *part = options->part;
+    // A known name's file must hold the name's model (a file put in the
+    // cache by hand, or damaged, could hold anything).
+    ModelSourceOptions named = *options;
+    if (!named.arch) named.arch = weights_known_arch(path);
+    options = &named;
     char local_path[4096];  // a weights name's downloaded file (weights/resolve.h)
     if (weights_local_path(path, local_path, sizeof local_path, err)) return -1;
+    const char *asked = path;
     path = local_path;
     ModelSourceInfo local;
     if (!info) info = &local;
@@ -293,7 +299,9 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
         if (status != 0 && info->prefix[0]) error_prefix(err, "under \"%s\"", info->prefix);
         safetensors_free(&file);
     }
-    return status == 0 ? 0 : error_prefix(err, "%s", path);
+    if (status == 0) return 0;
+    error_prefix(err, "%s", path);
+    return strcmp(asked, path) != 0 ? error_prefix(err, "%s", asked) : -1;
 }
 
 int model_source_load_backbone(const char *path, const char *part, Backend *backend,
