@@ -750,6 +750,36 @@ static int group_teardown(void **state) {
     return fixture_tempdir_teardown(state);
 }
 
+// Files are told by content, never by name: a safetensors or PyTorch
+// state dict named .ckpt is read (was refused as "not a lightly-train-c
+// checkpoint"); a .ckpt that is none of them still is.
+static void test_state_dicts_named_ckpt(void **state) {
+    (void)state;
+    char path[256];
+    ErrorMessage err = {{0}};
+    fixture_temp_path(path, sizeof path, "weights.ckpt");
+    const float one = 1.0f;
+    const SafeTensorWrite tensor = {"x", SAFE_F32, 1, {1}, &one};
+    ASSERT_OK(safetensors_write(path, &tensor, 1, NULL, 0, &err), err);
+    ASSERT_OK(checkpoint_refuse_foreign(path, &err), err);
+    static const uint8_t starts[][16] = {
+        {'P', 'K', 3, 4},                                         // zip (torch.save)
+        {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
+         0x2e},                                                   // legacy
+    };
+    for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++) {
+        FILE *file = fopen(path, "wb");
+        fwrite(starts[i], 1, sizeof starts[i], file);
+        fclose(file);
+        ASSERT_OK(checkpoint_refuse_foreign(path, &err), err);
+    }
+    FILE *file = fopen(path, "wb");
+    fputs("XTCCKPT this is no weights file", file);
+    fclose(file);
+    assert_int_equal(checkpoint_refuse_foreign(path, &err), -1);
+    assert_non_null(strstr(err.text, "not a lightly-train-c checkpoint"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_ref),
@@ -762,6 +792,7 @@ int main(void) {
         cmocka_unit_test(test_rejects_a_vit),
         cmocka_unit_test(test_loads_backbones_from_checkpoints),
         cmocka_unit_test(test_loads_torchvision_safetensors_with_fc),
+        cmocka_unit_test(test_state_dicts_named_ckpt),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -22,6 +22,8 @@
 #include "embed/model_source.h"
 #include "nn/safetensors.h"
 #include "util/file.h"
+#include "util/half.h"
+#include "weights/pt_pickle.h"
 #include "weights/pt_reader.h"
 
 #define FIXTURES "tests/fixtures/pt/"
@@ -188,6 +190,131 @@ static void test_vit_backbone_matches_twin(void **state) {
     backbone_free(&from_twin);
 }
 
+// The tensors of `source` under `prefix`, floats as F64 (DDP's "module.",
+// DINOv2's teacher_checkpoint.pth "backbone." with its head beside it), plus
+// one `extra` tensor outside the backbone; written to a temporary file.
+static void write_wrapped(const char *source, const char *prefix, const char *extra,
+                          char *path, size_t size) {
+    SafeTensors file;
+    read_file(source, &file);
+    SafeTensorWrite *writes = calloc((size_t)file.count + 1, sizeof *writes);
+    char (*names)[SAFETENSORS_MAX_NAME] = calloc((size_t)file.count, sizeof *names);
+    double **wide = calloc((size_t)file.count, sizeof *wide);
+    for (int i = 0; i < file.count; i++) {
+        const SafeTensor *t = &file.tensors[i];
+        snprintf(names[i], sizeof names[i], "%s%s", prefix, t->name);
+        writes[i] = (SafeTensorWrite){names[i], t->dtype, t->rank, {0}, safetensors_data(&file, t)};
+        memcpy(writes[i].shape, t->shape, sizeof t->shape);
+        if (t->dtype != SAFE_F32 && t->dtype != SAFE_F16) continue;
+        const size_t n = (size_t)safe_tensor_elements(t);
+        float *narrow = malloc(n * sizeof *narrow + 1);
+        if (t->dtype == SAFE_F16) convert_f16_to_f32(safetensors_data(&file, t), narrow, n);
+        else memcpy(narrow, safetensors_data(&file, t), n * sizeof *narrow);
+        wide[i] = malloc(n * sizeof *wide[i] + 1);
+        for (size_t k = 0; k < n; k++) wide[i][k] = narrow[k];  // exact: F64 -> F32 gives it back
+        free(narrow);
+        writes[i].dtype = SAFE_F64;
+        writes[i].data = wide[i];
+    }
+    static const float head[4] = {1, 2, 3, 4};
+    writes[file.count] = (SafeTensorWrite){extra, SAFE_F32, 2, {2, 2}, head};
+    snprintf(path, size, "/tmp/ltc-test-pt-%d-%s.safetensors", (int)getpid(), prefix);
+    ErrorMessage err = {{0}};
+    if (safetensors_write(path, writes, file.count + 1, NULL, 0, &err)) fail_msg("%s", err.text);
+    for (int i = 0; i < file.count; i++) free(wide[i]);
+    free(wide);
+    free(names);
+    free(writes);
+    safetensors_free(&file);
+}
+
+// A backbone's parameters and buffers equal those of `expected`.
+static void assert_same_backbone(const Backbone *got, const Backbone *expected) {
+    assert_int_equal(got->spec.kind, expected->spec.kind);
+    const ParameterSet *sets[][2] = {{got->params, expected->params},
+                                     {got->buffers, expected->buffers}};
+    for (int s = 0; s < 2 && sets[s][0]; s++) {
+        assert_int_equal(sets[s][0]->total, sets[s][1]->total);
+        float *a = download_set(sets[s][0]), *b = download_set(sets[s][1]);
+        assert_memory_equal(a, b, sets[s][0]->total * sizeof *a);
+        free(a);
+        free(b);
+    }
+}
+
+// A backbone under a prefix (found as what precedes its class token or
+// stem conv) in F64 loads as the bare F32/F16 one; a ResNet's fc under the
+// prefix is skipped as without it. Before: refused as "no ViT tokens" /
+// "has dtype F64".
+static void test_prefixed_f64_state_dicts(void **state) {
+    (void)state;
+    const struct {
+        const char *source, *prefix, *extra;
+        int resolution;
+    } cases[] = {
+        {FIXTURES "vit_dinov2.safetensors", "backbone.", "dino_head.mlp.0.weight", 16},
+        {FIXTURES "resnet18_expanded.pt", "module.", "module.fc.extra", 32},
+        {FIXTURES "resnet18_expanded.pt", "teacher.backbone.", "teacher.head.weight", 32},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[128];
+        write_wrapped(cases[c].source, cases[c].prefix, cases[c].extra, path, sizeof path);
+        Backbone wrapped, bare;
+        ErrorMessage err = {{0}};
+        const BackboneInput input = {1, cases[c].resolution};
+        const ModelSourceOptions options = {.part = "backbone", .frozen = 1};
+        ModelSourceInfo info;
+        const int status = model_source_load_backbone_with(path, &options, fixture_backend,
+                                                           &input, 1, &wrapped, &info, &err);
+        unlink(path);
+        if (status) fail_msg("%s", err.text);
+        assert_string_equal(info.prefix, cases[c].prefix);
+        load_backbone(cases[c].source, cases[c].resolution, &bare);
+        assert_same_backbone(&wrapped, &bare);
+        backbone_free(&wrapped);
+        backbone_free(&bare);
+    }
+}
+
+// Which prefix model_source_find_prefix finds from names alone.
+static void assert_prefix(const char *const *names, int count, const char *expected) {
+    SafeTensor tensors[8];
+    memset(tensors, 0, sizeof tensors);
+    for (int i = 0; i < count; i++) snprintf(tensors[i].name, sizeof tensors[i].name, "%s", names[i]);
+    const SafeTensors file = {.count = count, .tensors = tensors};
+    char prefix[SAFETENSORS_MAX_NAME] = "unset";
+    ErrorMessage err = {{0}};
+    const int status = model_source_find_prefix(&file, prefix, sizeof prefix, &err);
+    if (expected[0] == '!') {  // an error holding the rest
+        assert_int_equal(status, -1);
+        if (!strstr(err.text, expected + 1)) fail_msg("\"%s\" lacks \"%s\"", err.text, expected + 1);
+        return;
+    }
+    if (status) fail_msg("%s", err.text);
+    assert_string_equal(prefix, expected);
+}
+
+static void test_backbone_prefix_found(void **state) {
+    (void)state;
+    const char *const resnet[] = {"module.conv1.weight", "module.layer1.0.conv1.weight",
+                                  "module.fc.weight"};
+    assert_prefix(resnet, 3, "module.");
+    const char *const bare[] = {"layer1.0.conv1.weight", "conv1.weight"};
+    assert_prefix(bare, 2, "");
+    const char *const block_only[] = {"layer1.0.conv1.weight"};  // a block's conv1: no stem
+    assert_prefix(block_only, 1, "");
+    const char *const transformers[] = {"dinov2.embeddings.cls_token"};
+    assert_prefix(transformers, 1, "");  // not "dinov2." nor "dinov2.embeddings."
+    const char *const dinov2[] = {"dino_head.last_layer.weight", "backbone.cls_token",
+                                  "backbone.blocks.0.norm1.weight"};
+    assert_prefix(dinov2, 3, "backbone.");
+    const char *const two[] = {"student.backbone.cls_token", "teacher.backbone.cls_token"};
+    assert_prefix(two, 2, "!backbones under 2 prefixes (\"student.backbone.\", "
+                          "\"teacher.backbone.\")");
+    const char *const none[] = {"encoder.weight"};
+    assert_prefix(none, 1, "");
+}
+
 // ---- hostile pickles ---------------------------------------------------------------------------
 
 typedef struct Bytes {
@@ -323,12 +450,8 @@ static void assert_refused(const Bytes *object, int64_t numel, const char *expec
 
 // The builders make a file the reader takes: the hostile cases below fail
 // for their own reason, not for a mistake of the builder.
-static void test_builder_file_reads(void **state) {
-    (void)state;
-    Bytes b = {0};
-    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
-    size_t size = 0;
-    uint8_t *file = legacy_file(&b, 8, &size);
+// The strided view (offset 2) of the builders' file reads as it should.
+static void assert_legacy_reads(uint8_t *file, size_t size) {
     SafeTensors out;
     ErrorMessage err = {{0}};
     if (pt_parse(file, size, &out, &err) != 0) fail_msg("%s", err.text);
@@ -337,6 +460,34 @@ static void test_builder_file_reads(void **state) {
     const float expected[6] = {2, 4, 6, 3, 5, 7};  // [i][j] = storage[2 + i + 2 j]
     assert_memory_equal(w, expected, sizeof expected);
     safetensors_free(&out);
+}
+
+static void test_builder_file_reads(void **state) {
+    (void)state;
+    Bytes b = {0};
+    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
+    size_t size = 0;
+    uint8_t *file = legacy_file(&b, 8, &size);
+    assert_legacy_reads(file, size);
+}
+
+// torch.save(..., _use_new_zipfile_serialization=False, pickle_protocol=3
+// or 4): the magic number's pickle starts PROTO 3 (4: and a FRAME). Before,
+// such files fell through to the safetensors reader ("header length ...").
+static void test_legacy_protocols_read(void **state) {
+    (void)state;
+    Bytes b = {0};
+    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});
+    size_t size = 0;
+    uint8_t *file = legacy_file(&b, 8, &size);
+    file[1] = 3;
+    uint8_t *framed = malloc(size + 9);  // PROTO 4, FRAME of 13 bytes, the rest
+    memcpy(framed, "\x80\x04\x95\x0d\0\0\0\0\0\0\0", 11);
+    memcpy(framed + 11, file + 2, size - 2);
+    assert_int_equal(pt_sniff(file, size), PT_FORMAT_LEGACY);
+    assert_int_equal(pt_sniff(framed, size + 9), PT_FORMAT_LEGACY);
+    assert_legacy_reads(file, size);
+    assert_legacy_reads(framed, size + 9);
 }
 
 static void test_unknown_globals_refused(void **state) {
@@ -468,6 +619,36 @@ static void test_malformed_pickles_refused(void **state) {
     assert_refused(&wide, 6, "an integer wider than 64 bits");
 }
 
+// Millions of one-byte opcodes that each make a value (NONE) or a stack
+// entry (DUP): refused once PT_MAX_PICKLE_MEMORY is reached, long before the
+// end (before the cap, 3 M NONEs took ~600 MB and were read; 12 M DUPs need
+// 96 MB of stack, past the cap).
+static void assert_flood_capped(uint8_t code, size_t count) {
+    uint8_t *bytes = malloc(count + 4);
+    memcpy(bytes, "\x80\x02N", 3);
+    memset(bytes + 3, code, count);
+    bytes[count + 3] = '.';
+    PtPickle pickle;
+    size_t consumed = 0;
+    ErrorMessage err = {{0}};
+    const int status = pt_pickle_load(bytes, count + 4, 0, &pickle, &consumed, &err);
+    free(bytes);
+    if (status == 0) pt_pickle_free(&pickle);
+    assert_int_equal(status, -1);
+    if (!strstr(err.text, "MiB of values")) fail_msg("%s", err.text);
+    size_t offset = 0;
+    assert_int_equal(sscanf(err.text, "pickle offset %zu", &offset), 1);
+    // Each opcode costs at least a stack entry (8 bytes), so the cap is met
+    // within PT_MAX_PICKLE_MEMORY / 8 opcodes.
+    assert_true(offset <= PT_MAX_PICKLE_MEMORY / 8);
+}
+
+static void test_pickle_memory_capped(void **state) {
+    (void)state;
+    assert_flood_capped('N', 3u << 20);
+    assert_flood_capped('2', 12u << 20);
+}
+
 // ---- broken zips -------------------------------------------------------------------------------
 
 // Truncated anywhere (the central directory is at the end) or with a
@@ -556,6 +737,18 @@ static void test_zip_layout_refused(void **state) {
     const ZipEntry torchscript[] = {good_pickle, {"a/constants.pkl", pickle.data, pickle.size}};
     assert_zip_refused(torchscript, 2, "a TorchScript archive");
 
+    // Lightning's checkpoint: Python objects beside the weights, said so.
+    Bytes lightning = {0};
+    OPS(&lightning, "\x80\x02}");
+    put_str(&lightning, "pytorch-lightning_version");
+    put_str(&lightning, "2.4.0");
+    OPS(&lightning, "s");
+    put_str(&lightning, "hyper_parameters");
+    put_global(&lightning, "argparse", "Namespace");
+    OPS(&lightning, ")Rs.");
+    const ZipEntry lightning_zip[] = {{"a/data.pkl", lightning.data, lightning.size}};
+    assert_zip_refused(lightning_zip, 1, "a PyTorch Lightning checkpoint (Python objects beside");
+
     uint8_t tar[512] = {0};
     memcpy(tar + 257, "ustar", 5);
     assert_bytes_refused(tar, sizeof tar, "a tar archive");
@@ -566,16 +759,20 @@ int main(void) {
         cmocka_unit_test(test_mixed_matches_twin),
         cmocka_unit_test(test_vit_matches_twin),
         cmocka_unit_test(test_builder_file_reads),
+        cmocka_unit_test(test_legacy_protocols_read),
         cmocka_unit_test(test_unknown_globals_refused),
         cmocka_unit_test(test_reduce_and_build_refused),
         cmocka_unit_test(test_sizes_and_offsets_refused),
         cmocka_unit_test(test_malformed_pickles_refused),
+        cmocka_unit_test(test_pickle_memory_capped),
         cmocka_unit_test(test_damaged_zip_refused),
         cmocka_unit_test(test_zip_layout_refused),
     };
     const struct CMUnitTest backbones[] = {
         cmocka_unit_test(test_resnet18_layout),
         cmocka_unit_test(test_vit_backbone_matches_twin),
+        cmocka_unit_test(test_prefixed_f64_state_dicts),
+        cmocka_unit_test(test_backbone_prefix_found),
     };
     int failed = cmocka_run_group_tests_name("pt files", files, NULL, NULL);
     failed += cmocka_run_group_tests_name("pt backbones", backbones, fixture_backend_create_cpu,

@@ -7,6 +7,7 @@
 // ViT as a timm state dict (nn/vit_weights.h: vit_save).
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -27,9 +28,28 @@ typedef struct ExportArgs {
     int overwrite;
 } ExportArgs;
 
+// An --out whose extension names another format (torch.load would fail on
+// the safetensors written): its extension, else NULL.
+static const char *foreign_extension(const char *out) {
+    static const char *const others[] = {".pt", ".pth", ".ckpt", ".bin", ".pkl",
+                                         ".onnx", ".npz", ".npy", ".h5"};
+    const char *dot = strrchr(out, '.');
+    if (!dot || strchr(dot, '/')) return NULL;
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        if (strcasecmp(dot, others[i]) == 0) return dot;
+    return NULL;
+}
+
 static int export_run(const ExportArgs *args) {
     const char *program = "lightly-train-c export";
     ErrorMessage err = {{0}};
+    const char *extension = foreign_extension(args->out);
+    if (extension) {
+        fprintf(stderr, "%s: --out %s: export writes %s, which a %s reader cannot read: name it "
+                        "*.safetensors\n",
+                program, args->out, format_names[args->format], extension);
+        return 2;
+    }
     if (output_file_check(args->out, args->overwrite, &err) != 0) {
         fprintf(stderr, "%s: --out: %s\n", program, err.text);
         return 2;
@@ -56,13 +76,18 @@ static int export_run(const ExportArgs *args) {
         fprintf(stderr, "%s: %s\n", program, err.text);
         status = 1;
     } else {
-        // "backbone." -> "backbone"; a safetensors source is its own backbone.
+        // A checkpoint's "backbone." -> "backbone"; a state dict is its own
+        // backbone, whose tensors may sit under a prefix ("module.").
         const size_t length = strlen(info.prefix);
+        const int part_named = info.is_checkpoint && length;
         char name[BACKBONE_MAX_NAME];
         backbone_spec_name(&model.spec, name, sizeof name);
-        printf("exported %.*s of %s (%zu parameters) from %s to %s\n",
-               length ? (int)length - 1 : 8, length ? info.prefix : "backbone", name,
-               parameter_set_elements(model.params), args->checkpoint, args->out);
+        printf("exported %.*s of %s (%zu parameters) from %s%s%s%s to %s\n",
+               part_named ? (int)length - 1 : 8, part_named ? info.prefix : "backbone", name,
+               parameter_set_elements(model.params), args->checkpoint,
+               !info.is_checkpoint && length ? " (its tensors under \"" : "",
+               !info.is_checkpoint ? info.prefix : "",
+               !info.is_checkpoint && length ? "\")" : "", args->out);
     }
     backbone_free(&model);
     backend_destroy(backend);

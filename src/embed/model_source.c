@@ -26,7 +26,7 @@ enum { RESNET_LAYOUT_COUNT = sizeof RESNET_LAYOUTS / sizeof RESNET_LAYOUTS[0] };
 static const SafeTensor *find_prefixed(const SafeTensors *file, const char *prefix,
                                        const char *name) {
     char key[SAFETENSORS_MAX_NAME];
-    snprintf(key, sizeof key, "%s%s", prefix, name);
+    if ((size_t)snprintf(key, sizeof key, "%s%s", prefix, name) >= sizeof key) return NULL;
     return safetensors_find(file, key);
 }
 
@@ -79,6 +79,73 @@ int model_source_detect_depth(const SafeTensors *file, const char *prefix, int *
                      bottleneck ? "bottleneck" : "basic", prefix);
 }
 
+// 1 when a backbone's anchor is under prefix: a ViT's class token (any
+// naming vit_names_present knows) or a ResNet's stem with its first block.
+static int backbone_under(const SafeTensors *file, const char *prefix) {
+    return vit_weights_detect(file, prefix) || (find_prefixed(file, prefix, "conv1.weight") &&
+                                                find_prefixed(file, prefix, "layer1.0.conv1.weight"));
+}
+
+// The candidate prefix of `name` for anchor (name = prefix + anchor, the
+// prefix empty or ending in '.'), else 0.
+static int anchor_prefix(const char *name, const char *anchor, char *prefix, size_t size) {
+    const size_t length = strlen(name), anchor_length = strlen(anchor);
+    if (length < anchor_length || strcmp(name + length - anchor_length, anchor) != 0) return 0;
+    const size_t kept = length - anchor_length;
+    if ((kept && name[kept - 1] != '.') || kept >= size) return 0;
+    snprintf(prefix, size, "%.*s", (int)kept, name);
+    return 1;
+}
+
+#define MAX_PREFIXES 8
+
+static int holds(const char (*list)[SAFETENSORS_MAX_NAME], int count, const char *prefix) {
+    for (int i = 0; i < count; i++)
+        if (strcmp(list[i], prefix) == 0) return 1;
+    return 0;
+}
+
+int model_source_find_prefix(const SafeTensors *file, char *prefix, size_t size,
+                             ErrorMessage *err) {
+    static const char *const anchors[] = {"cls_token", "embeddings.cls_token",
+                                          "dinov2.embeddings.cls_token", "conv1.weight"};
+    char found[MAX_PREFIXES][SAFETENSORS_MAX_NAME];
+    int count = 0;
+    for (int t = 0; t < file->count; t++) {
+        for (size_t a = 0; a < sizeof anchors / sizeof anchors[0]; a++) {
+            char candidate[SAFETENSORS_MAX_NAME];
+            if (!anchor_prefix(file->tensors[t].name, anchors[a], candidate, sizeof candidate) ||
+                holds(found, count, candidate) || !backbone_under(file, candidate))
+                continue;
+            if (count == MAX_PREFIXES)
+                return error_set(err, "backbones under more than %d prefixes (\"%s\", \"%s\", "
+                                      "...): save the one wanted alone",
+                                 MAX_PREFIXES, found[0], found[1]);
+            snprintf(found[count++], sizeof found[0], "%s", candidate);
+        }
+    }
+    // The outermost: "" over "embeddings." (transformers' names hold
+    // "embeddings.cls_token"); two that do not nest are two backbones.
+    int outermost[MAX_PREFIXES], kept = 0;
+    for (int i = 0; i < count; i++) {
+        int inner = 0;
+        for (int j = 0; j < count && !inner; j++)
+            inner = j != i && strncmp(found[i], found[j], strlen(found[j])) == 0;
+        if (!inner) outermost[kept++] = i;
+    }
+    if (kept > 1)
+        return error_set(err, "backbones under %d prefixes (\"%s\", \"%s\"%s): save the one "
+                              "wanted alone",
+                         kept, found[outermost[0]], found[outermost[1]], kept > 2 ? ", ..." : "");
+    prefix[0] = '\0';  // none found: the detection's own message says what is missing
+    if (kept == 0) return 0;
+    if (strlen(found[outermost[0]]) >= size)
+        return error_set(err, "the backbone's prefix \"%.60s...\" is too long",
+                         found[outermost[0]]);
+    snprintf(prefix, size, "%s", found[outermost[0]]);
+    return 0;
+}
+
 // The checkpoint prefix of `part` (see model_source.h).
 static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char *prefix,
                                   size_t size, ErrorMessage *err) {
@@ -118,7 +185,8 @@ int model_source_detect_spec(const SafeTensors *file, const char *prefix, Backbo
     }
     spec->kind = BACKBONE_RESNET;
     if (model_source_detect_depth(file, prefix, &spec->resnet_depth, err) != 0)
-        return error_prefix(err, "no ViT tokens (\"%scls_token\")", prefix);
+        return error_prefix(err, "no ViT tokens (\"%scls_token\")%s", prefix,
+                            prefix[0] ? "" : " nor ResNet stem (\"conv1.weight\") under any prefix");
     spec->in_channels = (int)find_prefixed(file, prefix, "conv1.weight")->shape[1];
     return 0;
 }
@@ -187,8 +255,14 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
                                     int input_count, Backbone *model, ModelSourceInfo *info,
                                     ErrorMessage *err) {
     const char *part = options->part;
+    // A known name's file must hold the name's model (a file put in the
+    // cache by hand, or damaged, could hold anything).
+    ModelSourceOptions named = *options;
+    if (!named.arch) named.arch = weights_known_arch(path);
+    options = &named;
     char local_path[4096];  // a weights name's downloaded file (weights/resolve.h)
     if (weights_local_path(path, local_path, sizeof local_path, err)) return -1;
+    const char *asked = path;
     path = local_path;
     ModelSourceInfo local;
     if (!info) info = &local;
@@ -217,10 +291,17 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
         SafeTensors file;
         if (checkpoint_refuse_foreign(path, err) != 0 || safetensors_read(path, &file, err) != 0)
             return -1;  // names the path
-        status = create_and_load(&file, "", options, backend, inputs, input_count, model, err);
+        safetensors_narrow_f64(&file);
+        status = model_source_find_prefix(&file, info->prefix, sizeof info->prefix, err);
+        if (status == 0)
+            status = create_and_load(&file, info->prefix, options, backend, inputs, input_count,
+                                     model, err);
+        if (status != 0 && info->prefix[0]) error_prefix(err, "under \"%s\"", info->prefix);
         safetensors_free(&file);
     }
-    return status == 0 ? 0 : error_prefix(err, "%s", path);
+    if (status == 0) return 0;
+    error_prefix(err, "%s", path);
+    return strcmp(asked, path) != 0 ? error_prefix(err, "%s", asked) : -1;
 }
 
 int model_source_load_backbone(const char *path, const char *part, Backend *backend,

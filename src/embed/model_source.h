@@ -24,6 +24,16 @@ int model_source_detect_depth(const SafeTensors *file, const char *prefix, int *
 int model_source_detect_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
                              ErrorMessage *err);
 
+// The prefix of the one backbone of a state dict: "" for a bare one, else
+// what precedes its anchor key ("cls_token" of a ViT, "conv1.weight" with
+// "layer1.0.conv1.weight" of a ResNet): "backbone." (DINOv2's
+// teacher_checkpoint.pth, LightlyTrain's wrapped models), "module." (DDP),
+// ... The outermost when prefixes nest; an error when backbones sit under
+// two prefixes (a student and a teacher). "" when no anchor is found (the
+// architecture's detection then says what is missing).
+int model_source_find_prefix(const SafeTensors *file, char *prefix, size_t size,
+                             ErrorMessage *err);
+
 // Loads a backbone from path. part: "backbone" (the file's default: the
 // checkpoint's export_part, or the safetensors file itself), "student"
 // ("backbone." of a checkpoint) or "teacher" ("teacher_backbone."; an error
@@ -39,7 +49,9 @@ int model_source_load_backbone(const char *path, const char *part, Backend *back
 // What model_source_load_backbone_info loaded.
 typedef struct ModelSourceInfo {
     int is_checkpoint;       // 1: a .ckpt, 0: a safetensors state dict
-    char prefix[32];         // the tensor-name prefix used: "backbone.", "teacher_backbone." or ""
+    char prefix[SAFETENSORS_MAX_NAME];  // the tensor-name prefix used: "backbone.",
+                                        // "teacher_backbone.", a state dict's
+                                        // (model_source_find_prefix) or ""
     char method[64];         // the checkpoint's "method" metadata, "" when absent
     // The model's input as train recorded it (checkpoints only; "" when
     // absent): "uint8" or "float" pixels, the normalisation

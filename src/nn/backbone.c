@@ -76,14 +76,13 @@ static int resnet_backbone_prepare(Backbone *b, int slot, int batch, ErrorMessag
 static int resnet_backbone_init(Backbone *b, uint64_t seed, ErrorMessage *err) {
     return resnet_init(resnet_of(b), seed, err);
 }
-// A state dict may carry torchvision's classifier (fc.*) and lack
-// num_batches_tracked (as resnet_load allows); under a prefix (a checkpoint)
-// the load is strict.
+// A state dict may carry torchvision's classifier (fc.*, also under a
+// prefix such as DDP's "module.") and lack num_batches_tracked (as
+// resnet_load allows); our checkpoints hold no fc.
 static int resnet_backbone_load(Backbone *b, const SafeTensors *file, const char *prefix,
                                 ErrorMessage *err) {
     Resnet *model = resnet_of(b);
-    const WeightsLoadOptions options = {.key_prefix = prefix,
-                                        .ignore_prefix = prefix[0] ? NULL : "fc."};
+    const WeightsLoadOptions options = {.key_prefix = prefix, .ignore_prefix = "fc."};
     if (weights_load_from(file, &model->params, &model->buffers, &model->num_batches_tracked,
                           &options, err))
         return error_prefix(err, "resnet%d", model->config.depth);

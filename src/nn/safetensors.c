@@ -37,6 +37,25 @@ size_t safe_dtype_size(SafeDType dtype) {
     return (unsigned)dtype < DTYPE_COUNT ? DTYPES[dtype].size : 0;
 }
 
+void safetensors_narrow_f64(SafeTensors *tensors) {
+    for (int i = 0; i < tensors->count; i++) {
+        SafeTensor *t = &tensors->tensors[i];
+        if (t->dtype != SAFE_F64) continue;
+        // The data lies in the owned `file`; element k's float is written at
+        // 4k, never past the doubles not yet read (at 8k and on).
+        uint8_t *data = (uint8_t *)tensors->data + t->offset;
+        const size_t n = t->size / sizeof(double);
+        for (size_t k = 0; k < n; k++) {
+            double wide;
+            memcpy(&wide, data + k * sizeof wide, sizeof wide);
+            const float narrow = (float)wide;
+            memcpy(data + k * sizeof narrow, &narrow, sizeof narrow);
+        }
+        t->dtype = SAFE_F32;
+        t->size = n * sizeof(float);
+    }
+}
+
 int64_t safe_tensor_elements(const SafeTensor *tensor) {
     int64_t elements = 1;
     for (int d = 0; d < tensor->rank; d++) elements *= tensor->shape[d];

@@ -86,6 +86,12 @@ const char *safetensors_metadata(const SafeTensors *tensors, const char *key);
 // Number of elements (product of the shape; 1 for a scalar).
 int64_t safe_tensor_elements(const SafeTensor *tensor);
 
+// Every F64 tensor becomes F32 in place (its first half of bytes; size
+// halved), rounded to nearest: the weights' consumers take F32, F16 and
+// BF16, and a double checkpoint's values are float ones widened. Out of F32
+// range values become inf (then refused as non-finite where loaded).
+void safetensors_narrow_f64(SafeTensors *tensors);
+
 // One tensor to write: name, dtype, shape and its bytes (host memory).
 typedef struct SafeTensorWrite {
     const char *name;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "embed/model_source.h"
 #include "nn/batchnorm_sync.h"
 #include "nn/input_adapt.h"
 #include "nn/weights.h"
@@ -390,17 +391,20 @@ static int adapt_input_layer(const Backbone *model, SafeTensors *file, int *adap
 int method_load_backbone_weights(Backbone *model, const char *path, int *adapted,
                                  ErrorMessage *err) {
     char local_path[4096];  // a weights name's downloaded file (weights/resolve.h)
-    if (weights_local_path(path, local_path, sizeof local_path, err))
-        return error_prefix(err, "--checkpoint");
+    if (weights_local_path(path, local_path, sizeof local_path, err)) return -1;
     path = local_path;
     if (!checkpoint_is_checkpoint_file(path)) {
         SafeTensors file;
         if (checkpoint_refuse_foreign(path, err) || safetensors_read(path, &file, err))
-            return error_prefix(err, "--checkpoint"), -1;
-        const int status = adapt_input_layer(model, &file, adapted, err) ||
-                           model->ops->load(model, &file, "", err);
+            return -1;  // names the path
+        safetensors_narrow_f64(&file);
+        char prefix[SAFETENSORS_MAX_NAME] = "";  // "module.", "backbone.", ...
+        const int status = model_source_find_prefix(&file, prefix, sizeof prefix, err) ||
+                           adapt_input_layer(model, &file, adapted, err) ||
+                           model->ops->load(model, &file, prefix, err);
         safetensors_free(&file);
-        return status ? error_prefix(err, "--checkpoint %s", path), -1 : 0;
+        if (status && prefix[0]) error_prefix(err, "under \"%s\"", prefix);
+        return status ? error_prefix(err, "%s", path), -1 : 0;
     }
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;
@@ -412,7 +416,7 @@ int method_load_backbone_weights(Backbone *model, const char *path, int *adapted
                                                   model->buffers, model->num_batches_tracked,
                                                   err);
     checkpoint_free(&checkpoint);
-    if (status) error_prefix(err, "--checkpoint %s", path);
+    if (status) error_prefix(err, "%s", path);
     return status ? -1 : 0;
 }
 

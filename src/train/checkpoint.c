@@ -13,6 +13,7 @@
 #include "nn/weights.h"
 #include "util/file.h"
 #include "util/finite.h"
+#include "weights/pt_reader.h"
 
 #define BN_MEAN_SUFFIX ".running_mean"
 #define BN_COUNTER_SUFFIX ".num_batches_tracked"
@@ -371,14 +372,30 @@ int checkpoint_is_checkpoint_file(const char *path) {
     return got == (ssize_t)sizeof magic && memcmp(magic, CHECKPOINT_MAGIC, sizeof magic) == 0;
 }
 
+// 1 when head (size bytes of a file of file_size) starts as a weights file
+// the readers take: PyTorch (zip, legacy, tar: pt_sniff) or safetensors (a
+// u64 header length inside the file, then the JSON's '{').
+static int looks_like_weights(const uint8_t *head, size_t size, off_t file_size) {
+    if (pt_sniff(head, size) != PT_FORMAT_NONE) return 1;
+    uint64_t header = 0;
+    for (int i = 0; i < 8 && (size_t)i < size; i++) header |= (uint64_t)head[i] << (8 * i);
+    return size > 8 && head[8] == '{' && header <= (uint64_t)file_size - 8;
+}
+
 int checkpoint_refuse_foreign(const char *path, ErrorMessage *err) {
-    const int fd = file_open_regular(path, NULL, err);
+    off_t file_size = 0;
+    const int fd = file_open_regular(path, &file_size, err);
     if (fd < 0) return error_prefix(err, "%s", path);
+    uint8_t head[PT_SNIFF_BYTES];
+    const ssize_t got = read(fd, head, sizeof head);
     close(fd);
+    // Told apart by content, never by name: a state dict named .ckpt is read.
+    if (got > 0 && looks_like_weights(head, (size_t)got, file_size)) return 0;
     const size_t length = strlen(path);
     if (length >= 5 && strcmp(path + length - 5, ".ckpt") == 0)
         return error_set(err, "%s: not a lightly-train-c checkpoint (it does not start with "
-                              "the %s magic: damaged, or another program's file)",
+                              "the %s magic), nor a safetensors or PyTorch file: damaged, or "
+                              "another program's file",
                          path, CHECKPOINT_MAGIC);
     return 0;
 }

@@ -118,8 +118,10 @@ void checkpoint_free(Checkpoint *ckpt);
 int checkpoint_is_checkpoint_file(const char *path);
 // For a file that checkpoint_is_checkpoint_file said 0 to, before reading it
 // as safetensors: -1 with err when it is unreadable or not a regular file,
-// or when its name ends in ".ckpt" (a damaged or foreign checkpoint, which
-// the safetensors parser would only describe as a bad header); else 0.
+// or when its name ends in ".ckpt" and its first bytes are neither
+// safetensors' nor PyTorch's (a damaged or foreign checkpoint, which the
+// safetensors parser would only describe as a bad header); else 0. A state
+// dict named .ckpt is read like any other (files are told by content).
 int checkpoint_refuse_foreign(const char *path, ErrorMessage *err);
 // String metadata; NULL when absent.
 const char *checkpoint_meta(const Checkpoint *ckpt, const char *key);

@@ -1,7 +1,7 @@
 // The restricted pickle machine of PyTorch state dicts (see pt_pickle.h).
 // Opcode semantics follow CPython's Lib/pickletools.py; everything is
-// bounds-checked against the input, and memory is bounded by it: every
-// opcode makes at most one value, memo indices cannot exceed the input size.
+// bounds-checked against the input, and memory is capped: every byte the
+// machine allocates is counted against PT_MAX_PICKLE_MEMORY (pt_pickle.h).
 #include "weights/pt_pickle.h"
 
 #include <stdio.h>
@@ -97,34 +97,67 @@ static int fail(Machine *m, const char *format, const char *detail) {
                      opcode_name(m->op), m->op, text);
 }
 
-// Grows *array (of `item` bytes) so that index `needed` - 1 fits.
-static int grow(void **array, size_t *capacity, size_t needed, size_t item) {
+// Counts `bytes` more against PT_MAX_PICKLE_MEMORY; fails past it.
+static int reserve(Machine *m, size_t bytes) {
+    if (bytes > PT_MAX_PICKLE_MEMORY - m->pickle->memory) {
+        char text[200];
+        snprintf(text, sizeof text,
+                 "the pickle needs more than %llu MiB of values (a ViT-g training checkpoint "
+                 "needs ~3): not a state dict",
+                 PT_MAX_PICKLE_MEMORY >> 20);
+        return fail(m, "%s", text);
+    }
+    m->pickle->memory += bytes;
+    return 0;
+}
+
+// Grows *array (of `item` bytes) so that index `needed` - 1 fits; fails
+// (message set) past the memory cap or out of memory.
+static int grow(Machine *m, void **array, size_t *capacity, size_t needed, size_t item) {
     if (needed <= *capacity) return 0;
     size_t grown = *capacity ? *capacity : 16;
     while (grown < needed) grown *= 2;
+    if (reserve(m, (grown - *capacity) * item)) return -1;
     void *resized = realloc(*array, grown * item);
-    if (!resized) return -1;
+    if (!resized) return fail(m, "%s", "out of memory");
     memset((char *)resized + *capacity * item, 0, (grown - *capacity) * item);
     *array = resized;
     *capacity = grown;
     return 0;
 }
 
+// A zeroed allocation counted against the cap (message set on failure).
+static void *counted_calloc(Machine *m, size_t bytes) {
+    if (reserve(m, bytes)) return NULL;
+    void *memory = calloc(1, bytes);
+    if (!memory) fail(m, "%s", "out of memory");
+    return memory;
+}
+
+// A new value (message set on failure). Values live in blocks so that
+// each costs its 32 bytes, not a malloc of its own.
 static PtValue *new_value(Machine *m, PtKind kind) {
     PtPickle *p = m->pickle;
-    if (grow((void **)&p->values, &p->value_capacity, p->value_count + 1, sizeof *p->values))
-        return NULL;
-    PtValue *value = calloc(1, sizeof *value);
-    if (!value) return NULL;
+    const size_t slot = p->value_count % PT_VALUE_BLOCK;
+    if (slot == 0) {
+        if (grow(m, (void **)&p->blocks, &p->block_capacity, p->block_count + 1,
+                 sizeof *p->blocks))
+            return NULL;
+        p->blocks[p->block_count] = counted_calloc(m, PT_VALUE_BLOCK * sizeof(PtValue));
+        if (!p->blocks[p->block_count]) return NULL;
+        p->block_count++;
+    }
+    PtValue *value = &p->blocks[p->value_count / PT_VALUE_BLOCK][slot];
     value->kind = kind;
-    p->values[p->value_count++] = value;
+    p->value_count++;
     return value;
 }
 
+// Pushes value; NULL (a failed new_value, message set) passes the failure on.
 static int push(Machine *m, PtValue *value) {
-    if (!value) return fail(m, "%s", "out of memory");
-    if (grow((void **)&m->stack, &m->stack_capacity, m->depth + 1, sizeof *m->stack))
-        return fail(m, "%s", "out of memory");
+    if (!value) return -1;
+    if (grow(m, (void **)&m->stack, &m->stack_capacity, m->depth + 1, sizeof *m->stack))
+        return -1;
     m->stack[m->depth++] = value;
     return 0;
 }
@@ -151,9 +184,9 @@ static PtValue *top(Machine *m) {
 }
 
 static int append_item(Machine *m, PtValue *container, PtValue *item) {
-    if (grow((void **)&container->as.items.items, &container->as.items.capacity,
+    if (grow(m, (void **)&container->as.items.items, &container->as.items.capacity,
              container->as.items.count + 1, sizeof(PtValue *)))
-        return fail(m, "%s", "out of memory");
+        return -1;
     container->as.items.items[container->as.items.count++] = item;
     return 0;
 }
@@ -176,8 +209,8 @@ static uint64_t read_le(Machine *m, int count) {
 static int push_string(Machine *m, PtKind kind, uint64_t length) {
     if (length > m->size - m->pos) return fail(m, "%s", "a string runs past the pickle's end");
     PtValue *value = new_value(m, kind);
-    char *copy = value ? malloc((size_t)length + 1) : NULL;
-    if (!copy) return fail(m, "%s", "out of memory");
+    char *copy = value ? counted_calloc(m, (size_t)length + 1) : NULL;
+    if (!copy) return -1;
     memcpy(copy, m->bytes + m->pos, (size_t)length);
     copy[length] = '\0';
     m->pos += (size_t)length;
@@ -219,8 +252,7 @@ static int memo_put(Machine *m, uint64_t index) {
     if (!value) return -1;
     if (index > m->size) return fail(m, "%s", "memo index larger than the pickle");
     const size_t slot = (size_t)index;
-    if (grow((void **)&m->memo, &m->memo_capacity, slot + 1, sizeof *m->memo))
-        return fail(m, "%s", "out of memory");
+    if (grow(m, (void **)&m->memo, &m->memo_capacity, slot + 1, sizeof *m->memo)) return -1;
     if (!m->memo[slot]) m->memo_count++;
     m->memo[slot] = value;
     return 0;
@@ -239,7 +271,7 @@ static int collect_to_mark(Machine *m, PtKind kind) {
     if (m->mark_count == 0) return fail(m, "%s", "no MARK before it");
     const size_t start = m->marks[--m->mark_count];
     PtValue *value = new_value(m, kind);
-    if (!value) return fail(m, "%s", "out of memory");
+    if (!value) return -1;
     for (size_t i = start; i < m->depth; i++)
         if (append_item(m, value, m->stack[i])) return -1;
     m->depth = start;
@@ -250,7 +282,7 @@ static int push_tuple_of(Machine *m, int count) {
     if (m->depth < (size_t)count || (m->mark_count && m->depth - (size_t)count < mark_depth(m)))
         return fail(m, "%s", "too few values on the stack");
     PtValue *value = new_value(m, PT_TUPLE);
-    if (!value) return fail(m, "%s", "out of memory");
+    if (!value) return -1;
     for (size_t i = m->depth - (size_t)count; i < m->depth; i++)
         if (append_item(m, value, m->stack[i])) return -1;
     m->depth -= (size_t)count;
@@ -389,10 +421,12 @@ static int op_persistent_id(Machine *m) {
     if (items[4]->as.integer > INT64_MAX / (int64_t)safe_dtype_size(dtype))
         return fail(m, "%s", "a storage size that overflows");
     PtValue *storage = new_value(m, PT_STORAGE);
-    if (!storage) return fail(m, "%s", "out of memory");
-    storage->as.storage.dtype = dtype;
-    memcpy(storage->as.storage.key, items[2]->as.string.bytes, items[2]->as.string.length + 1);
-    storage->as.storage.numel = items[4]->as.integer;
+    PtStorage *s = storage ? counted_calloc(m, sizeof *s) : NULL;
+    if (!s) return -1;
+    storage->as.storage = s;
+    s->dtype = dtype;
+    memcpy(s->key, items[2]->as.string.bytes, items[2]->as.string.length + 1);
+    s->numel = items[4]->as.integer;
     return push(m, storage);
 }
 
@@ -442,7 +476,7 @@ static int rebuild_tensor(Machine *m, const PtValue *args) {
             return fail(m, "%s", "a tensor size that overflows");
         else elements *= t.shape[d];
     }
-    const PtStorage *storage = &t.storage->as.storage;
+    const PtStorage *storage = t.storage->as.storage;
     if (elements > 0) {
         for (int d = 0; d < t.rank; d++) {
             int64_t reach;
@@ -460,8 +494,10 @@ static int rebuild_tensor(Machine *m, const PtValue *args) {
     }
     t.elements = elements;
     PtValue *value = new_value(m, PT_TENSOR);
-    if (!value) return fail(m, "%s", "out of memory");
-    value->as.tensor = t;
+    PtTensor *copy = value ? counted_calloc(m, sizeof *copy) : NULL;
+    if (!copy) return -1;
+    *copy = t;
+    value->as.tensor = copy;
     return push(m, value);
 }
 
@@ -522,8 +558,9 @@ static int step(Machine *m, int *stopped) {
             return 0;
         case '.': *stopped = 1; return 0;
         case '(':
-            if (grow((void **)&m->marks, &m->mark_capacity, m->mark_count + 1, sizeof *m->marks))
-                return fail(m, "%s", "out of memory");
+            if (grow(m, (void **)&m->marks, &m->mark_capacity, m->mark_count + 1,
+                     sizeof *m->marks))
+                return -1;
             m->marks[m->mark_count++] = m->depth;
             return 0;
         case '0': return pop(m) ? 0 : -1;
@@ -610,15 +647,21 @@ int pt_pickle_load(const uint8_t *bytes, size_t size, size_t base_offset, PtPick
     return 0;
 }
 
+const PtValue *pt_pickle_value(const PtPickle *pickle, size_t index) {
+    return &pickle->blocks[index / PT_VALUE_BLOCK][index % PT_VALUE_BLOCK];
+}
+
 void pt_pickle_free(PtPickle *pickle) {
     for (size_t i = 0; i < pickle->value_count; i++) {
-        PtValue *value = pickle->values[i];
+        PtValue *value = (PtValue *)pt_pickle_value(pickle, i);
         if (value->kind == PT_STRING || value->kind == PT_BYTES) free(value->as.string.bytes);
         if (value->kind == PT_TUPLE || value->kind == PT_LIST || value->kind == PT_DICT)
             free(value->as.items.items);
-        free(value);
+        if (value->kind == PT_STORAGE) free(value->as.storage);
+        if (value->kind == PT_TENSOR) free(value->as.tensor);
     }
-    free(pickle->values);
+    for (size_t b = 0; b < pickle->block_count; b++) free(pickle->blocks[b]);
+    free(pickle->blocks);
     memset(pickle, 0, sizeof *pickle);
 }
 

@@ -89,16 +89,32 @@ struct PtValue {
             PtGlobal which;
             SafeDType dtype;  // PT_GLOBAL_STORAGE_TYPE
         } global;
-        PtStorage storage;
-        PtTensor tensor;
+        PtStorage *storage;  // out of line: a value stays 32 bytes (a pickle makes
+        PtTensor *tensor;    // one per opcode, tensors and storages are rare)
     } as;
 };
+
+// What one pickle may hold: values, their containers' item arrays, strings,
+// stack, memo and marks, counted in bytes as allocated. A NONE opcode is one
+// byte and a value 32, so without a cap a small deflated data.pkl of
+// repeated opcodes reaches gigabytes. Real files need far less (measured
+// with pt_pickle_load's PtPickle.memory on pickles torch.save wrote, each
+// tensor a view of a 1-element storage so the pickle is the real one):
+// torchvision-layout ResNet-50 (timm, 320 tensors, data.pkl 33 kB) 0.45 MB;
+// timm's ViT-g/14 state dict (566 tensors, data.pkl 59 kB) 0.83 MB; a
+// Lightning checkpoint of it with student, teacher and AdamW state (2830
+// tensors, data.pkl 224 kB) 3.1 MB, ~14 bytes per pickle byte. The cap is
+// ~20x the last (and PT_MAX_PICKLE_BYTES, pt_reader.h, ~70x its data.pkl).
+#define PT_MAX_PICKLE_MEMORY (64ull << 20)
+#define PT_VALUE_BLOCK 1024
 
 // Every value of one pickle (and the root), freed together.
 typedef struct PtPickle {
     PtValue *root;
-    PtValue **values;  // all values, for freeing
-    size_t value_count, value_capacity;
+    PtValue **blocks;  // all values, PT_VALUE_BLOCK to a block (pt_pickle_value)
+    size_t block_count, block_capacity;
+    size_t value_count;
+    size_t memory;     // bytes the machine allocated (see PT_MAX_PICKLE_MEMORY)
 } PtPickle;
 
 // Runs the pickle starting at bytes[0] up to its STOP. *consumed = bytes
@@ -108,6 +124,8 @@ typedef struct PtPickle {
 int pt_pickle_load(const uint8_t *bytes, size_t size, size_t base_offset, PtPickle *out,
                    size_t *consumed, ErrorMessage *err);
 void pt_pickle_free(PtPickle *pickle);
+// The index-th value made (index < value_count), in the order made.
+const PtValue *pt_pickle_value(const PtPickle *pickle, size_t index);
 
 // The value under string key `key` of a dict, or NULL.
 const PtValue *pt_dict_get(const PtValue *dict, const char *key);

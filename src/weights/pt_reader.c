@@ -23,16 +23,27 @@
 // uncompressed, but a zip tool may have deflated them.
 #define PT_MAX_DEFLATE_RATIO 1032
 
-// torch's legacy magic number 0x1950a86a20f9469cfc6c as the first pickle
-// (PROTO 2, LONG1 of 10 bytes, STOP).
-static const uint8_t LEGACY_MAGIC[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
-                                       0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+// torch's legacy magic number 0x1950a86a20f9469cfc6c as the first pickle:
+// PROTO 2..5 (torch.save's pickle_protocol, 2 by default), a FRAME from
+// protocol 4 on, then LONG1 of 10 bytes and STOP.
+static const uint8_t LEGACY_MAGIC_NUMBER[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
+                                              0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+
+// The length of the magic number's pickle at head, 0 when it is not there.
+static size_t legacy_magic_length(const uint8_t *head, size_t size) {
+    if (size < 2 || head[0] != 0x80 || head[1] < 2 || head[1] > 5) return 0;
+    size_t pos = 2;
+    if (size > pos && head[pos] == 0x95) pos += 9;  // FRAME and its u64 length
+    if (size < pos + sizeof LEGACY_MAGIC_NUMBER ||
+        memcmp(head + pos, LEGACY_MAGIC_NUMBER, sizeof LEGACY_MAGIC_NUMBER) != 0)
+        return 0;
+    return pos + sizeof LEGACY_MAGIC_NUMBER;
+}
 static const char *const NESTED_KEYS[] = {"state_dict", "model_state_dict", "model", "teacher"};
 
 PtFormat pt_sniff(const uint8_t *head, size_t size) {
     if (size >= 4 && memcmp(head, "PK\x03\x04", 4) == 0) return PT_FORMAT_ZIP;
-    if (size >= sizeof LEGACY_MAGIC && memcmp(head, LEGACY_MAGIC, sizeof LEGACY_MAGIC) == 0)
-        return PT_FORMAT_LEGACY;
+    if (legacy_magic_length(head, size)) return PT_FORMAT_LEGACY;
     if (size >= 262 && memcmp(head + 257, "ustar", 5) == 0) return PT_FORMAT_TAR;
     return PT_FORMAT_NONE;
 }
@@ -79,7 +90,7 @@ static int compare_entry_names(const void *a, const void *b) {
 
 static int compare_entry_storages(const void *a, const void *b) {
     const Entry *x = a, *y = b;
-    return strcmp(x->tensor->storage->as.storage.key, y->tensor->storage->as.storage.key);
+    return strcmp(x->tensor->storage->as.storage->key, y->tensor->storage->as.storage->key);
 }
 
 static size_t dict_tensor_count(const PtValue *dict) {
@@ -144,12 +155,12 @@ static int collect_entries(const PtValue *dict, Entry **entries, int *count, Err
             free(list);
             return -1;
         }
-        const PtTensor *tensor = &value->as.tensor;
+        const PtTensor *tensor = value->as.tensor;
         list[used++] = (Entry){
             .name = dict->as.items.items[i]->as.string.bytes,
             .tensor = tensor,
             .bytes = (uint64_t)tensor->elements *
-                     safe_dtype_size(tensor->storage->as.storage.dtype),
+                     safe_dtype_size(tensor->storage->as.storage->dtype),
         };
     }
     Entry *sorted = malloc((size_t)n * sizeof *sorted);
@@ -234,9 +245,9 @@ static int build_tensors(const PtValue *dict, const StorageSource *source, SafeT
     }
     uint64_t stored = 0;
     for (int i = 0; status == 0 && i < count; i++) {
-        const PtStorage *s = &by_storage[i].tensor->storage->as.storage;
-        if (i > 0 && strcmp(s->key, by_storage[i - 1].tensor->storage->as.storage.key) == 0) {
-            const PtStorage *previous = &by_storage[i - 1].tensor->storage->as.storage;
+        const PtStorage *s = by_storage[i].tensor->storage->as.storage;
+        if (i > 0 && strcmp(s->key, by_storage[i - 1].tensor->storage->as.storage->key) == 0) {
+            const PtStorage *previous = by_storage[i - 1].tensor->storage->as.storage;
             if (previous->dtype != s->dtype || previous->numel != s->numel)
                 status = error_set(err, "storage \"%s\" is declared twice with different types "
                                         "or sizes", s->key);
@@ -255,8 +266,8 @@ static int build_tensors(const PtValue *dict, const StorageSource *source, SafeT
                            (unsigned long long)total);
     const uint8_t *data = NULL;
     for (int i = 0; status == 0 && i < count; i++) {
-        const PtStorage *s = &by_storage[i].tensor->storage->as.storage;
-        if (i == 0 || strcmp(s->key, by_storage[i - 1].tensor->storage->as.storage.key) != 0)
+        const PtStorage *s = by_storage[i].tensor->storage->as.storage;
+        if (i == 0 || strcmp(s->key, by_storage[i - 1].tensor->storage->as.storage->key) != 0)
             status = source->load(source->context, s, storage_bytes(s), &data, err);
         if (status == 0)
             copy_view(buffer + by_storage[i].offset, data, safe_dtype_size(s->dtype),
@@ -265,7 +276,7 @@ static int build_tensors(const PtValue *dict, const StorageSource *source, SafeT
     for (int i = 0; status == 0 && i < count; i++) {
         SafeTensor *t = &tensors[i];
         memcpy(t->name, entries[i].name, strlen(entries[i].name) + 1);
-        t->dtype = entries[i].tensor->storage->as.storage.dtype;
+        t->dtype = entries[i].tensor->storage->as.storage->dtype;
         t->rank = entries[i].tensor->rank;
         memcpy(t->shape, entries[i].tensor->shape, sizeof t->shape);
         t->offset = (size_t)entries[i].offset;
@@ -452,7 +463,16 @@ static int read_zip(ZipArchive *archive, SafeTensors *out, ErrorMessage *err) {
     size_t consumed = 0;
     int status = zip_read_entry(archive, &entry, bytes, err);
     if (status == 0) status = pt_pickle_load(bytes, (size_t)size, 0, &pickle, &consumed, err);
+    // Lightning's checkpoints pickle hyper-parameters and callbacks as
+    // Python objects, which no state dict holds: say what the file is.
+    static const char lightning[] = "pytorch-lightning_version";
+    const int is_lightning = status != 0 && memmem(bytes, (size_t)size, lightning,
+                                                   sizeof lightning - 1) != NULL;
     free(bytes);
+    if (status != 0 && is_lightning)
+        return error_prefix(err, "a PyTorch Lightning checkpoint (Python objects beside the "
+                                 "weights), not a state dict: save its model's state_dict() with "
+                                 "torch.save; %s", entry.shown);
     if (status != 0) return error_prefix(err, "%s", entry.shown);
     const PtValue *dict = choose_dict(pickle.root, err);
     const StorageSource source = {zip_storage_check, zip_storage_load, archive};
@@ -521,7 +541,7 @@ static int legacy_storage_load(void *context, const PtStorage *storage, uint64_t
 
 static int compare_storage_values(const void *a, const void *b) {
     const PtValue *x = *(const PtValue *const *)a, *y = *(const PtValue *const *)b;
-    return strcmp(x->as.storage.key, y->as.storage.key);
+    return strcmp(x->as.storage->key, y->as.storage->key);
 }
 
 // The persistent ids of the object's pickle, sorted by key (to find a
@@ -531,7 +551,8 @@ static const PtValue **sorted_storage_ids(const PtPickle *object, size_t *count)
     if (!ids) return NULL;
     *count = 0;
     for (size_t i = 0; i < object->value_count; i++)
-        if (object->values[i]->kind == PT_STORAGE) ids[(*count)++] = object->values[i];
+        if (pt_pickle_value(object, i)->kind == PT_STORAGE)
+            ids[(*count)++] = pt_pickle_value(object, i);
     qsort(ids, *count, sizeof *ids, compare_storage_values);
     return ids;
 }
@@ -554,16 +575,17 @@ static int legacy_storages(const uint8_t *bytes, size_t size, size_t pos, const 
             status = error_set(err, "a storage key is not a str");
             break;
         }
-        PtValue probe = {.kind = PT_STORAGE};
-        snprintf(probe.as.storage.key, sizeof probe.as.storage.key, "%s", key->as.string.bytes);
+        PtStorage probe_storage = {0};
+        PtValue probe = {.kind = PT_STORAGE, .as.storage = &probe_storage};
+        snprintf(probe_storage.key, sizeof probe_storage.key, "%s", key->as.string.bytes);
         const PtValue *probe_pointer = &probe;
         const PtValue **id = bsearch(&probe_pointer, ids, id_count, sizeof *ids,
                                      compare_storage_values);
-        if (!id || strcmp((*id)->as.storage.key, key->as.string.bytes) != 0) {
+        if (!id || strcmp((*id)->as.storage->key, key->as.string.bytes) != 0) {
             status = error_set(err, "storage \"%s\" has no persistent id", shown(key).text);
             break;
         }
-        const size_t element = safe_dtype_size((*id)->as.storage.dtype);
+        const size_t element = safe_dtype_size((*id)->as.storage->dtype);
         uint64_t numel = 0;
         if (size - pos < 8) {
             status = error_set(err, "offset %zu: the file ends before storage \"%s\"", pos,
@@ -593,7 +615,7 @@ static int legacy_storages(const uint8_t *bytes, size_t size, size_t pos, const 
 }
 
 static int read_legacy(const uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessage *err) {
-    size_t pos = sizeof LEGACY_MAGIC, consumed = 0;
+    size_t pos = legacy_magic_length(bytes, size), consumed = 0;
     PtPickle header = {0}, object = {0}, keys = {0};
     // Protocol version 1001, then sys_info {'little_endian': True, ...}.
     int status = pt_pickle_load(bytes + pos, size - pos, pos, &header, &consumed, err);

@@ -60,6 +60,13 @@ expect 2 "--part: expected one of backbone, teacher, student, got 'head'" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --part head --out "$work/none3.safetensors"
 expect 2 "--format: expected one of safetensors, got 'torch'" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --format torch --out "$work/none4.safetensors"
+# An --out named for another format is refused before any work (torch.load
+# would fail on the safetensors written), even with a missing --checkpoint.
+for name in model.pt model.PTH model.ckpt; do
+  expect 2 "^lightly-train-c export: --out .*$name: export writes safetensors, which a \.[a-zA-Z]+ reader cannot read: name it \*\.safetensors$" \
+    -- "$bin" export --checkpoint "$work/missing.ckpt" --out "$work/$name"
+  [ -e "$work/$name" ] && fail "export wrote $work/$name"
+done
 expect 2 "missing.ckpt: cannot open: No such file or directory" \
   -- "$bin" export --checkpoint "$work/missing.ckpt" --out "$work/none5.safetensors"
 echo "not a model" > "$work/notes.txt"

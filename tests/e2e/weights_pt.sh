@@ -27,10 +27,25 @@ cmp -s "$work/pt.npy" "$work/twin.npy" || fail "the .pt and its safetensors twin
 cmp -s "$work/pt.npy" "$work/export.npy" || fail "the .pt's export embeds differently"
 
 # train reads the .pt as initial weights: mixed.pt's tensors are no ResNet.
-expect 2 "mixed.pt: resnet18: weights do not match the model: .*unexpected: conv.weight, half" -- \
+# The option is named once ("train: --checkpoint: PATH: ...", was
+# "--checkpoint: --checkpoint PATH: ...").
+expect 2 "train: --checkpoint: [^ ]*mixed.pt: resnet18: weights do not match the model: .*unexpected: conv.weight, half" -- \
   "$bin" train --data "$images" --method simclr --model resnet18 --checkpoint "$fixtures/mixed.pt" \
   --out "$work/run" --max-steps 1
 [ -e "$work/run" ] && fail "the refused run wrote $work/run"
+expect 2 "^lightly-train-c train: --checkpoint: $work/nope.safetensors: cannot open" -- \
+  "$bin" train --data "$images" --method simclr --model resnet18 \
+  --checkpoint "$work/nope.safetensors" --out "$work/run" --max-steps 1
+
+# A known name's cached file must hold the name's model: a ResNet-18 put
+# in the cache as dinov2/vitb14's file is refused (was embedded as it was).
+cached="$work/cache/models/hub/models--timm--vit_base_patch14_reg4_dinov2.lvd142m/main"
+mkdir -p "$cached"
+cp "$fixtures/resnet18_expanded.pt" "$cached/model.safetensors"
+expect 2 "dinov2/vitb14.*vit_b14_reg4 does not match the file, which holds a resnet18" -- \
+  env LIGHTLY_TRAIN_CACHE_DIR="$work/cache" HF_HOME="$work/hf" HF_HUB_OFFLINE=1 \
+  "${embed[@]}" --checkpoint dinov2/vitb14 --out "$work/named.npy"
+[ -e "$work/named.npy" ] && fail "embed wrote $work/named.npy"
 
 head -c 3000 "$fixtures/vit_dinov2.pt" >"$work/truncated.pt"
 expect 2 "truncated.pt: zip: " -- "${embed[@]}" --checkpoint "$work/truncated.pt" --out "$work/x.npy"
