@@ -198,14 +198,21 @@ static int bench_data_run(const BenchDataArgs *args) {
         stats.format_seconds[f] -= at_start.format_seconds[f];
         stats.format_images[f] -= at_start.format_images[f];
     }
-    if (measured > 0 && wall > 0) {
-        const double images = (double)measured * config.batch_size;
-        const double rate = images / wall;
-        const double produced = (double)(stats.images - at_start.images);
+    // The workers run ahead of the consumer (the loader's ring), so batches
+    // taken in the window may have been made during warm-up: the rate is the
+    // images the workers made in the window over its length, and a window
+    // whose batches were all made before it measured nothing.
+    const double produced = (double)(stats.images - at_start.images);
+    if (measured > 0 && produced == 0)
+        printf("throughput: not measured: the %d measured batch(es) were made during warm-up "
+               "(the workers run ahead of the steps); use more --steps\n", measured);
+    if (measured > 0 && wall > 0 && produced > 0) {
+        const double rate = produced / wall;
         const double busy = stats.read_seconds + stats.decode_seconds + stats.augment_seconds;
-        printf("throughput: %.1f images/s (%.1f per worker), %.1f views/s over %d batches in "
-               "%.2f s\n",
-               rate, rate / config.num_workers, rate * config.views.count, measured, wall);
+        printf("throughput: %.1f images/s (%.1f per worker), %.1f views/s: %.0f images made in "
+               "%.2f s (%d batches measured)\n",
+               rate, rate / config.num_workers, rate * config.views.count, produced, wall,
+               measured);
         if (produced > 0 && busy > 0)
             printf("worker time: read %.1f%%, decode %.1f%%, augment %.1f%% (per image: read "
                    "%.2f ms, decode %.2f ms, augment %.2f ms)\n",
