@@ -485,6 +485,16 @@ static void test_gif(void **state) {
         expect_failure(decoder, file, file.size - 8, "truncated", "GIF without its last bytes");
         free(file.data);
     }
+    // 35 bytes declaring a 9000 x 9000 frame (hostile testing: 93 MB were
+    // allocated before the data ran out): refused from the bytes left,
+    // before the canvas exists.
+    static const uint8_t bomb[] = {'G', 'I', 'F', '8', '9', 'a', 0x28, 0x23, 0x28, 0x23, 0x80,
+                                   0, 0, 0, 0, 0, 0xff, 0xff, 0xff, ',', 0, 0, 0, 0, 0x28,
+                                   0x23, 0x28, 0x23, 0, 2, 2, 0x4c, 1, 0, ';'};
+    const Bytes bomb_file = {(uint8_t *)bomb, sizeof bomb};
+    expect_failure(decoder, bomb_file, bomb_file.size,
+                   "truncated: GIF frame of 9000 x 9000 pixels needs at least 7415 bytes of LZW "
+                   "data, the file has 5 left", "a 35-byte GIF of 9000 x 9000");
     decoder_destroy(decoder);
 }
 
