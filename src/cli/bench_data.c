@@ -43,19 +43,10 @@ static const char *const method_names[] = {"simclr", "dino", NULL};
 static const char *const depth_names[] = {"auto", "8", "float", NULL};  // as train's
 
 static void print_scan_summary(const Dataset *dataset, double seconds) {
-    printf("dataset: %zu images in '%s' (listed in %.2f s)", dataset->count, dataset->root,
-           seconds);
-    const ScanSummary *summary = &dataset->summary;
-    if (summary->skipped_files) {
-        printf("; skipped %llu other files:", (unsigned long long)summary->skipped_files);
-        for (int k = 0; k < summary->skipped_kind_count; k++)
-            printf("%s %llu %s%s", k ? "," : "", (unsigned long long)summary->skipped_kinds[k].count,
-                   summary->skipped_kinds[k].extension[0] ? "." : "(no extension)",
-                   summary->skipped_kinds[k].extension);
-    }
-    if (summary->symlink_loops)
-        printf("; %llu symlink loop(s) not followed", (unsigned long long)summary->symlink_loops);
-    printf("\n");
+    char skipped[2048];
+    scan_summary_describe(&dataset->summary, skipped, sizeof skipped);
+    printf("dataset: %zu images in '%s' (listed in %.2f s)%s%s\n", dataset->count, dataset->root,
+           seconds, skipped[0] ? "; " : "", skipped);
 }
 
 // One line per format read: its share of the images and what one worker

@@ -36,12 +36,16 @@ tail -n 1 "$work/bench-fail.log" | grep -q "^lightly-train-c bench-data: no read
 
 # A real run: 48 images + 2 corrupt files, SimCLR and DINO views.
 "$build/tests/e2e/make_images" "$work/images" 48 --corrupt 2 || fail "make_images"
+# A hidden file and a dangling link named like an image: skipped, and said so.
+printf '\377\330 a macOS resource fork' >"$work/images/._photo.jpg"
+ln -s /nonexistent "$work/images/dangling.jpg"
 out=$("$bin" bench-data --data "$work/images" --batch-size 8 --num-workers 2 --image-size 64 --steps 12 2>&1)
 status=$?
 [ "$status" -eq 0 ] || fail "bench-data exited $status: $out"
 for pattern in "dataset: 50 images" "skipped 1 other files" "throughput: [0-9.]+ images/s" \
                "worker time: read" "verdict: (CPU|I/O)-bound" "skipped files: 2" \
-               "warning: skipping '.*broken0.jpg'"; do
+               "warning: skipping '.*broken0.jpg'" "skipped 1 hidden entries" \
+               "1 entries could not be read: dangling.jpg \(No such file or directory\)"; do
   printf '%s\n' "$out" | grep -q -E -- "$pattern" || fail "bench-data output lacks /$pattern/: $out"
 done
 # Too few steps: the measured batches were made during warm-up (the workers
