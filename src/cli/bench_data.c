@@ -159,7 +159,9 @@ static int bench_data_run(const BenchDataArgs *args) {
         return 2;
     }
 
-    LoaderStats at_start = {0};
+    // The workers start with the loader: what they made before the clock
+    // starts is not measured, warm-up or not.
+    LoaderStats at_start = loader_stats(loader);
     double start = time_now();
     int measured = 0, status = 0;
     for (int step = 0; step < args->steps + args->warmup_steps && !interrupted; step++) {
