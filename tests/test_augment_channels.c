@@ -18,9 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <tiffio.h>
 
 #include "augment/augment.h"
 #include "data/loader.h"
+#include "format_encoders.h"
 #include "image_fixtures.h"
 #include "util/file.h"
 
@@ -306,6 +308,106 @@ static void test_loader_float(void **state) {
     free(root);
 }
 
+static _Atomic int range_warnings;
+static char range_warning[1024];
+
+static void count_out_of_range(void *context, const char *message) {
+    (void)context;
+    if (strstr(message, "out of range")) {
+        snprintf(range_warning, sizeof range_warning, "%s", message);
+        atomic_fetch_add(&range_warnings, 1);
+    }
+}
+
+// Float TIFFs read with --normalize 0.5:0.25; b.tif holds GeoTIFF's usual
+// no-data value -3.4028235e38 in a 5 x 5 corner, c.tif 1e30 in one sample
+// (hostile testing: a NaN loss at step 0, NaN weights after the update).
+// Both are skipped with the value and the remedy named, whatever the crops;
+// the others are read, and every value of the batch stays finite once
+// normalised.
+static void test_loader_skips_samples_out_of_range(void **state) {
+    (void)state;
+    enum { SIDE = 40 };
+    char *root = fixture_tempdir();
+    float *values = malloc(SIDE * SIDE * sizeof *values);
+    const char *names[] = {"a.tif", "b.tif", "c.tif", "d.tif"};
+    for (int f = 0; f < 4; f++) {
+        for (int i = 0; i < SIDE * SIDE; i++) values[i] = (float)((i * 7 + f) % 97) / 96.0f;
+        if (f == 1)
+            for (int y = SIDE - 5; y < SIDE; y++)
+                for (int x = SIDE - 5; x < SIDE; x++) values[y * SIDE + x] = -3.4028235e38f;
+        if (f == 2) values[SIDE * SIDE - 1] = 1e30f;
+        const TiffSpec spec = {32, SAMPLEFORMAT_IEEEFP, 1, PHOTOMETRIC_MINISBLACK, 1, 0, 8,
+                               COMPRESSION_NONE, 0, 0, 0};
+        Bytes file = encode_tiff(&spec, values, SIDE, SIDE, NULL);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", root, names[f]);
+        assert_int_equal(fixture_write_file(path, file.data, file.size), 0);
+        free(file.data);
+    }
+    free(values);
+    Dataset dataset;
+    ErrorMessage err = {{0}};
+    if (dataset_scan(root, &dataset, &err)) fail_msg("%s", err.text);
+    LoaderConfig config = {.dataset = &dataset, .batch_size = 4, .num_workers = 2,
+                           .world_size = 1, .keep_last = 1, .warn = count_out_of_range};
+    // Crops of a small part of the image: the corner is outside most of them,
+    // and the first read must still find it.
+    view_set_simclr(&config.views, 8);
+    for (int v = 0; v < config.views.count; v++) {
+        config.views.views[v].scale_min = 0.05f;
+        config.views.views[v].scale_max = 0.1f;
+    }
+    ChannelSettings settings = {.channels = 1, .normalize_count = 1, .mean = {0.5f},
+                                .std = {0.25f}};
+    view_set_apply_channels(&config.views, &settings, 1);
+    atomic_store(&range_warnings, 0);
+    Loader *loader = loader_create(&config, &err);
+    if (!loader) fail_msg("%s", err.text);
+    const Batch *batch = loader_next(loader, NULL, &err);
+    assert_non_null(batch);
+    const int expected_failed[4] = {0, 1, 1, 0};  // scan order a, b, c, d
+    for (int i = 0; i < 4; i++) assert_int_equal(batch->failed[i], expected_failed[i]);
+    for (int v = 0; v < batch->view_count; v++) {
+        const float *view = (const float *)batch->views[v];
+        for (int i = 0; i < 4 * 8 * 8; i++)
+            assert_true(fabsf((view[i] - 0.5f) / 0.25f) <= (float)VIEW_NORMALIZED_LIMIT);
+    }
+    loader_release(loader, batch);
+    loader_destroy(loader);
+    assert_int_equal(atomic_load(&range_warnings), 2);
+    if (!strstr(range_warning, "out of range: sample ") ||
+        !strstr(range_warning, "give --normalize MEAN:STD matching the data"))
+        fail_msg("the reason does not name the value and the remedy: %s", range_warning);
+    dataset_free(&dataset);
+    fixture_remove_tree(root);
+    free(root);
+}
+
+// The sample range per image channel: mean +- 65504 std of the model
+// channel it becomes; with ChannelDrop (4 channels, 2 kept) channel 0 can
+// only become model channel 0, channel 3 only 1, channels 1 and 2 either.
+static void test_sample_range(void **state) {
+    (void)state;
+    ViewSet views;
+    view_set_resize(&views, 8);
+    ChannelSettings settings = {.channels = 4, .keep = 2, .drop_count = 4,
+                                .drop_weights = {1, 1, 1, 1}, .normalize_count = 2,
+                                .mean = {0.0f, 10.0f}, .std = {1.0f, 2.0f}};
+    view_set_apply_channels(&views, &settings, 1);
+    float low[4], high[4];
+    view_set_sample_range(&views, low, high);
+    const float limit = (float)VIEW_NORMALIZED_LIMIT;
+    assert_float_equal(low[0], -limit, 0.01);
+    assert_float_equal(high[0], limit, 0.01);
+    for (int c = 1; c <= 2; c++) {  // the intersection of both ranges
+        assert_float_equal(low[c], -limit, 0.01);
+        assert_float_equal(high[c], limit, 0.01);
+    }
+    assert_float_equal(low[3], 10.0f - 2 * limit, 0.01);
+    assert_float_equal(high[3], 10.0f + 2 * limit, 0.01);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_float_keeps_precision),
@@ -314,6 +416,8 @@ int main(void) {
         cmocka_unit_test(test_colour_ops_off),
         cmocka_unit_test(test_settings),
         cmocka_unit_test(test_loader_float),
+        cmocka_unit_test(test_loader_skips_samples_out_of_range),
+        cmocka_unit_test(test_sample_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

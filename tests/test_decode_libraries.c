@@ -361,7 +361,44 @@ static void test_tiff_limits_and_damage(void **state) {
     decoder_destroy(small);
     small = decoder_create(TIFF_WIDTH * TIFF_HEIGHT + 10);  // pixels fit; 5 samples each do not
     expect_failure(small, banded, banded.size, "samples per pixel", "5 bands over the limit");
+    // Bytes count too: 4 float32 bands (16 bytes a pixel) are over the
+    // limit's 12 bytes a pixel (3 float channels), though 4 samples a pixel
+    // are not; 3 float32 bands are within it.
+    float *floats = calloc((size_t)TIFF_WIDTH * TIFF_HEIGHT, 4 * sizeof *floats);
+    for (int samples = 3; samples <= 4; samples++) {
+        const TiffSpec float_bands = STRIPS(32, SAMPLEFORMAT_IEEEFP, samples,
+                                            PHOTOMETRIC_MINISBLACK, 1, 29, COMPRESSION_NONE);
+        Bytes deep = encode_tiff(&float_bands, floats, TIFF_WIDTH, TIFF_HEIGHT, NULL);
+        DecodedImage out;
+        ErrorMessage err = {{0}};
+        const DecodeRequest native = {{0, 0, TIFF_WIDTH, TIFF_HEIGHT}, 0, 0, 0, 1};
+        const int status = decoder_decode(small, deep.data, deep.size, &native, &out, &err);
+        if (samples == 3 && status != 0) fail_msg("3 float32 bands at the limit: %s", err.text);
+        if (samples == 4 && (status == 0 || !strstr(err.text, "over the limit of")))
+            fail_msg("4 float32 bands at the limit: %d '%s'", status, err.text);
+        free(deep.data);
+    }
+    free(floats);
     decoder_destroy(small);
+    // A band count the caller cannot read is refused by the probe, from the
+    // header, before anything is decoded (a 64-band TIFF was decoded whole,
+    // 590 MB, to be refused after).
+    Decoder *reader = decoder_create(0);
+    ImageInfo band_info;
+    ErrorMessage reason = {{0}};
+    assert_int_equal(decoder_probe(reader, banded.data, banded.size, &band_info, &reason), 0);
+    assert_int_equal(band_info.channels, 5);  // checks nothing until told the channels
+    decoder_set_channels(reader, 0);  // 8-bit RGB
+    assert_int_equal(decoder_probe(reader, banded.data, banded.size, &band_info, &reason), -1);
+    assert_non_null(strstr(reason.text, "5 bands without colour meaning cannot be read as RGB"));
+    decoder_set_channels(reader, 3);
+    assert_int_equal(decoder_probe(reader, banded.data, banded.size, &band_info, &reason), -1);
+    assert_non_null(strstr(reason.text, "an image of 5 channel(s) (bands without colour meaning) "
+                                        "cannot be read as 3 channel(s)"));
+    decoder_set_channels(reader, 5);
+    assert_int_equal(decoder_probe(reader, banded.data, banded.size, &band_info, &reason), 0);
+    assert_int_equal(band_info.channels, 5);
+    decoder_destroy(reader);
     free(five);
     free(banded.data);
     free(tiled.data);
@@ -485,6 +522,16 @@ static void test_gif(void **state) {
         expect_failure(decoder, file, file.size - 8, "truncated", "GIF without its last bytes");
         free(file.data);
     }
+    // 35 bytes declaring a 9000 x 9000 frame (hostile testing: 93 MB were
+    // allocated before the data ran out): refused from the bytes left,
+    // before the canvas exists.
+    static const uint8_t bomb[] = {'G', 'I', 'F', '8', '9', 'a', 0x28, 0x23, 0x28, 0x23, 0x80,
+                                   0, 0, 0, 0, 0, 0xff, 0xff, 0xff, ',', 0, 0, 0, 0, 0x28,
+                                   0x23, 0x28, 0x23, 0, 2, 2, 0x4c, 1, 0, ';'};
+    const Bytes bomb_file = {(uint8_t *)bomb, sizeof bomb};
+    expect_failure(decoder, bomb_file, bomb_file.size,
+                   "truncated: GIF frame of 9000 x 9000 pixels needs at least 7415 bytes of LZW "
+                   "data, the file has 5 left", "a 35-byte GIF of 9000 x 9000");
     decoder_destroy(decoder);
 }
 

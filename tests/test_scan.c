@@ -179,6 +179,11 @@ static void test_symlinks_to_files_and_folders_are_followed(void **state) {
     assert_int_equal(dataset.summary.unreadable, 1);  // the dangling link
     assert_int_equal(dataset.summary.symlink_loops, 0);
     assert_int_equal(dataset.summary.directories, 5);  // root other real + the 2 folder links
+    // The report names it: a dangling "x.jpg" is an image the user meant.
+    char described[1024];
+    scan_summary_describe(&dataset.summary, described, sizeof described);
+    assert_string_equal(described, "1 entries could not be read: other/dangling.jpg (No such "
+                                   "file or directory)");
     dataset_free(&dataset);
 }
 
@@ -288,6 +293,9 @@ static void test_hidden_entries_skipped_and_counted(void **state) {
     assert_int_equal(dataset.summary.hidden, 4);
     assert_int_equal(dataset.summary.skipped_files, 0);
     assert_int_equal(dataset.summary.directories, 2);
+    char described[256];
+    scan_summary_describe(&dataset.summary, described, sizeof described);
+    assert_string_equal(described, "skipped 4 hidden entries (names starting with '.')");
     dataset_free(&dataset);
 
     // A hidden root is scanned: only names below it are judged.

@@ -15,8 +15,8 @@ Reference pixels, per format (docs/input-pipeline.md has the rules):
   - 16-bit, signed and float samples, where Pillow clips or cannot read:
     tifffile's / Pillow's / pydicom's raw samples mapped by our documented
     rule in numpy (16-bit: v >> 8; float: round(clip(v, 0, 1) * 255);
-    signed: v + 2^(bits-1); DICOM: BitsStored bits, MONOCHROME1 inverted,
-    top 8 bits kept);
+    signed: v + 2^(bits-1); DICOM: BitsStored bits, MONOCHROME1 and a
+    negative RescaleSlope inverted, top 8 bits kept);
   - DICOM: pydicom's pixel_array (+ convert_color_space / apply_color_lut as
     LightlyTrain applies them).
 Files our reader refuses are listed with the word the error must contain.
@@ -41,7 +41,7 @@ import tifffile
 from PIL import Image, ImageOps
 from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.encaps import encapsulate
-from pydicom.pixels import apply_color_lut, convert_color_space
+from pydicom.pixels import apply_color_lut, apply_modality_lut, convert_color_space
 from pydicom.uid import (ExplicitVRLittleEndian, JPEG2000Lossless, JPEGBaseline8Bit,
                          RLELossless, generate_uid)
 
@@ -345,6 +345,13 @@ def write_dicom(w):
     w.ref("mono2_12bit_rescale.dcm", data, grey_to_rgb(stored >> 4))
     data = dicom_bytes(twelve, photometric="MONOCHROME1", bits_stored=12)
     w.ref("mono1_12bit.dcm", data, grey_to_rgb((4095 - dicom_pixels(data).astype(np.uint32)) >> 4))
+    # A negative slope inverts: pydicom's modality LUT (slope -1) gives -v,
+    # whose range [-4095, 0] starts at 0 once offset by 4095.
+    data = dicom_bytes(twelve, bits_stored=12, rescale=(-1.0, 0.0))
+    ds = pydicom.dcmread(io.BytesIO(data))
+    rescaled = apply_modality_lut(ds.pixel_array, ds)
+    w.ref("mono2_12bit_negative_slope.dcm", data,
+          grey_to_rgb((rescaled + 4095).astype(np.uint32) >> 4))
     signed = (np.round(pattern(channels=1, seed=19, top=65535)) - 32768).astype(np.int16)
     data = dicom_bytes(signed, signed=True, rescale=(0.5, 10.0))
     w.ref("mono2_int16.dcm", data,

@@ -118,6 +118,17 @@ int view_set_channels_out(const ViewSet *set);
 size_t view_set_pixel_bytes(const ViewSet *set);
 // The normalisation's mean and std, view_set_channels_out of each.
 void view_set_normalization(const ViewSet *set, float *mean, float *std);
+
+// The largest magnitude a normalised sample may have: float16's largest
+// value, what the device's 16-bit activations hold. No image normalised
+// for training comes near it; a no-data fill (-3.4e38, 1e30) does.
+#define VIEW_NORMALIZED_LIMIT 65504.0
+// Per image channel (view_input_channels of them), the range of float
+// samples whose normalised value stays within VIEW_NORMALIZED_LIMIT:
+// [mean - limit std, mean + limit std] of the model channel it becomes;
+// with ChannelDrop an image channel c may become any model channel from
+// c - dropped to c, and the range is the intersection of theirs.
+void view_set_sample_range(const ViewSet *set, float *low, float *high);
 // The checks every view set must pass (each view's view_transform_validate,
 // the views' shared channel counts, 8-bit views RGB, normalize_count).
 int view_set_validate(const ViewSet *set, ErrorMessage *err);

@@ -54,6 +54,25 @@ void view_set_normalization(const ViewSet *set, float *mean, float *std) {
     }
 }
 
+void view_set_sample_range(const ViewSet *set, float *low, float *high) {
+    float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
+    view_set_normalization(set, mean, std);
+    const int inputs = view_input_channels(&set->views[0]);
+    const int outputs = view_set_channels_out(set);
+    const int dropped = inputs - outputs;  // ChannelDrop's; 0 without it
+    for (int c = 0; c < inputs; c++) {
+        double lowest = -HUGE_VAL, highest = HUGE_VAL;
+        const int first = c - dropped > 0 ? c - dropped : 0;
+        const int last = c < outputs - 1 ? c : outputs - 1;
+        for (int k = first; k <= last; k++) {
+            lowest = fmax(lowest, mean[k] - VIEW_NORMALIZED_LIMIT * std[k]);
+            highest = fmin(highest, mean[k] + VIEW_NORMALIZED_LIMIT * std[k]);
+        }
+        low[c] = (float)lowest;
+        high[c] = (float)highest;
+    }
+}
+
 int view_set_validate(const ViewSet *set, ErrorMessage *err) {
     if (set->count < 1 || set->count > AUGMENT_MAX_VIEWS)
         return error_set(err, "view count %d outside 1..%d", set->count, AUGMENT_MAX_VIEWS);

@@ -43,19 +43,10 @@ static const char *const method_names[] = {"simclr", "dino", NULL};
 static const char *const depth_names[] = {"auto", "8", "float", NULL};  // as train's
 
 static void print_scan_summary(const Dataset *dataset, double seconds) {
-    printf("dataset: %zu images in '%s' (listed in %.2f s)", dataset->count, dataset->root,
-           seconds);
-    const ScanSummary *summary = &dataset->summary;
-    if (summary->skipped_files) {
-        printf("; skipped %llu other files:", (unsigned long long)summary->skipped_files);
-        for (int k = 0; k < summary->skipped_kind_count; k++)
-            printf("%s %llu %s%s", k ? "," : "", (unsigned long long)summary->skipped_kinds[k].count,
-                   summary->skipped_kinds[k].extension[0] ? "." : "(no extension)",
-                   summary->skipped_kinds[k].extension);
-    }
-    if (summary->symlink_loops)
-        printf("; %llu symlink loop(s) not followed", (unsigned long long)summary->symlink_loops);
-    printf("\n");
+    char skipped[2048];
+    scan_summary_describe(&dataset->summary, skipped, sizeof skipped);
+    printf("dataset: %zu images in '%s' (listed in %.2f s)%s%s\n", dataset->count, dataset->root,
+           seconds, skipped[0] ? "; " : "", skipped);
 }
 
 // One line per format read: its share of the images and what one worker
@@ -167,7 +158,9 @@ static int bench_data_run(const BenchDataArgs *args) {
         return 2;
     }
 
-    LoaderStats at_start = {0};
+    // The workers start with the loader: what they made before the clock
+    // starts is not measured, warm-up or not.
+    LoaderStats at_start = loader_stats(loader);
     double start = time_now();
     int measured = 0, status = 0;
     for (int step = 0; step < args->steps + args->warmup_steps && !interrupted; step++) {
@@ -197,14 +190,21 @@ static int bench_data_run(const BenchDataArgs *args) {
         stats.format_seconds[f] -= at_start.format_seconds[f];
         stats.format_images[f] -= at_start.format_images[f];
     }
-    if (measured > 0 && wall > 0) {
-        const double images = (double)measured * config.batch_size;
-        const double rate = images / wall;
-        const double produced = (double)(stats.images - at_start.images);
+    // The workers run ahead of the consumer (the loader's ring), so batches
+    // taken in the window may have been made during warm-up: the rate is the
+    // images the workers made in the window over its length, and a window
+    // whose batches were all made before it measured nothing.
+    const double produced = (double)(stats.images - at_start.images);
+    if (measured > 0 && produced == 0)
+        printf("throughput: not measured: the %d measured batch(es) were made during warm-up "
+               "(the workers run ahead of the steps); use more --steps\n", measured);
+    if (measured > 0 && wall > 0 && produced > 0) {
+        const double rate = produced / wall;
         const double busy = stats.read_seconds + stats.decode_seconds + stats.augment_seconds;
-        printf("throughput: %.1f images/s (%.1f per worker), %.1f views/s over %d batches in "
-               "%.2f s\n",
-               rate, rate / config.num_workers, rate * config.views.count, measured, wall);
+        printf("throughput: %.1f images/s (%.1f per worker), %.1f views/s: %.0f images made in "
+               "%.2f s (%d batches measured)\n",
+               rate, rate / config.num_workers, rate * config.views.count, produced, wall,
+               measured);
         if (produced > 0 && busy > 0)
             printf("worker time: read %.1f%%, decode %.1f%%, augment %.1f%% (per image: read "
                    "%.2f ms, decode %.2f ms, augment %.2f ms)\n",

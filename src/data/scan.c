@@ -173,6 +173,24 @@ static void scan_push_pending(ScanState *state, const char *name) {
     state->pending_length += length;
 }
 
+// Counts an entry that could not be opened or stat'ed (errno says why) and
+// names the first few: name inside the folder being read, or NULL for that
+// folder itself.
+static void scan_note_unreadable(ScanState *state, const char *name) {
+    const int reason = errno;
+    const uint64_t slot = state->summary.unreadable++;
+    if (slot >= SCAN_NAMED_UNREADABLE) return;
+    const char *folder = state->folder_path_length ? state->folder_path : ".";
+    char *out = state->summary.unreadable_named[slot];
+    const size_t size = sizeof state->summary.unreadable_named[slot];
+    if (!name)
+        snprintf(out, size, "%s/ (%s)", folder, strerror(reason));
+    else if (state->folder_path_length)
+        snprintf(out, size, "%s/%s (%s)", folder, name, strerror(reason));
+    else
+        snprintf(out, size, "%s (%s)", name, strerror(reason));
+}
+
 typedef enum ScanEntryKind { SCAN_ENTRY_FILE, SCAN_ENTRY_FOLDER, SCAN_ENTRY_OTHER, SCAN_ENTRY_NONE } ScanEntryKind;
 
 // The kind of the entry after following symlinks. Only symlinks and
@@ -186,7 +204,7 @@ static ScanEntryKind scan_entry_kind(ScanState *state, int folder_fd, const stru
         if (errno == ELOOP)
             state->summary.symlink_loops++;
         else
-            state->summary.unreadable++;  // dangling link, or no permission
+            scan_note_unreadable(state, entry->d_name);  // dangling link, or no permission
         return SCAN_ENTRY_NONE;
     }
     if (S_ISREG(info.st_mode)) return SCAN_ENTRY_FILE;
@@ -235,12 +253,12 @@ static int scan_open_folder(ScanState *state, struct stat *info) {
     const char *open_path = state->folder_path_length ? state->folder_path : ".";
     int folder_fd = openat(state->root_fd, open_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (folder_fd < 0) {
-        state->summary.unreadable++;
+        scan_note_unreadable(state, NULL);
         return -1;
     }
     if (fstat(folder_fd, info) != 0) {
+        scan_note_unreadable(state, NULL);
         close(folder_fd);
-        state->summary.unreadable++;
         return -1;
     }
     if (scan_is_ancestor(state, info)) {  // reached through a link to itself or above
@@ -256,15 +274,15 @@ static int scan_open_folder(ScanState *state, struct stat *info) {
 static void scan_read_folder(ScanState *state, int folder_fd) {
     DIR *folder = fdopendir(folder_fd);
     if (!folder) {
+        scan_note_unreadable(state, NULL);
         close(folder_fd);
-        state->summary.unreadable++;
         return;
     }
     for (;;) {
         errno = 0;
         const struct dirent *entry = readdir(folder);
         if (!entry) {
-            if (errno != 0) state->summary.unreadable++;
+            if (errno != 0) scan_note_unreadable(state, NULL);
             break;
         }
         const char *name = entry->d_name;
@@ -457,12 +475,22 @@ static void scan_describe_skipped(const ScanSummary *summary, char *text, size_t
     if (summary->hidden > 0)
         scan_appendf(text, size, "; skipped %llu hidden entries (names starting with '.')",
                      (unsigned long long)summary->hidden);
-    if (summary->unreadable > 0)
-        scan_appendf(text, size, "; %llu entries could not be read",
+    if (summary->unreadable > 0) {
+        scan_appendf(text, size, "; %llu entries could not be read:",
                      (unsigned long long)summary->unreadable);
+        for (uint64_t i = 0; i < summary->unreadable && i < SCAN_NAMED_UNREADABLE; i++)
+            scan_appendf(text, size, "%s %s", i ? "," : "", summary->unreadable_named[i]);
+        if (summary->unreadable > SCAN_NAMED_UNREADABLE) scan_appendf(text, size, ", ...");
+    }
     if (summary->symlink_loops > 0)
         scan_appendf(text, size, "; %llu looping symlinks not followed",
                      (unsigned long long)summary->symlink_loops);
+}
+
+void scan_summary_describe(const ScanSummary *summary, char *text, size_t size) {
+    scan_describe_skipped(summary, text, size);
+    const size_t length = strlen(text);
+    if (length >= 2) memmove(text, text + 2, length - 1);  // without the leading "; "
 }
 
 static void scan_state_free(ScanState *state) {
@@ -564,8 +592,16 @@ int dataset_full_path(const Dataset *dataset, size_t index, char *buffer, size_t
 }
 
 // Adds the counters of one folder's summary to the merged one (skipped kinds
-// are kept from the first folder only: they are a hint for the message).
-static void scan_summary_add(ScanSummary *total, const ScanSummary *part) {
+// are kept from the first folder only: they are a hint for the message);
+// named unreadable entries get their folder in front, as image paths do.
+static void scan_summary_add(ScanSummary *total, const ScanSummary *part, const char *root) {
+    const size_t size = sizeof total->unreadable_named[0];
+    for (uint64_t i = 0; i < part->unreadable && i < SCAN_NAMED_UNREADABLE; i++) {
+        const uint64_t slot = total->unreadable + i;
+        if (slot < SCAN_NAMED_UNREADABLE)
+            snprintf(total->unreadable_named[slot], size, "%s/%.*s", root, (int)(size - 2),
+                     part->unreadable_named[i]);
+    }
     total->directories += part->directories;
     total->skipped_files += part->skipped_files;
     total->symlink_loops += part->symlink_loops;
@@ -604,7 +640,7 @@ int dataset_scan_many(const char *const *roots, int count, Dataset *dataset, Err
                                     (int)(slash ? length - 1 : length), roots[i],
                                     dataset_path(&parts[i], j)) + 1;
         }
-        scan_summary_add(&dataset->summary, &parts[i].summary);
+        scan_summary_add(&dataset->summary, &parts[i].summary, roots[i]);
     }
     for (int i = 0; i < count; i++) dataset_free(&parts[i]);
     free(parts);

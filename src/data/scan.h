@@ -20,7 +20,8 @@
 // link chain that never resolves (ELOOP). A folder reached through two
 // different non-looping links is listed under both paths, like
 // os.walk(followlinks=True). Dangling links and folders that cannot be opened
-// count in summary.unreadable and are not fatal. Entries that are neither
+// count in summary.unreadable and are not fatal; the first few are named in
+// summary.unreadable_named (a dangling "x.jpg" is an image the user meant). Entries that are neither
 // regular files nor folders (FIFOs, sockets, devices) are never listed; they
 // count as skipped files under their extension.
 //
@@ -36,6 +37,7 @@
 #include "util/error.h"
 
 #define SCAN_MAX_SKIPPED_KINDS 16
+#define SCAN_NAMED_UNREADABLE 3  // unreadable entries named in the summary
 
 typedef struct SkippedExtension {
     char extension[16];  // lower case without the dot; "" for no extension, "other" for the rest
@@ -49,6 +51,8 @@ typedef struct ScanSummary {
     uint64_t symlink_loops;      // links to an ancestor/the folder itself, and ELOOP chains, not followed
     uint64_t unreadable;         // entries that could not be opened or stat'ed
     uint64_t hidden;             // entries named ".*" that were skipped (a hidden folder counts once)
+    // The first unreadable entries: "path (reason)", path relative to the root.
+    char unreadable_named[SCAN_NAMED_UNREADABLE][192];
     int skipped_kind_count;      // entries used in skipped_kinds
     SkippedExtension skipped_kinds[SCAN_MAX_SKIPPED_KINDS];  // most frequent first
 } ScanSummary;
@@ -70,6 +74,11 @@ int dataset_scan(const char *root, Dataset *dataset, ErrorMessage *err);
 // relative paths become "folder/relative" (root is "") so that every image
 // keeps a unique, readable name. Fails on the first folder that fails.
 int dataset_scan_many(const char *const *roots, int count, Dataset *dataset, ErrorMessage *err);
+// What the scan skipped, as one line for a report ("skipped 12 other files:
+// 12 .txt; skipped 2 hidden entries (names starting with '.'); 1 entries
+// could not be read: m/dangling.jpg (No such file or directory)"); empty
+// when nothing was.
+void scan_summary_describe(const ScanSummary *summary, char *text, size_t size);
 // Releases everything and zeroes *dataset; safe on a zeroed or freed Dataset.
 void dataset_free(Dataset *dataset);
 

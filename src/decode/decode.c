@@ -27,6 +27,7 @@ Decoder *decoder_create(uint64_t max_pixels) {
     if (!decoder) return NULL;
     decoder->max_pixels = max_pixels ? max_pixels : DECODE_DEFAULT_MAX_PIXELS;
     decoder->apply_exif_orientation = 1;
+    decoder->channels = DECODE_ANY_CHANNELS;
     decoder->jpeg = decode_jpeg_state_create();
     if (!decoder->jpeg) {
         free(decoder);
@@ -47,6 +48,10 @@ void decoder_destroy(Decoder *decoder) {
 
 void decoder_set_exif_orientation(Decoder *decoder, int apply) {
     decoder->apply_exif_orientation = apply != 0;
+}
+
+void decoder_set_channels(Decoder *decoder, int channels) {
+    decoder->channels = channels >= 0 ? channels : DECODE_ANY_CHANNELS;
 }
 
 static int starts_with(const uint8_t *data, size_t size, const uint8_t *magic, size_t magic_size) {
@@ -247,6 +252,11 @@ int decoder_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo 
         info->orientation = entry->exif_orientation(data, size);
     orientation_size(info->orientation, info->width, info->height, &info->width, &info->height);
     info->format = format;
+    // What the header shows cannot become the caller's channels is refused
+    // here, before a 64-band TIFF is decoded to be refused after.
+    if (info->channels > 0 && decoder->channels != DECODE_ANY_CHANNELS &&
+        samples_channels_check(info->colour, info->channels, decoder->channels, err) != 0)
+        return -1;
     return 0;
 }
 
@@ -335,15 +345,24 @@ int decode_check_size(const Decoder *decoder, const char *what, int64_t width, i
 }
 
 int decode_check_samples(const Decoder *decoder, const char *what, int64_t width, int64_t height,
-                         int64_t samples, ErrorMessage *err) {
+                         int64_t samples, size_t sample_bytes, ErrorMessage *err) {
     if (decode_check_size(decoder, what, width, height, err) != 0) return -1;
-    if (samples < 1 || (uint64_t)width * (uint64_t)height * (uint64_t)samples >
-                           4 * decoder->max_pixels)
+    const uint64_t count = (uint64_t)width * (uint64_t)height * (uint64_t)(samples > 0 ? samples : 0);
+    if (samples < 1 || count > 4 * decoder->max_pixels)
         return error_set(err,
                          "image too large: %s %lld x %lld with %lld samples per pixel exceeds "
                          "limit %llu samples",
                          what, (long long)width, (long long)height, (long long)samples,
                          (unsigned long long)(4 * decoder->max_pixels));
+    if (count * sample_bytes > DECODE_BYTES_PER_PIXEL * decoder->max_pixels)
+        return error_set(err,
+                         "image too large: %s %lld x %lld with %lld samples of %zu bytes per "
+                         "pixel is %llu MB, over the limit of %llu MB (--max-pixels x %d bytes, "
+                         "3 float channels a pixel)",
+                         what, (long long)width, (long long)height, (long long)samples,
+                         sample_bytes, (unsigned long long)((count * sample_bytes) >> 20),
+                         (unsigned long long)((DECODE_BYTES_PER_PIXEL * decoder->max_pixels) >> 20),
+                         DECODE_BYTES_PER_PIXEL);
     return 0;
 }
 

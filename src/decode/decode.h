@@ -62,21 +62,6 @@ typedef enum ImageFormat {
 // Pillow's decompression-bomb guard (Image.MAX_IMAGE_PIXELS).
 #define DECODE_DEFAULT_MAX_PIXELS 89478485ull
 
-typedef struct ImageInfo {
-    ImageFormat format;
-    int width;  // full image size as the caller sees it: oriented
-    int height;
-    // The orientation applied by decode.c (1..8; 1 when absent, when EXIF
-    // orientation is off, or where the format's library applies its own:
-    // HEIF, JPEG XL).
-    int orientation;
-} ImageInfo;
-
-// A rectangle in full-image pixel coordinates; x + width <= image width.
-typedef struct PixelRect {
-    int x, y, width, height;
-} PixelRect;
-
 // ---- native samples --------------------------------------------------------------
 
 typedef enum SampleType {
@@ -93,6 +78,28 @@ typedef enum ColourModel {
     COLOUR_CMYK,   // channels 0..3, ink amounts (0 = no ink), TIFF's InkSet CMYK
     COLOUR_BANDS,  // `channels` bands without a colour meaning (multispectral)
 } ColourModel;
+
+typedef struct ImageInfo {
+    ImageFormat format;
+    int width;  // full image size as the caller sees it: oriented
+    int height;
+    // The orientation applied by decode.c (1..8; 1 when absent, when EXIF
+    // orientation is off, or where the format's library applies its own:
+    // HEIF, JPEG XL).
+    int orientation;
+    // The stored channels and what they mean, where the header says so
+    // before any pixel is decoded (TIFF, PAM); 0 where the probe does not
+    // tell. decoder_probe refuses an image whose channels cannot become the
+    // ones the caller reads (decoder_set_channels) from these alone.
+    int channels;
+    ColourModel colour;
+    SampleType sample_type;  // the native samples' type, where channels > 0
+} ImageInfo;
+
+// A rectangle in full-image pixel coordinates; x + width <= image width.
+typedef struct PixelRect {
+    int x, y, width, height;
+} PixelRect;
 
 // Interleaved samples as a format stores them, before any conversion.
 typedef struct SampleImage {
@@ -160,12 +167,29 @@ typedef struct DecodedImage {
 typedef struct Decoder Decoder;
 
 // max_pixels: images whose decoded pixel count (region at the chosen scale)
-// would exceed this are refused; 0 means DECODE_DEFAULT_MAX_PIXELS.
+// would exceed this are refused; 0 means DECODE_DEFAULT_MAX_PIXELS. Images of
+// many or deep samples (TIFF, PAM) are bounded in bytes too: at most
+// max_pixels x 12 bytes of samples (three float32 channels a pixel, what
+// the float path holds of an RGB image at the limit) and 4 x max_pixels
+// samples.
 Decoder *decoder_create(uint64_t max_pixels);
 void decoder_destroy(Decoder *decoder);
 
 // 1 (the default): apply EXIF orientation tags; 0: ignore them.
 void decoder_set_exif_orientation(Decoder *decoder, int apply);
+
+// The channels the caller reads the images with: N for the float path
+// (samples_to_float's rule), 0 for 8-bit RGB. decoder_probe refuses by it
+// what the header already shows cannot be read so (a 64-band TIFF for 3
+// channels), before anything is decoded. A new Decoder checks nothing
+// (DECODE_ANY_CHANNELS: the caller looks at the native samples itself).
+#define DECODE_ANY_CHANNELS (-1)
+void decoder_set_channels(Decoder *decoder, int channels);
+
+// The channel rule of samples_to_float (channels > 0) or samples_to_rgb8
+// (channels 0) for an image of `stored` channels of colour model `colour`:
+// 0, or -1 with the "unsupported" (or "corrupt") reason naming both counts.
+int samples_channels_check(ColourModel colour, int stored, int channels, ErrorMessage *err);
 
 // Format from the first bytes (magic numbers), not from the file name.
 ImageFormat decode_sniff(const uint8_t *data, size_t size);

@@ -10,6 +10,9 @@
 // Sides above this are refused before anything is allocated, whatever the
 // pixel limit (JPEG itself stops at 65500, WebP at 16383).
 #define DECODE_MAX_SIDE 1000000
+// Bytes of samples a pixel may take at the pixel limit (decode_check_samples):
+// three float32 channels, the float path's RGB image.
+#define DECODE_BYTES_PER_PIXEL 12
 
 typedef struct JpegState JpegState;
 
@@ -22,6 +25,7 @@ typedef struct DecodeBuffer {
 struct Decoder {
     uint64_t max_pixels;
     int apply_exif_orientation;  // decoder_set_exif_orientation
+    int channels;                // decoder_set_channels: 0 for 8-bit RGB, or DECODE_ANY_CHANNELS
     int native;                  // DecodeRequest.native of the decode in progress
     DecodeBuffer pixels;         // the RGB output handed out in DecodedImage
     DecodeBuffer scratch;        // rows that are decoded but not returned
@@ -40,10 +44,12 @@ int decode_check_size(const Decoder *decoder, const char *what, int64_t width, i
                       ErrorMessage *err);
 
 // decode_check_size, and samples per pixel: an image may hold at most
-// 4 x max_pixels samples (RGBA's worth), so that many bands (or a tile much
-// larger than its image) cannot make a small file allocate gigabytes.
+// 4 x max_pixels samples (RGBA's worth) and max_pixels x 12 bytes of them
+// (three float32 channels a pixel, the float path's RGB image at the
+// limit), so that many bands or deep samples (or a tile much larger than
+// its image) cannot make a small file allocate gigabytes.
 int decode_check_samples(const Decoder *decoder, const char *what, int64_t width, int64_t height,
-                         int64_t samples, ErrorMessage *err);
+                         int64_t samples, size_t sample_bytes, ErrorMessage *err);
 
 // The requested region clamped to a width x height image (whole image when
 // request is NULL); fails when nothing of it lies inside the image.

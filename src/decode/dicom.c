@@ -10,11 +10,13 @@
 //     signed, offset by 2^(BitsStored-1) so that the range starts at 0
 //     (LightlyTrain's (v - min) / (max - min) for integer types), kept with
 //     BitsStored significant bits; the 8-bit pipeline keeps the top 8 of them.
-//     No windowing (VOI LUT) and no rescale: LightlyTrain applies none of
-//     the first, and the rescale (slope, intercept) is linear, so with a
-//     positive slope it changes nothing once the range is mapped to 0..255.
+//     No windowing (VOI LUT): LightlyTrain applies none. The rescale
+//     (slope, intercept; pydicom's modality LUT) is linear, so once the
+//     range is mapped to 0..255 only the slope's sign is left of it: a
+//     negative slope inverts the samples, as the modality LUT does.
 //   - MONOCHROME1 (minimum is white) is inverted, so that white is high as
-//     in MONOCHROME2 (pydicom's pixel_array, and so LightlyTrain, do not).
+//     in MONOCHROME2 (pydicom's pixel_array, and so LightlyTrain, do not);
+//     with a negative slope too, the two inversions cancel.
 //   - RGB as stored; YBR_FULL and YBR_FULL_422 to RGB with pydicom's
 //     convert_color_space matrix (what LightlyTrain applies); PALETTE COLOR
 //     through its colour LUTs as pydicom's apply_color_lut (index clipped to
@@ -188,13 +190,14 @@ static inline unsigned stored_sample(const DicomInfo *d, const uint8_t *pixels, 
     return v;
 }
 
-// A monochrome sample: its bits, sign removed by the offset, MONOCHROME1
-// inverted; 0 .. 2^bits_stored - 1.
+// A monochrome sample: its bits, sign removed by the offset, inverted for
+// MONOCHROME1 or a negative rescale slope (not both); 0 .. 2^bits_stored - 1.
 static inline unsigned grey_value(const DicomInfo *d, unsigned raw) {
     const unsigned mask = (1u << d->bits_stored) - 1u;
     unsigned v = (raw >> (d->high_bit + 1 - d->bits_stored)) & mask;
     if (d->signed_samples) v ^= 1u << (d->bits_stored - 1);  // two's complement + offset
-    return d->colour == DICOM_MONOCHROME1 ? mask - v : v;
+    const int invert = (d->colour == DICOM_MONOCHROME1) != (d->slope < 0.0);
+    return invert ? mask - v : v;
 }
 
 // pydicom's YBR_FULL -> RGB: float32 products, floor(x + 0.5), clipped.

@@ -10,11 +10,19 @@
 // LZW data is sequential: rows below the region are not decoded unless the
 // whole file is to be checked (interlaced frames are read whole). Frames
 // after the first are never read.
+//
+// Before the canvas is allocated, the frame's pixels are checked against the
+// bytes left in the file: one LZW code emits at most 4096 pixels (the
+// table's size) and takes at least 3 bits, so a byte of data makes at most
+// 4096 * 8 / 3 pixels. A 35-byte file declaring a 9000 x 9000 frame is
+// refused as truncated instead of allocating 81 MB first.
 #include "decode/decode_internal.h"
 
 #include <string.h>
 
 #include <gif_lib.h>
+
+#define GIF_MAX_PIXELS_PER_BYTE (4096 * 8 / 3 + 1)
 
 typedef struct GifSource {
     const uint8_t *data;
@@ -152,6 +160,19 @@ int decode_gif_decode(Decoder *decoder, const uint8_t *data, size_t size,
         decode_clamp_region(request, width, height, &region, err) != 0) {
         close_gif(&frame);
         return -1;
+    }
+    const GifImageDesc *desc = &frame.gif->Image;
+    const uint64_t frame_pixels = (uint64_t)(desc->Width > 0 ? desc->Width : 0) *
+                                  (uint64_t)(desc->Height > 0 ? desc->Height : 0);
+    const uint64_t left = frame.source.size - frame.source.offset;
+    if (frame_pixels > left * GIF_MAX_PIXELS_PER_BYTE) {
+        close_gif(&frame);
+        return error_set(err,
+                         "truncated: GIF frame of %d x %d pixels needs at least %llu bytes of "
+                         "LZW data, the file has %llu left",
+                         desc->Width, desc->Height,
+                         (unsigned long long)(frame_pixels / GIF_MAX_PIXELS_PER_BYTE),
+                         (unsigned long long)left);
     }
     const int rows_needed = region.y + region.height;
     uint8_t *canvas = decode_buffer_reserve(&decoder->samples, (size_t)width * rows_needed, err);

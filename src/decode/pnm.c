@@ -134,6 +134,9 @@ int decode_pnm_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageIn
     if (parse_header(data, size, &h, err) != 0) return -1;
     info->width = h.width;
     info->height = h.height;
+    info->channels = h.depth;
+    info->colour = h.colour;
+    info->sample_type = h.maxval > 255 ? SAMPLE_U16 : SAMPLE_U8;
     return 0;
 }
 
@@ -221,7 +224,8 @@ int decode_pnm_decode(Decoder *decoder, const uint8_t *data, size_t size,
     PnmHeader h;
     PixelRect region;
     if (parse_header(data, size, &h, err) != 0 ||
-        decode_check_samples(decoder, "PNM image", h.width, h.height, h.depth, err) != 0 ||
+        decode_check_samples(decoder, "PNM image", h.width, h.height, h.depth,
+                             h.maxval > 255 ? 2 : 1, err) != 0 ||
         decode_clamp_region(request, h.width, h.height, &region, err) != 0)
         return -1;
     const SampleType type = h.maxval > 255 ? SAMPLE_U16 : SAMPLE_U8;

@@ -38,45 +38,59 @@ static inline float sample_value(const SampleImage *in, const uint8_t *row, size
     return 0.0f;
 }
 
-// The channels the image's colour has (CMYK: 3, after conversion), 0 for
+// The channels an image's colour has (CMYK: 3, after conversion), 0 for
 // bands without a colour meaning other than 1 or 3 of them.
-static int colour_channels(const SampleImage *in) {
-    switch (in->colour) {
+static int colour_channels(ColourModel colour, int stored) {
+    switch (colour) {
     case COLOUR_GREY: return 1;
     case COLOUR_RGB: return 3;
     case COLOUR_CMYK: return 3;
-    case COLOUR_BANDS: return in->channels == 1 || in->channels == 3 ? in->channels : 0;
+    case COLOUR_BANDS: return stored == 1 || stored == 3 ? stored : 0;
     }
     return 0;
 }
 
-static const char *colour_name(const SampleImage *in) {
-    switch (in->colour) {
-    case COLOUR_GREY: return in->channels > 1 ? "grey with alpha or extra bands" : "grey";
-    case COLOUR_RGB: return in->channels > 3 ? "RGB with alpha or extra bands" : "RGB";
+static const char *colour_name(ColourModel colour, int stored) {
+    switch (colour) {
+    case COLOUR_GREY: return stored > 1 ? "grey with alpha or extra bands" : "grey";
+    case COLOUR_RGB: return stored > 3 ? "RGB with alpha or extra bands" : "RGB";
     case COLOUR_CMYK: return "CMYK";
     case COLOUR_BANDS: return "bands without colour meaning";
     }
     return "unknown";
 }
 
-int samples_to_float(const SampleImage *in, int channels, float *out, size_t out_stride,
-                     ErrorMessage *err) {
+int samples_channels_check(ColourModel colour, int stored, int channels, ErrorMessage *err) {
+    if (channels == 0) {  // 8-bit RGB: samples_to_rgb8's rule and words
+        if (colour == COLOUR_BANDS && colour_channels(colour, stored) == 0)
+            return error_set(err, "unsupported format: %d bands without colour meaning cannot "
+                                  "be read as RGB", stored);
+        return 0;
+    }
     if (channels < 1 || channels > SAMPLES_MAX_CHANNELS)
         return error_set(err, "%d channels asked for, 1..%d are read", channels,
                          SAMPLES_MAX_CHANNELS);
-    const int stored = in->channels;
-    const int colour = colour_channels(in);
-    const int as_stored = stored == channels;
-    const int minimum = in->colour == COLOUR_CMYK ? 4 : in->colour == COLOUR_RGB ? 3 : 1;
+    const int from_colour = colour_channels(colour, stored);
+    const int minimum = colour == COLOUR_CMYK ? 4 : colour == COLOUR_RGB ? 3 : 1;
     if (stored < minimum)
         return error_set(err, "corrupt data: %d channels for a %d-channel colour model", stored,
                          minimum);
-    if (!as_stored && !(colour == 1 || (colour == 3 && (channels == 3 || channels == 1))))
+    if (stored != channels &&
+        !(from_colour == 1 || (from_colour == 3 && (channels == 3 || channels == 1))))
         return error_set(err,
                          "unsupported format: an image of %d channel(s) (%s) cannot be read as "
                          "%d channel(s) (--num-channels)",
-                         stored, colour_name(in), channels);
+                         stored, colour_name(colour, stored), channels);
+    return 0;
+}
+
+int samples_to_float(const SampleImage *in, int channels, float *out, size_t out_stride,
+                     ErrorMessage *err) {
+    if (channels < 1) return error_set(err, "%d channels asked for", channels);
+    if (samples_channels_check(in->colour, in->channels, channels, err) != 0) return -1;
+    const int stored = in->channels;
+    const int colour = colour_channels(in->colour, stored);
+    const int as_stored = stored == channels;
     const int bits = in->type == SAMPLE_U16 && in->bits >= 8 && in->bits <= 16 ? in->bits : 16;
     const float u16_scale = 1.0f / (float)((1u << bits) - 1u);
     const size_t step = (size_t)stored;

@@ -246,6 +246,11 @@ int decode_tiff_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageI
     info->width = (int)layout.width;
     info->height = (int)layout.height;
     info->orientation = layout.orientation;
+    if (layout.sample_path) {  // the channels read_samples gives (palette: RGB)
+        info->channels = layout.photometric == PHOTOMETRIC_PALETTE ? 3 : layout.samples;
+        info->colour = layout.colour;
+        info->sample_type = layout.type;
+    }
     return 0;
 }
 
@@ -451,10 +456,11 @@ int decode_tiff_decode(Decoder *decoder, const uint8_t *data, size_t size,
     if (status != 0) error_set(err, "corrupt data: TIFF has no samples, tile or strip size");
     if (status == 0)
         status = decode_check_samples(decoder, "TIFF image", layout.width, layout.height,
-                                      layout.samples, err);
+                                      layout.samples, sample_type_bytes(layout.type), err);
     if (status == 0)  // a strip or tile is decoded whole: it must fit the limits too
         status = decode_check_samples(decoder, "TIFF strip or tile", layout.block_width,
-                                      layout.block_height, layout.samples, err);
+                                      layout.block_height, layout.samples,
+                                      (size_t)(layout.bits + 7) / 8, err);
     if (status == 0)
         status = decode_clamp_region(request, (int)layout.width, (int)layout.height, &region, err);
     if (status == 0 && layout.sample_path) {

@@ -529,6 +529,9 @@ static void log_configuration(TrainRun *run) {
                   run->model_name, method_kind_name(config->method), run->dataset.count,
                   run->batch_size, run->accumulate, run->steps_per_epoch, run->total_steps,
                   run->num_workers, run->backend->name, run->precision);
+    char skipped[2048];  // what the scan left out: other files, hidden ones, unreadable links
+    scan_summary_describe(&run->dataset.summary, skipped, sizeof skipped);
+    if (skipped[0]) train_message(run, "dataset: %s", skipped);
     run_log_line(run->log, "accelerator: %s", run->accelerator_note);
     // The pool per device of the design: (cores - devices) / devices over
     // the node, i.e. each rank's share of the cores less one for its device.

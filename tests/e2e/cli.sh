@@ -41,14 +41,34 @@ tail -n 1 "$work/bench-fail.log" | grep -q "^lightly-train-c bench-data: no read
 
 # A real run: 48 images + 2 corrupt files, SimCLR and DINO views.
 "$build/tests/e2e/make_images" "$work/images" 48 --corrupt 2 || fail "make_images"
+# A hidden file and a dangling link named like an image: skipped, and said so.
+printf '\377\330 a macOS resource fork' >"$work/images/._photo.jpg"
+ln -s /nonexistent "$work/images/dangling.jpg"
 out=$("$bin" bench-data --data "$work/images" --batch-size 8 --num-workers 2 --image-size 64 --steps 12 2>&1)
 status=$?
 [ "$status" -eq 0 ] || fail "bench-data exited $status: $out"
 for pattern in "dataset: 50 images" "skipped 1 other files" "throughput: [0-9.]+ images/s" \
                "worker time: read" "verdict: (CPU|I/O)-bound" "skipped files: 2" \
-               "warning: skipping '.*broken0.jpg'"; do
+               "warning: skipping '.*broken0.jpg'" "skipped 1 hidden entries" \
+               "1 entries could not be read: dangling.jpg \(No such file or directory\)"; do
   printf '%s\n' "$out" | grep -q -E -- "$pattern" || fail "bench-data output lacks /$pattern/: $out"
 done
+# Too few steps: the measured batches were made during warm-up (the workers
+# run ahead), which must not read as a throughput (it once gave millions of
+# images/s); with enough steps the rate counts only images made while measuring.
+out=$("$bin" bench-data --data "$work/images" --batch-size 8 --num-workers 1 --image-size 32 \
+  --steps 2 --warmup-steps 2 2>&1)
+[ $? -eq 0 ] || fail "bench-data --steps 2 failed: $out"
+# How many were made in time is up to the threads: either none ("not
+# measured") or between 1 and the 16 taken, with the worker-time line.
+made=$(printf '%s\n' "$out" | sed -n 's/^throughput: [0-9.]* images\/s .*: \([0-9]*\) images made in .*/\1/p')
+if [ -n "$made" ]; then
+  [ "$made" -ge 1 ] && [ "$made" -le 16 ] && printf '%s\n' "$out" | grep -q "^worker time: read" ||
+    fail "bench-data --steps 2: a rate from $made images: $out"
+else
+  printf '%s\n' "$out" | grep -q "throughput: not measured: the 2 measured batch(es) were made during warm-up" ||
+    fail "bench-data --steps 2 reports a throughput of prefetched batches: $out"
+fi
 # LightlyTrain's key=value spelling and DINO multi-crop.
 out=$("$bin" bench-data data="$work/images" method=dino batch_size=4 num_workers=auto image_size=64 local_size=32 steps=3 2>&1)
 [ $? -eq 0 ] || fail "bench-data dino (key=value) failed: $out"
