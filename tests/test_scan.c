@@ -438,6 +438,16 @@ static void test_several_folders_keep_order_and_folder_names(void **state) {
     assert_string_equal(dataset_path(&dataset, 2), expected);
     assert_int_equal(dataset.summary.directories, 2);
     dataset_free(&dataset);
+    // One folder twice (another spelling), or one inside another: refused.
+    char first_again[PATH_MAX + 16], inner[PATH_MAX];
+    snprintf(first_again, sizeof first_again, "%s/../first", first);
+    tree_path(tree, "", inner);
+    const char *twice[] = {first, second, first_again};
+    assert_int_equal(dataset_scan_many(twice, 3, &dataset, &err), -1);
+    expect_contains(err.text, "are the same folder");
+    const char *nested[] = {second, inner};
+    assert_int_equal(dataset_scan_many(nested, 2, &dataset, &err), -1);
+    expect_contains(err.text, "lies inside");
     const char *bad[] = {first, "/nonexistent-ltc-folder"};
     assert_int_equal(dataset_scan_many(bad, 2, &dataset, &err), -1);
     expect_contains(err.text, "/nonexistent-ltc-folder");

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -609,10 +610,37 @@ static void scan_summary_add(ScanSummary *total, const ScanSummary *part, const 
     total->hidden += part->hidden;
 }
 
+// Fails when two roots are one folder, or one lies inside another: their
+// images would be read twice (every image counted twice, the epoch and the
+// size-based defaults with them). Roots that do not resolve are left to
+// the scan's own message.
+static int roots_overlap(const char *const *roots, int count, ErrorMessage *err) {
+    char (*real)[PATH_MAX] = calloc((size_t)count, sizeof *real);
+    if (!real) return error_set(err, "out of memory");
+    int status = 0;
+    for (int i = 0; i < count; i++)
+        if (!realpath(roots[i], real[i])) real[i][0] = '\0';
+    for (int i = 0; i < count && !status; i++)
+        for (int j = 0; j < count && !status; j++) {
+            const size_t length = strlen(real[j]);
+            if (i == j || !real[i][0] || !real[j][0] || strncmp(real[i], real[j], length) != 0)
+                continue;
+            if (real[i][length] == '\0' && j < i)
+                status = error_set(err, "'%s' and '%s' are the same folder: its images would "
+                                        "be read twice", roots[j], roots[i]);
+            else if (real[i][length] == '/' || (length == 1 && real[i][1]))  // j is "/"
+                status = error_set(err, "'%s' lies inside '%s': its images would be read twice",
+                                   roots[i], roots[j]);
+        }
+    free(real);
+    return status;
+}
+
 int dataset_scan_many(const char *const *roots, int count, Dataset *dataset, ErrorMessage *err) {
     memset(dataset, 0, sizeof *dataset);
     if (count < 1) return error_set(err, "no data folder given");
     if (count == 1) return dataset_scan(roots[0], dataset, err);
+    if (roots_overlap(roots, count, err)) return -1;
     size_t images = 0, bytes = 0;
     Dataset *parts = calloc((size_t)count, sizeof *parts);
     if (!parts) return error_set(err, "out of memory");
