@@ -507,6 +507,27 @@ static void test_long_choice_list(void **state) {
     free(text);
 }
 
+// LightlyTrain's names: a value alias stores its choice, an option alias
+// sets the option (in both spellings); an alias naming no choice is a table
+// mistake.
+static void test_aliases(void **state) {
+    Fixture *f = *state;
+    static const char *const method_aliases[] = {"lightly/dino=dino", NULL};
+    f->specs[5].value_aliases = method_aliases;
+    f->specs[1].alias = "images-per-batch";
+    assert_int_equal(PARSE(f, "--data", "d", "method=lightly/dino", "images_per_batch=8"), 0);
+    assert_int_equal(f->method, 1);
+    assert_int_equal(f->batch_size, 8);
+    assert_int_equal(PARSE(f, "--data", "d", "--images-per-batch", "16"), 0);
+    assert_int_equal(f->batch_size, 16);
+    ASSERT_PARSE_ERROR(f, "got 'lightly/din'", "--data", "d", "--method", "lightly/din");
+    ASSERT_PARSE_ERROR(f, "--batch-size given more than once", "--data", "d", "--batch-size",
+                       "4", "images_per_batch=8");
+    static const char *const broken[] = {"x=nothing", NULL};
+    f->specs[5].value_aliases = broken;
+    ASSERT_PARSE_ERROR(f, "value alias 'x=nothing' names no choice", "--data", "d");
+}
+
 static void test_help_is_aligned(void **state) {
     Fixture *f = *state;
     const char *words[] = {"-h", NULL};
@@ -583,6 +604,7 @@ int main(void) {
         FIXTURE_TEST(test_help_lists_every_option),
         FIXTURE_TEST(test_help_lists_choices_behind_metavar),
         FIXTURE_TEST(test_long_choice_list),
+        FIXTURE_TEST(test_aliases),
         FIXTURE_TEST(test_help_is_aligned),
         FIXTURE_TEST(test_help_anywhere_wins),
         FIXTURE_TEST(test_table_mistakes),

@@ -40,7 +40,17 @@ static int option_name_matches(const char *spec_name, const char *key, size_t ke
 
 static int option_find(const OptionParser *parser, const char *key, size_t key_len) {
     for (int i = 0; i < parser->count; i++)
-        if (option_name_matches(parser->specs[i].name, key, key_len)) return i;
+        if (option_name_matches(parser->specs[i].name, key, key_len) ||
+            (parser->specs[i].alias && option_name_matches(parser->specs[i].alias, key, key_len)))
+            return i;
+    return -1;
+}
+
+// The index of choice (length bytes of it) in spec's choices, or -1.
+static int option_choice_index(const OptionSpec *spec, const char *choice, size_t length) {
+    for (int i = 0; spec->choices[i]; i++)
+        if (strlen(spec->choices[i]) == length && strncmp(spec->choices[i], choice, length) == 0)
+            return i;
     return -1;
 }
 
@@ -120,6 +130,15 @@ static int option_check_table(const OptionParser *parser, ErrorMessage *err) {
             return error_set(err, "option table: --%s has an unknown type", name);
         if (spec->type == OPTION_CHOICE && (!spec->choices || !spec->choices[0]))
             return error_set(err, "option table: --%s has no choices", name);
+        for (int a = 0; spec->value_aliases && spec->value_aliases[a]; a++) {
+            const char *equals = strchr(spec->value_aliases[a], '=');
+            if (spec->type != OPTION_CHOICE || !equals ||
+                option_choice_index(spec, equals + 1, strlen(equals + 1)) < 0)
+                return error_set(err, "option table: --%s: value alias '%s' names no choice",
+                                 name, spec->value_aliases[a]);
+        }
+        if (spec->alias && option_find(parser, spec->alias, strlen(spec->alias)) != i)
+            return error_set(err, "option table: --%s: its alias names another option", name);
         if (spec->repeatable && spec->type != OPTION_STRING)
             return error_set(err, "option table: --%s is repeatable but not a string", name);
         if (spec->allow_auto && spec->type != OPTION_INT && spec->type != OPTION_FLOAT)
@@ -236,11 +255,15 @@ static int option_store_float(const OptionSpec *spec, const char *text, ErrorMes
 }
 
 static int option_store_choice(const OptionSpec *spec, const char *text, ErrorMessage *err) {
-    for (int i = 0; spec->choices[i]; i++) {
-        if (strcmp(spec->choices[i], text) == 0) {
-            *(int *)spec->value = i;
-            return 0;
-        }
+    int index = option_choice_index(spec, text, strlen(text));
+    for (int a = 0; index < 0 && spec->value_aliases && spec->value_aliases[a]; a++) {
+        const char *word = spec->value_aliases[a], *equals = strchr(word, '=');
+        if ((size_t)(equals - word) == strlen(text) && strncmp(word, text, strlen(text)) == 0)
+            index = option_choice_index(spec, equals + 1, strlen(equals + 1));
+    }
+    if (index >= 0) {
+        *(int *)spec->value = index;
+        return 0;
     }
     char listed[CHOICES_TEXT];
     option_join_choices(spec->choices, ", ", listed, sizeof listed);
@@ -497,3 +520,4 @@ int options_parse_command(const OptionParser *parser, int argc, char **argv, int
 }
 
 const char *const OPTION_BOOLEAN_CHOICES[] = {"true", "false", NULL};
+const char *const OPTION_ACCELERATOR_ALIASES[] = {"cuda=gpu", NULL};

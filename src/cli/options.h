@@ -47,6 +47,9 @@ typedef struct OptionSpec {
                           // (so a zero-initialised row has no range); use
                           // -INFINITY / INFINITY for a one-sided range
     const char *const *choices;  // CHOICE: NULL-terminated list
+    const char *const *value_aliases;  // CHOICE: NULL-terminated "WORD=CHOICE" words taken
+                                       // for a choice (LightlyTrain's values: "cuda=gpu")
+    const char *alias;    // another name of the option (LightlyTrain's), or NULL
     int required;         // an error when the option is not given
     int allow_auto;       // INT, FLOAT: the word "auto" is accepted and stored as -1
                           // (so -1 must lie outside the range: a typed -1 is refused)
@@ -81,5 +84,8 @@ void options_print_help(const OptionParser *parser, FILE *out);
 // {"true", "false", NULL}: a CHOICE with these reads "--x false" as written
 // (flags never take the next word); index 0 is true.
 extern const char *const OPTION_BOOLEAN_CHOICES[];
+// {"cuda=gpu", NULL}: LightlyTrain's accelerator name, for an --accelerator
+// whose choices include "gpu".
+extern const char *const OPTION_ACCELERATOR_ALIASES[];
 
 #endif

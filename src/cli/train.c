@@ -21,6 +21,12 @@ static const char *const method_choices[] = {
     "distillation", "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillationv1",
     "distillationv2", "distillationv3", "dinov2", NULL};
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
+// LightlyTrain's model names for the same backbones (its key=value spelling
+// is accepted, so its values are too).
+static const char *const lightly_train_model_names[] = {
+    "torchvision/resnet18=resnet18",   "torchvision/resnet34=resnet34",
+    "torchvision/resnet50=resnet50",   "torchvision/resnet101=resnet101",
+    "torchvision/resnet152=resnet152", NULL};
 static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf16-mixed", NULL};
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
 static const char *const backend_names[] = {"cpu", "ref", NULL};
@@ -155,8 +161,9 @@ int command_train(int argc, char **argv) {
         {.name = "out", .type = OPTION_STRING, .value = &config.out, .metavar = "DIR",
          .help = "output folder (checkpoints, exported model, logs)"},
         {.name = "model", .type = OPTION_CHOICE, .value = &choices.model, .metavar = "NAME",
-         .help = "backbone (ViTs: the image sizes must be multiples of the patch size)",
-         .choices = backbone_model_names},
+         .help = "backbone (ViTs: the image sizes must be multiples of the patch size; "
+                 "LightlyTrain's torchvision/resnet50 is resnet50)",
+         .choices = backbone_model_names, .value_aliases = lightly_train_model_names},
         {.name = "method", .type = OPTION_CHOICE, .value = &choices.method, .metavar = "NAME",
          .help = "self-supervised method", .choices = method_choices},
         {.name = "epochs", .type = OPTION_INT, .value = &config.epochs, .metavar = "N",
@@ -175,7 +182,8 @@ int command_train(int argc, char **argv) {
          .metavar = "N|auto", .help = "data workers (auto: (cores - devices) / devices)",
          .min = 1, .max = 1024, .allow_auto = 1},
         {.name = "accelerator", .type = OPTION_CHOICE, .value = &choices.accelerator,
-         .metavar = "NAME", .help = "auto, cpu or gpu", .choices = accelerator_names},
+         .metavar = "NAME", .help = "auto, cpu or gpu (LightlyTrain's cuda)",
+         .choices = accelerator_names, .value_aliases = OPTION_ACCELERATOR_ALIASES},
         {.name = "devices", .type = OPTION_STRING, .value = &devices, .metavar = "N|LIST|auto",
          .help = "devices (ranks) per node, or GPU indices such as 0,2 (1, for GPU 1 alone) "
                   "(auto: every visible GPU, or the launcher's count)"},
@@ -206,7 +214,9 @@ int command_train(int argc, char **argv) {
         {.name = "seed", .type = OPTION_INT, .value = &choices.seed, .metavar = "N",
          .help = "random seed", .min = 0, .max = 2147483647},
         {.name = "resume", .type = OPTION_FLAG, .value = &config.resume,
-         .help = "continue the interrupted run in --out from checkpoints/last.ckpt"},
+         .alias = "resume-interrupted",
+         .help = "continue the interrupted run in --out from checkpoints/last.ckpt "
+                 "(LightlyTrain's resume_interrupted)"},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &config.overwrite,
          .help = "start a new run in a non-empty --out"},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &config.checkpoint,
@@ -216,7 +226,9 @@ int command_train(int argc, char **argv) {
          .help = "steps between logged scalars (auto: min(50, steps per epoch))", .min = 1,
          .max = 1000000, .allow_auto = 1},
         {.name = "accumulate-grad-batches", .type = OPTION_INT, .value = &config.accumulate_grad_batches,
-         .metavar = "N", .help = "batches per optimizer step", .min = 1, .max = 4096},
+         .metavar = "N", .alias = "gradient-accumulation-steps",
+         .help = "batches per optimizer step (LightlyTrain's gradient_accumulation_steps)",
+         .min = 1, .max = 4096},
         {.name = "method-arg", .type = OPTION_STRING, .value = &config.method_args,
          .metavar = "KEY=VALUE", .repeatable = 1,
          .help = "method hyper-parameter, e.g. temperature=0.2 (see README)"},

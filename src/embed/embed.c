@@ -309,8 +309,9 @@ int command_embed(int argc, char **argv) {
          .metavar = "N|auto", .help = "data loading threads (auto: usable cores - 1)", .min = 1,
          .max = 1024, .allow_auto = 1},
         {.name = "accelerator", .type = OPTION_CHOICE, .value = &args.accelerator,
-         .metavar = "NAME", .help = "where the model runs (gpu needs the CUDA backend)",
-         .choices = accelerator_choices},
+         .metavar = "NAME", .help = "where the model runs (gpu needs the CUDA backend; "
+                                    "LightlyTrain's cuda is gpu)",
+         .choices = accelerator_choices, .value_aliases = OPTION_ACCELERATOR_ALIASES},
         {.name = "devices", .type = OPTION_STRING, .value = &args.devices,
          .metavar = "N|LIST|auto", .help = "GPUs to embed on, one process each, or GPU indices "
                                            "such as 0,2 (1, for GPU 1 alone) (auto: every "

@@ -15,6 +15,10 @@ expect 0 "--num-workers" -- "$bin" bench-data --help
 expect 0 "^usage: lightly-train-c train --data DIR" -- "$bin" help train
 expect 0 "^usage: lightly-train-c export --checkpoint" -- "$bin" --help export
 expect 2 "unknown command 'nope'" -- "$bin" help nope
+# LightlyTrain's names are parsed (the run then stops at the missing folder)
+expect 2 "missing.*does not exist" -- "$bin" train --data "$work/missing" model=torchvision/resnet18 \
+  gradient_accumulation_steps=2 resume_interrupted=false
+expect 2 "^lightly-train-c train: --accelerator gpu" -- "$bin" train --data "$work/missing" accelerator=cuda
 expect 2 "--version takes no options, got '--foo'" -- "$bin" --version --foo
 expect 2 "--data is required" -- "$bin" bench-data
 expect 2 "unknown option '--bach-size'.*--batch-size" -- "$bin" bench-data --data x --bach-size 4
