@@ -252,7 +252,8 @@ int command_bench_data(int argc, char **argv) {
         {.name = "image-size", .type = OPTION_INT, .value = &args.image_size, .metavar = "N",
          .help = "side of the (global) views in pixels", .min = 8, .max = 4096},
         {.name = "local-size", .type = OPTION_INT, .value = &args.local_size, .metavar = "N",
-         .help = "dino: side of the local views", .min = 8, .max = 4096},
+         .alias = "local-image-size", .help = "dino: side of the local views (train's "
+                                              "--local-image-size)", .min = 8, .max = 4096},
         {.name = "local-views", .type = OPTION_INT, .value = &args.local_views, .metavar = "N",
          .help = "dino: number of local views", .min = 0, .max = AUGMENT_MAX_VIEWS - 2},
         {.name = "steps", .type = OPTION_INT, .value = &args.steps, .metavar = "N",

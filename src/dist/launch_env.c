@@ -242,11 +242,15 @@ const char *launch_kind_name(LaunchKind kind) {
 int launch_env_check_devices(const LaunchEnv *env, int devices, int num_nodes,
                              int *devices_out, int *num_nodes_out, ErrorMessage *err) {
     if (env->kind == LAUNCH_NONE) {
-        if (devices > 1 || num_nodes > 1)
-            return error_set(err, "--devices %d --num-nodes %d: no launcher started several "
-                                  "processes; start one process per device with mpirun -np N "
-                                  "(CPU ranks), srun or torchrun (see docs/distributed.md)",
-                             devices > 0 ? devices : 1, num_nodes > 0 ? num_nodes : 1);
+        // (--num-nodes named only where given: embed has no such option)
+        if (devices > 1 || num_nodes > 1) {
+            char nodes[32] = "";
+            if (num_nodes > 1) snprintf(nodes, sizeof nodes, " --num-nodes %d", num_nodes);
+            return error_set(err, "--devices %d%s: no launcher started several processes; "
+                                  "start one process per device with mpirun -np N (CPU ranks), "
+                                  "srun or torchrun (see docs/distributed.md)",
+                             devices > 0 ? devices : 1, nodes);
+        }
         *devices_out = 1;
         *num_nodes_out = 1;
         return 0;

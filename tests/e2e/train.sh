@@ -168,7 +168,7 @@ expect 2 "^lightly-train-c train: --lr: expected a decimal number or 'auto', got
 # which is not downloaded here (offline: tests/e2e/lib.bash).
 expect 2 "dinov3/vitb16 is not downloaded .*weights fetch dinov3/vitb16.*--method simclr" -- \
   "$bin" train "${common[@]}" --out "$work/x" --method distillation
-expect 2 "--devices 2 --num-nodes 1: no launcher started several processes; start one process per device with mpirun -np N" -- \
+expect 2 "--devices 2: no launcher started several processes; start one process per device with mpirun -np N" -- \
   "$bin" train --data "$images" "${base[@]}" --out "$work/x" --batch-size 3 --devices 2
 expect 2 "--accelerator gpu" -- "$bin" train "${common[@]}" --method simclr --out "$work/x" --accelerator gpu
 expect 2 "does not exist" -- "$bin" train --data "$work/missing" --out "$work/x"
