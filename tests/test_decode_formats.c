@@ -191,7 +191,8 @@ static void test_fixtures(void **state) {
 }
 
 // A 58-byte RLE TGA declaring 9000 x 9000 pixels with 10 packets of data:
-// refused as truncated before anything the size of the image is allocated
+// refused as truncated (the next packet's header missing: 58 of 59 bytes)
+// before anything the size of the image is allocated
 // (it used to decode to 243 MB of black and train).
 static void test_rle_tga_bomb(void **state) {
     (void)state;
@@ -207,7 +208,7 @@ static void test_rle_tga_bomb(void **state) {
     DecodedImage out;
     ErrorMessage err = {{0}};
     assert_int_not_equal(decoder_decode(decoder, file, sizeof file, NULL, &out, &err), 0);
-    if (!strstr(err.text, "truncated: TGA RLE data ends after 1280 of 9000 x 9000 pixels"))
+    if (!strstr(err.text, "truncated: TGA data ends at 58 of 59 bytes"))
         fail_msg("%s", err.text);
     decoder_destroy(decoder);
 }

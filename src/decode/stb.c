@@ -7,10 +7,10 @@
 //
 // stb_image reads zeros past the end of the data instead of failing, so a
 // cut-off file would decode with black rows: for BMP and uncompressed TGA
-// the size the header implies is checked here first; for RLE TGA the
-// packets are walked (headers only, no pixels) to the header's pixel
-// count. Without that walk a 58-byte RLE TGA declaring 9000 x 9000 pixels
-// decoded to 243 MB of black and trained.
+// the size the header implies is checked here first, for RLE TGA the size
+// its packets need (walked, headers only, to the header's pixel count).
+// Without that walk a 58-byte RLE TGA declaring 9000 x 9000 pixels decoded
+// to 243 MB of black and trained.
 #include "decode/decode_internal.h"
 
 #include <stdlib.h>
@@ -53,8 +53,26 @@ static const char *format_name(const uint8_t *data) { return data[0] == 'B' ? "B
 static uint32_t le16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t le32(const uint8_t *p) { return le16(p) | le16(p + 2) << 16; }
 
-// Bytes an uncompressed BMP or TGA of this header needs; 0 when unknown
-// (compressed, or a header stb_image will refuse anyway).
+// The pixel data of an RLE TGA (types 9 to 11) walked packet by packet
+// from at: a header byte (count - 1 in the low 7 bits, the top bit set for
+// one repeated pixel, clear for count literal pixels), then the pixel
+// bytes. Returns the bytes all pixels need; where the data ends first, the
+// bytes the next packet needs (> size).
+static uint64_t rle_tga_end(const uint8_t *data, size_t size, uint64_t at, uint64_t pixels,
+                            uint64_t pixel_bytes) {
+    for (uint64_t found = 0; found < pixels;) {
+        if (at >= size) return at + 1;  // the next packet's header is missing
+        const uint8_t header = data[at++];
+        const uint64_t count = (uint64_t)(header & 0x7f) + 1;
+        at += header & 0x80 ? pixel_bytes : count * pixel_bytes;
+        if (at > size) return at;
+        found += count;
+    }
+    return at;
+}
+
+// Bytes a BMP or TGA of this header needs; 0 when unknown (compressed BMP,
+// or a header stb_image will refuse anyway).
 static uint64_t expected_size(const uint8_t *data, size_t size) {
     if (data[0] == 'B') {  // sniffed: size >= 26
         const uint32_t header = le32(data + 14), pixels_at = le32(data + 10);
@@ -76,35 +94,12 @@ static uint64_t expected_size(const uint8_t *data, size_t size) {
         return pixels_at + (width * bits + 31) / 32 * 4 * height;
     }
     const uint32_t type = data[2], bits = data[16];
-    if (type != 1 && type != 2 && type != 3) return 0;  // 9..11: RLE
     const uint64_t map_bytes = data[1] ? le16(data + 5) * (uint64_t)((data[7] + 7) / 8) : 0;
-    return 18 + (uint64_t)data[0] + map_bytes +
-           le16(data + 12) * (uint64_t)le16(data + 14) * ((bits + 7) / 8);
-}
-
-// Bytes an RLE TGA (types 9 to 11) needs for all its pixels, found by
-// walking its packets: a header byte (count - 1 in the low 7 bits, the top
-// bit set for one repeated pixel, clear for count literal pixels), then the
-// pixel bytes. Past the end of the data the walk stops and returns the
-// bytes the next packet needs (> size); *pixels_found says how far it got.
-static uint64_t rle_tga_size(const uint8_t *data, size_t size, uint64_t *pixels_found) {
-    const uint64_t map_bytes = data[1] ? le16(data + 5) * (uint64_t)((data[7] + 7) / 8) : 0;
-    const uint64_t pixel_bytes = (data[16] + 7u) / 8u;
+    const uint64_t pixels_at = 18 + (uint64_t)data[0] + map_bytes;
     const uint64_t pixels = le16(data + 12) * (uint64_t)le16(data + 14);
-    uint64_t at = 18 + (uint64_t)data[0] + map_bytes, found = 0;
-    while (found < pixels) {
-        if (at >= size) {
-            at++;  // the next packet's header is missing
-            break;
-        }
-        const uint8_t header = data[at++];
-        const uint64_t count = (uint64_t)(header & 0x7f) + 1;
-        at += header & 0x80 ? pixel_bytes : count * pixel_bytes;
-        if (at > size) break;
-        found += count;
-    }
-    *pixels_found = found < pixels ? found : pixels;
-    return at;
+    if (type >= 1 && type <= 3) return pixels_at + pixels * ((bits + 7) / 8);
+    if (type >= 9 && type <= 11) return rle_tga_end(data, size, pixels_at, pixels, (bits + 7) / 8);
+    return 0;
 }
 
 int decode_stb_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
@@ -132,12 +127,6 @@ int decode_stb_decode(Decoder *decoder, const uint8_t *data, size_t size,
     if (needed > size)
         return error_set(err, "truncated: %s data ends at %zu of %llu bytes", format, size,
                          (unsigned long long)needed);
-    if (data[0] != 'B' && data[2] >= 9 && data[2] <= 11) {
-        uint64_t found;
-        if (rle_tga_size(data, size, &found) > size)
-            return error_set(err, "truncated: TGA RLE data ends after %llu of %d x %d pixels",
-                             (unsigned long long)found, width, height);
-    }
     int got_width, got_height;
     uint8_t *rgb =
         stbi_load_from_memory(data, stb_size(size), &got_width, &got_height, &channels, 3);
