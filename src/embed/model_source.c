@@ -289,9 +289,9 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
             return error_set(err, "%s: part \"%s\" needs a checkpoint; a safetensors file holds "
                                   "one backbone (part backbone)", path, part);
         SafeTensors file;
-        if (checkpoint_refuse_foreign(path, err) != 0 || safetensors_read(path, &file, err) != 0)
+        if (checkpoint_refuse_foreign(path, err) != 0 ||
+            safetensors_read_weights(path, &file, err) != 0)
             return -1;  // names the path
-        safetensors_narrow_f64(&file);
         status = model_source_find_prefix(&file, info->prefix, sizeof info->prefix, err);
         if (status == 0)
             status = create_and_load(&file, info->prefix, options, backend, inputs, input_count,
