@@ -398,7 +398,7 @@ int method_load_backbone_weights(Backbone *model, const char *path, int *adapted
         if (checkpoint_refuse_foreign(path, err) || safetensors_read_weights(path, &file, err))
             return -1;  // names the path
         char prefix[SAFETENSORS_MAX_NAME] = "";  // "module.", "backbone.", ...
-        const int status = model_source_find_prefix(&file, prefix, sizeof prefix, err) ||
+        const int status = model_source_find_prefix(&file, prefix, sizeof prefix, err) < 0 ||
                            adapt_input_layer(model, &file, adapted, err) ||
                            model->ops->load(model, &file, prefix, err);
         safetensors_free(&file);
