@@ -290,8 +290,9 @@ static void assert_prefix(const char *const *names, int count, const char *expec
         if (!strstr(err.text, expected + 1)) fail_msg("\"%s\" lacks \"%s\"", err.text, expected + 1);
         return;
     }
-    if (status) fail_msg("%s", err.text);
-    assert_string_equal(prefix, expected);
+    const int none = strcmp(expected, "-") == 0;  // 1: none found, prefix ""
+    assert_int_equal(status, none);
+    assert_string_equal(prefix, none ? "" : expected);
 }
 
 static void test_backbone_prefix_found(void **state) {
@@ -302,7 +303,7 @@ static void test_backbone_prefix_found(void **state) {
     const char *const bare[] = {"layer1.0.conv1.weight", "conv1.weight"};
     assert_prefix(bare, 2, "");
     const char *const block_only[] = {"layer1.0.conv1.weight"};  // a block's conv1: no stem
-    assert_prefix(block_only, 1, "");
+    assert_prefix(block_only, 1, "-");
     const char *const transformers[] = {"dinov2.embeddings.cls_token"};
     assert_prefix(transformers, 1, "");  // not "dinov2." nor "dinov2.embeddings."
     const char *const dinov2[] = {"dino_head.last_layer.weight", "backbone.cls_token",
@@ -312,7 +313,31 @@ static void test_backbone_prefix_found(void **state) {
     assert_prefix(two, 2, "!backbones under 2 prefixes (\"student.backbone.\", "
                           "\"teacher.backbone.\")");
     const char *const none[] = {"encoder.weight"};
-    assert_prefix(none, 1, "");
+    assert_prefix(none, 1, "-");
+}
+
+// A ResNet at the root of an unsupported layout (one block in layer1) is
+// found there: the error says the layout, not that no stem is under any
+// prefix (as it did when "" also meant none found).
+static void test_root_resnet_unsupported_layout(void **state) {
+    (void)state;
+    static float stem[64 * 3 * 7 * 7], block[64 * 64 * 3 * 3];
+    const SafeTensorWrite writes[] = {
+        {"conv1.weight", SAFE_F32, 4, {64, 3, 7, 7}, stem},
+        {"layer1.0.conv1.weight", SAFE_F32, 4, {64, 64, 3, 3}, block},
+    };
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/ltc-test-pt-%d-root.safetensors", (int)getpid());
+    ErrorMessage err = {{0}};
+    if (safetensors_write(path, writes, 2, NULL, 0, &err)) fail_msg("%s", err.text);
+    const ModelSourceOptions options = {.part = "backbone"};
+    const BackboneInput input = {1, 0};
+    Backbone model;
+    assert_int_equal(model_source_load_backbone_with(path, &options, fixture_backend, &input, 1,
+                                                     &model, NULL, &err), -1);
+    unlink(path);
+    if (!strstr(err.text, "match none of resnet18") || strstr(err.text, "any prefix"))
+        fail_msg("%s", err.text);
 }
 
 // ---- hostile pickles ---------------------------------------------------------------------------
@@ -773,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_vit_backbone_matches_twin),
         cmocka_unit_test(test_prefixed_f64_state_dicts),
         cmocka_unit_test(test_backbone_prefix_found),
+        cmocka_unit_test(test_root_resnet_unsupported_layout),
     };
     int failed = cmocka_run_group_tests_name("pt files", files, NULL, NULL);
     failed += cmocka_run_group_tests_name("pt backbones", backbones, fixture_backend_create_cpu,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nn/vit_names.h"
 #include "nn/vit_weights.h"
 #include "nn/weights.h"
 #include "train/checkpoint.h"
@@ -79,13 +80,6 @@ int model_source_detect_depth(const SafeTensors *file, const char *prefix, int *
                      bottleneck ? "bottleneck" : "basic", prefix);
 }
 
-// 1 when a backbone's anchor is under prefix: a ViT's class token (any
-// naming vit_names_present knows) or a ResNet's stem with its first block.
-static int backbone_under(const SafeTensors *file, const char *prefix) {
-    return vit_weights_detect(file, prefix) || (find_prefixed(file, prefix, "conv1.weight") &&
-                                                find_prefixed(file, prefix, "layer1.0.conv1.weight"));
-}
-
 // The candidate prefix of `name` for anchor (name = prefix + anchor, the
 // prefix empty or ending in '.'), else 0.
 static int anchor_prefix(const char *name, const char *anchor, char *prefix, size_t size) {
@@ -97,52 +91,36 @@ static int anchor_prefix(const char *name, const char *anchor, char *prefix, siz
     return 1;
 }
 
-#define MAX_PREFIXES 8
-
-static int holds(const char (*list)[SAFETENSORS_MAX_NAME], int count, const char *prefix) {
-    for (int i = 0; i < count; i++)
-        if (strcmp(list[i], prefix) == 0) return 1;
-    return 0;
+// The prefix `name` is a backbone's anchor under: a ViT's class token (its
+// longest naming first, so that "embeddings.cls_token" is found under "",
+// not "embeddings.") or a ResNet's stem with its first block; else 0.
+static int anchored_prefix(const SafeTensors *file, const char *name, char *prefix,
+                           size_t size) {
+    for (int i = 0; i < VIT_CLASS_TOKEN_NAME_COUNT; i++)
+        if (anchor_prefix(name, VIT_CLASS_TOKEN_NAMES[i], prefix, size)) return 1;
+    return anchor_prefix(name, "conv1.weight", prefix, size) &&
+           find_prefixed(file, prefix, "layer1.0.conv1.weight");
 }
 
 int model_source_find_prefix(const SafeTensors *file, char *prefix, size_t size,
                              ErrorMessage *err) {
-    static const char *const anchors[] = {"cls_token", "embeddings.cls_token",
-                                          "dinov2.embeddings.cls_token", "conv1.weight"};
-    char found[MAX_PREFIXES][SAFETENSORS_MAX_NAME];
+    char found[SAFETENSORS_MAX_NAME] = "";
     int count = 0;
     for (int t = 0; t < file->count; t++) {
-        for (size_t a = 0; a < sizeof anchors / sizeof anchors[0]; a++) {
-            char candidate[SAFETENSORS_MAX_NAME];
-            if (!anchor_prefix(file->tensors[t].name, anchors[a], candidate, sizeof candidate) ||
-                holds(found, count, candidate) || !backbone_under(file, candidate))
-                continue;
-            if (count == MAX_PREFIXES)
-                return error_set(err, "backbones under more than %d prefixes (\"%s\", \"%s\", "
-                                      "...): save the one wanted alone",
-                                 MAX_PREFIXES, found[0], found[1]);
-            snprintf(found[count++], sizeof found[0], "%s", candidate);
-        }
+        char candidate[SAFETENSORS_MAX_NAME];
+        if (!anchored_prefix(file, file->tensors[t].name, candidate, sizeof candidate) ||
+            (count && strcmp(candidate, found) == 0))
+            continue;
+        if (count++)  // a student and a teacher, say
+            return error_set(err, "backbones under 2 prefixes (\"%s\", \"%s\"): save the one "
+                                  "wanted alone", found, candidate);
+        snprintf(found, sizeof found, "%s", candidate);
     }
-    // The outermost: "" over "embeddings." (transformers' names hold
-    // "embeddings.cls_token"); two that do not nest are two backbones.
-    int outermost[MAX_PREFIXES], kept = 0;
-    for (int i = 0; i < count; i++) {
-        int inner = 0;
-        for (int j = 0; j < count && !inner; j++)
-            inner = j != i && strncmp(found[i], found[j], strlen(found[j])) == 0;
-        if (!inner) outermost[kept++] = i;
-    }
-    if (kept > 1)
-        return error_set(err, "backbones under %d prefixes (\"%s\", \"%s\"%s): save the one "
-                              "wanted alone",
-                         kept, found[outermost[0]], found[outermost[1]], kept > 2 ? ", ..." : "");
-    prefix[0] = '\0';  // none found: the detection's own message says what is missing
-    if (kept == 0) return 0;
-    if (strlen(found[outermost[0]]) >= size)
-        return error_set(err, "the backbone's prefix \"%.60s...\" is too long",
-                         found[outermost[0]]);
-    snprintf(prefix, size, "%s", found[outermost[0]]);
+    prefix[0] = '\0';
+    if (count == 0) return 1;
+    if (strlen(found) >= size)
+        return error_set(err, "the backbone's prefix \"%.60s...\" is too long", found);
+    snprintf(prefix, size, "%s", found);
     return 0;
 }
 
@@ -185,8 +163,7 @@ int model_source_detect_spec(const SafeTensors *file, const char *prefix, Backbo
     }
     spec->kind = BACKBONE_RESNET;
     if (model_source_detect_depth(file, prefix, &spec->resnet_depth, err) != 0)
-        return error_prefix(err, "no ViT tokens (\"%scls_token\")%s", prefix,
-                            prefix[0] ? "" : " nor ResNet stem (\"conv1.weight\") under any prefix");
+        return error_prefix(err, "no ViT tokens (\"%scls_token\")", prefix);
     spec->in_channels = (int)find_prefixed(file, prefix, "conv1.weight")->shape[1];
     return 0;
 }
@@ -289,14 +266,18 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
             return error_set(err, "%s: part \"%s\" needs a checkpoint; a safetensors file holds "
                                   "one backbone (part backbone)", path, part);
         SafeTensors file;
-        if (checkpoint_refuse_foreign(path, err) != 0 || safetensors_read(path, &file, err) != 0)
+        if (checkpoint_refuse_foreign(path, err) != 0 ||
+            safetensors_read_weights(path, &file, err) != 0)
             return -1;  // names the path
-        safetensors_narrow_f64(&file);
-        status = model_source_find_prefix(&file, info->prefix, sizeof info->prefix, err);
-        if (status == 0)
-            status = create_and_load(&file, info->prefix, options, backend, inputs, input_count,
-                                     model, err);
-        if (status != 0 && info->prefix[0]) error_prefix(err, "under \"%s\"", info->prefix);
+        const int found = model_source_find_prefix(&file, info->prefix, sizeof info->prefix, err);
+        status = found < 0 ? -1
+                           : create_and_load(&file, info->prefix, options, backend, inputs,
+                                             input_count, model, err);
+        if (status != 0 && found == 1)  // tried at the root, for the detection to say why
+            error_prefix(err, "no ViT class token nor ResNet stem (\"conv1.weight\" with "
+                              "\"layer1.0.conv1.weight\") under any prefix");
+        else if (status != 0 && found == 0 && info->prefix[0])
+            error_prefix(err, "under \"%s\"", info->prefix);
         safetensors_free(&file);
     }
     if (status == 0) return 0;

@@ -28,9 +28,9 @@ int model_source_detect_spec(const SafeTensors *file, const char *prefix, Backbo
 // what precedes its anchor key ("cls_token" of a ViT, "conv1.weight" with
 // "layer1.0.conv1.weight" of a ResNet): "backbone." (DINOv2's
 // teacher_checkpoint.pth, LightlyTrain's wrapped models), "module." (DDP),
-// ... The outermost when prefixes nest; an error when backbones sit under
-// two prefixes (a student and a teacher). "" when no anchor is found (the
-// architecture's detection then says what is missing).
+// ... An error when backbones sit under two prefixes (a student and a
+// teacher). 0 when found; 1 with prefix "" when no anchor is found (the
+// architecture's detection at the root then says what is missing).
 int model_source_find_prefix(const SafeTensors *file, char *prefix, size_t size,
                              ErrorMessage *err);
 

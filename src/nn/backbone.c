@@ -255,7 +255,7 @@ const Parameter *backbone_input_layer(const Backbone *backbone) {
 
 int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err) {
     SafeTensors file;
-    if (safetensors_read(path, &file, err)) return -1;
+    if (safetensors_read_weights(path, &file, err)) return -1;
     const int status = backbone->ops->load(backbone, &file, "", err);
     safetensors_free(&file);
     return status ? error_prefix(err, "%s", path) : 0;

@@ -37,7 +37,8 @@ size_t safe_dtype_size(SafeDType dtype) {
     return (unsigned)dtype < DTYPE_COUNT ? DTYPES[dtype].size : 0;
 }
 
-void safetensors_narrow_f64(SafeTensors *tensors) {
+// Every F64 tensor becomes F32 in place (see safetensors_read_weights).
+static void narrow_f64(SafeTensors *tensors) {
     for (int i = 0; i < tensors->count; i++) {
         SafeTensor *t = &tensors->tensors[i];
         if (t->dtype != SAFE_F64) continue;
@@ -457,6 +458,12 @@ int safetensors_read(const char *path, SafeTensors *out, ErrorMessage *err) {
     }
     if (safetensors_parse(buffer.data, buffer.size, out, err) != 0)
         return error_prefix(err, "%s", path);
+    return 0;
+}
+
+int safetensors_read_weights(const char *path, SafeTensors *out, ErrorMessage *err) {
+    if (safetensors_read(path, out, err)) return -1;
+    narrow_f64(out);
     return 0;
 }
 

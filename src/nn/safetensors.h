@@ -75,6 +75,12 @@ int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessag
 // dict (told by its first bytes) is read by weights/pt_reader.h into the
 // same structure, so every reader of weights takes both.
 int safetensors_read(const char *path, SafeTensors *out, ErrorMessage *err);
+// safetensors_read for a model's weights: every F64 tensor becomes F32 in
+// place (its first half of bytes; size halved), rounded to nearest: the
+// weights' consumers take F32, F16 and BF16, and a double checkpoint's values
+// are float ones widened. Out of F32 range values become inf (then refused as
+// non-finite where loaded). Test fixtures keep their F64 (safetensors_read).
+int safetensors_read_weights(const char *path, SafeTensors *out, ErrorMessage *err);
 void safetensors_free(SafeTensors *tensors);
 
 const SafeTensor *safetensors_find(const SafeTensors *tensors, const char *name);
@@ -86,11 +92,6 @@ const char *safetensors_metadata(const SafeTensors *tensors, const char *key);
 // Number of elements (product of the shape; 1 for a scalar).
 int64_t safe_tensor_elements(const SafeTensor *tensor);
 
-// Every F64 tensor becomes F32 in place (its first half of bytes; size
-// halved), rounded to nearest: the weights' consumers take F32, F16 and
-// BF16, and a double checkpoint's values are float ones widened. Out of F32
-// range values become inf (then refused as non-finite where loaded).
-void safetensors_narrow_f64(SafeTensors *tensors);
 
 // One tensor to write: name, dtype, shape and its bytes (host memory).
 typedef struct SafeTensorWrite {

@@ -318,9 +318,13 @@ static int detect_qkv_bias(const SafeTensors *file, VitLayout *layout, ErrorMess
     return 0;
 }
 
+const char *const VIT_CLASS_TOKEN_NAMES[VIT_CLASS_TOKEN_NAME_COUNT] = {
+    "dinov2.embeddings.cls_token", "embeddings.cls_token", "cls_token"};
+
 int vit_names_present(const SafeTensors *file, const char *prefix) {
-    return find(file, prefix, "cls_token") || find(file, prefix, "embeddings.cls_token") ||
-           find(file, prefix, "dinov2.embeddings.cls_token");
+    for (int i = 0; i < VIT_CLASS_TOKEN_NAME_COUNT; i++)
+        if (find(file, prefix, VIT_CLASS_TOKEN_NAMES[i])) return 1;
+    return 0;
 }
 
 int vit_names_detect(const SafeTensors *file, const char *prefix, VitLayout *layout,

@@ -60,6 +60,10 @@ int vit_names_detect(const SafeTensors *file, const char *prefix, VitLayout *lay
                      ErrorMessage *err);
 // 1 when the file holds a ViT under prefix, in any naming.
 int vit_names_present(const SafeTensors *file, const char *prefix);
+// The class token's names under a ViT's prefix in the namings known
+// (transformers' DINOv2, transformers', timm's), longest first.
+enum { VIT_CLASS_TOKEN_NAME_COUNT = 3 };
+extern const char *const VIT_CLASS_TOKEN_NAMES[VIT_CLASS_TOKEN_NAME_COUNT];
 // The source of our parameter `name`.
 void vit_names_source(const VitLayout *layout, const char *name, VitSource *source);
 // The first tensor of our parameter `name`, or NULL.

@@ -364,7 +364,7 @@ int vit_load_from(Vit *model, const SafeTensors *file, const char *prefix, Error
 
 int vit_load(Vit *model, const char *path, ErrorMessage *err) {
     SafeTensors file;
-    if (safetensors_read(path, &file, err)) return -1;
+    if (safetensors_read_weights(path, &file, err)) return -1;
     const int status = vit_load_from(model, &file, "", err);
     safetensors_free(&file);
     return status ? error_prefix(err, "%s", path) : 0;

@@ -383,7 +383,7 @@ int weights_load(const char *path, ParameterSet *params, ParameterSet *buffers,
                  int64_t *num_batches_tracked, const WeightsLoadOptions *options,
                  ErrorMessage *err) {
     SafeTensors file;
-    if (safetensors_read(path, &file, err)) return -1;
+    if (safetensors_read_weights(path, &file, err)) return -1;
     const int status =
         weights_load_from(&file, params, buffers, num_batches_tracked, options, err);
     safetensors_free(&file);

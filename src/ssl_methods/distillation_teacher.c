@@ -8,7 +8,6 @@
 #include "embed/model_source.h"
 #include "ssl_methods/distillation_loss.h"
 #include "util/rng.h"
-#include "weights/resolve.h"
 
 #define DISTILL_MIXUP_STREAM 0x4D495855u  // "MIXU": apart from the input pipeline's streams
 #define DISTILL_NORMALIZE_EPS 1e-12f      // F.normalize's default
@@ -117,9 +116,8 @@ int distill_teacher_load(DistillTeacher *teacher, const Method *method,
     const char *path = NULL;
     if (!method_arg_string(setup, "teacher", &path)) return error_set(err, "%s", no_teacher);
     method_arg_string(setup, "teacher_part", &options.part);
-    // A known name says its architecture (checked against the file).
-    if (!method_arg_string(setup, "teacher_arch", &options.arch))
-        options.arch = weights_known_arch(path);
+    // A known name's architecture is taken by model_source itself.
+    method_arg_string(setup, "teacher_arch", &options.arch);
     const BackboneInput input = {method->max_batch, method->global_size};
     if (model_source_load_backbone_with(path, &options, method->backend, &input, 1,
                                         &teacher->backbone, NULL, err))

@@ -395,11 +395,10 @@ int method_load_backbone_weights(Backbone *model, const char *path, int *adapted
     path = local_path;
     if (!checkpoint_is_checkpoint_file(path)) {
         SafeTensors file;
-        if (checkpoint_refuse_foreign(path, err) || safetensors_read(path, &file, err))
+        if (checkpoint_refuse_foreign(path, err) || safetensors_read_weights(path, &file, err))
             return -1;  // names the path
-        safetensors_narrow_f64(&file);
         char prefix[SAFETENSORS_MAX_NAME] = "";  // "module.", "backbone.", ...
-        const int status = model_source_find_prefix(&file, prefix, sizeof prefix, err) ||
+        const int status = model_source_find_prefix(&file, prefix, sizeof prefix, err) < 0 ||
                            adapt_input_layer(model, &file, adapted, err) ||
                            model->ops->load(model, &file, prefix, err);
         safetensors_free(&file);

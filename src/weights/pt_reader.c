@@ -462,12 +462,17 @@ static int read_zip(ZipArchive *archive, SafeTensors *out, ErrorMessage *err) {
     PtPickle pickle;
     size_t consumed = 0;
     int status = zip_read_entry(archive, &entry, bytes, err);
-    if (status == 0) status = pt_pickle_load(bytes, (size_t)size, 0, &pickle, &consumed, err);
-    // Lightning's checkpoints pickle hyper-parameters and callbacks as
-    // Python objects, which no state dict holds: say what the file is.
-    static const char lightning[] = "pytorch-lightning_version";
-    const int is_lightning = status != 0 && memmem(bytes, (size_t)size, lightning,
-                                                   sizeof lightning - 1) != NULL;
+    int is_lightning = 0;
+    if (status == 0) {
+        status = pt_pickle_load(bytes, (size_t)size, 0, &pickle, &consumed, err);
+        // Lightning's checkpoints pickle hyper-parameters and callbacks as
+        // Python objects, which no state dict holds: say what the file is
+        // (searched only in a pickle read whole: a failed read leaves the
+        // buffer partly unwritten).
+        static const char lightning[] = "pytorch-lightning_version";
+        is_lightning = status != 0 &&
+                       memmem(bytes, (size_t)size, lightning, sizeof lightning - 1) != NULL;
+    }
     free(bytes);
     if (status != 0 && is_lightning)
         return error_prefix(err, "a PyTorch Lightning checkpoint (Python objects beside the "
