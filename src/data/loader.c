@@ -120,11 +120,6 @@ static int worker_render(Worker *worker, const DecodedImage *decoded, BatchSlot 
     return 0;
 }
 
-// The float path's bound on one image's floats: at most --max-pixels x 12
-// bytes (DECODE_BYTES_PER_PIXEL's rule), so that a grey image read as 64
-// channels cannot ask for gigabytes.
-#define LOADER_FLOAT_BYTES_PER_PIXEL 12
-
 // Every sample inside its channel's range (Loader.range_low/high), or -1
 // naming the first one outside: a no-data fill such as -3.4e38 would become
 // infinite on the device and stop the run with a NaN loss. One OR over the
@@ -165,15 +160,6 @@ static int worker_render_float(Worker *worker, const DecodedImage *decoded, Batc
     const SampleImage *in = &decoded->samples;
     const int channels = view_input_channels(&views->views[0]);
     const size_t need = (size_t)in->width * (size_t)in->height * (size_t)channels;
-    const uint64_t max_pixels = worker->loader->config.max_pixels ? worker->loader->config.max_pixels
-                                                                  : DECODE_DEFAULT_MAX_PIXELS;
-    if ((uint64_t)need * sizeof(float) > max_pixels * LOADER_FLOAT_BYTES_PER_PIXEL)
-        return error_set(err, "image too large: %d x %d read as %d float channel(s) is %llu MB, "
-                              "over the limit of %llu MB (--max-pixels x %d bytes)",
-                         in->width, in->height, channels,
-                         (unsigned long long)((need * sizeof(float)) >> 20),
-                         (unsigned long long)((max_pixels * LOADER_FLOAT_BYTES_PER_PIXEL) >> 20),
-                         LOADER_FLOAT_BYTES_PER_PIXEL);
     if (need > worker->samples_capacity) {
         float *bigger = realloc(worker->samples, need * sizeof *bigger);
         if (!bigger) return error_set(err, "out of memory for a %dx%d image", in->width, in->height);
