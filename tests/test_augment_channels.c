@@ -379,6 +379,13 @@ static void test_loader_skips_samples_out_of_range(void **state) {
     if (!strstr(range_warning, "out of range: sample ") ||
         !strstr(range_warning, "give --normalize MEAN:STD matching the data"))
         fail_msg("the reason does not name the value and the remedy: %s", range_warning);
+    // A std so small that [0, 1], where 8- and 16-bit samples lie, would
+    // leave the range is refused at start-up rather than image by image.
+    settings.std[0] = 1e-6f;
+    view_set_apply_channels(&config.views, &settings, 1);
+    assert_null(loader_create(&config, &err));
+    if (!strstr(err.text, "--normalize: samples of 8- and 16-bit images lie in [0, 1]"))
+        fail_msg("the start-up refusal does not name the normalisation: %s", err.text);
     dataset_free(&dataset);
     fixture_remove_tree(root);
     free(root);

@@ -399,6 +399,15 @@ static void test_tiff_limits_and_damage(void **state) {
     assert_int_equal(decoder_probe(reader, banded.data, banded.size, &band_info, &reason), 0);
     assert_int_equal(band_info.channels, 5);
     decoder_destroy(reader);
+    // Read as 5 float channels (20 bytes a pixel), the whole image is over
+    // the float path's limit of 12 bytes a pixel, whatever crop is read.
+    Decoder *near_limit = decoder_create(TIFF_WIDTH * TIFF_HEIGHT + 10);
+    decoder_set_channels(near_limit, 5);
+    assert_int_equal(decoder_probe(near_limit, banded.data, banded.size, &band_info, &reason), -1);
+    assert_non_null(strstr(reason.text, "read as 5 float channel(s)"));
+    decoder_set_channels(near_limit, 3);
+    assert_int_equal(decoder_probe(near_limit, file.data, file.size, &band_info, &reason), 0);
+    decoder_destroy(near_limit);
     free(five);
     free(banded.data);
     free(tiled.data);

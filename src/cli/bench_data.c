@@ -205,7 +205,7 @@ static int bench_data_run(const BenchDataArgs *args) {
                "%.2f s (%d batches measured)\n",
                rate, rate / config.num_workers, rate * config.views.count, produced, wall,
                measured);
-        if (produced > 0 && busy > 0)
+        if (busy > 0)
             printf("worker time: read %.1f%%, decode %.1f%%, augment %.1f%% (per image: read "
                    "%.2f ms, decode %.2f ms, augment %.2f ms)\n",
                    100 * stats.read_seconds / busy, 100 * stats.decode_seconds / busy,

@@ -120,11 +120,6 @@ static int worker_render(Worker *worker, const DecodedImage *decoded, BatchSlot 
     return 0;
 }
 
-// The float path's bound on one image's floats: at most --max-pixels x 12
-// bytes (DECODE_BYTES_PER_PIXEL's rule), so that a grey image read as 64
-// channels cannot ask for gigabytes.
-#define LOADER_FLOAT_BYTES_PER_PIXEL 12
-
 // Every sample inside its channel's range (Loader.range_low/high), or -1
 // naming the first one outside: a no-data fill such as -3.4e38 would become
 // infinite on the device and stop the run with a NaN loss. One OR over the
@@ -159,21 +154,14 @@ static int check_sample_range(const Loader *loader, const float *samples, size_t
 // The deep path: native samples -> floats of the views' input channels
 // (samples_to_float: an image whose channels cannot become them fails with
 // both counts, and is skipped like any bad file) -> float views.
-static int worker_render_float(Worker *worker, const DecodedImage *decoded, BatchSlot *slot,
-                               int position, ErrorMessage *err) {
+// check_range: float samples on a file's whole first read (8- and 16-bit
+// samples lie in [0, 1], which loader_create made sure every range holds).
+static int worker_render_float(Worker *worker, const DecodedImage *decoded, int check_range,
+                               BatchSlot *slot, int position, ErrorMessage *err) {
     const ViewSet *views = &worker->loader->config.views;
     const SampleImage *in = &decoded->samples;
     const int channels = view_input_channels(&views->views[0]);
     const size_t need = (size_t)in->width * (size_t)in->height * (size_t)channels;
-    const uint64_t max_pixels = worker->loader->config.max_pixels ? worker->loader->config.max_pixels
-                                                                  : DECODE_DEFAULT_MAX_PIXELS;
-    if ((uint64_t)need * sizeof(float) > max_pixels * LOADER_FLOAT_BYTES_PER_PIXEL)
-        return error_set(err, "image too large: %d x %d read as %d float channel(s) is %llu MB, "
-                              "over the limit of %llu MB (--max-pixels x %d bytes)",
-                         in->width, in->height, channels,
-                         (unsigned long long)((need * sizeof(float)) >> 20),
-                         (unsigned long long)((max_pixels * LOADER_FLOAT_BYTES_PER_PIXEL) >> 20),
-                         LOADER_FLOAT_BYTES_PER_PIXEL);
     if (need > worker->samples_capacity) {
         float *bigger = realloc(worker->samples, need * sizeof *bigger);
         if (!bigger) return error_set(err, "out of memory for a %dx%d image", in->width, in->height);
@@ -182,8 +170,8 @@ static int worker_render_float(Worker *worker, const DecodedImage *decoded, Batc
     }
     const size_t stride = (size_t)in->width * (size_t)channels;
     if (samples_to_float(in, channels, worker->samples, stride, err) != 0) return -1;
-    if (check_sample_range(worker->loader, worker->samples, (size_t)in->width * in->height,
-                           channels, err) != 0)
+    if (check_range && check_sample_range(worker->loader, worker->samples,
+                                          (size_t)in->width * in->height, channels, err) != 0)
         return -1;
     const FloatImage source = {worker->samples, in->width, in->height, channels, stride};
     for (int v = 0; v < views->count; v++) {
@@ -249,8 +237,10 @@ static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t 
         atomic_fetch_or(&loader->checked_files[index / 64], (uint64_t)1 << (index % 64));
     const double t2 = time_now();
 
-    if (views->float_pixels ? worker_render_float(worker, &decoded, slot, position, err)
-                            : worker_render(worker, &decoded, slot, position, err))
+    const int check_range = request.whole_file && decoded.samples.type == SAMPLE_F32;
+    if (views->float_pixels
+            ? worker_render_float(worker, &decoded, check_range, slot, position, err)
+            : worker_render(worker, &decoded, slot, position, err))
         return -1;
     const double t3 = time_now();
     atomic_fetch_add(&worker->read_ns, nanoseconds_between(t0, t1));
@@ -472,6 +462,22 @@ static int loader_start_workers(Loader *loader, ErrorMessage *err) {
     return 0;
 }
 
+// 8- and 16-bit samples become [0, 1]: a normalisation that takes them past
+// what the device holds (a std below about 1/65504) is refused at start-up,
+// so that only float samples need checking image by image.
+static int check_unit_range(const Loader *loader, int channels, ErrorMessage *err) {
+    for (int c = 0; c < channels; c++)
+        if (loader->range_low[c] > 0.0f || loader->range_high[c] < 1.0f)
+            return error_set(err,
+                             "--normalize: samples of 8- and 16-bit images lie in [0, 1], but "
+                             "channel %d keeps (x - mean) / std within the %g that 16-bit "
+                             "activations hold only for [%g, %g]; give --normalize MEAN:STD "
+                             "matching the data",
+                             c + 1, VIEW_NORMALIZED_LIMIT, (double)loader->range_low[c],
+                             (double)loader->range_high[c]);
+    return 0;
+}
+
 Loader *loader_create(const LoaderConfig *config, ErrorMessage *err) {
     if (loader_validate(config, err) != 0) return NULL;
     Loader *loader = calloc(1, sizeof *loader);
@@ -489,6 +495,10 @@ Loader *loader_create(const LoaderConfig *config, ErrorMessage *err) {
     for (int i = input_channels; i < input_channels * LOADER_RANGE_PIXELS; i++) {
         loader->range_low[i] = loader->range_low[i % input_channels];
         loader->range_high[i] = loader->range_high[i % input_channels];
+    }
+    if (config->views.float_pixels && check_unit_range(loader, input_channels, err) != 0) {
+        free(loader);
+        return NULL;
     }
     pthread_mutex_init(&loader->mutex, NULL);
     pthread_cond_init(&loader->slot_free, NULL);

@@ -597,11 +597,14 @@ int dataset_full_path(const Dataset *dataset, size_t index, char *buffer, size_t
 // named unreadable entries get their folder in front, as image paths do.
 static void scan_summary_add(ScanSummary *total, const ScanSummary *part, const char *root) {
     const size_t size = sizeof total->unreadable_named[0];
+    const size_t length = strlen(root);  // a trailing '/' is dropped, as for image paths
+    const int root_length = (int)(length > 0 && root[length - 1] == '/' ? length - 1 : length);
     for (uint64_t i = 0; i < part->unreadable && i < SCAN_NAMED_UNREADABLE; i++) {
         const uint64_t slot = total->unreadable + i;
-        if (slot < SCAN_NAMED_UNREADABLE)
-            snprintf(total->unreadable_named[slot], size, "%s/%.*s", root, (int)(size - 2),
-                     part->unreadable_named[i]);
+        if (slot < SCAN_NAMED_UNREADABLE &&
+            snprintf(total->unreadable_named[slot], size, "%.*s/%.*s", root_length, root,
+                     (int)(size - 2), part->unreadable_named[i]) < 0)
+            total->unreadable_named[slot][0] = '\0';
     }
     total->directories += part->directories;
     total->skipped_files += part->skipped_files;

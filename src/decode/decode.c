@@ -236,6 +236,27 @@ static int find_orientation(Decoder *decoder, const FormatEntry *entry, const ui
     return 0;
 }
 
+// The float path's image, width x height x the caller's channels as float32,
+// is bounded like the decoders' samples (DECODE_BYTES_PER_PIXEL x the pixel
+// limit), from the whole image's size so that the verdict does not depend on
+// the crops drawn: a grey image read as 64 channels cannot ask for gigabytes.
+// Up to 3 channels the decoders' own pixel limit already keeps within it
+// (and a large JPEG stays readable at a reduced scale).
+static int float_image_check(const Decoder *decoder, const ImageInfo *info, ErrorMessage *err) {
+    if (decoder->channels <= 0) return 0;
+    const uint64_t bytes = (uint64_t)info->width * (uint64_t)info->height *
+                           (uint64_t)decoder->channels * sizeof(float);
+    const uint64_t limit = DECODE_BYTES_PER_PIXEL * decoder->max_pixels;
+    if ((uint64_t)decoder->channels * sizeof(float) <= DECODE_BYTES_PER_PIXEL || bytes <= limit)
+        return 0;
+    return error_set(err,
+                     "image too large: %d x %d read as %d float channel(s) is %llu MB, over the "
+                     "limit of %llu MB (--max-pixels x %d bytes)",
+                     info->width, info->height, decoder->channels,
+                     (unsigned long long)(bytes >> 20), (unsigned long long)(limit >> 20),
+                     DECODE_BYTES_PER_PIXEL);
+}
+
 int decoder_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
                   ErrorMessage *err) {
     ImageFormat format;
@@ -257,7 +278,7 @@ int decoder_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo 
     if (info->channels > 0 && decoder->channels != DECODE_ANY_CHANNELS &&
         samples_channels_check(info->colour, info->channels, decoder->channels, err) != 0)
         return -1;
-    return 0;
+    return float_image_check(decoder, info, err);
 }
 
 // A native request answered with 8-bit RGB only (the formats that give

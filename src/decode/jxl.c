@@ -49,6 +49,12 @@ static int start(JxlRun *run, const uint8_t *data, size_t size, int events, Erro
     return 0;
 }
 
+// The type of the native samples: float where the image stores floats.
+static SampleType native_type(const JxlBasicInfo *basic) {
+    if (basic->exponent_bits_per_sample > 0) return SAMPLE_F32;
+    return basic->bits_per_sample > 8 ? SAMPLE_U16 : SAMPLE_U8;
+}
+
 int decode_jxl_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
                      ErrorMessage *err) {
     JxlRun run = {0};
@@ -58,14 +64,16 @@ int decode_jxl_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageIn
     if (status != 0) return -1;
     info->width = run.width;
     info->height = run.height;
+    // What decode_frame gives: grey or RGB, alpha dropped.
+    info->channels = run.basic.num_color_channels == 1 ? 1 : 3;
+    info->colour = info->channels == 1 ? COLOUR_GREY : COLOUR_RGB;
+    info->sample_type = native_type(&run.basic);
     return 0;
 }
 
 // The sample type a decode asks libjxl for.
 static SampleType output_type(const Decoder *decoder, const JxlBasicInfo *basic) {
-    if (!decoder->native) return SAMPLE_U8;
-    if (basic->exponent_bits_per_sample > 0) return SAMPLE_F32;
-    return basic->bits_per_sample > 8 ? SAMPLE_U16 : SAMPLE_U8;
+    return decoder->native ? native_type(basic) : SAMPLE_U8;
 }
 
 // Pixels of the first frame into the samples buffer (channels 1 or 3).

@@ -57,24 +57,17 @@ static inline uint8_t sample_u8(const SampleImage *in, const uint8_t *row, size_
 }
 
 int samples_to_rgb8(const SampleImage *in, uint8_t *out, size_t out_stride, ErrorMessage *err) {
-    int colour_channels = 0;
+    int colour_channels = in->channels;  // bands: 1 or 3 of them (samples_channels_check)
     switch (in->colour) {
     case COLOUR_GREY: colour_channels = 1; break;
     case COLOUR_RGB: colour_channels = 3; break;
     case COLOUR_CMYK: colour_channels = 4; break;
-    case COLOUR_BANDS:
-        if (in->channels == 1 || in->channels == 3) {
-            colour_channels = in->channels;
-            break;
-        }
-        return error_set(err,
-                         "unsupported format: %d bands without colour meaning cannot be read "
-                         "as RGB",
-                         in->channels);
+    case COLOUR_BANDS: break;
     }
     if (in->channels < colour_channels)
         return error_set(err, "corrupt data: %d channels for a %d-channel colour model",
                          in->channels, colour_channels);
+    if (samples_channels_check(in->colour, in->channels, 0, err) != 0) return -1;
     if (in->type == SAMPLE_U8 && colour_channels == in->channels && colour_channels != 4) {
         // Already 8 bits, nothing to drop: rows copied (RGB) or spread (grey).
         for (int y = 0; y < in->height; y++) {

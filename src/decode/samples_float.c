@@ -62,7 +62,7 @@ static const char *colour_name(ColourModel colour, int stored) {
 
 int samples_channels_check(ColourModel colour, int stored, int channels, ErrorMessage *err) {
     if (channels == 0) {  // 8-bit RGB: samples_to_rgb8's rule and words
-        if (colour == COLOUR_BANDS && colour_channels(colour, stored) == 0)
+        if (colour_channels(colour, stored) == 0)  // bands other than 1 or 3
             return error_set(err, "unsupported format: %d bands without colour meaning cannot "
                                   "be read as RGB", stored);
         return 0;
