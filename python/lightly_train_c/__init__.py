@@ -19,7 +19,7 @@ after its current step with the checkpoint written (continue with
 ``resume_interrupted=True``). GPU: ``pip install lightly-train-c[cuda]`` (or
 a CUDA 13 build of PyTorch in the same environment) provides cuDNN, cuBLAS
 and NCCL; without them the program trains on the CPU and says why in
-train.log. Defaults not given here are the program's (README)."""
+train.log. Defaults not given here are the program's (docs/commands.md)."""
 
 from __future__ import annotations
 

@@ -148,7 +148,7 @@ def method_args(args: Mapping[str, Any]) -> List[str]:
     for key, value in args.items():
         if isinstance(value, (dict, list, tuple)):
             raise ValueError(f"method_args[{key!r}]: lightly-train-c takes single values "
-                             f"(see the method arguments in its README), got {value!r}")
+                             f"(see the method arguments in docs/commands.md), got {value!r}")
         out.append(f"method_arg={key}={text(value)}")
     return out
 

@@ -3,7 +3,7 @@
 LightlyTrain nests the view parameters by transform (``random_resize``,
 ``color_jitter``, ...) and, for DINO and DINOv2, by view (``global_view_1``,
 ``local_view``); the program takes flat ``--transform [SCOPE.]KEY=VALUE``
-entries (README, "train"). The mapping:
+entries (docs/commands.md, "train"). The mapping:
 
 - ``image_size`` (n or (n, n)) -> image_size
 - ``random_resize`` {min_scale, max_scale} -> global.scale_min / scale_max

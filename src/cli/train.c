@@ -231,7 +231,7 @@ int command_train(int argc, char **argv) {
          .min = 1, .max = 4096},
         {.name = "method-arg", .type = OPTION_STRING, .value = &config.method_args,
          .metavar = "KEY=VALUE", .repeatable = 1,
-         .help = "method hyper-parameter, e.g. temperature=0.2 (see README)"},
+         .help = "method hyper-parameter, e.g. temperature=0.2 (see docs/commands.md)"},
         {.name = "transform", .type = OPTION_STRING, .value = &config.transforms,
          .metavar = "[SCOPE.]KEY=VALUE", .repeatable = 1,
          .help = "view parameter, e.g. scale_min=0.2 or local.blur_p=0.1"},

@@ -15,7 +15,7 @@ typedef struct WeightsEntry {
     const char *repo;         // its Hugging Face Hub repository (file model.safetensors)
     const char *licence;      // "Apache-2.0", "DINOv3 License"
     const char *licence_url;
-    double params_millions;   // parameters (README's model table): the F32 file is ~4 bytes each
+    double params_millions;   // parameters (docs/commands.md's model table): the F32 file is ~4 bytes each
     const char *hub_size;     // the file's size as the hub's file list shows it, or NULL
     const char *sha256;       // the SHA-256 the hub's file page documents, or NULL (then the
                               // hub's X-Linked-Etag at download time is the only check)

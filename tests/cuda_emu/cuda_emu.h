@@ -60,6 +60,9 @@ void sync_threads();
 void warp_exchange(const void *value, void *result, size_t bytes, int source);
 int lane();
 void *dynamic_shared();
+// Stops the kernel, as a GPU would, where `pointer` is not a multiple of
+// `bytes` (a vector load or store of that size).
+void check_aligned(const void *pointer, size_t bytes);
 
 // One launch's configuration, where it was made, and its arguments.
 template <typename... A>
@@ -107,6 +110,9 @@ void operator%(void (*kernel)(P...), BoundLaunch<A...> &&bound) {
 #define blockIdx (ltc_emu::indices().block)
 #define blockDim (ltc_emu::indices().block_dim)
 #define gridDim (ltc_emu::indices().grid_dim)
+
+#define LTC_DEVICE_CHECK_ALIGNED(pointer, bytes) \
+    ltc_emu::check_aligned((const void *)(pointer), (bytes))
 
 inline void __syncthreads() { ltc_emu::sync_threads(); }
 

@@ -10,7 +10,8 @@
 // when all have arrived). Besides running the kernels it checks what a GPU
 // would refuse or leave undefined: launch limits, dynamic shared memory over
 // the kernel's allowance, a __syncthreads that not every thread reaches, a
-// shuffle in divergent code or in a partial warp, and a memory fault, each
+// shuffle in divergent code or in a partial warp, a misaligned vector access
+// (LTC_DEVICE_CHECK_ALIGNED) and a memory fault, each
 // reported with the launch site, block and thread.
 #undef _FORTIFY_SOURCE  // _longjmp between fiber stacks is what this file does
 #include <setjmp.h>
@@ -262,6 +263,14 @@ const ThreadIndices &indices() {
 int lane() { return (int)(emu->current % 32); }
 
 void *dynamic_shared() { return emu->shared.empty() ? NULL : emu->shared.data(); }
+
+void check_aligned(const void *pointer, size_t bytes) {
+    if ((uintptr_t)pointer % bytes == 0) return;
+    char what[128];
+    snprintf(what, sizeof what, "misaligned address: a %zu-byte vector access at %p", bytes,
+             pointer);
+    kernel_fail(what);
+}
 
 void sync_threads() { wait_as(FiberState::kAtBarrier); }
 

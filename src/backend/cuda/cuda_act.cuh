@@ -70,14 +70,23 @@ struct __align__(sizeof(T) * V) ActVector {
     T value[V];
 };
 
+// A GPU stops a kernel at a vector access whose address is not a multiple
+// of its size ("misaligned address"); the x86 CPU that runs the CUDA
+// emulation would not notice, so the emulation defines this to check it.
+#ifndef LTC_DEVICE_CHECK_ALIGNED
+#define LTC_DEVICE_CHECK_ALIGNED(pointer, bytes) ((void)0)
+#endif
+
 // V values of any T (activations, int32 indices) as they are stored.
 template <typename T, int V>
 __device__ __forceinline__ ActVector<T, V> load_packed(const T *p) {
+    LTC_DEVICE_CHECK_ALIGNED(p, sizeof(ActVector<T, V>));
     return *reinterpret_cast<const ActVector<T, V> *>(p);
 }
 
 template <typename T, int V>
 __device__ __forceinline__ void store_packed(T *p, const ActVector<T, V> &packed) {
+    LTC_DEVICE_CHECK_ALIGNED(p, sizeof(ActVector<T, V>));
     *reinterpret_cast<ActVector<T, V> *>(p) = packed;
 }
 
