@@ -245,8 +245,10 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
     memset(model, 0, sizeof *model);
-    int status;
-    if (checkpoint_is_checkpoint_file(path)) {
+    int status, is_checkpoint;
+    SafeFileKind kind;
+    if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
+    if (is_checkpoint) {
         info->is_checkpoint = 1;
         Checkpoint ckpt;
         if (checkpoint_read(path, &ckpt, err) != 0) return -1;  // names the path
@@ -266,9 +268,7 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
             return error_set(err, "%s: part \"%s\" needs a checkpoint; a safetensors file holds "
                                   "one backbone (part backbone)", path, part);
         SafeTensors file;
-        if (checkpoint_refuse_foreign(path, err) != 0 ||
-            safetensors_read_weights(path, &file, err) != 0)
-            return -1;  // names the path
+        if (safetensors_read_weights_as(path, kind, &file, err) != 0) return -1;  // names the path
         const int found = model_source_find_prefix(&file, info->prefix, sizeof info->prefix, err);
         status = found < 0 ? -1
                            : create_and_load(&file, info->prefix, options, backend, inputs,

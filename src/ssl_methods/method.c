@@ -393,10 +393,12 @@ int method_load_backbone_weights(Backbone *model, const char *path, int *adapted
     char local_path[4096];  // a weights name's downloaded file (weights/resolve.h)
     if (weights_local_path(path, local_path, sizeof local_path, err)) return -1;
     path = local_path;
-    if (!checkpoint_is_checkpoint_file(path)) {
+    int is_checkpoint;
+    SafeFileKind kind;
+    if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
+    if (!is_checkpoint) {
         SafeTensors file;
-        if (checkpoint_refuse_foreign(path, err) || safetensors_read_weights(path, &file, err))
-            return -1;  // names the path
+        if (safetensors_read_weights_as(path, kind, &file, err)) return -1;  // names the path
         char prefix[SAFETENSORS_MAX_NAME] = "";  // "module.", "backbone.", ...
         const int status = model_source_find_prefix(&file, prefix, sizeof prefix, err) < 0 ||
                            adapt_input_layer(model, &file, adapted, err) ||
