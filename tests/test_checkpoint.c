@@ -26,6 +26,7 @@
 #include "nn/parameters.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
+#include "nn/state_dict_backbone.h"
 #include "nn/weights.h"
 #include "train/checkpoint.h"
 #include "util/rng.h"
@@ -546,10 +547,10 @@ static void test_detects_all_five_depths(void **state) {
             const char *prefix = prefixed ? "teacher_backbone." : "";
             SafeTensors file = declared_tensors(depths[i], prefix, NULL);
             int depth = 0;
-            ASSERT_OK(model_source_detect_depth(&file, prefix, &depth, &err), err);
+            ASSERT_OK(state_dict_resnet_depth(&file, prefix, &depth, &err), err);
             assert_int_equal(depth, depths[i]);
             // Under another prefix there is no backbone.
-            assert_int_equal(model_source_detect_depth(&file, "backbone.", &depth, &err), -1);
+            assert_int_equal(state_dict_resnet_depth(&file, "backbone.", &depth, &err), -1);
             assert_non_null(strstr(err.text, "no stem conv \"backbone.conv1.weight\""));
             free(file.tensors);
         }
@@ -557,7 +558,7 @@ static void test_detects_all_five_depths(void **state) {
     // A block missing: 2-2-1-2 is no ResNet.
     SafeTensors broken = declared_tensors(18, "", "layer3.1.");
     int depth = 0;
-    assert_int_equal(model_source_detect_depth(&broken, "", &depth, &err), -1);
+    assert_int_equal(state_dict_resnet_depth(&broken, "", &depth, &err), -1);
     assert_non_null(strstr(err.text, "2-2-1-2 basic blocks"));
     free(broken.tensors);
 }
@@ -572,13 +573,13 @@ static void test_rejects_a_vit(void **state) {
     SafeTensors file = {.count = 3, .tensors = tensors};
     int depth = 0;
     ErrorMessage err = {{0}};
-    assert_int_equal(model_source_detect_depth(&file, "", &depth, &err), -1);
+    assert_int_equal(state_dict_resnet_depth(&file, "", &depth, &err), -1);
     assert_non_null(strstr(err.text, "not a ResNet backbone"));
     assert_non_null(strstr(err.text, "\"cls_token\""));
     // A 7x7 stem that is not ResNet's (e.g. 96 outputs).
     SafeTensor stem = {.name = "conv1.weight", .dtype = SAFE_F32, .rank = 4, .shape = {96, 3, 7, 7}};
     file = (SafeTensors){.count = 1, .tensors = &stem};
-    assert_int_equal(model_source_detect_depth(&file, "", &depth, &err), -1);
+    assert_int_equal(state_dict_resnet_depth(&file, "", &depth, &err), -1);
     assert_non_null(strstr(err.text, "the stem conv is not"));
 }
 

@@ -5,124 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nn/vit_names.h"
-#include "nn/vit_weights.h"
+#include "nn/state_dict_backbone.h"
 #include "nn/weights.h"
 #include "train/checkpoint.h"
 #include "weights/resolve.h"
-
-#define RESNET_LAYERS 4
-#define RESNET_MAX_BLOCKS 64  // more blocks in a layer than any ResNet has: stop counting
-
-static const struct {
-    int depth;
-    int bottleneck;
-    int blocks[RESNET_LAYERS];
-} RESNET_LAYOUTS[] = {
-    {18, 0, {2, 2, 2, 2}},  {34, 0, {3, 4, 6, 3}},   {50, 1, {3, 4, 6, 3}},
-    {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
-};
-enum { RESNET_LAYOUT_COUNT = sizeof RESNET_LAYOUTS / sizeof RESNET_LAYOUTS[0] };
-
-static const SafeTensor *find_prefixed(const SafeTensors *file, const char *prefix,
-                                       const char *name) {
-    char key[SAFETENSORS_MAX_NAME];
-    if ((size_t)snprintf(key, sizeof key, "%s%s", prefix, name) >= sizeof key) return NULL;
-    return safetensors_find(file, key);
-}
-
-// 1 when tensor is a rank-4 conv weight (OIHW) with in_channels inputs and a
-// kernel x kernel window (any output count).
-static int is_conv(const SafeTensor *tensor, int64_t in_channels, int64_t kernel) {
-    return tensor && tensor->rank == 4 && (in_channels < 0 || tensor->shape[1] == in_channels) &&
-           tensor->shape[2] == kernel && tensor->shape[3] == kernel;
-}
-
-int model_source_detect_depth(const SafeTensors *file, const char *prefix, int *depth,
-                              ErrorMessage *err) {
-    const SafeTensor *stem = find_prefixed(file, prefix, "conv1.weight");
-    if (!is_conv(stem, -1, 7) || stem->shape[0] != 64 || stem->shape[1] > 64)
-        return error_set(err,
-                         "not a ResNet backbone: %s \"%sconv1.weight\" of shape (64, C, 7, 7) "
-                         "(%d tensors, the first \"%s\")",
-                         stem ? "the stem conv is not" : "no stem conv", prefix, file->count,
-                         file->count ? file->tensors[0].name : "");
-    // Basic blocks: conv1 3x3, conv2 3x3. Bottlenecks: conv1 1x1, conv2 3x3, conv3 1x1.
-    const int bottleneck = find_prefixed(file, prefix, "layer1.0.conv3.weight") != NULL;
-    int blocks[RESNET_LAYERS];
-    for (int layer = 0; layer < RESNET_LAYERS; layer++) {
-        blocks[layer] = 0;
-        for (int b = 0; b < RESNET_MAX_BLOCKS; b++) {
-            char name[64];
-            snprintf(name, sizeof name, "layer%d.%d.conv1.weight", layer + 1, b);
-            const SafeTensor *conv = find_prefixed(file, prefix, name);
-            if (!conv) break;
-            if (!is_conv(conv, -1, bottleneck ? 1 : 3))
-                return error_set(err,
-                                 "not a ResNet backbone: \"%s%s\" is not a %dx%d conv as in a "
-                                 "%s block",
-                                 prefix, name, bottleneck ? 1 : 3, bottleneck ? 1 : 3,
-                                 bottleneck ? "bottleneck" : "basic");
-            blocks[layer]++;
-        }
-    }
-    for (int i = 0; i < RESNET_LAYOUT_COUNT; i++) {
-        if (RESNET_LAYOUTS[i].bottleneck != bottleneck) continue;
-        if (memcmp(RESNET_LAYOUTS[i].blocks, blocks, sizeof blocks) != 0) continue;
-        *depth = RESNET_LAYOUTS[i].depth;
-        return 0;
-    }
-    return error_set(err,
-                     "not a ResNet backbone: %d-%d-%d-%d %s blocks in layer1..layer4 (under "
-                     "\"%s\") match none of resnet18/34 (basic 2-2-2-2, 3-4-6-3) and "
-                     "resnet50/101/152 (bottleneck 3-4-6-3, 3-4-23-3, 3-8-36-3)",
-                     blocks[0], blocks[1], blocks[2], blocks[3],
-                     bottleneck ? "bottleneck" : "basic", prefix);
-}
-
-// The candidate prefix of `name` for anchor (name = prefix + anchor, the
-// prefix empty or ending in '.'), else 0.
-static int anchor_prefix(const char *name, const char *anchor, char *prefix, size_t size) {
-    const size_t length = strlen(name), anchor_length = strlen(anchor);
-    if (length < anchor_length || strcmp(name + length - anchor_length, anchor) != 0) return 0;
-    const size_t kept = length - anchor_length;
-    if ((kept && name[kept - 1] != '.') || kept >= size) return 0;
-    snprintf(prefix, size, "%.*s", (int)kept, name);
-    return 1;
-}
-
-// The prefix `name` is a backbone's anchor under: a ViT's class token (its
-// longest naming first, so that "embeddings.cls_token" is found under "",
-// not "embeddings.") or a ResNet's stem with its first block; else 0.
-static int anchored_prefix(const SafeTensors *file, const char *name, char *prefix,
-                           size_t size) {
-    for (int i = 0; i < VIT_CLASS_TOKEN_NAME_COUNT; i++)
-        if (anchor_prefix(name, VIT_CLASS_TOKEN_NAMES[i], prefix, size)) return 1;
-    return anchor_prefix(name, "conv1.weight", prefix, size) &&
-           find_prefixed(file, prefix, "layer1.0.conv1.weight");
-}
-
-int model_source_find_prefix(const SafeTensors *file, char *prefix, size_t size,
-                             ErrorMessage *err) {
-    char found[SAFETENSORS_MAX_NAME] = "";
-    int count = 0;
-    for (int t = 0; t < file->count; t++) {
-        char candidate[SAFETENSORS_MAX_NAME];
-        if (!anchored_prefix(file, file->tensors[t].name, candidate, sizeof candidate) ||
-            (count && strcmp(candidate, found) == 0))
-            continue;
-        if (count++)  // a student and a teacher, say
-            return error_set(err, "backbones under 2 prefixes (\"%s\", \"%s\"): save the one "
-                                  "wanted alone", found, candidate);
-        snprintf(found, sizeof found, "%s", candidate);
-    }
-    prefix[0] = '\0';
-    if (count == 0) return 1;
-    if (strlen(found) >= size)
-        return error_set(err, "the backbone's prefix \"%.60s...\" is too long", found);
-    snprintf(prefix, size, "%s", found);
-    return 0;
-}
 
 // The checkpoint prefix of `part` (see model_source.h).
 static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char *prefix,
@@ -152,22 +38,6 @@ static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char
     return 0;
 }
 
-int model_source_detect_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
-                             ErrorMessage *err) {
-    memset(spec, 0, sizeof *spec);
-    if (vit_weights_detect(file, prefix)) {
-        spec->kind = BACKBONE_VIT;
-        if (vit_config_from_weights(file, prefix, &spec->vit, err)) return -1;
-        spec->in_channels = spec->vit.in_channels;  // the image channels: the file's
-        return 0;
-    }
-    spec->kind = BACKBONE_RESNET;
-    if (model_source_detect_depth(file, prefix, &spec->resnet_depth, err) != 0)
-        return error_prefix(err, "no ViT tokens (\"%scls_token\")", prefix);
-    spec->in_channels = (int)find_prefixed(file, prefix, "conv1.weight")->shape[1];
-    return 0;
-}
-
 // The named architecture where the file leaves something open (a ViT's
 // heads), after checking that the two agree on everything the file says.
 static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
@@ -194,29 +64,50 @@ static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
     return 0;
 }
 
-static int create_and_load(const SafeTensors *file, const char *prefix,
-                           const ModelSourceOptions *options, Backend *backend,
-                           const BackboneInput *inputs, int input_count, Backbone *model,
+// What create_and_load needs besides the state dict.
+typedef struct CreateAndLoad {
+    const ModelSourceOptions *options;
+    Backend *backend;
+    const BackboneInput *inputs;
+    int input_count;
+    Backbone *model;
+} CreateAndLoad;
+
+// A model for what file holds under prefix, with its weights; on failure
+// *model holds nothing to free.
+static int create_and_load(CreateAndLoad *how, const SafeTensors *file, const char *prefix,
                            ErrorMessage *err) {
+    const ModelSourceOptions *options = how->options;
+    Backbone *model = how->model;
     BackboneSpec spec;
-    if (model_source_detect_spec(file, prefix, &spec, err) != 0) return -1;
+    if (state_dict_backbone_spec(file, prefix, &spec, err) != 0) return -1;
     if (options->arch && apply_arch(options->arch, &spec, err) != 0) return -1;
-    if (input_count < 1 || input_count > BACKBONE_MAX_SLOTS)
-        return error_set(err, "%d input shapes (1..%d)", input_count, BACKBONE_MAX_SLOTS);
+    if (how->input_count < 1 || how->input_count > BACKBONE_MAX_SLOTS)
+        return error_set(err, "%d input shapes (1..%d)", how->input_count, BACKBONE_MAX_SLOTS);
     BackboneInput sized[BACKBONE_MAX_SLOTS];
-    for (int i = 0; i < input_count; i++) {
-        sized[i] = inputs[i];
+    for (int i = 0; i < how->input_count; i++) {
+        sized[i] = how->inputs[i];
         if (sized[i].resolution <= 0)  // the smallest input the architecture takes
             sized[i].resolution = spec.kind == BACKBONE_VIT ? spec.vit.patch_size : 32;
     }
     if ((options->frozen ? backbone_allocate_frozen : backbone_allocate)(
-            model, backend, &spec, sized, input_count, err) != 0)
+            model, how->backend, &spec, sized, how->input_count, err) != 0)
         return -1;
     if (model->ops->load(model, file, prefix, err) != 0) {
         backbone_free(model);
         return -1;
     }
     return 0;
+}
+
+// create_and_load for a state dict (a StateDictBackboneLoader).
+static int create_from_state_dict(void *context, SafeTensors *file, const char *prefix,
+                                  int anchored, ErrorMessage *err) {
+    if (create_and_load(context, file, prefix, err) == 0) return 0;
+    if (!anchored)  // tried at the root, for the detection to say why
+        error_prefix(err, "no ViT class token nor ResNet stem (\"conv1.weight\" with "
+                          "\"layer1.0.conv1.weight\") under any prefix");
+    return -1;
 }
 
 int model_source_load_backbone_info(const char *path, const char *part, Backend *backend,
@@ -245,6 +136,7 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
     memset(model, 0, sizeof *model);
+    CreateAndLoad how = {options, backend, inputs, input_count, model};
     int status, is_checkpoint;
     SafeFileKind kind;
     if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
@@ -259,29 +151,17 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
         snprintf(info->pixels, sizeof info->pixels, "%s", pixels ? pixels : "");
         snprintf(info->normalize, sizeof info->normalize, "%s", normalize ? normalize : "");
         status = checkpoint_part_prefix(&ckpt, part, info->prefix, sizeof info->prefix, err);
-        if (status == 0)
-            status = create_and_load(&ckpt.tensors, info->prefix, options, backend, inputs,
-                                     input_count, model, err);
+        if (status == 0) status = create_and_load(&how, &ckpt.tensors, info->prefix, err);
         checkpoint_free(&ckpt);
+        if (status != 0) error_prefix(err, "%s", path);
     } else {
         if (strcmp(part, "backbone") != 0 && strcmp(part, "student") != 0)
             return error_set(err, "%s: part \"%s\" needs a checkpoint; a safetensors file holds "
                                   "one backbone (part backbone)", path, part);
-        SafeTensors file;
-        if (safetensors_read_weights_as(path, kind, &file, err) != 0) return -1;  // names the path
-        const int found = model_source_find_prefix(&file, info->prefix, sizeof info->prefix, err);
-        status = found < 0 ? -1
-                           : create_and_load(&file, info->prefix, options, backend, inputs,
-                                             input_count, model, err);
-        if (status != 0 && found == 1)  // tried at the root, for the detection to say why
-            error_prefix(err, "no ViT class token nor ResNet stem (\"conv1.weight\" with "
-                              "\"layer1.0.conv1.weight\") under any prefix");
-        else if (status != 0 && found == 0 && info->prefix[0])
-            error_prefix(err, "under \"%s\"", info->prefix);
-        safetensors_free(&file);
+        status = state_dict_backbone_load(path, kind, create_from_state_dict, &how, info->prefix,
+                                          sizeof info->prefix, err);  // names the path
     }
     if (status == 0) return 0;
-    error_prefix(err, "%s", path);
     return strcmp(asked, path) != 0 ? error_prefix(err, "%s", asked) : -1;
 }
 
