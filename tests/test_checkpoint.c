@@ -1,4 +1,4 @@
-// Checkpoints (train/checkpoint.h) and backbone loading (embed/model_source.h):
+// Checkpoints (train/checkpoint.h) and backbone loading (train/model_source.h):
 // round trips of every kind of entry on the ref and cpu backends, the same
 // keys as weights_save, strict loading, corrupted and truncated files,
 // atomic writes that keep the previous file, ResNet depth detection for all
@@ -21,7 +21,6 @@
 
 #include "backend/backend.h"
 #include "backend_fixture.h"
-#include "embed/model_source.h"
 #include "image_fixtures.h"
 #include "nn/parameters.h"
 #include "nn/resnet.h"
@@ -29,6 +28,7 @@
 #include "nn/state_dict_backbone.h"
 #include "nn/weights.h"
 #include "train/checkpoint.h"
+#include "train/model_source.h"
 #include "util/rng.h"
 
 #define ASSERT_OK(call, err)                                   \

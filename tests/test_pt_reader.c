@@ -19,9 +19,9 @@
 
 #include "backend/backend.h"
 #include "backend_fixture.h"
-#include "embed/model_source.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict_backbone.h"
+#include "train/model_source.h"
 #include "util/file.h"
 #include "util/half.h"
 #include "weights/pt_pickle.h"

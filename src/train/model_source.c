@@ -1,6 +1,6 @@
 // Backbone loading from a checkpoint or a safetensors state dict, with the
 // architecture read from the tensor names (see model_source.h).
-#include "embed/model_source.h"
+#include "train/model_source.h"
 
 #include <stdio.h>
 #include <string.h>

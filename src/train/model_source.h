@@ -5,8 +5,8 @@
 // DINOv3, nn/vit_weights.h); F32, F16 or BF16. The architecture is read from
 // the tensor names and shapes (nn/state_dict_backbone.h), so the user never
 // has to repeat it.
-#ifndef LTC_EMBED_MODEL_SOURCE_H
-#define LTC_EMBED_MODEL_SOURCE_H
+#ifndef LTC_TRAIN_MODEL_SOURCE_H
+#define LTC_TRAIN_MODEL_SOURCE_H
 
 #include "backend/backend.h"
 #include "nn/backbone.h"
