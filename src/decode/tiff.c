@@ -444,15 +444,6 @@ static int read_rgba(Decoder *decoder, TIFF *tif, TiffSource *source, const Pixe
     return 0;
 }
 
-// A sample's bytes for the size limits, one rule for the image and its
-// strips or tiles: the larger of its size as libtiff decodes it (its bits
-// rounded up to bytes: 8 for F64) and in the native image (4 for F16 or F64
-// read as F32), the most it takes on its way through.
-static size_t decoded_sample_bytes(const TiffLayout *l) {
-    const size_t stored = (size_t)(l->bits + 7) / 8, native = sample_type_bytes(l->type);
-    return stored > native ? stored : native;
-}
-
 int decode_tiff_decode(Decoder *decoder, const uint8_t *data, size_t size,
                        const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
     TiffSource source = {data, size, 0, ""};
@@ -463,13 +454,13 @@ int decode_tiff_decode(Decoder *decoder, const uint8_t *data, size_t size,
     SampleImage image;
     int status = read_layout(tif, &layout);
     if (status != 0) error_set(err, "corrupt data: TIFF has no samples, tile or strip size");
-    const size_t sample_bytes = decoded_sample_bytes(&layout);
     if (status == 0)
         status = decode_check_samples(decoder, "TIFF image", layout.width, layout.height,
-                                      layout.samples, sample_bytes, err);
+                                      layout.samples, sample_type_bytes(layout.type), err);
     if (status == 0)  // a strip or tile is decoded whole: it must fit the limits too
         status = decode_check_samples(decoder, "TIFF strip or tile", layout.block_width,
-                                      layout.block_height, layout.samples, sample_bytes, err);
+                                      layout.block_height, layout.samples,
+                                      (size_t)(layout.bits + 7) / 8, err);
     if (status == 0)
         status = decode_clamp_region(request, (int)layout.width, (int)layout.height, &region, err);
     if (status == 0 && layout.sample_path) {
