@@ -1,10 +1,8 @@
-// Checkpoints (train/checkpoint.h) and backbone loading (embed/model_source.h):
-// round trips of every kind of entry on the ref and cpu backends, the same
-// keys as weights_save, strict loading, corrupted and truncated files,
-// atomic writes that keep the previous file, ResNet depth detection for all
-// five depths, and backbones loaded from a .ckpt (student / teacher / the
-// default part) and from a torchvision safetensors with fc.* giving the same
-// features as the source model.
+// Checkpoints (train/checkpoint.h): round trips of every kind of entry on
+// the ref and cpu backends, the same keys as weights_save, strict loading,
+// corrupted and truncated files, atomic writes that keep the previous file,
+// and files told by their first bytes (checkpoint_sniff). Loading backbones
+// from checkpoints and state dicts: test_model_source.c.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -21,10 +19,8 @@
 
 #include "backend/backend.h"
 #include "backend_fixture.h"
-#include "embed/model_source.h"
 #include "image_fixtures.h"
 #include "nn/parameters.h"
-#include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/weights.h"
 #include "train/checkpoint.h"
@@ -510,237 +506,6 @@ static void test_failed_writes_keep_the_previous_file(void **state) {
     free(original);
 }
 
-// ---- ResNet depth detection -------------------------------------------------------------
-
-// The tensor list a state dict of `depth` would have (names and torch shapes
-// only: detection reads no data), with a name prefix.
-static SafeTensors declared_tensors(int depth, const char *prefix, const char *skip) {
-    Resnet model;
-    ErrorMessage err = {{0}};
-    const ResnetConfig config = resnet_config_default(depth);
-    ASSERT_OK(resnet_declare(&model, fixture_ref, &config, &err), err);
-    SafeTensors file = {0};
-    file.tensors = calloc((size_t)(model.params.count + model.buffers.count), sizeof *file.tensors);
-    assert_non_null(file.tensors);
-    const ParameterSet *sets[2] = {&model.params, &model.buffers};
-    for (int s = 0; s < 2; s++)
-        for (int i = 0; i < sets[s]->count; i++) {
-            const Parameter *p = &sets[s]->params[i];
-            if (skip && strncmp(p->name, skip, strlen(skip)) == 0) continue;
-            SafeTensor *t = &file.tensors[file.count++];
-            snprintf(t->name, sizeof t->name, "%s%s", prefix, p->name);
-            t->dtype = SAFE_F32;
-            t->rank = p->rank;
-            for (int d = 0; d < p->rank; d++) t->shape[d] = p->torch_shape[d];
-        }
-    resnet_free(&model);
-    return file;
-}
-
-static void test_detects_all_five_depths(void **state) {
-    (void)state;
-    const int depths[] = {18, 34, 50, 101, 152};
-    ErrorMessage err = {{0}};
-    for (int i = 0; i < 5; i++) {
-        for (int prefixed = 0; prefixed < 2; prefixed++) {
-            const char *prefix = prefixed ? "teacher_backbone." : "";
-            SafeTensors file = declared_tensors(depths[i], prefix, NULL);
-            int depth = 0;
-            ASSERT_OK(model_source_detect_depth(&file, prefix, &depth, &err), err);
-            assert_int_equal(depth, depths[i]);
-            // Under another prefix there is no backbone.
-            assert_int_equal(model_source_detect_depth(&file, "backbone.", &depth, &err), -1);
-            assert_non_null(strstr(err.text, "no stem conv \"backbone.conv1.weight\""));
-            free(file.tensors);
-        }
-    }
-    // A block missing: 2-2-1-2 is no ResNet.
-    SafeTensors broken = declared_tensors(18, "", "layer3.1.");
-    int depth = 0;
-    assert_int_equal(model_source_detect_depth(&broken, "", &depth, &err), -1);
-    assert_non_null(strstr(err.text, "2-2-1-2 basic blocks"));
-    free(broken.tensors);
-}
-
-static void test_rejects_a_vit(void **state) {
-    (void)state;
-    SafeTensor tensors[3] = {
-        {.name = "cls_token", .dtype = SAFE_F32, .rank = 3, .shape = {1, 1, 384}},
-        {.name = "patch_embed.proj.weight", .dtype = SAFE_F32, .rank = 4, .shape = {384, 3, 16, 16}},
-        {.name = "blocks.0.attn.qkv.weight", .dtype = SAFE_F32, .rank = 2, .shape = {1152, 384}},
-    };
-    SafeTensors file = {.count = 3, .tensors = tensors};
-    int depth = 0;
-    ErrorMessage err = {{0}};
-    assert_int_equal(model_source_detect_depth(&file, "", &depth, &err), -1);
-    assert_non_null(strstr(err.text, "not a ResNet backbone"));
-    assert_non_null(strstr(err.text, "\"cls_token\""));
-    // A 7x7 stem that is not ResNet's (e.g. 96 outputs).
-    SafeTensor stem = {.name = "conv1.weight", .dtype = SAFE_F32, .rank = 4, .shape = {96, 3, 7, 7}};
-    file = (SafeTensors){.count = 1, .tensors = &stem};
-    assert_int_equal(model_source_detect_depth(&file, "", &depth, &err), -1);
-    assert_non_null(strstr(err.text, "the stem conv is not"));
-}
-
-// ---- loading backbones -------------------------------------------------------------------
-
-#define MODEL_BATCH 2
-#define MODEL_SIZE 16  // the smallest input every stage of a ResNet accepts
-
-static float *model_input(void) {
-    const size_t n = (size_t)MODEL_BATCH * MODEL_SIZE * MODEL_SIZE * 3;
-    float *host = malloc(n * sizeof *host);
-    Rng rng = rng_make(9, 0, 0, 0);
-    for (size_t i = 0; i < n; i++) host[i] = rng_range(&rng, -1.0f, 1.0f);
-    float *device = fixture_ref->op.alloc(fixture_ref, n * sizeof *device);
-    fixture_ref->op.upload(fixture_ref, device, host, n * sizeof *host);
-    free(host);
-    return device;
-}
-
-// A resnet18 with non-trivial running stats (mean in [-0.2, 0.2), var in
-// [0.5, 1.5)) and BN counter, so that loading them is part of what the
-// features check.
-static void trained_model(Resnet *model, uint64_t seed, int64_t counter) {
-    ErrorMessage err = {{0}};
-    const ResnetConfig config = resnet_config_default(18);
-    const ResnetInputShape shape = {MODEL_BATCH, MODEL_SIZE};
-    ASSERT_OK(resnet_create(model, fixture_ref, &config, &shape, 1, seed, &err), err);
-    Rng rng = rng_make(seed, 1, 0, 0);
-    for (int i = 0; i < model->buffers.count; i++) {
-        const Parameter *buffer = &model->buffers.params[i];
-        const int is_var = strstr(buffer->name, "running_var") != NULL;
-        float host[2048];
-        assert_true(buffer->count <= 2048);
-        for (size_t k = 0; k < buffer->count; k++)
-            host[k] = is_var ? rng_range(&rng, 0.5f, 1.5f) : rng_range(&rng, -0.2f, 0.2f);
-        fixture_ref->op.upload(fixture_ref, buffer->value, host, buffer->count * sizeof *host);
-    }
-    model->num_batches_tracked = counter;
-}
-
-// Eval-mode features (host copy).
-static float *eval_features(Resnet *model, const float *input) {
-    ErrorMessage err = {{0}};
-    ASSERT_OK(resnet_forward(model, 0, MODEL_BATCH, (const Act *)input, 0, &err), err);
-    return download_all(fixture_ref, (const float *)(resnet_features(model, 0)),
-                        (size_t)MODEL_BATCH * model->feature_dim);
-}
-
-// Loads path/part and checks its eval features equal `want` exactly: the same
-// weights through the same backend give the same bits.
-static void assert_loads_features(const char *path, const char *part, const float *want,
-                                  int64_t counter, const float *input) {
-    Backbone loaded;
-    ErrorMessage err = {{0}};
-    const BackboneInput shape = {MODEL_BATCH, MODEL_SIZE};
-    ASSERT_OK(model_source_load_backbone(path, part, fixture_ref, &shape, 1, &loaded, &err),
-              err);
-    assert_int_equal(loaded.spec.kind, BACKBONE_RESNET);
-    assert_int_equal(loaded.spec.resnet_depth, 18);
-    assert_int_equal(*loaded.num_batches_tracked, counter);
-    float *got = eval_features(&loaded.model.resnet, input);
-    assert_memory_equal(got, want, (size_t)MODEL_BATCH * loaded.feature_dim * sizeof *got);
-    free(got);
-    backbone_free(&loaded);
-}
-
-static void test_loads_backbones_from_checkpoints(void **state) {
-    (void)state;
-    float *input = model_input();
-    Resnet student, teacher;
-    trained_model(&student, 1, 1);
-    trained_model(&teacher, 2, 2);
-    ErrorMessage err = {{0}};
-    float *student_features = eval_features(&student, input);
-    float *teacher_features = eval_features(&teacher, input);
-    // The check below can only fail when the features carry information.
-    const size_t feature_count = (size_t)MODEL_BATCH * student.feature_dim;
-    size_t nonzero = 0;
-    for (size_t i = 0; i < feature_count; i++) nonzero += student_features[i] != 0.0f;
-    assert_true(nonzero > feature_count / 4);
-    assert_memory_not_equal(student_features, teacher_features, feature_count * sizeof(float));
-
-    char path[256], plain[256];
-    fixture_temp_path(path, sizeof path, "dino.ckpt");
-    fixture_temp_path(plain, sizeof plain, "simclr.ckpt");
-    CheckpointWriter *writer = checkpoint_writer_create();
-    ASSERT_OK(checkpoint_add_parameters(writer, "backbone.", &student.params, &student.buffers,
-                                        student.num_batches_tracked, &err), err);
-    ASSERT_OK(checkpoint_set_meta(writer, "method", "simclr", &err), err);
-    ASSERT_OK(checkpoint_write(writer, plain, &err), err);
-    ASSERT_OK(checkpoint_add_parameters(writer, "teacher_backbone.", &teacher.params,
-                                        &teacher.buffers, teacher.num_batches_tracked, &err), err);
-    ASSERT_OK(checkpoint_set_meta(writer, "method", "dino", &err), err);
-    ASSERT_OK(checkpoint_set_meta(writer, "export_part", "teacher_backbone", &err), err);
-    ASSERT_OK(checkpoint_write(writer, path, &err), err);
-    checkpoint_writer_free(writer);
-
-    assert_loads_features(path, "student", student_features, 1, input);
-    assert_loads_features(path, "teacher", teacher_features, 2, input);
-    assert_loads_features(path, "backbone", teacher_features, 2, input);  // export_part
-    assert_loads_features(plain, "backbone", student_features, 1, input);
-
-    Backbone none;
-    const BackboneInput shape = {MODEL_BATCH, MODEL_SIZE};
-    assert_int_equal(model_source_load_backbone(plain, "teacher", fixture_ref, &shape, 1, &none,
-                                                &err), -1);
-    assert_non_null(strstr(err.text, plain));
-    assert_non_null(strstr(err.text, "no teacher backbone (method simclr)"));
-    assert_int_equal(model_source_load_backbone(plain, "head", fixture_ref, &shape, 1, &none,
-                                                &err), -1);
-    assert_non_null(strstr(err.text, "unknown part \"head\""));
-
-    free(student_features);
-    free(teacher_features);
-    resnet_free(&student);
-    resnet_free(&teacher);
-    fixture_ref->op.free(fixture_ref, input);
-}
-
-static void test_loads_torchvision_safetensors_with_fc(void **state) {
-    (void)state;
-    float *input = model_input();
-    Resnet source;
-    trained_model(&source, 3, 1);
-    float *want = eval_features(&source, input);
-    char saved[256], with_fc[256];
-    fixture_temp_path(saved, sizeof saved, "resnet18.safetensors");
-    fixture_temp_path(with_fc, sizeof with_fc, "resnet18_fc.safetensors");
-    ErrorMessage err = {{0}};
-    ASSERT_OK(resnet_save(&source, saved, &err), err);
-
-    // torchvision's classifier added, as in an ImageNet checkpoint.
-    SafeTensors file;
-    ASSERT_OK(safetensors_read(saved, &file, &err), err);
-    SafeTensorWrite *entries = calloc((size_t)file.count + 2, sizeof *entries);
-    for (int i = 0; i < file.count; i++) {
-        const SafeTensor *t = &file.tensors[i];
-        entries[i] = (SafeTensorWrite){.name = t->name, .dtype = t->dtype, .rank = t->rank,
-                                       .data = safetensors_data(&file, t)};
-        memcpy(entries[i].shape, t->shape, sizeof t->shape);
-    }
-    static float fc_weight[10 * 512], fc_bias[10];
-    entries[file.count] = (SafeTensorWrite){"fc.weight", SAFE_F32, 2, {10, 512}, fc_weight};
-    entries[file.count + 1] = (SafeTensorWrite){"fc.bias", SAFE_F32, 1, {10}, fc_bias};
-    ASSERT_OK(safetensors_write(with_fc, entries, file.count + 2, NULL, 0, &err), err);
-    free(entries);
-    safetensors_free(&file);
-
-    assert_loads_features(saved, "backbone", want, 1, input);
-    assert_loads_features(with_fc, "backbone", want, 1, input);
-    assert_loads_features(with_fc, "student", want, 1, input);
-    Backbone none;
-    const BackboneInput shape = {MODEL_BATCH, MODEL_SIZE};
-    assert_int_equal(model_source_load_backbone(with_fc, "teacher", fixture_ref, &shape, 1,
-                                                &none, &err), -1);
-    assert_non_null(strstr(err.text, "needs a checkpoint"));
-
-    free(want);
-    resnet_free(&source);
-    fixture_ref->op.free(fixture_ref, input);
-}
-
 static int group_setup(void **state) {
     return fixture_tempdir_setup(state) || fixture_backends_create(state);
 }
@@ -752,16 +517,21 @@ static int group_teardown(void **state) {
 
 // Files are told by content, never by name: a safetensors or PyTorch
 // state dict named .ckpt is read (was refused as "not a lightly-train-c
-// checkpoint"); a .ckpt that is none of them still is.
+// checkpoint"); a .ckpt that is none of them still is. checkpoint_sniff
+// says which state dict it found, for safetensors_read_weights_as.
 static void test_state_dicts_named_ckpt(void **state) {
     (void)state;
     char path[256];
     ErrorMessage err = {{0}};
+    int is_checkpoint = -1;
+    SafeFileKind kind = SAFE_FILE_UNKNOWN;
     fixture_temp_path(path, sizeof path, "weights.ckpt");
     const float one = 1.0f;
     const SafeTensorWrite tensor = {"x", SAFE_F32, 1, {1}, &one};
     ASSERT_OK(safetensors_write(path, &tensor, 1, NULL, 0, &err), err);
-    ASSERT_OK(checkpoint_refuse_foreign(path, &err), err);
+    ASSERT_OK(checkpoint_sniff(path, &is_checkpoint, &kind, &err), err);
+    assert_int_equal(is_checkpoint, 0);
+    assert_int_equal(kind, SAFE_FILE_SAFETENSORS);
     static const uint8_t starts[][16] = {
         {'P', 'K', 3, 4},                                         // zip (torch.save)
         {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
@@ -771,13 +541,26 @@ static void test_state_dicts_named_ckpt(void **state) {
         FILE *file = fopen(path, "wb");
         fwrite(starts[i], 1, sizeof starts[i], file);
         fclose(file);
-        ASSERT_OK(checkpoint_refuse_foreign(path, &err), err);
+        ASSERT_OK(checkpoint_sniff(path, &is_checkpoint, &kind, &err), err);
+        assert_int_equal(kind, SAFE_FILE_PYTORCH);
     }
     FILE *file = fopen(path, "wb");
     fputs("XTCCKPT this is no weights file", file);
     fclose(file);
-    assert_int_equal(checkpoint_refuse_foreign(path, &err), -1);
+    assert_int_equal(checkpoint_sniff(path, &is_checkpoint, &kind, &err), -1);
     assert_non_null(strstr(err.text, "not a lightly-train-c checkpoint"));
+    // The same bytes under another name are left to the safetensors parser.
+    char other[256];
+    fixture_temp_path(other, sizeof other, "weights.bin");
+    assert_int_equal(rename(path, other), 0);
+    ASSERT_OK(checkpoint_sniff(other, &is_checkpoint, &kind, &err), err);
+    assert_int_equal(kind, SAFE_FILE_UNKNOWN);
+    // A checkpoint: the magic.
+    file = fopen(path, "wb");
+    fwrite(CHECKPOINT_MAGIC, 1, sizeof CHECKPOINT_MAGIC, file);
+    fclose(file);
+    ASSERT_OK(checkpoint_sniff(path, &is_checkpoint, &kind, &err), err);
+    assert_int_equal(is_checkpoint, 1);
 }
 
 int main(void) {
@@ -788,10 +571,6 @@ int main(void) {
         cmocka_unit_test(test_strict_loading_names_what_is_missing),
         cmocka_unit_test(test_corrupted_files_fail_clearly),
         cmocka_unit_test(test_failed_writes_keep_the_previous_file),
-        cmocka_unit_test(test_detects_all_five_depths),
-        cmocka_unit_test(test_rejects_a_vit),
-        cmocka_unit_test(test_loads_backbones_from_checkpoints),
-        cmocka_unit_test(test_loads_torchvision_safetensors_with_fc),
         cmocka_unit_test(test_state_dicts_named_ckpt),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

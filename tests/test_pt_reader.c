@@ -19,8 +19,9 @@
 
 #include "backend/backend.h"
 #include "backend_fixture.h"
-#include "embed/model_source.h"
 #include "nn/safetensors.h"
+#include "nn/state_dict_backbone.h"
+#include "train/model_source.h"
 #include "util/file.h"
 #include "util/half.h"
 #include "weights/pt_pickle.h"
@@ -276,7 +277,7 @@ static void test_prefixed_f64_state_dicts(void **state) {
     }
 }
 
-// Which prefix model_source_find_prefix finds from names alone.
+// Which prefix state_dict_backbone_prefix finds from names alone.
 static void assert_prefix(const char *const *names, int count, const char *expected) {
     SafeTensor tensors[8];
     memset(tensors, 0, sizeof tensors);
@@ -284,7 +285,7 @@ static void assert_prefix(const char *const *names, int count, const char *expec
     const SafeTensors file = {.count = count, .tensors = tensors};
     char prefix[SAFETENSORS_MAX_NAME] = "unset";
     ErrorMessage err = {{0}};
-    const int status = model_source_find_prefix(&file, prefix, sizeof prefix, &err);
+    const int status = state_dict_backbone_prefix(&file, prefix, sizeof prefix, &err);
     if (expected[0] == '!') {  // an error holding the rest
         assert_int_equal(status, -1);
         if (!strstr(err.text, expected + 1)) fail_msg("\"%s\" lacks \"%s\"", err.text, expected + 1);

@@ -20,6 +20,8 @@ typedef struct PnmHeader {
     int kind;  // 1..7
     int width, height, depth;
     int maxval;
+    SampleType type;      // the native samples: U16 for a maxval above 255, else U8
+    size_t sample_bytes;  // of a native sample, as of a binary one in the file (not PBM's)
     ColourModel colour;
     size_t data_offset;  // first byte of the samples
 } PnmHeader;
@@ -117,6 +119,8 @@ static int parse_header(const uint8_t *data, size_t size, PnmHeader *h, ErrorMes
     }
     if (h->maxval < 1 || h->maxval > 65535)
         return error_set(err, "corrupt data: PNM maxval %d outside 1..65535", h->maxval);
+    h->type = h->maxval > 255 ? SAMPLE_U16 : SAMPLE_U8;
+    h->sample_bytes = sample_type_bytes(h->type);
     // Binary data starts after exactly one whitespace byte (PAM: ENDHDR's
     // newline); ASCII samples are read as numbers.
     if (h->kind >= 4) {
@@ -136,7 +140,7 @@ int decode_pnm_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageIn
     info->height = h.height;
     info->channels = h.depth;
     info->colour = h.colour;
-    info->sample_type = h.maxval > 255 ? SAMPLE_U16 : SAMPLE_U8;
+    info->sample_type = h.type;
     return 0;
 }
 
@@ -148,7 +152,7 @@ static inline unsigned scale_sample(unsigned value, const PnmHeader *h, unsigned
 }
 
 static void store_sample(uint8_t *row, size_t i, unsigned value, const PnmHeader *h) {
-    if (h->maxval > 255) {
+    if (h->type == SAMPLE_U16) {
         const uint16_t v = (uint16_t)scale_sample(value, h, 65535);
         memcpy(row + 2 * i, &v, 2);
     } else {
@@ -159,7 +163,6 @@ static void store_sample(uint8_t *row, size_t i, unsigned value, const PnmHeader
 // Binary rows [region.y, region.y + region.height), region's columns only.
 static void read_binary_rows(const uint8_t *data, const PnmHeader *h, size_t row_bytes,
                              const PixelRect *region, uint8_t *out, size_t out_stride) {
-    const int wide = h->maxval > 255;
     for (int y = 0; y < region->height; y++) {
         const uint8_t *src = data + h->data_offset + (size_t)(region->y + y) * row_bytes;
         uint8_t *dst = out + (size_t)y * out_stride;
@@ -176,7 +179,8 @@ static void read_binary_rows(const uint8_t *data, const PnmHeader *h, size_t row
             }
             for (int k = 0; k < h->depth; k++) {
                 const size_t i = (size_t)column * (size_t)h->depth + (size_t)k;
-                const unsigned value = wide ? (unsigned)src[2 * i] << 8 | src[2 * i + 1] : src[i];
+                const unsigned value =
+                    h->type == SAMPLE_U16 ? (unsigned)src[2 * i] << 8 | src[2 * i + 1] : src[i];
                 store_sample(dst, (size_t)x * (size_t)h->depth + (size_t)k, value, h);
             }
         }
@@ -224,19 +228,17 @@ int decode_pnm_decode(Decoder *decoder, const uint8_t *data, size_t size,
     PnmHeader h;
     PixelRect region;
     if (parse_header(data, size, &h, err) != 0 ||
-        decode_check_samples(decoder, "PNM image", h.width, h.height, h.depth,
-                             h.maxval > 255 ? 2 : 1, err) != 0 ||
+        decode_check_samples(decoder, "PNM image", h.width, h.height, h.depth, h.sample_bytes,
+                             err) != 0 ||
         decode_clamp_region(request, h.width, h.height, &region, err) != 0)
         return -1;
-    const SampleType type = h.maxval > 255 ? SAMPLE_U16 : SAMPLE_U8;
-    const size_t sample_bytes = sample_type_bytes(type);
-    const size_t out_stride = (size_t)region.width * (size_t)h.depth * sample_bytes;
+    const size_t out_stride = (size_t)region.width * (size_t)h.depth * h.sample_bytes;
     uint8_t *samples =
         decode_buffer_reserve(&decoder->samples, out_stride * (size_t)region.height, err);
     if (!samples) return -1;
     if (h.kind >= 4) {
         const size_t row_bytes = h.kind == 4 ? ((size_t)h.width + 7) / 8
-                                             : (size_t)h.width * (size_t)h.depth * sample_bytes;
+                                             : (size_t)h.width * (size_t)h.depth * h.sample_bytes;
         // The whole image must be there, whichever rows are read.
         if (row_bytes * (size_t)h.height > size - h.data_offset)
             return error_set(err, "truncated: PNM data ends at %zu of %zu bytes", size,
@@ -247,6 +249,6 @@ int decode_pnm_decode(Decoder *decoder, const uint8_t *data, size_t size,
         return -1;
     }
     const SampleImage image = {samples,    region.width, region.height, h.depth,
-                               out_stride, type,         h.colour,      16};
+                               out_stride, h.type,       h.colour,      16};
     return decode_finish(decoder, &image, region, out, err);
 }

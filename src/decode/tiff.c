@@ -454,6 +454,9 @@ int decode_tiff_decode(Decoder *decoder, const uint8_t *data, size_t size,
     SampleImage image;
     int status = read_layout(tif, &layout);
     if (status != 0) error_set(err, "corrupt data: TIFF has no samples, tile or strip size");
+    // The two limits count a sample's bytes differently on purpose: the
+    // image is held in its native type (an F64 sample as the 4-byte float
+    // it becomes), a strip or tile as libtiff decodes it (F64: 8 bytes).
     if (status == 0)
         status = decode_check_samples(decoder, "TIFF image", layout.width, layout.height,
                                       layout.samples, sample_type_bytes(layout.type), err);

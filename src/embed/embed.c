@@ -22,7 +22,7 @@
 #include "cli/weights_cli.h"
 #include "embed/embedder.h"
 #include "embed/embedding_writers.h"
-#include "embed/model_source.h"
+#include "train/model_source.h"
 #include "embed/projector.h"
 #include "util/cpu.h"
 #include "util/output_path.h"

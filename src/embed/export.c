@@ -13,7 +13,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "embed/model_source.h"
+#include "train/model_source.h"
 #include "nn/backbone.h"
 #include "util/output_path.h"
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embed/model_source.h"
 #include "ssl_methods/distillation_loss.h"
+#include "train/model_source.h"
 #include "util/rng.h"
 
 #define DISTILL_MIXUP_STREAM 0x4D495855u  // "MIXU": apart from the input pipeline's streams

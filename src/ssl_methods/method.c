@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embed/model_source.h"
 #include "nn/batchnorm_sync.h"
 #include "nn/input_adapt.h"
+#include "nn/state_dict_backbone.h"
 #include "nn/weights.h"
 #include "weights/resolve.h"
 
@@ -388,22 +388,34 @@ static int adapt_input_layer(const Backbone *model, SafeTensors *file, int *adap
     return input_adapt_file(file, shape[0], shape[2], shape[3], shape[1], adapted, err);
 }
 
+// The model loading initial weights, and where to count adapted tensors.
+typedef struct InitialWeights {
+    Backbone *model;
+    int *adapted;
+} InitialWeights;
+
+// A state dict's backbone into the model (a StateDictBackboneLoader).
+static int load_state_dict(void *context, SafeTensors *file, const char *prefix, int anchored,
+                           ErrorMessage *err) {
+    (void)anchored;  // no detection here: the load names what does not match
+    InitialWeights *into = context;
+    if (adapt_input_layer(into->model, file, into->adapted, err)) return -1;
+    return into->model->ops->load(into->model, file, prefix, err);
+}
+
 int method_load_backbone_weights(Backbone *model, const char *path, int *adapted,
                                  ErrorMessage *err) {
     char local_path[4096];  // a weights name's downloaded file (weights/resolve.h)
     if (weights_local_path(path, local_path, sizeof local_path, err)) return -1;
     path = local_path;
-    if (!checkpoint_is_checkpoint_file(path)) {
-        SafeTensors file;
-        if (checkpoint_refuse_foreign(path, err) || safetensors_read_weights(path, &file, err))
-            return -1;  // names the path
-        char prefix[SAFETENSORS_MAX_NAME] = "";  // "module.", "backbone.", ...
-        const int status = model_source_find_prefix(&file, prefix, sizeof prefix, err) < 0 ||
-                           adapt_input_layer(model, &file, adapted, err) ||
-                           model->ops->load(model, &file, prefix, err);
-        safetensors_free(&file);
-        if (status && prefix[0]) error_prefix(err, "under \"%s\"", prefix);
-        return status ? error_prefix(err, "%s", path), -1 : 0;
+    int is_checkpoint;
+    SafeFileKind kind;
+    if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
+    if (!is_checkpoint) {
+        InitialWeights into = {model, adapted};
+        char prefix[SAFETENSORS_MAX_NAME];  // "module.", "backbone.", ...
+        return state_dict_backbone_load(path, kind, load_state_dict, &into, prefix,
+                                        sizeof prefix, err);  // names the path
     }
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;

@@ -4,16 +4,13 @@
 // the hardened safetensors parser.
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "nn/weights.h"
 #include "util/file.h"
 #include "util/finite.h"
-#include "weights/pt_reader.h"
 
 #define BN_MEAN_SUFFIX ".running_mean"
 #define BN_COUNTER_SUFFIX ".num_batches_tracked"
@@ -362,35 +359,15 @@ void checkpoint_free(Checkpoint *ckpt) {
     memset(ckpt, 0, sizeof *ckpt);
 }
 
-int checkpoint_is_checkpoint_file(const char *path) {
-    ErrorMessage ignored;
-    const int fd = file_open_regular(path, NULL, &ignored);
-    if (fd < 0) return 0;
-    char magic[sizeof CHECKPOINT_MAGIC];
-    const ssize_t got = read(fd, magic, sizeof magic);
-    close(fd);
-    return got == (ssize_t)sizeof magic && memcmp(magic, CHECKPOINT_MAGIC, sizeof magic) == 0;
-}
-
-// 1 when head (size bytes of a file of file_size) starts as a weights file
-// the readers take: PyTorch (zip, legacy, tar: pt_sniff) or safetensors (a
-// u64 header length inside the file, then the JSON's '{').
-static int looks_like_weights(const uint8_t *head, size_t size, off_t file_size) {
-    if (pt_sniff(head, size) != PT_FORMAT_NONE) return 1;
-    uint64_t header = 0;
-    for (int i = 0; i < 8 && (size_t)i < size; i++) header |= (uint64_t)head[i] << (8 * i);
-    return size > 8 && head[8] == '{' && header <= (uint64_t)file_size - 8;
-}
-
-int checkpoint_refuse_foreign(const char *path, ErrorMessage *err) {
-    off_t file_size = 0;
-    const int fd = file_open_regular(path, &file_size, err);
-    if (fd < 0) return error_prefix(err, "%s", path);
-    uint8_t head[PT_SNIFF_BYTES];
-    const ssize_t got = read(fd, head, sizeof head);
-    close(fd);
+int checkpoint_sniff(const char *path, int *is_checkpoint, SafeFileKind *kind,
+                     ErrorMessage *err) {
+    uint8_t head[SAFE_FILE_SNIFF_BYTES];
+    size_t size;
+    if (safetensors_sniff_file(path, head, &size, kind, err)) return error_prefix(err, "%s", path);
+    *is_checkpoint = size >= sizeof CHECKPOINT_MAGIC &&
+                     memcmp(head, CHECKPOINT_MAGIC, sizeof CHECKPOINT_MAGIC) == 0;
+    if (*is_checkpoint || *kind != SAFE_FILE_UNKNOWN) return 0;
     // Told apart by content, never by name: a state dict named .ckpt is read.
-    if (got > 0 && looks_like_weights(head, (size_t)got, file_size)) return 0;
     const size_t length = strlen(path);
     if (length >= 5 && strcmp(path + length - 5, ".ckpt") == 0)
         return error_set(err, "%s: not a lightly-train-c checkpoint (it does not start with "
@@ -398,6 +375,13 @@ int checkpoint_refuse_foreign(const char *path, ErrorMessage *err) {
                               "another program's file",
                          path, CHECKPOINT_MAGIC);
     return 0;
+}
+
+int checkpoint_is_checkpoint_file(const char *path) {
+    int is_checkpoint;
+    SafeFileKind kind;
+    ErrorMessage ignored;
+    return checkpoint_sniff(path, &is_checkpoint, &kind, &ignored) == 0 && is_checkpoint;
 }
 
 const char *checkpoint_meta(const Checkpoint *ckpt, const char *key) {

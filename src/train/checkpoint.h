@@ -114,15 +114,18 @@ int checkpoint_read(const char *path, Checkpoint *ckpt, ErrorMessage *err);
 // on success and on failure, like safetensors_parse.
 int checkpoint_parse(uint8_t *bytes, size_t size, Checkpoint *ckpt, ErrorMessage *err);
 void checkpoint_free(Checkpoint *ckpt);
+// What a file to load weights from is, from one read of its first bytes:
+// *is_checkpoint = 1 when it starts with the magic, else *kind says which
+// state dict it is (nn/safetensors.h). -1 with err naming the path when it
+// is unreadable or not a regular file, or when its name ends in ".ckpt" and
+// it is neither a checkpoint nor a safetensors or PyTorch file (a damaged or
+// foreign checkpoint, which the safetensors parser would only describe as a
+// bad header). A state dict named .ckpt is read like any other (files are
+// told by content). Pass kind to safetensors_read_weights_as.
+int checkpoint_sniff(const char *path, int *is_checkpoint, SafeFileKind *kind,
+                     ErrorMessage *err);
 // 1 when the file starts with the magic; 0 otherwise (also when unreadable).
 int checkpoint_is_checkpoint_file(const char *path);
-// For a file that checkpoint_is_checkpoint_file said 0 to, before reading it
-// as safetensors: -1 with err when it is unreadable or not a regular file,
-// or when its name ends in ".ckpt" and its first bytes are neither
-// safetensors' nor PyTorch's (a damaged or foreign checkpoint, which the
-// safetensors parser would only describe as a bad header); else 0. A state
-// dict named .ckpt is read like any other (files are told by content).
-int checkpoint_refuse_foreign(const char *path, ErrorMessage *err);
 // String metadata; NULL when absent.
 const char *checkpoint_meta(const Checkpoint *ckpt, const char *key);
 // 1 when some tensor name starts with prefix.

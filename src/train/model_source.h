@@ -2,37 +2,16 @@
 // either one of our checkpoints (.ckpt, train/checkpoint.h) or a backbone
 // state dict in safetensors: torchvision's ResNet (with or without fc.*) or
 // a ViT in timm's, DINOv2's, DINOv3's or transformers' naming (DINOv2 and
-// DINOv3, nn/vit_weights.h); F32, F16 or BF16. The architecture is read from the tensor names and shapes,
-// so the user never has to repeat it.
-#ifndef LTC_EMBED_MODEL_SOURCE_H
-#define LTC_EMBED_MODEL_SOURCE_H
+// DINOv3, nn/vit_weights.h); F32, F16 or BF16. The architecture is read from
+// the tensor names and shapes (nn/state_dict_backbone.h), so the user never
+// has to repeat it.
+#ifndef LTC_TRAIN_MODEL_SOURCE_H
+#define LTC_TRAIN_MODEL_SOURCE_H
 
 #include "backend/backend.h"
 #include "nn/backbone.h"
 #include "nn/safetensors.h"
 #include "util/error.h"
-
-// Detects the ResNet depth (18/34/50/101/152) from the names and shapes of
-// the prefix + torchvision-name tensors: basic (conv1, conv2) or bottleneck
-// (conv1..conv3) blocks and the number of blocks per layer. Anything else
-// (e.g. a ViT) fails with a message saying what was found.
-int model_source_detect_depth(const SafeTensors *file, const char *prefix, int *depth,
-                              ErrorMessage *err);
-
-// The architecture under prefix: a ViT when its tokens are there, else a
-// ResNet of the detected depth.
-int model_source_detect_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
-                             ErrorMessage *err);
-
-// The prefix of the one backbone of a state dict: "" for a bare one, else
-// what precedes its anchor key ("cls_token" of a ViT, "conv1.weight" with
-// "layer1.0.conv1.weight" of a ResNet): "backbone." (DINOv2's
-// teacher_checkpoint.pth, LightlyTrain's wrapped models), "module." (DDP),
-// ... An error when backbones sit under two prefixes (a student and a
-// teacher). 0 when found; 1 with prefix "" when no anchor is found (the
-// architecture's detection at the root then says what is missing).
-int model_source_find_prefix(const SafeTensors *file, char *prefix, size_t size,
-                             ErrorMessage *err);
 
 // Loads a backbone from path. part: "backbone" (the file's default: the
 // checkpoint's export_part, or the safetensors file itself), "student"
@@ -51,7 +30,7 @@ typedef struct ModelSourceInfo {
     int is_checkpoint;       // 1: a .ckpt, 0: a safetensors state dict
     char prefix[SAFETENSORS_MAX_NAME];  // the tensor-name prefix used: "backbone.",
                                         // "teacher_backbone.", a state dict's
-                                        // (model_source_find_prefix) or ""
+                                        // (state_dict_backbone_prefix) or ""
     char method[64];         // the checkpoint's "method" metadata, "" when absent
     // The model's input as train recorded it (checkpoints only; "" when
     // absent): "uint8" or "float" pixels, the normalisation
