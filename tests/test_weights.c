@@ -3,7 +3,8 @@
 // file, the default teachers; the cache folder rules, the Hugging Face
 // cache's layout (refs/ and snapshots/), the endpoint, HF_HUB_OFFLINE's
 // values, where the token comes from, the download settings; a name that is
-// not downloaded; the lock between processes. (The downloads themselves:
+// not downloaded; the lock between processes; the download record beside a
+// cached file and the checks against it. (The downloads themselves:
 // tests/e2e/weights.sh, against a stand-in hub.)
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include "weights/download.h"
 #include "weights/lock.h"
 #include "weights/names.h"
+#include "weights/record.h"
 #include "weights/resolve.h"
 
 static char folder[256];  // a fresh temporary folder per test
@@ -197,6 +199,82 @@ static void test_hugging_face_cache(void **state) {
     assert_string_equal(found, "missing.safetensors");
 }
 
+// The record a download leaves beside its file (record.h): written and read
+// back; a later version's keys ignored, a later version's format read as no
+// record, a malformed one refused; the checks: a size that differs (every
+// use, weights_local_path's message), a changed byte of the same size (only
+// when hashed), no record at all (used as it is).
+// The SHA-256 of "0123456789".
+#define TEN_DIGITS_SHA256 "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882"
+
+static void test_download_record(void **state) {
+    (void)state;
+    char path[512], record_file[600], why[300], found[4096];
+    ErrorMessage err = {{0}};
+    WeightsCheck check;
+    setenv("LIGHTLY_TRAIN_CACHE_DIR", folder, 1);
+    snprintf(path, sizeof path, "%s/models/hub/models--org--name/main/model.safetensors", folder);
+    snprintf(record_file, sizeof record_file, "%s.verified", path);
+    write_file(path, "0123456789");
+    assert_int_equal(weights_record_check(path, 1, &check, why, sizeof why, &err), 0);
+    assert_int_equal(check, WEIGHTS_CHECK_UNRECORDED);
+    assert_int_equal(weights_local_path("org/name", found, sizeof found, &err), 0);
+
+    const WeightsRecord written = {
+        .sha256 = TEN_DIGITS_SHA256,
+        .sha256_from = "X-Linked-Etag", .size = 10, .size_from = "X-Linked-Size",
+        .url = "http://hub/org/name/resolve/main/model.safetensors"};
+    assert_int_equal(weights_record_write(path, &written, &err), 0);
+    WeightsRecord read;
+    assert_int_equal(weights_record_read(path, &read, &err), 1);
+    assert_string_equal(read.sha256, written.sha256);
+    assert_string_equal(read.sha256_from, "X-Linked-Etag");
+    assert_int_equal(read.size, 10);
+    assert_string_equal(read.size_from, "X-Linked-Size");
+    assert_string_equal(read.url, written.url);
+    for (int hash = 0; hash <= 1; hash++) {
+        assert_int_equal(weights_record_check(path, hash, &check, why, sizeof why, &err), 0);
+        assert_int_equal(check, WEIGHTS_CHECK_MATCHES);
+    }
+
+    // One byte changed, the size the same: only the SHA-256 sees it.
+    write_file(path, "0123456788");
+    assert_int_equal(weights_record_check(path, 0, &check, why, sizeof why, &err), 0);
+    assert_int_equal(check, WEIGHTS_CHECK_MATCHES);
+    assert_int_equal(weights_record_check(path, 1, &check, why, sizeof why, &err), 0);
+    assert_int_equal(check, WEIGHTS_CHECK_DAMAGED);
+    assert_string_equal(why, "has SHA-256 f76ecd51c0db..., not the 84d89877f0d4... its "
+                             "download verified");
+    // Cut short: the size says it, and a use by name is refused saying what to do.
+    write_file(path, "01234");
+    assert_int_equal(weights_record_check(path, 0, &check, why, sizeof why, &err), 0);
+    assert_int_equal(check, WEIGHTS_CHECK_DAMAGED);
+    assert_string_equal(why, "has 5 bytes, not the 10 its download verified");
+    expect_error(weights_local_path("org/name", found, sizeof found, &err), &err,
+                 "org/name: the cached file ");
+    char expected[1024];
+    snprintf(expected, sizeof expected, "%s has 5 bytes, not the 10 its download verified: "
+             "delete it or run 'lightly-train-c weights fetch org/name' again", path);
+    if (!strstr(err.text, expected)) fail_msg("'%s' lacks '%s'", err.text, expected);
+
+    // A later version's keys are ignored; a later version's format is no record.
+    write_file(path, "0123456789");
+    write_file(record_file, "lightly-train-c download record 1\nsize 10\nnew_key what\n"
+                            "sha256 " TEN_DIGITS_SHA256 "\n");
+    assert_int_equal(weights_record_read(path, &read, &err), 1);
+    assert_string_equal(read.sha256_from, "");
+    write_file(record_file, "lightly-train-c download record 2\nsize 99\n");
+    assert_int_equal(weights_record_read(path, &read, &err), 0);
+    // A record without its SHA-256, or not a record: damaged (fetch downloads anew).
+    write_file(record_file, "lightly-train-c download record 1\nsize 10\n");
+    expect_error(weights_record_read(path, &read, &err), &err, "no sha256 or size");
+    write_file(record_file, "10 bytes\n");
+    expect_error(weights_record_read(path, &read, &err), &err, "not a download record");
+    assert_int_equal(weights_record_check(path, 0, &check, why, sizeof why, &err), 0);
+    assert_int_equal(check, WEIGHTS_CHECK_DAMAGED);
+    assert_non_null(strstr(why, "has a damaged download record"));
+}
+
 static void test_endpoint_offline_token_settings(void **state) {
     (void)state;
     char text[4096];
@@ -309,6 +387,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_hub_references, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_folders, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hugging_face_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_download_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_endpoint_offline_token_settings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_between_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ca_bundle, setup, teardown),

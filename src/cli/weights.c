@@ -107,13 +107,25 @@ static void on_event(void *user, const WeightsEvent *event) {
         end_bar(display);
         fprintf(stderr, "%s: %s; saved as %s\n", event->name, event->detail, event->path);
         break;
+    case WEIGHTS_DAMAGED:
+        end_bar(display);
+        fprintf(stderr, "%s: the cached file %s %s; downloading it again\n", event->name,
+                event->path, event->detail);
+        break;
+    case WEIGHTS_UNVERIFIED:
+        fprintf(stderr, "%s: %s has no download record (an earlier version's download, or put "
+                        "there by hand): used without checking its size or SHA-256\n",
+                event->name, event->path);
+        break;
     }
     fflush(stderr);
 }
 
-static int fetch(const char *text, char *path, size_t size, ErrorMessage *err) {
+// repair: `weights fetch`, which re-hashes a cached file and downloads a
+// damaged one anew; the other commands check its size only.
+static int fetch(const char *text, int repair, char *path, size_t size, ErrorMessage *err) {
     Display display = {.terminal = isatty(STDERR_FILENO), .drawn = -1};
-    const int status = weights_fetch(text, on_event, &display, path, size, NULL, err);
+    const int status = weights_fetch(text, repair, on_event, &display, path, size, NULL, err);
     end_bar(&display);
     return status;
 }
@@ -121,7 +133,7 @@ static int fetch(const char *text, char *path, size_t size, ErrorMessage *err) {
 int weights_cli_prepare(const char *program, const char *text, const char *hint) {
     char path[4096];
     ErrorMessage err = {{0}};
-    if (fetch(text, path, sizeof path, &err) == 0) return 0;
+    if (fetch(text, 0, path, sizeof path, &err) == 0) return 0;
     fprintf(stderr, "%s: %s%s\n", program, err.text, hint ? hint : "");
     return 2;
 }
@@ -138,9 +150,11 @@ static void print_help(FILE *out) {
             "(train, embed). list: the known names (LightlyTrain's), their size, licence,\n"
             "source and whether they are cached. fetch: downloads them now (e.g. on a\n"
             "cluster's login node, into a cache the compute nodes share; run the job with\n"
-            "HF_HUB_OFFLINE=1). path: prints the cached file. Besides the names, any Hugging\n"
-            "Face repository ORG/NAME[@REVISION][:FILE] whose safetensors file holds a\n"
-            "ResNet or ViT in a naming this program reads (default FILE: model.safetensors).\n"
+            "HF_HUB_OFFLINE=1); a file already cached is checked against the SHA-256 its\n"
+            "download verified and downloaded again when it differs. path: prints the\n"
+            "cached file. Besides the names, any Hugging Face repository\n"
+            "ORG/NAME[@REVISION][:FILE] whose safetensors file holds a ResNet or ViT in a\n"
+            "naming this program reads (default FILE: model.safetensors).\n"
             "\n"
             "Cache: $LIGHTLY_TRAIN_CACHE_DIR, else $XDG_CACHE_HOME/lightly-train-c, else\n"
             "~/.cache/lightly-train-c; files the Hugging Face libraries downloaded\n"
@@ -199,7 +213,7 @@ int command_weights(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         char path[4096];
         ErrorMessage err = {{0}};
-        int status = fetching ? fetch(argv[i], path, sizeof path, &err)
+        int status = fetching ? fetch(argv[i], 1, path, sizeof path, &err)
                               : weights_local_path(argv[i], path, sizeof path, &err);
         struct stat info;
         if (status == 0 && stat(path, &info) != 0)

@@ -1,5 +1,5 @@
 // Downloads one file with libcurl into the cache: partial file, resume,
-// retries, SHA-256 check, atomic rename (see download.h).
+// retries, SHA-256 check, the download record, atomic rename (see download.h).
 #include "weights/download.h"
 
 #include <ctype.h>
@@ -17,8 +17,9 @@
 
 #include "util/cpu.h"
 #include "util/file.h"
+#include "weights/record.h"
 
-#define SHA256_HEX 65  // 64 hex digits and the NUL
+#define SHA256_HEX WEIGHTS_SHA256_HEX
 #define MAX_BACKOFF_SECONDS 60.0
 #define MAX_REDIRECTS 10L
 #define PATH_BYTES 4352
@@ -26,11 +27,14 @@
 // The partial file and what it is known to hold.
 typedef struct Partial {
     char path[PATH_BYTES];    // "<final>.<host>.partial"
-    char record[PATH_BYTES];  // "<partial>.etag": "SHA256 SIZE" of the file it is part of
+    char record[PATH_BYTES];  // "<partial>.etag": "SHA256 SIZE SHA256_FROM SIZE_FROM" of
+                              // the file it is part of (an earlier version wrote the first two)
     FILE *file;               // opened for appending
     int64_t size;             // bytes in it
     char sha256[SHA256_HEX];  // the whole file's, as the server announced it ("": unknown)
     int64_t total;            // the whole file's size, -1: unknown
+    char sha256_from[32];     // the header sha256 came from (WeightsRecord's sha256_from)
+    char size_from[32];       // the header total came from
     EVP_MD_CTX *hash;         // over its bytes so far
 } Partial;
 
@@ -85,16 +89,8 @@ static int partial_truncate(Partial *partial, ErrorMessage *err) {
 
 // Hashes the bytes already in the file (an earlier attempt's).
 static int partial_hash_existing(Partial *partial, ErrorMessage *err) {
-    FILE *file = fopen(partial->path, "rb");
-    if (!file) return error_set(err, "cannot read %s: %s", partial->path, strerror(errno));
-    unsigned char buffer[1 << 16];
-    size_t n;
-    int64_t hashed = 0;
-    while (hashed < partial->size && (n = fread(buffer, 1, sizeof buffer, file)) > 0) {
-        EVP_DigestUpdate(partial->hash, buffer, n);
-        hashed += (int64_t)n;
-    }
-    fclose(file);
+    int64_t hashed;
+    if (weights_hash_file(partial->hash, partial->path, partial->size, &hashed, err)) return -1;
     if (hashed != partial->size) return error_set(err, "cannot read %s", partial->path);
     return 0;
 }
@@ -122,19 +118,23 @@ static int partial_open(Partial *partial, const char *final_path, ErrorMessage *
     // What the bytes are part of; without a record they cannot be trusted.
     FILE *record = fopen(partial->record, "r");
     long long total = -1;
-    char sha256[SHA256_HEX] = "";
-    const int known = record && fscanf(record, "%64s %lld", sha256, &total) == 2;
+    char sha256[SHA256_HEX] = "", sha256_from[32] = "-", size_from[32] = "-";
+    const int known = record && fscanf(record, "%64s %lld %31s %31s", sha256, &total,
+                                       sha256_from, size_from) >= 2;
     if (record) fclose(record);
     if (!known || partial->size == 0) return partial_truncate(partial, err);
     snprintf(partial->sha256, sizeof partial->sha256, "%s", strcmp(sha256, "-") ? sha256 : "");
     partial->total = total;
+    snprintf(partial->sha256_from, sizeof partial->sha256_from, "%s", sha256_from);
+    snprintf(partial->size_from, sizeof partial->size_from, "%s", size_from);
     return partial_hash_existing(partial, err);
 }
 
 static int partial_write_record(Partial *partial, ErrorMessage *err) {
-    char line[SHA256_HEX + 32];
-    const int n = snprintf(line, sizeof line, "%s %lld\n",
-                           partial->sha256[0] ? partial->sha256 : "-", (long long)partial->total);
+    char line[SHA256_HEX + 100];
+    const int n = snprintf(line, sizeof line, "%s %lld %s %s\n",
+                           partial->sha256[0] ? partial->sha256 : "-", (long long)partial->total,
+                           partial->sha256_from, partial->size_from);
     const FileChunk chunk = {line, (size_t)n};
     return file_write_atomic(partial->record, &chunk, 1, err);
 }
@@ -215,9 +215,16 @@ static int match_partial(Attempt *attempt) {
         return error_set(&attempt->failure, "the server announces SHA-256 %.12s..., not the "
                                             "%.12s... documented for it (docs/weights.md); "
                                             "nothing was kept", sha256, documented);
-    if (documented) sha256 = documented;
+    const char *sha256_from = attempt->linked_sha256[0] ? "X-Linked-Etag"
+                              : sha256[0]                ? "ETag"
+                                                         : "received";
+    if (documented) sha256 = documented, sha256_from = "documented";
     int64_t total = attempt->linked_size;
+    const char *size_from = total >= 0 ? "X-Linked-Size"
+                            : attempt->status == 206 ? "Content-Range"
+                                                     : "Content-Length";
     if (total < 0) total = attempt->status == 206 ? attempt->range_total : attempt->content_length;
+    if (total < 0) size_from = "received";
     if (partial->size > 0) {
         const int continues = attempt->status == 206 && attempt->range_start == partial->size &&
                               strcmp(partial->sha256, sha256) == 0;
@@ -232,6 +239,8 @@ static int match_partial(Attempt *attempt) {
     if (partial->size == 0) {
         snprintf(partial->sha256, sizeof partial->sha256, "%s", sha256);
         partial->total = total;
+        snprintf(partial->sha256_from, sizeof partial->sha256_from, "%s", sha256_from);
+        snprintf(partial->size_from, sizeof partial->size_from, "%s", size_from);
         if (partial_write_record(partial, &err)) goto failed;
     }
     emit(attempt, WEIGHTS_START, 0, NULL);
@@ -417,18 +426,28 @@ static int fail(const DownloadRequest *request, const Attempt *attempt, CURLcode
                      request->settings.retries);
 }
 
-static void hex(const unsigned char *digest, unsigned length, char *out) {
-    for (unsigned i = 0; i < length; i++) snprintf(out + 2 * i, 3, "%02x", digest[i]);
+// What the download verified, for every later use of the file (record.h).
+static int write_download_record(const DownloadRequest *request, const Partial *partial,
+                                 const char *sha256, ErrorMessage *err) {
+    WeightsRecord record = {.size = partial->size};
+    snprintf(record.sha256, sizeof record.sha256, "%s", sha256);
+    snprintf(record.sha256_from, sizeof record.sha256_from, "%s",
+             partial->sha256[0] ? partial->sha256_from : "received");
+    snprintf(record.size_from, sizeof record.size_from, "%s",
+             partial->total >= 0 ? partial->size_from : "received");
+    snprintf(record.url, sizeof record.url, "%s", request->url);
+    ErrorMessage write_err = {{0}};
+    if (weights_record_write(request->path, &record, &write_err) == 0) return 0;
+    return error_set(err, "%s: %s: free space or fix the cache folder (LIGHTLY_TRAIN_CACHE_DIR)",
+                     request->name, write_err.text);
 }
 
-// The partial file complete: checks its hash, renames it into place.
+// The partial file complete: checks its hash, writes its record, renames it
+// into place (over a damaged file being replaced).
 static int finish(const DownloadRequest *request, Attempt *attempt, ErrorMessage *err) {
     Partial *partial = attempt->partial;
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned length = 0;
     char sha256[SHA256_HEX];
-    EVP_DigestFinal_ex(partial->hash, digest, &length);
-    hex(digest, length, sha256);
+    weights_hash_hex(partial->hash, sha256);
     if (partial->sha256[0] && strcmp(sha256, partial->sha256) != 0) {
         partial_close(partial);
         unlink(partial->path);
@@ -445,6 +464,7 @@ static int finish(const DownloadRequest *request, Attempt *attempt, ErrorMessage
                          strerror(errno));
     }
     partial->file = NULL;
+    if (write_download_record(request, partial, sha256, err)) return -1;
     if (rename(partial->path, request->path) != 0)
         return error_set(err, "%s: cannot rename %s to %s: %s", request->name, partial->path,
                          request->path, strerror(errno));

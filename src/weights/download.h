@@ -3,11 +3,13 @@
 // https_proxy, no_proxy as libcurl reads them; the token sent to the hub
 // only, never to the storage a redirect leads to), written as
 // "<path>.<host>.partial" and renamed to path only after its SHA-256
-// (OpenSSL's libcrypto) and size match; an interrupted transfer continues
+// (OpenSSL's libcrypto) and size match and what was verified is recorded
+// beside it (record.h); an interrupted transfer continues
 // with a Range request, in this process or the next one; 5xx, 429, stalls
 // and connection resets retried with back-off (a host that cannot be
 // reached at all is not: no network fails at once). The caller holds the lock
-// (lock.h) and has checked that path does not exist yet.
+// (lock.h) and has checked that path does not exist yet, or is a damaged
+// file to replace (the rename replaces it).
 //
 // The expected SHA-256 is the hub's: the X-Linked-Etag header of its
 // response for a file stored in LFS (also a 64-hex ETag), the expected size
@@ -23,11 +25,13 @@
 #include "weights/cache.h"
 
 typedef enum WeightsEventKind {
-    WEIGHTS_WAITING,   // another process downloads the file: waiting for its lock
-    WEIGHTS_START,     // the transfer starts (resumed_from > 0: continues a partial file)
-    WEIGHTS_PROGRESS,  // bytes arrived
-    WEIGHTS_RETRY,     // an attempt failed (detail: why); the next starts after `wait` seconds
-    WEIGHTS_DONE,      // the file is in place (detail: how it was verified)
+    WEIGHTS_WAITING,     // another process downloads the file: waiting for its lock
+    WEIGHTS_START,       // the transfer starts (resumed_from > 0: continues a partial file)
+    WEIGHTS_PROGRESS,    // bytes arrived
+    WEIGHTS_RETRY,       // an attempt failed (detail: why); the next starts after `wait` seconds
+    WEIGHTS_DONE,        // the file is in place (detail: how it was verified)
+    WEIGHTS_DAMAGED,     // the cached file differs from its record (detail: how); downloaded anew
+    WEIGHTS_UNVERIFIED,  // the cached file has no record (record.h): used unchecked
 } WeightsEventKind;
 
 typedef struct WeightsEvent {
@@ -38,7 +42,7 @@ typedef struct WeightsEvent {
     int64_t resumed_from;  // START: bytes already there
     double seconds;        // since this attempt started
     double wait;           // RETRY: seconds until the next attempt
-    const char *detail;    // RETRY, DONE
+    const char *detail;    // RETRY, DONE, DAMAGED
 } WeightsEvent;
 
 typedef void (*WeightsProgress)(void *user, const WeightsEvent *event);

@@ -11,6 +11,7 @@
 #include "weights/cache.h"
 #include "weights/lock.h"
 #include "weights/names.h"
+#include "weights/record.h"
 
 static int is_file(const char *path) {
     struct stat info;
@@ -24,10 +25,15 @@ static int is_reference(const char *text) {
 }
 
 // Our cache's or the Hugging Face cache's copy: 1 found (out), 0 not (out:
-// where ours would be), -1 error.
-static int find_cached(const WeightsRef *ref, char *out, size_t size, ErrorMessage *err) {
+// where ours would be), -1 error. Ours is checked against its download
+// record: its size, its SHA-256 too when hash is 1 (*check, *why). The
+// Hugging Face cache's is used as its libraries left it (*check: MATCHES).
+static int find_cached(const WeightsRef *ref, int hash, char *out, size_t size,
+                       WeightsCheck *check, char *why, size_t why_size, ErrorMessage *err) {
+    *check = WEIGHTS_CHECK_MATCHES;
     if (weights_cache_path(ref, out, size, err)) return -1;
-    if (is_file(out)) return 1;
+    if (is_file(out))
+        return weights_record_check(out, hash, check, why, why_size, err) ? -1 : 1;
     char hf_path[4096];
     if (weights_hf_cached_path(ref, hf_path, sizeof hf_path)) {
         if (snprintf(out, size, "%s", hf_path) >= (int)size)
@@ -37,16 +43,24 @@ static int find_cached(const WeightsRef *ref, char *out, size_t size, ErrorMessa
     return 0;
 }
 
+static int damaged_error(const char *text, const char *path, const char *why,
+                         ErrorMessage *err) {
+    return error_set(err, "%s: the cached file %s %s: delete it or run 'lightly-train-c weights "
+                          "fetch %s' again", text, path, why, text);
+}
+
 int weights_local_path(const char *text, char *out, size_t size, ErrorMessage *err) {
     if (!is_reference(text)) {
         if (snprintf(out, size, "%s", text) >= (int)size) return error_set(err, "path too long");
         return 0;
     }
     WeightsRef ref;
+    WeightsCheck check;
+    char why[300];
     if (weights_parse(text, &ref, err)) return -1;
-    const int found = find_cached(&ref, out, size, err);
+    const int found = find_cached(&ref, 0, out, size, &check, why, sizeof why, err);
     if (found < 0) return -1;
-    if (found) return 0;
+    if (found) return check == WEIGHTS_CHECK_DAMAGED ? damaged_error(text, out, why, err) : 0;
     return error_set(err, "%s is not downloaded (not in %s nor the Hugging Face cache): "
                           "lightly-train-c weights fetch %s", text, out, text);
 }
@@ -57,18 +71,26 @@ const char *weights_known_arch(const char *text) {
     return entry ? entry->arch : NULL;
 }
 
-typedef struct Waiting {
+// Where weights_fetch reports its events (progress may be NULL).
+typedef struct Reporter {
     WeightsProgress progress;
     void *user;
     const char *name, *url, *path;
-} Waiting;
+} Reporter;
 
-static void report_waiting(void *user) {
-    const Waiting *waiting = user;
-    if (!waiting->progress) return;
-    const WeightsEvent event = {.kind = WEIGHTS_WAITING, .name = waiting->name,
-                                .url = waiting->url, .path = waiting->path, .total = -1};
-    waiting->progress(waiting->user, &event);
+static void report(const Reporter *reporter, WeightsEventKind kind, const char *detail) {
+    if (!reporter->progress) return;
+    const WeightsEvent event = {.kind = kind, .name = reporter->name, .url = reporter->url,
+                                .path = reporter->path, .total = -1, .detail = detail};
+    reporter->progress(reporter->user, &event);
+}
+
+static void report_waiting(void *user) { report(user, WEIGHTS_WAITING, NULL); }
+
+static int same_file(const char *path, const struct stat *before) {
+    struct stat info;
+    return stat(path, &info) == 0 && info.st_dev == before->st_dev &&
+           info.st_ino == before->st_ino;
 }
 
 static int parent_folder(const char *path, ErrorMessage *err) {
@@ -80,23 +102,30 @@ static int parent_folder(const char *path, ErrorMessage *err) {
     return output_folder_create(folder, err);
 }
 
-int weights_fetch(const char *text, WeightsProgress progress, void *user, char *out,
+int weights_fetch(const char *text, int repair, WeightsProgress progress, void *user, char *out,
                   size_t size, int *downloaded, ErrorMessage *err) {
     int ignored;
     if (!downloaded) downloaded = &ignored;
     *downloaded = 0;
     if (!is_reference(text)) return weights_local_path(text, out, size, err);
     WeightsRef ref;
-    if (weights_parse(text, &ref, err)) return -1;
-    const int found = find_cached(&ref, out, size, err);
-    if (found) return found < 0 ? -1 : 0;
-    char url[4096];
-    if (weights_url(&ref, url, sizeof url, err)) return -1;
+    WeightsCheck check;
+    char why[300], url[4096];
+    if (weights_parse(text, &ref, err) || weights_url(&ref, url, sizeof url, err)) return -1;
+    const int found = find_cached(&ref, repair, out, size, &check, why, sizeof why, err);
+    if (found < 0) return -1;
+    Reporter reporter = {progress, user, text, url, out};
+    struct stat damaged = {0};
+    if (found && check == WEIGHTS_CHECK_UNRECORDED) report(&reporter, WEIGHTS_UNVERIFIED, NULL);
+    if (found && check != WEIGHTS_CHECK_DAMAGED) return 0;
+    if (found && (!repair || stat(out, &damaged) != 0)) return damaged_error(text, out, why, err);
     if (weights_offline())
-        return error_set(err, "%s is not downloaded and HF_HUB_OFFLINE forbids the network: "
+        return error_set(err, "%s %s and HF_HUB_OFFLINE forbids the network: "
                               "run 'lightly-train-c weights fetch %s' where there is network "
                               "into the same cache, or download %s by hand to %s",
-                         text, text, url, out);
+                         text, found ? "is damaged in the cache" : "is not downloaded", text, url,
+                         out);
+    if (found) report(&reporter, WEIGHTS_DAMAGED, why);  // damaged since its download
     DownloadRequest request = {.name = text, .url = url, .path = out, .sha256 = ref.sha256,
                                .progress = progress, .user = user};
     char token[1024];
@@ -105,12 +134,12 @@ int weights_fetch(const char *text, WeightsProgress progress, void *user, char *
         return error_prefix(err, "%s", text);
     char lock_path[4200];
     snprintf(lock_path, sizeof lock_path, "%s.lock", out);
-    Waiting waiting = {progress, user, text, url, out};
     WeightsLock lock;
-    if (weights_lock_take(&lock, lock_path, report_waiting, &waiting, err))
+    if (weights_lock_take(&lock, lock_path, report_waiting, &reporter, err))
         return error_prefix(err, "%s", text);
     int status = 0;
-    if (!is_file(out)) {  // another process may have brought it while this one waited
+    // Another process may have brought (or repaired) it while this one waited.
+    if (!is_file(out) || (found && same_file(out, &damaged))) {
         status = weights_download(&request, err);
         *downloaded = status == 0;
     }

@@ -7,9 +7,11 @@
 # next process, a wrong hash, 404, 401 and the token (never sent to the
 # storage), 503 retried, two processes fetching one file (one transfer),
 # HF_HUB_OFFLINE, no network, the Hugging Face cache used as it is,
-# training and embedding from names, and 2 MPI ranks on a shared cache (one
-# transfer) and on caches of their own (one each). Short timeouts through
-# the environment keep it to seconds.
+# training and embedding from names, a cached file damaged after its
+# download (cut short: refused on use; a changed byte: found by `weights
+# fetch`, which downloads both anew), one without a download record, and 2
+# MPI ranks on a shared cache (one transfer) and on caches of their own (one
+# each). Short timeouts through the environment keep it to seconds.
 set -u
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/mpi.bash"
@@ -93,6 +95,10 @@ grep -q "^dinov2/vits14: 100% (" "$work/err" || fail "no 100% line: $(cat "$work
   fail "LightlyTrain's spelling dinov2/vits14_pretrained is not the same file"
 "$bin" weights | grep -q "^dinov2/vits14 .* yes$" || fail "weights does not list dinov2/vits14 as cached"
 ls "$work/cache/models/hub/"*/main/ | grep -q -E "partial|etag" && fail "partial files were left"
+# Beside it, what its download verified (docs/weights.md, "The download record").
+printf 'lightly-train-c download record 1\nsha256 %s\nsha256_from X-Linked-Etag\nsize 300000\nsize_from X-Linked-Size\nurl %s\n' \
+  "$blob_sha" "$HF_ENDPOINT/timm/vit_small_patch14_reg4_dinov2.lvd142m/resolve/main/model.safetensors" |
+  cmp -s - "$path.verified" || fail "the download record is not as documented: $(cat "$path.verified")"
 # A second fetch transfers nothing.
 before=$(grep -c "^storage timm/vit_small" "$log")
 fetch_out=$("$bin" weights fetch dinov2/vits14 2>&1 >/dev/null) || fail "second fetch failed"
@@ -207,6 +213,48 @@ output=$(HF_HUB_OFFLINE=1 "$bin" train "${common[@]}" --out "$work/run" --overwr
   fail "train offline from the cache: $output"
 output=$("$bin" embed --data "$images" --checkpoint test/tiny-vit --image-size 28 --batch-size 8 \
   --num-workers 1 --out "$work/vit.npy" 2>&1) || fail "embed --checkpoint NAME: $output"
+
+# A cached file damaged after its download. Cut short (a full disk, a copy
+# stopped): every use by name checks its size against its record and stops
+# before any work with one line saying what to do; `weights fetch` repairs it.
+vit_cached=$(cache_of test/tiny-vit) vit_size=$(stat -c %s "$work/vit.safetensors")
+vit_transfers() { grep -c "^storage test/tiny-vit" "$log"; }
+truncate -s 5000 "$vit_cached"
+damaged="test/tiny-vit: the cached file $vit_cached has 5000 bytes, not the $vit_size its download verified"
+one_line 2 "^lightly-train-c train: $damaged: delete it or run 'lightly-train-c weights fetch test/tiny-vit' again$" -- \
+  "$bin" train "${common[@]}" --out "$work/damaged"
+[ -e "$work/damaged" ] && fail "the run with a damaged teacher wrote $work/damaged"
+one_line 2 "^lightly-train-c weights path: $damaged: delete it" -- "$bin" weights path test/tiny-vit
+one_line 2 "test/tiny-vit is damaged in the cache and HF_HUB_OFFLINE forbids the network" -- \
+  env HF_HUB_OFFLINE=1 "$bin" weights fetch test/tiny-vit
+before=$(vit_transfers)
+"$bin" weights fetch test/tiny-vit >"$work/out" 2>"$work/err" || fail "fetch of a cut file: $(cat "$work/err")"
+grep -q "^$damaged; downloading it again$" "$work/err" || fail "the repair is not announced: $(cat "$work/err")"
+grep -q "SHA-256 $vit_sha verified" "$work/err" || fail "the repair is not verified: $(cat "$work/err")"
+[ "$(vit_transfers)" -eq $((before + 1)) ] || fail "the cut file was not downloaded again"
+cmp -s "$vit_cached" "$work/vit.safetensors" || fail "the cut file was not repaired"
+# One byte changed, the size the same: the size check on use lets it pass,
+# `weights fetch` hashes it and downloads it anew.
+python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(-1, 2); b = f.read(1); f.seek(-1, 2); f.write(bytes([b[0] ^ 1]))' "$vit_cached"
+cmp -s "$vit_cached" "$work/vit.safetensors" && fail "the byte was not changed"
+[ "$("$bin" weights path test/tiny-vit 2>&1)" = "$vit_cached" ] || fail "the size check refused a file of the right size"
+before=$(vit_transfers)
+"$bin" weights fetch test/tiny-vit >"$work/out" 2>"$work/err" || fail "fetch of a changed file: $(cat "$work/err")"
+grep -q "^test/tiny-vit: the cached file $vit_cached has SHA-256 [0-9a-f]\{12\}\.\.\., not the ${vit_sha:0:12}\.\.\. its download verified; downloading it again$" "$work/err" ||
+  fail "the changed byte is not reported: $(cat "$work/err")"
+[ "$(vit_transfers)" -eq $((before + 1)) ] || fail "the changed file was not downloaded again"
+cmp -s "$vit_cached" "$work/vit.safetensors" || fail "the changed file was not repaired"
+# Without a record (an earlier version's download, or a file put there by
+# hand): used as before, said once; `weights fetch` keeps it.
+rm "$vit_cached.verified"
+before=$(vit_transfers)
+output=$("$bin" embed --data "$images" --checkpoint test/tiny-vit --image-size 28 --batch-size 8 \
+  --num-workers 1 --out "$work/unrecorded.npy" 2>&1) || fail "embed from a file without a record: $output"
+cmp -s "$work/unrecorded.npy" "$work/vit.npy" || fail "the file without a record embeds differently"
+[ "$(printf '%s\n' "$output" | grep -c "^test/tiny-vit: $vit_cached has no download record .*: used without checking its size or SHA-256$")" -eq 1 ] ||
+  fail "a file without a record is not said once: $output"
+"$bin" weights fetch test/tiny-vit >/dev/null 2>"$work/err" || fail "fetch of a file without a record: $(cat "$work/err")"
+[ "$(vit_transfers)" -eq "$before" ] || fail "a file without a record was downloaded again"
 
 # LightlyTrain's default: no --method is distillation from dinov3/vitb16.
 # Offline with nothing cached: one line saying how to fetch it or to train
