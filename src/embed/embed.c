@@ -69,10 +69,17 @@ static int usage_error(const char *format_text, const char *detail) {
 }
 
 // An existing --out needs --overwrite; its folder must exist and be
-// writable. Checked before any work so that a long run never ends in a
-// refused write.
+// writable; it must not be the model file read (by any path or hard link:
+// --overwrite would replace the model with its embeddings). Checked before
+// any work so that a long run never ends in a refused write.
 static int check_output(const EmbedArgs *args, EmbedFormat format) {
     ErrorMessage err = {{0}};
+    struct stat out_info, model_info;
+    if (stat(args->out, &out_info) == 0 && stat(args->checkpoint, &model_info) == 0 &&
+        out_info.st_dev == model_info.st_dev && out_info.st_ino == model_info.st_ino)
+        return usage_error("--out '%s' is the --checkpoint file: embed does not write over the "
+                           "model it reads",
+                           args->out);
     if ((format == EMBED_FORMAT_TENSORBOARD
              ? projector_check_output(args->out, args->overwrite, &err)
              : output_file_check(args->out, args->overwrite, &err)) == 0)

@@ -75,6 +75,8 @@ typedef struct TrainRun {
     // printed once every check passed: an error is then the only line.
     char settings_warning[256];
     char model_name[BACKBONE_MAX_NAME];
+    int out_lock_held;      // rank 0 holds --out's lock (out_lock_fd; -1: no locks there)
+    int out_lock_fd;
     char checkpoint_path[PATH_MAX];
     char export_path[PATH_MAX];
     TbWriter *events;

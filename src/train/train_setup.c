@@ -158,15 +158,32 @@ static int prepare_out(TrainRun *run, ErrorMessage *err) {
     return train_out_check(config, run->rank, err);
 }
 
-// After every check passed: the folders of the output layout.
+// Rank 0 holds --out's lock from its checks to the end (util/output_path.h):
+// a second run into the same folder, with --resume or --overwrite or started
+// at the same instant, is refused before it writes or removes anything.
+// Nothing to lock while the folder does not exist yet (create_out locks it).
+static int lock_out(TrainRun *run, ErrorMessage *err) {
+    struct stat info;
+    if (run->rank != 0 || run->out_lock_held || stat(run->config->out, &info) != 0 ||
+        !S_ISDIR(info.st_mode))
+        return 0;
+    if (output_folder_lock(run->config->out, &run->out_lock_fd, err))
+        return error_prefix(err, "--out");
+    run->out_lock_held = 1;
+    return 0;
+}
+
+// After every check passed: the folders of the output layout. Returns the
+// exit status: 2 when another run took the new folder's lock first.
 static int create_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
-    if (config->overwrite && !config->resume) remove_old_events(config->out);
     char path[PATH_MAX];
-    if (output_folder_create(config->out, err)) return -1;
+    if (output_folder_create(config->out, err)) return 1;
+    if (lock_out(run, err)) return 2;
+    if (config->overwrite && !config->resume) remove_old_events(config->out);
     for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
         path_join(path, sizeof path, config->out, out_folders[i]);
-        if (output_folder_create(path, err)) return -1;
+        if (output_folder_create(path, err)) return 1;
     }
     return 0;
 }
@@ -592,7 +609,7 @@ static int setup_knn(TrainRun *run, ErrorMessage *err) {
 // written into --out. Every check, then one agreement of all ranks.
 static int setup_checks(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
-    if (prepare_out(run, err) || setup_data(run, err) || setup_knn(run, err) ||
+    if (prepare_out(run, err) || lock_out(run, err) || setup_data(run, err) || setup_knn(run, err) ||
         setup_method(run, err))
         return 2;
     if (!config->resume) return 0;
@@ -605,13 +622,15 @@ static int setup_checks(TrainRun *run, ErrorMessage *err) {
 }
 
 // Failures while setting up (exit 1): the output files (rank 0), the loader
-// and the gradient buckets.
+// and the gradient buckets; --out taken by another run (2).
 static int setup_run(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     if (run->rank == 0) {
         char path[PATH_MAX];
         path_join(path, sizeof path, config->out, "metrics.jsonl");
-        if (create_out(run, err) || setup_logs(run, argc, argv, err) || tidy_out(run, err) ||
+        const int status = create_out(run, err);
+        if (status) return status;
+        if (setup_logs(run, argc, argv, err) || tidy_out(run, err) ||
             tb_writer_open(&run->events, config->out, err) ||
             metrics_jsonl_open(&run->metrics, path, config->resume != 0, err))
             return 1;
@@ -761,5 +780,6 @@ void train_teardown(TrainRun *run) {
         fprintf(stderr, "warning: %s\n", err.text);
     if (run->progress) progress_free(run->progress);
     if (run->log) run_log_close(run->log);
+    if (run->out_lock_held && run->out_lock_fd >= 0) close(run->out_lock_fd);
     memset(run, 0, sizeof *run);
 }

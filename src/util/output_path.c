@@ -2,9 +2,11 @@
 #include "util/output_path.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +58,19 @@ int output_file_check(const char *path, int overwrite, ErrorMessage *err) {
     return writable_folder(folder, err);
 }
 
+// path, which stat could not follow (errno), is a symbolic link: mkdir
+// there fails with EEXIST, so it is bad input, named before any work.
+static int unfollowable_link(const char *path, const char *entry, ErrorMessage *err) {
+    const int reason = errno;
+    struct stat info;
+    if (lstat(entry, &info) != 0 || !S_ISLNK(info.st_mode)) return 0;
+    if (reason == ENOENT)
+        return error_set(err, "cannot create '%s': '%s' is a symbolic link to a missing target",
+                         path, entry);
+    return error_set(err, "cannot create '%s': '%s' is a symbolic link that cannot be followed: %s",
+                     path, entry, strerror(reason));
+}
+
 int output_folder_check(const char *path, ErrorMessage *err) {
     char current[PATH_MAX];
     if (snprintf(current, sizeof current, "%s", path) >= (int)sizeof current)
@@ -65,6 +80,7 @@ int output_folder_check(const char *path, ErrorMessage *err) {
         if (!S_ISDIR(info.st_mode)) return error_set(err, "'%s' exists and is not a folder", path);
         return writable_folder(current, err);
     }
+    if (unfollowable_link(path, current, err)) return -1;
     // Climb to the nearest existing ancestor: the folders below it are created.
     for (;;) {
         char parent[PATH_MAX];
@@ -77,6 +93,7 @@ int output_folder_check(const char *path, ErrorMessage *err) {
                                  parent);
             return 0;
         }
+        if (unfollowable_link(path, parent, err)) return -1;
         if (strcmp(parent, current) == 0) return error_set(err, "cannot create '%s'", path);
         memcpy(current, parent, sizeof current);
     }
@@ -90,6 +107,21 @@ void output_files_tidy(const char *const *paths, int count, char *note, size_t s
     if (!removed) snprintf(note, size, "%s", "");
     else snprintf(note, size, "removed %d temporary file(s) left by a run killed while writing: %s",
                   removed, names);
+}
+
+int output_folder_lock(const char *path, int *fd, ErrorMessage *err) {
+    *fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*fd < 0) return error_set(err, "cannot open folder '%s': %s", path, strerror(errno));
+    int status;
+    while ((status = flock(*fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) continue;
+    if (status == 0) return 0;
+    const int reason = errno;
+    close(*fd);
+    *fd = -1;
+    if (reason == EWOULDBLOCK)
+        return error_set(err, "'%s' is in use by another run (a process holds its lock): wait "
+                              "for that run to end, or choose another folder", path);
+    return 0;  // no locks here (ENOLCK, or NFS refusing flock on a folder)
 }
 
 int output_folder_create(const char *path, ErrorMessage *err) {

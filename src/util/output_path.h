@@ -14,7 +14,8 @@ int output_file_check(const char *path, int overwrite, ErrorMessage *err);
 
 // A folder the command will create (with its missing parents) or write into:
 // an existing path must be a writable folder; otherwise the nearest existing
-// ancestor must be a writable folder.
+// ancestor must be a writable folder, with no symbolic link on the way that
+// leads nowhere (a dangling or looping link).
 int output_folder_check(const char *path, ErrorMessage *err);
 
 // A file the command appends to or replaces inside an output folder: when
@@ -25,6 +26,15 @@ int output_entry_check(const char *path, ErrorMessage *err);
 // (util/file.h) are removed. note gets "removed N temporary file(s) left by a
 // run killed while writing: ..." or "" when there were none.
 void output_files_tidy(const char *const *paths, int count, char *note, size_t size);
+
+// Takes an exclusive, non-blocking lock on the folder path (flock(2) on the
+// folder itself, no lock file in it), held until *fd is closed or the
+// process ends, so a killed run never leaves it held. Two runs writing into
+// one folder interleave their logs and replace each other's checkpoints:
+// the second is refused instead. Returns 0 with *fd the descriptor to close
+// (-1 where the file system has no such locks: the run goes on unlocked),
+// or -1 with a message when another process holds the lock.
+int output_folder_lock(const char *path, int *fd, ErrorMessage *err);
 
 // mkdir -p: creates path and its missing parents (mode 0755).
 int output_folder_create(const char *path, ErrorMessage *err);
