@@ -1,7 +1,10 @@
-// The CUDA emulation's own checks (tests/cuda_emu): each thing a GPU would
-// refuse or leave undefined, done once on purpose by a small kernel, must
-// stop the run with the emulation's message, or fail the launch with the
-// error a GPU returns, and its correct twin must run. Without these, a
+// The CUDA emulation's own checks (tests/cuda_emu): each check docs/gpu.md
+// lists (a barrier some threads left, shuffles outside a whole warp, a
+// misaligned vector access, a write past an allocation, launch limits,
+// dynamic shared memory, copies and memsets outside device memory, NaN in
+// unwritten memory) done once on purpose, by a small kernel or call: it
+// must stop the run with the emulation's message, or fail with the error a
+// GPU returns, and its correct twin must run. Without these, a
 // check that stopped working would let `make test` pass kernels that fail
 // on the first GPU. A kernel that stops the emulation ends the process
 // (_exit(1), as a GPU's sticky error ends the context), so each bad kernel
@@ -14,6 +17,7 @@
 extern "C" {  // cmocka.h declares C functions without saying so to C++
 #include <cmocka.h>
 }
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +65,11 @@ __global__ void use_dynamic_shared(int *out) {
     scratch[threadIdx.x] = (int)threadIdx.x;
     __syncthreads();
     out[threadIdx.x] = scratch[blockDim.x - 1 - threadIdx.x];
+}
+
+__global__ void read_unwritten_shared(float *out) {
+    extern __shared__ float unwritten[];
+    out[threadIdx.x] = unwritten[threadIdx.x];
 }
 
 // ---- running a kernel that may stop the process ---------------------------------------
@@ -234,6 +243,45 @@ static void test_dynamic_shared_memory_needs_its_allowance(void **state) {
     cudaFree(out);
 }
 
+static void test_copies_and_memsets_outside_device_memory_fail(void **state) {
+    (void)state;
+    enum { N = 64 };
+    float host[N + 1] = {0};
+    float *device = NULL;
+    assert_int_equal(cudaMalloc((void **)&device, N * sizeof(float)), cudaSuccess);
+    assert_int_equal(cudaMemcpy(device, host, N * sizeof(float), cudaMemcpyHostToDevice),
+                     cudaSuccess);
+    assert_int_equal(cudaMemcpy(device, host, (N + 1) * sizeof(float), cudaMemcpyHostToDevice),
+                     cudaErrorInvalidValue);  // past the end
+    assert_int_equal(cudaMemcpy(host, device, N * sizeof(float), cudaMemcpyHostToDevice),
+                     cudaErrorInvalidValue);  // the kind says the host is the device
+    assert_int_equal(cudaMemcpy(host, device, N * sizeof(float), cudaMemcpyDeviceToHost),
+                     cudaSuccess);
+    assert_int_equal(cudaMemsetAsync(device, 0, N * sizeof(float), 0), cudaSuccess);
+    assert_int_equal(cudaMemsetAsync(device + 1, 0, N * sizeof(float), 0), cudaErrorInvalidValue);
+    assert_int_equal(cudaMemsetAsync(host, 0, sizeof host, 0), cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    cudaFree(device);
+}
+
+// Device memory nothing wrote and dynamic shared memory read before any
+// write hold NaN bytes, so a result computed from them cannot pass as right.
+static void test_unwritten_memory_reads_as_nan(void **state) {
+    (void)state;
+    enum { N = 32 };
+    float *device = NULL;
+    float host[N];
+    assert_int_equal(cudaMalloc((void **)&device, N * sizeof(float)), cudaSuccess);
+    assert_int_equal(cudaMemcpy(host, device, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int i = 0; i < N; i++) assert_true(isnan(host[i]));
+    assert_int_equal(cudaMemsetAsync(device, 0, sizeof host, 0), cudaSuccess);
+    read_unwritten_shared<<<1, N, N * sizeof(float)>>>(device);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    assert_int_equal(cudaMemcpy(host, device, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int i = 0; i < N; i++) assert_true(isnan(host[i]));
+    cudaFree(device);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_correct_kernel_runs),
@@ -244,6 +292,8 @@ int main(void) {
         cmocka_unit_test(test_a_write_past_an_allocation_stops),
         cmocka_unit_test(test_a_bad_launch_configuration_fails_the_launch),
         cmocka_unit_test(test_dynamic_shared_memory_needs_its_allowance),
+        cmocka_unit_test(test_copies_and_memsets_outside_device_memory_fail),
+        cmocka_unit_test(test_unwritten_memory_reads_as_nan),
     };
     return cmocka_run_group_tests_name("cuda emulation checks", tests, NULL, NULL);
 }
