@@ -254,7 +254,7 @@ static void test_download_record(void **state) {
                  "org/name: the cached file ");
     char expected[1024];
     snprintf(expected, sizeof expected, "%s has 5 bytes, not the 10 its download verified: "
-             "delete it or run 'lightly-train-c weights fetch org/name' again", path);
+             "delete it (with its .verified record) or run 'lightly-train-c weights fetch org/name' again", path);
     if (!strstr(err.text, expected)) fail_msg("'%s' lacks '%s'", err.text, expected);
 
     // A later version's keys are ignored; a later version's format is no record.

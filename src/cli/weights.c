@@ -113,8 +113,9 @@ static void on_event(void *user, const WeightsEvent *event) {
                 event->path, event->detail);
         break;
     case WEIGHTS_UNVERIFIED:
-        fprintf(stderr, "%s: %s has no download record (an earlier version's download, or put "
-                        "there by hand): used without checking its size or SHA-256\n",
+        fprintf(stderr, "%s: %s has no download record this version reads (an earlier or a later "
+                        "version's download, or put there by hand): used without checking its "
+                        "size or SHA-256\n",
                 event->name, event->path);
         break;
     }

@@ -22,8 +22,8 @@
 #include "cli/weights_cli.h"
 #include "embed/embedder.h"
 #include "embed/embedding_writers.h"
-#include "train/model_source.h"
 #include "embed/projector.h"
+#include "train/model_source.h"
 #include "util/cpu.h"
 #include "util/output_path.h"
 

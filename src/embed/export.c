@@ -13,8 +13,8 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "train/model_source.h"
 #include "nn/backbone.h"
+#include "train/model_source.h"
 #include "util/output_path.h"
 
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};

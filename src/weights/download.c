@@ -118,7 +118,8 @@ static int partial_open(Partial *partial, const char *final_path, ErrorMessage *
     // What the bytes are part of; without a record they cannot be trusted.
     FILE *record = fopen(partial->record, "r");
     long long total = -1;
-    char sha256[SHA256_HEX] = "", sha256_from[32] = "-", size_from[32] = "-";
+    // A part begun by an earlier version names no sources: "unknown".
+    char sha256[SHA256_HEX] = "", sha256_from[32] = "unknown", size_from[32] = "unknown";
     const int known = record && fscanf(record, "%64s %lld %31s %31s", sha256, &total,
                                        sha256_from, size_from) >= 2;
     if (record) fclose(record);

@@ -45,8 +45,8 @@ static int find_cached(const WeightsRef *ref, int hash, char *out, size_t size,
 
 static int damaged_error(const char *text, const char *path, const char *why,
                          ErrorMessage *err) {
-    return error_set(err, "%s: the cached file %s %s: delete it or run 'lightly-train-c weights "
-                          "fetch %s' again", text, path, why, text);
+    return error_set(err, "%s: the cached file %s %s: delete it (with its .verified record) or run "
+                          "'lightly-train-c weights fetch %s' again", text, path, why, text);
 }
 
 int weights_local_path(const char *text, char *out, size_t size, ErrorMessage *err) {

@@ -2,7 +2,8 @@
 # The documentation against the program: every relative link of README.md
 # and docs/*.md reaches a file (and its heading, for a #anchor), and
 # docs/commands.md, the options reference, names every option each
-# command's --help lists and no option that --help lacks. A renamed option
+# command's --help lists and no option that --help lacks (`weights`,
+# whose subcommands docs/weights.md describes, has no section there). A renamed option
 # or a moved section fails here instead of misleading a user.
 set -u
 source "$(dirname "$0")/lib.bash"

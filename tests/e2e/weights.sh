@@ -221,7 +221,7 @@ vit_cached=$(cache_of test/tiny-vit) vit_size=$(stat -c %s "$work/vit.safetensor
 vit_transfers() { grep -c "^storage test/tiny-vit" "$log"; }
 truncate -s 5000 "$vit_cached"
 damaged="test/tiny-vit: the cached file $vit_cached has 5000 bytes, not the $vit_size its download verified"
-one_line 2 "^lightly-train-c train: $damaged: delete it or run 'lightly-train-c weights fetch test/tiny-vit' again$" -- \
+one_line 2 "^lightly-train-c train: $damaged: delete it \(with its .verified record\) or run 'lightly-train-c weights fetch test/tiny-vit' again$" -- \
   "$bin" train "${common[@]}" --out "$work/damaged"
 [ -e "$work/damaged" ] && fail "the run with a damaged teacher wrote $work/damaged"
 one_line 2 "^lightly-train-c weights path: $damaged: delete it" -- "$bin" weights path test/tiny-vit
