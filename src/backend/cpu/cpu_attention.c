@@ -7,14 +7,14 @@
 // plan only while one head is computed: backward recomputes them from q, k
 // and the saved log-sum-exp, as a fused GPU kernel does.
 //
-// exp: an AVX2 polynomial (Cephes' expf: range reduction by ln 2, degree-5
-// polynomial, within 2 ulp of expf over the softmax's range) when the CPU
-// has AVX2, libm's expf otherwise.
+// exp: an AVX2 polynomial (cpu_vector_math.h, within 2 ulp of expf over the
+// softmax's range) when the CPU has AVX2, libm's expf otherwise.
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_vector_math.h"
 #include "util/cpu.h"
 
 struct AttentionPlan {
@@ -59,31 +59,12 @@ void cpu_attention_plan_free(Backend *backend, AttentionPlan *plan) {
 // ---- exp over a row -------------------------------------------------------------------
 
 // y (n) = exp(x - shift); returns sum y in double.
-__attribute__((target("avx2,fma"))) static double exp_row_avx2(int n, const float *x, float shift,
-                                                                 float *y) {
-    const __m256 high = _mm256_set1_ps(88.3762626647949f), low = _mm256_set1_ps(-88.3762626647949f);
-    const __m256 log2e = _mm256_set1_ps(1.44269504088896341f), half = _mm256_set1_ps(0.5f);
-    const __m256 ln2_high = _mm256_set1_ps(0.693359375f), ln2_low = _mm256_set1_ps(-2.12194440e-4f);
-    const __m256 shift8 = _mm256_set1_ps(shift), one = _mm256_set1_ps(1.0f);
+VECTOR_MATH_TARGET static double exp_row_avx2(int n, const float *x, float shift, float *y) {
+    const __m256 shift8 = _mm256_set1_ps(shift);
     __m256d sum_low = _mm256_setzero_pd(), sum_high = _mm256_setzero_pd();
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + i), shift8);
-        // min/max with the constant first keep a NaN (they return the second operand).
-        v = _mm256_max_ps(low, _mm256_min_ps(high, v));
-        const __m256 n_float = _mm256_floor_ps(_mm256_fmadd_ps(v, log2e, half));
-        v = _mm256_fnmadd_ps(n_float, ln2_high, v);
-        v = _mm256_fnmadd_ps(n_float, ln2_low, v);
-        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-        p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(1.3981999507e-3f));
-        p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(8.3334519073e-3f));
-        p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(4.1665795894e-2f));
-        p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(1.6666665459e-1f));
-        p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(5.0000001201e-1f));
-        p = _mm256_fmadd_ps(p, _mm256_mul_ps(v, v), _mm256_add_ps(v, one));
-        const __m256i exponent = _mm256_slli_epi32(
-            _mm256_add_epi32(_mm256_cvttps_epi32(n_float), _mm256_set1_epi32(127)), 23);
-        const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
+        const __m256 e = vector_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift8));
         _mm256_storeu_ps(y + i, e);
         sum_low = _mm256_add_pd(sum_low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         sum_high = _mm256_add_pd(sum_high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
