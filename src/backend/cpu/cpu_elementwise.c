@@ -93,20 +93,31 @@ VECTOR_MATH_TARGET static void gelu_backward_avx2(size_t n, const float *x, cons
     for (; i < n; i++) dx[i] = gelu_gradient_scalar(x[i], dy[i]);
 }
 
+// The AVX2 GELU over n values, GELU_CHUNK per thread at a time: the
+// forward into out when dy is NULL, else the backward (out = dx).
+static void gelu_avx2_threads(Backend *backend, size_t n, const float *x, const float *dy,
+                              float *out) {
+    const int team = cpu_team(backend, n);
+    const size_t chunks = (n + GELU_CHUNK - 1) / GELU_CHUNK;
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t c = 0; c < chunks; c++) {
+        const size_t start = c * GELU_CHUNK;
+        const size_t count = start + GELU_CHUNK < n ? GELU_CHUNK : n - start;
+        if (dy)
+            gelu_backward_avx2(count, x + start, dy + start, out + start);
+        else
+            gelu_forward_avx2(count, x + start, out + start);
+    }
+}
+
 void cpu_gelu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
     const float *x = (const float *)x_act;
     float *y = (float *)y_act;
-    const int team = cpu_team(backend, n);
     if (cpu_has_avx2()) {
-        const size_t chunks = (n + GELU_CHUNK - 1) / GELU_CHUNK;
-#pragma omp parallel for num_threads(team) schedule(static)
-        for (size_t c = 0; c < chunks; c++) {
-            const size_t start = c * GELU_CHUNK;
-            const size_t end = start + GELU_CHUNK < n ? start + GELU_CHUNK : n;
-            gelu_forward_avx2(end - start, x + start, y + start);
-        }
+        gelu_avx2_threads(backend, n, x, NULL, y);
         return;
     }
+    const int team = cpu_team(backend, n);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = gelu_scalar(x[i]);
 }
@@ -116,17 +127,11 @@ void cpu_gelu_backward(Backend *backend, size_t n, const Act *x_act, const Act *
     const float *x = (const float *)x_act;
     const float *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;
-    const int team = cpu_team(backend, n);
     if (cpu_has_avx2()) {
-        const size_t chunks = (n + GELU_CHUNK - 1) / GELU_CHUNK;
-#pragma omp parallel for num_threads(team) schedule(static)
-        for (size_t c = 0; c < chunks; c++) {
-            const size_t start = c * GELU_CHUNK;
-            const size_t end = start + GELU_CHUNK < n ? start + GELU_CHUNK : n;
-            gelu_backward_avx2(end - start, x + start, dy + start, dx + start);
-        }
+        gelu_avx2_threads(backend, n, x, dy, dx);
         return;
     }
+    const int team = cpu_team(backend, n);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] = gelu_gradient_scalar(x[i], dy[i]);
 }
