@@ -16,9 +16,10 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/ranks.h"
 #include "data/scan.h"
 #include "decode/decode.h"
-#include "cli/ranks.h"
+#include "dist/rank_settings.h"
 #include "cli/weights_cli.h"
 #include "embed/embedder.h"
 #include "embed/embedding_writers.h"
@@ -158,6 +159,61 @@ static int embed_input(const Backbone *model, const ModelSourceInfo *info,
     return 0;
 }
 
+// Several ranks: each embeds a share of rank 0's image list with rank 0's
+// model and input, or rank 0 writes rows of other images under its names
+// (dist/rank_settings.h). Returns 0, or 2 on every rank (the rank that
+// differs says which setting); a failed exchange ends every rank.
+static int check_rank_settings(const EmbedArgs *args, EmbedRun *run, const EmbedConfig *config,
+                               const char *model_name) {
+    if (comm_world_size(run->comm) == 1) return 0;
+    RankSetting settings[8];
+    int count = 0;
+    rank_setting_data(&settings[count++], &run->dataset);
+    // The weights, and the model they are in.
+    char text[BACKBONE_MAX_NAME + 64];  // cut to RANK_SETTING_SHOWN when shown
+    uint64_t hash = rank_hash_values(run->backend, run->model.params->values, run->model.params->total,
+                            RANK_HASH_START);
+    hash = rank_hash_values(run->backend, run->model.buffers->values, run->model.buffers->total,
+                            hash);
+    snprintf(text, sizeof text, "%s (weights %08x)", model_name, (unsigned)hash);
+    rank_setting_text(&settings[count++], "--checkpoint", text);
+    snprintf(text, sizeof text, "%s, %s", part_choices[args->part],
+             run->model.spec.kind == BACKBONE_VIT
+                 ? vit_pool_name(run->model.model.vit.config.pool) : "no pool");
+    rank_setting_text(&settings[count++], "--part/--vit-pool", text);
+    snprintf(text, sizeof text, "%d px, batch %d", config->image_size, config->batch_size);
+    rank_setting_text(&settings[count++], "--image-size/--batch-size", text);
+    snprintf(text, sizeof text, "%d channels, %s pixels", config->channels,
+             config->float_pixels ? "float" : "8-bit");
+    rank_setting_text(&settings[count++], "the input", text);
+    // The normalisation as numbers (exactly) and as the first channels' text.
+    const int shown_channels = config->channels < 3 ? config->channels : 3;
+    size_t length = 0;
+    if (config->normalize_count == 0) snprintf(text, sizeof text, "ImageNet's");
+    for (int c = 0; config->normalize_count > 0 && c < 2 * shown_channels; c++)
+        length += (size_t)snprintf(text + length, sizeof text - length, "%s%.4g",
+                                   c == 0 ? "" : c == shown_channels ? ":" : ",",
+                                   (double)(c < shown_channels ? config->mean[c]
+                                                               : config->std[c - shown_channels]));
+    rank_setting_text(&settings[count++], "--normalize", text);
+    settings[count - 1].hash = rank_hash_bytes(
+        rank_hash_bytes(RANK_HASH_START, config->mean, sizeof config->mean), config->std,
+        sizeof config->std);
+    snprintf(text, sizeof text, "%llu, exif %d", (unsigned long long)config->max_pixels,
+             !config->ignore_exif_orientation);
+    rank_setting_text(&settings[count++], "--max-pixels/--exif-orientation", text);
+    ErrorMessage err = {{0}};
+    const int status = rank_settings_check(run->comm, run->backend, settings, count, &err);
+    if (status < 0) {
+        fprintf(stderr, "rank %d: %s: %s\n", comm_rank(run->comm), EMBED_PROGRAM, err.text);
+        comm_abort(run->comm, 1);
+        return 1;
+    }
+    if (err.text[0]) fprintf(stderr, "rank %d: %s: %s\n", comm_rank(run->comm), EMBED_PROGRAM,
+                             err.text);
+    return status ? 2 : 0;
+}
+
 static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     ErrorMessage err = {{0}};
     const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
@@ -222,6 +278,8 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     config.warn = print_warning;
     config.failed = run->failed;
     config.comm = run->comm;
+    const int settings_status = check_rank_settings(args, run, &config, model_name);
+    if (settings_status) return settings_status;
     LoaderStats stats = {0};
     const double start = time_now();
     const int embed_status = embed_dataset(&run->model, 0, dataset, &config, run->features,

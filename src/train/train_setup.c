@@ -653,6 +653,7 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
     if (status) train_message(run, "%s", message);
     if ((status = train_agree(run, status, message))) return status;
+    if ((status = train_check_settings(run))) return status;
     if (run->settings_warning[0]) train_message(run, "%s", run->settings_warning);
     status = setup_run(run, argc, argv, &err);
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
