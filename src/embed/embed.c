@@ -7,6 +7,7 @@
 // counted in the summary, and their rows dropped from the output together
 // with their filenames (so the two stay aligned).
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,28 +58,39 @@ static const char *const part_choices[] = {"backbone", "student", "teacher", NUL
 static const char *const vit_pool_choices[] = {"auto", "mean", "cls", NULL};
 static const char *const accelerator_choices[] = {"auto", "cpu", "gpu", NULL};
 
+// Lines of a rank other than 0 start with "rank N: " (docs/distributed.md),
+// each written with one call so that the ranks' lines do not interleave.
 static void print_warning(void *context, const char *message) {
-    (void)context;
-    fprintf(stderr, "warning: %s\n", message);
+    const int rank = comm_rank(context);
+    if (rank) fprintf(stderr, "rank %d: warning: %s\n", rank, message);
+    else fprintf(stderr, "warning: %s\n", message);
 }
 
-static int usage_error(const char *format_text, const char *detail) {
-    fprintf(stderr, "%s: ", EMBED_PROGRAM);
-    fprintf(stderr, format_text, detail);
-    fprintf(stderr, "\n");
-    return 2;
+// Prints the failure and returns status (2: bad input, 1: a failure).
+static int embed_fail(const Communicator *comm, int status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static int embed_fail(const Communicator *comm, int status, const char *format, ...) {
+    char text[sizeof(ErrorMessage) + 256];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    const int rank = comm_rank(comm);
+    if (rank) fprintf(stderr, "rank %d: %s: %s\n", rank, EMBED_PROGRAM, text);
+    else fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, text);
+    return status;
 }
 
 // An existing --out needs --overwrite; its folder must exist and be
 // writable. Checked before any work so that a long run never ends in a
 // refused write.
-static int check_output(const EmbedArgs *args, EmbedFormat format) {
+static int check_output(const Communicator *comm, const EmbedArgs *args, EmbedFormat format) {
     ErrorMessage err = {{0}};
     if ((format == EMBED_FORMAT_TENSORBOARD
              ? projector_check_output(args->out, args->overwrite, &err)
              : output_file_check(args->out, args->overwrite, &err)) == 0)
         return 0;
-    return usage_error("--out: %s", err.text);
+    return embed_fail(comm, 2, "--out: %s", err.text);
 }
 
 // Removes the temporary files an embed into the same --out left when it
@@ -205,12 +217,11 @@ static int check_rank_settings(const EmbedArgs *args, EmbedRun *run, const Embed
     ErrorMessage err = {{0}};
     const int status = rank_settings_check(run->comm, run->backend, settings, count, &err);
     if (status < 0) {
-        fprintf(stderr, "rank %d: %s: %s\n", comm_rank(run->comm), EMBED_PROGRAM, err.text);
-        comm_abort(run->comm, 1);
+        embed_fail(run->comm, 1, "%s", err.text);
+        comm_abort(run->comm, 1);  // the ranks are out of step: ends them all
         return 1;
     }
-    if (err.text[0]) fprintf(stderr, "rank %d: %s: %s\n", comm_rank(run->comm), EMBED_PROGRAM,
-                             err.text);
+    if (err.text[0]) embed_fail(run->comm, 2, "%s", err.text);
     return status ? 2 : 0;
 }
 
@@ -218,16 +229,16 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     ErrorMessage err = {{0}};
     const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
                                                  : (EmbedFormat)(args->format - 1);
-    if (check_output(args, format) != 0) return 2;
+    if (check_output(run->comm, args, format) != 0) return 2;
     if (comm_rank(run->comm) == 0) tidy_output(args->out, format);
     if (dataset_scan_many(args->data.items, args->data.count, &run->dataset, &err) != 0)
-        return usage_error("%s", err.text);
+        return embed_fail(run->comm, 2, "%s", err.text);
     const Dataset *dataset = &run->dataset;
     run->filenames = malloc(dataset->count * sizeof *run->filenames);
-    if (!run->filenames) return usage_error("%s", "out of memory for the file list");
+    if (!run->filenames) return embed_fail(run->comm, 2, "out of memory for the file list");
     for (size_t i = 0; i < dataset->count; i++) run->filenames[i] = dataset_path(dataset, i);
     if (embedding_check_filenames(format, run->filenames, dataset->count, &err) != 0)
-        return usage_error("%s", err.text);
+        return embed_fail(run->comm, 2, "%s", err.text);
     // Weights by name (e.g. dinov2/vits14) are fetched once --data and --out
     // are known to be good, before any work. A rank whose own cache lacks it
     // may fail alone: it ends the others.
@@ -243,21 +254,21 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     char accelerator_note[400];
     run->backend = backend_choose(run->accelerator, "cpu", run->gpu, run->rank_cores,
                                   accelerator_note, sizeof accelerator_note, &err);
-    if (!run->backend) return usage_error("%s", err.text);
+    if (!run->backend) return embed_fail(run->comm, 2, "%s", err.text);
     const BackboneInput shape = {batch_size, args->image_size};
     // Eval forwards only: no gradients, nothing kept for a backward (vit.h, resnet.h: frozen).
     const ModelSourceOptions source = {.part = part_choices[args->part], .frozen = 1};
     ModelSourceInfo info;
     if (model_source_load_backbone_with(args->checkpoint, &source, run->backend, &shape, 1,
                                         &run->model, &info, &err) != 0)
-        return usage_error("--checkpoint: %s", err.text);
+        return embed_fail(run->comm, 2, "--checkpoint: %s", err.text);
     run->model_loaded = 1;
     EmbedConfig config = {0};
     if (embed_input(&run->model, &info, args->normalize, &config, &err))
-        return usage_error("%s", err.text);
+        return embed_fail(run->comm, 2, "%s", err.text);
     if (run->model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
         vit_pool_parse(vit_pool_choices[args->vit_pool], &run->model.model.vit.config.pool, &err))
-        return usage_error("--vit-pool: %s", err.text);
+        return embed_fail(run->comm, 2, "--vit-pool: %s", err.text);
     char model_name[BACKBONE_MAX_NAME];
     backbone_spec_name(&run->model.spec, model_name, sizeof model_name);
     const int dim = run->model.feature_dim;
@@ -265,9 +276,8 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     run->features = writer ? malloc(dataset->count * (size_t)dim * sizeof *run->features) : NULL;
     run->failed = writer ? calloc(dataset->count, 1) : NULL;
     if (writer && (!run->features || !run->failed)) {
-        fprintf(stderr, "%s: out of memory for %zu x %d features\n", EMBED_PROGRAM,
-                dataset->count, dim);
-        return 1;
+        return embed_fail(run->comm, 1, "out of memory for %zu x %d features", dataset->count,
+                          dim);
     }
 
     config.image_size = args->image_size;
@@ -276,6 +286,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     config.max_pixels = (uint64_t)args->max_pixels;
     config.ignore_exif_orientation = args->exif_orientation != 0;
     config.warn = print_warning;
+    config.warn_context = run->comm;
     config.failed = run->failed;
     config.comm = run->comm;
     const int settings_status = check_rank_settings(args, run, &config, model_name);
@@ -286,17 +297,16 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
                                            &stats, &err);
     run->embedded = 1;
     if (embed_status != 0) {
-        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
-        return 1;
+        return embed_fail(run->comm, 1, "%s", err.text);
     }
     if (!writer) return 0;
     const double seconds = time_now() - start;
     const size_t kept = drop_failed_rows(run->features, run->filenames, run->failed, dataset, dim);
     if (kept == 0) {
-        fprintf(stderr, "%s: none of the %zu images in '%s'%s could be read; nothing written\n",
-                EMBED_PROGRAM, dataset->count, args->data.items[0],
-                args->data.count > 1 ? " and the other folders" : "");
-        return 1;
+        return embed_fail(run->comm, 1,
+                          "none of the %zu images in '%s'%s could be read; nothing written",
+                          dataset->count, args->data.items[0],
+                          args->data.count > 1 ? " and the other folders" : "");
     }
     const EmbeddingTable table = {run->features, kept, dim, run->filenames};
     const ProjectorOptions projector = {dataset->root, (uint64_t)args->max_pixels};
@@ -304,8 +314,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     if ((format == EMBED_FORMAT_TENSORBOARD
              ? projector_write(args->out, &table, &projector, &sprite, &err)
              : embedding_write(args->out, format, &table, &err)) != 0) {
-        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
-        return 1;
+        return embed_fail(run->comm, 1, "%s", err.text);
     }
     printf("embedded %zu images x %d dims (%s, %d px, batch %d, %d workers, %s, %d rank(s)) "
            "as %s to '%s' in %.2f s (%.1f images/s); skipped files: %llu (rows dropped)\n",

@@ -6,6 +6,7 @@
 # another --method-arg trained silently, with another --seed was called
 # "the ranks diverged"; `embed` with another --data hung or damaged rank 0's
 # heap, with another --checkpoint wrote rows of two models with exit 0.
+# And embed's failures and warnings from rank 1 carry "rank 1: ".
 set -u
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/mpi.bash"
@@ -62,5 +63,23 @@ two_ranks "--checkpoint resnet18 \(weights [0-9a-f]{8}\), rank 0 with resnet18" 
 mpi_run 2 "$bin" "${embed[@]}" --data "$work/images" --checkpoint "$work/a.safetensors" \
   >"$work/same.log" 2>&1 || fail "2 ranks, same embed: $(cat "$work/same.log")"
 [ "$(wc -l <"$work/emb.csv")" -eq 9 ] || fail "2 ranks, same embed: not 8 rows"
+
+# Failures of a rank other than 0 are its own lines, prefixed "rank N: "
+# (before: every rank printed unprefixed, pieces of lines interleaved).
+output=$(mpi_run 2 "$bin" "${embed[@]}" --data "$work/absent" --checkpoint "$work/a.safetensors" \
+  --overwrite 2>&1)
+status=$?
+[ "$status" -eq 2 ] || fail "2 ranks, absent --data: exited $status, expected 2: $output"
+for rank in "" "rank 1: "; do
+  printf '%s\n' "$output" | grep -q -x -- "${rank}lightly-train-c embed: data folder '$work/absent' does not exist" ||
+    fail "2 ranks, absent --data: no line '${rank}lightly-train-c embed: ...': $output"
+done
+"$build/tests/e2e/make_images" "$work/corrupt" 4 --corrupt 4 >/dev/null || fail "make_images --corrupt"
+mpi_run 2 "$bin" "${embed[@]}" --data "$work/corrupt" --checkpoint "$work/a.safetensors" \
+  --overwrite >"$work/corrupt.log" 2>&1 || fail "2 ranks, corrupt files: $(cat "$work/corrupt.log")"
+warnings=$(grep -c "warning: skipping '$work/corrupt/corrupt/" "$work/corrupt.log")
+[ "$warnings" -eq 4 ] || fail "2 ranks, corrupt files: $warnings warnings, expected 4: $(cat "$work/corrupt.log")"
+grep -q "^rank 1: warning: skipping '$work/corrupt/corrupt/" "$work/corrupt.log" ||
+  fail "2 ranks, corrupt files: rank 1's warnings unprefixed: $(cat "$work/corrupt.log")"
 
 e2e_finish
