@@ -140,10 +140,14 @@ int train_check_settings(TrainRun *run) {
     number_setting(&settings[count++], "the lr (--lr)", identity->lr);
     number_setting(&settings[count++], "--weight-decay", identity->weight_decay);
     number_setting(&settings[count++], "the first step (--resume)", (double)run->start_step);
-    number_setting(&settings[count++], "--log-every", run->log_every);
-    number_setting(&settings[count++], "--sync-batchnorm", config->sync_batchnorm);
+    rank_setting_text(&settings[count++], "--sync-batchnorm",
+                      config->sync_batchnorm ? "true" : "false");
+    // The order of the collectives (buckets during or after backward).
+    rank_setting_text(&settings[count++], "--gradient-overlap",
+                      config->gradient_overlap ? "true" : "false");
     number_setting(&settings[count++], "--max-pixels", (double)config->max_pixels);
-    number_setting(&settings[count++], "--exif-orientation", !config->ignore_exif_orientation);
+    rank_setting_text(&settings[count++], "--exif-orientation",
+                      config->ignore_exif_orientation ? "false" : "true");
     // kNN evaluation is collective: its data and schedule too.
     char knn[RANK_SETTING_SHOWN];
     snprintf(knn, sizeof knn, "%zu images, every %d, k %d",

@@ -52,6 +52,8 @@ two_ranks "--seed 5, rank 0 with 0:" -- \
   "${train[@]}" --data "$work/images" -- "${train[@]}" --data "$work/images" --seed 5
 two_ranks "--method-arg hidden_dim=16 output_dim=8 temperature=0.3, rank 0 with hidden_dim=16 output_dim=8:" -- \
   "${train[@]}" --data "$work/images" -- "${train[@]}" --data "$work/images" --method-arg temperature=0.3
+two_ranks "--gradient-overlap false, rank 0 with true:" -- \
+  "${train[@]}" --data "$work/images" -- "${train[@]}" --data "$work/images" --gradient-overlap false
 two_ranks "--data 4 images" -- \
   "${embed[@]}" --data "$work/images" --checkpoint "$work/a.safetensors" -- \
   "${embed[@]}" --data "$work/fewer" --checkpoint "$work/a.safetensors"
