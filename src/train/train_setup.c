@@ -732,8 +732,11 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
     fprintf(stderr, "%s", summary);
     run_log_line(run->log, "%s", summary);
     if (status == 0) {
-        fprintf(stderr, "checkpoint: %s\nexported backbone: %s\ntensorboard --logdir %s\n",
-                run->checkpoint_path, run->export_path, run->config->out);
+        fprintf(stderr, "checkpoint: %s\nexported backbone: %s\ntensorboard --logdir ",
+                run->checkpoint_path, run->export_path);
+        char *const out[1] = {(char *)run->config->out};
+        shell_quote_args(stderr, 1, out);  // to paste into a shell, spaces and all
+        fputc('\n', stderr);
         run_log_line(run->log, "done: %s, %s", run->checkpoint_path, run->export_path);
     }
     if (run->final_message[0]) train_message(run, "%s", run->final_message);
