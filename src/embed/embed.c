@@ -47,6 +47,7 @@ typedef struct EmbedArgs {
     double max_pixels;
     int exif_orientation;  // index into OPTION_BOOLEAN_CHOICES
     const char *normalize;  // --normalize, or NULL: the checkpoint's (ImageNet's for 3 channels)
+    double dist_timeout;    // several ranks: the bound on every collective
 } EmbedArgs;
 
 static const char *const format_choices[] = {"auto",        "npy",         "csv", "lightly_csv",
@@ -343,6 +344,7 @@ int command_embed(int argc, char **argv) {
         .num_workers = -1,
         .devices = "auto",
         .max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS,
+        .dist_timeout = DIST_DEFAULT_TIMEOUT,
     };
     const OptionSpec specs[] = {
         {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
@@ -385,6 +387,7 @@ int command_embed(int argc, char **argv) {
                                            "visible GPU)"},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},
+        DIST_TIMEOUT_OPTION(&args.dist_timeout),
         MAX_PIXELS_OPTION(&args.max_pixels),
         EXIF_ORIENTATION_OPTION(&args.exif_orientation),
         {.name = "normalize", .type = OPTION_STRING, .value = &args.normalize,
@@ -406,7 +409,7 @@ int command_embed(int argc, char **argv) {
     // images each (data parallel).
     const RankRequest request = {.accelerator = accelerator_choices[args.accelerator],
                                  .devices = args.devices, .num_nodes = -1,
-                                 .timeout_seconds = DIST_DEFAULT_TIMEOUT};
+                                 .timeout_seconds = args.dist_timeout};
     RankPlace place;
     ErrorMessage err = {{0}};
     int launch_status = 0;
