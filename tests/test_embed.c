@@ -338,6 +338,9 @@ static void test_npy_writer(void **state) {
     const EmbeddingTable bad_table = {features, 1, DIM, bad};
     assert_int_equal(embedding_write(path, EMBED_FORMAT_NPY, &bad_table, &err), -1);
     assert_non_null(strstr(err.text, "newline"));
+    // The message names the file, on one line.
+    assert_non_null(strstr(err.text, "'a\\nb.jpg'"));
+    assert_null(strchr(err.text, '\n'));
 }
 
 // Splits one CSV record (RFC 4180) at *cursor into fields; returns the count.
@@ -437,6 +440,7 @@ static void test_safetensors_writer_round_trip(void **state) {
     // Bytes that are not UTF-8 cannot go into JSON metadata: refused up front.
     const char *const bad[1] = {"bad\xff.jpg"};
     assert_int_equal(embedding_check_filenames(EMBED_FORMAT_SAFETENSORS, bad, 1, &err), -1);
+    assert_non_null(strstr(err.text, "'bad\\xff.jpg'"));  // printable, the byte named
     assert_int_equal(embedding_check_filenames(EMBED_FORMAT_CSV, bad, 1, &err), 0);
 }
 

@@ -244,6 +244,52 @@ static void test_fatal_when_nothing_is_readable(void **state) {
     free(root);
 }
 
+// The first warning of a loader over dataset (one worker, every file read once).
+static void first_warning(void *context, const char *message) {
+    char *first = context;
+    if (!first[0]) snprintf(first, 4300, "%s", message);
+}
+
+static void warning_of(const Dataset *dataset, char *first) {
+    Fixture fixture = {.dataset = *dataset};
+    LoaderConfig config = base_config(&fixture, 1);
+    config.batch_size = (int)dataset->count;
+    config.shuffle = 0;
+    config.total_batches = 1;
+    config.warn = first_warning;
+    config.warn_context = first;
+    first[0] = '\0';
+    size_t bytes = 0;
+    free(run_loader(&config, 1, &bytes, NULL));
+}
+
+// A skipped file's warning names it as it was opened: with several folders
+// (root "") not "/folder/x", with a root given with a trailing '/' not
+// "root//x".
+static void test_warning_names_the_path_read(void **state) {
+    const Fixture *fixture = *state;
+    char bad[4200], good[4200], with_slash[4200], expected[4400];
+    snprintf(bad, sizeof bad, "%s/bad", fixture->root);
+    snprintf(good, sizeof good, "%s/class0", fixture->root);
+    snprintf(with_slash, sizeof with_slash, "%s/", fixture->root);
+    char *first = malloc(4300);
+    const char *const roots[2] = {bad, good};
+    Dataset dataset;
+    ErrorMessage err;
+    assert_int_equal(dataset_scan_many(roots, 2, &dataset, &err), 0);
+    warning_of(&dataset, first);
+    dataset_free(&dataset);
+    snprintf(expected, sizeof expected, "skipping '%s/", bad);
+    if (strncmp(first, expected, strlen(expected)) != 0)
+        fail_msg("several folders: '%s' does not start with \"%s\"", first, expected);
+    assert_int_equal(dataset_scan(with_slash, &dataset, &err), 0);
+    warning_of(&dataset, first);
+    dataset_free(&dataset);
+    if (strncmp(first, expected, strlen(expected)) != 0 || strstr(first, "//"))
+        fail_msg("root with '/': '%s' does not start with \"%s\"", first, expected);
+    free(first);
+}
+
 static void test_rejects_bad_configuration(void **state) {
     const Fixture *fixture = *state;
     ErrorMessage err;
@@ -268,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_destroy_while_workers_busy),
         cmocka_unit_test(test_fatal_when_nothing_is_readable),
         cmocka_unit_test(test_rejects_bad_configuration),
+        cmocka_unit_test(test_warning_names_the_path_read),
     };
     return cmocka_run_group_tests(tests, setup_folder, fixture_folder_teardown);
 }

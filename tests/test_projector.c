@@ -1,9 +1,10 @@
 // TensorBoard projector files of `embed --format tensorboard`
 // (src/embed/projector.h), checked without Python: the config's text, the
 // tensor TSV read back, the metadata's names and folders (tabs in a name
-// replaced), and the sprite decoded: every image's thumbnail in its cell,
-// aspect kept on white, a vanished file grey; the sprite layout for large
-// datasets; the output folder's checks. tools/check_projector.py reads the
+// replaced, bytes that are not UTF-8 written as \xNN), and the sprite
+// decoded: every image's thumbnail in its cell, aspect kept on white, a
+// vanished file grey; the sprite layout for large datasets; the output
+// folder's checks. tools/check_projector.py reads the
 // same files with TensorBoard's own plugin.
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,7 +39,7 @@ static const struct {
     {"cats/b.jpg", 16, 48, {30, 200, 30}, 1},   // tall: 21 x 64
     {"dogs/x/c.png", 64, 64, {30, 30, 200}, 0},
     {"top\tlevel.png", 8, 8, {250, 250, 0}, 0},  // a tab in the name, no folder
-    {"gone.png", 8, 8, {0, 0, 0}, 0},
+    {"gone\xff.png", 8, 8, {0, 0, 0}, 0},  // not UTF-8: \xff in the metadata
 };
 
 static const float FEATURES[IMAGES][DIM] = {
@@ -66,7 +67,7 @@ static int setup(void **state) {
                          0);
         free(rgb);
     }
-    snprintf(path, sizeof path, "%s/images/gone.png", root);
+    snprintf(path, sizeof path, "%s/images/%s", root, IMAGE_SPECS[IMAGES - 1].name);
     unlink(path);
     out = malloc(4096);
     snprintf(out, 4096, "%s/projector/run", root);
@@ -133,7 +134,7 @@ static void test_text_files(void **state) {
                         "cats/b.jpg\tcats\n"
                         "dogs/x/c.png\tdogs/x\n"
                         "top level.png\t.\n"
-                        "gone.png\t.\n");
+                        "gone\\xff.png\t.\n");
     free(metadata);
 
     // N lines of D tab-separated floats, each the feature to %.7g.

@@ -294,7 +294,7 @@ def embed_numpy(
 def _embed_numpy_error(error: ProgramError) -> ProgramError:
     """The program's advice for a file name with a newline (another format)
     is embed's; embed_numpy's is another call."""
-    found = re.search(r"file name (\d+) contains a newline", error.message)
+    found = re.search(r"file name ('.*') contains a newline", error.message)
     if not found:
         return error
     message = (f"lightly-train-c embed: file name {found.group(1)} contains a newline, which "

@@ -14,6 +14,12 @@
     EXIT_STATUS_HELP "\ntrain: 130 / 143 stopped by SIGINT / SIGTERM after writing a checkpoint\n" \
     "(continue with the same command plus --resume)."
 
+// --dist-timeout of train and embed (a double, seconds; dist_open.h's default).
+#define DIST_TIMEOUT_OPTION(target)                                                             \
+    {.name = "dist-timeout", .type = OPTION_FLOAT, .value = (target), .metavar = "SECONDS",     \
+     .help = "several ranks: stop when the others do not answer within this time", .min = 1,  \
+     .max = 1e6}
+
 // The image-reading options of train, embed and bench-data (rows of their
 // OptionSpec tables): a double for --max-pixels, an int index into
 // OPTION_BOOLEAN_CHOICES for --exif-orientation.

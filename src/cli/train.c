@@ -198,9 +198,7 @@ int command_train(int argc, char **argv) {
          .metavar = "true|false", .help = "several ranks: average the gradient buckets while "
                                           "backward runs (false: after it)",
          .choices = OPTION_BOOLEAN_CHOICES},
-        {.name = "dist-timeout", .type = OPTION_FLOAT, .value = &dist_timeout,
-         .metavar = "SECONDS", .help = "several ranks: stop when the others do not answer "
-                                       "within this time", .min = 1, .max = 1e6},
+        DIST_TIMEOUT_OPTION(&dist_timeout),
         {.name = "precision", .type = OPTION_CHOICE, .value = &choices.precision, .metavar = "NAME",
          .help = "auto (16-mixed on GPU, 32-true on CPU)", .choices = precision_names},
         {.name = "optim", .type = OPTION_CHOICE, .value = &choices.optimizer, .metavar = "NAME",

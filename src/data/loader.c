@@ -258,9 +258,11 @@ static void loader_report_bad(Loader *loader, uint32_t index, const ErrorMessage
     if (!loader_mark_bad(loader, index)) return;
     atomic_fetch_add(&loader->skipped_files, 1);
     if (config->warn) {
-        char line[sizeof reason->text + 4200];
-        snprintf(line, sizeof line, "skipping '%s/%s': %s", config->dataset->root,
-                 dataset_path(config->dataset, index), reason->text);
+        char path[4200], line[sizeof reason->text + sizeof path + 16];
+        // The path as it was opened (never "/folder/x" for several folders).
+        if (dataset_full_path(config->dataset, index, path, sizeof path) != 0)
+            snprintf(path, sizeof path, "%s", dataset_path(config->dataset, index));
+        snprintf(line, sizeof line, "skipping '%s': %s", path, reason->text);
         config->warn(config->warn_context, line);
     }
 }

@@ -7,6 +7,7 @@
 // counted in the summary, and their rows dropped from the output together
 // with their filenames (so the two stay aligned).
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,10 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/ranks.h"
 #include "data/scan.h"
 #include "decode/decode.h"
-#include "cli/ranks.h"
+#include "dist/rank_settings.h"
 #include "cli/weights_cli.h"
 #include "embed/embedder.h"
 #include "embed/embedding_writers.h"
@@ -45,6 +47,7 @@ typedef struct EmbedArgs {
     double max_pixels;
     int exif_orientation;  // index into OPTION_BOOLEAN_CHOICES
     const char *normalize;  // --normalize, or NULL: the checkpoint's (ImageNet's for 3 channels)
+    double dist_timeout;    // several ranks: the bound on every collective
 } EmbedArgs;
 
 static const char *const format_choices[] = {"auto",        "npy",         "csv", "lightly_csv",
@@ -56,35 +59,47 @@ static const char *const part_choices[] = {"backbone", "student", "teacher", NUL
 static const char *const vit_pool_choices[] = {"auto", "mean", "cls", NULL};
 static const char *const accelerator_choices[] = {"auto", "cpu", "gpu", NULL};
 
+// Lines of a rank other than 0 start with "rank N: " (docs/distributed.md),
+// each written with one call so that the ranks' lines do not interleave.
 static void print_warning(void *context, const char *message) {
-    (void)context;
-    fprintf(stderr, "warning: %s\n", message);
+    const int rank = comm_rank(context);
+    if (rank) fprintf(stderr, "rank %d: warning: %s\n", rank, message);
+    else fprintf(stderr, "warning: %s\n", message);
 }
 
-static int usage_error(const char *format_text, const char *detail) {
-    fprintf(stderr, "%s: ", EMBED_PROGRAM);
-    fprintf(stderr, format_text, detail);
-    fprintf(stderr, "\n");
-    return 2;
+// Prints the failure and returns status (2: bad input, 1: a failure).
+static int embed_fail(const Communicator *comm, int status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static int embed_fail(const Communicator *comm, int status, const char *format, ...) {
+    char text[sizeof(ErrorMessage) + 256];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    const int rank = comm_rank(comm);
+    if (rank) fprintf(stderr, "rank %d: %s: %s\n", rank, EMBED_PROGRAM, text);
+    else fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, text);
+    return status;
 }
 
 // An existing --out needs --overwrite; its folder must exist and be
 // writable; it must not be the model file read (by any path or hard link:
 // --overwrite would replace the model with its embeddings). Checked before
 // any work so that a long run never ends in a refused write.
-static int check_output(const EmbedArgs *args, EmbedFormat format) {
+static int check_output(const Communicator *comm, const EmbedArgs *args, EmbedFormat format) {
     ErrorMessage err = {{0}};
     struct stat out_info, model_info;
     if (stat(args->out, &out_info) == 0 && stat(args->checkpoint, &model_info) == 0 &&
         out_info.st_dev == model_info.st_dev && out_info.st_ino == model_info.st_ino)
-        return usage_error("--out '%s' is the --checkpoint file: embed does not write over the "
-                           "model it reads",
-                           args->out);
+        return embed_fail(comm, 2,
+                          "--out '%s' is the --checkpoint file: embed does not write over the "
+                          "model it reads",
+                          args->out);
     if ((format == EMBED_FORMAT_TENSORBOARD
              ? projector_check_output(args->out, args->overwrite, &err)
              : output_file_check(args->out, args->overwrite, &err)) == 0)
         return 0;
-    return usage_error("--out: %s", err.text);
+    return embed_fail(comm, 2, "--out: %s", err.text);
 }
 
 // Removes the temporary files an embed into the same --out left when it
@@ -165,20 +180,74 @@ static int embed_input(const Backbone *model, const ModelSourceInfo *info,
     return 0;
 }
 
+// Several ranks: each embeds a share of rank 0's image list with rank 0's
+// model and input, or rank 0 writes rows of other images under its names
+// (dist/rank_settings.h). Returns 0, or 2 on every rank (the rank that
+// differs says which setting); a failed exchange ends every rank.
+static int check_rank_settings(const EmbedArgs *args, EmbedRun *run, const EmbedConfig *config,
+                               const char *model_name) {
+    if (comm_world_size(run->comm) == 1) return 0;
+    RankSetting settings[8];
+    int count = 0;
+    rank_setting_data(&settings[count++], &run->dataset);
+    // The weights, and the model they are in.
+    char text[BACKBONE_MAX_NAME + 64];  // cut to RANK_SETTING_SHOWN when shown
+    uint64_t hash = rank_hash_values(run->backend, run->model.params->values, run->model.params->total,
+                            RANK_HASH_START);
+    hash = rank_hash_values(run->backend, run->model.buffers->values, run->model.buffers->total,
+                            hash);
+    snprintf(text, sizeof text, "%s (weights %08x)", model_name, (unsigned)hash);
+    rank_setting_text(&settings[count++], "--checkpoint", text);
+    snprintf(text, sizeof text, "%s, %s", part_choices[args->part],
+             run->model.spec.kind == BACKBONE_VIT
+                 ? vit_pool_name(run->model.model.vit.config.pool) : "no pool");
+    rank_setting_text(&settings[count++], "--part/--vit-pool", text);
+    snprintf(text, sizeof text, "%d px, batch %d", config->image_size, config->batch_size);
+    rank_setting_text(&settings[count++], "--image-size/--batch-size", text);
+    snprintf(text, sizeof text, "%d channels, %s pixels", config->channels,
+             config->float_pixels ? "float" : "8-bit");
+    rank_setting_text(&settings[count++], "the input", text);
+    // The normalisation as numbers (exactly) and as the first channels' text.
+    const int shown_channels = config->channels < 3 ? config->channels : 3;
+    size_t length = 0;
+    if (config->normalize_count == 0) snprintf(text, sizeof text, "ImageNet's");
+    for (int c = 0; config->normalize_count > 0 && c < 2 * shown_channels; c++)
+        length += (size_t)snprintf(text + length, sizeof text - length, "%s%.4g",
+                                   c == 0 ? "" : c == shown_channels ? ":" : ",",
+                                   (double)(c < shown_channels ? config->mean[c]
+                                                               : config->std[c - shown_channels]));
+    rank_setting_text(&settings[count++], "--normalize", text);
+    settings[count - 1].hash = rank_hash_bytes(
+        rank_hash_bytes(RANK_HASH_START, config->mean, sizeof config->mean), config->std,
+        sizeof config->std);
+    snprintf(text, sizeof text, "%llu, exif %d", (unsigned long long)config->max_pixels,
+             !config->ignore_exif_orientation);
+    rank_setting_text(&settings[count++], "--max-pixels/--exif-orientation", text);
+    ErrorMessage err = {{0}};
+    const int status = rank_settings_check(run->comm, run->backend, settings, count, &err);
+    if (status < 0) {
+        embed_fail(run->comm, 1, "%s", err.text);
+        comm_abort(run->comm, 1);  // the ranks are out of step: ends them all
+        return 1;
+    }
+    if (err.text[0]) embed_fail(run->comm, 2, "%s", err.text);
+    return status ? 2 : 0;
+}
+
 static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     ErrorMessage err = {{0}};
     const EmbedFormat format = args->format == 0 ? embed_format_from_path(args->out)
                                                  : (EmbedFormat)(args->format - 1);
-    if (check_output(args, format) != 0) return 2;
+    if (check_output(run->comm, args, format) != 0) return 2;
     if (comm_rank(run->comm) == 0) tidy_output(args->out, format);
     if (dataset_scan_many(args->data.items, args->data.count, &run->dataset, &err) != 0)
-        return usage_error("%s", err.text);
+        return embed_fail(run->comm, 2, "%s", err.text);
     const Dataset *dataset = &run->dataset;
     run->filenames = malloc(dataset->count * sizeof *run->filenames);
-    if (!run->filenames) return usage_error("%s", "out of memory for the file list");
+    if (!run->filenames) return embed_fail(run->comm, 2, "out of memory for the file list");
     for (size_t i = 0; i < dataset->count; i++) run->filenames[i] = dataset_path(dataset, i);
     if (embedding_check_filenames(format, run->filenames, dataset->count, &err) != 0)
-        return usage_error("%s", err.text);
+        return embed_fail(run->comm, 2, "%s", err.text);
     // Weights by name (e.g. dinov2/vits14) are fetched once --data and --out
     // are known to be good, before any work. A rank whose own cache lacks it
     // may fail alone: it ends the others.
@@ -194,21 +263,21 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     char accelerator_note[400];
     run->backend = backend_choose(run->accelerator, "cpu", run->gpu, run->rank_cores,
                                   accelerator_note, sizeof accelerator_note, &err);
-    if (!run->backend) return usage_error("%s", err.text);
+    if (!run->backend) return embed_fail(run->comm, 2, "%s", err.text);
     const BackboneInput shape = {batch_size, args->image_size};
     // Eval forwards only: no gradients, nothing kept for a backward (vit.h, resnet.h: frozen).
     const ModelSourceOptions source = {.part = part_choices[args->part], .frozen = 1};
     ModelSourceInfo info;
     if (model_source_load_backbone_with(args->checkpoint, &source, run->backend, &shape, 1,
                                         &run->model, &info, &err) != 0)
-        return usage_error("--checkpoint: %s", err.text);
+        return embed_fail(run->comm, 2, "--checkpoint: %s", err.text);
     run->model_loaded = 1;
     EmbedConfig config = {0};
     if (embed_input(&run->model, &info, args->normalize, &config, &err))
-        return usage_error("%s", err.text);
+        return embed_fail(run->comm, 2, "%s", err.text);
     if (run->model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
         vit_pool_parse(vit_pool_choices[args->vit_pool], &run->model.model.vit.config.pool, &err))
-        return usage_error("--vit-pool: %s", err.text);
+        return embed_fail(run->comm, 2, "--vit-pool: %s", err.text);
     char model_name[BACKBONE_MAX_NAME];
     backbone_spec_name(&run->model.spec, model_name, sizeof model_name);
     const int dim = run->model.feature_dim;
@@ -216,9 +285,8 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     run->features = writer ? malloc(dataset->count * (size_t)dim * sizeof *run->features) : NULL;
     run->failed = writer ? calloc(dataset->count, 1) : NULL;
     if (writer && (!run->features || !run->failed)) {
-        fprintf(stderr, "%s: out of memory for %zu x %d features\n", EMBED_PROGRAM,
-                dataset->count, dim);
-        return 1;
+        return embed_fail(run->comm, 1, "out of memory for %zu x %d features", dataset->count,
+                          dim);
     }
 
     config.image_size = args->image_size;
@@ -227,25 +295,27 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     config.max_pixels = (uint64_t)args->max_pixels;
     config.ignore_exif_orientation = args->exif_orientation != 0;
     config.warn = print_warning;
+    config.warn_context = run->comm;
     config.failed = run->failed;
     config.comm = run->comm;
+    const int settings_status = check_rank_settings(args, run, &config, model_name);
+    if (settings_status) return settings_status;
     LoaderStats stats = {0};
     const double start = time_now();
     const int embed_status = embed_dataset(&run->model, 0, dataset, &config, run->features,
                                            &stats, &err);
     run->embedded = 1;
     if (embed_status != 0) {
-        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
-        return 1;
+        return embed_fail(run->comm, 1, "%s", err.text);
     }
     if (!writer) return 0;
     const double seconds = time_now() - start;
     const size_t kept = drop_failed_rows(run->features, run->filenames, run->failed, dataset, dim);
     if (kept == 0) {
-        fprintf(stderr, "%s: none of the %zu images in '%s'%s could be read; nothing written\n",
-                EMBED_PROGRAM, dataset->count, args->data.items[0],
-                args->data.count > 1 ? " and the other folders" : "");
-        return 1;
+        return embed_fail(run->comm, 1,
+                          "none of the %zu images in '%s'%s could be read; nothing written",
+                          dataset->count, args->data.items[0],
+                          args->data.count > 1 ? " and the other folders" : "");
     }
     const EmbeddingTable table = {run->features, kept, dim, run->filenames};
     const ProjectorOptions projector = {dataset->root, (uint64_t)args->max_pixels};
@@ -253,8 +323,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     if ((format == EMBED_FORMAT_TENSORBOARD
              ? projector_write(args->out, &table, &projector, &sprite, &err)
              : embedding_write(args->out, format, &table, &err)) != 0) {
-        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
-        return 1;
+        return embed_fail(run->comm, 1, "%s", err.text);
     }
     printf("embedded %zu images x %d dims (%s, %d px, batch %d, %d workers, %s, %d rank(s)) "
            "as %s to '%s' in %.2f s (%.1f images/s); skipped files: %llu (rows dropped)\n",
@@ -283,6 +352,7 @@ int command_embed(int argc, char **argv) {
         .num_workers = -1,
         .devices = "auto",
         .max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS,
+        .dist_timeout = DIST_DEFAULT_TIMEOUT,
     };
     const OptionSpec specs[] = {
         {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
@@ -325,6 +395,7 @@ int command_embed(int argc, char **argv) {
                                            "visible GPU)"},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},
+        DIST_TIMEOUT_OPTION(&args.dist_timeout),
         MAX_PIXELS_OPTION(&args.max_pixels),
         EXIF_ORIENTATION_OPTION(&args.exif_orientation),
         {.name = "normalize", .type = OPTION_STRING, .value = &args.normalize,
@@ -346,7 +417,7 @@ int command_embed(int argc, char **argv) {
     // images each (data parallel).
     const RankRequest request = {.accelerator = accelerator_choices[args.accelerator],
                                  .devices = args.devices, .num_nodes = -1,
-                                 .timeout_seconds = DIST_DEFAULT_TIMEOUT};
+                                 .timeout_seconds = args.dist_timeout};
     RankPlace place;
     ErrorMessage err = {{0}};
     int launch_status = 0;

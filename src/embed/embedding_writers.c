@@ -92,21 +92,49 @@ static void text_free(Text *text) {
 
 // ---- checks ----------------------------------------------------------------------------
 
+// name for a one-line message: control bytes (and, with escape_high, every
+// byte from 0x80: a name that is not UTF-8) as \n, \t or \xNN, cut with "..."
+// to fit out.
+static void printable_name(const char *name, int escape_high, char *out, size_t capacity) {
+    size_t used = 0;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        char piece[8];
+        if (*c == '\n') snprintf(piece, sizeof piece, "\\n");
+        else if (*c == '\t') snprintf(piece, sizeof piece, "\\t");
+        else if (*c < 0x20 || *c == 0x7f || (escape_high && *c >= 0x80))
+            snprintf(piece, sizeof piece, "\\x%02x", *c);
+        else snprintf(piece, sizeof piece, "%c", *c);
+        const size_t length = strlen(piece);
+        if (used + length + 4 >= capacity) {
+            memcpy(out + used, "...", 4);
+            return;
+        }
+        memcpy(out + used, piece, length + 1);
+        used += length;
+    }
+    out[used] = '\0';
+}
+
 int embedding_check_filenames(EmbedFormat format, const char *const *filenames, size_t count,
                               ErrorMessage *err) {
+    char shown[512];
     for (size_t i = 0; i < count; i++) {
         const char *name = filenames[i];
-        if (format == EMBED_FORMAT_NPY && strpbrk(name, "\n"))
+        if (format == EMBED_FORMAT_NPY && strpbrk(name, "\n")) {
+            printable_name(name, 0, shown, sizeof shown);
             return error_set(err,
-                             "file name %zu contains a newline, which the npy format's "
+                             "file name '%s' contains a newline, which the npy format's "
                              "one-name-per-line filenames file cannot hold (use csv or "
                              "safetensors)",
-                             i);
-        if (format == EMBED_FORMAT_SAFETENSORS && !json_utf8_valid(name, strlen(name)))
+                             shown);
+        }
+        if (format == EMBED_FORMAT_SAFETENSORS && !json_utf8_valid(name, strlen(name))) {
+            printable_name(name, 1, shown, sizeof shown);
             return error_set(err,
                              "file name '%s' is not valid UTF-8, which safetensors metadata "
                              "cannot hold (use npy or csv)",
-                             name);
+                             shown);
+        }
     }
     return 0;
 }

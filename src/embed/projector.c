@@ -13,6 +13,7 @@
 #include "augment/resize.h"
 #include "decode/decode.h"
 #include "logging/tb_writer.h"
+#include "nn/json_scan.h"
 #include "util/file.h"
 #include "util/output_path.h"
 
@@ -78,17 +79,39 @@ static int write_tensors(const char *dir, const EmbeddingTable *table, ErrorMess
     return status;
 }
 
-// Appends name with tabs and line breaks as spaces (the TSV's separators).
+// The length of the valid UTF-8 sequence at name (1 to 4), or 0 for a byte
+// that starts none: the shortest prefix that json_utf8_valid accepts.
+static size_t utf8_length(const char *name, size_t available) {
+    for (size_t length = 1; length <= 4 && length <= available; length++)
+        if (json_utf8_valid(name, length)) return length;
+    return 0;
+}
+
+// Appends name with tabs and line breaks as spaces (the TSV's separators),
+// and bytes that are not UTF-8 as the text \xNN: TensorBoard reads the
+// metadata as UTF-8 and, on one such byte, serves no labels at all. At most
+// 4 bytes out per byte in.
 static size_t put_field(char *out, const char *name, size_t length) {
-    for (size_t i = 0; i < length; i++)
-        out[i] = (name[i] == '\t' || name[i] == '\n' || name[i] == '\r') ? ' ' : name[i];
-    return length;
+    size_t size = 0;
+    for (size_t i = 0; i < length;) {
+        const size_t sequence = utf8_length(name + i, length - i);
+        if (sequence == 0) {
+            static const char hex[] = "0123456789abcdef";
+            const unsigned char byte = (unsigned char)name[i++];
+            memcpy(out + size, (const char[4]){'\\', 'x', hex[byte >> 4], hex[byte & 15]}, 4);
+            size += 4;
+            continue;
+        }
+        for (size_t k = 0; k < sequence; k++, i++)
+            out[size++] = (name[i] == '\t' || name[i] == '\n' || name[i] == '\r') ? ' ' : name[i];
+    }
+    return size;
 }
 
 static int write_metadata(const char *dir, const EmbeddingTable *table, ErrorMessage *err) {
     static const char header[] = "filename\tfolder\n";
     size_t capacity = sizeof header;
-    for (size_t i = 0; i < table->count; i++) capacity += 2 * strlen(table->filenames[i]) + 4;
+    for (size_t i = 0; i < table->count; i++) capacity += 8 * strlen(table->filenames[i]) + 4;
     char *text = malloc(capacity);
     if (!text) return error_set(err, "out of memory for %s", PROJECTOR_METADATA);
     memcpy(text, header, sizeof header - 1);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/rank_settings.h"
 #include "train/train_run.h"
 
 // A collective failed: the ranks are out of step for good (see
@@ -60,33 +61,19 @@ int train_agree_step(TrainRun *run, int stop_requested) {
     return 0;
 }
 
-// FNV-1a over the values of a parameter table (downloaded in pieces).
-static uint64_t hash_values(Backend *backend, const ParameterSet *set, float *host,
-                            size_t host_floats, uint64_t hash) {
-    for (size_t done = 0; done < set->total; done += host_floats) {
-        const size_t count = set->total - done < host_floats ? set->total - done : host_floats;
-        backend->op.download(backend, host, set->values + done, count * sizeof *host);
-        const unsigned char *bytes = (const unsigned char *)host;
-        for (size_t i = 0; i < count * sizeof *host; i++)
-            hash = (hash ^ bytes[i]) * 1099511628211ull;
-    }
-    return hash;
-}
-
 // Every group's parameters and the teacher backbone's: what must be the
 // same on every rank (BatchNorm running statistics are not: without
 // synchronised BatchNorm each rank keeps its own, and rank 0's are saved).
 static uint64_t weights_hash(TrainRun *run) {
-    enum { PIECE = 1 << 16 };
-    float *host = malloc(PIECE * sizeof *host);
-    if (!host) return 0;
-    uint64_t hash = 14695981039346656037ull;
+    uint64_t hash = RANK_HASH_START;
     Method *method = &run->method;
     for (int g = 0; g < method->group_count; g++)
-        hash = hash_values(run->backend, method->groups[g].params, host, PIECE, hash);
+        hash = rank_hash_values(run->backend, method->groups[g].params->values,
+                                method->groups[g].params->total, hash);
     Backbone *teacher = method->ops->teacher ? method->ops->teacher(method) : NULL;
-    if (teacher) hash = hash_values(run->backend, teacher->params, host, PIECE, hash);
-    free(host);
+    if (teacher)
+        hash = rank_hash_values(run->backend, teacher->params->values, teacher->params->total,
+                                hash);
     return hash;
 }
 
@@ -116,4 +103,65 @@ int train_save_agreed(TrainRun *run, long completed_steps) {
     if (run->rank == 0 && train_save(run, completed_steps, &err))
         status = train_stop(run, 1, "error: %s", err.text);
     return train_agree(run, status, NULL);
+}
+
+static void number_setting(RankSetting *setting, const char *name, double value) {
+    char text[64];
+    snprintf(text, sizeof text, "%.17g", value);
+    rank_setting_text(setting, name, text);
+}
+
+int train_check_settings(TrainRun *run) {
+    if (run->world_size == 1) return 0;
+    const TrainConfig *config = run->config;
+    const RunIdentity *identity = &run->identity;
+    RankSetting settings[32];
+    int count = 0;
+    rank_setting_data(&settings[count++], &run->dataset);
+    rank_setting_text(&settings[count++], "--model", identity->model);
+    rank_setting_text(&settings[count++], "--method", identity->method);
+    rank_setting_text(&settings[count++], "--method-arg", identity->method_args);
+    rank_setting_text(&settings[count++], "--transform", identity->transforms);
+    rank_setting_text(&settings[count++], "the input (--num-channels, --normalize, ...)",
+                      identity->input);
+    rank_setting_text(&settings[count++], "--optim", identity->optimizer);
+    rank_setting_text(&settings[count++], "--precision", run->precision);
+    rank_setting_text(&settings[count++], "--backend",
+                      config->backend_name ? config->backend_name : "");
+    number_setting(&settings[count++], "--seed", (double)identity->seed);
+    number_setting(&settings[count++], "the batch per rank (--batch-size)",
+                   identity->batch_size);
+    number_setting(&settings[count++], "--image-size", identity->image_size);
+    number_setting(&settings[count++], "--local-image-size", config->local_image_size);
+    number_setting(&settings[count++], "--local-views", config->local_views);
+    number_setting(&settings[count++], "--accumulate-grad-batches", identity->accumulate);
+    number_setting(&settings[count++], "the steps (--epochs, --max-steps)",
+                   (double)identity->total_steps);
+    number_setting(&settings[count++], "the lr (--lr)", identity->lr);
+    number_setting(&settings[count++], "--weight-decay", identity->weight_decay);
+    number_setting(&settings[count++], "the first step (--resume)", (double)run->start_step);
+    rank_setting_text(&settings[count++], "--sync-batchnorm",
+                      config->sync_batchnorm ? "true" : "false");
+    // The order of the collectives (buckets during or after backward).
+    rank_setting_text(&settings[count++], "--gradient-overlap",
+                      config->gradient_overlap ? "true" : "false");
+    number_setting(&settings[count++], "--max-pixels", (double)config->max_pixels);
+    rank_setting_text(&settings[count++], "--exif-orientation",
+                      config->ignore_exif_orientation ? "false" : "true");
+    // kNN evaluation is collective: its data and schedule too.
+    char knn[RANK_SETTING_SHOWN];
+    snprintf(knn, sizeof knn, "%zu images, every %d, k %d",
+             run->knn_enabled ? run->knn_dataset.count : 0, config->knn_every, config->knn_k);
+    rank_setting_text(&settings[count++], "--knn-data", knn);
+    if (run->knn_enabled) {
+        RankSetting names;
+        rank_setting_data(&names, &run->knn_dataset);
+        settings[count - 1].hash ^= names.hash;
+    }
+    ErrorMessage err = {{0}};
+    const int status = rank_settings_check(run->comm, run->backend, settings, count, &err);
+    if (status < 0) return train_comm_failed(run, &err);
+    if (status == 0) return 0;
+    if (err.text[0]) fprintf(stderr, "rank %d: lightly-train-c train: %s\n", run->rank, err.text);
+    return 2;
 }

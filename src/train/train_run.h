@@ -161,6 +161,9 @@ void train_record_free(TrainRun *run);
 // Fails (agreed: 1 on every rank) when some rank's weights differ from rank
 // 0's after completed_steps.
 int train_check_replicas(TrainRun *run, long completed_steps);
+// Every rank was started with rank 0's data and settings (dist/rank_settings.h):
+// 0, or 2 on every rank (the rank that differs says which setting).
+int train_check_settings(TrainRun *run);
 // After a barrier and the replica check, rank 0 writes the checkpoint and
 // the export (train_save); the status is agreed by all ranks.
 int train_save_agreed(TrainRun *run, long completed_steps);

@@ -672,6 +672,7 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
     if (status) train_message(run, "%s", message);
     if ((status = train_agree(run, status, message))) return status;
+    if ((status = train_check_settings(run))) return status;
     if (run->settings_warning[0]) train_message(run, "%s", run->settings_warning);
     status = setup_run(run, argc, argv, &err);
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
@@ -750,8 +751,11 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
     fprintf(stderr, "%s", summary);
     run_log_line(run->log, "%s", summary);
     if (status == 0) {
-        fprintf(stderr, "checkpoint: %s\nexported backbone: %s\ntensorboard --logdir %s\n",
-                run->checkpoint_path, run->export_path, run->config->out);
+        fprintf(stderr, "checkpoint: %s\nexported backbone: %s\ntensorboard --logdir ",
+                run->checkpoint_path, run->export_path);
+        char *const out[1] = {(char *)run->config->out};
+        shell_quote_args(stderr, 1, out);  // to paste into a shell, spaces and all
+        fputc('\n', stderr);
         run_log_line(run->log, "done: %s, %s", run->checkpoint_path, run->export_path);
     }
     if (run->final_message[0]) train_message(run, "%s", run->final_message);

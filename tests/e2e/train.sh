@@ -5,7 +5,8 @@
 # reader, and with tensorboard's when installed) and metrics.jsonl hold the
 # logged steps; embed/export of the run agree; bad arguments exit 2; a
 # non-finite loss stops the run without touching the checkpoint; SIGTERM and
-# SIGINT stop with a checkpoint and --resume finishes the run. Resume
+# SIGINT stop with a checkpoint and --resume finishes the run; an --out
+# with a space and a quote is named in the printed hint as a shell reads it. Resume
 # equivalence (killed + resumed = uninterrupted) is tests/e2e/train_resume.sh.
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -248,5 +249,16 @@ printf '%s\n' "$output" | grep -q "resuming from .* at step $interrupted_after o
   fail "--resume does not continue at step $interrupted_after: $output"
 [ "$(tail -n 1 "$work/term/metrics.jsonl" | sed -n 's/^{"step": \([0-9]*\),.*/\1/p')" = 11 ] ||
   fail "--resume did not reach the last step: $(tail -n 1 "$work/term/metrics.jsonl")"
+
+# An --out with a space, a quote and UTF-8: the logs are written there and
+# the printed hint to view them pastes back into a shell (it was unquoted).
+odd="$work/odd name's ü"
+output=$("$bin" train "${common[@]}" --method simclr "${heads[@]}" --max-steps 1 --out "$odd" 2>&1) ||
+  fail "--out with a space and a quote: $output"
+[ -s "$odd/train.log" ] && ls "$odd"/events.out.tfevents.* >/dev/null 2>&1 ||
+  fail "--out with a space and a quote: no train.log or events"
+hint=$(printf '%s\n' "$output" | sed -n 's/^tensorboard --logdir //p')
+[ "$(eval "printf '%s' $hint" 2>&1)" = "$odd" ] ||
+  fail "the hint 'tensorboard --logdir $hint' does not name '$odd' in a shell"
 
 e2e_finish

@@ -169,13 +169,14 @@ class ApiTest(unittest.TestCase):
     def test_embed_numpy_newline_advice(self):
         def newline(arguments):
             raise lightly_train_c.ProgramError(
-                "lightly-train-c embed: file name 3 contains a newline, which the npy format's "
+                "lightly-train-c embed: file name 'a\\nb.jpg' contains a newline, which the npy "
+                "format's "
                 "one-name-per-line filenames file cannot hold (use csv or safetensors)", 2,
                 arguments)
         lightly_train_c.run = newline
         with self.assertRaises(lightly_train_c.ProgramError) as raised:
             lightly_train_c.embed_numpy(data="d", checkpoint="m")
-        self.assertIn("file name 3 contains a newline, which embed_numpy cannot return",
+        self.assertIn("file name 'a\\nb.jpg' contains a newline, which embed_numpy cannot return",
                       raised.exception.message)
         self.assertIn("lightly_train_c.embed(out=\"embeddings.csv\"", raised.exception.message)
         self.assertNotIn("use csv or safetensors", raised.exception.message)
