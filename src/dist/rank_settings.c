@@ -39,10 +39,26 @@ void rank_setting_text(RankSetting *setting, const char *name, const char *text)
     }
 }
 
-void rank_setting_data(RankSetting *setting, const Dataset *dataset) {
+// The length of "root/" that starts name (the root as given, one '/' after
+// it; data/scan.h's dataset_scan_many), 0 when it does not.
+static size_t root_prefix(const char *name, const char *root) {
+    size_t length = strlen(root);
+    if (length > 0 && root[length - 1] == '/') length--;  // as dataset_scan_many
+    return strncmp(name, root, length) == 0 && name[length] == '/' ? length + 1 : 0;
+}
+
+void rank_setting_data(RankSetting *setting, const Dataset *dataset, const char *const *roots,
+                       int root_count) {
     uint64_t hash = RANK_HASH_START;
+    int folder = 0;  // several folders: the names are "root/relative", folder by folder
     for (size_t i = 0; i < dataset->count; i++) {
         const char *name = dataset_path(dataset, i);
+        if (root_count > 1) {
+            size_t skip = root_prefix(name, roots[folder]);
+            while (!skip && folder + 1 < root_count) skip = root_prefix(name, roots[++folder]);
+            name += skip;
+            hash = rank_hash_bytes(hash, &folder, sizeof folder);
+        }
         hash = rank_hash_bytes(hash, name, strlen(name) + 1);  // with its NUL: "ab","c" != "a","bc"
     }
     char shown[RANK_SETTING_SHOWN];

@@ -34,11 +34,13 @@ uint64_t rank_hash_values(Backend *backend, const float *values, size_t count, u
 // Sets setting->hash from text and shows it (cut to RANK_SETTING_SHOWN).
 void rank_setting_text(RankSetting *setting, const char *name, const char *text);
 
-// --data: the image list, its relative names in order (the path of the
-// folder may differ between nodes, the contents are not compared), shown as
-// "16 images (list 3f2a9c1b)".
+// --data: the image list, its relative names in order, each with the
+// position of its folder among the `root_count` --data folders `roots` (the
+// paths of the folders may differ between nodes, the contents are not
+// compared), shown as "16 images (list 3f2a9c1b)".
 typedef struct Dataset Dataset;
-void rank_setting_data(RankSetting *setting, const Dataset *dataset);
+void rank_setting_data(RankSetting *setting, const Dataset *dataset, const char *const *roots,
+                       int root_count);
 
 // Collective: every rank compares its settings (count, the same names in
 // the same order on every rank) with rank 0's. Returns 0 when every rank

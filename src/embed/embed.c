@@ -189,13 +189,13 @@ static int check_rank_settings(const EmbedArgs *args, EmbedRun *run, const Embed
     if (comm_world_size(run->comm) == 1) return 0;
     RankSetting settings[8];
     int count = 0;
-    rank_setting_data(&settings[count++], &run->dataset);
+    rank_setting_data(&settings[count++], &run->dataset, (const char *const *)args->data.items,
+                      args->data.count);
     // The weights, and the model they are in.
     char text[BACKBONE_MAX_NAME + 64];  // cut to RANK_SETTING_SHOWN when shown
-    uint64_t hash = rank_hash_values(run->backend, run->model.params->values, run->model.params->total,
-                            RANK_HASH_START);
-    hash = rank_hash_values(run->backend, run->model.buffers->values, run->model.buffers->total,
-                            hash);
+    const ParameterSet *params = run->model.params, *buffers = run->model.buffers;
+    uint64_t hash = rank_hash_values(run->backend, params->values, params->total, RANK_HASH_START);
+    hash = rank_hash_values(run->backend, buffers->values, buffers->total, hash);
     snprintf(text, sizeof text, "%s (weights %08x)", model_name, (unsigned)hash);
     rank_setting_text(&settings[count++], "--checkpoint", text);
     snprintf(text, sizeof text, "%s, %s", part_choices[args->part],
@@ -250,11 +250,8 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         return embed_fail(run->comm, 2, "%s", err.text);
     // Weights by name (e.g. dinov2/vits14) are fetched once --data and --out
     // are known to be good, before any work. A rank whose own cache lacks it
-    // may fail alone: it ends the others.
-    if (weights_cli_prepare(EMBED_PROGRAM, args->checkpoint, NULL)) {
-        if (comm_world_size(run->comm) > 1) comm_abort(run->comm, 2);
-        return 2;
-    }
+    // may fail alone: it ends the others (command_embed).
+    if (weights_cli_prepare(EMBED_PROGRAM, args->checkpoint, NULL)) return 2;
 
     const int batch_size = (size_t)args->batch_size > dataset->count ? (int)dataset->count
                                                                      : args->batch_size;
@@ -433,8 +430,10 @@ int command_embed(int argc, char **argv) {
     int status = embed_run(&args, &run);
     embed_run_free(&run);
     // A rank that failed before the (agreed) embedding must not leave the
-    // others waiting in it; bad input (2) is the same on every rank.
-    if (status == 1 && !run.embedded) comm_abort(dist.comm, 1);
+    // others waiting in it: bad input may be its own (its --data, its
+    // cache), while the others wait in the settings check. Ends every rank
+    // with this rank's status (a world of one just returns).
+    if (status != 0 && !run.embedded) comm_abort(dist.comm, status);
     comm_destroy(dist.comm);
     return status;
 }

@@ -117,7 +117,8 @@ int train_check_settings(TrainRun *run) {
     const RunIdentity *identity = &run->identity;
     RankSetting settings[32];
     int count = 0;
-    rank_setting_data(&settings[count++], &run->dataset);
+    rank_setting_data(&settings[count++], &run->dataset, (const char *const *)config->data.items,
+                      config->data.count);
     rank_setting_text(&settings[count++], "--model", identity->model);
     rank_setting_text(&settings[count++], "--method", identity->method);
     rank_setting_text(&settings[count++], "--method-arg", identity->method_args);
@@ -155,7 +156,7 @@ int train_check_settings(TrainRun *run) {
     rank_setting_text(&settings[count++], "--knn-data", knn);
     if (run->knn_enabled) {
         RankSetting names;
-        rank_setting_data(&names, &run->knn_dataset);
+        rank_setting_data(&names, &run->knn_dataset, NULL, 1);
         settings[count - 1].hash ^= names.hash;
     }
     ErrorMessage err = {{0}};

@@ -179,7 +179,17 @@ static int create_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     char path[PATH_MAX];
     if (output_folder_create(config->out, err)) return 1;
+    const int locked_at_checks = run->out_lock_held;
     if (lock_out(run, err)) return 2;
+    // A folder made since the checks: another run may have made, filled
+    // and left it meanwhile (the setup between them takes seconds).
+    if (run->rank == 0 && !locked_at_checks && !config->overwrite && !config->resume &&
+        folder_used(config->out)) {
+        error_set(err, "--out %s was filled by another run since this one's checks: pass "
+                       "--overwrite to replace its run or --resume to continue it",
+                  config->out);
+        return 2;
+    }
     if (config->overwrite && !config->resume) remove_old_events(config->out);
     for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
         path_join(path, sizeof path, config->out, out_folders[i]);
@@ -609,8 +619,10 @@ static int setup_knn(TrainRun *run, ErrorMessage *err) {
 // written into --out. Every check, then one agreement of all ranks.
 static int setup_checks(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
-    if (prepare_out(run, err) || lock_out(run, err) || setup_data(run, err) || setup_knn(run, err) ||
-        setup_method(run, err))
+    // The lock first: a folder in use is named as such, and no run can end
+    // and leave it filled between the checks and the lock.
+    if (lock_out(run, err) || prepare_out(run, err) || setup_data(run, err) ||
+        setup_knn(run, err) || setup_method(run, err))
         return 2;
     if (!config->resume) return 0;
     if (train_state_load(run->checkpoint_path, &run->method, run->optimizers,

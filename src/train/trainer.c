@@ -20,6 +20,7 @@
 #include "train/train_run.h"
 #include "util/cpu.h"
 #include "util/fault.h"
+#include "util/output_path.h"
 
 static volatile sig_atomic_t stop_signal;
 
@@ -290,18 +291,31 @@ static int train_export(TrainRun *run, ErrorMessage *err) {
     return backbone_save(exported, run->export_path, err);
 }
 
+// Whether --out was deleted (or replaced) under the run: its files go by
+// path, so they would land in another run's folder. -1 with err then.
+static int out_replaced(const TrainRun *run, ErrorMessage *err) {
+    if (!run->out_lock_held || output_folder_is_locked_one(run->config->out, run->out_lock_fd))
+        return 0;
+    return error_set(err, "could not write the checkpoint: --out %s was removed or replaced "
+                          "while this run wrote into it (another run's files may be there now)",
+                     run->config->out);
+}
+
 // Writes last.ckpt, then the exported backbone; on failure the previous files
 // stay (both writes are atomic) and err says which write failed. A kill
 // between the two leaves an export older than the checkpoint: --resume
-// brings it in line (train_complete).
+// brings it in line (train_complete). A write that fails because --out went
+// away says so.
 int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
     const int epoch = (int)(completed_steps / run->steps_per_epoch);
+    if (out_replaced(run, err)) return -1;
     if (train_state_save(run->checkpoint_path, &run->method, run->optimizers,
                          run->scaler_on ? &run->scaler : NULL, &run->identity, completed_steps,
                          epoch, err))
-        return error_prefix(err, "could not write the checkpoint");
+        return out_replaced(run, err) ? -1 : error_prefix(err, "could not write the checkpoint");
     if (fault_fires("kill-before-export", completed_steps)) raise(SIGKILL);
-    if (train_export(run, err)) return error_prefix(err, "could not write the export");
+    if (train_export(run, err))
+        return out_replaced(run, err) ? -1 : error_prefix(err, "could not write the export");
     return 0;
 }
 

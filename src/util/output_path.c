@@ -124,6 +124,13 @@ int output_folder_lock(const char *path, int *fd, ErrorMessage *err) {
     return 0;  // no locks here (ENOLCK, or NFS refusing flock on a folder)
 }
 
+int output_folder_is_locked_one(const char *path, int fd) {
+    if (fd < 0) return 1;
+    struct stat now, locked;
+    return stat(path, &now) == 0 && fstat(fd, &locked) == 0 && now.st_dev == locked.st_dev &&
+           now.st_ino == locked.st_ino;
+}
+
 int output_folder_create(const char *path, ErrorMessage *err) {
     char partial[PATH_MAX];
     if (snprintf(partial, sizeof partial, "%s", path) >= (int)sizeof partial)

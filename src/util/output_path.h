@@ -36,6 +36,11 @@ void output_files_tidy(const char *const *paths, int count, char *note, size_t s
 // or -1 with a message when another process holds the lock.
 int output_folder_lock(const char *path, int *fd, ErrorMessage *err);
 
+// Whether path is still the folder locked as fd (same device and inode): a
+// run writes by path, so a folder deleted (and made again by another run)
+// under it would take its files. 1 also where fd < 0 (nothing locked).
+int output_folder_is_locked_one(const char *path, int fd);
+
 // mkdir -p: creates path and its missing parents (mode 0755).
 int output_folder_create(const char *path, ErrorMessage *err);
 

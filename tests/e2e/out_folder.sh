@@ -59,6 +59,8 @@ for _ in $(seq 600); do
 done
 a_events=$(ls "$work/a"/events.out.tfevents.* 2>/dev/null)
 [ -n "$a_events" ] || fail "run A wrote no event file: $(tail -n 3 "$work/a.log")"
+expect_refused "B without flags while A runs" "--out: '$work/a' is in use by another run" -- \
+  timeout 60 "$bin" train "${common[@]}" --out "$work/a" --max-steps 200
 expect_refused "B --overwrite while A runs" "--out: '$work/a' is in use by another run" -- \
   timeout 60 "$bin" train "${common[@]}" --out "$work/a" --max-steps 200 --overwrite
 expect_refused "B --resume while A runs" "--out: '$work/a' is in use by another run" -- \
@@ -75,6 +77,36 @@ status=$?
 if grep -v -E '^\{"step": [0-9]+, [^{]*\}$' "$work/a/metrics.jsonl" | grep -q .; then
   fail "metrics.jsonl holds mixed lines: $(grep -v -E '^\{"step": [0-9]+, [^{]*\}$' "$work/a/metrics.jsonl" | head -n 2)"
 fi
+
+# A's --out deleted and made again by run B while A trains: A stops at its
+# next checkpoint (exit 1, naming the folder) instead of writing over B's
+# (before: its checkpoint replaced B's last.ckpt).
+"$bin" train "${common[@]}" --out "$work/gone" --max-steps 100000 >"$work/gone.log" 2>&1 &
+gone_pid=$!
+for _ in $(seq 600); do
+  [ -s "$work/gone/checkpoints/last.ckpt" ] && break
+  kill -0 "$gone_pid" 2>/dev/null || break
+  sleep 0.05
+done
+rm -rf "$work/gone"
+"$bin" train "${common[@]}" --out "$work/gone" --max-steps 1 --seed 9 >"$work/gone-b.log" 2>&1 ||
+  fail "run B into A's deleted --out: $(tail -n 1 "$work/gone-b.log")"
+cp "$work/gone/checkpoints/last.ckpt" "$work/gone-b.ckpt" 2>/dev/null
+for _ in $(seq 600); do
+  kill -0 "$gone_pid" 2>/dev/null || break
+  sleep 0.05
+done
+if kill -0 "$gone_pid" 2>/dev/null; then
+  kill -9 "$gone_pid"
+  fail "run A went on for 30 s after its --out was replaced"
+fi
+wait "$gone_pid"
+status=$?
+[ "$status" -eq 1 ] || fail "run A with its --out replaced: exit $status, expected 1: $(tail -n 2 "$work/gone.log")"
+grep -q -- "--out $work/gone was removed or replaced while this run wrote into it" "$work/gone.log" ||
+  fail "run A with its --out replaced: no message naming it: $(tail -n 2 "$work/gone.log")"
+cmp -s "$work/gone/checkpoints/last.ckpt" "$work/gone-b.ckpt" ||
+  fail "run A wrote over run B's checkpoint"
 
 # Started together into a new folder: one trains, the other is refused.
 "$bin" train "${common[@]}" --out "$work/both" --max-steps 3 >"$work/both1.log" 2>&1 &

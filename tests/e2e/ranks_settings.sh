@@ -66,16 +66,40 @@ mpi_run 2 "$bin" "${embed[@]}" --data "$work/images" --checkpoint "$work/a.safet
   >"$work/same.log" 2>&1 || fail "2 ranks, same embed: $(cat "$work/same.log")"
 [ "$(wc -l <"$work/emb.csv")" -eq 9 ] || fail "2 ranks, same embed: not 8 rows"
 
-# Failures of a rank other than 0 are its own lines, prefixed "rank N: "
-# (before: every rank printed unprefixed, pieces of lines interleaved).
+# What may differ between ranks: the paths of the --data folders (the same
+# images under other paths, several folders too), --num-workers, --out.
+ln -s "$work/images" "$work/images-link"
+ln -s "$work/fewer" "$work/fewer-link"
+output=$(timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
+  --mca btl self,vader,tcp --mca btl_base_warn_component_unused 0 \
+  -np 1 "$bin" "${embed[@]}" --data "$work/images" --data "$work/fewer" --checkpoint "$work/a.safetensors" --overwrite : \
+  -np 1 "$bin" embed --out "$work/elsewhere.csv" --image-size 32 --batch-size 2 --num-workers 2 \
+  --data "$work/images-link/" --data "$work/fewer-link" --checkpoint "$work/a.safetensors" 2>&1) ||
+  fail "2 ranks, the same folders under other paths: $output"
+[ "$(wc -l <"$work/emb.csv")" -eq 13 ] || fail "2 ranks, the same folders under other paths: not 12 rows"
+
+# Bad input of every rank: exit 2 with the line (the first rank to fail
+# ends the others, so the other's own line may not come).
 output=$(mpi_run 2 "$bin" "${embed[@]}" --data "$work/absent" --checkpoint "$work/a.safetensors" \
   --overwrite 2>&1)
 status=$?
 [ "$status" -eq 2 ] || fail "2 ranks, absent --data: exited $status, expected 2: $output"
-for rank in "" "rank 1: "; do
-  printf '%s\n' "$output" | grep -q -x -- "${rank}lightly-train-c embed: data folder '$work/absent' does not exist" ||
-    fail "2 ranks, absent --data: no line '${rank}lightly-train-c embed: ...': $output"
-done
+printf '%s\n' "$output" | grep -q -E -x -- "(rank 1: )?lightly-train-c embed: data folder '$work/absent' does not exist" ||
+  fail "2 ranks, absent --data: no line 'lightly-train-c embed: data folder ...': $output"
+# Bad input of rank 1 alone ends rank 0 too, at once, with exit 2 and rank 1's
+# line prefixed "rank 1: " (before: rank 0 waited in the settings check for
+# --dist-timeout and the run exited 1; and every rank printed unprefixed).
+start=$(date +%s)
+output=$(timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
+  --mca btl self,vader,tcp --mca btl_base_warn_component_unused 0 \
+  -np 1 "$bin" "${embed[@]}" --data "$work/images" --checkpoint "$work/a.safetensors" --overwrite --dist-timeout 50 : \
+  -np 1 "$bin" "${embed[@]}" --data "$work/absent" --checkpoint "$work/a.safetensors" --overwrite --dist-timeout 50 2>&1)
+status=$?
+elapsed=$(($(date +%s) - start))
+[ "$status" -eq 2 ] || fail "rank 1's --data absent: exited $status, expected 2: $output"
+[ "$elapsed" -lt 30 ] || fail "rank 1's --data absent: took $elapsed s (rank 0 waited for the timeout)"
+printf '%s\n' "$output" | grep -q -x -- "rank 1: lightly-train-c embed: data folder '$work/absent' does not exist" ||
+  fail "rank 1's --data absent: no line 'rank 1: lightly-train-c embed: ...': $output"
 "$build/tests/e2e/make_images" "$work/corrupt" 4 --corrupt 4 >/dev/null || fail "make_images --corrupt"
 mpi_run 2 "$bin" "${embed[@]}" --data "$work/corrupt" --checkpoint "$work/a.safetensors" \
   --overwrite >"$work/corrupt.log" 2>&1 || fail "2 ranks, corrupt files: $(cat "$work/corrupt.log")"

@@ -9,7 +9,7 @@
 //   vector_normal_cdf_avx2: Phi(x) = erfc(-x / sqrt 2) / 2 (the exact
 //     GELU's gate) and the normal density, from our own fits of erf and
 //     erfc (tools/fit_normal_cdf.py: the coefficients, their errors and
-//     the float evaluation's error against mpmath): within 8 + x^2 float
+//     the float evaluation's error against mpmath): within 8 + 1.25 x^2 float
 //     roundings of the true values (tests/test_cpu_vector_math.c; the x^2
 //     part is exp's argument rounded once, in the left tail where Phi is
 //     small).
