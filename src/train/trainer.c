@@ -7,12 +7,14 @@
 #include "train/trainer.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "logging/image_grid.h"
@@ -291,10 +293,24 @@ static int train_export(TrainRun *run, ErrorMessage *err) {
     return backbone_save(exported, run->export_path, err);
 }
 
+// The folder a file of the run is written into still exists.
+static int parent_exists(const char *path) {
+    char folder[PATH_MAX];
+    snprintf(folder, sizeof folder, "%s", path);
+    char *slash = strrchr(folder, '/');
+    if (slash) *slash = '\0';
+    struct stat info;
+    return stat(slash ? folder : ".", &info) == 0 && S_ISDIR(info.st_mode);
+}
+
 // Whether --out was deleted (or replaced) under the run: its files go by
-// path, so they would land in another run's folder. -1 with err then.
+// path, so they would land in another run's folder. Also while a deletion
+// is under way (--out still there, its checkpoints/ or exported_models/
+// gone). -1 with err then.
 static int out_replaced(const TrainRun *run, ErrorMessage *err) {
-    if (!run->out_lock_held || output_folder_is_locked_one(run->config->out, run->out_lock_fd))
+    if (!run->out_lock_held ||
+        (output_folder_is_locked_one(run->config->out, run->out_lock_fd) &&
+         parent_exists(run->checkpoint_path) && parent_exists(run->export_path)))
         return 0;
     return error_set(err, "could not write the checkpoint: --out %s was removed or replaced "
                           "while this run wrote into it (another run's files may be there now)",
