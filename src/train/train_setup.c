@@ -182,14 +182,9 @@ static int create_out(TrainRun *run, ErrorMessage *err) {
     const int locked_at_checks = run->out_lock_held;
     if (lock_out(run, err)) return 2;
     // A folder made since the checks: another run may have made, filled
-    // and left it meanwhile (the setup between them takes seconds).
-    if (run->rank == 0 && !locked_at_checks && !config->overwrite && !config->resume &&
-        folder_used(config->out)) {
-        error_set(err, "--out %s was filled by another run since this one's checks: pass "
-                       "--overwrite to replace its run or --resume to continue it",
-                  config->out);
-        return 2;
-    }
+    // and left it meanwhile (the setup between them takes seconds), so the
+    // checks run again under the lock.
+    if (!locked_at_checks && train_out_check(config, run->rank, err)) return 2;
     if (config->overwrite && !config->resume) remove_old_events(config->out);
     for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
         path_join(path, sizeof path, config->out, out_folders[i]);

@@ -296,11 +296,10 @@ static int train_export(TrainRun *run, ErrorMessage *err) {
 // The folder a file of the run is written into still exists.
 static int parent_exists(const char *path) {
     char folder[PATH_MAX];
-    snprintf(folder, sizeof folder, "%s", path);
-    char *slash = strrchr(folder, '/');
-    if (slash) *slash = '\0';
+    ErrorMessage ignored;
     struct stat info;
-    return stat(slash ? folder : ".", &info) == 0 && S_ISDIR(info.st_mode);
+    return output_parent_folder(path, folder, sizeof folder, &ignored) == 0 &&
+           stat(folder, &info) == 0 && S_ISDIR(info.st_mode);
 }
 
 // Whether --out was deleted (or replaced) under the run: its files go by

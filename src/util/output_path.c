@@ -12,8 +12,7 @@
 
 #include "util/file.h"
 
-// The folder part of path ("." when there is none), in out.
-static int parent_folder(const char *path, char *out, size_t size, ErrorMessage *err) {
+int output_parent_folder(const char *path, char *out, size_t size, ErrorMessage *err) {
     if (snprintf(out, size, "%s", path) >= (int)size)
         return error_set(err, "'%s': path too long", path);
     size_t length = strlen(out);
@@ -54,7 +53,7 @@ int output_file_check(const char *path, int overwrite, ErrorMessage *err) {
     if (!overwrite && access(path, F_OK) == 0)
         return error_set(err, "'%s' exists (pass --overwrite to replace it)", path);
     char folder[PATH_MAX];
-    if (parent_folder(path, folder, sizeof folder, err)) return -1;
+    if (output_parent_folder(path, folder, sizeof folder, err)) return -1;
     return writable_folder(folder, err);
 }
 
@@ -84,7 +83,7 @@ int output_folder_check(const char *path, ErrorMessage *err) {
     // Climb to the nearest existing ancestor: the folders below it are created.
     for (;;) {
         char parent[PATH_MAX];
-        if (parent_folder(current, parent, sizeof parent, err)) return -1;
+        if (output_parent_folder(current, parent, sizeof parent, err)) return -1;
         if (stat(parent, &info) == 0) {
             if (!S_ISDIR(info.st_mode))
                 return error_set(err, "cannot create '%s': '%s' is not a folder", path, parent);

@@ -41,6 +41,9 @@ int output_folder_lock(const char *path, int *fd, ErrorMessage *err);
 // under it would take its files. 1 also where fd < 0 (nothing locked).
 int output_folder_is_locked_one(const char *path, int fd);
 
+// The folder part of path ("." when there is none; "a/b/" is "a/b"), in out.
+int output_parent_folder(const char *path, char *out, size_t size, ErrorMessage *err);
+
 // mkdir -p: creates path and its missing parents (mode 0755).
 int output_folder_create(const char *path, ErrorMessage *err);
 
