@@ -40,15 +40,12 @@ static double gradient_sum_tol(size_t rows) {
     return NORM_STATS_TOL * (1.0 + sqrt((double)rows / 64.0));
 }
 
-static void test_batchnorm_forward(void **state) {
-    NEED_FAST_BACKEND();
-    for (size_t i = 0; i < NORM_CASE_COUNT; i++) {
-        const size_t rows = norm_cases[i].rows;
-        const int c = norm_cases[i].channels;
-        const size_t n = rows * c;
-        const uint64_t seed = 1000 + 10 * i;
-        // An offset mean (x in [0.5, 2.5)) exercises the two-pass variance.
-        const float *x = mirror_random_tensor(n, 0.5f, 2.5f, seed);
+// Training and evaluation forward of x (rows, c) against ref; frees the
+// mirrors (x included) when done.
+static void check_batchnorm_forward(void **state, size_t rows, int c, const float *x,
+                                    uint64_t seed) {
+    const size_t n = rows * c;
+    {
         const float *gamma = mirror_random_tensor(c, 0.5f, 1.5f, seed + 1);
         const float *beta = mirror_random_tensor(c, -0.5f, 0.5f, seed + 2);
         float *run_mean_ref = mirror_random_tensor(c, -1, 1, seed + 3), *run_mean_fast = mirror_copy(run_mean_ref, c);
@@ -82,6 +79,36 @@ static void test_batchnorm_forward(void **state) {
         mirror_expect_close("bn eval y", n, e_fast, e_ref, mirror_act_tol(NORM_MAP_TOL),
                             mirror_act_tol(NORM_MAP_TOL));
         mirror_free(state);
+    }
+}
+
+static void test_batchnorm_forward(void **state) {
+    NEED_FAST_BACKEND();
+    for (size_t i = 0; i < NORM_CASE_COUNT; i++) {
+        const size_t rows = norm_cases[i].rows;
+        const int c = norm_cases[i].channels;
+        const uint64_t seed = 1000 + 10 * i;
+        // An offset mean (x in [0.5, 2.5)) exercises the variance's cancellation.
+        check_batchnorm_forward(state, rows, c, mirror_random_tensor(rows * c, 0.5f, 2.5f, seed),
+                                seed);
+    }
+}
+
+// Means 1e8 standard deviations away from 0 (1e4 and -2.5e3, spread
+// +-0.01; in fp32 about 20 levels of x per channel): a variance from plain
+// sums of x and x^2 loses every digit here even in double (the cuda
+// backend's one-pass statistics shift each channel by one of its values).
+// In fp16 and bf16 the channels round to constants: a variance of 0.
+static void test_batchnorm_forward_offset(void **state) {
+    NEED_FAST_BACKEND();
+    const size_t sizes[2][2] = {{1001, 67}, {324, 64}};
+    for (int k = 0; k < 2; k++) {
+        const size_t rows = sizes[k][0];
+        const int c = (int)sizes[k][1];
+        float *x = mirror_random_tensor(rows * c, -0.01f, 0.01f, 4000 + k);
+        for (size_t i = 0; i < rows * c; i++) x[i] += i % c % 2 ? 1e4f : -2.5e3f;
+        mirror_round(x, rows * c);
+        check_batchnorm_forward(state, rows, c, x, 4000 + k);
     }
 }
 
@@ -353,6 +380,7 @@ static void test_batchnorm_sync_split(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_batchnorm_forward, mirror_free),
+        cmocka_unit_test_teardown(test_batchnorm_forward_offset, mirror_free),
         cmocka_unit_test_teardown(test_batchnorm_backward, mirror_free),
         cmocka_unit_test_teardown(test_batchnorm_relu_forward, mirror_free),
         cmocka_unit_test_teardown(test_batchnorm_relu_backward, mirror_free),

@@ -1,10 +1,12 @@
 // Batch norm over the rows of (rows, C) NHWC matrices on the GPU, training
 // (batch statistics, running-statistics update), evaluation and backward,
 // each optionally fused with the ReLU and residual add after it: the same
-// formulas as the ref backend (backend.h). Statistics take two column
-// passes (mean, then the sum of squared deviations) with double partials in
-// the scratch, as ref's two-pass double loops; the elementwise pass is fp32
-// (double where ref is). Every pass reads 16 bytes of a tensor per load
+// formulas as the ref backend (backend.h). The training forward's
+// statistics take one read of x: double column sums of d = x - shift and
+// d^2, shift a channel's value in the first row (the shifted-data
+// algorithm; see moments_kernel for why it is as exact as ref's two passes),
+// with double partials in the scratch; the elementwise pass is fp32 (double
+// where ref is). Every pass reads 16 bytes of a tensor per load
 // where it can (V channels per thread, geometry below): these kernels move
 // most of a ResNet step's activation bytes, and one 2-byte load per thread
 // reaches a fraction of the GPU's bandwidth.
@@ -14,8 +16,9 @@
 // their own row-block count.
 //
 // Scratch layout (doubles): [0, B*C) and [B*C, 2*B*C) column partials of
-// the B row blocks, then C per-channel results (the mean, or sum dz) and C
-// more (1/std, or sum dz * xhat). Per-channel kernels combine a channel's B
+// the B row blocks (sum d and sum d^2, or sum dz and sum dz * xhat), then C
+// per-channel results (the mean, or sum dz) and C more (1/std, or sum dz *
+// xhat). Per-channel kernels combine a channel's B
 // partials with one warp, in a fixed order.
 //
 // The split ops of synchronised BatchNorm (backend.h: centered squares,
@@ -45,7 +48,7 @@ __device__ bool warp_leader() { return threadIdx.x % 32 == 0; }
 
 // ---- the statistics passes -------------------------------------------------------------
 
-enum class Sum { kPlain, kDeviation, kGradient };
+enum class Sum { kMoments, kDeviation, kGradient };
 
 // The V values of the ReLU output at element i (1 where there is none).
 template <typename T, int V>
@@ -57,15 +60,19 @@ __device__ void load_mask(const T *relu_out, size_t i, float mask[V]) {
     }
 }
 
-// Column partials of one per-element quantity, per row block. kPlain: x;
-// kDeviation: (x - mean)^2; kGradient: both dz and dz * xhat (into
-// partials and partials2), dz = dy masked by the ReLU output when there is
-// one (a NaN in it keeps dy). The block's row lanes combine in lane order.
+// Column partials, per row block. kMoments: both d = x - shift and d^2
+// (into partials and partials2), shift the channel's value in row 0;
+// kDeviation: (x - center)^2; kGradient: both dz and dz * (x - center) *
+// inv_std (xhat), dz = dy masked by the ReLU output when there is one (a
+// NaN in it keeps dy). The per-element arithmetic is double (ref's); the
+// centers are floats (the saved or all-reduced mean), kept as floats to
+// spare registers. The block's row lanes combine in lane order.
 template <Sum kind, typename T, int V>
-__global__ void partials_kernel(size_t rows, int channels, const T *x, const T *relu_out,
-                                const T *dy, const double *mean, const float *save_mean,
-                                const float *save_inv_std, double *partials, double *partials2) {
-    constexpr int kSums = kind == Sum::kGradient ? 2 : 1;
+__global__ void __launch_bounds__(kThreads, kind == Sum::kGradient ? 2 : 3)
+    partials_kernel(size_t rows, int channels, const T *x, const T *relu_out, const T *dy,
+                    const float *center_of, const float *inv_std_of, double *partials,
+                    double *partials2) {
+    constexpr int kSums = kind == Sum::kDeviation ? 1 : 2;
     const int column = blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = column < channels / V;
     const int c0 = column * V;
@@ -73,23 +80,25 @@ __global__ void partials_kernel(size_t rows, int channels, const T *x, const T *
     for (int k = 0; k < kSums; k++)
         for (int v = 0; v < V; v++) total[k][v] = 0.0;
     if (active) {
-        double center[V];
-        float inv_std[V];
+        float center[V], inv_std[V];
+        if (kind == Sum::kMoments) act_load_vector<T, V>(x + c0, center);
         for (int v = 0; v < V; v++) {
-            center[v] = kind == Sum::kDeviation ? mean[c0 + v]
-                        : kind == Sum::kGradient ? (double)save_mean[c0 + v]
-                                                 : 0.0;
-            inv_std[v] = kind == Sum::kGradient ? save_inv_std[c0 + v] : 0.0f;
+            if (kind != Sum::kMoments) center[v] = center_of[c0 + v];
+            inv_std[v] = kind == Sum::kGradient ? inv_std_of[c0 + v] : 0.0f;
         }
         CHANNEL_ROWS(r, rows) {
             const size_t i = r * channels + c0;
             float xv[V];
             act_load_vector<T, V>(x + i, xv);
-            if (kind == Sum::kPlain) {
-                for (int v = 0; v < V; v++) total[0][v] += xv[v];
+            if (kind == Sum::kMoments) {
+                for (int v = 0; v < V; v++) {
+                    const double d = (double)xv[v] - center[v];
+                    total[0][v] += d;
+                    total[1][v] += d * d;
+                }
             } else if (kind == Sum::kDeviation) {
                 for (int v = 0; v < V; v++) {
-                    const double d = xv[v] - center[v];
+                    const double d = (double)xv[v] - center[v];
                     total[0][v] += d * d;
                 }
             } else {
@@ -99,7 +108,7 @@ __global__ void partials_kernel(size_t rows, int channels, const T *x, const T *
                 for (int v = 0; v < V; v++) {
                     const double dz = !(mask[v] <= 0.0f) ? dyv[v] : 0.0;
                     total[0][v] += dz;
-                    total[kSums - 1][v] += dz * (xv[v] - center[v]) * inv_std[v];
+                    total[kSums - 1][v] += dz * ((double)xv[v] - center[v]) * inv_std[v];
                 }
             }
         }
@@ -122,12 +131,12 @@ __global__ void partials_kernel(size_t rows, int channels, const T *x, const T *
 }
 
 // One statistics pass over (rows, channels) into the scratch: partials of
-// row block b at [b * C, (b + 1) * C), kGradient's second sum after all B
-// of them, at [B * C, 2 * B * C). Returns B.
+// row block b at [b * C, (b + 1) * C), the second sum (kMoments,
+// kGradient) after all B of them, at [B * C, 2 * B * C). Returns B.
 template <Sum kind, typename T>
 int partials_launch(cudaStream_t stream, double *scratch, size_t rows, int channels,
-                    const T *x, const T *relu_out, const T *dy, const double *mean,
-                    const float *save_mean, const float *save_inv_std) {
+                    const T *x, const T *relu_out, const T *dy, const float *center,
+                    const float *inv_std) {
     int row_blocks = 0;
     const bool fits =
         act_vector_fits<T>(channels, act_vector_width<T>(), {x, relu_out, dy});
@@ -138,36 +147,43 @@ int partials_launch(cudaStream_t stream, double *scratch, size_t rows, int chann
         row_blocks = cuda_row_blocks(rows, channels, grid.column_blocks, (size_t)grid.block.y * 8);
         partials_kernel<kind, T, V>
             <<<dim3(grid.column_blocks, (unsigned)row_blocks), grid.block, 0, stream>>>(
-                rows, channels, x, relu_out, dy, mean, save_mean, save_inv_std, scratch,
+                rows, channels, x, relu_out, dy, center, inv_std, scratch,
                 scratch + (size_t)row_blocks * channels);
         CUDA_CHECK_LAUNCH();
     });
     return row_blocks;
 }
 
-__global__ void mean_kernel(size_t rows, int channels, int row_blocks, const double *partials,
-                            double *mean) {
+// From the shifted sums S1 = sum d and S2 = sum d^2 over the rows (d = x -
+// shift, in double): mean = shift + S1 / R, variance = (S2 - S1^2 / R) / R.
+// As exact as ref's two passes: d and d^2 of 16-bit or fp32 values are
+// exact in double, and the shift is one of the channel's values, so the
+// cancellation in S2 - S1^2 / R costs digits only in proportion to how far
+// that value lies in the tail (100 standard deviations: 4 of double's 16
+// digits), where unshifted sums lose them all once the mean is 1e8
+// standard deviations (tests/test_backend_fast_norm.c's offset case).
+// Saves mean and 1/std (1/std also in double, for the forward's own
+// normalisation), updates the running statistics (unbiased variance;
+// biased with one row, as ref).
+template <typename T>
+__global__ void statistics_kernel(size_t rows, int channels, int row_blocks, const T *x,
+                                  const double *partials, const double *partials2,
+                                  float momentum, float eps, double *mean, double *inv_std,
+                                  float *save_mean, float *save_inv_std, float *running_mean,
+                                  float *running_var) {
     const int c = warp_channel();
     if (c >= channels) return;
-    const double total = combine_partials(partials, row_blocks, channels, c);
-    if (warp_leader()) mean[c] = total / (double)rows;
-}
-
-// Saves mean and 1/std (also 1/std in double, for the forward's own
-// normalisation), updates the running statistics (unbiased variance; biased
-// with one row, as ref).
-__global__ void statistics_kernel(size_t rows, int channels, int row_blocks,
-                                  const double *partials, const double *mean, float momentum,
-                                  float eps, double *inv_std, float *save_mean,
-                                  float *save_inv_std, float *running_mean, float *running_var) {
-    const int c = warp_channel();
-    if (c >= channels) return;
-    const double variance = combine_partials(partials, row_blocks, channels, c) / (double)rows;
+    const double sum = combine_partials(partials, row_blocks, channels, c);
+    const double squares = combine_partials(partials2, row_blocks, channels, c);
     if (!warp_leader()) return;
+    const double count = (double)rows;
+    const double centered = squares - sum * (sum / count);
+    const double variance = (centered < 0.0 ? 0.0 : centered) / count;  // NaN stays NaN
+    mean[c] = (double)act_load(x[c]) + sum / count;
     inv_std[c] = 1.0 / sqrt(variance + eps);
     save_mean[c] = (float)mean[c];
     save_inv_std[c] = (float)inv_std[c];
-    const double unbiased = rows > 1 ? variance * (double)rows / (double)(rows - 1) : variance;
+    const double unbiased = rows > 1 ? variance * count / (double)(rows - 1) : variance;
     running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean[c]);
     running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
 }
@@ -221,12 +237,22 @@ __global__ void finish_statistics_kernel(int channels, size_t total_rows, float 
 }
 
 // ---- the elementwise passes ------------------------------------------------------------
+// Both maps are fp32, with per-channel constants formed in double and
+// rounded once, as the cpu backend's (cpu_batchnorm.c): y = ((x - center)
+// - center_low) * scale + shift, where x - center is exact for x near the
+// mean and center_low carries what the float mean lost; dx = a (dz -
+// mean_dz) - b (x - mean), both differences taken first. The constants'
+// registers (4 floats a channel, not 2-5 doubles) raise the blocks of 256
+// threads a multiprocessor holds, and so the loads in flight in these
+// bandwidth-bound passes (ptxas -v, sm_90, 16-bit: apply_kernel 124 -> at
+// most 80 registers, 2 -> 3 blocks; gradient_apply_kernel 128 -> 64, 2 ->
+// 4 blocks). Not yet timed on a GPU (docs/performance.md).
 
 // y = gamma (x - mean) inv_std + beta (+ residual) (then ReLU), with the
-// batch statistics in double (training: batch_mean, batch_inv_std) or the
-// running ones (evaluation), as ref computes them.
+// batch statistics (training: batch_mean, batch_inv_std in double) or the
+// running ones (evaluation).
 template <typename T, int V>
-__global__ void apply_kernel(size_t rows, int channels, const T *x, const T *residual,
+__global__ void __launch_bounds__(kThreads, 3) apply_kernel(size_t rows, int channels, const T *x, const T *residual,
                              int relu, const float *gamma, const float *beta,
                              const double *batch_mean, const double *batch_inv_std,
                              const float *running_mean, const float *running_var, float eps,
@@ -234,35 +260,39 @@ __global__ void apply_kernel(size_t rows, int channels, const T *x, const T *res
     const int column = blockIdx.x * blockDim.x + threadIdx.x;
     if (column >= channels / V) return;
     const int c0 = column * V;
-    double mean[V], scale[V];
-    float weight[V], shift[V];
+    float center[V], center_low[V], scale[V], shift[V];
     for (int v = 0; v < V; v++) {
         const int c = c0 + v;
-        mean[v] = batch_mean ? batch_mean[c] : (double)running_mean[c];
-        scale[v] = batch_inv_std ? batch_inv_std[c] : 1.0 / sqrt((double)running_var[c] + eps);
-        weight[v] = gamma[c];
+        const double mean = batch_mean ? batch_mean[c] : (double)running_mean[c];
+        const double inv_std =
+            batch_inv_std ? batch_inv_std[c] : 1.0 / sqrt((double)running_var[c] + eps);
+        center[v] = (float)mean;
+        center_low[v] = (float)(mean - center[v]);
+        scale[v] = (float)(gamma[c] * inv_std);
         shift[v] = beta[c];
     }
     // Two of the thread's rows per iteration, both loaded before either is
     // stored (the stores may not be moved above later loads: y could alias
-    // x), so twice the bytes are in flight; the per-channel constants in
-    // registers leave room for two blocks per multiprocessor only.
+    // x), so twice the bytes are in flight; held as stored (16-bit values
+    // take half the registers) until used.
     const size_t stride = (size_t)blockDim.y * gridDim.y;
     for (size_t r = blockIdx.y * (size_t)blockDim.y + threadIdx.y; r < rows; r += 2 * stride) {
         const int count = r + stride < rows ? 2 : 1;
-        float xv[2][V], added[2][V];
+        ActVector<T, V> xv[2], added[2];
         for (int k = 0; k < 2; k++)
             if (k < count) {
                 const size_t i = (r + k * stride) * channels + c0;
-                act_load_vector<T, V>(x + i, xv[k]);
-                if (residual) act_load_vector<T, V>(residual + i, added[k]);
+                xv[k] = load_packed<T, V>(x + i);
+                if (residual) added[k] = load_packed<T, V>(residual + i);
             }
         for (int k = 0; k < 2; k++)
             if (k < count) {
                 float out[V];
                 for (int v = 0; v < V; v++) {
-                    float value = (float)((xv[k][v] - mean[v]) * scale[v] * weight[v] + shift[v]);
-                    if (residual) value += added[k][v];
+                    float value = ((act_load(xv[k].value[v]) - center[v]) - center_low[v]) *
+                                      scale[v] +
+                                  shift[v];
+                    if (residual) value += act_load(added[k].value[v]);
                     if (relu) value = value <= 0.0f ? 0.0f : value;  // NaN stays NaN
                     out[v] = value;
                 }
@@ -271,24 +301,27 @@ __global__ void apply_kernel(size_t rows, int channels, const T *x, const T *res
     }
 }
 
-// dx = gamma inv_std / R (R dz - sum dz - xhat sum dz xhat); dresidual = dz
-// (written after dy is read: dresidual may alias dy).
-template <typename T, int V>
-__global__ void gradient_apply_kernel(size_t rows, int channels, const T *x, const T *relu_out,
-                                      const T *dy, const float *gamma, const float *save_mean,
-                                      const float *save_inv_std, const double *sums, T *dx,
-                                      T *dresidual) {
+// dx = gamma inv_std (dz - sum dz / R - xhat sum dz xhat / R), R the rows
+// of all ranks (total_rows), from the sums (2, C) of dz and dz * xhat:
+// this rank's in double (the plain backward) or the all-reduced floats
+// (synchronised BatchNorm); dz = dy masked by the ReLU output. dresidual
+// = dz (written after dy is read: dresidual may alias dy), or nothing.
+template <typename T, int V, typename S>
+__global__ void gradient_apply_kernel(size_t rows, size_t total_rows, int channels, const T *x,
+                                      const T *relu_out, const T *dy, const float *gamma,
+                                      const float *mean, const float *inv_std, const S *sums,
+                                      T *dx, T *dresidual) {
     const int column = blockIdx.x * blockDim.x + threadIdx.x;
     if (column >= channels / V) return;
     const int c0 = column * V;
-    double inv_std[V], mean[V], scale[V], sum_dz[V], sum_dz_xhat[V];
+    float a[V], b[V], mean_dz[V], center[V];
     for (int v = 0; v < V; v++) {
         const int c = c0 + v;
-        inv_std[v] = save_inv_std[c];
-        mean[v] = save_mean[c];
-        scale[v] = gamma[c] * inv_std[v] / (double)rows;
-        sum_dz[v] = sums[c];
-        sum_dz_xhat[v] = sums[channels + c];
+        const double weight = (double)gamma[c] * inv_std[c], count = (double)total_rows;
+        a[v] = (float)weight;
+        b[v] = (float)(weight * inv_std[c] * (double)sums[channels + c] / count);
+        mean_dz[v] = (float)((double)sums[c] / count);
+        center[v] = mean[c];
     }
     CHANNEL_ROWS(r, rows) {
         const size_t i = r * channels + c0;
@@ -297,10 +330,8 @@ __global__ void gradient_apply_kernel(size_t rows, int channels, const T *x, con
         act_load_vector<T, V>(dy + i, dyv);
         load_mask<T, V>(relu_out, i, mask);
         for (int v = 0; v < V; v++) {
-            const double dz = !(mask[v] <= 0.0f) ? dyv[v] : 0.0;
-            const double xhat = (xv[v] - mean[v]) * inv_std[v];
-            dxv[v] = (float)(scale[v] * ((double)rows * dz - sum_dz[v] - xhat * sum_dz_xhat[v]));
-            dzv[v] = (float)dz;
+            dzv[v] = !(mask[v] <= 0.0f) ? dyv[v] : 0.0f;
+            dxv[v] = a[v] * (dzv[v] - mean_dz[v]) - b[v] * (xv[v] - center[v]);
         }
         act_store_vector<T, V>(dx + i, dxv);
         if (dresidual) act_store_vector<T, V>(dresidual + i, dzv);
@@ -314,41 +345,6 @@ __global__ void masked_gradient_kernel(size_t n, const T *relu_out, const T *dy,
          i += (size_t)blockDim.x * gridDim.x)
         dz_out[i] = !relu_out || !(act_load(relu_out[i]) <= 0.0f) ? dy[i] : act_store<T>(0.0f);
 }
-
-// dx = gamma inv_std (dz - sum dz / R - xhat sum dz xhat / R), R the rows
-// of all ranks, with the all-reduced float sums (2, C).
-template <typename T, int V>
-__global__ void sync_gradient_apply_kernel(size_t rows, size_t total_rows, int channels,
-                                           const T *x, const T *relu_out, const T *dy,
-                                           const float *gamma, const float *mean,
-                                           const float *inv_std, const float *sums, T *dx) {
-    const int column = blockIdx.x * blockDim.x + threadIdx.x;
-    if (column >= channels / V) return;
-    const int c0 = column * V;
-    double mean_dz[V], mean_dz_xhat[V], mean_c[V], inv_std_c[V], scale[V];
-    for (int v = 0; v < V; v++) {
-        const int c = c0 + v;
-        mean_dz[v] = sums[c] / (double)total_rows;
-        mean_dz_xhat[v] = sums[channels + c] / (double)total_rows;
-        mean_c[v] = mean[c];
-        inv_std_c[v] = inv_std[c];
-        scale[v] = (double)gamma[c] * inv_std_c[v];
-    }
-    CHANNEL_ROWS(r, rows) {
-        const size_t i = r * channels + c0;
-        float xv[V], dyv[V], mask[V], dxv[V];
-        act_load_vector<T, V>(x + i, xv);
-        act_load_vector<T, V>(dy + i, dyv);
-        load_mask<T, V>(relu_out, i, mask);
-        for (int v = 0; v < V; v++) {
-            const double xhat = ((double)xv[v] - mean_c[v]) * inv_std_c[v];
-            const double dz = !(mask[v] <= 0.0f) ? dyv[v] : 0.0;
-            dxv[v] = (float)(scale[v] * (dz - mean_dz[v] - xhat * mean_dz_xhat[v]));
-        }
-        act_store_vector<T, V>(dx + i, dxv);
-    }
-}
-
 
 // apply_kernel over rows x channels (nothing for none).
 template <typename T>
@@ -364,6 +360,24 @@ void apply_launch(cudaStream_t stream, size_t rows, int channels, const void *x,
         apply_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
             rows, channels, (const T *)x, (const T *)residual, relu, gamma, beta, batch_mean,
             batch_inv_std, running_mean, running_var, eps, (T *)y);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+// gradient_apply_kernel over rows x channels.
+template <typename T, typename S>
+void gradient_apply_launch(cudaStream_t stream, size_t rows, size_t total_rows, int channels,
+                           const T *x, const T *relu_out, const T *dy, const float *gamma,
+                           const float *mean, const float *inv_std, const S *sums, T *dx,
+                           T *dresidual) {
+    const bool fits =
+        act_vector_fits<T>(channels, act_vector_width<T>(), {x, relu_out, dy, dx, dresidual});
+    act_width_dispatch<T>(fits, [&](auto width) {
+        constexpr int V = decltype(width)::value;
+        const ChannelGrid grid = channel_grid(channels, V);
+        gradient_apply_kernel<T, V, S><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
+            rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx,
+            dresidual);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -389,18 +403,13 @@ void cuda_batchnorm_forward_train_launch(cudaStream_t stream, ComputeDtype dtype
         const T *x = (const T *)x_any;
         if (rows == 0 || channels == 0) return;
         check_channels(channels);
-        // Both passes split the rows alike (same x, same geometry): B row blocks.
-        const int row_blocks = partials_launch<Sum::kPlain, T>(
-            stream, scratch, rows, channels, x, nullptr, nullptr, nullptr, nullptr, nullptr);
+        const int row_blocks = partials_launch<Sum::kMoments, T>(
+            stream, scratch, rows, channels, x, nullptr, nullptr, nullptr, nullptr);
+        double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
         double *mean = scratch + 2 * (size_t)row_blocks * channels, *inv_std = mean + channels;
-        mean_kernel<<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
-            rows, channels, row_blocks, scratch, mean);
-        CUDA_CHECK_LAUNCH();
-        partials_launch<Sum::kDeviation, T>(stream, scratch, rows, channels, x, nullptr, nullptr,
-                                            mean, nullptr, nullptr);
-        statistics_kernel<<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
-            rows, channels, row_blocks, scratch, mean, momentum, eps, inv_std, save_mean,
-            save_inv_std, running_mean, running_var);
+        statistics_kernel<T><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+            rows, channels, row_blocks, x, partials, partials2, momentum, eps, mean, inv_std,
+            save_mean, save_inv_std, running_mean, running_var);
         CUDA_CHECK_LAUNCH();
         apply_launch<T>(stream, rows, channels, x, residual_any, relu, gamma, beta, mean, inv_std,
                         nullptr, nullptr, eps, y_any);
@@ -434,22 +443,14 @@ void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
         if (rows == 0 || channels == 0) return;
         check_channels(channels);
         const int row_blocks = partials_launch<Sum::kGradient, T>(
-            stream, scratch, rows, channels, x, relu_out, dy, nullptr, save_mean, save_inv_std);
+            stream, scratch, rows, channels, x, relu_out, dy, save_mean, save_inv_std);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
         double *sums = scratch + 2 * (size_t)row_blocks * channels;
         gradient_sums_kernel<double><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
             channels, row_blocks, partials, partials2, sums, dgamma, dbeta);
         CUDA_CHECK_LAUNCH();
-        const bool fits = act_vector_fits<T>(channels, act_vector_width<T>(),
-                                             {x, relu_out, dy, dx, dresidual});
-        act_width_dispatch<T>(fits, [&](auto width) {
-            constexpr int V = decltype(width)::value;
-            const ChannelGrid grid = channel_grid(channels, V);
-            gradient_apply_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
-                rows, channels, x, relu_out, dy, gamma, save_mean, save_inv_std, sums, dx,
-                dresidual);
-            CUDA_CHECK_LAUNCH();
-        });
+        gradient_apply_launch<T, double>(stream, rows, rows, channels, x, relu_out, dy, gamma,
+                                         save_mean, save_inv_std, sums, dx, dresidual);
     });
 }
 
@@ -460,15 +461,8 @@ void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, ComputeDtype dt
         using T = ACT_T;
         if (channels == 0) return;
         check_channels(channels);
-        // The widened mean goes past the largest partials (2 x B x C, B at
-        // most CUDA_MAX_ROW_BLOCKS x CUDA_MAX_COLUMNS / C), where no pass writes.
-        double *mean_wide = scratch + 2 * (size_t)CUDA_MAX_ROW_BLOCKS * CUDA_MAX_COLUMNS;
-        widen_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-            channels, mean, mean_wide);
-        CUDA_CHECK_LAUNCH();
         const int row_blocks = partials_launch<Sum::kDeviation, T>(
-            stream, scratch, rows, channels, (const T *)x_any, nullptr, nullptr, mean_wide,
-            nullptr, nullptr);
+            stream, scratch, rows, channels, (const T *)x_any, nullptr, nullptr, mean, nullptr);
         combine_to_float_kernel<<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
             channels, row_blocks, scratch, squares);
         CUDA_CHECK_LAUNCH();
@@ -519,8 +513,7 @@ void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, ComputeDtype dty
         if (channels == 0) return;
         check_channels(channels);
         const int row_blocks = partials_launch<Sum::kGradient, T>(
-            stream, scratch, rows, channels, (const T *)x_any, relu_out, dy, nullptr, mean,
-            inv_std);
+            stream, scratch, rows, channels, (const T *)x_any, relu_out, dy, mean, inv_std);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
         gradient_sums_kernel<float><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
             channels, row_blocks, partials, partials2, sums, dgamma, dbeta);
@@ -540,20 +533,10 @@ void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, ComputeDtype dtyp
                                           const float *inv_std, const float *sums, void *dx_any) {
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
-        const T *x = (const T *)x_any;
-        const T *relu_out = (const T *)relu_out_any;
-        const T *dy = (const T *)dy_any;
-        T *dx = (T *)dx_any;
         if (rows == 0 || channels == 0) return;
-        const bool fits =
-            act_vector_fits<T>(channels, act_vector_width<T>(), {x, relu_out, dy, dx});
-        act_width_dispatch<T>(fits, [&](auto width) {
-            constexpr int V = decltype(width)::value;
-            const ChannelGrid grid = channel_grid(channels, V);
-            sync_gradient_apply_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
-                rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx);
-            CUDA_CHECK_LAUNCH();
-        });
+        gradient_apply_launch<T, float>(stream, rows, total_rows, channels, (const T *)x_any,
+                                        (const T *)relu_out_any, (const T *)dy_any, gamma, mean,
+                                        inv_std, sums, (T *)dx_any, (T *)nullptr);
     });
 }
 
