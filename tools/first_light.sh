@@ -22,9 +22,12 @@
 #             resumed, against the uninterrupted one
 #   bench     one SimCLR step against PyTorch (bench-gpu.sh, section step):
 #             eager AMP channels-last, ours, then torch.compile
+#   test-gpu  the rest of make test-gpu: run-gpu-tests.sh's runs, then the
+#             unit binaries first light's ops part does not run
+#             (test_staging, test_method_steps' cuda cases, side by side)
 #   profile   where the step's time goes, kernel by kernel (profile-gpu.sh:
-#             ncu over ours, torch.profiler over PyTorch's)
-#   test-gpu  what is left of make test-gpu (run-gpu-tests.sh) in the time left
+#             ncu over ours, torch.profiler over PyTorch's), in the time left
+#             (after run 3 test-gpu is worth more: the profile ran then)
 # Results, appended as they come: $OUT/first_light.jsonl (one JSON object per
 # check), $OUT/first_light_summary.md (the same, readable),
 # $OUT/first_light_console.log (this output) and $OUT/first_light_logs.tar.gz
@@ -89,7 +92,8 @@ part_versions() {
 # the per-binary limit keeps one stuck binary from taking the part.
 run_test_binary() {
     local name=$1 groups=$2 label=$3 allowed=$4 limit=${5:-$FIRST_LIGHT_TEST_LIMIT} log start status counts
-    log="$FL_LOGS/ops/$name.$label.log"
+    local part=${FL_TEST_PART:-ops}
+    log="$FL_LOGS/$part/$name.$label.log"
     start=$(date +%s.%N)
     (cd "$FL_WORK/testdir" && LTC_TEST_GROUPS=$groups timeout -k 5 "$limit" \
         "$FL_BUNDLE/tests/$name") >"$log" 2>&1
@@ -99,12 +103,12 @@ run_test_binary() {
     read -r passed failed skipped <<<"$(cmocka_counts "$log")"
     counts=(passed="$passed" failed="$failed" skipped="$skipped" seconds="$seconds" exit="$status")
     if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
-        record ops "${name}[$label]" cut "over its ${limit}s limit" "${counts[@]}"
+        record "$part" "${name}[$label]" cut "over its ${limit}s limit" "${counts[@]}"
     elif [ "$status" -ne 0 ] || [ "$skipped" -gt "$allowed" ] || [ "$passed" -eq 0 ]; then
-        record ops "${name}[$label]" fail "$(grep -E '^\[  FAILED  \] [a-z]|skipped:|error' "$log" |
+        record "$part" "${name}[$label]" fail "$(grep -E '^\[  FAILED  \] [a-z]|skipped:|error|matches no case' "$log" |
             head -n 4 | tr '\n' ' ')" "${counts[@]}"
     else
-        record ops "${name}[$label]" pass "$passed tests" "${counts[@]}"
+        record "$part" "${name}[$label]" pass "$passed tests" "${counts[@]}"
     fi
 }
 
@@ -317,20 +321,36 @@ part_profile() {
     done
 }
 
-# The whole-program runs first (train, embed, export under compute-sanitizer,
-# NCCL, the loss scaler, resumes), then the binaries in the time left:
-# test_method_steps' cuda cases only (STEP_CASES; its cpu cases are make
-# test's).
+# The whole-program runs first, alone on the GPU (train, embed, export under
+# compute-sanitizer, NCCL, the loss scaler, resumes: their repeatability
+# checks want cuDNN's timed algorithm choices undisturbed;
+# FIRST_LIGHT_TESTGPU_RUNS=0 leaves them out), then the binaries side by
+# side: test_method_steps' cuda cases (its cpu cases are make test's) in
+# the sets of FIRST_LIGHT_STEP_SETS, each a STEP_CASES list, one process
+# each. Its 22 cases take about 3 minutes one after another (run 3: 10 in
+# 58 s, mostly ref on the CPU), over the part's time after the runs.
 part_test_gpu() {
-    local name
-    (cd "$FL_WORK" && GPU_TESTS=runs bash "$FL_BUNDLE/run-gpu-tests.sh") >"$FL_LOGS/test-gpu/runs.log" 2>&1
-    local status=$?
-    record test-gpu runs "$([ $status -eq 0 ] && echo pass || echo fail)" \
-        "run-gpu-tests.sh runs: $(tail -n 1 "$FL_LOGS/test-gpu/runs.log")" \
-        "failures=$(grep -c '^FAIL' "$FL_LOGS/test-gpu/runs.log")"
+    local name set index
+    if [ "$FIRST_LIGHT_TESTGPU_RUNS" = 1 ]; then
+        (cd "$FL_WORK" && GPU_TESTS=runs bash "$FL_BUNDLE/run-gpu-tests.sh") >"$FL_LOGS/test-gpu/runs.log" 2>&1
+        local status=$?
+        record test-gpu runs "$([ $status -eq 0 ] && echo pass || echo fail)" \
+            "run-gpu-tests.sh runs: $(tail -n 1 "$FL_LOGS/test-gpu/runs.log")" \
+            "failures=$(grep -c '^FAIL' "$FL_LOGS/test-gpu/runs.log")"
+    fi
+    local FL_TEST_PART=test-gpu
     for name in $FIRST_LIGHT_TESTGPU_BINARIES; do
-        STEP_CASES=$FIRST_LIGHT_STEP_CASES run_test_binary "$name" "" all 0 "$FIRST_LIGHT_TESTGPU_LIMIT"
+        if [ "$name" != test_method_steps ]; then
+            run_test_binary "$name" "" all 0 "$FIRST_LIGHT_TESTGPU_LIMIT" &
+            continue
+        fi
+        index=0
+        for set in $FIRST_LIGHT_STEP_SETS; do
+            index=$((index + 1))
+            STEP_CASES=$set run_test_binary "$name" "" "cases$index" 0 "$FIRST_LIGHT_TESTGPU_LIMIT" &
+        done
     done
+    wait
 }
 
 # ---- the driver ------------------------------------------------------------------
@@ -346,8 +366,8 @@ fi
 
 # Sizes and budgets (seconds); the defaults are the GPU run's.
 : "${FIRST_LIGHT_SECONDS:=390}"
-: "${FIRST_LIGHT_PARTS:=versions ops train bench profile test-gpu}"
-: "${FIRST_LIGHT_BUDGETS:=versions=60 ops=100 train=170 bench=120 profile=120 test-gpu=390}"
+: "${FIRST_LIGHT_PARTS:=versions ops train bench test-gpu profile}"
+: "${FIRST_LIGHT_BUDGETS:=versions=60 ops=100 train=170 bench=120 test-gpu=150 profile=120}"
 : "${FIRST_LIGHT_ACCELERATOR:=gpu}" "${FIRST_LIGHT_PRECISION:=16-mixed}"
 : "${FIRST_LIGHT_MODEL:=resnet50}" "${FIRST_LIGHT_SIZE:=224}" "${FIRST_LIGHT_BATCH:=256}"
 # The resume kill fires right after a checkpoint, written at each epoch's
@@ -362,7 +382,10 @@ test_backend_dinov2_ops test_backend_dinov3_ops test_backend_transfer test_ranks
 test_backend_transformer_fast test_backend_resize test_backend_dinov2_ops test_backend_dinov3_ops
 test_cuda_precision}"
 : "${FIRST_LIGHT_TESTGPU_BINARIES:=test_staging test_method_steps}" "${FIRST_LIGHT_TESTGPU_LIMIT:=150}"
-: "${FIRST_LIGHT_STEP_CASES:=*_cuda*}"
+: "${FIRST_LIGHT_TESTGPU_RUNS:=1}"
+# test_method_steps' cuda cases in four sets of about equal time (the 16-bit
+# cases cost about twice an fp32 one: they compare with ref-16 and ref-32).
+: "${FIRST_LIGHT_STEP_SETS:=*_cuda test_simclr_cuda_fp16,test_byol_cuda_fp16,test_dino_cuda_fp16,test_vicreg_cuda_fp16,test_barlowtwins_cuda_fp16 test_distillation*_cuda_fp16,test_dinov2_cuda_fp16 *_cuda_bf16}"
 : "${FIRST_LIGHT_BENCH_CONFIG:=simclr resnet50 224 256 30}" "${FIRST_LIGHT_BENCH_DEVICE:=cuda}"
 : "${FIRST_LIGHT_BENCH_WARMUP:=10}" "${FIRST_LIGHT_BENCH_COMPILE:=1}"
 : "${FIRST_LIGHT_PROFILE_CONFIG:=simclr resnet50 224 256}" "${FIRST_LIGHT_PROFILE_RECORDS:=12}"

@@ -145,4 +145,21 @@ tar -tzf "$node/out/first_light_logs.tar.gz" | grep -q 'logs/train/simclr.train.
   fail "the logs lack the SimCLR train.log"
 grep -q -F "$build_dir" "$results" "$node/out/first_light_summary.md" &&
   fail "a record points into the build tree: $(grep -F "$build_dir" "$results" | head -n 2)"
+
+# A call that gives the test-gpu part to the binaries alone (as docs/gpu.md's
+# next-window plan may): no runs; test_staging passes beside
+# test_method_steps' sets, one process and one record each (the sets here
+# match no case, so each of those fails at once: the cases themselves take
+# minutes on the emulation).
+mkdir -p "$node/out2"
+(cd "$node" && env -i PATH=/usr/bin:/bin HOME="$node" TMPDIR="$node" OUT="$node/out2" \
+  PYTHON="$python" FIRST_LIGHT_PARTS=test-gpu FIRST_LIGHT_BUDGETS=test-gpu=120 \
+  FIRST_LIGHT_TESTGPU_RUNS=0 FIRST_LIGHT_STEP_SETS="no_case_a* no_case_b*,no_case_c*" \
+  bash first-light/run.sh) >"$work/run2.out" 2>&1 || fail "test-gpu alone: $(tail -n 3 "$work/run2.out")"
+results="$node/out2/first_light.jsonl"
+has test-gpu 'test_staging[all]' pass '"failed": 0'
+has test-gpu 'test_method_steps[cases1]' fail 'no_case_a\* matches no case'
+has test-gpu 'test_method_steps[cases2]' fail '"exit": 1'
+has test-gpu part fail '"failed_checks": 2,'
+grep -q '"check": "runs"' "$results" && fail "FIRST_LIGHT_TESTGPU_RUNS=0 ran the runs"
 e2e_finish
