@@ -514,6 +514,31 @@ static void test_ema_teacher_follows_student(void **state) {
     method_free(&method);
 }
 
+// The EMA teacher of a ResNet never runs a backward, so it keeps only the
+// frozen layout (two block outputs in turn), not every activation as the
+// student's slot of the same shape does; its backward is refused. Its
+// training forward is the trainable model's (test_byol and test_dino
+// compare the steps with PyTorch).
+static void test_ema_teacher_keeps_nothing_for_backward(void **state) {
+    const MethodKind kinds[2] = {METHOD_BYOL, METHOD_DINO};
+    for (int k = 0; k < 2; k++) {
+        Method method;
+        method_make(&method, kinds[k], NULL);
+        Backbone *teacher = method.ops->teacher(&method);
+        assert_int_equal(teacher->model.resnet.slots[0].max.batch,
+                         method.backbone.model.resnet.slots[0].max.batch);
+        const size_t kept = teacher->model.resnet.slots[0].arena_bytes;
+        const size_t student = method.backbone.model.resnet.slots[0].arena_bytes;
+        // (at these 24 px the stem, kept by both, is much of either)
+        assert_true(kept < student);
+        ErrorMessage err = {0};
+        const Act *features = backbone_features(teacher, 0);
+        assert_int_equal(backbone_backward(teacher, 0, features, &err), -1);
+        assert_non_null(strstr(err.text, "keeps nothing for backward"));
+        method_free(&method);
+    }
+}
+
 static void test_dino_last_layer_group_is_frozen_at_first(void **state) {
     Method method;
     method_make(&method, METHOD_DINO, NULL);
@@ -644,6 +669,7 @@ int main(void) {
         cmocka_unit_test(test_distillation_vit_student),
         cmocka_unit_test(test_vit_view_sizes_are_checked),
         cmocka_unit_test(test_ema_teacher_follows_student),
+        cmocka_unit_test(test_ema_teacher_keeps_nothing_for_backward),
         cmocka_unit_test(test_dino_last_layer_group_is_frozen_at_first),
         cmocka_unit_test(test_method_args_are_checked),
         cmocka_unit_test(test_method_arg_ranges),

@@ -91,9 +91,10 @@ struct Backbone {
 // (values zero until backbone_init or a load).
 int backbone_allocate(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
                       const BackboneInput *inputs, int input_count, ErrorMessage *err);
-// backbone_allocate for a model that only runs eval forwards (a
-// distillation teacher): no gradients, nothing kept for backward (resnet.h,
-// vit.h: `frozen`); training forwards and backward fail.
+// backbone_allocate for a model that never runs a backward (a teacher):
+// no gradients, nothing kept for backward (resnet.h, vit.h: `frozen`);
+// backward fails, and so do a ViT's training forwards (a ResNet's compute
+// batch statistics as a trainable one's).
 int backbone_allocate_frozen(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
                              const BackboneInput *inputs, int input_count, ErrorMessage *err);
 // backbone_allocate, then the architecture's initialisation from seed.

@@ -127,11 +127,13 @@ typedef struct Resnet {
     ResnetSlot *slots;
     Act *scratch;             // backend memory: 3 * scratch_elements (frozen: 1 *)
     size_t scratch_elements;  // the largest activation tensor over all slots
-    // Set between resnet_declare and resnet_allocate for a model that only
-    // runs eval forwards (a distillation teacher): parameters without
-    // gradients, no backward scratch, and the slots keep nothing for
-    // backward (the blocks' outputs alternate between two buffers, their
-    // other tensors share one region), so a training forward is refused.
+    // Set between resnet_declare and resnet_allocate for a model that never
+    // runs a backward (a distillation teacher, embed, the EMA teacher of
+    // BYOL and DINO): parameters without gradients, no backward scratch,
+    // and the slots keep nothing for backward (the blocks' outputs
+    // alternate between two buffers, their other tensors share one region).
+    // Its training forwards (batch statistics, running statistics updated)
+    // compute what a trainable model's do; its backward is refused.
     int frozen;
 } Resnet;
 

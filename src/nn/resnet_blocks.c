@@ -120,8 +120,6 @@ static int final_pixels(const Resnet *model, const ResnetPlans *plans) {
 int resnet_forward(Resnet *model, int slot_index, int batch, const Act *input, int training,
                    ErrorMessage *err) {
     if (find_slot(model, slot_index, err)) return -1;
-    if (training && model->frozen)
-        return error_set(err, "resnet: a frozen model (a teacher) runs eval forwards only");
     ResnetSlot *slot = &model->slots[slot_index];
     const ResnetPlans *plans = NULL;
     for (int i = 0; i < slot->plans_count && !plans; i++)
@@ -156,7 +154,7 @@ int resnet_forward(Resnet *model, int slot_index, int batch, const Act *input, i
     if (training) model->num_batches_tracked++;
     slot->last_plans = plans;
     slot->last_input = input;
-    slot->backward_ready = training;
+    slot->backward_ready = training && !model->frozen;
     return 0;
 }
 
@@ -183,6 +181,8 @@ int resnet_backward_map(Resnet *model, int slot_index, const Act *dfeatures, con
                         ErrorMessage *err) {
     if (find_slot(model, slot_index, err)) return -1;
     if (!dfeatures && !dmap) return error_set(err, "resnet: backward without a gradient");
+    if (model->frozen)
+        return error_set(err, "resnet: a frozen model (a teacher) keeps nothing for backward");
     ResnetSlot *slot = &model->slots[slot_index];
     if (!slot->backward_ready)
         return error_set(err, "resnet: backward on slot %d without a training forward before it",
