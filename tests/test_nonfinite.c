@@ -20,6 +20,7 @@
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/weights.h"
+#include "safetensors_edit.h"
 #include "train/checkpoint.h"
 
 // Each op test runs once per backend, named by the cmocka prestate
@@ -202,7 +203,8 @@ static void test_resnet_forward_keeps_nan(void **state) {
 // ---- files ------------------------------------------------------------------------
 
 // A safetensors file with one F32 tensor "w" (4), optionally with w[2] = NaN
-// patched in afterwards (our writer refuses to write it).
+// patched in afterwards (our writer refuses to write it) and the CRC-32
+// re-recorded.
 static void write_weights(const char *path, int with_nan) {
     const float values[4] = {1.0f, 2.0f, 3.0f, 4.0f};
     const SafeTensorWrite tensor = {.name = "w", .dtype = SAFE_F32, .rank = 1, .shape = {4},
@@ -218,6 +220,8 @@ static void write_weights(const char *path, int with_nan) {
     assert_int_equal(fseek(file, (long)(8 + header + 2 * sizeof(float)), SEEK_SET), 0);
     assert_int_equal(fwrite(&nan, sizeof nan, 1, file), 1);
     fclose(file);
+    // Read as written: the NaN check is under test, not the CRC-32's.
+    assert_int_equal(safetensors_edit_rerecord_crc32(path, 0), 0);
 }
 
 // The writer refuses NaN and infinity, naming the tensor and the element,

@@ -138,18 +138,21 @@ static void test_round_trip_no_tensors(void **state) {
     SafeTensors read;
     if (safetensors_read(path, &read, &err) != 0) fail_msg("%s", err.text);
     assert_int_equal(read.count, 0);
-    assert_int_equal(read.metadata_count, 0);
+    assert_int_equal(read.metadata_count, 1);  // the CRC-32 of no bytes
+    assert_string_equal(safetensors_metadata(&read, SAFETENSORS_CRC32_KEY), "00000000");
     safetensors_free(&read);
 }
 
 // ---- the reference's bytes ---------------------------------------------------------
 
 // What safetensors.torch.save_file({"b": zeros(3, f16), "a": ones(2, 2),
-// "n": tensor(5), "c.x": zeros(1, u8)}, metadata={"format": "pt"}) writes:
+// "n": tensor(5), "c.x": zeros(1, u8)}, metadata={"format": "pt",
+// "lightly-train-c.data_crc32": "d176d544"}) writes (Python's safetensors
+// 0.8; it writes a map of several keys in any order, this is one of them):
 // metadata first, tensors sorted by alignment then name, compact JSON,
-// spaces up to a multiple of 8.
+// spaces up to a multiple of 8. d176d544 is zlib.crc32 of the data.
 static const char REFERENCE_HEADER[] =
-    "{\"__metadata__\":{\"format\":\"pt\"},"
+    "{\"__metadata__\":{\"format\":\"pt\",\"lightly-train-c.data_crc32\":\"d176d544\"},"
     "\"n\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]},"
     "\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[8,24]},"
     "\"b\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[24,30]},"
@@ -166,9 +169,9 @@ static void test_reads_and_writes_reference_bytes(void **state) {
     memcpy(data + 8, a, 16);
     memcpy(data + 24, b, 6);
     data[30] = cx;
-    assert_int_equal(strlen(REFERENCE_HEADER), 256);
+    assert_int_equal(strlen(REFERENCE_HEADER), 296);
     size_t size;
-    uint8_t *expected = assemble(REFERENCE_HEADER, 256, data, sizeof data, &size);
+    uint8_t *expected = assemble(REFERENCE_HEADER, 296, data, sizeof data, &size);
     uint8_t *copy = malloc(size);
     memcpy(copy, expected, size);
     SafeTensors read;
@@ -200,16 +203,17 @@ static void test_reads_and_writes_reference_bytes(void **state) {
 }
 
 // safetensors.torch.save_file({"é\"\\\n\x01\x1f\x7f/€😀": zeros(1)},
-// metadata={"k\n": "v\""}): serde_json escapes '"', '\\', control bytes
-// (\n short, others \u00XX) and leaves UTF-8 and DEL as they are.
+// metadata={"k\n": "v\"", "lightly-train-c.data_crc32": "2144df1c"}) in
+// this order of the map: serde_json escapes '"', '\\', control bytes (\n
+// short, others \u00XX) and leaves UTF-8 and DEL as they are.
 static void test_escapes_match_reference(void **state) {
     (void)state;
     static const char header[] =
-        "{\"__metadata__\":{\"k\\n\":\"v\\\"\"},"
+        "{\"__metadata__\":{\"k\\n\":\"v\\\"\",\"lightly-train-c.data_crc32\":\"2144df1c\"},"
         "\"\xc3\xa9\\\"\\\\\\n\\u0001\\u001f\x7f/\xe2\x82\xac\xf0\x9f\x98\x80\":"
         "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} ";
     const size_t header_size = sizeof header - 1;
-    assert_int_equal(header_size, 112);
+    assert_int_equal(header_size, 152);
     const float zero = 0;
     const char *name = "\xc3\xa9\"\\\n\x01\x1f\x7f/\xe2\x82\xac\xf0\x9f\x98\x80";
     const SafeTensorWrite tensor = {name, SAFE_F32, 1, {1}, &zero};

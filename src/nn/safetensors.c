@@ -1,7 +1,8 @@
 // safetensors reader and writer (see safetensors.h): the header is parsed
 // with the bounds-checked scanner of json_scan.h and validated as the
-// reference implementation does (offsets must tile the data exactly); the
-// writer produces the same bytes as the reference for the same tensor order.
+// reference implementation does (offsets must tile the data exactly), then
+// the data against the CRC-32 the header records; the writer produces the
+// same bytes as the reference for the same tensor order and metadata.
 #include "nn/safetensors.h"
 
 #include <limits.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "nn/json_scan.h"
+#include "util/data_crc32.h"
 #include "util/finite.h"
 #include "util/file.h"
 #include "weights/pt_reader.h"
@@ -400,33 +402,68 @@ static int check_names_and_tiling(const SafeTensors *out, size_t data_size, Erro
     return 0;
 }
 
-int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessage *err) {
+// The data section against the CRC-32 the header records, when it records
+// one: a pass over the data in memory after the read, in parallel
+// (util/data_crc32.h). Computing it on each chunk as read() brings it in
+// measured no faster (docs/training.md, "Integrity").
+static int verify_data_crc32(const SafeTensors *out, const uint8_t *data, size_t size,
+                             ErrorMessage *err) {
+    const char *recorded = safetensors_metadata(out, SAFETENSORS_CRC32_KEY);
+    if (!recorded) return 0;  // another program's file, or ours from before the key
+    uint32_t expected;
+    if (data_crc32_parse(recorded, &expected) != 0) {
+        error_set(err, "the header is damaged (its %s is \"%s\", not 8 hex digits): the file "
+                       "changed after it was written; use another copy",
+                  SAFETENSORS_CRC32_KEY, printable(recorded).text);
+        return SAFETENSORS_DAMAGED;
+    }
+    const FileChunk all = {data, size};
+    const uint32_t actual = data_crc32(&all, 1);
+    if (actual != expected) {
+        error_set(err, "the tensor data is damaged (CRC-32 %08x recorded, %08x read): the file "
+                       "changed after it was written; use another copy",
+                  (unsigned)expected, (unsigned)actual);
+        return SAFETENSORS_DAMAGED;
+    }
+    return 0;
+}
+
+int safetensors_parse_at(uint8_t *bytes, size_t size, size_t offset, SafeTensors *out,
+                         ErrorMessage *err) {
     memset(out, 0, sizeof *out);
     out->file = bytes;  // owned from here, freed on failure by safetensors_free
     out->file_size = size;
-    if (size < 8) {
+    const uint8_t *blob = bytes + offset;
+    const size_t blob_size = size > offset ? size - offset : 0;
+    if (blob_size < 8) {
         safetensors_free(out);
-        return error_set(err, "file of %zu bytes is too short for the 8-byte header length", size);
+        return error_set(err, "file of %zu bytes is too short for the 8-byte header length",
+                         blob_size);
     }
     uint64_t header_size = 0;
-    for (int i = 7; i >= 0; i--) header_size = header_size << 8 | bytes[i];
-    if (header_size > SAFETENSORS_MAX_HEADER || header_size > size - 8) {
+    for (int i = 7; i >= 0; i--) header_size = header_size << 8 | blob[i];
+    if (header_size > SAFETENSORS_MAX_HEADER || header_size > blob_size - 8) {
         error_set(err, "header length %llu above the %s (%llu bytes)",
                   (unsigned long long)header_size,
                   header_size > SAFETENSORS_MAX_HEADER ? "limit" : "rest of the file",
                   header_size > SAFETENSORS_MAX_HEADER ? SAFETENSORS_MAX_HEADER
-                                                       : (unsigned long long)(size - 8));
+                                                       : (unsigned long long)(blob_size - 8));
         safetensors_free(out);
         return -1;
     }
-    const size_t data_start = 8 + (size_t)header_size, data_size = size - data_start;
+    const size_t data_start = offset + 8 + (size_t)header_size, data_size = size - data_start;
     JsonScanner scanner;
-    json_scanner_init(&scanner, (const char *)bytes + 8, (size_t)header_size);
+    json_scanner_init(&scanner, (const char *)blob + 8, (size_t)header_size);
     if (parse_header(&scanner, out, data_size, err) != 0 ||
         check_names_and_tiling(out, data_size, err) != 0) {
         error_prefix(err, "header");
         safetensors_free(out);
         return -1;
+    }
+    const int verified = verify_data_crc32(out, bytes + data_start, data_size, err);
+    if (verified != 0) {
+        safetensors_free(out);
+        return verified;
     }
     // Move the data down onto an 8-byte boundary (the header is no longer
     // needed) so that tensors written in alignment order can be read in place.
@@ -434,6 +471,10 @@ int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessag
     if (aligned != data_start) memmove(bytes + aligned, bytes + data_start, data_size);
     out->data = bytes + aligned;
     return 0;
+}
+
+int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessage *err) {
+    return safetensors_parse_at(bytes, size, 0, out, err);
 }
 
 _Static_assert(SAFE_FILE_SNIFF_BYTES >= PT_SNIFF_BYTES, "pt_sniff sees what it needs");
@@ -682,15 +723,50 @@ static int build_header(const SafeTensorWrite *tensors, int count, const SafeMet
     return 0;
 }
 
+// The caller's metadata less a CRC-32 it passes (copied from another file),
+// then the CRC-32 of the tensors' bytes in write order (the data section)
+// as `text`: *with_crc_count entries, malloc'ed; NULL when out of memory.
+static SafeMetadata *metadata_with_crc32(const SafeTensorWrite *tensors, int count,
+                                         const SafeMetadata *metadata, int metadata_count,
+                                         char text[DATA_CRC32_TEXT], int *with_crc_count) {
+    FileChunk *pieces = malloc(((size_t)count + 1) * sizeof *pieces);
+    SafeMetadata *with_crc = malloc(((size_t)metadata_count + 1) * sizeof *with_crc);
+    if (!pieces || !with_crc) {
+        free(pieces);
+        free(with_crc);
+        return NULL;
+    }
+    for (int i = 0; i < count; i++) {
+        const SafeTensorWrite *t = &tensors[i];
+        pieces[i] = (FileChunk){t->data, (size_t)shape_bytes(t->dtype, t->rank, t->shape)};
+    }
+    data_crc32_format(data_crc32(pieces, count), text);
+    free(pieces);
+    int kept = 0;
+    for (int i = 0; i < metadata_count; i++)
+        if (strcmp(metadata[i].key, SAFETENSORS_CRC32_KEY) != 0) with_crc[kept++] = metadata[i];
+    static char key[] = SAFETENSORS_CRC32_KEY;
+    with_crc[kept] = (SafeMetadata){.key = key, .value = text};
+    *with_crc_count = kept + 1;
+    return with_crc;
+}
+
 int safetensors_encode_header(const SafeTensorWrite *tensors, int count,
                               const SafeMetadata *metadata, int metadata_count, uint8_t **header,
                               size_t *header_size, ErrorMessage *err) {
     *header = NULL;
     *header_size = 0;
     if (check_write_arguments(tensors, count, metadata, metadata_count, err) != 0) return -1;
+    char crc_text[DATA_CRC32_TEXT];
+    int with_crc_count = 0;
+    SafeMetadata *with_crc = metadata_with_crc32(tensors, count, metadata, metadata_count,
+                                                 crc_text, &with_crc_count);
+    if (!with_crc) return error_set(err, "out of memory for the header");
     TextBuilder json = {0};
     uint64_t data_size;
-    if (build_header(tensors, count, metadata, metadata_count, &json, &data_size, err) != 0) {
+    const int built = build_header(tensors, count, with_crc, with_crc_count, &json, &data_size, err);
+    free(with_crc);
+    if (built != 0) {
         free(json.text);
         return -1;
     }

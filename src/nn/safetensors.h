@@ -8,6 +8,12 @@
 // against the file size and against the shape (contiguous from 0, no gaps,
 // no overlaps, covering the data exactly). The writer writes to a temporary
 // name, flushes and renames, so a crash never leaves a half file.
+//
+// Integrity: the writer records the CRC-32 of the data section (every byte
+// after the header) in __metadata__ under SAFETENSORS_CRC32_KEY, and the
+// parser verifies it where the key is present, so flipped or zeroed bytes in
+// a file of ours are refused instead of trained on. Files without the key
+// (PyTorch's, timm's, ours from before it) load as before.
 #ifndef LTC_NN_SAFETENSORS_H
 #define LTC_NN_SAFETENSORS_H
 
@@ -22,6 +28,13 @@
 // Bounds the memory a hostile header can make the reader allocate (a
 // SafeTensor is ~600 bytes); real checkpoints hold at most a few thousand.
 #define SAFETENSORS_MAX_TENSORS 262144
+
+// 8 lowercase hex digits: zlib's crc32 (the CRC-32 of zip, gzip and PNG,
+// which torch.save's zip files carry too) of the data section.
+#define SAFETENSORS_CRC32_KEY "lightly-train-c.data_crc32"
+// What safetensors_parse returns when the data does not match the recorded
+// CRC-32 or the recorded value is not 8 hex digits (-1: any other error).
+#define SAFETENSORS_DAMAGED (-2)
 
 typedef enum SafeDType {
     SAFE_F32 = 0,
@@ -69,8 +82,14 @@ typedef struct SafeTensors {
 } SafeTensors;
 
 // Parses a whole file held in memory; takes ownership of `bytes` (malloc'ed)
-// on success and on failure.
+// on success and on failure. Verifies the recorded CRC-32, if any: then
+// SAFETENSORS_DAMAGED with a message that says so.
 int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessage *err);
+// The same for a blob that starts at byte `offset` of bytes, after a header
+// of another format (checkpoints): parsed in place. With offset a multiple
+// of 8, tensors stay aligned as safetensors_parse hands them out.
+int safetensors_parse_at(uint8_t *bytes, size_t size, size_t offset, SafeTensors *out,
+                         ErrorMessage *err);
 // Reads and parses a file; errors name the path. A PyTorch .pt/.pth state
 // dict (told by its first bytes) is read by weights/pt_reader.h into the
 // same structure, so every reader of weights takes both.
@@ -122,13 +141,16 @@ typedef struct SafeTensorWrite {
 } SafeTensorWrite;
 
 // Writes path atomically (path.tmp.<pid>, fsync, rename). Tensors are
-// written in the given order; metadata may be NULL.
+// written in the given order; metadata may be NULL. The CRC-32 of the data
+// is added to the metadata as SAFETENSORS_CRC32_KEY (replacing a value the
+// caller passes under that key, e.g. one copied from another file).
 int safetensors_write(const char *path, const SafeTensorWrite *tensors, int count,
                       const SafeMetadata *metadata, int metadata_count, ErrorMessage *err);
 // The bytes a file with these tensors starts with: the u64 header length and
 // the JSON header padded to 8 bytes (*header malloc'ed, *header_size bytes),
-// after the checks safetensors_write makes; the tensors' bytes follow it in
-// the given order. For formats that embed a safetensors blob (checkpoints).
+// after the checks safetensors_write makes, with the CRC-32 of the tensors'
+// bytes in its metadata; the tensors' bytes follow it in the given order.
+// For formats that embed a safetensors blob (checkpoints).
 int safetensors_encode_header(const SafeTensorWrite *tensors, int count,
                               const SafeMetadata *metadata, int metadata_count, uint8_t **header,
                               size_t *header_size, ErrorMessage *err);

@@ -334,10 +334,12 @@ int checkpoint_parse(uint8_t *bytes, size_t size, Checkpoint *ckpt, ErrorMessage
         free(bytes);
         return -1;
     }
-    // The safetensors parser owns a malloc'ed block holding just its blob.
-    memmove(bytes, bytes + CHECKPOINT_HEADER_SIZE, size - CHECKPOINT_HEADER_SIZE);
-    if (safetensors_parse(bytes, size - CHECKPOINT_HEADER_SIZE, &ckpt->tensors, err) != 0)
-        return error_prefix(err, "checkpoint tensors");
+    // The blob is parsed in place (its data stays 8-byte aligned after the
+    // 16-byte header); damaged data is told as such, not as a tensor problem.
+    const int parsed = safetensors_parse_at(bytes, size, CHECKPOINT_HEADER_SIZE, &ckpt->tensors,
+                                            err);
+    if (parsed == SAFETENSORS_DAMAGED) return -1;
+    if (parsed != 0) return error_prefix(err, "checkpoint tensors");
     ckpt->version = (int)version;
     return 0;
 }

@@ -30,6 +30,9 @@
 //   "method"       e.g. "dino"
 //   "export_part"  "teacher_backbone" or "backbone": the backbone `export` and
 //                  `embed` use by default (the teacher for DINO)
+//   "lightly-train-c.data_crc32"  the CRC-32 of the blob's data section
+//                  (SAFETENSORS_CRC32_KEY; set by the safetensors writer and
+//                  verified by its parser: nn/safetensors.h)
 //   ... and others the training loop adds.
 //
 // Atomicity: checkpoint_write writes a temporary file in the same folder,
@@ -108,7 +111,8 @@ typedef struct Checkpoint {
 
 // Reads and checks a file; errors name the path. A newer format version
 // fails with "checkpoint format version N is newer than this program
-// supports (1)".
+// supports (1)"; data that does not match its recorded CRC-32 with "the
+// tensor data is damaged (CRC-32 ... recorded, ... read) ...".
 int checkpoint_read(const char *path, Checkpoint *ckpt, ErrorMessage *err);
 // The same on a whole file in memory; takes ownership of `bytes` (malloc'ed)
 // on success and on failure, like safetensors_parse.

@@ -3,12 +3,14 @@
 //   edit_checkpoint IN OUT [--meta KEY=VALUE]... [--i64 NAME=VALUE]... [--nan NAME]
 // copies IN to OUT with metadata values and I64 scalars replaced, then
 // (--nan) overwrites the first element of F32 tensor NAME with NaN in the
-// written file (the checkpoint writer itself refuses non-finite values).
+// written file (the checkpoint writer itself refuses non-finite values) and
+// records the CRC-32 of the changed data, so that the file reads as written.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../safetensors_edit.h"
 #include "train/checkpoint.h"
 
 #define MAX_EDITS 16
@@ -78,7 +80,10 @@ static int poison(const char *path, const char *name, ErrorMessage *err) {
                         fseek(file, (long)(CHECKPOINT_HEADER_SIZE + 8 + header + offset), SEEK_SET) == 0 &&
                         fwrite(&nan, sizeof nan, 1, file) == 1;
     if (file) fclose(file);
-    return written ? 0 : error_set(err, "%s: cannot patch", path);
+    // Read as written: the NaN check is under test, not the CRC-32's.
+    return written && safetensors_edit_rerecord_crc32(path, CHECKPOINT_HEADER_SIZE) == 0
+               ? 0
+               : error_set(err, "%s: cannot patch", path);
 }
 
 int main(int argc, char **argv) {

@@ -8,6 +8,8 @@
 #   expect STATUS PATTERN -- command...
 #                              the command's exit status and a line of its
 #                              output (stdout and stderr) matching PATTERN
+#   expect_only STATUS PATTERN -- command...
+#                              as expect, and that line is all the output
 #   refuse_distillation PATTERN method-args...
 #                              a resnet18 `distillation` run (with the
 #                              caller's ${common[@]}) must print one line
@@ -29,13 +31,19 @@ e2e_init() {
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-expect() {
-  local status=$1 pattern=$2
-  shift 3
+expect() { expect_output any "$@"; }
+expect_only() { expect_output only "$@"; }
+
+# expect and expect_only: LINES is "any" or "only" (the line is all the output).
+expect_output() {
+  local lines=$1 status=$2 pattern=$3
+  shift 4
   local output
   output=$("$@" 2>&1)
   local got=$?
   [ "$got" -eq "$status" ] || fail "'$*' exited $got, expected $status; output: $output"
+  [ "$lines" = any ] || [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] ||
+    fail "'$*' printed more than one line: $output"
   printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
 }
 

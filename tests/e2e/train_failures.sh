@@ -74,6 +74,36 @@ expect 2 "$nan_message" -- "$bin" export --checkpoint "$work/nan.ckpt" --out "$w
 expect 2 "$nan_message" -- "$bin" embed --data "$images" --checkpoint "$work/nan.ckpt" --out "$work/x.npy"
 expect 2 "$nan_message" -- "$bin" train "${plain[@]}" --out "$work/x" --method distillation \
   --method-arg teacher="$work/nan.ckpt"
+# Data changed after it was written (one bit in the middle of the tensors):
+# the CRC-32 the checkpoint and the export record refuses them, in one line
+# naming the file; --resume neither falls back nor touches the checkpoint.
+flip_data_bit() {  # FILE BLOB_OFFSET (16 in a checkpoint, 0 in a .safetensors)
+  local header size offset byte
+  header=$(od -An -tu8 -j "$2" -N8 "$1" | tr -d ' ')
+  size=$(stat -c %s "$1")
+  offset=$(((8 + $2 + header + size) / 2))
+  byte=$(od -An -tu1 -j "$offset" -N1 "$1" | tr -d ' ')
+  printf "\\$(printf %03o $((byte ^ 16)))" | dd of="$1" bs=1 seek="$offset" conv=notrunc status=none
+}
+damage="the tensor data is damaged \(CRC-32 [0-9a-f]{8} recorded, [0-9a-f]{8} read\): the file changed after it was written; use another copy$"
+cp "$good_ckpt" "$work/flipped.ckpt"
+cp "$good_export" "$work/flipped.safetensors"
+flip_data_bit "$work/flipped.ckpt" 16
+flip_data_bit "$work/flipped.safetensors" 0
+cmp -s "$good_ckpt" "$work/flipped.ckpt" && fail "flip_data_bit changed nothing"
+expect_only 2 "^lightly-train-c export: --checkpoint: $work/flipped.ckpt: $damage" -- \
+  "$bin" export --checkpoint "$work/flipped.ckpt" --out "$work/x.safetensors"
+expect_only 2 "^lightly-train-c embed: --checkpoint: $work/flipped.safetensors: $damage" -- \
+  "$bin" embed --data "$images" --checkpoint "$work/flipped.safetensors" --out "$work/x.npy"
+expect_only 2 "^lightly-train-c train: --checkpoint: $work/flipped.safetensors: $damage" -- \
+  "$bin" train "${common[@]}" --out "$work/x" --checkpoint "$work/flipped.safetensors"
+cp -r "$work/good" "$work/flipped-run"
+cp "$work/flipped.ckpt" "$work/flipped-run/checkpoints/last.ckpt"
+expect_only 2 "^lightly-train-c train: --resume: $work/flipped-run/checkpoints/last.ckpt: $damage" -- \
+  "$bin" train "${common[@]}" --out "$work/flipped-run" --max-steps 12 --resume
+cmp -s "$work/flipped.ckpt" "$work/flipped-run/checkpoints/last.ckpt" ||
+  fail "--resume changed the damaged checkpoint"
+[ -e "$work/x.safetensors" ] || [ -e "$work/x.npy" ] && fail "a refused export or embed wrote its --out"
 [ -e "$work/x" ] && fail "a refused run created its --out folder"
 
 # --- 3. --resume refuses checkpoints whose counters are out of range, not

@@ -5,7 +5,8 @@
 // for the reasons the reader documents (checkpoint.h): a float tensor
 // holding NaN or inf is refused, any other refusal of a well-formed tensor
 // aborts. Seeds: tests/fuzz/seeds/checkpoint/ (tiny.ckpt written by
-// tests/e2e/make_checkpoint --tiny; nan_center.ckpt: the same with a NaN in
+// tests/e2e/make_checkpoint --tiny before checkpoints recorded a CRC-32,
+// tiny_crc32.ckpt after; nan_center.ckpt: tiny.ckpt with a NaN in
 // dino.center, by tests/e2e/edit_checkpoint --nan).
 #include <stdlib.h>
 #include <string.h>
