@@ -10,8 +10,12 @@
 // weight gradient (the += into the parameter arena, never rounded to 16
 // bits). A layer with a bias writes its product in fp32 into the backend's
 // scratch, a row chunk at a time, and one kernel adds the bias and rounds
-// once (ref's linear rounds after its bias); a cuBLASLt bias epilogue
-// would save that pass (the next step for speed, measured first).
+// once (ref's linear rounds after its bias). A cuBLASLt bias epilogue would
+// save that pass, but not in ref's order: cuBLAS's documentation
+// (cublasLtMatmul, "Datatypes Supported", CUDA 13) lists for A/B in
+// CUDA_R_16F / CUDA_R_16BF with CUBLAS_COMPUTE_32F only a bias of D's type
+// (16-bit D: a 16-bit bias, rounded before the add, as PyTorch's autocast
+// does; an fp32 bias only with an fp32 D, which keeps the extra pass).
 //
 // The batched products of the 16-bit attention forward
 // (cuda_attention_math.cu) go through cublasGemmBatchedEx the same way.
