@@ -443,7 +443,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                 sum += emu_blas_load(a, al->type, ai) * emu_blas_load(b, bl->type, bi);
             }
             float value = alpha_value * sum;
-            if (beta_value != 0.0f) value += beta_value * emu_blas_load(c, cl->type, element(cl, i, j));
+            if (beta_value != 0.0f)
+                value += beta_value * emu_blas_load(c, cl->type, element(cl, i, j));
             if (problem.bias) value += emu_blas_load(dd->bias, dl->type, (size_t)i);
             emu_blas_store(d, dl->type, element(dl, i, j), value);
         }

@@ -22,9 +22,10 @@
 // cublasLtMatmulAlgoGetHeuristic chose: cuBLAS's documentation ("Heuristics
 // Cache") says the heuristic's host computation can take tens of
 // microseconds and recommends querying once and reusing the result; the
-// descriptors are small host objects, kept with it so a step makes none. A shape for which cuBLASLt has no algorithm, or
-// whose cublasLtMatmul returns CUBLAS_STATUS_NOT_SUPPORTED, is remembered
-// as such and runs cuda_gemm.c's separate pass (as does every layer under
+// descriptors are small host objects, kept with it so a step makes none.
+// A shape for which cuBLASLt has no algorithm, or whose cublasLtMatmul
+// returns CUBLAS_STATUS_NOT_SUPPORTED, is remembered as such (one line on
+// stderr) and runs cuda_gemm.c's separate pass (as does every layer under
 // LTC_CUDA_LINEAR_BIAS=separate).
 //
 // Compiled with -Werror and run on the CUDA emulation (tests/cuda_emu/
