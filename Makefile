@@ -147,11 +147,11 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 # make test also builds the cuda backend with the host C++ compiler against
 # an emulation of the CUDA runtime and thread model, and runs the cuda groups
 # of the tests in EMU_LIST on it ("cuda (CPU emulation)"). Needs only the
-# CUDA, cuBLAS and cuDNN headers (no GPU, no nvcc); off under sanitizers
+# CUDA, cuBLAS, cuBLASLt and cuDNN headers (no GPU, no nvcc); off under sanitizers
 # (fibers) and where the headers are missing (the tests then say skipped).
 EMU_DIR := $(BUILD)/emu
 EMU_CUDNN_INCLUDE := $(firstword $(wildcard $(CUDNN_HOME)/include/cudnn.h $(CUDA_HOME)/include/cudnn.h /usr/include/cudnn.h))
-HAVE_EMU := $(if $(SANITIZE),,$(if $(and $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(wildcard $(CUDA_HOME)/include/cublas_v2.h),$(EMU_CUDNN_INCLUDE)),1,))
+HAVE_EMU := $(if $(SANITIZE),,$(if $(and $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(wildcard $(CUDA_HOME)/include/cublas_v2.h),$(wildcard $(CUDA_HOME)/include/cublasLt.h),$(EMU_CUDNN_INCLUDE)),1,))
 EMU_LIST := $(shell sed -n 's/^\(test_[a-z0-9_]*\)$$/\1/p' tests/cuda_emu/emu_tests.list)
 EMU_TEST_BIN := $(if $(HAVE_EMU),$(EMU_LIST:%=$(EMU_DIR)/tests/%),)
 EMU_INCLUDES = -I$(CUDA_HOME)/include $(if $(EMU_CUDNN_INCLUDE),-I$(dir $(EMU_CUDNN_INCLUDE)),)
@@ -160,9 +160,11 @@ EMU_CXXFLAGS = -std=c++17 $(OPT) -g -Wall -Wextra -Werror -Wno-unused-parameter 
 EMU_CFLAGS = $(CFLAGS_ALL) -DLTC_WITH_CUDA -I. $(EMU_INCLUDES)
 EMU_CUDA_FILES := $(wildcard src/backend/cuda/*.cu src/backend/cuda/*.cuh src/backend/cuda/*.h)
 EMU_REWRITTEN := $(EMU_CUDA_FILES:%=$(EMU_DIR)/%)
-# cudnn_library.c forwards to the real cuDNN; the emulation defines cuDNN's functions.
+# cudnn_library.c and cublaslt_library.c forward to the real cuDNN and
+# cuBLASLt; the emulation defines their functions (emu_cudnn.c, emu_cublaslt.c).
+EMU_LIBRARY_FORWARDERS := src/backend/cuda/cudnn_library.c src/backend/cuda/cublaslt_library.c
 EMU_OBJ := $(patsubst src/%.cu,$(EMU_DIR)/obj/%.o,$(wildcard src/backend/cuda/*.cu)) \
-           $(patsubst src/%.c,$(EMU_DIR)/obj/%.o,$(filter-out src/backend/cuda/cudnn_library.c,$(wildcard src/backend/cuda/*.c))) \
+           $(patsubst src/%.c,$(EMU_DIR)/obj/%.o,$(filter-out $(EMU_LIBRARY_FORWARDERS),$(wildcard src/backend/cuda/*.c))) \
            $(EMU_DIR)/obj/backend/backend.o \
            $(patsubst tests/cuda_emu/%,$(EMU_DIR)/obj/runtime/%.o,$(basename $(wildcard tests/cuda_emu/*.cpp tests/cuda_emu/*.c)))
 # The library less the cuda backend (and backend.c, built here with it).
@@ -235,7 +237,7 @@ info: | $(DEPS_STAMP)
 	@echo "  CPU backend: oneDNN $(DNNL_VERSION) (conv, GEMM) + OpenMP loops"
 	@echo "  CUDA: $(CUDA_REASON)"
 	@echo "  MPI (CPU ranks): $(MPI_REASON)"
-	@echo "  CUDA emulation (make test runs the cuda kernels on the CPU): $(if $(HAVE_EMU),yes,no ($(if $(SANITIZE),sanitizers on,CUDA/cuBLAS/cuDNN headers missing under $(CUDA_HOME))))"
+	@echo "  CUDA emulation (make test runs the cuda kernels on the CPU): $(if $(HAVE_EMU),yes,no ($(if $(SANITIZE),sanitizers on,CUDA/cuBLAS(Lt)/cuDNN headers missing under $(CUDA_HOME))))"
 	@if [ "$(MPI)" = 1 ] && [ -z "$(MPI_FOUND)" ]; then echo "MPI=1 requested but OpenMPI (ompi-c) is missing" >&2; exit 1; fi
 
 deps:

@@ -9,12 +9,17 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "backend_mirror.h"
+#include "gradcheck.h"
+#ifdef LTC_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 // Products summed in double by ref, in other orders by the fast backends.
 #define PRODUCT_TOL 1e-5
@@ -30,13 +35,14 @@ static void check_linear(int rows, int in, int out, int with_bias, uint64_t seed
     const float *bias = with_bias ? mirror_random_tensor(out, -1, 1, seed + 2) : NULL;
     const float *dy = mirror_random_tensor((size_t)rows * out, -1, 1, seed + 3);
 
-    // ref against the fp32 product it is defined by
+    // ref against the fp32 product it is defined by: in 16 bits the bias
+    // rounded to the dtype (already so here: test tensors are), the sum once
     float *y = mirror_nan_tensor((size_t)rows * out),
           *expected = mirror_nan_tensor((size_t)rows * out);
     ref->op.linear_forward(ref, rows, in, out, (const Act *)x, (const Act *)w, bias, (Act *)y);
     ref->op.gemm(ref, 0, 1, rows, out, in, 1.0f, x, in, w, in, 0.0f, expected, out);
-    if (bias) ref->op.bias_add_f32(ref, (size_t)rows, out, bias, expected);
-    mirror_round(expected, (size_t)rows * out);  // 16 bits: rounded once, after the bias
+    if (bias) ref->op.bias_add_f32(ref, (size_t)rows, out, mirror_copy(bias, out), expected);
+    mirror_round(expected, (size_t)rows * out);
     mirror_expect_close("ref linear_forward", (size_t)rows * out, y, expected, 0, 0);
 
     float *y_fast = mirror_nan_tensor((size_t)rows * out);
@@ -93,6 +99,222 @@ static void test_linear(void **state) {
     mirror_free(state);  // the mirror's buffer table holds three cases
     check_linear(33, 24, 64, 1, 400); // 4 outputs per thread and load on cuda
     check_linear(7, 16, 32, 0, 500);  // the same without a bias
+}
+
+// ---- the bias of a 16-bit linear layer: rounded to the dtype, added once ----------------
+
+// The crafted layer of test_linear_bias_rounded: 3 rows, 2 inputs, 4
+// outputs. Row r of x is (1, 2^-r); output channel c has weights (-v_c,
+// s_c) and a bias b_c that is v_c plus at most half a unit of fp16's and
+// bf16's last place (a half going to the even v_c), so that the 16-bit
+// bias is v_c exactly. The product
+// is -v_c + s_c 2^-r (exact in fp32 and in both 16-bit dtypes), so y =
+// s_c 2^-r exactly under the rounded bias, while the fp32 bias would leave
+// its tail (b_c - v_c, which the small y keeps), a bias added twice gives
+// about v_c more, a bias left out -v_c: each a different 16-bit value.
+enum { CRAFT_ROWS = 3, CRAFT_IN = 2, CRAFT_OUT = 4 };
+static const float craft_value[CRAFT_OUT] = {1.0f, -1.0f, 4.0f, -0.5f};
+static const float craft_tail[CRAFT_OUT] = {0x1p-12f, -0x1p-12f, 0x1p-9f, 0x1p-13f};
+static const float craft_slope[CRAFT_OUT] = {0x1p-8f, -0x1p-8f, 0x1p-6f, 0x1p-7f};
+
+// The layer's inputs as host tensors with device twins; the bias is not
+// rounded when made (mirror_tensor), so the op must round it.
+static void craft_layer(float **x, float **w, float **bias) {
+    *x = mirror_tensor(CRAFT_ROWS * CRAFT_IN);
+    *w = mirror_tensor(CRAFT_OUT * CRAFT_IN);
+    *bias = mirror_tensor(CRAFT_OUT);
+    for (int r = 0; r < CRAFT_ROWS; r++) {
+        (*x)[r * CRAFT_IN] = 1.0f;
+        (*x)[r * CRAFT_IN + 1] = ldexpf(1.0f, -r);
+    }
+    for (int c = 0; c < CRAFT_OUT; c++) {
+        (*w)[c * CRAFT_IN] = -craft_value[c];
+        (*w)[c * CRAFT_IN + 1] = craft_slope[c];
+        (*bias)[c] = craft_value[c] + craft_tail[c];
+    }
+}
+
+static float rounded(float v) {
+    mirror_round(&v, 1);
+    return v;
+}
+
+// y = x w^T + round(bias), rounded, on the host (the sums are exact); and
+// the check that the wrong orders give other values everywhere.
+static void craft_expected(const float *x, const float *w, const float *bias, float *y) {
+    for (int r = 0; r < CRAFT_ROWS; r++)
+        for (int c = 0; c < CRAFT_OUT; c++) {
+            const float product =
+                x[r * CRAFT_IN] * w[c * CRAFT_IN] + x[r * CRAFT_IN + 1] * w[c * CRAFT_IN + 1];
+            const float b = rounded(bias[c]);
+            const float right = rounded(product + b);
+            y[r * CRAFT_OUT + c] = right;
+            assert_true(right == craft_slope[c] * ldexpf(1.0f, -r) +
+                                     (mirror_dtype == COMPUTE_F32 ? craft_tail[c] : 0.0f));
+            if (mirror_dtype != COMPUTE_F32) assert_true(rounded(product + bias[c]) != right);
+            assert_true(rounded(product + 2.0f * b) != right);
+            assert_true(rounded(product) != right);
+        }
+}
+
+#ifdef LTC_WITH_CUDA
+static int fast_is_cuda(void) { return strcmp(fast->name, "cuda") == 0; }
+
+// Whether `fast` runs 16-bit layers with a bias fused: on the emulation,
+// whose cuBLASLt has an algorithm for every shape, unless the run asked
+// for the separate pass (LTC_CUDA_LINEAR_BIAS=separate, as tests may be run
+// to check it); on a GPU it depends on its cuBLASLt (printed, not checked).
+static int fast_fuses(void) {
+    const char *asked = getenv("LTC_CUDA_LINEAR_BIAS");
+    return mirror_emulated() && mirror_dtype != COMPUTE_F32 &&
+           !(asked && strcmp(asked, "separate") == 0);
+}
+
+static long linear_bias_calls(Backend *backend, int fused) {
+    long counts[2];
+    cuda_linear_bias_counts(backend, &counts[0], &counts[1]);
+    return counts[fused ? 0 : 1];
+}
+#endif
+
+// linear_forward in 16 bits adds the bias rounded to the dtype to the
+// fp32 product and rounds the sum once (PyTorch autocast's order; in fp32
+// the bias as it is): ref against the host, the fast backend against
+// both, exactly. Fails for a bias left fp32, added twice or left out.
+static void test_linear_bias_rounded(void **state) {
+    NEED_FAST_BACKEND();
+    float *x, *w, *bias;
+    craft_layer(&x, &w, &bias);
+    float expected[CRAFT_ROWS * CRAFT_OUT];
+    craft_expected(x, w, bias, expected);
+    float *y = mirror_nan_tensor(CRAFT_ROWS * CRAFT_OUT);
+    float *y_fast = mirror_nan_tensor(CRAFT_ROWS * CRAFT_OUT);
+    ref->op.linear_forward(ref, CRAFT_ROWS, CRAFT_IN, CRAFT_OUT, (const Act *)x, (const Act *)w,
+                           bias, (Act *)y);
+    mirror_expect_close("ref linear_forward's bias", CRAFT_ROWS * CRAFT_OUT, y, expected, 0, 0);
+#ifdef LTC_WITH_CUDA
+    const long fused_before = fast_is_cuda() ? linear_bias_calls(fast, 1) : 0;
+#endif
+    fast->op.linear_forward(fast, CRAFT_ROWS, CRAFT_IN, CRAFT_OUT, DA(x), DA(w), D(bias),
+                            DA(y_fast));
+    HA(y_fast);
+    mirror_expect_close("linear_forward's bias", CRAFT_ROWS * CRAFT_OUT, y_fast, y, 0, 0);
+#ifdef LTC_WITH_CUDA
+    if (fast_is_cuda() && fast_fuses())
+        assert_int_equal(linear_bias_calls(fast, 1), fused_before + 1);
+#endif
+}
+
+#ifdef LTC_WITH_CUDA
+// A cuda backend like `fast`, made with LTC_CUDA_LINEAR_BIAS=linear_bias
+// (NULL: as the environment has it).
+static Backend *cuda_made_with(const char *linear_bias) {
+    const char *had = getenv("LTC_CUDA_LINEAR_BIAS");
+    char saved[64];
+    snprintf(saved, sizeof saved, "%s", had ? had : "");
+    if (linear_bias) setenv("LTC_CUDA_LINEAR_BIAS", linear_bias, 1);
+    ErrorMessage err = {{0}};
+    Backend *backend = backend_create("cuda", 0, &err);
+    if (had)
+        setenv("LTC_CUDA_LINEAR_BIAS", saved, 1);
+    else
+        unsetenv("LTC_CUDA_LINEAR_BIAS");
+    if (!backend) fail_msg("%s", err.text);
+    assert_int_equal(backend_set_compute_dtype(backend, mirror_dtype, &err), 0);
+    return backend;
+}
+
+// linear_forward of host x (rows, in), w (out, in) and bias (out) on
+// `backend` (cuda, in mirror_dtype), y back on the host, widened to fp32.
+static void linear_on(Backend *backend, int rows, int in, int out, const float *x,
+                      const float *w, const float *bias, float *y) {
+    const size_t sizes[4] = {(size_t)rows * in, (size_t)out * in, (size_t)out, (size_t)rows * out};
+    const float *host[4] = {x, w, bias, y};
+    float *floats[4];
+    Act *acts[4];
+    for (int i = 0; i < 4; i++) {
+        floats[i] = backend->op.alloc(backend, sizes[i] * sizeof(float));
+        acts[i] = backend->op.alloc(backend, act_bytes(backend, sizes[i]));
+        assert_true(floats[i] && acts[i]);
+        if (i == 3) break;
+        backend->op.upload(backend, floats[i], host[i], sizes[i] * sizeof(float));
+        backend->op.float_to_act(backend, sizes[i], floats[i], acts[i]);
+    }
+    backend->op.linear_forward(backend, rows, in, out, acts[0], acts[1], floats[2], acts[3]);
+    backend->op.act_to_float(backend, sizes[3], acts[3], floats[3]);
+    backend->op.download(backend, y, floats[3], sizes[3] * sizeof(float));
+    for (int i = 0; i < 4; i++) {
+        backend->op.free(backend, floats[i]);
+        backend->op.free(backend, acts[i]);
+    }
+}
+#endif
+
+// The two cuda paths of a 16-bit linear layer with a bias agree: the fused
+// cuBLASLt epilogue of `fast` and the separate pass of a backend made with
+// LTC_CUDA_LINEAR_BIAS=separate (the emulation computes both alike: equal
+// bits; a GPU's kernels sum in their own orders), and the separate pass
+// equals ref exactly on the crafted layer. On the emulation, a cuBLASLt
+// that finds no algorithm, or whose matmul says CUBLAS_STATUS_NOT_SUPPORTED
+// (LTC_EMU_CUBLASLT), sends the layer to the separate pass with the same
+// result. In fp32 neither path runs (cublasSgemm and the bias kernel, as
+// before): the same bits with either setting.
+static void test_linear_bias_paths(void **state) {
+    NEED_FAST_BACKEND();
+#ifdef LTC_WITH_CUDA
+    if (!fast_is_cuda()) skip();  // the cpu group: one path
+    enum { ROWS = 70, IN = 40, OUT = 72 };
+    const float *x = mirror_random_tensor(ROWS * IN, -1, 1, 700);
+    const float *w = mirror_random_tensor(OUT * IN, -1, 1, 701);
+    float *bias = mirror_tensor(OUT);
+    gradcheck_fill_uniform(bias, OUT, -1, 1, 702);  // not rounded: the op rounds it
+    float *y_fused = mirror_nan_tensor(ROWS * OUT), *y_separate = mirror_nan_tensor(ROWS * OUT);
+    Backend *separate = cuda_made_with("separate");
+    linear_on(fast, ROWS, IN, OUT, x, w, bias, y_fused);
+    linear_on(separate, ROWS, IN, OUT, x, w, bias, y_separate);
+    if (mirror_dtype == COMPUTE_F32) {
+        mirror_expect_close("fp32 with either setting", ROWS * OUT, y_fused, y_separate, 0, 0);
+        for (int fused = 0; fused < 2; fused++) {
+            assert_int_equal(linear_bias_calls(fast, fused), 0);
+            assert_int_equal(linear_bias_calls(separate, fused), 0);
+        }
+        backend_destroy(separate);
+        return;
+    }
+    const double tol = mirror_emulated() ? 0.0 : mirror_act_tol(PRODUCT_TOL);
+    mirror_expect_close("fused against separate", ROWS * OUT, y_fused, y_separate, tol, tol);
+
+    float *cx, *cw, *cbias;
+    craft_layer(&cx, &cw, &cbias);
+    float expected[CRAFT_ROWS * CRAFT_OUT], y_craft[CRAFT_ROWS * CRAFT_OUT];
+    craft_expected(cx, cw, cbias, expected);
+    linear_on(separate, CRAFT_ROWS, CRAFT_IN, CRAFT_OUT, cx, cw, cbias, y_craft);
+    mirror_expect_close("the separate pass's bias", CRAFT_ROWS * CRAFT_OUT, y_craft, expected, 0,
+                        0);
+    assert_int_equal(linear_bias_calls(separate, 1), 0);
+    assert_int_equal(linear_bias_calls(separate, 0), 2);
+    backend_destroy(separate);
+    long fused = linear_bias_calls(fast, 1), separated = linear_bias_calls(fast, 0);
+    print_message("  %s: %ld layers fused, %ld separate\n", fast->device, fused, separated);
+    if (!mirror_emulated()) return;
+    if (fast_fuses()) assert_true(fused > 0 && separated == 0);
+
+    const char *refusals[] = {"no-algorithm", "not-supported"};
+    for (int i = 0; i < 2; i++) {
+        setenv("LTC_EMU_CUBLASLT", refusals[i], 1);
+        Backend *refused = cuda_made_with(NULL);
+        for (int call = 0; call < 2; call++) {
+            linear_on(refused, ROWS, IN, OUT, x, w, bias, y_separate);
+            mirror_expect_close(refusals[i], ROWS * OUT, y_fused, y_separate, 0, 0);
+        }
+        unsetenv("LTC_EMU_CUBLASLT");
+        assert_int_equal(linear_bias_calls(refused, 1), 0);
+        assert_int_equal(linear_bias_calls(refused, 0), 2);
+        backend_destroy(refused);
+    }
+#else
+    skip();
+#endif
 }
 
 // Rows where mask is 1 become the token; backward sends those rows'
@@ -263,6 +485,8 @@ static void test_f32_twins(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_linear, mirror_free),
+        cmocka_unit_test_teardown(test_linear_bias_rounded, mirror_free),
+        cmocka_unit_test_teardown(test_linear_bias_paths, mirror_free),
         cmocka_unit_test_teardown(test_mask_tokens, mirror_free),
         cmocka_unit_test_teardown(test_boundary_and_sums, mirror_free),
         cmocka_unit_test_teardown(test_f32_twins, mirror_free),

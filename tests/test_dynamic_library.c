@@ -1,7 +1,7 @@
 // Tests of the libraries opened at run time (util/dynamic_library.h): a
 // missing library and a missing symbol are one-line errors naming them;
 // --version's locate names the file the loader finds; and every function
-// the program forwards to cuDNN and NCCL resolves in the installed
+// the program forwards to cuDNN, cuBLASLt and NCCL resolves in the installed
 // libraries of the version the headers are from (skipped where they are not
 // installed, as on a machine without the CUDA toolkit). OpenMPI's table is
 // resolved by every MPI run (tests/e2e/comm_mpi.sh, train_ranks.sh).
@@ -15,6 +15,7 @@
 
 #include "util/dynamic_library.h"
 #ifdef LTC_WITH_CUDA
+#include "backend/cuda/cublaslt_library.h"
 #include "backend/cuda/cudnn_library.h"
 #include "dist/nccl_library.h"
 #endif
@@ -75,6 +76,15 @@ static void test_cudnn_table(void **state) {
 #endif
 }
 
+static void test_cublaslt_table(void **state) {
+    (void)state;
+#ifdef LTC_WITH_CUDA
+    check_table(cublaslt_library_file(), cublaslt_library_open);
+#else
+    skip();
+#endif
+}
+
 static void test_nccl_table(void **state) {
     (void)state;
 #ifdef LTC_WITH_CUDA
@@ -89,6 +99,7 @@ int main(void) {
         cmocka_unit_test(test_missing_library),
         cmocka_unit_test(test_symbols_resolve_or_fail),
         cmocka_unit_test(test_cudnn_table),
+        cmocka_unit_test(test_cublaslt_table),
         cmocka_unit_test(test_nccl_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -78,22 +78,32 @@ static void test_bf16_rounding(void **state) {
 
 // An op computes in fp32 and rounds what it writes once: GELU in fp16
 // equals GELU in fp32 rounded, and a linear layer rounds after its bias
-// (the epilogue), not before.
+// (the epilogue), not before; its bias itself is rounded to the dtype
+// first (PyTorch autocast's order, ref_linear.c).
 static void test_ops_round_their_outputs(void **state) {
     Backend *f32 = ref_in(COMPUTE_F32), *f16 = ref_in(COMPUTE_F16);
     enum { ROWS = 3, IN = 5, OUT = 4, N = ROWS * OUT };
-    float x[ROWS * IN], w[OUT * IN], bias[OUT];
+    float x[ROWS * IN], w[OUT * IN], bias[OUT], bias16[OUT];
     for (int i = 0; i < ROWS * IN; i++) x[i] = 1.0f + 0x1p-10f * (float)(i % 7);  // fp16 values
     for (int i = 0; i < OUT * IN; i++) w[i] = 0.125f * (float)((i * 5) % 9) - 0.5f;
     for (int o = 0; o < OUT; o++) bias[o] = 1000.0f + 0.3f * (float)o;  // not fp16 values
-    float y32[N], y16[N], rounded[N];
-    f32->op.linear_forward(f32, ROWS, IN, OUT, (const Act *)x, (const Act *)w, bias, (Act *)y32);
+    round_trip(f16, bias, bias16, OUT);
+    float y32[N], y32_fp32_bias[N], y16[N], rounded[N], rounded_fp32_bias[N];
+    f32->op.linear_forward(f32, ROWS, IN, OUT, (const Act *)x, (const Act *)w, bias16,
+                           (Act *)y32);
+    f32->op.linear_forward(f32, ROWS, IN, OUT, (const Act *)x, (const Act *)w, bias,
+                           (Act *)y32_fp32_bias);
     f16->op.linear_forward(f16, ROWS, IN, OUT, (const Act *)x, (const Act *)w, bias, (Act *)y16);
     round_trip(f16, y32, rounded, N);
+    round_trip(f16, y32_fp32_bias, rounded_fp32_bias, N);
     assert_memory_equal(y16, rounded, sizeof y16);
-    int differs = 0;
-    for (int i = 0; i < N; i++) differs |= y16[i] != y32[i];
+    int differs = 0, bias_matters = 0;
+    for (int i = 0; i < N; i++) {
+        differs |= y16[i] != y32[i];
+        bias_matters |= rounded[i] != rounded_fp32_bias[i];
+    }
     assert_true(differs);  // the rounding happened
+    assert_true(bias_matters);  // and the bias's rounding shows in the result
 
     float g32[N], g16[N];
     f32->op.gelu_forward(f32, N, (const Act *)y16, (Act *)g32);

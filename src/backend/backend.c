@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #ifdef LTC_WITH_CUDA
+#include "backend/cuda/cublaslt_library.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cudnn_library.h"
 #endif
@@ -182,10 +183,11 @@ int backend_cuda_built(void) {
 
 int backend_cuda_libraries(const char **names, const char **files, int max) {
 #ifdef LTC_WITH_CUDA
-    const char *known_names[] = {"cuDNN", "cuBLAS"};
-    const char *known_files[] = {cudnn_library_file(), cuda_blas_library_file()};
+    const char *known_names[] = {"cuDNN", "cuBLAS", "cuBLASLt"};
+    const char *known_files[] = {cudnn_library_file(), cuda_blas_library_file(),
+                                 cublaslt_library_file()};
     int count = 0;
-    for (; count < 2 && count < max; count++) {
+    for (; count < 3 && count < max; count++) {
         names[count] = known_names[count];
         files[count] = known_files[count];
     }

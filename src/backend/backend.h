@@ -353,7 +353,9 @@ typedef struct BackendOps {
     // Fully connected layers on activations (gemm stays the fp32 product of
     // the losses): weights w (out, in) as PyTorch's nn.Linear, in the compute
     // dtype; rows of x and y contiguous.
-    // y (rows, out) = x (rows, in) w^T + bias (out; NULL: none)
+    // y (rows, out) = x (rows, in) w^T + bias (out; NULL: none); in fp16 /
+    // bf16 the bias is rounded to the dtype before the add and the sum
+    // rounded once (PyTorch autocast's order; cuBLASLt's bias epilogue's)
     void (*linear_forward)(Backend *backend, int rows, int in, int out, const Act *x, const Act *w,
                            const float *bias, Act *y);
     // dx (rows, in) = dy (rows, out) w

@@ -2,12 +2,17 @@
 // resolves (its dlopen and dlsym reach these through emu_dlopen.h), with
 // the column-major GEMM of cuBLAS computed by plain loops, fp32 sums in k
 // order; 16-bit inputs widened, a 16-bit C rounded to nearest even once.
-// The GPU's cuBLAS sums in another order, so the linear layers' tolerances
-// are checked here, not its exact bits.
+// Every matrix (and a batched call's pointer arrays) must lie in emulated
+// device memory, as on a GPU: a host pointer or a matrix running past its
+// allocation fails the call with a message. The GPU's cuBLAS sums in
+// another order, so the linear layers' tolerances are checked here, not its
+// exact bits. Also the element helpers emu_cublaslt.c shares (emu_blas.h).
 #include <cublas_v2.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "tests/cuda_emu/emu_blas.h"
 #include "tests/cuda_emu/emu_dlopen.h"
 #include "tests/cuda_emu/emu_log.h"
 #include "util/half.h"
@@ -43,7 +48,13 @@ static const char *emu_status_string(cublasStatus_t status) {
                                            : "cuBLAS error (cuda emulation)";
 }
 
-static float load(const void *p, cudaDataType_t type, size_t i) {
+int emu_blas_known_type(cudaDataType_t type) {
+    return type == CUDA_R_16F || type == CUDA_R_16BF || type == CUDA_R_32F;
+}
+
+size_t emu_blas_type_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
+
+float emu_blas_load(const void *p, cudaDataType_t type, size_t i) {
     switch (type) {
     case CUDA_R_16F: return f16_to_float(((const float16 *)p)[i]);
     case CUDA_R_16BF: return bf16_to_float(((const bfloat16 *)p)[i]);
@@ -51,7 +62,7 @@ static float load(const void *p, cudaDataType_t type, size_t i) {
     }
 }
 
-static void store(void *p, cudaDataType_t type, size_t i, float v) {
+void emu_blas_store(void *p, cudaDataType_t type, size_t i, float v) {
     switch (type) {
     case CUDA_R_16F: ((float16 *)p)[i] = float_to_f16(v); break;
     case CUDA_R_16BF: ((bfloat16 *)p)[i] = float_to_bf16(v); break;
@@ -59,21 +70,36 @@ static void store(void *p, cudaDataType_t type, size_t i, float v) {
     }
 }
 
-static int known_type(cudaDataType_t type) {
-    return type == CUDA_R_16F || type == CUDA_R_16BF || type == CUDA_R_32F;
+int emu_blas_on_device(const char *call, const char *what, const void *p, size_t bytes) {
+    if (bytes == 0 || ltc_emu_device_range(p, bytes)) return 1;
+    fprintf(stderr, "cuda emulation: %s: %s (%zu bytes at %p) is not device memory (or runs "
+                    "past its allocation)\n", call, what, bytes, p);
+    return 0;
+}
+
+size_t emu_blas_matrix_bytes(cudaDataType_t type, size_t rows, size_t cols, size_t ld) {
+    return rows == 0 || cols == 0 ? 0 : ((cols - 1) * ld + rows) * emu_blas_type_bytes(type);
 }
 
 // C (m, n) = alpha op(A) op(B) + beta C, column-major; C is not read when
 // beta is 0 (as cuBLAS).
-static cublasStatus_t gemm(cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-                           int k, float alpha, const void *a, cudaDataType_t a_type, int lda,
-                           const void *b, cudaDataType_t b_type, int ldb, float beta, void *c,
-                           cudaDataType_t c_type, int ldc) {
-    if (m < 0 || n < 0 || k < 0 || !known_type(a_type) || !known_type(b_type) ||
-        !known_type(c_type))
+static cublasStatus_t gemm(const char *call, cublasOperation_t transa, cublasOperation_t transb,
+                           int m, int n, int k, float alpha, const void *a,
+                           cudaDataType_t a_type, int lda, const void *b, cudaDataType_t b_type,
+                           int ldb, float beta, void *c, cudaDataType_t c_type, int ldc) {
+    if (m < 0 || n < 0 || k < 0 || !emu_blas_known_type(a_type) ||
+        !emu_blas_known_type(b_type) || !emu_blas_known_type(c_type))
         return CUBLAS_STATUS_INVALID_VALUE;
     if (lda < (transa == CUBLAS_OP_N ? m : k) || ldb < (transb == CUBLAS_OP_N ? k : n) ||
         ldc < m || lda < 1 || ldb < 1 || ldc < 1)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    // A is (a_rows, m + k - a_rows) as stored, B (b_rows, k + n - b_rows).
+    const int a_rows = transa == CUBLAS_OP_N ? m : k, b_rows = transb == CUBLAS_OP_N ? k : n;
+    if (!emu_blas_on_device(call, "A", a,
+                            emu_blas_matrix_bytes(a_type, a_rows, m + k - a_rows, lda)) ||
+        !emu_blas_on_device(call, "B", b,
+                            emu_blas_matrix_bytes(b_type, b_rows, k + n - b_rows, ldb)) ||
+        !emu_blas_on_device(call, "C", c, emu_blas_matrix_bytes(c_type, m, n, ldc)))
         return CUBLAS_STATUS_INVALID_VALUE;
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
@@ -81,11 +107,12 @@ static cublasStatus_t gemm(cublasOperation_t transa, cublasOperation_t transb, i
             for (int l = 0; l < k; l++) {
                 const size_t ai = transa == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
                 const size_t bi = transb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
-                sum += load(a, a_type, ai) * load(b, b_type, bi);
+                sum += emu_blas_load(a, a_type, ai) * emu_blas_load(b, b_type, bi);
             }
             const size_t ci = i + (size_t)j * ldc;
-            const float v = beta == 0.0f ? alpha * sum : alpha * sum + beta * load(c, c_type, ci);
-            store(c, c_type, ci, v);
+            const float v =
+                beta == 0.0f ? alpha * sum : alpha * sum + beta * emu_blas_load(c, c_type, ci);
+            emu_blas_store(c, c_type, ci, v);
         }
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -95,8 +122,8 @@ static cublasStatus_t emu_sgemm(cublasHandle_t handle, cublasOperation_t transa,
                                 const float *a, int lda, const float *b, int ldb,
                                 const float *beta, float *c, int ldc) {
     ltc_emu_log("cublas", "cublasSgemm", 0);
-    return gemm(transa, transb, m, n, k, *alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, *beta, c,
-                CUDA_R_32F, ldc);
+    return gemm("cublasSgemm", transa, transb, m, n, k, *alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F,
+                ldb, *beta, c, CUDA_R_32F, ldc);
 }
 
 static cublasStatus_t emu_gemm_ex(cublasHandle_t handle, cublasOperation_t transa,
@@ -107,8 +134,8 @@ static cublasStatus_t emu_gemm_ex(cublasHandle_t handle, cublasOperation_t trans
                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
     ltc_emu_log("cublas", "cublasGemmEx", 0);
     if (compute != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
-    return gemm(transa, transb, m, n, k, *(const float *)alpha, a, a_type, lda, b, b_type, ldb,
-                *(const float *)beta, c, c_type, ldc);
+    return gemm("cublasGemmEx", transa, transb, m, n, k, *(const float *)alpha, a, a_type, lda, b,
+                b_type, ldb, *(const float *)beta, c, c_type, ldc);
 }
 
 // count products over pointer arrays in (emulated) device memory.
@@ -122,10 +149,16 @@ static cublasStatus_t emu_gemm_batched_ex(cublasHandle_t handle, cublasOperation
                                           cublasGemmAlgo_t algo) {
     ltc_emu_log("cublas", "cublasGemmBatchedEx", 0);
     if (compute != CUBLAS_COMPUTE_32F || count < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    const char *call = "cublasGemmBatchedEx";
+    const size_t array_bytes = (size_t)count * sizeof(void *);
+    if (!emu_blas_on_device(call, "the pointers to A", a, array_bytes) ||
+        !emu_blas_on_device(call, "the pointers to B", b, array_bytes) ||
+        !emu_blas_on_device(call, "the pointers to C", c, array_bytes))
+        return CUBLAS_STATUS_INVALID_VALUE;
     for (int i = 0; i < count; i++) {
         const cublasStatus_t status =
-            gemm(transa, transb, m, n, k, *(const float *)alpha, a[i], a_type, lda, b[i], b_type,
-                 ldb, *(const float *)beta, c[i], c_type, ldc);
+            gemm(call, transa, transb, m, n, k, *(const float *)alpha, a[i], a_type, lda, b[i],
+                 b_type, ldb, *(const float *)beta, c[i], c_type, ldc);
         if (status != CUBLAS_STATUS_SUCCESS) return status;
     }
     return CUBLAS_STATUS_SUCCESS;

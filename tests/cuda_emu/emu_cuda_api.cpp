@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 
+#include "emu_blas.h"
 #include "emu_log.h"
 #include "emu_runtime.h"
 
@@ -360,6 +361,12 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 }
 
 }  // extern "C"
+
+// ---- for the emulated libraries (emu_blas.h) ---------------------------------------------
+
+extern "C" int ltc_emu_device_range(const void *p, size_t bytes) { return device_range(p, bytes); }
+
+extern "C" int ltc_emu_stream_valid(cudaStream_t stream) { return stream_is_valid(stream); }
 
 // ---- the operation log (emu_log.h) -------------------------------------------------------
 

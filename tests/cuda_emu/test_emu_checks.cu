@@ -9,7 +9,9 @@
 // on the first GPU. A kernel that stops the emulation ends the process
 // (_exit(1), as a GPU's sticky error ends the context), so each bad kernel
 // runs in a child process whose status and standard error are read here.
-// Built against the emulation only (not a .cu for nvcc).
+// The emulated cuBLASLt is checked here too: products in every layout it
+// emulates against the host, and its refusals. Built against the emulation
+// only (not a .cu for nvcc).
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -23,6 +25,8 @@ extern "C" {  // cmocka.h declares C functions without saying so to C++
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cublasLt.h>
 
 #include "backend/cuda/cuda_act.cuh"
 
@@ -282,6 +286,225 @@ static void test_unwritten_memory_reads_as_nan(void **state) {
     cudaFree(device);
 }
 
+// ---- the emulated cuBLASLt (emu_cublaslt.c) --------------------------------------------
+// What the backend's fused linear layer rests on: the emulated product must
+// be the one cuBLASLt is told to compute (transposes, leading dimensions,
+// orders, beta C, the bias along D's rows, D's type), and what it does not
+// emulate or a GPU would fault on must fail, not compute something else.
+
+// A matrix of `rows` x `cols` small integers (exact in fp16 and in any sum
+// here), stored column- or row-major with leading dimension ld, on the
+// device; its values, by (row, col), also on the host.
+struct LtMatrix {
+    cublasLtMatrixLayout_t layout;
+    void *device;
+    int rows, cols, ld, row_major;
+    cudaDataType type;
+    double value(int row, int col) const { return (double)((row * 7 + col * 3) % 5) - 2.0; }
+    size_t index(int row, int col) const {
+        return row_major ? (size_t)row * ld + col : (size_t)col * ld + row;
+    }
+};
+
+static void lt_matrix(LtMatrix *m, cudaDataType type, int rows, int cols, int row_major) {
+    m->rows = rows;
+    m->cols = cols;
+    m->row_major = row_major;
+    m->ld = (row_major ? cols : rows) + 3;
+    m->type = type;
+    const size_t count = (size_t)m->ld * (row_major ? rows : cols);
+    const size_t bytes = count * (type == CUDA_R_32F ? 4 : 2);
+    assert_int_equal(cudaMalloc(&m->device, bytes), cudaSuccess);
+    unsigned char *host = (unsigned char *)calloc(1, bytes);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            const float v = (float)m->value(i, j);
+            if (type == CUDA_R_32F)
+                ((float *)host)[m->index(i, j)] = v;
+            else
+                ((__half *)host)[m->index(i, j)] = __float2half(v);
+        }
+    assert_int_equal(cudaMemcpy(m->device, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    free(host);
+    assert_int_equal(cublasLtMatrixLayoutCreate(&m->layout, type, rows, cols, m->ld),
+                     CUBLAS_STATUS_SUCCESS);
+    const int32_t order = row_major ? CUBLASLT_ORDER_ROW : CUBLASLT_ORDER_COL;
+    assert_int_equal(cublasLtMatrixLayoutSetAttribute(m->layout, CUBLASLT_MATRIX_LAYOUT_ORDER,
+                                                      &order, sizeof order),
+                     CUBLAS_STATUS_SUCCESS);
+}
+
+static void lt_matrix_free(LtMatrix *m) {
+    cublasLtMatrixLayoutDestroy(m->layout);
+    cudaFree(m->device);
+}
+
+static void lt_set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                   int32_t value) {
+    assert_int_equal(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value),
+                     CUBLAS_STATUS_SUCCESS);
+}
+
+// One product D (5, 4) = alpha op(A) op(B) + beta C [+ bias], k = 3, in
+// these layouts; the status of the heuristic (or, when it found one, of
+// the matmul) and, on success, every element against the host.
+struct LtProduct {
+    int transa, transb, row_major, bias;
+    cudaDataType d_type;
+    float beta;
+    int32_t bias_type;          // -1: D's (not set)
+    size_t workspace_given;     // bytes handed to cublasLtMatmul
+    int misalign_a;             // A handed 2 bytes past where the heuristic saw it
+    int host_b;                 // B in host memory
+    uint32_t epilogue;          // 0: from `bias`
+};
+
+// A 16-bit product with A transposed and a bias, as the backend's linear layer.
+static LtProduct lt_product(void) {
+    LtProduct p;
+    memset(&p, 0, sizeof p);
+    p.transa = p.bias = 1;
+    p.d_type = CUDA_R_16F;
+    p.bias_type = -1;
+    p.workspace_given = 1 << 20;
+    return p;
+}
+
+static cublasStatus_t lt_run(const LtProduct &p) {
+    enum { M = 5, N = 4, K = 3 };
+    cublasLtHandle_t handle;
+    assert_int_equal(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+    LtMatrix a, b, c, d, bias;
+    lt_matrix(&a, CUDA_R_16F, p.transa ? K : M, p.transa ? M : K, p.row_major);
+    lt_matrix(&b, CUDA_R_16F, p.transb ? N : K, p.transb ? K : N, p.row_major);
+    lt_matrix(&c, p.d_type, M, N, p.row_major);
+    lt_matrix(&d, p.d_type, M, N, p.row_major);
+    lt_matrix(&bias, p.d_type, M, 1, 0);
+    void *workspace = NULL;
+    assert_int_equal(cudaMalloc(&workspace, 1 << 20), cudaSuccess);
+    cublasLtMatmulDesc_t desc;
+    assert_int_equal(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                     CUBLAS_STATUS_SUCCESS);
+    lt_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, p.transa ? CUBLAS_OP_T : CUBLAS_OP_N);
+    lt_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, p.transb ? CUBLAS_OP_T : CUBLAS_OP_N);
+    const uint32_t epilogue = p.epilogue ? p.epilogue
+                              : p.bias   ? (uint32_t)CUBLASLT_EPILOGUE_BIAS
+                                         : (uint32_t)CUBLASLT_EPILOGUE_DEFAULT;
+    lt_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, (int32_t)epilogue);
+    if (p.bias_type != -1) lt_set(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, p.bias_type);
+    assert_int_equal(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                    &bias.device, sizeof bias.device),
+                     CUBLAS_STATUS_SUCCESS);
+    cublasLtMatmulPreference_t preference;
+    assert_int_equal(cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
+    const uint64_t most = 1 << 20;
+    assert_int_equal(cublasLtMatmulPreferenceSetAttribute(
+                         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &most, sizeof most),
+                     CUBLAS_STATUS_SUCCESS);
+    // The emulation's cudaMalloc aligns to 8 bytes only (its allocations end
+    // on a guard page): the heuristic is told what each pointer has.
+    const void *pointers[4] = {a.device, b.device, c.device, d.device};
+    for (int i = 0; i < 4; i++) {
+        uint32_t alignment = 256;
+        while ((uintptr_t)pointers[i] % alignment) alignment /= 2;
+        const cublasLtMatmulPreferenceAttributes_t attribute =
+            (cublasLtMatmulPreferenceAttributes_t)(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i);
+        assert_int_equal(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment,
+                                                              sizeof alignment),
+                         CUBLAS_STATUS_SUCCESS);
+    }
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        handle, desc, a.layout, b.layout, c.layout, d.layout, preference, 1, &result, &found);
+    if (status == CUBLAS_STATUS_SUCCESS) {
+        assert_int_equal(found, 1);
+        assert_true(result.workspaceSize > 0 && result.workspaceSize <= most);
+        const float alpha = 2.0f;
+        float host_b[64] = {0};
+        status = cublasLtMatmul(handle, desc, &alpha, (char *)a.device + (p.misalign_a ? 2 : 0),
+                                a.layout, p.host_b ? (void *)host_b : b.device, b.layout, &p.beta,
+                                c.device, c.layout, d.device, d.layout, &result.algo, workspace,
+                                p.workspace_given, 0);
+    }
+    if (status == CUBLAS_STATUS_SUCCESS) {
+        const size_t count = (size_t)d.ld * (p.row_major ? M : N);
+        float out[64];
+        __half out16[64];
+        assert_true(count <= 64);
+        if (p.d_type == CUDA_R_32F)
+            assert_int_equal(cudaMemcpy(out, d.device, count * 4, cudaMemcpyDeviceToHost),
+                             cudaSuccess);
+        else
+            assert_int_equal(cudaMemcpy(out16, d.device, count * 2, cudaMemcpyDeviceToHost),
+                             cudaSuccess);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double sum = 0.0;
+                for (int l = 0; l < K; l++)
+                    sum += (p.transa ? a.value(l, i) : a.value(i, l)) *
+                           (p.transb ? b.value(j, l) : b.value(l, j));
+                double expected = 2.0 * sum + p.beta * c.value(i, j);
+                if (p.bias) expected += bias.value(i, 0);
+                const size_t at = d.index(i, j);
+                const float got = p.d_type == CUDA_R_32F ? out[at] : __half2float(out16[at]);
+                if (got != (float)expected)
+                    fail_msg("D(%d, %d) = %g, expected %g (transa %d transb %d row-major %d)", i,
+                             j, got, expected, p.transa, p.transb, p.row_major);
+            }
+    }
+    cublasLtMatmulPreferenceDestroy(preference);
+    cublasLtMatmulDescDestroy(desc);
+    cudaFree(workspace);
+    lt_matrix_free(&a);
+    lt_matrix_free(&b);
+    lt_matrix_free(&c);
+    lt_matrix_free(&d);
+    lt_matrix_free(&bias);
+    cublasLtDestroy(handle);
+    return status;
+}
+
+static void test_cublaslt_computes_what_it_is_told(void **state) {
+    (void)state;
+    for (int transa = 0; transa < 2; transa++)
+        for (int transb = 0; transb < 2; transb++)
+            for (int row_major = 0; row_major < 2; row_major++)
+                for (int bias = 0; bias < 2; bias++) {
+                    LtProduct p = lt_product();
+                    p.transa = transa;
+                    p.transb = transb;
+                    p.row_major = row_major;
+                    p.bias = bias;
+                    assert_int_equal(lt_run(p), CUBLAS_STATUS_SUCCESS);
+                }
+    LtProduct fp32_d = lt_product();
+    fp32_d.d_type = CUDA_R_32F;
+    fp32_d.beta = 0.5f;  // C read
+    assert_int_equal(lt_run(fp32_d), CUBLAS_STATUS_SUCCESS);
+}
+
+static void test_cublaslt_refuses_what_it_cannot_do(void **state) {
+    (void)state;
+    const LtProduct right = lt_product();
+    assert_int_equal(lt_run(right), CUBLAS_STATUS_SUCCESS);
+    LtProduct p = right;
+    p.bias_type = CUDA_R_32F;  // an fp32 bias for a 16-bit D: not in cuBLASLt's table
+    assert_int_equal(lt_run(p), CUBLAS_STATUS_NOT_SUPPORTED);
+    p = right;
+    p.epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+    assert_int_equal(lt_run(p), CUBLAS_STATUS_NOT_SUPPORTED);
+    p = right;
+    p.workspace_given = 1024;  // less than the heuristic's algorithm needs
+    assert_int_equal(lt_run(p), CUBLAS_STATUS_INVALID_VALUE);
+    p = right;
+    p.misalign_a = 1;  // less aligned than the heuristic was told
+    assert_int_equal(lt_run(p), CUBLAS_STATUS_INVALID_VALUE);
+    p = right;
+    p.host_b = 1;
+    assert_int_equal(lt_run(p), CUBLAS_STATUS_INVALID_VALUE);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_correct_kernel_runs),
@@ -294,6 +517,8 @@ int main(void) {
         cmocka_unit_test(test_dynamic_shared_memory_needs_its_allowance),
         cmocka_unit_test(test_copies_and_memsets_outside_device_memory_fail),
         cmocka_unit_test(test_unwritten_memory_reads_as_nan),
+        cmocka_unit_test(test_cublaslt_computes_what_it_is_told),
+        cmocka_unit_test(test_cublaslt_refuses_what_it_cannot_do),
     };
     return cmocka_run_group_tests_name("cuda emulation checks", tests, NULL, NULL);
 }

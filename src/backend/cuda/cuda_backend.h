@@ -52,4 +52,10 @@ void *cuda_backend_stream(const Backend *backend);
 // The cuBLAS soname a backend opens when it is made (cuda_gemm.c).
 const char *cuda_blas_library_file(void);
 
+// How many 16-bit linear layers with a bias (linear_forward calls) this
+// backend ran in one cublasLtMatmul with the bias epilogue (fused) and with
+// the separate bias pass (LTC_CUDA_LINEAR_BIAS=separate, or shapes cuBLASLt
+// has no algorithm for): which path ran, for tests and benchmarks.
+void cuda_linear_bias_counts(const Backend *backend, long *fused, long *separate);
+
 #endif

@@ -8,10 +8,15 @@
 // with A and B in the 16-bit type, fp32 compute (CUBLAS_COMPUTE_32F, tensor
 // cores), C in the 16-bit type for y and dx, and fp32 with beta = 1 for the
 // weight gradient (the += into the parameter arena, never rounded to 16
-// bits). A layer with a bias writes its product in fp32 into the backend's
-// scratch, a row chunk at a time, and one kernel adds the bias and rounds
-// once (ref's linear rounds after its bias); a cuBLASLt bias epilogue
-// would save that pass (the next step for speed, measured first).
+// bits). A 16-bit layer with a bias follows PyTorch's autocast order, as
+// the ref backend does (ref_linear.c): the fp32 bias rounded to the 16-bit
+// dtype (a small kernel into the scratch), added to the fp32 product, the
+// sum rounded once. By default that is one cublasLtMatmul with the bias
+// epilogue (cuda_blas_lt.c), which takes a bias of the output's type only;
+// the separate pass (the fp32 product into the scratch a row chunk at a
+// time, then a kernel adding the rounded bias and rounding) runs where
+// cuBLASLt has no algorithm for a shape, and for every layer with
+// LTC_CUDA_LINEAR_BIAS=separate (to compare the two on a GPU).
 //
 // The batched products of the 16-bit attention forward
 // (cuda_attention_math.cu) go through cublasGemmBatchedEx the same way.
@@ -20,7 +25,8 @@
 // loading libcublas (and the libcublasLt it pulls in) costs about 0.27 s at
 // every start of the program (measured: 2.73 s for 10 starts of an empty
 // program linked with it, 0.03 s with libcudart alone), which every CPU run
-// and every short command would pay.
+// and every short command would pay. cuBLASLt likewise
+// (cublaslt_library.c).
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -117,10 +123,11 @@ int cuda_blas_create(CudaState *state, ErrorMessage *err) {
         return error_set(err, "cuBLAS: %s", blas.status_string(status));
     }
     state->cublas = handle;
-    return 0;
+    return cuda_blas_lt_create(state, err);
 }
 
 void cuda_blas_destroy(CudaState *state) {
+    cuda_blas_lt_destroy(state);
     if (state->cublas) blas.destroy((cublasHandle_t)state->cublas);
     state->cublas = NULL;
 }
@@ -175,6 +182,16 @@ void cuda_gemm_batched_16bit(Backend *backend, int transpose_a, int transpose_b,
                                       CUBLAS_GEMM_DEFAULT));
 }
 
+// Bytes rounded up to whole 256-byte blocks: regions of the scratch stay
+// aligned as cudaMalloc's are (cuBLASLt assumes 256 unless told less).
+static size_t scratch_region(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+void cuda_linear_bias_counts(const Backend *backend, long *fused, long *separate) {
+    const CudaState *state = cuda_state(backend);
+    *fused = state->linear_bias_fused_calls;
+    *separate = state->linear_bias_separate_calls;
+}
+
 void cuda_linear_forward(Backend *backend, int rows, int in, int out, const Act *x,
                          const Act *w, const float *bias, Act *y) {
     CudaState *state = cuda_state(backend);
@@ -189,19 +206,37 @@ void cuda_linear_forward(Backend *backend, int rows, int in, int out, const Act 
                    out);
         return;
     }
-    // The fp32 product of as many rows as the scratch holds, then bias and rounding.
-    const size_t room = CUDA_SCRATCH_DOUBLES * (sizeof(double) / sizeof(float));
+    if (rows == 0 || out == 0) return;
+    // The scratch: the bias rounded to the dtype, [its fp32 widening, the
+    // fp32 product of as many rows as the rest holds].
+    const size_t bias16_bytes = scratch_region((size_t)out * backend->act_element_bytes);
+    const size_t bias32_bytes = scratch_region((size_t)out * sizeof(float));
+    const size_t scratch_bytes = CUDA_SCRATCH_DOUBLES * sizeof(double);
+    char *bias16 = (char *)state->scratch;
+    cuda_act_convert_launch(state->stream, backend->compute_dtype, (size_t)out, 1, bias, bias16);
+    if (!state->linear_bias_separate && in > 0 &&
+        cuda_blas_lt_linear(backend, rows, in, out, x, w, bias16, y) == 0) {
+        state->linear_bias_fused_calls++;
+        return;
+    }
+    state->linear_bias_separate_calls++;
+    const size_t room = bias16_bytes + bias32_bytes < scratch_bytes
+                            ? (scratch_bytes - bias16_bytes - bias32_bytes) / sizeof(float)
+                            : 0;
     if ((size_t)out > room)
         cuda_fatal("cuBLAS", "linear_forward", "a layer wider than the scratch", __FILE__,
                    __LINE__, cuda_current_device());
+    float *rounded_bias = (float *)(bias16 + bias16_bytes);
+    cuda_act_convert_launch(state->stream, backend->compute_dtype, (size_t)out, 0, bias16,
+                            rounded_bias);
+    float *product = (float *)(bias16 + bias16_bytes + bias32_bytes);
     const int chunk = (int)(room / (size_t)out < (size_t)rows ? room / (size_t)out : (size_t)rows);
-    float *product = (float *)state->scratch;
     for (int first = 0; first < rows; first += chunk) {
         const int count = rows - first < chunk ? rows - first : chunk;
         gemm_16bit(backend, 0, 1, count, out, in, act_at_const(backend, x, (size_t)first * in),
                    in, w, in, 0.0f, product, CUDA_R_32F, out);
         cuda_bias_epilogue_launch(state->stream, backend->compute_dtype, (size_t)count, out,
-                                  product, bias, act_at(backend, y, (size_t)first * out));
+                                  product, rounded_bias, act_at(backend, y, (size_t)first * out));
     }
 }
 

@@ -33,10 +33,17 @@ extern "C" {
 #define CUDA_MAX_COLUMNS 65536
 #define CUDA_SCRATCH_DOUBLES ((size_t)2 * (CUDA_MAX_ROW_BLOCKS + 1) * CUDA_MAX_COLUMNS)
 
+typedef struct CudaBlasLt CudaBlasLt;
+
 typedef struct CudaState {
     int device;
     cudaStream_t stream;
     void *cublas;          // cublasHandle_t
+    CudaBlasLt *blas_lt;   // cuBLASLt's handle, workspace and plans (cuda_blas_lt.c)
+    // LTC_CUDA_LINEAR_BIAS=separate (read when the backend is made): every
+    // 16-bit linear layer with a bias takes the separate pass (cuda_gemm.c)
+    int linear_bias_separate;
+    long linear_bias_fused_calls, linear_bias_separate_calls;  // cuda_linear_bias_counts
     void *cudnn;           // cudnnHandle_t
     double *scratch;       // device: CUDA_SCRATCH_DOUBLES
     // device: the workspace the convolution and attention plans share (one
@@ -338,7 +345,19 @@ void cuda_linear_backward_data(Backend *backend, int rows, int in, int out, cons
                                const Act *w, Act *dx);
 void cuda_linear_backward_weights(Backend *backend, int rows, int in, int out, const Act *x,
                                   const Act *dy, float *dw, float *dbias);
+// cuBLAS's handle and, through cuda_blas_lt_create, cuBLASLt's (both
+// destroyed by cuda_blas_destroy).
 int cuda_blas_create(CudaState *state, ErrorMessage *err);
+// ---- cuda_blas_lt.c: the 16-bit linear layers' bias epilogue on cuBLASLt ----
+// Reads LTC_CUDA_LINEAR_BIAS ("fused", the default, or "separate"; another
+// value is an error), opens libcublasLt, makes its handle and workspace.
+int cuda_blas_lt_create(CudaState *state, ErrorMessage *err);
+void cuda_blas_lt_destroy(CudaState *state);
+// y (rows, out) = x (rows, in) w^T + bias16 (out, in the activations' 16-bit
+// dtype, device memory) in one cublasLtMatmul, rounded once; -1 (nothing
+// queued) where cuBLASLt has no algorithm for the shape.
+int cuda_blas_lt_linear(Backend *backend, int rows, int in, int out, const Act *x,
+                        const Act *w, const void *bias16, Act *y);
 // The cuBLAS that dlopen finds (major, minor, patch), the one of the headers
 // and its file; -1 with a message when it cannot be loaded.
 int cuda_blas_version(int found[3], int built[3], char *path, size_t size, ErrorMessage *err);

@@ -40,12 +40,16 @@ static void ref_fill(Backend *backend, float *x, float value, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = value;
 }
 
+float ref_round_act(const Backend *backend, float x) {
+    if (backend->compute_dtype == COMPUTE_F16) return f16_to_float(float_to_f16(x));
+    if (backend->compute_dtype == COMPUTE_BF16) return bf16_to_float(float_to_bf16(x));
+    return x;
+}
+
 void ref_round_acts(const Backend *backend, Act *x_act, size_t n) {
     float *x = (float *)x_act;
-    if (backend->compute_dtype == COMPUTE_F16)
-        for (size_t i = 0; i < n; i++) x[i] = f16_to_float(float_to_f16(x[i]));
-    else if (backend->compute_dtype == COMPUTE_BF16)
-        for (size_t i = 0; i < n; i++) x[i] = bf16_to_float(float_to_bf16(x[i]));
+    if (backend->compute_dtype == COMPUTE_F32) return;
+    for (size_t i = 0; i < n; i++) x[i] = ref_round_act(backend, x[i]);
 }
 
 static void ref_zero(Backend *backend, void *x, size_t bytes) {

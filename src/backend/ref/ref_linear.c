@@ -1,6 +1,7 @@
 // Reference matrix product (row-major, optional transposes, leading
 // dimensions), the bias ops and the linear layers' ops built from them.
-// Double accumulators.
+// Double accumulators; in 16-bit dtypes the linear forward adds its bias
+// rounded to the dtype (PyTorch autocast's order, see ref_linear_forward).
 #include "backend/ref/ref_ops.h"
 
 // C (M, N) = alpha op(A) op(B) + beta C. As in BLAS, beta = 0 means C is not
@@ -42,11 +43,22 @@ void ref_bias_backward(Backend *backend, size_t rows, int channels, const Act *d
     }
 }
 
+// In fp16 / bf16 the bias is rounded to the dtype before it is added to the
+// fp32 product, and the sum is rounded once: PyTorch's order under autocast
+// (nn.Linear's bias is cast to the 16-bit dtype with its weight, and ATen
+// adds it in cuBLASLt's bias epilogue), which the cuda backend follows
+// because cuBLASLt offers no other: its bias for a 16-bit output is of the
+// output's type (cuBLAS documentation, cublasLtMatmul "Datatypes
+// Supported"). fp32: the bias as it is, as before.
 void ref_linear_forward(Backend *backend, int rows, int in, int out, const Act *x_act,
                         const Act *w_act, const float *bias, Act *y_act) {
+    float *y = (float *)y_act;
     ref_gemm(backend, 0, 1, rows, out, in, 1.0f, (const float *)x_act, in, (const float *)w_act,
-             in, 0.0f, (float *)y_act, out);
-    if (bias) ref_bias_add_f32(backend, (size_t)rows, out, bias, (float *)y_act);
+             in, 0.0f, y, out);
+    if (bias)
+        for (int r = 0; r < rows; r++)
+            for (int ch = 0; ch < out; ch++)
+                y[(size_t)r * out + ch] += ref_round_act(backend, bias[ch]);
     ref_round_acts(backend, y_act, (size_t)rows * out);  // once, after the bias (an epilogue)
 }
 

@@ -9,6 +9,8 @@
 // Rounds x (n) in place to the backend's compute dtype (nothing for fp32):
 // every ref op that writes an Act calls it on what it wrote, once.
 void ref_round_acts(const Backend *backend, Act *x, size_t n);
+// One value rounded so (x itself in fp32).
+float ref_round_act(const Backend *backend, float x);
 
 // ---- ref_conv.c ----
 ConvPlan *ref_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);

@@ -1,0 +1,41 @@
+// What the emulated cuBLAS (emu_cublas.c) and cuBLASLt (emu_cublaslt.c)
+// share: values of the three element types they take, widened to float and
+// rounded back to nearest even (util/half.c), and the emulated runtime's
+// view of device memory and streams (emu_cuda_api.cpp), so that a library
+// call handed a host pointer, or a matrix running past its allocation,
+// fails as on a GPU instead of computing on it.
+#ifndef LTC_TESTS_CUDA_EMU_BLAS_H
+#define LTC_TESTS_CUDA_EMU_BLAS_H
+
+#include <cuda_runtime_api.h>
+#include <library_types.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// CUDA_R_16F, CUDA_R_16BF or CUDA_R_32F: 1; any other type 0.
+int emu_blas_known_type(cudaDataType_t type);
+size_t emu_blas_type_bytes(cudaDataType_t type);
+// Element i of p, of a known type, as float; and v stored there, rounded once.
+float emu_blas_load(const void *p, cudaDataType_t type, size_t i);
+void emu_blas_store(void *p, cudaDataType_t type, size_t i, float v);
+
+// Bytes a column-major (rows, cols) matrix with leading dimension ld spans
+// (0 when empty).
+size_t emu_blas_matrix_bytes(cudaDataType_t type, size_t rows, size_t cols, size_t ld);
+// 1 when [p, p + bytes) is device memory; else 0 with a message on stderr
+// naming the call and what (`what`) it was handed.
+int emu_blas_on_device(const char *call, const char *what, const void *p, size_t bytes);
+
+// 1 when [p, p + bytes) lies inside one allocation of emulated device memory.
+int ltc_emu_device_range(const void *p, size_t bytes);
+// 1 for the default stream and streams created and not yet destroyed.
+int ltc_emu_stream_valid(cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
