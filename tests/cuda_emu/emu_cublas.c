@@ -19,19 +19,28 @@
 
 struct cublasContext {
     cudaStream_t stream;
+    int in_use;
 };
 
+// 16 handles alive at once; a destroyed one is free again, as a real
+// handle's memory is (test_method_steps makes and ends a backend per case:
+// with the slots never freed, its 17th case found no handle).
 static struct cublasContext contexts[16];
-static int context_count;
 
 static cublasStatus_t emu_create(cublasHandle_t *handle) {
-    if (context_count == 16) return CUBLAS_STATUS_ALLOC_FAILED;
-    *handle = &contexts[context_count++];
-    return CUBLAS_STATUS_SUCCESS;
+    for (size_t i = 0; i < sizeof contexts / sizeof contexts[0]; i++)
+        if (!contexts[i].in_use) {
+            contexts[i] = (struct cublasContext){.in_use = 1};
+            *handle = &contexts[i];
+            return CUBLAS_STATUS_SUCCESS;
+        }
+    return CUBLAS_STATUS_ALLOC_FAILED;
 }
 
 static cublasStatus_t emu_destroy(cublasHandle_t handle) {
-    return handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!handle || !handle->in_use) return CUBLAS_STATUS_NOT_INITIALIZED;
+    handle->in_use = 0;
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 static cublasStatus_t emu_set_stream(cublasHandle_t handle, cudaStream_t stream) {

@@ -27,6 +27,8 @@ extern "C" {  // cmocka.h declares C functions without saying so to C++
 #include <unistd.h>
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
+#include <dlfcn.h>
 
 #include "backend/cuda/cuda_act.cuh"
 
@@ -505,6 +507,39 @@ static void test_cublaslt_refuses_what_it_cannot_do(void **state) {
     assert_int_equal(lt_run(p), CUBLAS_STATUS_INVALID_VALUE);
 }
 
+// ---- the emulated cuBLAS's handles (emu_cublas.c) -----------------------------------------
+
+extern "C" void *emu_dlopen(const char *name, int flags);
+extern "C" void *emu_dlsym(void *library, const char *symbol);
+
+// A destroyed handle is free for the next create, as a real one's memory is
+// (test_method_steps makes and ends a backend per case: its 17th once found
+// none); 16 alive at once is the emulation's limit, and a 17th is refused.
+static void test_cublas_handles_are_reused_after_destroy(void **state) {
+    void *library = emu_dlopen("libcublas.so.13", RTLD_NOW);
+    assert_non_null(library);
+    typedef cublasStatus_t (*Create)(cublasHandle_t *);
+    typedef cublasStatus_t (*Destroy)(cublasHandle_t);
+    const Create create = (Create)emu_dlsym(library, "cublasCreate_v2");
+    const Destroy destroy = (Destroy)emu_dlsym(library, "cublasDestroy_v2");
+    assert_non_null(create);
+    assert_non_null(destroy);
+    for (int i = 0; i < 40; i++) {  // one at a time: never more than one alive
+        cublasHandle_t handle = NULL;
+        assert_int_equal(create(&handle), CUBLAS_STATUS_SUCCESS);
+        assert_int_equal(destroy(handle), CUBLAS_STATUS_SUCCESS);
+    }
+    cublasHandle_t alive[17];
+    for (int i = 0; i < 16; i++) assert_int_equal(create(&alive[i]), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(create(&alive[16]), CUBLAS_STATUS_ALLOC_FAILED);
+    assert_int_equal(destroy(alive[3]), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(destroy(alive[3]), CUBLAS_STATUS_NOT_INITIALIZED);  // twice
+    assert_int_equal(create(&alive[16]), CUBLAS_STATUS_SUCCESS);
+    assert_ptr_equal(alive[16], alive[3]);
+    for (int i = 0; i < 17; i++)
+        if (i != 3) assert_int_equal(destroy(alive[i]), CUBLAS_STATUS_SUCCESS);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_correct_kernel_runs),
@@ -519,6 +554,7 @@ int main(void) {
         cmocka_unit_test(test_unwritten_memory_reads_as_nan),
         cmocka_unit_test(test_cublaslt_computes_what_it_is_told),
         cmocka_unit_test(test_cublaslt_refuses_what_it_cannot_do),
+        cmocka_unit_test(test_cublas_handles_are_reused_after_destroy),
     };
     return cmocka_run_group_tests_name("cuda emulation checks", tests, NULL, NULL);
 }
