@@ -161,16 +161,17 @@ int decode_gif_decode(Decoder *decoder, const uint8_t *data, size_t size,
         close_gif(&frame);
         return -1;
     }
-    const GifImageDesc *desc = &frame.gif->Image;
-    const uint64_t frame_pixels = (uint64_t)(desc->Width > 0 ? desc->Width : 0) *
-                                  (uint64_t)(desc->Height > 0 ? desc->Height : 0);
+    // The frame's size is copied out: close_gif frees the descriptor it lives in.
+    const int frame_width = frame.gif->Image.Width, frame_height = frame.gif->Image.Height;
+    const uint64_t frame_pixels = (uint64_t)(frame_width > 0 ? frame_width : 0) *
+                                  (uint64_t)(frame_height > 0 ? frame_height : 0);
     const uint64_t left = frame.source.size - frame.source.offset;
     if (frame_pixels > left * GIF_MAX_PIXELS_PER_BYTE) {
         close_gif(&frame);
         return error_set(err,
                          "truncated: GIF frame of %d x %d pixels needs at least %llu bytes of "
                          "LZW data, the file has %llu left",
-                         desc->Width, desc->Height,
+                         frame_width, frame_height,
                          (unsigned long long)(frame_pixels / GIF_MAX_PIXELS_PER_BYTE),
                          (unsigned long long)left);
     }
