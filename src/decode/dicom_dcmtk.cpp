@@ -130,21 +130,34 @@ extern "C" DicomFile *dicom_open(const uint8_t *data, size_t size, int header_on
 
 extern "C" void dicom_close(DicomFile *file) { delete file; }
 
+// The first frame's fragment (item 1: item 0 is the offset table) of an
+// encapsulated pixel data element, or -1 with "<codec>: no fragment ...".
+static int first_fragment(DcmPixelData *pixel_data, E_TransferSyntax syntax, const char *codec,
+                          const Uint8 **bytes, Uint32 *length, char *message, size_t capacity) {
+    DcmPixelSequence *sequence = nullptr;
+    DcmPixelItem *item = nullptr;
+    Uint8 *data = nullptr;
+    if (pixel_data->getEncapsulatedRepresentation(syntax, nullptr, sequence).bad() || !sequence ||
+        sequence->getItem(item, 1).bad() || !item || item->getUint8Array(data).bad() || !data) {
+        OFString text = codec;
+        text += ": no fragment for the first frame";
+        set_message(message, capacity, text.c_str());
+        return -1;
+    }
+    *bytes = data;
+    *length = item->getLength();
+    return 0;
+}
+
 // The RLE header of the first frame's fragment (PS3.5 annex G: a count of
 // 1..15 segments, then 15 offsets into the fragment), checked before
 // DCMTK's RLE decoder reads it: DCMTK 3.6.7 follows an offset past the
 // fragment's end (a crash found by fuzz_dicom). Each frame is one fragment.
 static int check_rle_fragment(DcmPixelData *pixel_data, char *message, size_t capacity) {
-    DcmPixelSequence *sequence = nullptr;
-    DcmPixelItem *item = nullptr;
-    Uint8 *bytes = nullptr;
-    if (pixel_data->getEncapsulatedRepresentation(EXS_RLELossless, nullptr, sequence).bad() ||
-        !sequence || sequence->getItem(item, 1).bad() || !item ||
-        item->getUint8Array(bytes).bad() || !bytes) {
-        set_message(message, capacity, "RLE: no fragment for the first frame");
+    const Uint8 *bytes = nullptr;
+    Uint32 length = 0;
+    if (first_fragment(pixel_data, EXS_RLELossless, "RLE", &bytes, &length, message, capacity) != 0)
         return -1;
-    }
-    const Uint32 length = item->getLength();
     const int header_bytes = 64;
     if (length < (Uint32)header_bytes) {
         set_message(message, capacity, "RLE: fragment shorter than its 64-byte header");
@@ -165,6 +178,44 @@ static int check_rle_fragment(DcmPixelData *pixel_data, char *message, size_t ca
             return -1;
         }
         previous = header[s];
+    }
+    return 0;
+}
+
+// DCMTK's JPEG decoder first walks the first frame's fragment marker by
+// marker for the sample precision (DJCodecDecoder::scanJpegDataForBitDepth,
+// DCMTK 3.6.7 and its newest source alike), and that walk never moves past a
+// TEM marker (FF 01): one before the frame header hangs the decoding thread
+// for ever (found by fuzz_dicom). The same walk is made here first, and such
+// a fragment refused. It stops where DCMTK's stops: at a frame header (SOF),
+// at a marker it does not know, at the fragment's end.
+static int check_jpeg_fragment(DcmPixelData *pixel_data, E_TransferSyntax syntax, char *message,
+                               size_t capacity) {
+    const Uint8 *bytes = nullptr;
+    Uint32 length = 0;
+    if (first_fragment(pixel_data, syntax, "JPEG", &bytes, &length, message, capacity) != 0)
+        return -1;
+    uint64_t offset = 0;
+    while (offset + 4 < length) {
+        const unsigned marker = (unsigned)bytes[offset] << 8 | bytes[offset + 1];
+        const unsigned segment = (unsigned)bytes[offset + 2] << 8 | bytes[offset + 3];
+        const int start_of_frame = marker >= 0xffc0 && marker <= 0xffcf && marker != 0xffc4 &&
+                                   marker != 0xffc8 && marker != 0xffcc;
+        if (start_of_frame) return 0;
+        if (marker == 0xff01) {
+            set_message(message, capacity,
+                        "JPEG: a TEM marker (FF 01) before the frame header, which DCMTK's "
+                        "decoder cannot get past");
+            return -1;
+        }
+        if ((marker >= 0xffd0 && marker <= 0xffd9) || (marker >= 0xff03 && marker <= 0xffbf))
+            offset += 2;  // RSTn, SOI, EOI and the reserved markers: no length
+        else if (marker == 0xffff)
+            offset += 1;  // a fill byte
+        else if (marker >= 0xffc4)
+            offset += segment + 2;  // a marker segment with its length (DHT, DQT, APPn, ...)
+        else
+            return 0;  // not a marker: DCMTK stops and says so
     }
     return 0;
 }
@@ -191,25 +242,27 @@ extern "C" int dicom_first_frame(DicomFile *file, uint8_t *(*reserve)(void *, si
         set_message(message, message_capacity, "out of memory for the decoded frame");
         return -1;
     }
-    if (dataset->getOriginalXfer() == EXS_RLELossless &&
-        check_rle_fragment(pixel_data, message, message_capacity) != 0)
+    const E_TransferSyntax syntax = dataset->getOriginalXfer();
+    if (syntax == EXS_RLELossless && check_rle_fragment(pixel_data, message, message_capacity) != 0)
+        return -1;
+    if (syntax >= EXS_JPEGProcess1 && syntax <= EXS_JPEGProcess14SV1 &&
+        check_jpeg_fragment(pixel_data, syntax, message, message_capacity) != 0)
         return -1;
     Uint32 fragment = 0;
     OFString decoded_colour;
     status =
         pixel_data->getUncompressedFrame(dataset, 0, fragment, out, frame_size, decoded_colour);
     if (status.bad()) {
-        const DcmXfer syntax(dataset->getOriginalXfer());
         if (status == EC_CannotChangeRepresentation || status == EC_UnsupportedEncoding) {
             OFString text = "no decoder for the transfer syntax ";
-            text += syntax.getXferName();
+            text += DcmXfer(syntax).getXferName();
             set_message(message, message_capacity, text.c_str());
         } else
             set_message(message, message_capacity, status.text());
         return -1;
     }
     if (!decoded_colour.empty())
-        set_colour(decoded_colour, DcmXfer(dataset->getOriginalXfer()), info);
+        set_colour(decoded_colour, DcmXfer(syntax), info);
     // Decoders write colour-by-pixel unless the data set says otherwise.
     info->planar = uint16_tag(dataset, DCM_PlanarConfiguration, 0) == 1;
     *pixels = out;
