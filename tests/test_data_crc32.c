@@ -165,7 +165,7 @@ static void test_changed_data_is_refused(void **state) {
                 assert_string_equal(err.text, expected);
             }
         // Read from a file (the last change): the message names it, first.
-        char damaged[256], with_path[700];
+        char damaged[256], with_path[256 + sizeof err.text + 2];
         fixture_temp_path(damaged, sizeof damaged, checkpoint ? "damaged.ckpt" : "damaged.st");
         assert_int_equal(fixture_write_file(damaged, bytes, file.size), 0);
         parse_copy(bytes, file.size, file.blob, &err);
