@@ -514,28 +514,38 @@ static void test_ema_teacher_follows_student(void **state) {
     method_free(&method);
 }
 
-// The EMA teacher of a ResNet never runs a backward, so it keeps only the
-// frozen layout (two block outputs in turn), not every activation as the
-// student's slot of the same shape does; its backward is refused. Its
-// training forward is the trainable model's (test_byol and test_dino
-// compare the steps with PyTorch).
+// The EMA teacher never runs a backward, so it keeps only the frozen
+// layout (block outputs in turn), not every activation as the student's
+// slot of the same shape does; its backward is refused. BYOL and DINO on
+// ResNet-18, DINO on the tiny ViT. Its training forward is the trainable
+// model's (test_byol and test_dino compare the steps with PyTorch;
+// tests/test_vit_frozen.c a frozen ViT's training forward with a trainable
+// one's).
 static void test_ema_teacher_keeps_nothing_for_backward(void **state) {
-    const MethodKind kinds[2] = {METHOD_BYOL, METHOD_DINO};
-    for (int k = 0; k < 2; k++) {
+    const MethodKind kinds[3] = {METHOD_BYOL, METHOD_DINO, METHOD_DINO};
+    for (int k = 0; k < 3; k++) {
+        if (k == 2) student_spec = tiny_vit();
         Method method;
         method_make(&method, kinds[k], NULL);
         Backbone *teacher = method.ops->teacher(&method);
-        assert_int_equal(teacher->model.resnet.slots[0].max.batch,
-                         method.backbone.model.resnet.slots[0].max.batch);
-        const size_t kept = teacher->model.resnet.slots[0].arena_bytes;
-        const size_t student = method.backbone.model.resnet.slots[0].arena_bytes;
-        // (at these 24 px the stem, kept by both, is much of either)
+        const int vit = teacher->spec.kind == BACKBONE_VIT;
+        assert_int_equal(vit, k == 2);
+        const size_t kept = vit ? teacher->model.vit.slots[0].arena_bytes
+                                : teacher->model.resnet.slots[0].arena_bytes;
+        const size_t student = vit ? method.backbone.model.vit.slots[0].arena_bytes
+                                   : method.backbone.model.resnet.slots[0].arena_bytes;
+        assert_int_equal(vit ? teacher->model.vit.slots[0].max.batch
+                             : teacher->model.resnet.slots[0].max.batch,
+                         vit ? method.backbone.model.vit.slots[0].max.batch
+                             : method.backbone.model.resnet.slots[0].max.batch);
+        // (at these 24 px the ResNet's stem, kept by both, is much of either)
         assert_true(kept < student);
         ErrorMessage err = {0};
         const Act *features = backbone_features(teacher, 0);
         assert_int_equal(backbone_backward(teacher, 0, features, &err), -1);
         assert_non_null(strstr(err.text, "keeps nothing for backward"));
         method_free(&method);
+        student_spec = resnet18_spec;
     }
 }
 

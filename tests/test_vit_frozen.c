@@ -1,7 +1,7 @@
-// Frozen (inference-only) ViTs (src/nn/vit.h: frozen, vit_keep_block_outputs):
-// the forward of a frozen model, which reuses one set of block tensors and
-// keeps only the outputs it is asked for, gives bit for bit the tokens,
-// features and kept block outputs of a training model's eval forward, for
+// Frozen ViTs (src/nn/vit.h: frozen, vit_keep_block_outputs): the eval and
+// training forwards of a frozen model, which reuses one set of block tensors
+// and keeps only the outputs it is asked for, give bit for bit the tokens,
+// features and kept block outputs of a training model's same forward, for
 // GELU and SwiGLU MLPs, registers, RoPE, at the native and a resampled
 // size, before and after its arenas are laid out again; block outputs that
 // are not kept are refused; the arena grows by exactly the kept outputs.
@@ -70,20 +70,26 @@ static void assert_same(const char *what, const float *a, const float *b, size_t
     free(y);
 }
 
-// Eval forwards of both models on both slots: the tokens, features and the
-// frozen model's kept block outputs bit for bit the training model's; a
-// block before them refused.
+// Eval forwards, then training forwards (an EMA teacher's: RoPE rescaled
+// per block, drawn from the same key), of both models on both slots: the
+// tokens, features and the frozen model's kept block outputs bit for bit
+// the training model's; a block before them refused.
 static void compare_forwards(Vit *frozen, Vit *training, int kept) {
     ErrorMessage err = {{0}};
     const int dim = frozen->feature_dim;
-    for (int slot = 0; slot < 2; slot++) {
+    for (int pass = 0; pass < 4; pass++) {
+        const int slot = pass % 2, train = pass / 2;
+        if (train) {
+            vit_set_draw_key(frozen, 11);
+            vit_set_draw_key(training, 11);
+        }
         const size_t n = (size_t)BATCH * sizes[slot] * sizes[slot] * 3;
         float *pixels = malloc(n * sizeof *pixels);
         fixture_fill("frozen/input", 0.0f, 1.0f, pixels, n);
         float *input = backend->op.alloc(backend, n * sizeof *input);
         backend->op.upload(backend, input, pixels, n * sizeof *pixels);
-        if (vit_forward(training, slot, BATCH, (const Act *)input, 0, &err) ||
-            vit_forward(frozen, slot, BATCH, (const Act *)input, 0, &err))
+        if (vit_forward(training, slot, BATCH, (const Act *)input, train, &err) ||
+            vit_forward(frozen, slot, BATCH, (const Act *)input, train, &err))
             fail_msg("%s", err.text);
         const size_t tokens = (size_t)BATCH * vit_slot_tokens(frozen, slot) * dim;
         assert_same("tokens", (const float *)(vit_tokens(frozen, slot)),
@@ -117,6 +123,7 @@ static void check_config(VitConfig config, int kept) {
     Vit frozen, training;
     build(&frozen, &config, 1);
     build(&training, &config, 0);
+    frozen.seed = training.seed = 5;  // what the training forwards' draws are keyed by
     assert_null(frozen.params.grads);
     compare_forwards(&frozen, &training, 0);
     const size_t before = frozen.slots[0].arena_bytes;
@@ -128,6 +135,9 @@ static void check_config(VitConfig config, int kept) {
     const size_t alternating = DEPTH - kept >= 2 ? 2 : (size_t)(DEPTH - kept);
     assert_int_equal(frozen.slots[0].arena_bytes, before + (kept + alternating - 2) * output);
     compare_forwards(&frozen, &training, kept);
+    // after a training forward, still nothing to run a backward from
+    assert_int_equal(vit_backward(&frozen, 0, vit_features(&frozen, 0), &err), -1);
+    assert_non_null(strstr(err.text, "keeps nothing for backward"));
     assert_int_equal(vit_keep_block_outputs(&frozen, DEPTH + 1, &err), -1);
     assert_int_equal(vit_keep_block_outputs(&training, 1, &err), -1);
     assert_non_null(strstr(err.text, "only a frozen model"));

@@ -222,15 +222,27 @@ int backbone_allocate_frozen(Backbone *backbone, Backend *backend, const Backbon
     return allocate(backbone, backend, spec, inputs, input_count, 1, err);
 }
 
-int backbone_create(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
-                    const BackboneInput *inputs, int input_count, uint64_t seed,
-                    ErrorMessage *err) {
-    if (backbone_allocate(backbone, backend, spec, inputs, input_count, err)) return -1;
+static int create(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                  const BackboneInput *inputs, int input_count, int frozen, uint64_t seed,
+                  ErrorMessage *err) {
+    if (allocate(backbone, backend, spec, inputs, input_count, frozen, err)) return -1;
     if (backbone->ops->init(backbone, seed, err)) {
         backbone_free(backbone);
         return -1;
     }
     return 0;
+}
+
+int backbone_create(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                    const BackboneInput *inputs, int input_count, uint64_t seed,
+                    ErrorMessage *err) {
+    return create(backbone, backend, spec, inputs, input_count, 0, seed, err);
+}
+
+int backbone_create_frozen(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                           const BackboneInput *inputs, int input_count, uint64_t seed,
+                           ErrorMessage *err) {
+    return create(backbone, backend, spec, inputs, input_count, 1, seed, err);
 }
 
 void backbone_free(Backbone *backbone) {

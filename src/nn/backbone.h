@@ -93,14 +93,19 @@ int backbone_allocate(Backbone *backbone, Backend *backend, const BackboneSpec *
                       const BackboneInput *inputs, int input_count, ErrorMessage *err);
 // backbone_allocate for a model that never runs a backward (a teacher):
 // no gradients, nothing kept for backward (resnet.h, vit.h: `frozen`);
-// backward fails, and so do a ViT's training forwards (a ResNet's compute
-// batch statistics as a trainable one's).
+// backward fails. Training forwards compute what a trainable model's do
+// (a ResNet's batch statistics, a ViT's RoPE rescale: an EMA teacher's).
 int backbone_allocate_frozen(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
                              const BackboneInput *inputs, int input_count, ErrorMessage *err);
 // backbone_allocate, then the architecture's initialisation from seed.
 int backbone_create(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
                     const BackboneInput *inputs, int input_count, uint64_t seed,
                     ErrorMessage *err);
+// backbone_allocate_frozen, then the same initialisation (and, for a ViT,
+// the seed its training forwards' draws are keyed by).
+int backbone_create_frozen(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
+                           const BackboneInput *inputs, int input_count, uint64_t seed,
+                           ErrorMessage *err);
 void backbone_free(Backbone *backbone);
 
 // The architecture of the backbone under prefix in a state-dict file: a

@@ -34,8 +34,7 @@
 // mask_k_bias: with RoPE a key bias is not a no-op) unless the weights
 // say otherwise (config.qkv_bias). Pooling: the class token, as
 // LightlyTrain's DINOv3 wrapper. Training forwards rescale the RoPE
-// coordinates as DINOv3 trains (config.rope_rescale); eval forwards (and
-// every forward of a frozen teacher) do not.
+// coordinates as DINOv3 trains (config.rope_rescale); eval forwards do not.
 //
 // Memory by lifetime, as resnet.h: parameters and gradients (model->params,
 // no buffers); one activation arena per input slot ((max batch, resolution)
@@ -237,9 +236,10 @@ typedef struct Vit {
     // gradients, no gradient scratch, and nothing kept for a backward: one
     // set of block tensors that every block reuses (buffers shared where
     // their lives do not overlap), the blocks' outputs alternating between
-    // two buffers except the last kept_blocks blocks' (vit_block_tokens);
-    // a training forward is refused. Its forward computes the same values,
-    // bit for bit, as a training model's eval forward.
+    // two buffers except the last kept_blocks blocks' (vit_block_tokens).
+    // Its forwards compute the same values, bit for bit, as a trainable
+    // model's; a training forward (an EMA teacher's) rescales RoPE as one
+    // and draws no drop path (refused where the config asks for it).
     int frozen;
     int kept_blocks;         // frozen: 0 unless vit_keep_block_outputs says
 } Vit;

@@ -200,8 +200,11 @@ static const Act *last_block_output(const Vit *model, const VitSlot *slot) {
 int vit_forward(Vit *model, int slot_index, int batch, const Act *input, int training,
                 ErrorMessage *err) {
     const VitPlans *plans = NULL;
-    if (training && model->frozen)
-        return error_set(err, "vit: a frozen model (a teacher) runs eval forwards only");
+    // A frozen model keeps no drop-path scales (its training forwards are an
+    // EMA teacher's, which DINO and DINOv2 build without drop path).
+    if (training && model->frozen && model->config.drop_path_rate > 0.0f)
+        return error_set(err, "vit: a frozen model draws no drop path (rate %g)",
+                         (double)model->config.drop_path_rate);
     if (find_plans(model, slot_index, batch, &plans, err)) return -1;
     VitSlot *slot = &model->slots[slot_index];
     Backend *backend = model->backend;
@@ -236,7 +239,7 @@ int vit_forward(Vit *model, int slot_index, int batch, const Act *input, int tra
     if (training) model->training_forwards++;
     slot->last_plans = plans;
     slot->last_input = input;
-    slot->backward_ready = training;
+    slot->backward_ready = training && !model->frozen;
     slot->drop_path_active = training && c->drop_path_rate > 0.0f;
     return 0;
 }
@@ -322,6 +325,8 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const Act *dtokens) 
 static int check_backward(const Vit *model, int slot_index, ErrorMessage *err) {
     if (slot_index < 0 || slot_index >= model->slot_count)
         return error_set(err, "vit: no input slot %d (%d slots)", slot_index, model->slot_count);
+    if (model->frozen)
+        return error_set(err, "vit: a frozen model (a teacher) keeps nothing for backward");
     if (!model->slots[slot_index].backward_ready)
         return error_set(err, "vit: backward on slot %d without a training forward before it",
                          slot_index);

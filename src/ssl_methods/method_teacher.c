@@ -25,16 +25,12 @@ int ema_teacher_create_rows(EmaTeacher *teacher, Method *method, const Head *stu
     Backend *backend = method->backend;
     const BackboneInput input = {method->global_views * method->max_batch,
                                  method->global_size};
-    // A ResNet teacher keeps nothing for a backward it never runs (the
-    // frozen layout: two block outputs in turn, not every activation);
-    // a ViT's training forward draws (drop path, RoPE jitter) only a
-    // trainable layout holds, so it keeps that one.
-    const BackboneSpec *spec = &method->backbone.spec;
-    const int status = spec->kind == BACKBONE_VIT
-                           ? backbone_create(&teacher->backbone, backend, spec, &input, 1, seed, err)
-                           : backbone_allocate_frozen(&teacher->backbone, backend, spec, &input,
-                                                      1, err);
-    if (status) return error_prefix(err, "teacher backbone"), -1;
+    // The teacher keeps nothing for a backward it never runs (the frozen
+    // layout: block outputs in turn, not every activation); its training
+    // forwards still compute batch statistics (ResNet) and rescale RoPE (ViT).
+    if (backbone_create_frozen(&teacher->backbone, backend, &method->backbone.spec, &input, 1, seed,
+                               err))
+        return error_prefix(err, "teacher backbone"), -1;
     method_copy_parameters(backend, teacher->backbone.params, method->backbone.params);
     method_copy_parameters(backend, teacher->backbone.buffers, method->backbone.buffers);
     *teacher->backbone.num_batches_tracked = *method->backbone.num_batches_tracked;
