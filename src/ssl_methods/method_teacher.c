@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+// Mixed into the method's seed for the teacher's own draws ("teacher" in ASCII).
+#define TEACHER_DRAW_SEED UINT64_C(0x74656163686572)
+
 static void teacher_copy_head(Backend *backend, Head *target, const Head *source) {
     method_copy_parameters(backend, &target->params, &source->params);
     if (source->buffers.count) method_copy_parameters(backend, &target->buffers, &source->buffers);
@@ -27,9 +30,12 @@ int ema_teacher_create_rows(EmaTeacher *teacher, Method *method, const Head *stu
                                  method->global_size};
     // The teacher keeps nothing for a backward it never runs (the frozen
     // layout: block outputs in turn, not every activation); its training
-    // forwards still compute batch statistics (ResNet) and rescale RoPE (ViT).
-    if (backbone_create_frozen(&teacher->backbone, backend, &method->backbone.spec, &input, 1, seed,
-                               err))
+    // forwards still compute batch statistics (ResNet) and rescale RoPE (ViT),
+    // drawn from a seed of its own (the student's draws are keyed by `seed`;
+    // DINOv3 draws the two models' factors apart). The initial values drawn
+    // here are replaced by the student's just below.
+    if (backbone_create_frozen(&teacher->backbone, backend, &method->backbone.spec, &input, 1,
+                               seed ^ TEACHER_DRAW_SEED, err))
         return error_prefix(err, "teacher backbone"), -1;
     method_copy_parameters(backend, teacher->backbone.params, method->backbone.params);
     method_copy_parameters(backend, teacher->backbone.buffers, method->backbone.buffers);
@@ -55,6 +61,9 @@ void ema_teacher_free(EmaTeacher *teacher) {
 
 const float *ema_teacher_forward(EmaTeacher *teacher, Method *method, int rows,
                                  ErrorMessage *err) {
+    // Keyed by the batch, as the student's (method_normalize_views): a
+    // resumed run draws what the uninterrupted one did.
+    backbone_set_draw_key(&teacher->backbone, method->batch_index);
     if (backbone_forward(&teacher->backbone, 0, rows, method->global_input, 1, err)) return NULL;
     return head_forward(&teacher->head, rows, backbone_features(&teacher->backbone, 0), 1, err);
 }

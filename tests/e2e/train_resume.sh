@@ -11,7 +11,8 @@
 # rewrites the stale export and runs the missing final kNN evaluation).
 # SimCLR (optimizer state, lr schedule, data position, kNN) and DINO (EMA
 # teacher, centre, momentum/temperature schedules, the frozen last layer
-# thawing mid-run).
+# thawing mid-run), and DINO on a RoPE ViT (per-batch RoPE rescale draws of
+# the student and the EMA teacher).
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init resume
@@ -121,5 +122,23 @@ output=$("$bin" train --out "$b" "${dino[@]}" --resume 2>&1) || fail "dino: the 
 printf '%s\n' "$output" | grep -q "already complete (step 12 of 12)" ||
   fail "dino: the resume of the complete run does not say so: $output"
 compare dino 12 "$a" "$b"
+
+# DINO on a ViT with DINOv3's RoPE: the student's and the EMA teacher's
+# training forwards rescale the coordinates, drawn per batch (keyed by its
+# index), so the resumed run draws what run A did (until 2026-11-28 the
+# teacher counted its forwards from the process start and B differed).
+dino_rope=(--data "$images" --image-size 32 --batch-size 8 --num-workers 2 --threads 2 --log-every 1
+           --model dinov3/vitt16 --method dino --epochs 2 --seed 5 --local-image-size 16
+           --local-views 2 --method-arg hidden_dim=64 --method-arg output_dim=32
+           --method-arg bottleneck_dim=16)
+a="$work/dino-rope-a" b="$work/dino-rope-b"
+"$bin" train --out "$a" "${dino_rope[@]}" >"$work/dino-rope-a.log" 2>&1 ||
+  fail "dino-rope: run A: $(tail -n 3 "$work/dino-rope-a.log")"
+killed dino-rope-b1 LTC_FAULT=kill-before-rename@2 -- --out "$b" "${dino_rope[@]}"
+"$bin" train --out "$b" "${dino_rope[@]}" --resume >"$work/dino-rope-b2.log" 2>&1 ||
+  fail "dino-rope: the resume failed: $(tail -n 3 "$work/dino-rope-b2.log")"
+grep -q "resuming from .* at step 6 of 12" "$work/dino-rope-b2.log" ||
+  fail "dino-rope: B did not resume at step 6: $(grep -i resum "$work/dino-rope-b2.log")"
+compare dino-rope 12 "$a" "$b"
 
 e2e_finish
