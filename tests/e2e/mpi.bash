@@ -22,13 +22,18 @@ mpi_require() {
 # reported as leaks: tests/lsan_mpi.supp (no effect on other builds).
 mpi_suppressions="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/lsan_mpi.supp"
 
+# mpirun with the options and environment every test launch uses; a
+# command (not a function), so that `timeout` can run it, and MPMD launches
+# (`-np 1 A : -np 1 B`) can follow it.
+mpirun_command=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+                "LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$mpi_suppressions"
+                mpirun --allow-run-as-root --oversubscribe --bind-to none
+                --mca btl self,vader,tcp --mca btl_base_warn_component_unused 0)
+
 mpi_run() {
   local np=$1
   shift
-  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" \
-  LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$mpi_suppressions" \
-  mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
-    --mca btl self,vader,tcp --mca btl_base_warn_component_unused 0 "$@"
+  "${mpirun_command[@]}" -np "$np" "$@"
 }
 
 # Ranks are started by mpirun's local daemon: find the process whose

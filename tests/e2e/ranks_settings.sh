@@ -35,8 +35,7 @@ two_ranks() {
   shift
   one=("$@")
   local output status
-  output=$(timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
-    --mca btl self,vader,tcp --mca btl_base_warn_component_unused 0 \
+  output=$(timeout 60 "${mpirun_command[@]}" \
     -np 1 "$bin" "${zero[@]}" : -np 1 "$bin" "${one[@]}" 2>&1)
   status=$?
   [ "$status" -eq 2 ] || fail "${one[*]}: exited $status, expected 2: $output"
@@ -70,8 +69,7 @@ mpi_run 2 "$bin" "${embed[@]}" --data "$work/images" --checkpoint "$work/a.safet
 # images under other paths, several folders too), --num-workers, --out.
 ln -s "$work/images" "$work/images-link"
 ln -s "$work/fewer" "$work/fewer-link"
-output=$(timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
-  --mca btl self,vader,tcp --mca btl_base_warn_component_unused 0 \
+output=$(timeout 60 "${mpirun_command[@]}" \
   -np 1 "$bin" "${embed[@]}" --data "$work/images" --data "$work/fewer" --checkpoint "$work/a.safetensors" --overwrite : \
   -np 1 "$bin" embed --out "$work/elsewhere.csv" --image-size 32 --batch-size 2 --num-workers 2 \
   --data "$work/images-link/" --data "$work/fewer-link" --checkpoint "$work/a.safetensors" 2>&1) ||
@@ -90,8 +88,7 @@ printf '%s\n' "$output" | grep -q -E -x -- "(rank 1: )?lightly-train-c embed: da
 # line prefixed "rank 1: " (before: rank 0 waited in the settings check for
 # --dist-timeout and the run exited 1; and every rank printed unprefixed).
 start=$(date +%s)
-output=$(timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
-  --mca btl self,vader,tcp --mca btl_base_warn_component_unused 0 \
+output=$(timeout 60 "${mpirun_command[@]}" \
   -np 1 "$bin" "${embed[@]}" --data "$work/images" --checkpoint "$work/a.safetensors" --overwrite --dist-timeout 50 : \
   -np 1 "$bin" "${embed[@]}" --data "$work/absent" --checkpoint "$work/a.safetensors" --overwrite --dist-timeout 50 2>&1)
 status=$?
