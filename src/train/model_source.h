@@ -53,7 +53,7 @@ typedef struct ModelSourceOptions {
     // agree with what the file says (ResNet depth; ViT width, depth, patch,
     // registers, MLP width), else a one-line error names the difference.
     const char *arch;
-    int frozen;        // backbone_allocate_frozen: eval forwards only (a teacher, embed)
+    int frozen;        // backbone_allocate_frozen: nothing kept for backward (a teacher, embed)
 } ModelSourceOptions;
 
 int model_source_load_backbone_with(const char *path, const ModelSourceOptions *options,
