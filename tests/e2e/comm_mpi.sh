@@ -23,7 +23,7 @@ done
 
 # A hung rank: the others time out after 2 s and abort the whole run.
 start=$(date +%s%N)
-output=$(timeout 60 bash -c "$(declare -f mpi_run); mpi_run 3 '$check' --timeout 2 --hang-rank 1" 2>&1)
+output=$(timeout 60 "${mpirun_command[@]}" -np 3 "$check" --timeout 2 --hang-rank 1 2>&1)
 status=$?
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
 [ "$status" -ne 0 ] && [ "$status" -ne 124 ] ||
@@ -34,7 +34,7 @@ echo "hung rank: the run ended with status $status after $elapsed_ms ms"
 [ "$elapsed_ms" -lt 20000 ] || fail "hung rank: took $elapsed_ms ms with a 2 s timeout"
 
 # A rank that dies: the run ends non-zero (mpirun ends the others).
-output=$(timeout 60 bash -c "$(declare -f mpi_run); mpi_run 3 '$check' --timeout 30 --die-rank 2" 2>&1)
+output=$(timeout 60 "${mpirun_command[@]}" -np 3 "$check" --timeout 30 --die-rank 2 2>&1)
 status=$?
 [ "$status" -ne 0 ] && [ "$status" -ne 124 ] ||
   fail "dead rank: exit status $status (124: nobody stopped it): $output"
