@@ -226,6 +226,10 @@ static void test_fuzz_findings(void **state) {
         {"gif_frame_wider_than_its_data.gif",
          "truncated: GIF frame of 65512 x 16 pixels needs at least"},
         {"dicom_jpeg_tem_marker.dcm", "JPEG: a TEM marker (FF 01) before the frame header"},
+        {"dicom_meta_unknown_vr.dcm", "truncated: DICOM element longer than the data"},
+        {"dicom_deflated_stored_blocks.dcm", "unsupported format: DICOM with a deflated data set"},
+        {"dicom_pixel_data_unknown_vr.dcm", "truncated: DICOM element longer than the data"},
+        {"dicom_group_length_unknown_vr.dcm", "truncated: DICOM element longer than the data"},
     };
     // A decoder that hangs (DCMTK on the TEM marker did) ends the test
     // binary with SIGALRM: a failure, not a stuck make test.
