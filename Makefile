@@ -10,7 +10,7 @@
 #   make bundle     build/bundle: the program and its libraries for GPU nodes
 #   make wheel      dist/lightly_train_c-*.whl: pip package with the program and its libraries
 #   make first-light  first-light/: what one 15-minute GPU session carries and runs
-#   make deps       check libraries; install them with apt-get when root
+#   make deps       check libraries (apt-get install when root) and make the test venv
 #   make install PREFIX=/usr/local
 # CUDA=0 turns GPU parts off; CUDA_HOME / CUDNN_HOME / NCCL_HOME point to installs.
 # MPI=0 builds without OpenMPI (no CPU data parallel).
@@ -142,6 +142,8 @@ E2E_HELPER_BIN := $(E2E_HELPER_SRC:tests/e2e/%.c=$(BUILD)/tests/e2e/%)
 TOOL_SRC := $(wildcard tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 DEPS_STAMP := $(BUILD)/.deps-ok
+# The test environment (tools/test_venv.sh): PyPI packages the tests talk to.
+TEST_VENV_STAMP := $(BUILD)/test-venv/.requirements.sha256
 
 # ---- CUDA emulation (tests/cuda_emu): the cuda backend's kernels on the CPU ------
 # make test also builds the cuda backend with the host C++ compiler against
@@ -242,11 +244,16 @@ info: | $(DEPS_STAMP)
 
 deps:
 	@tools/deps.sh
+	@tools/test_venv.sh $(BUILD)
 
 $(DEPS_STAMP): tools/deps.sh
 	@mkdir -p $(@D)
 	@tools/deps.sh
 	@touch $@
+
+# Only the tests need it: `make` alone installs nothing from PyPI.
+$(TEST_VENV_STAMP): tests/requirements.txt tools/test_venv.sh | $(DEPS_STAMP)
+	@tools/test_venv.sh $(BUILD)
 
 # Both outputs of one protoc-c run (a multi-target pattern rule runs once).
 $(GEN_DIR)/%.pb-c.c $(GEN_DIR)/%.pb-c.h: src/logging/%.proto | $(DEPS_STAMP)
@@ -302,7 +309,7 @@ tools: $(TOOL_BIN)
 # (The fuzz targets are prerequisites too: `test: $(FUZZ_TEST_BIN)` below,
 # after their definition.) LTC_FUZZ_BUILT tells run_tests.sh that a missing
 # fuzz target is a failure, not a skip.
-test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN) $(EMU_TEST_BIN) $(EMU_BIN)
+test: all $(TEST_BIN) $(E2E_HELPER_BIN) $(TOOL_BIN) $(EMU_TEST_BIN) $(EMU_BIN) $(TEST_VENV_STAMP)
 	@LTC_FUZZ_BUILT=$(if $(FUZZ_TEST_BIN),1,0) tests/run_tests.sh $(BUILD)
 
 asan:

@@ -13,6 +13,8 @@ skipped=0
 failed_names=()
 export LTC_BIN="$build/lightly-train-c"
 export LTC_BUILD="$build"
+# The test environment's Python (tools/test_venv.sh: ONNX Runtime, MLflow).
+export LTC_TEST_PYTHON="$build/test-venv/bin/python"
 # The cuda backend's file of cuDNN algorithm choices (backend/conv_algorithms.h)
 # in the build folder, not the user's cache: the emulation's plans write there.
 export LTC_CUDNN_ALGORITHMS="$build/tests/cudnn-algorithms.txt"
