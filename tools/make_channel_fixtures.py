@@ -21,8 +21,11 @@ references.safetensors holds one F32 (H, W, N) tensor per "FILE@N", plus
 manifest.txt lines: FILE N ref TENSOR MAX_DIFF, or FILE N error WORD (the
 decode or conversion fails with a message containing WORD, '_' for spaces).
 
-Needs numpy, Pillow, tifffile, pydicom and safetensors; the test needs none
-of them.
+10/12-bit AVIFs of the format fixtures: imagecodecs' avif_decode
+(libavif's conversion at the image's depth) over 2^bits - 1.
+
+Needs numpy, Pillow, tifffile, pydicom, imagecodecs and safetensors; the
+test needs none of them.
 """
 import argparse
 import io
@@ -30,6 +33,7 @@ import os
 import struct
 import zlib
 
+import imagecodecs
 import numpy as np
 import pydicom
 import tifffile
@@ -198,6 +202,16 @@ def write_others(w):
     w.ref("../formats/mono1_12bit.dcm", 1, values[..., None])
 
 
+def write_deep_avif(w):
+    formats = os.path.join(os.path.dirname(w.out), "formats")
+    for name, channels in [("d10_bt709_420.avif", 3), ("d10_rgba_420.avif", 4),
+                           ("d10_rgba_420.avif", 3), ("d12_422.avif", 3)]:
+        with open(os.path.join(formats, name), "rb") as f:
+            decoded = imagecodecs.avif_decode(f.read())
+        assert decoded.dtype == np.uint16, name
+        top = 2 ** (10 if name.startswith("d10") else 12) - 1
+        w.ref("../formats/" + name, channels, decoded[..., :channels] / top)
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="tests/fixtures/channels")
@@ -207,6 +221,7 @@ def main():
     write_jpeg(w)
     write_tiff(w)
     write_others(w)
+    write_deep_avif(w)
     w.finish()
 
 

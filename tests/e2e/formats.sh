@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of the image formats through the commands: a folder of
-# every fixture in tests/fixtures/formats (TIFF, GIF, BMP, PNM, TGA, AVIF,
+# every fixture in tests/fixtures/formats (TIFF, GIF, BMP, PNM, TGA, AVIF, HEIC,
 # DICOM, JPEG/PNG/WebP with EXIF orientation) and files no decoder takes.
 # bench-data reads them all, skips the refused ones (one warning each, with
 # the reason) and prints a line per format; embed writes a row per readable
