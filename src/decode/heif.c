@@ -1,15 +1,18 @@
-// HEIF (HEIC through libde265, AVIF through dav1d/libaom) with libheif: the
-// primary image, whole (libheif 1.15 has no region or reduced-scale decode;
-// grid images are assembled by libheif), as 8-bit interleaved RGB converted
-// by libheif (deeper images reduced by it, alpha dropped, grey repeated). A
-// native request (decode.h) of an image with more than 8 bits per sample
-// gets libheif's 16-bit interleaved RGB with the image's bit depth instead.
-// HEIF's own orientation and crop (irot, imir, clap) are applied by libheif,
-// always (they are part of the format, as pillow-heif also applies them);
-// EXIF orientation in a HEIF file is not used, as the HEIF specification
-// says: the container's transformations are the ones that hold.
-// The handle's size is checked against the pixel limit before decoding; one
-// decoding thread per image (the loader runs one per worker).
+// HEIF with libheif (HEIC through libde265, and the other brands libheif
+// reads), except AVIF: a file whose ftyp names an AVIF brand goes to
+// libavif (avif.c says why). The primary image, whole (libheif 1.15 has no
+// region or reduced-scale decode; grid images are assembled by libheif), as
+// 8-bit interleaved RGB converted by libheif (deeper images reduced by it,
+// alpha dropped, grey repeated). A native request (decode.h) of an image
+// with more than 8 bits per sample gets libheif's 16-bit interleaved RGB
+// with the image's bit depth instead. HEIF's own orientation and crop
+// (irot, imir, clap) are applied by libheif, always (they are part of the
+// format, as pillow-heif also applies them); EXIF orientation in a HEIF
+// file is not used, as the HEIF specification says: the container's
+// transformations are the ones that hold. The handle's size is checked
+// against the pixel limit before decoding; one decoding thread per image
+// (the loader runs one per worker).
+#include "decode/avif.h"
 #include "decode/decode_internal.h"
 
 #include <string.h>
@@ -65,7 +68,7 @@ static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMess
 
 int decode_heif_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
                       ErrorMessage *err) {
-    (void)decoder;
+    if (decode_avif_accepts(data, size)) return decode_avif_probe(decoder, data, size, info, err);
     HeifFile file;
     if (open_heif(data, size, &file, err) != 0) return -1;
     info->width = file.width;
@@ -76,6 +79,8 @@ int decode_heif_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageI
 
 int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
                        const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
+    if (decode_avif_accepts(data, size))
+        return decode_avif_decode(decoder, data, size, request, out, err);
     HeifFile file;
     PixelRect region;
     if (open_heif(data, size, &file, err) != 0) return -1;

@@ -127,24 +127,28 @@ int decode_stb_decode(Decoder *decoder, const uint8_t *data, size_t size,
     if (needed > size)
         return error_set(err, "truncated: %s data ends at %zu of %llu bytes", format, size,
                          (unsigned long long)needed);
-    int got_width, got_height;
-    uint8_t *rgb =
-        stbi_load_from_memory(data, stb_size(size), &got_width, &got_height, &channels, 3);
-    if (!rgb) return report_stb_failure(format, err);
-    if (got_width != width || got_height != height) {
-        stbi_image_free(rgb);
-        return error_set(err, "corrupt data: %s header says %d x %d, stb_image decoded %d x %d",
-                         format, width, height, got_width, got_height);
+    // The channels stb_image reads the file with: grey (1), grey + alpha (2),
+    // RGB (3) or RGBA (4).
+    int got_width, got_height, stored;
+    uint8_t *samples =
+        stbi_load_from_memory(data, stb_size(size), &got_width, &got_height, &stored, 0);
+    if (!samples) return report_stb_failure(format, err);
+    int status;
+    if (got_width != width || got_height != height || stored < 1 || stored > 4) {
+        status = error_set(err, "corrupt data: %s header says %d x %d, stb_image decoded %d x %d",
+                           format, width, height, got_width, got_height);
+    } else {
+        const size_t row = (size_t)width * (size_t)stored;
+        const SampleImage image = {samples + (size_t)region.y * row + (size_t)region.x * stored,
+                                   region.width,
+                                   region.height,
+                                   stored,
+                                   row,
+                                   SAMPLE_U8,
+                                   stored <= 2 ? COLOUR_GREY : COLOUR_RGB,
+                                   8};
+        status = decode_finish(decoder, &image, region, out, err);
     }
-    const size_t stride = (size_t)region.width * 3;
-    uint8_t *pixels = decode_buffer_reserve(&decoder->pixels, stride * (size_t)region.height, err);
-    if (pixels)
-        for (int y = 0; y < region.height; y++)
-            memcpy(pixels + (size_t)y * stride,
-                   rgb + ((size_t)(region.y + y) * width + region.x) * 3, stride);
-    stbi_image_free(rgb);
-    if (!pixels) return -1;
-    out->image = (Image){pixels, region.width, region.height, stride};
-    out->covered = region;
-    return 0;
+    stbi_image_free(samples);
+    return status;
 }
