@@ -315,23 +315,31 @@ def export(
     overwrite: bool = False,
     **options: Any,
 ) -> None:
-    """Writes a checkpoint's backbone as a state dict (``lightly-train-c export``).
+    """Writes a checkpoint's backbone as a state dict or an ONNX model
+    (``lightly-train-c export``).
 
     Args:
         out: The file to write (safetensors: a torchvision ResNet state dict
-            without ``fc``, or a timm ViT state dict).
+            without ``fc``, or a timm ViT state dict; ``*.onnx``: an ONNX
+            model of the embedding, docs/onnx.md).
         checkpoint: A .ckpt of ``train`` or a backbone .safetensors.
         part: "backbone" (default: what training exports, the teacher for
             DINO; also LightlyTrain's "model" and "embedding_model"),
             "student" or "teacher".
-        format: "safetensors" (LightlyTrain's "package_default" is taken as
-            the default).
+        format: "safetensors", "onnx", or from the ``out`` extension (the
+            default; LightlyTrain's "package_default" is taken as it).
         overwrite: Replace an existing ``out``.
-        **options: Any other option of ``lightly-train-c export --help``.
+        **options: Any other option of ``lightly-train-c export --help``;
+            for ONNX ``image_size`` (default: the training size),
+            ``precision`` ("fp32" or "fp16"), ``opset`` (also
+            LightlyTrain's ``opset_version``), ``external_data``,
+            ``vit_pool``, ``normalize``.
 
     Raises:
         TypeError, ValueError, ProgramError: as for :func:`train`.
     """
+    if "opset_version" in options:  # LightlyTrain's export_onnx name
+        options["opset"] = options.pop("opset_version")
     _args.check_names("export", "export", ("out", "checkpoint", "part", "format", "overwrite"),
                       options)
     arguments = ["export"] + _args.option("checkpoint",

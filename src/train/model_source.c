@@ -3,6 +3,7 @@
 #include "train/model_source.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/state_dict_backbone.h"
@@ -150,6 +151,9 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
         snprintf(info->method, sizeof info->method, "%s", method ? method : "");
         snprintf(info->pixels, sizeof info->pixels, "%s", pixels ? pixels : "");
         snprintf(info->normalize, sizeof info->normalize, "%s", normalize ? normalize : "");
+        const char *image_size = checkpoint_meta(&ckpt, "run.image_size");
+        info->image_size = image_size ? atoi(image_size) : 0;
+        if (info->image_size < 0) info->image_size = 0;
         status = checkpoint_part_prefix(&ckpt, part, info->prefix, sizeof info->prefix, err);
         if (status == 0) status = create_and_load(&how, &ckpt.tensors, info->prefix, err);
         checkpoint_free(&ckpt);

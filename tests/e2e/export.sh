@@ -58,7 +58,7 @@ expect 2 "part \"teacher\" needs a checkpoint" \
   -- "$bin" export --checkpoint "$work/seed1.safetensors" --part teacher --out "$work/none2.safetensors"
 expect 2 "--part: expected one of backbone, teacher, student, got 'head'" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --part head --out "$work/none3.safetensors"
-expect 2 "--format: expected one of safetensors, got 'torch'" \
+expect 2 "--format: expected one of auto, safetensors, onnx, got 'torch'" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --format torch --out "$work/none4.safetensors"
 # An --out named for another format is refused before any work (torch.load
 # would fail on the safetensors written), even with a missing --checkpoint.

@@ -93,6 +93,18 @@ class ApiTest(unittest.TestCase):
         self.assertIn("out=auto", self.command(lightly_train_c.export, out="auto",
                                                checkpoint="c"))
 
+    # ---- export to ONNX: the program's options, LightlyTrain's opset_version ------------
+    def test_export_onnx(self):
+        command = self.command(lightly_train_c.export, out="m.onnx", checkpoint="c",
+                               format="onnx", precision="fp16", image_size=64,
+                               opset_version=21, external_data=True)
+        self.assertEqual(command[:4], ["export", "checkpoint=c", "out=m.onnx", "format=onnx"])
+        for expected in ("precision=fp16", "image_size=64", "opset=21", "external_data=true"):
+            self.assertIn(expected, command)
+        self.assertIn("export_onnx=m.onnx",
+                      self.command(lightly_train_c.embed, out="e.npy", data="d", checkpoint="c",
+                                   export_onnx="m.onnx"))
+
     # ---- "auto": the program's where it has it ---------------------------------------
     def test_auto(self):
         command = self.train(num_workers="auto", accelerator="auto", precision="auto",
