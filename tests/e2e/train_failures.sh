@@ -103,6 +103,27 @@ expect_only 2 "^lightly-train-c train: --resume: $work/flipped-run/checkpoints/l
   "$bin" train "${common[@]}" --out "$work/flipped-run" --max-steps 12 --resume
 cmp -s "$work/flipped.ckpt" "$work/flipped-run/checkpoints/last.ckpt" ||
   fail "--resume changed the damaged checkpoint"
+# Metadata changed after it was written: normalize's 0.225 made 0.925 or
+# one bit of a digit of it flipped, as an editor would (the header's CRC-32
+# refuses them), channels and model rewritten with the CRC-32s recorded
+# anew (checked against the weights). Each changed every embedding or was
+# ignored, with exit 0.
+header_damage="the checkpoint header is damaged \(CRC-32 [0-9a-f]{8} recorded, [0-9a-f]{8} read\): its tensor table or metadata changed after it was written; use another copy$"
+edited() {  # NAME EDIT...: $work/NAME.ckpt, the good checkpoint edited
+  "$build/tests/e2e/edit_checkpoint" "$good_ckpt" "$work/$1.ckpt" "${@:2}" || fail "edit_checkpoint ${*:2}"
+}
+edited normalize --raw-meta normalize=0.485,0.456,0.406:0.229,0.224,0.925
+edited normalize_bit --flip-meta normalize
+edited channels --meta channels=1
+edited model --meta model=resnet50
+expect_only 2 "^lightly-train-c export: --checkpoint: $work/normalize.ckpt: $header_damage" -- \
+  "$bin" export --checkpoint "$work/normalize.ckpt" --out "$work/x.safetensors"
+expect_only 2 "^lightly-train-c embed: --checkpoint: $work/normalize_bit.ckpt: $header_damage" -- \
+  "$bin" embed --data "$images" --checkpoint "$work/normalize_bit.ckpt" --out "$work/x.npy"
+expect_only 2 "^lightly-train-c embed: --checkpoint: $work/channels.ckpt: checkpoint metadata channels=1 disagrees with its weights, whose first layer takes 3 channel\(s\)$" -- \
+  "$bin" embed --data "$images" --checkpoint "$work/channels.ckpt" --out "$work/x.npy"
+expect_only 2 "^lightly-train-c export: --checkpoint: $work/model.ckpt: checkpoint metadata model=resnet50 disagrees with its weights: resnet50 does not match the file, which holds a resnet18$" -- \
+  "$bin" export --checkpoint "$work/model.ckpt" --out "$work/x.safetensors"
 [ -e "$work/x.safetensors" ] || [ -e "$work/x.npy" ] && fail "a refused export or embed wrote its --out"
 [ -e "$work/x" ] && fail "a refused run created its --out folder"
 
