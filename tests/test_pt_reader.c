@@ -701,6 +701,60 @@ static void test_zip_layout_refused(void **state) {
     assert_bytes_refused(tar, sizeof tar, "a tar archive");
 }
 
+// Files that are no weights, said for what they are (they got the
+// safetensors parser's words: "header length ... above the limit", "file
+// of 0 bytes is too short for the 8-byte header length").
+static void test_other_files_named(void **state) {
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ltc-test-pt-%d-other.pt", (int)getpid());
+    PickleBytes protocol4 = {0};  // pickle.dump({"w": 1.5}, f, protocol=4)
+    PICKLE_OPS(&protocol4, "\x80\x04\x95\x0d\0\0\0\0\0\0\0}\x94\x8c\x01w\x94G?\xf8\0\0\0\0\0\0s.");
+    PickleBytes protocol2 = {0};
+    pickle_state_dict(&protocol2, &PICKLE_GOOD);  // a state dict's pickle, without torch.save's zip
+    const struct {
+        const void *bytes;
+        size_t size;
+        const char *expected;
+    } files[] = {
+        {"", 0, "an empty file (0 bytes), not weights (safetensors or PyTorch)"},
+        {protocol4.data, protocol4.size, "a bare pickle (pickle.dump), not a PyTorch file"},
+        {protocol2.data, protocol2.size, "save the weights with torch.save(model.state_dict(), "
+                                         "PATH) or as safetensors"},
+        {"hello world, no weights", 23, "not weights: neither a safetensors file (a header "
+                                        "length, then '{') nor a PyTorch one"},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        FILE *file = fopen(path, "wb");
+        assert_non_null(file);
+        assert_int_equal(fwrite(files[i].bytes, 1, files[i].size, file), files[i].size);
+        assert_int_equal(fclose(file), 0);
+        SafeTensors out;
+        ErrorMessage err = {{0}};
+        assert_error(safetensors_read(path, &out, &err), &out, &err, files[i].expected);
+        if (strncmp(err.text, path, strlen(path)) != 0)
+            fail_msg("the path is not named: %s", err.text);
+    }
+    // A safetensors header of 640 bytes starts 80 02, as a protocol 2 pickle
+    // does: read as safetensors (an empty table).
+    uint8_t table[8 + 640];
+    memset(table, ' ', sizeof table);
+    const uint64_t length = 640;
+    memcpy(table, &length, 8);
+    table[8] = '{';
+    table[sizeof table - 1] = '}';
+    FILE *file = fopen(path, "wb");
+    assert_non_null(file);
+    assert_int_equal(fwrite(table, 1, sizeof table, file), sizeof table);
+    assert_int_equal(fclose(file), 0);
+    SafeTensors out;
+    ErrorMessage err = {{0}};
+    if (safetensors_read(path, &out, &err) != 0) fail_msg("%s", err.text);
+    assert_int_equal(out.count, 0);
+    safetensors_free(&out);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest files[] = {
         cmocka_unit_test(test_mixed_matches_twin),
@@ -714,6 +768,7 @@ int main(void) {
         cmocka_unit_test(test_pickle_memory_capped),
         cmocka_unit_test(test_damaged_zip_refused),
         cmocka_unit_test(test_zip_layout_refused),
+        cmocka_unit_test(test_other_files_named),
     };
     const struct CMUnitTest backbones[] = {
         cmocka_unit_test(test_resnet18_layout),

@@ -39,6 +39,11 @@ static size_t legacy_magic_length(const uint8_t *head, size_t size) {
         return 0;
     return pos + sizeof LEGACY_MAGIC_NUMBER;
 }
+int pt_is_bare_pickle(const uint8_t *head, size_t size) {
+    return size >= 3 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5 &&
+           !legacy_magic_length(head, size);
+}
+
 static const char *const NESTED_KEYS[] = {"state_dict", "model_state_dict", "model", "teacher"};
 
 PtFormat pt_sniff(const uint8_t *head, size_t size) {

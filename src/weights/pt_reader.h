@@ -68,6 +68,11 @@ typedef enum PtFormat {
 
 // From the first bytes of a file (size of them given, up to PT_SNIFF_BYTES).
 PtFormat pt_sniff(const uint8_t *head, size_t size);
+// 1 when the bytes start as a pickle of protocol 2 to 5 does (PROTO) but
+// not as torch.save's legacy format: pickle.dump's output, which no torch
+// file is. Ask only of a file that is no safetensors file: a safetensors
+// header length may start with the same two bytes.
+int pt_is_bare_pickle(const uint8_t *head, size_t size);
 
 // Reads the file at path; errors name what is wrong (not the path: the
 // caller adds it, as with safetensors_read).
