@@ -243,11 +243,6 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     if (dataset_scan_many(args->data.items, args->data.count, &run->dataset, &err) != 0)
         return embed_fail(run->comm, 2, "%s", err.text);
     const Dataset *dataset = &run->dataset;
-    // What the scan left out, said as train says it (other files, hidden
-    // ones, named pipes and devices, unreadable entries).
-    char skipped[2048];
-    scan_summary_describe(&dataset->summary, skipped, sizeof skipped);
-    if (skipped[0] && comm_rank(run->comm) == 0) fprintf(stderr, "dataset: %s\n", skipped);
     run->filenames = malloc(dataset->count * sizeof *run->filenames);
     if (!run->filenames) return embed_fail(run->comm, 2, "out of memory for the file list");
     for (size_t i = 0; i < dataset->count; i++) run->filenames[i] = dataset_path(dataset, i);
@@ -302,6 +297,11 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     config.comm = run->comm;
     const int settings_status = check_rank_settings(args, run, &config, model_name);
     if (settings_status) return settings_status;
+    // What the scan left out, said as train says it once every check passed
+    // (other files, hidden ones, named pipes and devices, unreadable entries).
+    char skipped[2048];
+    scan_summary_describe(&dataset->summary, skipped, sizeof skipped);
+    if (skipped[0] && writer) fprintf(stderr, "dataset: %s\n", skipped);
     LoaderStats stats = {0};
     const double start = time_now();
     const int embed_status = embed_dataset(&run->model, 0, dataset, &config, run->features,
