@@ -192,13 +192,26 @@ printf '%s\n' "$output" | tail -n 1 |
 
 # A signal as the command starts (before it parsed its options: the first
 # milliseconds) is a stop, not a kill: handled before any work, the run
-# stops before its first step and says how to go on.
+# stops before its first step and says how to go on. Into a new folder it
+# keeps nothing (train.log and the rest it wrote made the same command
+# need --overwrite), so the same command then runs; into a used one
+# (--overwrite) the folder is left as it is.
 output=$(LTC_FAULT=sigterm-at-start "$bin" train "${common[@]}" --out "$work/early-stop" --max-steps 6 2>&1)
 [ $? -eq 143 ] || fail "SIGTERM at start: expected exit 143: $output"
 printf '%s\n' "$output" | tail -n 1 |
-  grep -q "^interrupted (SIGTERM) before step 1: nothing trained; no checkpoint written: start again with the same command plus --overwrite$" ||
+  grep -q "^interrupted (SIGTERM) before step 1: nothing trained; nothing kept (what it wrote in --out is removed): start again with the same command$" ||
   fail "SIGTERM at start: the last line does not say what happened: $output"
-[ -e "$work/early-stop/checkpoints/last.ckpt" ] && fail "SIGTERM at start: a checkpoint was written"
+[ -e "$work/early-stop" ] && fail "SIGTERM at start: the new --out was left: $(ls -A "$work/early-stop")"
+"$bin" train "${common[@]}" --out "$work/early-stop" --max-steps 6 >"$work/again.log" 2>&1 ||
+  fail "the same command after a stop at start: $(tail -n 2 "$work/again.log")"
+cp -r "$work/good" "$work/early-used"
+output=$(LTC_FAULT=sigterm-at-start "$bin" train "${common[@]}" --out "$work/early-used" --max-steps 6 --overwrite 2>&1)
+[ $? -eq 143 ] || fail "SIGTERM at start with --overwrite: expected exit 143: $output"
+printf '%s\n' "$output" | tail -n 1 |
+  grep -q "^interrupted (SIGTERM) before step 1: nothing trained; no checkpoint written: start again with the same command plus --overwrite$" ||
+  fail "SIGTERM at start with --overwrite: the last line does not say what happened: $output"
+cmp -s "$work/early-used/checkpoints/last.ckpt" "$good_ckpt" ||
+  fail "SIGTERM at start with --overwrite: the folder's checkpoint changed"
 
 # --- 6. Killed before the first checkpoint (inside its write): the next run
 # points to --overwrite, not --resume; with --overwrite the leftover
