@@ -20,6 +20,8 @@ static int report_heif_error(struct heif_error error, ErrorMessage *err) {
     const char *detail = error.message ? error.message : "unknown error";
     if (error.subcode == heif_suberror_End_of_data)
         return error_set(err, "truncated: HEIF: %s", detail);
+    if (error.subcode == heif_suberror_Security_limit_exceeded)  // see open_heif
+        return error_set(err, "corrupt data: HEIF: larger than its header says: %s", detail);
     switch (error.code) {
     case heif_error_Memory_allocation_error:
         return error_set(err, "out of memory in libheif: %s", detail);
@@ -60,6 +62,17 @@ static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMess
     }
     file->width = heif_image_handle_get_width(file->handle);  // transformed
     file->height = heif_image_handle_get_height(file->handle);
+    // libheif 1.15 allocates a grid's (or an overlay's) output at the size
+    // its own data declares, not at the 'ispe' size the handle reports and
+    // the pixel limit checks (a 1.6 kB grid declaring 30000 x 30000 made it
+    // allocate three planes of 900 MB). Its size limit, checked before that
+    // allocation, becomes the longer side 'ispe' declares: a larger grid is
+    // refused, and what is allocated stays within that side squared.
+    const int ispe_width = heif_image_handle_get_ispe_width(file->handle);
+    const int ispe_height = heif_image_handle_get_ispe_height(file->handle);
+    const int side = ispe_width > ispe_height ? ispe_width : ispe_height;
+    if (side > 0 && side < DECODE_MAX_SIDE)
+        heif_context_set_maximum_image_size_limit(file->context, side + 1);
     return 0;
 }
 
