@@ -20,8 +20,8 @@ static int report_heif_error(struct heif_error error, ErrorMessage *err) {
     const char *detail = error.message ? error.message : "unknown error";
     if (error.subcode == heif_suberror_End_of_data)
         return error_set(err, "truncated: HEIF: %s", detail);
-    if (error.subcode == heif_suberror_Security_limit_exceeded)  // see open_heif
-        return error_set(err, "corrupt data: HEIF: larger than its header says: %s", detail);
+    if (error.subcode == heif_suberror_Security_limit_exceeded)  // a declared size
+        return error_set(err, "corrupt data: HEIF: %s", detail);
     switch (error.code) {
     case heif_error_Memory_allocation_error:
         return error_set(err, "out of memory in libheif: %s", detail);
@@ -115,7 +115,12 @@ int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
     const struct heif_error error =
         heif_decode_image(file.handle, &image, heif_colorspace_RGB, chroma, options);
     heif_decoding_options_free(options);
-    if (error.code != heif_error_Ok) report_heif_error(error, err);  // before close_heif
+    // (Before close_heif: the context holds libheif's message.)
+    if (error.code != heif_error_Ok && error.subcode == heif_suberror_Security_limit_exceeded)
+        error_set(err, "corrupt data: HEIF: larger than its header says (%d x %d): %s",
+                  expected_width, expected_height, error.message ? error.message : "");
+    else if (error.code != heif_error_Ok)
+        report_heif_error(error, err);
     close_heif(&file);
     if (error.code != heif_error_Ok) return -1;
     int stride = 0;
