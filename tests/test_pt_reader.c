@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "backend_fixture.h"
+#include "pickle_builder.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict_backbone.h"
 #include "train/model_source.h"
@@ -343,89 +344,9 @@ static void test_root_resnet_unsupported_layout(void **state) {
 
 // ---- hostile pickles ---------------------------------------------------------------------------
 
-typedef struct Bytes {
-    uint8_t data[4096];
-    size_t size;
-} Bytes;
-
-static void put(Bytes *b, const void *bytes, size_t n) {
-    assert_true(b->size + n <= sizeof b->data);
-    memcpy(b->data + b->size, bytes, n);
-    b->size += n;
-}
-
-static void op(Bytes *b, uint8_t code) { put(b, &code, 1); }
-// Opcodes without operands, as a string literal.
-#define OPS(b, codes) put(b, codes, sizeof codes - 1)
-
-static void put_str(Bytes *b, const char *text) {
-    const uint32_t length = (uint32_t)strlen(text);
-    op(b, 'X');
-    put(b, &length, 4);
-    put(b, text, length);
-}
-
-static void put_int(Bytes *b, int64_t value) {
-    if (value >= 0 && value < 256) {
-        op(b, 'K');
-        op(b, (uint8_t)value);
-    } else {
-        op(b, 0x8a);  // LONG1, 8 bytes
-        op(b, 8);
-        put(b, &value, 8);
-    }
-}
-
-static void put_global(Bytes *b, const char *module, const char *name) {
-    op(b, 'c');
-    put(b, module, strlen(module));
-    op(b, '\n');
-    put(b, name, strlen(name));
-    op(b, '\n');
-}
-
-typedef struct TensorSpec {
-    const char *key;
-    int64_t numel;  // of storage "0", F32
-    int64_t offset;
-    int rank;
-    int64_t shape[3], stride[3];
-} TensorSpec;
-
-// key: _rebuild_tensor_v2((persistent id of storage "0"), offset, shape,
-// stride, False, OrderedDict()), as torch.save writes it.
-static void put_tensor_entry(Bytes *b, const TensorSpec *t) {
-    put_str(b, t->key);
-    put_global(b, "torch._utils", "_rebuild_tensor_v2");
-    OPS(b, "((");
-    put_str(b, "storage");
-    put_global(b, "torch", "FloatStorage");
-    put_str(b, "0");
-    put_str(b, "cpu");
-    put_int(b, t->numel);
-    OPS(b, "tQ");
-    put_int(b, t->offset);
-    op(b, '(');
-    for (int d = 0; d < t->rank; d++) put_int(b, t->shape[d]);
-    OPS(b, "t(");
-    for (int d = 0; d < t->rank; d++) put_int(b, t->stride[d]);
-    OPS(b, "t\x89");
-    put_global(b, "collections", "OrderedDict");
-    OPS(b, ")RtR");
-}
-
-static const TensorSpec GOOD = {"w", 6, 0, 2, {2, 3}, {3, 1}};
-
-// {key: tensor} in protocol 2.
-static void put_state_dict(Bytes *b, const TensorSpec *t) {
-    OPS(b, "\x80\x02}(");
-    put_tensor_entry(b, t);
-    OPS(b, "u.");
-}
-
 // A legacy-format file around `object`: magic, protocol, sys_info, object,
 // keys ["0"], then storage "0" as an int64 count and `numel` floats.
-static uint8_t *legacy_file(const Bytes *object, int64_t numel, size_t *size) {
+static uint8_t *legacy_file(const PickleBytes *object, int64_t numel, size_t *size) {
     static const uint8_t head[] = {
         0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e,
         0x80, 0x02, 'M', 0xe9, 0x03, '.',  // 1001
@@ -467,7 +388,7 @@ static void assert_bytes_refused(const uint8_t *bytes, size_t size, const char *
 }
 
 // The same for a legacy file around `object`.
-static void assert_refused(const Bytes *object, int64_t numel, const char *expected) {
+static void assert_refused(const PickleBytes *object, int64_t numel, const char *expected) {
     size_t size = 0;
     uint8_t *file = legacy_file(object, numel, &size);
     assert_bytes_refused(file, size, expected);
@@ -490,8 +411,8 @@ static void assert_legacy_reads(uint8_t *file, size_t size) {
 
 static void test_builder_file_reads(void **state) {
     (void)state;
-    Bytes b = {0};
-    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
+    PickleBytes b = {0};
+    pickle_state_dict(&b, &(PickleTensor){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
     size_t size = 0;
     uint8_t *file = legacy_file(&b, 8, &size);
     assert_legacy_reads(file, size);
@@ -502,8 +423,8 @@ static void test_builder_file_reads(void **state) {
 // such files fell through to the safetensors reader ("header length ...").
 static void test_legacy_protocols_read(void **state) {
     (void)state;
-    Bytes b = {0};
-    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});
+    PickleBytes b = {0};
+    pickle_state_dict(&b, &(PickleTensor){"w", 8, 2, 2, {2, 3}, {1, 2}});
     size_t size = 0;
     uint8_t *file = legacy_file(&b, 8, &size);
     file[1] = 3;
@@ -518,47 +439,47 @@ static void test_legacy_protocols_read(void **state) {
 
 static void test_unknown_globals_refused(void **state) {
     (void)state;
-    Bytes b = {0};  // os.system("ls") as pickle writes it
-    OPS(&b, "\x80\x02");
-    put_global(&b, "posix", "system");
-    put_str(&b, "ls");
-    OPS(&b, "\x85R.");
+    PickleBytes b = {0};  // os.system("ls") as pickle writes it
+    PICKLE_OPS(&b, "\x80\x02");
+    pickle_global(&b, "posix", "system");
+    pickle_str(&b, "ls");
+    PICKLE_OPS(&b, "\x85R.");
     assert_refused(&b, 0, "global posix.system is not allowed");
 
-    Bytes model = {0};  // torch.save(model): the module's class
-    OPS(&model, "\x80\x02");
-    put_global(&model, "torchvision.models.resnet", "ResNet");
-    OPS(&model, ")\x81.");
+    PickleBytes model = {0};  // torch.save(model): the module's class
+    PICKLE_OPS(&model, "\x80\x02");
+    pickle_global(&model, "torchvision.models.resnet", "ResNet");
+    PICKLE_OPS(&model, ")\x81.");
     assert_refused(&model, 0, "global torchvision.models.resnet.ResNet is not allowed");
 
-    Bytes stacked = {0};  // protocol 4's STACK_GLOBAL
-    OPS(&stacked, "\x80\x04");
-    put_str(&stacked, "builtins");
-    put_str(&stacked, "eval");
-    OPS(&stacked, "\x93.");
+    PickleBytes stacked = {0};  // protocol 4's STACK_GLOBAL
+    PICKLE_OPS(&stacked, "\x80\x04");
+    pickle_str(&stacked, "builtins");
+    pickle_str(&stacked, "eval");
+    PICKLE_OPS(&stacked, "\x93.");
     assert_refused(&stacked, 0, "global builtins.eval is not allowed");
 }
 
 static void test_reduce_and_build_refused(void **state) {
     (void)state;
-    Bytes storage_call = {0};  // REDUCE of an allowed global that is no callable
-    OPS(&storage_call, "\x80\x02");
-    put_global(&storage_call, "torch", "FloatStorage");
-    OPS(&storage_call, ")R.");
+    PickleBytes storage_call = {0};  // REDUCE of an allowed global that is no callable
+    PICKLE_OPS(&storage_call, "\x80\x02");
+    pickle_global(&storage_call, "torch", "FloatStorage");
+    PICKLE_OPS(&storage_call, ")R.");
     assert_refused(&storage_call, 0, "REDUCE of a storage type");
 
-    Bytes dict_call = {0};  // REDUCE of a dict value (not a global)
-    OPS(&dict_call, "\x80\x02})R.");
+    PickleBytes dict_call = {0};  // REDUCE of a dict value (not a global)
+    PICKLE_OPS(&dict_call, "\x80\x02})R.");
     assert_refused(&dict_call, 0, "REDUCE of a dict");
 
-    Bytes ordered_args = {0};  // OrderedDict([...]) with arguments
-    OPS(&ordered_args, "\x80\x02");
-    put_global(&ordered_args, "collections", "OrderedDict");
-    OPS(&ordered_args, "]\x85R.");
+    PickleBytes ordered_args = {0};  // OrderedDict([...]) with arguments
+    PICKLE_OPS(&ordered_args, "\x80\x02");
+    pickle_global(&ordered_args, "collections", "OrderedDict");
+    PICKLE_OPS(&ordered_args, "]\x85R.");
     assert_refused(&ordered_args, 0, "OrderedDict called with arguments");
 
-    Bytes build = {0};  // BUILD sets the state of a list
-    OPS(&build, "\x80\x02]}b.");
+    PickleBytes build = {0};  // BUILD sets the state of a list
+    PICKLE_OPS(&build, "\x80\x02]}b.");
     assert_refused(&build, 0, "BUILD on a list");
 
     const uint8_t opcodes[] = {0x81 /* NEWOBJ */, 'i' /* INST */, 'o' /* OBJ */, 0x82 /* EXT1 */,
@@ -566,10 +487,10 @@ static void test_reduce_and_build_refused(void **state) {
     const char *const names[] = {"NEWOBJ", "INST", "OBJ", "EXT1", "PERSID", "STRING",
                                  "NEWOBJ_EX"};
     for (size_t i = 0; i < sizeof opcodes; i++) {
-        Bytes b = {0};
-        OPS(&b, "\x80\x02)");
-        op(&b, opcodes[i]);
-        op(&b, '.');
+        PickleBytes b = {0};
+        PICKLE_OPS(&b, "\x80\x02)");
+        pickle_op(&b, opcodes[i]);
+        pickle_op(&b, '.');
         char expected[64];
         snprintf(expected, sizeof expected, "offset 48, %s (0x%02x): opcode not allowed", names[i],
                  opcodes[i]);
@@ -581,7 +502,7 @@ static void test_sizes_and_offsets_refused(void **state) {
     (void)state;
     const int64_t huge = (int64_t)1 << 40;
     const struct {
-        TensorSpec tensor;
+        PickleTensor tensor;
         int64_t numel_in_file;
         const char *expected;
     } cases[] = {
@@ -597,8 +518,8 @@ static void test_sizes_and_offsets_refused(void **state) {
         {{"w", huge, 0, 2, {huge / 2, 2}, {2, 0}}, huge, "runs past the end of the file"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        Bytes b = {0};
-        put_state_dict(&b, &cases[i].tensor);
+        PickleBytes b = {0};
+        pickle_state_dict(&b, &cases[i].tensor);
         // The last case claims 2^40 elements after the keys: the file has
         // none of them (legacy_file writes what it is told, up to 6).
         const int64_t numel = cases[i].numel_in_file;
@@ -616,32 +537,32 @@ static void test_sizes_and_offsets_refused(void **state) {
 
 static void test_malformed_pickles_refused(void **state) {
     (void)state;
-    Bytes memo = {0};
-    OPS(&memo, "\x80\x02h\x07.");
+    PickleBytes memo = {0};
+    PICKLE_OPS(&memo, "\x80\x02h\x07.");
     assert_refused(&memo, 6, "memo index never stored");
 
-    Bytes list = {0};
-    OPS(&list, "\x80\x02].");
+    PickleBytes list = {0};
+    PICKLE_OPS(&list, "\x80\x02].");
     assert_refused(&list, 6, "the pickle holds a list, not a dict");
 
-    Bytes twice = {0};
-    OPS(&twice, "\x80\x02}(");
-    put_tensor_entry(&twice, &GOOD);
-    put_tensor_entry(&twice, &GOOD);
-    OPS(&twice, "u.");
+    PickleBytes twice = {0};
+    PICKLE_OPS(&twice, "\x80\x02}(");
+    pickle_tensor_entry(&twice, &PICKLE_GOOD);
+    pickle_tensor_entry(&twice, &PICKLE_GOOD);
+    PICKLE_OPS(&twice, "u.");
     assert_refused(&twice, 6, "the key \"w\" appears twice");
 
-    Bytes no_tensors = {0};
-    OPS(&no_tensors, "\x80\x02}");
-    put_str(&no_tensors, "epoch");
-    put_int(&no_tensors, 3);
-    OPS(&no_tensors, "s.");
+    PickleBytes no_tensors = {0};
+    PICKLE_OPS(&no_tensors, "\x80\x02}");
+    pickle_str(&no_tensors, "epoch");
+    pickle_int(&no_tensors, 3);
+    PICKLE_OPS(&no_tensors, "s.");
     assert_refused(&no_tensors, 6, "no tensors in the top-level dict (keys: epoch)");
 
-    Bytes wide = {0};
-    OPS(&wide, "\x80\x02\x8a\x09");
-    for (int i = 0; i < 9; i++) op(&wide, 1);
-    op(&wide, '.');
+    PickleBytes wide = {0};
+    PICKLE_OPS(&wide, "\x80\x02\x8a\x09");
+    for (int i = 0; i < 9; i++) pickle_op(&wide, 1);
+    pickle_op(&wide, '.');
     assert_refused(&wide, 6, "an integer wider than 64 bits");
 }
 
@@ -733,8 +654,8 @@ static void assert_zip_refused(const ZipEntry *entries, int count, const char *e
 
 static void test_zip_layout_refused(void **state) {
     (void)state;
-    Bytes pickle = {0};
-    put_state_dict(&pickle, &GOOD);
+    PickleBytes pickle = {0};
+    pickle_state_dict(&pickle, &PICKLE_GOOD);
     const float storage[6] = {0};
     const ZipEntry good_pickle = {"a/data.pkl", pickle.data, pickle.size};
     {
@@ -764,20 +685,74 @@ static void test_zip_layout_refused(void **state) {
     assert_zip_refused(torchscript, 2, "a TorchScript archive");
 
     // Lightning's checkpoint: Python objects beside the weights, said so.
-    Bytes lightning = {0};
-    OPS(&lightning, "\x80\x02}");
-    put_str(&lightning, "pytorch-lightning_version");
-    put_str(&lightning, "2.4.0");
-    OPS(&lightning, "s");
-    put_str(&lightning, "hyper_parameters");
-    put_global(&lightning, "argparse", "Namespace");
-    OPS(&lightning, ")Rs.");
+    PickleBytes lightning = {0};
+    PICKLE_OPS(&lightning, "\x80\x02}");
+    pickle_str(&lightning, "pytorch-lightning_version");
+    pickle_str(&lightning, "2.4.0");
+    PICKLE_OPS(&lightning, "s");
+    pickle_str(&lightning, "hyper_parameters");
+    pickle_global(&lightning, "argparse", "Namespace");
+    PICKLE_OPS(&lightning, ")Rs.");
     const ZipEntry lightning_zip[] = {{"a/data.pkl", lightning.data, lightning.size}};
     assert_zip_refused(lightning_zip, 1, "a PyTorch Lightning checkpoint (Python objects beside");
 
     uint8_t tar[512] = {0};
     memcpy(tar + 257, "ustar", 5);
     assert_bytes_refused(tar, sizeof tar, "a tar archive");
+}
+
+// Files that are no weights, said for what they are (they got the
+// safetensors parser's words: "header length ... above the limit", "file
+// of 0 bytes is too short for the 8-byte header length").
+static void test_other_files_named(void **state) {
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ltc-test-pt-%d-other.pt", (int)getpid());
+    PickleBytes protocol4 = {0};  // pickle.dump({"w": 1.5}, f, protocol=4)
+    PICKLE_OPS(&protocol4, "\x80\x04\x95\x0d\0\0\0\0\0\0\0}\x94\x8c\x01w\x94G?\xf8\0\0\0\0\0\0s.");
+    PickleBytes protocol2 = {0};
+    pickle_state_dict(&protocol2, &PICKLE_GOOD);  // a state dict's pickle, without torch.save's zip
+    const struct {
+        const void *bytes;
+        size_t size;
+        const char *expected;
+    } files[] = {
+        {"", 0, "an empty file (0 bytes), not weights (safetensors or PyTorch)"},
+        {protocol4.data, protocol4.size, "a bare pickle (pickle.dump), not a PyTorch file"},
+        {protocol2.data, protocol2.size, "save the weights with torch.save(model.state_dict(), "
+                                         "PATH) or as safetensors"},
+        {"hello world, no weights", 23, "not weights: neither a safetensors file (a header "
+                                        "length, then '{') nor a PyTorch one"},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        FILE *file = fopen(path, "wb");
+        assert_non_null(file);
+        assert_int_equal(fwrite(files[i].bytes, 1, files[i].size, file), files[i].size);
+        assert_int_equal(fclose(file), 0);
+        SafeTensors out;
+        ErrorMessage err = {{0}};
+        assert_error(safetensors_read(path, &out, &err), &out, &err, files[i].expected);
+        if (strncmp(err.text, path, strlen(path)) != 0)
+            fail_msg("the path is not named: %s", err.text);
+    }
+    // A safetensors header of 640 bytes starts 80 02, as a protocol 2 pickle
+    // does: read as safetensors (an empty table).
+    uint8_t table[8 + 640];
+    memset(table, ' ', sizeof table);
+    const uint64_t length = 640;
+    memcpy(table, &length, 8);
+    table[8] = '{';
+    table[sizeof table - 1] = '}';
+    FILE *file = fopen(path, "wb");
+    assert_non_null(file);
+    assert_int_equal(fwrite(table, 1, sizeof table, file), sizeof table);
+    assert_int_equal(fclose(file), 0);
+    SafeTensors out;
+    ErrorMessage err = {{0}};
+    if (safetensors_read(path, &out, &err) != 0) fail_msg("%s", err.text);
+    assert_int_equal(out.count, 0);
+    safetensors_free(&out);
+    unlink(path);
 }
 
 int main(void) {
@@ -793,6 +768,7 @@ int main(void) {
         cmocka_unit_test(test_pickle_memory_capped),
         cmocka_unit_test(test_damaged_zip_refused),
         cmocka_unit_test(test_zip_layout_refused),
+        cmocka_unit_test(test_other_files_named),
     };
     const struct CMUnitTest backbones[] = {
         cmocka_unit_test(test_resnet18_layout),

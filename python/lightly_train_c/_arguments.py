@@ -54,6 +54,17 @@ def _is_path(value: Any) -> bool:
     return isinstance(value, (str, bytes, os.PathLike))
 
 
+def _path_text(function: str, name: str, value: Any) -> str:
+    """A path as the program reads it. A NUL byte, which no file name holds
+    and no command line can carry, is refused naming the argument (Python's
+    own error says only "embedded null byte")."""
+    as_text = text(value)
+    if "\0" in as_text:
+        raise ValueError(f"{function}(): {name} holds a NUL byte ('\\x00'), which no path can: "
+                         f"{value!r}")
+    return as_text
+
+
 def path(function: str, name: str, value: Any, required: bool = True) -> Optional[str]:
     """A file or folder argument as text; None is the program's default only
     where the argument is optional (``checkpoint`` of ``train``)."""
@@ -62,17 +73,17 @@ def path(function: str, name: str, value: Any, required: bool = True) -> Optiona
     if not _is_path(value):
         raise TypeError(f"{function}(): {name} must be a path (str or os.PathLike), "
                         f"got {value!r}")
-    return text(value)
+    return _path_text(function, name, value)
 
 
 def paths(function: str, name: str, value: Any) -> List[str]:
     """One folder, or a list or tuple of them (``data``)."""
     if _is_path(value):
-        return [text(value)]
+        return [_path_text(function, name, value)]
     if not isinstance(value, (list, tuple)) or not value or not all(map(_is_path, value)):
         raise TypeError(f"{function}(): {name} must be a folder (str or os.PathLike) or a "
                         f"non-empty list of them, got {value!r}")
-    return [text(item) for item in value]
+    return [_path_text(function, name, item) for item in value]
 
 
 def flag(function: str, name: str, value: Any) -> bool:

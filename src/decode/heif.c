@@ -23,6 +23,8 @@ static int report_heif_error(struct heif_error error, ErrorMessage *err) {
     const char *detail = error.message ? error.message : "unknown error";
     if (error.subcode == heif_suberror_End_of_data)
         return error_set(err, "truncated: HEIF: %s", detail);
+    if (error.subcode == heif_suberror_Security_limit_exceeded)  // a declared size
+        return error_set(err, "corrupt data: HEIF: %s", detail);
     switch (error.code) {
     case heif_error_Memory_allocation_error:
         return error_set(err, "out of memory in libheif: %s", detail);
@@ -63,6 +65,17 @@ static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMess
     }
     file->width = heif_image_handle_get_width(file->handle);  // transformed
     file->height = heif_image_handle_get_height(file->handle);
+    // libheif 1.15 allocates a grid's (or an overlay's) output at the size
+    // its own data declares, not at the 'ispe' size the handle reports and
+    // the pixel limit checks (a 1.6 kB grid declaring 30000 x 30000 made it
+    // allocate three planes of 900 MB). Its size limit, checked before that
+    // allocation, becomes the longer side 'ispe' declares: a larger grid is
+    // refused, and what is allocated stays within that side squared.
+    const int ispe_width = heif_image_handle_get_ispe_width(file->handle);
+    const int ispe_height = heif_image_handle_get_ispe_height(file->handle);
+    const int side = ispe_width > ispe_height ? ispe_width : ispe_height;
+    if (side > 0 && side < DECODE_MAX_SIDE)
+        heif_context_set_maximum_image_size_limit(file->context, side + 1);
     return 0;
 }
 
@@ -107,7 +120,12 @@ int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
     const struct heif_error error =
         heif_decode_image(file.handle, &image, heif_colorspace_RGB, chroma, options);
     heif_decoding_options_free(options);
-    if (error.code != heif_error_Ok) report_heif_error(error, err);  // before close_heif
+    // (Before close_heif: the context holds libheif's message.)
+    if (error.code != heif_error_Ok && error.subcode == heif_suberror_Security_limit_exceeded)
+        error_set(err, "corrupt data: HEIF: larger than its header says (%d x %d): %s",
+                  expected_width, expected_height, error.message ? error.message : "");
+    else if (error.code != heif_error_Ok)
+        report_heif_error(error, err);
     close_heif(&file);
     if (error.code != heif_error_Ok) return -1;
     int stride = 0;

@@ -322,6 +322,11 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     config.comm = run->comm;
     const int settings_status = check_rank_settings(args, run, &config, model_name);
     if (settings_status) return settings_status;
+    // What the scan left out, said as train says it once every check passed
+    // (other files, hidden ones, named pipes and devices, unreadable entries).
+    char skipped[2048];
+    scan_summary_describe(&dataset->summary, skipped, sizeof skipped);
+    if (skipped[0] && writer) fprintf(stderr, "dataset: %s\n", skipped);
     LoaderStats stats = {0};
     const double start = time_now();
     const int embed_status = embed_dataset(&run->model, 0, dataset, &config, run->features,

@@ -491,11 +491,33 @@ int safetensors_sniff_file(const char *path, uint8_t head[SAFE_FILE_SNIFF_BYTES]
     return 0;
 }
 
+// A file that is neither safetensors nor PyTorch, said in one line worded
+// for what it is; 0 for one that may be a damaged safetensors file (a
+// header length, then '{') or cannot be opened: the parser says why.
+static int refuse_unknown(const char *path, ErrorMessage *err) {
+    uint8_t head[SAFE_FILE_SNIFF_BYTES];
+    size_t size = 0;
+    SafeFileKind kind;
+    ErrorMessage ignored;
+    if (safetensors_sniff_file(path, head, &size, &kind, &ignored) != 0) return 0;
+    if (size == 0)
+        return error_set(err, "%s: an empty file (0 bytes), not weights (safetensors or "
+                              "PyTorch)", path);
+    if (size > 8 && head[8] == '{') return 0;
+    if (pt_is_bare_pickle(head, size))
+        return error_set(err, "%s: a bare pickle (pickle.dump), not a PyTorch file (torch.save "
+                              "writes a zip archive): not read; save the weights with "
+                              "torch.save(model.state_dict(), PATH) or as safetensors", path);
+    return error_set(err, "%s: not weights: neither a safetensors file (a header length, then "
+                          "'{') nor a PyTorch one (zip, legacy or tar signature)", path);
+}
+
 // safetensors_read of a file of a known kind (safetensors_sniff_file).
 static int read_kind(const char *path, SafeFileKind kind, SafeTensors *out, ErrorMessage *err) {
     memset(out, 0, sizeof *out);
     if (kind == SAFE_FILE_PYTORCH)
         return pt_read(path, out, err) ? error_prefix(err, "%s", path) : 0;
+    if (kind == SAFE_FILE_UNKNOWN && refuse_unknown(path, err) != 0) return -1;
     ByteBuffer buffer = {0};
     if (file_read_all(path, &buffer, SIZE_MAX / 2, err) != 0) {
         byte_buffer_free(&buffer);

@@ -77,6 +77,8 @@ typedef struct TrainRun {
     char model_name[BACKBONE_MAX_NAME];
     int out_lock_held;      // rank 0 holds --out's lock (out_lock_fd; -1: no locks there)
     int out_lock_fd;
+    int out_fresh;          // rank 0: --out was missing or empty as this run began (no --resume)
+    int out_made;           // rank 0: this run created --out
     char checkpoint_path[PATH_MAX];
     char export_path[PATH_MAX];
     TbWriter *events;

@@ -178,6 +178,9 @@ static int lock_out(TrainRun *run, ErrorMessage *err) {
 static int create_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     char path[PATH_MAX];
+    struct stat info;
+    run->out_made = stat(config->out, &info) != 0;
+    run->out_fresh = !config->resume && (run->out_made || !folder_used(config->out));
     if (output_folder_create(config->out, err)) return 1;
     const int locked_at_checks = run->out_lock_held;
     if (lock_out(run, err)) return 2;

@@ -499,6 +499,23 @@ static int train_complete(TrainRun *run) {
     return 0;
 }
 
+// A run stopped before step 1 in a folder it found missing or empty keeps
+// nothing: what its set-up wrote there goes (under its lock, still held),
+// so that the same command starts again without --overwrite.
+static void discard_outputs(TrainRun *run) {
+    ErrorMessage ignored = {{0}};
+    if (run->events) tb_writer_close(run->events, &ignored);
+    if (run->metrics) metrics_jsonl_close(run->metrics, &ignored);
+    if (run->log) run_log_close(run->log);
+    run->events = NULL;
+    run->metrics = NULL;
+    run->log = NULL;
+    static const char *const written[] = {"train.log", "metrics.jsonl", "events.out.tfevents.*",
+                                          "checkpoints", "exported_models"};
+    output_folder_remove_entries(run->config->out, written, sizeof written / sizeof written[0],
+                                 run->out_made);
+}
+
 int train_run(const TrainConfig *config, int argc, char **argv) {
     TrainRun run;
     int status = train_setup(&run, config, argc, argv);
@@ -508,14 +525,17 @@ int train_run(const TrainConfig *config, int argc, char **argv) {
         // Stopped while setting up (the handlers are set before any work,
         // train_catch_stop_signals): one process stops before its first
         // step; ranks agree on it in the first step's record, as on any other.
+        const char *next = run.start_step ? "the checkpoint is unchanged: continue with the "
+                                            "same command plus --resume"
+                           : run.out_fresh ? "nothing kept (what it wrote in --out is "
+                                             "removed): start again with the same command"
+                                           : "no checkpoint written: start again with the "
+                                             "same command plus --overwrite";
         status = train_stop(&run, stop_status(), "interrupted (%s) before step %ld: nothing "
                                                  "trained; %s",
-                            stop_signal_name(), run.start_step + 1,
-                            run.start_step ? "the checkpoint is unchanged: continue with the "
-                                             "same command plus --resume"
-                                           : "no checkpoint written: start again with the "
-                                             "same command plus --overwrite");
+                            stop_signal_name(), run.start_step + 1, next);
         train_message(&run, "%s", run.final_message);
+        if (run.start_step == 0 && run.out_fresh) discard_outputs(&run);
     } else {
         RunTotals totals = {0};
         const double start = time_now();

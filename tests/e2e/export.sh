@@ -70,7 +70,7 @@ done
 expect 2 "missing.ckpt: cannot open: No such file or directory" \
   -- "$bin" export --checkpoint "$work/missing.ckpt" --out "$work/none5.safetensors"
 echo "not a model" > "$work/notes.txt"
-expect 2 "notes.txt: header length" \
+expect 2 "notes.txt: not weights: neither a safetensors file" \
   -- "$bin" export --checkpoint "$work/notes.txt" --out "$work/none6.safetensors"
 head -c 1000 "$work/dino.ckpt" > "$work/truncated.ckpt"
 expect 2 "truncated.ckpt: checkpoint tensors: header length" \

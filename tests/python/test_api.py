@@ -105,6 +105,23 @@ class ApiTest(unittest.TestCase):
                       self.command(lightly_train_c.embed, out="e.npy", data="d", checkpoint="c",
                                    export_onnx="m.onnx"))
 
+    # ---- a NUL byte: the argument named (was only "embedded null byte") ---------------
+    def test_nul_bytes_named(self):
+        nul = "train(): {} holds a NUL byte ('\\x00'), which no path can"
+        self.refused_train(ValueError, nul.format("out"), out="o\0x")
+        self.refused_train(ValueError, nul.format("data"), data="d\0")
+        self.refused_train(ValueError, nul.format("data"), data=["a", Path("b\0")])
+        self.refused_train(ValueError, nul.format("checkpoint"), checkpoint=b"m\0.ckpt")
+        self.refused(ValueError, "embed(): checkpoint holds a NUL byte", lightly_train_c.embed,
+                     out="e.npy", data="d", checkpoint="m\0")
+        self.refused(ValueError, "export(): out holds a NUL byte", lightly_train_c.export,
+                     out="x\0.safetensors", checkpoint="c")
+        # Any other option's value: named by the program's option, before
+        # anything runs.
+        with self.assertRaises(ValueError) as raised:
+            _program.run(["train", "data=d", "method_arg=temperature=0\0.1"])
+        self.assertIn("lightly-train-c train: method_arg holds a NUL byte", str(raised.exception))
+
     # ---- "auto": the program's where it has it ---------------------------------------
     def test_auto(self):
         command = self.train(num_workers="auto", accelerator="auto", precision="auto",
