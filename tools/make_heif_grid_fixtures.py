@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
-"""Writes two grid images made from tests/fixtures/formats/rgb.avif (a 24x16
-AVIF of one item): its coded image becomes the single tile of a 1x1 'grid'
-item, the primary image, whose 'ispe' says 24x16 like the tile's.
+"""Writes two grid images made from a HEIF file of one item (a HEIC: the
+format that libheif decodes for us; AVIF goes through libavif): its coded
+image becomes the single tile of a 1x1 'grid' item, the primary image, whose
+'ispe' is the tile's.
 
-    python3 tools/make_heif_grid_fixtures.py tests/fixtures/formats/rgb.avif \\
-        tests/fixtures/heif_grid/output_larger_than_ispe.avif \\
-        tests/fixtures/heif_grid/grid_1x1.avif
+    python3 tools/make_heif_grid_fixtures.py tests/fixtures/heif_grid/rgb64.heic \\
+        tests/fixtures/heif_grid/output_larger_than_ispe.heic \\
+        tests/fixtures/heif_grid/grid_1x1.heic
 
-  output_larger_than_ispe.avif: the grid's own data declares an
+  output_larger_than_ispe.heic: the grid's own data declares an
       output of 30000 x 30000 pixels. libheif 1.15 allocates the grid's
       output from that declaration (decode_full_grid_image: three planes of
-      900 MB) although the handle, and so our pixel limit, says 24 x 16.
-  grid_1x1.avif: the same grid declaring 24 x 16: a valid file, which must
-      decode to rgb.avif's pixels.
+      900 MB) although the handle, and so our pixel limit, says 64 x 64.
+  grid_1x1.heic: the same grid declaring the tile's size: a valid file,
+      which must decode to the source's pixels.
 
-Standard library only: the boxes of rgb.avif are rewritten, not re-encoded.
+rgb64.heic, the source, is a 64 x 64 gradient (no 'clap', so the tile is
+the whole image) written once with pillow-heif 1.8.1 (x265):
+    Image.fromarray(np.stack([x * 4, y * 4, (x + y) * 2], -1).astype(np.uint8))
+        .save("rgb64.heic", quality=95)   # x, y = np.meshgrid(range(64), range(64))
+Standard library only: the source's boxes are rewritten, not re-encoded.
 """
 import struct
 import sys
@@ -53,6 +58,13 @@ def grid_file(source, output_width, output_height):
     ipco = source[iprp[b"ipco"][0]:iprp[b"ipco"][0] + iprp[b"ipco"][1]]
     ipma_start = iprp[b"ipma"][0]
     tile_associations = source[ipma_start + 16:ipma_start + iprp[b"ipma"][1]]  # item 1's
+    properties = children(source, iprp[b"ipco"][0] + 8, iprp[b"ipco"][0] + iprp[b"ipco"][1])
+    order = sorted(properties, key=lambda kind: properties[kind][0])
+    ispe_index = order.index(b"ispe") + 1  # 1-based, as ipma counts
+    ispe_start = properties[b"ispe"][0]
+    tile_width, tile_height = struct.unpack(">II", source[ispe_start + 12:ispe_start + 20])
+    output_width = output_width or tile_width
+    output_height = output_height or tile_height
 
     grid = struct.pack(">BBBBHH", 0, 0, 0, 0, output_width, output_height)  # 1 x 1, 16-bit
     pitm = full_box(b"pitm", 0, 0, struct.pack(">H", 2))
@@ -60,7 +72,7 @@ def grid_file(source, output_width, output_height):
     iinf = full_box(b"iinf", 0, 0, struct.pack(">H", 2) + infe_tile + infe_grid)
     iref = full_box(b"iref", 0, 0, box(b"dimg", struct.pack(">HHH", 2, 1, 1)))
     ipma = full_box(b"ipma", 0, 0, struct.pack(">I", 2) + tile_associations +
-                    struct.pack(">HBB", 2, 1, 0x01))  # the grid: ispe, property 1
+                    struct.pack(">HBB", 2, 1, ispe_index))  # the grid: the tile's ispe
     iprp_new = box(b"iprp", ipco + ipma)
 
     def iloc(tile_offset):
@@ -79,7 +91,7 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     source = open(sys.argv[1], "rb").read()
-    for path, size in ((sys.argv[2], (30000, 30000)), (sys.argv[3], (24, 16))):
+    for path, size in ((sys.argv[2], (30000, 30000)), (sys.argv[3], (0, 0))):  # 0: the tile's
         data = grid_file(source, *size)
         with open(path, "wb") as out:
             out.write(data)
