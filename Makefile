@@ -252,7 +252,7 @@ $(DEPS_STAMP): tools/deps.sh
 	@touch $@
 
 # Only the tests need it: `make` alone installs nothing from PyPI.
-$(TEST_VENV_STAMP): tests/requirements.txt tools/test_venv.sh | $(DEPS_STAMP)
+$(TEST_VENV_STAMP): tests/requirements.txt tests/requirements-mlflow.txt tools/test_venv.sh | $(DEPS_STAMP)
 	@tools/test_venv.sh $(BUILD)
 
 # Both outputs of one protoc-c run (a multi-target pattern rule runs once).
