@@ -254,7 +254,7 @@ $(DEPS_STAMP): tools/deps.sh
 	@touch $@
 
 # Only the tests need it: `make` alone installs nothing from PyPI.
-$(TEST_VENV_STAMP): tests/requirements.txt tools/test_venv.sh | $(DEPS_STAMP)
+$(TEST_VENV_STAMP): tests/requirements.txt tests/requirements-mlflow.txt tools/test_venv.sh | $(DEPS_STAMP)
 	@tools/test_venv.sh $(BUILD)
 
 # Both outputs of one protoc-c run (a multi-target pattern rule runs once).
@@ -329,6 +329,7 @@ FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -I$(GEN_DIR) $(PKG_CFLAGS) -MMD -MP \
              -fno-sanitize-recover=undefined
 FUZZ_LIB_SRC = $(filter src/decode/% src/util/% src/nn/safetensors.c src/nn/safetensors_write.c src/nn/json_scan.c \
+                        src/logging/mlflow_answers.c \
                         src/train/checkpoint.c src/weights/pt_%,$(LIB_SRC))
 # The C++ sources (the DCMTK wrapper) by clang++, without the C++ parts of
 # UBSan (vptr and function: the link is by clang).

@@ -175,6 +175,28 @@ def optim_args(args: Mapping[str, Any]) -> List[str]:
     return out
 
 
+def loggers(args: Mapping[str, Any]) -> List[str]:
+    """LightlyTrain's loggers, ``{"mlflow": {"tracking_uri": ..., "tags": {...}},
+    "tensorboard": None}``, as the program's ``loggers=`` entries: a dict
+    names the logger (its None values are the defaults), None turns it off.
+    The program judges the names and values (docs/mlflow.md)."""
+    out = []
+    for name, settings in args.items():
+        if settings is None:
+            out.append(f"loggers={name}=null")
+            continue
+        if not isinstance(settings, Mapping):
+            raise TypeError(f"loggers[{name!r}] must be a dict (or None), got {settings!r}")
+        out.append(f"loggers={name}")
+        for key, value in settings.items():
+            if key == "tags" and isinstance(value, Mapping):
+                out += [f"loggers={name}.tags.{tag}={text(tag_value)}"
+                        for tag, tag_value in value.items()]
+            elif value is not None:
+                out.append(f"loggers={name}.{key}={text(value)}")
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def program_options(command: str) -> Tuple[str, ...]:
     """The option names of `lightly-train-c COMMAND --help`, with underscores."""

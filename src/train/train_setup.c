@@ -487,7 +487,8 @@ static int tidy_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     // The names train writes atomically in each folder: only their
     // temporaries are removed (a user's "notes.tmp.123" is not ours).
-    static const char *const written[][3] = {{"metrics.jsonl", "events.out.tfevents.*", NULL},
+    static const char *const written[][4] = {{"metrics.jsonl", "events.out.tfevents.*",
+                                              "mlflow_run.txt", NULL},
                                              {"last.ckpt", NULL},
                                              {"exported_last.safetensors", NULL}};
     char names[1024] = "", path[PATH_MAX];
@@ -641,7 +642,8 @@ static int setup_run(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
         const int status = create_out(run, err);
         if (status) return status;
         if (setup_logs(run, argc, argv, err) || tidy_out(run, err) ||
-            tb_writer_open(&run->events, config->out, err) ||
+            ((!config->loggers || config->loggers->tensorboard) &&
+             tb_writer_open(&run->events, config->out, err)) ||
             metrics_jsonl_open(&run->metrics, path, config->resume != 0, err))
             return 1;
     }
@@ -760,12 +762,14 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
     run_summary_format(totals, cpu_usable_cores(), summary, sizeof summary);
     fprintf(stderr, "%s", summary);
     run_log_line(run->log, "%s", summary);
+    train_mlflow_end(run, status);
     if (status == 0) {
-        fprintf(stderr, "checkpoint: %s\nexported backbone: %s\ntensorboard --logdir ",
-                run->checkpoint_path, run->export_path);
-        char *const out[1] = {(char *)run->config->out};
-        shell_quote_args(stderr, 1, out);  // to paste into a shell, spaces and all
-        fputc('\n', stderr);
+        fprintf(stderr, "checkpoint: %s\nexported backbone: %s\n%s", run->checkpoint_path,
+                run->export_path, run->events ? "tensorboard --logdir " : "");
+        if (run->events) {  // the folder as a shell reads it, spaces and all
+            shell_quote_args(stderr, 1, (char *const[]){(char *)run->config->out});
+            fputc('\n', stderr);
+        }
         run_log_line(run->log, "done: %s, %s", run->checkpoint_path, run->export_path);
     }
     if (run->final_message[0]) train_message(run, "%s", run->final_message);

@@ -278,9 +278,10 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
     for (int s = 0; s < run->method.scalar_count; s++)
         tags[count] = run->method.scalar_tags[s], values[count++] = times->scalars[s];
     if (run->scaler_on) tags[count] = "loss_scale", values[count++] = times->loss_scale;
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; run->events && i < count; i++)
         if (tb_add_scalar(run->events, tags[i], step, (float)values[i], err)) return -1;
-    if (tb_flush(run->events, err)) return -1;
+    if (run->events && tb_flush(run->events, err)) return -1;
+    train_mlflow_log(run, step, tags, values, count);
     return metrics_jsonl_write(run->metrics, step, tags, values, count, err);
 }
 
@@ -353,11 +354,13 @@ static void train_knn(TrainRun *run, long completed_steps, int epoch) {
     if (run->rank != 0) return;  // rank 0 voted and logs
     train_message(run, "epoch %d: kNN top-1 %.2f%% (k=%d, %zu labelled images)", epoch,
                   100.0 * top1, run->config->knn_k, run->knn_dataset.count);
-    if (tb_add_scalar(run->events, "knn/top1", completed_steps, (float)top1, &err) ||
-        tb_flush(run->events, &err))
+    if (run->events &&
+        (tb_add_scalar(run->events, "knn/top1", completed_steps, (float)top1, &err) ||
+         tb_flush(run->events, &err)))
         train_message(run, "warning: %s", err.text);
     const char *tag = "knn/top1";
     const double value = top1;
+    train_mlflow_log(run, completed_steps, &tag, &value, 1);
     metrics_jsonl_write(run->metrics, completed_steps, &tag, &value, 1, &err);
 }
 
@@ -519,6 +522,7 @@ static void discard_outputs(TrainRun *run) {
 int train_run(const TrainConfig *config, int argc, char **argv) {
     TrainRun run;
     int status = train_setup(&run, config, argc, argv);
+    if (!status) train_mlflow_start(&run, argc, argv);
     if (status || run.complete) {
         if (!status) status = train_complete(&run);
     } else if (run.world_size == 1 && stop_signal != 0) {
@@ -545,6 +549,7 @@ int train_run(const TrainConfig *config, int argc, char **argv) {
         totals.wall_seconds = time_now() - start;
         train_finish(&run, &totals, status);
     }
+    train_mlflow_end(&run, status);  // when train_finish did not (nothing trained)
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     train_teardown(&run);

@@ -160,6 +160,18 @@ class ApiTest(unittest.TestCase):
         self.assertIn("transform=global.blur_sigma_max=2",
                       self.train(transform_args={"gaussian_blur": {"sigmas": (1, 2)}}))
 
+    def test_loggers(self):
+        self.assertEqual(
+            self.train(loggers={"mlflow": {"tracking_uri": "http://h:5000", "run_name": None,
+                                           "tags": {"team": "research"}},
+                                "tensorboard": None})[-4:],
+            ["loggers=mlflow", "loggers=mlflow.tracking_uri=http://h:5000",
+             "loggers=mlflow.tags.team=research", "loggers=tensorboard=null"])
+        self.assertEqual(self.train(loggers={"mlflow": {}})[-1], "loggers=mlflow")
+        self.refused_train(TypeError, "loggers['mlflow'] must be a dict",
+                           loggers={"mlflow": "on"})
+        self.refused_train(TypeError, "train(): loggers must be a dict", loggers=["mlflow"])
+
     def test_image_size(self):
         embed = dict(out="e.npy", data="d", checkpoint="m")
         self.assertIn("image_size=32", self.command(lightly_train_c.embed, image_size=(32, 32),
