@@ -230,6 +230,11 @@ static void test_fuzz_findings(void **state) {
         {"dicom_deflated_stored_blocks.dcm", "unsupported format: DICOM with a deflated data set"},
         {"dicom_pixel_data_unknown_vr.dcm", "truncated: DICOM element longer than the data"},
         {"dicom_group_length_unknown_vr.dcm", "truncated: DICOM element longer than the data"},
+        {"heif_grid_of_itself.heic",
+         "the 'dimg' references of item 2 (417 items) do not match their box's size (14 bytes)"},
+        {"heif_reference_size_garbage.heic",
+         "'dimg' references of item 2 (417 items) do not match their box's size (1178089313"},
+        {"pgm16_taken_for_tga.tga", "unsupported format: unknown magic bytes"},
     };
     // A decoder that hangs (DCMTK on the TEM marker did) ends the test
     // binary with SIGALRM: a failure, not a stuck make test.
@@ -252,11 +257,94 @@ static void test_fuzz_findings(void **state) {
     decoder_destroy(decoder);
 }
 
+// ---- HEIF item references (src/decode/heif_check.c) ------------------------------
+
+static size_t put32(uint8_t *at, uint32_t value) {
+    at[0] = (uint8_t)(value >> 24), at[1] = (uint8_t)(value >> 16);
+    at[2] = (uint8_t)(value >> 8), at[3] = (uint8_t)value;
+    return 4;
+}
+
+static size_t put16(uint8_t *at, uint32_t value) {
+    at[0] = (uint8_t)(value >> 8), at[1] = (uint8_t)value;
+    return 2;
+}
+
+typedef struct HeifReference {
+    const char *type;
+    uint16_t from, to;
+} HeifReference;
+
+// An 'ftyp' box and a 'meta' box holding only an 'iref' of these references
+// (version 0, one item each): what the check reads, before libheif.
+static size_t heif_with_references(uint8_t *out, const HeifReference *references, int count) {
+    size_t at = put32(out, 20);
+    memcpy(out + at, "ftypheic\0\0\0\0mif1", 16);
+    at += 16;
+    const uint32_t iref_size = 12 + 14 * (uint32_t)count;
+    at += put32(out + at, 12 + iref_size);
+    memcpy(out + at, "meta\0\0\0\0", 8);
+    at += 8;
+    at += put32(out + at, iref_size);
+    memcpy(out + at, "iref\0\0\0\0", 8);
+    at += 8;
+    for (int i = 0; i < count; i++) {
+        at += put32(out + at, 14);
+        memcpy(out + at, references[i].type, 4);
+        at += 4;
+        at += put16(out + at, references[i].from);
+        at += put16(out + at, 1);
+        at += put16(out + at, references[i].to);
+    }
+    return at;
+}
+
+static void expect_heif_error(const uint8_t *file, size_t size, const char *words, int present) {
+    Decoder *decoder = decoder_create(0);
+    DecodedImage out;
+    ErrorMessage err = {{0}};
+    assert_int_not_equal(decoder_decode(decoder, file, size, NULL, &out, &err), 0);
+    if ((strstr(err.text, words) != NULL) != present)
+        fail_msg("'%s' %s '%s'", err.text, present ? "lacks" : "has", words);
+    decoder_destroy(decoder);
+}
+
+// Item references that libheif 1.15 follows recursively without a check:
+// the fuzzed grid of itself with its reference count repaired (so only the
+// cycle is wrong), a cycle through an alpha plane ('auxl', from the alpha
+// item to its master), and a chain of 33 derived images are refused; a
+// chain of 32 passes the check (and libheif refuses the file, which has
+// no other boxes, for its own reasons).
+static void test_heif_references(void **state) {
+    (void)state;
+    ByteBuffer grid = {0};
+    ErrorMessage err = {{0}};
+    if (file_read_all("tests/fixtures/fuzz_findings/heif_grid_of_itself.heic", &grid, 1 << 20,
+                      &err) != 0)
+        fail_msg("%s", err.text);
+    assert_int_equal(grid.data[0x1cf], 0x01);  // 417 references ...
+    grid.data[0x1cf] = 0, grid.data[0x1d0] = 1;  // ... -> 1: item 2 itself
+    expect_heif_error(grid.data, grid.size, "item 2 is derived from itself", 1);
+    byte_buffer_free(&grid);
+
+    uint8_t file[1024];
+    const HeifReference alpha_cycle[] = {{"dimg", 1, 2}, {"auxl", 1, 2}};
+    expect_heif_error(file, heif_with_references(file, alpha_cycle, 2), "is derived from itself",
+                      1);
+    HeifReference chain[33];
+    for (int i = 0; i < 33; i++) chain[i] = (HeifReference){"dimg", (uint16_t)(100 - i),
+                                                            (uint16_t)(99 - i)};
+    expect_heif_error(file, heif_with_references(file, chain, 33), "more than 32 levels deep", 1);
+    expect_heif_error(file, heif_with_references(file, chain + 1, 32), "HEIF:", 1);
+    expect_heif_error(file, heif_with_references(file, chain + 1, 32), "levels deep", 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_fuzz_findings),
         cmocka_unit_test(test_rle_tga_bomb),
+        cmocka_unit_test(test_heif_references),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

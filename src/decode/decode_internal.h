@@ -133,7 +133,10 @@ FormatProbe decode_tiff_probe, decode_gif_probe, decode_stb_probe, decode_pnm_pr
     decode_heif_probe, decode_jxl_probe, decode_dicom_probe;
 FormatDecode decode_tiff_decode, decode_gif_decode, decode_stb_decode, decode_pnm_decode,
     decode_heif_decode, decode_jxl_decode, decode_dicom_decode;
-// stb_image's own TGA test: TGA has no magic number.
+// TGA has no magic number: its header checked field by field (stb.c).
 int decode_stb_is_tga(const uint8_t *data, size_t size);
+// The item references libheif 1.15 follows without a check (heif_check.c):
+// -1 with the reason when they form a cycle or nest too deep.
+int decode_heif_check(const uint8_t *data, size_t size, ErrorMessage *err);
 
 #endif

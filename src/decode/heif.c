@@ -9,7 +9,9 @@
 // EXIF orientation in a HEIF file is not used, as the HEIF specification
 // says: the container's transformations are the ones that hold.
 // The handle's size is checked against the pixel limit before decoding; one
-// decoding thread per image (the loader runs one per worker).
+// decoding thread per image (the loader runs one per worker). Item
+// references that would make libheif recurse without end are refused
+// before it reads the file (heif_check.c).
 #include "decode/decode_internal.h"
 
 #include <string.h>
@@ -45,6 +47,7 @@ static void close_heif(HeifFile *file) {
 
 static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMessage *err) {
     memset(file, 0, sizeof *file);
+    if (decode_heif_check(data, size, err) != 0) return -1;
     file->context = heif_context_alloc();
     if (!file->context) return error_set(err, "out of memory: cannot create a HEIF reader");
     heif_context_set_maximum_image_size_limit(file->context, DECODE_MAX_SIDE);
