@@ -13,12 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/decoder_process.h"
 #include "data/sampler.h"
 #include "decode/decode.h"
 #include "util/cpu.h"
-#include "util/file.h"
-
-#define LOADER_MAX_FILE_BYTES ((size_t)1 << 30)
 // Substitutes tried for one position before the run is declared broken.
 #define LOADER_MAX_ATTEMPTS 64
 #define LOADER_DEFAULT_SLOTS 4
@@ -37,12 +35,11 @@ typedef struct Worker {
     Loader *loader;
     pthread_t thread;
     int thread_started;
-    Decoder *decoder;
+    DecoderProcess *decoder;  // reads and decodes in a child process
     AugmentScratch *scratch;
-    ByteBuffer file;
     float *samples;  // the deep path's float image (samples_to_float)
     size_t samples_capacity;  // floats
-    ViewParams params[AUGMENT_MAX_VIEWS];
+    LoadPlan plan;  // of the image being rendered: its views' parameters
     _Atomic uint64_t read_ns, decode_ns, augment_ns, images;
     _Atomic uint64_t format_ns[IMAGE_FORMAT_COUNT], format_images[IMAGE_FORMAT_COUNT];
 } Worker;
@@ -99,13 +96,6 @@ static int loader_is_bad(const Loader *loader, uint32_t index) {
     return bitmap_get(loader->bad_files, index);
 }
 
-static PixelRect rect_union(PixelRect a, PixelRect b) {
-    const int x0 = a.x < b.x ? a.x : b.x, y0 = a.y < b.y ? a.y : b.y;
-    const int x1 = a.x + a.width > b.x + b.width ? a.x + a.width : b.x + b.width;
-    const int y1 = a.y + a.height > b.y + b.height ? a.y + a.height : b.y + b.height;
-    return (PixelRect){x0, y0, x1 - x0, y1 - y0};
-}
-
 // The views of a decoded 8-bit RGB image into position `position` of slot.
 static int worker_render(Worker *worker, const DecodedImage *decoded, BatchSlot *slot,
                          int position, ErrorMessage *err) {
@@ -113,7 +103,7 @@ static int worker_render(Worker *worker, const DecodedImage *decoded, BatchSlot 
     for (int v = 0; v < views->count; v++) {
         const int size = views->views[v].size;
         uint8_t *out = slot->batch.views[v] + (size_t)position * (size_t)size * (size_t)size * 3;
-        if (view_render(&views->views[v], &worker->params[v], &decoded->image, decoded->covered,
+        if (view_render(&views->views[v], &worker->plan.params[v], &decoded->image, decoded->covered,
                         out, worker->scratch, err) != 0)
             return -1;
     }
@@ -178,16 +168,20 @@ static int worker_render_float(Worker *worker, const DecodedImage *decoded, int 
         const size_t size = (size_t)views->views[v].size;
         float *out = (float *)(slot->batch.views[v] + (size_t)position * size * size *
                                                           slot->batch.pixel_bytes);
-        if (view_render_float(&views->views[v], &worker->params[v], &source, decoded->covered,
+        if (view_render_float(&views->views[v], &worker->plan.params[v], &source, decoded->covered,
                               out, worker->scratch, err) != 0)
             return -1;
     }
     return 0;
 }
 
-// Reads, decodes and augments one image into position `position` of slot.
-// view_key keys the view randomness (the dataset index, offset for
-// substitutes so a substitute differs from the same image elsewhere).
+// Reads, decodes and augments one image into position `position` of slot:
+// 0, -1 when the file is bad (err: the reason), or DECODER_PROCESS_BROKEN
+// (the run cannot go on). view_key keys the view randomness (the dataset
+// index, offset for substitutes so a substitute differs from the same image
+// elsewhere). The worker's decoder process reads, probes and decodes the
+// region the views need (data/decoder_process.h); the views are rendered
+// here from its memory.
 static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t view_key,
                        BatchSlot *slot, int position, ErrorMessage *err) {
     Loader *loader = worker->loader;
@@ -196,59 +190,32 @@ static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t 
     if (dataset_full_path(config->dataset, index, path, sizeof path) != 0)
         return error_set(err, "path too long");
 
-    const double t0 = time_now();
-    if (file_read_all(path, &worker->file, LOADER_MAX_FILE_BYTES, err) != 0) return -1;
-    const double t1 = time_now();
-
-    ImageInfo info;
-    if (decoder_probe(worker->decoder, worker->file.data, worker->file.size, &info, err) != 0)
-        return -1;
-    const ViewSet *views = &config->views;
-    PixelRect region = {0, 0, 0, 0};
-    double scale_needed = 0.0;  // smallest scale that keeps every view's resolution
-    for (int v = 0; v < views->count; v++) {
-        Rng rng = rng_make(config->seed, epoch, view_key, RNG_STREAM_VIEW + (uint32_t)v);
-        view_sample(&views->views[v], info.width, info.height, &rng, &worker->params[v]);
-        const PixelRect crop = worker->params[v].crop;
-        region = v == 0 ? crop : rect_union(region, crop);
-        const double size = views->views[v].size;
-        const double scale_x = size / crop.width, scale_y = size / crop.height;
-        const double scale = scale_x > scale_y ? scale_x : scale_y;
-        if (scale > scale_needed) scale_needed = scale;
-    }
-    if (scale_needed > 1.0) scale_needed = 1.0;
+    // The first read of a file in a run decodes all of it (DecodeRequest.whole_file).
     const int whole_file = !bitmap_get(loader->checked_files, index);
-    // A float image's first read converts all of it, so that its range
-    // check (check_sample_range) does not depend on the crops drawn.
-    if (views->float_pixels && whole_file && info.channels > 0 && info.sample_type == SAMPLE_F32)
-        region = (PixelRect){0, 0, info.width, info.height};
-    const DecodeRequest request = {
-        .region = region,
-        .min_width = (int)ceil(region.width * scale_needed - 1e-9),
-        .min_height = (int)ceil(region.height * scale_needed - 1e-9),
-        .whole_file = whole_file,
-        .native = views->float_pixels,
-    };
-    DecodedImage decoded;
-    if (decoder_decode(worker->decoder, worker->file.data, worker->file.size, &request,
-                       &decoded, err) != 0)
-        return -1;
-    if (request.whole_file)
+    DecoderResult result;
+    const double t0 = time_now();
+    const int status = decoder_process_views(worker->decoder, path, index, epoch, view_key,
+                                             whole_file, &worker->plan, &result, err);
+    if (status != 0) return status;
+    if (whole_file)
         atomic_fetch_or(&loader->checked_files[index / 64], (uint64_t)1 << (index % 64));
     const double t2 = time_now();
 
-    const int check_range = request.whole_file && decoded.samples.type == SAMPLE_F32;
-    if (views->float_pixels
-            ? worker_render_float(worker, &decoded, check_range, slot, position, err)
-            : worker_render(worker, &decoded, slot, position, err))
+    const DecodedImage *decoded = &result.decoded;
+    const int check_range = whole_file && decoded->samples.type == SAMPLE_F32;
+    if (config->views.float_pixels
+            ? worker_render_float(worker, decoded, check_range, slot, position, err)
+            : worker_render(worker, decoded, slot, position, err))
         return -1;
     const double t3 = time_now();
-    atomic_fetch_add(&worker->read_ns, nanoseconds_between(t0, t1));
-    atomic_fetch_add(&worker->decode_ns, nanoseconds_between(t1, t2));
+    // Reading as the child timed it; decoding includes the trip to the child.
+    const double read = result.read_seconds < t2 - t0 ? result.read_seconds : t2 - t0;
+    atomic_fetch_add(&worker->read_ns, (uint64_t)(read * 1e9));
+    atomic_fetch_add(&worker->decode_ns, (uint64_t)((t2 - t0 - read) * 1e9));
     atomic_fetch_add(&worker->augment_ns, nanoseconds_between(t2, t3));
     atomic_fetch_add(&worker->images, 1);
-    atomic_fetch_add(&worker->format_ns[info.format], nanoseconds_between(t0, t3));
-    atomic_fetch_add(&worker->format_images[info.format], 1);
+    atomic_fetch_add(&worker->format_ns[result.info.format], nanoseconds_between(t0, t3));
+    atomic_fetch_add(&worker->format_images[result.info.format], 1);
     return 0;
 }
 
@@ -267,15 +234,22 @@ static void loader_report_bad(Loader *loader, uint32_t index, const ErrorMessage
     }
 }
 
-// keep_last mode: one try; a bad file leaves zero pixels and a flag.
-static void worker_fill_position_or_flag(Worker *worker, BatchSlot *slot, int position) {
+// keep_last mode: one try; a bad file leaves zero pixels and a flag. -1
+// (err) only when no decoder process can run.
+static int worker_fill_position_or_flag(Worker *worker, BatchSlot *slot, int position,
+                                        ErrorMessage *err) {
     Loader *loader = worker->loader;
     const uint32_t index = slot->requested[position];
     slot->used[position] = index;
     if (!loader_is_bad(loader, index)) {
         ErrorMessage reason = {{0}};
-        if (worker_load(worker, index, slot->batch.epoch, index, slot, position, &reason) == 0)
-            return;
+        const int status = worker_load(worker, index, slot->batch.epoch, index, slot, position,
+                                       &reason);
+        if (status == 0) return 0;
+        if (status == DECODER_PROCESS_BROKEN) {
+            *err = reason;
+            return -1;
+        }
         loader_report_bad(loader, index, &reason);
     }
     slot->failed[position] = 1;
@@ -284,6 +258,7 @@ static void worker_fill_position_or_flag(Worker *worker, BatchSlot *slot, int po
                              slot->batch.pixel_bytes;
         memset(slot->batch.views[v] + (size_t)position * bytes, 0, bytes);
     }
+    return 0;
 }
 
 // Fills one batch position, substituting deterministically for bad files.
@@ -291,10 +266,7 @@ static int worker_fill_position(Worker *worker, BatchSlot *slot, int position,
                                 ErrorMessage *err) {
     Loader *loader = worker->loader;
     const LoaderConfig *config = &loader->config;
-    if (config->keep_last) {
-        worker_fill_position_or_flag(worker, slot, position);
-        return 0;
-    }
+    if (config->keep_last) return worker_fill_position_or_flag(worker, slot, position, err);
     const uint32_t epoch = slot->batch.epoch;
     const uint32_t original = slot->requested[position];
     const uint32_t dataset_size = (uint32_t)config->dataset->count;
@@ -304,10 +276,15 @@ static int worker_fill_position(Worker *worker, BatchSlot *slot, int position,
         if (!loader_is_bad(loader, index)) {
             ErrorMessage reason = {{0}};
             const uint64_t view_key = index | ((uint64_t)attempt << 32);
-            if (worker_load(worker, index, epoch, view_key, slot, position, &reason) == 0) {
+            const int status = worker_load(worker, index, epoch, view_key, slot, position, &reason);
+            if (status == 0) {
                 slot->used[position] = index;
                 if (attempt > 0) atomic_fetch_add(&loader->replacements, 1);
                 return 0;
+            }
+            if (status == DECODER_PROCESS_BROKEN) {
+                *err = reason;
+                return -1;
             }
             loader_report_bad(loader, index, &reason);
         }
@@ -446,13 +423,20 @@ static int loader_start_workers(Loader *loader, ErrorMessage *err) {
     for (int w = 0; w < loader->worker_count; w++) {
         Worker *worker = &loader->workers[w];
         worker->loader = loader;
-        worker->decoder = decoder_create(loader->config.max_pixels);
+        const ViewSet *views = &loader->config.views;
+        const DecoderProcessConfig decoder = {
+            .max_pixels = loader->config.max_pixels,
+            .ignore_exif_orientation = loader->config.ignore_exif_orientation,
+            // the probe refuses channels it cannot read
+            .channels = views->float_pixels ? view_input_channels(&views->views[0]) : 0,
+            .views = views,
+            .seed = loader->config.seed,
+            .timeout_seconds = loader->config.decode_timeout_seconds,
+        };
+        worker->decoder = decoder_process_create(&decoder, err);
+        if (!worker->decoder) return -1;
         worker->scratch = augment_scratch_create();
-        if (!worker->decoder || !worker->scratch) return error_set(err, "out of memory for workers");
-        decoder_set_exif_orientation(worker->decoder, !loader->config.ignore_exif_orientation);
-        const ViewSet *views = &loader->config.views;  // the probe refuses channels it cannot read
-        decoder_set_channels(worker->decoder,
-                             views->float_pixels ? view_input_channels(&views->views[0]) : 0);
+        if (!worker->scratch) return error_set(err, "out of memory for workers");
     }
     for (int w = 0; w < loader->worker_count; w++) {
         Worker *worker = &loader->workers[w];
@@ -547,9 +531,8 @@ void loader_destroy(Loader *loader) {
     for (int w = 0; loader->workers && w < loader->worker_count; w++) {
         Worker *worker = &loader->workers[w];
         if (worker->thread_started) pthread_join(worker->thread, NULL);
-        decoder_destroy(worker->decoder);
+        decoder_process_destroy(worker->decoder);
         augment_scratch_destroy(worker->scratch);
-        byte_buffer_free(&worker->file);
         free(worker->samples);
     }
     free(loader->workers);
@@ -631,24 +614,21 @@ LoaderStats loader_stats(const Loader *loader) {
 }
 
 int loader_first_image_is_deep(const Dataset *dataset, uint64_t max_pixels) {
-    Decoder *decoder = decoder_create(max_pixels);
-    ByteBuffer file = {0};
+    ErrorMessage err = {{0}};
+    const DecoderProcessConfig config = {.max_pixels = max_pixels, .channels = DECODE_ANY_CHANNELS};
+    DecoderProcess *decoder = decoder_process_create(&config, &err);
     int deep = 0;
     for (size_t i = 0; decoder && i < dataset->count && i < 8; i++) {
         char path[4096];
-        ErrorMessage err = {{0}};
-        ImageInfo info;
-        DecodedImage decoded;
-        if (dataset_full_path(dataset, (uint32_t)i, path, sizeof path) ||
-            file_read_all(path, &file, LOADER_MAX_FILE_BYTES, &err) ||
-            decoder_probe(decoder, file.data, file.size, &info, &err))
-            continue;
-        const DecodeRequest whole = {.region = {0, 0, info.width, info.height}, .native = 1};
-        if (decoder_decode(decoder, file.data, file.size, &whole, &decoded, &err)) continue;
-        deep = decoded.samples.type != SAMPLE_U8;
+        const DecodeRequest whole = {.region = {0, 0, INT32_MAX, INT32_MAX}, .native = 1};
+        DecoderResult result;
+        if (dataset_full_path(dataset, (uint32_t)i, path, sizeof path)) continue;
+        const int status = decoder_process_decode(decoder, path, &whole, &result, &err);
+        if (status == DECODER_PROCESS_BROKEN) break;  // the loader will say why
+        if (status != 0) continue;
+        deep = result.decoded.samples.type != SAMPLE_U8;
         break;
     }
-    byte_buffer_free(&file);
-    decoder_destroy(decoder);
+    decoder_process_destroy(decoder);
     return deep;
 }

@@ -12,6 +12,9 @@
 // the reason, it is counted once, and its place in the batch is filled by
 // another image chosen deterministically from (seed, epoch, index), so
 // batches keep their shape and contents do not depend on worker count.
+// Each worker reads and decodes in its own child process
+// (data/decoder_process.h): a decoder library that crashes (or hangs) on a
+// file makes that file a bad file like any other, and the run goes on.
 //
 // keep_last mode (embedding, evaluation) is different: every image exactly
 // once, in scan order, no substitutes. A file that fails leaves its position
@@ -57,6 +60,9 @@ typedef struct LoaderConfig {
     void *(*host_alloc)(void *context, size_t bytes);
     void (*host_free)(void *context, void *pointer);
     void *host_context;
+    // One file's decoding time limit in the worker's decoder process (data/decoder_process.h);
+    // 0: its default. A file over it is skipped.
+    double decode_timeout_seconds;
     LoaderWarnFn warn;       // called from worker threads, one line each; may be NULL
     void *warn_context;
 } LoaderConfig;

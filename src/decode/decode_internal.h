@@ -7,19 +7,19 @@
 
 #include "decode/decode.h"
 
-// Sides above this are refused before anything is allocated, whatever the
-// pixel limit (JPEG itself stops at 65500, WebP at 16383).
-#define DECODE_MAX_SIDE 1000000
 // Bytes of samples a pixel may take at the pixel limit (decode_check_samples):
 // three float32 channels, the float path's RGB image.
 #define DECODE_BYTES_PER_PIXEL 12
 
 typedef struct JpegState JpegState;
 
-// A malloc'ed byte buffer that only grows.
+// A byte buffer that only grows: malloc'ed, or the caller's memory
+// (decoder_set_buffer_memory).
 typedef struct DecodeBuffer {
     uint8_t *data;
     size_t capacity;
+    int which;                          // its number among the Decoder's buffers
+    const DecoderBufferMemory *memory;  // NULL: malloc
 } DecodeBuffer;
 
 struct Decoder {
@@ -27,10 +27,12 @@ struct Decoder {
     int apply_exif_orientation;  // decoder_set_exif_orientation
     int channels;                // decoder_set_channels: 0 for 8-bit RGB, or DECODE_ANY_CHANNELS
     int native;                  // DecodeRequest.native of the decode in progress
+    // Decoded pixels are handed out from any of these (DECODER_BUFFERS):
     DecodeBuffer pixels;         // the RGB output handed out in DecodedImage
     DecodeBuffer scratch;        // rows that are decoded but not returned
     DecodeBuffer samples;        // native samples before the conversion to RGB (samples.c)
     DecodeBuffer oriented;       // the output after the orientation is applied
+    DecoderBufferMemory buffer_memory;  // decoder_set_buffer_memory; reserve NULL: malloc
     JpegState *jpeg;             // libjpeg decompressor, created once
 };
 
