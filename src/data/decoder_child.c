@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,9 +180,10 @@ static void *child_serve(void *arg) {
         return NULL;
     DecoderRequest request;
     for (;;) {
+        // The request up to its path's end; none: the worker is gone.
         const ssize_t got = recv(child->socket, &request, sizeof request, 0);
-        if (got != (ssize_t)sizeof request) return NULL;  // the worker is gone
-        request.path[sizeof request.path - 1] = '\0';
+        if (got <= (ssize_t)offsetof(DecoderRequest, path)) return NULL;
+        request.path[(size_t)got - offsetof(DecoderRequest, path) - 1] = '\0';
         child_handle(child, &request, &reply);
         if (send(child->socket, &reply, sizeof reply, MSG_NOSIGNAL) != (ssize_t)sizeof reply)
             return NULL;

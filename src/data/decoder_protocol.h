@@ -6,7 +6,8 @@
 //
 //   start: parent -> DecoderSettings (+ the DECODER_BUFFERS memory files as
 //          SCM_RIGHTS), child -> DecoderReply (status 0: ready)
-//   each file: parent -> DecoderRequest, child -> DecoderReply
+//   each file: parent -> DecoderRequest (up to the end of its path), child ->
+//          DecoderReply
 #ifndef LTC_DATA_DECODER_PROTOCOL_H
 #define LTC_DATA_DECODER_PROTOCOL_H
 
