@@ -235,6 +235,8 @@ static void test_fuzz_findings(void **state) {
         {"heif_reference_size_garbage.heic",
          "'dimg' references of item 2 (417 items) do not match their box's size (1178089313"},
         {"pgm16_taken_for_tga.tga", "unsupported format: unknown magic bytes"},
+        {"heif_grid_canvas_bomb.heic",
+         "image too large: HEIF grid (item 2) of 35212 x 50531 pixels exceeds limit"},
     };
     // A decoder that hangs (DCMTK on the TEM marker did) ends the test
     // binary with SIGALRM: a failure, not a stuck make test.
@@ -339,12 +341,61 @@ static void test_heif_references(void **state) {
     expect_heif_error(file, heif_with_references(file, chain + 1, 32), "levels deep", 0);
 }
 
+// A HEIF file of an 'ftyp' and a 'meta' box holding one 'grid' item whose
+// descriptor (rows, columns, width, height; 32-bit sizes when `wide`) lies
+// in 'idat': what the canvas check reads, before libheif.
+static size_t heif_with_grid(uint8_t *out, uint32_t width, uint32_t height, int wide) {
+    size_t at = put32(out, 20);
+    memcpy(out + at, "ftypheic\0\0\0\0mif1", 16);
+    at += 16;
+    const uint32_t descriptor = wide ? 12 : 8, iinf = 14 + 21, iloc = 32, idat = 8 + descriptor;
+    at += put32(out + at, 12 + iinf + iloc + idat);
+    memcpy(out + at, "meta\0\0\0\0", 8);
+    at += 8;
+    at += put32(out + at, iinf);  // version 0, one entry: infe version 2, item 1, "grid"
+    memcpy(out + at, "iinf\0\0\0\0\0\x01", 10);
+    at += 10;
+    at += put32(out + at, 21);
+    memcpy(out + at, "infe\x02\0\0\0\0\x01\0\0grid", 16);
+    at += 16;
+    out[at++] = 0;
+    at += put32(out + at, iloc);  // version 1, 32-bit offsets and lengths, item 1 in idat
+    memcpy(out + at, "iloc\x01\0\0\0\x44\0\0\x01\0\x01\0\x01\0\0\0\x01", 20);
+    at += 20;
+    at += put32(out + at, 0);
+    at += put32(out + at, descriptor);
+    at += put32(out + at, idat);
+    memcpy(out + at, "idat", 4);
+    at += 4;
+    out[at++] = 0, out[at++] = wide ? 1 : 0, out[at++] = 0, out[at++] = 0;  // 1 x 1 tiles
+    at += wide ? put32(out + at, width) : put16(out + at, width);
+    at += wide ? put32(out + at, height) : put16(out + at, height);
+    return at;
+}
+
+// A grid whose canvas exceeds the pixel limit is refused before libheif
+// allocates it (it trusts the grid's own size: heif_grid_canvas_bomb.heic
+// is in test_fuzz_findings); one within the limit passes the check (libheif
+// then refuses the file, which holds no image data, for its own reasons).
+static void test_heif_canvases(void **state) {
+    (void)state;
+    uint8_t file[256];
+    expect_heif_error(file, heif_with_grid(file, 20000, 20000, 0),
+                      "image too large: HEIF grid (item 1) of 20000 x 20000 pixels exceeds limit "
+                      "89478485 pixels", 1);
+    expect_heif_error(file, heif_with_grid(file, 100000, 1000, 1),
+                      "image too large: HEIF grid (item 1) of 100000 x 1000 pixels", 1);
+    expect_heif_error(file, heif_with_grid(file, 9000, 9000, 1), "image too large", 0);
+    expect_heif_error(file, heif_with_grid(file, 640, 480, 0), "image too large", 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_fuzz_findings),
         cmocka_unit_test(test_rle_tga_bomb),
         cmocka_unit_test(test_heif_references),
+        cmocka_unit_test(test_heif_canvases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

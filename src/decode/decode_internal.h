@@ -137,8 +137,9 @@ FormatDecode decode_tiff_decode, decode_gif_decode, decode_stb_decode, decode_pn
     decode_heif_decode, decode_jxl_decode, decode_dicom_decode;
 // TGA has no magic number: its header checked field by field (stb.c).
 int decode_stb_is_tga(const uint8_t *data, size_t size);
-// The item references libheif 1.15 follows without a check (heif_check.c):
-// -1 with the reason when they form a cycle or nest too deep.
-int decode_heif_check(const uint8_t *data, size_t size, ErrorMessage *err);
+// What libheif 1.15 does not check, before it reads the file: item
+// references that form a cycle or nest too deep (heif_check.c), grid and
+// overlay canvases over max_pixels (heif_canvas.c). 0, or -1 with the reason.
+int decode_heif_check(const uint8_t *data, size_t size, uint64_t max_pixels, ErrorMessage *err);
 
 #endif

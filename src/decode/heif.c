@@ -11,7 +11,9 @@
 // The handle's size is checked against the pixel limit before decoding; one
 // decoding thread per image (the loader runs one per worker). Item
 // references that would make libheif recurse without end are refused
-// before it reads the file (heif_check.c).
+// before it reads the file (heif_check.c), and so are grid and overlay
+// canvases larger than the pixel limit, which libheif allocates whatever
+// size the image says it has (heif_canvas.c).
 #include "decode/decode_internal.h"
 
 #include <string.h>
@@ -45,9 +47,10 @@ static void close_heif(HeifFile *file) {
     memset(file, 0, sizeof *file);
 }
 
-static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMessage *err) {
+static int open_heif(const Decoder *decoder, const uint8_t *data, size_t size, HeifFile *file,
+                     ErrorMessage *err) {
     memset(file, 0, sizeof *file);
-    if (decode_heif_check(data, size, err) != 0) return -1;
+    if (decode_heif_check(data, size, decoder->max_pixels, err) != 0) return -1;
     file->context = heif_context_alloc();
     if (!file->context) return error_set(err, "out of memory: cannot create a HEIF reader");
     heif_context_set_maximum_image_size_limit(file->context, DECODE_MAX_SIDE);
@@ -68,9 +71,8 @@ static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMess
 
 int decode_heif_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
                       ErrorMessage *err) {
-    (void)decoder;
     HeifFile file;
-    if (open_heif(data, size, &file, err) != 0) return -1;
+    if (open_heif(decoder, data, size, &file, err) != 0) return -1;
     info->width = file.width;
     info->height = file.height;
     close_heif(&file);
@@ -81,7 +83,7 @@ int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
                        const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
     HeifFile file;
     PixelRect region;
-    if (open_heif(data, size, &file, err) != 0) return -1;
+    if (open_heif(decoder, data, size, &file, err) != 0) return -1;
     if (decode_check_size(decoder, "HEIF image", file.width, file.height, err) != 0 ||
         decode_clamp_region(request, file.width, file.height, &region, err) != 0) {
         close_heif(&file);

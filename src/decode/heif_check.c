@@ -25,7 +25,7 @@
 // both readings agree. Other boxes this walk cannot parse (a size past its
 // parent's end) make libheif fail the 'meta' that holds them, which it then
 // does not use.
-#include "decode/decode_internal.h"
+#include "decode/heif_boxes.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -36,28 +36,15 @@
 // References in one 'iref' (a grid of 65536 tiles has 65536).
 #define HEIF_MAX_REFERENCES (1u << 20)
 
-typedef struct Box {
-    const uint8_t *body;  // after the header
-    uint64_t size;        // of the body
-    char type[5];
-} Box;
-
-static uint32_t be32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
-
-// The box at data[*at] inside data[0, end); advances *at past it. 0, or -1
-// where no whole box header and body fit.
-static int next_box(const uint8_t *data, uint64_t end, uint64_t *at, Box *box) {
+int heif_next_box(const uint8_t *data, uint64_t end, uint64_t *at, HeifBox *box) {
     if (end - *at < 8) return -1;
     const uint8_t *p = data + *at;
-    uint64_t size = be32(p), header = 8;
+    uint64_t size = heif_be32(p), header = 8;
     memcpy(box->type, p + 4, 4);
     box->type[4] = '\0';
     if (size == 1) {
         if (end - *at < 16) return -1;
-        size = (uint64_t)be32(p + 8) << 32 | be32(p + 12);
+        size = (uint64_t)heif_be32(p + 8) << 32 | heif_be32(p + 12);
         header = 16;
     } else if (size == 0) {
         size = end - *at;
@@ -105,17 +92,17 @@ static int read_reference(const uint8_t *body, uint64_t size, uint64_t *at, int 
                           ErrorMessage *err) {
     const uint8_t *p = body + *at;
     const uint64_t left = size - *at, id_bytes = wide ? 4 : 2;
-    uint64_t declared = left >= 8 ? be32(p) : 0, header = 8;
+    uint64_t declared = left >= 8 ? heif_be32(p) : 0, header = 8;
     if (left >= 16 && declared == 1) {
-        declared = (uint64_t)be32(p + 8) << 32 | be32(p + 12);
+        declared = (uint64_t)heif_be32(p + 8) << 32 | heif_be32(p + 12);
         header = 16;
     }
     if (left >= 8 && is_type(p + 4, "uuid")) header += 16;
     if (left < header + id_bytes + 2)
         return error_set(err, "corrupt data: HEIF: an item reference cut off at the end of 'iref'");
     const uint8_t *entry = p + header;
-    const uint32_t from = wide ? be32(entry) : be16(entry);
-    const uint32_t count = be16(entry + id_bytes);
+    const uint32_t from = wide ? heif_be32(entry) : heif_be16(entry);
+    const uint32_t count = heif_be16(entry + id_bytes);
     const uint64_t read = header + id_bytes + 2 + (uint64_t)count * id_bytes;
     char type[5] = {0};
     memcpy(type, p + 4, 4);
@@ -127,7 +114,7 @@ static int read_reference(const uint8_t *body, uint64_t size, uint64_t *at, int 
     const int derived = is_type(p + 4, "dimg"), alpha = is_type(p + 4, "auxl");
     for (uint32_t i = 0; i < count && (derived || alpha); i++) {
         const uint8_t *id = entry + id_bytes + 2 + i * id_bytes;
-        const uint32_t to = wide ? be32(id) : be16(id);
+        const uint32_t to = wide ? heif_be32(id) : heif_be16(id);
         if (add_edge(graph, derived ? from : to, derived ? to : from, err) != 0) return -1;
     }
     *at += read;
@@ -219,7 +206,7 @@ static int check_graph(Graph *graph, ErrorMessage *err) {
 }
 
 // Every reference box of one 'iref' body (after its version and flags).
-static int read_iref(const Box *iref, ErrorMessage *err) {
+static int read_iref(const HeifBox *iref, ErrorMessage *err) {
     if (iref->size < 4) return 0;  // libheif refuses it
     const int wide = iref->body[0] != 0;
     Graph graph = {0};
@@ -232,15 +219,16 @@ static int read_iref(const Box *iref, ErrorMessage *err) {
     return status;
 }
 
-int decode_heif_check(const uint8_t *data, size_t size, ErrorMessage *err) {
+int decode_heif_check(const uint8_t *data, size_t size, uint64_t max_pixels, ErrorMessage *err) {
     uint64_t at = 0;
-    Box top;
-    while (at < size && next_box(data, size, &at, &top) == 0) {
+    HeifBox top;
+    while (at < size && heif_next_box(data, size, &at, &top) == 0) {
         if (strcmp(top.type, "meta") != 0 || top.size < 4) continue;
         uint64_t inner = 4;  // after version and flags
-        Box child;
-        while (inner < top.size && next_box(top.body, top.size, &inner, &child) == 0)
+        HeifBox child;
+        while (inner < top.size && heif_next_box(top.body, top.size, &inner, &child) == 0)
             if (strcmp(child.type, "iref") == 0 && read_iref(&child, err) != 0) return -1;
+        if (heif_check_canvases(&top, data, size, max_pixels, err) != 0) return -1;
     }
     return 0;
 }
