@@ -17,6 +17,9 @@
 #include <string.h>
 
 #include "data/decoder_process.h"
+#include "data/decoder_protocol.h"
+#include "data/image_renderer.h"
+#include "data/load_plan.h"
 #include "data/loader.h"
 #include "image_fixtures.h"
 #include "util/file.h"
@@ -127,6 +130,33 @@ static void test_same_pixels_as_in_process(void **state) {
     decoder_process_destroy(process);
 }
 
+// One image's views as the loader made them before decoder processes:
+// read, probe, plan, decode and render in this process.
+static void render_here(const char *path, const ViewSet *views, uint64_t seed, uint64_t key,
+                        uint8_t *out) {
+    ByteBuffer file = {0};
+    ErrorMessage err = {{0}};
+    Decoder *decoder = decoder_create(0);
+    decoder_set_channels(decoder, views->float_pixels ? view_input_channels(&views->views[0]) : 0);
+    ImageRenderer *renderer = image_renderer_create(views);
+    ImageInfo info;
+    LoadPlan plan;
+    DecodedImage decoded;
+    if (file_read_all(path, &file, 1 << 24, &err) != 0 ||
+        decoder_probe(decoder, file.data, file.size, &info, &err) != 0)
+        fail_msg("%s: %s", path, err.text);
+    load_plan(views, seed, 0, key, &info, 1, &plan);
+    uint8_t *targets[AUGMENT_MAX_VIEWS];
+    for (int v = 0; v < views->count; v++) targets[v] = out + decoder_view_offset(views, v);
+    if (decoder_decode(decoder, file.data, file.size, &plan.request, &decoded, &err) != 0 ||
+        image_renderer_render(renderer, plan.params, &decoded,
+                              decoded.samples.type == SAMPLE_F32, targets, &err) != 0)
+        fail_msg("%s: %s", path, err.text);
+    image_renderer_destroy(renderer);
+    decoder_destroy(decoder);
+    byte_buffer_free(&file);
+}
+
 static DecoderProcess *start_views_process(const ViewSet *views, const char *faults,
                                            double timeout) {
     setenv("LTC_FAULT", faults, 1);  // the child's environment is taken at creation
@@ -136,6 +166,42 @@ static DecoderProcess *start_views_process(const ViewSet *views, const char *fau
     unsetenv("LTC_FAULT");
     if (!process) fail_msg("%s", err.text);
     return process;
+}
+
+// The views a decoder process renders are those of the same steps in this
+// process, byte for byte: 8-bit SimCLR views of the folder's images, and
+// float views (3 channels) of 16-bit and float TIFFs.
+static void test_views_same_as_in_process(void **state) {
+    const FixtureFolder *fixture = *state;
+    ViewSet simclr, deep;
+    view_set_simclr(&simclr, VIEW_SIZE);
+    view_set_simclr(&deep, VIEW_SIZE);
+    const ChannelSettings three = {.channels = 3};
+    view_set_apply_channels(&deep, &three, 1);
+    const ViewSet *sets[2] = {&simclr, &deep};
+    for (int s = 0; s < 2; s++) {
+        const ViewSet *views = sets[s];
+        const size_t bytes = decoder_view_offset(views, views->count);
+        uint8_t *here = malloc(bytes);
+        DecoderProcess *process = start_views_process(views, "", 0);
+        for (int i = 0; i < (s == 0 ? IMAGES : 2); i++) {
+            char path[4096];
+            if (s == 0)
+                image_path(fixture, i, path, sizeof path);
+            else
+                snprintf(path, sizeof path, "tests/fixtures/formats/%s",
+                         i ? "grey_float32.tif" : "rgb16_planar_strips.tif");
+            DecoderRendered rendered;
+            ErrorMessage err = {{0}};
+            if (decoder_process_render(process, path, i, 0, (uint64_t)i, 1, 0, 0, &rendered,
+                                       &err) != 0)
+                fail_msg("%s: %s", path, err.text);
+            render_here(path, views, 7, (uint64_t)i, here);
+            assert_memory_equal(here, rendered.views, bytes);
+        }
+        decoder_process_destroy(process);
+        free(here);
+    }
 }
 
 // decoder-crash@2 and decoder-hang@5: those files fail with how their
@@ -149,11 +215,10 @@ static void test_crash_and_hang_fail_one_file(void **state) {
     for (int i = 0; i < 7; i++) {
         char path[4096];
         image_path(fixture, i, path, sizeof path);
-        LoadPlan plan;
-        DecoderResult result;
+        DecoderRendered rendered;
         ErrorMessage err = {{0}};
-        const int status =
-            decoder_process_views(process, path, i, 0, (uint64_t)i, 1, &plan, &result, &err);
+        const int status = decoder_process_render(process, path, i, 0, (uint64_t)i, 1, 0, 0,
+                                                  &rendered, &err);
         if (i == 2) {
             assert_int_equal(status, DECODER_PROCESS_BAD_FILE);
             // SIGSEGV; under AddressSanitizer its report, then exit status 1.
@@ -165,7 +230,7 @@ static void test_crash_and_hang_fail_one_file(void **state) {
             if (!strstr(err.text, "decoder did not finish within 1 s")) fail_msg("%s", err.text);
         } else {
             if (status != 0) fail_msg("file %d: %s", i, err.text);
-            assert_true(result.decoded.image.width > 0);
+            assert_non_null(rendered.views);
         }
     }
     decoder_process_destroy(process);
@@ -274,6 +339,57 @@ static void test_loader_flags_a_crashing_file(void **state) {
     check_crash_warning(fixture, &warnings);
 }
 
+static void *plain_alloc(void *context, size_t bytes) {
+    (void)context;
+    return malloc(bytes);
+}
+
+static void plain_free(void *context, void *pointer) {
+    (void)context;
+    free(pointer);
+}
+
+// Every batch of a loader (views and indices) into one buffer.
+static uint8_t *all_batches(const LoaderConfig *config, int batches, size_t *bytes) {
+    ErrorMessage err = {{0}};
+    Loader *loader = loader_create(config, &err);
+    if (!loader) fail_msg("%s", err.text);
+    uint8_t *all = NULL;
+    *bytes = 0;
+    for (int b = 0; b < batches; b++) {
+        const Batch *batch = loader_next(loader, NULL, &err);
+        if (!batch) fail_msg("%s", err.text);
+        const size_t pixels = batch_view_bytes(batch, batch->view_count);
+        all = realloc(all, *bytes + pixels);
+        memcpy(all + *bytes, batch->views[0], pixels);
+        *bytes += pixels;
+        loader_release(loader, batch);
+    }
+    loader_destroy(loader);
+    return all;
+}
+
+// The slots shared with the decoder processes (no allocator given) and the
+// caller's own slots (host_alloc: the views copied out of each process's
+// buffer) hold the same batches, DINO's 8 views of 2 sizes included.
+static void test_shared_and_own_slots_agree(void **state) {
+    const FixtureFolder *fixture = *state;
+    LoaderConfig config = loader_config(fixture, NULL);
+    config.warn = NULL;
+    config.shuffle = 1;
+    config.total_batches = 6;
+    view_set_dino(&config.views, 48, 24, 6);
+    size_t shared_bytes, own_bytes;
+    uint8_t *shared = all_batches(&config, 6, &shared_bytes);
+    config.host_alloc = plain_alloc;
+    config.host_free = plain_free;
+    uint8_t *own = all_batches(&config, 6, &own_bytes);
+    assert_int_equal(shared_bytes, own_bytes);
+    assert_memory_equal(shared, own, shared_bytes);
+    free(shared);
+    free(own);
+}
+
 // A decoder process that cannot start (decoder-start: it exits at once)
 // stops the loader with that reason; no file is blamed for it.
 static void test_loader_stops_when_no_process_starts(void **state) {
@@ -293,10 +409,12 @@ static void test_loader_stops_when_no_process_starts(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_pixels_as_in_process),
+        cmocka_unit_test(test_views_same_as_in_process),
         cmocka_unit_test(test_crash_and_hang_fail_one_file),
         cmocka_unit_test(test_loader_skips_a_crashing_file),
         cmocka_unit_test(test_loader_flags_a_crashing_file),
         cmocka_unit_test(test_loader_stops_when_no_process_starts),
+        cmocka_unit_test(test_shared_and_own_slots_agree),
     };
     return cmocka_run_group_tests(tests, setup_folder, fixture_folder_teardown);
 }

@@ -4,9 +4,10 @@
 // process; nothing else of the program runs there).
 //
 // The child reads one request at a time from its socket, reads the file,
-// probes and decodes it with one Decoder whose buffers lie in the memory
-// files its parent maps (decoder_set_buffer_memory), and answers where the
-// pixels are. It ends when the parent's end of the socket closes, and with
+// probes and decodes it with one Decoder whose buffers lie in memory files
+// its parent can map (decoder_set_buffer_memory), and either answers where
+// the pixels are (probe and decode requests) or plans, decodes and renders
+// the views into the loader's shared batch slot (render requests). It ends when the parent's end of the socket closes, and with
 // the parent (PR_SET_PDEATHSIG). It runs in its own process group, so a
 // terminal's Ctrl-C or `timeout` reach the parent, which then ends it,
 // rather than killing it under a file it did not fail on.
@@ -31,6 +32,7 @@
 
 #include "data/decoder_process.h"
 #include "data/decoder_protocol.h"
+#include "data/image_renderer.h"
 #include "data/load_plan.h"
 #include "util/fault.h"
 #include "util/file.h"
@@ -53,6 +55,9 @@ typedef struct Child {
     DecoderSettings settings;
     Decoder *decoder;
     ByteBuffer file;
+    ImageRenderer *renderer;  // with views
+    uint8_t *output;          // the batch slots or the views buffer (DecoderSettings)
+    size_t output_bytes;
 } Child;
 
 // DecoderBufferMemory.reserve: buffer `which` grown to at least `bytes` in
@@ -114,6 +119,51 @@ static int child_describe(const Child *child, const DecodedImage *decoded, int n
     return 0;
 }
 
+// Where view v of this request's image goes: its slot position, or the
+// views buffer. NULL when the slot or position lies outside the slots.
+static uint8_t *child_view(const Child *child, const DecoderRequest *request, int v) {
+    const DecoderSettings *settings = &child->settings;
+    const ViewSet *views = &settings->views;
+    if (!settings->shared_slots) return child->output + decoder_view_offset(views, v);
+    if (request->slot < 0 || request->slot >= settings->slot_count || request->position < 0 ||
+        request->position >= settings->batch_size)
+        return NULL;
+    const size_t size = (size_t)views->views[v].size;
+    return child->output + (size_t)request->slot * settings->slot_bytes +
+           (size_t)settings->batch_size * decoder_view_offset(views, v) +
+           (size_t)request->position * size * size * view_set_pixel_bytes(views);
+}
+
+// DECODER_OP_RENDER after the probe: the views' plan, the decode of its
+// region, the views into their places.
+static void child_render(Child *child, const DecoderRequest *request, uint64_t read,
+                         DecoderReply *reply) {
+    const DecoderSettings *settings = &child->settings;
+    uint8_t *out[AUGMENT_MAX_VIEWS];
+    for (int v = 0; v < settings->views.count; v++)
+        if (!child->renderer || !(out[v] = child_view(child, request, v))) {
+            error_set(&reply->err, "internal error: a render request the decoder process cannot "
+                                   "place");
+            return;
+        }
+    LoadPlan plan;
+    load_plan(&settings->views, settings->seed, request->epoch, request->view_key, &reply->info,
+              request->whole_file, &plan);
+    child_faults(request->index);
+    DecodedImage decoded;
+    if (decoder_decode(child->decoder, child->file.data, child->file.size, &plan.request,
+                       &decoded, &reply->err) != 0)
+        return;
+    const uint64_t decoded_at = child_ns();
+    reply->decode_ns = decoded_at - read;
+    const int check_range = request->whole_file && decoded.samples.type == SAMPLE_F32;
+    if (image_renderer_render(child->renderer, plan.params, &decoded, check_range, out,
+                              &reply->err) != 0)
+        return;
+    reply->render_ns = child_ns() - decoded_at;
+    reply->status = 0;
+}
+
 static void child_handle(Child *child, const DecoderRequest *request, DecoderReply *reply) {
     memset(reply, 0, sizeof *reply);
     reply->status = -1;
@@ -129,45 +179,54 @@ static void child_handle(Child *child, const DecoderRequest *request, DecoderRep
         reply->status = 0;
         return;
     }
-    DecodeRequest decode = request->request;
-    if (request->op == DECODER_OP_VIEWS) {
-        if (!child->settings.has_views) {
-            error_set(&reply->err, "internal error: a views request to a decoder without views");
-            return;
-        }
-        LoadPlan plan;
-        load_plan(&child->settings.views, child->settings.seed, request->epoch, request->view_key,
-                  &reply->info, request->whole_file, &plan);
-        decode = plan.request;
+    if (request->op == DECODER_OP_RENDER) {
+        child_render(child, request, read, reply);
+        return;
     }
     child_faults(request->index);
     DecodedImage decoded;
-    if (decoder_decode(child->decoder, child->file.data, child->file.size, &decode, &decoded,
-                       &reply->err) != 0 ||
-        child_describe(child, &decoded, decode.native, reply) != 0)
+    if (decoder_decode(child->decoder, child->file.data, child->file.size, &request->request,
+                       &decoded, &reply->err) != 0 ||
+        child_describe(child, &decoded, request->request.native, reply) != 0)
         return;
     reply->decode_ns = child_ns() - read;
     reply->status = 0;
 }
 
-// The settings and the memory files, then a Decoder of them.
+// The settings and the memory files, then a Decoder of them and, with
+// views, a renderer and the output mapped.
 static int child_start(Child *child, DecoderReply *reply) {
-    char control[CMSG_SPACE(DECODER_BUFFERS * sizeof(int))];
+    char control[CMSG_SPACE((DECODER_BUFFERS + 1) * sizeof(int))];
     struct iovec part = {&child->settings, sizeof child->settings};
     struct msghdr message = {.msg_iov = &part, .msg_iovlen = 1, .msg_control = control,
                              .msg_controllen = sizeof control};
     const ssize_t got = recvmsg(child->socket, &message, MSG_CMSG_CLOEXEC);
     struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    const DecoderSettings *settings = &child->settings;
+    const int files = DECODER_BUFFERS + (settings->has_views != 0);
     if (got != (ssize_t)sizeof child->settings || !header || header->cmsg_type != SCM_RIGHTS ||
-        header->cmsg_len != CMSG_LEN(DECODER_BUFFERS * sizeof(int)))
+        header->cmsg_len != CMSG_LEN((size_t)files * sizeof(int)))
         return error_set(&reply->err, "decoder process: no settings from the worker");
-    memcpy(child->memory.fd, CMSG_DATA(header), sizeof child->memory.fd);
-    child->decoder = decoder_create(child->settings.max_pixels);
+    int fds[DECODER_BUFFERS + 1];
+    memcpy(fds, CMSG_DATA(header), (size_t)files * sizeof(int));
+    memcpy(child->memory.fd, fds, sizeof child->memory.fd);
+    child->decoder = decoder_create(settings->max_pixels);
     if (!child->decoder) return error_set(&reply->err, "decoder process: out of memory");
-    decoder_set_exif_orientation(child->decoder, child->settings.apply_exif_orientation);
-    decoder_set_channels(child->decoder, child->settings.channels);
+    decoder_set_exif_orientation(child->decoder, settings->apply_exif_orientation);
+    decoder_set_channels(child->decoder, settings->channels);
     const DecoderBufferMemory memory = {child_reserve, &child->memory};
     decoder_set_buffer_memory(child->decoder, &memory);
+    if (!settings->has_views) return 0;
+    child->renderer = image_renderer_create(&settings->views);
+    child->output_bytes = settings->shared_slots
+                              ? (size_t)settings->slot_count * settings->slot_bytes
+                              : decoder_view_offset(&settings->views, settings->views.count);
+    void *output = mmap(NULL, child->output_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                        fds[DECODER_BUFFERS], 0);
+    close(fds[DECODER_BUFFERS]);
+    if (!child->renderer || output == MAP_FAILED)
+        return error_set(&reply->err, "decoder process: cannot map where the views go");
+    child->output = output;
     return 0;
 }
 

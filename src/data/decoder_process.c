@@ -48,6 +48,11 @@ struct DecoderProcess {
     int memory_fd[DECODER_BUFFERS];
     const uint8_t *map[DECODER_BUFFERS];  // read-only
     size_t mapped[DECODER_BUFFERS];
+    // With views: where the child renders them (DecoderSettings): the
+    // loader's slots (not owned) or a views buffer, mapped read-only.
+    int output_fd;
+    const uint8_t *views;
+    size_t views_bytes;
     pid_t pid;  // 0 while no child runs
     int socket;
 };
@@ -86,6 +91,45 @@ static char **make_environment(void) {
     return environment;
 }
 
+// A memory file sealed against shrinking (and, of `size` bytes, against
+// growing): a mapping of it never reaches past its end.
+static int memory_file(size_t size) {
+    const int fd = memfd_create("ltc-decoded", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -1;
+    const int seals = size ? F_SEAL_SHRINK | F_SEAL_GROW : F_SEAL_SHRINK;
+    if ((size && ftruncate(fd, (off_t)size) != 0) || fcntl(fd, F_ADD_SEALS, seals) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// Where the child renders the views: the loader's slots, or a buffer of
+// one image's views, mapped here read-only.
+static int output_setup(DecoderProcess *process, const DecoderProcessConfig *config,
+                        ErrorMessage *err) {
+    DecoderSettings *settings = &process->settings;
+    if (config->slots) {
+        settings->shared_slots = 1;
+        settings->slot_count = config->slots->count;
+        settings->batch_size = config->slots->batch_size;
+        settings->slot_bytes = config->slots->bytes;
+        process->output_fd = fcntl(config->slots->fd, F_DUPFD_CLOEXEC, 0);
+    } else {
+        process->views_bytes = decoder_view_offset(config->views, config->views->count);
+        process->output_fd = memory_file(process->views_bytes);
+        void *map = process->output_fd < 0 ? MAP_FAILED
+                                           : mmap(NULL, process->views_bytes, PROT_READ,
+                                                  MAP_SHARED, process->output_fd, 0);
+        process->views = map == MAP_FAILED ? NULL : map;
+        if (!process->views) process->views_bytes = 0;
+    }
+    if (process->output_fd < 0 || (!config->slots && !process->views))
+        return error_set(err, "cannot create the decoder process's views memory: %s",
+                         strerror(errno));
+    return 0;
+}
+
 DecoderProcess *decoder_process_create(const DecoderProcessConfig *config, ErrorMessage *err) {
     DecoderProcess *process = calloc(1, sizeof *process);
     if (!process) {
@@ -94,6 +138,7 @@ DecoderProcess *decoder_process_create(const DecoderProcessConfig *config, Error
     }
     for (int i = 0; i < DECODER_BUFFERS; i++) process->memory_fd[i] = -1;
     process->socket = -1;
+    process->output_fd = -1;
     process->settings = (DecoderSettings){
         .max_pixels = config->max_pixels,
         .apply_exif_orientation = !config->ignore_exif_orientation,
@@ -113,13 +158,16 @@ DecoderProcess *decoder_process_create(const DecoderProcessConfig *config, Error
         return NULL;
     }
     for (int i = 0; i < DECODER_BUFFERS; i++) {
-        process->memory_fd[i] = memfd_create("ltc-decoded", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-        if (process->memory_fd[i] < 0 ||
-            fcntl(process->memory_fd[i], F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+        process->memory_fd[i] = memory_file(0);
+        if (process->memory_fd[i] < 0) {
             error_set(err, "cannot create the decoder process's memory: %s", strerror(errno));
             decoder_process_destroy(process);
             return NULL;
         }
+    }
+    if (config->views && output_setup(process, config, err) != 0) {
+        decoder_process_destroy(process);
+        return NULL;
     }
     return process;
 }
@@ -147,6 +195,8 @@ void decoder_process_destroy(DecoderProcess *process) {
         if (process->map[i]) munmap((void *)process->map[i], process->mapped[i]);
         if (process->memory_fd[i] >= 0) close(process->memory_fd[i]);
     }
+    if (process->views) munmap((void *)process->views, process->views_bytes);
+    if (process->output_fd >= 0) close(process->output_fd);
     free_environment(process->environment);
     free(process);
 }
@@ -192,18 +242,23 @@ static ssize_t receive(int socket, void *message, size_t size) {
     return got;
 }
 
-// The settings and the memory files to a new child, and its "ready".
+// The settings and the memory files (with views, the output's last) to a
+// new child.
 static int send_settings(DecoderProcess *process) {
-    char control[CMSG_SPACE(DECODER_BUFFERS * sizeof(int))];
+    int fds[DECODER_BUFFERS + 1];
+    memcpy(fds, process->memory_fd, sizeof process->memory_fd);
+    const int files = DECODER_BUFFERS + (process->settings.has_views != 0);
+    fds[DECODER_BUFFERS] = process->output_fd;
+    char control[CMSG_SPACE((DECODER_BUFFERS + 1) * sizeof(int))];
     memset(control, 0, sizeof control);
     struct iovec part = {&process->settings, sizeof process->settings};
     struct msghdr message = {.msg_iov = &part, .msg_iovlen = 1, .msg_control = control,
-                             .msg_controllen = sizeof control};
+                             .msg_controllen = CMSG_SPACE((size_t)files * sizeof(int))};
     struct cmsghdr *header = CMSG_FIRSTHDR(&message);
     header->cmsg_level = SOL_SOCKET;
     header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(DECODER_BUFFERS * sizeof(int));
-    memcpy(CMSG_DATA(header), process->memory_fd, sizeof process->memory_fd);
+    header->cmsg_len = CMSG_LEN((size_t)files * sizeof(int));
+    memcpy(CMSG_DATA(header), fds, (size_t)files * sizeof(int));
     return sendmsg(process->socket, &message, MSG_NOSIGNAL) == (ssize_t)sizeof process->settings
                ? 0
                : -1;
@@ -305,7 +360,8 @@ static int accept_reply(DecoderProcess *process, const DecoderReply *reply, int 
     result->info = *info;
     result->read_seconds = 1e-9 * (double)reply->read_ns;
     result->decode_seconds = 1e-9 * (double)reply->decode_ns;
-    if (op == DECODER_OP_PROBE) return 0;
+    result->render_seconds = 1e-9 * (double)reply->render_ns;
+    if (op != DECODER_OP_DECODE) return 0;  // no pixels to locate
     const int native = reply->native != 0;
     const SampleImage *samples = &reply->samples;
     const int width = native ? samples->width : reply->image.width;
@@ -400,24 +456,26 @@ int decoder_process_decode(DecoderProcess *process, const char *path,
     return process_call(process, &message, result, err);
 }
 
-int decoder_process_views(DecoderProcess *process, const char *path, int64_t index,
-                          uint32_t epoch, uint64_t view_key, int whole_file, LoadPlan *plan,
-                          DecoderResult *result, ErrorMessage *err) {
+int decoder_process_render(DecoderProcess *process, const char *path, int64_t index,
+                           uint32_t epoch, uint64_t view_key, int whole_file, int slot,
+                           int position, DecoderRendered *rendered, ErrorMessage *err) {
     if (!process->settings.has_views) {
         error_set(err, "internal error: decoder process without views");
         return DECODER_PROCESS_BROKEN;
     }
-    DecoderRequest request = {.op = DECODER_OP_VIEWS, .whole_file = whole_file, .epoch = epoch,
-                              .view_key = view_key, .index = index};
+    DecoderRequest request = {.op = DECODER_OP_RENDER, .whole_file = whole_file, .epoch = epoch,
+                              .view_key = view_key, .index = index, .slot = slot,
+                              .position = position};
     if (set_path(&request, path, err) != 0) return DECODER_PROCESS_BAD_FILE;
-    const int status = process_call(process, &request, result, err);
+    DecoderResult result;
+    const int status = process_call(process, &request, &result, err);
     if (status != 0) return status;
-    load_plan(&process->settings.views, process->settings.seed, epoch, view_key, &result->info,
-              whole_file, plan);
-    if (!pixel_rect_contains(result->decoded.covered, plan->request.region)) {
-        process_stop(process, NULL);
-        error_set(err, "decoder process: decoded pixels do not cover the views' crops");
-        return DECODER_PROCESS_BAD_FILE;
-    }
+    *rendered = (DecoderRendered){
+        .format = result.info.format,
+        .views = process->settings.shared_slots ? NULL : process->views,
+        .read_seconds = result.read_seconds,
+        .decode_seconds = result.decode_seconds,
+        .render_seconds = result.render_seconds,
+    };
     return 0;
 }
