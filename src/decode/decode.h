@@ -29,11 +29,15 @@
 // the EXIF tags, which gives what Pillow's Image.open and torchvision's
 // decode_image (and so LightlyTrain) give.
 //
-// A Decoder is one per worker thread and reused for every image: it owns the
-// libjpeg decompressor and a pixel buffer that grows to the largest image
-// seen. Errors never exit or crash: every function returns 0 or -1 with a
+// A Decoder is one per loader worker (in its decoder process,
+// data/decoder_process.h) and reused for every image: it owns the libjpeg
+// decompressor and pixel buffers that grow to the largest image seen.
+// Errors are returned, not raised: every function returns 0 or -1 with a
 // message in err naming the reason (truncated, corrupt, unsupported, too
-// large).
+// large). Where a library is known to crash, hang or exhaust memory on some
+// input, that input is checked before the library sees it (heif_check.c,
+// heif_canvas.c, stb.c's TGA test, dicom.c's length walk); for what is not
+// known yet, the loader decodes in a child process.
 #ifndef LTC_DECODE_DECODE_H
 #define LTC_DECODE_DECODE_H
 
