@@ -6,7 +6,8 @@ image becomes the single tile of a 1x1 'grid' item, the primary image, whose
 
     python3 tools/make_heif_grid_fixtures.py tests/fixtures/heif_grid/rgb64.heic \\
         tests/fixtures/heif_grid/output_larger_than_ispe.heic \\
-        tests/fixtures/heif_grid/grid_1x1.heic
+        tests/fixtures/heif_grid/grid_1x1.heic \\
+        tests/fixtures/heif_grid/output_within_limit_larger_than_ispe.heic
 
   output_larger_than_ispe.heic: the grid's own data declares an
       output of 30000 x 30000 pixels. libheif 1.15 allocates the grid's
@@ -14,6 +15,9 @@ image becomes the single tile of a 1x1 'grid' item, the primary image, whose
       900 MB) although the handle, and so our pixel limit, says 64 x 64.
   grid_1x1.heic: the same grid declaring the tile's size: a valid file,
       which must decode to the source's pixels.
+  output_within_limit_larger_than_ispe.heic: the grid declares 4000 x 4000,
+      within the default pixel limit (Pillow's 89 Mpx) that the canvas check
+      reads the declaration against, but not the 64 x 64 its header says.
 
 rgb64.heic, the source, is a 64 x 64 gradient (no 'clap', so the tile is
 the whole image) written once with pillow-heif 1.8.1 (x265):
@@ -88,10 +92,11 @@ def grid_file(source, output_width, output_height):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         sys.exit(__doc__)
     source = open(sys.argv[1], "rb").read()
-    for path, size in ((sys.argv[2], (30000, 30000)), (sys.argv[3], (0, 0))):  # 0: the tile's
+    for path, size in ((sys.argv[2], (30000, 30000)), (sys.argv[3], (0, 0)),  # 0: the tile's
+                       (sys.argv[4], (4000, 4000))):
         data = grid_file(source, *size)
         with open(path, "wb") as out:
             out.write(data)

@@ -11,7 +11,11 @@
 // file is not used, as the HEIF specification says: the container's
 // transformations are the ones that hold. The handle's size is checked
 // against the pixel limit before decoding; one decoding thread per image
-// (the loader runs one per worker).
+// (the loader runs one per worker). Item references that would make
+// libheif recurse without end are refused before it reads the file
+// (heif_check.c), and so are grid and overlay canvases larger than the
+// pixel limit, which libheif allocates whatever size the image says it has
+// (heif_canvas.c).
 #include "decode/avif.h"
 #include "decode/decode_internal.h"
 
@@ -48,8 +52,10 @@ static void close_heif(HeifFile *file) {
     memset(file, 0, sizeof *file);
 }
 
-static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMessage *err) {
+static int open_heif(const Decoder *decoder, const uint8_t *data, size_t size, HeifFile *file,
+                     ErrorMessage *err) {
     memset(file, 0, sizeof *file);
+    if (decode_heif_check(data, size, decoder->max_pixels, err) != 0) return -1;
     file->context = heif_context_alloc();
     if (!file->context) return error_set(err, "out of memory: cannot create a HEIF reader");
     heif_context_set_maximum_image_size_limit(file->context, DECODE_MAX_SIDE);
@@ -83,7 +89,7 @@ int decode_heif_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageI
                       ErrorMessage *err) {
     if (decode_avif_accepts(data, size)) return decode_avif_probe(decoder, data, size, info, err);
     HeifFile file;
-    if (open_heif(data, size, &file, err) != 0) return -1;
+    if (open_heif(decoder, data, size, &file, err) != 0) return -1;
     info->width = file.width;
     info->height = file.height;
     close_heif(&file);
@@ -96,7 +102,7 @@ int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
         return decode_avif_decode(decoder, data, size, request, out, err);
     HeifFile file;
     PixelRect region;
-    if (open_heif(data, size, &file, err) != 0) return -1;
+    if (open_heif(decoder, data, size, &file, err) != 0) return -1;
     if (decode_check_size(decoder, "HEIF image", file.width, file.height, err) != 0 ||
         decode_clamp_region(request, file.width, file.height, &region, err) != 0) {
         close_heif(&file);
