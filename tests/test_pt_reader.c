@@ -1,5 +1,5 @@
 // PyTorch .pt state dicts (src/weights/pt_reader.h): the files torch.save
-// wrote in tools/make_pt_fixtures.py read through safetensors_read (the path
+// wrote in tools/make_pt_fixtures.py read through weight_file_read (the path
 // every consumer takes) and compared with their safetensors twins; a
 // torchvision ResNet-18 layout and a DINOv2-layout ViT loaded as backbones;
 // and hostile files (globals, REDUCE, BUILD, opcodes, sizes, offsets, broken
@@ -25,6 +25,7 @@
 #include "util/file.h"
 #include "util/half.h"
 #include "weights/pt_pickle.h"
+#include "weights/weight_file.h"
 #include "weights/pt_reader.h"
 
 #define FIXTURES "tests/fixtures/pt/"
@@ -33,7 +34,7 @@
 
 static void read_file(const char *path, SafeTensors *file) {
     ErrorMessage err = {{0}};
-    if (safetensors_read(path, file, &err) != 0) fail_msg("%s", err.text);
+    if (weight_file_read(path, file, &err) != 0) fail_msg("%s", err.text);
 }
 
 // Every tensor of the twin is in the .pt with the same dtype, shape and bytes.
@@ -726,7 +727,7 @@ static void assert_zip_refused(const ZipEntry *entries, int count, const char *e
     write_zip(path, entries, count);
     SafeTensors out;
     ErrorMessage err = {{0}};
-    const int status = safetensors_read(path, &out, &err);
+    const int status = weight_file_read(path, &out, &err);
     unlink(path);
     assert_error(status, &out, &err, expected);
 }
@@ -744,7 +745,7 @@ static void test_zip_layout_refused(void **state) {
         write_zip(path, entries, 2);
         SafeTensors out;
         ErrorMessage err = {{0}};
-        if (safetensors_read(path, &out, &err) != 0) fail_msg("%s", err.text);  // the base case
+        if (weight_file_read(path, &out, &err) != 0) fail_msg("%s", err.text);  // the base case
         safetensors_free(&out);
         unlink(path);
     }

@@ -265,14 +265,6 @@ const Parameter *backbone_input_layer(const Backbone *backbone) {
                                                 : "conv1.weight");
 }
 
-int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err) {
-    SafeTensors file;
-    if (safetensors_read_weights(path, &file, err)) return -1;
-    const int status = backbone->ops->load(backbone, &file, "", err);
-    safetensors_free(&file);
-    return status ? error_prefix(err, "%s", path) : 0;
-}
-
 void backbone_feature_map_size(const Backbone *b, int slot, int *height, int *width) {
     if (b->spec.kind == BACKBONE_VIT)
         *height = *width = b->model.vit.slots[slot].grid;

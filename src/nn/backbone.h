@@ -112,12 +112,9 @@ void backbone_free(Backbone *backbone);
 // ResNet (depth from its block names) or a ViT (vit_weights.h).
 int backbone_spec_from_weights(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
                                ErrorMessage *err);
-// Loads a backbone file (torchvision / timm / DINOv2 / transformers state
-// dict) into backbone; errors name the path.
 // The first layer (ResNet conv1, ViT patch_embed.proj), torchvision's OIHW
 // shape: shape[1] is the image channels the backbone takes.
 const Parameter *backbone_input_layer(const Backbone *backbone);
-int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err);
 
 // Keys the random draws of the following training forwards (a ViT's drop
 // path and DINOv3's RoPE rescale) by `key`, the global index of the batch

@@ -135,15 +135,3 @@ int state_dict_backbone_spec(const SafeTensors *file, const char *prefix, Backbo
     spec->in_channels = (int)state_dict_find(file, prefix, "conv1.weight")->shape[1];
     return 0;
 }
-
-int state_dict_backbone_load(const char *path, SafeFileKind kind, StateDictBackboneLoader load,
-                             void *context, char *prefix, size_t size, ErrorMessage *err) {
-    SafeTensors file;
-    prefix[0] = '\0';
-    if (safetensors_read_weights_as(path, kind, &file, err)) return -1;  // names the path
-    const int found = state_dict_backbone_prefix(&file, prefix, size, err);
-    const int status = found < 0 ? -1 : load(context, &file, prefix, found == 0, err);
-    if (status != 0 && found == 0 && prefix[0]) error_prefix(err, "under \"%s\"", prefix);
-    safetensors_free(&file);
-    return status ? error_prefix(err, "%s", path) : 0;
-}

@@ -14,6 +14,7 @@
 #include "nn/state_dict_backbone.h"
 #include "nn/weights.h"
 #include "weights/resolve.h"
+#include "weights/weight_file.h"
 
 static const char *const method_names[METHOD_KIND_COUNT] = {
     [METHOD_SIMCLR] = "simclr",   [METHOD_BYOL] = "byol",
@@ -409,13 +410,13 @@ int method_load_backbone_weights(Backbone *model, const char *path, int *adapted
     if (weights_local_path(path, local_path, sizeof local_path, err)) return -1;
     path = local_path;
     int is_checkpoint;
-    SafeFileKind kind;
+    WeightFileKind kind;
     if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
     if (!is_checkpoint) {
         InitialWeights into = {model, adapted};
         char prefix[SAFETENSORS_MAX_NAME];  // "module.", "backbone.", ...
-        return state_dict_backbone_load(path, kind, load_state_dict, &into, prefix,
-                                        sizeof prefix, err);  // names the path
+        return weight_file_load_backbone(path, kind, load_state_dict, &into, prefix,
+                                         sizeof prefix, err);  // names the path
     }
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;

@@ -9,6 +9,7 @@
 #include "nn/weights.h"
 #include "train/checkpoint.h"
 #include "weights/resolve.h"
+#include "weights/weight_file.h"
 
 // The checkpoint prefix of `part` (see model_source.h).
 static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char *prefix,
@@ -138,7 +139,7 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
     memset(model, 0, sizeof *model);
     CreateAndLoad how = {options, backend, inputs, input_count, model};
     int status, is_checkpoint;
-    SafeFileKind kind;
+    WeightFileKind kind;
     if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
     if (is_checkpoint) {
         info->is_checkpoint = 1;
@@ -158,8 +159,8 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
         if (strcmp(part, "backbone") != 0 && strcmp(part, "student") != 0)
             return error_set(err, "%s: part \"%s\" needs a checkpoint; a safetensors file holds "
                                   "one backbone (part backbone)", path, part);
-        status = state_dict_backbone_load(path, kind, create_from_state_dict, &how, info->prefix,
-                                          sizeof info->prefix, err);  // names the path
+        status = weight_file_load_backbone(path, kind, create_from_state_dict, &how,
+                                           info->prefix, sizeof info->prefix, err);  // names the path
     }
     if (status == 0) return 0;
     return strcmp(asked, path) != 0 ? error_prefix(err, "%s", asked) : -1;

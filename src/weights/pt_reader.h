@@ -1,7 +1,8 @@
 // PyTorch .pt / .pth state dicts read into the same SafeTensors that
 // safetensors files give (nn/safetensors.h), so every consumer of weights
-// (initial weights, teachers, embed, export) reads both; safetensors_read
-// sends a file here when its first bytes say PyTorch (never by extension).
+// (initial weights, teachers, embed, export) reads both; the front door
+// (weights/weight_file.h) sends a file here when its first bytes say
+// PyTorch (never by extension).
 //
 // Containers:
 //   zip     torch.save since PyTorch 1.6: <archive>/data.pkl (the pickle),
@@ -58,7 +59,7 @@ typedef enum PtFormat {
 PtFormat pt_sniff(const uint8_t *head, size_t size);
 
 // Reads the file at path; errors name what is wrong (not the path: the
-// caller adds it, as with safetensors_read).
+// caller adds it, as weight_file_read does).
 int pt_read(const char *path, SafeTensors *out, ErrorMessage *err);
 // The same on a whole file held in memory; takes ownership of bytes
 // (malloc'ed) on success and on failure.
