@@ -37,7 +37,8 @@ int state_dict_resnet_depth(const SafeTensors *file, const char *prefix, int *de
                             ErrorMessage *err);
 
 // The architecture under prefix: a ViT when its tokens are there, else a
-// ResNet of the detected depth (in_channels: the file's).
+// ResNet of the detected depth (in_channels: the file's), or the Ultralytics
+// model whose tables match (nn/yolo.h yolo_config_from_weights).
 int state_dict_backbone_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
                              ErrorMessage *err);
 

@@ -92,7 +92,7 @@ MethodDefaults method_defaults(MethodKind kind, BackboneKind student) {
         // Issue 11: LARS for a convolutional student, AdamW (wd 0.04) for a
         // transformer. LightlyTrain 0.17's "auto" is AdamW for both, with wd
         // 1e-6 for a convolutional student: `--optim adamw` gives exactly that.
-        if (student == BACKBONE_RESNET)
+        if (student != BACKBONE_VIT)  // ResNets and YOLOs: convolutional
             return distillation_defaults(OPTIMIZER_LARS, 1.8, 1e-6, OPTIMIZER_ADAMW, 5e-4, 1e-6);
         return distillation_defaults(OPTIMIZER_ADAMW, 5e-4, 0.04, OPTIMIZER_LARS, 1.8, 1e-6);
     }

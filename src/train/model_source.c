@@ -46,10 +46,11 @@ static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
     if (backbone_spec_parse(arch, 224, &named, err)) return -1;
     char found[BACKBONE_MAX_NAME];
     backbone_spec_name(spec, found, sizeof found);
-    if (named.kind != spec->kind || (spec->kind == BACKBONE_RESNET &&
-                                     named.resnet_depth != spec->resnet_depth))
+    if (named.kind != spec->kind ||
+        (spec->kind == BACKBONE_RESNET && named.resnet_depth != spec->resnet_depth) ||
+        (spec->kind == BACKBONE_YOLO && strcmp(named.yolo.name, spec->yolo.name) != 0))
         return error_set(err, "%s does not match the file, which holds a %s", arch, found);
-    if (spec->kind == BACKBONE_RESNET) return 0;
+    if (spec->kind != BACKBONE_VIT) return 0;
     const VitConfig *a = &named.vit, *b = &spec->vit;
     const struct { const char *what; int named, file; } checks[] = {
         {"width", a->embed_dim, b->embed_dim},        {"depth", a->depth, b->depth},
