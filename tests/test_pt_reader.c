@@ -27,6 +27,7 @@
 #include "weights/pt_pickle.h"
 #include "weights/weight_file.h"
 #include "weights/pt_reader.h"
+#include "pickle_builder.h"
 
 #define FIXTURES "tests/fixtures/pt/"
 
@@ -344,108 +345,7 @@ static void test_root_resnet_unsupported_layout(void **state) {
 
 // ---- hostile pickles ---------------------------------------------------------------------------
 
-typedef struct Bytes {
-    uint8_t data[4096];
-    size_t size;
-} Bytes;
-
-static void put(Bytes *b, const void *bytes, size_t n) {
-    assert_true(b->size + n <= sizeof b->data);
-    memcpy(b->data + b->size, bytes, n);
-    b->size += n;
-}
-
-static void op(Bytes *b, uint8_t code) { put(b, &code, 1); }
-// Opcodes without operands, as a string literal.
-#define OPS(b, codes) put(b, codes, sizeof codes - 1)
-
-static void put_str(Bytes *b, const char *text) {
-    const uint32_t length = (uint32_t)strlen(text);
-    op(b, 'X');
-    put(b, &length, 4);
-    put(b, text, length);
-}
-
-static void put_int(Bytes *b, int64_t value) {
-    if (value >= 0 && value < 256) {
-        op(b, 'K');
-        op(b, (uint8_t)value);
-    } else {
-        op(b, 0x8a);  // LONG1, 8 bytes
-        op(b, 8);
-        put(b, &value, 8);
-    }
-}
-
-static void put_global(Bytes *b, const char *module, const char *name) {
-    op(b, 'c');
-    put(b, module, strlen(module));
-    op(b, '\n');
-    put(b, name, strlen(name));
-    op(b, '\n');
-}
-
-typedef struct TensorSpec {
-    const char *key;
-    int64_t numel;  // of storage "0", F32
-    int64_t offset;
-    int rank;
-    int64_t shape[3], stride[3];
-} TensorSpec;
-
-// key: _rebuild_tensor_v2((persistent id of storage "0"), offset, shape,
-// stride, False, OrderedDict()), as torch.save writes it.
-static void put_tensor_entry(Bytes *b, const TensorSpec *t) {
-    put_str(b, t->key);
-    put_global(b, "torch._utils", "_rebuild_tensor_v2");
-    OPS(b, "((");
-    put_str(b, "storage");
-    put_global(b, "torch", "FloatStorage");
-    put_str(b, "0");
-    put_str(b, "cpu");
-    put_int(b, t->numel);
-    OPS(b, "tQ");
-    put_int(b, t->offset);
-    op(b, '(');
-    for (int d = 0; d < t->rank; d++) put_int(b, t->shape[d]);
-    OPS(b, "t(");
-    for (int d = 0; d < t->rank; d++) put_int(b, t->stride[d]);
-    OPS(b, "t\x89");
-    put_global(b, "collections", "OrderedDict");
-    OPS(b, ")RtR");
-}
-
 static const TensorSpec GOOD = {"w", 6, 0, 2, {2, 3}, {3, 1}};
-
-// {key: tensor} in protocol 2.
-static void put_state_dict(Bytes *b, const TensorSpec *t) {
-    OPS(b, "\x80\x02}(");
-    put_tensor_entry(b, t);
-    OPS(b, "u.");
-}
-
-// A legacy-format file around `object`: magic, protocol, sys_info, object,
-// keys ["0"], then storage "0" as an int64 count and `numel` floats.
-static uint8_t *legacy_file(const Bytes *object, int64_t numel, size_t *size) {
-    static const uint8_t head[] = {
-        0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e,
-        0x80, 0x02, 'M', 0xe9, 0x03, '.',  // 1001
-        0x80, 0x02, '}', 'X', 13, 0, 0, 0, 'l', 'i', 't', 't', 'l', 'e', '_', 'e', 'n', 'd',
-        'i', 'a', 'n', 0x88, 's', '.'};
-    static const uint8_t keys[] = {0x80, 0x02, ']', '(', 'X', 1, 0, 0, 0, '0', 'e', '.'};
-    const size_t data = (size_t)numel * sizeof(float);
-    *size = sizeof head + object->size + sizeof keys + 8 + data;
-    uint8_t *file = calloc(1, *size), *p = file;
-    memcpy(p, head, sizeof head);
-    memcpy(p += sizeof head, object->data, object->size);
-    memcpy(p += object->size, keys, sizeof keys);
-    memcpy(p += sizeof keys, &numel, 8);
-    for (int64_t i = 0; i < numel; i++) {
-        const float value = (float)i;
-        memcpy(p + 8 + (size_t)i * 4, &value, 4);
-    }
-    return file;
-}
 
 // A reader's status and message: a failure, in one line holding `expected`.
 static void assert_error(int status, SafeTensors *out, const ErrorMessage *err,
@@ -562,10 +462,10 @@ static void test_reduce_and_build_refused(void **state) {
     OPS(&build, "\x80\x02]}b.");
     assert_refused(&build, 0, "BUILD on a list");
 
-    const uint8_t opcodes[] = {0x81 /* NEWOBJ */, 'i' /* INST */, 'o' /* OBJ */, 0x82 /* EXT1 */,
+    // (NEWOBJ is allowed on a module's class: tests/test_pt_modules.c)
+    const uint8_t opcodes[] = {'i' /* INST */, 'o' /* OBJ */, 0x82 /* EXT1 */,
                                'P' /* PERSID */, 'S' /* STRING */, 0x92 /* NEWOBJ_EX */};
-    const char *const names[] = {"NEWOBJ", "INST", "OBJ", "EXT1", "PERSID", "STRING",
-                                 "NEWOBJ_EX"};
+    const char *const names[] = {"INST", "OBJ", "EXT1", "PERSID", "STRING", "NEWOBJ_EX"};
     for (size_t i = 0; i < sizeof opcodes; i++) {
         Bytes b = {0};
         OPS(&b, "\x80\x02)");

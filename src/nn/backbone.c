@@ -20,7 +20,10 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolov8n.yaml", "ultralytics/yolov8s.yaml", "ultralytics/yolov8m.yaml",
     "ultralytics/yolov8l.yaml", "ultralytics/yolov8x.yaml", "ultralytics/yolo11n.yaml",
     "ultralytics/yolo11s.yaml", "ultralytics/yolo11m.yaml", "ultralytics/yolo11l.yaml",
-    "ultralytics/yolo11x.yaml", NULL};
+    "ultralytics/yolo11x.yaml", "ultralytics/yolov8n.pt", "ultralytics/yolov8s.pt",
+    "ultralytics/yolov8m.pt", "ultralytics/yolov8l.pt", "ultralytics/yolov8x.pt",
+    "ultralytics/yolo11n.pt", "ultralytics/yolo11s.pt", "ultralytics/yolo11m.pt",
+    "ultralytics/yolo11l.pt", "ultralytics/yolo11x.pt", NULL};
 
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);

@@ -20,7 +20,10 @@
 // tensors are those of the top-level dict; when it holds none, those of the
 // first of its entries "state_dict", "model_state_dict", "model", "teacher"
 // that holds tensors (Lightning / timm training checkpoints, DINOv2's
-// teacher checkpoints). Non-tensor entries of that dict are skipped; keys
+// teacher checkpoints); when none does, an Ultralytics checkpoint's
+// pickled model (the "ema" entry when it holds one, else "model"), its
+// tensors by module path as its state_dict() names them
+// (weights/pt_modules.h). Non-tensor entries of that dict are skipped; keys
 // must be UTF-8 strings without NUL, shorter than SAFETENSORS_MAX_NAME, and
 // unique. Tensors keep the dict's order.
 //
