@@ -16,6 +16,7 @@
 #include "nn/backbone.h"
 #include "train/model_source.h"
 #include "util/output_path.h"
+#include "weights/ultralytics_export.h"
 
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
 static const char *const format_names[] = {"safetensors", NULL};
@@ -44,7 +45,9 @@ static int export_run(const ExportArgs *args) {
     const char *program = "lightly-train-c export";
     ErrorMessage err = {{0}};
     const char *extension = foreign_extension(args->out);
-    if (extension) {
+    // .pt: Ultralytics' checkpoint of a YOLO (the model is checked below).
+    const int ultralytics = extension && strcasecmp(extension, ".pt") == 0;
+    if (extension && !ultralytics) {
         fprintf(stderr, "%s: --out %s: export writes %s, which a %s reader cannot read: name it "
                         "*.safetensors\n",
                 program, args->out, format_names[args->format], extension);
@@ -72,7 +75,12 @@ static int export_run(const ExportArgs *args) {
         return 2;
     }
     int status = 0;
-    if (backbone_save(&model, args->out, &err) != 0) {
+    if (ultralytics && model.spec.kind != BACKBONE_YOLO) {
+        fprintf(stderr, "%s: --out %s: .pt is Ultralytics' checkpoint, written for YOLO models "
+                        "only; name it *.safetensors\n", program, args->out);
+        status = 2;
+    } else if (ultralytics ? export_ultralytics(&model.model.yolo, args->out, &err) != 0
+                           : backbone_save(&model, args->out, &err) != 0) {
         fprintf(stderr, "%s: %s\n", program, err.text);
         status = 1;
     } else {

@@ -222,6 +222,28 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
 // OIHW, num_batches_tracked I64): every layer, neck and head included.
 int yolo_save(const Yolo *model, const char *path, ErrorMessage *err);
 
+// One line of the family's YAML, [from, repeats, module, args], before
+// scaling (export_ultralytics.c writes the model's yaml dict from them).
+typedef struct YoloYamlLine {
+    int from[3];     // -1: the previous layer; absolute indices otherwise
+    int from_count;
+    int repeats;
+    YoloModuleKind kind;
+    int channels;    // args[0] (c2) before scaling; 0 where the module has none
+    int kernel, stride;
+    int flag;        // C2f: shortcut; C3k2: c3k
+    float expansion; // C3k2's e (0: the default 0.5)
+} YoloYamlLine;
+const YoloYamlLine *yolo_yaml_lines(YoloFamily family, int *count);
+
+// The YAML's scales: depth, width, max_channels of n, s, m, l, x (5 entries).
+typedef struct YoloScale {
+    char scale;
+    double depth, width;
+    int max_channels;
+} YoloScale;
+const YoloScale *yolo_yaml_scales(YoloFamily family);
+
 // Internal to yolo*.c. Fills model->layers from the YAML tables (yolo_config.c).
 int yolo_build_layers(Yolo *model, ErrorMessage *err);
 // The blocks' forward and backward (yolo_blocks.c).

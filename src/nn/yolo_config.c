@@ -15,20 +15,8 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
                                         "yolo11n", "yolo11s", "yolo11m", "yolo11l", "yolo11x",
                                         NULL};
 
-// One YAML line: [from, repeats, module, args].
-typedef struct YamlLayer {
-    int from[3];     // -1: the previous layer; absolute indices otherwise
-    int from_count;
-    int repeats;
-    YoloModuleKind kind;
-    int channels;    // args[0] (c2) before scaling; 0 where the module has none
-    int kernel, stride;
-    int flag;        // C2f: shortcut; C3k2: c3k
-    float expansion; // C3k2's e (0: the default 0.5)
-} YamlLayer;
-
 #define PREV {-1}, 1
-static const YamlLayer yolov8_yaml[] = {
+static const YoloYamlLine yolov8_yaml[] = {
     {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0},      {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0},
     {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},
     {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},
@@ -43,7 +31,7 @@ static const YamlLayer yolov8_yaml[] = {
     {{15, 18, 21}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0},
 };
 
-static const YamlLayer yolo11_yaml[] = {
+static const YoloYamlLine yolo11_yaml[] = {
     {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0},
     {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},
     {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},
@@ -59,19 +47,22 @@ static const YamlLayer yolo11_yaml[] = {
 };
 #undef PREV
 
-// The YAMLs' scales: depth, width, max_channels.
-typedef struct YoloScale {
-    char scale;
-    double depth, width;
-    int max_channels;
-} YoloScale;
-
 static const YoloScale yolov8_scales[] = {{'n', 0.33, 0.25, 1024}, {'s', 0.33, 0.50, 1024},
                                           {'m', 0.67, 0.75, 768},  {'l', 1.00, 1.00, 512},
                                           {'x', 1.00, 1.25, 512}};
 static const YoloScale yolo11_scales[] = {{'n', 0.50, 0.25, 1024}, {'s', 0.50, 0.50, 1024},
                                           {'m', 0.50, 1.00, 512},  {'l', 1.00, 1.00, 512},
                                           {'x', 1.00, 1.50, 512}};
+
+const YoloYamlLine *yolo_yaml_lines(YoloFamily family, int *count) {
+    *count = family == YOLO_V8 ? (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml)
+                               : (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml);
+    return family == YOLO_V8 ? yolov8_yaml : yolo11_yaml;
+}
+
+const YoloScale *yolo_yaml_scales(YoloFamily family) {
+    return family == YOLO_V8 ? yolov8_scales : yolo11_scales;
+}
 
 static int ends_with(const char *text, size_t length, const char *suffix) {
     const size_t n = strlen(suffix);
@@ -115,17 +106,16 @@ static int make_divisible(double x) { return (int)ceil(x / 8.0) * 8; }
 int yolo_build_layers(Yolo *model, ErrorMessage *err) {
     const YoloConfig *config = &model->config;
     const int v8 = config->family == YOLO_V8;
-    const YamlLayer *yaml = v8 ? yolov8_yaml : yolo11_yaml;
-    const int count = v8 ? (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml)
-                         : (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml);
-    const YoloScale *scales = v8 ? yolov8_scales : yolo11_scales;
+    int count;
+    const YoloYamlLine *yaml = yolo_yaml_lines(config->family, &count);
+    const YoloScale *scales = yolo_yaml_scales(config->family);
     const YoloScale *scale = NULL;
     for (int i = 0; i < 5; i++)
         if (scales[i].scale == config->scale) scale = &scales[i];
     if (!scale) return error_set(err, "%s: no scale '%c'", config->name, config->scale);
     int channels[YOLO_MAX_LAYERS];
     for (int i = 0; i < count; i++) {
-        const YamlLayer *line = &yaml[i];
+        const YoloYamlLine *line = &yaml[i];
         YoloModule *layer = &model->layers[i];
         memset(layer, 0, sizeof *layer);
         layer->kind = line->kind;

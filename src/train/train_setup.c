@@ -484,9 +484,10 @@ static int tidy_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     // The names train writes atomically in each folder: only their
     // temporaries are removed (a user's "notes.tmp.123" is not ours).
-    static const char *const written[][3] = {{"metrics.jsonl", "events.out.tfevents.*", NULL},
+    static const char *const written[][4] = {{"metrics.jsonl", "events.out.tfevents.*", NULL},
                                              {"last.ckpt", NULL},
-                                             {"exported_last.safetensors", NULL}};
+                                             {"exported_last.safetensors",
+                                              "exported_last.pt", NULL}};
     char names[1024] = "", path[PATH_MAX];
     int removed = file_remove_stale_temporaries(config->out, written[0], names, sizeof names);
     for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {

@@ -66,6 +66,18 @@ done
 "$build/tests/e2e/compare_weights" "$work/one.st" "$work/two.st" 0 0 >/dev/null 2>&1 &&
   fail "the backbone's first conv did not train"
 
+# exported_last.pt: Ultralytics' checkpoint (tests/test_ultralytics_export.c
+# checks its structure, tools/check_ultralytics_export.py that Ultralytics
+# loads and fine-tunes it); our reader takes it back to the same tensors.
+[ -s "$work/v8/exported_models/exported_last.pt" ] || fail "no exported_last.pt"
+"$bin" export --checkpoint "$work/v8/exported_models/exported_last.pt" --out "$work/back.safetensors" \
+  >/dev/null 2>&1 || fail "export of exported_last.pt failed"
+"$build/tests/e2e/compare_weights" "$one" "$work/back.safetensors" 0 0 >/dev/null ||
+  fail "exported_last.pt does not read back to exported_last.safetensors"
+"$bin" export --checkpoint "$one" --out "$work/again.pt" >/dev/null 2>&1 || fail "export --out .pt of a YOLO"
+expect_only 2 "\.pt is Ultralytics' checkpoint, written for YOLO models only" -- \
+  "$bin" export --checkpoint "$work/vit_t14.safetensors" --out "$work/vit.pt"
+
 # embed reads the export back: the pooled last backbone layer (yolov8n: 256).
 output=$("$bin" embed --data "$images" --checkpoint "$one" --out "$work/emb.csv" --image-size 64 \
   --num-workers 1 2>&1) || fail "embed failed: $output"
