@@ -1,11 +1,13 @@
-// Test-image encoders for TIFF (libtiff), HEIF/AVIF (libheif), JPEG XL
-// (libjxl), GIF (giflib) and EXIF blocks (libexif), writing to memory.
+// Test-image encoders for TIFF (libtiff), HEIF/AVIF (libheif), AVIF with
+// irot/imir (libavif), JPEG XL (libjxl), GIF (giflib) and EXIF blocks
+// (libexif), writing to memory.
 #include "format_encoders.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <avif/avif.h>
 #include <gif_lib.h>
 #include <jxl/encode.h>
 #include <libexif/exif-data.h>
@@ -234,6 +236,50 @@ Bytes encode_heif(const uint8_t *rgb, int width, int height, int avif, int orien
     struct heif_writer writer = {1, heif_append};
     require(heif_context_write(context, &writer, &out).code == heif_error_Ok);
     heif_context_free(context);
+    return out;
+}
+
+// EXIF orientation -> irot angle (x 90 degrees anticlockwise) and imir mode
+// (0: top and bottom exchanged, 1: left and right; -1: none), the mapping
+// HEIF readers apply (irot first).
+static void irot_imir_of(int orientation, int *angle, int *mode) {
+    static const int angles[9] = {0, 0, 0, 2, 0, 1, 3, 3, 1};
+    static const int modes[9] = {-1, -1, 1, -1, 0, 0, -1, 0, -1};
+    *angle = orientation >= 1 && orientation <= 8 ? angles[orientation] : 0;
+    *mode = orientation >= 1 && orientation <= 8 ? modes[orientation] : -1;
+}
+
+Bytes encode_avif(const uint8_t *rgb, int width, int height, int orientation) {
+    avifImage *image = avifImageCreate((uint32_t)width, (uint32_t)height, 8,
+                                       AVIF_PIXEL_FORMAT_YUV444);
+    require(image != NULL);
+    avifRGBImage pixels;
+    avifRGBImageSetDefaults(&pixels, image);
+    pixels.format = AVIF_RGB_FORMAT_RGB;
+    pixels.pixels = (uint8_t *)rgb;
+    pixels.rowBytes = (uint32_t)width * 3;
+    require(avifImageRGBToYUV(image, &pixels) == AVIF_RESULT_OK);
+    int angle, mode;
+    irot_imir_of(orientation, &angle, &mode);
+    if (angle) {
+        image->transformFlags |= AVIF_TRANSFORM_IROT;
+        image->irot.angle = (uint8_t)angle;
+    }
+    if (mode >= 0) {
+        image->transformFlags |= AVIF_TRANSFORM_IMIR;
+        image->imir.mode = (uint8_t)mode;
+    }
+    avifEncoder *encoder = avifEncoderCreate();
+    require(encoder != NULL);
+    encoder->minQuantizer = encoder->maxQuantizer = 3;  // Pillow's quality 95
+    encoder->speed = 9;
+    avifRWData output = AVIF_DATA_EMPTY;
+    require(avifEncoderWrite(encoder, image, &output) == AVIF_RESULT_OK);
+    Bytes out = {NULL, 0};
+    append(&out, output.data, output.size);
+    avifRWDataFree(&output);
+    avifEncoderDestroy(encoder);
+    avifImageDestroy(image);
     return out;
 }
 

@@ -34,6 +34,11 @@ Bytes encode_tiff(const TiffSpec *spec, const void *samples, int width, int heig
 // the EXIF values).
 Bytes encode_heif(const uint8_t *rgb, int width, int height, int avif, int orientation);
 
+// 8-bit RGB as a 4:4:4 AVIF through libavif (libaom) at quality 95, with
+// orientation 1..8 written as irot/imir. (libheif 1.15 writes the rotated
+// size into ispe, which libavif, like Pillow's, does not read as rotated.)
+Bytes encode_avif(const uint8_t *rgb, int width, int height, int orientation);
+
 // Lossless JPEG XL through libjxl: channels 1 or 3, 8 or 16 bits (samples
 // uint8 or uint16), orientation 1..8 in the header.
 Bytes encode_jxl(const void *samples, int width, int height, int channels, int bits,

@@ -262,6 +262,23 @@ static void copy_fixture(const char *root, const char *name, const char *as) {
     byte_buffer_free(&file);
 }
 
+// A loader of the folder's images as 8 x 8 float views of 4 channels,
+// normalised by mean 0 and std 1 (the values as read), keep_last on.
+static Loader *four_channel_loader(const char *root, Dataset *dataset, int batch_size,
+                                   int workers) {
+    ErrorMessage err = {{0}};
+    if (dataset_scan(root, dataset, &err)) fail_msg("%s", err.text);
+    LoaderConfig config = {.dataset = dataset, .batch_size = batch_size, .num_workers = workers,
+                           .world_size = 1, .keep_last = 1, .warn = count_mismatch};
+    view_set_resize(&config.views, 8);
+    ChannelSettings settings = {.channels = 4, .normalize_count = 4,
+                                .mean = {0, 0, 0, 0}, .std = {1, 1, 1, 1}};
+    view_set_apply_channels(&config.views, &settings, 1);
+    Loader *loader = loader_create(&config, &err);
+    if (!loader) fail_msg("%s", err.text);
+    return loader;
+}
+
 // Float batches of 4-band 16-bit TIFFs: 16 bytes a pixel, values that are
 // not 8-bit levels; the RGB PNG among them is skipped with the reason
 // (keep_last: flagged, its pixels zero).
@@ -272,16 +289,8 @@ static void test_loader_float(void **state) {
     copy_fixture(root, "rgb8.png", "rgb8.png");
     copy_fixture(root, "bands4_u16.tif", "z.tif");
     Dataset dataset;
+    Loader *loader = four_channel_loader(root, &dataset, 3, 2);
     ErrorMessage err = {{0}};
-    if (dataset_scan(root, &dataset, &err)) fail_msg("%s", err.text);
-    LoaderConfig config = {.dataset = &dataset, .batch_size = 3, .num_workers = 2,
-                           .world_size = 1, .keep_last = 1, .warn = count_mismatch};
-    view_set_resize(&config.views, 8);
-    ChannelSettings settings = {.channels = 4, .normalize_count = 4,
-                                .mean = {0, 0, 0, 0}, .std = {1, 1, 1, 1}};
-    view_set_apply_channels(&config.views, &settings, 1);
-    Loader *loader = loader_create(&config, &err);
-    if (!loader) fail_msg("%s", err.text);
     const Batch *batch = loader_next(loader, NULL, &err);
     assert_non_null(batch);
     assert_int_equal(batch->float_pixels, 1);
@@ -303,6 +312,37 @@ static void test_loader_float(void **state) {
     loader_release(loader, batch);
     loader_destroy(loader);
     assert_int_equal(atomic_load(&mismatch_warnings), 1);
+    dataset_free(&dataset);
+    fixture_remove_tree(root);
+    free(root);
+}
+
+// A 32-bit BMP with an alpha mask read with --num-channels 4: its four
+// channels, alpha the fourth (it was read as RGB and skipped as "3
+// channel(s) cannot be read as 4"); the 4-band TIFF beside it as before.
+static void test_loader_rgba_bmp(void **state) {
+    (void)state;
+    char *root = fixture_tempdir();
+    copy_fixture(root, "rgba32_v5.bmp", "a.bmp");
+    copy_fixture(root, "bands4_u16.tif", "b.tif");
+    Dataset dataset;
+    Loader *loader = four_channel_loader(root, &dataset, 2, 1);
+    ErrorMessage err = {{0}};
+    const Batch *batch = loader_next(loader, NULL, &err);
+    assert_non_null(batch);
+    assert_int_equal(batch->channels, 4);
+    assert_int_equal(batch->failed[0], 0);  // scan order: a.bmp, b.tif
+    assert_int_equal(batch->failed[1], 0);
+    const float *values = (const float *)batch->views[0];
+    float lowest = 1, highest = 0;
+    for (int i = 3; i < 8 * 8 * 4; i += 4) {
+        assert_true(values[i] >= 0 && values[i] <= 1);
+        lowest = fminf(lowest, values[i]);
+        highest = fmaxf(highest, values[i]);
+    }
+    assert_true(highest - lowest > 0.5f);  // the fixture's alpha ramps over its range
+    loader_release(loader, batch);
+    loader_destroy(loader);
     dataset_free(&dataset);
     fixture_remove_tree(root);
     free(root);
@@ -423,6 +463,7 @@ int main(void) {
         cmocka_unit_test(test_colour_ops_off),
         cmocka_unit_test(test_settings),
         cmocka_unit_test(test_loader_float),
+        cmocka_unit_test(test_loader_rgba_bmp),
         cmocka_unit_test(test_loader_skips_samples_out_of_range),
         cmocka_unit_test(test_sample_range),
     };

@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend_fixture.h"
 #include "image_fixtures.h"
+#include "safetensors_edit.h"
 #include "nn/parameters.h"
 #include "nn/safetensors.h"
 #include "nn/weights.h"
@@ -144,7 +145,7 @@ static void round_trip_on(Backend *backend) {
     assert_int_equal(checkpoint_is_checkpoint_file(path), 1);
     Checkpoint ckpt;
     ASSERT_OK(checkpoint_read(path, &ckpt, &err), err);
-    assert_int_equal(ckpt.version, 1);
+    assert_int_equal(ckpt.version, 2);
     assert_string_equal(checkpoint_meta(&ckpt, "format"), "lightly-train-c checkpoint");
     assert_string_equal(checkpoint_meta(&ckpt, "method"), "dino");
     assert_string_equal(checkpoint_meta(&ckpt, "model"), "resnet18");
@@ -362,7 +363,7 @@ static void test_corrupted_files_fail_clearly(void **state) {
     uint8_t *original = read_whole(path, &size);
     ErrorMessage err = {{0}};
     assert_int_equal(parse_copy(original, size, &err), 0);
-    assert_memory_equal(original, "LTCCKPT\0\1\0\0\0\0\0\0\0", 16);
+    assert_memory_equal(original, "LTCCKPT\0\2\0\0\0", 12);  // then the header's CRC-32
 
     uint8_t *bytes = malloc(size);
     memcpy(bytes, original, size);
@@ -371,14 +372,18 @@ static void test_corrupted_files_fail_clearly(void **state) {
     assert_non_null(strstr(err.text, "not a lightly-train-c checkpoint"));
 
     memcpy(bytes, original, size);
-    bytes[8] = 2;
+    bytes[8] = 3;
     assert_int_equal(parse_copy(bytes, size, &err), -1);
     assert_string_equal(err.text,
-                        "checkpoint format version 2 is newer than this program supports (1)");
+                        "checkpoint format version 3 is newer than this program supports (2)");
     bytes[8] = 0;
     assert_int_equal(parse_copy(bytes, size, &err), -1);
     assert_non_null(strstr(err.text, "version 0 is invalid"));
+    // Version 1 (before the header CRC-32): bytes 12..15 are flags, 0.
     memcpy(bytes, original, size);
+    bytes[8] = 1;
+    memset(bytes + 12, 0, 4);
+    assert_int_equal(parse_copy(bytes, size, &err), 0);
     bytes[12] = 1;
     assert_int_equal(parse_copy(bytes, size, &err), -1);
     assert_non_null(strstr(err.text, "flags 0x1"));
@@ -394,9 +399,13 @@ static void test_corrupted_files_fail_clearly(void **state) {
     assert_int_equal(parse_copy(original, 12, &err), -1);
     assert_non_null(strstr(err.text, "too short for the 16-byte checkpoint header"));
 
-    // Garbage in the JSON header (first byte after the u64 length).
+    // Garbage in the JSON header (first byte after the u64 length): its
+    // CRC-32 refuses it; with the CRC-32 recorded again, the parser does.
     memcpy(bytes, original, size);
     memcpy(bytes + 24, "[1,2,", 5);
+    assert_int_equal(parse_copy(bytes, size, &err), -1);
+    assert_non_null(strstr(err.text, "the checkpoint header is damaged"));
+    safetensors_edit_rerecord_checkpoint_header(bytes, size);
     assert_int_equal(parse_copy(bytes, size, &err), -1);
     assert_non_null(strstr(err.text, "checkpoint tensors: header"));
     // A header length beyond the file.
@@ -420,6 +429,76 @@ static void test_corrupted_files_fail_clearly(void **state) {
     assert_int_equal(checkpoint_is_checkpoint_file(other), 0);
     assert_int_equal(checkpoint_read(other, &ckpt, &err), -1);
     assert_non_null(strstr(err.text, "No such file or directory"));
+    free(bytes);
+    free(original);
+}
+
+// ---- metadata -----------------------------------------------------------------------
+
+// A checkpoint with train's input metadata, as bytes.
+static uint8_t *metadata_checkpoint(size_t *size) {
+    char path[256];
+    fixture_temp_path(path, sizeof path, "metadata.ckpt");
+    CheckpointWriter *writer = checkpoint_writer_create();
+    ErrorMessage err = {{0}};
+    ASSERT_OK(checkpoint_add_host_floats(writer, "backbone.w", HOST_FLOATS, 3, &err), err);
+    ASSERT_OK(checkpoint_set_meta(writer, "model", "resnet18", &err), err);
+    ASSERT_OK(checkpoint_set_meta(writer, "channels", "3", &err), err);
+    ASSERT_OK(checkpoint_set_meta(writer, "normalize", "0.485,0.456,0.406:0.229,0.224,0.225",
+                                  &err), err);
+    ASSERT_OK(checkpoint_write(writer, path, &err), err);
+    checkpoint_writer_free(writer);
+    return read_whole(path, size);
+}
+
+// Where the value of metadata `key` starts in bytes.
+static uint8_t *meta_value(uint8_t *bytes, size_t size, const char *key) {
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\":\"", key);
+    uint8_t *found = memmem(bytes, size, quoted, strlen(quoted));
+    assert_non_null(found);
+    return found + strlen(quoted);
+}
+
+// Metadata changed in the file after it was written, as hostile testing
+// did: normalize's 0.225 made 0.925, one bit of a digit of it flipped,
+// channels 3 made 1, model resnet18 made resnet50. Each changed every
+// embedding silently (or was ignored) and is refused now by the header's
+// CRC-32, in one line; the same bytes marked version 1 (no header CRC-32,
+// as files written before it) still read: model_source then checks the
+// channels and the model against the weights (test_model_source.c).
+static void test_changed_metadata_refused(void **state) {
+    (void)state;
+    size_t size;
+    uint8_t *original = metadata_checkpoint(&size);
+    uint8_t *bytes = malloc(size);
+    ErrorMessage err = {{0}};
+    assert_int_equal(parse_copy(original, size, &err), 0);
+    const struct {
+        const char *key, *from, *to;  // to NULL: flip the lowest bit of from's last digit
+    } edits[] = {
+        {"normalize", "0.485,0.456,0.406:0.229,0.224,0.225", "0.485,0.456,0.406:0.229,0.224,0.925"},
+        {"normalize", "0.485,0.456,0.406:0.229,0.224,0.225", NULL},
+        {"channels", "3", "1"},
+        {"model", "resnet18", "resnet50"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        memcpy(bytes, original, size);
+        uint8_t *value = meta_value(bytes, size, edits[i].key);
+        const size_t length = strlen(edits[i].from);
+        assert_memory_equal(value, edits[i].from, length);
+        if (edits[i].to) memcpy(value, edits[i].to, length);
+        else value[length - 1] ^= 1;  // '5' -> '4'
+        err.text[0] = '\0';
+        assert_int_equal(parse_copy(bytes, size, &err), -1);
+        if (!strstr(err.text, "the checkpoint header is damaged (CRC-32 ") ||
+            !strstr(err.text, "its tensor table or metadata changed after it was written") ||
+            strchr(err.text, '\n'))
+            fail_msg("%s: %s", edits[i].key, err.text);
+        bytes[8] = 1;  // version 1: read without a header check
+        memset(bytes + 12, 0, 4);
+        assert_int_equal(parse_copy(bytes, size, &err), 0);
+    }
     free(bytes);
     free(original);
 }
@@ -570,6 +649,7 @@ int main(void) {
         cmocka_unit_test(test_same_keys_and_bytes_as_weights_save),
         cmocka_unit_test(test_strict_loading_names_what_is_missing),
         cmocka_unit_test(test_corrupted_files_fail_clearly),
+        cmocka_unit_test(test_changed_metadata_refused),
         cmocka_unit_test(test_failed_writes_keep_the_previous_file),
         cmocka_unit_test(test_state_dicts_named_ckpt),
     };

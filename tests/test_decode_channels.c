@@ -34,8 +34,11 @@ static ByteBuffer read_file(const char *folder, const char *name) {
 
 // A native decode of `region` (NULL: whole) converted to `channels` floats;
 // -1 with err when either step fails. *values: malloc'ed (h, w, channels)
-// of the rectangle *covered (JPEG widens a region to its blocks).
+// of the rectangle *covered (JPEG widens a region to its blocks); the
+// samples' format and type in decoded_format, decoded_type.
 static PixelRect covered;
+static ImageFormat decoded_format;
+static SampleType decoded_type;
 static int decode_float(Decoder *decoder, const ByteBuffer *file, const PixelRect *region,
                         int channels, float **values, int *width, int *height, ErrorMessage *err) {
     DecodeRequest request = {.native = 1};
@@ -48,6 +51,8 @@ static int decode_float(Decoder *decoder, const ByteBuffer *file, const PixelRec
     assert_non_null(out.samples.pixels);
     const SampleImage *s = &out.samples;
     covered = out.covered;
+    decoded_format = info.format;
+    decoded_type = s->type;
     *values = malloc((size_t)s->width * s->height * channels * sizeof **values);
     *width = s->width;
     *height = s->height;
@@ -202,13 +207,18 @@ static void test_grey16_not_clipped(void **state) {
 // Every 8-bit format fixture (JPEG, PNG, WebP, GIF, BMP, TGA, AVIF, JPEG XL,
 // DICOM, TIFF layouts, orientations) read natively as 3 channels: within
 // one level of its 8-bit decode (16-bit samples: v / 65535 against v >> 8).
+// Not the 10/12-bit AVIFs: their native samples are libavif's conversion
+// at full depth (test_fixtures checks them against imagecodecs'), their
+// 8-bit decode is Pillow's (libyuv on planes truncated to 8 bits): two
+// references up to 8 levels apart inside the image and more in an odd last
+// column, where libyuv and libavif upsample the unpaired chroma differently.
 static void test_native_matches_rgb8(void **state) {
     (void)state;
     FILE *manifest = fopen(FORMATS "/manifest.txt", "r");
     assert_non_null(manifest);
     Decoder *decoder = decoder_create(0);
     char line[512], previous[128] = "";
-    int compared = 0;
+    int compared = 0, deep_avif = 0;
     while (fgets(line, sizeof line, manifest)) {
         char name[128], mode[16];
         if (line[0] == '#' || sscanf(line, "%127s %15s", name, mode) != 2) continue;
@@ -226,6 +236,13 @@ static void test_native_matches_rgb8(void **state) {
         int width, height;
         if (decode_float(decoder, &file, NULL, 3, &ours, &width, &height, &err) != 0)
             fail_msg("%s native: %s", name, err.text);
+        if (decoded_format == IMAGE_FORMAT_HEIF && decoded_type == SAMPLE_U16) {
+            free(ours);
+            free(copy);
+            byte_buffer_free(&file);
+            deep_avif++;
+            continue;
+        }
         assert_int_equal(width, image.width);
         assert_int_equal(height, image.height);
         for (int y = 0; y < height; y++)
@@ -244,6 +261,7 @@ static void test_native_matches_rgb8(void **state) {
     }
     fclose(manifest);
     assert_true(compared >= 50);
+    assert_int_equal(deep_avif, 4);  // d10_*, d12_* of the manifest
     decoder_destroy(decoder);
 }
 

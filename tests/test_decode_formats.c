@@ -4,6 +4,10 @@
 // those libraries read from it (manifest.txt says which PNG, with what
 // tolerance, and which files must be refused with which words). Each file is
 // also decoded by region, probed, and cut in half (which must fail cleanly).
+// AVIF files must give Pillow's pixels exactly (MAX 0): both sides decode
+// with libavif and convert with libyuv (src/decode/avif.c), whose SIMD code
+// gives its C code's results on every CPU (libyuv's own tests require it);
+// with libheif's conversion they were up to 82 levels off.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -227,9 +231,27 @@ static void test_fuzz_findings(void **state) {
          "truncated: GIF frame of 65512 x 16 pixels needs at least"},
         {"dicom_jpeg_tem_marker.dcm", "JPEG: a TEM marker (FF 01) before the frame header"},
         {"dicom_meta_unknown_vr.dcm", "truncated: DICOM element longer than the data"},
-        {"dicom_deflated_stored_blocks.dcm", "unsupported format: DICOM with a deflated data set"},
+        // Its deflated transfer syntax lies past the meta group's length,
+        // where DCMTK no longer reads the meta group: refused for that.
+        {"dicom_deflated_stored_blocks.dcm",
+         "corrupt data: DICOM meta information without a transfer syntax (0002,0010)"},
+        {"dicom_oom_2.6GB.dcm",
+         "corrupt data: DICOM meta information without a transfer syntax (0002,0010)"},
+        {"dicom_implicit_sequence.dcm", "truncated: DICOM element longer than the data"},
+        {"dicom_un_undefined.dcm", "truncated: DICOM element longer than the data"},
+        {"dicom_vr_not_letters.dcm", "truncated: DICOM element longer than the data"},
         {"dicom_pixel_data_unknown_vr.dcm", "truncated: DICOM element longer than the data"},
-        {"dicom_group_length_unknown_vr.dcm", "truncated: DICOM element longer than the data"},
+        {"dicom_group_length_unknown_vr.dcm",
+         "corrupt data: DICOM meta information that does not start with its group length"},
+        {"heif_grid_of_itself.heic",
+         "the 'dimg' references of item 2 (417 items) do not match their box's size (14 bytes)"},
+        {"heif_reference_size_garbage.heic",
+         "'dimg' references of item 2 (417 items) do not match their box's size (1178089313"},
+        {"pgm16_taken_for_tga.tga", "unsupported format: unknown magic bytes"},
+        {"heif_grid_canvas_bomb.heic",
+         "image too large: HEIF grid (item 2) of 35212 x 50531 pixels exceeds limit"},
+        {"heif_overlay_larger_than_ispe.heic",
+         "image too large: HEIF overlay (item 1) of 58651 x 19328 pixels exceeds limit"},
     };
     // A decoder that hangs (DCMTK on the TEM marker did) ends the test
     // binary with SIGALRM: a failure, not a stuck make test.
@@ -252,11 +274,199 @@ static void test_fuzz_findings(void **state) {
     decoder_destroy(decoder);
 }
 
+// Grid images (tests/fixtures/heif_grid, tools/make_heif_grid_fixtures.py:
+// rgb64.heic's coded image as the one tile of a 1x1 grid whose 'ispe' is
+// the tile's, 64 x 64): a grid declaring 64 x 64 decodes to rgb64.heic's
+// pixels; one whose own data declares 30000 x 30000 (4000 x 4000) is
+// refused before libheif allocates its output (it was decoded: 2.1 GB and
+// 12 s for a 1.6 kB file). The AVIF twins (made from rgb.avif's 24 x 16 tile) go through
+// libavif, which refuses a grid of tiles under 64 pixels (MIAF), as Pillow
+// does, before it allocates anything.
+static void expect_refused(Decoder *decoder, const char *fixture, const char *words) {
+    ByteBuffer file = read_fixture(fixture);
+    DecodedImage out;
+    ErrorMessage err = {{0}};
+    if (decoder_decode(decoder, file.data, file.size, NULL, &out, &err) == 0)
+        fail_msg("%s decoded (%d x %d)", fixture, out.image.width, out.image.height);
+    if (!strstr(err.text, words)) fail_msg("%s: '%s' lacks '%s'", fixture, err.text, words);
+    byte_buffer_free(&file);
+}
+
+static void test_heif_grids(void **state) {
+    (void)state;
+    Decoder *decoder = decoder_create(0);
+    ByteBuffer plain = read_fixture("../heif_grid/rgb64.heic");
+    ByteBuffer grid = read_fixture("../heif_grid/grid_1x1.heic");
+    DecodedImage out;
+    ErrorMessage err = {{0}};
+    if (decoder_decode(decoder, plain.data, plain.size, NULL, &out, &err) != 0)
+        fail_msg("rgb64.heic: %s", err.text);
+    Rgb expected = copy_rgb(&out.image);
+    if (decoder_decode(decoder, grid.data, grid.size, NULL, &out, &err) != 0)
+        fail_msg("grid_1x1.heic: %s", err.text);
+    Rgb got = copy_rgb(&out.image);
+    assert_int_equal(got.width, 64);
+    assert_int_equal(got.width, expected.width);
+    assert_int_equal(got.height, expected.height);
+    assert_memory_equal(got.pixels, expected.pixels, (size_t)got.width * got.height * 3);
+    // Over the pixel limit: the canvas check (heif_canvas.c) reads the
+    // grid's declaration before libheif does.
+    expect_refused(decoder, "../heif_grid/output_larger_than_ispe.heic",
+                   "image too large: HEIF grid (item 2) of 30000 x 30000 pixels exceeds limit");
+    // Within it but larger than the header: libheif's own limit, set to the
+    // header's longer side (heif.c), refuses the allocation.
+    expect_refused(decoder, "../heif_grid/output_within_limit_larger_than_ispe.heic",
+                   "corrupt data: HEIF: larger than its header says (64 x 64): ");
+    expect_refused(decoder, "../heif_grid/output_within_limit_larger_than_ispe.heic",
+                   "Image size 4000x4000 exceeds the maximum image size 65x65");
+    expect_refused(decoder, "../heif_grid/grid_1x1.avif", "cannot be smaller than 64");
+    expect_refused(decoder, "../heif_grid/output_larger_than_ispe.avif",
+                   "Grid box dimensions are too large: [30000 x 30000]");
+    free(expected.pixels);
+    free(got.pixels);
+    byte_buffer_free(&plain);
+    byte_buffer_free(&grid);
+    decoder_destroy(decoder);
+}
+
+// ---- HEIF item references (src/decode/heif_check.c) ------------------------------
+
+static size_t put32(uint8_t *at, uint32_t value) {
+    at[0] = (uint8_t)(value >> 24), at[1] = (uint8_t)(value >> 16);
+    at[2] = (uint8_t)(value >> 8), at[3] = (uint8_t)value;
+    return 4;
+}
+
+static size_t put16(uint8_t *at, uint32_t value) {
+    at[0] = (uint8_t)(value >> 8), at[1] = (uint8_t)value;
+    return 2;
+}
+
+typedef struct HeifReference {
+    const char *type;
+    uint16_t from, to;
+} HeifReference;
+
+// An 'ftyp' box and a 'meta' box holding only an 'iref' of these references
+// (version 0, one item each): what the check reads, before libheif.
+static size_t heif_with_references(uint8_t *out, const HeifReference *references, int count) {
+    size_t at = put32(out, 20);
+    memcpy(out + at, "ftypheic\0\0\0\0mif1", 16);
+    at += 16;
+    const uint32_t iref_size = 12 + 14 * (uint32_t)count;
+    at += put32(out + at, 12 + iref_size);
+    memcpy(out + at, "meta\0\0\0\0", 8);
+    at += 8;
+    at += put32(out + at, iref_size);
+    memcpy(out + at, "iref\0\0\0\0", 8);
+    at += 8;
+    for (int i = 0; i < count; i++) {
+        at += put32(out + at, 14);
+        memcpy(out + at, references[i].type, 4);
+        at += 4;
+        at += put16(out + at, references[i].from);
+        at += put16(out + at, 1);
+        at += put16(out + at, references[i].to);
+    }
+    return at;
+}
+
+static void expect_heif_error(const uint8_t *file, size_t size, const char *words, int present) {
+    Decoder *decoder = decoder_create(0);
+    DecodedImage out;
+    ErrorMessage err = {{0}};
+    assert_int_not_equal(decoder_decode(decoder, file, size, NULL, &out, &err), 0);
+    if ((strstr(err.text, words) != NULL) != present)
+        fail_msg("'%s' %s '%s'", err.text, present ? "lacks" : "has", words);
+    decoder_destroy(decoder);
+}
+
+// Item references that libheif 1.15 follows recursively without a check:
+// the fuzzed grid of itself with its reference count repaired (so only the
+// cycle is wrong), a cycle through an alpha plane ('auxl', from the alpha
+// item to its master), and a chain of 33 derived images are refused; a
+// chain of 32 passes the check (and libheif refuses the file, which has
+// no other boxes, for its own reasons).
+static void test_heif_references(void **state) {
+    (void)state;
+    ByteBuffer grid = {0};
+    ErrorMessage err = {{0}};
+    if (file_read_all("tests/fixtures/fuzz_findings/heif_grid_of_itself.heic", &grid, 1 << 20,
+                      &err) != 0)
+        fail_msg("%s", err.text);
+    assert_int_equal(grid.data[0x1cf], 0x01);  // 417 references ...
+    grid.data[0x1cf] = 0, grid.data[0x1d0] = 1;  // ... -> 1: item 2 itself
+    expect_heif_error(grid.data, grid.size, "item 2 is derived from itself", 1);
+    byte_buffer_free(&grid);
+
+    uint8_t file[1024];
+    const HeifReference alpha_cycle[] = {{"dimg", 1, 2}, {"auxl", 1, 2}};
+    expect_heif_error(file, heif_with_references(file, alpha_cycle, 2), "is derived from itself",
+                      1);
+    HeifReference chain[33];
+    for (int i = 0; i < 33; i++) chain[i] = (HeifReference){"dimg", (uint16_t)(100 - i),
+                                                            (uint16_t)(99 - i)};
+    expect_heif_error(file, heif_with_references(file, chain, 33), "more than 32 levels deep", 1);
+    expect_heif_error(file, heif_with_references(file, chain + 1, 32), "HEIF:", 1);
+    expect_heif_error(file, heif_with_references(file, chain + 1, 32), "levels deep", 0);
+}
+
+// A HEIF file of an 'ftyp' and a 'meta' box holding one 'grid' item whose
+// descriptor (rows, columns, width, height; 32-bit sizes when `wide`) lies
+// in 'idat': what the canvas check reads, before libheif.
+static size_t heif_with_grid(uint8_t *out, uint32_t width, uint32_t height, int wide) {
+    size_t at = put32(out, 20);
+    memcpy(out + at, "ftypheic\0\0\0\0mif1", 16);
+    at += 16;
+    const uint32_t descriptor = wide ? 12 : 8, iinf = 14 + 21, iloc = 32, idat = 8 + descriptor;
+    at += put32(out + at, 12 + iinf + iloc + idat);
+    memcpy(out + at, "meta\0\0\0\0", 8);
+    at += 8;
+    at += put32(out + at, iinf);  // version 0, one entry: infe version 2, item 1, "grid"
+    memcpy(out + at, "iinf\0\0\0\0\0\x01", 10);
+    at += 10;
+    at += put32(out + at, 21);
+    memcpy(out + at, "infe\x02\0\0\0\0\x01\0\0grid", 16);
+    at += 16;
+    out[at++] = 0;
+    at += put32(out + at, iloc);  // version 1, 32-bit offsets and lengths, item 1 in idat
+    memcpy(out + at, "iloc\x01\0\0\0\x44\0\0\x01\0\x01\0\x01\0\0\0\x01", 20);
+    at += 20;
+    at += put32(out + at, 0);
+    at += put32(out + at, descriptor);
+    at += put32(out + at, idat);
+    memcpy(out + at, "idat", 4);
+    at += 4;
+    out[at++] = 0, out[at++] = wide ? 1 : 0, out[at++] = 0, out[at++] = 0;  // 1 x 1 tiles
+    at += wide ? put32(out + at, width) : put16(out + at, width);
+    at += wide ? put32(out + at, height) : put16(out + at, height);
+    return at;
+}
+
+// A grid whose canvas exceeds the pixel limit is refused before libheif
+// allocates it (it trusts the grid's own size: heif_grid_canvas_bomb.heic
+// is in test_fuzz_findings); one within the limit passes the check (libheif
+// then refuses the file, which holds no image data, for its own reasons).
+static void test_heif_canvases(void **state) {
+    (void)state;
+    uint8_t file[256];
+    expect_heif_error(file, heif_with_grid(file, 20000, 20000, 0),
+                      "image too large: HEIF grid (item 1) of 20000 x 20000 pixels exceeds limit "
+                      "89478485 pixels", 1);
+    expect_heif_error(file, heif_with_grid(file, 100000, 1000, 1),
+                      "image too large: HEIF grid (item 1) of 100000 x 1000 pixels", 1);
+    expect_heif_error(file, heif_with_grid(file, 9000, 9000, 1), "image too large", 0);
+    expect_heif_error(file, heif_with_grid(file, 640, 480, 0), "image too large", 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_fuzz_findings),
+        cmocka_unit_test(test_heif_grids),
         cmocka_unit_test(test_rle_tga_bomb),
+        cmocka_unit_test(test_heif_references),
+        cmocka_unit_test(test_heif_canvases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
 // ResNet depth detection for all five depths (and what is no ResNet), and
 // backbones loaded from a .ckpt (student / teacher / the default part) and
 // from a torchvision safetensors with fc.* giving the same features as the
-// source model. The checkpoint format itself: test_checkpoint.c.
+// source model; a checkpoint's recorded model and input checked against its
+// weights. The checkpoint format itself: test_checkpoint.c.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -220,6 +221,66 @@ static void test_loads_backbones_from_checkpoints(void **state) {
     fixture_backend->op.free(fixture_backend, input);
 }
 
+// The input train recorded beside a checkpoint's weights, rewritten
+// consistently (the file's CRC-32s recorded anew, as a tool that knows the
+// format would write them): a model, channels or normalisation that
+// disagrees with the weights is refused in one line naming the field (they
+// were accepted and ignored); the values train writes load.
+static void test_recorded_metadata_checked_against_weights(void **state) {
+    (void)state;
+    Resnet model;
+    trained_model(&model, 3, 1);
+    char path[256];
+    fixture_temp_path(path, sizeof path, "metadata.ckpt");
+    const struct {
+        const char *key, *value, *refusal;  // refusal NULL: loads
+    } cases[] = {
+        {"model", "resnet18", NULL},
+        {"model", "resnet50", "checkpoint metadata model=resnet50 disagrees with its weights: "
+                              "resnet50 does not match the file, which holds a resnet18"},
+        {"model", "vit_s14", "checkpoint metadata model=vit_s14 disagrees with its weights"},
+        {"model", "vit_x9", "unknown model 'vit_x9'"},
+        {"channels", "1", "checkpoint metadata channels=1 disagrees with its weights, whose "
+                          "first layer takes 3 channel(s)"},
+        {"channels", "three", "checkpoint metadata channels=three disagrees"},
+        {"normalize", "0.5:0.25", "checkpoint metadata normalize=0.5:0.25 holds 1 channel(s), "
+                                  "its weights' first layer takes 3"},
+        {"normalize", "0.5,0.5,0.5:0.2,0,0.2", "is not MEAN1,...:STD1,... with positive stds"},
+        {"pixels", "int16", "checkpoint metadata pixels=int16 is neither uint8 nor float"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ErrorMessage err = {{0}};
+        CheckpointWriter *writer = checkpoint_writer_create();
+        ASSERT_OK(checkpoint_add_parameters(writer, "backbone.", &model.params, &model.buffers,
+                                            model.num_batches_tracked, &err), err);
+        ASSERT_OK(checkpoint_set_meta(writer, "model", "resnet18", &err), err);
+        ASSERT_OK(checkpoint_set_meta(writer, "channels", "3", &err), err);
+        ASSERT_OK(checkpoint_set_meta(writer, "pixels", "uint8", &err), err);
+        ASSERT_OK(checkpoint_set_meta(writer, "normalize", "0.485,0.456,0.406:0.229,0.224,0.225",
+                                      &err), err);
+        ASSERT_OK(checkpoint_set_meta(writer, cases[i].key, cases[i].value, &err), err);
+        ASSERT_OK(checkpoint_write(writer, path, &err), err);
+        checkpoint_writer_free(writer);
+        Backbone loaded;
+        const BackboneInput shape = {MODEL_BATCH, MODEL_SIZE};
+        const int status = model_source_load_backbone(path, "backbone", fixture_backend, &shape,
+                                                      1, &loaded, &err);
+        if (!cases[i].refusal) {
+            if (status != 0) fail_msg("%s=%s: %s", cases[i].key, cases[i].value, err.text);
+            backbone_free(&loaded);
+            continue;
+        }
+        if (status == 0) {
+            backbone_free(&loaded);
+            fail_msg("%s=%s was accepted", cases[i].key, cases[i].value);
+        }
+        if (!strstr(err.text, path) || !strstr(err.text, cases[i].refusal) ||
+            strchr(err.text, '\n'))
+            fail_msg("%s=%s: %s", cases[i].key, cases[i].value, err.text);
+    }
+    resnet_free(&model);
+}
+
 static void test_loads_torchvision_safetensors_with_fc(void **state) {
     (void)state;
     float *input = model_input();
@@ -277,6 +338,7 @@ int main(void) {
         cmocka_unit_test(test_detects_all_five_depths),
         cmocka_unit_test(test_rejects_a_vit),
         cmocka_unit_test(test_loads_backbones_from_checkpoints),
+        cmocka_unit_test(test_recorded_metadata_checked_against_weights),
         cmocka_unit_test(test_loads_torchvision_safetensors_with_fc),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

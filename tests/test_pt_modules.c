@@ -20,85 +20,85 @@
 #include "pickle_builder.h"
 #include "weights/pt_reader.h"
 
-static const TensorSpec WEIGHT = {"weight", 6, 0, 2, {2, 3}, {3, 1}};
-static const TensorSpec MEAN = {"running_mean", 6, 1, 1, {2}, {1}};
-static const TensorSpec SKIPPED = {"skip", 6, 0, 1, {1}, {1}};
+static const PickleTensor WEIGHT = {"weight", 6, 0, 2, {2, 3}, {3, 1}};
+static const PickleTensor MEAN = {"running_mean", 6, 1, 1, {2}, {1}};
+static const PickleTensor SKIPPED = {"skip", 6, 0, 1, {1}, {1}};
 
 // cls() with NEWOBJ, then MARK for its __dict__'s items.
-static void begin_module(Bytes *b, const char *module, const char *cls) {
-    put_global(b, module, cls);
-    OPS(b, ")\x81}(");
+static void begin_module(PickleBytes *b, const char *module, const char *cls) {
+    pickle_global(b, module, cls);
+    PICKLE_OPS(b, ")\x81}(");
 }
 
 // An empty OrderedDict-like dict entry: key: {}.
-static void put_empty(Bytes *b, const char *key) {
-    put_str(b, key);
-    op(b, '}');
+static void put_empty(PickleBytes *b, const char *key) {
+    pickle_str(b, key);
+    pickle_op(b, '}');
 }
 
 // A Conv2d-like leaf: weight, bias None; buffers running_mean and a
 // non-persistent "skip".
-static void put_leaf(Bytes *b) {
+static void put_leaf(PickleBytes *b) {
     begin_module(b, "torch.nn.modules.conv", "Conv2d");
-    put_str(b, "_parameters");
-    OPS(b, "}(");
-    put_tensor_entry(b, &WEIGHT);
-    put_str(b, "bias");
-    OPS(b, "Nu");
-    put_str(b, "_buffers");
-    OPS(b, "}(");
-    put_tensor_entry(b, &SKIPPED);
-    put_tensor_entry(b, &MEAN);
-    op(b, 'u');
-    put_str(b, "_non_persistent_buffers_set");
-    put_global(b, "builtins", "set");
-    op(b, ']');
-    put_str(b, "skip");
-    OPS(b, "a\x85R");
+    pickle_str(b, "_parameters");
+    PICKLE_OPS(b, "}(");
+    pickle_tensor_entry(b, &WEIGHT);
+    pickle_str(b, "bias");
+    PICKLE_OPS(b, "Nu");
+    pickle_str(b, "_buffers");
+    PICKLE_OPS(b, "}(");
+    pickle_tensor_entry(b, &SKIPPED);
+    pickle_tensor_entry(b, &MEAN);
+    pickle_op(b, 'u');
+    pickle_str(b, "_non_persistent_buffers_set");
+    pickle_global(b, "builtins", "set");
+    pickle_op(b, ']');
+    pickle_str(b, "skip");
+    PICKLE_OPS(b, "a\x85R");
     put_empty(b, "_modules");
-    OPS(b, "ub");
+    PICKLE_OPS(b, "ub");
 }
 
 // DetectionModel-like root whose child "model" is Sequential(leaf).
-static void put_tree(Bytes *b) {
+static void put_tree(PickleBytes *b) {
     begin_module(b, "ultralytics.nn.tasks", "DetectionModel");
     put_empty(b, "_parameters");
     put_empty(b, "_buffers");
-    put_str(b, "_modules");
-    OPS(b, "}(");
-    put_str(b, "model");
+    pickle_str(b, "_modules");
+    PICKLE_OPS(b, "}(");
+    pickle_str(b, "model");
     begin_module(b, "torch.nn.modules.container", "Sequential");
     put_empty(b, "_parameters");
     put_empty(b, "_buffers");
-    put_str(b, "_modules");
-    OPS(b, "}(");
-    put_str(b, "0");
+    pickle_str(b, "_modules");
+    PICKLE_OPS(b, "}(");
+    pickle_str(b, "0");
     put_leaf(b);
-    OPS(b, "uub");  // Sequential's _modules, its __dict__, BUILD
-    OPS(b, "uub");  // the root's
+    PICKLE_OPS(b, "uub");  // Sequential's _modules, its __dict__, BUILD
+    PICKLE_OPS(b, "uub");  // the root's
 }
 
 // {"ema": None, "model": tree} or (ema) {"ema": tree, "model": None}.
-static void put_checkpoint(Bytes *b, int ema) {
-    OPS(b, "\x80\x02}(");
-    put_str(b, "ema");
+static void put_checkpoint(PickleBytes *b, int ema) {
+    PICKLE_OPS(b, "\x80\x02}(");
+    pickle_str(b, "ema");
     if (ema) put_tree(b);
-    else op(b, 'N');
-    put_str(b, "model");
-    if (ema) op(b, 'N');
+    else pickle_op(b, 'N');
+    pickle_str(b, "model");
+    if (ema) pickle_op(b, 'N');
     else put_tree(b);
-    OPS(b, "u.");
+    PICKLE_OPS(b, "u.");
 }
 
-static int read_bytes(const Bytes *object, SafeTensors *out, ErrorMessage *err) {
+static int read_bytes(const PickleBytes *object, SafeTensors *out, ErrorMessage *err) {
     size_t size = 0;
-    uint8_t *file = legacy_file(object, 6, &size);
+    uint8_t *file = pickle_legacy_file(object, 6, &size);
     return pt_parse(file, size, out, err);  // takes the file
 }
 
 static void test_module_tree_reads(void **state) {
     for (int ema = 0; ema < 2; ema++) {  // under "model", then under "ema" (model None)
-        Bytes b = {0};
+        PickleBytes b = {0};
         put_checkpoint(&b, ema);
         SafeTensors out;
         ErrorMessage err = {{0}};
@@ -112,7 +112,7 @@ static void test_module_tree_reads(void **state) {
     }
 }
 
-static void assert_refused(const Bytes *object, const char *expected) {
+static void assert_refused(const PickleBytes *object, const char *expected) {
     SafeTensors out;
     ErrorMessage err = {{0}};
     if (read_bytes(object, &out, &err) == 0) {
@@ -124,66 +124,66 @@ static void assert_refused(const Bytes *object, const char *expected) {
 }
 
 static void test_not_a_module_tree_refused(void **state) {
-    Bytes functional = {0};  // torch.nn.functional is not a module of classes
-    OPS(&functional, "\x80\x02");
-    put_global(&functional, "torch.nn.functional", "relu");
-    op(&functional, '.');
+    PickleBytes functional = {0};  // torch.nn.functional is not a module of classes
+    PICKLE_OPS(&functional, "\x80\x02");
+    pickle_global(&functional, "torch.nn.functional", "relu");
+    pickle_op(&functional, '.');
     assert_refused(&functional, "global torch.nn.functional.relu is not allowed");
 
-    Bytes lookalike = {0};
-    OPS(&lookalike, "\x80\x02");
-    put_global(&lookalike, "ultralyticsx", "Model");
-    op(&lookalike, '.');
+    PickleBytes lookalike = {0};
+    PICKLE_OPS(&lookalike, "\x80\x02");
+    pickle_global(&lookalike, "ultralyticsx", "Model");
+    pickle_op(&lookalike, '.');
     assert_refused(&lookalike, "global ultralyticsx.Model is not allowed");
 
-    Bytes called = {0};  // a class called (REDUCE runs its __init__)
-    OPS(&called, "\x80\x02");
-    put_global(&called, "torch.nn.modules.conv", "Conv2d");
-    OPS(&called, ")R.");
+    PickleBytes called = {0};  // a class called (REDUCE runs its __init__)
+    PICKLE_OPS(&called, "\x80\x02");
+    pickle_global(&called, "torch.nn.modules.conv", "Conv2d");
+    PICKLE_OPS(&called, ")R.");
     assert_refused(&called, "REDUCE of a torch.nn.modules.conv.Conv2d");
 
-    Bytes arguments = {0};
-    OPS(&arguments, "\x80\x02");
-    put_global(&arguments, "torch.nn.modules.conv", "Conv2d");
-    OPS(&arguments, "K\x01\x85\x81.");
+    PickleBytes arguments = {0};
+    PICKLE_OPS(&arguments, "\x80\x02");
+    pickle_global(&arguments, "torch.nn.modules.conv", "Conv2d");
+    PICKLE_OPS(&arguments, "K\x01\x85\x81.");
     assert_refused(&arguments, "NEWOBJ with arguments");
 
-    Bytes dict_new = {0};
-    OPS(&dict_new, "\x80\x02})\x81.");
+    PickleBytes dict_new = {0};
+    PICKLE_OPS(&dict_new, "\x80\x02})\x81.");
     assert_refused(&dict_new, "NEWOBJ of a dict");
 
-    Bytes twice = {0};  // a second BUILD would replace the state
-    OPS(&twice, "\x80\x02");
-    put_global(&twice, "torch.nn.modules.conv", "Conv2d");
-    OPS(&twice, ")\x81}b}b.");
+    PickleBytes twice = {0};  // a second BUILD would replace the state
+    PICKLE_OPS(&twice, "\x80\x02");
+    pickle_global(&twice, "torch.nn.modules.conv", "Conv2d");
+    PICKLE_OPS(&twice, ")\x81}b}b.");
     assert_refused(&twice, "BUILD of an object with other than one dict");
 
-    Bytes child = {0};  // a child that is an int
-    OPS(&child, "\x80\x02}(");
-    put_str(&child, "model");
+    PickleBytes child = {0};  // a child that is an int
+    PICKLE_OPS(&child, "\x80\x02}(");
+    pickle_str(&child, "model");
     begin_module(&child, "torch.nn.modules.container", "Sequential");
     put_empty(&child, "_parameters");
     put_empty(&child, "_buffers");
-    put_str(&child, "_modules");
-    OPS(&child, "}(");
-    put_str(&child, "0");
-    OPS(&child, "K\x07uub");
-    OPS(&child, "u.");
+    pickle_str(&child, "_modules");
+    PICKLE_OPS(&child, "}(");
+    pickle_str(&child, "0");
+    PICKLE_OPS(&child, "K\x07uub");
+    PICKLE_OPS(&child, "u.");
     assert_refused(&child, "child \"0\" of torch.nn.modules.container.Sequential is a int");
 
-    Bytes parameter = {0};  // a parameter that is a str
-    OPS(&parameter, "\x80\x02}(");
-    put_str(&parameter, "model");
+    PickleBytes parameter = {0};  // a parameter that is a str
+    PICKLE_OPS(&parameter, "\x80\x02}(");
+    pickle_str(&parameter, "model");
     begin_module(&parameter, "torch.nn.modules.conv", "Conv2d");
-    put_str(&parameter, "_parameters");
-    OPS(&parameter, "}(");
-    put_str(&parameter, "weight");
-    put_str(&parameter, "not a tensor");
-    op(&parameter, 'u');
+    pickle_str(&parameter, "_parameters");
+    PICKLE_OPS(&parameter, "}(");
+    pickle_str(&parameter, "weight");
+    pickle_str(&parameter, "not a tensor");
+    pickle_op(&parameter, 'u');
     put_empty(&parameter, "_buffers");
     put_empty(&parameter, "_modules");
-    OPS(&parameter, "ub");
-    OPS(&parameter, "u.");
+    PICKLE_OPS(&parameter, "ub");
+    PICKLE_OPS(&parameter, "u.");
     assert_refused(&parameter, "\"weight\" of torch.nn.modules.conv.Conv2d is a str");
 }
 

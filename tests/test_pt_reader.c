@@ -19,15 +19,15 @@
 
 #include "backend/backend.h"
 #include "backend_fixture.h"
+#include "pickle_builder.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict_backbone.h"
 #include "train/model_source.h"
 #include "util/file.h"
 #include "util/half.h"
 #include "weights/pt_pickle.h"
-#include "weights/weight_file.h"
 #include "weights/pt_reader.h"
-#include "pickle_builder.h"
+#include "weights/weight_file.h"
 
 #define FIXTURES "tests/fixtures/pt/"
 
@@ -345,7 +345,6 @@ static void test_root_resnet_unsupported_layout(void **state) {
 
 // ---- hostile pickles ---------------------------------------------------------------------------
 
-static const TensorSpec GOOD = {"w", 6, 0, 2, {2, 3}, {3, 1}};
 
 // A reader's status and message: a failure, in one line holding `expected`.
 static void assert_error(int status, SafeTensors *out, const ErrorMessage *err,
@@ -368,9 +367,9 @@ static void assert_bytes_refused(const uint8_t *bytes, size_t size, const char *
 }
 
 // The same for a legacy file around `object`.
-static void assert_refused(const Bytes *object, int64_t numel, const char *expected) {
+static void assert_refused(const PickleBytes *object, int64_t numel, const char *expected) {
     size_t size = 0;
-    uint8_t *file = legacy_file(object, numel, &size);
+    uint8_t *file = pickle_legacy_file(object, numel, &size);
     assert_bytes_refused(file, size, expected);
     free(file);
 }
@@ -391,10 +390,10 @@ static void assert_legacy_reads(uint8_t *file, size_t size) {
 
 static void test_builder_file_reads(void **state) {
     (void)state;
-    Bytes b = {0};
-    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
+    PickleBytes b = {0};
+    pickle_state_dict(&b, &(PickleTensor){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
     size_t size = 0;
-    uint8_t *file = legacy_file(&b, 8, &size);
+    uint8_t *file = pickle_legacy_file(&b, 8, &size);
     assert_legacy_reads(file, size);
 }
 
@@ -403,10 +402,10 @@ static void test_builder_file_reads(void **state) {
 // such files fell through to the safetensors reader ("header length ...").
 static void test_legacy_protocols_read(void **state) {
     (void)state;
-    Bytes b = {0};
-    put_state_dict(&b, &(TensorSpec){"w", 8, 2, 2, {2, 3}, {1, 2}});
+    PickleBytes b = {0};
+    pickle_state_dict(&b, &(PickleTensor){"w", 8, 2, 2, {2, 3}, {1, 2}});
     size_t size = 0;
-    uint8_t *file = legacy_file(&b, 8, &size);
+    uint8_t *file = pickle_legacy_file(&b, 8, &size);
     file[1] = 3;
     uint8_t *framed = malloc(size + 9);  // PROTO 4, FRAME of 13 bytes, the rest
     memcpy(framed, "\x80\x04\x95\x0d\0\0\0\0\0\0\0", 11);
@@ -419,47 +418,47 @@ static void test_legacy_protocols_read(void **state) {
 
 static void test_unknown_globals_refused(void **state) {
     (void)state;
-    Bytes b = {0};  // os.system("ls") as pickle writes it
-    OPS(&b, "\x80\x02");
-    put_global(&b, "posix", "system");
-    put_str(&b, "ls");
-    OPS(&b, "\x85R.");
+    PickleBytes b = {0};  // os.system("ls") as pickle writes it
+    PICKLE_OPS(&b, "\x80\x02");
+    pickle_global(&b, "posix", "system");
+    pickle_str(&b, "ls");
+    PICKLE_OPS(&b, "\x85R.");
     assert_refused(&b, 0, "global posix.system is not allowed");
 
-    Bytes model = {0};  // torch.save(model): the module's class
-    OPS(&model, "\x80\x02");
-    put_global(&model, "torchvision.models.resnet", "ResNet");
-    OPS(&model, ")\x81.");
+    PickleBytes model = {0};  // torch.save(model): the module's class
+    PICKLE_OPS(&model, "\x80\x02");
+    pickle_global(&model, "torchvision.models.resnet", "ResNet");
+    PICKLE_OPS(&model, ")\x81.");
     assert_refused(&model, 0, "global torchvision.models.resnet.ResNet is not allowed");
 
-    Bytes stacked = {0};  // protocol 4's STACK_GLOBAL
-    OPS(&stacked, "\x80\x04");
-    put_str(&stacked, "builtins");
-    put_str(&stacked, "eval");
-    OPS(&stacked, "\x93.");
+    PickleBytes stacked = {0};  // protocol 4's STACK_GLOBAL
+    PICKLE_OPS(&stacked, "\x80\x04");
+    pickle_str(&stacked, "builtins");
+    pickle_str(&stacked, "eval");
+    PICKLE_OPS(&stacked, "\x93.");
     assert_refused(&stacked, 0, "global builtins.eval is not allowed");
 }
 
 static void test_reduce_and_build_refused(void **state) {
     (void)state;
-    Bytes storage_call = {0};  // REDUCE of an allowed global that is no callable
-    OPS(&storage_call, "\x80\x02");
-    put_global(&storage_call, "torch", "FloatStorage");
-    OPS(&storage_call, ")R.");
+    PickleBytes storage_call = {0};  // REDUCE of an allowed global that is no callable
+    PICKLE_OPS(&storage_call, "\x80\x02");
+    pickle_global(&storage_call, "torch", "FloatStorage");
+    PICKLE_OPS(&storage_call, ")R.");
     assert_refused(&storage_call, 0, "REDUCE of a storage type");
 
-    Bytes dict_call = {0};  // REDUCE of a dict value (not a global)
-    OPS(&dict_call, "\x80\x02})R.");
+    PickleBytes dict_call = {0};  // REDUCE of a dict value (not a global)
+    PICKLE_OPS(&dict_call, "\x80\x02})R.");
     assert_refused(&dict_call, 0, "REDUCE of a dict");
 
-    Bytes ordered_args = {0};  // OrderedDict([...]) with arguments
-    OPS(&ordered_args, "\x80\x02");
-    put_global(&ordered_args, "collections", "OrderedDict");
-    OPS(&ordered_args, "]\x85R.");
+    PickleBytes ordered_args = {0};  // OrderedDict([...]) with arguments
+    PICKLE_OPS(&ordered_args, "\x80\x02");
+    pickle_global(&ordered_args, "collections", "OrderedDict");
+    PICKLE_OPS(&ordered_args, "]\x85R.");
     assert_refused(&ordered_args, 0, "OrderedDict called with arguments");
 
-    Bytes build = {0};  // BUILD sets the state of a list
-    OPS(&build, "\x80\x02]}b.");
+    PickleBytes build = {0};  // BUILD sets the state of a list
+    PICKLE_OPS(&build, "\x80\x02]}b.");
     assert_refused(&build, 0, "BUILD on a list");
 
     // (NEWOBJ is allowed on a module's class: tests/test_pt_modules.c)
@@ -467,10 +466,10 @@ static void test_reduce_and_build_refused(void **state) {
                                'P' /* PERSID */, 'S' /* STRING */, 0x92 /* NEWOBJ_EX */};
     const char *const names[] = {"INST", "OBJ", "EXT1", "PERSID", "STRING", "NEWOBJ_EX"};
     for (size_t i = 0; i < sizeof opcodes; i++) {
-        Bytes b = {0};
-        OPS(&b, "\x80\x02)");
-        op(&b, opcodes[i]);
-        op(&b, '.');
+        PickleBytes b = {0};
+        PICKLE_OPS(&b, "\x80\x02)");
+        pickle_op(&b, opcodes[i]);
+        pickle_op(&b, '.');
         char expected[64];
         snprintf(expected, sizeof expected, "offset 48, %s (0x%02x): opcode not allowed", names[i],
                  opcodes[i]);
@@ -482,7 +481,7 @@ static void test_sizes_and_offsets_refused(void **state) {
     (void)state;
     const int64_t huge = (int64_t)1 << 40;
     const struct {
-        TensorSpec tensor;
+        PickleTensor tensor;
         int64_t numel_in_file;
         const char *expected;
     } cases[] = {
@@ -498,14 +497,14 @@ static void test_sizes_and_offsets_refused(void **state) {
         {{"w", huge, 0, 2, {huge / 2, 2}, {2, 0}}, huge, "runs past the end of the file"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        Bytes b = {0};
-        put_state_dict(&b, &cases[i].tensor);
+        PickleBytes b = {0};
+        pickle_state_dict(&b, &cases[i].tensor);
         // The last case claims 2^40 elements after the keys: the file has
         // none of them (legacy_file writes what it is told, up to 6).
         const int64_t numel = cases[i].numel_in_file;
         if (numel > 1000) {
             size_t size = 0;
-            uint8_t *file = legacy_file(&b, 0, &size);
+            uint8_t *file = pickle_legacy_file(&b, 0, &size);
             memcpy(file + size - 8, &numel, 8);
             assert_bytes_refused(file, size, cases[i].expected);
             free(file);
@@ -517,32 +516,32 @@ static void test_sizes_and_offsets_refused(void **state) {
 
 static void test_malformed_pickles_refused(void **state) {
     (void)state;
-    Bytes memo = {0};
-    OPS(&memo, "\x80\x02h\x07.");
+    PickleBytes memo = {0};
+    PICKLE_OPS(&memo, "\x80\x02h\x07.");
     assert_refused(&memo, 6, "memo index never stored");
 
-    Bytes list = {0};
-    OPS(&list, "\x80\x02].");
+    PickleBytes list = {0};
+    PICKLE_OPS(&list, "\x80\x02].");
     assert_refused(&list, 6, "the pickle holds a list, not a dict");
 
-    Bytes twice = {0};
-    OPS(&twice, "\x80\x02}(");
-    put_tensor_entry(&twice, &GOOD);
-    put_tensor_entry(&twice, &GOOD);
-    OPS(&twice, "u.");
+    PickleBytes twice = {0};
+    PICKLE_OPS(&twice, "\x80\x02}(");
+    pickle_tensor_entry(&twice, &PICKLE_GOOD);
+    pickle_tensor_entry(&twice, &PICKLE_GOOD);
+    PICKLE_OPS(&twice, "u.");
     assert_refused(&twice, 6, "the key \"w\" appears twice");
 
-    Bytes no_tensors = {0};
-    OPS(&no_tensors, "\x80\x02}");
-    put_str(&no_tensors, "epoch");
-    put_int(&no_tensors, 3);
-    OPS(&no_tensors, "s.");
+    PickleBytes no_tensors = {0};
+    PICKLE_OPS(&no_tensors, "\x80\x02}");
+    pickle_str(&no_tensors, "epoch");
+    pickle_int(&no_tensors, 3);
+    PICKLE_OPS(&no_tensors, "s.");
     assert_refused(&no_tensors, 6, "no tensors in the top-level dict (keys: epoch)");
 
-    Bytes wide = {0};
-    OPS(&wide, "\x80\x02\x8a\x09");
-    for (int i = 0; i < 9; i++) op(&wide, 1);
-    op(&wide, '.');
+    PickleBytes wide = {0};
+    PICKLE_OPS(&wide, "\x80\x02\x8a\x09");
+    for (int i = 0; i < 9; i++) pickle_op(&wide, 1);
+    pickle_op(&wide, '.');
     assert_refused(&wide, 6, "an integer wider than 64 bits");
 }
 
@@ -634,8 +633,8 @@ static void assert_zip_refused(const ZipEntry *entries, int count, const char *e
 
 static void test_zip_layout_refused(void **state) {
     (void)state;
-    Bytes pickle = {0};
-    put_state_dict(&pickle, &GOOD);
+    PickleBytes pickle = {0};
+    pickle_state_dict(&pickle, &PICKLE_GOOD);
     const float storage[6] = {0};
     const ZipEntry good_pickle = {"a/data.pkl", pickle.data, pickle.size};
     {
@@ -665,20 +664,74 @@ static void test_zip_layout_refused(void **state) {
     assert_zip_refused(torchscript, 2, "a TorchScript archive");
 
     // Lightning's checkpoint: Python objects beside the weights, said so.
-    Bytes lightning = {0};
-    OPS(&lightning, "\x80\x02}");
-    put_str(&lightning, "pytorch-lightning_version");
-    put_str(&lightning, "2.4.0");
-    OPS(&lightning, "s");
-    put_str(&lightning, "hyper_parameters");
-    put_global(&lightning, "argparse", "Namespace");
-    OPS(&lightning, ")Rs.");
+    PickleBytes lightning = {0};
+    PICKLE_OPS(&lightning, "\x80\x02}");
+    pickle_str(&lightning, "pytorch-lightning_version");
+    pickle_str(&lightning, "2.4.0");
+    PICKLE_OPS(&lightning, "s");
+    pickle_str(&lightning, "hyper_parameters");
+    pickle_global(&lightning, "argparse", "Namespace");
+    PICKLE_OPS(&lightning, ")Rs.");
     const ZipEntry lightning_zip[] = {{"a/data.pkl", lightning.data, lightning.size}};
     assert_zip_refused(lightning_zip, 1, "a PyTorch Lightning checkpoint (Python objects beside");
 
     uint8_t tar[512] = {0};
     memcpy(tar + 257, "ustar", 5);
     assert_bytes_refused(tar, sizeof tar, "a tar archive");
+}
+
+// Files that are no weights, said for what they are (they got the
+// safetensors parser's words: "header length ... above the limit", "file
+// of 0 bytes is too short for the 8-byte header length").
+static void test_other_files_named(void **state) {
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ltc-test-pt-%d-other.pt", (int)getpid());
+    PickleBytes protocol4 = {0};  // pickle.dump({"w": 1.5}, f, protocol=4)
+    PICKLE_OPS(&protocol4, "\x80\x04\x95\x0d\0\0\0\0\0\0\0}\x94\x8c\x01w\x94G?\xf8\0\0\0\0\0\0s.");
+    PickleBytes protocol2 = {0};
+    pickle_state_dict(&protocol2, &PICKLE_GOOD);  // a state dict's pickle, without torch.save's zip
+    const struct {
+        const void *bytes;
+        size_t size;
+        const char *expected;
+    } files[] = {
+        {"", 0, "an empty file (0 bytes), not weights (safetensors or PyTorch)"},
+        {protocol4.data, protocol4.size, "a bare pickle (pickle.dump), not a PyTorch file"},
+        {protocol2.data, protocol2.size, "save the weights with torch.save(model.state_dict(), "
+                                         "PATH) or as safetensors"},
+        {"hello world, no weights", 23, "not weights: neither a safetensors file (a header "
+                                        "length, then '{') nor a PyTorch one"},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        FILE *file = fopen(path, "wb");
+        assert_non_null(file);
+        assert_int_equal(fwrite(files[i].bytes, 1, files[i].size, file), files[i].size);
+        assert_int_equal(fclose(file), 0);
+        SafeTensors out;
+        ErrorMessage err = {{0}};
+        assert_error(weight_file_read(path, &out, &err), &out, &err, files[i].expected);
+        if (strncmp(err.text, path, strlen(path)) != 0)
+            fail_msg("the path is not named: %s", err.text);
+    }
+    // A safetensors header of 640 bytes starts 80 02, as a protocol 2 pickle
+    // does: read as safetensors (an empty table).
+    uint8_t table[8 + 640];
+    memset(table, ' ', sizeof table);
+    const uint64_t length = 640;
+    memcpy(table, &length, 8);
+    table[8] = '{';
+    table[sizeof table - 1] = '}';
+    FILE *file = fopen(path, "wb");
+    assert_non_null(file);
+    assert_int_equal(fwrite(table, 1, sizeof table, file), sizeof table);
+    assert_int_equal(fclose(file), 0);
+    SafeTensors out;
+    ErrorMessage err = {{0}};
+    if (weight_file_read(path, &out, &err) != 0) fail_msg("%s", err.text);
+    assert_int_equal(out.count, 0);
+    safetensors_free(&out);
+    unlink(path);
 }
 
 int main(void) {
@@ -694,6 +747,7 @@ int main(void) {
         cmocka_unit_test(test_pickle_memory_capped),
         cmocka_unit_test(test_damaged_zip_refused),
         cmocka_unit_test(test_zip_layout_refused),
+        cmocka_unit_test(test_other_files_named),
     };
     const struct CMUnitTest backbones[] = {
         cmocka_unit_test(test_resnet18_layout),

@@ -307,6 +307,37 @@ static void test_hidden_entries_skipped_and_counted(void **state) {
     dataset_free(&dataset);
 }
 
+// A named pipe (even named .jpg) is skipped without being opened and
+// counted as what it is (it was counted as a skipped ".jpg" file; embed then
+// said nothing of it).
+static void test_named_pipes_skipped_and_counted(void **state) {
+    TestTree *tree = *state;
+    tree_file(tree, "a.jpg");
+    char pipe[PATH_MAX];
+    tree_path(tree, "sub/pipe.jpg", pipe);
+    tree_folder(tree, "sub");
+    assert_int_equal(mkfifo(pipe, 0600), 0);
+    Dataset dataset;
+    scan_ok(tree->root, &dataset);
+    const char *expected[] = {"a.jpg"};
+    expect_paths(&dataset, expected, ARRAY_COUNT(expected));
+    assert_int_equal(dataset.summary.special, 1);
+    assert_int_equal(dataset.summary.skipped_files, 0);
+    char described[256];
+    scan_summary_describe(&dataset.summary, described, sizeof described);
+    assert_string_equal(described, "skipped 1 entries that are not regular files (named pipes, "
+                                   "sockets or devices)");
+    dataset_free(&dataset);
+    // Only a pipe: no images, and the message says what was there.
+    assert_int_equal(unlink(tree->root ? pipe : pipe), 0);
+    ErrorMessage err = {{0}};
+    tree_path(tree, "a.jpg", pipe);
+    assert_int_equal(unlink(pipe), 0);
+    tree_path(tree, "sub/pipe.jpg", pipe);
+    assert_int_equal(mkfifo(pipe, 0600), 0);
+    expect_contains(scan_error(tree->root, &err), "skipped 1 entries that are not regular files");
+}
+
 static void test_only_hidden_files_is_an_error_naming_them(void **state) {
     TestTree *tree = *state;
     tree_file(tree, "._a.jpg");
@@ -530,6 +561,7 @@ int main(void) {
         TREE_TEST(test_many_skipped_kinds_lumped_as_other),
         TREE_TEST(test_extension_decides_not_content),
         TREE_TEST(test_hidden_entries_skipped_and_counted),
+        TREE_TEST(test_named_pipes_skipped_and_counted),
         TREE_TEST(test_only_hidden_files_is_an_error_naming_them),
         TREE_TEST(test_empty_folder_is_an_error),
         TREE_TEST(test_missing_folder_is_an_error),

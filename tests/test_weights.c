@@ -30,7 +30,8 @@ static char folder[256];  // a fresh temporary folder per test
 static const char *const variables[] = {
     "LIGHTLY_TRAIN_CACHE_DIR", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_ENDPOINT",
     "HF_HUB_OFFLINE", "HF_TOKEN", "HF_TOKEN_PATH", "LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC",
-    "LIGHTLY_TRAIN_DOWNLOAD_RETRIES", "LIGHTLY_TRAIN_DOWNLOAD_BACKOFF_SEC"};
+    "LIGHTLY_TRAIN_DOWNLOAD_RETRIES", "LIGHTLY_TRAIN_DOWNLOAD_BACKOFF_SEC",
+    "LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC", "LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC"};
 
 static int setup(void **state) {
     (void)state;
@@ -323,7 +324,17 @@ static void test_endpoint_offline_token_settings(void **state) {
     DownloadSettings settings;
     assert_int_equal(weights_download_settings(&settings, &err), 0);
     assert_true(settings.stall_seconds == 180 && settings.retries == 5 &&
-                settings.backoff_seconds == 1);
+                settings.backoff_seconds == 1 && settings.min_rate == 1000 &&
+                settings.deadline_seconds == 21600);
+    setenv("LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC", "2500", 1);
+    setenv("LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC", "60", 1);
+    assert_int_equal(weights_download_settings(&settings, &err), 0);
+    assert_true(settings.min_rate == 2500 && settings.deadline_seconds == 60);
+    setenv("LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC", "0", 1);
+    expect_error(weights_download_settings(&settings, &err), &err,
+                 "LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC=0: expected a number from 1");
+    unsetenv("LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC");
+    unsetenv("LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC");
     setenv("LIGHTLY_TRAIN_DOWNLOAD_RETRIES", "many", 1);
     expect_error(weights_download_settings(&settings, &err), &err,
                  "LIGHTLY_TRAIN_DOWNLOAD_RETRIES=many: expected a number");

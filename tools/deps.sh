@@ -22,6 +22,7 @@ checks=(
   "pc:libtiff-4:libtiff-dev"
   "pc:libgif:libgif-dev"
   "pc:libheif:libheif-dev"
+  "pc:libavif:libavif-dev"
   "pc:libjxl:libjxl-dev"
   "pc:libexif:libexif-dev"
   "pc:stb:libstb-dev"
@@ -66,7 +67,7 @@ for entry in "${checks[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, libtiff, giflib, libheif, libjxl, libexif, stb, DCMTK, protobuf-c, zlib, libcurl, libcrypto, libzip, cmocka, oneDNN, OpenMPI, Fashion-MNIST, python3 venv and numpy)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, libtiff, giflib, libheif, libavif, libjxl, libexif, stb, DCMTK, protobuf-c, zlib, libcurl, libcrypto, libzip, cmocka, oneDNN, OpenMPI, Fashion-MNIST, python3 venv and numpy)"
   exit 0
 fi
 

@@ -21,8 +21,15 @@ references.safetensors holds one F32 (H, W, N) tensor per "FILE@N", plus
 manifest.txt lines: FILE N ref TENSOR MAX_DIFF, or FILE N error WORD (the
 decode or conversion fails with a message containing WORD, '_' for spaces).
 
-Needs numpy, Pillow, tifffile, pydicom and safetensors; the test needs none
-of them.
+A 32-bit BMP with an alpha mask (BITMAPV5HEADER, written here: Pillow reads
+it as RGBA but writes none) gives its 4 channels; Pillow's own 32-bit BMP
+(no mask, the fourth byte reserved, which Pillow ignores) the 4 bytes it
+stores, as stb_image reads them. 10/12-bit AVIFs of the format fixtures:
+imagecodecs' avif_decode (libavif's conversion at the image's depth) over
+2^bits - 1.
+
+Needs numpy, Pillow, tifffile, pydicom, imagecodecs and safetensors; the
+test needs none of them.
 """
 import argparse
 import io
@@ -30,6 +37,7 @@ import os
 import struct
 import zlib
 
+import imagecodecs
 import numpy as np
 import pydicom
 import tifffile
@@ -198,6 +206,55 @@ def write_others(w):
     w.ref("../formats/mono1_12bit.dcm", 1, values[..., None])
 
 
+def bmp_v5_rgba(rgba):
+    """A 32-bit BMP with a BITMAPV5HEADER whose bit fields name an alpha
+    mask, as GIMP and ImageMagick write RGBA: bottom-up BGRA rows."""
+    height, width, _ = rgba.shape
+    pixels = np.ascontiguousarray(rgba[::-1][..., [2, 1, 0, 3]]).astype(np.uint8).tobytes()
+    header = struct.pack("<IiiHHIIiiII", 124, width, height, 1, 32, 3, len(pixels), 2835, 2835,
+                         0, 0)
+    header += struct.pack("<IIII", 0x00FF0000, 0x0000FF00, 0x000000FF, 0xFF000000)
+    header += struct.pack("<I", 0x73524742) + bytes(36 + 12)  # sRGB; no end points, gamma
+    header += struct.pack("<IIII", 4, 0, 0, 0)  # rendering intent: images; no profile
+    assert len(header) == 124
+    offset = 14 + len(header)
+    return b"BM" + struct.pack("<IHHI", offset + len(pixels), 0, 0, offset) + header + pixels
+
+
+def bmp_stored_bgra(data):
+    """The 4 bytes a pixel of an uncompressed bottom-up 32-bit BMP stores, as RGBA."""
+    (offset,) = struct.unpack_from("<I", data, 10)
+    width, height = struct.unpack_from("<ii", data, 18)
+    rows = np.frombuffer(data, np.uint8, width * height * 4, offset).reshape(height, width, 4)
+    return rows[::-1][..., [2, 1, 0, 3]]
+
+
+def write_bmp(w):
+    rgba = pattern(4, 13, 255).astype(np.uint8)
+    data = bmp_v5_rgba(rgba)
+    image = Image.open(io.BytesIO(data))
+    assert image.mode == "RGBA" and np.array_equal(np.asarray(image), rgba)
+    w.file("rgba32_v5.bmp", data)
+    w.ref("rgba32_v5.bmp", 4, rgba / 255.0)
+    w.ref("rgba32_v5.bmp", 3, rgba[..., :3] / 255.0)
+    with open(os.path.join(os.path.dirname(w.out), "formats", "rgba32.bmp"), "rb") as f:
+        data = f.read()
+    assert Image.open(io.BytesIO(data)).mode == "RGB"  # Pillow ignores the fourth byte
+    stored = bmp_stored_bgra(data)
+    assert len(np.unique(stored[..., 3])) > 1
+    w.ref("../formats/rgba32.bmp", 4, stored / 255.0)
+
+
+def write_deep_avif(w):
+    formats = os.path.join(os.path.dirname(w.out), "formats")
+    for name, channels in [("d10_bt709_420.avif", 3), ("d10_rgba_420.avif", 4),
+                           ("d10_rgba_420.avif", 3), ("d12_422.avif", 3)]:
+        with open(os.path.join(formats, name), "rb") as f:
+            decoded = imagecodecs.avif_decode(f.read())
+        assert decoded.dtype == np.uint16, name
+        top = 2 ** (10 if name.startswith("d10") else 12) - 1
+        w.ref("../formats/" + name, channels, decoded[..., :channels] / top)
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="tests/fixtures/channels")
@@ -207,6 +264,8 @@ def main():
     write_jpeg(w)
     write_tiff(w)
     write_others(w)
+    write_deep_avif(w)
+    write_bmp(w)
     w.finish()
 
 

@@ -27,13 +27,17 @@ decode equals the PNG EXPECTED within MAX per sample and MEAN on average),
 "error" (decode fails and the message contains EXPECTED, words joined by
 '_').
 
-Needs numpy, Pillow (with AVIF), tifffile and pydicom; the test needs none
-of them. Deterministic: the same versions write the same bytes.
+Needs numpy, Pillow (with AVIF: 11.3 or later), pillow-heif, tifffile,
+pydicom and avifenc (Debian's libavif-bin, for the AVIFs Pillow does not
+write); the test needs none of them. Deterministic: the same versions write the same
+bytes.
 """
 import argparse
 import io
 import os
 import struct
+import subprocess
+import tempfile
 
 import numpy as np
 import pydicom
@@ -281,12 +285,92 @@ def write_gif(w):
     w.ref("frame_past_screen.gif", data, pillow_rgb(data))
 
 
+# AVIF: odd sizes, so that the last chroma column and row of 4:2:0 stand
+# alone. Pillow's pixels are matched exactly (tests/test_decode_formats.c):
+# both sides convert with libavif and libyuv, and libyuv's SIMD code gives
+# its C code's results on every CPU (its own tests require it).
+AVIF_WIDTH, AVIF_HEIGHT = 27, 19
+# Pillow's quality 95 is libavif's quantizer 3 ((100 - q) * 63 + 50) // 100.
+AVIFENC_Q95 = ["--min", "3", "--max", "3", "--minalpha", "3", "--maxalpha", "3"]
+EXIF_TRANSPOSE = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180,
+                  4: Image.Transpose.FLIP_TOP_BOTTOM, 5: Image.Transpose.TRANSPOSE,
+                  6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+                  8: Image.Transpose.ROTATE_90}
+
+
+def avifenc(image, *options):
+    """An AVIF written by libavif's own writer (avifenc of Debian's
+    libavif-bin) from a PNG of `image`: what Pillow does not write (other
+    matrices than BT.601, 10/12 bits, clap, irot and imir)."""
+    with tempfile.TemporaryDirectory() as folder:
+        source, target = os.path.join(folder, "in.png"), os.path.join(folder, "out.avif")
+        image.save(source)
+        subprocess.run(["avifenc", "--speed", "6", *options, source, target], check=True,
+                       stdout=subprocess.DEVNULL)
+        with open(target, "rb") as f:
+            return f.read()
+
+
 def write_avif(w):
     rgb = pattern(seed=16).astype(np.uint8)
     data = saved(Image.fromarray(rgb), "AVIF", quality=100, subsampling="4:4:4")
-    # Pillow decodes with libavif, we with libheif (same AV1 decoders, but
-    # their own YUV -> RGB).
-    w.ref("rgb.avif", data, pillow_rgb(data), max_diff=3, mean_diff=1.0)
+    w.ref("rgb.avif", data, pillow_rgb(data))
+    # Quality 95 as Pillow writes it (BT.601, full range unless asked).
+    rgb = Image.fromarray(pattern(AVIF_WIDTH, AVIF_HEIGHT, seed=23).astype(np.uint8))
+    for subsampling in ["4:2:0", "4:2:2", "4:4:4"]:
+        for colour_range in ["full", "limited"]:
+            name = f"q95_{subsampling.replace(':', '')}_{colour_range}.avif"
+            data = saved(rgb, "AVIF", quality=95, subsampling=subsampling, range=colour_range)
+            w.ref(name, data, pillow_rgb(data))
+    rgba = pattern(AVIF_WIDTH, AVIF_HEIGHT, channels=4, seed=24).astype(np.uint8)
+    data = saved(Image.fromarray(rgba, "RGBA"), "AVIF", quality=95)
+    w.ref("q95_rgba_420.avif", data, pillow_rgb(data))
+    grey = pattern(AVIF_WIDTH, AVIF_HEIGHT, channels=1, seed=25).astype(np.uint8)
+    data = saved(Image.fromarray(grey), "AVIF", quality=95, subsampling="4:0:0", range="limited")
+    w.ref("q95_grey_limited.avif", data, pillow_rgb(data))
+    # libavif's writer: BT.709 and BT.2020 matrices, 10 and 12 bits (Pillow
+    # reads them at 8 bits), the identity matrix of lossless files.
+    for name, options in [
+            ("bt709_420_limited.avif", ["--yuv", "420", "--range", "l", "--cicp", "1/13/1"]),
+            ("bt2020_444.avif", ["--yuv", "444", "--cicp", "9/13/9"]),
+            ("d10_bt709_420.avif", ["--depth", "10", "--yuv", "420", "--cicp", "1/13/1"]),
+            ("d10_444_limited.avif", ["--depth", "10", "--yuv", "444", "--range", "l"]),
+            ("d12_422.avif", ["--depth", "12", "--yuv", "422"])]:
+        data = avifenc(rgb, *AVIFENC_Q95, *options)
+        w.ref(name, data, pillow_rgb(data))
+    data = avifenc(rgb, "--lossless")
+    w.ref("lossless_identity.avif", data, pillow_rgb(data))
+    data = avifenc(Image.fromarray(rgba, "RGBA"), *AVIFENC_Q95, "--depth", "10", "--yuv", "420")
+    w.ref("d10_rgba_420.avif", data, pillow_rgb(data))
+    # clap (a crop, applied first), irot 90 degrees anticlockwise, imir left
+    # and right: Pillow ignores clap and gives irot/imir as an EXIF
+    # orientation, so the reference is its pixels cropped here, then turned
+    # by that orientation; the same with EXIF orientation off (they are the
+    # format's own).
+    x, y, width, height = 4, 2, 18, 12
+    data = avifenc(rgb, *AVIFENC_Q95, "--yuv", "420", "--crop", f"{x},{y},{width},{height}",
+                   "--irot", "1", "--imir", "1")
+    image = Image.open(io.BytesIO(data))
+    orientation = image.getexif().get(0x0112, 1)
+    assert orientation == 7, orientation
+    cropped = Image.fromarray(np.asarray(image.convert("RGB"))[y:y + height, x:x + width])
+    turned = np.asarray(cropped.transpose(EXIF_TRANSPOSE[orientation]))
+    w.ref("clap_irot_imir.avif", data, turned)
+    w.ref("clap_irot_imir.avif", None, turned, mode="noexif")
+
+
+def write_heic(w):
+    """HEIC (x265 through pillow-heif, the plugin Pillow users read HEIC
+    with; it decodes with libheif 1.2x, we with Debian's libheif 1.15: both
+    upsample 4:2:0 chroma nearest-neighbour, and round apart by a level)."""
+    import pillow_heif
+    pillow_heif.register_heif_opener()
+    rgb = Image.fromarray(pattern(AVIF_WIDTH, AVIF_HEIGHT, seed=26).astype(np.uint8))
+    for chroma in (420, 444):
+        data = saved(rgb, "HEIF", quality=95, chroma=chroma)
+        decoded = pillow_heif.open_heif(io.BytesIO(data), convert_hdr_to_8bit=True)
+        w.ref(f"q95_{chroma}.heic", data, np.asarray(decoded.to_pillow().convert("RGB")),
+              max_diff=1, mean_diff=0.1)
 
 
 def dicom_bytes(array, photometric="MONOCHROME2", signed=False, bits_stored=None, rescale=None,
@@ -417,6 +501,7 @@ def main():
     write_bmp_tga_pnm(w)
     write_gif(w)
     write_avif(w)
+    write_heic(w)
     write_dicom(w)
     write_exif(w)
     w.finish()

@@ -48,7 +48,7 @@ except Exception:  # not installed as a distribution (a source checkout)
 _TRAIN_PARAMETERS = ("out", "data", "model", "method", "method_args", "epochs", "batch_size",
                      "gradient_accumulation_steps", "num_workers", "devices", "num_nodes",
                      "resume_interrupted", "checkpoint", "overwrite", "accelerator",
-                     "precision", "seed", "optim", "optim_args", "transform_args")
+                     "precision", "seed", "optim", "optim_args", "transform_args", "loggers")
 
 
 def train(
@@ -72,6 +72,7 @@ def train(
     optim: Optional[str] = None,
     optim_args: Optional[Mapping[str, Any]] = None,
     transform_args: Optional[Mapping[str, Any]] = None,
+    loggers: Optional[Mapping[str, Any]] = None,
     **options: Any,
 ) -> None:
     """Pretrains a backbone with self-supervised learning (``lightly-train-c train``).
@@ -126,6 +127,11 @@ def train(
             dino / dinov2 ``global_view_1`` and ``local_view``; or the
             program's own keys (``{"scale_min": 0.2, "local.blur_p": 0.1}``).
             How each maps: lightly_train_c._transforms.
+        loggers: LightlyTrain's loggers: ``{"mlflow": {"tracking_uri":
+            "http://host:5000", "experiment_name": ..., "run_name": ...,
+            "tags": {...}}}`` logs the run to an MLflow tracking server too
+            (tracking_uri defaults to MLFLOW_TRACKING_URI), ``{"tensorboard":
+            None}`` turns TensorBoard off (docs/mlflow.md).
         **options: Any other option of ``lightly-train-c train --help`` by its
             name with underscores: ``max_steps``, ``image_size``, ``lr``,
             ``threads``, ``knn_data``, ``log_every``, ...
@@ -169,6 +175,7 @@ def train(
         if _args.flag("train", name, value):
             arguments += _args.option(name, True)
     arguments += _args.optim_args(_args.mapping("train", "optim_args", optim_args))
+    arguments += _args.loggers(_args.mapping("train", "loggers", loggers))
     arguments += _args.passthrough(view_options) + transform_entries
     arguments += _args.passthrough(options)
     run(arguments)
@@ -315,23 +322,31 @@ def export(
     overwrite: bool = False,
     **options: Any,
 ) -> None:
-    """Writes a checkpoint's backbone as a state dict (``lightly-train-c export``).
+    """Writes a checkpoint's backbone as a state dict or an ONNX model
+    (``lightly-train-c export``).
 
     Args:
         out: The file to write (safetensors: a torchvision ResNet state dict
-            without ``fc``, or a timm ViT state dict).
+            without ``fc``, or a timm ViT state dict; ``*.onnx``: an ONNX
+            model of the embedding, docs/onnx.md).
         checkpoint: A .ckpt of ``train`` or a backbone .safetensors.
         part: "backbone" (default: what training exports, the teacher for
             DINO; also LightlyTrain's "model" and "embedding_model"),
             "student" or "teacher".
-        format: "safetensors" (LightlyTrain's "package_default" is taken as
-            the default).
+        format: "safetensors", "onnx", or from the ``out`` extension (the
+            default; LightlyTrain's "package_default" is taken as it).
         overwrite: Replace an existing ``out``.
-        **options: Any other option of ``lightly-train-c export --help``.
+        **options: Any other option of ``lightly-train-c export --help``;
+            for ONNX ``image_size`` (default: the training size),
+            ``precision`` ("fp32" or "fp16"), ``opset`` (also
+            LightlyTrain's ``opset_version``), ``external_data``,
+            ``vit_pool``, ``normalize``.
 
     Raises:
         TypeError, ValueError, ProgramError: as for :func:`train`.
     """
+    if "opset_version" in options:  # LightlyTrain's export_onnx name
+        options["opset"] = options.pop("opset_version")
     _args.check_names("export", "export", ("out", "checkpoint", "part", "format", "overwrite"),
                       options)
     arguments = ["export"] + _args.option("checkpoint",

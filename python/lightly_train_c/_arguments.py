@@ -54,6 +54,17 @@ def _is_path(value: Any) -> bool:
     return isinstance(value, (str, bytes, os.PathLike))
 
 
+def _path_text(function: str, name: str, value: Any) -> str:
+    """A path as the program reads it. A NUL byte, which no file name holds
+    and no command line can carry, is refused naming the argument (Python's
+    own error says only "embedded null byte")."""
+    as_text = text(value)
+    if "\0" in as_text:
+        raise ValueError(f"{function}(): {name} holds a NUL byte ('\\x00'), which no path can: "
+                         f"{value!r}")
+    return as_text
+
+
 def path(function: str, name: str, value: Any, required: bool = True) -> Optional[str]:
     """A file or folder argument as text; None is the program's default only
     where the argument is optional (``checkpoint`` of ``train``)."""
@@ -62,17 +73,17 @@ def path(function: str, name: str, value: Any, required: bool = True) -> Optiona
     if not _is_path(value):
         raise TypeError(f"{function}(): {name} must be a path (str or os.PathLike), "
                         f"got {value!r}")
-    return text(value)
+    return _path_text(function, name, value)
 
 
 def paths(function: str, name: str, value: Any) -> List[str]:
     """One folder, or a list or tuple of them (``data``)."""
     if _is_path(value):
-        return [text(value)]
+        return [_path_text(function, name, value)]
     if not isinstance(value, (list, tuple)) or not value or not all(map(_is_path, value)):
         raise TypeError(f"{function}(): {name} must be a folder (str or os.PathLike) or a "
                         f"non-empty list of them, got {value!r}")
-    return [text(item) for item in value]
+    return [_path_text(function, name, item) for item in value]
 
 
 def flag(function: str, name: str, value: Any) -> bool:
@@ -161,6 +172,28 @@ def optim_args(args: Mapping[str, Any]) -> List[str]:
             raise ValueError(f"optim_args[{key!r}]: lightly-train-c takes lr and weight_decay "
                              "(the rest of each optimizer's settings are the method's)")
         out += option(key, value)
+    return out
+
+
+def loggers(args: Mapping[str, Any]) -> List[str]:
+    """LightlyTrain's loggers, ``{"mlflow": {"tracking_uri": ..., "tags": {...}},
+    "tensorboard": None}``, as the program's ``loggers=`` entries: a dict
+    names the logger (its None values are the defaults), None turns it off.
+    The program judges the names and values (docs/mlflow.md)."""
+    out = []
+    for name, settings in args.items():
+        if settings is None:
+            out.append(f"loggers={name}=null")
+            continue
+        if not isinstance(settings, Mapping):
+            raise TypeError(f"loggers[{name!r}] must be a dict (or None), got {settings!r}")
+        out.append(f"loggers={name}")
+        for key, value in settings.items():
+            if key == "tags" and isinstance(value, Mapping):
+                out += [f"loggers={name}.tags.{tag}={text(tag_value)}"
+                        for tag, tag_value in value.items()]
+            elif value is not None:
+                out.append(f"loggers={name}.{key}={text(value)}")
     return out
 
 

@@ -96,6 +96,11 @@ def run(arguments: Sequence[str]) -> None:
     resume_interrupted=True), and KeyboardInterrupt is raised again (saying
     so when the program had finished all the same); a failure meanwhile is
     a ProgramError."""
+    for argument in arguments:
+        if "\0" in argument:  # the OS would refuse it with only "embedded null byte"
+            name = argument.split("=", 1)[0]
+            raise ValueError(f"lightly-train-c {arguments[0]}: {name} holds a NUL byte "
+                             f"('\\x00'), which no command line can carry: {argument!r}")
     command = [str(PROGRAM), *arguments]
     to_terminal = _is_terminal(sys.stdout)
     child = subprocess.Popen(

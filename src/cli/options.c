@@ -141,6 +141,8 @@ static int option_check_table(const OptionParser *parser, ErrorMessage *err) {
             return error_set(err, "option table: --%s: its alias names another option", name);
         if (spec->repeatable && spec->type != OPTION_STRING)
             return error_set(err, "option table: --%s is repeatable but not a string", name);
+        if (spec->dotted && spec->type != OPTION_STRING)
+            return error_set(err, "option table: --%s is dotted but not a string", name);
         if (spec->allow_auto && spec->type != OPTION_INT && spec->type != OPTION_FLOAT)
             return error_set(err, "option table: --%s allows 'auto' but is not a number", name);
         if (spec->allow_auto && spec->min < spec->max && spec->min <= -1 && -1 <= spec->max)
@@ -351,6 +353,18 @@ int options_parse(const OptionParser *parser, int argc, char **argv, FILE *out,
         size_t key_len = strcspn(key, "=");
         const char *value = key[key_len] == '=' ? key + key_len + 1 : NULL;
         int index = option_find(parser, key, key_len);
+        const size_t dot = strcspn(key, ".");
+        if (index < 0 && dot < key_len && (index = option_find(parser, key, dot)) >= 0) {
+            // name.key=value: the dotted option's value is key=value.
+            if (!parser->specs[index].dotted)
+                return option_report_unknown(parser, arg, (size_t)(key - arg) + key_len, key,
+                                             key_len, err);
+            if (!value)
+                return error_set(err, "--%.*s: write it %.*s=VALUE (or --%s %.*s=VALUE)",
+                                 QUOTE_MAX, key, QUOTE_MAX, key, parser->specs[index].name,
+                                 QUOTE_MAX, key + dot + 1);
+            value = key + dot + 1;
+        }
         if (index < 0)
             return option_report_unknown(parser, arg, (size_t)(key - arg) + key_len, key,
                                          key_len, err);
@@ -399,31 +413,26 @@ static const char *option_metavar(const OptionSpec *spec, char *buffer, size_t s
     return "";
 }
 
-// "(required)", "(default: 256)", "" when there is no default to show.
-static void option_describe_default(const OptionSpec *spec, char *buffer, size_t size) {
+void options_format_value(const OptionSpec *spec, char *buffer, size_t size) {
     buffer[0] = '\0';
-    if (spec->required) {
-        snprintf(buffer, size, "(required)");
-        return;
-    }
     switch (spec->type) {
     case OPTION_FLAG:
-        if (*(const int *)spec->value) snprintf(buffer, size, "(default: on)");
+        snprintf(buffer, size, "%s", *(const int *)spec->value ? "true" : "false");
         break;
     case OPTION_INT: {
-        int number = *(const int *)spec->value;
+        const int number = *(const int *)spec->value;
         if (spec->allow_auto && number == -1)
-            snprintf(buffer, size, "(default: auto)");
+            snprintf(buffer, size, "auto");
         else
-            snprintf(buffer, size, "(default: %d)", number);
+            snprintf(buffer, size, "%d", number);
         break;
     }
     case OPTION_FLOAT: {
         const double number = *(const double *)spec->value;
         if (spec->allow_auto && number == -1)
-            snprintf(buffer, size, "(default: auto)");
+            snprintf(buffer, size, "auto");
         else
-            snprintf(buffer, size, "(default: %.15g)", number);
+            snprintf(buffer, size, "%.15g", number);
         break;
     }
     case OPTION_STRING:
@@ -431,26 +440,43 @@ static void option_describe_default(const OptionSpec *spec, char *buffer, size_t
             const StringList *list = spec->value;
             size_t used = 0;
             for (int i = 0; i < list->count && used < size; i++) {
-                int written = snprintf(buffer + used, size - used, "%s%s", i ? " " : "(default: ",
-                                       list->items[i]);
+                const int written = snprintf(buffer + used, size - used, "%s%s", i ? " " : "",
+                                             list->items[i]);
                 if (written < 0) break;
                 used += (size_t)written;
             }
-            if (list->count > 0 && used + 1 < size) snprintf(buffer + used, size - used, ")");
         } else {
             const char *text = *(const char *const *)spec->value;
-            if (text) snprintf(buffer, size, "(default: %s)", text[0] ? text : "''");
+            snprintf(buffer, size, "%s", text ? text : "");
         }
         break;
     case OPTION_CHOICE: {
-        int index = *(const int *)spec->value;
+        const int index = *(const int *)spec->value;
         int count = 0;
         while (spec->choices[count]) count++;
-        if (index >= 0 && index < count)
-            snprintf(buffer, size, "(default: %s)", spec->choices[index]);
+        if (index >= 0 && index < count) snprintf(buffer, size, "%s", spec->choices[index]);
         break;
     }
     }
+}
+
+// "(required)", "(default: 256)", "" when there is no default to show.
+static void option_describe_default(const OptionSpec *spec, char *buffer, size_t size) {
+    buffer[0] = '\0';
+    if (spec->required) {
+        snprintf(buffer, size, "(required)");
+        return;
+    }
+    if (spec->type == OPTION_FLAG) {  // only "on" is worth saying
+        if (*(const int *)spec->value) snprintf(buffer, size, "(default: on)");
+        return;
+    }
+    char value[240];
+    options_format_value(spec, value, sizeof value);
+    const int is_string = spec->type == OPTION_STRING && !spec->repeatable;
+    if (is_string && *(const char *const *)spec->value && !value[0])
+        snprintf(value, sizeof value, "''");  // set to the empty string
+    if (value[0]) snprintf(buffer, size, "(default: %s)", value);
 }
 
 static void option_print_row(FILE *out, const char *left, int width, const char *help,

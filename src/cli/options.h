@@ -7,6 +7,8 @@
 //   --batch-size 64   --batch-size=64   batch-size=64   batch_size=64
 //   --flag   --flag=true   flag=false   flag=1   (flags never take the next word)
 //   --help or -h anywhere prints the help.
+//   A dotted option (OptionSpec.dotted) also reads name.key=value as
+//   --name key=value (LightlyTrain's nested arguments).
 // The value is everything after the first '=', so --method-arg=temperature=0.1
 // gives method-arg the value "temperature=0.1".
 #ifndef LTC_CLI_OPTIONS_H
@@ -54,6 +56,8 @@ typedef struct OptionSpec {
     int allow_auto;       // INT, FLOAT: the word "auto" is accepted and stored as -1
                           // (so -1 must lie outside the range: a typed -1 is refused)
     int repeatable;       // STRING: may be given several times (value: StringList*)
+    int dotted;           // STRING: also LightlyTrain's nested form NAME.KEY=VALUE,
+                          // which gives the value KEY=VALUE (loggers.mlflow.run_name=x)
 } OptionSpec;
 
 typedef struct OptionParser {
@@ -76,6 +80,11 @@ int options_parse(const OptionParser *parser, int argc, char **argv, FILE *out,
 // is over before running, with *exit_status set (0 after --help; 2 after a
 // usage error, printed to stderr as "<program>: <message>"), else 0.
 int options_parse_command(const OptionParser *parser, int argc, char **argv, int *exit_status);
+
+// The current value of the option as text: a flag true / false, a number
+// (or "auto"), a choice, a string ("" when unset), a repeatable string's
+// values joined by spaces.
+void options_format_value(const OptionSpec *spec, char *buffer, size_t size);
 
 // Usage line, summary, then one aligned line per option: name, metavar, help
 // and the default taken from the current *value.

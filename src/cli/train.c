@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/loggers.h"
 #include "cli/options.h"
 #include "cli/ranks.h"
 #include "cli/weights_cli.h"
@@ -157,6 +158,21 @@ static int train_options_channels(TrainConfig *config, const TrainChoices *choic
     return channel_settings_check(&config->channels, err);
 }
 
+// Every option of the table as MLflow's run parameters: LightlyTrain's
+// name (underscores) and the value as given or defaulted ("None": unset).
+static int train_option_params(const OptionSpec *specs, int count, MlflowPair *params) {
+    static char names[OPTIONS_MAX_SPECS][64], values[OPTIONS_MAX_SPECS][1024];
+    for (int i = 0; i < count && i < OPTIONS_MAX_SPECS; i++) {
+        snprintf(names[i], sizeof names[i], "%s", specs[i].name);
+        for (char *c = names[i]; *c; c++)
+            if (*c == '-') *c = '_';
+        options_format_value(&specs[i], values[i], sizeof values[i]);
+        if (!values[i][0]) snprintf(values[i], sizeof values[i], "None");
+        params[i] = (MlflowPair){names[i], values[i]};
+    }
+    return count < OPTIONS_MAX_SPECS ? count : OPTIONS_MAX_SPECS;
+}
+
 int command_train(int argc, char **argv) {
     train_catch_stop_signals();  // first: a signal while setting up is a stop, not a kill
     if (fault_fires("sigterm-at-start", -1)) raise(SIGTERM);
@@ -182,6 +198,7 @@ int command_train(int argc, char **argv) {
     TrainChoices choices = {.max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS};
     double dist_timeout = DIST_DEFAULT_TIMEOUT;
     const char *devices = "auto";
+    StringList logger_entries = {0};
     const OptionSpec specs[] = {
         {.name = "data", .type = OPTION_STRING, .value = &config.data, .metavar = "DIR",
          .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
@@ -288,6 +305,10 @@ int command_train(int argc, char **argv) {
          .metavar = "auto|8|float", .help = "pixels into the model: 8-bit RGB or float (auto: "
                                             "float for other than 3 channels or deep images)",
          .choices = input_depth_names},
+        {.name = "loggers", .type = OPTION_STRING, .value = &logger_entries,
+         .metavar = "LOGGER[.KEY]=VALUE", .repeatable = 1, .dotted = 1,
+         .help = "LightlyTrain's loggers: mlflow (with mlflow.tracking_uri=URL, "
+                 "mlflow.experiment_name=NAME, ...: docs/mlflow.md), tensorboard=null"},
     };
     const OptionParser parser = {
         .program = "lightly-train-c train",
@@ -301,9 +322,11 @@ int command_train(int argc, char **argv) {
     int exit_status = 0;
     if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
     ErrorMessage err = {{0}};
+    static LoggerSettings loggers;
     if (train_options_channels(&config, &choices, &err) ||
         train_options_check(&config, &choices, &err) ||
-        train_options_resolve(&config, &choices, &err)) {
+        train_options_resolve(&config, &choices, &err) ||
+        loggers_parse(&logger_entries, &loggers, &err)) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
         return 2;
     }
@@ -320,6 +343,15 @@ int command_train(int argc, char **argv) {
     const DistRun dist = place.dist;
     if (prepare_weights(&config, method_choices[choices.method], comm_rank(dist.comm)))
         return ranks_refuse(&dist);
+    // MLflow's server is rank 0's to reach, MLFLOW_TRACKING_URI its own.
+    if (comm_rank(dist.comm) == 0 && loggers_resolve_tracking_uri(&loggers, &err)) {
+        fprintf(stderr, "%s: %s\n", parser.program, err.text);
+        return ranks_refuse(&dist);
+    }
+    MlflowPair options[OPTIONS_MAX_SPECS];
+    config.loggers = &loggers;
+    config.options = options;
+    config.option_count = train_option_params(specs, parser.count, options);
     config.accelerator = place.accelerator;
     config.gpu = place.gpu;
     config.comm = dist.comm;

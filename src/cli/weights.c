@@ -160,8 +160,12 @@ static void print_help(FILE *out) {
             "Cache: $LIGHTLY_TRAIN_CACHE_DIR, else $XDG_CACHE_HOME/lightly-train-c, else\n"
             "~/.cache/lightly-train-c; files the Hugging Face libraries downloaded\n"
             "($HF_HUB_CACHE, $HF_HOME/hub) are used as they are. HF_ENDPOINT selects a\n"
-            "mirror, HF_TOKEN (or $HF_HOME/token) opens gated repositories. See\n"
-            "docs/weights.md.\n"
+            "mirror, HF_TOKEN (or $HF_HOME/token) opens gated repositories. A download\n"
+            "slower than LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC (1000) for\n"
+            "LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC (180) is retried\n"
+            "LIGHTLY_TRAIN_DOWNLOAD_RETRIES (5) times; one not complete within\n"
+            "LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC (21600) fails, its part kept. See\n"
+            "docs/weights.md and docs/commands.md.\n"
             "\n" EXIT_STATUS_HELP "\n");
 }
 

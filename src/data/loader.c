@@ -6,23 +6,25 @@
 // the batch that used it, so workers run at most `slot_count` batches ahead.
 #include "data/loader.h"
 
-#include <math.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "data/decoder_process.h"
+#include "data/decoder_protocol.h"
+#include "data/image_renderer.h"
 #include "data/sampler.h"
 #include "decode/decode.h"
 #include "util/cpu.h"
-#include "util/file.h"
-
-#define LOADER_MAX_FILE_BYTES ((size_t)1 << 30)
 // Substitutes tried for one position before the run is declared broken.
 #define LOADER_MAX_ATTEMPTS 64
 #define LOADER_DEFAULT_SLOTS 4
-#define LOADER_RANGE_PIXELS 16
 
 typedef struct BatchSlot {
     Batch batch;
@@ -37,12 +39,7 @@ typedef struct Worker {
     Loader *loader;
     pthread_t thread;
     int thread_started;
-    Decoder *decoder;
-    AugmentScratch *scratch;
-    ByteBuffer file;
-    float *samples;  // the deep path's float image (samples_to_float)
-    size_t samples_capacity;  // floats
-    ViewParams params[AUGMENT_MAX_VIEWS];
+    DecoderProcess *decoder;  // reads, decodes and augments in a child process
     _Atomic uint64_t read_ns, decode_ns, augment_ns, images;
     _Atomic uint64_t format_ns[IMAGE_FORMAT_COUNT], format_images[IMAGE_FORMAT_COUNT];
 } Worker;
@@ -72,17 +69,11 @@ struct Loader {
     _Atomic uint64_t *checked_files;
     _Atomic uint64_t skipped_files;
     _Atomic uint64_t replacements;
-    // The float path: per image channel, the samples whose normalised value
-    // the device can hold (view_set_sample_range), repeated for
-    // LOADER_RANGE_PIXELS pixels so that check_sample_range runs over flat,
-    // fixed-length blocks that the compiler vectorises.
-    float range_low[AUGMENT_MAX_CHANNELS * LOADER_RANGE_PIXELS];
-    float range_high[AUGMENT_MAX_CHANNELS * LOADER_RANGE_PIXELS];
+    // Without the caller's allocator, the slots lie in one memory file that
+    // the decoder processes map too (DecoderSlots): they render into it.
+    DecoderSlots shared;
+    uint8_t *shared_pixels;  // slot_count x shared.bytes
 };
-
-static uint64_t nanoseconds_between(double start, double end) {
-    return (uint64_t)((end - start) * 1e9);
-}
 
 // Returns 1 when this call marked the file bad (first failure).
 static int loader_mark_bad(Loader *loader, uint32_t index) {
@@ -99,95 +90,13 @@ static int loader_is_bad(const Loader *loader, uint32_t index) {
     return bitmap_get(loader->bad_files, index);
 }
 
-static PixelRect rect_union(PixelRect a, PixelRect b) {
-    const int x0 = a.x < b.x ? a.x : b.x, y0 = a.y < b.y ? a.y : b.y;
-    const int x1 = a.x + a.width > b.x + b.width ? a.x + a.width : b.x + b.width;
-    const int y1 = a.y + a.height > b.y + b.height ? a.y + a.height : b.y + b.height;
-    return (PixelRect){x0, y0, x1 - x0, y1 - y0};
-}
-
-// The views of a decoded 8-bit RGB image into position `position` of slot.
-static int worker_render(Worker *worker, const DecodedImage *decoded, BatchSlot *slot,
-                         int position, ErrorMessage *err) {
-    const ViewSet *views = &worker->loader->config.views;
-    for (int v = 0; v < views->count; v++) {
-        const int size = views->views[v].size;
-        uint8_t *out = slot->batch.views[v] + (size_t)position * (size_t)size * (size_t)size * 3;
-        if (view_render(&views->views[v], &worker->params[v], &decoded->image, decoded->covered,
-                        out, worker->scratch, err) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-// Every sample inside its channel's range (Loader.range_low/high), or -1
-// naming the first one outside: a no-data fill such as -3.4e38 would become
-// infinite on the device and stop the run with a NaN loss. One OR over the
-// image without a branch (0.1 ms for 384 x 512 samples, about a tenth of
-// the branching loop); the sample is searched for only when one is out.
-static int check_sample_range(const Loader *loader, const float *samples, size_t pixels,
-                              int channels, ErrorMessage *err) {
-    const float *low = loader->range_low, *high = loader->range_high;
-    const size_t total = pixels * (size_t)channels, block = (size_t)channels * LOADER_RANGE_PIXELS;
-    int outside = 0;
-    size_t start = 0;
-    for (; start + block <= total; start += block)
-        for (size_t j = 0; j < block; j++)
-            outside |= (samples[start + j] < low[j]) | (samples[start + j] > high[j]);
-    for (size_t j = 0; start + j < total; j++)
-        outside |= (samples[start + j] < low[j]) | (samples[start + j] > high[j]);
-    if (!outside) return 0;
-    for (size_t i = 0; i < total; i++) {
-        const int c = (int)(i % (size_t)channels);
-        if (samples[i] >= low[c] && samples[i] <= high[c]) continue;
-        return error_set(err,
-                         "out of range: sample %g of channel %d is outside [%g, %g], where "
-                         "(x - mean) / std stays within the %g that 16-bit activations "
-                         "hold (a no-data fill value?); give --normalize MEAN:STD matching "
-                         "the data",
-                         (double)samples[i], c + 1, (double)low[c], (double)high[c],
-                         VIEW_NORMALIZED_LIMIT);
-    }
-    return 0;
-}
-
-// The deep path: native samples -> floats of the views' input channels
-// (samples_to_float: an image whose channels cannot become them fails with
-// both counts, and is skipped like any bad file) -> float views.
-// check_range: float samples on a file's whole first read (8- and 16-bit
-// samples lie in [0, 1], which loader_create made sure every range holds).
-static int worker_render_float(Worker *worker, const DecodedImage *decoded, int check_range,
-                               BatchSlot *slot, int position, ErrorMessage *err) {
-    const ViewSet *views = &worker->loader->config.views;
-    const SampleImage *in = &decoded->samples;
-    const int channels = view_input_channels(&views->views[0]);
-    const size_t need = (size_t)in->width * (size_t)in->height * (size_t)channels;
-    if (need > worker->samples_capacity) {
-        float *bigger = realloc(worker->samples, need * sizeof *bigger);
-        if (!bigger) return error_set(err, "out of memory for a %dx%d image", in->width, in->height);
-        worker->samples = bigger;
-        worker->samples_capacity = need;
-    }
-    const size_t stride = (size_t)in->width * (size_t)channels;
-    if (samples_to_float(in, channels, worker->samples, stride, err) != 0) return -1;
-    if (check_range && check_sample_range(worker->loader, worker->samples,
-                                          (size_t)in->width * in->height, channels, err) != 0)
-        return -1;
-    const FloatImage source = {worker->samples, in->width, in->height, channels, stride};
-    for (int v = 0; v < views->count; v++) {
-        const size_t size = (size_t)views->views[v].size;
-        float *out = (float *)(slot->batch.views[v] + (size_t)position * size * size *
-                                                          slot->batch.pixel_bytes);
-        if (view_render_float(&views->views[v], &worker->params[v], &source, decoded->covered,
-                              out, worker->scratch, err) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-// Reads, decodes and augments one image into position `position` of slot.
-// view_key keys the view randomness (the dataset index, offset for
-// substitutes so a substitute differs from the same image elsewhere).
+// Reads, decodes and augments one image into position `position` of slot:
+// 0, -1 when the file is bad (err: the reason), or DECODER_PROCESS_BROKEN
+// (the run cannot go on). view_key keys the view randomness (the dataset
+// index, offset for substitutes so a substitute differs from the same image
+// elsewhere). The worker's decoder process does all of it
+// (data/decoder_process.h), into the shared slot, or into its views buffer,
+// copied here into a slot the caller's allocator made.
 static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t view_key,
                        BatchSlot *slot, int position, ErrorMessage *err) {
     Loader *loader = worker->loader;
@@ -196,59 +105,33 @@ static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t 
     if (dataset_full_path(config->dataset, index, path, sizeof path) != 0)
         return error_set(err, "path too long");
 
-    const double t0 = time_now();
-    if (file_read_all(path, &worker->file, LOADER_MAX_FILE_BYTES, err) != 0) return -1;
-    const double t1 = time_now();
-
-    ImageInfo info;
-    if (decoder_probe(worker->decoder, worker->file.data, worker->file.size, &info, err) != 0)
-        return -1;
-    const ViewSet *views = &config->views;
-    PixelRect region = {0, 0, 0, 0};
-    double scale_needed = 0.0;  // smallest scale that keeps every view's resolution
-    for (int v = 0; v < views->count; v++) {
-        Rng rng = rng_make(config->seed, epoch, view_key, RNG_STREAM_VIEW + (uint32_t)v);
-        view_sample(&views->views[v], info.width, info.height, &rng, &worker->params[v]);
-        const PixelRect crop = worker->params[v].crop;
-        region = v == 0 ? crop : rect_union(region, crop);
-        const double size = views->views[v].size;
-        const double scale_x = size / crop.width, scale_y = size / crop.height;
-        const double scale = scale_x > scale_y ? scale_x : scale_y;
-        if (scale > scale_needed) scale_needed = scale;
-    }
-    if (scale_needed > 1.0) scale_needed = 1.0;
+    // The first read of a file in a run decodes all of it (DecodeRequest.whole_file).
     const int whole_file = !bitmap_get(loader->checked_files, index);
-    // A float image's first read converts all of it, so that its range
-    // check (check_sample_range) does not depend on the crops drawn.
-    if (views->float_pixels && whole_file && info.channels > 0 && info.sample_type == SAMPLE_F32)
-        region = (PixelRect){0, 0, info.width, info.height};
-    const DecodeRequest request = {
-        .region = region,
-        .min_width = (int)ceil(region.width * scale_needed - 1e-9),
-        .min_height = (int)ceil(region.height * scale_needed - 1e-9),
-        .whole_file = whole_file,
-        .native = views->float_pixels,
-    };
-    DecodedImage decoded;
-    if (decoder_decode(worker->decoder, worker->file.data, worker->file.size, &request,
-                       &decoded, err) != 0)
-        return -1;
-    if (request.whole_file)
+    const int slot_number = (int)(slot - loader->slots);
+    DecoderRendered rendered;
+    const double start = time_now();
+    const int status = decoder_process_render(worker->decoder, path, index, epoch, view_key,
+                                              whole_file, slot_number, position, &rendered, err);
+    if (status != 0) return status;
+    if (whole_file)
         atomic_fetch_or(&loader->checked_files[index / 64], (uint64_t)1 << (index % 64));
-    const double t2 = time_now();
-
-    const int check_range = request.whole_file && decoded.samples.type == SAMPLE_F32;
-    if (views->float_pixels
-            ? worker_render_float(worker, &decoded, check_range, slot, position, err)
-            : worker_render(worker, &decoded, slot, position, err))
-        return -1;
-    const double t3 = time_now();
-    atomic_fetch_add(&worker->read_ns, nanoseconds_between(t0, t1));
-    atomic_fetch_add(&worker->decode_ns, nanoseconds_between(t1, t2));
-    atomic_fetch_add(&worker->augment_ns, nanoseconds_between(t2, t3));
+    for (int v = 0; rendered.views && v < slot->batch.view_count; v++) {
+        const size_t size = (size_t)slot->batch.view_size[v];
+        const size_t bytes = size * size * slot->batch.pixel_bytes;
+        memcpy(slot->batch.views[v] + (size_t)position * bytes,
+               rendered.views + decoder_view_offset(&config->views, v), bytes);
+    }
+    const double took = time_now() - start;
+    // Reading and augmenting as the child timed them; decoding includes the
+    // trip to the child (and a copy out of its views buffer).
+    const double read = rendered.read_seconds, augment = rendered.render_seconds;
+    const double decode = took > read + augment ? took - read - augment : 0.0;
+    atomic_fetch_add(&worker->read_ns, (uint64_t)(read * 1e9));
+    atomic_fetch_add(&worker->decode_ns, (uint64_t)(decode * 1e9));
+    atomic_fetch_add(&worker->augment_ns, (uint64_t)(augment * 1e9));
     atomic_fetch_add(&worker->images, 1);
-    atomic_fetch_add(&worker->format_ns[info.format], nanoseconds_between(t0, t3));
-    atomic_fetch_add(&worker->format_images[info.format], 1);
+    atomic_fetch_add(&worker->format_ns[rendered.format], (uint64_t)(took * 1e9));
+    atomic_fetch_add(&worker->format_images[rendered.format], 1);
     return 0;
 }
 
@@ -267,15 +150,22 @@ static void loader_report_bad(Loader *loader, uint32_t index, const ErrorMessage
     }
 }
 
-// keep_last mode: one try; a bad file leaves zero pixels and a flag.
-static void worker_fill_position_or_flag(Worker *worker, BatchSlot *slot, int position) {
+// keep_last mode: one try; a bad file leaves zero pixels and a flag. -1
+// (err) only when no decoder process can run.
+static int worker_fill_position_or_flag(Worker *worker, BatchSlot *slot, int position,
+                                        ErrorMessage *err) {
     Loader *loader = worker->loader;
     const uint32_t index = slot->requested[position];
     slot->used[position] = index;
     if (!loader_is_bad(loader, index)) {
         ErrorMessage reason = {{0}};
-        if (worker_load(worker, index, slot->batch.epoch, index, slot, position, &reason) == 0)
-            return;
+        const int status = worker_load(worker, index, slot->batch.epoch, index, slot, position,
+                                       &reason);
+        if (status == 0) return 0;
+        if (status == DECODER_PROCESS_BROKEN) {
+            *err = reason;
+            return -1;
+        }
         loader_report_bad(loader, index, &reason);
     }
     slot->failed[position] = 1;
@@ -284,6 +174,7 @@ static void worker_fill_position_or_flag(Worker *worker, BatchSlot *slot, int po
                              slot->batch.pixel_bytes;
         memset(slot->batch.views[v] + (size_t)position * bytes, 0, bytes);
     }
+    return 0;
 }
 
 // Fills one batch position, substituting deterministically for bad files.
@@ -291,10 +182,7 @@ static int worker_fill_position(Worker *worker, BatchSlot *slot, int position,
                                 ErrorMessage *err) {
     Loader *loader = worker->loader;
     const LoaderConfig *config = &loader->config;
-    if (config->keep_last) {
-        worker_fill_position_or_flag(worker, slot, position);
-        return 0;
-    }
+    if (config->keep_last) return worker_fill_position_or_flag(worker, slot, position, err);
     const uint32_t epoch = slot->batch.epoch;
     const uint32_t original = slot->requested[position];
     const uint32_t dataset_size = (uint32_t)config->dataset->count;
@@ -304,10 +192,15 @@ static int worker_fill_position(Worker *worker, BatchSlot *slot, int position,
         if (!loader_is_bad(loader, index)) {
             ErrorMessage reason = {{0}};
             const uint64_t view_key = index | ((uint64_t)attempt << 32);
-            if (worker_load(worker, index, epoch, view_key, slot, position, &reason) == 0) {
+            const int status = worker_load(worker, index, epoch, view_key, slot, position, &reason);
+            if (status == 0) {
                 slot->used[position] = index;
                 if (attempt > 0) atomic_fetch_add(&loader->replacements, 1);
                 return 0;
+            }
+            if (status == DECODER_PROCESS_BROKEN) {
+                *err = reason;
+                return -1;
             }
             loader_report_bad(loader, index, &reason);
         }
@@ -385,18 +278,43 @@ static int loader_validate(const LoaderConfig *config, ErrorMessage *err) {
     return 0;
 }
 
-static void *loader_host_alloc(const LoaderConfig *config, size_t bytes) {
-    if (config->host_alloc) return config->host_alloc(config->host_context, bytes);
-    const size_t rounded = (bytes + 63) & ~(size_t)63;  // aligned_alloc wants a multiple
-    return aligned_alloc(64, rounded ? rounded : 64);
+// The slots, in the caller's memory (config->host_alloc: the backend's
+// page-locked memory, which cannot be shared), else in one memory file the
+// decoder processes render into (Loader.shared), each slot page-aligned.
+static int loader_slot_memory(Loader *loader, size_t slot_bytes, ErrorMessage *err) {
+    const LoaderConfig *config = &loader->config;
+    for (int s = 0; s < loader->slot_count && config->host_alloc; s++) {
+        loader->slots[s].pixels = config->host_alloc(config->host_context, slot_bytes);
+        if (!loader->slots[s].pixels)
+            return error_set(err, "out of page-locked host memory for %d batch slots of %zu MB",
+                             loader->slot_count, slot_bytes >> 20);
+    }
+    if (config->host_alloc) return 0;
+    const size_t stride = (slot_bytes + 4095) & ~(size_t)4095, total = stride * loader->slot_count;
+    loader->shared = (DecoderSlots){.fd = memfd_create("ltc-batches", MFD_CLOEXEC | MFD_ALLOW_SEALING),
+                                    .count = loader->slot_count,
+                                    .batch_size = config->batch_size,
+                                    .bytes = stride};
+    void *map = MAP_FAILED;
+    if (loader->shared.fd >= 0 && ftruncate(loader->shared.fd, (off_t)total) == 0 &&
+        fcntl(loader->shared.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0)
+        map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, loader->shared.fd, 0);
+    if (map == MAP_FAILED)
+        return error_set(err, "out of shared memory for %d batch slots of %zu MB: %s",
+                         loader->slot_count, slot_bytes >> 20, strerror(errno));
+    loader->shared_pixels = map;
+    for (int s = 0; s < loader->slot_count; s++)
+        loader->slots[s].pixels = loader->shared_pixels + (size_t)s * stride;
+    return 0;
 }
 
-static void loader_host_free(const LoaderConfig *config, void *pointer) {
-    if (!pointer) return;
-    if (config->host_free)
-        config->host_free(config->host_context, pointer);
-    else
-        free(pointer);
+static void loader_free_slot_memory(Loader *loader) {
+    const LoaderConfig *config = &loader->config;
+    for (int s = 0; loader->slots && s < loader->slot_count && config->host_alloc; s++)
+        if (loader->slots[s].pixels) config->host_free(config->host_context, loader->slots[s].pixels);
+    if (loader->shared_pixels)
+        munmap(loader->shared_pixels, loader->shared.bytes * (size_t)loader->slot_count);
+    if (loader->shared.fd >= 0) close(loader->shared.fd);
 }
 
 static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
@@ -410,13 +328,9 @@ static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
     }
     loader->slots = calloc((size_t)loader->slot_count, sizeof *loader->slots);
     if (!loader->slots) return error_set(err, "out of memory for the batch ring");
+    if (loader_slot_memory(loader, batch * sample_bytes, err) != 0) return -1;
     for (int s = 0; s < loader->slot_count; s++) {
         BatchSlot *slot = &loader->slots[s];
-        slot->pixels = loader_host_alloc(config, batch * sample_bytes);
-        if (!slot->pixels)
-            return error_set(err, "out of %shost memory for %d batch slots of %zu MB",
-                             config->host_alloc ? "page-locked " : "", loader->slot_count,
-                             batch * sample_bytes >> 20);
         slot->requested = calloc(batch, sizeof *slot->requested);
         slot->used = calloc(batch, sizeof *slot->used);
         slot->failed = calloc(batch, sizeof *slot->failed);
@@ -446,13 +360,19 @@ static int loader_start_workers(Loader *loader, ErrorMessage *err) {
     for (int w = 0; w < loader->worker_count; w++) {
         Worker *worker = &loader->workers[w];
         worker->loader = loader;
-        worker->decoder = decoder_create(loader->config.max_pixels);
-        worker->scratch = augment_scratch_create();
-        if (!worker->decoder || !worker->scratch) return error_set(err, "out of memory for workers");
-        decoder_set_exif_orientation(worker->decoder, !loader->config.ignore_exif_orientation);
-        const ViewSet *views = &loader->config.views;  // the probe refuses channels it cannot read
-        decoder_set_channels(worker->decoder,
-                             views->float_pixels ? view_input_channels(&views->views[0]) : 0);
+        const ViewSet *views = &loader->config.views;
+        const DecoderProcessConfig decoder = {
+            .max_pixels = loader->config.max_pixels,
+            .ignore_exif_orientation = loader->config.ignore_exif_orientation,
+            // the probe refuses channels it cannot read
+            .channels = views->float_pixels ? view_input_channels(&views->views[0]) : 0,
+            .views = views,
+            .seed = loader->config.seed,
+            .slots = loader->shared_pixels ? &loader->shared : NULL,
+            .timeout_seconds = loader->config.decode_timeout_seconds,
+        };
+        worker->decoder = decoder_process_create(&decoder, err);
+        if (!worker->decoder) return -1;
     }
     for (int w = 0; w < loader->worker_count; w++) {
         Worker *worker = &loader->workers[w];
@@ -461,22 +381,6 @@ static int loader_start_workers(Loader *loader, ErrorMessage *err) {
                              loader->worker_count);
         worker->thread_started = 1;
     }
-    return 0;
-}
-
-// 8- and 16-bit samples become [0, 1]: a normalisation that takes them past
-// what the device holds (a std below about 1/65504) is refused at start-up,
-// so that only float samples need checking image by image.
-static int check_unit_range(const Loader *loader, int channels, ErrorMessage *err) {
-    for (int c = 0; c < channels; c++)
-        if (loader->range_low[c] > 0.0f || loader->range_high[c] < 1.0f)
-            return error_set(err,
-                             "--normalize: samples of 8- and 16-bit images lie in [0, 1], but "
-                             "channel %d keeps (x - mean) / std within the %g that 16-bit "
-                             "activations hold only for [%g, %g]; give --normalize MEAN:STD "
-                             "matching the data",
-                             c + 1, VIEW_NORMALIZED_LIMIT, (double)loader->range_low[c],
-                             (double)loader->range_high[c]);
     return 0;
 }
 
@@ -492,13 +396,8 @@ Loader *loader_create(const LoaderConfig *config, ErrorMessage *err) {
     loader->worker_count = config->num_workers;
     loader->slot_count = config->prefetch_batches ? config->prefetch_batches : LOADER_DEFAULT_SLOTS;
     if (loader->slot_count < 2) loader->slot_count = 2;
-    const int input_channels = view_input_channels(&config->views.views[0]);
-    view_set_sample_range(&config->views, loader->range_low, loader->range_high);
-    for (int i = input_channels; i < input_channels * LOADER_RANGE_PIXELS; i++) {
-        loader->range_low[i] = loader->range_low[i % input_channels];
-        loader->range_high[i] = loader->range_high[i % input_channels];
-    }
-    if (config->views.float_pixels && check_unit_range(loader, input_channels, err) != 0) {
+    loader->shared.fd = -1;
+    if (config->views.float_pixels && image_renderer_check_unit_range(&config->views, err) != 0) {
         free(loader);
         return NULL;
     }
@@ -547,14 +446,11 @@ void loader_destroy(Loader *loader) {
     for (int w = 0; loader->workers && w < loader->worker_count; w++) {
         Worker *worker = &loader->workers[w];
         if (worker->thread_started) pthread_join(worker->thread, NULL);
-        decoder_destroy(worker->decoder);
-        augment_scratch_destroy(worker->scratch);
-        byte_buffer_free(&worker->file);
-        free(worker->samples);
+        decoder_process_destroy(worker->decoder);
     }
     free(loader->workers);
+    loader_free_slot_memory(loader);
     for (int s = 0; loader->slots && s < loader->slot_count; s++) {
-        loader_host_free(&loader->config, loader->slots[s].pixels);
         free(loader->slots[s].requested);
         free(loader->slots[s].used);
         free(loader->slots[s].failed);
@@ -631,24 +527,21 @@ LoaderStats loader_stats(const Loader *loader) {
 }
 
 int loader_first_image_is_deep(const Dataset *dataset, uint64_t max_pixels) {
-    Decoder *decoder = decoder_create(max_pixels);
-    ByteBuffer file = {0};
+    ErrorMessage err = {{0}};
+    const DecoderProcessConfig config = {.max_pixels = max_pixels, .channels = DECODE_ANY_CHANNELS};
+    DecoderProcess *decoder = decoder_process_create(&config, &err);
     int deep = 0;
     for (size_t i = 0; decoder && i < dataset->count && i < 8; i++) {
         char path[4096];
-        ErrorMessage err = {{0}};
-        ImageInfo info;
-        DecodedImage decoded;
-        if (dataset_full_path(dataset, (uint32_t)i, path, sizeof path) ||
-            file_read_all(path, &file, LOADER_MAX_FILE_BYTES, &err) ||
-            decoder_probe(decoder, file.data, file.size, &info, &err))
-            continue;
-        const DecodeRequest whole = {.region = {0, 0, info.width, info.height}, .native = 1};
-        if (decoder_decode(decoder, file.data, file.size, &whole, &decoded, &err)) continue;
-        deep = decoded.samples.type != SAMPLE_U8;
+        const DecodeRequest whole = {.region = {0, 0, INT32_MAX, INT32_MAX}, .native = 1};
+        DecoderResult result;
+        if (dataset_full_path(dataset, (uint32_t)i, path, sizeof path)) continue;
+        const int status = decoder_process_decode(decoder, path, &whole, &result, &err);
+        if (status == DECODER_PROCESS_BROKEN) break;  // the loader will say why
+        if (status != 0) continue;
+        deep = result.decoded.samples.type != SAMPLE_U8;
         break;
     }
-    byte_buffer_free(&file);
-    decoder_destroy(decoder);
+    decoder_process_destroy(decoder);
     return deep;
 }

@@ -12,6 +12,11 @@
 // the reason, it is counted once, and its place in the batch is filled by
 // another image chosen deterministically from (seed, epoch, index), so
 // batches keep their shape and contents do not depend on worker count.
+// Each worker reads, decodes and augments in its own child process
+// (data/decoder_process.h), which renders straight into the slots (one
+// shared memory file, unless host_alloc gives the memory): a decoder
+// library that crashes (or hangs) on a file makes that file a bad file
+// like any other, and the run goes on.
 //
 // keep_last mode (embedding, evaluation) is different: every image exactly
 // once, in scan order, no substitutes. A file that fails leaves its position
@@ -52,11 +57,15 @@ typedef struct LoaderConfig {
     int ignore_exif_orientation;
     // Batch slot memory: host_alloc(host_context, bytes) and host_free
     // (e.g. the backend's page-locked memory, so a slot can be copied to the
-    // GPU while the next step runs: train/batch_feed.h); NULL: plain
-    // 64-byte aligned memory.
+    // GPU while the next step runs: train/batch_feed.h; the decoder
+    // processes' views are then copied in); NULL: one memory file shared
+    // with the decoder processes, which render into it.
     void *(*host_alloc)(void *context, size_t bytes);
     void (*host_free)(void *context, void *pointer);
     void *host_context;
+    // One file's decoding time limit in the worker's decoder process (data/decoder_process.h);
+    // 0: its default. A file over it is skipped.
+    double decode_timeout_seconds;
     LoaderWarnFn warn;       // called from worker threads, one line each; may be NULL
     void *warn_context;
 } LoaderConfig;

@@ -294,12 +294,9 @@ static void scan_read_folder(ScanState *state, int folder_fd) {
         switch (scan_entry_kind(state, folder_fd, entry)) {
         case SCAN_ENTRY_FILE: scan_add_file(state, name); break;
         case SCAN_ENTRY_FOLDER: scan_push_pending(state, name); break;
-        case SCAN_ENTRY_OTHER: {  // FIFO, socket, device: never opened as an image
-            char extension[SCAN_EXTENSION_MAX + 1];
-            const bool fits = scan_extension(name, extension);
-            scan_count_skipped(state, extension, fits);
+        case SCAN_ENTRY_OTHER:  // FIFO, socket, device: never opened as an image
+            state->summary.special++;
             break;
-        }
         case SCAN_ENTRY_NONE: break;
         }
         if (state->out_of_memory) break;
@@ -476,6 +473,9 @@ static void scan_describe_skipped(const ScanSummary *summary, char *text, size_t
     if (summary->hidden > 0)
         scan_appendf(text, size, "; skipped %llu hidden entries (names starting with '.')",
                      (unsigned long long)summary->hidden);
+    if (summary->special > 0)
+        scan_appendf(text, size, "; skipped %llu entries that are not regular files (named "
+                                 "pipes, sockets or devices)", (unsigned long long)summary->special);
     if (summary->unreadable > 0) {
         scan_appendf(text, size, "; %llu entries could not be read:",
                      (unsigned long long)summary->unreadable);
@@ -544,7 +544,8 @@ int dataset_scan(const char *root, Dataset *dataset, ErrorMessage *err) {
         scan_describe_skipped(&state.summary, skipped, sizeof skipped);
         if (state.summary.directories == 0)  // the root itself could not be read
             status = error_set(err, "data folder '%s' cannot be read", root);
-        else if (state.count == 0 && state.summary.skipped_files == 0 && state.summary.hidden == 0)
+        else if (state.count == 0 && state.summary.skipped_files == 0 &&
+                 state.summary.hidden == 0 && state.summary.special == 0)
             status = error_set(err, "data folder '%s' is empty (no files in it or its %llu subfolders)%s",
                                root, (unsigned long long)(state.summary.directories - 1), skipped);
         else if (state.count == 0)
@@ -611,6 +612,7 @@ static void scan_summary_add(ScanSummary *total, const ScanSummary *part, const 
     total->symlink_loops += part->symlink_loops;
     total->unreadable += part->unreadable;
     total->hidden += part->hidden;
+    total->special += part->special;
 }
 
 // Fails when two roots are one folder, or one lies inside another: their

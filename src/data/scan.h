@@ -21,9 +21,9 @@
 // different non-looping links is listed under both paths, like
 // os.walk(followlinks=True). Dangling links and folders that cannot be opened
 // count in summary.unreadable and are not fatal; the first few are named in
-// summary.unreadable_named (a dangling "x.jpg" is an image the user meant). Entries that are neither
-// regular files nor folders (FIFOs, sockets, devices) are never listed; they
-// count as skipped files under their extension.
+// summary.unreadable_named (a dangling "x.jpg" is an image the user meant).
+// Entries that are neither regular files nor folders (FIFOs, sockets,
+// devices) are never listed nor opened; they count in summary.special.
 //
 // Paths live in one string arena (no allocation per file), so a million
 // files cost a few large buffers; the order equals a strcmp sort of the
@@ -51,6 +51,7 @@ typedef struct ScanSummary {
     uint64_t symlink_loops;      // links to an ancestor/the folder itself, and ELOOP chains, not followed
     uint64_t unreadable;         // entries that could not be opened or stat'ed
     uint64_t hidden;             // entries named ".*" that were skipped (a hidden folder counts once)
+    uint64_t special;            // named pipes, sockets, devices: skipped, never opened
     // The first unreadable entries: "path (reason)", path relative to the root.
     char unreadable_named[SCAN_NAMED_UNREADABLE][192];
     int skipped_kind_count;      // entries used in skipped_kinds

@@ -22,12 +22,19 @@ static const uint8_t JXL_CONTAINER_MAGIC[] = {0,   0,   0,   0x0C, 'J',  'X',
 // DICOM part 10: a 128-byte preamble, then "DICM".
 #define DICOM_PREAMBLE 128
 
+static DecodeBuffer *decoder_buffer(Decoder *decoder, int which) {
+    DecodeBuffer *buffers[DECODER_BUFFERS] = {&decoder->pixels, &decoder->scratch,
+                                              &decoder->samples, &decoder->oriented};
+    return buffers[which];
+}
+
 Decoder *decoder_create(uint64_t max_pixels) {
     Decoder *decoder = calloc(1, sizeof *decoder);
     if (!decoder) return NULL;
     decoder->max_pixels = max_pixels ? max_pixels : DECODE_DEFAULT_MAX_PIXELS;
     decoder->apply_exif_orientation = 1;
     decoder->channels = DECODE_ANY_CHANNELS;
+    for (int i = 0; i < DECODER_BUFFERS; i++) decoder_buffer(decoder, i)->which = i;
     decoder->jpeg = decode_jpeg_state_create();
     if (!decoder->jpeg) {
         free(decoder);
@@ -36,14 +43,39 @@ Decoder *decoder_create(uint64_t max_pixels) {
     return decoder;
 }
 
+static void free_buffers(Decoder *decoder) {
+    for (int i = 0; i < DECODER_BUFFERS; i++) {
+        DecodeBuffer *buffer = decoder_buffer(decoder, i);
+        if (!buffer->memory) free(buffer->data);
+        buffer->data = NULL;
+        buffer->capacity = 0;
+    }
+}
+
 void decoder_destroy(Decoder *decoder) {
     if (!decoder) return;
     decode_jpeg_state_destroy(decoder->jpeg);
-    free(decoder->pixels.data);
-    free(decoder->scratch.data);
-    free(decoder->samples.data);
-    free(decoder->oriented.data);
+    free_buffers(decoder);
     free(decoder);
+}
+
+void decoder_set_buffer_memory(Decoder *decoder, const DecoderBufferMemory *memory) {
+    free_buffers(decoder);
+    decoder->buffer_memory = *memory;
+    for (int i = 0; i < DECODER_BUFFERS; i++)
+        decoder_buffer(decoder, i)->memory = memory->reserve ? &decoder->buffer_memory : NULL;
+}
+
+int decoder_buffer_find(const Decoder *decoder, const void *pointer, int *which, size_t *offset) {
+    for (int i = 0; i < DECODER_BUFFERS; i++) {
+        const DecodeBuffer *buffer = decoder_buffer((Decoder *)decoder, i);
+        const uint8_t *at = pointer;
+        if (!buffer->data || at < buffer->data || at >= buffer->data + buffer->capacity) continue;
+        *which = i;
+        *offset = (size_t)(at - buffer->data);
+        return 0;
+    }
+    return -1;
 }
 
 void decoder_set_exif_orientation(Decoder *decoder, int apply) {
@@ -342,10 +374,16 @@ int decoder_decode(Decoder *decoder, const uint8_t *data, size_t size,
 
 uint8_t *decode_buffer_reserve(DecodeBuffer *buffer, size_t size, ErrorMessage *err) {
     if (size <= buffer->capacity) return buffer->data;
-    // The old contents are not needed: free first so peak memory stays low.
-    free(buffer->data);
-    buffer->data = malloc(size);
-    buffer->capacity = buffer->data ? size : 0;
+    if (buffer->memory) {
+        buffer->data = buffer->memory->reserve(buffer->memory->context, buffer->which, size,
+                                               &buffer->capacity);
+        if (!buffer->data) buffer->capacity = 0;
+    } else {
+        // The old contents are not needed: free first so peak memory stays low.
+        free(buffer->data);
+        buffer->data = malloc(size);
+        buffer->capacity = buffer->data ? size : 0;
+    }
     if (!buffer->data) error_set(err, "out of memory: cannot allocate %zu bytes for pixels", size);
     return buffer->data;
 }

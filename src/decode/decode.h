@@ -29,11 +29,15 @@
 // the EXIF tags, which gives what Pillow's Image.open and torchvision's
 // decode_image (and so LightlyTrain) give.
 //
-// A Decoder is one per worker thread and reused for every image: it owns the
-// libjpeg decompressor and a pixel buffer that grows to the largest image
-// seen. Errors never exit or crash: every function returns 0 or -1 with a
+// A Decoder is one per loader worker (in its decoder process,
+// data/decoder_process.h) and reused for every image: it owns the libjpeg
+// decompressor and pixel buffers that grow to the largest image seen.
+// Errors are returned, not raised: every function returns 0 or -1 with a
 // message in err naming the reason (truncated, corrupt, unsupported, too
-// large).
+// large). Where a library is known to crash, hang or exhaust memory on some
+// input, that input is checked before the library sees it (heif_check.c,
+// heif_canvas.c, stb.c's TGA test, dicom.c's length walk); for what is not
+// known yet, the loader decodes in a child process.
 #ifndef LTC_DECODE_DECODE_H
 #define LTC_DECODE_DECODE_H
 
@@ -61,6 +65,9 @@ typedef enum ImageFormat {
 
 // Pillow's decompression-bomb guard (Image.MAX_IMAGE_PIXELS).
 #define DECODE_DEFAULT_MAX_PIXELS 89478485ull
+// Sides above this are refused before anything is allocated, whatever the
+// pixel limit (JPEG itself stops at 65500, WebP at 16383).
+#define DECODE_MAX_SIDE 1000000
 
 // ---- native samples --------------------------------------------------------------
 
@@ -190,6 +197,25 @@ void decoder_set_channels(Decoder *decoder, int channels);
 // (channels 0) for an image of `stored` channels of colour model `colour`:
 // 0, or -1 with the "unsupported" (or "corrupt") reason naming both counts.
 int samples_channels_check(ColourModel colour, int stored, int channels, ErrorMessage *err);
+
+// Where a Decoder keeps what it decodes: DECODER_BUFFERS buffers that only
+// grow (a DecodedImage points into one of them), malloc'ed unless
+// decoder_set_buffer_memory gives other memory: the loader's decoder
+// process (data/decoder_process.h) puts them in memory its parent maps, so
+// that decoded pixels reach the parent without a copy.
+#define DECODER_BUFFERS 4
+typedef struct DecoderBufferMemory {
+    // Memory for buffer `which` (0 .. DECODER_BUFFERS - 1) of at least
+    // `bytes`, its old contents not needed; *capacity receives its size.
+    // NULL when there is none (the decode fails "out of memory").
+    uint8_t *(*reserve)(void *context, int which, size_t bytes, size_t *capacity);
+    void *context;  // owns the memory: decoder_destroy frees none of it
+} DecoderBufferMemory;
+// Before the first decode (buffers already allocated are freed).
+void decoder_set_buffer_memory(Decoder *decoder, const DecoderBufferMemory *memory);
+// The buffer holding `pointer` and the offset in it: 0, or -1 when it lies
+// in none of them.
+int decoder_buffer_find(const Decoder *decoder, const void *pointer, int *which, size_t *offset);
 
 // Format from the first bytes (magic numbers), not from the file name.
 ImageFormat decode_sniff(const uint8_t *data, size_t size);

@@ -7,19 +7,19 @@
 
 #include "decode/decode.h"
 
-// Sides above this are refused before anything is allocated, whatever the
-// pixel limit (JPEG itself stops at 65500, WebP at 16383).
-#define DECODE_MAX_SIDE 1000000
 // Bytes of samples a pixel may take at the pixel limit (decode_check_samples):
 // three float32 channels, the float path's RGB image.
 #define DECODE_BYTES_PER_PIXEL 12
 
 typedef struct JpegState JpegState;
 
-// A malloc'ed byte buffer that only grows.
+// A byte buffer that only grows: malloc'ed, or the caller's memory
+// (decoder_set_buffer_memory).
 typedef struct DecodeBuffer {
     uint8_t *data;
     size_t capacity;
+    int which;                          // its number among the Decoder's buffers
+    const DecoderBufferMemory *memory;  // NULL: malloc
 } DecodeBuffer;
 
 struct Decoder {
@@ -27,10 +27,12 @@ struct Decoder {
     int apply_exif_orientation;  // decoder_set_exif_orientation
     int channels;                // decoder_set_channels: 0 for 8-bit RGB, or DECODE_ANY_CHANNELS
     int native;                  // DecodeRequest.native of the decode in progress
+    // Decoded pixels are handed out from any of these (DECODER_BUFFERS):
     DecodeBuffer pixels;         // the RGB output handed out in DecodedImage
     DecodeBuffer scratch;        // rows that are decoded but not returned
     DecodeBuffer samples;        // native samples before the conversion to RGB (samples.c)
     DecodeBuffer oriented;       // the output after the orientation is applied
+    DecoderBufferMemory buffer_memory;  // decoder_set_buffer_memory; reserve NULL: malloc
     JpegState *jpeg;             // libjpeg decompressor, created once
 };
 
@@ -133,7 +135,11 @@ FormatProbe decode_tiff_probe, decode_gif_probe, decode_stb_probe, decode_pnm_pr
     decode_heif_probe, decode_jxl_probe, decode_dicom_probe;
 FormatDecode decode_tiff_decode, decode_gif_decode, decode_stb_decode, decode_pnm_decode,
     decode_heif_decode, decode_jxl_decode, decode_dicom_decode;
-// stb_image's own TGA test: TGA has no magic number.
+// TGA has no magic number: its header checked field by field (stb.c).
 int decode_stb_is_tga(const uint8_t *data, size_t size);
+// What libheif 1.15 does not check, before it reads the file: item
+// references that form a cycle or nest too deep (heif_check.c), grid and
+// overlay canvases over max_pixels (heif_canvas.c). 0, or -1 with the reason.
+int decode_heif_check(const uint8_t *data, size_t size, uint64_t max_pixels, ErrorMessage *err);
 
 #endif

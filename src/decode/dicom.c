@@ -25,135 +25,10 @@
 //     are refused with their name.
 #include "decode/decode_internal.h"
 #include "decode/dicom_dcmtk.h"
+#include "decode/dicom_lengths.h"
 
 #include <math.h>
 #include <string.h>
-
-// ---- a guard before DCMTK ----------------------------------------------------------
-// DCMTK allocates an element's declared length before it reads the value
-// (found by fuzzing: a 200-byte file may ask for 4 GB), so every defined
-// length is first checked against the bytes that hold it: the file for
-// top-level elements, the sequence item for nested ones. Only lengths and
-// delimiters are read here; DCMTK parses everything else.
-
-#define DICOM_MAX_NESTING 16
-#define DICOM_UNDEFINED_LENGTH 0xFFFFFFFFu
-
-typedef struct DicomWalk {
-    const uint8_t *data;
-    size_t size;
-    int big_endian;   // the data set's transfer syntax (the meta group is little-endian)
-    int deflated;     // deflated data set: not walked (and refused)
-    int implicit;     // implicit VR little endian data set
-    size_t meta_end;  // where (0002,0000)'s group length ends the meta group (0: not given)
-} DicomWalk;
-
-static uint32_t dicom_u16(const uint8_t *p, int big_endian) {
-    return big_endian ? (uint32_t)p[0] << 8 | p[1] : (uint32_t)p[1] << 8 | p[0];
-}
-
-static uint32_t dicom_u32(const uint8_t *p, int big_endian) {
-    return big_endian ? dicom_u16(p, 1) << 16 | dicom_u16(p + 2, 1)
-                      : dicom_u16(p + 2, 0) << 16 | dicom_u16(p, 0);
-}
-
-// Value representations: 2 with a 2-byte length, 1 with a 4-byte length
-// after 2 reserved bytes, 0 for a VR the standard does not have.
-static int vr_kind(const uint8_t *vr) {
-    static const char *const short_names[] = {"AE", "AS", "AT", "CS", "DA", "DS", "DT",
-                                              "FD", "FL", "IS", "LO", "LT", "PN", "SH",
-                                              "SL", "SS", "ST", "TM", "UI", "UL", "US"};
-    static const char *const long_names[] = {"OB", "OD", "OF", "OL", "OV", "OW", "SQ",
-                                             "SV", "UC", "UN", "UR", "UT", "UV"};
-    for (size_t i = 0; i < sizeof short_names / sizeof short_names[0]; i++)
-        if (memcmp(vr, short_names[i], 2) == 0) return 2;
-    for (size_t i = 0; i < sizeof long_names / sizeof long_names[0]; i++)
-        if (memcmp(vr, long_names[i], 2) == 0) return 1;
-    return 0;
-}
-
-// Walks elements from `at` to `end` (or, for undefined-length containers,
-// to their delimiter: *stop then receives where it ends). fragments: the
-// items hold encapsulated pixel data, not elements. Returns 0 when all
-// lengths fit.
-static int walk_elements(DicomWalk *w, size_t at, size_t end, int depth, int fragments,
-                         size_t *stop) {
-    if (depth > DICOM_MAX_NESTING) return -1;
-    while (at < end) {
-        if (end - at < 8) return -1;
-        const uint8_t *p = w->data + at;
-        // DCMTK reads the meta group up to its group length, whatever groups lie there.
-        const int meta = dicom_u16(p, 0) == 0x0002 || at < w->meta_end;
-        const int big = w->big_endian && !meta;
-        const uint32_t group = dicom_u16(p, big), element = dicom_u16(p + 2, big);
-        size_t header = 8;
-        uint32_t length;
-        int nested = 0, explicit_other = 0;  // explicit_other: a VR besides OB and OW
-        if (group == 0xFFFE) {  // item, item delimiter, sequence delimiter
-            length = dicom_u32(p + 4, big);
-            if (element != 0xE000) {
-                if (stop) *stop = at + 8;
-                return stop ? 0 : -1;
-            }
-            nested = !fragments;
-        } else if ((meta || !w->implicit) && p[4] >= 'A' && p[4] <= 'Z' && p[5] >= 'A' &&
-                   p[5] <= 'Z') {  // explicit VR
-            const int kind = vr_kind(p + 4);
-            if (kind == 2) {
-                length = dicom_u16(p + 6, big);
-            } else {
-                if (end - at < 12) return -1;
-                header = 12;
-                length = dicom_u32(p + 8, big);
-                // DCMTK reads a VR it does not know with either this length or
-                // the implicit one (4 bytes after the tag): both must fit.
-                if (kind == 0 && dicom_u32(p + 4, big) > end - at - 8) return -1;
-            }
-            nested = memcmp(p + 4, "SQ", 2) == 0 || length == DICOM_UNDEFINED_LENGTH;
-            explicit_other = memcmp(p + 4, "OB", 2) != 0 && memcmp(p + 4, "OW", 2) != 0;
-        } else {  // implicit VR: nested only when the length is undefined
-            length = dicom_u32(p + 4, big);
-            nested = length == DICOM_UNDEFINED_LENGTH;
-        }
-        if (meta && group == 0x0002 && element == 0x0000 && length == 4 && end - at >= 12)
-            w->meta_end = at + 12 + dicom_u32(p + 8, 0);
-        if (meta && group == 0x0002 && element == 0x0010 && length <= end - at - header) {
-            const char *syntax = (const char *)p + header;
-            w->big_endian = length >= 19 && memcmp(syntax, "1.2.840.10008.1.2.2", 19) == 0;
-            w->implicit = (length == 17 || (length == 18 && syntax[17] == '\0')) &&
-                          memcmp(syntax, "1.2.840.10008.1.2", 17) == 0;
-            w->deflated = length >= 22 && memcmp(syntax, "1.2.840.10008.1.2.1.99", 22) == 0;
-        }
-        if (!meta && w->deflated) return 0;
-        at += header;
-        if (length == DICOM_UNDEFINED_LENGTH) {
-            size_t after = end;
-            // Encapsulated pixel data (fragments) only as OB or OW: DCMTK reads
-            // an undefined length of UN or an unknown VR as a sequence.
-            const int pixel_data = group == 0x7FE0 && element == 0x0010 && !explicit_other;
-            if (walk_elements(w, at, end, depth + 1, pixel_data, &after) != 0) return -1;
-            at = after;
-            continue;
-        }
-        if (length > end - at) return -1;
-        if (nested && walk_elements(w, at, at + length, depth + 1, 0, NULL) != 0) return -1;
-        at += length;
-    }
-    return stop ? -1 : 0;  // an undefined length needs its delimiter
-}
-
-static int check_dicom_lengths(const uint8_t *data, size_t size, ErrorMessage *err) {
-    DicomWalk walk = {data, size, 0, 0, 0, 0};
-    if (walk_elements(&walk, 132, size, 0, 0, NULL) != 0)
-        return error_set(err, "truncated: DICOM element longer than the data that holds it");
-    // A deflated data set's lengths lie inside its zlib stream, where this
-    // walk does not look, and DCMTK allocates them as declared (fuzzing: 3 GB
-    // from a few hundred bytes of stored deflate blocks): not read.
-    if (walk.deflated)
-        return error_set(err, "unsupported format: DICOM with a deflated data set (transfer "
-                              "syntax 1.2.840.10008.1.2.1.99)");
-    return 0;
-}
 
 // DCMTK's condition texts; a stream that ends inside an element is a cut file.
 static int report_dcmtk_failure(const char *message, ErrorMessage *err) {
@@ -170,7 +45,7 @@ int decode_dicom_probe(Decoder *decoder, const uint8_t *data, size_t size, Image
     (void)decoder;
     DicomInfo dicom;
     char message[256] = "";
-    if (check_dicom_lengths(data, size, err) != 0) return -1;
+    if (dicom_check_lengths(data, size, err) != 0) return -1;
     DicomFile *file = dicom_open(data, size, 1, &dicom, message, sizeof message);
     if (!file) return report_dcmtk_failure(message, err);
     dicom_close(file);
@@ -335,7 +210,7 @@ int decode_dicom_decode(Decoder *decoder, const uint8_t *data, size_t size,
                         const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
     DicomInfo d;
     char message[256] = "";
-    if (check_dicom_lengths(data, size, err) != 0) return -1;
+    if (dicom_check_lengths(data, size, err) != 0) return -1;
     DicomFile *file = dicom_open(data, size, 0, &d, message, sizeof message);
     if (!file) return report_dcmtk_failure(message, err);
     PixelRect region;

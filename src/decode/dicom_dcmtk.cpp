@@ -130,6 +130,16 @@ extern "C" DicomFile *dicom_open(const uint8_t *data, size_t size, int header_on
 
 extern "C" void dicom_close(DicomFile *file) { delete file; }
 
+extern "C" int dicom_transfer_syntax(const char *uid, int *big_endian, int *implicit,
+                                     int *deflated) {
+    const DcmXfer syntax(uid);
+    if (syntax.getXfer() == EXS_Unknown) return -1;
+    *big_endian = syntax.isBigEndian();
+    *implicit = syntax.isImplicitVR();
+    *deflated = syntax.getStreamCompression() != ESC_none;
+    return 0;
+}
+
 // The first frame's fragment (item 1: item 0 is the offset table) of an
 // encapsulated pixel data element, or -1 with "<codec>: no fragment ...".
 static int first_fragment(DcmPixelData *pixel_data, E_TransferSyntax syntax, const char *codec,

@@ -61,6 +61,12 @@ int dicom_first_frame(DicomFile *file, uint8_t *(*reserve)(void *context, size_t
 // until dicom_close.
 int dicom_palette(DicomFile *file, DicomLut luts[3], char *message, size_t message_capacity);
 
+// How DCMTK reads a data set of the transfer syntax `uid` (a UID or DCMTK's
+// name of one, as DcmXfer looks it up): 0 and its byte order, VR encoding
+// and stream compression; -1 for one DCMTK does not know (it then guesses
+// the encoding from the data set's first bytes).
+int dicom_transfer_syntax(const char *uid, int *big_endian, int *implicit, int *deflated);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,15 +1,22 @@
-// HEIF (HEIC through libde265, AVIF through dav1d/libaom) with libheif: the
-// primary image, whole (libheif 1.15 has no region or reduced-scale decode;
-// grid images are assembled by libheif), as 8-bit interleaved RGB converted
-// by libheif (deeper images reduced by it, alpha dropped, grey repeated). A
-// native request (decode.h) of an image with more than 8 bits per sample
-// gets libheif's 16-bit interleaved RGB with the image's bit depth instead.
-// HEIF's own orientation and crop (irot, imir, clap) are applied by libheif,
-// always (they are part of the format, as pillow-heif also applies them);
-// EXIF orientation in a HEIF file is not used, as the HEIF specification
-// says: the container's transformations are the ones that hold.
-// The handle's size is checked against the pixel limit before decoding; one
-// decoding thread per image (the loader runs one per worker).
+// HEIF with libheif (HEIC through libde265, and the other brands libheif
+// reads), except AVIF: a file whose ftyp names an AVIF brand goes to
+// libavif (avif.c says why). The primary image, whole (libheif 1.15 has no
+// region or reduced-scale decode; grid images are assembled by libheif), as
+// 8-bit interleaved RGB converted by libheif (deeper images reduced by it,
+// alpha dropped, grey repeated). A native request (decode.h) of an image
+// with more than 8 bits per sample gets libheif's 16-bit interleaved RGB
+// with the image's bit depth instead. HEIF's own orientation and crop
+// (irot, imir, clap) are applied by libheif, always (they are part of the
+// format, as pillow-heif also applies them); EXIF orientation in a HEIF
+// file is not used, as the HEIF specification says: the container's
+// transformations are the ones that hold. The handle's size is checked
+// against the pixel limit before decoding; one decoding thread per image
+// (the loader runs one per worker). Item references that would make
+// libheif recurse without end are refused before it reads the file
+// (heif_check.c), and so are grid and overlay canvases larger than the
+// pixel limit, which libheif allocates whatever size the image says it has
+// (heif_canvas.c).
+#include "decode/avif.h"
 #include "decode/decode_internal.h"
 
 #include <string.h>
@@ -20,6 +27,8 @@ static int report_heif_error(struct heif_error error, ErrorMessage *err) {
     const char *detail = error.message ? error.message : "unknown error";
     if (error.subcode == heif_suberror_End_of_data)
         return error_set(err, "truncated: HEIF: %s", detail);
+    if (error.subcode == heif_suberror_Security_limit_exceeded)  // a declared size
+        return error_set(err, "corrupt data: HEIF: %s", detail);
     switch (error.code) {
     case heif_error_Memory_allocation_error:
         return error_set(err, "out of memory in libheif: %s", detail);
@@ -43,8 +52,10 @@ static void close_heif(HeifFile *file) {
     memset(file, 0, sizeof *file);
 }
 
-static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMessage *err) {
+static int open_heif(const Decoder *decoder, const uint8_t *data, size_t size, HeifFile *file,
+                     ErrorMessage *err) {
     memset(file, 0, sizeof *file);
+    if (decode_heif_check(data, size, decoder->max_pixels, err) != 0) return -1;
     file->context = heif_context_alloc();
     if (!file->context) return error_set(err, "out of memory: cannot create a HEIF reader");
     heif_context_set_maximum_image_size_limit(file->context, DECODE_MAX_SIDE);
@@ -60,14 +71,25 @@ static int open_heif(const uint8_t *data, size_t size, HeifFile *file, ErrorMess
     }
     file->width = heif_image_handle_get_width(file->handle);  // transformed
     file->height = heif_image_handle_get_height(file->handle);
+    // libheif 1.15 allocates a grid's (or an overlay's) output at the size
+    // its own data declares, not at the 'ispe' size the handle reports and
+    // the pixel limit checks (a 1.6 kB grid declaring 30000 x 30000 made it
+    // allocate three planes of 900 MB). Its size limit, checked before that
+    // allocation, becomes the longer side 'ispe' declares: a larger grid is
+    // refused, and what is allocated stays within that side squared.
+    const int ispe_width = heif_image_handle_get_ispe_width(file->handle);
+    const int ispe_height = heif_image_handle_get_ispe_height(file->handle);
+    const int side = ispe_width > ispe_height ? ispe_width : ispe_height;
+    if (side > 0 && side < DECODE_MAX_SIDE)
+        heif_context_set_maximum_image_size_limit(file->context, side + 1);
     return 0;
 }
 
 int decode_heif_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageInfo *info,
                       ErrorMessage *err) {
-    (void)decoder;
+    if (decode_avif_accepts(data, size)) return decode_avif_probe(decoder, data, size, info, err);
     HeifFile file;
-    if (open_heif(data, size, &file, err) != 0) return -1;
+    if (open_heif(decoder, data, size, &file, err) != 0) return -1;
     info->width = file.width;
     info->height = file.height;
     close_heif(&file);
@@ -76,9 +98,11 @@ int decode_heif_probe(Decoder *decoder, const uint8_t *data, size_t size, ImageI
 
 int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
                        const DecodeRequest *request, DecodedImage *out, ErrorMessage *err) {
+    if (decode_avif_accepts(data, size))
+        return decode_avif_decode(decoder, data, size, request, out, err);
     HeifFile file;
     PixelRect region;
-    if (open_heif(data, size, &file, err) != 0) return -1;
+    if (open_heif(decoder, data, size, &file, err) != 0) return -1;
     if (decode_check_size(decoder, "HEIF image", file.width, file.height, err) != 0 ||
         decode_clamp_region(request, file.width, file.height, &region, err) != 0) {
         close_heif(&file);
@@ -102,7 +126,12 @@ int decode_heif_decode(Decoder *decoder, const uint8_t *data, size_t size,
     const struct heif_error error =
         heif_decode_image(file.handle, &image, heif_colorspace_RGB, chroma, options);
     heif_decoding_options_free(options);
-    if (error.code != heif_error_Ok) report_heif_error(error, err);  // before close_heif
+    // (Before close_heif: the context holds libheif's message.)
+    if (error.code != heif_error_Ok && error.subcode == heif_suberror_Security_limit_exceeded)
+        error_set(err, "corrupt data: HEIF: larger than its header says (%d x %d): %s",
+                  expected_width, expected_height, error.message ? error.message : "");
+    else if (error.code != heif_error_Ok)
+        report_heif_error(error, err);
     close_heif(&file);
     if (error.code != heif_error_Ok) return -1;
     int stride = 0;

@@ -105,20 +105,15 @@ int samples_to_rgb8(const SampleImage *in, uint8_t *out, size_t out_stride, Erro
     return 0;
 }
 
-static int inside_buffer(const DecodeBuffer *buffer, const uint8_t *pointer) {
-    return buffer->data && pointer >= buffer->data && pointer < buffer->data + buffer->capacity;
-}
-
 // A native request keeps the samples; those outside the Decoder's own
 // buffers (a library's memory) are copied into its pixel buffer.
 static int finish_native(Decoder *decoder, const SampleImage *samples, PixelRect covered,
                          DecodedImage *out, ErrorMessage *err) {
     out->samples = *samples;
     out->covered = covered;
-    if (inside_buffer(&decoder->samples, samples->pixels) ||
-        inside_buffer(&decoder->scratch, samples->pixels) ||
-        inside_buffer(&decoder->pixels, samples->pixels))
-        return 0;
+    int which;
+    size_t offset;
+    if (decoder_buffer_find(decoder, samples->pixels, &which, &offset) == 0) return 0;
     const size_t row = (size_t)samples->width * (size_t)samples->channels *
                        sample_type_bytes(samples->type);
     uint8_t *pixels = decode_buffer_reserve(&decoder->pixels, row * (size_t)samples->height, err);

@@ -20,22 +20,49 @@
 
 static int stb_size(size_t size) { return size <= INT32_MAX ? (int)size : INT32_MAX; }
 
+static uint32_t le16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static uint32_t le32(const uint8_t *p) { return le16(p) | le16(p + 2) << 16; }
+
+static int is_one_of(uint32_t value, const uint8_t *allowed, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        if (value == allowed[i]) return 1;
+    return 0;
+}
+
+// TGA has no magic number: its header is checked field by field, as the
+// TGA specification defines it (and stb_image's TGA reader accepts it):
+// colour-map type 0 or 1; image type 1 or 9 (colour-mapped, raw or RLE)
+// with a colour map, else 2, 3, 10 or 11 (true-colour or grey, raw or RLE);
+// a colour-map entry of 8, 15, 16, 24 or 32 bits; sides from 1; 8 or 16
+// bits a pixel (an index) with a colour map, else 8, 15, 16, 24 or 32.
+//
+// stbi_info_from_memory alone is no TGA test: it answers for every format
+// stb_image reads, and stb_image then decodes the data as that format.
+// "P55\r..." (tests/fixtures/fuzz_findings/pgm16_taken_for_tga.tga) is no
+// PNM to us (no whitespace after "P5") but a 16-bit PGM to stb_image, whose
+// reader converted its samples for 3 channels as 8-bit ones and read 833 kB
+// past its buffer (SIGSEGV); "\xFF\xFF\xD8" reached its JPEG decoder,
+// which asserts on damaged Huffman codes. No other format stb_image reads
+// has 0 or 1 as its second byte (the colour-map type here), so a file that
+// passes this test is read by stb_image's TGA reader and by no other.
+static int tga_header_ok(const uint8_t *data, size_t size) {
+    static const uint8_t entry_bits[] = {8, 15, 16, 24, 32}, colour_map_types[] = {1, 9},
+                         plain_types[] = {2, 3, 10, 11};
+    if (size < 18 || data[1] > 1) return 0;
+    const int colour_map = data[1] == 1;
+    if (colour_map ? !is_one_of(data[2], colour_map_types, sizeof colour_map_types) ||
+                         !is_one_of(data[7], entry_bits, sizeof entry_bits)
+                   : !is_one_of(data[2], plain_types, sizeof plain_types))
+        return 0;
+    if (le16(data + 12) == 0 || le16(data + 14) == 0) return 0;
+    const uint8_t depth = data[16];
+    return colour_map ? depth == 8 || depth == 16 : is_one_of(depth, entry_bits, sizeof entry_bits);
+}
+
 int decode_stb_is_tga(const uint8_t *data, size_t size) {
-    // Formats stb_image knows that are not sniffed before TGA (decode.c):
-    // they must not pass for a TGA.
-    if (size < 18) return 0;
-    if (memcmp(data, "8BPS", 4) == 0 || memcmp(data, "#?R", 3) == 0) return 0;  // PSD, HDR
-    if (data[0] == 0x53 && data[1] == 0x80 && data[2] == 0xF6 && data[3] == 0x34) return 0;  // PIC
-    // stb_image's JPEG test skips 0xFF fill bytes before the SOI marker, so
-    // FF FF D8 (no JPEG to our sniffing) would reach its JPEG decoder, which
-    // asserts (aborting the program) on damaged Huffman codes.
-    if (data[0] == 0xFF) {
-        size_t at = 1;
-        while (at < size && data[at] == 0xFF) at++;
-        if (at < size && data[at] == 0xD8) return 0;
-    }
     int width, height, channels;
-    return stbi_info_from_memory(data, stb_size(size), &width, &height, &channels) == 1;
+    return tga_header_ok(data, size) &&
+           stbi_info_from_memory(data, stb_size(size), &width, &height, &channels) == 1;
 }
 
 static int report_stb_failure(const char *format, ErrorMessage *err) {
@@ -49,9 +76,6 @@ static int report_stb_failure(const char *format, ErrorMessage *err) {
 }
 
 static const char *format_name(const uint8_t *data) { return data[0] == 'B' ? "BMP" : "TGA"; }
-
-static uint32_t le16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-static uint32_t le32(const uint8_t *p) { return le16(p) | le16(p + 2) << 16; }
 
 // The pixel data of an RLE TGA (types 9 to 11) walked packet by packet
 // from at: a header byte (count - 1 in the low 7 bits, the top bit set for
@@ -127,24 +151,28 @@ int decode_stb_decode(Decoder *decoder, const uint8_t *data, size_t size,
     if (needed > size)
         return error_set(err, "truncated: %s data ends at %zu of %llu bytes", format, size,
                          (unsigned long long)needed);
-    int got_width, got_height;
-    uint8_t *rgb =
-        stbi_load_from_memory(data, stb_size(size), &got_width, &got_height, &channels, 3);
-    if (!rgb) return report_stb_failure(format, err);
-    if (got_width != width || got_height != height) {
-        stbi_image_free(rgb);
-        return error_set(err, "corrupt data: %s header says %d x %d, stb_image decoded %d x %d",
-                         format, width, height, got_width, got_height);
+    // The channels stb_image reads the file with: grey (1), grey + alpha (2),
+    // RGB (3) or RGBA (4).
+    int got_width, got_height, stored;
+    uint8_t *samples =
+        stbi_load_from_memory(data, stb_size(size), &got_width, &got_height, &stored, 0);
+    if (!samples) return report_stb_failure(format, err);
+    int status;
+    if (got_width != width || got_height != height || stored < 1 || stored > 4) {
+        status = error_set(err, "corrupt data: %s header says %d x %d, stb_image decoded %d x %d",
+                           format, width, height, got_width, got_height);
+    } else {
+        const size_t row = (size_t)width * (size_t)stored;
+        const SampleImage image = {samples + (size_t)region.y * row + (size_t)region.x * stored,
+                                   region.width,
+                                   region.height,
+                                   stored,
+                                   row,
+                                   SAMPLE_U8,
+                                   stored <= 2 ? COLOUR_GREY : COLOUR_RGB,
+                                   8};
+        status = decode_finish(decoder, &image, region, out, err);
     }
-    const size_t stride = (size_t)region.width * 3;
-    uint8_t *pixels = decode_buffer_reserve(&decoder->pixels, stride * (size_t)region.height, err);
-    if (pixels)
-        for (int y = 0; y < region.height; y++)
-            memcpy(pixels + (size_t)y * stride,
-                   rgb + ((size_t)(region.y + y) * width + region.x) * 3, stride);
-    stbi_image_free(rgb);
-    if (!pixels) return -1;
-    out->image = (Image){pixels, region.width, region.height, stride};
-    out->covered = region;
-    return 0;
+    stbi_image_free(samples);
+    return status;
 }

@@ -24,6 +24,7 @@
 #include "cli/weights_cli.h"
 #include "embed/embedder.h"
 #include "embed/embedding_writers.h"
+#include "embed/onnx_export.h"
 #include "embed/projector.h"
 #include "train/model_source.h"
 #include "util/cpu.h"
@@ -47,6 +48,7 @@ typedef struct EmbedArgs {
     double max_pixels;
     int exif_orientation;  // index into OPTION_BOOLEAN_CHOICES
     const char *normalize;  // --normalize, or NULL: the checkpoint's (ImageNet's for 3 channels)
+    const char *export_onnx;  // --export-onnx FILE, or NULL
     double dist_timeout;    // several ranks: the bound on every collective
 } EmbedArgs;
 
@@ -97,9 +99,16 @@ static int check_output(const Communicator *comm, const EmbedArgs *args, EmbedFo
                           args->out);
     if ((format == EMBED_FORMAT_TENSORBOARD
              ? projector_check_output(args->out, args->overwrite, &err)
-             : output_file_check(args->out, args->overwrite, &err)) == 0)
-        return 0;
-    return embed_fail(comm, 2, "--out: %s", err.text);
+             : output_file_check(args->out, args->overwrite, &err)) != 0)
+        return embed_fail(comm, 2, "--out: %s", err.text);
+    if (!args->export_onnx) return 0;
+    if (strcmp(args->export_onnx, args->out) == 0 ||
+        strcmp(args->export_onnx, args->checkpoint) == 0)
+        return embed_fail(comm, 2, "--export-onnx '%s' is the --%s file", args->export_onnx,
+                          strcmp(args->export_onnx, args->out) == 0 ? "out" : "checkpoint");
+    if (output_file_check(args->export_onnx, args->overwrite, &err) != 0)
+        return embed_fail(comm, 2, "--export-onnx: %s", err.text);
+    return 0;
 }
 
 // Removes the temporary files an embed into the same --out left when it
@@ -161,22 +170,34 @@ static void embed_run_free(EmbedRun *run) {
     free(run->filenames);
 }
 
-// The model's input (docs/input-pipeline.md "Depth and channels"): its
-// first layer's channels; float pixels where train recorded them, or for
-// other than 3 channels; the normalisation of --normalize, else train's,
-// else ImageNet's (3 channels only).
-static int embed_input(const Backbone *model, const ModelSourceInfo *info,
-                       const char *normalize, EmbedConfig *config, ErrorMessage *err) {
-    const Parameter *first = backbone_input_layer(model);
-    ChannelSettings settings = {.channels = first ? first->torch_shape[1] : 3};
-    const char *text = normalize ? normalize : info->normalize[0] ? info->normalize : NULL;
-    if (text && channel_normalize_parse(text, &settings, err)) return -1;
-    if (channel_settings_check(&settings, err)) return -1;
-    config->channels = settings.channels;
-    config->float_pixels = strcmp(info->pixels, "float") == 0 || settings.channels != 3;
-    config->normalize_count = settings.normalize_count;
-    memcpy(config->mean, settings.mean, sizeof config->mean);
-    memcpy(config->std, settings.std, sizeof config->std);
+// --export-onnx: the model as this embed runs it (its --image-size, ViT
+// pooling and normalisation) as an ONNX file, written on rank 0 before the
+// embedding (a failure shows at once). 0, or the exit status.
+static int export_onnx(const EmbedArgs *args, EmbedRun *run, const EmbedConfig *input) {
+    if (!args->export_onnx || comm_rank(run->comm) != 0) return 0;
+    ErrorMessage err = {{0}};
+    float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
+    embed_config_normalization(input, mean, std);
+    const OnnxExportOptions options = {.image_size = args->image_size, .precision = ONNX_FP32,
+                                       .opset = ONNX_OPSET_DEFAULT, .channels = input->channels,
+                                       .mean = mean, .std = std};
+    if (onnx_export_check(&run->model, &options, &err))
+        return embed_fail(run->comm, 2, "--export-onnx: %s", err.text);
+    const char *paths[2] = {args->export_onnx, NULL};
+    char data_path[4200], note[1300];
+    snprintf(data_path, sizeof data_path, "%s.data", args->export_onnx);
+    paths[1] = data_path;
+    output_files_tidy(paths, 2, note, sizeof note);
+    if (note[0]) printf("%s\n", note);
+    OnnxExportSummary summary;
+    if (onnx_export_backbone(&run->model, &options, args->export_onnx, &summary, &err))
+        return embed_fail(run->comm, 1, "--export-onnx: %s", err.text);
+    printf("wrote the embedding model as ONNX (opset %d, fp32, input images (batch, %d, %d, %d), "
+           "output embeddings (batch, %d)) to '%s'%s%s\n",
+           summary.opset, input->channels, args->image_size, args->image_size,
+           summary.embedding_dim, args->export_onnx,
+           summary.write.data_bytes ? ", weights in " : "",
+           summary.write.data_bytes ? data_path : "");
     return 0;
 }
 
@@ -270,11 +291,15 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         return embed_fail(run->comm, 2, "--checkpoint: %s", err.text);
     run->model_loaded = 1;
     EmbedConfig config = {0};
-    if (embed_input(&run->model, &info, args->normalize, &config, &err))
+    if (embed_config_input(&run->model, info.pixels,
+                           args->normalize ? args->normalize : info.normalize, &config, &err))
         return embed_fail(run->comm, 2, "%s", err.text);
     if (run->model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
         vit_pool_parse(vit_pool_choices[args->vit_pool], &run->model.model.vit.config.pool, &err))
         return embed_fail(run->comm, 2, "--vit-pool: %s", err.text);
+    config.image_size = args->image_size;
+    const int onnx_status = export_onnx(args, run, &config);
+    if (onnx_status) return onnx_status;
     char model_name[BACKBONE_MAX_NAME];
     backbone_spec_name(&run->model.spec, model_name, sizeof model_name);
     const int dim = run->model.feature_dim;
@@ -297,6 +322,11 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     config.comm = run->comm;
     const int settings_status = check_rank_settings(args, run, &config, model_name);
     if (settings_status) return settings_status;
+    // What the scan left out, said as train says it once every check passed
+    // (other files, hidden ones, named pipes and devices, unreadable entries).
+    char skipped[2048];
+    scan_summary_describe(&dataset->summary, skipped, sizeof skipped);
+    if (skipped[0] && writer) fprintf(stderr, "dataset: %s\n", skipped);
     LoaderStats stats = {0};
     const double start = time_now();
     const int embed_status = embed_dataset(&run->model, 0, dataset, &config, run->features,
@@ -398,6 +428,9 @@ int command_embed(int argc, char **argv) {
         {.name = "normalize", .type = OPTION_STRING, .value = &args.normalize,
          .metavar = "MEAN,...:STD,...", .help = "per-channel mean and std of the model's input "
                                                 "(default: the checkpoint's, or ImageNet's)"},
+        {.name = "export-onnx", .type = OPTION_STRING, .value = &args.export_onnx,
+         .metavar = "FILE", .help = "also write the embedding model as run here (--image-size, "
+                                    "--vit-pool, normalisation) as ONNX (docs/onnx.md)"},
     };
     const OptionParser parser = {
         .program = EMBED_PROGRAM,

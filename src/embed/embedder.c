@@ -25,6 +25,28 @@ typedef struct EmbedQueued {
     size_t first;  // its first image's index in scan order
 } EmbedQueued;
 
+int embed_config_input(const Backbone *model, const char *pixels, const char *normalize,
+                       EmbedConfig *config, ErrorMessage *err) {
+    const Parameter *first = backbone_input_layer(model);
+    ChannelSettings settings = {.channels = first ? first->torch_shape[1] : 3};
+    if (normalize && normalize[0] && channel_normalize_parse(normalize, &settings, err)) return -1;
+    if (channel_settings_check(&settings, err)) return -1;
+    config->channels = settings.channels;
+    config->float_pixels = (pixels && strcmp(pixels, "float") == 0) || settings.channels != 3;
+    config->normalize_count = settings.normalize_count;
+    memcpy(config->mean, settings.mean, sizeof config->mean);
+    memcpy(config->std, settings.std, sizeof config->std);
+    return 0;
+}
+
+void embed_config_normalization(const EmbedConfig *config, float *mean, float *std) {
+    ViewSet views = {0};
+    view_set_resize(&views, config->image_size > 0 ? config->image_size : 1);
+    view_set_pixels(&views, config->channels > 0 ? config->channels : 3, config->float_pixels,
+                    config->normalize_count, config->mean, config->std);
+    view_set_normalization(&views, mean, std);
+}
+
 static void embed_buffers_free(Backend *backend, EmbedBuffers *buffers) {
     if (buffers->input) backend->op.free(backend, buffers->input);
     if (buffers->features) backend->op.free(backend, buffers->features);

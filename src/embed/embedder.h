@@ -49,6 +49,17 @@ typedef struct EmbedConfig {
     float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
 } EmbedConfig;
 
+// The model's input (docs/input-pipeline.md "Depth and channels") into
+// config: its first layer's channels; float pixels where train recorded
+// them (pixels "float", ModelSourceInfo.pixels) or for other than 3
+// channels; the normalisation of normalize ("MEAN,...:STD,...": --normalize,
+// else what train recorded; NULL or "": ImageNet's, 3 channels only).
+int embed_config_input(const Backbone *model, const char *pixels, const char *normalize,
+                       EmbedConfig *config, ErrorMessage *err);
+// The per-channel mean and std (config->channels each) embed_dataset
+// normalises with: config's, or ImageNet's.
+void embed_config_normalization(const EmbedConfig *config, float *mean, float *std);
+
 // features (dataset->count, model->feature_dim) host memory: row i = pooled
 // features of image i (scan order) in eval mode (rank 0's, see comm above).
 // The model needs a slot `slot` of resolution image_size and batch >=

@@ -4,7 +4,9 @@
 // weights OIHW, BN running stats and num_batches_tracked, no fc), loadable
 // with torchvision.models.resnetXX().load_state_dict(
 // safetensors.torch.load_file(path), strict=False) (only fc.* missing); a
-// ViT as a timm state dict (nn/vit_weights.h: vit_save).
+// ViT as a timm state dict (nn/vit_weights.h: vit_save); or, --format
+// onnx, as an ONNX model of the embedding model (embed/onnx_export.h,
+// docs/onnx.md).
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -13,52 +15,141 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "embed/embedder.h"
+#include "embed/onnx_export.h"
 #include "nn/backbone.h"
 #include "train/model_source.h"
 #include "util/output_path.h"
 #include "weights/ultralytics_export.h"
 
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
-static const char *const format_names[] = {"safetensors", NULL};
+static const char *const format_names[] = {"auto", "safetensors", "onnx", NULL};
+enum { FORMAT_AUTO, FORMAT_SAFETENSORS, FORMAT_ONNX };
+static const char *const precision_names[] = {"fp32", "fp16", NULL};
+// LightlyTrain's ONNXPrecision values.
+static const char *const precision_aliases[] = {"32-true=fp32", "16-true=fp16", NULL};
+static const char *const vit_pool_names[] = {"auto", "mean", "cls", NULL};
 
 typedef struct ExportArgs {
     const char *checkpoint;
     const char *out;
-    int part;    // index into part_names
-    int format;  // index into format_names
+    int part;       // index into part_names
+    int format;     // index into format_names
     int overwrite;
+    // ONNX
+    int image_size;  // -1: the checkpoint's training size, else 224
+    int precision;   // index into precision_names
+    int opset;       // -1: ONNX_OPSET_DEFAULT
+    int external_data;
+    const char *normalize;  // NULL: the checkpoint's, else ImageNet's
+    int vit_pool;    // index into vit_pool_names (both formats: the ViT's pooling)
 } ExportArgs;
 
-// An --out whose extension names another format (torch.load would fail on
-// the safetensors written): its extension, else NULL.
-static const char *foreign_extension(const char *out) {
-    static const char *const others[] = {".pt", ".pth", ".ckpt", ".bin", ".pkl",
-                                         ".onnx", ".npz", ".npy", ".h5"};
+// An --out whose extension names another format than the one written: its
+// extension, else NULL.
+static const char *foreign_extension(const char *out, int format) {
+    static const char *const others[] = {".pt", ".pth", ".ckpt", ".bin", ".pkl", ".onnx",
+                                         ".safetensors", ".npz", ".npy", ".h5"};
+    const char *own = format == FORMAT_ONNX ? ".onnx" : ".safetensors";
     const char *dot = strrchr(out, '.');
-    if (!dot || strchr(dot, '/')) return NULL;
+    if (!dot || strchr(dot, '/') || strcasecmp(dot, own) == 0) return NULL;
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         if (strcasecmp(dot, others[i]) == 0) return dot;
     return NULL;
 }
 
+// --format auto: ONNX for an --out named *.onnx, else safetensors.
+static int resolved_format(const ExportArgs *args) {
+    if (args->format != FORMAT_AUTO) return args->format;
+    const char *dot = strrchr(args->out, '.');
+    return dot && strcasecmp(dot, ".onnx") == 0 ? FORMAT_ONNX : FORMAT_SAFETENSORS;
+}
+
+// The options that only --format onnx reads, refused with safetensors:
+// the first one given, else NULL.
+static const char *onnx_only_option(const ExportArgs *args) {
+    if (args->image_size != -1) return "--image-size";
+    if (args->precision != 0) return "--precision";
+    if (args->opset != -1) return "--opset";
+    if (args->external_data) return "--external-data";
+    if (args->normalize) return "--normalize";
+    return NULL;
+}
+
+// The ONNX file of model: options from the arguments and the checkpoint
+// (its training size, its normalisation). 2: bad input, 1: a failure.
+static int export_onnx(const ExportArgs *args, const Backbone *model,
+                       const ModelSourceInfo *info, OnnxExportSummary *summary, int *size) {
+    const char *program = "lightly-train-c export";
+    ErrorMessage err = {{0}};
+    EmbedConfig input = {0};
+    if (embed_config_input(model, info->pixels, args->normalize ? args->normalize : info->normalize,
+                           &input, &err)) {
+        fprintf(stderr, "%s: %s\n", program, err.text);
+        return 2;
+    }
+    float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
+    embed_config_normalization(&input, mean, std);
+    *size = args->image_size > 0       ? args->image_size
+            : info->image_size > 0     ? info->image_size
+                                       : EMBED_DEFAULT_IMAGE_SIZE;
+    const OnnxExportOptions options = {
+        .image_size = *size,
+        .precision = args->precision == 1 ? ONNX_FP16 : ONNX_FP32,
+        .opset = args->opset > 0 ? args->opset : ONNX_OPSET_DEFAULT,
+        .external_data = args->external_data,
+        .channels = input.channels,
+        .mean = mean,
+        .std = std,
+    };
+    if (onnx_export_check(model, &options, &err)) {
+        fprintf(stderr, "%s: %s%s\n", program, err.text,
+                args->image_size > 0 ? "" : " (pass --image-size)");
+        return 2;
+    }
+    char data_path[4200];
+    snprintf(data_path, sizeof data_path, "%s.data", args->out);
+    if (onnx_export_external(model, &options) &&
+        output_file_check(data_path, args->overwrite, &err) != 0) {
+        fprintf(stderr, "%s: the external data file: %s\n", program, err.text);
+        return 2;
+    }
+    if (onnx_export_backbone(model, &options, args->out, summary, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", program, err.text);
+        return 1;
+    }
+    return 0;
+}
+
 static int export_run(const ExportArgs *args) {
     const char *program = "lightly-train-c export";
     ErrorMessage err = {{0}};
-    const char *extension = foreign_extension(args->out);
+    const int format = resolved_format(args);
+    const char *extension = foreign_extension(args->out, format);
     // .pt: Ultralytics' checkpoint of a YOLO (the model is checked below).
-    const int ultralytics = extension && strcasecmp(extension, ".pt") == 0;
+    const int ultralytics =
+        format != FORMAT_ONNX && extension && strcasecmp(extension, ".pt") == 0;
     if (extension && !ultralytics) {
         fprintf(stderr, "%s: --out %s: export writes %s, which a %s reader cannot read: name it "
-                        "*.safetensors\n",
-                program, args->out, format_names[args->format], extension);
+                        "*.%s\n",
+                program, args->out, format_names[format], extension, format_names[format]);
+        return 2;
+    }
+    const char *onnx_option = format == FORMAT_ONNX ? NULL : onnx_only_option(args);
+    if (onnx_option) {
+        fprintf(stderr, "%s: %s applies to --format onnx (an --out named *.onnx), not to "
+                        "safetensors\n", program, onnx_option);
         return 2;
     }
     if (output_file_check(args->out, args->overwrite, &err) != 0) {
         fprintf(stderr, "%s: --out: %s\n", program, err.text);
         return 2;
     }
-    char note[1300];
-    output_files_tidy(&args->out, 1, note, sizeof note);  // what a killed export left
+    char data_path[4200], note[1300];
+    snprintf(data_path, sizeof data_path, "%s.data", args->out);
+    const char *written[2] = {args->out, data_path};
+    // What a killed export left.
+    output_files_tidy(written, format == FORMAT_ONNX ? 2 : 1, note, sizeof note);
     if (note[0]) printf("%s\n", note);
     Backend *backend = backend_create("ref", 1, &err);  // only moves data: no compute
     if (!backend) {
@@ -66,10 +157,11 @@ static int export_run(const ExportArgs *args) {
         return 1;
     }
     const BackboneInput unused_slot = {1, 0};  // export runs no forward: the smallest slot
+    const ModelSourceOptions source = {.part = part_names[args->part], .frozen = 1};
     Backbone model;
     ModelSourceInfo info;
-    if (model_source_load_backbone_info(args->checkpoint, part_names[args->part], backend,
-                                        &unused_slot, 1, &model, &info, &err) != 0) {
+    if (model_source_load_backbone_with(args->checkpoint, &source, backend, &unused_slot, 1,
+                                        &model, &info, &err) != 0) {
         fprintf(stderr, "%s: --checkpoint: %s\n", program, err.text);
         backend_destroy(backend);
         return 2;
@@ -79,23 +171,39 @@ static int export_run(const ExportArgs *args) {
         fprintf(stderr, "%s: --out %s: .pt is Ultralytics' checkpoint, written for YOLO models "
                         "only; name it *.safetensors\n", program, args->out);
         status = 2;
-    } else if (ultralytics ? export_ultralytics(&model.model.yolo, args->out, &err) != 0
-                           : backbone_save(&model, args->out, &err) != 0) {
-        fprintf(stderr, "%s: %s\n", program, err.text);
-        status = 1;
-    } else {
+    }
+    if (status == 0 && model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
+        vit_pool_parse(vit_pool_names[args->vit_pool], &model.model.vit.config.pool, &err))
+        status = 2;  // the choices are the pool names: not reached
+    OnnxExportSummary onnx = {0};
+    int size = 0;
+    if (status == 0)
+        status = format == FORMAT_ONNX ? export_onnx(args, &model, &info, &onnx, &size)
+                 : (ultralytics ? export_ultralytics(&model.model.yolo, args->out, &err)
+                                : backbone_save(&model, args->out, &err)) != 0
+                     ? (fprintf(stderr, "%s: %s\n", program, err.text), 1)
+                     : 0;
+    if (status == 0) {
         // A checkpoint's "backbone." -> "backbone"; a state dict is its own
         // backbone, whose tensors may sit under a prefix ("module.").
         const size_t length = strlen(info.prefix);
         const int part_named = info.is_checkpoint && length;
         char name[BACKBONE_MAX_NAME];
         backbone_spec_name(&model.spec, name, sizeof name);
-        printf("exported %.*s of %s (%zu parameters) from %s%s%s%s to %s\n",
+        printf("exported %.*s of %s (%zu parameters) from %s%s%s%s to %s",
                part_named ? (int)length - 1 : 8, part_named ? info.prefix : "backbone", name,
                parameter_set_elements(model.params), args->checkpoint,
                !info.is_checkpoint && length ? " (its tensors under \"" : "",
                !info.is_checkpoint ? info.prefix : "",
                !info.is_checkpoint && length ? "\")" : "", args->out);
+        if (format == FORMAT_ONNX)
+            printf(" as ONNX (opset %d, %s, input images (batch, %d, %d, %d), output embeddings "
+                   "(batch, %d)%s%s)",
+                   onnx.opset, precision_names[args->precision],
+                   backbone_input_layer(&model)->torch_shape[1], size, size, onnx.embedding_dim,
+                   onnx.write.data_bytes ? "; weights in " : "",
+                   onnx.write.data_bytes ? data_path : "");
+        printf("\n");
     }
     backbone_free(&model);
     backend_destroy(backend);
@@ -103,26 +211,48 @@ static int export_run(const ExportArgs *args) {
 }
 
 int command_export(int argc, char **argv) {
-    ExportArgs args = {0};
+    ExportArgs args = {.image_size = -1, .opset = -1};
     const OptionSpec specs[] = {
         {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
          .metavar = "PATH", .help = "a .ckpt checkpoint or a backbone .safetensors or .pt/.pth",
          .required = 1},
         {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
-         .help = "the exported state dict", .required = 1},
+         .help = "the exported state dict or ONNX model", .required = 1},
         {.name = "part", .type = OPTION_CHOICE, .value = &args.part, .metavar = "PART",
          .help = "backbone: the checkpoint's default (the teacher for DINO); teacher or student",
          .choices = part_names},
         {.name = "format", .type = OPTION_CHOICE, .value = &args.format, .metavar = "FORMAT",
-         .help = "file format of --out", .choices = format_names},
+         .help = "file format of --out (auto: onnx for *.onnx, else safetensors)",
+         .choices = format_names},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},
+        {.name = "vit-pool", .type = OPTION_CHOICE, .value = &args.vit_pool, .metavar = "NAME",
+         .help = "a ViT's embedding: mean of the patch tokens (mean), the class token (cls), or "
+                 "the model's (auto)",
+         .choices = vit_pool_names},
+        {.name = "image-size", .type = OPTION_INT, .value = &args.image_size, .metavar = "N|auto",
+         .help = "onnx: the input's height and width (auto: the checkpoint's training size, else "
+                 "224; ViTs: a multiple of the patch size)",
+         .min = 1, .max = 8192, .allow_auto = 1},
+        {.name = "precision", .type = OPTION_CHOICE, .value = &args.precision, .metavar = "NAME",
+         .help = "onnx: fp32, or fp16 weights, activations, input and output",
+         .choices = precision_names, .value_aliases = precision_aliases},
+        {.name = "opset", .type = OPTION_INT, .value = &args.opset, .metavar = "N|auto",
+         .help = "onnx: the ONNX operator set (auto: 25, what TensorRT 11 and ONNX Runtime read; "
+                 "18..28)",
+         .min = ONNX_OPSET_MIN, .max = ONNX_OPSET_MAX, .allow_auto = 1, .alias = "opset-version"},
+        {.name = "external-data", .type = OPTION_FLAG, .value = &args.external_data,
+         .help = "onnx: weights in OUT.data beside the model (automatic above 2 GB)"},
+        {.name = "normalize", .type = OPTION_STRING, .value = &args.normalize,
+         .metavar = "MEAN,...:STD,...",
+         .help = "onnx: the input normalisation recorded in the model's metadata (default: the "
+                 "checkpoint's, or ImageNet's)"},
     };
     const OptionParser parser = {
         .program = "lightly-train-c export",
         .summary = "Writes a backbone of a checkpoint as a torchvision (ResNet) or timm "
                    "(ViT) state dict in safetensors, loadable with load_state_dict (ResNet: "
-                   "strict=False, no fc).",
+                   "strict=False, no fc), or as an ONNX model of its embedding (docs/onnx.md).",
         .epilog = EXIT_STATUS_HELP,
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),

@@ -11,13 +11,12 @@
 #include <sys/stat.h>
 
 #include "augment/resize.h"
-#include "decode/decode.h"
+#include "data/decoder_process.h"
 #include "logging/tb_writer.h"
 #include "nn/json_scan.h"
 #include "util/file.h"
 #include "util/output_path.h"
 
-#define PROJECTOR_MAX_IMAGE_FILE ((size_t)1 << 32)
 #define FLOAT_TEXT_MAX 16  // "%.7g" of a float and its separator: "-1.234567e-38\t"
 // zlib level 1: on 1000 photos' thumbnails (2048 x 2048 px) 5x faster than
 // the default level (1.3 s, not 6.5 s) for a 1.17x larger file (docs/projector.md).
@@ -133,8 +132,7 @@ static int write_metadata(const char *dir, const EmbeddingTable *table, ErrorMes
 // ---- sprite ------------------------------------------------------------------------------------
 
 typedef struct Thumbnailer {
-    Decoder *decoder;
-    ByteBuffer file;
+    DecoderProcess *decoder;  // as the loader's workers decode: in a child process
     ResampleTable columns, rows;
     ResampleBuffer buffer;
 } Thumbnailer;
@@ -144,9 +142,7 @@ typedef struct Thumbnailer {
 static int thumbnail(Thumbnailer *t, const char *path, int cell, uint8_t *out, size_t stride,
                      ErrorMessage *err) {
     ImageInfo info;
-    if (file_read_all(path, &t->file, PROJECTOR_MAX_IMAGE_FILE, err) != 0 ||
-        decoder_probe(t->decoder, t->file.data, t->file.size, &info, err) != 0)
-        return -1;
+    if (decoder_process_probe(t->decoder, path, &info, err) != 0) return -1;
     const double scale = (double)cell / (info.width > info.height ? info.width : info.height);
     int width = (int)lround(info.width * scale), height = (int)lround(info.height * scale);
     width = width < 1 ? 1 : width > cell ? cell : width;
@@ -154,12 +150,12 @@ static int thumbnail(Thumbnailer *t, const char *path, int cell, uint8_t *out, s
     // The smallest (JPEG: DCT-scaled) decode that still covers the cell.
     const DecodeRequest request = {.region = {0, 0, info.width, info.height},
                                    .min_width = width, .min_height = height};
-    DecodedImage decoded;
-    if (decoder_decode(t->decoder, t->file.data, t->file.size, &request, &decoded, err) != 0)
-        return -1;
+    DecoderResult result;
+    if (decoder_process_decode(t->decoder, path, &request, &result, err) != 0) return -1;
+    const Image *image = &result.decoded.image;
     uint8_t *at = out + (size_t)((cell - height) / 2) * stride + (size_t)((cell - width) / 2) * 3;
-    return resize_rgb(&decoded.image, 0, 0, decoded.image.width, decoded.image.height, 0, width,
-                      height, at, stride, &t->columns, &t->rows, &t->buffer, err);
+    return resize_rgb(image, 0, 0, image->width, image->height, 0, width, height, at, stride,
+                      &t->columns, &t->rows, &t->buffer, err);
 }
 
 static int image_path(const char *root, const char *name, char *out, size_t capacity) {
@@ -174,8 +170,9 @@ static int make_sprite(const EmbeddingTable *table, const ProjectorOptions *opti
                        int columns, uint8_t *sprite, ProjectorSummary *summary,
                        ErrorMessage *err) {
     const size_t stride = (size_t)columns * cell * 3;
-    Thumbnailer t = {.decoder = decoder_create(options->max_pixels)};
-    if (!t.decoder) return error_set(err, "out of memory for an image decoder");
+    const DecoderProcessConfig decoder = {.max_pixels = options->max_pixels};
+    Thumbnailer t = {.decoder = decoder_process_create(&decoder, err)};
+    if (!t.decoder) return -1;
     for (size_t i = 0; i < table->count; i++) {
         uint8_t *cell_at = sprite + (i / (size_t)columns) * cell * stride +
                            (i % (size_t)columns) * cell * 3;
@@ -187,8 +184,7 @@ static int make_sprite(const EmbeddingTable *table, const ProjectorOptions *opti
             summary->unreadable++;
         }
     }
-    decoder_destroy(t.decoder);
-    byte_buffer_free(&t.file);
+    decoder_process_destroy(t.decoder);
     resample_table_free(&t.columns);
     resample_table_free(&t.rows);
     resample_buffer_free(&t.buffer);

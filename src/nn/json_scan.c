@@ -60,9 +60,7 @@ int json_expect_end(JsonScanner *scanner, ErrorMessage *err) {
     return 0;
 }
 
-// Length of the well-formed UTF-8 sequence starting at p (at most `available`
-// bytes readable), or 0 when it is malformed.
-static size_t utf8_sequence_length(const unsigned char *p, size_t available) {
+size_t json_utf8_sequence_length(const unsigned char *p, size_t available) {
     const unsigned char lead = p[0];
     if (lead < 0x80) return 1;
     size_t length;
@@ -90,7 +88,7 @@ static size_t utf8_sequence_length(const unsigned char *p, size_t available) {
 int json_utf8_valid(const char *bytes, size_t length) {
     size_t i = 0;
     while (i < length) {
-        const size_t step = utf8_sequence_length((const unsigned char *)bytes + i, length - i);
+        const size_t step = json_utf8_sequence_length((const unsigned char *)bytes + i, length - i);
         if (step == 0) return 0;
         i += step;
     }
@@ -228,7 +226,7 @@ static int scan_string(JsonScanner *scanner, char *out, size_t capacity, size_t 
             count = decode_escape(scanner, &at, decoded, err);
             if (count == 0) return -1;
         } else {
-            count = utf8_sequence_length(text + at, scanner->size - at);
+            count = json_utf8_sequence_length(text + at, scanner->size - at);
             if (count == 0)
                 return error_set(err, "byte %zu: invalid UTF-8 in a string", at);
             memcpy(decoded, text + at, count);
@@ -291,4 +289,108 @@ int json_read_int64(JsonScanner *scanner, int64_t *value, ErrorMessage *err) {
     *value = negative ? (magnitude == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)magnitude)
                       : (int64_t)magnitude;
     return 0;
+}
+
+// A number (JSON's grammar: -, digits without a leading zero, fraction,
+// exponent) or true / false / null at the cursor, consumed.
+static int skip_scalar(JsonScanner *scanner, ErrorMessage *err) {
+    static const char *const literals[] = {"true", "false", "null"};
+    const char *text = scanner->text;
+    const size_t size = scanner->size, start = scanner->pos;
+    for (size_t i = 0; i < 3; i++) {
+        const size_t length = strlen(literals[i]);
+        if (size - start >= length && memcmp(text + start, literals[i], length) == 0) {
+            scanner->pos += length;
+            return 0;
+        }
+    }
+    size_t at = start;
+    if (at < size && text[at] == '-') at++;
+    const size_t digits = at;
+    while (at < size && text[at] >= '0' && text[at] <= '9') at++;
+    if (at == digits || (text[digits] == '0' && at - digits > 1))
+        return error_found(scanner, err, "a value");
+    if (at < size && text[at] == '.') {
+        const size_t fraction = ++at;
+        while (at < size && text[at] >= '0' && text[at] <= '9') at++;
+        if (at == fraction)
+            return error_set(err, "invalid JSON at byte %zu: a number ends in '.'", at);
+    }
+    if (at < size && (text[at] == 'e' || text[at] == 'E')) {
+        at++;
+        if (at < size && (text[at] == '+' || text[at] == '-')) at++;
+        const size_t exponent = at;
+        while (at < size && text[at] >= '0' && text[at] <= '9') at++;
+        if (at == exponent)
+            return error_set(err, "invalid JSON at byte %zu: an exponent without digits", at);
+    }
+    scanner->pos = at;
+    return 0;
+}
+
+// An object member's name and its ':' (the cursor on the name).
+static int skip_member_name(JsonScanner *scanner, ErrorMessage *err) {
+    size_t length, end;
+    if (scan_string(scanner, NULL, 0, &length, &end, err)) return -1;
+    scanner->pos = end;
+    return json_expect(scanner, ':', err);
+}
+
+int json_skip_value(JsonScanner *scanner, ErrorMessage *err) {
+    char closers[JSON_SKIP_MAX_DEPTH];  // what ends each open object or array
+    int depth = 0;
+    for (;;) {
+        const char c = json_peek(scanner);
+        if (c == '{' || c == '[') {
+            if (depth == JSON_SKIP_MAX_DEPTH)
+                return error_set(err, "invalid JSON at byte %zu: nested deeper than %d",
+                                 scanner->pos, JSON_SKIP_MAX_DEPTH);
+            closers[depth++] = c == '{' ? '}' : ']';
+            scanner->pos++;
+            if (json_peek(scanner) != closers[depth - 1]) {
+                if (c == '{' && skip_member_name(scanner, err)) return -1;
+                continue;  // the first element or member value
+            }
+            scanner->pos++;
+            depth--;
+        } else if (c == '"') {
+            size_t length, end;
+            if (scan_string(scanner, NULL, 0, &length, &end, err)) return -1;
+            scanner->pos = end;
+        } else if (skip_scalar(scanner, err)) {
+            return -1;
+        }
+        // A value is complete: close what it completes, or go on to the next one.
+        for (;;) {
+            if (depth == 0) return 0;
+            const int more = json_next_item(scanner, closers[depth - 1], err);
+            if (more < 0) return -1;
+            if (more) break;
+            depth--;
+        }
+        if (closers[depth - 1] == '}' && skip_member_name(scanner, err)) return -1;
+    }
+}
+
+int json_find_member(JsonScanner *scanner, const char *key, ErrorMessage *err) {
+    if (json_expect(scanner, '{', err)) return -1;
+    if (json_peek(scanner) == '}') {
+        scanner->pos++;
+        return 0;
+    }
+    const size_t key_length = strlen(key);
+    for (;;) {
+        size_t length, end;
+        if (scan_string(scanner, NULL, 0, &length, &end, err)) return -1;
+        char name[256];
+        const int same = length == key_length && length < sizeof name &&
+                         json_read_string(scanner, name, sizeof name, err) == 0 &&
+                         memcmp(name, key, length) == 0;
+        scanner->pos = end;
+        if (json_expect(scanner, ':', err)) return -1;
+        if (same) return 1;
+        if (json_skip_value(scanner, err)) return -1;
+        const int more = json_next_item(scanner, '}', err);
+        if (more <= 0) return more;
+    }
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nn/weights.h"
+#include "util/data_crc32.h"
 #include "util/file.h"
 #include "util/finite.h"
 
@@ -289,7 +290,8 @@ int checkpoint_write(CheckpointWriter *w, const char *path, ErrorMessage *err) {
         uint8_t header[CHECKPOINT_HEADER_SIZE] = {0};
         memcpy(header, CHECKPOINT_MAGIC, sizeof CHECKPOINT_MAGIC);  // with the 0
         put_u32(header + 8, CHECKPOINT_FORMAT_VERSION);
-        put_u32(header + 12, 0);
+        const FileChunk table = {blob_header, blob_header_size};
+        put_u32(header + 12, data_crc32(&table, 1));
         chunks[0] = (FileChunk){header, sizeof header};
         chunks[1] = (FileChunk){blob_header, blob_header_size};
         for (int i = 0; i < n; i++) {
@@ -307,6 +309,23 @@ int checkpoint_write(CheckpointWriter *w, const char *path, ErrorMessage *err) {
 
 // ---- reader --------------------------------------------------------------------------
 
+// Version 2: the blob's header against the CRC-32 recorded for it. A header
+// length that does not fit the file is left to the parser, which says so.
+static int check_header_crc32(const uint8_t *bytes, size_t size, uint32_t recorded,
+                              ErrorMessage *err) {
+    const size_t start = CHECKPOINT_HEADER_SIZE;
+    if (size - start < 8) return 0;
+    uint64_t length = 0;
+    for (int i = 7; i >= 0; i--) length = length << 8 | bytes[start + (size_t)i];
+    if (length > size - start - 8) return 0;
+    const FileChunk table = {bytes + start, 8 + (size_t)length};
+    const uint32_t actual = data_crc32(&table, 1);
+    if (actual == recorded) return 0;
+    return error_set(err, "the checkpoint header is damaged (CRC-32 %08x recorded, %08x read): "
+                          "its tensor table or metadata changed after it was written; use "
+                          "another copy", (unsigned)recorded, (unsigned)actual);
+}
+
 int checkpoint_parse(uint8_t *bytes, size_t size, Checkpoint *ckpt, ErrorMessage *err) {
     memset(ckpt, 0, sizeof *ckpt);
     if (size < CHECKPOINT_HEADER_SIZE) {
@@ -319,7 +338,8 @@ int checkpoint_parse(uint8_t *bytes, size_t size, Checkpoint *ckpt, ErrorMessage
         return error_set(err, "not a lightly-train-c checkpoint (no \"%s\" magic)",
                          CHECKPOINT_MAGIC);
     }
-    const uint32_t version = get_u32(bytes + 8), flags = get_u32(bytes + 12);
+    // Bytes 12..15: version 1's flags (none defined), version 2's CRC-32.
+    const uint32_t version = get_u32(bytes + 8), word = get_u32(bytes + 12);
     int status = 0;
     if (version == 0)
         status = error_set(err, "checkpoint format version 0 is invalid");
@@ -327,9 +347,11 @@ int checkpoint_parse(uint8_t *bytes, size_t size, Checkpoint *ckpt, ErrorMessage
         status = error_set(err,
                            "checkpoint format version %u is newer than this program supports (%d)",
                            version, CHECKPOINT_FORMAT_VERSION);
-    else if (flags)
-        status = error_set(err, "checkpoint flags 0x%x are unknown to format version %u", flags,
+    else if (version == 1 && word)
+        status = error_set(err, "checkpoint flags 0x%x are unknown to format version %u", word,
                            version);
+    else if (version >= 2)
+        status = check_header_crc32(bytes, size, word, err);
     if (status != 0) {
         free(bytes);
         return -1;

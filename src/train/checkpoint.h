@@ -5,7 +5,11 @@
 // Layout (little endian):
 //   bytes 0..7    magic "LTCCKPT\0"
 //   bytes 8..11   u32 format version (CHECKPOINT_FORMAT_VERSION)
-//   bytes 12..15  u32 flags (0; no flag is defined in version 1)
+//   bytes 12..15  version 2: u32 CRC-32 (util/data_crc32.h) of the blob's
+//                 header, its u64 length and JSON: the tensor table and all
+//                 metadata (the data's own CRC-32 among it), so that together
+//                 every byte after these 16 is covered; version 1: u32 flags,
+//                 0 (no flag was defined): read without a header check
 //   bytes 16..    exactly one safetensors blob (nn/safetensors.h), read by the
 //                 hardened safetensors parser: names, dtypes, shapes, offsets
 //                 and string metadata are all checked there.
@@ -58,7 +62,7 @@
 
 #define CHECKPOINT_MAGIC "LTCCKPT"  // 7 characters + the terminating 0 = 8 bytes
 #define CHECKPOINT_HEADER_SIZE 16
-#define CHECKPOINT_FORMAT_VERSION 1
+#define CHECKPOINT_FORMAT_VERSION 2
 #define CHECKPOINT_FORMAT_NAME "lightly-train-c checkpoint"
 
 // ---- writing ------------------------------------------------------------------------
@@ -112,8 +116,11 @@ typedef struct Checkpoint {
 
 // Reads and checks a file; errors name the path. A newer format version
 // fails with "checkpoint format version N is newer than this program
-// supports (1)"; data that does not match its recorded CRC-32 with "the
-// tensor data is damaged (CRC-32 ... recorded, ... read) ...".
+// supports (2)"; a header (tensor table, metadata) that does not match the
+// CRC-32 recorded beside the version with "the checkpoint header is damaged
+// (CRC-32 ... recorded, ... read) ..."; data that does not match its recorded
+// CRC-32 with "the tensor data is damaged (CRC-32 ... recorded, ... read)
+// ...". Version 1 files (no header CRC-32) are read as before.
 int checkpoint_read(const char *path, Checkpoint *ckpt, ErrorMessage *err);
 // The same on a whole file in memory; takes ownership of `bytes` (malloc'ed)
 // on success and on failure, like safetensors_parse.

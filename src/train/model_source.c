@@ -3,8 +3,10 @@
 #include "train/model_source.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "augment/augment.h"
 #include "nn/state_dict_backbone.h"
 #include "nn/weights.h"
 #include "train/checkpoint.h"
@@ -73,6 +75,7 @@ typedef struct CreateAndLoad {
     const BackboneInput *inputs;
     int input_count;
     Backbone *model;
+    const char *recorded_model;  // a checkpoint's "model" metadata, or NULL
 } CreateAndLoad;
 
 // A model for what file holds under prefix, with its weights; on failure
@@ -84,6 +87,9 @@ static int create_and_load(CreateAndLoad *how, const SafeTensors *file, const ch
     BackboneSpec spec;
     if (state_dict_backbone_spec(file, prefix, &spec, err) != 0) return -1;
     if (options->arch && apply_arch(options->arch, &spec, err) != 0) return -1;
+    if (how->recorded_model && apply_arch(how->recorded_model, &spec, err) != 0)
+        return error_prefix(err, "checkpoint metadata model=%s disagrees with its weights",
+                            how->recorded_model);
     if (how->input_count < 1 || how->input_count > BACKBONE_MAX_SLOTS)
         return error_set(err, "%d input shapes (1..%d)", how->input_count, BACKBONE_MAX_SLOTS);
     BackboneInput sized[BACKBONE_MAX_SLOTS];
@@ -112,6 +118,40 @@ static int create_from_state_dict(void *context, SafeTensors *file, const char *
     return -1;
 }
 
+// The input train recorded beside a checkpoint's weights (channels,
+// normalize, pixels) must fit the weights loaded: one line naming the
+// field otherwise. (Version 2 checkpoints also record a CRC-32 of all their
+// metadata, train/checkpoint.h: this catches values that were rewritten
+// consistently, and version 1 files.)
+static int check_recorded_input(const Checkpoint *ckpt, const Backbone *model,
+                                ErrorMessage *err) {
+    const Parameter *first = backbone_input_layer(model);
+    const long long channels = first ? first->torch_shape[1] : 3;
+    const char *recorded = checkpoint_meta(ckpt, "channels");
+    if (recorded) {
+        char *end = NULL;
+        const long long value = strtoll(recorded, &end, 10);
+        if (end == recorded || *end != '\0' || value != channels)
+            return error_set(err, "checkpoint metadata channels=%.40s disagrees with its weights, "
+                                  "whose first layer takes %lld channel(s)", recorded, channels);
+    }
+    const char *normalize = checkpoint_meta(ckpt, "normalize");
+    ChannelSettings settings = {0};
+    ErrorMessage ignored;
+    if (normalize && channel_normalize_parse(normalize, &settings, &ignored) != 0)
+        return error_set(err, "checkpoint metadata normalize=%.80s is not MEAN1,...:STD1,... with "
+                              "positive stds", normalize);
+    if (normalize && settings.normalize_count != channels)
+        return error_set(err, "checkpoint metadata normalize=%.80s holds %d channel(s), its "
+                              "weights' first layer takes %lld", normalize,
+                         settings.normalize_count, channels);
+    const char *pixels = checkpoint_meta(ckpt, "pixels");
+    if (pixels && strcmp(pixels, "uint8") != 0 && strcmp(pixels, "float") != 0)
+        return error_set(err, "checkpoint metadata pixels=%.40s is neither uint8 nor float",
+                         pixels);
+    return 0;
+}
+
 int model_source_load_backbone_info(const char *path, const char *part, Backend *backend,
                                     const BackboneInput *inputs, int input_count,
                                     Backbone *model, ModelSourceInfo *info, ErrorMessage *err) {
@@ -138,7 +178,7 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
     memset(model, 0, sizeof *model);
-    CreateAndLoad how = {options, backend, inputs, input_count, model};
+    CreateAndLoad how = {options, backend, inputs, input_count, model, NULL};
     int status, is_checkpoint;
     WeightFileKind kind;
     if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
@@ -152,8 +192,16 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
         snprintf(info->method, sizeof info->method, "%s", method ? method : "");
         snprintf(info->pixels, sizeof info->pixels, "%s", pixels ? pixels : "");
         snprintf(info->normalize, sizeof info->normalize, "%s", normalize ? normalize : "");
+        const char *image_size = checkpoint_meta(&ckpt, "run.image_size");
+        info->image_size = image_size ? atoi(image_size) : 0;
+        if (info->image_size < 0) info->image_size = 0;
+        how.recorded_model = checkpoint_meta(&ckpt, "model");
         status = checkpoint_part_prefix(&ckpt, part, info->prefix, sizeof info->prefix, err);
         if (status == 0) status = create_and_load(&how, &ckpt.tensors, info->prefix, err);
+        if (status == 0 && check_recorded_input(&ckpt, model, err) != 0) {
+            backbone_free(model);
+            status = -1;
+        }
         checkpoint_free(&ckpt);
         if (status != 0) error_prefix(err, "%s", path);
     } else {

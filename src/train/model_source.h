@@ -38,6 +38,7 @@ typedef struct ModelSourceInfo {
     // (backbone_input_layer).
     char pixels[8];
     char normalize[2400];
+    int image_size;          // the training size (metadata run.image_size); 0 when absent
 } ModelSourceInfo;
 
 // model_source_load_backbone that also says what it loaded (info may be NULL).

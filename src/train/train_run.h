@@ -8,6 +8,7 @@
 #include "data/loader.h"
 #include "data/scan.h"
 #include "logging/metrics_jsonl.h"
+#include "logging/mlflow_client.h"
 #include "logging/progress.h"
 #include "logging/run_log.h"
 #include "logging/run_summary.h"
@@ -77,10 +78,13 @@ typedef struct TrainRun {
     char model_name[BACKBONE_MAX_NAME];
     int out_lock_held;      // rank 0 holds --out's lock (out_lock_fd; -1: no locks there)
     int out_lock_fd;
+    int out_fresh;          // rank 0: --out was missing or empty as this run began (no --resume)
+    int out_made;           // rank 0: this run created --out
     char checkpoint_path[PATH_MAX];
     char export_path[PATH_MAX];
-    TbWriter *events;
+    TbWriter *events;       // NULL: --loggers tensorboard=null
     MetricsJsonl *metrics;
+    MlflowClient *mlflow;   // --loggers mlflow, rank 0 (train_mlflow.c)
     RunLog *log;
     Progress *progress;
     // The line that ends a failed or interrupted run (the error, or how to
@@ -164,6 +168,13 @@ int train_check_replicas(TrainRun *run, long completed_steps);
 // Every rank was started with rank 0's data and settings (dist/rank_settings.h):
 // 0, or 2 on every rank (the rank that differs says which setting).
 int train_check_settings(TrainRun *run);
+// MLflow (train_mlflow.c, rank 0): the client opened once the run is set
+// up; the scalars of a log step; the run's end by the exit status, with
+// its line in the end summary (safe to call twice, and without a client).
+void train_mlflow_start(TrainRun *run, int argc, char **argv);
+void train_mlflow_log(TrainRun *run, long step, const char *const *tags, const double *values,
+                      size_t count);
+void train_mlflow_end(TrainRun *run, int status);
 // After a barrier and the replica check, rank 0 writes the checkpoint and
 // the export (train_save); the status is agreed by all ranks.
 int train_save_agreed(TrainRun *run, long completed_steps);

@@ -178,6 +178,9 @@ static int lock_out(TrainRun *run, ErrorMessage *err) {
 static int create_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     char path[PATH_MAX];
+    struct stat info;
+    run->out_made = stat(config->out, &info) != 0;
+    run->out_fresh = !config->resume && (run->out_made || !folder_used(config->out));
     if (output_folder_create(config->out, err)) return 1;
     const int locked_at_checks = run->out_lock_held;
     if (lock_out(run, err)) return 2;
@@ -484,7 +487,8 @@ static int tidy_out(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     // The names train writes atomically in each folder: only their
     // temporaries are removed (a user's "notes.tmp.123" is not ours).
-    static const char *const written[][4] = {{"metrics.jsonl", "events.out.tfevents.*", NULL},
+    static const char *const written[][4] = {{"metrics.jsonl", "events.out.tfevents.*",
+                                              "mlflow_run.txt", NULL},
                                              {"last.ckpt", NULL},
                                              {"exported_last.safetensors",
                                               "exported_last.pt", NULL}};
@@ -639,7 +643,8 @@ static int setup_run(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
         const int status = create_out(run, err);
         if (status) return status;
         if (setup_logs(run, argc, argv, err) || tidy_out(run, err) ||
-            tb_writer_open(&run->events, config->out, err) ||
+            ((!config->loggers || config->loggers->tensorboard) &&
+             tb_writer_open(&run->events, config->out, err)) ||
             metrics_jsonl_open(&run->metrics, path, config->resume != 0, err))
             return 1;
     }
@@ -758,12 +763,14 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
     run_summary_format(totals, cpu_usable_cores(), summary, sizeof summary);
     fprintf(stderr, "%s", summary);
     run_log_line(run->log, "%s", summary);
+    train_mlflow_end(run, status);
     if (status == 0) {
-        fprintf(stderr, "checkpoint: %s\nexported backbone: %s\ntensorboard --logdir ",
-                run->checkpoint_path, run->export_path);
-        char *const out[1] = {(char *)run->config->out};
-        shell_quote_args(stderr, 1, out);  // to paste into a shell, spaces and all
-        fputc('\n', stderr);
+        fprintf(stderr, "checkpoint: %s\nexported backbone: %s\n%s", run->checkpoint_path,
+                run->export_path, run->events ? "tensorboard --logdir " : "");
+        if (run->events) {  // the folder as a shell reads it, spaces and all
+            shell_quote_args(stderr, 1, (char *const[]){(char *)run->config->out});
+            fputc('\n', stderr);
+        }
         run_log_line(run->log, "done: %s, %s", run->checkpoint_path, run->export_path);
     }
     if (run->final_message[0]) train_message(run, "%s", run->final_message);

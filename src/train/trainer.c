@@ -279,9 +279,10 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
     for (int s = 0; s < run->method.scalar_count; s++)
         tags[count] = run->method.scalar_tags[s], values[count++] = times->scalars[s];
     if (run->scaler_on) tags[count] = "loss_scale", values[count++] = times->loss_scale;
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; run->events && i < count; i++)
         if (tb_add_scalar(run->events, tags[i], step, (float)values[i], err)) return -1;
-    if (tb_flush(run->events, err)) return -1;
+    if (run->events && tb_flush(run->events, err)) return -1;
+    train_mlflow_log(run, step, tags, values, count);
     return metrics_jsonl_write(run->metrics, step, tags, values, count, err);
 }
 
@@ -361,11 +362,13 @@ static void train_knn(TrainRun *run, long completed_steps, int epoch) {
     if (run->rank != 0) return;  // rank 0 voted and logs
     train_message(run, "epoch %d: kNN top-1 %.2f%% (k=%d, %zu labelled images)", epoch,
                   100.0 * top1, run->config->knn_k, run->knn_dataset.count);
-    if (tb_add_scalar(run->events, "knn/top1", completed_steps, (float)top1, &err) ||
-        tb_flush(run->events, &err))
+    if (run->events &&
+        (tb_add_scalar(run->events, "knn/top1", completed_steps, (float)top1, &err) ||
+         tb_flush(run->events, &err)))
         train_message(run, "warning: %s", err.text);
     const char *tag = "knn/top1";
     const double value = top1;
+    train_mlflow_log(run, completed_steps, &tag, &value, 1);
     metrics_jsonl_write(run->metrics, completed_steps, &tag, &value, 1, &err);
 }
 
@@ -507,23 +510,44 @@ static int train_complete(TrainRun *run) {
     return 0;
 }
 
+// A run stopped before step 1 in a folder it found missing or empty keeps
+// nothing: what its set-up wrote there goes (under its lock, still held),
+// so that the same command starts again without --overwrite.
+static void discard_outputs(TrainRun *run) {
+    ErrorMessage ignored = {{0}};
+    if (run->events) tb_writer_close(run->events, &ignored);
+    if (run->metrics) metrics_jsonl_close(run->metrics, &ignored);
+    if (run->log) run_log_close(run->log);
+    run->events = NULL;
+    run->metrics = NULL;
+    run->log = NULL;
+    static const char *const written[] = {"train.log", "metrics.jsonl", "events.out.tfevents.*",
+                                          "checkpoints", "exported_models"};
+    output_folder_remove_entries(run->config->out, written, sizeof written / sizeof written[0],
+                                 run->out_made);
+}
+
 int train_run(const TrainConfig *config, int argc, char **argv) {
     TrainRun run;
     int status = train_setup(&run, config, argc, argv);
+    if (!status) train_mlflow_start(&run, argc, argv);
     if (status || run.complete) {
         if (!status) status = train_complete(&run);
     } else if (run.world_size == 1 && stop_signal != 0) {
         // Stopped while setting up (the handlers are set before any work,
         // train_catch_stop_signals): one process stops before its first
         // step; ranks agree on it in the first step's record, as on any other.
+        const char *next = run.start_step ? "the checkpoint is unchanged: continue with the "
+                                            "same command plus --resume"
+                           : run.out_fresh ? "nothing kept (what it wrote in --out is "
+                                             "removed): start again with the same command"
+                                           : "no checkpoint written: start again with the "
+                                             "same command plus --overwrite";
         status = train_stop(&run, stop_status(), "interrupted (%s) before step %ld: nothing "
                                                  "trained; %s",
-                            stop_signal_name(), run.start_step + 1,
-                            run.start_step ? "the checkpoint is unchanged: continue with the "
-                                             "same command plus --resume"
-                                           : "no checkpoint written: start again with the "
-                                             "same command plus --overwrite");
+                            stop_signal_name(), run.start_step + 1, next);
         train_message(&run, "%s", run.final_message);
+        if (run.start_step == 0 && run.out_fresh) discard_outputs(&run);
     } else {
         RunTotals totals = {0};
         const double start = time_now();
@@ -533,6 +557,7 @@ int train_run(const TrainConfig *config, int argc, char **argv) {
         totals.wall_seconds = time_now() - start;
         train_finish(&run, &totals, status);
     }
+    train_mlflow_end(&run, status);  // when train_finish did not (nothing trained)
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     train_teardown(&run);

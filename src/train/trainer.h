@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "cli/loggers.h"
 #include "cli/options.h"
 #include "dist/comm.h"
 #include "nn/optimizer.h"
@@ -65,6 +66,12 @@ typedef struct TrainConfig {
     int sync_batchnorm;       // BatchNorm statistics over all ranks (several ranks)
     int gradient_overlap;     // the gradient buckets start during backward (else after it)
     int rank_cores;           // CPU cores this rank may use; <= 0: all usable
+    // --loggers (TensorBoard on or off, MLflow's settings; NULL: the
+    // defaults) and, for MLflow's run, every option of the command line as
+    // given or defaulted (name with underscores, value as text).
+    const LoggerSettings *loggers;
+    const MlflowPair *options;
+    int option_count;
 } TrainConfig;
 
 // SIGINT and SIGTERM ask the run to stop (after the step in progress, with

@@ -23,6 +23,14 @@
 //                    numbered as for kill-before-rename
 //   sigterm-at-start train: SIGTERM to itself as the command starts, before
 //                    parsing its options (a signal in the first milliseconds)
+//   decoder-crash@I  the loader's decoder process (data/decoder_process.h) dies of
+//                    SIGSEGV as it starts decoding the image of dataset index I (scan
+//                    order, from 0): a crash inside a decoder library (bench-data,
+//                    train, embed, on every rank)
+//   decoder-hang@I   that process waits for ever instead of decoding image I: a
+//                    decoder library caught in a loop (killed after the timeout)
+//   decoder-start    every decoder process exits at once, before it is ready: one
+//                    that cannot run on this machine
 // Unset (normal runs), every point is off; the check is a getenv per call.
 #ifndef LTC_UTIL_FAULT_H
 #define LTC_UTIL_FAULT_H

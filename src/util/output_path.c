@@ -1,6 +1,7 @@
 // Output path checks and folder creation (see output_path.h).
 #include "util/output_path.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -128,6 +129,32 @@ int output_folder_is_locked_one(const char *path, int fd) {
     struct stat now, locked;
     return stat(path, &now) == 0 && fstat(fd, &locked) == 0 && now.st_dev == locked.st_dev &&
            now.st_ino == locked.st_ino;
+}
+
+// folder/name removed: a file, or an empty folder.
+static void remove_entry(const char *folder, const char *name) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", folder, name) >= (int)sizeof path) return;
+    if (unlink(path) != 0 && errno == EISDIR) rmdir(path);
+}
+
+void output_folder_remove_entries(const char *folder, const char *const *names, int count,
+                                  int remove_folder) {
+    for (int i = 0; i < count; i++) {
+        const size_t length = strlen(names[i]);
+        if (length == 0 || names[i][length - 1] != '*') {
+            remove_entry(folder, names[i]);
+            continue;
+        }
+        DIR *handle = opendir(folder);
+        if (!handle) continue;
+        struct dirent *entry;
+        while ((entry = readdir(handle)))
+            if (strncmp(entry->d_name, names[i], length - 1) == 0)
+                remove_entry(folder, entry->d_name);
+        closedir(handle);
+    }
+    if (remove_folder) rmdir(folder);
 }
 
 int output_folder_create(const char *path, ErrorMessage *err) {

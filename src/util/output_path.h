@@ -47,4 +47,11 @@ int output_parent_folder(const char *path, char *out, size_t size, ErrorMessage 
 // mkdir -p: creates path and its missing parents (mode 0755).
 int output_folder_create(const char *path, ErrorMessage *err);
 
+// Removes the entries of folder that a command wrote there: names[i] is a
+// file, an empty folder, or "PREFIX*" for every file whose name starts with
+// PREFIX; then the folder itself when remove_folder and it is empty. What
+// cannot be removed (a folder a user filled meanwhile) stays.
+void output_folder_remove_entries(const char *folder, const char *const *names, int count,
+                                  int remove_folder);
+
 #endif

@@ -153,9 +153,13 @@ int weights_download_settings(DownloadSettings *settings, ErrorMessage *err) {
     double retries;
     if (env_number("LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC", 180, 1, 86400,
                    &settings->stall_seconds, err) ||
+        env_number("LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC", 1000, 1, 1e9, &settings->min_rate,
+                   err) ||
         env_number("LIGHTLY_TRAIN_DOWNLOAD_RETRIES", 5, 0, 100, &retries, err) ||
         env_number("LIGHTLY_TRAIN_DOWNLOAD_BACKOFF_SEC", 1, 0, 3600, &settings->backoff_seconds,
-                   err))
+                   err) ||
+        env_number("LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC", 21600, 1, 1e7,
+                   &settings->deadline_seconds, err))
         return -1;
     settings->retries = (int)retries;
     return 0;

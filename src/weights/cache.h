@@ -11,8 +11,10 @@
 //                  YES, TRUE: no network), the token $HF_TOKEN, else the file
 //                  $HF_TOKEN_PATH, else $HF_HOME/token
 //   downloads      $LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC (180: a transfer
-//                  receiving nothing that long is retried), ..._RETRIES (5),
-//                  ..._BACKOFF_SEC (1, doubled per retry, at most 60)
+//                  receiving less than ..._MIN_BYTES_PER_SEC (1000) for that
+//                  long is retried), ..._RETRIES (5), ..._BACKOFF_SEC (1,
+//                  doubled per retry, at most 60), ..._DEADLINE_SEC (21600:
+//                  a file not complete by then fails, its part kept)
 // The names are the Hugging Face libraries' and LightlyTrain's own.
 #ifndef LTC_WEIGHTS_CACHE_H
 #define LTC_WEIGHTS_CACHE_H
@@ -43,9 +45,11 @@ int weights_offline(void);
 int weights_token(char *out, size_t size);
 
 typedef struct DownloadSettings {
-    double stall_seconds;    // no byte for this long: the attempt fails (and is retried)
-    int retries;             // attempts after the first that made no progress
-    double backoff_seconds;  // wait before the first retry, doubled each time
+    double stall_seconds;     // below min_rate for this long: the attempt fails (and is retried)
+    double min_rate;          // bytes per second
+    int retries;              // attempts after the first that made no progress
+    double backoff_seconds;   // wait before the first retry, doubled each time
+    double deadline_seconds;  // for the whole file, retries and waits included
 } DownloadSettings;
 
 // The settings from the environment; -1 naming a variable with a bad value.

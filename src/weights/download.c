@@ -53,6 +53,7 @@ typedef struct Attempt {
     ErrorMessage failure;  // what stopped the transfer on this side (the disk, a wrong SHA-256)
     int64_t received;
     double start;
+    double deadline;  // time_now() by which the whole file must be in (settings.deadline_seconds)
 } Attempt;
 
 static void emit(const Attempt *attempt, WeightsEventKind kind, double wait, const char *detail) {
@@ -327,11 +328,14 @@ static CURLcode perform(Attempt *attempt, char *curl_error) {
     const char *ca_bundle = weights_ca_bundle();
     if (ca_bundle) curl_easy_setopt(curl, CURLOPT_CAINFO, ca_bundle);
     if (attempt->partial->size > 0) curl_easy_setopt(curl, CURLOPT_RANGE, range);
-    // A stall: less than 1 byte/s for the whole timeout; connecting too.
+    // A stall: less than the minimum rate for the whole timeout; connecting
+    // too. The attempt also ends at the download's deadline.
     const long stall = (long)ceil(request->settings.stall_seconds);
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    const double left = attempt->deadline - time_now();
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, (long)ceil(request->settings.min_rate));
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, stall);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, stall);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, left > 0.001 ? (long)ceil(left * 1000) : 1L);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, attempt);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
@@ -351,7 +355,7 @@ static CURLcode perform(Attempt *attempt, char *curl_error) {
     return code;
 }
 
-typedef enum Outcome { COMPLETE, RETRY_NOW, RETRY_LATER, FAILED } Outcome;
+typedef enum Outcome { COMPLETE, RETRY_NOW, RETRY_LATER, FAILED, PAST_DEADLINE } Outcome;
 
 // What an attempt's end means; *why gets the reason of a retry or failure.
 static Outcome judge(Attempt *attempt, CURLcode code, const char *curl_error, char *why,
@@ -381,8 +385,12 @@ static Outcome judge(Attempt *attempt, CURLcode code, const char *curl_error, ch
     case CURLE_COULDNT_CONNECT:
         return snprintf(why, size, "%s", curl_error), FAILED;
     case CURLE_OPERATION_TIMEDOUT:
+        if (time_now() >= attempt->deadline) return PAST_DEADLINE;
         if (!attempt->connected) return snprintf(why, size, "%s", curl_error), FAILED;
-        snprintf(why, size, "no data for %g s (LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC)",
+        snprintf(why, size,
+                 "less than %g bytes/s for %g s (LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC, "
+                 "LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC)",
+                 ceil(attempt->request->settings.min_rate),
                  ceil(attempt->request->settings.stall_seconds));
         return RETRY_LATER;
     case CURLE_SEND_ERROR:
@@ -425,6 +433,17 @@ static int fail(const DownloadRequest *request, const Attempt *attempt, CURLcode
     return error_set(err, "%s: %s: %s (after %d retries): run the command again to continue "
                           "(the part received is kept)", name, url, why,
                      request->settings.retries);
+}
+
+// The deadline passed before the file was complete.
+static int fail_deadline(const DownloadRequest *request, const Partial *partial,
+                         ErrorMessage *err) {
+    char total[40] = "";
+    if (partial->total >= 0) snprintf(total, sizeof total, " of %lld", (long long)partial->total);
+    return error_set(err, "%s: %s: not complete within %g s (LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC): "
+                          "%lld%s bytes received; run the command again to continue (the part "
+                          "received is kept)", request->name, request->url,
+                     request->settings.deadline_seconds, (long long)partial->size, total);
 }
 
 // What the download verified, for every later use of the file (record.h).
@@ -488,6 +507,11 @@ int weights_download(const DownloadRequest *request, ErrorMessage *err) {
         return error_prefix(err, "%s", request->name);
     }
     int status = -1, failures = 0, restarts = 0;
+    const double deadline = time_now() + request->settings.deadline_seconds;
+    // An attempt counts as progress (its failure does not use up a retry)
+    // when it brought what the minimum rate brings in one chunk timeout: a
+    // server that sends a few bytes and stalls, on every connection, ends.
+    const double progress_bytes = request->settings.min_rate * request->settings.stall_seconds;
     // Complete already (a run stopped before its rename): check it without the network.
     if (partial.total > 0 && partial.size == partial.total) {
         attempt.start = time_now();
@@ -498,11 +522,15 @@ int weights_download(const DownloadRequest *request, ErrorMessage *err) {
     for (;;) {
         char curl_error[CURL_ERROR_SIZE], why[600];
         attempt = (Attempt){.request = request, .partial = &partial, .linked_size = -1,
-                            .start = time_now()};
+                            .start = time_now(), .deadline = deadline};
         const CURLcode code = perform(&attempt, curl_error);
         const Outcome outcome = judge(&attempt, code, curl_error, why, sizeof why);
         if (outcome == COMPLETE) {
             status = finish(request, &attempt, err);
+            break;
+        }
+        if (outcome == PAST_DEADLINE || time_now() >= deadline) {
+            status = fail_deadline(request, &partial, err);
             break;
         }
         // The partial file does not fit what the server sends: start it over
@@ -510,10 +538,14 @@ int weights_download(const DownloadRequest *request, ErrorMessage *err) {
         if (outcome == RETRY_NOW && restarts++ < 2 && partial_truncate(&partial, err) == 0)
             continue;
         if (outcome == RETRY_LATER) {
-            if (attempt.received > 0) failures = 0;  // progress: the count starts again
+            if ((double)attempt.received >= progress_bytes) failures = 0;  // the count starts again
             if (failures < request->settings.retries) {
                 const double wait = fmin(MAX_BACKOFF_SECONDS,
                                          request->settings.backoff_seconds * pow(2, failures));
+                if (time_now() + wait >= deadline) {  // the wait alone would pass it
+                    status = fail_deadline(request, &partial, err);
+                    break;
+                }
                 failures++;
                 emit(&attempt, WEIGHTS_RETRY, wait, why);
                 sleep_seconds(wait);

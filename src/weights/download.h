@@ -6,8 +6,11 @@
 // (OpenSSL's libcrypto) and size match and what was verified is recorded
 // beside it (record.h); an interrupted transfer continues
 // with a Range request, in this process or the next one; 5xx, 429, stalls
-// and connection resets retried with back-off (a host that cannot be
-// reached at all is not: no network fails at once). The caller holds the lock
+// (less than settings.min_rate for settings.stall_seconds) and connection
+// resets retried with back-off, an attempt that brought less than
+// min_rate x stall_seconds bytes using up a retry (a host that cannot be
+// reached at all is not retried: no network fails at once); the whole
+// download ends at settings.deadline_seconds. The caller holds the lock
 // (lock.h) and has checked that path does not exist yet, or is a damaged
 // file to replace (the rename replaces it).
 //

@@ -40,6 +40,11 @@ static size_t legacy_magic_length(const uint8_t *head, size_t size) {
         return 0;
     return pos + sizeof LEGACY_MAGIC_NUMBER;
 }
+int pt_is_bare_pickle(const uint8_t *head, size_t size) {
+    return size >= 3 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5 &&
+           !legacy_magic_length(head, size);
+}
+
 static const char *const NESTED_KEYS[] = {"state_dict", "model_state_dict", "model", "teacher"};
 
 PtFormat pt_sniff(const uint8_t *head, size_t size) {
@@ -53,12 +58,19 @@ PtFormat pt_sniff(const uint8_t *head, size_t size) {
 
 // Where the storages' bytes come from: `check` confirms that a storage's
 // entry exists and holds exactly `bytes` (before anything is allocated),
-// `load` makes them available at *data (valid until the next load).
+// `load` makes them available at *data (valid until the next load),
+// `read_into` writes exactly `bytes` of them at dest and never more.
+// `budget`: the most bytes all storages read may hold (a zip's deflated
+// entries inflate; UINT64_MAX where they lie in the file as they are).
 typedef struct StorageSource {
     int (*check)(void *context, const PtStorage *storage, uint64_t bytes, ErrorMessage *err);
     int (*load)(void *context, const PtStorage *storage, uint64_t bytes, const uint8_t **data,
                 ErrorMessage *err);
+    int (*read_into)(void *context, const PtStorage *storage, uint64_t bytes, uint8_t *dest,
+                     ErrorMessage *err);
     void *context;
+    uint64_t budget;
+    uint64_t file_size;  // for the budget's message
 } StorageSource;
 
 // A str value shown in a message (pt_printable).
@@ -92,6 +104,10 @@ static int compare_entry_names(const void *a, const void *b) {
 static int compare_entry_storages(const void *a, const void *b) {
     const Entry *x = a, *y = b;
     return strcmp(x->tensor->storage->as.storage->key, y->tensor->storage->as.storage->key);
+}
+
+static int same_storage(const Entry *a, const Entry *b) {
+    return compare_entry_storages(a, b) == 0;
 }
 
 static size_t dict_tensor_count(const PtValue *dict) {
@@ -231,6 +247,18 @@ static int collect_entries(const Chosen *chosen, Entry **entries, int *count, Er
     return 0;
 }
 
+// 1 when the tensor is its whole storage in row-major order: its bytes are
+// the storage's, read straight into the output (no copy of the storage).
+static int is_whole_storage(const PtTensor *t) {
+    if (t->offset != 0 || t->elements != t->storage->as.storage->numel) return 0;
+    int64_t expected = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->stride[d] != expected) return 0;
+        expected *= t->shape[d];
+    }
+    return 1;
+}
+
 // Copies a view of `storage` (elements of `size` bytes) into out, row-major.
 static void copy_view(uint8_t *out, const uint8_t *storage, size_t size, const PtTensor *t) {
     if (t->elements == 0) return;
@@ -301,6 +329,12 @@ static int build_tensors(const Chosen *chosen, const StorageSource *source, Safe
         status = source->check(source->context, s, storage_bytes(s), err);
         stored += storage_bytes(s);  // < 2^18 storages of < 1032 x the file size: no overflow
     }
+    if (status == 0 && stored > source->budget)
+        status = error_set(err, "its storages hold %llu bytes once inflated, from a file of %llu "
+                                "bytes (at most %dx the file's size + %llu MiB: refused before "
+                                "inflating anything)",
+                           (unsigned long long)stored, (unsigned long long)source->file_size,
+                           PT_MAX_INFLATION, PT_INFLATION_SLACK >> 20);
     if (status == 0 && total > PT_MAX_EXPANSION * stored + PT_EXPANSION_SLACK)
         status = error_set(err, "the tensors' views add up to %llu bytes from %llu bytes of "
                                 "storage (more than %dx: refused)",
@@ -312,8 +346,15 @@ static int build_tensors(const Chosen *chosen, const StorageSource *source, Safe
     const uint8_t *data = NULL;
     for (int i = 0; status == 0 && i < count; i++) {
         const PtStorage *s = by_storage[i].tensor->storage->as.storage;
-        if (i == 0 || strcmp(s->key, by_storage[i - 1].tensor->storage->as.storage->key) != 0)
-            status = source->load(source->context, s, storage_bytes(s), &data, err);
+        const int first = i == 0 || !same_storage(&by_storage[i - 1], &by_storage[i]);
+        const int alone = first && (i + 1 == count ||
+                                    !same_storage(&by_storage[i], &by_storage[i + 1]));
+        if (alone && is_whole_storage(by_storage[i].tensor)) {  // the common case: no copy
+            status = source->read_into(source->context, s, storage_bytes(s),
+                                       buffer + by_storage[i].offset, err);
+            continue;
+        }
+        if (first) status = source->load(source->context, s, storage_bytes(s), &data, err);
         if (status == 0)
             copy_view(buffer + by_storage[i].offset, data, safe_dtype_size(s->dtype),
                       by_storage[i].tensor);
@@ -432,14 +473,22 @@ static int zip_storage_check(void *context, const PtStorage *storage, uint64_t b
     return 0;
 }
 
-static int zip_storage_load(void *context, const PtStorage *storage, uint64_t bytes,
-                            const uint8_t **data, ErrorMessage *err) {
+// The storage's entry, as checked by zip_storage_check, into dest (exactly
+// bytes long: a longer entry is refused, never written past it).
+static int zip_storage_read_into(void *context, const PtStorage *storage, uint64_t bytes,
+                                 uint8_t *dest, ErrorMessage *err) {
     ZipArchive *archive = context;
     char name[PT_MAX_STORAGE_KEY + 8];
     snprintf(name, sizeof name, "data/%s", storage->key);
     ZipEntry entry;
     if (zip_entry(archive, name, &entry) != 0 || entry.stat.size != bytes)
         return error_set(err, "storage \"%s\" changed while reading", storage->key);
+    return zip_read_entry(archive, &entry, dest, err);
+}
+
+static int zip_storage_load(void *context, const PtStorage *storage, uint64_t bytes,
+                            const uint8_t **data, ErrorMessage *err) {
+    ZipArchive *archive = context;
     if (bytes > archive->scratch_size) {
         free(archive->scratch);
         archive->scratch_size = 0;
@@ -448,7 +497,7 @@ static int zip_storage_load(void *context, const PtStorage *storage, uint64_t by
                                                 storage->key);
         archive->scratch_size = (size_t)bytes;
     }
-    if (zip_read_entry(archive, &entry, archive->scratch, err) != 0) return -1;
+    if (zip_storage_read_into(context, storage, bytes, archive->scratch, err) != 0) return -1;
     *data = archive->scratch;
     return 0;
 }
@@ -525,7 +574,9 @@ static int read_zip(ZipArchive *archive, SafeTensors *out, ErrorMessage *err) {
                                  "torch.save; %s", entry.shown);
     if (status != 0) return error_prefix(err, "%s", entry.shown);
     Chosen chosen;
-    const StorageSource source = {zip_storage_check, zip_storage_load, archive};
+    const StorageSource source = {
+        zip_storage_check, zip_storage_load, zip_storage_read_into, archive,
+        PT_MAX_INFLATION * archive->file_size + PT_INFLATION_SLACK, archive->file_size};
     status = choose(pickle.root, &chosen, err) == 0 ? build_tensors(&chosen, &source, out, err)
                                                      : -1;
     free(chosen.named);
@@ -588,6 +639,14 @@ static int legacy_storage_load(void *context, const PtStorage *storage, uint64_t
                                const uint8_t **data, ErrorMessage *err) {
     if (legacy_storage_check(context, storage, bytes, err) != 0) return -1;
     *data = legacy_find(context, storage->key)->data;
+    return 0;
+}
+
+static int legacy_storage_read_into(void *context, const PtStorage *storage, uint64_t bytes,
+                                    uint8_t *dest, ErrorMessage *err) {
+    const uint8_t *data = NULL;
+    if (legacy_storage_load(context, storage, bytes, &data, err) != 0) return -1;
+    memcpy(dest, data, (size_t)bytes);
     return 0;
 }
 
@@ -689,7 +748,8 @@ static int read_legacy(const uint8_t *bytes, size_t size, SafeTensors *out, Erro
     LegacyFile file = {0};
     if (status == 0)
         status = legacy_storages(bytes, size, pos + consumed, &object, &file, &keys, err);
-    const StorageSource source = {legacy_storage_check, legacy_storage_load, &file};
+    const StorageSource source = {legacy_storage_check, legacy_storage_load,
+                                  legacy_storage_read_into, &file, UINT64_MAX, size};
     if (status == 0) status = build_tensors(&chosen, &source, out, err);
     free(chosen.named);
     free(file.storages);

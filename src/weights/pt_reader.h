@@ -35,6 +35,16 @@
 // be at most PT_MAX_EXPANSION x the storage bytes read + PT_EXPANSION_SLACK
 // (views that repeat a storage many times are refused before allocating).
 // Storages not used by a chosen tensor are never read.
+//
+// Memory: a zip entry may be deflated, and deflate turns 1 MB into 1 GB of
+// zeros. The storages read may hold at most PT_MAX_INFLATION x the file's
+// size + PT_INFLATION_SLACK, checked from the declared sizes before anything
+// is allocated or inflated (torch.save stores entries as they are, 1x; a zip
+// tool's deflate of weights gains ~10%). A tensor that is its whole storage
+// in row-major order (what torch.save writes for a state dict) is inflated
+// straight into its place in the output and never past its size; only
+// storages shared by several tensors or viewed in part go through a scratch
+// buffer of the storage's size.
 #ifndef LTC_WEIGHTS_PT_READER_H
 #define LTC_WEIGHTS_PT_READER_H
 
@@ -49,6 +59,8 @@
 #define PT_MAX_PICKLE_BYTES (16ull << 20)
 #define PT_MAX_EXPANSION 4
 #define PT_EXPANSION_SLACK (64ull << 20)
+#define PT_MAX_INFLATION 16
+#define PT_INFLATION_SLACK (64ull << 20)
 #define PT_SNIFF_BYTES 512  // what pt_sniff needs to see (the tar magic is at 257)
 
 typedef enum PtFormat {
@@ -60,6 +72,11 @@ typedef enum PtFormat {
 
 // From the first bytes of a file (size of them given, up to PT_SNIFF_BYTES).
 PtFormat pt_sniff(const uint8_t *head, size_t size);
+// 1 when the bytes start as a pickle of protocol 2 to 5 does (PROTO) but
+// not as torch.save's legacy format: pickle.dump's output, which no torch
+// file is. Ask only of a file that is no safetensors file: a safetensors
+// header length may start with the same two bytes.
+int pt_is_bare_pickle(const uint8_t *head, size_t size);
 
 // Reads the file at path; errors name what is wrong (not the path: the
 // caller adds it, as weight_file_read does).

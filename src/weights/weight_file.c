@@ -34,11 +34,33 @@ int weight_file_sniff(const char *path, uint8_t head[WEIGHT_FILE_SNIFF_BYTES], s
     return 0;
 }
 
+// A file that is neither safetensors nor PyTorch, said in one line worded
+// for what it is; 0 for one that may be a damaged safetensors file (a
+// header length, then '{') or cannot be opened: the parser says why.
+static int refuse_unknown(const char *path, ErrorMessage *err) {
+    uint8_t head[WEIGHT_FILE_SNIFF_BYTES];
+    size_t size = 0;
+    WeightFileKind kind;
+    ErrorMessage ignored;
+    if (weight_file_sniff(path, head, &size, &kind, &ignored) != 0) return 0;
+    if (size == 0)
+        return error_set(err, "%s: an empty file (0 bytes), not weights (safetensors or "
+                              "PyTorch)", path);
+    if (size > 8 && head[8] == '{') return 0;
+    if (pt_is_bare_pickle(head, size))
+        return error_set(err, "%s: a bare pickle (pickle.dump), not a PyTorch file (torch.save "
+                              "writes a zip archive): not read; save the weights with "
+                              "torch.save(model.state_dict(), PATH) or as safetensors", path);
+    return error_set(err, "%s: not weights: neither a safetensors file (a header length, then "
+                          "'{') nor a PyTorch one (zip, legacy or tar signature)", path);
+}
+
 // weight_file_read of a file of a known kind.
 static int read_kind(const char *path, WeightFileKind kind, SafeTensors *out, ErrorMessage *err) {
     memset(out, 0, sizeof *out);
     if (kind == WEIGHT_FILE_PYTORCH)
         return pt_read(path, out, err) ? error_prefix(err, "%s", path) : 0;
+    if (kind == WEIGHT_FILE_UNKNOWN && refuse_unknown(path, err) != 0) return -1;
     return safetensors_read(path, out, err);  // names the path
 }
 

@@ -2,9 +2,10 @@
 # The documentation against the program: every relative link of README.md
 # and docs/*.md reaches a file (and its heading, for a #anchor), and
 # docs/commands.md, the options reference, names every option each
-# command's --help lists and no option that --help lacks (`weights`,
-# whose subcommands docs/weights.md describes, has no section there). A renamed option
-# or a moved section fails here instead of misleading a user.
+# command's --help lists and no option that --help lacks (`weights` has
+# no options, only subcommands and the environment variables its section
+# lists). A renamed option or a moved section fails here instead of
+# misleading a user.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init docs

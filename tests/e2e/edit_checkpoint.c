@@ -1,10 +1,14 @@
 // Damages a checkpoint in controlled ways for the end-to-end tests of what
 // --resume, --checkpoint, export and embed refuse:
 //   edit_checkpoint IN OUT [--meta KEY=VALUE]... [--i64 NAME=VALUE]... [--nan NAME]
+//                          [--raw-meta KEY=VALUE]... [--flip-meta KEY]...
 // copies IN to OUT with metadata values and I64 scalars replaced, then
 // (--nan) overwrites the first element of F32 tensor NAME with NaN in the
 // written file (the checkpoint writer itself refuses non-finite values) and
-// records the CRC-32 of the changed data, so that the file reads as written.
+// records the CRC-32s of the changed data and header, so that the file reads
+// as written. --raw-meta and --flip-meta change the written file's bytes as
+// a text editor would, recording nothing: a metadata value replaced by one
+// of the same length, or the lowest bit of its last character flipped.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,13 +16,16 @@
 
 #include "../safetensors_edit.h"
 #include "train/checkpoint.h"
+#include "util/file.h"
 
 #define MAX_EDITS 16
 
 typedef struct Edits {
     const char *meta[MAX_EDITS];  // "KEY=VALUE"
     const char *i64[MAX_EDITS];   // "NAME=VALUE"
-    int meta_count, i64_count;
+    const char *raw[MAX_EDITS];   // "KEY=VALUE" (--raw-meta) or "KEY" (--flip-meta)
+    int meta_count, i64_count, raw_count;
+    int flip[MAX_EDITS];          // raw[i] is a --flip-meta
     const char *nan_tensor;
 } Edits;
 
@@ -86,10 +93,46 @@ static int poison(const char *path, const char *name, ErrorMessage *err) {
                : error_set(err, "%s: cannot patch", path);
 }
 
+// The raw edits (--raw-meta, --flip-meta) in the file at path's bytes.
+static int edit_raw(const char *path, const Edits *edits, ErrorMessage *err) {
+    ByteBuffer file = {0};
+    if (file_read_all(path, &file, SIZE_MAX / 2, err)) return -1;
+    const size_t header_end = safetensors_edit_data_offset(file.data, file.size,
+                                                           CHECKPOINT_HEADER_SIZE);
+    int status = 0;
+    for (int i = 0; i < edits->raw_count && !status; i++) {
+        const char *edit = edits->raw[i], *equals = strchr(edit, '=');
+        const size_t key_length =
+            edits->flip[i] || !equals ? strlen(edit) : (size_t)(equals - edit);
+        char quoted[300];
+        snprintf(quoted, sizeof quoted, "\"%.*s\":\"", (int)key_length, edit);
+        uint8_t *found = memmem(file.data, header_end, quoted, strlen(quoted));
+        uint8_t *value = found ? found + strlen(quoted) : NULL;
+        const uint8_t *end = value ? memchr(value, '"', header_end - (size_t)(value - file.data))
+                                   : NULL;
+        if (!end || end == value) {
+            status = error_set(err, "no metadata value \"%.*s\"", (int)key_length, edit);
+        } else if (edits->flip[i]) {
+            value[end - value - 1] ^= 1;  // a digit stays a digit: '5' -> '4'
+        } else if (!equals || strlen(equals + 1) != (size_t)(end - value)) {
+            status = error_set(err, "--raw-meta %s: the new value must have the old one's %zu "
+                                    "bytes", edit, (size_t)(end - value));
+        } else {
+            memcpy(value, equals + 1, (size_t)(end - value));
+        }
+    }
+    if (!status) {
+        const FileChunk chunk = {file.data, file.size};
+        status = file_write_atomic(path, &chunk, 1, err);
+    }
+    byte_buffer_free(&file);
+    return status;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: edit_checkpoint IN OUT [--meta KEY=VALUE]... [--i64 NAME=VALUE]... "
-                        "[--nan NAME]\n");
+                        "[--nan NAME] [--raw-meta KEY=VALUE]... [--flip-meta KEY]...\n");
         return 2;
     }
     Edits edits = {0};
@@ -101,6 +144,11 @@ int main(int argc, char **argv) {
             edits.i64[edits.i64_count++] = argv[++i];
         else if (strcmp(argv[i], "--nan") == 0)
             edits.nan_tensor = argv[++i];
+        else if ((strcmp(argv[i], "--raw-meta") == 0 || strcmp(argv[i], "--flip-meta") == 0) &&
+                 edits.raw_count < MAX_EDITS) {
+            edits.flip[edits.raw_count] = strcmp(argv[i], "--flip-meta") == 0;
+            edits.raw[edits.raw_count++] = argv[++i];
+        }
         else {
             fprintf(stderr, "edit_checkpoint: unknown argument '%s'\n", argv[i]);
             return 2;
@@ -114,6 +162,7 @@ int main(int argc, char **argv) {
         checkpoint_free(&in);
     }
     if (!status && edits.nan_tensor) status = poison(argv[2], edits.nan_tensor, &err);
+    if (!status && edits.raw_count) status = edit_raw(argv[2], &edits, &err);
     if (status) fprintf(stderr, "edit_checkpoint: %s\n", err.text);
     return status ? 1 : 0;
 }

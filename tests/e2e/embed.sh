@@ -3,7 +3,8 @@
 # file) embedded with a ResNet-18 safetensors from resnet_tool into every
 # format; row counts = images - corrupt, filenames in sorted scan order, the
 # same numbers in every format, identical output for 1 and 3 workers, a kill
-# inside the npy pair's write, and the usage errors (exit 2).
+# inside the npy pair's write, the usage errors (exit 2), and what the scan
+# left out (a named pipe, another file) said as train says it.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init embed
@@ -108,5 +109,16 @@ expect 2 "--accelerator gpu: (no usable GPU|backend .cuda.: this build has no CU
 expect 2 "does not exist" -- "$bin" embed "${common[@]}" --out "$work/missing/x.npy"
 expect 2 "--checkpoint" -- "$bin" embed --data "$images" --checkpoint "$work/emb.csv" --out "$work/x.npy"
 [ ! -e "$work/x.npy" ] || fail "a failed embed left $work/x.npy"
+
+# What the scan leaves out is said as train says it: a named pipe (even one
+# named .jpg) is never opened and is counted (embed said nothing of it) and
+# so is another kind of file.
+mkdir -p "$work/with_pipe"
+cp "$images/class0/image0000.jpg" "$work/with_pipe/"
+mkfifo "$work/with_pipe/pipe.jpg"
+echo notes >"$work/with_pipe/notes.txt"
+expect 0 "^dataset: skipped 1 other files: 1 \.txt; skipped 1 entries that are not regular files \(named pipes, sockets or devices\)$" -- \
+  timeout 60 "$bin" embed --data "$work/with_pipe" --checkpoint "$work/r18.safetensors" \
+  --image-size 32 --out "$work/pipe.npy"
 
 e2e_finish

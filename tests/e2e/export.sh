@@ -58,7 +58,7 @@ expect 2 "part \"teacher\" needs a checkpoint" \
   -- "$bin" export --checkpoint "$work/seed1.safetensors" --part teacher --out "$work/none2.safetensors"
 expect 2 "--part: expected one of backbone, teacher, student, got 'head'" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --part head --out "$work/none3.safetensors"
-expect 2 "--format: expected one of safetensors, got 'torch'" \
+expect 2 "--format: expected one of auto, safetensors, onnx, got 'torch'" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --format torch --out "$work/none4.safetensors"
 # An --out named for another format is refused before any work (torch.load
 # would fail on the safetensors written), even with a missing --checkpoint.
@@ -72,7 +72,7 @@ done
 expect 2 "missing.ckpt: cannot open: No such file or directory" \
   -- "$bin" export --checkpoint "$work/missing.ckpt" --out "$work/none5.safetensors"
 echo "not a model" > "$work/notes.txt"
-expect 2 "notes.txt: header length" \
+expect 2 "notes.txt: not weights: neither a safetensors file" \
   -- "$bin" export --checkpoint "$work/notes.txt" --out "$work/none6.safetensors"
 head -c 1000 "$work/dino.ckpt" > "$work/truncated.ckpt"
 expect 2 "truncated.ckpt: checkpoint tensors: header length" \

@@ -18,7 +18,11 @@ What goes wrong is chosen by words in the repository's NAME:
   chain     the redirect goes through a second hop (307)
   truncate  the first storage response ends after half the file
   stall     the first storage response sends half, then nothing for 30 s
+  trickle   every storage response sends 16 bytes, then 1 byte every 0.2 s
+            for 30 s (a server that never makes real progress)
   slow      the file is sent in 8 parts, 0.1 s apart
+  crawl     the file is sent in 8 parts, 0.5 s apart (~75 kB/s: above the
+            minimum rate, too slow for a deadline of 1 s)
 """
 import hashlib
 import http.server
@@ -109,13 +113,22 @@ class Hub(http.server.BaseHTTPRequestHandler):
                 time.sleep(30)
             self.close_connection = True
             return
-        pieces = 8 if "slow" in name else 1
+        if "trickle" in name:
+            self.wfile.write(body[:16])
+            self.wfile.flush()
+            for offset in range(16, min(len(body), 16 + 150)):
+                time.sleep(0.2)
+                self.wfile.write(body[offset:offset + 1])
+                self.wfile.flush()
+            self.close_connection = True
+            return
+        pieces = 8 if "slow" in name or "crawl" in name else 1
         step = (len(body) + pieces - 1) // pieces or 1
         for offset in range(0, len(body), step):
             self.wfile.write(body[offset:offset + step])
             self.wfile.flush()
             if pieces > 1:
-                time.sleep(0.1)
+                time.sleep(0.5 if "crawl" in name else 0.1)
 
 
 class Server(http.server.ThreadingHTTPServer):

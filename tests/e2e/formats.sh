@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of the image formats through the commands: a folder of
-# every fixture in tests/fixtures/formats (TIFF, GIF, BMP, PNM, TGA, AVIF,
+# every fixture in tests/fixtures/formats (TIFF, GIF, BMP, PNM, TGA, AVIF, HEIC,
 # DICOM, JPEG/PNG/WebP with EXIF orientation) and files no decoder takes.
 # bench-data reads them all, skips the refused ones (one warning each, with
 # the reason) and prints a line per format; embed writes a row per readable
@@ -62,9 +62,12 @@ for name in orientation3.jpg orientation6.jpg orientation8.jpg orientation5.png 
 done
 expect 2 "exif-orientation" -- "$bin" embed "${common[@]}" --exif-orientation sideways --out "$work/x.csv"
 
-# --- --max-pixels: 24 x 16 = 384 pixels each; 300 refuses every image.
+# --- --max-pixels: the fewest pixels any fixture decodes to is 6 (a 24 x 16
+# JPEG at 1/8 scale; 300 let JPEGs at reduced scale and the small GIFs
+# through, and the run failed only while random substitution missed them):
+# 5 refuses every image.
 expect 1 "no readable image|image too large" -- "$bin" bench-data --data "$images" --batch-size 4 \
-  --steps 1 --image-size 32 --num-workers 1 --max-pixels 300
+  --steps 1 --image-size 32 --num-workers 1 --max-pixels 5
 
 # --- a short training run over every format skips the same files.
 out=$("$bin" train --data "$images" --method simclr --out "$work/run" --image-size 32 --batch-size 8 \

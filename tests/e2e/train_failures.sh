@@ -103,6 +103,27 @@ expect_only 2 "^lightly-train-c train: --resume: $work/flipped-run/checkpoints/l
   "$bin" train "${common[@]}" --out "$work/flipped-run" --max-steps 12 --resume
 cmp -s "$work/flipped.ckpt" "$work/flipped-run/checkpoints/last.ckpt" ||
   fail "--resume changed the damaged checkpoint"
+# Metadata changed after it was written: normalize's 0.225 made 0.925 or
+# one bit of a digit of it flipped, as an editor would (the header's CRC-32
+# refuses them), channels and model rewritten with the CRC-32s recorded
+# anew (checked against the weights). Each changed every embedding or was
+# ignored, with exit 0.
+header_damage="the checkpoint header is damaged \(CRC-32 [0-9a-f]{8} recorded, [0-9a-f]{8} read\): its tensor table or metadata changed after it was written; use another copy$"
+edited() {  # NAME EDIT...: $work/NAME.ckpt, the good checkpoint edited
+  "$build/tests/e2e/edit_checkpoint" "$good_ckpt" "$work/$1.ckpt" "${@:2}" || fail "edit_checkpoint ${*:2}"
+}
+edited normalize --raw-meta normalize=0.485,0.456,0.406:0.229,0.224,0.925
+edited normalize_bit --flip-meta normalize
+edited channels --meta channels=1
+edited model --meta model=resnet50
+expect_only 2 "^lightly-train-c export: --checkpoint: $work/normalize.ckpt: $header_damage" -- \
+  "$bin" export --checkpoint "$work/normalize.ckpt" --out "$work/x.safetensors"
+expect_only 2 "^lightly-train-c embed: --checkpoint: $work/normalize_bit.ckpt: $header_damage" -- \
+  "$bin" embed --data "$images" --checkpoint "$work/normalize_bit.ckpt" --out "$work/x.npy"
+expect_only 2 "^lightly-train-c embed: --checkpoint: $work/channels.ckpt: checkpoint metadata channels=1 disagrees with its weights, whose first layer takes 3 channel\(s\)$" -- \
+  "$bin" embed --data "$images" --checkpoint "$work/channels.ckpt" --out "$work/x.npy"
+expect_only 2 "^lightly-train-c export: --checkpoint: $work/model.ckpt: checkpoint metadata model=resnet50 disagrees with its weights: resnet50 does not match the file, which holds a resnet18$" -- \
+  "$bin" export --checkpoint "$work/model.ckpt" --out "$work/x.safetensors"
 [ -e "$work/x.safetensors" ] || [ -e "$work/x.npy" ] && fail "a refused export or embed wrote its --out"
 [ -e "$work/x" ] && fail "a refused run created its --out folder"
 
@@ -171,13 +192,26 @@ printf '%s\n' "$output" | tail -n 1 |
 
 # A signal as the command starts (before it parsed its options: the first
 # milliseconds) is a stop, not a kill: handled before any work, the run
-# stops before its first step and says how to go on.
+# stops before its first step and says how to go on. Into a new folder it
+# keeps nothing (train.log and the rest it wrote made the same command
+# need --overwrite), so the same command then runs; into a used one
+# (--overwrite) the folder is left as it is.
 output=$(LTC_FAULT=sigterm-at-start "$bin" train "${common[@]}" --out "$work/early-stop" --max-steps 6 2>&1)
 [ $? -eq 143 ] || fail "SIGTERM at start: expected exit 143: $output"
 printf '%s\n' "$output" | tail -n 1 |
-  grep -q "^interrupted (SIGTERM) before step 1: nothing trained; no checkpoint written: start again with the same command plus --overwrite$" ||
+  grep -q "^interrupted (SIGTERM) before step 1: nothing trained; nothing kept (what it wrote in --out is removed): start again with the same command$" ||
   fail "SIGTERM at start: the last line does not say what happened: $output"
-[ -e "$work/early-stop/checkpoints/last.ckpt" ] && fail "SIGTERM at start: a checkpoint was written"
+[ -e "$work/early-stop" ] && fail "SIGTERM at start: the new --out was left: $(ls -A "$work/early-stop")"
+"$bin" train "${common[@]}" --out "$work/early-stop" --max-steps 6 >"$work/again.log" 2>&1 ||
+  fail "the same command after a stop at start: $(tail -n 2 "$work/again.log")"
+cp -r "$work/good" "$work/early-used"
+output=$(LTC_FAULT=sigterm-at-start "$bin" train "${common[@]}" --out "$work/early-used" --max-steps 6 --overwrite 2>&1)
+[ $? -eq 143 ] || fail "SIGTERM at start with --overwrite: expected exit 143: $output"
+printf '%s\n' "$output" | tail -n 1 |
+  grep -q "^interrupted (SIGTERM) before step 1: nothing trained; no checkpoint written: start again with the same command plus --overwrite$" ||
+  fail "SIGTERM at start with --overwrite: the last line does not say what happened: $output"
+cmp -s "$work/early-used/checkpoints/last.ckpt" "$good_ckpt" ||
+  fail "SIGTERM at start with --overwrite: the folder's checkpoint changed"
 
 # --- 6. Killed before the first checkpoint (inside its write): the next run
 # points to --overwrite, not --resume; with --overwrite the leftover

@@ -21,19 +21,43 @@
 #   library for the ranks) exit 2;
 # - embed on 3 ranks writes the rows of one process, in input order.
 #
-# Tolerances. The ranks split sums that one process does in one go
-# (BatchNorm statistics, gradient sums, the NT-Xent columns), so their
-# results differ from one process's by rounding: measured on this
-# configuration, at most 2e-5 of each tensor's largest value after one step
-# (the ref backend against the cpu backend on one process differs by the
-# same 1.6e-5). Tensors are compared with |a - b| <= 1e-7 + 2e-4 max|b|.
-# Over several steps these differences grow chaotically in the gradients
-# (ReLU and max-pool decisions flip): ref against cpu on one process, 8
-# steps, differ by 2.3% of the largest optimizer-state value, so the
-# multi-step check compares the logged losses (measured: at most 1.4e-5
-# relative with 3 ranks, 4e-6 ref against cpu) with a bound of 1e-4
-# relative, and the exported weights with the one-step bound, at an lr small
-# enough (1e-4) that the steps stay in that regime.
+# Tolerances, derived from what the ranks change: they split sums that one
+# process does in one go (BatchNorm statistics, gradient sums, the NT-Xent
+# columns). Measured on this configuration (2-core AMD EPYC with AVX-512,
+# 2026-11-29: seeds 1-5, oneDNN's own kernels and, as a CPU without AVX2,
+# LTC_SIMD=scalar with oneDNN limited to SSE4.1):
+# - Rounding: a float32 sum of n terms is off by about sqrt(n) 2^-24 of
+#   their magnitude; the gradients' sums run over some 10^5 terms, and after
+#   one step 2 and 3 ranks differ from one process by 1.2e-5 to 2.8e-5 of a
+#   tensor's norm or largest value. The first logged losses (step 0: the same weights,
+#   only the forward's sums split) differ by at most 2.4e-6 relative: bound
+#   2e-5.
+# - Kinks: the ResNet's ReLUs see ~5e5 inputs a step, so one of them lies
+#   within rounding of 0 every few steps; its backward gate flips, and
+#   through BatchNorm's backward, which couples every position of a channel,
+#   every gradient below it changes: one such flip moved single elements of
+#   a gradient by 15% of their tensor's largest value and the norms of all
+#   earlier layers' gradients by 1.4-2% (seen after one step in 2 of 15
+#   pairs, between two runs on one process as often as between ranks and
+#   one process). So one step of a ResNet is compared per tensor by norm,
+#   ||a - b|| <= 0.05 ||b|| (2.5x a flip; 2 ranks without synchronised
+#   BatchNorm miss it 36-fold), and a ViT (GELU and LayerNorm: no kinks) by
+#   element, |a - b| <= 1e-7 + 2e-4 max|b|.
+# - Several steps: flips and rounding accumulate in what training changed,
+#   not in the weights (a BatchNorm bias that starts at 0 is all update; a
+#   weight near 1 moves by a few dozen ulps of 1 in 8 steps at lr 1e-4). The
+#   two-epoch runs start from one weights file, and their exported
+#   backbones are compared by ||a - b|| <= 4 ulp ||b|| + 0.25 ||b - initial||:
+#   2 and 3 ranks against one process reached 0.062 of the update's norm
+#   (0.0019 without a flip), one process against one process with other
+#   kernels the same; 2 ranks without synchronised BatchNorm 1.87, lr 0 in
+#   place of 1e-4 1.0. The later steps' losses within 2e-2 relative:
+#   measured at most 7.8e-3 after a flip (1e-6 to 4e-5 without), while the
+#   training moves each step's loss by 2-9% against lr 0, and 2 ranks
+#   without synchronised BatchNorm by up to 25%.
+# The elementwise bound 2e-4 max|b| these checks used before failed on an
+# Intel AVX-512 CPU (bn1.bias, ~1e-5, all update: 2.08 of it) and fails
+# here under SSE4.1 kernels (1.5 of it).
 set -u
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/mpi.bash"
@@ -67,18 +91,23 @@ run() {
   fi
 }
 
-# equivalence NAME -- train args...: 1, 2 and 3 ranks give the same run.
+# equivalence NAME KIND -- train args...: 1, 2 and 3 ranks give the same
+# checkpoint after one step, compared by KIND: norm (a model with kinks)
+# or element (without); and the same step-1 loss.
 equivalence() {
-  local name=$1
-  shift 2
+  local name=$1 kind=$2
+  shift 3
   local one="$work/$name-1"
   run 1 "$one" "$@" || { fail "$name: one process failed: $(cat "$one.log")"; return; }
   for np in 2 3; do
     local many="$work/$name-$np"
     run "$np" "$many" "$@" || { fail "$name: $np ranks failed: $(cat "$many.log")"; continue; }
     local result
-    result=$("$compare" "$many/checkpoints/last.ckpt" "$one/checkpoints/last.ckpt" 1e-7 2e-4) ||
-      fail "$name: $np ranks' checkpoint differs: $result"
+    if [ "$kind" = element ]; then
+      result=$("$compare" "$many/checkpoints/last.ckpt" "$one/checkpoints/last.ckpt" 1e-7 2e-4)
+    else
+      result=$("$compare" --norm "$many/checkpoints/last.ckpt" "$one/checkpoints/last.ckpt" 0.05)
+    fi || fail "$name: $np ranks' checkpoint differs: $result"
     echo "$name, $np ranks, checkpoint: $result"
     local ours theirs
     ours=$(losses "$many/metrics.jsonl")
@@ -90,14 +119,14 @@ equivalence() {
       { d = $2 - $4; if (d < 0) d = -d; r = d / ($4 < 0 ? -$4 : $4); if (r > w) { w = r; s = $1 } }
       END { printf "%.3g %d", w, s }')
     echo "$name, $np ranks: largest relative train_loss difference ${worst% *} (step ${worst#* })"
-    awk -v w="${worst% *}" 'BEGIN { exit !(w <= 1e-4) }' ||
-      fail "$name: $np ranks' train_loss differs by ${worst% *} at step ${worst#* } (bound 1e-4)"
+    awk -v w="${worst% *}" 'BEGIN { exit !(w <= 2e-5) }' ||
+      fail "$name: $np ranks' train_loss differs by ${worst% *} at step ${worst#* } (bound 2e-5)"
   done
 }
 
 # One step at the default lr: the averaged gradient in the optimizer state.
-equivalence simclr-step -- "${base[@]}" "${simclr[@]}" --max-steps 1
-equivalence dino-step -- "${base[@]}" "${dino[@]}" --max-steps 1
+equivalence simclr-step norm -- "${base[@]}" "${simclr[@]}" --max-steps 1
+equivalence dino-step norm -- "${base[@]}" "${dino[@]}" --max-steps 1
 # DINOv2 with Sinkhorn-Knopp centring: the ranks' teacher outputs are
 # assigned together (column maxima and sums all-reduced), so one step on 2
 # and 3 ranks equals one process. The ViT's LayerScale starts at 0.5
@@ -118,41 +147,57 @@ dinov2=(--data "$images" --image-size 64 --local-image-size 32 --local-views 2 -
         --checkpoint "$work/vit_t16.safetensors" --method dinov2 --method-arg hidden_dim=64
         --method-arg bottleneck_dim=16 --method-arg output_dim=32
         --method-arg koleo_loss_weight=0)
-equivalence dinov2-sinkhorn-step -- "${dinov2[@]}" --method-arg center_method=sinkhorn_knopp \
+equivalence dinov2-sinkhorn-step element -- "${dinov2[@]}" --method-arg center_method=sinkhorn_knopp \
   --max-steps 1
-equivalence dinov2-softmax-step -- "${dinov2[@]}" --max-steps 1
+equivalence dinov2-softmax-step element -- "${dinov2[@]}" --max-steps 1
 # Not vacuous: without synchronised BatchNorm, 2 ranks normalise 6 images
 # each and the same step lands far outside the bound.
 run 2 "$work/unsynced" "${base[@]}" "${simclr[@]}" --max-steps 1 --sync-batchnorm false ||
   fail "unsynced run failed: $(cat "$work/unsynced.log")"
 grep -q "BatchNorm per rank" "$work/unsynced/train.log" || fail "unsynced: train.log does not say so"
-"$compare" "$work/unsynced/checkpoints/last.ckpt" "$work/simclr-step-1/checkpoints/last.ckpt" \
-  1e-7 2e-4 >/dev/null && fail "2 ranks without sync BatchNorm match one process: the check cannot fail"
+"$compare" --norm "$work/unsynced/checkpoints/last.ckpt" "$work/simclr-step-1/checkpoints/last.ckpt" \
+  0.05 >/dev/null && fail "2 ranks without sync BatchNorm match one process: the check cannot fail"
 
-# Two epochs at a small lr: losses at every step and the exported backbone.
+# Two epochs at a small lr from one weights file: losses at every step and
+# the exported backbone against what training changed (bounds above).
+"$build/tests/e2e/make_backbone" "$work/resnet18.safetensors" resnet18 3 32 ||
+  fail "make_backbone resnet18"
+initial=(--checkpoint "$work/resnet18.safetensors")
+# epoch_check NAME ONE MANY: MANY's run against ONE's.
+epoch_check() {
+  local name=$1 one=$2 many=$3 result worst
+  result=$("$compare" --norm "$many/exported_models/exported_last.safetensors" \
+    "$one/exported_models/exported_last.safetensors" 4.8e-7 "$work/resnet18.safetensors" 0.25) ||
+    fail "$name: exported backbone differs: $result"
+  echo "$name, exported backbone: $result"
+  worst=$(paste -d ' ' <(losses "$many/metrics.jsonl") <(losses "$one/metrics.jsonl") | awk '
+    $1 != $3 { print "steps differ"; exit }
+    { d = $2 - $4; if (d < 0) d = -d; r = d / ($4 < 0 ? -$4 : $4) / ($1 == 0 ? 2e-5 : 2e-2)
+      if (r > w) { w = r; s = $1 } }
+    END { printf "%.3g %d", w, s }')
+  echo "$name: train_loss closest to its bound at step ${worst#* } (${worst% *} of it)"
+  awk -v w="${worst% *}" 'BEGIN { exit !(w <= 1) }' ||
+    fail "$name: train_loss differs at step ${worst#* }: ${worst% *} of the bound (2e-5 at the first step, step 0, then 2e-2)"
+  [ "$(losses "$many/metrics.jsonl" | wc -l)" -eq 8 ] || fail "$name: did not log 8 steps"
+}
 for method in simclr dino; do
   if [ "$method" = simclr ]; then args=("${simclr[@]}"); else args=("${dino[@]}"); fi
   one="$work/$method-epochs-1"
-  run 1 "$one" "${base[@]}" "${args[@]}" --epochs 2 --lr 1e-4 ||
+  run 1 "$one" "${base[@]}" "${args[@]}" "${initial[@]}" --epochs 2 --lr 1e-4 ||
     { fail "$method epochs: one process failed: $(cat "$one.log")"; continue; }
   for np in 2 3; do
     many="$work/$method-epochs-$np"
-    run "$np" "$many" "${base[@]}" "${args[@]}" --epochs 2 --lr 1e-4 ||
+    run "$np" "$many" "${base[@]}" "${args[@]}" "${initial[@]}" --epochs 2 --lr 1e-4 ||
       { fail "$method epochs: $np ranks failed: $(cat "$many.log")"; continue; }
-    result=$("$compare" "$many/exported_models/exported_last.safetensors" \
-      "$one/exported_models/exported_last.safetensors" 1e-7 2e-4) ||
-      fail "$method epochs: $np ranks' exported backbone differs: $result"
-    echo "$method, 2 epochs, $np ranks, exported backbone: $result"
-    worst=$(paste -d ' ' <(losses "$many/metrics.jsonl") <(losses "$one/metrics.jsonl") | awk '
-      $1 != $3 { print "steps differ"; exit }
-      { d = $2 - $4; if (d < 0) d = -d; r = d / ($4 < 0 ? -$4 : $4); if (r > w) { w = r; s = $1 } }
-      END { printf "%.3g %d", w, s }')
-    echo "$method, 2 epochs, $np ranks: largest relative train_loss difference ${worst% *} (step ${worst#* })"
-    awk -v w="${worst% *}" 'BEGIN { exit !(w <= 1e-4) }' ||
-      fail "$method epochs: $np ranks' train_loss differs by $worst (bound 1e-4)"
-    [ "$(losses "$many/metrics.jsonl" | wc -l)" -eq 8 ] || fail "$method epochs: $np ranks did not log 8 steps"
+    epoch_check "$method, 2 epochs, $np ranks" "$one" "$many"
   done
 done
+# Not vacuous: 2 ranks without synchronised BatchNorm miss both bounds.
+run 2 "$work/unsynced-epochs" "${base[@]}" "${simclr[@]}" "${initial[@]}" --epochs 2 --lr 1e-4 \
+  --sync-batchnorm false || fail "unsynced epochs failed: $(cat "$work/unsynced-epochs.log")"
+unsynced=$(epoch_check unsynced "$work/simclr-epochs-1" "$work/unsynced-epochs")
+[ "$(printf '%s\n' "$unsynced" | grep -c '^FAIL')" -eq 2 ] ||
+  fail "2 ranks without sync BatchNorm pass a two-epoch bound: the check cannot fail: $unsynced"
 
 # ---- gradient overlap: the same bits as the buckets after backward ------------------
 # The 2-rank epoch runs above overlap the buckets with backward (the
@@ -165,7 +210,7 @@ for method in simclr dino; do
   if [ "$method" = simclr ]; then args=("${simclr[@]}"); else args=("${dino[@]}"); fi
   overlapped="$work/$method-epochs-2"
   after="$work/$method-epochs-2-after"
-  run 2 "$after" "${base[@]}" "${args[@]}" --epochs 2 --lr 1e-4 --gradient-overlap false ||
+  run 2 "$after" "${base[@]}" "${args[@]}" "${initial[@]}" --epochs 2 --lr 1e-4 --gradient-overlap false ||
     { fail "$method: --gradient-overlap false failed: $(cat "$after.log")"; continue; }
   grep -q "overlapped with backward (--gradient-overlap true)" "$overlapped/train.log" ||
     fail "$method: train.log does not say the gradients overlap backward"

@@ -41,7 +41,8 @@ images="$work/images"
 head -c 300000 /dev/urandom >"$work/blob"
 blob_sha=$(sha256sum "$work/blob" | cut -d' ' -f1)
 put timm/vit_small_patch14_reg4_dinov2.lvd142m "$work/blob"
-for repo in chain-blob truncate-blob badhash-blob gated-blob stall-blob flaky-blob slow-blob; do
+for repo in chain-blob truncate-blob badhash-blob gated-blob stall-blob flaky-blob slow-blob \
+  trickle-blob crawl-blob; do
   put "test/$repo" "$work/blob"
 done
 put test/gated-blob "$work/blob" second.bin
@@ -118,13 +119,36 @@ grep -q "retrying in" "$work/err" || fail "no retry line: $(cat "$work/err")"
 
 # A stall: no data for LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC (1 s) fails
 # (no retries allowed here) keeping what arrived; the next run continues it.
-last_line 2 "test/stall-blob: http://127.0.0.1:[0-9]*/test/stall-blob/resolve/main/model.safetensors: no data for 1 s .*run the command again" -- \
+last_line 2 "test/stall-blob: http://127.0.0.1:[0-9]*/test/stall-blob/resolve/main/model.safetensors: less than 1000 bytes/s for 1 s .*run the command again" -- \
   env LIGHTLY_TRAIN_DOWNLOAD_RETRIES=0 "$bin" weights fetch test/stall-blob
 partial=$(ls "$(dirname "$(cache_of test/stall-blob)")"/*.partial 2>/dev/null)
 [ "$(stat -c %s "$partial" 2>/dev/null)" = 150000 ] || fail "the stalled transfer kept no half file"
 fetch_ok test/stall-blob
 grep -q "storage test/stall-blob/model.safetensors attempt=2 range=bytes=150000-" "$log" ||
   fail "the next run did not continue the stalled file: $(grep stall "$log")"
+
+# A server that sends a few bytes and then a byte every 0.2 s, on every
+# connection: below the minimum rate (1000 bytes/s) each attempt fails
+# within the chunk timeout (1 s) and, having brought less than a timeout's
+# worth at that rate, uses up a retry: the fetch ends after the 2 retries,
+# in seconds (it retried for ever: any byte reset the count, and 1 byte/s
+# was no stall).
+started=$(date +%s)
+last_line 2 "test/trickle-blob: http://.*: less than 1000 bytes/s for 1 s \(LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC, LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC\) \(after 2 retries\): run the command again" -- \
+  timeout 60 "$bin" weights fetch test/trickle-blob
+[ $(($(date +%s) - started)) -le 20 ] || fail "the trickling server took $(($(date +%s) - started)) s"
+[ "$(grep -c "^storage test/trickle-blob" "$log")" -eq 3 ] ||
+  fail "not 3 attempts at the trickling server: $(grep trickle "$log")"
+# The deadline: a transfer above the minimum rate that is not done within
+# LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC fails with the part kept; the next run
+# continues it.
+last_line 2 "test/crawl-blob: http://.*: not complete within 1 s \(LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC\): [0-9]+ of 300000 bytes received; run the command again" -- \
+  env LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC=1 timeout 60 "$bin" weights fetch test/crawl-blob
+one_line 2 "LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC=0: expected a number from 1 to" -- \
+  env LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC=0 "$bin" weights fetch test/crawl-blob
+fetch_ok test/crawl-blob
+grep -q "storage test/crawl-blob/model.safetensors attempt=2 range=bytes=[1-9]" "$log" ||
+  fail "the run after the deadline did not continue the file: $(grep crawl "$log")"
 
 # 503 twice, then the file.
 fetch_ok test/flaky-blob

@@ -47,6 +47,12 @@ expect 2 "dinov2/vitb14.*vit_b14_reg4 does not match the file, which holds a res
   "${embed[@]}" --checkpoint dinov2/vitb14 --out "$work/named.npy"
 [ -e "$work/named.npy" ] && fail "embed wrote $work/named.npy"
 
+: >"$work/empty.pt"
+expect_only 2 "^lightly-train-c export: --checkpoint: $work/empty.pt: an empty file \(0 bytes\), not weights" -- \
+  "$bin" export --checkpoint "$work/empty.pt" --out "$work/x.safetensors"
+printf '\200\004\225\015\000\000\000\000\000\000\000}\224\214\001w\224G?\370\000\000\000\000\000\000s.' >"$work/pickle.pt"
+expect_only 2 "^lightly-train-c embed: --checkpoint: $work/pickle.pt: a bare pickle \(pickle.dump\), not a PyTorch file" -- \
+  "${embed[@]}" --checkpoint "$work/pickle.pt" --out "$work/x.npy"
 head -c 3000 "$fixtures/vit_dinov2.pt" >"$work/truncated.pt"
 expect 2 "truncated.pt: zip: " -- "${embed[@]}" --checkpoint "$work/truncated.pt" --out "$work/x.npy"
 # A pickle that calls os.system: refused by name, nothing runs.

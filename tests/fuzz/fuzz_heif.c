@@ -1,7 +1,7 @@
-// libFuzzer target: the image decoders, HEIF/AVIF (libheif) only.
+// libFuzzer target: the image decoders, HEIF (libheif) and AVIF (libavif) only.
 #include "fuzz_decode_common.h"
 
-// LeakSanitizer: libdav1d (AVIF, through libheif) keeps 40-byte blocks from
+// LeakSanitizer: libdav1d (AVIF, through libheif or libavif) keeps 40-byte blocks from
 // some damaged files (found by fuzz_decode); that memory is not ours.
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void) { return "leak:libdav1d.so\n"; }

@@ -93,6 +93,35 @@ class ApiTest(unittest.TestCase):
         self.assertIn("out=auto", self.command(lightly_train_c.export, out="auto",
                                                checkpoint="c"))
 
+    # ---- export to ONNX: the program's options, LightlyTrain's opset_version ------------
+    def test_export_onnx(self):
+        command = self.command(lightly_train_c.export, out="m.onnx", checkpoint="c",
+                               format="onnx", precision="fp16", image_size=64,
+                               opset_version=21, external_data=True)
+        self.assertEqual(command[:4], ["export", "checkpoint=c", "out=m.onnx", "format=onnx"])
+        for expected in ("precision=fp16", "image_size=64", "opset=21", "external_data=true"):
+            self.assertIn(expected, command)
+        self.assertIn("export_onnx=m.onnx",
+                      self.command(lightly_train_c.embed, out="e.npy", data="d", checkpoint="c",
+                                   export_onnx="m.onnx"))
+
+    # ---- a NUL byte: the argument named (was only "embedded null byte") ---------------
+    def test_nul_bytes_named(self):
+        nul = "train(): {} holds a NUL byte ('\\x00'), which no path can"
+        self.refused_train(ValueError, nul.format("out"), out="o\0x")
+        self.refused_train(ValueError, nul.format("data"), data="d\0")
+        self.refused_train(ValueError, nul.format("data"), data=["a", Path("b\0")])
+        self.refused_train(ValueError, nul.format("checkpoint"), checkpoint=b"m\0.ckpt")
+        self.refused(ValueError, "embed(): checkpoint holds a NUL byte", lightly_train_c.embed,
+                     out="e.npy", data="d", checkpoint="m\0")
+        self.refused(ValueError, "export(): out holds a NUL byte", lightly_train_c.export,
+                     out="x\0.safetensors", checkpoint="c")
+        # Any other option's value: named by the program's option, before
+        # anything runs.
+        with self.assertRaises(ValueError) as raised:
+            _program.run(["train", "data=d", "method_arg=temperature=0\0.1"])
+        self.assertIn("lightly-train-c train: method_arg holds a NUL byte", str(raised.exception))
+
     # ---- "auto": the program's where it has it ---------------------------------------
     def test_auto(self):
         command = self.train(num_workers="auto", accelerator="auto", precision="auto",
@@ -130,6 +159,18 @@ class ApiTest(unittest.TestCase):
                            transform_args={"gaussian_blur": {"sigmas": ("a", 1)}})
         self.assertIn("transform=global.blur_sigma_max=2",
                       self.train(transform_args={"gaussian_blur": {"sigmas": (1, 2)}}))
+
+    def test_loggers(self):
+        self.assertEqual(
+            self.train(loggers={"mlflow": {"tracking_uri": "http://h:5000", "run_name": None,
+                                           "tags": {"team": "research"}},
+                                "tensorboard": None})[-4:],
+            ["loggers=mlflow", "loggers=mlflow.tracking_uri=http://h:5000",
+             "loggers=mlflow.tags.team=research", "loggers=tensorboard=null"])
+        self.assertEqual(self.train(loggers={"mlflow": {}})[-1], "loggers=mlflow")
+        self.refused_train(TypeError, "loggers['mlflow'] must be a dict",
+                           loggers={"mlflow": "on"})
+        self.refused_train(TypeError, "train(): loggers must be a dict", loggers=["mlflow"])
 
     def test_image_size(self):
         embed = dict(out="e.npy", data="d", checkpoint="m")
