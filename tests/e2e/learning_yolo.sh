@@ -17,19 +17,8 @@
 # went down to 39% in 20 epochs.
 set -u
 source "$(dirname "$0")/lib.bash"
-tool="$build/tools/fashion_mnist_folder"
-source_dir=/usr/share/datasets/fashion-mnist
 MIN_GAIN=2
-
-if [ ! -f "$source_dir/train-images-idx3-ubyte.gz" ] || [ ! -f "$source_dir/t10k-images-idx3-ubyte.gz" ]; then
-  echo "skipped: dataset-fashion-mnist not installed (make deps installs it)"
-  exit 0
-fi
-if grep -qa __asan_init "$bin" 2>/dev/null; then
-  echo "skipped: sanitizer build (a training run takes too long under ASan)"
-  exit 0
-fi
-[ -x "$tool" ] || { echo "FAIL: $tool is not built (make tools)"; exit 1; }
+learning_require  # $tool: the Fashion-MNIST converter
 e2e_init learning_yolo
 
 "$tool" --out "$work/train" --split train --per-class 60 >"$work/convert.log" 2>&1 &&
