@@ -50,8 +50,7 @@ void pickle_global(PickleBytes *b, const char *module, const char *name) {
     pickle_op(b, '\n');
 }
 
-void pickle_tensor_entry(PickleBytes *b, const PickleTensor *t) {
-    pickle_str(b, t->key);
+void pickle_tensor(PickleBytes *b, const PickleTensor *t) {
     pickle_global(b, "torch._utils", "_rebuild_tensor_v2");
     PICKLE_OPS(b, "((");
     pickle_str(b, "storage");
@@ -70,10 +69,36 @@ void pickle_tensor_entry(PickleBytes *b, const PickleTensor *t) {
     PICKLE_OPS(b, ")RtR");
 }
 
+void pickle_tensor_entry(PickleBytes *b, const PickleTensor *t) {
+    pickle_str(b, t->key);
+    pickle_tensor(b, t);
+}
+
 void pickle_state_dict(PickleBytes *b, const PickleTensor *t) {
     PICKLE_OPS(b, "\x80\x02}(");
     pickle_tensor_entry(b, t);
     PICKLE_OPS(b, "u.");
+}
+
+uint8_t *pickle_legacy_file(const PickleBytes *object, int64_t numel, size_t *size) {
+    static const uint8_t head[] = {
+        0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e,
+        0x80, 0x02, 'M', 0xe9, 0x03, '.',  // 1001
+        0x80, 0x02, '}', 'X', 13, 0, 0, 0, 'l', 'i', 't', 't', 'l', 'e', '_', 'e', 'n', 'd',
+        'i', 'a', 'n', 0x88, 's', '.'};
+    static const uint8_t keys[] = {0x80, 0x02, ']', '(', 'X', 1, 0, 0, 0, '0', 'e', '.'};
+    const size_t data = (size_t)numel * sizeof(float);
+    *size = sizeof head + object->size + sizeof keys + 8 + data;
+    uint8_t *file = calloc(1, *size), *p = file;
+    memcpy(p, head, sizeof head);
+    memcpy(p += sizeof head, object->data, object->size);
+    memcpy(p += object->size, keys, sizeof keys);
+    memcpy(p += sizeof keys, &numel, 8);
+    for (int64_t i = 0; i < numel; i++) {
+        const float value = (float)i;
+        memcpy(p + 8 + (size_t)i * 4, &value, 4);
+    }
+    return file;
 }
 
 // ---- the zip of zeros -------------------------------------------------------------------

@@ -30,11 +30,18 @@ typedef struct PickleTensor {
     int64_t shape[3], stride[3];
 } PickleTensor;
 
-// key: _rebuild_tensor_v2((persistent id of storage "0"), offset, shape,
-// stride, False, OrderedDict()), as torch.save writes it.
+// _rebuild_tensor_v2((persistent id of storage "0"), offset, shape,
+// stride, False, OrderedDict()), as torch.save writes a tensor.
+void pickle_tensor(PickleBytes *b, const PickleTensor *t);
+// key: that tensor (a dict entry).
 void pickle_tensor_entry(PickleBytes *b, const PickleTensor *t);
 // {key: tensor} in protocol 2.
 void pickle_state_dict(PickleBytes *b, const PickleTensor *t);
+
+// A legacy-format file around `object` (malloc'ed, *size bytes): magic,
+// protocol, sys_info, object, keys ["0"], then storage "0" as an int64
+// count and `numel` floats 0, 1, 2, ...
+uint8_t *pickle_legacy_file(const PickleBytes *object, int64_t numel, size_t *size);
 
 // A 2x3 F32 tensor "w" that is the whole of its storage.
 extern const PickleTensor PICKLE_GOOD;

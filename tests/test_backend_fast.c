@@ -363,6 +363,8 @@ static void test_maxpool(void **state) {
     check_maxpool((PoolCase){4, 16, 16, 64, 3, 2, 1}, 0, 6200); // threaded
     check_maxpool((PoolCase){2, 9, 9, 5, 3, 2, 1}, 1, 6300);    // ties
     check_maxpool((PoolCase){4, 16, 16, 64, 3, 2, 1}, 1, 6400); // ties, threaded
+    check_maxpool((PoolCase){2, 7, 7, 32, 5, 1, 2}, 0, 6500);   // YOLO's SPPF: 5x5/1 pad 2
+    check_maxpool((PoolCase){2, 4, 4, 16, 5, 1, 2}, 1, 6600);   // SPPF on P5, ties, overlaps
 }
 
 static void test_avgpool(void **state) {

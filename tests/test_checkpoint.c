@@ -597,20 +597,20 @@ static int group_teardown(void **state) {
 // Files are told by content, never by name: a safetensors or PyTorch
 // state dict named .ckpt is read (was refused as "not a lightly-train-c
 // checkpoint"); a .ckpt that is none of them still is. checkpoint_sniff
-// says which state dict it found, for safetensors_read_weights_as.
+// says which state dict it found, for weight_file_read_weights_as.
 static void test_state_dicts_named_ckpt(void **state) {
     (void)state;
     char path[256];
     ErrorMessage err = {{0}};
     int is_checkpoint = -1;
-    SafeFileKind kind = SAFE_FILE_UNKNOWN;
+    WeightFileKind kind = WEIGHT_FILE_UNKNOWN;
     fixture_temp_path(path, sizeof path, "weights.ckpt");
     const float one = 1.0f;
     const SafeTensorWrite tensor = {"x", SAFE_F32, 1, {1}, &one};
     ASSERT_OK(safetensors_write(path, &tensor, 1, NULL, 0, &err), err);
     ASSERT_OK(checkpoint_sniff(path, &is_checkpoint, &kind, &err), err);
     assert_int_equal(is_checkpoint, 0);
-    assert_int_equal(kind, SAFE_FILE_SAFETENSORS);
+    assert_int_equal(kind, WEIGHT_FILE_SAFETENSORS);
     static const uint8_t starts[][16] = {
         {'P', 'K', 3, 4},                                         // zip (torch.save)
         {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
@@ -621,7 +621,7 @@ static void test_state_dicts_named_ckpt(void **state) {
         fwrite(starts[i], 1, sizeof starts[i], file);
         fclose(file);
         ASSERT_OK(checkpoint_sniff(path, &is_checkpoint, &kind, &err), err);
-        assert_int_equal(kind, SAFE_FILE_PYTORCH);
+        assert_int_equal(kind, WEIGHT_FILE_PYTORCH);
     }
     FILE *file = fopen(path, "wb");
     fputs("XTCCKPT this is no weights file", file);
@@ -633,7 +633,7 @@ static void test_state_dicts_named_ckpt(void **state) {
     fixture_temp_path(other, sizeof other, "weights.bin");
     assert_int_equal(rename(path, other), 0);
     ASSERT_OK(checkpoint_sniff(other, &is_checkpoint, &kind, &err), err);
-    assert_int_equal(kind, SAFE_FILE_UNKNOWN);
+    assert_int_equal(kind, WEIGHT_FILE_UNKNOWN);
     // A checkpoint: the magic.
     file = fopen(path, "wb");
     fwrite(CHECKPOINT_MAGIC, 1, sizeof CHECKPOINT_MAGIC, file);

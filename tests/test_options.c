@@ -507,6 +507,23 @@ static void test_long_choice_list(void **state) {
     free(text);
 }
 
+// A list longer than a one-line message holds (the 46 model names): its
+// first and last names and the count, not a list cut in the middle.
+static void test_longer_choice_list_abbreviated(void **state) {
+    Fixture *f = *state;
+    static char names[60][16];
+    static const char *many[61];
+    for (int i = 0; i < 60; i++) {
+        snprintf(names[i], sizeof names[i], "model_%02d", i);
+        many[i] = names[i];
+    }
+    many[60] = NULL;
+    f->specs[5].choices = many;
+    ASSERT_PARSE_ERROR(f, "expected one of model_00, model_01, model_02, ..., model_58, model_59 "
+                          "(all 60: --help), got 'x'",
+                       "--data", "d", "--method", "x");
+}
+
 // LightlyTrain's names: a value alias stores its choice, an option alias
 // sets the option (in both spellings); an alias naming no choice is a table
 // mistake.
@@ -604,6 +621,7 @@ int main(void) {
         FIXTURE_TEST(test_help_lists_every_option),
         FIXTURE_TEST(test_help_lists_choices_behind_metavar),
         FIXTURE_TEST(test_long_choice_list),
+        FIXTURE_TEST(test_longer_choice_list_abbreviated),
         FIXTURE_TEST(test_aliases),
         FIXTURE_TEST(test_help_is_aligned),
         FIXTURE_TEST(test_help_anywhere_wins),

@@ -1,5 +1,5 @@
 // PyTorch .pt state dicts (src/weights/pt_reader.h): the files torch.save
-// wrote in tools/make_pt_fixtures.py read through safetensors_read (the path
+// wrote in tools/make_pt_fixtures.py read through weight_file_read (the path
 // every consumer takes) and compared with their safetensors twins; a
 // torchvision ResNet-18 layout and a DINOv2-layout ViT loaded as backbones;
 // and hostile files (globals, REDUCE, BUILD, opcodes, sizes, offsets, broken
@@ -27,6 +27,7 @@
 #include "util/half.h"
 #include "weights/pt_pickle.h"
 #include "weights/pt_reader.h"
+#include "weights/weight_file.h"
 
 #define FIXTURES "tests/fixtures/pt/"
 
@@ -34,7 +35,7 @@
 
 static void read_file(const char *path, SafeTensors *file) {
     ErrorMessage err = {{0}};
-    if (safetensors_read(path, file, &err) != 0) fail_msg("%s", err.text);
+    if (weight_file_read(path, file, &err) != 0) fail_msg("%s", err.text);
 }
 
 // Every tensor of the twin is in the .pt with the same dtype, shape and bytes.
@@ -344,28 +345,6 @@ static void test_root_resnet_unsupported_layout(void **state) {
 
 // ---- hostile pickles ---------------------------------------------------------------------------
 
-// A legacy-format file around `object`: magic, protocol, sys_info, object,
-// keys ["0"], then storage "0" as an int64 count and `numel` floats.
-static uint8_t *legacy_file(const PickleBytes *object, int64_t numel, size_t *size) {
-    static const uint8_t head[] = {
-        0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e,
-        0x80, 0x02, 'M', 0xe9, 0x03, '.',  // 1001
-        0x80, 0x02, '}', 'X', 13, 0, 0, 0, 'l', 'i', 't', 't', 'l', 'e', '_', 'e', 'n', 'd',
-        'i', 'a', 'n', 0x88, 's', '.'};
-    static const uint8_t keys[] = {0x80, 0x02, ']', '(', 'X', 1, 0, 0, 0, '0', 'e', '.'};
-    const size_t data = (size_t)numel * sizeof(float);
-    *size = sizeof head + object->size + sizeof keys + 8 + data;
-    uint8_t *file = calloc(1, *size), *p = file;
-    memcpy(p, head, sizeof head);
-    memcpy(p += sizeof head, object->data, object->size);
-    memcpy(p += object->size, keys, sizeof keys);
-    memcpy(p += sizeof keys, &numel, 8);
-    for (int64_t i = 0; i < numel; i++) {
-        const float value = (float)i;
-        memcpy(p + 8 + (size_t)i * 4, &value, 4);
-    }
-    return file;
-}
 
 // A reader's status and message: a failure, in one line holding `expected`.
 static void assert_error(int status, SafeTensors *out, const ErrorMessage *err,
@@ -390,7 +369,7 @@ static void assert_bytes_refused(const uint8_t *bytes, size_t size, const char *
 // The same for a legacy file around `object`.
 static void assert_refused(const PickleBytes *object, int64_t numel, const char *expected) {
     size_t size = 0;
-    uint8_t *file = legacy_file(object, numel, &size);
+    uint8_t *file = pickle_legacy_file(object, numel, &size);
     assert_bytes_refused(file, size, expected);
     free(file);
 }
@@ -414,7 +393,7 @@ static void test_builder_file_reads(void **state) {
     PickleBytes b = {0};
     pickle_state_dict(&b, &(PickleTensor){"w", 8, 2, 2, {2, 3}, {1, 2}});  // strided, offset 2
     size_t size = 0;
-    uint8_t *file = legacy_file(&b, 8, &size);
+    uint8_t *file = pickle_legacy_file(&b, 8, &size);
     assert_legacy_reads(file, size);
 }
 
@@ -426,7 +405,7 @@ static void test_legacy_protocols_read(void **state) {
     PickleBytes b = {0};
     pickle_state_dict(&b, &(PickleTensor){"w", 8, 2, 2, {2, 3}, {1, 2}});
     size_t size = 0;
-    uint8_t *file = legacy_file(&b, 8, &size);
+    uint8_t *file = pickle_legacy_file(&b, 8, &size);
     file[1] = 3;
     uint8_t *framed = malloc(size + 9);  // PROTO 4, FRAME of 13 bytes, the rest
     memcpy(framed, "\x80\x04\x95\x0d\0\0\0\0\0\0\0", 11);
@@ -482,10 +461,10 @@ static void test_reduce_and_build_refused(void **state) {
     PICKLE_OPS(&build, "\x80\x02]}b.");
     assert_refused(&build, 0, "BUILD on a list");
 
-    const uint8_t opcodes[] = {0x81 /* NEWOBJ */, 'i' /* INST */, 'o' /* OBJ */, 0x82 /* EXT1 */,
+    // (NEWOBJ is allowed on a module's class: tests/test_pt_modules.c)
+    const uint8_t opcodes[] = {'i' /* INST */, 'o' /* OBJ */, 0x82 /* EXT1 */,
                                'P' /* PERSID */, 'S' /* STRING */, 0x92 /* NEWOBJ_EX */};
-    const char *const names[] = {"NEWOBJ", "INST", "OBJ", "EXT1", "PERSID", "STRING",
-                                 "NEWOBJ_EX"};
+    const char *const names[] = {"INST", "OBJ", "EXT1", "PERSID", "STRING", "NEWOBJ_EX"};
     for (size_t i = 0; i < sizeof opcodes; i++) {
         PickleBytes b = {0};
         PICKLE_OPS(&b, "\x80\x02)");
@@ -525,7 +504,7 @@ static void test_sizes_and_offsets_refused(void **state) {
         const int64_t numel = cases[i].numel_in_file;
         if (numel > 1000) {
             size_t size = 0;
-            uint8_t *file = legacy_file(&b, 0, &size);
+            uint8_t *file = pickle_legacy_file(&b, 0, &size);
             memcpy(file + size - 8, &numel, 8);
             assert_bytes_refused(file, size, cases[i].expected);
             free(file);
@@ -647,7 +626,7 @@ static void assert_zip_refused(const ZipEntry *entries, int count, const char *e
     write_zip(path, entries, count);
     SafeTensors out;
     ErrorMessage err = {{0}};
-    const int status = safetensors_read(path, &out, &err);
+    const int status = weight_file_read(path, &out, &err);
     unlink(path);
     assert_error(status, &out, &err, expected);
 }
@@ -665,7 +644,7 @@ static void test_zip_layout_refused(void **state) {
         write_zip(path, entries, 2);
         SafeTensors out;
         ErrorMessage err = {{0}};
-        if (safetensors_read(path, &out, &err) != 0) fail_msg("%s", err.text);  // the base case
+        if (weight_file_read(path, &out, &err) != 0) fail_msg("%s", err.text);  // the base case
         safetensors_free(&out);
         unlink(path);
     }
@@ -731,7 +710,7 @@ static void test_other_files_named(void **state) {
         assert_int_equal(fclose(file), 0);
         SafeTensors out;
         ErrorMessage err = {{0}};
-        assert_error(safetensors_read(path, &out, &err), &out, &err, files[i].expected);
+        assert_error(weight_file_read(path, &out, &err), &out, &err, files[i].expected);
         if (strncmp(err.text, path, strlen(path)) != 0)
             fail_msg("the path is not named: %s", err.text);
     }
@@ -749,7 +728,7 @@ static void test_other_files_named(void **state) {
     assert_int_equal(fclose(file), 0);
     SafeTensors out;
     ErrorMessage err = {{0}};
-    if (safetensors_read(path, &out, &err) != 0) fail_msg("%s", err.text);
+    if (weight_file_read(path, &out, &err) != 0) fail_msg("%s", err.text);
     assert_int_equal(out.count, 0);
     safetensors_free(&out);
     unlink(path);

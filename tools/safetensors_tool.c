@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nn/safetensors.h"
+#include "weights/weight_file.h"
 
 static int list_file(const SafeTensors *file) {
     // name<TAB>dtype<TAB>d0,d1,...<TAB>offset<TAB>size (names may hold any
@@ -64,7 +65,7 @@ int main(int argc, char **argv) {
     }
     SafeTensors file;
     ErrorMessage err;
-    if (safetensors_read(argv[2], &file, &err) != 0) {
+    if (weight_file_read(argv[2], &file, &err) != 0) {
         fprintf(stderr, "error: %s\n", err.text);
         return 1;
     }

@@ -673,6 +673,24 @@ typedef struct BackendOps {
                            const int32_t *neighbor, const float *distance, float eps, float dlog,
                            float *dy);
 
+    // ---- YOLO (Ultralytics): SiLU, depthwise convolution -------------------------
+    // y (n) = x sigmoid(x) = x / (1 + exp(-x)) (torch.nn.SiLU); y may not alias x.
+    void (*silu_forward)(Backend *backend, size_t n, const Act *x, Act *y);
+    // dx (n) = dy s (1 + x (1 - s)), s = sigmoid(x), x the forward input; dx may alias dy.
+    void (*silu_backward)(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
+    // Depthwise convolution, PyTorch's Conv2d(C, C, K, stride, padding, groups=C,
+    // bias=False): shape->in_channels == shape->out_channels == C, zero padding;
+    // w (C, K, K) (torch's (C, 1, K, K)). Sums in fp32 in window order.
+    // y (N, OH, OW, C) = sum over the window of x (N, H, W, C) w[c]
+    void (*depthwise_conv2d_forward)(Backend *backend, const ConvShape *shape, const Act *x,
+                                     const Act *w, Act *y);
+    // dx (N, H, W, C) = the transposed convolution of dy (N, OH, OW, C) with w
+    void (*depthwise_conv2d_backward_data)(Backend *backend, const ConvShape *shape,
+                                           const Act *dy, const Act *w, Act *dx);
+    // dw (C, K, K) += correlation of x (N, H, W, C) with dy (N, OH, OW, C)
+    void (*depthwise_conv2d_backward_weights)(Backend *backend, const ConvShape *shape,
+                                              const Act *x, const Act *dy, float *dw);
+
     // ---- input ---------------------------------------------------------------------
     // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory
     void (*normalize_u8)(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],

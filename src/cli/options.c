@@ -269,6 +269,18 @@ static int option_store_choice(const OptionSpec *spec, const char *text, ErrorMe
     }
     char listed[CHOICES_TEXT];
     option_join_choices(spec->choices, ", ", listed, sizeof listed);
+    // A list longer than the one-line message holds (the models): its
+    // first and last names and where the rest are, not a list cut anywhere.
+    const size_t quoted = strlen(text) < QUOTE_MAX ? strlen(text) : QUOTE_MAX;
+    if (strlen(listed) + strlen(spec->name) + quoted + 40 > sizeof err->text) {
+        int count = 0;
+        while (spec->choices[count]) count++;
+        return error_set(err, "--%s: expected one of %s, %s, %s, ..., %s, %s (all %d: --help), "
+                              "got '%.*s'",
+                         spec->name, spec->choices[0], spec->choices[1], spec->choices[2],
+                         spec->choices[count - 2], spec->choices[count - 1], count, QUOTE_MAX,
+                         text);
+    }
     return error_set(err, "--%s: expected one of %s, got '%.*s'", spec->name, listed,
                      QUOTE_MAX, text);
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/loggers.h"
@@ -13,6 +14,7 @@
 #include "cli/ranks.h"
 #include "cli/weights_cli.h"
 #include "decode/decode.h"
+#include "nn/yolo.h"
 #include "train/trainer.h"
 #include "util/fault.h"
 #include "weights/names.h"
@@ -100,6 +102,31 @@ static int prepare_weights(TrainConfig *config, const char *method, int rank) {
     return teacher && weights_cli_prepare("lightly-train-c train", teacher, hint) ? -1 : 0;
 }
 
+// --model ultralytics/yolo11s.pt (LightlyTrain's name of Ultralytics'
+// released weights): as Ultralytics' YOLO("yolo11s.pt"), the file of that
+// name in the working directory, read as the initial weights unless
+// --checkpoint gives another file. Ultralytics downloads missing ones from
+// its GitHub releases, which this program does not fetch: say so.
+static int train_yolo_weights(TrainConfig *config, ErrorMessage *err) {
+    YoloConfig yolo;
+    int pretrained = 0;
+    ErrorMessage ignored;
+    if (!yolo_is_model_name(config->model) ||
+        yolo_parse_name(config->model, &yolo, &pretrained, &ignored) || !pretrained ||
+        config->checkpoint)
+        return 0;
+    static char file[YOLO_MAX_NAME + 4];
+    snprintf(file, sizeof file, "%s.pt", yolo.name);
+    if (access(file, R_OK) != 0)
+        return error_set(err, "--model %s: no %s here: Ultralytics' released weights are not "
+                              "fetched by lightly-train-c; download %s (Ultralytics' "
+                              "YOLO(\"%s\") does) into the working directory, or pass "
+                              "--checkpoint PATH, or train from --model ultralytics/%s.yaml",
+                         config->model, file, file, file, yolo.name);
+    config->checkpoint = file;
+    return 0;
+}
+
 // The values the table cannot store directly.
 static int train_options_resolve(TrainConfig *config, const TrainChoices *choices,
                                  ErrorMessage *err) {
@@ -118,7 +145,7 @@ static int train_options_resolve(TrainConfig *config, const TrainChoices *choice
     config->ignore_exif_orientation = choices->exif_orientation != 0;
     config->max_pixels = (uint64_t)choices->max_pixels;
     config->input_depth = choices->input_depth;
-    return 0;
+    return train_yolo_weights(config, err);
 }
 
 // --normalize and --channel-drop into config->channels (before the checks).

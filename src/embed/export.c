@@ -20,6 +20,7 @@
 #include "nn/backbone.h"
 #include "train/model_source.h"
 #include "util/output_path.h"
+#include "weights/ultralytics_export.h"
 
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
 static const char *const format_names[] = {"auto", "safetensors", "onnx", NULL};
@@ -125,7 +126,10 @@ static int export_run(const ExportArgs *args) {
     ErrorMessage err = {{0}};
     const int format = resolved_format(args);
     const char *extension = foreign_extension(args->out, format);
-    if (extension) {
+    // .pt: Ultralytics' checkpoint of a YOLO (the model is checked below).
+    const int ultralytics =
+        format != FORMAT_ONNX && extension && strcasecmp(extension, ".pt") == 0;
+    if (extension && !ultralytics) {
         fprintf(stderr, "%s: --out %s: export writes %s, which a %s reader cannot read: name it "
                         "*.%s\n",
                 program, args->out, format_names[format], extension, format_names[format]);
@@ -163,14 +167,20 @@ static int export_run(const ExportArgs *args) {
         return 2;
     }
     int status = 0;
-    if (model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
+    if (ultralytics && model.spec.kind != BACKBONE_YOLO) {
+        fprintf(stderr, "%s: --out %s: .pt is Ultralytics' checkpoint, written for YOLO models "
+                        "only; name it *.safetensors\n", program, args->out);
+        status = 2;
+    }
+    if (status == 0 && model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
         vit_pool_parse(vit_pool_names[args->vit_pool], &model.model.vit.config.pool, &err))
         status = 2;  // the choices are the pool names: not reached
     OnnxExportSummary onnx = {0};
     int size = 0;
     if (status == 0)
         status = format == FORMAT_ONNX ? export_onnx(args, &model, &info, &onnx, &size)
-                 : backbone_save(&model, args->out, &err) != 0
+                 : (ultralytics ? export_ultralytics(&model.model.yolo, args->out, &err)
+                                : backbone_save(&model, args->out, &err)) != 0
                      ? (fprintf(stderr, "%s: %s\n", program, err.text), 1)
                      : 0;
     if (status == 0) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nn/batchnorm_sync.h"
 #include "nn/vit_weights.h"
 #include "nn/weights.h"
 
@@ -14,7 +15,15 @@ const char *const backbone_model_names[] = {
     "vit_t14", "vit_t16", "vit_s14", "vit_s16", "vit_b14", "vit_b16", "vit_l14", "vit_l16",
     "vit_g14", "vit_s14_reg4", "vit_b14_reg4", "vit_l14_reg4", "vit_g14_reg4",
     "dinov3/vitt16", "dinov3/vitt16plus", "dinov3/vits16", "dinov3/vits16plus", "dinov3/vitb16",
-    "dinov3/vitl16", "dinov3/vitl16plus", "dinov3/vith16plus", NULL};
+    "dinov3/vitl16", "dinov3/vitl16plus", "dinov3/vith16plus",
+    // Ultralytics (yolo.h)
+    "ultralytics/yolov8n.yaml", "ultralytics/yolov8s.yaml", "ultralytics/yolov8m.yaml",
+    "ultralytics/yolov8l.yaml", "ultralytics/yolov8x.yaml", "ultralytics/yolo11n.yaml",
+    "ultralytics/yolo11s.yaml", "ultralytics/yolo11m.yaml", "ultralytics/yolo11l.yaml",
+    "ultralytics/yolo11x.yaml", "ultralytics/yolov8n.pt", "ultralytics/yolov8s.pt",
+    "ultralytics/yolov8m.pt", "ultralytics/yolov8l.pt", "ultralytics/yolov8x.pt",
+    "ultralytics/yolo11n.pt", "ultralytics/yolo11s.pt", "ultralytics/yolo11m.pt",
+    "ultralytics/yolo11l.pt", "ultralytics/yolo11x.pt", NULL};
 
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);
@@ -32,13 +41,20 @@ int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, Er
         spec->kind = BACKBONE_VIT;
         return vit_config_preset(name, image_size, &spec->vit, err);
     }
+    if (yolo_is_model_name(name)) {
+        int pretrained;
+        spec->kind = BACKBONE_YOLO;
+        return yolo_parse_name(name, &spec->yolo, &pretrained, err);
+    }
     return error_set(err, "unknown model '%s' (resnet18/34/50/101/152, vit_t16, vit_s14, "
                           "vit_s16, vit_b14, vit_b16, vit_l14, vit_l16, vit_g14, ..._reg4, "
-                          "dinov3/vits16, dinov3/vitb16, ...)", name);
+                          "dinov3/vits16, dinov3/vitb16, ..., ultralytics/yolov8s.yaml, "
+                          "ultralytics/yolo11s.yaml, ...)", name);
 }
 
 void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size) {
     if (spec->kind == BACKBONE_VIT) snprintf(out, size, "%s", spec->vit.name);
+    else if (spec->kind == BACKBONE_YOLO) snprintf(out, size, "%s", spec->yolo.name);
     else snprintf(out, size, "resnet%d", spec->resnet_depth);
 }
 
@@ -157,6 +173,62 @@ static const BackboneOps vit_backbone_ops = {
     .free = vit_backbone_free,
 };
 
+// ---- YOLO (Ultralytics) ---------------------------------------------------------------------
+
+static Yolo *yolo_of(Backbone *b) { return &b->model.yolo; }
+
+static int yolo_backbone_forward(Backbone *b, int slot, int batch, const Act *input,
+                                 int training, ErrorMessage *err) {
+    return yolo_forward(yolo_of(b), slot, batch, input, training, err);
+}
+static const Act *yolo_backbone_features(const Backbone *b, int slot) {
+    return yolo_features(&b->model.yolo, slot);
+}
+static int yolo_backbone_backward(Backbone *b, int slot, const Act *dfeatures,
+                                  ErrorMessage *err) {
+    return yolo_backward_map(yolo_of(b), slot, dfeatures, NULL, err);
+}
+static const Act *yolo_backbone_feature_map(Backbone *b, int slot, int *height, int *width) {
+    return yolo_feature_map(yolo_of(b), slot, height, width);
+}
+static int yolo_backbone_backward_map(Backbone *b, int slot, const Act *dfeatures,
+                                      const Act *dmap, ErrorMessage *err) {
+    return yolo_backward_map(yolo_of(b), slot, dfeatures, dmap, err);
+}
+static int yolo_backbone_prepare(Backbone *b, int slot, int batch, ErrorMessage *err) {
+    return yolo_prepare_batch(yolo_of(b), slot, batch, err);
+}
+static int yolo_backbone_init(Backbone *b, uint64_t seed, ErrorMessage *err) {
+    return yolo_init(yolo_of(b), seed, err);
+}
+// Every tensor of Ultralytics' state dict (neck and head included) under prefix.
+static int yolo_backbone_load(Backbone *b, const SafeTensors *file, const char *prefix,
+                              ErrorMessage *err) {
+    Yolo *model = yolo_of(b);
+    const WeightsLoadOptions options = {.key_prefix = prefix};
+    if (weights_load_from(file, &model->params, &model->buffers, &model->num_batches_tracked,
+                          &options, err))
+        return error_prefix(err, "%s", model->config.name);
+    return 0;
+}
+static int yolo_backbone_save(const Backbone *b, const char *path, ErrorMessage *err) {
+    return yolo_save(&b->model.yolo, path, err);
+}
+static void yolo_backbone_free(Backbone *b) { yolo_free(yolo_of(b)); }
+
+static const BackboneOps yolo_backbone_ops = {
+    .forward = yolo_backbone_forward,
+    .features = yolo_backbone_features,
+    .backward = yolo_backbone_backward,
+    .feature_map = yolo_backbone_feature_map,
+    .backward_map = yolo_backbone_backward_map,
+    .prepare_batch = yolo_backbone_prepare,
+    .init = yolo_backbone_init,
+    .load = yolo_backbone_load,
+    .save = yolo_backbone_save,
+    .free = yolo_backbone_free,
+};
+
 // ---- lifetime ----------------------------------------------------------------------------
 
 static int allocate_resnet(Backbone *b, const BackboneInput *inputs, int count, int frozen,
@@ -195,18 +267,42 @@ static int allocate_vit(Backbone *b, const BackboneInput *inputs, int count, int
     return 0;
 }
 
+// Ultralytics' models take RGB images only (as LightlyTrain's package says).
+static int allocate_yolo(Backbone *b, const BackboneInput *inputs, int count, int frozen,
+                         ErrorMessage *err) {
+    if (b->spec.in_channels && b->spec.in_channels != 3)
+        return error_set(err, "%s takes 3 input channels, not %d", b->spec.yolo.name,
+                         b->spec.in_channels);
+    YoloInputShape shapes[BACKBONE_MAX_SLOTS];
+    for (int i = 0; i < count; i++) shapes[i] = (YoloInputShape){inputs[i].batch,
+                                                                 inputs[i].resolution};
+    Yolo *model = yolo_of(b);
+    if (yolo_declare(model, b->backend, &b->spec.yolo, err)) return -1;
+    model->frozen = frozen;
+    if (yolo_allocate(model, shapes, count, err)) return -1;
+    b->feature_dim = model->feature_dim;
+    b->params = &model->params;
+    b->buffers = &model->buffers;
+    b->num_batches_tracked = &model->num_batches_tracked;
+    return 0;
+}
+
 static int allocate(Backbone *backbone, Backend *backend, const BackboneSpec *spec,
                     const BackboneInput *inputs, int input_count, int frozen, ErrorMessage *err) {
     memset(backbone, 0, sizeof *backbone);
     backbone->spec = *spec;
     backbone->backend = backend;
-    backbone->ops = spec->kind == BACKBONE_VIT ? &vit_backbone_ops : &resnet_backbone_ops;
+    backbone->ops = spec->kind == BACKBONE_VIT    ? &vit_backbone_ops
+                    : spec->kind == BACKBONE_YOLO ? &yolo_backbone_ops
+                                                  : &resnet_backbone_ops;
     if (input_count < 1 || input_count > BACKBONE_MAX_SLOTS)
         return error_set(err, "backbone: %d inputs (1..%d)", input_count, BACKBONE_MAX_SLOTS);
     backbone->slot_count = input_count;
     memcpy(backbone->slots, inputs, (size_t)input_count * sizeof *inputs);
     const int status = spec->kind == BACKBONE_VIT
                            ? allocate_vit(backbone, inputs, input_count, frozen, err)
+                       : spec->kind == BACKBONE_YOLO
+                           ? allocate_yolo(backbone, inputs, input_count, frozen, err)
                            : allocate_resnet(backbone, inputs, input_count, frozen, err);
     if (status) backbone_free(backbone);
     return status;
@@ -255,27 +351,28 @@ void backbone_set_draw_key(Backbone *backbone, uint64_t key) {
 }
 
 int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err) {
+    if (backbone->spec.kind == BACKBONE_YOLO) {
+        const Yolo *model = &backbone->model.yolo;
+        for (int c = 0; c < model->conv_count; c++)
+            if (batchnorm_sync_attach(sync, &model->convs[c]->bn, err)) return -1;
+        return 0;
+    }
     if (backbone->spec.kind != BACKBONE_RESNET) return 0;
     return resnet_attach_batchnorm_sync(&backbone->model.resnet, sync, err);
 }
 
 const Parameter *backbone_input_layer(const Backbone *backbone) {
-    return parameter_find(backbone->params, backbone->spec.kind == BACKBONE_VIT
-                                                ? "patch_embed.proj.weight"
-                                                : "conv1.weight");
-}
-
-int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err) {
-    SafeTensors file;
-    if (safetensors_read_weights(path, &file, err)) return -1;
-    const int status = backbone->ops->load(backbone, &file, "", err);
-    safetensors_free(&file);
-    return status ? error_prefix(err, "%s", path) : 0;
+    const char *name = backbone->spec.kind == BACKBONE_VIT    ? "patch_embed.proj.weight"
+                       : backbone->spec.kind == BACKBONE_YOLO ? "model.0.conv.weight"
+                                                              : "conv1.weight";
+    return parameter_find(backbone->params, name);
 }
 
 void backbone_feature_map_size(const Backbone *b, int slot, int *height, int *width) {
     if (b->spec.kind == BACKBONE_VIT)
         *height = *width = b->model.vit.slots[slot].grid;
+    else if (b->spec.kind == BACKBONE_YOLO)
+        yolo_feature_map_size(&b->model.yolo, slot, height, width);
     else
         resnet_feature_map_size(&b->model.resnet, slot, height, width);
 }

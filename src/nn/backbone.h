@@ -4,7 +4,8 @@
 // parameter tables, weight files). The models themselves: resnet.h, vit.h.
 //
 // Features: ResNets' globally pooled last stage; ViTs' pooled normalised
-// tokens (mean of the patch tokens by default, or the class token: VitPool).
+// tokens (mean of the patch tokens by default, or the class token: VitPool);
+// Ultralytics YOLOs' globally pooled last backbone layer (nn/yolo.h).
 #ifndef LTC_NN_BACKBONE_H
 #define LTC_NN_BACKBONE_H
 
@@ -16,25 +17,29 @@
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/vit.h"
+#include "nn/yolo.h"
 #include "util/error.h"
 
 #define BACKBONE_MAX_SLOTS 4
 #define BACKBONE_MAX_NAME 32
 
-typedef enum BackboneKind { BACKBONE_RESNET, BACKBONE_VIT } BackboneKind;
+typedef enum BackboneKind { BACKBONE_RESNET, BACKBONE_VIT, BACKBONE_YOLO } BackboneKind;
 
 // What to build.
 typedef struct BackboneSpec {
     BackboneKind kind;
     int resnet_depth;  // 18, 34, 50, 101, 152
     VitConfig vit;
+    YoloConfig yolo;   // BACKBONE_YOLO (nn/yolo.h)
     // Channels of the input images: the first conv / patch embedding takes
     // this many (0 means 3; --num-channels).
     int in_channels;
 } BackboneSpec;
 
-// The --model names: resnet18 / 34 / 50 / 101 / 152 and the ViT presets of
-// vit.h (vit_t16, vit_s14, ... with _reg4; dinov3/vits16, ...); image_size sets a new ViT's
+// The --model names: resnet18 / 34 / 50 / 101 / 152, the ViT presets of
+// vit.h (vit_t16, vit_s14, ... with _reg4; dinov3/vits16, ...) and the
+// Ultralytics YOLOs as LightlyTrain names them (ultralytics/yolov8s.yaml,
+// ultralytics/yolo11m.yaml, ...: yolo.h); image_size sets a new ViT's
 // position grid. NULL-terminated list for option tables.
 extern const char *const backbone_model_names[];
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err);
@@ -83,6 +88,7 @@ struct Backbone {
     union {
         Resnet resnet;
         Vit vit;
+        Yolo yolo;
     } model;
     int64_t no_batches_tracked;
 };
@@ -112,12 +118,9 @@ void backbone_free(Backbone *backbone);
 // ResNet (depth from its block names) or a ViT (vit_weights.h).
 int backbone_spec_from_weights(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
                                ErrorMessage *err);
-// Loads a backbone file (torchvision / timm / DINOv2 / transformers state
-// dict) into backbone; errors name the path.
 // The first layer (ResNet conv1, ViT patch_embed.proj), torchvision's OIHW
 // shape: shape[1] is the image channels the backbone takes.
 const Parameter *backbone_input_layer(const Backbone *backbone);
-int backbone_load_file(Backbone *backbone, const char *path, ErrorMessage *err);
 
 // Keys the random draws of the following training forwards (a ViT's drop
 // path and DINOv3's RoPE rescale) by `key`, the global index of the batch

@@ -8,14 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "nn/json_scan.h"
 #include "nn/safetensors_internal.h"
 #include "util/data_crc32.h"
 #include "util/finite.h"
 #include "util/file.h"
-#include "weights/pt_reader.h"
 
 static const struct {
     const char *name;
@@ -36,8 +34,7 @@ size_t safe_dtype_size(SafeDType dtype) {
     return (unsigned)dtype < DTYPE_COUNT ? DTYPES[dtype].size : 0;
 }
 
-// Every F64 tensor becomes F32 in place (see safetensors_read_weights).
-static void narrow_f64(SafeTensors *tensors) {
+void safetensors_narrow_f64(SafeTensors *tensors) {
     for (int i = 0; i < tensors->count; i++) {
         SafeTensor *t = &tensors->tensors[i];
         if (t->dtype != SAFE_F64) continue;
@@ -465,59 +462,8 @@ int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessag
     return safetensors_parse_at(bytes, size, 0, out, err);
 }
 
-_Static_assert(SAFE_FILE_SNIFF_BYTES >= PT_SNIFF_BYTES, "pt_sniff sees what it needs");
-
-// The kind of a file of file_size bytes from its first size bytes: PyTorch's
-// signatures (pt_sniff), else safetensors' u64 header length within the file
-// followed by the JSON's '{'.
-static SafeFileKind sniff_head(const uint8_t *head, size_t size, uint64_t file_size) {
-    if (pt_sniff(head, size < PT_SNIFF_BYTES ? size : PT_SNIFF_BYTES) != PT_FORMAT_NONE)
-        return SAFE_FILE_PYTORCH;
-    uint64_t header = 0;
-    for (int i = 0; i < 8 && (size_t)i < size; i++) header |= (uint64_t)head[i] << (8 * i);
-    return size > 8 && head[8] == '{' && header <= file_size - 8 ? SAFE_FILE_SAFETENSORS
-                                                                 : SAFE_FILE_UNKNOWN;
-}
-
-int safetensors_sniff_file(const char *path, uint8_t head[SAFE_FILE_SNIFF_BYTES], size_t *size,
-                           SafeFileKind *kind, ErrorMessage *err) {
-    off_t file_size = 0;
-    const int fd = file_open_regular(path, &file_size, err);
-    if (fd < 0) return -1;
-    const ssize_t got = read(fd, head, SAFE_FILE_SNIFF_BYTES);
-    close(fd);
-    *size = got > 0 ? (size_t)got : 0;
-    *kind = sniff_head(head, *size, (uint64_t)file_size);
-    return 0;
-}
-
-// A file that is neither safetensors nor PyTorch, said in one line worded
-// for what it is; 0 for one that may be a damaged safetensors file (a
-// header length, then '{') or cannot be opened: the parser says why.
-static int refuse_unknown(const char *path, ErrorMessage *err) {
-    uint8_t head[SAFE_FILE_SNIFF_BYTES];
-    size_t size = 0;
-    SafeFileKind kind;
-    ErrorMessage ignored;
-    if (safetensors_sniff_file(path, head, &size, &kind, &ignored) != 0) return 0;
-    if (size == 0)
-        return error_set(err, "%s: an empty file (0 bytes), not weights (safetensors or "
-                              "PyTorch)", path);
-    if (size > 8 && head[8] == '{') return 0;
-    if (pt_is_bare_pickle(head, size))
-        return error_set(err, "%s: a bare pickle (pickle.dump), not a PyTorch file (torch.save "
-                              "writes a zip archive): not read; save the weights with "
-                              "torch.save(model.state_dict(), PATH) or as safetensors", path);
-    return error_set(err, "%s: not weights: neither a safetensors file (a header length, then "
-                          "'{') nor a PyTorch one (zip, legacy or tar signature)", path);
-}
-
-// safetensors_read of a file of a known kind (safetensors_sniff_file).
-static int read_kind(const char *path, SafeFileKind kind, SafeTensors *out, ErrorMessage *err) {
+int safetensors_read(const char *path, SafeTensors *out, ErrorMessage *err) {
     memset(out, 0, sizeof *out);
-    if (kind == SAFE_FILE_PYTORCH)
-        return pt_read(path, out, err) ? error_prefix(err, "%s", path) : 0;
-    if (kind == SAFE_FILE_UNKNOWN && refuse_unknown(path, err) != 0) return -1;
     ByteBuffer buffer = {0};
     if (file_read_all(path, &buffer, SIZE_MAX / 2, err) != 0) {
         byte_buffer_free(&buffer);
@@ -528,29 +474,10 @@ static int read_kind(const char *path, SafeFileKind kind, SafeTensors *out, Erro
     return 0;
 }
 
-// The kind of the file at path; a file that cannot be opened is left to the
-// safetensors path, whose error names it.
-static SafeFileKind kind_of(const char *path) {
-    uint8_t head[SAFE_FILE_SNIFF_BYTES];
-    size_t size;
-    SafeFileKind kind;
-    ErrorMessage ignored;
-    return safetensors_sniff_file(path, head, &size, &kind, &ignored) ? SAFE_FILE_UNKNOWN : kind;
-}
-
-int safetensors_read(const char *path, SafeTensors *out, ErrorMessage *err) {
-    return read_kind(path, kind_of(path), out, err);
-}
-
-int safetensors_read_weights_as(const char *path, SafeFileKind kind, SafeTensors *out,
-                                ErrorMessage *err) {
-    if (read_kind(path, kind, out, err)) return -1;
-    narrow_f64(out);
-    return 0;
-}
-
 int safetensors_read_weights(const char *path, SafeTensors *out, ErrorMessage *err) {
-    return safetensors_read_weights_as(path, kind_of(path), out, err);
+    if (safetensors_read(path, out, err)) return -1;
+    safetensors_narrow_f64(out);
+    return 0;
 }
 
 const SafeTensor *safetensors_find(const SafeTensors *tensors, const char *name) {

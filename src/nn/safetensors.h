@@ -90,35 +90,17 @@ int safetensors_parse(uint8_t *bytes, size_t size, SafeTensors *out, ErrorMessag
 // of 8, tensors stay aligned as safetensors_parse hands them out.
 int safetensors_parse_at(uint8_t *bytes, size_t size, size_t offset, SafeTensors *out,
                          ErrorMessage *err);
-// Reads and parses a file; errors name the path. A PyTorch .pt/.pth state
-// dict (told by its first bytes) is read by weights/pt_reader.h into the
-// same structure, so every reader of weights takes both.
+// Reads and parses a safetensors file; errors name the path. Any kind of
+// weight file (PyTorch's too): weights/weight_file.h.
 int safetensors_read(const char *path, SafeTensors *out, ErrorMessage *err);
-// What a weights file is, told by its first bytes.
-typedef enum SafeFileKind {
-    SAFE_FILE_UNKNOWN = 0,  // neither below: damaged, or another program's file
-    SAFE_FILE_SAFETENSORS,  // a u64 header length within the file, then the JSON's '{'
-    SAFE_FILE_PYTORCH,      // a .pt/.pth: zip, legacy or tar (weights/pt_reader.h)
-} SafeFileKind;
-#define SAFE_FILE_SNIFF_BYTES 512  // what the sniff reads (the tar magic is at 257)
-
-// Reads the first bytes of path (at most SAFE_FILE_SNIFF_BYTES into head,
-// *size of them) and tells its kind, so that a caller with more kinds of
-// its own (train/checkpoint.h) reads the file's start once. -1 with err
-// (not naming the path) when it cannot be opened or is not a regular file.
-int safetensors_sniff_file(const char *path, uint8_t head[SAFE_FILE_SNIFF_BYTES], size_t *size,
-                           SafeFileKind *kind, ErrorMessage *err);
-// safetensors_read for a model's weights: every F64 tensor becomes F32 in
-// place (its first half of bytes; size halved), rounded to nearest: the
-// weights' consumers take F32, F16 and BF16, and a double checkpoint's values
-// are float ones widened. Out of F32 range values become inf (then refused as
-// non-finite where loaded). Test fixtures keep their F64 (safetensors_read).
+// Every F64 tensor becomes F32 in place (its first half of bytes; size
+// halved), rounded to nearest: the weights' consumers take F32, F16 and
+// BF16, and a double checkpoint's values are float ones widened. Out of F32
+// range values become inf (then refused as non-finite where loaded). Test
+// fixtures keep their F64 (safetensors_read).
+void safetensors_narrow_f64(SafeTensors *tensors);
+// safetensors_read for a model's weights: safetensors_narrow_f64 after.
 int safetensors_read_weights(const char *path, SafeTensors *out, ErrorMessage *err);
-// safetensors_read_weights for a file sniffed already: SAFE_FILE_PYTORCH is
-// read as PyTorch, any other kind as safetensors (whose parser then says
-// what is wrong).
-int safetensors_read_weights_as(const char *path, SafeFileKind kind, SafeTensors *out,
-                                ErrorMessage *err);
 void safetensors_free(SafeTensors *tensors);
 
 const SafeTensor *safetensors_find(const SafeTensors *tensors, const char *name);

@@ -89,11 +89,14 @@ static int anchor_prefix(const char *name, const char *anchor, char *prefix, siz
 
 // The prefix `name` is a backbone's anchor under: a ViT's class token (its
 // longest naming first, so that "embeddings.cls_token" is found under "",
-// not "embeddings.") or a ResNet's stem with its first block; else 0.
+// not "embeddings.") or a ResNet's stem with its first block, or an
+// Ultralytics model's first two convs; else 0.
 static int anchored_prefix(const SafeTensors *file, const char *name, char *prefix,
                            size_t size) {
     for (int i = 0; i < VIT_CLASS_TOKEN_NAME_COUNT; i++)
         if (anchor_prefix(name, VIT_CLASS_TOKEN_NAMES[i], prefix, size)) return 1;
+    if (anchor_prefix(name, YOLO_ANCHOR, prefix, size))
+        return state_dict_find(file, prefix, YOLO_ANCHOR_NEXT) != NULL;
     return anchor_prefix(name, "conv1.weight", prefix, size) &&
            state_dict_find(file, prefix, "layer1.0.conv1.weight");
 }
@@ -129,21 +132,15 @@ int state_dict_backbone_spec(const SafeTensors *file, const char *prefix, Backbo
         spec->in_channels = spec->vit.in_channels;  // the image channels: the file's
         return 0;
     }
+    if (state_dict_find(file, prefix, YOLO_ANCHOR) &&
+        state_dict_find(file, prefix, YOLO_ANCHOR_NEXT)) {
+        spec->kind = BACKBONE_YOLO;
+        spec->in_channels = 3;
+        return yolo_config_from_weights(file, prefix, &spec->yolo, err);
+    }
     spec->kind = BACKBONE_RESNET;
     if (state_dict_resnet_depth(file, prefix, &spec->resnet_depth, err) != 0)
         return error_prefix(err, "no ViT tokens (\"%scls_token\")", prefix);
     spec->in_channels = (int)state_dict_find(file, prefix, "conv1.weight")->shape[1];
     return 0;
-}
-
-int state_dict_backbone_load(const char *path, SafeFileKind kind, StateDictBackboneLoader load,
-                             void *context, char *prefix, size_t size, ErrorMessage *err) {
-    SafeTensors file;
-    prefix[0] = '\0';
-    if (safetensors_read_weights_as(path, kind, &file, err)) return -1;  // names the path
-    const int found = state_dict_backbone_prefix(&file, prefix, size, err);
-    const int status = found < 0 ? -1 : load(context, &file, prefix, found == 0, err);
-    if (status != 0 && found == 0 && prefix[0]) error_prefix(err, "under \"%s\"", prefix);
-    safetensors_free(&file);
-    return status ? error_prefix(err, "%s", path) : 0;
 }

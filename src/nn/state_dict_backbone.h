@@ -1,9 +1,11 @@
-// A backbone inside a state dict (safetensors or PyTorch, nn/safetensors.h):
+// A backbone inside a state dict (safetensors or PyTorch, read by
+// weights/weight_file.h into nn/safetensors.h's SafeTensors):
 // where it sits (the key prefix: "" for a bare one, "backbone." of DINOv2's
 // teacher_checkpoint.pth and LightlyTrain's wrapped models, "module." of
 // DDP, ...), what it is (torchvision's ResNet, with or without fc.*, or a
 // ViT in timm's, DINOv2's, DINOv3's or transformers' naming,
-// nn/vit_weights.h), and the load of such a file, shared by the
+// nn/vit_weights.h), and what the load of such a file
+// (weights/weight_file.h weight_file_load_backbone) hands a loader, shared by the
 // initial weights of training (ssl_methods/method.h) and the backbones of
 // embed, export and distillation teachers (train/model_source.h).
 #ifndef LTC_NN_STATE_DICT_BACKBONE_H
@@ -35,7 +37,8 @@ int state_dict_resnet_depth(const SafeTensors *file, const char *prefix, int *de
                             ErrorMessage *err);
 
 // The architecture under prefix: a ViT when its tokens are there, else a
-// ResNet of the detected depth (in_channels: the file's).
+// ResNet of the detected depth (in_channels: the file's), or the Ultralytics
+// model whose tables match (nn/yolo.h yolo_config_from_weights).
 int state_dict_backbone_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
                              ErrorMessage *err);
 
@@ -45,12 +48,5 @@ int state_dict_backbone_spec(const SafeTensors *file, const char *prefix, Backbo
 // tried. 0 or -1 with err.
 typedef int (*StateDictBackboneLoader)(void *context, SafeTensors *file, const char *prefix,
                                        int anchored, ErrorMessage *err);
-
-// Reads the state dict at path (kind: train/checkpoint.h's checkpoint_sniff;
-// F64 narrowed to F32), finds its backbone's prefix (copied to prefix) and
-// hands both to load. Errors name the path and, where the load failed
-// under a prefix, the prefix.
-int state_dict_backbone_load(const char *path, SafeFileKind kind, StateDictBackboneLoader load,
-                             void *context, char *prefix, size_t size, ErrorMessage *err);
 
 #endif

@@ -168,11 +168,13 @@ int weights_save_with_metadata(const char *path, const ParameterSet *params,
         snprintf(prefix, sizeof prefix, "%.*s", (int)(length - 5), name);
         save_bn_buffers(&state, buffers, prefix, num_batches_tracked, written);
     }
-    // Buffers of BNs without parameters, and any other buffer.
+    // Buffers of BNs without trainable parameters, and any other buffer. Such
+    // a BN never runs in training (a YOLO's neck and head, nn/yolo.h): its
+    // counter is 0.
     for (int i = 0; i < buffer_count; i++) {
         if (written[i]) continue;
         if (bn_prefix(buffers->params[i].name, prefix, sizeof prefix))
-            save_bn_buffers(&state, buffers, prefix, num_batches_tracked, written);
+            save_bn_buffers(&state, buffers, prefix, 0, written);
         else {
             save_tensor(&state, buffers->backend, &buffers->params[i]);
             written[i] = 1;

@@ -25,7 +25,9 @@ typedef struct WeightsLoadOptions {
 } WeightsLoadOptions;
 
 // Writes params then, after each BN's bias, its running_mean, running_var
-// and num_batches_tracked (torchvision's state_dict order). buffers may be NULL.
+// and num_batches_tracked (torchvision's state_dict order), then the other
+// buffers: a BN whose weight and bias are buffers too (not trained) gets
+// num_batches_tracked 0. buffers may be NULL.
 int weights_save(const char *path, const ParameterSet *params, const ParameterSet *buffers,
                  int64_t num_batches_tracked, ErrorMessage *err);
 // The same with the given safetensors metadata instead of {"format": "pt"}.

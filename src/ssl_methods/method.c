@@ -14,6 +14,7 @@
 #include "nn/state_dict_backbone.h"
 #include "nn/weights.h"
 #include "weights/resolve.h"
+#include "weights/weight_file.h"
 
 static const char *const method_names[METHOD_KIND_COUNT] = {
     [METHOD_SIMCLR] = "simclr",   [METHOD_BYOL] = "byol",
@@ -91,7 +92,7 @@ MethodDefaults method_defaults(MethodKind kind, BackboneKind student) {
         // Issue 11: LARS for a convolutional student, AdamW (wd 0.04) for a
         // transformer. LightlyTrain 0.17's "auto" is AdamW for both, with wd
         // 1e-6 for a convolutional student: `--optim adamw` gives exactly that.
-        if (student == BACKBONE_RESNET)
+        if (student != BACKBONE_VIT)  // ResNets and YOLOs: convolutional
             return distillation_defaults(OPTIMIZER_LARS, 1.8, 1e-6, OPTIMIZER_ADAMW, 5e-4, 1e-6);
         return distillation_defaults(OPTIMIZER_ADAMW, 5e-4, 0.04, OPTIMIZER_LARS, 1.8, 1e-6);
     }
@@ -409,13 +410,13 @@ int method_load_backbone_weights(Backbone *model, const char *path, int *adapted
     if (weights_local_path(path, local_path, sizeof local_path, err)) return -1;
     path = local_path;
     int is_checkpoint;
-    SafeFileKind kind;
+    WeightFileKind kind;
     if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
     if (!is_checkpoint) {
         InitialWeights into = {model, adapted};
         char prefix[SAFETENSORS_MAX_NAME];  // "module.", "backbone.", ...
-        return state_dict_backbone_load(path, kind, load_state_dict, &into, prefix,
-                                        sizeof prefix, err);  // names the path
+        return weight_file_load_backbone(path, kind, load_state_dict, &into, prefix,
+                                         sizeof prefix, err);  // names the path
     }
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;

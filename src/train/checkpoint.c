@@ -383,14 +383,14 @@ void checkpoint_free(Checkpoint *ckpt) {
     memset(ckpt, 0, sizeof *ckpt);
 }
 
-int checkpoint_sniff(const char *path, int *is_checkpoint, SafeFileKind *kind,
+int checkpoint_sniff(const char *path, int *is_checkpoint, WeightFileKind *kind,
                      ErrorMessage *err) {
-    uint8_t head[SAFE_FILE_SNIFF_BYTES];
+    uint8_t head[WEIGHT_FILE_SNIFF_BYTES];
     size_t size;
-    if (safetensors_sniff_file(path, head, &size, kind, err)) return error_prefix(err, "%s", path);
+    if (weight_file_sniff(path, head, &size, kind, err)) return error_prefix(err, "%s", path);
     *is_checkpoint = size >= sizeof CHECKPOINT_MAGIC &&
                      memcmp(head, CHECKPOINT_MAGIC, sizeof CHECKPOINT_MAGIC) == 0;
-    if (*is_checkpoint || *kind != SAFE_FILE_UNKNOWN) return 0;
+    if (*is_checkpoint || *kind != WEIGHT_FILE_UNKNOWN) return 0;
     // Told apart by content, never by name: a state dict named .ckpt is read.
     const size_t length = strlen(path);
     if (length >= 5 && strcmp(path + length - 5, ".ckpt") == 0)
@@ -403,7 +403,7 @@ int checkpoint_sniff(const char *path, int *is_checkpoint, SafeFileKind *kind,
 
 int checkpoint_is_checkpoint_file(const char *path) {
     int is_checkpoint;
-    SafeFileKind kind;
+    WeightFileKind kind;
     ErrorMessage ignored;
     return checkpoint_sniff(path, &is_checkpoint, &kind, &ignored) == 0 && is_checkpoint;
 }

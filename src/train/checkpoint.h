@@ -58,6 +58,7 @@
 #include "nn/parameters.h"
 #include "nn/safetensors.h"
 #include "util/error.h"
+#include "weights/weight_file.h"
 
 #define CHECKPOINT_MAGIC "LTCCKPT"  // 7 characters + the terminating 0 = 8 bytes
 #define CHECKPOINT_HEADER_SIZE 16
@@ -127,13 +128,13 @@ int checkpoint_parse(uint8_t *bytes, size_t size, Checkpoint *ckpt, ErrorMessage
 void checkpoint_free(Checkpoint *ckpt);
 // What a file to load weights from is, from one read of its first bytes:
 // *is_checkpoint = 1 when it starts with the magic, else *kind says which
-// state dict it is (nn/safetensors.h). -1 with err naming the path when it
+// state dict it is (weights/weight_file.h). -1 with err naming the path when it
 // is unreadable or not a regular file, or when its name ends in ".ckpt" and
 // it is neither a checkpoint nor a safetensors or PyTorch file (a damaged or
 // foreign checkpoint, which the safetensors parser would only describe as a
 // bad header). A state dict named .ckpt is read like any other (files are
-// told by content). Pass kind to safetensors_read_weights_as.
-int checkpoint_sniff(const char *path, int *is_checkpoint, SafeFileKind *kind,
+// told by content). Pass kind to weight_file_read_weights_as.
+int checkpoint_sniff(const char *path, int *is_checkpoint, WeightFileKind *kind,
                      ErrorMessage *err);
 // 1 when the file starts with the magic; 0 otherwise (also when unreadable).
 int checkpoint_is_checkpoint_file(const char *path);

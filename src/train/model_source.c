@@ -11,6 +11,7 @@
 #include "nn/weights.h"
 #include "train/checkpoint.h"
 #include "weights/resolve.h"
+#include "weights/weight_file.h"
 
 // The checkpoint prefix of `part` (see model_source.h).
 static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char *prefix,
@@ -47,10 +48,11 @@ static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
     if (backbone_spec_parse(arch, 224, &named, err)) return -1;
     char found[BACKBONE_MAX_NAME];
     backbone_spec_name(spec, found, sizeof found);
-    if (named.kind != spec->kind || (spec->kind == BACKBONE_RESNET &&
-                                     named.resnet_depth != spec->resnet_depth))
+    if (named.kind != spec->kind ||
+        (spec->kind == BACKBONE_RESNET && named.resnet_depth != spec->resnet_depth) ||
+        (spec->kind == BACKBONE_YOLO && strcmp(named.yolo.name, spec->yolo.name) != 0))
         return error_set(err, "%s does not match the file, which holds a %s", arch, found);
-    if (spec->kind == BACKBONE_RESNET) return 0;
+    if (spec->kind != BACKBONE_VIT) return 0;
     const VitConfig *a = &named.vit, *b = &spec->vit;
     const struct { const char *what; int named, file; } checks[] = {
         {"width", a->embed_dim, b->embed_dim},        {"depth", a->depth, b->depth},
@@ -178,7 +180,7 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
     memset(model, 0, sizeof *model);
     CreateAndLoad how = {options, backend, inputs, input_count, model, NULL};
     int status, is_checkpoint;
-    SafeFileKind kind;
+    WeightFileKind kind;
     if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
     if (is_checkpoint) {
         info->is_checkpoint = 1;
@@ -206,8 +208,8 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
         if (strcmp(part, "backbone") != 0 && strcmp(part, "student") != 0)
             return error_set(err, "%s: part \"%s\" needs a checkpoint; a safetensors file holds "
                                   "one backbone (part backbone)", path, part);
-        status = state_dict_backbone_load(path, kind, create_from_state_dict, &how, info->prefix,
-                                          sizeof info->prefix, err);  // names the path
+        status = weight_file_load_backbone(path, kind, create_from_state_dict, &how,
+                                           info->prefix, sizeof info->prefix, err);  // names the path
     }
     if (status == 0) return 0;
     return strcmp(asked, path) != 0 ? error_prefix(err, "%s", asked) : -1;

@@ -490,7 +490,8 @@ static int tidy_out(TrainRun *run, ErrorMessage *err) {
     static const char *const written[][4] = {{"metrics.jsonl", "events.out.tfevents.*",
                                               "mlflow_run.txt", NULL},
                                              {"last.ckpt", NULL},
-                                             {"exported_last.safetensors", NULL}};
+                                             {"exported_last.safetensors",
+                                              "exported_last.pt", NULL}};
     char names[1024] = "", path[PATH_MAX];
     int removed = file_remove_stale_temporaries(config->out, written[0], names, sizeof names);
     for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {

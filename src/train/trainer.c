@@ -23,6 +23,7 @@
 #include "util/cpu.h"
 #include "util/fault.h"
 #include "util/output_path.h"
+#include "weights/ultralytics_export.h"
 
 static volatile sig_atomic_t stop_signal;
 
@@ -291,7 +292,14 @@ static int train_export(TrainRun *run, ErrorMessage *err) {
     Backbone *exported = &run->method.backbone;
     if (strcmp(run->method.export_part, "teacher_backbone") == 0 && run->method.ops->teacher)
         exported = run->method.ops->teacher(&run->method);
-    return backbone_save(exported, run->export_path, err);
+    if (backbone_save(exported, run->export_path, err)) return -1;
+    if (exported->spec.kind != BACKBONE_YOLO) return 0;
+    // A YOLO also as Ultralytics' checkpoint, exported_last.pt beside it (what
+    // LightlyTrain writes: ultralytics.YOLO(path) fine-tunes it).
+    char path[sizeof run->export_path];
+    const size_t length = strlen(run->export_path) - strlen(".safetensors");
+    snprintf(path, sizeof path, "%.*s.pt", (int)length, run->export_path);
+    return export_ultralytics(&exported->model.yolo, path, err);
 }
 
 // The folder a file of the run is written into still exists.

@@ -67,7 +67,8 @@ static const struct {
 
 const char *pt_kind_name(PtKind kind) {
     static const char *const names[] = {"None",  "bool", "int",  "float",  "str",     "bytes",
-                                        "tuple", "list", "dict", "global", "storage", "tensor"};
+                                        "tuple", "list", "dict", "global", "storage", "tensor",
+                                        "object"};
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -329,6 +330,35 @@ void pt_printable(const char *text, size_t length, char *out, size_t capacity) {
     out[n] = '\0';
 }
 
+// The modules whose classes a whole pickled model may name (never call).
+static const char *const CLASS_MODULES[] = {"torch.nn.modules.", "ultralytics."};
+
+static int has_prefix(const char *text, size_t length, const char *prefix) {
+    return length > strlen(prefix) && memcmp(text, prefix, strlen(prefix)) == 0;
+}
+
+// A class of CLASS_MODULES or builtins.set as a PT_GLOBAL; 1 when it is
+// neither (nothing pushed).
+static int push_class(Machine *m, const char *module, size_t module_length, const char *name,
+                      size_t name_length) {
+    const int is_set = name_length == 3 && memcmp(name, "set", 3) == 0 &&
+                       ((module_length == 8 && memcmp(module, "builtins", 8) == 0) ||
+                        (module_length == 11 && memcmp(module, "__builtin__", 11) == 0));
+    int allowed = is_set;
+    for (size_t i = 0; i < sizeof CLASS_MODULES / sizeof *CLASS_MODULES; i++)
+        allowed |= has_prefix(module, module_length, CLASS_MODULES[i]);
+    if (!allowed || memchr(module, 0, module_length) || memchr(name, 0, name_length)) return 1;
+    PtValue *value = new_value(m, PT_GLOBAL);
+    char *full = value ? counted_calloc(m, module_length + name_length + 2) : NULL;
+    if (!full) return -1;
+    memcpy(full, module, module_length);
+    full[module_length] = '.';
+    memcpy(full + module_length + 1, name, name_length);
+    value->as.global.which = is_set ? PT_GLOBAL_SET : PT_GLOBAL_CLASS;
+    value->as.global.name = full;
+    return push(m, value);
+}
+
 static int push_global(Machine *m, const char *module, size_t module_length, const char *name,
                        size_t name_length) {
     for (size_t i = 0; i < sizeof ALLOWED_GLOBALS / sizeof ALLOWED_GLOBALS[0]; i++) {
@@ -344,14 +374,16 @@ static int push_global(Machine *m, const char *module, size_t module_length, con
         }
         return push(m, value);
     }
+    const int pushed = push_class(m, module, module_length, name, name_length);
+    if (pushed <= 0) return pushed;
     char shown_module[PT_PRINTABLE_SIZE], shown_name[PT_PRINTABLE_SIZE], text[200];
     pt_printable(module, module_length, shown_module, sizeof shown_module);
     pt_printable(name, name_length, shown_name, sizeof shown_name);
     snprintf(text, sizeof text, "%s.%s", shown_module, shown_name);
     return fail(m,
                 "global %s is not allowed: a state dict holds only OrderedDicts, tensors "
-                "(torch._utils._rebuild_tensor_v2) and torch.*Storage (a whole pickled model? "
-                "save model.state_dict() instead)",
+                "(torch._utils._rebuild_tensor_v2) and torch.*Storage, a whole pickled model "
+                "only modules of torch.nn and ultralytics (save model.state_dict() instead)",
                 text);
 }
 
@@ -505,10 +537,13 @@ static int op_reduce(Machine *m) {
     PtValue *args = pop(m);
     PtValue *callable = args ? pop(m) : NULL;
     if (!callable) return -1;
-    if (callable->kind != PT_GLOBAL || callable->as.global.which == PT_GLOBAL_STORAGE_TYPE)
-        return fail(m, "REDUCE of a %s: only OrderedDict, _rebuild_tensor_v2 and "
+    if (callable->kind != PT_GLOBAL || callable->as.global.which == PT_GLOBAL_STORAGE_TYPE ||
+        callable->as.global.which == PT_GLOBAL_CLASS)
+        return fail(m, "REDUCE of a %s: only OrderedDict, set, _rebuild_tensor_v2 and "
                        "_rebuild_parameter may be called",
-                    callable->kind == PT_GLOBAL ? "storage type" : pt_kind_name(callable->kind));
+                    callable->kind != PT_GLOBAL ? pt_kind_name(callable->kind)
+                    : callable->as.global.which == PT_GLOBAL_CLASS ? callable->as.global.name
+                                                                   : "storage type");
     if (args->kind != PT_TUPLE) return fail(m, "%s", "arguments that are not a tuple");
     switch (callable->as.global.which) {
         case PT_GLOBAL_ORDERED_DICT:
@@ -523,10 +558,29 @@ static int op_reduce(Machine *m) {
                 args->as.items.items[1]->kind != PT_BOOL || !is_empty_dict(args->as.items.items[2]))
                 return fail(m, "%s", "_rebuild_parameter with other than (tensor, bool, {})");
             return push(m, args->as.items.items[0]);
+        case PT_GLOBAL_SET:  // set(list): the list stands for it
+            if (args->as.items.count != 1 || args->as.items.items[0]->kind != PT_LIST)
+                return fail(m, "%s", "set called with other than one list");
+            return push(m, args->as.items.items[0]);
         case PT_GLOBAL_STORAGE_TYPE:
+        case PT_GLOBAL_CLASS:
             break;
     }
     return fail(m, "%s", "unreachable");
+}
+
+// NEWOBJ: cls.__new__(cls) of a module's class, no arguments: an opaque object.
+static int op_newobj(Machine *m) {
+    PtValue *args = pop(m);
+    PtValue *cls = args ? pop(m) : NULL;
+    if (!cls) return -1;
+    if (cls->kind != PT_GLOBAL || cls->as.global.which != PT_GLOBAL_CLASS)
+        return fail(m, "NEWOBJ of a %s: only a module's class", pt_kind_name(cls->kind));
+    if (args->kind != PT_TUPLE || args->as.items.count != 0)
+        return fail(m, "%s", "NEWOBJ with arguments");
+    PtValue *object = new_value(m, PT_OBJECT);
+    if (object) object->as.object.cls = cls;
+    return push(m, object);
 }
 
 // BUILD sets an object's state; a state dict's only one is the `_metadata`
@@ -535,8 +589,15 @@ static int op_build(Machine *m) {
     PtValue *state = pop(m);
     PtValue *target = state ? top(m) : NULL;
     if (!target) return -1;
+    if (target->kind == PT_OBJECT) {
+        if (state->kind != PT_DICT || target->as.object.state)
+            return fail(m, "%s", "BUILD of an object with other than one dict (its __dict__)");
+        target->as.object.state = state;
+        return 0;
+    }
     if (target->kind != PT_DICT)
-        return fail(m, "BUILD on a %s (only an OrderedDict's _metadata is accepted)",
+        return fail(m, "BUILD on a %s (only an OrderedDict's _metadata or a module's __dict__ "
+                       "is accepted)",
                     pt_kind_name(target->kind));
     return 0;
 }
@@ -610,10 +671,12 @@ static int step(Machine *m, int *stopped) {
         case 'Q': return op_persistent_id(m);
         case 'R': return op_reduce(m);
         case 'b': return op_build(m);
+        case 0x81: return op_newobj(m);
         default:
             return fail(m, "%s",
-                        "opcode not allowed in a state dict (torch.save's protocol 2 data "
-                        "opcodes, OrderedDict, tensors and storages only)");
+                        "opcode not allowed in a state dict or a pickled model (torch.save's "
+                        "protocol 2 data opcodes, OrderedDict, tensors, storages and modules "
+                        "only)");
     }
 }
 
@@ -659,6 +722,7 @@ void pt_pickle_free(PtPickle *pickle) {
             free(value->as.items.items);
         if (value->kind == PT_STORAGE) free(value->as.storage);
         if (value->kind == PT_TENSOR) free(value->as.tensor);
+        if (value->kind == PT_GLOBAL) free(value->as.global.name);
     }
     for (size_t b = 0; b < pickle->block_count; b++) free(pickle->blocks[b]);
     free(pickle->blocks);

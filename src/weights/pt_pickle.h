@@ -9,10 +9,16 @@
 //   torch.{Float,Half,BFloat16,Double,Long,Int,Short,Char,Byte,Bool}Storage
 //                                        (only inside a persistent id)
 //
-// and every other global, every REDUCE of something else, BUILD on anything
-// but a dict (an OrderedDict's `_metadata`, dropped), and every opcode
-// outside the list in pt_pickle.c are refused with one line naming the
-// opcode or the global and its byte offset. Persistent ids (BINPERSID) must
+// and, for a whole pickled model (Ultralytics' checkpoints: torch.save of
+// a dict holding a DetectionModel), the classes of the modules
+// `torch.nn.modules.*` and `ultralytics.*` and `builtins.set`: a class is
+// never called, only named: NEWOBJ with no arguments makes an opaque
+// object (PT_OBJECT, its class named) and BUILD gives it its __dict__ (a
+// dict); REDUCE of set on a list gives the list. Every other global, every
+// REDUCE of something else, BUILD on anything but such an object or a dict
+// (an OrderedDict's `_metadata`, dropped), and every opcode outside the list
+// in pt_pickle.c are refused with one line naming the opcode or the global
+// and its byte offset. Persistent ids (BINPERSID) must
 // be torch's storage tuples ('storage', type, key, location, numel[, None]).
 // A tensor's shape, strides and storage offset are checked here against the
 // storage's element count from its persistent id (sizes that overflow, a
@@ -46,6 +52,7 @@ typedef enum PtKind {
     PT_GLOBAL,   // one of the allowed globals (PtGlobal)
     PT_STORAGE,  // a persistent id of a storage
     PT_TENSOR,
+    PT_OBJECT,   // an instance of an allowed class (a module): its class and its __dict__
 } PtKind;
 
 typedef enum PtGlobal {
@@ -53,6 +60,8 @@ typedef enum PtGlobal {
     PT_GLOBAL_REBUILD_TENSOR,
     PT_GLOBAL_REBUILD_PARAMETER,
     PT_GLOBAL_STORAGE_TYPE,  // dtype says which
+    PT_GLOBAL_CLASS,         // a module's class (name says which): NEWOBJ only
+    PT_GLOBAL_SET,           // builtins.set
 } PtGlobal;
 
 typedef struct PtValue PtValue;
@@ -88,7 +97,12 @@ struct PtValue {
         struct {
             PtGlobal which;
             SafeDType dtype;  // PT_GLOBAL_STORAGE_TYPE
+            char *name;       // PT_GLOBAL_CLASS: "module.name"
         } global;
+        struct {
+            const PtValue *cls;  // PT_GLOBAL_CLASS
+            const PtValue *state;  // its __dict__ (PT_DICT) once built, else NULL
+        } object;
         PtStorage *storage;  // out of line: a value stays 32 bytes (a pickle makes
         PtTensor *tensor;    // one per opcode, tensors and storages are rare)
     } as;

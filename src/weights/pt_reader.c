@@ -12,6 +12,7 @@
 
 #include "nn/json_scan.h"
 #include "util/file.h"
+#include "weights/pt_modules.h"
 #include "weights/pt_pickle.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -116,17 +117,44 @@ static size_t dict_tensor_count(const PtValue *dict) {
     return count;
 }
 
-// The dict whose tensors are read (see pt_reader.h).
-static const PtValue *choose_dict(const PtValue *root, ErrorMessage *err) {
-    if (root->kind != PT_DICT) {
-        error_set(err, "the pickle holds a %s, not a dict of tensors (a state dict)",
-                  pt_kind_name(root->kind));
-        return NULL;
+// What is read: a dict's tensors, or those of a pickled model's module tree.
+typedef struct Chosen {
+    const PtValue *dict;
+    PtNamedTensor *named;  // malloc'ed; or NULL
+    int named_count;
+} Chosen;
+
+// An Ultralytics checkpoint's model: "ema" when it holds one, else "model"
+// (what Ultralytics' attempt_load_one_weight loads).
+static const PtValue *pickled_model(const PtValue *root) {
+    const PtValue *ema = pt_dict_get(root, "ema");
+    if (ema && ema->kind == PT_OBJECT) return ema;
+    const PtValue *model = pt_dict_get(root, "model");
+    return model && model->kind == PT_OBJECT ? model : NULL;
+}
+
+// The tensors to read (see pt_reader.h); 0 or -1 with err.
+static int choose(const PtValue *root, Chosen *chosen, ErrorMessage *err) {
+    memset(chosen, 0, sizeof *chosen);
+    if (root->kind != PT_DICT)
+        return error_set(err, "the pickle holds a %s, not a dict of tensors (a state dict)",
+                         pt_kind_name(root->kind));
+    if (dict_tensor_count(root) > 0) {
+        chosen->dict = root;
+        return 0;
     }
-    if (dict_tensor_count(root) > 0) return root;
     for (size_t k = 0; k < sizeof NESTED_KEYS / sizeof NESTED_KEYS[0]; k++) {
         const PtValue *nested = pt_dict_get(root, NESTED_KEYS[k]);
-        if (dict_tensor_count(nested) > 0) return nested;
+        if (dict_tensor_count(nested) > 0) {
+            chosen->dict = nested;
+            return 0;
+        }
+    }
+    const PtValue *model = pickled_model(root);
+    if (model) {
+        if (pt_module_tensors(model, &chosen->named, &chosen->named_count, err))
+            return error_prefix(err, "the pickled %s", model->as.object.cls->as.global.name);
+        return 0;
     }
     char keys[200] = "";
     size_t used = 0;
@@ -137,47 +165,64 @@ static const PtValue *choose_dict(const PtValue *root, ErrorMessage *err) {
         if (n < 0) break;
         used += (size_t)n;
     }
-    error_set(err, "no tensors in the top-level dict (keys: %s) nor in a dict under "
-                   "state_dict, model_state_dict, model or teacher",
-              root->as.items.count ? keys : "none");
-    return NULL;
+    return error_set(err, "no tensors in the top-level dict (keys: %s) nor in a dict under "
+                          "state_dict, model_state_dict, model or teacher, nor a pickled model "
+                          "under ema or model",
+                     root->as.items.count ? keys : "none");
+}
+
+static int check_text(const char *text, size_t length, ErrorMessage *err) {
+    if (length == 0 || length >= SAFETENSORS_MAX_NAME || strlen(text) != length ||
+        !json_utf8_valid(text, length)) {
+        char name[PT_PRINTABLE_SIZE];
+        pt_printable(text, length, name, sizeof name);
+        return error_set(err, "a tensor key that is empty, longer than %d bytes, holds a NUL or "
+                              "is not UTF-8 (\"%s\")",
+                         SAFETENSORS_MAX_NAME - 1, name);
+    }
+    return 0;
 }
 
 static int check_name(const PtValue *key, ErrorMessage *err) {
     if (key->kind != PT_STRING)
         return error_set(err, "a tensor's key is a %s, not a str", pt_kind_name(key->kind));
-    const size_t length = key->as.string.length;
-    if (length == 0 || length >= SAFETENSORS_MAX_NAME || strlen(key->as.string.bytes) != length ||
-        !json_utf8_valid(key->as.string.bytes, length))
-        return error_set(err, "a tensor key that is empty, longer than %d bytes, holds a NUL or "
-                              "is not UTF-8 (\"%s\")",
-                         SAFETENSORS_MAX_NAME - 1, shown(key).text);
-    return 0;
+    return check_text(key->as.string.bytes, key->as.string.length, err);
 }
 
-// The chosen dict's tensors as entries, names checked and unique.
-static int collect_entries(const PtValue *dict, Entry **entries, int *count, ErrorMessage *err) {
-    const size_t found = dict_tensor_count(dict);
+static Entry entry_of(const char *name, const PtTensor *tensor) {
+    return (Entry){
+        .name = name,
+        .tensor = tensor,
+        .bytes = (uint64_t)tensor->elements * safe_dtype_size(tensor->storage->as.storage->dtype),
+    };
+}
+
+// The chosen tensors as entries, names checked and unique.
+static int collect_entries(const Chosen *chosen, Entry **entries, int *count, ErrorMessage *err) {
+    const PtValue *dict = chosen->dict;
+    const size_t found = dict ? dict_tensor_count(dict) : (size_t)chosen->named_count;
     if (found > SAFETENSORS_MAX_TENSORS)
         return error_set(err, "%zu tensors (at most %d)", found, SAFETENSORS_MAX_TENSORS);
     const int n = (int)found;
     Entry *list = calloc((size_t)n, sizeof *list);
     if (!list) return error_set(err, "out of memory for %d tensors", n);
     int used = 0;
-    for (size_t i = 0; i + 1 < dict->as.items.count; i += 2) {
+    for (int i = 0; !dict && i < n; i++) {
+        const PtNamedTensor *named = &chosen->named[i];
+        if (check_text(named->name, strlen(named->name), err) != 0) {
+            free(list);
+            return -1;
+        }
+        list[used++] = entry_of(named->name, named->tensor->as.tensor);
+    }
+    for (size_t i = 0; dict && i + 1 < dict->as.items.count; i += 2) {
         const PtValue *value = dict->as.items.items[i + 1];
         if (value->kind != PT_TENSOR) continue;  // an epoch counter, a config string, ...
         if (check_name(dict->as.items.items[i], err) != 0) {
             free(list);
             return -1;
         }
-        const PtTensor *tensor = value->as.tensor;
-        list[used++] = (Entry){
-            .name = dict->as.items.items[i]->as.string.bytes,
-            .tensor = tensor,
-            .bytes = (uint64_t)tensor->elements *
-                     safe_dtype_size(tensor->storage->as.storage->dtype),
-        };
+        list[used++] = entry_of(dict->as.items.items[i]->as.string.bytes, value->as.tensor);
     }
     Entry *sorted = malloc((size_t)n * sizeof *sorted);
     if (!sorted) {
@@ -248,11 +293,11 @@ static void copy_view(uint8_t *out, const uint8_t *storage, size_t size, const P
 }
 
 // The chosen dict -> *out: storages checked, sizes bounded, views copied.
-static int build_tensors(const PtValue *dict, const StorageSource *source, SafeTensors *out,
+static int build_tensors(const Chosen *chosen, const StorageSource *source, SafeTensors *out,
                          ErrorMessage *err) {
     Entry *entries = NULL;
     int count = 0;
-    if (collect_entries(dict, &entries, &count, err) != 0) return -1;
+    if (collect_entries(chosen, &entries, &count, err) != 0) return -1;
     // Output offsets in dict order, then storages grouped by key.
     uint64_t total = 0;
     for (int i = 0; i < count; i++) {
@@ -528,11 +573,13 @@ static int read_zip(ZipArchive *archive, SafeTensors *out, ErrorMessage *err) {
                                  "weights), not a state dict: save its model's state_dict() with "
                                  "torch.save; %s", entry.shown);
     if (status != 0) return error_prefix(err, "%s", entry.shown);
-    const PtValue *dict = choose_dict(pickle.root, err);
+    Chosen chosen;
     const StorageSource source = {
         zip_storage_check, zip_storage_load, zip_storage_read_into, archive,
         PT_MAX_INFLATION * archive->file_size + PT_INFLATION_SLACK, archive->file_size};
-    status = dict ? build_tensors(dict, &source, out, err) : -1;
+    status = choose(pickle.root, &chosen, err) == 0 ? build_tensors(&chosen, &source, out, err)
+                                                     : -1;
+    free(chosen.named);
     pt_pickle_free(&pickle);
     return status;
 }
@@ -696,14 +743,15 @@ static int read_legacy(const uint8_t *bytes, size_t size, SafeTensors *out, Erro
         pos += consumed;
     }
     if (status == 0) status = pt_pickle_load(bytes + pos, size - pos, pos, &object, &consumed, err);
-    const PtValue *dict = status == 0 ? choose_dict(object.root, err) : NULL;
-    if (status == 0 && !dict) status = -1;
+    Chosen chosen = {0};
+    if (status == 0) status = choose(object.root, &chosen, err);
     LegacyFile file = {0};
     if (status == 0)
         status = legacy_storages(bytes, size, pos + consumed, &object, &file, &keys, err);
     const StorageSource source = {legacy_storage_check, legacy_storage_load,
                                   legacy_storage_read_into, &file, UINT64_MAX, size};
-    if (status == 0) status = build_tensors(dict, &source, out, err);
+    if (status == 0) status = build_tensors(&chosen, &source, out, err);
+    free(chosen.named);
     free(file.storages);
     pt_pickle_free(&keys);
     pt_pickle_free(&object);

@@ -1,7 +1,8 @@
 // PyTorch .pt / .pth state dicts read into the same SafeTensors that
 // safetensors files give (nn/safetensors.h), so every consumer of weights
-// (initial weights, teachers, embed, export) reads both; safetensors_read
-// sends a file here when its first bytes say PyTorch (never by extension).
+// (initial weights, teachers, embed, export) reads both; the front door
+// (weights/weight_file.h) sends a file here when its first bytes say
+// PyTorch (never by extension).
 //
 // Containers:
 //   zip     torch.save since PyTorch 1.6: <archive>/data.pkl (the pickle),
@@ -19,7 +20,10 @@
 // tensors are those of the top-level dict; when it holds none, those of the
 // first of its entries "state_dict", "model_state_dict", "model", "teacher"
 // that holds tensors (Lightning / timm training checkpoints, DINOv2's
-// teacher checkpoints). Non-tensor entries of that dict are skipped; keys
+// teacher checkpoints); when none does, an Ultralytics checkpoint's
+// pickled model (the "ema" entry when it holds one, else "model"), its
+// tensors by module path as its state_dict() names them
+// (weights/pt_modules.h). Non-tensor entries of that dict are skipped; keys
 // must be UTF-8 strings without NUL, shorter than SAFETENSORS_MAX_NAME, and
 // unique. Tensors keep the dict's order.
 //
@@ -75,7 +79,7 @@ PtFormat pt_sniff(const uint8_t *head, size_t size);
 int pt_is_bare_pickle(const uint8_t *head, size_t size);
 
 // Reads the file at path; errors name what is wrong (not the path: the
-// caller adds it, as with safetensors_read).
+// caller adds it, as weight_file_read does).
 int pt_read(const char *path, SafeTensors *out, ErrorMessage *err);
 // The same on a whole file held in memory; takes ownership of bytes
 // (malloc'ed) on success and on failure.

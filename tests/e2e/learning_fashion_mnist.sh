@@ -11,18 +11,7 @@
 # it) and under sanitizer builds (far too slow for a training run).
 set -u
 source "$(dirname "$0")/lib.bash"
-tool="$build/tools/fashion_mnist_folder"
-source_dir=/usr/share/datasets/fashion-mnist
-
-if [ ! -f "$source_dir/train-images-idx3-ubyte.gz" ] || [ ! -f "$source_dir/t10k-images-idx3-ubyte.gz" ]; then
-  echo "skipped: dataset-fashion-mnist not installed (make deps installs it)"
-  exit 0
-fi
-if grep -qa __asan_init "$bin" 2>/dev/null; then
-  echo "skipped: sanitizer build (a training run takes too long under ASan)"
-  exit 0
-fi
-[ -x "$tool" ] || { echo "FAIL: $tool is not built (make tools)"; exit 1; }
+learning_require  # $tool: the Fashion-MNIST converter
 e2e_init learning
 
 # 100 images per class of the train split to train on, 50 per class of the

@@ -15,6 +15,9 @@
 #                              caller's ${common[@]}) must print one line
 #                              matching PATTERN, exit 2 and write nothing
 #   e2e_finish                 prints the verdict and exits 1 on failures
+#   learning_require           for the learning checks: skips (exit 0) without
+#                              Debian's dataset-fashion-mnist or under a sanitizer
+#                              build, fails without the converter; sets $tool
 bin=${LTC_BIN:-build/lightly-train-c}
 build=${LTC_BUILD:-build}
 failures=0
@@ -57,6 +60,21 @@ refuse_distillation() {
   [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] || fail "'$*' printed more than one line: $output"
   printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
   [ -e "$work/refused" ] && fail "'$*' wrote $work/refused" && rm -rf "$work/refused"
+}
+
+learning_require() {
+  tool="$build/tools/fashion_mnist_folder"
+  local source_dir=/usr/share/datasets/fashion-mnist
+  if [ ! -f "$source_dir/train-images-idx3-ubyte.gz" ] ||
+     [ ! -f "$source_dir/t10k-images-idx3-ubyte.gz" ]; then
+    echo "skipped: dataset-fashion-mnist not installed (make deps installs it)"
+    exit 0
+  fi
+  if grep -qa __asan_init "$bin" 2>/dev/null; then
+    echo "skipped: sanitizer build (a training run takes too long under ASan)"
+    exit 0
+  fi
+  [ -x "$tool" ] || { echo "FAIL: $tool is not built (make tools)"; exit 1; }
 }
 
 e2e_finish() {

@@ -238,5 +238,14 @@ void cpu_rope_backward(Backend *backend, int batch, int tokens, int heads, int h
 void cpu_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x, Act *y);
 void cpu_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x,
                          const Act *dy, Act *dx);
+// ---- cpu_yolo.c ----
+void cpu_silu_forward(Backend *backend, size_t n, const Act *x, Act *y);
+void cpu_silu_backward(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
+void cpu_depthwise_conv2d_forward(Backend *backend, const ConvShape *shape, const Act *x,
+                                  const Act *w, Act *y);
+void cpu_depthwise_conv2d_backward_data(Backend *backend, const ConvShape *shape, const Act *dy,
+                                        const Act *w, Act *dx);
+void cpu_depthwise_conv2d_backward_weights(Backend *backend, const ConvShape *shape,
+                                           const Act *x, const Act *dy, float *dw);
 
 #endif

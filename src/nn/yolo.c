@@ -1,0 +1,627 @@
+// YOLO construction (see yolo.h): parameter declaration with Ultralytics'
+// state_dict names, conv and attention plans per slot and batch size, the
+// activation and backward arenas, initialisation and the weight file.
+// Forward and backward are in yolo_blocks.c, the YAML tables in
+// yolo_config.c.
+#include "nn/yolo.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/weights.h"
+#include "nn/yolo_internal.h"
+
+// ---- declaration ---------------------------------------------------------------------------
+
+// name (PARAM_MAX_NAME bytes) = the formatted text; a longer one is cut
+// (parameter_declare then refuses nothing: Ultralytics' names are short).
+static void name_format(char *name, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(name, PARAM_MAX_NAME, format, args);
+    va_end(args);
+}
+
+typedef struct Declarer {
+    Yolo *model;
+    ParameterSet *set;  // params for the backbone, buffers for the neck and head
+    int trained;
+} Declarer;
+
+static int declare_conv(Declarer *d, YoloConv *unit, const char *prefix, int in_channels,
+                        int out_channels, int kernel, int stride, int act, int depthwise,
+                        ErrorMessage *err) {
+    Yolo *model = d->model;
+    memset(unit, 0, sizeof *unit);
+    unit->act = act;
+    unit->depthwise = depthwise;
+    unit->id = -1;
+    char name[PARAM_MAX_NAME];
+    name_format(name, "%s.conv.weight", prefix);
+    if (conv2d_declare(&unit->conv, d->set, name, depthwise ? 1 : in_channels, out_channels,
+                       kernel, stride, kernel / 2, err))
+        return -1;
+    if (depthwise) unit->conv.in_channels = in_channels;
+    name_format(name, "%s.bn", prefix);
+    if (batchnorm_declare(&unit->bn, d->set, &model->buffers, name, out_channels,
+                          model->config.bn_momentum, model->config.bn_eps, err))
+        return -1;
+    if (d->trained) {
+        YoloConv **grown = realloc(model->convs, (size_t)(model->conv_count + 1) * sizeof *grown);
+        if (!grown) return error_set(err, "out of memory");
+        model->convs = grown;
+        unit->id = model->conv_count;
+        model->convs[model->conv_count++] = unit;
+    }
+    return 0;
+}
+
+static int declare_bottleneck(Declarer *d, YoloBottleneck *b, const char *prefix, int channels,
+                              int kernel1, float expansion, int shortcut, ErrorMessage *err) {
+    const int hidden = (int)(channels * expansion);
+    char name[PARAM_MAX_NAME];
+    b->add = shortcut;  // c1 == c2 in every use here
+    name_format(name, "%s.cv1", prefix);
+    if (declare_conv(d, &b->cv1, name, channels, hidden, kernel1, 1, 1, 0, err)) return -1;
+    name_format(name, "%s.cv2", prefix);
+    return declare_conv(d, &b->cv2, name, hidden, channels, 3, 1, 1, 0, err);
+}
+
+static int register_inner(Declarer *d, YoloInner *inner, ErrorMessage *err) {
+    Yolo *model = d->model;
+    inner->id = -1;
+    if (!d->trained) return 0;
+    YoloInner **grown = realloc(model->inners, (size_t)(model->inner_count + 1) * sizeof *grown);
+    if (!grown) return error_set(err, "out of memory");
+    model->inners = grown;
+    inner->id = model->inner_count;
+    model->inners[model->inner_count++] = inner;
+    return 0;
+}
+
+// C3k(c, c, 2, shortcut, e=0.5, k=3): two 1x1 halves, bottlenecks (3x3, 3x3,
+// e=1) on the first, cv3 on their concat.
+static int declare_c3k(Declarer *d, YoloInner *inner, const char *prefix, int channels,
+                       ErrorMessage *err) {
+    const int hidden = channels / 2;
+    char name[PARAM_MAX_NAME];
+    inner->kind = YOLO_INNER_C3K;
+    inner->hidden = hidden;
+    inner->count = 2;
+    inner->m = calloc(2, sizeof *inner->m);
+    if (!inner->m) return error_set(err, "out of memory");
+    const char *convs[3] = {"cv1", "cv2", "cv3"};
+    YoloConv *units[3] = {&inner->cv1, &inner->cv2, &inner->cv3};
+    for (int i = 0; i < 3; i++) {
+        name_format(name, "%s.%s", prefix, convs[i]);
+        if (declare_conv(d, units[i], name, i < 2 ? channels : 2 * hidden,
+                         i < 2 ? hidden : channels, 1, 1, 1, 0, err))
+            return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        name_format(name, "%s.m.%d", prefix, i);
+        if (declare_bottleneck(d, &inner->m[i], name, hidden, 3, 1.0f, 1, err)) return -1;
+    }
+    return 0;
+}
+
+// PSABlock(c, attn_ratio 0.5, heads max(c / 64, 1)).
+static int declare_psa(Declarer *d, YoloInner *inner, const char *prefix, int channels,
+                       ErrorMessage *err) {
+    inner->kind = YOLO_INNER_PSA;
+    inner->heads = channels / 64 > 1 ? channels / 64 : 1;
+    inner->head_dim = channels / inner->heads;
+    inner->key_dim = inner->head_dim / 2;
+    const int qkv = channels + 2 * inner->key_dim * inner->heads;
+    char name[PARAM_MAX_NAME];
+    struct {
+        const char *path;
+        YoloConv *unit;
+        int in, out, kernel, act, depthwise;
+    } units[] = {
+        {"attn.qkv", &inner->qkv, channels, qkv, 1, 0, 0},
+        {"attn.proj", &inner->proj, channels, channels, 1, 0, 0},
+        {"attn.pe", &inner->pe, channels, channels, 3, 0, 1},
+        {"ffn.0", &inner->ffn0, channels, 2 * channels, 1, 1, 0},
+        {"ffn.1", &inner->ffn1, 2 * channels, channels, 1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+        name_format(name, "%s.%s", prefix, units[i].path);
+        if (declare_conv(d, units[i].unit, name, units[i].in, units[i].out, units[i].kernel, 1,
+                         units[i].act, units[i].depthwise, err))
+            return -1;
+    }
+    return 0;
+}
+
+// The Detect head (never run): per level, cv2 (box) and cv3 (class) stacks
+// ending in a plain Conv2d with bias, and the DFL conv.
+static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, ErrorMessage *err) {
+    Yolo *model = d->model;
+    const int legacy = model->config.family == YOLO_V8, classes = model->config.classes;
+    const int ch0 = model->layers[layer->from[0]].out_channels;
+    int box = ch0 / 4 > 64 ? ch0 / 4 : 64;
+    if (box < 16) box = 16;
+    const int cls = ch0 > (classes < 100 ? classes : 100) ? ch0 : (classes < 100 ? classes : 100);
+    char name[PARAM_MAX_NAME];
+    YoloConv unused;
+    for (int stack = 0; stack < 2; stack++)
+        for (int level = 0; level < layer->from_count; level++) {
+            const int x = model->layers[layer->from[level]].out_channels;
+            const int width = stack == 0 ? box : cls, last = stack == 0 ? 64 : classes;
+            const char *head = stack == 0 ? "cv2" : "cv3";
+            if (stack == 0 || legacy) {
+                for (int i = 0; i < 2; i++) {
+                    name_format(name, "%s.%s.%d.%d", prefix, head, level, i);
+                    if (declare_conv(d, &unused, name, i ? width : x, width, 3, 1, 1, 0, err))
+                        return -1;
+                }
+            } else {
+                for (int i = 0; i < 2; i++) {
+                    const int in = i ? width : x;
+                    name_format(name, "%s.%s.%d.%d.0", prefix, head, level, i);
+                    if (declare_conv(d, &unused, name, in, in, 3, 1, 1, 1, err)) return -1;
+                    name_format(name, "%s.%s.%d.%d.1", prefix, head, level, i);
+                    if (declare_conv(d, &unused, name, in, width, 1, 1, 1, 0, err)) return -1;
+                }
+            }
+            name_format(name, "%s.%s.%d.2.weight", prefix, head, level);
+            Conv2d conv;
+            if (conv2d_declare(&conv, d->set, name, width, last, 1, 1, 0, err)) return -1;
+            const int bias_shape[1] = {last};
+            name_format(name, "%s.%s.%d.2.bias", prefix, head, level);
+            if (parameter_declare(d->set, name, PARAM_BIAS, 1, bias_shape, NULL, err) < 0)
+                return -1;
+        }
+    name_format(name, "%s.dfl.conv.weight", prefix);
+    Conv2d dfl;
+    return conv2d_declare(&dfl, d->set, name, 16, 1, 1, 1, 0, err);
+}
+
+static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
+    YoloModule *layer = &model->layers[index];
+    Declarer d = {model, layer->trained ? &model->params : &model->buffers, layer->trained};
+    char prefix[PARAM_MAX_NAME], name[PARAM_MAX_NAME];
+    name_format(prefix, "model.%d", index);
+    const int c1 = layer->in_channels, c2 = layer->out_channels, c = layer->hidden;
+    switch (layer->kind) {
+    case YOLO_CONV:
+        return declare_conv(&d, &layer->cv1, prefix, c1, c2, layer->kernel, layer->stride, 1, 0,
+                            err);
+    case YOLO_SPPF:
+        name_format(name, "%s.cv1", prefix);
+        if (declare_conv(&d, &layer->cv1, name, c1, c, 1, 1, 1, 0, err))
+            return -1;
+        name_format(name, "%s.cv2", prefix);
+        return declare_conv(&d, &layer->cv2, name, 4 * c, c2, 1, 1, 1, 0, err);
+    case YOLO_C2F:
+    case YOLO_C3K2:
+    case YOLO_C2PSA: {
+        const int psa = layer->kind == YOLO_C2PSA, n = layer->repeats;
+        name_format(name, "%s.cv1", prefix);
+        if (declare_conv(&d, &layer->cv1, name, c1, 2 * c, 1, 1, 1, 0, err)) return -1;
+        name_format(name, "%s.cv2", prefix);
+        if (declare_conv(&d, &layer->cv2, name, psa ? 2 * c : (2 + n) * c, c2, 1, 1, 1, 0, err))
+            return -1;
+        layer->inner = calloc((size_t)n, sizeof *layer->inner);
+        if (!layer->inner) return error_set(err, "out of memory");
+        layer->inner_count = n;
+        for (int i = 0; i < n; i++) {
+            YoloInner *inner = &layer->inner[i];
+            inner->channels = c;
+            name_format(name, "%s.m.%d", prefix, i);
+            int status;
+            if (psa) status = declare_psa(&d, inner, name, c, err);
+            else if (layer->kind == YOLO_C3K2 && layer->c3k) status = declare_c3k(&d, inner, name, c, err);
+            else {
+                inner->kind = YOLO_INNER_BOTTLENECK;  // C2f: e=1 3x3; C3k2: Bottleneck's e=0.5
+                status = declare_bottleneck(&d, &inner->bottleneck, name, c, 3,
+                                            layer->kind == YOLO_C2F ? 1.0f : 0.5f,
+                                            layer->shortcut, err);
+            }
+            if (status || register_inner(&d, inner, err)) return -1;
+        }
+        return 0;
+    }
+    case YOLO_DETECT: return declare_detect(&d, layer, prefix, err);
+    case YOLO_UPSAMPLE:
+    case YOLO_CONCAT: return 0;
+    }
+    return 0;
+}
+
+int yolo_declare(Yolo *model, Backend *backend, const YoloConfig *config, ErrorMessage *err) {
+    memset(model, 0, sizeof *model);
+    model->backend = backend;
+    model->config = *config;
+    parameter_set_init(&model->params, backend, 1);
+    parameter_set_init(&model->buffers, backend, 0);
+    if (yolo_build_layers(model, err)) return error_prefix(err, "%s", config->name);
+    for (int i = 0; i < model->layer_count; i++)
+        if (declare_layer(model, i, err)) return error_prefix(err, "%s layer %d", config->name, i);
+    return 0;
+}
+
+// ---- plans ----------------------------------------------------------------------------------
+
+static void plans_free(Backend *backend, YoloPlans *plans, int inner_count) {
+    for (int i = 0; i < plans->owned_count; i++)
+        backend->op.conv2d_plan_free(backend, plans->owned[i]);
+    for (int i = 0; plans->attention && i < inner_count; i++)
+        if (plans->attention[i]) backend->op.attention_plan_free(backend, plans->attention[i]);
+    free(plans->shapes);
+    free(plans->plans);
+    free(plans->owned);
+    free(plans->attention);
+    memset(plans, 0, sizeof *plans);
+}
+
+// The shape of a conv of the backbone on an input of height x width; the
+// output size follows. Depthwise convs get a shape (for their ops) but no plan.
+static int unit_shape(YoloPlans *plans, const YoloConv *unit, int batch, int *height, int *width,
+                      ErrorMessage *err) {
+    ConvShape *shape = &plans->shapes[unit->id];
+    if (conv_shape_make(shape, batch, *height, *width, unit->conv.in_channels,
+                        unit->conv.out_channels, unit->conv.kernel, unit->conv.stride,
+                        unit->conv.padding, err))
+        return -1;
+    *height = shape->out_height;
+    *width = shape->out_width;
+    return 0;
+}
+
+static int bottleneck_shapes(YoloPlans *plans, const YoloBottleneck *b, int batch, int h, int w,
+                             ErrorMessage *err) {
+    return unit_shape(plans, &b->cv1, batch, &h, &w, err) ||
+           unit_shape(plans, &b->cv2, batch, &h, &w, err);
+}
+
+static int inner_shapes(Yolo *model, YoloPlans *plans, const YoloInner *inner, int batch, int h,
+                        int w, ErrorMessage *err) {
+    int hh = h, ww = w;
+    switch (inner->kind) {
+    case YOLO_INNER_BOTTLENECK: return bottleneck_shapes(plans, &inner->bottleneck, batch, h, w, err);
+    case YOLO_INNER_C3K:
+        for (int i = 0; i < inner->count; i++)
+            if (bottleneck_shapes(plans, &inner->m[i], batch, h, w, err)) return -1;
+        return unit_shape(plans, &inner->cv1, batch, &hh, &ww, err) ||
+               unit_shape(plans, &inner->cv2, batch, &hh, &ww, err) ||
+               unit_shape(plans, &inner->cv3, batch, &hh, &ww, err);
+    case YOLO_INNER_PSA: {
+        const YoloConv *units[] = {&inner->qkv, &inner->proj, &inner->pe, &inner->ffn0,
+                                   &inner->ffn1};
+        for (int i = 0; i < 5; i++) {
+            hh = h, ww = w;
+            if (unit_shape(plans, units[i], batch, &hh, &ww, err)) return -1;
+        }
+        AttentionShape shape;
+        if (attention_shape_make(&shape, batch, inner->heads, h * w, inner->head_dim, err))
+            return -1;
+        plans->attention[inner->id] = model->backend->op.attention_plan(model->backend, &shape, err);
+        return plans->attention[inner->id] ? 0 : -1;
+    }
+    }
+    return 0;
+}
+
+static int plans_make(Yolo *model, int batch, int resolution, YoloPlans *plans,
+                      ErrorMessage *err) {
+    memset(plans, 0, sizeof *plans);
+    plans->batch = batch;
+    const size_t n = (size_t)model->conv_count + 1;
+    plans->shapes = calloc(n, sizeof *plans->shapes);
+    plans->plans = calloc(n, sizeof *plans->plans);
+    plans->owned = calloc(n, sizeof *plans->owned);
+    plans->attention = calloc((size_t)model->inner_count + 1, sizeof *plans->attention);
+    if (!plans->shapes || !plans->plans || !plans->owned || !plans->attention)
+        return error_set(err, "out of memory");
+    int h = resolution, w = resolution;
+    for (int l = 0; l < model->backbone_layers; l++) {
+        const YoloModule *layer = &model->layers[l];
+        if (unit_shape(plans, &layer->cv1, batch, &h, &w, err)) return -1;
+        if (layer->kind == YOLO_CONV) continue;
+        for (int i = 0; i < layer->inner_count; i++)
+            if (inner_shapes(model, plans, &layer->inner[i], batch, h, w, err)) return -1;
+        if (layer->kind == YOLO_SPPF &&
+            pool_shape_make(&plans->pool, batch, h, w, layer->hidden, layer->kernel, 1,
+                            layer->kernel / 2, err))
+            return -1;
+        int hh = h, ww = w;
+        if (unit_shape(plans, &layer->cv2, batch, &hh, &ww, err)) return -1;
+    }
+    for (int c = 0; c < model->conv_count; c++) {
+        if (model->convs[c]->depthwise) continue;
+        for (int earlier = 0; earlier < c && !plans->plans[c]; earlier++)
+            if (!model->convs[earlier]->depthwise &&
+                memcmp(&plans->shapes[earlier], &plans->shapes[c], sizeof *plans->shapes) == 0)
+                plans->plans[c] = plans->plans[earlier];
+        if (plans->plans[c]) continue;
+        ConvPlan *plan = model->backend->op.conv2d_plan(model->backend, &plans->shapes[c], err);
+        if (!plan) return -1;
+        plans->owned[plans->owned_count++] = plan;
+        plans->plans[c] = plan;
+    }
+    return 0;
+}
+
+int yolo_prepare_batch(Yolo *model, int slot_index, int batch, ErrorMessage *err) {
+    if (slot_index < 0 || slot_index >= model->slot_count)
+        return error_set(err, "%s: no input slot %d", model->config.name, slot_index);
+    YoloSlot *slot = &model->slots[slot_index];
+    if (batch < 1 || batch > slot->max.batch)
+        return error_set(err, "%s: batch %d outside 1..%d of slot %d", model->config.name, batch,
+                         slot->max.batch, slot_index);
+    for (int i = 0; i < slot->plans_count; i++)
+        if (slot->plans[i].batch == batch) return 0;
+    YoloPlans *grown = realloc(slot->plans, (size_t)(slot->plans_count + 1) * sizeof *grown);
+    if (!grown) return error_set(err, "out of memory");
+    slot->plans = grown;
+    YoloPlans *plans = &slot->plans[slot->plans_count];
+    if (plans_make(model, batch, slot->max.resolution, plans, err)) {
+        plans_free(model->backend, plans, model->inner_count);
+        return error_prefix(err, "%s", model->config.name);
+    }
+    slot->last_plans = NULL;
+    slot->backward_ready = 0;
+    slot->plans_count++;
+    return 0;
+}
+
+// ---- allocation ------------------------------------------------------------------------------
+
+static void bind_unit(Yolo *model, YoloConv *unit, int trained) {
+    const ParameterSet *set = trained ? &model->params : &model->buffers;
+    conv2d_bind(&unit->conv, set);
+    batchnorm_bind(&unit->bn, set, &model->buffers);
+}
+
+static int allocate_slot(Yolo *model, YoloSlot *slot, YoloInputShape shape, ErrorMessage *err) {
+    Backend *backend = model->backend;
+    slot->max = shape;
+    slot->convs = calloc((size_t)model->conv_count + 1, sizeof *slot->convs);
+    slot->inners = calloc((size_t)model->inner_count + 1, sizeof *slot->inners);
+    slot->modules = calloc((size_t)model->backbone_layers, sizeof *slot->modules);
+    slot->plans = calloc(1, sizeof *slot->plans);
+    if (!slot->convs || !slot->inners || !slot->modules || !slot->plans)
+        return error_set(err, "out of memory");
+    slot->plans_count = 1;
+    if (plans_make(model, shape.batch, shape.resolution, &slot->plans[0], err)) return -1;
+    slot->arena_bytes = yolo_layout_slot(model, slot, NULL);
+    slot->arena = backend->op.alloc(backend, slot->arena_bytes);
+    if (!slot->arena)
+        return error_set(err, "out of memory for %zu MB of activations (batch %d at %d px)",
+                         slot->arena_bytes >> 20, shape.batch, shape.resolution);
+    yolo_layout_slot(model, slot, slot->arena);
+    return 0;
+}
+
+int yolo_allocate(Yolo *model, const YoloInputShape *inputs, int input_count, ErrorMessage *err) {
+    Backend *backend = model->backend;
+    if (input_count < 1) return error_set(err, "%s: no input shape given", model->config.name);
+    model->params.with_grads = !model->frozen;
+    if (parameter_set_allocate(&model->params, err) ||
+        parameter_set_allocate(&model->buffers, err))
+        return error_prefix(err, "%s", model->config.name);
+    for (int c = 0; c < model->conv_count; c++) bind_unit(model, model->convs[c], 1);
+    model->slots = calloc((size_t)input_count, sizeof *model->slots);
+    if (!model->slots) return error_set(err, "out of memory");
+    for (int i = 0; i < input_count; i++) {
+        model->slot_count = i + 1;
+        if (allocate_slot(model, &model->slots[i], inputs[i], err))
+            return error_prefix(err, "%s, input %d (batch %d, %d px)", model->config.name, i,
+                                inputs[i].batch, inputs[i].resolution);
+    }
+    if (model->frozen) return 0;
+    for (int i = 0; i < model->slot_count; i++) {
+        const size_t bytes = yolo_layout_backward(model, &model->slots[i], NULL);
+        if (bytes > model->backward_bytes) model->backward_bytes = bytes;
+    }
+    model->backward_arena = backend->op.alloc(backend, model->backward_bytes);
+    if (!model->backward_arena)
+        return error_set(err, "%s: out of memory for %zu MB of gradients", model->config.name,
+                         model->backward_bytes >> 20);
+    for (int i = 0; i < model->slot_count; i++)
+        yolo_layout_backward(model, &model->slots[i], model->backward_arena);
+    return 0;
+}
+
+void yolo_free(Yolo *model) {
+    Backend *backend = model->backend;
+    for (int i = 0; model->slots && i < model->slot_count; i++) {
+        YoloSlot *slot = &model->slots[i];
+        for (int p = 0; slot->plans && p < slot->plans_count; p++)
+            plans_free(backend, &slot->plans[p], model->inner_count);
+        free(slot->plans);
+        free(slot->convs);
+        free(slot->inners);
+        free(slot->modules);
+        if (slot->arena) backend->op.free(backend, slot->arena);
+    }
+    free(model->slots);
+    if (model->backward_arena) backend->op.free(backend, model->backward_arena);
+    for (int l = 0; l < model->layer_count; l++) {
+        YoloModule *layer = &model->layers[l];
+        for (int i = 0; layer->inner && i < layer->inner_count; i++) free(layer->inner[i].m);
+        free(layer->inner);
+    }
+    parameter_set_free(&model->params);
+    parameter_set_free(&model->buffers);
+    free(model->convs);
+    free(model->inners);
+    memset(model, 0, sizeof *model);
+}
+
+// ---- initialisation and the weight file --------------------------------------------------------
+
+static int has_suffix(const char *name, const char *suffix) {
+    const size_t n = strlen(name), m = strlen(suffix);
+    return n >= m && strcmp(name + n - m, suffix) == 0;
+}
+
+// One tensor as Ultralytics' DetectionModel starts it (yolo_init).
+static int init_tensor(Yolo *model, const Parameter *param, uint64_t seed, ErrorMessage *err) {
+    Backend *backend = model->backend;
+    if (strstr(param->name, ".bn.")) {
+        const float value = has_suffix(param->name, ".weight") || has_suffix(param->name, ".running_var");
+        backend->op.fill(backend, param->value, value, param->count);
+        return 0;
+    }
+    if (has_suffix(param->name, "dfl.conv.weight")) {
+        float arange[16];
+        for (int i = 0; i < 16; i++) arange[i] = (float)i;
+        backend->op.upload(backend, param->value, arange, sizeof arange);
+        return 0;
+    }
+    // Conv2d: kaiming_uniform(a = sqrt(5)) = uniform in +-1/sqrt(fan_in); a bias
+    // the same bound, then Detect.bias_init for the head's last biases.
+    if (param->rank == 4) {
+        const double fan_in = (double)param->torch_shape[1] * param->torch_shape[2] *
+                              param->torch_shape[3];
+        return layer_init_parameter(backend, param, seed, INIT_UNIFORM,
+                                    (float)(1.0 / sqrt(fan_in)), err);
+    }
+    int level = -1;
+    const char *cv = strstr(param->name, ".cv2.");
+    if (!cv) cv = strstr(param->name, ".cv3.");
+    if (cv && sscanf(cv + 5, "%d", &level) == 1 && has_suffix(param->name, ".2.bias")) {
+        const double stride = 8 << level;
+        const float value = cv[3] == '2' ? 2.0f
+                                         : (float)log(5.0 / model->config.classes /
+                                                      pow(640.0 / stride, 2.0));
+        backend->op.fill(backend, param->value, value, param->count);
+        return 0;
+    }
+    return error_set(err, "%s: no initialisation for '%s'", model->config.name, param->name);
+}
+
+int yolo_init(Yolo *model, uint64_t seed, ErrorMessage *err) {
+    const ParameterSet *sets[2] = {&model->params, &model->buffers};
+    for (int s = 0; s < 2; s++) {
+        for (int i = 0; i < sets[s]->count; i++)
+            if (init_tensor(model, &sets[s]->params[i], seed, err)) return -1;
+        parameter_set_written((ParameterSet *)sets[s]);
+    }
+    model->num_batches_tracked = 0;
+    return 0;
+}
+
+// 1 when every tensor of model's tables is in file under prefix with its
+// torch shape.
+static int tables_match(const Yolo *model, const SafeTensors *file, const char *prefix) {
+    const ParameterSet *sets[2] = {&model->params, &model->buffers};
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < sets[s]->count; i++) {
+            const Parameter *param = &sets[s]->params[i];
+            char key[SAFETENSORS_MAX_NAME];
+            snprintf(key, sizeof key, "%s%s", prefix, param->name);
+            const SafeTensor *t = safetensors_find(file, key);
+            if (!t || t->rank != param->rank) return 0;
+            for (int d = 0; d < param->rank; d++)
+                if (t->shape[d] != param->torch_shape[d]) return 0;
+        }
+    return 1;
+}
+
+int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloConfig *config,
+                             ErrorMessage *err) {
+    for (int i = 0; yolo_model_names[i]; i++) {
+        int pretrained;
+        Yolo probe;
+        if (yolo_parse_name(yolo_model_names[i], config, &pretrained, err) ||
+            yolo_declare(&probe, NULL, config, err)) {
+            yolo_free(&probe);
+            return -1;
+        }
+        const int match = tables_match(&probe, file, prefix);
+        yolo_free(&probe);
+        if (match) return 0;
+    }
+    return error_set(err, "the Ultralytics model under \"%s\" is none of yolov8n..x, "
+                          "yolo11n..x (its tensors match no size's names and shapes)", prefix);
+}
+
+int yolo_save(const Yolo *model, const char *path, ErrorMessage *err) {
+    const SafeMetadata metadata[] = {
+        {.key = "format", .value = "pt"},
+        {.key = "model", .value = (char *)model->config.name},
+    };
+    return weights_save_with_metadata(path, &model->params, &model->buffers,
+                                      model->num_batches_tracked, metadata, 2, err);
+}
+
+// ---- forward and backward entry points ----------------------------------------------------------
+
+static const YoloPlans *find_plans(const YoloSlot *slot, int batch) {
+    for (int i = 0; i < slot->plans_count; i++)
+        if (slot->plans[i].batch == batch) return &slot->plans[i];
+    return NULL;
+}
+
+int yolo_forward(Yolo *model, int slot_index, int batch, const Act *input, int training,
+                 ErrorMessage *err) {
+    if (slot_index < 0 || slot_index >= model->slot_count)
+        return error_set(err, "%s: no input slot %d", model->config.name, slot_index);
+    YoloSlot *slot = &model->slots[slot_index];
+    const YoloPlans *plans = find_plans(slot, batch);
+    if (!plans)
+        return error_set(err, "%s: batch %d not prepared on slot %d (yolo_prepare_batch)",
+                         model->config.name, batch, slot_index);
+    yolo_run_forward(model, slot, plans, input, training);
+    if (training) model->num_batches_tracked++;
+    slot->last_plans = plans;
+    slot->backward_ready = training && !model->frozen;
+    return 0;
+}
+
+const Act *yolo_features(const Yolo *model, int slot) { return model->slots[slot].features; }
+
+const Act *yolo_layer_output(const Yolo *model, int slot, int layer, int *height, int *width,
+                             int *channels) {
+    if (layer < 0 || layer >= model->backbone_layers) return NULL;
+    const YoloModuleState *state = &model->slots[slot].modules[layer];
+    *height = state->height;
+    *width = state->width;
+    *channels = model->layers[layer].out_channels;
+    return state->out;
+}
+
+const Act *yolo_feature_map(const Yolo *model, int slot, int *height, int *width) {
+    int channels;
+    return yolo_layer_output(model, slot, model->backbone_layers - 1, height, width, &channels);
+}
+
+void yolo_feature_map_size(const Yolo *model, int slot, int *height, int *width) {
+    const YoloModuleState *state = &model->slots[slot].modules[model->backbone_layers - 1];
+    *height = state->height;
+    *width = state->width;
+}
+
+int yolo_backward_map(Yolo *model, int slot_index, const Act *dfeatures, const Act *dmap,
+                      ErrorMessage *err) {
+    if (model->frozen)
+        return error_set(err, "%s: a frozen model runs no backward", model->config.name);
+    YoloSlot *slot = &model->slots[slot_index];
+    if (!slot->backward_ready)
+        return error_set(err, "%s: backward without a training forward on slot %d",
+                         model->config.name, slot_index);
+    if (!dfeatures && !dmap) return error_set(err, "%s: backward with no gradient", model->config.name);
+    Backend *backend = model->backend;
+    const YoloPlans *plans = slot->last_plans;
+    int height, width;
+    yolo_feature_map_size(model, slot_index, &height, &width);
+    const size_t pixels = (size_t)height * width, n = (size_t)plans->batch * pixels * model->feature_dim;
+    Act *dtop = slot->grad_layer[0];
+    if (dfeatures) {
+        backend->op.avgpool_backward(backend, plans->batch, (int)pixels, model->feature_dim,
+                                     dfeatures, dtop);
+        if (dmap) backend->op.act_axpby(backend, n, 1.0f, dmap, 1.0f, dtop);
+    } else {
+        backend->op.copy(backend, dtop, dmap, act_bytes(backend, n));
+    }
+    yolo_run_backward(model, slot, plans, dtop);
+    slot->backward_ready = 0;
+    return 0;
+}

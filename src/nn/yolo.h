@@ -1,0 +1,258 @@
+// Ultralytics' YOLOv8 and YOLO11 detection models (sizes n, s, m, l, x),
+// with Ultralytics' architecture, parameter names (DetectionModel's
+// state_dict: "model.<layer>.<module path>") and widths and depths scaled
+// from the model's YAML as Ultralytics' parse_model scales them
+// (yolo_config.c). Blocks: Conv (conv without bias + BatchNorm eps 1e-3,
+// momentum 0.03 + SiLU), C2f, C3k2 (Bottlenecks or C3k), SPPF (max pool 5,
+// stride 1; its cv1 with SiLU: parse_model keeps SiLU for these YAMLs' SPPF
+// rows, which predate YOLO26's unactivated one), C2PSA (position-sensitive attention: PSA blocks), then the
+// neck (nearest upsample, concat, C2f / C3k2, Conv) and the Detect head.
+//
+// What runs and what is trained is what LightlyTrain 0.18 trains
+// (lightly_train/_models/ultralytics/ultralytics.py, _get_backbone): the
+// backbone up to the last layer before SPPF (YOLOv8: layers 0-8) or before
+// the first Upsample (YOLO11: layers 0-10, SPPF and C2PSA included). Its
+// last output is the feature map the SSL methods and distillation read
+// (P5/32; feature_dim = its channels), the features its global average
+// pool. The neck and the Detect head are kept as initialised (LightlyTrain's
+// optimizer never sees them) and exported with the rest, so that
+// Ultralytics fine-tunes the whole model: their tensors live in the buffer
+// table (no gradients, saved and loaded with the weights), never run.
+//
+// Memory by lifetime as in resnet.h: parameters + gradients (the backbone),
+// buffers (its BatchNorm statistics, and every tensor of the neck and
+// head), one activation arena per input slot (what backward needs), one
+// backward arena shared by the slots (the gradients of one layer at a time
+// plus two of the layer outputs), conv and attention plans per slot and
+// batch size. Gradient contract: parameter gradients accumulate (+=); no
+// gradient for the input image.
+#ifndef LTC_NN_YOLO_H
+#define LTC_NN_YOLO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "nn/layers.h"
+#include "nn/parameters.h"
+#include "nn/safetensors.h"
+#include "util/error.h"
+
+#define YOLO_MAX_NAME 16
+#define YOLO_MAX_LAYERS 24
+
+typedef enum YoloFamily { YOLO_V8, YOLO_11 } YoloFamily;
+
+typedef struct YoloConfig {
+    YoloFamily family;
+    char scale;                  // 'n', 's', 'm', 'l' or 'x'
+    char name[YOLO_MAX_NAME];    // "yolov8s", "yolo11m" (Ultralytics' YAML stem)
+    int classes;                 // the YAML's nc: 80
+    float bn_momentum, bn_eps;   // 0.03, 1e-3 (Ultralytics' initialize_weights)
+} YoloConfig;
+
+// "yolov8n" ... "yolo11x" (a ".yaml" or ".pt" suffix and an "ultralytics/"
+// prefix as LightlyTrain writes them are the caller's: yolo_parse_name).
+extern const char *const yolo_model_names[];
+// Parses "ultralytics/yolov8s.yaml", "yolov8s.yaml", "yolo11m.pt", "yolo11m":
+// *config for that model (80 classes), *pretrained
+// = 1 for a ".pt" name (Ultralytics' released weights). -1 with a message
+// for any other name.
+int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, ErrorMessage *err);
+// 1 when text names a YOLO model as yolo_parse_name takes it.
+int yolo_is_model_name(const char *text);
+
+typedef enum YoloModuleKind {
+    YOLO_CONV,
+    YOLO_C2F,
+    YOLO_C3K2,
+    YOLO_SPPF,
+    YOLO_C2PSA,
+    YOLO_UPSAMPLE,
+    YOLO_CONCAT,
+    YOLO_DETECT,
+} YoloModuleKind;
+
+// Ultralytics' Conv: conv (no bias; depthwise for DWConv and PSA's pe) + BN
+// (+ SiLU).
+typedef struct YoloConv {
+    Conv2d conv;
+    BatchNorm bn;
+    int act;        // SiLU after the norm
+    int depthwise;  // groups = channels
+    int id;         // index into the slot's per-conv state (backbone convs)
+} YoloConv;
+
+typedef struct YoloBottleneck {
+    YoloConv cv1, cv2;
+    int add;  // shortcut and c1 == c2
+} YoloBottleneck;
+
+typedef enum YoloInnerKind { YOLO_INNER_BOTTLENECK, YOLO_INNER_C3K, YOLO_INNER_PSA } YoloInnerKind;
+
+// One repeated block of a C2f / C3k2 (a Bottleneck or a C3k) or of a C2PSA
+// (a PSABlock).
+typedef struct YoloInner {
+    YoloInnerKind kind;
+    int channels;                 // in = out
+    YoloBottleneck bottleneck;    // YOLO_INNER_BOTTLENECK
+    YoloConv cv1, cv2, cv3;       // C3k: 1x1 to hidden, 1x1 to hidden, 1x1 from the concat
+    int count;                    // C3k's bottlenecks
+    YoloBottleneck *m;
+    int hidden;                   // C3k's c_
+    YoloConv qkv, pe, proj, ffn0, ffn1;  // PSABlock: attention and its feed-forward
+    int heads, key_dim, head_dim;
+    int id;                       // index into the slot's per-inner state
+} YoloInner;
+
+typedef struct YoloModule {
+    YoloModuleKind kind;
+    int from[3], from_count;  // the layers it reads (absolute indices)
+    int in_channels, out_channels;
+    int hidden;               // C2f / C3k2 / C2PSA's self.c, SPPF's c_
+    int repeats;              // n after the depth gain
+    int kernel, stride;       // Conv's; SPPF's pool window in kernel
+    int shortcut, c3k;        // C2f / C3k2 arguments
+    float expansion;          // C2f / C3k2's e
+    YoloConv cv1, cv2;        // Conv: cv1
+    int inner_count;
+    YoloInner *inner;
+    int trained;              // 1: backbone (runs, parameters); 0: neck and head (buffers)
+} YoloModule;
+
+typedef struct YoloInputShape {
+    int batch;
+    int resolution;
+} YoloInputShape;
+
+typedef struct YoloConvState YoloConvState;
+typedef struct YoloInnerState YoloInnerState;
+typedef struct YoloModuleState YoloModuleState;
+
+// Plans for one batch size of a slot.
+typedef struct YoloPlans {
+    int batch;
+    ConvShape *shapes;             // (conv_count)
+    ConvPlan **plans;              // (conv_count), may repeat; NULL for depthwise convs
+    ConvPlan **owned;
+    int owned_count;
+    AttentionPlan **attention;     // (inner_count), NULL but for PSA blocks
+    PoolShape pool;                // SPPF's (one SPPF per model)
+} YoloPlans;
+
+typedef struct YoloSlot {
+    YoloInputShape max;
+    YoloPlans *plans;
+    int plans_count;
+    void *arena;
+    size_t arena_bytes;
+    YoloConvState *convs;      // (conv_count)
+    YoloInnerState *inners;    // (inner_count)
+    YoloModuleState *modules;  // (backbone layers)
+    Act *features;             // (N, D)
+    Act *grad_conv[2];         // backward arena: one conv's norm and conv gradients
+    Act *grad_layer[2];        // backward arena: a layer's output gradient, its input's
+    const YoloPlans *last_plans;
+    int backward_ready;
+} YoloSlot;
+
+typedef struct Yolo {
+    Backend *backend;
+    YoloConfig config;
+    int feature_dim;
+    ParameterSet params;    // the backbone's trainable tensors, with gradients
+    ParameterSet buffers;   // BN statistics; every tensor of the neck and head
+    int64_t num_batches_tracked;
+    int layer_count;        // all layers, head included
+    int backbone_layers;    // the ones that run (0 .. backbone_layers - 1)
+    YoloModule layers[YOLO_MAX_LAYERS];
+    int conv_count;         // backbone convs, in forward order
+    YoloConv **convs;
+    int inner_count;        // backbone inner blocks
+    YoloInner **inners;
+    int slot_count;
+    YoloSlot *slots;
+    void *backward_arena;   // the gradients of one backward (see yolo.h top)
+    size_t backward_bytes;
+    int frozen;             // set before yolo_allocate: no gradients, no backward
+} Yolo;
+
+// Builds the structure and declares the tables; allocates nothing.
+int yolo_declare(Yolo *model, Backend *backend, const YoloConfig *config, ErrorMessage *err);
+// Allocates tables, slots (plans, activations) and the backward arena.
+int yolo_allocate(Yolo *model, const YoloInputShape *inputs, int input_count, ErrorMessage *err);
+void yolo_free(Yolo *model);
+int yolo_prepare_batch(Yolo *model, int slot, int batch, ErrorMessage *err);
+
+// Ultralytics' initialisation of a model built from its YAML: convs
+// PyTorch's default (kaiming_uniform a = sqrt(5): uniform in +-1/sqrt(fan_in),
+// biases too), BatchNorm weight 1, bias 0, running mean 0, var 1; the
+// Detect head's last biases as Detect.bias_init sets them (box 2.0, class
+// log(5 / nc / (640 / stride)^2)); the DFL conv's weight 0 .. 15. Draws from
+// the counter-based RNG keyed by (seed, name).
+int yolo_init(Yolo *model, uint64_t seed, ErrorMessage *err);
+
+// features (batch, D) = pool(backbone(input (batch, R, R, 3))) on slot; as
+// resnet_forward (training: batch statistics, running ones updated).
+int yolo_forward(Yolo *model, int slot, int batch, const Act *input, int training,
+                 ErrorMessage *err);
+const Act *yolo_features(const Yolo *model, int slot);
+// The output of backbone layer `layer` (batch, *height, *width, C) of the
+// slot's last forward; *channels its C. NULL for a layer that does not run.
+const Act *yolo_layer_output(const Yolo *model, int slot, int layer, int *height, int *width,
+                             int *channels);
+// The backbone's last output: the feature map.
+const Act *yolo_feature_map(const Yolo *model, int slot, int *height, int *width);
+void yolo_feature_map_size(const Yolo *model, int slot, int *height, int *width);
+// Parameter gradients += given d(loss)/d(features) and/or d(loss)/d(feature
+// map) (batch, h, w, D) of the slot's last training forward.
+int yolo_backward_map(Yolo *model, int slot, const Act *dfeatures, const Act *dmap,
+                      ErrorMessage *err);
+
+// The model whose state dict (Ultralytics' names, torch shapes) lies under
+// prefix in file: every tensor of its tables present with its shape (extra
+// tensors are the loader's to refuse).
+int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloConfig *config,
+                             ErrorMessage *err);
+// The state dict's anchor: "model.0.conv.weight" with "model.1.conv.weight".
+#define YOLO_ANCHOR "model.0.conv.weight"
+#define YOLO_ANCHOR_NEXT "model.1.conv.weight"
+
+// Ultralytics' DetectionModel state dict in safetensors (F32, conv weights
+// OIHW, num_batches_tracked I64): every layer, neck and head included.
+int yolo_save(const Yolo *model, const char *path, ErrorMessage *err);
+
+// One line of the family's YAML, [from, repeats, module, args], before
+// scaling (export_ultralytics.c writes the model's yaml dict from them).
+typedef struct YoloYamlLine {
+    int from[3];     // -1: the previous layer; absolute indices otherwise
+    int from_count;
+    int repeats;
+    YoloModuleKind kind;
+    int channels;    // args[0] (c2) before scaling; 0 where the module has none
+    int kernel, stride;
+    int flag;        // C2f: shortcut; C3k2: c3k
+    float expansion; // C3k2's e (0: the default 0.5)
+} YoloYamlLine;
+const YoloYamlLine *yolo_yaml_lines(YoloFamily family, int *count);
+
+// The YAML's scales: depth, width, max_channels of n, s, m, l, x (5 entries).
+typedef struct YoloScale {
+    char scale;
+    double depth, width;
+    int max_channels;
+} YoloScale;
+const YoloScale *yolo_yaml_scales(YoloFamily family);
+
+// Internal to yolo*.c. Fills model->layers from the YAML tables (yolo_config.c).
+int yolo_build_layers(Yolo *model, ErrorMessage *err);
+// The blocks' forward and backward (yolo_blocks.c).
+void yolo_run_forward(Yolo *model, YoloSlot *slot, const YoloPlans *plans, const Act *input,
+                      int training);
+void yolo_run_backward(Yolo *model, YoloSlot *slot, const YoloPlans *plans, const Act *dmap);
+// Lays out a slot's activations (base NULL: sizing pass), returns bytes.
+size_t yolo_layout_slot(Yolo *model, YoloSlot *slot, void *base);
+// Lays out the backward arena for slot (base NULL: sizing), returns bytes.
+size_t yolo_layout_backward(Yolo *model, YoloSlot *slot, void *base);
+
+#endif

@@ -1,0 +1,168 @@
+// The YOLO models' names and structure: Ultralytics' yolov8.yaml and
+// yolo11.yaml (ultralytics 8.4.190, cfg/models) as tables, scaled per size
+// as parse_model scales them (see yolo.h):
+//   repeats  n' = max(round(n * depth), 1) when n > 1 (Python's round: half to even)
+//   channels c2' = ceil(min(c2, max_channels) * width / 8) * 8
+//   C3k2     c3k forced on for the m, l and x sizes
+// and each layer's input channels from the layers it reads.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/yolo.h"
+
+const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8l", "yolov8x",
+                                        "yolo11n", "yolo11s", "yolo11m", "yolo11l", "yolo11x",
+                                        NULL};
+
+#define PREV {-1}, 1
+static const YoloYamlLine yolov8_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0},      {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0},
+    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},
+    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},
+    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0},
+    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0},     {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0},   {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0},      {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0},
+    {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 256, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},     {{-1, 12}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},
+    {{-1, 9}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 1024, 0, 0, 0, 0},
+    {{15, 18, 21}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0},
+};
+
+static const YoloYamlLine yolo11_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0},
+    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},
+    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0},      {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0},
+};
+#undef PREV
+
+static const YoloScale yolov8_scales[] = {{'n', 0.33, 0.25, 1024}, {'s', 0.33, 0.50, 1024},
+                                          {'m', 0.67, 0.75, 768},  {'l', 1.00, 1.00, 512},
+                                          {'x', 1.00, 1.25, 512}};
+static const YoloScale yolo11_scales[] = {{'n', 0.50, 0.25, 1024}, {'s', 0.50, 0.50, 1024},
+                                          {'m', 0.50, 1.00, 512},  {'l', 1.00, 1.00, 512},
+                                          {'x', 1.00, 1.50, 512}};
+
+const YoloYamlLine *yolo_yaml_lines(YoloFamily family, int *count) {
+    *count = family == YOLO_V8 ? (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml)
+                               : (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml);
+    return family == YOLO_V8 ? yolov8_yaml : yolo11_yaml;
+}
+
+const YoloScale *yolo_yaml_scales(YoloFamily family) {
+    return family == YOLO_V8 ? yolov8_scales : yolo11_scales;
+}
+
+static int ends_with(const char *text, size_t length, const char *suffix) {
+    const size_t n = strlen(suffix);
+    return length >= n && memcmp(text + length - n, suffix, n) == 0;
+}
+
+int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, ErrorMessage *err) {
+    memset(config, 0, sizeof *config);
+    *pretrained = 0;
+    const char *name = text;
+    if (strncmp(name, "ultralytics/", 12) == 0) name += 12;
+    size_t length = strlen(name);
+    if (ends_with(name, length, ".yaml")) length -= 5;
+    else if (ends_with(name, length, ".pt")) length -= 3, *pretrained = 1;
+    for (int i = 0; yolo_model_names[i]; i++) {
+        if (strlen(yolo_model_names[i]) != length || memcmp(yolo_model_names[i], name, length))
+            continue;
+        config->family = name[4] == 'v' ? YOLO_V8 : YOLO_11;
+        config->scale = name[length - 1];
+        snprintf(config->name, sizeof config->name, "%s", yolo_model_names[i]);
+        config->classes = 80;
+        config->bn_momentum = 0.03f;
+        config->bn_eps = 1e-3f;
+        return 0;
+    }
+    return error_set(err, "unknown Ultralytics model '%s' (ultralytics/yolov8n.yaml ... "
+                          "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, or .pt for Ultralytics' "
+                          "weights)", text);
+}
+
+int yolo_is_model_name(const char *text) {
+    YoloConfig config;
+    int pretrained;
+    ErrorMessage ignored;
+    return yolo_parse_name(text, &config, &pretrained, &ignored) == 0;
+}
+
+static int make_divisible(double x) { return (int)ceil(x / 8.0) * 8; }
+
+// Fills model->layers from the family's table scaled to config->scale.
+int yolo_build_layers(Yolo *model, ErrorMessage *err) {
+    const YoloConfig *config = &model->config;
+    const int v8 = config->family == YOLO_V8;
+    int count;
+    const YoloYamlLine *yaml = yolo_yaml_lines(config->family, &count);
+    const YoloScale *scales = yolo_yaml_scales(config->family);
+    const YoloScale *scale = NULL;
+    for (int i = 0; i < 5; i++)
+        if (scales[i].scale == config->scale) scale = &scales[i];
+    if (!scale) return error_set(err, "%s: no scale '%c'", config->name, config->scale);
+    int channels[YOLO_MAX_LAYERS];
+    for (int i = 0; i < count; i++) {
+        const YoloYamlLine *line = &yaml[i];
+        YoloModule *layer = &model->layers[i];
+        memset(layer, 0, sizeof *layer);
+        layer->kind = line->kind;
+        layer->from_count = line->from_count;
+        for (int f = 0; f < line->from_count; f++)
+            layer->from[f] = line->from[f] < 0 ? i + line->from[f] : line->from[f];
+        const int c1 = i == 0 ? 3 : channels[layer->from[0]];
+        layer->in_channels = c1;
+        layer->repeats = line->repeats > 1
+                             ? (int)fmax(nearbyint(line->repeats * scale->depth), 1.0)
+                             : line->repeats;
+        int c2 = c1;
+        if (line->channels) {
+            const int capped = line->channels < scale->max_channels ? line->channels
+                                                                    : scale->max_channels;
+            c2 = make_divisible(capped * scale->width);
+        }
+        if (line->kind == YOLO_CONCAT) {
+            c2 = 0;
+            for (int f = 0; f < line->from_count; f++) c2 += channels[layer->from[f]];
+        }
+        layer->out_channels = c2;
+        layer->kernel = line->kernel;
+        layer->stride = line->stride;
+        layer->expansion = line->expansion > 0 ? line->expansion : 0.5f;
+        switch (line->kind) {
+        case YOLO_C2F:
+            layer->shortcut = line->flag;
+            layer->hidden = (int)(c2 * layer->expansion);
+            break;
+        case YOLO_C3K2:
+            layer->shortcut = 1;
+            layer->c3k = line->flag || strchr("mlx", config->scale) != NULL;
+            layer->hidden = (int)(c2 * layer->expansion);
+            break;
+        case YOLO_SPPF: layer->hidden = c1 / 2; break;
+        case YOLO_C2PSA:
+            if (c1 != c2) return error_set(err, "%s: C2PSA of %d -> %d channels", config->name, c1, c2);
+            layer->hidden = c1 / 2;
+            break;
+        default: break;
+        }
+        channels[i] = c2;
+    }
+    model->layer_count = count;
+    model->backbone_layers = v8 ? 9 : 11;
+    for (int i = 0; i < count; i++) model->layers[i].trained = i < model->backbone_layers;
+    model->feature_dim = channels[model->backbone_layers - 1];
+    return 0;
+}

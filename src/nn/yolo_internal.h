@@ -1,0 +1,38 @@
+// What yolo.c (structure, memory) and yolo_blocks.c (forward, backward)
+// share: the per-slot state of the backbone's convs, inner blocks and
+// layers (yolo.h).
+#ifndef LTC_NN_YOLO_INTERNAL_H
+#define LTC_NN_YOLO_INTERNAL_H
+
+#include "nn/yolo.h"
+
+struct YoloConvState {
+    const Act *input;        // the last forward's input (backward reads it)
+    Act *conv_out;           // (N, H, W, Cout): the norm's input
+    Act *bn_out;             // the norm's output: SiLU's input (== out without SiLU)
+    Act *out;                // the unit's output
+    float *mean, *inv_std;   // (Cout) the norm's batch statistics
+    int height, width;       // output size
+};
+
+struct YoloInnerState {
+    int height, width;
+    Act *cat;                // C3k: (N, H, W, 2 hidden)
+    Act *packed;             // PSA: (N, H W, 3, heads, head_dim), q and k zero-padded
+    Act *attention_out;      // PSA: (N, H W, C)
+    Act *v;                  // PSA: (N, H, W, C) the values as an image (pe's input)
+    float *lse;              // PSA: (N, heads, H W)
+    Act *grad[6];            // backward arena, by block kind (yolo_blocks.c)
+};
+
+struct YoloModuleState {
+    int height, width;       // output size
+    Act *cat;                // C2f / C3k2 / SPPF / C2PSA: the concat before cv2
+    Act *split;              // C2f / C3k2 / C2PSA: cv1's second half, contiguous
+    Act *pool[3];            // SPPF: the three max pools' outputs
+    int32_t *argmax[3];
+    Act *out;                // the layer's output (a conv's out)
+    Act *grad[4];            // backward arena, by layer kind (yolo_blocks.c)
+};
+
+#endif

@@ -1,0 +1,282 @@
+// torch.save's format written from C (see pt_writer.h).
+#include "weights/pt_writer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zip.h>
+
+#include "util/file.h"
+
+static void put_bytes(PtWriter *w, const void *bytes, size_t n) {
+    if (w->failed) return;
+    if (w->size + n > w->capacity) {
+        size_t grown = w->capacity ? w->capacity : 4096;
+        while (grown < w->size + n) grown *= 2;
+        uint8_t *bigger = realloc(w->pickle, grown);
+        if (!bigger) {
+            w->failed = 1;
+            return;
+        }
+        w->pickle = bigger;
+        w->capacity = grown;
+    }
+    memcpy(w->pickle + w->size, bytes, n);
+    w->size += n;
+}
+
+static void op(PtWriter *w, uint8_t code) { put_bytes(w, &code, 1); }
+
+static void put_le(PtWriter *w, uint64_t value, int bytes) {
+    uint8_t out[8];
+    for (int i = 0; i < bytes; i++) out[i] = (uint8_t)(value >> (8 * i));
+    put_bytes(w, out, (size_t)bytes);
+}
+
+void pt_writer_init(PtWriter *w) {
+    memset(w, 0, sizeof *w);
+    op(w, 0x80);  // PROTO 2
+    op(w, 2);
+}
+
+void pt_writer_free(PtWriter *w) {
+    for (int i = 0; i < w->storage_count; i++) free(w->storages[i].bytes);
+    free(w->storages);
+    free(w->pickle);
+    memset(w, 0, sizeof *w);
+}
+
+void pt_put_none(PtWriter *w) { op(w, 'N'); }
+void pt_put_bool(PtWriter *w, int value) { op(w, value ? 0x88 : 0x89); }
+
+void pt_put_int(PtWriter *w, int64_t value) {
+    if (value >= 0 && value < 256) {
+        op(w, 'K');  // BININT1
+        put_le(w, (uint64_t)value, 1);
+    } else if (value >= INT32_MIN && value <= INT32_MAX) {
+        op(w, 'J');  // BININT
+        put_le(w, (uint64_t)(uint32_t)(int32_t)value, 4);
+    } else {
+        op(w, 0x8a);  // LONG1, 8 bytes two's complement
+        op(w, 8);
+        put_le(w, (uint64_t)value, 8);
+    }
+}
+
+void pt_put_float(PtWriter *w, double value) {
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    op(w, 'G');  // BINFLOAT: big-endian
+    for (int i = 7; i >= 0; i--) op(w, (uint8_t)(bits >> (8 * i)));
+}
+
+void pt_put_str(PtWriter *w, const char *text) {
+    const size_t length = strlen(text);
+    op(w, 'X');  // BINUNICODE
+    put_le(w, (uint64_t)length, 4);
+    put_bytes(w, text, length);
+}
+
+void pt_put_global(PtWriter *w, const char *module, const char *name) {
+    op(w, 'c');
+    put_bytes(w, module, strlen(module));
+    op(w, '\n');
+    put_bytes(w, name, strlen(name));
+    op(w, '\n');
+}
+
+void pt_mark(PtWriter *w) { op(w, '('); }
+void pt_tuple_end(PtWriter *w) { op(w, 't'); }
+
+void pt_put_int_tuple(PtWriter *w, const int64_t *values, int count) {
+    pt_mark(w);
+    for (int i = 0; i < count; i++) pt_put_int(w, values[i]);
+    pt_tuple_end(w);
+}
+
+void pt_list_begin(PtWriter *w) {
+    op(w, ']');
+    op(w, '(');
+}
+void pt_list_end(PtWriter *w) { op(w, 'e'); }  // APPENDS
+
+void pt_dict_begin(PtWriter *w) {
+    op(w, '}');
+    op(w, '(');
+}
+void pt_dict_end(PtWriter *w) { op(w, 'u'); }  // SETITEMS
+
+void pt_ordered_dict_begin(PtWriter *w) {
+    pt_put_global(w, "collections", "OrderedDict");
+    op(w, ')');
+    op(w, 'R');
+    op(w, '(');
+}
+
+void pt_object_begin(PtWriter *w, const char *module, const char *name) {
+    pt_put_global(w, module, name);
+    op(w, ')');
+    op(w, 0x81);  // NEWOBJ
+    pt_dict_begin(w);
+}
+
+void pt_object_end(PtWriter *w) {
+    pt_dict_end(w);
+    op(w, 'b');  // BUILD
+}
+
+int pt_memo_put(PtWriter *w) {
+    op(w, 'r');  // LONG_BINPUT
+    put_le(w, (uint64_t)w->memo_count, 4);
+    return w->memo_count++;
+}
+
+void pt_memo_get(PtWriter *w, int index) {
+    op(w, 'j');  // LONG_BINGET
+    put_le(w, (uint64_t)index, 4);
+}
+
+static const char *storage_class(SafeDType dtype) {
+    switch (dtype) {
+    case SAFE_F32: return "FloatStorage";
+    case SAFE_F16: return "HalfStorage";
+    case SAFE_BF16: return "BFloat16Storage";
+    case SAFE_F64: return "DoubleStorage";
+    case SAFE_I64: return "LongStorage";
+    case SAFE_I32: return "IntStorage";
+    case SAFE_I16: return "ShortStorage";
+    case SAFE_I8: return "CharStorage";
+    case SAFE_U8: return "ByteStorage";
+    case SAFE_BOOL: return "BoolStorage";
+    }
+    return "FloatStorage";
+}
+
+void pt_put_tensor(PtWriter *w, SafeDType dtype, const void *data, int rank,
+                   const int64_t *shape, int parameter, int requires_grad) {
+    int64_t elements = 1, stride[SAFETENSORS_MAX_RANK];
+    for (int d = rank - 1; d >= 0; d--) {
+        stride[d] = elements;
+        elements *= shape[d];
+    }
+    if (w->storage_count == w->storage_capacity) {
+        const int grown = w->storage_capacity ? 2 * w->storage_capacity : 64;
+        PtWriterStorage *bigger = realloc(w->storages, (size_t)grown * sizeof *bigger);
+        if (!bigger) {
+            w->failed = 1;
+            return;
+        }
+        w->storages = bigger;
+        w->storage_capacity = grown;
+    }
+    const size_t size = (size_t)elements * safe_dtype_size(dtype);
+    PtWriterStorage *storage = &w->storages[w->storage_count];
+    storage->bytes = malloc(size ? size : 1);
+    if (!storage->bytes) {
+        w->failed = 1;
+        return;
+    }
+    memcpy(storage->bytes, data, size);
+    storage->size = size;
+    storage->dtype = dtype;
+    char key[16];
+    snprintf(key, sizeof key, "%d", w->storage_count++);
+    if (parameter) pt_put_global(w, "torch._utils", "_rebuild_parameter");
+    if (parameter) pt_mark(w);
+    pt_put_global(w, "torch._utils", "_rebuild_tensor_v2");
+    pt_mark(w);
+    pt_mark(w);  // the persistent id: ('storage', type, key, location, numel)
+    pt_put_str(w, "storage");
+    pt_put_global(w, "torch", storage_class(dtype));
+    pt_put_str(w, key);
+    pt_put_str(w, "cpu");
+    pt_put_int(w, elements);
+    pt_tuple_end(w);
+    op(w, 'Q');  // BINPERSID
+    pt_put_int(w, 0);  // storage offset
+    pt_put_int_tuple(w, shape, rank);
+    pt_put_int_tuple(w, stride, rank);
+    pt_put_bool(w, 0);  // requires_grad (the parameter carries its own)
+    pt_ordered_dict_begin(w);  // backward hooks
+    pt_dict_end(w);
+    pt_tuple_end(w);
+    op(w, 'R');
+    if (!parameter) return;
+    pt_put_bool(w, requires_grad);
+    pt_ordered_dict_begin(w);
+    pt_dict_end(w);
+    pt_tuple_end(w);
+    op(w, 'R');
+}
+
+// Adds `bytes` as archive/name, stored (torch.load reads stored entries).
+static int add_entry(zip_t *zip, const char *archive, const char *name, const void *bytes,
+                     size_t size, ErrorMessage *err) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", archive, name);
+    zip_source_t *source = zip_source_buffer(zip, bytes, size, 0);
+    if (!source) return error_set(err, "zip: %s: %s", path, zip_strerror(zip));
+    const zip_int64_t index = zip_file_add(zip, path, source, ZIP_FL_ENC_UTF_8);
+    if (index < 0) {
+        zip_source_free(source);
+        return error_set(err, "zip: %s: %s", path, zip_strerror(zip));
+    }
+    if (zip_set_file_compression(zip, (zip_uint64_t)index, ZIP_CM_STORE, 0) != 0)
+        return error_set(err, "zip: %s: %s", path, zip_strerror(zip));
+    return 0;
+}
+
+// The zip into memory (*out malloc'ed, *size bytes).
+static int build_zip(PtWriter *w, const char *archive, uint8_t **out, size_t *size,
+                     ErrorMessage *err) {
+    zip_error_t error;
+    zip_error_init(&error);
+    zip_source_t *memory = zip_source_buffer_create(NULL, 0, 0, &error);
+    zip_t *zip = memory ? zip_open_from_source(memory, ZIP_TRUNCATE, &error) : NULL;
+    if (!zip) {
+        error_set(err, "zip: %s", zip_error_strerror(&error));
+        if (memory) zip_source_free(memory);
+        zip_error_fini(&error);
+        return -1;
+    }
+    zip_source_keep(memory);
+    int status = add_entry(zip, archive, "data.pkl", w->pickle, w->size, err);
+    for (int i = 0; status == 0 && i < w->storage_count; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "data/%d", i);
+        status = add_entry(zip, archive, name, w->storages[i].bytes, w->storages[i].size, err);
+    }
+    if (status == 0) status = add_entry(zip, archive, "byteorder", "little", 6, err);
+    if (status == 0) status = add_entry(zip, archive, "version", "3\n", 2, err);
+    if (status == 0 && zip_close(zip) != 0)
+        status = error_set(err, "zip: %s", zip_strerror(zip));
+    if (status != 0) zip_discard(zip);
+    zip_stat_t info;
+    if (status == 0 && (zip_source_stat(memory, &info) != 0 || zip_source_open(memory) != 0))
+        status = error_set(err, "zip: reading the archive back failed");
+    if (status == 0) {
+        *size = (size_t)info.size;
+        *out = malloc(*size ? *size : 1);
+        if (!*out || zip_source_read(memory, *out, info.size) != (zip_int64_t)info.size)
+            status = error_set(err, "zip: out of memory or a short read");
+        zip_source_close(memory);
+    }
+    zip_source_free(memory);
+    zip_error_fini(&error);
+    return status;
+}
+
+int pt_writer_save(PtWriter *w, const char *path, const char *archive, ErrorMessage *err) {
+    op(w, '.');  // STOP
+    if (w->failed) return error_set(err, "%s: out of memory writing the pickle", path);
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    if (build_zip(w, archive, &bytes, &size, err)) {
+        free(bytes);
+        return error_prefix(err, "%s", path);
+    }
+    const FileChunk chunk = {bytes, size};
+    const int status = file_write_atomic(path, &chunk, 1, err);
+    free(bytes);
+    return status;
+}

@@ -1,0 +1,679 @@
+// A YOLO as Ultralytics' checkpoint (see export_ultralytics.h): the module
+// tree emitted module by module from the model's layer table and tensors.
+#include "weights/ultralytics_export.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nn/weights.h"
+#include "weights/pt_writer.h"
+
+#define CONV_MODULE "ultralytics.nn.modules.conv"
+#define BLOCK_MODULE "ultralytics.nn.modules.block"
+#define CONTAINER "torch.nn.modules.container"
+#define NAME_SIZE 160
+
+// out (size bytes) = the formatted text, cut where longer (names of
+// Ultralytics' models are short).
+static void text_format(char *out, size_t size, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(out, size, format, args);
+    va_end(args);
+}
+
+typedef struct Exporter {
+    PtWriter w;
+    const Yolo *model;
+    float *host, *torch;  // scratch of the largest tensor
+    int silu;             // memo index of the one SiLU every Conv shares, or -1
+    int missing;          // a tensor not in the tables (a bug): the export fails
+    char first_missing[NAME_SIZE];
+} Exporter;
+
+static void key(Exporter *e, const char *name) { pt_put_str(&e->w, name); }
+
+static void key_int(Exporter *e, const char *name, int64_t value) {
+    key(e, name);
+    pt_put_int(&e->w, value);
+}
+
+static void key_pair(Exporter *e, const char *name, int64_t value, int count) {
+    const int64_t values[4] = {value, value, value, value};
+    key(e, name);
+    pt_put_int_tuple(&e->w, values, count);
+}
+
+static void empty_ordered_dict(Exporter *e, const char *name) {
+    key(e, name);
+    pt_ordered_dict_begin(&e->w);
+    pt_dict_end(&e->w);
+}
+
+// NEWOBJ of the class, then the __dict__ entries every module carries.
+static void module_begin(Exporter *e, const char *module, const char *cls) {
+    pt_object_begin(&e->w, module, cls);
+    key(e, "training");  // as Ultralytics saves them (its loader calls .eval())
+    pt_put_bool(&e->w, 1);
+    empty_ordered_dict(e, "_backward_hooks");
+    empty_ordered_dict(e, "_forward_hooks");
+}
+
+static void section_begin(Exporter *e, const char *name) {
+    key(e, name);
+    pt_ordered_dict_begin(&e->w);
+}
+static void section_end(Exporter *e) { pt_dict_end(&e->w); }
+
+// A module without parameters or buffers: its children follow.
+static void children_begin(Exporter *e) {
+    empty_ordered_dict(e, "_parameters");
+    empty_ordered_dict(e, "_buffers");
+    section_begin(e, "_modules");
+}
+
+static const Parameter *find(const Exporter *e, const char *name) {
+    const Parameter *p = parameter_find(&e->model->params, name);
+    return p ? p : parameter_find(&e->model->buffers, name);
+}
+
+// The tensor named `name` (torch layout, F32), a Parameter when parameter.
+static void put_tensor(Exporter *e, const char *name, int parameter, int requires_grad) {
+    const Parameter *p = find(e, name);
+    if (!p) {
+        if (!e->missing++) text_format(e->first_missing, sizeof e->first_missing, "%s", name);
+        pt_put_none(&e->w);
+        return;
+    }
+    Backend *backend = e->model->backend;
+    backend->op.download(backend, e->host, p->value, p->count * sizeof *e->host);
+    weights_to_torch_layout(p, e->host, e->torch);
+    int64_t shape[PARAM_MAX_RANK];
+    for (int d = 0; d < p->rank; d++) shape[d] = p->torch_shape[d];
+    pt_put_tensor(&e->w, SAFE_F32, e->torch, p->rank, shape, parameter, requires_grad);
+}
+
+// "model.<layer>" of a tensor name: 1 when that layer runs (its BNs count).
+static int trained_name(const Exporter *e, const char *name) {
+    int layer = -1;
+    return sscanf(name, "model.%d.", &layer) == 1 && layer < e->model->backbone_layers;
+}
+
+static void entry(Exporter *e, const char *key_name, const char *prefix, int parameter,
+                  int requires_grad) {
+    char name[NAME_SIZE];
+    text_format(name, sizeof name, "%s.%s", prefix, key_name);
+    key(e, key_name);
+    put_tensor(e, name, parameter, requires_grad);
+}
+
+// ---- leaves ---------------------------------------------------------------------------------
+
+static void conv2d(Exporter *e, const char *prefix, int stride, int bias, int requires_grad) {
+    char name[NAME_SIZE];
+    text_format(name, sizeof name, "%s.weight", prefix);
+    const Parameter *weight = find(e, name);
+    const int out = weight ? weight->torch_shape[0] : 1, per_group = weight ? weight->torch_shape[1] : 1;
+    const int kernel = weight ? weight->torch_shape[2] : 1, padding = kernel / 2;
+    const int groups = per_group == 1 && out > 1 ? out : 1;  // depthwise
+    module_begin(e, "torch.nn.modules.conv", "Conv2d");
+    key_int(e, "in_channels", (int64_t)per_group * groups);
+    key_int(e, "out_channels", out);
+    key_pair(e, "kernel_size", kernel, 2);
+    key_pair(e, "stride", stride, 2);
+    key_pair(e, "padding", padding, 2);
+    key_pair(e, "dilation", 1, 2);
+    key(e, "transposed");
+    pt_put_bool(&e->w, 0);
+    key_pair(e, "output_padding", 0, 2);
+    key_int(e, "groups", groups);
+    key(e, "padding_mode");
+    pt_put_str(&e->w, "zeros");
+    key_pair(e, "_reversed_padding_repeated_twice", padding, 4);
+    section_begin(e, "_parameters");
+    entry(e, "weight", prefix, 1, requires_grad);
+    if (bias) entry(e, "bias", prefix, 1, 1);
+    else {
+        key(e, "bias");
+        pt_put_none(&e->w);
+    }
+    section_end(e);
+    empty_ordered_dict(e, "_buffers");
+    empty_ordered_dict(e, "_modules");
+    pt_object_end(&e->w);
+}
+
+static void batchnorm(Exporter *e, const char *prefix) {
+    char name[NAME_SIZE];
+    text_format(name, sizeof name, "%s.weight", prefix);
+    const Parameter *weight = find(e, name);
+    module_begin(e, "torch.nn.modules.batchnorm", "BatchNorm2d");
+    key_int(e, "num_features", weight ? weight->torch_shape[0] : 0);
+    key(e, "eps");
+    pt_put_float(&e->w, 1e-3);  // initialize_weights' eps, as Python writes it
+    key(e, "momentum");
+    pt_put_float(&e->w, 0.03);
+    key(e, "affine");
+    pt_put_bool(&e->w, 1);
+    key(e, "track_running_stats");
+    pt_put_bool(&e->w, 1);
+    section_begin(e, "_parameters");
+    entry(e, "weight", prefix, 1, 1);
+    entry(e, "bias", prefix, 1, 1);
+    section_end(e);
+    section_begin(e, "_buffers");
+    entry(e, "running_mean", prefix, 0, 0);
+    entry(e, "running_var", prefix, 0, 0);
+    key(e, "num_batches_tracked");
+    const int64_t counter = trained_name(e, prefix) ? e->model->num_batches_tracked : 0;
+    pt_put_tensor(&e->w, SAFE_I64, &counter, 0, NULL, 0, 0);
+    section_end(e);
+    empty_ordered_dict(e, "_modules");
+    pt_object_end(&e->w);
+}
+
+static void leaf(Exporter *e, const char *module, const char *cls) {
+    module_begin(e, module, cls);
+    empty_ordered_dict(e, "_parameters");
+    empty_ordered_dict(e, "_buffers");
+    empty_ordered_dict(e, "_modules");
+}
+
+// ---- Ultralytics' blocks ----------------------------------------------------------------------
+
+// A top-level layer's attributes (parse_model's i, f, type, np).
+typedef struct LayerInfo {
+    int index;
+    const YoloYamlLine *line;
+    const char *type;
+    int64_t parameters;
+} LayerInfo;
+
+static void layer_attributes(Exporter *e, const LayerInfo *info) {
+    if (!info) return;
+    key_int(e, "np", info->parameters);
+    key_int(e, "i", info->index);
+    key(e, "f");
+    if (info->line->from_count == 1) pt_put_int(&e->w, info->line->from[0]);
+    else {
+        pt_list_begin(&e->w);
+        for (int f = 0; f < info->line->from_count; f++) pt_put_int(&e->w, info->line->from[f]);
+        pt_list_end(&e->w);
+    }
+    key(e, "type");
+    pt_put_str(&e->w, info->type);
+}
+
+static void conv_unit(Exporter *e, const char *prefix, const char *cls, int stride, int act,
+                      const LayerInfo *info) {
+    char name[NAME_SIZE];
+    module_begin(e, CONV_MODULE, cls);
+    layer_attributes(e, info);
+    children_begin(e);
+    key(e, "conv");
+    text_format(name, sizeof name, "%s.conv", prefix);
+    conv2d(e, name, stride, 0, 1);
+    key(e, "bn");
+    text_format(name, sizeof name, "%s.bn", prefix);
+    batchnorm(e, name);
+    key(e, "act");
+    if (act && e->silu >= 0) {
+        pt_memo_get(&e->w, e->silu);  // Conv.default_act: one module for every Conv
+    } else if (act) {
+        leaf(e, "torch.nn.modules.activation", "SiLU");
+        key(e, "inplace");
+        pt_put_bool(&e->w, 1);
+        pt_object_end(&e->w);
+        e->silu = pt_memo_put(&e->w);
+    } else {
+        leaf(e, "torch.nn.modules.linear", "Identity");
+        pt_object_end(&e->w);
+    }
+    section_end(e);
+    pt_object_end(&e->w);
+}
+
+// A child conv unit "<prefix>.<child>".
+static void child_conv(Exporter *e, const char *prefix, const char *child, const char *cls,
+                       int act) {
+    char name[NAME_SIZE];
+    text_format(name, sizeof name, "%s.%s", prefix, child);
+    key(e, child);
+    conv_unit(e, name, cls, 1, act, NULL);
+}
+
+static void container_begin(Exporter *e, const char *cls) {
+    module_begin(e, CONTAINER, cls);
+    children_begin(e);
+}
+static void container_end(Exporter *e) {
+    section_end(e);
+    pt_object_end(&e->w);
+}
+
+static void bottleneck(Exporter *e, const char *prefix, int add) {
+    module_begin(e, BLOCK_MODULE, "Bottleneck");
+    key(e, "add");
+    pt_put_bool(&e->w, add);
+    children_begin(e);
+    child_conv(e, prefix, "cv1", "Conv", 1);
+    child_conv(e, prefix, "cv2", "Conv", 1);
+    container_end(e);
+}
+
+static void c3k(Exporter *e, const char *prefix, const YoloInner *inner) {
+    char name[NAME_SIZE], index[16];
+    module_begin(e, BLOCK_MODULE, "C3k");
+    children_begin(e);
+    child_conv(e, prefix, "cv1", "Conv", 1);
+    child_conv(e, prefix, "cv2", "Conv", 1);
+    child_conv(e, prefix, "cv3", "Conv", 1);
+    key(e, "m");
+    container_begin(e, "Sequential");
+    for (int i = 0; i < inner->count; i++) {
+        text_format(index, sizeof index, "%d", i);
+        text_format(name, sizeof name, "%s.m.%d", prefix, i);
+        key(e, index);
+        bottleneck(e, name, 1);
+    }
+    container_end(e);
+    container_end(e);
+}
+
+static void psa_block(Exporter *e, const char *prefix, const YoloInner *inner) {
+    char name[NAME_SIZE];
+    module_begin(e, BLOCK_MODULE, "PSABlock");
+    key(e, "add");
+    pt_put_bool(&e->w, 1);
+    children_begin(e);
+    key(e, "attn");
+    module_begin(e, BLOCK_MODULE, "Attention");
+    key_int(e, "num_heads", inner->heads);
+    key_int(e, "head_dim", inner->head_dim);
+    key_int(e, "key_dim", inner->key_dim);
+    key(e, "scale");
+    pt_put_float(&e->w, pow((double)inner->key_dim, -0.5));
+    children_begin(e);
+    text_format(name, sizeof name, "%s.attn", prefix);
+    child_conv(e, name, "qkv", "Conv", 0);
+    child_conv(e, name, "proj", "Conv", 0);
+    child_conv(e, name, "pe", "Conv", 0);
+    container_end(e);
+    key(e, "ffn");
+    container_begin(e, "Sequential");
+    text_format(name, sizeof name, "%s.ffn", prefix);
+    child_conv(e, name, "0", "Conv", 1);
+    child_conv(e, name, "1", "Conv", 0);
+    container_end(e);
+    container_end(e);
+}
+
+// C2f, C3k2 and C2PSA: cv1, cv2 and the inner blocks under m.
+static void csp(Exporter *e, const char *prefix, const YoloModule *layer, const LayerInfo *info) {
+    const char *cls = layer->kind == YOLO_C2F ? "C2f" : layer->kind == YOLO_C3K2 ? "C3k2" : "C2PSA";
+    char name[NAME_SIZE], index[16];
+    module_begin(e, BLOCK_MODULE, cls);
+    key_int(e, "c", layer->hidden);
+    layer_attributes(e, info);
+    children_begin(e);
+    child_conv(e, prefix, "cv1", "Conv", 1);
+    child_conv(e, prefix, "cv2", "Conv", 1);
+    key(e, "m");
+    container_begin(e, layer->kind == YOLO_C2PSA ? "Sequential" : "ModuleList");
+    for (int i = 0; i < layer->inner_count; i++) {
+        const YoloInner *inner = &layer->inner[i];
+        text_format(index, sizeof index, "%d", i);
+        text_format(name, sizeof name, "%s.m.%d", prefix, i);
+        key(e, index);
+        if (inner->kind == YOLO_INNER_C3K) c3k(e, name, inner);
+        else if (inner->kind == YOLO_INNER_PSA) psa_block(e, name, inner);
+        else bottleneck(e, name, inner->bottleneck.add);
+    }
+    container_end(e);
+    container_end(e);
+}
+
+static void sppf(Exporter *e, const char *prefix, const YoloModule *layer, const LayerInfo *info) {
+    module_begin(e, BLOCK_MODULE, "SPPF");
+    key_int(e, "n", 3);
+    key(e, "add");
+    pt_put_bool(&e->w, 0);
+    layer_attributes(e, info);
+    children_begin(e);
+    child_conv(e, prefix, "cv1", "Conv", 1);
+    child_conv(e, prefix, "cv2", "Conv", 1);
+    key(e, "m");
+    leaf(e, "torch.nn.modules.pooling", "MaxPool2d");
+    key_int(e, "kernel_size", layer->kernel);
+    key_int(e, "stride", 1);
+    key_int(e, "padding", layer->kernel / 2);
+    key_int(e, "dilation", 1);
+    key(e, "return_indices");
+    pt_put_bool(&e->w, 0);
+    key(e, "ceil_mode");
+    pt_put_bool(&e->w, 0);
+    pt_object_end(&e->w);
+    container_end(e);
+}
+
+static void put_stride(Exporter *e) {
+    const float strides[3] = {8.0f, 16.0f, 32.0f};
+    const int64_t shape[1] = {3};
+    pt_put_tensor(&e->w, SAFE_F32, strides, 1, shape, 0, 0);
+}
+
+// One head stack (cv2: box, cv3: class) of one level.
+static void head_stack(Exporter *e, const char *prefix, int legacy) {
+    char name[NAME_SIZE];
+    container_begin(e, "Sequential");
+    for (int i = 0; i < 2; i++) {
+        char index[16];
+        text_format(index, sizeof index, "%d", i);
+        if (legacy) {
+            child_conv(e, prefix, index, "Conv", 1);
+            continue;
+        }
+        key(e, index);
+        container_begin(e, "Sequential");
+        text_format(name, sizeof name, "%s.%d", prefix, i);
+        child_conv(e, name, "0", "DWConv", 1);
+        child_conv(e, name, "1", "Conv", 1);
+        container_end(e);
+    }
+    key(e, "2");
+    text_format(name, sizeof name, "%s.2", prefix);
+    conv2d(e, name, 1, 1, 1);
+    container_end(e);
+}
+
+static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
+                   const LayerInfo *info) {
+    const int classes = e->model->config.classes, v8 = e->model->config.family == YOLO_V8;
+    char name[NAME_SIZE], index[16];
+    module_begin(e, "ultralytics.nn.modules.head", "Detect");
+    key_int(e, "nc", classes);
+    key_int(e, "nl", layer->from_count);
+    key_int(e, "reg_max", 16);
+    key_int(e, "no", classes + 64);
+    key(e, "stride");
+    put_stride(e);
+    const float none = 0.0f;
+    const int64_t empty[1] = {0};
+    key(e, "anchors");  // made by the first inference; empty until then
+    pt_put_tensor(&e->w, SAFE_F32, &none, 1, empty, 0, 0);
+    key(e, "strides");
+    pt_put_tensor(&e->w, SAFE_F32, &none, 1, empty, 0, 0);
+    layer_attributes(e, info);
+    key(e, "inplace");
+    pt_put_bool(&e->w, 1);
+    children_begin(e);
+    for (int stack = 0; stack < 2; stack++) {
+        key(e, stack ? "cv3" : "cv2");
+        container_begin(e, "ModuleList");
+        for (int level = 0; level < layer->from_count; level++) {
+            text_format(index, sizeof index, "%d", level);
+            text_format(name, sizeof name, "%s.%s.%d", prefix, stack ? "cv3" : "cv2", level);
+            key(e, index);
+            head_stack(e, name, stack == 0 || v8);
+        }
+        container_end(e);
+    }
+    key(e, "dfl");
+    module_begin(e, BLOCK_MODULE, "DFL");
+    key_int(e, "c1", 16);
+    children_begin(e);
+    key(e, "conv");
+    text_format(name, sizeof name, "%s.dfl.conv", prefix);
+    conv2d(e, name, 1, 0, 0);  // fixed (requires_grad False, as Ultralytics' DFL)
+    container_end(e);
+    container_end(e);
+}
+
+// ---- the DetectionModel and the checkpoint ----------------------------------------------------
+
+static const char *module_name(YoloModuleKind kind) {
+    static const char *const names[] = {"Conv", "C2f", "C3k2", "SPPF", "C2PSA", "nn.Upsample",
+                                        "Concat", "Detect"};
+    return names[kind];
+}
+
+static const char *type_name(YoloModuleKind kind) {
+    static const char *const names[] = {
+        CONV_MODULE ".Conv", BLOCK_MODULE ".C2f", BLOCK_MODULE ".C3k2", BLOCK_MODULE ".SPPF",
+        BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat",
+        "ultralytics.nn.modules.head.Detect"};
+    return names[kind];
+}
+
+// One YAML line's args list.
+static void yaml_args(Exporter *e, const YoloYamlLine *line) {
+    pt_list_begin(&e->w);
+    switch (line->kind) {
+    case YOLO_CONV:
+        pt_put_int(&e->w, line->channels), pt_put_int(&e->w, line->kernel);
+        pt_put_int(&e->w, line->stride);
+        break;
+    case YOLO_C2F:
+        pt_put_int(&e->w, line->channels);
+        if (line->flag) pt_put_bool(&e->w, 1);
+        break;
+    case YOLO_C3K2:
+        pt_put_int(&e->w, line->channels), pt_put_bool(&e->w, line->flag);
+        if (line->expansion > 0) pt_put_float(&e->w, line->expansion);
+        break;
+    case YOLO_SPPF: pt_put_int(&e->w, line->channels), pt_put_int(&e->w, line->kernel); break;
+    case YOLO_C2PSA: pt_put_int(&e->w, line->channels); break;
+    case YOLO_UPSAMPLE:
+        pt_put_str(&e->w, "None"), pt_put_int(&e->w, 2), pt_put_str(&e->w, "nearest");
+        break;
+    case YOLO_CONCAT: pt_put_int(&e->w, 1); break;
+    case YOLO_DETECT: pt_put_str(&e->w, "nc"); break;
+    }
+    pt_list_end(&e->w);
+}
+
+static void yaml_lines(Exporter *e, const YoloYamlLine *lines, int first, int end) {
+    pt_list_begin(&e->w);
+    for (int i = first; i < end; i++) {
+        const YoloYamlLine *line = &lines[i];
+        pt_list_begin(&e->w);
+        if (line->from_count == 1) pt_put_int(&e->w, line->from[0]);
+        else {
+            pt_list_begin(&e->w);
+            for (int f = 0; f < line->from_count; f++) pt_put_int(&e->w, line->from[f]);
+            pt_list_end(&e->w);
+        }
+        pt_put_int(&e->w, line->repeats);
+        pt_put_str(&e->w, module_name(line->kind));
+        yaml_args(e, line);
+        pt_list_end(&e->w);
+    }
+    pt_list_end(&e->w);
+}
+
+// DetectionModel.yaml: the family's YAML as Ultralytics' yaml_model_load reads it.
+static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
+    const YoloConfig *config = &e->model->config;
+    const YoloScale *scales = yolo_yaml_scales(config->family);
+    char text[32];
+    pt_dict_begin(&e->w);
+    key_int(e, "nc", config->classes);
+    key(e, "scales");
+    pt_dict_begin(&e->w);
+    for (int s = 0; s < 5; s++) {
+        text_format(text, sizeof text, "%c", scales[s].scale);
+        key(e, text);
+        pt_list_begin(&e->w);
+        pt_put_float(&e->w, scales[s].depth), pt_put_float(&e->w, scales[s].width);
+        pt_put_int(&e->w, scales[s].max_channels);
+        pt_list_end(&e->w);
+    }
+    pt_dict_end(&e->w);
+    // the YAML's backbone section ends with SPPF (v8) or C2PSA (11): LightlyTrain's cut
+    // plus SPPF for v8
+    const int backbone = config->family == YOLO_V8 ? 10 : 11;
+    key(e, "backbone");
+    yaml_lines(e, lines, 0, backbone);
+    key(e, "head");
+    yaml_lines(e, lines, backbone, count);
+    key(e, "scale");
+    text_format(text, sizeof text, "%c", config->scale);
+    pt_put_str(&e->w, text);
+    key(e, "yaml_file");
+    text_format(text, sizeof text, "%s.yaml", config->name);
+    pt_put_str(&e->w, text);
+    key_int(e, "channels", 3);
+    pt_dict_end(&e->w);
+}
+
+// parse_model's m.np: the elements of the layer's parameters.
+static int64_t layer_parameters(const Yolo *model, int layer) {
+    char prefix[32];
+    text_format(prefix, sizeof prefix, "model.%d.", layer);
+    const ParameterSet *sets[2] = {&model->params, &model->buffers};
+    int64_t total = 0;
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < sets[s]->count; i++) {
+            const char *name = sets[s]->params[i].name;
+            if (strncmp(name, prefix, strlen(prefix)) || strstr(name, ".running_")) continue;
+            total += (int64_t)sets[s]->params[i].count;
+        }
+    return total;
+}
+
+static void detection_model(Exporter *e) {
+    const Yolo *model = e->model;
+    int count;
+    const YoloYamlLine *lines = yolo_yaml_lines(model->config.family, &count);
+    module_begin(e, "ultralytics.nn.tasks", "DetectionModel");
+    key(e, "yaml");
+    yaml_dict(e, lines, count);
+    key(e, "save");  // every layer read from elsewhere than the previous one
+    pt_list_begin(&e->w);
+    for (int i = 0; i < count; i++) {
+        int read = 0;
+        for (int j = 0; j < count && !read; j++)
+            for (int f = 0; f < lines[j].from_count; f++) read |= lines[j].from[f] == i;
+        if (read) pt_put_int(&e->w, i);
+    }
+    pt_list_end(&e->w);
+    key(e, "names");
+    pt_dict_begin(&e->w);
+    for (int c = 0; c < model->config.classes; c++) {
+        char text[16];
+        text_format(text, sizeof text, "%d", c);
+        pt_put_int(&e->w, c);
+        pt_put_str(&e->w, text);
+    }
+    pt_dict_end(&e->w);
+    key(e, "inplace");
+    pt_put_bool(&e->w, 1);
+    key(e, "stride");
+    put_stride(e);
+    key(e, "task");
+    pt_put_str(&e->w, "detect");
+    key(e, "args");  // Ultralytics' loader merges its defaults under these
+    pt_dict_begin(&e->w);
+    key(e, "task");
+    pt_put_str(&e->w, "detect");
+    key(e, "model");
+    char yaml[32];
+    text_format(yaml, sizeof yaml, "%s.yaml", model->config.name);
+    pt_put_str(&e->w, yaml);
+    pt_dict_end(&e->w);
+    children_begin(e);
+    key(e, "model");
+    container_begin(e, "Sequential");
+    for (int i = 0; i < model->layer_count; i++) {
+        const YoloModule *layer = &model->layers[i];
+        const LayerInfo info = {i, &lines[i], type_name(layer->kind), layer_parameters(model, i)};
+        char index[16], prefix[32];
+        text_format(index, sizeof index, "%d", i);
+        text_format(prefix, sizeof prefix, "model.%d", i);
+        key(e, index);
+        switch (layer->kind) {
+        case YOLO_CONV: conv_unit(e, prefix, "Conv", layer->stride, 1, &info); break;
+        case YOLO_C2F:
+        case YOLO_C3K2:
+        case YOLO_C2PSA: csp(e, prefix, layer, &info); break;
+        case YOLO_SPPF: sppf(e, prefix, layer, &info); break;
+        case YOLO_UPSAMPLE:
+            leaf(e, "torch.nn.modules.upsampling", "Upsample");
+            key(e, "name");
+            pt_put_str(&e->w, "Upsample");
+            key(e, "size");
+            pt_put_none(&e->w);
+            key(e, "scale_factor");
+            pt_put_float(&e->w, 2.0);
+            key(e, "mode");
+            pt_put_str(&e->w, "nearest");
+            key(e, "align_corners");
+            pt_put_none(&e->w);
+            key(e, "recompute_scale_factor");
+            pt_put_none(&e->w);
+            layer_attributes(e, &info);
+            pt_object_end(&e->w);
+            break;
+        case YOLO_CONCAT:
+            leaf(e, CONV_MODULE, "Concat");
+            key_int(e, "d", 1);
+            layer_attributes(e, &info);
+            pt_object_end(&e->w);
+            break;
+        case YOLO_DETECT: detect(e, prefix, layer, &info); break;
+        }
+    }
+    container_end(e);
+    container_end(e);
+}
+
+int export_ultralytics(const Yolo *model, const char *path, ErrorMessage *err) {
+    Exporter e = {.model = model, .silu = -1};
+    size_t largest = 1;
+    const ParameterSet *sets[2] = {&model->params, &model->buffers};
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < sets[s]->count; i++)
+            if (sets[s]->params[i].count > largest) largest = sets[s]->params[i].count;
+    e.host = malloc(largest * sizeof *e.host);
+    e.torch = malloc(largest * sizeof *e.torch);
+    if (!e.host || !e.torch) {
+        free(e.host);
+        free(e.torch);
+        return error_set(err, "out of memory exporting %s", model->config.name);
+    }
+    pt_writer_init(&e.w);
+    char date[32];
+    const time_t now = time(NULL);
+    struct tm utc;
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", gmtime_r(&now, &utc));
+    pt_dict_begin(&e.w);
+    key(&e, "date");
+    pt_put_str(&e.w, date);
+    key(&e, "version");
+    pt_put_str(&e.w, ULTRALYTICS_CHECKED_VERSION);
+    key(&e, "license");
+    pt_put_str(&e.w, "AGPL-3.0 License (https://ultralytics.com/license)");
+    key(&e, "docs");
+    pt_put_str(&e.w, "https://docs.ultralytics.com");
+    key(&e, "ema");
+    pt_put_none(&e.w);
+    key(&e, "modelopt");
+    pt_put_none(&e.w);
+    key(&e, "model");
+    detection_model(&e);
+    pt_dict_end(&e.w);
+    int status = 0;
+    if (e.missing)
+        status = error_set(err, "%s: %d tensors missing from the model, the first %s", path,
+                           e.missing, e.first_missing);
+    else
+        status = pt_writer_save(&e.w, path, "exported_last", err);
+    pt_writer_free(&e.w);
+    free(e.host);
+    free(e.torch);
+    return status;
+}

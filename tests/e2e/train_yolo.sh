@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# End-to-end tests of the Ultralytics YOLO students (src/nn/yolo.h) through
+# `train`, `embed` and `export`: every method one step on yolo11n (its
+# backbone holds every block kind: C3k2 with C3k, SPPF, C2PSA), LightlyTrain's
+# default `distillation` from a small random ViT teacher (make_backbone:
+# nothing is downloaded) also on yolov8n; the export holds the whole
+# detection model in Ultralytics' names, its neck and head exactly as
+# initialised (as LightlyTrain's optimizer never sees them) and its
+# backbone trained; `embed` reads it back (pooled features, 256 wide);
+# a 4-channel YOLO is refused in one line (exit 2).
+set -u
+source "$(dirname "$0")/lib.bash"
+e2e_init train_yolo
+export OMP_WAIT_POLICY=PASSIVE
+
+images="$work/images"
+"$build/tests/e2e/make_images" "$images" 12 >/dev/null || fail "make_images"
+"$build/tests/e2e/make_backbone" "$work/vit_t14.safetensors" vit_t14 5 56 ||
+  fail "make_backbone vit_t14"
+common=(--data "$images" --batch-size 4 --image-size 56 --num-workers 1 --threads 2 --seed 3)
+teacher=(--method-arg "teacher=$work/vit_t14.safetensors")
+tool="$build/tools/safetensors_tool"
+
+# `run NAME MODEL METHOD STEPS [ARGS...]`: a finite train_loss in the last record.
+run() {
+  local name=$1 model=$2 method=$3 steps=$4
+  shift 4
+  local output
+  output=$("$bin" train "${common[@]}" --out "$work/$name" --model "$model" --method "$method" \
+    --max-steps "$steps" "$@" 2>&1) || { fail "$name: train failed: $output"; return; }
+  local loss
+  loss=$(tail -n 1 "$work/$name/metrics.jsonl" | sed -n 's|.*"train_loss": \([^,}]*\).*|\1|p')
+  case $loss in ''|*nan*|*inf*|null) fail "$name: train_loss is '$loss'" ;; esac
+}
+
+for method in simclr dino byol vicreg barlowtwins; do
+  run "$method" ultralytics/yolo11n.yaml "$method" 1
+done
+for method in distillation distillationv1 distillationv2; do
+  run "$method" ultralytics/yolo11n.yaml "$method" 1 "${teacher[@]}"
+done
+run v8 ultralytics/yolov8n.yaml distillation 1 "${teacher[@]}"
+grep -q "train: yolov8n, distillation" "$work/v8/train.log" || fail "train.log does not name yolov8n"
+grep -q "base 1.8 at batch 1536, sqrt-scaled to batch 4), weight decay 1e-06" "$work/v8/train.log" ||
+  fail "distillation into a YOLO is not LARS 1.8, wd 1e-6 (a convolutional student's defaults)"
+
+# The export: the whole DetectionModel state dict, neck and head as
+# initialised (their BatchNorms' num_batches_tracked 0: they never ran).
+# Two runs of 1 and 2 steps from the same seed: the head and neck equal,
+# the backbone not.
+run steps2 ultralytics/yolov8n.yaml distillation 2 "${teacher[@]}"
+one="$work/v8/exported_models/exported_last.safetensors"
+two="$work/steps2/exported_models/exported_last.safetensors"
+listing=$("$tool" list "$one")
+for entry in "model.0.conv.weight	F32	16,3,3,3" "model.22.dfl.conv.weight	F32	1,16,1,1" \
+             "model.22.cv3.2.2.bias	F32	80"; do
+  printf '%s\n' "$listing" | grep -q -F "$entry" || fail "the export lacks $entry"
+done
+for prefix in model.12. model.22.; do
+  "$tool" extract "$one" "$prefix" "$work/one.st" >/dev/null && "$tool" extract "$two" "$prefix" "$work/two.st" >/dev/null ||
+    fail "extract $prefix"
+  "$build/tests/e2e/compare_weights" "$work/one.st" "$work/two.st" 0 0 >/dev/null ||
+    fail "$prefix (neck / head) changed in training"
+done
+"$tool" extract "$one" model.0. "$work/one.st" >/dev/null && "$tool" extract "$two" model.0. "$work/two.st" >/dev/null
+"$build/tests/e2e/compare_weights" "$work/one.st" "$work/two.st" 0 0 >/dev/null 2>&1 &&
+  fail "the backbone's first conv did not train"
+
+# exported_last.pt: Ultralytics' checkpoint (tests/test_ultralytics_export.c
+# checks its structure, tools/check_ultralytics_export.py that Ultralytics
+# loads and fine-tunes it); our reader takes it back to the same tensors.
+[ -s "$work/v8/exported_models/exported_last.pt" ] || fail "no exported_last.pt"
+"$bin" export --checkpoint "$work/v8/exported_models/exported_last.pt" --out "$work/back.safetensors" \
+  >/dev/null 2>&1 || fail "export of exported_last.pt failed"
+"$build/tests/e2e/compare_weights" "$one" "$work/back.safetensors" 0 0 >/dev/null ||
+  fail "exported_last.pt does not read back to exported_last.safetensors"
+"$bin" export --checkpoint "$one" --out "$work/again.pt" >/dev/null 2>&1 || fail "export --out .pt of a YOLO"
+expect_only 2 "\.pt is Ultralytics' checkpoint, written for YOLO models only" -- \
+  "$bin" export --checkpoint "$work/vit_t14.safetensors" --out "$work/vit.pt"
+
+# embed reads the export back: the pooled last backbone layer (yolov8n: 256).
+output=$("$bin" embed --data "$images" --checkpoint "$one" --out "$work/emb.csv" --image-size 64 \
+  --num-workers 1 2>&1) || fail "embed failed: $output"
+header=$(head -n 1 "$work/emb.csv")
+case $header in *embedding_255) ;; *) fail "embed: not 256 features: ${header: -40}" ;; esac
+
+expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
+  "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \
+  --num-channels 4 --normalize 0.5,0.5,0.5,0.5:0.2,0.2,0.2,0.2 --max-steps 1
+
+e2e_finish

@@ -1,0 +1,224 @@
+// The Ultralytics checkpoint we write (weights/ultralytics_export.h) against
+// the structure of the ones Ultralytics 8.4.190 saves
+// (tests/fixtures/ultralytics_structure.txt, tools/make_ultralytics_structure.py):
+// for yolov8n, yolo11n and yolo11m the checkpoint's keys and, module by
+// module in named_modules() order, its class, its public attributes, and
+// its parameter and buffer names, read back from our file with the
+// restricted reader (weights/pt_pickle.h). Then the tensors read back
+// (weight_file_read) equal our tables bit for bit. That ultralytics.YOLO
+// loads and fine-tunes the file is tools/check_ultralytics_export.py's.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include "backend/backend.h"
+#include "backend_fixture.h"
+#include "nn/weights.h"
+#include "nn/yolo.h"
+#include "weights/pt_pickle.h"
+#include "weights/ultralytics_export.h"
+#include "weights/weight_file.h"
+
+#define FIXTURE "tests/fixtures/ultralytics_structure.txt"
+#define LINE_MAX_BYTES 2048
+
+typedef struct Lines {
+    char **items;
+    int count, capacity;
+} Lines;
+
+static void lines_add(Lines *lines, const char *text) {
+    if (lines->count == lines->capacity) {
+        lines->capacity = lines->capacity ? 2 * lines->capacity : 256;
+        lines->items = realloc(lines->items, (size_t)lines->capacity * sizeof *lines->items);
+        assert_non_null(lines->items);
+    }
+    lines->items[lines->count++] = strdup(text);
+}
+
+static void lines_free(Lines *lines) {
+    for (int i = 0; i < lines->count; i++) free(lines->items[i]);
+    free(lines->items);
+    memset(lines, 0, sizeof *lines);
+}
+
+// The fixture's section of model `name` (the lines after "# name").
+static void fixture_section(const char *name, Lines *out) {
+    FILE *file = fopen(FIXTURE, "r");
+    if (!file) fail_msg("cannot open %s", FIXTURE);
+    char line[LINE_MAX_BYTES], header[64];
+    snprintf(header, sizeof header, "# %s", name);
+    int inside = 0;
+    while (fgets(line, sizeof line, file)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '#') {
+            inside = strcmp(line, header) == 0;
+            continue;
+        }
+        if (inside) lines_add(out, line);
+    }
+    fclose(file);
+    if (out->count == 0) fail_msg("%s has no section %s", FIXTURE, name);
+}
+
+static int compare_strings(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+// "|"-joined keys of the dict under `which` in a module's state.
+static void joined_keys(const PtValue *state, const char *which, char *out, size_t size) {
+    const PtValue *dict = pt_dict_get(state, which);
+    out[0] = '\0';
+    for (size_t i = 0; dict && i + 1 < dict->as.items.count; i += 2) {
+        const size_t used = strlen(out);
+        snprintf(out + used, size - used, "%s%s", i ? "|" : "", dict->as.items.items[i]->as.string.bytes);
+    }
+}
+
+// One line per module, pre-order, each object once (a module referenced
+// twice, as Ultralytics' shared SiLU, is listed at its first path), as
+// named_modules() and the fixture do.
+static void describe(const PtValue *module, const char *path, Lines *out, Lines *seen) {
+    assert_int_equal(module->kind, PT_OBJECT);
+    char identity[32];
+    snprintf(identity, sizeof identity, "%p", (const void *)module);
+    for (int i = 0; i < seen->count; i++)
+        if (strcmp(seen->items[i], identity) == 0) return;
+    lines_add(seen, identity);
+    const PtValue *state = module->as.object.state;
+    assert_non_null(state);
+    const char *keys[128];
+    int count = 0;
+    for (size_t i = 0; i + 1 < state->as.items.count && count < 128; i += 2) {
+        const char *k = state->as.items.items[i]->as.string.bytes;
+        if (k[0] != '_') keys[count++] = k;
+    }
+    qsort(keys, (size_t)count, sizeof *keys, compare_strings);
+    char line[LINE_MAX_BYTES], params[512], buffers[512];
+    snprintf(line, sizeof line, "%s %s", path[0] ? path : ".", module->as.object.cls->as.global.name);
+    for (int i = 0; i < count; i++) {
+        const size_t used = strlen(line);
+        snprintf(line + used, sizeof line - used, " %s", keys[i]);
+    }
+    joined_keys(state, "_parameters", params, sizeof params);
+    joined_keys(state, "_buffers", buffers, sizeof buffers);
+    const size_t used = strlen(line);
+    snprintf(line + used, sizeof line - used, " params=%s buffers=%s", params, buffers);
+    lines_add(out, line);
+    const PtValue *children = pt_dict_get(state, "_modules");
+    for (size_t i = 0; children && i + 1 < children->as.items.count; i += 2) {
+        char child[512];
+        snprintf(child, sizeof child, "%s%s%s", path, path[0] ? "." : "",
+                 children->as.items.items[i]->as.string.bytes);
+        describe(children->as.items.items[i + 1], child, out, seen);
+    }
+}
+
+// Our file's structure lines (its data.pkl read with the restricted reader).
+static void our_structure(const char *path, Lines *out) {
+    int code = 0;
+    zip_t *zip = zip_open(path, ZIP_RDONLY, &code);
+    assert_non_null(zip);
+    zip_stat_t info;
+    assert_int_equal(zip_stat(zip, "exported_last/data.pkl", 0, &info), 0);
+    uint8_t *bytes = malloc(info.size);
+    zip_file_t *file = zip_fopen(zip, "exported_last/data.pkl", 0);
+    assert_int_equal(zip_fread(file, bytes, info.size), (zip_int64_t)info.size);
+    zip_fclose(file);
+    zip_close(zip);
+    PtPickle pickle;
+    size_t consumed;
+    ErrorMessage err;
+    if (pt_pickle_load(bytes, info.size, 0, &pickle, &consumed, &err)) fail_msg("%s", err.text);
+    const PtValue *root = pickle.root;
+    assert_int_equal(root->kind, PT_DICT);
+    const char *keys[32];
+    int count = 0;
+    for (size_t i = 0; i + 1 < root->as.items.count && count < 32; i += 2)
+        keys[count++] = root->as.items.items[i]->as.string.bytes;
+    qsort(keys, (size_t)count, sizeof *keys, compare_strings);
+    char line[LINE_MAX_BYTES] = "ckpt";
+    for (int i = 0; i < count; i++) {
+        const size_t used = strlen(line);
+        snprintf(line + used, sizeof line - used, " %s", keys[i]);
+    }
+    lines_add(out, line);
+    Lines seen = {0};
+    describe(pt_dict_get(root, "model"), "", out, &seen);
+    lines_free(&seen);
+    pt_pickle_free(&pickle);
+    free(bytes);
+}
+
+// The tensors read back equal the tables.
+static void expect_round_trip(const Yolo *model, const char *path) {
+    SafeTensors file;
+    ErrorMessage err;
+    if (weight_file_read(path, &file, &err)) fail_msg("%s", err.text);
+    assert_int_equal(file.count, weights_key_count(&model->params, &model->buffers));
+    const ParameterSet *sets[2] = {&model->params, &model->buffers};
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < sets[s]->count; i++) {
+            const Parameter *p = &sets[s]->params[i];
+            const SafeTensor *t = safetensors_find(&file, p->name);
+            if (!t) fail_msg("%s not in the file", p->name);
+            float *ours = malloc(p->count * sizeof *ours), *torch = malloc(p->count * sizeof *torch);
+            model->backend->op.download(model->backend, ours, p->value, p->count * sizeof *ours);
+            weights_to_torch_layout(p, ours, torch);
+            assert_int_equal(t->dtype, SAFE_F32);
+            if (memcmp(torch, safetensors_data(&file, t), p->count * sizeof *torch))
+                fail_msg("%s differs", p->name);
+            free(ours);
+            free(torch);
+        }
+    safetensors_free(&file);
+}
+
+static void check_model(const char *name) {
+    ErrorMessage err;
+    YoloConfig config;
+    int pretrained;
+    Yolo model;
+    const YoloInputShape shape = {1, 32};
+    if (yolo_parse_name(name, &config, &pretrained, &err) ||
+        yolo_declare(&model, fixture_backend, &config, &err) ||
+        yolo_allocate(&model, &shape, 1, &err) || yolo_init(&model, 7, &err))
+        fail_msg("%s: %s", name, err.text);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ltc-test-ultralytics-%d.pt", (int)getpid());
+    if (export_ultralytics(&model, path, &err)) fail_msg("%s", err.text);
+    Lines expected = {0}, ours = {0};
+    fixture_section(name, &expected);
+    our_structure(path, &ours);
+    for (int i = 0; i < expected.count && i < ours.count; i++)
+        if (strcmp(expected.items[i], ours.items[i]) != 0)
+            fail_msg("%s line %d:\n  Ultralytics: %s\n  ours:        %s", name, i,
+                     expected.items[i], ours.items[i]);
+    assert_int_equal(ours.count, expected.count);
+    expect_round_trip(&model, path);
+    unlink(path);
+    lines_free(&expected);
+    lines_free(&ours);
+    yolo_free(&model);
+}
+
+static void test_structure_matches_ultralytics(void **state) {
+    check_model("yolov8n");
+    check_model("yolo11n");
+    check_model("yolo11m");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_structure_matches_ultralytics),
+    };
+    return cmocka_run_group_tests(tests, fixture_backend_create_ref, fixture_backend_destroy);
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Checks lightly-train-c's YOLO export against the Ultralytics package, as
+a LightlyTrain user would use it (LightlyTrain's export writes the same
+exported_models/exported_last.pt with Ultralytics' YOLO.save):
+
+    /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
+
+For yolov8n and yolo11n: `lightly-train-c train` (2 steps of distillation
+from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
+generated images), then
+  1. ultralytics.YOLO(exported_last.pt) loads it: a DetectionModel, task
+     detect, its state_dict equal to exported_last.safetensors (bit for bit);
+  2. the same weights as ours: YOLO("<model>.yaml") given the safetensors
+     state dict computes the same eval-mode outputs as the loaded model;
+  3. it fine-tunes: YOLO(exported_last.pt).train() one epoch on a tiny
+     labelled set (4 images, one box each, 1 class: the Detect head is
+     rebuilt for it as in any fine-tuning) runs, and changes the backbone;
+  4. our reader reads a checkpoint Ultralytics itself saved (YOLO.save):
+     `lightly-train-c export` of it equals its state_dict.
+Prints one line per check and exits 1 on the first failure. Checked with
+ultralytics 8.4.190 and torch 2.15 (docs/models.md).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+MODELS = ("yolov8n", "yolo11n")
+
+
+def write_images(folder, count, size, seed):
+    from PIL import Image
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(count):
+        pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+        path = os.path.join(folder, f"{i}.jpg")
+        Image.fromarray(pixels).save(path)
+        paths.append(path)
+    return paths
+
+
+def labelled_set(root):
+    """A 1-class detection set in Ultralytics' layout: 4 images, one box each."""
+    images = write_images(os.path.join(root, "images", "train"), 4, 64, 1)
+    labels = os.path.join(root, "labels", "train")
+    os.makedirs(labels)
+    for path in images:
+        name = os.path.splitext(os.path.basename(path))[0]
+        with open(os.path.join(labels, f"{name}.txt"), "w") as file:
+            file.write("0 0.5 0.5 0.4 0.4\n")
+    data = os.path.join(root, "data.yaml")
+    with open(data, "w") as file:
+        file.write(f"path: {root}\ntrain: images/train\nval: images/train\nnames:\n  0: thing\n")
+    return data
+
+
+def check(condition, message):
+    print(("ok    " if condition else "FAIL  ") + message)
+    if not condition:
+        sys.exit(1)
+
+
+def run(command):
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        print(result.stdout[-2000:], result.stderr[-2000:])
+        sys.exit(f"failed: {' '.join(command)}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin", default="build/lightly-train-c")
+    parser.add_argument("--build", default="build")
+    args = parser.parse_args()
+    from safetensors.torch import load_file
+    from ultralytics import YOLO
+    import ultralytics
+    print(f"ultralytics {ultralytics.__version__}, torch {torch.__version__}")
+    with tempfile.TemporaryDirectory() as work:
+        write_images(os.path.join(work, "unlabelled"), 8, 64, 0)
+        teacher = os.path.join(work, "vit_t14.safetensors")
+        run([os.path.join(args.build, "tests/e2e/make_backbone"), teacher, "vit_t14", "5", "56"])
+        data = labelled_set(os.path.join(work, "labelled"))
+        for name in MODELS:
+            out = os.path.join(work, name)
+            run([args.bin, "train", "--data", os.path.join(work, "unlabelled"), "--out", out,
+                 "--model", f"ultralytics/{name}.yaml", "--method-arg", f"teacher={teacher}",
+                 "--batch-size", "4", "--image-size", "56", "--max-steps", "2", "--threads", "2"])
+            pt = os.path.join(out, "exported_models", "exported_last.pt")
+            state = load_file(os.path.join(out, "exported_models", "exported_last.safetensors"))
+
+            model = YOLO(pt)
+            loaded = model.model.state_dict()
+            check(type(model.model).__name__ == "DetectionModel" and model.task == "detect",
+                  f"{name}: YOLO(exported_last.pt) is a DetectionModel for detect")
+            same = set(loaded) == set(state) and all(torch.equal(loaded[k], state[k]) for k in state)
+            check(same, f"{name}: its state_dict equals exported_last.safetensors "
+                        f"({len(state)} tensors)")
+
+            reference = YOLO(f"{name}.yaml")
+            reference.model.load_state_dict(state)
+            image = torch.rand(1, 3, 64, 64)
+            with torch.no_grad():
+                ours = model.model.eval()(image)[0]
+                theirs = reference.model.eval()(image)[0]
+            check(torch.allclose(ours, theirs, rtol=0, atol=0),
+                  f"{name}: YOLO('{name}.yaml') with our weights computes the same outputs")
+
+            before = {k: v.clone() for k, v in model.model.state_dict().items()}
+            model.train(data=data, epochs=1, imgsz=64, batch=2, workers=0, device="cpu",
+                        plots=False, val=False, amp=False, project=os.path.join(work, "runs"),
+                        name=name, verbose=False)
+            after = model.model.state_dict()
+            changed = not torch.equal(before["model.0.conv.weight"].float(),
+                                      after["model.0.conv.weight"].float())
+            check(changed, f"{name}: YOLO(exported_last.pt).train() fine-tuned it "
+                           "(one epoch, 2 steps; the backbone's first conv changed)")
+
+            saved = os.path.join(work, f"{name}_ultralytics.pt")
+            YOLO(f"{name}.yaml").save(saved)
+            theirs = torch.load(saved, map_location="cpu", weights_only=False)["model"].state_dict()
+            converted = os.path.join(work, f"{name}_read.safetensors")
+            run([args.bin, "export", "--checkpoint", saved, "--out", converted])
+            read = load_file(converted)
+            same = set(read) == set(theirs) and all(
+                torch.equal(read[k].to(theirs[k].dtype), theirs[k]) for k in theirs)
+            check(same, f"{name}: our reader reads Ultralytics' own checkpoint "
+                        f"({len(theirs)} tensors, F16 as saved)")
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

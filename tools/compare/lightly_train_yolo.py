@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""lightly-train-c against LightlyTrain itself on the same YOLO student, the
+same machine and the same data: whole `train` runs of DINO and distillation
+(v3, LightlyTrain's default), images/s and peak memory (docs/performance.md).
+
+    /work/venvs/yolo/bin/python tools/compare/lightly_train_yolo.py --bin build/lightly-train-c
+
+Needs lightly-train 0.18 and ultralytics (checked: lightly-train 0.18.0,
+ultralytics 8.4.190, torch 2.15). Both sides: model ultralytics/yolov8s.yaml
+(random init), 48 generated 256 px JPEGs, batch 16, 2 epochs (6 steps),
+2 data workers, float32 on the CPU, LightlyTrain's default views (224 px;
+DINO: 2 global + 6 local 96 px). The distillation teacher is a DINOv2
+ViT-S/14 without registers with random weights on both sides (nothing can
+be downloaded here): LightlyTrain's own DINOv2 package with
+load_weights=False, ours build/tests/e2e/make_backbone vit_s14. Each run is
+a child process; images/s = batch / the median of the logged
+profiling/batch_time of steps 1..5 (step 0 warms up), both sides logging it
+the same way (forward, backward and optimizer of a step); peak memory = the
+child's ru_maxrss (LightlyTrain's data workers are processes of their own,
+not counted; ours are threads of the one process, counted). Prints a
+markdown table.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+LIGHTLY_TRAIN = r'''
+import sys
+import lightly_train
+method, out, data = sys.argv[1], sys.argv[2], sys.argv[3]
+method_args = {}
+if method == "distillation":
+    from lightly_train._models.dinov2_vit.dinov2_vit_package import DINOv2ViTPackage
+    teacher = DINOv2ViTPackage.get_model("vits14-noreg", load_weights=False)
+    method_args["teacher"] = DINOv2ViTPackage.get_model_wrapper(teacher)
+lightly_train.pretrain(out=out, data=data, model="ultralytics/yolov8s.yaml", method=method,
+                       method_args=method_args, epochs=2, batch_size=16, num_workers=2,
+                       accelerator="cpu", devices=1, precision="32-true", overwrite=True,
+                       seed=0, loggers={"jsonl": {"flush_logs_every_n_steps": 1}},
+                       trainer_args={"log_every_n_steps": 1})
+'''
+
+
+def write_images(folder):
+    import numpy as np
+    from PIL import Image
+    os.makedirs(folder)
+    rng = np.random.default_rng(0)
+    for i in range(48):
+        small = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
+        Image.fromarray(small).resize((256, 256), Image.BILINEAR).save(
+            os.path.join(folder, f"{i}.jpg"), quality=90)
+
+
+# Runs the command as its child and prints that child's peak RSS (kB) last,
+# so that each measured run has a parent of its own.
+WRAPPER = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
+
+
+def run(command):
+    """Runs command in a child; its peak RSS (MB)."""
+    result = subprocess.run([sys.executable, "-c", WRAPPER, *command], capture_output=True,
+                            text=True)
+    if result.returncode != 0:
+        print(result.stdout[-3000:], result.stderr[-3000:])
+        sys.exit(f"failed: {' '.join(command[:4])} ...")
+    return int(result.stdout.strip().splitlines()[-1]) / 1024.0
+
+
+def images_per_second(metrics, batch):
+    times = []
+    with open(metrics) as file:
+        for line in file:
+            record = json.loads(line)
+            if "profiling/batch_time" in record and record.get("step", 0) >= 1:
+                times.append(record["profiling/batch_time"])
+    return batch / statistics.median(times), len(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin", default="build/lightly-train-c")
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--methods", default="dino,distillation")
+    args = parser.parse_args()
+    import lightly_train
+    import torch
+    import ultralytics
+    print(f"lightly-train {lightly_train.__version__}, ultralytics {ultralytics.__version__}, "
+          f"torch {torch.__version__}, {os.cpu_count()} cores")
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        data = os.path.join(work, "images")
+        write_images(data)
+        teacher = os.path.join(work, "vit_s14.safetensors")
+        subprocess.run([os.path.join(args.build, "tests/e2e/make_backbone"), teacher, "vit_s14",
+                        "1", "224"], check=True, capture_output=True)
+        script = os.path.join(work, "lightly_train_run.py")
+        with open(script, "w") as file:
+            file.write(LIGHTLY_TRAIN)
+        for method in args.methods.split(","):
+            out = os.path.join(work, f"ours_{method}")
+            extra = ["--method-arg", f"teacher={teacher}"] if method == "distillation" else []
+            ours_peak = run([args.bin, "train", "--data", data, "--out", out, "--model",
+                             "ultralytics/yolov8s.yaml", "--method", method, "--batch-size", "16",
+                             "--epochs", "2", "--num-workers", "2", "--threads", "2",
+                             "--seed", "0", "--log-every", "1", *extra])
+            ours, ours_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
+            out = os.path.join(work, f"lightly_train_{method}")
+            theirs_peak = run([sys.executable, script, method, out, data])
+            theirs, theirs_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
+            rows.append((method, ours, theirs, ours_peak, theirs_peak, ours_steps, theirs_steps))
+    print("| method | lightly-train-c images/s | LightlyTrain images/s | ratio "
+          "| peak RSS ours / LightlyTrain |")
+    print("|---|---|---|---|---|")
+    for method, ours, theirs, ours_peak, theirs_peak, a, b in rows:
+        print(f"| {method} (yolov8s, batch 16, steps 1-5: {a} / {b} timed) | {ours:.2f} "
+              f"| {theirs:.2f} | {ours / theirs:.2f}x | {ours_peak:.0f} / {theirs_peak:.0f} MB |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

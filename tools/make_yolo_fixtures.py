@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/yolo.safetensors: Ultralytics' YOLOv8 and YOLO11
+detection models (every size, n s m l x) as references for src/nn/yolo*.c,
+checked by tests/test_yolo.c.
+
+    /work/venvs/yolo/bin/python tools/make_yolo_fixtures.py --out tests/fixtures
+
+Needs the Ultralytics package (checked with ultralytics==8.4.190, torch
+2.15, numpy) and lightly-train 0.18 (only to assert that its backbone cut is
+the one written here); the safetensors writer and "fixture init"
+(tests/fixtures/README.md) come from tools/make_fixtures.py.
+
+Each model is ultralytics.nn.tasks.DetectionModel(cfg="yolov8s.yaml", ...)
+(the YAML's scaling as parse_model applies it), every state_dict tensor then
+set by fixture init of its key (rules in init_rule below; num_batches_tracked
+0), and run in float64 (the stored truth, rounded to float32) on fixture
+init "input/yolo/96" (0, 1) of shape (2, 3, 96, 96). The backbone is what
+LightlyTrain 0.18 trains (lightly_train/_models/ultralytics/ultralytics.py,
+_get_backbone): YOLOv8's layers 0-8 (up to the C2f before SPPF), YOLO11's
+layers 0-10 (SPPF and C2PSA included, up to the first Upsample).
+
+Per model M (yolov8n ... yolo11x), MAP = train/p3, train/p4, train/p5 (the
+train-mode outputs of layers 4, 6 and the backbone's last) and eval/p5 (the
+eval-mode last output, with the fixture-init running statistics):
+    M/MAP               (2, H, W, C) F32 NHWC   yolov8n and yolo11n
+    M/MAP/sample        (1024,) F32             the others: the map at NHWC flat
+                                                index k * 2654435761 mod numel
+    M/MAP/sumsq         () F64                  the others: its sum of squares
+    M/MAP/f32err        () F64                  how far PyTorch's float32 run of the same
+                                                model lies from the truth (relative L2):
+                                                the scale of a correct float32 result's
+                                                error (train-mode BatchNorm over the 18
+                                                values of a P5 channel amplifies it)
+    metadata "M/state_dict"             "key=d0xd1x..;key=..." every state_dict entry
+                                        with its torch shape, in order (the structure
+                                        the C model declares)
+For yolov8n and yolo11n also one training step's gradients: loss =
+sum(pooled features * loss_weights), loss_weights fixture init
+"loss_weights/yolo" (0, 1) of shape (2, C), train mode:
+    M/grad_sample/P   (256,) F32  d loss / d P at flat index k * 2654435761 mod numel
+                                  (torch layout), every backbone parameter P
+    M/grad_sumsq/P    () F64      the sum of squares of the whole gradient of P
+    M/running_var/B   (C,) F32    the backbone's first BatchNorm after the step's
+                                  forward (momentum 0.03, unbiased batch variance)
+"""
+import argparse
+import copy
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_fixtures import SafeFile, add_check, fixture_value, sample_indices  # noqa: E402
+
+BATCH = 2
+# 96 px: P5 is 3 x 3, so a train-mode BatchNorm there normalises 18 values
+# per channel (at 64 px, 8: PyTorch's own float32 result then lies 3e-5 from
+# the truth, above the 1e-5 bound).
+IMAGE_SIZE = 96
+FULL_MAPS = ("yolov8n", "yolo11n")  # the others' maps as samples (file size)
+MAP_SAMPLES = 1024
+MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11") for size in "nsmlx"]
+GRADIENT_MODELS = ("yolov8n", "yolo11n")
+# The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
+MAP_LAYERS = {"yolov8": (4, 6, 8), "yolo11": (4, 6, 10)}
+
+
+def family_of(name):
+    return "yolov8" if name.startswith("yolov8") else "yolo11"
+
+
+def init_rule(model, key, shape):
+    """(offset, scale) of a DetectionModel state_dict entry, or None for
+    num_batches_tracked."""
+    module_name, _, leaf = key.rpartition(".")
+    module = model.get_submodule(module_name)
+    if isinstance(module, torch.nn.Conv2d):
+        if leaf == "weight":
+            out_channels, _, kernel_h, kernel_w = shape
+            return 0.0, math.sqrt(6.0 / (out_channels * kernel_h * kernel_w))
+        if leaf == "bias":
+            return 0.0, 0.1
+    if isinstance(module, torch.nn.BatchNorm2d):
+        rules = {"weight": (1.0, 0.25), "bias": (0.0, 0.25), "running_mean": (0.0, 0.1),
+                 "running_var": (1.0, 0.25), "num_batches_tracked": None}
+        if leaf in rules:
+            return rules[leaf]
+    raise ValueError(f"no fixture-init rule for state_dict entry {key!r}")
+
+
+def build(name):
+    from ultralytics.nn.tasks import DetectionModel
+    model = DetectionModel(cfg=f"{name}.yaml", ch=3, verbose=False)
+    state = model.state_dict()
+    new_state = {}
+    for key, tensor in state.items():
+        rule = init_rule(model, key, tuple(tensor.shape))
+        new_state[key] = (torch.zeros_like(tensor) if rule is None
+                          else torch.from_numpy(fixture_value(key, tuple(tensor.shape), *rule)))
+    model.load_state_dict(new_state)
+    return model
+
+
+def check_backbone_cut(name, model, last):
+    """LightlyTrain's own cut of this model ends where ours does."""
+    from lightly_train._models.ultralytics.ultralytics import _get_backbone
+
+    class Holder:  # what _get_backbone reads: YOLO.model.model
+        pass
+    holder = Holder()
+    holder.model = model
+    backbone, feature_dim = _get_backbone(holder)
+    if len(backbone) != last + 1:
+        raise SystemExit(f"{name}: LightlyTrain's backbone has {len(backbone)} layers, not {last + 1}")
+    return feature_dim
+
+
+def run_backbone(model, last, keep, x):
+    outputs = {}
+    for index in range(last + 1):
+        x = model.model[index](x)
+        if index in keep:
+            outputs[index] = x
+    return outputs
+
+
+def nhwc32(tensor):
+    return tensor.detach().permute(0, 2, 3, 1).contiguous().numpy().astype(np.float32)
+
+
+def add_map(safe, name, label, tensor, single):
+    """The float64 map (tensor) and how far the float32 run's (single) lies from it."""
+    error = torch.linalg.norm(single.detach().double() - tensor.detach()) / torch.linalg.norm(tensor.detach())
+    safe.add(f"{name}/{label}/f32err", np.float64(error.item()))
+    nhwc = tensor.detach().permute(0, 2, 3, 1).contiguous().numpy()
+    if name in FULL_MAPS:
+        safe.add(f"{name}/{label}", nhwc.astype(np.float32))
+        return
+    flat = nhwc.reshape(-1)
+    index = np.array([(k * 2654435761) % flat.size for k in range(MAP_SAMPLES)], dtype=np.int64)
+    safe.add(f"{name}/{label}/sample", flat[index].astype(np.float32))
+    safe.add(f"{name}/{label}/sumsq", np.float64(np.sum(flat * flat)))
+
+
+def add_model(safe, metadata, name):
+    family = family_of(name)
+    keep = MAP_LAYERS[family]
+    last = keep[-1]
+    model = build(name)
+    feature_dim = check_backbone_cut(name, model, last)
+    metadata[f"{name}/state_dict"] = ";".join(
+        f"{key}={'x'.join(str(d) for d in tensor.shape)}" for key, tensor in model.state_dict().items())
+    side = IMAGE_SIZE
+    image = torch.from_numpy(fixture_value(f"input/yolo/{side}", (BATCH, 3, side, side), 0.0, 1.0))
+    single = copy.deepcopy(model).float()
+    double = model.double()
+
+    double.eval()
+    single.eval()
+    with torch.no_grad():
+        outputs = run_backbone(double, last, keep, image.double())
+        singles = run_backbone(single, last, keep, image)
+    add_map(safe, name, "eval/p5", outputs[last], singles[last])
+
+    single.train()
+    with torch.no_grad():
+        singles = run_backbone(single, last, keep, image)
+    double.train()
+    x = image.double()
+    outputs = run_backbone(double, last, keep, x)
+    for label, index in zip(("p3", "p4", "p5"), keep):
+        add_map(safe, name, f"train/{label}", outputs[index], singles[index])
+    if name in GRADIENT_MODELS:
+        pooled = outputs[last].mean(dim=(2, 3))
+        weights = torch.from_numpy(fixture_value("loss_weights/yolo", (BATCH, feature_dim), 0.0, 1.0))
+        loss = (pooled * weights.double()).sum()
+        loss.backward()
+        for key, parameter in double.named_parameters():
+            if int(key.split(".")[1]) > last or parameter.grad is None:
+                continue
+            gradient = parameter.grad.detach().reshape(-1).numpy()
+            safe.add(f"{name}/grad_sample/{key}",
+                     gradient[sample_indices(gradient.size)].astype(np.float32))
+            safe.add(f"{name}/grad_sumsq/{key}", np.float64(np.sum(gradient * gradient)))
+        bn = double.model[0].bn
+        safe.add(f"{name}/running_var/model.0.bn", bn.running_var.detach().numpy().astype(np.float32))
+    print(f"{name}: feature dim {feature_dim}, "
+          f"{sum(t.numel() for t in model.state_dict().values())} state_dict elements")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    torch.use_deterministic_algorithms(True)
+    import ultralytics
+    safe = SafeFile()
+    add_check(safe)
+    metadata = {"ultralytics": ultralytics.__version__}
+    for name in MODELS:
+        add_model(safe, metadata, name)
+    metadata.update({"generator": "tools/make_yolo_fixtures.py",
+                     "command": "python tools/make_yolo_fixtures.py --out tests/fixtures",
+                     "reference": f"ultralytics {ultralytics.__version__} DetectionModel",
+                     "torch": torch.__version__, "numpy": np.__version__})
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "yolo.safetensors")
+    size = safe.write(path, metadata)
+    print(f"{path}: {len(safe.arrays)} tensors, {size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
