@@ -65,6 +65,7 @@ typedef struct TrainConfig {
     int sync_batchnorm;       // BatchNorm statistics over all ranks (several ranks)
     int gradient_overlap;     // the gradient buckets start during backward (else after it)
     int rank_cores;           // CPU cores this rank may use; <= 0: all usable
+    int activation_checkpointing;  // ViTs: blocks recomputed in the backward (BackboneSpec)
 } TrainConfig;
 
 // SIGINT and SIGTERM ask the run to stop (after the step in progress, with
