@@ -682,6 +682,12 @@ typedef struct BackendOps {
     // arrays of C <= 64 values
     void (*normalize_f32)(Backend *backend, size_t pixels, int channels, const float *x,
                           const float *mean, const float *std, Act *y);
+
+    // ---- reporting -----------------------------------------------------------------
+    // One line for train.log on which of its paths the plans made so far
+    // take where a backend has several (cuda: cuDNN's fused graphs or their
+    // fallbacks, and why); NULL where there is one path.
+    void (*describe_paths)(const Backend *backend, char *text, size_t size);
 } BackendOps;
 
 struct Backend {

@@ -50,6 +50,26 @@ int cuda_reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err) {
     return 0;
 }
 
+// Which path the attention plans made so far take (cuda_attention.cu).
+static void cuda_describe_paths(const Backend *backend, char *text, size_t size) {
+    const CudaState *s = cuda_state(backend);
+    text[0] = '\0';
+    if (backend->compute_dtype == COMPUTE_F32 || !s->attention_plans) {
+        if (s->attention_plans)
+            snprintf(text, size, "attention: fp32 tile kernels (%d plans)", s->attention_plans);
+        return;
+    }
+    const int sdpa_both = s->attention_sdpa_forward == s->attention_plans &&
+                          s->attention_sdpa_backward == s->attention_plans;
+    snprintf(text, size, "attention: cuDNN SDPA graphs for %d of %d plans forward, %d backward"
+                         "%s%s%s", s->attention_sdpa_forward, s->attention_plans,
+             s->attention_sdpa_backward,
+             sdpa_both ? "" : "; the rest batched GEMMs on cuBLAS (",
+             sdpa_both ? "" : (s->attention_fallback_reason[0] ? s->attention_fallback_reason
+                                                              : "LTC_CUDA_ATTENTION"),
+             sdpa_both ? "" : ")");
+}
+
 // ---- memory ------------------------------------------------------------------------
 
 static void cuda_set_device(const Backend *backend) {
@@ -733,6 +753,7 @@ static const BackendOps cuda_ops = {
     .attention_plan_free = cuda_attention_plan_free,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
+    .describe_paths = cuda_describe_paths,
     .vit_tokens_forward = cuda_vit_tokens_forward,
     .vit_tokens_backward = cuda_vit_tokens_backward,
     .residual_scale_add_forward = cuda_residual_scale_add_forward,

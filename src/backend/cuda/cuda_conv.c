@@ -35,13 +35,11 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cudnn_library.h"
 
-#define CUDNN_CHECK(call)                                                                    \
-    do {                                                                                     \
-        cudnnStatus_t cudnn_status_ = (call);                                                \
-        if (cudnn_status_ != CUDNN_STATUS_SUCCESS)                                           \
-            cuda_fatal("cuDNN", #call, cudnnGetErrorString(cudnn_status_), __FILE__,         \
-                       __LINE__, cuda_current_device());                                     \
-    } while (0)
+void cuda_dnn_check(int status, const char *call, const char *file, int line) {
+    if (status != CUDNN_STATUS_SUCCESS)
+        cuda_fatal("cuDNN", call, cudnnGetErrorString((cudnnStatus_t)status), file, line,
+                   cuda_current_device());
+}
 
 struct ConvPlan {
     ConvShape shape;

@@ -52,6 +52,11 @@ typedef struct CudaState {
     size_t workspace_bytes;
     char device_name[128];
     int compute_major, compute_minor;  // the device's compute capability
+    // Which attention path the plans took (cuda_attention.cu): cuDNN's SDPA
+    // graphs per direction, or the fallback, with the first reason a plan
+    // fell back (cuda_backend_describe_paths)
+    int attention_sdpa_forward, attention_sdpa_backward, attention_plans;
+    char attention_fallback_reason[320];
 } CudaState;
 
 static inline CudaState *cuda_state(const Backend *backend) { return (CudaState *)backend->impl; }
@@ -71,6 +76,12 @@ int cuda_current_device(void);
             cuda_fatal("CUDA", #call, cudaGetErrorString(cuda_status_), __FILE__, __LINE__, \
                        cuda_current_device());                                              \
     } while (0)
+
+// A cuDNN call's status (a cudnnStatus_t) other than success is reported
+// as cuda_fatal does (cuda_conv.c, which includes cudnn.h, turns it into
+// cuDNN's message).
+void cuda_dnn_check(int status, const char *call, const char *file, int line);
+#define CUDNN_CHECK(call) cuda_dnn_check((int)(call), #call, __FILE__, __LINE__)
 
 // After a kernel launch: launch errors (bad configuration) show here, not
 // at the next synchronisation.
@@ -270,6 +281,22 @@ void cuda_token_pool_forward_launch(cudaStream_t stream, ComputeDtype dtype, int
 void cuda_token_pool_backward_launch(cudaStream_t stream, ComputeDtype dtype, int batch, int tokens,
                                      int channels, int first, int count, const void *dy_any,
                                      void *dx_any);
+
+// ---- cuda_sdpa.c: 16-bit attention through cuDNN's SDPA graphs ----
+typedef struct CudaSdpa CudaSdpa;
+// The forward and backward plans for shape in the backend's dtype; NULL
+// with the reason (fp32, a head dim cuDNN's fused engines do not take, no
+// engine) when neither direction can run fused. A direction without a
+// plan (cuda_sdpa_has 0) falls back alone: both keep lse as the natural-log
+// sum of exp(scale q.k), so either backward reads either forward's lse.
+CudaSdpa *cuda_sdpa_create(Backend *backend, const AttentionShape *shape, char *reason,
+                           size_t reason_size);
+void cuda_sdpa_free(CudaSdpa *sdpa);
+int cuda_sdpa_has(const CudaSdpa *sdpa, int backward);
+void cuda_sdpa_forward(Backend *backend, const CudaSdpa *sdpa, const Act *qkv, float scale,
+                       Act *out, float *lse);
+void cuda_sdpa_backward(Backend *backend, const CudaSdpa *sdpa, const Act *qkv, const Act *out,
+                        const Act *dout, const float *lse, float scale, Act *dqkv);
 
 // ---- cuda_attention.cu: the attention ops of the table themselves ----
 AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape,
