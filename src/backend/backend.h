@@ -306,6 +306,21 @@ typedef struct BackendOps {
                                      const float *gamma, const float *mean, const float *inv_std,
                                      const float *sums, Act *dx);
 
+    // ---- convolution fused with BatchNorm's statistics ------------------------
+    // (cuDNN's ConvBNfprop, its conv + genstats part; layers.c
+    // conv_batchnorm_forward.) y (N, OH, OW, Cout) = conv2d_forward's y, and
+    // sums (2, Cout) = [sum over rows of y, sum of y^2], of y as stored,
+    // where the plan has a fused path: returns 1. Otherwise writes nothing
+    // and returns 0 (the caller takes conv2d_forward and the norm's own
+    // statistics). NULL where a backend has no fused path (ref, cpu).
+    int (*conv2d_forward_stats)(Backend *backend, const ConvPlan *plan, const Act *x,
+                                const Act *w, Act *y, float *sums);
+    // mean (C) = sums[0] / total_rows and squares (C) = the sum of squared
+    // deviations, sums[1] - sums[0] mean (at least 0), from the (2, C) sums
+    // of total_rows rows: what batchnorm_finish_statistics takes.
+    void (*batchnorm_statistics_from_sums)(Backend *backend, int channels, size_t total_rows,
+                                           const float *sums, float *mean, float *squares);
+
     // ---- elementwise --------------------------------------------------------
     void (*relu_forward)(Backend *backend, size_t n, const Act *x,
                          Act *y); // y = max(x, 0); may alias

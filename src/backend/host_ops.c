@@ -37,6 +37,12 @@ void host_scalar_combine(Backend *backend, float alpha, const float *a, float be
     *y = scalar_combine_rule(alpha, *a, beta, b, divisor);
 }
 
+void host_batchnorm_statistics_from_sums(Backend *backend, int channels, size_t total_rows,
+                                         const float *sums, float *mean, float *squares) {
+    for (int c = 0; c < channels; c++)
+        batchnorm_sums_rule(sums[c], sums[channels + c], total_rows, &mean[c], &squares[c]);
+}
+
 // ---- host slots: the copy is done when fill returns -----------------------------------
 
 struct HostSlot {

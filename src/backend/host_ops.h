@@ -18,6 +18,8 @@ void host_amp_update(Backend *backend, float *state, const float *found, int gro
                      float growth, float backoff);
 void host_scalar_combine(Backend *backend, float alpha, const float *a, float beta,
                          const float *b, float divisor, float *y);
+void host_batchnorm_statistics_from_sums(Backend *backend, int channels, size_t total_rows,
+                                         const float *sums, float *mean, float *squares);
 
 HostSlot *host_slot_create(Backend *backend, size_t bytes, ErrorMessage *err);
 void host_slot_free(Backend *backend, HostSlot *slot);

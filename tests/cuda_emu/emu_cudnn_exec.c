@@ -187,6 +187,64 @@ static int run_reshape(Execution *e, const EmuDescriptor *op) {
     return 0;
 }
 
+// y[n, k, oh, ow] = alpha sum over c, r, s of x[n, c, ih, iw] w[k, c, r, s]
+// (+ beta y), ih = oh stride - pad + r dilation, outside x: 0.
+static int run_conv_forward(Execution *e, const EmuDescriptor *op) {
+    Data *x = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X)->uid);
+    Data *w = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W)->uid);
+    Data *y = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y)->uid);
+    const EmuAttr *alpha_attr = emu_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA);
+    const EmuAttr *beta_attr = emu_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA);
+    const float alpha = alpha_attr ? *(const float *)alpha_attr->values : 1.0f;
+    const float beta = beta_attr ? *(const float *)beta_attr->values : 0.0f;
+    int64_t stride[2], pad[2], dilation[2];
+    emu_conv_geometry(emu_attr_descriptor(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, 0),
+                      stride, pad, dilation);
+    int64_t yi[4], xi[4], wi[4];
+    for (int64_t n = 0; n < emu_tensor_elements(y->t); n++) {
+        index_of(y->t, n, yi);
+        float sum = 0.0f;
+        for (int64_t r = 0; r < w->t->dims[2]; r++)
+            for (int64_t s = 0; s < w->t->dims[3]; s++) {
+                const int64_t ih = yi[2] * stride[0] - pad[0] + r * dilation[0];
+                const int64_t iw = yi[3] * stride[1] - pad[1] + s * dilation[1];
+                if (ih < 0 || iw < 0 || ih >= x->t->dims[2] || iw >= x->t->dims[3]) continue;
+                for (int64_t c = 0; c < x->t->dims[1]; c++) {
+                    xi[0] = yi[0], xi[1] = c, xi[2] = ih, xi[3] = iw;
+                    wi[0] = yi[1], wi[1] = c, wi[2] = r, wi[3] = s;
+                    sum += load(x, offset_of(x->t, xi)) * load(w, offset_of(w->t, wi));
+                }
+            }
+        const int64_t at = offset_of(y->t, yi);
+        store(y, at, beta == 0.0f ? alpha * sum : alpha * sum + beta * load(y, at));
+    }
+    return 0;
+}
+
+// sum, sqsum [1, K, 1, 1] over x [N, K, H, W] as stored, in element order.
+static int run_genstats(Execution *e, const EmuDescriptor *op) {
+    Data *x = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_GENSTATS_XDESC)->uid);
+    Data *sum = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC)->uid);
+    Data *sqsum = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC)->uid);
+    const int64_t channels = x->t->dims[1];
+    float *totals = calloc(2 * (size_t)channels, sizeof *totals);
+    if (!totals) return -1;
+    int64_t index[4];
+    for (int64_t n = 0; n < emu_tensor_elements(x->t); n++) {
+        index_of(x->t, n, index);
+        const float v = load(x, offset_of(x->t, index));
+        totals[index[1]] += v;
+        totals[channels + index[1]] += v * v;
+    }
+    for (int64_t c = 0; c < channels; c++) {
+        index[0] = 0, index[1] = c, index[2] = 0, index[3] = 0;
+        store(sum, offset_of(sum->t, index), totals[c]);
+        store(sqsum, offset_of(sqsum->t, index), totals[channels + c]);
+    }
+    free(totals);
+    return 0;
+}
+
 // ---- the graph -----------------------------------------------------------------------------
 
 typedef int (*Runner)(Execution *, const EmuDescriptor *);
@@ -197,6 +255,8 @@ static Runner runner_of(const EmuDescriptor *op) {
     case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: return run_matmul;
     case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: return run_reduction;
     case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: return run_reshape;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR: return run_conv_forward;
+    case CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR: return run_genstats;
     default: return NULL;
     }
 }

@@ -11,7 +11,9 @@
 // - attention (graphs with matmuls): every tensor with data that feeds a
 //   matmul (directly or through a reshape) 16-bit, the head dim (the inner
 //   dimension of a product of two such tensors) a multiple of 8 up to 128.
-//   So fp32 graphs get no engine, as on a GPU.
+// - a forward convolution with statistics generation on its output
+//   (ConvBNfprop's conv + genstats): 16-bit, channels multiples of 8.
+// So fp32 graphs get no engine, as on a GPU.
 // LTC_EMU_CUDNN_GRAPH=no-engine makes it a cuDNN without an engine for any
 // graph, so the tests reach the backend's fallbacks.
 #include "emu_cudnn_graph.h"
@@ -92,6 +94,30 @@ static const AttrSpec kSpecs[] = {
     {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_OPERATION_REDUCTION_DESC, BD, 1},
     {CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, BD, 1},
     {CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, BD, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_CONV_MODE,
+     CUDNN_TYPE_CONVOLUTION_MODE, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 1},
+    {CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, BD, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, BD, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, BD, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, BD, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 0},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 0},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_MODE,
+     CUDNN_TYPE_GENSTATS_MODE, 1},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC,
+     CUDNN_TYPE_DATA_TYPE, 1},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, BD, 1},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, BD, 1},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, BD, 1},
     {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1},
     {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, CUDNN_ATTR_OPERATIONGRAPH_OPS, BD, 1},
     {CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, BD, 1},
@@ -298,6 +324,63 @@ static cudnnStatus_t finalize_reshape_op(const EmuDescriptor *d) {
                                                                  : CUDNN_STATUS_BAD_PARAM;
 }
 
+int emu_conv_geometry(const EmuDescriptor *conv, int64_t *stride, int64_t *pad, int64_t *dilation) {
+    const EmuAttr *s = emu_attr(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES);
+    const EmuAttr *pre = emu_attr(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS);
+    const EmuAttr *post = emu_attr(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS);
+    const EmuAttr *d = emu_attr(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS);
+    if (emu_attr_int(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, 0) != 2 || s->count != 2 ||
+        pre->count != 2 || post->count != 2 || d->count != 2 ||
+        emu_attr_int(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, -1) != CUDNN_CROSS_CORRELATION)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        stride[i] = ((const int64_t *)s->values)[i];
+        pad[i] = ((const int64_t *)pre->values)[i];
+        dilation[i] = ((const int64_t *)d->values)[i];
+        // the backend pads symmetrically; the emulation computes only that
+        if (pad[i] != ((const int64_t *)post->values)[i] || stride[i] < 1 || dilation[i] < 1 ||
+            pad[i] < 0)
+            return -1;
+    }
+    return 0;
+}
+
+// y [N, K, OH, OW] = conv(x [N, C, H, W], w [K, C, R, S]).
+static cudnnStatus_t finalize_conv_forward_op(const EmuDescriptor *d) {
+    const EmuTensor *x = emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X);
+    const EmuTensor *w = emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W);
+    const EmuTensor *y = emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y);
+    const EmuDescriptor *conv =
+        emu_attr_descriptor(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, 0);
+    int64_t stride[2], pad[2], dilation[2];
+    if (!x || !w || !y || !conv || conv->type != CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR ||
+        emu_conv_geometry(conv, stride, pad, dilation) || x->rank != 4 || w->rank != 4 ||
+        y->rank != 4 || x->dims[1] != w->dims[1] || y->dims[0] != x->dims[0] ||
+        y->dims[1] != w->dims[0])
+        return CUDNN_STATUS_BAD_PARAM;
+    for (int i = 0; i < 2; i++) {
+        const int64_t out =
+            (x->dims[2 + i] + 2 * pad[i] - dilation[i] * (w->dims[2 + i] - 1) - 1) / stride[i] + 1;
+        if (y->dims[2 + i] != out) return CUDNN_STATUS_BAD_PARAM;
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+
+// sum, sqsum [1, K, 1, 1] of x [N, K, H, W].
+static cudnnStatus_t finalize_genstats_op(const EmuDescriptor *d) {
+    const EmuTensor *x = emu_tensor_of(d, CUDNN_ATTR_OPERATION_GENSTATS_XDESC);
+    const EmuTensor *sum = emu_tensor_of(d, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC);
+    const EmuTensor *sqsum = emu_tensor_of(d, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC);
+    if (emu_attr_int(d, CUDNN_ATTR_OPERATION_GENSTATS_MODE, -1) != CUDNN_GENSTATS_SUM_SQSUM ||
+        !x || !sum || !sqsum || x->rank != 4 || !broadcasts(sum, x) || !broadcasts(sqsum, x) ||
+        sum->dims[0] != 1 || sum->dims[1] != x->dims[1] || sum->dims[2] != 1 ||
+        sum->dims[3] != 1 || sum->type != CUDNN_DATA_FLOAT || sqsum->type != CUDNN_DATA_FLOAT)
+        return CUDNN_STATUS_BAD_PARAM;
+    for (int i = 0; i < 4; i++)
+        if (sqsum->dims[i] != sum->dims[i]) return CUDNN_STATUS_BAD_PARAM;
+    return CUDNN_STATUS_SUCCESS;
+}
+
 // The tensors each operation type reads and writes, by attribute.
 static const struct {
     cudnnBackendDescriptorType_t type;
@@ -316,6 +399,12 @@ static const struct {
     {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, 1},
     {CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, 0},
     {CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, 0},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, 0},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, 1},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, 0},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, 1},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, 1},
 };
 
 int emu_op_tensors(const EmuDescriptor *op, const EmuTensor **in, int *in_count,
@@ -387,6 +476,10 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
     case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: status = finalize_matmul_op(d); break;
     case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: status = finalize_reduction_op(d); break;
     case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: status = finalize_reshape_op(d); break;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
+        status = finalize_conv_forward_op(d);
+        break;
+    case CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR: status = finalize_genstats_op(d); break;
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: status = finalize_graph(d); break;
     case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: {
         const EmuDescriptor *g = emu_attr_descriptor(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 0);
@@ -450,6 +543,25 @@ static int attention_fusable(EmuDescriptor *const *ops, int count) {
     return 1;
 }
 
+// ConvBNfprop's conv + genstats: one forward convolution whose output one
+// statistics generation reads, x, w and y 16-bit, channel counts multiples
+// of 8.
+static int conv_stats_fusable(EmuDescriptor *const *ops, int count) {
+    const EmuDescriptor *conv = NULL, *stats = NULL;
+    for (int i = 0; i < count; i++) {
+        if (ops[i]->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) conv = ops[i];
+        else if (ops[i]->type == CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR) stats = ops[i];
+        else return 0;
+    }
+    if (count != 2 || !conv || !stats) return 0;
+    const EmuTensor *x = emu_tensor_of(conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X);
+    const EmuTensor *w = emu_tensor_of(conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W);
+    const EmuTensor *y = emu_tensor_of(conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y);
+    return emu_tensor_of(stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC)->uid == y->uid &&
+           sixteen_bit(x->type) && sixteen_bit(w->type) && sixteen_bit(y->type) &&
+           x->dims[1] % 8 == 0 && y->dims[1] % 8 == 0;
+}
+
 // The engines cuDNN would offer for the graph: 0 or 1.
 static int engines_for(const EmuDescriptor *graph) {
     if (refuse_all()) return 0;
@@ -458,7 +570,7 @@ static int engines_for(const EmuDescriptor *graph) {
     int matmuls = 0;
     for (int i = 0; i < count; i++)
         matmuls += ops[i]->type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR;
-    return matmuls > 0 && attention_fusable(ops, count);
+    return matmuls > 0 ? attention_fusable(ops, count) : conv_stats_fusable(ops, count);
 }
 
 // An emulated engine's workspace: a little, so that the backend's

@@ -53,6 +53,11 @@ int64_t emu_tensor_elements(const EmuTensor *t);
 int emu_op_tensors(const EmuDescriptor *op, const EmuTensor **in, int *in_count,
                    const EmuTensor **out, int *out_count);
 
+// A convolution descriptor's 2-d geometry (symmetric padding); -1 for
+// what the emulation does not compute.
+int emu_conv_geometry(const EmuDescriptor *conv, int64_t *stride, int64_t *pad,
+                      int64_t *dilation);
+
 // The operations of a finalized operation graph.
 int emu_graph_ops(const EmuDescriptor *graph, EmuDescriptor **ops);
 

@@ -237,6 +237,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .act_column_sum = cpu_act_column_sum,
         .count_nonfinite = cpu_count_nonfinite,
         .scalar_combine = host_scalar_combine,
+        .batchnorm_statistics_from_sums = host_batchnorm_statistics_from_sums,
         .sgd_update = cpu_sgd_update,
         .adamw_update = cpu_adamw_update,
         .ema_update = cpu_ema_update,

@@ -51,7 +51,20 @@ int cuda_reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err) {
 }
 
 // Which path the attention plans made so far take (cuda_attention.cu).
-static void cuda_describe_paths(const Backend *backend, char *text, size_t size) {
+// The convolutions' part of the paths line: how many plans fuse the
+// forward with BatchNorm's statistics, and the first reason one does not.
+static void describe_convolutions(const CudaState *s, char *text, size_t size) {
+    const size_t used = strlen(text);
+    if (!s->conv_plans || used + 1 >= size) return;
+    snprintf(text + used, size - used, "%sconvolutions: cuDNN conv + BatchNorm statistics graphs "
+                                       "for %d of %d plans%s%s%s", used ? "; " : "",
+             s->conv_stats_plans, s->conv_plans,
+             s->conv_stats_plans == s->conv_plans ? "" : " (the rest separate: ",
+             s->conv_stats_plans == s->conv_plans ? "" : s->conv_fallback_reason,
+             s->conv_stats_plans == s->conv_plans ? "" : ")");
+}
+
+static void describe_attention(const Backend *backend, char *text, size_t size) {
     const CudaState *s = cuda_state(backend);
     text[0] = '\0';
     if (backend->compute_dtype == COMPUTE_F32 || !s->attention_plans) {
@@ -68,6 +81,11 @@ static void cuda_describe_paths(const Backend *backend, char *text, size_t size)
              sdpa_both ? "" : (s->attention_fallback_reason[0] ? s->attention_fallback_reason
                                                               : "LTC_CUDA_ATTENTION"),
              sdpa_both ? "" : ")");
+}
+
+static void cuda_describe_paths(const Backend *backend, char *text, size_t size) {
+    describe_attention(backend, text, size);
+    describe_convolutions(cuda_state(backend), text, size);
 }
 
 // ---- memory ------------------------------------------------------------------------
@@ -287,6 +305,13 @@ static void cuda_batchnorm_finish_statistics(Backend *backend, int channels, siz
     cuda_batchnorm_finish_statistics_launch(cuda_state(backend)->stream, channels, total_rows,
                                             momentum, eps, mean, squares_to_inv_std,
                                             running_mean, running_var);
+}
+
+static void cuda_batchnorm_statistics_from_sums(Backend *backend, int channels,
+                                                size_t total_rows, const float *sums,
+                                                float *mean, float *squares) {
+    cuda_batchnorm_statistics_from_sums_launch(cuda_state(backend)->stream, channels, total_rows,
+                                               sums, mean, squares);
 }
 
 static void cuda_batchnorm_forward_apply(Backend *backend, size_t rows, int channels,
@@ -693,6 +718,8 @@ static const BackendOps cuda_ops = {
     .conv2d_plan = cuda_conv2d_plan,
     .conv2d_plan_free = cuda_conv2d_plan_free,
     .conv2d_forward = cuda_conv2d_forward,
+    .conv2d_forward_stats = cuda_conv2d_forward_stats,
+    .batchnorm_statistics_from_sums = cuda_batchnorm_statistics_from_sums,
     .conv2d_backward_data = cuda_conv2d_backward_data,
     .conv2d_backward_weights = cuda_conv2d_backward_weights,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,

@@ -57,6 +57,9 @@ typedef struct CudaState {
     // fell back (cuda_backend_describe_paths)
     int attention_sdpa_forward, attention_sdpa_backward, attention_plans;
     char attention_fallback_reason[320];
+    // The same for convolutions with BatchNorm statistics (cuda_conv.c)
+    int conv_plans, conv_stats_plans;
+    char conv_fallback_reason[320];
 } CudaState;
 
 static inline CudaState *cuda_state(const Backend *backend) { return (CudaState *)backend->impl; }
@@ -170,6 +173,9 @@ void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
                                              size_t total_rows, float momentum, float eps,
                                              const float *mean, float *squares_to_inv_std,
                                              float *running_mean, float *running_var);
+void cuda_batchnorm_statistics_from_sums_launch(cudaStream_t stream, int channels,
+                                                size_t total_rows, const float *sums,
+                                                float *mean, float *squares);
 void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
                                          size_t rows, int channels, const void *x_any,
                                          const void *residual_any, int relu, const float *gamma,
@@ -282,6 +288,18 @@ void cuda_token_pool_backward_launch(cudaStream_t stream, ComputeDtype dtype, in
                                      int channels, int first, int count, const void *dy_any,
                                      void *dx_any);
 
+// ---- cuda_conv_fusion.c: convolution + BatchNorm statistics on cuDNN's graph API ----
+typedef struct CudaConvStats CudaConvStats;
+// The fused forward of a plan of shape s (key: its algorithm-file key), or
+// NULL with the reason (fp32, channels not multiples of 8, cuDNN refused it
+// now or in an earlier process).
+CudaConvStats *cuda_conv_stats_create(Backend *backend, const ConvShape *s, const char *key,
+                                      char *reason, size_t reason_size);
+void cuda_conv_stats_free(CudaConvStats *stats);
+// y = conv(x, w); sums (2, Cout) = sum and sum of squares of y per channel.
+void cuda_conv_stats_forward(Backend *backend, const CudaConvStats *stats, const Act *x,
+                             const Act *w, Act *y, float *sums);
+
 // ---- cuda_sdpa.c: 16-bit attention through cuDNN's SDPA graphs ----
 typedef struct CudaSdpa CudaSdpa;
 // The forward and backward plans for shape in the backend's dtype; NULL
@@ -357,6 +375,8 @@ void cuda_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *
 #ifndef __cplusplus
 ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
 void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan);
+int cuda_conv2d_forward_stats(Backend *backend, const ConvPlan *plan, const Act *x,
+                              const Act *w, Act *y, float *sums);
 void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
                          Act *y);
 void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,

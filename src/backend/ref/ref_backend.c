@@ -278,6 +278,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .act_column_sum = ref_act_column_sum,
         .count_nonfinite = ref_count_nonfinite,
         .scalar_combine = host_scalar_combine,
+        .batchnorm_statistics_from_sums = host_batchnorm_statistics_from_sums,
         .sgd_update = ref_sgd_update,
         .adamw_update = ref_adamw_update,
         .ema_update = ref_ema_update,
