@@ -85,6 +85,15 @@ typedef struct AttentionShape {
 int attention_shape_make(AttentionShape *shape, int batch, int heads, int tokens, int head_dim,
                          ErrorMessage *err);
 
+// One tensor of a multi-tensor optimizer update (sgd_update_segments):
+// elements [offset, offset + count) of its arena, its lr multiplier and
+// whether weight decay applies to it.
+typedef struct UpdateSegment {
+    uint64_t offset, count;
+    float lr_scale;
+    int32_t decays;
+} UpdateSegment;
+
 // A backend's prepared attention for one AttentionShape (its workspace for
 // the score rows it recomputes). Made when the model is built.
 typedef struct AttentionPlan AttentionPlan;
@@ -449,6 +458,20 @@ typedef struct BackendOps {
     void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad,
                          const float *gate, float *m, float *v, float lr, float beta1,
                          float beta2, float eps, float weight_decay, const float *step);
+    // The same two updates over many tensors of one parameter arena in one
+    // pass (one launch on the GPU: the multi-tensor update): segments (count,
+    // backend memory) name the tensors by their offset in params, grads and
+    // the state slabs (momentum; m and v), each updated as sgd_update /
+    // adamw_update with lr = lr * lr_scale (a float product) and weight
+    // decay = decays ? weight_decay : 0: the same results, bit for bit.
+    void (*sgd_update_segments)(Backend *backend, int count, const UpdateSegment *segments,
+                                float *params, const float *grads, const float *gate,
+                                float *momentum_buffers, float lr, float momentum,
+                                float weight_decay, int nesterov, int first_step);
+    void (*adamw_update_segments)(Backend *backend, int count, const UpdateSegment *segments,
+                                  float *params, const float *grads, const float *gate, float *m,
+                                  float *v, float lr, float beta1, float beta2, float eps,
+                                  float weight_decay, const float *step);
     // LARS direction of one weight (lightly's formulation), its ratio computed
     // where the data lives: sums (2 floats, backend memory) = sum param^2,
     // sum grad^2 (of the raw grad); with g = m * grad from the gate and both

@@ -238,6 +238,8 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .count_nonfinite = cpu_count_nonfinite,
         .scalar_combine = host_scalar_combine,
         .batchnorm_statistics_from_sums = host_batchnorm_statistics_from_sums,
+        .sgd_update_segments = host_sgd_update_segments,
+        .adamw_update_segments = host_adamw_update_segments,
         .sgd_update = cpu_sgd_update,
         .adamw_update = cpu_adamw_update,
         .ema_update = cpu_ema_update,

@@ -604,6 +604,26 @@ static void cuda_adamw_update(Backend *backend, size_t n, float *param, const fl
                              beta2, eps, (float)(1.0 - (double)lr * weight_decay), step);
 }
 
+static void cuda_sgd_update_segments(Backend *backend, int count,
+                                     const UpdateSegment *segments, float *params,
+                                     const float *grads, const float *gate, float *buffers,
+                                     float lr, float momentum, float weight_decay, int nesterov,
+                                     int first_step) {
+    cuda_sgd_update_segments_launch(cuda_state(backend)->stream, count, segments, params, grads,
+                                    gate, buffers, lr, momentum, weight_decay, nesterov,
+                                    first_step);
+}
+
+static void cuda_adamw_update_segments(Backend *backend, int count,
+                                       const UpdateSegment *segments, float *params,
+                                       const float *grads, const float *gate, float *m, float *v,
+                                       float lr, float beta1, float beta2, float eps,
+                                       float weight_decay, const float *step) {
+    cuda_adamw_update_segments_launch(cuda_state(backend)->stream, count, segments, params,
+                                      grads, gate, m, v, lr, beta1, beta2, eps, weight_decay,
+                                      step);
+}
+
 static void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
                             float momentum) {
     cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source, momentum);
@@ -717,6 +737,8 @@ static const BackendOps cuda_ops = {
     .timer_seconds = cuda_timer_seconds,
     .conv2d_plan = cuda_conv2d_plan,
     .conv2d_plan_free = cuda_conv2d_plan_free,
+    .sgd_update_segments = cuda_sgd_update_segments,
+    .adamw_update_segments = cuda_adamw_update_segments,
     .conv2d_forward = cuda_conv2d_forward,
     .conv2d_forward_stats = cuda_conv2d_forward_stats,
     .batchnorm_statistics_from_sums = cuda_batchnorm_statistics_from_sums,

@@ -124,6 +124,18 @@ void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const f
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
                               const float *gate, float *m, float *v, float lr, float beta1,
                               float beta2, float eps, float decay, const float *step);
+// The multi-tensor updates (backend.h sgd_update_segments): one launch,
+// count <= 65535 segments (the grid's y), segments in device memory.
+void cuda_sgd_update_segments_launch(cudaStream_t stream, int count,
+                                     const UpdateSegment *segments, float *params,
+                                     const float *grads, const float *gate, float *buffers,
+                                     float lr, float momentum, float weight_decay, int nesterov,
+                                     int first_step);
+void cuda_adamw_update_segments_launch(cudaStream_t stream, int count,
+                                       const UpdateSegment *segments, float *params,
+                                       const float *grads, const float *gate, float *m, float *v,
+                                       float lr, float beta1, float beta2, float eps,
+                                       float weight_decay, const float *step);
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
                             float momentum);
 void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,

@@ -279,6 +279,8 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .count_nonfinite = ref_count_nonfinite,
         .scalar_combine = host_scalar_combine,
         .batchnorm_statistics_from_sums = host_batchnorm_statistics_from_sums,
+        .sgd_update_segments = host_sgd_update_segments,
+        .adamw_update_segments = host_adamw_update_segments,
         .sgd_update = ref_sgd_update,
         .adamw_update = ref_adamw_update,
         .ema_update = ref_ema_update,
