@@ -596,14 +596,11 @@ static void log_configuration(TrainRun *run) {
     }
     for (int i = 0; i < config->method_args.count; i++)
         run_log_line(run->log, "method arg: %s", config->method_args.items[i]);
-    if (run->backend->op.describe_paths) {
-        char paths[512];
-        run->backend->op.describe_paths(run->backend, paths, sizeof paths);
-        if (paths[0]) run_log_line(run->log, "backend paths: %s", paths);
-    }
+    char paths[512] = "";
+    if (run->backend->op.describe_paths) run->backend->op.describe_paths(run->backend, paths, 512);
+    if (paths[0]) run_log_line(run->log, "backend paths: %s", paths);
     if (config->activation_checkpointing)
-        run_log_line(run->log, "activation checkpointing: on (the backbone's blocks keep their "
-                               "inputs only and are recomputed in the backward)");
+        run_log_line(run->log, "activation checkpointing: on (blocks recomputed in the backward)");
     log_input(run);
 }
 

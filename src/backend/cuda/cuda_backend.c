@@ -50,44 +50,6 @@ int cuda_reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err) {
     return 0;
 }
 
-// Which path the attention plans made so far take (cuda_attention.cu).
-// The convolutions' part of the paths line: how many plans fuse the
-// forward with BatchNorm's statistics, and the first reason one does not.
-static void describe_convolutions(const CudaState *s, char *text, size_t size) {
-    const size_t used = strlen(text);
-    if (!s->conv_plans || used + 1 >= size) return;
-    snprintf(text + used, size - used, "%sconvolutions: cuDNN conv + BatchNorm statistics graphs "
-                                       "for %d of %d plans%s%s%s", used ? "; " : "",
-             s->conv_stats_plans, s->conv_plans,
-             s->conv_stats_plans == s->conv_plans ? "" : " (the rest separate: ",
-             s->conv_stats_plans == s->conv_plans ? "" : s->conv_fallback_reason,
-             s->conv_stats_plans == s->conv_plans ? "" : ")");
-}
-
-static void describe_attention(const Backend *backend, char *text, size_t size) {
-    const CudaState *s = cuda_state(backend);
-    text[0] = '\0';
-    if (backend->compute_dtype == COMPUTE_F32 || !s->attention_plans) {
-        if (s->attention_plans)
-            snprintf(text, size, "attention: fp32 tile kernels (%d plans)", s->attention_plans);
-        return;
-    }
-    const int sdpa_both = s->attention_sdpa_forward == s->attention_plans &&
-                          s->attention_sdpa_backward == s->attention_plans;
-    snprintf(text, size, "attention: cuDNN SDPA graphs for %d of %d plans forward, %d backward"
-                         "%s%s%s", s->attention_sdpa_forward, s->attention_plans,
-             s->attention_sdpa_backward,
-             sdpa_both ? "" : "; the rest batched GEMMs on cuBLAS (",
-             sdpa_both ? "" : (s->attention_fallback_reason[0] ? s->attention_fallback_reason
-                                                              : "LTC_CUDA_ATTENTION"),
-             sdpa_both ? "" : ")");
-}
-
-static void cuda_describe_paths(const Backend *backend, char *text, size_t size) {
-    describe_attention(backend, text, size);
-    describe_convolutions(cuda_state(backend), text, size);
-}
-
 // ---- memory ------------------------------------------------------------------------
 
 static void cuda_set_device(const Backend *backend) {
@@ -584,84 +546,6 @@ static void cuda_token_pool_backward(Backend *backend, int batch, int tokens, in
                                      int first, int count, const Act *dy, Act *dx) {
     cuda_token_pool_backward_launch(cuda_state(backend)->stream, backend->compute_dtype, batch,
                                     tokens, channels, first, count, dy, dx);
-}
-
-// ---- optimizer updates ------------------------------------------------------------------
-
-static void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                            const float *gate, float *momentum_buffer, float lr, float momentum,
-                            float weight_decay, int nesterov, int first_step) {
-    cuda_sgd_update_launch(cuda_state(backend)->stream, n, param, grad, gate, momentum_buffer,
-                           lr, momentum, weight_decay, nesterov, first_step);
-}
-
-// The bias corrections are derived on the device from *step (the count of
-// applied updates lives there).
-static void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
-                              const float *gate, float *m, float *v, float lr, float beta1,
-                              float beta2, float eps, float weight_decay, const float *step) {
-    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v, lr, beta1,
-                             beta2, eps, (float)(1.0 - (double)lr * weight_decay), step);
-}
-
-static void cuda_sgd_update_segments(Backend *backend, int count,
-                                     const UpdateSegment *segments, float *params,
-                                     const float *grads, const float *gate, float *buffers,
-                                     float lr, float momentum, float weight_decay, int nesterov,
-                                     int first_step) {
-    cuda_sgd_update_segments_launch(cuda_state(backend)->stream, count, segments, params, grads,
-                                    gate, buffers, lr, momentum, weight_decay, nesterov,
-                                    first_step);
-}
-
-static void cuda_adamw_update_segments(Backend *backend, int count,
-                                       const UpdateSegment *segments, float *params,
-                                       const float *grads, const float *gate, float *m, float *v,
-                                       float lr, float beta1, float beta2, float eps,
-                                       float weight_decay, const float *step) {
-    cuda_adamw_update_segments_launch(cuda_state(backend)->stream, count, segments, params,
-                                      grads, gate, m, v, lr, beta1, beta2, eps, weight_decay,
-                                      step);
-}
-
-static void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
-                            float momentum) {
-    cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source, momentum);
-}
-
-static void cuda_lars_direction(Backend *backend, size_t n, const float *param,
-                                const float *grad, const float *gate, const float *sums,
-                                float weight_decay, float trust, float eps, float *out) {
-    cuda_lars_direction_launch(cuda_state(backend)->stream, n, param, grad, gate, sums,
-                               weight_decay, trust, eps, out);
-}
-
-static void cuda_step_gate(Backend *backend, float *gate, int groups, float scale,
-                           const float *unscale, float max_norm) {
-    cuda_step_gate_launch(cuda_state(backend)->stream, gate, groups, scale, unscale, max_norm);
-}
-
-static void cuda_scalar_combine(Backend *backend, float alpha, const float *a, float beta,
-                                const float *b, float divisor, float *y) {
-    cuda_scalar_combine_launch(cuda_state(backend)->stream, alpha, a, beta, b, divisor, y);
-}
-
-static void cuda_amp_update(Backend *backend, float *state, const float *found,
-                            int growth_interval, float growth, float backoff) {
-    cuda_amp_update_launch(cuda_state(backend)->stream, state, found, growth_interval, growth,
-                           backoff);
-}
-
-static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
-                              const float mean[3], const float std[3], Act *y) {
-    cuda_normalize_u8_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels, x,
-                             mean[0], mean[1], mean[2], std[0], std[1], std[2], y);
-}
-
-static void cuda_normalize_f32(Backend *backend, size_t pixels, int channels, const float *x,
-                               const float *mean, const float *std, Act *y) {
-    cuda_normalize_f32_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels,
-                              channels, x, mean, std, y);
 }
 
 // ---- distillation (cuda_resize.cu) -------------------------------------------------------

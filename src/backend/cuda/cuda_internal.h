@@ -312,6 +312,40 @@ void cuda_conv_stats_free(CudaConvStats *stats);
 void cuda_conv_stats_forward(Backend *backend, const CudaConvStats *stats, const Act *x,
                              const Act *w, Act *y, float *sums);
 
+// ---- cuda_updates.c: the optimizer-update and input ops of the table ----
+void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad, const float *gate,
+                     float *momentum_buffer, float lr, float momentum, float weight_decay,
+                     int nesterov, int first_step);
+void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                       const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                       float eps, float weight_decay, const float *step);
+void cuda_sgd_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                              float *params, const float *grads, const float *gate, float *buffers,
+                              float lr, float momentum, float weight_decay, int nesterov,
+                              int first_step);
+void cuda_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                                float *params, const float *grads, const float *gate, float *m,
+                                float *v, float lr, float beta1, float beta2, float eps,
+                                float weight_decay, const float *step);
+void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
+                     float momentum);
+void cuda_lars_direction(Backend *backend, size_t n, const float *param, const float *grad,
+                         const float *gate, const float *sums, float weight_decay, float trust,
+                         float eps, float *out);
+void cuda_step_gate(Backend *backend, float *gate, int groups, float scale, const float *unscale,
+                    float max_norm);
+void cuda_scalar_combine(Backend *backend, float alpha, const float *a, float beta, const float *b,
+                         float divisor, float *y);
+void cuda_amp_update(Backend *backend, float *state, const float *found, int growth_interval,
+                     float growth, float backoff);
+void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
+                       const float std[3], Act *y);
+void cuda_normalize_f32(Backend *backend, size_t pixels, int channels, const float *x,
+                        const float *mean, const float *std, Act *y);
+
+// ---- cuda_paths.c: the describe_paths op ----
+void cuda_describe_paths(const Backend *backend, char *text, size_t size);
+
 // ---- cuda_sdpa.c: 16-bit attention through cuDNN's SDPA graphs ----
 typedef struct CudaSdpa CudaSdpa;
 // The forward and backward plans for shape in the backend's dtype; NULL
