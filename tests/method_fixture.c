@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/rng.h"
 
@@ -67,4 +68,48 @@ void method_fixture_batch(const Method *method, int size, MethodFixtureBatch *ou
 void method_fixture_batch_free(MethodFixtureBatch *batch) {
     for (int v = 0; v < AUGMENT_MAX_VIEWS; v++) free(batch->pixels[v]);
     memset(batch, 0, sizeof *batch);
+}
+
+int method_fixture_small_args(MethodKind kind, const char *teacher_arg, const char **args) {
+    switch (kind) {
+    case METHOD_DINO:
+        args[0] = "hidden_dim=32", args[1] = "bottleneck_dim=8", args[2] = "output_dim=24";
+        args[3] = "warmup_teacher_temp_steps=0";
+        return 4;
+    case METHOD_DINOV2:  // KoLeo off: see test_method_steps.c's header
+        args[0] = "hidden_dim=32", args[1] = "bottleneck_dim=8", args[2] = "output_dim=24";
+        args[3] = "koleo_loss_weight=0";
+        return 4;
+    case METHOD_DISTILLATION:
+    case METHOD_DISTILLATION_V1:
+        args[0] = teacher_arg, args[1] = "queue_size=12";
+        return 2;
+    case METHOD_DISTILLATION_V2:
+        args[0] = teacher_arg, args[1] = "projection_hidden_dim=32";
+        return 2;
+    default:
+        args[0] = "hidden_dim=32", args[1] = "output_dim=16";
+        return 2;
+    }
+}
+
+int method_fixture_write_teacher(const BackboneSpec *spec, int resolution, char *path,
+                                 char *arg) {
+    strcpy(path, "/tmp/ltc_test_teacher_XXXXXX.safetensors");
+    const int fd = mkstemps(path, (int)strlen(".safetensors"));
+    if (fd < 0) return -1;
+    close(fd);
+    snprintf(arg, 96, "teacher=%s", path);
+    ErrorMessage err = {{0}};
+    Backend *backend = backend_create("ref", 1, &err);
+    Backbone teacher;
+    const BackboneInput shape = {1, resolution};
+    int status = !backend || backbone_create(&teacher, backend, spec, &shape, 1, 1, &err);
+    if (!status) {
+        status = backbone_save(&teacher, path, &err);
+        backbone_free(&teacher);
+    }
+    if (backend) backend_destroy(backend);
+    if (status) fprintf(stderr, "teacher: %s\n", err.text);
+    return status ? -1 : 0;
 }

@@ -47,4 +47,16 @@ typedef struct MethodFixtureBatch {
 void method_fixture_batch(const Method *method, int size, MethodFixtureBatch *out);
 void method_fixture_batch_free(MethodFixtureBatch *batch);
 
+// The method arguments that keep a method small (heads of a few dozen
+// units, a short queue; distillation's teacher_arg, "teacher=PATH"), into
+// args (at least 4); returns their count.
+int method_fixture_small_args(MethodKind kind, const char *teacher_arg, const char **args);
+
+// A random ViT (seed 1, the ref backend) of spec, built for one input of
+// `resolution` px, saved into a new temporary file: path (at least 64
+// bytes) and arg ("teacher=PATH", at least 96 bytes) for the distillation
+// methods. 0, or -1 with the reason on stderr.
+int method_fixture_write_teacher(const BackboneSpec *spec, int resolution, char *path,
+                                 char *arg);
+
 #endif

@@ -255,6 +255,61 @@ static void test_attention(void **state) {
     unsetenv("LTC_TEST_ATTENTION_CHUNK");
 }
 
+// The cuda backend's attention paths (cuda_attention.cu,
+// LTC_CUDA_ATTENTION): each against ref. In 16 bits cuDNN's SDPA graphs
+// (cuda_sdpa.c; on the CUDA emulation its emulated cuDNN computes the same
+// graphs on the CPU) and the batched-GEMM fallback, forced; fp32 has no
+// cuDNN path (its fused engines are 16-bit) and a forced one is refused
+// with the reason. On the emulation also a cuDNN with no engine for any
+// graph (LTC_EMU_CUDNN_GRAPH=no-engine): the default falls back, says why
+// in the backend's paths line, and a forced one is refused. An unknown
+// value is refused.
+static AttentionPlan *plan_with(const char *path, int head_dim, ErrorMessage *err) {
+    setenv("LTC_CUDA_ATTENTION", path, 1);
+    AttentionShape shape;
+    assert_int_equal(attention_shape_make(&shape, 2, 2, 9, head_dim, NULL), 0);
+    AttentionPlan *plan = fast->op.attention_plan(fast, &shape, err);
+    unsetenv("LTC_CUDA_ATTENTION");
+    return plan;
+}
+
+static void test_attention_paths(void **state) {
+    NEED_FAST_BACKEND();
+    if (strcmp(fast->name, "cuda") != 0) skip();  // the cpu backend has one path
+    ErrorMessage err = {{0}};
+    char paths[512];
+    setenv("LTC_CUDA_ATTENTION", "math", 1);
+    check_attention(2, 2, 37, 16, 0.25f, 300);
+    setenv("LTC_CUDA_ATTENTION", "cudnn", 1);
+    if (mirror_dtype == COMPUTE_F32) {
+        unsetenv("LTC_CUDA_ATTENTION");
+        assert_null(plan_with("cudnn", 16, &err));
+        assert_non_null(strstr(err.text, "fp32"));
+    } else {
+        check_attention(2, 2, 37, 16, 0.25f, 310);   // a 6 x 6 grid + class token
+        check_attention(1, 2, 65, 64, 0.125f, 320);  // ViT-S/B head dim, an odd token count
+        check_attention(1, 1, 20, 128, 0.088f, 330); // the largest head dim cuDNN's engines take
+        unsetenv("LTC_CUDA_ATTENTION");
+        assert_null(plan_with("cudnn", 12, &err));   // not a multiple of 8
+        assert_non_null(strstr(err.text, "head dim not a multiple of 8"));
+        fast->op.describe_paths(fast, paths, sizeof paths);
+        print_message("  %s\n", paths);
+        assert_non_null(strstr(paths, "cuDNN SDPA graphs for"));
+    }
+    if (mirror_emulated() && mirror_dtype != COMPUTE_F32) {
+        setenv("LTC_EMU_CUDNN_GRAPH", "no-engine", 1);
+        AttentionPlan *plan = plan_with("auto", 16, &err);
+        if (!plan) fail_msg("%s", err.text);
+        fast->op.attention_plan_free(fast, plan);
+        assert_null(plan_with("cudnn", 16, &err));
+        assert_non_null(strstr(err.text, "no engine"));
+        check_attention(2, 1, 20, 16, 0.25f, 340);  // the fallback, by itself
+        unsetenv("LTC_EMU_CUDNN_GRAPH");
+    }
+    assert_null(plan_with("flash", 16, &err));
+    assert_non_null(strstr(err.text, "expected auto, cudnn, math or fused"));
+}
+
 // The cuda kernels hold head dims up to 128; the plan says so for larger
 // ones, which the CPU backends take.
 static void test_attention_plan_head_dims(void **state) {
@@ -482,6 +537,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_layernorm, mirror_free),
         cmocka_unit_test_teardown(test_attention, mirror_free),
+        cmocka_unit_test_teardown(test_attention_paths, mirror_free),
         cmocka_unit_test(test_attention_plan_head_dims),
         cmocka_unit_test_teardown(test_nan_propagation, mirror_free),
         cmocka_unit_test_teardown(test_vit_tokens, mirror_free),

@@ -67,31 +67,6 @@ static const double kLossBound32 = 1e-4, kGradientBound32 = 5e-2;
 static char teacher_path[64];
 static char teacher_arg[96];
 
-// The method arguments that keep each method small: heads of a few dozen
-// units, a short queue, and the teacher for distillation.
-static int method_arguments(MethodKind kind, const char **args) {
-    switch (kind) {
-    case METHOD_DINO:
-        args[0] = "hidden_dim=32", args[1] = "bottleneck_dim=8", args[2] = "output_dim=24";
-        args[3] = "warmup_teacher_temp_steps=0";
-        return 4;
-    case METHOD_DINOV2:  // KoLeo off: see the file's header
-        args[0] = "hidden_dim=32", args[1] = "bottleneck_dim=8", args[2] = "output_dim=24";
-        args[3] = "koleo_loss_weight=0";
-        return 4;
-    case METHOD_DISTILLATION:
-    case METHOD_DISTILLATION_V1:
-        args[0] = teacher_arg, args[1] = "queue_size=12";
-        return 2;
-    case METHOD_DISTILLATION_V2:
-        args[0] = teacher_arg, args[1] = "projection_hidden_dim=32";
-        return 2;
-    default:
-        args[0] = "hidden_dim=32", args[1] = "output_dim=16";
-        return 2;
-    }
-}
-
 typedef struct StepPass {
     float loss;
     int group_count;
@@ -117,7 +92,7 @@ static int step_pass(const char *name, ComputeDtype dtype, MethodKind kind, Step
                          .total_steps = 10,
                          .seed = 3,
                          .args = args,
-                         .arg_count = method_arguments(kind, args)};
+                         .arg_count = method_fixture_small_args(kind, teacher_arg, args)};
     ErrorMessage err = {{0}};
     if (backbone_spec_parse(kind == METHOD_DINOV2 ? "vit_t14" : "resnet18", image, &setup.backbone,
                             &err))
@@ -221,28 +196,13 @@ static void test_step(void **state) {
         check_16bit(c);
 }
 
-// Writes the random teacher (seed 1) the distillation methods load.
+// Writes the random ViT-T/14 teacher (seed 1) the distillation methods load.
 static int write_teacher(void **state) {
     (void)state;
-    strcpy(teacher_path, "/tmp/test_method_steps_XXXXXX.safetensors");
-    const int fd = mkstemps(teacher_path, (int)strlen(".safetensors"));
-    if (fd < 0) return -1;
-    close(fd);
-    snprintf(teacher_arg, sizeof teacher_arg, "teacher=%s", teacher_path);
     ErrorMessage err = {{0}};
-    Backend *backend = backend_create("ref", 1, &err);
     BackboneSpec spec;
-    Backbone teacher;
-    const BackboneInput shape = {1, RESNET_IMAGE};
-    int status = !backend || backbone_spec_parse("vit_t14", RESNET_IMAGE, &spec, &err) ||
-                 backbone_create(&teacher, backend, &spec, &shape, 1, 1, &err);
-    if (!status) {
-        status = backbone_save(&teacher, teacher_path, &err);
-        backbone_free(&teacher);
-    }
-    if (backend) backend_destroy(backend);
-    if (status) fprintf(stderr, "teacher: %s\n", err.text);
-    return status ? -1 : 0;
+    if (backbone_spec_parse("vit_t14", RESNET_IMAGE, &spec, &err)) return -1;
+    return method_fixture_write_teacher(&spec, RESNET_IMAGE, teacher_path, teacher_arg);
 }
 
 static int remove_teacher(void **state) {

@@ -588,10 +588,12 @@ static void test_state_size_and_restore(void **state) {
     params_create(backend, &set);
     assert_int_equal(set.total, 160);  // 128 + 16 + 16, each 16-float aligned
 
+    // SGD and AdamW also hold the multi-tensor update's segment table: 3
+    // segments of 24 bytes, 18 floats, 16-float aligned: 32.
     const struct { OptimizerKind kind; size_t state, bytes; } expected[] = {
-        {OPTIMIZER_SGD, 160, (160 + 16) * 4},         // momentum + reduction slots
+        {OPTIMIZER_SGD, 160, (160 + 16 + 32) * 4},    // momentum + reduction slots + segments
         {OPTIMIZER_LARS, 160, (160 + 128 + 16) * 4},  // + scratch of the largest parameter
-        {OPTIMIZER_ADAMW, 320, (320 + 16) * 4},       // m and v
+        {OPTIMIZER_ADAMW, 320, (320 + 16 + 32) * 4},  // m and v
     };
     for (size_t k = 0; k < sizeof expected / sizeof expected[0]; k++) {
         const OptimizerConfig config = optimizer_config_default(expected[k].kind);

@@ -27,6 +27,12 @@
 //                    [--teacher vit_s14|...] [--image-size N] [--batch-size N]
 //                    [--steps N] [--warmup N] [--threads N] [--backend cpu|ref|cuda]
 //                    [--precision auto|32-true|16-mixed|bf16-mixed]
+//                    [--activation-checkpointing]
+//
+// --activation-checkpointing: mode method's ViT student recomputes its
+// blocks in the backward (train --activation-checkpointing). After the
+// RESULT line, on a backend with several paths (cuda), a line "paths: ..."
+// says which fused paths the plans took (train.log's "backend paths:").
 //
 // --precision sets the dtype activations are stored in, as `train
 // --precision` does: auto is 16-mixed on the cuda backend when the backend
@@ -75,6 +81,7 @@ typedef struct BenchArgs {
     const char *method_args[BENCH_MAX_METHOD_ARGS];  // --method-arg KEY=VALUE, in order
     int method_arg_count;
     int image_size, batch, steps, warmup, threads;
+    int activation_checkpointing;  // --activation-checkpointing (mode method: a ViT student)
     const char *backend, *precision;
 } BenchArgs;
 
@@ -112,6 +119,10 @@ static int parse_args(int argc, char **argv, BenchArgs *args) {
         }
         if (value && strcmp(argv[i], "--mode") == 0 && parse_mode(value, &args->mode) == 0) {
             i++;
+            continue;
+        }
+        if (strcmp(argv[i], "--activation-checkpointing") == 0) {
+            args->activation_checkpointing = 1;
             continue;
         }
         if (value && strcmp(argv[i], "--method") == 0) {
@@ -510,6 +521,7 @@ static int create_bench_method(const BenchArgs *args, Backend *backend, MethodKi
     ViewSet views;
     method_default_views(kind, args->image_size, &views);
     int status = backbone_spec_parse(args->model, args->image_size, &setup.backbone, err);
+    setup.backbone.activation_checkpointing = args->activation_checkpointing;
     if (!status) status = method_create(method, kind, &setup, &views, err);
     if (path[0]) unlink(path);  // loaded, or not needed
     return status;
@@ -603,6 +615,11 @@ int main(int argc, char **argv) {
         }
     }
     if (status) fprintf(stderr, "bench_train_step: %s\n", err.text);
+    if (!status && backend->op.describe_paths) {  // which fused paths the plans took
+        char paths[512];
+        backend->op.describe_paths(backend, paths, sizeof paths);
+        if (paths[0]) printf("paths: %s\n", paths);
+    }
     backend_destroy(backend);
     return status ? 1 : 0;
 }

@@ -6,11 +6,22 @@
 #
 # Parts, in order of value, each with a time budget; a part that overruns is
 # cut (recorded as such) and the next one runs, and no part starts after the
-# deadline (FIRST_LIGHT_SECONDS after the start, 390 by default: with the
+# deadline (FIRST_LIGHT_SECONDS after the start, 400 by default: with the
 # unpacking and the machine's start the command ends within 7 minutes):
 #   versions  the GPU, driver, and the CUDA runtime, cuDNN, cuBLAS and NCCL
 #             the program loaded (lightly-train-c --version, ldd), the pip
 #             wheel's launcher finding them on its own, PyTorch's
+#   paths     issue 32's new paths against ref first (FIRST_LIGHT_PATH_TESTS:
+#             cuDNN's SDPA graphs, convolutions with BatchNorm statistics,
+#             the multi-tensor optimizer update, activation checkpointing:
+#             the GPU twins of their emulated tests)
+#   targets   issue 32's targets (section 5), each fused path beside its
+#             fallback in the same call and PyTorch beside both: SimCLR
+#             ResNet-50 (eager, torch.compile last), the ViT-B/14 teacher's
+#             forward (timm's SDPA), distillation ResNet-50 <- ViT-B/14, a
+#             DINOv2 ViT-B/14 step (also with activation checkpointing),
+#             DINO ResNet-50 multi-crop's memory
+# Then, where the deadline leaves time (else in a second command):
 #   ops       every cuda op group against ref: all fp32 groups first, then
 #             fp16 and bf16 (LTC_TEST_GROUPS), each binary's time
 #   train     16-mixed on the real JPEGs: SimCLR (ResNet-50, 224 px, batch
@@ -21,7 +32,8 @@
 #             torchvision; a run killed after its checkpoint at step 25 and
 #             resumed, against the uninterrupted one
 #   bench     one SimCLR step against PyTorch (bench-gpu.sh, section step):
-#             eager AMP channels-last, ours, then torch.compile
+#             eager AMP channels-last, ours, then torch.compile (not in the
+#             default list since the targets part measures it)
 #   test-gpu  the rest of make test-gpu: run-gpu-tests.sh's runs, then the
 #             unit binaries first light's ops part does not run
 #             (test_staging, test_method_steps' cuda cases, side by side)
@@ -138,6 +150,156 @@ train_run() {
         2>/dev/null && mv "$FL_LOGS/train/train.log" "$FL_LOGS/train/$name.train.log" &&
         mv "$FL_LOGS/train/metrics.jsonl" "$FL_LOGS/train/$name.metrics.jsonl"
     return "$status"
+}
+
+# The new fused paths of issue 32 against ref, first: the GPU twins of the
+# tests that checked them on the CUDA emulation. FIRST_LIGHT_PATH_TESTS:
+# NAME:GROUPS:ALLOWED_SKIPS words (GROUPS comma-separated, empty: all;
+# LTC_TEST_CUDA_ONLY=1 leaves the cpu and ref cases to make test).
+part_paths() {
+    local FL_TEST_PART=paths entry name groups allowed
+    for entry in $FIRST_LIGHT_PATH_TESTS; do
+        IFS=: read -r name groups allowed <<<"$entry"
+        LTC_TEST_CUDA_ONLY=1 run_test_binary "$name" "${groups//,/ }" paths "${allowed:-0}"
+    done
+}
+
+# One measured side of a target (bench_gpu_lib.bash measure_side): its
+# figures as a record, and for ours the paths its plans took.
+# target_side TARGET SIDE LABEL COMMAND...
+target_side() {
+    local target=$1 side=$2 label=$3 line="" log="$FL_LOGS/targets/$1.log" why
+    shift 3
+    echo "== $target $side: $*" >>"$log"
+    if ! measure_side line "$@" >>"$log" 2>&1 || [ -z "$line" ]; then
+        why=$(grep -o -m 1 -E "No module named '[a-z_]+'" "$work/pair.out")
+        if [ -n "$why" ]; then
+            record targets "$target-$side" skip "$label: $why"
+        else
+            record targets "$target-$side" fail "$label: $(tail -n 3 "$work/pair.out" | tr '\n' ' ' | cut -c1-300)"
+        fi
+        return 1
+    fi
+    local fields=(images_per_s="$(word_value images_per_s "$line")"
+                  gpu_memory_mib="$(word_value gpu_memory_mib "$line")"
+                  gpu_memory_source="$(word_value gpu_memory_source "$line")"
+                  precision="$(word_value precision "$line")")
+    [ "$(word_value peak_allocated_mib "$line")" != n/a ] &&
+        fields+=(peak_allocated_mib="$(word_value peak_allocated_mib "$line")")
+    [ "$(word_value mfu_pct "$line")" != n/a ] && fields+=(mfu_pct="$(word_value mfu_pct "$line")")
+    [ "$(word_value vit "$line")" != n/a ] && fields+=(vit="$(word_value vit "$line")")
+    local paths
+    paths=$(sed -n 's/^paths: //p' "$work/pair.out" | head -n 1)
+    [ -n "$paths" ] && fields+=(paths="$paths")
+    record targets "$target-$side" info "$label" "${fields[@]}"
+    echo "$line" >>"$log"
+}
+
+# The ratio record of a target: ours over each other side measured.
+target_ratios() {
+    local target=$1 label=$2 ours other pairs=() name rate memory
+    ours=$(grep "\"check\": \"$target-ours\"" "$FL_RESULTS" | tail -n 1)
+    [ -n "$ours" ] || return 0
+    rate=$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<<"$ours")
+    memory=$(sed -n 's/.*"gpu_memory_mib": \([0-9.]*\).*/\1/p' <<<"$ours")
+    for name in eager compile pytorch fallback; do
+        other=$(grep "\"check\": \"$target-$name\", \"status\": \"info\"" "$FL_RESULTS" | tail -n 1)
+        [ -n "$other" ] || continue
+        pairs+=("images_per_s_ours_over_$name=$(awk -v a="$rate" -v b="$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<<"$other")" \
+            'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "n/a" }')")
+        pairs+=("gpu_memory_ours_over_$name=$(awk -v a="$memory" -v b="$(sed -n 's/.*"gpu_memory_mib": \([0-9.]*\).*/\1/p' <<<"$other")" \
+            'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else print "n/a" }')")
+    done
+    # MFU on PyTorch's FLOP count: eager's MFU x ours / eager's images/s
+    local eager_mfu eager_rate
+    other=$(grep "\"check\": \"$target-eager\", \"status\": \"info\"" "$FL_RESULTS" | tail -n 1)
+    eager_mfu=$(sed -n 's/.*"mfu_pct": \([0-9.]*\).*/\1/p' <<<"$other")
+    eager_rate=$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<<"$other")
+    [ -n "$eager_mfu" ] && pairs+=("mfu_pct_ours=$(awk -v m="$eager_mfu" -v r="$rate" -v t="$eager_rate" \
+        'BEGIN { if (t > 0) printf "%.1f", m * r / t; else print "n/a" }')")
+    record targets "$target-ratio" info "$label" "${pairs[@]}"
+}
+
+# The benchmarks of issue 32's targets (section 5), on random batches on
+# the GPU, each fused path beside its fallback in the same call, against
+# PyTorch in the same call: SimCLR ResNet-50 (eager, torch.compile: the
+# convolutions' fused BatchNorm statistics against LTC_CUDA_CONV_FUSION=off),
+# the ViT-B/14 teacher's forward (timm with PyTorch's SDPA; cuDNN's SDPA
+# against LTC_CUDA_ATTENTION=math), distillation ResNet-50 <- ViT-B/14 (both
+# fused paths against both fallbacks), a DINOv2 ViT-B/14 step (ours only:
+# tools/compare has no PyTorch DINOv2 step; with and without
+# --activation-checkpointing too) and DINO ResNet-50 multi-crop's memory.
+# torch.compile last (its compilation is the longest: a cut loses only it).
+part_targets() {
+    # shellcheck source=tools/bench_gpu_lib.bash
+    . "$FL_BUNDLE/tools/bench_gpu_lib.bash"  # measure_side and its helpers
+    local device=$FIRST_LIGHT_BENCH_DEVICE work="$FL_WORK/targets" step_bin="$FL_BUNDLE/tools/bench_train_step"
+    local torch_ssl="$FL_BUNDLE/tools/compare/pytorch_ssl_train.py"
+    local torch_step="$FL_BUNDLE/tools/compare/pytorch_train_step.py" warm=$FIRST_LIGHT_TARGET_WARMUP
+    local threads common model size batch steps teacher label
+    mkdir -p "$work"
+    threads=$(nproc)
+    local torch_common=(--device "$device" --precision "$FIRST_LIGHT_PRECISION" --warmup "$warm"
+                        --threads "$threads")
+    local ours_common=(--backend "$device" --precision auto --warmup "$warm" --threads "$threads")
+    local target
+    for target in $FIRST_LIGHT_TARGETS; do
+        case $target in
+        simclr | dino)
+            read -r model size batch steps <<<"$([ "$target" = simclr ] && echo "$FIRST_LIGHT_TARGET_SIMCLR" || echo "$FIRST_LIGHT_TARGET_DINO")"
+            label="$target $model ${size}px batch $batch, $steps steps"
+            local torch_args=(--method "$target" --model "$model" --image-size "$size" --batch-size "$batch"
+                              --channels-last --synthetic --steps "$steps" --prototypes 65536 "${torch_common[@]}")
+            local ours_args=(--mode method --method "$target" --model "$model" --image-size "$size"
+                             --batch-size "$batch" --steps "$steps" "${ours_common[@]}")
+            [ "$target" = dino ] && ours_args+=(--method-arg output_dim=65536)
+            target_side "$target" eager "$label" "$FL_PYTHON" "$torch_ssl" "${torch_args[@]}"
+            target_side "$target" ours "$label" "$step_bin" "${ours_args[@]}"
+            target_side "$target" fallback "$label, LTC_CUDA_CONV_FUSION=off" \
+                env LTC_CUDA_CONV_FUSION=off "$step_bin" "${ours_args[@]}"
+            target_ratios "$target" "$label" ;;
+        teacher)
+            read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_TEACHER"
+            label="teacher forward $model ${size}px batch $batch, $steps steps"
+            common=(--mode teacher --model "$model" --image-size "$size" --batch-size "$batch" --steps "$steps")
+            target_side teacher pytorch "$label" "$FL_PYTHON" "$torch_step" "${common[@]}" --channels-last 1 \
+                "${torch_common[@]}"
+            target_side teacher ours "$label" "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_side teacher fallback "$label, LTC_CUDA_ATTENTION=math" \
+                env LTC_CUDA_ATTENTION=math "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_ratios teacher "$label" ;;
+        distillation)
+            read -r model teacher size batch steps <<<"$FIRST_LIGHT_TARGET_DISTILLATION"
+            label="distillation $model <- $teacher ${size}px batch $batch, $steps steps"
+            common=(--mode distillation --model "$model" --teacher "$teacher" --image-size "$size"
+                    --batch-size "$batch" --steps "$steps")
+            target_side distillation pytorch "$label" "$FL_PYTHON" "$torch_step" "${common[@]}" \
+                --channels-last 1 "${torch_common[@]}"
+            target_side distillation ours "$label" "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_side distillation fallback "$label, LTC_CUDA_ATTENTION=math LTC_CUDA_CONV_FUSION=off" \
+                env LTC_CUDA_ATTENTION=math LTC_CUDA_CONV_FUSION=off "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_ratios distillation "$label" ;;
+        dinov2)
+            read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_DINOV2"
+            label="dinov2 $model ${size}px batch $batch, $steps steps"
+            common=(--mode method --method dinov2 --model "$model" --image-size "$size" --batch-size "$batch"
+                    --steps "$steps")
+            record targets dinov2-pytorch skip "$label: tools/compare has no PyTorch DINOv2 step"
+            target_side dinov2 ours "$label" "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_side dinov2 fallback "$label, LTC_CUDA_ATTENTION=math" \
+                env LTC_CUDA_ATTENTION=math "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_side dinov2 checkpointing "$label, --activation-checkpointing" \
+                "$step_bin" "${common[@]}" "${ours_common[@]}" --activation-checkpointing
+            target_ratios dinov2 "$label" ;;
+        compile)
+            read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_SIMCLR"
+            label="simclr $model ${size}px batch $batch, $steps steps"
+            target_side simclr compile "$label, torch.compile" "$FL_PYTHON" "$torch_ssl" --method simclr \
+                --model "$model" --image-size "$size" --batch-size "$batch" --channels-last --synthetic \
+                --steps "$steps" --prototypes 65536 "${torch_common[@]}" --compile
+            target_ratios simclr "$label" ;;
+        esac
+    done
 }
 
 # Checks of a finished run: backend, precision, scaler, losses, files.
@@ -358,16 +520,19 @@ part_test_gpu() {
 if [ "${1:-}" = --part ]; then
     exec 2>&1
     case $2 in
-    versions) part_versions ;; ops) part_ops ;; train) part_train ;; bench) part_bench ;;
-    profile) part_profile ;; test-gpu) part_test_gpu ;;
+    versions) part_versions ;; paths) part_paths ;; targets) part_targets ;; ops) part_ops ;;
+    train) part_train ;; bench) part_bench ;; profile) part_profile ;; test-gpu) part_test_gpu ;;
     esac
     exit 0
 fi
 
-# Sizes and budgets (seconds); the defaults are the GPU run's.
-: "${FIRST_LIGHT_SECONDS:=390}"
-: "${FIRST_LIGHT_PARTS:=versions ops train bench test-gpu profile}"
-: "${FIRST_LIGHT_BUDGETS:=versions=60 ops=100 train=170 bench=120 test-gpu=150 profile=120}"
+# Sizes and budgets (seconds); the defaults are the GPU run's. Since issue
+# 32 the first command runs the new paths against ref and the targets'
+# benchmarks (about 6 minutes); the older parts follow where time is left,
+# else in a second command (docs/gpu.md, "Left for the next window").
+: "${FIRST_LIGHT_SECONDS:=400}"
+: "${FIRST_LIGHT_PARTS:=versions paths targets ops train test-gpu profile}"
+: "${FIRST_LIGHT_BUDGETS:=versions=40 paths=75 targets=280 ops=100 train=170 bench=120 test-gpu=150 profile=120}"
 : "${FIRST_LIGHT_ACCELERATOR:=gpu}" "${FIRST_LIGHT_PRECISION:=16-mixed}"
 : "${FIRST_LIGHT_MODEL:=resnet50}" "${FIRST_LIGHT_SIZE:=224}" "${FIRST_LIGHT_BATCH:=256}"
 # The resume kill fires right after a checkpoint, written at each epoch's
@@ -389,6 +554,14 @@ test_cuda_precision}"
 : "${FIRST_LIGHT_BENCH_CONFIG:=simclr resnet50 224 256 30}" "${FIRST_LIGHT_BENCH_DEVICE:=cuda}"
 : "${FIRST_LIGHT_BENCH_WARMUP:=10}" "${FIRST_LIGHT_BENCH_COMPILE:=1}"
 : "${FIRST_LIGHT_PROFILE_CONFIG:=simclr resnet50 224 256}" "${FIRST_LIGHT_PROFILE_RECORDS:=12}"
+: "${FIRST_LIGHT_PATH_TESTS:=test_backend_transformer_fast:cuda,cuda-fp16,cuda-bf16:0
+test_conv_fusion:cuda,cuda-fp16,cuda-bf16:1 test_multi_tensor_update:cuda:0
+test_vit_checkpointing::12}"
+# The targets in the order they run (compile: SimCLR's torch.compile side, last).
+: "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile}"
+: "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"
+: "${FIRST_LIGHT_TARGET_TEACHER:=vit_b14 224 128 30}" "${FIRST_LIGHT_TARGET_DINOV2:=vit_b14 224 32 10}"
+: "${FIRST_LIGHT_TARGET_DISTILLATION:=resnet50 vit_b14 224 128 20}" "${FIRST_LIGHT_TARGET_WARMUP:=8}"
 export "${!FIRST_LIGHT_@}"
 
 FL_START=$(date +%s.%N)
@@ -416,7 +589,7 @@ exec 3>&1
 } >>"$FL_SUMMARY"
 
 # Set-up: the bundle unpacked, CUDA's libraries from the Python's pip packages.
-mkdir -p "$FL_LOGS"/{versions,ops,train,bench,profile,test-gpu} "$FL_WORK/testdir/tests"
+mkdir -p "$FL_LOGS"/{versions,paths,targets,ops,train,bench,profile,test-gpu} "$FL_WORK/testdir/tests"
 if ! tar -xf "$here"/bundle.tar* -C "$FL_WORK" 2>"$FL_LOGS/untar.txt" &&
    ! "$FL_PYTHON" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
        "$(ls "$here"/bundle.tar*)" "$FL_WORK" 2>>"$FL_LOGS/untar.txt"; then

@@ -85,6 +85,15 @@ typedef struct AttentionShape {
 int attention_shape_make(AttentionShape *shape, int batch, int heads, int tokens, int head_dim,
                          ErrorMessage *err);
 
+// One tensor of a multi-tensor optimizer update (sgd_update_segments):
+// elements [offset, offset + count) of its arena, its lr multiplier and
+// whether weight decay applies to it.
+typedef struct UpdateSegment {
+    uint64_t offset, count;
+    float lr_scale;
+    int32_t decays;
+} UpdateSegment;
+
 // A backend's prepared attention for one AttentionShape (its workspace for
 // the score rows it recomputes). Made when the model is built.
 typedef struct AttentionPlan AttentionPlan;
@@ -306,6 +315,21 @@ typedef struct BackendOps {
                                      const float *gamma, const float *mean, const float *inv_std,
                                      const float *sums, Act *dx);
 
+    // ---- convolution fused with BatchNorm's statistics ------------------------
+    // (cuDNN's ConvBNfprop, its conv + genstats part; layers.c
+    // conv_batchnorm_forward.) y (N, OH, OW, Cout) = conv2d_forward's y, and
+    // sums (2, Cout) = [sum over rows of y, sum of y^2], of y as stored,
+    // where the plan has a fused path: returns 1. Otherwise writes nothing
+    // and returns 0 (the caller takes conv2d_forward and the norm's own
+    // statistics). NULL where a backend has no fused path (ref, cpu).
+    int (*conv2d_forward_stats)(Backend *backend, const ConvPlan *plan, const Act *x,
+                                const Act *w, Act *y, float *sums);
+    // mean (C) = sums[0] / total_rows and squares (C) = the sum of squared
+    // deviations, sums[1] - sums[0] mean (at least 0), from the (2, C) sums
+    // of total_rows rows: what batchnorm_finish_statistics takes.
+    void (*batchnorm_statistics_from_sums)(Backend *backend, int channels, size_t total_rows,
+                                           const float *sums, float *mean, float *squares);
+
     // ---- elementwise --------------------------------------------------------
     void (*relu_forward)(Backend *backend, size_t n, const Act *x,
                          Act *y); // y = max(x, 0); may alias
@@ -434,6 +458,20 @@ typedef struct BackendOps {
     void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad,
                          const float *gate, float *m, float *v, float lr, float beta1,
                          float beta2, float eps, float weight_decay, const float *step);
+    // The same two updates over many tensors of one parameter arena in one
+    // pass (one launch on the GPU: the multi-tensor update): segments (count,
+    // backend memory) name the tensors by their offset in params, grads and
+    // the state slabs (momentum; m and v), each updated as sgd_update /
+    // adamw_update with lr = lr * lr_scale (a float product) and weight
+    // decay = decays ? weight_decay : 0: the same results, bit for bit.
+    void (*sgd_update_segments)(Backend *backend, int count, const UpdateSegment *segments,
+                                float *params, const float *grads, const float *gate,
+                                float *momentum_buffers, float lr, float momentum,
+                                float weight_decay, int nesterov, int first_step);
+    void (*adamw_update_segments)(Backend *backend, int count, const UpdateSegment *segments,
+                                  float *params, const float *grads, const float *gate, float *m,
+                                  float *v, float lr, float beta1, float beta2, float eps,
+                                  float weight_decay, const float *step);
     // LARS direction of one weight (lightly's formulation), its ratio computed
     // where the data lives: sums (2 floats, backend memory) = sum param^2,
     // sum grad^2 (of the raw grad); with g = m * grad from the gate and both
@@ -700,6 +738,12 @@ typedef struct BackendOps {
     // arrays of C <= 64 values
     void (*normalize_f32)(Backend *backend, size_t pixels, int channels, const float *x,
                           const float *mean, const float *std, Act *y);
+
+    // ---- reporting -----------------------------------------------------------------
+    // One line for train.log on which of its paths the plans made so far
+    // take where a backend has several (cuda: cuDNN's fused graphs or their
+    // fallbacks, and why); NULL where there is one path.
+    void (*describe_paths)(const Backend *backend, char *text, size_t size);
 } BackendOps;
 
 struct Backend {

@@ -37,6 +37,36 @@ void host_scalar_combine(Backend *backend, float alpha, const float *a, float be
     *y = scalar_combine_rule(alpha, *a, beta, b, divisor);
 }
 
+void host_batchnorm_statistics_from_sums(Backend *backend, int channels, size_t total_rows,
+                                         const float *sums, float *mean, float *squares) {
+    for (int c = 0; c < channels; c++)
+        batchnorm_sums_rule(sums[c], sums[channels + c], total_rows, &mean[c], &squares[c]);
+}
+
+void host_sgd_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                              float *params, const float *grads, const float *gate,
+                              float *momentum_buffers, float lr, float momentum,
+                              float weight_decay, int nesterov, int first_step) {
+    for (int i = 0; i < count; i++) {
+        const UpdateSegment *s = &segments[i];
+        backend->op.sgd_update(backend, s->count, params + s->offset, grads + s->offset, gate,
+                               momentum_buffers + s->offset, lr * s->lr_scale, momentum,
+                               s->decays ? weight_decay : 0.0f, nesterov, first_step);
+    }
+}
+
+void host_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                                float *params, const float *grads, const float *gate, float *m,
+                                float *v, float lr, float beta1, float beta2, float eps,
+                                float weight_decay, const float *step) {
+    for (int i = 0; i < count; i++) {
+        const UpdateSegment *s = &segments[i];
+        backend->op.adamw_update(backend, s->count, params + s->offset, grads + s->offset, gate,
+                                 m + s->offset, v + s->offset, lr * s->lr_scale, beta1, beta2,
+                                 eps, s->decays ? weight_decay : 0.0f, step);
+    }
+}
+
 // ---- host slots: the copy is done when fill returns -----------------------------------
 
 struct HostSlot {

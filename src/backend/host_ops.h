@@ -18,6 +18,18 @@ void host_amp_update(Backend *backend, float *state, const float *found, int gro
                      float growth, float backoff);
 void host_scalar_combine(Backend *backend, float alpha, const float *a, float beta,
                          const float *b, float divisor, float *y);
+void host_batchnorm_statistics_from_sums(Backend *backend, int channels, size_t total_rows,
+                                         const float *sums, float *mean, float *squares);
+// The multi-tensor updates as a loop over the segments (in host memory) of
+// the backend's own sgd_update / adamw_update.
+void host_sgd_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                              float *params, const float *grads, const float *gate,
+                              float *momentum_buffers, float lr, float momentum,
+                              float weight_decay, int nesterov, int first_step);
+void host_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                                float *params, const float *grads, const float *gate, float *m,
+                                float *v, float lr, float beta1, float beta2, float eps,
+                                float weight_decay, const float *step);
 
 HostSlot *host_slot_create(Backend *backend, size_t bytes, ErrorMessage *err);
 void host_slot_free(Backend *backend, HostSlot *slot);

@@ -32,6 +32,17 @@ static inline RULE_HOST_DEVICE void amp_update_rule(float *state, float found,
     state[2] = (float)(1.0 / (double)state[0]);  // as PyTorch: the reciprocal in double
 }
 
+// BatchNorm's statistics of one channel from the sums of its rows (backend.h
+// batchnorm_statistics_from_sums): mean = sum / rows, and the sum of squared
+// deviations sum_sq - sum mean (in double; rounding can make it slightly
+// negative where the variance is tiny next to the mean: 0 then).
+static inline RULE_HOST_DEVICE void batchnorm_sums_rule(float sum, float sum_sq, size_t rows,
+                                                        float *mean, float *squares) {
+    const double m = (double)sum / (double)rows, d = (double)sum_sq - (double)sum * m;
+    *mean = (float)m;
+    *squares = (float)(d > 0.0 ? d : 0.0);
+}
+
 // LARS trust ratio (backend.h lars_direction) from the sums of squares of
 // a weight and its raw gradient and the gate's multiplier: p / (g + p * wd
 // + eps) * trust in float32, in lightly's order, g the norm of the gradient

@@ -259,6 +259,7 @@ static int allocate_vit(Backbone *b, const BackboneInput *inputs, int count, int
     config.in_channels = b->spec.in_channels;
     if (vit_declare(model, b->backend, &config, err)) return -1;
     model->frozen = frozen;
+    model->activation_checkpointing = b->spec.activation_checkpointing;
     if (vit_allocate(model, shapes, count, err)) return -1;
     b->feature_dim = model->feature_dim;
     b->params = &model->params;

@@ -34,6 +34,10 @@ typedef struct BackboneSpec {
     // Channels of the input images: the first conv / patch embedding takes
     // this many (0 means 3; --num-channels).
     int in_channels;
+    // ViTs: recompute each block in the backward instead of keeping its
+    // activations (vit.h: activation_checkpointing; --activation-checkpointing).
+    // A frozen backbone (a teacher) ignores it; a ResNet has none.
+    int activation_checkpointing;
 } BackboneSpec;
 
 // The --model names: resnet18 / 34 / 50 / 101 / 152, the ViT presets of

@@ -296,3 +296,28 @@ void linear_backward(Backend *backend, const Linear *linear, int rows, const Act
     if (dx)
         backend->op.linear_backward_data(backend, rows, in, out, dy, linear->weight_compute, dx);
 }
+
+void conv_batchnorm_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
+                            const BatchNorm *bn, int training, int relu, size_t rows,
+                            const Act *x, Act *conv_out, const Act *residual, Act *y,
+                            float *save_mean, float *save_inv_std, float *sums) {
+    const BackendOps *op = &backend->op;
+    if (training && !bn->sync && sums && op->conv2d_forward_stats &&
+        op->conv2d_forward_stats(backend, plan, x, conv->weight_compute, conv_out, sums)) {
+        // save_inv_std holds the squared deviations until finish_statistics
+        op->batchnorm_statistics_from_sums(backend, bn->channels, rows, sums, save_mean,
+                                           save_inv_std);
+        op->batchnorm_finish_statistics(backend, bn->channels, rows, bn->momentum, bn->eps,
+                                        save_mean, save_inv_std, bn->running_mean,
+                                        bn->running_var);
+        op->batchnorm_forward_apply(backend, rows, bn->channels, conv_out, residual, relu,
+                                    bn->weight, bn->bias, save_mean, save_inv_std, y);
+        return;
+    }
+    conv2d_forward(backend, conv, plan, x, conv_out);
+    if (relu)
+        batchnorm_relu_forward(backend, bn, training, rows, conv_out, residual, y, save_mean,
+                               save_inv_std);
+    else
+        batchnorm_forward(backend, bn, training, rows, conv_out, y, save_mean, save_inv_std);
+}

@@ -98,6 +98,19 @@ void batchnorm_backward(Backend *backend, const BatchNorm *bn, size_t rows, cons
                         const Act *dy, const float *save_mean, const float *save_inv_std,
                         Act *dx);
 
+// A convolution and the batch norm after it: conv_out = conv(x), then y =
+// batchnorm_relu_forward(conv_out, residual) when relu, else
+// batchnorm_forward(conv_out) (residual NULL). A training forward on a
+// backend that fuses the convolution with the norm's statistics for this
+// plan (backend.h conv2d_forward_stats; cuDNN's graph on the GPU) takes the
+// statistics from the convolution's per-channel sums (sums: (2, Cout)
+// backend memory of the caller's, NULL: never fused) instead of a pass of
+// its own; synchronised norms and evaluation take the separate ops.
+void conv_batchnorm_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
+                            const BatchNorm *bn, int training, int relu, size_t rows,
+                            const Act *x, Act *conv_out, const Act *residual, Act *y,
+                            float *save_mean, float *save_inv_std, float *sums);
+
 // Batch norm fused with the ReLU after it (and the residual add before the
 // ReLU, at a residual block's output): y (rows, C) = max(BN(x) + residual, 0),
 // residual (rows, C) or NULL. Equals batchnorm_forward, add, relu_forward;

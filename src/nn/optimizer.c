@@ -28,7 +28,17 @@ struct Optimizer {
     // host, (params->count): the per-parameter options (optimizer.h)
     float *lr_scales;         // lr multiplier, 1 unless set
     unsigned char *decays;    // weight decay applies: the kind rule unless set
+    // SGD and AdamW: the trained parameters as segments of the arena (in
+    // the optimizer's arena, uploaded whenever an option changes) for the
+    // backend's multi-tensor update, one launch a step; NULL: per tensor
+    // (LARS, whose ratio is per tensor; a backend without the op; more
+    // segments than one launch takes)
+    UpdateSegment *segments;
+    int segment_count;
 };
+
+// The most segments one multi-tensor launch takes (the CUDA grid's y).
+enum { MAX_UPDATE_SEGMENTS = 65535 };
 
 // The slots of the reductions area: LARS's two sums, an open step gate
 // (multiplier 1, no skip) for steps that come without one, and the applied
@@ -108,6 +118,8 @@ static size_t align_floats(size_t n) {
     return (n + OPTIMIZER_ALIGN_FLOATS - 1) / OPTIMIZER_ALIGN_FLOATS * OPTIMIZER_ALIGN_FLOATS;
 }
 
+static void upload_segments(Optimizer *opt);
+
 Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const OptimizerConfig *config,
                             ErrorMessage *err) {
     if (config_check(config, err)) return NULL;
@@ -144,7 +156,18 @@ Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const Optimi
             if (params->params[i].count > scratch_floats) scratch_floats = params->params[i].count;
         scratch_floats = align_floats(scratch_floats);
     }
-    opt->arena_floats = opt->state_floats + scratch_floats + OPTIMIZER_REDUCTION_SLOTS;
+    // SGD and AdamW: the multi-tensor update's segment table after the
+    // reductions (UpdateSegment is 8-byte aligned there: every part above is
+    // a multiple of 16 floats)
+    const int multi = config->kind == OPTIMIZER_SGD ? backend->op.sgd_update_segments != NULL
+                      : config->kind == OPTIMIZER_ADAMW ? backend->op.adamw_update_segments != NULL
+                                                        : 0;
+    const size_t segment_floats =
+        multi && params->count <= MAX_UPDATE_SEGMENTS
+            ? align_floats((count * sizeof(UpdateSegment) + sizeof(float) - 1) / sizeof(float))
+            : 0;
+    opt->arena_floats =
+        opt->state_floats + scratch_floats + OPTIMIZER_REDUCTION_SLOTS + segment_floats;
     opt->arena = backend->op.alloc(backend, opt->arena_floats * sizeof(float));
     if (!opt->arena) {
         error_set(err, "%s: out of memory for %zu MB of optimizer state",
@@ -159,6 +182,10 @@ Optimizer *optimizer_create(Backend *backend, ParameterSet *params, const Optimi
         [GATE_MULTIPLIER] = 1.0f, [GATE_UNIT] = 1.0f, [GATE_APPLIED] = 1.0f};
     backend->op.upload(backend, opt->reductions + REDUCTION_OPEN_GATE, open_gate,
                        sizeof open_gate);
+    if (segment_floats) {
+        opt->segments = (UpdateSegment *)(opt->reductions + OPTIMIZER_REDUCTION_SLOTS);
+        upload_segments(opt);
+    }
     return opt;
 }
 
@@ -177,6 +204,29 @@ static float decay_for(const Optimizer *opt, int i, float weight_decay) {
 
 static int is_trained(const Parameter *param) {
     return param->kind != PARAM_BUFFER && param->grad != NULL && param->count > 0;
+}
+
+// The trained parameters as segments with their options, uploaded: at
+// creation and when an option changes (configuration, outside the step
+// loop). Without host memory for the table the updates stay per tensor.
+static void upload_segments(Optimizer *opt) {
+    if (!opt->segments) return;
+    const ParameterSet *set = opt->params;
+    UpdateSegment *host = malloc((set->count > 0 ? (size_t)set->count : 1) * sizeof *host);
+    if (!host) {  // per tensor from now on
+        opt->segments = NULL;
+        return;
+    }
+    int count = 0;
+    for (int i = 0; i < set->count; i++)
+        if (is_trained(&set->params[i]))
+            host[count++] = (UpdateSegment){.offset = set->params[i].offset,
+                                            .count = set->params[i].count,
+                                            .lr_scale = opt->lr_scales[i],
+                                            .decays = opt->decays[i]};
+    if (count) opt->backend->op.upload(opt->backend, opt->segments, host, count * sizeof *host);
+    opt->segment_count = count;
+    free(host);
 }
 
 // LARS (lightly's formulation): for a weight with norms p = ||param|| > 0 and
@@ -221,6 +271,21 @@ void optimizer_step(Optimizer *opt, float lr, float weight_decay, const float *g
     float *applied_steps = opt->reductions + REDUCTION_APPLIED_STEPS;
     backend->op.scalar_combine(backend, 1.0f, applied_steps, 1.0f, gate + GATE_APPLIED, 1.0f,
                                applied_steps);
+    if (opt->segments) {  // every trained tensor in one pass: the same arithmetic
+        if (config->kind == OPTIMIZER_SGD)
+            backend->op.sgd_update_segments(backend, opt->segment_count, opt->segments,
+                                            set->values, set->grads, gate, opt->arena, lr,
+                                            config->momentum, weight_decay, config->nesterov,
+                                            first_step);
+        else
+            backend->op.adamw_update_segments(backend, opt->segment_count, opt->segments,
+                                              set->values, set->grads, gate, opt->arena,
+                                              opt->arena + set->total, lr, config->beta1,
+                                              config->beta2, config->eps, weight_decay,
+                                              applied_steps);
+        opt->steps++;
+        return;
+    }
     for (int i = 0; i < set->count; i++) {
         Parameter *param = &set->params[i];
         if (!is_trained(param)) continue;
@@ -285,12 +350,14 @@ int optimizer_set_lr_scale(Optimizer *opt, int index, float scale, ErrorMessage 
                          optimizer_kind_name(opt->config.kind), (double)scale,
                          opt->params->params[index].name);
     opt->lr_scales[index] = scale;
+    upload_segments(opt);
     return 0;
 }
 
 int optimizer_set_weight_decay(Optimizer *opt, int index, int decays, ErrorMessage *err) {
     if (check_index(opt, index, err)) return -1;
     opt->decays[index] = decays != 0;
+    upload_segments(opt);
     return 0;
 }
 

@@ -371,6 +371,10 @@ int resnet_allocate(Resnet *model, const ResnetInputShape *inputs, int input_cou
     if (!model->scratch)
         return error_set(err, "resnet: out of memory for %zu MB of gradient scratch",
                          act_bytes(backend, buffers * largest) >> 20);
+    if (backend->op.conv2d_forward_stats) {  // 2 sums per channel of the widest norm
+        model->bn_sums = backend->op.alloc(backend, 2 * (size_t)model->feature_dim * sizeof(float));
+        if (!model->bn_sums) return error_set(err, "resnet: out of memory for BatchNorm sums");
+    }
     return 0;
 }
 
@@ -397,6 +401,7 @@ void resnet_free(Resnet *model) {
     }
     free(model->slots);
     if (model->scratch) backend->op.free(backend, model->scratch);
+    if (model->bn_sums) backend->op.free(backend, model->bn_sums);
     parameter_set_free(&model->params);
     parameter_set_free(&model->buffers);
     free(model->blocks);

@@ -126,6 +126,8 @@ typedef struct Resnet {
     int slot_count;
     ResnetSlot *slots;
     Act *scratch;             // backend memory: 3 * scratch_elements (frozen: 1 *)
+    float *bn_sums;           // (2, widest BatchNorm): conv_batchnorm_forward's sums, or
+                              // NULL where the backend fuses none (layers.h)
     size_t scratch_elements;  // the largest activation tensor over all slots
     // Set between resnet_declare and resnet_allocate for a model that never
     // runs a backward (a distillation teacher, embed, the EMA teacher of

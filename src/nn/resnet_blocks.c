@@ -28,33 +28,30 @@ static size_t conv_input_elements(const ConvShape *shape) {
 
 // x (N, H, W, Cin) -> saved->out (N, OH, OW, Cout). shortcut_scratch holds the
 // downsample branch's output (only needed until the add).
+// bn_sums: the model's (layers.h conv_batchnorm_forward), or NULL.
 static void block_forward(Backend *backend, const ResnetBlock *block,
                           ResnetBlockActivations *saved, const ResnetPlans *plans, int training,
-                          const Act *x, Act *shortcut_scratch) {
+                          const Act *x, Act *shortcut_scratch, float *bn_sums) {
     // The shortcut first: the last stage's fused BN adds it.
     const Act *shortcut = x;
     if (block->has_downsample) {
         const int c = block->first_conv + block->stage_count;
-        const size_t rows = conv_rows(&plans->conv_shapes[c]);
-        conv2d_forward(backend, &block->downsample_conv, plans->conv_plans[c], x,
-                       saved->downsample_conv_out);
-        batchnorm_forward(backend, &block->downsample_bn, training, rows,
-                          saved->downsample_conv_out, shortcut_scratch,
-                          saved->bn_mean[block->stage_count],
-                          saved->bn_inv_std[block->stage_count]);
+        conv_batchnorm_forward(backend, &block->downsample_conv, plans->conv_plans[c],
+                               &block->downsample_bn, training, 0,
+                               conv_rows(&plans->conv_shapes[c]), x, saved->downsample_conv_out,
+                               NULL, shortcut_scratch, saved->bn_mean[block->stage_count],
+                               saved->bn_inv_std[block->stage_count], bn_sums);
         shortcut = shortcut_scratch;
     }
     const Act *stage_in = x;
     for (int s = 0; s < block->stage_count; s++) {
         const int c = block->first_conv + s;
-        const size_t rows = conv_rows(&plans->conv_shapes[c]);
         const int last = s == block->stage_count - 1;
-        conv2d_forward(backend, &block->conv[s], plans->conv_plans[c], stage_in,
-                       saved->conv_out[s]);
         Act *y = last ? saved->out : saved->relu_out[s];
-        batchnorm_relu_forward(backend, &block->bn[s], training, rows, saved->conv_out[s],
-                               last ? shortcut : NULL, y, saved->bn_mean[s],
-                               saved->bn_inv_std[s]);
+        conv_batchnorm_forward(backend, &block->conv[s], plans->conv_plans[c], &block->bn[s],
+                               training, 1, conv_rows(&plans->conv_shapes[c]), stage_in,
+                               saved->conv_out[s], last ? shortcut : NULL, y, saved->bn_mean[s],
+                               saved->bn_inv_std[s], bn_sums);
         stage_in = y;
     }
 }
@@ -134,16 +131,17 @@ int resnet_forward(Resnet *model, int slot_index, int batch, const Act *input, i
 
     // Stem: conv1 -> bn1 + relu (fused) -> maxpool.
     const size_t stem_rows = conv_rows(&plans->conv_shapes[0]);
-    conv2d_forward(backend, &model->stem_conv, plans->conv_plans[0], input, slot->stem_conv_out);
-    batchnorm_relu_forward(backend, &model->stem_bn, training, stem_rows, slot->stem_conv_out,
-                           NULL, slot->stem_out, slot->stem_bn_mean, slot->stem_bn_inv_std);
+    conv_batchnorm_forward(backend, &model->stem_conv, plans->conv_plans[0], &model->stem_bn,
+                           training, 1, stem_rows, input, slot->stem_conv_out, NULL,
+                           slot->stem_out, slot->stem_bn_mean, slot->stem_bn_inv_std,
+                           model->bn_sums);
     maxpool_forward(backend, &plans->pool, slot->stem_out, slot->pool_out, slot->pool_argmax);
 
     // layer1..layer4.
     const Act *x = slot->pool_out;
     for (int b = 0; b < model->block_count; b++) {
         block_forward(backend, &model->blocks[b], &slot->blocks[b], plans, training, x,
-                      shortcut_scratch);
+                      shortcut_scratch, model->bn_sums);
         x = slot->blocks[b].out;
     }
 

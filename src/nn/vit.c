@@ -221,6 +221,47 @@ static void take_frozen_block(const Vit *model, VitSlot *slot, ActivationArena *
     }
 }
 
+// One block's tensors for the backward (norm1_out .. fc2_out, all live at
+// once), laid out into *saved; out and drop_scale are left to the caller.
+static void take_block_tensors(const Vit *model, VitBlockActivations *saved,
+                               ActivationArena *arena, size_t rows) {
+    const VitConfig *c = &model->config;
+    const size_t dim = (size_t)c->embed_dim;
+    saved->norm1_out = activation_take(arena, rows * dim);
+    saved->norm1_mean = activation_take_float(arena, rows);
+    saved->norm1_inv_std = activation_take_float(arena, rows);
+    saved->qkv = activation_take(arena, rows * 3 * dim);
+    saved->attention_out = activation_take(arena, rows * dim);
+    saved->lse = activation_take_float(arena, rows * c->heads);
+    saved->proj_out = activation_take(arena, rows * dim);
+    saved->mid = activation_take(arena, rows * dim);
+    saved->norm2_out = activation_take(arena, rows * dim);
+    saved->norm2_mean = activation_take_float(arena, rows);
+    saved->norm2_inv_std = activation_take_float(arena, rows);
+    saved->fc1_out = activation_take(arena, rows * fc1_width(c));
+    saved->act_out = activation_take(arena, rows * c->mlp_hidden);
+    saved->fc2_out = activation_take(arena, rows * dim);
+}
+
+// A training model's blocks: each its own tensors, or with activation
+// checkpointing one set that every block reuses (the recompute's), each
+// block keeping only its output and drop-path scales.
+static void take_training_blocks(const Vit *model, VitSlot *slot, ActivationArena *arena,
+                                 size_t rows) {
+    const int depth = model->config.depth;
+    const size_t dim = (size_t)model->config.embed_dim, batch = (size_t)slot->max.batch;
+    VitBlockActivations shared = {0};
+    if (model->activation_checkpointing) take_block_tensors(model, &shared, arena, rows);
+    for (int b = 0; b < depth; b++) {
+        VitBlockActivations *saved = &slot->blocks[b];
+        if (model->activation_checkpointing) *saved = shared;
+        else take_block_tensors(model, saved, arena, rows);
+        saved->out = activation_take(arena, rows * dim);
+        saved->drop_scale[0] = activation_take_float(arena, batch);
+        saved->drop_scale[1] = activation_take_float(arena, batch);
+    }
+}
+
 // Lays out (sizing pass: base NULL) or wires a slot's arena; returns its size in bytes.
 static size_t layout_slot(const Vit *model, VitSlot *slot, void *base) {
     const VitConfig *c = &model->config;
@@ -241,26 +282,8 @@ static size_t layout_slot(const Vit *model, VitSlot *slot, void *base) {
     if (model->frozen) {
         take_frozen_outputs(model, slot, &arena, rows * dim);
         take_frozen_block(model, slot, &arena, rows);
-    }
-    for (int b = 0; !model->frozen && b < c->depth; b++) {
-        VitBlockActivations *saved = &slot->blocks[b];
-        saved->norm1_out = activation_take(&arena, rows * dim);
-        saved->norm1_mean = activation_take_float(&arena, rows);
-        saved->norm1_inv_std = activation_take_float(&arena, rows);
-        saved->qkv = activation_take(&arena, rows * 3 * dim);
-        saved->attention_out = activation_take(&arena, rows * dim);
-        saved->lse = activation_take_float(&arena, rows * c->heads);
-        saved->proj_out = activation_take(&arena, rows * dim);
-        saved->mid = activation_take(&arena, rows * dim);
-        saved->norm2_out = activation_take(&arena, rows * dim);
-        saved->norm2_mean = activation_take_float(&arena, rows);
-        saved->norm2_inv_std = activation_take_float(&arena, rows);
-        saved->fc1_out = activation_take(&arena, rows * fc1_width(c));
-        saved->act_out = activation_take(&arena, rows * c->mlp_hidden);
-        saved->fc2_out = activation_take(&arena, rows * dim);
-        saved->out = activation_take(&arena, rows * dim);
-        saved->drop_scale[0] = activation_take_float(&arena, batch);
-        saved->drop_scale[1] = activation_take_float(&arena, batch);
+    } else {
+        take_training_blocks(model, slot, &arena, rows);
     }
     slot->norm_out = activation_take(&arena, rows * dim);
     slot->norm_mean = activation_take_float(&arena, rows);
@@ -374,6 +397,7 @@ int vit_allocate(Vit *model, const VitInputShape *inputs, int input_count, Error
     if (input_count < 1) return error_set(err, "vit: no input shape given");
     if (check_backend_ops(backend, err)) return error_prefix(err, "%s", c->name);
     model->params.with_grads = !model->frozen;
+    if (model->frozen) model->activation_checkpointing = 0;  // nothing kept to recompute from
     if (parameter_set_allocate(&model->params, err) ||
         parameter_set_allocate(&model->buffers, err))
         return error_prefix(err, "%s", c->name);

@@ -242,6 +242,17 @@ typedef struct Vit {
     // and draws no drop path (refused where the config asks for it).
     int frozen;
     int kept_blocks;         // frozen: 0 unless vit_keep_block_outputs says
+    // Activation checkpointing (--activation-checkpointing; set between
+    // vit_declare and vit_allocate, ignored for a frozen model): a slot
+    // keeps only each block's output (the next block's input) and its
+    // drop-path scales, plus one set of block tensors that every block
+    // reuses; the backward recomputes each block's forward from its input
+    // into that set before its backward (the last block's is still there
+    // from the forward). The recompute reads the forward's drop-path
+    // scales and RoPE tables, so it repeats the forward's draws, and gives
+    // the same gradients bit for bit on a backend whose ops are
+    // deterministic (all three are).
+    int activation_checkpointing;
 } Vit;
 
 // Structure and parameter tables; allocates nothing on the backend.

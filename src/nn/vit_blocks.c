@@ -71,8 +71,10 @@ static void block_rope(Vit *model, int index, const VitSlot *slot, int batch, in
                                          prefix, sin_table, cos_table, qkv);
 }
 
+// recompute: activation checkpointing's pass before the block's backward,
+// which needs every tensor but the output (left as the forward wrote it).
 static void block_forward(Vit *model, int index, const VitPlans *plans, const VitSlot *slot,
-                          int batch, int training, const Act *x) {
+                          int batch, int training, int recompute, const Act *x) {
     Backend *backend = model->backend;
     const VitConfig *c = &model->config;
     const VitBlock *block = &model->blocks[index];
@@ -99,6 +101,7 @@ static void block_forward(Vit *model, int index, const VitPlans *plans, const Vi
     else
         backend->op.gelu_forward(backend, rows * c->mlp_hidden, saved->fc1_out, saved->act_out);
     linear_forward(backend, &block->fc2, (int)rows, saved->act_out, saved->fc2_out);
+    if (recompute) return;
     drop = drop_path_scales(model, index, 1, training, saved);
     backend->op.residual_scale_add_forward(backend, batch, (size_t)slot->tokens, c->embed_dim,
                                            saved->mid, saved->fc2_out, block->ls2, drop,
@@ -227,7 +230,7 @@ int vit_forward(Vit *model, int slot_index, int batch, const Act *input, int tra
     drop_path_upload(model, slot, batch, training);
     const Act *x = slot->tokens_in;
     for (int b = 0; b < c->depth; b++) {
-        block_forward(model, b, plans, slot, batch, training, x);
+        block_forward(model, b, plans, slot, batch, training, 0, x);
         x = slot->blocks[b].out;
     }
     layernorm_forward(backend, &model->norm, rows, x, slot->norm_out, slot->norm_mean,
@@ -289,8 +292,13 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const Act *dtokens) 
     layernorm_backward(backend, &model->norm, rows, last_block_output(model, slot), dtokens,
                        slot->norm_mean, slot->norm_inv_std, g.residual);
     for (int b = c->depth - 1; b >= 0; b--) {
-        block_backward(model, b, plans, slot, drop_active,
-                       b > 0 ? slot->blocks[b - 1].out : slot->tokens_in, &g);
+        const Act *x = b > 0 ? slot->blocks[b - 1].out : slot->tokens_in;
+        // Activation checkpointing: the block's tensors again, from its
+        // input, with the forward's drop-path scales and RoPE tables (the
+        // last block's are still there from the forward).
+        if (model->activation_checkpointing && b < c->depth - 1)
+            block_forward(model, b, plans, slot, batch, drop_active, 1, x);
+        block_backward(model, b, plans, slot, drop_active, x, &g);
         parameter_grads_final_from(&model->params, model->blocks[b].norm1.weight_index);
     }
 

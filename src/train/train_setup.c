@@ -368,6 +368,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     if (backbone_spec_parse(config->model, config->image_size, &setup.backbone, err))
         return error_prefix(err, "--model"), -1;
     setup.backbone.in_channels = view_set_channels_out(&views);
+    setup.backbone.activation_checkpointing = config->activation_checkpointing;
     if (method_create(&run->method, config->method, &setup, &views, err)) return -1;
     run->method_ready = 1;
     if (run->scaler_on) run->method.loss_scale = loss_scaler_scale(&run->scaler);
@@ -597,6 +598,11 @@ static void log_configuration(TrainRun *run) {
     }
     for (int i = 0; i < config->method_args.count; i++)
         run_log_line(run->log, "method arg: %s", config->method_args.items[i]);
+    char paths[512] = "";
+    if (run->backend->op.describe_paths) run->backend->op.describe_paths(run->backend, paths, 512);
+    if (paths[0]) run_log_line(run->log, "backend paths: %s", paths);
+    if (config->activation_checkpointing)
+        run_log_line(run->log, "activation checkpointing: on (blocks recomputed in the backward)");
     log_input(run);
 }
 

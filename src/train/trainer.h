@@ -72,6 +72,7 @@ typedef struct TrainConfig {
     const LoggerSettings *loggers;
     const MlflowPair *options;
     int option_count;
+    int activation_checkpointing;  // ViTs: blocks recomputed in the backward (BackboneSpec)
 } TrainConfig;
 
 // SIGINT and SIGTERM ask the run to stop (after the step in progress, with

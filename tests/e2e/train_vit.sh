@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests of ViT backbones through the commands: `train --model
 # vit_t16` with SimCLR and with DINO (local views resample the position
-# grid), embed from the checkpoint and from the export (mean-pooled patch
+# grid; with --activation-checkpointing the same weights), embed from the
+# checkpoint and from the export (mean-pooled patch
 # tokens and the class token), export as a timm state dict, a ViT teacher
 # for distillation, and the one-line refusals of sizes that are not
 # multiples of the patch size.
@@ -69,6 +70,19 @@ output=$("$bin" train "${common[@]}" --out "$work/dino" --model vit_t16 --method
   --local-image-size 16 --local-views 2 --method-arg bottleneck_dim=16 --max-steps 2 2>&1) ||
   fail "dino vit_t16: train failed: $output"
 [ -s "$work/dino/exported_models/exported_last.safetensors" ] || fail "dino vit_t16: no export"
+# --activation-checkpointing: the same run with the blocks recomputed in the
+# backward ends with the same weights, byte for byte; a ResNet is refused.
+output=$("$bin" train "${common[@]}" --out "$work/dino-recompute" --model vit_t16 --method dino \
+  --local-image-size 16 --local-views 2 --method-arg bottleneck_dim=16 --max-steps 2 \
+  --activation-checkpointing 2>&1) || fail "dino vit_t16 --activation-checkpointing: $output"
+grep -q "activation checkpointing: on" "$work/dino-recompute/train.log" ||
+  fail "train.log does not say activation checkpointing is on"
+cmp -s "$work/dino/exported_models/exported_last.safetensors" \
+  "$work/dino-recompute/exported_models/exported_last.safetensors" ||
+  fail "--activation-checkpointing changed the trained weights"
+expect_only 2 "^lightly-train-c train: --activation-checkpointing applies to ViT models only \(--model resnet18 is a ResNet\)$" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --model resnet18 --method simclr --max-steps 1 \
+  --activation-checkpointing
 expect 2 "local views of 24 px: vit_t16 needs a multiple of its patch size 16" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --model vit_t16 --method dino \
   --local-image-size 24 --max-steps 1

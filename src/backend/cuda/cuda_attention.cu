@@ -16,10 +16,14 @@
 // The kernels are templates on the largest head dim they hold (64, 128);
 // the plan picks one, refuses larger head dims, and raises the kernels'
 // shared-memory limit (tiles of up to 113 KiB). In fp16 and bf16 forward
-// and backward run on tensor cores instead (cuda_attention_math.cu: cuBLAS,
-// the scores of a chunk of images stored), unless LTC_CUDA_ATTENTION=fused;
-// delta is this file's in every dtype.
+// and backward run on tensor cores instead: through cuDNN's SDPA graphs
+// (cuda_sdpa.c) where cuDNN offers them for the shape, else (and for a
+// direction it does not offer) as batched GEMMs on cuBLAS
+// (cuda_attention_math.cu: the scores of a chunk of images stored);
+// LTC_CUDA_ATTENTION chooses (attention_path_asked). delta is this file's
+// on every path but cuDNN's.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +36,7 @@ struct AttentionPlan {
     int max_dim;   // 64 or 128: the kernel instance for this head dim
     float *delta;  // device (B, H, T): D_i of the backward
     AttentionMath *math;  // 16 bits on tensor cores, or NULL: the fused kernels
+    CudaSdpa *sdpa;       // 16 bits through cuDNN's SDPA graphs (cuda_sdpa.c), or NULL
 };
 
 namespace {
@@ -366,9 +371,46 @@ void backward(cudaStream_t stream, const AttentionShape &s, const T *qkv, const 
 // LTC_CUDA_ATTENTION=fused: 16 bits on the fused kernels too (the math
 // attention of cuda_attention_math.cu otherwise), to compare the two on a
 // GPU; "math" or unset: the default.
-int fused_forward_asked() {
+// LTC_CUDA_ATTENTION, read when a plan is made: which path 16-bit attention
+// takes. auto (unset): cuDNN's SDPA graphs where cuDNN offers them for the
+// shape, else the batched GEMMs on cuBLAS ("math"); math: always the
+// batched GEMMs (the fallback, for same-run comparisons); cudnn: the SDPA
+// graphs or a plan error (tests, benchmarks); fused: the fp32-tile kernels
+// of this file. fp32 always runs this file's kernels.
+enum AttentionPath { PATH_AUTO, PATH_MATH, PATH_CUDNN, PATH_FUSED };
+
+int attention_path_asked(AttentionPath *path, ErrorMessage *err) {
     const char *asked = getenv("LTC_CUDA_ATTENTION");
-    return asked && strcmp(asked, "fused") == 0;
+    *path = PATH_AUTO;
+    if (!asked || !*asked || strcmp(asked, "auto") == 0) return 0;
+    if (strcmp(asked, "math") == 0) *path = PATH_MATH;
+    else if (strcmp(asked, "cudnn") == 0) *path = PATH_CUDNN;
+    else if (strcmp(asked, "fused") == 0) *path = PATH_FUSED;
+    else
+        return error_set(err, "LTC_CUDA_ATTENTION=%s: expected auto, cudnn, math or fused",
+                         asked);
+    return 0;
+}
+
+// The cuDNN SDPA plans of a 16-bit plan, or NULL (the fallback), counted
+// and explained in the backend's state for train.log.
+int choose_sdpa(Backend *backend, AttentionPlan *plan, AttentionPath path, ErrorMessage *err) {
+    CudaState *state = cuda_state(backend);
+    state->attention_plans++;
+    if (path == PATH_MATH || path == PATH_FUSED) return 0;
+    char reason[200];
+    plan->sdpa = cuda_sdpa_create(backend, &plan->shape, reason, sizeof reason);
+    const int forward = cuda_sdpa_has(plan->sdpa, 0), backward = cuda_sdpa_has(plan->sdpa, 1);
+    state->attention_sdpa_forward += forward;
+    state->attention_sdpa_backward += backward;
+    if ((!forward || !backward) && !state->attention_fallback_reason[0])
+        snprintf(state->attention_fallback_reason, sizeof state->attention_fallback_reason,
+                 "batch %d, %d heads, %d tokens, head dim %d: %s", plan->shape.batch,
+                 plan->shape.heads, plan->shape.tokens, plan->shape.head_dim, reason);
+    if (path == PATH_CUDNN && (!forward || !backward))
+        return error_set(err, "LTC_CUDA_ATTENTION=cudnn, but cuDNN's SDPA graphs are not "
+                              "there for it: %s", reason);
+    return 0;
 }
 
 }  // namespace
@@ -408,7 +450,16 @@ AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape
     }
     plan->shape = s;
     plan->max_dim = max_dim;
-    if (backend->compute_dtype != COMPUTE_F32 && !fused_forward_asked()) {
+    AttentionPath path;
+    if (attention_path_asked(&path, err) ||
+        ((backend->compute_dtype != COMPUTE_F32 || path == PATH_CUDNN) &&
+         choose_sdpa(backend, plan, path, err))) {
+        cuda_attention_plan_free(backend, plan);
+        error_prefix(err, "cuda attention plan");
+        return NULL;
+    }
+    const int sdpa_both = cuda_sdpa_has(plan->sdpa, 0) && cuda_sdpa_has(plan->sdpa, 1);
+    if (backend->compute_dtype != COMPUTE_F32 && path != PATH_FUSED && !sdpa_both) {
         plan->math = cuda_attention_math_create(backend, &s, err);
         if (!plan->math) {
             cuda_attention_plan_free(backend, plan);
@@ -422,12 +473,17 @@ AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape
 void cuda_attention_plan_free(Backend *backend, AttentionPlan *plan) {
     if (!plan) return;
     cuda_attention_math_free(plan->math);
+    cuda_sdpa_free(plan->sdpa);
     if (plan->delta) CUDA_CHECK(cudaFree(plan->delta));
     free(plan);
 }
 
 void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
                             float scale, Act *out_act, float *lse) {
+    if (cuda_sdpa_has(plan->sdpa, 0)) {
+        cuda_sdpa_forward(backend, plan->sdpa, qkv_act, scale, out_act, lse);
+        return;
+    }
     if (plan->math) {
         cuda_attention_math_forward(backend, plan->math, qkv_act, scale, out_act, lse);
         return;
@@ -447,6 +503,11 @@ void cuda_attention_forward(Backend *backend, const AttentionPlan *plan, const A
 void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const Act *qkv_act,
                              const Act *out_act, const Act *dout_act, const float *lse, float scale,
                              Act *dqkv_act) {
+    if (cuda_sdpa_has(plan->sdpa, 1)) {
+        cuda_sdpa_backward(backend, plan->sdpa, qkv_act, out_act, dout_act, lse, scale,
+                           dqkv_act);
+        return;
+    }
     const cudaStream_t stream = cuda_state(backend)->stream;
     const AttentionShape &s = plan->shape;
     const size_t rows = (size_t)s.batch * s.tokens * s.heads;

@@ -269,6 +269,13 @@ static void cuda_batchnorm_finish_statistics(Backend *backend, int channels, siz
                                             running_mean, running_var);
 }
 
+static void cuda_batchnorm_statistics_from_sums(Backend *backend, int channels,
+                                                size_t total_rows, const float *sums,
+                                                float *mean, float *squares) {
+    cuda_batchnorm_statistics_from_sums_launch(cuda_state(backend)->stream, channels, total_rows,
+                                               sums, mean, squares);
+}
+
 static void cuda_batchnorm_forward_apply(Backend *backend, size_t rows, int channels,
                                          const Act *x, const Act *residual, int relu,
                                          const float *gamma, const float *beta, const float *mean,
@@ -541,64 +548,6 @@ static void cuda_token_pool_backward(Backend *backend, int batch, int tokens, in
                                     tokens, channels, first, count, dy, dx);
 }
 
-// ---- optimizer updates ------------------------------------------------------------------
-
-static void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
-                            const float *gate, float *momentum_buffer, float lr, float momentum,
-                            float weight_decay, int nesterov, int first_step) {
-    cuda_sgd_update_launch(cuda_state(backend)->stream, n, param, grad, gate, momentum_buffer,
-                           lr, momentum, weight_decay, nesterov, first_step);
-}
-
-// The bias corrections are derived on the device from *step (the count of
-// applied updates lives there).
-static void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
-                              const float *gate, float *m, float *v, float lr, float beta1,
-                              float beta2, float eps, float weight_decay, const float *step) {
-    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v, lr, beta1,
-                             beta2, eps, (float)(1.0 - (double)lr * weight_decay), step);
-}
-
-static void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
-                            float momentum) {
-    cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source, momentum);
-}
-
-static void cuda_lars_direction(Backend *backend, size_t n, const float *param,
-                                const float *grad, const float *gate, const float *sums,
-                                float weight_decay, float trust, float eps, float *out) {
-    cuda_lars_direction_launch(cuda_state(backend)->stream, n, param, grad, gate, sums,
-                               weight_decay, trust, eps, out);
-}
-
-static void cuda_step_gate(Backend *backend, float *gate, int groups, float scale,
-                           const float *unscale, float max_norm) {
-    cuda_step_gate_launch(cuda_state(backend)->stream, gate, groups, scale, unscale, max_norm);
-}
-
-static void cuda_scalar_combine(Backend *backend, float alpha, const float *a, float beta,
-                                const float *b, float divisor, float *y) {
-    cuda_scalar_combine_launch(cuda_state(backend)->stream, alpha, a, beta, b, divisor, y);
-}
-
-static void cuda_amp_update(Backend *backend, float *state, const float *found,
-                            int growth_interval, float growth, float backoff) {
-    cuda_amp_update_launch(cuda_state(backend)->stream, state, found, growth_interval, growth,
-                           backoff);
-}
-
-static void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x,
-                              const float mean[3], const float std[3], Act *y) {
-    cuda_normalize_u8_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels, x,
-                             mean[0], mean[1], mean[2], std[0], std[1], std[2], y);
-}
-
-static void cuda_normalize_f32(Backend *backend, size_t pixels, int channels, const float *x,
-                               const float *mean, const float *std, Act *y) {
-    cuda_normalize_f32_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels,
-                              channels, x, mean, std, y);
-}
-
 // ---- distillation (cuda_resize.cu) -------------------------------------------------------
 
 static void cuda_resize_bilinear_forward(Backend *backend, int batch, int in_height,
@@ -672,7 +621,11 @@ static const BackendOps cuda_ops = {
     .timer_seconds = cuda_timer_seconds,
     .conv2d_plan = cuda_conv2d_plan,
     .conv2d_plan_free = cuda_conv2d_plan_free,
+    .sgd_update_segments = cuda_sgd_update_segments,
+    .adamw_update_segments = cuda_adamw_update_segments,
     .conv2d_forward = cuda_conv2d_forward,
+    .conv2d_forward_stats = cuda_conv2d_forward_stats,
+    .batchnorm_statistics_from_sums = cuda_batchnorm_statistics_from_sums,
     .conv2d_backward_data = cuda_conv2d_backward_data,
     .conv2d_backward_weights = cuda_conv2d_backward_weights,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,
@@ -733,6 +686,7 @@ static const BackendOps cuda_ops = {
     .attention_plan_free = cuda_attention_plan_free,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
+    .describe_paths = cuda_describe_paths,
     .vit_tokens_forward = cuda_vit_tokens_forward,
     .vit_tokens_backward = cuda_vit_tokens_backward,
     .residual_scale_add_forward = cuda_residual_scale_add_forward,

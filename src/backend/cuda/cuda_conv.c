@@ -8,7 +8,9 @@
 // none is deterministic), measured once per machine: the first plan of a
 // shape searches and keeps its choice in a file that later processes read
 // (conv_algorithms.h), so runs of one seed repeat across processes; the backend
-// keeps one workspace, grown to the largest need of any plan.
+// keeps one workspace, grown to the largest need of any plan. A 16-bit
+// plan whose channels need no padding also gets, where cuDNN offers it, its
+// forward fused with BatchNorm's statistics (cuda_conv_fusion.c).
 //
 // In 16 bits:
 // - channel counts that are not multiples of 8 (the 3-channel images, odd
@@ -35,13 +37,11 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cudnn_library.h"
 
-#define CUDNN_CHECK(call)                                                                    \
-    do {                                                                                     \
-        cudnnStatus_t cudnn_status_ = (call);                                                \
-        if (cudnn_status_ != CUDNN_STATUS_SUCCESS)                                           \
-            cuda_fatal("cuDNN", #call, cudnnGetErrorString(cudnn_status_), __FILE__,         \
-                       __LINE__, cuda_current_device());                                     \
-    } while (0)
+void cuda_dnn_check(int status, const char *call, const char *file, int line) {
+    if (status != CUDNN_STATUS_SUCCESS)
+        cuda_fatal("cuDNN", call, cudnnGetErrorString((cudnnStatus_t)status), file, line,
+                   cuda_current_device());
+}
 
 struct ConvPlan {
     ConvShape shape;
@@ -63,6 +63,7 @@ struct ConvPlan {
     size_t padded_input, padded_output, padded_weights, weight_gradient;
     size_t algorithm_bytes;  // the algorithms' part, at the start of the workspace
     int nondeterministic;    // an algorithm was not deterministic (none was for the shape)
+    CudaConvStats *stats;    // the forward fused with BatchNorm's statistics, or NULL
 };
 
 static size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -183,15 +184,22 @@ fail:
 // The algorithms for plan's shape: those the algorithm file holds for it
 // (conv_algorithms.h), else cuDNN's timed search, whose choice is then
 // appended to the file.
-static int find_algorithms(const CudaState *state, ConvPlan *plan, int any, ErrorMessage *err) {
+// The plan's key in the algorithm file (conv_algorithms.h); "|any": the
+// choice among all algorithms, kept apart.
+static void plan_key(const CudaState *state, const ConvPlan *plan, int any, char *key,
+                     size_t size) {
     const ConvShape *s = &plan->shape;
-    char key[512];  // "|any": the choice among all algorithms, kept apart
-    snprintf(key, sizeof key,
+    snprintf(key, size,
              "%s|sm%d%d|cudnn%zu|%s|n%d h%d w%d c%d -> h%d w%d k%d|kernel%d stride%d pad%d%s",
              state->device_name, state->compute_major, state->compute_minor, cudnnGetVersion(),
              compute_dtype_name(plan->dtype), s->batch, s->in_height, s->in_width, plan->channels,
              s->out_height, s->out_width, plan->out_channels, s->kernel, s->stride, s->padding,
              any ? "|any" : "");
+}
+
+static int find_algorithms(const CudaState *state, ConvPlan *plan, int any, ErrorMessage *err) {
+    char key[512];
+    plan_key(state, plan, any, key, sizeof key);
     ConvAlgorithms chosen = {0};
     if (!conv_algorithms_lookup(key, &chosen)) {
         if (search_algorithms((cudnnHandle_t)state->cudnn, plan, any, &chosen, err)) return -1;
@@ -205,6 +213,22 @@ static int find_algorithms(const CudaState *state, ConvPlan *plan, int any, Erro
     if (chosen.filter_bytes > plan->workspace_bytes) plan->workspace_bytes = chosen.filter_bytes;
     plan->nondeterministic = chosen.nondeterministic;
     return 0;
+}
+
+// The plan's forward fused with BatchNorm's statistics where cuDNN offers
+// it (cuda_conv_fusion.c), counted and explained for train.log.
+static void choose_fusion(Backend *backend, ConvPlan *plan) {
+    CudaState *state = cuda_state(backend);
+    char key[512], reason[240];
+    plan_key(state, plan, 0, key, sizeof key);
+    plan->stats = cuda_conv_stats_create(backend, &plan->shape, key, reason, sizeof reason);
+    state->conv_plans++;
+    state->conv_stats_plans += plan->stats != NULL;
+    const ConvShape *s = &plan->shape;
+    if (!plan->stats && !state->conv_fallback_reason[0])
+        snprintf(state->conv_fallback_reason, sizeof state->conv_fallback_reason,
+                 "%dx%dx%d -> %d, kernel %d: %s", s->in_height, s->in_width, s->in_channels,
+                 s->out_channels, s->kernel, reason);
 }
 
 ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err) {
@@ -283,6 +307,7 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
         plan->workspace_bytes = end + filter * element;
     }
     if (cuda_reserve_workspace(state, plan->workspace_bytes, err)) goto fail;
+    choose_fusion(backend, plan);
     return plan;
 fail:
     error_prefix(err, "conv %dx%dx%d -> %d, kernel %d, stride %d, padding %d", s->in_height,
@@ -293,6 +318,7 @@ fail:
 
 void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan) {
     if (!plan) return;
+    cuda_conv_stats_free(plan->stats);
     if (plan->input) cudnnDestroyTensorDescriptor(plan->input);
     if (plan->output) cudnnDestroyTensorDescriptor(plan->output);
     if (plan->filter) cudnnDestroyFilterDescriptor(plan->filter);
@@ -362,6 +388,13 @@ void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, c
                                         plan->output, y_used));
     if (padded)
         channels_copy(backend, output_pixels(s), plan->out_channels, s->out_channels, y_used, y);
+}
+
+int cuda_conv2d_forward_stats(Backend *backend, const ConvPlan *plan, const Act *x,
+                              const Act *w, Act *y, float *sums) {
+    if (!plan->stats || plan->dtype != backend->compute_dtype) return 0;
+    cuda_conv_stats_forward(backend, plan->stats, x, w, y, sums);
+    return 1;
 }
 
 void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,

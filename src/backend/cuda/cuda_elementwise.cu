@@ -122,18 +122,44 @@ __global__ void mul_kernel(size_t n, const float *a, const float *b, float *y) {
 
 // The updates read the step gate (backend.h GATE_*) on the device: a
 // skipped step returns before touching anything.
+// One element of SGD's update (backend.h sgd_update), shared by the
+// per-tensor and the multi-tensor kernels so both compute the same bits.
+__device__ inline void sgd_element(size_t i, float *param, const float *grad,
+                                   float *momentum_buffer, float multiplier, float lr,
+                                   float momentum, float weight_decay, int nesterov,
+                                   int first_step) {
+    const float g = multiplier * grad[i] + weight_decay * param[i];
+    const float buf = first_step ? g : momentum * momentum_buffer[i] + g;
+    momentum_buffer[i] = buf;
+    const float step = nesterov ? g + momentum * buf : buf;
+    param[i] -= lr * step;
+}
+
 __global__ void sgd_update_kernel(size_t n, float *param, const float *grad, const float *gate,
                                   float *momentum_buffer, float lr, float momentum,
                                   float weight_decay, int nesterov, int first_step) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const float multiplier = gate[GATE_MULTIPLIER];
-    GRID_STRIDE(i, n) {
-        const float g = multiplier * grad[i] + weight_decay * param[i];
-        const float buf = first_step ? g : momentum * momentum_buffer[i] + g;
-        momentum_buffer[i] = buf;
-        const float step = nesterov ? g + momentum * buf : buf;
-        param[i] -= lr * step;
-    }
+    GRID_STRIDE(i, n)
+        sgd_element(i, param, grad, momentum_buffer, multiplier, lr, momentum, weight_decay,
+                    nesterov, first_step);
+}
+
+// One element of AdamW's update given its step size (lr over the first bias
+// correction) and the second's square root.
+__device__ inline void adamw_element(size_t i, float *param, const float *grad, float *m,
+                                     float *v, float multiplier, float step_size, float beta1,
+                                     float beta2, float eps, float decay,
+                                     double correction2_sqrt) {
+    const float p = param[i] * decay;
+    const float g = multiplier * grad[i];
+    const float m_new = beta1 * m[i] + (1.0f - beta1) * g;
+    const float v_new = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = m_new;
+    v[i] = v_new;
+    // The division in double, as ref (PyTorch's bias correction is a Python float).
+    const float denominator = (float)((double)sqrtf(v_new) / correction2_sqrt) + eps;
+    param[i] = p - step_size * (m_new / denominator);
 }
 
 // The bias corrections from the device's count of applied updates (*step),
@@ -146,17 +172,43 @@ __global__ void adamw_update_kernel(size_t n, float *param, const float *grad, c
     double correction1, correction2_sqrt;
     adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(lr / correction1);
-    GRID_STRIDE(i, n) {
-        const float p = param[i] * decay;
-        const float g = multiplier * grad[i];
-        const float m_new = beta1 * m[i] + (1.0f - beta1) * g;
-        const float v_new = beta2 * v[i] + (1.0f - beta2) * g * g;
-        m[i] = m_new;
-        v[i] = v_new;
-        // The division in double, as ref (PyTorch's bias correction is a Python float).
-        const float denominator = (float)((double)sqrtf(v_new) / correction2_sqrt) + eps;
-        param[i] = p - step_size * (m_new / denominator);
-    }
+    GRID_STRIDE(i, n)
+        adamw_element(i, param, grad, m, v, multiplier, step_size, beta1, beta2, eps, decay,
+                      correction2_sqrt);
+}
+
+// The multi-tensor updates: segment blockIdx.y, its elements over blockIdx.x
+// (kSegmentBlocks blocks a segment, grid-stride beyond). A segment's lr and
+// decay are formed as the per-tensor launchers form them on the host.
+constexpr unsigned kSegmentBlocks = 64;
+
+__global__ void sgd_update_segments_kernel(const UpdateSegment *segments, float *params,
+                                           const float *grads, const float *gate,
+                                           float *buffers, float lr, float momentum,
+                                           float weight_decay, int nesterov, int first_step) {
+    if (gate[GATE_SKIP] != 0.0f) return;
+    const UpdateSegment s = segments[blockIdx.y];
+    const float multiplier = gate[GATE_MULTIPLIER], segment_lr = lr * s.lr_scale;
+    const float decay = s.decays ? weight_decay : 0.0f;
+    GRID_STRIDE(i, s.count)
+        sgd_element(s.offset + i, params, grads, buffers, multiplier, segment_lr, momentum, decay,
+                    nesterov, first_step);
+}
+
+__global__ void adamw_update_segments_kernel(const UpdateSegment *segments, float *params,
+                                             const float *grads, const float *gate, float *m,
+                                             float *v, float lr, float beta1, float beta2,
+                                             float eps, float weight_decay, const float *step) {
+    if (gate[GATE_SKIP] != 0.0f) return;
+    const UpdateSegment s = segments[blockIdx.y];
+    const float multiplier = gate[GATE_MULTIPLIER], segment_lr = lr * s.lr_scale;
+    const float decay = (float)(1.0 - (double)segment_lr * (s.decays ? weight_decay : 0.0f));
+    double correction1, correction2_sqrt;
+    adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
+    const float step_size = (float)(segment_lr / correction1);
+    GRID_STRIDE(i, s.count)
+        adamw_element(s.offset + i, params, grads, m, v, multiplier, step_size, beta1, beta2, eps,
+                      decay, correction2_sqrt);
 }
 
 __global__ void ema_update_kernel(size_t n, float *target, const float *source, float momentum) {
@@ -337,6 +389,28 @@ void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const
                               float beta2, float eps, float decay, const float *step) {
     LAUNCH(adamw_update_kernel, n, stream, n, param, grad, gate, m, v, lr, beta1, beta2, eps,
            decay, step);
+}
+
+void cuda_sgd_update_segments_launch(cudaStream_t stream, int count,
+                                     const UpdateSegment *segments, float *params,
+                                     const float *grads, const float *gate, float *buffers,
+                                     float lr, float momentum, float weight_decay, int nesterov,
+                                     int first_step) {
+    if (count == 0) return;
+    sgd_update_segments_kernel<<<dim3(kSegmentBlocks, (unsigned)count), kThreads, 0, stream>>>(
+        segments, params, grads, gate, buffers, lr, momentum, weight_decay, nesterov, first_step);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_adamw_update_segments_launch(cudaStream_t stream, int count,
+                                       const UpdateSegment *segments, float *params,
+                                       const float *grads, const float *gate, float *m, float *v,
+                                       float lr, float beta1, float beta2, float eps,
+                                       float weight_decay, const float *step) {
+    if (count == 0) return;
+    adamw_update_segments_kernel<<<dim3(kSegmentBlocks, (unsigned)count), kThreads, 0, stream>>>(
+        segments, params, grads, gate, m, v, lr, beta1, beta2, eps, weight_decay, step);
+    CUDA_CHECK_LAUNCH();
 }
 
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,

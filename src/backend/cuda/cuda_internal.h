@@ -52,6 +52,14 @@ typedef struct CudaState {
     size_t workspace_bytes;
     char device_name[128];
     int compute_major, compute_minor;  // the device's compute capability
+    // Which attention path the plans took (cuda_attention.cu): cuDNN's SDPA
+    // graphs per direction, or the fallback, with the first reason a plan
+    // fell back (cuda_backend_describe_paths)
+    int attention_sdpa_forward, attention_sdpa_backward, attention_plans;
+    char attention_fallback_reason[320];
+    // The same for convolutions with BatchNorm statistics (cuda_conv.c)
+    int conv_plans, conv_stats_plans;
+    char conv_fallback_reason[320];
 } CudaState;
 
 static inline CudaState *cuda_state(const Backend *backend) { return (CudaState *)backend->impl; }
@@ -71,6 +79,12 @@ int cuda_current_device(void);
             cuda_fatal("CUDA", #call, cudaGetErrorString(cuda_status_), __FILE__, __LINE__, \
                        cuda_current_device());                                              \
     } while (0)
+
+// A cuDNN call's status (a cudnnStatus_t) other than success is reported
+// as cuda_fatal does (cuda_conv.c, which includes cudnn.h, turns it into
+// cuDNN's message).
+void cuda_dnn_check(int status, const char *call, const char *file, int line);
+#define CUDNN_CHECK(call) cuda_dnn_check((int)(call), #call, __FILE__, __LINE__)
 
 // After a kernel launch: launch errors (bad configuration) show here, not
 // at the next synchronisation.
@@ -110,6 +124,18 @@ void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const f
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
                               const float *gate, float *m, float *v, float lr, float beta1,
                               float beta2, float eps, float decay, const float *step);
+// The multi-tensor updates (backend.h sgd_update_segments): one launch,
+// count <= 65535 segments (the grid's y), segments in device memory.
+void cuda_sgd_update_segments_launch(cudaStream_t stream, int count,
+                                     const UpdateSegment *segments, float *params,
+                                     const float *grads, const float *gate, float *buffers,
+                                     float lr, float momentum, float weight_decay, int nesterov,
+                                     int first_step);
+void cuda_adamw_update_segments_launch(cudaStream_t stream, int count,
+                                       const UpdateSegment *segments, float *params,
+                                       const float *grads, const float *gate, float *m, float *v,
+                                       float lr, float beta1, float beta2, float eps,
+                                       float weight_decay, const float *step);
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
                             float momentum);
 void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,
@@ -159,6 +185,9 @@ void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
                                              size_t total_rows, float momentum, float eps,
                                              const float *mean, float *squares_to_inv_std,
                                              float *running_mean, float *running_var);
+void cuda_batchnorm_statistics_from_sums_launch(cudaStream_t stream, int channels,
+                                                size_t total_rows, const float *sums,
+                                                float *mean, float *squares);
 void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
                                          size_t rows, int channels, const void *x_any,
                                          const void *residual_any, int relu, const float *gamma,
@@ -271,6 +300,68 @@ void cuda_token_pool_backward_launch(cudaStream_t stream, ComputeDtype dtype, in
                                      int channels, int first, int count, const void *dy_any,
                                      void *dx_any);
 
+// ---- cuda_conv_fusion.c: convolution + BatchNorm statistics on cuDNN's graph API ----
+typedef struct CudaConvStats CudaConvStats;
+// The fused forward of a plan of shape s (key: its algorithm-file key), or
+// NULL with the reason (fp32, channels not multiples of 8, cuDNN refused it
+// now or in an earlier process).
+CudaConvStats *cuda_conv_stats_create(Backend *backend, const ConvShape *s, const char *key,
+                                      char *reason, size_t reason_size);
+void cuda_conv_stats_free(CudaConvStats *stats);
+// y = conv(x, w); sums (2, Cout) = sum and sum of squares of y per channel.
+void cuda_conv_stats_forward(Backend *backend, const CudaConvStats *stats, const Act *x,
+                             const Act *w, Act *y, float *sums);
+
+// ---- cuda_updates.c: the optimizer-update and input ops of the table ----
+void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad, const float *gate,
+                     float *momentum_buffer, float lr, float momentum, float weight_decay,
+                     int nesterov, int first_step);
+void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                       const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                       float eps, float weight_decay, const float *step);
+void cuda_sgd_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                              float *params, const float *grads, const float *gate, float *buffers,
+                              float lr, float momentum, float weight_decay, int nesterov,
+                              int first_step);
+void cuda_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                                float *params, const float *grads, const float *gate, float *m,
+                                float *v, float lr, float beta1, float beta2, float eps,
+                                float weight_decay, const float *step);
+void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
+                     float momentum);
+void cuda_lars_direction(Backend *backend, size_t n, const float *param, const float *grad,
+                         const float *gate, const float *sums, float weight_decay, float trust,
+                         float eps, float *out);
+void cuda_step_gate(Backend *backend, float *gate, int groups, float scale, const float *unscale,
+                    float max_norm);
+void cuda_scalar_combine(Backend *backend, float alpha, const float *a, float beta, const float *b,
+                         float divisor, float *y);
+void cuda_amp_update(Backend *backend, float *state, const float *found, int growth_interval,
+                     float growth, float backoff);
+void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
+                       const float std[3], Act *y);
+void cuda_normalize_f32(Backend *backend, size_t pixels, int channels, const float *x,
+                        const float *mean, const float *std, Act *y);
+
+// ---- cuda_paths.c: the describe_paths op ----
+void cuda_describe_paths(const Backend *backend, char *text, size_t size);
+
+// ---- cuda_sdpa.c: 16-bit attention through cuDNN's SDPA graphs ----
+typedef struct CudaSdpa CudaSdpa;
+// The forward and backward plans for shape in the backend's dtype; NULL
+// with the reason (fp32, a head dim cuDNN's fused engines do not take, no
+// engine) when neither direction can run fused. A direction without a
+// plan (cuda_sdpa_has 0) falls back alone: both keep lse as the natural-log
+// sum of exp(scale q.k), so either backward reads either forward's lse.
+CudaSdpa *cuda_sdpa_create(Backend *backend, const AttentionShape *shape, char *reason,
+                           size_t reason_size);
+void cuda_sdpa_free(CudaSdpa *sdpa);
+int cuda_sdpa_has(const CudaSdpa *sdpa, int backward);
+void cuda_sdpa_forward(Backend *backend, const CudaSdpa *sdpa, const Act *qkv, float scale,
+                       Act *out, float *lse);
+void cuda_sdpa_backward(Backend *backend, const CudaSdpa *sdpa, const Act *qkv, const Act *out,
+                        const Act *dout, const float *lse, float scale, Act *dqkv);
+
 // ---- cuda_attention.cu: the attention ops of the table themselves ----
 AttentionPlan *cuda_attention_plan(Backend *backend, const AttentionShape *shape,
                                    ErrorMessage *err);
@@ -339,6 +430,8 @@ void cuda_depthwise_conv2d_backward_weights(Backend *backend, const ConvShape *s
 #ifndef __cplusplus
 ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
 void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan);
+int cuda_conv2d_forward_stats(Backend *backend, const ConvPlan *plan, const Act *x,
+                              const Act *w, Act *y, float *sums);
 void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
                          Act *y);
 void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,

@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_grid.cuh"
 
 #include "backend/cuda/cuda_internal.h"
+#include "backend/scalar_rules.h"
 #include "backend/cuda/cuda_reduce.cuh"
 
 namespace {
@@ -234,6 +235,14 @@ __global__ void finish_statistics_kernel(int channels, size_t total_rows, float 
     squares_to_inv_std[c] = (float)(1.0 / sqrt(variance + eps));
     running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean[c]);
     running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
+}
+
+// One thread per channel (scalar_rules.h batchnorm_sums_rule).
+__global__ void statistics_from_sums_kernel(int channels, size_t total_rows, const float *sums,
+                                            float *mean, float *squares) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < channels)
+        batchnorm_sums_rule(sums[c], sums[channels + c], total_rows, &mean[c], &squares[c]);
 }
 
 // ---- the elementwise passes ------------------------------------------------------------
@@ -477,6 +486,15 @@ void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
     finish_statistics_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
                                stream>>>(channels, total_rows, momentum, eps, mean,
                                          squares_to_inv_std, running_mean, running_var);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cuda_batchnorm_statistics_from_sums_launch(cudaStream_t stream, int channels,
+                                                size_t total_rows, const float *sums,
+                                                float *mean, float *squares) {
+    if (channels == 0) return;
+    statistics_from_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                                  stream>>>(channels, total_rows, sums, mean, squares);
     CUDA_CHECK_LAUNCH();
 }
 

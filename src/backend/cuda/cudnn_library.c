@@ -70,7 +70,21 @@ typedef cudnnConvolutionDescriptor_t Convolution;
       (cudnnHandle_t h, const void *alpha, const Tensor xd, const void *x, const Tensor dyd,   \
        const void *dy, const Convolution d, cudnnConvolutionBwdFilterAlgo_t a, void *ws,       \
        size_t ws_bytes, const void *beta, const Filter dwd, void *dw),                         \
-      (h, alpha, xd, x, dyd, dy, d, a, ws, ws_bytes, beta, dwd, dw))
+      (h, alpha, xd, x, dyd, dy, d, a, ws, ws_bytes, beta, dwd, dw))                           \
+    X(cudnnStatus_t, cudnnBackendCreateDescriptor,                                             \
+      (cudnnBackendDescriptorType_t t, cudnnBackendDescriptor_t * d), (t, d))                  \
+    X(cudnnStatus_t, cudnnBackendDestroyDescriptor, (cudnnBackendDescriptor_t d), (d))         \
+    X(cudnnStatus_t, cudnnBackendFinalize, (cudnnBackendDescriptor_t d), (d))                  \
+    X(cudnnStatus_t, cudnnBackendSetAttribute,                                                 \
+      (cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t n,                              \
+       cudnnBackendAttributeType_t t, int64_t c, const void *v),                               \
+      (d, n, t, c, v))                                                                         \
+    X(cudnnStatus_t, cudnnBackendGetAttribute,                                                 \
+      (cudnnBackendDescriptor_t const d, cudnnBackendAttributeName_t n,                        \
+       cudnnBackendAttributeType_t t, int64_t r, int64_t *c, void *v),                         \
+      (d, n, t, r, c, v))                                                                      \
+    X(cudnnStatus_t, cudnnBackendExecute,                                                      \
+      (cudnnHandle_t h, cudnnBackendDescriptor_t p, cudnnBackendDescriptor_t v), (h, p, v))
 
 const char *cudnn_library_file(void) { return SONAME(CUDNN_MAJOR); }
 

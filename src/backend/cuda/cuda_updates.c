@@ -1,0 +1,81 @@
+// The cuda backend's optimizer-update ops (backend.h: sgd_update,
+// adamw_update and their multi-tensor twins, ema_update, lars_direction,
+// step_gate, scalar_combine, amp_update) and its input normalisation
+// (normalize_u8, normalize_f32): each hands its launch to
+// cuda_elementwise.cu on the backend's stream (see cuda_internal.h).
+#include "backend/cuda/cuda_internal.h"
+
+void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad, const float *gate,
+                     float *momentum_buffer, float lr, float momentum, float weight_decay,
+                     int nesterov, int first_step) {
+    cuda_sgd_update_launch(cuda_state(backend)->stream, n, param, grad, gate, momentum_buffer,
+                           lr, momentum, weight_decay, nesterov, first_step);
+}
+
+// The bias corrections are derived on the device from *step (the count of
+// applied updates lives there).
+void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
+                       const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                       float eps, float weight_decay, const float *step) {
+    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v, lr, beta1,
+                             beta2, eps, (float)(1.0 - (double)lr * weight_decay), step);
+}
+
+void cuda_sgd_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                              float *params, const float *grads, const float *gate, float *buffers,
+                              float lr, float momentum, float weight_decay, int nesterov,
+                              int first_step) {
+    cuda_sgd_update_segments_launch(cuda_state(backend)->stream, count, segments, params, grads,
+                                    gate, buffers, lr, momentum, weight_decay, nesterov,
+                                    first_step);
+}
+
+void cuda_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
+                                float *params, const float *grads, const float *gate, float *m,
+                                float *v, float lr, float beta1, float beta2, float eps,
+                                float weight_decay, const float *step) {
+    cuda_adamw_update_segments_launch(cuda_state(backend)->stream, count, segments, params,
+                                      grads, gate, m, v, lr, beta1, beta2, eps, weight_decay,
+                                      step);
+}
+
+void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
+                     float momentum) {
+    cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source, momentum);
+}
+
+void cuda_lars_direction(Backend *backend, size_t n, const float *param, const float *grad,
+                         const float *gate, const float *sums, float weight_decay, float trust,
+                         float eps, float *out) {
+    cuda_lars_direction_launch(cuda_state(backend)->stream, n, param, grad, gate, sums,
+                               weight_decay, trust, eps, out);
+}
+
+void cuda_step_gate(Backend *backend, float *gate, int groups, float scale, const float *unscale,
+                    float max_norm) {
+    cuda_step_gate_launch(cuda_state(backend)->stream, gate, groups, scale, unscale, max_norm);
+}
+
+void cuda_scalar_combine(Backend *backend, float alpha, const float *a, float beta, const float *b,
+                         float divisor, float *y) {
+    cuda_scalar_combine_launch(cuda_state(backend)->stream, alpha, a, beta, b, divisor, y);
+}
+
+void cuda_amp_update(Backend *backend, float *state, const float *found, int growth_interval,
+                     float growth, float backoff) {
+    cuda_amp_update_launch(cuda_state(backend)->stream, state, found, growth_interval, growth,
+                           backoff);
+}
+
+void cuda_normalize_u8(Backend *backend, size_t pixels, const uint8_t *x, const float mean[3],
+                       const float std[3], Act *y) {
+    cuda_normalize_u8_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels, x,
+                             mean[0], mean[1], mean[2], std[0], std[1], std[2], y);
+}
+
+void cuda_normalize_f32(Backend *backend, size_t pixels, int channels, const float *x,
+                        const float *mean, const float *std, Act *y) {
+    cuda_normalize_f32_launch(cuda_state(backend)->stream, backend->compute_dtype, pixels,
+                              channels, x, mean, std, y);
+}
+

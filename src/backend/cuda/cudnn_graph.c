@@ -1,0 +1,292 @@
+// cuDNN's graph (backend) API from C (see cudnn_graph.h). The calls follow
+// cuDNN 9's backend descriptor protocol: create a descriptor, set its
+// attributes, finalize it; an operation graph of finalized operations; an
+// engine heuristics descriptor (mode A) whose results are engine
+// configurations; an execution plan per configuration until one finalizes;
+// a variant pack (unique ids, data pointers, workspace) per execution.
+#include "backend/cuda/cudnn_graph.h"
+
+#include <cudnn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_internal.h"
+
+static void fail(DnnGraph *graph, const char *what, cudnnStatus_t status) {
+    if (graph->failed) return;
+    graph->failed = 1;
+    snprintf(graph->reason, sizeof graph->reason, "cuDNN %s: %s", what,
+             cudnnGetErrorString(status));
+}
+
+void dnn_graph_begin(DnnGraph *graph, void *handle) {
+    memset(graph, 0, sizeof *graph);
+    graph->handle = handle;
+}
+
+void *dnn_graph_descriptor(DnnGraph *graph, int descriptor_type, const char *what) {
+    if (graph->failed) return NULL;
+    if (graph->count == DNN_MAX_DESCRIPTORS) {
+        graph->failed = 1;
+        snprintf(graph->reason, sizeof graph->reason, "%s: over %d cuDNN descriptors", what,
+                 DNN_MAX_DESCRIPTORS);
+        return NULL;
+    }
+    cudnnBackendDescriptor_t descriptor = NULL;
+    const cudnnStatus_t status =
+        cudnnBackendCreateDescriptor((cudnnBackendDescriptorType_t)descriptor_type, &descriptor);
+    if (status != CUDNN_STATUS_SUCCESS) {
+        fail(graph, what, status);
+        return NULL;
+    }
+    graph->descriptors[graph->count++] = descriptor;
+    return descriptor;
+}
+
+void dnn_graph_set(DnnGraph *graph, void *descriptor, int attribute, int attribute_type,
+                   int64_t count, const void *values, const char *what) {
+    if (graph->failed || !descriptor) return;
+    const cudnnStatus_t status = cudnnBackendSetAttribute(
+        (cudnnBackendDescriptor_t)descriptor, (cudnnBackendAttributeName_t)attribute,
+        (cudnnBackendAttributeType_t)attribute_type, count, values);
+    if (status != CUDNN_STATUS_SUCCESS) fail(graph, what, status);
+}
+
+void dnn_graph_finalize(DnnGraph *graph, void *descriptor, const char *what) {
+    if (graph->failed || !descriptor) return;
+    const cudnnStatus_t status = cudnnBackendFinalize((cudnnBackendDescriptor_t)descriptor);
+    if (status != CUDNN_STATUS_SUCCESS) fail(graph, what, status);
+}
+
+void dnn_graph_add_operation(DnnGraph *graph, void *operation) {
+    if (graph->failed || !operation) return;
+    if (graph->op_count == (int)(sizeof graph->ops / sizeof graph->ops[0])) {
+        graph->failed = 1;
+        snprintf(graph->reason, sizeof graph->reason, "over %d operations in one graph",
+                 graph->op_count);
+        return;
+    }
+    graph->ops[graph->op_count++] = operation;
+}
+
+#define SET(graph, d, name, type, count, values) \
+    dnn_graph_set(graph, d, name, type, count, values, #name)
+
+void *dnn_graph_tensor(DnnGraph *graph, int64_t uid, int type, int rank, const int64_t *dims,
+                       const int64_t *strides, unsigned flags) {
+    void *t = dnn_graph_descriptor(graph, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor");
+    const cudnnDataType_t data_type = (cudnnDataType_t)type;
+    const int64_t alignment = 16;
+    const bool is_virtual = (flags & DNN_VIRTUAL) != 0, by_value = (flags & DNN_BY_VALUE) != 0;
+    SET(graph, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    SET(graph, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &data_type);
+    SET(graph, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, rank, dims);
+    SET(graph, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, rank, strides);
+    SET(graph, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+    SET(graph, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+    if (by_value) SET(graph, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+    dnn_graph_finalize(graph, t, "tensor");
+    return graph->failed ? NULL : t;
+}
+
+void dnn_graph_pointwise(DnnGraph *graph, int mode, void *x, void *b, void *y) {
+    void *pw = dnn_graph_descriptor(graph, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise");
+    const cudnnPointwiseMode_t pointwise_mode = (cudnnPointwiseMode_t)mode;
+    const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+    SET(graph, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &pointwise_mode);
+    SET(graph, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
+    dnn_graph_finalize(graph, pw, "pointwise");
+    void *op = dnn_graph_descriptor(graph, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
+                                    "pointwise operation");
+    SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+        &pw);
+    SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    if (b)
+        SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+            &b);
+    SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    dnn_graph_finalize(graph, op, "pointwise operation");
+    dnn_graph_add_operation(graph, op);
+}
+
+void dnn_graph_matmul(DnnGraph *graph, void *a, void *b, void *c) {
+    void *mm = dnn_graph_descriptor(graph, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul");
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    SET(graph, mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    dnn_graph_finalize(graph, mm, "matmul");
+    void *op = dnn_graph_descriptor(graph, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR,
+                                    "matmul operation");
+    SET(graph, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
+    SET(graph, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    SET(graph, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
+    SET(graph, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm);
+    dnn_graph_finalize(graph, op, "matmul operation");
+    dnn_graph_add_operation(graph, op);
+}
+
+void dnn_graph_reduction(DnnGraph *graph, int op_type, void *x, void *y) {
+    void *red = dnn_graph_descriptor(graph, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction");
+    const cudnnReduceTensorOp_t reduce = (cudnnReduceTensorOp_t)op_type;
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    SET(graph, red, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce);
+    SET(graph, red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    dnn_graph_finalize(graph, red, "reduction");
+    void *op = dnn_graph_descriptor(graph, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR,
+                                    "reduction operation");
+    SET(graph, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    SET(graph, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    SET(graph, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red);
+    dnn_graph_finalize(graph, op, "reduction operation");
+    dnn_graph_add_operation(graph, op);
+}
+
+void dnn_graph_reshape(DnnGraph *graph, void *x, void *y) {
+    void *op = dnn_graph_descriptor(graph, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
+                                    "reshape operation");
+    SET(graph, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    SET(graph, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    dnn_graph_finalize(graph, op, "reshape operation");
+    dnn_graph_add_operation(graph, op);
+}
+
+void dnn_graph_abandon(DnnGraph *graph) {
+    for (int i = graph->count - 1; i >= 0; i--)
+        cudnnBackendDestroyDescriptor((cudnnBackendDescriptor_t)graph->descriptors[i]);
+    graph->count = 0;
+}
+
+// Whether an engine's numerical notes say it is not deterministic.
+static int nondeterministic(cudnnBackendDescriptor_t engine) {
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                 CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT,
+                                 &count, notes) != CUDNN_STATUS_SUCCESS)
+        return 1;  // unknown: treated as not deterministic
+    for (int64_t i = 0; i < count; i++)
+        if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return 1;
+    return 0;
+}
+
+enum { MAX_CONFIGS = 16 };
+
+// The plan of configuration `config`, or NULL where it does not finalize.
+static cudnnBackendDescriptor_t plan_of(void *handle, cudnnBackendDescriptor_t config) {
+    cudnnBackendDescriptor_t plan = NULL;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
+        CUDNN_STATUS_SUCCESS)
+        return NULL;
+    if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                 &handle) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS) {
+        cudnnBackendDestroyDescriptor(plan);
+        return NULL;
+    }
+    return plan;
+}
+
+DnnPlan *dnn_graph_plan(DnnGraph *graph, int deterministic, ErrorMessage *err) {
+    void *op_graph = dnn_graph_descriptor(graph, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
+                                          "operation graph");
+    SET(graph, op_graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &graph->handle);
+    SET(graph, op_graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+        graph->op_count, graph->ops);
+    dnn_graph_finalize(graph, op_graph, "operation graph");
+    void *heuristics = dnn_graph_descriptor(graph, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
+                                            "engine heuristics");
+    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    SET(graph, heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+        &op_graph);
+    SET(graph, heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    dnn_graph_finalize(graph, heuristics, "engine heuristics");
+    cudnnBackendDescriptor_t configs[MAX_CONFIGS] = {0};
+    int64_t found = 0;
+    for (int i = 0; !graph->failed && i < MAX_CONFIGS; i++)
+        configs[i] = dnn_graph_descriptor(graph, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
+                                          "engine configuration");
+    if (!graph->failed) {
+        const cudnnStatus_t status = cudnnBackendGetAttribute(
+            heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CONFIGS,
+            &found, configs);
+        if (status != CUDNN_STATUS_SUCCESS) fail(graph, "heuristics' results", status);
+    }
+    if (graph->failed) {
+        error_set(err, "%s", graph->reason);
+        dnn_graph_abandon(graph);
+        return NULL;
+    }
+    cudnnBackendDescriptor_t chosen = NULL;
+    int chosen_deterministic = 0;
+    // deterministic engines first; then, where none finalizes, any
+    for (int pass = deterministic ? 0 : 1; pass < 2 && !chosen; pass++)
+        for (int64_t i = 0; i < found && i < MAX_CONFIGS && !chosen; i++) {
+            cudnnBackendDescriptor_t engine = NULL;
+            int64_t got = 0;
+            if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) !=
+                CUDNN_STATUS_SUCCESS)
+                continue;
+            const int exact =
+                cudnnBackendGetAttribute(configs[i], CUDNN_ATTR_ENGINECFG_ENGINE,
+                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &engine) ==
+                    CUDNN_STATUS_SUCCESS &&
+                !nondeterministic(engine);
+            cudnnBackendDestroyDescriptor(engine);
+            if (pass == 0 && !exact) continue;
+            chosen = plan_of(graph->handle, configs[i]);
+            chosen_deterministic = exact;
+        }
+    if (!chosen) {
+        error_set(err, "cuDNN has no engine for this graph (%lld configurations, none finalized)",
+                  (long long)found);
+        dnn_graph_abandon(graph);
+        return NULL;
+    }
+    DnnPlan *plan = calloc(1, sizeof *plan);
+    int64_t workspace = 0, got = 0;
+    if (!plan || cudnnBackendGetAttribute(chosen, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                          CUDNN_TYPE_INT64, 1, &got, &workspace) !=
+                     CUDNN_STATUS_SUCCESS) {
+        free(plan);
+        cudnnBackendDestroyDescriptor(chosen);
+        dnn_graph_abandon(graph);
+        error_set(err, "cuDNN plan: no workspace size");
+        return NULL;
+    }
+    plan->handle = graph->handle;
+    plan->plan = chosen;
+    plan->workspace_bytes = workspace;
+    plan->deterministic = chosen_deterministic;
+    memcpy(plan->descriptors, graph->descriptors, (size_t)graph->count * sizeof(void *));
+    plan->count = graph->count;
+    graph->count = 0;  // the plan owns them now
+    return plan;
+}
+
+void dnn_plan_execute(const DnnPlan *plan, int count, const int64_t *uids, void *const *pointers,
+                      void *workspace) {
+    cudnnBackendDescriptor_t pack = NULL;
+    CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                         CUDNN_TYPE_INT64, count, uids));
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                         CUDNN_TYPE_VOID_PTR, count, pointers));
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                         CUDNN_TYPE_VOID_PTR, 1, &workspace));
+    CUDNN_CHECK(cudnnBackendFinalize(pack));
+    CUDNN_CHECK(cudnnBackendExecute((cudnnHandle_t)plan->handle,
+                                    (cudnnBackendDescriptor_t)plan->plan, pack));
+    CUDNN_CHECK(cudnnBackendDestroyDescriptor(pack));
+}
+
+void dnn_plan_free(DnnPlan *plan) {
+    if (!plan) return;
+    cudnnBackendDestroyDescriptor((cudnnBackendDescriptor_t)plan->plan);
+    for (int i = plan->count - 1; i >= 0; i--)
+        cudnnBackendDestroyDescriptor((cudnnBackendDescriptor_t)plan->descriptors[i]);
+    free(plan);
+}

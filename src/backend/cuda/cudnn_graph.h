@@ -1,0 +1,99 @@
+// cuDNN's graph (backend) API from C, the small part the cuda backend uses
+// for its fused paths (cuda_sdpa.c: attention; cuda_conv_fusion.c:
+// convolution with BatchNorm): tensors, operations (pointwise, matmul,
+// reduction, reshape and the ones a caller makes itself), an operation
+// graph, the first engine configuration of cuDNN's heuristics whose
+// execution plan finalizes, and its execution with a variant pack.
+//
+// Building never ends the process: every call after the first failure does
+// nothing, and dnn_graph_plan reports the first failure (the call, the
+// attribute, cuDNN's status) as the reason the fused path is not taken; the
+// caller then runs its fallback. A failure while executing a finalized plan
+// is fatal (cuda_fatal), as every other op's.
+//
+// Descriptors are cudnnBackendDescriptor_t, passed as void * so that
+// callers need not include cudnn.h.
+#ifndef LTC_BACKEND_CUDA_CUDNN_GRAPH_H
+#define LTC_BACKEND_CUDA_CUDNN_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DNN_MAX_RANK 8
+#define DNN_MAX_DESCRIPTORS 192
+
+// Tensor flags.
+enum { DNN_VIRTUAL = 1, DNN_BY_VALUE = 2 };
+
+// A graph being built: the descriptors made for it (freed with its plan, or
+// by dnn_graph_abandon) and the first failure.
+typedef struct DnnGraph {
+    void *handle;  // cudnnHandle_t
+    void *descriptors[DNN_MAX_DESCRIPTORS];
+    int count;
+    void *ops[DNN_MAX_DESCRIPTORS / 2];
+    int op_count;
+    int failed;
+    char reason[200];
+} DnnGraph;
+
+void dnn_graph_begin(DnnGraph *graph, void *handle);
+// A tensor (rank <= DNN_MAX_RANK) of cuDNN data type `type` (a
+// cudnnDataType_t), 16-byte aligned. NULL after a failure.
+void *dnn_graph_tensor(DnnGraph *graph, int64_t uid, int type, int rank, const int64_t *dims,
+                       const int64_t *strides, unsigned flags);
+// y = mode(x[, b]) with fp32 math (mode: a cudnnPointwiseMode_t; b NULL for
+// one input).
+void dnn_graph_pointwise(DnnGraph *graph, int mode, void *x, void *b, void *y);
+// c = a b over the last two dimensions (batch dimensions broadcast), fp32.
+void dnn_graph_matmul(DnnGraph *graph, void *a, void *b, void *c);
+// y = x reduced (op: a cudnnReduceTensorOp_t) over the dimensions where y has 1.
+void dnn_graph_reduction(DnnGraph *graph, int op, void *x, void *y);
+// y = x's memory seen through y's dimensions and strides.
+void dnn_graph_reshape(DnnGraph *graph, void *x, void *y);
+
+// For operations the helpers above do not make: a new descriptor of
+// `descriptor_type` (a cudnnBackendDescriptorType_t), its attributes set one
+// by one, finalized, and (operations) added to the graph.
+void *dnn_graph_descriptor(DnnGraph *graph, int descriptor_type, const char *what);
+void dnn_graph_set(DnnGraph *graph, void *descriptor, int attribute, int attribute_type,
+                   int64_t count, const void *values, const char *what);
+void dnn_graph_finalize(DnnGraph *graph, void *descriptor, const char *what);
+void dnn_graph_add_operation(DnnGraph *graph, void *operation);
+
+// The plan of a built graph.
+typedef struct DnnPlan {
+    void *handle;
+    void *plan;       // the execution plan
+    int64_t workspace_bytes;
+    int deterministic;
+    void *descriptors[DNN_MAX_DESCRIPTORS + 2];
+    int count;
+} DnnPlan;
+
+// Finalizes the graph's operation graph and takes the first configuration
+// of cuDNN's heuristics (mode A) whose plan finalizes, skipping those whose
+// engine notes say non-deterministic when `deterministic` (none left: the
+// first of any kind, plan->deterministic 0). NULL with the reason in err
+// (the graph's descriptors are freed either way).
+DnnPlan *dnn_graph_plan(DnnGraph *graph, int deterministic, ErrorMessage *err);
+// Frees what a graph made when no plan is wanted from it.
+void dnn_graph_abandon(DnnGraph *graph);
+// Runs the plan on the handle's stream: uids[i] bound to pointers[i]
+// (device memory; host memory for by-value tensors), the workspace
+// (plan->workspace_bytes, device memory) or NULL.
+void dnn_plan_execute(const DnnPlan *plan, int count, const int64_t *uids, void *const *pointers,
+                      void *workspace);
+void dnn_plan_free(DnnPlan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

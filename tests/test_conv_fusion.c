@@ -1,0 +1,294 @@
+// Convolution fused with BatchNorm's statistics (backend.h
+// conv2d_forward_stats, batchnorm_statistics_from_sums; layers.c
+// conv_batchnorm_forward; on the GPU cuDNN's conv + genstats graph,
+// cuda_conv_fusion.c, which the CUDA emulation computes on the CPU):
+// - the fused op's output against ref's convolution and its sums against
+//   the sums of that output as stored, where it runs: 16 bits with channel
+//   counts that are multiples of 8; fp32 and the stem's 3 channels are
+//   declined (0, nothing written), and so is every shape under
+//   LTC_CUDA_CONV_FUSION=off or a cuDNN without engines (emulation);
+// - the statistics from the sums against ref's rule (the same double
+//   expression: equal), the clamp at 0 included;
+// - one conv + BatchNorm (+ residual, ReLU) layer, a training forward, on
+//   every backend against ref's separate ops: output, saved and running
+//   statistics, in fp32, fp16 and bf16;
+// - a ResNet-18 training forward and backward on the cuda backend with the
+//   fused path against the same backend with LTC_CUDA_CONV_FUSION=off, in
+//   fp16 and bf16: the fused path taken by every plan but the stem's, all
+//   finite, near (2-row norms at 32 px: see the test).
+// The cpu backend has no fused path (the op is NULL): its group checks the
+// statistics op only.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend_mirror.h"
+#include "method_fixture.h"
+#include "nn/layers.h"
+#include "nn/resnet.h"
+
+static int fast_is_cuda(void) { return strcmp(fast->name, "cuda") == 0; }
+
+// Whether fast should fuse a plan with these channels: 16 bits, multiples
+// of 8, and nothing turning it off (on a GPU: an sm80+ one, which the
+// lent machines are).
+static int expect_fused(int in_channels, int out_channels) {
+    const char *off = getenv("LTC_CUDA_CONV_FUSION"), *emu = getenv("LTC_EMU_CUDNN_GRAPH");
+    return fast_is_cuda() && mirror_dtype != COMPUTE_F32 && in_channels % 8 == 0 &&
+           out_channels % 8 == 0 && !(off && !strcmp(off, "off")) &&
+           !(emu && !strcmp(emu, "no-engine"));
+}
+
+typedef struct ConvCase {
+    int batch, height, width, in_channels, out_channels, kernel, stride, padding;
+} ConvCase;
+
+static void check_conv_stats(ConvCase c, uint64_t seed) {
+    ErrorMessage err = {{0}};
+    ConvShape s;
+    assert_int_equal(conv_shape_make(&s, c.batch, c.height, c.width, c.in_channels,
+                                     c.out_channels, c.kernel, c.stride, c.padding, &err), 0);
+    ConvPlan *fast_plan = fast->op.conv2d_plan(fast, &s, &err);
+    ConvPlan *ref_plan = ref->op.conv2d_plan(ref, &s, &err);
+    if (!fast_plan || !ref_plan) fail_msg("%s", err.text);
+    const size_t rows = (size_t)s.batch * s.out_height * s.out_width;
+    const size_t x_n = (size_t)s.batch * s.in_height * s.in_width * s.in_channels;
+    const size_t w_n = (size_t)s.out_channels * s.kernel * s.kernel * s.in_channels;
+    const size_t y_n = rows * s.out_channels;
+    const float *x = mirror_random_tensor(x_n, -1, 1, seed);
+    const float *w = mirror_random_tensor(w_n, -1, 1, seed + 1);
+    float *y_ref = mirror_nan_tensor(y_n), *y_fast = mirror_nan_tensor(y_n);
+    float *sums = mirror_nan_tensor(2 * (size_t)s.out_channels);
+    ref->op.conv2d_forward(ref, ref_plan, (const Act *)x, (const Act *)w, (Act *)y_ref);
+    const int fused = fast->op.conv2d_forward_stats(fast, fast_plan, DA(x), DA(w), DA(y_fast),
+                                                     D(sums));
+    assert_int_equal(fused, expect_fused(s.in_channels, s.out_channels));
+    if (fused) {
+        HA(y_fast), H(sums);
+        const double terms = (double)s.kernel * s.kernel * s.in_channels;
+        mirror_expect_close("fused conv", y_n, y_fast, y_ref, mirror_act_tol(1e-5),
+                            1e-6 * sqrt(terms));
+        double expected[2 * 64] = {0}, largest = 0.0;
+        for (size_t r = 0; r < rows; r++)
+            for (int k = 0; k < s.out_channels; k++) {
+                const double v = y_fast[r * s.out_channels + k];
+                expected[k] += v, expected[s.out_channels + k] += v * v;
+                largest = fmax(largest, v * v);
+            }
+        float expected_f[2 * 64];
+        for (int i = 0; i < 2 * s.out_channels; i++) expected_f[i] = (float)expected[i];
+        // fp32 sums of rows values: each partial sum rounded once
+        mirror_expect_close("fused statistics", 2 * (size_t)s.out_channels, sums, expected_f,
+                            1e-5, 2e-7 * (double)rows * fmax(largest, 1.0));
+    }
+    fast->op.conv2d_plan_free(fast, fast_plan);
+    ref->op.conv2d_plan_free(ref, ref_plan);
+}
+
+static void test_conv_forward_stats(void **state) {
+    NEED_FAST_BACKEND();
+    if (!fast->op.conv2d_forward_stats) skip();  // no fused path on this backend
+    check_conv_stats((ConvCase){2, 6, 6, 8, 16, 3, 1, 1}, 100);
+    check_conv_stats((ConvCase){1, 7, 5, 16, 8, 3, 2, 1}, 110);   // odd sizes, stride 2
+    check_conv_stats((ConvCase){2, 4, 4, 16, 24, 1, 1, 0}, 120);  // a 1x1 projection
+    check_conv_stats((ConvCase){2, 12, 12, 3, 8, 7, 2, 3}, 130);  // the stem: declined
+    setenv("LTC_CUDA_CONV_FUSION", "off", 1);  // read when a plan is made
+    check_conv_stats((ConvCase){2, 6, 6, 8, 16, 3, 1, 1}, 140);
+    unsetenv("LTC_CUDA_CONV_FUSION");
+    if (mirror_emulated()) {  // a cuDNN with no engine for the graph; not cached for later runs
+        setenv("LTC_EMU_CUDNN_GRAPH", "no-engine", 1);
+        setenv("LTC_CUDNN_ALGORITHMS", "off", 1);
+        check_conv_stats((ConvCase){1, 5, 5, 8, 8, 3, 1, 1}, 150);
+        unsetenv("LTC_EMU_CUDNN_GRAPH");
+        unsetenv("LTC_CUDNN_ALGORITHMS");
+    }
+}
+
+// Sums of 7 rows per channel, one channel where rounding would make the
+// squared deviations negative (a constant channel: clamped to 0).
+static void test_statistics_from_sums(void **state) {
+    NEED_FAST_BACKEND();
+    enum { C = 19, ROWS = 7 };
+    float *sums = mirror_random_tensor(2 * C, -10, 10, 200);
+    for (int c = 0; c < C; c++) sums[C + c] = sums[c] * sums[c] / ROWS + fabsf(sums[C + c]);
+    sums[3] = 0.7f * ROWS, sums[C + 3] = 0.49f * ROWS;  // x = 0.7 in every row
+    float *mean_ref = mirror_nan_tensor(C), *squares_ref = mirror_nan_tensor(C);
+    float *mean_fast = mirror_nan_tensor(C), *squares_fast = mirror_nan_tensor(C);
+    ref->op.batchnorm_statistics_from_sums(ref, C, ROWS, sums, mean_ref, squares_ref);
+    fast->op.batchnorm_statistics_from_sums(fast, C, ROWS, D(sums), D(mean_fast),
+                                            D(squares_fast));
+    H(mean_fast), H(squares_fast);
+    mirror_expect_close("mean", C, mean_fast, mean_ref, 0, 0);
+    mirror_expect_close("squares", C, squares_fast, squares_ref, 0, 0);
+    for (int c = 0; c < C; c++) assert_true(squares_ref[c] >= 0.0f);
+    assert_true(fabsf(mean_ref[3] - 0.7f) < 1e-6f);
+}
+
+// ---- one layer: conv_batchnorm_forward, fused on cuda, separate on ref ------------------------
+
+// conv (16 -> 24 channels, 3x3) then the norm with a residual and ReLU over
+// 2 x 8 x 8 = 128 rows, a training forward: y, the saved statistics and the
+// running statistics against ref's separate ops (cuda fuses in 16 bits; in
+// fp32 both run separately).
+static void test_conv_batchnorm_layer(void **state) {
+    NEED_FAST_BACKEND();
+    enum { N = 2, SIDE = 8, CIN = 16, COUT = 24 };
+    ErrorMessage err = {{0}};
+    ConvShape s;
+    assert_int_equal(conv_shape_make(&s, N, SIDE, SIDE, CIN, COUT, 3, 1, 1, &err), 0);
+    const size_t rows = (size_t)N * SIDE * SIDE, x_n = rows * CIN, y_n = rows * COUT;
+    const float *x = mirror_random_tensor(x_n, -1, 1, 300);
+    float *w = mirror_random_tensor((size_t)COUT * 9 * CIN, -0.3f, 0.3f, 301);
+    const float *residual = mirror_random_tensor(y_n, -1, 1, 302);
+    float *gamma = mirror_random_tensor(COUT, 0.5f, 1.5f, 303);
+    float *beta = mirror_random_tensor(COUT, -0.5f, 0.5f, 304);
+    float *results[2][6];  // [ref, fast]: conv_out, y, mean, inv_std, running mean, running var
+    for (int which = 0; which < 2; which++) {
+        Backend *b = which ? fast : ref;
+        ConvPlan *plan = b->op.conv2d_plan(b, &s, &err);
+        if (!plan) fail_msg("%s", err.text);
+        float *conv_out = mirror_nan_tensor(y_n), *y = mirror_nan_tensor(y_n);
+        float *mean = mirror_nan_tensor(COUT), *inv_std = mirror_nan_tensor(COUT);
+        float *running_mean = mirror_random_tensor(COUT, -0.1f, 0.1f, 305);
+        float *running_var = mirror_random_tensor(COUT, 0.9f, 1.1f, 306);
+        float *sums = mirror_nan_tensor(2 * COUT);
+        const Conv2d conv = {.in_channels = CIN, .out_channels = COUT, .kernel = 3, .stride = 1,
+                             .padding = 1, .weight_compute = which ? DA(w) : (const Act *)w};
+        const BatchNorm bn = {.channels = COUT, .momentum = 0.1f, .eps = 1e-5f,
+                              .weight = which ? D(gamma) : gamma, .bias = which ? D(beta) : beta,
+                              .running_mean = which ? D(running_mean) : running_mean,
+                              .running_var = which ? D(running_var) : running_var};
+        conv_batchnorm_forward(b, &conv, plan, &bn, 1, 1, rows,
+                               which ? DA(x) : (const Act *)x, which ? DA(conv_out) : (Act *)conv_out,
+                               which ? DA(residual) : (const Act *)residual,
+                               which ? DA(y) : (Act *)y, which ? D(mean) : mean,
+                               which ? D(inv_std) : inv_std, which ? D(sums) : sums);
+        if (which) {
+            HA(conv_out), HA(y);
+            H(mean), H(inv_std), H(running_mean), H(running_var);
+        }
+        float *r[6] = {conv_out, y, mean, inv_std, running_mean, running_var};
+        memcpy(results[which], r, sizeof r);
+        b->op.conv2d_plan_free(b, plan);
+    }
+    // y: |xhat| <= sqrt(rows) scaled by gamma; the statistics of the fused
+    // path come from fp32 sums of 16-bit outputs (|conv| < 5): the mean
+    // within 1e-6, the squared deviations within 2^-24 rows 25, i.e. the
+    // variance (about 1.7 here) within 5e-6 relative: negligible next to one
+    // unit of the dtype in y.
+    mirror_expect_close("conv out", y_n, results[1][0], results[0][0], mirror_act_tol(1e-5), 1e-5);
+    mirror_expect_close("mean", COUT, results[1][2], results[0][2], 1e-5, 1e-5);
+    mirror_expect_close("inv_std", COUT, results[1][3], results[0][3], 2e-5, 0);
+    mirror_expect_close("running mean", COUT, results[1][4], results[0][4], 1e-5, 1e-6);
+    mirror_expect_close("running var", COUT, results[1][5], results[0][5], 2e-5, 0);
+    mirror_expect_close("y", y_n, results[1][1], results[0][1], mirror_act_tol(1e-4), 1e-4);
+}
+
+// ---- a whole ResNet-18 --------------------------------------------------------------------
+
+enum { NET_BATCH = 2, NET_SIZE = 32 };
+
+typedef struct NetPass {
+    float *features, *running, *grads;
+    size_t features_n, running_n, grads_n;
+    char paths[512];
+} NetPass;
+
+// host (n floats) as an activation of backend memory.
+static Act *to_act(Backend *backend, const float *host, size_t n) {
+    float *staging = backend->op.alloc(backend, n * sizeof *staging);
+    Act *act = backend->op.alloc(backend, act_bytes(backend, n));
+    backend->op.upload(backend, staging, host, n * sizeof *staging);
+    backend->op.float_to_act(backend, n, staging, act);
+    backend->op.free(backend, staging);
+    return act;
+}
+
+// One training forward and backward (d features in {-1, 0, 1}) on a cuda backend of
+// the group's dtype made under LTC_CUDA_CONV_FUSION=fusion.
+static void net_pass(const char *fusion, NetPass *out) {
+    Backend *backend = method_fixture_backend("cuda", mirror_dtype);
+    assert_non_null(backend);
+    ErrorMessage err = {{0}};
+    const ResnetConfig config = resnet_config_default(18);
+    const ResnetInputShape shape = {NET_BATCH, NET_SIZE};
+    Resnet model;
+    setenv("LTC_CUDA_CONV_FUSION", fusion, 1);  // read when the model's plans are made
+    const int status = resnet_create(&model, backend, &config, &shape, 1, 7, &err);
+    unsetenv("LTC_CUDA_CONV_FUSION");
+    if (status) fail_msg("%s", err.text);
+    const size_t pixels = (size_t)NET_BATCH * NET_SIZE * NET_SIZE * 3;
+    float *host = malloc(pixels * sizeof *host);
+    for (size_t i = 0; i < pixels; i++) host[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    Act *input = to_act(backend, host, pixels);
+    out->features_n = (size_t)NET_BATCH * model.feature_dim;
+    float *dfeatures = malloc(out->features_n * sizeof *dfeatures);
+    for (size_t i = 0; i < out->features_n; i++) dfeatures[i] = ((float)(i % 3) - 1.0f) / 64;
+    Act *dfeatures_dev = to_act(backend, dfeatures, out->features_n);
+    if (resnet_forward(&model, 0, NET_BATCH, input, 1, &err) ||
+        resnet_backward(&model, 0, dfeatures_dev, &err))
+        fail_msg("%s", err.text);
+    float *features_dev = backend->op.alloc(backend, out->features_n * sizeof(float));
+    backend->op.act_to_float(backend, out->features_n, resnet_features(&model, 0), features_dev);
+    out->features = method_fixture_download(backend, features_dev, out->features_n);
+    out->running_n = model.buffers.total;
+    out->running = method_fixture_download(backend, model.buffers.values, out->running_n);
+    out->grads_n = model.params.total;
+    out->grads = method_fixture_download(backend, model.params.grads, out->grads_n);
+    backend->op.describe_paths(backend, out->paths, sizeof out->paths);
+    backend->op.free(backend, features_dev);
+    backend->op.free(backend, dfeatures_dev), backend->op.free(backend, input);
+    free(host), free(dfeatures);
+    resnet_free(&model);
+    backend_destroy(backend);
+}
+
+static void test_resnet_fused_against_separate(void **state) {
+    NEED_FAST_BACKEND();
+    if (!fast_is_cuda() || mirror_dtype == COMPUTE_F32) skip();  // fused in 16 bits only
+    NetPass fused, separate;
+    net_pass("auto", &fused);
+    net_pass("off", &separate);
+    print_message("  fused: %s\n  separate: %s\n", fused.paths, separate.paths);
+    assert_non_null(strstr(fused.paths, "statistics graphs for"));
+    assert_null(strstr(fused.paths, "graphs for 0 of"));
+    const double unit = mirror_dtype == COMPUTE_F16 ? 0x1p-11 : 0x1p-8;
+    const double features = method_fixture_relative_error(fused.features, separate.features,
+                                                          fused.features_n);
+    const double running = method_fixture_relative_error(fused.running, separate.running,
+                                                         fused.running_n);
+    const double grads = method_fixture_relative_error(fused.grads, separate.grads,
+                                                       fused.grads_n);
+    print_message("  relative L2: features %.2e, running statistics %.2e, gradients %.2e\n",
+                  features, running, grads);
+    // At 32 px layer4's norms see 2 rows (batch 2 x 1 x 1), whose variance
+    // from the sums in fp32 loses most of its digits to cancellation (and a
+    // 2-row norm amplifies any change): measured on the emulation, features
+    // 0.13 (fp16) and 0.43 (bf16) apart, running statistics 1e-3 and 5e-3;
+    // at 64 px, batch 4 (16 rows) 2.3e-3 and 9e-5 (fp16), gradients 0.14
+    // (BatchNorm's conditioning, test_method_steps.c). So this whole-model
+    // pass checks that the fused path runs everywhere it should and stays
+    // finite and near; test_conv_batchnorm_layer holds one layer tightly.
+    assert_true(features < 1.0 && running < 2e-2 && grads == grads);
+    for (size_t i = 0; i < fused.grads_n; i++) assert_true(isfinite(fused.grads[i]));
+    (void)unit;
+    free(fused.features), free(fused.running), free(fused.grads);
+    free(separate.features), free(separate.running), free(separate.grads);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_conv_forward_stats, mirror_free),
+        cmocka_unit_test_teardown(test_statistics_from_sums, mirror_free),
+        cmocka_unit_test_teardown(test_conv_batchnorm_layer, mirror_free),
+        cmocka_unit_test_teardown(test_resnet_fused_against_separate, mirror_free),
+    };
+    return mirror_run_groups_16bit(tests, sizeof tests / sizeof tests[0]);
+}
