@@ -4,7 +4,8 @@
 // parameter tables, weight files). The models themselves: resnet.h, vit.h.
 //
 // Features: ResNets' globally pooled last stage; ViTs' pooled normalised
-// tokens (mean of the patch tokens by default, or the class token: VitPool).
+// tokens (mean of the patch tokens by default, or the class token: VitPool);
+// ConvNeXts' pooled last stage (DINOv3's: of the normalised map, convnext.h).
 #ifndef LTC_NN_BACKBONE_H
 #define LTC_NN_BACKBONE_H
 
@@ -12,6 +13,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "nn/convnext.h"
 #include "nn/parameters.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
@@ -21,27 +23,30 @@
 #define BACKBONE_MAX_SLOTS 4
 #define BACKBONE_MAX_NAME 32
 
-typedef enum BackboneKind { BACKBONE_RESNET, BACKBONE_VIT } BackboneKind;
+typedef enum BackboneKind { BACKBONE_RESNET, BACKBONE_VIT, BACKBONE_CONVNEXT } BackboneKind;
 
 // What to build.
 typedef struct BackboneSpec {
     BackboneKind kind;
     int resnet_depth;  // 18, 34, 50, 101, 152
     VitConfig vit;
+    ConvnextConfig convnext;
     // Channels of the input images: the first conv / patch embedding takes
     // this many (0 means 3; --num-channels).
     int in_channels;
 } BackboneSpec;
 
-// The --model names: resnet18 / 34 / 50 / 101 / 152 and the ViT presets of
-// vit.h (vit_t16, vit_s14, ... with _reg4; dinov3/vits16, ...); image_size sets a new ViT's
-// position grid. NULL-terminated list for option tables.
+// The --model names: resnet18 / 34 / 50 / 101 / 152, the ViT presets of
+// vit.h (vit_t16, vit_s14, ... with _reg4; dinov3/vits16, ...) and the
+// ConvNeXts of convnext_names.h (torchvision/convnext_tiny, timm/...,
+// dinov3/convnext-tiny, ...); image_size sets a new ViT's position grid.
+// NULL-terminated list for option tables.
 extern const char *const backbone_model_names[];
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err);
 // "resnet50", "vit_s16", ... (out of BACKBONE_MAX_NAME bytes).
 void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size);
 // The smallest input side the architecture takes and the multiple it needs
-// (ViT: the patch size; ResNet: 1).
+// (ViT: the patch size; ResNet, ConvNeXt: 1).
 int backbone_spec_size_step(const BackboneSpec *spec);
 
 typedef struct BackboneInput {
@@ -83,6 +88,7 @@ struct Backbone {
     union {
         Resnet resnet;
         Vit vit;
+        Convnext convnext;
     } model;
     int64_t no_batches_tracked;
 };

@@ -1,9 +1,10 @@
 // A backbone inside a state dict (safetensors or PyTorch, nn/safetensors.h):
 // where it sits (the key prefix: "" for a bare one, "backbone." of DINOv2's
 // teacher_checkpoint.pth and LightlyTrain's wrapped models, "module." of
-// DDP, ...), what it is (torchvision's ResNet, with or without fc.*, or a
+// DDP, ...), what it is (torchvision's ResNet, with or without fc.*, a
 // ViT in timm's, DINOv2's, DINOv3's or transformers' naming,
-// nn/vit_weights.h), and the load of such a file, shared by the
+// nn/vit_weights.h, or a ConvNeXt in torchvision's, timm's or DINOv3's,
+// nn/convnext_weights.h), and the load of such a file, shared by the
 // initial weights of training (ssl_methods/method.h) and the backbones of
 // embed, export and distillation teachers (train/model_source.h).
 #ifndef LTC_NN_STATE_DICT_BACKBONE_H
@@ -20,6 +21,7 @@ const SafeTensor *state_dict_find(const SafeTensors *file, const char *prefix, c
 
 // The prefix of the one backbone of a state dict: "" for a bare one, else
 // what precedes its anchor key ("cls_token" of a ViT in any of its namings,
+// a ConvNeXt's stem conv with its first block in any of its namings,
 // "conv1.weight" with "layer1.0.conv1.weight" of a ResNet). An error when
 // backbones sit under two prefixes (a student and a teacher). 0 when found;
 // 1 with prefix "" when no anchor is found (the architecture's detection at
@@ -34,8 +36,9 @@ int state_dict_backbone_prefix(const SafeTensors *file, char *prefix, size_t siz
 int state_dict_resnet_depth(const SafeTensors *file, const char *prefix, int *depth,
                             ErrorMessage *err);
 
-// The architecture under prefix: a ViT when its tokens are there, else a
-// ResNet of the detected depth (in_channels: the file's).
+// The architecture under prefix: a ConvNeXt when its stem and first block
+// are there, a ViT when its tokens are, else a ResNet of the detected depth
+// (in_channels: the file's).
 int state_dict_backbone_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
                              ErrorMessage *err);
 

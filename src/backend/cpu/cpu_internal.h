@@ -58,6 +58,17 @@ void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const A
 // 1 backward data, 2 backward weights), for benchmarks and logs.
 const char *cpu_conv2d_plan_impl(const ConvPlan *plan, int direction);
 
+// ---- cpu_depthwise.c ----
+DepthwisePlan *cpu_depthwise_plan(Backend *backend, const DepthwiseShape *shape,
+                                  ErrorMessage *err);
+void cpu_depthwise_plan_free(Backend *backend, DepthwisePlan *plan);
+void cpu_depthwise_forward(Backend *backend, const DepthwisePlan *plan, const Act *x,
+                           const Act *w, const float *bias, Act *y);
+void cpu_depthwise_backward_data(Backend *backend, const DepthwisePlan *plan, const Act *dy,
+                                 const Act *w, Act *dx);
+void cpu_depthwise_backward_weights(Backend *backend, const DepthwisePlan *plan, const Act *x,
+                                    const Act *dy, float *dw, float *dbias);
+
 // ---- cpu_batchnorm.c ----
 void cpu_batchnorm_forward_train_f32(Backend *backend, size_t rows, int channels, const float *x,
                                  const float *gamma, const float *beta, float momentum, float eps,
