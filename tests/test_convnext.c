@@ -25,6 +25,8 @@
 #include "convnext_fixture.h"
 #include "nn/convnext_weights.h"
 #include "nn/safetensors.h"
+#include "nn/state_dict_backbone.h"
+#include "ssl_methods/distillation_teacher.h"
 
 VIT_PARITY_TEST_STATE(CONVNEXT_FIXTURE_PATH)
 
@@ -176,6 +178,41 @@ static void test_small_gradients(void **state) {
     }
 }
 
+// distillationv2's teacher features of a DINOv3 ConvNeXt (n_teacher_blocks
+// 3) at 64 px: stages 1 and 2 resized to stage 3's 2 x 2 grid, then its
+// normalised map, side by side, against LightlyTrain's wrapper.
+static void test_stage_features(void **state) {
+    ErrorMessage err = {{0}};
+    DistillTeacher teacher = {0};
+    BackboneSpec spec;
+    const BackboneInput input_shape = {CONVNEXT_FIXTURE_BATCH, 64};
+    if (state_dict_backbone_spec(&fixture, "small/dinov3.", &spec, &err) ||
+        backbone_allocate_frozen(&teacher.backbone, backend, &spec, &input_shape, 1, &err) ||
+        teacher.backbone.ops->load(&teacher.backbone, &fixture, "small/dinov3.", &err))
+        fail_msg("%s", err.text);
+    teacher.dim = teacher.backbone.feature_dim;
+    backbone_feature_map_size(&teacher.backbone, 0, &teacher.grid_h, &teacher.grid_w);
+    assert_true(distill_teacher_has_stages(&teacher));
+    assert_int_equal(distill_teacher_stage_width(&teacher, 3), 16 + 24 + 32);
+    float *input = vit_fixture_input(backend, "convnext", 64, CONVNEXT_FIXTURE_BATCH);
+    if (backbone_forward(&teacher.backbone, 0, CONVNEXT_FIXTURE_BATCH, (const Act *)input, 0,
+                         &err))
+        fail_msg("%s", err.text);
+    const size_t rows = CONVNEXT_FIXTURE_BATCH * (size_t)teacher.grid_h * teacher.grid_w;
+    float *scratch = backend->op.alloc(backend, rows * 32 * sizeof(float));
+    float *out = backend->op.alloc(backend, rows * 72 * sizeof(float));
+    distill_teacher_stage_features(&teacher, CONVNEXT_FIXTURE_BATCH, 3, (Act *)scratch,
+                                   (Act *)out);
+    float ours[CONVNEXT_FIXTURE_BATCH * 2 * 2 * 72];
+    assert_int_equal(rows * 72, sizeof ours / sizeof ours[0]);
+    backend->op.download(backend, ours, out, sizeof ours);
+    convnext_fixture_check(&parity, "small/dinov3/64/stages3", ours, rows * 72);
+    backend->op.free(backend, scratch);
+    backend->op.free(backend, out);
+    backend->op.free(backend, input);
+    backbone_free(&teacher.backbone);
+}
+
 // ---- export ----------------------------------------------------------------------------
 
 // Each naming's export holds its names (DINOv3: norms.3.* beside norm.*,
@@ -214,6 +251,10 @@ static void test_export(void **state) {
         backend->op.download(backend, before, convnext_features(&model, 1), count * sizeof(float));
         backend->op.download(backend, after, convnext_features(&loaded, 1), count * sizeof(float));
         assert_memory_equal(before, after, count * sizeof(float));
+        // A frozen model (a teacher, embed) refuses a backward.
+        assert_int_equal(convnext_backward_map(&model, 1, convnext_features(&model, 1), NULL,
+                                               &err), -1);
+        assert_non_null(strstr(err.text, "keeps nothing for backward"));
         backend->op.free(backend, input);
         safetensors_free(&file);
         convnext_free(&loaded);
@@ -388,6 +429,7 @@ int main(void) {
         cmocka_unit_test(test_small_namings),
         cmocka_unit_test(test_dinov3_pth),
         cmocka_unit_test(test_small_gradients),
+        cmocka_unit_test(test_stage_features),
         cmocka_unit_test(test_export),
         cmocka_unit_test(test_wrong_files),
     };

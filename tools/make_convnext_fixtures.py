@@ -57,6 +57,12 @@ Maps are stored NHWC (2, h, w, D).
                                                "loss/small/map"; P in NAMING's names
     convnext_dinov3.pth                        small/dinov3's tensors saved by torch.save
                                                (a state dict as DINOv3 releases them)
+    small/dinov3/64/stages3                    (2, 2, 2, 72) at 64 px: LightlyTrain's DINOv3
+                                               ConvNeXt wrapper's forward_features with
+                                               n_blocks 3 (distillationv2's teacher): stages
+                                               1 and 2 as they are, resized bilinearly
+                                               (align_corners False) to stage 3's grid, then
+                                               stage 3 through the final norm, side by side
 
 4. LightlyTrain's AdamW parameter groups on the small ConvNeXt: the
    parameters from fixture init (float32, not rounded), gradient fixture
@@ -314,7 +320,28 @@ def add_small(safe, summary):
                 add_gradients(safe, prefix,
                               {rename_grad(n): g for n, g in results[torch.float64][3].items()},
                               {rename_grad(n): g for n, g in results[torch.float32][3].items()})
+    add_stage_features(safe, summary, state)
     return dinov3
+
+
+def add_stage_features(safe, summary, state):
+    results = {}
+    for dtype in (torch.float64, torch.float32):
+        model = make_model("timm", None, state, dtype).eval()
+        with torch.no_grad():
+            x = model.stem(image(64, dtype))
+            outputs_ = []
+            for stage in model.stages:
+                x = stage(x)
+                outputs_.append(x)
+            last = F.layer_norm(outputs_[3].permute(0, 2, 3, 1), (outputs_[3].shape[1],),
+                                model.head.norm.weight, model.head.norm.bias,
+                                model.head.norm.eps).permute(0, 3, 1, 2)
+            parts = [F.interpolate(o, size=last.shape[-2:], mode="bilinear", align_corners=False)
+                     for o in outputs_[1:3]] + [last]
+            results[dtype] = torch.cat(parts, dim=1).permute(0, 2, 3, 1).numpy()
+    add_with_error(safe, summary, "small/dinov3/64/stages3", results[torch.float64],
+                   results[torch.float32])
 
 # --------------------------------------------------------------------------
 # LightlyTrain's parameter groups

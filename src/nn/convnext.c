@@ -259,9 +259,10 @@ static void take_block(ActivationArena *arena, ConvnextBlockActivations *saved, 
 
 // A frozen model's block tensors: one set sized for the largest stage that
 // every block uses, the buffer of dw_out (read by the norm) reused for
-// fc2_out (written after it), the outputs alternating between two buffers;
-// each block keeps only its drop-path scales (an EMA teacher's training
-// forwards draw them).
+// fc2_out (written after it), the outputs alternating between two buffers
+// but for each stage's last block's, which keeps its own
+// (convnext_stage_output); each block keeps only its drop-path scales (an
+// EMA teacher's training forwards draw them).
 static void take_frozen_blocks(const Convnext *model, ConvnextSlot *slot, ActivationArena *arena,
                                size_t largest_rows, size_t largest) {
     ConvnextBlockActivations shared = {0};
@@ -276,8 +277,12 @@ static void take_frozen_blocks(const Convnext *model, ConvnextSlot *slot, Activa
     for (int s = 0; s < CONVNEXT_STAGES; s++)
         for (int b = 0; b < model->stages[s].depth; b++, index++) {
             ConvnextBlockActivations *saved = &slot->stages[s].blocks[b];
+            const ConvnextStageActivations *stage = &slot->stages[s];
             *saved = shared;
-            saved->out = alternate[index % 2];
+            saved->out = b < model->stages[s].depth - 1
+                             ? alternate[index % 2]
+                             : activation_take(arena, (size_t)slot->max.batch * stage->height *
+                                                          stage->width * model->stages[s].dim);
             saved->drop_scale = activation_take_float(arena, (size_t)slot->max.batch);
         }
 }

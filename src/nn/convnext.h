@@ -181,7 +181,8 @@ typedef struct Convnext {
     // Set between convnext_declare and convnext_allocate for a model that
     // runs no backward (a teacher, embed, an EMA teacher): no gradients, no
     // scratch, one set of block tensors shared by every block and the
-    // blocks' outputs alternating between two buffers. Its forwards compute
+    // blocks' outputs alternating between two buffers (each stage's last its
+// own). Its forwards compute
     // what a trainable model's do; training forwards draw no drop path
     // (refused where the config asks for it).
     int frozen;
@@ -218,6 +219,12 @@ const Act *convnext_features(const Convnext *model, int slot);  // (batch, D)
 const Act *convnext_feature_map(const Convnext *model, int slot, int *height, int *width);
 // Its size at the slot's resolution (before any forward).
 void convnext_feature_map_size(const Convnext *model, int slot, int *height, int *width);
+// The output (batch, *height, *width, dims[stage]) of the last block of
+// stage `stage` in the slot's last forward, before any final norm: what
+// DINOv3's get_intermediate_layers(norm=True) gives for stages 0..2 (its
+// norms[0..2] are identities). Every model keeps it (a frozen one too).
+const Act *convnext_stage_output(const Convnext *model, int slot, int stage, int *height,
+                                 int *width);
 // Parameter gradients += given d(loss)/d(features) (batch, D) and
 // d(loss)/d(map) (batch, h, w, D) of the slot's last training forward;
 // either may be NULL (not both).

@@ -168,6 +168,14 @@ const Act *convnext_feature_map(const Convnext *model, int slot_index, int *heig
     return slot->head_out ? slot->head_out : last_stage_output(model, slot);
 }
 
+const Act *convnext_stage_output(const Convnext *model, int slot_index, int stage, int *height,
+                                 int *width) {
+    const ConvnextSlot *slot = &model->slots[slot_index];
+    *height = slot->stages[stage].height;
+    *width = slot->stages[stage].width;
+    return slot->stages[stage].blocks[model->stages[stage].depth - 1].out;
+}
+
 // ---- backward ------------------------------------------------------------------------------
 
 // Gradient buffers of one backward: three (B H W C) and one (B H W 4 C) of
