@@ -1,9 +1,11 @@
-// The depthwise convolution ops of backend.h (depthwise_forward with and
-// without bias, depthwise_backward_data, depthwise_backward_weights): each
+// ConvNeXt's ops of backend.h: the depthwise convolution (depthwise_forward
+// with and without bias, depthwise_backward_data, depthwise_backward_weights)
+// and the planned linear layers (linear_planned_forward, with and without
+// the GELU and the bias, against linear_forward and gelu_forward): each
 // fast backend against the ref backend on ConvNeXt's 7x7 at its stage
 // widths and on awkward shapes (channels not a multiple of the cpu
-// backend's 8-lane blocks, rows narrower than its 8-output tiles, stride 2
-// with a 3x3 kernel, a 1x1 image, sizes on both sides of the threading
+// backend's 8-lane blocks, rows narrower than 8 outputs, stride 2 with a
+// 3x3 kernel, a 1x1 image, sizes on both sides of the threading
 // threshold), the weight gradient's += contract, then the ref backend's
 // three gradients against central finite differences of its forward. Runs
 // as a "cpu" and a "cuda" group (tests/backend_mirror.h), and the
@@ -14,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -102,9 +105,9 @@ static void check_case(DwCase c, uint64_t seed) {
 
 static void test_depthwise_convnext(void **state) {
     NEED_FAST_BACKEND();
-    check_case((DwCase){2, 14, 14, 96, 7, 1, 3}, 10);   // ConvNeXt-T stage 0 width, 8-wide tiles
-    check_case((DwCase){1, 7, 7, 768, 7, 1, 3}, 20);    // stage 3 at 224 px: no full tile
-    check_case((DwCase){3, 9, 23, 16, 7, 1, 3}, 30);    // odd sizes, tiles and edges
+    check_case((DwCase){2, 14, 14, 96, 7, 1, 3}, 10);   // ConvNeXt-T stage 0 width
+    check_case((DwCase){1, 7, 7, 768, 7, 1, 3}, 20);    // stage 3 at 224 px: 7-wide rows
+    check_case((DwCase){3, 9, 23, 16, 7, 1, 3}, 30);    // odd sizes and edges
     check_case((DwCase){2, 56, 56, 32, 7, 1, 3}, 40);   // past the threading threshold
 }
 
@@ -119,6 +122,47 @@ static void test_depthwise_other_kernels(void **state) {
     check_case((DwCase){2, 11, 10, 24, 3, 2, 1}, 70);   // stride 2, 3x3 (YOLO's DWConv kind)
     check_case((DwCase){1, 8, 9, 40, 5, 1, 0}, 80);     // no padding: smaller output
     check_case((DwCase){2, 5, 7, 3, 1, 1, 0}, 90);      // 1x1: a per-channel scale
+}
+
+// ---- planned linear layers (ConvNeXt's fc1 + GELU, fc2) ----------------------------------------
+
+// The fast backend's planned layer (with and without GELU, bias and none)
+// against ref's linear_forward and gelu_forward: sums of `in` products in
+// fp32; the cpu backend's GELU is oneDNN's erf, not ours.
+static void check_linear(int rows, int in, int out, uint64_t seed) {
+    ErrorMessage err = {{0}};
+    const size_t n_x = (size_t)rows * in, n_y = (size_t)rows * out;
+    const float *x = mirror_random_tensor(n_x, -2, 2, seed);
+    const float *w = mirror_random_tensor((size_t)out * in, -0.5f, 0.5f, seed + 1);
+    const float *bias = mirror_random_tensor((size_t)out, -1, 1, seed + 2);
+    for (int gelu = 0; gelu < 2; gelu++) {
+        LinearPlan *plan = fast->op.linear_plan(fast, rows, in, out, gelu, &err);
+        if (!plan) fail_msg("%s: %s", fast->name, err.text);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const float *b = with_bias ? bias : NULL;
+            float *y_ref = mirror_nan_tensor(n_y), *y_fast = mirror_nan_tensor(n_y);
+            ref->op.linear_forward(ref, rows, in, out, (const Act *)x, (const Act *)w, b,
+                                   (Act *)y_ref);
+            if (gelu) ref->op.gelu_forward(ref, n_y, (const Act *)y_ref, (Act *)y_ref);
+            fast->op.linear_planned_forward(fast, plan, DA(x), DA(w), D(b), DA(y_fast));
+            HA(y_fast);
+            char label[64];
+            snprintf(label, sizeof label, "linear %d -> %d%s%s", in, out, gelu ? " + GELU" : "",
+                     with_bias ? " (bias)" : "");
+            // In 16 bits the product is rounded before the GELU: one unit
+            // apart there (2^-8 at |y| ~ 4) moves the GELU by up to 1.13 units.
+            const double atol = mirror_dtype == COMPUTE_F32 || !gelu ? 1e-5 : 4e-3;
+            mirror_expect_close(label, n_y, y_fast, y_ref, mirror_act_tol(1e-5), atol);
+        }
+        fast->op.linear_plan_free(fast, plan);
+    }
+}
+
+static void test_linear_plan(void **state) {
+    NEED_FAST_BACKEND();
+    check_linear(50, 24, 96, 200);     // fc1 of a narrow stage, odd rows
+    check_linear(7, 96, 24, 210);      // fc2
+    check_linear(3000, 16, 64, 220);   // past the threading threshold
 }
 
 // ---- finite differences on ref --------------------------------------------------------------
@@ -182,6 +226,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_depthwise_awkward, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_other_kernels, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_backward_fd, mirror_free),
+        cmocka_unit_test_teardown(test_linear_plan, mirror_free),
     };
     // The comparisons again with cuda storing fp16 / bf16 against ref in the
     // same dtype (the finite differences hold in fp32 only).
@@ -189,6 +234,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_depthwise_convnext, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_awkward, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_other_kernels, mirror_free),
+        cmocka_unit_test_teardown(test_linear_plan, mirror_free),
     };
     return mirror_run_groups(tests, sizeof tests / sizeof tests[0]) +
            mirror_run_16bit_groups(act_tests, sizeof act_tests / sizeof act_tests[0]);

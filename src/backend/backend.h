@@ -81,6 +81,9 @@ int depthwise_shape_make(DepthwiseShape *shape, int batch, int in_height, int in
 // workspace for the weight gradient's partial sums). Made with the model.
 typedef struct DepthwisePlan DepthwisePlan;
 
+// A backend's prepared linear layer for one (rows, in, out), GELU after it or not.
+typedef struct LinearPlan LinearPlan;
+
 // Max-pool geometry (square window, zero... i.e. -inf padding).
 typedef struct PoolShape {
     int batch, in_height, in_width, channels;
@@ -256,6 +259,14 @@ typedef struct BackendOps {
     // dbias (C) += the sum of dy over N, OH, OW unless NULL
     void (*depthwise_backward_weights)(Backend *backend, const DepthwisePlan *plan,
                                        const Act *x, const Act *dy, float *dw, float *dbias);
+    // Planned linear layers (ConvNeXt's fc1, fc2): linear_forward, then gelu_forward
+    // when the plan has `gelu` (forwards that keep no pre-activation: frozen models),
+    // each rounded in fp16 / bf16; the cpu backend fuses both into one oneDNN matmul.
+    LinearPlan *(*linear_plan)(Backend *backend, int rows, int in, int out, int gelu,
+                               ErrorMessage *err);
+    void (*linear_plan_free)(Backend *backend, LinearPlan *plan);
+    void (*linear_planned_forward)(Backend *backend, const LinearPlan *plan, const Act *x,
+                                   const Act *w, const float *bias, Act *y);
 
     // ---- batch norm over rows: NHWC 2d (rows = N*H*W) and 1d (rows = N) -----
     // Training: batch statistics (biased variance for normalising), saves
@@ -347,7 +358,7 @@ typedef struct BackendOps {
     // dx (n) = dy * (y > 0); y is the forward output; dx may alias dy
     void (*relu_backward)(Backend *backend, size_t n, const Act *y, const Act *dy, Act *dx);
     // y (n) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): the exact GELU (torch.nn.GELU()
-    // default, not the tanh approximation); y may not alias x
+    // default, not the tanh approximation); elementwise: y may alias x
     void (*gelu_forward)(Backend *backend, size_t n, const Act *x, Act *y);
     // dx (n) = dy (Phi(x) + x phi(x)), phi the standard normal density; x is the
     // forward input; dx may alias dy

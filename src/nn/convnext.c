@@ -190,6 +190,8 @@ static void plans_free(Backend *backend, ConvnextPlans *plans) {
     for (int s = 0; s < CONVNEXT_STAGES; s++) {
         if (plans->conv_plans[s]) backend->op.conv2d_plan_free(backend, plans->conv_plans[s]);
         if (plans->dw_plans[s]) backend->op.depthwise_plan_free(backend, plans->dw_plans[s]);
+        if (plans->fc1_plans[s]) backend->op.linear_plan_free(backend, plans->fc1_plans[s]);
+        if (plans->fc2_plans[s]) backend->op.linear_plan_free(backend, plans->fc2_plans[s]);
     }
     memset(plans, 0, sizeof *plans);
 }
@@ -214,6 +216,13 @@ static int plans_make(Convnext *model, const ConvnextSlot *slot, int batch, Conv
             return -1;
         plans->dw_plans[s] = backend->op.depthwise_plan(backend, &dw, err);
         if (!plans->dw_plans[s]) return error_prefix(err, "stage %d depthwise conv", s);
+        const int rows = batch * height * width, dim = c->dims[s];
+        const int hidden = model->stages[s].blocks[0].fc1.out_features;
+        plans->fc1_plans[s] = backend->op.linear_plan(backend, rows, dim, hidden, model->frozen,
+                                                      err);
+        if (!plans->fc1_plans[s]) return error_prefix(err, "stage %d fc1", s);
+        plans->fc2_plans[s] = backend->op.linear_plan(backend, rows, hidden, dim, 0, err);
+        if (!plans->fc2_plans[s]) return error_prefix(err, "stage %d fc2", s);
     }
     return 0;
 }
@@ -259,7 +268,8 @@ static void take_block(ActivationArena *arena, ConvnextBlockActivations *saved, 
 
 // A frozen model's block tensors: one set sized for the largest stage that
 // every block uses, the buffer of dw_out (read by the norm) reused for
-// fc2_out (written after it), the outputs alternating between two buffers
+// fc2_out (written after it), no fc1_out (its plan writes GELU(fc1) into
+// act_out directly), the outputs alternating between two buffers
 // but for each stage's last block's, which keeps its own
 // (convnext_stage_output); each block keeps only its drop-path scales (an
 // EMA teacher's training forwards draw them).
@@ -270,7 +280,6 @@ static void take_frozen_blocks(const Convnext *model, ConvnextSlot *slot, Activa
     shared.norm_out = activation_take(arena, largest);
     shared.norm_mean = activation_take_float(arena, largest_rows);
     shared.norm_inv_std = activation_take_float(arena, largest_rows);
-    shared.fc1_out = activation_take(arena, CONVNEXT_MLP_RATIO * largest);
     shared.act_out = activation_take(arena, CONVNEXT_MLP_RATIO * largest);
     Act *alternate[2] = {activation_take(arena, largest), activation_take(arena, largest)};
     int index = 0;
@@ -358,6 +367,8 @@ static int check_backend_ops(const Backend *backend, ErrorMessage *err) {
         {op->depthwise_forward != NULL, "depthwise_forward"},
         {op->depthwise_backward_data != NULL, "depthwise_backward_data"},
         {op->depthwise_backward_weights != NULL, "depthwise_backward_weights"},
+        {op->linear_plan != NULL, "linear_plan"},
+        {op->linear_planned_forward != NULL, "linear_planned_forward"},
         {op->layernorm_forward != NULL, "layernorm_forward"},
         {op->layernorm_backward != NULL, "layernorm_backward"},
         {op->gelu_forward != NULL, "gelu_forward"},

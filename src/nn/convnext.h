@@ -121,6 +121,9 @@ typedef struct ConvnextPlans {
     ConvShape conv_shapes[CONVNEXT_STAGES];   // stem, then each downsampling conv
     ConvPlan *conv_plans[CONVNEXT_STAGES];
     DepthwisePlan *dw_plans[CONVNEXT_STAGES];
+    // Each stage's fc1 (with the GELU fused for a frozen model: no
+    // pre-activation is kept) and fc2.
+    LinearPlan *fc1_plans[CONVNEXT_STAGES], *fc2_plans[CONVNEXT_STAGES];
 } ConvnextPlans;
 
 // What a block's backward needs (sizes at the slot's maximum).

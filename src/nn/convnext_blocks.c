@@ -65,6 +65,12 @@ static const float *drop_scales(const ConvnextBlock *block, const ConvnextBlockA
 
 // ---- forward -------------------------------------------------------------------------------
 
+static void planned_forward(Backend *backend, const LinearPlan *plan, const Linear *linear,
+                            const Act *x, Act *y) {
+    backend->op.linear_planned_forward(backend, plan, x, linear->weight_compute,
+                                       linear->has_bias ? linear->bias : NULL, y);
+}
+
 static void block_forward(Convnext *model, const ConvnextPlans *plans, int s, int b,
                           const ConvnextSlot *slot, int drop_active, const Act *x) {
     Backend *backend = model->backend;
@@ -78,10 +84,17 @@ static void block_forward(Convnext *model, const ConvnextPlans *plans, int s, in
                                   block->dw_bias, saved->dw_out);
     layernorm_forward(backend, &block->norm, rows, saved->dw_out, saved->norm_out,
                       saved->norm_mean, saved->norm_inv_std);
-    linear_forward(backend, &block->fc1, (int)rows, saved->norm_out, saved->fc1_out);
-    backend->op.gelu_forward(backend, rows * block->fc1.out_features, saved->fc1_out,
-                             saved->act_out);
-    linear_forward(backend, &block->fc2, (int)rows, saved->act_out, saved->fc2_out);
+    // fc1 and GELU (fused in a frozen model's plan: it keeps no pre-activation), fc2
+    if (model->frozen) {
+        planned_forward(backend, plans->fc1_plans[s], &block->fc1, saved->norm_out,
+                        saved->act_out);
+    } else {
+        planned_forward(backend, plans->fc1_plans[s], &block->fc1, saved->norm_out,
+                        saved->fc1_out);
+        backend->op.gelu_forward(backend, rows * block->fc1.out_features, saved->fc1_out,
+                                 saved->act_out);
+    }
+    planned_forward(backend, plans->fc2_plans[s], &block->fc2, saved->act_out, saved->fc2_out);
     backend->op.residual_scale_add_forward(
         backend, plans->batch, (size_t)shape->out_height * shape->out_width, dim, x,
         saved->fc2_out, block->gamma, drop_scales(block, saved, drop_active), saved->out);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/host_ops.h"
+#include "backend/linear_plan_composed.h"
 #include "backend/ref/ref_ops.h"
 #include "util/half.h"
 
@@ -234,6 +235,9 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .depthwise_forward = ref_depthwise_forward,
         .depthwise_backward_data = ref_depthwise_backward_data,
         .depthwise_backward_weights = ref_depthwise_backward_weights,
+        .linear_plan = composed_linear_plan,
+        .linear_plan_free = composed_linear_plan_free,
+        .linear_planned_forward = composed_linear_planned_forward,
         .batchnorm_forward_train = ref_batchnorm_forward_train,
         .batchnorm_forward_train_f32 = ref_batchnorm_forward_train_f32,
         .batchnorm_forward_eval = ref_batchnorm_forward_eval,
