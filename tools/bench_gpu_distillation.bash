@@ -9,7 +9,9 @@
 #               pooling its class token / its normalised last stage) next
 #               to pytorch_train_step.py --mode teacher (under
 #               torch.no_grad() and autocast: class token and patch tokens,
-#               L2-normalised; the ConvNeXt's map and its mean).
+#               L2-normalised; the ConvNeXt's map and its mean), then
+#               PyTorch's side again through torch.compile (its own table;
+#               BENCH_GPU_COMPILE=0 leaves it out).
 # distillation: one `distillation` (v3) step with LightlyTrain's defaults
 #               (mixup, teacher, student, heads, queue 8192, the v3 loss,
 #               clipping at norm 1, LARS at 1.8 x sqrt(batch / 1536)):
@@ -43,6 +45,10 @@ resnet18 vit_b14 224 128 30
 resnet50 vit_b14 224 128 20
 resnet50 dinov3/convnext-base 224 128 20"}
 pair_rows=()  # one table row per measured pair
+# The teacher forwards also against torch.compile (BENCH_GPU_COMPILE=0: not),
+# in a table of their own.
+teacher_compile=${BENCH_GPU_COMPILE:-1}
+compile_rows=()
 
 # Runs one pair: $1 the label, then the arguments both tools take.
 run_pair() {
@@ -74,6 +80,22 @@ run_pair() {
         row+=" $(result_field "$field" "$torch") |"
     done
     pair_rows+=("$row $images | $memory |")
+    pair_ours=$ours
+}
+
+# The teacher pair's PyTorch side again through torch.compile ($1 the
+# label, then the arguments both tools take), against pair_ours.
+run_compiled_teacher() {
+    local label=$1 compiled
+    shift
+    measure_side compiled "$PYTHON" "$tools/compare/pytorch_train_step.py" "$@" \
+        --device "$device" --precision "$precision" --channels-last 1 --warmup "$warmup" \
+        --threads "$step_threads" --compile
+    local images
+    images=$(ratio_of images_per_s "$pair_ours" "$compiled")
+    echo "RESULT tool=ratio what=\"$label (torch.compile)\" ours_over_compile_images_per_s=$images"
+    local row="| $label | $(result_field images_per_s "$pair_ours") |"
+    compile_rows+=("$row $(result_field images_per_s "$compiled") | $images |")
 }
 
 if [[ " $sections " == *" teacher "* ]]; then
@@ -81,6 +103,9 @@ if [[ " $sections " == *" teacher "* ]]; then
         [ -n "$model" ] || continue
         run_pair "teacher forward $model ${size}px batch $batch" --mode teacher --model "$model" \
             --image-size "$size" --batch-size "$batch" --steps "$steps"
+        [ "$teacher_compile" = 1 ] &&
+            run_compiled_teacher "teacher forward $model ${size}px batch $batch" --mode teacher \
+                --model "$model" --image-size "$size" --batch-size "$batch" --steps "$steps"
     done <<<"$teacher_configs"
 fi
 if [[ " $sections " == *" distillation "* ]]; then
@@ -97,4 +122,10 @@ if [ ${#pair_rows[@]} -gt 0 ]; then
          "PyTorch images/s | PyTorch MiB | images/s ours/PyTorch | memory ours/PyTorch |"
     echo "|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${pair_rows[@]}"
+fi
+if [ ${#compile_rows[@]} -gt 0 ]; then
+    echo "== teacher forwards against torch.compile, $device"
+    echo "| what | ours images/s | compile images/s | ours/compile |"
+    echo "|---|---|---|---|"
+    printf '%s\n' "${compile_rows[@]}"
 fi

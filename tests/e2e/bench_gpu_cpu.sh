@@ -77,6 +77,16 @@ has '^\| what \| ours precision \| ours images/s \|' "table header"
 
 expect 2 "unknown section 'gpu'" -- env BENCH_GPU_SECTIONS="teacher gpu" tools/bench_gpu.sh "$build"
 
+# The teacher forward against torch.compile too (BENCH_GPU_COMPILE=1): its
+# ratio line and its own table (n/a where torch is not importable).
+compiled=$(BENCH_GPU_DEVICE=cpu BENCH_GPU_PRECISION=32-true BENCH_GPU_WARMUP=1 \
+  BENCH_GPU_SECTIONS=teacher BENCH_GPU_COMPILE=1 BENCH_GPU_TEACHER_CONFIGS="dinov3/convnext-tiny 32 2 1" \
+  PYTHON="$python" tools/bench_gpu.sh "$build" 2>&1) || fail "bench_gpu.sh (compile) exited $?: $compiled"
+grep -q -E "^RESULT tool=ratio what=\"teacher forward dinov3/convnext-tiny 32px batch 2 \(torch.compile\)\" ours_over_compile_images_per_s=([0-9.]+|n/a)$" <<<"$compiled" ||
+  fail "no compile ratio line: $compiled"
+grep -q '^| what | ours images/s | compile images/s | ours/compile |$' <<<"$compiled" ||
+  fail "no compile table: $compiled"
+
 # tools/profile_gpu.sh's reading of an ncu CSV (ncu itself needs a GPU):
 # per-kernel sums over a sample in ncu's raw format (a banner line, the
 # header, the units row, thousands separators, template kernels).

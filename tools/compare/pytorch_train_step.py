@@ -11,6 +11,7 @@ runs both):
       ViT (--model vit_s14, vit_b14, ...) as LightlyTrain runs its teacher:
       the normalised class token and patch tokens; of a ConvNeXt its map
       and pooled features (what embed and a DINOv3 ConvNeXt teacher compute);
+      --compile runs the model through torch.compile (compiled in the warm-up);
   --mode distillation: one step of LightlyTrain's DistillationV3 with a
       ResNet student (--model) and a random DINOv2-shaped teacher or DINOv3
       ConvNeXt (--teacher vit_b14, dinov3/convnext-base, ...): mixup, teacher forward (no_grad), student backbone to its
@@ -411,32 +412,34 @@ def backbone_step_function(args, device, precision):
 
 def teacher_step_function(args, device, precision):
     images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    what = f"mode=teacher model={args.model}" + (" compile=1" if args.compile else "")
     if args.model in CONVNEXTS:  # the eval forward of embed and of a DINOv3 ConvNeXt teacher
         model = ConvNeXtFeatures(args.model, args.convnext).to(device).eval()
         model.requires_grad_(False)
         if args.channels_last:
             model = model.to(memory_format=torch.channels_last)
             images = images.contiguous(memory_format=torch.channels_last)
+        forward_map = torch.compile(model.forward_map) if args.compile else model.forward_map
 
         def forward(times):
             before = time.perf_counter()
             with torch.no_grad(), precision.autocast():
-                feature_map = model.forward_map(images)
-                feature_map.mean(dim=(1, 2))
+                forward_map(images).mean(dim=(1, 2))
             times[0] += time.perf_counter() - before
 
-        return forward, f"mode=teacher model={args.model}", ("forward_s", None)
+        return forward, what, ("forward_s", None)
     teacher = DinoV2Teacher(args.model, args.image_size, args.vit).to(device)
+    run = torch.compile(teacher) if args.compile else teacher
 
     def step(times):
         before = time.perf_counter()
         with torch.no_grad(), precision.autocast():
-            teacher_global, teacher_map = teacher(images)
+            teacher_global, teacher_map = run(images)
             F.normalize(teacher_global, dim=-1)
             F.normalize(teacher_map, dim=-1)
         times[0] += time.perf_counter() - before
 
-    return step, f"mode=teacher model={args.model}", ("forward_s", None)
+    return step, what, ("forward_s", None)
 
 
 def distillation_step_function(args, device, precision):
@@ -469,11 +472,16 @@ def parse_args():
                         choices=["32-true", "16-mixed", "bf16-mixed"])
     parser.add_argument("--vit", default="auto", choices=["auto", "timm", "builtin"],
                         help="the ViT: timm's, or BuiltinVit (auto: timm when importable)")
+    parser.add_argument("--compile", action="store_true",
+                        help="--mode teacher: the model through torch.compile (compiled in the "
+                             "warm-up, which must be at least 1 step)")
     parser.add_argument("--check-vit", action="store_true",
                         help="compare BuiltinVit with timm's ViT on --model and exit")
     args = parser.parse_args()
     if args.mode == "teacher" and args.model not in VITS and args.model not in CONVNEXTS:
         parser.error("--mode teacher: --model must be a ViT or a ConvNeXt")
+    if args.compile and (args.mode != "teacher" or args.warmup < 1):
+        parser.error("--compile: only with --mode teacher and --warmup of at least 1")
     if args.mode == "distillation" and args.model not in RESNETS:
         parser.error("--mode distillation: --model must be a ResNet student")
     if args.vit == "auto":
