@@ -25,8 +25,9 @@
 # tools/compare/make_jpeg_folder.py writes 2048 ImageNet-sized JPEGs there.
 #
 # teacher and distillation (issue 11; tools/bench_gpu_distillation.bash): the
-# eval forward of a ViT-S/14 and ViT-B/14 teacher, and one distillation (v3)
-# step of a ResNet-18/50 student with such a teacher, on random weights and
+# eval forward of a ViT-S/14, ViT-B/14 and DINOv3 ConvNeXt-B teacher (also
+# against torch.compile), and one distillation (v3) step of a ResNet-18/50
+# student with such a teacher, on random weights and
 # random batches already on the GPU: bench_train_step --backend cuda
 # --precision auto next to tools/compare/pytorch_train_step.py --device cuda
 # (AMP, channels-last); both peak GPU memories sampled with nvidia-smi.

@@ -4,11 +4,14 @@
 # tools/bench_gpu_lib.bash).
 #
 # teacher:      the eval forward (no gradients) of a frozen DINOv2-shaped ViT
-#               as a distillation teacher runs it: bench_train_step --mode
-#               teacher (ours, a frozen backbone pooling its class token)
-#               next to pytorch_train_step.py --mode teacher (under
+#               or DINOv3 ConvNeXt as a distillation teacher runs it:
+#               bench_train_step --mode teacher (ours, a frozen backbone
+#               pooling its class token / its normalised last stage) next
+#               to pytorch_train_step.py --mode teacher (under
 #               torch.no_grad() and autocast: class token and patch tokens,
-#               L2-normalised).
+#               L2-normalised; the ConvNeXt's map and its mean), then
+#               PyTorch's side again through torch.compile (its own table;
+#               BENCH_GPU_COMPILE=0 leaves it out).
 # distillation: one `distillation` (v3) step with LightlyTrain's defaults
 #               (mixup, teacher, student, heads, queue 8192, the v3 loss,
 #               clipping at norm 1, LARS at 1.8 x sqrt(batch / 1536)):
@@ -34,12 +37,18 @@
 # BENCH_GPU_DISTILLATION_CONFIGS ("student teacher size batch steps") replace
 # the defaults below (batch 128: LightlyTrain's default batch size).
 teacher_configs=${BENCH_GPU_TEACHER_CONFIGS:-"vit_s14 224 128 50
-vit_b14 224 128 30"}
+vit_b14 224 128 30
+dinov3/convnext-base 224 128 30"}
 distillation_configs=${BENCH_GPU_DISTILLATION_CONFIGS:-"resnet18 vit_s14 224 128 30
 resnet50 vit_s14 224 128 30
 resnet18 vit_b14 224 128 30
-resnet50 vit_b14 224 128 20"}
+resnet50 vit_b14 224 128 20
+resnet50 dinov3/convnext-base 224 128 20"}
 pair_rows=()  # one table row per measured pair
+# The teacher forwards also against torch.compile (BENCH_GPU_COMPILE=0: not),
+# in a table of their own.
+teacher_compile=${BENCH_GPU_COMPILE:-1}
+compile_rows=()
 
 # Runs one pair: $1 the label, then the arguments both tools take.
 run_pair() {
@@ -63,11 +72,30 @@ run_pair() {
     for field in precision images_per_s gpu_memory_mib; do
         row+=" $(result_field "$field" "$ours") |"
     done
-    row+=" $(result_field precision "$torch") $(result_field vit "$torch") |"
+    local library  # whose ViT (timm, builtin) or ConvNeXt (timm, torchvision) PyTorch ran
+    library=$(result_field vit "$torch")
+    [ "$library" = - ] && library=$(result_field convnext "$torch")
+    row+=" $(result_field precision "$torch") $library |"
     for field in images_per_s gpu_memory_mib; do
         row+=" $(result_field "$field" "$torch") |"
     done
     pair_rows+=("$row $images | $memory |")
+    pair_ours=$ours
+}
+
+# The teacher pair's PyTorch side again through torch.compile ($1 the
+# label, then the arguments both tools take), against pair_ours.
+run_compiled_teacher() {
+    local label=$1 compiled
+    shift
+    measure_side compiled "$PYTHON" "$tools/compare/pytorch_train_step.py" "$@" \
+        --device "$device" --precision "$precision" --channels-last 1 --warmup "$warmup" \
+        --threads "$step_threads" --compile
+    local images
+    images=$(ratio_of images_per_s "$pair_ours" "$compiled")
+    echo "RESULT tool=ratio what=\"$label (torch.compile)\" ours_over_compile_images_per_s=$images"
+    local row="| $label | $(result_field images_per_s "$pair_ours") |"
+    compile_rows+=("$row $(result_field images_per_s "$compiled") | $images |")
 }
 
 if [[ " $sections " == *" teacher "* ]]; then
@@ -75,6 +103,9 @@ if [[ " $sections " == *" teacher "* ]]; then
         [ -n "$model" ] || continue
         run_pair "teacher forward $model ${size}px batch $batch" --mode teacher --model "$model" \
             --image-size "$size" --batch-size "$batch" --steps "$steps"
+        [ "$teacher_compile" = 1 ] &&
+            run_compiled_teacher "teacher forward $model ${size}px batch $batch" --mode teacher \
+                --model "$model" --image-size "$size" --batch-size "$batch" --steps "$steps"
     done <<<"$teacher_configs"
 fi
 if [[ " $sections " == *" distillation "* ]]; then
@@ -87,8 +118,14 @@ if [[ " $sections " == *" distillation "* ]]; then
 fi
 if [ ${#pair_rows[@]} -gt 0 ]; then
     echo "== teacher and distillation, $device (GPU memory: nvidia-smi peak of each process, MiB)"
-    echo "| what | ours precision | ours images/s | ours MiB | PyTorch precision, ViT |" \
+    echo "| what | ours precision | ours images/s | ours MiB | PyTorch precision, model |" \
          "PyTorch images/s | PyTorch MiB | images/s ours/PyTorch | memory ours/PyTorch |"
     echo "|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${pair_rows[@]}"
+fi
+if [ ${#compile_rows[@]} -gt 0 ]; then
+    echo "== teacher forwards against torch.compile, $device"
+    echo "| what | ours images/s | compile images/s | ours/compile |"
+    echo "|---|---|---|---|"
+    printf '%s\n' "${compile_rows[@]}"
 fi

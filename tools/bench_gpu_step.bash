@@ -6,7 +6,8 @@
 #            (forward, backward, heads, loss, gate, optimizer, EMA) on the
 #            backend, --precision auto (16-mixed on the GPU);
 #   pytorch  tools/compare/pytorch_ssl_train.py --synthetic: torchvision
-#            ResNet, the same heads and losses, AMP, channels-last; then the
+#            ResNet or ConvNeXt, the same heads and losses, AMP,
+#            channels-last; then the
 #            same with --compile (skipped with BENCH_GPU_COMPILE=0).
 # DINO's head gets 65536 prototypes on both sides. Each configuration ends
 # with a line
@@ -20,7 +21,8 @@
 # the defaults below.
 step_configs=${BENCH_GPU_STEP_CONFIGS:-"simclr resnet50 224 256 40
 simclr resnet18 224 256 60
-dino resnet50 224 64 30"}
+dino resnet50 224 64 30
+simclr torchvision/convnext_tiny 224 128 30"}
 step_compile=${BENCH_GPU_COMPILE:-1}
 step_rows=()
 step_prototypes=65536

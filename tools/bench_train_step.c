@@ -22,7 +22,8 @@
 //     tools/compare/pytorch_ssl_train.py --synthetic.
 //
 //   bench_train_step [--mode step|teacher|distillation|method]
-//                    [--model resnet18|...|vit_s16|... (or a ResNet depth)]
+//                    [--model resnet18|...|vit_s16|...|timm/convnext_tiny|...
+//                             (or a ResNet depth)]
 //                    [--method simclr|dino|...] [--method-arg KEY=VALUE]...
 //                    [--teacher vit_s14|...] [--image-size N] [--batch-size N]
 //                    [--steps N] [--warmup N] [--threads N] [--backend cpu|ref|cuda]
@@ -329,6 +330,11 @@ static void print_memory(const Backbone *model) {
         for (int s = 0; s < resnet->slot_count; s++)
             activation_bytes += resnet->slots[s].arena_bytes;
         scratch_bytes = act_bytes(model->backend, resnet->scratch_elements * 3);
+    } else if (model->spec.kind == BACKBONE_CONVNEXT) {
+        const Convnext *convnext = &model->model.convnext;
+        for (int s = 0; s < convnext->slot_count; s++)
+            activation_bytes += convnext->slots[s].arena_bytes;
+        scratch_bytes = act_bytes(model->backend, convnext->scratch_elements * 7);
     } else {
         const Vit *vit = &model->model.vit;
         for (int s = 0; s < vit->slot_count; s++) activation_bytes += vit->slots[s].arena_bytes;

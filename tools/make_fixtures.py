@@ -238,6 +238,27 @@ def sample_indices(numel):
     return np.array([(k * SAMPLE_STRIDE) % numel for k in range(GRAD_SAMPLES)], dtype=np.int64)
 
 
+def add_gradient_entries(safe, prefix, double_grads, single_grads, full_max):
+    """Stores float64 gradients {parameter: flat array} under prefix/grad/P in
+    full (at most full_max elements), else as prefix/grad_sample/P,
+    prefix/grad_sum/P and prefix/grad_sumsq/P, each with the f32err of the
+    float32 run (single_grads) as f32_error defines it. For the ViT and
+    ConvNeXt fixtures (tools/make_vit_fixtures.py, make_convnext_fixtures.py)."""
+    for name, exact in double_grads.items():
+        error = single_grads[name] - exact
+        if exact.size <= full_max:
+            safe.add(f"{prefix}/grad/{name}", exact)
+            safe.add(f"f32err/{prefix}/grad/{name}", np.float64(np.abs(error).max()))
+            continue
+        safe.add(f"{prefix}/grad_sample/{name}", exact.ravel()[sample_indices(exact.size)])
+        safe.add(f"{prefix}/grad_sum/{name}", np.float64(exact.sum()))
+        safe.add(f"{prefix}/grad_sumsq/{name}", np.float64((exact * exact).sum()))
+        safe.add(f"f32err/{prefix}/grad_sample/{name}", np.float64(np.abs(error).max()))
+        safe.add(f"f32err/{prefix}/grad_sum/{name}", np.float64(np.abs(error).sum()))
+        safe.add(f"f32err/{prefix}/grad_sumsq/{name}",
+                 np.float64((2.0 * np.abs(exact * error) + error * error).sum()))
+
+
 def resnet_outputs(arch, dtype, input_array, loss_weights_array, decisions):
     """Runs the fixture computation in dtype (torch.float32 or float64), its
     ReLUs and max pool through `decisions` (fixture_kinks: the float64 run

@@ -68,8 +68,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import (DTYPE_NAMES, SafeFile, add_check, fixture_value,  # noqa: E402
-                           sample_indices)
+from make_fixtures import (DTYPE_NAMES, SafeFile, add_check,  # noqa: E402
+                           add_gradient_entries, fixture_value)
 
 import timm  # noqa: E402
 import transformers  # noqa: E402
@@ -209,19 +209,7 @@ def add_outputs(safe, double, single, prefix, double_grads, single_grads):
         error = float(np.abs(single[name].astype(np.float64) - value).max())
         safe.add(f"f32err/{name}", np.float64(error))
         summary[name] = f"f32err {error:.3g} of max |truth| {np.abs(value).max():.3g}"
-    for name, exact in double_grads.items():
-        error = single_grads[name] - exact
-        if exact.size <= FULL_GRAD_MAX:
-            safe.add(f"{prefix}/grad/{name}", exact)
-            safe.add(f"f32err/{prefix}/grad/{name}", np.float64(np.abs(error).max()))
-            continue
-        safe.add(f"{prefix}/grad_sample/{name}", exact[sample_indices(exact.size)])
-        safe.add(f"{prefix}/grad_sum/{name}", np.float64(exact.sum()))
-        safe.add(f"{prefix}/grad_sumsq/{name}", np.float64((exact * exact).sum()))
-        safe.add(f"f32err/{prefix}/grad_sample/{name}", np.float64(np.abs(error).max()))
-        safe.add(f"f32err/{prefix}/grad_sum/{name}", np.float64(np.abs(error).sum()))
-        safe.add(f"f32err/{prefix}/grad_sumsq/{name}",
-                 np.float64((2.0 * np.abs(exact * error) + error * error).sum()))
+    add_gradient_entries(safe, prefix, double_grads, single_grads, FULL_GRAD_MAX)
     return summary
 
 

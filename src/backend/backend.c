@@ -38,6 +38,25 @@ int conv_shape_make(ConvShape *shape, int batch, int in_height, int in_width, in
     return 0;
 }
 
+int depthwise_shape_make(DepthwiseShape *shape, int batch, int in_height, int in_width,
+                         int channels, int kernel, int stride, int padding, ErrorMessage *err) {
+    if (batch < 1 || in_height < 1 || in_width < 1 || channels < 1 || kernel < 1 || stride < 1 ||
+        padding < 0 || padding >= kernel)
+        return error_set(err, "depthwise conv: invalid geometry (batch %d, %dx%dx%d, kernel %d, "
+                              "stride %d, padding %d)",
+                         batch, in_height, in_width, channels, kernel, stride, padding);
+    *shape = (DepthwiseShape){
+        .batch = batch, .in_height = in_height, .in_width = in_width, .channels = channels,
+        .kernel = kernel, .stride = stride, .padding = padding,
+        .out_height = window_output(in_height, kernel, stride, padding),
+        .out_width = window_output(in_width, kernel, stride, padding),
+    };
+    if (in_height + 2 * padding < kernel || in_width + 2 * padding < kernel)
+        return error_set(err, "depthwise conv: %dx%d input with kernel %d, padding %d has no "
+                              "output", in_height, in_width, kernel, padding);
+    return 0;
+}
+
 int pool_shape_make(PoolShape *shape, int batch, int in_height, int in_width, int channels,
                     int window, int stride, int padding, ErrorMessage *err) {
     if (batch < 1 || in_height < 1 || in_width < 1 || channels < 1 || window < 1 || stride < 1 ||

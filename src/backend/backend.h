@@ -65,6 +65,25 @@ int conv_shape_make(ConvShape *shape, int batch, int in_height, int in_width, in
 // shape it will see (DINO: global and local view sizes).
 typedef struct ConvPlan ConvPlan;
 
+// Depthwise convolution geometry (ConvNeXt's 7x7): groups = channels, each
+// channel filtered by its own square kernel with stride and zero padding.
+typedef struct DepthwiseShape {
+    int batch, in_height, in_width, channels;
+    int kernel, stride, padding;
+    int out_height, out_width;  // derived by depthwise_shape_make
+} DepthwiseShape;
+
+// Fills a DepthwiseShape and its output size; -1 when the output would be empty.
+int depthwise_shape_make(DepthwiseShape *shape, int batch, int in_height, int in_width,
+                         int channels, int kernel, int stride, int padding, ErrorMessage *err);
+
+// A backend's prepared depthwise convolution for one DepthwiseShape (its
+// workspace for the weight gradient's partial sums). Made with the model.
+typedef struct DepthwisePlan DepthwisePlan;
+
+// A backend's prepared linear layer for one (rows, in, out), GELU after it or not.
+typedef struct LinearPlan LinearPlan;
+
 // Max-pool geometry (square window, zero... i.e. -inf padding).
 typedef struct PoolShape {
     int batch, in_height, in_width, channels;
@@ -231,6 +250,33 @@ typedef struct BackendOps {
     void (*conv2d_backward_weights)(Backend *backend, const ConvPlan *plan, const Act *x,
                                     const Act *dy, float *dw);
 
+    // ---- depthwise convolution (ConvNeXt) -----------------------------------------
+    // Weights w (K, K, C): tap (kh, kw) of channel c at [kh][kw][c], in the
+    // compute dtype (torch's (C, 1, K, K) appears only at import/export).
+    DepthwisePlan *(*depthwise_plan)(Backend *backend, const DepthwiseShape *shape,
+                                     ErrorMessage *err);
+    void (*depthwise_plan_free)(Backend *backend, DepthwisePlan *plan);
+    // y (N, OH, OW, C) = sum over the window of x (N, H, W, C) w (K, K, C),
+    // + bias (C) unless NULL (in fp16 / bf16 rounded to the dtype before the
+    // add, the sum rounded once, as linear_forward)
+    void (*depthwise_forward)(Backend *backend, const DepthwisePlan *plan, const Act *x,
+                              const Act *w, const float *bias, Act *y);
+    // dx (N, H, W, C) = the transposed convolution of dy (N, OH, OW, C) with w
+    void (*depthwise_backward_data)(Backend *backend, const DepthwisePlan *plan, const Act *dy,
+                                    const Act *w, Act *dx);
+    // dw (K, K, C) += correlation of x (N, H, W, C) with dy (N, OH, OW, C);
+    // dbias (C) += the sum of dy over N, OH, OW unless NULL
+    void (*depthwise_backward_weights)(Backend *backend, const DepthwisePlan *plan,
+                                       const Act *x, const Act *dy, float *dw, float *dbias);
+    // Planned linear layers (ConvNeXt's fc1, fc2): linear_forward, then gelu_forward
+    // when the plan has `gelu` (forwards that keep no pre-activation: frozen models),
+    // each rounded in fp16 / bf16; the cpu backend fuses both into one oneDNN matmul.
+    LinearPlan *(*linear_plan)(Backend *backend, int rows, int in, int out, int gelu,
+                               ErrorMessage *err);
+    void (*linear_plan_free)(Backend *backend, LinearPlan *plan);
+    void (*linear_planned_forward)(Backend *backend, const LinearPlan *plan, const Act *x,
+                                   const Act *w, const float *bias, Act *y);
+
     // ---- batch norm over rows: NHWC 2d (rows = N*H*W) and 1d (rows = N) -----
     // Training: batch statistics (biased variance for normalising), saves
     // mean and 1/sqrt(var + eps) for backward, and updates the running stats
@@ -336,7 +382,7 @@ typedef struct BackendOps {
     // dx (n) = dy * (y > 0); y is the forward output; dx may alias dy
     void (*relu_backward)(Backend *backend, size_t n, const Act *y, const Act *dy, Act *dx);
     // y (n) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)): the exact GELU (torch.nn.GELU()
-    // default, not the tanh approximation); y may not alias x
+    // default, not the tanh approximation); elementwise: y may alias x
     void (*gelu_forward)(Backend *backend, size_t n, const Act *x, Act *y);
     // dx (n) = dy (Phi(x) + x phi(x)), phi the standard normal density; x is the
     // forward input; dx may alias dy

@@ -29,7 +29,17 @@ static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
 static const char *const lightly_train_model_names[] = {
     "torchvision/resnet18=resnet18",   "torchvision/resnet34=resnet34",
     "torchvision/resnet50=resnet50",   "torchvision/resnet101=resnet101",
-    "torchvision/resnet152=resnet152", NULL};
+    "torchvision/resnet152=resnet152",
+    // ConvNeXts: torchvision's bare names, DINOv3's other spellings (its package's
+    // parse_model_name: "_" for "-", a -pretrain suffix)
+    "convnext_tiny=torchvision/convnext_tiny", "convnext_small=torchvision/convnext_small",
+    "convnext_base=torchvision/convnext_base", "convnext_large=torchvision/convnext_large",
+    "dinov3/convnext_tiny=dinov3/convnext-tiny", "dinov3/convnext_small=dinov3/convnext-small",
+    "dinov3/convnext_base=dinov3/convnext-base", "dinov3/convnext_large=dinov3/convnext-large",
+    "dinov3/convnext-tiny-pretrain=dinov3/convnext-tiny",
+    "dinov3/convnext-small-pretrain=dinov3/convnext-small",
+    "dinov3/convnext-base-pretrain=dinov3/convnext-base",
+    "dinov3/convnext-large-pretrain=dinov3/convnext-large", NULL};
 static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf16-mixed", NULL};
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
 static const char *const backend_names[] = {"cpu", "ref", NULL};

@@ -175,8 +175,14 @@ static int list_names(void) {
     char root[4096];
     ErrorMessage err = {{0}};
     if (weights_cache_root(root, sizeof root, &err)) snprintf(root, sizeof root, "(%s)", err.text);
-    printf("%-20s %-18s %-10s %-15s %-44s %s\n", "name", "model", "size", "licence",
-           "source: Hugging Face repository", "cached");
+    int name_width = 20, model_width = 18;  // the columns' widths: the longest entries'
+    for (int i = 0; i < count; i++) {
+        const int name = (int)strlen(entries[i].name), model = (int)strlen(entries[i].arch);
+        if (name >= name_width) name_width = name + 1;
+        if (model >= model_width) model_width = model + 1;
+    }
+    printf("%-*s %-*s %-10s %-15s %-44s %s\n", name_width, "name", model_width, "model", "size",
+           "licence", "source: Hugging Face repository", "cached");
     for (int i = 0; i < count; i++) {
         const WeightsEntry *entry = &entries[i];
         char path[4096], size[32] = "", cached[8] = "no";
@@ -190,8 +196,8 @@ static int list_names(void) {
         } else {  // F32: 4 bytes a parameter
             snprintf(size, sizeof size, "~%.0f MB", entry->params_millions * 4);
         }
-        printf("%-20s %-18s %-10s %-15s %-44s %s\n", entry->name, entry->arch, size,
-               entry->licence, entry->repo, cached);
+        printf("%-*s %-*s %-10s %-15s %-44s %s\n", name_width, entry->name, model_width,
+               entry->arch, size, entry->licence, entry->repo, cached);
     }
     printf("\nDefault teachers (LightlyTrain's): distillation %s, distillationv1 and v2 %s.\n"
            "Also any Hugging Face repository ORG/NAME[@REVISION][:FILE], e.g. "

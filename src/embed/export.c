@@ -4,9 +4,10 @@
 // weights OIHW, BN running stats and num_batches_tracked, no fc), loadable
 // with torchvision.models.resnetXX().load_state_dict(
 // safetensors.torch.load_file(path), strict=False) (only fc.* missing); a
-// ViT as a timm state dict (nn/vit_weights.h: vit_save); or, --format
-// onnx, as an ONNX model of the embedding model (embed/onnx_export.h,
-// docs/onnx.md).
+// ViT as a timm state dict (nn/vit_weights.h: vit_save); a ConvNeXt in its
+// naming's (nn/convnext_weights.h: torchvision's, timm's or DINOv3's); or,
+// --format onnx, as an ONNX model of the embedding model
+// (embed/onnx_export.h, docs/onnx.md).
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -250,9 +251,11 @@ int command_export(int argc, char **argv) {
     };
     const OptionParser parser = {
         .program = "lightly-train-c export",
-        .summary = "Writes a backbone of a checkpoint as a torchvision (ResNet) or timm "
-                   "(ViT) state dict in safetensors, loadable with load_state_dict (ResNet: "
-                   "strict=False, no fc), or as an ONNX model of its embedding (docs/onnx.md).",
+        .summary = "Writes a backbone of a checkpoint as a torchvision (ResNet), timm (ViT) "
+                   "or torchvision / timm / DINOv3 (ConvNeXt, its --model's) state dict in "
+                   "safetensors, loadable with load_state_dict (ResNet, torchvision's "
+                   "ConvNeXt: strict=False, no classifier), or as an ONNX model of its "
+                   "embedding (docs/onnx.md).",
         .epilog = EXIT_STATUS_HELP,
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nn/backbone_convnext.h"
 #include "nn/batchnorm_sync.h"
+#include "nn/convnext_names.h"
 #include "nn/vit_weights.h"
 #include "nn/weights.h"
 
@@ -23,7 +25,12 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolo11x.yaml", "ultralytics/yolov8n.pt", "ultralytics/yolov8s.pt",
     "ultralytics/yolov8m.pt", "ultralytics/yolov8l.pt", "ultralytics/yolov8x.pt",
     "ultralytics/yolo11n.pt", "ultralytics/yolo11s.pt", "ultralytics/yolo11m.pt",
-    "ultralytics/yolo11l.pt", "ultralytics/yolo11x.pt", NULL};
+    "ultralytics/yolo11l.pt", "ultralytics/yolo11x.pt",
+    // ConvNeXts (convnext_names.h)
+    "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
+    "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",
+    "timm/convnext_base", "timm/convnext_large", "dinov3/convnext-tiny", "dinov3/convnext-small",
+    "dinov3/convnext-base", "dinov3/convnext-large", NULL};
 
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);
@@ -46,15 +53,21 @@ int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, Er
         spec->kind = BACKBONE_YOLO;
         return yolo_parse_name(name, &spec->yolo, &pretrained, err);
     }
+    if (convnext_is_preset_name(name)) {
+        spec->kind = BACKBONE_CONVNEXT;
+        return convnext_config_preset(name, &spec->convnext, err);
+    }
     return error_set(err, "unknown model '%s' (resnet18/34/50/101/152, vit_t16, vit_s14, "
                           "vit_s16, vit_b14, vit_b16, vit_l14, vit_l16, vit_g14, ..._reg4, "
                           "dinov3/vits16, dinov3/vitb16, ..., ultralytics/yolov8s.yaml, "
-                          "ultralytics/yolo11s.yaml, ...)", name);
+                          "ultralytics/yolo11s.yaml, ..., torchvision/convnext_tiny, "
+                          "timm/convnext_tiny, dinov3/convnext-tiny, ...)", name);
 }
 
 void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size) {
     if (spec->kind == BACKBONE_VIT) snprintf(out, size, "%s", spec->vit.name);
     else if (spec->kind == BACKBONE_YOLO) snprintf(out, size, "%s", spec->yolo.name);
+    else if (spec->kind == BACKBONE_CONVNEXT) snprintf(out, size, "%s", spec->convnext.name);
     else snprintf(out, size, "resnet%d", spec->resnet_depth);
 }
 
@@ -293,18 +306,20 @@ static int allocate(Backbone *backbone, Backend *backend, const BackboneSpec *sp
     memset(backbone, 0, sizeof *backbone);
     backbone->spec = *spec;
     backbone->backend = backend;
-    backbone->ops = spec->kind == BACKBONE_VIT    ? &vit_backbone_ops
-                    : spec->kind == BACKBONE_YOLO ? &yolo_backbone_ops
-                                                  : &resnet_backbone_ops;
+    backbone->ops = spec->kind == BACKBONE_VIT        ? &vit_backbone_ops
+                    : spec->kind == BACKBONE_YOLO     ? &yolo_backbone_ops
+                    : spec->kind == BACKBONE_CONVNEXT ? &convnext_backbone_ops
+                                                      : &resnet_backbone_ops;
     if (input_count < 1 || input_count > BACKBONE_MAX_SLOTS)
         return error_set(err, "backbone: %d inputs (1..%d)", input_count, BACKBONE_MAX_SLOTS);
     backbone->slot_count = input_count;
     memcpy(backbone->slots, inputs, (size_t)input_count * sizeof *inputs);
-    const int status = spec->kind == BACKBONE_VIT
-                           ? allocate_vit(backbone, inputs, input_count, frozen, err)
-                       : spec->kind == BACKBONE_YOLO
-                           ? allocate_yolo(backbone, inputs, input_count, frozen, err)
-                           : allocate_resnet(backbone, inputs, input_count, frozen, err);
+    const int status =
+        spec->kind == BACKBONE_VIT    ? allocate_vit(backbone, inputs, input_count, frozen, err)
+        : spec->kind == BACKBONE_YOLO ? allocate_yolo(backbone, inputs, input_count, frozen, err)
+        : spec->kind == BACKBONE_CONVNEXT
+            ? backbone_allocate_convnext(backbone, inputs, input_count, frozen, err)
+            : allocate_resnet(backbone, inputs, input_count, frozen, err);
     if (status) backbone_free(backbone);
     return status;
 }
@@ -349,6 +364,8 @@ void backbone_free(Backbone *backbone) {
 
 void backbone_set_draw_key(Backbone *backbone, uint64_t key) {
     if (backbone->spec.kind == BACKBONE_VIT) vit_set_draw_key(&backbone->model.vit, key);
+    if (backbone->spec.kind == BACKBONE_CONVNEXT)
+        convnext_set_draw_key(&backbone->model.convnext, key);
 }
 
 int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, ErrorMessage *err) {
@@ -363,6 +380,8 @@ int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, Erro
 }
 
 const Parameter *backbone_input_layer(const Backbone *backbone) {
+    if (backbone->spec.kind == BACKBONE_CONVNEXT)
+        return &backbone->params->params[backbone->model.convnext.stages[0].conv.weight_index];
     const char *name = backbone->spec.kind == BACKBONE_VIT    ? "patch_embed.proj.weight"
                        : backbone->spec.kind == BACKBONE_YOLO ? "model.0.conv.weight"
                                                               : "conv1.weight";
@@ -374,6 +393,8 @@ void backbone_feature_map_size(const Backbone *b, int slot, int *height, int *wi
         *height = *width = b->model.vit.slots[slot].grid;
     else if (b->spec.kind == BACKBONE_YOLO)
         yolo_feature_map_size(&b->model.yolo, slot, height, width);
+    else if (b->spec.kind == BACKBONE_CONVNEXT)
+        convnext_feature_map_size(&b->model.convnext, slot, height, width);
     else
         resnet_feature_map_size(&b->model.resnet, slot, height, width);
 }

@@ -5,7 +5,8 @@
 //
 // Features: ResNets' globally pooled last stage; ViTs' pooled normalised
 // tokens (mean of the patch tokens by default, or the class token: VitPool);
-// Ultralytics YOLOs' globally pooled last backbone layer (nn/yolo.h).
+// Ultralytics YOLOs' globally pooled last backbone layer (nn/yolo.h);
+// ConvNeXts' pooled last stage (DINOv3's: of the normalised map, convnext.h).
 #ifndef LTC_NN_BACKBONE_H
 #define LTC_NN_BACKBONE_H
 
@@ -13,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "nn/convnext.h"
 #include "nn/parameters.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
@@ -23,7 +25,12 @@
 #define BACKBONE_MAX_SLOTS 4
 #define BACKBONE_MAX_NAME 32
 
-typedef enum BackboneKind { BACKBONE_RESNET, BACKBONE_VIT, BACKBONE_YOLO } BackboneKind;
+typedef enum BackboneKind {
+    BACKBONE_RESNET,
+    BACKBONE_VIT,
+    BACKBONE_YOLO,
+    BACKBONE_CONVNEXT
+} BackboneKind;
 
 // What to build.
 typedef struct BackboneSpec {
@@ -31,6 +38,7 @@ typedef struct BackboneSpec {
     int resnet_depth;  // 18, 34, 50, 101, 152
     VitConfig vit;
     YoloConfig yolo;   // BACKBONE_YOLO (nn/yolo.h)
+    ConvnextConfig convnext;  // BACKBONE_CONVNEXT (nn/convnext.h)
     // Channels of the input images: the first conv / patch embedding takes
     // this many (0 means 3; --num-channels).
     int in_channels;
@@ -43,14 +51,16 @@ typedef struct BackboneSpec {
 // The --model names: resnet18 / 34 / 50 / 101 / 152, the ViT presets of
 // vit.h (vit_t16, vit_s14, ... with _reg4; dinov3/vits16, ...) and the
 // Ultralytics YOLOs as LightlyTrain names them (ultralytics/yolov8s.yaml,
-// ultralytics/yolo11m.yaml, ...: yolo.h); image_size sets a new ViT's
-// position grid. NULL-terminated list for option tables.
+// ultralytics/yolo11m.yaml, ...: yolo.h), the ConvNeXts of convnext_names.h
+// (torchvision/convnext_tiny, timm/..., dinov3/convnext-tiny, ...);
+// image_size sets a new ViT's position grid. NULL-terminated list for option
+// tables.
 extern const char *const backbone_model_names[];
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err);
 // "resnet50", "vit_s16", ... (out of BACKBONE_MAX_NAME bytes).
 void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size);
 // The smallest input side the architecture takes and the multiple it needs
-// (ViT: the patch size; ResNet: 1).
+// (ViT: the patch size; ResNet, ConvNeXt: 1).
 int backbone_spec_size_step(const BackboneSpec *spec);
 
 typedef struct BackboneInput {
@@ -93,6 +103,7 @@ struct Backbone {
         Resnet resnet;
         Vit vit;
         Yolo yolo;
+        Convnext convnext;
     } model;
     int64_t no_batches_tracked;
 };

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nn/convnext_names.h"
+#include "nn/convnext_weights.h"
 #include "nn/vit_names.h"
 #include "nn/vit_weights.h"
 
@@ -89,14 +91,16 @@ static int anchor_prefix(const char *name, const char *anchor, char *prefix, siz
 
 // The prefix `name` is a backbone's anchor under: a ViT's class token (its
 // longest naming first, so that "embeddings.cls_token" is found under "",
-// not "embeddings.") or a ResNet's stem with its first block, or an
-// Ultralytics model's first two convs; else 0.
+// not "embeddings."), a ConvNeXt's stem conv with its first block, an
+// Ultralytics model's first two convs, or a ResNet's stem with its first
+// block; else 0.
 static int anchored_prefix(const SafeTensors *file, const char *name, char *prefix,
                            size_t size) {
     for (int i = 0; i < VIT_CLASS_TOKEN_NAME_COUNT; i++)
         if (anchor_prefix(name, VIT_CLASS_TOKEN_NAMES[i], prefix, size)) return 1;
     if (anchor_prefix(name, YOLO_ANCHOR, prefix, size))
         return state_dict_find(file, prefix, YOLO_ANCHOR_NEXT) != NULL;
+    if (convnext_anchor_prefix(file, name, prefix, size)) return 1;
     return anchor_prefix(name, "conv1.weight", prefix, size) &&
            state_dict_find(file, prefix, "layer1.0.conv1.weight");
 }
@@ -126,6 +130,12 @@ int state_dict_backbone_prefix(const SafeTensors *file, char *prefix, size_t siz
 int state_dict_backbone_spec(const SafeTensors *file, const char *prefix, BackboneSpec *spec,
                              ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);
+    if (convnext_weights_detect(file, prefix)) {
+        spec->kind = BACKBONE_CONVNEXT;
+        if (convnext_config_from_weights(file, prefix, &spec->convnext, err)) return -1;
+        spec->in_channels = spec->convnext.in_channels;
+        return 0;
+    }
     if (vit_weights_detect(file, prefix)) {
         spec->kind = BACKBONE_VIT;
         if (vit_config_from_weights(file, prefix, &spec->vit, err)) return -1;

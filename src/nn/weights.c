@@ -281,7 +281,7 @@ static int is_known_key(const char *name, const ParameterSet *params,
            is_bn_counter(name, buffers);
 }
 
-static void convert_to_float(const SafeTensors *file, const SafeTensor *tensor, float *out) {
+void weights_tensor_to_float(const SafeTensors *file, const SafeTensor *tensor, float *out) {
     const void *data = safetensors_data(file, tensor);
     const size_t n = (size_t)safe_tensor_elements(tensor);
     if (tensor->dtype == SAFE_F32) memcpy(out, data, n * sizeof *out);
@@ -360,7 +360,7 @@ int weights_load_from(const SafeTensors *file, ParameterSet *params, ParameterSe
             snprintf(key, sizeof key, "%s%s", key_prefix, param->name);
             const SafeTensor *tensor = safetensors_find(file, key);
             if (!tensor) continue;  // allowed missing
-            convert_to_float(file, tensor, torch);
+            weights_tensor_to_float(file, tensor, torch);
             const size_t bad = finite_first_bad_f32(torch, param->count);
             if (bad < param->count) {
                 const size_t how_many = finite_count_bad_f32(torch, param->count);

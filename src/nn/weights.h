@@ -55,6 +55,10 @@ int weights_key_count(const ParameterSet *params, const ParameterSet *buffers);
 // "(a, b, c)" of a shape, for messages.
 void weights_format_shape(const int64_t *dims, int rank, char *out, size_t size);
 
+// The values of an F32, F16 or BF16 tensor of file as floats: out
+// (elements) =.
+void weights_tensor_to_float(const SafeTensors *file, const SafeTensor *tensor, float *out);
+
 // Host-side layout conversion of one tensor: ours (O, KH, KW, I) <-> torch
 // (O, I, KH, KW) for rank-4 parameters, a plain copy otherwise.
 void weights_to_torch_layout(const Parameter *param, const float *ours, float *torch);

@@ -188,6 +188,42 @@ void distill_teacher_normalized(DistillTeacher *teacher, int batch, float *globa
     }
 }
 
+int distill_teacher_has_stages(const DistillTeacher *teacher) {
+    const Backbone *backbone = &teacher->backbone;
+    return backbone->spec.kind == BACKBONE_CONVNEXT &&
+           convnext_norm_features(&backbone->spec.convnext);
+}
+
+int distill_teacher_stage_width(const DistillTeacher *teacher, int stages) {
+    const ConvnextConfig *c = &teacher->backbone.spec.convnext;
+    int width = 0;
+    for (int s = CONVNEXT_STAGES - stages; s < CONVNEXT_STAGES; s++) width += c->dims[s];
+    return width;
+}
+
+void distill_teacher_stage_features(DistillTeacher *teacher, int batch, int stages, Act *scratch,
+                                    Act *out) {
+    Backend *backend = teacher->backbone.backend;
+    const Convnext *convnext = &teacher->backbone.model.convnext;
+    const size_t rows = (size_t)batch * teacher->grid_h * teacher->grid_w;
+    const size_t width = (size_t)distill_teacher_stage_width(teacher, stages);
+    size_t column = 0;
+    for (int stage = CONVNEXT_STAGES - stages; stage < CONVNEXT_STAGES; stage++) {
+        const size_t dim = (size_t)convnext->config.dims[stage];
+        const Act *source = distill_teacher_map(teacher);  // the last stage, normalised
+        if (stage < CONVNEXT_STAGES - 1) {
+            int height, stage_width;
+            const Act *output = convnext_stage_output(convnext, 0, stage, &height, &stage_width);
+            backend->op.resize_bilinear_forward(backend, batch, height, stage_width, (int)dim,
+                                                output, teacher->grid_h, teacher->grid_w,
+                                                scratch);
+            source = scratch;
+        }
+        backend->op.copy_2d(backend, rows, dim, source, dim, act_at(backend, out, column), width);
+        column += dim;
+    }
+}
+
 // ---- mixup ---------------------------------------------------------------------------------
 
 int distill_mixup_create(DistillMixup *mixup, const Method *method, uint64_t seed,

@@ -4,7 +4,8 @@
 //
 // Teacher (--method-arg teacher=PATH, required): a backbone file in any
 // naming model_source.h reads (a ViT in timm / DINOv2 / transformers
-// naming, a torchvision ResNet) or one of our checkpoints (teacher_part=
+// naming, a torchvision ResNet, a ConvNeXt in torchvision / timm / DINOv3
+// naming: DINOv3's ConvNeXts) or one of our checkpoints (teacher_part=
 // backbone | student | teacher picks the part); teacher_arch=NAME (a
 // --model name) supplies what the file cannot say (a ViT's heads). It is
 // loaded frozen (backbone_allocate_frozen: no gradients, nothing kept for
@@ -12,9 +13,11 @@
 // a resumed run reads it from the same path again. Its features, as
 // LightlyTrain's teacher wrappers give them:
 //   global: a ViT's normalised class token (DINOv2/DINOv3 forward_pool), a
-//           ResNet's pooled features;
+//           ResNet's pooled features, a DINOv3 ConvNeXt's mean of its
+//           normalised map (DINOv3VConvNeXtModelWrapper.forward_pool);
 //   map:    a ViT's normalised patch tokens on the patch grid, a ResNet's
-//           last stage before the pool (backbone_feature_map).
+//           last stage before the pool, a DINOv3 ConvNeXt's last stage
+//           through its final norm (backbone_feature_map).
 //
 // Mixup (LightlyTrain's _mixup_data): x' = lambda x + (1 - lambda)
 // x[permutation], lambda ~ U(0, 1) and a uniform random permutation of the
@@ -69,6 +72,20 @@ const Act *distill_teacher_map(DistillTeacher *teacher);
 // norms (batch grid_h grid_w) is scratch.
 void distill_teacher_normalized(DistillTeacher *teacher, int batch, float *global, float *local,
                                 float *norms);
+
+// A DINOv3 ConvNeXt teacher (its features through the final norm): its
+// stage outputs serve distillationv2's n_teacher_blocks.
+int distill_teacher_has_stages(const DistillTeacher *teacher);
+// The width of its last `stages` stages side by side.
+int distill_teacher_stage_width(const DistillTeacher *teacher, int stages);
+// out (batch, grid_h, grid_w, width) = its last `stages` stages of the last
+// forward side by side, as LightlyTrain's DINOv3 ConvNeXt wrapper
+// (forward_features with n_blocks): the last stage's map through the final
+// norm, each earlier stage's output as it is (DINOv3's norms[0..2] are
+// identities) resized bilinearly (align_corners false) to the last grid.
+// scratch (batch, grid_h, grid_w, widest stage).
+void distill_teacher_stage_features(DistillTeacher *teacher, int batch, int stages, Act *scratch,
+                                    Act *out);
 
 typedef struct DistillMixup {
     Backend *backend;

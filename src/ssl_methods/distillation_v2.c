@@ -3,12 +3,16 @@
 // of its last n_teacher_blocks blocks, each through the final LayerNorm (as
 // DINOv2's get_intermediate_layers(norm=True)), concatenated per token
 // (B, P, n D), not normalised; a ResNet teacher gives its last stage
-// (n_teacher_blocks 1). The student's feature map through
+// (n_teacher_blocks 1); a DINOv3 ConvNeXt teacher its last n stages (as
+// LightlyTrain's DINOv3 ConvNeXt wrapper: the last stage through the final
+// norm, the others as they are, each resized bilinearly to the last
+// stage's grid), side by side (B, P, sum of their widths). The student's feature map through
 // DistillationV2Head (one Linear, or n_projection_layers with LayerNorm and
 // GELU, projection_hidden_dim wide) to n D, resized to the teacher's grid;
 //   loss = mean squared error
 // (distillation_loss.h, distillation_teacher.h). Method arguments:
-// DISTILL_COMMON_ARGS, n_teacher_blocks (2; 1 for a ResNet teacher),
+// DISTILL_COMMON_ARGS, n_teacher_blocks (2; 1 for a ResNet teacher or a
+// ConvNeXt without DINOv3's features),
 // n_projection_layers (1), projection_hidden_dim (2048).
 #include <stdlib.h>
 
@@ -20,10 +24,11 @@ typedef struct DistillationV2 {
     DistillProjection head;
     DistillMseLoss *loss;
     int blocks;               // n_teacher_blocks
+    int width;                // of the teacher's features: n D (ConvNeXt: its stages' widths)
     Act *teacher_features;    // (B, P, n D) (n > 1)
     float *teacher_f32;       // (B, P, n D) the teacher's features in fp32
     Act *block_tokens;        // (B, T, D): one block's normalised tokens (n > 1)
-    Act *patches;             // (B, P, D): their patch rows (n > 1)
+    Act *patches;             // (B, P, D): their patch rows (n > 1; ConvNeXt: a resized stage)
     float *dstudent;          // (B, P, n D)
     Act *dmap;                // (B, h, w, C)
 } DistillationV2;
@@ -33,8 +38,15 @@ typedef struct DistillationV2 {
 static const float *v2_teacher_features(DistillationV2 *state, int batch, ErrorMessage *err) {
     DistillTeacher *teacher = &state->common.teacher;
     Backend *backend = teacher->backbone.backend;
-    const size_t dim = (size_t)teacher->dim, wide = (size_t)state->blocks * dim;
+    const size_t dim = (size_t)teacher->dim, wide = (size_t)state->width;
     const size_t patches = (size_t)teacher->grid_h * teacher->grid_w;
+    if (state->blocks > 1 && distill_teacher_has_stages(teacher)) {
+        distill_teacher_stage_features(teacher, batch, state->blocks, state->patches,
+                                       state->teacher_features);
+        backend->op.act_to_float(backend, batch * patches * wide, state->teacher_features,
+                                 state->teacher_f32);
+        return state->teacher_f32;
+    }
     if (state->blocks == 1) {
         backend->op.act_to_float(backend, batch * patches * dim, distill_teacher_map(teacher),
                                  state->teacher_f32);
@@ -96,24 +108,39 @@ static const MethodOps v2_ops = {
     .destroy = v2_destroy,
 };
 
-// n_teacher_blocks: a whole number in 1..depth for a ViT teacher; a ResNet
-// teacher has one map.
+// n_teacher_blocks: a whole number in 1..depth for a ViT teacher, 1..4
+// (stages) for a DINOv3 ConvNeXt; a ResNet or another ConvNeXt teacher has
+// one map.
 static int v2_check_blocks(const DistillTeacher *teacher, double blocks, ErrorMessage *err) {
     const Backbone *backbone = &teacher->backbone;
     const int vit = backbone->spec.kind == BACKBONE_VIT;
-    const int depth = vit ? backbone->spec.vit.depth : 1;
+    const int depth = vit ? backbone->spec.vit.depth
+                          : distill_teacher_has_stages(teacher) ? CONVNEXT_STAGES : 1;
+    const char *kind = vit ? "ViT" : backbone->spec.kind == BACKBONE_CONVNEXT ? "ConvNeXt"
+                                                                             : "ResNet";
     if (!(blocks >= 1 && blocks <= depth) || blocks != (int)blocks)
         return error_set(err, "--method-arg n_teacher_blocks=%g: the %s teacher has %d block "
-                              "output%s to take (1..%d)", blocks, vit ? "ViT" : "ResNet", depth,
+                              "output%s to take (1..%d)", blocks, kind, depth,
                          depth == 1 ? "" : "s", depth);
     return 0;
 }
 
+// The width of the teacher's features for n_teacher_blocks blocks.
+static int v2_teacher_width(const DistillTeacher *teacher, int blocks) {
+    return distill_teacher_has_stages(teacher) ? distill_teacher_stage_width(teacher, blocks)
+                                               : blocks * teacher->dim;
+}
+
 static int v2_buffers(DistillationV2 *state, Backend *backend, int batch, int tokens,
                       int student_elements, ErrorMessage *err) {
-    const size_t b = (size_t)batch, d = (size_t)state->common.teacher.dim;
-    const size_t patches = (size_t)state->common.teacher.grid_h * state->common.teacher.grid_w;
-    const size_t wide = b * patches * d * state->blocks;
+    const DistillTeacher *teacher = &state->common.teacher;
+    size_t d = (size_t)teacher->dim;  // the widest part: a block, a ConvNeXt stage
+    for (int s = 0; distill_teacher_has_stages(teacher) && s < CONVNEXT_STAGES; s++)
+        if ((size_t)teacher->backbone.spec.convnext.dims[s] > d)
+            d = (size_t)teacher->backbone.spec.convnext.dims[s];
+    const size_t b = (size_t)batch;
+    const size_t patches = (size_t)teacher->grid_h * teacher->grid_w;
+    const size_t wide = b * patches * state->width;
     const int several = state->blocks > 1;
     float **buffers[] = {&state->teacher_f32, &state->dstudent};
     const size_t sizes[] = {wide, wide};
@@ -151,15 +178,17 @@ int distillation_v2_create(Method *method, const MethodSetup *setup, ErrorMessag
     const DistillTeacher *teacher = &state->common.teacher;
     const int vit_teacher = teacher->backbone.spec.kind == BACKBONE_VIT;
     double blocks;
-    if (method_arg_double(setup, "n_teacher_blocks", vit_teacher ? 2 : 1, &blocks, err)) return -1;
+    const int several = vit_teacher || distill_teacher_has_stages(teacher);
+    if (method_arg_double(setup, "n_teacher_blocks", several ? 2 : 1, &blocks, err)) return -1;
     if (v2_check_blocks(teacher, blocks, err)) return -1;
     state->blocks = (int)blocks;
+    state->width = v2_teacher_width(teacher, state->blocks);
     if (distill_teacher_keep_blocks(&state->common.teacher, state->blocks, err)) return -1;
     int height, width;
     backbone_feature_map_size(&method->backbone, 0, &height, &width);
     const int student_dim = method->backbone.feature_dim;
-    const HeadSpec head = head_spec_distillation_v2(student_dim, (int)hidden,
-                                                    state->blocks * teacher->dim, (int)layers);
+    const HeadSpec head = head_spec_distillation_v2(student_dim, (int)hidden, state->width,
+                                                    (int)layers);
     const int tokens = vit_teacher ? teacher->backbone.model.vit.slots[0].tokens : 0;
     if (distill_projection_create(&state->head, backend, &head, "projection_head", batch, height,
                                   width, teacher->grid_h, teacher->grid_w, 0, setup->seed, err) ||

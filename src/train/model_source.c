@@ -41,6 +41,23 @@ static int checkpoint_part_prefix(const Checkpoint *ckpt, const char *part, char
     return 0;
 }
 
+// A ConvNeXt name on a ConvNeXt file: the same blocks and widths; the
+// name's naming and features are taken (dinov3/convnext-tiny on timm's copy
+// of its weights is a DINOv3 ConvNeXt, loaded with its names translated).
+static int apply_convnext_arch(const char *arch, const BackboneSpec *named, BackboneSpec *spec,
+                               ErrorMessage *err) {
+    const ConvnextConfig *a = &named->convnext, *b = &spec->convnext;
+    for (int s = 0; s < CONVNEXT_STAGES; s++)
+        if (a->depths[s] != b->depths[s] || a->dims[s] != b->dims[s])
+            return error_set(err, "%s does not match the file: stage %d has %d blocks of width "
+                                  "%d, the file's %d of width %d", arch, s, a->depths[s],
+                             a->dims[s], b->depths[s], b->dims[s]);
+    const int in_channels = b->in_channels;
+    spec->convnext = *a;
+    spec->convnext.in_channels = in_channels;
+    return 0;
+}
+
 // The named architecture where the file leaves something open (a ViT's
 // heads), after checking that the two agree on everything the file says.
 static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
@@ -52,7 +69,8 @@ static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
         (spec->kind == BACKBONE_RESNET && named.resnet_depth != spec->resnet_depth) ||
         (spec->kind == BACKBONE_YOLO && strcmp(named.yolo.name, spec->yolo.name) != 0))
         return error_set(err, "%s does not match the file, which holds a %s", arch, found);
-    if (spec->kind != BACKBONE_VIT) return 0;
+    if (spec->kind == BACKBONE_RESNET || spec->kind == BACKBONE_YOLO) return 0;
+    if (spec->kind == BACKBONE_CONVNEXT) return apply_convnext_arch(arch, &named, spec, err);
     const VitConfig *a = &named.vit, *b = &spec->vit;
     const struct { const char *what; int named, file; } checks[] = {
         {"width", a->embed_dim, b->embed_dim},        {"depth", a->depth, b->depth},
@@ -95,7 +113,8 @@ static int create_and_load(CreateAndLoad *how, const SafeTensors *file, const ch
     BackboneInput sized[BACKBONE_MAX_SLOTS];
     for (int i = 0; i < how->input_count; i++) {
         sized[i] = how->inputs[i];
-        if (sized[i].resolution <= 0)  // the smallest input the architecture takes
+        if (sized[i].resolution <= 0)  // the smallest input the architecture takes (ResNet,
+                                       // ConvNeXt: 32 px)
             sized[i].resolution = spec.kind == BACKBONE_VIT ? spec.vit.patch_size : 32;
     }
     if ((options->frozen ? backbone_allocate_frozen : backbone_allocate)(
@@ -113,8 +132,8 @@ static int create_from_state_dict(void *context, SafeTensors *file, const char *
                                   int anchored, ErrorMessage *err) {
     if (create_and_load(context, file, prefix, err) == 0) return 0;
     if (!anchored)  // tried at the root, for the detection to say why
-        error_prefix(err, "no ViT class token nor ResNet stem (\"conv1.weight\" with "
-                          "\"layer1.0.conv1.weight\") under any prefix");
+        error_prefix(err, "no ViT class token, ConvNeXt stem nor ResNet stem (\"conv1.weight\" "
+                          "with \"layer1.0.conv1.weight\") under any prefix");
     return -1;
 }
 

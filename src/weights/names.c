@@ -11,7 +11,7 @@
 
 // LightlyTrain's names (its dinov2_vit and dinov3 packages) -> timm's copies
 // on the Hugging Face Hub, whose safetensors files this program reads
-// (nn/vit_names.h: timm and timm Eva naming). LightlyTrain itself downloads
+// (nn/vit_names.h: timm and timm Eva naming; nn/convnext_names.h). LightlyTrain itself downloads
 // .pth files from dl.fbaipublicfiles.com (DINOv2) and its own S3 bucket
 // (DINOv3): the same weights, in a container this table does not use.
 // DINOv2's plain names have 4 registers, as LightlyTrain's do ("-noreg":
@@ -44,6 +44,16 @@ static const WeightsEntry entries[] = {
      DINOV3_URL, 303.2, NULL, NULL},
     {"dinov3/vith16plus", "dinov3/vith16plus", "timm/vit_huge_plus_patch16_dinov3.lvd1689m",
      DINOV3, DINOV3_URL, 840.6, "3.36 GB", NULL},
+    // DINOv3's ConvNeXts: timm's copies in timm's names, loaded into DINOv3's
+    // (the name's architecture: nn/convnext_weights.h translates)
+    {"dinov3/convnext-tiny", "dinov3/convnext-tiny", "timm/convnext_tiny.dinov3_lvd1689m", DINOV3,
+     DINOV3_URL, 27.8, NULL, NULL},
+    {"dinov3/convnext-small", "dinov3/convnext-small", "timm/convnext_small.dinov3_lvd1689m",
+     DINOV3, DINOV3_URL, 49.5, NULL, NULL},
+    {"dinov3/convnext-base", "dinov3/convnext-base", "timm/convnext_base.dinov3_lvd1689m", DINOV3,
+     DINOV3_URL, 87.6, NULL, NULL},
+    {"dinov3/convnext-large", "dinov3/convnext-large", "timm/convnext_large.dinov3_lvd1689m",
+     DINOV3, DINOV3_URL, 196.2, NULL, NULL},
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

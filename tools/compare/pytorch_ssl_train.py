@@ -3,7 +3,8 @@
 baseline that `make bench-gpu` (tools/bench_gpu.sh) puts next to
 `lightly-train-c train --accelerator gpu`.
 
-The recipe of our methods (src/ssl_methods/): torchvision ResNet, and
+The recipe of our methods (src/ssl_methods/): torchvision ResNet (or
+ConvNeXt: --model torchvision/convnext_tiny), and
   simclr: 2 views, lightly's SimCLRProjectionHead structure, NT-Xent (0.1),
           SGD (momentum 0.9, weight decay 1e-4);
   dino:   2 global + 6 local views (LightlyTrain's transforms), DINOHead
@@ -95,6 +96,14 @@ class DinoHead(torch.nn.Module):
 
 
 def backbone_for(model):
+    """torchvision's ResNet (resnet50) or ConvNeXt (torchvision/convnext_tiny,
+    our name; its features: the mean of the last stage, as LightlyTrain's
+    wrapper and ours; drop path at torchvision's default, as ours)."""
+    if model.startswith("torchvision/convnext_"):
+        backbone = getattr(torchvision.models, model.partition("/")[2])()
+        dim = backbone.classifier[-1].in_features
+        backbone.classifier = torch.nn.Flatten(1)  # after its average pool
+        return backbone, dim
     backbone = getattr(torchvision.models, model)()
     dim = backbone.fc.in_features
     backbone.fc = torch.nn.Identity()

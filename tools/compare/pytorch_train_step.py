@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Timed steps of a torchvision ResNet or a DINOv2-shaped ViT in PyTorch, on
+"""Timed steps of a torchvision ResNet, a DINOv2-shaped ViT or a ConvNeXt
+(torchvision's, timm's, DINOv3's: --model torchvision/convnext_tiny, ...) in PyTorch, on
 the CPU or a GPU: the yardstick for `build/tools/bench_train_step` (same
 modes, model, batch, resolution and threads; on a GPU, tools/bench_gpu.sh
 runs both):
@@ -8,12 +9,15 @@ runs both):
       backward, SGD with momentum 0.9 and weight decay 1e-4;
   --mode teacher: the eval forward under torch.no_grad() of a DINOv2-shaped
       ViT (--model vit_s14, vit_b14, ...) as LightlyTrain runs its teacher:
-      the normalised class token and patch tokens;
+      the normalised class token and patch tokens; of a ConvNeXt its map
+      and pooled features (what embed and a DINOv3 ConvNeXt teacher compute);
+      --compile runs the model through torch.compile (compiled in the warm-up);
   --mode distillation: one step of LightlyTrain's DistillationV3 with a
-      ResNet student (--model) and a random DINOv2-shaped teacher
-      (--teacher): mixup, teacher forward (no_grad), student backbone to its
+      ResNet student (--model) and a random DINOv2-shaped teacher or DINOv3
+      ConvNeXt (--teacher vit_b14, dinov3/convnext-base, ...): mixup, teacher forward (no_grad), student backbone to its
       last stage and pooled features, Linear heads to the teacher's width,
-      the map bilinearly resized to the teacher's patch grid, L2
+      the map bilinearly resized to the teacher's grid (a ConvNeXt's: its
+      last stage, normalised, the global feature its mean), L2
       normalisation, queue of 8192 teacher class tokens, the v3 loss (the
       written-out DistillationV3Loss of tools/make_distillation_fixtures.py,
       checked there against LightlyTrain's module), backward, gradient
@@ -36,7 +40,9 @@ BuiltinVit below: the same architecture and parameter names written out
 with torch alone (GPU nodes often have torch and torchvision but no timm,
 and no network to get it). --vit timm|builtin picks one; --check-vit
 compares the two on the same weights (needs timm). A training step's
-features = the mean of the normalised patch tokens, as ours.
+features = the mean of the normalised patch tokens, as ours. timm's and
+DINOv3's ConvNeXts are timm's models when timm is importable, else
+torchvision's (the same function); RESULT says convnext=timm|torchvision.
 
 --device cuda runs on the GPU: --precision 16-mixed / bf16-mixed as
 Lightning runs it (autocast around the forward passes and the loss; for
@@ -71,6 +77,12 @@ VITS = {"vit_t16": (16, 192, 12, 3), "vit_t14": (14, 192, 12, 3), "vit_s16": (16
         "vit_s14": (14, 384, 12, 6), "vit_b16": (16, 768, 12, 12), "vit_b14": (14, 768, 12, 12),
         "vit_l16": (16, 1024, 24, 16), "vit_l14": (14, 1024, 24, 16)}
 RESNETS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"]
+# ConvNeXts by our --model names: torchvision's and timm's (features: the mean
+# of the last stage, LightlyTrain's wrappers) and DINOv3's (timm's model, the
+# final norm on the last stage's map, then the mean: its DINOv3 wrapper).
+CONVNEXTS = [f"{family}/convnext_{size}" for family in ("torchvision", "timm")
+             for size in ("tiny", "small", "base", "large")] + \
+    [f"dinov3/convnext-{size}" for size in ("tiny", "small", "base", "large")]
 QUEUE_SIZE = 8192  # LightlyTrain's queue for a dataset of 20000 images or more
 
 
@@ -187,6 +199,58 @@ class MeanPatchTokens(torch.nn.Module):
         return tokens[:, self.vit.num_prefix_tokens:].mean(dim=1)
 
 
+class ConvNeXtFeatures(torch.nn.Module):
+    """A ConvNeXt of CONVNEXTS with LightlyTrain's pooled features, and its
+    map (B, h, w, D) (DINOv3: normalised). timm's and DINOv3's from timm
+    when `library` is "timm", else torchvision's (the same function: the
+    GPU bench needs only torchvision; the final norm is its classifier's)."""
+
+    def __init__(self, name, library="timm"):
+        super().__init__()
+        family, _, size = name.replace("-", "_").partition("/")
+        self.family = family
+        self.library = "torchvision" if family == "torchvision" else library
+        if self.library == "torchvision":
+            self.model = getattr(torchvision.models, size)(stochastic_depth_prob=0.0)
+            self.feature_dim = self.model.classifier[-1].in_features
+            self.norm = self.model.classifier[0]
+        else:
+            import timm
+            self.model = timm.create_model(size, num_classes=0)
+            self.feature_dim = self.model.num_features
+            self.norm = self.model.head.norm
+
+    def forward_map(self, images):
+        if self.library == "torchvision":
+            feature_map = self.model.features(images).permute(0, 2, 3, 1)
+        else:
+            feature_map = self.model.forward_features(images).permute(0, 2, 3, 1)
+        if self.family == "dinov3":
+            feature_map = F.layer_norm(feature_map, (self.feature_dim,), self.norm.weight,
+                                       self.norm.bias, self.norm.eps)
+        return feature_map
+
+    def forward(self, images):
+        return self.forward_map(images).mean(dim=(1, 2))
+
+
+class ConvNeXtTeacher(torch.nn.Module):
+    """A frozen DINOv3 ConvNeXt as LightlyTrain's teacher: the mean of the
+    normalised last-stage map (B, D) and the map (B, h, w, D)."""
+
+    def __init__(self, name, image_size, library):
+        super().__init__()
+        self.convnext = ConvNeXtFeatures(name, library)
+        self.grid = image_size // 32
+        self.dim = self.convnext.feature_dim
+        self.eval()
+        self.requires_grad_(False)
+
+    def forward(self, images):
+        feature_map = self.convnext.forward_map(images)
+        return feature_map.mean(dim=(1, 2)), feature_map
+
+
 class DinoV2Teacher(torch.nn.Module):
     """A frozen DINOv2-shaped ViT giving what LightlyTrain's teacher gives:
     the normalised class token (B, D) and patch tokens (B, h, w, D)."""
@@ -263,14 +327,19 @@ class Precision:
 
 
 class DistillationV3Step:
-    """One DistillationV3 step: ResNet student, DINOv2-shaped teacher."""
+    """One DistillationV3 step: ResNet student, a DINOv2-shaped ViT or a
+    DINOv3 ConvNeXt teacher."""
 
     def __init__(self, args, device, precision):
         resnet = getattr(torchvision.models, args.model)()
         student = torch.nn.Sequential(*list(resnet.children())[:-2])  # up to the last stage
         memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
         self.student = student.to(device, memory_format=memory_format).train()
-        self.teacher = DinoV2Teacher(args.teacher, args.image_size, args.vit).to(device)
+        if args.teacher in CONVNEXTS:
+            self.teacher = ConvNeXtTeacher(args.teacher, args.image_size, args.convnext)
+            self.teacher = self.teacher.to(device, memory_format=memory_format)
+        else:
+            self.teacher = DinoV2Teacher(args.teacher, args.image_size, args.vit).to(device)
         width = 2048 if args.model in ("resnet50", "resnet101", "resnet152") else 512
         self.global_head = torch.nn.Linear(width, self.teacher.dim).to(device)
         self.local_head = torch.nn.Linear(width, self.teacher.dim).to(device)
@@ -314,6 +383,9 @@ def backbone_step_function(args, device, precision):
         model = MeanPatchTokens(args.model, args.image_size, args.vit)
         memory_format = torch.contiguous_format  # a ViT's patch conv is its only NCHW op
         features_dim = model.feature_dim
+    elif args.model in CONVNEXTS:
+        model = ConvNeXtFeatures(args.model)
+        features_dim = model.feature_dim
     else:
         model = getattr(torchvision.models, args.model)()
         model.fc = torch.nn.Identity()
@@ -339,18 +411,35 @@ def backbone_step_function(args, device, precision):
 
 
 def teacher_step_function(args, device, precision):
-    teacher = DinoV2Teacher(args.model, args.image_size, args.vit).to(device)
     images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    what = f"mode=teacher model={args.model}" + (" compile=1" if args.compile else "")
+    if args.model in CONVNEXTS:  # the eval forward of embed and of a DINOv3 ConvNeXt teacher
+        model = ConvNeXtFeatures(args.model, args.convnext).to(device).eval()
+        model.requires_grad_(False)
+        if args.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            images = images.contiguous(memory_format=torch.channels_last)
+        forward_map = torch.compile(model.forward_map) if args.compile else model.forward_map
+
+        def forward(times):
+            before = time.perf_counter()
+            with torch.no_grad(), precision.autocast():
+                forward_map(images).mean(dim=(1, 2))
+            times[0] += time.perf_counter() - before
+
+        return forward, what, ("forward_s", None)
+    teacher = DinoV2Teacher(args.model, args.image_size, args.vit).to(device)
+    run = torch.compile(teacher) if args.compile else teacher
 
     def step(times):
         before = time.perf_counter()
         with torch.no_grad(), precision.autocast():
-            teacher_global, teacher_map = teacher(images)
+            teacher_global, teacher_map = run(images)
             F.normalize(teacher_global, dim=-1)
             F.normalize(teacher_map, dim=-1)
         times[0] += time.perf_counter() - before
 
-    return step, f"mode=teacher model={args.model}", ("forward_s", None)
+    return step, what, ("forward_s", None)
 
 
 def distillation_step_function(args, device, precision):
@@ -366,9 +455,10 @@ def distillation_step_function(args, device, precision):
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", default="step", choices=["step", "teacher", "distillation"])
-    parser.add_argument("--model", default="resnet18", choices=[*RESNETS, *VITS])
-    parser.add_argument("--teacher", default="vit_s14", choices=list(VITS),
-                        help="--mode distillation: the teacher ViT")
+    parser.add_argument("--model", default="resnet18", choices=[*RESNETS, *VITS, *CONVNEXTS])
+    dinov3_convnexts = [name for name in CONVNEXTS if name.startswith("dinov3/")]
+    parser.add_argument("--teacher", default="vit_s14", choices=[*VITS, *dinov3_convnexts],
+                        help="--mode distillation: the teacher (a ViT or a DINOv3 ConvNeXt)")
     parser.add_argument("--image-size", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10)
@@ -382,17 +472,24 @@ def parse_args():
                         choices=["32-true", "16-mixed", "bf16-mixed"])
     parser.add_argument("--vit", default="auto", choices=["auto", "timm", "builtin"],
                         help="the ViT: timm's, or BuiltinVit (auto: timm when importable)")
+    parser.add_argument("--compile", action="store_true",
+                        help="--mode teacher: the model through torch.compile (compiled in the "
+                             "warm-up, which must be at least 1 step)")
     parser.add_argument("--check-vit", action="store_true",
                         help="compare BuiltinVit with timm's ViT on --model and exit")
     args = parser.parse_args()
-    if args.mode == "teacher" and args.model not in VITS:
-        parser.error("--mode teacher: --model must be a ViT")
+    if args.mode == "teacher" and args.model not in VITS and args.model not in CONVNEXTS:
+        parser.error("--mode teacher: --model must be a ViT or a ConvNeXt")
+    if args.compile and (args.mode != "teacher" or args.warmup < 1):
+        parser.error("--compile: only with --mode teacher and --warmup of at least 1")
     if args.mode == "distillation" and args.model not in RESNETS:
         parser.error("--mode distillation: --model must be a ResNet student")
     if args.vit == "auto":
         args.vit = "timm" if have_timm() else "builtin"
     elif args.vit == "timm" and not have_timm():
         parser.error("--vit timm: timm is not importable (PYTHONPATH?)")
+    # timm's and DINOv3's ConvNeXts: timm's model when importable, else torchvision's.
+    args.convnext = "timm" if have_timm() else "torchvision"
     return args
 
 
@@ -433,7 +530,10 @@ def main():
     if gpu:
         memory = (f" gpu_peak_allocated_mib={torch.cuda.max_memory_allocated(device) / 2**20:.0f}"
                   f" gpu_peak_reserved_mib={torch.cuda.max_memory_reserved(device) / 2**20:.0f}")
-    vit = f" vit={args.vit}" if args.model in VITS or args.mode == "distillation" else ""
+    teacher = args.teacher if args.mode == "distillation" else None
+    vit = f" vit={args.vit}" if args.model in VITS or teacher in VITS else ""
+    if args.model in CONVNEXTS or teacher in CONVNEXTS:
+        vit = f" convnext={args.convnext}"
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, "
           f"{torch.get_num_threads()} thread(s), mkldnn {torch.backends.mkldnn.is_available()}"
           + (f", {torch.cuda.get_device_name(device)}" if gpu else ""))

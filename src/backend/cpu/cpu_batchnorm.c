@@ -19,10 +19,6 @@
 // a single pass over memory still gives the two-pass variance's accuracy.
 #include <math.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "backend/cpu/cpu_internal.h"
 
 // Rows per chunk: a chunk's sums are fp32, merged into double after every
@@ -57,22 +53,6 @@ static RowRange thread_rows(size_t rows, int thread, int team) {
 static double *thread_partials(const Backend *backend, int thread) {
     const CpuState *state = backend->impl;
     return state->norm_partials + (size_t)thread * 2 * CPU_NORM_GROUP;
-}
-
-static int thread_index(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int thread_count(void) {
-#ifdef _OPENMP
-    return omp_get_num_threads();
-#else
-    return 1;
-#endif
 }
 
 // Threads for a reduction over `rows` rows of `width` channels: at most one
@@ -131,7 +111,7 @@ static void batch_moments(Backend *backend, size_t rows, int channels, const flo
     int team = 1;
 #pragma omp parallel num_threads(requested)
     {
-        const int t = thread_index(), size = thread_count();
+        const int t = cpu_thread_index(), size = cpu_thread_count();
         if (t == 0) team = size;
         double *t_mean = thread_partials(backend, t), *t_m2 = t_mean + CPU_NORM_GROUP;
         for (int j = 0; j < width; j++) t_mean[j] = t_m2[j] = 0.0;
@@ -354,7 +334,7 @@ static void gradient_sums(Backend *backend, size_t rows, int channels, const flo
     int team = 1;
 #pragma omp parallel num_threads(requested)
     {
-        const int t = thread_index(), size = thread_count();
+        const int t = cpu_thread_index(), size = cpu_thread_count();
         if (t == 0) team = size;
         double *t_dz = thread_partials(backend, t), *t_centered = t_dz + CPU_NORM_GROUP;
         for (int j = 0; j < width; j++) t_dz[j] = t_centered[j] = 0.0;

@@ -32,23 +32,7 @@ struct ConvPlan {
     char impl[CONV_DIRECTIONS][64];
 };
 
-static void *aligned_buffer(size_t bytes) {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    return aligned_alloc(64, rounded ? rounded : 64);
-}
-
-static int dnnl_failed(dnnl_status_t status, const char *call, ErrorMessage *err) {
-    if (status == dnnl_success) return 0;
-    return error_set(err, "cpu conv: oneDNN %s failed (status %d)", call, (int)status);
-}
-#define DNNL_TRY(call, what)                                 \
-    do {                                                     \
-        if (dnnl_failed((call), what, err)) goto fail;       \
-    } while (0)
-
-static size_t scratchpad_size(const_dnnl_primitive_desc_t pd) {
-    return dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
-}
+#define DNNL_LABEL "cpu conv"
 
 // Makes the reorder primitive from -> to (sum post-op when accumulate) and
 // raises *scratch to its scratchpad need.
@@ -68,7 +52,7 @@ static int make_reorder(CpuState *state, const dnnl_memory_desc_t *from,
     }
     DNNL_TRY(dnnl_reorder_primitive_desc_create(&pd, from, state->engine, to, state->engine, attr),
              "reorder_primitive_desc_create (weights)");
-    if (scratchpad_size(pd) > *scratch) *scratch = scratchpad_size(pd);
+    if (cpu_dnnl_scratchpad_size(pd) > *scratch) *scratch = cpu_dnnl_scratchpad_size(pd);
     DNNL_TRY(dnnl_primitive_create(reorder, pd), "primitive_create (reorder)");
     dnnl_primitive_desc_destroy(pd);
     dnnl_post_ops_destroy(post_ops);
@@ -90,7 +74,7 @@ static int finish_direction(CpuState *state, ConvPlan *plan, int direction,
     const char *impl = NULL;
     DNNL_TRY(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl), "query impl");
     snprintf(plan->impl[direction], sizeof plan->impl[direction], "%s", impl ? impl : "?");
-    if (scratchpad_size(pd) > *scratch) *scratch = scratchpad_size(pd);
+    if (cpu_dnnl_scratchpad_size(pd) > *scratch) *scratch = cpu_dnnl_scratchpad_size(pd);
     DNNL_TRY(dnnl_primitive_create(&plan->conv[direction], pd), "primitive_create (conv)");
 
     const int is_weights_grad = direction == CONV_BACKWARD_WEIGHTS;
@@ -99,7 +83,7 @@ static int finish_direction(CpuState *state, ConvPlan *plan, int direction,
     // Backward weights always writes a private buffer so the reorder's sum
     // post-op can give the += of the contract.
     if (!is_weights_grad && dnnl_memory_desc_equal(chosen, ohwi)) return 0;
-    plan->blocked_buffer[direction] = aligned_buffer(dnnl_memory_desc_get_size(chosen));
+    plan->blocked_buffer[direction] = cpu_aligned_buffer(dnnl_memory_desc_get_size(chosen));
     if (!plan->blocked_buffer[direction])
         return error_set(err, "cpu conv: out of memory for the blocked weights");
     DNNL_TRY(dnnl_memory_create(&plan->blocked_weights[direction], chosen, state->engine,
@@ -185,18 +169,8 @@ ConvPlan *cpu_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage
     DNNL_TRY(dnnl_memory_create(&plan->weights, &ohwi_md, state->engine, DNNL_MEMORY_NONE),
              "memory_create (weights)");
     // One scratchpad for every primitive of the plan: they run one at a time.
-    dnnl_memory_desc_t scratch_md;
-    const dnnl_dims_t scratch_dims = {(dnnl_dim_t)(scratch ? scratch : 1)};
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&scratch_md, 1, scratch_dims, dnnl_u8, dnnl_a),
-             "md (scratchpad)");
-    plan->scratchpad_buffer = aligned_buffer(scratch);
-    if (!plan->scratchpad_buffer) {
-        error_set(err, "cpu conv: out of memory for a %zu-byte scratchpad", scratch);
+    if (cpu_dnnl_scratchpad(backend, scratch, &plan->scratchpad_buffer, &plan->scratchpad, err))
         goto fail;
-    }
-    DNNL_TRY(dnnl_memory_create(&plan->scratchpad, &scratch_md, state->engine,
-                                plan->scratchpad_buffer),
-             "memory_create (scratchpad)");
 
     for (int d = 0; d < CONV_DIRECTIONS; d++) dnnl_primitive_desc_destroy(pd[d]);
     dnnl_primitive_attr_destroy(attr);
@@ -231,14 +205,6 @@ const char *cpu_conv2d_plan_impl(const ConvPlan *plan, int direction) {
     return direction >= 0 && direction < CONV_DIRECTIONS ? plan->impl[direction] : "?";
 }
 
-// Valid plans and pointers cannot make these calls fail (shapes were checked
-// by the plan; the scratchpad is user-provided), so their status is not kept.
-static void execute(Backend *backend, dnnl_primitive_t primitive, int count,
-                    const dnnl_exec_arg_t *args) {
-    CpuState *state = backend->impl;
-    (void)dnnl_primitive_execute(primitive, state->stream, count, args);
-}
-
 // The weights the direction's primitive reads: OHWI w itself, or w
 // reordered into the plan's blocked buffer.
 static dnnl_memory_t weights_for(Backend *backend, const ConvPlan *plan, int direction,
@@ -248,7 +214,7 @@ static dnnl_memory_t weights_for(Backend *backend, const ConvPlan *plan, int dir
     const dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, plan->weights},
                                     {DNNL_ARG_TO, plan->blocked_weights[direction]},
                                     {DNNL_ARG_SCRATCHPAD, plan->scratchpad}};
-    execute(backend, plan->reorder[direction], 3, args);
+    cpu_dnnl_execute(backend, plan->reorder[direction], 3, args);
     return plan->blocked_weights[direction];
 }
 
@@ -265,7 +231,7 @@ void cpu_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act
                                     {DNNL_ARG_WEIGHTS, weights},
                                     {DNNL_ARG_DST, plan->activations_out},
                                     {DNNL_ARG_SCRATCHPAD, plan->scratchpad}};
-    execute(backend, plan->conv[CONV_FORWARD], 4, args);
+    cpu_dnnl_execute(backend, plan->conv[CONV_FORWARD], 4, args);
 }
 
 void cpu_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy_act,
@@ -281,7 +247,7 @@ void cpu_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act 
                                     {DNNL_ARG_WEIGHTS, weights},
                                     {DNNL_ARG_DIFF_DST, plan->activations_out},
                                     {DNNL_ARG_SCRATCHPAD, plan->scratchpad}};
-    execute(backend, plan->conv[CONV_BACKWARD_DATA], 4, args);
+    cpu_dnnl_execute(backend, plan->conv[CONV_BACKWARD_DATA], 4, args);
 }
 
 void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const Act *x_act,
@@ -296,12 +262,12 @@ void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const A
         {DNNL_ARG_DIFF_WEIGHTS, plan->blocked_weights[CONV_BACKWARD_WEIGHTS]},
         {DNNL_ARG_DIFF_DST, plan->activations_out},
         {DNNL_ARG_SCRATCHPAD, plan->scratchpad}};
-    execute(backend, plan->conv[CONV_BACKWARD_WEIGHTS], 4, args);
+    cpu_dnnl_execute(backend, plan->conv[CONV_BACKWARD_WEIGHTS], 4, args);
     // dw += the private gradient, converted to OHWI by the summing reorder.
     dnnl_memory_set_data_handle(plan->weights, dw);
     const dnnl_exec_arg_t accumulate[] = {
         {DNNL_ARG_FROM, plan->blocked_weights[CONV_BACKWARD_WEIGHTS]},
         {DNNL_ARG_TO, plan->weights},
         {DNNL_ARG_SCRATCHPAD, plan->scratchpad}};
-    execute(backend, plan->reorder[CONV_BACKWARD_WEIGHTS], 3, accumulate);
+    cpu_dnnl_execute(backend, plan->reorder[CONV_BACKWARD_WEIGHTS], 3, accumulate);
 }

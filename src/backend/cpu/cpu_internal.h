@@ -9,6 +9,9 @@
 #define LTC_BACKEND_CPU_INTERNAL_H
 
 #include <oneapi/dnnl/dnnl.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "backend/backend.h"
 
@@ -36,6 +39,23 @@ static inline int cpu_team(const Backend *backend, size_t work) {
     return work >= CPU_PARALLEL_MIN ? backend->threads : 1;
 }
 
+// The calling thread's index in its parallel region, and the region's
+// threads (fewer than asked for when OpenMP gives fewer).
+static inline int cpu_thread_index(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static inline int cpu_thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 // Makes the calling thread's next OpenMP regions (ours and oneDNN's) use
 // backend->threads; cheap, so every heavy op calls it first.
 void cpu_set_threads(const Backend *backend);
@@ -44,6 +64,25 @@ void cpu_set_threads(const Backend *backend);
 // split the channels, each walks every row over its contiguous block.
 #define CPU_CHANNEL_BLOCK 64
 int cpu_channel_block(const Backend *backend, int channels);
+
+// ---- cpu_dnnl.c: what the oneDNN plans share ----
+// 64-byte aligned memory of at least `bytes` (64 when 0); free() it.
+void *cpu_aligned_buffer(size_t bytes);
+// 0 when status is dnnl_success, else -1 and err = "LABEL: oneDNN CALL failed (status N)".
+int cpu_dnnl_check(dnnl_status_t status, const char *label, const char *call, ErrorMessage *err);
+// cpu_dnnl_check that jumps to the function's `fail:` label, with the file's DNNL_LABEL.
+#define DNNL_TRY(call, what)                                     \
+    do {                                                         \
+        if (cpu_dnnl_check((call), DNNL_LABEL, what, err)) goto fail; \
+    } while (0)
+size_t cpu_dnnl_scratchpad_size(const_dnnl_primitive_desc_t pd);
+// A plan's scratchpad (user mode): *buffer (free() it) and its memory *memory.
+int cpu_dnnl_scratchpad(const Backend *backend, size_t bytes, void **buffer,
+                        dnnl_memory_t *memory, ErrorMessage *err);
+// Runs a primitive on the backend's stream (its status is not kept: valid
+// plans and pointers cannot make it fail).
+void cpu_dnnl_execute(Backend *backend, dnnl_primitive_t primitive, int count,
+                      const dnnl_exec_arg_t *args);
 
 // ---- cpu_conv.c ----
 ConvPlan *cpu_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
@@ -57,6 +96,38 @@ void cpu_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const A
 // Name of the oneDNN implementation chosen for one direction (0 forward,
 // 1 backward data, 2 backward weights), for benchmarks and logs.
 const char *cpu_conv2d_plan_impl(const ConvPlan *plan, int direction);
+
+// ---- cpu_depthwise.c ----
+DepthwisePlan *cpu_depthwise_plan(Backend *backend, const DepthwiseShape *shape,
+                                  ErrorMessage *err);
+void cpu_depthwise_plan_free(Backend *backend, DepthwisePlan *plan);
+void cpu_depthwise_forward(Backend *backend, const DepthwisePlan *plan, const Act *x,
+                           const Act *w, const float *bias, Act *y);
+void cpu_depthwise_backward_data(Backend *backend, const DepthwisePlan *plan, const Act *dy,
+                                 const Act *w, Act *dx);
+void cpu_depthwise_backward_weights(Backend *backend, const DepthwisePlan *plan, const Act *x,
+                                    const Act *dy, float *dw, float *dbias);
+// What runs each direction (0 forward, 1 backward data, 2 backward
+// weights): a oneDNN kernel's name or ours, for benchmarks.
+const char *cpu_depthwise_plan_impl(const DepthwisePlan *plan, int direction);
+
+// ---- cpu_depthwise_dnnl.c: forward and backward data on oneDNN ----
+typedef struct DepthwiseDnnl DepthwiseDnnl;
+DepthwiseDnnl *cpu_depthwise_dnnl_make(Backend *backend, const DepthwiseShape *shape,
+                                       ErrorMessage *err);
+void cpu_depthwise_dnnl_free(DepthwiseDnnl *dnnl);
+const char *cpu_depthwise_dnnl_impl(const DepthwiseDnnl *dnnl, int direction);
+void cpu_depthwise_dnnl_forward(Backend *backend, const DepthwiseDnnl *dnnl, const float *x,
+                                const float *w, const float *bias, float *y);
+void cpu_depthwise_dnnl_backward_data(Backend *backend, const DepthwiseDnnl *dnnl,
+                                      const float *dy, const float *w, float *dx);
+
+// ---- cpu_linear_plan.c: planned linear layers on oneDNN's matmul ----
+LinearPlan *cpu_linear_plan(Backend *backend, int rows, int in, int out, int gelu,
+                            ErrorMessage *err);
+void cpu_linear_plan_free(Backend *backend, LinearPlan *plan);
+void cpu_linear_planned_forward(Backend *backend, const LinearPlan *plan, const Act *x,
+                                const Act *w, const float *bias, Act *y);
 
 // ---- cpu_batchnorm.c ----
 void cpu_batchnorm_forward_train_f32(Backend *backend, size_t rows, int channels, const float *x,

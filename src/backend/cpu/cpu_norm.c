@@ -2,10 +2,13 @@
 // matrix: bias gradient, column sums and global average pooling (batch norm
 // is in cpu_batchnorm.c). Threads split the channels into blocks (see
 // cpu_channel_block); each walks every row over its contiguous block, so no
-// partial sums need scratch memory. Sums accumulate in double, as in ref.
+// partial sums need scratch memory. Sums accumulate in double, as in ref
+// (with AVX2, 8 channels at a time).
 #include <math.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_vector_math.h"
+#include "util/cpu.h"
 
 // Channel block b of a (rows, C) matrix: [first, first + width).
 typedef struct ChannelBlock {
@@ -27,9 +30,30 @@ static ChannelBlock channel_block(int block_size, int channels, int b) {
     _Pragma("omp parallel for num_threads(team) schedule(static)")                \
     for (int b = 0; b < blocks; b++)
 
+// block_sums with AVX2, 8 channels at a time widened to double (the
+// portable loop below is vectorised two doubles wide): the same sums.
+VECTOR_MATH_TARGET static void block_sums_avx2(size_t rows, int channels, const float *x,
+                                               ChannelBlock block, double *sums) {
+    for (int j = 0; j < block.width; j += 8) {
+        __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+        const float *column = x + block.first + j;
+        for (size_t r = 0; r < rows; r++) {
+            const __m256 v = _mm256_loadu_ps(column + r * channels);
+            low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+            high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+        }
+        _mm256_storeu_pd(sums + j, low);
+        _mm256_storeu_pd(sums + j + 4, high);
+    }
+}
+
 // sums (width) = sum over rows of x (rows, C) in the block.
 static void block_sums(size_t rows, int channels, const float *x, ChannelBlock block,
                        double *sums) {
+    if (block.width % 8 == 0 && cpu_has_avx2()) {
+        block_sums_avx2(rows, channels, x, block, sums);
+        return;
+    }
     for (int j = 0; j < block.width; j++) sums[j] = 0.0;
     for (size_t r = 0; r < rows; r++) {
         const float *x_row = x + r * channels + block.first;

@@ -7,6 +7,8 @@
 #include <math.h>
 
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/cpu_vector_math.h"
+#include "util/cpu.h"
 
 // Declares team and r (the row index); rows split across threads.
 #define CPU_FOR_ROWS(rows, channels)                                              \
@@ -29,22 +31,101 @@ static int block_width(int block_size, int channels, int b) {
 }
 
 // ---- layer norm ----------------------------------------------------------------------
+// With AVX2 (channels a multiple of 8: ConvNeXt's rows, ViTs' tokens) the
+// row sums run four doubles wide (the portable loops two), in the same
+// double precision; the rest is the same fp32 arithmetic.
+
+// The sum of x (n) and of (x - center)^2, in double.
+VECTOR_MATH_TARGET static double row_sum_avx2(int n, const float *x, double center, int squares) {
+    __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+    const __m256d shift = _mm256_set1_pd(center);
+    for (int c = 0; c < n; c += 8) {
+        const __m256 v = _mm256_loadu_ps(x + c);
+        __m256d a = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), shift);
+        __m256d b = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), shift);
+        if (squares) {
+            a = _mm256_mul_pd(a, a);
+            b = _mm256_mul_pd(b, b);
+        }
+        low = _mm256_add_pd(low, a);
+        high = _mm256_add_pd(high, b);
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(low, high));
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+// sum g and sum g xhat with g = dy gamma, xhat = (x - mean) inverse (each
+// factor in fp32 as the portable loop rounds it), in double.
+VECTOR_MATH_TARGET static void row_backward_sums_avx2(int n, const float *x, const float *dy,
+                                                      const float *gamma, float mean,
+                                                      float inverse, double *sum_g,
+                                                      double *sum_g_xhat) {
+    __m256d g_low = _mm256_setzero_pd(), g_high = g_low, gx_low = g_low, gx_high = g_low;
+    const __m256 m = _mm256_set1_ps(mean), inv = _mm256_set1_ps(inverse);
+    for (int c = 0; c < n; c += 8) {
+        const __m256 g = _mm256_mul_ps(_mm256_loadu_ps(dy + c), _mm256_loadu_ps(gamma + c));
+        const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + c), m), inv);
+        const __m256d g0 = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
+        const __m256d g1 = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
+        g_low = _mm256_add_pd(g_low, g0);
+        g_high = _mm256_add_pd(g_high, g1);
+        gx_low = _mm256_add_pd(gx_low,
+                               _mm256_mul_pd(g0, _mm256_cvtps_pd(_mm256_castps256_ps128(xhat))));
+        gx_high = _mm256_add_pd(gx_high,
+                                _mm256_mul_pd(g1, _mm256_cvtps_pd(_mm256_extractf128_ps(xhat, 1))));
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(g_low, g_high));
+    *sum_g = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    _mm256_storeu_pd(lanes, _mm256_add_pd(gx_low, gx_high));
+    *sum_g_xhat = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+// One row of a channel block into the sums of dbeta (dy) and dgamma (dy xhat).
+VECTOR_MATH_TARGET static void channel_sums_avx2(int width, const float *x, const float *dy,
+                                                 float mean, float inverse, double *sum_dy,
+                                                 double *sum_dy_xhat) {
+    const __m256 m = _mm256_set1_ps(mean), inv = _mm256_set1_ps(inverse);
+    for (int j = 0; j < width; j += 8) {
+        const __m256 g = _mm256_loadu_ps(dy + j);
+        const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), m), inv);
+        const __m256d g0 = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
+        const __m256d g1 = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
+        const __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(xhat));
+        const __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(xhat, 1));
+        _mm256_storeu_pd(sum_dy + j, _mm256_add_pd(_mm256_loadu_pd(sum_dy + j), g0));
+        _mm256_storeu_pd(sum_dy + j + 4, _mm256_add_pd(_mm256_loadu_pd(sum_dy + j + 4), g1));
+        _mm256_storeu_pd(sum_dy_xhat + j,
+                         _mm256_add_pd(_mm256_loadu_pd(sum_dy_xhat + j), _mm256_mul_pd(g0, x0)));
+        _mm256_storeu_pd(sum_dy_xhat + j + 4, _mm256_add_pd(_mm256_loadu_pd(sum_dy_xhat + j + 4),
+                                                            _mm256_mul_pd(g1, x1)));
+    }
+}
 
 void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const Act *x_act,
                            const float *gamma, const float *beta, float eps, Act *y_act,
                            float *mean, float *inv_std) {
     const float *x = (const float *)x_act;
     float *y = (float *)y_act;
+    const int avx2 = channels % 8 == 0 && cpu_has_avx2();
     CPU_FOR_ROWS(rows, channels) {
         const float *x_row = x + r * channels;
         float *y_row = y + r * channels;
-        double total = 0.0;
+        double total = 0.0, squares = 0.0;
+        if (avx2) {
+            total = row_sum_avx2(channels, x_row, 0.0, 0);
+        } else {
 #pragma omp simd reduction(+ : total)
-        for (int c = 0; c < channels; c++) total += x_row[c];
+            for (int c = 0; c < channels; c++) total += x_row[c];
+        }
         const double m = total / channels;
-        double squares = 0.0;
+        if (avx2) {
+            squares = row_sum_avx2(channels, x_row, m, 1);
+        } else {
 #pragma omp simd reduction(+ : squares)
-        for (int c = 0; c < channels; c++) squares += (x_row[c] - m) * (x_row[c] - m);
+            for (int c = 0; c < channels; c++) squares += (x_row[c] - m) * (x_row[c] - m);
+        }
         const float row_mean = (float)m, inverse = (float)(1.0 / sqrt(squares / channels + eps));
 #pragma omp simd
         for (int c = 0; c < channels; c++)
@@ -61,17 +142,23 @@ void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const A
     const float *x = (const float *)x_act;
     const float *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;
+    const int avx2 = channels % 8 == 0 && cpu_has_avx2();
     {
         CPU_FOR_ROWS(rows, channels) {
             const float *x_row = x + r * channels, *dy_row = dy + r * channels;
             float *dx_row = dx + r * channels;
             const float row_mean = mean[r], inverse = inv_std[r];
             double sum_g = 0.0, sum_g_xhat = 0.0;
+            if (avx2) {
+                row_backward_sums_avx2(channels, x_row, dy_row, gamma, row_mean, inverse, &sum_g,
+                                       &sum_g_xhat);
+            } else {
 #pragma omp simd reduction(+ : sum_g, sum_g_xhat)
-            for (int c = 0; c < channels; c++) {
-                const float g = dy_row[c] * gamma[c];
-                sum_g += g;
-                sum_g_xhat += (double)g * ((x_row[c] - row_mean) * inverse);
+                for (int c = 0; c < channels; c++) {
+                    const float g = dy_row[c] * gamma[c];
+                    sum_g += g;
+                    sum_g_xhat += (double)g * ((x_row[c] - row_mean) * inverse);
+                }
             }
             const float mean_g = (float)(sum_g / channels);
             const float mean_g_xhat = (float)(sum_g_xhat / channels);
@@ -88,6 +175,10 @@ void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const A
         for (size_t r = 0; r < rows; r++) {
             const float *x_row = x + r * channels + first, *dy_row = dy + r * channels + first;
             const float row_mean = mean[r], inverse = inv_std[r];
+            if (avx2) {
+                channel_sums_avx2(width, x_row, dy_row, row_mean, inverse, sum_dy, sum_dy_xhat);
+                continue;
+            }
 #pragma omp simd
             for (int j = 0; j < width; j++) {
                 sum_dy[j] += dy_row[j];
@@ -184,6 +275,22 @@ void cpu_vit_tokens_backward(Backend *backend, int batch, int registers, int pat
 
 // ---- residual add with LayerScale and drop path ----------------------------------------
 
+// sums (width) += (scale dy) branch per channel, the product in double.
+VECTOR_MATH_TARGET static void scaled_product_sums_avx2(int width, float scale, const float *dy,
+                                                        const float *branch, double *sums) {
+    const __m256 s = _mm256_set1_ps(scale);
+    for (int j = 0; j < width; j += 8) {
+        const __m256 g = _mm256_mul_ps(s, _mm256_loadu_ps(dy + j));
+        const __m256 v = _mm256_loadu_ps(branch + j);
+        const __m256d low = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(g)),
+                                          _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+        const __m256d high = _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(g, 1)),
+                                           _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+        _mm256_storeu_pd(sums + j, _mm256_add_pd(_mm256_loadu_pd(sums + j), low));
+        _mm256_storeu_pd(sums + j + 4, _mm256_add_pd(_mm256_loadu_pd(sums + j + 4), high));
+    }
+}
+
 void cpu_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
                                     int channels, const Act *x_act, const Act *branch_act,
                                     const float *gamma, const float *sample_scale, Act *y_act) {
@@ -227,11 +334,16 @@ void cpu_residual_scale_add_backward(Backend *backend, int batch, size_t rows_pe
     CPU_FOR_CHANNEL_BLOCKS(rows, channels) {
         const int first = b * block_size, width = block_width(block_size, channels, b);
         double sums[CPU_CHANNEL_BLOCK] = {0};
+        const int avx2 = width % 8 == 0 && cpu_has_avx2();
         for (size_t r = 0; r < rows; r++) {
             const float scale = sample_scale ? sample_scale[r / rows_per_sample] : 1.0f;
             if (scale == 0.0f) continue;  // a dropped sample adds nothing
             const float *dy_row = dy + r * channels + first;
             const float *branch_row = branch + r * channels + first;
+            if (avx2) {
+                scaled_product_sums_avx2(width, scale, dy_row, branch_row, sums);
+                continue;
+            }
 #pragma omp simd
             for (int j = 0; j < width; j++) sums[j] += (double)(scale * dy_row[j]) * branch_row[j];
         }

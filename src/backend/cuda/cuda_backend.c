@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_internal.h"
+#include "backend/linear_plan_composed.h"
 
 void cuda_fatal(const char *library, const char *call, const char *message, const char *file,
                 int line, int device) {
@@ -628,6 +629,14 @@ static const BackendOps cuda_ops = {
     .batchnorm_statistics_from_sums = cuda_batchnorm_statistics_from_sums,
     .conv2d_backward_data = cuda_conv2d_backward_data,
     .conv2d_backward_weights = cuda_conv2d_backward_weights,
+    .depthwise_plan = cuda_depthwise_plan,
+    .depthwise_plan_free = cuda_depthwise_plan_free,
+    .depthwise_forward = cuda_depthwise_forward,
+    .depthwise_backward_data = cuda_depthwise_backward_data,
+    .depthwise_backward_weights = cuda_depthwise_backward_weights,
+    .linear_plan = composed_linear_plan,
+    .linear_plan_free = composed_linear_plan_free,
+    .linear_planned_forward = composed_linear_planned_forward,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,
     .batchnorm_forward_train_f32 = cuda_batchnorm_forward_train_f32,
     .batchnorm_forward_eval = cuda_batchnorm_forward_eval,

@@ -404,6 +404,16 @@ void cuda_koleo_forward(Backend *backend, int rows, int dim, const float *y, flo
 void cuda_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                          const int32_t *neighbor, const float *distance, float eps, float dlog,
                          float *dy);
+// ---- cuda_depthwise.cu (the ops themselves, as in backend.h) ----
+DepthwisePlan *cuda_depthwise_plan(Backend *backend, const DepthwiseShape *shape,
+                                   ErrorMessage *err);
+void cuda_depthwise_plan_free(Backend *backend, DepthwisePlan *plan);
+void cuda_depthwise_forward(Backend *backend, const DepthwisePlan *plan, const Act *x,
+                            const Act *w, const float *bias, Act *y);
+void cuda_depthwise_backward_data(Backend *backend, const DepthwisePlan *plan, const Act *dy,
+                                  const Act *w, Act *dx);
+void cuda_depthwise_backward_weights(Backend *backend, const DepthwisePlan *plan, const Act *x,
+                                     const Act *dy, float *dw, float *dbias);
 // ---- cuda_dinov3.cu (the ops themselves, as in backend.h) ----
 void cuda_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
                        int prefix, const float *sin, const float *cos, Act *qkv);

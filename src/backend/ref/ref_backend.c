@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/host_ops.h"
+#include "backend/linear_plan_composed.h"
 #include "backend/ref/ref_ops.h"
 #include "util/half.h"
 
@@ -229,6 +230,14 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .conv2d_forward = ref_conv2d_forward,
         .conv2d_backward_data = ref_conv2d_backward_data,
         .conv2d_backward_weights = ref_conv2d_backward_weights,
+        .depthwise_plan = ref_depthwise_plan,
+        .depthwise_plan_free = ref_depthwise_plan_free,
+        .depthwise_forward = ref_depthwise_forward,
+        .depthwise_backward_data = ref_depthwise_backward_data,
+        .depthwise_backward_weights = ref_depthwise_backward_weights,
+        .linear_plan = composed_linear_plan,
+        .linear_plan_free = composed_linear_plan_free,
+        .linear_planned_forward = composed_linear_planned_forward,
         .batchnorm_forward_train = ref_batchnorm_forward_train,
         .batchnorm_forward_train_f32 = ref_batchnorm_forward_train_f32,
         .batchnorm_forward_eval = ref_batchnorm_forward_eval,

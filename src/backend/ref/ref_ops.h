@@ -190,6 +190,16 @@ void ref_koleo_forward(Backend *backend, int rows, int dim, const float *y, floa
 void ref_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                         const int32_t *neighbor, const float *distance, float eps, float dlog,
                         float *dy);
+// ---- ref_depthwise.c ----
+DepthwisePlan *ref_depthwise_plan(Backend *backend, const DepthwiseShape *shape,
+                                  ErrorMessage *err);
+void ref_depthwise_plan_free(Backend *backend, DepthwisePlan *plan);
+void ref_depthwise_forward(Backend *backend, const DepthwisePlan *plan, const Act *x,
+                           const Act *w, const float *bias, Act *y);
+void ref_depthwise_backward_data(Backend *backend, const DepthwisePlan *plan, const Act *dy,
+                                 const Act *w, Act *dx);
+void ref_depthwise_backward_weights(Backend *backend, const DepthwisePlan *plan, const Act *x,
+                                    const Act *dy, float *dw, float *dbias);
 // ---- ref_dinov3.c ----
 void ref_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
                       int prefix, const float *sin, const float *cos, Act *qkv);
