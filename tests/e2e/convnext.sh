@@ -6,7 +6,7 @@
 # without classifier.2); distillation from the small DINOv3 ConvNeXt of the
 # fixtures as a .pth (DINOv3's release format, through the restricted
 # unpickler) into a resnet18 (v3 and v2, whose teacher takes its last two
-# stages); embed from that .pth; and weights by name from a stand-in for
+# stages), a ConvNeXt and a YOLO11 (v3); embed from that .pth; and weights by name from a stand-in for
 # the Hugging Face Hub (fake_hub.py): dinov3/convnext-tiny is timm's copy
 # (a file in timm's names) used as a DINOv3 ConvNeXt teacher and by embed,
 # and a name whose file is another architecture is refused in one line.
@@ -59,12 +59,19 @@ names "$work/torchvision.safetensors" | grep -q "^classifier.2" &&
   fail "the torchvision export holds a classifier"
 names "$work/timm.safetensors" | grep -qx "head.norm.weight" || fail "the timm export lacks head.norm"
 
-# Distillation from DINOv3's release format (.pth): v3 and v2 into a resnet18.
+# Distillation from DINOv3's release format (.pth): v3 and v2 into a
+# resnet18, v3 into a ConvNeXt and a YOLO11 (the teacher's map matched to
+# each student's).
 teacher="$(pwd)/tests/fixtures/convnext_dinov3.pth"
-for method in distillation distillationv2; do
-  "$bin" train "${common[@]}" --out "$work/$method" --model resnet18 --method $method \
+for student in resnet18:distillation resnet18:distillationv2 dinov3/convnext-tiny:distillation \
+               ultralytics/yolo11n.yaml:distillation; do
+  model=${student%:*} method=${student##*:}
+  out="$work/$method-$(printf '%s' "$model" | tr '/.' '__')"
+  "$bin" train "${common[@]}" --out "$out" --model "$model" --method $method \
     --method-arg "teacher=$teacher" --max-steps 2 >"$work/log" 2>&1 ||
-    fail "$method from $teacher: $(tail -3 "$work/log")"
+    fail "$method from $teacher into $model: $(tail -3 "$work/log")"
+  grep -q '"step": 1, "train_loss"' "$out/metrics.jsonl" 2>/dev/null ||
+    fail "$method into $model logged no second step"
 done
 "$bin" embed --data "$images" --checkpoint "$teacher" --image-size 32 --out "$work/t.npy" \
   >"$work/log" 2>&1 || fail "embed from the .pth: $(cat "$work/log")"
