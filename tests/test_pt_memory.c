@@ -22,6 +22,7 @@
 #include "nn/safetensors.h"
 #include "pickle_builder.h"
 #include "weights/pt_reader.h"
+#include "weights/weight_file.h"
 
 #define MIB (1ull << 20)
 
@@ -40,11 +41,12 @@ static size_t write_zeros(const char *path, uint64_t zero_bytes) {
     return pickle_write_zeros_zip(path, &pickle, zero_bytes);
 }
 
-// safetensors_read of the file at path, then removes it; *grown: how much
-// the peak resident set grew meanwhile.
+// weight_file_read (the front door every consumer takes) of the file at
+// path, then removes it; *grown: how much the peak resident set grew
+// meanwhile.
 static int read_measured(const char *path, SafeTensors *out, ErrorMessage *err, uint64_t *grown) {
     const uint64_t before = peak_resident_bytes();
-    const int status = safetensors_read(path, out, err);
+    const int status = weight_file_read(path, out, err);
     *grown = peak_resident_bytes() - before;
     unlink(path);
     return status;

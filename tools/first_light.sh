@@ -543,10 +543,10 @@ fi
 : "${FIRST_LIGHT_OPS_FP32:=test_backend_fast test_resnet test_backend_fast_norm test_backend_act_ops
 test_backend_transformer_fast test_nonfinite test_loss_scaler test_backend_resize
 test_backend_dinov2_ops test_backend_dinov3_ops test_backend_transfer test_ranks test_conv_algorithms
-test_backend_depthwise_ops}"
+test_backend_depthwise_ops test_backend_yolo_ops}"
 : "${FIRST_LIGHT_OPS_16:=test_backend_fast test_backend_act_ops test_backend_fast_norm
 test_backend_transformer_fast test_backend_resize test_backend_dinov2_ops test_backend_dinov3_ops
-test_backend_depthwise_ops test_cuda_precision}"
+test_backend_depthwise_ops test_backend_yolo_ops test_cuda_precision}"
 : "${FIRST_LIGHT_TESTGPU_BINARIES:=test_staging test_method_steps}" "${FIRST_LIGHT_TESTGPU_LIMIT:=150}"
 : "${FIRST_LIGHT_TESTGPU_RUNS:=1}"
 # test_method_steps' cuda cases in four sets of about equal time (the 16-bit
