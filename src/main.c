@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/weights_cli.h"
+#include "util/thread_wait.h"
 
 static void print_usage(FILE *stream) {
     fprintf(stream,
@@ -74,5 +75,9 @@ int main(int argc, char **argv) {
         print_usage(stdout);
         return 0;
     }
+    // The commands that compute: their OpenMP threads sleep while they wait.
+    if (strcmp(command, "train") == 0 || strcmp(command, "embed") == 0 ||
+        strcmp(command, "bench-data") == 0)
+        thread_wait_passive(argv);
     return run_command(command, argc - 1, argv + 1);
 }

@@ -1,7 +1,8 @@
 // Multi-rank pieces of data-parallel training against one rank with the
 // whole batch, with W = 2 and 3 threads as ranks (tests/thread_comm.h) on
 // the ref and cpu backends:
-// - synchronised BatchNorm (plain and with residual + ReLU): outputs, saved
+// - synchronised BatchNorm (plain, with residual + ReLU, and with the SiLU
+//   of YOLO's units, fused where one rank runs it): outputs, saved
 //   statistics, running statistics and dx on each rank equal the whole
 //   batch's rows; the ranks' dgamma / dbeta add up to the whole batch's;
 // - SimCLR's NT-Xent with gathered negatives: the mean of the ranks' losses
@@ -69,7 +70,8 @@ enum { BN_C = 5, BN_ROWS_PER_RANK = 12 };
 
 typedef struct BnCase {
     const char *backend_name;
-    int relu;  // 1: batchnorm_relu_forward with a residual
+    int kind;  // 0: batchnorm_forward; 1: batchnorm_relu_forward with a residual;
+               // 2: batchnorm_silu_forward
     int world;
     const float *x, *residual, *dy;  // (world * rows, C) whole batch
     // outputs of one rank (or of the whole batch for the reference)
@@ -108,7 +110,11 @@ static void run_batchnorm(BnCase *out, Communicator *comm, size_t first, size_t 
         assert_non_null(sync);
         assert_int_equal(batchnorm_sync_attach(sync, &bn, &err), 0);
     }
-    if (out->relu) {
+    if (out->kind == 2) {  // dresidual: the backward's scratch
+        batchnorm_silu_forward(backend, &bn, 1, rows, (const Act *)x, (Act *)y, mean, inv_std);
+        batchnorm_silu_backward(backend, &bn, rows, (const Act *)x, (const Act *)dy, mean,
+                                inv_std, (Act *)dresidual, (Act *)dx);
+    } else if (out->kind == 1) {
         batchnorm_relu_forward(backend, &bn, 1, rows, (const Act *)x, (const Act *)residual,
                                (Act *)y, mean, inv_std);
         batchnorm_relu_backward(backend, &bn, rows, (const Act *)x, (const Act *)y, (const Act *)dy,
@@ -136,13 +142,13 @@ static void batchnorm_rank(Communicator *comm, void *context) {
     run_batchnorm(context, comm, (size_t)comm->rank * BN_ROWS_PER_RANK, BN_ROWS_PER_RANK);
 }
 
-static void check_batchnorm(const char *backend_name, int relu, int world) {
+static void check_batchnorm(const char *backend_name, int kind, int world) {
     const size_t total = (size_t)world * BN_ROWS_PER_RANK, n = total * BN_C;
     float *x = random_floats(n, -2.0f, 3.0f, 11 + world);
     float *residual = random_floats(n, -1.0f, 1.0f, 12);
     float *dy = random_floats(n, -1.0f, 1.0f, 13);
     static BnCase whole, ranks[THREAD_COMM_MAX_RANKS];
-    whole = (BnCase){.backend_name = backend_name, .relu = relu, .world = world, .x = x,
+    whole = (BnCase){.backend_name = backend_name, .kind = kind, .world = world, .x = x,
                      .residual = residual, .dy = dy};
     run_batchnorm(&whole, NULL, 0, total);
     void *contexts[THREAD_COMM_MAX_RANKS];
@@ -156,7 +162,7 @@ static void check_batchnorm(const char *backend_name, int relu, int world) {
     for (int r = 0; r < world; r++) {
         assert_close(ranks[r].y, whole.y + r * slice, slice, 1, "y");
         assert_close(ranks[r].dx, whole.dx + r * slice, slice, 1, "dx");
-        if (relu) assert_close(ranks[r].dresidual, whole.dresidual + r * slice, slice, 1, "dres");
+        if (kind == 1) assert_close(ranks[r].dresidual, whole.dresidual + r * slice, slice, 1, "dres");
         assert_close(ranks[r].mean, whole.mean, BN_C, 1, "save_mean");
         assert_close(ranks[r].inv_std, whole.inv_std, BN_C, 1, "save_inv_std");
         assert_close(ranks[r].running_mean, whole.running_mean, BN_C, 1, "running_mean");
@@ -179,8 +185,8 @@ static void check_batchnorm(const char *backend_name, int relu, int world) {
 static void test_sync_batchnorm_equals_whole_batch(void **state) {
     (void)state;
     for (int b = 0; b < 2; b++)
-        for (int relu = 0; relu < 2; relu++)
-            for (int world = 2; world <= 3; world++) check_batchnorm(backend_names[b], relu, world);
+        for (int kind = 0; kind < 3; kind++)
+            for (int world = 2; world <= 3; world++) check_batchnorm(backend_names[b], kind, world);
 }
 
 // ---- NT-Xent -----------------------------------------------------------------------------

@@ -207,6 +207,45 @@ static void test_external_data(void **state) {
     onnx__model_proto__free_unpacked(model, NULL);
 }
 
+// A node of several outputs (Split): "<scope>/<op>", then ":1", ":2"; a
+// second one in the same scope gets its own first name, and so its own
+// others; written with every output.
+static void test_several_outputs(void **state) {
+    (void)state;
+    ErrorMessage err = {{0}};
+    OnnxGraph *graph = onnx_graph_create("split", ONNX_FP32, 25, &err);
+    assert_non_null(graph);
+    const int64_t input_dims[2] = {ONNX_BATCH_DIM, 6};
+    onnx_graph_input(graph, "x", 2, input_dims);
+    const int64_t sizes[3] = {1, 2, 3};
+    const OnnxAttr axis = onnx_attr_int("axis", 1);
+    const char *inputs[2] = {"x", onnx_int64s(graph, "const.split", 1, 3, sizes)};
+    const char *first[3], *second[2];
+    assert_int_equal(onnx_node_outputs(graph, "Split", "block", inputs, 2, &axis, 1, 3, first), 0);
+    assert_string_equal(first[0], "block/Split");
+    assert_string_equal(first[1], "block/Split:1");
+    assert_string_equal(first[2], "block/Split:2");
+    const char *halves[2] = {first[2], onnx_int64s(graph, "const.halves", 1, 2, (int64_t[]){1, 2})};
+    assert_int_equal(onnx_node_outputs(graph, "Split", "block", halves, 2, &axis, 1, 2, second), 0);
+    assert_string_equal(second[0], "block/Split_2");
+    assert_string_equal(second[1], "block/Split_2:1");
+    const char *sum = onnx_binary(graph, "Add", "block", first[1], second[1]);
+    const int64_t output_dims[2] = {ONNX_BATCH_DIM, 2};
+    onnx_graph_output(graph, sum, "out", 2, output_dims);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/split.onnx", folder);
+    const OnnxWriteOptions options = {0};
+    assert_int_equal(onnx_graph_write(graph, path, &options, NULL, &err), 0);
+    onnx_graph_free(graph);
+    Onnx__ModelProto *model = read_model(path);
+    const Onnx__NodeProto *split = model->graph->node[0];
+    assert_string_equal(split->op_type, "Split");
+    assert_int_equal(split->n_output, 3);
+    assert_string_equal(split->output[2], "block/Split:2");
+    assert_string_equal(model->graph->node[1]->input[0], "block/Split:2");
+    onnx__model_proto__free_unpacked(model, NULL);
+}
+
 static void test_opset_range(void **state) {
     (void)state;
     ErrorMessage err = {{0}};
@@ -223,6 +262,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_fp16_weights_and_range),
         cmocka_unit_test(test_external_data),
+        cmocka_unit_test(test_several_outputs),
         cmocka_unit_test(test_opset_range),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -31,7 +31,8 @@ static const char *const variables[] = {
     "LIGHTLY_TRAIN_CACHE_DIR", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_ENDPOINT",
     "HF_HUB_OFFLINE", "HF_TOKEN", "HF_TOKEN_PATH", "LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC",
     "LIGHTLY_TRAIN_DOWNLOAD_RETRIES", "LIGHTLY_TRAIN_DOWNLOAD_BACKOFF_SEC",
-    "LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC", "LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC"};
+    "LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC", "LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC",
+    "LIGHTLY_TRAIN_GITHUB_ENDPOINT"};
 
 static int setup(void **state) {
     (void)state;
@@ -133,6 +134,70 @@ static void test_hub_references(void **state) {
     assert_false(weights_is_reference("./dir/file"));
     assert_false(weights_is_reference("file"));
     assert_false(weights_is_reference("a/b/c"));
+}
+
+// Ultralytics' released weights (LightlyTrain's ultralytics/<name>.pt):
+// every YOLOv8 and YOLO11 size, from the GitHub release ultralytics 8.4.190
+// downloads from (its URL, our cache's folder, no hub cache, no SHA-256);
+// yolo11s.pt in the working directory is the name's file, as Ultralytics
+// takes it; a .yaml is no weights name, an unknown .pt lists the family's.
+static void test_ultralytics_names(void **state) {
+    (void)state;
+    static const char *const families[] = {"yolov8", "yolo11"};
+    char name[64], stem[32], text[4096];
+    ErrorMessage err = {{0}};
+    WeightsRef ref;
+    for (int f = 0; f < 2; f++)
+        for (const char *size = "nsmlx"; *size; size++) {
+            snprintf(stem, sizeof stem, "%s%c", families[f], *size);
+            snprintf(name, sizeof name, "ultralytics/%s.pt", stem);
+            const WeightsEntry *entry = weights_find(name);
+            assert_non_null(entry);
+            assert_string_equal(entry->arch, stem);
+            assert_int_equal(entry->source, WEIGHTS_GITHUB_RELEASE);
+            assert_true(weights_is_reference(name));
+        }
+    assert_int_equal(weights_parse("ultralytics/yolo11s.pt", &ref, &err), 0);
+    assert_int_equal(ref.source, WEIGHTS_GITHUB_RELEASE);
+    assert_null(ref.sha256);
+    assert_int_equal(weights_url(&ref, text, sizeof text, &err), 0);
+    assert_string_equal(text,
+                        "https://github.com/ultralytics/assets/releases/download/v8.4.0/yolo11s.pt");
+    setenv("HF_ENDPOINT", "http://hub-mirror", 1);  // the hub's mirror is not GitHub's
+    setenv("LIGHTLY_TRAIN_GITHUB_ENDPOINT", "http://mirror:9/", 1);
+    assert_int_equal(weights_url(&ref, text, sizeof text, &err), 0);
+    assert_string_equal(text, "http://mirror:9/ultralytics/assets/releases/download/v8.4.0/yolo11s.pt");
+    setenv("LIGHTLY_TRAIN_CACHE_DIR", "/shared/cache", 1);
+    assert_int_equal(weights_cache_path(&ref, text, sizeof text, &err), 0);
+    assert_string_equal(text, "/shared/cache/models/github/releases--ultralytics--assets/v8.4.0/"
+                              "yolo11s.pt");
+    // Never looked for in the Hugging Face cache, even where such a folder exists.
+    char hf_file[600];
+    snprintf(hf_file, sizeof hf_file, "%s/.cache/huggingface/hub/models--ultralytics--assets/"
+                                      "snapshots/0123456789abcdef0123456789abcdef01234567/yolo11s.pt",
+             folder);
+    write_file(hf_file, "weights");
+    snprintf(hf_file, sizeof hf_file, "%s/.cache/huggingface/hub/models--ultralytics--assets/refs/"
+                                      "v8.4.0", folder);
+    write_file(hf_file, "0123456789abcdef0123456789abcdef01234567");
+    assert_false(weights_hf_cached_path(&ref, text, sizeof text));
+    expect_error(weights_local_path("ultralytics/yolo11s.pt", text, sizeof text, &err), &err,
+                 "ultralytics/yolo11s.pt is not downloaded");
+    // The working directory's yolo11s.pt is the name's file.
+    char here[4096];
+    assert_non_null(getcwd(here, sizeof here));
+    assert_int_equal(chdir(folder), 0);
+    write_file("yolo11s.pt", "weights");
+    assert_int_equal(weights_local_path("ultralytics/yolo11s.pt", text, sizeof text, &err), 0);
+    assert_string_equal(text, "yolo11s.pt");
+    assert_int_equal(chdir(here), 0);
+    // A .yaml is a --model, not weights; unknown .pt names list the family's names only.
+    assert_null(weights_find("ultralytics/yolo11s.yaml"));
+    expect_error(weights_parse("ultralytics/yolo12n.pt", &ref, &err), &err,
+                 "unknown weights name 'ultralytics/yolo12n.pt' (known: ultralytics/yolov8n.pt, ");
+    assert_null(strstr(err.text, "dinov2"));
+    expect_error(weights_parse("dinov2/vitx14", &ref, &err), &err, "(known: dinov2/vits14, ");
+    assert_null(strstr(err.text, "ultralytics"));
 }
 
 static void test_cache_folders(void **state) {
@@ -396,6 +461,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_known_names_and_spellings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hub_references, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ultralytics_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_folders, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hugging_face_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_download_record, setup, teardown),

@@ -322,6 +322,28 @@ typedef struct BackendOps {
                                     const float *save_mean, const float *save_inv_std, Act *dx,
                                     float *dgamma, float *dbeta, Act *dresidual);
 
+    // ---- batch norm fused with the SiLU after it (Ultralytics' Conv) --------
+    // y (rows, C) = silu(bn(x)): batchnorm_forward_train (or _eval), then
+    // silu_forward, in one pass over y; the norm's output a = bn(x) is not
+    // kept (the backward recomputes it from x and the statistics). y aliases
+    // not x.
+    void (*batchnorm_silu_forward_train)(Backend *backend, size_t rows, int channels, const Act *x,
+                                         const float *gamma, const float *beta, float momentum,
+                                         float eps, Act *y, float *save_mean, float *save_inv_std,
+                                         float *running_mean, float *running_var);
+    void (*batchnorm_silu_forward_eval)(Backend *backend, size_t rows, int channels, const Act *x,
+                                        const float *gamma, const float *beta,
+                                        const float *running_mean, const float *running_var,
+                                        float eps, Act *y);
+    // Backward of batchnorm_silu_forward_train: with a = (x - save_mean)
+    // save_inv_std gamma + beta, dz (rows, C) = dy silu'(a) (silu_backward),
+    // dx (rows, C) = batchnorm_backward's dx for dz; dgamma, dbeta (C) +=.
+    // dz is written (scratch); dx, dz, dy and x are four buffers.
+    void (*batchnorm_silu_backward)(Backend *backend, size_t rows, int channels, const Act *x,
+                                    const Act *dy, const float *gamma, const float *beta,
+                                    const float *save_mean, const float *save_inv_std, Act *dz,
+                                    Act *dx, float *dgamma, float *dbeta);
+
     // ---- batch norm over several ranks (synchronised BatchNorm) -------------
     // The training forward and backward above, split where the ranks'
     // per-channel sums are all-reduced (nn/batchnorm_sync.c):
@@ -758,9 +780,11 @@ typedef struct BackendOps {
                            float *dy);
 
     // ---- YOLO (Ultralytics): SiLU, depthwise convolution -------------------------
-    // y (n) = x sigmoid(x) = x / (1 + exp(-x)) (torch.nn.SiLU); y may not alias x.
+    // y (n) = x sigmoid(x) = x / (1 + exp(-x)) (torch.nn.SiLU); y may alias x
+    // (element by element).
     void (*silu_forward)(Backend *backend, size_t n, const Act *x, Act *y);
-    // dx (n) = dy s (1 + x (1 - s)), s = sigmoid(x), x the forward input; dx may alias dy.
+    // dx (n) = dy s (1 + x (1 - s)), s = sigmoid(x), x the forward input; dx may
+    // alias dy or x.
     void (*silu_backward)(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
     // Depthwise convolution, PyTorch's Conv2d(C, C, K, stride, padding, groups=C,
     // bias=False): shape->in_channels == shape->out_channels == C, zero padding;

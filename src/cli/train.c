@@ -107,8 +107,20 @@ static int prepare_weights(TrainConfig *config, const char *method, int rank) {
         args->items[args->count++] = default_teacher;
         teacher = fallback;
     }
+    // The weights of --model ultralytics/yolo11s.pt (train_yolo_weights).
+    char model_hint[400] = "";
+    YoloConfig yolo;
+    int pretrained = 0;
+    ErrorMessage ignored;
+    if (config->checkpoint && yolo_is_model_name(config->model) &&
+        yolo_parse_name(config->model, &yolo, &pretrained, &ignored) == 0 && pretrained &&
+        strncmp(config->checkpoint, "ultralytics/", 12) == 0)
+        snprintf(model_hint, sizeof model_hint,
+                 " (the weights of --model %s); or put %s.pt into the working directory, pass "
+                 "--checkpoint PATH, or train from --model ultralytics/%s.yaml",
+                 config->model, yolo.name, yolo.name);
     if (config->checkpoint && weights_cli_prepare("lightly-train-c train", config->checkpoint,
-                                                  NULL))
+                                                  model_hint[0] ? model_hint : NULL))
         return -1;
     const char *hint = teacher == fallback
                            ? " (the default teacher of --method distillation); or name another "
@@ -119,10 +131,11 @@ static int prepare_weights(TrainConfig *config, const char *method, int rank) {
 }
 
 // --model ultralytics/yolo11s.pt (LightlyTrain's name of Ultralytics'
-// released weights): as Ultralytics' YOLO("yolo11s.pt"), the file of that
-// name in the working directory, read as the initial weights unless
-// --checkpoint gives another file. Ultralytics downloads missing ones from
-// its GitHub releases, which this program does not fetch: say so.
+// released weights): the weights of that name (weights/names.c: the file
+// yolo11s.pt in the working directory, as Ultralytics' YOLO("yolo11s.pt")
+// takes it, else Ultralytics' GitHub release asset, downloaded into the
+// cache by prepare_weights) are the initial weights, unless --checkpoint
+// gives others.
 static int train_yolo_weights(TrainConfig *config, ErrorMessage *err) {
     YoloConfig yolo;
     int pretrained = 0;
@@ -131,15 +144,12 @@ static int train_yolo_weights(TrainConfig *config, ErrorMessage *err) {
         yolo_parse_name(config->model, &yolo, &pretrained, &ignored) || !pretrained ||
         config->checkpoint)
         return 0;
-    static char file[YOLO_MAX_NAME + 4];
-    snprintf(file, sizeof file, "%s.pt", yolo.name);
-    if (access(file, R_OK) != 0)
-        return error_set(err, "--model %s: no %s here: Ultralytics' released weights are not "
-                              "fetched by lightly-train-c; download %s (Ultralytics' "
-                              "YOLO(\"%s\") does) into the working directory, or pass "
-                              "--checkpoint PATH, or train from --model ultralytics/%s.yaml",
-                         config->model, file, file, file, yolo.name);
-    config->checkpoint = file;
+    static char weights_name[YOLO_MAX_NAME + 20];
+    snprintf(weights_name, sizeof weights_name, "ultralytics/%s.pt", yolo.name);
+    if (!weights_find(weights_name))
+        return error_set(err, "--model %s: Ultralytics released no weights of that name; train "
+                              "from --model ultralytics/%s.yaml", config->model, yolo.name);
+    config->checkpoint = weights_name;
     return 0;
 }
 

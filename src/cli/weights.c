@@ -155,12 +155,15 @@ static void print_help(FILE *out) {
             "download verified and downloaded again when it differs. path: prints the\n"
             "cached file. Besides the names, any Hugging Face repository\n"
             "ORG/NAME[@REVISION][:FILE] whose safetensors file holds a ResNet or ViT in a\n"
-            "naming this program reads (default FILE: model.safetensors).\n"
+            "naming this program reads (default FILE: model.safetensors). Ultralytics'\n"
+            "weights (ultralytics/yolo11s.pt) come from its GitHub release, as Ultralytics\n"
+            "downloads them, unless the working directory holds yolo11s.pt, which is used.\n"
             "\n"
             "Cache: $LIGHTLY_TRAIN_CACHE_DIR, else $XDG_CACHE_HOME/lightly-train-c, else\n"
             "~/.cache/lightly-train-c; files the Hugging Face libraries downloaded\n"
             "($HF_HUB_CACHE, $HF_HOME/hub) are used as they are. HF_ENDPOINT selects a\n"
-            "mirror, HF_TOKEN (or $HF_HOME/token) opens gated repositories. A download\n"
+            "mirror, HF_TOKEN (or $HF_HOME/token) opens gated repositories;\n"
+            "LIGHTLY_TRAIN_GITHUB_ENDPOINT (https://github.com) GitHub's. A download\n"
             "slower than LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC (1000) for\n"
             "LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC (180) is retried\n"
             "LIGHTLY_TRAIN_DOWNLOAD_RETRIES (5) times; one not complete within\n"
@@ -182,10 +185,14 @@ static int list_names(void) {
         if (model >= model_width) model_width = model + 1;
     }
     printf("%-*s %-*s %-10s %-15s %-44s %s\n", name_width, "name", model_width, "model", "size",
-           "licence", "source: Hugging Face repository", "cached");
+           "licence", "source: Hugging Face repository, GitHub release", "cached");
     for (int i = 0; i < count; i++) {
         const WeightsEntry *entry = &entries[i];
-        char path[4096], size[32] = "", cached[8] = "no";
+        char path[4096], size[32] = "", cached[8] = "no", source[300];
+        if (entry->source == WEIGHTS_GITHUB_RELEASE)
+            snprintf(source, sizeof source, "%s %s", entry->repo, entry->release);
+        else
+            snprintf(source, sizeof source, "%s", entry->repo);
         struct stat info;
         if (weights_local_path(entry->name, path, sizeof path, NULL) == 0 &&
             stat(path, &info) == 0) {
@@ -197,7 +204,7 @@ static int list_names(void) {
             snprintf(size, sizeof size, "~%.0f MB", entry->params_millions * 4);
         }
         printf("%-*s %-*s %-10s %-15s %-44s %s\n", name_width, entry->name, model_width,
-               entry->arch, size, entry->licence, entry->repo, cached);
+               entry->arch, size, entry->licence, source, cached);
     }
     printf("\nDefault teachers (LightlyTrain's): distillation %s, distillationv1 and v2 %s.\n"
            "Also any Hugging Face repository ORG/NAME[@REVISION][:FILE], e.g. "

@@ -17,16 +17,22 @@ typedef struct OnnxFamily {
 
 // One row per model family (onnx_families.h).
 static const OnnxFamily onnx_families[] = {
-    {BACKBONE_RESNET, onnx_resnet_check, onnx_resnet_graph},
+    {BACKBONE_RESNET, onnx_any_size_check, onnx_resnet_graph},
     {BACKBONE_VIT, onnx_vit_check, onnx_vit_graph},
+    {BACKBONE_YOLO, onnx_any_size_check, onnx_yolo_graph},
 };
+
+int onnx_any_size_check(const Backbone *backbone, int image_size, ErrorMessage *err) {
+    (void)backbone;
+    return image_size >= 1 ? 0 : error_set(err, "image size %d: at least 1", image_size);
+}
 
 static const OnnxFamily *family_of(const Backbone *backbone, ErrorMessage *err) {
     for (size_t i = 0; i < sizeof onnx_families / sizeof *onnx_families; i++)
         if (onnx_families[i].kind == backbone->spec.kind) return &onnx_families[i];
     char name[BACKBONE_MAX_NAME];
     backbone_spec_name(&backbone->spec, name, sizeof name);
-    error_set(err, "ONNX export of %s is not supported yet (ResNets and ViTs are)", name);
+    error_set(err, "ONNX export of %s is not supported yet (ResNets, ViTs and YOLOs are)", name);
     return NULL;
 }
 
@@ -50,6 +56,8 @@ int onnx_export_external(const Backbone *backbone, const OnnxExportOptions *opti
 
 // What the model's embedding is, in words (metadata "pooling").
 static const char *pooling_text(const Backbone *backbone) {
+    if (backbone->spec.kind == BACKBONE_YOLO)
+        return "global average pool of the trained part's last layer";
     if (backbone->spec.kind != BACKBONE_VIT) return "global average pool of the last stage";
     return backbone->model.vit.config.pool == VIT_POOL_CLS
                ? "the normalised class token"

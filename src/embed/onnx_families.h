@@ -1,6 +1,6 @@
 // The model families the ONNX exporter writes (embed/onnx_export.c keeps
 // the table: a BackboneKind, its check of the export size, its graph).
-// A new family (ConvNeXt, YOLO, ...) adds a file with these two functions
+// A new family (ConvNeXt, ...) adds a file with these two functions
 // and one row to that table; the layer emitters it needs go to
 // onnx_layers.h.
 #ifndef LTC_EMBED_ONNX_FAMILIES_H
@@ -22,11 +22,15 @@ typedef int (*OnnxGraphBuild)(const OnnxBuilder *builder, const Backbone *backbo
                               int image_size, const char *input, const char **output,
                               ErrorMessage *err);
 
-int onnx_resnet_check(const Backbone *backbone, int image_size, ErrorMessage *err);
+// Convolutional networks pooled globally: every size from 1 pixel on gives
+// a 1 x 1 (or larger) last map.
+int onnx_any_size_check(const Backbone *backbone, int image_size, ErrorMessage *err);
 int onnx_resnet_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
                       const char *input, const char **output, ErrorMessage *err);
 int onnx_vit_check(const Backbone *backbone, int image_size, ErrorMessage *err);
 int onnx_vit_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
                    const char *input, const char **output, ErrorMessage *err);
+int onnx_yolo_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
+                    const char *input, const char **output, ErrorMessage *err);
 
 #endif

@@ -328,30 +328,46 @@ static Onnx__AttributeProto *attribute_message(OnnxGraph *graph, const OnnxAttr 
     return message->name ? message : NULL;
 }
 
-const char *onnx_node(OnnxGraph *graph, const char *op, const char *scope,
+int onnx_node_outputs(OnnxGraph *graph, const char *op, const char *scope,
                       const char *const *inputs, int input_count, const OnnxAttr *attrs,
-                      int attr_count) {
-    if (graph->failed) return placeholder;
+                      int attr_count, int output_count, const char **outputs) {
+    for (int o = 0; o < output_count; o++) outputs[o] = placeholder;
+    if (graph->failed) return -1;
     Onnx__NodeProto *node = arena_alloc(graph, sizeof *node);
     char **input_names = arena_alloc(graph, (size_t)(input_count + 1) * sizeof *input_names);
-    char **output_names = arena_alloc(graph, sizeof *output_names);
+    char **output_names = arena_alloc(graph, (size_t)output_count * sizeof *output_names);
     Onnx__AttributeProto **attributes =
         arena_alloc(graph, (size_t)(attr_count + 1) * sizeof *attributes);
-    if (!node || !input_names || !output_names || !attributes) return placeholder;
+    if (!node || !input_names || !output_names || !attributes) return -1;
     onnx__node_proto__init(node);
     for (int i = 0; i < input_count; i++) input_names[i] = arena_string(graph, inputs[i]);
     for (int a = 0; a < attr_count; a++) attributes[a] = attribute_message(graph, &attrs[a]);
     output_names[0] = unique_output_name(graph, op, scope);
+    for (int o = 1; o < output_count && !graph->failed; o++) {  // unique as the first is
+        char name[300];
+        snprintf(name, sizeof name, "%s:%d", output_names[0], o);
+        output_names[o] = arena_string(graph, name);
+    }
     node->op_type = arena_string(graph, op);
-    if (graph->failed) return placeholder;
+    if (graph->failed) return -1;
     node->name = output_names[0];
     node->n_input = (size_t)input_count;
     node->input = input_names;
-    node->n_output = 1;
+    node->n_output = (size_t)output_count;
     node->output = output_names;
     node->n_attribute = (size_t)attr_count;
     node->attribute = attributes;
-    return list_push(graph, &graph->nodes, node) ? placeholder : output_names[0];
+    if (list_push(graph, &graph->nodes, node)) return -1;
+    for (int o = 0; o < output_count; o++) outputs[o] = output_names[o];
+    return 0;
+}
+
+const char *onnx_node(OnnxGraph *graph, const char *op, const char *scope,
+                      const char *const *inputs, int input_count, const OnnxAttr *attrs,
+                      int attr_count) {
+    const char *output;
+    onnx_node_outputs(graph, op, scope, inputs, input_count, attrs, attr_count, 1, &output);
+    return output;
 }
 
 // ---- graph inputs and outputs ------------------------------------------------------------

@@ -106,6 +106,11 @@ const char *onnx_int64s(OnnxGraph *graph, const char *name, int rank, int count,
 const char *onnx_node(OnnxGraph *graph, const char *op, const char *scope,
                       const char *const *inputs, int input_count, const OnnxAttr *attrs,
                       int attr_count);
+// A node of several outputs (Split): their names in outputs (count; the
+// first "<scope>/<op>", then "<first>:1", ...); -1 when the graph failed.
+int onnx_node_outputs(OnnxGraph *graph, const char *op, const char *scope,
+                      const char *const *inputs, int input_count, const OnnxAttr *attrs,
+                      int attr_count, int output_count, const char **outputs);
 static inline const char *onnx_unary(OnnxGraph *graph, const char *op, const char *scope,
                                      const char *x) {
     return onnx_node(graph, op, scope, &x, 1, NULL, 0);

@@ -56,11 +56,15 @@ const char *onnx_conv2d(const OnnxBuilder *builder, const Conv2d *conv, const ch
     const int64_t kernel[2] = {conv->kernel, conv->kernel};
     const int64_t strides[2] = {conv->stride, conv->stride};
     const int64_t pads[4] = {conv->padding, conv->padding, conv->padding, conv->padding};
+    // Grouped (depthwise: weight (C, 1, K, K)) when the weight takes fewer
+    // input channels than the conv has.
+    const int64_t groups = conv->in_channels / weight->torch_shape[1];
     const OnnxAttr attrs[] = {onnx_attr_ints("kernel_shape", kernel, 2),
                               onnx_attr_ints("strides", strides, 2),
-                              onnx_attr_ints("pads", pads, 4)};
+                              onnx_attr_ints("pads", pads, 4), onnx_attr_int("group", groups)};
     const char *inputs[3] = {x, onnx_parameter(builder, weight), bias};
-    return onnx_node(builder->graph, "Conv", scope, inputs, bias ? 3 : 2, attrs, 3);
+    return onnx_node(builder->graph, "Conv", scope, inputs, bias ? 3 : 2, attrs,
+                     groups > 1 ? 4 : 3);
 }
 
 const char *onnx_batchnorm(const OnnxBuilder *builder, const BatchNorm *bn, const char *x) {
@@ -184,6 +188,19 @@ const char *onnx_slice(const OnnxBuilder *builder, const char *scope, const char
                              onnx_ints(builder, "const.end", 1, &end),
                              onnx_ints(builder, "const.axes", 1, &axes)};
     return onnx_node(builder->graph, "Slice", scope, inputs, 4, NULL, 0);
+}
+
+int onnx_split(const OnnxBuilder *builder, const char *scope, const char *x, int axis,
+               int count, const int64_t *sizes, const char **outputs) {
+    const OnnxAttr attr = onnx_attr_int("axis", axis);
+    const char *inputs[2] = {x, onnx_ints(builder, "const.split", count, sizes)};
+    return onnx_node_outputs(builder->graph, "Split", scope, inputs, 2, &attr, 1, count, outputs);
+}
+
+const char *onnx_concat(const OnnxBuilder *builder, const char *scope, int count,
+                        const char *const *x, int axis) {
+    const OnnxAttr attr = onnx_attr_int("axis", axis);
+    return onnx_node(builder->graph, "Concat", scope, x, count, &attr, 1);
 }
 
 const char *onnx_gather(const OnnxBuilder *builder, const char *scope, const char *x, int axis,

@@ -37,7 +37,8 @@ const char *onnx_ints(const OnnxBuilder *builder, const char *name, int count,
 // ---- layers ------------------------------------------------------------------------------
 
 // Conv (no bias, or bias: an initializer's name) on x (N, Cin, H, W):
-// (N, Cout, OH, OW).
+// (N, Cout, OH, OW); grouped where the weight (Cout, Cin / groups, K, K)
+// says so (depthwise).
 const char *onnx_conv2d(const OnnxBuilder *builder, const Conv2d *conv, const char *bias,
                         const char *x);
 // BatchNormalization in inference mode (the running statistics; ONNX
@@ -76,6 +77,13 @@ const char *onnx_transpose(const OnnxBuilder *builder, const char *scope, const 
 // x[start:end] along axis.
 const char *onnx_slice(const OnnxBuilder *builder, const char *scope, const char *x, int axis,
                        int64_t start, int64_t end);
+// x split along axis into count parts of sizes[i]: outputs[i] (ONNX Split,
+// the sizes as an input); -1 when the graph failed.
+int onnx_split(const OnnxBuilder *builder, const char *scope, const char *x, int axis,
+               int count, const int64_t *sizes, const char **outputs);
+// The count values x[i] concatenated along axis.
+const char *onnx_concat(const OnnxBuilder *builder, const char *scope, int count,
+                        const char *const *x, int axis);
 // x[index] along axis (the axis dropped).
 const char *onnx_gather(const OnnxBuilder *builder, const char *scope, const char *x, int axis,
                         int64_t index);

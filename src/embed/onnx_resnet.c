@@ -28,12 +28,6 @@ static const char *block_graph(const OnnxBuilder *builder, const ResnetBlock *bl
                            onnx_binary(builder->graph, "Add", scope, branch, shortcut));
 }
 
-int onnx_resnet_check(const Backbone *backbone, int image_size, ErrorMessage *err) {
-    (void)backbone;
-    // Every size from 1 pixel on gives a 1 x 1 (or larger) last stage.
-    return image_size >= 1 ? 0 : error_set(err, "image size %d: at least 1", image_size);
-}
-
 int onnx_resnet_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
                       const char *input, const char **output, ErrorMessage *err) {
     (void)image_size;  // any size: the pool is global

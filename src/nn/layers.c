@@ -178,6 +178,39 @@ void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows,
                                         bn->bias_grad, dresidual);
 }
 
+void batchnorm_silu_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
+                            const Act *x, Act *y, float *save_mean, float *save_inv_std) {
+    if (training && bn->sync) {  // the ranks' statistics first, then the SiLU in place
+        batchnorm_sync_forward(backend, bn, rows, x, NULL, 0, y, save_mean, save_inv_std);
+        backend->op.silu_forward(backend, rows * (size_t)bn->channels, y, y);
+    } else if (training) {
+        backend->op.batchnorm_silu_forward_train(backend, rows, bn->channels, x, bn->weight,
+                                                 bn->bias, bn->momentum, bn->eps, y, save_mean,
+                                                 save_inv_std, bn->running_mean,
+                                                 bn->running_var);
+    } else {
+        backend->op.batchnorm_silu_forward_eval(backend, rows, bn->channels, x, bn->weight,
+                                                bn->bias, bn->running_mean, bn->running_var,
+                                                bn->eps, y);
+    }
+}
+
+void batchnorm_silu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                             const Act *dy, const float *save_mean, const float *save_inv_std,
+                             Act *dz, Act *dx) {
+    if (!bn->sync) {
+        backend->op.batchnorm_silu_backward(backend, rows, bn->channels, x, dy, bn->weight,
+                                            bn->bias, save_mean, save_inv_std, dz, dx,
+                                            bn->weight_grad, bn->bias_grad);
+        return;
+    }
+    // The norm's output again (this rank's rows), SiLU's gradient, then the ranks' backward.
+    backend->op.batchnorm_forward_apply(backend, rows, bn->channels, x, NULL, 0, bn->weight,
+                                        bn->bias, save_mean, save_inv_std, dz);
+    backend->op.silu_backward(backend, rows * (size_t)bn->channels, dz, dy, dz);
+    batchnorm_sync_backward(backend, bn, rows, x, NULL, dz, save_mean, save_inv_std, dx, NULL);
+}
+
 // ---- layer norm ---------------------------------------------------------------------
 
 int layernorm_declare(LayerNorm *ln, ParameterSet *params, const char *prefix, int channels,

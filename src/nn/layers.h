@@ -125,6 +125,18 @@ void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows,
                              const Act *y, const Act *dy, const float *save_mean,
                              const float *save_inv_std, Act *dx, Act *dresidual);
 
+// Batch norm fused with the SiLU after it (Ultralytics' Conv): y (rows, C)
+// = silu(BN(x)), the norm's output not kept; equals batchnorm_forward then
+// silu_forward. y aliases not x.
+void batchnorm_silu_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,
+                            const Act *x, Act *y, float *save_mean, float *save_inv_std);
+// Its backward from dy (rows, C) = dL/dy: dx (rows, C) = dL/dx; weight_grad,
+// bias_grad +=; dz (rows, C) scratch (the gradient reaching the norm). x,
+// dy, dz and dx are four buffers.
+void batchnorm_silu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
+                             const Act *dy, const float *save_mean, const float *save_inv_std,
+                             Act *dz, Act *dx);
+
 // ---- layer norm over the channels of each row (PyTorch's nn.LayerNorm) -------
 
 typedef struct LayerNorm {

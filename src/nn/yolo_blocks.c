@@ -44,7 +44,7 @@ static Act *at_mut(const Run *run, Act *base, size_t elements) {
     return act_at(run->backend, base, elements);
 }
 
-// ---- conv unit: conv -> BN -> SiLU ------------------------------------------------------------
+// ---- conv unit: conv -> BN -> SiLU (fused: the norm's output is not kept) ----------------------
 
 static Act *unit_forward(const Run *run, const YoloConv *unit, const Act *x) {
     Backend *backend = run->backend;
@@ -57,11 +57,12 @@ static Act *unit_forward(const Run *run, const YoloConv *unit, const Act *x) {
                                              state->conv_out);
     else
         conv2d_forward(backend, &unit->conv, run->plans->plans[unit->id], x, state->conv_out);
-    batchnorm_forward(backend, &unit->bn, run->training, rows, state->conv_out, state->bn_out,
-                      state->mean, state->inv_std);
     if (unit->act)
-        backend->op.silu_forward(backend, rows * unit->conv.out_channels, state->bn_out,
-                                 state->out);
+        batchnorm_silu_forward(backend, &unit->bn, run->training, rows, state->conv_out,
+                               state->out, state->mean, state->inv_std);
+    else
+        batchnorm_forward(backend, &unit->bn, run->training, rows, state->conv_out, state->out,
+                          state->mean, state->inv_std);
     return state->out;
 }
 
@@ -72,13 +73,12 @@ static void unit_backward(const Run *run, const YoloConv *unit, const Act *dy, A
     const ConvShape *shape = &run->plans->shapes[unit->id];
     const size_t rows = unit_rows(run, unit);
     Act *dnorm = run->slot->grad_conv[0], *dconv = run->slot->grad_conv[1];
-    if (unit->act) {
-        backend->op.silu_backward(backend, rows * unit->conv.out_channels, state->bn_out, dy,
-                                  dnorm);
-        dy = dnorm;
-    }
-    batchnorm_backward(backend, &unit->bn, rows, state->conv_out, dy, state->mean,
-                       state->inv_std, dconv);
+    if (unit->act)
+        batchnorm_silu_backward(backend, &unit->bn, rows, state->conv_out, dy, state->mean,
+                                state->inv_std, dnorm, dconv);
+    else
+        batchnorm_backward(backend, &unit->bn, rows, state->conv_out, dy, state->mean,
+                           state->inv_std, dconv);
     if (unit->depthwise) {
         backend->op.depthwise_conv2d_backward_weights(backend, shape, state->input, dconv,
                                                       unit->conv.weight_grad);

@@ -9,8 +9,8 @@
 struct YoloConvState {
     const Act *input;        // the last forward's input (backward reads it)
     Act *conv_out;           // (N, H, W, Cout): the norm's input
-    Act *bn_out;             // the norm's output: SiLU's input (== out without SiLU)
-    Act *out;                // the unit's output
+    Act *out;                // the unit's output: silu(bn(conv_out)), or bn(conv_out) (the
+                             // norm's output alone is not kept: the fused backward recomputes it)
     float *mean, *inv_std;   // (Cout) the norm's batch statistics
     int height, width;       // output size
 };

@@ -21,8 +21,7 @@ static void layout_unit(ActivationArena *arena, YoloSlot *slot, const YoloConv *
     state->height = shape->out_height;
     state->width = shape->out_width;
     state->conv_out = activation_take(arena, n);
-    state->bn_out = activation_take(arena, n);
-    state->out = unit->act ? activation_take(arena, n) : state->bn_out;
+    state->out = activation_take(arena, n);
     state->mean = activation_take_float(arena, (size_t)unit->conv.out_channels);
     state->inv_std = activation_take_float(arena, (size_t)unit->conv.out_channels);
 }

@@ -18,6 +18,7 @@
 #include "util/cpu.h"
 #include "util/file.h"
 #include "util/output_path.h"
+#include "util/thread_wait.h"
 
 // Console (through the progress display) and train.log on rank 0; other
 // ranks write to stderr with their rank.
@@ -561,6 +562,7 @@ static void log_configuration(TrainRun *run) {
     scan_summary_describe(&run->dataset.summary, skipped, sizeof skipped);
     if (skipped[0]) train_message(run, "dataset: %s", skipped);
     run_log_line(run->log, "accelerator: %s", run->accelerator_note);
+    run_log_line(run->log, "compute threads wait: %s", thread_wait_describe());
     // The pool per device of the design: (cores - devices) / devices over
     // the node, i.e. each rank's share of the cores less one for its device.
     if (config->num_workers > 0)

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #define DEFAULT_ENDPOINT "https://huggingface.co"
+#define DEFAULT_GITHUB_ENDPOINT "https://github.com"
 
 static const char *env(const char *name) {
     const char *value = getenv(name);
@@ -33,18 +34,20 @@ int weights_cache_root(char *out, size_t size, ErrorMessage *err) {
     return 0;
 }
 
-// "org/name" -> "models--org--name", the hub cache's folder name.
-static void repo_folder(const char *repo, char *out, size_t size) {
+// "org/name" -> "<kind>--org--name" ("models--org--name": the hub cache's
+// folder name).
+static void repo_folder(const char *kind, const char *repo, char *out, size_t size) {
     const char *slash = strchr(repo, '/');
-    snprintf(out, size, "models--%.*s--%s", (int)(slash - repo), repo, slash + 1);
+    snprintf(out, size, "%s--%.*s--%s", kind, (int)(slash - repo), repo, slash + 1);
 }
 
 int weights_cache_path(const WeightsRef *ref, char *out, size_t size, ErrorMessage *err) {
     char root[3072], folder[WEIGHTS_REPO_MAX + 16];
     if (weights_cache_root(root, sizeof root, err)) return -1;
-    repo_folder(ref->repo, folder, sizeof folder);
-    if (snprintf(out, size, "%s/models/hub/%s/%s/%s", root, folder, ref->revision,
-                 ref->filename) >= (int)size)
+    const int github = ref->source == WEIGHTS_GITHUB_RELEASE;
+    repo_folder(github ? "releases" : "models", ref->repo, folder, sizeof folder);
+    if (snprintf(out, size, "%s/models/%s/%s/%s/%s", root, github ? "github" : "hub", folder,
+                 ref->revision, ref->filename) >= (int)size)
         return error_set(err, "cache path too long under %s", root);
     return 0;
 }
@@ -65,8 +68,8 @@ static int is_commit(const char *revision) {
 
 int weights_hf_cached_path(const WeightsRef *ref, char *out, size_t size) {
     char hub[2048], folder[WEIGHTS_REPO_MAX + 16], commit[64] = "";
-    if (hf_hub_cache(hub, sizeof hub)) return 0;
-    repo_folder(ref->repo, folder, sizeof folder);
+    if (ref->source != WEIGHTS_HUGGING_FACE || hf_hub_cache(hub, sizeof hub)) return 0;
+    repo_folder("models", ref->repo, folder, sizeof folder);
     if (is_commit(ref->revision)) {
         memcpy(commit, ref->revision, 41);
     } else {  // refs/<revision> holds the commit the revision pointed to when downloaded
@@ -86,13 +89,16 @@ int weights_hf_cached_path(const WeightsRef *ref, char *out, size_t size) {
 }
 
 int weights_url(const WeightsRef *ref, char *out, size_t size, ErrorMessage *err) {
-    const char *endpoint = env("HF_ENDPOINT");
-    if (!endpoint) endpoint = DEFAULT_ENDPOINT;
+    const int github = ref->source == WEIGHTS_GITHUB_RELEASE;
+    const char *variable = github ? "LIGHTLY_TRAIN_GITHUB_ENDPOINT" : "HF_ENDPOINT";
+    const char *endpoint = env(variable);
+    if (!endpoint) endpoint = github ? DEFAULT_GITHUB_ENDPOINT : DEFAULT_ENDPOINT;
     size_t length = strlen(endpoint);
     while (length > 0 && endpoint[length - 1] == '/') length--;
-    if (snprintf(out, size, "%.*s/%s/resolve/%s/%s", (int)length, endpoint, ref->repo,
-                 ref->revision, ref->filename) >= (int)size)
-        return error_set(err, "URL too long (HF_ENDPOINT %s)", endpoint);
+    // GitHub's release asset URL, as Ultralytics' attempt_download_asset forms it.
+    if (snprintf(out, size, github ? "%.*s/%s/releases/download/%s/%s" : "%.*s/%s/resolve/%s/%s",
+                 (int)length, endpoint, ref->repo, ref->revision, ref->filename) >= (int)size)
+        return error_set(err, "URL too long (%s %s)", variable, endpoint);
     return 0;
 }
 

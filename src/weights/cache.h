@@ -2,14 +2,17 @@
 // environment:
 //   our cache      $LIGHTLY_TRAIN_CACHE_DIR, else $XDG_CACHE_HOME/lightly-train-c,
 //                  else ~/.cache/lightly-train-c; files under models/hub/
-//                  models--ORG--NAME/REVISION/FILE
+//                  models--ORG--NAME/REVISION/FILE; a GitHub release's asset under
+//                  models/github/releases--ORG--NAME/TAG/FILE
 //   Hugging Face   $HF_HUB_CACHE, else $HF_HOME/hub, HF_HOME defaulting to
 //                  $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface: a file
 //                  its libraries downloaded (models--ORG--NAME/snapshots/
 //                  COMMIT/FILE, refs/REVISION holding the commit) is used as is
 //   the hub        $HF_ENDPOINT (https://huggingface.co), $HF_HUB_OFFLINE (1, ON,
-//                  YES, TRUE: no network), the token $HF_TOKEN, else the file
-//                  $HF_TOKEN_PATH, else $HF_HOME/token
+//                  YES, TRUE: no network, for GitHub too), the token $HF_TOKEN, else
+//                  the file $HF_TOKEN_PATH, else $HF_HOME/token (sent to the hub only)
+//   GitHub         $LIGHTLY_TRAIN_GITHUB_ENDPOINT (https://github.com): release
+//                  assets at ENDPOINT/ORG/NAME/releases/download/TAG/FILE
 //   downloads      $LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC (180: a transfer
 //                  receiving less than ..._MIN_BYTES_PER_SEC (1000) for that
 //                  long is retried), ..._RETRIES (5), ..._BACKOFF_SEC (1,
@@ -32,10 +35,11 @@ int weights_cache_root(char *out, size_t size, ErrorMessage *err);
 int weights_cache_path(const WeightsRef *ref, char *out, size_t size, ErrorMessage *err);
 
 // The Hugging Face cache's copy of ref's file: 1 and its path when present,
-// else 0.
+// else 0 (always for a GitHub release's asset).
 int weights_hf_cached_path(const WeightsRef *ref, char *out, size_t size);
 
-// The resolve URL of ref's file on the hub (or the HF_ENDPOINT mirror).
+// The resolve URL of ref's file on the hub (or the HF_ENDPOINT mirror); a
+// GitHub release asset's download URL.
 int weights_url(const WeightsRef *ref, char *out, size_t size, ErrorMessage *err);
 
 // 1 when HF_HUB_OFFLINE forbids the network.

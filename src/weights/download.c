@@ -419,6 +419,10 @@ static int fail(const DownloadRequest *request, const Attempt *attempt, CURLcode
         return error_set(err, "%s: %s: not found (HTTP 404): no such repository, revision or "
                               "file; check the name (lightly-train-c weights lists the known "
                               "ones)", name, url);
+    if (code == CURLE_HTTP_RETURNED_ERROR && (status == 401 || status == 403) &&
+        request->denied_hint)
+        return error_set(err, "%s: %s: access denied (HTTP %ld): %s", name, url, status,
+                         request->denied_hint);
     if (code == CURLE_HTTP_RETURNED_ERROR && (status == 401 || status == 403))
         return error_set(err, "%s: %s: access denied (HTTP %ld): the repository is gated or "
                               "private: accept its licence on its page, then set HF_TOKEN (or "

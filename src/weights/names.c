@@ -8,6 +8,26 @@
 #define APACHE_URL "https://www.apache.org/licenses/LICENSE-2.0"
 #define DINOV3 "DINOv3 License"
 #define DINOV3_URL "https://ai.meta.com/resources/models-and-libraries/dinov3-license"
+#define AGPL "AGPL-3.0"
+#define AGPL_URL "https://ultralytics.com/license"
+
+// Ultralytics' released weights, as ultralytics 8.4.190 downloads them
+// (ultralytics/utils/downloads.py: attempt_download_asset(file,
+// repo="ultralytics/assets", release="v8.4.0") fetches
+// https://github.com/ultralytics/assets/releases/download/v8.4.0/<file> for
+// the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt and
+// yolo11{n,s,m,l,x}.pt among them), after looking for <file> in the working
+// directory. LightlyTrain 0.18 passes "ultralytics/yolo11s.pt" to
+// ultralytics.YOLO("yolo11s.pt") (_models/ultralytics/ultralytics_package.py),
+// so this is its source too. No SHA-256 is published for these assets that
+// could be looked up here: the size the server sends is checked, and the
+// download records the SHA-256 received. Sizes: the whole model's
+// parameters (docs/models.md) at 2 bytes each (the files hold F16).
+#define ULTRALYTICS_RELEASE "v8.4.0"
+#define HUB WEIGHTS_HUGGING_FACE, NULL, NULL
+#define ULTRALYTICS(stem, params, size)                                                      \
+    {"ultralytics/" stem ".pt", stem, "ultralytics/assets", AGPL, AGPL_URL, params, size, NULL, \
+     WEIGHTS_GITHUB_RELEASE, ULTRALYTICS_RELEASE, stem ".pt"}
 
 // LightlyTrain's names (its dinov2_vit and dinov3 packages) -> timm's copies
 // on the Hugging Face Hub, whose safetensors files this program reads
@@ -18,46 +38,51 @@
 // none). timm's DINOv3 copies are ungated (docs/weights.md).
 static const WeightsEntry entries[] = {
     {"dinov2/vits14", "vit_s14_reg4", "timm/vit_small_patch14_reg4_dinov2.lvd142m", APACHE,
-     APACHE_URL, 21.6, "88.2 MB", NULL},
+     APACHE_URL, 21.6, "88.2 MB", NULL, HUB},
     {"dinov2/vitb14", "vit_b14_reg4", "timm/vit_base_patch14_reg4_dinov2.lvd142m", APACHE,
-     APACHE_URL, 85.7, NULL, NULL},
+     APACHE_URL, 85.7, NULL, NULL, HUB},
     {"dinov2/vitl14", "vit_l14_reg4", "timm/vit_large_patch14_reg4_dinov2.lvd142m", APACHE,
-     APACHE_URL, 303.2, "1.22 GB", NULL},
+     APACHE_URL, 303.2, "1.22 GB", NULL, HUB},
     {"dinov2/vitg14", "vit_g14_reg4", "timm/vit_giant_patch14_reg4_dinov2.lvd142m", APACHE,
-     APACHE_URL, 1130, "4.55 GB", NULL},
+     APACHE_URL, 1130, "4.55 GB", NULL, HUB},
     {"dinov2/vits14-noreg", "vit_s14", "timm/vit_small_patch14_dinov2.lvd142m", APACHE,
-     APACHE_URL, 21.6, "88.2 MB", NULL},
+     APACHE_URL, 21.6, "88.2 MB", NULL, HUB},
     {"dinov2/vitb14-noreg", "vit_b14", "timm/vit_base_patch14_dinov2.lvd142m", APACHE,
      APACHE_URL, 85.7, "346 MB",
-     "55cbb5d887b336d430e649c277b85a1429e724871f9d02ac16203235886d8c7b"},
+     "55cbb5d887b336d430e649c277b85a1429e724871f9d02ac16203235886d8c7b", HUB},
     {"dinov2/vitl14-noreg", "vit_l14", "timm/vit_large_patch14_dinov2.lvd142m", APACHE,
-     APACHE_URL, 303.2, "1.22 GB", NULL},
+     APACHE_URL, 303.2, "1.22 GB", NULL, HUB},
     {"dinov2/vitg14-noreg", "vit_g14", "timm/vit_giant_patch14_dinov2.lvd142m", APACHE,
-     APACHE_URL, 1130, "4.55 GB", NULL},
+     APACHE_URL, 1130, "4.55 GB", NULL, HUB},
     {"dinov3/vits16", "dinov3/vits16", "timm/vit_small_patch16_dinov3.lvd1689m", DINOV3,
-     DINOV3_URL, 21.6, "86.4 MB", NULL},
+     DINOV3_URL, 21.6, "86.4 MB", NULL, HUB},
     {"dinov3/vits16plus", "dinov3/vits16plus", "timm/vit_small_plus_patch16_dinov3.lvd1689m",
-     DINOV3, DINOV3_URL, 28.7, "115 MB", NULL},
+     DINOV3, DINOV3_URL, 28.7, "115 MB", NULL, HUB},
     {"dinov3/vitb16", "dinov3/vitb16", "timm/vit_base_patch16_dinov3.lvd1689m", DINOV3,
-     DINOV3_URL, 85.7, NULL, NULL},
+     DINOV3_URL, 85.7, NULL, NULL, HUB},
     {"dinov3/vitl16", "dinov3/vitl16", "timm/vit_large_patch16_dinov3.lvd1689m", DINOV3,
-     DINOV3_URL, 303.2, NULL, NULL},
+     DINOV3_URL, 303.2, NULL, NULL, HUB},
     {"dinov3/vith16plus", "dinov3/vith16plus", "timm/vit_huge_plus_patch16_dinov3.lvd1689m",
-     DINOV3, DINOV3_URL, 840.6, "3.36 GB", NULL},
+     DINOV3, DINOV3_URL, 840.6, "3.36 GB", NULL, HUB},
     // DINOv3's ConvNeXts: timm's copies in timm's names, loaded into DINOv3's
     // (the name's architecture: nn/convnext_weights.h translates)
     {"dinov3/convnext-tiny", "dinov3/convnext-tiny", "timm/convnext_tiny.dinov3_lvd1689m", DINOV3,
-     DINOV3_URL, 27.8, NULL, NULL},
+     DINOV3_URL, 27.8, NULL, NULL, HUB},
     {"dinov3/convnext-small", "dinov3/convnext-small", "timm/convnext_small.dinov3_lvd1689m",
-     DINOV3, DINOV3_URL, 49.5, NULL, NULL},
+     DINOV3, DINOV3_URL, 49.5, NULL, NULL, HUB},
     {"dinov3/convnext-base", "dinov3/convnext-base", "timm/convnext_base.dinov3_lvd1689m", DINOV3,
-     DINOV3_URL, 87.6, NULL, NULL},
+     DINOV3_URL, 87.6, NULL, NULL, HUB},
     {"dinov3/convnext-large", "dinov3/convnext-large", "timm/convnext_large.dinov3_lvd1689m",
-     DINOV3, DINOV3_URL, 196.2, NULL, NULL},
+     DINOV3, DINOV3_URL, 196.2, NULL, NULL, HUB},
+    ULTRALYTICS("yolov8n", 3.16, "~6 MB"),   ULTRALYTICS("yolov8s", 11.17, "~22 MB"),
+    ULTRALYTICS("yolov8m", 25.90, "~52 MB"), ULTRALYTICS("yolov8l", 43.69, "~87 MB"),
+    ULTRALYTICS("yolov8x", 68.23, "~136 MB"), ULTRALYTICS("yolo11n", 2.62, "~5 MB"),
+    ULTRALYTICS("yolo11s", 9.46, "~19 MB"),  ULTRALYTICS("yolo11m", 20.11, "~40 MB"),
+    ULTRALYTICS("yolo11l", 25.37, "~51 MB"), ULTRALYTICS("yolo11x", 56.97, "~114 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 
-static const char *const name_families[] = {"dinov2/", "dinov3/"};
+static const char *const name_families[] = {"dinov2/", "dinov3/", "ultralytics/"};
 // Extensions of weight files: a reference ending in one (without ":FILE") is
 // a missing file.
 static const char *const file_extensions[] = {".safetensors", ".ckpt", ".pt", ".pth", ".bin"};
@@ -76,10 +101,16 @@ static int has_suffix(const char *text, const char *suffix) {
     return n >= m && strcmp(text + n - m, suffix) == 0;
 }
 
-static int in_family(const char *text) {
+// The family of names text belongs to ("dinov2/", ...), or NULL. Under
+// "ultralytics/" only the released weights' spelling ("...pt", no ":FILE")
+// is a name: a .yaml is a --model, not weights.
+static const char *name_family(const char *text) {
     for (size_t i = 0; i < sizeof name_families / sizeof name_families[0]; i++)
-        if (has_prefix(text, name_families[i])) return 1;
-    return 0;
+        if (has_prefix(text, name_families[i]) &&
+            (strcmp(name_families[i], "ultralytics/") != 0 ||
+             (has_suffix(text, ".pt") && !strchr(text, ':'))))
+            return name_families[i];
+    return NULL;
 }
 
 // LightlyTrain's spellings (its DINOv2 package's parse_model_name): "_" for
@@ -166,18 +197,21 @@ static int parse_hub_reference(const char *text, WeightsRef *ref, ErrorMessage *
 }
 
 int weights_is_reference(const char *text) {
-    if (weights_find(text) || in_family(text)) return 1;
+    if (weights_find(text) || name_family(text)) return 1;
     for (size_t i = 0; i < sizeof file_extensions / sizeof file_extensions[0]; i++)
         if (!strchr(text, ':') && has_suffix(text, file_extensions[i])) return 0;
     WeightsRef ref;
     return parse_hub_reference(text, &ref, NULL) == 0;
 }
 
-static void list_names(char *out, size_t size) {
+// The known names of a family, ", " between them.
+static void list_names(const char *family, char *out, size_t size) {
     size_t used = 0;
     out[0] = '\0';
     for (int i = 0; i < ENTRY_COUNT && used < size; i++)
-        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", entries[i].name);
+        if (has_prefix(entries[i].name, family))
+            used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "",
+                                     entries[i].name);
 }
 
 int weights_parse(const char *text, WeightsRef *ref, ErrorMessage *err) {
@@ -188,15 +222,19 @@ int weights_parse(const char *text, WeightsRef *ref, ErrorMessage *err) {
     if (entry) {
         snprintf(ref->name, sizeof ref->name, "%s", entry->name);
         ref->entry = entry;
+        ref->source = entry->source;
         snprintf(ref->repo, sizeof ref->repo, "%s", entry->repo);
-        snprintf(ref->revision, sizeof ref->revision, "main");
-        snprintf(ref->filename, sizeof ref->filename, "model.safetensors");
+        snprintf(ref->revision, sizeof ref->revision, "%s",
+                 entry->release ? entry->release : "main");
+        snprintf(ref->filename, sizeof ref->filename, "%s",
+                 entry->file ? entry->file : "model.safetensors");
         ref->sha256 = entry->sha256;
         return 0;
     }
-    if (in_family(text)) {
+    const char *family = name_family(text);
+    if (family) {
         char names[400];
-        list_names(names, sizeof names);
+        list_names(family, names, sizeof names);
         return error_set(err, "unknown weights name '%s' (known: %s; lightly-train-c weights "
                               "lists them)", text, names);
     }

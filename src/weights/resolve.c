@@ -24,13 +24,21 @@ static int is_reference(const char *text) {
     return stat(text, &info) != 0 && weights_is_reference(text);
 }
 
-// Our cache's or the Hugging Face cache's copy: 1 found (out), 0 not (out:
+// A GitHub release asset's file of that name in the working directory, our
+// cache's or the Hugging Face cache's copy: 1 found (out), 0 not (out:
 // where ours would be), -1 error. Ours is checked against its download
 // record: its size, its SHA-256 too when hash is 1 (*check, *why). The
 // Hugging Face cache's is used as its libraries left it (*check: MATCHES).
 static int find_cached(const WeightsRef *ref, int hash, char *out, size_t size,
                        WeightsCheck *check, char *why, size_t why_size, ErrorMessage *err) {
     *check = WEIGHTS_CHECK_MATCHES;
+    // Ultralytics' YOLO("yolo11s.pt") takes ./yolo11s.pt before any download
+    // (attempt_download_asset): so does its name here, as the user's file.
+    if (ref->source == WEIGHTS_GITHUB_RELEASE && is_file(ref->filename)) {
+        if (snprintf(out, size, "%s", ref->filename) >= (int)size)
+            return error_set(err, "path too long: %s", ref->filename);
+        return 1;
+    }
     if (weights_cache_path(ref, out, size, err)) return -1;
     if (is_file(out))
         return weights_record_check(out, hash, check, why, why_size, err) ? -1 : 1;
@@ -128,8 +136,13 @@ int weights_fetch(const char *text, int repair, WeightsProgress progress, void *
     if (found) report(&reporter, WEIGHTS_DAMAGED, why);  // damaged since its download
     DownloadRequest request = {.name = text, .url = url, .path = out, .sha256 = ref.sha256,
                                .progress = progress, .user = user};
-    char token[1024];
-    if (weights_token(token, sizeof token)) request.token = token;
+    char token[1024];  // the hub's: never sent to GitHub
+    if (ref.source == WEIGHTS_HUGGING_FACE && weights_token(token, sizeof token))
+        request.token = token;
+    if (ref.source == WEIGHTS_GITHUB_RELEASE)
+        request.denied_hint = "GitHub refused the release asset (a rate limit, or a proxy): "
+                              "try again later, or download the URL by hand into the working "
+                              "directory";
     if (weights_download_settings(&request.settings, err) || parent_folder(out, err))
         return error_prefix(err, "%s", text);
     char lock_path[4200];

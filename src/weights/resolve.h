@@ -12,8 +12,9 @@
 #include "weights/download.h"
 
 // The file text stands for: text itself when it is not weights by name
-// (weights_is_reference), else our cache's copy, else the Hugging Face
-// cache's; an error says how to fetch one that is in neither, and how to
+// (weights_is_reference), else (an Ultralytics name: ultralytics/yolo11s.pt)
+// the file yolo11s.pt in the working directory, as Ultralytics takes it,
+// else our cache's copy, else the Hugging Face cache's; an error says how to fetch one that is in neither, and how to
 // repair our cache's copy when its size is not its download record's.
 int weights_local_path(const char *text, char *out, size_t size, ErrorMessage *err);
 

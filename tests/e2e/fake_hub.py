@@ -11,6 +11,11 @@ X-Linked-Etag and its size in X-Linked-Size, and the Location of the storage
 token); the storage honours "Range: bytes=N-" with 206. The port it listens
 on is written to PORT_FILE; one line per hub and storage request to LOG_FILE.
 
+It also serves ROOT/ORG/NAME/TAG/FILE the way GitHub serves a release's
+asset (Ultralytics' weights): GET /ORG/NAME/releases/download/TAG/FILE
+answers 302 to the storage (on "localhost" too) with no SHA-256 and no size
+in any header, the storage's Content-Length being the only size.
+
 What goes wrong is chosen by words in the repository's NAME:
   gated     401 without "Authorization: Bearer secret"
   flaky     the first two resolve requests answer 503
@@ -58,6 +63,8 @@ class Hub(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         parts = self.path.split("/")
+        if len(parts) == 7 and parts[3:5] == ["releases", "download"]:
+            return self.release(parts[1], parts[2], parts[5], parts[6])
         if len(parts) >= 6 and parts[3] == "resolve":
             return self.resolve(parts[1], parts[2], "/".join(parts[5:]))
         if parts[1] in ("hop", "cdn") and len(parts) >= 5:
@@ -85,6 +92,14 @@ class Hub(http.server.BaseHTTPRequestHandler):
         self.reply(302, [("Location", f"http://localhost:{port}/{hop}/{org}/{name}/{file}"),
                          ("X-Linked-Etag", f'"{sha256}"'), ("X-Linked-Size", str(len(data))),
                          ("X-Repo-Commit", "0" * 40), ("ETag", f'"{sha256}"')])
+
+    def release(self, org, name, tag, file):
+        with open(LOG_FILE, "a") as log:
+            log.write(f"release {org}/{name}/{tag}/{file}\n")
+        if not os.path.isfile(os.path.join(ROOT, org, name, tag, file)):
+            return self.reply(404, body=b"Not Found")
+        port = self.server.server_address[1]
+        self.reply(302, [("Location", f"http://localhost:{port}/cdn/{org}/{name}/{tag}/{file}")])
 
     def storage(self, org, name, file):
         key = f"{org}/{name}/{file}"

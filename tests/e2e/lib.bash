@@ -15,6 +15,8 @@
 #                              caller's ${common[@]}) must print one line
 #                              matching PATTERN, exit 2 and write nothing
 #   e2e_finish                 prints the verdict and exits 1 on failures
+#   fake_hub_start ROOT LOG    the stand-in hub and GitHub (fake_hub.py) serving ROOT,
+#                              a line per request in LOG; sets $fake_hub_url
 #   learning_require           for the learning checks: skips (exit 0) without
 #                              Debian's dataset-fashion-mnist or under a sanitizer
 #                              build, fails without the converter; sets $tool
@@ -75,6 +77,22 @@ learning_require() {
     exit 0
   fi
   [ -x "$tool" ] || { echo "FAIL: $tool is not built (make tools)"; exit 1; }
+}
+
+# The weights caches under $work, no proxy, token or offline switch from
+# the caller, short download timeouts (seconds, not minutes), and the
+# stand-in server (stopped on exit).
+fake_hub_start() {
+  export LIGHTLY_TRAIN_CACHE_DIR="$work/cache" HF_HOME="$work/hf"
+  unset HF_HUB_OFFLINE HF_TOKEN HF_TOKEN_PATH HF_HUB_CACHE XDG_CACHE_HOME http_proxy https_proxy \
+    HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
+  export LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC=1 LIGHTLY_TRAIN_DOWNLOAD_RETRIES=2 \
+    LIGHTLY_TRAIN_DOWNLOAD_BACKOFF_SEC=0.05
+  python3 "$(dirname "${BASH_SOURCE[0]}")/fake_hub.py" "$1" "$work/port" "$2" &
+  fake_hub_pid=$!
+  trap 'kill $fake_hub_pid 2>/dev/null; rm -rf "$work"' EXIT
+  for _ in $(seq 50); do [ -s "$work/port" ] && break; sleep 0.1; done
+  fake_hub_url="http://127.0.0.1:$(cat "$work/port")"
 }
 
 e2e_finish() {

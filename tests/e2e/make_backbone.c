@@ -1,6 +1,6 @@
 // Writes a freshly initialised backbone for the end-to-end tests (a
 // distillation teacher, nothing downloaded):
-//   make_backbone OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE [random-norms]]]
+//   make_backbone OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE [random-norms|calibrated]]]
 // MODEL is a --model name (resnet18, vit_t14, vit_s14_reg4, ...), SEED its
 // initialisation, IMAGE_SIZE a ViT's position grid (default 224),
 // LAYER_SCALE a ViT's initial LayerScale gammas (default, or "-", the
@@ -9,9 +9,14 @@
 // statistics, linear biases (a key bias held at zero stays zero) and the
 // class and register tokens drawn at random instead of their initial 1, 0
 // and tiny values, so that an export that mixes any of them up shows
-// (tests/e2e/onnx.sh). The file is what export writes: a ResNet in
-// torchvision's names, a ViT in timm's (with our num_heads / pool
-// metadata).
+// (tests/e2e/onnx.sh). calibrated (YOLOs): random-norms, then the running
+// statistics of a training forward of IMAGE_SIZE images
+// (calibrate_statistics). Without it a random YOLO's deep features shrink
+// by ~3x a conv (PyTorch's default init, statistics that do not fit)
+// until they are the same at every position, where C2PSA's attention is a
+// uniform average whatever q and k are: an export that swaps them passes.
+// The file is what export writes: a ResNet in torchvision's names, a ViT
+// in timm's (with our num_heads / pool metadata), a YOLO in Ultralytics'.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,10 +68,43 @@ static void randomize_norms(Backbone *backbone, uint64_t seed) {
     parameter_set_written(backbone->buffers);
 }
 
+// Running statistics = one training forward's batch statistics (the model
+// was built with momentum 1) of images like tools/check_onnx.py's (a
+// gradient plus noise, ImageNet's normalisation): statistics of plain
+// noise, whose deep features average out, leave such images' activations
+// hundreds of times larger than normalised.
+static int calibrate_statistics(Backbone *backbone, int batch, int image_size, uint64_t seed,
+                                ErrorMessage *err) {
+    Backend *backend = backbone->backend;
+    const size_t count = (size_t)batch * image_size * image_size * 3;
+    float *pixels = malloc(count * sizeof *pixels);
+    Act *input = backend->op.alloc(backend, act_bytes(backend, count));
+    int status = pixels && input ? 0 : error_set(err, "out of memory");
+    Rng rng = rng_make(seed, 1, 0, 0x43414c00u);
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    const float step = 160.0f / (float)(image_size > 1 ? image_size - 1 : 1);
+    for (size_t i = 0; !status && i < count; i++) {  // (N, H, W, 3)
+        const size_t pixel = i / 3, x = pixel % (size_t)image_size;
+        const size_t y = pixel / (size_t)image_size % (size_t)image_size;
+        const size_t b = pixel / ((size_t)image_size * (size_t)image_size);
+        const float value = step * (float)x + step * (float)(image_size - 1 - y) * (float)(b % 3) / 2 +
+                            rng_range(&rng, 0.0f, 95.0f);
+        pixels[i] = (value / 255.0f - mean[i % 3]) / std[i % 3];
+    }
+    if (!status) {
+        backend->op.upload(backend, input, pixels, count * sizeof *pixels);
+        status = backbone_forward(backbone, 0, batch, input, 1, err);
+    }
+    free(pixels);
+    if (input) backend->op.free(backend, input);
+    return status;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 4 || argc > 7 || (argc == 7 && strcmp(argv[6], "random-norms") != 0)) {
-        fprintf(stderr, "usage: %s OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE [random-norms]]]\n",
-                argv[0]);
+    if (argc < 4 || argc > 7 ||
+        (argc == 7 && strcmp(argv[6], "random-norms") != 0 && strcmp(argv[6], "calibrated") != 0)) {
+        fprintf(stderr, "usage: %s OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE "
+                        "[random-norms|calibrated]]]\n", argv[0]);
         return 2;
     }
     const int image_size = argc >= 5 ? atoi(argv[4]) : 224;
@@ -84,13 +122,20 @@ int main(int argc, char **argv) {
         }
         spec.vit.layer_scale_init = strtof(argv[5], NULL);
     }
-    const BackboneInput input = {1, image_size};
+    const int random_norms = argc == 7, calibrate = argc == 7 && strcmp(argv[6], "calibrated") == 0;
+    if (calibrate && spec.kind != BACKBONE_YOLO) {
+        fprintf(stderr, "make_backbone: calibrated: for YOLOs only\n");
+        return 2;
+    }
+    if (calibrate) spec.yolo.bn_momentum = 1.0f;  // running statistics = the batch's
+    const BackboneInput input = {calibrate ? 4 : 1, image_size};
+    const uint64_t seed = strtoull(argv[3], NULL, 10);
     Backbone backbone;
-    int status = backbone_create(&backbone, backend, &spec, &input, 1,
-                                 strtoull(argv[3], NULL, 10), &err);
-    if (!status && argc == 7) randomize_norms(&backbone, strtoull(argv[3], NULL, 10));
+    int status = backbone_create(&backbone, backend, &spec, &input, 1, seed, &err);
     if (!status) {
-        status = backbone_save(&backbone, argv[1], &err);
+        if (random_norms) randomize_norms(&backbone, seed);
+        if (calibrate) status = calibrate_statistics(&backbone, 4, image_size, seed, &err);
+        if (!status) status = backbone_save(&backbone, argv[1], &err);
         backbone_free(&backbone);
     }
     if (status) fprintf(stderr, "make_backbone: %s\n", err.text);

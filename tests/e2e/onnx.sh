@@ -20,9 +20,21 @@
 # positions resampled from a 4x4 to a 5x5 grid, mean pooling; vit_t14_reg4:
 # registers, class token), DINOv3 ViTs (dinov3/vitt16: RoPE, registers,
 # LayerScale, class token, also at opset 18 (GELU as its erf formula) and
-# with external data; dinov3/vits16plus: SwiGLU), their norms, biases and
-# tokens random (make_backbone random-norms) so that a mixed-up parameter
-# shows. Then bad input: exit 2, one line, nothing written.
+# with external data; dinov3/vits16plus: SwiGLU), Ultralytics YOLOs at 64 px
+# (yolov8n: C2f, SPPF; yolo11n: C3k2 with Bottlenecks and C3k, SPPF, C2PSA;
+# yolo11m: C3k everywhere, 4 attention heads; yolo11n in fp16 too), their
+# norms, biases and tokens random (make_backbone random-norms) so that a
+# mixed-up parameter shows. With random running statistics a random YOLO's
+# deep features are the same at every position (they shrink ~3x a conv),
+# so its attention averages uniformly and a graph that swapped q and k
+# would pass: a yolo11n whose statistics are fitted to images like these
+# (make_backbone calibrated) checks the attention, within 1e-4: its
+# activations are realistic, and float32 rounding between two correct
+# implementations is ~1e-5 of its embedding there (measured: ours against
+# ONNX Runtime 5e-6 .. 1.7e-5, ONNX Runtime with and without its graph
+# optimisations against itself 5e-6 .. 1.7e-5), where q and k swapped
+# are off by 0.45, the scale of head_dim by 0.076. Then bad input: exit 2,
+# one line, nothing written.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init onnx
@@ -88,6 +100,19 @@ done
   --vit-pool mean --out "$work/plus.npy" --export-onnx "$work/plus.onnx" >/dev/null ||
   fail "embed dinov3/vits16plus"
 
+# Ultralytics YOLOs (the part LightlyTrain trains, pooled).
+for variant in "v8n yolov8n random-norms" "y11n yolo11n random-norms" "y11m yolo11m random-norms" \
+  "y11c yolo11n calibrated"; do
+  read -r name model norms <<<"$variant"
+  "$make_backbone" "$work/$name.safetensors" "ultralytics/$model.yaml" 9 64 - "$norms" ||
+    fail "make_backbone $model $norms"
+  "$bin" embed --data "$work/img64" --checkpoint "$work/$name.safetensors" --image-size 64 \
+    --out "$work/$name.npy" --export-onnx "$work/$name.onnx" >/dev/null || fail "embed $model"
+done
+expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \(opset 25, fp16, input images \(batch, 3, 64, 64\), output embeddings \(batch, 256\)\)$" \
+  -- "$bin" export --checkpoint "$work/y11n.safetensors" --out "$work/y11n_fp16.onnx" --precision fp16 \
+  --image-size 64
+
 "$python" "$check" compare \
   "$work/r18.onnx" "$work/img32" "$work/r18.npy" 1e-5 + \
   "$work/r18_fp16.onnx" "$work/img32" "$work/r18.npy" 1e-2 --fp16 + \
@@ -98,7 +123,12 @@ done
   "$work/v3_fp16.onnx" "$work/img64" "$work/v3.npy" 1e-2 --fp16 + \
   "$work/v3_opset18.onnx" "$work/img64" "$work/v3.npy" 1e-5 + \
   "$work/v3_external.onnx" "$work/img64" "$work/v3.npy" 1e-5 + \
-  "$work/plus.onnx" "$work/img32" "$work/plus.npy" 1e-5 ||
+  "$work/plus.onnx" "$work/img32" "$work/plus.npy" 1e-5 + \
+  "$work/v8n.onnx" "$work/img64" "$work/v8n.npy" 1e-5 + \
+  "$work/y11n.onnx" "$work/img64" "$work/y11n.npy" 1e-5 + \
+  "$work/y11m.onnx" "$work/img64" "$work/y11m.npy" 1e-5 + \
+  "$work/y11n_fp16.onnx" "$work/img64" "$work/y11n.npy" 1e-2 --fp16 + \
+  "$work/y11c.onnx" "$work/img64" "$work/y11c.npy" 1e-4 ||
   fail "ONNX Runtime differs from embed (above)"
 
 # Bad input: exit 2, one line naming the problem, nothing written.

@@ -99,6 +99,18 @@ epoch_means=$(sed -n 's/^{"step": \([0-9]*\), "train_loss": \([^,}]*\),.*/\1 \2/
 awk -v m="$epoch_means" 'BEGIN { split(m, v, " "); exit !(v[2] < v[1]) }' ||
   fail "simclr: mean loss of epoch 3 is not below epoch 1 (first, last: $epoch_means)"
 
+# The compute threads wait passively unless the user chose otherwise: an
+# unset OMP_WAIT_POLICY is set to PASSIVE before libgomp reads it (the
+# program starts itself again), a value given is kept (util/thread_wait.h).
+for policy in unset active; do
+  if [ "$policy" = unset ]; then set_policy=(-u OMP_WAIT_POLICY) expected="PASSIVE (OMP_WAIT_POLICY=PASSIVE)"
+  else set_policy=(OMP_WAIT_POLICY=active) expected="active (OMP_WAIT_POLICY=active)"; fi
+  env "${set_policy[@]}" "$bin" train "${common[@]}" --out "$work/wait_$policy" --max-steps 1 \
+    --method simclr "${heads[@]}" >/dev/null 2>&1 || fail "train with OMP_WAIT_POLICY $policy"
+  grep -q -F "compute threads wait: $expected" "$work/wait_$policy/train.log" ||
+    fail "OMP_WAIT_POLICY $policy: train.log lacks '$expected': $(grep "threads wait" "$work/wait_$policy/train.log")"
+done
+
 train_ok byol 5 3 "lr-LARS/backbone lr-LARS/projection_head lr-LARS/prediction_head schedule/momentum" -- --method byol "${heads[@]}"
 train_ok dino 4 2 "lr-SGD/backbone lr-SGD/projection_head lr-SGD/last_layer schedule/momentum schedule/teacher_temp" -- --method dino "${heads[@]}" "${dino_args[@]}"
 train_ok vicreg 3 1 "lr-LARS/backbone lr-LARS/projection_head" -- --method vicreg "${heads[@]}"

@@ -21,11 +21,6 @@ export OMP_WAIT_POLICY=PASSIVE
 command -v python3 >/dev/null || { fail "python3 is missing (make deps)"; e2e_finish; }
 
 hub="$work/hub" log="$work/hub.log"
-export LIGHTLY_TRAIN_CACHE_DIR="$work/cache" HF_HOME="$work/hf"
-unset HF_HUB_OFFLINE HF_TOKEN HF_TOKEN_PATH HF_HUB_CACHE XDG_CACHE_HOME http_proxy https_proxy \
-  HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
-export LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC=1 LIGHTLY_TRAIN_DOWNLOAD_RETRIES=2 \
-  LIGHTLY_TRAIN_DOWNLOAD_BACKOFF_SEC=0.05
 cache_of() { echo "$work/cache/models/hub/models--${1%%/*}--${1#*/}/main/${2:-model.safetensors}"; }
 put() {  # put REPO SOURCE [FILE]: the hub serves SOURCE as REPO's FILE
   mkdir -p "$hub/$1"
@@ -49,11 +44,8 @@ put test/gated-blob "$work/blob" second.bin
 put test/tiny-vit "$work/vit.safetensors"
 put test/tiny-resnet "$work/resnet.safetensors"
 
-python3 "$(dirname "$0")/fake_hub.py" "$hub" "$work/port" "$log" &
-hub_pid=$!
-trap 'kill $hub_pid 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 50); do [ -s "$work/port" ] && break; sleep 0.1; done
-export HF_ENDPOINT="http://127.0.0.1:$(cat "$work/port")"
+fake_hub_start "$hub" "$log"
+export HF_ENDPOINT="$fake_hub_url"
 
 # fetch_ok NAME: `weights fetch NAME` succeeds and brings the blob.
 fetch_ok() {

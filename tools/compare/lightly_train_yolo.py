@@ -19,6 +19,13 @@ the same way (forward, backward and optimizer of a step); peak memory = the
 child's ru_maxrss (LightlyTrain's data workers are processes of their own,
 not counted; ours are threads of the one process, counted). Prints a
 markdown table.
+
+--repeats N runs each method N times as pairs, ours then LightlyTrain's,
+and prints a row per pair with the load average (1 min) before each run,
+then the medians and the median of the pairs' ratios. Both sides run with
+the environment given (each with its own default thread waiting: ours
+passive, PyTorch's libgomp spinning); --passive sets OMP_WAIT_POLICY=PASSIVE
+for both.
 """
 import argparse
 import json
@@ -63,10 +70,10 @@ WRAPPER = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); 
            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
 
 
-def run(command):
+def run(command, env=None):
     """Runs command in a child; its peak RSS (MB)."""
     result = subprocess.run([sys.executable, "-c", WRAPPER, *command], capture_output=True,
-                            text=True)
+                            text=True, env=env)
     if result.returncode != 0:
         print(result.stdout[-3000:], result.stderr[-3000:])
         sys.exit(f"failed: {' '.join(command[:4])} ...")
@@ -88,12 +95,18 @@ def main():
     parser.add_argument("--bin", default="build/lightly-train-c")
     parser.add_argument("--build", default="build")
     parser.add_argument("--methods", default="dino,distillation")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--passive", action="store_true")
     args = parser.parse_args()
     import lightly_train
     import torch
     import ultralytics
+    env = dict(os.environ)
+    if args.passive:
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
     print(f"lightly-train {lightly_train.__version__}, ultralytics {ultralytics.__version__}, "
-          f"torch {torch.__version__}, {os.cpu_count()} cores")
+          f"torch {torch.__version__}, {os.cpu_count()} cores, OMP_WAIT_POLICY "
+          f"{env.get('OMP_WAIT_POLICY', 'unset')}")
     rows = []
     with tempfile.TemporaryDirectory() as work:
         data = os.path.join(work, "images")
@@ -104,24 +117,42 @@ def main():
         script = os.path.join(work, "lightly_train_run.py")
         with open(script, "w") as file:
             file.write(LIGHTLY_TRAIN)
+        for repeat in range(args.repeats):
+            for method in args.methods.split(","):
+                out = os.path.join(work, f"ours_{method}_{repeat}")
+                extra = ["--method-arg", f"teacher={teacher}"] if method == "distillation" else []
+                ours_load = os.getloadavg()[0]
+                ours_peak = run([args.bin, "train", "--data", data, "--out", out, "--model",
+                                 "ultralytics/yolov8s.yaml", "--method", method, "--batch-size",
+                                 "16", "--epochs", "2", "--num-workers", "2", "--threads", "2",
+                                 "--seed", "0", "--log-every", "1", *extra], env)
+                ours, ours_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
+                out = os.path.join(work, f"lightly_train_{method}_{repeat}")
+                theirs_load = os.getloadavg()[0]
+                theirs_peak = run([sys.executable, script, method, out, data], env)
+                theirs, theirs_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
+                rows.append((method, repeat, ours, theirs, ours_peak, theirs_peak, ours_steps,
+                             theirs_steps, ours_load, theirs_load))
+                print(f"  {method} pair {repeat + 1}: ours {ours:.2f} images/s (load "
+                      f"{ours_load:.2f}), LightlyTrain {theirs:.2f} (load {theirs_load:.2f})",
+                      flush=True)
+    print("| method | pair | lightly-train-c images/s | LightlyTrain images/s | ratio "
+          "| peak RSS ours / LightlyTrain | load before ours / theirs |")
+    print("|---|---|---|---|---|---|---|")
+    for method, repeat, ours, theirs, ours_peak, theirs_peak, a, b, la, lb in rows:
+        print(f"| {method} (yolov8s, batch 16, steps 1-5: {a} / {b} timed) | {repeat + 1} "
+              f"| {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x "
+              f"| {ours_peak:.0f} / {theirs_peak:.0f} MB | {la:.2f} / {lb:.2f} |")
+    if args.repeats > 1:
         for method in args.methods.split(","):
-            out = os.path.join(work, f"ours_{method}")
-            extra = ["--method-arg", f"teacher={teacher}"] if method == "distillation" else []
-            ours_peak = run([args.bin, "train", "--data", data, "--out", out, "--model",
-                             "ultralytics/yolov8s.yaml", "--method", method, "--batch-size", "16",
-                             "--epochs", "2", "--num-workers", "2", "--threads", "2",
-                             "--seed", "0", "--log-every", "1", *extra])
-            ours, ours_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
-            out = os.path.join(work, f"lightly_train_{method}")
-            theirs_peak = run([sys.executable, script, method, out, data])
-            theirs, theirs_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
-            rows.append((method, ours, theirs, ours_peak, theirs_peak, ours_steps, theirs_steps))
-    print("| method | lightly-train-c images/s | LightlyTrain images/s | ratio "
-          "| peak RSS ours / LightlyTrain |")
-    print("|---|---|---|---|---|")
-    for method, ours, theirs, ours_peak, theirs_peak, a, b in rows:
-        print(f"| {method} (yolov8s, batch 16, steps 1-5: {a} / {b} timed) | {ours:.2f} "
-              f"| {theirs:.2f} | {ours / theirs:.2f}x | {ours_peak:.0f} / {theirs_peak:.0f} MB |")
+            mine = [r for r in rows if r[0] == method]
+            ours = statistics.median(r[2] for r in mine)
+            theirs = statistics.median(r[3] for r in mine)
+            ratio = statistics.median(r[2] / r[3] for r in mine)
+            print(f"| {method}: median of {len(mine)} | | {ours:.2f} | {theirs:.2f} "
+                  f"| {ratio:.2f}x (median of the pairs' ratios) "
+                  f"| {statistics.median(r[4] for r in mine):.0f} / "
+                  f"{statistics.median(r[5] for r in mine):.0f} MB | |")
     return 0
 
 

@@ -203,6 +203,9 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .batchnorm_relu_forward_train = cpu_batchnorm_relu_forward_train,
         .batchnorm_relu_forward_eval = cpu_batchnorm_relu_forward_eval,
         .batchnorm_relu_backward = cpu_batchnorm_relu_backward,
+        .batchnorm_silu_forward_train = cpu_batchnorm_silu_forward_train,
+        .batchnorm_silu_forward_eval = cpu_batchnorm_silu_forward_eval,
+        .batchnorm_silu_backward = cpu_batchnorm_silu_backward,
         .batchnorm_centered_squares = cpu_batchnorm_centered_squares,
         // a loop over channels, nothing to gain over ref's
         .batchnorm_finish_statistics = ref_batchnorm_finish_statistics,

@@ -1,13 +1,16 @@
 // The cpu backend's batch norm over rows of a (rows, C) matrix: training,
 // evaluation and backward, plain and fused with the ReLU (and residual add)
-// that follow it in ResNets. These are memory-bound passes over whole
-// activations, so the work is arranged to read each tensor as few times as
-// possible:
+// that follow it in ResNets or the SiLU of Ultralytics' Conv. These are
+// memory-bound passes over whole activations, so the work is arranged to
+// read each tensor as few times as possible:
 //
 // - forward (train): one pass for the statistics, one for y; the ReLU and
-//   the residual add happen in the second (unfused: 4 passes, 6 with ReLU);
+//   the residual add, or the SiLU, happen in the second (unfused: 4 passes,
+//   6 with ReLU; with SiLU the norm's output is not even written);
 // - backward: one pass for the two sums, one for dx; the ReLU mask is
-//   applied to dy on the fly (no separate relu_backward pass).
+//   applied to dy on the fly (no separate relu_backward pass); SiLU's
+//   derivative is taken in the first pass from the norm's output
+//   recomputed from x, and dz written there for the second.
 //
 // Threads split the rows (each reads whole contiguous rows); each keeps
 // per-channel partial results in double, merged in thread order afterwards
@@ -147,6 +150,9 @@ static void batch_moments(Backend *backend, size_t rows, int channels, const flo
 
 // ---- the per-element maps ----------------------------------------------------------------
 
+// What follows the norm in the same pass.
+typedef enum NormAct { NORM_LINEAR, NORM_RELU, NORM_SILU } NormAct;
+
 // Per-channel affine map of the forward pass: y = ((x - center) - center_low)
 // * scale + shift. Centering first keeps y accurate when scale is large (a
 // channel of near-constant values): x - center is exact for x close to
@@ -156,11 +162,11 @@ typedef struct NormMap {
     float scale[CPU_NORM_GROUP], shift[CPU_NORM_GROUP];
 } NormMap;
 
-// y (rows, C) = map(x) (+ residual) (then max(., 0) when relu) over
-// channels [first, first + width); threads split the rows.
+// y (rows, C) = act(map(x) (+ residual)) over channels [first, first +
+// width); threads split the rows.
 static void apply_map(Backend *backend, size_t rows, int channels, const float *x,
-                      const float *residual, int relu, int first, int width, const NormMap *map,
-                      float *y) {
+                      const float *residual, NormAct act, int first, int width,
+                      const NormMap *map, float *y) {
     const int team = cpu_team(backend, rows * (size_t)width);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t r = 0; r < rows; r++) {
@@ -175,9 +181,11 @@ static void apply_map(Backend *backend, size_t rows, int channels, const float *
 #pragma omp simd
             for (int j = 0; j < width; j++) y_row[j] += residual_row[j];
         }
-        if (relu) {
+        if (act == NORM_RELU) {
 #pragma omp simd
             for (int j = 0; j < width; j++) y_row[j] = y_row[j] <= 0.0f ? 0.0f : y_row[j];
+        } else if (act == NORM_SILU) {
+            cpu_silu_row(y_row, y_row, (size_t)width);
         }
     }
 }
@@ -189,7 +197,7 @@ static int group_width(int channels, int first) {
 }
 
 static void forward_train(Backend *backend, size_t rows, int channels, const float *x,
-                          const float *residual, int relu, const float *gamma, const float *beta,
+                          const float *residual, NormAct act, const float *gamma, const float *beta,
                           float momentum, float eps, float *y, float *save_mean,
                           float *save_inv_std, float *running_mean, float *running_var) {
     cpu_set_threads(backend);
@@ -201,12 +209,16 @@ static void forward_train(Backend *backend, size_t rows, int channels, const flo
         for (int j = 0; j < width; j++) {
             const int c = first + j;
             const double inv_std = 1.0 / sqrt(variance[j] + eps);
-            map.center[j] = (float)mean[j];
+            save_mean[c] = (float)mean[j];
+            save_inv_std[c] = (float)inv_std;
+            map.center[j] = save_mean[c];
             map.center_low[j] = (float)(mean[j] - map.center[j]);
             map.scale[j] = (float)(gamma[c] * inv_std);
             map.shift[j] = beta[c];
-            save_mean[c] = (float)mean[j];
-            save_inv_std[c] = (float)inv_std;
+            if (act == NORM_SILU) {  // the map the backward recomputes the norm's output with
+                map.center_low[j] = 0.0f;
+                map.scale[j] = (float)((double)gamma[c] * save_inv_std[c]);
+            }
             // Unbiased variance for the running statistic; with one row it is
             // undefined, so (like ref) the biased one is kept.
             const double unbiased =
@@ -214,12 +226,12 @@ static void forward_train(Backend *backend, size_t rows, int channels, const flo
             running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean[j]);
             running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
         }
-        apply_map(backend, rows, channels, x, residual, relu, first, width, &map, y);
+        apply_map(backend, rows, channels, x, residual, act, first, width, &map, y);
     }
 }
 
 static void forward_eval(Backend *backend, size_t rows, int channels, const float *x,
-                         const float *residual, int relu, const float *gamma, const float *beta,
+                         const float *residual, NormAct act, const float *gamma, const float *beta,
                          const float *running_mean, const float *running_var, float eps,
                          float *y) {
     NormMap map;
@@ -232,7 +244,7 @@ static void forward_eval(Backend *backend, size_t rows, int channels, const floa
             map.scale[j] = (float)(gamma[c] / sqrt((double)running_var[c] + eps));
             map.shift[j] = beta[c];
         }
-        apply_map(backend, rows, channels, x, residual, relu, first, width, &map, y);
+        apply_map(backend, rows, channels, x, residual, act, first, width, &map, y);
     }
 }
 
@@ -240,8 +252,8 @@ void cpu_batchnorm_forward_train_f32(Backend *backend, size_t rows, int channels
                                  const float *gamma, const float *beta, float momentum, float eps,
                                  float *y, float *save_mean, float *save_inv_std,
                                  float *running_mean, float *running_var) {
-    forward_train(backend, rows, channels, x, NULL, 0, gamma, beta, momentum, eps, y, save_mean,
-                  save_inv_std, running_mean, running_var);
+    forward_train(backend, rows, channels, x, NULL, NORM_LINEAR, gamma, beta, momentum, eps, y,
+                  save_mean, save_inv_std, running_mean, running_var);
 }
 
 void cpu_batchnorm_forward_train(Backend *backend, size_t rows, int channels, const Act *x_act,
@@ -261,8 +273,18 @@ void cpu_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channel
     const float *x = (const float *)x_act;
     const float *residual = (const float *)residual_act;
     float *y = (float *)y_act;
-    forward_train(backend, rows, channels, x, residual, 1, gamma, beta, momentum, eps, y,
+    forward_train(backend, rows, channels, x, residual, NORM_RELU, gamma, beta, momentum, eps, y,
                   save_mean, save_inv_std, running_mean, running_var);
+}
+
+void cpu_batchnorm_silu_forward_train(Backend *backend, size_t rows, int channels,
+                                      const Act *x_act, const float *gamma, const float *beta,
+                                      float momentum, float eps, Act *y_act, float *save_mean,
+                                      float *save_inv_std, float *running_mean,
+                                      float *running_var) {
+    forward_train(backend, rows, channels, (const float *)x_act, NULL, NORM_SILU, gamma, beta,
+                  momentum, eps, (float *)y_act, save_mean, save_inv_std, running_mean,
+                  running_var);
 }
 
 void cpu_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, const Act *x_act,
@@ -270,8 +292,16 @@ void cpu_batchnorm_forward_eval(Backend *backend, size_t rows, int channels, con
                                 const float *running_var, float eps, Act *y_act) {
     const float *x = (const float *)x_act;
     float *y = (float *)y_act;
-    forward_eval(backend, rows, channels, x, NULL, 0, gamma, beta, running_mean, running_var, eps,
-                 y);
+    forward_eval(backend, rows, channels, x, NULL, NORM_LINEAR, gamma, beta, running_mean,
+                 running_var, eps, y);
+}
+
+void cpu_batchnorm_silu_forward_eval(Backend *backend, size_t rows, int channels,
+                                     const Act *x_act, const float *gamma, const float *beta,
+                                     const float *running_mean, const float *running_var,
+                                     float eps, Act *y_act) {
+    forward_eval(backend, rows, channels, (const float *)x_act, NULL, NORM_SILU, gamma, beta,
+                 running_mean, running_var, eps, (float *)y_act);
 }
 
 void cpu_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels,
@@ -281,26 +311,40 @@ void cpu_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels
     const float *x = (const float *)x_act;
     const float *residual = (const float *)residual_act;
     float *y = (float *)y_act;
-    forward_eval(backend, rows, channels, x, residual, 1, gamma, beta, running_mean, running_var,
-                 eps, y);
+    forward_eval(backend, rows, channels, x, residual, NORM_RELU, gamma, beta, running_mean,
+                 running_var, eps, y);
 }
 
 // ---- backward --------------------------------------------------------------------------
 
+// The SiLU after a batch norm, for its backward: the norm's output a =
+// (x - mean) scale + shift per channel (the forward's map), NULL for none.
+typedef struct SiluInput {
+    const float *scale, *shift;
+} SiluInput;
+
 // Folds `count` rows (row stride `stride`, `width` <= CPU_NORM_STRIP
 // channels) into sum_dz, sum_dz_centered (width) += sums of dz and
 // dz (x - mean), fp32 within the chunk. dz = dy, or with a ReLU after the
-// batch norm (relu_out not NULL) dy where relu_out > 0, else 0; then dz is
-// also written to dz_out unless NULL (dz_out may alias dy).
-static void chunk_gradient_sums(const float *x, const float *relu_out, const float *dy,
-                                float *dz_out, size_t stride, int count, int width,
-                                const float *mean, double *sum_dz, double *sum_dz_centered) {
+// batch norm (relu_out not NULL) dy where relu_out > 0, else 0, or with a
+// SiLU (silu not NULL) dy silu'(a); then dz is also written to dz_out
+// unless NULL (dz_out may alias dy; with a SiLU it is required).
+static void chunk_gradient_sums(const float *x, const float *relu_out, const SiluInput *silu,
+                                const float *dy, float *dz_out, size_t stride, int count,
+                                int width, const float *mean, double *sum_dz,
+                                double *sum_dz_centered) {
     float dz_total[CPU_NORM_STRIP], centered_total[CPU_NORM_STRIP], masked[CPU_NORM_STRIP];
     for (int j = 0; j < width; j++) dz_total[j] = centered_total[j] = 0.0f;
     for (int r = 0; r < count; r++) {
         const float *x_row = x + r * stride;
         const float *dz_row = dy + r * stride;
-        if (relu_out) {
+        if (silu) {
+#pragma omp simd
+            for (int j = 0; j < width; j++)
+                masked[j] = (x_row[j] - mean[j]) * silu->scale[j] + silu->shift[j];
+            cpu_silu_backward_row(masked, dz_row, dz_out + r * stride, (size_t)width);
+            dz_row = dz_out + r * stride;
+        } else if (relu_out) {
             const float *relu_row = relu_out + r * stride;
             float *target = dz_out ? dz_out + r * stride : masked;
 #pragma omp simd
@@ -327,9 +371,9 @@ static void chunk_gradient_sums(const float *x, const float *relu_out, const flo
 // sum_dz, sum_dz_centered (width) = over all rows, for channels
 // [first, first + width) (see chunk_gradient_sums).
 static void gradient_sums(Backend *backend, size_t rows, int channels, const float *x,
-                          const float *relu_out, const float *dy, float *dz_out,
-                          const float *save_mean, int first, int width, double *sum_dz,
-                          double *sum_dz_centered) {
+                          const float *relu_out, const SiluInput *silu, const float *dy,
+                          float *dz_out, const float *save_mean, int first, int width,
+                          double *sum_dz, double *sum_dz_centered) {
     const int requested = reduction_team(backend, rows, width);
     int team = 1;
 #pragma omp parallel num_threads(requested)
@@ -344,7 +388,10 @@ static void gradient_sums(Backend *backend, size_t rows, int channels, const flo
                                                                    : CPU_NORM_CHUNK);
             for (int s = 0; s < width; s += CPU_NORM_STRIP) {
                 const size_t offset = r * channels + first + s;
-                chunk_gradient_sums(x + offset, relu_out ? relu_out + offset : NULL, dy + offset,
+                const SiluInput strip = {silu ? silu->scale + s : NULL,
+                                         silu ? silu->shift + s : NULL};
+                chunk_gradient_sums(x + offset, relu_out ? relu_out + offset : NULL,
+                                    silu ? &strip : NULL, dy + offset,
                                     dz_out ? dz_out + offset : NULL, (size_t)channels, count,
                                     width - s < CPU_NORM_STRIP ? width - s : CPU_NORM_STRIP,
                                     save_mean + first + s, t_dz + s, t_centered + s);
@@ -401,17 +448,24 @@ static void apply_gradient_map(Backend *backend, size_t rows, int channels, cons
 // dx = gamma inv_std / R (R dz - dbeta - xhat dgamma)
 // = a (dz - mean(dz)) - b (x - mean): both differences are taken first so
 // dx stays accurate when inv_std is large.
+// beta: with a SiLU after the norm (dz_out then required), else NULL.
 static void backward(Backend *backend, size_t rows, int channels, const float *x,
-                     const float *relu_out, const float *dy, const float *gamma,
-                     const float *save_mean, const float *save_inv_std, float *dx, float *dgamma,
-                     float *dbeta, float *dz_out) {
+                     const float *relu_out, const float *beta, const float *dy,
+                     const float *gamma, const float *save_mean, const float *save_inv_std,
+                     float *dx, float *dgamma, float *dbeta, float *dz_out) {
     cpu_set_threads(backend);
     GradientMap map;
     double sum_dz[CPU_NORM_GROUP], sum_dz_centered[CPU_NORM_GROUP];
+    float silu_scale[CPU_NORM_GROUP], silu_shift[CPU_NORM_GROUP];
+    const SiluInput silu = {silu_scale, silu_shift};
     for (int first = 0; first < channels; first += CPU_NORM_GROUP) {
         const int width = group_width(channels, first);
-        gradient_sums(backend, rows, channels, x, relu_out, dy, dz_out, save_mean, first, width,
-                      sum_dz, sum_dz_centered);
+        for (int j = 0; beta && j < width; j++) {  // forward_train's NORM_SILU map
+            silu_scale[j] = (float)((double)gamma[first + j] * save_inv_std[first + j]);
+            silu_shift[j] = beta[first + j];
+        }
+        gradient_sums(backend, rows, channels, x, relu_out, beta ? &silu : NULL, dy, dz_out,
+                      save_mean, first, width, sum_dz, sum_dz_centered);
         for (int j = 0; j < width; j++) {
             const int c = first + j;
             const double inv_std = save_inv_std[c];
@@ -432,7 +486,7 @@ static void backward(Backend *backend, size_t rows, int channels, const float *x
 void cpu_batchnorm_backward_f32(Backend *backend, size_t rows, int channels, const float *x,
                             const float *dy, const float *gamma, const float *save_mean,
                             const float *save_inv_std, float *dx, float *dgamma, float *dbeta) {
-    backward(backend, rows, channels, x, NULL, dy, gamma, save_mean, save_inv_std, dx, dgamma,
+    backward(backend, rows, channels, x, NULL, NULL, dy, gamma, save_mean, save_inv_std, dx, dgamma,
              dbeta, NULL);
 }
 
@@ -453,8 +507,16 @@ void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, co
     const float *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;
     float *dresidual = (float *)dresidual_act;
-    backward(backend, rows, channels, x, y, dy, gamma, save_mean, save_inv_std, dx, dgamma, dbeta,
-             dresidual);
+    backward(backend, rows, channels, x, y, NULL, dy, gamma, save_mean, save_inv_std, dx, dgamma,
+             dbeta, dresidual);
+}
+
+void cpu_batchnorm_silu_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
+                                 const Act *dy_act, const float *gamma, const float *beta,
+                                 const float *save_mean, const float *save_inv_std, Act *dz_act,
+                                 Act *dx_act, float *dgamma, float *dbeta) {
+    backward(backend, rows, channels, (const float *)x_act, NULL, beta, (const float *)dy_act,
+             gamma, save_mean, save_inv_std, (float *)dx_act, dgamma, dbeta, (float *)dz_act);
 }
 
 // ---- split for synchronised batch norm (statistics over several ranks) ---------------
@@ -477,7 +539,8 @@ void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, co
             map.scale[j] = (float)((double)gamma[c] * inv_std[c]);
             map.shift[j] = beta[c];
         }
-        apply_map(backend, rows, channels, x, residual, relu, first, width, &map, y);
+        apply_map(backend, rows, channels, x, residual, relu ? NORM_RELU : NORM_LINEAR, first,
+                  width, &map, y);
     }
 }
 
@@ -493,7 +556,7 @@ void cpu_batchnorm_backward_reduce(Backend *backend, size_t rows, int channels, 
     double sum_dz[CPU_NORM_GROUP], sum_dz_centered[CPU_NORM_GROUP];
     for (int first = 0; first < channels; first += CPU_NORM_GROUP) {
         const int width = group_width(channels, first);
-        gradient_sums(backend, rows, channels, x, relu_out, dy, dz_out, mean, first, width,
+        gradient_sums(backend, rows, channels, x, relu_out, NULL, dy, dz_out, mean, first, width,
                       sum_dz, sum_dz_centered);
         for (int j = 0; j < width; j++) {
             const int c = first + j;

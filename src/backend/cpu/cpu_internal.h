@@ -156,6 +156,18 @@ void cpu_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels
                                      const Act *x, const Act *residual, const float *gamma,
                                      const float *beta, const float *running_mean,
                                      const float *running_var, float eps, Act *y);
+void cpu_batchnorm_silu_forward_train(Backend *backend, size_t rows, int channels, const Act *x,
+                                      const float *gamma, const float *beta, float momentum,
+                                      float eps, Act *y, float *save_mean, float *save_inv_std,
+                                      float *running_mean, float *running_var);
+void cpu_batchnorm_silu_forward_eval(Backend *backend, size_t rows, int channels, const Act *x,
+                                     const float *gamma, const float *beta,
+                                     const float *running_mean, const float *running_var,
+                                     float eps, Act *y);
+void cpu_batchnorm_silu_backward(Backend *backend, size_t rows, int channels, const Act *x,
+                                 const Act *dy, const float *gamma, const float *beta,
+                                 const float *save_mean, const float *save_inv_std, Act *dz,
+                                 Act *dx, float *dgamma, float *dbeta);
 void cpu_batchnorm_forward_apply(Backend *backend, size_t rows, int channels, const Act *x,
                                  const Act *residual, int relu, const float *gamma,
                                  const float *beta, const float *mean, const float *inv_std,
@@ -310,6 +322,10 @@ void cpu_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x,
 void cpu_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x,
                          const Act *dy, Act *dx);
 // ---- cpu_yolo.c ----
+// One thread's SiLU over n floats (AVX2 where it runs): y = silu(x), dx =
+// dy silu'(x); in place allowed (element by element).
+void cpu_silu_row(const float *x, float *y, size_t n);
+void cpu_silu_backward_row(const float *x, const float *dy, float *dx, size_t n);
 void cpu_silu_forward(Backend *backend, size_t n, const Act *x, Act *y);
 void cpu_silu_backward(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
 void cpu_depthwise_conv2d_forward(Backend *backend, const ConvShape *shape, const Act *x,

@@ -44,6 +44,25 @@ VECTOR_MATH_TARGET static void silu_backward_avx2(size_t begin, size_t end, cons
     }
 }
 
+void cpu_silu_row(const float *x, float *y, size_t n) {
+    if (cpu_has_avx2()) {
+        silu_forward_avx2(0, n, x, y);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void cpu_silu_backward_row(const float *x, const float *dy, float *dx, size_t n) {
+    if (cpu_has_avx2()) {
+        silu_backward_avx2(0, n, x, dy, dx);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const float a = x[i], s = 1.0f / (1.0f + expf(-a));
+        dx[i] = dy[i] * (s * (1.0f + a * (1.0f - s)));
+    }
+}
+
 // The [begin, end) share of thread t of team over n elements (multiples of 8).
 static void share(size_t n, int team, int t, size_t *begin, size_t *end) {
     const size_t chunk = (n / (size_t)team + 7) & ~(size_t)7;
@@ -54,14 +73,12 @@ static void share(size_t n, int team, int t, size_t *begin, size_t *end) {
 void cpu_silu_forward(Backend *backend, size_t n, const Act *x_act, Act *y_act) {
     const float *x = (const float *)x_act;
     float *y = (float *)y_act;
-    const int team = cpu_team(backend, n), avx2 = cpu_has_avx2();
+    const int team = cpu_team(backend, n);
 #pragma omp parallel num_threads(team)
     {
         size_t begin, end;
         share(n, team, omp_get_thread_num(), &begin, &end);
-        if (avx2) silu_forward_avx2(begin, end, x, y);
-        else
-            for (size_t i = begin; i < end; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+        cpu_silu_row(x + begin, y + begin, end - begin);
     }
 }
 
@@ -69,17 +86,12 @@ void cpu_silu_backward(Backend *backend, size_t n, const Act *x_act, const Act *
                        Act *dx_act) {
     const float *x = (const float *)x_act, *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;
-    const int team = cpu_team(backend, n), avx2 = cpu_has_avx2();
+    const int team = cpu_team(backend, n);
 #pragma omp parallel num_threads(team)
     {
         size_t begin, end;
         share(n, team, omp_get_thread_num(), &begin, &end);
-        if (avx2) silu_backward_avx2(begin, end, x, dy, dx);
-        else
-            for (size_t i = begin; i < end; i++) {
-                const float a = x[i], s = 1.0f / (1.0f + expf(-a));
-                dx[i] = dy[i] * (s * (1.0f + a * (1.0f - s)));
-            }
+        cpu_silu_backward_row(x + begin, dy + begin, dx + begin, end - begin);
     }
 }
 

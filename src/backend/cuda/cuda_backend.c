@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/composed_ops.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/linear_plan_composed.h"
 
@@ -645,6 +646,9 @@ static const BackendOps cuda_ops = {
     .batchnorm_relu_forward_train = cuda_batchnorm_relu_forward_train,
     .batchnorm_relu_forward_eval = cuda_batchnorm_relu_forward_eval,
     .batchnorm_relu_backward = cuda_batchnorm_relu_backward,
+    .batchnorm_silu_forward_train = composed_batchnorm_silu_forward_train,
+    .batchnorm_silu_forward_eval = composed_batchnorm_silu_forward_eval,
+    .batchnorm_silu_backward = composed_batchnorm_silu_backward,
     .batchnorm_centered_squares = cuda_batchnorm_centered_squares,
     .batchnorm_finish_statistics = cuda_batchnorm_finish_statistics,
     .batchnorm_forward_apply = cuda_batchnorm_forward_apply,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/composed_ops.h"
 #include "backend/host_ops.h"
 #include "backend/linear_plan_composed.h"
 #include "backend/ref/ref_ops.h"
@@ -246,6 +247,9 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .batchnorm_relu_forward_train = ref_batchnorm_relu_forward_train,
         .batchnorm_relu_forward_eval = ref_batchnorm_relu_forward_eval,
         .batchnorm_relu_backward = ref_batchnorm_relu_backward,
+        .batchnorm_silu_forward_train = composed_batchnorm_silu_forward_train,
+        .batchnorm_silu_forward_eval = composed_batchnorm_silu_forward_eval,
+        .batchnorm_silu_backward = composed_batchnorm_silu_backward,
         .batchnorm_centered_squares = ref_batchnorm_centered_squares,
         .batchnorm_finish_statistics = ref_batchnorm_finish_statistics,
         .batchnorm_forward_apply = ref_batchnorm_forward_apply,

@@ -1,0 +1,161 @@
+// The YOLO graph (nn/yolo.h) in ONNX: the part LightlyTrain trains (YOLOv8's
+// layers 0-8, YOLO11's 0-10) in eval mode, Ultralytics' forward of each
+// block, then the global average pool of its last output -> (N, D), what
+// yolo_forward computes for embed. The neck and Detect head are not in the
+// graph: embed never runs them (the Ultralytics .pt export carries them).
+//
+// Ultralytics' blocks as its modules compute them: Conv = Conv + BN (+
+// SiLU as x sigmoid(x)); C2f / C3k2 = cv1, Split in halves, the inner blocks
+// on the second half, Concat of both halves and every inner output, cv2;
+// C3k = cv3(Concat(m(cv1(x)), cv2(x))); SPPF = cv2(Concat(y, m(y), m(m(y)),
+// m(m(m(y))))) with m a 5x5 MaxPool of stride 1 and padding 2; C2PSA =
+// cv2(Concat(a, PSA blocks(b))); a PSA block x + attn(x), then + ffn, with
+// Ultralytics' Attention: qkv viewed as (B, heads, 2 key_dim + head_dim,
+// H W), split into q, k, v; softmax(q^T k * key_dim^-0.5) per head; v
+// attn^T viewed as the image, plus pe(v) (a depthwise 3x3 conv), then proj.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "embed/onnx_families.h"
+#include "embed/onnx_layers.h"
+#include "nn/backbone.h"
+
+// The module path of a unit ("model.2.cv1" of "model.2.cv1.conv.weight").
+static void unit_scope(const OnnxBuilder *builder, const YoloConv *unit, const char *strip,
+                       char *scope, size_t size) {
+    snprintf(scope, size, "%s", builder->params->params[unit->conv.weight_index].name);
+    char *end = strstr(scope, strip);
+    if (end) *end = '\0';
+}
+
+// Ultralytics' Conv: conv -> BN (-> SiLU).
+static const char *unit_graph(const OnnxBuilder *builder, const YoloConv *unit, const char *x) {
+    const char *y = onnx_batchnorm(builder, &unit->bn, onnx_conv2d(builder, &unit->conv, NULL, x));
+    if (!unit->act) return y;
+    char scope[PARAM_MAX_NAME];
+    unit_scope(builder, unit, ".conv.weight", scope, sizeof scope);
+    return onnx_activation(builder, ONNX_ACT_SILU, scope, y);
+}
+
+static const char *bottleneck_graph(const OnnxBuilder *builder, const YoloBottleneck *b,
+                                    const char *x) {
+    const char *y = unit_graph(builder, &b->cv2, unit_graph(builder, &b->cv1, x));
+    if (!b->add) return y;
+    char scope[PARAM_MAX_NAME];
+    unit_scope(builder, &b->cv1, ".cv1.conv.weight", scope, sizeof scope);
+    return onnx_binary(builder->graph, "Add", scope, x, y);
+}
+
+static const char *c3k_graph(const OnnxBuilder *builder, const YoloInner *inner, const char *x) {
+    const char *a = unit_graph(builder, &inner->cv1, x);
+    for (int i = 0; i < inner->count; i++) a = bottleneck_graph(builder, &inner->m[i], a);
+    const char *parts[2] = {a, unit_graph(builder, &inner->cv2, x)};
+    char scope[PARAM_MAX_NAME];
+    unit_scope(builder, &inner->cv1, ".cv1.conv.weight", scope, sizeof scope);
+    return unit_graph(builder, &inner->cv3, onnx_concat(builder, scope, 2, parts, 1));
+}
+
+// Ultralytics' Attention on x (B, C, H, W), its output before the block's residual.
+static const char *attention_graph(const OnnxBuilder *builder, const YoloInner *inner,
+                                   const char *scope, const char *x) {
+    OnnxGraph *graph = builder->graph;
+    const int64_t view[4] = {0, inner->heads, 2 * (int64_t)inner->key_dim + inner->head_dim, -1};
+    const int64_t sizes[3] = {inner->key_dim, inner->key_dim, inner->head_dim};
+    const int64_t swap_last[4] = {0, 1, 3, 2};
+    const char *qkv[3];
+    onnx_split(builder, scope,
+               onnx_reshape(builder, scope, unit_graph(builder, &inner->qkv, x), 4, view), 2, 3,
+               sizes, qkv);
+    const char *scores = onnx_binary(graph, "MatMul", scope,
+                                     onnx_transpose(builder, scope, qkv[0], 4, swap_last), qkv[1]);
+    scores = onnx_binary(graph, "Mul", scope, scores,
+                         onnx_scalar(graph, "const.scale", (float)(1.0 / sqrt(inner->key_dim))));
+    const OnnxAttr last_axis = onnx_attr_int("axis", -1);
+    const char *attention = onnx_node(graph, "Softmax", scope, &scores, 1, &last_axis, 1);
+    const char *image_shape = onnx_unary(graph, "Shape", scope, x);  // (B, C, H, W)
+    const char *mixed = onnx_binary(graph, "MatMul", scope, qkv[2],
+                                    onnx_transpose(builder, scope, attention, 4, swap_last));
+    const char *v_image = onnx_binary(graph, "Reshape", scope, qkv[2], image_shape);
+    const char *sum = onnx_binary(graph, "Add", scope,
+                                  onnx_binary(graph, "Reshape", scope, mixed, image_shape),
+                                  unit_graph(builder, &inner->pe, v_image));
+    return unit_graph(builder, &inner->proj, sum);
+}
+
+static const char *psa_graph(const OnnxBuilder *builder, const YoloInner *inner, const char *x) {
+    char scope[PARAM_MAX_NAME], block[PARAM_MAX_NAME];
+    unit_scope(builder, &inner->qkv, ".qkv.conv.weight", scope, sizeof scope);  // "...attn"
+    unit_scope(builder, &inner->qkv, ".attn.qkv.conv.weight", block, sizeof block);
+    OnnxGraph *graph = builder->graph;
+    const char *x1 = onnx_binary(graph, "Add", block, x, attention_graph(builder, inner, scope, x));
+    const char *ffn = unit_graph(builder, &inner->ffn1, unit_graph(builder, &inner->ffn0, x1));
+    return onnx_binary(graph, "Add", block, x1, ffn);
+}
+
+static const char *inner_graph(const OnnxBuilder *builder, const YoloInner *inner,
+                               const char *x) {
+    switch (inner->kind) {
+    case YOLO_INNER_BOTTLENECK: return bottleneck_graph(builder, &inner->bottleneck, x);
+    case YOLO_INNER_C3K: return c3k_graph(builder, inner, x);
+    case YOLO_INNER_PSA: return psa_graph(builder, inner, x);
+    }
+    return x;
+}
+
+// C2f, C3k2 (every inner output concatenated) and C2PSA (only the last).
+static const char *csp_graph(const OnnxBuilder *builder, const YoloModule *layer, int keep_all,
+                             const char *x) {
+    char scope[PARAM_MAX_NAME];
+    unit_scope(builder, &layer->cv1, ".cv1.conv.weight", scope, sizeof scope);
+    const char *parts[2 + 16];
+    const int64_t halves[2] = {layer->hidden, layer->hidden};
+    onnx_split(builder, scope, unit_graph(builder, &layer->cv1, x), 1, 2, halves, parts);
+    int count = 2;
+    const char *b = parts[1];
+    for (int i = 0; i < layer->inner_count; i++) {
+        b = inner_graph(builder, &layer->inner[i], b);
+        if (keep_all && count < (int)(sizeof parts / sizeof *parts)) parts[count++] = b;
+    }
+    if (!keep_all) parts[1] = b;
+    if (keep_all && count != 2 + layer->inner_count)
+        onnx_graph_fail(builder->graph, "%s: %d inner blocks, more than the export takes", scope,
+                        layer->inner_count);
+    return unit_graph(builder, &layer->cv2, onnx_concat(builder, scope, count, parts, 1));
+}
+
+static const char *sppf_graph(const OnnxBuilder *builder, const YoloModule *layer,
+                              const char *x) {
+    char scope[PARAM_MAX_NAME];
+    unit_scope(builder, &layer->cv1, ".cv1.conv.weight", scope, sizeof scope);
+    const char *pooled[4];
+    pooled[0] = unit_graph(builder, &layer->cv1, x);
+    for (int i = 1; i < 4; i++)  // MaxPool2d(k, stride 1, padding k // 2)
+        pooled[i] = onnx_maxpool(builder, scope, pooled[i - 1], layer->kernel, 1,
+                                 layer->kernel / 2);
+    return unit_graph(builder, &layer->cv2, onnx_concat(builder, scope, 4, pooled, 1));
+}
+
+int onnx_yolo_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
+                    const char *input, const char **output, ErrorMessage *err) {
+    (void)image_size;  // any size: the pool is global
+    const Yolo *model = &backbone->model.yolo;
+    const char *x = input;
+    for (int l = 0; l < model->backbone_layers; l++) {
+        const YoloModule *layer = &model->layers[l];
+        switch (layer->kind) {
+        case YOLO_CONV: x = unit_graph(builder, &layer->cv1, x); break;
+        case YOLO_C2F:
+        case YOLO_C3K2: x = csp_graph(builder, layer, 1, x); break;
+        case YOLO_SPPF: x = sppf_graph(builder, layer, x); break;
+        case YOLO_C2PSA: x = csp_graph(builder, layer, 0, x); break;
+        default:
+            return error_set(err, "%s: layer %d of the trained part is not a backbone block",
+                             model->config.name, l);
+        }
+    }
+    char scope[32];
+    snprintf(scope, sizeof scope, "model.%d.pool", model->backbone_layers - 1);
+    *output = onnx_global_average_pool(builder, scope, x);
+    return 0;
+}
