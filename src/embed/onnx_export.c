@@ -20,6 +20,7 @@ static const OnnxFamily onnx_families[] = {
     {BACKBONE_RESNET, onnx_any_size_check, onnx_resnet_graph},
     {BACKBONE_VIT, onnx_vit_check, onnx_vit_graph},
     {BACKBONE_YOLO, onnx_any_size_check, onnx_yolo_graph},
+    {BACKBONE_CONVNEXT, onnx_convnext_check, onnx_convnext_graph},
 };
 
 int onnx_any_size_check(const Backbone *backbone, int image_size, ErrorMessage *err) {
@@ -32,7 +33,7 @@ static const OnnxFamily *family_of(const Backbone *backbone, ErrorMessage *err) 
         if (onnx_families[i].kind == backbone->spec.kind) return &onnx_families[i];
     char name[BACKBONE_MAX_NAME];
     backbone_spec_name(&backbone->spec, name, sizeof name);
-    error_set(err, "ONNX export of %s is not supported yet (ResNets, ViTs and YOLOs are)", name);
+    error_set(err, "ONNX export of %s is not supported yet (ResNets, ViTs, YOLOs and ConvNeXts are)", name);
     return NULL;
 }
 
@@ -58,6 +59,9 @@ int onnx_export_external(const Backbone *backbone, const OnnxExportOptions *opti
 static const char *pooling_text(const Backbone *backbone) {
     if (backbone->spec.kind == BACKBONE_YOLO)
         return "global average pool of the trained part's last layer";
+    if (backbone->spec.kind == BACKBONE_CONVNEXT &&
+        convnext_norm_features(&backbone->model.convnext.config))
+        return "mean of the final norm over the last stage's positions";
     if (backbone->spec.kind != BACKBONE_VIT) return "global average pool of the last stage";
     return backbone->model.vit.config.pool == VIT_POOL_CLS
                ? "the normalised class token"

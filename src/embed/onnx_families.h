@@ -1,6 +1,6 @@
 // The model families the ONNX exporter writes (embed/onnx_export.c keeps
 // the table: a BackboneKind, its check of the export size, its graph).
-// A new family (ConvNeXt, ...) adds a file with these two functions
+// A new family adds a file with these two functions
 // and one row to that table; the layer emitters it needs go to
 // onnx_layers.h.
 #ifndef LTC_EMBED_ONNX_FAMILIES_H
@@ -30,6 +30,9 @@ int onnx_resnet_graph(const OnnxBuilder *builder, const Backbone *backbone, int 
 int onnx_vit_check(const Backbone *backbone, int image_size, ErrorMessage *err);
 int onnx_vit_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
                    const char *input, const char **output, ErrorMessage *err);
+int onnx_convnext_check(const Backbone *backbone, int image_size, ErrorMessage *err);
+int onnx_convnext_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
+                        const char *input, const char **output, ErrorMessage *err);
 int onnx_yolo_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
                     const char *input, const char **output, ErrorMessage *err);
 

@@ -33,6 +33,16 @@ const char *onnx_parameter(const OnnxBuilder *builder, const Parameter *param) {
                        onnx_download(builder, param));
 }
 
+const char *onnx_parameter_as(const OnnxBuilder *builder, const Parameter *param, int rank,
+                              const int64_t *dims) {
+    size_t count = 1;
+    for (int d = 0; d < rank; d++) count *= (size_t)dims[d];
+    if (count != param->count)  // onnx_weight returns a placeholder on a failed graph
+        onnx_graph_fail(builder->graph, "%s: %zu values, not the %zu of the shape asked for",
+                        param->name, param->count, count);
+    return onnx_weight(builder->graph, param->name, rank, dims, onnx_download(builder, param));
+}
+
 const char *onnx_ints(const OnnxBuilder *builder, const char *name, int count,
                       const int64_t *values) {
     return onnx_int64s(builder->graph, name, 1, count, values);
@@ -112,6 +122,16 @@ const char *onnx_layernorm(const OnnxBuilder *builder, const LayerNorm *norm, co
     return onnx_node(builder->graph, "LayerNormalization", scope, inputs, 3, attrs, 2);
 }
 
+const char *onnx_layernorm_channels(const OnnxBuilder *builder, const LayerNorm *norm,
+                                    const char *x) {
+    char scope[PARAM_MAX_NAME];
+    scope_of(&builder->params->params[norm->weight_index], scope, sizeof scope);
+    const int64_t channels_last[4] = {0, 2, 3, 1}, channels_first[4] = {0, 3, 1, 2};
+    const char *y =
+        onnx_layernorm(builder, norm, onnx_transpose(builder, scope, x, 4, channels_last));
+    return onnx_transpose(builder, scope, y, 4, channels_first);
+}
+
 // ---- activations -------------------------------------------------------------------------
 
 // The exact GELU as ONNX's Gelu defines it, for opsets before 20:
@@ -167,6 +187,13 @@ const char *onnx_global_average_pool(const OnnxBuilder *builder, const char *sco
     const char *pooled = onnx_unary(builder->graph, "GlobalAveragePool", scope, x);
     const OnnxAttr axis = onnx_attr_int("axis", 1);
     return onnx_node(builder->graph, "Flatten", scope, &pooled, 1, &axis, 1);
+}
+
+const char *onnx_reduce_mean(const OnnxBuilder *builder, const char *scope, const char *x,
+                             int count, const int64_t *axes) {
+    const char *inputs[2] = {x, onnx_ints(builder, "const.axes", count, axes)};
+    const OnnxAttr keep = onnx_attr_int("keepdims", 0);
+    return onnx_node(builder->graph, "ReduceMean", scope, inputs, 2, &keep, 1);
 }
 
 const char *onnx_reshape(const OnnxBuilder *builder, const char *scope, const char *x, int rank,

@@ -30,6 +30,10 @@ typedef struct OnnxBuilder {
 float *onnx_download(const OnnxBuilder *builder, const Parameter *param);
 // The parameter as an initializer of its own name and torch shape.
 const char *onnx_parameter(const OnnxBuilder *builder, const Parameter *param);
+// The same in another shape of as many values (torchvision's (C, 1, 1)
+// layer scale as (C)).
+const char *onnx_parameter_as(const OnnxBuilder *builder, const Parameter *param, int rank,
+                              const int64_t *dims);
 // A constant of the given 1-D int64 values (shapes, axes, permutations).
 const char *onnx_ints(const OnnxBuilder *builder, const char *name, int count,
                       const int64_t *values);
@@ -49,6 +53,10 @@ const char *onnx_batchnorm(const OnnxBuilder *builder, const BatchNorm *bn, cons
 const char *onnx_linear(const OnnxBuilder *builder, const Linear *linear, const char *x);
 // LayerNormalization over the last axis.
 const char *onnx_layernorm(const OnnxBuilder *builder, const LayerNorm *norm, const char *x);
+// LayerNormalization over the channels of x (N, C, H, W): transposed to
+// (N, H, W, C) and back (ConvNeXt's channels-first LayerNorm, exactly).
+const char *onnx_layernorm_channels(const OnnxBuilder *builder, const LayerNorm *norm,
+                                    const char *x);
 
 // ---- activations, pooling, shapes --------------------------------------------------------
 
@@ -69,6 +77,9 @@ const char *onnx_maxpool(const OnnxBuilder *builder, const char *scope, const ch
 // Global average pool of x (N, C, H, W) flattened to (N, C).
 const char *onnx_global_average_pool(const OnnxBuilder *builder, const char *scope,
                                      const char *x);
+// The mean of x over the count axes, those axes dropped (ReduceMean, keepdims 0).
+const char *onnx_reduce_mean(const OnnxBuilder *builder, const char *scope, const char *x,
+                             int count, const int64_t *axes);
 // Reshape to dims (0: that dimension of x, -1: inferred, ONNX's rules).
 const char *onnx_reshape(const OnnxBuilder *builder, const char *scope, const char *x, int rank,
                          const int64_t *dims);

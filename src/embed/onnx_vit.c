@@ -249,10 +249,8 @@ int onnx_vit_graph(const OnnxBuilder *builder, const Backbone *backbone, int ima
         *output = onnx_gather(builder, "pool", x, 1, 0);
         return 0;
     }
-    const char *patch_tokens = onnx_slice(builder, "pool", x, 1, prefix, tokens);
-    const int64_t axis = 1;
-    const char *inputs[2] = {patch_tokens, onnx_ints(builder, "const.axes", 1, &axis)};
-    const OnnxAttr keep = onnx_attr_int("keepdims", 0);
-    *output = onnx_node(builder->graph, "ReduceMean", "pool", inputs, 2, &keep, 1);
+    const int64_t token_axis = 1;
+    *output = onnx_reduce_mean(builder, "pool", onnx_slice(builder, "pool", x, 1, prefix, tokens),
+                               1, &token_axis);
     return 0;
 }

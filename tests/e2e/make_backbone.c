@@ -8,7 +8,8 @@
 // image). random-norms: BatchNorm / LayerNorm weights, biases and running
 // statistics, linear biases (a key bias held at zero stays zero) and the
 // class and register tokens drawn at random instead of their initial 1, 0
-// and tiny values, so that an export that mixes any of them up shows
+// and tiny values (a ConvNeXt's layer scales too), so that an export that
+// mixes any of them up, or leaves a block's branch out, shows
 // (tests/e2e/onnx.sh). calibrated (YOLOs): random-norms, then the running
 // statistics of a training forward of IMAGE_SIZE images
 // (calibrate_statistics). Without it a random YOLO's deep features shrink
@@ -16,7 +17,8 @@
 // until they are the same at every position, where C2PSA's attention is a
 // uniform average whatever q and k are: an export that swaps them passes.
 // The file is what export writes: a ResNet in torchvision's names, a ViT
-// in timm's (with our num_heads / pool metadata), a YOLO in Ultralytics'.
+// in timm's (with our num_heads / pool metadata), a YOLO in Ultralytics', a
+// ConvNeXt in its naming's.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,9 +54,14 @@ static void randomize_norms(Backbone *backbone, uint64_t seed) {
             float *values = malloc(param->count * sizeof *values);
             if (!values) continue;
             Rng rng = rng_make(seed, 0, (uint64_t)i, 0x4e4f0000u + (uint32_t)s);
+            // A ConvNeXt's layer scale (1e-6, which would hide each block's
+            // branch) drawn in [0.2, 1].
+            const int layer_scale = s == 0 && backbone->spec.kind == BACKBONE_CONVNEXT &&
+                                    backbone->model.convnext.roles[i].role == CONVNEXT_GAMMA;
             int changed = 1;
             for (size_t k = 0; k < param->count && changed; k++)
-                changed = random_norm_value(param, &rng, &values[k]);
+                if (layer_scale) values[k] = rng_range(&rng, 0.2f, 1.0f);
+                else changed = random_norm_value(param, &rng, &values[k]);
             const size_t length = strlen(param->name);
             if (changed && backbone->spec.kind == BACKBONE_VIT &&
                 backbone->spec.vit.qkv_bias == VIT_QKV_BIAS_NO_KEY && length > 13 &&

@@ -33,8 +33,12 @@
 # implementations is ~1e-5 of its embedding there (measured: ours against
 # ONNX Runtime 5e-6 .. 1.7e-5, ONNX Runtime with and without its graph
 # optimisations against itself 5e-6 .. 1.7e-5), where q and k swapped
-# are off by 0.45, the scale of head_dim by 0.076. Then bad input: exit 2,
-# one line, nothing written.
+# are off by 0.45, the scale of head_dim by 0.076. ConvNeXt-Tiny at 64 px
+# in torchvision's naming (the mean of the last stage) and DINOv3's (its
+# final norm on every position, then the mean; fp16 too), random-norms
+# drawing their layer scales in [0.2, 1]: at the initial 1e-6 a graph
+# without any block's branch passes at 1e-5 (measured 2.4e-6). Then bad
+# input: exit 2, one line, nothing written.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init onnx
@@ -109,6 +113,17 @@ for variant in "v8n yolov8n random-norms" "y11n yolo11n random-norms" "y11m yolo
   "$bin" embed --data "$work/img64" --checkpoint "$work/$name.safetensors" --image-size 64 \
     --out "$work/$name.npy" --export-onnx "$work/$name.onnx" >/dev/null || fail "embed $model"
 done
+# ConvNeXts.
+for variant in "cnx torchvision/convnext_tiny" "cnx3 dinov3/convnext-tiny"; do
+  read -r name model <<<"$variant"
+  "$make_backbone" "$work/$name.safetensors" "$model" 10 64 - random-norms ||
+    fail "make_backbone $model"
+  "$bin" embed --data "$work/img64" --checkpoint "$work/$name.safetensors" --image-size 64 \
+    --out "$work/$name.npy" --export-onnx "$work/$name.onnx" >/dev/null || fail "embed $model"
+done
+expect_only 0 "^exported backbone of dinov3/convnext-tiny \(27820128 parameters\) .* as ONNX \(opset 25, fp16, input images \(batch, 3, 64, 64\), output embeddings \(batch, 768\)\)$" \
+  -- "$bin" export --checkpoint "$work/cnx3.safetensors" --out "$work/cnx3_fp16.onnx" \
+  --precision fp16 --image-size 64
 expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \(opset 25, fp16, input images \(batch, 3, 64, 64\), output embeddings \(batch, 256\)\)$" \
   -- "$bin" export --checkpoint "$work/y11n.safetensors" --out "$work/y11n_fp16.onnx" --precision fp16 \
   --image-size 64
@@ -128,7 +143,10 @@ expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \
   "$work/y11n.onnx" "$work/img64" "$work/y11n.npy" 1e-5 + \
   "$work/y11m.onnx" "$work/img64" "$work/y11m.npy" 1e-5 + \
   "$work/y11n_fp16.onnx" "$work/img64" "$work/y11n.npy" 1e-2 --fp16 + \
-  "$work/y11c.onnx" "$work/img64" "$work/y11c.npy" 1e-4 ||
+  "$work/y11c.onnx" "$work/img64" "$work/y11c.npy" 1e-4 + \
+  "$work/cnx.onnx" "$work/img64" "$work/cnx.npy" 1e-5 + \
+  "$work/cnx3.onnx" "$work/img64" "$work/cnx3.npy" 1e-5 + \
+  "$work/cnx3_fp16.onnx" "$work/img64" "$work/cnx3.npy" 1e-2 --fp16 ||
   fail "ONNX Runtime differs from embed (above)"
 
 # Bad input: exit 2, one line naming the problem, nothing written.
@@ -148,7 +166,9 @@ expect_only 2 "--out: '.*v3.onnx' exists \(pass --overwrite" \
 expect_only 2 "--export-onnx: '.*v3.onnx' exists \(pass --overwrite" \
   -- "$bin" embed --data "$work/img64" --checkpoint "$work/v3.safetensors" --image-size 64 \
   --out "$work/bad6.npy" --export-onnx "$work/v3.onnx"
-for i in 1 2 3 4 5 6; do
+expect_only 2 "image size 16: torchvision/convnext_tiny takes images of at least 32 px$" \
+  -- "$bin" export --checkpoint "$work/cnx.safetensors" --out "$work/bad7.onnx" --image-size 16
+for i in 1 2 3 4 5 6 7; do
   for file in "$work"/bad$i.*; do [ -e "$file" ] && fail "a refused command wrote $file"; done
 done
 e2e_finish
