@@ -1,8 +1,10 @@
 // Worker pool and batch ring (see loader.h).
 //
 // One mutex guards the hand-out position and the ring; workers take one
-// sample position at a time, decode and augment it without the lock, then
-// mark it done. A batch slot is reopened only after the consumer released
+// sample position at a time and hand it to their decoder process without
+// the lock, keeping up to DECODER_PROCESS_PIPELINE positions in flight (the
+// child finds the next file queued when it is done with one), then mark
+// each done as its answer comes. A batch slot is reopened only after the consumer released
 // the batch that used it, so workers run at most `slot_count` batches ahead.
 #include "data/loader.h"
 
@@ -228,7 +230,8 @@ static int task_collect(Worker *worker, WorkerTask *task, double since, ErrorMes
     }
     if (status != 0) return task_failed(worker, task, &reason, err);
     if (task->whole_file)
-        atomic_fetch_or(&loader->checked_files[task->index / 64], (uint64_t)1 << (task->index % 64));
+        atomic_fetch_or(&loader->checked_files[task->index / 64],
+                        (uint64_t)1 << (task->index % 64));
     for (int v = 0; rendered.views && v < slot->batch.view_count; v++) {
         const size_t size = (size_t)slot->batch.view_size[v];
         const size_t bytes = size * size * slot->batch.pixel_bytes;
@@ -296,6 +299,22 @@ static WorkerTask loader_take_position(Loader *loader) {
                                                 RNG_STREAM_REPLACE)};
 }
 
+// What a task's submit or answer (status) leaves: the task at the end of
+// the queue (queued), its position done (finished), or the loader failed
+// (-1). Under the mutex.
+static int worker_settle(Loader *loader, WorkerQueue *queue, const WorkerTask *task, int status,
+                         const ErrorMessage *err) {
+    if (status == TASK_FATAL) {
+        loader_fail(loader, err);
+        return -1;
+    }
+    if (status == TASK_QUEUED)
+        queue->tasks[(queue->first + queue->count++) % DECODER_PROCESS_PIPELINE] = *task;
+    else
+        loader_position_done(loader, task->slot);
+    return 0;
+}
+
 // A worker keeps up to DECODER_PROCESS_PIPELINE positions in flight to its
 // decoder process, so that the child finds the next file queued when it is
 // done with one; it waits for the ring to advance only with none in flight.
@@ -313,14 +332,7 @@ static void *worker_main(void *arg) {
                 pthread_mutex_unlock(&loader->mutex);
                 const int status = task_submit(worker, &task, &err);
                 pthread_mutex_lock(&loader->mutex);
-                if (status == TASK_FATAL) {
-                    loader_fail(loader, &err);
-                    break;
-                }
-                if (status == TASK_QUEUED)
-                    queue.tasks[(queue.first + queue.count++) % DECODER_PROCESS_PIPELINE] = task;
-                else
-                    loader_position_done(loader, task.slot);
+                if (worker_settle(loader, &queue, &task, status, &err) != 0) break;
                 continue;
             }
             if (queue.count == 0) {
@@ -338,14 +350,7 @@ static void *worker_main(void *arg) {
         const int status = task_collect(worker, &task, since, &err);
         queue.last_answer = time_now();
         pthread_mutex_lock(&loader->mutex);
-        if (status == TASK_FATAL) {
-            loader_fail(loader, &err);
-            break;
-        }
-        if (status == TASK_QUEUED)
-            queue.tasks[(queue.first + queue.count++) % DECODER_PROCESS_PIPELINE] = task;
-        else
-            loader_position_done(loader, task.slot);
+        if (worker_settle(loader, &queue, &task, status, &err) != 0) break;
     }
     pthread_mutex_unlock(&loader->mutex);
     return NULL;
