@@ -21,8 +21,10 @@
 #include "data/image_renderer.h"
 #include "data/load_plan.h"
 #include "data/loader.h"
+#include "data/sampler.h"
 #include "image_fixtures.h"
 #include "util/file.h"
+#include "util/rng.h"
 
 enum { IMAGES = 12, BATCH = 4, VIEW_SIZE = 32 };
 
@@ -204,6 +206,21 @@ static void test_views_same_as_in_process(void **state) {
     }
 }
 
+// Files 2 (decoder-crash@2) and 5 (decoder-hang@5, a 1 s limit) fail with
+// how their process ended: 1 for those (checked), 0 for the others.
+static int check_faulted_file(int file, int status, const ErrorMessage *err) {
+    if (file != 2 && file != 5) return 0;
+    assert_int_equal(status, DECODER_PROCESS_BAD_FILE);
+    // SIGSEGV; under AddressSanitizer its report, then exit status 1.
+    if (file == 2 &&
+        !strstr(err->text, "decoder crashed: its process died of SIGSEGV (signal 11)") &&
+        !strstr(err->text, "decoder crashed: its process exited with status 1"))
+        fail_msg("%s", err->text);
+    if (file == 5 && !strstr(err->text, "decoder did not finish within 1 s"))
+        fail_msg("%s", err->text);
+    return 1;
+}
+
 // decoder-crash@2 and decoder-hang@5: those files fail with how their
 // process ended (the hang killed after the 1 s limit); every other file
 // decodes, in the process started after each.
@@ -219,21 +236,55 @@ static void test_crash_and_hang_fail_one_file(void **state) {
         ErrorMessage err = {{0}};
         const int status = decoder_process_render(process, path, i, 0, (uint64_t)i, 1, 0, 0,
                                                   &rendered, &err);
-        if (i == 2) {
-            assert_int_equal(status, DECODER_PROCESS_BAD_FILE);
-            // SIGSEGV; under AddressSanitizer its report, then exit status 1.
-            if (!strstr(err.text, "decoder crashed: its process died of SIGSEGV (signal 11)") &&
-                !strstr(err.text, "decoder crashed: its process exited with status 1"))
-                fail_msg("%s", err.text);
-        } else if (i == 5) {
-            assert_int_equal(status, DECODER_PROCESS_BAD_FILE);
-            if (!strstr(err.text, "decoder did not finish within 1 s")) fail_msg("%s", err.text);
-        } else {
+        if (!check_faulted_file(i, status, &err)) {
             if (status != 0) fail_msg("file %d: %s", i, err.text);
             assert_non_null(rendered.views);
         }
     }
     decoder_process_destroy(process);
+}
+
+// The worker keeps the next request queued in the child
+// (decoder_process_submit_render): files 0..8 with two in flight at a
+// time, decoder-crash@2 and decoder-hang@5. The crashing and the hanging
+// file fail with how their process ended, each while the next file's
+// request waited behind it; that queued file goes to the new child and
+// comes back with its own views (each in its own views buffer), as does
+// every other file, byte for byte those of the same steps in this process.
+static void test_crash_with_a_request_queued_behind_it(void **state) {
+    const FixtureFolder *fixture = *state;
+    ViewSet views;
+    view_set_simclr(&views, VIEW_SIZE);
+    const size_t bytes = decoder_view_offset(&views, views.count);
+    uint8_t *here = malloc(bytes);
+    DecoderProcess *process = start_views_process(&views, "decoder-crash@2,decoder-hang@5", 1.0);
+    enum { FILES = 9 };
+    int submitted = 0;
+    for (int collected = 0; collected < FILES; collected++) {
+        ErrorMessage err = {{0}};
+        while (submitted < FILES && decoder_process_pending(process) < DECODER_PROCESS_PIPELINE) {
+            char path[4096];
+            image_path(fixture, submitted, path, sizeof path);
+            if (decoder_process_submit_render(process, path, submitted, 0, (uint64_t)submitted,
+                                              1, 0, 0, &err) != 0)
+                fail_msg("file %d: %s", submitted, err.text);
+            submitted++;
+        }
+        assert_int_equal(decoder_process_pending(process), submitted - collected);
+        assert_true(submitted - collected >= (collected < FILES - 1 ? 2 : 1));
+        DecoderRendered rendered;
+        const int status = decoder_process_collect_render(process, &rendered, &err);
+        char path[4096];
+        image_path(fixture, collected, path, sizeof path);
+        if (!check_faulted_file(collected, status, &err)) {
+            if (status != 0) fail_msg("file %d: %s", collected, err.text);
+            render_here(path, &views, 7, (uint64_t)collected, here);
+            assert_memory_equal(here, rendered.views, bytes);
+        }
+    }
+    assert_int_equal(decoder_process_pending(process), 0);
+    decoder_process_destroy(process);
+    free(here);
 }
 
 typedef struct Warnings {
@@ -339,6 +390,72 @@ static void test_loader_flags_a_crashing_file(void **state) {
     check_crash_warning(fixture, &warnings);
 }
 
+// Every batch of a loader whose decoder processes see LTC_FAULT=faults:
+// views, then requested and used indices.
+static uint8_t *batches_with_faults(const LoaderConfig *config, const char *faults, int batches,
+                                    size_t *bytes) {
+    Loader *loader = loader_with_faults(config, faults);
+    ErrorMessage err = {{0}};
+    uint8_t *all = NULL;
+    *bytes = 0;
+    for (int b = 0; b < batches; b++) {
+        const Batch *batch = loader_next(loader, NULL, &err);
+        if (!batch) fail_msg("%s", err.text);
+        const size_t pixels = batch_view_bytes(batch, batch->view_count);
+        const size_t indices = (size_t)batch->size * sizeof *batch->sample_indices;
+        all = realloc(all, *bytes + pixels + indices);
+        memcpy(all + *bytes, batch->views[0], pixels);
+        memcpy(all + *bytes + pixels, batch->sample_indices, indices);
+        *bytes += pixels + indices;
+        loader_release(loader, batch);
+    }
+    loader_destroy(loader);
+    return all;
+}
+
+// With requests queued behind the crashing files, the batches stay those
+// of the rule: 1 worker (its next file always queued behind the crash) and
+// 3 workers give the same pixels and indices, and every position whose file
+// crashed holds the first draw of that position's substitute stream (seed,
+// epoch, file) that is not itself a crashing file.
+static void test_loader_substitutes_as_before_with_queued_requests(void **state) {
+    const FixtureFolder *fixture = *state;
+    Warnings warnings = {0};
+    LoaderConfig config = loader_config(fixture, &warnings);
+    config.shuffle = 1;
+    config.total_batches = 9;
+    config.num_workers = 1;
+    size_t one_bytes, three_bytes;
+    uint8_t *one = batches_with_faults(&config, "decoder-crash@3,decoder-crash@8", 9, &one_bytes);
+    config.num_workers = 3;
+    uint8_t *three =
+        batches_with_faults(&config, "decoder-crash@3,decoder-crash@8", 9, &three_bytes);
+    assert_int_equal(one_bytes, three_bytes);
+    assert_memory_equal(one, three, one_bytes);
+    ErrorMessage err = {{0}};
+    Sampler sampler;
+    assert_int_equal(sampler_init(&sampler, IMAGES, BATCH, 0, 1, config.seed, 1, &err), 0);
+    const size_t pixels = (size_t)BATCH * decoder_view_offset(&config.views, config.views.count);
+    int substituted = 0;
+    for (int b = 0; b < 9; b++) {
+        const uint32_t epoch = (uint32_t)(b / (int)sampler.batches_per_epoch);
+        uint32_t requested[BATCH], used[BATCH];
+        sampler_batch(&sampler, epoch, (size_t)b % sampler.batches_per_epoch, requested);
+        memcpy(used, one + (size_t)b * (pixels + sizeof used) + pixels, sizeof used);
+        for (int i = 0; i < BATCH; i++) {
+            uint32_t expected = requested[i];
+            Rng substitutes = rng_make(config.seed, epoch, requested[i], RNG_STREAM_REPLACE);
+            while (expected == 3 || expected == 8) expected = rng_below(&substitutes, IMAGES);
+            substituted += expected != requested[i];
+            assert_int_equal(used[i], expected);
+        }
+    }
+    sampler_free(&sampler);
+    assert_true(substituted >= 4);  // each crashing file in every epoch's batches
+    free(one);
+    free(three);
+}
+
 static void *plain_alloc(void *context, size_t bytes) {
     (void)context;
     return malloc(bytes);
@@ -347,26 +464,6 @@ static void *plain_alloc(void *context, size_t bytes) {
 static void plain_free(void *context, void *pointer) {
     (void)context;
     free(pointer);
-}
-
-// Every batch of a loader (views and indices) into one buffer.
-static uint8_t *all_batches(const LoaderConfig *config, int batches, size_t *bytes) {
-    ErrorMessage err = {{0}};
-    Loader *loader = loader_create(config, &err);
-    if (!loader) fail_msg("%s", err.text);
-    uint8_t *all = NULL;
-    *bytes = 0;
-    for (int b = 0; b < batches; b++) {
-        const Batch *batch = loader_next(loader, NULL, &err);
-        if (!batch) fail_msg("%s", err.text);
-        const size_t pixels = batch_view_bytes(batch, batch->view_count);
-        all = realloc(all, *bytes + pixels);
-        memcpy(all + *bytes, batch->views[0], pixels);
-        *bytes += pixels;
-        loader_release(loader, batch);
-    }
-    loader_destroy(loader);
-    return all;
 }
 
 // The slots shared with the decoder processes (no allocator given) and the
@@ -380,10 +477,10 @@ static void test_shared_and_own_slots_agree(void **state) {
     config.total_batches = 6;
     view_set_dino(&config.views, 48, 24, 6);
     size_t shared_bytes, own_bytes;
-    uint8_t *shared = all_batches(&config, 6, &shared_bytes);
+    uint8_t *shared = batches_with_faults(&config, "", 6, &shared_bytes);
     config.host_alloc = plain_alloc;
     config.host_free = plain_free;
-    uint8_t *own = all_batches(&config, 6, &own_bytes);
+    uint8_t *own = batches_with_faults(&config, "", 6, &own_bytes);
     assert_int_equal(shared_bytes, own_bytes);
     assert_memory_equal(shared, own, shared_bytes);
     free(shared);
@@ -411,6 +508,8 @@ int main(void) {
         cmocka_unit_test(test_same_pixels_as_in_process),
         cmocka_unit_test(test_views_same_as_in_process),
         cmocka_unit_test(test_crash_and_hang_fail_one_file),
+        cmocka_unit_test(test_crash_with_a_request_queued_behind_it),
+        cmocka_unit_test(test_loader_substitutes_as_before_with_queued_requests),
         cmocka_unit_test(test_loader_skips_a_crashing_file),
         cmocka_unit_test(test_loader_flags_a_crashing_file),
         cmocka_unit_test(test_loader_stops_when_no_process_starts),

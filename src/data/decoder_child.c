@@ -3,7 +3,8 @@
 // main, so every binary that links the loader can be its own decoder
 // process; nothing else of the program runs there).
 //
-// The child reads one request at a time from its socket, reads the file,
+// The child reads one request at a time from its socket (the worker may
+// have queued the next ones there already: it never waits for the worker), reads the file,
 // probes and decodes it with one Decoder whose buffers lie in memory files
 // its parent can map (decoder_set_buffer_memory), and either answers where
 // the pixels are (probe and decode requests) or plans, decodes and renders
@@ -119,12 +120,18 @@ static int child_describe(const Child *child, const DecodedImage *decoded, int n
     return 0;
 }
 
-// Where view v of this request's image goes: its slot position, or the
+// Where view v of this request's image goes: its slot position, or its
 // views buffer. NULL when the slot or position lies outside the slots.
 static uint8_t *child_view(const Child *child, const DecoderRequest *request, int v) {
     const DecoderSettings *settings = &child->settings;
     const ViewSet *views = &settings->views;
-    if (!settings->shared_slots) return child->output + decoder_view_offset(views, v);
+    if (!settings->shared_slots) {
+        if (request->views_buffer < 0 || request->views_buffer >= DECODER_PROCESS_PIPELINE)
+            return NULL;
+        return child->output +
+               (size_t)request->views_buffer * decoder_view_offset(views, views->count) +
+               decoder_view_offset(views, v);
+    }
     if (request->slot < 0 || request->slot >= settings->slot_count || request->position < 0 ||
         request->position >= settings->batch_size)
         return NULL;
@@ -220,7 +227,8 @@ static int child_start(Child *child, DecoderReply *reply) {
     child->renderer = image_renderer_create(&settings->views);
     child->output_bytes = settings->shared_slots
                               ? (size_t)settings->slot_count * settings->slot_bytes
-                              : decoder_view_offset(&settings->views, settings->views.count);
+                              : DECODER_PROCESS_PIPELINE *
+                                    decoder_view_offset(&settings->views, settings->views.count);
     void *output = mmap(NULL, child->output_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                         fds[DECODER_BUFFERS], 0);
     close(fds[DECODER_BUFFERS]);

@@ -1,6 +1,7 @@
 // The worker's side of a decoder process (see decoder_process.h): starting
-// the child, one request and answer per file, telling a crash from a bad
-// file, and mapping the child's memory files read-only.
+// the child, requests queued to it and their answers in order, telling a
+// crash from a bad file (and sending the requests queued behind a crash to
+// the next child), and mapping the child's memory files read-only.
 //
 // The child is started with posix_spawn (glibc's clones without copying the
 // address space, safe from a threaded process holding pinned or MPI-
@@ -55,6 +56,11 @@ struct DecoderProcess {
     size_t views_bytes;
     pid_t pid;  // 0 while no child runs
     int socket;
+    // The requests in flight, oldest first (a ring from pending_first), and
+    // how many of them (a prefix) were sent to the running child: a new
+    // child gets the others, from the oldest unanswered one on.
+    DecoderRequest pending[DECODER_PROCESS_PIPELINE];
+    int pending_first, pending_count, delivered;
 };
 
 static void free_environment(char **environment) {
@@ -104,8 +110,8 @@ static int memory_file(size_t size) {
     return fd;
 }
 
-// Where the child renders the views: the loader's slots, or a buffer of
-// one image's views, mapped here read-only.
+// Where the child renders the views: the loader's slots, or one buffer of
+// one image's views per request in flight, mapped here read-only.
 static int output_setup(DecoderProcess *process, const DecoderProcessConfig *config,
                         ErrorMessage *err) {
     DecoderSettings *settings = &process->settings;
@@ -116,7 +122,8 @@ static int output_setup(DecoderProcess *process, const DecoderProcessConfig *con
         settings->slot_bytes = config->slots->bytes;
         process->output_fd = fcntl(config->slots->fd, F_DUPFD_CLOEXEC, 0);
     } else {
-        process->views_bytes = decoder_view_offset(config->views, config->views->count);
+        process->views_bytes =
+            DECODER_PROCESS_PIPELINE * decoder_view_offset(config->views, config->views->count);
         process->output_fd = memory_file(process->views_bytes);
         void *map = process->output_fd < 0 ? MAP_FAILED
                                            : mmap(NULL, process->views_bytes, PROT_READ,
@@ -179,6 +186,7 @@ static void process_stop(DecoderProcess *process, int *wait_status) {
     if (wait_status) *wait_status = 0;
     if (process->socket >= 0) close(process->socket);
     process->socket = -1;
+    process->delivered = 0;  // what it was sent is lost with it
     if (process->pid <= 0) return;
     kill(process->pid, SIGKILL);
     int status = 0;
@@ -392,22 +400,66 @@ static int accept_reply(DecoderProcess *process, const DecoderReply *reply, int 
     return 0;
 }
 
-// One request and its answer. A child that ended between two files (its
-// send fails) is replaced once without blaming the file.
-static int process_call(DecoderProcess *process, const DecoderRequest *request,
-                        DecoderResult *result, ErrorMessage *err) {
-    // Up to the path's end: 4 KiB less to copy per file.
-    const size_t length = offsetof(DecoderRequest, path) + strlen(request->path) + 1;
-    for (int attempt = 0;; attempt++) {
-        if (process->pid <= 0 && process_start(process, err) != 0) return DECODER_PROCESS_BROKEN;
-        if (send(process->socket, request, length, MSG_NOSIGNAL) == (ssize_t)length) break;
-        const int send_error = errno;
-        process_stop(process, NULL);
-        if (attempt == 1) {
-            error_set(err, "cannot send a file to a decoder process: %s", strerror(send_error));
-            return DECODER_PROCESS_BROKEN;
-        }
+static DecoderRequest *pending_request(DecoderProcess *process, int i) {
+    return &process->pending[(process->pending_first + i) % DECODER_PROCESS_PIPELINE];
+}
+
+// Sends the running child the requests in flight it was not sent yet, in
+// order. -1 with errno when a send fails (the child ended).
+static int deliver(DecoderProcess *process) {
+    while (process->delivered < process->pending_count) {
+        const DecoderRequest *request = pending_request(process, process->delivered);
+        // Up to the path's end: 4 KiB less to copy per file.
+        const size_t length = offsetof(DecoderRequest, path) + strlen(request->path) + 1;
+        if (send(process->socket, request, length, MSG_NOSIGNAL) != (ssize_t)length) return -1;
+        process->delivered++;
     }
+    return 0;
+}
+
+// The oldest request in flight delivered to a running child. A child that
+// ended between two files (it was sent nothing it has not answered, and a
+// send fails) is replaced once without blaming a file.
+static int deliver_oldest(DecoderProcess *process, ErrorMessage *err) {
+    int send_error = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (process->pid <= 0 && process_start(process, err) != 0) return DECODER_PROCESS_BROKEN;
+        if (deliver(process) == 0 || process->delivered > 0) return 0;
+        send_error = errno;
+        process_stop(process, NULL);
+    }
+    error_set(err, "cannot send a file to a decoder process: %s", strerror(send_error));
+    return DECODER_PROCESS_BROKEN;
+}
+
+// Queues a request; the child gets it at once when it runs (a failed send
+// is left to collect, which learns from the answers which file the child
+// ended on).
+static int submit(DecoderProcess *process, const DecoderRequest *request, ErrorMessage *err) {
+    if (process->pending_count >= DECODER_PROCESS_PIPELINE) {
+        error_set(err, "internal error: a decoder process's queue is full");
+        return DECODER_PROCESS_BROKEN;
+    }
+    *pending_request(process, process->pending_count++) = *request;
+    if (process->pid <= 0 && process_start(process, err) != 0) return DECODER_PROCESS_BROKEN;
+    (void)deliver(process);
+    return 0;
+}
+
+// The answer to the oldest request in flight (its op: *op). When the child
+// ends before it answers, that request fails (the child answers in order,
+// so it ended on that file) and the ones behind it go to the next child.
+static int collect(DecoderProcess *process, DecoderResult *result, int *op, ErrorMessage *err) {
+    if (process->pending_count == 0) {
+        error_set(err, "internal error: no request in flight to a decoder process");
+        return DECODER_PROCESS_BROKEN;
+    }
+    if (deliver_oldest(process, err) != 0) return DECODER_PROCESS_BROKEN;
+    const DecoderRequest *request = pending_request(process, 0);
+    *op = request->op;
+    process->pending_first = (process->pending_first + 1) % DECODER_PROCESS_PIPELINE;
+    process->pending_count--;
+    process->delivered--;
     DecoderReply reply;
     const ssize_t got = receive(process->socket, &reply, sizeof reply);
     if (got != (ssize_t)sizeof reply) {
@@ -422,11 +474,23 @@ static int process_call(DecoderProcess *process, const DecoderRequest *request,
         *err = reply.err;
         return DECODER_PROCESS_BAD_FILE;
     }
-    if (accept_reply(process, &reply, request->op, result, err) != 0) {
+    if (accept_reply(process, &reply, *op, result, err) != 0) {
         process_stop(process, NULL);  // not trusted with another file
         return DECODER_PROCESS_BAD_FILE;
     }
     return 0;
+}
+
+// One request and its answer, with nothing else in flight.
+static int process_call(DecoderProcess *process, const DecoderRequest *request,
+                        DecoderResult *result, ErrorMessage *err) {
+    if (process->pending_count != 0) {
+        error_set(err, "internal error: a decoder process call behind queued renders");
+        return DECODER_PROCESS_BROKEN;
+    }
+    int op;
+    const int status = submit(process, request, err);
+    return status != 0 ? status : collect(process, result, &op, err);
 }
 
 static int set_path(DecoderRequest *request, const char *path, ErrorMessage *err) {
@@ -456,26 +520,56 @@ int decoder_process_decode(DecoderProcess *process, const char *path,
     return process_call(process, &message, result, err);
 }
 
-int decoder_process_render(DecoderProcess *process, const char *path, int64_t index,
-                           uint32_t epoch, uint64_t view_key, int whole_file, int slot,
-                           int position, DecoderRendered *rendered, ErrorMessage *err) {
+int decoder_process_pending(const DecoderProcess *process) {
+    return process->pending_count;
+}
+
+int decoder_process_submit_render(DecoderProcess *process, const char *path, int64_t index,
+                                  uint32_t epoch, uint64_t view_key, int whole_file, int slot,
+                                  int position, ErrorMessage *err) {
     if (!process->settings.has_views) {
         error_set(err, "internal error: decoder process without views");
         return DECODER_PROCESS_BROKEN;
     }
+    // Without shared slots, each request in flight renders into its own
+    // views buffer: the one of its place in the ring.
+    const int views_buffer =
+        (process->pending_first + process->pending_count) % DECODER_PROCESS_PIPELINE;
     DecoderRequest request = {.op = DECODER_OP_RENDER, .whole_file = whole_file, .epoch = epoch,
                               .view_key = view_key, .index = index, .slot = slot,
-                              .position = position};
+                              .position = position, .views_buffer = views_buffer};
     if (set_path(&request, path, err) != 0) return DECODER_PROCESS_BAD_FILE;
+    return submit(process, &request, err);
+}
+
+int decoder_process_collect_render(DecoderProcess *process, DecoderRendered *rendered,
+                                   ErrorMessage *err) {
+    const int views_buffer = process->pending_first;
     DecoderResult result;
-    const int status = process_call(process, &request, &result, err);
+    int op = 0;
+    const int status = collect(process, &result, &op, err);
     if (status != 0) return status;
+    if (op != DECODER_OP_RENDER) {
+        error_set(err, "internal error: a render collected for another request");
+        return DECODER_PROCESS_BROKEN;
+    }
+    const size_t views_bytes = process->views_bytes / DECODER_PROCESS_PIPELINE;
     *rendered = (DecoderRendered){
         .format = result.info.format,
-        .views = process->settings.shared_slots ? NULL : process->views,
+        .views = process->settings.shared_slots
+                     ? NULL
+                     : process->views + (size_t)views_buffer * views_bytes,
         .read_seconds = result.read_seconds,
         .decode_seconds = result.decode_seconds,
         .render_seconds = result.render_seconds,
     };
     return 0;
+}
+
+int decoder_process_render(DecoderProcess *process, const char *path, int64_t index,
+                           uint32_t epoch, uint64_t view_key, int whole_file, int slot,
+                           int position, DecoderRendered *rendered, ErrorMessage *err) {
+    const int status = decoder_process_submit_render(process, path, index, epoch, view_key,
+                                                     whole_file, slot, position, err);
+    return status != 0 ? status : decoder_process_collect_render(process, rendered, err);
 }

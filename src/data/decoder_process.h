@@ -17,7 +17,8 @@
 // grow to the largest image (as a Decoder's do).
 //
 // One thread uses a DecoderProcess at a time. Results stay valid until the
-// next call.
+// next call. The loader keeps the next image's request queued in the child
+// (decoder_process_submit_render); probes and decodes go one at a time.
 #ifndef LTC_DATA_DECODER_PROCESS_H
 #define LTC_DATA_DECODER_PROCESS_H
 
@@ -27,6 +28,12 @@
 #include "decode/decode.h"
 #include "util/error.h"
 
+// Render requests a worker may have in flight to its decoder process: the
+// next one waits in the socket while the child works on the current one, so
+// the child goes on without waiting for the worker thread to be woken and
+// scheduled (performance.md, "Decoder processes": that wait cost 5-7% of
+// the JPEG path's images/s on a loaded 2-core machine).
+#define DECODER_PROCESS_PIPELINE 2
 // Files larger than this are refused before they are read.
 #define DECODER_PROCESS_MAX_FILE_BYTES ((size_t)1 << 30)
 // One file's limit, from the request to the answer: this much, plus one
@@ -101,5 +108,23 @@ typedef struct DecoderRendered {
 int decoder_process_render(DecoderProcess *process, const char *path, int64_t index,
                            uint32_t epoch, uint64_t view_key, int whole_file, int slot,
                            int position, DecoderRendered *rendered, ErrorMessage *err);
+
+// decoder_process_render in two halves, so that up to
+// DECODER_PROCESS_PIPELINE requests are in flight: submit queues a request
+// (the child takes it as soon as it is done with the ones before it);
+// collect waits for the answer to the oldest one. A crash or a hang fails
+// the request the child was working on, which is always the oldest (the
+// child answers in order), and the requests queued behind it go to the new
+// child unharmed. Submit returns 0, DECODER_PROCESS_BAD_FILE (a path too
+// long: nothing queued) or DECODER_PROCESS_BROKEN; it needs
+// decoder_process_pending() < DECODER_PROCESS_PIPELINE. Without shared
+// slots, rendered->views stays valid until the next submit.
+int decoder_process_submit_render(DecoderProcess *process, const char *path, int64_t index,
+                                  uint32_t epoch, uint64_t view_key, int whole_file, int slot,
+                                  int position, ErrorMessage *err);
+int decoder_process_collect_render(DecoderProcess *process, DecoderRendered *rendered,
+                                   ErrorMessage *err);
+// Requests submitted and not collected yet.
+int decoder_process_pending(const DecoderProcess *process);
 
 #endif

@@ -8,7 +8,8 @@
 //          with views, the output's, as SCM_RIGHTS), child -> DecoderReply
 //          (status 0: ready)
 //   each file: parent -> DecoderRequest (up to the end of its path), child ->
-//          DecoderReply
+//          DecoderReply. Up to DECODER_PROCESS_PIPELINE requests may wait in
+//          the socket; the child answers them in order.
 #ifndef LTC_DATA_DECODER_PROTOCOL_H
 #define LTC_DATA_DECODER_PROTOCOL_H
 
@@ -32,8 +33,9 @@ typedef struct DecoderSettings {
     ViewSet views;  // DECODER_OP_RENDER plans and renders with these
     // Where DECODER_OP_RENDER writes, the memory file after the buffers':
     // the batch slots (shared_slots: slot_count of slot_bytes, loader.c's
-    // layout: view after view, each batch_size samples) or one image's
-    // views (view after view).
+    // layout: view after view, each batch_size samples) or
+    // DECODER_PROCESS_PIPELINE views buffers of one image's views each
+    // (view after view), one per request that can be in flight.
     int32_t shared_slots;
     int32_t slot_count, batch_size;
     uint64_t slot_bytes;
@@ -51,6 +53,7 @@ typedef struct DecoderRequest {
     uint32_t epoch;
     uint64_t view_key;
     int32_t slot, position;  // DECODER_OP_RENDER into shared slots
+    int32_t views_buffer;    // DECODER_OP_RENDER, no shared slots: which views buffer
     int64_t index;  // dataset index for the LTC_FAULT decoder-* points; -1 none
     DecodeRequest request;  // DECODER_OP_DECODE
     char path[4096];

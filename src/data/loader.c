@@ -1,8 +1,10 @@
 // Worker pool and batch ring (see loader.h).
 //
 // One mutex guards the hand-out position and the ring; workers take one
-// sample position at a time, decode and augment it without the lock, then
-// mark it done. A batch slot is reopened only after the consumer released
+// sample position at a time and hand it to their decoder process without
+// the lock, keeping up to DECODER_PROCESS_PIPELINE positions in flight (the
+// child finds the next file queued when it is done with one), then mark
+// each done as its answer comes. A batch slot is reopened only after the consumer released
 // the batch that used it, so workers run at most `slot_count` batches ahead.
 #include "data/loader.h"
 
@@ -90,50 +92,30 @@ static int loader_is_bad(const Loader *loader, uint32_t index) {
     return bitmap_get(loader->bad_files, index);
 }
 
-// Reads, decodes and augments one image into position `position` of slot:
-// 0, -1 when the file is bad (err: the reason), or DECODER_PROCESS_BROKEN
-// (the run cannot go on). view_key keys the view randomness (the dataset
-// index, offset for substitutes so a substitute differs from the same image
-// elsewhere). The worker's decoder process does all of it
-// (data/decoder_process.h), into the shared slot, or into its views buffer,
-// copied here into a slot the caller's allocator made.
-static int worker_load(Worker *worker, uint32_t index, uint32_t epoch, uint64_t view_key,
-                       BatchSlot *slot, int position, ErrorMessage *err) {
-    Loader *loader = worker->loader;
-    const LoaderConfig *config = &loader->config;
-    char path[4096];
-    if (dataset_full_path(config->dataset, index, path, sizeof path) != 0)
-        return error_set(err, "path too long");
+// One batch position a worker fills: the file it tries now (the sampler's,
+// or a substitute for a bad one) and the draws of substitutes so far.
+typedef struct WorkerTask {
+    BatchSlot *slot;
+    int position;
+    uint32_t index;
+    int attempt;
+    int whole_file;
+    Rng substitutes;
+    double submitted;  // when its current file was handed to the decoder process
+} WorkerTask;
 
-    // The first read of a file in a run decodes all of it (DecodeRequest.whole_file).
-    const int whole_file = !bitmap_get(loader->checked_files, index);
-    const int slot_number = (int)(slot - loader->slots);
-    DecoderRendered rendered;
-    const double start = time_now();
-    const int status = decoder_process_render(worker->decoder, path, index, epoch, view_key,
-                                              whole_file, slot_number, position, &rendered, err);
-    if (status != 0) return status;
-    if (whole_file)
-        atomic_fetch_or(&loader->checked_files[index / 64], (uint64_t)1 << (index % 64));
-    for (int v = 0; rendered.views && v < slot->batch.view_count; v++) {
-        const size_t size = (size_t)slot->batch.view_size[v];
-        const size_t bytes = size * size * slot->batch.pixel_bytes;
-        memcpy(slot->batch.views[v] + (size_t)position * bytes,
-               rendered.views + decoder_view_offset(&config->views, v), bytes);
-    }
-    const double took = time_now() - start;
-    // Reading and augmenting as the child timed them; decoding includes the
-    // trip to the child (and a copy out of its views buffer).
-    const double read = rendered.read_seconds, augment = rendered.render_seconds;
-    const double decode = took > read + augment ? took - read - augment : 0.0;
-    atomic_fetch_add(&worker->read_ns, (uint64_t)(read * 1e9));
-    atomic_fetch_add(&worker->decode_ns, (uint64_t)(decode * 1e9));
-    atomic_fetch_add(&worker->augment_ns, (uint64_t)(augment * 1e9));
-    atomic_fetch_add(&worker->images, 1);
-    atomic_fetch_add(&worker->format_ns[rendered.format], (uint64_t)(took * 1e9));
-    atomic_fetch_add(&worker->format_images[rendered.format], 1);
-    return 0;
-}
+// What became of a task: handed to the decoder process (again, for a
+// substitute: behind the others), finished (filled, or flagged in
+// keep_last mode), or the run cannot go on.
+enum { TASK_FATAL = -1, TASK_FINISHED = 0, TASK_QUEUED = 1 };
+
+// The positions a worker has in flight to its decoder process, in the
+// order it answers them (a ring of DECODER_PROCESS_PIPELINE).
+typedef struct WorkerQueue {
+    WorkerTask tasks[DECODER_PROCESS_PIPELINE];
+    int first, count;
+    double last_answer;  // when the previous answer came (the child's clock for the next)
+} WorkerQueue;
 
 // Counts a file's first failure and warns about it once.
 static void loader_report_bad(Loader *loader, uint32_t index, const ErrorMessage *reason) {
@@ -150,67 +132,128 @@ static void loader_report_bad(Loader *loader, uint32_t index, const ErrorMessage
     }
 }
 
-// keep_last mode: one try; a bad file leaves zero pixels and a flag. -1
-// (err) only when no decoder process can run.
-static int worker_fill_position_or_flag(Worker *worker, BatchSlot *slot, int position,
-                                        ErrorMessage *err) {
-    Loader *loader = worker->loader;
-    const uint32_t index = slot->requested[position];
-    slot->used[position] = index;
-    if (!loader_is_bad(loader, index)) {
-        ErrorMessage reason = {{0}};
-        const int status = worker_load(worker, index, slot->batch.epoch, index, slot, position,
-                                       &reason);
-        if (status == 0) return 0;
-        if (status == DECODER_PROCESS_BROKEN) {
-            *err = reason;
-            return -1;
-        }
-        loader_report_bad(loader, index, &reason);
-    }
-    slot->failed[position] = 1;
+// keep_last mode: a bad file leaves zero pixels and a flag.
+static void task_flag(WorkerTask *task) {
+    BatchSlot *slot = task->slot;
+    slot->used[task->position] = task->index;
+    slot->failed[task->position] = 1;
     for (int v = 0; v < slot->batch.view_count; v++) {
         const size_t bytes = (size_t)slot->batch.view_size[v] * (size_t)slot->batch.view_size[v] *
                              slot->batch.pixel_bytes;
-        memset(slot->batch.views[v] + (size_t)position * bytes, 0, bytes);
+        memset(slot->batch.views[v] + (size_t)task->position * bytes, 0, bytes);
     }
-    return 0;
 }
 
-// Fills one batch position, substituting deterministically for bad files.
-static int worker_fill_position(Worker *worker, BatchSlot *slot, int position,
-                                ErrorMessage *err) {
+static int task_submit(Worker *worker, WorkerTask *task, ErrorMessage *err);
+
+// The task's file failed (reason): counted and named once, then the next
+// substitute (keep_last: the position flagged). As task_submit.
+static int task_failed(Worker *worker, WorkerTask *task, const ErrorMessage *reason,
+                       ErrorMessage *err) {
+    Loader *loader = worker->loader;
+    loader_report_bad(loader, task->index, reason);
+    if (loader->config.keep_last) {
+        task_flag(task);
+        return TASK_FINISHED;
+    }
+    task->attempt++;
+    task->index = rng_below(&task->substitutes, (uint32_t)loader->config.dataset->count);
+    return task_submit(worker, task, err);
+}
+
+// Hands the task's file to the worker's decoder process, after the
+// substitutes for files known to be bad (deterministically: the draws of
+// the task's own stream, one per attempt). TASK_FINISHED: without a file
+// (keep_last: flagged); TASK_FATAL (err): no decoder process can run, or no
+// substitute was readable.
+static int task_submit(Worker *worker, WorkerTask *task, ErrorMessage *err) {
     Loader *loader = worker->loader;
     const LoaderConfig *config = &loader->config;
-    if (config->keep_last) return worker_fill_position_or_flag(worker, slot, position, err);
-    const uint32_t epoch = slot->batch.epoch;
-    const uint32_t original = slot->requested[position];
     const uint32_t dataset_size = (uint32_t)config->dataset->count;
-    uint32_t index = original;
-    Rng substitutes = rng_make(config->seed, epoch, original, RNG_STREAM_REPLACE);
-    for (int attempt = 0; attempt < LOADER_MAX_ATTEMPTS; attempt++) {
-        if (!loader_is_bad(loader, index)) {
-            ErrorMessage reason = {{0}};
-            const uint64_t view_key = index | ((uint64_t)attempt << 32);
-            const int status = worker_load(worker, index, epoch, view_key, slot, position, &reason);
-            if (status == 0) {
-                slot->used[position] = index;
-                if (attempt > 0) atomic_fetch_add(&loader->replacements, 1);
-                return 0;
-            }
-            if (status == DECODER_PROCESS_BROKEN) {
-                *err = reason;
-                return -1;
-            }
-            loader_report_bad(loader, index, &reason);
+    for (;;) {
+        if (config->keep_last && loader_is_bad(loader, task->index)) {
+            task_flag(task);
+            return TASK_FINISHED;
         }
-        index = rng_below(&substitutes, dataset_size);
+        if (task->attempt >= LOADER_MAX_ATTEMPTS) {
+            error_set(err,
+                             "no readable image found for a batch position after %d attempts "
+                             "(%llu of %u files failed so far)",
+                             LOADER_MAX_ATTEMPTS,
+                             (unsigned long long)atomic_load(&loader->skipped_files),
+                             dataset_size);
+            return TASK_FATAL;
+        }
+        if (!loader_is_bad(loader, task->index)) break;
+        task->attempt++;
+        task->index = rng_below(&task->substitutes, dataset_size);
     }
-    return error_set(err,
-                     "no readable image found for a batch position after %d attempts "
-                     "(%llu of %u files failed so far)",
-                     LOADER_MAX_ATTEMPTS,
-                     (unsigned long long)atomic_load(&loader->skipped_files), dataset_size);
+    char path[4096];
+    ErrorMessage reason = {{0}};
+    int status = DECODER_PROCESS_BAD_FILE;
+    error_set(&reason, "path too long");
+    // The first read of a file in a run decodes all of it (DecodeRequest.whole_file).
+    task->whole_file = !bitmap_get(loader->checked_files, task->index);
+    // view_key keys the view randomness: the dataset index, offset for
+    // substitutes so that a substitute differs from the same image elsewhere.
+    const uint64_t view_key = config->keep_last
+                                  ? task->index
+                                  : task->index | ((uint64_t)task->attempt << 32);
+    task->submitted = time_now();
+    if (dataset_full_path(config->dataset, task->index, path, sizeof path) == 0)
+        status = decoder_process_submit_render(
+            worker->decoder, path, task->index, task->slot->batch.epoch, view_key,
+            task->whole_file, (int)(task->slot - loader->slots), task->position, &reason);
+    if (status == 0) return TASK_QUEUED;
+    if (status == DECODER_PROCESS_BROKEN) {
+        *err = reason;
+        return TASK_FATAL;
+    }
+    return task_failed(worker, task, &reason, err);
+}
+
+// The decoder process's answer for the oldest task (the child answers in
+// order), as task_submit's results: TASK_FINISHED when the position is
+// filled (the views rendered outside the shared slots copied into it),
+// TASK_QUEUED when a substitute went to the decoder process instead.
+// since: when the child could start on it.
+static int task_collect(Worker *worker, WorkerTask *task, double since, ErrorMessage *err) {
+    Loader *loader = worker->loader;
+    const LoaderConfig *config = &loader->config;
+    BatchSlot *slot = task->slot;
+    DecoderRendered rendered;
+    ErrorMessage reason = {{0}};
+    const int status = decoder_process_collect_render(worker->decoder, &rendered, &reason);
+    if (status == DECODER_PROCESS_BROKEN) {
+        *err = reason;
+        return TASK_FATAL;
+    }
+    if (status != 0) return task_failed(worker, task, &reason, err);
+    if (task->whole_file)
+        atomic_fetch_or(&loader->checked_files[task->index / 64],
+                        (uint64_t)1 << (task->index % 64));
+    for (int v = 0; rendered.views && v < slot->batch.view_count; v++) {
+        const size_t size = (size_t)slot->batch.view_size[v];
+        const size_t bytes = size * size * slot->batch.pixel_bytes;
+        memcpy(slot->batch.views[v] + (size_t)task->position * bytes,
+               rendered.views + decoder_view_offset(&config->views, v), bytes);
+    }
+    slot->used[task->position] = task->index;
+    if (task->attempt > 0) atomic_fetch_add(&loader->replacements, 1);
+    // Reading and augmenting as the child timed them; decoding is the rest
+    // of the time this answer took, from the request or the previous answer
+    // (whichever came later: the child works through its queue), including
+    // the trip to the child and a copy out of its views buffer.
+    const double took = time_now() - since;
+    const double read = rendered.read_seconds, augment = rendered.render_seconds;
+    const double decode = took > read + augment ? took - read - augment : 0.0;
+    atomic_fetch_add(&worker->read_ns, (uint64_t)(read * 1e9));
+    atomic_fetch_add(&worker->decode_ns, (uint64_t)(decode * 1e9));
+    atomic_fetch_add(&worker->augment_ns, (uint64_t)(augment * 1e9));
+    atomic_fetch_add(&worker->images, 1);
+    atomic_fetch_add(&worker->format_ns[rendered.format], (uint64_t)(took * 1e9));
+    atomic_fetch_add(&worker->format_images[rendered.format], 1);
+    return TASK_FINISHED;
 }
 
 static void loader_open_slot(Loader *loader, BatchSlot *slot, uint64_t global_batch) {
@@ -235,33 +278,79 @@ static void loader_fail(Loader *loader, const ErrorMessage *err) {
     pthread_cond_broadcast(&loader->batch_ready);
 }
 
+// A position finished: the batch is ready when it was the last. Under the mutex.
+static void loader_position_done(Loader *loader, BatchSlot *slot) {
+    if (++slot->done == slot->batch.size) pthread_cond_broadcast(&loader->batch_ready);
+}
+
+// Takes the next batch position (opening its slot) as a task. Under the
+// mutex, with a free slot.
+static WorkerTask loader_take_position(Loader *loader) {
+    BatchSlot *slot = &loader->slots[loader->task_batch % (uint64_t)loader->slot_count];
+    if (loader->task_position == 0) loader_open_slot(loader, slot, loader->task_batch);
+    const int position = loader->task_position++;
+    if (loader->task_position == slot->batch.size) {
+        loader->task_batch++;
+        loader->task_position = 0;
+    }
+    const uint32_t index = slot->requested[position];
+    return (WorkerTask){.slot = slot, .position = position, .index = index,
+                        .substitutes = rng_make(loader->config.seed, slot->batch.epoch, index,
+                                                RNG_STREAM_REPLACE)};
+}
+
+// What a task's submit or answer (status) leaves: the task at the end of
+// the queue (queued), its position done (finished), or the loader failed
+// (-1). Under the mutex.
+static int worker_settle(Loader *loader, WorkerQueue *queue, const WorkerTask *task, int status,
+                         const ErrorMessage *err) {
+    if (status == TASK_FATAL) {
+        loader_fail(loader, err);
+        return -1;
+    }
+    if (status == TASK_QUEUED)
+        queue->tasks[(queue->first + queue->count++) % DECODER_PROCESS_PIPELINE] = *task;
+    else
+        loader_position_done(loader, task->slot);
+    return 0;
+}
+
+// A worker keeps up to DECODER_PROCESS_PIPELINE positions in flight to its
+// decoder process, so that the child finds the next file queued when it is
+// done with one; it waits for the ring to advance only with none in flight.
 static void *worker_main(void *arg) {
     Worker *worker = arg;
     Loader *loader = worker->loader;
+    WorkerQueue queue = {.first = 0};
+    ErrorMessage err = {{0}};
     pthread_mutex_lock(&loader->mutex);
-    while (!loader->stop && loader->task_batch < loader->end_batch) {
-        if (loader->task_batch - loader->next_consume >= (uint64_t)loader->slot_count) {
-            pthread_cond_wait(&loader->slot_free, &loader->mutex);
-            continue;
+    while (!loader->stop) {
+        const int more = loader->task_batch < loader->end_batch;
+        if (more && queue.count < DECODER_PROCESS_PIPELINE) {
+            if (loader->task_batch - loader->next_consume < (uint64_t)loader->slot_count) {
+                WorkerTask task = loader_take_position(loader);
+                pthread_mutex_unlock(&loader->mutex);
+                const int status = task_submit(worker, &task, &err);
+                pthread_mutex_lock(&loader->mutex);
+                if (worker_settle(loader, &queue, &task, status, &err) != 0) break;
+                continue;
+            }
+            if (queue.count == 0) {
+                pthread_cond_wait(&loader->slot_free, &loader->mutex);
+                continue;
+            }
         }
-        BatchSlot *slot = &loader->slots[loader->task_batch % (uint64_t)loader->slot_count];
-        if (loader->task_position == 0) loader_open_slot(loader, slot, loader->task_batch);
-        const int position = loader->task_position++;
-        if (loader->task_position == slot->batch.size) {
-            loader->task_batch++;
-            loader->task_position = 0;
-        }
+        if (queue.count == 0) break;  // all handed out and finished
+        WorkerTask task = queue.tasks[queue.first];
+        queue.first = (queue.first + 1) % DECODER_PROCESS_PIPELINE;
+        queue.count--;
         pthread_mutex_unlock(&loader->mutex);
-
-        ErrorMessage err = {{0}};
-        const int status = worker_fill_position(worker, slot, position, &err);
-
+        const double since = task.submitted > queue.last_answer ? task.submitted
+                                                                : queue.last_answer;
+        const int status = task_collect(worker, &task, since, &err);
+        queue.last_answer = time_now();
         pthread_mutex_lock(&loader->mutex);
-        if (status != 0) {
-            loader_fail(loader, &err);
-            break;
-        }
-        if (++slot->done == slot->batch.size) pthread_cond_broadcast(&loader->batch_ready);
+        if (worker_settle(loader, &queue, &task, status, &err) != 0) break;
     }
     pthread_mutex_unlock(&loader->mutex);
     return NULL;
