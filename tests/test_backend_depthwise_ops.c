@@ -1,9 +1,10 @@
 // ConvNeXt's ops of backend.h: the depthwise convolution (depthwise_forward
-// with and without bias, depthwise_backward_data, depthwise_backward_weights)
-// and the planned linear layers (linear_planned_forward, with and without
-// the GELU and the bias, against linear_forward and gelu_forward): each
-// fast backend against the ref backend on ConvNeXt's 7x7 at its stage
-// widths and on awkward shapes (channels not a multiple of the cpu
+// with and without bias, depthwise_backward_data, depthwise_backward_weights;
+// also YOLO's C2PSA position encoding) and the planned linear layers
+// (linear_planned_forward, with and without the GELU and the bias, against
+// linear_forward and gelu_forward): each fast backend against the ref
+// backend on ConvNeXt's 7x7 at its stage widths, on YOLO's 3x3 and on
+// awkward shapes (channels not a multiple of the cpu
 // backend's 8-lane blocks, rows narrower than 8 outputs, stride 2 with a
 // 3x3 kernel, a 1x1 image, sizes on both sides of the threading
 // threshold), the weight gradient's += contract, then the ref backend's
@@ -117,6 +118,15 @@ static void test_depthwise_awkward(void **state) {
     check_case((DwCase){1, 1, 1, 8, 7, 1, 3}, 60);      // one pixel: only the centre tap
 }
 
+// YOLO's C2PSA position encoding: 3x3, stride 1, padding 1 (no bias in
+// Ultralytics; check_case runs both).
+static void test_depthwise_yolo_pe(void **state) {
+    NEED_FAST_BACKEND();
+    check_case((DwCase){1, 1, 1, 1, 3, 1, 1}, 92);      // one pixel, one channel: the centre tap
+    check_case((DwCase){2, 5, 5, 17, 3, 1, 1}, 94);     // odd channels past two 8-lane blocks
+    check_case((DwCase){2, 14, 14, 128, 3, 1, 1}, 96);  // yolo11n's C2PSA at 448 px
+}
+
 static void test_depthwise_other_kernels(void **state) {
     NEED_FAST_BACKEND();
     check_case((DwCase){2, 11, 10, 24, 3, 2, 1}, 70);   // stride 2, 3x3 (YOLO's DWConv kind)
@@ -218,12 +228,14 @@ static void test_depthwise_backward_fd(void **state) {
     NEED_FAST_BACKEND();
     check_fd((DwCase){2, 5, 6, 3, 7, 1, 3}, 100);
     check_fd((DwCase){1, 7, 6, 2, 3, 2, 1}, 110);
+    check_fd((DwCase){2, 5, 5, 3, 3, 1, 1}, 120);  // YOLO's position encoding
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_depthwise_convnext, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_awkward, mirror_free),
+        cmocka_unit_test_teardown(test_depthwise_yolo_pe, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_other_kernels, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_backward_fd, mirror_free),
         cmocka_unit_test_teardown(test_linear_plan, mirror_free),
@@ -233,6 +245,7 @@ int main(void) {
     const struct CMUnitTest act_tests[] = {
         cmocka_unit_test_teardown(test_depthwise_convnext, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_awkward, mirror_free),
+        cmocka_unit_test_teardown(test_depthwise_yolo_pe, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_other_kernels, mirror_free),
         cmocka_unit_test_teardown(test_linear_plan, mirror_free),
     };

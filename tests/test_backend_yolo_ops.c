@@ -1,8 +1,7 @@
 // The YOLO ops of backend.h (silu_forward / silu_backward, batch norm
-// fused with the SiLU after it, and the depthwise convolution of C2PSA's
-// position encoding): each fast backend against the ref backend on awkward
-// shapes (one pixel, channel counts around the cpu backend's blocks, stride
-// 2, kernels 1, 3 and 7, sizes past the threading threshold; the fused
+// fused with the SiLU after it; C2PSA's position encoding runs on the
+// depthwise ops, tests/test_backend_depthwise_ops.c): each fast backend
+// against the ref backend (sizes past the threading threshold; the fused
 // norm on batch norm's row x channel cases), the fused norm against ref's
 // unfused composition, then the ref backend's gradients against central
 // finite differences of its forward. Runs as a "cpu" and a "cuda" group
@@ -20,8 +19,7 @@
 #include "backend_mirror.h"
 #include "gradcheck.h"
 
-// Central differences with h = 1e-3: the convolution is linear (exact up to
-// fp32 rounding of the loss), SiLU smooth (O(h^2) truncation ~1e-6).
+// Central differences with h = 1e-3: SiLU is smooth (O(h^2) truncation ~1e-6).
 static const GradcheckTolerance FD_TOLERANCE = {.step = 1e-3f, .rtol = 1e-2, .atol = 1e-3};
 
 // ---- SiLU ------------------------------------------------------------------------------------
@@ -231,110 +229,6 @@ static void test_batchnorm_silu_backward_fd(void **state) {
                                        FD_TOLERANCE), 0);
 }
 
-// ---- depthwise convolution -------------------------------------------------------------------
-
-static ConvShape depthwise_shape(int batch, int size, int channels, int kernel, int stride) {
-    ConvShape shape;
-    ErrorMessage err;
-    if (conv_shape_make(&shape, batch, size, size, channels, channels, kernel, stride, kernel / 2,
-                        &err))
-        fail_msg("%s", err.text);
-    return shape;
-}
-
-static size_t input_elements(const ConvShape *s) {
-    return (size_t)s->batch * s->in_height * s->in_width * s->in_channels;
-}
-static size_t output_elements(const ConvShape *s) {
-    return (size_t)s->batch * s->out_height * s->out_width * s->in_channels;
-}
-static size_t weight_elements(const ConvShape *s) {
-    return (size_t)s->in_channels * s->kernel * s->kernel;
-}
-
-// Sums of up to K^2 products of values in +-1 (forward, data) or of up to
-// N OH OW (weights), in fp32 against double: relative 1e-5 of the terms.
-static void check_depthwise(ConvShape s, uint64_t seed) {
-    const size_t nx = input_elements(&s), ny = output_elements(&s), nw = weight_elements(&s);
-    const float *x = mirror_random_tensor(nx, -1, 1, seed);
-    const float *w = mirror_random_tensor(nw, -1, 1, seed + 1);
-    float *y_ref = mirror_nan_tensor(ny), *y_fast = mirror_nan_tensor(ny);
-    ref->op.depthwise_conv2d_forward(ref, &s, (const Act *)x, (const Act *)w, (Act *)y_ref);
-    fast->op.depthwise_conv2d_forward(fast, &s, DA(x), DA(w), DA(y_fast));
-    HA(y_fast);
-    mirror_expect_close("depthwise y", ny, y_fast, y_ref, mirror_act_tol(1e-5), 1e-5);
-
-    const float *dy = mirror_random_tensor(ny, -1, 1, seed + 2);
-    float *dx_ref = mirror_nan_tensor(nx), *dx_fast = mirror_nan_tensor(nx);
-    ref->op.depthwise_conv2d_backward_data(ref, &s, (const Act *)dy, (const Act *)w,
-                                           (Act *)dx_ref);
-    fast->op.depthwise_conv2d_backward_data(fast, &s, DA(dy), DA(w), DA(dx_fast));
-    HA(dx_fast);
-    mirror_expect_close("depthwise dx", nx, dx_fast, dx_ref, mirror_act_tol(1e-5), 1e-5);
-
-    // += : both start from the same values
-    const float *start = mirror_random_tensor(nw, -1, 1, seed + 3);
-    float *dw_ref = mirror_copy(start, nw), *dw_fast = mirror_copy(start, nw);
-    ref->op.depthwise_conv2d_backward_weights(ref, &s, (const Act *)x, (const Act *)dy, dw_ref);
-    fast->op.depthwise_conv2d_backward_weights(fast, &s, DA(x), DA(dy), D(dw_fast));
-    H(dw_fast);
-    const double terms = (double)s.batch * s.out_height * s.out_width;
-    mirror_expect_close("depthwise dw", nw, dw_fast, dw_ref, mirror_act_tol(1e-5),
-                        1e-6 * terms);
-}
-
-static void test_depthwise(void **state) {
-    NEED_FAST_BACKEND();
-    check_depthwise(depthwise_shape(1, 1, 1, 3, 1), 100);    // one pixel: only the centre tap
-    check_depthwise(depthwise_shape(2, 5, 17, 3, 1), 110);   // odd channels past a block of 16
-    check_depthwise(depthwise_shape(2, 7, 8, 3, 2), 120);    // stride 2
-    check_depthwise(depthwise_shape(1, 6, 5, 7, 1), 130);    // ConvNeXt's 7 x 7
-    check_depthwise(depthwise_shape(3, 4, 4, 1, 1), 140);    // 1 x 1
-    if (!mirror_emulation_skips("depthwise 2 x 14 x 14 x 128"))
-        check_depthwise(depthwise_shape(2, 14, 128, 3, 1), 150);  // C2PSA-sized, threaded
-}
-
-typedef struct DepthwiseProblem {
-    ConvShape shape;
-    const float *other;  // the weights when x varies, the input when w varies
-    float *y;
-    const float *projection;
-    int vary_weights;
-} DepthwiseProblem;
-
-static double depthwise_loss(void *context, const float *values) {
-    DepthwiseProblem *p = context;
-    const float *x = p->vary_weights ? p->other : values, *w = p->vary_weights ? values : p->other;
-    ref->op.depthwise_conv2d_forward(ref, &p->shape, (const Act *)x, (const Act *)w, (Act *)p->y);
-    return gradcheck_project(output_elements(&p->shape), p->y, p->projection);
-}
-
-static void test_depthwise_backward_fd(void **state) {
-    NEED_FAST_BACKEND();
-    const ConvShape shapes[] = {depthwise_shape(2, 5, 3, 3, 1), depthwise_shape(1, 6, 2, 3, 2)};
-    for (int t = 0; t < 2; t++) {
-        const ConvShape s = shapes[t];
-        const size_t nx = input_elements(&s), ny = output_elements(&s), nw = weight_elements(&s);
-        float *x = mirror_random_tensor(nx, -1, 1, 200 + t);
-        float *w = mirror_random_tensor(nw, -1, 1, 210 + t);
-        DepthwiseProblem p = {.shape = s, .y = mirror_tensor(ny),
-                              .projection = mirror_random_tensor(ny, -1, 1, 220 + t)};
-        float *dx = mirror_nan_tensor(nx), *dw = mirror_tensor(nw);
-        memset(dw, 0, nw * sizeof *dw);  // backward_weights adds
-        ref->op.depthwise_conv2d_backward_data(ref, &s, (const Act *)p.projection,
-                                               (const Act *)w, (Act *)dx);
-        ref->op.depthwise_conv2d_backward_weights(ref, &s, (const Act *)x,
-                                                  (const Act *)p.projection, dw);
-        p.other = w;
-        assert_int_equal(
-            gradcheck_compare("depthwise dx", depthwise_loss, &p, x, nx, dx, FD_TOLERANCE), 0);
-        p.other = x;
-        p.vary_weights = 1;
-        assert_int_equal(
-            gradcheck_compare("depthwise dw", depthwise_loss, &p, w, nw, dw, FD_TOLERANCE), 0);
-    }
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_silu, mirror_free),
@@ -342,14 +236,11 @@ int main(void) {
         cmocka_unit_test_teardown(test_silu_backward_fd, mirror_free),
         cmocka_unit_test_teardown(test_batchnorm_silu, mirror_free),
         cmocka_unit_test_teardown(test_batchnorm_silu_backward_fd, mirror_free),
-        cmocka_unit_test_teardown(test_depthwise, mirror_free),
-        cmocka_unit_test_teardown(test_depthwise_backward_fd, mirror_free),
     };
     // The ops again with cuda storing fp16 / bf16 against ref in the same dtype.
     const struct CMUnitTest act_tests[] = {
         cmocka_unit_test_teardown(test_silu, mirror_free),
         cmocka_unit_test_teardown(test_batchnorm_silu, mirror_free),
-        cmocka_unit_test_teardown(test_depthwise, mirror_free),
     };
     return mirror_run_groups(tests, sizeof tests / sizeof tests[0]) +
            mirror_run_16bit_groups(act_tests, sizeof act_tests / sizeof act_tests[0]);

@@ -65,7 +65,8 @@ int conv_shape_make(ConvShape *shape, int batch, int in_height, int in_width, in
 // shape it will see (DINO: global and local view sizes).
 typedef struct ConvPlan ConvPlan;
 
-// Depthwise convolution geometry (ConvNeXt's 7x7): groups = channels, each
+// Depthwise convolution geometry (ConvNeXt's 7x7, YOLO's 3x3 position
+// encoding in C2PSA): groups = channels, each
 // channel filtered by its own square kernel with stride and zero padding.
 typedef struct DepthwiseShape {
     int batch, in_height, in_width, channels;
@@ -250,7 +251,7 @@ typedef struct BackendOps {
     void (*conv2d_backward_weights)(Backend *backend, const ConvPlan *plan, const Act *x,
                                     const Act *dy, float *dw);
 
-    // ---- depthwise convolution (ConvNeXt) -----------------------------------------
+    // ---- depthwise convolution (ConvNeXt, YOLO's PSA position encoding) ------------
     // Weights w (K, K, C): tap (kh, kw) of channel c at [kh][kw][c], in the
     // compute dtype (torch's (C, 1, K, K) appears only at import/export).
     DepthwisePlan *(*depthwise_plan)(Backend *backend, const DepthwiseShape *shape,
@@ -779,25 +780,13 @@ typedef struct BackendOps {
                            const int32_t *neighbor, const float *distance, float eps, float dlog,
                            float *dy);
 
-    // ---- YOLO (Ultralytics): SiLU, depthwise convolution -------------------------
+    // ---- YOLO (Ultralytics): SiLU -------------------------------------------------
     // y (n) = x sigmoid(x) = x / (1 + exp(-x)) (torch.nn.SiLU); y may alias x
     // (element by element).
     void (*silu_forward)(Backend *backend, size_t n, const Act *x, Act *y);
     // dx (n) = dy s (1 + x (1 - s)), s = sigmoid(x), x the forward input; dx may
     // alias dy or x.
     void (*silu_backward)(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
-    // Depthwise convolution, PyTorch's Conv2d(C, C, K, stride, padding, groups=C,
-    // bias=False): shape->in_channels == shape->out_channels == C, zero padding;
-    // w (C, K, K) (torch's (C, 1, K, K)). Sums in fp32 in window order.
-    // y (N, OH, OW, C) = sum over the window of x (N, H, W, C) w[c]
-    void (*depthwise_conv2d_forward)(Backend *backend, const ConvShape *shape, const Act *x,
-                                     const Act *w, Act *y);
-    // dx (N, H, W, C) = the transposed convolution of dy (N, OH, OW, C) with w
-    void (*depthwise_conv2d_backward_data)(Backend *backend, const ConvShape *shape,
-                                           const Act *dy, const Act *w, Act *dx);
-    // dw (C, K, K) += correlation of x (N, H, W, C) with dy (N, OH, OW, C)
-    void (*depthwise_conv2d_backward_weights)(Backend *backend, const ConvShape *shape,
-                                              const Act *x, const Act *dy, float *dw);
 
     // ---- input ---------------------------------------------------------------------
     // y (n_pixels, 3) = (x / 255 - mean[c]) / std[c], x uint8 (n_pixels, 3) in backend memory

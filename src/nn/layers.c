@@ -57,6 +57,16 @@ int conv2d_declare(Conv2d *conv, ParameterSet *params, const char *name, int in_
     return conv->weight_index < 0 ? -1 : 0;
 }
 
+int conv2d_declare_depthwise(Conv2d *conv, ParameterSet *params, const char *name, int channels,
+                             int kernel, int stride, int padding, ErrorMessage *err) {
+    *conv = (Conv2d){.in_channels = channels, .out_channels = channels, .kernel = kernel,
+                     .stride = stride, .padding = padding};
+    const int shape[4] = {1, kernel, kernel, channels};
+    const int torch_shape[4] = {channels, 1, kernel, kernel};
+    conv->weight_index = parameter_declare(params, name, PARAM_WEIGHT, 4, shape, torch_shape, err);
+    return conv->weight_index < 0 ? -1 : 0;
+}
+
 void conv2d_bind(Conv2d *conv, const ParameterSet *params) {
     const Parameter *weight = &params->params[conv->weight_index];
     conv->weight_compute = weight->compute;

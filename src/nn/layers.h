@@ -39,13 +39,18 @@ int layer_init_parameter(Backend *backend, const Parameter *param, uint64_t seed
 typedef struct Conv2d {
     int in_channels, out_channels, kernel, stride, padding;
     int weight_index;   // in the model's ParameterSet
-    const Act *weight_compute;  // (Cout, K, K, Cin) in the compute dtype
-    float *weight_grad;         // (Cout, K, K, Cin)
+    const Act *weight_compute;  // (Cout, K, K, Cin) in the compute dtype; depthwise (1, K, K, C)
+    float *weight_grad;         // (Cout, K, K, Cin); depthwise (1, K, K, C)
 } Conv2d;
 
 // Declares `name` (e.g. "layer1.0.conv1.weight"), torch shape (Cout, Cin, K, K).
 int conv2d_declare(Conv2d *conv, ParameterSet *params, const char *name, int in_channels,
                    int out_channels, int kernel, int stride, int padding, ErrorMessage *err);
+// A depthwise conv (groups = in = out = channels; run on the depthwise ops,
+// not conv2d_forward): weight (1, K, K, C), the (K, K, C) those ops take;
+// torch shape (C, 1, K, K), translated at load and save (weights_copy_layout).
+int conv2d_declare_depthwise(Conv2d *conv, ParameterSet *params, const char *name, int channels,
+                             int kernel, int stride, int padding, ErrorMessage *err);
 void conv2d_bind(Conv2d *conv, const ParameterSet *params);
 // torchvision's ResNet init: kaiming_normal_(mode='fan_out', nonlinearity='relu'),
 // std = sqrt(2 / (Cout * K * K)).

@@ -41,10 +41,11 @@ static int declare_conv(Declarer *d, YoloConv *unit, const char *prefix, int in_
     unit->id = -1;
     char name[PARAM_MAX_NAME];
     name_format(name, "%s.conv.weight", prefix);
-    if (conv2d_declare(&unit->conv, d->set, name, depthwise ? 1 : in_channels, out_channels,
-                       kernel, stride, kernel / 2, err))
+    if (depthwise ? conv2d_declare_depthwise(&unit->conv, d->set, name, out_channels, kernel,
+                                             stride, kernel / 2, err)
+                  : conv2d_declare(&unit->conv, d->set, name, in_channels, out_channels, kernel,
+                                   stride, kernel / 2, err))
         return -1;
-    if (depthwise) unit->conv.in_channels = in_channels;
     name_format(name, "%s.bn", prefix);
     if (batchnorm_declare(&unit->bn, d->set, &model->buffers, name, out_channels,
                           model->config.bn_momentum, model->config.bn_eps, err))
@@ -247,20 +248,24 @@ int yolo_declare(Yolo *model, Backend *backend, const YoloConfig *config, ErrorM
 
 // ---- plans ----------------------------------------------------------------------------------
 
-static void plans_free(Backend *backend, YoloPlans *plans, int inner_count) {
+static void plans_free(const Yolo *model, YoloPlans *plans) {
+    Backend *backend = model->backend;
     for (int i = 0; i < plans->owned_count; i++)
         backend->op.conv2d_plan_free(backend, plans->owned[i]);
-    for (int i = 0; plans->attention && i < inner_count; i++)
+    for (int i = 0; plans->attention && i < model->inner_count; i++)
         if (plans->attention[i]) backend->op.attention_plan_free(backend, plans->attention[i]);
+    for (int c = 0; plans->depthwise && c < model->conv_count; c++)
+        if (plans->depthwise[c]) backend->op.depthwise_plan_free(backend, plans->depthwise[c]);
     free(plans->shapes);
     free(plans->plans);
     free(plans->owned);
+    free(plans->depthwise);
     free(plans->attention);
     memset(plans, 0, sizeof *plans);
 }
 
 // The shape of a conv of the backbone on an input of height x width; the
-// output size follows. Depthwise convs get a shape (for their ops) but no plan.
+// output size follows. Depthwise convs get a depthwise plan in plans_make.
 static int unit_shape(YoloPlans *plans, const YoloConv *unit, int batch, int *height, int *width,
                       ErrorMessage *err) {
     ConvShape *shape = &plans->shapes[unit->id];
@@ -307,6 +312,16 @@ static int inner_shapes(Yolo *model, YoloPlans *plans, const YoloInner *inner, i
     return 0;
 }
 
+// The depthwise plan of a depthwise conv's shape (in = out = C).
+static DepthwisePlan *depthwise_plan_make(Backend *backend, const ConvShape *s,
+                                          ErrorMessage *err) {
+    DepthwiseShape shape;
+    if (depthwise_shape_make(&shape, s->batch, s->in_height, s->in_width, s->in_channels,
+                             s->kernel, s->stride, s->padding, err))
+        return NULL;
+    return backend->op.depthwise_plan(backend, &shape, err);
+}
+
 static int plans_make(Yolo *model, int batch, int resolution, YoloPlans *plans,
                       ErrorMessage *err) {
     memset(plans, 0, sizeof *plans);
@@ -316,7 +331,9 @@ static int plans_make(Yolo *model, int batch, int resolution, YoloPlans *plans,
     plans->plans = calloc(n, sizeof *plans->plans);
     plans->owned = calloc(n, sizeof *plans->owned);
     plans->attention = calloc((size_t)model->inner_count + 1, sizeof *plans->attention);
-    if (!plans->shapes || !plans->plans || !plans->owned || !plans->attention)
+    plans->depthwise = calloc(n, sizeof *plans->depthwise);
+    if (!plans->shapes || !plans->plans || !plans->owned || !plans->attention ||
+        !plans->depthwise)
         return error_set(err, "out of memory");
     int h = resolution, w = resolution;
     for (int l = 0; l < model->backbone_layers; l++) {
@@ -333,7 +350,11 @@ static int plans_make(Yolo *model, int batch, int resolution, YoloPlans *plans,
         if (unit_shape(plans, &layer->cv2, batch, &hh, &ww, err)) return -1;
     }
     for (int c = 0; c < model->conv_count; c++) {
-        if (model->convs[c]->depthwise) continue;
+        if (model->convs[c]->depthwise) {
+            plans->depthwise[c] = depthwise_plan_make(model->backend, &plans->shapes[c], err);
+            if (!plans->depthwise[c]) return -1;
+            continue;
+        }
         for (int earlier = 0; earlier < c && !plans->plans[c]; earlier++)
             if (!model->convs[earlier]->depthwise &&
                 memcmp(&plans->shapes[earlier], &plans->shapes[c], sizeof *plans->shapes) == 0)
@@ -361,7 +382,7 @@ int yolo_prepare_batch(Yolo *model, int slot_index, int batch, ErrorMessage *err
     slot->plans = grown;
     YoloPlans *plans = &slot->plans[slot->plans_count];
     if (plans_make(model, batch, slot->max.resolution, plans, err)) {
-        plans_free(model->backend, plans, model->inner_count);
+        plans_free(model, plans);
         return error_prefix(err, "%s", model->config.name);
     }
     slot->last_plans = NULL;
@@ -433,7 +454,7 @@ void yolo_free(Yolo *model) {
     for (int i = 0; model->slots && i < model->slot_count; i++) {
         YoloSlot *slot = &model->slots[i];
         for (int p = 0; slot->plans && p < slot->plans_count; p++)
-            plans_free(backend, &slot->plans[p], model->inner_count);
+            plans_free(model, &slot->plans[p]);
         free(slot->plans);
         free(slot->convs);
         free(slot->inners);

@@ -73,8 +73,8 @@ typedef enum YoloModuleKind {
     YOLO_DETECT,
 } YoloModuleKind;
 
-// Ultralytics' Conv: conv (no bias; depthwise for DWConv and PSA's pe) + BN
-// (+ SiLU).
+// Ultralytics' Conv: conv (no bias; depthwise for DWConv and PSA's pe, on
+// the depthwise ops with weights (1, K, K, C)) + BN (+ SiLU).
 typedef struct YoloConv {
     Conv2d conv;
     BatchNorm bn;
@@ -136,6 +136,7 @@ typedef struct YoloPlans {
     ConvPlan **plans;              // (conv_count), may repeat; NULL for depthwise convs
     ConvPlan **owned;
     int owned_count;
+    DepthwisePlan **depthwise;     // (conv_count), NULL but for depthwise convs (PSA's pe)
     AttentionPlan **attention;     // (inner_count), NULL but for PSA blocks
     PoolShape pool;                // SPPF's (one SPPF per model)
 } YoloPlans;

@@ -49,12 +49,11 @@ static Act *at_mut(const Run *run, Act *base, size_t elements) {
 static Act *unit_forward(const Run *run, const YoloConv *unit, const Act *x) {
     Backend *backend = run->backend;
     YoloConvState *state = &run->slot->convs[unit->id];
-    const ConvShape *shape = &run->plans->shapes[unit->id];
     const size_t rows = unit_rows(run, unit);
     state->input = x;
     if (unit->depthwise)
-        backend->op.depthwise_conv2d_forward(backend, shape, x, unit->conv.weight_compute,
-                                             state->conv_out);
+        backend->op.depthwise_forward(backend, run->plans->depthwise[unit->id], x,
+                                      unit->conv.weight_compute, NULL, state->conv_out);
     else
         conv2d_forward(backend, &unit->conv, run->plans->plans[unit->id], x, state->conv_out);
     if (unit->act)
@@ -70,7 +69,6 @@ static Act *unit_forward(const Run *run, const YoloConv *unit, const Act *x) {
 static void unit_backward(const Run *run, const YoloConv *unit, const Act *dy, Act *dx) {
     Backend *backend = run->backend;
     const YoloConvState *state = &run->slot->convs[unit->id];
-    const ConvShape *shape = &run->plans->shapes[unit->id];
     const size_t rows = unit_rows(run, unit);
     Act *dnorm = run->slot->grad_conv[0], *dconv = run->slot->grad_conv[1];
     if (unit->act)
@@ -80,11 +78,12 @@ static void unit_backward(const Run *run, const YoloConv *unit, const Act *dy, A
         batchnorm_backward(backend, &unit->bn, rows, state->conv_out, dy, state->mean,
                            state->inv_std, dconv);
     if (unit->depthwise) {
-        backend->op.depthwise_conv2d_backward_weights(backend, shape, state->input, dconv,
-                                                      unit->conv.weight_grad);
+        const DepthwisePlan *plan = run->plans->depthwise[unit->id];
+        backend->op.depthwise_backward_weights(backend, plan, state->input, dconv,
+                                               unit->conv.weight_grad, NULL);
         if (dx)
-            backend->op.depthwise_conv2d_backward_data(backend, shape, dconv,
-                                                       unit->conv.weight_compute, dx);
+            backend->op.depthwise_backward_data(backend, plan, dconv, unit->conv.weight_compute,
+                                                dx);
     } else {
         conv2d_backward(backend, &unit->conv, run->plans->plans[unit->id], state->input, dconv,
                         dx);

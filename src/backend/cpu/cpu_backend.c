@@ -289,9 +289,6 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .swiglu_backward = cpu_swiglu_backward,
         .silu_forward = cpu_silu_forward,
         .silu_backward = cpu_silu_backward,
-        .depthwise_conv2d_forward = cpu_depthwise_conv2d_forward,
-        .depthwise_conv2d_backward_data = cpu_depthwise_conv2d_backward_data,
-        .depthwise_conv2d_backward_weights = cpu_depthwise_conv2d_backward_weights,
         .normalize_u8 = cpu_normalize_u8,
         .normalize_f32 = cpu_normalize_f32,
     };

@@ -328,11 +328,5 @@ void cpu_silu_row(const float *x, float *y, size_t n);
 void cpu_silu_backward_row(const float *x, const float *dy, float *dx, size_t n);
 void cpu_silu_forward(Backend *backend, size_t n, const Act *x, Act *y);
 void cpu_silu_backward(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
-void cpu_depthwise_conv2d_forward(Backend *backend, const ConvShape *shape, const Act *x,
-                                  const Act *w, Act *y);
-void cpu_depthwise_conv2d_backward_data(Backend *backend, const ConvShape *shape, const Act *dy,
-                                        const Act *w, Act *dx);
-void cpu_depthwise_conv2d_backward_weights(Backend *backend, const ConvShape *shape,
-                                           const Act *x, const Act *dy, float *dw);
 
 #endif

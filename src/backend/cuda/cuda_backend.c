@@ -729,9 +729,6 @@ static const BackendOps cuda_ops = {
     .swiglu_backward = cuda_swiglu_backward,
     .silu_forward = cuda_silu_forward,
     .silu_backward = cuda_silu_backward,
-    .depthwise_conv2d_forward = cuda_depthwise_conv2d_forward,
-    .depthwise_conv2d_backward_data = cuda_depthwise_conv2d_backward_data,
-    .depthwise_conv2d_backward_weights = cuda_depthwise_conv2d_backward_weights,
     .normalize_u8 = cuda_normalize_u8,
     .normalize_f32 = cuda_normalize_f32,
 };

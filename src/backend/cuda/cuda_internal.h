@@ -425,12 +425,6 @@ void cuda_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *
 // ---- cuda_yolo.cu ----
 void cuda_silu_forward(Backend *backend, size_t n, const Act *x, Act *y);
 void cuda_silu_backward(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
-void cuda_depthwise_conv2d_forward(Backend *backend, const ConvShape *shape, const Act *x,
-                                   const Act *w, Act *y);
-void cuda_depthwise_conv2d_backward_data(Backend *backend, const ConvShape *shape, const Act *dy,
-                                         const Act *w, Act *dx);
-void cuda_depthwise_conv2d_backward_weights(Backend *backend, const ConvShape *shape,
-                                            const Act *x, const Act *dy, float *dw);
 
 #ifdef __cplusplus
 }

@@ -332,9 +332,6 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .swiglu_backward = ref_swiglu_backward,
         .silu_forward = ref_silu_forward,
         .silu_backward = ref_silu_backward,
-        .depthwise_conv2d_forward = ref_depthwise_conv2d_forward,
-        .depthwise_conv2d_backward_data = ref_depthwise_conv2d_backward_data,
-        .depthwise_conv2d_backward_weights = ref_depthwise_conv2d_backward_weights,
         .normalize_u8 = ref_normalize_u8,
         .normalize_f32 = ref_normalize_f32,
     };

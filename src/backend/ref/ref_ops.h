@@ -212,11 +212,5 @@ void ref_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *x
 // ---- ref_yolo.c ----
 void ref_silu_forward(Backend *backend, size_t n, const Act *x, Act *y);
 void ref_silu_backward(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx);
-void ref_depthwise_conv2d_forward(Backend *backend, const ConvShape *shape, const Act *x,
-                                  const Act *w, Act *y);
-void ref_depthwise_conv2d_backward_data(Backend *backend, const ConvShape *shape, const Act *dy,
-                                        const Act *w, Act *dx);
-void ref_depthwise_conv2d_backward_weights(Backend *backend, const ConvShape *shape,
-                                           const Act *x, const Act *dy, float *dw);
 
 #endif
