@@ -1,5 +1,5 @@
-// The cpu backend's depthwise convolution (backend.h; ConvNeXt's 7x7 on
-// NHWC activations, (K, K, C) weights). Forward and backward data run on
+// The cpu backend's depthwise convolution (backend.h; ConvNeXt's 7x7 and
+// YOLO's 3x3 on NHWC activations, (K, K, C) weights). Forward and backward data run on
 // oneDNN's grouped convolution (cpu_depthwise_dnnl.c); the weight gradient
 // is ours, oneDNN's for NHWC activations being a generic kernel several
 // times slower (tools/bench_convnext_ops.c). Threads split the output rows

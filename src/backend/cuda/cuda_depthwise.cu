@@ -1,4 +1,4 @@
-// The cuda backend's depthwise convolution (backend.h; ConvNeXt's 7x7,
+// The cuda backend's depthwise convolution (backend.h; ConvNeXt's 7x7, YOLO's 3x3,
 // NHWC activations, (K, K, C) weights) as kernels of our own rather than
 // cuDNN's grouped convolution, so that its bias and 16-bit rounding follow
 // ref's order exactly:
