@@ -229,8 +229,11 @@ static int child_start(Child *child, DecoderReply *reply) {
                               ? (size_t)settings->slot_count * settings->slot_bytes
                               : DECODER_PROCESS_PIPELINE *
                                     decoder_view_offset(&settings->views, settings->views.count);
-    void *output = mmap(NULL, child->output_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                        fds[DECODER_BUFFERS], 0);
+    // Mapped in full now (MAP_POPULATE): faulting each page in on first
+    // write, in this process and again in the loader's, cost 3 to 6% of
+    // bench-data's images/s (docs/performance.md, decoder processes).
+    void *output = mmap(NULL, child->output_bytes, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_POPULATE, fds[DECODER_BUFFERS], 0);
     close(fds[DECODER_BUFFERS]);
     if (!child->renderer || output == MAP_FAILED)
         return error_set(&reply->err, "decoder process: cannot map where the views go");

@@ -387,7 +387,10 @@ static int loader_slot_memory(Loader *loader, size_t slot_bytes, ErrorMessage *e
     void *map = MAP_FAILED;
     if (loader->shared.fd >= 0 && ftruncate(loader->shared.fd, (off_t)total) == 0 &&
         fcntl(loader->shared.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0)
-        map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, loader->shared.fd, 0);
+        // Populated now, as the decoder processes' mappings are
+        // (decoder_child.c): the pages are touched in the first batches anyway.
+        map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                   loader->shared.fd, 0);
     if (map == MAP_FAILED)
         return error_set(err, "out of shared memory for %d batch slots of %zu MB: %s",
                          loader->slot_count, slot_bytes >> 20, strerror(errno));
