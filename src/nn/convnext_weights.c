@@ -10,10 +10,6 @@
 #include "nn/convnext_names.h"
 #include "nn/weights.h"
 
-static int is_float_dtype(SafeDType dtype) {
-    return dtype == SAFE_F32 || dtype == SAFE_F16 || dtype == SAFE_BF16;
-}
-
 // The tensor of `role` in the file's naming under prefix; NULL when absent.
 static const SafeTensor *find_role(const SafeTensors *file, const char *prefix,
                                    ConvnextNaming naming, ConvnextTensorRole role, char *key,
@@ -99,35 +95,14 @@ static const SafeTensor *expect_tensor(const Convnext *model, const SafeTensors 
     char key[SAFETENSORS_MAX_NAME];
     const SafeTensor *tensor = find_role(file, prefix, naming, *role, key, sizeof key);
     *failed = 1;
-    if (!tensor) {
-        if (role->role == CONVNEXT_HEAD_NORM && !convnext_norm_features(&model->config)) {
-            *failed = 0;  // unused by these features: it keeps its value
-            return NULL;
-        }
-        error_set(err, "weights do not match the model: \"%s\" is missing", key);
+    if (!tensor && role->role == CONVNEXT_HEAD_NORM && !convnext_norm_features(&model->config)) {
+        *failed = 0;  // unused by these features: it keeps its value
         return NULL;
     }
-    if (!is_float_dtype(tensor->dtype)) {
-        error_set(err, "weights do not match the model: \"%s\" has dtype %s (F32, F16 or BF16 "
-                       "needed)", key, safe_dtype_name(tensor->dtype));
+    int64_t shape[PARAM_MAX_RANK];
+    for (int d = 0; d < param->rank; d++) shape[d] = param->torch_shape[d];
+    if (weights_check_tensor(tensor, key, shape, param->rank, role->role == CONVNEXT_GAMMA, err))
         return NULL;
-    }
-    int same = (size_t)safe_tensor_elements(tensor) == param->count;
-    if (role->role != CONVNEXT_GAMMA) {
-        same = same && tensor->rank == param->rank;
-        for (int d = 0; same && d < param->rank; d++)
-            same = tensor->shape[d] == param->torch_shape[d];
-    }
-    if (!same) {
-        int64_t want[PARAM_MAX_RANK];
-        for (int d = 0; d < param->rank; d++) want[d] = param->torch_shape[d];
-        char wanted[96], got[96];
-        weights_format_shape(want, param->rank, wanted, sizeof wanted);
-        weights_format_shape(tensor->shape, tensor->rank, got, sizeof got);
-        error_set(err, "weights do not match the model: \"%s\" is %s in the file, the model "
-                       "needs %s", key, got, wanted);
-        return NULL;
-    }
     *failed = 0;
     return tensor;
 }

@@ -150,26 +150,7 @@ int vit_config_from_weights(const SafeTensors *file, const char *prefix, VitConf
 static const SafeTensor *expect_tensor(const SafeTensors *file, const char *key,
                                        const int64_t *shape, int rank, ErrorMessage *err) {
     const SafeTensor *tensor = safetensors_find(file, key);
-    if (!tensor) {
-        error_set(err, "weights do not match the model: \"%s\" is missing", key);
-        return NULL;
-    }
-    if (!is_float_dtype(tensor->dtype)) {
-        error_set(err, "weights do not match the model: \"%s\" has dtype %s (F32, F16 or BF16 "
-                       "needed)", key, safe_dtype_name(tensor->dtype));
-        return NULL;
-    }
-    int same = tensor->rank == rank;
-    for (int d = 0; same && d < rank; d++) same = tensor->shape[d] == shape[d];
-    if (!same) {
-        char want[96], got[96];
-        weights_format_shape(shape, rank, want, sizeof want);
-        weights_format_shape(tensor->shape, tensor->rank, got, sizeof got);
-        error_set(err, "weights do not match the model: \"%s\" is %s in the file, the model "
-                       "needs %s", key, got, want);
-        return NULL;
-    }
-    return tensor;
+    return weights_check_tensor(tensor, key, shape, rank, 0, err) ? NULL : tensor;
 }
 
 // pos_embed into torch (the model's rows): the class token's position when

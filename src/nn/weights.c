@@ -234,6 +234,26 @@ void weights_format_shape(const int64_t *dims, int rank, char *out, size_t size)
     if (used < size) snprintf(out + used, size - used, ")");
 }
 
+int weights_check_tensor(const SafeTensor *tensor, const char *key, const int64_t *shape,
+                         int rank, int count_only, ErrorMessage *err) {
+    if (!tensor) return error_set(err, "weights do not match the model: \"%s\" is missing", key);
+    if (tensor->dtype != SAFE_F32 && tensor->dtype != SAFE_F16 && tensor->dtype != SAFE_BF16)
+        return error_set(err, "weights do not match the model: \"%s\" has dtype %s (F32, F16 "
+                              "or BF16 needed)", key, safe_dtype_name(tensor->dtype));
+    int64_t count = 1;
+    for (int d = 0; d < rank; d++) count *= shape[d];
+    int same = count_only ? safe_tensor_elements(tensor) == count : tensor->rank == rank;
+    for (int d = 0; !count_only && same && d < rank; d++) same = tensor->shape[d] == shape[d];
+    if (!same) {
+        char want[96], got[96];
+        weights_format_shape(shape, rank, want, sizeof want);
+        weights_format_shape(tensor->shape, tensor->rank, got, sizeof got);
+        return error_set(err, "weights do not match the model: \"%s\" is %s in the file, the "
+                              "model needs %s", key, got, want);
+    }
+    return 0;
+}
+
 // Checks one model tensor against the file; adds to the lists.
 static const SafeTensor *check_tensor(const SafeTensors *file, const char *key_prefix,
                                       const Parameter *param, NameList *missing,

@@ -55,6 +55,13 @@ int weights_key_count(const ParameterSet *params, const ParameterSet *buffers);
 // "(a, b, c)" of a shape, for messages.
 void weights_format_shape(const int64_t *dims, int rank, char *out, size_t size);
 
+// A file's tensor for a model tensor of torch shape (rank dims): 0 when it
+// is there (tensor not NULL), F32, F16 or BF16 and of that shape (count_only:
+// of as many elements, any shape), else -1 with "weights do not match the
+// model: ..." naming key. The ViT and ConvNeXt loaders' one check.
+int weights_check_tensor(const SafeTensor *tensor, const char *key, const int64_t *shape,
+                         int rank, int count_only, ErrorMessage *err);
+
 // The values of an F32, F16 or BF16 tensor of file as floats: out
 // (elements) =.
 void weights_tensor_to_float(const SafeTensors *file, const SafeTensor *tensor, float *out);

@@ -181,6 +181,19 @@ int train_save_agreed(TrainRun *run, long completed_steps);
 // Writes last.ckpt and the exported backbone (one process's part of
 // train_save_agreed); on failure the previous files stay.
 int train_save(TrainRun *run, long completed_steps, ErrorMessage *err);
+// The output folder (train_out.c; rank 0 makes, locks and tidies it):
+// "dir/name" into out, -1 when it does not fit in size bytes;
+// train_out_prepare fills the checkpoint and export paths and runs
+// train_out_check; train_out_lock takes --out's lock when the folder
+// exists; train_out_create makes the layout once every check passed (the
+// exit status: 2 when another run took the lock first); train_out_tidy
+// removes temporaries of a killed run and, on --resume, the log records
+// after the checkpoint.
+int train_path_join(char *out, size_t size, const char *dir, const char *name);
+int train_out_prepare(TrainRun *run, ErrorMessage *err);
+int train_out_lock(TrainRun *run, ErrorMessage *err);
+int train_out_create(TrainRun *run, ErrorMessage *err);
+int train_out_tidy(TrainRun *run, ErrorMessage *err);
 // kNN top-1 of the backbone that is exported (DINO: the teacher) on the
 // --knn-data folder, leave-one-out.
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err);

@@ -1,23 +1,17 @@
-// Set-up and tear-down of a `train` run: the output folder, data, backend,
-// method, optimizers, schedules, resume, logs and the end summary (see
-// train_run.h).
-#include <dirent.h>
-#include <errno.h>
+// Set-up and tear-down of a `train` run: data, backend, method, optimizers,
+// schedules, resume, logs and the end summary (see train_run.h); the
+// output folder's checks, lock and layout are train_out.c's.
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "embed/embedder.h"
-#include "logging/log_truncate.h"
 #include "train/knn.h"
 #include "train/train_run.h"
 #include "util/cpu.h"
-#include "util/file.h"
-#include "util/output_path.h"
 #include "util/thread_wait.h"
 
 // Console (through the progress display) and train.log on rank 0; other
@@ -74,127 +68,6 @@ static void train_warn(void *context, const char *message) {
 
 static int rank_cores(const TrainConfig *config) {
     return config->rank_cores > 0 ? config->rank_cores : cpu_usable_cores();
-}
-
-static int path_join(char *out, size_t size, const char *dir, const char *name) {
-    return snprintf(out, size, "%s/%s", dir, name) >= (int)size ? -1 : 0;
-}
-
-// 1 when dir exists and holds anything, 0 when absent or empty.
-static int folder_used(const char *dir) {
-    DIR *handle = opendir(dir);
-    if (!handle) return 0;
-    int used = 0;
-    struct dirent *entry;
-    while (!used && (entry = readdir(handle)))
-        used = strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
-    closedir(handle);
-    return used;
-}
-
-// Removes old event files so that a run started with --overwrite does not
-// show the previous curves in TensorBoard.
-static void remove_old_events(const char *dir) {
-    DIR *handle = opendir(dir);
-    if (!handle) return;
-    struct dirent *entry;
-    char path[PATH_MAX];
-    while ((entry = readdir(handle)))
-        if (strncmp(entry->d_name, "events.out.tfevents.", 20) == 0 &&
-            path_join(path, sizeof path, dir, entry->d_name) == 0)
-            unlink(path);
-    closedir(handle);
-}
-
-// The folders and files of the output layout: every one must be writable
-// before anything runs, so a run never fails at its first checkpoint.
-static const char *const out_folders[] = {"checkpoints", "exported_models"};
-static const char *const out_files[] = {"checkpoints/last.ckpt",
-                                        "exported_models/exported_last.safetensors",
-                                        "train.log", "metrics.jsonl"};
-
-static int check_out_layout(const char *out, ErrorMessage *err) {
-    char path[PATH_MAX];
-    if (output_folder_check(out, err)) return error_prefix(err, "--out");
-    for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++)
-        if (path_join(path, sizeof path, out, out_folders[i]) ||
-            output_folder_check(path, err))
-            return error_prefix(err, "--out %s", out);
-    for (size_t i = 0; i < sizeof out_files / sizeof out_files[0]; i++)
-        if (path_join(path, sizeof path, out, out_files[i]) || output_entry_check(path, err))
-            return error_prefix(err, "--out %s", out);
-    return 0;
-}
-
-int train_out_check(const TrainConfig *config, int rank, ErrorMessage *err) {
-    char checkpoint[PATH_MAX];
-    if (path_join(checkpoint, sizeof checkpoint, config->out, "checkpoints/last.ckpt"))
-        return error_set(err, "--out %s: path too long", config->out);
-    // Only rank 0 writes there; the others need just the checkpoint to resume.
-    if (rank == 0 && check_out_layout(config->out, err)) return -1;
-    const int has_checkpoint = access(checkpoint, F_OK) == 0;
-    if (config->resume) {
-        if (!has_checkpoint)
-            return error_set(err, "--resume: no checkpoint to resume from (%s: %s); pass "
-                                  "--overwrite instead to start over",
-                             checkpoint, strerror(errno));
-    } else if (rank == 0 && folder_used(config->out) && !config->overwrite) {
-        if (has_checkpoint)
-            return error_set(err, "--out %s is not empty: pass --overwrite to replace its run "
-                                  "or --resume to continue it", config->out);
-        return error_set(err, "--out %s is not empty and holds no checkpoint to resume from "
-                              "(a run stopped before its first checkpoint, or other files): "
-                              "pass --overwrite to start over there", config->out);
-    }
-    return 0;
-}
-
-static int prepare_out(TrainRun *run, ErrorMessage *err) {
-    const TrainConfig *config = run->config;
-    if (path_join(run->checkpoint_path, sizeof run->checkpoint_path, config->out,
-                  "checkpoints/last.ckpt") ||
-        path_join(run->export_path, sizeof run->export_path, config->out,
-                  "exported_models/exported_last.safetensors"))
-        return error_set(err, "--out %s: path too long", config->out);
-    return train_out_check(config, run->rank, err);
-}
-
-// Rank 0 holds --out's lock from its checks to the end (util/output_path.h):
-// a second run into the same folder, with --resume or --overwrite or started
-// at the same instant, is refused before it writes or removes anything.
-// Nothing to lock while the folder does not exist yet (create_out locks it).
-static int lock_out(TrainRun *run, ErrorMessage *err) {
-    struct stat info;
-    if (run->rank != 0 || run->out_lock_held || stat(run->config->out, &info) != 0 ||
-        !S_ISDIR(info.st_mode))
-        return 0;
-    if (output_folder_lock(run->config->out, &run->out_lock_fd, err))
-        return error_prefix(err, "--out");
-    run->out_lock_held = 1;
-    return 0;
-}
-
-// After every check passed: the folders of the output layout. Returns the
-// exit status: 2 when another run took the new folder's lock first.
-static int create_out(TrainRun *run, ErrorMessage *err) {
-    const TrainConfig *config = run->config;
-    char path[PATH_MAX];
-    struct stat info;
-    run->out_made = stat(config->out, &info) != 0;
-    run->out_fresh = !config->resume && (run->out_made || !folder_used(config->out));
-    if (output_folder_create(config->out, err)) return 1;
-    const int locked_at_checks = run->out_lock_held;
-    if (lock_out(run, err)) return 2;
-    // A folder made since the checks: another run may have made, filled
-    // and left it meanwhile (the setup between them takes seconds), so the
-    // checks run again under the lock.
-    if (!locked_at_checks && train_out_check(config, run->rank, err)) return 2;
-    if (config->overwrite && !config->resume) remove_old_events(config->out);
-    for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
-        path_join(path, sizeof path, config->out, out_folders[i]);
-        if (output_folder_create(path, err)) return 1;
-    }
-    return 0;
 }
 
 static const char *optimizer_display_name(OptimizerKind kind) {
@@ -474,46 +347,11 @@ static int setup_loader(TrainRun *run, ErrorMessage *err) {
 static int setup_logs(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     char path[PATH_MAX];
-    path_join(path, sizeof path, config->out, "train.log");
+    train_path_join(path, sizeof path, config->out, "train.log");
     if (run_log_open(&run->log, path, err)) return -1;
     run_log_line(run->log, "%s run", config->resume ? "resumed" : "new");
     run_log_command_line(run->log, argc, argv);
     run_log_system_info(run->log);
-    return 0;
-}
-
-// What a killed run may have left in --out: temporary files of interrupted
-// atomic writes (removed when their process is gone) and, on --resume, log
-// records of the steps after the checkpoint (dropped: they are run again).
-static int tidy_out(TrainRun *run, ErrorMessage *err) {
-    const TrainConfig *config = run->config;
-    // The names train writes atomically in each folder: only their
-    // temporaries are removed (a user's "notes.tmp.123" is not ours).
-    static const char *const written[][4] = {{"metrics.jsonl", "events.out.tfevents.*",
-                                              "mlflow_run.txt", NULL},
-                                             {"last.ckpt", NULL},
-                                             {"exported_last.safetensors",
-                                              "exported_last.pt", NULL}};
-    char names[1024] = "", path[PATH_MAX];
-    int removed = file_remove_stale_temporaries(config->out, written[0], names, sizeof names);
-    for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
-        path_join(path, sizeof path, config->out, out_folders[i]);
-        removed += file_remove_stale_temporaries(path, written[i + 1], names, sizeof names);
-    }
-    if (removed)
-        train_message(run, "removed %d temporary file(s) left by a run killed while writing: %s",
-                      removed, names);
-    if (!config->resume) return 0;
-    LogTruncation cut = {0};
-    path_join(path, sizeof path, config->out, "metrics.jsonl");
-    if (metrics_jsonl_truncate(path, run->start_step, &cut, err) ||
-        tb_events_truncate(config->out, run->start_step, &cut, err))
-        return -1;
-    if (cut.dropped)
-        run_log_line(run->log, "dropped %ld log record(s) of the steps after the checkpoint "
-                               "(step %ld): they are logged again as they run", cut.dropped,
-                     run->start_step);
-    run->knn_logged_at_start = cut.knn_at_step;
     return 0;
 }
 
@@ -629,7 +467,7 @@ static int setup_checks(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     // The lock first: a folder in use is named as such, and no run can end
     // and leave it filled between the checks and the lock.
-    if (lock_out(run, err) || prepare_out(run, err) || setup_data(run, err) ||
+    if (train_out_lock(run, err) || train_out_prepare(run, err) || setup_data(run, err) ||
         setup_knn(run, err) || setup_method(run, err))
         return 2;
     if (!config->resume) return 0;
@@ -647,10 +485,10 @@ static int setup_run(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     if (run->rank == 0) {
         char path[PATH_MAX];
-        path_join(path, sizeof path, config->out, "metrics.jsonl");
-        const int status = create_out(run, err);
+        train_path_join(path, sizeof path, config->out, "metrics.jsonl");
+        const int status = train_out_create(run, err);
         if (status) return status;
-        if (setup_logs(run, argc, argv, err) || tidy_out(run, err) ||
+        if (setup_logs(run, argc, argv, err) || train_out_tidy(run, err) ||
             ((!config->loggers || config->loggers->tensorboard) &&
              tb_writer_open(&run->events, config->out, err)) ||
             metrics_jsonl_open(&run->metrics, path, config->resume != 0, err))

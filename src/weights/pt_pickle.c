@@ -330,6 +330,13 @@ void pt_printable(const char *text, size_t length, char *out, size_t capacity) {
     out[n] = '\0';
 }
 
+PtShown pt_shown(const PtValue *value) {
+    PtShown out = {"(not a str)"};
+    if (value->kind == PT_STRING)
+        pt_printable(value->as.string.bytes, value->as.string.length, out.text, sizeof out.text);
+    return out;
+}
+
 // The modules whose classes a whole pickled model may name (never call).
 static const char *const CLASS_MODULES[] = {"torch.nn.modules.", "ultralytics."};
 

@@ -148,6 +148,11 @@ const PtValue *pt_dict_get(const PtValue *dict, const char *key);
 #define PT_PRINTABLE_MAX 60
 #define PT_PRINTABLE_SIZE (PT_PRINTABLE_MAX + 8)
 void pt_printable(const char *text, size_t length, char *out, size_t capacity);
+// A str value shown in a message (pt_printable); "(not a str)" for others.
+typedef struct PtShown {
+    char text[PT_PRINTABLE_SIZE];
+} PtShown;
+PtShown pt_shown(const PtValue *value);
 // "dict", "tensor", ... for messages.
 const char *pt_kind_name(PtKind kind);
 
