@@ -181,11 +181,12 @@ EMU_OBJ := $(patsubst src/%.cu,$(EMU_DIR)/obj/%.o,$(wildcard src/backend/cuda/*.
 EMU_LIB_OBJ = $(filter-out $(BUILD)/obj/src/backend/cuda/% $(BUILD)/obj/src/backend/backend.o,$(LIB_OBJ))
 EMU_LDLIBS = $(PKG_LIBS) $(DICOM_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
 
-# The emulation's own checks, each done once on purpose by a kernel of this
-# file: built for the emulation only, run with the binaries of EMU_LIST.
-EMU_CHECKS_SOURCE := tests/cuda_emu/test_emu_checks.cu
+# The emulation's own checks (test_emu_checks: each done once on purpose by
+# a kernel of the file; test_emu_graphs: stream capture and graphs): built
+# for the emulation only, run with the binaries of EMU_LIST.
+EMU_CHECKS_SOURCES := tests/cuda_emu/test_emu_checks.cu tests/cuda_emu/test_emu_graphs.cu
 
-$(EMU_CUDA_FILES:%=$(EMU_DIR)/%) $(EMU_DIR)/$(EMU_CHECKS_SOURCE): $(EMU_DIR)/%: % tests/cuda_emu/rewrite.sed
+$(EMU_CUDA_FILES:%=$(EMU_DIR)/%) $(EMU_CHECKS_SOURCES:%=$(EMU_DIR)/%): $(EMU_DIR)/%: % tests/cuda_emu/rewrite.sed
 	@mkdir -p $(@D)
 	@{ echo '#line 1 "$<"'; sed -f tests/cuda_emu/rewrite.sed $<; } > $@
 
@@ -219,11 +220,11 @@ $(EMU_DIR)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) 
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib'
 
-$(EMU_DIR)/obj/tests/test_emu_checks.o: $(EMU_DIR)/$(EMU_CHECKS_SOURCE) $(EMU_REWRITTEN) | $(DEPS_STAMP)
+$(EMU_DIR)/obj/tests/test_emu_%.o: $(EMU_DIR)/tests/cuda_emu/test_emu_%.cu $(EMU_REWRITTEN) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(EMU_CXXFLAGS) -x c++ -include tests/cuda_emu/cuda_emu.h -c $< -o $@
 
-$(EMU_DIR)/tests/test_emu_checks: $(EMU_DIR)/obj/tests/test_emu_checks.o $(EMU_DIR)/libltc_emu.a
+$(EMU_DIR)/tests/test_emu_%: $(EMU_DIR)/obj/tests/test_emu_%.o $(EMU_DIR)/libltc_emu.a
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS)
 

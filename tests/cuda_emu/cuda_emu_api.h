@@ -1,12 +1,14 @@
 // The interface between the kernels' side of the CUDA emulation
 // (cuda_emu.h, compiled into each .cu file) and its runtime
-// (emu_runtime.cpp): one launch's configuration and the call that runs its
-// grid.
+// (emu_runtime.cpp): one launch's configuration, the call that runs its
+// grid, and the one that keeps it for a graph while its stream captures.
 #ifndef LTC_TESTS_CUDA_EMU_API_H
 #define LTC_TESTS_CUDA_EMU_API_H
 
 #include <cuda_runtime_api.h>
 #include <stddef.h>
+
+#include <functional>
 
 namespace ltc_emu {
 
@@ -23,6 +25,16 @@ struct LaunchConfig {
 // threads of a block as fibers. A bad configuration runs nothing and sets
 // the error cudaGetLastError returns, as a GPU would.
 void launch_grid(const LaunchConfig *config, void (*run)(void *), void *call);
+// The checks launch_grid makes before it runs anything: 0 with the error
+// set (and the reason on stderr) where a GPU would refuse the launch.
+int launch_is_valid(const LaunchConfig *config);
+
+// While config->stream captures (emu_capture.cpp): checks the launch as
+// launch_grid would, keeps `launch` (which holds its own copy of the
+// arguments, as CUDA copies a kernel's parameters when it is captured) to
+// run at every launch of the graph, and returns 1. Returns 0, keeping
+// nothing, when the stream does not capture: the caller runs the grid now.
+int capture_launch(const LaunchConfig *config, std::function<void()> launch);
 
 // A warp shuffle's mask must name every lane (all this backend uses).
 void check_full_mask(unsigned mask);

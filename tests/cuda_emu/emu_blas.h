@@ -33,6 +33,10 @@ int emu_blas_on_device(const char *call, const char *what, const void *p, size_t
 int ltc_emu_device_range(const void *p, size_t bytes);
 // 1 for the default stream and streams created and not yet destroyed.
 int ltc_emu_stream_valid(cudaStream_t stream);
+// 1 when `stream` captures (emu_capture.cpp): the library call `call` is
+// not recorded into graphs, so it refuses, invalidating the capture with a
+// message naming the call; 0 otherwise (the call runs now).
+int ltc_emu_refuse_capture(const char *call, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

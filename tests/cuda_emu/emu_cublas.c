@@ -131,6 +131,7 @@ static cublasStatus_t emu_sgemm(cublasHandle_t handle, cublasOperation_t transa,
                                 const float *a, int lda, const float *b, int ldb,
                                 const float *beta, float *c, int ldc) {
     ltc_emu_log("cublas", "cublasSgemm", 0);
+    if (ltc_emu_refuse_capture("cublasSgemm", handle->stream)) return CUBLAS_STATUS_NOT_SUPPORTED;
     return gemm("cublasSgemm", transa, transb, m, n, k, *alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F,
                 ldb, *beta, c, CUDA_R_32F, ldc);
 }
@@ -142,6 +143,7 @@ static cublasStatus_t emu_gemm_ex(cublasHandle_t handle, cublasOperation_t trans
                                   void *c, cudaDataType_t c_type, int ldc,
                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
     ltc_emu_log("cublas", "cublasGemmEx", 0);
+    if (ltc_emu_refuse_capture("cublasGemmEx", handle->stream)) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (compute != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
     return gemm("cublasGemmEx", transa, transb, m, n, k, *(const float *)alpha, a, a_type, lda, b,
                 b_type, ldb, *(const float *)beta, c, c_type, ldc);
@@ -157,6 +159,8 @@ static cublasStatus_t emu_gemm_batched_ex(cublasHandle_t handle, cublasOperation
                                           int count, cublasComputeType_t compute,
                                           cublasGemmAlgo_t algo) {
     ltc_emu_log("cublas", "cublasGemmBatchedEx", 0);
+    if (ltc_emu_refuse_capture("cublasGemmBatchedEx", handle->stream))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     if (compute != CUBLAS_COMPUTE_32F || count < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
     const char *call = "cublasGemmBatchedEx";
     const size_t array_bytes = (size_t)count * sizeof(void *);

@@ -5,7 +5,10 @@
 // guard page (a kernel running off the end of an allocation faults, and
 // emu_threads.cpp names the kernel); copies and memsets checked against the
 // allocations they claim to touch; streams and events run everything at
-// once (a launch has finished when it returns), events keep host time.
+// once (a launch has finished when it returns), events keep host time;
+// while a stream captures, its copies, memsets and event records are kept
+// for the graph instead (emu_capture.cpp), and synchronisations and
+// allocations are refused.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +75,8 @@ void set_launch_error(cudaError_t error, const LaunchConfig *config) {
     last_error = error;
 }
 
+cudaError_t set_error(cudaError_t error) { return fail(error); }
+
 int stream_is_valid(cudaStream_t stream) { return stream == 0 || streams.count(stream); }
 
 size_t dynamic_shared_allowance(const void *kernel) {
@@ -112,6 +117,11 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorInvalidPitchValue: return "invalid pitch argument";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
     default: return "unrecognized error code (cuda emulation)";
     }
 }
@@ -135,7 +145,7 @@ cudaError_t cudaDriverGetVersion(int *version) {
 
 cudaError_t cudaDeviceSynchronize(void) {
     ltc_emu_log("host-wait", "cudaDeviceSynchronize", 0);
-    return cudaSuccess;
+    return refuse_while_capturing("cudaDeviceSynchronize");
 }
 
 cudaError_t cudaSetDevice(int device) {
@@ -186,6 +196,7 @@ cudaError_t cudaFuncSetAttribute(const void *kernel, enum cudaFuncAttribute attr
 
 cudaError_t cudaMalloc(void **pointer, size_t bytes) {
     ltc_emu_log("host-wait", "cudaMalloc", 0);
+    if (refuse_while_capturing("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     // The end sits on the guard page (to 8 bytes, the alignment of a
     // double): CUDA's 256-byte alignment would leave up to 255 bytes of
@@ -206,6 +217,7 @@ cudaError_t cudaMalloc(void **pointer, size_t bytes) {
 cudaError_t cudaFree(void *pointer) {
     if (!pointer) return cudaSuccess;
     ltc_emu_log("host-wait", "cudaFree", 0);
+    if (refuse_while_capturing("cudaFree")) return cudaErrorStreamCaptureUnsupported;
     auto it = allocations.find((uintptr_t)pointer);
     if (it == allocations.end()) return fail(cudaErrorInvalidValue);
     munmap(it->second.base, it->second.mapped);
@@ -215,6 +227,7 @@ cudaError_t cudaFree(void *pointer) {
 
 cudaError_t cudaHostAlloc(void **pointer, size_t bytes, unsigned int flags) {
     ltc_emu_log("host-wait", "cudaHostAlloc", 0);
+    if (refuse_while_capturing("cudaHostAlloc")) return cudaErrorStreamCaptureUnsupported;
     *pointer = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     if (!*pointer) return fail(cudaErrorMemoryAllocation);
     pinned.insert(*pointer);
@@ -225,6 +238,7 @@ cudaError_t cudaMallocHost(void **pointer, size_t bytes) { return cudaHostAlloc(
 
 cudaError_t cudaFreeHost(void *pointer) {
     ltc_emu_log("host-wait", "cudaFreeHost", 0);
+    if (refuse_while_capturing("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
     if (!pinned.erase(pointer)) return fail(cudaErrorInvalidValue);
     free(pointer);
     return cudaSuccess;
@@ -255,6 +269,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
                         : "the source is not where the kind says (or overruns it)");
         return fail(cudaErrorInvalidValue);
     }
+    // Captured: the pointers are kept, the memory is read when the graph runs.
+    if (capture_record(stream, [dst, src, bytes]() {
+            memmove(dst, src, bytes);
+            return cudaSuccess;
+        }))
+        return cudaSuccess;
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
@@ -276,6 +296,7 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dst_pitch, const void *src, size
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
     ltc_emu_log("host-wait", "cudaMemcpy", 0);
+    if (refuse_while_capturing("cudaMemcpy")) return cudaErrorStreamCaptureUnsupported;
     return cudaMemcpyAsync(dst, src, bytes, kind, 0);
 }
 
@@ -287,6 +308,11 @@ cudaError_t cudaMemsetAsync(void *pointer, int value, size_t bytes, cudaStream_t
                         "(or past its end)\n", bytes, pointer);
         return fail(cudaErrorInvalidValue);
     }
+    if (capture_record(stream, [pointer, value, bytes]() {
+            memset(pointer, value, bytes);
+            return cudaSuccess;
+        }))
+        return cudaSuccess;
     memset(pointer, value, bytes);
     return cudaSuccess;
 }
@@ -298,6 +324,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) 
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (stream_is_capturing(stream)) return fail(cudaErrorStreamCaptureUnsupported);
     if (!streams.erase(stream)) return fail(cudaErrorInvalidResourceHandle);
     delete stream;
     return cudaSuccess;
@@ -305,12 +332,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     ltc_emu_log("host-wait", "cudaStreamSynchronize", 0);
-    return stream_is_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    return refuse_while_capturing("cudaStreamSynchronize");
 }
 
 // Everything queued has run (launches run at once).
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-    return stream_is_valid(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+    if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
+    return stream_is_capturing(stream) ? refuse_while_capturing("cudaStreamQuery") : cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
@@ -330,6 +359,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (!events.count(event) || !stream_is_valid(stream))
         return fail(cudaErrorInvalidResourceHandle);
+    if (capture_record(stream, [event]() {
+            event->recorded = 1;
+            event->ms = now_ms();
+            return cudaSuccess;
+        }))
+        return cudaSuccess;
     event->recorded = 1;
     event->ms = now_ms();
     return cudaSuccess;
@@ -341,6 +376,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     ltc_emu_log("host-wait", "cudaEventSynchronize", 0);
+    if (refuse_while_capturing("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
     return cudaEventQuery(event);
 }
 

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cudnn_library.h"
+#include "emu_cudnn_graph.h"
 #include "emu_log.h"
+#include "tests/cuda_emu/emu_blas.h"
 #include "util/dynamic_library.h"
 #include "util/half.h"
 
@@ -60,6 +62,10 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
     handle->stream = stream;
     return CUDNN_STATUS_SUCCESS;
+}
+// A cuDNN call on a capturing stream is refused (emu_blas.h).
+int emu_cudnn_refuses_capture(const char *call, cudnnHandle_t handle) {
+    return ltc_emu_refuse_capture(call, handle->stream);
 }
 const char *cudnnGetErrorString(cudnnStatus_t status) {
     switch (status) {
@@ -230,6 +236,8 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
                                       size_t workspace_bytes, const void *beta,
                                       const cudnnTensorDescriptor_t y, void *yp) {
     ltc_emu_log("cudnn", "cudnnConvolutionForward", 0);
+    if (emu_cudnn_refuses_capture("cudnnConvolutionForward", handle))
+        return CUDNN_STATUS_NOT_SUPPORTED;
     if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM;
     for (int b = 0; b < y->n; b++)
         for (int oh = 0; oh < y->h; oh++)
@@ -261,6 +269,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
                                            cudnnConvolutionBwdDataAlgo_t algo, void *workspace,
                                            size_t workspace_bytes, const void *beta,
                                            const cudnnTensorDescriptor_t x, void *dxp) {
+    if (emu_cudnn_refuses_capture("cudnnConvolutionBackwardData", handle))
+        return CUDNN_STATUS_NOT_SUPPORTED;
     ltc_emu_log("cudnn", "cudnnConvolutionBackwardData", 0);
     if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM;
     for (int b = 0; b < x->n; b++)
@@ -298,6 +308,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
                                              const void *beta, const cudnnFilterDescriptor_t w,
                                              void *dwp) {
     ltc_emu_log("cudnn", "cudnnConvolutionBackwardFilter", 0);
+    if (emu_cudnn_refuses_capture("cudnnConvolutionBackwardFilter", handle))
+        return CUDNN_STATUS_NOT_SUPPORTED;
     if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM;
     for (int o = 0; o < w->k; o++)
         for (int r = 0; r < w->r; r++)

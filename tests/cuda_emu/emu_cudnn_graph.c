@@ -623,6 +623,8 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor
 cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan_descriptor,
                                   cudnnBackendDescriptor_t pack_descriptor) {
     ltc_emu_log("cudnn", "cudnnBackendExecute", 0);
+    if (handle && emu_cudnn_refuses_capture("cudnnBackendExecute", handle))
+        return CUDNN_STATUS_NOT_SUPPORTED;
     const EmuDescriptor *plan = of(plan_descriptor), *pack = of(pack_descriptor);
     if (!handle || !plan || !pack || !plan->finalized || !pack->finalized ||
         plan->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR ||

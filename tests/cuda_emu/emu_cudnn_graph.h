@@ -71,4 +71,9 @@ cudnnStatus_t emu_graph_execute(const EmuDescriptor *graph, int64_t count, const
 // Bytes of one element of a data type (0: not one the emulation knows).
 size_t emu_type_bytes(cudnnDataType_t type);
 
+// 1 when the handle's stream captures: the call refuses (emu_cudnn.c,
+// ltc_emu_refuse_capture in emu_blas.h), the emulated cuDNN not being
+// recorded into graphs.
+int emu_cudnn_refuses_capture(const char *call, cudnnHandle_t handle);
+
 #endif

@@ -287,7 +287,7 @@ void check_full_mask(unsigned mask) {
     if (mask != 0xffffffffu) kernel_fail("a warp shuffle with a partial mask (not emulated)");
 }
 
-void launch_grid(const LaunchConfig *config, void (*run)(void *), void *call) {
+int launch_is_valid(const LaunchConfig *config) {
     emulator_start();
     if (emu->in_kernel) {
         fprintf(stderr, "cuda emulation: a kernel launched from a kernel at %s:%d\n", config->file,
@@ -296,16 +296,21 @@ void launch_grid(const LaunchConfig *config, void (*run)(void *), void *call) {
     }
     if (!valid_configuration(*config)) {
         set_launch_error(cudaErrorInvalidConfiguration, config);
-        return;
+        return 0;
     }
     if (!stream_is_valid(config->stream)) {
         set_launch_error(cudaErrorInvalidResourceHandle, config);
-        return;
+        return 0;
     }
     if (config->shared_bytes > dynamic_shared_allowance(config->kernel)) {
         set_launch_error(cudaErrorInvalidValue, config);
-        return;
+        return 0;
     }
+    return 1;
+}
+
+void launch_grid(const LaunchConfig *config, void (*run)(void *), void *call) {
+    if (!launch_is_valid(config)) return;
     ltc_emu_log("kernel", config->file, config->line);
     emu->config = config;
     emu->run = run;

@@ -426,12 +426,16 @@ static void cuda_l2_normalize_backward(Backend *backend, int rows, int dim, cons
 
 static void cuda_softmax_forward(Backend *backend, int rows, int dim, const float *x, float scale,
                                  float *y) {
-    cuda_softmax_forward_launch(cuda_state(backend)->stream, rows, dim, x, scale, 0, y);
+    CudaState *state = cuda_state(backend);
+    cuda_softmax_forward_launch(state->stream, rows, dim, x,
+                                cuda_step_params_put(state, &scale, 1), 0, y);
 }
 
 static void cuda_log_softmax_forward(Backend *backend, int rows, int dim, const float *x,
                                      float scale, float *y) {
-    cuda_softmax_forward_launch(cuda_state(backend)->stream, rows, dim, x, scale, 1, y);
+    CudaState *state = cuda_state(backend);
+    cuda_softmax_forward_launch(state->stream, rows, dim, x,
+                                cuda_step_params_put(state, &scale, 1), 1, y);
 }
 
 static void cuda_softmax_backward(Backend *backend, int rows, int dim, const float *y,
@@ -584,6 +588,7 @@ static void cuda_destroy(Backend *backend) {
         cuda_blas_destroy(state);
         if (state->workspace) (void)cudaFree(state->workspace);
         if (state->scratch) (void)cudaFree(state->scratch);
+        cuda_step_params_free(state);
         if (state->stream) (void)cudaStreamDestroy(state->stream);
         free(state);
     }
@@ -771,6 +776,7 @@ Backend *cuda_backend_create(int device, ErrorMessage *err) {
                                                                    cudaStreamNonBlocking);
     if (status == cudaSuccess)
         status = cudaMalloc((void **)&state->scratch, CUDA_SCRATCH_DOUBLES * sizeof(double));
+    if (status == cudaSuccess) status = (cudaError_t)cuda_step_params_init(state);
     if (status != cudaSuccess) {
         error_set(err, "GPU %d: %s", device, cudaGetErrorString(status));
         (void)cudaGetLastError();

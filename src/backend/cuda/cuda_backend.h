@@ -49,6 +49,15 @@ Backend *cuda_backend_create(int device, ErrorMessage *err);
 // NCCL communicator's overlap (dist/comm_nccl.c).
 void *cuda_backend_stream(const Backend *backend);
 
+// The per-step parameter block (cuda_step_params.c), for a step captured
+// as a CUDA graph: begin marks the start of a step (its ops take the
+// block's slots from the first of a half again, in the same order each
+// step; waits until the device has run the copies out of that half);
+// host gives the half being filled, `*used` its slots taken so far, which
+// the host rewrites before each replay of a graph that captured them.
+void cuda_step_params_begin(Backend *backend);
+float *cuda_step_params_host(Backend *backend, int *used);
+
 // The cuBLAS soname a backend opens when it is made (cuda_gemm.c).
 const char *cuda_blas_library_file(void);
 

@@ -47,8 +47,10 @@ __global__ void column_max_kernel(size_t rows, int channels, const float *x, flo
     max[k] = m;
 }
 
-__global__ void sinkhorn_exp_kernel(size_t n, int channels, const float *x, float scale,
+// scale = 1 / the teacher temperature, per step: in device memory.
+__global__ void sinkhorn_exp_kernel(size_t n, int channels, const float *x, const float *scale_at,
                                     const float *max, float *q) {
+    const float scale = *scale_at;
     GRID_STRIDE(i, n) q[i] = (float)exp((double)scale * x[i] - (double)scale * max[i % channels]);
 }
 
@@ -225,8 +227,9 @@ void cuda_sinkhorn_exp(Backend *backend, int rows, int channels, const float *x,
                        const float *max, float *q) {
     const size_t n = (size_t)rows * channels;
     if (n == 0) return;
-    sinkhorn_exp_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, x, scale,
-                                                                            max, q);
+    const float *scale_at = cuda_step_params_put(cuda_state(backend), &scale, 1);
+    sinkhorn_exp_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, x,
+                                                                            scale_at, max, q);
     CUDA_CHECK_LAUNCH();
 }
 

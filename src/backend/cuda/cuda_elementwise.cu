@@ -135,11 +135,16 @@ __device__ inline void sgd_element(size_t i, float *param, const float *grad,
     param[i] -= lr * step;
 }
 
+// The per-step scalars come through device memory (cuda_step_params.c):
+// SGD's `step` = {lr, weight_decay, first_step}, AdamW's {lr, decay} (per
+// tensor: decay = 1 - lr wd formed on the host) or {lr, weight_decay}
+// (segments).
 __global__ void sgd_update_kernel(size_t n, float *param, const float *grad, const float *gate,
-                                  float *momentum_buffer, float lr, float momentum,
-                                  float weight_decay, int nesterov, int first_step) {
+                                  float *momentum_buffer, const float *step, float momentum,
+                                  int nesterov) {
     if (gate[GATE_SKIP] != 0.0f) return;
-    const float multiplier = gate[GATE_MULTIPLIER];
+    const float multiplier = gate[GATE_MULTIPLIER], lr = step[0], weight_decay = step[1];
+    const int first_step = step[2] != 0.0f;
     GRID_STRIDE(i, n)
         sgd_element(i, param, grad, momentum_buffer, multiplier, lr, momentum, weight_decay,
                     nesterov, first_step);
@@ -165,10 +170,10 @@ __device__ inline void adamw_element(size_t i, float *param, const float *grad, 
 // The bias corrections from the device's count of applied updates (*step),
 // in double as ref (scalar_rules.h); every thread derives them.
 __global__ void adamw_update_kernel(size_t n, float *param, const float *grad, const float *gate,
-                                    float *m, float *v, float lr, float beta1, float beta2,
-                                    float eps, float decay, const float *step) {
+                                    float *m, float *v, const float *scalars, float beta1,
+                                    float beta2, float eps, const float *step) {
     if (gate[GATE_SKIP] != 0.0f) return;
-    const float multiplier = gate[GATE_MULTIPLIER];
+    const float multiplier = gate[GATE_MULTIPLIER], lr = scalars[0], decay = scalars[1];
     double correction1, correction2_sqrt;
     adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(lr / correction1);
@@ -184,10 +189,12 @@ constexpr unsigned kSegmentBlocks = 64;
 
 __global__ void sgd_update_segments_kernel(const UpdateSegment *segments, float *params,
                                            const float *grads, const float *gate,
-                                           float *buffers, float lr, float momentum,
-                                           float weight_decay, int nesterov, int first_step) {
+                                           float *buffers, const float *step, float momentum,
+                                           int nesterov) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const UpdateSegment s = segments[blockIdx.y];
+    const float lr = step[0], weight_decay = step[1];
+    const int first_step = step[2] != 0.0f;
     const float multiplier = gate[GATE_MULTIPLIER], segment_lr = lr * s.lr_scale;
     const float decay = s.decays ? weight_decay : 0.0f;
     GRID_STRIDE(i, s.count)
@@ -197,10 +204,11 @@ __global__ void sgd_update_segments_kernel(const UpdateSegment *segments, float 
 
 __global__ void adamw_update_segments_kernel(const UpdateSegment *segments, float *params,
                                              const float *grads, const float *gate, float *m,
-                                             float *v, float lr, float beta1, float beta2,
-                                             float eps, float weight_decay, const float *step) {
+                                             float *v, const float *scalars, float beta1,
+                                             float beta2, float eps, const float *step) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const UpdateSegment s = segments[blockIdx.y];
+    const float lr = scalars[0], weight_decay = scalars[1];
     const float multiplier = gate[GATE_MULTIPLIER], segment_lr = lr * s.lr_scale;
     const float decay = (float)(1.0 - (double)segment_lr * (s.decays ? weight_decay : 0.0f));
     double correction1, correction2_sqrt;
@@ -211,17 +219,20 @@ __global__ void adamw_update_segments_kernel(const UpdateSegment *segments, floa
                       decay, correction2_sqrt);
 }
 
-__global__ void ema_update_kernel(size_t n, float *target, const float *source, float momentum) {
+__global__ void ema_update_kernel(size_t n, float *target, const float *source,
+                                  const float *momentum_at) {
+    const float momentum = *momentum_at;
     GRID_STRIDE(i, n) target[i] = momentum * target[i] + (1.0f - momentum) * source[i];
 }
 
 // LARS direction (backend.h lars_direction): every thread derives the ratio
 // from the two sums, so the host never reads them.
 __global__ void lars_direction_kernel(size_t n, const float *param, const float *grad,
-                                      const float *gate, const float *sums, float weight_decay,
-                                      float trust, float eps, float *out) {
+                                      const float *gate, const float *sums,
+                                      const float *weight_decay_at, float trust, float eps,
+                                      float *out) {
     if (gate[GATE_SKIP] != 0.0f) return;
-    const float multiplier = gate[GATE_MULTIPLIER];
+    const float multiplier = gate[GATE_MULTIPLIER], weight_decay = *weight_decay_at;
     float ratio = 0.0f;
     if (!lars_ratio_rule(sums, multiplier, weight_decay, trust, eps, &ratio)) {
         GRID_STRIDE(i, n) out[i] = multiplier * grad[i];
@@ -378,49 +389,48 @@ void cuda_mul_launch(cudaStream_t stream, size_t n, const float *a, const float 
 }
 
 void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                            const float *gate, float *momentum_buffer, float lr, float momentum,
-                            float weight_decay, int nesterov, int first_step) {
-    LAUNCH(sgd_update_kernel, n, stream, n, param, grad, gate, momentum_buffer, lr, momentum,
-           weight_decay, nesterov, first_step);
+                            const float *gate, float *momentum_buffer, const float *step,
+                            float momentum, int nesterov) {
+    LAUNCH(sgd_update_kernel, n, stream, n, param, grad, gate, momentum_buffer, step, momentum,
+           nesterov);
 }
 
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                              const float *gate, float *m, float *v, float lr, float beta1,
-                              float beta2, float eps, float decay, const float *step) {
-    LAUNCH(adamw_update_kernel, n, stream, n, param, grad, gate, m, v, lr, beta1, beta2, eps,
-           decay, step);
+                              const float *gate, float *m, float *v, const float *scalars,
+                              float beta1, float beta2, float eps, const float *step) {
+    LAUNCH(adamw_update_kernel, n, stream, n, param, grad, gate, m, v, scalars, beta1, beta2, eps,
+           step);
 }
 
 void cuda_sgd_update_segments_launch(cudaStream_t stream, int count,
                                      const UpdateSegment *segments, float *params,
                                      const float *grads, const float *gate, float *buffers,
-                                     float lr, float momentum, float weight_decay, int nesterov,
-                                     int first_step) {
+                                     const float *step, float momentum, int nesterov) {
     if (count == 0) return;
     sgd_update_segments_kernel<<<dim3(kSegmentBlocks, (unsigned)count), kThreads, 0, stream>>>(
-        segments, params, grads, gate, buffers, lr, momentum, weight_decay, nesterov, first_step);
+        segments, params, grads, gate, buffers, step, momentum, nesterov);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_adamw_update_segments_launch(cudaStream_t stream, int count,
                                        const UpdateSegment *segments, float *params,
                                        const float *grads, const float *gate, float *m, float *v,
-                                       float lr, float beta1, float beta2, float eps,
-                                       float weight_decay, const float *step) {
+                                       const float *scalars, float beta1, float beta2, float eps,
+                                       const float *step) {
     if (count == 0) return;
     adamw_update_segments_kernel<<<dim3(kSegmentBlocks, (unsigned)count), kThreads, 0, stream>>>(
-        segments, params, grads, gate, m, v, lr, beta1, beta2, eps, weight_decay, step);
+        segments, params, grads, gate, m, v, scalars, beta1, beta2, eps, step);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
-                            float momentum) {
+                            const float *momentum) {
     LAUNCH(ema_update_kernel, n, stream, n, target, source, momentum);
 }
 
 void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,
                                 const float *grad, const float *gate, const float *sums,
-                                float weight_decay, float trust, float eps, float *out) {
+                                const float *weight_decay, float trust, float eps, float *out) {
     LAUNCH(lars_direction_kernel, n, stream, n, param, grad, gate, sums, weight_decay, trust, eps,
            out);
 }

@@ -35,6 +35,15 @@ extern "C" {
 
 typedef struct CudaBlasLt CudaBlasLt;
 
+// The per-step parameter block (cuda_step_params.c): slots a half.
+#define CUDA_STEP_PARAM_SLOTS 4096
+typedef struct CudaStepParams {
+    float *host;     // page-locked, 2 halves of CUDA_STEP_PARAM_SLOTS, fixed address
+    float *device;   // the same layout on the device
+    cudaEvent_t copied[2];  // behind the last copy out of each half
+    int half, used;  // the half being filled and its slots taken
+} CudaStepParams;
+
 typedef struct CudaState {
     int device;
     cudaStream_t stream;
@@ -46,6 +55,7 @@ typedef struct CudaState {
     long linear_bias_fused_calls, linear_bias_separate_calls;  // cuda_linear_bias_counts
     void *cudnn;           // cudnnHandle_t
     double *scratch;       // device: CUDA_SCRATCH_DOUBLES
+    CudaStepParams step_params;
     // device: the workspace the convolution and attention plans share (one
     // stream runs them one after the other), the largest any plan needs
     void *workspace;
@@ -90,6 +100,14 @@ void cuda_dnn_check(int status, const char *call, const char *file, int line);
 // at the next synchronisation.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
+// ---- cuda_step_params.c ----
+// 0, or the CUDA error of the allocation.
+int cuda_step_params_init(CudaState *state);
+void cuda_step_params_free(CudaState *state);
+// The next `count` slots of the block hold `values` (their copy queued on
+// the compute stream): device memory a kernel queued after this reads.
+const float *cuda_step_params_put(CudaState *state, const float *values, int count);
+
 // ---- cuda_elementwise.cu ----
 void cuda_fill_launch(cudaStream_t stream, float *x, float value, size_t n);
 // Launchers of kernels on activations take the backend's compute dtype and
@@ -118,29 +136,33 @@ void cuda_channels_copy_launch(cudaStream_t stream, ComputeDtype dtype, size_t r
 void cuda_act_accumulate_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
                                 int x_channels, int y_channels, const void *x, float *y);
 void cuda_mul_launch(cudaStream_t stream, size_t n, const float *a, const float *b, float *y);
+// The per-step scalars of the updates in device memory (cuda_step_params.c):
+// SGD's step = {lr, weight_decay, first_step (0 or 1)}; AdamW's scalars =
+// {lr, decay = 1 - lr wd} per tensor, {lr, weight_decay} for segments.
 void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                            const float *gate, float *momentum_buffer, float lr, float momentum,
-                            float weight_decay, int nesterov, int first_step);
+                            const float *gate, float *momentum_buffer, const float *step,
+                            float momentum, int nesterov);
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
-                              const float *gate, float *m, float *v, float lr, float beta1,
-                              float beta2, float eps, float decay, const float *step);
+                              const float *gate, float *m, float *v, const float *scalars,
+                              float beta1, float beta2, float eps, const float *step);
 // The multi-tensor updates (backend.h sgd_update_segments): one launch,
 // count <= 65535 segments (the grid's y), segments in device memory.
 void cuda_sgd_update_segments_launch(cudaStream_t stream, int count,
                                      const UpdateSegment *segments, float *params,
                                      const float *grads, const float *gate, float *buffers,
-                                     float lr, float momentum, float weight_decay, int nesterov,
-                                     int first_step);
+                                     const float *step, float momentum, int nesterov);
 void cuda_adamw_update_segments_launch(cudaStream_t stream, int count,
                                        const UpdateSegment *segments, float *params,
                                        const float *grads, const float *gate, float *m, float *v,
-                                       float lr, float beta1, float beta2, float eps,
-                                       float weight_decay, const float *step);
+                                       const float *scalars, float beta1, float beta2, float eps,
+                                       const float *step);
+// momentum, weight_decay (LARS), scale (softmax, Sinkhorn): one float of
+// the per-step block.
 void cuda_ema_update_launch(cudaStream_t stream, size_t n, float *target, const float *source,
-                            float momentum);
+                            const float *momentum);
 void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *param,
                                 const float *grad, const float *gate, const float *sums,
-                                float weight_decay, float trust, float eps, float *out);
+                                const float *weight_decay, float trust, float eps, float *out);
 void cuda_step_gate_launch(cudaStream_t stream, float *gate, int groups, float scale,
                            const float *unscale, float max_norm);
 void cuda_scalar_combine_launch(cudaStream_t stream, float alpha, const float *a, float beta,
@@ -224,7 +246,7 @@ void cuda_l2_normalize_backward_launch(cudaStream_t stream, int rows, int dim, c
                                        const float *norm, const float *dy, float eps, float *dx);
 // log: 0 softmax, 1 log_softmax.
 void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
-                                 float scale, int log, float *y);
+                                 const float *scale, int log, float *y);
 void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
                                   const float *dy, float scale, int log, float *dx);
 

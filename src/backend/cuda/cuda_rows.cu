@@ -41,7 +41,11 @@ __global__ void l2_backward_kernel(int dim, const float *y, const float *norm, c
 
 // softmax (log = 0) or log_softmax (log = 1) of scale * x, shifted by the
 // row maximum.
-__global__ void softmax_forward_kernel(int dim, const float *x, float scale, int log, float *y) {
+// scale in device memory: DINO's and DINOv2's teacher temperature changes
+// every step (cuda_step_params.c).
+__global__ void softmax_forward_kernel(int dim, const float *x, const float *scale_at, int log,
+                                       float *y) {
+    const float scale = *scale_at;
     const float *xr = x + (size_t)blockIdx.x * dim;
     float *yr = y + (size_t)blockIdx.x * dim;
     double max = -INFINITY;
@@ -90,7 +94,7 @@ void cuda_l2_normalize_backward_launch(cudaStream_t stream, int rows, int dim, c
 }
 
 void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
-                                 float scale, int log, float *y) {
+                                 const float *scale, int log, float *y) {
     if (rows == 0) return;
     softmax_forward_kernel<<<rows, kThreads, 0, stream>>>(dim, x, scale, log, y);
     CUDA_CHECK_LAUNCH();

@@ -2,14 +2,23 @@
 // adamw_update and their multi-tensor twins, ema_update, lars_direction,
 // step_gate, scalar_combine, amp_update) and its input normalisation
 // (normalize_u8, normalize_f32): each hands its launch to
-// cuda_elementwise.cu on the backend's stream (see cuda_internal.h).
+// cuda_elementwise.cu on the backend's stream (see cuda_internal.h), the
+// scalars that change from step to step through the per-step block
+// (cuda_step_params.c).
 #include "backend/cuda/cuda_internal.h"
+
+// The scalars that change from step to step go to the kernels through the
+// per-step block (cuda_step_params.c), the constants as arguments.
+static const float *sgd_step(Backend *backend, float lr, float weight_decay, int first_step) {
+    const float step[3] = {lr, weight_decay, first_step ? 1.0f : 0.0f};
+    return cuda_step_params_put(cuda_state(backend), step, 3);
+}
 
 void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad, const float *gate,
                      float *momentum_buffer, float lr, float momentum, float weight_decay,
                      int nesterov, int first_step) {
     cuda_sgd_update_launch(cuda_state(backend)->stream, n, param, grad, gate, momentum_buffer,
-                           lr, momentum, weight_decay, nesterov, first_step);
+                           sgd_step(backend, lr, weight_decay, first_step), momentum, nesterov);
 }
 
 // The bias corrections are derived on the device from *step (the count of
@@ -17,8 +26,10 @@ void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad
 void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
                        const float *gate, float *m, float *v, float lr, float beta1, float beta2,
                        float eps, float weight_decay, const float *step) {
-    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v, lr, beta1,
-                             beta2, eps, (float)(1.0 - (double)lr * weight_decay), step);
+    const float scalars[2] = {lr, (float)(1.0 - (double)lr * weight_decay)};
+    cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v,
+                             cuda_step_params_put(cuda_state(backend), scalars, 2), beta1, beta2,
+                             eps, step);
 }
 
 void cuda_sgd_update_segments(Backend *backend, int count, const UpdateSegment *segments,
@@ -26,29 +37,33 @@ void cuda_sgd_update_segments(Backend *backend, int count, const UpdateSegment *
                               float lr, float momentum, float weight_decay, int nesterov,
                               int first_step) {
     cuda_sgd_update_segments_launch(cuda_state(backend)->stream, count, segments, params, grads,
-                                    gate, buffers, lr, momentum, weight_decay, nesterov,
-                                    first_step);
+                                    gate, buffers, sgd_step(backend, lr, weight_decay, first_step),
+                                    momentum, nesterov);
 }
 
 void cuda_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
                                 float *params, const float *grads, const float *gate, float *m,
                                 float *v, float lr, float beta1, float beta2, float eps,
                                 float weight_decay, const float *step) {
+    const float scalars[2] = {lr, weight_decay};
     cuda_adamw_update_segments_launch(cuda_state(backend)->stream, count, segments, params,
-                                      grads, gate, m, v, lr, beta1, beta2, eps, weight_decay,
-                                      step);
+                                      grads, gate, m, v,
+                                      cuda_step_params_put(cuda_state(backend), scalars, 2),
+                                      beta1, beta2, eps, step);
 }
 
 void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
                      float momentum) {
-    cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source, momentum);
+    cuda_ema_update_launch(cuda_state(backend)->stream, n, target, source,
+                           cuda_step_params_put(cuda_state(backend), &momentum, 1));
 }
 
 void cuda_lars_direction(Backend *backend, size_t n, const float *param, const float *grad,
                          const float *gate, const float *sums, float weight_decay, float trust,
                          float eps, float *out) {
     cuda_lars_direction_launch(cuda_state(backend)->stream, n, param, grad, gate, sums,
-                               weight_decay, trust, eps, out);
+                               cuda_step_params_put(cuda_state(backend), &weight_decay, 1), trust,
+                               eps, out);
 }
 
 void cuda_step_gate(Backend *backend, float *gate, int groups, float scale, const float *unscale,

@@ -1,0 +1,169 @@
+// Stream capture and CUDA graphs, emulated (declarations: the toolkit's
+// cuda_runtime_api.h): while a stream captures, what is queued on it (kernel
+// launches with copies of their arguments, as CUDA copies a kernel's
+// parameters at capture; copies and memsets with their pointers, whose
+// memory is read when the graph runs; event records) is kept in order
+// instead of run; cudaStreamEndCapture hands the list over as a graph, and
+// every cudaGraphLaunch of its instance runs it again, in order. As on a
+// GPU (global capture mode), a synchronisation or an allocation while a
+// capture is in progress fails with cudaErrorStreamCaptureUnsupported and
+// invalidates the capture, whose end then fails with
+// cudaErrorStreamCaptureInvalidated. The emulated libraries (cuBLAS,
+// cuBLASLt, cuDNN) are not recorded: called on a capturing stream they
+// refuse with a message naming the call (ltc_emu_refuse_capture). One
+// capturing stream at a time is what the cuda backend needs (its compute
+// stream); waits on events between streams are not followed into a capture.
+#include <stdio.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "emu_blas.h"
+#include "emu_runtime.h"
+
+namespace ltc_emu {
+namespace {
+
+typedef std::vector<std::function<cudaError_t()>> Operations;
+
+struct Capture {
+    Operations operations;
+    const char *invalidated_by;  // the refused call; NULL while valid
+};
+
+std::map<cudaStream_t, Capture> captures;
+
+cudaError_t run_all(const Operations &operations) {
+    for (const auto &operation : operations) {
+        const cudaError_t status = operation();
+        if (status != cudaSuccess) return status;
+    }
+    return cudaSuccess;
+}
+
+}  // namespace
+
+int stream_is_capturing(cudaStream_t stream) { return captures.count(stream) != 0; }
+
+int capture_record(cudaStream_t stream, std::function<cudaError_t()> operation) {
+    auto it = captures.find(stream);
+    if (it == captures.end()) return 0;
+    it->second.operations.push_back(std::move(operation));
+    return 1;
+}
+
+int capture_launch(const LaunchConfig *config, std::function<void()> launch) {
+    if (!stream_is_capturing(config->stream)) return 0;
+    if (!launch_is_valid(config)) return 1;  // refused at capture, as on a GPU
+    capture_record(config->stream, [launch]() {
+        launch();
+        return cudaPeekAtLastError();
+    });
+    return 1;
+}
+
+cudaError_t refuse_while_capturing(const char *call) {
+    if (captures.empty()) return cudaSuccess;
+    for (auto &entry : captures) {
+        if (entry.second.invalidated_by) continue;
+        entry.second.invalidated_by = call;
+        fprintf(stderr,
+                "cuda emulation: %s while a stream captures: not allowed during a capture "
+                "(the capture is invalidated)\n",
+                call);
+    }
+    return set_error(cudaErrorStreamCaptureUnsupported);
+}
+
+}  // namespace ltc_emu
+
+using namespace ltc_emu;
+
+struct CUgraph_st {
+    Operations operations;
+};
+struct CUgraphExec_st {
+    Operations operations;
+};
+
+extern "C" {
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+    // The legacy default stream cannot capture (CUDA refuses it too).
+    if (stream == 0 || !stream_is_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
+    if (mode != cudaStreamCaptureModeGlobal) {
+        fprintf(stderr, "cuda emulation: only cudaStreamCaptureModeGlobal is emulated\n");
+        return set_error(cudaErrorInvalidValue);
+    }
+    if (stream_is_capturing(stream)) return set_error(cudaErrorIllegalState);
+    captures[stream] = Capture{Operations(), NULL};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+    auto it = captures.find(stream);
+    if (it == captures.end()) return set_error(cudaErrorIllegalState);
+    Capture capture = std::move(it->second);
+    captures.erase(it);
+    *graph = NULL;
+    if (capture.invalidated_by) return set_error(cudaErrorStreamCaptureInvalidated);
+    *graph = new CUgraph_st{std::move(capture.operations)};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status) {
+    if (!stream_is_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
+    auto it = captures.find(stream);
+    *status = it == captures.end()       ? cudaStreamCaptureStatusNone
+              : it->second.invalidated_by ? cudaStreamCaptureStatusInvalidated
+                                          : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags) {
+    if (!graph) return set_error(cudaErrorInvalidValue);
+    *exec = new CUgraphExec_st{graph->operations};
+    return cudaSuccess;
+}
+
+// Runs the graph's operations in order on the calling thread (everything
+// the emulation queues has run when the call returns); a launch into a
+// capturing stream is kept as one operation of that capture.
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    if (!exec) return set_error(cudaErrorInvalidValue);
+    if (!stream_is_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
+    const Operations &operations = exec->operations;
+    if (capture_record(stream, [operations]() { return run_all(operations); }))
+        return cudaSuccess;
+    const cudaError_t status = run_all(operations);
+    return status == cudaSuccess ? cudaSuccess : set_error(status);
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete graph;
+    return cudaSuccess;
+}
+
+}  // extern "C"
+
+// ---- for the emulated libraries (emu_blas.h) ---------------------------------------------
+
+extern "C" int ltc_emu_refuse_capture(const char *call, cudaStream_t stream) {
+    auto it = captures.find(stream);
+    if (it == captures.end()) return 0;
+    if (!it->second.invalidated_by) {
+        it->second.invalidated_by = call;
+        fprintf(stderr,
+                "cuda emulation: %s on a capturing stream: the emulated libraries are not "
+                "recorded into graphs (the capture is invalidated)\n",
+                call);
+    }
+    return 1;
+}
