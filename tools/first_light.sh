@@ -14,7 +14,8 @@
 #   paths     issue 32's new paths against ref first (FIRST_LIGHT_PATH_TESTS:
 #             cuDNN's SDPA graphs, convolutions with BatchNorm statistics,
 #             the multi-tensor optimizer update, activation checkpointing,
-#             the optimizer update captured as a CUDA graph and replayed:
+#             the optimizer update and a linear layer's and convolutions'
+#             library calls captured as CUDA graphs and replayed:
 #             the GPU twins of their emulated tests)
 #   targets   issue 32's targets (section 5), each fused path beside its
 #             fallback in the same call and PyTorch beside both: SimCLR
@@ -558,7 +559,7 @@ test_backend_depthwise_ops test_backend_yolo_ops test_cuda_precision}"
 : "${FIRST_LIGHT_PROFILE_CONFIG:=simclr resnet50 224 256}" "${FIRST_LIGHT_PROFILE_RECORDS:=12}"
 : "${FIRST_LIGHT_PATH_TESTS:=test_backend_transformer_fast:cuda,cuda-fp16,cuda-bf16:0
 test_conv_fusion:cuda,cuda-fp16,cuda-bf16:1 test_multi_tensor_update:cuda:0
-test_vit_checkpointing::12 test_cuda_graph_update::0}"
+test_vit_checkpointing::12 test_cuda_graph_update::0 test_cuda_graph_layers::0}"
 # The targets in the order they run (compile: SimCLR's torch.compile side, last).
 : "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile}"
 : "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"

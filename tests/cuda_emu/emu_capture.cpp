@@ -8,9 +8,14 @@
 // GPU (global capture mode), a synchronisation or an allocation while a
 // capture is in progress fails with cudaErrorStreamCaptureUnsupported and
 // invalidates the capture, whose end then fails with
-// cudaErrorStreamCaptureInvalidated. The emulated libraries (cuBLAS,
-// cuBLASLt, cuDNN) are not recorded: called on a capturing stream they
-// refuse with a message naming the call (ltc_emu_refuse_capture). One
+// cudaErrorStreamCaptureInvalidated. The emulated libraries' products and
+// convolutions (cuBLAS, cuBLASLt, cuDNN's legacy and graph API) are
+// recorded as closures over a copy of their arguments
+// (ltc_emu_capture_call): scalars and descriptors as they were at the
+// call, as CUDA keeps a captured kernel's parameters, pointers kept, their
+// memory read when the graph runs; what they cannot record (cuDNN's
+// algorithm searches) refuses with a message naming the call
+// (ltc_emu_refuse_capture). One
 // capturing stream at a time is what the cuda backend needs (its compute
 // stream); waits on events between streams are not followed into a capture.
 #include <stdio.h>
@@ -155,14 +160,29 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 
 // ---- for the emulated libraries (emu_blas.h) ---------------------------------------------
 
+extern "C" int ltc_emu_capture_call(cudaStream_t stream, const char *call,
+                                    int (*run)(const void *arguments), const void *arguments,
+                                    size_t bytes) {
+    if (!stream_is_capturing(stream)) return 0;
+    // shared: an instantiated graph copies the operation list
+    const unsigned char *first = (const unsigned char *)arguments;
+    auto copy = std::make_shared<std::vector<unsigned char>>(first, first + bytes);
+    capture_record(stream, [call, run, copy]() {
+        if (run(copy->data()) == 0) return cudaSuccess;
+        fprintf(stderr, "cuda emulation: %s failed when its graph ran\n", call);
+        return cudaErrorLaunchFailure;
+    });
+    return 1;
+}
+
 extern "C" int ltc_emu_refuse_capture(const char *call, cudaStream_t stream) {
     auto it = captures.find(stream);
     if (it == captures.end()) return 0;
     if (!it->second.invalidated_by) {
         it->second.invalidated_by = call;
         fprintf(stderr,
-                "cuda emulation: %s on a capturing stream: the emulated libraries are not "
-                "recorded into graphs (the capture is invalidated)\n",
+                "cuda emulation: %s on a capturing stream: not recordable into a graph (the "
+                "capture is invalidated)\n",
                 call);
     }
     return 1;

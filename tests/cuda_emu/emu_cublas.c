@@ -1,7 +1,8 @@
-// The cuBLAS of the CUDA emulation: the nine functions cuda_gemm.c
+// The cuBLAS of the CUDA emulation: the ten functions cuda_gemm.c
 // resolves (its dlopen and dlsym reach these through emu_dlopen.h), with
 // the column-major GEMM of cuBLAS computed by plain loops, fp32 sums in k
 // order; 16-bit inputs widened, a 16-bit C rounded to nearest even once.
+// On a capturing stream a product is recorded (emu_blas.h), not run.
 // Every matrix (and a batched call's pointer arrays) must lie in emulated
 // device memory, as on a GPU: a host pointer or a matrix running past its
 // allocation fails the call with a message. The GPU's cuBLAS sums in
@@ -20,6 +21,8 @@
 struct cublasContext {
     cudaStream_t stream;
     int in_use;
+    void *workspace;  // cublasSetWorkspace's (device)
+    size_t workspace_bytes;
 };
 
 // 16 handles alive at once; a destroyed one is free again, as a real
@@ -126,14 +129,59 @@ static cublasStatus_t gemm(const char *call, cublasOperation_t transa, cublasOpe
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// A product's arguments as the call gave them: alpha and beta are host
+// pointers (the default pointer mode), so their values are taken at the
+// call, and a captured product keeps those (emu_blas.h).
+typedef struct GemmCall {
+    const char *call;
+    cublasOperation_t transa, transb;
+    int m, n, k;
+    float alpha, beta;
+    const void *a, *b;
+    void *c;
+    cudaDataType_t a_type, b_type, c_type;
+    int lda, ldb, ldc;
+    // batched: `count` products over arrays of pointers in device memory
+    // (read when the product runs); a, b and c point at the arrays
+    int count, batched;
+} GemmCall;
+
+static int run_gemm_call(const void *arguments) {
+    const GemmCall *g = arguments;
+    if (!g->batched)
+        return gemm(g->call, g->transa, g->transb, g->m, g->n, g->k, g->alpha, g->a, g->a_type,
+                    g->lda, g->b, g->b_type, g->ldb, g->beta, g->c, g->c_type, g->ldc);
+    const size_t array_bytes = (size_t)g->count * sizeof(void *);
+    if (!emu_blas_on_device(g->call, "the pointers to A", g->a, array_bytes) ||
+        !emu_blas_on_device(g->call, "the pointers to B", g->b, array_bytes) ||
+        !emu_blas_on_device(g->call, "the pointers to C", g->c, array_bytes))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    const void *const *a = g->a, *const *b = g->b;
+    void *const *c = g->c;
+    for (int i = 0; i < g->count; i++) {
+        const cublasStatus_t status =
+            gemm(g->call, g->transa, g->transb, g->m, g->n, g->k, g->alpha, a[i], g->a_type,
+                 g->lda, b[i], g->b_type, g->ldb, g->beta, c[i], g->c_type, g->ldc);
+        if (status != CUBLAS_STATUS_SUCCESS) return status;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// Runs the product now, or records it while the handle's stream captures.
+static cublasStatus_t submit(cublasHandle_t handle, const GemmCall *g) {
+    ltc_emu_log("cublas", g->call, 0);
+    if (ltc_emu_capture_call(handle->stream, g->call, run_gemm_call, g, sizeof *g))
+        return CUBLAS_STATUS_SUCCESS;
+    return (cublasStatus_t)run_gemm_call(g);
+}
+
 static cublasStatus_t emu_sgemm(cublasHandle_t handle, cublasOperation_t transa,
                                 cublasOperation_t transb, int m, int n, int k, const float *alpha,
                                 const float *a, int lda, const float *b, int ldb,
                                 const float *beta, float *c, int ldc) {
-    ltc_emu_log("cublas", "cublasSgemm", 0);
-    if (ltc_emu_refuse_capture("cublasSgemm", handle->stream)) return CUBLAS_STATUS_NOT_SUPPORTED;
-    return gemm("cublasSgemm", transa, transb, m, n, k, *alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F,
-                ldb, *beta, c, CUDA_R_32F, ldc);
+    const GemmCall g = {"cublasSgemm", transa, transb, m, n, k, *alpha, *beta, a, b, c,
+                        CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, lda, ldb, ldc, 0, 0};
+    return submit(handle, &g);
 }
 
 static cublasStatus_t emu_gemm_ex(cublasHandle_t handle, cublasOperation_t transa,
@@ -142,11 +190,11 @@ static cublasStatus_t emu_gemm_ex(cublasHandle_t handle, cublasOperation_t trans
                                   const void *b, cudaDataType_t b_type, int ldb, const void *beta,
                                   void *c, cudaDataType_t c_type, int ldc,
                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
-    ltc_emu_log("cublas", "cublasGemmEx", 0);
-    if (ltc_emu_refuse_capture("cublasGemmEx", handle->stream)) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (compute != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
-    return gemm("cublasGemmEx", transa, transb, m, n, k, *(const float *)alpha, a, a_type, lda, b,
-                b_type, ldb, *(const float *)beta, c, c_type, ldc);
+    const GemmCall g = {"cublasGemmEx", transa, transb, m, n, k, *(const float *)alpha,
+                        *(const float *)beta, a, b, c, a_type, b_type, c_type, lda, ldb, ldc,
+                        0, 0};
+    return submit(handle, &g);
 }
 
 // count products over pointer arrays in (emulated) device memory.
@@ -158,22 +206,21 @@ static cublasStatus_t emu_gemm_batched_ex(cublasHandle_t handle, cublasOperation
                                           void *const c[], cudaDataType_t c_type, int ldc,
                                           int count, cublasComputeType_t compute,
                                           cublasGemmAlgo_t algo) {
-    ltc_emu_log("cublas", "cublasGemmBatchedEx", 0);
-    if (ltc_emu_refuse_capture("cublasGemmBatchedEx", handle->stream))
-        return CUBLAS_STATUS_NOT_SUPPORTED;
     if (compute != CUBLAS_COMPUTE_32F || count < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
-    const char *call = "cublasGemmBatchedEx";
-    const size_t array_bytes = (size_t)count * sizeof(void *);
-    if (!emu_blas_on_device(call, "the pointers to A", a, array_bytes) ||
-        !emu_blas_on_device(call, "the pointers to B", b, array_bytes) ||
-        !emu_blas_on_device(call, "the pointers to C", c, array_bytes))
+    const GemmCall g = {"cublasGemmBatchedEx", transa, transb, m, n, k, *(const float *)alpha,
+                        *(const float *)beta, a, b, (void *)c, a_type, b_type, c_type, lda, ldb,
+                        ldc, count, 1};
+    return submit(handle, &g);
+}
+
+// The workspace cuBLAS may use instead of allocating its own (which a
+// capture would refuse): device memory, kept on the handle.
+static cublasStatus_t emu_set_workspace(cublasHandle_t handle, void *workspace, size_t bytes) {
+    if (!handle || !handle->in_use) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!emu_blas_on_device("cublasSetWorkspace", "the workspace", workspace, bytes))
         return CUBLAS_STATUS_INVALID_VALUE;
-    for (int i = 0; i < count; i++) {
-        const cublasStatus_t status =
-            gemm(call, transa, transb, m, n, k, *(const float *)alpha, a[i], a_type, lda, b[i],
-                 b_type, ldb, *(const float *)beta, c[i], c_type, ldc);
-        if (status != CUBLAS_STATUS_SUCCESS) return status;
-    }
+    handle->workspace = workspace;
+    handle->workspace_bytes = bytes;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -192,6 +239,7 @@ static const struct {
     {"cublasDestroy_v2", (void *)emu_destroy},
     {"cublasSetStream_v2", (void *)emu_set_stream},
     {"cublasSetMathMode", (void *)emu_set_math_mode},
+    {"cublasSetWorkspace_v2", (void *)emu_set_workspace},
     {"cublasGetStatusString", (void *)emu_status_string},
     {"cublasSgemm_v2", (void *)emu_sgemm},
     {"cublasGemmEx", (void *)emu_gemm_ex},

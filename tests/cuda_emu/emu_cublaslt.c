@@ -23,7 +23,9 @@
 // it needs (1 MiB, or the preference's maximum if less). cublasLtMatmul
 // refuses an algorithm of another problem, a smaller workspace, pointers
 // less aligned than the heuristic assumed, and matrices, bias or workspace
-// outside device memory.
+// outside device memory. On a capturing stream a product is recorded
+// (emu_blas.h) with its descriptors' contents, alpha and beta as at the
+// call; its pointers are checked and its memory read when the graph runs.
 //
 // LTC_EMU_CUBLASLT makes it a cuBLASLt that cannot run a shape, so tests
 // reach the backend's fallback: "no-algorithm" (the heuristic finds none),
@@ -386,6 +388,22 @@ static int same_layout(const EmuLayout *x, const EmuLayout *y) {
            x->order == y->order;
 }
 
+// A product as cublasLtMatmul was handed it: the descriptors' contents,
+// alpha and beta taken at the call (emu_blas.h records it so on a
+// capturing stream), the pointers kept.
+typedef struct MatmulCall {
+    EmuDesc desc;
+    EmuLayout a_layout, b_layout, c_layout, d_layout;
+    EmuProblem problem;
+    EmuAlgorithm algorithm;
+    float alpha, beta;
+    const void *a, *b, *c;
+    void *d, *workspace;
+    size_t workspace_bytes;
+} MatmulCall;
+
+static int run_matmul(const void *arguments);
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                               const void *alpha, const void *a, cublasLtMatrixLayout_t a_desc,
                               const void *b, cublasLtMatrixLayout_t b_desc, const void *beta,
@@ -397,7 +415,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     if (!handle || handle->alive != ALIVE) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!ltc_emu_stream_valid(stream))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, call, "not a live stream");
-    if (ltc_emu_refuse_capture(call, stream)) return CUBLAS_STATUS_NOT_SUPPORTED;
     const EmuDesc *dd = desc_of(desc);
     const EmuLayout *al = layout_of(a_desc), *bl = layout_of(b_desc), *cl = layout_of(c_desc),
                     *dl = layout_of(d_desc);
@@ -412,10 +429,29 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         return refuse(CUBLAS_STATUS_INVALID_VALUE, call,
                       "an algorithm the heuristic did not give for this problem");
     if (strcmp(emulation_mode(), "not-supported") == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    const MatmulCall m = {*dd, *al, *bl, *cl, *dl, problem, algorithm, *(const float *)alpha,
+                          *(const float *)beta, a, b, c, d, workspace, workspace_bytes};
+    if (ltc_emu_capture_call(stream, call, run_matmul, &m, sizeof m))
+        return CUBLAS_STATUS_SUCCESS;
+    return (cublasStatus_t)run_matmul(&m);
+}
+
+// The product of a checked call: its pointers, then the loops.
+static int run_matmul(const void *arguments) {
+    const char *call = "cublasLtMatmul";
+    const MatmulCall *m = arguments;
+    const EmuDesc *dd = &m->desc;
+    const EmuLayout *al = &m->a_layout, *bl = &m->b_layout, *cl = &m->c_layout,
+                    *dl = &m->d_layout;
+    const EmuProblem problem = m->problem;
+    const EmuAlgorithm algorithm = m->algorithm;
+    const void *a = m->a, *b = m->b, *c = m->c;
+    void *d = m->d, *workspace = m->workspace;
+    const size_t workspace_bytes = m->workspace_bytes;
     if (workspace_bytes < algorithm.workspace)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, call,
                       "a workspace smaller than the algorithm's");
-    const float alpha_value = *(const float *)alpha, beta_value = *(const float *)beta;
+    const float alpha_value = m->alpha, beta_value = m->beta;
     const size_t bias_bytes = problem.bias ? problem.m * emu_blas_type_bytes(dl->type) : 0;
     if (!emu_blas_on_device(call, "the workspace", workspace, workspace_bytes) ||
         !emu_blas_on_device(call, "A", a, layout_bytes(al)) ||

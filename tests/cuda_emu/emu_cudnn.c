@@ -4,7 +4,9 @@
 // uses; others are refused), fp32 sums in a fixed order, 16-bit data
 // widened and results rounded to nearest even once. Two "algorithms" that
 // compute alike (see FIND_ALGORITHM), with no workspace. Descriptors are checked against each
-// other as cuDNN would (channels, output size, one data type).
+// other as cuDNN would (channels, output size, one data type). On a
+// capturing stream a convolution is recorded (emu_blas.h) with its
+// descriptors, alpha and beta as at the call; an algorithm search refuses.
 #include <cudnn.h>
 #include <stdlib.h>
 
@@ -63,9 +65,15 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
     handle->stream = stream;
     return CUDNN_STATUS_SUCCESS;
 }
-// A cuDNN call on a capturing stream is refused (emu_blas.h).
+// An algorithm search on a capturing stream is refused (emu_blas.h): cuDNN
+// times its candidates, which a capture cannot hold.
 int emu_cudnn_refuses_capture(const char *call, cudnnHandle_t handle) {
     return ltc_emu_refuse_capture(call, handle->stream);
+}
+// An execution recorded while the handle's stream captures (emu_blas.h).
+int emu_cudnn_capture_call(const char *call, cudnnHandle_t handle, int (*run)(const void *),
+                           const void *arguments, size_t bytes) {
+    return ltc_emu_capture_call(handle->stream, call, run, arguments, bytes);
 }
 const char *cudnnGetErrorString(cudnnStatus_t status) {
     switch (status) {
@@ -182,6 +190,7 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle,
                                                    const cudnnTensorDescriptor_t y, const int wanted,
                                                    int *returned,
                                                    cudnnConvolutionFwdAlgoPerf_t *results) {
+    if (emu_cudnn_refuses_capture("cudnnFindConvolutionForwardAlgorithm", handle)) return CUDNN_STATUS_NOT_SUPPORTED;
     FIND_ALGORITHM(results, returned, wanted, x, w, conv, y);
 }
 
@@ -189,6 +198,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(
     cudnnHandle_t handle, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
     const cudnnConvolutionDescriptor_t conv, const cudnnTensorDescriptor_t dx, const int wanted,
     int *returned, cudnnConvolutionBwdDataAlgoPerf_t *results) {
+    if (emu_cudnn_refuses_capture("cudnnFindConvolutionBackwardDataAlgorithm", handle)) return CUDNN_STATUS_NOT_SUPPORTED;
     FIND_ALGORITHM(results, returned, wanted, dx, w, conv, dy);
 }
 
@@ -196,6 +206,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
     cudnnHandle_t handle, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
     const cudnnConvolutionDescriptor_t conv, const cudnnFilterDescriptor_t dw, const int wanted,
     int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *results) {
+    if (emu_cudnn_refuses_capture("cudnnFindConvolutionBackwardFilterAlgorithm", handle)) return CUDNN_STATUS_NOT_SUPPORTED;
     FIND_ALGORITHM(results, returned, wanted, x, dw, conv, dy);
 }
 
@@ -228,17 +239,46 @@ static int input_at(int o, int t, int stride, int pad, int dilation, int size) {
 #define W_INDEX(o, r, s, ch) ((((size_t)(o) * w->r + (r)) * w->s + (s)) * w->c + (ch))
 #define Y_INDEX(b, i, j, o) ((((size_t)(b) * y->h + (i)) * y->w + (j)) * y->c + (o))
 
-cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
-                                      const cudnnTensorDescriptor_t x, const void *xp,
-                                      const cudnnFilterDescriptor_t w, const void *wp,
-                                      const cudnnConvolutionDescriptor_t conv,
-                                      cudnnConvolutionFwdAlgo_t algo, void *workspace,
-                                      size_t workspace_bytes, const void *beta,
-                                      const cudnnTensorDescriptor_t y, void *yp) {
-    ltc_emu_log("cudnn", "cudnnConvolutionForward", 0);
-    if (emu_cudnn_refuses_capture("cudnnConvolutionForward", handle))
-        return CUDNN_STATUS_NOT_SUPPORTED;
-    if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM;
+// A convolution as the call gave it: the descriptors' contents, alpha and
+// beta taken at the call (a capturing stream records it so: emu_blas.h),
+// the data pointers kept. `a` and `b` are what it reads (forward: x and w;
+// backward data: dy and w; backward filter: x and dy), `out` what it writes.
+typedef struct ConvCall {
+    struct cudnnTensorStruct x, y;
+    struct cudnnFilterStruct w;
+    struct cudnnConvolutionStruct conv;
+    const void *a, *b;
+    void *out;
+    float alpha, beta;
+} ConvCall;
+
+// Runs `run` on the call now, or records it while the handle's stream
+// captures; descriptors that do not fit each other are refused at the call.
+static cudnnStatus_t submit(const char *call, cudnnHandle_t handle, int (*run)(const void *),
+                            ConvCall *c) {
+    ltc_emu_log("cudnn", call, 0);
+    if (!consistent(&c->x, &c->w, &c->conv, &c->y)) return CUDNN_STATUS_BAD_PARAM;
+    if (emu_cudnn_capture_call(call, handle, run, c, sizeof *c)) return CUDNN_STATUS_SUCCESS;
+    return (cudnnStatus_t)run(c);
+}
+
+// The call's arguments in *c; -1 for a missing descriptor or scalar.
+static int conv_call(ConvCall *c, const struct cudnnTensorStruct *x,
+                     const struct cudnnFilterStruct *w, const struct cudnnConvolutionStruct *conv,
+                     const struct cudnnTensorStruct *y, const void *a, const void *b, void *out,
+                     const void *alpha, const void *beta) {
+    if (!x || !w || !conv || !y || !alpha || !beta) return -1;
+    *c = (ConvCall){*x, *y, *w, *conv, a, b, out, *(const float *)alpha, *(const float *)beta};
+    return 0;
+}
+
+static int run_forward(const void *arguments) {
+    const ConvCall *call = arguments;
+    const struct cudnnTensorStruct *x = &call->x, *y = &call->y;
+    const struct cudnnFilterStruct *w = &call->w;
+    const struct cudnnConvolutionStruct *conv = &call->conv;
+    const void *xp = call->a, *wp = call->b;
+    void *yp = call->out;
     for (int b = 0; b < y->n; b++)
         for (int oh = 0; oh < y->h; oh++)
             for (int ow = 0; ow < y->w; ow++)
@@ -255,24 +295,31 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
                                        load(wp, w->type, W_INDEX(o, r, s, ch));
                         }
                     }
-                    store(yp, y->type, Y_INDEX(b, oh, ow, o), *(const float *)alpha, sum,
-                          *(const float *)beta);
+                    store(yp, y->type, Y_INDEX(b, oh, ow, o), call->alpha, sum, call->beta);
                 }
     return CUDNN_STATUS_SUCCESS;
 }
 
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
+                                      const cudnnTensorDescriptor_t x, const void *xp,
+                                      const cudnnFilterDescriptor_t w, const void *wp,
+                                      const cudnnConvolutionDescriptor_t conv,
+                                      cudnnConvolutionFwdAlgo_t algo, void *workspace,
+                                      size_t workspace_bytes, const void *beta,
+                                      const cudnnTensorDescriptor_t y, void *yp) {
+    ConvCall c;
+    if (conv_call(&c, x, w, conv, y, xp, wp, yp, alpha, beta)) return CUDNN_STATUS_BAD_PARAM;
+    return submit("cudnnConvolutionForward", handle, run_forward, &c);
+}
+
 // dx: every input element gathers the (output, tap) pairs that read it.
-cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
-                                           const cudnnFilterDescriptor_t w, const void *wp,
-                                           const cudnnTensorDescriptor_t y, const void *dyp,
-                                           const cudnnConvolutionDescriptor_t conv,
-                                           cudnnConvolutionBwdDataAlgo_t algo, void *workspace,
-                                           size_t workspace_bytes, const void *beta,
-                                           const cudnnTensorDescriptor_t x, void *dxp) {
-    if (emu_cudnn_refuses_capture("cudnnConvolutionBackwardData", handle))
-        return CUDNN_STATUS_NOT_SUPPORTED;
-    ltc_emu_log("cudnn", "cudnnConvolutionBackwardData", 0);
-    if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM;
+static int run_backward_data(const void *arguments) {
+    const ConvCall *call = arguments;
+    const struct cudnnTensorStruct *x = &call->x, *y = &call->y;
+    const struct cudnnFilterStruct *w = &call->w;
+    const struct cudnnConvolutionStruct *conv = &call->conv;
+    const void *dyp = call->a, *wp = call->b;
+    void *dxp = call->out;
     for (int b = 0; b < x->n; b++)
         for (int ih = 0; ih < x->h; ih++)
             for (int iw = 0; iw < x->w; iw++)
@@ -293,24 +340,30 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
                                                load(wp, w->type, W_INDEX(o, r, s, ch));
                                 }
                         }
-                    store(dxp, x->type, X_INDEX(b, ih, iw, ch), *(const float *)alpha, sum,
-                          *(const float *)beta);
+                    store(dxp, x->type, X_INDEX(b, ih, iw, ch), call->alpha, sum, call->beta);
                 }
     return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
-                                             const cudnnTensorDescriptor_t x, const void *xp,
-                                             const cudnnTensorDescriptor_t y, const void *dyp,
-                                             const cudnnConvolutionDescriptor_t conv,
-                                             cudnnConvolutionBwdFilterAlgo_t algo,
-                                             void *workspace, size_t workspace_bytes,
-                                             const void *beta, const cudnnFilterDescriptor_t w,
-                                             void *dwp) {
-    ltc_emu_log("cudnn", "cudnnConvolutionBackwardFilter", 0);
-    if (emu_cudnn_refuses_capture("cudnnConvolutionBackwardFilter", handle))
-        return CUDNN_STATUS_NOT_SUPPORTED;
-    if (!consistent(x, w, conv, y)) return CUDNN_STATUS_BAD_PARAM;
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
+                                           const cudnnFilterDescriptor_t w, const void *wp,
+                                           const cudnnTensorDescriptor_t y, const void *dyp,
+                                           const cudnnConvolutionDescriptor_t conv,
+                                           cudnnConvolutionBwdDataAlgo_t algo, void *workspace,
+                                           size_t workspace_bytes, const void *beta,
+                                           const cudnnTensorDescriptor_t x, void *dxp) {
+    ConvCall c;
+    if (conv_call(&c, x, w, conv, y, dyp, wp, dxp, alpha, beta)) return CUDNN_STATUS_BAD_PARAM;
+    return submit("cudnnConvolutionBackwardData", handle, run_backward_data, &c);
+}
+
+static int run_backward_filter(const void *arguments) {
+    const ConvCall *call = arguments;
+    const struct cudnnTensorStruct *x = &call->x, *y = &call->y;
+    const struct cudnnFilterStruct *w = &call->w;
+    const struct cudnnConvolutionStruct *conv = &call->conv;
+    const void *xp = call->a, *dyp = call->b;
+    void *dwp = call->out;
     for (int o = 0; o < w->k; o++)
         for (int r = 0; r < w->r; r++)
             for (int s = 0; s < w->s; s++)
@@ -328,8 +381,20 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
                                            load(xp, x->type, X_INDEX(b, ih, iw, ch));
                             }
                         }
-                    store(dwp, w->type, W_INDEX(o, r, s, ch), *(const float *)alpha, sum,
-                          *(const float *)beta);
+                    store(dwp, w->type, W_INDEX(o, r, s, ch), call->alpha, sum, call->beta);
                 }
     return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
+                                             const cudnnTensorDescriptor_t x, const void *xp,
+                                             const cudnnTensorDescriptor_t y, const void *dyp,
+                                             const cudnnConvolutionDescriptor_t conv,
+                                             cudnnConvolutionBwdFilterAlgo_t algo,
+                                             void *workspace, size_t workspace_bytes,
+                                             const void *beta, const cudnnFilterDescriptor_t w,
+                                             void *dwp) {
+    ConvCall c;
+    if (conv_call(&c, x, w, conv, y, xp, dyp, dwp, alpha, beta)) return CUDNN_STATUS_BAD_PARAM;
+    return submit("cudnnConvolutionBackwardFilter", handle, run_backward_filter, &c);
 }

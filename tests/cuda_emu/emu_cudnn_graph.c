@@ -4,7 +4,9 @@
 // missing required one, a tensor with other dimensions than its operation
 // needs, a virtual tensor nothing produces is BAD_PARAM at finalize), the
 // engine heuristics, plans and variant packs; execution computes the graph
-// on the CPU (emu_cudnn_exec.c).
+// on the CPU (emu_cudnn_exec.c), or on a capturing stream is recorded
+// (emu_blas.h) with the variant pack's bindings and by-value scalars as
+// they were at the call.
 //
 // The heuristics offer one engine for the graphs cuDNN fuses and none for
 // the rest, as cuDNN does for the patterns the backend builds:
@@ -620,11 +622,75 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor
     return CUDNN_STATUS_NOT_SUPPORTED;
 }
 
+// An execution as cudnnBackendExecute was handed it: the operation graph
+// (its plan must outlive a graph that recorded it, as the backend's plans
+// do), the variant pack's uids and pointers, and the by-value scalars'
+// values, copied at the call (a capture keeps them so, as cuDNN's kernels
+// take them as parameters).
+enum { EXECUTE_MAX_TENSORS = 24, BY_VALUE_MAX_BYTES = 16 };
+typedef struct ExecuteCall {
+    const EmuDescriptor *graph;
+    int64_t count;
+    int64_t uids[EXECUTE_MAX_TENSORS];
+    void *pointers[EXECUTE_MAX_TENSORS];
+    int by_value[EXECUTE_MAX_TENSORS];  // 1: the data is values[i]
+    unsigned char values[EXECUTE_MAX_TENSORS][BY_VALUE_MAX_BYTES];
+} ExecuteCall;
+
+static int run_execute(const void *arguments) {
+    const ExecuteCall *call = arguments;
+    void *pointers[EXECUTE_MAX_TENSORS];
+    for (int64_t i = 0; i < call->count; i++)
+        pointers[i] = call->by_value[i] ? (void *)call->values[i] : call->pointers[i];
+    return emu_graph_execute(call->graph, call->count, call->uids, pointers);
+}
+
+// The by-value tensor of the graph with this uid, or NULL.
+static const EmuTensor *by_value_tensor(const EmuDescriptor *graph, int64_t uid) {
+    EmuDescriptor *ops[EMU_MAX_OPS];
+    const int count = emu_graph_ops(graph, ops);
+    for (int i = 0; i < count; i++) {
+        const EmuTensor *in[4], *out[4];
+        int in_count, out_count;
+        emu_op_tensors(ops[i], in, &in_count, out, &out_count);
+        for (int k = 0; k < in_count; k++)
+            if (in[k]->uid == uid && in[k]->by_value) return in[k];
+    }
+    return NULL;
+}
+
+// Fills `call` from the pack; -1 (with a message) for a pack too large to record.
+static int execute_call(const EmuDescriptor *graph, const EmuAttr *uids, const EmuAttr *pointers,
+                        ExecuteCall *call) {
+    if (uids->count > EXECUTE_MAX_TENSORS || pointers->count < uids->count) {
+        fprintf(stderr, "cuda emulation: cudnnBackendExecute: a variant pack of %lld tensors "
+                        "(the emulation records %d)\n", (long long)uids->count,
+                EXECUTE_MAX_TENSORS);
+        return -1;
+    }
+    memset(call, 0, sizeof *call);
+    call->graph = graph;
+    call->count = uids->count;
+    for (int64_t i = 0; i < uids->count; i++) {
+        call->uids[i] = ((const int64_t *)uids->values)[i];
+        call->pointers[i] = ((void *const *)pointers->values)[i];
+        const EmuTensor *t = by_value_tensor(graph, call->uids[i]);
+        if (!t || !call->pointers[i]) continue;
+        const size_t bytes = (size_t)emu_tensor_elements(t) * emu_type_bytes(t->type);
+        if (bytes > BY_VALUE_MAX_BYTES) {
+            fprintf(stderr, "cuda emulation: cudnnBackendExecute: a by-value tensor of %zu "
+                            "bytes (the emulation records %d)\n", bytes, BY_VALUE_MAX_BYTES);
+            return -1;
+        }
+        memcpy(call->values[i], call->pointers[i], bytes);
+        call->by_value[i] = 1;
+    }
+    return 0;
+}
+
 cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan_descriptor,
                                   cudnnBackendDescriptor_t pack_descriptor) {
     ltc_emu_log("cudnn", "cudnnBackendExecute", 0);
-    if (handle && emu_cudnn_refuses_capture("cudnnBackendExecute", handle))
-        return CUDNN_STATUS_NOT_SUPPORTED;
     const EmuDescriptor *plan = of(plan_descriptor), *pack = of(pack_descriptor);
     if (!handle || !plan || !pack || !plan->finalized || !pack->finalized ||
         plan->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR ||
@@ -638,6 +704,9 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t
     }
     const EmuAttr *uids = emu_attr(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS);
     const EmuAttr *pointers = emu_attr(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS);
-    return emu_graph_execute(plan->graph, uids->count, (const int64_t *)uids->values,
-                             (void *const *)pointers->values);
+    ExecuteCall call;
+    if (execute_call(plan->graph, uids, pointers, &call)) return CUDNN_STATUS_NOT_SUPPORTED;
+    if (emu_cudnn_capture_call("cudnnBackendExecute", handle, run_execute, &call, sizeof call))
+        return CUDNN_STATUS_SUCCESS;
+    return (cudnnStatus_t)run_execute(&call);
 }

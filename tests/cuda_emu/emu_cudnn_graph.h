@@ -71,9 +71,14 @@ cudnnStatus_t emu_graph_execute(const EmuDescriptor *graph, int64_t count, const
 // Bytes of one element of a data type (0: not one the emulation knows).
 size_t emu_type_bytes(cudnnDataType_t type);
 
-// 1 when the handle's stream captures: the call refuses (emu_cudnn.c,
-// ltc_emu_refuse_capture in emu_blas.h), the emulated cuDNN not being
-// recorded into graphs.
+// 1 when the handle's stream captures and `call` cannot be recorded into
+// graphs (an algorithm search): it refuses (emu_cudnn.c,
+// ltc_emu_refuse_capture in emu_blas.h).
 int emu_cudnn_refuses_capture(const char *call, cudnnHandle_t handle);
+// 1 when the handle's stream captures: `run` on a copy of the `bytes` at
+// `arguments` is recorded (ltc_emu_capture_call in emu_blas.h); 0: the
+// caller runs it now.
+int emu_cudnn_capture_call(const char *call, cudnnHandle_t handle, int (*run)(const void *),
+                           const void *arguments, size_t bytes);
 
 #endif

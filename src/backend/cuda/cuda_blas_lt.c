@@ -229,6 +229,11 @@ int cuda_blas_lt_create(CudaState *state, ErrorMessage *err) {
     return 0;
 }
 
+void *cuda_blas_lt_workspace(const CudaState *state, size_t *bytes) {
+    *bytes = state->blas_lt->workspace_bytes;
+    return state->blas_lt->workspace;
+}
+
 void cuda_blas_lt_destroy(CudaState *state) {
     CudaBlasLt *lt = state->blas_lt;
     if (!lt) return;

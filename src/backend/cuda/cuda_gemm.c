@@ -42,6 +42,7 @@ static struct {
     cublasStatus_t (*destroy)(cublasHandle_t);
     cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
     cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+    cublasStatus_t (*set_workspace)(cublasHandle_t, void *, size_t);
     const char *(*status_string)(cublasStatus_t);
     cublasStatus_t (*get_property)(libraryPropertyType, int *);
     cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
@@ -85,6 +86,7 @@ static int open_blas(ErrorMessage *err) {
         resolve((void **)&blas.destroy, "cublasDestroy_v2", err) ||
         resolve((void **)&blas.set_stream, "cublasSetStream_v2", err) ||
         resolve((void **)&blas.set_math_mode, "cublasSetMathMode", err) ||
+        resolve((void **)&blas.set_workspace, "cublasSetWorkspace_v2", err) ||
         resolve((void **)&blas.status_string, "cublasGetStatusString", err) ||
         resolve((void **)&blas.get_property, "cublasGetProperty", err) ||
         resolve((void **)&blas.sgemm, "cublasSgemm_v2", err) ||
@@ -123,7 +125,16 @@ int cuda_blas_create(CudaState *state, ErrorMessage *err) {
         return error_set(err, "cuBLAS: %s", blas.status_string(status));
     }
     state->cublas = handle;
-    return cuda_blas_lt_create(state, err);
+    if (cuda_blas_lt_create(state, err)) return -1;
+    // cuBLAS's workspace is cuBLASLt's (both run on the compute stream, one
+    // call after another): without one of ours, cuBLAS allocates its own at
+    // its first products on a stream, which a CUDA graph capture refuses.
+    size_t workspace_bytes = 0;
+    void *workspace = cuda_blas_lt_workspace(state, &workspace_bytes);
+    status = blas.set_workspace(handle, workspace, workspace_bytes);
+    if (status != CUBLAS_STATUS_SUCCESS)
+        return error_set(err, "cuBLAS workspace: %s", blas.status_string(status));
+    return 0;
 }
 
 void cuda_blas_destroy(CudaState *state) {

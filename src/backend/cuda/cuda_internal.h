@@ -481,6 +481,8 @@ int cuda_blas_create(CudaState *state, ErrorMessage *err);
 // value is an error), opens libcublasLt, makes its handle and workspace.
 int cuda_blas_lt_create(CudaState *state, ErrorMessage *err);
 void cuda_blas_lt_destroy(CudaState *state);
+// cuBLASLt's workspace (device) and its size; cuBLAS's too (cublasSetWorkspace).
+void *cuda_blas_lt_workspace(const CudaState *state, size_t *bytes);
 // y (rows, out) = x (rows, in) w^T + bias16 (out, in the activations' 16-bit
 // dtype, device memory) in one cublasLtMatmul, rounded once; -1 (nothing
 // queued) where cuBLASLt has no algorithm for the shape.

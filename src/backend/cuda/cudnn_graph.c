@@ -3,7 +3,8 @@
 // attributes, finalize it; an operation graph of finalized operations; an
 // engine heuristics descriptor (mode A) whose results are engine
 // configurations; an execution plan per configuration until one finalizes;
-// a variant pack (unique ids, data pointers, workspace) per execution.
+// a variant pack (unique ids, data pointers, workspace) per set of
+// bindings, kept with the plan (made once, not at every execution).
 #include "backend/cuda/cudnn_graph.h"
 
 #include <cudnn.h>
@@ -267,8 +268,9 @@ DnnPlan *dnn_graph_plan(DnnGraph *graph, int deterministic, ErrorMessage *err) {
     return plan;
 }
 
-void dnn_plan_execute(const DnnPlan *plan, int count, const int64_t *uids, void *const *pointers,
-                      void *workspace) {
+// A finalized variant pack binding uids to pointers, and the workspace.
+static cudnnBackendDescriptor_t pack_make(int count, const int64_t *uids, void *const *pointers,
+                                          void *workspace) {
     cudnnBackendDescriptor_t pack = NULL;
     CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
     CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
@@ -278,13 +280,46 @@ void dnn_plan_execute(const DnnPlan *plan, int count, const int64_t *uids, void 
     CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
                                          CUDNN_TYPE_VOID_PTR, 1, &workspace));
     CUDNN_CHECK(cudnnBackendFinalize(pack));
+    return pack;
+}
+
+// The plan's kept pack for these bindings, made (in the oldest slot) when
+// none is; NULL for more tensors than a kept pack binds.
+static cudnnBackendDescriptor_t pack_for(DnnPlan *plan, int count, const int64_t *uids,
+                                         void *const *pointers, void *workspace) {
+    if (count > DNN_PACK_TENSORS) return NULL;
+    for (int i = 0; i < DNN_PACK_SLOTS; i++) {
+        const DnnPack *kept = &plan->packs[i];
+        if (kept->pack && kept->count == count && kept->workspace == workspace &&
+            memcmp(kept->uids, uids, (size_t)count * sizeof *uids) == 0 &&
+            memcmp(kept->pointers, pointers, (size_t)count * sizeof *pointers) == 0)
+            return (cudnnBackendDescriptor_t)kept->pack;
+    }
+    DnnPack *slot = &plan->packs[plan->next_pack];
+    plan->next_pack = (plan->next_pack + 1) % DNN_PACK_SLOTS;
+    if (slot->pack) CUDNN_CHECK(cudnnBackendDestroyDescriptor((cudnnBackendDescriptor_t)slot->pack));
+    slot->pack = pack_make(count, uids, pointers, workspace);
+    slot->count = count;
+    memcpy(slot->uids, uids, (size_t)count * sizeof *uids);
+    memcpy(slot->pointers, pointers, (size_t)count * sizeof *pointers);
+    slot->workspace = workspace;
+    return (cudnnBackendDescriptor_t)slot->pack;
+}
+
+void dnn_plan_execute(DnnPlan *plan, int count, const int64_t *uids, void *const *pointers,
+                      void *workspace) {
+    cudnnBackendDescriptor_t kept = pack_for(plan, count, uids, pointers, workspace);
+    cudnnBackendDescriptor_t pack = kept ? kept : pack_make(count, uids, pointers, workspace);
     CUDNN_CHECK(cudnnBackendExecute((cudnnHandle_t)plan->handle,
                                     (cudnnBackendDescriptor_t)plan->plan, pack));
-    CUDNN_CHECK(cudnnBackendDestroyDescriptor(pack));
+    if (!kept) CUDNN_CHECK(cudnnBackendDestroyDescriptor(pack));
 }
 
 void dnn_plan_free(DnnPlan *plan) {
     if (!plan) return;
+    for (int i = 0; i < DNN_PACK_SLOTS; i++)
+        if (plan->packs[i].pack)
+            cudnnBackendDestroyDescriptor((cudnnBackendDescriptor_t)plan->packs[i].pack);
     cudnnBackendDestroyDescriptor((cudnnBackendDescriptor_t)plan->plan);
     for (int i = plan->count - 1; i >= 0; i--)
         cudnnBackendDestroyDescriptor((cudnnBackendDescriptor_t)plan->descriptors[i]);

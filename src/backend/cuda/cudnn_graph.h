@@ -67,6 +67,18 @@ void dnn_graph_set(DnnGraph *graph, void *descriptor, int attribute, int attribu
 void dnn_graph_finalize(DnnGraph *graph, void *descriptor, const char *what);
 void dnn_graph_add_operation(DnnGraph *graph, void *operation);
 
+#define DNN_PACK_SLOTS 16    // variant packs a plan keeps
+#define DNN_PACK_TENSORS 16  // tensors a kept variant pack binds at most
+
+// A finalized variant pack and what it binds.
+typedef struct DnnPack {
+    void *pack;  // NULL: a free slot
+    int count;
+    int64_t uids[DNN_PACK_TENSORS];
+    void *pointers[DNN_PACK_TENSORS];
+    void *workspace;
+} DnnPack;
+
 // The plan of a built graph.
 typedef struct DnnPlan {
     void *handle;
@@ -75,6 +87,11 @@ typedef struct DnnPlan {
     int deterministic;
     void *descriptors[DNN_MAX_DESCRIPTORS + 2];
     int count;
+    // The variant packs of its last executions, made once per set of
+    // pointers (a step binds the same buffers every step), the oldest
+    // replaced by a new one.
+    DnnPack packs[DNN_PACK_SLOTS];
+    int next_pack;
 } DnnPlan;
 
 // Finalizes the graph's operation graph and takes the first configuration
@@ -86,9 +103,11 @@ DnnPlan *dnn_graph_plan(DnnGraph *graph, int deterministic, ErrorMessage *err);
 // Frees what a graph made when no plan is wanted from it.
 void dnn_graph_abandon(DnnGraph *graph);
 // Runs the plan on the handle's stream: uids[i] bound to pointers[i]
-// (device memory; host memory for by-value tensors), the workspace
-// (plan->workspace_bytes, device memory) or NULL.
-void dnn_plan_execute(const DnnPlan *plan, int count, const int64_t *uids, void *const *pointers,
+// (device memory; host memory for by-value tensors, read by the call), the
+// workspace (plan->workspace_bytes, device memory) or NULL. Nothing is
+// allocated on the device and the host does not wait, so an execution can
+// be captured into a CUDA graph, which keeps the pointers as they were.
+void dnn_plan_execute(DnnPlan *plan, int count, const int64_t *uids, void *const *pointers,
                       void *workspace);
 void dnn_plan_free(DnnPlan *plan);
 
