@@ -8,9 +8,12 @@
 // fence has passed when the copies queued before its record completed.
 // Checked: no staging buffer is rewritten while a copy from it is pending,
 // at any device lag; the ring grows instead of waiting, and waits only at
-// its cap; the ViT's drop-path and RoPE rescale inputs (its two rings)
-// keep the rule and give the same numbers as on the plain ref backend; the
-// fake's check can fail. Then the ring on every real backend.
+// its cap; with steps marked, every step's k-th use gets the same buffer
+// (its site's) and waits for the copy of the step before out of it when
+// the device is that far behind; the ViT's drop-path and RoPE rescale
+// inputs (its two rings), marked or not, keep the rule and give the same
+// numbers as on the plain ref backend; the fake's check can fail. Then the
+// ring on every real backend.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -100,14 +103,21 @@ static void fill_use(uint8_t *x, int use, int piece) {
 
 // `uses` uses of a ring, each two pieces into its own device region; after
 // use u the device has completed the copies of all but the last lag(u)
-// uses. Every region must hold its use's bytes.
-static void run_uses(Backend *backend, Staging *staging, int uses, int (*lag)(int)) {
+// uses. Every region must hold its use's bytes. per_step > 0: a step is
+// marked every per_step uses, and the k-th use of every step must get the
+// same buffer (its site's).
+static void run_uses(Backend *backend, Staging *staging, int uses, int (*lag)(int),
+                     int per_step) {
     uint8_t *device = backend->op.alloc(backend, (size_t)uses * 2 * PIECE);
     long *queued_after = malloc((size_t)uses * sizeof *queued_after);
     assert_non_null(device);
     assert_non_null(queued_after);
+    uint8_t *site_buffer[STAGING_MAX_BUFFERS] = {0};
     for (int u = 0; u < uses; u++) {
+        if (per_step && u % per_step == 0) staging_step_begin(backend);
         uint8_t *host = staging_take(staging);
+        if (per_step && u < per_step) site_buffer[u] = host;
+        if (per_step) assert_ptr_equal(host, site_buffer[u % per_step]);
         for (int piece = 0; piece < 2; piece++) {
             fill_use(host + piece * PIECE, u, piece);
             staging_upload(staging, device + ((size_t)u * 2 + piece) * PIECE, host + piece * PIECE,
@@ -137,7 +147,7 @@ static void test_ring_never_rewrites_a_pending_buffer(void **state) {
     Staging staging;
     ErrorMessage err = {{0}};
     if (staging_init(&staging, backend, 2 * PIECE, &err)) fail_msg("%s", err.text);
-    run_uses(backend, &staging, 300, varying_lag);
+    run_uses(backend, &staging, 300, varying_lag, 0);
     assert_int_equal(fake.sources_changed, 0);
     assert_int_equal(fake.not_host_alloc, 0);
     // Grown to the uses in flight (at most 9 behind, plus the one being
@@ -157,12 +167,38 @@ static void test_ring_waits_only_at_its_cap(void **state) {
     ErrorMessage err = {{0}};
     if (staging_init(&staging, backend, 2 * PIECE, &err)) fail_msg("%s", err.text);
     const int uses = 3 * STAGING_MAX_BUFFERS;
-    run_uses(backend, &staging, uses, stalled);
+    run_uses(backend, &staging, uses, stalled, 0);
     assert_int_equal(fake.sources_changed, 0);
     assert_int_equal(staging.count, STAGING_MAX_BUFFERS);
     assert_int_equal(staging.waits, uses - STAGING_MAX_BUFFERS);
     staging_free(&staging);
     backend_destroy(backend);
+}
+
+// Marked steps (what the trainer does): every step's k-th use gets site
+// k's buffer (fixed addresses, as a captured step needs), never rewritten
+// while the copy of the step before out of it is pending: the host waits
+// for that copy instead, and only when the device is that far behind.
+static int within_a_step(int use) { return use % 3; }       // 0..2 uses behind
+static int over_a_step(int use) { return use % 3 + 3; }     // 3..5 uses behind
+
+static void test_marked_steps_use_fixed_sites(void **state) {
+    int (*lags[2])(int) = {within_a_step, over_a_step};
+    for (int l = 0; l < 2; l++) {
+        Backend *backend = fake_backend_create();
+        Staging staging;
+        ErrorMessage err = {{0}};
+        if (staging_init(&staging, backend, 2 * PIECE, &err)) fail_msg("%s", err.text);
+        run_uses(backend, &staging, 3 * 40, lags[l], 3);
+        assert_int_equal(fake.sources_changed, 0);
+        assert_int_equal(fake.not_host_alloc, 0);
+        assert_int_equal(staging.count, 3);  // one buffer a site
+        assert_int_equal(staging.shared, 0);
+        if (l == 0) assert_int_equal(staging.waits, 0);  // the device within a step: no wait
+        else assert_true(staging.waits > 0);
+        staging_free(&staging);
+        backend_destroy(backend);
+    }
 }
 
 // The fake's check can fail: a buffer written again while its copy is
@@ -190,8 +226,9 @@ static void test_fake_sees_a_rewritten_buffer(void **state) {
 // Features and parameter gradients of `forwards` training forward and
 // backward passes of a small ViT with drop path (and, for the DINOv3
 // preset, RoPE rescaling), hashed; the fake's device `lag` forwards behind.
+// marked: a step marked before each forward (the rings' fixed sites).
 static uint64_t vit_training_hash(Backend *backend, const char *preset, int forwards, int lag,
-                                  int fake_device) {
+                                  int fake_device, int marked) {
     enum { SIZE = 32, BATCH = 3 };
     ErrorMessage err = {{0}};
     VitConfig config;
@@ -213,6 +250,7 @@ static uint64_t vit_training_hash(Backend *backend, const char *preset, int forw
     assert_non_null(queued_after);
     uint64_t hash = 1469598103934665603ull;
     for (int f = 0; f < forwards; f++) {
+        if (marked) staging_step_begin(backend);
         if (vit_forward(&model, 0, BATCH, input, 1, &err) ||
             vit_backward(&model, 0, vit_features(&model, 0), &err))
             fail_msg("%s", err.text);
@@ -225,9 +263,13 @@ static uint64_t vit_training_hash(Backend *backend, const char *preset, int forw
             if (f - lag >= 0) device_run(queued_after[f - lag]);
         }
     }
-    if (fake_device) {
+    if (fake_device && !marked) {
         assert_true(model.drop_staging.count > 1);  // in flight: grown
         assert_int_equal(model.drop_staging.waits, 0);
+    }
+    if (fake_device && marked) {  // one site a step; the host waited for the step before
+        assert_int_equal(model.drop_staging.count, 1);
+        assert_true(model.drop_staging.waits > 0);
     }
     free(queued_after);
     backend->op.free(backend, features);
@@ -243,16 +285,18 @@ static void test_vit_inputs_keep_the_rule(void **state) {
         ErrorMessage err = {{0}};
         Backend *ref = backend_create("ref", 1, &err);
         if (!ref) fail_msg("%s", err.text);
-        const uint64_t expected = vit_training_hash(ref, presets[p], 4, 0, 0);
+        const uint64_t expected = vit_training_hash(ref, presets[p], 4, 0, 0, 0);
         backend_destroy(ref);
-        Backend *backend = fake_backend_create();
-        const uint64_t got = vit_training_hash(backend, presets[p], 4, 2, 1);
-        device_run(fake.queued);
-        assert_true(fake.queued > 0);
-        assert_int_equal(fake.sources_changed, 0);
-        assert_int_equal(fake.not_host_alloc, 0);
-        assert_true(got == expected);
-        backend_destroy(backend);
+        for (int marked = 0; marked < 2; marked++) {
+            Backend *backend = fake_backend_create();
+            const uint64_t got = vit_training_hash(backend, presets[p], 4, 2, 1, marked);
+            device_run(fake.queued);
+            assert_true(fake.queued > 0);
+            assert_int_equal(fake.sources_changed, 0);
+            assert_int_equal(fake.not_host_alloc, 0);
+            assert_true(got == expected);
+            backend_destroy(backend);
+        }
     }
 }
 
@@ -299,6 +343,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_never_rewrites_a_pending_buffer),
         cmocka_unit_test(test_ring_waits_only_at_its_cap),
+        cmocka_unit_test(test_marked_steps_use_fixed_sites),
         cmocka_unit_test(test_fake_sees_a_rewritten_buffer),
         cmocka_unit_test(test_vit_inputs_keep_the_rule),
         ON_EVERY_BACKEND(test_ring_on_a_backend),

@@ -750,6 +750,7 @@ struct Backend {
     ComputeDtype compute_dtype; // COMPUTE_F32 unless backend_set_compute_dtype changed it
     size_t act_element_bytes; // bytes of one Act element: 4 (fp32) or 2 (fp16, bf16)
     int threads;       // CPU threads the backend may use
+    long staging_steps; // steps marked by staging_step_begin (backend/staging.h); 0: none
     void *impl;        // backend-private state
     void (*destroy)(Backend *backend);
 };

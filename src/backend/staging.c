@@ -44,7 +44,10 @@ void staging_free(Staging *staging) {
     staging->current = -1;
 }
 
-void *staging_take(Staging *staging) {
+void staging_step_begin(Backend *backend) { backend->staging_steps++; }
+
+// Unmarked: the buffer next in turn.
+static int ring_take(Staging *staging) {
     Backend *backend = staging->backend;
     const int at = staging->next;
     if (!backend->op.fence_passed(backend, staging->fence[at])) {
@@ -56,6 +59,38 @@ void *staging_take(Staging *staging) {
             staging->waits++;
         }
     }
+    return at;
+}
+
+// Marked: this step's next site, whose buffer is made at its first use
+// (at the end, so the sites before keep theirs); once the copy of the step
+// before out of it has run.
+static int site_take(Staging *staging) {
+    Backend *backend = staging->backend;
+    if (staging->step != backend->staging_steps) {
+        staging->step = backend->staging_steps;
+        staging->site = 0;
+    }
+    int at = staging->site++;
+    if (at >= staging->count) {
+        ErrorMessage ignored = {{0}};
+        if (staging->count < STAGING_MAX_BUFFERS &&
+            staging_add(staging, staging->count, &ignored) == 0) {
+            at = staging->count - 1;
+        } else {
+            at %= staging->count;
+            staging->shared++;
+        }
+    }
+    if (!backend->op.fence_passed(backend, staging->fence[at])) {
+        backend->op.fence_wait(backend, staging->fence[at]);
+        staging->waits++;
+    }
+    return at;
+}
+
+void *staging_take(Staging *staging) {
+    const int at = staging->backend->staging_steps ? site_take(staging) : ring_take(staging);
     staging->current = at;
     staging->next = (at + 1) % staging->count;
     return staging->host[at];

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/staging.h"
 #include "logging/image_grid.h"
 #include "nn/schedule.h"
 #include "train/train_run.h"
@@ -205,6 +206,9 @@ static int train_sync_gradients(TrainRun *run, long step, StepTimes *times, Erro
 static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *err) {
     Method *method = &run->method;
     Backend *backend = run->backend;
+    // The step's staged host inputs (drop path, RoPE, masks, mixup) go to
+    // the same host buffers every step, as a captured step needs.
+    staging_step_begin(backend);
     for (int g = 0; g < method->group_count; g++)
         parameter_set_zero_grads(method->groups[g].params);
     times->step = step;

@@ -370,6 +370,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     return cudaSuccess;
 }
 
+// Every record inside a capture is kept as a node that records the event at
+// replay (what cudaEventRecordExternal asks for; a plain record's ordering
+// role inside a capture needs nothing here: one capturing stream).
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+    if (flags & ~(unsigned int)cudaEventRecordExternal) return fail(cudaErrorInvalidValue);
+    return cudaEventRecord(event, stream);
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t event) {
     return events.count(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }

@@ -126,8 +126,12 @@ void cuda_fence_free(Backend *backend, Fence *fence) {
     free(fence);
 }
 
+// External: inside a stream capture the record becomes a node of the graph,
+// so each replay records the fence again and the host can wait for it (a
+// plain record there would only order the capture). Outside, a plain record.
 void cuda_fence_record(Backend *backend, Fence *fence) {
-    CUDA_CHECK(cudaEventRecord(fence->event, cuda_state(backend)->stream));
+    CUDA_CHECK(cudaEventRecordWithFlags(fence->event, cuda_state(backend)->stream,
+                                        cudaEventRecordExternal));
 }
 
 // cudaEventQuery: cudaSuccess once passed (or never recorded),
