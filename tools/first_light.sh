@@ -15,7 +15,8 @@
 #             cuDNN's SDPA graphs, convolutions with BatchNorm statistics,
 #             the multi-tensor optimizer update, activation checkpointing,
 #             the optimizer update and a linear layer's and convolutions'
-#             library calls captured as CUDA graphs and replayed:
+#             library calls and the staged uploads captured as CUDA graphs
+#             and replayed:
 #             the GPU twins of their emulated tests)
 #   targets   issue 32's targets (section 5), each fused path beside its
 #             fallback in the same call and PyTorch beside both: SimCLR
