@@ -23,7 +23,9 @@
 #             ResNet-50 (eager, torch.compile last), the ViT-B/14 teacher's
 #             forward (timm's SDPA), distillation ResNet-50 <- ViT-B/14, a
 #             DINOv2 ViT-B/14 step (also with activation checkpointing),
-#             DINO ResNet-50 multi-crop's memory
+#             DINO ResNet-50 multi-crop's memory; then issue 35's
+#             ConvNeXt-T SimCLR step and DINOv3 ConvNeXt-B teacher forward
+#             against PyTorch (after torch.compile: a cut loses them first)
 # Then, where the deadline leaves time (else in a second command):
 #   ops       every cuda op group against ref: all fp32 groups first, then
 #             fp16 and bf16 (LTC_TEST_GROUPS), each binary's time
@@ -231,8 +233,11 @@ target_ratios() {
 # against LTC_CUDA_ATTENTION=math), distillation ResNet-50 <- ViT-B/14 (both
 # fused paths against both fallbacks), a DINOv2 ViT-B/14 step (ours only:
 # tools/compare has no PyTorch DINOv2 step; with and without
-# --activation-checkpointing too) and DINO ResNet-50 multi-crop's memory.
-# torch.compile last (its compilation is the longest: a cut loses only it).
+# --activation-checkpointing too), DINO ResNet-50 multi-crop's memory, and
+# issue 35's ConvNeXt figures: a SimCLR ConvNeXt-T step against PyTorch
+# eager and a DINOv3 ConvNeXt-B teacher's forward against PyTorch.
+# torch.compile last among issue 32's (its compilation is the longest), the
+# ConvNeXt targets after it.
 part_targets() {
     # shellcheck source=tools/bench_gpu_lib.bash
     . "$FL_BUNDLE/tools/bench_gpu_lib.bash"  # measure_side and its helpers
@@ -294,6 +299,23 @@ part_targets() {
             target_side dinov2 checkpointing "$label, --activation-checkpointing" \
                 "$step_bin" "${common[@]}" "${ours_common[@]}" --activation-checkpointing
             target_ratios dinov2 "$label" ;;
+        convnext)
+            read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_CONVNEXT"
+            label="simclr $model ${size}px batch $batch, $steps steps"
+            target_side convnext eager "$label" "$FL_PYTHON" "$torch_ssl" --method simclr --model "$model" \
+                --image-size "$size" --batch-size "$batch" --channels-last --synthetic --steps "$steps" \
+                --prototypes 65536 "${torch_common[@]}"
+            target_side convnext ours "$label" "$step_bin" --mode method --method simclr --model "$model" \
+                --image-size "$size" --batch-size "$batch" --steps "$steps" "${ours_common[@]}"
+            target_ratios convnext "$label" ;;
+        convnext-teacher)
+            read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_CONVNEXT_TEACHER"
+            label="teacher forward $model ${size}px batch $batch, $steps steps"
+            common=(--mode teacher --model "$model" --image-size "$size" --batch-size "$batch" --steps "$steps")
+            target_side convnext-teacher pytorch "$label" "$FL_PYTHON" "$torch_step" "${common[@]}" \
+                --channels-last 1 "${torch_common[@]}"
+            target_side convnext-teacher ours "$label" "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_ratios convnext-teacher "$label" ;;
         compile)
             read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_SIMCLR"
             label="simclr $model ${size}px batch $batch, $steps steps"
@@ -535,7 +557,7 @@ fi
 # else in a second command (docs/gpu.md, "Left for the next window").
 : "${FIRST_LIGHT_SECONDS:=400}"
 : "${FIRST_LIGHT_PARTS:=versions paths targets ops train test-gpu profile}"
-: "${FIRST_LIGHT_BUDGETS:=versions=40 paths=75 targets=280 ops=100 train=170 bench=120 test-gpu=150 profile=120}"
+: "${FIRST_LIGHT_BUDGETS:=versions=40 paths=75 targets=330 ops=100 train=170 bench=120 test-gpu=150 profile=120}"
 : "${FIRST_LIGHT_ACCELERATOR:=gpu}" "${FIRST_LIGHT_PRECISION:=16-mixed}"
 : "${FIRST_LIGHT_MODEL:=resnet50}" "${FIRST_LIGHT_SIZE:=224}" "${FIRST_LIGHT_BATCH:=256}"
 # The resume kill fires right after a checkpoint, written at each epoch's
@@ -563,9 +585,11 @@ test_conv_fusion:cuda,cuda-fp16,cuda-bf16:1 test_multi_tensor_update:cuda:0
 test_vit_checkpointing::12 test_cuda_graph_update::0 test_cuda_graph_layers::0
 test_cuda_graph_staging::0}"
 # The targets in the order they run (compile: SimCLR's torch.compile side, last).
-: "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile}"
+: "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile convnext convnext-teacher}"
 : "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"
 : "${FIRST_LIGHT_TARGET_TEACHER:=vit_b14 224 128 30}" "${FIRST_LIGHT_TARGET_DINOV2:=vit_b14 224 32 10}"
+: "${FIRST_LIGHT_TARGET_CONVNEXT:=torchvision/convnext_tiny 224 128 20}"
+: "${FIRST_LIGHT_TARGET_CONVNEXT_TEACHER:=dinov3/convnext-base 224 128 20}"
 : "${FIRST_LIGHT_TARGET_DISTILLATION:=resnet50 vit_b14 224 128 20}" "${FIRST_LIGHT_TARGET_WARMUP:=8}"
 export "${!FIRST_LIGHT_@}"
 
