@@ -149,15 +149,8 @@ int main(void) {
 
 #else
 
-static void test_no_cuda(void **state) {
-    (void)state;
-    printf("skipped: built without CUDA\n");
-    skip();
-}
+#include "no_cuda_test.h"
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_cuda)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+int main(void) { return no_cuda_test_main(); }
 
 #endif
