@@ -41,7 +41,10 @@ struct OnnxGraph {
     PointerList owned;  // weight buffers
 };
 
-static const char placeholder[] = "(failed)";
+// The name every builder call returns once the graph has failed (the first
+// failure is kept and reported when the graph is written), so that exporters
+// chain calls without checking each one.
+static const char failed_name[] = "(failed)";
 
 void onnx_graph_fail(OnnxGraph *graph, const char *format, ...) {
     if (graph->failed) return;
@@ -212,7 +215,7 @@ const char *onnx_weight(OnnxGraph *graph, const char *name, int rank, const int6
     if (!values) onnx_graph_fail(graph, "out of memory for the ONNX weight %s", name);
     if (!values || graph->failed || list_push(graph, &graph->owned, values)) {
         free(values);
-        return placeholder;
+        return failed_name;
     }
     const size_t count = element_count(rank, dims);
     size_t bytes = count * sizeof(float);
@@ -226,7 +229,7 @@ const char *onnx_weight(OnnxGraph *graph, const char *name, int rank, const int6
             if (value > 65504.0f || value < -65504.0f) {
                 onnx_graph_fail(graph, "fp16: %s holds %g, beyond float16's range (65504)",
                                 name, (double)value);
-                return placeholder;
+                return failed_name;
             }
             const float16 half = float_to_f16(value);
             memcpy(bytes_at + i * sizeof half, &half, sizeof half);
@@ -235,7 +238,7 @@ const char *onnx_weight(OnnxGraph *graph, const char *name, int rank, const int6
     }
     const Onnx__TensorProto *tensor =
         tensor_message(graph, name, float_type(graph), rank, dims, values, bytes);
-    return tensor ? tensor->name : placeholder;
+    return tensor ? tensor->name : failed_name;
 }
 
 const char *onnx_weight_copy(OnnxGraph *graph, const char *name, int rank, const int64_t *dims,
@@ -247,7 +250,7 @@ const char *onnx_weight_copy(OnnxGraph *graph, const char *name, int rank, const
 }
 
 const char *onnx_scalar(OnnxGraph *graph, const char *name, float value) {
-    if (graph->failed) return placeholder;
+    if (graph->failed) return failed_name;
     const float16 half = float_to_f16(value);
     const char *existing =
         graph->precision == ONNX_FP16
@@ -258,19 +261,19 @@ const char *onnx_scalar(OnnxGraph *graph, const char *name, float value) {
 
 const char *onnx_int64s(OnnxGraph *graph, const char *name, int rank, int count,
                         const int64_t *values) {
-    if (graph->failed) return placeholder;
+    if (graph->failed) return failed_name;
     const int64_t dims[1] = {count};
     const char *existing = find_constant(graph, ONNX__TENSOR_PROTO__DATA_TYPE__INT64,
                                          rank ? 1 : 0, dims, values,
                                          (size_t)count * sizeof *values);
     if (existing) return existing;
     int64_t *copy = arena_alloc(graph, (size_t)count * sizeof *copy);
-    if (!copy) return placeholder;
+    if (!copy) return failed_name;
     memcpy(copy, values, (size_t)count * sizeof *copy);
     const Onnx__TensorProto *tensor =
         tensor_message(graph, name, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, rank ? 1 : 0, dims,
                        copy, (size_t)count * sizeof *copy);
-    return tensor ? tensor->name : placeholder;
+    return tensor ? tensor->name : failed_name;
 }
 
 // ---- nodes -------------------------------------------------------------------------------
@@ -331,7 +334,7 @@ static Onnx__AttributeProto *attribute_message(OnnxGraph *graph, const OnnxAttr 
 int onnx_node_outputs(OnnxGraph *graph, const char *op, const char *scope,
                       const char *const *inputs, int input_count, const OnnxAttr *attrs,
                       int attr_count, int output_count, const char **outputs) {
-    for (int o = 0; o < output_count; o++) outputs[o] = placeholder;
+    for (int o = 0; o < output_count; o++) outputs[o] = failed_name;
     if (graph->failed) return -1;
     Onnx__NodeProto *node = arena_alloc(graph, sizeof *node);
     char **input_names = arena_alloc(graph, (size_t)(input_count + 1) * sizeof *input_names);

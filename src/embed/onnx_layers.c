@@ -37,7 +37,7 @@ const char *onnx_parameter_as(const OnnxBuilder *builder, const Parameter *param
                               const int64_t *dims) {
     size_t count = 1;
     for (int d = 0; d < rank; d++) count *= (size_t)dims[d];
-    if (count != param->count)  // onnx_weight returns a placeholder on a failed graph
+    if (count != param->count)  // on a failed graph onnx_weight returns the failed name
         onnx_graph_fail(builder->graph, "%s: %zu values, not the %zu of the shape asked for",
                         param->name, param->count, count);
     return onnx_weight(builder->graph, param->name, rank, dims, onnx_download(builder, param));
