@@ -64,6 +64,7 @@
 #endif
 
 #include "backend/backend.h"
+#include "backend/staging.h"
 #include "nn/backbone.h"
 #include "nn/optimizer.h"
 #include "nn/step_gate.h"
@@ -442,6 +443,7 @@ typedef struct MethodBench {
     float *loss_scale;  // 16-mixed: {65536, 1 / 65536} in backend memory, else NULL
     int batch;
     const BenchRun *run;
+    int graphs;  // steps as CUDA graphs (LTC_CUDA_GRAPHS=on, as train: src/train/train_graphs.c)
 } MethodBench;
 
 // The trainer's step (src/train/trainer.c) without the data, the
@@ -452,6 +454,13 @@ static int method_step(void *context, long step, double parts[2], ErrorMessage *
     MethodBench *bench = context;
     Method *method = &bench->method;
     Backend *backend = method->backend;
+    if (bench->graphs) {  // a kind of step per set of updated groups, as train's
+        uint64_t kind = 0;
+        for (int g = 0; g < method->group_count; g++)
+            if (method_group_active(&method->groups[g], step)) kind |= (uint64_t)1 << g;
+        staging_step_begin(backend);
+        backend->op.step_graph_begin(backend, kind);
+    }
     for (int g = 0; g < method->group_count; g++)
         parameter_set_zero_grads(method->groups[g].params);
     method->batch_index = (uint64_t)step;  // new per-batch draws (mixup, masks) each step
@@ -471,6 +480,7 @@ static int method_step(void *context, long step, double parts[2], ErrorMessage *
                            bench->lr * method_group_lr_factor(&method->groups[g], step),
                            bench->weight_decay, step_gate_values(&bench->gate));
     if (method->ops->after_update) method->ops->after_update(method, step);
+    if (bench->graphs && backend->op.step_graph_end(backend, 1, err)) return -1;
     part_done(backend, bench->run);
     parts[0] += middle - before;
     parts[1] += time_now() - middle;
@@ -571,16 +581,22 @@ static int bench_method(const BenchArgs *args, Backend *backend, const BenchRun 
     Method *method = &bench.method;
     if (create_bench_method(args, backend, kind, method, err)) return -1;
     Timing timing = {0};
+    // Only whole steps are captured (timed parts wait inside a step).
+    const char *graphs = getenv("LTC_CUDA_GRAPHS");
+    bench.graphs = graphs && strcmp(graphs, "on") == 0 && backend->op.step_graph_begin &&
+                   !method->steps_vary && !run->timed_parts;
     int status = prepare_method_bench(args, &bench, err);
     if (!status) status = time_steps(backend, args, run, method_step, &bench, &timing, err);
     if (!status) {
-        char what[128], teacher[48] = "";
+        char what[160], teacher[48] = "";
+        const char *graphs_field = bench.graphs ? " cuda_graphs=on" : "";
         if (is_distillation(kind)) snprintf(teacher, sizeof teacher, " teacher=%s", args->teacher);
         if (args->mode == MODE_DISTILLATION)
-            snprintf(what, sizeof what, "mode=distillation model=%s%s", args->model, teacher);
+            snprintf(what, sizeof what, "mode=distillation model=%s%s%s", args->model, teacher,
+                     graphs_field);
         else
-            snprintf(what, sizeof what, "mode=method method=%s model=%s%s", args->method,
-                     args->model, teacher);
+            snprintf(what, sizeof what, "mode=method method=%s model=%s%s%s", args->method,
+                     args->model, teacher, graphs_field);
         printf("lightly-train-c %s: model %s%s%s, %d global + %d local views, %s lr %g, "
                "backend %s, %d thread(s)\n",
                method_kind_name(kind), args->model, teacher[0] ? ", teacher " : "",

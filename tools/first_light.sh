@@ -16,12 +16,13 @@
 #             the multi-tensor optimizer update, activation checkpointing,
 #             the optimizer update and a linear layer's and convolutions'
 #             library calls and the staged uploads captured as CUDA graphs
-#             and replayed:
+#             and replayed, whole steps through step_graph_begin / end:
 #             the GPU twins of their emulated tests)
 #   targets   issue 32's targets (section 5), each fused path beside its
 #             fallback in the same call and PyTorch beside both: SimCLR
-#             ResNet-50 (eager, torch.compile last), the ViT-B/14 teacher's
-#             forward (timm's SDPA), distillation ResNet-50 <- ViT-B/14, a
+#             ResNet-50 (eager, torch.compile last; ours also with its steps
+#             as CUDA graphs), the ViT-B/14 teacher's forward (timm's SDPA),
+#             distillation ResNet-50 <- ViT-B/14 (also as CUDA graphs), a
 #             DINOv2 ViT-B/14 step (also with activation checkpointing),
 #             DINO ResNet-50 multi-crop's memory; then issue 35's
 #             ConvNeXt-T SimCLR step and DINOv3 ConvNeXt-B teacher forward
@@ -207,7 +208,7 @@ target_ratios() {
     [ -n "$ours" ] || return 0
     rate=$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<<"$ours")
     memory=$(sed -n 's/.*"gpu_memory_mib": \([0-9.]*\).*/\1/p' <<<"$ours")
-    for name in eager compile pytorch fallback; do
+    for name in eager compile pytorch fallback graphs; do
         other=$(grep "\"check\": \"$target-$name\", \"status\": \"info\"" "$FL_RESULTS" | tail -n 1)
         [ -n "$other" ] || continue
         pairs+=("images_per_s_ours_over_$name=$(awk -v a="$rate" -v b="$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<<"$other")" \
@@ -265,6 +266,8 @@ part_targets() {
             target_side "$target" ours "$label" "$step_bin" "${ours_args[@]}"
             target_side "$target" fallback "$label, LTC_CUDA_CONV_FUSION=off" \
                 env LTC_CUDA_CONV_FUSION=off "$step_bin" "${ours_args[@]}"
+            [ "$target" = simclr ] && target_side "$target" graphs "$label, LTC_CUDA_GRAPHS=on" \
+                env LTC_CUDA_GRAPHS=on "$step_bin" "${ours_args[@]}"
             target_ratios "$target" "$label" ;;
         teacher)
             read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_TEACHER"
@@ -286,6 +289,8 @@ part_targets() {
             target_side distillation ours "$label" "$step_bin" "${common[@]}" "${ours_common[@]}"
             target_side distillation fallback "$label, LTC_CUDA_ATTENTION=math LTC_CUDA_CONV_FUSION=off" \
                 env LTC_CUDA_ATTENTION=math LTC_CUDA_CONV_FUSION=off "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_side distillation graphs "$label, LTC_CUDA_GRAPHS=on" \
+                env LTC_CUDA_GRAPHS=on "$step_bin" "${common[@]}" "${ours_common[@]}"
             target_ratios distillation "$label" ;;
         dinov2)
             read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_DINOV2"
@@ -583,7 +588,7 @@ test_backend_depthwise_ops test_backend_yolo_ops test_cuda_precision}"
 : "${FIRST_LIGHT_PATH_TESTS:=test_backend_transformer_fast:cuda,cuda-fp16,cuda-bf16:0
 test_conv_fusion:cuda,cuda-fp16,cuda-bf16:1 test_multi_tensor_update:cuda:0
 test_vit_checkpointing::12 test_cuda_graph_update::0 test_cuda_graph_layers::0
-test_cuda_graph_staging::0}"
+test_cuda_graph_staging::0 test_cuda_graph_step::0}"
 # The targets in the order they run (compile: SimCLR's torch.compile side, last).
 : "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile convnext convnext-teacher}"
 : "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"

@@ -69,6 +69,9 @@ enum {
     GATE_SQUARES,     // then one sum of squares of gradients per group
 };
 
+// How a training step runs (step_graph_begin in BackendOps).
+enum { STEP_GRAPH_EAGER, STEP_GRAPH_CAPTURE, STEP_GRAPH_REPLAY };
+
 // A host slot (see host_slot_create in BackendOps): host memory that results
 // are copied into behind the queued work.
 typedef struct HostSlot HostSlot;
@@ -175,6 +178,21 @@ typedef struct BackendOps {
     // backends: there the ops run as they are called, and the host's clock
     // measures them.
     double (*timer_seconds)(Backend *backend, DeviceTimer *timer);
+    // The training step as a CUDA graph (docs/gpu.md "CUDA graphs"; NULL
+    // on CPU backends). step_graph_begin marks the start of a step's device
+    // work of kind `key`: steps of one kind queue the same operations on the
+    // same buffers, with only device memory, the per-step scalars and the
+    // staged inputs differing. Its first step of a kind runs op by op
+    // (STEP_GRAPH_EAGER: plans, staging sites and workspaces are made
+    // there), its second is captured (STEP_GRAPH_CAPTURE) and the later ones
+    // replayed (STEP_GRAPH_REPLAY): the ops then queue nothing, only their
+    // host side runs (per-step scalars, staged inputs). step_graph_end
+    // launches the captured or replayed graph (launch 0: a step that failed
+    // midway; nothing launched): 0, or -1 with err when a replayed step
+    // passed another number of queue points than its capture (then its work
+    // is not queued and the run must stop).
+    int (*step_graph_begin)(Backend *backend, uint64_t key);
+    int (*step_graph_end)(Backend *backend, int launch, ErrorMessage *err);
 
     // ---- convolution ------------------------------------------------------
     ConvPlan *(*conv2d_plan)(Backend *backend, const ConvShape *shape, ErrorMessage *err);

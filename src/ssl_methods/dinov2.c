@@ -417,6 +417,7 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     if (!state) return error_set(err, "out of memory");
     method->state = state;
     method->ops = &dinov2_ops;
+    method->steps_vary = "DINOv2's masked token count changes the step's shapes";
     method->export_part = "teacher_backbone";
     const VitConfig *vit = &setup->backbone.vit;
     const int dim = method->backbone.feature_dim, batch = setup->batch;

@@ -29,6 +29,9 @@ typedef struct TrainRun {
     GradientSync gradient_sync;
     int gradient_overlap;   // the buckets start during backward (--gradient-overlap)
     Backend *backend;
+    int step_graphs;             // steps as CUDA graphs (train_graphs_decide)
+    char step_graphs_note[200];  // on or off and why (train.log)
+    long graph_steps[3];         // steps run as each STEP_GRAPH_* (train.log's end)
     char accelerator_note[400];  // which backend --accelerator chose and why (train.log)
     const char *precision;       // the resolved --precision
     Dataset dataset;
@@ -162,6 +165,11 @@ void train_record_read(TrainRun *run, StepTimes *times);
 // method (which takes the scale); freed by train_teardown.
 int train_record_setup(TrainRun *run, ErrorMessage *err);
 void train_record_free(TrainRun *run);
+// CUDA graphs of the steps (train_graphs.c): step_graphs and its note from
+// LTC_CUDA_GRAPHS and the run (-1 with err for a bad value); a step's kind
+// (backend.h step_graph_begin) from its number and images.
+int train_graphs_decide(TrainRun *run, ErrorMessage *err);
+uint64_t train_step_kind(const TrainRun *run, long step, int images);
 // Fails (agreed: 1 on every rank) when some rank's weights differ from rank
 // 0's after completed_steps.
 int train_check_replicas(TrainRun *run, long completed_steps);

@@ -441,6 +441,8 @@ static void log_configuration(TrainRun *run) {
     char paths[512] = "";
     if (run->backend->op.describe_paths) run->backend->op.describe_paths(run->backend, paths, 512);
     if (paths[0]) run_log_line(run->log, "backend paths: %s", paths);
+    if (run->backend->op.step_graph_begin || getenv("LTC_CUDA_GRAPHS"))
+        run_log_line(run->log, "cuda graphs: %s", run->step_graphs_note);
     if (config->activation_checkpointing)
         run_log_line(run->log, "activation checkpointing: on (blocks recomputed in the backward)");
     log_input(run);
@@ -468,7 +470,7 @@ static int setup_checks(TrainRun *run, ErrorMessage *err) {
     // The lock first: a folder in use is named as such, and no run can end
     // and leave it filled between the checks and the lock.
     if (train_out_lock(run, err) || train_out_prepare(run, err) || setup_data(run, err) ||
-        setup_knn(run, err) || setup_method(run, err))
+        setup_knn(run, err) || setup_method(run, err) || train_graphs_decide(run, err))
         return 2;
     if (!config->resume) return 0;
     if (train_state_load(run->checkpoint_path, &run->method, run->optimizers,
@@ -609,6 +611,10 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
     run_summary_format(totals, cpu_usable_cores(), summary, sizeof summary);
     fprintf(stderr, "%s", summary);
     run_log_line(run->log, "%s", summary);
+    if (run->step_graphs)
+        run_log_line(run->log, "cuda graphs: %ld steps op by op, %ld captured, %ld replayed",
+                     run->graph_steps[STEP_GRAPH_EAGER], run->graph_steps[STEP_GRAPH_CAPTURE],
+                     run->graph_steps[STEP_GRAPH_REPLAY]);
     train_mlflow_end(run, status);
     if (status == 0) {
         fprintf(stderr, "checkpoint: %s\nexported backbone: %s\n%s", run->checkpoint_path,

@@ -159,8 +159,9 @@ static void train_update(TrainRun *run, long step, StepTimes *times) {
     count_nonfinite_weights(run, step);
 }
 
-// The record of the step, complete on the device, queued into its slot.
-static void train_record_step(TrainRun *run, long step) {
+// The record of the step, complete on the device (queued into its slot by
+// train_record_queue).
+static void train_record_step(TrainRun *run) {
     Backend *backend = run->backend;
     float *record = run->record;
     backend->op.copy(backend, record + RECORD_GATE, step_gate_values(&run->gate),
@@ -172,9 +173,30 @@ static void train_record_step(TrainRun *run, long step) {
                          sizeof(float));
         loss_scaler_update(&run->scaler, step_gate_values(&run->gate) + GATE_SKIP);
     }
+}
+
+static void train_record_queue(TrainRun *run, long step) {
+    Backend *backend = run->backend;
     backend->op.timer_mark(backend, run->timers[step & 1], 1);
-    backend->op.host_slot_fill(backend, run->slots[step & 1], record,
+    backend->op.host_slot_fill(backend, run->slots[step & 1], run->record,
                                RECORD_FLOATS * sizeof(float));
+}
+
+// The device work of a step from its batch on to its record is one CUDA
+// graph a kind of step when the run allows it (train_graphs.c): its start
+// (once the batch is taken: the batch's copy stays outside), and its end,
+// which launches it (launch 0: the step failed midway; 0, or -1 with err).
+static void step_graph_start(TrainRun *run, long step, int images, int stop_requested) {
+    if (!run->step_graphs) return;
+    // A stop request changes what the step writes (train_agree_step): a
+    // kind of its own.
+    const uint64_t kind = train_step_kind(run, step, images) * 2 + (stop_requested != 0);
+    run->graph_steps[run->backend->op.step_graph_begin(run->backend, kind)]++;
+}
+
+static int step_graph_finish(TrainRun *run, int launch, ErrorMessage *err) {
+    if (!run->step_graphs) return 0;
+    return run->backend->op.step_graph_end(run->backend, launch, err);
 }
 
 // The gradient average after backward: the buckets still running
@@ -209,25 +231,29 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     // The step's staged host inputs (drop path, RoPE, masks, mixup) go to
     // the same host buffers every step, as a captured step needs.
     staging_step_begin(backend);
-    for (int g = 0; g < method->group_count; g++)
-        parameter_set_zero_grads(method->groups[g].params);
     times->step = step;
     times->data_seconds = 0;
     double compute = 0;
+    // Read once: a replayed step must write the request its kind says.
+    const int stop_requested = stop_signal != 0;
     for (int micro = 0; micro < run->accumulate; micro++) {
         // Queued beside the work before (the run's first step: now).
         const int fetched = batch_feed_prefetch(&run->feed, err);
         if (fetched) return fetched < 0 ? -1 : 1;
         const double start = time_now();
-        if (micro == 0) {  // the device's step starts with waiting for the copy
-            backend->op.timer_mark(backend, run->timers[step & 1], 0);
-            backend->op.fill(backend, run->record + RECORD_LOSS, 0.0f, 1);
-        }
+        // the device's step starts with waiting for the copy
+        if (micro == 0) backend->op.timer_mark(backend, run->timers[step & 1], 0);
         double wait = 0, queue = 0;
         const Batch *host = NULL;
         const Batch *batch = batch_feed_take(&run->feed, &host, &wait, &queue, err);
         if (!batch) return -1;  // (prefetched above)
         times->data_seconds += wait;
+        if (micro == 0) {
+            step_graph_start(run, step, batch->size, stop_requested);
+            for (int g = 0; g < method->group_count; g++)
+                parameter_set_zero_grads(method->groups[g].params);
+            backend->op.fill(backend, run->record + RECORD_LOSS, 0.0f, 1);
+        }
         // Before the backward (which adds to it): a bucket may be on the
         // wire as soon as backward is through.
         if (fault_fires("nan-gradient", step)) poison_first(run, 0);
@@ -241,7 +267,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         compute += queue + time_now() - start;
         if (!status && step == 0 && micro == 0 && run->events)
             status = log_augmentation_grid(run, host, err);
-        if (status) return -1;
+        if (status) return step_graph_finish(run, 0, NULL), -1;
         times->images += batch->size;
         // The next micro-batch's copy beside this one's work; a loader
         // failure shows again when the loop fetches it above.
@@ -251,10 +277,12 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     // Data parallel: every rank steps with the mean gradient and logs the
     // mean loss; a stop request on any rank stops all after the next step.
     // The gate then decides the same on every rank.
-    if (train_sync_gradients(run, step, times, err) || train_agree_step(run, stop_signal != 0))
-        return -1;
+    if (train_sync_gradients(run, step, times, err) || train_agree_step(run, stop_requested))
+        return step_graph_finish(run, 0, NULL), -1;
     train_update(run, step, times);
-    train_record_step(run, step);
+    train_record_step(run);
+    if (step_graph_finish(run, 1, err)) return -1;
+    train_record_queue(run, step);
     times->batch_seconds = compute + (time_now() - start);
     // The next step's first batch: its copy beside this step's work (its
     // loader wait is that step's data_time; a loader failure shows again

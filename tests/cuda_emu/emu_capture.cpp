@@ -19,6 +19,7 @@
 // capturing stream at a time is what the cuda backend needs (its compute
 // stream); waits on events between streams are not followed into a capture.
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <map>
 #include <memory>
@@ -27,8 +28,24 @@
 #include "emu_blas.h"
 #include "emu_runtime.h"
 
+// The cuda backend's replay flag (src/backend/cuda/cuda_step_graph.c), weak:
+// test programs without the backend link the emulation too.
+extern "C" int cuda_step_filling __attribute__((weak));
+
 namespace ltc_emu {
 namespace {
+
+// While a replayed step's host side runs, the backend queues nothing (its
+// queue points skip every operation): one queued then is a queue point
+// missing, and the emulation stops there, naming it.
+void check_not_filling(const char *what, const char *file, int line) {
+    if (!&cuda_step_filling || !cuda_step_filling) return;
+    fprintf(stderr,
+            "cuda emulation: %s (%s:%d) queued while a replayed step's host side runs: an "
+            "operation without a queue point (cuda_queue_point)\n",
+            what, file ? file : "?", line);
+    abort();
+}
 
 typedef std::vector<std::function<cudaError_t()>> Operations;
 
@@ -52,6 +69,7 @@ cudaError_t run_all(const Operations &operations) {
 int stream_is_capturing(cudaStream_t stream) { return captures.count(stream) != 0; }
 
 int capture_record(cudaStream_t stream, std::function<cudaError_t()> operation) {
+    check_not_filling("a copy, memset, event record or graph launch", NULL, 0);
     auto it = captures.find(stream);
     if (it == captures.end()) return 0;
     it->second.operations.push_back(std::move(operation));
@@ -59,6 +77,7 @@ int capture_record(cudaStream_t stream, std::function<cudaError_t()> operation) 
 }
 
 int capture_launch(const LaunchConfig *config, std::function<void()> launch) {
+    check_not_filling("a kernel launch", config->file, config->line);
     if (!stream_is_capturing(config->stream)) return 0;
     if (!launch_is_valid(config)) return 1;  // refused at capture, as on a GPU
     capture_record(config->stream, [launch]() {
@@ -97,8 +116,11 @@ extern "C" {
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
     // The legacy default stream cannot capture (CUDA refuses it too).
     if (stream == 0 || !stream_is_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
-    if (mode != cudaStreamCaptureModeGlobal) {
-        fprintf(stderr, "cuda emulation: only cudaStreamCaptureModeGlobal is emulated\n");
+    // One thread queues everything here: thread-local is global.
+    if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal) {
+        fprintf(stderr,
+                "cuda emulation: only the global and thread-local capture modes are "
+                "emulated\n");
         return set_error(cudaErrorInvalidValue);
     }
     if (stream_is_capturing(stream)) return set_error(cudaErrorIllegalState);
@@ -163,6 +185,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 extern "C" int ltc_emu_capture_call(cudaStream_t stream, const char *call,
                                     int (*run)(const void *arguments), const void *arguments,
                                     size_t bytes) {
+    check_not_filling(call, NULL, 0);
     if (!stream_is_capturing(stream)) return 0;
     // shared: an instantiated graph copies the operation list
     const unsigned char *first = (const unsigned char *)arguments;

@@ -24,11 +24,8 @@ for test in $(grep -v '^#' tests/gpu_tests.list); do
   grep -q -w "$test" <<<"$lists" || fail "first light runs no cuda group of $test (tests/gpu_tests.list)"
 done
 
+emu_require
 build_dir=$(cd "$build" && pwd)
-if [ ! -x "$build_dir/emu/lightly-train-c" ]; then
-  echo "skipped: no CUDA emulation build ($build/emu/lightly-train-c; CUDA headers missing)"
-  exit 0
-fi
 python=/usr/bin/python3
 
 # A build folder as the GPU build looks: the program and the test binaries
@@ -113,6 +110,7 @@ has paths 'test_conv_fusion[paths]' pass '"failed": 0'
 # the reason, a ratio record per target.
 has targets simclr-ours info '"images_per_s": [0-9.]+'
 has targets simclr-fallback info 'LTC_CUDA_CONV_FUSION=off'
+has targets simclr-graphs info 'LTC_CUDA_GRAPHS=on'
 has targets simclr-eager skip "No module named 'torch'"
 has targets simclr-compile skip "No module named 'torch'"
 has targets teacher-ours info '"images_per_s": [0-9.]+'
@@ -120,6 +118,8 @@ has targets teacher-fallback info 'LTC_CUDA_ATTENTION=math'
 has targets teacher-pytorch skip "No module named 'torch'"
 has targets distillation-fallback info '"images_per_s": [0-9.]+'
 has targets distillation-ratio info '"images_per_s_ours_over_fallback": [0-9.]+'
+has targets distillation-graphs info 'LTC_CUDA_GRAPHS=on'
+has targets distillation-ratio info '"images_per_s_ours_over_graphs": [0-9.]+'
 has targets convnext-ours info '"images_per_s": [0-9.]+'
 has targets convnext-eager skip "No module named 'torch'"
 has targets convnext-teacher-ours info '"images_per_s": [0-9.]+'

@@ -10,11 +10,7 @@ set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init gpu_libraries
 
-emu="$build/emu/lightly-train-c"
-if [ ! -x "$emu" ]; then
-  echo "skipped: no CUDA emulation build ($emu; CUDA headers missing)"
-  exit 0
-fi
+emu_require
 "$build/tools/photo_crops" tests/fixtures/photos "$work/images" 8 40 48 >/dev/null ||
   fail "photo_crops failed"
 common=(--data "$work/images" --method simclr --model resnet18 --image-size 28 --batch-size 4 --max-steps 1

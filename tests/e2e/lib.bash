@@ -17,6 +17,8 @@
 #   e2e_finish                 prints the verdict and exits 1 on failures
 #   fake_hub_start ROOT LOG    the stand-in hub and GitHub (fake_hub.py) serving ROOT,
 #                              a line per request in LOG; sets $fake_hub_url
+#   emu_require                sets $emu, the CUDA emulation's program, or skips
+#                              (exit 0) without one
 #   learning_require           for the learning checks: skips (exit 0) without
 #                              Debian's dataset-fashion-mnist or under a sanitizer
 #                              build, fails without the converter; sets $tool
@@ -62,6 +64,15 @@ refuse_distillation() {
   [ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ] || fail "'$*' printed more than one line: $output"
   printf '%s\n' "$output" | grep -q -E -- "$pattern" || fail "'$*' output lacks /$pattern/: $output"
   [ -e "$work/refused" ] && fail "'$*' wrote $work/refused" && rm -rf "$work/refused"
+}
+
+# Sets $emu to the CUDA emulation's program, or skips (exit 0) where none
+# was built (no CUDA headers).
+emu_require() {
+  emu="$build/emu/lightly-train-c"
+  [ -x "$emu" ] && return 0
+  echo "skipped: no CUDA emulation build ($emu; CUDA headers missing)"
+  exit 0
 }
 
 learning_require() {

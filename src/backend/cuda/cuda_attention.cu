@@ -350,21 +350,25 @@ int allow_shared_memory(int device, ComputeDtype dtype, ErrorMessage *err) {
 template <int kDim, typename T>
 void forward(cudaStream_t stream, const AttentionShape &s, const T *qkv, float scale, T *out,
              float *lse) {
-    attention_forward_kernel<kDim, T><<<tile_grid(s), kThreads, SharedBytes<kDim>::forward,
-                                     stream>>>(s, qkv, scale, out, lse);
+    if (cuda_queue_point())
+        attention_forward_kernel<kDim, T>
+            <<<tile_grid(s), kThreads, SharedBytes<kDim>::forward, stream>>>(s, qkv, scale, out,
+                                                                             lse);
     CUDA_CHECK_LAUNCH();
 }
 
 template <int kDim, typename T>
 void backward(cudaStream_t stream, const AttentionShape &s, const T *qkv, const T *dout,
               const float *lse, const float *delta, float scale, T *dqkv) {
-    attention_backward_kernel<kDim, true, T>
-        <<<tile_grid(s), kThreads, SharedBytes<kDim>::dq, stream>>>(s, qkv, dout, lse, delta,
-                                                                    scale, dqkv);
+    if (cuda_queue_point())
+        attention_backward_kernel<kDim, true, T>
+            <<<tile_grid(s), kThreads, SharedBytes<kDim>::dq, stream>>>(s, qkv, dout, lse, delta,
+                                                                        scale, dqkv);
     CUDA_CHECK_LAUNCH();
-    attention_backward_kernel<kDim, false, T>
-        <<<tile_grid(s), kThreads, SharedBytes<kDim>::dkv, stream>>>(s, qkv, dout, lse, delta,
-                                                                     scale, dqkv);
+    if (cuda_queue_point())
+        attention_backward_kernel<kDim, false, T>
+            <<<tile_grid(s), kThreads, SharedBytes<kDim>::dkv, stream>>>(s, qkv, dout, lse, delta,
+                                                                         scale, dqkv);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -516,8 +520,9 @@ void cuda_attention_backward(Backend *backend, const AttentionPlan *plan, const 
         const T *qkv = (const T *)qkv_act, *out = (const T *)out_act;
         const T *dout = (const T *)dout_act;
         T *dqkv = (T *)dqkv_act;
-        attention_delta_kernel<T><<<blocks_for(rows), kThreads, 0, stream>>>(s, out, dout,
-                                                                             plan->delta);
+        if (cuda_queue_point())
+            attention_delta_kernel<T>
+                <<<blocks_for(rows), kThreads, 0, stream>>>(s, out, dout, plan->delta);
         CUDA_CHECK_LAUNCH();
         if (plan->math)
             cuda_attention_math_backward(backend, plan->math, qkv_act, dout_act, lse, plan->delta,

@@ -178,10 +178,11 @@ namespace {
 template <typename T>
 void set_pointers(cudaStream_t stream, const MathRegions &r, const AttentionMath *math, int first,
                   int count, const void *qkv, const void *rows, void *dqkv) {
-    attention_pointers_kernel<T><<<blocks_for((size_t)count * math->shape.heads), kThreads, 0,
-                                   stream>>>(math->shape, first, count, (const T *)qkv, r.scores,
-                                             (T *)r.probs, (const T *)rows, (T *)dqkv,
-                                             r.pointers);
+    if (cuda_queue_point())
+        attention_pointers_kernel<T>
+            <<<blocks_for((size_t)count * math->shape.heads), kThreads, 0, stream>>>(
+                math->shape, first, count, (const T *)qkv, r.scores, (T *)r.probs, (const T *)rows,
+                (T *)dqkv, r.pointers);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -230,10 +231,11 @@ void cuda_attention_math_forward(Backend *backend, AttentionMath *math, const Ac
             scores_product(backend, r, s, entries, scale);
             const int rows = entries * s.tokens;
             const int warps_per_block = kThreads / kWarp;
-            attention_softmax_kernel<T>
-                <<<(rows + warps_per_block - 1) / warps_per_block, kThreads, 0, stream>>>(
-                    rows, s.tokens, r.scores, (T *)r.probs,
-                    lse + (size_t)first * s.heads * s.tokens);
+            if (cuda_queue_point())
+                attention_softmax_kernel<T>
+                    <<<(rows + warps_per_block - 1) / warps_per_block, kThreads, 0, stream>>>(
+                        rows, s.tokens, r.scores, (T *)r.probs,
+                        lse + (size_t)first * s.heads * s.tokens);
             CUDA_CHECK_LAUNCH();
             // out^T (Dh, queries) = v^T (Dh, keys) P^T (keys, queries)
             product(backend, r, entries, 0, 0, s.head_dim, s.tokens, s.tokens, 1.0f, PTR_V, ld,
@@ -256,8 +258,9 @@ void cuda_attention_math_backward(Backend *backend, AttentionMath *math, const A
             const size_t offset = (size_t)first * s.heads * s.tokens;
             set_pointers<T>(stream, r, math, first, count, qkv, dout, dqkv);
             scores_product(backend, r, s, entries, scale);
-            attention_probs_kernel<T><<<blocks_for(rows * s.tokens), kThreads, 0, stream>>>(
-                rows, s.tokens, r.scores, lse + offset, (T *)r.probs);
+            if (cuda_queue_point())
+                attention_probs_kernel<T><<<blocks_for(rows * s.tokens), kThreads, 0, stream>>>(
+                    rows, s.tokens, r.scores, lse + offset, (T *)r.probs);
             CUDA_CHECK_LAUNCH();
             // dv^T (Dh, keys) = dout^T (Dh, queries) P (queries, keys)
             product(backend, r, entries, 0, 1, s.head_dim, s.tokens, s.tokens, 1.0f, PTR_ROWS,
@@ -265,8 +268,9 @@ void cuda_attention_math_backward(Backend *backend, AttentionMath *math, const A
             // dP^T (keys, queries) = v (keys, Dh) dout^T (Dh, queries), over the scores
             product(backend, r, entries, 1, 0, s.tokens, s.tokens, s.head_dim, 1.0f, PTR_V, ld,
                     PTR_ROWS, ld_rows, PTR_SCORES, 1, s.tokens);
-            attention_dscores_kernel<T><<<blocks_for(rows * s.tokens), kThreads, 0, stream>>>(
-                rows, s.tokens, r.scores, delta + offset, (T *)r.probs);
+            if (cuda_queue_point())
+                attention_dscores_kernel<T><<<blocks_for(rows * s.tokens), kThreads, 0, stream>>>(
+                    rows, s.tokens, r.scores, delta + offset, (T *)r.probs);
             CUDA_CHECK_LAUNCH();
             // dq^T (Dh, queries) = scale k^T (Dh, keys) dS^T (keys, queries)
             product(backend, r, entries, 0, 0, s.head_dim, s.tokens, s.tokens, scale, PTR_K, ld,

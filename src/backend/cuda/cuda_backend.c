@@ -70,7 +70,9 @@ static void *cuda_alloc(Backend *backend, size_t bytes) {
 }
 
 static void cuda_free(Backend *backend, void *pointer) {
-    if (pointer) CUDA_CHECK(cudaFree(pointer));
+    if (!pointer) return;
+    cuda_step_graphs_forget(cuda_state(backend));
+    CUDA_CHECK(cudaFree(pointer));
 }
 
 // Host buffers may be pageable: the copy is then complete on return, which
@@ -90,14 +92,14 @@ static void cuda_download(Backend *backend, void *host, const void *device, size
 }
 
 static void cuda_copy(Backend *backend, void *dst, const void *src, size_t bytes) {
-    if (!bytes || dst == src) return;
+    if (!bytes || dst == src || !cuda_queue_point()) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
                                cuda_state(backend)->stream));
 }
 
 static void cuda_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x,
                          size_t x_stride, Act *y, size_t y_stride) {
-    if (!rows || !cols) return;
+    if (!rows || !cols || !cuda_queue_point()) return;
     CUDA_CHECK(cudaMemcpy2DAsync(y, act_bytes(backend, y_stride), x, act_bytes(backend, x_stride),
                                  act_bytes(backend, cols), rows, cudaMemcpyDeviceToDevice,
                                  cuda_state(backend)->stream));
@@ -108,7 +110,8 @@ static void cuda_fill(Backend *backend, float *x, float value, size_t n) {
 }
 
 static void cuda_zero(Backend *backend, void *x, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemsetAsync(x, 0, bytes, cuda_state(backend)->stream));
+    if (bytes && cuda_queue_point())
+        CUDA_CHECK(cudaMemsetAsync(x, 0, bytes, cuda_state(backend)->stream));
 }
 
 // The boundary between activations and losses: a copy in fp32, a
@@ -169,6 +172,7 @@ static void cuda_host_slot_fill(Backend *backend, HostSlot *slot, const void *de
                                 size_t bytes) {
     CudaState *state = cuda_state(backend);
     if (bytes > slot->bytes) bytes = slot->bytes;
+    if (!cuda_queue_point()) return;
     CUDA_CHECK(cudaMemcpyAsync(slot->host, device, bytes, cudaMemcpyDeviceToHost, state->stream));
     CUDA_CHECK(cudaEventRecord(slot->landed, state->stream));
 }
@@ -573,8 +577,9 @@ static void cuda_resize_bilinear_backward(Backend *backend, int batch, int in_he
 
 static void cuda_mixup(Backend *backend, int batch, size_t sample, const Act *x,
                        const int32_t *permutation, float lambda, Act *y) {
-    cuda_mixup_launch(cuda_state(backend)->stream, backend->compute_dtype, batch, sample, x,
-                      permutation, lambda, y);
+    CudaState *state = cuda_state(backend);
+    cuda_mixup_launch(state->stream, backend->compute_dtype, batch, sample, x, permutation,
+                      cuda_step_params_put(state, &lambda, 1), y);
 }
 
 // ---- creation -----------------------------------------------------------------------------
@@ -588,6 +593,7 @@ static void cuda_destroy(Backend *backend) {
         cuda_blas_destroy(state);
         if (state->workspace) (void)cudaFree(state->workspace);
         if (state->scratch) (void)cudaFree(state->scratch);
+        cuda_step_graphs_free(state);
         cuda_step_params_free(state);
         if (state->stream) (void)cudaStreamDestroy(state->stream);
         free(state);
@@ -626,6 +632,8 @@ static const BackendOps cuda_ops = {
     .timer_free = cuda_timer_free,
     .timer_mark = cuda_timer_mark,
     .timer_seconds = cuda_timer_seconds,
+    .step_graph_begin = cuda_step_graph_begin,
+    .step_graph_end = cuda_step_graph_end,
     .conv2d_plan = cuda_conv2d_plan,
     .conv2d_plan_free = cuda_conv2d_plan_free,
     .sgd_update_segments = cuda_sgd_update_segments,

@@ -58,6 +58,12 @@ void *cuda_backend_stream(const Backend *backend);
 void cuda_step_params_begin(Backend *backend);
 float *cuda_step_params_host(Backend *backend, int *used);
 
+// The training step as CUDA graphs (cuda_step_graph.c; the backend's
+// step_graph_begin / step_graph_end ops): steps replayed so far.
+int cuda_step_graph_begin(Backend *backend, uint64_t key);
+int cuda_step_graph_end(Backend *backend, int launch, ErrorMessage *err);
+long cuda_step_graph_replays(const Backend *backend);
+
 // The cuBLAS soname a backend opens when it is made (cuda_gemm.c).
 const char *cuda_blas_library_file(void);
 

@@ -192,9 +192,11 @@ int cuda_blas_lt_linear(Backend *backend, int rows, int in, int out, const Act *
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias16, sizeof bias16);
     const float one = 1.0f, zero = 0.0f;  // beta 0: C (y itself) is not read
     const cublasStatus_t status =
-        cublasLtMatmul(lt->handle, plan->desc, &one, w, plan->w_layout, x, plan->x_layout, &zero,
-                       y, plan->y_layout, y, plan->y_layout, &plan->algorithm, lt->workspace,
-                       lt->workspace_bytes, state->stream);
+        !cuda_queue_point()
+            ? CUBLAS_STATUS_SUCCESS
+            : cublasLtMatmul(lt->handle, plan->desc, &one, w, plan->w_layout, x, plan->x_layout,
+                             &zero, y, plan->y_layout, y, plan->y_layout, &plan->algorithm,
+                             lt->workspace, lt->workspace_bytes, state->stream);
     if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
         plan->has_algorithm = 0;
         say_separate(plan, "does not support its bias-epilogue algorithm");

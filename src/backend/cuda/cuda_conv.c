@@ -364,7 +364,7 @@ static const void *padded_weights(Backend *backend, const ConvPlan *plan, const 
     const ConvShape *s = &plan->shape;
     if (plan->channels == s->in_channels && plan->out_channels == s->out_channels) return w;
     void *padded = workspace_at(cuda_state(backend), plan->padded_weights);
-    if (plan->out_channels != s->out_channels)
+    if (plan->out_channels != s->out_channels && cuda_queue_point())
         CUDA_CHECK(cudaMemsetAsync(padded, 0,
                                    act_bytes(backend, (size_t)plan->out_channels * s->kernel *
                                                           s->kernel * plan->channels),
@@ -382,10 +382,11 @@ void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, c
     const void *w_used = padded_weights(backend, plan, w);
     void *y_used = padded ? workspace_at(state, plan->padded_output) : (void *)y;
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnConvolutionForward((cudnnHandle_t)state->cudnn, &one, plan->input, x_used,
-                                        plan->filter, w_used, plan->convolution, plan->forward,
-                                        state->workspace, plan->algorithm_bytes, &zero,
-                                        plan->output, y_used));
+    if (cuda_queue_point())
+        CUDNN_CHECK(cudnnConvolutionForward((cudnnHandle_t)state->cudnn, &one, plan->input, x_used,
+                                            plan->filter, w_used, plan->convolution, plan->forward,
+                                            state->workspace, plan->algorithm_bytes, &zero,
+                                            plan->output, y_used));
     if (padded)
         channels_copy(backend, output_pixels(s), plan->out_channels, s->out_channels, y_used, y);
 }
@@ -406,10 +407,11 @@ void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act
     const void *dy_used = padded_output_gradient(backend, plan, dy);
     void *dx_used = padded ? workspace_at(state, plan->padded_input) : (void *)dx;
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnConvolutionBackwardData((cudnnHandle_t)state->cudnn, &one, plan->filter,
-                                             w_used, plan->output, dy_used, plan->convolution,
-                                             plan->backward_data, state->workspace,
-                                             plan->algorithm_bytes, &zero, plan->input, dx_used));
+    if (cuda_queue_point())
+        CUDNN_CHECK(cudnnConvolutionBackwardData(
+            (cudnnHandle_t)state->cudnn, &one, plan->filter, w_used, plan->output, dy_used,
+            plan->convolution, plan->backward_data, state->workspace, plan->algorithm_bytes, &zero,
+            plan->input, dx_used));
     if (padded)
         channels_copy(backend, input_pixels(s), plan->channels, s->in_channels, dx_used, dx);
 }
@@ -419,21 +421,21 @@ void cuda_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const 
     CudaState *state = cuda_state(backend);
     const float one = 1.0f, zero = 0.0f;
     if (plan->dtype == COMPUTE_F32) {
-        CUDNN_CHECK(cudnnConvolutionBackwardFilter((cudnnHandle_t)state->cudnn, &one, plan->input,
-                                                   x, plan->output, dy, plan->convolution,
-                                                   plan->backward_filter, state->workspace,
-                                                   plan->algorithm_bytes, &one, plan->filter,
-                                                   dw));
+        if (cuda_queue_point())
+            CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+                (cudnnHandle_t)state->cudnn, &one, plan->input, x, plan->output, dy,
+                plan->convolution, plan->backward_filter, state->workspace, plan->algorithm_bytes,
+                &one, plan->filter, dw));
         return;
     }
     const void *x_used = padded_input(backend, plan, x);
     const void *dy_used = padded_output_gradient(backend, plan, dy);
     void *scratch = workspace_at(state, plan->weight_gradient);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter((cudnnHandle_t)state->cudnn, &one, plan->input,
-                                               x_used, plan->output, dy_used, plan->convolution,
-                                               plan->backward_filter, state->workspace,
-                                               plan->algorithm_bytes, &zero, plan->filter,
-                                               scratch));
+    if (cuda_queue_point())
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+            (cudnnHandle_t)state->cudnn, &one, plan->input, x_used, plan->output, dy_used,
+            plan->convolution, plan->backward_filter, state->workspace, plan->algorithm_bytes,
+            &zero, plan->filter, scratch));
     // the real output channels' rows come first: (o, kh, kw) for o < out_channels
     cuda_act_accumulate_launch(state->stream, plan->dtype, filter_rows(&plan->shape),
                                plan->channels, plan->shape.in_channels, scratch, dw);

@@ -219,12 +219,14 @@ void cuda_depthwise_forward(Backend *backend, const DepthwisePlan *plan, const A
         if (strip_fits(s)) {
             const int strips = (s.out_width + kStrip - 1) / kStrip;
             const size_t n = (size_t)s.batch * s.out_height * strips * s.channels;
-            forward_strip_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
-                s, (const T *)x, (const T *)w, bias, (T *)y);
+            if (cuda_queue_point())
+                forward_strip_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+                    s, (const T *)x, (const T *)w, bias, (T *)y);
         } else {
             const size_t n = (size_t)s.batch * s.out_height * s.out_width * s.channels;
-            forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(s, (const T *)x,
-                                                                      (const T *)w, bias, (T *)y);
+            if (cuda_queue_point())
+                forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+                    s, (const T *)x, (const T *)w, bias, (T *)y);
         }
         CUDA_CHECK_LAUNCH();
     });
@@ -236,8 +238,9 @@ void cuda_depthwise_backward_data(Backend *backend, const DepthwisePlan *plan, c
     const size_t n = (size_t)s.batch * s.in_height * s.in_width * s.channels;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
-        backward_data_kernel<T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
-            s, (const T *)dy, (const T *)w, (T *)dx);
+        if (cuda_queue_point())
+            backward_data_kernel<T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
+                s, (const T *)dy, (const T *)w, (T *)dx);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -250,13 +253,15 @@ void cuda_depthwise_backward_weights(Backend *backend, const DepthwisePlan *plan
     const size_t sums = (size_t)plan->chunks * taps * s.channels;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
-        weight_partials_kernel<T><<<blocks_for(sums), kThreads, 0, stream>>>(
-            s, plan->chunks, (const T *)x, (const T *)dy, plan->partials);
+        if (cuda_queue_point())
+            weight_partials_kernel<T><<<blocks_for(sums), kThreads, 0, stream>>>(
+                s, plan->chunks, (const T *)x, (const T *)dy, plan->partials);
         CUDA_CHECK_LAUNCH();
     });
     const size_t outputs = (size_t)taps * s.channels;
-    weight_reduce_kernel<<<blocks_for(outputs), kThreads, 0, stream>>>(
-        taps, s.channels, plan->chunks, plan->partials, dw, dbias);
+    if (cuda_queue_point())
+        weight_reduce_kernel<<<blocks_for(outputs), kThreads, 0, stream>>>(
+            taps, s.channels, plan->chunks, plan->partials, dw, dbias);
     CUDA_CHECK_LAUNCH();
 }
 

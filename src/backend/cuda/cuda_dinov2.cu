@@ -163,8 +163,9 @@ void cuda_mask_tokens_forward(Backend *backend, size_t rows, int channels, const
     const size_t n = rows * (size_t)channels;
     if (n == 0) return;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
-        mask_tokens_forward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
-            n, channels, (const ACT_T *)x, mask, token, (ACT_T *)y);
+        if (cuda_queue_point())
+            mask_tokens_forward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
+                n, channels, (const ACT_T *)x, mask, token, (ACT_T *)y);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -176,11 +177,13 @@ void cuda_mask_tokens_backward(Backend *backend, size_t rows, int channels, cons
     cudaStream_t stream = stream_of(backend);
     const unsigned int column_blocks = (unsigned int)((channels + kThreads - 1) / kThreads);
     act_dispatch(backend->compute_dtype, [&](auto tag) {
-        mask_tokens_token_grad_kernel<ACT_T><<<column_blocks, kThreads, 0, stream>>>(
-            rows, channels, mask, (const ACT_T *)dy, dtoken);
+        if (cuda_queue_point())
+            mask_tokens_token_grad_kernel<ACT_T><<<column_blocks, kThreads, 0, stream>>>(
+                rows, channels, mask, (const ACT_T *)dy, dtoken);
         CUDA_CHECK_LAUNCH();
-        mask_tokens_backward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream>>>(
-            n, channels, mask, (const ACT_T *)dy, (ACT_T *)dx);
+        if (cuda_queue_point())
+            mask_tokens_backward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream>>>(
+                n, channels, mask, (const ACT_T *)dy, (ACT_T *)dx);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -189,8 +192,9 @@ void cuda_scale_rows(Backend *backend, size_t rows, int channels, const float *x
                      const float *scale, float *y) {
     const size_t n = rows * (size_t)channels;
     if (n == 0) return;
-    scale_rows_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, x, scale,
-                                                                          y);
+    if (cuda_queue_point())
+        scale_rows_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, x, scale,
+                                                                              y);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -199,8 +203,9 @@ void cuda_gather_rows(Backend *backend, int count, int channels, const int32_t *
     const size_t n = (size_t)count * channels;
     if (n == 0) return;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
-        gather_rows_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
-            n, channels, index, (const ACT_T *)x, (ACT_T *)y);
+        if (cuda_queue_point())
+            gather_rows_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
+                n, channels, index, (const ACT_T *)x, (ACT_T *)y);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -210,16 +215,18 @@ void cuda_scatter_add_rows(Backend *backend, int count, int channels, const int3
     const size_t n = (size_t)count * channels;
     if (n == 0) return;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
-        scatter_add_rows_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
-            n, channels, index, (const ACT_T *)dy, (ACT_T *)dx);
+        if (cuda_queue_point())
+            scatter_add_rows_kernel<ACT_T><<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(
+                n, channels, index, (const ACT_T *)dy, (ACT_T *)dx);
         CUDA_CHECK_LAUNCH();
     });
 }
 
 void cuda_column_max(Backend *backend, size_t rows, int channels, const float *x, float *max) {
     if (channels == 0) return;
-    column_max_kernel<<<(unsigned int)((channels + kThreads - 1) / kThreads), kThreads, 0,
-                        stream_of(backend)>>>(rows, channels, x, max);
+    if (cuda_queue_point())
+        column_max_kernel<<<(unsigned int)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                            stream_of(backend)>>>(rows, channels, x, max);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -228,23 +235,27 @@ void cuda_sinkhorn_exp(Backend *backend, int rows, int channels, const float *x,
     const size_t n = (size_t)rows * channels;
     if (n == 0) return;
     const float *scale_at = cuda_step_params_put(cuda_state(backend), &scale, 1);
-    sinkhorn_exp_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, x,
-                                                                            scale_at, max, q);
+    if (cuda_queue_point())
+        sinkhorn_exp_kernel<<<blocks_for(n), kThreads, 0, stream_of(backend)>>>(n, channels, x,
+                                                                                scale_at, max, q);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_sinkhorn_normalize(Backend *backend, int rows, int channels, const float *column_sum,
                              float *q) {
     if (rows == 0 || channels == 0) return;
-    sinkhorn_normalize_kernel<<<rows, kThreads, 0, stream_of(backend)>>>(channels, column_sum, q);
+    if (cuda_queue_point())
+        sinkhorn_normalize_kernel<<<rows, kThreads, 0, stream_of(backend)>>>(channels, column_sum,
+                                                                             q);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_koleo_forward(Backend *backend, int rows, int dim, const float *y, float eps,
                         int32_t *neighbor, float *distance, float *log_distance) {
     if (rows == 0) return;
-    koleo_forward_kernel<<<rows, kThreads, 0, stream_of(backend)>>>(rows, dim, y, eps, neighbor,
-                                                                    distance, log_distance);
+    if (cuda_queue_point())
+        koleo_forward_kernel<<<rows, kThreads, 0, stream_of(backend)>>>(rows, dim, y, eps, neighbor,
+                                                                        distance, log_distance);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -252,8 +263,9 @@ void cuda_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                          const int32_t *neighbor, const float *distance, float eps, float dlog,
                          float *dy) {
     if (rows == 0) return;
-    koleo_backward_kernel<<<rows, kThreads, 0, stream_of(backend)>>>(rows, dim, y, neighbor,
-                                                                     distance, eps, dlog, dy);
+    if (cuda_queue_point())
+        koleo_backward_kernel<<<rows, kThreads, 0, stream_of(backend)>>>(rows, dim, y, neighbor,
+                                                                         distance, eps, dlog, dy);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -64,8 +64,9 @@ void rope_launch(Backend *backend, int batch, int tokens, int heads, int head_di
     const size_t n = (size_t)batch * (tokens - prefix) * 2 * heads * (head_dim / 2);
     if (n == 0) return;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
-        rope_kernel<ACT_T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
-            n, tokens, heads, head_dim, prefix, sin, cos, (ACT_T *)qkv, direction);
+        if (cuda_queue_point())
+            rope_kernel<ACT_T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
+                n, tokens, heads, head_dim, prefix, sin, cos, (ACT_T *)qkv, direction);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -88,8 +89,10 @@ void cuda_swiglu_forward(Backend *backend, size_t rows, int hidden, const Act *x
     const size_t n = rows * (size_t)hidden;
     if (n == 0) return;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
-        swiglu_forward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
-            n, hidden, (const ACT_T *)x, (ACT_T *)y);
+        if (cuda_queue_point())
+            swiglu_forward_kernel<ACT_T>
+                <<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
+                    n, hidden, (const ACT_T *)x, (ACT_T *)y);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -99,8 +102,10 @@ void cuda_swiglu_backward(Backend *backend, size_t rows, int hidden, const Act *
     const size_t n = rows * (size_t)hidden;
     if (n == 0) return;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
-        swiglu_backward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
-            n, hidden, (const ACT_T *)x, (const ACT_T *)dy, (ACT_T *)dx);
+        if (cuda_queue_point())
+            swiglu_backward_kernel<ACT_T>
+                <<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
+                    n, hidden, (const ACT_T *)x, (const ACT_T *)dy, (ACT_T *)dx);
         CUDA_CHECK_LAUNCH();
     });
 }

@@ -367,8 +367,9 @@ void cuda_channels_copy_launch(cudaStream_t stream, ComputeDtype dtype, size_t r
     if (rows == 0 || y_channels == 0) return;
     const ChannelGrid grid = channel_grid(y_channels, 1);
     act_dispatch(dtype, [&](auto tag) {
-        channels_copy_kernel<ACT_T><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
-            rows, x_channels, y_channels, (const ACT_T *)x, (ACT_T *)y);
+        if (cuda_queue_point())
+            channels_copy_kernel<ACT_T><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
+                rows, x_channels, y_channels, (const ACT_T *)x, (ACT_T *)y);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -378,8 +379,9 @@ void cuda_act_accumulate_launch(cudaStream_t stream, ComputeDtype dtype, size_t 
     if (rows == 0 || y_channels == 0) return;
     const ChannelGrid grid = channel_grid(y_channels, 1);
     act_dispatch(dtype, [&](auto tag) {
-        accumulate_kernel<ACT_T><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
-            rows, x_channels, y_channels, (const ACT_T *)x, y);
+        if (cuda_queue_point())
+            accumulate_kernel<ACT_T><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
+                rows, x_channels, y_channels, (const ACT_T *)x, y);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -407,8 +409,9 @@ void cuda_sgd_update_segments_launch(cudaStream_t stream, int count,
                                      const float *grads, const float *gate, float *buffers,
                                      const float *step, float momentum, int nesterov) {
     if (count == 0) return;
-    sgd_update_segments_kernel<<<dim3(kSegmentBlocks, (unsigned)count), kThreads, 0, stream>>>(
-        segments, params, grads, gate, buffers, step, momentum, nesterov);
+    if (cuda_queue_point())
+        sgd_update_segments_kernel<<<dim3(kSegmentBlocks, (unsigned)count), kThreads, 0, stream>>>(
+            segments, params, grads, gate, buffers, step, momentum, nesterov);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -418,8 +421,10 @@ void cuda_adamw_update_segments_launch(cudaStream_t stream, int count,
                                        const float *scalars, float beta1, float beta2, float eps,
                                        const float *step) {
     if (count == 0) return;
-    adamw_update_segments_kernel<<<dim3(kSegmentBlocks, (unsigned)count), kThreads, 0, stream>>>(
-        segments, params, grads, gate, m, v, scalars, beta1, beta2, eps, step);
+    if (cuda_queue_point())
+        adamw_update_segments_kernel<<<dim3(kSegmentBlocks, (unsigned)count), kThreads, 0,
+                                       stream>>>(segments, params, grads, gate, m, v, scalars,
+                                                 beta1, beta2, eps, step);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -437,19 +442,22 @@ void cuda_lars_direction_launch(cudaStream_t stream, size_t n, const float *para
 
 void cuda_step_gate_launch(cudaStream_t stream, float *gate, int groups, float scale,
                            const float *unscale, float max_norm) {
-    step_gate_kernel<<<1, 1, 0, stream>>>(gate, groups, scale, unscale, max_norm);
+    if (cuda_queue_point())
+        step_gate_kernel<<<1, 1, 0, stream>>>(gate, groups, scale, unscale, max_norm);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_scalar_combine_launch(cudaStream_t stream, float alpha, const float *a, float beta,
                                 const float *b, float divisor, float *y) {
-    scalar_combine_kernel<<<1, 1, 0, stream>>>(alpha, a, beta, b, divisor, y);
+    if (cuda_queue_point())
+        scalar_combine_kernel<<<1, 1, 0, stream>>>(alpha, a, beta, b, divisor, y);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_amp_update_launch(cudaStream_t stream, float *state, const float *found,
                             int growth_interval, float growth, float backoff) {
-    amp_update_kernel<<<1, 1, 0, stream>>>(state, found, growth_interval, growth, backoff);
+    if (cuda_queue_point())
+        amp_update_kernel<<<1, 1, 0, stream>>>(state, found, growth_interval, growth, backoff);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -150,8 +150,9 @@ void cuda_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n,
     CudaState *state = cuda_state(backend);
     const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(blas.sgemm((cublasHandle_t)state->cublas, op_b, op_a, n, m, k, &alpha, b, ldb, a,
-                            lda, &beta, c, ldc));
+    if (cuda_queue_point())
+        CUBLAS_CHECK(blas.sgemm((cublasHandle_t)state->cublas, op_b, op_a, n, m, k, &alpha, b, ldb,
+                                a, lda, &beta, c, ldc));
 }
 
 // ---- linear layers on activations ------------------------------------------------------
@@ -172,9 +173,10 @@ static void gemm_16bit(Backend *backend, int transpose_a, int transpose_b, int m
     const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cudaDataType_t type = act_blas_type(backend);
     const float one = 1.0f;
-    CUBLAS_CHECK(blas.gemm_ex((cublasHandle_t)state->cublas, op_b, op_a, n, m, k, &one, b, type,
-                              ldb, a, type, lda, &beta, c, c_type, ldc, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
+    if (cuda_queue_point())
+        CUBLAS_CHECK(blas.gemm_ex((cublasHandle_t)state->cublas, op_b, op_a, n, m, k, &one, b, type,
+                                  ldb, a, type, lda, &beta, c, c_type, ldc, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
 }
 
 void cuda_gemm_batched_16bit(Backend *backend, int transpose_a, int transpose_b, int m, int n,
@@ -185,12 +187,12 @@ void cuda_gemm_batched_16bit(Backend *backend, int transpose_a, int transpose_b,
     CudaState *state = cuda_state(backend);
     const cudaDataType_t type = act_blas_type(backend);
     const float zero = 0.0f;
-    CUBLAS_CHECK(blas.gemm_batched_ex((cublasHandle_t)state->cublas,
-                                      transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                      transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, a,
-                                      type, lda, b, type, ldb, &zero, c,
-                                      c_fp32 ? CUDA_R_32F : type, ldc, count, CUBLAS_COMPUTE_32F,
-                                      CUBLAS_GEMM_DEFAULT));
+    if (cuda_queue_point())
+        CUBLAS_CHECK(blas.gemm_batched_ex(
+            (cublasHandle_t)state->cublas, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+            transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, a, type, lda, b, type, ldb,
+            &zero, c, c_fp32 ? CUDA_R_32F : type, ldc, count, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT));
 }
 
 // Bytes rounded up to whole 256-byte blocks: regions of the scratch stay

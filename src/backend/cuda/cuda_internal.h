@@ -44,6 +44,15 @@ typedef struct CudaStepParams {
     int half, used;  // the half being filled and its slots taken
 } CudaStepParams;
 
+// The training step as CUDA graphs (cuda_step_graph.c): one a kind of step.
+#define CUDA_STEP_GRAPHS 8
+typedef struct CudaStepGraph {
+    uint64_t key;       // the kind of step (backend.h step_graph_begin) and its block half
+    long steps;         // steps of the kind begun (the first ran op by op)
+    void *exec;         // cudaGraphExec_t, from its second step on
+    long queue_points;  // the queue points its capture passed
+} CudaStepGraph;
+
 typedef struct CudaState {
     int device;
     cudaStream_t stream;
@@ -56,6 +65,13 @@ typedef struct CudaState {
     void *cudnn;           // cudnnHandle_t
     double *scratch;       // device: CUDA_SCRATCH_DOUBLES
     CudaStepParams step_params;
+    CudaStepGraph step_graphs[CUDA_STEP_GRAPHS];
+    int step_graph_count;
+    int step_graph_mode;        // STEP_GRAPH_* of the step between begin and end
+    CudaStepGraph *step_graph;  // its graph (NULL: none)
+    long step_graph_points;     // cuda_queue_points at its begin
+    int step_graph_half;        // the parameter block's half at its begin
+    long step_graph_replays;    // steps replayed (train.log's summary)
     // device: the workspace the convolution and attention plans share (one
     // stream runs them one after the other), the largest any plan needs
     void *workspace;
@@ -99,6 +115,27 @@ void cuda_dnn_check(int status, const char *call, const char *file, int line);
 // After a kernel launch: launch errors (bad configuration) show here, not
 // at the next synchronisation.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+// ---- cuda_step_graph.c: queue points ----
+// Every operation the backend queues on a stream passes a queue point: a
+// kernel launch (`if (cuda_queue_point()) kernel<<<...>>>(...)`, LAUNCH), a
+// copy, a memset, an event record, a cuBLAS, cuBLASLt or cuDNN call.
+// cuda_queue_point counts it and says whether to queue it: not while the
+// host side of a replayed step runs (cuda_step_filling), whose graph holds
+// the work; then only what the host does happens (an op's per-step scalars
+// into the parameter block, a layer's staged inputs into their sites). The
+// count is the check that a replayed step is the one captured. Globals: one
+// thread queues the backend's work.
+extern int cuda_step_filling;
+extern long cuda_queue_points;
+static inline int cuda_queue_point(void) {
+    cuda_queue_points++;
+    return !cuda_step_filling;
+}
+// A graph keeps the addresses it was captured with: freeing device or
+// pinned memory forgets every graph (their kinds start again op by op).
+void cuda_step_graphs_forget(CudaState *state);
+void cuda_step_graphs_free(CudaState *state);
 
 // ---- cuda_step_params.c ----
 // 0, or the CUDA error of the allocation.
@@ -404,7 +441,8 @@ void cuda_resize_bilinear_backward_launch(cudaStream_t stream, ComputeDtype dtyp
                                           const void *dy_any, int out_height, int out_width,
                                           void *dx_any);
 void cuda_mixup_launch(cudaStream_t stream, ComputeDtype dtype, int batch, size_t sample,
-                       const void *x_any, const int32_t *permutation, float lambda, void *y_any);
+                       const void *x_any, const int32_t *permutation, const float *lambda,
+                       void *y_any);
 // ---- cuda_dinov2.cu (the ops themselves, as in backend.h) ----
 void cuda_mask_tokens_forward(Backend *backend, size_t rows, int channels, const Act *x,
                               const float *mask, const float *token, Act *y);

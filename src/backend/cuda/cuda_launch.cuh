@@ -7,11 +7,11 @@
 #include "backend/cuda/cuda_internal.h"
 
 // Returns from the calling launcher when n is 0.
-#define LAUNCH(kernel, n, stream, ...)                                  \
-    do {                                                                \
-        if ((n) == 0) return;                                           \
-        kernel<<<blocks_for(n), kThreads, 0, stream>>>(__VA_ARGS__);    \
-        CUDA_CHECK_LAUNCH();                                            \
+#define LAUNCH(kernel, n, stream, ...)                                                       \
+    do {                                                                                     \
+        if ((n) == 0) return;                                                                \
+        if (cuda_queue_point()) kernel<<<blocks_for(n), kThreads, 0, stream>>>(__VA_ARGS__); \
+        CUDA_CHECK_LAUNCH();                                                                 \
     } while (0)
 
 #endif

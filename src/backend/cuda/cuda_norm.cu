@@ -146,10 +146,11 @@ int partials_launch(cudaStream_t stream, double *scratch, size_t rows, int chann
         const ChannelGrid grid = channel_grid(channels, V);
         // at least 8 rows per thread
         row_blocks = cuda_row_blocks(rows, channels, grid.column_blocks, (size_t)grid.block.y * 8);
-        partials_kernel<kind, T, V>
-            <<<dim3(grid.column_blocks, (unsigned)row_blocks), grid.block, 0, stream>>>(
-                rows, channels, x, relu_out, dy, center, inv_std, scratch,
-                scratch + (size_t)row_blocks * channels);
+        if (cuda_queue_point())
+            partials_kernel<kind, T, V>
+                <<<dim3(grid.column_blocks, (unsigned)row_blocks), grid.block, 0, stream>>>(
+                    rows, channels, x, relu_out, dy, center, inv_std, scratch,
+                    scratch + (size_t)row_blocks * channels);
         CUDA_CHECK_LAUNCH();
     });
     return row_blocks;
@@ -366,9 +367,10 @@ void apply_launch(cudaStream_t stream, size_t rows, int channels, const void *x,
     act_width_dispatch<T>(fits, [&](auto width) {
         constexpr int V = decltype(width)::value;
         const ChannelGrid grid = channel_grid(channels, V);
-        apply_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
-            rows, channels, (const T *)x, (const T *)residual, relu, gamma, beta, batch_mean,
-            batch_inv_std, running_mean, running_var, eps, (T *)y);
+        if (cuda_queue_point())
+            apply_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
+                rows, channels, (const T *)x, (const T *)residual, relu, gamma, beta, batch_mean,
+                batch_inv_std, running_mean, running_var, eps, (T *)y);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -384,9 +386,11 @@ void gradient_apply_launch(cudaStream_t stream, size_t rows, size_t total_rows, 
     act_width_dispatch<T>(fits, [&](auto width) {
         constexpr int V = decltype(width)::value;
         const ChannelGrid grid = channel_grid(channels, V);
-        gradient_apply_kernel<T, V, S><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
-            rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx,
-            dresidual);
+        if (cuda_queue_point())
+            gradient_apply_kernel<T, V, S>
+                <<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
+                    rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx,
+                    dresidual);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -416,9 +420,10 @@ void cuda_batchnorm_forward_train_launch(cudaStream_t stream, ComputeDtype dtype
             stream, scratch, rows, channels, x, nullptr, nullptr, nullptr, nullptr);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
         double *mean = scratch + 2 * (size_t)row_blocks * channels, *inv_std = mean + channels;
-        statistics_kernel<T><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
-            rows, channels, row_blocks, x, partials, partials2, momentum, eps, mean, inv_std,
-            save_mean, save_inv_std, running_mean, running_var);
+        if (cuda_queue_point())
+            statistics_kernel<T><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+                rows, channels, row_blocks, x, partials, partials2, momentum, eps, mean, inv_std,
+                save_mean, save_inv_std, running_mean, running_var);
         CUDA_CHECK_LAUNCH();
         apply_launch<T>(stream, rows, channels, x, residual_any, relu, gamma, beta, mean, inv_std,
                         nullptr, nullptr, eps, y_any);
@@ -455,8 +460,9 @@ void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
             stream, scratch, rows, channels, x, relu_out, dy, save_mean, save_inv_std);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
         double *sums = scratch + 2 * (size_t)row_blocks * channels;
-        gradient_sums_kernel<double><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
-            channels, row_blocks, partials, partials2, sums, dgamma, dbeta);
+        if (cuda_queue_point())
+            gradient_sums_kernel<double><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+                channels, row_blocks, partials, partials2, sums, dgamma, dbeta);
         CUDA_CHECK_LAUNCH();
         gradient_apply_launch<T, double>(stream, rows, rows, channels, x, relu_out, dy, gamma,
                                          save_mean, save_inv_std, sums, dx, dresidual);
@@ -472,8 +478,9 @@ void cuda_batchnorm_centered_squares_launch(cudaStream_t stream, ComputeDtype dt
         check_channels(channels);
         const int row_blocks = partials_launch<Sum::kDeviation, T>(
             stream, scratch, rows, channels, (const T *)x_any, nullptr, nullptr, mean, nullptr);
-        combine_to_float_kernel<<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
-            channels, row_blocks, scratch, squares);
+        if (cuda_queue_point())
+            combine_to_float_kernel<<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+                channels, row_blocks, scratch, squares);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -483,9 +490,10 @@ void cuda_batchnorm_finish_statistics_launch(cudaStream_t stream, int channels,
                                              const float *mean, float *squares_to_inv_std,
                                              float *running_mean, float *running_var) {
     if (channels == 0) return;
-    finish_statistics_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
-                               stream>>>(channels, total_rows, momentum, eps, mean,
-                                         squares_to_inv_std, running_mean, running_var);
+    if (cuda_queue_point())
+        finish_statistics_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                                   stream>>>(channels, total_rows, momentum, eps, mean,
+                                             squares_to_inv_std, running_mean, running_var);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -493,8 +501,9 @@ void cuda_batchnorm_statistics_from_sums_launch(cudaStream_t stream, int channel
                                                 size_t total_rows, const float *sums,
                                                 float *mean, float *squares) {
     if (channels == 0) return;
-    statistics_from_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
-                                  stream>>>(channels, total_rows, sums, mean, squares);
+    if (cuda_queue_point())
+        statistics_from_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
+                                      stream>>>(channels, total_rows, sums, mean, squares);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -507,9 +516,11 @@ void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, ComputeDtype dtype
     check_channels(channels);
     double *mean_wide = scratch, *inv_std_wide = scratch + channels;
     const unsigned channel_blocks = (unsigned)((channels + kThreads - 1) / kThreads);
-    widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
+    if (cuda_queue_point())
+        widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, mean, mean_wide);
     CUDA_CHECK_LAUNCH();
-    widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, inv_std, inv_std_wide);
+    if (cuda_queue_point())
+        widen_kernel<<<channel_blocks, kThreads, 0, stream>>>(channels, inv_std, inv_std_wide);
     CUDA_CHECK_LAUNCH();
     act_dispatch(dtype, [&](auto tag) {
         apply_launch<ACT_T>(stream, rows, channels, x_any, residual_any, relu, gamma, beta,
@@ -533,13 +544,15 @@ void cuda_batchnorm_backward_reduce_launch(cudaStream_t stream, ComputeDtype dty
         const int row_blocks = partials_launch<Sum::kGradient, T>(
             stream, scratch, rows, channels, (const T *)x_any, relu_out, dy, mean, inv_std);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
-        gradient_sums_kernel<float><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
-            channels, row_blocks, partials, partials2, sums, dgamma, dbeta);
+        if (cuda_queue_point())
+            gradient_sums_kernel<float><<<channel_warp_blocks(channels), kThreads, 0, stream>>>(
+                channels, row_blocks, partials, partials2, sums, dgamma, dbeta);
         CUDA_CHECK_LAUNCH();
         const size_t n = rows * (size_t)channels;
         if (!dz_out || n == 0) return;
-        masked_gradient_kernel<T>
-            <<<blocks_for(n), kThreads, 0, stream>>>(n, relu_out, dy, dz_out);
+        if (cuda_queue_point())
+            masked_gradient_kernel<T>
+                <<<blocks_for(n), kThreads, 0, stream>>>(n, relu_out, dy, dz_out);
         CUDA_CHECK_LAUNCH();
     });
 }

@@ -87,8 +87,9 @@ void bias_launch(cudaStream_t stream, size_t rows, int channels, const float *pr
     auto launch = [&](auto width) {
         constexpr int V = decltype(width)::value;
         const ChannelGrid grid = channel_grid(channels, V);
-        bias_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
-            rows, channels, product, bias, y);
+        if (cuda_queue_point())
+            bias_kernel<T, V><<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
+                rows, channels, product, bias, y);
         CUDA_CHECK_LAUNCH();
     };
     if (fits)
@@ -116,8 +117,9 @@ int cuda_row_blocks(size_t rows, int columns, unsigned column_blocks, size_t row
 void cuda_column_finish_launch(cudaStream_t stream, int width, int row_blocks,
                                const double *partials, float *y, int accumulate) {
     const unsigned blocks = (unsigned)(((size_t)width * 32 + kThreads - 1) / kThreads);
-    column_finish_kernel<<<blocks, kThreads, 0, stream>>>(width, row_blocks, partials, y,
-                                                          accumulate);
+    if (cuda_queue_point())
+        column_finish_kernel<<<blocks, kThreads, 0, stream>>>(width, row_blocks, partials, y,
+                                                              accumulate);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -127,9 +129,11 @@ void cuda_reduce_launch(cudaStream_t stream, double *scratch, int kind, size_t n
                         const float *b, float *result) {
     size_t wanted = (n + kThreads - 1) / kThreads;
     const int blocks = (int)(wanted < 1 ? 1 : wanted > kVectorBlocks ? kVectorBlocks : wanted);
-    vector_partials_kernel<<<blocks, kThreads, 0, stream>>>(kind, n, a, b, scratch);
+    if (cuda_queue_point())
+        vector_partials_kernel<<<blocks, kThreads, 0, stream>>>(kind, n, a, b, scratch);
     CUDA_CHECK_LAUNCH();
-    vector_finish_kernel<<<1, kThreads, 0, stream>>>(kind, blocks, scratch, result);
+    if (cuda_queue_point())
+        vector_finish_kernel<<<1, kThreads, 0, stream>>>(kind, blocks, scratch, result);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -134,8 +134,9 @@ void cuda_column_sums(cudaStream_t stream, double *scratch, size_t rows, int wid
         // blocks of 32 columns x 8 row lanes, at least 32 rows per thread
         const int row_blocks = cuda_row_blocks(rows, chunk, (unsigned)((chunk + 31) / 32), 256);
         const dim3 grid((unsigned)((chunk + 31) / 32), (unsigned)row_blocks);
-        column_partials_kernel<Value><<<grid, dim3(32, 8), 0, stream>>>(rows, first, chunk, value,
-                                                                 scratch);
+        if (cuda_queue_point())
+            column_partials_kernel<Value>
+                <<<grid, dim3(32, 8), 0, stream>>>(rows, first, chunk, value, scratch);
         CUDA_CHECK_LAUNCH();
         cuda_column_finish_launch(stream, chunk, row_blocks, scratch, y + first, accumulate);
     }

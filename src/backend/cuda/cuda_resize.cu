@@ -70,9 +70,9 @@ __global__ void resize_backward_kernel(ResizeShape s, const T *dy, T *dx) {
 
 template <typename T>
 __global__ void mixup_kernel(int batch, size_t sample, const T *x, const int32_t *permutation,
-                             float lambda, T *y) {
+                             const float *lambda_at, T *y) {
     const size_t total = (size_t)batch * sample;
-    const float other = 1.0f - lambda;
+    const float lambda = *lambda_at, other = 1.0f - lambda;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)blockDim.x * gridDim.x) {
         const size_t b = i / sample, k = i % sample;
@@ -114,7 +114,8 @@ void cuda_resize_bilinear_backward_launch(cudaStream_t stream, ComputeDtype dtyp
 }
 
 void cuda_mixup_launch(cudaStream_t stream, ComputeDtype dtype, int batch, size_t sample,
-                       const void *x_any, const int32_t *permutation, float lambda, void *y_any) {
+                       const void *x_any, const int32_t *permutation, const float *lambda,
+                       void *y_any) {
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
         const T *x = (const T *)x_any;

@@ -82,28 +82,31 @@ extern "C" {
 void cuda_l2_normalize_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
                                       float eps, float *y, float *norm) {
     if (rows == 0) return;
-    l2_forward_kernel<<<rows, kThreads, 0, stream>>>(dim, x, eps, y, norm);
+    if (cuda_queue_point()) l2_forward_kernel<<<rows, kThreads, 0, stream>>>(dim, x, eps, y, norm);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_l2_normalize_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
                                        const float *norm, const float *dy, float eps, float *dx) {
     if (rows == 0) return;
-    l2_backward_kernel<<<rows, kThreads, 0, stream>>>(dim, y, norm, dy, eps, dx);
+    if (cuda_queue_point())
+        l2_backward_kernel<<<rows, kThreads, 0, stream>>>(dim, y, norm, dy, eps, dx);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
                                  const float *scale, int log, float *y) {
     if (rows == 0) return;
-    softmax_forward_kernel<<<rows, kThreads, 0, stream>>>(dim, x, scale, log, y);
+    if (cuda_queue_point())
+        softmax_forward_kernel<<<rows, kThreads, 0, stream>>>(dim, x, scale, log, y);
     CUDA_CHECK_LAUNCH();
 }
 
 void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
                                   const float *dy, float scale, int log, float *dx) {
     if (rows == 0) return;
-    softmax_backward_kernel<<<rows, kThreads, 0, stream>>>(dim, y, dy, scale, log, dx);
+    if (cuda_queue_point())
+        softmax_backward_kernel<<<rows, kThreads, 0, stream>>>(dim, y, dy, scale, log, dx);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -58,6 +58,7 @@ const float *cuda_step_params_put(CudaState *state, const float *values, int cou
     const size_t at = (size_t)block->half * CUDA_STEP_PARAM_SLOTS + (size_t)block->used;
     block->used += count;
     memcpy(block->host + at, values, (size_t)count * sizeof(float));
+    if (!cuda_queue_point()) return block->device + at;  // a replayed step: its graph copies
     CUDA_CHECK(cudaMemcpyAsync(block->device + at, block->host + at,
                                (size_t)count * sizeof(float), cudaMemcpyHostToDevice,
                                state->stream));

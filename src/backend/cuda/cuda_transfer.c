@@ -50,7 +50,9 @@ void *cuda_host_alloc(Backend *backend, size_t bytes) {
 }
 
 void cuda_host_free(Backend *backend, void *pointer) {
-    if (pointer) CUDA_CHECK(cudaFreeHost(pointer));
+    if (!pointer) return;
+    cuda_step_graphs_forget(cuda_state(backend));
+    CUDA_CHECK(cudaFreeHost(pointer));
 }
 
 Transfer *cuda_transfer_create(Backend *backend, ErrorMessage *err) {
@@ -78,18 +80,22 @@ void cuda_transfer_free(Backend *backend, Transfer *transfer) {
 
 void cuda_upload_async(Backend *backend, Transfer *transfer, void *device, const void *host,
                        size_t bytes) {
-    if (!bytes) return;
+    if (!bytes || !cuda_queue_point()) return;
     CUDA_CHECK(cudaStreamWaitEvent(transfer->stream, transfer->consumed, 0));
     CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, transfer->stream));
     CUDA_CHECK(cudaEventRecord(transfer->landed, transfer->stream));
 }
 
 void cuda_transfer_device_wait(Backend *backend, Transfer *transfer) {
-    CUDA_CHECK(cudaStreamWaitEvent(cuda_state(backend)->stream, transfer->landed, 0));
+    if (cuda_queue_point())
+        CUDA_CHECK(cudaStreamWaitEvent(cuda_state(backend)->stream, transfer->landed, 0));
 }
 
+// External, as a fence (below): a captured step records it at each replay.
 void cuda_transfer_consumed(Backend *backend, Transfer *transfer) {
-    CUDA_CHECK(cudaEventRecord(transfer->consumed, cuda_state(backend)->stream));
+    if (cuda_queue_point())
+        CUDA_CHECK(cudaEventRecordWithFlags(transfer->consumed, cuda_state(backend)->stream,
+                                            cudaEventRecordExternal));
 }
 
 void cuda_transfer_host_wait(Backend *backend, Transfer *transfer) {
@@ -99,7 +105,7 @@ void cuda_transfer_host_wait(Backend *backend, Transfer *transfer) {
 // From pinned memory the copy is queued and the call returns at once
 // (from pageable memory CUDA would wait: callers use host_alloc memory).
 void cuda_upload_ordered(Backend *backend, void *device, const void *host, size_t bytes) {
-    if (!bytes) return;
+    if (!bytes || !cuda_queue_point()) return;
     CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
                                cuda_state(backend)->stream));
 }
@@ -130,6 +136,7 @@ void cuda_fence_free(Backend *backend, Fence *fence) {
 // so each replay records the fence again and the host can wait for it (a
 // plain record there would only order the capture). Outside, a plain record.
 void cuda_fence_record(Backend *backend, Fence *fence) {
+    if (!cuda_queue_point()) return;
     CUDA_CHECK(cudaEventRecordWithFlags(fence->event, cuda_state(backend)->stream,
                                         cudaEventRecordExternal));
 }
@@ -171,6 +178,7 @@ void cuda_timer_free(Backend *backend, DeviceTimer *timer) {
 
 void cuda_timer_mark(Backend *backend, DeviceTimer *timer, int end) {
     const int which = end ? 1 : 0;
+    if (!cuda_queue_point()) return;
     CUDA_CHECK(cudaEventRecord(timer->marks[which], cuda_state(backend)->stream));
     timer->marked[which] = 1;
 }

@@ -249,9 +249,11 @@ void cuda_layernorm_forward_launch(cudaStream_t stream, ComputeDtype dtype, size
         act_width_dispatch<T>(act_vector_fits<T>(channels, act_vector_width<T>(), {x, y}),
                               [&](auto width) {
                                   constexpr int V = decltype(width)::value;
-                                  layernorm_forward_kernel<T, V>
-                                      <<<row_blocks(rows), kThreads, 0, stream>>>(
-                                          rows, channels, x, gamma, beta, eps, y, mean, inv_std);
+                                  if (cuda_queue_point())
+                                      layernorm_forward_kernel<T, V>
+                                          <<<row_blocks(rows), kThreads, 0, stream>>>(
+                                              rows, channels, x, gamma, beta, eps, y, mean,
+                                              inv_std);
                                   CUDA_CHECK_LAUNCH();
                               });
     });
@@ -271,9 +273,10 @@ void cuda_layernorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
         act_width_dispatch<T>(act_vector_fits<T>(channels, act_vector_width<T>(), {x, dy, dx}),
                               [&](auto width) {
                                   constexpr int V = decltype(width)::value;
-                                  layernorm_backward_kernel<T, V>
-                                      <<<row_blocks(rows), kThreads, 0, stream>>>(
-                                          rows, channels, x, dy, gamma, mean, inv_std, dx);
+                                  if (cuda_queue_point())
+                                      layernorm_backward_kernel<T, V>
+                                          <<<row_blocks(rows), kThreads, 0, stream>>>(
+                                              rows, channels, x, dy, gamma, mean, inv_std, dx);
                                   CUDA_CHECK_LAUNCH();
                               });
         cuda_column_sums(stream, scratch, rows, channels,

@@ -38,8 +38,9 @@ extern "C" {
 void cuda_silu_forward(Backend *backend, size_t n, const Act *x, Act *y) {
     if (n == 0) return;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
-        silu_forward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
-            n, (const ACT_T *)x, (ACT_T *)y);
+        if (cuda_queue_point())
+            silu_forward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
+                n, (const ACT_T *)x, (ACT_T *)y);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -47,8 +48,10 @@ void cuda_silu_forward(Backend *backend, size_t n, const Act *x, Act *y) {
 void cuda_silu_backward(Backend *backend, size_t n, const Act *x, const Act *dy, Act *dx) {
     if (n == 0) return;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
-        silu_backward_kernel<ACT_T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
-            n, (const ACT_T *)x, (const ACT_T *)dy, (ACT_T *)dx);
+        if (cuda_queue_point())
+            silu_backward_kernel<ACT_T>
+                <<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
+                    n, (const ACT_T *)x, (const ACT_T *)dy, (ACT_T *)dx);
         CUDA_CHECK_LAUNCH();
     });
 }

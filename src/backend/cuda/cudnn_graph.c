@@ -310,8 +310,9 @@ void dnn_plan_execute(DnnPlan *plan, int count, const int64_t *uids, void *const
                       void *workspace) {
     cudnnBackendDescriptor_t kept = pack_for(plan, count, uids, pointers, workspace);
     cudnnBackendDescriptor_t pack = kept ? kept : pack_make(count, uids, pointers, workspace);
-    CUDNN_CHECK(cudnnBackendExecute((cudnnHandle_t)plan->handle,
-                                    (cudnnBackendDescriptor_t)plan->plan, pack));
+    if (cuda_queue_point())
+        CUDNN_CHECK(cudnnBackendExecute((cudnnHandle_t)plan->handle,
+                                        (cudnnBackendDescriptor_t)plan->plan, pack));
     if (!kept) CUDNN_CHECK(cudnnBackendDestroyDescriptor(pack));
 }
 

@@ -1,0 +1,52 @@
+// Whether a run's training steps go to the device as CUDA graphs
+// (LTC_CUDA_GRAPHS, backend.h step_graph_begin; docs/gpu.md "CUDA graphs"),
+// and what makes two steps of a run alike enough to share one graph (their
+// kind).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/train_run.h"
+
+int train_graphs_decide(TrainRun *run, ErrorMessage *err) {
+    const char *value = getenv("LTC_CUDA_GRAPHS");
+    run->step_graphs = 0;
+    if (!value || !value[0] || strcmp(value, "off") == 0) {
+        snprintf(run->step_graphs_note, sizeof run->step_graphs_note,
+                 "off (LTC_CUDA_GRAPHS=on captures each kind of step once and replays it)");
+        return 0;
+    }
+    if (strcmp(value, "on") != 0)
+        return error_set(err, "LTC_CUDA_GRAPHS=%s: expected on or off", value);
+    const char *fault = getenv("LTC_FAULT");
+    const char *why = !run->backend->op.step_graph_begin
+                          ? "this backend runs ops as they are called"
+                      : run->world_size > 1    ? "steps of several ranks are not captured yet"
+                      : run->accumulate > 1    ? "accumulated micro-batches are not captured yet"
+                      : run->method.steps_vary ? run->method.steps_vary
+                      : fault && fault[0]      ? "LTC_FAULT changes the steps it fires in"
+                                               : NULL;
+    if (why) {
+        snprintf(run->step_graphs_note, sizeof run->step_graphs_note,
+                 "off (LTC_CUDA_GRAPHS=on, but %s)", why);
+        return 0;
+    }
+    run->step_graphs = 1;
+    snprintf(run->step_graphs_note, sizeof run->step_graphs_note,
+             "on (LTC_CUDA_GRAPHS=on): each kind of step runs op by op once, is captured the "
+             "next time and replayed after");
+    return 0;
+}
+
+// Steps of one kind queue the same work: the same images per step (a
+// smaller last batch would change every shape) and the same groups updated
+// (a group frozen for its first steps queues no update then). Everything
+// else a step varies (learning rates, temperatures, momenta, staged draws)
+// reaches the device through the per-step parameter block and the staging
+// sites, which a replay refills.
+uint64_t train_step_kind(const TrainRun *run, long step, int images) {
+    uint64_t kind = (uint64_t)images << METHOD_MAX_GROUPS;
+    for (int g = 0; g < run->method.group_count; g++)
+        if (method_group_active(&run->method.groups[g], step)) kind |= (uint64_t)1 << g;
+    return kind;
+}

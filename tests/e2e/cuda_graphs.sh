@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Training steps as CUDA graphs (LTC_CUDA_GRAPHS=on; docs/gpu.md "CUDA
+# graphs") on the CUDA emulation: a run whose steps are captured and
+# replayed ends with the same checkpoint and logged losses, byte for byte,
+# as the same run op by op, for SimCLR on a ResNet-18 (convolutions with
+# BatchNorm, SGD) and for distillation, the default method, into a ViT-T/14
+# from that ResNet (a frozen teacher, attention, mixup with a staged
+# permutation and a per-step weight, AdamW), in
+# bf16-mixed (in 16-mixed a tiny run's first steps overflow and the loss
+# scaler skips them, so their learning rates would not matter). train.log
+# says how the steps ran. A bad value exits 2; runs that cannot be captured
+# say why in train.log.
+set -u
+source "$(dirname "$0")/lib.bash"
+e2e_init cuda_graphs
+
+emu_require
+common=(--data tests/fixtures/photos --batch-size 2 --max-steps 6 --num-workers 1
+  --accelerator gpu --precision bf16-mixed --seed 3)
+resnet=(--model resnet18 --image-size 16 --method simclr)
+vit=(--model vit_t14 --image-size 28)
+
+# Runs "$emu" train with LTC_CUDA_GRAPHS=$2 into $work/$1.
+run() {
+  local name=$1 graphs=$2
+  shift 2
+  LTC_CUDA_GRAPHS=$graphs "$emu" train "${common[@]}" --out "$work/$name" "$@" \
+    >"$work/$name.out" 2>&1 || fail "$name: exit $?: $(tail -n 3 "$work/$name.out")"
+}
+
+same_run() {
+  local a=$1 b=$2
+  cmp -s "$work/$a/checkpoints/last.ckpt" "$work/$b/checkpoints/last.ckpt" ||
+    fail "$a and $b: the checkpoints differ"
+  diff <(grep -o '"train_loss": [^,]*' "$work/$a/metrics.jsonl") \
+    <(grep -o '"train_loss": [^,]*' "$work/$b/metrics.jsonl") >/dev/null ||
+    fail "$a and $b: the logged losses differ"
+}
+
+# 6 steps of one kind: the first of each half of the per-step parameter
+# block op by op, the second captured, the rest replayed.
+counts='cuda graphs: 2 steps op by op, 2 captured, 2 replayed$'
+run simclr_off off "${resnet[@]}"
+run simclr_on on "${resnet[@]}"
+grep -q 'cuda graphs: on (LTC_CUDA_GRAPHS=on)' "$work/simclr_on/train.log" ||
+  fail "train.log does not say the graphs are on: $(grep 'cuda graphs' "$work/simclr_on/train.log")"
+grep -q "$counts" "$work/simclr_on/train.log" ||
+  fail "simclr: not the expected steps: $(grep 'cuda graphs' "$work/simclr_on/train.log")"
+grep -q 'cuda graphs: off (LTC_CUDA_GRAPHS=on captures' "$work/simclr_off/train.log" ||
+  fail "train.log does not say the graphs are off: $(grep 'cuda graphs' "$work/simclr_off/train.log")"
+same_run simclr_on simclr_off
+
+teacher="$work/simclr_off/exported_models/exported_last.safetensors"
+run distillation_off off "${vit[@]}" --method-arg teacher="$teacher"
+run distillation_on on "${vit[@]}" --method-arg teacher="$teacher"
+grep -q "$counts" "$work/distillation_on/train.log" ||
+  fail "distillation: not the expected steps: $(grep 'cuda graphs' "$work/distillation_on/train.log")"
+same_run distillation_on distillation_off
+
+expect_only 2 'LTC_CUDA_GRAPHS=yes: expected on or off' -- env LTC_CUDA_GRAPHS=yes \
+  "$emu" train "${common[@]}" "${resnet[@]}" --out "$work/bad"
+# The CPU backend runs ops as they are called: nothing to capture, and said so.
+LTC_CUDA_GRAPHS=on "$bin" train --data tests/fixtures/photos --model vit_t14 --image-size 28 \
+  --batch-size 2 --max-steps 1 --num-workers 1 --method simclr --accelerator cpu \
+  --out "$work/cpu" >"$work/cpu.out" 2>&1 || fail "a cpu run with LTC_CUDA_GRAPHS=on failed: $(tail -n 2 "$work/cpu.out")"
+grep -q 'cuda graphs: off (LTC_CUDA_GRAPHS=on, but this backend runs ops as they are called)' \
+  "$work/cpu/train.log" || fail "cpu: $(grep 'cuda graphs' "$work/cpu/train.log")"
+e2e_finish
