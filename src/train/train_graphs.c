@@ -22,7 +22,6 @@ int train_graphs_decide(TrainRun *run, ErrorMessage *err) {
     const char *why = !run->backend->op.step_graph_begin
                           ? "this backend runs ops as they are called"
                       : run->world_size > 1    ? "steps of several ranks are not captured yet"
-                      : run->accumulate > 1    ? "accumulated micro-batches are not captured yet"
                       : run->method.steps_vary ? run->method.steps_vary
                       : fault && fault[0]      ? "LTC_FAULT changes the steps it fires in"
                                                : NULL;
@@ -33,20 +32,24 @@ int train_graphs_decide(TrainRun *run, ErrorMessage *err) {
     }
     run->step_graphs = 1;
     snprintf(run->step_graphs_note, sizeof run->step_graphs_note,
-             "on (LTC_CUDA_GRAPHS=on): each kind of step runs op by op once, is captured the "
-             "next time and replayed after");
+             "on (LTC_CUDA_GRAPHS=on): a graph per micro-batch of a step; each kind runs op by "
+             "op once, is captured the next time and replayed after");
     return 0;
 }
 
-// Steps of one kind queue the same work: the same images per step (a
-// smaller last batch would change every shape) and the same groups updated
-// (a group frozen for its first steps queues no update then). Everything
-// else a step varies (learning rates, temperatures, momenta, staged draws)
-// reaches the device through the per-step parameter block and the staging
-// sites, which a replay refills.
-uint64_t train_step_kind(const TrainRun *run, long step, int images) {
-    uint64_t kind = (uint64_t)images << METHOD_MAX_GROUPS;
+// Parts of steps of one kind queue the same work: the same micro-batch of
+// the step (the last one also updates), the same images (a smaller last
+// batch would change every shape), the same groups updated (a group frozen
+// for its first steps queues no update then) and the same stop request
+// (train_agree_step writes it). Everything else a step varies (learning
+// rates, temperatures, momenta, staged draws) reaches the device through
+// the per-step parameter block and the staging sites, which a replay
+// refills.
+uint64_t train_step_part_kind(const TrainRun *run, long step, int micro, int images,
+                              int stop_requested) {
+    uint64_t kind = (uint64_t)images;
     for (int g = 0; g < run->method.group_count; g++)
-        if (method_group_active(&run->method.groups[g], step)) kind |= (uint64_t)1 << g;
-    return kind;
+        kind = kind * 2 + (uint64_t)method_group_active(&run->method.groups[g], step);
+    kind = kind * 2 + (stop_requested != 0);
+    return kind * (uint64_t)run->accumulate + (uint64_t)micro;
 }

@@ -31,7 +31,7 @@ typedef struct TrainRun {
     Backend *backend;
     int step_graphs;             // steps as CUDA graphs (train_graphs_decide)
     char step_graphs_note[200];  // on or off and why (train.log)
-    long graph_steps[3];         // steps run as each STEP_GRAPH_* (train.log's end)
+    long graph_steps[3];         // step parts run as each STEP_GRAPH_* (train.log's end)
     char accelerator_note[400];  // which backend --accelerator chose and why (train.log)
     const char *precision;       // the resolved --precision
     Dataset dataset;
@@ -166,10 +166,12 @@ void train_record_read(TrainRun *run, StepTimes *times);
 int train_record_setup(TrainRun *run, ErrorMessage *err);
 void train_record_free(TrainRun *run);
 // CUDA graphs of the steps (train_graphs.c): step_graphs and its note from
-// LTC_CUDA_GRAPHS and the run (-1 with err for a bad value); a step's kind
-// (backend.h step_graph_begin) from its number and images.
+// LTC_CUDA_GRAPHS and the run (-1 with err for a bad value); the kind
+// (backend.h step_graph_begin) of a step's part: micro-batch `micro` of
+// step `step`, of `images` images.
 int train_graphs_decide(TrainRun *run, ErrorMessage *err);
-uint64_t train_step_kind(const TrainRun *run, long step, int images);
+uint64_t train_step_part_kind(const TrainRun *run, long step, int micro, int images,
+                              int stop_requested);
 // Fails (agreed: 1 on every rank) when some rank's weights differ from rank
 // 0's after completed_steps.
 int train_check_replicas(TrainRun *run, long completed_steps);

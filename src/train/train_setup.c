@@ -612,7 +612,7 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
     fprintf(stderr, "%s", summary);
     run_log_line(run->log, "%s", summary);
     if (run->step_graphs)
-        run_log_line(run->log, "cuda graphs: %ld steps op by op, %ld captured, %ld replayed",
+        run_log_line(run->log, "cuda graphs: %ld step parts op by op, %ld captured, %ld replayed",
                      run->graph_steps[STEP_GRAPH_EAGER], run->graph_steps[STEP_GRAPH_CAPTURE],
                      run->graph_steps[STEP_GRAPH_REPLAY]);
     train_mlflow_end(run, status);

@@ -182,15 +182,15 @@ static void train_record_queue(TrainRun *run, long step) {
                                RECORD_FLOATS * sizeof(float));
 }
 
-// The device work of a step from its batch on to its record is one CUDA
-// graph a kind of step when the run allows it (train_graphs.c): its start
-// (once the batch is taken: the batch's copy stays outside), and its end,
-// which launches it (launch 0: the step failed midway; 0, or -1 with err).
-static void step_graph_start(TrainRun *run, long step, int images, int stop_requested) {
+// The device work of a step is a CUDA graph a micro-batch when the run
+// allows it (train_graphs.c): from the micro-batch's batch on (once it is
+// taken: the batch's copy stays outside) to its end, the last one's to the
+// step's record. Its start, and its end, which launches it (launch 0: the
+// step failed midway; 0, or -1 with err).
+static void step_graph_start(TrainRun *run, long step, int micro, int images,
+                             int stop_requested) {
     if (!run->step_graphs) return;
-    // A stop request changes what the step writes (train_agree_step): a
-    // kind of its own.
-    const uint64_t kind = train_step_kind(run, step, images) * 2 + (stop_requested != 0);
+    const uint64_t kind = train_step_part_kind(run, step, micro, images, stop_requested);
     run->graph_steps[run->backend->op.step_graph_begin(run->backend, kind)]++;
 }
 
@@ -248,8 +248,8 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         const Batch *batch = batch_feed_take(&run->feed, &host, &wait, &queue, err);
         if (!batch) return -1;  // (prefetched above)
         times->data_seconds += wait;
+        step_graph_start(run, step, micro, batch->size, stop_requested);
         if (micro == 0) {
-            step_graph_start(run, step, batch->size, stop_requested);
             for (int g = 0; g < method->group_count; g++)
                 parameter_set_zero_grads(method->groups[g].params);
             backend->op.fill(backend, run->record + RECORD_LOSS, 0.0f, 1);
@@ -269,9 +269,11 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
             status = log_augmentation_grid(run, host, err);
         if (status) return step_graph_finish(run, 0, NULL), -1;
         times->images += batch->size;
+        if (micro == run->accumulate - 1) break;  // its graph ends with the update
+        if (step_graph_finish(run, 1, err)) return -1;
         // The next micro-batch's copy beside this one's work; a loader
         // failure shows again when the loop fetches it above.
-        if (micro < run->accumulate - 1) batch_feed_prefetch(&run->feed, err);
+        batch_feed_prefetch(&run->feed, err);
     }
     const double start = time_now();
     // Data parallel: every rank steps with the mean gradient and logs the

@@ -45,7 +45,7 @@ typedef struct CudaStepParams {
 } CudaStepParams;
 
 // The training step as CUDA graphs (cuda_step_graph.c): one a kind of step.
-#define CUDA_STEP_GRAPHS 8
+#define CUDA_STEP_GRAPHS 32
 typedef struct CudaStepGraph {
     uint64_t key;       // the kind of step (backend.h step_graph_begin) and its block half
     long steps;         // steps of the kind begun (the first ran op by op)

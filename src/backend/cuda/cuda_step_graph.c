@@ -1,7 +1,8 @@
 // The training step as CUDA graphs (issue 32, docs/gpu.md "CUDA graphs"):
-// a step of a kind the trainer names (backend.h step_graph_begin) runs op
-// by op the first time, is captured the second time and replayed after
-// that, so that the device gets one graph launch a step instead of some
+// a step of a kind the trainer names (backend.h step_graph_begin; for the
+// trainer a step is one micro-batch of a training step: train_graphs.c)
+// runs op by op the first time, is captured the second time and replayed
+// after that, so that the device gets one graph launch a step instead of some
 // hundreds of launches, copies and library calls, and the host queues
 // nothing but that launch.
 //
