@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 
@@ -226,6 +228,56 @@ static void check_steps(ComputeDtype dtype) {
     b->destroy(b);
 }
 
+// A call that cannot be captured, inside a step's capture (a wait for the
+// device here): the one-line error names the call and says how to run
+// without graphs, exit status 1. In a child process that makes the first
+// CUDA context of this program (the test runs first: CUDA does not carry
+// a context across fork).
+static void test_capture_failure_says_how_to_run_without(void **state) {
+    (void)state;
+    int pipe_ends[2];
+    assert_int_equal(pipe(pipe_ends), 0);
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        dup2(pipe_ends[1], STDERR_FILENO);
+        dup2(pipe_ends[1], STDOUT_FILENO);
+        ErrorMessage err = {{0}};
+        Backend *b = cuda_backend_create(0, &err);
+        if (!b) {
+            printf("skipped: no cuda backend (%s)\n", err.text);
+            _exit(77);
+        }
+        for (int step = 0; step < 2; step++) {  // op by op, one per half
+            b->op.step_graph_begin(b, KIND);
+            b->op.step_graph_end(b, 1, &err);
+        }
+        if (b->op.step_graph_begin(b, KIND) != STEP_GRAPH_CAPTURE) _exit(3);
+        b->op.synchronize(b);
+        _exit(0);  // not reached: the wait is refused inside the capture
+    }
+    close(pipe_ends[1]);
+    char output[2048] = "";
+    size_t used = 0;
+    ssize_t got;
+    while ((got = read(pipe_ends[0], output + used, sizeof output - 1 - used)) > 0)
+        used += (size_t)got;
+    output[used] = '\0';
+    close(pipe_ends[0]);
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) {
+        printf("%s", output);
+        skip();
+    }
+    if (WEXITSTATUS(status) != 1 ||
+        !strstr(output, "cudaStreamSynchronize") ||
+        !strstr(output, "while a step was captured as a CUDA graph: LTC_CUDA_GRAPHS=off runs "
+                        "every step op by op"))
+        fail_msg("exit %d, output: %s", WEXITSTATUS(status), output);
+}
+
 static void test_steps_fp32(void **state) {
     (void)state;
     check_steps(COMPUTE_F32);
@@ -243,6 +295,7 @@ static void test_steps_bf16(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_capture_failure_says_how_to_run_without),  // first: see there
         cmocka_unit_test(test_steps_fp32),
         cmocka_unit_test(test_steps_fp16),
         cmocka_unit_test(test_steps_bf16),

@@ -14,8 +14,11 @@
 
 void cuda_fatal(const char *library, const char *call, const char *message, const char *file,
                 int line, int device) {
-    fprintf(stderr, "lightly-train-c: %s error on GPU %d at %s:%d: %s: %s\n", library, device,
-            file, line, call, message);
+    fprintf(stderr, "lightly-train-c: %s error on GPU %d at %s:%d: %s: %s%s\n", library, device,
+            file, line, call, message,
+            cuda_step_capturing ? " (while a step was captured as a CUDA graph: "
+                                  "LTC_CUDA_GRAPHS=off runs every step op by op)"
+                                : "");
     exit(1);
 }
 

@@ -128,6 +128,7 @@ void cuda_dnn_check(int status, const char *call, const char *file, int line);
 // thread queues the backend's work.
 extern int cuda_step_filling;
 extern long cuda_queue_points;
+extern int cuda_step_capturing;  // a step's capture is under way (cuda_fatal says so)
 static inline int cuda_queue_point(void) {
     cuda_queue_points++;
     return !cuda_step_filling;

@@ -23,6 +23,7 @@
 
 int cuda_step_filling;
 long cuda_queue_points;
+int cuda_step_capturing;
 
 // The graph of a kind of step, made at its first step; NULL once
 // CUDA_STEP_GRAPHS kinds have one (later kinds run op by op).
@@ -51,6 +52,7 @@ int cuda_step_graph_begin(Backend *backend, uint64_t key) {
         // loader's threads may allocate pinned memory meanwhile.
         CUDA_CHECK(cudaStreamSynchronize(state->stream));
         CUDA_CHECK(cudaStreamBeginCapture(state->stream, cudaStreamCaptureModeThreadLocal));
+        cuda_step_capturing = 1;
         state->step_graph_mode = STEP_GRAPH_CAPTURE;
     } else {
         cuda_step_filling = 1;
@@ -79,14 +81,25 @@ int cuda_step_graph_end(Backend *backend, int launch, ErrorMessage *err) {
     if (mode == STEP_GRAPH_EAGER) return 0;
     if (mode == STEP_GRAPH_CAPTURE) {
         cudaGraph_t captured = NULL;
-        CUDA_CHECK(cudaStreamEndCapture(state->stream, &captured));
+        const cudaError_t ended = cudaStreamEndCapture(state->stream, &captured);
+        cuda_step_capturing = 0;
         if (!launch) {  // a failed step: its capture dropped
+            (void)cudaGetLastError();
             if (captured) CUDA_CHECK(cudaGraphDestroy(captured));
             return 0;
         }
         cudaGraphExec_t exec = NULL;
-        CUDA_CHECK(cudaGraphInstantiate(&exec, captured, 0));
-        CUDA_CHECK(cudaGraphDestroy(captured));
+        const cudaError_t made = ended != cudaSuccess
+                                     ? ended
+                                     : cudaGraphInstantiate(&exec, captured, 0);
+        if (captured) CUDA_CHECK(cudaGraphDestroy(captured));
+        if (made != cudaSuccess) {  // nothing of the step ran: the run stops here
+            (void)cudaGetLastError();
+            return error_set(err,
+                             "cuda graphs: a step could not be captured: %s (LTC_CUDA_GRAPHS=off "
+                             "runs every step op by op)",
+                             cudaGetErrorString(made));
+        }
         graph->exec = exec;
         graph->queue_points = points;
     } else {
@@ -125,6 +138,7 @@ void cuda_step_graphs_free(CudaState *state) {
         if (cudaStreamEndCapture(state->stream, &dropped) == cudaSuccess && dropped)
             (void)cudaGraphDestroy(dropped);
     }
+    cuda_step_capturing = 0;
     state->step_graph_mode = STEP_GRAPH_EAGER;
     cuda_step_filling = 0;
     cuda_step_graphs_forget(state);
