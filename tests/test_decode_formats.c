@@ -243,6 +243,8 @@ static void test_fuzz_findings(void **state) {
         {"dicom_pixel_data_unknown_vr.dcm", "truncated: DICOM element longer than the data"},
         {"dicom_group_length_unknown_vr.dcm",
          "corrupt data: DICOM meta information that does not start with its group length"},
+        {"dicom_empty_transfer_syntax.dcm",
+         "unsupported format: DICOM transfer syntax \"\" (not one DCMTK knows)"},
         {"heif_grid_of_itself.heic",
          "the 'dimg' references of item 2 (417 items) do not match their box's size (14 bytes)"},
         {"heif_reference_size_garbage.heic",

@@ -132,8 +132,11 @@ extern "C" void dicom_close(DicomFile *file) { delete file; }
 
 extern "C" int dicom_transfer_syntax(const char *uid, int *big_endian, int *implicit,
                                      int *deflated) {
+    // An empty UID names DCMTK's internal implicit VR big endian (no file's
+    // syntax: reading one, DCMTK guesses the data set's encoding instead,
+    // and a walk that takes it for big endian loses step: fuzz_dicom, OOM).
     const DcmXfer syntax(uid);
-    if (syntax.getXfer() == EXS_Unknown) return -1;
+    if (!uid[0] || syntax.getXfer() == EXS_Unknown) return -1;
     *big_endian = syntax.isBigEndian();
     *implicit = syntax.isImplicitVR();
     *deflated = syntax.getStreamCompression() != ESC_none;
