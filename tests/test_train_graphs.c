@@ -15,7 +15,11 @@
 
 #include "train/train_run.h"
 
-static int begin_stub(Backend *backend, uint64_t key) { return STEP_GRAPH_EAGER; }
+// The decision reads only whether the backend has the op (never calls it).
+static int graph_begin_never_called(Backend *backend, uint64_t key) {
+    fail_msg("train_graphs_decide called step_graph_begin");
+    return STEP_GRAPH_EAGER;
+}
 
 typedef struct Fixture {
     Backend backend;
@@ -24,7 +28,7 @@ typedef struct Fixture {
 
 static void fixture_make(Fixture *f, int captures) {
     memset(f, 0, sizeof *f);
-    if (captures) f->backend.op.step_graph_begin = begin_stub;
+    if (captures) f->backend.op.step_graph_begin = graph_begin_never_called;
     f->run.backend = &f->backend;
     f->run.world_size = 1;
     f->run.accumulate = 1;

@@ -455,11 +455,8 @@ static int method_step(void *context, long step, double parts[2], ErrorMessage *
     Method *method = &bench->method;
     Backend *backend = method->backend;
     if (bench->graphs) {  // a kind of step per set of updated groups, as train's
-        uint64_t kind = 0;
-        for (int g = 0; g < method->group_count; g++)
-            if (method_group_active(&method->groups[g], step)) kind |= (uint64_t)1 << g;
         staging_step_begin(backend);
-        backend->op.step_graph_begin(backend, kind);
+        backend->op.step_graph_begin(backend, method_active_groups(method, step));
     }
     for (int g = 0; g < method->group_count; g++)
         parameter_set_zero_grads(method->groups[g].params);

@@ -363,6 +363,13 @@ int method_group_active(const MethodGroup *group, long step) {
     return step >= group->frozen_steps || group->frozen_at_zero_lr;
 }
 
+uint64_t method_active_groups(const Method *method, long step) {
+    uint64_t active = 0;
+    for (int g = 0; g < method->group_count; g++)
+        if (method_group_active(&method->groups[g], step)) active |= (uint64_t)1 << g;
+    return active;
+}
+
 float method_group_lr_factor(const MethodGroup *group, long step) {
     return step < group->frozen_steps ? 0.0f : 1.0f;
 }

@@ -238,6 +238,9 @@ int method_add_group(Method *method, const char *name, ParameterSet *params,
 // and measured for clipping, its optimizer stepped): unless it is frozen
 // at step and not frozen_at_zero_lr.
 int method_group_active(const MethodGroup *group, long step);
+// The groups updated at step, a bit each (group g: bit g), e.g. to tell
+// steps that queue the same work apart (CUDA graphs of the steps).
+uint64_t method_active_groups(const Method *method, long step);
 // What the scheduled lr is multiplied by for the group at step: 0 while it
 // is frozen, else 1.
 float method_group_lr_factor(const MethodGroup *group, long step);

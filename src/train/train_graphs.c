@@ -47,9 +47,8 @@ int train_graphs_decide(TrainRun *run, ErrorMessage *err) {
 // refills.
 uint64_t train_step_part_kind(const TrainRun *run, long step, int micro, int images,
                               int stop_requested) {
-    uint64_t kind = (uint64_t)images;
-    for (int g = 0; g < run->method.group_count; g++)
-        kind = kind * 2 + (uint64_t)method_group_active(&run->method.groups[g], step);
+    uint64_t kind =
+        ((uint64_t)images << METHOD_MAX_GROUPS) | method_active_groups(&run->method, step);
     kind = kind * 2 + (stop_requested != 0);
     return kind * (uint64_t)run->accumulate + (uint64_t)micro;
 }
