@@ -172,11 +172,15 @@ static int method_check_sizes(const BackboneSpec *spec, const Method *method, Er
     const char *const kinds[2] = {"global", "local"};
     char name[BACKBONE_MAX_NAME];
     backbone_spec_name(spec, name, sizeof name);
+    // the nearest multiple, or the smallest one allowed
+    const int smallest = (METHOD_MIN_VIEW_SIZE + step - 1) / step * step;
     for (int k = 0; k < 2; k++)
-        if (sizes[k] && sizes[k] % step != 0)
+        if (sizes[k] && sizes[k] % step != 0) {
+            const int nearest = (sizes[k] + step / 2) / step * step;
             return error_set(err, "%s views of %d px: %s needs a multiple of its patch size %d "
                                   "(e.g. %d px)", kinds[k], sizes[k], name, step,
-                             (sizes[k] + step / 2) / step * step);
+                             nearest < smallest ? smallest : nearest);
+        }
     return 0;
 }
 

@@ -146,6 +146,9 @@ typedef struct MethodGroup {
     const unsigned char *weight_decays;
 } MethodGroup;
 
+// The smallest view side in pixels (train's --image-size, --local-image-size).
+#define METHOD_MIN_VIEW_SIZE 16
+
 typedef struct Method Method;
 
 typedef struct MethodOps {
@@ -176,7 +179,7 @@ struct Method {
     // slot 0: global views (global_views * max_batch at global_size);
     // slot 1: local views when there are any
     int global_views, local_views;
-    int global_size, local_size;
+    int global_size, local_size;  // at least METHOD_MIN_VIEW_SIZE
     Act *global_input;     // (global_views * max_batch, global_size, global_size, 3)
     uint64_t batch_index;  // Batch.index of the uploaded views: keys per-batch draws
                            // (mixup) and updates (distillation's queue)

@@ -86,6 +86,10 @@ expect_only 2 "^lightly-train-c train: --activation-checkpointing applies to ViT
 expect 2 "local views of 24 px: vit_t16 needs a multiple of its patch size 16" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --model vit_t16 --method dino \
   --local-image-size 24 --max-steps 1
+# the nearest multiple (14) is below the smallest view allowed (16): the advice is one that runs
+expect 2 "local views of 16 px: vit_t14 needs a multiple of its patch size 14 \(e.g. 28 px\)" -- \
+  "$bin" train --data "$images" --out "$work/bad" --model vit_t14 --image-size 28 --method dino \
+  --local-image-size 16 --max-steps 1
 expect 2 "image size 40 is not a multiple of the patch size 14" -- \
   "$bin" train --data "$images" --out "$work/bad" --model vit_s14 --image-size 40 --max-steps 1 \
   --method simclr
