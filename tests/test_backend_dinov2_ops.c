@@ -143,6 +143,35 @@ static void test_sinkhorn_exp_and_normalize(void **state) {
     }
 }
 
+// Padding rows zeroed after the exponential (dinov2_loss.c) stay zero, and
+// a column whose sum is 0 gives zeros, not NaN; the other rows are
+// distributions as before.
+static void test_sinkhorn_normalize_zero_sums(void **state) {
+    NEED_FAST_BACKEND();
+    enum { ROWS = 5, COLS = 7 };
+    float *q = mirror_random_tensor(ROWS * COLS, 0.1f, 1, 120);
+    for (int k = 0; k < COLS; k++) q[3 * COLS + k] = 0.0f;  // row 3: padding
+    for (int r = 0; r < ROWS; r++) q[r * COLS + 4] = 0.0f;  // column 4: nothing
+    float *sums = mirror_buffer(COLS * sizeof(float));
+    for (int k = 0; k < COLS; k++) {
+        sums[k] = 0.0f;
+        for (int r = 0; r < ROWS; r++) sums[k] += q[r * COLS + k];
+    }
+    float *q_fast = mirror_copy(q, ROWS * COLS);
+    ref->op.sinkhorn_normalize(ref, ROWS, COLS, sums, q);
+    fast->op.sinkhorn_normalize(fast, ROWS, COLS, D(sums), D(q_fast));
+    H(q_fast);
+    for (int r = 0; r < ROWS; r++) {
+        double sum = 0.0, sum_fast = 0.0;
+        for (int k = 0; k < COLS; k++) {
+            const float a = q[r * COLS + k], b = q_fast[r * COLS + k];
+            if (r == 3 || k == 4) assert_true(a == 0.0f && b == 0.0f);
+            sum += a, sum_fast += b;
+        }
+        if (r != 3) assert_true(fabs(sum - 1.0) < 1e-6 && fabs(sum_fast - 1.0) < 1e-6);
+    }
+}
+
 // DINOv2's sinkhorn_knopp_teacher written out in double on one process:
 // Q = exp(x / T) as (K, B), divided by its total; per iteration each
 // prototype's row divided by its sum and K, each sample's column by its sum
@@ -412,6 +441,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_gather_scatter, mirror_free),
         cmocka_unit_test_teardown(test_column_max, mirror_free),
         cmocka_unit_test_teardown(test_sinkhorn_exp_and_normalize, mirror_free),
+        cmocka_unit_test_teardown(test_sinkhorn_normalize_zero_sums, mirror_free),
         cmocka_unit_test_teardown(test_sinkhorn_matches_dinov2, mirror_free),
         cmocka_unit_test_teardown(test_sinkhorn_split_rows_equal_whole, mirror_free),
         cmocka_unit_test_teardown(test_sinkhorn_one_row_is_uniform, mirror_free),

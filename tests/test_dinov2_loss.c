@@ -3,8 +3,10 @@
 // KoLeo code written out, softmax and Sinkhorn-Knopp centring, no local
 // views, two steps with the centers carried over) on the ref and cpu
 // backends: every loss term, every student gradient and both centers
-// within |ours - torch float64| <= 1e-5 + 1e-5 |torch|. Also the argument
-// checks. Both backends keep host memory: fixture data goes to ops directly.
+// within |ours - torch float64| <= 1e-5 + 1e-5 |torch|, also with padding
+// rows after the masked patches (weight and validity 0, random outputs:
+// their gradient rows exactly zero). Also the argument checks. Both
+// backends keep host memory: fixture data goes to ops directly.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -33,6 +35,45 @@ static const char *const fixture_cases[] = {
 
 static double worst_error;  // the largest |ours - truth| seen, for the report
 
+// The patch rows a caller pads (dinov2.c): `masked` rows of teacher and
+// student outputs (K each) and their weights, then `pad` rows of random
+// outputs in [-3, 3] with weight 0; valid 1 then 0; inv_total 1 / total.
+typedef struct PatchRows {
+    int rows;
+    float *teacher, *student, *weights, *valid, inv_total;
+} PatchRows;
+
+static PatchRows patch_rows_pad(const float *teacher, const float *student,
+                                const float *weights, int masked, int pad, int k, int total,
+                                uint64_t seed) {
+    PatchRows p = {.rows = masked + pad, .inv_total = total ? 1.0f / (float)total : 0.0f};
+    const size_t n = (size_t)p.rows * k + 1;
+    p.teacher = malloc(n * sizeof(float)), p.student = malloc(n * sizeof(float));
+    p.weights = malloc((size_t)(p.rows + 1) * sizeof(float));
+    p.valid = malloc((size_t)(p.rows + 1) * sizeof(float));
+    assert_true(p.teacher && p.student && p.weights && p.valid);
+    memcpy(p.teacher, teacher, (size_t)masked * k * sizeof(float));
+    memcpy(p.student, student, (size_t)masked * k * sizeof(float));
+    memcpy(p.weights, weights, (size_t)masked * sizeof(float));
+    gradcheck_fill_uniform(p.teacher + (size_t)masked * k, (size_t)pad * k, -3, 3, seed);
+    gradcheck_fill_uniform(p.student + (size_t)masked * k, (size_t)pad * k, -3, 3, seed + 1);
+    for (int r = 0; r < p.rows; r++) {
+        p.valid[r] = r < masked ? 1.0f : 0.0f;
+        if (r >= masked) p.weights[r] = 0.0f;
+    }
+    return p;
+}
+
+static void patch_rows_free(PatchRows *p) {
+    free(p->teacher), free(p->student), free(p->weights), free(p->valid);
+}
+
+// The padding rows' gradients: exactly zero.
+static void expect_zero_rows(const char *label, const float *grad, int masked, int rows, int k) {
+    for (size_t i = (size_t)masked * k; i < (size_t)rows * k; i++)
+        if (grad[i] != 0.0f) fail_msg("%s: padding gradient [%zu] = %g", label, i, grad[i]);
+}
+
 // A copy of the F32 tensor `key` with n elements (NULL-safe for n = 0).
 static float *read_f32(const SafeTensors *file, const char *key, size_t n) {
     float *x = malloc((n ? n : 1) * sizeof(float));
@@ -60,7 +101,7 @@ static void check_against(const SafeTensors *file, const char *label, const char
     free(truth);
 }
 
-static void check_case(Backend *backend, const SafeTensors *file, const char *name) {
+static void check_case(Backend *backend, const SafeTensors *file, const char *name, int pad) {
     char key[160];
     snprintf(key, sizeof key, "%s/config", name);
     float *config = read_f32(file, key, 11);
@@ -69,7 +110,7 @@ static void check_case(Backend *backend, const SafeTensors *file, const char *na
     const Dinov2LossConfig loss_config = {
         .max_batch = batch + 2,  // capacity above the batch must not matter
         .local_views = local,
-        .max_masked = 2 * batch * patches,
+        .max_masked = 2 * batch * patches + pad,
         .out_dim = k,
         .feature_dim = dim,
         .student_temp = config[5],
@@ -99,15 +140,19 @@ static void check_case(Backend *backend, const SafeTensors *file, const char *na
         float *weights = INPUT(patch_weights, (size_t)masked);
 #undef INPUT
         snprintf(key, sizeof key, "%s/teacher_temp", base);
+        PatchRows rows = patch_rows_pad(teacher_patches, student_patches, weights, masked, pad,
+                                        k, masked, (uint64_t)(10 * step + pad));
         const Dinov2LossInputs inputs = {
-            .batch = batch, .masked = masked, .masked_total = masked, .teacher_cls = teacher_cls,
-            .student_cls = student_cls, .teacher_patches = teacher_patches,
-            .student_patches = student_patches, .patch_weights = weights,
-            .student_features = features, .teacher_temp = fixture_read_f32(file, key)};
+            .batch = batch, .patch_rows = rows.rows, .masked = masked, .masked_total = masked,
+            .teacher_cls = teacher_cls, .student_cls = student_cls,
+            .teacher_patches = rows.teacher, .student_patches = rows.student,
+            .patch_weights = rows.weights, .patch_valid = rows.valid,
+            .inv_masked_total = &rows.inv_total, .student_features = features,
+            .teacher_temp = fixture_read_f32(file, key)};
         float terms[DINOV2_TERMS];  // backend memory: host memory on ref and cpu
         if (dinov2_loss_forward(loss, &inputs, terms, &err)) fail_msg("%s", err.text);
         float *grad_cls = malloc(cls_rows * k * sizeof(float));
-        float *grad_patches = malloc(((size_t)masked * k + 1) * sizeof(float));
+        float *grad_patches = malloc(((size_t)rows.rows * k + 1) * sizeof(float));
         float *grad_features = malloc(global_rows * dim * sizeof(float));
         assert_true(grad_cls && grad_patches && grad_features);
         dinov2_loss_backward(loss, grad_cls, grad_patches, grad_features);
@@ -121,6 +166,7 @@ static void check_case(Backend *backend, const SafeTensors *file, const char *na
         check_against(file, backend->name, key, cls_rows * k, grad_cls);
         snprintf(key, sizeof key, "%s/grad_patches", base);
         check_against(file, backend->name, key, (size_t)masked * k, grad_patches);
+        expect_zero_rows(key, grad_patches, masked, rows.rows, k);
         snprintf(key, sizeof key, "%s/grad_features", base);
         check_against(file, backend->name, key, global_rows * dim, grad_features);
         if (loss_config.centering == DINOV2_CENTER_SOFTMAX) {
@@ -132,6 +178,7 @@ static void check_case(Backend *backend, const SafeTensors *file, const char *na
         float *buffers[] = {masks, teacher_cls, student_cls, features, teacher_patches,
                             student_patches, weights, grad_cls, grad_patches, grad_features};
         for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) free(buffers[i]);
+        patch_rows_free(&rows);
     }
     dinov2_loss_destroy(loss);
     free(config);
@@ -141,16 +188,17 @@ static void test_matches_pytorch(void **state) {
     SafeTensors file;
     ErrorMessage err = {{0}};
     if (safetensors_read(FIXTURE_PATH, &file, &err) != 0) fail_msg("%s", err.text);
-    for (size_t c = 0; c < sizeof fixture_cases / sizeof fixture_cases[0]; c++) {
-        worst_error = 0.0;
-        check_case(fixture_ref, &file, fixture_cases[c]);
-        fprintf(stderr, "  %s ref: max |ours - torch float64| %.3g\n", fixture_cases[c],
-                worst_error);
-        worst_error = 0.0;
-        check_case(fixture_cpu, &file, fixture_cases[c]);
-        fprintf(stderr, "  %s cpu: max |ours - torch float64| %.3g\n", fixture_cases[c],
-                worst_error);
-    }
+    for (size_t c = 0; c < sizeof fixture_cases / sizeof fixture_cases[0]; c++)
+        for (int pad = 0; pad <= 3; pad += 3) {
+            worst_error = 0.0;
+            check_case(fixture_ref, &file, fixture_cases[c], pad);
+            fprintf(stderr, "  %s, %d padding rows, ref: max |ours - torch float64| %.3g\n",
+                    fixture_cases[c], pad, worst_error);
+            worst_error = 0.0;
+            check_case(fixture_cpu, &file, fixture_cases[c], pad);
+            fprintf(stderr, "  %s, %d padding rows, cpu: max |ours - torch float64| %.3g\n",
+                    fixture_cases[c], pad, worst_error);
+        }
     safetensors_free(&file);
 }
 
@@ -169,14 +217,17 @@ static void test_rejects_bad_arguments(void **state) {
     assert_non_null(strstr(err.text, "student_temp"));
     Dinov2Loss *loss = dinov2_loss_create(fixture_ref, &config, NULL, &err);
     assert_non_null(loss);
-    Dinov2LossInputs inputs = {.batch = 4, .masked = 11, .teacher_temp = 0.04f};
+    Dinov2LossInputs inputs = {.batch = 4, .patch_rows = 11, .teacher_temp = 0.04f};
     float terms[DINOV2_TERMS];
-    assert_int_equal(dinov2_loss_forward(loss, &inputs, terms, &err), -1);  // too many masked
-    assert_non_null(strstr(err.text, "masked"));
+    assert_int_equal(dinov2_loss_forward(loss, &inputs, terms, &err), -1);  // too many rows
+    assert_non_null(strstr(err.text, "in 11 rows (0..10)"));
+    inputs.patch_rows = 3, inputs.masked = 4, inputs.masked_total = 4;  // more than the rows
+    assert_int_equal(dinov2_loss_forward(loss, &inputs, terms, &err), -1);
+    assert_non_null(strstr(err.text, "4 masked patches in 3 rows"));
     inputs.masked = 3, inputs.masked_total = 2;  // fewer over the ranks than here
     assert_int_equal(dinov2_loss_forward(loss, &inputs, terms, &err), -1);
-    assert_non_null(strstr(err.text, "of 2 over the ranks"));
-    inputs.masked = 0;
+    assert_non_null(strstr(err.text, "2 over the ranks"));
+    inputs.masked = 0, inputs.patch_rows = 0;
     inputs.teacher_temp = 0.0f;
     assert_int_equal(dinov2_loss_forward(loss, &inputs, terms, &err), -1);
     assert_non_null(strstr(err.text, "temperature"));
@@ -198,7 +249,8 @@ static void test_rejects_bad_arguments(void **state) {
 // per rank (DINOv2's too), so its weight is 0 here. Everything is fp32 with
 // double sums; the ranks only split the column sums one process adds in one
 // go: measured at most 1.7e-7 of the largest value, bound
-// |a - b| <= RANKS_RTOL (|b| + max |b|).
+// |a - b| <= RANKS_RTOL (|b| + max |b|). Every run pads its patch rows
+// with RANKS_PAD rows (rank 1 of 3: padding only).
 
 #define RANKS_PER_RANK_BATCH 3
 #define RANKS_LOCAL 2
@@ -206,6 +258,7 @@ static void test_rejects_bad_arguments(void **state) {
 #define RANKS_DIM 6
 #define RANKS_RTOL 1e-5
 #define RANKS_VIEWS (2 + RANKS_LOCAL)
+#define RANKS_PAD 2
 
 typedef struct RanksCase {
     const char *backend_name;
@@ -239,7 +292,7 @@ static void ranks_run(RanksCase *c, Communicator *comm) {
     Backend *backend = backend_create(c->backend_name, 1, &err);
     if (!backend) fail_msg("backend %s: %s", c->backend_name, err.text);
     const Dinov2LossConfig config = {
-        .max_batch = c->batch, .local_views = RANKS_LOCAL, .max_masked = 32,
+        .max_batch = c->batch, .local_views = RANKS_LOCAL, .max_masked = 32 + RANKS_PAD,
         .out_dim = RANKS_K, .feature_dim = RANKS_DIM, .student_temp = 0.1f,
         .center_momentum = 0.9f, .centering = c->centering,
         .dino_weight = 1.0f, .ibot_weight = 1.0f, .koleo_weight = 0.0f};
@@ -250,18 +303,27 @@ static void ranks_run(RanksCase *c, Communicator *comm) {
                                RANKS_K);
     float *features = view_rows(c->features, 2, c->whole_batch, c->image0, c->batch, RANKS_DIM);
     const size_t patch0 = (size_t)c->first_patch * RANKS_K;
+    PatchRows rows = patch_rows_pad(c->teacher_patches + patch0, c->student_patches + patch0,
+                                    c->weights + c->first_patch, c->masked, RANKS_PAD, RANKS_K,
+                                    c->masked_total, (uint64_t)(100 + c->image0));
     const Dinov2LossInputs inputs = {
-        .batch = c->batch, .masked = c->masked, .masked_total = c->masked_total,
-        .teacher_cls = teacher, .student_cls = student,
-        .teacher_patches = c->teacher_patches + patch0,
-        .student_patches = c->student_patches + patch0,
-        .patch_weights = c->weights + c->first_patch, .student_features = features,
+        .batch = c->batch, .patch_rows = rows.rows, .masked = c->masked,
+        .masked_total = c->masked_total, .teacher_cls = teacher, .student_cls = student,
+        .teacher_patches = rows.teacher, .student_patches = rows.student,
+        .patch_weights = rows.weights, .patch_valid = rows.valid,
+        .inv_masked_total = &rows.inv_total, .student_features = features,
         .teacher_temp = 0.07f};
     if (dinov2_loss_forward(loss, &inputs, c->terms, &err)) fail_msg("%s", err.text);
     float *grad_features = malloc((size_t)2 * c->batch * RANKS_DIM * sizeof(float));
     assert_non_null(grad_features);
-    dinov2_loss_backward(loss, c->grad_cls, c->grad_patches, grad_features);
+    float *grad_rows = malloc((size_t)rows.rows * RANKS_K * sizeof(float));
+    assert_non_null(grad_rows);
+    dinov2_loss_backward(loss, c->grad_cls, grad_rows, grad_features);
+    memcpy(c->grad_patches, grad_rows, (size_t)c->masked * RANKS_K * sizeof(float));
+    expect_zero_rows("ranks' grad_patches", grad_rows, c->masked, rows.rows, RANKS_K);
     dinov2_loss_update_centers(loss);
+    free(grad_rows);
+    patch_rows_free(&rows);
     backend->op.download(backend, c->cls_center, dinov2_loss_cls_center(loss),
                          sizeof c->cls_center);
     backend->op.download(backend, c->patch_center, dinov2_loss_patch_center(loss),

@@ -81,10 +81,6 @@ static void test_runs_that_cannot_be_captured(void **state) {
     decide(&f, "on", "on (LTC_CUDA_GRAPHS=on): a graph per micro-batch");
     assert_int_equal(f.run.step_graphs, 1);
     fixture_make(&f, 1);
-    f.run.method.steps_vary = "DINOv2's masked token count changes the step's shapes";
-    decide(&f, "on", "but DINOv2's masked token count changes the step's shapes");
-    assert_int_equal(f.run.step_graphs, 0);
-    fixture_make(&f, 1);
     setenv("LTC_FAULT", "nan-gradient@2", 1);
     decide(&f, "on", "but LTC_FAULT changes the steps it fires in");
     assert_int_equal(f.run.step_graphs, 0);

@@ -581,7 +581,7 @@ static int bench_method(const BenchArgs *args, Backend *backend, const BenchRun 
     // Only whole steps are captured (timed parts wait inside a step).
     const char *graphs = getenv("LTC_CUDA_GRAPHS");
     bench.graphs = graphs && strcmp(graphs, "on") == 0 && backend->op.step_graph_begin &&
-                   !method->steps_vary && !run->timed_parts;
+                   !run->timed_parts;
     int status = prepare_method_bench(args, &bench, err);
     if (!status) status = time_steps(backend, args, run, method_step, &bench, &timing, err);
     if (!status) {

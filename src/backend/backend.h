@@ -718,7 +718,8 @@ typedef struct BackendOps {
                          const float *max, float *q);
     // One iteration on q (rows, C) in place, column_sum (C) the column sums
     // of every rank's q: each entry divided by its column's sum (rounded to
-    // fp32), then each row by its own sum.
+    // fp32), then each row by its own sum; a sum of 0 gives zeros (a row
+    // of padding zeroed after sinkhorn_exp stays zero, not NaN).
     void (*sinkhorn_normalize)(Backend *backend, int rows, int channels, const float *column_sum,
                                float *q);
     // KoLeo's nearest neighbours of L2-normalised rows y (rows, D) (lightly's

@@ -23,6 +23,11 @@
 // The head runs once per model over all its rows (class tokens, then the
 // masked patches): it has no BatchNorm, so that equals LightlyTrain's
 // separate dino_head / ibot_head calls with ibot_separate_head=False.
+// The masked patches' rows are padded to the most a step of the batch size
+// can mask (dinov2_masks_capacity) with unmasked patches of weight 0, which
+// the loss leaves out (dinov2_loss.h): every step of a batch size queues
+// the same shapes, so a step can be captured as a CUDA graph and replayed,
+// and the head's buffers need the bound, not the old masked crops x P/2.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,19 +53,21 @@ typedef struct Dinov2State {
     uint64_t seed;
     int tokens, local_tokens, patches, max_masked;
     int masked_total;              // this step's masked patches over all ranks
-    // host: this step's masks (2 B P), weights and token indices (up to
-    // 2 B P each) in one staging buffer, uploaded each step
+    // host: this step's masks (2 B P), weights, validity and token indices
+    // (up to 2 B P each) and 1 / masked_total in one staging buffer,
+    // uploaded each step
     Staging mask_staging;
     size_t mask_cells;             // 2 B P of the largest batch: each part's room
     float *host_global_mask;       // (world 2 B P): the global batch's masks
-    // backend
-    float *mask, *weight;          // (2 B P), (M)
-    int32_t *token_index;          // (M) rows of the (2 B T) token table
-    Act *teacher_in;               // (2 B + M, D) class tokens, then masked patch tokens
-    Act *student_in;               // ((2 + L) B + M, D) global, local class tokens, patches
+    // backend; R = the patch rows: the M masked patches, then padding
+    float *mask, *weight, *valid;  // (2 B P), (R) w_m or 0, (R) 1 or 0
+    float *inv_masked_total;       // (1)
+    int32_t *token_index;          // (R) rows of the (2 B T) token table
+    Act *teacher_in;               // (2 B + R, D) class tokens, then the patch rows' tokens
+    Act *student_in;               // ((2 + L) B + R, D) global, local class tokens, patches
     float *student_features;       // (2 B, D) fp32 copy of the global class tokens (KoLeo)
-    float *dstudent_out;           // ((2 + L) B + M, K)
-    Act *dstudent_in;              // ((2 + L) B + M, D)
+    float *dstudent_out;           // ((2 + L) B + R, K)
+    Act *dstudent_in;              // ((2 + L) B + R, D)
     float *dfeatures;              // (2 B, D) KoLeo's gradient
     Act *dfeatures_act;            // (2 B, D) the same as activations
     Act *dtokens;                  // (max(2 B T, L B T_local), D)
@@ -80,36 +87,49 @@ static float dinov2_momentum(const Dinov2State *state, long step) {
 }
 
 // This step's masks in a staging buffer, then queued to the device: the
-// mask, the masked patches' token rows (class token and registers skipped)
-// and weights.
-static int upload_masks(Method *method, Dinov2State *state, long step, int batch) {
+// mask, and for the `rows` patch rows their token rows (class token and
+// registers skipped), weights and validity: the masked patches, then
+// distinct unmasked ones (gathered and scattered like them, weight and
+// validity 0). The masked count, or -1 past the bound (a bug).
+static int upload_masks(Method *method, Dinov2State *state, long step, int batch, int rows,
+                        ErrorMessage *err) {
     const int crops = 2 * batch, patches = state->patches;
-    const size_t n = (size_t)crops * patches;
-    float *mask = staging_take(&state->mask_staging), *weight = mask + state->mask_cells;
-    int32_t *index = (int32_t *)(weight + state->mask_cells);
+    const size_t n = (size_t)crops * patches, cells = state->mask_cells;
+    float *mask = staging_take(&state->mask_staging), *weight = mask + cells;
+    float *valid = weight + cells, *inv_total = valid + cells;
+    int32_t *index = (int32_t *)(inv_total + 1);
     const int masked = dinov2_masks_make_rank(
         &state->masks, 2, batch, comm_world_size(method->comm), comm_rank(method->comm),
         state->seed, step, state->host_global_mask, mask, index, weight, &state->masked_total);
+    int filled = masked;
+    for (size_t cell = 0; cell < n && filled < rows; cell++)
+        if (mask[cell] == 0.0f) index[filled] = (int32_t)cell, weight[filled++] = 0.0f;
+    if (masked > rows || filled < rows)
+        return error_set(err, "internal: %d masked patches for %d padded rows", masked, rows);
     const int first_patch = state->tokens - patches;
-    for (int m = 0; m < masked; m++) {
+    for (int m = 0; m < rows; m++) {
         const int crop = index[m] / patches, patch = index[m] % patches;
         index[m] = crop * state->tokens + first_patch + patch;
+        valid[m] = m < masked ? 1.0f : 0.0f;
     }
+    *inv_total = state->masked_total ? 1.0f / (float)state->masked_total : 0.0f;
     Staging *staging = &state->mask_staging;
     staging_upload(staging, state->mask, mask, n * sizeof *mask);
-    staging_upload(staging, state->token_index, index, (size_t)masked * sizeof *index);
-    staging_upload(staging, state->weight, weight, (size_t)masked * sizeof *weight);
+    staging_upload(staging, state->token_index, index, (size_t)rows * sizeof *index);
+    staging_upload(staging, state->weight, weight, (size_t)rows * sizeof *weight);
+    staging_upload(staging, state->valid, valid, (size_t)rows * sizeof *valid);
+    staging_upload(staging, state->inv_masked_total, inv_total, sizeof *inv_total);
     return masked;
 }
 
 // Class tokens (rows, D) of a slot's normalised tokens into out, then (when
-// index) the masked patch tokens after them.
+// index) the patch rows' tokens after them.
 static void collect_tokens(Backend *backend, const Vit *vit, int slot, int rows, int dim,
-                           Act *out, int masked, const int32_t *index, Act *patches_out) {
+                           Act *out, int patch_rows, const int32_t *index, Act *patches_out) {
     const Act *tokens = vit_tokens(vit, slot);
     backend->op.token_pool_forward(backend, rows, vit_slot_tokens(vit, slot), dim, 0, 1, tokens,
                                    out);
-    if (masked) backend->op.gather_rows(backend, masked, dim, index, tokens, patches_out);
+    if (patch_rows) backend->op.gather_rows(backend, patch_rows, dim, index, tokens, patches_out);
 }
 
 static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) {
@@ -118,17 +138,19 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     const int dim = method->backbone.feature_dim, global = 2 * batch;
     const int local = method->local_views * batch;
     const size_t out = (size_t)head_spec_output_dim(&state->head.spec);
-    const int masked = upload_masks(method, state, step, batch);
+    const int rows = dinov2_masks_capacity(&state->masks, global, comm_world_size(method->comm));
+    const int masked = upload_masks(method, state, step, batch, rows, err);
+    if (masked < 0) return -1;
     const size_t cls_rows = (size_t)global + local;
 
     // teacher: global views, no masks, eval mode
     Vit *teacher_vit = &state->teacher.backbone.model.vit;
     if (backbone_forward(&state->teacher.backbone, 0, global, method->global_input, 0, err))
         return -1;
-    collect_tokens(backend, teacher_vit, 0, global, dim, state->teacher_in, masked,
+    collect_tokens(backend, teacher_vit, 0, global, dim, state->teacher_in, rows,
                    state->token_index, act_at(backend, state->teacher_in, (size_t)global * dim));
     const float *teacher_out =
-        head_forward(&state->teacher.head, global + masked, state->teacher_in, 0, err);
+        head_forward(&state->teacher.head, global + rows, state->teacher_in, 0, err);
     if (!teacher_out) return -1;
 
     // student: masked global views, then the local views
@@ -137,7 +159,7 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     vit_set_patch_mask(vit, 0, state->mask, token->value, token->grad);
     if (backbone_forward(&method->backbone, 0, global, method->global_input, 1, err)) return -1;
     Act *patches_in = act_at(backend, state->student_in, cls_rows * dim);
-    collect_tokens(backend, vit, 0, global, dim, state->student_in, masked, state->token_index,
+    collect_tokens(backend, vit, 0, global, dim, state->student_in, rows, state->token_index,
                    patches_in);
     if (local) {
         if (backbone_forward(&method->backbone, 1, local, method->local_input, 1, err)) return -1;
@@ -147,15 +169,16 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     backend->op.act_to_float(backend, (size_t)global * dim, state->student_in,
                              state->student_features);
     const float *student_out =
-        head_forward(&state->head, (int)cls_rows + masked, state->student_in, 1, err);
+        head_forward(&state->head, (int)cls_rows + rows, state->student_in, 1, err);
     if (!student_out) return -1;
 
     const float teacher_temp = dinov2_teacher_temp(state, step);
     const Dinov2LossInputs inputs = {
-        .batch = batch, .masked = masked, .masked_total = state->masked_total,
-        .teacher_cls = teacher_out,
+        .batch = batch, .patch_rows = rows, .masked = masked,
+        .masked_total = state->masked_total, .teacher_cls = teacher_out,
         .student_cls = student_out, .teacher_patches = teacher_out + (size_t)global * out,
         .student_patches = student_out + cls_rows * out, .patch_weights = state->weight,
+        .patch_valid = state->valid, .inv_masked_total = state->inv_masked_total,
         .student_features = state->student_features, .teacher_temp = teacher_temp};
     float *terms = state->terms;
     if (dinov2_loss_forward(state->loss, &inputs, terms, err)) return -1;
@@ -167,18 +190,19 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
 
     dinov2_loss_backward(state->loss, state->dstudent_out, state->dstudent_out + cls_rows * out,
                          state->dfeatures);
-    method_scale_loss_gradient(method, (cls_rows + (size_t)masked) * out, state->dstudent_out);
+    method_scale_loss_gradient(method, (cls_rows + (size_t)rows) * out, state->dstudent_out);
     method_scale_loss_gradient(method, (size_t)global * dim, state->dfeatures);
     if (head_backward(&state->head, state->dstudent_out, state->dstudent_in, err)) return -1;
     backend->op.float_to_act(backend, (size_t)global * dim, state->dfeatures,
                              state->dfeatures_act);
     backend->op.act_axpby(backend, (size_t)global * dim, 1.0f, state->dfeatures_act, 1.0f,
                           state->dstudent_in);
-    // global: class-token gradients into the token table, the masked patches' added
+    // global: class-token gradients into the token table, the patch rows' added (the
+    // padding's are zeros)
     backend->op.token_pool_backward(backend, global, state->tokens, dim, 0, 1,
                                     state->dstudent_in, state->dtokens);
-    if (masked)
-        backend->op.scatter_add_rows(backend, masked, dim, state->token_index,
+    if (rows)
+        backend->op.scatter_add_rows(backend, rows, dim, state->token_index,
                                      act_at(backend, state->dstudent_in, cls_rows * dim),
                                      state->dtokens);
     parameter_set_hold_progress(method->backbone.params, local > 0);  // not the last pass
@@ -238,6 +262,7 @@ static void dinov2_destroy(Method *method) {
     for (int g = 0; g < DINOV2_GROUPS; g++) dinov2_group_tables_free(&state->tables[g]);
     if (state->loss) dinov2_loss_destroy(state->loss);
     void *device[] = {state->mask,          state->weight,           state->token_index,
+                      state->valid,         state->inv_masked_total,
                       state->teacher_in,    state->student_in,       state->student_features,
                       state->dstudent_out,  state->dstudent_in,      state->dfeatures,
                       state->dfeatures_act, state->dtokens,          state->terms};
@@ -340,13 +365,15 @@ static int allocate_buffers(Method *method, Dinov2State *state, int batch, int o
     size_t token_rows = crops * state->tokens;
     if (local * state->local_tokens > token_rows) token_rows = local * state->local_tokens;
     state->mask_cells = cells;
-    if (staging_init(&state->mask_staging, backend, cells * (2 * sizeof(float) + sizeof(int32_t)),
-                     err))
+    if (staging_init(&state->mask_staging, backend,
+                     cells * (3 * sizeof(float) + sizeof(int32_t)) + sizeof(float), err))
         return error_prefix(err, "iBOT masks");
     state->host_global_mask =
         malloc((size_t)comm_world_size(method->comm) * cells * sizeof(float));
     state->mask = backend->op.alloc(backend, cells * sizeof(float));
     state->weight = backend->op.alloc(backend, masked * sizeof(float));
+    state->valid = backend->op.alloc(backend, masked * sizeof(float));
+    state->inv_masked_total = backend->op.alloc(backend, sizeof(float));
     state->token_index = backend->op.alloc(backend, masked * sizeof(int32_t));
     state->teacher_in = backend->op.alloc(backend, act_bytes(backend, (crops + masked) * dim));
     state->student_in = backend->op.alloc(backend, act_bytes(backend, rows * dim));
@@ -359,7 +386,7 @@ static int allocate_buffers(Method *method, Dinov2State *state, int batch, int o
     state->terms = backend->op.alloc(backend, DINOV2_TERMS * sizeof(float));
     if (!state->terms ||
         !state->host_global_mask || !state->mask ||
-        !state->weight || !state->token_index || !state->teacher_in || !state->student_in ||
+        !state->weight || !state->valid || !state->inv_masked_total || !state->token_index || !state->teacher_in || !state->student_in ||
         !state->student_features || !state->dstudent_out || !state->dstudent_in ||
         !state->dfeatures || !state->dfeatures_act || !state->dtokens)
         return error_set(err, "out of memory for %zu head rows of %d outputs", rows, out);
@@ -417,7 +444,6 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     if (!state) return error_set(err, "out of memory");
     method->state = state;
     method->ops = &dinov2_ops;
-    method->steps_vary = "DINOv2's masked token count changes the step's shapes";
     method->export_part = "teacher_backbone";
     const VitConfig *vit = &setup->backbone.vit;
     const int dim = method->backbone.feature_dim, batch = setup->batch;

@@ -32,8 +32,9 @@ struct Dinov2Loss {
     Dinov2LossConfig config;
     DinoLoss *dino;
     // last forward
-    int batch, masked;
+    int batch, patch_rows;
     int masked_total;  // of the last forward, over all ranks (the patch center's count)
+    const float *inv_masked_total;  // (1) its inverse, in backend memory
     float dino_scale;        // LightlyTrain's normaliser over DinoLoss's pair count
     // Sinkhorn-Knopp only
     float *cls_targets;      // (2 B, K)
@@ -145,9 +146,11 @@ void dinov2_loss_destroy(Dinov2Loss *loss) {
 // (DINOv2's distributed sinkhorn_knopp_teacher): the column maxima and, in
 // every iteration, the column sums are all-reduced, so every rank computes
 // its rows of the one-process result on the concatenated rows (backend.h
-// column_max). Collective: every rank calls it, also with no rows.
-static int sinkhorn_targets(Dinov2Loss *loss, int rows, const float *x, float teacher_temp,
-                            float *q, ErrorMessage *err) {
+// column_max). Rows whose `valid` is 0 (when valid) are padding: zeroed
+// after the exponential, they add nothing to the sums and stay zero.
+// Collective: every rank calls it, also with no rows.
+static int sinkhorn_targets(Dinov2Loss *loss, int rows, const float *x, const float *valid,
+                            float teacher_temp, float *q, ErrorMessage *err) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
     const int k = loss->config.out_dim;
@@ -155,6 +158,7 @@ static int sinkhorn_targets(Dinov2Loss *loss, int rows, const float *x, float te
     op->column_max(backend, (size_t)rows, k, x, column);
     if (comm_all_reduce(loss->comm, column, (size_t)k, COMM_MAX, err)) return -1;
     op->sinkhorn_exp(backend, rows, k, x, 1.0f / teacher_temp, column, q);
+    if (valid) op->scale_rows(backend, (size_t)rows, k, q, valid, q);
     for (int it = 0; it < DINOV2_SINKHORN_ITERATIONS; it++) {
         op->column_sum(backend, (size_t)rows, k, q, column);
         if (comm_all_reduce(loss->comm, column, (size_t)k, COMM_SUM, err)) return -1;
@@ -184,7 +188,7 @@ static int dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms,
         dino_loss_forward(loss->dino, batch, teacher_views, student_views, in->teacher_temp,
                           value);
     } else {
-        if (sinkhorn_targets(loss, DINOV2_GLOBAL_VIEWS * batch, in->teacher_cls,
+        if (sinkhorn_targets(loss, DINOV2_GLOBAL_VIEWS * batch, in->teacher_cls, NULL,
                              in->teacher_temp, loss->cls_targets, err))
             return -1;
         dino_loss_forward_assigned(loss->dino, batch, loss->cls_targets, student_views, value);
@@ -200,39 +204,41 @@ static int dino_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms,
     return 0;
 }
 
-// The masked patches: targets, weighted targets, student log-probabilities.
-// With Sinkhorn-Knopp a rank without masked patches still takes part in
-// the assignment (DINOv2 all-reduces the masked count; here it cancels:
-// backend.h column_max).
+// The patch rows: targets, weighted targets (padding's zero), student
+// log-probabilities. With Sinkhorn-Knopp a rank without patch rows still
+// takes part in the assignment (DINOv2 all-reduces the masked count; here
+// it cancels: backend.h column_max).
 static int ibot_part(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms,
                      ErrorMessage *err) {
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
     const Dinov2LossConfig *c = &loss->config;
-    const int masked = in->masked, k = c->out_dim;
+    const int rows = in->patch_rows, k = c->out_dim;
     if (c->centering == DINOV2_CENTER_SINKHORN_KNOPP &&
-        (masked > 0 || comm_world_size(loss->comm) > 1) &&
-        sinkhorn_targets(loss, masked, in->teacher_patches, in->teacher_temp,
+        (rows > 0 || comm_world_size(loss->comm) > 1) &&
+        sinkhorn_targets(loss, rows, in->teacher_patches, in->patch_valid, in->teacher_temp,
                          loss->patch_targets, err))
         return -1;
-    if (masked == 0) {
+    if (rows == 0) {
         op->fill(backend, terms + DINOV2_TERM_IBOT, 0.0f, 1);
         op->fill(backend, loss->patch_mean, 0.0f, (size_t)k);  // adds nothing to the center
         return 0;
     }
-    const size_t n = (size_t)masked * k;
+    const size_t n = (size_t)rows * k;
     if (c->centering == DINOV2_CENTER_SOFTMAX) {
         op->axpby(backend, (size_t)k, -1.0f, loss->patch_center, 0.0f, loss->negated_center);
-        op->copy(backend, loss->patch_weighted, in->teacher_patches, n * sizeof(float));
-        op->bias_add_f32(backend, (size_t)masked, k, loss->negated_center, loss->patch_weighted);
-        op->softmax_forward(backend, masked, k, loss->patch_weighted, 1.0f / in->teacher_temp,
+        // the masked rows as they are, padding zeroed: their sum is the masked patches'
+        // (update_centers divides the sum over the ranks by their count)
+        op->scale_rows(backend, (size_t)rows, k, in->teacher_patches, in->patch_valid,
+                       loss->patch_weighted);
+        op->column_sum(backend, (size_t)rows, k, loss->patch_weighted, loss->patch_mean);
+        op->bias_add_f32(backend, (size_t)rows, k, loss->negated_center, loss->patch_weighted);
+        op->softmax_forward(backend, rows, k, loss->patch_weighted, 1.0f / in->teacher_temp,
                             loss->patch_targets);
-        // the sum; update_centers divides the sum over the ranks by their count
-        op->column_sum(backend, (size_t)masked, k, in->teacher_patches, loss->patch_mean);
     }
-    op->scale_rows(backend, (size_t)masked, k, loss->patch_targets, in->patch_weights,
+    op->scale_rows(backend, (size_t)rows, k, loss->patch_targets, in->patch_weights,
                    loss->patch_weighted);
-    op->log_softmax_forward(backend, masked, k, in->student_patches, 1.0f / c->student_temp,
+    op->log_softmax_forward(backend, rows, k, in->student_patches, 1.0f / c->student_temp,
                             loss->patch_log_probs);
     op->dot(backend, n, loss->patch_weighted, loss->patch_log_probs,
             loss->scalars + SCALAR_IBOT_DOT);
@@ -280,17 +286,19 @@ static void total(Dinov2Loss *loss, float *terms) {
 int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *in, float *terms,
                         ErrorMessage *err) {
     const Dinov2LossConfig *c = &loss->config;
-    if (in->batch < 1 || in->batch > c->max_batch || in->masked < 0 ||
-        in->masked > c->max_masked || in->masked_total < in->masked)
-        return error_set(err, "dinov2 loss: batch %d (1..%d), %d masked patches (0..%d) of %d "
-                              "over the ranks", in->batch, c->max_batch, in->masked,
-                         c->max_masked, in->masked_total);
+    if (in->batch < 1 || in->batch > c->max_batch || in->patch_rows < 0 ||
+        in->patch_rows > c->max_masked || in->masked < 0 || in->masked > in->patch_rows ||
+        in->masked_total < in->masked)
+        return error_set(err, "dinov2 loss: batch %d (1..%d), %d masked patches in %d rows "
+                              "(0..%d), %d over the ranks", in->batch, c->max_batch, in->masked,
+                         in->patch_rows, c->max_masked, in->masked_total);
     if (!(in->teacher_temp > 0.0f))
         return error_set(err, "dinov2 loss: teacher temperature %g is not positive",
                          (double)in->teacher_temp);
     loss->batch = in->batch;
-    loss->masked = in->masked;
+    loss->patch_rows = in->patch_rows;
     loss->masked_total = in->masked_total;
+    loss->inv_masked_total = in->inv_masked_total;
     if (dino_part(loss, in, terms, err) || ibot_part(loss, in, terms, err)) return -1;
     koleo_part(loss, in, terms);
     total(loss, terms);
@@ -302,19 +310,19 @@ void dinov2_loss_backward(Dinov2Loss *loss, float *dstudent_cls, float *dstudent
     Backend *backend = loss->backend;
     BackendOps *op = &backend->op;
     const Dinov2LossConfig *c = &loss->config;
-    const int batch = loss->batch, masked = loss->masked, dim = c->feature_dim;
+    const int batch = loss->batch, rows = loss->patch_rows, dim = c->feature_dim;
     const int views = DINOV2_GLOBAL_VIEWS + c->local_views;
     const size_t view = (size_t)batch * c->out_dim;
     float *dviews[64];
     for (int v = 0; v < views; v++) dviews[v] = dstudent_cls + v * view;
     dino_loss_backward(loss->dino, c->dino_weight * loss->dino_scale, dviews);
 
-    if (masked > 0) {
-        // d ibot / d log_probs = -ibot_weight w_m t_m / (2 B)
+    if (rows > 0) {
+        // d ibot / d log_probs = -ibot_weight w_m t_m / (2 B): zero rows for padding
         const float alpha = -c->ibot_weight / (float)(DINOV2_GLOBAL_VIEWS * batch);
-        op->axpby(backend, (size_t)masked * c->out_dim, alpha, loss->patch_weighted, 0.0f,
+        op->axpby(backend, (size_t)rows * c->out_dim, alpha, loss->patch_weighted, 0.0f,
                   loss->patch_targets);
-        op->log_softmax_backward(backend, masked, c->out_dim, loss->patch_log_probs,
+        op->log_softmax_backward(backend, rows, c->out_dim, loss->patch_log_probs,
                                  loss->patch_targets, 1.0f / c->student_temp, dstudent_patches);
     }
 
@@ -333,17 +341,17 @@ void dinov2_loss_backward(Dinov2Loss *loss, float *dstudent_cls, float *dstudent
 void dinov2_loss_update_centers(Dinov2Loss *loss) {
     if (loss->config.centering != DINOV2_CENTER_SOFTMAX) return;
     dino_loss_update_center(loss->dino);
-    // lightly's mean over no patches would be NaN; masked_total is the same
-    // on every rank, so all skip the all-reduce alike
-    if (loss->masked_total == 0) return;
     Backend *backend = loss->backend;
-    const size_t k = (size_t)loss->config.out_dim;
-    comm_all_reduce(loss->comm, loss->patch_mean, k, COMM_SUM, NULL);
-    backend->op.axpby(backend, k, 1.0f / (float)loss->masked_total, loss->patch_mean, 0.0f,
-                      loss->patch_mean);
-    backend->op.ema_update(backend, k, loss->patch_center, loss->patch_mean,
-                           loss->config.center_momentum);
-    loss->masked_total = 0;
+    const int k = loss->config.out_dim;
+    comm_all_reduce(loss->comm, loss->patch_mean, (size_t)k, COMM_SUM, NULL);
+    // the mean by a scale in backend memory (it changes every step; a by-value one would
+    // stay as a captured step had it); lightly's mean over no patches would be NaN: then
+    // the scale is 0 and momentum 1 keeps the center as it was (masked_total is the same
+    // on every rank)
+    backend->op.scale_rows(backend, 1, k, loss->patch_mean, loss->inv_masked_total,
+                           loss->patch_mean);
+    backend->op.ema_update(backend, (size_t)k, loss->patch_center, loss->patch_mean,
+                           loss->masked_total ? loss->config.center_momentum : 1.0f);
 }
 
 float *dinov2_loss_cls_center(Dinov2Loss *loss) { return dino_loss_center(loss->dino); }

@@ -17,7 +17,12 @@
 //   ibot  = -sum over masked patches m of w_m <t_m, log_softmax(s_m /
 //           student_temp)>, divided by 2 B (every global crop, masked or
 //           not); w_m = 1 / (masked patches of m's crop), the teacher
-//           targets centred over the M masked patches (their own center)
+//           targets centred over the M masked patches (their own center).
+//           The patch rows may hold padding after the masked patches
+//           (validity 0, weight 0: any finite head outputs): it changes
+//           neither the loss, nor the targets, nor the center, and its
+//           gradient rows are zero, so a caller can keep one row count for
+//           every step (dinov2.c)
 //   koleo = sum over the two global views of -mean_i log(||y_i - y_nn(i) +
 //           eps|| + eps), y the L2-normalised student class tokens (before
 //           the head), nn the nearest other row by cosine, eps 1e-8
@@ -52,7 +57,7 @@ int dinov2_centering_parse(const char *name, Dinov2Centering *centering, ErrorMe
 typedef struct Dinov2LossConfig {
     int max_batch;     // B: images per step
     int local_views;   // L
-    int max_masked;    // the most masked patches one step can have
+    int max_masked;    // the most patch rows (masked patches and padding) one step can have
     int out_dim;       // K: head output width
     int feature_dim;   // D: class-token width (KoLeo)
     float student_temp, center_momentum;
@@ -80,14 +85,18 @@ void dinov2_loss_destroy(Dinov2Loss *loss);
 // The inputs of one step (backend memory):
 typedef struct Dinov2LossInputs {
     int batch;                      // B, 1..max_batch
-    int masked;                     // M, 0..max_masked
+    int patch_rows;                 // R, 0..max_masked: the masked patches, then padding
+    int masked;                     // M, 0..R: the masked patches (checked only)
     int masked_total;               // M over all ranks (>= M; M with one rank): the patch
-                                    // center's count
+                                    // center's count, and 0 leaves it alone
     const float *teacher_cls;       // (2 B, K): global view 0's rows, then view 1's
     const float *student_cls;       // ((2 + L) B, K): global views, then the local ones
-    const float *teacher_patches;   // (M, K) teacher head outputs of the masked patches
-    const float *student_patches;   // (M, K) student head outputs of the same patches
-    const float *patch_weights;     // (M) w_m
+    const float *teacher_patches;   // (R, K) teacher head outputs of the patch rows
+    const float *student_patches;   // (R, K) student head outputs of the same patches
+    const float *patch_weights;     // (R) w_m, 0 for padding
+    const float *patch_valid;       // (R) 1 for a masked patch, 0 for padding
+    const float *inv_masked_total;  // (1) 1 / masked_total (0 when 0), read by the
+                                    // center update
     const float *student_features;  // (2 B, D) student class tokens of the global views
     float teacher_temp;
 } Dinov2LossInputs;
@@ -102,7 +111,8 @@ int dinov2_loss_forward(Dinov2Loss *loss, const Dinov2LossInputs *inputs, float 
                         ErrorMessage *err);
 
 // Gradients of the last forward's total loss (all =): dstudent_cls
-// ((2 + L) B, K), dstudent_patches (M, K), dstudent_features (2 B, D).
+// ((2 + L) B, K), dstudent_patches (R, K; zero rows for padding),
+// dstudent_features (2 B, D).
 void dinov2_loss_backward(Dinov2Loss *loss, float *dstudent_cls, float *dstudent_patches,
                           float *dstudent_features);
 

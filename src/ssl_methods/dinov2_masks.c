@@ -11,12 +11,28 @@
 #define MASK_TRIES 10
 #define MASK_RNG_STREAM 0x4D41534Bu  // "MASK"
 
-int dinov2_masks_capacity(const Dinov2MaskConfig *config, int n_crops, int world) {
+// draw_masks' i-th masked crop of masked_crops gets int(P * r) patches for
+// r below high_i (the same float expression), at most: its bound.
+static int crop_bound(const Dinov2MaskConfig *config, int i, int masked_crops) {
     const int patches = config->grid * config->grid;
-    const int global_masked = (int)(n_crops * world * config->probability);
-    const int masked_crops = global_masked < n_crops ? global_masked : n_crops;
-    const double top = config->ratio_max > 1.0f ? 1.0 : config->ratio_max;
-    return masked_crops * (int)ceil(patches * top);
+    const double high = config->ratio_min +
+                        (config->ratio_max - config->ratio_min) * (i + 1) / masked_crops;
+    // + 1e-6: low + u (high - low) may round a last bit above high
+    const int most = (int)floor(patches * high + 1e-6);
+    return most < patches ? most : patches;
+}
+
+int dinov2_masks_capacity(const Dinov2MaskConfig *config, int n_crops, int world) {
+    const int global_crops = n_crops * world;
+    int masked_crops = (int)(global_crops * config->probability);  // as draw_masks
+    if (masked_crops > DINOV2_MASKS_MAX_CROPS) masked_crops = DINOV2_MASKS_MAX_CROPS;
+    if (config->grid * config->grid > DINOV2_MASKS_MAX_PATCHES) return 0;
+    // the bounds grow with i: a rank may hold the largest of them
+    const int mine = masked_crops < n_crops ? masked_crops : n_crops;
+    int most = 0;
+    for (int i = masked_crops - mine; i < masked_crops; i++)
+        most += crop_bound(config, i, masked_crops);
+    return most;
 }
 
 // One rectangle (MaskingGenerator._mask): how many patches it newly masked.

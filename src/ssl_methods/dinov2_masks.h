@@ -27,10 +27,14 @@ typedef struct Dinov2MaskConfig {
     float probability;        // 0.5: the share of crops that get a mask
 } Dinov2MaskConfig;
 
-// The most masked patches a rank's `views * batch` crops can get in a
-// world of `world` ranks (for buffer sizes): with one rank
-// int(n_crops * probability) masked crops; with more, a rank may hold up to
-// all of its crops' share of the global masked crops.
+// The most masked patches a rank's `n_crops` crops can get in a world of
+// `world` ranks, from the ratio schedule alone (the i-th masked crop's
+// int(P r) for r below its range's top), so that it holds for every step
+// and seed: DINOv2 pads its patch rows to it, giving every step of one
+// batch size the same shapes (dinov2.c). With one rank it lies about
+// P (ratio_max - ratio_min) / 2 patches above a step's expected count, in
+// all (51 of about 4,900 for 64 masked crops of 256 patches); the bound
+// before (masked crops x P ratio_max) was 1.7 times that count.
 int dinov2_masks_capacity(const Dinov2MaskConfig *config, int n_crops, int world);
 
 // n_crops <= DINOV2_MASKS_MAX_CROPS, P <= DINOV2_MASKS_MAX_PATCHES (the

@@ -197,10 +197,6 @@ struct Method {
     // "teacher_backbone" when the exported backbone is the teacher (DINO),
     // else "backbone".
     const char *export_part;
-    // Why one step's device work differs from the next one's in shapes (NULL:
-    // it never does): such steps cannot be replayed as one CUDA graph
-    // (backend.h step_graph_begin).
-    const char *steps_vary;
     Communicator *comm;             // MethodSetup.comm
     BatchNormSync *batchnorm_sync;  // set when BatchNorm is synchronised; attach it to
                                     // every model and head the method adds

@@ -22,7 +22,6 @@ int train_graphs_decide(TrainRun *run, ErrorMessage *err) {
     const char *why = !run->backend->op.step_graph_begin
                           ? "this backend runs ops as they are called"
                       : run->world_size > 1    ? "steps of several ranks are not captured yet"
-                      : run->method.steps_vary ? run->method.steps_vary
                       : fault && fault[0]      ? "LTC_FAULT changes the steps it fires in"
                                                : NULL;
     if (why) {

@@ -6,7 +6,9 @@
 # BatchNorm, SGD) and for distillation, the default method, into a ViT-T/14
 # from that ResNet (a frozen teacher, attention, mixup with a staged
 # permutation and a per-step weight, AdamW; 2 micro-batches a step, a graph
-# each), in
+# each) and for DINOv2 on a ViT-T/14 (iBOT masks of a new masked count every
+# step in padded patch rows, local views, softmax centres with
+# the patch center's per-step 1 / count), in
 # bf16-mixed (in 16-mixed a tiny run's first steps overflow and the loss
 # scaler skips them, so their learning rates would not matter). train.log
 # says how the steps ran. A bad value exits 2; runs that cannot be captured
@@ -60,6 +62,15 @@ run distillation_on on "${vit[@]}"
 grep -q 'cuda graphs: 2 step parts op by op, 2 captured, 8 replayed$' "$work/distillation_on/train.log" ||
   fail "distillation: not the expected steps: $(grep 'cuda graphs' "$work/distillation_on/train.log")"
 same_run distillation_on distillation_off
+
+# DINOv2: the masked count changes every step, the padded rows do not (a small head)
+dinov2=(--model vit_t14 --image-size 28 --method dinov2 --local-views 2 --local-image-size 28
+  --method-arg hidden_dim=32 --method-arg bottleneck_dim=16 --method-arg output_dim=64)
+run dinov2_off off "${dinov2[@]}"
+run dinov2_on on "${dinov2[@]}"
+grep -q "$counts" "$work/dinov2_on/train.log" ||
+  fail "dinov2: not the expected steps: $(grep 'cuda graphs' "$work/dinov2_on/train.log")"
+same_run dinov2_on dinov2_off
 
 expect_only 2 'LTC_CUDA_GRAPHS=yes: expected on or off' -- env LTC_CUDA_GRAPHS=yes \
   "$emu" train "${common[@]}" "${resnet[@]}" --out "$work/bad"

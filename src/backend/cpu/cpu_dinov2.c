@@ -125,10 +125,10 @@ void cpu_sinkhorn_normalize(Backend *backend, int rows, int channels, const floa
         float *row = q + (size_t)r * channels;
         double sum = 0.0;
         for (int k = 0; k < channels; k++) {
-            row[k] = (float)((double)row[k] / column_sum[k]);
+            row[k] = column_sum[k] > 0.0f ? (float)((double)row[k] / column_sum[k]) : 0.0f;
             sum += row[k];
         }
-        for (int k = 0; k < channels; k++) row[k] = (float)(row[k] / sum);
+        for (int k = 0; k < channels; k++) row[k] = sum > 0.0 ? (float)(row[k] / sum) : 0.0f;
     }
 }
 

@@ -60,12 +60,13 @@ __global__ void sinkhorn_normalize_kernel(int channels, const float *column_sum,
     float *row = q + (size_t)blockIdx.x * channels;
     double sum = 0.0;
     for (int k = threadIdx.x; k < channels; k += blockDim.x) {
-        const float v = (float)((double)row[k] / column_sum[k]);
+        const float v = column_sum[k] > 0.0f ? (float)((double)row[k] / column_sum[k]) : 0.0f;
         row[k] = v;
         sum += v;
     }
     sum = block_sum(sum);
-    for (int k = threadIdx.x; k < channels; k += blockDim.x) row[k] = (float)(row[k] / sum);
+    for (int k = threadIdx.x; k < channels; k += blockDim.x)
+        row[k] = sum > 0.0 ? (float)(row[k] / sum) : 0.0f;
 }
 
 // One block per row i: the dots with every other row in row order, the

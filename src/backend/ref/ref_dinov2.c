@@ -88,10 +88,10 @@ void ref_sinkhorn_normalize(Backend *backend, int rows, int channels, const floa
         float *row = q + (size_t)r * channels;
         double sum = 0.0;
         for (int c = 0; c < channels; c++) {
-            row[c] = (float)((double)row[c] / column_sum[c]);
+            row[c] = column_sum[c] > 0.0f ? (float)((double)row[c] / column_sum[c]) : 0.0f;
             sum += row[c];
         }
-        for (int c = 0; c < channels; c++) row[c] = (float)(row[c] / sum);
+        for (int c = 0; c < channels; c++) row[c] = sum > 0.0 ? (float)(row[c] / sum) : 0.0f;
     }
 }
 
