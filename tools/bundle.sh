@@ -61,8 +61,8 @@ cp "$here/tools/bench_gpu_lib.bash" "$here/tools/bench_gpu_step.bash" \
     "$here/tools/bench_gpu_distillation.bash" "$here/tools/distillation_losses.py" \
     "$here/tools/manylinux_libs.txt" \
     "${bench_tools[@]}" "$out/tools/"
-for script in pytorch_ssl_train pytorch_simclr_train torchvision_data make_jpeg_folder \
-              pytorch_train_step ncu_kernels; do
+for script in pytorch_ssl_train pytorch_simclr_train pytorch_dinov2 torchvision_data \
+              make_jpeg_folder pytorch_train_step ncu_kernels; do
     cp "$here/tools/compare/$script.py" "$out/tools/compare/"
 done
 

@@ -23,7 +23,8 @@
 #             ResNet-50 (eager, torch.compile last; ours also with its steps
 #             as CUDA graphs), the ViT-B/14 teacher's forward (timm's SDPA),
 #             distillation ResNet-50 <- ViT-B/14 (also as CUDA graphs), a
-#             DINOv2 ViT-B/14 step (also with activation checkpointing),
+#             DINOv2 ViT-B/14 step (also as CUDA graphs and with activation
+#             checkpointing),
 #             DINO ResNet-50 multi-crop's memory; then issue 35's
 #             ConvNeXt-T SimCLR step and DINOv3 ConvNeXt-B teacher forward
 #             against PyTorch (after torch.compile: a cut loses them first)
@@ -232,9 +233,9 @@ target_ratios() {
 # convolutions' fused BatchNorm statistics against LTC_CUDA_CONV_FUSION=off),
 # the ViT-B/14 teacher's forward (timm with PyTorch's SDPA; cuDNN's SDPA
 # against LTC_CUDA_ATTENTION=math), distillation ResNet-50 <- ViT-B/14 (both
-# fused paths against both fallbacks), a DINOv2 ViT-B/14 step (ours only:
-# tools/compare has no PyTorch DINOv2 step; with and without
-# --activation-checkpointing too), DINO ResNet-50 multi-crop's memory, and
+# fused paths against both fallbacks), a DINOv2 ViT-B/14 step (against
+# tools/compare/pytorch_dinov2.py; ours also as CUDA graphs and with
+# --activation-checkpointing), DINO ResNet-50 multi-crop's memory, and
 # issue 35's ConvNeXt figures: a SimCLR ConvNeXt-T step against PyTorch
 # eager and a DINOv3 ConvNeXt-B teacher's forward against PyTorch.
 # torch.compile last among issue 32's (its compilation is the longest), the
@@ -297,10 +298,14 @@ part_targets() {
             label="dinov2 $model ${size}px batch $batch, $steps steps"
             common=(--mode method --method dinov2 --model "$model" --image-size "$size" --batch-size "$batch"
                     --steps "$steps")
-            record targets dinov2-pytorch skip "$label: tools/compare has no PyTorch DINOv2 step"
+            target_side dinov2 eager "$label" "$FL_PYTHON" "$torch_ssl" --method dinov2 --model "$model" \
+                --image-size "$size" --batch-size "$batch" --synthetic --steps "$steps" \
+                --prototypes 65536 "${torch_common[@]}"
             target_side dinov2 ours "$label" "$step_bin" "${common[@]}" "${ours_common[@]}"
             target_side dinov2 fallback "$label, LTC_CUDA_ATTENTION=math" \
                 env LTC_CUDA_ATTENTION=math "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_side dinov2 graphs "$label, LTC_CUDA_GRAPHS=on" \
+                env LTC_CUDA_GRAPHS=on "$step_bin" "${common[@]}" "${ours_common[@]}"
             target_side dinov2 checkpointing "$label, --activation-checkpointing" \
                 "$step_bin" "${common[@]}" "${ours_common[@]}" --activation-checkpointing
             target_ratios dinov2 "$label" ;;

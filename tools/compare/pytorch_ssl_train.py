@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""SimCLR and DINO training throughput in PyTorch on the CPU or a GPU: the
-baseline that `make bench-gpu` (tools/bench_gpu.sh) puts next to
-`lightly-train-c train --accelerator gpu`.
+"""SimCLR, DINO and DINOv2 training throughput in PyTorch on the CPU or a
+GPU: the baseline that `make bench-gpu` (tools/bench_gpu.sh) and first
+light's targets put next to ours.
 
 The recipe of our methods (src/ssl_methods/): torchvision ResNet (or
 ConvNeXt: --model torchvision/convnext_tiny), and
@@ -11,7 +11,9 @@ ConvNeXt: --model torchvision/convnext_tiny), and
           (hidden 2048, bottleneck 256, weight-normalised last layer of
           --prototypes outputs), an EMA teacher on the global views, the
           centred teacher softmax (0.04) against the student log-softmax
-          (0.1), AdamW.
+          (0.1), AdamW;
+  dinov2: a timm ViT (--model vit_b14, ...), 2 global + 8 local views of
+          98 px, LightlyTrain's DINOv2 (tools/compare/pytorch_dinov2.py).
 Mixed precision as Lightning's "16-mixed" / "bf16-mixed" does it: autocast
 around forward and loss, GradScaler for fp16. --channels-last stores
 activations NHWC (what cuDNN's fast fp16 kernels want). --synthetic feeds
@@ -48,6 +50,7 @@ import torch
 import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_dinov2 import DinoHead, Dinov2  # noqa: E402
 from pytorch_simclr_train import nt_xent, projection_head  # noqa: E402
 from torchvision_data import (  # noqa: E402
     INTERPOLATIONS, EndlessShuffle, ImageViews, list_images, method_views, seed_worker)
@@ -55,7 +58,7 @@ from torchvision_data import (  # noqa: E402
 # Dense datasheet peaks in TFLOP/s: (fp16/bf16 tensor cores, fp32 without TF32).
 PEAK_TFLOPS = [("H200", 989.4, 66.9), ("H100 PCIe", 756.0, 51.2), ("H100", 989.4, 66.9),
                ("A100", 312.0, 19.5), ("L40S", 362.1, 91.6), ("RTX 4090", 165.2, 82.6)]
-LOCAL_SIZE = 96
+LOCAL_SIZES = {"dino": 96, "dinov2": 98}
 
 
 class FlopCounter:
@@ -79,20 +82,6 @@ class FlopCounter:
     def close(self):
         for handle in self.handles:
             handle.remove()
-
-
-class DinoHead(torch.nn.Module):
-    def __init__(self, dim, prototypes, hidden=2048, bottleneck=256):
-        super().__init__()
-        self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(dim, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, hidden),
-            torch.nn.GELU(), torch.nn.Linear(hidden, bottleneck))
-        self.last = torch.nn.utils.weight_norm(torch.nn.Linear(bottleneck, prototypes, bias=False))
-        self.last.weight_g.data.fill_(1.0)
-        self.last.weight_g.requires_grad = False
-
-    def forward(self, x):
-        return self.last(torch.nn.functional.normalize(self.mlp(x), dim=-1))
 
 
 def backbone_for(model):
@@ -162,7 +151,7 @@ class Dino:
 
 
 def synthetic_batches(args, device, view_count):
-    sizes = [args.image_size] * 2 + [LOCAL_SIZE] * (view_count - 2)
+    sizes = [args.image_size] * 2 + [LOCAL_SIZES.get(args.method, 0)] * (view_count - 2)
     views = [torch.randn(args.batch_size, 3, s, s, device=device) for s in sizes]
     while True:
         yield views
@@ -225,7 +214,7 @@ def print_profile(profiler, device, steps, top):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--method", choices=["simclr", "dino"], default="simclr")
+    parser.add_argument("--method", choices=["simclr", "dino", "dinov2"], default="simclr")
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--data", help="image folder (not needed with --synthetic)")
     parser.add_argument("--synthetic", action="store_true")
@@ -256,7 +245,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False  # 32-true means fp32, as ours
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    method = (SimCLR if args.method == "simclr" else Dino)(args, device)
+    method = {"simclr": SimCLR, "dino": Dino, "dinov2": Dinov2}[args.method](args, device)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     for net in (method.student, method.teacher):
         if net is not None:
@@ -287,6 +276,9 @@ def main():
             loss = method.loss(batch)
         method.optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
+        if getattr(method, "clip_norm", 0):
+            scaler.unscale_(method.optimizer)
+            torch.nn.utils.clip_grad_norm_(method.student.parameters(), method.clip_norm)
         scaler.step(method.optimizer)
         scaler.update()
         method.after_step()

@@ -95,11 +95,14 @@ def method_views(method, image_size, interpolation):
     if method == "simclr":
         one = view_transform(image_size, (0.08, 1.0), (0.8, 0.8, 0.8, 0.2), 0.5, 0.0, interpolation)
         return [one, one]
+    # dino: 2 global crops of scale (0.14, 1) + 6 local of 96 px; dinov2 (LightlyTrain's
+    # DINOv2 transform): (0.32, 1) + 8 local of 98 px (a multiple of the patch size 14)
     jitter = (0.4, 0.4, 0.2, 0.1)
-    global_1 = view_transform(image_size, (0.14, 1.0), jitter, 1.0, 0.0, interpolation)
-    global_2 = view_transform(image_size, (0.14, 1.0), jitter, 0.1, 0.2, interpolation)
-    local = view_transform(96, (0.05, 0.14), jitter, 0.5, 0.0, interpolation)
-    return [global_1, global_2] + [local] * 6
+    split, local_size, local_views = (0.32, 98, 8) if method == "dinov2" else (0.14, 96, 6)
+    global_1 = view_transform(image_size, (split, 1.0), jitter, 1.0, 0.0, interpolation)
+    global_2 = view_transform(image_size, (split, 1.0), jitter, 0.1, 0.2, interpolation)
+    local = view_transform(local_size, (0.05, split), jitter, 0.5, 0.0, interpolation)
+    return [global_1, global_2] + [local] * local_views
 
 
 class ImageViews(torch.utils.data.Dataset):
