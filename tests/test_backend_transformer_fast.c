@@ -76,10 +76,10 @@ static void check_layernorm(size_t rows, int channels, uint64_t seed) {
     float *dbeta_fast = mirror_copy(dbeta_ref, channels);
     float *dbeta_again = mirror_copy(dbeta_ref, channels);
     // Both from the ref statistics, so only the backward differs.
-    ref->op.layernorm_backward(ref, rows, channels, (const Act *)x, (const Act *)dy, gamma, mean_ref, inv_ref, (Act *)dx_ref,
-                               dgamma_ref, dbeta_ref);
+    ref->op.layernorm_backward(ref, rows, channels, (const Act *)x, (const Act *)dy, gamma,
+                               mean_ref, inv_ref, (Act *)dx_ref, 0, dgamma_ref, dbeta_ref);
     fast->op.layernorm_backward(fast, rows, channels, DA(x), DA(dy), D(gamma), D(mean_ref),
-                                D(inv_ref), DA(dx_fast), D(dgamma_fast), D(dbeta_fast));
+                                D(inv_ref), DA(dx_fast), 0, D(dgamma_fast), D(dbeta_fast));
     HA(dx_fast), H(dgamma_fast), H(dbeta_fast);
     mirror_expect_close("layernorm dx", n, dx_fast, dx_ref, mirror_act_tol(1e-5),
                         1e-6 * sqrt((double)channels));
@@ -88,10 +88,27 @@ static void check_layernorm(size_t rows, int channels, uint64_t seed) {
     mirror_expect_close("layernorm dbeta", channels, dbeta_fast, dbeta_ref, 1e-5,
                         1e-6 * sqrt((double)rows));
     fast->op.layernorm_backward(fast, rows, channels, DA(x), DA(dy), D(gamma), D(mean_ref),
-                                D(inv_ref), DA(dx_fast), D(dgamma_again), D(dbeta_again));
+                                D(inv_ref), DA(dx_fast), 0, D(dgamma_again), D(dbeta_again));
     H(dgamma_again), H(dbeta_again);
     expect_repeatable("layernorm dgamma again", channels, dgamma_fast, dgamma_again);
     expect_repeatable("layernorm dbeta again", channels, dbeta_fast, dbeta_again);
+    // Accumulating into a residual gradient: ref's sum in double, rounded once.
+    float *sum_ref = mirror_random_tensor(n, -2, 2, seed + 6);
+    float *sum_fast = mirror_copy(sum_ref, n);
+    const float *residual = mirror_copy(sum_ref, n);
+    ref->op.layernorm_backward(ref, rows, channels, (const Act *)x, (const Act *)dy, gamma,
+                               mean_ref, inv_ref, (Act *)sum_ref, 1, dgamma_ref, dbeta_ref);
+    fast->op.layernorm_backward(fast, rows, channels, DA(x), DA(dy), D(gamma), D(mean_ref),
+                                D(inv_ref), DA(sum_fast), 1, D(dgamma_fast), D(dbeta_fast));
+    HA(sum_fast);
+    mirror_expect_close("layernorm dx accumulated", n, sum_fast, sum_ref, mirror_act_tol(1e-5),
+                        1e-6 * sqrt((double)channels));
+    double off = 0.0, largest = 0.0;  // not vacuous: the residual plus dx, not dx alone
+    for (size_t i = 0; i < n; i++) {
+        off = fmax(off, fabs(sum_ref[i] - residual[i] - dx_ref[i]));
+        largest = fmax(largest, fabs(residual[i]));
+    }
+    assert_true(off < 0.05 && largest > 0.2);
     mirror_free(NULL);
 }
 

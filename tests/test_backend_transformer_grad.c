@@ -78,7 +78,7 @@ static void layernorm_backward(LayerNormProblem *p, float *dx, float *dgamma, fl
     layernorm_loss(p, p->x, p->gamma, p->beta);
     fixture_backend->op.layernorm_backward(fixture_backend, p->rows, p->channels, (const Act *)p->x,
                                            (const Act *)p->projection, p->gamma, p->mean,
-                                           p->inv_std, (Act *)dx, dgamma, dbeta);
+                                           p->inv_std, (Act *)dx, 0, dgamma, dbeta);
 }
 
 static void layernorm_gradient_x(void *problem, float *dx) {

@@ -558,11 +558,14 @@ typedef struct BackendOps {
     void (*layernorm_forward)(Backend *backend, size_t rows, int channels, const Act *x,
                               const float *gamma, const float *beta, float eps, Act *y, float *mean,
                               float *inv_std);
-    // dx (rows, C) =; dgamma, dbeta (C) +=; x is the forward input, mean and
-    // inv_std its saved statistics. dx may not alias dy.
+    // dx (rows, C) = (+= when accumulate: the residual stream's gradient
+    // takes the norm's in the same pass, rounded once); dgamma, dbeta (C)
+    // +=; x is the forward input, mean and inv_std its saved statistics. dx
+    // may not alias dy or x.
     void (*layernorm_backward)(Backend *backend, size_t rows, int channels, const Act *x,
                                const Act *dy, const float *gamma, const float *mean,
-                               const float *inv_std, Act *dx, float *dgamma, float *dbeta);
+                               const float *inv_std, Act *dx, int accumulate, float *dgamma,
+                               float *dbeta);
 
     // Scaled dot-product attention, per (b, h): softmax(scale q k^T) v over
     // the tokens. q, k, v are read where a fused qkv Linear writes them:

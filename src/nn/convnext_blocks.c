@@ -227,7 +227,7 @@ static void block_backward(Convnext *model, const ConvnextPlans *plans, int s, i
                               g->wide);
     linear_backward(backend, &block->fc1, (int)rows, saved->norm_out, g->wide, g->branch);
     layernorm_backward(backend, &block->norm, rows, saved->dw_out, g->branch, saved->norm_mean,
-                       saved->norm_inv_std, g->other);
+                       saved->norm_inv_std, g->other, 0);
     backend->op.depthwise_backward_weights(backend, plans->dw_plans[s], x, g->other,
                                            block->dw_weight_grad, block->dw_bias_grad);
     backend->op.depthwise_backward_data(backend, plans->dw_plans[s], g->other, block->dw_weight,
@@ -252,12 +252,12 @@ static void entry_backward(Convnext *model, const ConvnextPlans *plans, int s,
         conv2d_backward(backend, &stage->conv, plans->conv_plans[s], saved->norm_out, g->residual,
                         g->branch);
         layernorm_backward(backend, &stage->norm, in_rows, x_prev, g->branch, saved->norm_mean,
-                           saved->norm_inv_std, g->residual);
+                           saved->norm_inv_std, g->residual, 0);
         return;
     }
     // stage input = norm(conv(image) + bias)
     layernorm_backward(backend, &stage->norm, out_rows, saved->conv_out, g->residual,
-                       saved->norm_mean, saved->norm_inv_std, g->branch);
+                       saved->norm_mean, saved->norm_inv_std, g->branch, 0);
     backend->op.bias_backward(backend, out_rows, stage->dim, g->branch, stage->conv_bias_grad);
     conv2d_backward(backend, &stage->conv, plans->conv_plans[s], slot->last_input, g->branch,
                     NULL);
@@ -302,7 +302,7 @@ int convnext_backward_map(Convnext *model, int slot_index, const Act *dfeatures,
     if (slot->head_out)
         layernorm_backward(backend, &model->head_norm, (size_t)batch * pixels,
                            last_stage_output(model, slot), g.other, slot->head_mean,
-                           slot->head_inv_std, g.residual);
+                           slot->head_inv_std, g.residual, 0);
     for (int s = last; s >= 0; s--) {
         for (int b = model->stages[s].depth - 1; b >= 0; b--) {
             block_backward(model, plans, s, b, slot, block_input(model, slot, s, b), &g);

@@ -254,9 +254,10 @@ void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const
 }
 
 void layernorm_backward(Backend *backend, const LayerNorm *ln, size_t rows, const Act *x,
-                        const Act *dy, const float *mean, const float *inv_std, Act *dx) {
+                        const Act *dy, const float *mean, const float *inv_std, Act *dx,
+                        int accumulate) {
     backend->op.layernorm_backward(backend, rows, ln->channels, x, dy, ln->weight, mean, inv_std,
-                                   dx, ln->weight_grad, ln->bias_grad);
+                                   dx, accumulate, ln->weight_grad, ln->bias_grad);
 }
 
 // ---- elementwise and pooling ------------------------------------------------------------

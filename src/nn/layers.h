@@ -160,9 +160,11 @@ void layernorm_init(Backend *backend, const LayerNorm *ln);
 // y (rows, C) = LN(x (rows, C)); mean, inv_std (rows) = for backward. y may not alias x.
 void layernorm_forward(Backend *backend, const LayerNorm *ln, size_t rows, const Act *x,
                        Act *y, float *mean, float *inv_std);
-// dx (rows, C) =; weight_grad, bias_grad +=. x is the forward input.
+// dx (rows, C) = (+= when accumulate); weight_grad, bias_grad +=. x is the
+// forward input.
 void layernorm_backward(Backend *backend, const LayerNorm *ln, size_t rows, const Act *x,
-                        const Act *dy, const float *mean, const float *inv_std, Act *dx);
+                        const Act *dy, const float *mean, const float *inv_std, Act *dx,
+                        int accumulate);
 
 // ---- elementwise and pooling -------------------------------------------------
 

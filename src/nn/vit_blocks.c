@@ -144,8 +144,7 @@ static void block_backward(Vit *model, int index, const VitPlans *plans, const V
     }
     linear_backward(backend, &block->fc1, (int)rows, saved->norm2_out, g->wide, g->branch);
     layernorm_backward(backend, &block->norm2, rows, saved->mid, g->branch, saved->norm2_mean,
-                       saved->norm2_inv_std, g->other);
-    backend->op.act_axpby(backend, rows * dim, 1.0f, g->other, 1.0f, g->residual);  // dL/d(mid)
+                       saved->norm2_inv_std, g->residual, 1);  // dL/d(mid): both paths
 
     // Attention branch: mid = x + ls1 * drop * proj(attention(qkv(norm1(x)))).
     backend->op.residual_scale_add_backward(backend, batch, per_sample, dim, saved->proj_out,
@@ -161,8 +160,7 @@ static void block_backward(Vit *model, int index, const VitPlans *plans, const V
     if (c->qkv_bias == VIT_QKV_BIAS_NO_KEY)
         backend->op.fill(backend, block->qkv.bias_grad + dim, 0.0f, (size_t)dim);
     layernorm_backward(backend, &block->norm1, rows, x, g->branch, saved->norm1_mean,
-                       saved->norm1_inv_std, g->other);
-    backend->op.act_axpby(backend, rows * dim, 1.0f, g->other, 1.0f, g->residual);  // dL/dx
+                       saved->norm1_inv_std, g->residual, 1);  // dL/dx: both paths
 }
 
 // ---- the whole backbone ----------------------------------------------------------------
@@ -290,7 +288,7 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const Act *dtokens) 
     const int drop_active = slot->drop_path_active;
 
     layernorm_backward(backend, &model->norm, rows, last_block_output(model, slot), dtokens,
-                       slot->norm_mean, slot->norm_inv_std, g.residual);
+                       slot->norm_mean, slot->norm_inv_std, g.residual, 0);
     for (int b = c->depth - 1; b >= 0; b--) {
         const Act *x = b > 0 ? slot->blocks[b - 1].out : slot->tokens_in;
         // Activation checkpointing: the block's tensors again, from its

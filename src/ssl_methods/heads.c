@@ -535,7 +535,7 @@ static void blocks_backward(Head *head, const Act *dout, Act *dx) {
             next = other_scratch(head, current);
         } else if (layer_spec->layer_norm) {
             layernorm_backward(backend, &layer->ln, (size_t)rows, layer->linear_out, current,
-                               layer->save_mean, layer->save_inv_std, next);
+                               layer->save_mean, layer->save_inv_std, next, 0);
             current = next;
             next = other_scratch(head, current);
         } else if (layer_spec->activation == HEAD_ACT_RELU) {

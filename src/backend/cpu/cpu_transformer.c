@@ -138,7 +138,8 @@ void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const Ac
 // dx per row (rows split), then dgamma / dbeta per channel block (see ref).
 void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
                             const Act *dy_act, const float *gamma, const float *mean,
-                            const float *inv_std, Act *dx_act, float *dgamma, float *dbeta) {
+                            const float *inv_std, Act *dx_act, int accumulate, float *dgamma,
+                            float *dbeta) {
     const float *x = (const float *)x_act;
     const float *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;
@@ -162,10 +163,18 @@ void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const A
             }
             const float mean_g = (float)(sum_g / channels);
             const float mean_g_xhat = (float)(sum_g_xhat / channels);
+            if (accumulate) {
 #pragma omp simd
-            for (int c = 0; c < channels; c++) {
-                const float xhat = (x_row[c] - row_mean) * inverse;
-                dx_row[c] = inverse * (dy_row[c] * gamma[c] - mean_g - xhat * mean_g_xhat);
+                for (int c = 0; c < channels; c++) {
+                    const float xhat = (x_row[c] - row_mean) * inverse;
+                    dx_row[c] += inverse * (dy_row[c] * gamma[c] - mean_g - xhat * mean_g_xhat);
+                }
+            } else {
+#pragma omp simd
+                for (int c = 0; c < channels; c++) {
+                    const float xhat = (x_row[c] - row_mean) * inverse;
+                    dx_row[c] = inverse * (dy_row[c] * gamma[c] - mean_g - xhat * mean_g_xhat);
+                }
             }
         }
     }

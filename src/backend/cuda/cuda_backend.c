@@ -503,11 +503,12 @@ static void cuda_layernorm_forward(Backend *backend, size_t rows, int channels, 
 
 static void cuda_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
                                     const Act *dy, const float *gamma, const float *mean,
-                                    const float *inv_std, Act *dx, float *dgamma,
-                                    float *dbeta) {
+                                    const float *inv_std, Act *dx, int accumulate,
+                                    float *dgamma, float *dbeta) {
     CudaState *state = cuda_state(backend);
     cuda_layernorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows,
-                                   channels, x, dy, gamma, mean, inv_std, dx, dgamma, dbeta);
+                                   channels, x, dy, gamma, mean, inv_std, dx, accumulate, dgamma,
+                                   dbeta);
 }
 
 static void cuda_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,

@@ -331,8 +331,8 @@ void cuda_layernorm_forward_launch(cudaStream_t stream, ComputeDtype dtype, size
 void cuda_layernorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
                                     size_t rows, int channels, const void *x_any,
                                     const void *dy_any, const float *gamma, const float *mean,
-                                    const float *inv_std, void *dx_any, float *dgamma,
-                                    float *dbeta);
+                                    const float *inv_std, void *dx_any, int accumulate,
+                                    float *dgamma, float *dbeta);
 void cuda_vit_tokens_forward_launch(cudaStream_t stream, ComputeDtype dtype, int batch,
                                     int registers, int patches, int channels,
                                     const void *patch_embeddings_any, const float *cls,

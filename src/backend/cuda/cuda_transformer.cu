@@ -73,11 +73,12 @@ __global__ void layernorm_forward_kernel(size_t rows, int channels, const T *x,
 }
 
 // dx = inv_std (g - mean(g) - xhat mean(g xhat)) with g = dy gamma and
-// xhat = (x - mean) inv_std (ref's expression).
+// xhat = (x - mean) inv_std (ref's expression); accumulate adds it to dx's
+// value in double, rounded once (ref's).
 template <typename T, int V>
 __global__ void layernorm_backward_kernel(size_t rows, int channels, const T *x, const T *dy,
                                           const float *gamma, const float *mean,
-                                          const float *inv_std, T *dx) {
+                                          const float *inv_std, T *dx, int accumulate) {
     WARP_ROWS(r, rows) {
         const T *x_row = x + r * channels, *dy_row = dy + r * channels;
         double sum_g = 0.0, sum_g_xhat = 0.0;
@@ -95,13 +96,15 @@ __global__ void layernorm_backward_kernel(size_t rows, int channels, const T *x,
         sum_g = warp_sum(sum_g);
         sum_g_xhat = warp_sum(sum_g_xhat);
         LANE_CHANNELS(c, channels) {
-            float xv[V], dyv[V], out[V];
+            float xv[V], dyv[V], before[V] = {0}, out[V];
             act_load_vector<T, V>(x_row + c, xv);
             act_load_vector<T, V>(dy_row + c, dyv);
+            if (accumulate) act_load_vector<T, V>(dx + r * channels + c, before);
             for (int v = 0; v < V; v++) {
                 const double xhat = (xv[v] - (double)mean[r]) * inv_std[r];
                 const double g = (double)dyv[v] * gamma[c + v];
-                out[v] = (float)(inv_std[r] * (g - sum_g / channels - xhat * sum_g_xhat / channels));
+                const double value = inv_std[r] * (g - sum_g / channels - xhat * sum_g_xhat / channels);
+                out[v] = (float)(accumulate ? before[v] + value : value);
             }
             act_store_vector<T, V>(dx + r * channels + c, out);
         }
@@ -262,8 +265,8 @@ void cuda_layernorm_forward_launch(cudaStream_t stream, ComputeDtype dtype, size
 void cuda_layernorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
                                     size_t rows, int channels, const void *x_any,
                                     const void *dy_any, const float *gamma, const float *mean,
-                                    const float *inv_std, void *dx_any, float *dgamma,
-                                    float *dbeta) {
+                                    const float *inv_std, void *dx_any, int accumulate,
+                                    float *dgamma, float *dbeta) {
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
         const T *x = (const T *)x_any;
@@ -276,7 +279,8 @@ void cuda_layernorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
                                   if (cuda_queue_point())
                                       layernorm_backward_kernel<T, V>
                                           <<<row_blocks(rows), kThreads, 0, stream>>>(
-                                              rows, channels, x, dy, gamma, mean, inv_std, dx);
+                                              rows, channels, x, dy, gamma, mean, inv_std, dx,
+                                              accumulate);
                                   CUDA_CHECK_LAUNCH();
                               });
         cuda_column_sums(stream, scratch, rows, channels,

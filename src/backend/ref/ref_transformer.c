@@ -31,10 +31,12 @@ void ref_layernorm_forward(Backend *backend, size_t rows, int channels, const Ac
 
 // With xhat = (x - mean) inv_std and g = dy gamma over the C channels of a
 // row: dx = inv_std (g - mean(g) - xhat mean(g xhat)); dgamma = sum over
-// rows of dy xhat, dbeta = sum of dy.
+// rows of dy xhat, dbeta = sum of dy; accumulate adds dx to what is there
+// (in double, rounded once).
 void ref_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
                             const Act *dy_act, const float *gamma, const float *mean,
-                            const float *inv_std, Act *dx_act, float *dgamma, float *dbeta) {
+                            const float *inv_std, Act *dx_act, int accumulate, float *dgamma,
+                            float *dbeta) {
     const float *x = (const float *)x_act;
     const float *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;
@@ -50,8 +52,9 @@ void ref_layernorm_backward(Backend *backend, size_t rows, int channels, const A
         for (int c = 0; c < channels; c++) {
             const double xhat = (x_row[c] - (double)mean[r]) * inv_std[r];
             const double g = (double)dy_row[c] * gamma[c];
-            dx[r * channels + c] =
-                (float)(inv_std[r] * (g - sum_g / channels - xhat * sum_g_xhat / channels));
+            const double value = inv_std[r] * (g - sum_g / channels - xhat * sum_g_xhat / channels);
+            float *out = &dx[r * channels + c];
+            *out = (float)(accumulate ? *out + value : value);
         }
     }
     for (int c = 0; c < channels; c++) {
