@@ -386,7 +386,8 @@ static int allocate_buffers(Method *method, Dinov2State *state, int batch, int o
     state->terms = backend->op.alloc(backend, DINOV2_TERMS * sizeof(float));
     if (!state->terms ||
         !state->host_global_mask || !state->mask ||
-        !state->weight || !state->valid || !state->inv_masked_total || !state->token_index || !state->teacher_in || !state->student_in ||
+        !state->weight || !state->valid || !state->inv_masked_total || !state->token_index ||
+        !state->teacher_in || !state->student_in ||
         !state->student_features || !state->dstudent_out || !state->dstudent_in ||
         !state->dfeatures || !state->dfeatures_act || !state->dtokens)
         return error_set(err, "out of memory for %zu head rows of %d outputs", rows, out);

@@ -250,7 +250,8 @@ void cpu_layernorm_forward(Backend *backend, size_t rows, int channels, const Ac
                            float *mean, float *inv_std);
 void cpu_layernorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
                             const Act *dy, const float *gamma, const float *mean,
-                            const float *inv_std, Act *dx, int accumulate, float *dgamma, float *dbeta);
+                            const float *inv_std, Act *dx, int accumulate, float *dgamma,
+                            float *dbeta);
 void cpu_vit_tokens_forward(Backend *backend, int batch, int registers, int patches,
                             int channels, const Act *patch_embeddings, const float *cls,
                             const float *cls_pos, const float *register_tokens,

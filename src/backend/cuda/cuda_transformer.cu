@@ -103,7 +103,8 @@ __global__ void layernorm_backward_kernel(size_t rows, int channels, const T *x,
             for (int v = 0; v < V; v++) {
                 const double xhat = (xv[v] - (double)mean[r]) * inv_std[r];
                 const double g = (double)dyv[v] * gamma[c + v];
-                const double value = inv_std[r] * (g - sum_g / channels - xhat * sum_g_xhat / channels);
+                const double value =
+                    inv_std[r] * (g - sum_g / channels - xhat * sum_g_xhat / channels);
                 out[v] = (float)(accumulate ? before[v] + value : value);
             }
             act_store_vector<T, V>(dx + r * channels + c, out);
