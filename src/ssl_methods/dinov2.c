@@ -23,11 +23,12 @@
 // The head runs once per model over all its rows (class tokens, then the
 // masked patches): it has no BatchNorm, so that equals LightlyTrain's
 // separate dino_head / ibot_head calls with ibot_separate_head=False.
-// The masked patches' rows are padded to the most a step of the batch size
-// can mask (dinov2_masks_capacity) with unmasked patches of weight 0, which
-// the loss leaves out (dinov2_loss.h): every step of a batch size queues
-// the same shapes, so a step can be captured as a CUDA graph and replayed,
-// and the head's buffers need the bound, not the old masked crops x P/2.
+// With one rank the masked patches' rows are padded to the most a step of
+// the batch size can mask (dinov2_masks_capacity) with unmasked patches of
+// weight 0, which the loss leaves out (dinov2_loss.h): every step of a
+// batch size queues the same shapes, so a step can be captured as a CUDA
+// graph and replayed (several ranks are not captured and do not pad), and
+// the head's buffers need the bound, not the old masked crops x P/2.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,27 +88,33 @@ static float dinov2_momentum(const Dinov2State *state, long step) {
 }
 
 // This step's masks in a staging buffer, then queued to the device: the
-// mask, and for the `rows` patch rows their token rows (class token and
+// mask, and for the *rows patch rows their token rows (class token and
 // registers skipped), weights and validity: the masked patches, then
 // distinct unmasked ones (gathered and scattered like them, weight and
-// validity 0). The masked count, or -1 past the bound (a bug).
-static int upload_masks(Method *method, Dinov2State *state, long step, int batch, int rows,
+// validity 0). One rank pads to the bound of its batch size (every step
+// the same shapes, so that it can be captured); several ranks, which are
+// not captured, keep the masked count: a rank's bound covers its crops
+// drawing the largest masks, 2 to 3.3 times its expected count. The
+// masked count, or -1 past the bound (a bug).
+static int upload_masks(Method *method, Dinov2State *state, long step, int batch, int *rows,
                         ErrorMessage *err) {
     const int crops = 2 * batch, patches = state->patches;
+    const int world = comm_world_size(method->comm);
     const size_t n = (size_t)crops * patches, cells = state->mask_cells;
     float *mask = staging_take(&state->mask_staging), *weight = mask + cells;
     float *valid = weight + cells, *inv_total = valid + cells;
     int32_t *index = (int32_t *)(inv_total + 1);
     const int masked = dinov2_masks_make_rank(
-        &state->masks, 2, batch, comm_world_size(method->comm), comm_rank(method->comm),
-        state->seed, step, state->host_global_mask, mask, index, weight, &state->masked_total);
+        &state->masks, 2, batch, world, comm_rank(method->comm), state->seed, step,
+        state->host_global_mask, mask, index, weight, &state->masked_total);
+    *rows = world > 1 ? masked : dinov2_masks_capacity(&state->masks, crops, world);
     int filled = masked;
-    for (size_t cell = 0; cell < n && filled < rows; cell++)
+    for (size_t cell = 0; cell < n && filled < *rows; cell++)
         if (mask[cell] == 0.0f) index[filled] = (int32_t)cell, weight[filled++] = 0.0f;
-    if (masked > rows || filled < rows)
-        return error_set(err, "internal: %d masked patches for %d padded rows", masked, rows);
+    if (masked > *rows || filled < *rows)
+        return error_set(err, "internal: %d masked patches for %d padded rows", masked, *rows);
     const int first_patch = state->tokens - patches;
-    for (int m = 0; m < rows; m++) {
+    for (int m = 0; m < *rows; m++) {
         const int crop = index[m] / patches, patch = index[m] % patches;
         index[m] = crop * state->tokens + first_patch + patch;
         valid[m] = m < masked ? 1.0f : 0.0f;
@@ -115,9 +122,9 @@ static int upload_masks(Method *method, Dinov2State *state, long step, int batch
     *inv_total = state->masked_total ? 1.0f / (float)state->masked_total : 0.0f;
     Staging *staging = &state->mask_staging;
     staging_upload(staging, state->mask, mask, n * sizeof *mask);
-    staging_upload(staging, state->token_index, index, (size_t)rows * sizeof *index);
-    staging_upload(staging, state->weight, weight, (size_t)rows * sizeof *weight);
-    staging_upload(staging, state->valid, valid, (size_t)rows * sizeof *valid);
+    staging_upload(staging, state->token_index, index, (size_t)*rows * sizeof *index);
+    staging_upload(staging, state->weight, weight, (size_t)*rows * sizeof *weight);
+    staging_upload(staging, state->valid, valid, (size_t)*rows * sizeof *valid);
     staging_upload(staging, state->inv_masked_total, inv_total, sizeof *inv_total);
     return masked;
 }
@@ -138,8 +145,8 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     const int dim = method->backbone.feature_dim, global = 2 * batch;
     const int local = method->local_views * batch;
     const size_t out = (size_t)head_spec_output_dim(&state->head.spec);
-    const int rows = dinov2_masks_capacity(&state->masks, global, comm_world_size(method->comm));
-    const int masked = upload_masks(method, state, step, batch, rows, err);
+    int rows;
+    const int masked = upload_masks(method, state, step, batch, &rows, err);
     if (masked < 0) return -1;
     const size_t cls_rows = (size_t)global + local;
 

@@ -30,11 +30,13 @@ typedef struct Dinov2MaskConfig {
 // The most masked patches a rank's `n_crops` crops can get in a world of
 // `world` ranks, from the ratio schedule alone (the i-th masked crop's
 // int(P r) for r below its range's top), so that it holds for every step
-// and seed: DINOv2 pads its patch rows to it, giving every step of one
-// batch size the same shapes (dinov2.c). With one rank it lies about
-// P (ratio_max - ratio_min) / 2 patches above a step's expected count, in
-// all (51 of about 4,900 for 64 masked crops of 256 patches); the bound
-// before (masked crops x P ratio_max) was 1.7 times that count.
+// and seed. With one rank it lies about P (ratio_max - ratio_min) / 2
+// patches above a step's expected count, in all (51 of about 4,900 for 64
+// masked crops of 256 patches; the bound before, masked crops x P
+// ratio_max, was 1.7 times that count), and DINOv2 pads its patch rows to
+// it, giving every step of one batch size the same shapes (dinov2.c).
+// With several ranks a rank's crops may draw the largest masks: 2 (two
+// ranks) to 3.3 (many) times its expected count, so only buffers take it.
 int dinov2_masks_capacity(const Dinov2MaskConfig *config, int n_crops, int world);
 
 // n_crops <= DINOV2_MASKS_MAX_CROPS, P <= DINOV2_MASKS_MAX_PATCHES (the
