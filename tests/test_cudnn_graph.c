@@ -1,14 +1,20 @@
 // The CUDA emulation's cuDNN graph API (tests/cuda_emu/emu_cudnn_graph.c,
-// emu_cudnn_exec.c) through the backend's helpers (src/backend/cuda/
-// cudnn_graph.h): a small graph (a 16-bit product, a by-value scale, a
-// reduction, a reshape) computed as the host computes it, and the mistakes
-// cuDNN refuses refused: an attribute of the wrong type, a product of
-// mismatched shapes, a virtual tensor nothing writes, an fp32 product (no
-// fused engine), a variant pack with host memory or without a tensor. So a
-// check of the emulation that stopped working fails here rather than
-// letting a wrong graph pass on the emulation and fail on the first GPU.
-// Emulation only: on a GPU these generic graphs may have no engine, and the
-// backend's own graphs are checked by their ops' tests.
+// emu_cudnn_heuristics.c, emu_cudnn_exec.c) through the backend's helpers
+// (src/backend/cuda/cudnn_graph.h): a small graph (a 16-bit product, a
+// by-value scale, a reduction, a reshape) computed as the host computes it,
+// and the mistakes cuDNN refuses refused: an attribute of the wrong type, a
+// product of mismatched shapes, a virtual tensor nothing writes, an fp32
+// product (no fused engine), a variant pack with host memory or without a
+// tensor. The convolution graphs with a scale-bias-relu prologue
+// (cudnn-frontend's ConvBNfprop "SBRCS" and ConvBNwgrad samples) computed
+// as the host computes them, a backward filter with a dy of the wrong size
+// refused, and which of them get an engine (none for fp32, a lone backward
+// filter, another prologue order, or under LTC_EMU_CUDNN_GRAPH=no-prologue,
+// which keeps conv + genstats and attention). So a check of the emulation
+// that stopped working fails here rather than letting a wrong graph pass on
+// the emulation and fail on the first GPU. Emulation only: on a GPU these
+// generic graphs may have no engine, and the backend's own graphs are
+// checked by their ops' tests.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -183,11 +189,391 @@ static void test_variant_packs_are_checked(void **state) {
     dnn_plan_free(plan);
 }
 
+// ---- ConvBNfprop and ConvBNwgrad with their scale-bias-relu prologue -----------------------
+
+// x0 (2, 8, 5, 5) over NHWC memory, a per-channel scale and bias (1, 8, 1,
+// 1); w and dw (16, 8, 3, 3) over KRSC; y and dy (2, 16, OUT, OUT) over
+// NHWC; padding 1, stride 1 or 2.
+enum { CONV_N = 2, CONV_C = 8, CONV_SIDE = 5, CONV_K = 16, CONV_R = 3, CONV_PAD = 1 };
+enum { CONV_X_COUNT = CONV_N * CONV_SIDE * CONV_SIDE * CONV_C };
+enum { CONV_W_COUNT = CONV_K * CONV_R * CONV_R * CONV_C };
+enum { CONV_Y_MAX = CONV_N * CONV_SIDE * CONV_SIDE * CONV_K };  // stride 1
+enum { UID_X0 = 20, UID_SCALE_C, UID_BIAS_C, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_DY, UID_DW };
+
+// What feeds the convolution's x: x0 itself, relu(x0 scale + bias) as
+// cuDNN's samples build it, or that with what no engine fuses: relu((x0 +
+// bias) scale), scale and bias in fp32 (x0 16-bit), all three in fp32 (the
+// convolution's own tensors 16-bit), the convolution's own tensors in fp32
+// (x0, scale and bias 16-bit).
+typedef enum {
+    NO_PROLOGUE,
+    SCALE_BIAS_RELU,
+    BIAS_SCALE_RELU,
+    FP32_SCALE_BIAS,
+    FP32_PROLOGUE_INPUTS,
+    FP32_CONVOLUTION,
+} Prologue;
+
+static int64_t conv_out_side(int64_t stride) {
+    return (CONV_SIDE + 2 * CONV_PAD - CONV_R) / stride + 1;
+}
+
+// A (n, c, h, w) tensor over NHWC memory (KRSC for a filter).
+static void *nhwc_tensor(DnnGraph *g, int64_t uid, int type, int64_t n, int64_t c, int64_t h,
+                         int64_t w, unsigned flags) {
+    const int64_t dims[4] = {n, c, h, w}, strides[4] = {h * w * c, 1, w * c, c};
+    return dnn_graph_tensor(g, uid, type, 4, dims, strides, flags);
+}
+
+// The convolution's x: x0 (with data) or the prologue's fp32 virtual output.
+static void *conv_input(DnnGraph *g, int type, Prologue prologue) {
+    const int x0_type = prologue == FP32_PROLOGUE_INPUTS ? CUDNN_DATA_FLOAT : type;
+    const int parameter_type =
+        prologue == FP32_SCALE_BIAS || prologue == FP32_PROLOGUE_INPUTS ? CUDNN_DATA_FLOAT : type;
+    void *x0 = nhwc_tensor(g, UID_X0, x0_type, CONV_N, CONV_C, CONV_SIDE, CONV_SIDE, 0);
+    if (prologue == NO_PROLOGUE) return x0;
+    void *scale = nhwc_tensor(g, UID_SCALE_C, parameter_type, 1, CONV_C, 1, 1, 0);
+    void *bias = nhwc_tensor(g, UID_BIAS_C, parameter_type, 1, CONV_C, 1, 1, 0);
+    void *steps[3];
+    for (int i = 0; i < 3; i++)
+        steps[i] = nhwc_tensor(g, UID_VIRTUAL + i, CUDNN_DATA_FLOAT, CONV_N, CONV_C, CONV_SIDE,
+                               CONV_SIDE, DNN_VIRTUAL);
+    const int scale_first = prologue != BIAS_SCALE_RELU;
+    dnn_graph_pointwise(g, scale_first ? CUDNN_POINTWISE_MUL : CUDNN_POINTWISE_ADD, x0,
+                        scale_first ? scale : bias, steps[0]);
+    dnn_graph_pointwise(g, scale_first ? CUDNN_POINTWISE_ADD : CUDNN_POINTWISE_MUL, steps[0],
+                        scale_first ? bias : scale, steps[1]);
+    dnn_graph_pointwise(g, CUDNN_POINTWISE_RELU_FWD, steps[1], NULL, steps[2]);
+    return steps[2];
+}
+
+static void *conv_descriptor(DnnGraph *g, int64_t stride) {
+    void *conv = dnn_graph_descriptor(g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, "convolution");
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    const int64_t spatial = 2, ones[2] = {1, 1}, strides[2] = {stride, stride};
+    const int64_t padding[2] = {CONV_PAD, CONV_PAD};
+    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute,
+                  "convolution compute type");
+    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
+                  &mode, "convolution mode");
+    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial,
+                  "convolution spatial dims");
+    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones,
+                  "convolution dilations");
+    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides,
+                  "convolution strides");
+    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding,
+                  "convolution pre-paddings");
+    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding,
+                  "convolution post-paddings");
+    dnn_graph_finalize(g, conv, "convolution");
+    return conv;
+}
+
+// An operation whose tensors (count of them, attributes `names`) and
+// convolution descriptor are set, alpha 1 and beta 0, finalized as `what`.
+static void conv_operation(DnnGraph *g, int type, const int *names, void **tensors, int count,
+                           int conv_name, void *conv, int alpha_name, int beta_name,
+                           const char *what) {
+    void *op = dnn_graph_descriptor(g, type, what);
+    const float alpha = 1.0f, beta = 0.0f;
+    for (int i = 0; i < count; i++)
+        dnn_graph_set(g, op, names[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors[i], "a tensor");
+    dnn_graph_set(g, op, conv_name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv, "the convolution");
+    dnn_graph_set(g, op, alpha_name, CUDNN_TYPE_FLOAT, 1, &alpha, "alpha");
+    dnn_graph_set(g, op, beta_name, CUDNN_TYPE_FLOAT, 1, &beta, "beta");
+    dnn_graph_finalize(g, op, what);
+    dnn_graph_add_operation(g, op);
+}
+
+// ConvBNfprop: y = conv(x, w) and y's per-channel sum and sum of squares.
+static DnnPlan *fprop_graph(int type, Prologue prologue, int64_t stride, ErrorMessage *err) {
+    DnnGraph g;
+    dnn_graph_begin(&g, handle);
+    const int64_t out = conv_out_side(stride), sum_dims[4] = {1, CONV_K, 1, 1};
+    const int64_t sum_strides[4] = {CONV_K, 1, CONV_K, CONV_K};
+    const int conv_type = prologue == FP32_CONVOLUTION ? CUDNN_DATA_FLOAT : type;
+    void *tensors[3] = {
+        conv_input(&g, type, prologue),
+        nhwc_tensor(&g, UID_W, conv_type, CONV_K, CONV_C, CONV_R, CONV_R, 0),
+        nhwc_tensor(&g, UID_Y, conv_type, CONV_N, CONV_K, out, out, 0),
+    };
+    const int names[3] = {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
+    conv_operation(&g, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, names, tensors, 3,
+                   CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                   conv_descriptor(&g, stride), CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                   CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, "convolution forward");
+    void *sums[2] = {
+        dnn_graph_tensor(&g, UID_SUM, CUDNN_DATA_FLOAT, 4, sum_dims, sum_strides, 0),
+        dnn_graph_tensor(&g, UID_SQSUM, CUDNN_DATA_FLOAT, 4, sum_dims, sum_strides, 0),
+    };
+    void *stats =
+        dnn_graph_descriptor(&g, CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, "genstats");
+    const cudnnGenStatsMode_t stats_mode = CUDNN_GENSTATS_SUM_SQSUM;
+    const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1,
+                  &stats_mode, "statistics mode");
+    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1,
+                  &precision, "statistics precision");
+    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                  &tensors[2], "statistics input");
+    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                  1, &sums[0], "statistics sum");
+    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC,
+                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sums[1], "statistics sum of squares");
+    dnn_graph_finalize(&g, stats, "genstats");
+    dnn_graph_add_operation(&g, stats);
+    return dnn_graph_plan(&g, 1, err);
+}
+
+// ConvBNwgrad: dw = the filter gradient of the convolution of x with dy,
+// dy (N, K, dy_side, dy_side) (conv_out_side(stride) unless a mistake).
+static DnnPlan *wgrad_graph(int type, Prologue prologue, int64_t stride, int64_t dy_side,
+                            ErrorMessage *err) {
+    DnnGraph g;
+    dnn_graph_begin(&g, handle);
+    const int conv_type = prologue == FP32_CONVOLUTION ? CUDNN_DATA_FLOAT : type;
+    void *tensors[3] = {
+        conv_input(&g, type, prologue),
+        nhwc_tensor(&g, UID_DY, conv_type, CONV_N, CONV_K, dy_side, dy_side, 0),
+        nhwc_tensor(&g, UID_DW, conv_type, CONV_K, CONV_C, CONV_R, CONV_R, 0),
+    };
+    const int names[3] = {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW};
+    conv_operation(&g, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, names,
+                   tensors, 3, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                   conv_descriptor(&g, stride), CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                   CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, "convolution backward filter");
+    return dnn_graph_plan(&g, 1, err);
+}
+
+static uint16_t to_bits(int type, float v) {
+    return type == CUDNN_DATA_HALF ? float_to_f16(v) : float_to_bf16(v);
+}
+
+static float from_bits(int type, uint16_t bits) {
+    return type == CUDNN_DATA_HALF ? f16_to_float(bits) : bf16_to_float(bits);
+}
+
+// The host's inputs (exact in fp16 and bf16), 16-bit as the graphs read
+// them, and the prologue's output relu(x0 scale + bias) in fp32 (NHWC).
+typedef struct ConvInputs {
+    uint16_t x0[CONV_X_COUNT], scale[CONV_C], bias[CONV_C], w[CONV_W_COUNT], dy[CONV_Y_MAX];
+    float x[CONV_X_COUNT];
+} ConvInputs;
+
+static void conv_inputs(int type, ConvInputs *in) {
+    for (int i = 0; i < CONV_X_COUNT; i++) in->x0[i] = to_bits(type, (float)((i * 7) % 17 - 8) / 4);
+    for (int c = 0; c < CONV_C; c++) {
+        in->scale[c] = to_bits(type, 0.5f + (float)c / 8);
+        in->bias[c] = to_bits(type, (float)(c % 5 - 2) / 4);
+    }
+    for (int i = 0; i < CONV_W_COUNT; i++) in->w[i] = to_bits(type, (float)((i * 5) % 13 - 6) / 8);
+    for (int i = 0; i < CONV_Y_MAX; i++) in->dy[i] = to_bits(type, (float)((i * 3) % 11 - 5) / 8);
+    for (int i = 0; i < CONV_X_COUNT; i++) {
+        const int c = i % CONV_C;  // NHWC
+        const float v = from_bits(type, in->x0[i]) * from_bits(type, in->scale[c]) +
+                        from_bits(type, in->bias[c]);
+        in->x[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+// Offsets in NHWC memory (KRSC for a filter: n = k, c, h = r, w = s).
+static int nhwc(int n, int c, int h, int w, int channels, int side) {
+    return ((n * side + h) * side + w) * channels + c;
+}
+
+// One 16-bit rounding of the stored result: half an ulp is |v| 2^-11
+// (fp16) or 2^-8 (bf16); twice that, and a floor for fp32 summation-order
+// differences near 0.
+static float stored_tolerance(int type, float expected) {
+    return 1e-3f + fabsf(expected) * (type == CUDNN_DATA_HALF ? 0x1p-10f : 0x1p-7f);
+}
+
+static void check_fprop(int type, int64_t stride) {
+    ErrorMessage err = {{0}};
+    DnnPlan *plan = fprop_graph(type, SCALE_BIAS_RELU, stride, &err);
+    if (!plan) fail_msg("%s", err.text);
+    ConvInputs in;
+    conv_inputs(type, &in);
+    const int out = (int)conv_out_side(stride), y_count = CONV_N * CONV_K * out * out;
+    void *dx0 = device_copy(in.x0, sizeof in.x0), *dscale = device_copy(in.scale, sizeof in.scale);
+    void *dbias = device_copy(in.bias, sizeof in.bias), *dw = device_copy(in.w, sizeof in.w);
+    void *dy = device_copy(NULL, (size_t)y_count * 2);
+    void *dsum = device_copy(NULL, CONV_K * sizeof(float));
+    void *dsqsum = device_copy(NULL, CONV_K * sizeof(float));
+    void *workspace = device_copy(NULL, (size_t)plan->workspace_bytes + 1);
+    const int64_t uids[] = {UID_X0, UID_SCALE_C, UID_BIAS_C, UID_W, UID_Y, UID_SUM, UID_SQSUM};
+    void *const pointers[] = {dx0, dscale, dbias, dw, dy, dsum, dsqsum};
+    dnn_plan_execute(plan, 7, uids, pointers, workspace);
+    uint16_t y[CONV_Y_MAX];
+    float sum[CONV_K], sqsum[CONV_K];
+    cudaMemcpy(y, dy, (size_t)y_count * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(sum, dsum, sizeof sum, cudaMemcpyDeviceToHost);
+    cudaMemcpy(sqsum, dsqsum, sizeof sqsum, cudaMemcpyDeviceToHost);
+    for (int k = 0; k < CONV_K; k++) {
+        double sum_ref = 0, sqsum_ref = 0, magnitude = 0;
+        for (int n = 0; n < CONV_N; n++)
+            for (int oh = 0; oh < out; oh++)
+                for (int ow = 0; ow < out; ow++) {
+                    float expected = 0.0f;
+                    for (int c = 0; c < CONV_C; c++)
+                        for (int r = 0; r < CONV_R; r++)
+                            for (int s = 0; s < CONV_R; s++) {
+                                const int ih = oh * (int)stride - CONV_PAD + r;
+                                const int iw = ow * (int)stride - CONV_PAD + s;
+                                if (ih < 0 || iw < 0 || ih >= CONV_SIDE || iw >= CONV_SIDE)
+                                    continue;
+                                expected += in.x[nhwc(n, c, ih, iw, CONV_C, CONV_SIDE)] *
+                                            from_bits(type, in.w[nhwc(k, c, r, s, CONV_C, CONV_R)]);
+                            }
+                    const float got = from_bits(type, y[nhwc(n, k, oh, ow, CONV_K, out)]);
+                    if (fabsf(got - expected) > stored_tolerance(type, expected))
+                        fail_msg("y[%d, %d, %d, %d] = %g, the host's %g (type %d, stride %d)", n, k,
+                                 oh, ow, got, expected, type, (int)stride);
+                    sum_ref += expected, sqsum_ref += (double)expected * expected;
+                    magnitude += fabsf(expected);
+                }
+        // the sums are of y as stored: each term within its rounding (x^2: twice)
+        const double eps = type == CUDNN_DATA_HALF ? 0x1p-10 : 0x1p-7;
+        if (fabs(sum[k] - sum_ref) > 1e-3 + eps * magnitude ||
+            fabs(sqsum[k] - sqsum_ref) > 1e-3 + 2 * eps * sqsum_ref)
+            fail_msg("channel %d: sums %g, %g, the host's %g, %g (type %d, stride %d)", k, sum[k],
+                     sqsum[k], sum_ref, sqsum_ref, type, (int)stride);
+    }
+    cudaFree(dx0), cudaFree(dscale), cudaFree(dbias), cudaFree(dw), cudaFree(dy);
+    cudaFree(dsum), cudaFree(dsqsum), cudaFree(workspace);
+    dnn_plan_free(plan);
+}
+
+static void check_wgrad(int type, int64_t stride) {
+    ErrorMessage err = {{0}};
+    const int out = (int)conv_out_side(stride), y_count = CONV_N * CONV_K * out * out;
+    DnnPlan *plan = wgrad_graph(type, SCALE_BIAS_RELU, stride, out, &err);
+    if (!plan) fail_msg("%s", err.text);
+    ConvInputs in;
+    conv_inputs(type, &in);
+    void *dx0 = device_copy(in.x0, sizeof in.x0), *dscale = device_copy(in.scale, sizeof in.scale);
+    void *dbias = device_copy(in.bias, sizeof in.bias);
+    void *ddy = device_copy(in.dy, (size_t)y_count * 2), *ddw = device_copy(NULL, sizeof in.w);
+    void *workspace = device_copy(NULL, (size_t)plan->workspace_bytes + 1);
+    const int64_t uids[] = {UID_X0, UID_SCALE_C, UID_BIAS_C, UID_DY, UID_DW};
+    void *const pointers[] = {dx0, dscale, dbias, ddy, ddw};
+    dnn_plan_execute(plan, 5, uids, pointers, workspace);
+    uint16_t dw[CONV_W_COUNT];
+    cudaMemcpy(dw, ddw, sizeof dw, cudaMemcpyDeviceToHost);
+    for (int k = 0; k < CONV_K; k++)
+        for (int c = 0; c < CONV_C; c++)
+            for (int r = 0; r < CONV_R; r++)
+                for (int s = 0; s < CONV_R; s++) {
+                    float expected = 0.0f;
+                    for (int n = 0; n < CONV_N; n++)
+                        for (int oh = 0; oh < out; oh++)
+                            for (int ow = 0; ow < out; ow++) {
+                                const int ih = oh * (int)stride - CONV_PAD + r;
+                                const int iw = ow * (int)stride - CONV_PAD + s;
+                                if (ih < 0 || iw < 0 || ih >= CONV_SIDE || iw >= CONV_SIDE)
+                                    continue;
+                                expected += in.x[nhwc(n, c, ih, iw, CONV_C, CONV_SIDE)] *
+                                            from_bits(type, in.dy[nhwc(n, k, oh, ow, CONV_K, out)]);
+                            }
+                    const float got = from_bits(type, dw[nhwc(k, c, r, s, CONV_C, CONV_R)]);
+                    if (fabsf(got - expected) > stored_tolerance(type, expected))
+                        fail_msg("dw[%d, %d, %d, %d] = %g, the host's %g (type %d, stride %d)", k,
+                                 c, r, s, got, expected, type, (int)stride);
+                }
+    cudaFree(dx0), cudaFree(dscale), cudaFree(dbias), cudaFree(ddy), cudaFree(ddw);
+    cudaFree(workspace);
+    dnn_plan_free(plan);
+}
+
+// ConvBNfprop with its prologue: y = conv(relu(x0 scale + bias), w) and
+// y's sums, in fp16 and bf16, stride 1 and 2, against the host.
+static void test_conv_bn_fprop_with_prologue(void **state) {
+    NEED_EMULATION();
+    for (int stride = 1; stride <= 2; stride++) {
+        check_fprop(CUDNN_DATA_HALF, stride);
+        check_fprop(CUDNN_DATA_BFLOAT16, stride);
+    }
+}
+
+// ConvBNwgrad: dw = wgrad(relu(x0 scale + bias), dy), as above.
+static void test_conv_bn_wgrad_with_prologue(void **state) {
+    NEED_EMULATION();
+    for (int stride = 1; stride <= 2; stride++) {
+        check_wgrad(CUDNN_DATA_HALF, stride);
+        check_wgrad(CUDNN_DATA_BFLOAT16, stride);
+    }
+}
+
+// A backward filter whose dy has another size than the convolution of x
+// gives is refused when the operation is finalized.
+static void test_wgrad_of_a_wrong_dy_is_refused(void **state) {
+    NEED_EMULATION();
+    ErrorMessage err = {{0}};
+    for (int64_t stride = 1; stride <= 2; stride++) {
+        assert_null(wgrad_graph(CUDNN_DATA_HALF, SCALE_BIAS_RELU, stride,
+                                conv_out_side(stride) + 1, &err));
+        assert_non_null(strstr(err.text, "convolution backward filter: CUDNN_STATUS_BAD_PARAM"));
+    }
+}
+
+static int plans(DnnPlan *plan) {
+    if (plan) dnn_plan_free(plan);
+    return plan != NULL;
+}
+
+// No plan, because the heuristics offer no engine (not a failure before).
+static int no_engine(DnnPlan *plan, const ErrorMessage *err) {
+    return !plans(plan) && strstr(err->text, "no engine") != NULL;
+}
+
+// Engines: the prologue graphs in 16 bits, not in fp32 (all of it, the
+// prologue's inputs or the convolution's tensors), not with the bias first, not a backward filter
+// alone; LTC_EMU_CUDNN_GRAPH=no-prologue takes theirs away and keeps conv +
+// genstats' and attention's.
+static void test_prologue_engines(void **state) {
+    NEED_EMULATION();
+    ErrorMessage err = {{0}};
+    const int half = CUDNN_DATA_HALF, side = (int)conv_out_side(1);
+    assert_true(plans(fprop_graph(half, SCALE_BIAS_RELU, 1, &err)));
+    assert_true(plans(wgrad_graph(half, SCALE_BIAS_RELU, 1, side, &err)));
+    assert_true(plans(fprop_graph(half, NO_PROLOGUE, 1, &err)));
+    assert_true(no_engine(fprop_graph(CUDNN_DATA_FLOAT, SCALE_BIAS_RELU, 1, &err), &err));
+    assert_true(no_engine(wgrad_graph(CUDNN_DATA_FLOAT, SCALE_BIAS_RELU, 1, side, &err), &err));
+    assert_true(no_engine(fprop_graph(half, BIAS_SCALE_RELU, 1, &err), &err));
+    assert_true(no_engine(wgrad_graph(half, BIAS_SCALE_RELU, 1, side, &err), &err));
+    assert_true(no_engine(wgrad_graph(half, NO_PROLOGUE, 1, side, &err), &err));
+    for (Prologue fp32 = FP32_SCALE_BIAS; fp32 <= FP32_CONVOLUTION; fp32++) {
+        assert_true(no_engine(fprop_graph(half, fp32, 1, &err), &err));
+        assert_true(no_engine(wgrad_graph(half, fp32, 1, side, &err), &err));
+    }
+
+    setenv("LTC_EMU_CUDNN_GRAPH", "no-prologue", 1);
+    const int fprop = no_engine(fprop_graph(half, SCALE_BIAS_RELU, 1, &err), &err);
+    const int wgrad = no_engine(wgrad_graph(half, SCALE_BIAS_RELU, 1, side, &err), &err);
+    const int conv_stats = plans(fprop_graph(half, NO_PROLOGUE, 1, &err));
+    const int attention = plans(small_graph(CUDNN_DATA_HALF, 8, &err));
+    unsetenv("LTC_EMU_CUDNN_GRAPH");
+    assert_true(fprop);
+    assert_true(wgrad);
+    assert_true(conv_stats);
+    assert_true(attention);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_graph_computes_what_the_host_does),
         cmocka_unit_test(test_mistakes_are_refused),
         cmocka_unit_test(test_variant_packs_are_checked),
+        cmocka_unit_test(test_conv_bn_fprop_with_prologue),
+        cmocka_unit_test(test_conv_bn_wgrad_with_prologue),
+        cmocka_unit_test(test_wgrad_of_a_wrong_dy_is_refused),
+        cmocka_unit_test(test_prologue_engines),
     };
     return cmocka_run_group_tests_name("cudnn graph (CUDA emulation)", tests, setup, teardown);
 }

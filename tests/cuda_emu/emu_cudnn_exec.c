@@ -221,6 +221,40 @@ static int run_conv_forward(Execution *e, const EmuDescriptor *op) {
     return 0;
 }
 
+// dw[k, c, r, s] = alpha sum over n, oh, ow of dy[n, k, oh, ow] x[n, c, ih, iw]
+// (+ beta dw), ih = oh stride - pad + r dilation, outside x: 0.
+static int run_conv_wgrad(Execution *e, const EmuDescriptor *op) {
+    Data *x = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X)->uid);
+    Data *dy = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY)->uid);
+    Data *dw = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW)->uid);
+    const EmuAttr *alpha_attr = emu_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA);
+    const EmuAttr *beta_attr = emu_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA);
+    const float alpha = alpha_attr ? *(const float *)alpha_attr->values : 1.0f;
+    const float beta = beta_attr ? *(const float *)beta_attr->values : 0.0f;
+    int64_t stride[2], pad[2], dilation[2];
+    emu_conv_geometry(
+        emu_attr_descriptor(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, 0),
+        stride, pad, dilation);
+    int64_t wi[4], xi[4], yi[4];
+    for (int64_t n = 0; n < emu_tensor_elements(dw->t); n++) {
+        index_of(dw->t, n, wi);
+        float sum = 0.0f;
+        for (int64_t b = 0; b < dy->t->dims[0]; b++)
+            for (int64_t oh = 0; oh < dy->t->dims[2]; oh++)
+                for (int64_t ow = 0; ow < dy->t->dims[3]; ow++) {
+                    const int64_t ih = oh * stride[0] - pad[0] + wi[2] * dilation[0];
+                    const int64_t iw = ow * stride[1] - pad[1] + wi[3] * dilation[1];
+                    if (ih < 0 || iw < 0 || ih >= x->t->dims[2] || iw >= x->t->dims[3]) continue;
+                    yi[0] = b, yi[1] = wi[0], yi[2] = oh, yi[3] = ow;
+                    xi[0] = b, xi[1] = wi[1], xi[2] = ih, xi[3] = iw;
+                    sum += load(dy, offset_of(dy->t, yi)) * load(x, offset_of(x->t, xi));
+                }
+        const int64_t at = offset_of(dw->t, wi);
+        store(dw, at, beta == 0.0f ? alpha * sum : alpha * sum + beta * load(dw, at));
+    }
+    return 0;
+}
+
 // sum, sqsum [1, K, 1, 1] over x [N, K, H, W] as stored, in element order.
 static int run_genstats(Execution *e, const EmuDescriptor *op) {
     Data *x = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_GENSTATS_XDESC)->uid);
@@ -256,6 +290,7 @@ static Runner runner_of(const EmuDescriptor *op) {
     case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: return run_reduction;
     case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: return run_reshape;
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR: return run_conv_forward;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR: return run_conv_wgrad;
     case CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR: return run_genstats;
     default: return NULL;
     }

@@ -3,21 +3,12 @@
 // type does not have, or of the wrong type, is BAD_PARAM when set; a
 // missing required one, a tensor with other dimensions than its operation
 // needs, a virtual tensor nothing produces is BAD_PARAM at finalize), the
-// engine heuristics, plans and variant packs; execution computes the graph
-// on the CPU (emu_cudnn_exec.c), or on a capturing stream is recorded
-// (emu_blas.h) with the variant pack's bindings and by-value scalars as
-// they were at the call.
-//
-// The heuristics offer one engine for the graphs cuDNN fuses and none for
-// the rest, as cuDNN does for the patterns the backend builds:
-// - attention (graphs with matmuls): every tensor with data that feeds a
-//   matmul (directly or through a reshape) 16-bit, the head dim (the inner
-//   dimension of a product of two such tensors) a multiple of 8 up to 128.
-// - a forward convolution with statistics generation on its output
-//   (ConvBNfprop's conv + genstats): 16-bit, channels multiples of 8.
-// So fp32 graphs get no engine, as on a GPU.
-// LTC_EMU_CUDNN_GRAPH=no-engine makes it a cuDNN without an engine for any
-// graph, so the tests reach the backend's fallbacks.
+// engine heuristics' results (which graphs get an engine:
+// emu_cudnn_heuristics.c, with the patterns it knows and the
+// LTC_EMU_CUDNN_GRAPH switch), plans and variant packs; execution computes
+// the graph on the CPU (emu_cudnn_exec.c), or on a capturing stream is
+// recorded (emu_blas.h) with the variant pack's bindings and by-value
+// scalars as they were at the call.
 #include "emu_cudnn_graph.h"
 
 #include <stdbool.h>
@@ -29,11 +20,6 @@
 #include "emu_log.h"
 
 #define EMU_MAGIC 0x636e6e64u
-
-static int refuse_all(void) {
-    const char *value = getenv("LTC_EMU_CUDNN_GRAPH");
-    return value && strcmp(value, "no-engine") == 0;
-}
 
 static size_t attribute_type_bytes(cudnnBackendAttributeType_t type) {
     switch (type) {
@@ -67,6 +53,7 @@ typedef struct AttrSpec {
 } AttrSpec;
 
 #define BD CUDNN_TYPE_BACKEND_DESCRIPTOR
+#define WGRAD_OP CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR
 static const AttrSpec kSpecs[] = {
     {CUDNN_BACKEND_TENSOR_DESCRIPTOR, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1},
     {CUDNN_BACKEND_TENSOR_DESCRIPTOR, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1},
@@ -113,6 +100,13 @@ static const AttrSpec kSpecs[] = {
      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 0},
     {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 0},
+    // dw = alpha conv_wgrad(x, dy) + beta dw (ConvBNwgrad)
+    {WGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, BD, 1},
+    {WGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, BD, 1},
+    {WGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, BD, 1},
+    {WGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, BD, 1},
+    {WGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 0},
+    {WGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 0},
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_MODE,
      CUDNN_TYPE_GENSTATS_MODE, 1},
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC,
@@ -132,6 +126,7 @@ static const AttrSpec kSpecs[] = {
     {CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1},
 };
 #undef BD
+#undef WGRAD_OP
 
 static const AttrSpec *spec_of(cudnnBackendDescriptorType_t descriptor,
                                cudnnBackendAttributeName_t name) {
@@ -347,25 +342,44 @@ int emu_conv_geometry(const EmuDescriptor *conv, int64_t *stride, int64_t *pad, 
     return 0;
 }
 
-// y [N, K, OH, OW] = conv(x [N, C, H, W], w [K, C, R, S]).
-static cudnnStatus_t finalize_conv_forward_op(const EmuDescriptor *d) {
-    const EmuTensor *x = emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X);
-    const EmuTensor *w = emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W);
-    const EmuTensor *y = emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y);
-    const EmuDescriptor *conv =
-        emu_attr_descriptor(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, 0);
+// The shapes of a convolution agree: y [N, K, OH, OW] = conv(x [N, C, H,
+// W], w [K, C, R, S]) with the geometry of conv (a convolution descriptor
+// the emulation computes). Forward: y and w are y and w; backward filter:
+// dy and dw.
+static int conv_shapes_agree(const EmuTensor *x, const EmuTensor *w, const EmuTensor *y,
+                             const EmuDescriptor *conv) {
     int64_t stride[2], pad[2], dilation[2];
     if (!x || !w || !y || !conv || conv->type != CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR ||
         emu_conv_geometry(conv, stride, pad, dilation) || x->rank != 4 || w->rank != 4 ||
         y->rank != 4 || x->dims[1] != w->dims[1] || y->dims[0] != x->dims[0] ||
         y->dims[1] != w->dims[0])
-        return CUDNN_STATUS_BAD_PARAM;
+        return 0;
     for (int i = 0; i < 2; i++) {
         const int64_t out =
             (x->dims[2 + i] + 2 * pad[i] - dilation[i] * (w->dims[2 + i] - 1) - 1) / stride[i] + 1;
-        if (y->dims[2 + i] != out) return CUDNN_STATUS_BAD_PARAM;
+        if (y->dims[2 + i] != out) return 0;
     }
-    return CUDNN_STATUS_SUCCESS;
+    return 1;
+}
+
+static cudnnStatus_t finalize_conv_forward_op(const EmuDescriptor *d) {
+    return conv_shapes_agree(
+               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X),
+               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W),
+               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y),
+               emu_attr_descriptor(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, 0))
+               ? CUDNN_STATUS_SUCCESS
+               : CUDNN_STATUS_BAD_PARAM;
+}
+
+static cudnnStatus_t finalize_conv_wgrad_op(const EmuDescriptor *d) {
+    return conv_shapes_agree(
+               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X),
+               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW),
+               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY),
+               emu_attr_descriptor(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, 0))
+               ? CUDNN_STATUS_SUCCESS
+               : CUDNN_STATUS_BAD_PARAM;
 }
 
 // sum, sqsum [1, K, 1, 1] of x [N, K, H, W].
@@ -404,6 +418,12 @@ static const struct {
     {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, 0},
     {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, 0},
     {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, 1},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, 0},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, 0},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, 1},
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, 0},
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, 1},
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, 1},
@@ -481,6 +501,9 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
         status = finalize_conv_forward_op(d);
         break;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR:
+        status = finalize_conv_wgrad_op(d);
+        break;
     case CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR: status = finalize_genstats_op(d); break;
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: status = finalize_graph(d); break;
     case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: {
@@ -508,73 +531,6 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
     return status;
 }
 
-// ---- heuristics: which graphs have an engine ------------------------------------------------
-
-// The tensor with data behind t: t itself, or what a reshape made t from.
-static const EmuTensor *source_of(const EmuTensor *t, EmuDescriptor *const *ops, int count) {
-    for (int hops = 0; t->is_virtual && hops < count; hops++) {
-        const EmuTensor *from = NULL;
-        for (int i = 0; i < count && !from; i++)
-            if (ops[i]->type == CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR &&
-                emu_tensor_of(ops[i], CUDNN_ATTR_OPERATION_RESHAPE_YDESC)->uid == t->uid)
-                from = emu_tensor_of(ops[i], CUDNN_ATTR_OPERATION_RESHAPE_XDESC);
-        if (!from) return t;
-        t = from;
-    }
-    return t;
-}
-
-static int sixteen_bit(cudnnDataType_t type) {
-    return type == CUDNN_DATA_HALF || type == CUDNN_DATA_BFLOAT16;
-}
-
-// Attention: the tensors with data that the products read are 16-bit; a
-// product of two of them (the scores) has an inner dimension that is a
-// multiple of 8 up to 128.
-static int attention_fusable(EmuDescriptor *const *ops, int count) {
-    for (int i = 0; i < count; i++) {
-        if (ops[i]->type != CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR) continue;
-        const EmuTensor *a = source_of(emu_tensor_of(ops[i], CUDNN_ATTR_OPERATION_MATMUL_ADESC), ops, count);
-        const EmuTensor *b = source_of(emu_tensor_of(ops[i], CUDNN_ATTR_OPERATION_MATMUL_BDESC), ops, count);
-        if ((!a->is_virtual && !sixteen_bit(a->type)) || (!b->is_virtual && !sixteen_bit(b->type)))
-            return 0;
-        const EmuTensor *direct = emu_tensor_of(ops[i], CUDNN_ATTR_OPERATION_MATMUL_ADESC);
-        const int64_t inner = direct->dims[direct->rank - 1];
-        if (!a->is_virtual && !b->is_virtual && (inner % 8 != 0 || inner > 128)) return 0;
-    }
-    return 1;
-}
-
-// ConvBNfprop's conv + genstats: one forward convolution whose output one
-// statistics generation reads, x, w and y 16-bit, channel counts multiples
-// of 8.
-static int conv_stats_fusable(EmuDescriptor *const *ops, int count) {
-    const EmuDescriptor *conv = NULL, *stats = NULL;
-    for (int i = 0; i < count; i++) {
-        if (ops[i]->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR) conv = ops[i];
-        else if (ops[i]->type == CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR) stats = ops[i];
-        else return 0;
-    }
-    if (count != 2 || !conv || !stats) return 0;
-    const EmuTensor *x = emu_tensor_of(conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X);
-    const EmuTensor *w = emu_tensor_of(conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W);
-    const EmuTensor *y = emu_tensor_of(conv, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y);
-    return emu_tensor_of(stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC)->uid == y->uid &&
-           sixteen_bit(x->type) && sixteen_bit(w->type) && sixteen_bit(y->type) &&
-           x->dims[1] % 8 == 0 && y->dims[1] % 8 == 0;
-}
-
-// The engines cuDNN would offer for the graph: 0 or 1.
-static int engines_for(const EmuDescriptor *graph) {
-    if (refuse_all()) return 0;
-    EmuDescriptor *ops[EMU_MAX_OPS];
-    const int count = emu_graph_ops(graph, ops);
-    int matmuls = 0;
-    for (int i = 0; i < count; i++)
-        matmuls += ops[i]->type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR;
-    return matmuls > 0 ? attention_fusable(ops, count) : conv_stats_fusable(ops, count);
-}
-
 // An emulated engine's workspace: a little, so that the backend's
 // reservation and the pointer it passes are exercised.
 enum { EMU_ENGINE_WORKSPACE = 256 };
@@ -588,7 +544,7 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor
     if (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR && name == CUDNN_ATTR_ENGINEHEUR_RESULTS) {
         if (!d->finalized || type != CUDNN_TYPE_BACKEND_DESCRIPTOR) return CUDNN_STATUS_BAD_PARAM;
         EmuDescriptor *graph = emu_attr_descriptor(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 0);
-        *count = engines_for(graph);
+        *count = emu_engines_for(graph);
         if (requested > 0 && *count > 0) {
             EmuDescriptor *config = of(((cudnnBackendDescriptor_t *)values)[0]);
             if (!config || config->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)

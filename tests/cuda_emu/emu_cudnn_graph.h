@@ -1,6 +1,7 @@
 // Private to the CUDA emulation's cuDNN graph API (emu_cudnn_graph.c: the
-// descriptors, their attributes and checks, heuristics and plans;
-// emu_cudnn_exec.c: an operation graph computed on the CPU).
+// descriptors, their attributes and checks, plans; emu_cudnn_heuristics.c:
+// which graphs get an engine; emu_cudnn_exec.c: an operation graph
+// computed on the CPU).
 #ifndef LTC_TESTS_CUDA_EMU_CUDNN_GRAPH_H
 #define LTC_TESTS_CUDA_EMU_CUDNN_GRAPH_H
 
@@ -60,6 +61,10 @@ int emu_conv_geometry(const EmuDescriptor *conv, int64_t *stride, int64_t *pad,
 
 // The operations of a finalized operation graph.
 int emu_graph_ops(const EmuDescriptor *graph, EmuDescriptor **ops);
+
+// The engines the emulated cuDNN offers for a finalized operation graph:
+// 1 for the patterns cuDNN fuses, else 0 (emu_cudnn_heuristics.c).
+int emu_engines_for(const EmuDescriptor *graph);
 
 // Computes a finalized operation graph with the tensors' data as the
 // variant pack gives them (count uids and pointers). CUDNN_STATUS_SUCCESS,
