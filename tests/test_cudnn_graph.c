@@ -247,46 +247,6 @@ static void *conv_input(DnnGraph *g, int type, Prologue prologue) {
     return steps[2];
 }
 
-static void *conv_descriptor(DnnGraph *g, int64_t stride) {
-    void *conv = dnn_graph_descriptor(g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, "convolution");
-    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-    const int64_t spatial = 2, ones[2] = {1, 1}, strides[2] = {stride, stride};
-    const int64_t padding[2] = {CONV_PAD, CONV_PAD};
-    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute,
-                  "convolution compute type");
-    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
-                  &mode, "convolution mode");
-    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial,
-                  "convolution spatial dims");
-    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones,
-                  "convolution dilations");
-    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides,
-                  "convolution strides");
-    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding,
-                  "convolution pre-paddings");
-    dnn_graph_set(g, conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding,
-                  "convolution post-paddings");
-    dnn_graph_finalize(g, conv, "convolution");
-    return conv;
-}
-
-// An operation whose tensors (count of them, attributes `names`) and
-// convolution descriptor are set, alpha 1 and beta 0, finalized as `what`.
-static void conv_operation(DnnGraph *g, int type, const int *names, void **tensors, int count,
-                           int conv_name, void *conv, int alpha_name, int beta_name,
-                           const char *what) {
-    void *op = dnn_graph_descriptor(g, type, what);
-    const float alpha = 1.0f, beta = 0.0f;
-    for (int i = 0; i < count; i++)
-        dnn_graph_set(g, op, names[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors[i], "a tensor");
-    dnn_graph_set(g, op, conv_name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv, "the convolution");
-    dnn_graph_set(g, op, alpha_name, CUDNN_TYPE_FLOAT, 1, &alpha, "alpha");
-    dnn_graph_set(g, op, beta_name, CUDNN_TYPE_FLOAT, 1, &beta, "beta");
-    dnn_graph_finalize(g, op, what);
-    dnn_graph_add_operation(g, op);
-}
-
 // ConvBNfprop: y = conv(x, w) and y's per-channel sum and sum of squares.
 static DnnPlan *fprop_graph(int type, Prologue prologue, int64_t stride, ErrorMessage *err) {
     DnnGraph g;
@@ -299,33 +259,13 @@ static DnnPlan *fprop_graph(int type, Prologue prologue, int64_t stride, ErrorMe
         nhwc_tensor(&g, UID_W, conv_type, CONV_K, CONV_C, CONV_R, CONV_R, 0),
         nhwc_tensor(&g, UID_Y, conv_type, CONV_N, CONV_K, out, out, 0),
     };
-    const int names[3] = {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-                          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
-    conv_operation(&g, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, names, tensors, 3,
-                   CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-                   conv_descriptor(&g, stride), CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-                   CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, "convolution forward");
+    dnn_graph_conv_forward(&g, dnn_graph_convolution(&g, stride, CONV_PAD), tensors[0],
+                           tensors[1], tensors[2]);
     void *sums[2] = {
         dnn_graph_tensor(&g, UID_SUM, CUDNN_DATA_FLOAT, 4, sum_dims, sum_strides, 0),
         dnn_graph_tensor(&g, UID_SQSUM, CUDNN_DATA_FLOAT, 4, sum_dims, sum_strides, 0),
     };
-    void *stats =
-        dnn_graph_descriptor(&g, CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, "genstats");
-    const cudnnGenStatsMode_t stats_mode = CUDNN_GENSTATS_SUM_SQSUM;
-    const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
-    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1,
-                  &stats_mode, "statistics mode");
-    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1,
-                  &precision, "statistics precision");
-    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                  &tensors[2], "statistics input");
-    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                  1, &sums[0], "statistics sum");
-    dnn_graph_set(&g, stats, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC,
-                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sums[1], "statistics sum of squares");
-    dnn_graph_finalize(&g, stats, "genstats");
-    dnn_graph_add_operation(&g, stats);
+    dnn_graph_genstats(&g, tensors[2], sums[0], sums[1]);
     return dnn_graph_plan(&g, 1, err);
 }
 
@@ -341,13 +281,8 @@ static DnnPlan *wgrad_graph(int type, Prologue prologue, int64_t stride, int64_t
         nhwc_tensor(&g, UID_DY, conv_type, CONV_N, CONV_K, dy_side, dy_side, 0),
         nhwc_tensor(&g, UID_DW, conv_type, CONV_K, CONV_C, CONV_R, CONV_R, 0),
     };
-    const int names[3] = {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-                          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-                          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW};
-    conv_operation(&g, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, names,
-                   tensors, 3, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-                   conv_descriptor(&g, stride), CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-                   CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, "convolution backward filter");
+    dnn_graph_conv_filter_gradient(&g, dnn_graph_convolution(&g, stride, CONV_PAD), tensors[0],
+                                   tensors[1], tensors[2]);
     return dnn_graph_plan(&g, 1, err);
 }
 
@@ -518,7 +453,7 @@ static void test_wgrad_of_a_wrong_dy_is_refused(void **state) {
     for (int64_t stride = 1; stride <= 2; stride++) {
         assert_null(wgrad_graph(CUDNN_DATA_HALF, SCALE_BIAS_RELU, stride,
                                 conv_out_side(stride) + 1, &err));
-        assert_non_null(strstr(err.text, "convolution backward filter: CUDNN_STATUS_BAD_PARAM"));
+        assert_non_null(strstr(err.text, "convolution filter gradient: CUDNN_STATUS_BAD_PARAM"));
     }
 }
 

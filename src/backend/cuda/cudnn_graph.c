@@ -152,6 +152,79 @@ void dnn_graph_reshape(DnnGraph *graph, void *x, void *y) {
     dnn_graph_add_operation(graph, op);
 }
 
+void *dnn_graph_convolution(DnnGraph *graph, int64_t stride, int64_t padding) {
+    void *conv = dnn_graph_descriptor(graph, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, "convolution");
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    const int64_t spatial = 2, ones[2] = {1, 1}, strides[2] = {stride, stride};
+    const int64_t paddings[2] = {padding, padding};
+    SET(graph, conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    SET(graph, conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    SET(graph, conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial);
+    SET(graph, conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones);
+    SET(graph, conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides);
+    SET(graph, conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, paddings);
+    SET(graph, conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, paddings);
+    dnn_graph_finalize(graph, conv, "convolution");
+    return conv;
+}
+
+// A convolution operation of `type` with its three tensors (attributes
+// names[0..2]), the convolution descriptor, alpha 1 and beta 0.
+static void convolution_operation(DnnGraph *graph, int type, const char *what,
+                                  const cudnnBackendAttributeName_t names[6], void *const *tensors,
+                                  void *conv) {
+    void *op = dnn_graph_descriptor(graph, type, what);
+    const float alpha = 1.0f, beta = 0.0f;
+    for (int i = 0; i < 3; i++)
+        dnn_graph_set(graph, op, names[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors[i], what);
+    dnn_graph_set(graph, op, names[3], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv, what);
+    dnn_graph_set(graph, op, names[4], CUDNN_TYPE_FLOAT, 1, &alpha, what);
+    dnn_graph_set(graph, op, names[5], CUDNN_TYPE_FLOAT, 1, &beta, what);
+    dnn_graph_finalize(graph, op, what);
+    dnn_graph_add_operation(graph, op);
+}
+
+void dnn_graph_conv_forward(DnnGraph *graph, void *conv, void *x, void *w, void *y) {
+    const cudnnBackendAttributeName_t names[6] = {
+        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+    void *const tensors[3] = {x, w, y};
+    convolution_operation(graph, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                          "convolution forward", names, tensors, conv);
+}
+
+void dnn_graph_conv_filter_gradient(DnnGraph *graph, void *conv, void *x, void *dy, void *dw) {
+    const cudnnBackendAttributeName_t names[6] = {
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+    void *const tensors[3] = {x, dy, dw};
+    convolution_operation(graph, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                          "convolution filter gradient", names, tensors, conv);
+}
+
+void dnn_graph_genstats(DnnGraph *graph, void *y, void *sum, void *sqsum) {
+    void *op = dnn_graph_descriptor(graph, CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR,
+                                    "statistics generation");
+    const cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+    const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+    SET(graph, op, CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode);
+    SET(graph, op, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision);
+    SET(graph, op, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    SET(graph, op, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sum);
+    SET(graph, op, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+        &sqsum);
+    dnn_graph_finalize(graph, op, "statistics generation");
+    dnn_graph_add_operation(graph, op);
+}
+
 void dnn_graph_abandon(DnnGraph *graph) {
     for (int i = graph->count - 1; i >= 0; i--)
         cudnnBackendDestroyDescriptor((cudnnBackendDescriptor_t)graph->descriptors[i]);

@@ -1,7 +1,8 @@
 // cuDNN's graph (backend) API from C, the small part the cuda backend uses
 // for its fused paths (cuda_sdpa.c: attention; cuda_conv_fusion.c:
 // convolution with BatchNorm): tensors, operations (pointwise, matmul,
-// reduction, reshape and the ones a caller makes itself), an operation
+// reduction, reshape, convolution forward and filter gradient, statistics
+// generation and the ones a caller makes itself), an operation
 // graph, the first engine configuration of cuDNN's heuristics whose
 // execution plan finalizes, and its execution with a variant pack.
 //
@@ -58,6 +59,15 @@ void dnn_graph_reduction(DnnGraph *graph, int op, void *x, void *y);
 // y = x's memory seen through y's dimensions and strides.
 void dnn_graph_reshape(DnnGraph *graph, void *x, void *y);
 
+// A 2-d cross-correlation descriptor: fp32 accumulation, dilation 1, the
+// stride and the padding on both sides.
+void *dnn_graph_convolution(DnnGraph *graph, int64_t stride, int64_t padding);
+// y = conv(x, w) with that descriptor (alpha 1, beta 0).
+void dnn_graph_conv_forward(DnnGraph *graph, void *conv, void *x, void *w, void *y);
+// dw = the filter gradient of conv(x, .) for dy (alpha 1, beta 0: written).
+void dnn_graph_conv_filter_gradient(DnnGraph *graph, void *conv, void *x, void *dy, void *dw);
+// sum and sqsum (1, K, 1, 1, float) = y's per-channel sum and sum of squares.
+void dnn_graph_genstats(DnnGraph *graph, void *y, void *sum, void *sqsum);
 // For operations the helpers above do not make: a new descriptor of
 // `descriptor_type` (a cudnnBackendDescriptorType_t), its attributes set one
 // by one, finalized, and (operations) added to the graph.
