@@ -118,6 +118,19 @@ void HA(const void *p) {
 
 float *mirror_tensor(size_t n) { return mirror_buffer(n * sizeof(float)); }
 
+void mirror_prologue_input(size_t rows, int channels, const float *x, const float *gamma,
+                           const float *beta, const float *mean, const float *inv_std,
+                           float *out) {
+    for (int c = 0; c < channels; c++) {
+        float scale = (float)((double)gamma[c] * inv_std[c]);
+        mirror_round(&scale, 1);
+        float shift = (float)((double)beta[c] - (double)mean[c] * scale);
+        mirror_round(&shift, 1);
+        for (size_t r = 0; r < rows; r++)
+            out[r * channels + c] = fmaf(x[r * channels + c], scale, shift);
+    }
+}
+
 float *mirror_random_tensor(size_t n, float low, float high, uint64_t seed) {
     float *p = mirror_tensor(n);
     gradcheck_fill_uniform(p, n, low, high, seed);

@@ -54,6 +54,12 @@ extern ComputeDtype mirror_dtype;
 // x (n) rounded to mirror_dtype in place (nothing in fp32): what ref's ops
 // do to what they write, for expectations computed on the host.
 void mirror_round(float *x, size_t n);
+// out (rows, C) = fmaf(x, scale, shift) with a NormAffine's coefficients
+// (backend.h) rounded to mirror_dtype: the input of a convolution
+// prologue's ReLU, computed on the host.
+void mirror_prologue_input(size_t rows, int channels, const float *x, const float *gamma,
+                           const float *beta, const float *mean, const float *inv_std,
+                           float *out);
 // A tolerance of an fp32 comparison widened for the group's dtype: + 2
 // units of roundoff (fp16 2^-10, bf16 2^-7), so that two results within the
 // fp32 tolerance that round to neighbouring 16-bit values still match; the

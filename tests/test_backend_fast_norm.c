@@ -244,12 +244,12 @@ static void check_batchnorm_relu_backward(size_t rows, int c, int with_dresidual
     ref->op.batchnorm_backward(ref, rows, c, (const Act *)x, (const Act *)dz[0], gamma, mean,
                                inv_std, (Act *)dx[0], dgamma[0], dbeta[0]);
     ref->op.batchnorm_relu_backward(ref, rows, c, (const Act *)x, (const Act *)y,
-                                    (const Act *)(with_dresidual == 2 ? dz[1] : dy), gamma, mean,
-                                    inv_std, (Act *)dx[1], dgamma[1], dbeta[1],
+                                    (const Act *)(with_dresidual == 2 ? dz[1] : dy), gamma, beta,
+                                    mean, inv_std, (Act *)dx[1], dgamma[1], dbeta[1],
                                     (Act *)(with_dresidual ? dz[1] : NULL));
     fast->op.batchnorm_relu_backward(fast, rows, c, DA(x), DA(y), DA(with_dresidual == 2 ? dz[2] : dy),
-                                     D(gamma), D(mean), D(inv_std), DA(dx[2]), D(dgamma[2]),
-                                     D(dbeta[2]), DA(with_dresidual ? dz[2] : NULL));
+                                     D(gamma), D(beta), D(mean), D(inv_std), DA(dx[2]),
+                                     D(dgamma[2]), D(dbeta[2]), DA(with_dresidual ? dz[2] : NULL));
     HA(dx[2]), H(dgamma[2]), H(dbeta[2]);
     if (with_dresidual) HA(dz[2]);
     mirror_expect_close("ref bn+relu dx", n, dx[1], dx[0], 0, 0);
@@ -275,6 +275,56 @@ static void test_batchnorm_relu_backward(void **state) {
                                           with_dresidual, 7000 + 10 * i + with_dresidual);
             mirror_free(state);
         }
+}
+
+// y NULL: the ReLU was a convolution's prologue (backend.h NormAffine) and
+// the mask is fmaf(x, scale, shift) > 0 with the coefficients rounded to
+// the dtype. Expected: the same op given that ReLU input as y, computed
+// here on the host (ref: exactly; the fast backend: its own mask, so the
+// tolerance of the op with y).
+static void check_batchnorm_relu_backward_from_input(size_t rows, int c, uint64_t seed) {
+    const size_t n = rows * c;
+    const float *x = mirror_random_tensor(n, -1, 1, seed);
+    const float *gamma = mirror_random_tensor(c, 0.5f, 1.5f, seed + 1);
+    const float *beta = mirror_random_tensor(c, -0.5f, 0.5f, seed + 2);
+    const float *mean = mirror_random_tensor(c, -0.3f, 0.3f, seed + 3);
+    const float *inv_std = mirror_random_tensor(c, 0.8f, 3.0f, seed + 4);
+    const float *dy = mirror_random_tensor(n, -1, 1, seed + 5);
+    float *relu_input = mirror_tensor(n);
+    mirror_prologue_input(rows, c, x, gamma, beta, mean, inv_std, relu_input);
+    float *dx[3], *dgamma[3], *dbeta[3];  // ref with y, ref without, fast without
+    for (int k = 0; k < 3; k++) {
+        dx[k] = mirror_nan_tensor(n);
+        dgamma[k] = mirror_random_tensor(c, -1, 1, seed + 6);
+        dbeta[k] = mirror_random_tensor(c, -1, 1, seed + 7);
+    }
+    ref->op.batchnorm_relu_backward(ref, rows, c, (const Act *)x, (const Act *)relu_input,
+                                    (const Act *)dy, gamma, beta, mean, inv_std, (Act *)dx[0],
+                                    dgamma[0], dbeta[0], NULL);
+    ref->op.batchnorm_relu_backward(ref, rows, c, (const Act *)x, NULL, (const Act *)dy, gamma,
+                                    beta, mean, inv_std, (Act *)dx[1], dgamma[1], dbeta[1], NULL);
+    fast->op.batchnorm_relu_backward(fast, rows, c, DA(x), NULL, DA(dy), D(gamma), D(beta),
+                                     D(mean), D(inv_std), DA(dx[2]), D(dgamma[2]), D(dbeta[2]),
+                                     NULL);
+    HA(dx[2]), H(dgamma[2]), H(dbeta[2]);
+    mirror_expect_close("ref bn+relu from input dx", n, dx[1], dx[0], 0, 0);
+    mirror_expect_close("ref bn+relu from input dgamma", c, dgamma[1], dgamma[0], 0, 0);
+    mirror_expect_close("ref bn+relu from input dbeta", c, dbeta[1], dbeta[0], 0, 0);
+    mirror_expect_close("bn+relu from input dx", n, dx[2], dx[1], mirror_act_tol(NORM_MAP_TOL),
+                        mirror_act_tol(NORM_MAP_TOL));
+    mirror_expect_close("bn+relu from input dgamma", c, dgamma[2], dgamma[1], NORM_STATS_TOL,
+                        gradient_sum_tol(rows));
+    mirror_expect_close("bn+relu from input dbeta", c, dbeta[2], dbeta[1], NORM_STATS_TOL,
+                        gradient_sum_tol(rows));
+}
+
+static void test_batchnorm_relu_backward_from_input(void **state) {
+    NEED_FAST_BACKEND();
+    for (size_t i = 0; i < NORM_CASE_COUNT; i++) {
+        check_batchnorm_relu_backward_from_input(norm_cases[i].rows, norm_cases[i].channels,
+                                                 7500 + 10 * i);
+        mirror_free(state);
+    }
 }
 
 
@@ -384,6 +434,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_batchnorm_backward, mirror_free),
         cmocka_unit_test_teardown(test_batchnorm_relu_forward, mirror_free),
         cmocka_unit_test_teardown(test_batchnorm_relu_backward, mirror_free),
+        cmocka_unit_test_teardown(test_batchnorm_relu_backward_from_input, mirror_free),
         cmocka_unit_test_teardown(test_batchnorm_sync_split, mirror_free),
     };
     return mirror_run_groups_16bit(tests, sizeof tests / sizeof tests[0]);

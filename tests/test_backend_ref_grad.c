@@ -164,8 +164,8 @@ static void batchnorm_backward_into(BatchNormProblem *p, float *dx, float *dgamm
     if (p->fused)
         fixture_backend->op.batchnorm_relu_backward(
             fixture_backend, p->rows, p->channels, (const Act *)p->x, (const Act *)p->y,
-            (const Act *)p->projection, p->gamma, p->mean, p->inv_std, (Act *)dx, dgamma, dbeta,
-            (Act *)dresidual);
+            (const Act *)p->projection, p->gamma, p->beta, p->mean, p->inv_std, (Act *)dx, dgamma,
+            dbeta, (Act *)dresidual);
     else
         fixture_backend->op.batchnorm_backward(
             fixture_backend, p->rows, p->channels, (const Act *)p->x, (const Act *)p->projection,

@@ -12,10 +12,16 @@
 // - one conv + BatchNorm (+ residual, ReLU) layer, a training forward, on
 //   every backend against ref's separate ops: output, saved and running
 //   statistics, in fp32, fp16 and bf16;
+// - the previous norm + ReLU as the convolution's prologue (ConvBNfprop's
+//   scale-bias-relu, ConvBNwgrad), forward, sums and weight gradient
+//   against ref's convolution of that ReLU's output computed on the host,
+//   in fp16; declined in bf16, under LTC_CUDA_CONV_FUSION=stats and for an
+//   emulated cuDNN without the prologue patterns;
 // - a ResNet-18 training forward and backward on the cuda backend with the
 //   fused path against the same backend with LTC_CUDA_CONV_FUSION=off, in
-//   fp16 and bf16: the fused path taken by every plan but the stem's, all
-//   finite, near (2-row norms at 32 px: see the test).
+//   fp16 and bf16: the fused path taken by every plan but the stem's (in
+//   fp16 with the prologue), all finite, near (2-row norms at 32 px: see
+//   the test).
 // The cpu backend has no fused path (the op is NULL): its group checks the
 // statistics op only.
 #include <stdarg.h>
@@ -30,6 +36,7 @@
 
 #include "backend/backend.h"
 #include "backend_mirror.h"
+#include "gradcheck.h"
 #include "method_fixture.h"
 #include "nn/layers.h"
 #include "nn/resnet.h"
@@ -50,25 +57,45 @@ typedef struct ConvCase {
     int batch, height, width, in_channels, out_channels, kernel, stride, padding;
 } ConvCase;
 
-static void check_conv_stats(ConvCase c, uint64_t seed) {
-    ErrorMessage err = {{0}};
+// Case c's shape, both backends' plans and its tensor sizes.
+typedef struct CasePlans {
     ConvShape s;
-    assert_int_equal(conv_shape_make(&s, c.batch, c.height, c.width, c.in_channels,
+    ConvPlan *fast, *ref;
+    size_t rows, x_n, w_n, y_n;
+} CasePlans;
+
+static CasePlans case_plans(ConvCase c) {
+    ErrorMessage err = {{0}};
+    CasePlans p;
+    assert_int_equal(conv_shape_make(&p.s, c.batch, c.height, c.width, c.in_channels,
                                      c.out_channels, c.kernel, c.stride, c.padding, &err), 0);
-    ConvPlan *fast_plan = fast->op.conv2d_plan(fast, &s, &err);
-    ConvPlan *ref_plan = ref->op.conv2d_plan(ref, &s, &err);
-    if (!fast_plan || !ref_plan) fail_msg("%s", err.text);
-    const size_t rows = (size_t)s.batch * s.out_height * s.out_width;
-    const size_t x_n = (size_t)s.batch * s.in_height * s.in_width * s.in_channels;
-    const size_t w_n = (size_t)s.out_channels * s.kernel * s.kernel * s.in_channels;
-    const size_t y_n = rows * s.out_channels;
+    p.fast = fast->op.conv2d_plan(fast, &p.s, &err);
+    p.ref = ref->op.conv2d_plan(ref, &p.s, &err);
+    if (!p.fast || !p.ref) fail_msg("%s", err.text);
+    p.rows = (size_t)p.s.batch * p.s.out_height * p.s.out_width;
+    p.x_n = (size_t)p.s.batch * p.s.in_height * p.s.in_width * p.s.in_channels;
+    p.w_n = (size_t)p.s.out_channels * p.s.kernel * p.s.kernel * p.s.in_channels;
+    p.y_n = p.rows * p.s.out_channels;
+    return p;
+}
+
+static void case_plans_free(CasePlans *p) {
+    fast->op.conv2d_plan_free(fast, p->fast);
+    ref->op.conv2d_plan_free(ref, p->ref);
+}
+
+static void check_conv_stats(ConvCase c, uint64_t seed) {
+    CasePlans p = case_plans(c);
+    const ConvShape s = p.s;
+    ConvPlan *fast_plan = p.fast, *ref_plan = p.ref;
+    const size_t rows = p.rows, x_n = p.x_n, w_n = p.w_n, y_n = p.y_n;
     const float *x = mirror_random_tensor(x_n, -1, 1, seed);
     const float *w = mirror_random_tensor(w_n, -1, 1, seed + 1);
     float *y_ref = mirror_nan_tensor(y_n), *y_fast = mirror_nan_tensor(y_n);
     float *sums = mirror_nan_tensor(2 * (size_t)s.out_channels);
     ref->op.conv2d_forward(ref, ref_plan, (const Act *)x, (const Act *)w, (Act *)y_ref);
-    const int fused = fast->op.conv2d_forward_stats(fast, fast_plan, DA(x), DA(w), DA(y_fast),
-                                                     D(sums));
+    const int fused = fast->op.conv2d_forward_stats(fast, fast_plan, DA(x), NULL, DA(w),
+                                                     DA(y_fast), D(sums));
     assert_int_equal(fused, expect_fused(s.in_channels, s.out_channels));
     if (fused) {
         HA(y_fast), H(sums);
@@ -88,8 +115,7 @@ static void check_conv_stats(ConvCase c, uint64_t seed) {
         mirror_expect_close("fused statistics", 2 * (size_t)s.out_channels, sums, expected_f,
                             1e-5, 2e-7 * (double)rows * fmax(largest, 1.0));
     }
-    fast->op.conv2d_plan_free(fast, fast_plan);
-    ref->op.conv2d_plan_free(ref, ref_plan);
+    case_plans_free(&p);
 }
 
 static void test_conv_forward_stats(void **state) {
@@ -106,6 +132,93 @@ static void test_conv_forward_stats(void **state) {
         setenv("LTC_EMU_CUDNN_GRAPH", "no-engine", 1);
         setenv("LTC_CUDNN_ALGORITHMS", "off", 1);
         check_conv_stats((ConvCase){1, 5, 5, 8, 8, 3, 1, 1}, 150);
+        unsetenv("LTC_EMU_CUDNN_GRAPH");
+        unsetenv("LTC_CUDNN_ALGORITHMS");
+    }
+}
+
+// ---- the previous norm + ReLU as the convolution's prologue ---------------------------------
+
+// Whether fast should also take the prologue: fp16 only, and nothing
+// turning it off (LTC_CUDA_CONV_FUSION=stats, an emulated cuDNN without the
+// prologue patterns).
+static int expect_prologue(int in_channels, int out_channels) {
+    const char *off = getenv("LTC_CUDA_CONV_FUSION"), *emu = getenv("LTC_EMU_CUDNN_GRAPH");
+    return expect_fused(in_channels, out_channels) && mirror_dtype == COMPUTE_F16 &&
+           !(off && !strcmp(off, "stats")) && !(emu && !strcmp(emu, "no-prologue"));
+}
+
+// conv2d_forward_stats with a prologue and conv2d_backward_weights_prologue
+// against ref's convolution of relu(fmaf(x, scale, shift)) computed here
+// (the coefficients rounded to the dtype, the ReLU's output kept in fp32 as
+// cuDNN's virtual float tensors keep it), or declined (0) where the plan
+// has no prologue graphs.
+static void check_conv_prologue(ConvCase c, uint64_t seed) {
+    CasePlans p = case_plans(c);
+    const ConvShape s = p.s;
+    ConvPlan *fast_plan = p.fast, *ref_plan = p.ref;
+    const int cin = s.in_channels;
+    const size_t rows = p.rows, x_n = p.x_n, w_n = p.w_n, y_n = p.y_n;
+    const float *x = mirror_random_tensor(x_n, -2, 2, seed);
+    const float *w = mirror_random_tensor(w_n, -1, 1, seed + 1);
+    const float *gamma = mirror_random_tensor(cin, 0.5f, 1.5f, seed + 2);
+    const float *beta = mirror_random_tensor(cin, -0.5f, 0.5f, seed + 3);
+    const float *mean = mirror_random_tensor(cin, -0.5f, 0.5f, seed + 4);
+    const float *inv_std = mirror_random_tensor(cin, 0.5f, 2.0f, seed + 5);
+    const float *dy = mirror_random_tensor(y_n, -1, 1, seed + 6);
+    float *relu_out = mirror_tensor(x_n);
+    mirror_prologue_input(x_n / cin, cin, x, gamma, beta, mean, inv_std, relu_out);
+    for (size_t i = 0; i < x_n; i++) relu_out[i] = fmaxf(relu_out[i], 0.0f);
+    float *y_ref = mirror_nan_tensor(y_n), *y_fast = mirror_nan_tensor(y_n);
+    float *sums = mirror_nan_tensor(2 * (size_t)s.out_channels);
+    // from 0: the gradient's own 16-bit rounding is what the tolerance allows for
+    float *dw_ref = mirror_tensor(w_n), *dw_fast = mirror_tensor(w_n);
+    memset(dw_ref, 0, w_n * sizeof *dw_ref), memset(dw_fast, 0, w_n * sizeof *dw_fast);
+    ref->op.conv2d_forward(ref, ref_plan, (const Act *)relu_out, (const Act *)w, (Act *)y_ref);
+    ref->op.conv2d_backward_weights(ref, ref_plan, (const Act *)relu_out, (const Act *)dy, dw_ref);
+    const NormAffine prologue = {D(gamma), D(beta), D(mean), D(inv_std)};
+    const int fused = fast->op.conv2d_forward_stats(fast, fast_plan, DA(x), &prologue, DA(w),
+                                                     DA(y_fast), D(sums));
+    assert_int_equal(fused, expect_prologue(s.in_channels, s.out_channels));
+    if (fused) {
+        fast->op.conv2d_backward_weights_prologue(fast, fast_plan, DA(x), &prologue, DA(dy),
+                                                  D(dw_fast));
+        HA(y_fast), H(sums), H(dw_fast);
+        const double terms = (double)s.kernel * s.kernel * cin;
+        mirror_expect_close("prologue conv", y_n, y_fast, y_ref, mirror_act_tol(1e-5),
+                            1e-5 * sqrt(terms));
+        float expected[2 * 64] = {0};
+        for (size_t r = 0; r < rows; r++)
+            for (int k = 0; k < s.out_channels; k++) {
+                const float v = y_fast[r * s.out_channels + k];
+                expected[k] += v, expected[s.out_channels + k] += v * v;
+            }
+        mirror_expect_close("prologue statistics", 2 * (size_t)s.out_channels, sums, expected,
+                            1e-4, 1e-3);
+        // the 16-bit weight gradient is rounded once before its fp32 sum (cuda_conv.c)
+        mirror_expect_close("prologue weight gradient", w_n, dw_fast, dw_ref,
+                            mirror_act_tol(1e-5), 1e-5 * sqrt((double)rows));
+    }
+    case_plans_free(&p);
+}
+
+static void test_conv_prologue(void **state) {
+    NEED_FAST_BACKEND();
+    if (!fast->op.conv2d_forward_stats) skip();  // no fused path on this backend
+    check_conv_prologue((ConvCase){2, 6, 6, 8, 16, 3, 1, 1}, 400);
+    mirror_free(state);
+    check_conv_prologue((ConvCase){1, 7, 5, 16, 8, 3, 2, 1}, 410);   // odd sizes, stride 2
+    mirror_free(state);
+    check_conv_prologue((ConvCase){2, 4, 4, 16, 24, 1, 1, 0}, 420);  // a 1x1 projection
+    mirror_free(state);
+    setenv("LTC_CUDA_CONV_FUSION", "stats", 1);  // conv + genstats only
+    check_conv_prologue((ConvCase){2, 6, 6, 8, 16, 3, 1, 1}, 430);
+    unsetenv("LTC_CUDA_CONV_FUSION");
+    mirror_free(state);
+    if (mirror_emulated()) {  // a cuDNN with conv + genstats but no prologue patterns
+        setenv("LTC_EMU_CUDNN_GRAPH", "no-prologue", 1);
+        setenv("LTC_CUDNN_ALGORITHMS", "off", 1);
+        check_conv_prologue((ConvCase){1, 5, 5, 8, 8, 3, 1, 1}, 440);
         unsetenv("LTC_EMU_CUDNN_GRAPH");
         unsetenv("LTC_CUDNN_ALGORITHMS");
     }
@@ -259,6 +372,11 @@ static void test_resnet_fused_against_separate(void **state) {
     print_message("  fused: %s\n  separate: %s\n", fused.paths, separate.paths);
     assert_non_null(strstr(fused.paths, "statistics graphs for"));
     assert_null(strstr(fused.paths, "graphs for 0 of"));
+    // fp16: the stages' norms applied in the next convolution's prologue too
+    // (bf16: none), so relu_out is unwritten and the backward masks from x
+    const char *prologue = strstr(fused.paths, "in the prologue (forward and weight gradient) for");
+    assert_non_null(prologue);
+    assert_true((strstr(prologue, "gradient) for 0 (") == NULL) == (mirror_dtype == COMPUTE_F16));
     const double unit = mirror_dtype == COMPUTE_F16 ? 0x1p-11 : 0x1p-8;
     const double features = method_fixture_relative_error(fused.features, separate.features,
                                                           fused.features_n);
@@ -283,11 +401,98 @@ static void test_resnet_fused_against_separate(void **state) {
     free(separate.features), free(separate.running), free(separate.grads);
 }
 
+// ---- one residual block, prologue against conv + genstats alone --------------------------
+
+// Block 0 of a ResNet (its first stage's norm feeding the next stage's
+// prologue, 128 rows per norm: well conditioned, unlike layer4's at 32 px)
+// through resnet_block_pass on a cuda backend made under
+// LTC_CUDA_CONV_FUSION=fusion: the block's output, dL/dx and the model's
+// gradients, downloaded.
+typedef struct BlockPass {
+    float *out, *dx, *grads;
+    size_t out_n, x_n, grads_n;
+    int prologue;  // stages whose convolution took the prologue
+} BlockPass;
+
+static void block_pass(int depth, const char *fusion, BlockPass *result) {
+    Backend *backend = method_fixture_backend("cuda", mirror_dtype);
+    assert_non_null(backend);
+    ErrorMessage err = {{0}};
+    const ResnetConfig config = resnet_config_default(depth);
+    const ResnetInputShape shape = {NET_BATCH, NET_SIZE};
+    Resnet model;
+    setenv("LTC_CUDA_CONV_FUSION", fusion, 1);
+    const int status = resnet_create(&model, backend, &config, &shape, 1, 11, &err);
+    unsetenv("LTC_CUDA_CONV_FUSION");
+    if (status) fail_msg("%s", err.text);
+    const ResnetBlock *block = &model.blocks[0];
+    const ConvShape *in = &model.slots[0].plans[0].conv_shapes[block->first_conv];
+    const ConvShape *last = &model.slots[0].plans[0].conv_shapes[block->first_conv +
+                                                                   block->stage_count - 1];
+    result->x_n = (size_t)in->batch * in->in_height * in->in_width * in->in_channels;
+    result->out_n = (size_t)last->batch * last->out_height * last->out_width * last->out_channels;
+    float *host = malloc((result->x_n + result->out_n) * sizeof *host);
+    gradcheck_fill_uniform(host, result->x_n, 0.0f, 2.0f, 21);  // a ReLU's output: >= 0
+    gradcheck_fill_uniform(host + result->x_n, result->out_n, -1.0f, 1.0f, 22);
+    Act *x = to_act(backend, host, result->x_n);
+    Act *dout = to_act(backend, host + result->x_n, result->out_n);
+    const Act *dx = resnet_block_pass(&model, 0, x, dout);
+    float *staging = backend->op.alloc(backend, (result->x_n + result->out_n) * sizeof(float));
+    backend->op.act_to_float(backend, result->out_n, model.slots[0].blocks[0].out, staging);
+    result->out = method_fixture_download(backend, staging, result->out_n);
+    backend->op.act_to_float(backend, result->x_n, dx, staging);
+    result->dx = method_fixture_download(backend, staging, result->x_n);
+    result->grads_n = model.params.total;
+    result->grads = method_fixture_download(backend, model.params.grads, result->grads_n);
+    result->prologue = 0;
+    for (int s = 0; s < block->stage_count; s++)
+        result->prologue += model.slots[0].blocks[0].prologue[s];
+    backend->op.free(backend, staging), backend->op.free(backend, x);
+    backend->op.free(backend, dout);
+    free(host);
+    resnet_free(&model);
+    backend_destroy(backend);
+}
+
+static void check_block_prologue(int depth) {
+    BlockPass fused, stats;
+    block_pass(depth, "auto", &fused);
+    block_pass(depth, "stats", &stats);
+    // every stage after the first reads its input through the prologue
+    assert_int_equal(fused.prologue, depth >= 50 ? 2 : 1);
+    assert_int_equal(stats.prologue, 0);
+    const double out = method_fixture_relative_error(fused.out, stats.out, fused.out_n);
+    const double dx = method_fixture_relative_error(fused.dx, stats.dx, fused.x_n);
+    const double grads = method_fixture_relative_error(fused.grads, stats.grads, fused.grads_n);
+    print_message("  resnet%d block 0, prologue against conv + genstats alone, relative L2: "
+                  "output %.2e, dx %.2e, gradients %.2e\n", depth, out, dx, grads);
+    // The two differ by the prologue's fp16 coefficients (the shift beta -
+    // mean scale rounded: up to 2^-12 of mean scale) and its ReLU output
+    // kept in fp32 (separately: rounded to fp16): the outputs within 1e-3.
+    // Each ReLU mask element that flips moves a gradient sum by a whole
+    // |dy|: measured on the emulation, resnet50's block has 6 flips of
+    // 32768 in its output and gradients 2.7e-2 apart (its separate path
+    // against ref: 3e-4), resnet18's 5e-4. A wrong wiring (another norm's
+    // coefficients, a stale ReLU output) is O(1).
+    assert_true(out < 2e-3 && dx < 0.1 && grads < 0.1);
+    free(fused.out), free(fused.dx), free(fused.grads);
+    free(stats.out), free(stats.dx), free(stats.grads);
+}
+
+static void test_block_prologue(void **state) {
+    NEED_FAST_BACKEND();
+    if (!fast_is_cuda() || mirror_dtype != COMPUTE_F16) skip();  // the prologue is fp16 only
+    check_block_prologue(18);
+    check_block_prologue(50);  // a bottleneck: two prologues and a downsample
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_conv_forward_stats, mirror_free),
+        cmocka_unit_test_teardown(test_conv_prologue, mirror_free),
         cmocka_unit_test_teardown(test_statistics_from_sums, mirror_free),
         cmocka_unit_test_teardown(test_conv_batchnorm_layer, mirror_free),
+        cmocka_unit_test_teardown(test_block_prologue, mirror_free),
         cmocka_unit_test_teardown(test_resnet_fused_against_separate, mirror_free),
     };
     return mirror_run_groups_16bit(tests, sizeof tests / sizeof tests[0]);

@@ -151,7 +151,7 @@ static int queue_step(Backend *b, Step *s) {
                                   T(LIN_DBIAS));
     b->op.conv2d_forward(b, s->conv, T(CONV_X), T(CONV_W), T(CONV_Y));
     const int fused = b->op.conv2d_forward_stats &&
-                      b->op.conv2d_forward_stats(b, s->conv, T(CONV_X), T(CONV_W), T(STATS_Y),
+                      b->op.conv2d_forward_stats(b, s->conv, T(CONV_X), NULL, T(CONV_W), T(STATS_Y),
                                                  T(STATS_SUMS));
     b->op.conv2d_backward_data(b, s->conv, T(CONV_DY), T(CONV_W), T(CONV_DX));
     b->op.conv2d_backward_weights(b, s->conv, T(CONV_X), T(CONV_DY), T(CONV_DW));

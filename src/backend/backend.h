@@ -47,6 +47,15 @@ typedef struct Act Act;
 // compute dtype of 16-mixed / bf16-mixed.
 typedef enum ComputeDtype { COMPUTE_F32, COMPUTE_F16, COMPUTE_BF16 } ComputeDtype;
 
+// A training-mode BatchNorm and ReLU applied to a convolution's input as
+// its prologue (conv2d_forward_stats): relu(x scale + shift) per channel,
+// scale = gamma inv_std and shift = beta - mean scale, each rounded to the
+// activation dtype (the coefficients cuDNN's ConvBNfprop reads, which
+// batchnorm_relu_backward recomputes for its mask). Backend memory, (C).
+typedef struct NormAffine {
+    const float *gamma, *beta, *mean, *inv_std;
+} NormAffine;
+
 // One tensor of a multi-tensor optimizer update (sgd_update_segments):
 // elements [offset, offset + count) of its arena, its lr multiplier and
 // whether weight decay applies to it.
@@ -273,11 +282,15 @@ typedef struct BackendOps {
     // taken from its output y (rows, C): with dz = y > 0 ? dy : 0,
     // dx (rows, C) = batchnorm_backward's dx for dz; dgamma, dbeta (C) +=;
     // dresidual (rows, C) = dz (the residual's gradient) unless NULL.
-    // dresidual may alias dy; dx aliases neither.
+    // dresidual may alias dy; dx aliases neither. y NULL: the ReLU was a
+    // convolution's input prologue (conv2d_forward_stats) and y was never
+    // stored; the mask is x scale + shift > 0 with the prologue's
+    // coefficients (NormAffine), so beta is read only then.
     void (*batchnorm_relu_backward)(Backend *backend, size_t rows, int channels, const Act *x,
                                     const Act *y, const Act *dy, const float *gamma,
-                                    const float *save_mean, const float *save_inv_std, Act *dx,
-                                    float *dgamma, float *dbeta, Act *dresidual);
+                                    const float *beta, const float *save_mean,
+                                    const float *save_inv_std, Act *dx, float *dgamma,
+                                    float *dbeta, Act *dresidual);
 
     // ---- batch norm fused with the SiLU after it (Ultralytics' Conv) --------
     // y (rows, C) = silu(bn(x)): batchnorm_forward_train (or _eval), then
@@ -341,14 +354,23 @@ typedef struct BackendOps {
                                      const float *sums, Act *dx);
 
     // ---- convolution fused with BatchNorm's statistics ------------------------
-    // (cuDNN's ConvBNfprop, its conv + genstats part; layers.c
-    // conv_batchnorm_forward.) y (N, OH, OW, Cout) = conv2d_forward's y, and
-    // sums (2, Cout) = [sum over rows of y, sum of y^2], of y as stored,
-    // where the plan has a fused path: returns 1. Otherwise writes nothing
-    // and returns 0 (the caller takes conv2d_forward and the norm's own
-    // statistics). NULL where a backend has no fused path (ref, cpu).
+    // (cuDNN's ConvBNfprop; layers.c conv_batchnorm_forward, resnet_blocks.c.)
+    // y (N, OH, OW, Cout) = conv2d_forward's y, and sums (2, Cout) = [sum
+    // over rows of y, sum of y^2], of y as stored, where the plan has a fused
+    // path: returns 1. Otherwise writes nothing and returns 0 (the caller
+    // takes conv2d_forward and the norm's own statistics). With a prologue,
+    // x is the previous BatchNorm's input and the convolution reads
+    // relu(x scale + shift) per input channel, never stored (NormAffine);
+    // 0 where the plan has no such path. NULL where a backend has no fused
+    // path (ref, cpu).
     int (*conv2d_forward_stats)(Backend *backend, const ConvPlan *plan, const Act *x,
-                                const Act *w, Act *y, float *sums);
+                                const NormAffine *prologue, const Act *w, Act *y, float *sums);
+    // conv2d_backward_weights of relu(x scale + shift) (the prologue's input,
+    // never stored), for a plan whose conv2d_forward_stats took a prologue
+    // (cuDNN's ConvBNwgrad); NULL with conv2d_forward_stats.
+    void (*conv2d_backward_weights_prologue)(Backend *backend, const ConvPlan *plan,
+                                             const Act *x, const NormAffine *prologue,
+                                             const Act *dy, float *dw);
     // mean (C) = sums[0] / total_rows and squares (C) = the sum of squared
     // deviations, sums[1] - sums[0] mean (at least 0), from the (2, C) sums
     // of total_rows rows: what batchnorm_finish_statistics takes.

@@ -32,6 +32,19 @@ static inline RULE_HOST_DEVICE void amp_update_rule(float *state, float found,
     state[2] = (float)(1.0 / (double)state[0]);  // as PyTorch: the reciprocal in double
 }
 
+// A BatchNorm + ReLU prologue's coefficients of one channel (backend.h
+// NormAffine): scale = gamma inv_std, then shift = beta - mean scale with
+// the scale as rounded to the activation dtype; the caller rounds each.
+// The ReLU passes where fmaf(x, scale, shift) > 0 (one rounding, on every
+// backend).
+static inline RULE_HOST_DEVICE float prologue_scale_rule(float gamma, float inv_std) {
+    return (float)((double)gamma * inv_std);
+}
+static inline RULE_HOST_DEVICE float prologue_shift_rule(float beta, float mean,
+                                                         float rounded_scale) {
+    return (float)((double)beta - (double)mean * rounded_scale);
+}
+
 // BatchNorm's statistics of one channel from the sums of its rows (backend.h
 // batchnorm_statistics_from_sums): mean = sum / rows, and the sum of squared
 // deviations sum_sq - sum mean (in double; rounding can make it slightly

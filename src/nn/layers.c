@@ -184,7 +184,7 @@ void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows,
         return;
     }
     backend->op.batchnorm_relu_backward(backend, rows, bn->channels, x, y, dy, bn->weight,
-                                        save_mean, save_inv_std, dx, bn->weight_grad,
+                                        bn->bias, save_mean, save_inv_std, dx, bn->weight_grad,
                                         bn->bias_grad, dresidual);
 }
 
@@ -341,21 +341,43 @@ void linear_backward(Backend *backend, const Linear *linear, int rows, const Act
         backend->op.linear_backward_data(backend, rows, in, out, dy, linear->weight_compute, dx);
 }
 
+int conv_batchnorm_statistics(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
+                              const BatchNorm *bn, size_t rows, const Act *x,
+                              const NormAffine *prologue, Act *conv_out, float *save_mean,
+                              float *save_inv_std, float *sums) {
+    const BackendOps *op = &backend->op;
+    if (bn->sync || !sums || !op->conv2d_forward_stats ||
+        !op->conv2d_forward_stats(backend, plan, x, prologue, conv->weight_compute, conv_out,
+                                  sums))
+        return 0;
+    // save_inv_std holds the squared deviations until finish_statistics
+    op->batchnorm_statistics_from_sums(backend, bn->channels, rows, sums, save_mean,
+                                       save_inv_std);
+    op->batchnorm_finish_statistics(backend, bn->channels, rows, bn->momentum, bn->eps, save_mean,
+                                    save_inv_std, bn->running_mean, bn->running_var);
+    return 1;
+}
+
+NormAffine batchnorm_affine(const BatchNorm *bn, const float *save_mean,
+                            const float *save_inv_std) {
+    return (NormAffine){bn->weight, bn->bias, save_mean, save_inv_std};
+}
+
+void conv2d_backward_prologue(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
+                              const Act *x, const NormAffine *prologue, const Act *dy, Act *dx) {
+    backend->op.conv2d_backward_weights_prologue(backend, plan, x, prologue, dy,
+                                                 conv->weight_grad);
+    if (dx) backend->op.conv2d_backward_data(backend, plan, dy, conv->weight_compute, dx);
+}
+
 void conv_batchnorm_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
                             const BatchNorm *bn, int training, int relu, size_t rows,
                             const Act *x, Act *conv_out, const Act *residual, Act *y,
                             float *save_mean, float *save_inv_std, float *sums) {
-    const BackendOps *op = &backend->op;
-    if (training && !bn->sync && sums && op->conv2d_forward_stats &&
-        op->conv2d_forward_stats(backend, plan, x, conv->weight_compute, conv_out, sums)) {
-        // save_inv_std holds the squared deviations until finish_statistics
-        op->batchnorm_statistics_from_sums(backend, bn->channels, rows, sums, save_mean,
-                                           save_inv_std);
-        op->batchnorm_finish_statistics(backend, bn->channels, rows, bn->momentum, bn->eps,
-                                        save_mean, save_inv_std, bn->running_mean,
-                                        bn->running_var);
-        op->batchnorm_forward_apply(backend, rows, bn->channels, conv_out, residual, relu,
-                                    bn->weight, bn->bias, save_mean, save_inv_std, y);
+    if (training && conv_batchnorm_statistics(backend, conv, plan, bn, rows, x, NULL, conv_out,
+                                              save_mean, save_inv_std, sums)) {
+        backend->op.batchnorm_forward_apply(backend, rows, bn->channels, conv_out, residual, relu,
+                                            bn->weight, bn->bias, save_mean, save_inv_std, y);
         return;
     }
     conv2d_forward(backend, conv, plan, x, conv_out);

@@ -116,6 +116,23 @@ void conv_batchnorm_forward(Backend *backend, const Conv2d *conv, const ConvPlan
                             const Act *x, Act *conv_out, const Act *residual, Act *y,
                             float *save_mean, float *save_inv_std, float *sums);
 
+// The first half of conv_batchnorm_forward's fused path, the norm not yet
+// applied: conv_out = conv(x), or of relu(x scale + shift) with a prologue
+// (the previous norm's, x its input; backend.h NormAffine), and the norm's
+// batch statistics from the convolution's sums. Returns 0, having done
+// nothing, where that fused path does not exist (then the separate ops).
+int conv_batchnorm_statistics(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
+                              const BatchNorm *bn, size_t rows, const Act *x,
+                              const NormAffine *prologue, Act *conv_out, float *save_mean,
+                              float *save_inv_std, float *sums);
+// The norm's training affine (its batch statistics) as a prologue.
+NormAffine batchnorm_affine(const BatchNorm *bn, const float *save_mean,
+                            const float *save_inv_std);
+// conv2d_backward for a forward that took a prologue: x is the prologue's
+// input (the previous norm's), never the convolution's own.
+void conv2d_backward_prologue(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
+                              const Act *x, const NormAffine *prologue, const Act *dy, Act *dx);
+
 // Batch norm fused with the ReLU after it (and the residual add before the
 // ReLU, at a residual block's output): y (rows, C) = max(BN(x) + residual, 0),
 // residual (rows, C) or NULL. Equals batchnorm_forward, add, relu_forward;
@@ -126,6 +143,8 @@ void batchnorm_relu_forward(Backend *backend, const BatchNorm *bn, int training,
 // Its backward: dy (rows, C) is dL/dy, masked by the output y > 0 on the
 // fly; dx (rows, C) = dL/dx; weight_grad, bias_grad +=; dresidual (rows, C)
 // = the masked dy (the residual's gradient) unless NULL, may alias dy.
+// y NULL: the norm and ReLU were the next convolution's prologue (never
+// stored, conv_batchnorm_statistics); the mask comes from x.
 void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
                              const Act *y, const Act *dy, const float *save_mean,
                              const float *save_inv_std, Act *dx, Act *dresidual);

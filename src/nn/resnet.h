@@ -89,6 +89,9 @@ typedef struct ResnetBlockActivations {
     Act *downsample_conv_out;                // (N, OH, OW, Cout) or NULL
     float *bn_mean[RESNET_MAX_STAGES + 1];   // (C) saved batch mean; [stage_count] is downsample's
     float *bn_inv_std[RESNET_MAX_STAGES + 1];
+    // 1: stage s's convolution read relu(bn_{s-1}(conv_out[s-1])) through its
+    // prologue (layers.h conv_batchnorm_statistics), relu_out[s-1] unwritten
+    int prologue[RESNET_MAX_STAGES];
 } ResnetBlockActivations;
 
 typedef struct ResnetSlot {
@@ -187,6 +190,12 @@ int resnet_backward_map(Resnet *model, int slot, const Act *dfeatures, const Act
 
 // Training-mode BatchNorm of every layer over all ranks of sync's
 // communicator (nn/batchnorm_sync.h); NULL turns it off again.
+// Tests: block block_index's training forward from x (its input at slot
+// 0's largest batch; the block's output is then slot 0's blocks[].out) and
+// its backward from dout, as resnet_forward and resnet_backward run them,
+// the gradients added to the model's. Returns dL/dx (the model's scratch).
+const Act *resnet_block_pass(Resnet *model, int block_index, const Act *x, const Act *dout);
+
 int resnet_attach_batchnorm_sync(Resnet *model, BatchNormSync *sync, ErrorMessage *err);
 
 // Weights as a torchvision state dict in safetensors (F32, conv weights

@@ -24,7 +24,12 @@ static size_t conv_input_elements(const ConvShape *shape) {
 //
 // Each BN runs fused with the ReLU (and, last, the shortcut add) after it:
 // one pass over the activation instead of three; backward applies the ReLU
-// mask inside the BN backward.
+// mask inside the BN backward. Where the backend fuses a convolution with
+// the statistics of the norm after it and with the previous norm + ReLU as
+// its input prologue (cuDNN's ConvBNfprop and ConvBNwgrad), a stage's norm
+// is applied by the next stage's convolution, forward and weight gradient,
+// and relu_out[s] is never written; the norm's backward then takes its
+// ReLU mask from conv_out[s] (saved->prologue).
 
 // x (N, H, W, Cin) -> saved->out (N, OH, OW, Cout). shortcut_scratch holds the
 // downsample branch's output (only needed until the add).
@@ -44,14 +49,42 @@ static void block_forward(Backend *backend, const ResnetBlock *block,
         shortcut = shortcut_scratch;
     }
     const Act *stage_in = x;
+    int deferred = 0;  // the previous stage's norm + ReLU not applied yet
     for (int s = 0; s < block->stage_count; s++) {
         const int c = block->first_conv + s;
         const int last = s == block->stage_count - 1;
+        const size_t rows = conv_rows(&plans->conv_shapes[c]);
+        const Conv2d *conv = &block->conv[s];
+        const BatchNorm *bn = &block->bn[s];
         Act *y = last ? saved->out : saved->relu_out[s];
-        conv_batchnorm_forward(backend, &block->conv[s], plans->conv_plans[c], &block->bn[s],
-                               training, 1, conv_rows(&plans->conv_shapes[c]), stage_in,
-                               saved->conv_out[s], last ? shortcut : NULL, y, saved->bn_mean[s],
-                               saved->bn_inv_std[s], bn_sums);
+        saved->prologue[s] = 0;
+        if (deferred) {  // that norm as this convolution's prologue, or applied now
+            const NormAffine previous =
+                batchnorm_affine(&block->bn[s - 1], saved->bn_mean[s - 1], saved->bn_inv_std[s - 1]);
+            saved->prologue[s] = conv_batchnorm_statistics(
+                backend, conv, plans->conv_plans[c], bn, rows, saved->conv_out[s - 1], &previous,
+                saved->conv_out[s], saved->bn_mean[s], saved->bn_inv_std[s], bn_sums);
+            if (!saved->prologue[s])
+                backend->op.batchnorm_forward_apply(
+                    backend, conv_rows(&plans->conv_shapes[c - 1]), block->bn[s - 1].channels,
+                    saved->conv_out[s - 1], NULL, 1, previous.gamma, previous.beta,
+                    previous.mean, previous.inv_std, saved->relu_out[s - 1]);
+        }
+        const int statistics =
+            saved->prologue[s] ||
+            (training && conv_batchnorm_statistics(backend, conv, plans->conv_plans[c], bn, rows,
+                                                   stage_in, NULL, saved->conv_out[s],
+                                                   saved->bn_mean[s], saved->bn_inv_std[s],
+                                                   bn_sums));
+        deferred = statistics && !last;
+        if (statistics && last)
+            backend->op.batchnorm_forward_apply(backend, rows, bn->channels, saved->conv_out[s],
+                                                shortcut, 1, bn->weight, bn->bias,
+                                                saved->bn_mean[s], saved->bn_inv_std[s], y);
+        else if (!statistics)  // the separate ops
+            conv_batchnorm_forward(backend, conv, plans->conv_plans[c], bn, training, 1, rows,
+                                   stage_in, saved->conv_out[s], last ? shortcut : NULL, y,
+                                   saved->bn_mean[s], saved->bn_inv_std[s], NULL);
         stage_in = y;
     }
 }
@@ -73,11 +106,21 @@ static void block_backward(Backend *backend, const ResnetBlock *block,
         const int c = block->first_conv + s;
         const ConvShape *shape = &plans->conv_shapes[c];
         const Act *stage_in = s > 0 ? saved->relu_out[s - 1] : x;
-        const Act *stage_out = s == last ? saved->out : saved->relu_out[s];
+        // NULL where the next convolution applied this norm (its prologue)
+        const Act *stage_out = s == last              ? saved->out
+                               : saved->prologue[s + 1] ? NULL
+                                                        : saved->relu_out[s];
         batchnorm_relu_backward(backend, &block->bn[s], conv_rows(shape), saved->conv_out[s],
                                 stage_out, d_stage_out, saved->bn_mean[s], saved->bn_inv_std[s],
                                 work, s == last ? dout : NULL);
-        conv2d_backward(backend, &block->conv[s], plans->conv_plans[c], stage_in, work, dx);
+        if (saved->prologue[s]) {
+            const NormAffine previous =
+                batchnorm_affine(&block->bn[s - 1], saved->bn_mean[s - 1], saved->bn_inv_std[s - 1]);
+            conv2d_backward_prologue(backend, &block->conv[s], plans->conv_plans[c],
+                                     saved->conv_out[s - 1], &previous, work, dx);
+        } else {
+            conv2d_backward(backend, &block->conv[s], plans->conv_plans[c], stage_in, work, dx);
+        }
         d_stage_out = dx;
     }
 
@@ -224,3 +267,23 @@ int resnet_backward_map(Resnet *model, int slot_index, const Act *dfeatures, con
     parameter_set_grads_final(&model->params, 0);
     return 0;
 }
+
+const Act *resnet_block_pass(Resnet *model, int block_index, const Act *x, const Act *dout) {
+    Backend *backend = model->backend;
+    ResnetSlot *slot = &model->slots[0];
+    const ResnetPlans *plans = &slot->plans[0];
+    const ResnetBlock *block = &model->blocks[block_index];
+    ResnetBlockActivations *saved = &slot->blocks[block_index];
+    parameter_set_refresh_compute(&model->params);
+    block_forward(backend, block, saved, plans, 1, x, model->scratch, model->bn_sums);
+    Act *grad_a = model->scratch;  // as resnet_backward_map uses the three buffers
+    Act *grad_b = act_at(backend, model->scratch, model->scratch_elements);
+    Act *grad_c = act_at(backend, model->scratch, 2 * model->scratch_elements);
+    const size_t out_elements =
+        conv_rows(&plans->conv_shapes[block->first_conv + block->stage_count - 1]) *
+        (size_t)block->bn[block->stage_count - 1].channels;
+    backend->op.copy(backend, grad_a, dout, act_bytes(backend, out_elements));
+    block_backward(backend, block, saved, plans, x, grad_a, grad_b, grad_c);
+    return grad_c;
+}
+

@@ -21,8 +21,10 @@
 // pairwise update (chunk mean and squared deviations about it, merged), so
 // a single pass over memory still gives the two-pass variance's accuracy.
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/cpu_internal.h"
+#include "backend/ref/ref_ops.h"
 
 // Rows per chunk: a chunk's sums are fp32, merged into double after every
 // chunk. 8 keeps the fp32 part of the error below that of PyTorch's fp32
@@ -498,17 +500,24 @@ void cpu_batchnorm_backward(Backend *backend, size_t rows, int channels, const A
                                (float *)dx_act, dgamma, dbeta);
 }
 
+// y NULL (a convolution prologue's ReLU, never stored; no cpu convolution
+// takes one, so only tests reach it): the ReLU's input in a temporary
+// stands in for y, as ref does.
 void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
                                  const Act *y_act, const Act *dy_act, const float *gamma,
-                                 const float *save_mean, const float *save_inv_std, Act *dx_act,
-                                 float *dgamma, float *dbeta, Act *dresidual_act) {
+                                 const float *beta, const float *save_mean,
+                                 const float *save_inv_std, Act *dx_act, float *dgamma,
+                                 float *dbeta, Act *dresidual_act) {
     const float *x = (const float *)x_act;
-    const float *y = (const float *)y_act;
     const float *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;
     float *dresidual = (float *)dresidual_act;
-    backward(backend, rows, channels, x, y, NULL, dy, gamma, save_mean, save_inv_std, dx, dgamma,
-             dbeta, dresidual);
+    float *relu_input = y_act ? NULL
+                              : ref_prologue_relu_input(backend, rows, channels, x, gamma, beta,
+                                                        save_mean, save_inv_std);
+    backward(backend, rows, channels, x, y_act ? (const float *)y_act : relu_input, NULL, dy,
+             gamma, save_mean, save_inv_std, dx, dgamma, dbeta, dresidual);
+    free(relu_input);
 }
 
 void cpu_batchnorm_silu_backward(Backend *backend, size_t rows, int channels, const Act *x_act,

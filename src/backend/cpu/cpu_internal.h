@@ -182,8 +182,9 @@ void cpu_batchnorm_backward_apply(Backend *backend, size_t rows, size_t total_ro
                                   const float *inv_std, const float *sums, Act *dx);
 void cpu_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x,
                                  const Act *y, const Act *dy, const float *gamma,
-                                 const float *save_mean, const float *save_inv_std, Act *dx,
-                                 float *dgamma, float *dbeta, Act *dresidual);
+                                 const float *beta, const float *save_mean,
+                                 const float *save_inv_std, Act *dx, float *dgamma, float *dbeta,
+                                 Act *dresidual);
 
 // ---- cpu_norm.c ----
 void cpu_bias_backward(Backend *backend, size_t rows, int channels, const Act *dy,

@@ -224,8 +224,8 @@ static void cuda_batchnorm_backward_f32(Backend *backend, size_t rows, int chann
                                     float *dbeta) {
     CudaState *state = cuda_state(backend);
     cuda_batchnorm_backward_launch(state->stream, COMPUTE_F32, state->scratch, rows, channels, x,
-                                   NULL, dy, gamma, save_mean, save_inv_std, dx, dgamma, dbeta,
-                                   NULL);
+                                   NULL, dy, gamma, NULL, save_mean, save_inv_std, dx, dgamma,
+                                   dbeta, NULL);
 }
 
 static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels, const Act *x,
@@ -234,8 +234,8 @@ static void cuda_batchnorm_backward(Backend *backend, size_t rows, int channels,
                                     float *dbeta) {
     CudaState *state = cuda_state(backend);
     cuda_batchnorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows,
-                                   channels, x, NULL, dy, gamma, save_mean, save_inv_std, dx,
-                                   dgamma, dbeta, NULL);
+                                   channels, x, NULL, dy, gamma, NULL, save_mean, save_inv_std,
+                                   dx, dgamma, dbeta, NULL);
 }
 
 static void cuda_batchnorm_relu_forward_train(Backend *backend, size_t rows, int channels,
@@ -315,13 +315,13 @@ static void cuda_batchnorm_backward_apply(Backend *backend, size_t rows, size_t 
 
 static void cuda_batchnorm_relu_backward(Backend *backend, size_t rows, int channels,
                                          const Act *x, const Act *y, const Act *dy,
-                                         const float *gamma, const float *save_mean,
-                                         const float *save_inv_std, Act *dx, float *dgamma,
-                                         float *dbeta, Act *dresidual) {
+                                         const float *gamma, const float *beta,
+                                         const float *save_mean, const float *save_inv_std,
+                                         Act *dx, float *dgamma, float *dbeta, Act *dresidual) {
     CudaState *state = cuda_state(backend);
     cuda_batchnorm_backward_launch(state->stream, backend->compute_dtype, state->scratch, rows,
-                                   channels, x, y, dy, gamma, save_mean, save_inv_std, dx, dgamma,
-                                   dbeta, dresidual);
+                                   channels, x, y, dy, gamma, y ? NULL : beta, save_mean,
+                                   save_inv_std, dx, dgamma, dbeta, dresidual);
 }
 
 // ---- elementwise (cuda_elementwise.cu) ----------------------------------------------
@@ -644,6 +644,7 @@ static const BackendOps cuda_ops = {
     .adamw_update_segments = cuda_adamw_update_segments,
     .conv2d_forward = cuda_conv2d_forward,
     .conv2d_forward_stats = cuda_conv2d_forward_stats,
+    .conv2d_backward_weights_prologue = cuda_conv2d_backward_weights_prologue,
     .batchnorm_statistics_from_sums = cuda_batchnorm_statistics_from_sums,
     .conv2d_backward_data = cuda_conv2d_backward_data,
     .conv2d_backward_weights = cuda_conv2d_backward_weights,

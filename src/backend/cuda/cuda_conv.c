@@ -219,16 +219,23 @@ static int find_algorithms(const CudaState *state, ConvPlan *plan, int any, Erro
 // it (cuda_conv_fusion.c), counted and explained for train.log.
 static void choose_fusion(Backend *backend, ConvPlan *plan) {
     CudaState *state = cuda_state(backend);
-    char key[512], reason[240];
+    char key[512], reason[240], prologue_reason[240];
     plan_key(state, plan, 0, key, sizeof key);
-    plan->stats = cuda_conv_stats_create(backend, &plan->shape, key, reason, sizeof reason);
+    plan->stats = cuda_conv_stats_create(backend, &plan->shape, key, reason, sizeof reason,
+                                         prologue_reason, sizeof prologue_reason);
     state->conv_plans++;
     state->conv_stats_plans += plan->stats != NULL;
+    state->conv_prologue_plans += cuda_conv_stats_has_prologue(plan->stats);
     const ConvShape *s = &plan->shape;
     if (!plan->stats && !state->conv_fallback_reason[0])
         snprintf(state->conv_fallback_reason, sizeof state->conv_fallback_reason,
                  "%dx%dx%d -> %d, kernel %d: %s", s->in_height, s->in_width, s->in_channels,
                  s->out_channels, s->kernel, reason);
+    if (plan->stats && !cuda_conv_stats_has_prologue(plan->stats) &&
+        !state->conv_prologue_reason[0])
+        snprintf(state->conv_prologue_reason, sizeof state->conv_prologue_reason,
+                 "%dx%dx%d -> %d, kernel %d: %s", s->in_height, s->in_width, s->in_channels,
+                 s->out_channels, s->kernel, prologue_reason);
 }
 
 ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err) {
@@ -392,10 +399,22 @@ void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, c
 }
 
 int cuda_conv2d_forward_stats(Backend *backend, const ConvPlan *plan, const Act *x,
-                              const Act *w, Act *y, float *sums) {
-    if (!plan->stats || plan->dtype != backend->compute_dtype) return 0;
-    cuda_conv_stats_forward(backend, plan->stats, x, w, y, sums);
+                              const NormAffine *prologue, const Act *w, Act *y, float *sums) {
+    if (!plan->stats || plan->dtype != backend->compute_dtype ||
+        (prologue && !cuda_conv_stats_has_prologue(plan->stats)))
+        return 0;
+    cuda_conv_stats_forward(backend, plan->stats, x, prologue, w, y, sums);
     return 1;
+}
+
+void cuda_conv2d_backward_weights_prologue(Backend *backend, const ConvPlan *plan, const Act *x,
+                                           const NormAffine *prologue, const Act *dy,
+                                           float *dw) {
+    if (!cuda_conv_stats_has_prologue(plan->stats))
+        cuda_fatal("cuDNN", "conv2d_backward_weights_prologue",
+                   "the plan has no prologue graph (its forward took none)", __FILE__, __LINE__,
+                   cuda_current_device());
+    cuda_conv_stats_weights(backend, plan->stats, x, prologue, dy, dw);
 }
 
 void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,

@@ -84,8 +84,8 @@ typedef struct CudaState {
     int attention_sdpa_forward, attention_sdpa_backward, attention_plans;
     char attention_fallback_reason[320];
     // The same for convolutions with BatchNorm statistics (cuda_conv.c)
-    int conv_plans, conv_stats_plans;
-    char conv_fallback_reason[320];
+    int conv_plans, conv_stats_plans, conv_prologue_plans;
+    char conv_fallback_reason[320], conv_prologue_reason[320];
 } CudaState;
 
 static inline CudaState *cuda_state(const Backend *backend) { return (CudaState *)backend->impl; }
@@ -269,13 +269,21 @@ void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, ComputeDtype dtype,
                                         int relu, const float *gamma, const float *beta,
                                         const float *running_mean, const float *running_var,
                                         float eps, void *y_any);
-// relu_out: the forward output whose sign masks dy (NULL: no ReLU).
+// out (2, C) in the activation dtype: a NormAffine's scale and shift
+// (backend.h; scalar_rules.h prologue_scale_rule / prologue_shift_rule).
+void cuda_prologue_coefficients_launch(cudaStream_t stream, ComputeDtype dtype, int channels,
+                                       const float *gamma, const float *beta, const float *mean,
+                                       const float *inv_std, void *out);
+// relu_out: the forward output whose sign masks dy (NULL: no ReLU, or,
+// with mask_beta, a convolution prologue's ReLU: the mask from x, backend.h
+// batchnorm_relu_backward).
 void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
                                     size_t rows, int channels, const void *x_any,
                                     const void *relu_out_any, const void *dy_any,
-                                    const float *gamma, const float *save_mean,
-                                    const float *save_inv_std, void *dx_any, float *dgamma,
-                                    float *dbeta, void *dresidual_any);
+                                    const float *gamma, const float *mask_beta,
+                                    const float *save_mean, const float *save_inv_std,
+                                    void *dx_any, float *dgamma, float *dbeta,
+                                    void *dresidual_any);
 
 // ---- cuda_rows.cu ----
 void cuda_l2_normalize_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
@@ -360,17 +368,25 @@ void cuda_token_pool_backward_launch(cudaStream_t stream, ComputeDtype dtype, in
                                      int channels, int first, int count, const void *dy_any,
                                      void *dx_any);
 
-// ---- cuda_conv_fusion.c: convolution + BatchNorm statistics on cuDNN's graph API ----
+// ---- cuda_conv_fusion.c: convolution + BatchNorm on cuDNN's graph API ----
 typedef struct CudaConvStats CudaConvStats;
-// The fused forward of a plan of shape s (key: its algorithm-file key), or
+// The fused paths of a plan of shape s (key: its algorithm-file key), or
 // NULL with the reason (fp32, channels not multiples of 8, cuDNN refused it
-// now or in an earlier process).
+// now or in an earlier process); prologue_reason: why it has no prologue
+// graphs ("" when it has them).
 CudaConvStats *cuda_conv_stats_create(Backend *backend, const ConvShape *s, const char *key,
-                                      char *reason, size_t reason_size);
+                                      char *reason, size_t reason_size, char *prologue_reason,
+                                      size_t prologue_reason_size);
 void cuda_conv_stats_free(CudaConvStats *stats);
-// y = conv(x, w); sums (2, Cout) = sum and sum of squares of y per channel.
+// Whether the plan has the prologue graphs (forward and weight gradient).
+int cuda_conv_stats_has_prologue(const CudaConvStats *stats);
+// y = conv(x, w), or of relu(x scale + shift) with a prologue (has_prologue);
+// sums (2, Cout) = sum and sum of squares of y per channel.
 void cuda_conv_stats_forward(Backend *backend, const CudaConvStats *stats, const Act *x,
-                             const Act *w, Act *y, float *sums);
+                             const NormAffine *prologue, const Act *w, Act *y, float *sums);
+// dw (fp32) += the weight gradient of relu(x scale + shift) (has_prologue).
+void cuda_conv_stats_weights(Backend *backend, const CudaConvStats *stats, const Act *x,
+                             const NormAffine *prologue, const Act *dy, float *dw);
 
 // ---- cuda_updates.c: the optimizer-update and input ops of the table ----
 void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad, const float *gate,
@@ -496,7 +512,9 @@ void cuda_silu_backward(Backend *backend, size_t n, const Act *x, const Act *dy,
 ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err);
 void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan);
 int cuda_conv2d_forward_stats(Backend *backend, const ConvPlan *plan, const Act *x,
-                              const Act *w, Act *y, float *sums);
+                              const NormAffine *prologue, const Act *w, Act *y, float *sums);
+void cuda_conv2d_backward_weights_prologue(Backend *backend, const ConvPlan *plan, const Act *x,
+                                           const NormAffine *prologue, const Act *dy, float *dw);
 void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
                          Act *y);
 void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,

@@ -61,18 +61,45 @@ __device__ void load_mask(const T *relu_out, size_t i, float mask[V]) {
     }
 }
 
+// The coefficients of a convolution prologue's BatchNorm + ReLU (backend.h
+// NormAffine), each rounded to T: where the ReLU's output was never stored,
+// its mask is fmaf(x, scale, shift) > 0 (batchnorm_relu_backward, y NULL).
+template <typename T, int V>
+__device__ void prologue_coefficients(const float *gamma, const float *beta, const float *mean,
+                                      const float *inv_std, int c0, float scale[V],
+                                      float shift[V]) {
+    for (int v = 0; v < V; v++) {
+        const int c = c0 + v;
+        scale[v] = act_load(act_store<T>(prologue_scale_rule(gamma[c], inv_std[c])));
+        shift[v] = act_load(act_store<T>(prologue_shift_rule(beta[c], mean[c], scale[v])));
+    }
+}
+
+// out (2, C): the scale, then the shift (conv2d_forward_stats' prologue).
+template <typename T>
+__global__ void prologue_coefficients_kernel(int channels, const float *gamma, const float *beta,
+                                             const float *mean, const float *inv_std, T *out) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    float scale[1], shift[1];
+    prologue_coefficients<T, 1>(gamma, beta, mean, inv_std, c, scale, shift);
+    out[c] = act_store<T>(scale[0]);
+    out[channels + c] = act_store<T>(shift[0]);
+}
+
 // Column partials, per row block. kMoments: both d = x - shift and d^2
 // (into partials and partials2), shift the channel's value in row 0;
 // kDeviation: (x - center)^2; kGradient: both dz and dz * (x - center) *
 // inv_std (xhat), dz = dy masked by the ReLU output when there is one (a
-// NaN in it keeps dy). The per-element arithmetic is double (ref's); the
+// NaN in it keeps dy), or kFromInput: by the ReLU input fmaf(x, scale,
+// shift) of mask_gamma, mask_beta's prologue. The per-element arithmetic is double (ref's); the
 // centers are floats (the saved or all-reduced mean), kept as floats to
 // spare registers. The block's row lanes combine in lane order.
-template <Sum kind, typename T, int V>
+template <Sum kind, typename T, int V, bool kFromInput>
 __global__ void __launch_bounds__(kThreads, kind == Sum::kGradient ? 2 : 3)
     partials_kernel(size_t rows, int channels, const T *x, const T *relu_out, const T *dy,
-                    const float *center_of, const float *inv_std_of, double *partials,
-                    double *partials2) {
+                    const float *center_of, const float *inv_std_of, const float *mask_gamma,
+                    const float *mask_beta, double *partials, double *partials2) {
     constexpr int kSums = kind == Sum::kDeviation ? 1 : 2;
     const int column = blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = column < channels / V;
@@ -81,7 +108,10 @@ __global__ void __launch_bounds__(kThreads, kind == Sum::kGradient ? 2 : 3)
     for (int k = 0; k < kSums; k++)
         for (int v = 0; v < V; v++) total[k][v] = 0.0;
     if (active) {
-        float center[V], inv_std[V];
+        float center[V], inv_std[V], mask_scale[V], mask_shift[V];
+        if (kFromInput)
+            prologue_coefficients<T, V>(mask_gamma, mask_beta, center_of, inv_std_of, c0,
+                                        mask_scale, mask_shift);
         if (kind == Sum::kMoments) act_load_vector<T, V>(x + c0, center);
         for (int v = 0; v < V; v++) {
             if (kind != Sum::kMoments) center[v] = center_of[c0 + v];
@@ -106,6 +136,8 @@ __global__ void __launch_bounds__(kThreads, kind == Sum::kGradient ? 2 : 3)
                 float dyv[V], mask[V];
                 act_load_vector<T, V>(dy + i, dyv);
                 load_mask<T, V>(relu_out, i, mask);
+                if (kFromInput)
+                    for (int v = 0; v < V; v++) mask[v] = fmaf(xv[v], mask_scale[v], mask_shift[v]);
                 for (int v = 0; v < V; v++) {
                     const double dz = !(mask[v] <= 0.0f) ? dyv[v] : 0.0;
                     total[0][v] += dz;
@@ -134,10 +166,12 @@ __global__ void __launch_bounds__(kThreads, kind == Sum::kGradient ? 2 : 3)
 // One statistics pass over (rows, channels) into the scratch: partials of
 // row block b at [b * C, (b + 1) * C), the second sum (kMoments,
 // kGradient) after all B of them, at [B * C, 2 * B * C). Returns B.
+// mask_beta: the mask from the input (kGradient; partials_kernel's kFromInput).
 template <Sum kind, typename T>
 int partials_launch(cudaStream_t stream, double *scratch, size_t rows, int channels,
                     const T *x, const T *relu_out, const T *dy, const float *center,
-                    const float *inv_std) {
+                    const float *inv_std, const float *mask_gamma = nullptr,
+                    const float *mask_beta = nullptr) {
     int row_blocks = 0;
     const bool fits =
         act_vector_fits<T>(channels, act_vector_width<T>(), {x, relu_out, dy});
@@ -146,11 +180,16 @@ int partials_launch(cudaStream_t stream, double *scratch, size_t rows, int chann
         const ChannelGrid grid = channel_grid(channels, V);
         // at least 8 rows per thread
         row_blocks = cuda_row_blocks(rows, channels, grid.column_blocks, (size_t)grid.block.y * 8);
-        if (cuda_queue_point())
-            partials_kernel<kind, T, V>
-                <<<dim3(grid.column_blocks, (unsigned)row_blocks), grid.block, 0, stream>>>(
-                    rows, channels, x, relu_out, dy, center, inv_std, scratch,
-                    scratch + (size_t)row_blocks * channels);
+        const dim3 blocks(grid.column_blocks, (unsigned)row_blocks);
+        double *partials2 = scratch + (size_t)row_blocks * channels;
+        if (mask_beta && cuda_queue_point())
+            partials_kernel<kind, T, V, true><<<blocks, grid.block, 0, stream>>>(
+                rows, channels, x, relu_out, dy, center, inv_std, mask_gamma, mask_beta, scratch,
+                partials2);
+        else if (!mask_beta && cuda_queue_point())
+            partials_kernel<kind, T, V, false><<<blocks, grid.block, 0, stream>>>(
+                rows, channels, x, relu_out, dy, center, inv_std, nullptr, nullptr, scratch,
+                partials2);
         CUDA_CHECK_LAUNCH();
     });
     return row_blocks;
@@ -316,11 +355,12 @@ __global__ void __launch_bounds__(kThreads, 3) apply_kernel(size_t rows, int cha
 // this rank's in double (the plain backward) or the all-reduced floats
 // (synchronised BatchNorm); dz = dy masked by the ReLU output. dresidual
 // = dz (written after dy is read: dresidual may alias dy), or nothing.
-template <typename T, int V, typename S>
+// kFromInput: the mask from the prologue's ReLU input (partials_kernel).
+template <typename T, int V, typename S, bool kFromInput>
 __global__ void gradient_apply_kernel(size_t rows, size_t total_rows, int channels, const T *x,
                                       const T *relu_out, const T *dy, const float *gamma,
-                                      const float *mean, const float *inv_std, const S *sums,
-                                      T *dx, T *dresidual) {
+                                      const float *beta, const float *mean, const float *inv_std,
+                                      const S *sums, T *dx, T *dresidual) {
     const int column = blockIdx.x * blockDim.x + threadIdx.x;
     if (column >= channels / V) return;
     const int c0 = column * V;
@@ -333,12 +373,17 @@ __global__ void gradient_apply_kernel(size_t rows, size_t total_rows, int channe
         mean_dz[v] = (float)((double)sums[c] / count);
         center[v] = mean[c];
     }
+    float mask_scale[V], mask_shift[V];
+    if (kFromInput)
+        prologue_coefficients<T, V>(gamma, beta, mean, inv_std, c0, mask_scale, mask_shift);
     CHANNEL_ROWS(r, rows) {
         const size_t i = r * channels + c0;
         float xv[V], dyv[V], mask[V], dxv[V], dzv[V];
         act_load_vector<T, V>(x + i, xv);
         act_load_vector<T, V>(dy + i, dyv);
         load_mask<T, V>(relu_out, i, mask);
+        if (kFromInput)
+            for (int v = 0; v < V; v++) mask[v] = fmaf(xv[v], mask_scale[v], mask_shift[v]);
         for (int v = 0; v < V; v++) {
             dzv[v] = !(mask[v] <= 0.0f) ? dyv[v] : 0.0f;
             dxv[v] = a[v] * (dzv[v] - mean_dz[v]) - b[v] * (xv[v] - center[v]);
@@ -376,21 +421,26 @@ void apply_launch(cudaStream_t stream, size_t rows, int channels, const void *x,
 }
 
 // gradient_apply_kernel over rows x channels.
+// beta: the mask from the input (gradient_apply_kernel's kFromInput), or NULL.
 template <typename T, typename S>
 void gradient_apply_launch(cudaStream_t stream, size_t rows, size_t total_rows, int channels,
                            const T *x, const T *relu_out, const T *dy, const float *gamma,
-                           const float *mean, const float *inv_std, const S *sums, T *dx,
-                           T *dresidual) {
+                           const float *beta, const float *mean, const float *inv_std,
+                           const S *sums, T *dx, T *dresidual) {
     const bool fits =
         act_vector_fits<T>(channels, act_vector_width<T>(), {x, relu_out, dy, dx, dresidual});
     act_width_dispatch<T>(fits, [&](auto width) {
         constexpr int V = decltype(width)::value;
         const ChannelGrid grid = channel_grid(channels, V);
-        if (cuda_queue_point())
-            gradient_apply_kernel<T, V, S>
-                <<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
-                    rows, total_rows, channels, x, relu_out, dy, gamma, mean, inv_std, sums, dx,
-                    dresidual);
+        const dim3 blocks = channel_row_blocks(grid, rows);
+        if (beta && cuda_queue_point())
+            gradient_apply_kernel<T, V, S, true><<<blocks, grid.block, 0, stream>>>(
+                rows, total_rows, channels, x, relu_out, dy, gamma, beta, mean, inv_std, sums, dx,
+                dresidual);
+        else if (!beta && cuda_queue_point())
+            gradient_apply_kernel<T, V, S, false><<<blocks, grid.block, 0, stream>>>(
+                rows, total_rows, channels, x, relu_out, dy, gamma, nullptr, mean, inv_std, sums,
+                dx, dresidual);
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -444,9 +494,10 @@ void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, ComputeDtype dtype,
 void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
                                     size_t rows, int channels, const void *x_any,
                                     const void *relu_out_any, const void *dy_any,
-                                    const float *gamma, const float *save_mean,
-                                    const float *save_inv_std, void *dx_any, float *dgamma,
-                                    float *dbeta, void *dresidual_any) {
+                                    const float *gamma, const float *mask_beta,
+                                    const float *save_mean, const float *save_inv_std,
+                                    void *dx_any, float *dgamma, float *dbeta,
+                                    void *dresidual_any) {
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
         const T *x = (const T *)x_any;
@@ -457,7 +508,8 @@ void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
         if (rows == 0 || channels == 0) return;
         check_channels(channels);
         const int row_blocks = partials_launch<Sum::kGradient, T>(
-            stream, scratch, rows, channels, x, relu_out, dy, save_mean, save_inv_std);
+            stream, scratch, rows, channels, x, relu_out, dy, save_mean, save_inv_std, gamma,
+            mask_beta);
         double *partials = scratch, *partials2 = scratch + (size_t)row_blocks * channels;
         double *sums = scratch + 2 * (size_t)row_blocks * channels;
         if (cuda_queue_point())
@@ -465,7 +517,7 @@ void cuda_batchnorm_backward_launch(cudaStream_t stream, ComputeDtype dtype, dou
                 channels, row_blocks, partials, partials2, sums, dgamma, dbeta);
         CUDA_CHECK_LAUNCH();
         gradient_apply_launch<T, double>(stream, rows, rows, channels, x, relu_out, dy, gamma,
-                                         save_mean, save_inv_std, sums, dx, dresidual);
+                                         mask_beta, save_mean, save_inv_std, sums, dx, dresidual);
     });
 }
 
@@ -505,6 +557,20 @@ void cuda_batchnorm_statistics_from_sums_launch(cudaStream_t stream, int channel
         statistics_from_sums_kernel<<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0,
                                       stream>>>(channels, total_rows, sums, mean, squares);
     CUDA_CHECK_LAUNCH();
+}
+
+void cuda_prologue_coefficients_launch(cudaStream_t stream, ComputeDtype dtype, int channels,
+                                       const float *gamma, const float *beta, const float *mean,
+                                       const float *inv_std, void *out) {
+    if (channels == 0) return;
+    act_dispatch(dtype, [&](auto tag) {
+        using T = ACT_T;
+        if (cuda_queue_point())
+            prologue_coefficients_kernel<T>
+                <<<(unsigned)((channels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+                    channels, gamma, beta, mean, inv_std, (T *)out);
+        CUDA_CHECK_LAUNCH();
+    });
 }
 
 void cuda_batchnorm_forward_apply_launch(cudaStream_t stream, ComputeDtype dtype, double *scratch,
@@ -566,8 +632,8 @@ void cuda_batchnorm_backward_apply_launch(cudaStream_t stream, ComputeDtype dtyp
         using T = ACT_T;
         if (rows == 0 || channels == 0) return;
         gradient_apply_launch<T, float>(stream, rows, total_rows, channels, (const T *)x_any,
-                                        (const T *)relu_out_any, (const T *)dy_any, gamma, mean,
-                                        inv_std, sums, (T *)dx_any, (T *)nullptr);
+                                        (const T *)relu_out_any, (const T *)dy_any, gamma, nullptr,
+                                        mean, inv_std, sums, (T *)dx_any, (T *)nullptr);
     });
 }
 

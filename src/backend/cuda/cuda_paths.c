@@ -18,6 +18,14 @@ static void describe_convolutions(const CudaState *s, char *text, size_t size) {
              s->conv_stats_plans == s->conv_plans ? "" : " (the rest separate: ",
              s->conv_stats_plans == s->conv_plans ? "" : s->conv_fallback_reason,
              s->conv_stats_plans == s->conv_plans ? "" : ")");
+    const size_t now = strlen(text);
+    if (!s->conv_stats_plans || now + 1 >= size) return;
+    snprintf(text + now, size - now, ", with the previous BatchNorm + ReLU in the prologue "
+                                     "(forward and weight gradient) for %d%s%s%s",
+             s->conv_prologue_plans,
+             s->conv_prologue_plans == s->conv_stats_plans ? "" : " (the rest not: ",
+             s->conv_prologue_plans == s->conv_stats_plans ? "" : s->conv_prologue_reason,
+             s->conv_prologue_plans == s->conv_stats_plans ? "" : ")");
 }
 
 // Which path the attention plans made so far take (cuda_attention.cu).

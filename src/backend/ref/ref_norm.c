@@ -3,8 +3,11 @@
 // written as the plain composition), row-wise L2 normalisation, softmax and log-softmax.
 // Statistics and row sums accumulate in double.
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "backend/ref/ref_ops.h"
+#include "backend/scalar_rules.h"
 
 // ---- batch norm ------------------------------------------------------------------
 
@@ -162,20 +165,45 @@ void ref_batchnorm_backward(Backend *backend, size_t rows, int channels, const A
 
 void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x_act,
                                  const Act *y_act, const Act *dy_act, const float *gamma,
-                                 const float *save_mean, const float *save_inv_std, Act *dx_act,
-                                 float *dgamma, float *dbeta, Act *dresidual_act) {
+                                 const float *beta, const float *save_mean,
+                                 const float *save_inv_std, Act *dx_act, float *dgamma,
+                                 float *dbeta, Act *dresidual_act) {
     const float *x = (const float *)x_act;
-    const float *y = (const float *)y_act;
     const float *dy = (const float *)dy_act;
     float *dx = (float *)dx_act;
     float *dresidual = (float *)dresidual_act;
+    // Without y, the prologue's ReLU input stands in for it (only its sign is read).
+    float *relu_input = y_act ? NULL
+                              : ref_prologue_relu_input(backend, rows, channels, x, gamma, beta,
+                                                        save_mean, save_inv_std);
+    const float *y = y_act ? (const float *)y_act : relu_input;
     batchnorm_backward_masked(rows, channels, x, y, dy, gamma, save_mean, save_inv_std, dx,
                               dgamma, dbeta);
     // Last, as dresidual may alias dy (masking twice changes nothing).
     if (dresidual)
         for (size_t i = 0; i < rows * (size_t)channels; i++)
             dresidual[i] = (float)masked_gradient(y, dy, i);
+    free(relu_input);
     ref_round_acts(backend, dx_act, rows * channels);
+}
+
+float *ref_prologue_relu_input(const Backend *backend, size_t rows, int channels,
+                               const float *x, const float *gamma, const float *beta,
+                               const float *mean, const float *inv_std) {
+    float *out = malloc(rows * (size_t)channels * sizeof *out);
+    if (!out) {
+        fprintf(stderr, "%s backend: out of memory for a ReLU mask\n", backend->name);
+        abort();
+    }
+    for (int c = 0; c < channels; c++) {
+        const float scale = ref_round_act(backend, prologue_scale_rule(gamma[c], inv_std[c]));
+        const float shift = ref_round_act(backend, prologue_shift_rule(beta[c], mean[c], scale));
+        for (size_t r = 0; r < rows; r++) {
+            const size_t i = r * (size_t)channels + c;
+            out[i] = fmaf(x[i], scale, shift);
+        }
+    }
+    return out;
 }
 
 // ---- L2 normalisation --------------------------------------------------------------

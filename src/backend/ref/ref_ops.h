@@ -51,8 +51,17 @@ void ref_batchnorm_relu_forward_eval(Backend *backend, size_t rows, int channels
                                      const float *running_var, float eps, Act *y);
 void ref_batchnorm_relu_backward(Backend *backend, size_t rows, int channels, const Act *x,
                                  const Act *y, const Act *dy, const float *gamma,
-                                 const float *save_mean, const float *save_inv_std, Act *dx,
-                                 float *dgamma, float *dbeta, Act *dresidual);
+                                 const float *beta, const float *save_mean,
+                                 const float *save_inv_std, Act *dx, float *dgamma, float *dbeta,
+                                 Act *dresidual);
+// (rows, C) = fmaf(x, scale, shift) with a NormAffine's coefficients
+// (backend.h), in a new allocation (the caller frees it; out of memory
+// ends the process): the input of a convolution prologue's ReLU, whose sign
+// is batchnorm_relu_backward's mask when the ReLU's output was never
+// stored. Shared with the cpu backend.
+float *ref_prologue_relu_input(const Backend *backend, size_t rows, int channels,
+                               const float *x, const float *gamma, const float *beta,
+                               const float *mean, const float *inv_std);
 void ref_l2_normalize_forward(Backend *backend, int rows, int dim, const float *x, float eps,
                               float *y, float *norm);
 void ref_l2_normalize_backward(Backend *backend, int rows, int dim, const float *y,
