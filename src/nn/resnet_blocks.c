@@ -31,6 +31,12 @@ static size_t conv_input_elements(const ConvShape *shape) {
 // and relu_out[s] is never written; the norm's backward then takes its
 // ReLU mask from conv_out[s] (saved->prologue).
 
+// The norm of stage s - 1 with its saved statistics: stage s's prologue.
+static NormAffine previous_norm(const ResnetBlock *block, const ResnetBlockActivations *saved,
+                                int s) {
+    return batchnorm_affine(&block->bn[s - 1], saved->bn_mean[s - 1], saved->bn_inv_std[s - 1]);
+}
+
 // x (N, H, W, Cin) -> saved->out (N, OH, OW, Cout). shortcut_scratch holds the
 // downsample branch's output (only needed until the add).
 // bn_sums: the model's (layers.h conv_batchnorm_forward), or NULL.
@@ -59,8 +65,7 @@ static void block_forward(Backend *backend, const ResnetBlock *block,
         Act *y = last ? saved->out : saved->relu_out[s];
         saved->prologue[s] = 0;
         if (deferred) {  // that norm as this convolution's prologue, or applied now
-            const NormAffine previous =
-                batchnorm_affine(&block->bn[s - 1], saved->bn_mean[s - 1], saved->bn_inv_std[s - 1]);
+            const NormAffine previous = previous_norm(block, saved, s);
             saved->prologue[s] = conv_batchnorm_statistics(
                 backend, conv, plans->conv_plans[c], bn, rows, saved->conv_out[s - 1], &previous,
                 saved->conv_out[s], saved->bn_mean[s], saved->bn_inv_std[s], bn_sums);
@@ -114,8 +119,7 @@ static void block_backward(Backend *backend, const ResnetBlock *block,
                                 stage_out, d_stage_out, saved->bn_mean[s], saved->bn_inv_std[s],
                                 work, s == last ? dout : NULL);
         if (saved->prologue[s]) {
-            const NormAffine previous =
-                batchnorm_affine(&block->bn[s - 1], saved->bn_mean[s - 1], saved->bn_inv_std[s - 1]);
+            const NormAffine previous = previous_norm(block, saved, s);
             conv2d_backward_prologue(backend, &block->conv[s], plans->conv_plans[c],
                                      saved->conv_out[s - 1], &previous, work, dx);
         } else {

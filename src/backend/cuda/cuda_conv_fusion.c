@@ -161,10 +161,11 @@ static int plan_probed(Backend *backend, const ConvShape *s, const char *probe_k
     ErrorMessage err = {{0}};
     int planned = 0;
     size_t bytes = 0;
-    while (planned < count && (plans[planned] = plan_pattern(backend, s, patterns[planned], &err))) {
+    for (; planned < count; planned++) {
+        plans[planned] = plan_pattern(backend, s, patterns[planned], &err);
+        if (!plans[planned]) break;
         if ((size_t)plans[planned]->workspace_bytes > bytes)
             bytes = (size_t)plans[planned]->workspace_bytes;
-        planned++;
     }
     if (!known) {
         const ConvAlgorithms probe = {.forward = planned == count,
