@@ -411,10 +411,16 @@ static void test_resnet_fused_against_separate(void **state) {
 typedef struct BlockPass {
     float *out, *dx, *grads;
     size_t out_n, x_n, grads_n;
-    int prologue;  // stages whose convolution took the prologue
+    int prologue;        // stages whose convolution took the prologue
+    int shared;          // norm outputs without memory of their own
+    size_t arena_bytes;  // slot 0's activations
 } BlockPass;
 
-static void block_pass(int depth, const char *fusion, BlockPass *result) {
+// refused_later: the pass at batch 1 with plans made after the model under
+// an emulated cuDNN without the prologue patterns, so the model's layout
+// expects prologues that its steps at that batch do not take (the
+// fallback: the norm applied, then recomputed in the backward).
+static void block_pass(int depth, const char *fusion, int refused_later, BlockPass *result) {
     Backend *backend = method_fixture_backend("cuda", mirror_dtype);
     assert_non_null(backend);
     ErrorMessage err = {{0}};
@@ -425,10 +431,19 @@ static void block_pass(int depth, const char *fusion, BlockPass *result) {
     const int status = resnet_create(&model, backend, &config, &shape, 1, 11, &err);
     unsetenv("LTC_CUDA_CONV_FUSION");
     if (status) fail_msg("%s", err.text);
+    const int batch = refused_later ? 1 : NET_BATCH;
+    if (refused_later) {
+        setenv("LTC_EMU_CUDNN_GRAPH", "no-prologue", 1);
+        setenv("LTC_CUDNN_ALGORITHMS", "off", 1);  // no refusal cached for later runs
+        const int prepared = resnet_prepare_batch(&model, 0, batch, &err);
+        unsetenv("LTC_EMU_CUDNN_GRAPH");
+        unsetenv("LTC_CUDNN_ALGORITHMS");
+        if (prepared) fail_msg("%s", err.text);
+    }
     const ResnetBlock *block = &model.blocks[0];
-    const ConvShape *in = &model.slots[0].plans[0].conv_shapes[block->first_conv];
-    const ConvShape *last = &model.slots[0].plans[0].conv_shapes[block->first_conv +
-                                                                   block->stage_count - 1];
+    const ResnetPlans *plans = &model.slots[0].plans[refused_later ? 1 : 0];
+    const ConvShape *in = &plans->conv_shapes[block->first_conv];
+    const ConvShape *last = &plans->conv_shapes[block->first_conv + block->stage_count - 1];
     result->x_n = (size_t)in->batch * in->in_height * in->in_width * in->in_channels;
     result->out_n = (size_t)last->batch * last->out_height * last->out_width * last->out_channels;
     float *host = malloc((result->x_n + result->out_n) * sizeof *host);
@@ -436,7 +451,7 @@ static void block_pass(int depth, const char *fusion, BlockPass *result) {
     gradcheck_fill_uniform(host + result->x_n, result->out_n, -1.0f, 1.0f, 22);
     Act *x = to_act(backend, host, result->x_n);
     Act *dout = to_act(backend, host + result->x_n, result->out_n);
-    const Act *dx = resnet_block_pass(&model, 0, x, dout);
+    const Act *dx = resnet_block_pass(&model, 0, batch, x, dout);
     float *staging = backend->op.alloc(backend, (result->x_n + result->out_n) * sizeof(float));
     backend->op.act_to_float(backend, result->out_n, model.slots[0].blocks[0].out, staging);
     result->out = method_fixture_download(backend, staging, result->out_n);
@@ -444,9 +459,12 @@ static void block_pass(int depth, const char *fusion, BlockPass *result) {
     result->dx = method_fixture_download(backend, staging, result->x_n);
     result->grads_n = model.params.total;
     result->grads = method_fixture_download(backend, model.params.grads, result->grads_n);
-    result->prologue = 0;
-    for (int s = 0; s < block->stage_count; s++)
+    result->prologue = result->shared = 0;
+    for (int s = 0; s < block->stage_count; s++) {
         result->prologue += model.slots[0].blocks[0].prologue[s];
+        if (s + 1 < block->stage_count) result->shared += model.slots[0].blocks[0].relu_out_shared[s];
+    }
+    result->arena_bytes = model.slots[0].arena_bytes;
     backend->op.free(backend, staging), backend->op.free(backend, x);
     backend->op.free(backend, dout);
     free(host);
@@ -456,11 +474,18 @@ static void block_pass(int depth, const char *fusion, BlockPass *result) {
 
 static void check_block_prologue(int depth) {
     BlockPass fused, stats;
-    block_pass(depth, "auto", &fused);
-    block_pass(depth, "stats", &stats);
-    // every stage after the first reads its input through the prologue
+    block_pass(depth, "auto", 0, &fused);
+    block_pass(depth, "stats", 0, &stats);
+    // every stage after the first reads its input through the prologue, and
+    // the norm outputs it replaces share one scratch
     assert_int_equal(fused.prologue, depth >= 50 ? 2 : 1);
+    assert_int_equal(fused.shared, fused.prologue);
     assert_int_equal(stats.prologue, 0);
+    assert_int_equal(stats.shared, 0);
+    print_message("  resnet%d activations at batch %d, %d px: %.2f MB with the prologue, %.2f MB "
+                  "without\n", depth, NET_BATCH, NET_SIZE, fused.arena_bytes / 1e6,
+                  stats.arena_bytes / 1e6);
+    assert_true(fused.arena_bytes < stats.arena_bytes);
     const double out = method_fixture_relative_error(fused.out, stats.out, fused.out_n);
     const double dx = method_fixture_relative_error(fused.dx, stats.dx, fused.x_n);
     const double grads = method_fixture_relative_error(fused.grads, stats.grads, fused.grads_n);
@@ -479,11 +504,29 @@ static void check_block_prologue(int depth) {
     free(stats.out), free(stats.dx), free(stats.grads);
 }
 
+// The fallback where the layout shares a norm output that a step writes
+// after all: against the model without prologues, bit for bit (the same
+// separate ops; the backward recomputes the shared output with the ops the
+// forward wrote it with).
+static void check_block_fallback(int depth) {
+    BlockPass fallback, stats;
+    block_pass(depth, "auto", 1, &fallback);
+    block_pass(depth, "stats", 1, &stats);
+    assert_int_equal(fallback.prologue, 0);
+    assert_int_equal(fallback.shared, depth >= 50 ? 2 : 1);
+    mirror_expect_close("fallback output", stats.out_n, fallback.out, stats.out, 0, 0);
+    mirror_expect_close("fallback dx", stats.x_n, fallback.dx, stats.dx, 0, 0);
+    mirror_expect_close("fallback gradients", stats.grads_n, fallback.grads, stats.grads, 0, 0);
+    free(fallback.out), free(fallback.dx), free(fallback.grads);
+    free(stats.out), free(stats.dx), free(stats.grads);
+}
+
 static void test_block_prologue(void **state) {
     NEED_FAST_BACKEND();
     if (!fast_is_cuda() || mirror_dtype != COMPUTE_F16) skip();  // the prologue is fp16 only
     check_block_prologue(18);
     check_block_prologue(50);  // a bottleneck: two prologues and a downsample
+    if (mirror_emulated()) check_block_fallback(50);
 }
 
 int main(void) {

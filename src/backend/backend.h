@@ -56,6 +56,10 @@ typedef struct NormAffine {
     const float *gamma, *beta, *mean, *inv_std;
 } NormAffine;
 
+// conv2d_fusions' bits: the plan's forward emits its BatchNorm statistics;
+// it also takes a prologue (forward and weight gradient).
+enum { CONV_FUSES_STATISTICS = 1, CONV_FUSES_PROLOGUE = 2 };
+
 // One tensor of a multi-tensor optimizer update (sgd_update_segments):
 // elements [offset, offset + count) of its arena, its lr multiplier and
 // whether weight decay applies to it.
@@ -365,6 +369,10 @@ typedef struct BackendOps {
     // path (ref, cpu).
     int (*conv2d_forward_stats)(Backend *backend, const ConvPlan *plan, const Act *x,
                                 const NormAffine *prologue, const Act *w, Act *y, float *sums);
+    // Which of the fused paths above the plan has (ConvFusions bits); NULL
+    // with conv2d_forward_stats. For laying out activations ahead (a norm
+    // output that a prologue replaces needs no memory of its own).
+    int (*conv2d_fusions)(Backend *backend, const ConvPlan *plan);
     // conv2d_backward_weights of relu(x scale + shift) (the prologue's input,
     // never stored), for a plan whose conv2d_forward_stats took a prologue
     // (cuDNN's ConvBNwgrad); NULL with conv2d_forward_stats.

@@ -248,6 +248,7 @@ static int allocate_resnet(Backbone *b, const BackboneInput *inputs, int count, 
                            ErrorMessage *err) {
     ResnetConfig config = resnet_config_default(b->spec.resnet_depth);
     config.in_channels = b->spec.in_channels;
+    config.batchnorm_synchronised = b->spec.batchnorm_synchronised;
     ResnetInputShape shapes[BACKBONE_MAX_SLOTS];
     for (int i = 0; i < count; i++) shapes[i] = (ResnetInputShape){inputs[i].batch,
                                                                    inputs[i].resolution};

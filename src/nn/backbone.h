@@ -46,6 +46,9 @@ typedef struct BackboneSpec {
     // activations (vit.h: activation_checkpointing; --activation-checkpointing).
     // A frozen backbone (a teacher) ignores it; a ResNet has none.
     int activation_checkpointing;
+    // BatchNorm statistics over all ranks will be attached
+    // (backbone_attach_batchnorm_sync; a ResNet lays out for it).
+    int batchnorm_synchronised;
 } BackboneSpec;
 
 // The --model names: resnet18 / 34 / 50 / 101 / 152, the ViT presets of

@@ -241,6 +241,21 @@ static size_t block_output_elements(const ResnetBlock *block, const ConvShape *s
     return conv_output_elements(&shapes[block->first_conv + block->stage_count - 1]);
 }
 
+// Whether stage s's norm output can share the slot's stage scratch: a
+// trained model whose plans (at the slot's largest batch) fuse stage s's
+// statistics and take the next stage's prologue, so a training step never
+// writes it (resnet_blocks.c recomputes it where one does).
+static int relu_out_shared(const Resnet *model, const ResnetPlans *plans,
+                           const ResnetBlock *block, int s) {
+    Backend *backend = model->backend;
+    if (model->frozen || model->config.batchnorm_synchronised || s + 1 >= block->stage_count ||
+        !backend->op.conv2d_fusions)
+        return 0;
+    const int c = block->first_conv + s;
+    return (backend->op.conv2d_fusions(backend, plans->conv_plans[c]) & CONV_FUSES_STATISTICS) &&
+           (backend->op.conv2d_fusions(backend, plans->conv_plans[c + 1]) & CONV_FUSES_PROLOGUE);
+}
+
 // Lays out (sizing pass: base NULL) or wires a slot's arena; returns its size
 // in bytes and raises *largest to its largest tensor (in elements).
 // A frozen model keeps nothing for backward: the blocks' outputs alternate
@@ -260,6 +275,13 @@ static size_t layout_slot(Resnet *model, ResnetSlot *slot, void *base, size_t *l
     slot->pool_out = activation_take(&arena, pooled);
     slot->pool_argmax = activation_take_int32(&arena, pooled);
     track_max(largest, stem);
+    size_t stage_scratch = 0;  // the largest relu_out that shares
+    for (int b = 0; b < model->block_count; b++)
+        for (int s = 0; s < model->blocks[b].stage_count; s++)
+            if (relu_out_shared(model, plans, &model->blocks[b], s))
+                track_max(&stage_scratch,
+                          conv_output_elements(&shapes[model->blocks[b].first_conv + s]));
+    slot->stage_scratch = stage_scratch ? activation_take(&arena, stage_scratch) : NULL;
     Act *outputs[2] = {NULL, NULL};
     size_t shared_start = 0, shared_end = 0;
     if (model->frozen) {
@@ -277,8 +299,11 @@ static size_t layout_slot(Resnet *model, ResnetSlot *slot, void *base, size_t *l
         for (int s = 0; s < block->stage_count; s++) {
             const size_t elements = conv_output_elements(&shapes[block->first_conv + s]);
             saved->conv_out[s] = activation_take(&arena, elements);
-            if (s + 1 < block->stage_count) saved->relu_out[s] = activation_take(&arena, elements);
-            else if (model->frozen) saved->out = base ? outputs[b % 2] : NULL;
+            const int shared = relu_out_shared(model, plans, block, s);
+            if (s + 1 < block->stage_count) {
+                saved->relu_out_shared[s] = shared;
+                saved->relu_out[s] = shared ? slot->stage_scratch : activation_take(&arena, elements);
+            } else if (model->frozen) saved->out = base ? outputs[b % 2] : NULL;
             else saved->out = activation_take(&arena, elements);
             saved->bn_mean[s] = activation_take_float(&arena, (size_t)block->bn[s].channels);
             saved->bn_inv_std[s] = activation_take_float(&arena, (size_t)block->bn[s].channels);

@@ -49,6 +49,10 @@ typedef struct ResnetConfig {
     float bn_momentum;       // PyTorch default 0.1
     float bn_eps;            // PyTorch default 1e-5
     int in_channels;         // of the input images (conv1); 0 means 3
+    // 1: resnet_attach_batchnorm_sync will follow, so every norm's output
+    // keeps memory of its own (the separate ops write it; see
+    // relu_out_shared) instead of a recompute in each backward
+    int batchnorm_synchronised;
 } ResnetConfig;
 
 ResnetConfig resnet_config_default(int depth);
@@ -92,6 +96,11 @@ typedef struct ResnetBlockActivations {
     // 1: stage s's convolution read relu(bn_{s-1}(conv_out[s-1])) through its
     // prologue (layers.h conv_batchnorm_statistics), relu_out[s-1] unwritten
     int prologue[RESNET_MAX_STAGES];
+    // 1: relu_out[s] is the slot's stage_scratch, not memory of its own (the
+    // next convolution's plan takes the prologue; what writes it anyway, an
+    // evaluation forward or a fallback, is consumed at once or recomputed
+    // by the backward)
+    int relu_out_shared[RESNET_MAX_STAGES - 1];
 } ResnetBlockActivations;
 
 typedef struct ResnetSlot {
@@ -106,6 +115,7 @@ typedef struct ResnetSlot {
     Act *pool_out;         // (N, R/4, R/4, 64) input of layer1
     int32_t *pool_argmax;  // (N, R/4, R/4, 64)
     ResnetBlockActivations *blocks;  // (block_count)
+    Act *stage_scratch;    // the shared relu_out (relu_out_shared), or NULL
     Act *features;         // (N, D)
     // state of the last forward on this slot
     const ResnetPlans *last_plans;
@@ -191,10 +201,12 @@ int resnet_backward_map(Resnet *model, int slot, const Act *dfeatures, const Act
 // Training-mode BatchNorm of every layer over all ranks of sync's
 // communicator (nn/batchnorm_sync.h); NULL turns it off again.
 // Tests: block block_index's training forward from x (its input at slot
-// 0's largest batch; the block's output is then slot 0's blocks[].out) and
-// its backward from dout, as resnet_forward and resnet_backward run them,
-// the gradients added to the model's. Returns dL/dx (the model's scratch).
-const Act *resnet_block_pass(Resnet *model, int block_index, const Act *x, const Act *dout);
+// 0's batch, which resnet_prepare_batch prepared; the block's output is
+// then slot 0's blocks[].out) and its backward from dout, as resnet_forward
+// and resnet_backward run them, the gradients added to the model's.
+// Returns dL/dx (the model's scratch).
+const Act *resnet_block_pass(Resnet *model, int block_index, int batch, const Act *x,
+                             const Act *dout);
 
 int resnet_attach_batchnorm_sync(Resnet *model, BatchNormSync *sync, ErrorMessage *err);
 

@@ -37,6 +37,19 @@ static NormAffine previous_norm(const ResnetBlock *block, const ResnetBlockActiv
     return batchnorm_affine(&block->bn[s - 1], saved->bn_mean[s - 1], saved->bn_inv_std[s - 1]);
 }
 
+// relu_out[s - 1] = relu(bn_{s-1}(conv_out[s - 1])) from the saved statistics:
+// the norm a prologue did not take, or its output again for the backward
+// where that memory is shared (relu_out_shared).
+static void apply_previous_norm(Backend *backend, const ResnetBlock *block,
+                                const ResnetBlockActivations *saved, const ResnetPlans *plans,
+                                int s) {
+    const NormAffine previous = previous_norm(block, saved, s);
+    backend->op.batchnorm_forward_apply(
+        backend, conv_rows(&plans->conv_shapes[block->first_conv + s - 1]),
+        block->bn[s - 1].channels, saved->conv_out[s - 1], NULL, 1, previous.gamma, previous.beta,
+        previous.mean, previous.inv_std, saved->relu_out[s - 1]);
+}
+
 // x (N, H, W, Cin) -> saved->out (N, OH, OW, Cout). shortcut_scratch holds the
 // downsample branch's output (only needed until the add).
 // bn_sums: the model's (layers.h conv_batchnorm_forward), or NULL.
@@ -69,11 +82,7 @@ static void block_forward(Backend *backend, const ResnetBlock *block,
             saved->prologue[s] = conv_batchnorm_statistics(
                 backend, conv, plans->conv_plans[c], bn, rows, saved->conv_out[s - 1], &previous,
                 saved->conv_out[s], saved->bn_mean[s], saved->bn_inv_std[s], bn_sums);
-            if (!saved->prologue[s])
-                backend->op.batchnorm_forward_apply(
-                    backend, conv_rows(&plans->conv_shapes[c - 1]), block->bn[s - 1].channels,
-                    saved->conv_out[s - 1], NULL, 1, previous.gamma, previous.beta,
-                    previous.mean, previous.inv_std, saved->relu_out[s - 1]);
+            if (!saved->prologue[s]) apply_previous_norm(backend, block, saved, plans, s);
         }
         const int statistics =
             saved->prologue[s] ||
@@ -123,6 +132,8 @@ static void block_backward(Backend *backend, const ResnetBlock *block,
             conv2d_backward_prologue(backend, &block->conv[s], plans->conv_plans[c],
                                      saved->conv_out[s - 1], &previous, work, dx);
         } else {
+            if (s > 0 && saved->relu_out_shared[s - 1])  // later blocks wrote over it
+                apply_previous_norm(backend, block, saved, plans, s);
             conv2d_backward(backend, &block->conv[s], plans->conv_plans[c], stage_in, work, dx);
         }
         d_stage_out = dx;
@@ -272,10 +283,13 @@ int resnet_backward_map(Resnet *model, int slot_index, const Act *dfeatures, con
     return 0;
 }
 
-const Act *resnet_block_pass(Resnet *model, int block_index, const Act *x, const Act *dout) {
+const Act *resnet_block_pass(Resnet *model, int block_index, int batch, const Act *x,
+                             const Act *dout) {
     Backend *backend = model->backend;
     ResnetSlot *slot = &model->slots[0];
     const ResnetPlans *plans = &slot->plans[0];
+    for (int i = 0; i < slot->plans_count; i++)
+        if (slot->plans[i].batch == batch) plans = &slot->plans[i];
     const ResnetBlock *block = &model->blocks[block_index];
     ResnetBlockActivations *saved = &slot->blocks[block_index];
     parameter_set_refresh_compute(&model->params);

@@ -243,6 +243,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         return error_prefix(err, "--model"), -1;
     setup.backbone.in_channels = view_set_channels_out(&views);
     setup.backbone.activation_checkpointing = config->activation_checkpointing;
+    setup.backbone.batchnorm_synchronised = config->sync_batchnorm && run->world_size > 1;
     if (method_create(&run->method, config->method, &setup, &views, err)) return -1;
     run->method_ready = 1;
     if (run->scaler_on) run->method.loss_scale = loss_scaler_scale(&run->scaler);

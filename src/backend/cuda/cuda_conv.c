@@ -407,6 +407,12 @@ int cuda_conv2d_forward_stats(Backend *backend, const ConvPlan *plan, const Act 
     return 1;
 }
 
+int cuda_conv2d_fusions(Backend *backend, const ConvPlan *plan) {
+    if (!plan->stats || plan->dtype != backend->compute_dtype) return 0;
+    return CONV_FUSES_STATISTICS |
+           (cuda_conv_stats_has_prologue(plan->stats) ? CONV_FUSES_PROLOGUE : 0);
+}
+
 void cuda_conv2d_backward_weights_prologue(Backend *backend, const ConvPlan *plan, const Act *x,
                                            const NormAffine *prologue, const Act *dy,
                                            float *dw) {

@@ -513,6 +513,7 @@ ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessag
 void cuda_conv2d_plan_free(Backend *backend, ConvPlan *plan);
 int cuda_conv2d_forward_stats(Backend *backend, const ConvPlan *plan, const Act *x,
                               const NormAffine *prologue, const Act *w, Act *y, float *sums);
+int cuda_conv2d_fusions(Backend *backend, const ConvPlan *plan);
 void cuda_conv2d_backward_weights_prologue(Backend *backend, const ConvPlan *plan, const Act *x,
                                            const NormAffine *prologue, const Act *dy, float *dw);
 void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
