@@ -420,7 +420,13 @@ typedef struct BlockPass {
 // an emulated cuDNN without the prologue patterns, so the model's layout
 // expects prologues that its steps at that batch do not take (the
 // fallback: the norm applied, then recomputed in the backward).
-static void block_pass(int depth, const char *fusion, int refused_later, BlockPass *result) {
+// rounds: the pass runs that often, the gradients adding up; graphs: as
+// steps of one kind between step_graph_begin and step_graph_end (six
+// rounds: two op by op, two captured, two replayed, as the parameter
+// block's halves alternate).
+enum { GRAPH_ROUNDS = 6 };
+static void block_pass(int depth, const char *fusion, int refused_later, int rounds, int graphs,
+                       BlockPass *result) {
     Backend *backend = method_fixture_backend("cuda", mirror_dtype);
     assert_non_null(backend);
     ErrorMessage err = {{0}};
@@ -451,7 +457,15 @@ static void block_pass(int depth, const char *fusion, int refused_later, BlockPa
     gradcheck_fill_uniform(host + result->x_n, result->out_n, -1.0f, 1.0f, 22);
     Act *x = to_act(backend, host, result->x_n);
     Act *dout = to_act(backend, host + result->x_n, result->out_n);
-    const Act *dx = resnet_block_pass(&model, 0, batch, x, dout);
+    const Act *dx = NULL;
+    const int expected[GRAPH_ROUNDS] = {STEP_GRAPH_EAGER,   STEP_GRAPH_EAGER,
+                                        STEP_GRAPH_CAPTURE, STEP_GRAPH_CAPTURE,
+                                        STEP_GRAPH_REPLAY,  STEP_GRAPH_REPLAY};
+    for (int round = 0; round < rounds; round++) {
+        if (graphs) assert_int_equal(backend->op.step_graph_begin(backend, 7), expected[round]);
+        dx = resnet_block_pass(&model, 0, batch, x, dout);
+        if (graphs && backend->op.step_graph_end(backend, 1, &err)) fail_msg("%s", err.text);
+    }
     float *staging = backend->op.alloc(backend, (result->x_n + result->out_n) * sizeof(float));
     backend->op.act_to_float(backend, result->out_n, model.slots[0].blocks[0].out, staging);
     result->out = method_fixture_download(backend, staging, result->out_n);
@@ -474,8 +488,8 @@ static void block_pass(int depth, const char *fusion, int refused_later, BlockPa
 
 static void check_block_prologue(int depth) {
     BlockPass fused, stats;
-    block_pass(depth, "auto", 0, &fused);
-    block_pass(depth, "stats", 0, &stats);
+    block_pass(depth, "auto", 0, 1, 0, &fused);
+    block_pass(depth, "stats", 0, 1, 0, &stats);
     // every stage after the first reads its input through the prologue, and
     // the norm outputs it replaces share one scratch
     assert_int_equal(fused.prologue, depth >= 50 ? 2 : 1);
@@ -510,8 +524,8 @@ static void check_block_prologue(int depth) {
 // forward wrote it with).
 static void check_block_fallback(int depth) {
     BlockPass fallback, stats;
-    block_pass(depth, "auto", 1, &fallback);
-    block_pass(depth, "stats", 1, &stats);
+    block_pass(depth, "auto", 1, 1, 0, &fallback);
+    block_pass(depth, "stats", 1, 1, 0, &stats);
     assert_int_equal(fallback.prologue, 0);
     assert_int_equal(fallback.shared, depth >= 50 ? 2 : 1);
     mirror_expect_close("fallback output", stats.out_n, fallback.out, stats.out, 0, 0);
@@ -521,12 +535,27 @@ static void check_block_fallback(int depth) {
     free(stats.out), free(stats.dx), free(stats.grads);
 }
 
+// The block with its prologues as CUDA graphs (two rounds captured, two
+// replayed) against the same six rounds op by op: the same bits.
+static void check_block_graphs(int depth) {
+    BlockPass rounds, graphs;
+    block_pass(depth, "auto", 0, GRAPH_ROUNDS, 0, &rounds);
+    block_pass(depth, "auto", 0, GRAPH_ROUNDS, 1, &graphs);
+    assert_int_equal(graphs.prologue, depth >= 50 ? 2 : 1);
+    mirror_expect_close("graphs output", rounds.out_n, graphs.out, rounds.out, 0, 0);
+    mirror_expect_close("graphs dx", rounds.x_n, graphs.dx, rounds.dx, 0, 0);
+    mirror_expect_close("graphs gradients", rounds.grads_n, graphs.grads, rounds.grads, 0, 0);
+    free(rounds.out), free(rounds.dx), free(rounds.grads);
+    free(graphs.out), free(graphs.dx), free(graphs.grads);
+}
+
 static void test_block_prologue(void **state) {
     NEED_FAST_BACKEND();
     if (!fast_is_cuda() || mirror_dtype != COMPUTE_F16) skip();  // the prologue is fp16 only
     check_block_prologue(18);
     check_block_prologue(50);  // a bottleneck: two prologues and a downsample
     if (mirror_emulated()) check_block_fallback(50);
+    check_block_graphs(18);
 }
 
 int main(void) {
