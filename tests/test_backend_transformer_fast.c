@@ -475,6 +475,49 @@ static void test_vit_tokens(void **state) {
     check_tokens(4, 4, 196, 384, 0, 0, 240);   // DINOv3 ViT-S/16 at 224 px, threaded
 }
 
+// residual_layernorm_forward: y as residual_scale_add_forward writes it (y_fast,
+// y_ref: the two backends' own), then the norm of it. On the fast backend
+// the same bits as its own two ops (the cuda kernel rounds y once, as the
+// residual kernel, and takes the norm's double expressions), in place too;
+// against ref within the layer norm's tolerance.
+static void check_residual_layernorm(int batch, size_t rows, int channels, const float *x,
+                                     const float *branch, const float *gamma,
+                                     const float *sample_scale, const float *y_fast,
+                                     const float *y_ref, uint64_t seed) {
+    const size_t n = (size_t)batch * rows * channels, all_rows = (size_t)batch * rows;
+    const float *ln_gamma = mirror_random_tensor(channels, 0.5f, 1.5f, seed);
+    const float *ln_beta = mirror_random_tensor(channels, -0.5f, 0.5f, seed + 1);
+    float *y[3], *out[3], *mean[3], *inv_std[3];  // ref fused, fast fused, fast two ops
+    for (int k = 0; k < 3; k++) {
+        y[k] = mirror_nan_tensor(n), out[k] = mirror_nan_tensor(n);
+        mean[k] = mirror_nan_tensor(all_rows), inv_std[k] = mirror_nan_tensor(all_rows);
+    }
+    ref->op.residual_layernorm_forward(ref, batch, rows, channels, (const Act *)x,
+                                       (const Act *)branch, gamma, sample_scale, (Act *)y[0],
+                                       ln_gamma, ln_beta, 1e-6f, (Act *)out[0], mean[0],
+                                       inv_std[0]);
+    fast->op.residual_layernorm_forward(fast, batch, rows, channels, DA(x), DA(branch), D(gamma),
+                                        D(sample_scale), DA(y[1]), D(ln_gamma), D(ln_beta), 1e-6f,
+                                        DA(out[1]), D(mean[1]), D(inv_std[1]));
+    fast->op.layernorm_forward(fast, all_rows, channels, DA(y_fast), D(ln_gamma), D(ln_beta),
+                               1e-6f, DA(out[2]), D(mean[2]), D(inv_std[2]));
+    HA(y[1]), HA(out[1]), H(mean[1]), H(inv_std[1]), HA(out[2]), H(mean[2]), H(inv_std[2]);
+    mirror_expect_close("residual layernorm y, ref", n, y[0], y_ref, 0, 0);
+    mirror_expect_close("residual layernorm y", n, y[1], y_fast, 0, 0);
+    mirror_expect_close("residual layernorm out, two ops", n, out[1], out[2], 0, 0);
+    mirror_expect_close("residual layernorm mean, two ops", all_rows, mean[1], mean[2], 0, 0);
+    mirror_expect_close("residual layernorm inv_std, two ops", all_rows, inv_std[1], inv_std[2],
+                        0, 0);
+    mirror_expect_close("residual layernorm out", n, out[1], out[0], mirror_act_tol(1e-4), 1e-4);
+    float *in_place = mirror_copy(x, n);
+    fast->op.residual_layernorm_forward(fast, batch, rows, channels, DA(in_place), DA(branch),
+                                        D(gamma), D(sample_scale), DA(in_place), D(ln_gamma),
+                                        D(ln_beta), 1e-6f, DA(out[2]), D(mean[2]), D(inv_std[2]));
+    HA(in_place), HA(out[2]);
+    mirror_expect_close("residual layernorm y in place", n, in_place, y_fast, 0, 0);
+    mirror_expect_close("residual layernorm out in place", n, out[2], out[1], 0, 0);
+}
+
 static void check_residual(int batch, size_t rows, int channels, int use_gamma, int use_scale,
                            uint64_t seed) {
     const size_t n = (size_t)batch * rows * channels;
@@ -500,6 +543,8 @@ static void check_residual(int batch, size_t rows, int channels, int use_gamma, 
                                         D(gamma), D(sample_scale), DA(x_in_place));
     HA(x_in_place);
     mirror_expect_close("residual y in place", n, x_in_place, y_fast, 0, 0);
+    check_residual_layernorm(batch, rows, channels, x, branch, gamma, sample_scale, y_fast, y_ref,
+                             seed + 5);
 
     const float *dy = mirror_random_tensor(n, -1, 1, seed + 3);
     float *dbranch_ref = mirror_nan_tensor(n), *dbranch_fast = mirror_nan_tensor(n);

@@ -643,6 +643,16 @@ typedef struct BackendOps {
     void (*residual_scale_add_forward)(Backend *backend, int batch, size_t rows_per_sample,
                                        int channels, const Act *x, const Act *branch,
                                        const float *gamma, const float *sample_scale, Act *y);
+    // residual_scale_add_forward into y, then layernorm_forward of y (as
+    // stored) into norm_out with ln_gamma, ln_beta, eps and the row
+    // statistics mean, inv_std (rows): a ViT block's residual add and the
+    // norm after it, in one pass over y where the backend fuses them. y may
+    // alias x; norm_out aliases neither.
+    void (*residual_layernorm_forward)(Backend *backend, int batch, size_t rows_per_sample,
+                                       int channels, const Act *x, const Act *branch,
+                                       const float *gamma, const float *sample_scale, Act *y,
+                                       const float *ln_gamma, const float *ln_beta, float eps,
+                                       Act *norm_out, float *mean, float *inv_std);
     // dbranch (B, T, C) = sample_scale[b] gamma[c] dy; dgamma (C) += sum over
     // rows of sample_scale[b] dy branch (when gamma is not NULL). The
     // gradient of x is dy itself.

@@ -30,3 +30,14 @@ void composed_batchnorm_silu_backward(Backend *backend, size_t rows, int channel
     backend->op.batchnorm_backward(backend, rows, channels, x, dz, gamma, save_mean, save_inv_std,
                                    dx, dgamma, dbeta);
 }
+
+void composed_residual_layernorm_forward(Backend *backend, int batch, size_t rows_per_sample,
+                                         int channels, const Act *x, const Act *branch,
+                                         const float *gamma, const float *sample_scale, Act *y,
+                                         const float *ln_gamma, const float *ln_beta, float eps,
+                                         Act *norm_out, float *mean, float *inv_std) {
+    backend->op.residual_scale_add_forward(backend, batch, rows_per_sample, channels, x, branch,
+                                           gamma, sample_scale, y);
+    backend->op.layernorm_forward(backend, (size_t)batch * rows_per_sample, channels, y, ln_gamma,
+                                  ln_beta, eps, norm_out, mean, inv_std);
+}

@@ -24,4 +24,11 @@ void composed_batchnorm_silu_backward(Backend *backend, size_t rows, int channel
                                       const float *save_mean, const float *save_inv_std, Act *dz,
                                       Act *dx, float *dgamma, float *dbeta);
 
+// residual_scale_add_forward into y, then layernorm_forward of y.
+void composed_residual_layernorm_forward(Backend *backend, int batch, size_t rows_per_sample,
+                                         int channels, const Act *x, const Act *branch,
+                                         const float *gamma, const float *sample_scale, Act *y,
+                                         const float *ln_gamma, const float *ln_beta, float eps,
+                                         Act *norm_out, float *mean, float *inv_std);
+
 #endif

@@ -374,6 +374,7 @@ static int check_backend_ops(const Backend *backend, ErrorMessage *err) {
         {op->vit_tokens_forward != NULL, "vit_tokens_forward"},
         {op->vit_tokens_backward != NULL, "vit_tokens_backward"},
         {op->residual_scale_add_forward != NULL, "residual_scale_add_forward"},
+        {op->residual_layernorm_forward != NULL, "residual_layernorm_forward"},
         {op->residual_scale_add_backward != NULL, "residual_scale_add_backward"},
         {op->token_pool_forward != NULL, "token_pool_forward"},
         {op->token_pool_backward != NULL, "token_pool_backward"},

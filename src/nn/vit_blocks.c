@@ -90,11 +90,12 @@ static void block_forward(Vit *model, int index, const VitPlans *plans, const Vi
                                   saved->attention_out, saved->lse);
     linear_forward(backend, &block->proj, (int)rows, saved->attention_out, saved->proj_out);
     const float *drop = drop_path_scales(model, index, 0, training, saved);
-    backend->op.residual_scale_add_forward(backend, batch, (size_t)slot->tokens, c->embed_dim, x,
-                                           saved->proj_out, block->ls1, drop, saved->mid);
-
-    layernorm_forward(backend, &block->norm2, rows, saved->mid, saved->norm2_out,
-                      saved->norm2_mean, saved->norm2_inv_std);
+    // mid = x + the attention branch, then norm2 of it: one pass over mid
+    const LayerNorm *norm2 = &block->norm2;
+    backend->op.residual_layernorm_forward(
+        backend, batch, (size_t)slot->tokens, c->embed_dim, x, saved->proj_out, block->ls1, drop,
+        saved->mid, norm2->weight, norm2->bias, norm2->eps, saved->norm2_out, saved->norm2_mean,
+        saved->norm2_inv_std);
     linear_forward(backend, &block->fc1, (int)rows, saved->norm2_out, saved->fc1_out);
     if (c->swiglu)
         backend->op.swiglu_forward(backend, rows, c->mlp_hidden, saved->fc1_out, saved->act_out);

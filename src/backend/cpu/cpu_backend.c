@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_internal.h"
 #include "backend/host_ops.h"
+#include "backend/composed_ops.h"
 #include "backend/ref/ref_ops.h"
 #include "util/cpu.h"
 
@@ -266,6 +267,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .vit_tokens_forward = cpu_vit_tokens_forward,
         .vit_tokens_backward = cpu_vit_tokens_backward,
         .residual_scale_add_forward = cpu_residual_scale_add_forward,
+        .residual_layernorm_forward = composed_residual_layernorm_forward,
         .residual_scale_add_backward = cpu_residual_scale_add_backward,
         .token_pool_forward = cpu_token_pool_forward,
         .token_pool_backward = cpu_token_pool_backward,

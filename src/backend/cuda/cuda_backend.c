@@ -531,6 +531,18 @@ static void cuda_vit_tokens_backward(Backend *backend, int batch, int registers,
                                     dcls_pos, dregister_tokens, dpatch_pos);
 }
 
+static void cuda_residual_layernorm_forward(Backend *backend, int batch, size_t rows_per_sample,
+                                            int channels, const Act *x, const Act *branch,
+                                            const float *gamma, const float *sample_scale,
+                                            Act *y, const float *ln_gamma, const float *ln_beta,
+                                            float eps, Act *norm_out, float *mean,
+                                            float *inv_std) {
+    cuda_residual_layernorm_forward_launch(cuda_state(backend)->stream, backend->compute_dtype,
+                                           batch, rows_per_sample, channels, x, branch, gamma,
+                                           sample_scale, y, ln_gamma, ln_beta, eps, norm_out,
+                                           mean, inv_std);
+}
+
 static void cuda_residual_scale_add_forward(Backend *backend, int batch, size_t rows_per_sample,
                                             int channels, const Act *x, const Act *branch,
                                             const float *gamma, const float *sample_scale,
@@ -722,6 +734,7 @@ static const BackendOps cuda_ops = {
     .vit_tokens_forward = cuda_vit_tokens_forward,
     .vit_tokens_backward = cuda_vit_tokens_backward,
     .residual_scale_add_forward = cuda_residual_scale_add_forward,
+    .residual_layernorm_forward = cuda_residual_layernorm_forward,
     .residual_scale_add_backward = cuda_residual_scale_add_backward,
     .token_pool_forward = cuda_token_pool_forward,
     .token_pool_backward = cuda_token_pool_backward,

@@ -351,6 +351,14 @@ void cuda_vit_tokens_backward_launch(cudaStream_t stream, ComputeDtype dtype, do
                                      const void *dtokens_any, void *dpatch_embeddings_any,
                                      float *dcls, float *dcls_pos, float *dregister_tokens,
                                      float *dpatch_pos);
+// residual_scale_add_forward into y and layernorm_forward of it, one kernel.
+void cuda_residual_layernorm_forward_launch(cudaStream_t stream, ComputeDtype dtype, int batch,
+                                            size_t rows_per_sample, int channels,
+                                            const void *x_any, const void *branch_any,
+                                            const float *gamma, const float *sample_scale,
+                                            void *y_any, const float *ln_gamma,
+                                            const float *ln_beta, float eps, void *norm_out_any,
+                                            float *mean, float *inv_std);
 void cuda_residual_scale_add_forward_launch(cudaStream_t stream, ComputeDtype dtype, int batch,
                                             size_t rows_per_sample, int channels, const void *x_any,
                                             const void *branch_any, const float *gamma,

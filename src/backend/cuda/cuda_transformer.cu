@@ -184,6 +184,52 @@ __global__ void residual_forward_kernel(size_t n, size_t rows_per_sample, int ch
     }
 }
 
+// residual_forward_kernel's y, then layernorm_forward_kernel over it: a
+// warp per row writes y (each element rounded as the residual kernel rounds
+// it) and sums it in its first pass; the norm's other passes read back the
+// lane's own stores (cached), so y goes to memory once and is not read again.
+template <typename T, int V>
+__global__ void residual_layernorm_forward_kernel(size_t rows, size_t rows_per_sample,
+                                                  int channels, const T *x, const T *branch,
+                                                  const float *gamma, const float *sample_scale,
+                                                  T *y, const float *ln_gamma,
+                                                  const float *ln_beta, float eps, T *norm_out,
+                                                  float *mean, float *inv_std) {
+    WARP_ROWS(r, rows) {
+        const size_t b = r / rows_per_sample, row = r * channels;
+        double total = 0.0;
+        LANE_CHANNELS(c, channels) {
+            float xv[V], bv[V], yv[V];
+            act_load_vector<T, V>(x + row + c, xv);
+            act_load_vector<T, V>(branch + row + c, bv);
+            for (int v = 0; v < V; v++)
+                yv[v] = act_load(act_store<T>(
+                    (float)(xv[v] + branch_factor(gamma, sample_scale, b, c + v) * bv[v])));
+            act_store_vector<T, V>(y + row + c, yv);
+            for (int v = 0; v < V; v++) total += yv[v];
+        }
+        const double m = warp_sum(total) / channels;
+        double squares = 0.0;
+        LANE_CHANNELS(c, channels) {
+            float yv[V];
+            act_load_vector<T, V>(y + row + c, yv);
+            for (int v = 0; v < V; v++) squares += (yv[v] - m) * (yv[v] - m);
+        }
+        const double inverse = 1.0 / sqrt(warp_sum(squares) / channels + eps);
+        LANE_CHANNELS(c, channels) {
+            float yv[V], out[V];
+            act_load_vector<T, V>(y + row + c, yv);
+            for (int v = 0; v < V; v++)
+                out[v] = (float)((yv[v] - m) * inverse * ln_gamma[c + v] + ln_beta[c + v]);
+            act_store_vector<T, V>(norm_out + row + c, out);
+        }
+        if (threadIdx.x % 32 == 0) {
+            mean[r] = (float)m;
+            inv_std[r] = (float)inverse;
+        }
+    }
+}
+
 template <typename T>
 __global__ void residual_backward_kernel(size_t n, size_t rows_per_sample, int channels,
                                          const T *dy, const float *gamma,
@@ -348,6 +394,32 @@ void cuda_residual_scale_add_forward_launch(cudaStream_t stream, ComputeDtype dt
         const size_t n = (size_t)batch * rows_per_sample * channels;
         LAUNCH(residual_forward_kernel<T>, n, stream, n, rows_per_sample, channels, x, branch,
                gamma, sample_scale, y);
+    });
+}
+
+void cuda_residual_layernorm_forward_launch(cudaStream_t stream, ComputeDtype dtype, int batch,
+                                            size_t rows_per_sample, int channels,
+                                            const void *x_any, const void *branch_any,
+                                            const float *gamma, const float *sample_scale,
+                                            void *y_any, const float *ln_gamma,
+                                            const float *ln_beta, float eps, void *norm_out_any,
+                                            float *mean, float *inv_std) {
+    act_dispatch(dtype, [&](auto tag) {
+        using T = ACT_T;
+        const T *x = (const T *)x_any, *branch = (const T *)branch_any;
+        T *y = (T *)y_any, *norm_out = (T *)norm_out_any;
+        const size_t rows = (size_t)batch * rows_per_sample;
+        if (rows == 0) return;
+        const bool fits =
+            act_vector_fits<T>(channels, act_vector_width<T>(), {x, branch, y, norm_out});
+        act_width_dispatch<T>(fits, [&](auto width) {
+            constexpr int V = decltype(width)::value;
+            if (cuda_queue_point())
+                residual_layernorm_forward_kernel<T, V><<<row_blocks(rows), kThreads, 0, stream>>>(
+                    rows, rows_per_sample, channels, x, branch, gamma, sample_scale, y, ln_gamma,
+                    ln_beta, eps, norm_out, mean, inv_std);
+            CUDA_CHECK_LAUNCH();
+        });
     });
 }
 

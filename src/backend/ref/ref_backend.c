@@ -309,6 +309,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .vit_tokens_forward = ref_vit_tokens_forward,
         .vit_tokens_backward = ref_vit_tokens_backward,
         .residual_scale_add_forward = ref_residual_scale_add_forward,
+        .residual_layernorm_forward = composed_residual_layernorm_forward,
         .residual_scale_add_backward = ref_residual_scale_add_backward,
         .token_pool_forward = ref_token_pool_forward,
         .token_pool_backward = ref_token_pool_backward,
