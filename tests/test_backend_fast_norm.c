@@ -219,6 +219,27 @@ static void test_batchnorm_relu_forward(void **state) {
         }
 }
 
+// A batchnorm_relu_backward's gradients, [0] the expectation, [1] ref's
+// (exactly [0]) and [2] the fast backend's (within the op's tolerance).
+static void expect_bn_relu_gradients(const char *what, size_t rows, int c, float *const dx[3],
+                                     float *const dgamma[3], float *const dbeta[3]) {
+    char label[96];
+    const size_t n = rows * c;
+    snprintf(label, sizeof label, "ref %s dx", what);
+    mirror_expect_close(label, n, dx[1], dx[0], 0, 0);
+    snprintf(label, sizeof label, "ref %s dgamma", what);
+    mirror_expect_close(label, c, dgamma[1], dgamma[0], 0, 0);
+    snprintf(label, sizeof label, "ref %s dbeta", what);
+    mirror_expect_close(label, c, dbeta[1], dbeta[0], 0, 0);
+    snprintf(label, sizeof label, "%s dx", what);
+    mirror_expect_close(label, n, dx[2], dx[1], mirror_act_tol(NORM_MAP_TOL),
+                        mirror_act_tol(NORM_MAP_TOL));
+    snprintf(label, sizeof label, "%s dgamma", what);
+    mirror_expect_close(label, c, dgamma[2], dgamma[1], NORM_STATS_TOL, gradient_sum_tol(rows));
+    snprintf(label, sizeof label, "%s dbeta", what);
+    mirror_expect_close(label, c, dbeta[2], dbeta[1], NORM_STATS_TOL, gradient_sum_tol(rows));
+}
+
 // with_dresidual: 0 none, 1 its own buffer, 2 aliasing dy (as ResNet blocks use it).
 static void check_batchnorm_relu_backward(size_t rows, int c, int with_dresidual, uint64_t seed) {
     const size_t n = rows * c;
@@ -252,15 +273,7 @@ static void check_batchnorm_relu_backward(size_t rows, int c, int with_dresidual
                                      D(dgamma[2]), D(dbeta[2]), DA(with_dresidual ? dz[2] : NULL));
     HA(dx[2]), H(dgamma[2]), H(dbeta[2]);
     if (with_dresidual) HA(dz[2]);
-    mirror_expect_close("ref bn+relu dx", n, dx[1], dx[0], 0, 0);
-    mirror_expect_close("ref bn+relu dgamma", c, dgamma[1], dgamma[0], 0, 0);
-    mirror_expect_close("ref bn+relu dbeta", c, dbeta[1], dbeta[0], 0, 0);
-    mirror_expect_close("bn+relu dx", n, dx[2], dx[1], mirror_act_tol(NORM_MAP_TOL),
-                        mirror_act_tol(NORM_MAP_TOL));
-    mirror_expect_close("bn+relu dgamma", c, dgamma[2], dgamma[1], NORM_STATS_TOL,
-                 gradient_sum_tol(rows));
-    mirror_expect_close("bn+relu dbeta", c, dbeta[2], dbeta[1], NORM_STATS_TOL,
-                        gradient_sum_tol(rows));
+    expect_bn_relu_gradients("bn+relu", rows, c, dx, dgamma, dbeta);
     if (with_dresidual) {  // the masked copy of dy: exact
         mirror_expect_close("ref bn+relu dresidual", n, dz[1], dz[0], 0, 0);
         mirror_expect_close("bn+relu dresidual", n, dz[2], dz[0], 0, 0);
@@ -307,15 +320,7 @@ static void check_batchnorm_relu_backward_from_input(size_t rows, int c, uint64_
                                      D(mean), D(inv_std), DA(dx[2]), D(dgamma[2]), D(dbeta[2]),
                                      NULL);
     HA(dx[2]), H(dgamma[2]), H(dbeta[2]);
-    mirror_expect_close("ref bn+relu from input dx", n, dx[1], dx[0], 0, 0);
-    mirror_expect_close("ref bn+relu from input dgamma", c, dgamma[1], dgamma[0], 0, 0);
-    mirror_expect_close("ref bn+relu from input dbeta", c, dbeta[1], dbeta[0], 0, 0);
-    mirror_expect_close("bn+relu from input dx", n, dx[2], dx[1], mirror_act_tol(NORM_MAP_TOL),
-                        mirror_act_tol(NORM_MAP_TOL));
-    mirror_expect_close("bn+relu from input dgamma", c, dgamma[2], dgamma[1], NORM_STATS_TOL,
-                        gradient_sum_tol(rows));
-    mirror_expect_close("bn+relu from input dbeta", c, dbeta[2], dbeta[1], NORM_STATS_TOL,
-                        gradient_sum_tol(rows));
+    expect_bn_relu_gradients("bn+relu from input", rows, c, dx, dgamma, dbeta);
 }
 
 static void test_batchnorm_relu_backward_from_input(void **state) {

@@ -486,6 +486,22 @@ static void block_pass(int depth, const char *fusion, int refused_later, int rou
     backend_destroy(backend);
 }
 
+static void block_pass_free(BlockPass *pass) {
+    free(pass->out), free(pass->dx), free(pass->grads);
+}
+
+// Two passes of the same model and batch: output, dL/dx and gradients bit for bit.
+static void expect_passes_equal(const char *what, const BlockPass *actual,
+                                const BlockPass *expected) {
+    char label[96];
+    snprintf(label, sizeof label, "%s output", what);
+    mirror_expect_close(label, expected->out_n, actual->out, expected->out, 0, 0);
+    snprintf(label, sizeof label, "%s dx", what);
+    mirror_expect_close(label, expected->x_n, actual->dx, expected->dx, 0, 0);
+    snprintf(label, sizeof label, "%s gradients", what);
+    mirror_expect_close(label, expected->grads_n, actual->grads, expected->grads, 0, 0);
+}
+
 static void check_block_prologue(int depth) {
     BlockPass fused, stats;
     block_pass(depth, "auto", 0, 1, 0, &fused);
@@ -514,8 +530,7 @@ static void check_block_prologue(int depth) {
     // against ref: 3e-4), resnet18's 5e-4. A wrong wiring (another norm's
     // coefficients, a stale ReLU output) is O(1).
     assert_true(out < 2e-3 && dx < 0.1 && grads < 0.1);
-    free(fused.out), free(fused.dx), free(fused.grads);
-    free(stats.out), free(stats.dx), free(stats.grads);
+    block_pass_free(&fused), block_pass_free(&stats);
 }
 
 // The fallback where the layout shares a norm output that a step writes
@@ -528,11 +543,8 @@ static void check_block_fallback(int depth) {
     block_pass(depth, "stats", 1, 1, 0, &stats);
     assert_int_equal(fallback.prologue, 0);
     assert_int_equal(fallback.shared, depth >= 50 ? 2 : 1);
-    mirror_expect_close("fallback output", stats.out_n, fallback.out, stats.out, 0, 0);
-    mirror_expect_close("fallback dx", stats.x_n, fallback.dx, stats.dx, 0, 0);
-    mirror_expect_close("fallback gradients", stats.grads_n, fallback.grads, stats.grads, 0, 0);
-    free(fallback.out), free(fallback.dx), free(fallback.grads);
-    free(stats.out), free(stats.dx), free(stats.grads);
+    expect_passes_equal("fallback", &fallback, &stats);
+    block_pass_free(&fallback), block_pass_free(&stats);
 }
 
 // The block with its prologues as CUDA graphs (two rounds captured, two
@@ -542,11 +554,8 @@ static void check_block_graphs(int depth) {
     block_pass(depth, "auto", 0, GRAPH_ROUNDS, 0, &rounds);
     block_pass(depth, "auto", 0, GRAPH_ROUNDS, 1, &graphs);
     assert_int_equal(graphs.prologue, depth >= 50 ? 2 : 1);
-    mirror_expect_close("graphs output", rounds.out_n, graphs.out, rounds.out, 0, 0);
-    mirror_expect_close("graphs dx", rounds.x_n, graphs.dx, rounds.dx, 0, 0);
-    mirror_expect_close("graphs gradients", rounds.grads_n, graphs.grads, rounds.grads, 0, 0);
-    free(rounds.out), free(rounds.dx), free(rounds.grads);
-    free(graphs.out), free(graphs.dx), free(graphs.grads);
+    expect_passes_equal("graphs", &graphs, &rounds);
+    block_pass_free(&rounds), block_pass_free(&graphs);
 }
 
 static void test_block_prologue(void **state) {
