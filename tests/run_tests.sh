@@ -17,7 +17,10 @@ export LTC_BUILD="$build"
 export LTC_TEST_PYTHON="$build/test-venv/bin/python"
 # The cuda backend's file of cuDNN algorithm choices (backend/conv_algorithms.h)
 # in the build folder, not the user's cache: the emulation's plans write there.
+# Emptied first: what the emulation refused before a change to it is no
+# verdict on the emulation now.
 export LTC_CUDNN_ALGORITHMS="$build/tests/cudnn-algorithms.txt"
+rm -f "$LTC_CUDNN_ALGORITHMS"
 all_start=$(date +%s.%N)
 
 # Seconds since START (date +%s.%N), one decimal: each line says what its

@@ -2,12 +2,12 @@
 // operations in an order where each reads only what is written, every
 // tensor addressed through its own dimensions and strides (so a reshape
 // sees its input's memory through other strides, as cuDNN's does), the
-// arithmetic in fp32 (sums in a fixed order), each value rounded once to
-// its tensor's type when stored (to nearest even: util/half.c), virtual
-// tensors included (a 16-bit virtual tensor, such as attention's
-// probabilities before their product, holds 16-bit values as cuDNN's
-// kernels do). Tensors with data must lie in emulated device memory
-// (by-value scalars: host memory).
+// arithmetic in fp32 (sums in a fixed order; BN_BWD_WEIGHTS's in double),
+// each value rounded once to its tensor's type when stored (to nearest
+// even: util/half.c), virtual tensors included (a 16-bit virtual tensor,
+// such as attention's probabilities before their product, holds 16-bit
+// values as cuDNN's kernels do). Tensors with data must lie in emulated
+// device memory (by-value scalars: host memory).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +26,7 @@ typedef struct Data {
 } Data;
 
 typedef struct Execution {
-    Data data[4 * EMU_MAX_OPS];
+    Data data[EMU_MAX_GRAPH_TENSORS];
     int count;
 } Execution;
 
@@ -187,36 +187,95 @@ static int run_reshape(Execution *e, const EmuDescriptor *op) {
     return 0;
 }
 
-// y[n, k, oh, ow] = alpha sum over c, r, s of x[n, c, ih, iw] w[k, c, r, s]
-// (+ beta y), ih = oh stride - pad + r dilation, outside x: 0.
-static int run_conv_forward(Execution *e, const EmuDescriptor *op) {
-    Data *x = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X)->uid);
-    Data *w = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W)->uid);
-    Data *y = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y)->uid);
-    const EmuAttr *alpha_attr = emu_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA);
-    const EmuAttr *beta_attr = emu_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA);
-    const float alpha = alpha_attr ? *(const float *)alpha_attr->values : 1.0f;
-    const float beta = beta_attr ? *(const float *)beta_attr->values : 0.0f;
+// The data of the tensor that operation op's attribute `name` names.
+static Data *operand(Execution *e, const EmuDescriptor *op, cudnnBackendAttributeName_t name) {
+    return find(e, emu_tensor_of(op, name)->uid);
+}
+
+// A convolution operation's alpha and beta (1 and 0 unless set) and its
+// descriptor's geometry.
+typedef struct ConvParams {
+    float alpha, beta;
     int64_t stride[2], pad[2], dilation[2];
-    emu_conv_geometry(emu_attr_descriptor(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, 0),
-                      stride, pad, dilation);
-    int64_t yi[4], xi[4], wi[4];
-    for (int64_t n = 0; n < emu_tensor_elements(y->t); n++) {
-        index_of(y->t, n, yi);
+} ConvParams;
+
+static ConvParams conv_params(const EmuDescriptor *op, cudnnBackendAttributeName_t alpha,
+                              cudnnBackendAttributeName_t beta, cudnnBackendAttributeName_t conv) {
+    const EmuAttr *alpha_attr = emu_attr(op, alpha), *beta_attr = emu_attr(op, beta);
+    ConvParams p = {
+        .alpha = alpha_attr ? *(const float *)alpha_attr->values : 1.0f,
+        .beta = beta_attr ? *(const float *)beta_attr->values : 0.0f,
+    };
+    emu_conv_geometry(emu_attr_descriptor(op, conv, 0), p.stride, p.pad, p.dilation);
+    return p;
+}
+
+// out[at] = alpha sum + beta out[at], out not read when beta is 0.
+static void store_scaled(Data *out, int64_t at, const ConvParams *p, float sum) {
+    store(out, at, p->beta == 0.0f ? p->alpha * sum : p->alpha * sum + p->beta * load(out, at));
+}
+
+// Where tap t of position o reads along one axis (0: rows, 1: columns) of
+// a tensor of `size` there, -1 outside it. Forward: the input position o
+// stride - pad + t dilation; transposed (backward data, o an input
+// position): the output position whose tap t reads o.
+static int64_t tap_position(const ConvParams *p, int axis, int transposed, int64_t o, int64_t t,
+                            int64_t size) {
+    if (!transposed) {
+        const int64_t i = o * p->stride[axis] - p->pad[axis] + t * p->dilation[axis];
+        return i >= 0 && i < size ? i : -1;
+    }
+    const int64_t strided = o + p->pad[axis] - t * p->dilation[axis];
+    return strided >= 0 && strided % p->stride[axis] == 0 && strided / p->stride[axis] < size
+               ? strided / p->stride[axis]
+               : -1;
+}
+
+// The attributes of the operations run_correlation runs: what they read
+// (a, w) and write, alpha, beta and the convolution descriptor.
+typedef struct CorrelationAttrs {
+    cudnnBackendAttributeName_t a, w, out, alpha, beta, conv;
+} CorrelationAttrs;
+static const CorrelationAttrs kCorrelations[2] = {
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC},
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC},
+};
+
+// A forward convolution, y[n, k, oh, ow] = alpha sum over r, s, c of x[n,
+// c, ih, iw] w[k, c, r, s] (+ beta y), or a backward data (transposed),
+// dx[n, c, ih, iw] = alpha sum over r, s, k of dy[n, k, oh, ow] w[k, c, r,
+// s] (+ beta dx): out[n, o, i, j] from a[n, ch, i', j'] where taps (r, s)
+// of (i, j) read (tap_position), in the order r, s, ch.
+static int run_correlation(Execution *e, const EmuDescriptor *op) {
+    const int transposed =
+        op->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR;
+    const CorrelationAttrs *attrs = &kCorrelations[transposed];
+    const ConvParams p = conv_params(op, attrs->alpha, attrs->beta, attrs->conv);
+    Data *a = operand(e, op, attrs->a), *w = operand(e, op, attrs->w);
+    Data *out = operand(e, op, attrs->out);
+    int64_t oi[4], ai[4], wi[4];
+    for (int64_t n = 0; n < emu_tensor_elements(out->t); n++) {
+        index_of(out->t, n, oi);
         float sum = 0.0f;
         for (int64_t r = 0; r < w->t->dims[2]; r++)
             for (int64_t s = 0; s < w->t->dims[3]; s++) {
-                const int64_t ih = yi[2] * stride[0] - pad[0] + r * dilation[0];
-                const int64_t iw = yi[3] * stride[1] - pad[1] + s * dilation[1];
-                if (ih < 0 || iw < 0 || ih >= x->t->dims[2] || iw >= x->t->dims[3]) continue;
-                for (int64_t c = 0; c < x->t->dims[1]; c++) {
-                    xi[0] = yi[0], xi[1] = c, xi[2] = ih, xi[3] = iw;
-                    wi[0] = yi[1], wi[1] = c, wi[2] = r, wi[3] = s;
-                    sum += load(x, offset_of(x->t, xi)) * load(w, offset_of(w->t, wi));
+                const int64_t i = tap_position(&p, 0, transposed, oi[2], r, a->t->dims[2]);
+                const int64_t j = tap_position(&p, 1, transposed, oi[3], s, a->t->dims[3]);
+                if (i < 0 || j < 0) continue;
+                for (int64_t ch = 0; ch < a->t->dims[1]; ch++) {
+                    ai[0] = oi[0], ai[1] = ch, ai[2] = i, ai[3] = j;
+                    wi[0] = transposed ? ch : oi[1], wi[1] = transposed ? oi[1] : ch;
+                    wi[2] = r, wi[3] = s;
+                    sum += load(a, offset_of(a->t, ai)) * load(w, offset_of(w->t, wi));
                 }
             }
-        const int64_t at = offset_of(y->t, yi);
-        store(y, at, beta == 0.0f ? alpha * sum : alpha * sum + beta * load(y, at));
+        store_scaled(out, offset_of(out->t, oi), &p, sum);
     }
     return 0;
 }
@@ -224,17 +283,12 @@ static int run_conv_forward(Execution *e, const EmuDescriptor *op) {
 // dw[k, c, r, s] = alpha sum over n, oh, ow of dy[n, k, oh, ow] x[n, c, ih, iw]
 // (+ beta dw), ih = oh stride - pad + r dilation, outside x: 0.
 static int run_conv_wgrad(Execution *e, const EmuDescriptor *op) {
-    Data *x = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X)->uid);
-    Data *dy = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY)->uid);
-    Data *dw = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW)->uid);
-    const EmuAttr *alpha_attr = emu_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA);
-    const EmuAttr *beta_attr = emu_attr(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA);
-    const float alpha = alpha_attr ? *(const float *)alpha_attr->values : 1.0f;
-    const float beta = beta_attr ? *(const float *)beta_attr->values : 0.0f;
-    int64_t stride[2], pad[2], dilation[2];
-    emu_conv_geometry(
-        emu_attr_descriptor(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, 0),
-        stride, pad, dilation);
+    Data *x = operand(e, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X);
+    Data *dy = operand(e, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY);
+    Data *dw = operand(e, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW);
+    const ConvParams p = conv_params(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC);
     int64_t wi[4], xi[4], yi[4];
     for (int64_t n = 0; n < emu_tensor_elements(dw->t); n++) {
         index_of(dw->t, n, wi);
@@ -242,15 +296,14 @@ static int run_conv_wgrad(Execution *e, const EmuDescriptor *op) {
         for (int64_t b = 0; b < dy->t->dims[0]; b++)
             for (int64_t oh = 0; oh < dy->t->dims[2]; oh++)
                 for (int64_t ow = 0; ow < dy->t->dims[3]; ow++) {
-                    const int64_t ih = oh * stride[0] - pad[0] + wi[2] * dilation[0];
-                    const int64_t iw = ow * stride[1] - pad[1] + wi[3] * dilation[1];
+                    const int64_t ih = oh * p.stride[0] - p.pad[0] + wi[2] * p.dilation[0];
+                    const int64_t iw = ow * p.stride[1] - p.pad[1] + wi[3] * p.dilation[1];
                     if (ih < 0 || iw < 0 || ih >= x->t->dims[2] || iw >= x->t->dims[3]) continue;
                     yi[0] = b, yi[1] = wi[0], yi[2] = oh, yi[3] = ow;
                     xi[0] = b, xi[1] = wi[1], xi[2] = ih, xi[3] = iw;
                     sum += load(dy, offset_of(dy->t, yi)) * load(x, offset_of(x->t, xi));
                 }
-        const int64_t at = offset_of(dw->t, wi);
-        store(dw, at, beta == 0.0f ? alpha * sum : alpha * sum + beta * load(dw, at));
+        store_scaled(dw, offset_of(dw->t, wi), &p, sum);
     }
     return 0;
 }
@@ -279,6 +332,62 @@ static int run_genstats(Execution *e, const EmuDescriptor *op) {
     return 0;
 }
 
+// Channel c's value of a (1, C, 1, 1) tensor.
+static double channel_value(const Data *d, int64_t c) {
+    const int64_t index[4] = {0, c, 0, 0};
+    return load(d, offset_of(d->t, index));
+}
+
+static void store_channel(Data *d, int64_t c, double v) {
+    const int64_t index[4] = {0, c, 0, 0};
+    store(d, offset_of(d->t, index), (float)v);
+}
+
+// BN_BWD_WEIGHTS over x and dy (N, C, H, W) as stored, per channel c: with
+// xhat = (x - mean) inv_std, dbias = sum dy and dscale = sum dy xhat (in
+// double, in element order); with M = N H W, eq_dy_scale = scale inv_std,
+// eq_x_scale = -scale inv_std^2 dscale / M and eq_bias = scale inv_std
+// (inv_std dscale mean - dbias) / M, so that BatchNorm's data gradient is
+// eq_dy_scale dy + eq_x_scale x + eq_bias. Each result rounded once.
+static int run_norm_wgrad(Execution *e, const EmuDescriptor *op) {
+    Data *x = operand(e, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC);
+    Data *dy = operand(e, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC);
+    Data *mean = operand(e, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC);
+    Data *inv_std = operand(e, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC);
+    Data *scale = operand(e, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC);
+    const int64_t channels = x->t->dims[1];
+    const double count = (double)(emu_tensor_elements(x->t) / channels);
+    double *sums = calloc(2 * (size_t)channels, sizeof *sums);  // dbias, then dscale
+    if (!sums) return -1;
+    int64_t index[4];
+    for (int64_t n = 0; n < emu_tensor_elements(x->t); n++) {
+        index_of(x->t, n, index);
+        const int64_t c = index[1];
+        const double g = load(dy, offset_of(dy->t, index));
+        const double xhat =
+            (load(x, offset_of(x->t, index)) - channel_value(mean, c)) * channel_value(inv_std, c);
+        sums[c] += g;
+        sums[channels + c] += g * xhat;
+    }
+    static const cudnnBackendAttributeName_t outputs[5] = {
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS,
+    };
+    for (int64_t c = 0; c < channels; c++) {
+        const double dbias = sums[c], dscale = sums[channels + c];
+        const double m = channel_value(mean, c), s = channel_value(inv_std, c);
+        const double gamma_s = channel_value(scale, c) * s;
+        const double values[5] = {dscale, dbias, gamma_s, -gamma_s * s * dscale / count,
+                                  gamma_s * (s * dscale * m - dbias) / count};
+        for (int i = 0; i < 5; i++) store_channel(operand(e, op, outputs[i]), c, values[i]);
+    }
+    free(sums);
+    return 0;
+}
+
 // ---- the graph -----------------------------------------------------------------------------
 
 typedef int (*Runner)(Execution *, const EmuDescriptor *);
@@ -289,9 +398,11 @@ static Runner runner_of(const EmuDescriptor *op) {
     case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: return run_matmul;
     case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: return run_reduction;
     case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: return run_reshape;
-    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR: return run_conv_forward;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR: return run_correlation;
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR: return run_conv_wgrad;
     case CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR: return run_genstats;
+    case CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR: return run_norm_wgrad;
     default: return NULL;
     }
 }
@@ -299,7 +410,7 @@ static Runner runner_of(const EmuDescriptor *op) {
 // Whether an operation of the graph writes t.
 static int writes(EmuDescriptor *const *ops, int count, const EmuTensor *t) {
     for (int i = 0; i < count; i++) {
-        const EmuTensor *in[4], *out[4];
+        const EmuTensor *in[EMU_MAX_OP_TENSORS], *out[EMU_MAX_OP_TENSORS];
         int in_count, out_count;
         emu_op_tensors(ops[i], in, &in_count, out, &out_count);
         for (int k = 0; k < out_count; k++)
@@ -342,7 +453,7 @@ cudnnStatus_t emu_graph_execute(const EmuDescriptor *graph, int64_t count, const
     if (!e) return CUDNN_STATUS_ALLOC_FAILED;
     int status = 0, done[EMU_MAX_OPS] = {0};
     for (int i = 0; i < op_count && !status; i++) {
-        const EmuTensor *in[4], *out[4];
+        const EmuTensor *in[EMU_MAX_OP_TENSORS], *out[EMU_MAX_OP_TENSORS];
         int in_count, out_count;
         emu_op_tensors(ops[i], in, &in_count, out, &out_count);
         for (int k = 0; k < in_count + out_count && !status; k++)
@@ -356,7 +467,7 @@ cudnnStatus_t emu_graph_execute(const EmuDescriptor *graph, int64_t count, const
         progress = 0;
         for (int i = 0; i < op_count && !status; i++) {
             if (done[i]) continue;
-            const EmuTensor *in[4], *out[4];
+            const EmuTensor *in[EMU_MAX_OP_TENSORS], *out[EMU_MAX_OP_TENSORS];
             int in_count, out_count, ready = 1;
             emu_op_tensors(ops[i], in, &in_count, out, &out_count);
             for (int k = 0; k < in_count; k++) ready &= find(e, in[k]->uid)->ready;

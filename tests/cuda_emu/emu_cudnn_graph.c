@@ -54,6 +54,8 @@ typedef struct AttrSpec {
 
 #define BD CUDNN_TYPE_BACKEND_DESCRIPTOR
 #define WGRAD_OP CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR
+#define DGRAD_OP CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+#define NORM_WGRAD_OP CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR
 static const AttrSpec kSpecs[] = {
     {CUDNN_BACKEND_TENSOR_DESCRIPTOR, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1},
     {CUDNN_BACKEND_TENSOR_DESCRIPTOR, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1},
@@ -107,6 +109,25 @@ static const AttrSpec kSpecs[] = {
     {WGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, BD, 1},
     {WGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 0},
     {WGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 0},
+    // dx = alpha conv_dgrad(dy, w) + beta dx (DgradDreluBNBwdWeight)
+    {DGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, BD, 1},
+    {DGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, BD, 1},
+    {DGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, BD, 1},
+    {DGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, BD, 1},
+    {DGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 0},
+    {DGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 0},
+    // BatchNorm's weight gradient and its data gradient's coefficients
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC, BD, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC, BD, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC, BD, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC, BD, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC, BD, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC, BD, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC, BD, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC, BD, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC, BD, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS, BD, 1},
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_MODE,
      CUDNN_TYPE_GENSTATS_MODE, 1},
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC,
@@ -126,7 +147,6 @@ static const AttrSpec kSpecs[] = {
     {CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1},
 };
 #undef BD
-#undef WGRAD_OP
 
 static const AttrSpec *spec_of(cudnnBackendDescriptorType_t descriptor,
                                cudnnBackendAttributeName_t name) {
@@ -344,8 +364,8 @@ int emu_conv_geometry(const EmuDescriptor *conv, int64_t *stride, int64_t *pad, 
 
 // The shapes of a convolution agree: y [N, K, OH, OW] = conv(x [N, C, H,
 // W], w [K, C, R, S]) with the geometry of conv (a convolution descriptor
-// the emulation computes). Forward: y and w are y and w; backward filter:
-// dy and dw.
+// the emulation computes). Forward: x, w, y; backward filter: x, dw, dy;
+// backward data: dx, w, dy.
 static int conv_shapes_agree(const EmuTensor *x, const EmuTensor *w, const EmuTensor *y,
                              const EmuDescriptor *conv) {
     int64_t stride[2], pad[2], dilation[2];
@@ -362,24 +382,21 @@ static int conv_shapes_agree(const EmuTensor *x, const EmuTensor *w, const EmuTe
     return 1;
 }
 
-static cudnnStatus_t finalize_conv_forward_op(const EmuDescriptor *d) {
-    return conv_shapes_agree(
-               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X),
-               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W),
-               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y),
-               emu_attr_descriptor(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, 0))
+// A convolution operation whose tensors (attributes x, w, y as
+// conv_shapes_agree takes them) agree with its convolution descriptor.
+static cudnnStatus_t finalize_conv_op(const EmuDescriptor *d, cudnnBackendAttributeName_t x,
+                                      cudnnBackendAttributeName_t w, cudnnBackendAttributeName_t y,
+                                      cudnnBackendAttributeName_t conv) {
+    return conv_shapes_agree(emu_tensor_of(d, x), emu_tensor_of(d, w), emu_tensor_of(d, y),
+                             emu_attr_descriptor(d, conv, 0))
                ? CUDNN_STATUS_SUCCESS
                : CUDNN_STATUS_BAD_PARAM;
 }
 
-static cudnnStatus_t finalize_conv_wgrad_op(const EmuDescriptor *d) {
-    return conv_shapes_agree(
-               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X),
-               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW),
-               emu_tensor_of(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY),
-               emu_attr_descriptor(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, 0))
-               ? CUDNN_STATUS_SUCCESS
-               : CUDNN_STATUS_BAD_PARAM;
+// t is (1, C, 1, 1) for x (N, C, H, W).
+static int per_channel(const EmuTensor *t, const EmuTensor *x) {
+    return t && t->rank == 4 && x->rank == 4 && t->dims[0] == 1 && t->dims[1] == x->dims[1] &&
+           t->dims[2] == 1 && t->dims[3] == 1;
 }
 
 // sum, sqsum [1, K, 1, 1] of x [N, K, H, W].
@@ -387,13 +404,33 @@ static cudnnStatus_t finalize_genstats_op(const EmuDescriptor *d) {
     const EmuTensor *x = emu_tensor_of(d, CUDNN_ATTR_OPERATION_GENSTATS_XDESC);
     const EmuTensor *sum = emu_tensor_of(d, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC);
     const EmuTensor *sqsum = emu_tensor_of(d, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC);
-    if (emu_attr_int(d, CUDNN_ATTR_OPERATION_GENSTATS_MODE, -1) != CUDNN_GENSTATS_SUM_SQSUM ||
-        !x || !sum || !sqsum || x->rank != 4 || !broadcasts(sum, x) || !broadcasts(sqsum, x) ||
-        sum->dims[0] != 1 || sum->dims[1] != x->dims[1] || sum->dims[2] != 1 ||
-        sum->dims[3] != 1 || sum->type != CUDNN_DATA_FLOAT || sqsum->type != CUDNN_DATA_FLOAT)
-        return CUDNN_STATUS_BAD_PARAM;
+    return emu_attr_int(d, CUDNN_ATTR_OPERATION_GENSTATS_MODE, -1) == CUDNN_GENSTATS_SUM_SQSUM &&
+                   x && per_channel(sum, x) && per_channel(sqsum, x) &&
+                   sum->type == CUDNN_DATA_FLOAT && sqsum->type == CUDNN_DATA_FLOAT
+               ? CUDNN_STATUS_SUCCESS
+               : CUDNN_STATUS_BAD_PARAM;
+}
+
+// BN_BWD_WEIGHTS: x and dy (N, C, H, W) alike; mean, inv_std, scale and
+// the five outputs (1, C, 1, 1).
+static cudnnStatus_t finalize_norm_wgrad_op(const EmuDescriptor *d) {
+    static const cudnnBackendAttributeName_t per_channel_names[] = {
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS,
+    };
+    const EmuTensor *x = emu_tensor_of(d, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC);
+    const EmuTensor *dy = emu_tensor_of(d, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC);
+    if (!x || !dy || x->rank != 4 || dy->rank != 4) return CUDNN_STATUS_BAD_PARAM;
     for (int i = 0; i < 4; i++)
-        if (sqsum->dims[i] != sum->dims[i]) return CUDNN_STATUS_BAD_PARAM;
+        if (dy->dims[i] != x->dims[i]) return CUDNN_STATUS_BAD_PARAM;
+    for (size_t i = 0; i < sizeof per_channel_names / sizeof per_channel_names[0]; i++)
+        if (!per_channel(emu_tensor_of(d, per_channel_names[i]), x)) return CUDNN_STATUS_BAD_PARAM;
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -427,7 +464,23 @@ static const struct {
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_XDESC, 0},
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, 1},
     {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, 1},
+    {DGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, 0},
+    {DGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, 0},
+    {DGRAD_OP, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC, 0},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC, 0},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC, 0},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC, 0},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC, 0},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC, 1},
+    {NORM_WGRAD_OP, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS, 1},
 };
+#undef WGRAD_OP
+#undef DGRAD_OP
+#undef NORM_WGRAD_OP
 
 int emu_op_tensors(const EmuDescriptor *op, const EmuTensor **in, int *in_count,
                    const EmuTensor **out, int *out_count) {
@@ -463,11 +516,11 @@ static cudnnStatus_t finalize_graph(const EmuDescriptor *graph) {
     EmuDescriptor *ops[EMU_MAX_OPS];
     const int count = emu_graph_ops(graph, ops);
     if (count < 1) return CUDNN_STATUS_BAD_PARAM;
-    const EmuTensor *seen[4 * EMU_MAX_OPS];
-    int seen_count = 0, writes[4 * EMU_MAX_OPS] = {0};
+    const EmuTensor *seen[EMU_MAX_GRAPH_TENSORS];
+    int seen_count = 0, writes[EMU_MAX_GRAPH_TENSORS] = {0};
     for (int i = 0; i < count; i++) {
         if (!ops[i]) return CUDNN_STATUS_BAD_PARAM;
-        const EmuTensor *in[4], *out[4];
+        const EmuTensor *in[EMU_MAX_OP_TENSORS], *out[EMU_MAX_OP_TENSORS];
         int in_count, out_count;
         if (!emu_op_tensors(ops[i], in, &in_count, out, &out_count))
             return CUDNN_STATUS_BAD_PARAM;  // not an operation
@@ -499,12 +552,27 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
     case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: status = finalize_reduction_op(d); break;
     case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: status = finalize_reshape_op(d); break;
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
-        status = finalize_conv_forward_op(d);
+        status = finalize_conv_op(d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC);
         break;
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR:
-        status = finalize_conv_wgrad_op(d);
+        status = finalize_conv_op(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC);
+        break;
+    case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR:
+        status = finalize_conv_op(d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC);
         break;
     case CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR: status = finalize_genstats_op(d); break;
+    case CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR:
+        status = finalize_norm_wgrad_op(d);
+        break;
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: status = finalize_graph(d); break;
     case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: {
         const EmuDescriptor *g = emu_attr_descriptor(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, 0);
@@ -606,7 +674,7 @@ static const EmuTensor *by_value_tensor(const EmuDescriptor *graph, int64_t uid)
     EmuDescriptor *ops[EMU_MAX_OPS];
     const int count = emu_graph_ops(graph, ops);
     for (int i = 0; i < count; i++) {
-        const EmuTensor *in[4], *out[4];
+        const EmuTensor *in[EMU_MAX_OP_TENSORS], *out[EMU_MAX_OP_TENSORS];
         int in_count, out_count;
         emu_op_tensors(ops[i], in, &in_count, out, &out_count);
         for (int k = 0; k < in_count; k++)

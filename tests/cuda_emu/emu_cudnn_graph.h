@@ -11,6 +11,8 @@
 #define EMU_MAX_RANK 8
 #define EMU_MAX_ATTRS 24
 #define EMU_MAX_OPS 96
+#define EMU_MAX_OP_TENSORS 5  // tensors one operation reads, or writes, at most
+#define EMU_MAX_GRAPH_TENSORS (2 * EMU_MAX_OP_TENSORS * EMU_MAX_OPS)
 
 typedef struct EmuAttr {
     cudnnBackendAttributeName_t name;
@@ -49,8 +51,8 @@ int64_t emu_attr_int(const EmuDescriptor *d, cudnnBackendAttributeName_t name, i
 // The tensor an operation's attribute `name` names, or NULL.
 const EmuTensor *emu_tensor_of(const EmuDescriptor *op, cudnnBackendAttributeName_t name);
 int64_t emu_tensor_elements(const EmuTensor *t);
-// The tensors operation op reads (in) and writes (out), 4 at most each; 0
-// when op is no operation the emulation knows.
+// The tensors operation op reads (in) and writes (out), EMU_MAX_OP_TENSORS
+// at most each; 0 when op is no operation the emulation knows.
 int emu_op_tensors(const EmuDescriptor *op, const EmuTensor **in, int *in_count,
                    const EmuTensor **out, int *out_count);
 

@@ -14,15 +14,23 @@
 //   W) with data, s and b (1, C, 1, 1) of x0's type.
 // - a backward-filter convolution behind the same prologue (ConvBNwgrad,
 //   the "scale-bias-relu-wgrad" sample, 4 operations).
+// - DgradDreluBNBwdWeight (cudnn-frontend's sample, 7 operations): a
+//   backward-data convolution of dy and w into a virtual float d; dz =
+//   RELU_BWD of d where the norm's output ((x0 - mean) inv_std) scale +
+//   bias > 0 (SUB, MUL, MUL, ADD into virtual floats, the four (1, C, 1,
+//   1) float with data), written; BN_BWD_WEIGHTS of x0 and dz, its other
+//   tensors fp32 with data.
 // In each, every tensor with data other than the statistics (fp32) is
-// 16-bit and the channel counts C and K are multiples of 8. So fp32 graphs
-// get no engine, as on a GPU, and neither does a lone backward filter.
+// 16-bit (in DgradDreluBNBwdWeight of one type) and the channel counts C
+// and K are multiples of 8. So fp32 graphs get no engine, as on a GPU, and neither
+// does a lone backward filter, backward data or BN_BWD_WEIGHTS.
 //
 // LTC_EMU_CUDNN_GRAPH picks another cuDNN, so the tests reach the backend's
 // fallbacks: `no-engine`, one without an engine for any graph;
 // `no-prologue`, one that fuses the statistics and attention but not the
-// prologues (ConvBNfprop and ConvBNwgrad get none), as on GPUs whose cuDNN
-// lacks those engines (sm89; sm80 for wgrad).
+// prologues (ConvBNfprop, ConvBNwgrad and DgradDreluBNBwdWeight get none),
+// as on GPUs whose cuDNN lacks those engines (sm89; sm80 for wgrad);
+// `no-dgrad`, one without DgradDreluBNBwdWeight only, as cuDNN before 9.8.
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,12 +77,16 @@ static int attention_fusable(EmuDescriptor *const *ops, int count) {
     return 1;
 }
 
-// The pointwise operation of the graph that writes t with `mode`, or NULL.
+// The pointwise operation of the graph that writes t (its y; RELU_BWD's
+// dx) with `mode`, or NULL.
 static const EmuDescriptor *pointwise_writer(const EmuTensor *t, cudnnPointwiseMode_t mode,
                                              EmuDescriptor *const *ops, int count) {
+    const cudnnBackendAttributeName_t output = mode == CUDNN_POINTWISE_RELU_BWD
+                                                   ? CUDNN_ATTR_OPERATION_POINTWISE_DXDESC
+                                                   : CUDNN_ATTR_OPERATION_POINTWISE_YDESC;
     for (int i = 0; i < count; i++) {
         if (ops[i]->type != CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) continue;
-        const EmuTensor *y = emu_tensor_of(ops[i], CUDNN_ATTR_OPERATION_POINTWISE_YDESC);
+        const EmuTensor *y = emu_tensor_of(ops[i], output);
         const EmuDescriptor *pw =
             emu_attr_descriptor(ops[i], CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, 0);
         if (y && y->uid == t->uid && emu_attr_int(pw, CUDNN_ATTR_POINTWISE_MODE, -1) == mode)
@@ -83,37 +95,63 @@ static const EmuDescriptor *pointwise_writer(const EmuTensor *t, cudnnPointwiseM
     return NULL;
 }
 
-// The input of a scale-bias-relu prologue: x = relu(x0 s + b), written by
-// RELU_FWD of the ADD of (the MUL of x0 and s) and b, each result virtual,
-// x0 (N, C, H, W) 16-bit with data, s and b (1, C, 1, 1) of x0's type with
-// data, C a multiple of 8. NULL when x is not such a tensor.
-static const EmuTensor *prologue_input(const EmuTensor *x, EmuDescriptor *const *ops, int count) {
-    if (!x->is_virtual) return NULL;
-    const EmuDescriptor *relu = pointwise_writer(x, CUDNN_POINTWISE_RELU_FWD, ops, count);
-    if (!relu) return NULL;
-    const EmuTensor *biased = emu_tensor_of(relu, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
-    const EmuDescriptor *add =
-        biased->is_virtual ? pointwise_writer(biased, CUDNN_POINTWISE_ADD, ops, count) : NULL;
-    if (!add) return NULL;
-    const EmuTensor *scaled = emu_tensor_of(add, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
-    const EmuDescriptor *mul =
-        scaled->is_virtual ? pointwise_writer(scaled, CUDNN_POINTWISE_MUL, ops, count) : NULL;
-    if (!mul) return NULL;
-    const EmuTensor *input = emu_tensor_of(mul, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
-    const EmuTensor *channel_params[2] = {
-        emu_tensor_of(mul, CUDNN_ATTR_OPERATION_POINTWISE_BDESC),
-        emu_tensor_of(add, CUDNN_ATTR_OPERATION_POINTWISE_BDESC),
-    };
+// The input x0 of a chain of pointwise operations with per-channel second
+// operands that writes `out`: modes[0] writes out, modes[1] its x, and so
+// on, every result virtual float; x0 (N, C, H, W) 16-bit with data, C a
+// multiple of 8; each operand (1, C, 1, 1) with data, of x0's type
+// (params_float 0) or float. NULL when out is not written so.
+static const EmuTensor *chain_input(const EmuTensor *out, const cudnnPointwiseMode_t *modes,
+                                    int length, int params_float, EmuDescriptor *const *ops,
+                                    int count) {
+    const EmuTensor *params[4];
+    for (int i = 0; i < length; i++) {
+        const EmuDescriptor *op = out->is_virtual && out->type == CUDNN_DATA_FLOAT
+                                      ? pointwise_writer(out, modes[i], ops, count)
+                                      : NULL;
+        if (!op) return NULL;
+        params[i] = emu_tensor_of(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
+        out = emu_tensor_of(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
+    }
+    const EmuTensor *input = out;
     if (input->is_virtual || !sixteen_bit(input->type) || input->rank != 4 ||
         input->dims[1] % 8 != 0)
         return NULL;
-    for (int i = 0; i < 2; i++) {
-        const EmuTensor *p = channel_params[i];
-        if (p->is_virtual || p->type != input->type || p->rank != 4 || p->dims[0] != 1 ||
-            p->dims[1] != input->dims[1] || p->dims[2] != 1 || p->dims[3] != 1)
+    for (int i = 0; i < length; i++) {
+        const EmuTensor *p = params[i];
+        if (!p || p->is_virtual || p->type != (params_float ? CUDNN_DATA_FLOAT : input->type) ||
+            p->rank != 4 || p->dims[0] != 1 || p->dims[1] != input->dims[1] || p->dims[2] != 1 ||
+            p->dims[3] != 1)
             return NULL;
     }
     return input;
+}
+
+// The input of a scale and bias: biased = x0 s + b, the ADD of (the MUL of
+// x0 and s) and b, s and b of x0's type.
+static const EmuTensor *scale_bias_input(const EmuTensor *biased, EmuDescriptor *const *ops,
+                                         int count) {
+    const cudnnPointwiseMode_t modes[2] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_MUL};
+    return chain_input(biased, modes, 2, 0, ops, count);
+}
+
+// The input of a BatchNorm's output as cudnn-frontend's
+// DgradDreluBNBwdWeight builds it: ((x0 - mean) inv_std) scale + bias, SUB,
+// MUL, MUL, ADD, the four float.
+static const EmuTensor *norm_output_input(const EmuTensor *normalized, EmuDescriptor *const *ops,
+                                          int count) {
+    const cudnnPointwiseMode_t modes[4] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_MUL,
+                                           CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_SUB};
+    return chain_input(normalized, modes, 4, 1, ops, count);
+}
+
+// The input of a scale-bias-relu prologue: x = relu(x0 s + b), RELU_FWD of
+// a scale and bias into a virtual tensor. NULL when x is not such a tensor.
+static const EmuTensor *prologue_input(const EmuTensor *x, EmuDescriptor *const *ops, int count) {
+    const EmuDescriptor *relu =
+        x->is_virtual ? pointwise_writer(x, CUDNN_POINTWISE_RELU_FWD, ops, count) : NULL;
+    return relu ? scale_bias_input(emu_tensor_of(relu, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), ops,
+                                   count)
+                : NULL;
 }
 
 // ConvBNfprop: one forward convolution whose output (with data) one
@@ -156,17 +194,64 @@ static int wgrad_fusable(EmuDescriptor *const *ops, int count, int prologues) {
            sixteen_bit(dw->type) && dy->dims[1] % 8 == 0 && prologue_input(x, ops, count) != NULL;
 }
 
+// DgradDreluBNBwdWeight: dz = RELU_BWD(the norm's output, the backward
+// data of dy and w) written, and the BN_BWD_WEIGHTS of x0 and dz (7
+// operations); dy, w, dz and x0 of one 16-bit type, the backward data's
+// output virtual float, the norm's output norm_output_input's chain, the
+// norm's other tensors float with data, channel counts multiples of 8.
+static int dgrad_fusable(EmuDescriptor *const *ops, int count) {
+    const EmuDescriptor *dgrad = NULL, *norm = NULL;
+    for (int i = 0; i < count; i++) {
+        if (ops[i]->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR)
+            dgrad = ops[i];
+        else if (ops[i]->type == CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR) norm = ops[i];
+    }
+    if (!dgrad || !norm || count != 7) return 0;
+    const EmuTensor *dy = emu_tensor_of(dgrad, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY);
+    const EmuTensor *w = emu_tensor_of(dgrad, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W);
+    const EmuTensor *d = emu_tensor_of(dgrad, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX);
+    const EmuTensor *dz = emu_tensor_of(norm, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC);
+    const EmuDescriptor *relu = pointwise_writer(dz, CUDNN_POINTWISE_RELU_BWD, ops, count);
+    if (!relu || emu_tensor_of(relu, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC)->uid != d->uid)
+        return 0;
+    const EmuTensor *x0 =
+        norm_output_input(emu_tensor_of(relu, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), ops, count);
+    const EmuTensor *norm_x = emu_tensor_of(norm, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC);
+    if (!x0 || norm_x->uid != x0->uid || !d->is_virtual || d->type != CUDNN_DATA_FLOAT ||
+        dy->dims[1] % 8 != 0)
+        return 0;
+    const EmuTensor *sixteen_bit_operands[3] = {dy, w, dz};
+    for (int i = 0; i < 3; i++)
+        if (sixteen_bit_operands[i]->is_virtual || sixteen_bit_operands[i]->type != x0->type)
+            return 0;
+    const EmuTensor *in[EMU_MAX_OP_TENSORS], *out[EMU_MAX_OP_TENSORS];
+    int in_count, out_count;
+    emu_op_tensors(norm, in, &in_count, out, &out_count);
+    for (int k = 0; k < in_count + out_count; k++) {
+        const EmuTensor *t = k < in_count ? in[k] : out[k - in_count];
+        if (t->uid != norm_x->uid && t->uid != dz->uid &&
+            (t->is_virtual || t->type != CUDNN_DATA_FLOAT))
+            return 0;
+    }
+    return 1;
+}
+
 int emu_engines_for(const EmuDescriptor *graph) {
     if (graph_switch_is("no-engine")) return 0;
     const int prologues = !graph_switch_is("no-prologue");
     EmuDescriptor *ops[EMU_MAX_OPS];
     const int count = emu_graph_ops(graph, ops);
-    int matmuls = 0, wgrads = 0;
+    int matmuls = 0, wgrads = 0, dgrad_pattern_ops = 0;
     for (int i = 0; i < count; i++) {
-        matmuls += ops[i]->type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR;
-        wgrads += ops[i]->type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
+        const cudnnBackendDescriptorType_t type = ops[i]->type;
+        matmuls += type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR;
+        wgrads += type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
+        dgrad_pattern_ops += type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR ||
+                             type == CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR;
     }
     if (matmuls > 0) return attention_fusable(ops, count);
+    if (dgrad_pattern_ops > 0)
+        return prologues && !graph_switch_is("no-dgrad") && dgrad_fusable(ops, count);
     return wgrads > 0 ? wgrad_fusable(ops, count, prologues)
                       : conv_stats_fusable(ops, count, prologues);
 }

@@ -92,17 +92,23 @@ void *dnn_graph_tensor(DnnGraph *graph, int64_t uid, int type, int rank, const i
     return graph->failed ? NULL : t;
 }
 
-void dnn_graph_pointwise(DnnGraph *graph, int mode, void *x, void *b, void *y) {
+// A pointwise operation descriptor of `mode` (fp32 math) with its
+// pointwise descriptor set; the caller sets its tensors.
+static void *pointwise_operation(DnnGraph *graph, int mode, const char *what) {
     void *pw = dnn_graph_descriptor(graph, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise");
     const cudnnPointwiseMode_t pointwise_mode = (cudnnPointwiseMode_t)mode;
     const cudnnDataType_t math = CUDNN_DATA_FLOAT;
     SET(graph, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &pointwise_mode);
     SET(graph, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
     dnn_graph_finalize(graph, pw, "pointwise");
-    void *op = dnn_graph_descriptor(graph, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
-                                    "pointwise operation");
+    void *op = dnn_graph_descriptor(graph, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
     SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
         &pw);
+    return op;
+}
+
+void dnn_graph_pointwise(DnnGraph *graph, int mode, void *x, void *b, void *y) {
+    void *op = pointwise_operation(graph, mode, "pointwise operation");
     SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
     if (b)
         SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
@@ -169,45 +175,66 @@ void *dnn_graph_convolution(DnnGraph *graph, int64_t stride, int64_t padding) {
     return conv;
 }
 
-// A convolution operation of `type` with its three tensors (attributes
-// names[0..2]), the convolution descriptor, alpha 1 and beta 0.
-static void convolution_operation(DnnGraph *graph, int type, const char *what,
-                                  const cudnnBackendAttributeName_t names[6], void *const *tensors,
-                                  void *conv) {
-    void *op = dnn_graph_descriptor(graph, type, what);
+// The three convolution operations: the descriptor type, what it is
+// called in errors, and the attributes of its three tensors, the
+// convolution descriptor, alpha and beta.
+typedef struct ConvolutionKind {
+    int type;
+    const char *what;
+    cudnnBackendAttributeName_t names[6];
+} ConvolutionKind;
+
+static const ConvolutionKind kForward = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+    "convolution forward",
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA}};
+static const ConvolutionKind kFilterGradient = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+    "convolution filter gradient",
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
+static const ConvolutionKind kDataGradient = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+    "convolution data gradient",
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA}};
+
+// A convolution operation of `kind` with its three tensors (in the order
+// of kind->names), the convolution descriptor, alpha 1 and beta 0.
+static void convolution_operation(DnnGraph *graph, const ConvolutionKind *kind, void *a, void *b,
+                                  void *c, void *conv) {
+    void *op = dnn_graph_descriptor(graph, kind->type, kind->what);
+    void *const tensors[3] = {a, b, c};
     const float alpha = 1.0f, beta = 0.0f;
     for (int i = 0; i < 3; i++)
-        dnn_graph_set(graph, op, names[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors[i], what);
-    dnn_graph_set(graph, op, names[3], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv, what);
-    dnn_graph_set(graph, op, names[4], CUDNN_TYPE_FLOAT, 1, &alpha, what);
-    dnn_graph_set(graph, op, names[5], CUDNN_TYPE_FLOAT, 1, &beta, what);
-    dnn_graph_finalize(graph, op, what);
+        dnn_graph_set(graph, op, kind->names[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors[i],
+                      kind->what);
+    dnn_graph_set(graph, op, kind->names[3], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv, kind->what);
+    dnn_graph_set(graph, op, kind->names[4], CUDNN_TYPE_FLOAT, 1, &alpha, kind->what);
+    dnn_graph_set(graph, op, kind->names[5], CUDNN_TYPE_FLOAT, 1, &beta, kind->what);
+    dnn_graph_finalize(graph, op, kind->what);
     dnn_graph_add_operation(graph, op);
 }
 
 void dnn_graph_conv_forward(DnnGraph *graph, void *conv, void *x, void *w, void *y) {
-    const cudnnBackendAttributeName_t names[6] = {
-        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
-    void *const tensors[3] = {x, w, y};
-    convolution_operation(graph, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-                          "convolution forward", names, tensors, conv);
+    convolution_operation(graph, &kForward, x, w, y, conv);
 }
 
 void dnn_graph_conv_filter_gradient(DnnGraph *graph, void *conv, void *x, void *dy, void *dw) {
-    const cudnnBackendAttributeName_t names[6] = {
-        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
-    void *const tensors[3] = {x, dy, dw};
-    convolution_operation(graph, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-                          "convolution filter gradient", names, tensors, conv);
+    convolution_operation(graph, &kFilterGradient, x, dy, dw, conv);
+}
+
+void dnn_graph_conv_data_gradient(DnnGraph *graph, void *conv, void *dy, void *w, void *dx) {
+    convolution_operation(graph, &kDataGradient, dy, w, dx, conv);
 }
 
 void dnn_graph_genstats(DnnGraph *graph, void *y, void *sum, void *sqsum) {
@@ -222,6 +249,43 @@ void dnn_graph_genstats(DnnGraph *graph, void *y, void *sum, void *sqsum) {
     SET(graph, op, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
         &sqsum);
     dnn_graph_finalize(graph, op, "statistics generation");
+    dnn_graph_add_operation(graph, op);
+}
+
+void dnn_graph_relu_backward(DnnGraph *graph, void *x, void *dy, void *dx) {
+    void *op = pointwise_operation(graph, CUDNN_POINTWISE_RELU_BWD, "ReLU backward operation");
+    SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy);
+    SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dx);
+    dnn_graph_finalize(graph, op, "ReLU backward operation");
+    dnn_graph_add_operation(graph, op);
+}
+
+void dnn_graph_bn_backward_weights(DnnGraph *graph, const DnnNormWeightsGradient *t) {
+    void *op = dnn_graph_descriptor(graph, CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR,
+                                    "BatchNorm weight gradient");
+    const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+    SET(graph, op, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1,
+        &precision);
+    const struct {
+        cudnnBackendAttributeName_t name;
+        void *tensor;
+    } bound[] = {
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC, t->x},
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC, t->dy},
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC, t->mean},
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC, t->inv_std},
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC, t->scale},
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC, t->dscale},
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC, t->dbias},
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC, t->eq_dy_scale},
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC, t->eq_x_scale},
+        {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS, t->eq_bias},
+    };
+    for (size_t i = 0; i < sizeof bound / sizeof bound[0]; i++)
+        dnn_graph_set(graph, op, bound[i].name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                      &bound[i].tensor, "BatchNorm weight gradient");
+    dnn_graph_finalize(graph, op, "BatchNorm weight gradient");
     dnn_graph_add_operation(graph, op);
 }
 

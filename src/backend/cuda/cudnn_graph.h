@@ -68,6 +68,20 @@ void dnn_graph_conv_forward(DnnGraph *graph, void *conv, void *x, void *w, void 
 void dnn_graph_conv_filter_gradient(DnnGraph *graph, void *conv, void *x, void *dy, void *dw);
 // sum and sqsum (1, K, 1, 1, float) = y's per-channel sum and sum of squares.
 void dnn_graph_genstats(DnnGraph *graph, void *y, void *sum, void *sqsum);
+// dx = the data gradient of conv(., w) for dy (alpha 1, beta 0: written).
+void dnn_graph_conv_data_gradient(DnnGraph *graph, void *conv, void *dy, void *w, void *dx);
+// dx = dy where x > 0, else 0 (pointwise RELU_BWD, fp32 math).
+void dnn_graph_relu_backward(DnnGraph *graph, void *x, void *dy, void *dx);
+// A BatchNorm's weight gradient (cuDNN's BN_BWD_WEIGHTS, fp32 math) and the
+// equivalent coefficients of its data gradient: with xhat = (x - mean)
+// inv_std per channel, dscale = sum dy xhat, dbias = sum dy, and dx =
+// eq_dy_scale dy + eq_x_scale x + eq_bias. x and dy (N, C, H, W); the rest
+// (1, C, 1, 1) float.
+typedef struct DnnNormWeightsGradient {
+    void *x, *dy, *mean, *inv_std, *scale;                       // read
+    void *dscale, *dbias, *eq_dy_scale, *eq_x_scale, *eq_bias;  // written
+} DnnNormWeightsGradient;
+void dnn_graph_bn_backward_weights(DnnGraph *graph, const DnnNormWeightsGradient *tensors);
 // For operations the helpers above do not make: a new descriptor of
 // `descriptor_type` (a cudnnBackendDescriptorType_t), its attributes set one
 // by one, finalized, and (operations) added to the graph.
