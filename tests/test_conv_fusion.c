@@ -16,7 +16,11 @@
 //   scale-bias-relu, ConvBNwgrad), forward, sums and weight gradient
 //   against ref's convolution of that ReLU's output computed on the host,
 //   in fp16; declined in bf16, under LTC_CUDA_CONV_FUSION=stats and for an
-//   emulated cuDNN without the prologue patterns;
+//   emulated cuDNN without the prologue patterns; the data gradient through
+//   that ReLU with the norm's reduction (DgradDreluBNBwdWeight) against
+//   ref's data gradient masked here and the sums of its output as stored,
+//   declined under LTC_CUDA_CONV_FUSION=prologue and for an emulated cuDNN
+//   without that pattern;
 // - a ResNet-18 training forward and backward on the cuda backend with the
 //   fused path against the same backend with LTC_CUDA_CONV_FUSION=off, in
 //   fp16 and bf16: the fused path taken by every plan but the stem's (in
@@ -148,6 +152,59 @@ static int expect_prologue(int in_channels, int out_channels) {
            !(off && !strcmp(off, "stats")) && !(emu && !strcmp(emu, "no-prologue"));
 }
 
+// And the data gradient through it (not under LTC_CUDA_CONV_FUSION=prologue
+// nor for an emulated cuDNN without DgradDreluBNBwdWeight).
+static int expect_data_prologue(int in_channels, int out_channels) {
+    const char *off = getenv("LTC_CUDA_CONV_FUSION"), *emu = getenv("LTC_EMU_CUDNN_GRAPH");
+    return expect_prologue(in_channels, out_channels) && !(off && !strcmp(off, "prologue")) &&
+           !(emu && !strcmp(emu, "no-dgrad"));
+}
+
+// conv2d_backward_data_prologue against ref's data gradient where relu_out
+// (the prologue's output, computed here) is positive, its sums against
+// those of its own output as stored, the norm's gradients added to.
+static void check_data_prologue(const CasePlans *p, const float *x, const float *w,
+                                const float *dy, const NormAffine *prologue, const float *mean,
+                                const float *inv_std, const float *relu_out, uint64_t seed) {
+    const int cin = p->s.in_channels;
+    const size_t x_n = p->x_n, rows = x_n / cin;
+    float *dz_ref = mirror_nan_tensor(x_n), *dz_fast = mirror_nan_tensor(x_n);
+    float *sums = mirror_nan_tensor(2 * (size_t)cin);
+    const float *dgamma0 = mirror_random_tensor(cin, -1, 1, seed);
+    const float *dbeta0 = mirror_random_tensor(cin, -1, 1, seed + 1);
+    float *dgamma = mirror_copy(dgamma0, cin), *dbeta = mirror_copy(dbeta0, cin);
+    ref->op.conv2d_backward_data(ref, p->ref, (const Act *)dy, (const Act *)w, (Act *)dz_ref);
+    const int fused = fast->op.conv2d_backward_data_prologue(
+        fast, p->fast, DA(dy), DA(w), DA(x), prologue, DA(dz_fast), D(dgamma), D(dbeta), D(sums));
+    assert_int_equal(fused, expect_data_prologue(cin, p->s.out_channels));
+    if (!fused) return;
+    HA(dz_fast), H(sums), H(dgamma), H(dbeta);
+    for (size_t i = 0; i < x_n; i++)
+        if (!(relu_out[i] > 0.0f)) dz_ref[i] = 0.0f;
+    const double terms = (double)p->s.kernel * p->s.kernel * p->s.out_channels;
+    mirror_expect_close("data gradient through the prologue", x_n, dz_fast, dz_ref,
+                        mirror_act_tol(1e-5), 1e-5 * sqrt(terms));
+    double expected[2 * 64] = {0};
+    for (size_t r = 0; r < rows; r++)
+        for (int c = 0; c < cin; c++) {
+            const double dz = dz_fast[r * cin + c];
+            expected[c] += dz;
+            expected[cin + c] += dz * ((x[r * cin + c] - (double)mean[c]) * inv_std[c]);
+        }
+    float expected_sums[2 * 64], expected_dgamma[64], expected_dbeta[64];
+    for (int c = 0; c < cin; c++) {
+        expected_sums[c] = (float)expected[c], expected_sums[cin + c] = (float)expected[cin + c];
+        expected_dbeta[c] = dbeta0[c] + expected_sums[c];
+        expected_dgamma[c] = dgamma0[c] + expected_sums[cin + c];
+    }
+    mirror_expect_close("the norm's sums", 2 * (size_t)cin, sums, expected_sums, 1e-5,
+                        1e-5 * sqrt((double)rows));
+    mirror_expect_close("the norm's dgamma", cin, dgamma, expected_dgamma, 1e-5,
+                        1e-5 * sqrt((double)rows));
+    mirror_expect_close("the norm's dbeta", cin, dbeta, expected_dbeta, 1e-5,
+                        1e-5 * sqrt((double)rows));
+}
+
 // conv2d_forward_stats with a prologue and conv2d_backward_weights_prologue
 // against ref's convolution of relu(fmaf(x, scale, shift)) computed here
 // (the coefficients rounded to the dtype, the ReLU's output kept in fp32 as
@@ -199,6 +256,7 @@ static void check_conv_prologue(ConvCase c, uint64_t seed) {
         mirror_expect_close("prologue weight gradient", w_n, dw_fast, dw_ref,
                             mirror_act_tol(1e-5), 1e-5 * sqrt((double)rows));
     }
+    check_data_prologue(&p, x, w, dy, &prologue, mean, inv_std, relu_out, seed + 7);
     case_plans_free(&p);
 }
 
@@ -213,12 +271,18 @@ static void test_conv_prologue(void **state) {
     mirror_free(state);
     setenv("LTC_CUDA_CONV_FUSION", "stats", 1);  // conv + genstats only
     check_conv_prologue((ConvCase){2, 6, 6, 8, 16, 3, 1, 1}, 430);
+    setenv("LTC_CUDA_CONV_FUSION", "prologue", 1);  // the prologues without the data gradient
+    check_conv_prologue((ConvCase){2, 6, 6, 8, 16, 3, 1, 1}, 435);
     unsetenv("LTC_CUDA_CONV_FUSION");
     mirror_free(state);
-    if (mirror_emulated()) {  // a cuDNN with conv + genstats but no prologue patterns
-        setenv("LTC_EMU_CUDNN_GRAPH", "no-prologue", 1);
+    if (mirror_emulated()) {  // cuDNNs without the prologue patterns, or the data one alone
+        const char *cudnn[2] = {"no-prologue", "no-dgrad"};
         setenv("LTC_CUDNN_ALGORITHMS", "off", 1);
-        check_conv_prologue((ConvCase){1, 5, 5, 8, 8, 3, 1, 1}, 440);
+        for (int i = 0; i < 2; i++) {
+            setenv("LTC_EMU_CUDNN_GRAPH", cudnn[i], 1);
+            check_conv_prologue((ConvCase){1, 5, 5, 8, 8, 3, 1, 1}, 440 + i);
+            mirror_free(state);
+        }
         unsetenv("LTC_EMU_CUDNN_GRAPH");
         unsetenv("LTC_CUDNN_ALGORITHMS");
     }
@@ -377,6 +441,10 @@ static void test_resnet_fused_against_separate(void **state) {
     const char *prologue = strstr(fused.paths, "in the prologue (forward and weight gradient) for");
     assert_non_null(prologue);
     assert_true((strstr(prologue, "gradient) for 0 (") == NULL) == (mirror_dtype == COMPUTE_F16));
+    // and the data gradients through them (DgradDreluBNBwdWeight) where it does
+    const char *data = strstr(fused.paths, "the data gradient through that ReLU");
+    assert_true((data != NULL) == (mirror_dtype == COMPUTE_F16));
+    if (data) assert_null(strstr(data, "reduction for 0"));
     const double unit = mirror_dtype == COMPUTE_F16 ? 0x1p-11 : 0x1p-8;
     const double features = method_fixture_relative_error(fused.features, separate.features,
                                                           fused.features_n);
@@ -412,6 +480,7 @@ typedef struct BlockPass {
     float *out, *dx, *grads;
     size_t out_n, x_n, grads_n;
     int prologue;        // stages whose convolution took the prologue
+    int data_prologue;   // of those, the ones whose plan has the data-gradient graph
     int shared;          // norm outputs without memory of their own
     size_t arena_bytes;  // slot 0's activations
 } BlockPass;
@@ -473,9 +542,13 @@ static void block_pass(int depth, const char *fusion, int refused_later, int rou
     result->dx = method_fixture_download(backend, staging, result->x_n);
     result->grads_n = model.params.total;
     result->grads = method_fixture_download(backend, model.params.grads, result->grads_n);
-    result->prologue = result->shared = 0;
+    result->prologue = result->shared = result->data_prologue = 0;
     for (int s = 0; s < block->stage_count; s++) {
         result->prologue += model.slots[0].blocks[0].prologue[s];
+        result->data_prologue +=
+            model.slots[0].blocks[0].prologue[s] &&
+            (backend->op.conv2d_fusions(backend, plans->conv_plans[block->first_conv + s]) &
+             CONV_FUSES_DATA_PROLOGUE);
         if (s + 1 < block->stage_count) result->shared += model.slots[0].blocks[0].relu_out_shared[s];
     }
     result->arena_bytes = model.slots[0].arena_bytes;
@@ -530,7 +603,26 @@ static void check_block_prologue(int depth) {
     // against ref: 3e-4), resnet18's 5e-4. A wrong wiring (another norm's
     // coefficients, a stale ReLU output) is O(1).
     assert_true(out < 2e-3 && dx < 0.1 && grads < 0.1);
-    block_pass_free(&fused), block_pass_free(&stats);
+    block_pass_free(&stats);
+
+    // The data gradients through the prologues against the separate data
+    // gradient and norm backward: the same forward; the backward differs by
+    // the sums (fp32 from the graph, double in the separate kernel) and the
+    // masks' arithmetic (the graph's multiply-add, exact on 16-bit inputs).
+    BlockPass separate;
+    block_pass(depth, "prologue", 0, 1, 0, &separate);
+    assert_int_equal(fused.data_prologue, fused.prologue);
+    assert_int_equal(separate.prologue, fused.prologue);
+    assert_int_equal(separate.data_prologue, 0);
+    mirror_expect_close("same forward", fused.out_n, fused.out, separate.out, 0, 0);
+    const double data_dx = method_fixture_relative_error(fused.dx, separate.dx, fused.x_n);
+    const double data_grads =
+        method_fixture_relative_error(fused.grads, separate.grads, fused.grads_n);
+    print_message("  resnet%d block 0, data gradient through the prologue against the "
+                  "separate ops, relative L2: dx %.2e, gradients %.2e\n", depth, data_dx,
+                  data_grads);
+    assert_true(data_dx < 1e-3 && data_grads < 1e-3);
+    block_pass_free(&fused), block_pass_free(&separate);
 }
 
 // The fallback where the layout shares a norm output that a step writes

@@ -209,7 +209,7 @@ target_ratios() {
     [ -n "$ours" ] || return 0
     rate=$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<<"$ours")
     memory=$(sed -n 's/.*"gpu_memory_mib": \([0-9.]*\).*/\1/p' <<<"$ours")
-    for name in eager compile pytorch fallback stats graphs; do
+    for name in eager compile pytorch fallback stats prologue graphs; do
         other=$(grep "\"check\": \"$target-$name\", \"status\": \"info\"" "$FL_RESULTS" | tail -n 1)
         [ -n "$other" ] || continue
         pairs+=("images_per_s_ours_over_$name=$(awk -v a="$rate" -v b="$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<<"$other")" \
@@ -231,7 +231,8 @@ target_ratios() {
 # the GPU, each fused path beside its fallback in the same call, against
 # PyTorch in the same call: SimCLR ResNet-50 (eager, torch.compile: the
 # convolutions' fused BatchNorm statistics and prologues against
-# LTC_CUDA_CONV_FUSION=off, the prologues against =stats),
+# LTC_CUDA_CONV_FUSION=off, the prologues against =stats, the data
+# gradient through them against =prologue),
 # the ViT-B/14 teacher's forward (timm with PyTorch's SDPA; cuDNN's SDPA
 # against LTC_CUDA_ATTENTION=math), distillation ResNet-50 <- ViT-B/14 (both
 # fused paths against both fallbacks), a DINOv2 ViT-B/14 step (against
@@ -270,6 +271,8 @@ part_targets() {
                 env LTC_CUDA_CONV_FUSION=off "$step_bin" "${ours_args[@]}"
             [ "$target" = simclr ] && target_side "$target" stats "$label, LTC_CUDA_CONV_FUSION=stats" \
                 env LTC_CUDA_CONV_FUSION=stats "$step_bin" "${ours_args[@]}"
+            [ "$target" = simclr ] && target_side "$target" prologue "$label, LTC_CUDA_CONV_FUSION=prologue" \
+                env LTC_CUDA_CONV_FUSION=prologue "$step_bin" "${ours_args[@]}"
             [ "$target" = simclr ] && target_side "$target" graphs "$label, LTC_CUDA_GRAPHS=on" \
                 env LTC_CUDA_GRAPHS=on "$step_bin" "${ours_args[@]}"
             target_ratios "$target" "$label" ;;

@@ -57,8 +57,9 @@ typedef struct NormAffine {
 } NormAffine;
 
 // conv2d_fusions' bits: the plan's forward emits its BatchNorm statistics;
-// it also takes a prologue (forward and weight gradient).
-enum { CONV_FUSES_STATISTICS = 1, CONV_FUSES_PROLOGUE = 2 };
+// it also takes a prologue (forward and weight gradient); its data gradient
+// also runs through the prologue (conv2d_backward_data_prologue).
+enum { CONV_FUSES_STATISTICS = 1, CONV_FUSES_PROLOGUE = 2, CONV_FUSES_DATA_PROLOGUE = 4 };
 
 // One tensor of a multi-tensor optimizer update (sgd_update_segments):
 // elements [offset, offset + count) of its arena, its lr multiplier and
@@ -379,6 +380,18 @@ typedef struct BackendOps {
     void (*conv2d_backward_weights_prologue)(Backend *backend, const ConvPlan *plan,
                                              const Act *x, const NormAffine *prologue,
                                              const Act *dy, float *dw);
+    // conv2d_backward_data through the same prologue's ReLU, with that
+    // norm's reduction (cuDNN's DgradDreluBNBwdWeight): dz (N, H, W, Cin) =
+    // conv2d_backward_data's dx where x scale + shift > 0 (the forward's
+    // mask), else 0; then batchnorm_backward_reduce's outputs for dz: sums
+    // (2, Cin) = [sum dz, sum dz xhat] with xhat = (x - mean) inv_std, and
+    // prologue->gamma's and beta's gradients dgamma, dbeta (Cin) +=. Returns
+    // 1; 0 where the plan has no such path (nothing written: the caller
+    // takes conv2d_backward_data and batchnorm_relu_backward). NULL with
+    // conv2d_forward_stats.
+    int (*conv2d_backward_data_prologue)(Backend *backend, const ConvPlan *plan, const Act *dy,
+                                         const Act *w, const Act *x, const NormAffine *prologue,
+                                         Act *dz, float *dgamma, float *dbeta, float *sums);
     // mean (C) = sums[0] / total_rows and squares (C) = the sum of squared
     // deviations, sums[1] - sums[0] mean (at least 0), from the (2, C) sums
     // of total_rows rows: what batchnorm_finish_statistics takes.

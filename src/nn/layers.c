@@ -363,11 +363,25 @@ NormAffine batchnorm_affine(const BatchNorm *bn, const float *save_mean,
     return (NormAffine){bn->weight, bn->bias, save_mean, save_inv_std};
 }
 
-void conv2d_backward_prologue(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
-                              const Act *x, const NormAffine *prologue, const Act *dy, Act *dx) {
-    backend->op.conv2d_backward_weights_prologue(backend, plan, x, prologue, dy,
-                                                 conv->weight_grad);
-    if (dx) backend->op.conv2d_backward_data(backend, plan, dy, conv->weight_compute, dx);
+int conv2d_backward_prologue(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
+                             const Act *x, const BatchNorm *previous, const NormAffine *prologue,
+                             const Act *dy, Act *dx, float *sums) {
+    const BackendOps *op = &backend->op;
+    op->conv2d_backward_weights_prologue(backend, plan, x, prologue, dy, conv->weight_grad);
+    if (!dx) return 0;
+    if (sums && !previous->sync &&
+        op->conv2d_backward_data_prologue(backend, plan, dy, conv->weight_compute, x, prologue,
+                                          dx, previous->weight_grad, previous->bias_grad, sums))
+        return 1;
+    op->conv2d_backward_data(backend, plan, dy, conv->weight_compute, dx);
+    return 0;
+}
+
+void batchnorm_backward_from_sums(Backend *backend, const BatchNorm *bn, size_t rows,
+                                  const Act *x, const Act *dz, const float *save_mean,
+                                  const float *save_inv_std, const float *sums, Act *dx) {
+    backend->op.batchnorm_backward_apply(backend, rows, rows, bn->channels, x, NULL, dz,
+                                         bn->weight, save_mean, save_inv_std, sums, dx);
 }
 
 void conv_batchnorm_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan,

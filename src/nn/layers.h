@@ -128,10 +128,24 @@ int conv_batchnorm_statistics(Backend *backend, const Conv2d *conv, const ConvPl
 // The norm's training affine (its batch statistics) as a prologue.
 NormAffine batchnorm_affine(const BatchNorm *bn, const float *save_mean,
                             const float *save_inv_std);
-// conv2d_backward for a forward that took a prologue: x is the prologue's
-// input (the previous norm's), never the convolution's own.
-void conv2d_backward_prologue(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
-                              const Act *x, const NormAffine *prologue, const Act *dy, Act *dx);
+// conv2d_backward for a forward that took a prologue (`previous`'s norm
+// and ReLU; prologue its affine): x is the prologue's input (the previous
+// norm's), never the convolution's own; dx = dL/d(the ReLU's output).
+// Where the backend fuses the data gradient with the ReLU's backward and
+// the previous norm's reduction (conv2d_backward_data_prologue; sums: (2,
+// C) backend memory) dx is dL/d(the ReLU's input) already, previous's
+// gradients have their share and sums what batchnorm_backward_from_sums
+// takes: returns 1. Otherwise 0 (dx through the ReLU is the norm's
+// backward's to take, batchnorm_relu_backward with y NULL).
+int conv2d_backward_prologue(Backend *backend, const Conv2d *conv, const ConvPlan *plan,
+                             const Act *x, const BatchNorm *previous, const NormAffine *prologue,
+                             const Act *dy, Act *dx, float *sums);
+// The rest of that norm's backward after conv2d_backward_prologue returned
+// 1: dx (rows, C) = the norm's data gradient for dz (through the ReLU) with
+// the sums it left.
+void batchnorm_backward_from_sums(Backend *backend, const BatchNorm *bn, size_t rows,
+                                  const Act *x, const Act *dz, const float *save_mean,
+                                  const float *save_inv_std, const float *sums, Act *dx);
 
 // Batch norm fused with the ReLU after it (and the residual add before the
 // ReLU, at a residual block's output): y (rows, C) = max(BN(x) + residual, 0),

@@ -29,7 +29,9 @@ static size_t conv_input_elements(const ConvShape *shape) {
 // its input prologue (cuDNN's ConvBNfprop and ConvBNwgrad), a stage's norm
 // is applied by the next stage's convolution, forward and weight gradient,
 // and relu_out[s] is never written; the norm's backward then takes its
-// ReLU mask from conv_out[s] (saved->prologue).
+// ReLU mask from conv_out[s] (saved->prologue), or, where the backend also
+// fuses the next stage's data gradient with that ReLU's backward and the
+// norm's reduction (cuDNN's DgradDreluBNBwdWeight), is its apply pass alone.
 
 // The norm of stage s - 1 with its saved statistics: stage s's prologue.
 static NormAffine previous_norm(const ResnetBlock *block, const ResnetBlockActivations *saved,
@@ -105,9 +107,10 @@ static void block_forward(Backend *backend, const ResnetBlock *block,
 
 // dout (N, OH, OW, Cout): dL/d(out), consumed (overwritten). dx (N, H, W, Cin) =
 // dL/dx through both paths. work: scratch for the BN input gradients.
+// bn_sums: the model's, for a norm reduced by the next data gradient.
 static void block_backward(Backend *backend, const ResnetBlock *block,
                            const ResnetBlockActivations *saved, const ResnetPlans *plans,
-                           const Act *x, Act *dout, Act *work, Act *dx) {
+                           const Act *x, Act *dout, Act *work, Act *dx, float *bn_sums) {
     const int last = block->stage_count - 1;
     const size_t in_elements = conv_input_elements(&plans->conv_shapes[block->first_conv]);
 
@@ -116,6 +119,7 @@ static void block_backward(Backend *backend, const ResnetBlock *block,
     // the last one also leaves the masked gradient dL/d(y_last + shortcut)
     // in dout, for the shortcut.
     const Act *d_stage_out = dout;
+    int reduced = 0;  // the next stage's data gradient took this norm's ReLU and reduction
     for (int s = last; s >= 0; s--) {
         const int c = block->first_conv + s;
         const ConvShape *shape = &plans->conv_shapes[c];
@@ -124,13 +128,20 @@ static void block_backward(Backend *backend, const ResnetBlock *block,
         const Act *stage_out = s == last              ? saved->out
                                : saved->prologue[s + 1] ? NULL
                                                         : saved->relu_out[s];
-        batchnorm_relu_backward(backend, &block->bn[s], conv_rows(shape), saved->conv_out[s],
-                                stage_out, d_stage_out, saved->bn_mean[s], saved->bn_inv_std[s],
-                                work, s == last ? dout : NULL);
+        if (reduced)
+            batchnorm_backward_from_sums(backend, &block->bn[s], conv_rows(shape),
+                                         saved->conv_out[s], d_stage_out, saved->bn_mean[s],
+                                         saved->bn_inv_std[s], bn_sums, work);
+        else
+            batchnorm_relu_backward(backend, &block->bn[s], conv_rows(shape), saved->conv_out[s],
+                                    stage_out, d_stage_out, saved->bn_mean[s],
+                                    saved->bn_inv_std[s], work, s == last ? dout : NULL);
+        reduced = 0;
         if (saved->prologue[s]) {
             const NormAffine previous = previous_norm(block, saved, s);
-            conv2d_backward_prologue(backend, &block->conv[s], plans->conv_plans[c],
-                                     saved->conv_out[s - 1], &previous, work, dx);
+            reduced = conv2d_backward_prologue(backend, &block->conv[s], plans->conv_plans[c],
+                                               saved->conv_out[s - 1], &block->bn[s - 1],
+                                               &previous, work, dx, bn_sums);
         } else {
             if (s > 0 && saved->relu_out_shared[s - 1])  // later blocks wrote over it
                 apply_previous_norm(backend, block, saved, plans, s);
@@ -263,7 +274,7 @@ int resnet_backward_map(Resnet *model, int slot_index, const Act *dfeatures, con
     for (int b = model->block_count - 1; b >= 0; b--) {
         const Act *x = b > 0 ? slot->blocks[b - 1].out : slot->pool_out;
         block_backward(backend, &model->blocks[b], &slot->blocks[b], plans, x, grad_a, grad_b,
-                       grad_c);
+                       grad_c, model->bn_sums);
         parameter_grads_final_from(&model->params, model->blocks[b].conv[0].weight_index);
         Act *swap = grad_a;
         grad_a = grad_c;
@@ -301,7 +312,7 @@ const Act *resnet_block_pass(Resnet *model, int block_index, int batch, const Ac
         conv_rows(&plans->conv_shapes[block->first_conv + block->stage_count - 1]) *
         (size_t)block->bn[block->stage_count - 1].channels;
     backend->op.copy(backend, grad_a, dout, act_bytes(backend, out_elements));
-    block_backward(backend, block, saved, plans, x, grad_a, grad_b, grad_c);
+    block_backward(backend, block, saved, plans, x, grad_a, grad_b, grad_c, model->bn_sums);
     return grad_c;
 }
 

@@ -657,6 +657,7 @@ static const BackendOps cuda_ops = {
     .conv2d_forward = cuda_conv2d_forward,
     .conv2d_forward_stats = cuda_conv2d_forward_stats,
     .conv2d_backward_weights_prologue = cuda_conv2d_backward_weights_prologue,
+    .conv2d_backward_data_prologue = cuda_conv2d_backward_data_prologue,
     .conv2d_fusions = cuda_conv2d_fusions,
     .batchnorm_statistics_from_sums = cuda_batchnorm_statistics_from_sums,
     .conv2d_backward_data = cuda_conv2d_backward_data,

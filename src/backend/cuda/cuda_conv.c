@@ -215,27 +215,36 @@ static int find_algorithms(const CudaState *state, ConvPlan *plan, int any, Erro
     return 0;
 }
 
+// The first reason of a kind, with the shape it was given for.
+static void keep_reason(char *kept, size_t size, const ConvShape *s, const char *reason) {
+    if (!kept[0])
+        snprintf(kept, size, "%dx%dx%d -> %d, kernel %d: %s", s->in_height, s->in_width,
+                 s->in_channels, s->out_channels, s->kernel, reason);
+}
+
 // The plan's forward fused with BatchNorm's statistics where cuDNN offers
 // it (cuda_conv_fusion.c), counted and explained for train.log.
 static void choose_fusion(Backend *backend, ConvPlan *plan) {
     CudaState *state = cuda_state(backend);
-    char key[512], reason[240], prologue_reason[240];
+    char key[512];
+    ConvFusionReasons why;
     plan_key(state, plan, 0, key, sizeof key);
-    plan->stats = cuda_conv_stats_create(backend, &plan->shape, key, reason, sizeof reason,
-                                         prologue_reason, sizeof prologue_reason);
+    plan->stats = cuda_conv_stats_create(backend, &plan->shape, key, &why);
+    const int prologue = cuda_conv_stats_has_prologue(plan->stats);
+    const int data = cuda_conv_stats_has_data_prologue(plan->stats);
     state->conv_plans++;
     state->conv_stats_plans += plan->stats != NULL;
-    state->conv_prologue_plans += cuda_conv_stats_has_prologue(plan->stats);
-    const ConvShape *s = &plan->shape;
-    if (!plan->stats && !state->conv_fallback_reason[0])
-        snprintf(state->conv_fallback_reason, sizeof state->conv_fallback_reason,
-                 "%dx%dx%d -> %d, kernel %d: %s", s->in_height, s->in_width, s->in_channels,
-                 s->out_channels, s->kernel, reason);
-    if (plan->stats && !cuda_conv_stats_has_prologue(plan->stats) &&
-        !state->conv_prologue_reason[0])
-        snprintf(state->conv_prologue_reason, sizeof state->conv_prologue_reason,
-                 "%dx%dx%d -> %d, kernel %d: %s", s->in_height, s->in_width, s->in_channels,
-                 s->out_channels, s->kernel, prologue_reason);
+    state->conv_prologue_plans += prologue;
+    state->conv_data_prologue_plans += data;
+    if (!plan->stats)
+        keep_reason(state->conv_fallback_reason, sizeof state->conv_fallback_reason,
+                    &plan->shape, why.stats);
+    else if (!prologue)
+        keep_reason(state->conv_prologue_reason, sizeof state->conv_prologue_reason,
+                    &plan->shape, why.prologue);
+    else if (!data)
+        keep_reason(state->conv_data_prologue_reason, sizeof state->conv_data_prologue_reason,
+                    &plan->shape, why.data);
 }
 
 ConvPlan *cuda_conv2d_plan(Backend *backend, const ConvShape *shape, ErrorMessage *err) {
@@ -410,7 +419,8 @@ int cuda_conv2d_forward_stats(Backend *backend, const ConvPlan *plan, const Act 
 int cuda_conv2d_fusions(Backend *backend, const ConvPlan *plan) {
     if (!plan->stats || plan->dtype != backend->compute_dtype) return 0;
     return CONV_FUSES_STATISTICS |
-           (cuda_conv_stats_has_prologue(plan->stats) ? CONV_FUSES_PROLOGUE : 0);
+           (cuda_conv_stats_has_prologue(plan->stats) ? CONV_FUSES_PROLOGUE : 0) |
+           (cuda_conv_stats_has_data_prologue(plan->stats) ? CONV_FUSES_DATA_PROLOGUE : 0);
 }
 
 void cuda_conv2d_backward_weights_prologue(Backend *backend, const ConvPlan *plan, const Act *x,
@@ -421,6 +431,15 @@ void cuda_conv2d_backward_weights_prologue(Backend *backend, const ConvPlan *pla
                    "the plan has no prologue graph (its forward took none)", __FILE__, __LINE__,
                    cuda_current_device());
     cuda_conv_stats_weights(backend, plan->stats, x, prologue, dy, dw);
+}
+
+int cuda_conv2d_backward_data_prologue(Backend *backend, const ConvPlan *plan, const Act *dy,
+                                       const Act *w, const Act *x, const NormAffine *prologue,
+                                       Act *dz, float *dgamma, float *dbeta, float *sums) {
+    if (!cuda_conv_stats_has_data_prologue(plan->stats) || plan->dtype != backend->compute_dtype)
+        return 0;
+    cuda_conv_stats_data(backend, plan->stats, dy, w, x, prologue, dz, dgamma, dbeta, sums);
+    return 1;
 }
 
 void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,

@@ -8,10 +8,15 @@
 //   scale, shift and ReLU applied to the input in the convolution's
 //   prologue, so that norm's output is never written (its apply pass goes);
 // - scale-bias-relu-wgrad: the weight gradient with the same prologue on
-//   its input, so the backward does not need that output either.
+//   its input, so the backward does not need that output either;
+// - dgrad-drelu-bn-bwd-weight (DgradDreluBNBwdWeight, cuDNN 9.8+): the data
+//   gradient masked by the prologue's ReLU with the previous BatchNorm's
+//   reduction on it, so that norm's backward is its apply pass alone.
 // The two prologue graphs are taken together or not at all: a forward with
 // the prologue needs its weight gradient (sm90 has both; sm80 has no wgrad
 // fusion and sm89 no ConvBNfprop: there the plan keeps conv + genstats).
+// The data-gradient graph is optional on top of them (older cuDNN: the
+// separate data gradient and batchnorm_relu_backward).
 //
 // The graphs: X (N, C, H, W dimensions over NHWC memory), W (K, C, R, S
 // over KRSC), Y (N, K, OH, OW over NHWC) in the 16-bit type, convolutions
@@ -25,19 +30,32 @@
 // fp32 and the padded stem are left to the separate ops. The prologue only
 // in fp16: bf16 coefficients (8 bits) would move shift = beta - mean scale
 // by up to 2^-9 of mean scale, several times the output's own rounding.
+// The data-gradient graph, cudnn-frontend's DgradDreluBNBwdWeight: dy and
+// W as above, the data gradient into a virtual float (N, C, H, W) tensor,
+// RELU_BWD into dz (16-bit, written) with the norm's output as its x,
+// BN_BWD_WEIGHTS of x and dz with the norm's float mean, 1/std and gamma
+// into the float (1, C, 1, 1) sums and the three equivalent coefficients
+// (scratch: the apply pass takes the sums, as the split backward does).
+// The norm's output is the pattern's chain SUB mean, MUL 1/std, MUL scale,
+// ADD bias on float (1, C, 1, 1) tensors of its own, given 0, 1 and the
+// prologue's rounded scale and shift: x scale + shift, the forward's ReLU
+// input to the bit (x scale is exact for 16-bit x and scale), so the mask
+// is the forward's.
 //
 // Probed once per shape and cached like the algorithm choice
-// (conv_algorithms.h; key suffixes "|conv-genstats" and "|conv-prologue",
-// forward = 1 when cuDNN gave the plan(s), forward_bytes the workspace): a
-// later process skips the graphs of a shape cuDNN refused.
-// LTC_CUDA_CONV_FUSION=off leaves every convolution to the separate ops,
-// =stats keeps conv + genstats without the prologues (the same-run
+// (conv_algorithms.h; key suffixes "|conv-genstats", "|conv-prologue" and
+// "|conv-dgrad-prologue", forward = 1 when cuDNN gave the plan(s),
+// forward_bytes the workspace): a later process skips the graphs of a shape
+// cuDNN refused. LTC_CUDA_CONV_FUSION=off leaves every convolution to the
+// separate ops, =stats keeps conv + genstats without the prologues,
+// =prologue the prologues without the data-gradient graph (the same-run
 // comparisons).
 //
 // Workspace: an execution owns the backend's workspace (ops run one after
 // another on the stream): cuDNN's need first, then the prologue's (2, C)
 // coefficients, then the 16-bit weight gradient that is added into the
-// fp32 one (as cuda_conv.c does for the legacy API).
+// fp32 one (as cuda_conv.c does for the legacy API) or the data-gradient
+// graph's (3, C) equivalent coefficients.
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,15 +66,20 @@
 #include "backend/cuda/cudnn_graph.h"
 
 enum { UID_X = 1, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_SCALE, UID_SHIFT, UID_SCALED,
-       UID_SHIFTED, UID_RELU, UID_DY, UID_DW };
+       UID_SHIFTED, UID_RELU, UID_DY, UID_DW, UID_DGRAD, UID_DZ, UID_MEAN, UID_INV_STD,
+       UID_GAMMA, UID_DBIAS, UID_DSCALE, UID_EQ_DY, UID_EQ_X, UID_EQ_BIAS,
+       UID_CHAIN,                      // 4 uids: the norm chain's coefficients
+       UID_CHAIN_STAGE = UID_CHAIN + 4 /* 4 uids: its virtual outputs */ };
 
 struct CudaConvStats {
     DnnPlan *plan;           // conv + genstats
     DnnPlan *prologue_plan;  // scale-bias-relu-conv-genstats, or NULL
     DnnPlan *wgrad_plan;     // scale-bias-relu-wgrad (with prologue_plan)
+    DnnPlan *dgrad_plan;     // dgrad-drelu-bn-bwd-weight, or NULL
     ConvShape shape;
     size_t coefficients;     // workspace offsets: the prologue's (2, C) scale and shift,
-    size_t weight_gradient;  // the 16-bit (K, R, S, C) weight gradient
+    size_t weight_gradient;  // the 16-bit (K, R, S, C) weight gradient, or the float
+                             // (4, C) chain coefficients and (3, C) equivalent ones
 };
 
 static void *nhwc_tensor(DnnGraph *g, int64_t uid, int type, int64_t n, int64_t c, int64_t h,
@@ -69,20 +92,29 @@ static void *channel_tensor(DnnGraph *g, int64_t uid, int type, int64_t channels
     return nhwc_tensor(g, uid, type, 1, channels, 1, 1, 0);
 }
 
+// A virtual float tensor of the shape of s's input.
+static void *input_shaped(DnnGraph *g, int64_t uid, int type, const ConvShape *s,
+                          unsigned flags) {
+    return nhwc_tensor(g, uid, type, s->batch, s->in_channels, s->in_height, s->in_width, flags);
+}
+
 // relu(x scale + shift) per channel of x (s's input), a virtual float tensor.
 static void *prologue(DnnGraph *g, const ConvShape *s, int type) {
-    void *x = nhwc_tensor(g, UID_X, type, s->batch, s->in_channels, s->in_height, s->in_width, 0);
+    void *x = input_shaped(g, UID_X, type, s, 0);
     void *scale = channel_tensor(g, UID_SCALE, type, s->in_channels);
     void *shift = channel_tensor(g, UID_SHIFT, type, s->in_channels);
-    void *stage[3];
-    const int64_t uids[3] = {UID_SCALED, UID_SHIFTED, UID_RELU};
-    for (int i = 0; i < 3; i++)
-        stage[i] = nhwc_tensor(g, uids[i], CUDNN_DATA_FLOAT, s->batch, s->in_channels,
-                               s->in_height, s->in_width, DNN_VIRTUAL);
-    dnn_graph_pointwise(g, CUDNN_POINTWISE_MUL, x, scale, stage[0]);
-    dnn_graph_pointwise(g, CUDNN_POINTWISE_ADD, stage[0], shift, stage[1]);
-    dnn_graph_pointwise(g, CUDNN_POINTWISE_RELU_FWD, stage[1], NULL, stage[2]);
-    return stage[2];
+    void *scaled = input_shaped(g, UID_SCALED, CUDNN_DATA_FLOAT, s, DNN_VIRTUAL);
+    void *shifted = input_shaped(g, UID_SHIFTED, CUDNN_DATA_FLOAT, s, DNN_VIRTUAL);
+    void *relu = input_shaped(g, UID_RELU, CUDNN_DATA_FLOAT, s, DNN_VIRTUAL);
+    dnn_graph_pointwise(g, CUDNN_POINTWISE_MUL, x, scale, scaled);
+    dnn_graph_pointwise(g, CUDNN_POINTWISE_ADD, scaled, shift, shifted);
+    dnn_graph_pointwise(g, CUDNN_POINTWISE_RELU_FWD, shifted, NULL, relu);
+    return relu;
+}
+
+static void *output_gradient(DnnGraph *g, const ConvShape *s, int type) {
+    return nhwc_tensor(g, UID_DY, type, s->batch, s->out_channels, s->out_height, s->out_width,
+                       0);
 }
 
 static void *filter_tensor(DnnGraph *g, int64_t uid, int type, const ConvShape *s) {
@@ -102,13 +134,48 @@ static void forward_with_stats(DnnGraph *g, const ConvShape *s, int type, void *
 
 // dw = the correlation of x with dy (written, not added).
 static void weight_gradient(DnnGraph *g, const ConvShape *s, int type, void *x) {
-    void *dy = nhwc_tensor(g, UID_DY, type, s->batch, s->out_channels, s->out_height,
-                           s->out_width, 0);
+    void *dy = output_gradient(g, s, type);
     void *dw = filter_tensor(g, UID_DW, type, s);
     dnn_graph_conv_filter_gradient(g, dnn_graph_convolution(g, s->stride, s->padding), x, dy, dw);
 }
 
-enum Pattern { CONV_GENSTATS, PROLOGUE_CONV_GENSTATS, PROLOGUE_WGRAD };
+// dz = the data gradient for dy where x scale + shift > 0, and the norm's
+// weight gradient of dz (sums) with its equivalent coefficients.
+static void data_gradient_reduced(DnnGraph *g, const ConvShape *s, int type) {
+    // the norm's output: ((x - mean) inv_std) scale + bias, virtual float
+    void *x = input_shaped(g, UID_X, type, s, 0);
+    const int modes[4] = {CUDNN_POINTWISE_SUB, CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_MUL,
+                          CUDNN_POINTWISE_ADD};
+    void *mask = x;
+    for (int i = 0; i < 4; i++) {
+        void *stage = input_shaped(g, UID_CHAIN_STAGE + i, CUDNN_DATA_FLOAT, s, DNN_VIRTUAL);
+        dnn_graph_pointwise(g, modes[i], mask,
+                            channel_tensor(g, UID_CHAIN + i, CUDNN_DATA_FLOAT, s->in_channels),
+                            stage);
+        mask = stage;
+    }
+    void *w = filter_tensor(g, UID_W, type, s);
+    void *dgrad = input_shaped(g, UID_DGRAD, CUDNN_DATA_FLOAT, s, DNN_VIRTUAL);
+    void *dz = input_shaped(g, UID_DZ, type, s, 0);
+    dnn_graph_conv_data_gradient(g, dnn_graph_convolution(g, s->stride, s->padding),
+                                 output_gradient(g, s, type), w, dgrad);
+    dnn_graph_relu_backward(g, mask, dgrad, dz);
+    const int c = s->in_channels;
+    const DnnNormWeightsGradient norm = {
+        .x = x,
+        .dy = dz,
+        .mean = channel_tensor(g, UID_MEAN, CUDNN_DATA_FLOAT, c),
+        .inv_std = channel_tensor(g, UID_INV_STD, CUDNN_DATA_FLOAT, c),
+        .scale = channel_tensor(g, UID_GAMMA, CUDNN_DATA_FLOAT, c),
+        .dscale = channel_tensor(g, UID_DSCALE, CUDNN_DATA_FLOAT, c),
+        .dbias = channel_tensor(g, UID_DBIAS, CUDNN_DATA_FLOAT, c),
+        .eq_dy_scale = channel_tensor(g, UID_EQ_DY, CUDNN_DATA_FLOAT, c),
+        .eq_x_scale = channel_tensor(g, UID_EQ_X, CUDNN_DATA_FLOAT, c),
+        .eq_bias = channel_tensor(g, UID_EQ_BIAS, CUDNN_DATA_FLOAT, c)};
+    dnn_graph_bn_backward_weights(g, &norm);
+}
+
+enum Pattern { CONV_GENSTATS, PROLOGUE_CONV_GENSTATS, PROLOGUE_WGRAD, PROLOGUE_DGRAD };
 
 static DnnPlan *plan_pattern(Backend *backend, const ConvShape *s, enum Pattern pattern,
                              ErrorMessage *err) {
@@ -116,6 +183,10 @@ static DnnPlan *plan_pattern(Backend *backend, const ConvShape *s, enum Pattern 
         backend->compute_dtype == COMPUTE_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     DnnGraph graph;
     dnn_graph_begin(&graph, cuda_state(backend)->cudnn);
+    if (pattern == PROLOGUE_DGRAD) {
+        data_gradient_reduced(&graph, s, type);
+        return dnn_graph_plan(&graph, 1, err);
+    }
     void *x = pattern == CONV_GENSTATS
                   ? nhwc_tensor(&graph, UID_X, type, s->batch, s->in_channels, s->in_height,
                                 s->in_width, 0)
@@ -144,6 +215,11 @@ static const char *prologue_unsupported(const Backend *backend) {
     if (strcmp(fusion_switch(), "stats") == 0) return "LTC_CUDA_CONV_FUSION=stats";
     if (backend->compute_dtype != COMPUTE_F16) return "bf16 (the prologue is fp16 only)";
     return NULL;
+}
+
+// The same for the data-gradient graph, given the prologue graphs.
+static const char *data_prologue_unsupported(void) {
+    return strcmp(fusion_switch(), "prologue") == 0 ? "LTC_CUDA_CONV_FUSION=prologue" : NULL;
 }
 
 // The plan(s) of a probe key: NULL (with the reason) where cuDNN refused
@@ -180,51 +256,68 @@ static int plan_probed(Backend *backend, const ConvShape *s, const char *probe_k
 
 static size_t align_up(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
+// Sets *reason to `why` ("" for NULL); returns whether there was one.
+static int ruled_out(char *reason, size_t size, const char *why) {
+    snprintf(reason, size, "%s", why ? why : "");
+    return why != NULL;
+}
+
 CudaConvStats *cuda_conv_stats_create(Backend *backend, const ConvShape *s, const char *key,
-                                      char *reason, size_t reason_size,
-                                      char *prologue_reason, size_t prologue_reason_size) {
-    const char *ruled_out = unsupported(backend, s);
-    snprintf(prologue_reason, prologue_reason_size, "%s", ruled_out ? ruled_out : "");
-    if (ruled_out) {
-        snprintf(reason, reason_size, "%s", ruled_out);
+                                      ConvFusionReasons *why) {
+    memset(why, 0, sizeof *why);
+    if (ruled_out(why->stats, sizeof why->stats, unsupported(backend, s))) {
+        snprintf(why->prologue, sizeof why->prologue, "%s", why->stats);
+        snprintf(why->data, sizeof why->data, "%s", why->stats);
         return NULL;
     }
     CudaConvStats *stats = calloc(1, sizeof *stats);
     if (!stats) {
-        snprintf(reason, reason_size, "out of memory");
+        snprintf(why->stats, sizeof why->stats, "out of memory");
         return NULL;
     }
     stats->shape = *s;
     char probe_key[600];
     snprintf(probe_key, sizeof probe_key, "%s|conv-genstats", key);
     const enum Pattern plain = CONV_GENSTATS;
-    if (plan_probed(backend, s, probe_key, &plain, 1, &stats->plan, reason, reason_size)) {
+    if (plan_probed(backend, s, probe_key, &plain, 1, &stats->plan, why->stats,
+                    sizeof why->stats)) {
         free(stats);
         return NULL;
     }
-    const char *prologue_off = prologue_unsupported(backend);
-    snprintf(prologue_reason, prologue_reason_size, "%s", prologue_off ? prologue_off : "");
     DnnPlan *pair[2] = {NULL, NULL};
     const enum Pattern fused[2] = {PROLOGUE_CONV_GENSTATS, PROLOGUE_WGRAD};
     snprintf(probe_key, sizeof probe_key, "%s|conv-prologue", key);
-    if (!prologue_off && !plan_probed(backend, s, probe_key, fused, 2, pair, prologue_reason,
-                                      prologue_reason_size)) {
+    if (!ruled_out(why->prologue, sizeof why->prologue, prologue_unsupported(backend)) &&
+        !plan_probed(backend, s, probe_key, fused, 2, pair, why->prologue,
+                     sizeof why->prologue)) {
         stats->prologue_plan = pair[0];
         stats->wgrad_plan = pair[1];
     }
-    size_t graph_bytes = (size_t)stats->plan->workspace_bytes;
-    for (int i = 0; i < 2; i++)
-        if (pair[i] && (size_t)pair[i]->workspace_bytes > graph_bytes)
-            graph_bytes = (size_t)pair[i]->workspace_bytes;
+    const enum Pattern data = PROLOGUE_DGRAD;
+    snprintf(probe_key, sizeof probe_key, "%s|conv-dgrad-prologue", key);
+    if (!stats->prologue_plan)
+        snprintf(why->data, sizeof why->data, "no prologue graphs");
+    else if (!ruled_out(why->data, sizeof why->data, data_prologue_unsupported()))
+        plan_probed(backend, s, probe_key, &data, 1, &stats->dgrad_plan, why->data,
+                    sizeof why->data);
+    size_t graph_bytes = 0;
+    const DnnPlan *plans[4] = {stats->plan, stats->prologue_plan, stats->wgrad_plan,
+                               stats->dgrad_plan};
+    for (int i = 0; i < 4; i++)
+        if (plans[i] && (size_t)plans[i]->workspace_bytes > graph_bytes)
+            graph_bytes = (size_t)plans[i]->workspace_bytes;
     const size_t element = backend->act_element_bytes;
+    const size_t filter_bytes =
+        (size_t)s->out_channels * s->kernel * s->kernel * s->in_channels * element;
+    const size_t equivalent_bytes = 7 * (size_t)s->in_channels * sizeof(float);  // chain, eq
     stats->coefficients = align_up(graph_bytes);
     stats->weight_gradient = align_up(stats->coefficients + 2 * (size_t)s->in_channels * element);
-    const size_t total = stats->weight_gradient + (size_t)s->out_channels * s->kernel * s->kernel *
-                                                      s->in_channels * element;
+    const size_t total = stats->weight_gradient +
+                         (filter_bytes > equivalent_bytes ? filter_bytes : equivalent_bytes);
     ErrorMessage err = {{0}};
     if (cuda_reserve_workspace(cuda_state(backend), stats->wgrad_plan ? total : graph_bytes,
                                &err)) {
-        snprintf(reason, reason_size, "%s", err.text);
+        snprintf(why->stats, sizeof why->stats, "%s", err.text);
         cuda_conv_stats_free(stats);
         return NULL;
     }
@@ -236,6 +329,7 @@ void cuda_conv_stats_free(CudaConvStats *stats) {
     dnn_plan_free(stats->plan);
     dnn_plan_free(stats->prologue_plan);
     dnn_plan_free(stats->wgrad_plan);
+    dnn_plan_free(stats->dgrad_plan);
     free(stats);
 }
 
@@ -243,14 +337,19 @@ int cuda_conv_stats_has_prologue(const CudaConvStats *stats) {
     return stats && stats->prologue_plan;
 }
 
-// The prologue's coefficients into the workspace; returns where they are.
+int cuda_conv_stats_has_data_prologue(const CudaConvStats *stats) {
+    return stats && stats->dgrad_plan;
+}
+
+// The prologue's coefficients into the workspace at `offset` (chain: as
+// the data-gradient graph's chain takes them); returns where they are.
 static char *coefficients(Backend *backend, const CudaConvStats *stats,
-                          const NormAffine *prologue) {
+                          const NormAffine *prologue, size_t offset, int chain) {
     CudaState *state = cuda_state(backend);
-    char *at = (char *)state->workspace + stats->coefficients;
+    char *at = (char *)state->workspace + offset;
     cuda_prologue_coefficients_launch(state->stream, backend->compute_dtype,
                                       stats->shape.in_channels, prologue->gamma, prologue->beta,
-                                      prologue->mean, prologue->inv_std, at);
+                                      prologue->mean, prologue->inv_std, chain, at);
     return at;
 }
 
@@ -264,7 +363,7 @@ void cuda_conv_stats_forward(Backend *backend, const CudaConvStats *stats, const
         dnn_plan_execute(stats->plan, 5, uids, pointers, workspace);
         return;
     }
-    char *scale = coefficients(backend, stats, prologue);
+    char *scale = coefficients(backend, stats, prologue, stats->coefficients, 0);
     pointers[5] = scale;
     pointers[6] = scale + stats->shape.in_channels * backend->act_element_bytes;
     dnn_plan_execute(stats->prologue_plan, 7, uids, pointers, workspace);
@@ -273,7 +372,7 @@ void cuda_conv_stats_forward(Backend *backend, const CudaConvStats *stats, const
 void cuda_conv_stats_weights(Backend *backend, const CudaConvStats *stats, const Act *x,
                              const NormAffine *prologue, const Act *dy, float *dw) {
     CudaState *state = cuda_state(backend);
-    char *scale = coefficients(backend, stats, prologue);
+    char *scale = coefficients(backend, stats, prologue, stats->coefficients, 0);
     void *gradient = (char *)state->workspace + stats->weight_gradient;
     const int64_t uids[] = {UID_X, UID_SCALE, UID_SHIFT, UID_DY, UID_DW};
     void *const pointers[] = {(void *)x, scale,
@@ -284,4 +383,35 @@ void cuda_conv_stats_weights(Backend *backend, const CudaConvStats *stats, const
     cuda_act_accumulate_launch(state->stream, backend->compute_dtype,
                                (size_t)s->out_channels * s->kernel * s->kernel, s->in_channels,
                                s->in_channels, gradient, dw);
+}
+
+void cuda_conv_stats_data(Backend *backend, const CudaConvStats *stats, const Act *dy,
+                          const Act *w, const Act *x, const NormAffine *prologue, Act *dz,
+                          float *dgamma, float *dbeta, float *sums) {
+    CudaState *state = cuda_state(backend);
+    const int channels = stats->shape.in_channels;
+    float *chain = (float *)coefficients(backend, stats, prologue, stats->weight_gradient, 1);
+    float *equivalent = chain + 4 * channels;
+    const int64_t uids[] = {UID_DY,        UID_W,         UID_X,         UID_CHAIN,
+                            UID_CHAIN + 1, UID_CHAIN + 2, UID_CHAIN + 3, UID_MEAN,
+                            UID_INV_STD,   UID_GAMMA,     UID_DZ,        UID_DBIAS,
+                            UID_DSCALE,    UID_EQ_DY,     UID_EQ_X,      UID_EQ_BIAS};
+    void *const pointers[] = {(void *)dy,
+                              (void *)w,
+                              (void *)x,
+                              chain,
+                              chain + channels,
+                              chain + 2 * channels,
+                              chain + 3 * channels,
+                              (void *)prologue->mean,
+                              (void *)prologue->inv_std,
+                              (void *)prologue->gamma,
+                              dz,
+                              sums,
+                              sums + channels,
+                              equivalent,
+                              equivalent + channels,
+                              equivalent + 2 * channels};
+    dnn_plan_execute(stats->dgrad_plan, 16, uids, pointers, state->workspace);
+    cuda_norm_gradients_add_launch(state->stream, channels, sums, dgamma, dbeta);
 }

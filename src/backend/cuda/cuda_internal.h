@@ -84,8 +84,8 @@ typedef struct CudaState {
     int attention_sdpa_forward, attention_sdpa_backward, attention_plans;
     char attention_fallback_reason[320];
     // The same for convolutions with BatchNorm statistics (cuda_conv.c)
-    int conv_plans, conv_stats_plans, conv_prologue_plans;
-    char conv_fallback_reason[320], conv_prologue_reason[320];
+    int conv_plans, conv_stats_plans, conv_prologue_plans, conv_data_prologue_plans;
+    char conv_fallback_reason[600], conv_prologue_reason[600], conv_data_prologue_reason[600];
 } CudaState;
 
 static inline CudaState *cuda_state(const Backend *backend) { return (CudaState *)backend->impl; }
@@ -269,11 +269,17 @@ void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, ComputeDtype dtype,
                                         int relu, const float *gamma, const float *beta,
                                         const float *running_mean, const float *running_var,
                                         float eps, void *y_any);
+// dbeta (C) += sums[0 .. C), dgamma (C) += sums[C .. 2C).
+void cuda_norm_gradients_add_launch(cudaStream_t stream, int channels, const float *sums,
+                                    float *dgamma, float *dbeta);
 // out (2, C) in the activation dtype: a NormAffine's scale and shift
-// (backend.h; scalar_rules.h prologue_scale_rule / prologue_shift_rule).
+// (backend.h; scalar_rules.h prologue_scale_rule / prologue_shift_rule);
+// chain: float (4, C) 0, 1, scale, shift (each rounded to the activation
+// dtype): the mean, 1/std, scale and bias of a normalisation whose output
+// is x scale + shift.
 void cuda_prologue_coefficients_launch(cudaStream_t stream, ComputeDtype dtype, int channels,
                                        const float *gamma, const float *beta, const float *mean,
-                                       const float *inv_std, void *out);
+                                       const float *inv_std, int chain, void *out);
 // relu_out: the forward output whose sign masks dy (NULL: no ReLU, or,
 // with mask_beta, a convolution prologue's ReLU: the mask from x, backend.h
 // batchnorm_relu_backward).
@@ -378,13 +384,16 @@ void cuda_token_pool_backward_launch(cudaStream_t stream, ComputeDtype dtype, in
 
 // ---- cuda_conv_fusion.c: convolution + BatchNorm on cuDNN's graph API ----
 typedef struct CudaConvStats CudaConvStats;
+// Why a plan lacks a fused path, for train.log ("" where it has it):
+// conv + genstats, the prologue graphs, the data-gradient graph.
+typedef struct ConvFusionReasons {
+    char stats[sizeof(ErrorMessage)], prologue[sizeof(ErrorMessage)], data[sizeof(ErrorMessage)];
+} ConvFusionReasons;
 // The fused paths of a plan of shape s (key: its algorithm-file key), or
-// NULL with the reason (fp32, channels not multiples of 8, cuDNN refused it
-// now or in an earlier process); prologue_reason: why it has no prologue
-// graphs ("" when it has them).
+// NULL (fp32, channels not multiples of 8, cuDNN refused it now or in an
+// earlier process), with the reasons for what it lacks.
 CudaConvStats *cuda_conv_stats_create(Backend *backend, const ConvShape *s, const char *key,
-                                      char *reason, size_t reason_size, char *prologue_reason,
-                                      size_t prologue_reason_size);
+                                      ConvFusionReasons *why);
 void cuda_conv_stats_free(CudaConvStats *stats);
 // Whether the plan has the prologue graphs (forward and weight gradient).
 int cuda_conv_stats_has_prologue(const CudaConvStats *stats);
@@ -395,6 +404,12 @@ void cuda_conv_stats_forward(Backend *backend, const CudaConvStats *stats, const
 // dw (fp32) += the weight gradient of relu(x scale + shift) (has_prologue).
 void cuda_conv_stats_weights(Backend *backend, const CudaConvStats *stats, const Act *x,
                              const NormAffine *prologue, const Act *dy, float *dw);
+// Whether the plan also has the data-gradient graph (has_prologue too).
+int cuda_conv_stats_has_data_prologue(const CudaConvStats *stats);
+// backend.h conv2d_backward_data_prologue (has_data_prologue).
+void cuda_conv_stats_data(Backend *backend, const CudaConvStats *stats, const Act *dy,
+                          const Act *w, const Act *x, const NormAffine *prologue, Act *dz,
+                          float *dgamma, float *dbeta, float *sums);
 
 // ---- cuda_updates.c: the optimizer-update and input ops of the table ----
 void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad, const float *gate,
@@ -524,6 +539,9 @@ int cuda_conv2d_forward_stats(Backend *backend, const ConvPlan *plan, const Act 
 int cuda_conv2d_fusions(Backend *backend, const ConvPlan *plan);
 void cuda_conv2d_backward_weights_prologue(Backend *backend, const ConvPlan *plan, const Act *x,
                                            const NormAffine *prologue, const Act *dy, float *dw);
+int cuda_conv2d_backward_data_prologue(Backend *backend, const ConvPlan *plan, const Act *dy,
+                                       const Act *w, const Act *x, const NormAffine *prologue,
+                                       Act *dz, float *dgamma, float *dbeta, float *sums);
 void cuda_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x, const Act *w,
                          Act *y);
 void cuda_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act *dy,

@@ -26,6 +26,13 @@ static void describe_convolutions(const CudaState *s, char *text, size_t size) {
              s->conv_prologue_plans == s->conv_stats_plans ? "" : " (the rest not: ",
              s->conv_prologue_plans == s->conv_stats_plans ? "" : s->conv_prologue_reason,
              s->conv_prologue_plans == s->conv_stats_plans ? "" : ")");
+    const size_t last = strlen(text);
+    if (!s->conv_prologue_plans || last + 1 >= size) return;
+    const int all = s->conv_data_prologue_plans == s->conv_prologue_plans;
+    snprintf(text + last, size - last,
+             ", and the data gradient through that ReLU with the norm's reduction for %d%s%s%s",
+             s->conv_data_prologue_plans, all ? "" : " (the rest not: ",
+             all ? "" : s->conv_data_prologue_reason, all ? "" : ")");
 }
 
 // Which path the attention plans made so far take (cuda_attention.cu).
