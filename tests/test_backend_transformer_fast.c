@@ -478,8 +478,9 @@ static void test_vit_tokens(void **state) {
 // residual_layernorm_forward: y as residual_scale_add_forward writes it (y_fast,
 // y_ref: the two backends' own), then the norm of it. On the fast backend
 // the same bits as its own two ops (the cuda kernel rounds y once, as the
-// residual kernel, and takes the norm's double expressions), in place too;
-// against ref within the layer norm's tolerance.
+// residual kernel, and takes the norm's double expressions), in place and
+// with the norm's output over branch too; against ref within the layer
+// norm's tolerance.
 static void check_residual_layernorm(int batch, size_t rows, int channels, const float *x,
                                      const float *branch, const float *gamma,
                                      const float *sample_scale, const float *y_fast,
@@ -516,6 +517,14 @@ static void check_residual_layernorm(int batch, size_t rows, int channels, const
     HA(in_place), HA(out[2]);
     mirror_expect_close("residual layernorm y in place", n, in_place, y_fast, 0, 0);
     mirror_expect_close("residual layernorm out in place", n, out[2], out[1], 0, 0);
+    // norm_out over branch, as a frozen ViT's shared block buffer takes it
+    float *shared = mirror_copy(branch, n);
+    fast->op.residual_layernorm_forward(fast, batch, rows, channels, DA(x), DA(shared), D(gamma),
+                                        D(sample_scale), DA(y[2]), D(ln_gamma), D(ln_beta), 1e-6f,
+                                        DA(shared), D(mean[2]), D(inv_std[2]));
+    HA(y[2]), HA(shared);
+    mirror_expect_close("residual layernorm y, out over branch", n, y[2], y_fast, 0, 0);
+    mirror_expect_close("residual layernorm out over branch", n, shared, out[1], 0, 0);
 }
 
 static void check_residual(int batch, size_t rows, int channels, int use_gamma, int use_scale,

@@ -660,7 +660,8 @@ typedef struct BackendOps {
     // stored) into norm_out with ln_gamma, ln_beta, eps and the row
     // statistics mean, inv_std (rows): a ViT block's residual add and the
     // norm after it, in one pass over y where the backend fuses them. y may
-    // alias x; norm_out aliases neither.
+    // alias x; norm_out may alias branch (a row of branch is read before
+    // that row of norm_out is written), not x or y.
     void (*residual_layernorm_forward)(Backend *backend, int batch, size_t rows_per_sample,
                                        int channels, const Act *x, const Act *branch,
                                        const float *gamma, const float *sample_scale, Act *y,

@@ -71,10 +71,22 @@ static void block_rope(Vit *model, int index, const VitSlot *slot, int batch, in
                                          prefix, sin_table, cos_table, qkv);
 }
 
+// The layer norm that reads a block's output, with where its output and
+// row statistics go: the next block's norm1 or the model's final norm.
+typedef struct NextNorm {
+    const LayerNorm *norm;
+    Act *out;
+    float *mean, *inv_std;
+} NextNorm;
+
 // recompute: activation checkpointing's pass before the block's backward,
 // which needs every tensor but the output (left as the forward wrote it).
+// norm1_done: the block before applied this block's norm1 (its `next`).
+// next: the norm after the block, applied with its residual add in one
+// pass (residual_layernorm_forward), or NULL.
 static void block_forward(Vit *model, int index, const VitPlans *plans, const VitSlot *slot,
-                          int batch, int training, int recompute, const Act *x) {
+                          int batch, int training, int recompute, const Act *x, int norm1_done,
+                          const NextNorm *next) {
     Backend *backend = model->backend;
     const VitConfig *c = &model->config;
     const VitBlock *block = &model->blocks[index];
@@ -82,8 +94,9 @@ static void block_forward(Vit *model, int index, const VitPlans *plans, const Vi
     const size_t rows = slot_rows(slot, batch);
     const float scale = (float)(1.0 / sqrt((double)(c->embed_dim / c->heads)));
 
-    layernorm_forward(backend, &block->norm1, rows, x, saved->norm1_out, saved->norm1_mean,
-                      saved->norm1_inv_std);
+    if (!norm1_done)
+        layernorm_forward(backend, &block->norm1, rows, x, saved->norm1_out, saved->norm1_mean,
+                          saved->norm1_inv_std);
     linear_forward(backend, &block->qkv, (int)rows, saved->norm1_out, saved->qkv);
     block_rope(model, index, slot, batch, 1, saved->qkv);
     backend->op.attention_forward(backend, plans->attention_plan, saved->qkv, scale,
@@ -104,9 +117,15 @@ static void block_forward(Vit *model, int index, const VitPlans *plans, const Vi
     linear_forward(backend, &block->fc2, (int)rows, saved->act_out, saved->fc2_out);
     if (recompute) return;
     drop = drop_path_scales(model, index, 1, training, saved);
-    backend->op.residual_scale_add_forward(backend, batch, (size_t)slot->tokens, c->embed_dim,
-                                           saved->mid, saved->fc2_out, block->ls2, drop,
-                                           saved->out);
+    if (next)  // the next norm may write over fc2_out (a frozen model's shared buffer)
+        backend->op.residual_layernorm_forward(
+            backend, batch, (size_t)slot->tokens, c->embed_dim, saved->mid, saved->fc2_out,
+            block->ls2, drop, saved->out, next->norm->weight, next->norm->bias, next->norm->eps,
+            next->out, next->mean, next->inv_std);
+    else
+        backend->op.residual_scale_add_forward(backend, batch, (size_t)slot->tokens,
+                                               c->embed_dim, saved->mid, saved->fc2_out,
+                                               block->ls2, drop, saved->out);
 }
 
 // Gradient buffers of one backward: three (B, T, D) and one wide (B, T,
@@ -213,7 +232,6 @@ int vit_forward(Vit *model, int slot_index, int batch, const Act *input, int tra
     parameter_set_refresh_compute(&model->params);
     const VitConfig *c = &model->config;
     const int patches = slot->grid * slot->grid, dim = c->embed_dim;
-    const size_t rows = slot_rows(slot, batch);
 
     conv2d_forward(backend, &model->patch_embed, plans->patch_plan, input, slot->patch_out);
     backend->op.bias_add(backend, (size_t)batch * patches, dim, model->patch_bias,
@@ -227,13 +245,18 @@ int vit_forward(Vit *model, int slot_index, int batch, const Act *input, int tra
                                    patch_positions(model, slot), slot->tokens_in);
     if (c->rope) vit_rope_prepare_forward(model, slot, training);
     drop_path_upload(model, slot, batch, training);
+    // Each block's last residual add with the norm after it (the next
+    // block's norm1, the final norm) in one pass.
     const Act *x = slot->tokens_in;
     for (int b = 0; b < c->depth; b++) {
-        block_forward(model, b, plans, slot, batch, training, 0, x);
+        const VitBlockActivations *after = b + 1 < c->depth ? &slot->blocks[b + 1] : NULL;
+        const NextNorm next =
+            after ? (NextNorm){&model->blocks[b + 1].norm1, after->norm1_out, after->norm1_mean,
+                               after->norm1_inv_std}
+                  : (NextNorm){&model->norm, slot->norm_out, slot->norm_mean, slot->norm_inv_std};
+        block_forward(model, b, plans, slot, batch, training, 0, x, b > 0, &next);
         x = slot->blocks[b].out;
     }
-    layernorm_forward(backend, &model->norm, rows, x, slot->norm_out, slot->norm_mean,
-                      slot->norm_inv_std);
     const int first = c->pool == VIT_POOL_CLS ? 0 : 1 + c->register_tokens;
     const int count = c->pool == VIT_POOL_CLS ? 1 : patches;
     backend->op.token_pool_forward(backend, batch, slot->tokens, dim, first, count,
@@ -296,7 +319,7 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const Act *dtokens) 
         // input, with the forward's drop-path scales and RoPE tables (the
         // last block's are still there from the forward).
         if (model->activation_checkpointing && b < c->depth - 1)
-            block_forward(model, b, plans, slot, batch, drop_active, 1, x);
+            block_forward(model, b, plans, slot, batch, drop_active, 1, x, 0, NULL);
         block_backward(model, b, plans, slot, drop_active, x, &g);
         parameter_grads_final_from(&model->params, model->blocks[b].norm1.weight_index);
     }
