@@ -74,8 +74,11 @@ struct MlflowClient {
     char status[16];
     MlflowArtifact *artifacts;
     int artifact_count;
-    char notice[600];
-    int notice_pending;
+    // Lines for the console not yet taken (mlflow_client_notice), oldest
+    // first: a warning that the server went must not be replaced by the
+    // line that it came back before the training thread has shown it.
+    char notices[MLFLOW_NOTICES][600];
+    int notice_first, notice_count;
     atomic_int abandon;  // set by the finisher: stop now (also read by libcurl's progress)
 
     // Sender only.
@@ -142,11 +145,16 @@ static void free_pairs(MlflowPair *pairs, int count) {
 static void set_notice(MlflowClient *client, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 static void set_notice(MlflowClient *client, const char *format, ...) {
+    if (client->notice_count == MLFLOW_NOTICES) {  // full: the oldest goes
+        client->notice_first = (client->notice_first + 1) % MLFLOW_NOTICES;
+        client->notice_count--;
+    }
+    char *line =
+        client->notices[(client->notice_first + client->notice_count++) % MLFLOW_NOTICES];
     va_list args;
     va_start(args, format);
-    vsnprintf(client->notice, sizeof client->notice, format, args);
+    vsnprintf(line, sizeof client->notices[0], format, args);
     va_end(args);
-    client->notice_pending = 1;
 }
 
 // An attempt that got an answer (under the lock).
@@ -565,9 +573,12 @@ void mlflow_client_log(MlflowClient *client, int64_t step, const char *const *ke
 
 int mlflow_client_notice(MlflowClient *client, char *out, size_t size) {
     pthread_mutex_lock(&client->lock);
-    const int pending = client->notice_pending;
-    if (pending) snprintf(out, size, "%s", client->notice);
-    client->notice_pending = 0;
+    const int pending = client->notice_count > 0;
+    if (pending) {
+        snprintf(out, size, "%s", client->notices[client->notice_first]);
+        client->notice_first = (client->notice_first + 1) % MLFLOW_NOTICES;
+        client->notice_count--;
+    }
     pthread_mutex_unlock(&client->lock);
     return pending;
 }

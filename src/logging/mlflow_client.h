@@ -75,7 +75,10 @@ void mlflow_client_log(MlflowClient *client, int64_t step, const char *const *ke
 
 // A line about the connection worth showing (the server cannot be reached,
 // answers again, refused the run), once each time it changes: 1 with the
-// line in out, else 0.
+// oldest line not yet taken in out, else 0. Up to MLFLOW_NOTICES lines
+// wait (then the oldest goes), so a warning and the line that ends it both
+// show however late they are taken.
+enum { MLFLOW_NOTICES = 8 };
 int mlflow_client_notice(MlflowClient *client, char *out, size_t size);
 
 typedef struct MlflowArtifact {

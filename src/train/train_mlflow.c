@@ -154,10 +154,10 @@ void train_mlflow_start(TrainRun *run, int argc, char **argv) {
                  resume_id[0] ? ", continuing run " : "", resume_id);
 }
 
-// A line the client has for the console and train.log.
+// The lines the client has for the console and train.log, oldest first.
 static void print_notice(TrainRun *run) {
     char notice[1024];
-    if (run->mlflow && mlflow_client_notice(run->mlflow, notice, sizeof notice))
+    while (run->mlflow && mlflow_client_notice(run->mlflow, notice, sizeof notice))
         train_message(run, "%s", notice);
 }
 

@@ -120,8 +120,9 @@ wait_server
 # scale among its scalars. The server is killed mid-run and started again
 # on the same store: a run loses nothing (its queue holds the values), a
 # run beside it with a queue of 8 values drops its oldest and says so; both
-# are stopped (SIGSTOP) while the server goes, so that they log while it is
-# away however fast they are. A diverging run (FAILED) and one stopped by
+# are stopped (SIGSTOP) while the server goes, and it comes back only once
+# both have met it gone, so that they log while it is away however fast
+# they are. A diverging run (FAILED) and one stopped by
 # SIGTERM (KILLED), whose status may reach the server only once it is back,
 # and a run on two ranks.
 # Every run waits for the server at its end.
@@ -156,8 +157,21 @@ done
 kill -STOP "$restart_pid" "$lossy_pid"
 [ "$(wc -l <"$work/restart/metrics.jsonl")" -lt 24 ] || fail "the run ended before the server went"
 stop_server
-start_server
+# The server stays away until both runs have met it gone (a send failed:
+# their warning) and the small queue's run has logged two more steps (14
+# values, more than its 8), or has ended; then it comes back. (Started at
+# once, it could be up again before a run tried to send: seen once, under
+# load.)
+lossy_lines=$(wc -l <"$work/lossy/metrics.jsonl")
 kill -CONT "$restart_pid" "$lossy_pid"
+for _ in $(seq 1200); do
+  lines=$(wc -l <"$work/lossy/metrics.jsonl")
+  grep -q "training goes on" "$work/restart/train.log" &&
+    grep -q "training goes on" "$work/lossy/train.log" &&
+    { [ "$lines" -ge $((lossy_lines + 2)) ] || [ "$lines" -ge 24 ]; } && break
+  sleep 0.05
+done
+start_server
 for _ in $(seq 600); do
   [ "$(wc -l <"$work/term/metrics.jsonl")" -ge 4 ] && break
   sleep 0.05
