@@ -153,7 +153,9 @@ static int expect_prologue(int in_channels, int out_channels) {
 }
 
 // And the data gradient through it (not under LTC_CUDA_CONV_FUSION=prologue
-// nor for an emulated cuDNN without DgradDreluBNBwdWeight).
+// nor for an emulated cuDNN without DgradDreluBNBwdWeight). On a GPU its
+// cuDNN may still refuse that graph (unknown until one runs it): the tests
+// say so and check what runs instead; the emulation must give it.
 static int expect_data_prologue(int in_channels, int out_channels) {
     const char *off = getenv("LTC_CUDA_CONV_FUSION"), *emu = getenv("LTC_EMU_CUDNN_GRAPH");
     return expect_prologue(in_channels, out_channels) && !(off && !strcmp(off, "prologue")) &&
@@ -176,7 +178,13 @@ static void check_data_prologue(const CasePlans *p, const float *x, const float 
     ref->op.conv2d_backward_data(ref, p->ref, (const Act *)dy, (const Act *)w, (Act *)dz_ref);
     const int fused = fast->op.conv2d_backward_data_prologue(
         fast, p->fast, DA(dy), DA(w), DA(x), prologue, DA(dz_fast), D(dgamma), D(dbeta), D(sums));
-    assert_int_equal(fused, expect_data_prologue(cin, p->s.out_channels));
+    const int planned = expect_data_prologue(cin, p->s.out_channels);
+    if (planned && !fused && !mirror_emulated()) {
+        print_message("  cuDNN gave no DgradDreluBNBwdWeight plan for %d -> %d, kernel %d\n",
+                      cin, p->s.out_channels, p->s.kernel);
+        return;
+    }
+    assert_int_equal(fused, planned);
     if (!fused) return;
     HA(dz_fast), H(sums), H(dgamma), H(dbeta);
     for (size_t i = 0; i < x_n; i++)
@@ -444,7 +452,7 @@ static void test_resnet_fused_against_separate(void **state) {
     // and the data gradients through them (DgradDreluBNBwdWeight) where it does
     const char *data = strstr(fused.paths, "the data gradient through that ReLU");
     assert_true((data != NULL) == (mirror_dtype == COMPUTE_F16));
-    if (data) assert_null(strstr(data, "reduction for 0"));
+    if (data && mirror_emulated()) assert_null(strstr(data, "reduction for 0"));
     const double unit = mirror_dtype == COMPUTE_F16 ? 0x1p-11 : 0x1p-8;
     const double features = method_fixture_relative_error(fused.features, separate.features,
                                                           fused.features_n);
@@ -611,7 +619,9 @@ static void check_block_prologue(int depth) {
     // masks' arithmetic (the graph's multiply-add, exact on 16-bit inputs).
     BlockPass separate;
     block_pass(depth, "prologue", 0, 1, 0, &separate);
-    assert_int_equal(fused.data_prologue, fused.prologue);
+    if (mirror_emulated()) assert_int_equal(fused.data_prologue, fused.prologue);
+    print_message("  resnet%d block 0: %d of %d prologue stages with the data-gradient graph\n",
+                  depth, fused.data_prologue, fused.prologue);
     assert_int_equal(separate.prologue, fused.prologue);
     assert_int_equal(separate.data_prologue, 0);
     mirror_expect_close("same forward", fused.out_n, fused.out, separate.out, 0, 0);
