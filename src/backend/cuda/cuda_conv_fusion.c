@@ -55,7 +55,7 @@
 // another on the stream): cuDNN's need first, then the prologue's (2, C)
 // coefficients, then the 16-bit weight gradient that is added into the
 // fp32 one (as cuda_conv.c does for the legacy API) or the data-gradient
-// graph's (3, C) equivalent coefficients.
+// graph's float (4, C) chain coefficients and (3, C) equivalent ones.
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +68,8 @@
 enum { UID_X = 1, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_SCALE, UID_SHIFT, UID_SCALED,
        UID_SHIFTED, UID_RELU, UID_DY, UID_DW, UID_DGRAD, UID_DZ, UID_MEAN, UID_INV_STD,
        UID_GAMMA, UID_DBIAS, UID_DSCALE, UID_EQ_DY, UID_EQ_X, UID_EQ_BIAS,
-       UID_CHAIN,                      // 4 uids: the norm chain's coefficients
-       UID_CHAIN_STAGE = UID_CHAIN + 4 /* 4 uids: its virtual outputs */ };
+       UID_CHAIN,                        // 4 uids: the norm chain's coefficients,
+       UID_CHAIN_STAGE = UID_CHAIN + 4 };  // then 4 of its virtual outputs
 
 struct CudaConvStats {
     DnnPlan *plan;           // conv + genstats
