@@ -92,7 +92,7 @@ static void *channel_tensor(DnnGraph *g, int64_t uid, int type, int64_t channels
     return nhwc_tensor(g, uid, type, 1, channels, 1, 1, 0);
 }
 
-// A virtual float tensor of the shape of s's input.
+// A tensor of the shape of s's input (N, C, H, W over NHWC).
 static void *input_shaped(DnnGraph *g, int64_t uid, int type, const ConvShape *s,
                           unsigned flags) {
     return nhwc_tensor(g, uid, type, s->batch, s->in_channels, s->in_height, s->in_width, flags);
@@ -187,10 +187,8 @@ static DnnPlan *plan_pattern(Backend *backend, const ConvShape *s, enum Pattern 
         data_gradient_reduced(&graph, s, type);
         return dnn_graph_plan(&graph, 1, err);
     }
-    void *x = pattern == CONV_GENSTATS
-                  ? nhwc_tensor(&graph, UID_X, type, s->batch, s->in_channels, s->in_height,
-                                s->in_width, 0)
-                  : prologue(&graph, s, type);
+    void *x = pattern == CONV_GENSTATS ? input_shaped(&graph, UID_X, type, s, 0)
+                                       : prologue(&graph, s, type);
     if (pattern == PROLOGUE_WGRAD) weight_gradient(&graph, s, type, x);
     else forward_with_stats(&graph, s, type, x);
     return dnn_graph_plan(&graph, 1, err);
