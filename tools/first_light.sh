@@ -644,6 +644,16 @@ fi
 FL_BUNDLE="$FL_WORK/bundle"
 FL_BIN="$FL_BUNDLE/bin/lightly-train-c"
 export FL_BUNDLE FL_BIN
+# The test fixtures: make_first_light.sh leaves them out of the bundle, the
+# working tree the device tool sends beside this folder has them.
+if [ ! -e "$FL_BUNDLE/tests/fixtures" ]; then
+    if [ -d "$here/../tests/fixtures" ]; then
+        ln -s "$(cd "$here/../tests/fixtures" && pwd)" "$FL_BUNDLE/tests/fixtures"
+    else
+        record setup fixtures fail "no tests/fixtures beside $(basename "$here")/ (the working tree)" \
+            "expected=$here/../tests/fixtures"
+    fi
+fi
 ln -s "$FL_BUNDLE/tests/fixtures" "$FL_WORK/testdir/tests/fixtures"
 # shellcheck source=tools/bench_gpu_lib.bash
 . "$FL_BUNDLE/tools/bench_gpu_lib.bash"

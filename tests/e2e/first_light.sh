@@ -52,10 +52,14 @@ grep -q 'carry=\["first-light"\] timeout_s=480' "$work/make.out" ||
   fail "no device command printed: $(tail -n 3 "$work/make.out")"
 [ "$(find "$work/made/first-light/images" -name '*.jpg' | wc -l)" -eq 16 ] || fail "not 16 images"
 
-# The node: the folder alone, somewhere else.
+# The node: the folder somewhere else, with the tracked files the device
+# tool sends beside it that run.sh reads (the fixtures: not in the bundle).
 node="$work/node"
-mkdir -p "$node/out"
+mkdir -p "$node/out" "$node/tests/fixtures"
 cp -r "$work/made/first-light" "$node/"
+! tar -tf "$node/first-light/bundle.tar" | grep -q '^bundle/tests/fixtures/' ||
+  fail "the bundle carries a copy of the fixtures"
+cp tests/fixtures/*.safetensors "$node/tests/fixtures/"
 rm -rf "$work/made" "$fake"
 start=$(date +%s)
 (cd "$node" && env -i PATH=/usr/bin:/bin HOME="$node" TMPDIR="$node" OUT="$node/out" \
