@@ -182,7 +182,7 @@ static void test_symlinks_to_files_and_folders_are_followed(void **state) {
     // The report names it: a dangling "x.jpg" is an image the user meant.
     char described[1024];
     scan_summary_describe(&dataset.summary, described, sizeof described);
-    assert_string_equal(described, "1 entries could not be read: other/dangling.jpg (No such "
+    assert_string_equal(described, "1 entry could not be read: other/dangling.jpg (No such "
                                    "file or directory)");
     dataset_free(&dataset);
 }
@@ -325,7 +325,7 @@ static void test_named_pipes_skipped_and_counted(void **state) {
     assert_int_equal(dataset.summary.skipped_files, 0);
     char described[256];
     scan_summary_describe(&dataset.summary, described, sizeof described);
-    assert_string_equal(described, "skipped 1 entries that are not regular files (named pipes, "
+    assert_string_equal(described, "skipped 1 entry that is not a regular file (named pipes, "
                                    "sockets or devices)");
     dataset_free(&dataset);
     // Only a pipe: no images, and the message says what was there.
@@ -335,7 +335,7 @@ static void test_named_pipes_skipped_and_counted(void **state) {
     assert_int_equal(unlink(pipe), 0);
     tree_path(tree, "sub/pipe.jpg", pipe);
     assert_int_equal(mkfifo(pipe, 0600), 0);
-    expect_contains(scan_error(tree->root, &err), "skipped 1 entries that are not regular files");
+    expect_contains(scan_error(tree->root, &err), "skipped 1 entry that is not a regular file");
 }
 
 static void test_only_hidden_files_is_an_error_naming_them(void **state) {
@@ -346,7 +346,7 @@ static void test_only_hidden_files_is_an_error_naming_them(void **state) {
     expect_contains(text, tree->root);
     expect_contains(text, "no images (.jpg .png .webp .tif .gif .bmp .ppm .tga .heic .avif .jxl "
                           ".dcm ...) found in");
-    expect_contains(text, "skipped 1 hidden entries");
+    expect_contains(text, "skipped 1 hidden entry");
 }
 
 static void test_empty_folder_is_an_error(void **state) {

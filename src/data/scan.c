@@ -451,13 +451,19 @@ static void scan_appendf(char *text, size_t size, const char *format, ...) {
     va_end(args);
 }
 
+// One noun for a count: "1 other file", "15 other files".
+static const char *count_noun(uint64_t count, const char *one, const char *many) {
+    return count == 1 ? one : many;
+}
+
 // What was skipped, for the error messages: "; skipped 15 other files: 12
 // .txt, 3 .gif; skipped 2 hidden entries ...". Empty when nothing was.
 static void scan_describe_skipped(const ScanSummary *summary, char *text, size_t size) {
     text[0] = '\0';
     if (summary->skipped_files > 0) {
-        scan_appendf(text, size, "; skipped %llu other files:",
-                     (unsigned long long)summary->skipped_files);
+        scan_appendf(text, size, "; skipped %llu other %s:",
+                     (unsigned long long)summary->skipped_files,
+                     count_noun(summary->skipped_files, "file", "files"));
         for (int i = 0; i < summary->skipped_kind_count; i++) {
             const SkippedExtension *kind = &summary->skipped_kinds[i];
             const unsigned long long count = (unsigned long long)kind->count;
@@ -471,21 +477,26 @@ static void scan_describe_skipped(const ScanSummary *summary, char *text, size_t
         }
     }
     if (summary->hidden > 0)
-        scan_appendf(text, size, "; skipped %llu hidden entries (names starting with '.')",
-                     (unsigned long long)summary->hidden);
+        scan_appendf(text, size, "; skipped %llu hidden %s (names starting with '.')",
+                     (unsigned long long)summary->hidden,
+                     count_noun(summary->hidden, "entry", "entries"));
     if (summary->special > 0)
-        scan_appendf(text, size, "; skipped %llu entries that are not regular files (named "
-                                 "pipes, sockets or devices)", (unsigned long long)summary->special);
+        scan_appendf(text, size, "; skipped %llu %s (named pipes, sockets or devices)",
+                     (unsigned long long)summary->special,
+                     count_noun(summary->special, "entry that is not a regular file",
+                                "entries that are not regular files"));
     if (summary->unreadable > 0) {
-        scan_appendf(text, size, "; %llu entries could not be read:",
-                     (unsigned long long)summary->unreadable);
+        scan_appendf(text, size, "; %llu %s:", (unsigned long long)summary->unreadable,
+                     count_noun(summary->unreadable, "entry could not be read",
+                                "entries could not be read"));
         for (uint64_t i = 0; i < summary->unreadable && i < SCAN_NAMED_UNREADABLE; i++)
             scan_appendf(text, size, "%s %s", i ? "," : "", summary->unreadable_named[i]);
         if (summary->unreadable > SCAN_NAMED_UNREADABLE) scan_appendf(text, size, ", ...");
     }
     if (summary->symlink_loops > 0)
-        scan_appendf(text, size, "; %llu looping symlinks not followed",
-                     (unsigned long long)summary->symlink_loops);
+        scan_appendf(text, size, "; %llu looping %s not followed",
+                     (unsigned long long)summary->symlink_loops,
+                     count_noun(summary->symlink_loops, "symlink", "symlinks"));
 }
 
 void scan_summary_describe(const ScanSummary *summary, char *text, size_t size) {

@@ -51,10 +51,10 @@ ln -s /nonexistent "$work/images/dangling.jpg"
 out=$("$bin" bench-data --data "$work/images" --batch-size 8 --num-workers 2 --image-size 64 --steps 12 2>&1)
 status=$?
 [ "$status" -eq 0 ] || fail "bench-data exited $status: $out"
-for pattern in "dataset: 50 images" "skipped 1 other files" "throughput: [0-9.]+ images/s" \
+for pattern in "dataset: 50 images" "skipped 1 other file" "throughput: [0-9.]+ images/s" \
                "worker time: read" "verdict: (CPU|I/O)-bound" "skipped files: 2" \
-               "warning: skipping '.*broken0.jpg'" "skipped 1 hidden entries" \
-               "1 entries could not be read: dangling.jpg \(No such file or directory\)"; do
+               "warning: skipping '.*broken0.jpg'" "skipped 1 hidden entry" \
+               "1 entry could not be read: dangling.jpg \(No such file or directory\)"; do
   printf '%s\n' "$out" | grep -q -E -- "$pattern" || fail "bench-data output lacks /$pattern/: $out"
 done
 # Too few steps: the measured batches were made during warm-up (the workers

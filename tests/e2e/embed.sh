@@ -117,7 +117,7 @@ mkdir -p "$work/with_pipe"
 cp "$images/class0/image0000.jpg" "$work/with_pipe/"
 mkfifo "$work/with_pipe/pipe.jpg"
 echo notes >"$work/with_pipe/notes.txt"
-expect 0 "^dataset: skipped 1 other files: 1 \.txt; skipped 1 entries that are not regular files \(named pipes, sockets or devices\)$" -- \
+expect 0 "^dataset: skipped 1 other file: 1 \.txt; skipped 1 entry that is not a regular file \(named pipes, sockets or devices\)$" -- \
   timeout 60 "$bin" embed --data "$work/with_pipe" --checkpoint "$work/r18.safetensors" \
   --image-size 32 --out "$work/pipe.npy"
 

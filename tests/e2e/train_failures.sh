@@ -26,7 +26,7 @@ common=("${plain[@]}" --method simclr --method-arg hidden_dim=64 --method-arg ou
 "$bin" train "${common[@]}" --out "$work/good" --max-steps 12 >"$work/good.log" 2>&1 ||
   fail "reference run: $(tail -n 3 "$work/good.log")"
 good_ckpt="$work/good/checkpoints/last.ckpt"
-grep -q -F "; skipped 1 hidden entries (names starting with '.'); 1 entries could not be read: dangling.jpg (No such file or directory)" "$work/good/train.log" ||
+grep -q -F "; skipped 1 hidden entry (names starting with '.'); 1 entry could not be read: dangling.jpg (No such file or directory)" "$work/good/train.log" ||
   fail "train.log does not report the hidden file and the dangling link: $(grep dataset "$work/good/train.log")"
 good_export="$work/good/exported_models/exported_last.safetensors"
 
