@@ -62,7 +62,7 @@ cp "$here/tools/bench_gpu_lib.bash" "$here/tools/bench_gpu_step.bash" \
     "$here/tools/manylinux_libs.txt" \
     "${bench_tools[@]}" "$out/tools/"
 for script in pytorch_ssl_train pytorch_simclr_train pytorch_dinov2 torchvision_data \
-              make_jpeg_folder pytorch_train_step ncu_kernels; do
+              make_jpeg_folder pytorch_train_step pytorch_yolo ncu_kernels; do
     cp "$here/tools/compare/$script.py" "$out/tools/compare/"
 done
 

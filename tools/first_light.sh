@@ -27,7 +27,12 @@
 #             checkpointing),
 #             DINO ResNet-50 multi-crop's memory; then issue 35's
 #             ConvNeXt-T SimCLR step and DINOv3 ConvNeXt-B teacher forward
-#             against PyTorch (after torch.compile: a cut loses them first)
+#             against PyTorch, and issue 34's YOLO11s student (distillation
+#             from a ViT-B/14, DINO) against the same backbone in plain
+#             PyTorch (tools/compare/pytorch_yolo.py: the node has no
+#             Ultralytics); after torch.compile: a cut loses them first, a
+#             second command runs them (FIRST_LIGHT_PARTS=targets
+#             FIRST_LIGHT_TARGETS="convnext ... yolo-dino")
 # Then, where the deadline leaves time (else in a second command):
 #   ops       every cuda op group against ref: all fp32 groups first, then
 #             fp16 and bf16 (LTC_TEST_GROUPS), each binary's time
@@ -239,9 +244,11 @@ target_ratios() {
 # tools/compare/pytorch_dinov2.py; ours also as CUDA graphs and with
 # --activation-checkpointing), DINO ResNet-50 multi-crop's memory, and
 # issue 35's ConvNeXt figures: a SimCLR ConvNeXt-T step against PyTorch
-# eager and a DINOv3 ConvNeXt-B teacher's forward against PyTorch.
+# eager and a DINOv3 ConvNeXt-B teacher's forward against PyTorch; issue
+# 34's YOLO11s student: distillation from a ViT-B/14 and DINO, against
+# the same backbone in plain PyTorch.
 # torch.compile last among issue 32's (its compilation is the longest), the
-# ConvNeXt targets after it.
+# ConvNeXt and YOLO targets after it.
 part_targets() {
     # shellcheck source=tools/bench_gpu_lib.bash
     . "$FL_BUNDLE/tools/bench_gpu_lib.bash"  # measure_side and its helpers
@@ -254,6 +261,18 @@ part_targets() {
     local torch_common=(--device "$device" --precision "$FIRST_LIGHT_PRECISION" --warmup "$warm"
                         --threads "$threads")
     local ours_common=(--backend "$device" --precision auto --warmup "$warm" --threads "$threads")
+    # A method's step on $model, $size, $batch, $steps: PyTorch eager beside
+    # ours, and their ratio. method_pair TARGET METHOD
+    method_pair() {
+        local label="$2 $model ${size}px batch $batch, $steps steps" prototypes=()
+        [ "$2" = dino ] && prototypes=(--method-arg output_dim=65536)
+        target_side "$1" eager "$label" "$FL_PYTHON" "$torch_ssl" --method "$2" --model "$model" \
+            --image-size "$size" --batch-size "$batch" --channels-last --synthetic --steps "$steps" \
+            --prototypes 65536 "${torch_common[@]}"
+        target_side "$1" ours "$label" "$step_bin" --mode method --method "$2" --model "$model" \
+            --image-size "$size" --batch-size "$batch" --steps "$steps" "${prototypes[@]}" "${ours_common[@]}"
+        target_ratios "$1" "$label"
+    }
     local target
     for target in $FIRST_LIGHT_TARGETS; do
         case $target in
@@ -317,13 +336,19 @@ part_targets() {
             target_ratios dinov2 "$label" ;;
         convnext)
             read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_CONVNEXT"
-            label="simclr $model ${size}px batch $batch, $steps steps"
-            target_side convnext eager "$label" "$FL_PYTHON" "$torch_ssl" --method simclr --model "$model" \
-                --image-size "$size" --batch-size "$batch" --channels-last --synthetic --steps "$steps" \
-                --prototypes 65536 "${torch_common[@]}"
-            target_side convnext ours "$label" "$step_bin" --mode method --method simclr --model "$model" \
-                --image-size "$size" --batch-size "$batch" --steps "$steps" "${ours_common[@]}"
-            target_ratios convnext "$label" ;;
+            method_pair convnext simclr ;;
+        yolo-dino)
+            read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_YOLO_DINO"
+            method_pair yolo-dino dino ;;
+        yolo-distillation)
+            read -r model teacher size batch steps <<<"$FIRST_LIGHT_TARGET_YOLO_DISTILLATION"
+            label="distillation $model <- $teacher ${size}px batch $batch, $steps steps"
+            common=(--mode distillation --model "$model" --teacher "$teacher" --image-size "$size"
+                    --batch-size "$batch" --steps "$steps")
+            target_side yolo-distillation pytorch "$label" "$FL_PYTHON" "$torch_step" "${common[@]}" \
+                --channels-last 1 "${torch_common[@]}"
+            target_side yolo-distillation ours "$label" "$step_bin" "${common[@]}" "${ours_common[@]}"
+            target_ratios yolo-distillation "$label" ;;
         convnext-teacher)
             read -r model size batch steps <<<"$FIRST_LIGHT_TARGET_CONVNEXT_TEACHER"
             label="teacher forward $model ${size}px batch $batch, $steps steps"
@@ -601,11 +626,13 @@ test_conv_fusion:cuda,cuda-fp16,cuda-bf16:1 test_multi_tensor_update:cuda:0
 test_vit_checkpointing::12 test_cuda_graph_update::0 test_cuda_graph_layers::0
 test_cuda_graph_staging::0 test_cuda_graph_step::0}"
 # The targets in the order they run (compile: SimCLR's torch.compile side, last).
-: "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile convnext convnext-teacher}"
+: "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile convnext convnext-teacher yolo-distillation yolo-dino}"
 : "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"
 : "${FIRST_LIGHT_TARGET_TEACHER:=vit_b14 224 128 30}" "${FIRST_LIGHT_TARGET_DINOV2:=vit_b14 224 32 10}"
 : "${FIRST_LIGHT_TARGET_CONVNEXT:=torchvision/convnext_tiny 224 128 20}"
 : "${FIRST_LIGHT_TARGET_CONVNEXT_TEACHER:=dinov3/convnext-base 224 128 20}"
+: "${FIRST_LIGHT_TARGET_YOLO_DISTILLATION:=ultralytics/yolo11s.yaml vit_b14 224 128 20}"
+: "${FIRST_LIGHT_TARGET_YOLO_DINO:=ultralytics/yolo11s.yaml 224 64 20}"
 : "${FIRST_LIGHT_TARGET_DISTILLATION:=resnet50 vit_b14 224 128 20}" "${FIRST_LIGHT_TARGET_WARMUP:=8}"
 export "${!FIRST_LIGHT_@}"
 

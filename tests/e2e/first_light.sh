@@ -67,9 +67,11 @@ start=$(date +%s)
   FIRST_LIGHT_SECONDS=360 FIRST_LIGHT_PARTS="versions paths targets ops train bench test-gpu profile" \
   FIRST_LIGHT_BUDGETS="versions=30 paths=60 targets=60 ops=60 train=180 bench=60 profile=30 test-gpu=6" \
   FIRST_LIGHT_PATH_TESTS="test_conv_fusion:cuda-fp16:0" \
-  FIRST_LIGHT_TARGETS="simclr teacher distillation compile convnext convnext-teacher" \
+  FIRST_LIGHT_TARGETS="simclr teacher distillation compile convnext convnext-teacher yolo-distillation yolo-dino" \
   FIRST_LIGHT_TARGET_WARMUP=1 FIRST_LIGHT_TARGET_CONVNEXT="torchvision/convnext_tiny 32 2 1" \
   FIRST_LIGHT_TARGET_CONVNEXT_TEACHER="dinov3/convnext-tiny 32 2 1" \
+  FIRST_LIGHT_TARGET_YOLO_DISTILLATION="ultralytics/yolov8n.yaml vit_t14 28 2 1" \
+  FIRST_LIGHT_TARGET_YOLO_DINO="ultralytics/yolo11n.yaml 32 2 1" \
   FIRST_LIGHT_TARGET_SIMCLR="resnet18 28 2 1" FIRST_LIGHT_TARGET_TEACHER="vit_t14 28 2 1" \
   FIRST_LIGHT_TARGET_DISTILLATION="resnet18 vit_t14 28 2 1" \
   FIRST_LIGHT_ACCELERATOR=cpu FIRST_LIGHT_PRECISION=32-true FIRST_LIGHT_EMBED_ACCELERATOR=gpu \
@@ -130,6 +132,10 @@ has targets convnext-ours info '"images_per_s": [0-9.]+'
 has targets convnext-eager skip "No module named 'torch'"
 has targets convnext-teacher-ours info '"images_per_s": [0-9.]+'
 has targets convnext-teacher-pytorch skip "No module named 'torch'"
+has targets yolo-distillation-ours info '"images_per_s": [0-9.]+'
+has targets yolo-distillation-pytorch skip "No module named 'torch'"
+has targets yolo-dino-ours info 'dino ultralytics/yolo11n.yaml 32px'
+has targets yolo-dino-eager skip "No module named 'torch'"
 has targets part pass
 has ops 'test_backend_act_ops[fp32]' pass '"seconds": [0-9.]+'
 has ops 'test_backend_act_ops[16bit]' pass '"failed": 0'

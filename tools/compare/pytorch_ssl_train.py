@@ -4,7 +4,8 @@ GPU: the baseline that `make bench-gpu` (tools/bench_gpu.sh) and first
 light's targets put next to ours.
 
 The recipe of our methods (src/ssl_methods/): torchvision ResNet (or
-ConvNeXt: --model torchvision/convnext_tiny), and
+ConvNeXt: --model torchvision/convnext_tiny; or an Ultralytics YOLO's
+backbone in plain PyTorch: --model ultralytics/yolov8s.yaml), and
   simclr: 2 views, lightly's SimCLRProjectionHead structure, NT-Xent (0.1),
           SGD (momentum 0.9, weight decay 1e-4);
   dino:   2 global + 6 local views (LightlyTrain's transforms), DINOHead
@@ -52,6 +53,7 @@ import torchvision
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pytorch_dinov2 import DinoHead, Dinov2  # noqa: E402
 from pytorch_simclr_train import nt_xent, projection_head  # noqa: E402
+from pytorch_yolo import yolo_backbone  # noqa: E402
 from torchvision_data import (  # noqa: E402
     INTERPOLATIONS, EndlessShuffle, ImageViews, list_images, method_views, seed_worker)
 
@@ -87,7 +89,12 @@ class FlopCounter:
 def backbone_for(model):
     """torchvision's ResNet (resnet50) or ConvNeXt (torchvision/convnext_tiny,
     our name; its features: the mean of the last stage, as LightlyTrain's
-    wrapper and ours; drop path at torchvision's default, as ours)."""
+    wrapper and ours; drop path at torchvision's default, as ours), or an
+    Ultralytics YOLO's backbone (ultralytics/yolov8s.yaml: the mean of its
+    feature map, as LightlyTrain's wrapper and ours)."""
+    if model.startswith("ultralytics/"):
+        backbone, dim = yolo_backbone(model)
+        return torch.nn.Sequential(backbone, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(1)), dim
     if model.startswith("torchvision/convnext_"):
         backbone = getattr(torchvision.models, model.partition("/")[2])()
         dim = backbone.classifier[-1].in_features

@@ -71,6 +71,7 @@ import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from distillation_losses import WrittenV3, resize_map, update_queue  # noqa: E402
+from compare.pytorch_yolo import SCALES as YOLO_SCALES, yolo_backbone  # noqa: E402
 
 # name: (patch, width, depth, heads), as src/nn/vit.c's presets.
 VITS = {"vit_t16": (16, 192, 12, 3), "vit_t14": (14, 192, 12, 3), "vit_s16": (16, 384, 12, 6),
@@ -83,6 +84,8 @@ RESNETS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152"]
 CONVNEXTS = [f"{family}/convnext_{size}" for family in ("torchvision", "timm")
              for size in ("tiny", "small", "base", "large")] + \
     [f"dinov3/convnext-{size}" for size in ("tiny", "small", "base", "large")]
+# Ultralytics YOLO students by our --model names (tools/compare/pytorch_yolo.py).
+YOLOS = [f"ultralytics/{family}{size}.yaml" for family in YOLO_SCALES for size in YOLO_SCALES[family]]
 QUEUE_SIZE = 8192  # LightlyTrain's queue for a dataset of 20000 images or more
 
 
@@ -327,12 +330,16 @@ class Precision:
 
 
 class DistillationV3Step:
-    """One DistillationV3 step: ResNet student, a DINOv2-shaped ViT or a
-    DINOv3 ConvNeXt teacher."""
+    """One DistillationV3 step: a ResNet or YOLO student, a DINOv2-shaped
+    ViT or a DINOv3 ConvNeXt teacher."""
 
     def __init__(self, args, device, precision):
-        resnet = getattr(torchvision.models, args.model)()
-        student = torch.nn.Sequential(*list(resnet.children())[:-2])  # up to the last stage
+        if args.model in YOLOS:
+            student, width = yolo_backbone(args.model)  # its feature map, as ours reads it
+        else:
+            resnet = getattr(torchvision.models, args.model)()
+            student = torch.nn.Sequential(*list(resnet.children())[:-2])  # up to the last stage
+            width = 2048 if args.model in ("resnet50", "resnet101", "resnet152") else 512
         memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
         self.student = student.to(device, memory_format=memory_format).train()
         if args.teacher in CONVNEXTS:
@@ -340,7 +347,6 @@ class DistillationV3Step:
             self.teacher = self.teacher.to(device, memory_format=memory_format)
         else:
             self.teacher = DinoV2Teacher(args.teacher, args.image_size, args.vit).to(device)
-        width = 2048 if args.model in ("resnet50", "resnet101", "resnet152") else 512
         self.global_head = torch.nn.Linear(width, self.teacher.dim).to(device)
         self.local_head = torch.nn.Linear(width, self.teacher.dim).to(device)
         self.queue = torch.zeros(QUEUE_SIZE, self.teacher.dim, device=device)
@@ -455,7 +461,7 @@ def distillation_step_function(args, device, precision):
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", default="step", choices=["step", "teacher", "distillation"])
-    parser.add_argument("--model", default="resnet18", choices=[*RESNETS, *VITS, *CONVNEXTS])
+    parser.add_argument("--model", default="resnet18", choices=[*RESNETS, *VITS, *CONVNEXTS, *YOLOS])
     dinov3_convnexts = [name for name in CONVNEXTS if name.startswith("dinov3/")]
     parser.add_argument("--teacher", default="vit_s14", choices=[*VITS, *dinov3_convnexts],
                         help="--mode distillation: the teacher (a ViT or a DINOv3 ConvNeXt)")
@@ -482,8 +488,10 @@ def parse_args():
         parser.error("--mode teacher: --model must be a ViT or a ConvNeXt")
     if args.compile and (args.mode != "teacher" or args.warmup < 1):
         parser.error("--compile: only with --mode teacher and --warmup of at least 1")
-    if args.mode == "distillation" and args.model not in RESNETS:
-        parser.error("--mode distillation: --model must be a ResNet student")
+    if args.mode == "distillation" and args.model not in RESNETS and args.model not in YOLOS:
+        parser.error("--mode distillation: --model must be a ResNet or YOLO student")
+    if args.mode != "distillation" and args.model in YOLOS:
+        parser.error("a YOLO --model: only with --mode distillation")
     if args.vit == "auto":
         args.vit = "timm" if have_timm() else "builtin"
     elif args.vit == "timm" and not have_timm():
