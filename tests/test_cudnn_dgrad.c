@@ -42,13 +42,21 @@ enum { UID_DZ = 30, UID_MEAN, UID_OTHER_X = UID_MEAN + 12, UID_DGRAD = UID_VIRTU
 enum { NORM_READS = 3, NORM_WRITES = 5, CHAIN = 4, CHAIN_FIRST = NORM_READS + NORM_WRITES };
 enum { NORM_CHANNEL_TENSORS = CHAIN_FIRST + CHAIN };
 
-// BN_BWD_WEIGHTS of x and dz (N, C, SIDE, SIDE), its mean with
+// The norm's mean, inv_std and scale (its reads), the mean with
 // mean_channels channels (CONV_C unless a mistake).
-static void norm_weights_gradient(DnnGraph *g, void *x, void *dz, int64_t mean_channels) {
+static void norm_reads(DnnGraph *g, int64_t mean_channels, void *reads[NORM_READS]) {
+    for (int i = 0; i < NORM_READS; i++)
+        reads[i] = nhwc_tensor(g, UID_MEAN + i, CUDNN_DATA_FLOAT, 1,
+                               i == 0 ? mean_channels : CONV_C, 1, 1, 0);
+}
+
+// BN_BWD_WEIGHTS of x and dz (N, C, SIDE, SIDE) with the given reads.
+static void norm_weights_gradient(DnnGraph *g, void *x, void *dz, void *const *reads) {
     void *channel[NORM_READS + NORM_WRITES];
     for (int i = 0; i < NORM_READS + NORM_WRITES; i++)
-        channel[i] = nhwc_tensor(g, UID_MEAN + i, CUDNN_DATA_FLOAT, 1,
-                                 i == 0 ? mean_channels : CONV_C, 1, 1, 0);
+        channel[i] = i < NORM_READS ? reads[i]
+                                    : nhwc_tensor(g, UID_MEAN + i, CUDNN_DATA_FLOAT, 1, CONV_C,
+                                                  1, 1, 0);
     const DnnNormWeightsGradient norm = {
         .x = x, .dy = dz, .mean = channel[0], .inv_std = channel[1], .scale = channel[2],
         .dscale = channel[3], .dbias = channel[4], .eq_dy_scale = channel[5],
@@ -57,9 +65,10 @@ static void norm_weights_gradient(DnnGraph *g, void *x, void *dz, int64_t mean_c
 }
 
 // ((x0 - mean) inv_std) scale + bias per channel (SUB, MUL, MUL, ADD on
-// the chain's (1, C, 1, 1) float tensors) into virtual floats: the norm's
-// output as cudnn-frontend's sample builds it; x0 into *x0.
-static void *norm_output(DnnGraph *g, int type, void **x0) {
+// the chain's (1, C, 1, 1) float tensors, or for the first three the
+// norm's reads: shared) into virtual floats: the norm's output as
+// cudnn-frontend's sample builds it; x0 into *x0.
+static void *norm_output(DnnGraph *g, int type, void **x0, void *const *shared) {
     *x0 = nhwc_tensor(g, UID_X0, type, CONV_N, CONV_C, CONV_SIDE, CONV_SIDE, 0);
     const int modes[CHAIN] = {CUDNN_POINTWISE_SUB, CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_MUL,
                               CUDNN_POINTWISE_ADD};
@@ -67,10 +76,11 @@ static void *norm_output(DnnGraph *g, int type, void **x0) {
     for (int i = 0; i < CHAIN; i++) {
         void *next = nhwc_tensor(g, UID_DGRAD + 1 + i, CUDNN_DATA_FLOAT, CONV_N, CONV_C,
                                  CONV_SIDE, CONV_SIDE, DNN_VIRTUAL);
-        dnn_graph_pointwise(g, modes[i], stage,
-                            nhwc_tensor(g, UID_MEAN + CHAIN_FIRST + i,
-                                        CUDNN_DATA_FLOAT, 1, CONV_C, 1, 1, 0),
-                            next);
+        void *operand = shared && i < NORM_READS
+                            ? shared[i]
+                            : nhwc_tensor(g, UID_MEAN + CHAIN_FIRST + i, CUDNN_DATA_FLOAT, 1,
+                                          CONV_C, 1, 1, 0);
+        dnn_graph_pointwise(g, modes[i], stage, operand, next);
         stage = next;
     }
     return stage;
@@ -80,9 +90,15 @@ static void *norm_output(DnnGraph *g, int type, void **x0) {
 // lists it (backward data, the norm's output, RELU_BWD, BN_BWD_WEIGHTS),
 // with the norm's output first (the backend's order), or with what no
 // engine fuses: every 16-bit tensor in fp32, dz virtual, the norm's x
-// another tensor than the chain's x0.
+// another tensor than the chain's x0; or with the chain's mean, inv_std
+// and scale the norm's own tensors (the backend's second form).
 typedef enum {
-    DGRAD_AS_LISTED, DGRAD_AFFINE_FIRST, DGRAD_FP32, DGRAD_VIRTUAL_DZ, DGRAD_NORM_OF_OTHER_X
+    DGRAD_AS_LISTED,
+    DGRAD_AFFINE_FIRST,
+    DGRAD_FP32,
+    DGRAD_VIRTUAL_DZ,
+    DGRAD_NORM_OF_OTHER_X,
+    DGRAD_CHAIN_ON_NORM
 } DgradVariant;
 
 // DgradDreluBNBwdWeight: d = the data gradient of dy (N, K, OUT, OUT)
@@ -98,17 +114,19 @@ static DnnPlan *dgrad_graph(int type, const DgradShape *shape, DgradVariant vari
     void *d = nhwc_tensor(&g, UID_DGRAD, CUDNN_DATA_FLOAT, CONV_N, CONV_C, CONV_SIDE, CONV_SIDE,
                           DNN_VIRTUAL);
     void *conv = dnn_graph_convolution(&g, shape->stride, shape->pad);
-    void *x0 = NULL, *biased = NULL;
-    if (variant == DGRAD_AFFINE_FIRST) biased = norm_output(&g, t, &x0);
+    void *x0 = NULL, *biased = NULL, *reads[NORM_READS];
+    norm_reads(&g, CONV_C, reads);
+    void *const *shared = variant == DGRAD_CHAIN_ON_NORM ? reads : NULL;
+    if (variant == DGRAD_AFFINE_FIRST) biased = norm_output(&g, t, &x0, shared);
     dnn_graph_conv_data_gradient(&g, conv, dy, w, d);
-    if (!biased) biased = norm_output(&g, t, &x0);
+    if (!biased) biased = norm_output(&g, t, &x0, shared);
     void *dz = nhwc_tensor(&g, UID_DZ, t, CONV_N, CONV_C, CONV_SIDE, CONV_SIDE,
                            variant == DGRAD_VIRTUAL_DZ ? DNN_VIRTUAL : 0);
     dnn_graph_relu_backward(&g, biased, d, dz);
     void *norm_x = variant == DGRAD_NORM_OF_OTHER_X
                        ? nhwc_tensor(&g, UID_OTHER_X, t, CONV_N, CONV_C, CONV_SIDE, CONV_SIDE, 0)
                        : x0;
-    norm_weights_gradient(&g, norm_x, dz, CONV_C);
+    norm_weights_gradient(&g, norm_x, dz, reads);
     return dnn_graph_plan(&g, 1, err);
 }
 
@@ -124,7 +142,9 @@ static DnnPlan *lone_graph(LoneOperation op, int64_t side, int64_t mean_channels
     void *dz = nhwc_tensor(&g, UID_DZ, half, CONV_N, CONV_C, side, side, 0);
     if (op == LONE_NORM) {
         void *x0 = nhwc_tensor(&g, UID_X0, half, CONV_N, CONV_C, CONV_SIDE, CONV_SIDE, 0);
-        norm_weights_gradient(&g, x0, dz, mean_channels);
+        void *reads[NORM_READS];
+        norm_reads(&g, mean_channels, reads);
+        norm_weights_gradient(&g, x0, dz, reads);
     } else {
         void *dy = nhwc_tensor(&g, UID_DY, half, CONV_N, CONV_K, CONV_SIDE, CONV_SIDE, 0);
         void *w = nhwc_tensor(&g, UID_W, half, CONV_K, CONV_C, 3, 3, 0);
@@ -183,7 +203,8 @@ static void check_norm_outputs(int type, const ConvInputs *in, const uint16_t *d
 
 // Runs the pattern on conv_inputs' x0, w and dy with a mean, inv_std (not
 // 1) and gamma per channel, and the mask's chain its own (its scale and
-// bias conv_inputs'), against the host: dz against the data gradient
+// bias conv_inputs'; DGRAD_CHAIN_ON_NORM: the norm's three, then bias),
+// against the host: dz against the data gradient
 // masked where the chain's output > 0 (in float, one rounding each, as the
 // graph's operations), then check_norm_outputs.
 static void check_dgrad(int type, const DgradShape *shape, DgradVariant variant) {
@@ -201,6 +222,8 @@ static void check_dgrad(int type, const DgradShape *shape, DgradVariant variant)
         channel[CHAIN_FIRST + 1][c] = 1.25f + (float)c / 32;   // scale and bias
         channel[CHAIN_FIRST + 2][c] = from_bits(type, in.scale[c]);
         channel[CHAIN_FIRST + 3][c] = from_bits(type, in.bias[c]);
+        if (variant == DGRAD_CHAIN_ON_NORM)  // the chain reads the norm's (the host too)
+            for (int i = 0; i < NORM_READS; i++) channel[CHAIN_FIRST + i][c] = channel[i][c];
     }
     enum { BOUND = 4 };  // x0, w, dy, dz, then the per-channel tensors
     const void *host[BOUND] = {in.x0, in.w, in.dy, NULL};
@@ -244,7 +267,8 @@ static void check_dgrad(int type, const DgradShape *shape, DgradVariant variant)
 }
 
 // DgradDreluBNBwdWeight in fp16 and bf16, 3x3 stride 1 and 1x1 stride 2,
-// built in either order, against the host.
+// built in either order, and with the chain on the norm's own tensors,
+// against the host.
 static void test_dgrad_drelu_bn_bwd_weight(void **state) {
     NEED_EMULATION();
     for (int s = 0; s < 2; s++)
@@ -252,6 +276,8 @@ static void test_dgrad_drelu_bn_bwd_weight(void **state) {
             check_dgrad(CUDNN_DATA_HALF, &kDgradShapes[s], order);
             check_dgrad(CUDNN_DATA_BFLOAT16, &kDgradShapes[s], order);
         }
+    check_dgrad(CUDNN_DATA_HALF, &kDgradShapes[0], DGRAD_CHAIN_ON_NORM);
+    check_dgrad(CUDNN_DATA_BFLOAT16, &kDgradShapes[1], DGRAD_CHAIN_ON_NORM);
 }
 
 // Refused when finalized: a backward data whose dx has another size than
@@ -295,7 +321,8 @@ static void test_dgrad_and_norm_mistakes_are_refused(void **state) {
 // Engines: the pattern in fp16 and bf16, in either order; none in fp32,
 // with a virtual dz, with the norm's x another tensor than x0, for a lone
 // backward data or BN_BWD_WEIGHTS; none under LTC_EMU_CUDNN_GRAPH=no-dgrad
-// (which keeps the prologue graphs') or no-prologue.
+// (which keeps the prologue graphs') or no-prologue; under
+// dgrad-norm-tensors, only for the chain on the norm's own tensors.
 static void test_dgrad_engines(void **state) {
     NEED_EMULATION();
     ErrorMessage err = {{0}};
@@ -319,6 +346,13 @@ static void test_dgrad_engines(void **state) {
     saved = set_graph_switch("no-prologue");
     const int no_prologue = no_engine(dgrad_graph(half, shape, DGRAD_AS_LISTED, &err), &err);
     restore_graph_switch(saved);
+    assert_true(plans(dgrad_graph(half, shape, DGRAD_CHAIN_ON_NORM, &err)));
+    saved = set_graph_switch("dgrad-norm-tensors");  // the chain on the norm's tensors only
+    const int own_chain = no_engine(dgrad_graph(half, shape, DGRAD_AS_LISTED, &err), &err);
+    const int norm_chain = plans(dgrad_graph(half, shape, DGRAD_CHAIN_ON_NORM, &err));
+    restore_graph_switch(saved);
+    assert_true(own_chain);
+    assert_true(norm_chain);
     assert_true(no_dgrad);
     assert_true(fprop);
     assert_true(wgrad);

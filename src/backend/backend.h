@@ -58,8 +58,16 @@ typedef struct NormAffine {
 
 // conv2d_fusions' bits: the plan's forward emits its BatchNorm statistics;
 // it also takes a prologue (forward and weight gradient); its data gradient
-// also runs through the prologue (conv2d_backward_data_prologue).
-enum { CONV_FUSES_STATISTICS = 1, CONV_FUSES_PROLOGUE = 2, CONV_FUSES_DATA_PROLOGUE = 4 };
+// also runs through the prologue (conv2d_backward_data_prologue); that data
+// gradient's ReLU mask is the norm's output recomputed in float from its
+// mean, 1/std, gamma and beta, not the forward's (the two can differ where
+// the output is within rounding of 0).
+enum {
+    CONV_FUSES_STATISTICS = 1,
+    CONV_FUSES_PROLOGUE = 2,
+    CONV_FUSES_DATA_PROLOGUE = 4,
+    CONV_DATA_PROLOGUE_NORM_MASK = 8
+};
 
 // One tensor of a multi-tensor optimizer update (sgd_update_segments):
 // elements [offset, offset + count) of its arena, its lr multiplier and

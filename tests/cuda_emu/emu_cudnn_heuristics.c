@@ -30,7 +30,10 @@
 // `no-prologue`, one that fuses the statistics and attention but not the
 // prologues (ConvBNfprop, ConvBNwgrad and DgradDreluBNBwdWeight get none),
 // as on GPUs whose cuDNN lacks those engines (sm89; sm80 for wgrad);
-// `no-dgrad`, one without DgradDreluBNBwdWeight only, as cuDNN before 9.8.
+// `no-dgrad`, one without DgradDreluBNBwdWeight only, as cuDNN before 9.8;
+// `dgrad-norm-tensors`, one whose DgradDreluBNBwdWeight takes the norm's
+// output only as a chain on BN_BWD_WEIGHTS' own mean, 1/std and scale (as
+// cudnn-frontend's sample builds it), so the backend's second form runs.
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,11 +102,11 @@ static const EmuDescriptor *pointwise_writer(const EmuTensor *t, cudnnPointwiseM
 // operands that writes `out`: modes[0] writes out, modes[1] its x, and so
 // on, every result virtual float; x0 (N, C, H, W) 16-bit with data, C a
 // multiple of 8; each operand (1, C, 1, 1) with data, of x0's type
-// (params_float 0) or float. NULL when out is not written so.
+// (params_float 0) or float, into params[i] (the operand of modes[i]).
+// NULL when out is not written so.
 static const EmuTensor *chain_input(const EmuTensor *out, const cudnnPointwiseMode_t *modes,
                                     int length, int params_float, EmuDescriptor *const *ops,
-                                    int count) {
-    const EmuTensor *params[4];
+                                    int count, const EmuTensor **params) {
     for (int i = 0; i < length; i++) {
         const EmuDescriptor *op = out->is_virtual && out->type == CUDNN_DATA_FLOAT
                                       ? pointwise_writer(out, modes[i], ops, count)
@@ -131,17 +134,28 @@ static const EmuTensor *chain_input(const EmuTensor *out, const cudnnPointwiseMo
 static const EmuTensor *scale_bias_input(const EmuTensor *biased, EmuDescriptor *const *ops,
                                          int count) {
     const cudnnPointwiseMode_t modes[2] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_MUL};
-    return chain_input(biased, modes, 2, 0, ops, count);
+    const EmuTensor *params[2];
+    return chain_input(biased, modes, 2, 0, ops, count, params);
 }
 
 // The input of a BatchNorm's output as cudnn-frontend's
 // DgradDreluBNBwdWeight builds it: ((x0 - mean) inv_std) scale + bias, SUB,
-// MUL, MUL, ADD, the four float.
+// MUL, MUL, ADD, the four float, into operands: bias, scale, inv_std, mean.
 static const EmuTensor *norm_output_input(const EmuTensor *normalized, EmuDescriptor *const *ops,
-                                          int count) {
+                                          int count, const EmuTensor **operands) {
     const cudnnPointwiseMode_t modes[4] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_MUL,
                                            CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_SUB};
-    return chain_input(normalized, modes, 4, 1, ops, count);
+    return chain_input(normalized, modes, 4, 1, ops, count, operands);
+}
+
+// Whether the chain's mean, inv_std and scale are the norm's own tensors.
+static int chain_on_norm_tensors(const EmuTensor *const *operands, const EmuDescriptor *norm) {
+    const cudnnBackendAttributeName_t own[3] = {CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC,
+                                                CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC,
+                                                CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC};
+    for (int i = 0; i < 3; i++)
+        if (operands[i + 1]->uid != emu_tensor_of(norm, own[i])->uid) return 0;
+    return 1;
 }
 
 // The input of a scale-bias-relu prologue: x = relu(x0 s + b), RELU_FWD of
@@ -214,12 +228,14 @@ static int dgrad_fusable(EmuDescriptor *const *ops, int count) {
     const EmuDescriptor *relu = pointwise_writer(dz, CUDNN_POINTWISE_RELU_BWD, ops, count);
     if (!relu || emu_tensor_of(relu, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC)->uid != d->uid)
         return 0;
-    const EmuTensor *x0 =
-        norm_output_input(emu_tensor_of(relu, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), ops, count);
+    const EmuTensor *operands[4];
+    const EmuTensor *x0 = norm_output_input(
+        emu_tensor_of(relu, CUDNN_ATTR_OPERATION_POINTWISE_XDESC), ops, count, operands);
     const EmuTensor *norm_x = emu_tensor_of(norm, CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC);
     if (!x0 || norm_x->uid != x0->uid || !d->is_virtual || d->type != CUDNN_DATA_FLOAT ||
         dy->dims[1] % 8 != 0)
         return 0;
+    if (graph_switch_is("dgrad-norm-tensors") && !chain_on_norm_tensors(operands, norm)) return 0;
     const EmuTensor *sixteen_bit_operands[3] = {dy, w, dz};
     for (int i = 0; i < 3; i++)
         if (sixteen_bit_operands[i]->is_virtual || sixteen_bit_operands[i]->type != x0->type)

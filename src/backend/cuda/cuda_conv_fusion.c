@@ -40,16 +40,23 @@
 // ADD bias on float (1, C, 1, 1) tensors of its own, given 0, 1 and the
 // prologue's rounded scale and shift: x scale + shift, the forward's ReLU
 // input to the bit (x scale is exact for 16-bit x and scale), so the mask
-// is the forward's.
+// is the forward's. A cuDNN whose engine wants the chain on the norm's own
+// tensors (cudnn-frontend's sample builds it so; whether the engine
+// insists is unknown until a GPU answers) gets that form second: mean,
+// 1/std and gamma shared with BN_BWD_WEIGHTS, and beta: no coefficient
+// kernel, but the mask is ((x - mean) 1/std) gamma + beta in float, which
+// can differ from the forward's where that is within rounding of 0.
 //
 // Probed once per shape and cached like the algorithm choice
 // (conv_algorithms.h; key suffixes "|conv-genstats", "|conv-prologue" and
-// "|conv-dgrad-prologue", forward = 1 when cuDNN gave the plan(s),
-// forward_bytes the workspace): a later process skips the graphs of a shape
-// cuDNN refused. LTC_CUDA_CONV_FUSION=off leaves every convolution to the
-// separate ops, =stats keeps conv + genstats without the prologues,
-// =prologue the prologues without the data-gradient graph (the same-run
-// comparisons).
+// "|conv-dgrad-prologue", "|conv-dgrad-norm-tensors" (the second form),
+// forward = 1 when cuDNN gave the plan(s), forward_bytes the workspace): a
+// later process skips the graphs of a shape cuDNN refused.
+// LTC_CUDA_CONV_FUSION=off leaves every convolution to the separate ops,
+// =stats keeps conv + genstats without the prologues, =prologue the
+// prologues without the data-gradient graph (the same-run comparisons),
+// =dgrad-norm-tensors skips the first form of the data-gradient graph (so
+// a GPU whose cuDNN takes the first also checks the second).
 //
 // Workspace: an execution owns the backend's workspace (ops run one after
 // another on the stream): cuDNN's need first, then the prologue's (2, C)
@@ -67,7 +74,7 @@
 
 enum { UID_X = 1, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_SCALE, UID_SHIFT, UID_SCALED,
        UID_SHIFTED, UID_RELU, UID_DY, UID_DW, UID_DGRAD, UID_DZ, UID_MEAN, UID_INV_STD,
-       UID_GAMMA, UID_DBIAS, UID_DSCALE, UID_EQ_DY, UID_EQ_X, UID_EQ_BIAS,
+       UID_GAMMA, UID_BETA, UID_DBIAS, UID_DSCALE, UID_EQ_DY, UID_EQ_X, UID_EQ_BIAS,
        UID_CHAIN,                        // 4 uids: the norm chain's coefficients,
        UID_CHAIN_STAGE = UID_CHAIN + 4 };  // then 4 of its virtual outputs
 
@@ -76,6 +83,7 @@ struct CudaConvStats {
     DnnPlan *prologue_plan;  // scale-bias-relu-conv-genstats, or NULL
     DnnPlan *wgrad_plan;     // scale-bias-relu-wgrad (with prologue_plan)
     DnnPlan *dgrad_plan;     // dgrad-drelu-bn-bwd-weight, or NULL
+    int dgrad_norm_tensors;  // dgrad_plan's chain reads the norm's own tensors (second form)
     ConvShape shape;
     size_t coefficients;     // workspace offsets: the prologue's (2, C) scale and shift,
     size_t weight_gradient;  // the 16-bit (K, R, S, C) weight gradient, or the float
@@ -139,9 +147,20 @@ static void weight_gradient(DnnGraph *g, const ConvShape *s, int type, void *x) 
     dnn_graph_conv_filter_gradient(g, dnn_graph_convolution(g, s->stride, s->padding), x, dy, dw);
 }
 
-// dz = the data gradient for dy where x scale + shift > 0, and the norm's
-// weight gradient of dz (sums) with its equivalent coefficients.
-static void data_gradient_reduced(DnnGraph *g, const ConvShape *s, int type) {
+// dz = the data gradient for dy where the norm's output > 0, and the norm's
+// weight gradient of dz (sums) with its equivalent coefficients; the
+// output's chain on tensors of its own (x scale + shift) or on the norm's.
+static void data_gradient_reduced(DnnGraph *g, const ConvShape *s, int type, int norm_tensors) {
+    const int c = s->in_channels;
+    void *mean = channel_tensor(g, UID_MEAN, CUDNN_DATA_FLOAT, c);
+    void *inv_std = channel_tensor(g, UID_INV_STD, CUDNN_DATA_FLOAT, c);
+    void *gamma = channel_tensor(g, UID_GAMMA, CUDNN_DATA_FLOAT, c);
+    void *const norm_reads[3] = {mean, inv_std, gamma};
+    void *operands[4];
+    for (int i = 0; i < 4; i++)
+        operands[i] = !norm_tensors ? channel_tensor(g, UID_CHAIN + i, CUDNN_DATA_FLOAT, c)
+                      : i < 3       ? norm_reads[i]
+                                    : channel_tensor(g, UID_BETA, CUDNN_DATA_FLOAT, c);
     // the norm's output: ((x - mean) inv_std) scale + bias, virtual float
     void *x = input_shaped(g, UID_X, type, s, 0);
     const int modes[4] = {CUDNN_POINTWISE_SUB, CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_MUL,
@@ -149,9 +168,7 @@ static void data_gradient_reduced(DnnGraph *g, const ConvShape *s, int type) {
     void *mask = x;
     for (int i = 0; i < 4; i++) {
         void *stage = input_shaped(g, UID_CHAIN_STAGE + i, CUDNN_DATA_FLOAT, s, DNN_VIRTUAL);
-        dnn_graph_pointwise(g, modes[i], mask,
-                            channel_tensor(g, UID_CHAIN + i, CUDNN_DATA_FLOAT, s->in_channels),
-                            stage);
+        dnn_graph_pointwise(g, modes[i], mask, operands[i], stage);
         mask = stage;
     }
     void *w = filter_tensor(g, UID_W, type, s);
@@ -160,13 +177,12 @@ static void data_gradient_reduced(DnnGraph *g, const ConvShape *s, int type) {
     dnn_graph_conv_data_gradient(g, dnn_graph_convolution(g, s->stride, s->padding),
                                  output_gradient(g, s, type), w, dgrad);
     dnn_graph_relu_backward(g, mask, dgrad, dz);
-    const int c = s->in_channels;
     const DnnNormWeightsGradient norm = {
         .x = x,
         .dy = dz,
-        .mean = channel_tensor(g, UID_MEAN, CUDNN_DATA_FLOAT, c),
-        .inv_std = channel_tensor(g, UID_INV_STD, CUDNN_DATA_FLOAT, c),
-        .scale = channel_tensor(g, UID_GAMMA, CUDNN_DATA_FLOAT, c),
+        .mean = mean,
+        .inv_std = inv_std,
+        .scale = gamma,
         .dscale = channel_tensor(g, UID_DSCALE, CUDNN_DATA_FLOAT, c),
         .dbias = channel_tensor(g, UID_DBIAS, CUDNN_DATA_FLOAT, c),
         .eq_dy_scale = channel_tensor(g, UID_EQ_DY, CUDNN_DATA_FLOAT, c),
@@ -175,7 +191,13 @@ static void data_gradient_reduced(DnnGraph *g, const ConvShape *s, int type) {
     dnn_graph_bn_backward_weights(g, &norm);
 }
 
-enum Pattern { CONV_GENSTATS, PROLOGUE_CONV_GENSTATS, PROLOGUE_WGRAD, PROLOGUE_DGRAD };
+enum Pattern {
+    CONV_GENSTATS,
+    PROLOGUE_CONV_GENSTATS,
+    PROLOGUE_WGRAD,
+    PROLOGUE_DGRAD,
+    PROLOGUE_DGRAD_NORM_TENSORS
+};
 
 static DnnPlan *plan_pattern(Backend *backend, const ConvShape *s, enum Pattern pattern,
                              ErrorMessage *err) {
@@ -183,8 +205,8 @@ static DnnPlan *plan_pattern(Backend *backend, const ConvShape *s, enum Pattern 
         backend->compute_dtype == COMPUTE_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     DnnGraph graph;
     dnn_graph_begin(&graph, cuda_state(backend)->cudnn);
-    if (pattern == PROLOGUE_DGRAD) {
-        data_gradient_reduced(&graph, s, type);
+    if (pattern == PROLOGUE_DGRAD || pattern == PROLOGUE_DGRAD_NORM_TENSORS) {
+        data_gradient_reduced(&graph, s, type, pattern == PROLOGUE_DGRAD_NORM_TENSORS);
         return dnn_graph_plan(&graph, 1, err);
     }
     void *x = pattern == CONV_GENSTATS ? input_shaped(&graph, UID_X, type, s, 0)
@@ -252,6 +274,29 @@ static int plan_probed(Backend *backend, const ConvShape *s, const char *probe_k
     return -1;
 }
 
+// The data-gradient graph: its first form, else the one on the norm's own
+// tensors (why->data_form: why the first was not taken).
+static void plan_data_gradient(Backend *backend, const ConvShape *s, const char *key,
+                               CudaConvStats *stats, ConvFusionReasons *why) {
+    char probe_key[600];
+    const enum Pattern first = PROLOGUE_DGRAD, second = PROLOGUE_DGRAD_NORM_TENSORS;
+    snprintf(probe_key, sizeof probe_key, "%s|conv-dgrad-prologue", key);
+    if (strcmp(fusion_switch(), "dgrad-norm-tensors") == 0)
+        snprintf(why->data_form, sizeof why->data_form, "LTC_CUDA_CONV_FUSION=dgrad-norm-tensors");
+    else if (!plan_probed(backend, s, probe_key, &first, 1, &stats->dgrad_plan, why->data_form,
+                          sizeof why->data_form))
+        return;
+    snprintf(probe_key, sizeof probe_key, "%s|conv-dgrad-norm-tensors", key);
+    char refused[sizeof why->data];
+    if (plan_probed(backend, s, probe_key, &second, 1, &stats->dgrad_plan, refused,
+                    sizeof refused)) {
+        snprintf(why->data, sizeof why->data, "%.240s; on the norm's tensors: %.240s",
+                 why->data_form, refused);
+        return;
+    }
+    stats->dgrad_norm_tensors = 1;
+}
+
 static size_t align_up(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 // Sets *reason to `why` ("" for NULL); returns whether there was one.
@@ -291,13 +336,10 @@ CudaConvStats *cuda_conv_stats_create(Backend *backend, const ConvShape *s, cons
         stats->prologue_plan = pair[0];
         stats->wgrad_plan = pair[1];
     }
-    const enum Pattern data = PROLOGUE_DGRAD;
-    snprintf(probe_key, sizeof probe_key, "%s|conv-dgrad-prologue", key);
     if (!stats->prologue_plan)
         snprintf(why->data, sizeof why->data, "no prologue graphs");
     else if (!ruled_out(why->data, sizeof why->data, data_prologue_unsupported()))
-        plan_probed(backend, s, probe_key, &data, 1, &stats->dgrad_plan, why->data,
-                    sizeof why->data);
+        plan_data_gradient(backend, s, key, stats, why);
     size_t graph_bytes = 0;
     const DnnPlan *plans[4] = {stats->plan, stats->prologue_plan, stats->wgrad_plan,
                                stats->dgrad_plan};
@@ -337,6 +379,10 @@ int cuda_conv_stats_has_prologue(const CudaConvStats *stats) {
 
 int cuda_conv_stats_has_data_prologue(const CudaConvStats *stats) {
     return stats && stats->dgrad_plan;
+}
+
+int cuda_conv_stats_data_prologue_reads_norm(const CudaConvStats *stats) {
+    return stats && stats->dgrad_plan && stats->dgrad_norm_tensors;
 }
 
 // The prologue's coefficients into the workspace at `offset` (chain: as
@@ -388,28 +434,30 @@ void cuda_conv_stats_data(Backend *backend, const CudaConvStats *stats, const Ac
                           float *dgamma, float *dbeta, float *sums) {
     CudaState *state = cuda_state(backend);
     const int channels = stats->shape.in_channels;
-    float *chain = (float *)coefficients(backend, stats, prologue, stats->weight_gradient, 1);
+    float *chain = (float *)((char *)state->workspace + stats->weight_gradient);
     float *equivalent = chain + 4 * channels;
-    const int64_t uids[] = {UID_DY,        UID_W,         UID_X,         UID_CHAIN,
-                            UID_CHAIN + 1, UID_CHAIN + 2, UID_CHAIN + 3, UID_MEAN,
-                            UID_INV_STD,   UID_GAMMA,     UID_DZ,        UID_DBIAS,
-                            UID_DSCALE,    UID_EQ_DY,     UID_EQ_X,      UID_EQ_BIAS};
-    void *const pointers[] = {(void *)dy,
-                              (void *)w,
-                              (void *)x,
-                              chain,
-                              chain + channels,
-                              chain + 2 * channels,
-                              chain + 3 * channels,
-                              (void *)prologue->mean,
-                              (void *)prologue->inv_std,
-                              (void *)prologue->gamma,
-                              dz,
-                              sums,
-                              sums + channels,
-                              equivalent,
-                              equivalent + channels,
-                              equivalent + 2 * channels};
-    dnn_plan_execute(stats->dgrad_plan, 16, uids, pointers, state->workspace);
+    int64_t uids[16] = {UID_DY,   UID_W,     UID_X,      UID_MEAN,  UID_INV_STD, UID_GAMMA,
+                        UID_DZ,   UID_DBIAS, UID_DSCALE, UID_EQ_DY, UID_EQ_X,    UID_EQ_BIAS};
+    void *pointers[16] = {(void *)dy,
+                          (void *)w,
+                          (void *)x,
+                          (void *)prologue->mean,
+                          (void *)prologue->inv_std,
+                          (void *)prologue->gamma,
+                          dz,
+                          sums,
+                          sums + channels,
+                          equivalent,
+                          equivalent + channels,
+                          equivalent + 2 * channels};
+    int count = 12;
+    if (stats->dgrad_norm_tensors) {  // the chain's fourth operand: beta
+        uids[count] = UID_BETA, pointers[count++] = (void *)prologue->beta;
+    } else {  // the chain's own four: 0, 1, scale, shift
+        coefficients(backend, stats, prologue, stats->weight_gradient, 1);
+        for (int i = 0; i < 4; i++)
+            uids[count] = UID_CHAIN + i, pointers[count++] = chain + i * channels;
+    }
+    dnn_plan_execute(stats->dgrad_plan, count, uids, pointers, state->workspace);
     cuda_norm_gradients_add_launch(state->stream, channels, sums, dgamma, dbeta);
 }

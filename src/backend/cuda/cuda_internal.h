@@ -85,7 +85,9 @@ typedef struct CudaState {
     char attention_fallback_reason[320];
     // The same for convolutions with BatchNorm statistics (cuda_conv.c)
     int conv_plans, conv_stats_plans, conv_prologue_plans, conv_data_prologue_plans;
+    int conv_data_norm_plans;  // of those, the data-gradient graph's second form
     char conv_fallback_reason[600], conv_prologue_reason[600], conv_data_prologue_reason[600];
+    char conv_data_form_reason[600];
 } CudaState;
 
 static inline CudaState *cuda_state(const Backend *backend) { return (CudaState *)backend->impl; }
@@ -388,6 +390,7 @@ typedef struct CudaConvStats CudaConvStats;
 // conv + genstats, the prologue graphs, the data-gradient graph.
 typedef struct ConvFusionReasons {
     char stats[sizeof(ErrorMessage)], prologue[sizeof(ErrorMessage)], data[sizeof(ErrorMessage)];
+    char data_form[sizeof(ErrorMessage)];  // why the data gradient's first form was not taken
 } ConvFusionReasons;
 // The fused paths of a plan of shape s (key: its algorithm-file key), or
 // NULL (fp32, channels not multiples of 8, cuDNN refused it now or in an
@@ -406,6 +409,8 @@ void cuda_conv_stats_weights(Backend *backend, const CudaConvStats *stats, const
                              const NormAffine *prologue, const Act *dy, float *dw);
 // Whether the plan also has the data-gradient graph (has_prologue too).
 int cuda_conv_stats_has_data_prologue(const CudaConvStats *stats);
+// Whether that graph's mask reads the norm's own tensors (its second form).
+int cuda_conv_stats_data_prologue_reads_norm(const CudaConvStats *stats);
 // backend.h conv2d_backward_data_prologue (has_data_prologue).
 void cuda_conv_stats_data(Backend *backend, const CudaConvStats *stats, const Act *dy,
                           const Act *w, const Act *x, const NormAffine *prologue, Act *dz,
