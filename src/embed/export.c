@@ -223,7 +223,8 @@ int command_export(int argc, char **argv) {
          .help = "backbone: the checkpoint's default (the teacher for DINO); teacher or student",
          .choices = part_names},
         {.name = "format", .type = OPTION_CHOICE, .value = &args.format, .metavar = "FORMAT",
-         .help = "file format of --out (auto: onnx for *.onnx, else safetensors)",
+         .help = "file format of --out (auto: onnx for *.onnx, a YOLO's Ultralytics checkpoint "
+                 "for *.pt, else safetensors)",
          .choices = format_names},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},
@@ -254,8 +255,9 @@ int command_export(int argc, char **argv) {
         .summary = "Writes a backbone of a checkpoint as a torchvision (ResNet), timm (ViT) "
                    "or torchvision / timm / DINOv3 (ConvNeXt, its --model's) state dict in "
                    "safetensors, loadable with load_state_dict (ResNet, torchvision's "
-                   "ConvNeXt: strict=False, no classifier), or as an ONNX model of its "
-                   "embedding (docs/onnx.md).",
+                   "ConvNeXt: strict=False, no classifier), a YOLO as the Ultralytics "
+                   "checkpoint of its whole model that ultralytics.YOLO loads (--out NAME.pt), "
+                   "or as an ONNX model of its embedding (docs/onnx.md).",
         .epilog = EXIT_STATUS_HELP,
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),
