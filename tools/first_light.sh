@@ -643,7 +643,7 @@ FL_RESULTS="$out/first_light.jsonl"
 FL_SUMMARY="$out/first_light_summary.md"
 FL_WORK=${FIRST_LIGHT_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/first-light-XXXXXX")}
 FL_LOGS="$FL_WORK/logs"
-FL_IMAGES="$here/images"
+FL_IMAGES="$FL_WORK/images"  # made below from the working tree's photographs
 FL_EXPECT_BACKEND=$([ "$FIRST_LIGHT_ACCELERATOR" = gpu ] && echo cuda || echo cpu)
 # The node's python3 holds PyTorch and its pip CUDA libraries.
 FL_PYTHON=${PYTHON:-python3}
@@ -682,10 +682,23 @@ if [ ! -e "$FL_BUNDLE/tests/fixtures" ]; then
     fi
 fi
 ln -s "$FL_BUNDLE/tests/fixtures" "$FL_WORK/testdir/tests/fixtures"
+# The JPEGs the train part reads, as make_first_light.sh asked (images.conf;
+# the environment's FIRST_LIGHT_IMAGES / FIRST_LIGHT_SIDES first).
+images_wanted=${FIRST_LIGHT_IMAGES:-} sides_wanted=${FIRST_LIGHT_SIDES:-}
+# shellcheck source=/dev/null
+[ -f "$here/images.conf" ] && . "$here/images.conf"
+FIRST_LIGHT_IMAGES=${images_wanted:-${FIRST_LIGHT_IMAGES:-768}}
+FIRST_LIGHT_SIDES=${sides_wanted:-${FIRST_LIGHT_SIDES:-288 480}}
+read -r min_side max_side <<<"$FIRST_LIGHT_SIDES"
+if ! "$FL_BUNDLE/tools/photo_crops" "$here/../tests/fixtures/photos" "$FL_IMAGES" \
+        "$FIRST_LIGHT_IMAGES" "$min_side" "$max_side" >"$FL_LOGS/images.txt" 2>&1; then
+    record setup images fail "photo_crops: $(tail -n 1 "$FL_LOGS/images.txt")"
+fi
 # shellcheck source=tools/bench_gpu_lib.bash
 . "$FL_BUNDLE/tools/bench_gpu_lib.bash"
 use_python_cuda_libraries "$FL_PYTHON"
 record setup unpack pass "bundle unpacked in $FL_WORK" "images=$(find "$FL_IMAGES" -name '*.jpg' | wc -l)" \
+    "image_sides=$min_side-$max_side" \
     "python=$FL_PYTHON" "library_path=${LD_LIBRARY_PATH:-none}"
 
 # Every program of the bundle must find our libraries inside it: any other

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The GPU script as the GPU node runs it (issues 19 and 32), at tiny sizes: `make
-# first-light`'s folder (tools/make_first_light.sh, here packed without xz
-# and with 24 images) is copied to a temporary place and run.sh runs there
-# with no build tree on the paths (env -i, its own folder as the working
-# directory), a fake $OUT, and the system Python (standard library only:
+# The GPU script as the GPU node runs it (issues 19 and 32), at tiny sizes:
+# `make first-light`'s folder (tools/make_first_light.sh, here packed
+# without xz and asking for 16 images, which run.sh makes there) is copied
+# to a temporary place and run.sh runs there with no build tree on the
+# paths (env -i, its own folder as the working directory), a fake $OUT, and
+# the system Python (standard library only:
 # torch absent, so the PyTorch checks must say skip, not break). The bundle
 # carries the CUDA emulation's program and, for the op groups run here, its
 # test binaries: versions, op groups and embed take the cuda paths on the
@@ -50,12 +51,16 @@ FIRST_LIGHT_PACK=tar FIRST_LIGHT_IMAGES=16 FIRST_LIGHT_SIDES="40 64" FIRST_LIGHT
   fail "make_first_light.sh failed: $(tail -n 5 "$work/make.out")"
 grep -q 'carry=\["first-light"\] timeout_s=480' "$work/make.out" ||
   fail "no device command printed: $(tail -n 3 "$work/make.out")"
-[ "$(find "$work/made/first-light/images" -name '*.jpg' | wc -l)" -eq 16 ] || fail "not 16 images"
+[ ! -e "$work/made/first-light/images" ] && grep -q '^FIRST_LIGHT_IMAGES=16$' "$work/made/first-light/images.conf" &&
+  grep -q '^FIRST_LIGHT_SIDES="40 64"$' "$work/made/first-light/images.conf" ||
+  fail "the folder carries images, or images.conf does not ask for 16 of 40 to 64 px"
 
 # The node: the folder somewhere else, with the tracked files the device
-# tool sends beside it that run.sh reads (the fixtures: not in the bundle).
+# tool sends beside it that run.sh reads (the fixtures: not in the bundle;
+# the photographs it makes the JPEGs from).
 node="$work/node"
 mkdir -p "$node/out" "$node/tests/fixtures"
+cp -r tests/fixtures/photos "$node/tests/fixtures/"
 cp -r "$work/made/first-light" "$node/"
 ! tar -tf "$node/first-light/bundle.tar" | grep -q '^bundle/tests/fixtures/' ||
   fail "the bundle carries a copy of the fixtures"
@@ -101,7 +106,7 @@ has() {
   grep -E "\"part\": \"$1\", \"check\": \"$(sed 's/[][]/\\&/g' <<<"$2")\", \"status\": \"$3\"" "$results" |
     grep -q -E -- "${4:-.}" || fail "no $3 record of $1/$2${4:+ matching /$4/}"
 }
-has setup unpack pass '"images": 16'
+has setup unpack pass '"images": 16, "image_sides": "40-64"'
 has setup libraries pass
 has versions gpus pass
 has versions gpu-libraries pass 'cuDNN [0-9.]+ for CUDA'
