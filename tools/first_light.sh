@@ -25,14 +25,14 @@
 #             distillation ResNet-50 <- ViT-B/14 (also as CUDA graphs), a
 #             DINOv2 ViT-B/14 step (also as CUDA graphs and with activation
 #             checkpointing),
-#             DINO ResNet-50 multi-crop's memory; then issue 35's
-#             ConvNeXt-T SimCLR step and DINOv3 ConvNeXt-B teacher forward
-#             against PyTorch, and issue 34's YOLO11s student (distillation
-#             from a ViT-B/14, DINO) against the same backbone in plain
-#             PyTorch (tools/compare/pytorch_yolo.py: the node has no
-#             Ultralytics); after torch.compile: a cut loses them first, a
-#             second command runs them (FIRST_LIGHT_PARTS=targets
-#             FIRST_LIGHT_TARGETS="convnext ... yolo-dino")
+#             DINO ResNet-50 multi-crop's memory; then issue 34's YOLO11s
+#             student (distillation from a ViT-B/14, DINO) against the same
+#             backbone in plain PyTorch (tools/compare/pytorch_yolo.py: the
+#             node has no Ultralytics), and issue 35's ConvNeXt-T SimCLR
+#             step and DINOv3 ConvNeXt-B teacher forward against PyTorch;
+#             after torch.compile: a cut loses them first, a second command
+#             runs them (FIRST_LIGHT_PARTS=targets
+#             FIRST_LIGHT_TARGETS="yolo-distillation ... convnext-teacher")
 # Then, where the deadline leaves time (else in a second command):
 #   ops       every cuda op group against ref: all fp32 groups first, then
 #             fp16 and bf16 (LTC_TEST_GROUPS), each binary's time
@@ -248,7 +248,7 @@ target_ratios() {
 # 34's YOLO11s student: distillation from a ViT-B/14 and DINO, against
 # the same backbone in plain PyTorch.
 # torch.compile last among issue 32's (its compilation is the longest), the
-# ConvNeXt and YOLO targets after it.
+# YOLO and ConvNeXt targets after it.
 part_targets() {
     # shellcheck source=tools/bench_gpu_lib.bash
     . "$FL_BUNDLE/tools/bench_gpu_lib.bash"  # measure_side and its helpers
@@ -626,7 +626,7 @@ test_conv_fusion:cuda,cuda-fp16,cuda-bf16:1 test_multi_tensor_update:cuda:0
 test_vit_checkpointing::12 test_cuda_graph_update::0 test_cuda_graph_layers::0
 test_cuda_graph_staging::0 test_cuda_graph_step::0}"
 # The targets in the order they run (compile: SimCLR's torch.compile side, last).
-: "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile convnext convnext-teacher yolo-distillation yolo-dino}"
+: "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile yolo-distillation yolo-dino convnext convnext-teacher}"
 : "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"
 : "${FIRST_LIGHT_TARGET_TEACHER:=vit_b14 224 128 30}" "${FIRST_LIGHT_TARGET_DINOV2:=vit_b14 224 32 10}"
 : "${FIRST_LIGHT_TARGET_CONVNEXT:=torchvision/convnext_tiny 224 128 20}"
