@@ -7,7 +7,8 @@
 # do not depend on the image size or the batch, so the runs are tiny; the
 # GPU's own time per launch is what a profile (tools/profile_gpu.sh) adds.
 #   tools/launch_census.sh [METHOD [MODEL]]      (default: simclr resnet50)
-# Environment: LTC_BUILD (build), CENSUS_TOP (25 sites listed).
+# Environment: LTC_BUILD (build), CENSUS_TOP (25 sites listed), CENSUS_SIZE
+# (32: the image size; a ViT's must be a multiple of its patch).
 # Prints "CENSUS total=N kernel=N cudnn=N cublas=N copy=N memset=N
 # host_wait=N", then the busiest sites, "COUNT KIND SITE". total counts the
 # operations queued; host_wait the calls that may make the host wait for
@@ -28,7 +29,7 @@ trap 'rm -rf "$work"' EXIT
 for steps in 2 3; do
     if ! LTC_EMU_LAUNCH_LOG="$work/log$steps" LIGHTLY_TRAIN_CACHE_DIR="$work/cache" \
         "$program" train --data "$work/images" --method "$method" --model "$model" \
-        --image-size 32 --batch-size 4 --max-steps "$steps" --num-workers 1 \
+        --image-size "${CENSUS_SIZE:-32}" --batch-size 4 --max-steps "$steps" --num-workers 1 \
         --accelerator gpu --out "$work/out$steps" >"$work/train$steps.out" 2>&1; then
         echo "launch_census: the $steps-step run failed:" >&2
         tail -n 5 "$work/train$steps.out" >&2
