@@ -673,13 +673,11 @@ FL_BIN="$FL_BUNDLE/bin/lightly-train-c"
 export FL_BUNDLE FL_BIN
 # The test fixtures: make_first_light.sh leaves them out of the bundle, the
 # working tree the device tool sends beside this folder has them.
-if [ ! -e "$FL_BUNDLE/tests/fixtures" ]; then
-    if [ -d "$here/../tests/fixtures" ]; then
-        ln -s "$(cd "$here/../tests/fixtures" && pwd)" "$FL_BUNDLE/tests/fixtures"
-    else
-        record setup fixtures fail "no tests/fixtures beside $(basename "$here")/ (the working tree)" \
-            "expected=$here/../tests/fixtures"
-    fi
+if [ -d "$here/../tests/fixtures" ]; then
+    ln -s "$(cd "$here/../tests/fixtures" && pwd)" "$FL_BUNDLE/tests/fixtures"
+else
+    record setup fixtures fail "no tests/fixtures beside $(basename "$here")/ (the working tree)" \
+        "expected=$here/../tests/fixtures"
 fi
 ln -s "$FL_BUNDLE/tests/fixtures" "$FL_WORK/testdir/tests/fixtures"
 # The JPEGs the train part reads, as make_first_light.sh asked (images.conf;
