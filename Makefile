@@ -182,9 +182,11 @@ EMU_LIB_OBJ = $(filter-out $(BUILD)/obj/src/backend/cuda/% $(BUILD)/obj/src/back
 EMU_LDLIBS = $(PKG_LIBS) $(DICOM_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
 
 # The emulation's own checks (test_emu_checks: each done once on purpose by
-# a kernel of the file; test_emu_graphs: stream capture and graphs): built
+# a kernel of the file; test_emu_graphs: stream capture and graphs;
+# test_emu_streams: streams that run late): built
 # for the emulation only, run with the binaries of EMU_LIST.
-EMU_CHECKS_SOURCES := tests/cuda_emu/test_emu_checks.cu tests/cuda_emu/test_emu_graphs.cu
+EMU_CHECKS_SOURCES := tests/cuda_emu/test_emu_checks.cu tests/cuda_emu/test_emu_graphs.cu \
+                      tests/cuda_emu/test_emu_streams.cu
 
 $(EMU_CUDA_FILES:%=$(EMU_DIR)/%) $(EMU_CHECKS_SOURCES:%=$(EMU_DIR)/%): $(EMU_DIR)/%: % tests/cuda_emu/rewrite.sed
 	@mkdir -p $(@D)

@@ -68,7 +68,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 job_kinds=()
 job_names=()
 job_paths=()
-# add_job KIND NAME PATH: KIND is unit-native, unit-avx2, unit-scalar, emu,
+# add_job KIND NAME PATH: KIND is unit-native, unit-avx2, unit-scalar, emu, emu-first,
 # fuzz or e2e; PATH the binary or script.
 add_job() {
   job_kinds+=("$1")
@@ -134,6 +134,16 @@ for name in $(sed -n 's/^\(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.lis
   fi
   add_job emu "$label" "$binary"
 done
+# Those that move data between the copy and compute streams once more, in
+# the emulation's other schedule (emu_streams.cpp): the compute stream runs
+# its work when it is queued, so a kernel that does not wait for a copy
+# reads what was there before (the default schedule shows the other side:
+# a copy that overwrites what a queued kernel still reads).
+for name in $(sed -n 's/^first-at-once \(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.list); do
+  binary="$build/emu/tests/$name"
+  [ -x "$binary" ] || continue  # counted as skipped above
+  add_job emu-first "$name[cuda (CPU emulation, first stream at once)]" "$binary"
+done
 
 # The libFuzzer targets (tests/fuzz), briefly: each over its seeds, then
 # ${LTC_FUZZ_SECONDS:-2} s of mutations, so that a harness cannot rot unseen
@@ -164,6 +174,7 @@ job_log() {
   case ${job_kinds[$1]} in
     unit-*) echo "$build/tests/${job_names[$1]}.log" ;;
     emu) echo "$build/emu/tests/$(basename "${job_paths[$1]}").log" ;;
+    emu-first) echo "$build/emu/tests/$(basename "${job_paths[$1]}")-first-at-once.log" ;;
     fuzz) echo "$build/fuzz/$(basename "${job_paths[$1]}").result" ;;
     e2e) echo "$build/tests/e2e-${job_names[$1]}.log" ;;
   esac
@@ -178,6 +189,7 @@ run_job() {
     unit-avx2) ONEDNN_MAX_CPU_ISA=AVX2 "$path" >"$log" 2>&1 ;;
     unit-scalar) LTC_SIMD=scalar ONEDNN_MAX_CPU_ISA=SSE41 "$path" >"$log" 2>&1 ;;
     emu) LTC_TEST_CUDA_ONLY=1 "$path" >"$log" 2>&1 ;;
+    emu-first) LTC_EMU_STREAMS=first-at-once LTC_TEST_CUDA_ONLY=1 "$path" >"$log" 2>&1 ;;
     fuzz) tests/fuzz/run_target.sh "$path" "${LTC_FUZZ_SECONDS:-2}" >"$log" 2>&1 ;;
     e2e) bash "$path" >"$log" 2>&1 ;;
   esac
@@ -202,7 +214,7 @@ finish_job() {
   local i=$1 status=$2 start=$3 name=${job_names[$1]} log
   log=$(job_log "$i")
   case ${job_kinds[$i]} in
-    unit-* | emu) count_log "$name" "$log" "$status" "$start" ;;
+    unit-* | emu*) count_log "$name" "$log" "$status" "$start" ;;
     fuzz) count_run "$name" "$status" "$log" "$(tail -n 1 "$log")" ;;
     e2e) count_run "e2e/$name" "$status" "$log" "$(since "$start") s" ;;
   esac

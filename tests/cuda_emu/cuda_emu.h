@@ -12,9 +12,10 @@
 // into
 //   kernel % ltc_emu::Launch(__FILE__, __LINE__, grid, block, shared, stream)(args)
 // (and `extern __shared__ T name[];` into a pointer to the launch's dynamic
-// shared memory), so a launch runs the kernel's grid on the calling thread
-// before it returns (or, while its stream captures, is kept with copies of
-// its arguments for the graph: emu_capture.cpp). What it cannot see: races
+// shared memory), so a launch is kept with copies of its arguments in its
+// stream's queue (emu_streams.cpp) or, while the stream captures, for the
+// graph (emu_capture.cpp), and its grid runs on the calling thread when the
+// host needs it (on the legacy default stream: at once). What it cannot see: races
 // between threads (a block's threads run in a fixed order, switching only
 // at barriers), the device's memory model, its timing, its fast-math
 // rounding.
@@ -103,13 +104,13 @@ void operator%(void (*kernel)(P...), BoundLaunch<A...> &&bound) {
         }
     } call = {kernel, &bound.args};
     bound.config.kernel = (const void *)kernel;
-    // Captured: the closure owns a copy of the config and the arguments.
+    // Queued or captured: the closure owns a copy of the config and the arguments.
     const LaunchConfig config = bound.config;
     auto replay = [kernel, config, args = bound.args]() mutable {
         Call captured = {kernel, &args};
         launch_grid(&config, &Call::run, &captured);
     };
-    if (capture_launch(&bound.config, replay)) return;
+    if (queue_launch(&bound.config, replay)) return;
     launch_grid(&bound.config, &Call::run, &call);
 }
 

@@ -1,7 +1,7 @@
 // The interface between the kernels' side of the CUDA emulation
 // (cuda_emu.h, compiled into each .cu file) and its runtime
 // (emu_runtime.cpp): one launch's configuration, the call that runs its
-// grid, and the one that keeps it for a graph while its stream captures.
+// grid, and the one that keeps it for a graph or the stream's queue.
 #ifndef LTC_TESTS_CUDA_EMU_API_H
 #define LTC_TESTS_CUDA_EMU_API_H
 
@@ -29,12 +29,15 @@ void launch_grid(const LaunchConfig *config, void (*run)(void *), void *call);
 // set (and the reason on stderr) where a GPU would refuse the launch.
 int launch_is_valid(const LaunchConfig *config);
 
-// While config->stream captures (emu_capture.cpp): checks the launch as
-// launch_grid would, keeps `launch` (which holds its own copy of the
-// arguments, as CUDA copies a kernel's parameters when it is captured) to
-// run at every launch of the graph, and returns 1. Returns 0, keeping
-// nothing, when the stream does not capture: the caller runs the grid now.
-int capture_launch(const LaunchConfig *config, std::function<void()> launch);
+// Checks the launch as launch_grid would and keeps `launch` (which holds
+// its own copy of the arguments, as CUDA copies a kernel's parameters when
+// it is launched or captured): while config->stream captures, to run at
+// every launch of the graph (emu_capture.cpp); otherwise in the stream's
+// queue, to run when the host needs it (emu_streams.cpp). Returns 1 then
+// (and for a refused launch, which runs nothing); 0, keeping nothing,
+// where the launch runs now (the legacy default stream, LTC_EMU_STREAMS=
+// immediate): the caller runs the grid.
+int queue_launch(const LaunchConfig *config, std::function<void()> launch);
 
 // A warp shuffle's mask must name every lane (all this backend uses).
 void check_full_mask(unsigned mask);

@@ -33,14 +33,19 @@ int emu_blas_on_device(const char *call, const char *what, const void *p, size_t
 int ltc_emu_device_range(const void *p, size_t bytes);
 // 1 for the default stream and streams created and not yet destroyed.
 int ltc_emu_stream_valid(cudaStream_t stream);
-// A library call queued on `stream` (emu_capture.cpp). While `stream`
-// captures: keeps a copy of the `bytes` at `arguments` (the call's
-// scalars, descriptors and pointers, fixed at capture) and returns 1;
-// every launch of the graph then runs `run` on that copy (0: it worked;
-// anything else fails the launch with a message naming `call`). Returns 0
-// when the stream does not capture: the caller runs the call now.
+// A library call queued on `stream` (emu_capture.cpp). Keeps a copy of the
+// `bytes` at `arguments` (the call's scalars, descriptors and pointers,
+// fixed at the call) and returns 1: while `stream` captures, every launch
+// of the graph runs `run` on that copy; otherwise the stream's queue runs
+// it once (emu_streams.cpp); 0 from `run`: it worked, anything else fails
+// the graph launch or sets the error cudaGetLastError returns, with a
+// message naming `call`. Returns 0 where the call runs now (the legacy
+// default stream; LTC_EMU_STREAMS=immediate): the caller runs it.
 int ltc_emu_capture_call(cudaStream_t stream, const char *call,
                          int (*run)(const void *arguments), const void *arguments, size_t bytes);
+// Runs every stream's queue (emu_streams.cpp): before a descriptor that
+// queued calls may still read is destroyed.
+void ltc_emu_streams_flush(void);
 // 1 when `stream` captures (emu_capture.cpp) and the library call `call`
 // cannot be recorded into graphs: it refuses, invalidating the capture
 // with a message naming the call; 0 otherwise (the call runs now).

@@ -51,6 +51,7 @@ typedef std::vector<std::function<cudaError_t()>> Operations;
 
 struct Capture {
     Operations operations;
+    std::vector<cudaEvent_t> records;  // the events its operations record
     const char *invalidated_by;  // the refused call; NULL while valid
 };
 
@@ -68,23 +69,32 @@ cudaError_t run_all(const Operations &operations) {
 
 int stream_is_capturing(cudaStream_t stream) { return captures.count(stream) != 0; }
 
-int capture_record(cudaStream_t stream, std::function<cudaError_t()> operation) {
+int capture_record(cudaStream_t stream, std::function<cudaError_t()> operation,
+                   const std::vector<cudaEvent_t> &records) {
     check_not_filling("a copy, memset, event record or graph launch", NULL, 0);
     auto it = captures.find(stream);
     if (it == captures.end()) return 0;
     it->second.operations.push_back(std::move(operation));
+    it->second.records.insert(it->second.records.end(), records.begin(), records.end());
     return 1;
 }
 
-int capture_launch(const LaunchConfig *config, std::function<void()> launch) {
+int queue_launch(const LaunchConfig *config, std::function<void()> launch) {
     check_not_filling("a kernel launch", config->file, config->line);
-    if (!stream_is_capturing(config->stream)) return 0;
-    if (!launch_is_valid(config)) return 1;  // refused at capture, as on a GPU
-    capture_record(config->stream, [launch]() {
+    if (stream_is_capturing(config->stream)) {
+        if (!launch_is_valid(config)) return 1;  // refused at capture, as on a GPU
+        capture_record(config->stream, [launch]() {
+            launch();
+            return cudaPeekAtLastError();
+        });
+        return 1;
+    }
+    // A stream's queue: checked now, as a GPU checks a launch when it is made.
+    if (!launch_is_valid(config)) return 1;
+    return stream_defer(config->stream, [launch]() {
         launch();
-        return cudaPeekAtLastError();
+        return cudaSuccess;
     });
-    return 1;
 }
 
 cudaError_t refuse_while_capturing(const char *call) {
@@ -106,9 +116,11 @@ using namespace ltc_emu;
 
 struct CUgraph_st {
     Operations operations;
+    std::vector<cudaEvent_t> records;
 };
 struct CUgraphExec_st {
     Operations operations;
+    std::vector<cudaEvent_t> records;
 };
 
 extern "C" {
@@ -124,7 +136,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
         return set_error(cudaErrorInvalidValue);
     }
     if (stream_is_capturing(stream)) return set_error(cudaErrorIllegalState);
-    captures[stream] = Capture{Operations(), NULL};
+    captures[stream] = Capture{Operations(), {}, NULL};
     return cudaSuccess;
 }
 
@@ -135,7 +147,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
     captures.erase(it);
     *graph = NULL;
     if (capture.invalidated_by) return set_error(cudaErrorStreamCaptureInvalidated);
-    *graph = new CUgraph_st{std::move(capture.operations)};
+    *graph = new CUgraph_st{std::move(capture.operations), std::move(capture.records)};
     return cudaSuccess;
 }
 
@@ -151,18 +163,19 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
                                  unsigned long long flags) {
     if (!graph) return set_error(cudaErrorInvalidValue);
-    *exec = new CUgraphExec_st{graph->operations};
+    *exec = new CUgraphExec_st{graph->operations, graph->records};
     return cudaSuccess;
 }
 
-// Runs the graph's operations in order on the calling thread (everything
-// the emulation queues has run when the call returns); a launch into a
-// capturing stream is kept as one operation of that capture.
+// The graph's operations in order, as one operation of the stream's queue
+// (emu_streams.cpp); a launch into a capturing stream is kept as one
+// operation of that capture.
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     if (!exec) return set_error(cudaErrorInvalidValue);
     if (!stream_is_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
     const Operations &operations = exec->operations;
-    if (capture_record(stream, [operations]() { return run_all(operations); }))
+    std::function<cudaError_t()> run = [operations]() { return run_all(operations); };
+    if (capture_record(stream, run, exec->records) || stream_defer(stream, run, exec->records))
         return cudaSuccess;
     const cudaError_t status = run_all(operations);
     return status == cudaSuccess ? cudaSuccess : set_error(status);
@@ -186,21 +199,25 @@ extern "C" int ltc_emu_capture_call(cudaStream_t stream, const char *call,
                                     int (*run)(const void *arguments), const void *arguments,
                                     size_t bytes) {
     check_not_filling(call, NULL, 0);
-    if (!stream_is_capturing(stream)) return 0;
     // shared: an instantiated graph copies the operation list
     const unsigned char *first = (const unsigned char *)arguments;
     auto copy = std::make_shared<std::vector<unsigned char>>(first, first + bytes);
-    capture_record(stream, [call, run, copy]() {
+    const int capturing = stream_is_capturing(stream);
+    std::function<cudaError_t()> operation = [call, run, copy, capturing]() {
         if (run(copy->data()) == 0) return cudaSuccess;
-        fprintf(stderr, "cuda emulation: %s failed when its graph ran\n", call);
+        fprintf(stderr, "cuda emulation: %s failed when %s ran\n", call,
+                capturing ? "its graph" : "its stream's queue");
         return cudaErrorLaunchFailure;
-    });
-    return 1;
+    };
+    return capture_record(stream, operation) || stream_defer(stream, operation);
 }
 
 extern "C" int ltc_emu_refuse_capture(const char *call, cudaStream_t stream) {
     auto it = captures.find(stream);
-    if (it == captures.end()) return 0;
+    if (it == captures.end()) {
+        stream_flush(stream);  // runs now, on what the stream's queue wrote
+        return 0;
+    }
     if (!it->second.invalidated_by) {
         it->second.invalidated_by = call;
         fprintf(stderr,

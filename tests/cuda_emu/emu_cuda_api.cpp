@@ -4,11 +4,11 @@
 // kernel reading what nothing wrote shows) and ending (to 8 bytes) at a
 // guard page (a kernel running off the end of an allocation faults, and
 // emu_threads.cpp names the kernel); copies and memsets checked against the
-// allocations they claim to touch; streams and events run everything at
-// once (a launch has finished when it returns), events keep host time;
-// while a stream captures, its copies, memsets and event records are kept
-// for the graph instead (emu_capture.cpp), and synchronisations and
-// allocations are refused.
+// allocations they claim to touch; what is queued on a stream waits in its
+// queue until the host needs it (emu_streams.cpp), events keep the host
+// time their record ran at; while a stream captures, its copies, memsets
+// and event records are kept for the graph instead (emu_capture.cpp), and
+// synchronisations and allocations are refused.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include <map>
+#include <memory>
 #include <set>
+#include <vector>
 
 #include "emu_blas.h"
 #include "emu_log.h"
@@ -38,7 +40,7 @@ constexpr int kSharedOptin = 227 * 1024;
 
 cudaError_t last_error = cudaSuccess;
 std::map<uintptr_t, Allocation> allocations;  // device memory by start
-std::set<void *> pinned;
+std::map<uintptr_t, size_t> pinned;  // page-locked host memory: start, bytes
 std::set<cudaStream_t> streams;
 std::set<cudaEvent_t> events;
 std::map<const void *, size_t> shared_allowance;
@@ -46,6 +48,15 @@ std::map<const void *, size_t> shared_allowance;
 cudaError_t fail(cudaError_t error) {
     last_error = error;
     return error;
+}
+
+// Inside one page-locked host allocation: [p, p + bytes).
+int pinned_range(const void *p, size_t bytes) {
+    const uintptr_t at = (uintptr_t)p;
+    auto it = pinned.upper_bound(at);
+    if (it == pinned.begin()) return 0;
+    --it;
+    return at >= it->first && at + bytes <= it->first + it->second;
 }
 
 // Inside one device allocation: [p, p + bytes).
@@ -145,7 +156,9 @@ cudaError_t cudaDriverGetVersion(int *version) {
 
 cudaError_t cudaDeviceSynchronize(void) {
     ltc_emu_log("host-wait", "cudaDeviceSynchronize", 0);
-    return refuse_while_capturing("cudaDeviceSynchronize");
+    if (refuse_while_capturing("cudaDeviceSynchronize")) return cudaErrorStreamCaptureUnsupported;
+    streams_flush(0);
+    return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
@@ -220,6 +233,7 @@ cudaError_t cudaFree(void *pointer) {
     if (refuse_while_capturing("cudaFree")) return cudaErrorStreamCaptureUnsupported;
     auto it = allocations.find((uintptr_t)pointer);
     if (it == allocations.end()) return fail(cudaErrorInvalidValue);
+    streams_flush(0);  // CUDA waits for the device before it frees
     munmap(it->second.base, it->second.mapped);
     allocations.erase(it);
     return cudaSuccess;
@@ -230,7 +244,7 @@ cudaError_t cudaHostAlloc(void **pointer, size_t bytes, unsigned int flags) {
     if (refuse_while_capturing("cudaHostAlloc")) return cudaErrorStreamCaptureUnsupported;
     *pointer = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     if (!*pointer) return fail(cudaErrorMemoryAllocation);
-    pinned.insert(*pointer);
+    pinned[(uintptr_t)*pointer] = bytes ? bytes : 1;
     return cudaSuccess;
 }
 
@@ -239,7 +253,8 @@ cudaError_t cudaMallocHost(void **pointer, size_t bytes) { return cudaHostAlloc(
 cudaError_t cudaFreeHost(void *pointer) {
     ltc_emu_log("host-wait", "cudaFreeHost", 0);
     if (refuse_while_capturing("cudaFreeHost")) return cudaErrorStreamCaptureUnsupported;
-    if (!pinned.erase(pointer)) return fail(cudaErrorInvalidValue);
+    if (!pinned.erase((uintptr_t)pointer)) return fail(cudaErrorInvalidValue);
+    streams_flush(0);  // CUDA waits for the device before it frees
     free(pointer);
     return cudaSuccess;
 }
@@ -270,13 +285,28 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
         return fail(cudaErrorInvalidValue);
     }
     // Captured: the pointers are kept, the memory is read when the graph runs.
-    if (capture_record(stream, [dst, src, bytes]() {
-            memmove(dst, src, bytes);
-            return cudaSuccess;
-        }))
+    std::function<cudaError_t()> copy = [dst, src, bytes]() {
+        memmove(dst, src, bytes);
         return cudaSuccess;
-    memmove(dst, src, bytes);
-    return cudaSuccess;
+    };
+    if (capture_record(stream, copy)) return cudaSuccess;
+    if (!device_range(dst, 1) && !pinned_range(dst, bytes)) {
+        // To pageable memory CUDA returns when the copy is done.
+        stream_flush(stream);
+        return copy();
+    }
+    if (!device_range(src, 1) && !pinned_range(src, bytes)) {
+        // From pageable memory CUDA stages the bytes before it returns: the
+        // source may be written again at once.
+        auto staged = std::make_shared<std::vector<unsigned char>>(
+            (const unsigned char *)src, (const unsigned char *)src + bytes);
+        copy = [dst, staged]() {
+            memcpy(dst, staged->data(), staged->size());
+            return cudaSuccess;
+        };
+    }
+    if (stream_defer(stream, copy)) return cudaSuccess;
+    return copy();
 }
 
 // Row by row, each row checked as one copy; pitches narrower than a row are
@@ -308,24 +338,26 @@ cudaError_t cudaMemsetAsync(void *pointer, int value, size_t bytes, cudaStream_t
                         "(or past its end)\n", bytes, pointer);
         return fail(cudaErrorInvalidValue);
     }
-    if (capture_record(stream, [pointer, value, bytes]() {
-            memset(pointer, value, bytes);
-            return cudaSuccess;
-        }))
+    std::function<cudaError_t()> fill = [pointer, value, bytes]() {
+        memset(pointer, value, bytes);
         return cudaSuccess;
-    memset(pointer, value, bytes);
-    return cudaSuccess;
+    };
+    if (capture_record(stream, fill) || stream_defer(stream, fill)) return cudaSuccess;
+    return fill();
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
     *stream = new CUstream_st{flags};
+    stream_made(*stream, streams.empty());
     streams.insert(*stream);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (stream_is_capturing(stream)) return fail(cudaErrorStreamCaptureUnsupported);
-    if (!streams.erase(stream)) return fail(cudaErrorInvalidResourceHandle);
+    if (!streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
+    stream_forget(stream);  // its queue runs first: CUDA finishes a destroyed stream's work
+    streams.erase(stream);
     delete stream;
     return cudaSuccess;
 }
@@ -333,13 +365,17 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     ltc_emu_log("host-wait", "cudaStreamSynchronize", 0);
     if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
-    return refuse_while_capturing("cudaStreamSynchronize");
+    if (refuse_while_capturing("cudaStreamSynchronize")) return cudaErrorStreamCaptureUnsupported;
+    stream_flush(stream);
+    return cudaSuccess;
 }
 
-// Everything queued has run (launches run at once).
+// With work queued: not ready, and the queue runs (the device goes on while
+// the host asks), so that asking again in a loop ends.
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
     if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
-    return stream_is_capturing(stream) ? refuse_while_capturing("cudaStreamQuery") : cudaSuccess;
+    if (stream_is_capturing(stream)) return refuse_while_capturing("cudaStreamQuery");
+    return stream_flush(stream) ? cudaErrorNotReady : cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
@@ -351,7 +387,9 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
 cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, 0); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-    if (!events.erase(event)) return fail(cudaErrorInvalidResourceHandle);
+    if (!events.count(event)) return fail(cudaErrorInvalidResourceHandle);
+    streams_flush(0);  // a queued record of it may wait anywhere
+    events.erase(event);
     delete event;
     return cudaSuccess;
 }
@@ -359,15 +397,14 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (!events.count(event) || !stream_is_valid(stream))
         return fail(cudaErrorInvalidResourceHandle);
-    if (capture_record(stream, [event]() {
-            event->recorded = 1;
-            event->ms = now_ms();
-            return cudaSuccess;
-        }))
+    std::function<cudaError_t()> record = [event]() {
+        event->recorded = 1;
+        event->ms = now_ms();
         return cudaSuccess;
-    event->recorded = 1;
-    event->ms = now_ms();
-    return cudaSuccess;
+    };
+    if (capture_record(stream, record, {event}) || stream_defer(stream, record, {event}))
+        return cudaSuccess;
+    return record();
 }
 
 // Every record inside a capture is kept as a node that records the event at
@@ -378,19 +415,26 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, uns
     return cudaEventRecord(event, stream);
 }
 
+// With its record still queued: not ready (not an error CUDA keeps), and
+// the queue runs up to it, so that asking again in a loop ends.
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-    return events.count(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+    if (!events.count(event)) return fail(cudaErrorInvalidResourceHandle);
+    return event_flush(event) ? cudaErrorNotReady : cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     ltc_emu_log("host-wait", "cudaEventSynchronize", 0);
     if (refuse_while_capturing("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
-    return cudaEventQuery(event);
+    if (!events.count(event)) return fail(cudaErrorInvalidResourceHandle);
+    event_flush(event);
+    return cudaSuccess;
 }
 
+// Into a capture the wait is not followed (one capturing stream).
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
     if (!events.count(event) || !stream_is_valid(stream))
         return fail(cudaErrorInvalidResourceHandle);
+    if (!stream_is_capturing(stream)) stream_wait_event(stream, event);
     return cudaSuccess;
 }
 
@@ -399,6 +443,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
     if (!events.count(start) || !events.count(end)) return fail(cudaErrorInvalidResourceHandle);
     if ((start->flags | end->flags) & cudaEventDisableTiming)
         return fail(cudaErrorInvalidResourceHandle);
+    if (event_is_pending(start) || event_is_pending(end)) return cudaErrorNotReady;
     if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
     *ms = (float)(end->ms - start->ms);
     return cudaSuccess;
@@ -411,6 +456,10 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 extern "C" int ltc_emu_device_range(const void *p, size_t bytes) { return device_range(p, bytes); }
 
 extern "C" int ltc_emu_stream_valid(cudaStream_t stream) { return stream_is_valid(stream); }
+
+int ltc_emu::stream_is_blocking(cudaStream_t stream) {
+    return stream == 0 || !(stream->flags & cudaStreamNonBlocking);
+}
 
 // ---- the operation log (emu_log.h) -------------------------------------------------------
 

@@ -207,6 +207,7 @@ cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t type,
 cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor) {
     EmuDescriptor *d = of(descriptor);
     if (!d) return CUDNN_STATUS_BAD_PARAM;
+    ltc_emu_streams_flush();  // a queued execution may still read its graph
     for (int i = 0; i < d->attr_count; i++) free(d->attrs[i].values);
     d->magic = 0;
     free(d);

@@ -5,6 +5,7 @@
 #define LTC_TESTS_CUDA_EMU_RUNTIME_H
 
 #include <functional>
+#include <vector>
 
 #include "cuda_emu_api.h"
 
@@ -24,12 +25,40 @@ cudaError_t set_error(cudaError_t error);
 // `operation` (a copy, a memset, an event record, checked already) to run
 // at every launch of the graph, in order, and returns 1; otherwise keeps
 // nothing and returns 0 (the caller runs it now).
-int capture_record(cudaStream_t stream, std::function<cudaError_t()> operation);
+// `records`: the events the operation records (a record; a graph's records),
+// which a graph made of the capture records at each launch.
+int capture_record(cudaStream_t stream, std::function<cudaError_t()> operation,
+                   const std::vector<cudaEvent_t> &records = {});
 int stream_is_capturing(cudaStream_t stream);
 // A call not allowed while a capture is in progress (a synchronisation, an
 // allocation): with a capture in progress, invalidates it, names `call` on
 // stderr and returns cudaErrorStreamCaptureUnsupported; else cudaSuccess.
 cudaError_t refuse_while_capturing(const char *call);
+
+// Streams that run late (emu_streams.cpp). stream_defer keeps `operation`
+// in `stream`'s queue and returns 1; 0 where it is to run now (the legacy
+// default stream, after the blocking streams' queues; inside a queued
+// operation; LTC_EMU_STREAMS=immediate). `records`: the events it records.
+int stream_defer(cudaStream_t stream, std::function<cudaError_t()> operation,
+                 const std::vector<cudaEvent_t> &records = {});
+// Runs everything queued on `stream` (0: on every blocking stream);
+// returns how many operations of `stream`'s own queue ran.
+int stream_flush(cudaStream_t stream);
+// Runs every queue (blocking_only: those of the streams that wait for the
+// legacy default stream).
+void streams_flush(int blocking_only);
+// Runs the queue of the stream holding the event's latest record, up to it;
+// 0 when no record of the event waits.
+int event_flush(cudaEvent_t event);
+int event_is_pending(cudaEvent_t event);
+// Work queued on `stream` from now on runs after the event's latest record.
+void stream_wait_event(cudaStream_t stream, cudaEvent_t event);
+// A new stream; `alone`: no other stream existed (LTC_EMU_STREAMS=first-at-once).
+void stream_made(cudaStream_t stream, int alone);
+// Runs the stream's queue and drops it (the stream is destroyed).
+void stream_forget(cudaStream_t stream);
+// Made without cudaStreamNonBlocking (emu_cuda_api.cpp).
+int stream_is_blocking(cudaStream_t stream);
 
 }  // namespace ltc_emu
 

@@ -46,7 +46,8 @@ static Buffers make_buffers(void) {
     const float offset = 0.125f;
     assert_int_equal(cudaMemcpy(b.offset, &offset, sizeof offset, cudaMemcpyHostToDevice),
                      cudaSuccess);
-    assert_int_equal(cudaMemsetAsync(b.acc, 0, N * sizeof(float), 0), cudaSuccess);
+    // on the step's stream: a non-blocking stream does not wait for the legacy one
+    assert_int_equal(cudaMemsetAsync(b.acc, 0, N * sizeof(float), b.stream), cudaSuccess);
     return b;
 }
 
@@ -69,9 +70,17 @@ static void queue_step(Buffers *b, float factor) {
     assert_int_equal(cudaGetLastError(), cudaSuccess);
 }
 
+// The stream first: a blocking cudaMemcpy does not wait for a non-blocking
+// stream (the emulation's streams run late, as a GPU's: emu_streams.cpp).
 static void read_back(const Buffers *b, float *out) {
+    assert_int_equal(cudaStreamSynchronize(b->stream), cudaSuccess);
     assert_int_equal(cudaMemcpy(out, b->acc, N * sizeof(float), cudaMemcpyDeviceToHost),
                      cudaSuccess);
+}
+
+// Before the host writes a step's inputs again: the step before has read them.
+static void inputs_free(const Buffers *b) {
+    assert_int_equal(cudaStreamSynchronize(b->stream), cudaSuccess);
 }
 
 static cudaGraphExec_t capture_step(Buffers *b, float factor) {
@@ -120,6 +129,7 @@ static void test_values_are_captured_and_memory_is_read_at_replay(void **state) 
     for (int step = 0; step < 2; step++) {
         // a new step's inputs: the device offset and the pinned upload source
         for (Buffers *b : {&eager, &replayed}) {
+            inputs_free(b);
             assert_int_equal(cudaMemcpy(b->offset, &offsets[step], sizeof(float),
                                         cudaMemcpyHostToDevice),
                              cudaSuccess);
@@ -135,6 +145,7 @@ static void test_values_are_captured_and_memory_is_read_at_replay(void **state) 
     // and the check can fail: the host's new factor would have given other values
     Buffers other = make_buffers();
     for (int step = 0; step < 2; step++) {
+        inputs_free(&other);
         assert_int_equal(cudaMemcpy(other.offset, &offsets[step], sizeof(float),
                                     cudaMemcpyHostToDevice),
                          cudaSuccess);

@@ -12,7 +12,12 @@
 # bf16-mixed (in 16-mixed a tiny run's first steps overflow and the loss
 # scaler skips them, so their learning rates would not matter). train.log
 # says how the steps ran. A bad value exits 2; runs that cannot be captured
-# say why in train.log.
+# say why in train.log. The SimCLR runs, op by op and captured, once more in
+# the emulation's other stream schedule (LTC_EMU_STREAMS=first-at-once,
+# tests/cuda_emu/emu_streams.cpp: the compute stream runs its work at once,
+# the copy stream's waits): the same bytes, so no step reads a batch, a
+# staged input or a step record before the copy that writes it has run, nor
+# (the default schedule) does a copy overwrite what a queued step reads.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init cuda_graphs
@@ -23,7 +28,8 @@ common=(--data tests/fixtures/photos --batch-size 2 --max-steps 6 --num-workers 
 resnet=(--model resnet18 --image-size 16 --method simclr)
 vit=(--model vit_t14 --image-size 28)
 
-# Runs "$emu" train with LTC_CUDA_GRAPHS=$2 into $work/$1.
+# Runs "$emu" train with LTC_CUDA_GRAPHS=$2 into $work/$1 (LTC_EMU_STREAMS
+# as set by the caller).
 run() {
   local name=$1 graphs=$2
   shift 2
@@ -52,6 +58,10 @@ grep -q "$counts" "$work/simclr_on/train.log" ||
 grep -q 'cuda graphs: off (LTC_CUDA_GRAPHS=on captures' "$work/simclr_off/train.log" ||
   fail "train.log does not say the graphs are off: $(grep 'cuda graphs' "$work/simclr_off/train.log")"
 same_run simclr_on simclr_off
+LTC_EMU_STREAMS=first-at-once run simclr_off_first off "${resnet[@]}"
+LTC_EMU_STREAMS=first-at-once run simclr_on_first on "${resnet[@]}"
+same_run simclr_off_first simclr_off
+same_run simclr_on_first simclr_off
 
 teacher="$work/simclr_off/exported_models/exported_last.safetensors"
 # With 2 micro-batches a step, 12 parts of two kinds (the first part of a

@@ -1,0 +1,179 @@
+// Streams that run late, as a GPU's do: what is queued on a stream the
+// program created (kernels, copies, memsets, event records, library calls,
+// graph launches) waits in that stream's queue until the host does
+// something that needs it done: synchronises with the stream, the device or
+// an event recorded behind it, copies to pageable memory from it, frees
+// memory, or queues work on a stream that waits for such an event (then the
+// waited-for stream runs up to the record first). So a missing
+// cudaStreamWaitEvent between the copy stream and the compute stream, or
+// host memory written again while a copy from it is still queued, changes
+// what the program computes here, where running everything at once would
+// have hidden it; the tests that compare results then fail. What waits
+// longest is the worst case of a GPU's timing, not every one: a queue runs
+// in order, and two streams' queues run one after the other.
+//
+// Which side of a missing wait shows depends on which stream runs first: a
+// consumer that runs before its producer reads stale memory, a producer of
+// the next round that runs before the last consumer overwrites what it was
+// to read. LTC_EMU_STREAMS picks the schedule:
+//   deferred        (the default) every stream the program made waits, as
+//                   above: the host's first wait decides which runs first;
+//   first-at-once   a stream made while no other stream existed (the cuda
+//                   backend's compute stream) runs its work when it is
+//                   queued, after the waits queued before it; the others
+//                   wait: a kernel never waits for a copy it was not told
+//                   to wait for;
+//   immediate       everything runs when it is queued (the emulation before
+//                   2026-11-29, for comparing).
+// The legacy default stream (0) runs its work at once, after every blocking
+// stream's queue (it waits for them, as CUDA's does); streams made with
+// cudaStreamNonBlocking are not flushed by it.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <deque>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "emu_blas.h"
+#include "emu_runtime.h"
+
+namespace ltc_emu {
+namespace {
+
+struct Queued {
+    uint64_t order;  // across streams: when it was queued
+    std::function<cudaError_t()> run;
+    std::vector<cudaEvent_t> records;  // events it records (a record; a graph's)
+};
+
+// Where an event's latest record waits: its stream and place in the queue.
+struct Position {
+    cudaStream_t stream;
+    uint64_t order;
+};
+
+enum class Schedule { kDeferred, kFirstAtOnce, kImmediate };
+
+std::map<cudaStream_t, std::deque<Queued>> queues;
+std::set<cudaStream_t> at_once;  // first-at-once: the streams that run when queued
+std::map<cudaEvent_t, Position> pending_records;
+uint64_t next_order = 1;
+int running = 0;  // inside a queued operation: what it queues runs at once
+
+// Read at each use: a test of the emulation's own switches between them
+// (with nothing queued); a program sets it once.
+Schedule schedule() {
+    const char *value = getenv("LTC_EMU_STREAMS");
+    if (!value || !*value || strcmp(value, "deferred") == 0) return Schedule::kDeferred;
+    if (strcmp(value, "first-at-once") == 0) return Schedule::kFirstAtOnce;
+    if (strcmp(value, "immediate") == 0) return Schedule::kImmediate;
+    fprintf(stderr, "cuda emulation: LTC_EMU_STREAMS=%s is none of deferred, first-at-once, "
+                    "immediate\n", value);
+    exit(2);
+}
+
+int deferring() { return schedule() != Schedule::kImmediate; }
+
+void run_queued(Queued &queued) {
+    running++;
+    const cudaError_t status = queued.run();
+    running--;
+    for (cudaEvent_t event : queued.records) {
+        auto it = pending_records.find(event);
+        if (it != pending_records.end() && it->second.order == queued.order)
+            pending_records.erase(it);
+    }
+    if (status != cudaSuccess) set_error(status);
+}
+
+// Runs `stream`'s queue up to and including what was queued at `order`.
+// Returns how many ran.
+int run_until(cudaStream_t stream, uint64_t order) {
+    auto it = queues.find(stream);
+    if (it == queues.end()) return 0;
+    std::deque<Queued> &queue = it->second;
+    int ran = 0;
+    while (!queue.empty() && queue.front().order <= order) {
+        Queued queued = std::move(queue.front());
+        queue.pop_front();  // first: a wait inside it may come back to this stream
+        run_queued(queued);
+        ran++;
+    }
+    return ran;
+}
+
+}  // namespace
+
+int stream_defer(cudaStream_t stream, std::function<cudaError_t()> operation,
+                 const std::vector<cudaEvent_t> &records) {
+    if (deferring() && !running && stream == 0) streams_flush(1);
+    if (!deferring() || running || stream == 0 || at_once.count(stream)) {
+        for (cudaEvent_t event : records) pending_records.erase(event);  // recorded now
+        return 0;
+    }
+    const uint64_t order = next_order++;
+    for (cudaEvent_t event : records) pending_records[event] = Position{stream, order};
+    queues[stream].push_back(Queued{order, std::move(operation), records});
+    return 1;
+}
+
+int stream_flush(cudaStream_t stream) {
+    if (stream != 0) return run_until(stream, UINT64_MAX);
+    streams_flush(1);
+    return 0;
+}
+
+void streams_flush(int blocking_only) {
+    // A stream's queue can run another's (its waits); look again until all are empty.
+    for (int again = 1; again;) {
+        again = 0;
+        for (auto &entry : queues) {
+            if (entry.second.empty() || (blocking_only && !stream_is_blocking(entry.first)))
+                continue;
+            run_until(entry.first, UINT64_MAX);
+            again = 1;
+            break;  // the map may have changed under the loop
+        }
+    }
+}
+
+int event_flush(cudaEvent_t event) {
+    auto it = pending_records.find(event);
+    if (it == pending_records.end()) return 0;
+    const Position at = it->second;
+    run_until(at.stream, at.order);
+    return 1;
+}
+
+int event_is_pending(cudaEvent_t event) { return pending_records.count(event) != 0; }
+
+void stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
+    auto it = pending_records.find(event);
+    if (it == pending_records.end() || it->second.stream == stream) return;
+    const Position at = it->second;
+    // The wait is for the record as it is now; a later record of the event does not move it.
+    if (stream_defer(stream, [at]() {
+            run_until(at.stream, at.order);
+            return cudaSuccess;
+        }))
+        return;
+    run_until(at.stream, at.order);
+}
+
+void stream_made(cudaStream_t stream, int alone) {
+    if (alone && schedule() == Schedule::kFirstAtOnce) at_once.insert(stream);
+}
+
+void stream_forget(cudaStream_t stream) {
+    stream_flush(stream);
+    queues.erase(stream);
+    at_once.erase(stream);
+}
+
+}  // namespace ltc_emu
+
+extern "C" void ltc_emu_streams_flush(void) { ltc_emu::streams_flush(0); }
