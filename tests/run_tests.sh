@@ -138,11 +138,13 @@ done
 # the emulation's other schedule (emu_streams.cpp): the compute stream runs
 # its work when it is queued, so a kernel that does not wait for a copy
 # reads what was there before (the default schedule shows the other side:
-# a copy that overwrites what a queued kernel still reads).
+# a copy that overwrites what a queued kernel still reads); and each
+# launch's blocks last to first (a kernel whose blocks depend on each
+# other's order changes).
 for name in $(sed -n 's/^first-at-once \(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.list); do
   binary="$build/emu/tests/$name"
   [ -x "$binary" ] || continue  # counted as skipped above
-  add_job emu-first "$name[cuda (CPU emulation, first stream at once)]" "$binary"
+  add_job emu-first "$name[cuda (CPU emulation, first stream at once, blocks reversed)]" "$binary"
 done
 
 # The libFuzzer targets (tests/fuzz), briefly: each over its seeds, then
@@ -189,7 +191,8 @@ run_job() {
     unit-avx2) ONEDNN_MAX_CPU_ISA=AVX2 "$path" >"$log" 2>&1 ;;
     unit-scalar) LTC_SIMD=scalar ONEDNN_MAX_CPU_ISA=SSE41 "$path" >"$log" 2>&1 ;;
     emu) LTC_TEST_CUDA_ONLY=1 "$path" >"$log" 2>&1 ;;
-    emu-first) LTC_EMU_STREAMS=first-at-once LTC_TEST_CUDA_ONLY=1 "$path" >"$log" 2>&1 ;;
+    emu-first) LTC_EMU_STREAMS=first-at-once LTC_EMU_BLOCK_ORDER=reverse LTC_TEST_CUDA_ONLY=1 \
+      "$path" >"$log" 2>&1 ;;
     fuzz) tests/fuzz/run_target.sh "$path" "${LTC_FUZZ_SECONDS:-2}" >"$log" 2>&1 ;;
     e2e) bash "$path" >"$log" 2>&1 ;;
   esac

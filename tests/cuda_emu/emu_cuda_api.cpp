@@ -291,7 +291,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
     };
     if (capture_record(stream, copy)) return cudaSuccess;
     if (!device_range(dst, 1) && !pinned_range(dst, bytes)) {
-        // To pageable memory CUDA returns when the copy is done.
+        // To pageable memory CUDA returns when the copy is done: the host
+        // waits for everything queued before it on the stream.
+        ltc_emu_log("host-wait", "cudaMemcpyAsync to pageable memory", 0);
         stream_flush(stream);
         return copy();
     }

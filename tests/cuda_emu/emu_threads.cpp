@@ -4,10 +4,10 @@
 // pointer on x86-64, with makecontext / swapcontext elsewhere; switched with
 // _setjmp / _longjmp, which save no signal mask and so make no system call:
 // a launch of millions of threads stays quick) that run in thread order
-// (odd blocks last to first)
-// and switch only at a barrier: __syncthreads (every thread of the block)
-// or a warp shuffle (the 32 lanes of a warp, whose values are exchanged
-// when all have arrived). Besides running the kernels it checks what a GPU
+// (odd blocks last to first) and switch only at a barrier: __syncthreads
+// (every thread of the block) or a warp shuffle (the 32 lanes of a warp,
+// whose values are exchanged when all have arrived). Blocks run in grid
+// order (LTC_EMU_BLOCK_ORDER=reverse: last to first). Besides running the kernels it checks what a GPU
 // would refuse or leave undefined: launch limits, dynamic shared memory over
 // the kernel's allowance, a __syncthreads that not every thread reaches, a
 // shuffle in divergent code or in a partial warp, a misaligned vector access
@@ -319,9 +319,19 @@ void launch_grid(const LaunchConfig *config, void (*run)(void *), void *call) {
     emu->shared.assign(config->shared_bytes, 0);
     emu->in_kernel = true;
     const FaultHandlers handlers;
-    for (unsigned z = 0; z < config->grid.z; z++)
-        for (unsigned y = 0; y < config->grid.y; y++)
-            for (unsigned x = 0; x < config->grid.x; x++) run_block(make_uint3(x, y, z));
+    // LTC_EMU_BLOCK_ORDER=reverse runs the last block first: a kernel whose
+    // result depends on the order of its blocks (one block reading what
+    // another writes in the same launch; a GPU gives no order) changes.
+    const char *order = getenv("LTC_EMU_BLOCK_ORDER");
+    const bool reverse = order && strcmp(order, "reverse") == 0;
+    const unsigned long long blocks =
+        (unsigned long long)config->grid.x * config->grid.y * config->grid.z;
+    for (unsigned long long i = 0; i < blocks; i++) {
+        const unsigned long long b = reverse ? blocks - 1 - i : i;
+        run_block(make_uint3((unsigned)(b % config->grid.x),
+                             (unsigned)(b / config->grid.x % config->grid.y),
+                             (unsigned)(b / ((unsigned long long)config->grid.x * config->grid.y))));
+    }
     emu->in_kernel = false;
 }
 

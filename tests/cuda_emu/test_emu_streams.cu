@@ -6,9 +6,11 @@
 // a free) and waits run the waited-for stream first; the legacy default
 // stream waits for blocking streams only; a graph's event records count as
 // the graph's; LTC_EMU_STREAMS=first-at-once runs the first stream's work
-// when it is queued, =immediate everything. The emulation's device memory is
-// host memory, so these tests look at it directly (peek) to see what has
-// run. Built against the emulation only (not a .cu for nvcc).
+// when it is queued, =immediate everything. And the order of a launch's
+// blocks: LTC_EMU_BLOCK_ORDER=reverse runs the last first, so a kernel in
+// which one block reads what another writes changes. The emulation's device
+// memory is host memory, so these tests look at it directly to see what
+// has run. Built against the emulation only (not a .cu for nvcc).
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,8 +18,10 @@
 extern "C" {  // cmocka.h declares C functions without saying so to C++
 #include <cmocka.h>
 }
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { BYTES = 256 };
 // What cudaMalloc fills fresh device memory with (NaN bytes).
@@ -26,6 +30,30 @@ static const unsigned char kFresh = 0xff;
 __global__ void fill_bytes(unsigned char *p, unsigned char value, int n) {
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < n) p[i] = value;
+}
+
+// Block b copies block b - 1's value plus one: right only where blocks run
+// in order, which a GPU does not promise.
+__global__ void chain_from_previous_block(int *values) {
+    if (threadIdx.x == 0) values[blockIdx.x] = blockIdx.x == 0 ? 1 : values[blockIdx.x - 1] + 1;
+}
+
+// Each block writes its own value: any order gives the same.
+__global__ void own_value(int *values) {
+    if (threadIdx.x == 0) values[blockIdx.x] = (int)blockIdx.x + 1;
+}
+
+// The emulation's operation log (LTC_EMU_LAUNCH_LOG, set by main).
+static char operation_log[] = "/tmp/ltc-emu-streams-log-XXXXXX";
+
+static int log_has(const char *line) {
+    FILE *f = fopen(operation_log, "r");
+    assert_non_null(f);
+    char text[256];
+    int found = 0;
+    while (!found && fgets(text, sizeof text, f)) found = strcmp(text, line) == 0;
+    fclose(f);
+    return found;
 }
 
 static unsigned char *device_bytes(void) {
@@ -142,6 +170,8 @@ static void test_host_memory_of_a_copy(void **state) {
     assert_int_equal(cudaMemcpyAsync(pageable, device, BYTES, cudaMemcpyDeviceToHost, stream),
                      cudaSuccess);
     for (int i = 0; i < BYTES; i++) assert_int_equal(pageable[i], 5);  // done when it returns
+    // and the operation log counts it as a wait of the host (tools/launch_census.sh)
+    assert_true(log_has("host-wait cudaMemcpyAsync to pageable memory\n"));
 
     assert_int_equal(cudaMemsetAsync(device, 6, BYTES, stream), cudaSuccess);
     assert_int_equal(cudaMemcpyAsync(pinned, device, BYTES, cudaMemcpyDeviceToHost, stream),
@@ -234,9 +264,40 @@ static void test_first_at_once_and_immediate(void **state) {
     cudaFree(batch), cudaFree(read);
 }
 
+// Runs `kernel` over 8 blocks in the given block order; the values, back.
+static void run_blocks(void (*kernel)(int *), const char *order, int *out) {
+    assert_int_equal(setenv("LTC_EMU_BLOCK_ORDER", order, 1), 0);
+    int *values = NULL;
+    assert_int_equal(cudaMalloc((void **)&values, 8 * sizeof(int)), cudaSuccess);
+    assert_int_equal(cudaMemsetAsync(values, 0, 8 * sizeof(int), 0), cudaSuccess);
+    kernel<<<8, 32>>>(values);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    assert_int_equal(cudaMemcpy(out, values, 8 * sizeof(int), cudaMemcpyDeviceToHost),
+                     cudaSuccess);
+    cudaFree(values);
+    assert_int_equal(unsetenv("LTC_EMU_BLOCK_ORDER"), 0);
+}
+
+static void test_blocks_in_reverse_order(void **state) {
+    (void)state;
+    int forward[8], reverse[8];
+    run_blocks(own_value, "forward", forward);
+    run_blocks(own_value, "reverse", reverse);
+    assert_memory_equal(forward, reverse, sizeof forward);
+    run_blocks(chain_from_previous_block, "forward", forward);
+    run_blocks(chain_from_previous_block, "reverse", reverse);
+    assert_int_equal(forward[7], 8);
+    assert_int_equal(reverse[7], 1);  // block 7 ran first and read the memset's 0
+}
+
 int main(void) {
     // What is tested is each schedule as chosen here, not one from outside.
     unsetenv("LTC_EMU_STREAMS");
+    unsetenv("LTC_EMU_BLOCK_ORDER");
+    const int log_fd = mkstemp(operation_log);  // before the first operation opens the log
+    if (log_fd < 0) return 1;
+    close(log_fd);
+    setenv("LTC_EMU_LAUNCH_LOG", operation_log, 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queued_work_runs_when_the_host_needs_it),
         cmocka_unit_test(test_a_wait_runs_the_other_stream_first),
@@ -244,6 +305,9 @@ int main(void) {
         cmocka_unit_test(test_the_legacy_stream_and_frees),
         cmocka_unit_test(test_a_graph_records_its_events),
         cmocka_unit_test(test_first_at_once_and_immediate),
+        cmocka_unit_test(test_blocks_in_reverse_order),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    unlink(operation_log);
+    return failed;
 }

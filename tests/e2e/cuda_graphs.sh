@@ -13,11 +13,13 @@
 # scaler skips them, so their learning rates would not matter). train.log
 # says how the steps ran. A bad value exits 2; runs that cannot be captured
 # say why in train.log. The SimCLR runs, op by op and captured, once more in
-# the emulation's other stream schedule (LTC_EMU_STREAMS=first-at-once,
-# tests/cuda_emu/emu_streams.cpp: the compute stream runs its work at once,
-# the copy stream's waits): the same bytes, so no step reads a batch, a
-# staged input or a step record before the copy that writes it has run, nor
-# (the default schedule) does a copy overwrite what a queued step reads.
+# the emulation's other orders (LTC_EMU_STREAMS=first-at-once, tests/
+# cuda_emu/emu_streams.cpp: the compute stream runs its work at once, the
+# copy stream's waits; LTC_EMU_BLOCK_ORDER=reverse: each launch's blocks
+# last to first): the same bytes, so no step reads a batch, a staged input
+# or a step record before the copy that writes it has run, nor (the default
+# schedule) does a copy overwrite what a queued step reads, and no kernel's
+# result depends on the order of its blocks.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init cuda_graphs
@@ -58,8 +60,8 @@ grep -q "$counts" "$work/simclr_on/train.log" ||
 grep -q 'cuda graphs: off (LTC_CUDA_GRAPHS=on captures' "$work/simclr_off/train.log" ||
   fail "train.log does not say the graphs are off: $(grep 'cuda graphs' "$work/simclr_off/train.log")"
 same_run simclr_on simclr_off
-LTC_EMU_STREAMS=first-at-once run simclr_off_first off "${resnet[@]}"
-LTC_EMU_STREAMS=first-at-once run simclr_on_first on "${resnet[@]}"
+LTC_EMU_STREAMS=first-at-once LTC_EMU_BLOCK_ORDER=reverse run simclr_off_first off "${resnet[@]}"
+LTC_EMU_STREAMS=first-at-once LTC_EMU_BLOCK_ORDER=reverse run simclr_on_first on "${resnet[@]}"
 same_run simclr_off_first simclr_off
 same_run simclr_on_first simclr_off
 
