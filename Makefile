@@ -177,16 +177,18 @@ EMU_OBJ := $(patsubst src/%.cu,$(EMU_DIR)/obj/%.o,$(wildcard src/backend/cuda/*.
            $(patsubst src/%.c,$(EMU_DIR)/obj/%.o,$(filter-out $(EMU_LIBRARY_FORWARDERS),$(wildcard src/backend/cuda/*.c))) \
            $(EMU_DIR)/obj/backend/backend.o \
            $(patsubst tests/cuda_emu/%,$(EMU_DIR)/obj/runtime/%.o,$(basename $(wildcard tests/cuda_emu/*.cpp tests/cuda_emu/*.c)))
-# The library less the cuda backend (and backend.c, built here with it).
-EMU_LIB_OBJ = $(filter-out $(BUILD)/obj/src/backend/cuda/% $(BUILD)/obj/src/backend/backend.o,$(LIB_OBJ))
+# The library less the cuda backend (and backend.c, built here with it) and
+# less the NCCL forwarders (the emulation's NCCL: emu_nccl.c).
+EMU_LIB_OBJ = $(filter-out $(BUILD)/obj/src/backend/cuda/% $(BUILD)/obj/src/backend/backend.o \
+                           $(BUILD)/obj/src/dist/nccl_library.o,$(LIB_OBJ))
 EMU_LDLIBS = $(PKG_LIBS) $(DICOM_LIBS) $(CPU_LIBS) $(OMP_FLAGS) -lpthread -lm -ldl -lstdc++
 
 # The emulation's own checks (test_emu_checks: each done once on purpose by
 # a kernel of the file; test_emu_graphs: stream capture and graphs;
-# test_emu_streams: streams that run late): built
+# test_emu_streams: streams that run late; test_emu_nccl: its NCCL): built
 # for the emulation only, run with the binaries of EMU_LIST.
 EMU_CHECKS_SOURCES := tests/cuda_emu/test_emu_checks.cu tests/cuda_emu/test_emu_graphs.cu \
-                      tests/cuda_emu/test_emu_streams.cu
+                      tests/cuda_emu/test_emu_streams.cu tests/cuda_emu/test_emu_nccl.cu
 
 $(EMU_CUDA_FILES:%=$(EMU_DIR)/%) $(EMU_CHECKS_SOURCES:%=$(EMU_DIR)/%): $(EMU_DIR)/%: % tests/cuda_emu/rewrite.sed
 	@mkdir -p $(@D)

@@ -1,7 +1,8 @@
 // The CUDA runtime API functions the cuda backend calls, emulated on the
-// CPU (declarations: the toolkit's cuda_runtime_api.h): one device with
+// CPU (declarations: the toolkit's cuda_runtime_api.h): one device (or LTC_EMU_DEVICES) with
 // H100-like limits; device memory from mmap, filled with NaN bytes (a
-// kernel reading what nothing wrote shows) and ending (to 8 bytes) at a
+// kernel reading what nothing wrote shows; LTC_EMU_DEVICES claims more
+// devices, one per process of a run with several ranks) and ending (to 8 bytes) at a
 // guard page (a kernel running off the end of an allocation faults, and
 // emu_threads.cpp names the kernel); copies and memsets checked against the
 // allocations they claim to touch; what is queued on a stream waits in its
@@ -67,6 +68,16 @@ int device_range(const void *p, size_t bytes) {
     --it;
     return at >= it->first && at + bytes <= it->first + it->second.bytes;
 }
+
+// LTC_EMU_DEVICES (1 to 16, default 1): how many devices the emulation
+// claims, so that several ranks of the program (one process each, each
+// with its own emulated device: nothing is shared) can run here.
+int device_count() {
+    const char *value = getenv("LTC_EMU_DEVICES");
+    const int count = value && *value ? atoi(value) : 1;
+    return count >= 1 && count <= 16 ? count : 1;
+}
+int current_device = 0;
 
 double now_ms() {
     struct timespec t;
@@ -138,7 +149,7 @@ const char *cudaGetErrorString(cudaError_t error) {
 }
 
 cudaError_t cudaGetDeviceCount(int *count) {
-    *count = 1;
+    *count = device_count();
     return cudaSuccess;
 }
 
@@ -162,16 +173,18 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 
 cudaError_t cudaSetDevice(int device) {
-    return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
+    current_device = device;
+    return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
-    *device = 0;
+    *device = current_device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *properties, int device) {
-    if (device != 0) return fail(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
     memset(properties, 0, sizeof *properties);
     snprintf(properties->name, sizeof properties->name, "CUDA emulation on the CPU");
     properties->totalGlobalMem = (size_t)80 << 30;
@@ -190,7 +203,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *properties, int devic
 }
 
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attribute, int device) {
-    if (device != 0) return fail(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return fail(cudaErrorInvalidDevice);
     switch (attribute) {
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = kSharedOptin; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)kDefaultShared; return cudaSuccess;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Data-parallel `train` on GPU ranks, without GPUs: the CUDA emulation's
+# program with two emulated devices (LTC_EMU_DEVICES=2) and its NCCL
+# (tests/cuda_emu/emu_nccl.c: the ranks are processes that exchange each
+# collective through files), so comm_nccl.c's communicator, its all-reduces
+# on their own stream and their overlap with the backward (events between
+# the compute and communication streams) run here. SimCLR on a ResNet-18
+# with synchronised BatchNorm:
+# - one step, 32-true: 2 ranks give the checkpoint of one process with the
+#   whole batch (the averaged gradient in the optimizer state), compared by
+#   norm as tests/e2e/train_ranks.sh compares CPU ranks (0.05 of a tensor's
+#   norm; measured 2.4e-5 on 2026-11-29), and the same first loss (2e-5;
+#   measured 2.4e-6). Not vacuous: with the emulated all-reduce keeping each
+#   rank's own values the run stops ("the ranks diverged") and its first
+#   loss is 6% off (seen by hand);
+# - three steps, bf16-mixed: the gradient buckets overlapped with the
+#   backward (the default), after it (--gradient-overlap false), and
+#   overlapped in the emulation's other orders (LTC_EMU_STREAMS=
+#   first-at-once, LTC_EMU_BLOCK_ORDER=reverse: a missing wait between the
+#   streams changes the result) give the same checkpoint bytes;
+# - embed on 2 ranks writes the bytes of one process (each rank embeds its
+#   share, rank 0 writes them in input order).
+set -u
+source "$(dirname "$0")/lib.bash"
+e2e_init cuda_ranks
+
+emu_require
+compare="$build/tests/e2e/compare_weights"
+export LTC_EMU_DEVICES=2
+export TMPDIR="$work"  # the emulated NCCL's folders
+base=(--data tests/fixtures/photos --batch-size 4 --num-workers 1 --accelerator gpu --seed 3
+      --model resnet18 --image-size 16 --method simclr --log-every 1)
+
+# run NAME DEVICES args...: train into $work/NAME.
+run() {
+  local name=$1 devices=$2
+  shift 2
+  "$emu" train "${base[@]}" --devices "$devices" --out "$work/$name" "$@" \
+    >"$work/$name.out" 2>&1 || fail "$name: exit $?: $(tail -n 3 "$work/$name.out")"
+}
+
+first_loss() { sed -n 's/^{"step": 0, "train_loss": \([^,}]*\).*/\1/p' "$work/$1/metrics.jsonl"; }
+
+run one 1 --precision 32-true --max-steps 1
+run two 2 --precision 32-true --max-steps 1
+grep -q 'data parallel: 2 ranks (nccl, 2 per node)' "$work/two/train.log" ||
+  fail "two: train.log does not say 2 NCCL ranks: $(grep 'data parallel' "$work/two/train.log")"
+result=$("$compare" --norm "$work/two/checkpoints/last.ckpt" "$work/one/checkpoints/last.ckpt" 0.05) ||
+  fail "2 ranks' checkpoint differs from one process's: $result"
+echo "2 ranks against one process: $result"
+a=$(first_loss two)
+b=$(first_loss one)
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2e-5 * (b < 0 ? -b : b)) }' ||
+  fail "the first loss: 2 ranks $a, one process $b (bound 2e-5 relative)"
+
+bf16=(--precision bf16-mixed --max-steps 3)
+run overlapped 2 "${bf16[@]}"
+run after 2 "${bf16[@]}" --gradient-overlap false
+LTC_EMU_STREAMS=first-at-once LTC_EMU_BLOCK_ORDER=reverse run other_order 2 "${bf16[@]}"
+for name in after other_order; do
+  cmp -s "$work/overlapped/checkpoints/last.ckpt" "$work/$name/checkpoints/last.ckpt" ||
+    fail "$name: the checkpoint differs from the overlapped run's"
+done
+grep -q 'overlapped with backward' "$work/overlapped/train.log" ||
+  fail "overlapped: train.log does not say so: $(grep 'gradient average' "$work/overlapped/train.log")"
+for devices in 1 2; do
+  "$emu" embed --data tests/fixtures/photos --checkpoint "$work/one/exported_models/exported_last.safetensors" \
+    --out "$work/embed$devices.npy" --image-size 32 --batch-size 4 --num-workers 1 \
+    --accelerator gpu --devices "$devices" >"$work/embed$devices.out" 2>&1 ||
+    fail "embed on $devices device(s): exit $?: $(tail -n 2 "$work/embed$devices.out")"
+done
+cmp -s "$work/embed1.npy" "$work/embed2.npy" || fail "embed on 2 ranks: other bytes than one process"
+grep -q '2 rank(s)' "$work/embed2.out" || fail "embed: not 2 ranks: $(tail -n 1 "$work/embed2.out")"
+# Every rank left its communicator: no folder of the emulated NCCL stays.
+leftover=$(find "$work" -maxdepth 1 -name 'ltc-emu-nccl-*' | head -n 1)
+[ -z "$leftover" ] || fail "a communicator's folder stayed: $leftover"
+e2e_finish
