@@ -68,7 +68,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 job_kinds=()
 job_names=()
 job_paths=()
-# add_job KIND NAME PATH: KIND is unit-native, unit-avx2, unit-scalar, emu, emu-first,
+# add_job KIND NAME PATH: KIND is unit-native, unit-avx2, unit-scalar, emu, emu-compute, emu-others,
 # fuzz or e2e; PATH the binary or script.
 add_job() {
   job_kinds+=("$1")
@@ -134,17 +134,18 @@ for name in $(sed -n 's/^\(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.lis
   fi
   add_job emu "$label" "$binary"
 done
-# Those that move data between the copy and compute streams once more, in
-# the emulation's other schedule (emu_streams.cpp): the compute stream runs
-# its work when it is queued, so a kernel that does not wait for a copy
-# reads what was there before (the default schedule shows the other side:
-# a copy that overwrites what a queued kernel still reads); and each
-# launch's blocks last to first (a kernel whose blocks depend on each
-# other's order changes).
-for name in $(sed -n 's/^first-at-once \(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.list); do
+# Those that move data between the copy and compute streams twice more, in
+# the emulation's other schedules (emu_streams.cpp): the compute stream
+# runs its work when it is queued, so a kernel that does not wait for a
+# copy reads what was there before, with each launch's blocks last to
+# first (a kernel whose blocks depend on each other's order changes); and
+# the other streams run theirs when queued, so a copy that does not wait
+# for the kernels still reading its destination overwrites it.
+for name in $(sed -n 's/^other-schedules \(test_[a-z0-9_]*\)$/\1/p' tests/cuda_emu/emu_tests.list); do
   binary="$build/emu/tests/$name"
   [ -x "$binary" ] || continue  # counted as skipped above
-  add_job emu-first "$name[cuda (CPU emulation, first stream at once, blocks reversed)]" "$binary"
+  add_job emu-compute "$name[cuda (CPU emulation, compute stream at once, blocks reversed)]" "$binary"
+  add_job emu-others "$name[cuda (CPU emulation, copy stream at once)]" "$binary"
 done
 
 # The libFuzzer targets (tests/fuzz), briefly: each over its seeds, then
@@ -176,7 +177,8 @@ job_log() {
   case ${job_kinds[$1]} in
     unit-*) echo "$build/tests/${job_names[$1]}.log" ;;
     emu) echo "$build/emu/tests/$(basename "${job_paths[$1]}").log" ;;
-    emu-first) echo "$build/emu/tests/$(basename "${job_paths[$1]}")-first-at-once.log" ;;
+    emu-compute) echo "$build/emu/tests/$(basename "${job_paths[$1]}")-compute-at-once.log" ;;
+    emu-others) echo "$build/emu/tests/$(basename "${job_paths[$1]}")-others-at-once.log" ;;
     fuzz) echo "$build/fuzz/$(basename "${job_paths[$1]}").result" ;;
     e2e) echo "$build/tests/e2e-${job_names[$1]}.log" ;;
   esac
@@ -191,8 +193,9 @@ run_job() {
     unit-avx2) ONEDNN_MAX_CPU_ISA=AVX2 "$path" >"$log" 2>&1 ;;
     unit-scalar) LTC_SIMD=scalar ONEDNN_MAX_CPU_ISA=SSE41 "$path" >"$log" 2>&1 ;;
     emu) LTC_TEST_CUDA_ONLY=1 "$path" >"$log" 2>&1 ;;
-    emu-first) LTC_EMU_STREAMS=first-at-once LTC_EMU_BLOCK_ORDER=reverse LTC_TEST_CUDA_ONLY=1 \
+    emu-compute) LTC_EMU_STREAMS=compute-at-once LTC_EMU_BLOCK_ORDER=reverse LTC_TEST_CUDA_ONLY=1 \
       "$path" >"$log" 2>&1 ;;
+    emu-others) LTC_EMU_STREAMS=others-at-once LTC_TEST_CUDA_ONLY=1 "$path" >"$log" 2>&1 ;;
     fuzz) tests/fuzz/run_target.sh "$path" "${LTC_FUZZ_SECONDS:-2}" >"$log" 2>&1 ;;
     e2e) bash "$path" >"$log" 2>&1 ;;
   esac

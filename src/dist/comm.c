@@ -36,6 +36,14 @@ int comm_all_reduce(Communicator *comm, float *buffer, size_t count, CommReduce 
     return comm->ops->all_reduce(comm, buffer, count, op, err);
 }
 
+int comm_all_reduce_queued(Communicator *comm, float *buffer, size_t count, CommReduce op,
+                           ErrorMessage *err) {
+    if (!comm) return 0;
+    if (comm->failed) return comm_refuse(comm, err);
+    if (!comm->ops->all_reduce_queued) return comm->ops->all_reduce(comm, buffer, count, op, err);
+    return comm->ops->all_reduce_queued(comm, buffer, count, op, err);
+}
+
 int comm_all_gather(Communicator *comm, const float *send, float *recv, size_t count,
                     ErrorMessage *err) {
     if (!comm) {

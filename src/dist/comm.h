@@ -74,6 +74,11 @@ typedef struct CommOps {
     // buffer (count) = the reduction over all ranks of their buffer (count), in place
     int (*all_reduce)(Communicator *comm, float *buffer, size_t count, CommReduce op,
                       ErrorMessage *err);
+    // The same reduction queued on the attached backend's device, behind
+    // the work queued there and ahead of what is queued next, the host
+    // waiting for neither (nccl). May be NULL: all_reduce serves.
+    int (*all_reduce_queued)(Communicator *comm, float *buffer, size_t count, CommReduce op,
+                             ErrorMessage *err);
     // recv (world_size * count) = every rank's send (count), in rank order
     int (*all_gather)(Communicator *comm, const float *send, float *recv, size_t count,
                       ErrorMessage *err);
@@ -119,6 +124,13 @@ int comm_rank(const Communicator *comm);
 int comm_world_size(const Communicator *comm);
 int comm_all_reduce(Communicator *comm, float *buffer, size_t count, CommReduce op,
                     ErrorMessage *err);
+// comm_all_reduce for a buffer of the attached backend that only the
+// backend's work reads next (synchronised BatchNorm's sums): where the
+// communicator can queue it on the device (nccl), the host does not wait
+// for the device, so it keeps queueing the step; a failure shows at the
+// next call that waits (sticky, as above).
+int comm_all_reduce_queued(Communicator *comm, float *buffer, size_t count, CommReduce op,
+                           ErrorMessage *err);
 int comm_all_gather(Communicator *comm, const float *send, float *recv, size_t count,
                     ErrorMessage *err);
 int comm_broadcast(Communicator *comm, void *buffer, size_t bytes, int root, ErrorMessage *err);

@@ -32,6 +32,7 @@ typedef struct NcclState {
     cudaStream_t compute;  // the attached backend's stream, or NULL (no overlap)
     cudaEvent_t ready[COMM_MAX_REQUESTS];  // per request: compute work before the start
     cudaEvent_t done[COMM_MAX_REQUESTS];   // per request: the all-reduce is through
+    cudaEvent_t queued_ready, queued_done;  // the same for a queued all-reduce
     cudaEvent_t timer[2][2];  // exposed-time marks, two pairs in turn: [pair][end]
     long timer_pairs;         // pairs marked so far
 } NcclState;
@@ -146,6 +147,25 @@ static int nccl_all_reduce_start(Communicator *comm, CommRequest request, ErrorM
     return 0;
 }
 
+// Queued on the communication stream behind the compute stream's work (so
+// every collective of the communicator keeps one stream's order), the
+// compute stream's next work behind it; the host waits for neither. The
+// events are recorded again by the next call: each wait holds the record
+// it was queued after.
+static int nccl_all_reduce_queued(Communicator *comm, float *buffer, size_t count, CommReduce op,
+                                  ErrorMessage *err) {
+    NcclState *state = comm->impl;
+    if (!state->compute) return nccl_all_reduce(comm, buffer, count, op, err);
+    CUDA_CHECK(comm, err, cudaEventRecord(state->queued_ready, state->compute));
+    CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->stream, state->queued_ready, 0));
+    NCCL_CHECK(comm, err, ncclAllReduce(buffer, buffer, count, ncclFloat32, nccl_reduce(op),
+                                        state->comm, state->stream));
+    if (nccl_wait(comm, "all_reduce", count, 0, err)) return -1;  // queued
+    CUDA_CHECK(comm, err, cudaEventRecord(state->queued_done, state->stream));
+    CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->compute, state->queued_done, 0));
+    return 0;
+}
+
 // With a compute stream: the device waits, the host goes on. Without one
 // the host waits (bounded) for the communication stream.
 static int nccl_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *err) {
@@ -217,6 +237,8 @@ static void nccl_release(Communicator *comm) {
             if (state->ready[r]) cudaEventDestroy(state->ready[r]);
             if (state->done[r]) cudaEventDestroy(state->done[r]);
         }
+        if (state->queued_ready) cudaEventDestroy(state->queued_ready);
+        if (state->queued_done) cudaEventDestroy(state->queued_done);
         for (int e = 0; e < 4; e++)
             if (state->timer[e / 2][e % 2]) cudaEventDestroy(state->timer[e / 2][e % 2]);
         free(state);
@@ -247,6 +269,7 @@ static void nccl_destroy(Communicator *comm) {
 
 static const CommOps nccl_ops = {
     .all_reduce = nccl_all_reduce,
+    .all_reduce_queued = nccl_all_reduce_queued,
     .all_gather = nccl_all_gather,
     .broadcast = nccl_broadcast,
     .barrier = nccl_barrier,
@@ -284,6 +307,8 @@ static int nccl_start(const NcclSetup *setup, Communicator *comm, ErrorMessage *
         CUDA_CHECK(comm, err, cudaEventCreateWithFlags(&state->ready[r], cudaEventDisableTiming));
         CUDA_CHECK(comm, err, cudaEventCreateWithFlags(&state->done[r], cudaEventDisableTiming));
     }
+    CUDA_CHECK(comm, err, cudaEventCreateWithFlags(&state->queued_ready, cudaEventDisableTiming));
+    CUDA_CHECK(comm, err, cudaEventCreateWithFlags(&state->queued_done, cudaEventDisableTiming));
     for (int e = 0; e < 4; e++)
         CUDA_CHECK(comm, err, cudaEventCreate(&state->timer[e / 2][e % 2]));
     if (nccl_library_open(err)) return -1;

@@ -1,6 +1,7 @@
 // Synchronised BatchNorm over the ranks of a communicator (see
 // batchnorm_sync.h): the backend's split batch-norm ops with all-reduces in
-// between.
+// between, queued on the device where the communicator can (NCCL), so the
+// host does not wait for the device at every norm of the step.
 #include "nn/batchnorm_sync.h"
 
 #include <stdlib.h>
@@ -55,10 +56,10 @@ void batchnorm_sync_forward(Backend *backend, const BatchNorm *bn, size_t rows, 
     const size_t total = total_rows(sync, rows);
     // A failure stays in the communicator (sticky); see batchnorm_sync.h.
     op->act_column_sum(backend, rows, channels, x, save_mean);
-    comm_all_reduce(sync->comm, save_mean, (size_t)channels, COMM_SUM, NULL);
+    comm_all_reduce_queued(sync->comm, save_mean, (size_t)channels, COMM_SUM, NULL);
     op->axpby(backend, (size_t)channels, 1.0f / (float)total, save_mean, 0.0f, save_mean);
     op->batchnorm_centered_squares(backend, rows, channels, x, save_mean, save_inv_std);
-    comm_all_reduce(sync->comm, save_inv_std, (size_t)channels, COMM_SUM, NULL);
+    comm_all_reduce_queued(sync->comm, save_inv_std, (size_t)channels, COMM_SUM, NULL);
     op->batchnorm_finish_statistics(backend, channels, total, bn->momentum, bn->eps, save_mean,
                                     save_inv_std, bn->running_mean, bn->running_var);
     op->batchnorm_forward_apply(backend, rows, channels, x, residual, relu, bn->weight, bn->bias,
@@ -73,7 +74,7 @@ void batchnorm_sync_backward(Backend *backend, const BatchNorm *bn, size_t rows,
     const int channels = bn->channels;
     op->batchnorm_backward_reduce(backend, rows, channels, x, relu_out, dy, dresidual, save_mean,
                                   save_inv_std, bn->weight_grad, bn->bias_grad, sync->sums);
-    comm_all_reduce(sync->comm, sync->sums, 2 * (size_t)channels, COMM_SUM, NULL);
+    comm_all_reduce_queued(sync->comm, sync->sums, 2 * (size_t)channels, COMM_SUM, NULL);
     // With the masked gradient written to dresidual, read it back instead of
     // masking dy again.
     op->batchnorm_backward_apply(backend, rows, total_rows(sync, rows), channels, x,

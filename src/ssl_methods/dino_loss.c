@@ -206,7 +206,7 @@ void dino_loss_update_center(DinoLoss *loss) {
     op->column_sum(backend, teacher_rows, loss->dim, loss->teacher, loss->batch_mean);
     op->axpby(backend, loss->dim, 1.0f / (float)teacher_rows, loss->batch_mean, 0.0f,
               loss->batch_mean);
-    comm_all_reduce(loss->comm, loss->batch_mean, (size_t)loss->dim, COMM_MEAN, NULL);
+    comm_all_reduce_queued(loss->comm, loss->batch_mean, (size_t)loss->dim, COMM_MEAN, NULL);
     op->ema_update(backend, loss->dim, loss->center, loss->batch_mean, loss->center_momentum);
 }
 

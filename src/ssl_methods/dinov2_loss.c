@@ -156,12 +156,12 @@ static int sinkhorn_targets(Dinov2Loss *loss, int rows, const float *x, const fl
     const int k = loss->config.out_dim;
     float *column = loss->column_stats;
     op->column_max(backend, (size_t)rows, k, x, column);
-    if (comm_all_reduce(loss->comm, column, (size_t)k, COMM_MAX, err)) return -1;
+    if (comm_all_reduce_queued(loss->comm, column, (size_t)k, COMM_MAX, err)) return -1;
     op->sinkhorn_exp(backend, rows, k, x, 1.0f / teacher_temp, column, q);
     if (valid) op->scale_rows(backend, (size_t)rows, k, q, valid, q);
     for (int it = 0; it < DINOV2_SINKHORN_ITERATIONS; it++) {
         op->column_sum(backend, (size_t)rows, k, q, column);
-        if (comm_all_reduce(loss->comm, column, (size_t)k, COMM_SUM, err)) return -1;
+        if (comm_all_reduce_queued(loss->comm, column, (size_t)k, COMM_SUM, err)) return -1;
         op->sinkhorn_normalize(backend, rows, k, column, q);
     }
     return 0;
@@ -343,7 +343,7 @@ void dinov2_loss_update_centers(Dinov2Loss *loss) {
     dino_loss_update_center(loss->dino);
     Backend *backend = loss->backend;
     const int k = loss->config.out_dim;
-    comm_all_reduce(loss->comm, loss->patch_mean, (size_t)k, COMM_SUM, NULL);
+    comm_all_reduce_queued(loss->comm, loss->patch_mean, (size_t)k, COMM_SUM, NULL);
     // the mean by a scale in backend memory (it changes every step; a by-value one would
     // stay as a captured step had it); lightly's mean over no patches would be NaN: then
     // the scale is 0 and momentum 1 keeps the center as it was (masked_total is the same

@@ -182,7 +182,8 @@ void nt_xent_backward(NtXent *loss, float dloss, float *dout0, float *dout1) {
         // ranks (a failure stays in the communicator, see dist/comm.h).
         op->gemm(backend, 1, 0, columns, dim, rows, alpha, dlogits, columns, loss->z, dim, 0.0f,
                  loss->dcolumns, dim);
-        comm_all_reduce(loss->comm, loss->dcolumns, (size_t)columns * dim, COMM_SUM, NULL);
+        comm_all_reduce_queued(loss->comm, loss->dcolumns, (size_t)columns * dim, COMM_SUM,
+                               NULL);
         op->add(backend, (size_t)rows * dim, loss->dz,
                 loss->dcolumns + (size_t)loss->rank * rows * dim, loss->dz);
     }

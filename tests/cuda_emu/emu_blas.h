@@ -46,6 +46,9 @@ int ltc_emu_capture_call(cudaStream_t stream, const char *call,
 // Runs every stream's queue (emu_streams.cpp): before a descriptor that
 // queued calls may still read is destroyed.
 void ltc_emu_streams_flush(void);
+// `stream` is handed to a library (cudnnSetStream, cublasSetStream, a
+// cublasLtMatmul): a compute stream (LTC_EMU_STREAMS=compute-at-once).
+void ltc_emu_stream_computes(cudaStream_t stream);
 // 1 when `stream` captures (emu_capture.cpp) and the library call `call`
 // cannot be recorded into graphs: it refuses, invalidating the capture
 // with a message naming the call; 0 otherwise (the call runs now).

@@ -48,6 +48,7 @@ static cublasStatus_t emu_destroy(cublasHandle_t handle) {
 
 static cublasStatus_t emu_set_stream(cublasHandle_t handle, cudaStream_t stream) {
     handle->stream = stream;
+    ltc_emu_stream_computes(stream);
     return CUBLAS_STATUS_SUCCESS;
 }
 

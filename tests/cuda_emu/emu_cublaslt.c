@@ -415,6 +415,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     if (!handle || handle->alive != ALIVE) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!ltc_emu_stream_valid(stream))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, call, "not a live stream");
+    ltc_emu_stream_computes(stream);
     const EmuDesc *dd = desc_of(desc);
     const EmuLayout *al = layout_of(a_desc), *bl = layout_of(b_desc), *cl = layout_of(c_desc),
                     *dl = layout_of(d_desc);

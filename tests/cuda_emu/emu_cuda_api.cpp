@@ -363,7 +363,6 @@ cudaError_t cudaMemsetAsync(void *pointer, int value, size_t bytes, cudaStream_t
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
     *stream = new CUstream_st{flags};
-    stream_made(*stream, streams.empty());
     streams.insert(*stream);
     return cudaSuccess;
 }

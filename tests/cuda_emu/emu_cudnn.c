@@ -63,6 +63,7 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
 }
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
     handle->stream = stream;
+    ltc_emu_stream_computes(stream);
     return CUDNN_STATUS_SUCCESS;
 }
 // An algorithm search on a capturing stream is refused (emu_blas.h): cuDNN

@@ -53,8 +53,10 @@ int event_flush(cudaEvent_t event);
 int event_is_pending(cudaEvent_t event);
 // Work queued on `stream` from now on runs after the event's latest record.
 void stream_wait_event(cudaStream_t stream, cudaEvent_t event);
-// A new stream; `alone`: no other stream existed (LTC_EMU_STREAMS=first-at-once).
-void stream_made(cudaStream_t stream, int alone);
+// `stream` is handed to cuDNN or cuBLAS: a compute stream, which
+// LTC_EMU_STREAMS=compute-at-once runs at once from now on and
+// others-at-once no longer does.
+void stream_computes(cudaStream_t stream);
 // Runs the stream's queue and drops it (the stream is destroyed).
 void stream_forget(cudaStream_t stream);
 // Made without cudaStreamNonBlocking (emu_cuda_api.cpp).

@@ -18,11 +18,16 @@
 // to read. LTC_EMU_STREAMS picks the schedule:
 //   deferred        (the default) every stream the program made waits, as
 //                   above: the host's first wait decides which runs first;
-//   first-at-once   a stream made while no other stream existed (the cuda
+//   compute-at-once a stream the program hands to cuDNN or cuBLAS (the cuda
 //                   backend's compute stream) runs its work when it is
-//                   queued, after the waits queued before it; the others
-//                   wait: a kernel never waits for a copy it was not told
-//                   to wait for;
+//                   queued, once what it was told to wait for has run; the
+//                   others (copies, collectives) wait: a kernel never waits
+//                   for a copy or an all-reduce it was not told to wait for;
+//   others-at-once  the other way round: every stream not handed to a
+//                   library (copies, collectives) runs its work when it is
+//                   queued, the compute streams wait: a copy or an
+//                   all-reduce never waits for a kernel it was not told to
+//                   wait for;
 //   immediate       everything runs when it is queued (the emulation before
 //                   2026-11-29, for comparing).
 // The legacy default stream (0) runs its work at once, after every blocking
@@ -56,10 +61,10 @@ struct Position {
     uint64_t order;
 };
 
-enum class Schedule { kDeferred, kFirstAtOnce, kImmediate };
+enum class Schedule { kDeferred, kComputeAtOnce, kOthersAtOnce, kImmediate };
 
 std::map<cudaStream_t, std::deque<Queued>> queues;
-std::set<cudaStream_t> at_once;  // first-at-once: the streams that run when queued
+std::set<cudaStream_t> computes;  // the streams handed to a library
 std::map<cudaEvent_t, Position> pending_records;
 uint64_t next_order = 1;
 int running = 0;  // inside a queued operation: what it queues runs at once
@@ -69,14 +74,22 @@ int running = 0;  // inside a queued operation: what it queues runs at once
 Schedule schedule() {
     const char *value = getenv("LTC_EMU_STREAMS");
     if (!value || !*value || strcmp(value, "deferred") == 0) return Schedule::kDeferred;
-    if (strcmp(value, "first-at-once") == 0) return Schedule::kFirstAtOnce;
+    if (strcmp(value, "compute-at-once") == 0) return Schedule::kComputeAtOnce;
+    if (strcmp(value, "others-at-once") == 0) return Schedule::kOthersAtOnce;
     if (strcmp(value, "immediate") == 0) return Schedule::kImmediate;
-    fprintf(stderr, "cuda emulation: LTC_EMU_STREAMS=%s is none of deferred, first-at-once, "
-                    "immediate\n", value);
+    fprintf(stderr, "cuda emulation: LTC_EMU_STREAMS=%s is none of deferred, compute-at-once, "
+                    "others-at-once, immediate\n", value);
     exit(2);
 }
 
 int deferring() { return schedule() != Schedule::kImmediate; }
+
+// Runs its work when it is queued (in the schedules that say so).
+int at_once(cudaStream_t stream) {
+    const Schedule chosen = schedule();
+    return (chosen == Schedule::kComputeAtOnce && computes.count(stream)) ||
+           (chosen == Schedule::kOthersAtOnce && !computes.count(stream));
+}
 
 void run_queued(Queued &queued) {
     running++;
@@ -111,7 +124,7 @@ int run_until(cudaStream_t stream, uint64_t order) {
 int stream_defer(cudaStream_t stream, std::function<cudaError_t()> operation,
                  const std::vector<cudaEvent_t> &records) {
     if (deferring() && !running && stream == 0) streams_flush(1);
-    if (!deferring() || running || stream == 0 || at_once.count(stream)) {
+    if (!deferring() || running || stream == 0 || at_once(stream)) {
         for (cudaEvent_t event : records) pending_records.erase(event);  // recorded now
         return 0;
     }
@@ -164,16 +177,21 @@ void stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
     run_until(at.stream, at.order);
 }
 
-void stream_made(cudaStream_t stream, int alone) {
-    if (alone && schedule() == Schedule::kFirstAtOnce) at_once.insert(stream);
+void stream_computes(cudaStream_t stream) {
+    if (stream == 0 || computes.count(stream)) return;
+    // compute-at-once: what it queued before runs first, in order
+    if (schedule() == Schedule::kComputeAtOnce) run_until(stream, UINT64_MAX);
+    computes.insert(stream);
 }
 
 void stream_forget(cudaStream_t stream) {
     stream_flush(stream);
     queues.erase(stream);
-    at_once.erase(stream);
+    computes.erase(stream);
 }
 
 }  // namespace ltc_emu
 
 extern "C" void ltc_emu_streams_flush(void) { ltc_emu::streams_flush(0); }
+
+extern "C" void ltc_emu_stream_computes(cudaStream_t stream) { ltc_emu::stream_computes(stream); }

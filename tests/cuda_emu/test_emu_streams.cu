@@ -5,8 +5,9 @@
 // needs it (a synchronisation, an event's query, a copy to pageable memory,
 // a free) and waits run the waited-for stream first; the legacy default
 // stream waits for blocking streams only; a graph's event records count as
-// the graph's; LTC_EMU_STREAMS=first-at-once runs the first stream's work
-// when it is queued, =immediate everything. And the order of a launch's
+// the graph's; LTC_EMU_STREAMS=compute-at-once runs the work of a stream
+// handed to cuDNN or cuBLAS when it is queued, =others-at-once that of the
+// other streams, =immediate everything. And the order of a launch's
 // blocks: LTC_EMU_BLOCK_ORDER=reverse runs the last first, so a kernel in
 // which one block reads what another writes changes. The emulation's device
 // memory is host memory, so these tests look at it directly to see what
@@ -22,6 +23,8 @@ extern "C" {  // cmocka.h declares C functions without saying so to C++
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cudnn.h>
 
 enum { BYTES = 256 };
 // What cudaMalloc fills fresh device memory with (NaN bytes).
@@ -231,14 +234,23 @@ static void test_a_graph_records_its_events(void **state) {
     cudaStreamDestroy(stream);
 }
 
-// The other schedules: the first stream's work at once (a kernel never
-// waits for a copy it was not told to wait for), and everything at once.
-static void test_first_at_once_and_immediate(void **state) {
+// The other schedules: the compute stream's work at once (a kernel never
+// waits for a copy it was not told to wait for), the other streams' work at
+// once, and everything at once.
+static void test_compute_at_once_and_immediate(void **state) {
     (void)state;
-    assert_int_equal(setenv("LTC_EMU_STREAMS", "first-at-once", 1), 0);
-    cudaStream_t compute = stream_with(cudaStreamNonBlocking);  // made alone: at once
+    assert_int_equal(setenv("LTC_EMU_STREAMS", "compute-at-once", 1), 0);
     cudaStream_t copies = stream_with(cudaStreamNonBlocking);
+    cudaStream_t compute = stream_with(cudaStreamNonBlocking);
     unsigned char *batch = device_bytes(), *read = device_bytes();
+    // Queued before the stream is handed to cuDNN: it waits, then runs
+    // first when the stream becomes a compute stream.
+    assert_int_equal(cudaMemsetAsync(read, 1, BYTES, compute), cudaSuccess);
+    expect_bytes(read, kFresh);
+    cudnnHandle_t dnn = NULL;
+    assert_int_equal(cudnnCreate(&dnn), CUDNN_STATUS_SUCCESS);
+    assert_int_equal(cudnnSetStream(dnn, compute), CUDNN_STATUS_SUCCESS);
+    expect_bytes(read, 1);
     cudaEvent_t landed;
     assert_int_equal(cudaEventCreateWithFlags(&landed, cudaEventDisableTiming), cudaSuccess);
     assert_int_equal(cudaMemsetAsync(batch, 8, BYTES, copies), cudaSuccess);
@@ -253,6 +265,16 @@ static void test_first_at_once_and_immediate(void **state) {
                      cudaSuccess);
     expect_bytes(read, 8);
     cudaEventDestroy(landed);
+
+    // others-at-once: the copy runs when queued, the compute stream's work waits.
+    assert_int_equal(setenv("LTC_EMU_STREAMS", "others-at-once", 1), 0);
+    assert_int_equal(cudaMemsetAsync(read, 2, BYTES, compute), cudaSuccess);
+    expect_bytes(read, 8);
+    assert_int_equal(cudaMemsetAsync(batch, 3, BYTES, copies), cudaSuccess);
+    expect_bytes(batch, 3);
+    assert_int_equal(cudaStreamSynchronize(compute), cudaSuccess);
+    expect_bytes(read, 2);
+    cudnnDestroy(dnn);
     cudaStreamDestroy(compute), cudaStreamDestroy(copies);
 
     assert_int_equal(setenv("LTC_EMU_STREAMS", "immediate", 1), 0);
@@ -304,7 +326,7 @@ int main(void) {
         cmocka_unit_test(test_host_memory_of_a_copy),
         cmocka_unit_test(test_the_legacy_stream_and_frees),
         cmocka_unit_test(test_a_graph_records_its_events),
-        cmocka_unit_test(test_first_at_once_and_immediate),
+        cmocka_unit_test(test_compute_at_once_and_immediate),
         cmocka_unit_test(test_blocks_in_reverse_order),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,7 +13,7 @@
 # scaler skips them, so their learning rates would not matter). train.log
 # says how the steps ran. A bad value exits 2; runs that cannot be captured
 # say why in train.log. The SimCLR runs, op by op and captured, once more in
-# the emulation's other orders (LTC_EMU_STREAMS=first-at-once, tests/
+# the emulation's other orders (LTC_EMU_STREAMS=compute-at-once, tests/
 # cuda_emu/emu_streams.cpp: the compute stream runs its work at once, the
 # copy stream's waits; LTC_EMU_BLOCK_ORDER=reverse: each launch's blocks
 # last to first): the same bytes, so no step reads a batch, a staged input
@@ -60,10 +60,10 @@ grep -q "$counts" "$work/simclr_on/train.log" ||
 grep -q 'cuda graphs: off (LTC_CUDA_GRAPHS=on captures' "$work/simclr_off/train.log" ||
   fail "train.log does not say the graphs are off: $(grep 'cuda graphs' "$work/simclr_off/train.log")"
 same_run simclr_on simclr_off
-LTC_EMU_STREAMS=first-at-once LTC_EMU_BLOCK_ORDER=reverse run simclr_off_first off "${resnet[@]}"
-LTC_EMU_STREAMS=first-at-once LTC_EMU_BLOCK_ORDER=reverse run simclr_on_first on "${resnet[@]}"
-same_run simclr_off_first simclr_off
-same_run simclr_on_first simclr_off
+LTC_EMU_STREAMS=compute-at-once LTC_EMU_BLOCK_ORDER=reverse run simclr_off_other off "${resnet[@]}"
+LTC_EMU_STREAMS=compute-at-once LTC_EMU_BLOCK_ORDER=reverse run simclr_on_other on "${resnet[@]}"
+same_run simclr_off_other simclr_off
+same_run simclr_on_other simclr_off
 
 teacher="$work/simclr_off/exported_models/exported_last.safetensors"
 # With 2 micro-batches a step, 12 parts of two kinds (the first part of a

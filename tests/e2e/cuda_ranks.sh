@@ -16,8 +16,16 @@
 # - three steps, bf16-mixed: the gradient buckets overlapped with the
 #   backward (the default), after it (--gradient-overlap false), and
 #   overlapped in the emulation's other orders (LTC_EMU_STREAMS=
-#   first-at-once, LTC_EMU_BLOCK_ORDER=reverse: a missing wait between the
-#   streams changes the result) give the same checkpoint bytes;
+#   compute-at-once: the compute stream runs its work when it is queued,
+#   the communicator's stream waits, with LTC_EMU_BLOCK_ORDER=reverse; and
+#   others-at-once: the other way round) give the same checkpoint bytes.
+#   Seen failing by hand (comm_nccl.c): without a bucket's wait for its
+#   gradients (others-at-once), without a queued all-reduce's wait for its
+#   input (deferred, others-at-once) or the compute stream's for its
+#   result (deferred, compute-at-once). Not caught: without the compute
+#   stream's wait for a bucket, which the blocking agreement before the
+#   update (train_agree_step: nccl_begin waits for the device) makes
+#   redundant, on a GPU too;
 # - embed on 2 ranks writes the bytes of one process (each rank embeds its
 #   share, rank 0 writes them in input order).
 set -u
@@ -56,8 +64,9 @@ awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2e-5 
 bf16=(--precision bf16-mixed --max-steps 3)
 run overlapped 2 "${bf16[@]}"
 run after 2 "${bf16[@]}" --gradient-overlap false
-LTC_EMU_STREAMS=first-at-once LTC_EMU_BLOCK_ORDER=reverse run other_order 2 "${bf16[@]}"
-for name in after other_order; do
+LTC_EMU_STREAMS=compute-at-once LTC_EMU_BLOCK_ORDER=reverse run compute_at_once 2 "${bf16[@]}"
+LTC_EMU_STREAMS=others-at-once run others_at_once 2 "${bf16[@]}"
+for name in after compute_at_once others_at_once; do
   cmp -s "$work/overlapped/checkpoints/last.ckpt" "$work/$name/checkpoints/last.ckpt" ||
     fail "$name: the checkpoint differs from the overlapped run's"
 done
