@@ -54,6 +54,14 @@ int comm_all_gather(Communicator *comm, const float *send, float *recv, size_t c
     return comm->ops->all_gather(comm, send, recv, count, err);
 }
 
+int comm_all_gather_queued(Communicator *comm, const float *send, float *recv, size_t count,
+                           ErrorMessage *err) {
+    if (!comm || !comm->ops->all_gather_queued)
+        return comm_all_gather(comm, send, recv, count, err);
+    if (comm->failed) return comm_refuse(comm, err);
+    return comm->ops->all_gather_queued(comm, send, recv, count, err);
+}
+
 int comm_broadcast(Communicator *comm, void *buffer, size_t bytes, int root, ErrorMessage *err) {
     if (!comm) return 0;
     if (comm->failed) return comm_refuse(comm, err);

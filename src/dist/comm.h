@@ -82,6 +82,9 @@ typedef struct CommOps {
     // recv (world_size * count) = every rank's send (count), in rank order
     int (*all_gather)(Communicator *comm, const float *send, float *recv, size_t count,
                       ErrorMessage *err);
+    // The same queued on the device as all_reduce_queued. May be NULL.
+    int (*all_gather_queued)(Communicator *comm, const float *send, float *recv, size_t count,
+                             ErrorMessage *err);
     // buffer (bytes) = root's buffer on every rank
     int (*broadcast)(Communicator *comm, void *buffer, size_t bytes, int root, ErrorMessage *err);
     int (*barrier)(Communicator *comm, ErrorMessage *err);
@@ -133,6 +136,9 @@ int comm_all_reduce_queued(Communicator *comm, float *buffer, size_t count, Comm
                            ErrorMessage *err);
 int comm_all_gather(Communicator *comm, const float *send, float *recv, size_t count,
                     ErrorMessage *err);
+// comm_all_gather queued on the device, as comm_all_reduce_queued.
+int comm_all_gather_queued(Communicator *comm, const float *send, float *recv, size_t count,
+                           ErrorMessage *err);
 int comm_broadcast(Communicator *comm, void *buffer, size_t bytes, int root, ErrorMessage *err);
 int comm_barrier(Communicator *comm, ErrorMessage *err);
 // Non-blocking all-reduce (see the top). start fails when COMM_MAX_REQUESTS

@@ -147,23 +147,35 @@ static int nccl_all_reduce_start(Communicator *comm, CommRequest request, ErrorM
     return 0;
 }
 
-// Queued on the communication stream behind the compute stream's work (so
-// every collective of the communicator keeps one stream's order), the
-// compute stream's next work behind it; the host waits for neither. The
-// events are recorded again by the next call: each wait holds the record
-// it was queued after.
+// A queued collective runs on the communication stream behind the compute
+// stream's work (so every collective of the communicator keeps one
+// stream's order), the compute stream's next work behind it; the host
+// waits for neither. The events are recorded again by the next one: each
+// wait holds the record it was queued after. queued_begin forks,
+// queued_end (after the collective's call) joins.
+static int queued_begin(Communicator *comm, ErrorMessage *err) {
+    NcclState *state = comm->impl;
+    CUDA_CHECK(comm, err, cudaEventRecord(state->queued_ready, state->compute));
+    CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->stream, state->queued_ready, 0));
+    return 0;
+}
+
+static int queued_end(Communicator *comm, const char *what, size_t count, ErrorMessage *err) {
+    NcclState *state = comm->impl;
+    if (nccl_wait(comm, what, count, 0, err)) return -1;  // queued
+    CUDA_CHECK(comm, err, cudaEventRecord(state->queued_done, state->stream));
+    CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->compute, state->queued_done, 0));
+    return 0;
+}
+
 static int nccl_all_reduce_queued(Communicator *comm, float *buffer, size_t count, CommReduce op,
                                   ErrorMessage *err) {
     NcclState *state = comm->impl;
     if (!state->compute) return nccl_all_reduce(comm, buffer, count, op, err);
-    CUDA_CHECK(comm, err, cudaEventRecord(state->queued_ready, state->compute));
-    CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->stream, state->queued_ready, 0));
+    if (queued_begin(comm, err)) return -1;
     NCCL_CHECK(comm, err, ncclAllReduce(buffer, buffer, count, ncclFloat32, nccl_reduce(op),
                                         state->comm, state->stream));
-    if (nccl_wait(comm, "all_reduce", count, 0, err)) return -1;  // queued
-    CUDA_CHECK(comm, err, cudaEventRecord(state->queued_done, state->stream));
-    CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->compute, state->queued_done, 0));
-    return 0;
+    return queued_end(comm, "all_reduce", count, err);
 }
 
 // With a compute stream: the device waits, the host goes on. Without one
@@ -212,6 +224,16 @@ static int nccl_all_gather(Communicator *comm, const float *send, float *recv, s
     NCCL_CHECK(comm, err, ncclAllGather(send, recv, count, ncclFloat32, state->comm,
                                         state->stream));
     return nccl_wait(comm, "all_gather", count, 1, err);
+}
+
+static int nccl_all_gather_queued(Communicator *comm, const float *send, float *recv,
+                                  size_t count, ErrorMessage *err) {
+    NcclState *state = comm->impl;
+    if (!state->compute) return nccl_all_gather(comm, send, recv, count, err);
+    if (queued_begin(comm, err)) return -1;
+    NCCL_CHECK(comm, err, ncclAllGather(send, recv, count, ncclFloat32, state->comm,
+                                        state->stream));
+    return queued_end(comm, "all_gather", count, err);
 }
 
 static int nccl_broadcast(Communicator *comm, void *buffer, size_t bytes, int root,
@@ -271,6 +293,7 @@ static const CommOps nccl_ops = {
     .all_reduce = nccl_all_reduce,
     .all_reduce_queued = nccl_all_reduce_queued,
     .all_gather = nccl_all_gather,
+    .all_gather_queued = nccl_all_gather_queued,
     .broadcast = nccl_broadcast,
     .barrier = nccl_barrier,
     .all_reduce_start = nccl_all_reduce_start,

@@ -143,7 +143,7 @@ void nt_xent_forward(NtXent *loss, int batch, const float *out0, const float *ou
     op->l2_normalize_forward(backend, batch, dim, out1, NT_XENT_NORMALIZE_EPS,
                              loss->z + (size_t)batch * dim, loss->norms + batch);
     if (loss->ranks > 1 &&
-        comm_all_gather(loss->comm, loss->z, loss->columns, (size_t)rows * dim, NULL)) {
+        comm_all_gather_queued(loss->comm, loss->z, loss->columns, (size_t)rows * dim, NULL)) {
         op->fill(backend, value, NAN, 1);
         return;
     }

@@ -28,7 +28,7 @@
 #   redundant, on a GPU too;
 # - the host does not wait for the device at every synchronised norm: the
 #   overlapped run's operation log (LTC_EMU_LAUNCH_LOG, both ranks) holds
-#   at most 100 device synchronisations (34 on 2026-11-29; with the norms'
+#   at most 100 device synchronisations (28 on 2026-11-29; with the norms'
 #   all-reduces blocking, as before comm_all_reduce_queued, a ResNet-18
 #   step alone made 69 per rank);
 # - embed on 2 ranks writes the bytes of one process (each rank embeds its
