@@ -1,10 +1,10 @@
 // When a run's steps go to the device as CUDA graphs (train_graphs.c):
 // LTC_CUDA_GRAPHS off by default, on only where the backend captures and
-// the run's steps repeat (one rank, a method whose steps keep their shapes,
+// the run's steps repeat (a method whose steps keep their shapes,
 // no fault injection), the reason in the note when not; a bad value
 // refused. And the kinds of a step's parts: the same for parts that queue
 // the same work, another for another micro-batch, batch size, set of
-// updated groups or stop request.
+// updated groups (not for a stop request: a staged input).
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -73,9 +73,9 @@ static void test_runs_that_cannot_be_captured(void **state) {
     decide(&f, "on", "off (LTC_CUDA_GRAPHS=on, but this backend runs ops as they are called)");
     assert_int_equal(f.run.step_graphs, 0);
     fixture_make(&f, 1);
-    f.run.world_size = 2;
-    decide(&f, "on", "but steps of several ranks are not captured yet");
-    assert_int_equal(f.run.step_graphs, 0);
+    f.run.world_size = 2;  // the ranks capture their collectives too
+    decide(&f, "on", "on (LTC_CUDA_GRAPHS=on)");
+    assert_int_equal(f.run.step_graphs, 1);
     fixture_make(&f, 1);
     f.run.accumulate = 4;  // a graph per micro-batch
     decide(&f, "on", "on (LTC_CUDA_GRAPHS=on): a graph per micro-batch");
@@ -88,8 +88,8 @@ static void test_runs_that_cannot_be_captured(void **state) {
     unsetenv("LTC_CUDA_GRAPHS");
 }
 
-static uint64_t kind(const Fixture *f, long step, int micro, int images, int stop) {
-    return train_step_part_kind(&f->run, step, micro, images, stop);
+static uint64_t kind(const Fixture *f, long step, int micro, int images) {
+    return train_step_part_kind(&f->run, step, micro, images);
 }
 
 static void test_step_kinds(void **state) {
@@ -99,25 +99,24 @@ static void test_step_kinds(void **state) {
     f.run.accumulate = 3;
     f.run.method.group_count = 3;
     f.run.method.groups[2].frozen_steps = 5;  // e.g. DINO's last layer
-    const uint64_t early = kind(&f, 0, 0, 8, 0);
-    assert_true(kind(&f, 4, 0, 8, 0) == early);
-    assert_true(kind(&f, 5, 0, 8, 0) != early);  // the group joins
-    assert_true(kind(&f, 5, 0, 8, 0) == kind(&f, 900, 0, 8, 0));
-    assert_true(kind(&f, 0, 0, 7, 0) != early);  // another batch size
-    assert_true(kind(&f, 0, 0, 8, 1) != early);  // a stop request
+    const uint64_t early = kind(&f, 0, 0, 8);
+    assert_true(kind(&f, 4, 0, 8) == early);
+    assert_true(kind(&f, 5, 0, 8) != early);  // the group joins
+    assert_true(kind(&f, 5, 0, 8) == kind(&f, 900, 0, 8));
+    assert_true(kind(&f, 0, 0, 7) != early);  // another batch size
     // Each micro-batch of a step is a kind; all differ from each other and
-    // from the other steps' kinds.
-    uint64_t kinds[2][2][3];
+    // from the other steps' kinds. (A stop request is a staged input, not a
+    // kind: train_agree_step.)
+    uint64_t kinds[2][3];
     for (int frozen = 0; frozen < 2; frozen++)
-        for (int stop = 0; stop < 2; stop++)
-            for (int micro = 0; micro < 3; micro++)
-                kinds[frozen][stop][micro] = kind(&f, frozen ? 0 : 5, micro, 8, stop);
-    const uint64_t *all = &kinds[0][0][0];
-    for (int i = 0; i < 12; i++)
+        for (int micro = 0; micro < 3; micro++)
+            kinds[frozen][micro] = kind(&f, frozen ? 0 : 5, micro, 8);
+    const uint64_t *all = &kinds[0][0];
+    for (int i = 0; i < 6; i++)
         for (int j = 0; j < i; j++) assert_true(all[i] != all[j]);
     // Frozen at learning rate 0 the group is updated all along: one kind.
     f.run.method.groups[2].frozen_at_zero_lr = 1;
-    assert_true(kind(&f, 0, 2, 8, 0) == kind(&f, 5, 2, 8, 0));
+    assert_true(kind(&f, 0, 2, 8) == kind(&f, 5, 2, 8));
 }
 
 int main(void) {

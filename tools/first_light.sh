@@ -36,7 +36,9 @@
 # Then, where the deadline leaves time (else in a second command):
 #   ops       every cuda op group against ref: all fp32 groups first, then
 #             fp16 and bf16 (LTC_TEST_GROUPS), each binary's time
-#   train     16-mixed on the real JPEGs: SimCLR (ResNet-50, 224 px, batch
+#   train     an NCCL world of one rank, op by op and as CUDA graphs with its
+#             collectives (the same bytes); then
+#             16-mixed on the real JPEGs: SimCLR (ResNet-50, 224 px, batch
 #             256, 50 steps): losses finite and falling, the loss scale,
 #             checkpoint and export; distillation from a ViT-B/14 teacher
 #             (random weights: none can be carried) into a ResNet-50, 30
@@ -386,8 +388,32 @@ check_run() {
         "checkpoint_mb=$(du -m "$dir/checkpoints/last.ckpt" 2>/dev/null | cut -f1)"
 }
 
+# One NCCL rank (torchrun's single process), op by op and as CUDA graphs
+# with its collectives: the same checkpoint bytes, the graphs replayed
+# (docs/distributed.md; two ranks ran only on the emulation: e2e/cuda_ranks).
+train_graphs_nccl() {
+    [ "$FIRST_LIGHT_ACCELERATOR" = gpu ] ||
+        { record train graphs-nccl skip "needs the GPU (accelerator $FIRST_LIGHT_ACCELERATOR)"; return; }
+    local what="SimCLR resnet18 64px batch 32, 5 steps, 1 NCCL rank" graphs on steps nccl same=0
+    for graphs in off on; do
+        LTC_CUDA_GRAPHS=$graphs RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 \
+            MASTER_PORT=$((20000 + RANDOM % 20000)) train_run "graphs-nccl-$graphs" --method simclr \
+            --model resnet18 --image-size 64 --batch-size 32 --max-steps 5 --seed 5 || {
+            record train graphs-nccl fail "$what, LTC_CUDA_GRAPHS=$graphs: exit $?: $(tail -n 3 \
+                "$FL_LOGS/train/graphs-nccl-$graphs.out" | tr '\n' ' ')"; return; }
+    done
+    on="$FL_WORK/train/graphs-nccl-on"
+    steps=$(sed -n 's/.*cuda graphs: \([0-9]* step parts.*replayed\).*/\1/p' "$on/train.log" | tr ' ' '_')
+    nccl=$(grep -c 'data parallel: 1 ranks (nccl' "$on/train.log")
+    cmp -s "$FL_WORK/train/graphs-nccl-off/checkpoints/last.ckpt" "$on/checkpoints/last.ckpt" && same=1
+    record train graphs-nccl "$([ "$same" = 1 ] && [ "$nccl" -ge 1 ] && [[ "$steps" == *_1_replayed ]] &&
+        echo pass || echo fail)" "$what, op by op and as CUDA graphs: the same checkpoint bytes" \
+        "same_bytes=$same nccl=$nccl steps=${steps:-none}"
+}
+
 part_train() {
     mkdir -p "$FL_WORK/train"
+    train_graphs_nccl
     local common=(--method simclr --model "$FIRST_LIGHT_MODEL" --image-size "$FIRST_LIGHT_SIZE"
                   --batch-size "$FIRST_LIGHT_BATCH" --max-steps "$FIRST_LIGHT_STEPS" --seed 5)
     local what="SimCLR $FIRST_LIGHT_MODEL ${FIRST_LIGHT_SIZE}px batch $FIRST_LIGHT_BATCH, $FIRST_LIGHT_STEPS steps"

@@ -38,7 +38,8 @@
 //           so far on the backend's compute stream (comm_attach_backend),
 //           queues ncclAllReduce there and records a done event; wait makes
 //           the compute stream wait for that event: no host synchronisation.
-//           The next blocking operation is bounded by the timeout for them.
+//           The next blocking operation is bounded by the timeout for them,
+//           and so is the host's wait for a step's record (comm_await).
 //   single  nothing to do.
 #ifndef LTC_DIST_COMM_H
 #define LTC_DIST_COMM_H
@@ -93,6 +94,10 @@ typedef struct CommOps {
     int (*all_reduce_wait)(Communicator *comm, CommRequest request, ErrorMessage *err);
     // Lets started requests advance without waiting for them. May be NULL.
     int (*progress)(Communicator *comm, ErrorMessage *err);
+    // The host's wait for device work that queued collectives may hold
+    // (comm_await). NULL where nothing is queued on a device (single, mpi).
+    int (*await)(Communicator *comm, int (*ready)(void *arg), void *arg, const char *what,
+                 ErrorMessage *err);
     // The backend whose memory the buffers are in (nccl: its compute
     // stream). May be NULL (nothing to know).
     int (*attach_backend)(Communicator *comm, Backend *backend, ErrorMessage *err);
@@ -149,6 +154,15 @@ int comm_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *
 int comm_progress(Communicator *comm, ErrorMessage *err);
 // Tells the communicator the backend it serves (before the first start).
 int comm_attach_backend(Communicator *comm, Backend *backend, ErrorMessage *err);
+// Waits, within the timeout, until ready(arg) says the device has passed a
+// mark queued behind this communicator's queued collectives (1: passed, 0:
+// not yet), failing meanwhile on the engine's asynchronous errors: a peer
+// that died holds a queued collective, and so the mark, for ever, so the
+// host bounds its wait here before it waits for the mark itself. Returns 0
+// at once where no collective is queued on a device (single, mpi, NULL):
+// the caller's own wait then serves.
+int comm_await(Communicator *comm, int (*ready)(void *arg), void *arg, const char *what,
+               ErrorMessage *err);
 void comm_wait_timer_mark(Communicator *comm, int end);
 // Device-measured wait seconds (see CommOps), or -1 where the host's time counts.
 double comm_wait_timer_seconds(Communicator *comm);

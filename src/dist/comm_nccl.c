@@ -6,8 +6,16 @@
 // recorded on the compute stream, runs on the communicator's own stream
 // and records its done event, which the wait makes the compute stream wait
 // for. The host never blocks on them; the next blocking operation first
-// polls the communication stream against the timeout (nccl_begin), so a
-// dead peer still ends in an error, not a hang.
+// polls the communication stream against the timeout (nccl_begin), and the
+// trainer's wait for a step's record polls against it too (comm_await), so
+// a dead peer still ends in an error, not a hang.
+//
+// A training step captured as a CUDA graph (cuda_step_graph.c) holds its
+// collectives: the communication stream joins the capture through the
+// events that fork it from the compute stream, and is joined back by the
+// events the compute stream waits for. Every call that queues work on the
+// device passes the backend's queue point, so a replayed step's host side
+// queues none of it (its graph does).
 #include "dist/comm_nccl.h"
 
 #include <stdio.h>
@@ -68,11 +76,17 @@ static void nccl_abort_comm(NcclState *state) {
     state->comm = NULL;
 }
 
+// The communication stream has drained: 1, 0 (not yet), -1 (an error).
+static int stream_drained(void *arg) {
+    const cudaError_t query = cudaStreamQuery(((NcclState *)arg)->stream);
+    return query == cudaSuccess ? 1 : query == cudaErrorNotReady ? 0 : -1;
+}
+
 // Waits until the communicator's pending call is through (async state not
-// in progress) and, with stream_too, the stream has drained; fails after
-// the timeout or on an asynchronous error, aborting the communicator.
-static int nccl_wait(Communicator *comm, const char *what, size_t count, int stream_too,
-                     ErrorMessage *err) {
+// in progress) and, with `ready`, until ready(arg) says 1; fails after the
+// timeout or on an asynchronous error, aborting the communicator.
+static int nccl_wait_until(Communicator *comm, const char *what, size_t count,
+                           int (*ready)(void *arg), void *arg, ErrorMessage *err) {
     NcclState *state = comm->impl;
     const double start = time_now();
     for (;;) {
@@ -86,25 +100,37 @@ static int nccl_wait(Communicator *comm, const char *what, size_t count, int str
                              detail ? detail : "");
         }
         if (async == ncclSuccess) {
-            if (!stream_too) return 0;
-            const cudaError_t query = cudaStreamQuery(state->stream);
-            if (query == cudaSuccess) return 0;
-            if (query != cudaErrorNotReady)
-                return nccl_error(comm, err, "cudaStreamQuery", __FILE__, __LINE__,
-                                  cudaGetErrorString(query));
+            const int passed = ready ? ready(arg) : 1;
+            if (passed > 0) return 0;
+            if (passed < 0)
+                return nccl_error(comm, err, what, __FILE__, __LINE__,
+                                  cudaGetErrorString(cudaPeekAtLastError()));
         }
         const double waited = time_now() - start;
         if (waited > comm->timeout_seconds) {
             nccl_abort_comm(state);
+            char values[48] = "";
+            if (count) snprintf(values, sizeof values, " of %zu values", count);
             return comm_fail(comm, err,
-                             "rank %d of %d (device %d): %s of %zu values did not complete "
-                             "within %g s (a rank died, hangs or is far slower; see "
-                             "--dist-timeout); NCCL communicator aborted",
-                             comm->rank, comm->world_size, state->device, what, count,
+                             "rank %d of %d (device %d): %s%s did not complete within %g s (a "
+                             "rank died, hangs or is far slower; see --dist-timeout); NCCL "
+                             "communicator aborted",
+                             comm->rank, comm->world_size, state->device, what, values,
                              comm->timeout_seconds);
         }
         if (waited > 1e-3) sleep_seconds(waited / 10 < 1e-3 ? waited / 10 : 1e-3);
     }
+}
+
+static int nccl_wait(Communicator *comm, const char *what, size_t count, int stream_too,
+                     ErrorMessage *err) {
+    return nccl_wait_until(comm, what, count, stream_too ? stream_drained : NULL, comm->impl,
+                           err);
+}
+
+static int nccl_await(Communicator *comm, int (*ready)(void *arg), void *arg, const char *what,
+                      ErrorMessage *err) {
+    return nccl_wait_until(comm, what, 0, ready, arg, err);
 }
 
 // A blocking collective waits for all work queued on the device (correct;
@@ -134,6 +160,7 @@ static int nccl_all_reduce_start(Communicator *comm, CommRequest request, ErrorM
     NcclState *state = comm->impl;
     const CommPending *pending = &comm->pending[request];
     if (state->compute) {
+        if (!cuda_backend_queue_point()) return 0;  // a replayed step: in its graph
         CUDA_CHECK(comm, err, cudaEventRecord(state->ready[request], state->compute));
         CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->stream, state->ready[request], 0));
     } else if (nccl_begin(comm, err)) {
@@ -172,6 +199,7 @@ static int nccl_all_reduce_queued(Communicator *comm, float *buffer, size_t coun
                                   ErrorMessage *err) {
     NcclState *state = comm->impl;
     if (!state->compute) return nccl_all_reduce(comm, buffer, count, op, err);
+    if (!cuda_backend_queue_point()) return 0;
     if (queued_begin(comm, err)) return -1;
     NCCL_CHECK(comm, err, ncclAllReduce(buffer, buffer, count, ncclFloat32, nccl_reduce(op),
                                         state->comm, state->stream));
@@ -183,6 +211,7 @@ static int nccl_all_reduce_queued(Communicator *comm, float *buffer, size_t coun
 static int nccl_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *err) {
     NcclState *state = comm->impl;
     if (!state->compute) return nccl_wait(comm, "all_reduce", comm->pending[request].count, 1, err);
+    if (!cuda_backend_queue_point()) return 0;
     CUDA_CHECK(comm, err, cudaStreamWaitEvent(state->compute, state->done[request], 0));
     return 0;
 }
@@ -196,17 +225,25 @@ static int nccl_attach_backend(Communicator *comm, Backend *backend, ErrorMessag
     return 0;
 }
 
+// External records: inside a captured step they are the graph's own nodes,
+// recorded at every replay (a plain record there only orders streams).
 static void nccl_wait_timer_mark(Communicator *comm, int end) {
     NcclState *state = comm->impl;
     if (!state->compute) return;
-    cudaEventRecord(state->timer[state->timer_pairs % 2][end ? 1 : 0], state->compute);
+    if (cuda_backend_queue_point())
+        cudaEventRecordWithFlags(state->timer[state->timer_pairs % 2][end ? 1 : 0],
+                                 state->compute, cudaEventRecordExternal);
     if (end) state->timer_pairs++;
 }
 
 // The latest pair whose end the device has passed (the one before the
-// latest is not recorded again until the next mark).
+// latest is not recorded again until the next mark). None while a step is
+// captured: its marks are the capture's, not to be asked about then. A
+// replayed graph records the pair it captured, so with graphs the figure
+// is some recent step's, not always the last one's.
 static double nccl_wait_timer_seconds(Communicator *comm) {
     NcclState *state = comm->impl;
+    if (cuda_backend_capturing()) return -1;
     for (long pair = state->timer_pairs - 1; pair >= 0 && pair >= state->timer_pairs - 2; pair--) {
         cudaEvent_t *marks = state->timer[pair % 2];
         float milliseconds = 0;
@@ -230,6 +267,7 @@ static int nccl_all_gather_queued(Communicator *comm, const float *send, float *
                                   size_t count, ErrorMessage *err) {
     NcclState *state = comm->impl;
     if (!state->compute) return nccl_all_gather(comm, send, recv, count, err);
+    if (!cuda_backend_queue_point()) return 0;
     if (queued_begin(comm, err)) return -1;
     NCCL_CHECK(comm, err, ncclAllGather(send, recv, count, ncclFloat32, state->comm,
                                         state->stream));
@@ -298,6 +336,7 @@ static const CommOps nccl_ops = {
     .barrier = nccl_barrier,
     .all_reduce_start = nccl_all_reduce_start,
     .all_reduce_wait = nccl_all_reduce_wait,
+    .await = nccl_await,
     .attach_backend = nccl_attach_backend,
     .wait_timer_mark = nccl_wait_timer_mark,
     .wait_timer_seconds = nccl_wait_timer_seconds,

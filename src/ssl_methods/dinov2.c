@@ -23,12 +23,14 @@
 // The head runs once per model over all its rows (class tokens, then the
 // masked patches): it has no BatchNorm, so that equals LightlyTrain's
 // separate dino_head / ibot_head calls with ibot_separate_head=False.
-// With one rank the masked patches' rows are padded to the most a step of
-// the batch size can mask (dinov2_masks_capacity) with unmasked patches of
-// weight 0, which the loss leaves out (dinov2_loss.h): every step of a
-// batch size queues the same shapes, so a step can be captured as a CUDA
-// graph and replayed (several ranks are not captured and do not pad), and
-// the head's buffers need the bound, not the old masked crops x P/2.
+// With one rank, or when the steps are captured as CUDA graphs
+// (Method.fixed_shapes), the masked patches' rows are padded to the most a
+// step of the batch size can mask (dinov2_masks_capacity) with unmasked
+// patches of weight 0, which the loss leaves out (dinov2_loss.h): every
+// step of a batch size queues the same shapes, so a step can be captured
+// as a CUDA graph and replayed, and the head's buffers need the bound, not
+// the old masked crops x P/2. Several ranks op by op keep the masked count
+// (their bound is 2 to 3.3 times it: dinov2_masks.h).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,9 +93,9 @@ static float dinov2_momentum(const Dinov2State *state, long step) {
 // mask, and for the *rows patch rows their token rows (class token and
 // registers skipped), weights and validity: the masked patches, then
 // distinct unmasked ones (gathered and scattered like them, weight and
-// validity 0). One rank pads to the bound of its batch size (every step
-// the same shapes, so that it can be captured); several ranks, which are
-// not captured, keep the masked count: a rank's bound covers its crops
+// validity 0). One rank, or captured steps, pad to the bound of the batch
+// size (every step the same shapes, so that it can be captured); several
+// ranks op by op keep the masked count: a rank's bound covers its crops
 // drawing the largest masks, 2 to 3.3 times its expected count. The
 // masked count, or -1 past the bound (a bug).
 static int upload_masks(Method *method, Dinov2State *state, long step, int batch, int *rows,
@@ -107,7 +109,8 @@ static int upload_masks(Method *method, Dinov2State *state, long step, int batch
     const int masked = dinov2_masks_make_rank(
         &state->masks, 2, batch, world, comm_rank(method->comm), state->seed, step,
         state->host_global_mask, mask, index, weight, &state->masked_total);
-    *rows = world > 1 ? masked : dinov2_masks_capacity(&state->masks, crops, world);
+    *rows = world > 1 && !method->fixed_shapes ? masked
+                                               : dinov2_masks_capacity(&state->masks, crops, world);
     int filled = masked;
     for (size_t cell = 0; cell < n && filled < *rows; cell++)
         if (mask[cell] == 0.0f) index[filled] = (int32_t)cell, weight[filled++] = 0.0f;

@@ -198,6 +198,9 @@ struct Method {
     // else "backbone".
     const char *export_part;
     Communicator *comm;             // MethodSetup.comm
+    // Every step of a batch size must queue the same shapes: its steps are
+    // captured as CUDA graphs (set by the trainer, train_graphs_decide).
+    int fixed_shapes;
     BatchNormSync *batchnorm_sync;  // set when BatchNorm is synchronised; attach it to
                                     // every model and head the method adds
     void *state;  // the method's own

@@ -44,7 +44,7 @@ int gradient_sync_all_reduce(const GradientSync *sync, Communicator *comm,
     for (int b = 0; b < sync->bucket_count; b++) {
         const GradientBucket *bucket = &sync->buckets[b];
         if (!method_group_active(&groups[bucket->group], step)) continue;
-        if (comm_all_reduce(comm, bucket->grads, bucket->count, COMM_MEAN, err))
+        if (comm_all_reduce_queued(comm, bucket->grads, bucket->count, COMM_MEAN, err))
             return error_prefix(err, "averaging the gradients");
     }
     return 0;

@@ -21,7 +21,8 @@
 //   advances at the next report (comm_progress: OpenMPI has no progress
 //   thread), so MPI's transfers interleave with the backward blocks.
 // after backward (gradient_sync_all_reduce): the buckets one after the
-//   other, each started and completed, once backward is done.
+//   other, once backward is done (on a GPU queued on the device behind it,
+//   comm_all_reduce_queued: the host does not wait).
 //
 // Both give the same bits: the same buckets reduced by the same calls.
 // Every rank starts the same buckets in the same order (the reports come

@@ -21,7 +21,6 @@ int train_graphs_decide(TrainRun *run, ErrorMessage *err) {
     const char *fault = getenv("LTC_FAULT");
     const char *why = !run->backend->op.step_graph_begin
                           ? "this backend runs ops as they are called"
-                      : run->world_size > 1    ? "steps of several ranks are not captured yet"
                       : fault && fault[0]      ? "LTC_FAULT changes the steps it fires in"
                                                : NULL;
     if (why) {
@@ -30,6 +29,7 @@ int train_graphs_decide(TrainRun *run, ErrorMessage *err) {
         return 0;
     }
     run->step_graphs = 1;
+    run->method.fixed_shapes = 1;
     snprintf(run->step_graphs_note, sizeof run->step_graphs_note,
              "on (LTC_CUDA_GRAPHS=on): a graph per micro-batch of a step; each kind runs op by "
              "op once, is captured the next time and replayed after");
@@ -38,16 +38,16 @@ int train_graphs_decide(TrainRun *run, ErrorMessage *err) {
 
 // Parts of steps of one kind queue the same work: the same micro-batch of
 // the step (the last one also updates), the same images (a smaller last
-// batch would change every shape), the same groups updated (a group frozen
-// for its first steps queues no update then) and the same stop request
-// (train_agree_step writes it). Everything else a step varies (learning
-// rates, temperatures, momenta, staged draws) reaches the device through
-// the per-step parameter block and the staging sites, which a replay
-// refills.
-uint64_t train_step_part_kind(const TrainRun *run, long step, int micro, int images,
-                              int stop_requested) {
-    uint64_t kind =
+// batch would change every shape) and the same groups updated (a group
+// frozen for its first steps queues no update then). Everything else a step
+// varies (learning rates, temperatures, momenta, staged draws, the stop
+// request) reaches the device through the per-step parameter block and the
+// staging sites, which a replay refills. With several ranks every rank
+// names the same kinds at the same steps (the same batch per rank, the same
+// schedule), so they capture and replay the same steps: NCCL requires a
+// captured collective to be captured on every rank.
+uint64_t train_step_part_kind(const TrainRun *run, long step, int micro, int images) {
+    const uint64_t kind =
         ((uint64_t)images << METHOD_MAX_GROUPS) | method_active_groups(&run->method, step);
-    kind = kind * 2 + (stop_requested != 0);
     return kind * (uint64_t)run->accumulate + (uint64_t)micro;
 }

@@ -5,6 +5,7 @@
 
 #include <limits.h>
 
+#include "backend/staging.h"
 #include "data/loader.h"
 #include "data/scan.h"
 #include "logging/metrics_jsonl.h"
@@ -45,6 +46,13 @@ typedef struct TrainRun {
     // copy after the next step is queued (train_record_read).
     float *record;
     HostSlot *slots[2];
+    // Behind each slot's copy: the host's wait for a record is bounded by the
+    // communicator's timeout first (train_await_fence).
+    Fence *record_fences[2];
+    // The step's stop request, a staged input (staging.h): it changes no
+    // work a step queues, so a step captured as a CUDA graph serves with or
+    // without it, on every rank alike.
+    Staging stop_staging;
     // Dynamic loss scaling (16-mixed; LTC_TEST_LOSS_SCALER in tests): the
     // scale seeds the backward, its 1/scale joins the gate's multiplier.
     int scaler_on;
@@ -159,8 +167,14 @@ int train_agree(TrainRun *run, int status, const char *message);
 int train_agree_step(TrainRun *run, int stop_requested);
 // The record of times->step, queued into its slot, once the device has
 // written it: the loss, stop, logged values, and what diverged (the
-// messages of docs/training.md) into times. Waits for that step only.
-void train_record_read(TrainRun *run, StepTimes *times);
+// messages of docs/training.md) into times. Waits for that step only,
+// within the communicator's timeout (train_await_fence). 0, or 1 after a
+// communication failure in a world of one (otherwise it ends every rank).
+int train_record_read(TrainRun *run, StepTimes *times);
+// Waits until the device has passed `fence`, bounded by the communicator's
+// timeout where collectives are queued on the device (comm_await: a dead
+// peer would hold the fence for ever). 0, or as train_record_read.
+int train_await_fence(TrainRun *run, Fence *fence);
 // The record's scaler and host slots: set up after the backend, before the
 // method (which takes the scale); freed by train_teardown.
 int train_record_setup(TrainRun *run, ErrorMessage *err);
@@ -170,8 +184,7 @@ void train_record_free(TrainRun *run);
 // (backend.h step_graph_begin) of a step's part: micro-batch `micro` of
 // step `step`, of `images` images.
 int train_graphs_decide(TrainRun *run, ErrorMessage *err);
-uint64_t train_step_part_kind(const TrainRun *run, long step, int micro, int images,
-                              int stop_requested);
+uint64_t train_step_part_kind(const TrainRun *run, long step, int micro, int images);
 // Fails (agreed: 1 on every rank) when some rank's weights differ from rank
 // 0's after completed_steps.
 int train_check_replicas(TrainRun *run, long completed_steps);

@@ -180,6 +180,7 @@ static void train_record_queue(TrainRun *run, long step) {
     backend->op.timer_mark(backend, run->timers[step & 1], 1);
     backend->op.host_slot_fill(backend, run->slots[step & 1], run->record,
                                RECORD_FLOATS * sizeof(float));
+    backend->op.fence_record(backend, run->record_fences[step & 1]);
 }
 
 // The device work of a step is a CUDA graph a micro-batch when the run
@@ -187,10 +188,9 @@ static void train_record_queue(TrainRun *run, long step) {
 // taken: the batch's copy stays outside) to its end, the last one's to the
 // step's record. Its start, and its end, which launches it (launch 0: the
 // step failed midway; 0, or -1 with err).
-static void step_graph_start(TrainRun *run, long step, int micro, int images,
-                             int stop_requested) {
+static void step_graph_start(TrainRun *run, long step, int micro, int images) {
     if (!run->step_graphs) return;
-    const uint64_t kind = train_step_part_kind(run, step, micro, images, stop_requested);
+    const uint64_t kind = train_step_part_kind(run, step, micro, images);
     run->graph_steps[run->backend->op.step_graph_begin(run->backend, kind)]++;
 }
 
@@ -234,7 +234,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     times->step = step;
     times->data_seconds = 0;
     double compute = 0;
-    // Read once: a replayed step must write the request its kind says.
+    // Read once: the step stages the request it saw (train_agree_step).
     const int stop_requested = stop_signal != 0;
     for (int micro = 0; micro < run->accumulate; micro++) {
         // Queued beside the work before (the run's first step: now).
@@ -248,7 +248,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
         const Batch *batch = batch_feed_take(&run->feed, &host, &wait, &queue, err);
         if (!batch) return -1;  // (prefetched above)
         times->data_seconds += wait;
-        step_graph_start(run, step, micro, batch->size, stop_requested);
+        step_graph_start(run, step, micro, batch->size);
         if (micro == 0) {
             for (int g = 0; g < method->group_count; g++)
                 parameter_set_zero_grads(method->groups[g].params);
@@ -435,7 +435,7 @@ typedef struct Rate {
 static int train_step_finish(TrainRun *run, StepTimes *times, RunTotals *totals, Rate *rate) {
     ErrorMessage err = {{0}};
     const long step = times->step;
-    train_record_read(run, times);
+    if (train_record_read(run, times)) return 1;
     totals->steps++;
     totals->images += (uint64_t)times->images * (uint64_t)run->world_size;
     totals->batch_seconds += times->batch_seconds;

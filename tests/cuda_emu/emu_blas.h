@@ -37,10 +37,14 @@ int ltc_emu_stream_valid(cudaStream_t stream);
 // `bytes` at `arguments` (the call's scalars, descriptors and pointers,
 // fixed at the call) and returns 1: while `stream` captures, every launch
 // of the graph runs `run` on that copy; otherwise the stream's queue runs
-// it once (emu_streams.cpp); 0 from `run`: it worked, anything else fails
-// the graph launch or sets the error cudaGetLastError returns, with a
+// it once (emu_streams.cpp); 0 from `run`: it worked; LTC_EMU_NOT_READY:
+// not yet (it waits for another process: an emulated NCCL peer), to be run
+// again later on the same copy (where it keeps its progress); anything else
+// fails the graph launch or sets the error cudaGetLastError returns, with a
 // message naming `call`. Returns 0 where the call runs now (the legacy
-// default stream; LTC_EMU_STREAMS=immediate): the caller runs it.
+// default stream; LTC_EMU_STREAMS=immediate): the caller runs it, until
+// done.
+enum { LTC_EMU_NOT_READY = 2 };
 int ltc_emu_capture_call(cudaStream_t stream, const char *call,
                          int (*run)(const void *arguments), const void *arguments, size_t bytes);
 // Runs every stream's queue (emu_streams.cpp): before a descriptor that

@@ -15,13 +15,26 @@
 // call, as CUDA keeps a captured kernel's parameters, pointers kept, their
 // memory read when the graph runs; what they cannot record (cuDNN's
 // algorithm searches) refuses with a message naming the call
-// (ltc_emu_refuse_capture). One
-// capturing stream at a time is what the cuda backend needs (its compute
-// stream); waits on events between streams are not followed into a capture.
+// (ltc_emu_refuse_capture).
+//
+// Other streams join a capture as on a GPU: a stream that waits for an event
+// recorded inside a capture becomes part of it (the NCCL communicator's
+// stream, forked from the compute stream for a queued collective), and what
+// it queues then is kept in the same graph; the capture ends only on the
+// stream it began on (its origin), and only once every stream that joined
+// has been joined back (the origin waited for an event recorded after the
+// joined stream's last operation), else cudaStreamEndCapture fails with
+// cudaErrorStreamCaptureUnjoined, as CUDA's does. Asking about an event
+// whose latest record is inside a capture in progress (query, synchronise,
+// elapsed time) fails with cudaErrorCapturedEvent, as on a GPU. A graph runs its
+// operations in the order the host queued them, one valid order of the
+// graph's dependencies (not every order a GPU may take).
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <map>
+#include <set>
 #include <memory>
 #include <vector>
 
@@ -53,29 +66,77 @@ struct Capture {
     Operations operations;
     std::vector<cudaEvent_t> records;  // the events its operations record
     const char *invalidated_by;  // the refused call; NULL while valid
+    std::map<cudaStream_t, long> queued;  // operations kept per stream of the capture
+    std::set<cudaStream_t> unjoined;      // joined streams with work the origin did not wait for
 };
 
-std::map<cudaStream_t, Capture> captures;
+std::map<cudaStream_t, Capture> captures;  // by origin stream
+std::map<cudaStream_t, cudaStream_t> origins;  // every stream of a capture: its origin
 
-cudaError_t run_all(const Operations &operations) {
-    for (const auto &operation : operations) {
-        const cudaError_t status = operation();
-        if (status != cudaSuccess) return status;
+// An event's latest record inside a capture: where, and after how many of
+// that stream's kept operations.
+struct CaptureRecord {
+    cudaStream_t origin, stream;
+    long after;
+};
+std::map<cudaEvent_t, CaptureRecord> capture_records;
+
+Capture *capture_of(cudaStream_t stream) {
+    auto it = origins.find(stream);
+    return it == origins.end() ? NULL : &captures[it->second];
+}
+
+// From operation *next on; one that is not ready (emu_streams.cpp) ends
+// the call with cudaErrorNotReady, and the next call goes on from it.
+cudaError_t run_all(const Operations &operations, size_t *next) {
+    for (; *next < operations.size(); ++*next) {
+        const cudaError_t status = operations[*next]();
+        if (status == cudaErrorNotReady) return status;
+        if (status != cudaSuccess) {
+            *next = 0;
+            return status;
+        }
     }
+    *next = 0;
     return cudaSuccess;
 }
 
 }  // namespace
 
-int stream_is_capturing(cudaStream_t stream) { return captures.count(stream) != 0; }
+int stream_is_capturing(cudaStream_t stream) { return origins.count(stream) != 0; }
 
 int capture_record(cudaStream_t stream, std::function<cudaError_t()> operation,
                    const std::vector<cudaEvent_t> &records) {
     check_not_filling("a copy, memset, event record or graph launch", NULL, 0);
-    auto it = captures.find(stream);
-    if (it == captures.end()) return 0;
-    it->second.operations.push_back(std::move(operation));
-    it->second.records.insert(it->second.records.end(), records.begin(), records.end());
+    Capture *capture = capture_of(stream);
+    if (!capture) return 0;
+    capture->operations.push_back(std::move(operation));
+    capture->records.insert(capture->records.end(), records.begin(), records.end());
+    const long after = ++capture->queued[stream];
+    const cudaStream_t origin = origins[stream];
+    if (stream != origin) capture->unjoined.insert(stream);
+    for (cudaEvent_t event : records) capture_records[event] = CaptureRecord{origin, stream, after};
+    return 1;
+}
+
+int event_is_captured(cudaEvent_t event) { return capture_records.count(event) != 0; }
+
+int capture_wait_event(cudaStream_t stream, cudaEvent_t event) {
+    auto it = capture_records.find(event);
+    if (it == capture_records.end()) return 0;
+    const CaptureRecord record = it->second;
+    auto member = origins.find(stream);
+    if (member == origins.end()) {
+        origins[stream] = record.origin;  // joins the capture
+        return 1;
+    }
+    if (member->second != record.origin) {
+        refuse_while_capturing("cudaStreamWaitEvent on an event of another capture");
+        return 1;
+    }
+    Capture *capture = &captures[record.origin];
+    if (stream == record.origin && capture->queued[record.stream] == record.after)
+        capture->unjoined.erase(record.stream);
     return 1;
 }
 
@@ -136,27 +197,40 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
         return set_error(cudaErrorInvalidValue);
     }
     if (stream_is_capturing(stream)) return set_error(cudaErrorIllegalState);
-    captures[stream] = Capture{Operations(), {}, NULL};
+    captures[stream] = Capture{Operations(), {}, NULL, {}, {}};
+    origins[stream] = stream;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
-    auto it = captures.find(stream);
-    if (it == captures.end()) return set_error(cudaErrorIllegalState);
-    Capture capture = std::move(it->second);
-    captures.erase(it);
+    auto member = origins.find(stream);
+    if (member == origins.end()) return set_error(cudaErrorIllegalState);
+    if (member->second != stream) return set_error(cudaErrorStreamCaptureUnmatched);
+    Capture capture = std::move(captures[stream]);
+    captures.erase(stream);
+    for (auto it = origins.begin(); it != origins.end();)
+        it = it->second == stream ? origins.erase(it) : std::next(it);
+    for (auto it = capture_records.begin(); it != capture_records.end();)
+        it = it->second.origin == stream ? capture_records.erase(it) : std::next(it);
     *graph = NULL;
     if (capture.invalidated_by) return set_error(cudaErrorStreamCaptureInvalidated);
+    if (!capture.unjoined.empty()) {
+        fprintf(stderr,
+                "cuda emulation: cudaStreamEndCapture with a stream that joined the capture "
+                "not joined back (its last work is waited for by nothing on the origin "
+                "stream)\n");
+        return set_error(cudaErrorStreamCaptureUnjoined);
+    }
     *graph = new CUgraph_st{std::move(capture.operations), std::move(capture.records)};
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status) {
     if (!stream_is_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
-    auto it = captures.find(stream);
-    *status = it == captures.end()       ? cudaStreamCaptureStatusNone
-              : it->second.invalidated_by ? cudaStreamCaptureStatusInvalidated
-                                          : cudaStreamCaptureStatusActive;
+    const Capture *capture = capture_of(stream);
+    *status = !capture                  ? cudaStreamCaptureStatusNone
+              : capture->invalidated_by ? cudaStreamCaptureStatusInvalidated
+                                        : cudaStreamCaptureStatusActive;
     return cudaSuccess;
 }
 
@@ -174,10 +248,14 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
     if (!exec) return set_error(cudaErrorInvalidValue);
     if (!stream_is_valid(stream)) return set_error(cudaErrorInvalidResourceHandle);
     const Operations &operations = exec->operations;
-    std::function<cudaError_t()> run = [operations]() { return run_all(operations); };
+    auto next = std::make_shared<size_t>(0);  // this launch's progress
+    std::function<cudaError_t()> run = [operations, next]() {
+        return run_all(operations, next.get());
+    };
     if (capture_record(stream, run, exec->records) || stream_defer(stream, run, exec->records))
         return cudaSuccess;
-    const cudaError_t status = run_all(operations);
+    cudaError_t status;
+    while ((status = run()) == cudaErrorNotReady) usleep(200);  // runs now: until done
     return status == cudaSuccess ? cudaSuccess : set_error(status);
 }
 
@@ -204,7 +282,9 @@ extern "C" int ltc_emu_capture_call(cudaStream_t stream, const char *call,
     auto copy = std::make_shared<std::vector<unsigned char>>(first, first + bytes);
     const int capturing = stream_is_capturing(stream);
     std::function<cudaError_t()> operation = [call, run, copy, capturing]() {
-        if (run(copy->data()) == 0) return cudaSuccess;
+        const int status = run(copy->data());
+        if (status == 0) return cudaSuccess;
+        if (status == LTC_EMU_NOT_READY) return cudaErrorNotReady;
         fprintf(stderr, "cuda emulation: %s failed when %s ran\n", call,
                 capturing ? "its graph" : "its stream's queue");
         return cudaErrorLaunchFailure;
@@ -213,13 +293,13 @@ extern "C" int ltc_emu_capture_call(cudaStream_t stream, const char *call,
 }
 
 extern "C" int ltc_emu_refuse_capture(const char *call, cudaStream_t stream) {
-    auto it = captures.find(stream);
-    if (it == captures.end()) {
+    Capture *capture = capture_of(stream);
+    if (!capture) {
         stream_flush(stream);  // runs now, on what the stream's queue wrote
         return 0;
     }
-    if (!it->second.invalidated_by) {
-        it->second.invalidated_by = call;
+    if (!capture->invalidated_by) {
+        capture->invalidated_by = call;
         fprintf(stderr,
                 "cuda emulation: %s on a capturing stream: not recordable into a graph (the "
                 "capture is invalidated)\n",

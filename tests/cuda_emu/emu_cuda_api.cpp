@@ -389,7 +389,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
     if (!stream_is_valid(stream)) return fail(cudaErrorInvalidResourceHandle);
     if (stream_is_capturing(stream)) return refuse_while_capturing("cudaStreamQuery");
-    return stream_flush(stream) ? cudaErrorNotReady : cudaSuccess;
+    return stream_poll(stream) ? cudaErrorNotReady : cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
@@ -422,8 +422,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 // Every record inside a capture is kept as a node that records the event at
-// replay (what cudaEventRecordExternal asks for; a plain record's ordering
-// role inside a capture needs nothing here: one capturing stream).
+// replay (what cudaEventRecordExternal asks for; a plain record's role is
+// the order between the capture's streams: emu_capture.cpp).
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
     if (flags & ~(unsigned int)cudaEventRecordExternal) return fail(cudaErrorInvalidValue);
     return cudaEventRecord(event, stream);
@@ -433,21 +433,26 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, uns
 // the queue runs up to it, so that asking again in a loop ends.
 cudaError_t cudaEventQuery(cudaEvent_t event) {
     if (!events.count(event)) return fail(cudaErrorInvalidResourceHandle);
-    return event_flush(event) ? cudaErrorNotReady : cudaSuccess;
+    if (event_is_captured(event)) return fail(cudaErrorCapturedEvent);
+    return event_poll(event) ? cudaErrorNotReady : cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     ltc_emu_log("host-wait", "cudaEventSynchronize", 0);
     if (refuse_while_capturing("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
     if (!events.count(event)) return fail(cudaErrorInvalidResourceHandle);
+    if (event_is_captured(event)) return fail(cudaErrorCapturedEvent);
     event_flush(event);
     return cudaSuccess;
 }
 
-// Into a capture the wait is not followed (one capturing stream).
+// A wait for a record inside a capture joins the capture (emu_capture.cpp);
+// inside a capture a wait for a record before it needs nothing (the graph
+// runs after).
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
     if (!events.count(event) || !stream_is_valid(stream))
         return fail(cudaErrorInvalidResourceHandle);
+    if (capture_wait_event(stream, event)) return cudaSuccess;
     if (!stream_is_capturing(stream)) stream_wait_event(stream, event);
     return cudaSuccess;
 }
@@ -457,6 +462,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
     if (!events.count(start) || !events.count(end)) return fail(cudaErrorInvalidResourceHandle);
     if ((start->flags | end->flags) & cudaEventDisableTiming)
         return fail(cudaErrorInvalidResourceHandle);
+    if (event_is_captured(start) || event_is_captured(end)) return fail(cudaErrorCapturedEvent);
     if (event_is_pending(start) || event_is_pending(end)) return cudaErrorNotReady;
     if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
     *ms = (float)(end->ms - start->ms);

@@ -11,13 +11,18 @@
 // the communicator's next number (its stream runs them in the order every
 // rank queued them), writes this rank's input
 // to a file of the folder named by the collective's number and the rank
-// (written whole, then renamed), waits until every rank's file of that
-// number is there, and computes its output from them in rank order, so
-// every rank gets the same bits. A rank deletes its file of collective k
+// (written whole, then renamed), and once every rank's file of that number
+// is there computes its output from them in rank order, so every rank gets
+// the same bits. Until then it is not ready (emu_streams.cpp): its stream
+// stays on it, a query of the stream or of an event behind it says not
+// ready, a synchronisation waits, as on GPUs, where a collective whose peer
+// has not come holds its stream. A rank deletes its file of collective k
 // when it writes k + 2 (by then every rank has written k + 1, so read k);
 // the last rank to leave removes the folder. A peer that never writes its
 // file fails the collective after LTC_EMU_NCCL_TIMEOUT seconds (300) with
-// ncclRemoteError, which ncclCommGetAsyncError reports.
+// ncclRemoteError, which ncclCommGetAsyncError reports. Set it above the
+// program's --dist-timeout to see the program's own timeout, below it to
+// see NCCL's error.
 #include <dirent.h>
 #include <errno.h>
 #include <nccl.h>
@@ -117,10 +122,14 @@ static int write_file(const char *path, const void *data, size_t bytes) {
     return rename(partial, path);
 }
 
-// Every rank's bytes of collective `number` into all (ranks x bytes, rank
-// order), once they are all there; -1 on a timeout or a short file.
-static int exchange(ncclComm_t comm, uint64_t number, const void *mine, size_t bytes,
-                    unsigned char *all) {
+static double seconds_now(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+// This rank's bytes of collective `number` into its file; -1 on failure.
+static int post(ncclComm_t comm, uint64_t number, const void *mine, size_t bytes) {
     char path[256];
     file_of(comm, number, comm->rank, path, sizeof path);
     if (write_file(path, mine, bytes) != 0) {
@@ -131,19 +140,32 @@ static int exchange(ncclComm_t comm, uint64_t number, const void *mine, size_t b
         file_of(comm, number - 2, comm->rank, path, sizeof path);
         unlink(path);
     }
-    const char *limit = getenv("LTC_EMU_NCCL_TIMEOUT");
-    const double timeout = limit && *limit ? atof(limit) : 300.0;
+    return 0;
+}
+
+// Every rank's bytes of collective `number` into all (ranks x bytes, rank
+// order): 0 once they are all there, LTC_EMU_NOT_READY while a rank's file
+// is missing (posted `since`), -1 past the timeout or on a short file.
+static int gather(ncclComm_t comm, uint64_t number, size_t bytes, double since,
+                  unsigned char *all) {
+    char path[256];
     for (int r = 0; r < comm->ranks; r++) {
         file_of(comm, number, r, path, sizeof path);
-        FILE *f = NULL;
-        for (double waited = 0; !(f = fopen(path, "rb")); waited += 2e-4) {
-            if (waited > timeout) {
-                snprintf(comm->last_error, sizeof comm->last_error,
-                         "rank %d never joined collective %llu (%g s)", r,
-                         (unsigned long long)number, timeout);
-                return -1;
-            }
-            usleep(200);
+        if (access(path, F_OK) == 0) continue;
+        const char *limit = getenv("LTC_EMU_NCCL_TIMEOUT");
+        const double timeout = limit && *limit ? atof(limit) : 300.0;
+        if (seconds_now() - since <= timeout) return LTC_EMU_NOT_READY;
+        snprintf(comm->last_error, sizeof comm->last_error,
+                 "rank %d never joined collective %llu (%g s)", r, (unsigned long long)number,
+                 timeout);
+        return -1;
+    }
+    for (int r = 0; r < comm->ranks; r++) {
+        file_of(comm, number, r, path, sizeof path);
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            snprintf(comm->last_error, sizeof comm->last_error, "could not read %.200s", path);
+            return -1;
         }
         const size_t got = fread(all + (size_t)r * bytes, 1, bytes, f);
         fclose(f);
@@ -167,14 +189,37 @@ typedef struct Collective {
     size_t count, bytes;  // elements; bytes of this rank's input
     ncclRedOp_t op;
     int root;
+    // Progress of the run under way: posted as collective `number` at
+    // `since` (a graph's copy serves each launch in turn).
+    int posted;
+    uint64_t number;
+    double since;
 } Collective;
 
+// 0 done, LTC_EMU_NOT_READY (a peer's file is missing), 1 failed.
 static int run_collective(const void *arguments) {
-    const Collective *c = arguments;
+    Collective *c = (Collective *)arguments;  // the queue's own copy: it keeps the progress
     ncclComm_t comm = c->comm;
-    if (comm->aborted) return 1;
+    if (comm->aborted) return c->posted = 0, 1;
+    if (!c->posted) {
+        c->number = comm->next++;
+        c->since = seconds_now();
+        c->posted = 1;
+        if (post(comm, c->number, c->send, c->bytes) != 0) {
+            c->posted = 0;
+            comm->async = ncclRemoteError;
+            fprintf(stderr, "nccl emulation: rank %d: %s\n", comm->rank, comm->last_error);
+            return 1;
+        }
+    }
     unsigned char *all = malloc(c->bytes * (size_t)comm->ranks + 1);
-    if (!all || exchange(comm, comm->next++, c->send, c->bytes, all) != 0) {
+    const int gathered = all ? gather(comm, c->number, c->bytes, c->since, all) : -1;
+    if (gathered == LTC_EMU_NOT_READY) {
+        free(all);
+        return LTC_EMU_NOT_READY;
+    }
+    c->posted = 0;
+    if (gathered != 0) {
         free(all);
         comm->async = ncclRemoteError;
         fprintf(stderr, "nccl emulation: rank %d: %s\n", comm->rank, comm->last_error);
@@ -209,21 +254,25 @@ static ncclResult_t submit(const char *call, Collective *c, size_t recv_bytes,
         return ncclInvalidArgument;
     }
     if (ltc_emu_capture_call(stream, call, run_collective, c, sizeof *c)) return ncclSuccess;
-    return run_collective(c) == 0 ? ncclSuccess : ncclRemoteError;
+    int status;
+    while ((status = run_collective(c)) == LTC_EMU_NOT_READY) usleep(200);  // runs now: until done
+    return status == 0 ? ncclSuccess : ncclRemoteError;
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     if (type != ncclFloat32 || (op != ncclSum && op != ncclAvg && op != ncclMax))
         return ncclInvalidArgument;  // what comm_nccl.c asks for, nothing more
-    Collective c = {comm, ALL_REDUCE, send, recv, count, count * sizeof(float), op, 0};
+    Collective c = {.comm = comm, .kind = ALL_REDUCE, .send = send, .recv = recv, .count = count,
+                    .bytes = count * sizeof(float), .op = op};
     return submit("ncclAllReduce", &c, c.bytes, stream);
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type,
                            ncclComm_t comm, cudaStream_t stream) {
     if (type != ncclFloat32 || !comm) return ncclInvalidArgument;
-    Collective c = {comm, ALL_GATHER, send, recv, count, count * sizeof(float), ncclSum, 0};
+    Collective c = {.comm = comm, .kind = ALL_GATHER, .send = send, .recv = recv, .count = count,
+                    .bytes = count * sizeof(float), .op = ncclSum};
     return submit("ncclAllGather", &c, c.bytes * (size_t)comm->ranks, stream);
 }
 
@@ -231,7 +280,8 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
                            int root, ncclComm_t comm, cudaStream_t stream) {
     if ((type != ncclUint8 && type != ncclInt8) || !comm || root < 0 || root >= comm->ranks)
         return ncclInvalidArgument;
-    Collective c = {comm, BROADCAST, send, recv, count, count, ncclSum, root};
+    Collective c = {.comm = comm, .kind = BROADCAST, .send = send, .recv = recv, .count = count,
+                    .bytes = count, .op = ncclSum, .root = root};
     return submit("ncclBroadcast", &c, c.bytes, stream);
 }
 

@@ -30,6 +30,12 @@ cudaError_t set_error(cudaError_t error);
 int capture_record(cudaStream_t stream, std::function<cudaError_t()> operation,
                    const std::vector<cudaEvent_t> &records = {});
 int stream_is_capturing(cudaStream_t stream);
+// A wait for an event whose latest record is inside a capture: `stream`
+// joins that capture (or, the origin waiting, joins back the stream of the
+// record); returns 1. 0 for an event recorded outside every capture.
+int capture_wait_event(cudaStream_t stream, cudaEvent_t event);
+// The event's latest record is inside a capture in progress.
+int event_is_captured(cudaEvent_t event);
 // A call not allowed while a capture is in progress (a synchronisation, an
 // allocation): with a capture in progress, invalidates it, names `call` on
 // stderr and returns cudaErrorStreamCaptureUnsupported; else cudaSuccess.
@@ -41,15 +47,21 @@ cudaError_t refuse_while_capturing(const char *call);
 // operation; LTC_EMU_STREAMS=immediate). `records`: the events it records.
 int stream_defer(cudaStream_t stream, std::function<cudaError_t()> operation,
                  const std::vector<cudaEvent_t> &records = {});
-// Runs everything queued on `stream` (0: on every blocking stream);
+// Runs everything queued on `stream` (0: on every blocking stream), trying
+// an operation that is not ready again until it is (a synchronisation);
 // returns how many operations of `stream`'s own queue ran.
 int stream_flush(cudaStream_t stream);
+// Runs what is ready on `stream` (a query): 1 when it was not idle (something
+// ran, or an operation is not ready), else 0.
+int stream_poll(cudaStream_t stream);
 // Runs every queue (blocking_only: those of the streams that wait for the
 // legacy default stream).
 void streams_flush(int blocking_only);
-// Runs the queue of the stream holding the event's latest record, up to it;
-// 0 when no record of the event waits.
+// Runs the queue of the stream holding the event's latest record, up to it
+// (until done); 0 when no record of the event waits.
 int event_flush(cudaEvent_t event);
+// The same as far as it is ready (a query): 1 when a record of it waited.
+int event_poll(cudaEvent_t event);
 int event_is_pending(cudaEvent_t event);
 // Work queued on `stream` from now on runs after the event's latest record.
 void stream_wait_event(cudaStream_t stream, cudaEvent_t event);

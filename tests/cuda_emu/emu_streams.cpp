@@ -33,10 +33,20 @@
 // The legacy default stream (0) runs its work at once, after every blocking
 // stream's queue (it waits for them, as CUDA's does); streams made with
 // cudaStreamNonBlocking are not flushed by it.
+//
+// An operation may be not ready (it returns cudaErrorNotReady: it waits for
+// something outside this process's device, a peer's share of an emulated
+// NCCL collective): it stays at the head of its stream's queue, which runs
+// no further for now, as a GPU's stream stays on a collective whose peer
+// has not come. A query (cudaStreamQuery, cudaEventQuery) then answers not
+// ready and returns; a synchronisation tries again until it is done (an
+// emulated collective gives up after its own timeout), so a host that polls
+// with a timeout of its own sees a peer that hangs as it would on GPUs.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <deque>
 #include <map>
@@ -91,21 +101,25 @@ int at_once(cudaStream_t stream) {
            (chosen == Schedule::kOthersAtOnce && !computes.count(stream));
 }
 
-void run_queued(Queued &queued) {
+// 0 when the operation was not ready (to run again later).
+int run_queued(Queued &queued) {
     running++;
     const cudaError_t status = queued.run();
     running--;
+    if (status == cudaErrorNotReady) return 0;
     for (cudaEvent_t event : queued.records) {
         auto it = pending_records.find(event);
         if (it != pending_records.end() && it->second.order == queued.order)
             pending_records.erase(it);
     }
     if (status != cudaSuccess) set_error(status);
+    return 1;
 }
 
-// Runs `stream`'s queue up to and including what was queued at `order`.
-// Returns how many ran.
-int run_until(cudaStream_t stream, uint64_t order) {
+// Runs `stream`'s queue up to and including what was queued at `order`, as
+// far as its operations are ready. Returns how many ran; *blocked (unless
+// NULL) is set when one was not ready (the queue stopped there).
+int run_until(cudaStream_t stream, uint64_t order, int *blocked) {
     auto it = queues.find(stream);
     if (it == queues.end()) return 0;
     std::deque<Queued> &queue = it->second;
@@ -113,10 +127,25 @@ int run_until(cudaStream_t stream, uint64_t order) {
     while (!queue.empty() && queue.front().order <= order) {
         Queued queued = std::move(queue.front());
         queue.pop_front();  // first: a wait inside it may come back to this stream
-        run_queued(queued);
+        if (!run_queued(queued)) {
+            queue.push_front(std::move(queued));
+            if (blocked) *blocked = 1;
+            break;
+        }
         ran++;
     }
     return ran;
+}
+
+// The same until done: a synchronisation.
+int run_until_done(cudaStream_t stream, uint64_t order) {
+    int ran = 0;
+    for (;;) {
+        int blocked = 0;
+        ran += run_until(stream, order, &blocked);
+        if (!blocked) return ran;
+        usleep(200);
+    }
 }
 
 }  // namespace
@@ -135,22 +164,30 @@ int stream_defer(cudaStream_t stream, std::function<cudaError_t()> operation,
 }
 
 int stream_flush(cudaStream_t stream) {
-    if (stream != 0) return run_until(stream, UINT64_MAX);
+    if (stream != 0) return run_until_done(stream, UINT64_MAX);
     streams_flush(1);
     return 0;
+}
+
+int stream_poll(cudaStream_t stream) {
+    if (stream == 0) return stream_flush(0);
+    int blocked = 0;
+    return run_until(stream, UINT64_MAX, &blocked) > 0 || blocked;
 }
 
 void streams_flush(int blocking_only) {
     // A stream's queue can run another's (its waits); look again until all are empty.
     for (int again = 1; again;) {
         again = 0;
+        int ran = 0, blocked = 0;
         for (auto &entry : queues) {
             if (entry.second.empty() || (blocking_only && !stream_is_blocking(entry.first)))
                 continue;
-            run_until(entry.first, UINT64_MAX);
             again = 1;
-            break;  // the map may have changed under the loop
+            ran = run_until(entry.first, UINT64_MAX, &blocked);
+            if (ran) break;  // the map may have changed under the loop
         }
+        if (again && !ran) usleep(200);  // every queue waits for a peer
     }
 }
 
@@ -158,7 +195,15 @@ int event_flush(cudaEvent_t event) {
     auto it = pending_records.find(event);
     if (it == pending_records.end()) return 0;
     const Position at = it->second;
-    run_until(at.stream, at.order);
+    run_until_done(at.stream, at.order);
+    return 1;
+}
+
+int event_poll(cudaEvent_t event) {
+    auto it = pending_records.find(event);
+    if (it == pending_records.end()) return 0;
+    const Position at = it->second;
+    run_until(at.stream, at.order, NULL);
     return 1;
 }
 
@@ -169,18 +214,20 @@ void stream_wait_event(cudaStream_t stream, cudaEvent_t event) {
     if (it == pending_records.end() || it->second.stream == stream) return;
     const Position at = it->second;
     // The wait is for the record as it is now; a later record of the event does not move it.
+    // Queued: not ready while the other stream cannot reach the record.
     if (stream_defer(stream, [at]() {
-            run_until(at.stream, at.order);
-            return cudaSuccess;
+            int blocked = 0;
+            run_until(at.stream, at.order, &blocked);
+            return blocked ? cudaErrorNotReady : cudaSuccess;
         }))
         return;
-    run_until(at.stream, at.order);
+    run_until_done(at.stream, at.order);
 }
 
 void stream_computes(cudaStream_t stream) {
     if (stream == 0 || computes.count(stream)) return;
     // compute-at-once: what it queued before runs first, in order
-    if (schedule() == Schedule::kComputeAtOnce) run_until(stream, UINT64_MAX);
+    if (schedule() == Schedule::kComputeAtOnce) run_until_done(stream, UINT64_MAX);
     computes.insert(stream);
 }
 

@@ -7,7 +7,9 @@
 // cuda backend live in device memory); a synchronisation, an allocation or
 // a library call that cannot be recorded (cuDNN's algorithm search) inside
 // a capture fails and invalidates it, as on a GPU (the recorded library
-// calls: test_cuda_graph_layers). Built against the emulation only (not a .cu for nvcc).
+// calls: test_cuda_graph_layers); a stream forked into a capture through
+// an event (the NCCL communicator's) joins its graph and must be joined
+// back before the capture ends. Built against the emulation only (not a .cu for nvcc).
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -223,11 +225,87 @@ static void test_syncs_allocations_and_libraries_inside_a_capture_fail(void **st
     free_buffers(&b);
 }
 
+// A side stream forked from the capturing stream through an event, which
+// the capturing stream joins again through another: the side stream's work
+// is in the graph (nothing runs at capture; every launch runs it between
+// the two halves of the step), as a queued NCCL collective is captured. A
+// side stream never joined back makes the end of the capture fail.
+static void fork_and_join(Buffers *b, cudaStream_t side, cudaEvent_t forked, cudaEvent_t joined,
+                          int join) {
+    queue_step(b, 0.5f);
+    assert_int_equal(cudaEventRecord(forked, b->stream), cudaSuccess);
+    assert_int_equal(cudaStreamWaitEvent(side, forked, 0), cudaSuccess);
+    accumulate<<<(N + 127) / 128, 128, 0, side>>>(b->acc, b->x, 2.0f, b->offset, N);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    assert_int_equal(cudaEventRecord(joined, side), cudaSuccess);
+    if (join) assert_int_equal(cudaStreamWaitEvent(b->stream, joined, 0), cudaSuccess);
+    accumulate<<<(N + 127) / 128, 128, 0, b->stream>>>(b->acc, b->x, 0.25f, b->offset, N);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+}
+
+static void test_streams_forked_into_a_capture_join_its_graph(void **state) {
+    (void)state;
+    enum { STEPS = 2 };
+    cudaStream_t side;
+    cudaEvent_t forked, joined;
+    assert_int_equal(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+    assert_int_equal(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming), cudaSuccess);
+    assert_int_equal(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming), cudaSuccess);
+    Buffers eager = make_buffers(), replayed = make_buffers();
+    float expected[N], got[N], before[N];
+    for (int step = 0; step < STEPS; step++) fork_and_join(&eager, side, forked, joined, 1);
+    read_back(&eager, expected);
+    read_back(&replayed, before);
+
+    assert_int_equal(cudaStreamBeginCapture(replayed.stream, cudaStreamCaptureModeThreadLocal),
+                     cudaSuccess);
+    fork_and_join(&replayed, side, forked, joined, 1);
+    assert_int_equal(cudaEventQuery(joined), cudaErrorCapturedEvent);  // recorded in the capture
+    (void)cudaGetLastError();
+    enum cudaStreamCaptureStatus status;
+    assert_int_equal(cudaStreamIsCapturing(side, &status), cudaSuccess);
+    assert_int_equal(status, cudaStreamCaptureStatusActive);  // joined the capture
+    // the capture ends on its origin only
+    cudaGraph_t graph = NULL;
+    assert_int_equal(cudaStreamEndCapture(side, &graph), cudaErrorStreamCaptureUnmatched);
+    (void)cudaGetLastError();
+    assert_int_equal(cudaStreamEndCapture(replayed.stream, &graph), cudaSuccess);
+    assert_int_equal(cudaStreamIsCapturing(side, &status), cudaSuccess);
+    assert_int_equal(status, cudaStreamCaptureStatusNone);
+    assert_int_equal(cudaStreamSynchronize(side), cudaSuccess);  // nothing of it ran
+    read_back(&replayed, got);
+    assert_memory_equal(got, before, sizeof got);
+    cudaGraphExec_t exec = NULL;
+    assert_int_equal(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    cudaGraphDestroy(graph);
+    for (int step = 0; step < STEPS; step++)
+        assert_int_equal(cudaGraphLaunch(exec, replayed.stream), cudaSuccess);
+    read_back(&replayed, got);
+    assert_memory_equal(got, expected, sizeof got);
+    cudaGraphExecDestroy(exec);
+
+    // not joined back: no graph
+    assert_int_equal(cudaStreamBeginCapture(replayed.stream, cudaStreamCaptureModeGlobal),
+                     cudaSuccess);
+    fork_and_join(&replayed, side, forked, joined, 0);
+    graph = (cudaGraph_t)&graph;
+    assert_int_equal(cudaStreamEndCapture(replayed.stream, &graph),
+                     cudaErrorStreamCaptureUnjoined);
+    assert_null(graph);
+    (void)cudaGetLastError();
+    assert_int_equal(cudaStreamIsCapturing(side, &status), cudaSuccess);
+    assert_int_equal(status, cudaStreamCaptureStatusNone);
+    cudaEventDestroy(forked), cudaEventDestroy(joined);
+    cudaStreamDestroy(side);
+    free_buffers(&eager), free_buffers(&replayed);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_replayed_graph_gives_what_running_it_gives),
         cmocka_unit_test(test_values_are_captured_and_memory_is_read_at_replay),
         cmocka_unit_test(test_syncs_allocations_and_libraries_inside_a_capture_fail),
+        cmocka_unit_test(test_streams_forked_into_a_capture_join_its_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

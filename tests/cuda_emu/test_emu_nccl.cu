@@ -3,7 +3,10 @@
 // process and a child) all-reduce (sum, average, max), all-gather and
 // broadcast on their streams, and each gets the values computed on the
 // host, the same bits on both; a collective runs when its stream's queue
-// runs it, not when it is queued; a rank whose peer never comes fails the
+// runs it, not when it is queued; while a peer has not come, the stream
+// stays on the collective and queries of the stream and of an event behind
+// it answer not ready at once (a host polling with its own timeout sees a
+// peer that hangs as on GPUs); a rank whose peer never comes fails the
 // collective with ncclRemoteError after LTC_EMU_NCCL_TIMEOUT, which
 // ncclCommGetAsyncError reports. Built against the emulation only.
 #include <stdarg.h>
@@ -103,7 +106,7 @@ static void test_a_peer_that_never_comes_fails_the_collective(void **state) {
     char folder[] = "/tmp/ltc-emu-nccl-test-XXXXXX";
     assert_non_null(mkdtemp(folder));
     setenv("TMPDIR", folder, 1);
-    setenv("LTC_EMU_NCCL_TIMEOUT", "0.05", 1);
+    setenv("LTC_EMU_NCCL_TIMEOUT", "0.3", 1);
     ncclUniqueId id;
     assert_int_equal(ncclGetUniqueId(&id), ncclSuccess);
     cudaStream_t stream;
@@ -118,7 +121,18 @@ static void test_a_peer_that_never_comes_fails_the_collective(void **state) {
     ncclResult_t async = ncclInProgress;
     assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
     assert_int_equal(async, ncclSuccess);  // queued: nothing has failed yet
-    cudaStreamSynchronize(stream);
+    cudaEvent_t behind;
+    assert_int_equal(cudaEventCreate(&behind), cudaSuccess);
+    assert_int_equal(cudaEventRecord(behind, stream), cudaSuccess);
+    for (int i = 0; i < 3; i++) {  // the stream stays on the collective; asking returns at once
+        assert_int_equal(cudaStreamQuery(stream), cudaErrorNotReady);
+        assert_int_equal(cudaEventQuery(behind), cudaErrorNotReady);
+        assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+        assert_int_equal(async, ncclSuccess);
+    }
+    cudaStreamSynchronize(stream);  // waits until the collective gives up
+    assert_int_equal(cudaEventQuery(behind), cudaSuccess);
+    cudaEventDestroy(behind);
     (void)cudaGetLastError();
     assert_int_equal(ncclCommGetAsyncError(comm, &async), ncclSuccess);
     assert_int_equal(async, ncclRemoteError);

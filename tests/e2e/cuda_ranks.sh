@@ -13,24 +13,33 @@
 #   measured 2.4e-6). Not vacuous: with the emulated all-reduce keeping each
 #   rank's own values the run stops ("the ranks diverged") and its first
 #   loss is 6% off (seen by hand);
-# - three steps, bf16-mixed: the gradient buckets overlapped with the
-#   backward (the default), after it (--gradient-overlap false), and
-#   overlapped in the emulation's other orders (LTC_EMU_STREAMS=
-#   compute-at-once: the compute stream runs its work when it is queued,
-#   the communicator's stream waits, with LTC_EMU_BLOCK_ORDER=reverse; and
-#   others-at-once: the other way round) give the same checkpoint bytes.
-#   Seen failing by hand (comm_nccl.c): without a bucket's wait for its
-#   gradients (others-at-once), without a queued all-reduce's wait for its
-#   input (deferred, others-at-once) or the compute stream's for its
-#   result (deferred, compute-at-once). Not caught: without the compute
-#   stream's wait for a bucket, which the blocking agreement before the
-#   update (train_agree_step: nccl_begin waits for the device) makes
-#   redundant, on a GPU too;
-# - the host does not wait for the device at every synchronised norm: the
-#   overlapped run's operation log (LTC_EMU_LAUNCH_LOG, both ranks) holds
-#   at most 100 device synchronisations (28 on 2026-11-29; with the norms'
-#   all-reduces blocking, as before comm_all_reduce_queued, a ResNet-18
-#   step alone made 69 per rank);
+# - five steps, bf16-mixed, op by op with the gradient buckets overlapped
+#   with the backward (the default), and as CUDA graphs (LTC_CUDA_GRAPHS=on:
+#   steps 0 and 1 op by op, 2 and 3 captured with their collectives, 4
+#   replayed; train.log says so) with the buckets after the backward
+#   (--gradient-overlap false), and overlapped in the emulation's other
+#   orders (LTC_EMU_STREAMS=compute-at-once: the compute stream runs its
+#   work when it is queued, the communicator's stream waits, with
+#   LTC_EMU_BLOCK_ORDER=reverse; and others-at-once: the other way round)
+#   give the same checkpoint bytes. Seen failing by hand (comm_nccl.c,
+#   before graphs): without a bucket's wait for its gradients
+#   (others-at-once), without a queued all-reduce's wait for its input
+#   (deferred, others-at-once) or the compute stream's for its result
+#   (deferred, compute-at-once);
+# - the host does not wait for the device in a step: the op-by-op run's
+#   operation log (LTC_EMU_LAUNCH_LOG, both ranks) holds at most 60 device
+#   synchronisations, all of them the set-up's and the checkpoints' (with
+#   the norms' all-reduces blocking, as before comm_all_reduce_queued, a
+#   ResNet-18 step alone made 69 per rank);
+# - a rank killed while the steps replay as graphs (two ranks started as
+#   torchrun starts them): its peer's collective never completes (the
+#   emulated NCCL holds the stream, as a GPU does, until its own timeout,
+#   300 s), so the other rank's host, which queues steps without waiting
+#   for the device, must bound its wait for a step's record itself
+#   (comm_await): it ends with "did not complete within 10 s"
+#   (--dist-timeout 10), well within a minute, and its last checkpoint
+#   loads. Seen failing without comm_await: the host waited for the record
+#   until the emulated NCCL gave up;
 # - embed on 2 ranks writes the bytes of one process (each rank embeds its
 #   share, rank 0 writes them in input order).
 set -u
@@ -66,16 +75,19 @@ b=$(first_loss one)
 awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 2e-5 * (b < 0 ? -b : b)) }' ||
   fail "the first loss: 2 ranks $a, one process $b (bound 2e-5 relative)"
 
-bf16=(--precision bf16-mixed --max-steps 3)
+bf16=(--precision bf16-mixed --max-steps 5)
 LTC_EMU_LAUNCH_LOG="$work/operations.log" run overlapped 2 "${bf16[@]}"
 syncs=$(grep -c '^host-wait cudaDeviceSynchronize' "$work/operations.log")
-[ "$syncs" -le 100 ] || fail "3 steps on 2 ranks waited for the device $syncs times (bound 100)"
+[ "$syncs" -le 60 ] || fail "5 steps on 2 ranks waited for the device $syncs times (bound 60)"
+export LTC_CUDA_GRAPHS=on
 run after 2 "${bf16[@]}" --gradient-overlap false
 LTC_EMU_STREAMS=compute-at-once LTC_EMU_BLOCK_ORDER=reverse run compute_at_once 2 "${bf16[@]}"
 LTC_EMU_STREAMS=others-at-once run others_at_once 2 "${bf16[@]}"
 for name in after compute_at_once others_at_once; do
   cmp -s "$work/overlapped/checkpoints/last.ckpt" "$work/$name/checkpoints/last.ckpt" ||
     fail "$name: the checkpoint differs from the overlapped run's"
+  grep -q 'cuda graphs: 2 step parts op by op, 2 captured, 1 replayed' "$work/$name/train.log" ||
+    fail "$name: not replayed as graphs: $(grep 'cuda graphs' "$work/$name/train.log")"
 done
 grep -q 'overlapped with backward' "$work/overlapped/train.log" ||
   fail "overlapped: train.log does not say so: $(grep 'gradient average' "$work/overlapped/train.log")"
@@ -87,6 +99,43 @@ for devices in 1 2; do
 done
 cmp -s "$work/embed1.npy" "$work/embed2.npy" || fail "embed on 2 ranks: other bytes than one process"
 grep -q '2 rank(s)' "$work/embed2.out" || fail "embed: not 2 ranks: $(tail -n 1 "$work/embed2.out")"
+# A rank killed while the steps replay: the other ends at its own timeout.
+long=("${base[@]}" --precision bf16-mixed --max-steps 200 --dist-timeout 10 --out "$work/killed")
+port=$((20000 + RANDOM % 20000))
+mkdir -p "$work/killed-nccl"
+pids=()
+for rank in 0 1; do
+  # (the dead rank's communicator folder stays: apart from the check below)
+  TMPDIR="$work/killed-nccl" RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$emu" train "${long[@]}" >"$work/killed$rank.out" 2>&1 &
+  pids+=($!)
+done
+trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 600); do  # step 5 logged: steps 4 and on replay
+  logged=$(grep -c '"train_loss"' "$work/killed/metrics.jsonl" 2>/dev/null)
+  [ "${logged:-0}" -ge 6 ] && break
+  kill -0 "${pids[0]}" 2>/dev/null || break
+  sleep 0.1
+done
+kill -9 "${pids[1]}"
+wait "${pids[1]}" 2>/dev/null  # (bash's "Killed" line)
+start=$(date +%s)
+for _ in $(seq 600); do kill -0 "${pids[0]}" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "${pids[0]}" 2>/dev/null; then
+  fail "killed: rank 0 still runs 60 s after rank 1 was killed"
+else
+  wait "${pids[0]}"
+  status=$?
+  echo "killed: rank 1 killed, rank 0 ended with status $status after $(($(date +%s) - start)) s"
+  [ "$status" -ne 0 ] || fail "killed: rank 0 ended with status 0"
+  grep -q 'did not complete within 10 s' "$work/killed0.out" ||
+    fail "killed: not the timeout: $(tail -n 3 "$work/killed0.out")"
+  grep -q 'cuda graphs: on' "$work/killed/train.log" || fail "killed: not run as graphs"
+  "$emu" export --checkpoint "$work/killed/checkpoints/last.ckpt" --out "$work/killed.safetensors" \
+    >/dev/null 2>&1 || fail "killed: last.ckpt does not load after the failure"
+fi
+unset LTC_CUDA_GRAPHS
+
 # Every rank left its communicator: no folder of the emulated NCCL stays.
 leftover=$(find "$work" -maxdepth 1 -name 'ltc-emu-nccl-*' | head -n 1)
 [ -z "$leftover" ] || fail "a communicator's folder stayed: $leftover"

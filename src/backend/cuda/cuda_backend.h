@@ -49,6 +49,14 @@ Backend *cuda_backend_create(int device, ErrorMessage *err);
 // NCCL communicator's overlap (dist/comm_nccl.c).
 void *cuda_backend_stream(const Backend *backend);
 
+// For the NCCL communicator's work on the device (dist/comm_nccl.c) inside
+// a training step captured as a CUDA graph: the backend's queue point
+// (cuda_internal.h), which counts the operation and says whether to queue
+// it (0 while a replayed step's host side runs: its graph holds the
+// operation); and whether a step is being captured now.
+int cuda_backend_queue_point(void);
+int cuda_backend_capturing(void);
+
 // The per-step parameter block (cuda_step_params.c), for a step captured
 // as a CUDA graph: begin marks the start of a step (its ops take the
 // block's slots from the first of a half again, in the same order each

@@ -25,6 +25,10 @@ int cuda_step_filling;
 long cuda_queue_points;
 int cuda_step_capturing;
 
+int cuda_backend_queue_point(void) { return cuda_queue_point(); }
+
+int cuda_backend_capturing(void) { return cuda_step_capturing; }
+
 // The graph of a kind of step, made at its first step; NULL once
 // CUDA_STEP_GRAPHS kinds have one (later kinds run op by op).
 static CudaStepGraph *graph_of_kind(CudaState *state, uint64_t kind) {
