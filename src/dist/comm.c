@@ -120,13 +120,6 @@ int comm_attach_backend(Communicator *comm, Backend *backend, ErrorMessage *err)
     return comm->ops->attach_backend(comm, backend, err);
 }
 
-int comm_await(Communicator *comm, int (*ready)(void *arg), void *arg, const char *what,
-               ErrorMessage *err) {
-    if (!comm || !comm->ops->await) return 0;
-    if (comm->failed) return comm_refuse(comm, err);
-    return comm->ops->await(comm, ready, arg, what, err);
-}
-
 void comm_wait_timer_mark(Communicator *comm, int end) {
     if (comm && comm->ops->wait_timer_mark && !comm->failed) comm->ops->wait_timer_mark(comm, end);
 }

@@ -39,7 +39,8 @@
 //           queues ncclAllReduce there and records a done event; wait makes
 //           the compute stream wait for that event: no host synchronisation.
 //           The next blocking operation is bounded by the timeout for them,
-//           and so is the host's wait for a step's record (comm_await).
+//           and so is every host wait of the backend for its device (its
+//           watch, comm_nccl.c).
 //   single  nothing to do.
 #ifndef LTC_DIST_COMM_H
 #define LTC_DIST_COMM_H
@@ -94,10 +95,6 @@ typedef struct CommOps {
     int (*all_reduce_wait)(Communicator *comm, CommRequest request, ErrorMessage *err);
     // Lets started requests advance without waiting for them. May be NULL.
     int (*progress)(Communicator *comm, ErrorMessage *err);
-    // The host's wait for device work that queued collectives may hold
-    // (comm_await). NULL where nothing is queued on a device (single, mpi).
-    int (*await)(Communicator *comm, int (*ready)(void *arg), void *arg, const char *what,
-                 ErrorMessage *err);
     // The backend whose memory the buffers are in (nccl: its compute
     // stream). May be NULL (nothing to know).
     int (*attach_backend)(Communicator *comm, Backend *backend, ErrorMessage *err);
@@ -152,17 +149,9 @@ int comm_all_reduce_start(Communicator *comm, float *buffer, size_t count, CommR
                           CommRequest *request, ErrorMessage *err);
 int comm_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMessage *err);
 int comm_progress(Communicator *comm, ErrorMessage *err);
-// Tells the communicator the backend it serves (before the first start).
+// Tells the communicator the backend it serves (before the first start;
+// nccl: the backend's host waits are bounded by the timeout from then on).
 int comm_attach_backend(Communicator *comm, Backend *backend, ErrorMessage *err);
-// Waits, within the timeout, until ready(arg) says the device has passed a
-// mark queued behind this communicator's queued collectives (1: passed, 0:
-// not yet), failing meanwhile on the engine's asynchronous errors: a peer
-// that died holds a queued collective, and so the mark, for ever, so the
-// host bounds its wait here before it waits for the mark itself. Returns 0
-// at once where no collective is queued on a device (single, mpi, NULL):
-// the caller's own wait then serves.
-int comm_await(Communicator *comm, int (*ready)(void *arg), void *arg, const char *what,
-               ErrorMessage *err);
 void comm_wait_timer_mark(Communicator *comm, int end);
 // Device-measured wait seconds (see CommOps), or -1 where the host's time counts.
 double comm_wait_timer_seconds(Communicator *comm);

@@ -6,9 +6,11 @@
 // recorded on the compute stream, runs on the communicator's own stream
 // and records its done event, which the wait makes the compute stream wait
 // for. The host never blocks on them; the next blocking operation first
-// polls the communication stream against the timeout (nccl_begin), and the
-// trainer's wait for a step's record polls against it too (comm_await), so
-// a dead peer still ends in an error, not a hang.
+// polls the communication stream against the timeout (nccl_begin), and
+// every other wait of the attached backend's host for its device polls
+// against it too (nccl_watch), so a dead peer still ends in an error, not a
+// hang: a step now holds no blocking collective, and a peer that died holds
+// a queued one, and everything queued behind it, for ever.
 //
 // A training step captured as a CUDA graph (cuda_step_graph.c) holds its
 // collectives: the communication stream joins the capture through the
@@ -128,11 +130,6 @@ static int nccl_wait(Communicator *comm, const char *what, size_t count, int str
                            err);
 }
 
-static int nccl_await(Communicator *comm, int (*ready)(void *arg), void *arg, const char *what,
-                      ErrorMessage *err) {
-    return nccl_wait_until(comm, what, 0, ready, arg, err);
-}
-
 // A blocking collective waits for all work queued on the device (correct;
 // no overlap): first, against the timeout, for the non-blocking all-reduces
 // still on the communication stream, then for the rest.
@@ -216,12 +213,43 @@ static int nccl_all_reduce_wait(Communicator *comm, CommRequest request, ErrorMe
     return 0;
 }
 
+static void nccl_abort(Communicator *comm, int exit_status);
+
+// The backend's host waits (cuda_backend_watch_waits), bounded as a
+// blocking collective is: on NCCL's asynchronous error, or past the
+// timeout, the rank says so and ends (the last checkpoint stays whole).
+static void nccl_watch(void *arg, double seconds) {
+    Communicator *comm = arg;
+    NcclState *state = comm->impl;
+    ncclResult_t async = ncclSuccess;
+    if (!state->comm || ncclCommGetAsyncError(state->comm, &async) != ncclSuccess)
+        async = ncclSuccess;  // aborted already, or no answer: the timeout decides
+    ErrorMessage err;
+    if (async != ncclSuccess && async != ncclInProgress) {
+        const char *detail = ncclGetLastError(state->comm);
+        comm_fail(comm, &err, "rank %d of %d: the device waits for a collective: NCCL error %s "
+                  "(%s)", comm->rank, comm->world_size, ncclGetErrorString(async),
+                  detail ? detail : "");
+    } else if (seconds > comm->timeout_seconds) {
+        comm_fail(comm, &err,
+                  "rank %d of %d (device %d): the device did not get through its queued "
+                  "collectives within %g s (a rank died, hangs or is far slower; see "
+                  "--dist-timeout); NCCL communicator aborted",
+                  comm->rank, comm->world_size, state->device, comm->timeout_seconds);
+    } else {
+        return;
+    }
+    fprintf(stderr, "error: %s\n", err.text);
+    nccl_abort(comm, 1);
+}
+
 static int nccl_attach_backend(Communicator *comm, Backend *backend, ErrorMessage *err) {
     NcclState *state = comm->impl;
     if (strcmp(backend->name, "cuda") != 0)
         return error_set(err, "rank %d: the NCCL communicator needs the cuda backend, not %s",
                          comm->rank, backend->name);
     state->compute = (cudaStream_t)cuda_backend_stream(backend);
+    cuda_backend_watch_waits(backend, nccl_watch, comm);
     return 0;
 }
 
@@ -336,7 +364,6 @@ static const CommOps nccl_ops = {
     .barrier = nccl_barrier,
     .all_reduce_start = nccl_all_reduce_start,
     .all_reduce_wait = nccl_all_reduce_wait,
-    .await = nccl_await,
     .attach_backend = nccl_attach_backend,
     .wait_timer_mark = nccl_wait_timer_mark,
     .wait_timer_seconds = nccl_wait_timer_seconds,

@@ -47,14 +47,17 @@ int train_agree(TrainRun *run, int status, const char *message) {
     return agreed;
 }
 
-// Queued on the device (comm_all_reduce_queued): the host reads the sums
-// with the record, a step later.
-int train_agree_step(TrainRun *run, int stop_requested) {
-    Backend *backend = run->backend;
-    float *record = run->record;
+void train_stage_stop(TrainRun *run, int stop_requested) {
     float *stop = staging_take(&run->stop_staging);
     *stop = stop_requested ? 1.0f : 0.0f;
-    staging_upload(&run->stop_staging, record + RECORD_STOP, stop, sizeof *stop);
+    staging_upload(&run->stop_staging, run->record + RECORD_STOP, stop, sizeof *stop);
+}
+
+// Queued on the device (comm_all_reduce_queued): the host reads the sums
+// with the record, a step later.
+int train_agree_step(TrainRun *run) {
+    Backend *backend = run->backend;
+    float *record = run->record;
     if (run->world_size == 1) return 0;
     ErrorMessage err = {{0}};
     _Static_assert(RECORD_STOP == RECORD_LOSS + 1, "the loss and the stop are summed at once");
@@ -62,25 +65,6 @@ int train_agree_step(TrainRun *run, int stop_requested) {
         return train_comm_failed(run, &err);
     backend->op.scalar_combine(backend, 1.0f, record + RECORD_LOSS, 0.0f, NULL,
                                (float)run->world_size, record + RECORD_LOSS);
-    return 0;
-}
-
-typedef struct FenceWatch {
-    Backend *backend;
-    Fence *fence;
-} FenceWatch;
-
-static int fence_ready(void *arg) {
-    const FenceWatch *watch = arg;
-    return watch->backend->op.fence_passed(watch->backend, watch->fence);
-}
-
-int train_await_fence(TrainRun *run, Fence *fence) {
-    FenceWatch watch = {run->backend, fence};
-    ErrorMessage err = {{0}};
-    if (comm_await(run->comm, fence_ready, &watch, "a step's collectives (the host waits for its "
-                   "record)", &err))
-        return train_comm_failed(run, &err);
     return 0;
 }
 

@@ -46,8 +46,7 @@ int train_record_setup(TrainRun *run, ErrorMessage *err) {
     for (int i = 0; i < 2; i++)
         if (!(run->slots[i] = backend->op.host_slot_create(backend, RECORD_FLOATS * sizeof(float),
                                                            err)) ||
-            !(run->timers[i] = backend->op.timer_create(backend, err)) ||
-            !(run->record_fences[i] = backend->op.fence_create(backend, err)))
+            !(run->timers[i] = backend->op.timer_create(backend, err)))
             return 1;
     if (staging_init(&run->stop_staging, backend, sizeof(float), err)) return 1;
     run->scaler_on = test_on || strcmp(run->precision, "16-mixed") == 0;
@@ -61,7 +60,6 @@ void train_record_free(TrainRun *run) {
     for (int i = 0; i < 2; i++) {
         if (run->slots[i]) backend->op.host_slot_free(backend, run->slots[i]);
         if (run->timers[i]) backend->op.timer_free(backend, run->timers[i]);
-        if (run->record_fences[i]) backend->op.fence_free(backend, run->record_fences[i]);
     }
     staging_free(&run->stop_staging);
     if (run->record) backend->op.free(backend, run->record);
@@ -104,9 +102,8 @@ static void divergence(const TrainRun *run, const float *record, StepTimes *time
     }
 }
 
-int train_record_read(TrainRun *run, StepTimes *times) {
+void train_record_read(TrainRun *run, StepTimes *times) {
     Backend *backend = run->backend;
-    if (train_await_fence(run, run->record_fences[times->step & 1])) return 1;
     const float *record = backend->op.host_slot_wait(backend, run->slots[times->step & 1]);
     // The step's end mark is queued before its record: passed by now.
     const double device_seconds = backend->op.timer_seconds(backend, run->timers[times->step & 1]);
@@ -117,5 +114,4 @@ int train_record_read(TrainRun *run, StepTimes *times) {
     memcpy(times->scalars, record + RECORD_SCALARS, sizeof times->scalars);
     times->diverged[0] = '\0';
     divergence(run, record, times);
-    return 0;
 }

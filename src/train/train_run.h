@@ -46,12 +46,9 @@ typedef struct TrainRun {
     // copy after the next step is queued (train_record_read).
     float *record;
     HostSlot *slots[2];
-    // Behind each slot's copy: the host's wait for a record is bounded by the
-    // communicator's timeout first (train_await_fence).
-    Fence *record_fences[2];
-    // The step's stop request, a staged input (staging.h): it changes no
-    // work a step queues, so a step captured as a CUDA graph serves with or
-    // without it, on every rank alike.
+    // The step's stop request, a staged input (staging.h, train_stage_stop):
+    // it changes no work a step queues, so a step captured as a CUDA graph
+    // serves with or without it, on every rank alike.
     Staging stop_staging;
     // Dynamic loss scaling (16-mixed; LTC_TEST_LOSS_SCALER in tests): the
     // scale seeds the backward, its 1/scale joins the gate's multiplier.
@@ -164,17 +161,16 @@ int train_agree(TrainRun *run, int status, const char *message);
 // ranks, and the ranks' stop requests summed, the same on every rank (read
 // back later with the record). 0, or 1 after a communication failure in a
 // world of one (otherwise it ends every rank).
-int train_agree_step(TrainRun *run, int stop_requested);
+int train_agree_step(TrainRun *run);
+// This rank's stop request into the record (a staged input), at the start
+// of a step: its site's copy of the step before is then early in that step,
+// ahead of its collectives, so the host rarely waits for it.
+void train_stage_stop(TrainRun *run, int stop_requested);
 // The record of times->step, queued into its slot, once the device has
 // written it: the loss, stop, logged values, and what diverged (the
-// messages of docs/training.md) into times. Waits for that step only,
-// within the communicator's timeout (train_await_fence). 0, or 1 after a
-// communication failure in a world of one (otherwise it ends every rank).
-int train_record_read(TrainRun *run, StepTimes *times);
-// Waits until the device has passed `fence`, bounded by the communicator's
-// timeout where collectives are queued on the device (comm_await: a dead
-// peer would hold the fence for ever). 0, or as train_record_read.
-int train_await_fence(TrainRun *run, Fence *fence);
+// messages of docs/training.md) into times. Waits for that step only (on
+// GPU ranks within --dist-timeout: the NCCL communicator's watch).
+void train_record_read(TrainRun *run, StepTimes *times);
 // The record's scaler and host slots: set up after the backend, before the
 // method (which takes the scale); freed by train_teardown.
 int train_record_setup(TrainRun *run, ErrorMessage *err);

@@ -180,7 +180,6 @@ static void train_record_queue(TrainRun *run, long step) {
     backend->op.timer_mark(backend, run->timers[step & 1], 1);
     backend->op.host_slot_fill(backend, run->slots[step & 1], run->record,
                                RECORD_FLOATS * sizeof(float));
-    backend->op.fence_record(backend, run->record_fences[step & 1]);
 }
 
 // The device work of a step is a CUDA graph a micro-batch when the run
@@ -234,7 +233,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     times->step = step;
     times->data_seconds = 0;
     double compute = 0;
-    // Read once: the step stages the request it saw (train_agree_step).
+    // Read once: the step stages the request it saw (train_stage_stop).
     const int stop_requested = stop_signal != 0;
     for (int micro = 0; micro < run->accumulate; micro++) {
         // Queued beside the work before (the run's first step: now).
@@ -253,6 +252,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
             for (int g = 0; g < method->group_count; g++)
                 parameter_set_zero_grads(method->groups[g].params);
             backend->op.fill(backend, run->record + RECORD_LOSS, 0.0f, 1);
+            train_stage_stop(run, stop_requested);
         }
         // Before the backward (which adds to it): a bucket may be on the
         // wire as soon as backward is through.
@@ -279,7 +279,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     // Data parallel: every rank steps with the mean gradient and logs the
     // mean loss; a stop request on any rank stops all after the next step.
     // The gate then decides the same on every rank.
-    if (train_sync_gradients(run, step, times, err) || train_agree_step(run, stop_requested))
+    if (train_sync_gradients(run, step, times, err) || train_agree_step(run))
         return step_graph_finish(run, 0, NULL), -1;
     train_update(run, step, times);
     train_record_step(run);
@@ -435,7 +435,7 @@ typedef struct Rate {
 static int train_step_finish(TrainRun *run, StepTimes *times, RunTotals *totals, Rate *rate) {
     ErrorMessage err = {{0}};
     const long step = times->step;
-    if (train_record_read(run, times)) return 1;
+    train_record_read(run, times);
     totals->steps++;
     totals->images += (uint64_t)times->images * (uint64_t)run->world_size;
     totals->batch_seconds += times->batch_seconds;

@@ -35,11 +35,13 @@
 #   torchrun starts them): its peer's collective never completes (the
 #   emulated NCCL holds the stream, as a GPU does, until its own timeout,
 #   300 s), so the other rank's host, which queues steps without waiting
-#   for the device, must bound its wait for a step's record itself
-#   (comm_await): it ends with "did not complete within 10 s"
-#   (--dist-timeout 10), well within a minute, and its last checkpoint
-#   loads. Seen failing without comm_await: the host waited for the record
-#   until the emulated NCCL gave up;
+#   for the device, must bound its own waits for the device (the NCCL
+#   communicator's watch on the cuda backend's waits, or a blocking
+#   collective's poll): it ends "within 10 s" (--dist-timeout 10), well
+#   within a minute, and its last checkpoint loads. Seen failing (by hand):
+#   with no bound the rank waits until the emulated NCCL gives up (300 s),
+#   and with only the wait for a step's record bounded it did so once in
+#   repeated kills (another of its waits);
 # - embed on 2 ranks writes the bytes of one process (each rank embeds its
 #   share, rank 0 writes them in input order).
 set -u
@@ -128,7 +130,7 @@ else
   status=$?
   echo "killed: rank 1 killed, rank 0 ended with status $status after $(($(date +%s) - start)) s"
   [ "$status" -ne 0 ] || fail "killed: rank 0 ended with status 0"
-  grep -q 'did not complete within 10 s' "$work/killed0.out" ||
+  grep -q 'within 10 s (a rank died' "$work/killed0.out" ||
     fail "killed: not the timeout: $(tail -n 3 "$work/killed0.out")"
   grep -q 'cuda graphs: on' "$work/killed/train.log" || fail "killed: not run as graphs"
   "$emu" export --checkpoint "$work/killed/checkpoints/last.ckpt" --out "$work/killed.safetensors" \

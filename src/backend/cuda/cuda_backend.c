@@ -84,14 +84,14 @@ static void cuda_upload(Backend *backend, void *device, const void *host, size_t
     if (!bytes) return;
     CudaState *state = cuda_state(backend);
     CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, state->stream));
-    CUDA_CHECK(cudaStreamSynchronize(state->stream));
+    cuda_wait_stream(state, state->stream);
 }
 
 static void cuda_download(Backend *backend, void *host, const void *device, size_t bytes) {
     if (!bytes) return;
     CudaState *state = cuda_state(backend);
     CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, state->stream));
-    CUDA_CHECK(cudaStreamSynchronize(state->stream));
+    cuda_wait_stream(state, state->stream);
 }
 
 static void cuda_copy(Backend *backend, void *dst, const void *src, size_t bytes) {
@@ -134,7 +134,8 @@ static void cuda_float_to_act(Backend *backend, size_t n, const float *x, Act *y
 }
 
 static void cuda_synchronize(Backend *backend) {
-    CUDA_CHECK(cudaStreamSynchronize(cuda_state(backend)->stream));
+    CudaState *state = cuda_state(backend);
+    cuda_wait_stream(state, state->stream);
 }
 
 // A host slot: page-locked host memory (so the copy runs asynchronously,
@@ -181,7 +182,7 @@ static void cuda_host_slot_fill(Backend *backend, HostSlot *slot, const void *de
 }
 
 static const void *cuda_host_slot_wait(Backend *backend, HostSlot *slot) {
-    CUDA_CHECK(cudaEventSynchronize(slot->landed));
+    cuda_wait_event(cuda_state(backend), slot->landed);
     return slot->host;
 }
 

@@ -57,6 +57,14 @@ void *cuda_backend_stream(const Backend *backend);
 int cuda_backend_queue_point(void);
 int cuda_backend_capturing(void);
 
+// Bounds the host's waits for this backend's device (dist/comm_nccl.c: a
+// dead peer holds a queued collective, and so everything queued behind it,
+// for ever): while a wait lasts, watch(arg, seconds waited) is called about
+// every millisecond; it returns while the wait may go on and ends the
+// process otherwise. NULL: plain waits.
+typedef void (*CudaWaitWatch)(void *arg, double seconds);
+void cuda_backend_watch_waits(Backend *backend, CudaWaitWatch watch, void *arg);
+
 // The per-step parameter block (cuda_step_params.c), for a step captured
 // as a CUDA graph: begin marks the start of a step (its ops take the
 // block's slots from the first of a half again, in the same order each

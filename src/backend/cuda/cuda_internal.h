@@ -23,6 +23,7 @@ extern "C" {
 // C declarations also for the .cu files (which call attention_shape_make,
 // error_set).
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 
 // Doubles of reduction scratch (partials of the two-pass reductions): room
 // for CUDA_MAX_ROW_BLOCKS partials of two sums per column and two results
@@ -67,6 +68,8 @@ typedef struct CudaState {
     CudaStepParams step_params;
     CudaStepGraph step_graphs[CUDA_STEP_GRAPHS];
     int step_graph_count;
+    CudaWaitWatch wait_watch;   // cuda_backend_watch_waits (NULL: plain waits)
+    void *wait_watch_arg;
     int step_graph_mode;        // STEP_GRAPH_* of the step between begin and end
     CudaStepGraph *step_graph;  // its graph (NULL: none)
     long step_graph_points;     // cuda_queue_points at its begin
@@ -117,6 +120,12 @@ void cuda_dnn_check(int status, const char *call, const char *file, int line);
 // After a kernel launch: launch errors (bad configuration) show here, not
 // at the next synchronisation.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+// The host's wait for an event, or for everything queued on a stream:
+// cudaEventSynchronize / cudaStreamSynchronize, or with a watch set
+// (cuda_backend_watch_waits) a poll that asks the watch at every turn.
+void cuda_wait_event(CudaState *state, cudaEvent_t event);
+void cuda_wait_stream(CudaState *state, cudaStream_t stream);
 
 // ---- cuda_step_graph.c: queue points ----
 // Every operation the backend queues on a stream passes a queue point: a

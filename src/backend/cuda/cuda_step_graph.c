@@ -54,7 +54,7 @@ int cuda_step_graph_begin(Backend *backend, uint64_t key) {
         // Nothing waits inside a capture: every staging site's fence has
         // passed once the device has run what is queued. Thread-local: the
         // loader's threads may allocate pinned memory meanwhile.
-        CUDA_CHECK(cudaStreamSynchronize(state->stream));
+        cuda_wait_stream(state, state->stream);
         CUDA_CHECK(cudaStreamBeginCapture(state->stream, cudaStreamCaptureModeThreadLocal));
         cuda_step_capturing = 1;
         state->step_graph_mode = STEP_GRAPH_CAPTURE;

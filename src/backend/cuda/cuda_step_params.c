@@ -43,10 +43,11 @@ void cuda_step_params_free(CudaState *state) {
 
 // The other half from its first slot, once the copies out of it have run
 // (an event never recorded has passed).
-static void next_half(CudaStepParams *block) {
+static void next_half(CudaState *state) {
+    CudaStepParams *block = &state->step_params;
     block->half ^= 1;
     block->used = 0;
-    CUDA_CHECK(cudaEventSynchronize(block->copied[block->half]));
+    cuda_wait_event(state, block->copied[block->half]);
 }
 
 const float *cuda_step_params_put(CudaState *state, const float *values, int count) {
@@ -54,7 +55,7 @@ const float *cuda_step_params_put(CudaState *state, const float *values, int cou
     if (count < 1 || count > CUDA_STEP_PARAM_SLOTS)
         cuda_fatal("cuda backend", "cuda_step_params_put", "bad slot count", __FILE__, __LINE__,
                    state->device);
-    if (block->used + count > CUDA_STEP_PARAM_SLOTS) next_half(block);
+    if (block->used + count > CUDA_STEP_PARAM_SLOTS) next_half(state);
     const size_t at = (size_t)block->half * CUDA_STEP_PARAM_SLOTS + (size_t)block->used;
     block->used += count;
     memcpy(block->host + at, values, (size_t)count * sizeof(float));
@@ -71,7 +72,7 @@ const float *cuda_step_params_put(CudaState *state, const float *values, int cou
     return block->device + at;
 }
 
-void cuda_step_params_begin(Backend *backend) { next_half(&cuda_state(backend)->step_params); }
+void cuda_step_params_begin(Backend *backend) { next_half(cuda_state(backend)); }
 
 float *cuda_step_params_host(Backend *backend, int *used) {
     CudaStepParams *block = &cuda_state(backend)->step_params;

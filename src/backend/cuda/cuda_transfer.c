@@ -22,6 +22,51 @@
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_internal.h"
+#include "util/cpu.h"
+
+void cuda_backend_watch_waits(Backend *backend, CudaWaitWatch watch, void *arg) {
+    CudaState *state = cuda_state(backend);
+    state->wait_watch = watch;
+    state->wait_watch_arg = arg;
+}
+
+// Polls `done` (cudaEventQuery or cudaStreamQuery on `handle`) until it
+// says success, asking the watch between turns.
+static void watched_wait(CudaState *state, cudaError_t (*done)(void *), void *handle,
+                         const char *call) {
+    const double start = time_now();
+    for (;;) {
+        const cudaError_t status = done(handle);
+        if (status == cudaSuccess) return;
+        if (status != cudaErrorNotReady)
+            cuda_fatal("CUDA", call, cudaGetErrorString(status), __FILE__, __LINE__,
+                       state->device);
+        (void)cudaGetLastError();  // not ready is no error
+        const double waited = time_now() - start;
+        state->wait_watch(state->wait_watch_arg, waited);
+        if (waited > 1e-3) sleep_seconds(waited / 10 < 1e-3 ? waited / 10 : 1e-3);
+    }
+}
+
+static cudaError_t event_done(void *event) { return cudaEventQuery((cudaEvent_t)event); }
+
+static cudaError_t stream_done(void *stream) { return cudaStreamQuery((cudaStream_t)stream); }
+
+void cuda_wait_event(CudaState *state, cudaEvent_t event) {
+    if (!state->wait_watch) {
+        CUDA_CHECK(cudaEventSynchronize(event));
+        return;
+    }
+    watched_wait(state, event_done, event, "cudaEventQuery");
+}
+
+void cuda_wait_stream(CudaState *state, cudaStream_t stream) {
+    if (!state->wait_watch) {
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        return;
+    }
+    watched_wait(state, stream_done, stream, "cudaStreamQuery");
+}
 
 struct Transfer {
     cudaStream_t stream;  // the copy stream
@@ -99,7 +144,7 @@ void cuda_transfer_consumed(Backend *backend, Transfer *transfer) {
 }
 
 void cuda_transfer_host_wait(Backend *backend, Transfer *transfer) {
-    CUDA_CHECK(cudaEventSynchronize(transfer->landed));
+    cuda_wait_event(cuda_state(backend), transfer->landed);
 }
 
 // From pinned memory the copy is queued and the call returns at once
@@ -154,7 +199,7 @@ int cuda_fence_passed(Backend *backend, Fence *fence) {
 }
 
 void cuda_fence_wait(Backend *backend, Fence *fence) {
-    CUDA_CHECK(cudaEventSynchronize(fence->event));
+    cuda_wait_event(cuda_state(backend), fence->event);
 }
 
 DeviceTimer *cuda_timer_create(Backend *backend, ErrorMessage *err) {
