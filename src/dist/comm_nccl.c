@@ -78,56 +78,55 @@ static void nccl_abort_comm(NcclState *state) {
     state->comm = NULL;
 }
 
-// The communication stream has drained: 1, 0 (not yet), -1 (an error).
-static int stream_drained(void *arg) {
-    const cudaError_t query = cudaStreamQuery(((NcclState *)arg)->stream);
-    return query == cudaSuccess ? 1 : query == cudaErrorNotReady ? 0 : -1;
+// The checks every wait makes (nccl_wait, nccl_watch): -1 with the message,
+// the communicator aborted, when NCCL reports an asynchronous error or the
+// wait begun `waited` seconds ago is past the timeout; else 0, with *async
+// NCCL's state (ncclInProgress: the last call is still being issued).
+static int nccl_check_wait(Communicator *comm, const char *what, size_t count, double waited,
+                           ncclResult_t *async, ErrorMessage *err) {
+    NcclState *state = comm->impl;
+    *async = ncclSuccess;
+    NCCL_CHECK(comm, err, ncclCommGetAsyncError(state->comm, async));
+    if (*async != ncclSuccess && *async != ncclInProgress) {
+        const char *detail = ncclGetLastError(state->comm);
+        nccl_abort_comm(state);
+        return comm_fail(comm, err, "rank %d of %d: %s: NCCL error %s (%s)", comm->rank,
+                         comm->world_size, what, ncclGetErrorString(*async),
+                         detail ? detail : "");
+    }
+    if (waited <= comm->timeout_seconds) return 0;
+    nccl_abort_comm(state);
+    char values[48] = "";
+    if (count) snprintf(values, sizeof values, " of %zu values", count);
+    return comm_fail(comm, err,
+                     "rank %d of %d (device %d): %s%s did not complete within %g s (a rank "
+                     "died, hangs or is far slower; see --dist-timeout); NCCL communicator "
+                     "aborted",
+                     comm->rank, comm->world_size, state->device, what, values,
+                     comm->timeout_seconds);
 }
 
 // Waits until the communicator's pending call is through (async state not
-// in progress) and, with `ready`, until ready(arg) says 1; fails after the
-// timeout or on an asynchronous error, aborting the communicator.
-static int nccl_wait_until(Communicator *comm, const char *what, size_t count,
-                           int (*ready)(void *arg), void *arg, ErrorMessage *err) {
+// in progress) and, with stream_too, the stream has drained; fails after
+// the timeout or on an asynchronous error, aborting the communicator.
+static int nccl_wait(Communicator *comm, const char *what, size_t count, int stream_too,
+                     ErrorMessage *err) {
     NcclState *state = comm->impl;
     const double start = time_now();
     for (;;) {
-        ncclResult_t async = ncclSuccess;
-        NCCL_CHECK(comm, err, ncclCommGetAsyncError(state->comm, &async));
-        if (async != ncclSuccess && async != ncclInProgress) {
-            const char *detail = ncclGetLastError(state->comm);
-            nccl_abort_comm(state);
-            return comm_fail(comm, err, "rank %d of %d: %s: NCCL error %s (%s)", comm->rank,
-                             comm->world_size, what, ncclGetErrorString(async),
-                             detail ? detail : "");
-        }
-        if (async == ncclSuccess) {
-            const int passed = ready ? ready(arg) : 1;
-            if (passed > 0) return 0;
-            if (passed < 0)
-                return nccl_error(comm, err, what, __FILE__, __LINE__,
-                                  cudaGetErrorString(cudaPeekAtLastError()));
-        }
         const double waited = time_now() - start;
-        if (waited > comm->timeout_seconds) {
-            nccl_abort_comm(state);
-            char values[48] = "";
-            if (count) snprintf(values, sizeof values, " of %zu values", count);
-            return comm_fail(comm, err,
-                             "rank %d of %d (device %d): %s%s did not complete within %g s (a "
-                             "rank died, hangs or is far slower; see --dist-timeout); NCCL "
-                             "communicator aborted",
-                             comm->rank, comm->world_size, state->device, what, values,
-                             comm->timeout_seconds);
+        ncclResult_t async;
+        if (nccl_check_wait(comm, what, count, waited, &async, err)) return -1;
+        if (async == ncclSuccess) {
+            if (!stream_too) return 0;
+            const cudaError_t query = cudaStreamQuery(state->stream);
+            if (query == cudaSuccess) return 0;
+            if (query != cudaErrorNotReady)
+                return nccl_error(comm, err, "cudaStreamQuery", __FILE__, __LINE__,
+                                  cudaGetErrorString(query));
         }
         if (waited > 1e-3) sleep_seconds(waited / 10 < 1e-3 ? waited / 10 : 1e-3);
     }
-}
-
-static int nccl_wait(Communicator *comm, const char *what, size_t count, int stream_too,
-                     ErrorMessage *err) {
-    return nccl_wait_until(comm, what, count, stream_too ? stream_drained : NULL, comm->impl,
-                           err);
 }
 
 // A blocking collective waits for all work queued on the device (correct;
@@ -220,25 +219,11 @@ static void nccl_abort(Communicator *comm, int exit_status);
 // timeout, the rank says so and ends (the last checkpoint stays whole).
 static void nccl_watch(void *arg, double seconds) {
     Communicator *comm = arg;
-    NcclState *state = comm->impl;
-    ncclResult_t async = ncclSuccess;
-    if (!state->comm || ncclCommGetAsyncError(state->comm, &async) != ncclSuccess)
-        async = ncclSuccess;  // aborted already, or no answer: the timeout decides
     ErrorMessage err;
-    if (async != ncclSuccess && async != ncclInProgress) {
-        const char *detail = ncclGetLastError(state->comm);
-        comm_fail(comm, &err, "rank %d of %d: the device waits for a collective: NCCL error %s "
-                  "(%s)", comm->rank, comm->world_size, ncclGetErrorString(async),
-                  detail ? detail : "");
-    } else if (seconds > comm->timeout_seconds) {
-        comm_fail(comm, &err,
-                  "rank %d of %d (device %d): the device did not get through its queued "
-                  "collectives within %g s (a rank died, hangs or is far slower; see "
-                  "--dist-timeout); NCCL communicator aborted",
-                  comm->rank, comm->world_size, state->device, comm->timeout_seconds);
-    } else {
-        return;
-    }
+    ncclResult_t async;
+    if (!((NcclState *)comm->impl)->comm ||
+        !nccl_check_wait(comm, "the device's queued collectives", 0, seconds, &async, &err))
+        return;  // (aborted already: the process is ending)
     fprintf(stderr, "error: %s\n", err.text);
     nccl_abort(comm, 1);
 }
