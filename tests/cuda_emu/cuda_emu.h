@@ -55,7 +55,14 @@ struct ThreadIndices {
     uint3 thread, block;
     dim3 block_dim, grid_dim;
 };
-const ThreadIndices &indices();
+// The running thread's, NULL outside a kernel (emu_threads.cpp). Read
+// inline: a kernel reads its indices in every thread, millions a launch.
+extern const ThreadIndices *running_indices;
+[[noreturn]] void index_outside_kernel();
+inline const ThreadIndices &indices() {
+    if (!running_indices) index_outside_kernel();
+    return *running_indices;
+}
 
 void sync_threads();
 // The warp exchange: this lane offers `bytes` bytes of `value` and gets

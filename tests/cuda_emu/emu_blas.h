@@ -22,6 +22,15 @@ size_t emu_blas_type_bytes(cudaDataType_t type);
 float emu_blas_load(const void *p, cudaDataType_t type, size_t i);
 void emu_blas_store(void *p, cudaDataType_t type, size_t i, float v);
 
+// The fp32 sums of a product op(A) (m, k) times op(B) (k, n), each one the
+// k products added in k order from 0, as cuBLAS's emulation has always
+// summed: sum (i, j) at [j * m + i] of a malloc'd array (the caller frees
+// it; NULL when out of memory). op(A)[i, l] is a[i * a_row + l * a_col],
+// op(B)[l, j] is b[l * b_row + j * b_col].
+float *emu_blas_sums(size_t m, size_t n, size_t k, const void *a, cudaDataType_t a_type,
+                     size_t a_row, size_t a_col, const void *b, cudaDataType_t b_type,
+                     size_t b_row, size_t b_col);
+
 // Bytes a column-major (rows, cols) matrix with leading dimension ld spans
 // (0 when empty).
 size_t emu_blas_matrix_bytes(cudaDataType_t type, size_t rows, size_t cols, size_t ld);

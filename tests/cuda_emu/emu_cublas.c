@@ -11,6 +11,7 @@
 #include <cublas_v2.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/cuda_emu/emu_blas.h"
@@ -83,6 +84,47 @@ void emu_blas_store(void *p, cudaDataType_t type, size_t i, float v) {
     }
 }
 
+// X[row * row_stride + col * col_stride] for (rows, cols), widened to
+// float, column-major and dense into out.
+static void widen(const void *x, cudaDataType_t type, size_t rows, size_t cols,
+                  size_t row_stride, size_t col_stride, float *out) {
+    for (size_t col = 0; col < cols; col++)
+        for (size_t row = 0; row < rows; row++)
+            out[col * rows + row] = emu_blas_load(x, type, row * row_stride + col * col_stride);
+}
+
+float *emu_blas_sums(size_t m, size_t n, size_t k, const void *a, cudaDataType_t a_type,
+                     size_t a_row, size_t a_col, const void *b, cudaDataType_t b_type,
+                     size_t b_row, size_t b_col) {
+    float *values = malloc((m * n + m * k + k * n) * sizeof *values + 1);
+    if (!values) return NULL;
+    float *wide_a = values + m * n, *wide_b = wide_a + m * k;
+    widen(a, a_type, m, k, a_row, a_col, wide_a);
+    widen(b, b_type, k, n, b_row, b_col, wide_b);
+    // Each sum adds its k products in k order; eight rows of a column are
+    // summed side by side (the compiler's vectors run across rows, never
+    // within one sum, so each sum is the plain loop's), the rest one by one.
+    for (size_t j = 0; j < n; j++) {
+        const float *b_column = wide_b + j * k;
+        float *column = values + j * m;
+        size_t i = 0;
+        for (; i + 8 <= m; i += 8) {
+            float eight[8] = {0};
+            for (size_t l = 0; l < k; l++) {
+                const float *a_rows = wide_a + l * m + i;
+                for (int v = 0; v < 8; v++) eight[v] += a_rows[v] * b_column[l];
+            }
+            memcpy(column + i, eight, sizeof eight);
+        }
+        for (; i < m; i++) {
+            float sum = 0.0f;
+            for (size_t l = 0; l < k; l++) sum += wide_a[l * m + i] * b_column[l];
+            column[i] = sum;
+        }
+    }
+    return values;
+}
+
 int emu_blas_on_device(const char *call, const char *what, const void *p, size_t bytes) {
     if (bytes == 0 || ltc_emu_device_range(p, bytes)) return 1;
     fprintf(stderr, "cuda emulation: %s: %s (%zu bytes at %p) is not device memory (or runs "
@@ -114,19 +156,22 @@ static cublasStatus_t gemm(const char *call, cublasOperation_t transa, cublasOpe
                             emu_blas_matrix_bytes(b_type, b_rows, k + n - b_rows, ldb)) ||
         !emu_blas_on_device(call, "C", c, emu_blas_matrix_bytes(c_type, m, n, ldc)))
         return CUBLAS_STATUS_INVALID_VALUE;
+    // op(A) (m, k) and op(B) (k, n) widened once, then the sums
+    const size_t a_row = transa == CUBLAS_OP_N ? 1 : (size_t)lda;
+    const size_t a_col = transa == CUBLAS_OP_N ? (size_t)lda : 1;
+    const size_t b_row = transb == CUBLAS_OP_N ? 1 : (size_t)ldb;
+    const size_t b_col = transb == CUBLAS_OP_N ? (size_t)ldb : 1;
+    float *sums = emu_blas_sums(m, n, k, a, a_type, a_row, a_col, b, b_type, b_row, b_col);
+    if (!sums) return CUBLAS_STATUS_ALLOC_FAILED;
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
-            float sum = 0.0f;
-            for (int l = 0; l < k; l++) {
-                const size_t ai = transa == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda;
-                const size_t bi = transb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb;
-                sum += emu_blas_load(a, a_type, ai) * emu_blas_load(b, b_type, bi);
-            }
+            const float sum = sums[(size_t)j * m + i];
             const size_t ci = i + (size_t)j * ldc;
             const float v =
                 beta == 0.0f ? alpha * sum : alpha * sum + beta * emu_blas_load(c, c_type, ci);
             emu_blas_store(c, c_type, ci, v);
         }
+    free(sums);
     return CUBLAS_STATUS_SUCCESS;
 }
 

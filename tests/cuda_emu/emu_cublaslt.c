@@ -286,6 +286,14 @@ static size_t element(const EmuLayout *l, uint64_t row, uint64_t col) {
                                           : (size_t)(col * (uint64_t)l->ld + row);
 }
 
+// The distance between neighbouring rows, and columns, of a layout.
+static size_t row_stride(const EmuLayout *l) {
+    return l->order == CUBLASLT_ORDER_ROW ? (size_t)l->ld : 1;
+}
+static size_t column_stride(const EmuLayout *l) {
+    return l->order == CUBLASLT_ORDER_ROW ? 1 : (size_t)l->ld;
+}
+
 // Bytes the matrix spans in memory (0 when empty).
 static size_t layout_bytes(const EmuLayout *l) {
     if (l->order == CUBLASLT_ORDER_ROW)
@@ -470,21 +478,24 @@ static int run_matmul(const void *arguments) {
         return CUBLAS_STATUS_INVALID_VALUE;
     if (c == d && !same_layout(cl, dl))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, call, "C is D in place but laid out apart");
+    // op(A)[i, l] and op(B)[l, j] as strides over each layout's rows and columns
+    const size_t a_rows_stride = row_stride(al), a_cols_stride = column_stride(al);
+    const size_t b_rows_stride = row_stride(bl), b_cols_stride = column_stride(bl);
+    const int a_n = problem.transa == CUBLAS_OP_N, b_n = problem.transb == CUBLAS_OP_N;
+    float *sums = emu_blas_sums(problem.m, problem.n, problem.k, a, al->type,
+                                a_n ? a_rows_stride : a_cols_stride,
+                                a_n ? a_cols_stride : a_rows_stride, b, bl->type,
+                                b_n ? b_rows_stride : b_cols_stride,
+                                b_n ? b_cols_stride : b_rows_stride);
+    if (!sums) return CUBLAS_STATUS_ALLOC_FAILED;
     for (uint64_t j = 0; j < problem.n; j++)
         for (uint64_t i = 0; i < problem.m; i++) {
-            float sum = 0.0f;
-            for (uint64_t l = 0; l < problem.k; l++) {
-                const size_t ai = problem.transa == CUBLAS_OP_N ? element(al, i, l)
-                                                                : element(al, l, i);
-                const size_t bi = problem.transb == CUBLAS_OP_N ? element(bl, l, j)
-                                                                : element(bl, j, l);
-                sum += emu_blas_load(a, al->type, ai) * emu_blas_load(b, bl->type, bi);
-            }
-            float value = alpha_value * sum;
+            float value = alpha_value * sums[j * problem.m + i];
             if (beta_value != 0.0f)
                 value += beta_value * emu_blas_load(c, cl->type, element(cl, i, j));
             if (problem.bias) value += emu_blas_load(dd->bias, dl->type, (size_t)i);
             emu_blas_store(d, dl->type, element(dl, i, j), value);
         }
+    free(sums);
     return CUBLAS_STATUS_SUCCESS;
 }
