@@ -511,7 +511,7 @@ static void test_long_choice_list(void **state) {
 // first and last names and the count, not a list cut in the middle.
 static void test_longer_choice_list_abbreviated(void **state) {
     Fixture *f = *state;
-    static char names[60][16];
+    static char names[60][24];  // room for any int: gcc -O1 warns otherwise
     static const char *many[61];
     for (int i = 0; i < 60; i++) {
         snprintf(names[i], sizeof names[i], "model_%02d", i);
