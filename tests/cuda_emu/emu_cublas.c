@@ -96,6 +96,7 @@ static void widen(const void *x, cudaDataType_t type, size_t rows, size_t cols,
 float *emu_blas_sums(size_t m, size_t n, size_t k, const void *a, cudaDataType_t a_type,
                      size_t a_row, size_t a_col, const void *b, cudaDataType_t b_type,
                      size_t b_row, size_t b_col) {
+    // (one byte more: an empty product is no allocation failure)
     float *values = malloc((m * n + m * k + k * n) * sizeof *values + 1);
     if (!values) return NULL;
     float *wide_a = values + m * n, *wide_b = wide_a + m * k;

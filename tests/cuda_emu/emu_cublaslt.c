@@ -286,12 +286,14 @@ static size_t element(const EmuLayout *l, uint64_t row, uint64_t col) {
                                           : (size_t)(col * (uint64_t)l->ld + row);
 }
 
-// The distance between neighbouring rows, and columns, of a layout.
-static size_t row_stride(const EmuLayout *l) {
-    return l->order == CUBLASLT_ORDER_ROW ? (size_t)l->ld : 1;
-}
-static size_t column_stride(const EmuLayout *l) {
-    return l->order == CUBLASLT_ORDER_ROW ? 1 : (size_t)l->ld;
+// The distances between neighbouring rows and between neighbouring columns
+// of op(X), X laid out as l: op(X)[r, c] is element(l, r, c), or
+// element(l, c, r) when transposed.
+static void op_strides(const EmuLayout *l, cublasOperation_t op, size_t *row, size_t *col) {
+    const size_t rows_apart = l->order == CUBLASLT_ORDER_ROW ? (size_t)l->ld : 1;
+    const size_t cols_apart = l->order == CUBLASLT_ORDER_ROW ? 1 : (size_t)l->ld;
+    *row = op == CUBLAS_OP_N ? rows_apart : cols_apart;
+    *col = op == CUBLAS_OP_N ? cols_apart : rows_apart;
 }
 
 // Bytes the matrix spans in memory (0 when empty).
@@ -478,15 +480,11 @@ static int run_matmul(const void *arguments) {
         return CUBLAS_STATUS_INVALID_VALUE;
     if (c == d && !same_layout(cl, dl))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, call, "C is D in place but laid out apart");
-    // op(A)[i, l] and op(B)[l, j] as strides over each layout's rows and columns
-    const size_t a_rows_stride = row_stride(al), a_cols_stride = column_stride(al);
-    const size_t b_rows_stride = row_stride(bl), b_cols_stride = column_stride(bl);
-    const int a_n = problem.transa == CUBLAS_OP_N, b_n = problem.transb == CUBLAS_OP_N;
-    float *sums = emu_blas_sums(problem.m, problem.n, problem.k, a, al->type,
-                                a_n ? a_rows_stride : a_cols_stride,
-                                a_n ? a_cols_stride : a_rows_stride, b, bl->type,
-                                b_n ? b_rows_stride : b_cols_stride,
-                                b_n ? b_cols_stride : b_rows_stride);
+    size_t a_row, a_col, b_row, b_col;
+    op_strides(al, problem.transa, &a_row, &a_col);
+    op_strides(bl, problem.transb, &b_row, &b_col);
+    float *sums = emu_blas_sums(problem.m, problem.n, problem.k, a, al->type, a_row, a_col, b,
+                                bl->type, b_row, b_col);
     if (!sums) return CUBLAS_STATUS_ALLOC_FAILED;
     for (uint64_t j = 0; j < problem.n; j++)
         for (uint64_t i = 0; i < problem.m; i++) {
