@@ -3,10 +3,16 @@
 // opcode as torch.save writes one (NEWOBJ of the class, BUILD of its
 // __dict__ with _parameters, _buffers, _non_persistent_buffers_set and
 // _modules), reads as its state_dict() names its tensors, "ema" before
-// "model" as Ultralytics loads; and what is not a module tree (classes
+// "model" as Ultralytics loads (with what else Ultralytics' released
+// checkpoints keep in a Detect head's __dict__: its last input shape, a
+// torch.Size, and tensors that are neither parameters nor buffers, which
+// state_dict() leaves out); and what is not a module tree (classes
 // outside torch.nn.modules and ultralytics, a class called, NEWOBJ with
 // arguments, a second BUILD, a child that is no module, a parameter that is
-// no tensor) refused in one line naming it.
+// no tensor) refused in one line naming it. And a checkpoint Ultralytics'
+// own training wrote (tools/make_ultralytics_pt_fixture.py: fine-tuned to 1
+// class from an 80-class model) reads to the tensors torch saved and loads
+// as a yolov8n with that head.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,9 +22,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_fixture.h"
 #include "nn/safetensors.h"
 #include "pickle_builder.h"
+#include "pt_bases.h"
+#include "train/model_source.h"
 #include "weights/pt_reader.h"
+#include "weights/weight_file.h"
+
+#define FIXTURES "tests/fixtures/pt/"
 
 static const PickleTensor WEIGHT = {"weight", 6, 0, 2, {2, 3}, {3, 1}};
 static const PickleTensor MEAN = {"running_mean", 6, 1, 1, {2}, {1}};
@@ -36,8 +48,18 @@ static void put_empty(PickleBytes *b, const char *key) {
     pickle_op(b, '}');
 }
 
+// torch.Size((1, 144, 8, 8)), as pickled (REDUCE of the class on a tuple).
+static void put_size(PickleBytes *b) {
+    pickle_global(b, "torch", "Size");
+    pickle_op(b, '(');
+    const int64_t dims[] = {1, 144, 8, 8};
+    for (int i = 0; i < 4; i++) pickle_int(b, dims[i]);
+    PICKLE_OPS(b, "t\x85R");
+}
+
 // A Conv2d-like leaf: weight, bias None; buffers running_mean and a
-// non-persistent "skip".
+// non-persistent "skip"; a Detect head's "shape" (torch.Size) and
+// "anchors" (a tensor attribute, in no state dict).
 static void put_leaf(PickleBytes *b) {
     begin_module(b, "torch.nn.modules.conv", "Conv2d");
     pickle_str(b, "_parameters");
@@ -56,6 +78,10 @@ static void put_leaf(PickleBytes *b) {
     pickle_str(b, "skip");
     PICKLE_OPS(b, "a\x85R");
     put_empty(b, "_modules");
+    pickle_str(b, "shape");
+    put_size(b);
+    pickle_str(b, "anchors");
+    pickle_tensor(b, &WEIGHT);
     PICKLE_OPS(b, "ub");
 }
 
@@ -148,6 +174,14 @@ static void test_not_a_module_tree_refused(void **state) {
     PICKLE_OPS(&arguments, "K\x01\x85\x81.");
     assert_refused(&arguments, "NEWOBJ with arguments");
 
+    PickleBytes size_of_str = {0};  // torch.Size of other than ints
+    PICKLE_OPS(&size_of_str, "\x80\x02");
+    pickle_global(&size_of_str, "torch", "Size");
+    pickle_op(&size_of_str, '(');
+    pickle_str(&size_of_str, "1");
+    PICKLE_OPS(&size_of_str, "t\x85R.");
+    assert_refused(&size_of_str, "torch.Size called with other than one tuple of ints");
+
     PickleBytes dict_new = {0};
     PICKLE_OPS(&dict_new, "\x80\x02})\x81.");
     assert_refused(&dict_new, "NEWOBJ of a dict");
@@ -187,10 +221,46 @@ static void test_not_a_module_tree_refused(void **state) {
     assert_refused(&parameter, "\"weight\" of torch.nn.modules.conv.Conv2d is a str");
 }
 
+static void read_file(const char *path, SafeTensors *file) {
+    ErrorMessage err = {{0}};
+    if (weight_file_read(path, file, &err) != 0) fail_msg("%s", err.text);
+}
+
+// The fixture's F16 tensors are stride-0 expands of per-channel bases (its
+// twin); the tensor attributes are left out; it loads as its head says.
+static void test_ultralytics_checkpoint_reads(void **state) {
+    SafeTensors pt, bases;
+    read_file(FIXTURES "yolov8n_finetuned.pt", &pt);
+    read_file(FIXTURES "yolov8n_finetuned_bases.safetensors", &bases);
+    assert_int_equal(assert_channel_bases(&pt, &bases), 57);  // yolov8n's BatchNorms' counters
+    assert_non_null(safetensors_find(&pt, "model.22.dfl.conv.weight"));
+    assert_null(safetensors_find(&pt, "model.22.anchors"));  // an attribute, in no state dict
+    safetensors_free(&pt);
+    safetensors_free(&bases);
+
+    Backbone model;
+    ErrorMessage err = {{0}};
+    const BackboneInput input = {1, 32};
+    const ModelSourceOptions options = {.part = "backbone", .frozen = 1};
+    if (model_source_load_backbone_with(FIXTURES "yolov8n_finetuned.pt", &options,
+                                        fixture_backend, &input, 1, &model, NULL, &err))
+        fail_msg("%s", err.text);
+    assert_int_equal(model.spec.kind, BACKBONE_YOLO);
+    assert_string_equal(model.spec.yolo.name, "yolov8n");
+    assert_int_equal(model.spec.yolo.classes, 1);
+    assert_int_equal(model.spec.yolo.class_width, 80);  // the 80-class model's it was tuned from
+    backbone_free(&model);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_module_tree_reads),
         cmocka_unit_test(test_not_a_module_tree_refused),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest files[] = {
+        cmocka_unit_test(test_ultralytics_checkpoint_reads),
+    };
+    return cmocka_run_group_tests_name("module trees", tests, NULL, NULL) +
+           cmocka_run_group_tests_name("Ultralytics' files", files, fixture_backend_create_ref,
+                                       fixture_backend_destroy);
 }

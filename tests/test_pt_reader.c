@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend_fixture.h"
 #include "pickle_builder.h"
+#include "pt_bases.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict_backbone.h"
 #include "train/model_source.h"
@@ -124,25 +125,7 @@ static void test_resnet18_layout(void **state) {
     read_file(FIXTURES "resnet18_expanded_bases.safetensors", &bases);
     assert_string_equal(pt.tensors[0].name, "conv1.weight");
     assert_string_equal(pt.tensors[pt.count - 1].name, "fc.bias");
-    int counters = 0;
-    for (int i = 0; i < pt.count; i++) {
-        const SafeTensor *t = &pt.tensors[i];
-        if (t->dtype == SAFE_I64) {
-            counters++;
-            continue;
-        }
-        const SafeTensor *base = safetensors_find(&bases, t->name);
-        if (!base || t->dtype != SAFE_F32) fail_msg("\"%s\": no F32 base", t->name);
-        const float *values = safetensors_data(&pt, t);
-        const float *channels = safetensors_data(&bases, base);
-        const int64_t per_channel = safe_tensor_elements(t) / t->shape[0];
-        for (int64_t e = 0; e < safe_tensor_elements(t); e++)
-            if (values[e] != channels[e / per_channel])
-                fail_msg("\"%s\" element %lld is not its channel's base value", t->name,
-                         (long long)e);
-    }
-    assert_int_equal(counters, 20);  // one num_batches_tracked per BatchNorm
-    assert_int_equal(pt.count, bases.count + counters);
+    assert_int_equal(assert_channel_bases(&pt, &bases), 20);  // one num_batches_tracked a BN
 
     Backbone model;
     load_backbone(FIXTURES "resnet18_expanded.pt", 32, &model);

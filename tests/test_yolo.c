@@ -387,8 +387,11 @@ static void test_init(void **state) {
 }
 
 // The state dict written reads back into a model detected from the file
-// (yolo_config_from_weights), every tensor equal.
-static void test_save_load(void **state) {
+// (yolo_config_from_weights), every tensor equal: COCO's 80 classes, a
+// head of 3 (a user's fine-tuned model) whose count the file gives, and one
+// of 3 classes on the 80-wide class stack it was fine-tuned from
+// (Ultralytics 8.4 keeps it).
+static void save_load(const char *name, int classes, int class_width) {
     ErrorMessage err;
     YoloConfig config;
     int pretrained;
@@ -396,8 +399,10 @@ static void test_save_load(void **state) {
     const YoloInputShape shape = {1, 32};
     char path[64];
     snprintf(path, sizeof path, "/tmp/ltc-test-yolo-%d.safetensors", (int)getpid());
-    if (yolo_parse_name("yolo11s", &config, &pretrained, &err) ||
-        yolo_declare(&model, fixture_backend, &config, &err) ||
+    if (yolo_parse_name(name, &config, &pretrained, &err)) fail_msg("%s", err.text);
+    config.classes = classes;
+    config.class_width = class_width;
+    if (yolo_declare(&model, fixture_backend, &config, &err) ||
         yolo_allocate(&model, &shape, 1, &err) || yolo_init(&model, 5, &err) ||
         yolo_save(&model, path, &err))
         fail_msg("%s", err.text);
@@ -405,7 +410,11 @@ static void test_save_load(void **state) {
     if (safetensors_read(path, &file, &err)) fail_msg("%s", err.text);
     YoloConfig found;
     if (yolo_config_from_weights(&file, "", &found, &err)) fail_msg("%s", err.text);
-    assert_string_equal(found.name, "yolo11s");
+    assert_string_equal(found.name, name);
+    assert_int_equal(found.classes, classes);
+    const int ch0 = 64;  // P3 of yolov8n and yolo11n
+    const int rule = ch0 > (classes < 100 ? classes : 100) ? ch0 : (classes < 100 ? classes : 100);
+    assert_int_equal(found.class_width, class_width ? class_width : rule);
     if (yolo_declare(&loaded, fixture_backend, &found, &err) ||
         yolo_allocate(&loaded, &shape, 1, &err) ||
         weights_load_from(&file, &loaded.params, &loaded.buffers, &loaded.num_batches_tracked,
@@ -426,6 +435,12 @@ static void test_save_load(void **state) {
     unlink(path);
     yolo_free(&model);
     yolo_free(&loaded);
+}
+
+static void test_save_load(void **state) {
+    save_load("yolo11n", 80, 0);
+    save_load("yolov8n", 3, 0);
+    save_load("yolov8n", 3, 80);
 }
 
 int main(void) {

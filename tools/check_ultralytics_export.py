@@ -16,7 +16,13 @@ generated images), then
      labelled set (4 images, one box each, 1 class: the Detect head is
      rebuilt for it as in any fine-tuning) runs, and changes the backbone;
   4. our reader reads a checkpoint Ultralytics itself saved (YOLO.save):
-     `lightly-train-c export` of it equals its state_dict.
+     `lightly-train-c export` of it equals its state_dict;
+  5. and the checkpoint its fine-tuning of step 3 left (runs/.../last.pt:
+     stripped as Ultralytics' released weights are, a Detect head of the
+     labelled set's 1 class, its last input shape a torch.Size): export of
+     it equals its state_dict, and `train --checkpoint` starts from it and
+     exports its 1-class head unchanged, in an exported_last.pt that
+     ultralytics.YOLO loads.
 Prints one line per check and exits 1 on the first failure. Checked with
 ultralytics 8.4.190 and torch 2.15 (docs/models.md).
 """
@@ -73,6 +79,19 @@ def run(command):
         sys.exit(f"failed: {' '.join(command)}")
 
 
+def reads_back(binary, checkpoint):
+    """`export` of an Ultralytics checkpoint: its tensor count when it equals
+    the model's state_dict (values as stored), else 0."""
+    from safetensors.torch import load_file
+    theirs = torch.load(checkpoint, map_location="cpu", weights_only=False)["model"].state_dict()
+    converted = checkpoint + ".safetensors"
+    run([binary, "export", "--checkpoint", checkpoint, "--out", converted])
+    read = load_file(converted)
+    same = set(read) == set(theirs) and all(
+        torch.equal(read[k].to(theirs[k].dtype), theirs[k]) for k in theirs)
+    return len(theirs) if same else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default="build/lightly-train-c")
@@ -124,14 +143,31 @@ def main():
 
             saved = os.path.join(work, f"{name}_ultralytics.pt")
             YOLO(f"{name}.yaml").save(saved)
-            theirs = torch.load(saved, map_location="cpu", weights_only=False)["model"].state_dict()
-            converted = os.path.join(work, f"{name}_read.safetensors")
-            run([args.bin, "export", "--checkpoint", saved, "--out", converted])
-            read = load_file(converted)
-            same = set(read) == set(theirs) and all(
-                torch.equal(read[k].to(theirs[k].dtype), theirs[k]) for k in theirs)
-            check(same, f"{name}: our reader reads Ultralytics' own checkpoint "
-                        f"({len(theirs)} tensors, F16 as saved)")
+            count = reads_back(args.bin, saved)
+            check(count, f"{name}: our reader reads Ultralytics' own checkpoint "
+                         f"({count} tensors, F16 as saved)")
+
+            tuned = os.path.join(work, "runs", name, "weights", "last.pt")
+            theirs = torch.load(tuned, map_location="cpu", weights_only=False)["model"].state_dict()
+            count = reads_back(args.bin, tuned)
+            check(count, f"{name}: our reader reads the checkpoint Ultralytics' fine-tuning wrote "
+                         f"({count} tensors)")
+            again = os.path.join(work, f"{name}_again")
+            run([args.bin, "train", "--data", os.path.join(work, "unlabelled"), "--out", again,
+                 "--model", f"ultralytics/{name}.yaml", "--checkpoint", tuned, "--method", "simclr",
+                 "--batch-size", "4", "--image-size", "56", "--max-steps", "1", "--threads", "2"])
+            state = load_file(os.path.join(again, "exported_models", "exported_last.safetensors"))
+            detect = f"model.{len(model.model.model) - 1}."
+            head = [k for k in theirs if k.startswith(detect)]
+            same = all(torch.equal(state[k].to(theirs[k].dtype), theirs[k]) for k in head)
+            classes = state[detect + "cv3.0.2.bias"].shape[0]
+            check(same and classes == 1, f"{name}: train --checkpoint of it keeps its 1-class "
+                                         f"Detect head ({len(head)} tensors)")
+            loaded = YOLO(os.path.join(again, "exported_models", "exported_last.pt")).model
+            same = loaded.model[-1].nc == 1 and all(torch.equal(loaded.state_dict()[k], state[k])
+                                          for k in state)
+            check(same, f"{name}: and YOLO() loads that run's exported_last.pt (nc 1, "
+                        "its state_dict the safetensors)")
     print("all checks passed")
     return 0
 

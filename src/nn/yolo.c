@@ -146,7 +146,9 @@ static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, Er
     const int ch0 = model->layers[layer->from[0]].out_channels;
     int box = ch0 / 4 > 64 ? ch0 / 4 : 64;
     if (box < 16) box = 16;
-    const int cls = ch0 > (classes < 100 ? classes : 100) ? ch0 : (classes < 100 ? classes : 100);
+    const int cls = model->config.class_width ? model->config.class_width
+                    : ch0 > (classes < 100 ? classes : 100) ? ch0
+                                                             : (classes < 100 ? classes : 100);
     char name[PARAM_MAX_NAME];
     YoloConv unused;
     for (int stack = 0; stack < 2; stack++)
@@ -546,13 +548,29 @@ static int tables_match(const Yolo *model, const SafeTensors *file, const char *
     return 1;
 }
 
+int yolo_head_from_weights(const SafeTensors *file, const char *prefix, YoloConfig *config) {
+    int count;
+    yolo_yaml_lines(config->family, &count);  // Detect is the YAML's last line
+    char key[SAFETENSORS_MAX_NAME];
+    snprintf(key, sizeof key, "%smodel.%d.cv3.0.2.weight", prefix, count - 1);
+    const SafeTensor *conv = safetensors_find(file, key);
+    // (a bound far above any dataset's: LVIS has 1203 classes, Open Images 601)
+    if (!conv || conv->rank != 4) return 0;
+    for (int d = 0; d < 2; d++)
+        if (conv->shape[d] < 1 || conv->shape[d] > YOLO_MAX_CLASSES) return 0;
+    config->classes = (int)conv->shape[0];
+    config->class_width = (int)conv->shape[1];
+    return 1;
+}
+
 int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloConfig *config,
                              ErrorMessage *err) {
     for (int i = 0; yolo_model_names[i]; i++) {
         int pretrained;
         Yolo probe;
-        if (yolo_parse_name(yolo_model_names[i], config, &pretrained, err) ||
-            yolo_declare(&probe, NULL, config, err)) {
+        if (yolo_parse_name(yolo_model_names[i], config, &pretrained, err)) return -1;
+        yolo_head_from_weights(file, prefix, config);
+        if (yolo_declare(&probe, NULL, config, err)) {
             yolo_free(&probe);
             return -1;
         }

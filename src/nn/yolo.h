@@ -40,6 +40,7 @@
 
 #define YOLO_MAX_NAME 16
 #define YOLO_MAX_LAYERS 24
+#define YOLO_MAX_CLASSES 65536  // a Detect head's nc and width (yolo_head_from_weights)
 
 typedef enum YoloFamily { YOLO_V8, YOLO_11 } YoloFamily;
 
@@ -47,7 +48,9 @@ typedef struct YoloConfig {
     YoloFamily family;
     char scale;                  // 'n', 's', 'm', 'l' or 'x'
     char name[YOLO_MAX_NAME];    // "yolov8s", "yolo11m" (Ultralytics' YAML stem)
-    int classes;                 // the YAML's nc: 80
+    int classes;                 // the YAML's nc: 80, or the initial weights' (yolo_head_from_weights)
+    int class_width;             // the Detect head's class-stack width: 0 for Ultralytics'
+                                 // max(ch0, min(nc, 100)), or the initial weights'
     float bn_momentum, bn_eps;   // 0.03, 1e-3 (Ultralytics' initialize_weights)
 } YoloConfig;
 
@@ -210,9 +213,17 @@ void yolo_feature_map_size(const Yolo *model, int slot, int *height, int *width)
 int yolo_backward_map(Yolo *model, int slot, const Act *dfeatures, const Act *dmap,
                       ErrorMessage *err);
 
+// The Detect head of config's family under prefix in file into config:
+// its classes and class-stack width, the out and in channels of its first
+// level's class conv ("model.<detect>.cv3.0.2.weight"). 1 when found, 0
+// (config unchanged) when the file has none. A model fine-tuned by its
+// user has the nc of their dataset, and when it was fine-tuned from an
+// 80-class one (Ultralytics 8.4) the old head's width of 80 with it; one
+// of Ultralytics' other releases (Open Images: 601) has its own.
+int yolo_head_from_weights(const SafeTensors *file, const char *prefix, YoloConfig *config);
 // The model whose state dict (Ultralytics' names, torch shapes) lies under
 // prefix in file: every tensor of its tables present with its shape (extra
-// tensors are the loader's to refuse).
+// tensors are the loader's to refuse), its classes the file's.
 int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloConfig *config,
                              ErrorMessage *err);
 // The state dict's anchor: "model.0.conv.weight" with "model.1.conv.weight".

@@ -219,8 +219,12 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
         {method->global_views * setup->batch, method->global_size},
         {method->local_views * setup->batch, method->local_size},
     };
-    if (method_check_sizes(&setup->backbone, method, err)) return -1;
-    if (backbone_create(&method->backbone, backend, &setup->backbone, inputs,
+    BackboneSpec spec = setup->backbone;
+    if (spec.kind == BACKBONE_YOLO && setup->shape_weights &&
+        method_yolo_head_from(&spec.yolo, setup->shape_weights, err))
+        return error_prefix(err, setup->initial_weights ? "--checkpoint" : "--resume");
+    if (method_check_sizes(&spec, method, err)) return -1;
+    if (backbone_create(&method->backbone, backend, &spec, inputs,
                         method->local_views ? 2 : 1, setup->seed, err))
         return error_prefix(err, "backbone"), -1;
     if (setup->initial_weights &&
@@ -415,32 +419,73 @@ static int load_state_dict(void *context, SafeTensors *file, const char *prefix,
     return into->model->ops->load(into->model, file, prefix, err);
 }
 
-int method_load_backbone_weights(Backbone *model, const char *path, int *adapted,
+// Our checkpoint's backbone to start from (its export part's tensors under
+// prefix) to a loader.
+typedef int (*CheckpointBackboneLoader)(void *context, Checkpoint *checkpoint, const char *prefix,
+                                        ErrorMessage *err);
+
+// Hands the initial weights at path (a weights name is downloaded first,
+// weights/resolve.h) to load_dict, with its backbone's prefix, when
+// they are a state dict of any kind, or to load_checkpoint when they are
+// our checkpoint. Errors name the path.
+static int visit_initial_weights(const char *path, StateDictBackboneLoader load_dict,
+                                 CheckpointBackboneLoader load_checkpoint, void *context,
                                  ErrorMessage *err) {
-    char local_path[4096];  // a weights name's downloaded file (weights/resolve.h)
+    char local_path[4096];
     if (weights_local_path(path, local_path, sizeof local_path, err)) return -1;
     path = local_path;
     int is_checkpoint;
     WeightFileKind kind;
     if (checkpoint_sniff(path, &is_checkpoint, &kind, err)) return -1;  // names the path
     if (!is_checkpoint) {
-        InitialWeights into = {model, adapted};
         char prefix[SAFETENSORS_MAX_NAME];  // "module.", "backbone.", ...
-        return weight_file_load_backbone(path, kind, load_state_dict, &into, prefix,
-                                         sizeof prefix, err);  // names the path
+        return weight_file_load_backbone(path, kind, load_dict, context, prefix, sizeof prefix,
+                                         err);  // names the path
     }
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;
     const char *part = checkpoint_meta(&checkpoint, "export_part");
     char prefix[64];
     snprintf(prefix, sizeof prefix, "%s.", part ? part : "backbone");
-    const int status = adapt_input_layer(model, &checkpoint.tensors, adapted, err) ||
-                       checkpoint_load_parameters(&checkpoint, prefix, model->params,
-                                                  model->buffers, model->num_batches_tracked,
-                                                  err);
+    const int status = load_checkpoint(context, &checkpoint, prefix, err);
     checkpoint_free(&checkpoint);
     if (status) error_prefix(err, "%s", path);
     return status ? -1 : 0;
+}
+
+// A CheckpointBackboneLoader of initial weights into the model.
+static int load_checkpoint_backbone(void *context, Checkpoint *checkpoint, const char *prefix,
+                                    ErrorMessage *err) {
+    InitialWeights *into = context;
+    Backbone *model = into->model;
+    return adapt_input_layer(model, &checkpoint->tensors, into->adapted, err) ||
+                   checkpoint_load_parameters(checkpoint, prefix, model->params, model->buffers,
+                                              model->num_batches_tracked, err)
+               ? -1
+               : 0;
+}
+
+int method_load_backbone_weights(Backbone *model, const char *path, int *adapted,
+                                 ErrorMessage *err) {
+    InitialWeights into = {model, adapted};
+    return visit_initial_weights(path, load_state_dict, load_checkpoint_backbone, &into, err);
+}
+
+// Loaders that read a YOLO Detect head's classes and width into a YoloConfig.
+static int read_yolo_head(void *context, SafeTensors *file, const char *prefix, int anchored,
+                          ErrorMessage *err) {
+    (void)anchored, (void)err;
+    yolo_head_from_weights(file, prefix, context);
+    return 0;
+}
+
+static int read_checkpoint_yolo_head(void *context, Checkpoint *checkpoint, const char *prefix,
+                                     ErrorMessage *err) {
+    return read_yolo_head(context, &checkpoint->tensors, prefix, 1, err);
+}
+
+int method_yolo_head_from(YoloConfig *config, const char *path, ErrorMessage *err) {
+    return visit_initial_weights(path, read_yolo_head, read_checkpoint_yolo_head, config, err);
 }
 
 float *method_loss(Method *method) { return method->record + METHOD_RECORD_LOSS; }

@@ -103,6 +103,10 @@ typedef struct MethodSetup {
     long total_steps;       // schedules (EMA momentum, teacher temperature)
     uint64_t seed;
     const char *initial_weights;    // --checkpoint: backbone weights, or NULL
+    // The weights that also set what --model leaves open (a YOLO Detect
+    // head's classes: method_yolo_head_from): --checkpoint, or the
+    // run's last.ckpt on --resume; NULL: --model's defaults.
+    const char *shape_weights;
     const char *const *args;        // --method-arg "key=value" entries
     int arg_count;
     // Data parallel: the ranks (NULL: one process). With several ranks,
@@ -305,6 +309,11 @@ int method_arg_bool(const MethodSetup *setup, const char *key, int fallback, int
 // (nn/input_adapt.h); *adapted: how many tensors were (0: none).
 int method_load_backbone_weights(Backbone *model, const char *path, int *adapted,
                                  ErrorMessage *err);
+// A YOLO student takes the Detect head of its initial weights at path: its
+// classes and class-stack width (nn/yolo.h: yolo_head_from_weights; kept
+// when the file has none), so that a user's fine-tuned checkpoint loads and
+// its export hands the same head back. Errors name the path.
+int method_yolo_head_from(YoloConfig *config, const char *path, ErrorMessage *err);
 // target parameters = momentum * target + (1 - momentum) * source (lightly's
 // update_momentum: parameters only, buffers are the teacher's own).
 void method_ema_update(Backend *backend, ParameterSet *target, const ParameterSet *source,

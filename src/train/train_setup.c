@@ -234,6 +234,9 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         .total_steps = run->total_steps,
         .seed = config->seed,
         .initial_weights = config->checkpoint,
+        .shape_weights = config->checkpoint ? config->checkpoint
+                         : config->resume   ? run->checkpoint_path
+                                            : NULL,
         .args = config->method_args.items,
         .arg_count = config->method_args.count,
         .comm = run->comm,

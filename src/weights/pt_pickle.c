@@ -53,6 +53,7 @@ static const struct {
     {"collections", "OrderedDict", PT_GLOBAL_ORDERED_DICT, SAFE_F32},
     {"torch._utils", "_rebuild_tensor_v2", PT_GLOBAL_REBUILD_TENSOR, SAFE_F32},
     {"torch._utils", "_rebuild_parameter", PT_GLOBAL_REBUILD_PARAMETER, SAFE_F32},
+    {"torch", "Size", PT_GLOBAL_SIZE, SAFE_F32},
     {"torch", "FloatStorage", PT_GLOBAL_STORAGE_TYPE, SAFE_F32},
     {"torch", "HalfStorage", PT_GLOBAL_STORAGE_TYPE, SAFE_F16},
     {"torch", "BFloat16Storage", PT_GLOBAL_STORAGE_TYPE, SAFE_BF16},
@@ -540,14 +541,23 @@ static int rebuild_tensor(Machine *m, const PtValue *args) {
     return push(m, value);
 }
 
+// (tuple of ints,): torch.Size's one argument.
+static int is_int_tuple_argument(const PtValue *args) {
+    if (args->as.items.count != 1 || args->as.items.items[0]->kind != PT_TUPLE) return 0;
+    const PtValue *tuple = args->as.items.items[0];
+    for (size_t i = 0; i < tuple->as.items.count; i++)
+        if (tuple->as.items.items[i]->kind != PT_INT) return 0;
+    return 1;
+}
+
 static int op_reduce(Machine *m) {
     PtValue *args = pop(m);
     PtValue *callable = args ? pop(m) : NULL;
     if (!callable) return -1;
     if (callable->kind != PT_GLOBAL || callable->as.global.which == PT_GLOBAL_STORAGE_TYPE ||
         callable->as.global.which == PT_GLOBAL_CLASS)
-        return fail(m, "REDUCE of a %s: only OrderedDict, set, _rebuild_tensor_v2 and "
-                       "_rebuild_parameter may be called",
+        return fail(m, "REDUCE of a %s: only OrderedDict, set, torch.Size, _rebuild_tensor_v2 "
+                       "and _rebuild_parameter may be called",
                     callable->kind != PT_GLOBAL ? pt_kind_name(callable->kind)
                     : callable->as.global.which == PT_GLOBAL_CLASS ? callable->as.global.name
                                                                    : "storage type");
@@ -568,6 +578,10 @@ static int op_reduce(Machine *m) {
         case PT_GLOBAL_SET:  // set(list): the list stands for it
             if (args->as.items.count != 1 || args->as.items.items[0]->kind != PT_LIST)
                 return fail(m, "%s", "set called with other than one list");
+            return push(m, args->as.items.items[0]);
+        case PT_GLOBAL_SIZE:  // torch.Size(tuple of ints): the tuple stands for it
+            if (!is_int_tuple_argument(args))
+                return fail(m, "%s", "torch.Size called with other than one tuple of ints");
             return push(m, args->as.items.items[0]);
         case PT_GLOBAL_STORAGE_TYPE:
         case PT_GLOBAL_CLASS:

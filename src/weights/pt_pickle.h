@@ -11,10 +11,13 @@
 //
 // and, for a whole pickled model (Ultralytics' checkpoints: torch.save of
 // a dict holding a DetectionModel), the classes of the modules
-// `torch.nn.modules.*` and `ultralytics.*` and `builtins.set`: a class is
-// never called, only named: NEWOBJ with no arguments makes an opaque
-// object (PT_OBJECT, its class named) and BUILD gives it its __dict__ (a
-// dict); REDUCE of set on a list gives the list. Every other global, every
+// `torch.nn.modules.*` and `ultralytics.*`, `builtins.set` and
+// `torch.Size`: a class is never called, only named: NEWOBJ with no
+// arguments makes an opaque object (PT_OBJECT, its class named) and BUILD
+// gives it its __dict__ (a dict); REDUCE of set on a list gives the list,
+// of torch.Size on a tuple of ints the tuple (Ultralytics' released
+// checkpoints keep the Detect head's last input shape, a torch.Size, in
+// its __dict__). Every other global, every
 // REDUCE of something else, BUILD on anything but such an object or a dict
 // (an OrderedDict's `_metadata`, dropped), and every opcode outside the list
 // in pt_pickle.c are refused with one line naming the opcode or the global
@@ -62,6 +65,7 @@ typedef enum PtGlobal {
     PT_GLOBAL_STORAGE_TYPE,  // dtype says which
     PT_GLOBAL_CLASS,         // a module's class (name says which): NEWOBJ only
     PT_GLOBAL_SET,           // builtins.set
+    PT_GLOBAL_SIZE,          // torch.Size
 } PtGlobal;
 
 typedef struct PtValue PtValue;

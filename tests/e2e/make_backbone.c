@@ -1,11 +1,12 @@
 // Writes a freshly initialised backbone for the end-to-end tests (a
 // distillation teacher, nothing downloaded):
-//   make_backbone OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE [random-norms|calibrated]]]
+//   make_backbone OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE|CLASSES [random-norms|calibrated]]]
 // MODEL is a --model name (resnet18, vit_t14, vit_s14_reg4, ...), SEED its
 // initialisation, IMAGE_SIZE a ViT's position grid (default 224),
 // LAYER_SCALE a ViT's initial LayerScale gammas (default, or "-", the
 // preset's 1e-5, which leaves the class token almost the same for every
-// image). random-norms: BatchNorm / LayerNorm weights, biases and running
+// image), CLASSES a YOLO's Detect head's class count (default, or "-", 80:
+// another stands for a user's fine-tuned checkpoint). random-norms: BatchNorm / LayerNorm weights, biases and running
 // statistics, linear biases (a key bias held at zero stays zero) and the
 // class and register tokens drawn at random instead of their initial 1, 0
 // and tiny values (a ConvNeXt's layer scales too), so that an export that
@@ -110,7 +111,7 @@ static int calibrate_statistics(Backbone *backbone, int batch, int image_size, u
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 7 ||
         (argc == 7 && strcmp(argv[6], "random-norms") != 0 && strcmp(argv[6], "calibrated") != 0)) {
-        fprintf(stderr, "usage: %s OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE "
+        fprintf(stderr, "usage: %s OUT MODEL SEED [IMAGE_SIZE [LAYER_SCALE|CLASSES "
                         "[random-norms|calibrated]]]\n", argv[0]);
         return 2;
     }
@@ -122,7 +123,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "make_backbone: %s\n", err.text);
         return 2;
     }
-    if (argc >= 6 && strcmp(argv[5], "-") != 0) {
+    if (argc >= 6 && strcmp(argv[5], "-") != 0 && spec.kind == BACKBONE_YOLO) {
+        spec.yolo.classes = atoi(argv[5]);
+        if (spec.yolo.classes < 1 || spec.yolo.classes > YOLO_MAX_CLASSES) {
+            fprintf(stderr, "make_backbone: CLASSES: %s is not 1 .. %d\n", argv[5],
+                    YOLO_MAX_CLASSES);
+            return 2;
+        }
+    } else if (argc >= 6 && strcmp(argv[5], "-") != 0) {
         if (spec.kind != BACKBONE_VIT || !spec.vit.layer_scale) {
             fprintf(stderr, "make_backbone: LAYER_SCALE: %s has no LayerScale\n", argv[2]);
             return 2;

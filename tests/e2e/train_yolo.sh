@@ -7,6 +7,7 @@
 # detection model in Ultralytics' names, its neck and head exactly as
 # initialised (as LightlyTrain's optimizer never sees them) and its
 # backbone trained; `embed` reads it back (pooled features, 256 wide);
+# a user's checkpoint of other than 80 classes trains, exports and resumes;
 # a 4-channel YOLO is refused in one line (exit 2).
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -77,6 +78,28 @@ done
 "$bin" export --checkpoint "$one" --out "$work/again.pt" >/dev/null 2>&1 || fail "export --out .pt of a YOLO"
 expect_only 2 "\.pt is Ultralytics' checkpoint, written for YOLO models only" -- \
   "$bin" export --checkpoint "$work/vit_t14.safetensors" --out "$work/vit.pt"
+
+# A user's fine-tuned checkpoint (a Detect head for the 3 classes of their
+# dataset, not COCO's 80), in Ultralytics' .pt: the student takes its class
+# count, trains, and exports the same head (exported_last.pt reads back to
+# the safetensors); a resume (no --checkpoint then) builds the same model
+# from the run's last.ckpt.
+"$build/tests/e2e/make_backbone" "$work/nc3.safetensors" ultralytics/yolov8n.yaml 7 56 3 >/dev/null &&
+  "$bin" export --checkpoint "$work/nc3.safetensors" --out "$work/nc3.pt" >/dev/null 2>&1 ||
+  fail "a yolov8n .pt of 3 classes"
+run nc3 ultralytics/yolov8n.yaml simclr 2 --checkpoint "$work/nc3.pt"
+nc3="$work/nc3/exported_models/exported_last.safetensors"
+"$tool" list "$nc3" | grep -q -F "model.22.cv3.2.2.bias	F32	3" ||
+  fail "the export's head is not the checkpoint's, of 3 classes"
+"$tool" extract "$nc3" model.22. "$work/one.st" >/dev/null &&
+  "$tool" extract "$work/nc3.safetensors" model.22. "$work/two.st" >/dev/null &&
+  "$build/tests/e2e/compare_weights" "$work/one.st" "$work/two.st" 0 0 >/dev/null ||
+  fail "the 3-class head is not the checkpoint's"
+"$bin" export --checkpoint "$work/nc3/exported_models/exported_last.pt" --out "$work/back3.safetensors" \
+  >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$nc3" "$work/back3.safetensors" 0 0 >/dev/null ||
+  fail "the 3-class exported_last.pt does not read back to its safetensors"
+output=$("$bin" train "${common[@]}" --out "$work/nc3" --model ultralytics/yolov8n.yaml --method simclr \
+  --max-steps 2 --resume 2>&1) || fail "resume of the 3-class run: $output"
 
 # embed reads the export back: the pooled last backbone layer (yolov8n: 256).
 output=$("$bin" embed --data "$images" --checkpoint "$one" --out "$work/emb.csv" --image-size 64 \
