@@ -554,8 +554,8 @@ int yolo_head_from_weights(const SafeTensors *file, const char *prefix, YoloConf
     char key[SAFETENSORS_MAX_NAME];
     snprintf(key, sizeof key, "%smodel.%d.cv3.0.2.weight", prefix, count - 1);
     const SafeTensor *conv = safetensors_find(file, key);
-    // (a bound far above any dataset's: LVIS has 1203 classes, Open Images 601)
     if (!conv || conv->rank != 4) return 0;
+    // (a bound far above any dataset's: LVIS has 1203 classes, Open Images 601)
     for (int d = 0; d < 2; d++)
         if (conv->shape[d] < 1 || conv->shape[d] > YOLO_MAX_CLASSES) return 0;
     config->classes = (int)conv->shape[0];
