@@ -72,8 +72,8 @@ static void test_resize_avx2_matches_scalar(void **state) {
     for (size_t c = 0; c < RESIZE_CASES; c++) {
         const ResizeCase *k = &resize_cases[c];
         TestImage source = random_image(k->source_width, k->source_height, c % 3 * 5, 100 + c);
-        assert_int_equal(resize_table(&columns, k->x, k->width, k->source_width, k->out_width, k->flip), 0);
-        assert_int_equal(resize_table(&rows, k->y, k->height, k->source_height, k->out_height, 0), 0);
+        assert_int_equal(resize_table(&columns, k->x, k->width, k->source_width, k->out_width, k->flip, RESIZE_ANTIALIASED), 0);
+        assert_int_equal(resize_table(&rows, k->y, k->height, k->source_height, k->out_height, 0, RESIZE_ANTIALIASED), 0);
         int first, end, first_column, end_column;
         resample_table_span(&rows, &first, &end);
         resample_table_span(&columns, &first_column, &end_column);
@@ -182,11 +182,11 @@ static void check_resize_against_reference(const ResizeCase *cases, size_t count
         double *want = malloc(bytes * sizeof *want);
         ErrorMessage err;
         if (order == RESAMPLE_ORDER_AUTO) {
-            assert_int_equal(resize_rgb(&source.image, k->x, k->y, k->width, k->height, k->flip, k->out_width,
+            assert_int_equal(resize_rgb(&source.image, k->x, k->y, k->width, k->height, k->flip, RESIZE_ANTIALIASED, k->out_width,
                                         k->out_height, out, values, &columns, &rows, &buffer, &err), 0);
         } else {
-            assert_int_equal(resize_table(&columns, k->x, k->width, k->source_width, k->out_width, k->flip), 0);
-            assert_int_equal(resize_table(&rows, k->y, k->height, k->source_height, k->out_height, 0), 0);
+            assert_int_equal(resize_table(&columns, k->x, k->width, k->source_width, k->out_width, k->flip, RESIZE_ANTIALIASED), 0);
+            assert_int_equal(resize_table(&rows, k->y, k->height, k->source_height, k->out_height, 0, RESIZE_ANTIALIASED), 0);
             assert_int_equal(resample_separable_with(source.image.pixels, source.image.stride, source.image.pixels + source.bytes,
                                                      &columns, &rows, &buffer, out, values, order, cpu_has_avx2()), 0);
         }
@@ -222,7 +222,7 @@ static void test_resize_halving_is_block_mean(void **state) {
     uint8_t out[4 * 3 * 3];
     ResampleTable columns = {0}, rows = {0};
     ResampleBuffer buffer = {0};
-    assert_int_equal(resize_rgb(&source.image, 0, 0, 8, 6, 0, 4, 3, out, 12, &columns, &rows, &buffer, NULL), 0);
+    assert_int_equal(resize_rgb(&source.image, 0, 0, 8, 6, 0, RESIZE_ANTIALIASED, 4, 3, out, 12, &columns, &rows, &buffer, NULL), 0);
     const Image *im = &source.image;
     for (int y = 0; y < 3; y++)
         for (int x = 0; x < 4; x++)
@@ -248,7 +248,7 @@ static void test_resize_constant_stays_constant(void **state) {
         memset(source.image.pixels, value, source.bytes);
         const size_t bytes = (size_t)k->out_width * k->out_height * 3;
         uint8_t *out = malloc(bytes);
-        assert_int_equal(resize_rgb(&source.image, k->x, k->y, k->width, k->height, k->flip, k->out_width,
+        assert_int_equal(resize_rgb(&source.image, k->x, k->y, k->width, k->height, k->flip, RESIZE_ANTIALIASED, k->out_width,
                                     k->out_height, out, (size_t)k->out_width * 3, &columns, &rows, &buffer, NULL), 0);
         for (size_t i = 0; i < bytes; i++) assert_int_equal(out[i], value);
         free(out);
@@ -266,8 +266,8 @@ static void test_resize_flip_is_mirror(void **state) {
     TestImage source = random_image(300, 200, 4, 5);
     const int size = 57;
     uint8_t plain[57 * 57 * 3], flipped[57 * 57 * 3];
-    assert_int_equal(resize_rgb(&source.image, 10.5, 3.25, 250.0, 180.5, 0, size, size, plain, size * 3, &columns, &rows, &buffer, NULL), 0);
-    assert_int_equal(resize_rgb(&source.image, 10.5, 3.25, 250.0, 180.5, 1, size, size, flipped, size * 3, &columns, &rows, &buffer, NULL), 0);
+    assert_int_equal(resize_rgb(&source.image, 10.5, 3.25, 250.0, 180.5, 0, RESIZE_ANTIALIASED, size, size, plain, size * 3, &columns, &rows, &buffer, NULL), 0);
+    assert_int_equal(resize_rgb(&source.image, 10.5, 3.25, 250.0, 180.5, 1, RESIZE_ANTIALIASED, size, size, flipped, size * 3, &columns, &rows, &buffer, NULL), 0);
     for (int y = 0; y < size; y++)
         for (int x = 0; x < size; x++)
             assert_memory_equal(&flipped[(y * size + x) * 3], &plain[(y * size + size - 1 - x) * 3], 3);
@@ -283,7 +283,7 @@ static void test_resize_rejects_outside_rectangle(void **state) {
     ResampleBuffer buffer = {0};
     uint8_t out[12];
     ErrorMessage err = {{0}};
-    assert_int_equal(resize_rgb(&source.image, 5, 0, 6, 10, 0, 2, 2, out, 6, &columns, &rows, &buffer, &err), -1);
+    assert_int_equal(resize_rgb(&source.image, 5, 0, 6, 10, 0, RESIZE_ANTIALIASED, 2, 2, out, 6, &columns, &rows, &buffer, &err), -1);
     assert_non_null(strstr(err.text, "not inside"));
     resample_table_free(&columns);
     resample_table_free(&rows);
@@ -395,6 +395,60 @@ static void test_blur_matches_reference(void **state) {
     resample_buffer_free(&buffer);
 }
 
+// OpenCV's INTER_LINEAR at one axis position (what albumentations' Resize,
+// and so LightlyTrain's embed, call): source coordinate (i + 0.5) * scale -
+// 0.5, its two neighbours, both clamped to the image.
+static void linear_taps(int i, double scale, int size, int *a, int *b, double *fraction) {
+    const double at = (i + 0.5) * scale - 0.5;
+    const int left = (int)floor(at);
+    *fraction = at - left;
+    *a = left < 0 ? 0 : left > size - 1 ? size - 1 : left;
+    *b = left + 1 < 0 ? 0 : left + 1 > size - 1 ? size - 1 : left + 1;
+}
+
+// RESIZE_BILINEAR reads two pixels a side at every scale, shrinking by 4.2x
+// too (no antialiasing), within one level of the exact interpolation; the
+// training views' filter averages there instead.
+static void test_resize_bilinear_is_opencv_linear(void **state) {
+    enum { W = 97, H = 41, OW = 23, OH = 57 };  // shrink x 4.2x, grow y
+    TestImage source = random_image(W, H, 5, 11);
+    uint8_t out[OH * OW * 3], averaged[OH * OW * 3];
+    ResampleTable columns = {0}, rows = {0};
+    ResampleBuffer buffer = {0};
+    assert_int_equal(resize_rgb(&source.image, 0, 0, W, H, 0, RESIZE_BILINEAR, OW, OH, out,
+                                OW * 3, &columns, &rows, &buffer, NULL), 0);
+    assert_int_equal(columns.max_taps, 2);
+    assert_int_equal(resize_rgb(&source.image, 0, 0, W, H, 0, RESIZE_ANTIALIASED, OW, OH, averaged,
+                                OW * 3, &columns, &rows, &buffer, NULL), 0);
+    const Image *im = &source.image;
+    int far = 0;
+    for (int y = 0; y < OH; y++) {
+        int y0, y1, x0, x1;
+        double fy, fx;
+        linear_taps(y, (double)H / OH, H, &y0, &y1, &fy);
+        for (int x = 0; x < OW; x++) {
+            linear_taps(x, (double)W / OW, W, &x0, &x1, &fx);
+            for (int c = 0; c < 3; c++) {
+                const uint8_t *p = im->pixels + c;
+                const double top = (1 - fx) * p[(size_t)y0 * im->stride + (size_t)x0 * 3] +
+                                   fx * p[(size_t)y0 * im->stride + (size_t)x1 * 3];
+                const double bottom = (1 - fx) * p[(size_t)y1 * im->stride + (size_t)x0 * 3] +
+                                      fx * p[(size_t)y1 * im->stride + (size_t)x1 * 3];
+                const double exact = (1 - fy) * top + fy * bottom;
+                const uint8_t got = out[(y * OW + x) * 3 + c];
+                if (fabs(got - exact) > 1.0)
+                    fail_msg("(%d, %d, %d): %d, OpenCV's linear %.3f", x, y, c, got, exact);
+                far += abs(got - averaged[(y * OW + x) * 3 + c]) > 8;
+            }
+        }
+    }
+    assert_true(far > OH * OW / 4);  // random pixels: averaging 4 of them is another image
+    resample_table_free(&columns);
+    resample_table_free(&rows);
+    resample_buffer_free(&buffer);
+    free(source.image.pixels);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resize_avx2_matches_scalar),
@@ -404,6 +458,7 @@ int main(void) {
         cmocka_unit_test(test_resize_constant_stays_constant),
         cmocka_unit_test(test_resize_flip_is_mirror),
         cmocka_unit_test(test_resize_rejects_outside_rectangle),
+        cmocka_unit_test(test_resize_bilinear_is_opencv_linear),
         cmocka_unit_test(test_blur_avx2_matches_scalar),
         cmocka_unit_test(test_blur_radius),
         cmocka_unit_test(test_blur_constant_and_mean),

@@ -295,7 +295,7 @@ static void test_render_order(void **state) {
     assert_int_equal(view_render(t, &p, &image, (PixelRect){0, 0, 100, 80}, got, scratch, &err), 0);
     ResampleTable columns = {0}, rows = {0};
     ResampleBuffer buffer = {0};
-    assert_int_equal(resize_rgb(&image, 10, 5, 70, 60, 1, 48, 48, want, 48 * 3, &columns, &rows, &buffer, NULL), 0);
+    assert_int_equal(resize_rgb(&image, 10, 5, 70, 60, 1, RESIZE_ANTIALIASED, 48, 48, want, 48 * 3, &columns, &rows, &buffer, NULL), 0);
     color_hue(want, 48 * 48, 0.05f);
     color_saturation(want, 48 * 48, 1.2f);
     color_brightness(want, 48 * 48, 1.3f);

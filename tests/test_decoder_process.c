@@ -503,9 +503,27 @@ static void test_loader_stops_when_no_process_starts(void **state) {
     assert_int_equal(atomic_load(&warnings.count), 0);
 }
 
+// An embedding's resize_only view asks for the image at full resolution
+// (LightlyTrain's embed resizes full-resolution pixels with no
+// antialiasing: a DCT-scaled decode would give other pixels); a training
+// view at the same size takes a reduced decode.
+static void test_resize_only_decodes_full_resolution(void **state) {
+    const ImageInfo info = {.width = 640, .height = 480};
+    ViewSet views;
+    LoadPlan plan;
+    view_set_resize(&views, 224);
+    load_plan(&views, 1, 0, 2, &info, 0, &plan);
+    assert_int_equal(plan.request.min_width, 640);
+    assert_int_equal(plan.request.min_height, 480);
+    view_set_simclr(&views, 64);
+    load_plan(&views, 1, 0, 2, &info, 0, &plan);
+    assert_true(plan.request.min_width < plan.request.region.width);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_pixels_as_in_process),
+        cmocka_unit_test(test_resize_only_decodes_full_resolution),
         cmocka_unit_test(test_views_same_as_in_process),
         cmocka_unit_test(test_crash_and_hang_fail_one_file),
         cmocka_unit_test(test_crash_with_a_request_queued_behind_it),

@@ -250,7 +250,7 @@ static void test_resize_only_view_is_the_plain_resize(void **state) {
     ResampleTable columns = {0}, rows = {0};
     ResampleBuffer buffer = {0};
     ErrorMessage err;
-    assert_int_equal(resize_rgb(&source, 0, 0, W, H, 0, SIZE, SIZE, expected, SIZE * 3, &columns,
+    assert_int_equal(resize_rgb(&source, 0, 0, W, H, 0, RESIZE_BILINEAR, SIZE, SIZE, expected, SIZE * 3, &columns,
                                 &rows, &buffer, &err),
                      0);
     AugmentScratch *scratch = augment_scratch_create();
@@ -515,7 +515,7 @@ static void test_embed_dataset_matches_manual_forward(void **state) {
         image_size_of(source, &width, &height);
         fixture_pattern(rgb, width, height, (uint32_t)source);
         const Image image = {rgb, width, height, (size_t)width * 3};
-        assert_int_equal(resize_rgb(&image, 0, 0, width, height, 0, SIZE, SIZE, pixels, SIZE * 3,
+        assert_int_equal(resize_rgb(&image, 0, 0, width, height, 0, RESIZE_BILINEAR, SIZE, SIZE, pixels, SIZE * 3,
                                     &columns, &rows, &buffer, &err),
                          0);
         for (int p = 0; p < SIZE * SIZE * 3; p++)

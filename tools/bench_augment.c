@@ -55,16 +55,16 @@ static void prepare(Bench *b) {
     const Image *s = &b->source;
     switch (b->kernel) {
         case K_RESIZE_SHRINK: case K_HORIZONTAL: case K_VERTICAL: case K_WIDEN: case K_NARROW:
-            resize_table(&b->columns, 0, 448, s->width, SIZE, 1);
-            resize_table(&b->rows, 0, 448, s->height, SIZE, 0);
+            resize_table(&b->columns, 0, 448, s->width, SIZE, 1, RESIZE_ANTIALIASED);
+            resize_table(&b->rows, 0, 448, s->height, SIZE, 0, RESIZE_ANTIALIASED);
             break;
         case K_RESIZE_FRACTIONAL:
-            resize_table(&b->columns, 37.3, 401.4, s->width, SIZE, 0);
-            resize_table(&b->rows, 12.7, 333.1, s->height, SIZE, 0);
+            resize_table(&b->columns, 37.3, 401.4, s->width, SIZE, 0, RESIZE_ANTIALIASED);
+            resize_table(&b->rows, 12.7, 333.1, s->height, SIZE, 0, RESIZE_ANTIALIASED);
             break;
         case K_RESIZE_GROW:
-            resize_table(&b->columns, 100, 160, s->width, SIZE, 0);
-            resize_table(&b->rows, 50, 160, s->height, SIZE, 0);
+            resize_table(&b->columns, 100, 160, s->width, SIZE, 0, RESIZE_ANTIALIASED);
+            resize_table(&b->rows, 50, 160, s->height, SIZE, 0, RESIZE_ANTIALIASED);
             break;
         case K_BLUR_1: case K_BLUR_2:
             blur_table(&b->columns, SIZE, b->kernel == K_BLUR_1 ? 1.0f : 2.0f);

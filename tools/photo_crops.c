@@ -101,7 +101,7 @@ static int write_crop(const Image *photo, Rng *rng, int min_side, int max_side, 
     const int out_width = (int)lround(width * scale), out_height = (int)lround(height * scale);
     uint8_t *rgb = malloc((size_t)out_width * out_height * 3);
     if (!rgb) return error_set(err, "out of memory");
-    int status = resize_rgb(photo, x, y, width, height, rng_bernoulli(rng, 0.5f), out_width,
+    int status = resize_rgb(photo, x, y, width, height, rng_bernoulli(rng, 0.5f), RESIZE_ANTIALIASED, out_width,
                             out_height, rgb, (size_t)out_width * 3, columns, rows, buffer, err);
     if (status == 0)
         status = write_jpeg(path, rgb, out_width, out_height, 75 + (int)rng_below(rng, 21), err);

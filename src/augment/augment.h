@@ -37,8 +37,11 @@ typedef struct ViewTransform {
     float blur_p, blur_sigma_min, blur_sigma_max;  // Gaussian blur
     float solarize_p, solarize_threshold;          // threshold in [0, 1]
     // 1: a plain resize of the whole image to size x size (aspect ratio not
-    // kept, as LightlyTrain's embed transform): view_sample draws nothing and
-    // returns the full image as the crop with every other op off.
+    // kept), as LightlyTrain's embed transform (albumentations' Resize):
+    // decoded at full resolution (load_plan) and resized bilinearly at every
+    // scale, no antialiasing (OpenCV's INTER_LINEAR; resize.h's
+    // RESIZE_BILINEAR); view_sample draws nothing and returns the full image
+    // as the crop with every other op off.
     int resize_only;
     // Channels (0 means 3): images are read as input_channels, the view
     // carries `channels`. Fewer than input_channels is LightlyTrain's

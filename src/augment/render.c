@@ -93,6 +93,11 @@ static int check_render(const ViewTransform *transform, const ViewParams *params
     return 0;
 }
 
+// A resize_only view resizes as LightlyTrain's embed transform does (resize.h).
+static ResizeFilter view_resize_filter(const ViewTransform *transform) {
+    return transform->resize_only ? RESIZE_BILINEAR : RESIZE_ANTIALIASED;
+}
+
 int view_render(const ViewTransform *transform, const ViewParams *params, const Image *source,
                 PixelRect covered, uint8_t *out, AugmentScratch *scratch, ErrorMessage *err) {
     if (check_render(transform, params, source ? source->pixels : NULL, source ? source->width : 0,
@@ -110,7 +115,8 @@ int view_render(const ViewTransform *transform, const ViewParams *params, const 
     const double x_scale = (double)source->width / covered.width;
     const double y_scale = (double)source->height / covered.height;
     if (resize_rgb(source, (crop.x - covered.x) * x_scale, (crop.y - covered.y) * y_scale,
-                   crop.width * x_scale, crop.height * y_scale, params->flip, size, size, out,
+                   crop.width * x_scale, crop.height * y_scale, params->flip,
+                   view_resize_filter(transform), size, size, out,
                    (size_t)size * 3, &scratch->columns, &scratch->rows, &scratch->buffer, err))
         return error_prefix(err, "view_render");
     const size_t pixels = (size_t)size * (size_t)size;
@@ -126,12 +132,12 @@ int view_render(const ViewTransform *transform, const ViewParams *params, const 
 
 // A float table for one axis of the resize (resize.h's weights).
 static int float_resize_table(FloatTable *table, double start, double length, int source_size,
-                              int out_size, int reverse) {
-    if (float_table_reserve(table, out_size, resize_max_taps(length, out_size))) return -1;
+                              int out_size, int reverse, ResizeFilter filter) {
+    if (float_table_reserve(table, out_size, resize_max_taps(length, out_size, filter))) return -1;
     for (int i = 0; i < out_size; i++) {
         int first, count;
-        resize_row_weights(start, length, source_size, out_size, i, table->row_scratch, &first,
-                           &count);
+        resize_row_weights(start, length, source_size, out_size, i, filter, table->row_scratch,
+                           &first, &count);
         float_table_set_row(table, reverse ? out_size - 1 - i : i, first, count,
                             table->row_scratch);
     }
@@ -183,8 +189,10 @@ int view_render_float(const ViewTransform *transform, const ViewParams *params,
           y + height <= source->height + slack))
         return error_set(err, "view_render: crop outside the %dx%d source", source->width,
                          source->height);
-    if (float_resize_table(&scratch->float_columns, x, width, source->width, size, params->flip) ||
-        float_resize_table(&scratch->float_rows, y, height, source->height, size, 0) ||
+    const ResizeFilter filter = view_resize_filter(transform);
+    if (float_resize_table(&scratch->float_columns, x, width, source->width, size, params->flip,
+                           filter) ||
+        float_resize_table(&scratch->float_rows, y, height, source->height, size, 0, filter) ||
         resample_float(source->pixels, source->stride, source->channels, params->channel_map,
                        channels, &scratch->float_columns, &scratch->float_rows,
                        &scratch->float_buffer, out, (size_t)size * (size_t)channels))

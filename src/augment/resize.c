@@ -45,27 +45,29 @@ static void bilinear_row(double start, double length, double scale, int source_s
     }
 }
 
-int resize_max_taps(double length, int out_size) {
+int resize_max_taps(double length, int out_size, ResizeFilter filter) {
     const double scale = length / out_size;
-    return scale > 1.0 ? (int)ceil(scale) + 2 : 2;
+    return scale > 1.0 && filter == RESIZE_ANTIALIASED ? (int)ceil(scale) + 2 : 2;
 }
 
 void resize_row_weights(double start, double length, int source_size, int out_size, int i,
-                        double *weights, int *first, int *count) {
+                        ResizeFilter filter, double *weights, int *first, int *count) {
     const double scale = length / out_size;
-    if (scale > 1.0)
+    if (scale > 1.0 && filter == RESIZE_ANTIALIASED)
         area_row(start, scale, source_size, i, weights, first, count);
     else
         bilinear_row(start, length, scale, source_size, i, weights, first, count);
 }
 
 int resize_table(ResampleTable *table, double start, double length, int source_size, int out_size,
-                 int reverse) {
-    if (resample_table_reserve(table, out_size, resize_max_taps(length, out_size))) return -1;
+                 int reverse, ResizeFilter filter) {
+    if (resample_table_reserve(table, out_size, resize_max_taps(length, out_size, filter)))
+        return -1;
     double *weights = table->row_scratch;
     for (int i = 0; i < out_size; i++) {
         int first, count;
-        resize_row_weights(start, length, source_size, out_size, i, weights, &first, &count);
+        resize_row_weights(start, length, source_size, out_size, i, filter, weights, &first,
+                           &count);
         resample_table_set_row(table, reverse ? out_size - 1 - i : i, first, count, weights);
     }
     return 0;
@@ -76,7 +78,7 @@ const uint8_t *image_pixels_end(const Image *image) {
 }
 
 int resize_rgb(const Image *source, double x, double y, double width, double height, int flip,
-               int out_width, int out_height, uint8_t *out, size_t out_stride,
+               ResizeFilter filter, int out_width, int out_height, uint8_t *out, size_t out_stride,
                ResampleTable *columns, ResampleTable *rows, ResampleBuffer *buffer,
                ErrorMessage *err) {
     if (!source->pixels || source->width < 1 || source->height < 1)
@@ -89,8 +91,8 @@ int resize_rgb(const Image *source, double x, double y, double width, double hei
           x + width <= source->width + slack && y + height <= source->height + slack))
         return error_set(err, "resize: rectangle (%.3f, %.3f, %.3f x %.3f) not inside the %dx%d source",
                          x, y, width, height, source->width, source->height);
-    if (resize_table(columns, x, width, source->width, out_width, flip) ||
-        resize_table(rows, y, height, source->height, out_height, 0))
+    if (resize_table(columns, x, width, source->width, out_width, flip, filter) ||
+        resize_table(rows, y, height, source->height, out_height, 0, filter))
         return error_set(err, "resize: out of memory for weight tables (%dx%d)", out_width,
                          out_height);
     if (resample_separable(source->pixels, source->stride, image_pixels_end(source), columns, rows,

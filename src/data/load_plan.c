@@ -29,7 +29,11 @@ void load_plan(const ViewSet *views, uint64_t seed, uint32_t epoch, uint64_t vie
         region = v == 0 ? crop : rect_union(region, crop);
         const double size = views->views[v].size;
         const double scale_x = size / crop.width, scale_y = size / crop.height;
-        const double scale = scale_x > scale_y ? scale_x : scale_y;
+        // a resize_only view samples the full resolution as LightlyTrain's
+        // embed does (its 2-tap bilinear resize reads no DCT-scaled pixels)
+        const double scale = views->views[v].resize_only ? 1.0
+                             : scale_x > scale_y          ? scale_x
+                                                          : scale_y;
         if (scale > scale_needed) scale_needed = scale;
     }
     if (scale_needed > 1.0) scale_needed = 1.0;

@@ -154,7 +154,8 @@ static int thumbnail(Thumbnailer *t, const char *path, int cell, uint8_t *out, s
     if (decoder_process_decode(t->decoder, path, &request, &result, err) != 0) return -1;
     const Image *image = &result.decoded.image;
     uint8_t *at = out + (size_t)((cell - height) / 2) * stride + (size_t)((cell - width) / 2) * 3;
-    return resize_rgb(image, 0, 0, image->width, image->height, 0, width, height, at, stride,
+    return resize_rgb(image, 0, 0, image->width, image->height, 0, RESIZE_ANTIALIASED, width,
+                      height, at, stride,
                       &t->columns, &t->rows, &t->buffer, err);
 }
 

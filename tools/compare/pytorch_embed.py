@@ -2,7 +2,7 @@
 """`lightly-train-c embed` written in PyTorch + timm, for the CPU benchmark of
 docs/performance.md ("ConvNeXt-T on CPU"): every image of --data decoded
 with Pillow, resized to --image-size x --image-size (no crop; torchvision's
-Resize, bilinear with antialiasing, as LightlyTrain's embed), ImageNet
+Resize, bilinear with antialiasing), ImageNet
 normalisation, a DataLoader with --num-workers worker processes, then in
 batches under torch.no_grad() the model's features: timm's ConvNeXt (or
 torchvision's: --model torchvision/convnext_tiny) with LightlyTrain's
