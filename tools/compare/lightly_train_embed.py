@@ -9,7 +9,7 @@ largest value.
 
     /work/venvs/yolo/bin/python tools/compare/lightly_train_embed.py --bin build/lightly-train-c --data DIR
 
-Needs lightly-train (checked with 0.18.0), torch, timm. LightlyTrain's
+Needs lightly-train (checked with 0.18.0), torch, timm, ultralytics. LightlyTrain's
 embed decodes at full resolution and resizes with albumentations' Resize,
 which is OpenCV's bilinear INTER_LINEAR (no antialiasing); ours resizes an
 embedding's images the same way (src/augment/resize.h, RESIZE_BILINEAR), so
@@ -24,7 +24,8 @@ import tempfile
 
 import numpy as np
 
-MODELS = ("torchvision/resnet18", "timm/resnet18", "timm/vit_tiny_patch16_224")
+MODELS = ("torchvision/resnet18", "timm/resnet18", "timm/vit_tiny_patch16_224",
+          "ultralytics/yolov8n.yaml")
 
 
 def read_csv(path):
