@@ -1,4 +1,5 @@
-// Test helper: .pt fixtures made of per-channel bases (see pt_bases.h).
+// Test helpers: .pt fixtures made of per-channel bases, a .pt's zip entries
+// (see pt_bases.h).
 #include "pt_bases.h"
 
 #include <stdarg.h>
@@ -7,7 +8,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
+#include <zip.h>
 
 int assert_channel_bases(const SafeTensors *pt, const SafeTensors *bases) {
     int integers = 0;
@@ -30,4 +33,29 @@ int assert_channel_bases(const SafeTensors *pt, const SafeTensors *bases) {
     if (pt->count != bases->count + integers)
         fail_msg("%d tensors, %d bases and %d integers", pt->count, bases->count, integers);
     return integers;
+}
+
+uint8_t *pt_zip_entry(const char *path, const char *name, size_t *size) {
+    int code = 0;
+    zip_t *zip = zip_open(path, ZIP_RDONLY, &code);
+    if (!zip) fail_msg("%s: not a zip (libzip error %d)", path, code);
+    zip_stat_t info;
+    if (zip_stat(zip, name, 0, &info) != 0) fail_msg("%s: no entry %s", path, name);
+    uint8_t *bytes = malloc(info.size ? info.size : 1);
+    zip_file_t *file = zip_fopen(zip, name, 0);
+    assert_non_null(file);
+    assert_int_equal(zip_fread(file, bytes, info.size), (zip_int64_t)info.size);
+    zip_fclose(file);
+    zip_close(zip);
+    *size = (size_t)info.size;
+    return bytes;
+}
+
+void pt_zip_pickle(const char *path, const char *name, PtPickle *pickle) {
+    size_t size, consumed;
+    uint8_t *bytes = pt_zip_entry(path, name, &size);
+    ErrorMessage err;
+    if (pt_pickle_load(bytes, size, 0, pickle, &consumed, &err)) fail_msg("%s", err.text);
+    assert_int_equal(consumed, size);
+    free(bytes);
 }

@@ -1,7 +1,7 @@
 // Tests of the embed pieces: the loader's keep_last mode (every image once,
 // in order, bad files flagged, not substituted), the resize-only view (the
 // plain resize path, no randomness), the embedding writers (npy, csv,
-// lightly_csv, safetensors parsed back, quoting and escaping), and
+// lightly_csv, safetensors and torch parsed back, quoting and escaping), and
 // embed_dataset (equal to resnet_forward on the same normalised images, and
 // byte-identical for 1 and 3 workers).
 #include <stdarg.h>
@@ -27,7 +27,9 @@
 #include "nn/json_scan.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
+#include "pt_bases.h"
 #include "util/file.h"
+#include "weights/pt_pickle.h"
 
 // 23 PNGs (lossless: the test knows every decoded pixel) and 2 corrupt files;
 // batch 4 gives 6 full batches and one of 1.
@@ -304,15 +306,24 @@ static char *read_text(const char *path, size_t *size) {
     return text;
 }
 
+// The writers' table (the tricky names, features in the caller's array)
+// written in format as fixture.root/name, that path in path (4096 bytes).
+static EmbeddingTable write_table(EmbedFormat format, const char *name, float *features,
+                                  char *path) {
+    writer_features(features);
+    const EmbeddingTable table = {features, ROWS, DIM, tricky_names};
+    snprintf(path, 4096, "%s/%s", fixture.root, name);
+    ErrorMessage err;
+    if (embedding_write(path, format, &table, &err) != 0) fail_msg("%s", err.text);
+    return table;
+}
+
 static void test_npy_writer(void **state) {
     (void)state;
     float features[ROWS * DIM];
-    writer_features(features);
-    const EmbeddingTable table = {features, ROWS, DIM, tricky_names};
     char path[4096], sidecar[4200];
-    snprintf(path, sizeof path, "%s/out.npy", fixture.root);
+    write_table(EMBED_FORMAT_NPY, "out.npy", features, path);
     ErrorMessage err;
-    if (embedding_write(path, EMBED_FORMAT_NPY, &table, &err) != 0) fail_msg("%s", err.text);
     size_t size = 0;
     char *bytes = read_text(path, &size);
     assert_memory_equal(bytes, "\x93NUMPY\x01\x00", 8);
@@ -372,12 +383,8 @@ static int csv_record(char **cursor, char fields[][64], int max_fields) {
 static void check_csv(EmbedFormat format) {
     const int lightly = format == EMBED_FORMAT_LIGHTLY_CSV;
     float features[ROWS * DIM];
-    writer_features(features);
-    const EmbeddingTable table = {features, ROWS, DIM, tricky_names};
     char path[4096];
-    snprintf(path, sizeof path, "%s/out%d.csv", fixture.root, lightly);
-    ErrorMessage err;
-    if (embedding_write(path, format, &table, &err) != 0) fail_msg("%s", err.text);
+    write_table(format, lightly ? "out1.csv" : "out0.csv", features, path);
     size_t size;
     char *text = read_text(path, &size);
     char *cursor = text;
@@ -408,13 +415,9 @@ static void test_csv_writers(void **state) {
 static void test_safetensors_writer_round_trip(void **state) {
     (void)state;
     float features[ROWS * DIM];
-    writer_features(features);
-    const EmbeddingTable table = {features, ROWS, DIM, tricky_names};
     char path[4096];
-    snprintf(path, sizeof path, "%s/out.safetensors", fixture.root);
+    write_table(EMBED_FORMAT_SAFETENSORS, "out.safetensors", features, path);
     ErrorMessage err;
-    if (embedding_write(path, EMBED_FORMAT_SAFETENSORS, &table, &err) != 0)
-        fail_msg("%s", err.text);
     SafeTensors file;
     if (safetensors_read(path, &file, &err) != 0) fail_msg("%s", err.text);
     const SafeTensor *tensor = safetensors_find(&file, "embeddings");
@@ -444,13 +447,76 @@ static void test_safetensors_writer_round_trip(void **state) {
     assert_int_equal(embedding_check_filenames(EMBED_FORMAT_CSV, bad, 1, &err), 0);
 }
 
+// The string item of a pickled list, as a C string.
+static const char *pickled_string(const PtValue *value) {
+    assert_int_equal(value->kind, PT_STRING);
+    return value->as.string.bytes;
+}
+
+// The torch file read back with the restricted unpickler: LightlyTrain's
+// dict, the names in order, the features byte for byte in storage "0".
+static void check_torch_file(const char *path, const EmbeddingTable *table) {
+    PtPickle pickle;
+    pt_zip_pickle(path, "embeddings/data.pkl", &pickle);
+    const PtValue *root = pickle.root;
+    assert_int_equal(root->kind, PT_DICT);
+    assert_int_equal(root->as.items.count, 4);  // two keys, two values
+    assert_string_equal(pickled_string(root->as.items.items[0]), "filenames");
+    const PtValue *names = pt_dict_get(root, "filenames");
+    assert_non_null(names);
+    assert_int_equal(names->kind, PT_LIST);
+    assert_int_equal(names->as.items.count, table->count);
+    for (size_t i = 0; i < table->count; i++)
+        assert_string_equal(pickled_string(names->as.items.items[i]), table->filenames[i]);
+    const PtValue *embeddings = pt_dict_get(root, "embeddings");
+    assert_non_null(embeddings);
+    assert_int_equal(embeddings->kind, PT_TENSOR);
+    const PtTensor *tensor = embeddings->as.tensor;
+    assert_int_equal(tensor->rank, 2);
+    assert_int_equal(tensor->shape[0], (int64_t)table->count);
+    assert_int_equal(tensor->shape[1], table->dim);
+    assert_int_equal(tensor->stride[0], table->dim);
+    assert_int_equal(tensor->stride[1], 1);
+    assert_int_equal(tensor->offset, 0);
+    assert_int_equal(tensor->storage->as.storage->dtype, SAFE_F32);
+    assert_string_equal(tensor->storage->as.storage->key, "0");
+    pt_pickle_free(&pickle);
+    size_t size;
+    uint8_t *data = pt_zip_entry(path, "embeddings/data/0", &size);
+    assert_int_equal(size, table->count * (size_t)table->dim * sizeof(float));
+    if (size) assert_memory_equal(data, table->features, size);
+    free(data);
+    free(pt_zip_entry(path, "embeddings/version", &size));
+}
+
+static void test_torch_writer_round_trip(void **state) {
+    (void)state;
+    float features[ROWS * DIM];
+    char path[4096];
+    const EmbeddingTable table = write_table(EMBED_FORMAT_TORCH, "out.pth", features, path);
+    ErrorMessage err;
+    check_torch_file(path, &table);
+    // No images left: an empty (0, D) tensor and no names.
+    const EmbeddingTable empty = {NULL, 0, DIM, NULL};
+    if (embedding_write(path, EMBED_FORMAT_TORCH, &empty, &err) != 0) fail_msg("%s", err.text);
+    check_torch_file(path, &empty);
+    // A pickled str is UTF-8: other bytes are refused up front.
+    const char *const bad[1] = {"bad\xff.jpg"};
+    const EmbeddingTable bad_table = {features, 1, DIM, bad};
+    assert_int_equal(embedding_write(path, EMBED_FORMAT_TORCH, &bad_table, &err), -1);
+    assert_non_null(strstr(err.text, "'bad\\xff.jpg' is not valid UTF-8"));
+    check_torch_file(path, &empty);  // the previous file is untouched
+}
+
 static void test_format_from_extension(void **state) {
     (void)state;
     assert_int_equal(embed_format_from_path("a/b.NPY"), EMBED_FORMAT_NPY);
     assert_int_equal(embed_format_from_path("a/b.csv"), EMBED_FORMAT_CSV);
     assert_int_equal(embed_format_from_path("x.Safetensors"), EMBED_FORMAT_SAFETENSORS);
     assert_int_equal(embed_format_from_path("dir.csv/emb"), EMBED_FORMAT_NPY);
-    assert_int_equal(embed_format_from_path("emb.pt"), EMBED_FORMAT_NPY);
+    assert_int_equal(embed_format_from_path("emb.pt"), EMBED_FORMAT_TORCH);
+    assert_int_equal(embed_format_from_path("a.b/emb.PTH"), EMBED_FORMAT_TORCH);
+    assert_int_equal(embed_format_from_path("emb.pth.npy"), EMBED_FORMAT_NPY);
 }
 
 // ---- embed_dataset -------------------------------------------------------------------
@@ -575,6 +641,7 @@ int main(void) {
         cmocka_unit_test(test_npy_writer),
         cmocka_unit_test(test_csv_writers),
         cmocka_unit_test(test_safetensors_writer_round_trip),
+        cmocka_unit_test(test_torch_writer_round_trip),
         cmocka_unit_test(test_format_from_extension),
         cmocka_unit_test(test_embed_dataset_matches_manual_forward),
         cmocka_unit_test(test_embed_dataset_rejects_mismatched_slot),

@@ -17,12 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zip.h>
 
 #include "backend/backend.h"
 #include "backend_fixture.h"
 #include "nn/weights.h"
 #include "nn/yolo.h"
+#include "pt_bases.h"
 #include "weights/pt_pickle.h"
 #include "weights/ultralytics_export.h"
 #include "weights/weight_file.h"
@@ -124,20 +124,8 @@ static void describe(const PtValue *module, const char *path, Lines *out, Lines 
 
 // Our file's structure lines (its data.pkl read with the restricted reader).
 static void our_structure(const char *path, Lines *out) {
-    int code = 0;
-    zip_t *zip = zip_open(path, ZIP_RDONLY, &code);
-    assert_non_null(zip);
-    zip_stat_t info;
-    assert_int_equal(zip_stat(zip, "exported_last/data.pkl", 0, &info), 0);
-    uint8_t *bytes = malloc(info.size);
-    zip_file_t *file = zip_fopen(zip, "exported_last/data.pkl", 0);
-    assert_int_equal(zip_fread(file, bytes, info.size), (zip_int64_t)info.size);
-    zip_fclose(file);
-    zip_close(zip);
     PtPickle pickle;
-    size_t consumed;
-    ErrorMessage err;
-    if (pt_pickle_load(bytes, info.size, 0, &pickle, &consumed, &err)) fail_msg("%s", err.text);
+    pt_zip_pickle(path, "exported_last/data.pkl", &pickle);
     const PtValue *root = pickle.root;
     assert_int_equal(root->kind, PT_DICT);
     const char *keys[32];
@@ -155,7 +143,6 @@ static void our_structure(const char *path, Lines *out) {
     describe(pt_dict_get(root, "model"), "", out, &seen);
     lines_free(&seen);
     pt_pickle_free(&pickle);
-    free(bytes);
 }
 
 // The tensors read back equal the tables.

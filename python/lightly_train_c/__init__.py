@@ -227,9 +227,11 @@ def embed(
         data: Folder of images (searched recursively), or several.
         checkpoint: A .ckpt of ``train`` or a backbone .safetensors (ours,
             torchvision's, timm's, DINOv2's, DINOv3's, transformers').
-        format: "npy" (float32 (N, D), file names in ``out + ".filenames.txt"``),
-            "csv" (LightlyTrain's), "lightly_csv" or "safetensors"; default: from
-            the extension of ``out``. LightlyTrain's "torch" is not written.
+        format: "torch" (LightlyTrain's: ``torch.load(out)`` gives
+            ``{"filenames": [...], "embeddings": (N, D) float32 tensor}``), "npy"
+            (float32 (N, D), file names in ``out + ".filenames.txt"``), "csv"
+            (LightlyTrain's), "lightly_csv" or "safetensors"; default: from the
+            extension of ``out`` (.pt and .pth: torch; any other: npy).
         image_size: Images are resized to this square size (default 224).
         batch_size: Images per forward pass (default 128).
         num_workers: Data loading threads ("auto": cores minus one).

@@ -2,8 +2,8 @@
 // backbone (a .ckpt of ours or an exported / torchvision / timm / DINOv2 /
 // DINOv3 / transformers .safetensors or PyTorch .pt/.pth; ViTs pool the mean
 // patch token or the class token, --vit-pool), written as npy, csv,
-// lightly_csv or safetensors, or as TensorBoard projector files (a folder,
-// embed/projector.h). Unreadable images are skipped: a warning each,
+// lightly_csv, safetensors or torch (LightlyTrain's), or as TensorBoard
+// projector files (a folder, embed/projector.h). Unreadable images are skipped: a warning each,
 // counted in the summary, and their rows dropped from the output together
 // with their filenames (so the two stay aligned).
 #include <errno.h>
@@ -52,8 +52,9 @@ typedef struct EmbedArgs {
     double dist_timeout;    // several ranks: the bound on every collective
 } EmbedArgs;
 
-static const char *const format_choices[] = {"auto",        "npy",         "csv", "lightly_csv",
-                                             "safetensors", "tensorboard", NULL};
+// After "auto", in EmbedFormat's order (args.format - 1 is the EmbedFormat).
+static const char *const format_choices[] = {"auto",        "npy",         "csv",   "lightly_csv",
+                                             "safetensors", "tensorboard", "torch", NULL};
 static const char *const part_choices[] = {"backbone", "student", "teacher", NULL};
 // auto: the model's own, as LightlyTrain's wrappers pool: the mean of the
 // patch tokens for DINOv2 / timm ViTs, the class token for DINOv3's (or
@@ -393,8 +394,9 @@ int command_embed(int argc, char **argv) {
         {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
          .help = "embedding file to write (tensorboard: a folder)", .required = 1},
         {.name = "format", .type = OPTION_CHOICE, .value = &args.format, .metavar = "NAME",
-         .help = "file format (auto: from the --out extension .npy/.csv/.safetensors, else "
-                 "npy); tensorboard: projector files for tensorboard --logdir OUT",
+         .help = "file format (auto: from the --out extension .npy/.csv/.safetensors/.pt/.pth, "
+                 "else npy); torch: LightlyTrain's, {filenames, embeddings} for torch.load; "
+                 "tensorboard: projector files for tensorboard --logdir OUT",
          .choices = format_choices},
         {.name = "part", .type = OPTION_CHOICE, .value = &args.part, .metavar = "NAME",
          .help = "which backbone of a .ckpt (backbone: the one export uses)",

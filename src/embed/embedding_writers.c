@@ -1,5 +1,5 @@
-// Embedding file writers: npy (+ filenames sidecar), csv, lightly_csv and
-// safetensors (see embedding_writers.h).
+// Embedding file writers: npy (+ filenames sidecar), csv, lightly_csv,
+// safetensors and torch (see embedding_writers.h).
 #include "embed/embedding_writers.h"
 
 #include <stdarg.h>
@@ -12,13 +12,14 @@
 #include "nn/json_scan.h"
 #include "nn/safetensors.h"
 #include "util/file.h"
+#include "weights/pt_writer.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the npy and safetensors writers store host floats as little-endian"
 #endif
 
 const char *const embed_format_names[] = {"npy",         "csv",         "lightly_csv",
-                                          "safetensors", "tensorboard", NULL};
+                                          "safetensors", "tensorboard", "torch", NULL};
 
 EmbedFormat embed_format_from_path(const char *path) {
     const char *dot = strrchr(path, '.');
@@ -26,6 +27,7 @@ EmbedFormat embed_format_from_path(const char *path) {
     if (!dot || (slash && dot < slash)) return EMBED_FORMAT_NPY;
     if (strcasecmp(dot, ".csv") == 0) return EMBED_FORMAT_CSV;
     if (strcasecmp(dot, ".safetensors") == 0) return EMBED_FORMAT_SAFETENSORS;
+    if (strcasecmp(dot, ".pt") == 0 || strcasecmp(dot, ".pth") == 0) return EMBED_FORMAT_TORCH;
     return EMBED_FORMAT_NPY;
 }
 
@@ -128,12 +130,15 @@ int embedding_check_filenames(EmbedFormat format, const char *const *filenames, 
                              "safetensors)",
                              shown);
         }
-        if (format == EMBED_FORMAT_SAFETENSORS && !json_utf8_valid(name, strlen(name))) {
+        if ((format == EMBED_FORMAT_SAFETENSORS || format == EMBED_FORMAT_TORCH) &&
+            !json_utf8_valid(name, strlen(name))) {
             printable_name(name, 1, shown, sizeof shown);
             return error_set(err,
-                             "file name '%s' is not valid UTF-8, which safetensors metadata "
-                             "cannot hold (use npy or csv)",
-                             shown);
+                             "file name '%s' is not valid UTF-8, which %s cannot hold (use "
+                             "npy or csv)",
+                             shown,
+                             format == EMBED_FORMAT_TORCH ? "a pickled Python str"
+                                                          : "safetensors metadata");
         }
     }
     return 0;
@@ -198,7 +203,8 @@ static int write_npy(const char *path, const EmbeddingTable *table, ErrorMessage
     };
     const FileChunk name_chunk = {names.data, names.size};
     // One unit, the .npy last: never a .npy beside the names of another write.
-    const FileWrite pair[2] = {{sidecar, &name_chunk, 1}, {path, data, 2}};
+    const FileWrite pair[2] = {{.path = sidecar, .chunks = &name_chunk, .count = 1},
+                               {.path = path, .chunks = data, .count = 2}};
     const int status = file_write_atomic_group(pair, 2, err);
     text_free(&names);
     return status;
@@ -290,6 +296,29 @@ static int write_safetensors(const char *path, const EmbeddingTable *table, Erro
     return status;
 }
 
+// ---- torch -----------------------------------------------------------------------------
+
+// torch.save of LightlyTrain's dict; the features are written from where
+// they are (borrowed), not copied.
+static int write_torch(const char *path, const EmbeddingTable *table, ErrorMessage *err) {
+    if (embedding_check_filenames(EMBED_FORMAT_TORCH, table->filenames, table->count, err) != 0)
+        return -1;
+    PtWriter w;
+    pt_writer_init(&w);
+    pt_dict_begin(&w);
+    pt_put_str(&w, "filenames");
+    pt_list_begin(&w);
+    for (size_t i = 0; i < table->count; i++) pt_put_str(&w, table->filenames[i]);
+    pt_list_end(&w);
+    pt_put_str(&w, "embeddings");
+    const int64_t shape[2] = {(int64_t)table->count, table->dim};
+    pt_put_tensor_borrowed(&w, SAFE_F32, table->features, 2, shape);
+    pt_dict_end(&w);
+    const int status = pt_writer_save(&w, path, "embeddings", err);
+    pt_writer_free(&w);
+    return status;
+}
+
 int embedding_write(const char *path, EmbedFormat format, const EmbeddingTable *table,
                     ErrorMessage *err) {
     if (check_table(table, err) != 0) return -1;
@@ -298,6 +327,7 @@ int embedding_write(const char *path, EmbedFormat format, const EmbeddingTable *
         case EMBED_FORMAT_CSV: return write_csv(path, table, 0, err);
         case EMBED_FORMAT_LIGHTLY_CSV: return write_csv(path, table, 1, err);
         case EMBED_FORMAT_SAFETENSORS: return write_safetensors(path, table, err);
+        case EMBED_FORMAT_TORCH: return write_torch(path, table, err);
         case EMBED_FORMAT_TENSORBOARD:
             return error_set(err, "'%s': the tensorboard format is a folder of projector files "
                                   "(projector_write)", path);

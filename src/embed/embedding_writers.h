@@ -16,6 +16,9 @@
 //                with label 0 on every row
 //   safetensors  tensor "embeddings" F32 (N, D); metadata "filenames" = a JSON
 //                array of the filenames as a string
+//   torch        LightlyTrain's default: what torch.save writes of
+//                {"filenames": [str, ...], "embeddings": float32 tensor (N, D)}
+//                (torch.load reads it, weights_only too)
 //   tensorboard  a folder of TensorBoard projector files, written by
 //                projector_write (embed/projector.h), not by embedding_write
 // CSV fields are quoted per RFC 4180 when they hold a comma, a quote, CR or
@@ -33,14 +36,16 @@ typedef enum EmbedFormat {
     EMBED_FORMAT_LIGHTLY_CSV,
     EMBED_FORMAT_SAFETENSORS,
     EMBED_FORMAT_TENSORBOARD,
+    EMBED_FORMAT_TORCH,
 } EmbedFormat;
 
 // NULL-terminated, indexed by EmbedFormat: "npy", "csv", "lightly_csv", "safetensors",
-// "tensorboard".
+// "tensorboard", "torch".
 extern const char *const embed_format_names[];
 
 // From the extension of path (any case): .csv -> csv, .safetensors ->
-// safetensors, anything else -> npy. lightly_csv is only chosen explicitly.
+// safetensors, .pt and .pth -> torch, anything else -> npy. lightly_csv is
+// only chosen explicitly.
 EmbedFormat embed_format_from_path(const char *path);
 
 typedef struct EmbeddingTable {
@@ -51,7 +56,8 @@ typedef struct EmbeddingTable {
 } EmbeddingTable;
 
 // Whether every filename can be stored in `format` (npy: no newline in a
-// name; safetensors: valid UTF-8); the message names the first that cannot.
+// name; safetensors and torch: valid UTF-8); the message names the first
+// that cannot.
 int embedding_check_filenames(EmbedFormat format, const char *const *filenames, size_t count,
                               ErrorMessage *err);
 

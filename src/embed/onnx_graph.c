@@ -646,8 +646,9 @@ int onnx_graph_write(OnnxGraph *graph, const char *path, const OnnxWriteOptions 
         status = error_set(err, "%s: the ONNX graph alone is %zu bytes, beyond protobuf's 2 GB",
                            path, model.total);
     if (!status) {
-        const FileWrite files[2] = {{data_path, data.chunks, (int)data.count},
-                                    {path, model.chunks, (int)model.count}};
+        const FileWrite files[2] = {
+            {.path = data_path, .chunks = data.chunks, .count = (int)data.count},
+            {.path = path, .chunks = model.chunks, .count = (int)model.count}};
         status = external ? file_write_atomic_group(files, 2, err)
                           : file_write_atomic(path, model.chunks, (int)model.count, err);
     }

@@ -100,15 +100,10 @@ void byte_buffer_free(ByteBuffer *buffer) {
 
 // ---- atomic writes ----------------------------------------------------------------
 
-static int write_chunks(FILE *file, const char *temp_path, const FileChunk *chunks, int count,
-                        ErrorMessage *err) {
+static int write_chunks(FILE *file, const FileChunk *chunks, int count, ErrorMessage *err) {
     for (int i = 0; i < count; i++)
         if (chunks[i].size > 0 && fwrite(chunks[i].data, 1, chunks[i].size, file) != chunks[i].size)
-            return error_set(err, "cannot write \"%s\": %s", temp_path, strerror(errno));
-    if (fflush(file) != 0)
-        return error_set(err, "cannot write \"%s\": %s", temp_path, strerror(errno));
-    if (fsync(fileno(file)) != 0)
-        return error_set(err, "cannot sync \"%s\": %s", temp_path, strerror(errno));
+            return error_set(err, "%s", strerror(errno));
     return 0;
 }
 
@@ -142,13 +137,18 @@ static char *temporary_path(const char *path) {
     return temp_path;
 }
 
-// Writes the chunks to temp_path, flushed and synced; removes it on failure.
-static int write_temporary(const char *temp_path, const FileChunk *chunks, int count,
-                           ErrorMessage *err) {
+// Writes the file's bytes to temp_path, flushed and synced; removes it on failure.
+static int write_temporary(const char *temp_path, const FileWrite *write, ErrorMessage *err) {
     FILE *file = fopen(temp_path, "wb");
     if (!file) return error_set(err, "cannot create \"%s\": %s", temp_path, strerror(errno));
     write_step();
-    int status = write_chunks(file, temp_path, chunks, count, err);
+    int status = write->produce ? write->produce(file, write->context, err)
+                                : write_chunks(file, write->chunks, write->count, err);
+    if (status != 0) status = error_prefix(err, "cannot write \"%s\"", temp_path);
+    if (status == 0 && fflush(file) != 0)
+        status = error_set(err, "cannot write \"%s\": %s", temp_path, strerror(errno));
+    if (status == 0 && fsync(fileno(file)) != 0)
+        status = error_set(err, "cannot sync \"%s\": %s", temp_path, strerror(errno));
     if (fclose(file) != 0 && status == 0)
         status = error_set(err, "cannot close \"%s\": %s", temp_path, strerror(errno));
     if (status != 0) {
@@ -166,7 +166,13 @@ static int write_temporary(const char *temp_path, const FileChunk *chunks, int c
 }
 
 int file_write_atomic(const char *path, const FileChunk *chunks, int count, ErrorMessage *err) {
-    const FileWrite file = {path, chunks, count};
+    const FileWrite file = {.path = path, .chunks = chunks, .count = count};
+    return file_write_atomic_group(&file, 1, err);
+}
+
+int file_write_atomic_produced(const char *path, FileProducer produce, void *context,
+                               ErrorMessage *err) {
+    const FileWrite file = {.path = path, .produce = produce, .context = context};
     return file_write_atomic_group(&file, 1, err);
 }
 
@@ -179,7 +185,7 @@ int file_write_atomic_group(const FileWrite *files, int count, ErrorMessage *err
         failed = i;
         temp_paths[i] = temporary_path(files[i].path);
         if (!temp_paths[i]) status = error_set(err, "out of memory");
-        else status = write_temporary(temp_paths[i], files[i].chunks, files[i].count, err);
+        else status = write_temporary(temp_paths[i], &files[i], err);
         if (status != 0) free(temp_paths[i]), temp_paths[i] = NULL;
     }
     // The main file (the last) goes first: from here until its rename a

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "util/error.h"
@@ -45,11 +46,23 @@ int file_write_atomic(const char *path, const FileChunk *chunks, int count, Erro
 // reported.
 void file_sync_parent_directory(const char *path);
 
-// One file of a group (file_write_atomic_group).
+// Writes a file's bytes into the open temporary file (fwrite on file), for
+// content made while it is written rather than held whole; a nonzero return,
+// with err set, abandons the write.
+typedef int (*FileProducer)(FILE *file, void *context, ErrorMessage *err);
+
+// As file_write_atomic, the bytes written by produce(file, context, err).
+int file_write_atomic_produced(const char *path, FileProducer produce, void *context,
+                               ErrorMessage *err);
+
+// One file of a group (file_write_atomic_group): its chunks, or, where
+// produce is set, what produce writes.
 typedef struct FileWrite {
     const char *path;
     const FileChunk *chunks;
     int count;
+    FileProducer produce;
+    void *context;
 } FileWrite;
 
 #define FILE_GROUP_MAX 4

@@ -1,6 +1,7 @@
 // torch.save's format written from C (see pt_writer.h).
 #include "weights/pt_writer.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,7 @@ void pt_writer_init(PtWriter *w) {
 }
 
 void pt_writer_free(PtWriter *w) {
-    for (int i = 0; i < w->storage_count; i++) free(w->storages[i].bytes);
+    for (int i = 0; i < w->storage_count; i++) free(w->storages[i].owned);
     free(w->storages);
     free(w->pickle);
     memset(w, 0, sizeof *w);
@@ -152,35 +153,45 @@ static const char *storage_class(SafeDType dtype) {
     return "FloatStorage";
 }
 
-void pt_put_tensor(PtWriter *w, SafeDType dtype, const void *data, int rank,
-                   const int64_t *shape, int parameter, int requires_grad) {
-    int64_t elements = 1, stride[SAFETENSORS_MAX_RANK];
-    for (int d = rank - 1; d >= 0; d--) {
-        stride[d] = elements;
-        elements *= shape[d];
-    }
+// A new storage of size bytes at data (copied when copy is set); 0, or -1
+// when out of memory (w->failed).
+static int add_storage(PtWriter *w, SafeDType dtype, const void *data, size_t size, int copy) {
+    if (w->failed) return -1;
     if (w->storage_count == w->storage_capacity) {
         const int grown = w->storage_capacity ? 2 * w->storage_capacity : 64;
         PtWriterStorage *bigger = realloc(w->storages, (size_t)grown * sizeof *bigger);
         if (!bigger) {
             w->failed = 1;
-            return;
+            return -1;
         }
         w->storages = bigger;
         w->storage_capacity = grown;
     }
-    const size_t size = (size_t)elements * safe_dtype_size(dtype);
     PtWriterStorage *storage = &w->storages[w->storage_count];
-    storage->bytes = malloc(size ? size : 1);
-    if (!storage->bytes) {
-        w->failed = 1;
-        return;
+    *storage = (PtWriterStorage){.bytes = data, .size = size, .dtype = dtype};
+    if (copy) {
+        storage->owned = malloc(size ? size : 1);
+        if (!storage->owned) {
+            w->failed = 1;
+            return -1;
+        }
+        if (size) memcpy(storage->owned, data, size);
+        storage->bytes = storage->owned;
     }
-    memcpy(storage->bytes, data, size);
-    storage->size = size;
-    storage->dtype = dtype;
+    w->storage_count++;
+    return 0;
+}
+
+static void put_tensor(PtWriter *w, SafeDType dtype, const void *data, int rank,
+                       const int64_t *shape, int parameter, int requires_grad, int copy) {
+    int64_t elements = 1, stride[SAFETENSORS_MAX_RANK];
+    for (int d = rank - 1; d >= 0; d--) {
+        stride[d] = elements;
+        elements *= shape[d];
+    }
+    if (add_storage(w, dtype, data, (size_t)elements * safe_dtype_size(dtype), copy) != 0) return;
     char key[16];
-    snprintf(key, sizeof key, "%d", w->storage_count++);
+    snprintf(key, sizeof key, "%d", w->storage_count - 1);
     if (parameter) pt_put_global(w, "torch._utils", "_rebuild_parameter");
     if (parameter) pt_mark(w);
     pt_put_global(w, "torch._utils", "_rebuild_tensor_v2");
@@ -209,6 +220,16 @@ void pt_put_tensor(PtWriter *w, SafeDType dtype, const void *data, int rank,
     op(w, 'R');
 }
 
+void pt_put_tensor(PtWriter *w, SafeDType dtype, const void *data, int rank,
+                   const int64_t *shape, int parameter, int requires_grad) {
+    put_tensor(w, dtype, data, rank, shape, parameter, requires_grad, 1);
+}
+
+void pt_put_tensor_borrowed(PtWriter *w, SafeDType dtype, const void *data, int rank,
+                            const int64_t *shape) {
+    put_tensor(w, dtype, data, rank, shape, 0, 0, 0);
+}
+
 // Adds `bytes` as archive/name, stored (torch.load reads stored entries).
 static int add_entry(zip_t *zip, const char *archive, const char *name, const void *bytes,
                      size_t size, ErrorMessage *err) {
@@ -226,8 +247,8 @@ static int add_entry(zip_t *zip, const char *archive, const char *name, const vo
     return 0;
 }
 
-// The zip into memory (*out malloc'ed, *size bytes).
-static int build_zip(PtWriter *w, const char *archive, uint8_t **out, size_t *size,
+// The zip in a memory source (*archive_out; the caller frees it).
+static int build_zip(PtWriter *w, const char *archive, zip_source_t **archive_out,
                      ErrorMessage *err) {
     zip_error_t error;
     zip_error_init(&error);
@@ -239,6 +260,7 @@ static int build_zip(PtWriter *w, const char *archive, uint8_t **out, size_t *si
         zip_error_fini(&error);
         return -1;
     }
+    zip_error_fini(&error);
     zip_source_keep(memory);
     int status = add_entry(zip, archive, "data.pkl", w->pickle, w->size, err);
     for (int i = 0; status == 0 && i < w->storage_count; i++) {
@@ -250,33 +272,42 @@ static int build_zip(PtWriter *w, const char *archive, uint8_t **out, size_t *si
     if (status == 0) status = add_entry(zip, archive, "version", "3\n", 2, err);
     if (status == 0 && zip_close(zip) != 0)
         status = error_set(err, "zip: %s", zip_strerror(zip));
-    if (status != 0) zip_discard(zip);
-    zip_stat_t info;
-    if (status == 0 && (zip_source_stat(memory, &info) != 0 || zip_source_open(memory) != 0))
-        status = error_set(err, "zip: reading the archive back failed");
-    if (status == 0) {
-        *size = (size_t)info.size;
-        *out = malloc(*size ? *size : 1);
-        if (!*out || zip_source_read(memory, *out, info.size) != (zip_int64_t)info.size)
-            status = error_set(err, "zip: out of memory or a short read");
-        zip_source_close(memory);
+    if (status != 0) {
+        zip_discard(zip);
+        zip_source_free(memory);
+        return -1;
     }
-    zip_source_free(memory);
-    zip_error_fini(&error);
+    *archive_out = memory;
+    return 0;
+}
+
+// The archive's bytes into the file, a piece at a time (a FileProducer).
+static int copy_archive(FILE *file, void *context, ErrorMessage *err) {
+    zip_source_t *memory = context;
+    enum { PIECE = 1 << 20 };
+    uint8_t *piece = malloc(PIECE);
+    if (!piece) return error_set(err, "out of memory");
+    if (zip_source_open(memory) != 0) {
+        free(piece);
+        return error_set(err, "zip: reading the archive back failed");
+    }
+    zip_int64_t got;
+    int status = 0;
+    while (status == 0 && (got = zip_source_read(memory, piece, PIECE)) > 0)
+        if (fwrite(piece, 1, (size_t)got, file) != (size_t)got)
+            status = error_set(err, "%s", strerror(errno));
+    if (status == 0 && got < 0) status = error_set(err, "zip: reading the archive back failed");
+    zip_source_close(memory);
+    free(piece);
     return status;
 }
 
 int pt_writer_save(PtWriter *w, const char *path, const char *archive, ErrorMessage *err) {
     op(w, '.');  // STOP
     if (w->failed) return error_set(err, "%s: out of memory writing the pickle", path);
-    uint8_t *bytes = NULL;
-    size_t size = 0;
-    if (build_zip(w, archive, &bytes, &size, err)) {
-        free(bytes);
-        return error_prefix(err, "%s", path);
-    }
-    const FileChunk chunk = {bytes, size};
-    const int status = file_write_atomic(path, &chunk, 1, err);
-    free(bytes);
+    zip_source_t *memory = NULL;
+    if (build_zip(w, archive, &memory, err) != 0) return error_prefix(err, "%s", path);
+    const int status = file_write_atomic_produced(path, copy_archive, memory, err);
+    zip_source_free(memory);
     return status;
 }

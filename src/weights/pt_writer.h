@@ -6,9 +6,11 @@
 //   <archive>/byteorder      "little"
 //   <archive>/version        "3" (the format version torch.save writes)
 // Entries stored uncompressed (libzip), the whole file written atomically
-// (util/file.h). What is pickled is the caller's: a state dict, or a whole
-// module tree (weights/ultralytics_export.c), each object a GLOBAL class made
-// by NEWOBJ and given its __dict__ by BUILD, as pickle does for objects.
+// (util/file.h), streamed from libzip's archive in memory: the data is held
+// once more while the file is written. What is pickled is the caller's: a
+// state dict, a dict of embeddings, or a whole module
+// tree (weights/ultralytics_export.c), each object a GLOBAL class made by
+// NEWOBJ and given its __dict__ by BUILD, as pickle does for objects.
 //
 // Why our own: PyTorch's writer is Python; the pickle opcodes are specified
 // by CPython's Lib/pickletools.py, the container by torch/serialization.py.
@@ -22,7 +24,8 @@
 #include "util/error.h"
 
 typedef struct PtWriterStorage {
-    uint8_t *bytes;  // owned copy
+    const uint8_t *bytes;  // owned, or the caller's (pt_put_tensor_borrowed)
+    uint8_t *owned;        // the copy to free, or NULL
     size_t size;
     SafeDType dtype;
 } PtWriterStorage;
@@ -71,6 +74,11 @@ void pt_memo_get(PtWriter *w, int index);
 // torch.nn.Parameter (_rebuild_parameter) with requires_grad.
 void pt_put_tensor(PtWriter *w, SafeDType dtype, const void *data, int rank,
                    const int64_t *shape, int parameter, int requires_grad);
+// The same tensor without the copy: data must stay as it is until
+// pt_writer_save has written the file (for data as large as the memory
+// allows: embeddings).
+void pt_put_tensor_borrowed(PtWriter *w, SafeDType dtype, const void *data, int rank,
+                            const int64_t *shape);
 
 // Ends the pickle (STOP) and writes the file at path atomically; archive
 // names the zip's folder ("exported_last"). -1 with err.

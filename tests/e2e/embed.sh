@@ -46,6 +46,7 @@ cmp -s "$work/emb.npy" "$work/emb1.npy" || fail "1 and 3 workers give different 
 "$bin" embed "${common[@]}" --out "$work/emb_lightly.csv" --format lightly_csv >/dev/null 2>&1 ||
   fail "embed lightly_csv"
 "$bin" embed "${common[@]}" --out "$work/emb.safetensors" >/dev/null 2>&1 || fail "embed safetensors"
+"$bin" embed "${common[@]}" --out "$work/emb.pth" >/dev/null 2>&1 || fail "embed torch (from .pth)"
 [ "$(head -n 1 "$work/emb.csv" | cut -d, -f1-2)" = "filename,embedding_0" ] || fail "csv header"
 [ "$(head -n 1 "$work/emb.csv" | tr ',' '\n' | tail -n 1)" = "embedding_511" ] || fail "csv header end"
 [ "$(head -n 1 "$work/emb_lightly.csv" | cut -d, -f1-2)" = "filenames,embedding_0" ] ||
@@ -81,6 +82,28 @@ assert info["dtype"] == "F32" and info["shape"] == [13, 512], info
 begin, end = info["data_offsets"]
 assert struct.unpack(f"<{13 * 512}f", st[8 + n + begin:8 + n + end]) == npy
 assert json.loads(header["__metadata__"]["filenames"]) == names
+# LightlyTrain's torch format through CPython's own unpickler (torch.load's
+# globals stood in for: no torch here).
+import collections, io, pickle, zipfile
+def rebuild(storage, offset, shape, stride, requires_grad, hooks):
+    return dict(storage=storage, offset=offset, shape=shape, stride=stride)
+class Unpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        return {("torch._utils", "_rebuild_tensor_v2"): rebuild,
+                ("torch", "FloatStorage"): "FloatStorage",
+                ("collections", "OrderedDict"): collections.OrderedDict}[(module, name)]
+    def persistent_load(self, pid):
+        kind, storage_type, key, location, numel = pid
+        assert (kind, storage_type, location) == ("storage", "FloatStorage", "cpu"), pid
+        return key, numel
+archive = zipfile.ZipFile(f"{work}/emb.pth")
+saved = Unpickler(io.BytesIO(archive.read("embeddings/data.pkl"))).load()
+assert list(saved) == ["filenames", "embeddings"] and saved["filenames"] == names
+tensor = saved["embeddings"]
+key, numel = tensor["storage"]
+assert (tensor["shape"], tensor["stride"], tensor["offset"], numel) == ((13, 512), (512, 1), 0, 13 * 512)
+assert struct.unpack(f"<{13 * 512}f", archive.read(f"embeddings/data/{key}")) == npy
+assert archive.read("embeddings/byteorder") == b"little"
 EOF
 fi
 

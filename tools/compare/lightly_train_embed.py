@@ -3,9 +3,11 @@
 for each model, LightlyTrain trains it one epoch (SimCLR, random
 initialisation, nothing downloaded) on --data, then `lightly_train.embed`
 of its last.ckpt and `lightly-train-c embed` of its exported_last.pt embed
-the same images (224 x 224, csv); per model, the smallest cosine similarity
-of an image's two embeddings and the largest difference relative to the
-largest value.
+the same images (224 x 224) into LightlyTrain's default format, torch (both
+files read with torch.load(weights_only=True): the same keys, types and
+file names, ours sorted, LightlyTrain's in its listing's order); per model,
+the smallest cosine similarity of an image's two embeddings and the largest
+difference relative to the largest value.
 
     /work/venvs/yolo/bin/python tools/compare/lightly_train_embed.py --bin build/lightly-train-c --data DIR
 
@@ -16,7 +18,6 @@ embedding's images the same way (src/augment/resize.h, RESIZE_BILINEAR), so
 what is left are one-level roundings of the fixed-point weights.
 """
 import argparse
-import csv
 import os
 import subprocess
 import sys
@@ -28,10 +29,15 @@ MODELS = ("torchvision/resnet18", "timm/resnet18", "timm/vit_tiny_patch16_224",
           "torchvision/convnext_tiny", "ultralytics/yolov8n.yaml")
 
 
-def read_csv(path):
-    with open(path) as file:
-        rows = list(csv.reader(file))[1:]
-    return {row[0]: np.array([float(x) for x in row[1:]]) for row in rows}
+def read_torch(path):
+    """The file's {"filenames", "embeddings"} as {name: row}, checked as LightlyTrain writes it."""
+    import torch
+    saved = torch.load(path, weights_only=True)
+    assert isinstance(saved, dict) and list(saved) == ["filenames", "embeddings"], list(saved)
+    names, embeddings = saved["filenames"], saved["embeddings"]
+    assert isinstance(names, list) and all(isinstance(name, str) for name in names)
+    assert embeddings.dtype == torch.float32 and embeddings.shape[0] == len(names)
+    return names, {name: row for name, row in zip(names, embeddings.numpy().astype(np.float64))}
 
 
 def main():
@@ -48,13 +54,13 @@ def main():
             lightly_train.train(out=out, data=args.data, model=model, method="simclr", epochs=1,
                                 batch_size=4, num_workers=0, accelerator="cpu", devices=1,
                                 precision="32-true", transform_args={"image_size": (64, 64)})
-            theirs, ours = os.path.join(work, f"{index}.lt.csv"), os.path.join(work, f"{index}.csv")
+            theirs, ours = os.path.join(work, f"{index}.lt.pth"), os.path.join(work, f"{index}.pth")
             lightly_train.embed(out=theirs, checkpoint=os.path.join(out, "checkpoints", "last.ckpt"),
-                                data=args.data, format="csv", num_workers=0, accelerator="cpu")
+                                data=args.data, num_workers=0, accelerator="cpu")
             subprocess.run([args.bin, "embed", "--data", args.data, "--checkpoint",
                             os.path.join(out, "exported_models", "exported_last.pt"),
-                            "--out", ours, "--format", "csv"], check=True, capture_output=True)
-            a, b = read_csv(theirs), read_csv(ours)
+                            "--out", ours], check=True, capture_output=True)
+            (their_order, a), (our_order, b) = read_torch(theirs), read_torch(ours)
             assert sorted(a) == sorted(b), "the two embed different files"
             names = sorted(a)
             x, y = np.stack([a[n] for n in names]), np.stack([b[n] for n in names])
