@@ -235,7 +235,7 @@ static void test_same_keys_and_bytes_as_weights_save(void **state) {
     SmallModel model;
     small_model_create(&model, fixture_ref, 1, 3);
     ErrorMessage err = {{0}};
-    ASSERT_OK(weights_save(weights_path, &model.params, &model.buffers, 42, &err), err);
+    ASSERT_OK(weights_save(weights_path, &model.params, &model.buffers, 42, NULL, &err), err);
     CheckpointWriter *writer = checkpoint_writer_create();
     ASSERT_OK(checkpoint_add_parameters(writer, "teacher_backbone.", &model.params,
                                         &model.buffers, 42, &err), err);

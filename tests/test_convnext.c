@@ -232,7 +232,7 @@ static void test_export(void **state) {
         snprintf(prefix, sizeof prefix, "small/%s.", namings[n]);
         Convnext model, loaded;
         build_small(&model, &fixture, prefix, n, 1);
-        if (convnext_save(&model, path, &err)) fail_msg("%s", err.text);
+        if (convnext_save(&model, path, NULL, &err)) fail_msg("%s", err.text);
         SafeTensors file;
         if (safetensors_read(path, &file, &err)) fail_msg("%s", err.text);
         for (int e = 0; e < 3; e++)

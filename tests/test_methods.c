@@ -369,7 +369,7 @@ static void make_teacher_file(void) {
     ResnetConfig config = resnet_config_default(18);
     const ResnetInputShape input = {2, IMAGE};
     assert_int_equal(resnet_create(&teacher, backend, &config, &input, 1, 99, &err), 0);
-    assert_int_equal(resnet_save(&teacher, teacher_file, &err), 0);
+    assert_int_equal(resnet_save(&teacher, teacher_file, NULL, &err), 0);
     resnet_free(&teacher);
 }
 

@@ -291,7 +291,7 @@ static void test_loads_torchvision_safetensors_with_fc(void **state) {
     fixture_temp_path(saved, sizeof saved, "resnet18.safetensors");
     fixture_temp_path(with_fc, sizeof with_fc, "resnet18_fc.safetensors");
     ErrorMessage err = {{0}};
-    ASSERT_OK(resnet_save(&source, saved, &err), err);
+    ASSERT_OK(resnet_save(&source, saved, NULL, &err), err);
 
     // torchvision's classifier added, as in an ImageNet checkpoint.
     SafeTensors file;

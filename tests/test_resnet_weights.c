@@ -81,7 +81,7 @@ static int weights_pair_setup(void **state) {
     if (resnet_forward(&pair->a, 0, 2, (const Act *)pair->input, 1, &err)) fail_msg("%s", err.text);
     pair->a.num_batches_tracked = 5;
     temp_path(pair->path, sizeof pair->path, "saved");
-    if (resnet_save(&pair->a, pair->path, &err)) fail_msg("%s", err.text);
+    if (resnet_save(&pair->a, pair->path, NULL, &err)) fail_msg("%s", err.text);
     return 0;
 }
 

@@ -145,7 +145,7 @@ static void test_export_eva(void **state) {
     VitConfig config;
     Vit model, loaded;
     build_from_file(&model, "swiglu/hf.", FIXTURE_HEADS, 0.0f, &config);
-    if (vit_save(&model, path, &err)) fail_msg("%s", err.text);
+    if (vit_save(&model, path, NULL, &err)) fail_msg("%s", err.text);
     SafeTensors file;
     if (safetensors_read(path, &file, &err)) fail_msg("%s", err.text);
     const char *expected[] = {"blocks.0.gamma_1", "blocks.1.gamma_2", "blocks.0.attn.q_bias",
@@ -178,7 +178,7 @@ static void test_export_eva(void **state) {
     // A key bias (a DINOv3 file without bias_mask may have one) cannot go to timm.
     const Parameter *bias = parameter_find(&model.params, "blocks.1.attn.qkv.bias");
     backend->op.fill(backend, bias->value + 40, 0.5f, 1);
-    assert_int_equal(vit_save(&model, path, &err), -1);
+    assert_int_equal(vit_save(&model, path, NULL, &err), -1);
     assert_non_null(strstr(err.text, "\"blocks.1.attn.qkv.bias\" has a non-zero key bias"));
     free(before);
     free(after);
@@ -199,7 +199,7 @@ static void test_periods_follow_the_buffer(void **state) {
     VitConfig config;
     Vit loaded, fresh;
     build_from_file(&loaded, "gelu/dinov3.", 0, 2.0f, &config);
-    if (weights_save(path, &loaded.params, &loaded.buffers, 0, &err)) fail_msg("%s", err.text);
+    if (weights_save(path, &loaded.params, &loaded.buffers, 0, NULL, &err)) fail_msg("%s", err.text);
     const VitInputShape shapes[] = {{BATCH, 32}, {BATCH, 56}};
     if (vit_declare(&fresh, backend, &config, &err) || vit_allocate(&fresh, shapes, 2, &err) ||
         weights_load(path, &fresh.params, &fresh.buffers, NULL, NULL, &err))

@@ -178,7 +178,7 @@ static void test_export_reload(void **state) {
     const int size = 56;
     Vit saved, loaded;
     build_timm_giant(&saved, &size, 1);
-    if (vit_save(&saved, path, &err)) fail_msg("%s", err.text);
+    if (vit_save(&saved, path, NULL, &err)) fail_msg("%s", err.text);
     SafeTensors file;
     if (safetensors_read(path, &file, &err)) fail_msg("%s", err.text);
     const SafeTensor *fc1 = safetensors_find(&file, "blocks.1.mlp.fc1.weight");

@@ -82,7 +82,7 @@ static void test_save_reload(void **state) {
     temp_path(path, sizeof path, "timm");
     Vit saved, loaded;
     make_model(&saved, 1);
-    if (vit_save(&saved, path, &err)) fail_msg("%s", err.text);
+    if (vit_save(&saved, path, NULL, &err)) fail_msg("%s", err.text);
     SafeTensors file;
     if (safetensors_read(path, &file, &err)) fail_msg("%s", err.text);
     VitConfig config;
@@ -201,7 +201,7 @@ static void test_load_resizes_position_grid(void **state) {
     temp_path(path, sizeof path, "grid4");
     Vit small, large;
     make_model(&small, 1);
-    if (vit_save(&small, path, &err)) fail_msg("%s", err.text);
+    if (vit_save(&small, path, NULL, &err)) fail_msg("%s", err.text);
     VitConfig config = small.config;
     config.pos_grid = 6;
     const VitInputShape shape = {BATCH, SIZE};
@@ -242,7 +242,7 @@ static void load_damaged(const char *victim, Damage damage, char *message, size_
     temp_path(path, sizeof path, "damaged");
     Vit model;
     make_model(&model, 1);
-    if (vit_save(&model, path, &err)) fail_msg("%s", err.text);
+    if (vit_save(&model, path, NULL, &err)) fail_msg("%s", err.text);
     SafeTensors file;
     if (safetensors_read(path, &file, &err)) fail_msg("%s", err.text);
     SafeTensorWrite entries[64];

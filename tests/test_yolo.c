@@ -404,7 +404,7 @@ static void save_load(const char *name, int classes, int class_width) {
     config.class_width = class_width;
     if (yolo_declare(&model, fixture_backend, &config, &err) ||
         yolo_allocate(&model, &shape, 1, &err) || yolo_init(&model, 5, &err) ||
-        yolo_save(&model, path, &err))
+        yolo_save(&model, path, NULL, &err))
         fail_msg("%s", err.text);
     SafeTensors file;
     if (safetensors_read(path, &file, &err)) fail_msg("%s", err.text);

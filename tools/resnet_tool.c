@@ -59,7 +59,7 @@ static int save_initialised(Backend *backend, const ToolOptions *options, ErrorM
     const ResnetInputShape shape = {1, 32};  // activations are not used; the smallest sensible slot
     Resnet model;
     int status = resnet_create(&model, backend, &config, &shape, 1, options->seed, err);
-    if (status == 0) status = resnet_save(&model, options->out, err);
+    if (status == 0) status = resnet_save(&model, options->out, NULL, err);
     resnet_free(&model);
     return status;
 }

@@ -329,14 +329,16 @@ def export(
 
     Args:
         out: The file to write (safetensors: a torchvision ResNet state dict
-            without ``fc``, or a timm ViT state dict; ``*.onnx``: an ONNX
-            model of the embedding, docs/onnx.md).
+            without ``fc``, or a timm ViT state dict; ``*.pt``, ``*.pth``: the
+            same state dict as torch.save writes it, a YOLO's as Ultralytics'
+            checkpoint; ``*.onnx``: an ONNX model of the embedding,
+            docs/onnx.md).
         checkpoint: A .ckpt of ``train`` or a backbone .safetensors.
         part: "backbone" (default: what training exports, the teacher for
             DINO; also LightlyTrain's "model" and "embedding_model"),
             "student" or "teacher".
-        format: "safetensors", "onnx", or from the ``out`` extension (the
-            default; LightlyTrain's "package_default" is taken as it).
+        format: "safetensors", "torch", "onnx", or from the ``out`` extension
+            (the default; LightlyTrain's "package_default" is taken as it).
         overwrite: Replace an existing ``out``.
         **options: Any other option of ``lightly-train-c export --help``;
             for ONNX ``image_size`` (default: the training size),

@@ -5,9 +5,12 @@
 // with torchvision.models.resnetXX().load_state_dict(
 // safetensors.torch.load_file(path), strict=False) (only fc.* missing); a
 // ViT as a timm state dict (nn/vit_weights.h: vit_save); a ConvNeXt in its
-// naming's (nn/convnext_weights.h: torchvision's, timm's or DINOv3's); or,
-// --format onnx, as an ONNX model of the embedding model
-// (embed/onnx_export.h, docs/onnx.md).
+// naming's (nn/convnext_weights.h: torchvision's, timm's or DINOv3's). With
+// --format torch (an --out named *.pt or *.pth) the same state dict as
+// torch.save writes it (weights/pt_writer.h), what LightlyTrain's
+// exported_last.pt holds, and a YOLO as the Ultralytics checkpoint of its
+// whole model (weights/ultralytics_export.h); with --format onnx, an ONNX
+// model of the embedding model (embed/onnx_export.h, docs/onnx.md).
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -21,11 +24,12 @@
 #include "nn/backbone.h"
 #include "train/model_source.h"
 #include "util/output_path.h"
+#include "weights/pt_writer.h"
 #include "weights/ultralytics_export.h"
 
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
-static const char *const format_names[] = {"auto", "safetensors", "onnx", NULL};
-enum { FORMAT_AUTO, FORMAT_SAFETENSORS, FORMAT_ONNX };
+static const char *const format_names[] = {"auto", "safetensors", "onnx", "torch", NULL};
+enum { FORMAT_AUTO, FORMAT_SAFETENSORS, FORMAT_ONNX, FORMAT_TORCH };
 static const char *const precision_names[] = {"fp32", "fp16", NULL};
 // LightlyTrain's ONNXPrecision values.
 static const char *const precision_aliases[] = {"32-true=fp32", "16-true=fp16", NULL};
@@ -46,24 +50,39 @@ typedef struct ExportArgs {
     int vit_pool;    // index into vit_pool_names (both formats: the ViT's pooling)
 } ExportArgs;
 
+// The extension of path ("." included), or NULL.
+static const char *extension_of(const char *path) {
+    const char *dot = strrchr(path, '.');
+    return dot && !strchr(dot, '/') ? dot : NULL;
+}
+
+static int is_torch_extension(const char *extension) {
+    return extension && (strcasecmp(extension, ".pt") == 0 || strcasecmp(extension, ".pth") == 0);
+}
+
 // An --out whose extension names another format than the one written: its
 // extension, else NULL.
 static const char *foreign_extension(const char *out, int format) {
     static const char *const others[] = {".pt", ".pth", ".ckpt", ".bin", ".pkl", ".onnx",
                                          ".safetensors", ".npz", ".npy", ".h5"};
-    const char *own = format == FORMAT_ONNX ? ".onnx" : ".safetensors";
-    const char *dot = strrchr(out, '.');
-    if (!dot || strchr(dot, '/') || strcasecmp(dot, own) == 0) return NULL;
+    const char *dot = extension_of(out);
+    const int own = format == FORMAT_TORCH  ? is_torch_extension(dot)
+                    : format == FORMAT_ONNX ? dot && strcasecmp(dot, ".onnx") == 0
+                                            : dot && strcasecmp(dot, ".safetensors") == 0;
+    if (!dot || own) return NULL;
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         if (strcasecmp(dot, others[i]) == 0) return dot;
     return NULL;
 }
 
-// --format auto: ONNX for an --out named *.onnx, else safetensors.
+// --format auto: ONNX for an --out named *.onnx, torch for *.pt and *.pth,
+// else safetensors.
 static int resolved_format(const ExportArgs *args) {
     if (args->format != FORMAT_AUTO) return args->format;
-    const char *dot = strrchr(args->out, '.');
-    return dot && strcasecmp(dot, ".onnx") == 0 ? FORMAT_ONNX : FORMAT_SAFETENSORS;
+    const char *dot = extension_of(args->out);
+    return dot && strcasecmp(dot, ".onnx") == 0 ? FORMAT_ONNX
+           : is_torch_extension(dot)           ? FORMAT_TORCH
+                                               : FORMAT_SAFETENSORS;
 }
 
 // The options that only --format onnx reads, refused with safetensors:
@@ -122,24 +141,32 @@ static int export_onnx(const ExportArgs *args, const Backbone *model,
     return 0;
 }
 
+// The backbone's state dict at path: safetensors, or as torch.save writes it
+// (a YOLO: Ultralytics' checkpoint of its whole model, what YOLO() loads).
+static int export_state_dict(const Backbone *model, const char *path, int torch,
+                             ErrorMessage *err) {
+    if (!torch) return backbone_save(model, path, err);
+    if (model->spec.kind == BACKBONE_YOLO)
+        return export_ultralytics(&model->model.yolo, path, err);
+    return backbone_save_as(model, path, pt_state_dict_write, err);
+}
+
 static int export_run(const ExportArgs *args) {
     const char *program = "lightly-train-c export";
     ErrorMessage err = {{0}};
     const int format = resolved_format(args);
     const char *extension = foreign_extension(args->out, format);
-    // .pt: Ultralytics' checkpoint of a YOLO (the model is checked below).
-    const int ultralytics =
-        format != FORMAT_ONNX && extension && strcasecmp(extension, ".pt") == 0;
-    if (extension && !ultralytics) {
+    if (extension) {
         fprintf(stderr, "%s: --out %s: export writes %s, which a %s reader cannot read: name it "
                         "*.%s\n",
-                program, args->out, format_names[format], extension, format_names[format]);
+                program, args->out, format_names[format], extension,
+                format == FORMAT_TORCH ? "pt" : format_names[format]);
         return 2;
     }
     const char *onnx_option = format == FORMAT_ONNX ? NULL : onnx_only_option(args);
     if (onnx_option) {
-        fprintf(stderr, "%s: %s applies to --format onnx (an --out named *.onnx), not to "
-                        "safetensors\n", program, onnx_option);
+        fprintf(stderr, "%s: %s applies to --format onnx (an --out named *.onnx), not to %s\n",
+                program, onnx_option, format_names[format]);
         return 2;
     }
     if (output_file_check(args->out, args->overwrite, &err) != 0) {
@@ -168,22 +195,18 @@ static int export_run(const ExportArgs *args) {
         return 2;
     }
     int status = 0;
-    if (ultralytics && model.spec.kind != BACKBONE_YOLO) {
-        fprintf(stderr, "%s: --out %s: .pt is Ultralytics' checkpoint, written for YOLO models "
-                        "only; name it *.safetensors\n", program, args->out);
-        status = 2;
-    }
-    if (status == 0 && model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
+    if (model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
         vit_pool_parse(vit_pool_names[args->vit_pool], &model.model.vit.config.pool, &err))
         status = 2;  // the choices are the pool names: not reached
     OnnxExportSummary onnx = {0};
     int size = 0;
-    if (status == 0)
-        status = format == FORMAT_ONNX ? export_onnx(args, &model, &info, &onnx, &size)
-                 : (ultralytics ? export_ultralytics(&model.model.yolo, args->out, &err)
-                                : backbone_save(&model, args->out, &err)) != 0
-                     ? (fprintf(stderr, "%s: %s\n", program, err.text), 1)
-                     : 0;
+    if (status == 0 && format == FORMAT_ONNX)
+        status = export_onnx(args, &model, &info, &onnx, &size);
+    if (status == 0 && format != FORMAT_ONNX &&
+        export_state_dict(&model, args->out, format == FORMAT_TORCH, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", program, err.text);
+        status = 1;
+    }
     if (status == 0) {
         // A checkpoint's "backbone." -> "backbone"; a state dict is its own
         // backbone, whose tensors may sit under a prefix ("module.").
@@ -223,8 +246,9 @@ int command_export(int argc, char **argv) {
          .help = "backbone: the checkpoint's default (the teacher for DINO); teacher or student",
          .choices = part_names},
         {.name = "format", .type = OPTION_CHOICE, .value = &args.format, .metavar = "FORMAT",
-         .help = "file format of --out (auto: onnx for *.onnx, a YOLO's Ultralytics checkpoint "
-                 "for *.pt, else safetensors)",
+         .help = "file format of --out (auto: onnx for *.onnx, torch for *.pt and *.pth, else "
+                 "safetensors); torch: the state dict as torch.save writes it (LightlyTrain's "
+                 "exported_last.pt), a YOLO's as Ultralytics' checkpoint of the whole model",
          .choices = format_names},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},
@@ -254,10 +278,11 @@ int command_export(int argc, char **argv) {
         .program = "lightly-train-c export",
         .summary = "Writes a backbone of a checkpoint as a torchvision (ResNet), timm (ViT) "
                    "or torchvision / timm / DINOv3 (ConvNeXt, its --model's) state dict in "
-                   "safetensors, loadable with load_state_dict (ResNet, torchvision's "
-                   "ConvNeXt: strict=False, no classifier), a YOLO as the Ultralytics "
-                   "checkpoint of its whole model that ultralytics.YOLO loads (--out NAME.pt), "
-                   "or as an ONNX model of its embedding (docs/onnx.md).",
+                   "safetensors or, --out NAME.pt, as torch.save writes it, loadable with "
+                   "load_state_dict (ResNet, torchvision's ConvNeXt: strict=False, no "
+                   "classifier); a YOLO's .pt is the Ultralytics checkpoint of its whole model "
+                   "that ultralytics.YOLO loads; or as an ONNX model of its embedding "
+                   "(docs/onnx.md).",
         .epilog = EXIT_STATUS_HELP,
         .specs = specs,
         .count = (int)(sizeof specs / sizeof specs[0]),

@@ -117,8 +117,9 @@ static int resnet_backbone_load(Backbone *b, const SafeTensors *file, const char
         return error_prefix(err, "resnet%d", model->config.depth);
     return 0;
 }
-static int resnet_backbone_save(const Backbone *b, const char *path, ErrorMessage *err) {
-    return resnet_save(resnet_of_const(b), path, err);
+static int resnet_backbone_save(const Backbone *b, const char *path, StateDictWrite write,
+                                ErrorMessage *err) {
+    return resnet_save(resnet_of_const(b), path, write, err);
 }
 static void resnet_backbone_free(Backbone *b) { resnet_free(resnet_of(b)); }
 
@@ -168,8 +169,9 @@ static int vit_backbone_load(Backbone *b, const SafeTensors *file, const char *p
                              ErrorMessage *err) {
     return vit_load_from(vit_of(b), file, prefix, err);
 }
-static int vit_backbone_save(const Backbone *b, const char *path, ErrorMessage *err) {
-    return vit_save(vit_of_const(b), path, err);
+static int vit_backbone_save(const Backbone *b, const char *path, StateDictWrite write,
+                             ErrorMessage *err) {
+    return vit_save(vit_of_const(b), path, write, err);
 }
 static void vit_backbone_free(Backbone *b) { vit_free(vit_of(b)); }
 
@@ -224,8 +226,9 @@ static int yolo_backbone_load(Backbone *b, const SafeTensors *file, const char *
         return error_prefix(err, "%s", model->config.name);
     return 0;
 }
-static int yolo_backbone_save(const Backbone *b, const char *path, ErrorMessage *err) {
-    return yolo_save(&b->model.yolo, path, err);
+static int yolo_backbone_save(const Backbone *b, const char *path, StateDictWrite write,
+                              ErrorMessage *err) {
+    return yolo_save(&b->model.yolo, path, write, err);
 }
 static void yolo_backbone_free(Backbone *b) { yolo_free(yolo_of(b)); }
 

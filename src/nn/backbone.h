@@ -87,8 +87,10 @@ typedef struct BackboneOps {
     // names, fc.* skipped without a prefix; ViT: vit_weights.h's namings).
     int (*load)(Backbone *backbone, const SafeTensors *file, const char *prefix,
                 ErrorMessage *err);
-    // The architecture's interchange file: torchvision / timm state dict.
-    int (*save)(const Backbone *backbone, const char *path, ErrorMessage *err);
+    // The architecture's interchange file: torchvision / timm state dict,
+    // written by `write` (NULL: safetensors_write).
+    int (*save)(const Backbone *backbone, const char *path, StateDictWrite write,
+                ErrorMessage *err);
     void (*free)(Backbone *backbone);
 } BackboneOps;
 
@@ -186,7 +188,13 @@ static inline int backbone_prepare_batch(Backbone *b, int slot, int batch, Error
     return b->ops->prepare_batch(b, slot, batch, err);
 }
 static inline int backbone_save(const Backbone *b, const char *path, ErrorMessage *err) {
-    return b->ops->save(b, path, err);
+    return b->ops->save(b, path, NULL, err);
+}
+// The same tensors, names and order written by `write` (a torch state dict:
+// weights/pt_writer.h, pt_state_dict_write) instead of as safetensors.
+static inline int backbone_save_as(const Backbone *b, const char *path, StateDictWrite write,
+                                   ErrorMessage *err) {
+    return b->ops->save(b, path, write, err);
 }
 
 #endif

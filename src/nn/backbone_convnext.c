@@ -36,8 +36,9 @@ static int convnext_backbone_load(Backbone *b, const SafeTensors *file, const ch
                                   ErrorMessage *err) {
     return convnext_load_from(convnext_of(b), file, prefix, err);
 }
-static int convnext_backbone_save(const Backbone *b, const char *path, ErrorMessage *err) {
-    return convnext_save(convnext_of_const(b), path, err);
+static int convnext_backbone_save(const Backbone *b, const char *path, StateDictWrite write,
+                                  ErrorMessage *err) {
+    return convnext_save(convnext_of_const(b), path, write, err);
 }
 static void convnext_backbone_free(Backbone *b) { convnext_free(convnext_of(b)); }
 

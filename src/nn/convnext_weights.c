@@ -182,7 +182,8 @@ int convnext_load_from(Convnext *model, const SafeTensors *file, const char *pre
 
 // ---- export ----------------------------------------------------------------------------------
 
-int convnext_save(const Convnext *model, const char *path, ErrorMessage *err) {
+int convnext_save(const Convnext *model, const char *path, StateDictWrite write,
+                  ErrorMessage *err) {
     const ParameterSet *params = &model->params;
     Backend *backend = model->backend;
     const int duplicates = model->config.naming == CONVNEXT_DINOV3 ? 2 : 0;  // norms.3.*
@@ -218,7 +219,7 @@ int convnext_save(const Convnext *model, const char *path, ErrorMessage *err) {
         entries[params->count + d].name = duplicate_names[d];
     }
     const SafeMetadata metadata[] = {{.key = "format", .value = "pt"}};
-    const int status = safetensors_write(path, entries, count, metadata, 1, err);
+    const int status = (write ? write : safetensors_write)(path, entries, count, metadata, 1, err);
     free(entries);
     free(staging);
     free(ours);

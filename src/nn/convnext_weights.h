@@ -39,6 +39,8 @@ int convnext_load_from(Convnext *model, const SafeTensors *file, const char *pre
 //     dinov3/convnext-*) .load_state_dict(state) with strict=True, as its
 //     own checkpoints load: norm.* is written again as norms.3.* (its state
 //     dict lists the final norm under both names).
-int convnext_save(const Convnext *model, const char *path, ErrorMessage *err);
+// write: NULL (safetensors), or another container (StateDictWrite).
+int convnext_save(const Convnext *model, const char *path, StateDictWrite write,
+                  ErrorMessage *err);
 
 #endif

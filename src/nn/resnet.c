@@ -454,8 +454,9 @@ int resnet_init(Resnet *model, uint64_t seed, ErrorMessage *err) {
     return 0;
 }
 
-int resnet_save(const Resnet *model, const char *path, ErrorMessage *err) {
-    return weights_save(path, &model->params, &model->buffers, model->num_batches_tracked, err);
+int resnet_save(const Resnet *model, const char *path, StateDictWrite write, ErrorMessage *err) {
+    return weights_save(path, &model->params, &model->buffers, model->num_batches_tracked, write,
+                        err);
 }
 
 int resnet_load(Resnet *model, const char *path, ErrorMessage *err) {

@@ -39,6 +39,7 @@
 #include "backend/backend.h"
 #include "nn/layers.h"
 #include "nn/parameters.h"
+#include "nn/safetensors.h"
 #include "util/error.h"
 
 #define RESNET_MAX_STAGES 3  // convs on a block's residual branch
@@ -213,8 +214,9 @@ int resnet_attach_batchnorm_sync(Resnet *model, BatchNormSync *sync, ErrorMessag
 // Weights as a torchvision state dict in safetensors (F32, conv weights
 // OIHW, num_batches_tracked I64 scalars), without fc: loadable with
 // torchvision.models.resnetXX().load_state_dict(..., strict=False) (only
-// fc.weight and fc.bias reported missing).
-int resnet_save(const Resnet *model, const char *path, ErrorMessage *err);
+// fc.weight and fc.bias reported missing). write: NULL, or another container
+// of the same tensors (nn/safetensors.h, StateDictWrite).
+int resnet_save(const Resnet *model, const char *path, StateDictWrite write, ErrorMessage *err);
 // Loads a torchvision state dict saved as safetensors (F32, F16 or BF16).
 // fc.* keys are skipped (a classifier checkpoint loads into the backbone);
 // any other missing or unexpected key, or a shape mismatch, fails and the

@@ -128,6 +128,13 @@ typedef struct SafeTensorWrite {
 // caller passes under that key, e.g. one copied from another file).
 int safetensors_write(const char *path, const SafeTensorWrite *tensors, int count,
                       const SafeMetadata *metadata, int metadata_count, ErrorMessage *err);
+// A writer of a state dict with safetensors_write's arguments: the models'
+// save functions take one (NULL: safetensors_write), so that a caller above
+// nn/ can write the same tensors in another container (weights/pt_writer.h:
+// a torch state dict, which keeps no metadata).
+typedef int (*StateDictWrite)(const char *path, const SafeTensorWrite *tensors, int count,
+                              const SafeMetadata *metadata, int metadata_count,
+                              ErrorMessage *err);
 // The bytes a file with these tensors starts with: the u64 header length and
 // the JSON header padded to 8 bytes (*header malloc'ed, *header_size bytes),
 // after the checks safetensors_write makes, with the CRC-32 of the tensors'

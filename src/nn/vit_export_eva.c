@@ -89,7 +89,7 @@ static int download_torch(const Vit *model, float *torch, ErrorMessage *err) {
     return status;
 }
 
-int vit_save_eva(const Vit *model, const char *path, ErrorMessage *err) {
+int vit_save_eva(const Vit *model, const char *path, StateDictWrite write, ErrorMessage *err) {
     const ParameterSet *params = &model->params;
     const VitConfig *c = &model->config;
     float *torch = malloc((params->total + 1) * sizeof *torch);
@@ -125,7 +125,9 @@ int vit_save_eva(const Vit *model, const char *path, ErrorMessage *err) {
         {.key = "timm_model", .value = timm_model},
     };
     const int metadata_count = timm_model[0] ? 4 : 3;
-    if (!status) status = safetensors_write(path, entries, count, metadata, metadata_count, err);
+    if (!status)
+        status = (write ? write : safetensors_write)(path, entries, count, metadata, metadata_count,
+                                                     err);
     free(torch);
     free(tensors);
     free(entries);

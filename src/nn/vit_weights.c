@@ -353,8 +353,8 @@ int vit_load(Vit *model, const char *path, ErrorMessage *err) {
 
 // ---- export --------------------------------------------------------------------------------
 
-int vit_save(const Vit *model, const char *path, ErrorMessage *err) {
-    if (model->config.rope) return vit_save_eva(model, path, err);
+int vit_save(const Vit *model, const char *path, StateDictWrite write, ErrorMessage *err) {
+    if (model->config.rope) return vit_save_eva(model, path, write, err);
     char heads[16];
     snprintf(heads, sizeof heads, "%d", model->config.heads);
     const SafeMetadata metadata[] = {
@@ -365,5 +365,5 @@ int vit_save(const Vit *model, const char *path, ErrorMessage *err) {
         {.key = "pool", .value = (char *)vit_pool_name(model->config.pool)},
     };
     return weights_save_with_metadata(path, &model->params, NULL, 0, metadata,
-                                      (int)(sizeof metadata / sizeof metadata[0]), err);
+                                      (int)(sizeof metadata / sizeof metadata[0]), write, err);
 }

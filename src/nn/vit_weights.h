@@ -74,14 +74,15 @@ int vit_load(Vit *model, const char *path, ErrorMessage *err);
 // timm state dict (F32, timm names; loads with
 // timm.create_model("vit_small_patch14_dinov2", img_size=M * patch,
 // num_classes=0).load_state_dict(...)) plus metadata num_heads,
-// pos_interpolation and pool. RoPE (DINOv3) models: vit_save_eva.
-int vit_save(const Vit *model, const char *path, ErrorMessage *err);
+// pos_interpolation and pool. RoPE (DINOv3) models: vit_save_eva. write:
+// NULL, or another container of the same tensors (StateDictWrite).
+int vit_save(const Vit *model, const char *path, StateDictWrite write, ErrorMessage *err);
 // A DINOv3 ViT as timm's Eva state dict (vit_export_eva.c): loads with
 // timm.create_model("vit_small_patch16_dinov3_qkvb", num_classes=0)
 // .load_state_dict(...) (timm >= 1.0.20; the _qkvb model for a qkv bias,
 // the plain one without), plus metadata num_heads, pool and timm_model
 // (the timm name of a preset's architecture). A non-zero key bias (timm's
 // DINOv3 attention has none) is refused naming the tensor.
-int vit_save_eva(const Vit *model, const char *path, ErrorMessage *err);
+int vit_save_eva(const Vit *model, const char *path, StateDictWrite write, ErrorMessage *err);
 
 #endif

@@ -123,16 +123,16 @@ static void save_bn_buffers(SaveState *state, const ParameterSet *buffers, const
 }
 
 int weights_save(const char *path, const ParameterSet *params, const ParameterSet *buffers,
-                 int64_t num_batches_tracked, ErrorMessage *err) {
+                 int64_t num_batches_tracked, StateDictWrite write, ErrorMessage *err) {
     const SafeMetadata format = {.key = "format", .value = "pt"};
-    return weights_save_with_metadata(path, params, buffers, num_batches_tracked, &format, 1,
+    return weights_save_with_metadata(path, params, buffers, num_batches_tracked, &format, 1, write,
                                       err);
 }
 
 int weights_save_with_metadata(const char *path, const ParameterSet *params,
                                const ParameterSet *buffers, int64_t num_batches_tracked,
                                const SafeMetadata *metadata, int metadata_count,
-                               ErrorMessage *err) {
+                               StateDictWrite write, ErrorMessage *err) {
     const int buffer_count = buffers ? buffers->count : 0;
     const int bns = bn_count(buffers);
     size_t total = params->total + (buffers ? buffers->total : 0), largest = 1;
@@ -180,7 +180,8 @@ int weights_save_with_metadata(const char *path, const ParameterSet *params,
             written[i] = 1;
         }
     }
-    status = safetensors_write(path, state.entries, state.count, metadata, metadata_count, err);
+    status = (write ? write : safetensors_write)(path, state.entries, state.count, metadata,
+                                                  metadata_count, err);
 done:
     free(state.entries);
     free(state.staging);

@@ -27,14 +27,15 @@ typedef struct WeightsLoadOptions {
 // Writes params then, after each BN's bias, its running_mean, running_var
 // and num_batches_tracked (torchvision's state_dict order), then the other
 // buffers: a BN whose weight and bias are buffers too (not trained) gets
-// num_batches_tracked 0. buffers may be NULL.
+// num_batches_tracked 0. buffers may be NULL. Written by `write` (NULL:
+// safetensors_write; nn/safetensors.h), as for every model's save below.
 int weights_save(const char *path, const ParameterSet *params, const ParameterSet *buffers,
-                 int64_t num_batches_tracked, ErrorMessage *err);
+                 int64_t num_batches_tracked, StateDictWrite write, ErrorMessage *err);
 // The same with the given safetensors metadata instead of {"format": "pt"}.
 int weights_save_with_metadata(const char *path, const ParameterSet *params,
                                const ParameterSet *buffers, int64_t num_batches_tracked,
                                const SafeMetadata *metadata, int metadata_count,
-                               ErrorMessage *err);
+                               StateDictWrite write, ErrorMessage *err);
 
 // Checks the whole file first (missing and unexpected keys, dtypes, shapes;
 // the message lists them), then converts and uploads. options may be NULL

@@ -582,13 +582,13 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
                           "yolo11n..x (its tensors match no size's names and shapes)", prefix);
 }
 
-int yolo_save(const Yolo *model, const char *path, ErrorMessage *err) {
+int yolo_save(const Yolo *model, const char *path, StateDictWrite write, ErrorMessage *err) {
     const SafeMetadata metadata[] = {
         {.key = "format", .value = "pt"},
         {.key = "model", .value = (char *)model->config.name},
     };
     return weights_save_with_metadata(path, &model->params, &model->buffers,
-                                      model->num_batches_tracked, metadata, 2, err);
+                                      model->num_batches_tracked, metadata, 2, write, err);
 }
 
 // ---- forward and backward entry points ----------------------------------------------------------

@@ -231,8 +231,9 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
 #define YOLO_ANCHOR_NEXT "model.1.conv.weight"
 
 // Ultralytics' DetectionModel state dict in safetensors (F32, conv weights
-// OIHW, num_batches_tracked I64): every layer, neck and head included.
-int yolo_save(const Yolo *model, const char *path, ErrorMessage *err);
+// OIHW, num_batches_tracked I64): every layer, neck and head included;
+// write: NULL, or another container (StateDictWrite).
+int yolo_save(const Yolo *model, const char *path, StateDictWrite write, ErrorMessage *err);
 
 // One line of the family's YAML, [from, repeats, module, args], before
 // scaling (export_ultralytics.c writes the model's yaml dict from them).

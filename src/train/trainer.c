@@ -24,6 +24,7 @@
 #include "util/cpu.h"
 #include "util/fault.h"
 #include "util/output_path.h"
+#include "weights/pt_writer.h"
 #include "weights/ultralytics_export.h"
 
 static volatile sig_atomic_t stop_signal;
@@ -321,19 +322,21 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
 }
 
 // The exported backbone (DINO: the teacher, see Method.export_part),
-// written atomically.
+// written atomically as safetensors and, beside it, as exported_last.pt,
+// LightlyTrain's file: the state dict as torch.save writes it (a YOLO:
+// Ultralytics' checkpoint of the whole model, which ultralytics.YOLO(path)
+// fine-tunes).
 static int train_export(TrainRun *run, ErrorMessage *err) {
     Backbone *exported = &run->method.backbone;
     if (strcmp(run->method.export_part, "teacher_backbone") == 0 && run->method.ops->teacher)
         exported = run->method.ops->teacher(&run->method);
     if (backbone_save(exported, run->export_path, err)) return -1;
-    if (exported->spec.kind != BACKBONE_YOLO) return 0;
-    // A YOLO also as Ultralytics' checkpoint, exported_last.pt beside it (what
-    // LightlyTrain writes: ultralytics.YOLO(path) fine-tunes it).
     char path[sizeof run->export_path];
     const size_t length = strlen(run->export_path) - strlen(".safetensors");
     snprintf(path, sizeof path, "%.*s.pt", (int)length, run->export_path);
-    return export_ultralytics(&exported->model.yolo, path, err);
+    if (exported->spec.kind == BACKBONE_YOLO)
+        return export_ultralytics(&exported->model.yolo, path, err);
+    return backbone_save_as(exported, path, pt_state_dict_write, err);
 }
 
 // The folder a file of the run is written into still exists.

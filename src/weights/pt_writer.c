@@ -311,3 +311,26 @@ int pt_writer_save(PtWriter *w, const char *path, const char *archive, ErrorMess
     zip_source_free(memory);
     return status;
 }
+
+int pt_state_dict_write(const char *path, const SafeTensorWrite *tensors, int count,
+                        const SafeMetadata *metadata, int metadata_count, ErrorMessage *err) {
+    (void)metadata, (void)metadata_count;
+    PtWriter w;
+    pt_writer_init(&w);
+    pt_ordered_dict_begin(&w);
+    for (int i = 0; i < count; i++) {
+        pt_put_str(&w, tensors[i].name);
+        pt_put_tensor_borrowed(&w, tensors[i].dtype, tensors[i].data, tensors[i].rank,
+                               tensors[i].shape);
+    }
+    pt_dict_end(&w);
+    // torch.save names the archive's folder after the file; torch.load reads any.
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    const char *dot = strrchr(name, '.');
+    char archive[128];
+    snprintf(archive, sizeof archive, "%.*s",
+             (int)(dot && dot > name ? (size_t)(dot - name) : strlen(name)), name);
+    const int status = pt_writer_save(&w, path, archive[0] ? archive : "archive", err);
+    pt_writer_free(&w);
+    return status;
+}

@@ -8,7 +8,7 @@
 // Entries stored uncompressed (libzip), the whole file written atomically
 // (util/file.h), streamed from libzip's archive in memory: the data is held
 // once more while the file is written. What is pickled is the caller's: a
-// state dict, a dict of embeddings, or a whole module
+// state dict (pt_state_dict_write), a dict of embeddings, or a whole module
 // tree (weights/ultralytics_export.c), each object a GLOBAL class made by
 // NEWOBJ and given its __dict__ by BUILD, as pickle does for objects.
 //
@@ -83,5 +83,12 @@ void pt_put_tensor_borrowed(PtWriter *w, SafeDType dtype, const void *data, int 
 // Ends the pickle (STOP) and writes the file at path atomically; archive
 // names the zip's folder ("exported_last"). -1 with err.
 int pt_writer_save(PtWriter *w, const char *path, const char *archive, ErrorMessage *err);
+
+// torch.save(state_dict) of these tensors: an OrderedDict of name -> tensor
+// in the given order, the tensors' bytes written from where they are. The
+// metadata has no place in a state dict and is dropped. A StateDictWrite
+// (nn/safetensors.h): backbone_save_as(model, "x.pt", pt_state_dict_write, err).
+int pt_state_dict_write(const char *path, const SafeTensorWrite *tensors, int count,
+                        const SafeMetadata *metadata, int metadata_count, ErrorMessage *err);
 
 #endif

@@ -58,17 +58,28 @@ expect 2 "part \"teacher\" needs a checkpoint" \
   -- "$bin" export --checkpoint "$work/seed1.safetensors" --part teacher --out "$work/none2.safetensors"
 expect 2 "--part: expected one of backbone, teacher, student, got 'head'" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --part head --out "$work/none3.safetensors"
-expect 2 "--format: expected one of auto, safetensors, onnx, got 'torch'" \
-  -- "$bin" export --checkpoint "$work/dino.ckpt" --format torch --out "$work/none4.safetensors"
+expect 2 "--format: expected one of auto, safetensors, onnx, torch, got 'pickle'" \
+  -- "$bin" export --checkpoint "$work/dino.ckpt" --format pickle --out "$work/none4.safetensors"
 # An --out named for another format is refused before any work (torch.load
 # would fail on the safetensors written), even with a missing --checkpoint.
-# (.pt is Ultralytics' checkpoint of a YOLO, tests/e2e/train_yolo.sh: refused
-# for other models once the model is read.)
-for name in model.PTH model.ckpt; do
+for name in model.ckpt model.bin; do
   expect 2 "^lightly-train-c export: --out .*$name: export writes safetensors, which a \.[a-zA-Z]+ reader cannot read: name it \*\.safetensors$" \
     -- "$bin" export --checkpoint "$work/missing.ckpt" --out "$work/$name"
   [ -e "$work/$name" ] && fail "export wrote $work/$name"
 done
+expect 2 "^lightly-train-c export: --out .*torch.safetensors: export writes torch, which a \.safetensors reader cannot read: name it \*\.pt$" \
+  -- "$bin" export --checkpoint "$work/dino.ckpt" --format torch --out "$work/torch.safetensors"
+[ -e "$work/torch.safetensors" ] && fail "export wrote torch.safetensors"
+
+# *.pt, *.pth (or --format torch): the state dict as torch.save writes it
+# (LightlyTrain's exported_last.pt), read back to the safetensors' tensors;
+# tests/test_pt_state_dict.c checks every family, tools/check_torch_export.py
+# that torch.load and load_state_dict take it.
+expect 0 "^exported teacher_backbone of resnet18 .* to .*dino.PTH$" \
+  -- "$bin" export --checkpoint "$work/dino.ckpt" --out "$work/dino.PTH"
+"$bin" export --checkpoint "$work/dino.PTH" --out "$work/dino_back.safetensors" >/dev/null 2>&1 ||
+  fail "export of the .pth"
+same "$work/dino_back.safetensors" "$work/seed2.safetensors" "the .pth read back"
 expect 2 "missing.ckpt: cannot open: No such file or directory" \
   -- "$bin" export --checkpoint "$work/missing.ckpt" --out "$work/none5.safetensors"
 echo "not a model" > "$work/notes.txt"

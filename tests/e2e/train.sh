@@ -48,8 +48,8 @@ train_ok() {
     fail "$name: train exited $status: $output"
     return
   fi
-  for file in checkpoints/last.ckpt exported_models/exported_last.safetensors metrics.jsonl \
-              train.log; do
+  for file in checkpoints/last.ckpt exported_models/exported_last.safetensors \
+              exported_models/exported_last.pt metrics.jsonl train.log; do
     [ -s "$out/$file" ] || fail "$name: $file missing or empty"
   done
   local events=("$out"/events.out.tfevents.*)
@@ -154,6 +154,12 @@ cmp -s "$work/dino-default.safetensors" "$work/dino/exported_models/exported_las
   fail "dino: export of the default part differs from the run's exported_last.safetensors"
 cmp -s "$work/dino-default.safetensors" "$work/dino-student.safetensors" &&
   fail "dino: the student export equals the teacher export"
+# LightlyTrain's exported_last.pt (torch.save's state dict) holds the same
+# tensors as exported_last.safetensors: read back, exported the same bytes.
+"$bin" export --checkpoint "$work/dino/exported_models/exported_last.pt" \
+  --out "$work/dino-pt.safetensors" >/dev/null 2>&1 || fail "dino: export of exported_last.pt"
+cmp -s "$work/dino-pt.safetensors" "$work/dino/exported_models/exported_last.safetensors" ||
+  fail "dino: exported_last.pt does not hold exported_last.safetensors' tensors"
 expect 2 "no teacher backbone" -- "$bin" export --checkpoint "$work/simclr/checkpoints/last.ckpt" --part teacher \
   --out "$work/simclr-teacher.safetensors"
 

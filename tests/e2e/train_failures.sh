@@ -189,6 +189,13 @@ printf '%s\n' "$output" | tail -n 1 |
   grep -q "^error: could not write the export: .*exported_last.safetensors.*No space left on device" ||
   fail "export write failure: the last line does not name the export: $(printf '%s\n' "$output" | tail -n 2)"
 [ -e "$work/noexport/checkpoints/last.ckpt" ] || fail "export write failure: no checkpoint"
+# So is the third, the export's torch.save twin (exported_last.pt).
+output=$(LTC_FAULT=fail-write@3 "$bin" train "${common[@]}" --out "$work/nopt" --max-steps 6 2>&1)
+[ $? -eq 1 ] || fail "export .pt write failure: expected exit 1: $output"
+printf '%s\n' "$output" | tail -n 1 |
+  grep -q "^error: could not write the export: .*exported_last.pt.*No space left on device" ||
+  fail "export .pt write failure: the last line does not name it: $(printf '%s\n' "$output" | tail -n 2)"
+[ -z "$(find "$work/nopt" -name '*.tmp.*')" ] || fail "export .pt write failure left temporary files"
 
 # A signal as the command starts (before it parsed its options: the first
 # milliseconds) is a stop, not a kill: handled before any work, the run

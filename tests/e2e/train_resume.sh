@@ -94,11 +94,12 @@ base=(--data "$images" --image-size 32 --batch-size 8 --num-workers 2 --threads 
       --method-arg hidden_dim=64 --method-arg output_dim=32)
 
 # SimCLR: 3 epochs x 6 steps; checkpoints after steps 6, 12, 18; the atomic
-# writes of a fresh run: checkpoint 6, export 6, checkpoint 12 (the 3rd), ...
+# writes of a fresh run: checkpoint 6, export 6 (.safetensors, .pt),
+# checkpoint 12 (the 4th), ...
 simclr=("${base[@]}" --method simclr --epochs 3 --seed 7 --knn-data "$images")
 a="$work/simclr-a" b="$work/simclr-b"
 "$bin" train --out "$a" "${simclr[@]}" >"$work/simclr-a.log" 2>&1 || fail "simclr: run A: $(tail -n 3 "$work/simclr-a.log")"
-killed simclr-b1 LTC_FAULT=kill-before-rename@3 -- --out "$b" "${simclr[@]}"
+killed simclr-b1 LTC_FAULT=kill-before-rename@4 -- --out "$b" "${simclr[@]}"
 [ -n "$(find "$b/checkpoints" -name 'last.ckpt.tmp.*')" ] || fail "simclr: no temporary file after a kill inside the write"
 killed_randomly simclr-b2 "$b" -- --out "$b" "${simclr[@]}" --resume
 grep -q "resuming from .* at step 6 of 18" "$work/simclr-b2.log" || fail "simclr: B2 did not resume at step 6"

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Our torch.save-style state dicts against PyTorch: for each model, a random
+backbone (tests/e2e/make_backbone) exported with `export --out NAME.pt`
+loads with torch.load(weights_only=True), holds exactly the tensors of the
+same backbone's safetensors export, and loads into the PyTorch model it is
+named for (torchvision's or timm's; only a classifier missing); and the
+exported_last.pt of a one-epoch `train` loads into torchvision's ResNet-18
+with LightlyTrain's snippet, load_state_dict(torch.load(path,
+weights_only=True)), given strict=False (ours has no fc).
+
+    python tools/check_torch_export.py --build build
+
+Needs torch, torchvision, timm and safetensors (not in make test: the
+structure is checked there by tests/test_pt_state_dict.c). Exits 1 on the
+first difference.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import safetensors.torch
+import timm
+import torch
+import torchvision
+
+# (our model name, a function making the PyTorch model, keys it may miss)
+MODELS = (
+    ("resnet18", lambda: torchvision.models.resnet18(), {"fc.weight", "fc.bias"}),
+    ("vit_s14", lambda: timm.create_model("vit_small_patch14_dinov2", img_size=224), set()),
+    ("torchvision/convnext_tiny", lambda: torchvision.models.convnext_tiny(),
+     {"classifier.2.weight", "classifier.2.bias"}),
+    ("timm/convnext_tiny", lambda: timm.create_model("convnext_tiny"),
+     {"head.fc.weight", "head.fc.bias"}),
+)
+
+
+def run(*command):
+    subprocess.run(command, check=True, capture_output=True)
+
+
+def check_state_dict(pt, reference, make_model, may_miss):
+    saved = torch.load(pt, weights_only=True)
+    assert type(saved).__name__ == "OrderedDict", type(saved)
+    expected = safetensors.torch.load_file(reference)
+    assert list(saved) == list(expected), "other names or order than the safetensors"
+    for name, tensor in expected.items():
+        assert saved[name].dtype == tensor.dtype and torch.equal(saved[name], tensor), name
+    result = make_model().load_state_dict(saved, strict=False)
+    assert not result.unexpected_keys, result.unexpected_keys
+    assert set(result.missing_keys) <= may_miss, result.missing_keys
+    return len(saved)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    args = parser.parse_args()
+    program = os.path.join(args.build, "lightly-train-c")
+    make_backbone = os.path.join(args.build, "tests", "e2e", "make_backbone")
+    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, timm {timm.__version__}")
+    with tempfile.TemporaryDirectory() as work:
+        for index, (name, make_model, may_miss) in enumerate(MODELS):
+            source, pt = (os.path.join(work, f"{index}.{kind}") for kind in ("safetensors", "pt"))
+            run(make_backbone, source, name, "3")
+            run(program, "export", "--checkpoint", source, "--out", pt)
+            exported = os.path.join(work, f"{index}.export.safetensors")
+            run(program, "export", "--checkpoint", source, "--out", exported)
+            count = check_state_dict(pt, exported, make_model, may_miss)
+            print(f"RESULT export model={name} tensors={count}: equal to the safetensors, loads")
+        out = os.path.join(work, "run")
+        photos = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "photos")
+        run(program, "train", "--data", photos, "--out", out, "--model", "resnet18", "--method",
+            "simclr", "--epochs", "1", "--batch-size", "4", "--image-size", "32")
+        exported = os.path.join(out, "exported_models", "exported_last")
+        count = check_state_dict(exported + ".pt", exported + ".safetensors", MODELS[0][1],
+                                 MODELS[0][2])
+        print(f"RESULT train exported_last.pt tensors={count}: equal to the safetensors, loads")
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
