@@ -19,6 +19,7 @@ static void print_usage(FILE *stream) {
             "  export       write a checkpoint's backbone as a torchvision state dict\n"
             "  embed        write the embedding of every image in a folder\n"
             "  weights      list, download and locate pretrained weights by name\n"
+            "  list-models  the names --model takes (list-methods: --method's)\n"
             "\n"
             "Options are GNU long options (--data ./images) or LightlyTrain's\n"
             "key=value spelling (data=./images). 'lightly-train-c <command> --help'\n"
@@ -46,6 +47,9 @@ static int run_command(const char *command, int argc, char **argv) {
     if (strcmp(command, "export") == 0) return command_export(argc, argv);
     if (strcmp(command, "embed") == 0) return command_embed(argc, argv);
     if (strcmp(command, "weights") == 0) return command_weights(argc, argv);
+    if (strcmp(command, "list-models") == 0 || strcmp(command, "list_models") == 0 ||
+        strcmp(command, "list-methods") == 0 || strcmp(command, "list_methods") == 0)
+        return command_list(argc, argv);
     fprintf(stderr, "lightly-train-c: unknown command '%s' (see lightly-train-c --help)\n",
             command);
     return 2;

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lightly_train_c import _arguments as _args
-from lightly_train_c._program import PROGRAM, ProgramError, nvidia_library_dirs, run
+from lightly_train_c._program import PROGRAM, ProgramError, nvidia_library_dirs, output, run
 from lightly_train_c._transforms import transform_options
 
-__all__ = ["train", "pretrain", "embed", "embed_numpy", "export", "ProgramError", "PROGRAM",
-           "nvidia_library_dirs", "__version__"]
+__all__ = ["train", "pretrain", "embed", "embed_numpy", "export", "list_models",
+           "list_methods", "ProgramError", "PROGRAM", "nvidia_library_dirs", "__version__"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -362,3 +362,16 @@ def export(
     if _args.flag("export", "overwrite", overwrite):
         arguments += _args.option("overwrite", True)
     run(arguments + _args.passthrough(options))
+
+
+def list_models() -> List[str]:
+    """The names ``train``'s ``model`` takes (``lightly-train-c list-models``),
+    as LightlyTrain's ``list_models``; its spellings such as
+    "torchvision/resnet50" are taken too."""
+    return output(["list-models"]).split()
+
+
+def list_methods() -> List[str]:
+    """The names ``train``'s ``method`` takes, the default first
+    (``lightly-train-c list-methods``), as LightlyTrain's ``list_methods``."""
+    return output(["list-methods"]).split()

@@ -142,6 +142,19 @@ def run(arguments: Sequence[str]) -> None:
         raise ProgramError(message, status if status > 0 else 128 - status, command)
 
 
+def output(arguments: Sequence[str]) -> str:
+    """The program's standard output for `arguments` (a command that only
+    prints, such as list-models). Raises ProgramError on failure."""
+    command = [str(PROGRAM), *arguments]
+    done = subprocess.run(command, env=program_environment(), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise ProgramError(lines[-1] if lines else f"lightly-train-c {arguments[0]} failed",
+                           done.returncode, command)
+    return done.stdout
+
+
 def _is_terminal(stream: IO[str]) -> bool:
     try:
         return stream.isatty() and stream.fileno() == 1

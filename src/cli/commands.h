@@ -32,7 +32,13 @@
      .help = "apply EXIF orientation tags (false: pixels as Pillow and LightlyTrain read them)", \
      .choices = OPTION_BOOLEAN_CHOICES}
 
+// --method's names, NULL-ended; the first is the default (LightlyTrain's).
+extern const char *const train_method_names[];
+
 int command_train(int argc, char **argv);
+// list-models, list-methods (LightlyTrain's list_models, list_methods): the
+// names --model and --method take, one a line. argv[0] is the command.
+int command_list(int argc, char **argv);
 int command_bench_data(int argc, char **argv);
 int command_export(int argc, char **argv);
 int command_embed(int argc, char **argv);

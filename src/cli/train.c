@@ -20,7 +20,7 @@
 #include "weights/names.h"
 
 // The first is the default: LightlyTrain's (v3, from its default teacher).
-static const char *const method_choices[] = {
+const char *const train_method_names[] = {
     "distillation", "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillationv1",
     "distillationv2", "distillationv3", "dinov2", NULL};
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
@@ -65,7 +65,7 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
                               "cannot be combined");
     if (config->resume && config->overwrite)
         return error_set(err, "--resume and --overwrite cannot be combined");
-    const char *method = method_choices[choices->method];
+    const char *method = train_method_names[choices->method];
     BackboneSpec spec;
     if (config->activation_checkpointing &&
         (backbone_spec_parse(backbone_model_names[choices->model], 224, &spec, err) ||
@@ -157,7 +157,7 @@ static int train_yolo_weights(TrainConfig *config, ErrorMessage *err) {
 static int train_options_resolve(TrainConfig *config, const TrainChoices *choices,
                                  ErrorMessage *err) {
     config->model = backbone_model_names[choices->model];
-    if (method_kind_parse(method_choices[choices->method], &config->method, err)) return -1;
+    if (method_kind_parse(train_method_names[choices->method], &config->method, err)) return -1;
     config->optimizer_auto = choices->optimizer == 0;
     if (!config->optimizer_auto &&
         optimizer_kind_parse(optimizer_names[choices->optimizer], &config->optimizer, err))
@@ -235,7 +235,7 @@ int command_train(int argc, char **argv) {
                  "LightlyTrain's torchvision/resnet50 is resnet50)",
          .choices = backbone_model_names, .value_aliases = lightly_train_model_names},
         {.name = "method", .type = OPTION_CHOICE, .value = &choices.method, .metavar = "NAME",
-         .help = "self-supervised method", .choices = method_choices},
+         .help = "self-supervised method", .choices = train_method_names},
         {.name = "epochs", .type = OPTION_INT, .value = &config.epochs, .metavar = "N",
          .help = "passes over the data", .min = 1, .max = 1000000},
         {.name = "max-steps", .type = OPTION_INT, .value = &config.max_steps, .metavar = "N",
@@ -372,7 +372,7 @@ int command_train(int argc, char **argv) {
     }
     if (started == RANKS_LAUNCHED) return launch_status;
     const DistRun dist = place.dist;
-    if (prepare_weights(&config, method_choices[choices.method], comm_rank(dist.comm)))
+    if (prepare_weights(&config, train_method_names[choices.method], comm_rank(dist.comm)))
         return ranks_refuse(&dist);
     // MLflow's server is rank 0's to reach, MLFLOW_TRACKING_URI its own.
     if (comm_rank(dist.comm) == 0 && loggers_resolve_tracking_uri(&loggers, &err)) {

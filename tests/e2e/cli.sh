@@ -20,6 +20,21 @@ expect 2 "missing.*does not exist" -- "$bin" train --data "$work/missing" model=
   gradient_accumulation_steps=2 resume_interrupted=false
 expect 2 "^lightly-train-c train: --accelerator gpu" -- "$bin" train --data "$work/missing" accelerator=cuda
 expect 2 "--version takes no options, got '--foo'" -- "$bin" --version --foo
+# list-models / list-methods (LightlyTrain's list_models, list_methods): every
+# name --model and --method take, one a line; train takes each listed model.
+models=$("$bin" list-models) || fail "list-models exited $?"
+[ "$("$bin" list_models)" = "$models" ] || fail "list_models differs from list-models"
+for name in resnet18 vit_g14_reg4 dinov3/vith16plus ultralytics/yolo11x.pt timm/convnext_large; do
+  grep -qx "$name" <<<"$models" || fail "list-models lacks $name"
+done
+[ "$(wc -l <<<"$models")" -eq "$(sort -u <<<"$models" | wc -l)" ] || fail "list-models repeats a name"
+while read -r name; do
+  "$bin" train --data "$work/missing" --model "$name" 2>&1 | grep -q "does not exist" ||
+    fail "train refuses the listed model $name"
+done <<<"$models"
+[ "$("$bin" list-methods | head -n 1)" = distillation ] || fail "list-methods: the default is not first"
+expect 0 "^dinov2$" -- "$bin" list_methods
+expect 2 "list-models takes no options, got '--all'" -- "$bin" list-models --all
 expect 2 "--data is required" -- "$bin" bench-data
 expect 2 "unknown option '--bach-size'.*--batch-size" -- "$bin" bench-data --data x --bach-size 4
 expect 2 "--batch-size: expected an integer, got 'many'" -- "$bin" bench-data --data x --batch-size many

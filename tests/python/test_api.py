@@ -54,6 +54,15 @@ class ApiTest(unittest.TestCase):
                      **{"out": "o", "data": "d", **arguments})
 
     # ---- method: LightlyTrain's default, the program's own ----------------------------
+    def test_lists_are_the_programs(self):
+        models, methods = lightly_train_c.list_models(), lightly_train_c.list_methods()
+        for name in ("resnet50", "vit_s14", "dinov3/vitb16", "ultralytics/yolo11s.yaml",
+                     "dinov3/convnext-large"):
+            self.assertIn(name, models)
+        self.assertEqual(len(models), len(set(models)))
+        self.assertEqual(methods[0], "distillation")
+        self.assertIn("dinov2", methods)
+
     def test_method_default_is_the_programs(self):
         self.assertEqual(self.train(), ["train", "data=d", "out=o"])
         self.assertIn("method=dino", self.train(method="dino"))
