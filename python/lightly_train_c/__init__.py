@@ -337,8 +337,9 @@ def export(
         part: "backbone" (default: what training exports, the teacher for
             DINO; also LightlyTrain's "model" and "embedding_model"),
             "student" or "teacher".
-        format: "safetensors", "torch", "onnx", or from the ``out`` extension
-            (the default; LightlyTrain's "package_default" is taken as it).
+        format: "safetensors", "torch" (also LightlyTrain's
+            "torch_state_dict"), "onnx", or from the ``out`` extension (the
+            default; LightlyTrain's "package_default" is taken as it).
         overwrite: Replace an existing ``out``.
         **options: Any other option of ``lightly-train-c export --help``;
             for ONNX ``image_size`` (default: the training size),

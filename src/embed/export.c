@@ -30,6 +30,10 @@
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
 static const char *const format_names[] = {"auto", "safetensors", "onnx", "torch", NULL};
 enum { FORMAT_AUTO, FORMAT_SAFETENSORS, FORMAT_ONNX, FORMAT_TORCH };
+// LightlyTrain's ModelFormat values (its torch_model pickles the Python
+// module itself, which only Python can write: not taken).
+static const char *const format_aliases[] = {"package_default=auto", "torch_state_dict=torch",
+                                             NULL};
 static const char *const precision_names[] = {"fp32", "fp16", NULL};
 // LightlyTrain's ONNXPrecision values.
 static const char *const precision_aliases[] = {"32-true=fp32", "16-true=fp16", NULL};
@@ -249,7 +253,7 @@ int command_export(int argc, char **argv) {
          .help = "file format of --out (auto: onnx for *.onnx, torch for *.pt and *.pth, else "
                  "safetensors); torch: the state dict as torch.save writes it (LightlyTrain's "
                  "exported_last.pt), a YOLO's as Ultralytics' checkpoint of the whole model",
-         .choices = format_names},
+         .choices = format_names, .value_aliases = format_aliases},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},
         {.name = "vit-pool", .type = OPTION_CHOICE, .value = &args.vit_pool, .metavar = "NAME",

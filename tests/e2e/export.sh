@@ -80,6 +80,15 @@ expect 0 "^exported teacher_backbone of resnet18 .* to .*dino.PTH$" \
 "$bin" export --checkpoint "$work/dino.PTH" --out "$work/dino_back.safetensors" >/dev/null 2>&1 ||
   fail "export of the .pth"
 same "$work/dino_back.safetensors" "$work/seed2.safetensors" "the .pth read back"
+# LightlyTrain's format names: torch_state_dict is torch, package_default auto.
+expect 0 "to .*seed1.weights$" -- "$bin" export checkpoint="$work/seed1.safetensors" \
+  out="$work/seed1.weights" format=torch_state_dict
+"$bin" export --checkpoint "$work/seed1.weights" --out "$work/seed1_back.safetensors" >/dev/null 2>&1 ||
+  fail "export of the torch_state_dict file"
+same "$work/seed1_back.safetensors" "$work/seed1.safetensors" "format=torch_state_dict read back"
+expect 0 "to .*seed1_default.safetensors$" -- "$bin" export checkpoint="$work/seed1.safetensors" \
+  out="$work/seed1_default.safetensors" format=package_default
+same "$work/seed1_default.safetensors" "$work/seed1.safetensors" "format=package_default"
 expect 2 "missing.ckpt: cannot open: No such file or directory" \
   -- "$bin" export --checkpoint "$work/missing.ckpt" --out "$work/none5.safetensors"
 echo "not a model" > "$work/notes.txt"
