@@ -3,9 +3,9 @@
 // DINOv3 / transformers .safetensors or PyTorch .pt/.pth; ViTs pool the mean
 // patch token or the class token, --vit-pool), written as npy, csv,
 // lightly_csv, safetensors or torch (LightlyTrain's), or as TensorBoard
-// projector files (a folder, embed/projector.h). Unreadable images are skipped: a warning each,
-// counted in the summary, and their rows dropped from the output together
-// with their filenames (so the two stay aligned).
+// projector files (a folder, embed/projector.h). Unreadable images are
+// skipped: a warning each, counted in the summary, and their rows dropped
+// from the output together with their filenames (so the two stay aligned).
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

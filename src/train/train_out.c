@@ -86,12 +86,22 @@ int train_out_check(const TrainConfig *config, int rank, ErrorMessage *err) {
     return 0;
 }
 
+int train_export_pt_path(char *out, size_t size, const char *export_path) {
+    static const char suffix[] = ".safetensors";
+    const size_t length = strlen(export_path), suffix_length = sizeof suffix - 1;
+    if (length < suffix_length || strcmp(export_path + length - suffix_length, suffix) != 0)
+        return -1;
+    const int written = snprintf(out, size, "%.*s.pt", (int)(length - suffix_length), export_path);
+    return written < 0 || (size_t)written >= size ? -1 : 0;
+}
+
 int train_out_prepare(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     if (train_path_join(run->checkpoint_path, sizeof run->checkpoint_path, config->out,
                   "checkpoints/last.ckpt") ||
         train_path_join(run->export_path, sizeof run->export_path, config->out,
-                  "exported_models/exported_last.safetensors"))
+                  "exported_models/exported_last.safetensors") ||
+        train_export_pt_path(run->export_pt_path, sizeof run->export_pt_path, run->export_path))
         return error_set(err, "--out %s: path too long", config->out);
     return train_out_check(config, run->rank, err);
 }

@@ -89,7 +89,8 @@ typedef struct TrainRun {
     int out_fresh;          // rank 0: --out was missing or empty as this run began (no --resume)
     int out_made;           // rank 0: this run created --out
     char checkpoint_path[PATH_MAX];
-    char export_path[PATH_MAX];
+    char export_path[PATH_MAX];     // exported_last.safetensors
+    char export_pt_path[PATH_MAX];  // exported_last.pt beside it (train_export_pt_path)
     TbWriter *events;       // NULL: --loggers tensorboard=null
     MetricsJsonl *metrics;
     MlflowClient *mlflow;   // --loggers mlflow, rank 0 (train_mlflow.c)
@@ -209,6 +210,9 @@ int train_save(TrainRun *run, long completed_steps, ErrorMessage *err);
 // removes temporaries of a killed run and, on --resume, the log records
 // after the checkpoint.
 int train_path_join(char *out, size_t size, const char *dir, const char *name);
+// The .pt beside an export "X.safetensors": "X.pt" into out; -1 when it
+// does not fit or export_path is not named so.
+int train_export_pt_path(char *out, size_t size, const char *export_path);
 int train_out_prepare(TrainRun *run, ErrorMessage *err);
 int train_out_lock(TrainRun *run, ErrorMessage *err);
 int train_out_create(TrainRun *run, ErrorMessage *err);

@@ -621,9 +621,8 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
                      run->graph_steps[STEP_GRAPH_REPLAY]);
     train_mlflow_end(run, status);
     if (status == 0) {
-        const int stem = (int)(strlen(run->export_path) - strlen(".safetensors"));
-        fprintf(stderr, "checkpoint: %s\nexported backbone: %s (and %.*s.pt for torch.load)\n%s",
-                run->checkpoint_path, run->export_path, stem, run->export_path,
+        fprintf(stderr, "checkpoint: %s\nexported backbone: %s (and %s for torch.load)\n%s",
+                run->checkpoint_path, run->export_path, run->export_pt_path,
                 run->events ? "tensorboard --logdir " : "");
         if (run->events) {  // the folder as a shell reads it, spaces and all
             shell_quote_args(stderr, 1, (char *const[]){(char *)run->config->out});

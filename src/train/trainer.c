@@ -321,6 +321,19 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
     return metrics_jsonl_write(run->metrics, step, tags, values, count, err);
 }
 
+// A StateDictWrite of the export: the safetensors at path, then the same
+// tensors as torch.save's state dict beside it, from one download and
+// layout conversion of the weights.
+static int write_export_files(const char *path, const SafeTensorWrite *tensors, int count,
+                              const SafeMetadata *metadata, int metadata_count,
+                              ErrorMessage *err) {
+    char pt_path[PATH_MAX];
+    if (train_export_pt_path(pt_path, sizeof pt_path, path))
+        return error_set(err, "%s: no .pt name beside it", path);
+    if (safetensors_write(path, tensors, count, metadata, metadata_count, err)) return -1;
+    return pt_state_dict_write(pt_path, tensors, count, metadata, metadata_count, err);
+}
+
 // The exported backbone (DINO: the teacher, see Method.export_part),
 // written atomically as safetensors and, beside it, as exported_last.pt,
 // LightlyTrain's file: the state dict as torch.save writes it (a YOLO:
@@ -330,13 +343,10 @@ static int train_export(TrainRun *run, ErrorMessage *err) {
     Backbone *exported = &run->method.backbone;
     if (strcmp(run->method.export_part, "teacher_backbone") == 0 && run->method.ops->teacher)
         exported = run->method.ops->teacher(&run->method);
+    if (exported->spec.kind != BACKBONE_YOLO)
+        return backbone_save_as(exported, run->export_path, write_export_files, err);
     if (backbone_save(exported, run->export_path, err)) return -1;
-    char path[sizeof run->export_path];
-    const size_t length = strlen(run->export_path) - strlen(".safetensors");
-    snprintf(path, sizeof path, "%.*s.pt", (int)length, run->export_path);
-    if (exported->spec.kind == BACKBONE_YOLO)
-        return export_ultralytics(&exported->model.yolo, path, err);
-    return backbone_save_as(exported, path, pt_state_dict_write, err);
+    return export_ultralytics(&exported->model.yolo, run->export_pt_path, err);
 }
 
 // The folder a file of the run is written into still exists.
