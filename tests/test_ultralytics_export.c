@@ -1,7 +1,7 @@
 // The Ultralytics checkpoint we write (weights/ultralytics_export.h) against
 // the structure of the ones Ultralytics 8.4.190 saves
 // (tests/fixtures/ultralytics_structure.txt, tools/make_ultralytics_structure.py):
-// for yolov8n, yolo11n and yolo11m the checkpoint's keys and, module by
+// for yolov8n, yolo11n, yolo11m and yolo26n the checkpoint's keys and, module by
 // module in named_modules() order, its class, its public attributes, and
 // its parameter and buffer names, read back from our file with the
 // restricted reader (weights/pt_pickle.h). Then the tensors read back
@@ -201,6 +201,7 @@ static void test_structure_matches_ultralytics(void **state) {
     check_model("yolov8n");
     check_model("yolo11n");
     check_model("yolo11m");
+    check_model("yolo26n");
 }
 
 int main(void) {

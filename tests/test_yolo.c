@@ -1,10 +1,10 @@
-// YOLOv8 and YOLO11 (src/nn/yolo.h) against Ultralytics 8.4.190 through
-// tests/fixtures/yolo.safetensors (tools/make_yolo_fixtures.py): for every
-// size of both families the full state_dict structure (every key and torch
+// YOLOv8, YOLO11 and YOLO26 (src/nn/yolo.h) against Ultralytics 8.4.190
+// through tests/fixtures/yolo.safetensors (tools/make_yolo_fixtures.py): for
+// every size of the three families the full state_dict structure (every key and torch
 // shape, neck and head included), the train-mode outputs of layers 4, 6 and
 // the backbone's last (P3, P4, P5) and the eval-mode last output, each
 // within 1e-5 + 2 x PyTorch's own float32 error relative (L2) of the
-// float64 truth; for yolov8n and yolo11n
+// float64 truth; for yolov8n, yolo11n and yolo26n
 // one training step's gradients of every backbone parameter and the first
 // BatchNorm's running variance. Fixture init (tests/fixtures/README.md)
 // sets weights and inputs on both sides. Then the name parser, the model's
@@ -183,6 +183,7 @@ static void check_family(const char *prefix) {
 
 static void test_forward_yolov8(void **state) { check_family("yolov8"); }
 static void test_forward_yolo11(void **state) { check_family("yolo11"); }
+static void test_forward_yolo26(void **state) { check_family("yolo26"); }
 
 // ---- one training step's gradients ---------------------------------------------------------------
 
@@ -254,6 +255,7 @@ static void check_gradients(const char *name) {
 static void test_gradients(void **state) {
     check_gradients("yolov8n");
     check_gradients("yolo11n");
+    check_gradients("yolo26n");  // SPPF's unactivated cv1 and shortcut
 }
 
 // ---- structure --------------------------------------------------------------------------------
@@ -329,14 +331,15 @@ static void test_names(void **state) {
         const char *name;
         int pretrained;
     } good[] = {{"ultralytics/yolov8s.yaml", "yolov8s", 0}, {"yolo11m.yaml", "yolo11m", 0},
-                {"ultralytics/yolo11x.pt", "yolo11x", 1}, {"yolov8n", "yolov8n", 0}};
+                {"ultralytics/yolo11x.pt", "yolo11x", 1}, {"yolov8n", "yolov8n", 0},
+                {"ultralytics/yolo26s.pt", "yolo26s", 1}, {"yolo26x.yaml", "yolo26x", 0}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         if (yolo_parse_name(good[i].text, &config, &pretrained, &err)) fail_msg("%s", err.text);
         assert_string_equal(config.name, good[i].name);
         assert_int_equal(pretrained, good[i].pretrained);
     }
     const char *bad[] = {"ultralytics/yolov8q.yaml", "yolov5s.yaml", "ultralytics/yolo11s.yml",
-                         "yolo12n.pt", ""};
+                         "yolo12n.pt", "yolo26q.yaml", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(yolo_parse_name(bad[i], &config, &pretrained, &err), -1);
         assert_non_null(strstr(err.text, "unknown Ultralytics model"));
@@ -383,6 +386,46 @@ static void test_init(void **state) {
         if (fabsf(values[i]) > largest) largest = fabsf(values[i]);
     }
     assert_true(largest > 0.9f * bound);  // spread over the whole range
+    yolo_free(&model);
+}
+
+// YOLO26's end-to-end head: one2one_cv2 / one2one_cv3 start as copies of
+// cv2 / cv3 (Ultralytics deep-copies them, then bias_init sets both), the
+// box convs have 4 outputs (reg_max 1) and there is no DFL conv.
+static void test_init_yolo26(void **state) {
+    ErrorMessage err;
+    YoloConfig config;
+    int pretrained;
+    Yolo model;
+    const YoloInputShape shape = {1, 32};
+    if (yolo_parse_name("yolo26n", &config, &pretrained, &err) ||
+        yolo_declare(&model, fixture_backend, &config, &err) ||
+        yolo_allocate(&model, &shape, 1, &err) || yolo_init(&model, 3, &err))
+        fail_msg("%s", err.text);
+    assert_null(parameter_find(&model.buffers, "model.23.dfl.conv.weight"));
+    static float a[128 * 128 * 9], b[128 * 128 * 9];
+    read_param(&model, "model.23.cv2.2.2.bias", a, 4);
+    for (int i = 0; i < 4; i++) assert_true(a[i] == 2.0f);
+    const char *pairs[][2] = {{"model.23.cv2.0.0.conv.weight", "model.23.one2one_cv2.0.0.conv.weight"},
+                              {"model.23.cv2.1.2.weight", "model.23.one2one_cv2.1.2.weight"},
+                              {"model.23.cv2.1.2.bias", "model.23.one2one_cv2.1.2.bias"},
+                              {"model.23.cv3.2.1.1.conv.weight", "model.23.one2one_cv3.2.1.1.conv.weight"},
+                              {"model.23.cv3.0.2.bias", "model.23.one2one_cv3.0.2.bias"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        const Parameter *p = parameter_find(&model.buffers, pairs[i][0]);
+        assert_non_null(p);
+        read_param(&model, pairs[i][0], a, sizeof a / sizeof *a);
+        read_param(&model, pairs[i][1], b, sizeof b / sizeof *b);
+        assert_memory_equal(a, b, p->count * sizeof *a);
+    }
+    const Parameter *box = parameter_find(&model.buffers, "model.23.cv2.0.2.weight");
+    assert_non_null(box);
+    assert_int_equal(box->torch_shape[0], 4);
+    // the backbone's SPPF: unactivated cv1, shortcut; the neck's last C3k2 with attention
+    assert_int_equal(model.layers[9].kind, YOLO_SPPF);
+    assert_int_equal(model.layers[9].cv1.act, 0);
+    assert_int_equal(model.layers[9].shortcut, 1);
+    assert_int_equal(model.layers[22].inner[0].kind, YOLO_INNER_BOTTLENECK_PSA);
     yolo_free(&model);
 }
 
@@ -439,6 +482,8 @@ static void save_load(const char *name, int classes, int class_width) {
 
 static void test_save_load(void **state) {
     save_load("yolo11n", 80, 0);
+    save_load("yolo26n", 80, 0);
+    save_load("yolo26n", 3, 0);
     save_load("yolov8n", 3, 0);
     save_load("yolov8n", 3, 80);
 }
@@ -448,9 +493,11 @@ int main(void) {
         cmocka_unit_test(test_structure),
         cmocka_unit_test(test_forward_yolov8),
         cmocka_unit_test(test_forward_yolo11),
+        cmocka_unit_test(test_forward_yolo26),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_init),
+        cmocka_unit_test(test_init_yolo26),
         cmocka_unit_test(test_save_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -5,7 +5,7 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
 
     /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
 
-For yolov8n and yolo11n: `lightly-train-c train` (2 steps of distillation
+For yolov8n, yolo11n and yolo26n: `lightly-train-c train` (2 steps of distillation
 from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
 generated images), then
   1. ultralytics.YOLO(exported_last.pt) loads it: a DetectionModel, task
@@ -35,7 +35,7 @@ import tempfile
 import numpy as np
 import torch
 
-MODELS = ("yolov8n", "yolo11n")
+MODELS = ("yolov8n", "yolo11n", "yolo26n")
 
 
 def write_images(folder, count, size, seed):

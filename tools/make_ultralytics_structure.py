@@ -6,8 +6,9 @@ writer cannot drift from what Ultralytics loads.
 
     /work/venvs/yolo/bin/python tools/make_ultralytics_structure.py --out tests/fixtures
 
-Needs ultralytics (checked with 8.4.190) and torch. For yolov8n, yolo11n
-and yolo11m (C3k), each DetectionModel is built from its YAML, saved with
+Needs ultralytics (checked with 8.4.190) and torch. For yolov8n, yolo11n,
+yolo11m (C3k) and yolo26n (YOLO26's SPPF, attention C3k2 and end-to-end
+Detect head), each DetectionModel is built from its YAML, saved with
 YOLO.save (what LightlyTrain's export calls) and loaded back with
 torch.load; one line per module of the loaded tree, in named_modules()
 order:
@@ -27,7 +28,7 @@ import tempfile
 
 import torch
 
-MODELS = ("yolov8n", "yolo11n", "yolo11m")
+MODELS = ("yolov8n", "yolo11n", "yolo11m", "yolo26n")
 
 
 def describe(name):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/yolo.safetensors: Ultralytics' YOLOv8 and YOLO11
-detection models (every size, n s m l x) as references for src/nn/yolo*.c,
+"""Writes tests/fixtures/yolo.safetensors: Ultralytics' YOLOv8, YOLO11 and
+YOLO26 detection models (every size, n s m l x) as references for src/nn/yolo*.c,
 checked by tests/test_yolo.c.
 
     /work/venvs/yolo/bin/python tools/make_yolo_fixtures.py --out tests/fixtures
@@ -17,12 +17,13 @@ set by fixture init of its key (rules in init_rule below; num_batches_tracked
 init "input/yolo/96" (0, 1) of shape (2, 3, 96, 96). The backbone is what
 LightlyTrain 0.18 trains (lightly_train/_models/ultralytics/ultralytics.py,
 _get_backbone): YOLOv8's layers 0-8 (up to the C2f before SPPF), YOLO11's
-layers 0-10 (SPPF and C2PSA included, up to the first Upsample).
+and YOLO26's layers 0-10 (SPPF and C2PSA included, up to the first
+Upsample; YOLO26's SPPF has an unactivated cv1 and a shortcut).
 
-Per model M (yolov8n ... yolo11x), MAP = train/p3, train/p4, train/p5 (the
+Per model M (yolov8n ... yolo26x), MAP = train/p3, train/p4, train/p5 (the
 train-mode outputs of layers 4, 6 and the backbone's last) and eval/p5 (the
 eval-mode last output, with the fixture-init running statistics):
-    M/MAP               (2, H, W, C) F32 NHWC   yolov8n and yolo11n
+    M/MAP               (2, H, W, C) F32 NHWC   yolov8n, yolo11n and yolo26n
     M/MAP/sample        (1024,) F32             the others: the map at NHWC flat
                                                 index k * 2654435761 mod numel
     M/MAP/sumsq         () F64                  the others: its sum of squares
@@ -34,7 +35,7 @@ eval-mode last output, with the fixture-init running statistics):
     metadata "M/state_dict"             "key=d0xd1x..;key=..." every state_dict entry
                                         with its torch shape, in order (the structure
                                         the C model declares)
-For yolov8n and yolo11n also one training step's gradients: loss =
+For yolov8n, yolo11n and yolo26n also one training step's gradients: loss =
 sum(pooled features * loss_weights), loss_weights fixture init
 "loss_weights/yolo" (0, 1) of shape (2, C), train mode:
     M/grad_sample/P   (256,) F32  d loss / d P at flat index k * 2654435761 mod numel
@@ -60,16 +61,16 @@ BATCH = 2
 # per channel (at 64 px, 8: PyTorch's own float32 result then lies 3e-5 from
 # the truth, above the 1e-5 bound).
 IMAGE_SIZE = 96
-FULL_MAPS = ("yolov8n", "yolo11n")  # the others' maps as samples (file size)
+FULL_MAPS = ("yolov8n", "yolo11n", "yolo26n")  # the others' maps as samples (file size)
 MAP_SAMPLES = 1024
-MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11") for size in "nsmlx"]
-GRADIENT_MODELS = ("yolov8n", "yolo11n")
+MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11", "yolo26") for size in "nsmlx"]
+GRADIENT_MODELS = ("yolov8n", "yolo11n", "yolo26n")
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
-MAP_LAYERS = {"yolov8": (4, 6, 8), "yolo11": (4, 6, 10)}
+MAP_LAYERS = {"yolov8": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10)}
 
 
 def family_of(name):
-    return "yolov8" if name.startswith("yolov8") else "yolo11"
+    return name[:6]  # "yolov8", "yolo11", "yolo26"
 
 
 def init_rule(model, key, shape):

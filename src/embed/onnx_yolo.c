@@ -1,5 +1,5 @@
 // The YOLO graph (nn/yolo.h) in ONNX: the part LightlyTrain trains (YOLOv8's
-// layers 0-8, YOLO11's 0-10) in eval mode, Ultralytics' forward of each
+// layers 0-8, YOLO11's and YOLO26's 0-10) in eval mode, Ultralytics' forward of each
 // block, then the global average pool of its last output -> (N, D), what
 // yolo_forward computes for embed. The neck and Detect head are not in the
 // graph: embed never runs them (the Ultralytics .pt export carries them).
@@ -8,7 +8,8 @@
 // SiLU as x sigmoid(x)); C2f / C3k2 = cv1, Split in halves, the inner blocks
 // on the second half, Concat of both halves and every inner output, cv2;
 // C3k = cv3(Concat(m(cv1(x)), cv2(x))); SPPF = cv2(Concat(y, m(y), m(m(y)),
-// m(m(m(y))))) with m a 5x5 MaxPool of stride 1 and padding 2; C2PSA =
+// m(m(m(y))))) with m a 5x5 MaxPool of stride 1 and padding 2 (YOLO26's:
+// cv1 without SiLU, + x); C2PSA =
 // cv2(Concat(a, PSA blocks(b))); a PSA block x + attn(x), then + ffn, with
 // Ultralytics' Attention: qkv viewed as (B, heads, 2 key_dim + head_dim,
 // H W), split into q, k, v; softmax(q^T k * key_dim^-0.5) per head; v
@@ -99,6 +100,8 @@ static const char *inner_graph(const OnnxBuilder *builder, const YoloInner *inne
     case YOLO_INNER_BOTTLENECK: return bottleneck_graph(builder, &inner->bottleneck, x);
     case YOLO_INNER_C3K: return c3k_graph(builder, inner, x);
     case YOLO_INNER_PSA: return psa_graph(builder, inner, x);
+    case YOLO_INNER_BOTTLENECK_PSA:
+        return psa_graph(builder, inner, bottleneck_graph(builder, &inner->bottleneck, x));
     }
     return x;
 }
@@ -133,7 +136,8 @@ static const char *sppf_graph(const OnnxBuilder *builder, const YoloModule *laye
     for (int i = 1; i < 4; i++)  // MaxPool2d(k, stride 1, padding k // 2)
         pooled[i] = onnx_maxpool(builder, scope, pooled[i - 1], layer->kernel, 1,
                                  layer->kernel / 2);
-    return unit_graph(builder, &layer->cv2, onnx_concat(builder, scope, 4, pooled, 1));
+    const char *y = unit_graph(builder, &layer->cv2, onnx_concat(builder, scope, 4, pooled, 1));
+    return layer->shortcut ? onnx_binary(builder->graph, "Add", scope, y, x) : y;
 }
 
 int onnx_yolo_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,

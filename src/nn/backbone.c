@@ -25,7 +25,10 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolo11x.yaml", "ultralytics/yolov8n.pt", "ultralytics/yolov8s.pt",
     "ultralytics/yolov8m.pt", "ultralytics/yolov8l.pt", "ultralytics/yolov8x.pt",
     "ultralytics/yolo11n.pt", "ultralytics/yolo11s.pt", "ultralytics/yolo11m.pt",
-    "ultralytics/yolo11l.pt", "ultralytics/yolo11x.pt",
+    "ultralytics/yolo11l.pt", "ultralytics/yolo11x.pt", "ultralytics/yolo26n.yaml",
+    "ultralytics/yolo26s.yaml", "ultralytics/yolo26m.yaml", "ultralytics/yolo26l.yaml",
+    "ultralytics/yolo26x.yaml", "ultralytics/yolo26n.pt", "ultralytics/yolo26s.pt",
+    "ultralytics/yolo26m.pt", "ultralytics/yolo26l.pt", "ultralytics/yolo26x.pt",
     // ConvNeXts (convnext_names.h)
     "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
     "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",

@@ -138,50 +138,80 @@ static int declare_psa(Declarer *d, YoloInner *inner, const char *prefix, int ch
     return 0;
 }
 
-// The Detect head (never run): per level, cv2 (box) and cv3 (class) stacks
-// ending in a plain Conv2d with bias, and the DFL conv.
+// YOLO26's C3k2 inner block: Sequential(Bottleneck(c, c, shortcut, e 0.5),
+// PSABlock(c, attn_ratio 0.5, heads max(c / 64, 1))) as "<prefix>.0", ".1".
+static int declare_bottleneck_psa(Declarer *d, YoloInner *inner, const char *prefix, int channels,
+                                  ErrorMessage *err) {
+    char name[PARAM_MAX_NAME];
+    name_format(name, "%s.0", prefix);
+    if (declare_bottleneck(d, &inner->bottleneck, name, channels, 3, 0.5f, 1, err)) return -1;
+    name_format(name, "%s.1", prefix);
+    if (declare_psa(d, inner, name, channels, err)) return -1;
+    inner->kind = YOLO_INNER_BOTTLENECK_PSA;
+    return 0;
+}
+
+// One head stack of one level under "<prefix>.<head>.<level>": two 3x3 Convs
+// (box; YOLOv8's class stack too) or two DWConv + 1x1 Conv pairs (class),
+// then a plain Conv2d with bias of `last` outputs.
+static int declare_head_stack(Declarer *d, const char *prefix, const char *head, int level,
+                              int in, int width, int last, int legacy, ErrorMessage *err) {
+    char name[PARAM_MAX_NAME];
+    YoloConv unused;
+    for (int i = 0; i < 2; i++) {
+        const int x = i ? width : in;
+        if (legacy) {
+            name_format(name, "%s.%s.%d.%d", prefix, head, level, i);
+            if (declare_conv(d, &unused, name, x, width, 3, 1, 1, 0, err)) return -1;
+            continue;
+        }
+        name_format(name, "%s.%s.%d.%d.0", prefix, head, level, i);
+        if (declare_conv(d, &unused, name, x, x, 3, 1, 1, 1, err)) return -1;
+        name_format(name, "%s.%s.%d.%d.1", prefix, head, level, i);
+        if (declare_conv(d, &unused, name, x, width, 1, 1, 1, 0, err)) return -1;
+    }
+    name_format(name, "%s.%s.%d.2.weight", prefix, head, level);
+    Conv2d conv;
+    if (conv2d_declare(&conv, d->set, name, width, last, 1, 1, 0, err)) return -1;
+    const int bias_shape[1] = {last};
+    name_format(name, "%s.%s.%d.2.bias", prefix, head, level);
+    return parameter_declare(d->set, name, PARAM_BIAS, 1, bias_shape, NULL, err) < 0 ? -1 : 0;
+}
+
+// The Detect head (never run): per level, cv2 (box, 4 x reg_max outputs)
+// and cv3 (class) stacks, the DFL conv when reg_max > 1, and with end2end
+// (YOLO26) the one-to-one copies one2one_cv2 and one2one_cv3, in the order
+// of Ultralytics' state_dict.
 static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, ErrorMessage *err) {
     Yolo *model = d->model;
-    const int legacy = model->config.family == YOLO_V8, classes = model->config.classes;
+    const YoloFamily family = model->config.family;
+    const int legacy = family == YOLO_V8, classes = model->config.classes;
+    const int reg_max = yolo_reg_max(family);
     const int ch0 = model->layers[layer->from[0]].out_channels;
-    int box = ch0 / 4 > 64 ? ch0 / 4 : 64;
+    int box = ch0 / 4 > 4 * reg_max ? ch0 / 4 : 4 * reg_max;  // max(16, ch0 / 4, 4 reg_max)
     if (box < 16) box = 16;
     const int cls = model->config.class_width ? model->config.class_width
                     : ch0 > (classes < 100 ? classes : 100) ? ch0
                                                              : (classes < 100 ? classes : 100);
-    char name[PARAM_MAX_NAME];
-    YoloConv unused;
-    for (int stack = 0; stack < 2; stack++)
-        for (int level = 0; level < layer->from_count; level++) {
-            const int x = model->layers[layer->from[level]].out_channels;
-            const int width = stack == 0 ? box : cls, last = stack == 0 ? 64 : classes;
-            const char *head = stack == 0 ? "cv2" : "cv3";
-            if (stack == 0 || legacy) {
-                for (int i = 0; i < 2; i++) {
-                    name_format(name, "%s.%s.%d.%d", prefix, head, level, i);
-                    if (declare_conv(d, &unused, name, i ? width : x, width, 3, 1, 1, 0, err))
-                        return -1;
-                }
-            } else {
-                for (int i = 0; i < 2; i++) {
-                    const int in = i ? width : x;
-                    name_format(name, "%s.%s.%d.%d.0", prefix, head, level, i);
-                    if (declare_conv(d, &unused, name, in, in, 3, 1, 1, 1, err)) return -1;
-                    name_format(name, "%s.%s.%d.%d.1", prefix, head, level, i);
-                    if (declare_conv(d, &unused, name, in, width, 1, 1, 1, 0, err)) return -1;
-                }
+    static const char *const heads[2][2] = {{"cv2", "cv3"}, {"one2one_cv2", "one2one_cv3"}};
+    for (int copy = 0; copy <= yolo_end2end(family); copy++) {
+        for (int stack = 0; stack < 2; stack++)
+            for (int level = 0; level < layer->from_count; level++) {
+                const int x = model->layers[layer->from[level]].out_channels;
+                if (declare_head_stack(d, prefix, heads[copy][stack], level, x,
+                                       stack == 0 ? box : cls,
+                                       stack == 0 ? 4 * reg_max : classes,
+                                       stack == 0 || legacy, err))
+                    return -1;
             }
-            name_format(name, "%s.%s.%d.2.weight", prefix, head, level);
-            Conv2d conv;
-            if (conv2d_declare(&conv, d->set, name, width, last, 1, 1, 0, err)) return -1;
-            const int bias_shape[1] = {last};
-            name_format(name, "%s.%s.%d.2.bias", prefix, head, level);
-            if (parameter_declare(d->set, name, PARAM_BIAS, 1, bias_shape, NULL, err) < 0)
-                return -1;
+        if (copy == 0 && reg_max > 1) {
+            char name[PARAM_MAX_NAME];
+            name_format(name, "%s.dfl.conv.weight", prefix);
+            Conv2d dfl;
+            if (conv2d_declare(&dfl, d->set, name, reg_max, 1, 1, 1, 0, err)) return -1;
         }
-    name_format(name, "%s.dfl.conv.weight", prefix);
-    Conv2d dfl;
-    return conv2d_declare(&dfl, d->set, name, 16, 1, 1, 1, 0, err);
+    }
+    return 0;
 }
 
 static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
@@ -196,7 +226,7 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
                             err);
     case YOLO_SPPF:
         name_format(name, "%s.cv1", prefix);
-        if (declare_conv(&d, &layer->cv1, name, c1, c, 1, 1, 1, 0, err))
+        if (declare_conv(&d, &layer->cv1, name, c1, c, 1, 1, !layer->plain_cv1, 0, err))
             return -1;
         name_format(name, "%s.cv2", prefix);
         return declare_conv(&d, &layer->cv2, name, 4 * c, c2, 1, 1, 1, 0, err);
@@ -218,6 +248,7 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
             name_format(name, "%s.m.%d", prefix, i);
             int status;
             if (psa) status = declare_psa(&d, inner, name, c, err);
+            else if (layer->attn) status = declare_bottleneck_psa(&d, inner, name, c, err);
             else if (layer->kind == YOLO_C3K2 && layer->c3k) status = declare_c3k(&d, inner, name, c, err);
             else {
                 inner->kind = YOLO_INNER_BOTTLENECK;  // C2f: e=1 3x3; C3k2: Bottleneck's e=0.5
@@ -310,6 +341,8 @@ static int inner_shapes(Yolo *model, YoloPlans *plans, const YoloInner *inner, i
         plans->attention[inner->id] = model->backend->op.attention_plan(model->backend, &shape, err);
         return plans->attention[inner->id] ? 0 : -1;
     }
+    case YOLO_INNER_BOTTLENECK_PSA:  // YOLO26's neck only (yolo_build_layers)
+        return error_set(err, "%s: an attention C3k2 block does not run", model->config.name);
     }
     return 0;
 }
@@ -485,14 +518,29 @@ static int has_suffix(const char *name, const char *suffix) {
 }
 
 // One tensor as Ultralytics' DetectionModel starts it (yolo_init).
-static int init_tensor(Yolo *model, const Parameter *param, uint64_t seed, ErrorMessage *err) {
+static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *param,
+                       uint64_t seed, ErrorMessage *err) {
     Backend *backend = model->backend;
+    const char *copy = strstr(param->name, ".one2one_");
+    if (copy) {
+        // Detect's one2one_cv2 / one2one_cv3 are deep copies of cv2 / cv3
+        // (bias_init then sets both alike): the values of the tensor without
+        // "one2one_", initialised before it (declared first).
+        char original[PARAM_MAX_NAME];
+        name_format(original, "%.*s.%s", (int)(copy - param->name), param->name,
+                    copy + strlen(".one2one_"));
+        const Parameter *source = parameter_find(set, original);
+        if (!source || source->count != param->count)
+            return error_set(err, "%s: '%s' has no copy source", model->config.name, param->name);
+        backend->op.copy(backend, param->value, source->value, param->count * sizeof(float));
+        return 0;
+    }
     if (strstr(param->name, ".bn.")) {
         const float value = has_suffix(param->name, ".weight") || has_suffix(param->name, ".running_var");
         backend->op.fill(backend, param->value, value, param->count);
         return 0;
     }
-    if (has_suffix(param->name, "dfl.conv.weight")) {
+    if (has_suffix(param->name, "dfl.conv.weight")) {  // reg_max 16
         float arange[16];
         for (int i = 0; i < 16; i++) arange[i] = (float)i;
         backend->op.upload(backend, param->value, arange, sizeof arange);
@@ -524,7 +572,7 @@ int yolo_init(Yolo *model, uint64_t seed, ErrorMessage *err) {
     const ParameterSet *sets[2] = {&model->params, &model->buffers};
     for (int s = 0; s < 2; s++) {
         for (int i = 0; i < sets[s]->count; i++)
-            if (init_tensor(model, &sets[s]->params[i], seed, err)) return -1;
+            if (init_tensor(model, sets[s], &sets[s]->params[i], seed, err)) return -1;
         parameter_set_written((ParameterSet *)sets[s]);
     }
     model->num_batches_tracked = 0;
@@ -579,7 +627,8 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
         if (match) return 0;
     }
     return error_set(err, "the Ultralytics model under \"%s\" is none of yolov8n..x, "
-                          "yolo11n..x (its tensors match no size's names and shapes)", prefix);
+                          "yolo11n..x, yolo26n..x (its tensors match no size's names and shapes)",
+                     prefix);
 }
 
 int yolo_save(const Yolo *model, const char *path, StateDictWrite write, ErrorMessage *err) {

@@ -1,17 +1,21 @@
-// Ultralytics' YOLOv8 and YOLO11 detection models (sizes n, s, m, l, x),
-// with Ultralytics' architecture, parameter names (DetectionModel's
+// Ultralytics' YOLOv8, YOLO11 and YOLO26 detection models (sizes n, s, m,
+// l, x), with Ultralytics' architecture, parameter names (DetectionModel's
 // state_dict: "model.<layer>.<module path>") and widths and depths scaled
 // from the model's YAML as Ultralytics' parse_model scales them
 // (yolo_config.c). Blocks: Conv (conv without bias + BatchNorm eps 1e-3,
-// momentum 0.03 + SiLU), C2f, C3k2 (Bottlenecks or C3k), SPPF (max pool 5,
-// stride 1; its cv1 with SiLU: parse_model keeps SiLU for these YAMLs' SPPF
-// rows, which predate YOLO26's unactivated one), C2PSA (position-sensitive attention: PSA blocks), then the
-// neck (nearest upsample, concat, C2f / C3k2, Conv) and the Detect head.
+// momentum 0.03 + SiLU), C2f, C3k2 (Bottlenecks, C3k, or YOLO26's
+// Bottleneck + PSABlock pairs), SPPF (max pool 5, stride 1, three times;
+// YOLOv8's and YOLO11's cv1 with SiLU, as parse_model keeps it for their
+// YAML rows; YOLO26's unactivated, with a shortcut), C2PSA
+// (position-sensitive attention: PSA blocks), then the neck (nearest
+// upsample, concat, C2f / C3k2, Conv) and the Detect head (YOLO26's: 4 box
+// outputs per level (reg_max 1, no DFL) and the end-to-end one-to-one
+// copies of both stacks).
 //
 // What runs and what is trained is what LightlyTrain 0.18 trains
 // (lightly_train/_models/ultralytics/ultralytics.py, _get_backbone): the
 // backbone up to the last layer before SPPF (YOLOv8: layers 0-8) or before
-// the first Upsample (YOLO11: layers 0-10, SPPF and C2PSA included). Its
+// the first Upsample (YOLO11, YOLO26: layers 0-10, SPPF and C2PSA included). Its
 // last output is the feature map the SSL methods and distillation read
 // (P5/32; feature_dim = its channels), the features its global average
 // pool. The neck and the Detect head are kept as initialised (LightlyTrain's
@@ -42,19 +46,19 @@
 #define YOLO_MAX_LAYERS 24
 #define YOLO_MAX_CLASSES 65536  // a Detect head's nc and width (yolo_head_from_weights)
 
-typedef enum YoloFamily { YOLO_V8, YOLO_11 } YoloFamily;
+typedef enum YoloFamily { YOLO_V8, YOLO_11, YOLO_26 } YoloFamily;
 
 typedef struct YoloConfig {
     YoloFamily family;
     char scale;                  // 'n', 's', 'm', 'l' or 'x'
-    char name[YOLO_MAX_NAME];    // "yolov8s", "yolo11m" (Ultralytics' YAML stem)
+    char name[YOLO_MAX_NAME];    // "yolov8s", "yolo11m", "yolo26n" (Ultralytics' YAML stem)
     int classes;                 // the YAML's nc: 80, or the initial weights' (yolo_head_from_weights)
     int class_width;             // the Detect head's class-stack width: 0 for Ultralytics'
                                  // max(ch0, min(nc, 100)), or the initial weights'
     float bn_momentum, bn_eps;   // 0.03, 1e-3 (Ultralytics' initialize_weights)
 } YoloConfig;
 
-// "yolov8n" ... "yolo11x" (a ".yaml" or ".pt" suffix and an "ultralytics/"
+// "yolov8n" ... "yolo26x" (a ".yaml" or ".pt" suffix and an "ultralytics/"
 // prefix as LightlyTrain writes them are the caller's: yolo_parse_name).
 extern const char *const yolo_model_names[];
 // Parses "ultralytics/yolov8s.yaml", "yolov8s.yaml", "yolo11m.pt", "yolo11m":
@@ -91,19 +95,24 @@ typedef struct YoloBottleneck {
     int add;  // shortcut and c1 == c2
 } YoloBottleneck;
 
-typedef enum YoloInnerKind { YOLO_INNER_BOTTLENECK, YOLO_INNER_C3K, YOLO_INNER_PSA } YoloInnerKind;
+typedef enum YoloInnerKind {
+    YOLO_INNER_BOTTLENECK,
+    YOLO_INNER_C3K,
+    YOLO_INNER_PSA,
+    YOLO_INNER_BOTTLENECK_PSA,  // YOLO26's C3k2(attn=True): Sequential(Bottleneck, PSABlock)
+} YoloInnerKind;
 
-// One repeated block of a C2f / C3k2 (a Bottleneck or a C3k) or of a C2PSA
-// (a PSABlock).
+// One repeated block of a C2f / C3k2 (a Bottleneck, a C3k, or a Bottleneck
+// then a PSABlock) or of a C2PSA (a PSABlock).
 typedef struct YoloInner {
     YoloInnerKind kind;
     int channels;                 // in = out
-    YoloBottleneck bottleneck;    // YOLO_INNER_BOTTLENECK
+    YoloBottleneck bottleneck;    // YOLO_INNER_BOTTLENECK and _BOTTLENECK_PSA
     YoloConv cv1, cv2, cv3;       // C3k: 1x1 to hidden, 1x1 to hidden, 1x1 from the concat
     int count;                    // C3k's bottlenecks
     YoloBottleneck *m;
     int hidden;                   // C3k's c_
-    YoloConv qkv, pe, proj, ffn0, ffn1;  // PSABlock: attention and its feed-forward
+    YoloConv qkv, pe, proj, ffn0, ffn1;  // PSABlock (_PSA, _BOTTLENECK_PSA): attention, feed-forward
     int heads, key_dim, head_dim;
     int id;                       // index into the slot's per-inner state
 } YoloInner;
@@ -115,7 +124,9 @@ typedef struct YoloModule {
     int hidden;               // C2f / C3k2 / C2PSA's self.c, SPPF's c_
     int repeats;              // n after the depth gain
     int kernel, stride;       // Conv's; SPPF's pool window in kernel
-    int shortcut, c3k;        // C2f / C3k2 arguments
+    int shortcut, c3k;        // C2f / C3k2 arguments; SPPF: shortcut (YOLO26's y + x)
+    int attn;                 // C3k2: YOLO26's Bottleneck + PSABlock inner blocks
+    int plain_cv1;            // SPPF: YOLO26's cv1 without SiLU
     float expansion;          // C2f / C3k2's e
     YoloConv cv1, cv2;        // Conv: cv1
     int inner_count;
@@ -244,10 +255,17 @@ typedef struct YoloYamlLine {
     YoloModuleKind kind;
     int channels;    // args[0] (c2) before scaling; 0 where the module has none
     int kernel, stride;
-    int flag;        // C2f: shortcut; C3k2: c3k
+    int flag;        // C2f: shortcut; C3k2: c3k; SPPF: YOLO26's row [c2, 5, 3, True]
+                     // (n = 3 pools, shortcut, an unactivated cv1)
     float expansion; // C3k2's e (0: the default 0.5)
+    int attn;        // C3k2: YOLO26's attn argument (its 4th)
 } YoloYamlLine;
 const YoloYamlLine *yolo_yaml_lines(YoloFamily family, int *count);
+
+// The Detect head's reg_max (DFL bins: 16, YOLO26's 1) and end2end (the
+// one-to-one copies of the box and class stacks: YOLO26) of a family.
+int yolo_reg_max(YoloFamily family);
+int yolo_end2end(YoloFamily family);
 
 // The YAML's scales: depth, width, max_channels of n, s, m, l, x (5 entries).
 typedef struct YoloScale {

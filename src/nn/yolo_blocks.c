@@ -1,5 +1,6 @@
 // YOLO forward and backward (yolo.h): Ultralytics' Conv, Bottleneck, C2f,
-// C3k2 (with C3k), SPPF, C2PSA (PSABlock) on the backend ops. Concats and
+// C3k2 (with C3k), SPPF (YOLO26's with its shortcut), C2PSA (PSABlock) on
+// the backend ops. Concats and
 // splits along channels are strided copies (copy_2d) into and out of
 // contiguous buffers; a gradient that reaches a tensor along two paths is
 // summed with act_axpby. PSA's attention runs on the fused attention op:
@@ -216,6 +217,7 @@ static Act *inner_forward(const Run *run, const YoloInner *inner, const Act *x) 
     case YOLO_INNER_BOTTLENECK: return bottleneck_forward(run, &inner->bottleneck, x);
     case YOLO_INNER_C3K: return c3k_forward(run, inner, x);
     case YOLO_INNER_PSA: return psa_forward(run, inner, x);
+    case YOLO_INNER_BOTTLENECK_PSA: break;  // YOLO26's neck only: never runs (yolo_build_layers)
     }
     return NULL;
 }
@@ -227,6 +229,7 @@ static void inner_backward(const Run *run, const YoloInner *inner, const Act *dy
         return;
     case YOLO_INNER_C3K: c3k_backward(run, inner, dy, dx); return;
     case YOLO_INNER_PSA: psa_backward(run, inner, dy, dx); return;
+    case YOLO_INNER_BOTTLENECK_PSA: return;  // never runs (above)
     }
 }
 
@@ -281,7 +284,10 @@ static Act *sppf_forward(const Run *run, const YoloModule *layer, const Act *x) 
         copy_cols(run, rows, (int)c, pooled, c, at_mut(run, state->cat, (1 + (size_t)i) * c),
                   4 * c);
     }
-    return unit_forward(run, &layer->cv2, state->cat);
+    Act *out = unit_forward(run, &layer->cv2, state->cat);  // backward reads not this SiLU output
+    if (layer->shortcut)
+        backend->op.act_axpby(backend, rows * layer->out_channels, 1.0f, x, 1.0f, out);
+    return out;
 }
 
 static void sppf_backward(const Run *run, const YoloModule *layer, const Act *dy, Act *dx) {
@@ -297,6 +303,8 @@ static void sppf_backward(const Run *run, const YoloModule *layer, const Act *dy
         backend->op.act_axpby(backend, rows * c, 1.0f, dprevious, 1.0f, g);
     }
     unit_backward(run, &layer->cv1, g, dx);
+    if (layer->shortcut)
+        backend->op.act_axpby(backend, rows * layer->out_channels, 1.0f, dy, 1.0f, dx);
 }
 
 // C2PSA: cv1 -> (a, b); b -> PSA blocks; cv2(cat(a, b')).

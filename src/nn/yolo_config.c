@@ -1,6 +1,6 @@
-// The YOLO models' names and structure: Ultralytics' yolov8.yaml and
-// yolo11.yaml (ultralytics 8.4.190, cfg/models) as tables, scaled per size
-// as parse_model scales them (see yolo.h):
+// The YOLO models' names and structure: Ultralytics' yolov8.yaml,
+// yolo11.yaml and yolo26.yaml (ultralytics 8.4.190, cfg/models) as tables,
+// scaled per size as parse_model scales them (see yolo.h):
 //   repeats  n' = max(round(n * depth), 1) when n > 1 (Python's round: half to even)
 //   channels c2' = ceil(min(c2, max_channels) * width / 8) * 8
 //   C3k2     c3k forced on for the m, l and x sizes
@@ -13,37 +13,56 @@
 
 const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8l", "yolov8x",
                                         "yolo11n", "yolo11s", "yolo11m", "yolo11l", "yolo11x",
+                                        "yolo26n", "yolo26s", "yolo26m", "yolo26l", "yolo26x",
                                         NULL};
 
 #define PREV {-1}, 1
 static const YoloYamlLine yolov8_yaml[] = {
-    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0},      {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0},
-    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},
-    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},
-    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0},
-    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0},     {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0},
-    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0},   {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0},      {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0},
-    {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 256, 0, 0, 0, 0},
-    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},     {{-1, 12}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},
-    {{-1, 9}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 1024, 0, 0, 0, 0},
-    {{15, 18, 21}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},      {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0, 0},     {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},   {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0, 0},      {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},
+    {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 256, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},     {{-1, 12}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
+    {{-1, 9}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 1024, 0, 0, 0, 0, 0},
+    {{15, 18, 21}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0},
 };
 
 static const YoloYamlLine yolo11_yaml[] = {
-    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0},
-    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0},
-    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0},
-    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0},
-    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0},
-    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0},
-    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0},
-    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0},      {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0},
+    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
+    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0},      {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0},
+};
+
+// YOLO11's layout with YOLO26's rows: SPPF [1024, 5, 3, True], the neck's
+// C3k2 with c3k, the last one [1024, True, 0.5, True] (attention blocks);
+// its Detect has reg_max 1 and end2end (yolo_reg_max, yolo_end2end).
+static const YoloYamlLine yolo26_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 1, 0, 0},
+    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 1, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
+    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1},   {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0},
 };
 #undef PREV
 
@@ -55,14 +74,22 @@ static const YoloScale yolo11_scales[] = {{'n', 0.50, 0.25, 1024}, {'s', 0.50, 0
                                           {'x', 1.00, 1.50, 512}};
 
 const YoloYamlLine *yolo_yaml_lines(YoloFamily family, int *count) {
-    *count = family == YOLO_V8 ? (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml)
-                               : (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml);
-    return family == YOLO_V8 ? yolov8_yaml : yolo11_yaml;
+    switch (family) {
+    case YOLO_V8: *count = (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml); return yolov8_yaml;
+    case YOLO_11: *count = (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml); return yolo11_yaml;
+    case YOLO_26: break;
+    }
+    *count = (int)(sizeof yolo26_yaml / sizeof *yolo26_yaml);
+    return yolo26_yaml;
 }
 
+// YOLO26's scales are YOLO11's.
 const YoloScale *yolo_yaml_scales(YoloFamily family) {
     return family == YOLO_V8 ? yolov8_scales : yolo11_scales;
 }
+
+int yolo_reg_max(YoloFamily family) { return family == YOLO_26 ? 1 : 16; }
+int yolo_end2end(YoloFamily family) { return family == YOLO_26; }
 
 static int ends_with(const char *text, size_t length, const char *suffix) {
     const size_t n = strlen(suffix);
@@ -80,7 +107,7 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
     for (int i = 0; yolo_model_names[i]; i++) {
         if (strlen(yolo_model_names[i]) != length || memcmp(yolo_model_names[i], name, length))
             continue;
-        config->family = name[4] == 'v' ? YOLO_V8 : YOLO_11;
+        config->family = name[4] == 'v' ? YOLO_V8 : name[4] == '1' ? YOLO_11 : YOLO_26;
         config->scale = name[length - 1];
         snprintf(config->name, sizeof config->name, "%s", yolo_model_names[i]);
         config->classes = 80;
@@ -89,8 +116,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
         return 0;
     }
     return error_set(err, "unknown Ultralytics model '%s' (ultralytics/yolov8n.yaml ... "
-                          "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, or .pt for Ultralytics' "
-                          "weights)", text);
+                          "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, yolo26n.yaml ... "
+                          "yolo26x.yaml, or .pt for Ultralytics' weights)", text);
 }
 
 int yolo_is_model_name(const char *text) {
@@ -149,9 +176,17 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         case YOLO_C3K2:
             layer->shortcut = 1;
             layer->c3k = line->flag || strchr("mlx", config->scale) != NULL;
+            layer->attn = line->attn;  // Bottleneck + PSABlock, whatever c3k says
             layer->hidden = (int)(c2 * layer->expansion);
+            if (layer->attn && i < (v8 ? 9 : 11))
+                return error_set(err, "%s: attention C3k2 in the backbone (layer %d)",
+                                 config->name, i);
             break;
-        case YOLO_SPPF: layer->hidden = c1 / 2; break;
+        case YOLO_SPPF:
+            layer->hidden = c1 / 2;
+            layer->plain_cv1 = line->flag;  // parse_model: SiLU for rows of up to 3 args
+            layer->shortcut = line->flag && c1 == c2;
+            break;
         case YOLO_C2PSA:
             if (c1 != c2) return error_set(err, "%s: C2PSA of %d -> %d channels", config->name, c1, c2);
             layer->hidden = c1 / 2;

@@ -56,6 +56,7 @@ static void layout_inner(ActivationArena *arena, YoloSlot *slot, const YoloInner
         state->lse = activation_take_float(arena, rows * inner->heads);
         return;
     }
+    case YOLO_INNER_BOTTLENECK_PSA: return;  // YOLO26's neck only: never runs (yolo_build_layers)
     }
 }
 
@@ -126,6 +127,7 @@ static void layout_inner_grads(ActivationArena *arena, YoloSlot *slot, const Yol
         take_grads(arena, state->grad, sizes, 6);
         return;
     }
+    case YOLO_INNER_BOTTLENECK_PSA: return;  // never runs (above)
     }
 }
 

@@ -15,8 +15,8 @@
 // (ultralytics/utils/downloads.py: attempt_download_asset(file,
 // repo="ultralytics/assets", release="v8.4.0") fetches
 // https://github.com/ultralytics/assets/releases/download/v8.4.0/<file> for
-// the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt and
-// yolo11{n,s,m,l,x}.pt among them), after looking for <file> in the working
+// the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt,
+// yolo11{n,s,m,l,x}.pt and yolo26{n,s,m,l,x}.pt among them), after looking for <file> in the working
 // directory. LightlyTrain 0.18 passes "ultralytics/yolo11s.pt" to
 // ultralytics.YOLO("yolo11s.pt") (_models/ultralytics/ultralytics_package.py),
 // so this is its source too. No SHA-256 is published for these assets that
@@ -79,6 +79,9 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolov8x", 68.23, "~136 MB"), ULTRALYTICS("yolo11n", 2.62, "~5 MB"),
     ULTRALYTICS("yolo11s", 9.46, "~19 MB"),  ULTRALYTICS("yolo11m", 20.11, "~40 MB"),
     ULTRALYTICS("yolo11l", 25.37, "~51 MB"), ULTRALYTICS("yolo11x", 56.97, "~114 MB"),
+    ULTRALYTICS("yolo26n", 2.57, "~5 MB"),   ULTRALYTICS("yolo26s", 10.01, "~20 MB"),
+    ULTRALYTICS("yolo26m", 21.90, "~44 MB"), ULTRALYTICS("yolo26l", 26.30, "~53 MB"),
+    ULTRALYTICS("yolo26x", 58.99, "~118 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

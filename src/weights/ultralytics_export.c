@@ -312,6 +312,19 @@ static void psa_block(Exporter *e, const char *prefix, const YoloInner *inner) {
     container_end(e);
 }
 
+// YOLO26's attention C3k2 block: Sequential(Bottleneck, PSABlock).
+static void bottleneck_psa(Exporter *e, const char *prefix, const YoloInner *inner) {
+    char name[NAME_SIZE];
+    container_begin(e, "Sequential");
+    key(e, "0");
+    text_format(name, sizeof name, "%s.0", prefix);
+    bottleneck(e, name, inner->bottleneck.add);
+    key(e, "1");
+    text_format(name, sizeof name, "%s.1", prefix);
+    psa_block(e, name, inner);
+    container_end(e);
+}
+
 // C2f, C3k2 and C2PSA: cv1, cv2 and the inner blocks under m.
 static void csp(Exporter *e, const char *prefix, const YoloModule *layer, const LayerInfo *info) {
     const char *cls = layer->kind == YOLO_C2F ? "C2f" : layer->kind == YOLO_C3K2 ? "C3k2" : "C2PSA";
@@ -331,6 +344,7 @@ static void csp(Exporter *e, const char *prefix, const YoloModule *layer, const 
         key(e, index);
         if (inner->kind == YOLO_INNER_C3K) c3k(e, name, inner);
         else if (inner->kind == YOLO_INNER_PSA) psa_block(e, name, inner);
+        else if (inner->kind == YOLO_INNER_BOTTLENECK_PSA) bottleneck_psa(e, name, inner);
         else bottleneck(e, name, inner->bottleneck.add);
     }
     container_end(e);
@@ -341,10 +355,10 @@ static void sppf(Exporter *e, const char *prefix, const YoloModule *layer, const
     module_begin(e, BLOCK_MODULE, "SPPF");
     key_int(e, "n", 3);
     key(e, "add");
-    pt_put_bool(&e->w, 0);
+    pt_put_bool(&e->w, layer->shortcut);
     layer_attributes(e, info);
     children_begin(e);
-    child_conv(e, prefix, "cv1", "Conv", 1);
+    child_conv(e, prefix, "cv1", "Conv", !layer->plain_cv1);
     child_conv(e, prefix, "cv2", "Conv", 1);
     key(e, "m");
     leaf(e, "torch.nn.modules.pooling", "MaxPool2d");
@@ -390,15 +404,38 @@ static void head_stack(Exporter *e, const char *prefix, int legacy) {
     container_end(e);
 }
 
+// The box (cv2) and class (cv3) stacks of every level, under
+// "<prefix>.<names[stack]>". copies: YOLO26's one2one stacks, each a deep
+// copy of its ModuleList, so each has its own one SiLU module.
+static void head_stacks(Exporter *e, const char *prefix, const YoloModule *layer,
+                        const char *const names[2], int legacy, int copies) {
+    char name[NAME_SIZE], index[16];
+    const int shared_silu = e->silu;
+    for (int stack = 0; stack < 2; stack++) {
+        if (copies) e->silu = -1;  // the copy's SiLU: made and memoised at its first Conv
+        key(e, names[stack]);
+        container_begin(e, "ModuleList");
+        for (int level = 0; level < layer->from_count; level++) {
+            text_format(index, sizeof index, "%d", level);
+            text_format(name, sizeof name, "%s.%s.%d", prefix, names[stack], level);
+            key(e, index);
+            head_stack(e, name, stack == 0 || legacy);
+        }
+        container_end(e);
+    }
+    e->silu = shared_silu;
+}
+
 static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
                    const LayerInfo *info) {
-    const int classes = e->model->config.classes, v8 = e->model->config.family == YOLO_V8;
-    char name[NAME_SIZE], index[16];
+    const YoloFamily family = e->model->config.family;
+    const int classes = e->model->config.classes, reg_max = yolo_reg_max(family);
+    char name[NAME_SIZE];
     module_begin(e, "ultralytics.nn.modules.head", "Detect");
     key_int(e, "nc", classes);
     key_int(e, "nl", layer->from_count);
-    key_int(e, "reg_max", 16);
-    key_int(e, "no", classes + 64);
+    key_int(e, "reg_max", reg_max);
+    key_int(e, "no", classes + 4 * reg_max);
     key(e, "stride");
     put_stride(e);
     const float none = 0.0f;
@@ -411,25 +448,24 @@ static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
     key(e, "inplace");
     pt_put_bool(&e->w, 1);
     children_begin(e);
-    for (int stack = 0; stack < 2; stack++) {
-        key(e, stack ? "cv3" : "cv2");
-        container_begin(e, "ModuleList");
-        for (int level = 0; level < layer->from_count; level++) {
-            text_format(index, sizeof index, "%d", level);
-            text_format(name, sizeof name, "%s.%s.%d", prefix, stack ? "cv3" : "cv2", level);
-            key(e, index);
-            head_stack(e, name, stack == 0 || v8);
-        }
-        container_end(e);
-    }
+    static const char *const stacks[2] = {"cv2", "cv3"};
+    static const char *const one2one[2] = {"one2one_cv2", "one2one_cv3"};
+    head_stacks(e, prefix, layer, stacks, family == YOLO_V8, 0);
     key(e, "dfl");
-    module_begin(e, BLOCK_MODULE, "DFL");
-    key_int(e, "c1", 16);
-    children_begin(e);
-    key(e, "conv");
-    text_format(name, sizeof name, "%s.dfl.conv", prefix);
-    conv2d(e, name, 1, 0, 0);  // fixed (requires_grad False, as Ultralytics' DFL)
-    container_end(e);
+    if (reg_max > 1) {
+        module_begin(e, BLOCK_MODULE, "DFL");
+        key_int(e, "c1", reg_max);
+        children_begin(e);
+        key(e, "conv");
+        text_format(name, sizeof name, "%s.dfl.conv", prefix);
+        conv2d(e, name, 1, 0, 0);  // fixed (requires_grad False, as Ultralytics' DFL)
+        container_end(e);
+    } else {
+        leaf(e, "torch.nn.modules.linear", "Identity");
+        pt_object_end(&e->w);
+    }
+    // YOLO26's end-to-end head: its one-to-one copies of both stacks
+    if (yolo_end2end(family)) head_stacks(e, prefix, layer, one2one, 0, 1);
     container_end(e);
 }
 
@@ -464,8 +500,12 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
     case YOLO_C3K2:
         pt_put_int(&e->w, line->channels), pt_put_bool(&e->w, line->flag);
         if (line->expansion > 0) pt_put_float(&e->w, line->expansion);
+        if (line->attn) pt_put_bool(&e->w, 1);
         break;
-    case YOLO_SPPF: pt_put_int(&e->w, line->channels), pt_put_int(&e->w, line->kernel); break;
+    case YOLO_SPPF:
+        pt_put_int(&e->w, line->channels), pt_put_int(&e->w, line->kernel);
+        if (line->flag) pt_put_int(&e->w, 3), pt_put_bool(&e->w, 1);  // YOLO26: n, shortcut
+        break;
     case YOLO_C2PSA: pt_put_int(&e->w, line->channels); break;
     case YOLO_UPSAMPLE:
         pt_put_str(&e->w, "None"), pt_put_int(&e->w, 2), pt_put_str(&e->w, "nearest");
@@ -502,6 +542,11 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
     char text[32];
     pt_dict_begin(&e->w);
     key_int(e, "nc", config->classes);
+    if (yolo_end2end(config->family)) {  // YOLO26's
+        key(e, "end2end");
+        pt_put_bool(&e->w, 1);
+        key_int(e, "reg_max", yolo_reg_max(config->family));
+    }
     key(e, "scales");
     pt_dict_begin(&e->w);
     for (int s = 0; s < 5; s++) {
@@ -513,8 +558,8 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
         pt_list_end(&e->w);
     }
     pt_dict_end(&e->w);
-    // the YAML's backbone section ends with SPPF (v8) or C2PSA (11): LightlyTrain's cut
-    // plus SPPF for v8
+    // the YAML's backbone section ends with SPPF (v8) or C2PSA (11, 26): LightlyTrain's
+    // cut plus SPPF for v8
     const int backbone = config->family == YOLO_V8 ? 10 : 11;
     key(e, "backbone");
     yaml_lines(e, lines, 0, backbone);

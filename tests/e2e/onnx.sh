@@ -22,7 +22,8 @@
 # LayerScale, class token, also at opset 18 (GELU as its erf formula) and
 # with external data; dinov3/vits16plus: SwiGLU), Ultralytics YOLOs at 64 px
 # (yolov8n: C2f, SPPF; yolo11n: C3k2 with Bottlenecks and C3k, SPPF, C2PSA;
-# yolo11m: C3k everywhere, 4 attention heads; yolo11n in fp16 too), their
+# yolo11m: C3k everywhere, 4 attention heads; yolo11n in fp16 too; yolo26n:
+# SPPF without cv1's SiLU, with its shortcut), their
 # norms, biases and tokens random (make_backbone random-norms) so that a
 # mixed-up parameter shows. With random running statistics a random YOLO's
 # deep features are the same at every position (they shrink ~3x a conv),
@@ -106,7 +107,7 @@ done
 
 # Ultralytics YOLOs (the part LightlyTrain trains, pooled).
 for variant in "v8n yolov8n random-norms" "y11n yolo11n random-norms" "y11m yolo11m random-norms" \
-  "y11c yolo11n calibrated"; do
+  "y11c yolo11n calibrated" "y26n yolo26n random-norms"; do
   read -r name model norms <<<"$variant"
   "$make_backbone" "$work/$name.safetensors" "ultralytics/$model.yaml" 9 64 - "$norms" ||
     fail "make_backbone $model $norms"
@@ -144,6 +145,7 @@ expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \
   "$work/y11m.onnx" "$work/img64" "$work/y11m.npy" 1e-5 + \
   "$work/y11n_fp16.onnx" "$work/img64" "$work/y11n.npy" 1e-2 --fp16 + \
   "$work/y11c.onnx" "$work/img64" "$work/y11c.npy" 1e-4 + \
+  "$work/y26n.onnx" "$work/img64" "$work/y26n.npy" 1e-5 + \
   "$work/cnx.onnx" "$work/img64" "$work/cnx.npy" 1e-5 + \
   "$work/cnx3.onnx" "$work/img64" "$work/cnx3.npy" 1e-5 + \
   "$work/cnx3_fp16.onnx" "$work/img64" "$work/cnx3.npy" 1e-2 --fp16 ||

@@ -8,6 +8,8 @@
 # initialised (as LightlyTrain's optimizer never sees them) and its
 # backbone trained; `embed` reads it back (pooled features, 256 wide);
 # a user's checkpoint of other than 80 classes trains, exports and resumes;
+# YOLO26 (its SPPF with a shortcut, its end-to-end Detect head of 4 box
+# outputs, one-to-one copies and no DFL) trains, exports and reads back;
 # a 4-channel YOLO is refused in one line (exit 2).
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -108,6 +110,24 @@ output=$("$bin" embed --data "$images" --checkpoint "$one" --out "$work/emb.csv"
   --num-workers 1 2>&1) || fail "embed failed: $output"
 header=$(head -n 1 "$work/emb.csv")
 case $header in *embedding_255) ;; *) fail "embed: not 256 features: ${header: -40}" ;; esac
+
+# YOLO26: the default method's one step, the export's end-to-end head, the
+# .pt back to the safetensors, embed of the .pt (the pooled C2PSA: 256).
+run y26 ultralytics/yolo26n.yaml distillation 1 "${teacher[@]}"
+y26="$work/y26/exported_models/exported_last.safetensors"
+listing=$("$tool" list "$y26")
+for entry in "model.23.cv2.0.2.weight	F32	4,16,1,1" "model.23.one2one_cv2.2.2.bias	F32	4" \
+             "model.23.one2one_cv3.1.1.1.conv.weight	F32	80,80,1,1" "model.22.m.0.1.attn.pe.conv.weight	F32	128,1,3,3"; do
+  printf '%s\n' "$listing" | grep -q -F "$entry" || fail "the yolo26n export lacks $entry"
+done
+printf '%s\n' "$listing" | grep -q dfl && fail "the yolo26n export has a DFL conv"
+"$bin" export --checkpoint "$work/y26/exported_models/exported_last.pt" --out "$work/back26.safetensors" \
+  >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$y26" "$work/back26.safetensors" 0 0 >/dev/null ||
+  fail "the yolo26n exported_last.pt does not read back to its safetensors"
+output=$("$bin" embed --data "$images" --checkpoint "$work/y26/exported_models/exported_last.pt" \
+  --out "$work/emb26.csv" --image-size 64 --num-workers 1 2>&1) || fail "embed of yolo26n failed: $output"
+header=$(head -n 1 "$work/emb26.csv")
+case $header in *embedding_255) ;; *) fail "embed yolo26n: not 256 features: ${header: -40}" ;; esac
 
 expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
   "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \

@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 
 MODELS = ("torchvision/resnet18", "timm/resnet18", "timm/vit_tiny_patch16_224",
-          "torchvision/convnext_tiny", "ultralytics/yolov8n.yaml")
+          "torchvision/convnext_tiny", "ultralytics/yolov8n.yaml", "ultralytics/yolo26n.yaml")
 
 
 def read_torch(path):
@@ -44,12 +44,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default="build/lightly-train-c")
     parser.add_argument("--data", required=True)
+    parser.add_argument("--models", nargs="+", default=MODELS, help="LightlyTrain model names")
     args = parser.parse_args()
     import lightly_train
     print(f"lightly-train {lightly_train.__version__}")
     worst = 1.0
     with tempfile.TemporaryDirectory() as work:
-        for index, model in enumerate(MODELS):
+        for index, model in enumerate(args.models):
             out = os.path.join(work, str(index))
             lightly_train.train(out=out, data=args.data, model=model, method="simclr", epochs=1,
                                 batch_size=4, num_workers=0, accelerator="cpu", devices=1,

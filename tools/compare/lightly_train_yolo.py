@@ -7,7 +7,7 @@ same machine and the same data: whole `train` runs of DINO and distillation
 
 Needs lightly-train 0.18 and ultralytics (checked: lightly-train 0.18.0,
 ultralytics 8.4.190, torch 2.15). Both sides: model ultralytics/yolov8s.yaml
-(random init), 48 generated 256 px JPEGs, batch 16, 2 epochs (6 steps),
+(--model: another of the names both take, e.g. yolo26s; random init), 48 generated 256 px JPEGs, batch 16, 2 epochs (6 steps),
 2 data workers, float32 on the CPU, LightlyTrain's default views (224 px;
 DINO: 2 global + 6 local 96 px). The distillation teacher is a DINOv2
 ViT-S/14 without registers with random weights on both sides (nothing can
@@ -39,13 +39,13 @@ import tempfile
 LIGHTLY_TRAIN = r'''
 import sys
 import lightly_train
-method, out, data = sys.argv[1], sys.argv[2], sys.argv[3]
+method, out, data, model = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 method_args = {}
 if method == "distillation":
     from lightly_train._models.dinov2_vit.dinov2_vit_package import DINOv2ViTPackage
     teacher = DINOv2ViTPackage.get_model("vits14-noreg", load_weights=False)
     method_args["teacher"] = DINOv2ViTPackage.get_model_wrapper(teacher)
-lightly_train.pretrain(out=out, data=data, model="ultralytics/yolov8s.yaml", method=method,
+lightly_train.pretrain(out=out, data=data, model=f"ultralytics/{model}.yaml", method=method,
                        method_args=method_args, epochs=2, batch_size=16, num_workers=2,
                        accelerator="cpu", devices=1, precision="32-true", overwrite=True,
                        seed=0, loggers={"jsonl": {"flush_logs_every_n_steps": 1}},
@@ -97,6 +97,7 @@ def main():
     parser.add_argument("--methods", default="dino,distillation")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--passive", action="store_true")
+    parser.add_argument("--model", default="yolov8s", help="the YAML's stem: yolov8s, yolo26s, ...")
     args = parser.parse_args()
     import lightly_train
     import torch
@@ -123,13 +124,13 @@ def main():
                 extra = ["--method-arg", f"teacher={teacher}"] if method == "distillation" else []
                 ours_load = os.getloadavg()[0]
                 ours_peak = run([args.bin, "train", "--data", data, "--out", out, "--model",
-                                 "ultralytics/yolov8s.yaml", "--method", method, "--batch-size",
+                                 f"ultralytics/{args.model}.yaml", "--method", method, "--batch-size",
                                  "16", "--epochs", "2", "--num-workers", "2", "--threads", "2",
                                  "--seed", "0", "--log-every", "1", *extra], env)
                 ours, ours_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
                 out = os.path.join(work, f"lightly_train_{method}_{repeat}")
                 theirs_load = os.getloadavg()[0]
-                theirs_peak = run([sys.executable, script, method, out, data], env)
+                theirs_peak = run([sys.executable, script, method, out, data, args.model], env)
                 theirs, theirs_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
                 rows.append((method, repeat, ours, theirs, ours_peak, theirs_peak, ours_steps,
                              theirs_steps, ours_load, theirs_load))
@@ -140,7 +141,7 @@ def main():
           "| peak RSS ours / LightlyTrain | load before ours / theirs |")
     print("|---|---|---|---|---|---|---|")
     for method, repeat, ours, theirs, ours_peak, theirs_peak, a, b, la, lb in rows:
-        print(f"| {method} (yolov8s, batch 16, steps 1-5: {a} / {b} timed) | {repeat + 1} "
+        print(f"| {method} ({args.model}, batch 16, steps 1-5: {a} / {b} timed) | {repeat + 1} "
               f"| {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x "
               f"| {ours_peak:.0f} / {theirs_peak:.0f} MB | {la:.2f} / {lb:.2f} |")
     if args.repeats > 1:
