@@ -1,7 +1,8 @@
 // The Ultralytics checkpoint we write (weights/ultralytics_export.h) against
 // the structure of the ones Ultralytics 8.4.190 saves
 // (tests/fixtures/ultralytics_structure.txt, tools/make_ultralytics_structure.py):
-// for yolov8n, yolo11n, yolo11m and yolo26n the checkpoint's keys and, module by
+// for yolov8n, yolo11n, yolo11m, yolo26n and the -seg models of the
+// three families the checkpoint's keys and, module by
 // module in named_modules() order, its class, its public attributes, and
 // its parameter and buffer names, read back from our file with the
 // restricted reader (weights/pt_pickle.h). Then the tensors read back
@@ -202,6 +203,9 @@ static void test_structure_matches_ultralytics(void **state) {
     check_model("yolo11n");
     check_model("yolo11m");
     check_model("yolo26n");
+    check_model("yolov8n-seg");  // Segment: Proto (a ConvTranspose2d), cv4
+    check_model("yolo11n-seg");
+    check_model("yolo26n-seg");  // Segment26: Proto26, one2one_cv4
 }
 
 int main(void) {

@@ -174,10 +174,12 @@ static void check_forward(const char *name) {
     assert_int_equal(failures, 0);
 }
 
-// Every size of the family whose names start with prefix.
+// Every size of the family whose names start with prefix (a "-seg" model
+// runs its detection model's trained part: test_structure checks its head).
 static void check_family(const char *prefix) {
     for (int i = 0; yolo_model_names[i]; i++)
-        if (strncmp(yolo_model_names[i], prefix, strlen(prefix)) == 0)
+        if (strncmp(yolo_model_names[i], prefix, strlen(prefix)) == 0 &&
+            !strchr(yolo_model_names[i], '-'))
             check_forward(yolo_model_names[i]);
 }
 
@@ -332,14 +334,16 @@ static void test_names(void **state) {
         int pretrained;
     } good[] = {{"ultralytics/yolov8s.yaml", "yolov8s", 0}, {"yolo11m.yaml", "yolo11m", 0},
                 {"ultralytics/yolo11x.pt", "yolo11x", 1}, {"yolov8n", "yolov8n", 0},
-                {"ultralytics/yolo26s.pt", "yolo26s", 1}, {"yolo26x.yaml", "yolo26x", 0}};
+                {"ultralytics/yolo26s.pt", "yolo26s", 1}, {"yolo26x.yaml", "yolo26x", 0},
+                {"ultralytics/yolo11m-seg.yaml", "yolo11m-seg", 0},
+                {"ultralytics/yolo26n-seg.pt", "yolo26n-seg", 1}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         if (yolo_parse_name(good[i].text, &config, &pretrained, &err)) fail_msg("%s", err.text);
         assert_string_equal(config.name, good[i].name);
         assert_int_equal(pretrained, good[i].pretrained);
     }
     const char *bad[] = {"ultralytics/yolov8q.yaml", "yolov5s.yaml", "ultralytics/yolo11s.yml",
-                         "yolo12n.pt", "yolo26q.yaml", ""};
+                         "yolo12n.pt", "yolo26q.yaml", "yolo11n-pose.yaml", "yolo11n-seg-seg", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(yolo_parse_name(bad[i], &config, &pretrained, &err), -1);
         assert_non_null(strstr(err.text, "unknown Ultralytics model"));
@@ -429,6 +433,51 @@ static void test_init_yolo26(void **state) {
     yolo_free(&model);
 }
 
+// Segment's tensors (never run) start as PyTorch's defaults: the prototypes'
+// ConvTranspose2d weight (npr, npr, 2, 2) uniform in +-1/sqrt(npr x 4) (its
+// fan_in is dim 1), the mask stacks' last biases in +-1/sqrt(fan_in) of their
+// weights; the yolo26n-seg Proto26 semantic head's bias alike.
+static void expect_uniform(const Yolo *model, const char *name, double fan_in) {
+    static float values[64 * 64 * 4];
+    const Parameter *p = parameter_find(&model->buffers, name);
+    if (!p) fail_msg("no %s", name);
+    read_param(model, name, values, sizeof values / sizeof *values);
+    const float bound = (float)(1.0 / sqrt(fan_in));
+    float largest = 0.0f;
+    for (size_t i = 0; i < p->count; i++) {
+        assert_true(fabsf(values[i]) <= bound);
+        if (fabsf(values[i]) > largest) largest = fabsf(values[i]);
+    }
+    assert_true(largest > 0.8f * bound);
+}
+
+static void test_init_segment(void **state) {
+    const char *names[2] = {"yolo11n-seg", "yolo26n-seg"};
+    for (int m = 0; m < 2; m++) {
+        ErrorMessage err;
+        YoloConfig config;
+        int pretrained;
+        Yolo model;
+        const YoloInputShape shape = {1, 32};
+        if (yolo_parse_name(names[m], &config, &pretrained, &err) ||
+            yolo_declare(&model, fixture_backend, &config, &err) ||
+            yolo_allocate(&model, &shape, 1, &err) || yolo_init(&model, 3, &err))
+            fail_msg("%s", err.text);
+        assert_int_equal(config.task, YOLO_TASK_SEGMENT);
+        assert_int_equal(model.layers[model.layer_count - 1].hidden, 64);  // npr of n: 256 x 0.25
+        char name[64];
+        snprintf(name, sizeof name, "model.%d.proto.upsample.weight", model.layer_count - 1);
+        expect_uniform(&model, name, 64.0 * 4);
+        snprintf(name, sizeof name, "model.%d.cv4.1.2.bias", model.layer_count - 1);
+        expect_uniform(&model, name, 32.0);  // c4 = max(64 / 4, 32) inputs, 1 x 1
+        if (m == 1) {
+            snprintf(name, sizeof name, "model.%d.proto.semseg.2.bias", model.layer_count - 1);
+            expect_uniform(&model, name, 64.0);
+        }
+        yolo_free(&model);
+    }
+}
+
 // The state dict written reads back into a model detected from the file
 // (yolo_config_from_weights), every tensor equal: COCO's 80 classes, a
 // head of 3 (a user's fine-tuned model) whose count the file gives, and one
@@ -484,6 +533,8 @@ static void test_save_load(void **state) {
     save_load("yolo11n", 80, 0);
     save_load("yolo26n", 80, 0);
     save_load("yolo26n", 3, 0);
+    save_load("yolo11n-seg", 80, 0);  // told from yolo11n by its prototypes
+    save_load("yolo26n-seg", 5, 0);
     save_load("yolov8n", 3, 0);
     save_load("yolov8n", 3, 80);
 }
@@ -498,6 +549,7 @@ int main(void) {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_init_yolo26),
+        cmocka_unit_test(test_init_segment),
         cmocka_unit_test(test_save_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -5,7 +5,8 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
 
     /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
 
-For yolov8n, yolo11n and yolo26n: `lightly-train-c train` (2 steps of distillation
+For yolov8n, yolo11n, yolo26n and their -seg models (SegmentationModel,
+fine-tuned on polygons): `lightly-train-c train` (2 steps of distillation
 from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
 generated images), then
   1. ultralytics.YOLO(exported_last.pt) loads it: a DetectionModel, task
@@ -35,7 +36,7 @@ import tempfile
 import numpy as np
 import torch
 
-MODELS = ("yolov8n", "yolo11n", "yolo26n")
+MODELS = ("yolov8n", "yolo11n", "yolo26n", "yolov8n-seg", "yolo11n-seg", "yolo26n-seg")
 
 
 def write_images(folder, count, size, seed):
@@ -51,19 +52,29 @@ def write_images(folder, count, size, seed):
     return paths
 
 
-def labelled_set(root):
-    """A 1-class detection set in Ultralytics' layout: 4 images, one box each."""
+def labelled_set(root, segment=False):
+    """A 1-class detection set in Ultralytics' layout: 4 images, one box each
+    (segment: one square polygon each)."""
     images = write_images(os.path.join(root, "images", "train"), 4, 64, 1)
     labels = os.path.join(root, "labels", "train")
     os.makedirs(labels)
     for path in images:
         name = os.path.splitext(os.path.basename(path))[0]
         with open(os.path.join(labels, f"{name}.txt"), "w") as file:
-            file.write("0 0.5 0.5 0.4 0.4\n")
+            file.write("0 0.3 0.3 0.7 0.3 0.7 0.7 0.3 0.7\n" if segment else "0 0.5 0.5 0.4 0.4\n")
     data = os.path.join(root, "data.yaml")
     with open(data, "w") as file:
         file.write(f"path: {root}\ntrain: images/train\nval: images/train\nnames:\n  0: thing\n")
     return data
+
+
+def tensors(output):
+    """Every tensor of a model's output (nested tuples, lists, dicts), in order."""
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, dict):
+        output = list(output.values())
+    return [t for item in output for t in tensors(item)]
 
 
 def check(condition, message):
@@ -105,8 +116,12 @@ def main():
         write_images(os.path.join(work, "unlabelled"), 8, 64, 0)
         teacher = os.path.join(work, "vit_t14.safetensors")
         run([os.path.join(args.build, "tests/e2e/make_backbone"), teacher, "vit_t14", "5", "56"])
-        data = labelled_set(os.path.join(work, "labelled"))
+        sets = {"detect": labelled_set(os.path.join(work, "labelled")),
+                "segment": labelled_set(os.path.join(work, "labelled_seg"), segment=True)}
         for name in MODELS:
+            task = "segment" if name.endswith("-seg") else "detect"
+            data = sets[task]
+            model_class = "SegmentationModel" if task == "segment" else "DetectionModel"
             out = os.path.join(work, name)
             run([args.bin, "train", "--data", os.path.join(work, "unlabelled"), "--out", out,
                  "--model", f"ultralytics/{name}.yaml", "--method-arg", f"teacher={teacher}",
@@ -116,8 +131,8 @@ def main():
 
             model = YOLO(pt)
             loaded = model.model.state_dict()
-            check(type(model.model).__name__ == "DetectionModel" and model.task == "detect",
-                  f"{name}: YOLO(exported_last.pt) is a DetectionModel for detect")
+            check(type(model.model).__name__ == model_class and model.task == task,
+                  f"{name}: YOLO(exported_last.pt) is a {model_class} for {task}")
             same = set(loaded) == set(state) and all(torch.equal(loaded[k], state[k]) for k in state)
             check(same, f"{name}: its state_dict equals exported_last.safetensors "
                         f"({len(state)} tensors)")
@@ -126,9 +141,9 @@ def main():
             reference.model.load_state_dict(state)
             image = torch.rand(1, 3, 64, 64)
             with torch.no_grad():
-                ours = model.model.eval()(image)[0]
-                theirs = reference.model.eval()(image)[0]
-            check(torch.allclose(ours, theirs, rtol=0, atol=0),
+                ours = tensors(model.model.eval()(image))
+                theirs = tensors(reference.model.eval()(image))
+            check(len(ours) == len(theirs) and all(torch.equal(a, b) for a, b in zip(ours, theirs)),
                   f"{name}: YOLO('{name}.yaml') with our weights computes the same outputs")
 
             before = {k: v.clone() for k, v in model.model.state_dict().items()}
@@ -162,7 +177,7 @@ def main():
             same = all(torch.equal(state[k].to(theirs[k].dtype), theirs[k]) for k in head)
             classes = state[detect + "cv3.0.2.bias"].shape[0]
             check(same and classes == 1, f"{name}: train --checkpoint of it keeps its 1-class "
-                                         f"Detect head ({len(head)} tensors)")
+                                         f"head ({len(head)} tensors)")
             loaded = YOLO(os.path.join(again, "exported_models", "exported_last.pt")).model
             same = loaded.model[-1].nc == 1 and all(torch.equal(loaded.state_dict()[k], state[k])
                                           for k in state)

@@ -7,8 +7,9 @@ writer cannot drift from what Ultralytics loads.
     /work/venvs/yolo/bin/python tools/make_ultralytics_structure.py --out tests/fixtures
 
 Needs ultralytics (checked with 8.4.190) and torch. For yolov8n, yolo11n,
-yolo11m (C3k) and yolo26n (YOLO26's SPPF, attention C3k2 and end-to-end
-Detect head), each DetectionModel is built from its YAML, saved with
+yolo11m (C3k), yolo26n (YOLO26's SPPF, attention C3k2 and end-to-end
+Detect head) and yolov8n-seg, yolo11n-seg, yolo26n-seg (Segment, Segment26
+heads), each DetectionModel (SegmentationModel) is built from its YAML, saved with
 YOLO.save (what LightlyTrain's export calls) and loaded back with
 torch.load; one line per module of the loaded tree, in named_modules()
 order:
@@ -28,7 +29,7 @@ import tempfile
 
 import torch
 
-MODELS = ("yolov8n", "yolo11n", "yolo11m", "yolo26n")
+MODELS = ("yolov8n", "yolo11n", "yolo11m", "yolo26n", "yolov8n-seg", "yolo11n-seg", "yolo26n-seg")
 
 
 def describe(name):

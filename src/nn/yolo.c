@@ -151,6 +151,18 @@ static int declare_bottleneck_psa(Declarer *d, YoloInner *inner, const char *pre
     return 0;
 }
 
+// A Conv2d with bias (never run) "<name>.weight" (out, in, k, k) and "<name>.bias".
+static int declare_biased_conv(Declarer *d, const char *name, int in, int out, int kernel,
+                               int stride, ErrorMessage *err) {
+    char key[PARAM_MAX_NAME];
+    Conv2d conv;
+    name_format(key, "%s.weight", name);
+    if (conv2d_declare(&conv, d->set, key, in, out, kernel, stride, 0, err)) return -1;
+    const int bias_shape[1] = {out};
+    name_format(key, "%s.bias", name);
+    return parameter_declare(d->set, key, PARAM_BIAS, 1, bias_shape, NULL, err) < 0 ? -1 : 0;
+}
+
 // One head stack of one level under "<prefix>.<head>.<level>": two 3x3 Convs
 // (box; YOLOv8's class stack too) or two DWConv + 1x1 Conv pairs (class),
 // then a plain Conv2d with bias of `last` outputs.
@@ -170,12 +182,58 @@ static int declare_head_stack(Declarer *d, const char *prefix, const char *head,
         name_format(name, "%s.%s.%d.%d.1", prefix, head, level, i);
         if (declare_conv(d, &unused, name, x, width, 1, 1, 1, 0, err)) return -1;
     }
-    name_format(name, "%s.%s.%d.2.weight", prefix, head, level);
-    Conv2d conv;
-    if (conv2d_declare(&conv, d->set, name, width, last, 1, 1, 0, err)) return -1;
-    const int bias_shape[1] = {last};
-    name_format(name, "%s.%s.%d.2.bias", prefix, head, level);
-    return parameter_declare(d->set, name, PARAM_BIAS, 1, bias_shape, NULL, err) < 0 ? -1 : 0;
+    name_format(name, "%s.%s.%d.2", prefix, head, level);
+    return declare_biased_conv(d, name, width, last, 1, 1, err);
+}
+
+// Segment's additions to Detect (never run), in the order of its state_dict:
+// the mask prototypes (Proto: cv1 3x3 from P3 to npr, a 2x2 stride-2
+// ConvTranspose2d, cv2 3x3, cv3 1x1 to the 32 masks; YOLO26's Proto26: cv1
+// from npr, after feat_refine (a 1x1 Conv from each coarser level to P3's
+// width) and feat_fuse (3x3 to npr), with its semantic head semseg: two 3x3
+// Convs and a 1x1 Conv2d to the classes), then the mask coefficient
+// stacks cv4 (two 3x3 Convs to max(ch0 / 4, 32), a Conv2d to 32) and
+// YOLO26's one2one_cv4 copy. ConvTranspose2d's weight is (in, out, 2, 2) in
+// torch's layout, declared as a conv of in = out channels.
+static int declare_segment(Declarer *d, YoloModule *layer, const char *prefix, ErrorMessage *err) {
+    Yolo *model = d->model;
+    const int proto26 = model->config.family == YOLO_26, npr = layer->hidden;
+    const int ch0 = model->layers[layer->from[0]].out_channels;
+    char name[PARAM_MAX_NAME];
+    YoloConv unused;
+    name_format(name, "%s.proto.cv1", prefix);
+    if (declare_conv(d, &unused, name, proto26 ? npr : ch0, npr, 3, 1, 1, 0, err)) return -1;
+    name_format(name, "%s.proto.upsample", prefix);
+    if (declare_biased_conv(d, name, npr, npr, 2, 2, err)) return -1;
+    name_format(name, "%s.proto.cv2", prefix);
+    if (declare_conv(d, &unused, name, npr, npr, 3, 1, 1, 0, err)) return -1;
+    name_format(name, "%s.proto.cv3", prefix);
+    if (declare_conv(d, &unused, name, npr, YOLO_MASKS, 1, 1, 1, 0, err)) return -1;
+    if (proto26) {
+        for (int level = 1; level < layer->from_count; level++) {
+            name_format(name, "%s.proto.feat_refine.%d", prefix, level - 1);
+            if (declare_conv(d, &unused, name, model->layers[layer->from[level]].out_channels,
+                             ch0, 1, 1, 1, 0, err))
+                return -1;
+        }
+        name_format(name, "%s.proto.feat_fuse", prefix);
+        if (declare_conv(d, &unused, name, ch0, npr, 3, 1, 1, 0, err)) return -1;
+        for (int i = 0; i < 2; i++) {
+            name_format(name, "%s.proto.semseg.%d", prefix, i);
+            if (declare_conv(d, &unused, name, i ? npr : ch0, npr, 3, 1, 1, 0, err)) return -1;
+        }
+        name_format(name, "%s.proto.semseg.2", prefix);
+        if (declare_biased_conv(d, name, npr, model->config.classes, 1, 1, err)) return -1;
+    }
+    const int c4 = ch0 / 4 > YOLO_MASKS ? ch0 / 4 : YOLO_MASKS;
+    static const char *const stacks[2] = {"cv4", "one2one_cv4"};
+    for (int copy = 0; copy <= yolo_end2end(model->config.family); copy++)
+        for (int level = 0; level < layer->from_count; level++)
+            if (declare_head_stack(d, prefix, stacks[copy], level,
+                                   model->layers[layer->from[level]].out_channels, c4, YOLO_MASKS,
+                                   1, err))
+                return -1;
+    return 0;
 }
 
 // The Detect head (never run): per level, cv2 (box, 4 x reg_max outputs)
@@ -211,7 +269,7 @@ static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, Er
             if (conv2d_declare(&dfl, d->set, name, reg_max, 1, 1, 1, 0, err)) return -1;
         }
     }
-    return 0;
+    return model->config.task == YOLO_TASK_SEGMENT ? declare_segment(d, layer, prefix, err) : 0;
 }
 
 static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
@@ -565,6 +623,21 @@ static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *pa
         backend->op.fill(backend, param->value, value, param->count);
         return 0;
     }
+    // Any other bias (Segment's mask stacks, prototypes' upsample, semseg):
+    // PyTorch's default, uniform in +-1/sqrt(fan_in) of its weight.
+    char weight_name[PARAM_MAX_NAME];
+    const Parameter *weight = NULL;
+    if (has_suffix(param->name, ".bias")) {
+        name_format(weight_name, "%.*s.weight", (int)(strlen(param->name) - strlen(".bias")),
+                    param->name);
+        weight = parameter_find(set, weight_name);
+    }
+    if (weight && weight->rank == 4) {
+        const double fan_in = (double)weight->torch_shape[1] * weight->torch_shape[2] *
+                              weight->torch_shape[3];
+        return layer_init_parameter(backend, param, seed, INIT_UNIFORM,
+                                    (float)(1.0 / sqrt(fan_in)), err);
+    }
     return error_set(err, "%s: no initialisation for '%s'", model->config.name, param->name);
 }
 
@@ -618,6 +691,13 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
         Yolo probe;
         if (yolo_parse_name(yolo_model_names[i], config, &pretrained, err)) return -1;
         yolo_head_from_weights(file, prefix, config);
+        // a Segment's tensors hold a Detect's: the file's proto decides the task
+        int count;
+        yolo_yaml_lines(config->family, &count);
+        char proto[SAFETENSORS_MAX_NAME];
+        snprintf(proto, sizeof proto, "%smodel.%d.proto.cv3.conv.weight", prefix, count - 1);
+        if ((safetensors_find(file, proto) != NULL) != (config->task == YOLO_TASK_SEGMENT))
+            continue;
         if (yolo_declare(&probe, NULL, config, err)) {
             yolo_free(&probe);
             return -1;
@@ -627,8 +707,8 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
         if (match) return 0;
     }
     return error_set(err, "the Ultralytics model under \"%s\" is none of yolov8n..x, "
-                          "yolo11n..x, yolo26n..x (its tensors match no size's names and shapes)",
-                     prefix);
+                          "yolo11n..x, yolo26n..x or their -seg models (its tensors match no "
+                          "size's names and shapes)", prefix);
 }
 
 int yolo_save(const Yolo *model, const char *path, StateDictWrite write, ErrorMessage *err) {

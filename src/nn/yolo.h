@@ -1,5 +1,5 @@
 // Ultralytics' YOLOv8, YOLO11 and YOLO26 detection models (sizes n, s, m,
-// l, x), with Ultralytics' architecture, parameter names (DetectionModel's
+// l, x) and their segmentation models ("-seg"), with Ultralytics' architecture, parameter names (DetectionModel's
 // state_dict: "model.<layer>.<module path>") and widths and depths scaled
 // from the model's YAML as Ultralytics' parse_model scales them
 // (yolo_config.c). Blocks: Conv (conv without bias + BatchNorm eps 1e-3,
@@ -10,7 +10,8 @@
 // (position-sensitive attention: PSA blocks), then the neck (nearest
 // upsample, concat, C2f / C3k2, Conv) and the Detect head (YOLO26's: 4 box
 // outputs per level (reg_max 1, no DFL) and the end-to-end one-to-one
-// copies of both stacks).
+// copies of both stacks), or for a -seg model the Segment head: Detect's
+// stacks, the mask prototypes and the mask coefficient stacks.
 //
 // What runs and what is trained is what LightlyTrain 0.18 trains
 // (lightly_train/_models/ultralytics/ultralytics.py, _get_backbone): the
@@ -48,17 +49,24 @@
 
 typedef enum YoloFamily { YOLO_V8, YOLO_11, YOLO_26 } YoloFamily;
 
+// The model's head (its YAML's last line): Detect, or Segment for the
+// "-seg" models (Segment26 for YOLO26's): Detect's stacks plus the mask
+// prototypes (proto) and the mask coefficient stacks (cv4).
+typedef enum YoloTask { YOLO_TASK_DETECT, YOLO_TASK_SEGMENT } YoloTask;
+#define YOLO_MASKS 32  // Segment's nm: the YAMLs' [nc, 32, 256]
+
 typedef struct YoloConfig {
     YoloFamily family;
     char scale;                  // 'n', 's', 'm', 'l' or 'x'
-    char name[YOLO_MAX_NAME];    // "yolov8s", "yolo11m", "yolo26n" (Ultralytics' YAML stem)
+    YoloTask task;
+    char name[YOLO_MAX_NAME];    // "yolov8s", "yolo11m", "yolo26n-seg" (Ultralytics' YAML stem)
     int classes;                 // the YAML's nc: 80, or the initial weights' (yolo_head_from_weights)
     int class_width;             // the Detect head's class-stack width: 0 for Ultralytics'
                                  // max(ch0, min(nc, 100)), or the initial weights'
     float bn_momentum, bn_eps;   // 0.03, 1e-3 (Ultralytics' initialize_weights)
 } YoloConfig;
 
-// "yolov8n" ... "yolo26x" (a ".yaml" or ".pt" suffix and an "ultralytics/"
+// "yolov8n" ... "yolo26x", "yolov8n-seg" ... "yolo26x-seg" (a ".yaml" or ".pt" suffix and an "ultralytics/"
 // prefix as LightlyTrain writes them are the caller's: yolo_parse_name).
 extern const char *const yolo_model_names[];
 // Parses "ultralytics/yolov8s.yaml", "yolov8s.yaml", "yolo11m.pt", "yolo11m":
@@ -121,7 +129,7 @@ typedef struct YoloModule {
     YoloModuleKind kind;
     int from[3], from_count;  // the layers it reads (absolute indices)
     int in_channels, out_channels;
-    int hidden;               // C2f / C3k2 / C2PSA's self.c, SPPF's c_
+    int hidden;               // C2f / C3k2 / C2PSA's self.c, SPPF's c_, Segment's npr
     int repeats;              // n after the depth gain
     int kernel, stride;       // Conv's; SPPF's pool window in kernel
     int shortcut, c3k;        // C2f / C3k2 arguments; SPPF: shortcut (YOLO26's y + x)

@@ -14,7 +14,10 @@
 const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8l", "yolov8x",
                                         "yolo11n", "yolo11s", "yolo11m", "yolo11l", "yolo11x",
                                         "yolo26n", "yolo26s", "yolo26m", "yolo26l", "yolo26x",
-                                        NULL};
+                                        "yolov8n-seg", "yolov8s-seg", "yolov8m-seg", "yolov8l-seg",
+                                        "yolov8x-seg", "yolo11n-seg", "yolo11s-seg", "yolo11m-seg",
+                                        "yolo11l-seg", "yolo11x-seg", "yolo26n-seg", "yolo26s-seg",
+                                        "yolo26m-seg", "yolo26l-seg", "yolo26x-seg", NULL};
 
 #define PREV {-1}, 1
 static const YoloYamlLine yolov8_yaml[] = {
@@ -108,7 +111,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
         if (strlen(yolo_model_names[i]) != length || memcmp(yolo_model_names[i], name, length))
             continue;
         config->family = name[4] == 'v' ? YOLO_V8 : name[4] == '1' ? YOLO_11 : YOLO_26;
-        config->scale = name[length - 1];
+        config->task = ends_with(name, length, "-seg") ? YOLO_TASK_SEGMENT : YOLO_TASK_DETECT;
+        config->scale = name[6];  // "yolov8n", "yolo11n-seg": the size follows the family
         snprintf(config->name, sizeof config->name, "%s", yolo_model_names[i]);
         config->classes = 80;
         config->bn_momentum = 0.03f;
@@ -117,7 +121,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
     }
     return error_set(err, "unknown Ultralytics model '%s' (ultralytics/yolov8n.yaml ... "
                           "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, yolo26n.yaml ... "
-                          "yolo26x.yaml, or .pt for Ultralytics' weights)", text);
+                          "yolo26x.yaml, each also as -seg (yolo11n-seg.yaml), or .pt for "
+                          "Ultralytics' weights)", text);
 }
 
 int yolo_is_model_name(const char *text) {
@@ -190,6 +195,11 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         case YOLO_C2PSA:
             if (c1 != c2) return error_set(err, "%s: C2PSA of %d -> %d channels", config->name, c1, c2);
             layer->hidden = c1 / 2;
+            break;
+        case YOLO_DETECT:  // Segment's npr: its 256 scaled as a layer's channels
+            if (config->task == YOLO_TASK_SEGMENT)
+                layer->hidden = make_divisible((256 < scale->max_channels ? 256 : scale->max_channels) *
+                                               scale->width);
             break;
         default: break;
         }

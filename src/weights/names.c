@@ -82,6 +82,15 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolo26n", 2.57, "~5 MB"),   ULTRALYTICS("yolo26s", 10.01, "~20 MB"),
     ULTRALYTICS("yolo26m", 21.90, "~44 MB"), ULTRALYTICS("yolo26l", 26.30, "~53 MB"),
     ULTRALYTICS("yolo26x", 58.99, "~118 MB"),
+    ULTRALYTICS("yolov8n-seg", 3.41, "~7 MB"), ULTRALYTICS("yolov8s-seg", 11.82, "~24 MB"),
+    ULTRALYTICS("yolov8m-seg", 27.29, "~55 MB"), ULTRALYTICS("yolov8l-seg", 46.00, "~92 MB"),
+    ULTRALYTICS("yolov8x-seg", 71.83, "~144 MB"),
+    ULTRALYTICS("yolo11n-seg", 2.88, "~6 MB"), ULTRALYTICS("yolo11s-seg", 10.11, "~20 MB"),
+    ULTRALYTICS("yolo11m-seg", 22.42, "~45 MB"), ULTRALYTICS("yolo11l-seg", 27.68, "~55 MB"),
+    ULTRALYTICS("yolo11x-seg", 62.14, "~124 MB"),
+    ULTRALYTICS("yolo26n-seg", 3.13, "~6 MB"), ULTRALYTICS("yolo26s-seg", 11.51, "~23 MB"),
+    ULTRALYTICS("yolo26m-seg", 27.11, "~54 MB"), ULTRALYTICS("yolo26l-seg", 31.52, "~63 MB"),
+    ULTRALYTICS("yolo26x-seg", 70.69, "~141 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 
@@ -207,14 +216,26 @@ int weights_is_reference(const char *text) {
     return parse_hub_reference(text, &ref, NULL) == 0;
 }
 
-// The known names of a family, ", " between them.
+// The known names of a family, ", " between them; of a family of more than
+// LISTED_NAMES the first LISTED_NAMES - 1, "...", the last and the count
+// (a one-line message: `weights` lists them all).
+#define LISTED_NAMES 8
 static void list_names(const char *family, char *out, size_t size) {
+    int count = 0, last = -1;
+    for (int i = 0; i < ENTRY_COUNT; i++)
+        if (has_prefix(entries[i].name, family)) count++, last = i;
     size_t used = 0;
     out[0] = '\0';
-    for (int i = 0; i < ENTRY_COUNT && used < size; i++)
-        if (has_prefix(entries[i].name, family))
-            used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "",
-                                     entries[i].name);
+    for (int i = 0, listed = 0; i < ENTRY_COUNT && used < size; i++) {
+        if (!has_prefix(entries[i].name, family)) continue;
+        if (count > LISTED_NAMES && listed == LISTED_NAMES - 1) {
+            snprintf(out + used, size - used, ", ..., %s: %d names", entries[last].name, count);
+            return;
+        }
+        used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "",
+                                 entries[i].name);
+        listed++;
+    }
 }
 
 int weights_parse(const char *text, WeightsRef *ref, ErrorMessage *err) {

@@ -113,22 +113,25 @@ static void entry(Exporter *e, const char *key_name, const char *prefix, int par
 
 // ---- leaves ---------------------------------------------------------------------------------
 
-static void conv2d(Exporter *e, const char *prefix, int stride, int bias, int requires_grad) {
+// A Conv2d (padding k / 2, depthwise when one input channel per group) or,
+// transposed, Segment's ConvTranspose2d (weight (in, out, k, k), padding 0).
+static void conv_module(Exporter *e, const char *prefix, int stride, int bias, int requires_grad,
+                        int transposed) {
     char name[NAME_SIZE];
     text_format(name, sizeof name, "%s.weight", prefix);
     const Parameter *weight = find(e, name);
-    const int out = weight ? weight->torch_shape[0] : 1, per_group = weight ? weight->torch_shape[1] : 1;
-    const int kernel = weight ? weight->torch_shape[2] : 1, padding = kernel / 2;
-    const int groups = per_group == 1 && out > 1 ? out : 1;  // depthwise
-    module_begin(e, "torch.nn.modules.conv", "Conv2d");
-    key_int(e, "in_channels", (int64_t)per_group * groups);
-    key_int(e, "out_channels", out);
+    const int dim0 = weight ? weight->torch_shape[0] : 1, dim1 = weight ? weight->torch_shape[1] : 1;
+    const int kernel = weight ? weight->torch_shape[2] : 1, padding = transposed ? 0 : kernel / 2;
+    const int groups = !transposed && dim1 == 1 && dim0 > 1 ? dim0 : 1;  // depthwise
+    module_begin(e, "torch.nn.modules.conv", transposed ? "ConvTranspose2d" : "Conv2d");
+    key_int(e, "in_channels", transposed ? dim0 : (int64_t)dim1 * groups);
+    key_int(e, "out_channels", transposed ? dim1 : dim0);
     key_pair(e, "kernel_size", kernel, 2);
     key_pair(e, "stride", stride, 2);
     key_pair(e, "padding", padding, 2);
     key_pair(e, "dilation", 1, 2);
     key(e, "transposed");
-    pt_put_bool(&e->w, 0);
+    pt_put_bool(&e->w, transposed);
     key_pair(e, "output_padding", 0, 2);
     key_int(e, "groups", groups);
     key(e, "padding_mode");
@@ -145,6 +148,10 @@ static void conv2d(Exporter *e, const char *prefix, int stride, int bias, int re
     empty_ordered_dict(e, "_buffers");
     empty_ordered_dict(e, "_modules");
     pt_object_end(&e->w);
+}
+
+static void conv2d(Exporter *e, const char *prefix, int stride, int bias, int requires_grad) {
+    conv_module(e, prefix, stride, bias, requires_grad, 0);
 }
 
 static void batchnorm(Exporter *e, const char *prefix) {
@@ -404,34 +411,73 @@ static void head_stack(Exporter *e, const char *prefix, int legacy) {
     container_end(e);
 }
 
-// The box (cv2) and class (cv3) stacks of every level, under
-// "<prefix>.<names[stack]>". copies: YOLO26's one2one stacks, each a deep
-// copy of its ModuleList, so each has its own one SiLU module.
-static void head_stacks(Exporter *e, const char *prefix, const YoloModule *layer,
-                        const char *const names[2], int legacy, int copies) {
+// One head ModuleList "<prefix>.<list>" of a stack per level (head_stack).
+// copy: one of YOLO26's one2one lists, a deep copy with its own one SiLU.
+static void head_list(Exporter *e, const char *prefix, const YoloModule *layer, const char *list,
+                      int legacy, int copy) {
     char name[NAME_SIZE], index[16];
     const int shared_silu = e->silu;
-    for (int stack = 0; stack < 2; stack++) {
-        if (copies) e->silu = -1;  // the copy's SiLU: made and memoised at its first Conv
-        key(e, names[stack]);
+    if (copy) e->silu = -1;  // the copy's SiLU: made and memoised at its first Conv
+    key(e, list);
+    container_begin(e, "ModuleList");
+    for (int level = 0; level < layer->from_count; level++) {
+        text_format(index, sizeof index, "%d", level);
+        text_format(name, sizeof name, "%s.%s.%d", prefix, list, level);
+        key(e, index);
+        head_stack(e, name, legacy);
+    }
+    container_end(e);
+    e->silu = shared_silu;
+}
+
+// Segment's mask prototypes: Proto, or YOLO26's Proto26 (yolo.c, declare_segment).
+static void proto(Exporter *e, const char *prefix, const YoloModule *layer, int proto26) {
+    char name[NAME_SIZE], index[16];
+    module_begin(e, BLOCK_MODULE, proto26 ? "Proto26" : "Proto");
+    children_begin(e);
+    child_conv(e, prefix, "cv1", "Conv", 1);
+    key(e, "upsample");
+    text_format(name, sizeof name, "%s.upsample", prefix);
+    conv_module(e, name, 2, 1, 1, 1);
+    child_conv(e, prefix, "cv2", "Conv", 1);
+    child_conv(e, prefix, "cv3", "Conv", 1);
+    if (proto26) {
+        key(e, "feat_refine");
         container_begin(e, "ModuleList");
-        for (int level = 0; level < layer->from_count; level++) {
-            text_format(index, sizeof index, "%d", level);
-            text_format(name, sizeof name, "%s.%s.%d", prefix, names[stack], level);
-            key(e, index);
-            head_stack(e, name, stack == 0 || legacy);
+        text_format(name, sizeof name, "%s.feat_refine", prefix);
+        for (int level = 1; level < layer->from_count; level++) {
+            text_format(index, sizeof index, "%d", level - 1);
+            child_conv(e, name, index, "Conv", 1);
         }
         container_end(e);
+        child_conv(e, prefix, "feat_fuse", "Conv", 1);
+        key(e, "semseg");
+        container_begin(e, "Sequential");
+        text_format(name, sizeof name, "%s.semseg", prefix);
+        child_conv(e, name, "0", "Conv", 1);
+        child_conv(e, name, "1", "Conv", 1);
+        key(e, "2");
+        text_format(name, sizeof name, "%s.semseg.2", prefix);
+        conv2d(e, name, 1, 1, 1);
+        container_end(e);
     }
-    e->silu = shared_silu;
+    container_end(e);
+}
+
+// The head's class: Detect, Segment, or YOLO26's Segment26.
+static const char *head_class(const YoloConfig *config) {
+    if (config->task == YOLO_TASK_SEGMENT) return config->family == YOLO_26 ? "Segment26" : "Segment";
+    return "Detect";
 }
 
 static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
                    const LayerInfo *info) {
-    const YoloFamily family = e->model->config.family;
-    const int classes = e->model->config.classes, reg_max = yolo_reg_max(family);
+    const YoloConfig *config = &e->model->config;
+    const YoloFamily family = config->family;
+    const int classes = config->classes, reg_max = yolo_reg_max(family);
+    const int segment = config->task == YOLO_TASK_SEGMENT;
     char name[NAME_SIZE];
-    module_begin(e, "ultralytics.nn.modules.head", "Detect");
+    module_begin(e, "ultralytics.nn.modules.head", head_class(config));
     key_int(e, "nc", classes);
     key_int(e, "nl", layer->from_count);
     key_int(e, "reg_max", reg_max);
@@ -444,13 +490,16 @@ static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
     pt_put_tensor(&e->w, SAFE_F32, &none, 1, empty, 0, 0);
     key(e, "strides");
     pt_put_tensor(&e->w, SAFE_F32, &none, 1, empty, 0, 0);
+    if (segment) {
+        key_int(e, "nm", YOLO_MASKS);
+        key_int(e, "npr", layer->hidden);
+    }
     layer_attributes(e, info);
     key(e, "inplace");
     pt_put_bool(&e->w, 1);
     children_begin(e);
-    static const char *const stacks[2] = {"cv2", "cv3"};
-    static const char *const one2one[2] = {"one2one_cv2", "one2one_cv3"};
-    head_stacks(e, prefix, layer, stacks, family == YOLO_V8, 0);
+    head_list(e, prefix, layer, "cv2", 1, 0);
+    head_list(e, prefix, layer, "cv3", family == YOLO_V8, 0);
     key(e, "dfl");
     if (reg_max > 1) {
         module_begin(e, BLOCK_MODULE, "DFL");
@@ -465,7 +514,17 @@ static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
         pt_object_end(&e->w);
     }
     // YOLO26's end-to-end head: its one-to-one copies of both stacks
-    if (yolo_end2end(family)) head_stacks(e, prefix, layer, one2one, 0, 1);
+    if (yolo_end2end(family)) {
+        head_list(e, prefix, layer, "one2one_cv2", 1, 1);
+        head_list(e, prefix, layer, "one2one_cv3", 0, 1);
+    }
+    if (segment) {
+        key(e, "proto");
+        text_format(name, sizeof name, "%s.proto", prefix);
+        proto(e, name, layer, family == YOLO_26);
+        head_list(e, prefix, layer, "cv4", 1, 0);
+        if (yolo_end2end(family)) head_list(e, prefix, layer, "one2one_cv4", 1, 1);
+    }
     container_end(e);
 }
 
@@ -477,12 +536,13 @@ static const char *module_name(YoloModuleKind kind) {
     return names[kind];
 }
 
-static const char *type_name(YoloModuleKind kind) {
+// parse_model's m.type of a layer (the head's: its class, head_class).
+static void type_name(const YoloConfig *config, YoloModuleKind kind, char *out, size_t size) {
     static const char *const names[] = {
         CONV_MODULE ".Conv", BLOCK_MODULE ".C2f", BLOCK_MODULE ".C3k2", BLOCK_MODULE ".SPPF",
-        BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat",
-        "ultralytics.nn.modules.head.Detect"};
-    return names[kind];
+        BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat"};
+    if (kind == YOLO_DETECT) text_format(out, size, "ultralytics.nn.modules.head.%s", head_class(config));
+    else text_format(out, size, "%s", names[kind]);
 }
 
 // One YAML line's args list.
@@ -511,7 +571,11 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
         pt_put_str(&e->w, "None"), pt_put_int(&e->w, 2), pt_put_str(&e->w, "nearest");
         break;
     case YOLO_CONCAT: pt_put_int(&e->w, 1); break;
-    case YOLO_DETECT: pt_put_str(&e->w, "nc"); break;
+    case YOLO_DETECT:
+        pt_put_str(&e->w, "nc");
+        if (e->model->config.task == YOLO_TASK_SEGMENT)  // nm, npr before scaling
+            pt_put_int(&e->w, YOLO_MASKS), pt_put_int(&e->w, 256);
+        break;
     }
     pt_list_end(&e->w);
 }
@@ -528,7 +592,8 @@ static void yaml_lines(Exporter *e, const YoloYamlLine *lines, int first, int en
             pt_list_end(&e->w);
         }
         pt_put_int(&e->w, line->repeats);
-        pt_put_str(&e->w, module_name(line->kind));
+        pt_put_str(&e->w, line->kind == YOLO_DETECT ? head_class(&e->model->config)
+                                                    : module_name(line->kind));
         yaml_args(e, line);
         pt_list_end(&e->w);
     }
@@ -594,7 +659,9 @@ static void detection_model(Exporter *e) {
     const Yolo *model = e->model;
     int count;
     const YoloYamlLine *lines = yolo_yaml_lines(model->config.family, &count);
-    module_begin(e, "ultralytics.nn.tasks", "DetectionModel");
+    const int segment = model->config.task == YOLO_TASK_SEGMENT;
+    const char *task = segment ? "segment" : "detect";
+    module_begin(e, "ultralytics.nn.tasks", segment ? "SegmentationModel" : "DetectionModel");
     key(e, "yaml");
     yaml_dict(e, lines, count);
     key(e, "save");  // every layer read from elsewhere than the previous one
@@ -620,11 +687,11 @@ static void detection_model(Exporter *e) {
     key(e, "stride");
     put_stride(e);
     key(e, "task");
-    pt_put_str(&e->w, "detect");
+    pt_put_str(&e->w, task);
     key(e, "args");  // Ultralytics' loader merges its defaults under these
     pt_dict_begin(&e->w);
     key(e, "task");
-    pt_put_str(&e->w, "detect");
+    pt_put_str(&e->w, task);
     key(e, "model");
     char yaml[32];
     text_format(yaml, sizeof yaml, "%s.yaml", model->config.name);
@@ -635,7 +702,9 @@ static void detection_model(Exporter *e) {
     container_begin(e, "Sequential");
     for (int i = 0; i < model->layer_count; i++) {
         const YoloModule *layer = &model->layers[i];
-        const LayerInfo info = {i, &lines[i], type_name(layer->kind), layer_parameters(model, i)};
+        char type[96];
+        type_name(&model->config, layer->kind, type, sizeof type);
+        const LayerInfo info = {i, &lines[i], type, layer_parameters(model, i)};
         char index[16], prefix[32];
         text_format(index, sizeof index, "%d", i);
         text_format(prefix, sizeof prefix, "model.%d", i);

@@ -1,13 +1,14 @@
 // A YOLO (nn/yolo.h) as the checkpoint Ultralytics' YOLO.save writes and
 // its loader reads: torch.save of {"date", "version", "license", "docs",
-// "ema": None, "modelopt": None, "model": DetectionModel}, the model a whole
+// "ema": None, "modelopt": None, "model": DetectionModel (a -seg model's:
+// SegmentationModel)}, the model a whole
 // pickled module tree written from
 // our tables (weights/pt_writer.h): each module its class (torch.nn's and
 // ultralytics') with the __dict__ Ultralytics 8.4's modules carry (their
 // attributes, _parameters, _buffers, _modules and the two hook dicts that
 // nn.Module.__setstate__ does not restore), every layer its i, f, type and
 // np, the DetectionModel its yaml dict (the family's YAML with the size),
-// save, names, stride, task and args (Detect its empty anchors and strides;
+// save, names, stride, task and args (Detect / Segment its empty anchors and strides;
 // every module training=True, as saved). Weights F32 (Ultralytics' own files are
 // F16; it loads both with .float()). What LightlyTrain's export writes
 // (Ultralytics' YOLO.save): ultralytics.YOLO(path) loads it and fine-tunes

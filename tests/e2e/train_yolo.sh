@@ -9,7 +9,8 @@
 # backbone trained; `embed` reads it back (pooled features, 256 wide);
 # a user's checkpoint of other than 80 classes trains, exports and resumes;
 # YOLO26 (its SPPF with a shortcut, its end-to-end Detect head of 4 box
-# outputs, one-to-one copies and no DFL) trains, exports and reads back;
+# outputs, one-to-one copies and no DFL) trains, exports and reads back, and
+# so does its segmentation model;
 # a 4-channel YOLO is refused in one line (exit 2).
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -36,6 +37,17 @@ run() {
   case $loss in ''|*nan*|*inf*|null) fail "$name: train_loss is '$loss'" ;; esac
 }
 
+# `has_entries FILE ENTRY...`: each "name<TAB>dtype<TAB>shape" is in the
+# safetensors file's listing (the listing is left in $listing).
+has_entries() {
+  local file=$1 entry
+  shift
+  listing=$("$tool" list "$file")
+  for entry in "$@"; do
+    printf '%s\n' "$listing" | grep -q -F "$entry" || fail "$file lacks $entry"
+  done
+}
+
 for method in simclr dino byol vicreg barlowtwins; do
   run "$method" ultralytics/yolo11n.yaml "$method" 1
 done
@@ -54,11 +66,8 @@ grep -q "base 1.8 at batch 1536, sqrt-scaled to batch 4), weight decay 1e-06" "$
 run steps2 ultralytics/yolov8n.yaml distillation 2 "${teacher[@]}"
 one="$work/v8/exported_models/exported_last.safetensors"
 two="$work/steps2/exported_models/exported_last.safetensors"
-listing=$("$tool" list "$one")
-for entry in "model.0.conv.weight	F32	16,3,3,3" "model.22.dfl.conv.weight	F32	1,16,1,1" \
-             "model.22.cv3.2.2.bias	F32	80"; do
-  printf '%s\n' "$listing" | grep -q -F "$entry" || fail "the export lacks $entry"
-done
+has_entries "$one" "model.0.conv.weight	F32	16,3,3,3" "model.22.dfl.conv.weight	F32	1,16,1,1" \
+  "model.22.cv3.2.2.bias	F32	80"
 for prefix in model.12. model.22.; do
   "$tool" extract "$one" "$prefix" "$work/one.st" >/dev/null && "$tool" extract "$two" "$prefix" "$work/two.st" >/dev/null ||
     fail "extract $prefix"
@@ -115,11 +124,8 @@ case $header in *embedding_255) ;; *) fail "embed: not 256 features: ${header: -
 # .pt back to the safetensors, embed of the .pt (the pooled C2PSA: 256).
 run y26 ultralytics/yolo26n.yaml distillation 1 "${teacher[@]}"
 y26="$work/y26/exported_models/exported_last.safetensors"
-listing=$("$tool" list "$y26")
-for entry in "model.23.cv2.0.2.weight	F32	4,16,1,1" "model.23.one2one_cv2.2.2.bias	F32	4" \
-             "model.23.one2one_cv3.1.1.1.conv.weight	F32	80,80,1,1" "model.22.m.0.1.attn.pe.conv.weight	F32	128,1,3,3"; do
-  printf '%s\n' "$listing" | grep -q -F "$entry" || fail "the yolo26n export lacks $entry"
-done
+has_entries "$y26" "model.23.cv2.0.2.weight	F32	4,16,1,1" "model.23.one2one_cv2.2.2.bias	F32	4" \
+  "model.23.one2one_cv3.1.1.1.conv.weight	F32	80,80,1,1" "model.22.m.0.1.attn.pe.conv.weight	F32	128,1,3,3"
 printf '%s\n' "$listing" | grep -q dfl && fail "the yolo26n export has a DFL conv"
 "$bin" export --checkpoint "$work/y26/exported_models/exported_last.pt" --out "$work/back26.safetensors" \
   >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$y26" "$work/back26.safetensors" 0 0 >/dev/null ||
@@ -128,6 +134,17 @@ output=$("$bin" embed --data "$images" --checkpoint "$work/y26/exported_models/e
   --out "$work/emb26.csv" --image-size 64 --num-workers 1 2>&1) || fail "embed of yolo26n failed: $output"
 header=$(head -n 1 "$work/emb26.csv")
 case $header in *embedding_255) ;; *) fail "embed yolo26n: not 256 features: ${header: -40}" ;; esac
+
+# A segmentation model (yolo26n-seg: Segment26, its Proto26 prototypes with
+# a ConvTranspose2d): trains the same backbone, exports its whole head,
+# which reads back.
+run seg ultralytics/yolo26n-seg.yaml simclr 1
+seg="$work/seg/exported_models/exported_last.safetensors"
+has_entries "$seg" "model.23.proto.upsample.weight	F32	64,64,2,2" "model.23.proto.semseg.2.bias	F32	80" \
+  "model.23.one2one_cv4.2.2.weight	F32	32,32,1,1"
+"$bin" export --checkpoint "$work/seg/exported_models/exported_last.pt" --out "$work/backseg.safetensors" \
+  >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$seg" "$work/backseg.safetensors" 0 0 >/dev/null ||
+  fail "the yolo26n-seg exported_last.pt does not read back to its safetensors"
 
 expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
   "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \
