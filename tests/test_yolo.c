@@ -336,14 +336,15 @@ static void test_names(void **state) {
                 {"ultralytics/yolo11x.pt", "yolo11x", 1}, {"yolov8n", "yolov8n", 0},
                 {"ultralytics/yolo26s.pt", "yolo26s", 1}, {"yolo26x.yaml", "yolo26x", 0},
                 {"ultralytics/yolo11m-seg.yaml", "yolo11m-seg", 0},
-                {"ultralytics/yolo26n-seg.pt", "yolo26n-seg", 1}};
+                {"ultralytics/yolo26n-seg.pt", "yolo26n-seg", 1},
+                {"yolov8s-pose.yaml", "yolov8s-pose", 0}, {"ultralytics/yolo26l-obb.pt", "yolo26l-obb", 1}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         if (yolo_parse_name(good[i].text, &config, &pretrained, &err)) fail_msg("%s", err.text);
         assert_string_equal(config.name, good[i].name);
         assert_int_equal(pretrained, good[i].pretrained);
     }
     const char *bad[] = {"ultralytics/yolov8q.yaml", "yolov5s.yaml", "ultralytics/yolo11s.yml",
-                         "yolo12n.pt", "yolo26q.yaml", "yolo11n-pose.yaml", "yolo11n-seg-seg", ""};
+                         "yolo12n.pt", "yolo26q.yaml", "yolo11n-cls.yaml", "yolo11n-seg-seg", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(yolo_parse_name(bad[i], &config, &pretrained, &err), -1);
         assert_non_null(strstr(err.text, "unknown Ultralytics model"));
@@ -478,6 +479,36 @@ static void test_init_segment(void **state) {
     }
 }
 
+// Pose26's RealNVP starts as Ultralytics': loc 0, cov the identity, mask
+// rows (0, 1), (1, 0), ...; Linear weights xavier_uniform with gain 0.01,
+// biases +-1/sqrt(fan_in). yolov8-pose.yaml's nc is 1, the others' 80.
+static void test_init_pose(void **state) {
+    ErrorMessage err;
+    YoloConfig config;
+    int pretrained;
+    Yolo model;
+    const YoloInputShape shape = {1, 32};
+    if (yolo_parse_name("yolov8n-pose", &config, &pretrained, &err)) fail_msg("%s", err.text);
+    assert_int_equal(config.classes, 1);
+    if (yolo_parse_name("yolo26n-pose", &config, &pretrained, &err) ||
+        yolo_declare(&model, fixture_backend, &config, &err) ||
+        yolo_allocate(&model, &shape, 1, &err) || yolo_init(&model, 3, &err))
+        fail_msg("%s", err.text);
+    assert_int_equal(config.classes, 80);
+    float values[64 * 64];
+    read_param(&model, "model.23.flow_model.cov", values, 4);
+    assert_true(values[0] == 1.0f && values[1] == 0.0f && values[2] == 0.0f && values[3] == 1.0f);
+    read_param(&model, "model.23.flow_model.mask", values, 12);
+    for (int row = 0; row < 6; row++) {
+        assert_true(values[2 * row] == (float)(row % 2));
+        assert_true(values[2 * row + 1] == (float)(1 - row % 2));
+    }
+    expect_uniform(&model, "model.23.flow_model.t.5.2.weight", 1.0 / (0.0001 * 6.0 / 128.0));
+    expect_uniform(&model, "model.23.flow_model.s.0.0.bias", 2.0);
+    expect_uniform(&model, "model.23.cv4_sigma.1.bias", 85.0);  // c4 = max(64 / 4, 17 x 5)
+    yolo_free(&model);
+}
+
 // The state dict written reads back into a model detected from the file
 // (yolo_config_from_weights), every tensor equal: COCO's 80 classes, a
 // head of 3 (a user's fine-tuned model) whose count the file gives, and one
@@ -535,6 +566,10 @@ static void test_save_load(void **state) {
     save_load("yolo26n", 3, 0);
     save_load("yolo11n-seg", 80, 0);  // told from yolo11n by its prototypes
     save_load("yolo26n-seg", 5, 0);
+    save_load("yolo11n-pose", 80, 0);  // told apart by cv4's 51 or 1 outputs
+    save_load("yolo26n-pose", 1, 0);   // by its cv4_kpts
+    save_load("yolo11n-obb", 80, 0);
+    save_load("yolo26n-obb", 15, 0);
     save_load("yolov8n", 3, 0);
     save_load("yolov8n", 3, 80);
 }
@@ -550,6 +585,7 @@ int main(void) {
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_init_yolo26),
         cmocka_unit_test(test_init_segment),
+        cmocka_unit_test(test_init_pose),
         cmocka_unit_test(test_save_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

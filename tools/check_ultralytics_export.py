@@ -5,8 +5,8 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
 
     /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
 
-For yolov8n, yolo11n, yolo26n and their -seg models (SegmentationModel,
-fine-tuned on polygons): `lightly-train-c train` (2 steps of distillation
+For yolov8n, yolo11n, yolo26n and their -seg, -pose and -obb models
+(fine-tuned on polygons, 17 keypoints, oriented boxes): `lightly-train-c train` (2 steps of distillation
 from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
 generated images), then
   1. ultralytics.YOLO(exported_last.pt) loads it: a DetectionModel, task
@@ -36,7 +36,10 @@ import tempfile
 import numpy as np
 import torch
 
-MODELS = ("yolov8n", "yolo11n", "yolo26n", "yolov8n-seg", "yolo11n-seg", "yolo26n-seg")
+MODELS = tuple(f"{name}{task}" for task in ("", "-seg", "-pose", "-obb")
+               for name in ("yolov8n", "yolo11n", "yolo26n"))
+TASKS = {"": ("detect", "DetectionModel"), "-seg": ("segment", "SegmentationModel"),
+         "-pose": ("pose", "PoseModel"), "-obb": ("obb", "OBBModel")}
 
 
 def write_images(folder, count, size, seed):
@@ -52,19 +55,28 @@ def write_images(folder, count, size, seed):
     return paths
 
 
-def labelled_set(root, segment=False):
-    """A 1-class detection set in Ultralytics' layout: 4 images, one box each
-    (segment: one square polygon each)."""
+LABELS = {"detect": "0 0.5 0.5 0.4 0.4",
+          "segment": "0 0.3 0.3 0.7 0.3 0.7 0.7 0.3 0.7",
+          "pose": "0 0.5 0.5 0.4 0.4 " + " ".join(
+              f"{0.35 + 0.3 * (k % 5) / 4:.3f} {0.35 + 0.3 * (k // 5) / 3:.3f} 2" for k in range(17)),
+          "obb": "0 0.3 0.3 0.7 0.35 0.65 0.7 0.25 0.65"}
+
+
+def labelled_set(root, task="detect"):
+    """A 1-class set of the task in Ultralytics' layout: 4 images, one box,
+    polygon, person (17 keypoints) or oriented box each."""
     images = write_images(os.path.join(root, "images", "train"), 4, 64, 1)
     labels = os.path.join(root, "labels", "train")
     os.makedirs(labels)
     for path in images:
         name = os.path.splitext(os.path.basename(path))[0]
         with open(os.path.join(labels, f"{name}.txt"), "w") as file:
-            file.write("0 0.3 0.3 0.7 0.3 0.7 0.7 0.3 0.7\n" if segment else "0 0.5 0.5 0.4 0.4\n")
+            file.write(LABELS[task] + "\n")
     data = os.path.join(root, "data.yaml")
     with open(data, "w") as file:
         file.write(f"path: {root}\ntrain: images/train\nval: images/train\nnames:\n  0: thing\n")
+        if task == "pose":
+            file.write("kpt_shape: [17, 3]\n")
     return data
 
 
@@ -116,12 +128,11 @@ def main():
         write_images(os.path.join(work, "unlabelled"), 8, 64, 0)
         teacher = os.path.join(work, "vit_t14.safetensors")
         run([os.path.join(args.build, "tests/e2e/make_backbone"), teacher, "vit_t14", "5", "56"])
-        sets = {"detect": labelled_set(os.path.join(work, "labelled")),
-                "segment": labelled_set(os.path.join(work, "labelled_seg"), segment=True)}
+        sets = {task: labelled_set(os.path.join(work, f"labelled_{task}"), task)
+                for task, _ in TASKS.values()}
         for name in MODELS:
-            task = "segment" if name.endswith("-seg") else "detect"
+            task, model_class = TASKS[name[len("yolov8n"):]]
             data = sets[task]
-            model_class = "SegmentationModel" if task == "segment" else "DetectionModel"
             out = os.path.join(work, name)
             run([args.bin, "train", "--data", os.path.join(work, "unlabelled"), "--out", out,
                  "--model", f"ultralytics/{name}.yaml", "--method-arg", f"teacher={teacher}",

@@ -35,8 +35,9 @@ eval-mode last output, with the fixture-init running statistics):
     metadata "M/state_dict"             "key=d0xd1x..;key=..." every state_dict entry
                                         with its torch shape, in order (the structure
                                         the C model declares)
-For every "-seg" model (yolov8n-seg ... yolo26x-seg: the same backbone and
-neck, Segment's head; nothing of it runs) only its structure:
+For every "-seg", "-pose" and "-obb" model (yolov8n-seg ... yolo26x-obb:
+the same backbone and neck, a Segment, Pose or OBB head; nothing of it
+runs) only its structure:
     metadata "M/state_dict" as above
 For yolov8n, yolo11n and yolo26n also one training step's gradients: loss =
 sum(pooled features * loss_weights), loss_weights fixture init
@@ -68,7 +69,7 @@ FULL_MAPS = ("yolov8n", "yolo11n", "yolo26n")  # the others' maps as samples (fi
 MAP_SAMPLES = 1024
 MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11", "yolo26") for size in "nsmlx"]
 GRADIENT_MODELS = ("yolov8n", "yolo11n", "yolo26n")
-SEGMENT_MODELS = [f"{name}-seg" for name in MODELS]
+HEAD_MODELS = [f"{name}-{task}" for task in ("seg", "pose", "obb") for name in MODELS]
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
 MAP_LAYERS = {"yolov8": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10)}
 
@@ -208,9 +209,10 @@ def main():
     metadata = {"ultralytics": ultralytics.__version__}
     for name in MODELS:
         add_model(safe, metadata, name)
-    from ultralytics.nn.tasks import SegmentationModel
-    for name in SEGMENT_MODELS:
-        model = SegmentationModel(cfg=f"{name}.yaml", ch=3, verbose=False)
+    from ultralytics.nn.tasks import OBBModel, PoseModel, SegmentationModel
+    classes = {"seg": SegmentationModel, "pose": PoseModel, "obb": OBBModel}
+    for name in HEAD_MODELS:
+        model = classes[name.rpartition("-")[2]](cfg=f"{name}.yaml", ch=3, verbose=False)
         metadata[f"{name}/state_dict"] = ";".join(
             f"{key}={'x'.join(str(d) for d in tensor.shape)}"
             for key, tensor in model.state_dict().items())

@@ -236,6 +236,79 @@ static int declare_segment(Declarer *d, YoloModule *layer, const char *prefix, E
     return 0;
 }
 
+// RealNVP (Pose26's flow_model, never run): the buffers loc (2), cov (2, 2)
+// and mask (6, 2), then 6 coupling layers' scale nets s.i and translation
+// nets t.i, each Linear(2, 64), SiLU, Linear(64, 64), SiLU, Linear(64, 2)
+// (s: then Tanh), their Linears at Sequential indices 0, 2, 4.
+static int declare_flow(Declarer *d, const char *prefix, ErrorMessage *err) {
+    char name[PARAM_MAX_NAME];
+    const int shapes[3][2] = {{2, 0}, {2, 2}, {6, 2}};
+    const char *buffers[3] = {"loc", "cov", "mask"};
+    for (int b = 0; b < 3; b++) {
+        name_format(name, "%s.flow_model.%s", prefix, buffers[b]);
+        if (parameter_declare(d->set, name, PARAM_BIAS, b ? 2 : 1, shapes[b], NULL, err) < 0)
+            return -1;
+    }
+    const int sizes[4] = {2, 64, 64, 2};
+    for (int net = 0; net < 2; net++)
+        for (int i = 0; i < 6; i++)
+            for (int l = 0; l < 3; l++) {
+                const int weight_shape[2] = {sizes[l + 1], sizes[l]};
+                name_format(name, "%s.flow_model.%c.%d.%d.weight", prefix, "st"[net], i, 2 * l);
+                if (parameter_declare(d->set, name, PARAM_WEIGHT, 2, weight_shape, NULL, err) < 0)
+                    return -1;
+                name_format(name, "%s.flow_model.%c.%d.%d.bias", prefix, "st"[net], i, 2 * l);
+                if (parameter_declare(d->set, name, PARAM_BIAS, 1, &sizes[l + 1], NULL, err) < 0)
+                    return -1;
+            }
+    return 0;
+}
+
+// Pose's and OBB's additions to Detect (never run), in the order of their
+// state_dicts: per level a cv4 stack (two 3x3 Convs to c4, a Conv2d to the
+// 51 keypoint values or the 1 angle; c4 = max(ch0 / 4, outputs)) and
+// YOLO26's one2one_cv4 copy. Pose26's cv4 ends after its two Convs (c4 =
+// max(ch0 / 4, 17 x 5)), one2one_cv4, the flow_model, then per level
+// Conv2d heads cv4_kpts (51) and cv4_sigma (34) and their one2one copies.
+static int declare_keypoints_or_angle(Declarer *d, YoloModule *layer, const char *prefix,
+                                      ErrorMessage *err) {
+    Yolo *model = d->model;
+    const int pose = model->config.task == YOLO_TASK_POSE;
+    const int pose26 = pose && model->config.family == YOLO_26;
+    const int ch0 = model->layers[layer->from[0]].out_channels;
+    const int outputs = pose ? YOLO_KEYPOINTS * YOLO_KEYPOINT_DIMS : 1;
+    const int wanted = pose26 ? YOLO_KEYPOINTS * (YOLO_KEYPOINT_DIMS + 2) : outputs;
+    const int c4 = ch0 / 4 > wanted ? ch0 / 4 : wanted;
+    const int copies = yolo_end2end(model->config.family);
+    static const char *const stacks[2] = {"cv4", "one2one_cv4"};
+    char name[PARAM_MAX_NAME];
+    YoloConv unused;
+    for (int copy = 0; copy <= copies; copy++)
+        for (int level = 0; level < layer->from_count; level++) {
+            const int x = model->layers[layer->from[level]].out_channels;
+            if (!pose26) {
+                if (declare_head_stack(d, prefix, stacks[copy], level, x, c4, outputs, 1, err))
+                    return -1;
+                continue;
+            }
+            for (int i = 0; i < 2; i++) {
+                name_format(name, "%s.%s.%d.%d", prefix, stacks[copy], level, i);
+                if (declare_conv(d, &unused, name, i ? c4 : x, c4, 3, 1, 1, 0, err)) return -1;
+            }
+        }
+    if (!pose26) return 0;
+    if (declare_flow(d, prefix, err)) return -1;
+    static const char *const heads[4] = {"cv4_kpts", "cv4_sigma", "one2one_cv4_kpts",
+                                         "one2one_cv4_sigma"};
+    for (int h = 0; h < 4; h++)
+        for (int level = 0; level < layer->from_count; level++) {
+            name_format(name, "%s.%s.%d", prefix, heads[h], level);
+            if (declare_biased_conv(d, name, c4, h % 2 ? 2 * YOLO_KEYPOINTS : outputs, 1, 1, err))
+                return -1;
+        }
+    return 0;
+}
+
 // The Detect head (never run): per level, cv2 (box, 4 x reg_max outputs)
 // and cv3 (class) stacks, the DFL conv when reg_max > 1, and with end2end
 // (YOLO26) the one-to-one copies one2one_cv2 and one2one_cv3, in the order
@@ -269,7 +342,13 @@ static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, Er
             if (conv2d_declare(&dfl, d->set, name, reg_max, 1, 1, 1, 0, err)) return -1;
         }
     }
-    return model->config.task == YOLO_TASK_SEGMENT ? declare_segment(d, layer, prefix, err) : 0;
+    switch (model->config.task) {
+    case YOLO_TASK_DETECT: return 0;
+    case YOLO_TASK_SEGMENT: return declare_segment(d, layer, prefix, err);
+    case YOLO_TASK_POSE:
+    case YOLO_TASK_OBB: return declare_keypoints_or_angle(d, layer, prefix, err);
+    }
+    return 0;
 }
 
 static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
@@ -575,6 +654,28 @@ static int has_suffix(const char *name, const char *suffix) {
     return n >= m && strcmp(name + n - m, suffix) == 0;
 }
 
+// Pose26's RealNVP as it starts: loc 0, cov the identity, mask rows (0, 1),
+// (1, 0) three times; Linear weights xavier_uniform with gain 0.01 (its
+// init_weights), biases PyTorch's Linear default, +-1/sqrt(fan_in).
+static int init_flow(Yolo *model, const Parameter *param, uint64_t seed, ErrorMessage *err) {
+    Backend *backend = model->backend;
+    float values[12] = {0};
+    if (has_suffix(param->name, ".loc") || has_suffix(param->name, ".cov") ||
+        has_suffix(param->name, ".mask")) {
+        if (has_suffix(param->name, ".cov")) values[0] = values[3] = 1.0f;
+        if (has_suffix(param->name, ".mask"))
+            for (int row = 0; row < 6; row++) values[2 * row + (row % 2 == 0)] = 1.0f;
+        backend->op.upload(backend, param->value, values, param->count * sizeof *values);
+        return 0;
+    }
+    // Linear(in, out): in is 2 for each net's first Linear (index 0), else 64
+    const char *index = strrchr(param->name, '.') - 1;  // the "0" of ".0.weight"
+    const double bound = param->rank == 2
+                             ? 0.01 * sqrt(6.0 / (param->torch_shape[0] + param->torch_shape[1]))
+                             : 1.0 / sqrt(*index == '0' ? 2.0 : 64.0);
+    return layer_init_parameter(backend, param, seed, INIT_UNIFORM, (float)bound, err);
+}
+
 // One tensor as Ultralytics' DetectionModel starts it (yolo_init).
 static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *param,
                        uint64_t seed, ErrorMessage *err) {
@@ -593,6 +694,7 @@ static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *pa
         backend->op.copy(backend, param->value, source->value, param->count * sizeof(float));
         return 0;
     }
+    if (strstr(param->name, ".flow_model.")) return init_flow(model, param, seed, err);
     if (strstr(param->name, ".bn.")) {
         const float value = has_suffix(param->name, ".weight") || has_suffix(param->name, ".running_var");
         backend->op.fill(backend, param->value, value, param->count);
@@ -684,6 +786,23 @@ int yolo_head_from_weights(const SafeTensors *file, const char *prefix, YoloConf
     return 1;
 }
 
+// The task of the head at layer `head` under prefix in file: Segment's
+// prototypes, Pose26's keypoint heads, or cv4's last conv of 51 outputs
+// (Pose) or 1 (OBB); none of them: Detect.
+static YoloTask task_from_weights(const SafeTensors *file, const char *prefix, int head) {
+    char key[SAFETENSORS_MAX_NAME];
+    snprintf(key, sizeof key, "%smodel.%d.proto.cv3.conv.weight", prefix, head);
+    if (safetensors_find(file, key)) return YOLO_TASK_SEGMENT;
+    snprintf(key, sizeof key, "%smodel.%d.cv4_kpts.0.weight", prefix, head);
+    if (safetensors_find(file, key)) return YOLO_TASK_POSE;
+    snprintf(key, sizeof key, "%smodel.%d.cv4.0.2.weight", prefix, head);
+    const SafeTensor *last = safetensors_find(file, key);
+    if (last && last->rank == 4)
+        return last->shape[0] == YOLO_KEYPOINTS * YOLO_KEYPOINT_DIMS ? YOLO_TASK_POSE
+                                                                    : YOLO_TASK_OBB;
+    return YOLO_TASK_DETECT;
+}
+
 int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloConfig *config,
                              ErrorMessage *err) {
     for (int i = 0; yolo_model_names[i]; i++) {
@@ -691,13 +810,10 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
         Yolo probe;
         if (yolo_parse_name(yolo_model_names[i], config, &pretrained, err)) return -1;
         yolo_head_from_weights(file, prefix, config);
-        // a Segment's tensors hold a Detect's: the file's proto decides the task
+        // a Segment's, Pose's or OBB's tensors hold a Detect's: the head decides
         int count;
         yolo_yaml_lines(config->family, &count);
-        char proto[SAFETENSORS_MAX_NAME];
-        snprintf(proto, sizeof proto, "%smodel.%d.proto.cv3.conv.weight", prefix, count - 1);
-        if ((safetensors_find(file, proto) != NULL) != (config->task == YOLO_TASK_SEGMENT))
-            continue;
+        if (task_from_weights(file, prefix, count - 1) != config->task) continue;
         if (yolo_declare(&probe, NULL, config, err)) {
             yolo_free(&probe);
             return -1;
@@ -707,8 +823,8 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
         if (match) return 0;
     }
     return error_set(err, "the Ultralytics model under \"%s\" is none of yolov8n..x, "
-                          "yolo11n..x, yolo26n..x or their -seg models (its tensors match no "
-                          "size's names and shapes)", prefix);
+                          "yolo11n..x, yolo26n..x or their -seg, -pose (17 keypoints) and -obb "
+                          "models (its tensors match no size's names and shapes)", prefix);
 }
 
 int yolo_save(const Yolo *model, const char *path, StateDictWrite write, ErrorMessage *err) {

@@ -1,5 +1,6 @@
 // Ultralytics' YOLOv8, YOLO11 and YOLO26 detection models (sizes n, s, m,
-// l, x) and their segmentation models ("-seg"), with Ultralytics' architecture, parameter names (DetectionModel's
+// l, x) and their segmentation, pose and oriented-box models ("-seg",
+// "-pose", "-obb"), with Ultralytics' architecture, parameter names (DetectionModel's
 // state_dict: "model.<layer>.<module path>") and widths and depths scaled
 // from the model's YAML as Ultralytics' parse_model scales them
 // (yolo_config.c). Blocks: Conv (conv without bias + BatchNorm eps 1e-3,
@@ -10,8 +11,7 @@
 // (position-sensitive attention: PSA blocks), then the neck (nearest
 // upsample, concat, C2f / C3k2, Conv) and the Detect head (YOLO26's: 4 box
 // outputs per level (reg_max 1, no DFL) and the end-to-end one-to-one
-// copies of both stacks), or for a -seg model the Segment head: Detect's
-// stacks, the mask prototypes and the mask coefficient stacks.
+// copies of both stacks), or the head of the model's task (YoloTask).
 //
 // What runs and what is trained is what LightlyTrain 0.18 trains
 // (lightly_train/_models/ultralytics/ultralytics.py, _get_backbone): the
@@ -49,11 +49,23 @@
 
 typedef enum YoloFamily { YOLO_V8, YOLO_11, YOLO_26 } YoloFamily;
 
-// The model's head (its YAML's last line): Detect, or Segment for the
-// "-seg" models (Segment26 for YOLO26's): Detect's stacks plus the mask
-// prototypes (proto) and the mask coefficient stacks (cv4).
-typedef enum YoloTask { YOLO_TASK_DETECT, YOLO_TASK_SEGMENT } YoloTask;
-#define YOLO_MASKS 32  // Segment's nm: the YAMLs' [nc, 32, 256]
+// The model's head (its YAML's last line), each Detect's stacks plus its
+// task's: Detect; Segment for the "-seg" models (YOLO26: Segment26), the
+// mask prototypes (proto) and mask coefficient stacks (cv4); Pose for
+// "-pose" (Pose26: its keypoint stacks split in cv4, cv4_kpts, cv4_sigma,
+// and a RealNVP flow_model), 17 keypoints of (x, y, visible) per anchor;
+// OBB for "-obb" (OBB26), one angle per anchor (cv4).
+typedef enum YoloTask {
+    YOLO_TASK_DETECT,
+    YOLO_TASK_SEGMENT,
+    YOLO_TASK_POSE,
+    YOLO_TASK_OBB,
+} YoloTask;
+#define YOLO_MASKS 32        // Segment's nm: the YAMLs' [nc, 32, 256]
+#define YOLO_KEYPOINTS 17    // Pose's kpt_shape: the YAMLs' [17, 3]
+#define YOLO_KEYPOINT_DIMS 3
+// The suffix of a task's model names ("", "-seg", "-pose", "-obb").
+const char *yolo_task_suffix(YoloTask task);
 
 typedef struct YoloConfig {
     YoloFamily family;
@@ -66,7 +78,8 @@ typedef struct YoloConfig {
     float bn_momentum, bn_eps;   // 0.03, 1e-3 (Ultralytics' initialize_weights)
 } YoloConfig;
 
-// "yolov8n" ... "yolo26x", "yolov8n-seg" ... "yolo26x-seg" (a ".yaml" or ".pt" suffix and an "ultralytics/"
+// "yolov8n" ... "yolo26x", and each with "-seg", "-pose" and "-obb" (a
+// ".yaml" or ".pt" suffix and an "ultralytics/"
 // prefix as LightlyTrain writes them are the caller's: yolo_parse_name).
 extern const char *const yolo_model_names[];
 // Parses "ultralytics/yolov8s.yaml", "yolov8s.yaml", "yolo11m.pt", "yolo11m":
@@ -120,7 +133,7 @@ typedef struct YoloInner {
     int count;                    // C3k's bottlenecks
     YoloBottleneck *m;
     int hidden;                   // C3k's c_
-    YoloConv qkv, pe, proj, ffn0, ffn1;  // PSABlock (_PSA, _BOTTLENECK_PSA): attention, feed-forward
+    YoloConv qkv, pe, proj, ffn0, ffn1;  // PSABlock (_PSA, _BOTTLENECK_PSA): attention, MLP
     int heads, key_dim, head_dim;
     int id;                       // index into the slot's per-inner state
 } YoloInner;

@@ -12,12 +12,16 @@
 #include "nn/yolo.h"
 
 const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8l", "yolov8x",
-                                        "yolo11n", "yolo11s", "yolo11m", "yolo11l", "yolo11x",
-                                        "yolo26n", "yolo26s", "yolo26m", "yolo26l", "yolo26x",
-                                        "yolov8n-seg", "yolov8s-seg", "yolov8m-seg", "yolov8l-seg",
-                                        "yolov8x-seg", "yolo11n-seg", "yolo11s-seg", "yolo11m-seg",
-                                        "yolo11l-seg", "yolo11x-seg", "yolo26n-seg", "yolo26s-seg",
-                                        "yolo26m-seg", "yolo26l-seg", "yolo26x-seg", NULL};
+    "yolo11n", "yolo11s", "yolo11m", "yolo11l", "yolo11x", "yolo26n", "yolo26s", "yolo26m",
+    "yolo26l", "yolo26x", "yolov8n-seg", "yolov8s-seg", "yolov8m-seg", "yolov8l-seg",
+    "yolov8x-seg", "yolo11n-seg", "yolo11s-seg", "yolo11m-seg", "yolo11l-seg", "yolo11x-seg",
+    "yolo26n-seg", "yolo26s-seg", "yolo26m-seg", "yolo26l-seg", "yolo26x-seg", "yolov8n-pose",
+    "yolov8s-pose", "yolov8m-pose", "yolov8l-pose", "yolov8x-pose", "yolo11n-pose",
+    "yolo11s-pose", "yolo11m-pose", "yolo11l-pose", "yolo11x-pose", "yolo26n-pose",
+    "yolo26s-pose", "yolo26m-pose", "yolo26l-pose", "yolo26x-pose", "yolov8n-obb", "yolov8s-obb",
+    "yolov8m-obb", "yolov8l-obb", "yolov8x-obb", "yolo11n-obb", "yolo11s-obb", "yolo11m-obb",
+    "yolo11l-obb", "yolo11x-obb", "yolo26n-obb", "yolo26s-obb", "yolo26m-obb", "yolo26l-obb",
+    "yolo26x-obb", NULL};
 
 #define PREV {-1}, 1
 static const YoloYamlLine yolov8_yaml[] = {
@@ -91,6 +95,11 @@ const YoloScale *yolo_yaml_scales(YoloFamily family) {
     return family == YOLO_V8 ? yolov8_scales : yolo11_scales;
 }
 
+const char *yolo_task_suffix(YoloTask task) {
+    static const char *const suffixes[] = {"", "-seg", "-pose", "-obb"};
+    return suffixes[task];
+}
+
 int yolo_reg_max(YoloFamily family) { return family == YOLO_26 ? 1 : 16; }
 int yolo_end2end(YoloFamily family) { return family == YOLO_26; }
 
@@ -111,18 +120,22 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
         if (strlen(yolo_model_names[i]) != length || memcmp(yolo_model_names[i], name, length))
             continue;
         config->family = name[4] == 'v' ? YOLO_V8 : name[4] == '1' ? YOLO_11 : YOLO_26;
-        config->task = ends_with(name, length, "-seg") ? YOLO_TASK_SEGMENT : YOLO_TASK_DETECT;
+        config->task = ends_with(name, length, "-seg")    ? YOLO_TASK_SEGMENT
+                       : ends_with(name, length, "-pose") ? YOLO_TASK_POSE
+                       : ends_with(name, length, "-obb")  ? YOLO_TASK_OBB
+                                                          : YOLO_TASK_DETECT;
         config->scale = name[6];  // "yolov8n", "yolo11n-seg": the size follows the family
         snprintf(config->name, sizeof config->name, "%s", yolo_model_names[i]);
-        config->classes = 80;
+        // the YAMLs' nc: 80, but yolov8-pose.yaml's 1 (people)
+        config->classes = config->family == YOLO_V8 && config->task == YOLO_TASK_POSE ? 1 : 80;
         config->bn_momentum = 0.03f;
         config->bn_eps = 1e-3f;
         return 0;
     }
     return error_set(err, "unknown Ultralytics model '%s' (ultralytics/yolov8n.yaml ... "
                           "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, yolo26n.yaml ... "
-                          "yolo26x.yaml, each also as -seg (yolo11n-seg.yaml), or .pt for "
-                          "Ultralytics' weights)", text);
+                          "yolo26x.yaml, each also as -seg, -pose or -obb (yolo11n-seg.yaml), "
+                          "or .pt for Ultralytics' weights)", text);
 }
 
 int yolo_is_model_name(const char *text) {
@@ -197,9 +210,10 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
             layer->hidden = c1 / 2;
             break;
         case YOLO_DETECT:  // Segment's npr: its 256 scaled as a layer's channels
-            if (config->task == YOLO_TASK_SEGMENT)
-                layer->hidden = make_divisible((256 < scale->max_channels ? 256 : scale->max_channels) *
-                                               scale->width);
+            if (config->task == YOLO_TASK_SEGMENT) {
+                const int npr = 256 < scale->max_channels ? 256 : scale->max_channels;
+                layer->hidden = make_divisible(npr * scale->width);
+            }
             break;
         default: break;
         }

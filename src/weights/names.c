@@ -91,6 +91,21 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolo26n-seg", 3.13, "~6 MB"), ULTRALYTICS("yolo26s-seg", 11.51, "~23 MB"),
     ULTRALYTICS("yolo26m-seg", 27.11, "~54 MB"), ULTRALYTICS("yolo26l-seg", 31.52, "~63 MB"),
     ULTRALYTICS("yolo26x-seg", 70.69, "~141 MB"),
+    ULTRALYTICS("yolov8n-pose", 3.30, "~7 MB"), ULTRALYTICS("yolov8s-pose", 11.63, "~23 MB"),
+    ULTRALYTICS("yolov8m-pose", 26.46, "~53 MB"), ULTRALYTICS("yolov8l-pose", 44.49, "~89 MB"),
+    ULTRALYTICS("yolov8x-pose", 69.49, "~139 MB"), ULTRALYTICS("yolo11n-pose", 2.91, "~6 MB"),
+    ULTRALYTICS("yolo11s-pose", 9.95, "~20 MB"), ULTRALYTICS("yolo11m-pose", 20.97, "~42 MB"),
+    ULTRALYTICS("yolo11l-pose", 26.23, "~52 MB"), ULTRALYTICS("yolo11x-pose", 58.89, "~118 MB"),
+    ULTRALYTICS("yolo26n-pose", 3.75, "~7 MB"), ULTRALYTICS("yolo26s-pose", 11.87, "~24 MB"),
+    ULTRALYTICS("yolo26m-pose", 24.34, "~49 MB"), ULTRALYTICS("yolo26l-pose", 28.75, "~57 MB"),
+    ULTRALYTICS("yolo26x-pose", 62.91, "~126 MB"), ULTRALYTICS("yolov8n-obb", 3.23, "~6 MB"),
+    ULTRALYTICS("yolov8s-obb", 11.45, "~23 MB"), ULTRALYTICS("yolov8m-obb", 26.46, "~53 MB"),
+    ULTRALYTICS("yolov8l-obb", 44.54, "~89 MB"), ULTRALYTICS("yolov8x-obb", 69.56, "~139 MB"),
+    ULTRALYTICS("yolo11n-obb", 2.70, "~5 MB"), ULTRALYTICS("yolo11s-obb", 9.74, "~19 MB"),
+    ULTRALYTICS("yolo11m-obb", 20.96, "~42 MB"), ULTRALYTICS("yolo11l-obb", 26.22, "~52 MB"),
+    ULTRALYTICS("yolo11x-obb", 58.88, "~118 MB"), ULTRALYTICS("yolo26n-obb", 2.72, "~5 MB"),
+    ULTRALYTICS("yolo26s-obb", 10.58, "~21 MB"), ULTRALYTICS("yolo26m-obb", 23.59, "~47 MB"),
+    ULTRALYTICS("yolo26l-obb", 28.00, "~56 MB"), ULTRALYTICS("yolo26x-obb", 62.81, "~126 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

@@ -120,7 +120,8 @@ static void conv_module(Exporter *e, const char *prefix, int stride, int bias, i
     char name[NAME_SIZE];
     text_format(name, sizeof name, "%s.weight", prefix);
     const Parameter *weight = find(e, name);
-    const int dim0 = weight ? weight->torch_shape[0] : 1, dim1 = weight ? weight->torch_shape[1] : 1;
+    const int dim0 = weight ? weight->torch_shape[0] : 1;
+    const int dim1 = weight ? weight->torch_shape[1] : 1;
     const int kernel = weight ? weight->torch_shape[2] : 1, padding = transposed ? 0 : kernel / 2;
     const int groups = !transposed && dim1 == 1 && dim0 > 1 ? dim0 : 1;  // depthwise
     module_begin(e, "torch.nn.modules.conv", transposed ? "ConvTranspose2d" : "Conv2d");
@@ -388,7 +389,7 @@ static void put_stride(Exporter *e) {
 }
 
 // One head stack (cv2: box, cv3: class) of one level.
-static void head_stack(Exporter *e, const char *prefix, int legacy) {
+static void head_stack(Exporter *e, const char *prefix, int legacy, int last) {
     char name[NAME_SIZE];
     container_begin(e, "Sequential");
     for (int i = 0; i < 2; i++) {
@@ -405,16 +406,19 @@ static void head_stack(Exporter *e, const char *prefix, int legacy) {
         child_conv(e, name, "1", "Conv", 1);
         container_end(e);
     }
-    key(e, "2");
-    text_format(name, sizeof name, "%s.2", prefix);
-    conv2d(e, name, 1, 1, 1);
+    if (last) {  // all but Pose26's keypoint stacks (its Conv2d heads are apart)
+        key(e, "2");
+        text_format(name, sizeof name, "%s.2", prefix);
+        conv2d(e, name, 1, 1, 1);
+    }
     container_end(e);
 }
 
-// One head ModuleList "<prefix>.<list>" of a stack per level (head_stack).
-// copy: one of YOLO26's one2one lists, a deep copy with its own one SiLU.
-static void head_list(Exporter *e, const char *prefix, const YoloModule *layer, const char *list,
-                      int legacy, int copy) {
+// One head ModuleList "<prefix>.<list>" of a stack per level (head_stack;
+// last: with its final Conv2d). copy: one of YOLO26's one2one lists, a deep
+// copy with its own one SiLU.
+static void head_list_of(Exporter *e, const char *prefix, const YoloModule *layer,
+                         const char *list, int legacy, int copy, int last) {
     char name[NAME_SIZE], index[16];
     const int shared_silu = e->silu;
     if (copy) e->silu = -1;  // the copy's SiLU: made and memoised at its first Conv
@@ -424,10 +428,92 @@ static void head_list(Exporter *e, const char *prefix, const YoloModule *layer, 
         text_format(index, sizeof index, "%d", level);
         text_format(name, sizeof name, "%s.%s.%d", prefix, list, level);
         key(e, index);
-        head_stack(e, name, legacy);
+        head_stack(e, name, legacy, last);
     }
     container_end(e);
     e->silu = shared_silu;
+}
+
+static void head_list(Exporter *e, const char *prefix, const YoloModule *layer, const char *list,
+                      int legacy, int copy) {
+    head_list_of(e, prefix, layer, list, legacy, copy, 1);
+}
+
+// A ModuleList of one biased Conv2d per level ("<prefix>.<list>.<level>"):
+// Pose26's cv4_kpts, cv4_sigma and their one2one copies.
+static void conv_list(Exporter *e, const char *prefix, const YoloModule *layer, const char *list) {
+    char name[NAME_SIZE], index[16];
+    key(e, list);
+    container_begin(e, "ModuleList");
+    for (int level = 0; level < layer->from_count; level++) {
+        text_format(index, sizeof index, "%d", level);
+        text_format(name, sizeof name, "%s.%s.%d", prefix, list, level);
+        key(e, index);
+        conv2d(e, name, 1, 1, 1);
+    }
+    container_end(e);
+}
+
+// torch.nn.Linear "<prefix>" (weight (out, in), bias).
+static void linear(Exporter *e, const char *prefix) {
+    char name[NAME_SIZE];
+    text_format(name, sizeof name, "%s.weight", prefix);
+    const Parameter *weight = find(e, name);
+    module_begin(e, "torch.nn.modules.linear", "Linear");
+    key_int(e, "in_features", weight ? weight->torch_shape[1] : 0);
+    key_int(e, "out_features", weight ? weight->torch_shape[0] : 0);
+    section_begin(e, "_parameters");
+    entry(e, "weight", prefix, 1, 1);
+    entry(e, "bias", prefix, 1, 1);
+    section_end(e);
+    empty_ordered_dict(e, "_buffers");
+    empty_ordered_dict(e, "_modules");
+    pt_object_end(&e->w);
+}
+
+// An activation module of its own (not Conv's shared SiLU): RealNVP's.
+static void activation(Exporter *e, const char *cls, int inplace_attribute) {
+    leaf(e, "torch.nn.modules.activation", cls);
+    if (inplace_attribute) {
+        key(e, "inplace");
+        pt_put_bool(&e->w, 0);
+    }
+    pt_object_end(&e->w);
+}
+
+// Pose26's RealNVP (yolo.c, declare_flow): its buffers, then ModuleLists s
+// and t of 6 Sequential(Linear, SiLU, Linear, SiLU, Linear (, Tanh)).
+static void flow_model(Exporter *e, const char *prefix) {
+    char name[NAME_SIZE], index[16];
+    module_begin(e, BLOCK_MODULE, "RealNVP");
+    empty_ordered_dict(e, "_parameters");
+    section_begin(e, "_buffers");
+    entry(e, "loc", prefix, 0, 0);
+    entry(e, "cov", prefix, 0, 0);
+    entry(e, "mask", prefix, 0, 0);
+    section_end(e);
+    section_begin(e, "_modules");
+    for (int net = 0; net < 2; net++) {
+        key(e, net ? "t" : "s");
+        container_begin(e, "ModuleList");
+        for (int i = 0; i < 6; i++) {
+            text_format(index, sizeof index, "%d", i);
+            key(e, index);
+            container_begin(e, "Sequential");
+            for (int l = 0; l < 6 - net; l++) {
+                text_format(index, sizeof index, "%d", l);
+                key(e, index);
+                text_format(name, sizeof name, "%s.%c.%d.%d", prefix, "st"[net], i, l);
+                if (l % 2 == 0) linear(e, name);
+                else if (l == 5) activation(e, "Tanh", 0);
+                else activation(e, "SiLU", 1);
+            }
+            container_end(e);
+        }
+        container_end(e);
+    }
+    section_end(e);
+    pt_object_end(&e->w);
 }
 
 // Segment's mask prototypes: Proto, or YOLO26's Proto26 (yolo.c, declare_segment).
@@ -464,10 +550,19 @@ static void proto(Exporter *e, const char *prefix, const YoloModule *layer, int 
     container_end(e);
 }
 
-// The head's class: Detect, Segment, or YOLO26's Segment26.
+// The head's class: Detect, Segment, Pose, OBB, or YOLO26's Segment26, Pose26, OBB26.
 static const char *head_class(const YoloConfig *config) {
-    if (config->task == YOLO_TASK_SEGMENT) return config->family == YOLO_26 ? "Segment26" : "Segment";
-    return "Detect";
+    static const char *const classes[2][4] = {{"Detect", "Segment", "Pose", "OBB"},
+                                              {"Detect", "Segment26", "Pose26", "OBB26"}};
+    return classes[config->family == YOLO_26][config->task];
+}
+
+// Pose's kpt_shape, [17, 3].
+static void put_kpt_shape(Exporter *e) {
+    pt_list_begin(&e->w);
+    pt_put_int(&e->w, YOLO_KEYPOINTS);
+    pt_put_int(&e->w, YOLO_KEYPOINT_DIMS);
+    pt_list_end(&e->w);
 }
 
 static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
@@ -493,6 +588,13 @@ static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
     if (segment) {
         key_int(e, "nm", YOLO_MASKS);
         key_int(e, "npr", layer->hidden);
+    } else if (config->task == YOLO_TASK_POSE) {
+        key(e, "kpt_shape");
+        put_kpt_shape(e);
+        key_int(e, "nk", YOLO_KEYPOINTS * YOLO_KEYPOINT_DIMS);
+        if (family == YOLO_26) key_int(e, "nk_sigma", 2 * YOLO_KEYPOINTS);
+    } else if (config->task == YOLO_TASK_OBB) {
+        key_int(e, "ne", 1);
     }
     layer_attributes(e, info);
     key(e, "inplace");
@@ -524,6 +626,19 @@ static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
         proto(e, name, layer, family == YOLO_26);
         head_list(e, prefix, layer, "cv4", 1, 0);
         if (yolo_end2end(family)) head_list(e, prefix, layer, "one2one_cv4", 1, 1);
+    } else if (config->task == YOLO_TASK_POSE || config->task == YOLO_TASK_OBB) {
+        const int pose26 = config->task == YOLO_TASK_POSE && family == YOLO_26;
+        head_list_of(e, prefix, layer, "cv4", 1, 0, !pose26);
+        if (yolo_end2end(family)) head_list_of(e, prefix, layer, "one2one_cv4", 1, 1, !pose26);
+        if (pose26) {
+            key(e, "flow_model");
+            text_format(name, sizeof name, "%s.flow_model", prefix);
+            flow_model(e, name);
+            conv_list(e, prefix, layer, "cv4_kpts");
+            conv_list(e, prefix, layer, "cv4_sigma");
+            conv_list(e, prefix, layer, "one2one_cv4_kpts");
+            conv_list(e, prefix, layer, "one2one_cv4_sigma");
+        }
     }
     container_end(e);
 }
@@ -541,7 +656,8 @@ static void type_name(const YoloConfig *config, YoloModuleKind kind, char *out, 
     static const char *const names[] = {
         CONV_MODULE ".Conv", BLOCK_MODULE ".C2f", BLOCK_MODULE ".C3k2", BLOCK_MODULE ".SPPF",
         BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat"};
-    if (kind == YOLO_DETECT) text_format(out, size, "ultralytics.nn.modules.head.%s", head_class(config));
+    if (kind == YOLO_DETECT)
+        text_format(out, size, "ultralytics.nn.modules.head.%s", head_class(config));
     else text_format(out, size, "%s", names[kind]);
 }
 
@@ -575,6 +691,8 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
         pt_put_str(&e->w, "nc");
         if (e->model->config.task == YOLO_TASK_SEGMENT)  // nm, npr before scaling
             pt_put_int(&e->w, YOLO_MASKS), pt_put_int(&e->w, 256);
+        if (e->model->config.task == YOLO_TASK_POSE) pt_put_str(&e->w, "kpt_shape");
+        if (e->model->config.task == YOLO_TASK_OBB) pt_put_int(&e->w, 1);  // ne
         break;
     }
     pt_list_end(&e->w);
@@ -611,6 +729,10 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
         key(e, "end2end");
         pt_put_bool(&e->w, 1);
         key_int(e, "reg_max", yolo_reg_max(config->family));
+    }
+    if (config->task == YOLO_TASK_POSE) {
+        key(e, "kpt_shape");
+        put_kpt_shape(e);
     }
     key(e, "scales");
     pt_dict_begin(&e->w);
@@ -659,9 +781,11 @@ static void detection_model(Exporter *e) {
     const Yolo *model = e->model;
     int count;
     const YoloYamlLine *lines = yolo_yaml_lines(model->config.family, &count);
-    const int segment = model->config.task == YOLO_TASK_SEGMENT;
-    const char *task = segment ? "segment" : "detect";
-    module_begin(e, "ultralytics.nn.tasks", segment ? "SegmentationModel" : "DetectionModel");
+    static const char *const tasks[4] = {"detect", "segment", "pose", "obb"};
+    static const char *const models[4] = {"DetectionModel", "SegmentationModel", "PoseModel",
+                                          "OBBModel"};
+    const char *task = tasks[model->config.task];
+    module_begin(e, "ultralytics.nn.tasks", models[model->config.task]);
     key(e, "yaml");
     yaml_dict(e, lines, count);
     key(e, "save");  // every layer read from elsewhere than the previous one
@@ -686,6 +810,10 @@ static void detection_model(Exporter *e) {
     pt_put_bool(&e->w, 1);
     key(e, "stride");
     put_stride(e);
+    if (model->config.task == YOLO_TASK_POSE) {  // PoseModel keeps its YAML's kpt_shape
+        key(e, "kpt_shape");
+        put_kpt_shape(e);
+    }
     key(e, "task");
     pt_put_str(&e->w, task);
     key(e, "args");  // Ultralytics' loader merges its defaults under these

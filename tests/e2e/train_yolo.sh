@@ -10,7 +10,7 @@
 # a user's checkpoint of other than 80 classes trains, exports and resumes;
 # YOLO26 (its SPPF with a shortcut, its end-to-end Detect head of 4 box
 # outputs, one-to-one copies and no DFL) trains, exports and reads back, and
-# so does its segmentation model;
+# so do its segmentation and pose models;
 # a 4-channel YOLO is refused in one line (exit 2).
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -145,6 +145,16 @@ has_entries "$seg" "model.23.proto.upsample.weight	F32	64,64,2,2" "model.23.prot
 "$bin" export --checkpoint "$work/seg/exported_models/exported_last.pt" --out "$work/backseg.safetensors" \
   >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$seg" "$work/backseg.safetensors" 0 0 >/dev/null ||
   fail "the yolo26n-seg exported_last.pt does not read back to its safetensors"
+
+# A pose model (yolo26n-pose: Pose26, with its RealNVP flow model and
+# keypoint heads) likewise.
+run pose ultralytics/yolo26n-pose.yaml simclr 1
+pose="$work/pose/exported_models/exported_last.safetensors"
+has_entries "$pose" "model.23.flow_model.mask	F32	6,2" "model.23.cv4_kpts.2.weight	F32	51,85,1,1" \
+  "model.23.one2one_cv4_sigma.0.bias	F32	34"
+"$bin" export --checkpoint "$work/pose/exported_models/exported_last.pt" --out "$work/backpose.safetensors" \
+  >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$pose" "$work/backpose.safetensors" 0 0 >/dev/null ||
+  fail "the yolo26n-pose exported_last.pt does not read back to its safetensors"
 
 expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
   "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \
