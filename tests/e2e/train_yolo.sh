@@ -48,6 +48,17 @@ has_entries() {
   done
 }
 
+# `pt_reads_back NAME`: the run NAME's exported_last.pt, read by `export`,
+# gives its exported_last.safetensors' tensors exactly.
+pt_reads_back() {
+  local exported="$work/$1/exported_models"
+  "$bin" export --checkpoint "$exported/exported_last.pt" --out "$work/$1.back.safetensors" \
+    >/dev/null 2>&1 &&
+    "$build/tests/e2e/compare_weights" "$exported/exported_last.safetensors" \
+      "$work/$1.back.safetensors" 0 0 >/dev/null ||
+    fail "$1: exported_last.pt does not read back to its exported_last.safetensors"
+}
+
 for method in simclr dino byol vicreg barlowtwins; do
   run "$method" ultralytics/yolo11n.yaml "$method" 1
 done
@@ -82,10 +93,7 @@ done
 # checks its structure, tools/check_ultralytics_export.py that Ultralytics
 # loads and fine-tunes it); our reader takes it back to the same tensors.
 [ -s "$work/v8/exported_models/exported_last.pt" ] || fail "no exported_last.pt"
-"$bin" export --checkpoint "$work/v8/exported_models/exported_last.pt" --out "$work/back.safetensors" \
-  >/dev/null 2>&1 || fail "export of exported_last.pt failed"
-"$build/tests/e2e/compare_weights" "$one" "$work/back.safetensors" 0 0 >/dev/null ||
-  fail "exported_last.pt does not read back to exported_last.safetensors"
+pt_reads_back v8
 "$bin" export --checkpoint "$one" --out "$work/again.pt" >/dev/null 2>&1 || fail "export --out .pt of a YOLO"
 "$bin" export --checkpoint "$work/again.pt" --out "$work/again.safetensors" >/dev/null 2>&1 ||
   fail "export of the exported .pt failed"
@@ -108,9 +116,7 @@ nc3="$work/nc3/exported_models/exported_last.safetensors"
   "$tool" extract "$work/nc3.safetensors" model.22. "$work/two.st" >/dev/null &&
   "$build/tests/e2e/compare_weights" "$work/one.st" "$work/two.st" 0 0 >/dev/null ||
   fail "the 3-class head is not the checkpoint's"
-"$bin" export --checkpoint "$work/nc3/exported_models/exported_last.pt" --out "$work/back3.safetensors" \
-  >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$nc3" "$work/back3.safetensors" 0 0 >/dev/null ||
-  fail "the 3-class exported_last.pt does not read back to its safetensors"
+pt_reads_back nc3
 output=$("$bin" train "${common[@]}" --out "$work/nc3" --model ultralytics/yolov8n.yaml --method simclr \
   --max-steps 2 --resume 2>&1) || fail "resume of the 3-class run: $output"
 
@@ -127,9 +133,7 @@ y26="$work/y26/exported_models/exported_last.safetensors"
 has_entries "$y26" "model.23.cv2.0.2.weight	F32	4,16,1,1" "model.23.one2one_cv2.2.2.bias	F32	4" \
   "model.23.one2one_cv3.1.1.1.conv.weight	F32	80,80,1,1" "model.22.m.0.1.attn.pe.conv.weight	F32	128,1,3,3"
 printf '%s\n' "$listing" | grep -q dfl && fail "the yolo26n export has a DFL conv"
-"$bin" export --checkpoint "$work/y26/exported_models/exported_last.pt" --out "$work/back26.safetensors" \
-  >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$y26" "$work/back26.safetensors" 0 0 >/dev/null ||
-  fail "the yolo26n exported_last.pt does not read back to its safetensors"
+pt_reads_back y26
 output=$("$bin" embed --data "$images" --checkpoint "$work/y26/exported_models/exported_last.pt" \
   --out "$work/emb26.csv" --image-size 64 --num-workers 1 2>&1) || fail "embed of yolo26n failed: $output"
 header=$(head -n 1 "$work/emb26.csv")
@@ -142,9 +146,7 @@ run seg ultralytics/yolo26n-seg.yaml simclr 1
 seg="$work/seg/exported_models/exported_last.safetensors"
 has_entries "$seg" "model.23.proto.upsample.weight	F32	64,64,2,2" "model.23.proto.semseg.2.bias	F32	80" \
   "model.23.one2one_cv4.2.2.weight	F32	32,32,1,1"
-"$bin" export --checkpoint "$work/seg/exported_models/exported_last.pt" --out "$work/backseg.safetensors" \
-  >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$seg" "$work/backseg.safetensors" 0 0 >/dev/null ||
-  fail "the yolo26n-seg exported_last.pt does not read back to its safetensors"
+pt_reads_back seg
 
 # A pose model (yolo26n-pose: Pose26, with its RealNVP flow model and
 # keypoint heads) likewise.
@@ -152,9 +154,7 @@ run pose ultralytics/yolo26n-pose.yaml simclr 1
 pose="$work/pose/exported_models/exported_last.safetensors"
 has_entries "$pose" "model.23.flow_model.mask	F32	6,2" "model.23.cv4_kpts.2.weight	F32	51,85,1,1" \
   "model.23.one2one_cv4_sigma.0.bias	F32	34"
-"$bin" export --checkpoint "$work/pose/exported_models/exported_last.pt" --out "$work/backpose.safetensors" \
-  >/dev/null 2>&1 && "$build/tests/e2e/compare_weights" "$pose" "$work/backpose.safetensors" 0 0 >/dev/null ||
-  fail "the yolo26n-pose exported_last.pt does not read back to its safetensors"
+pt_reads_back pose
 
 expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
   "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \
