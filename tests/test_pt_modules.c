@@ -57,9 +57,23 @@ static void put_size(PickleBytes *b) {
     PICKLE_OPS(b, "t\x85R");
 }
 
+// torchvision's Compose([Resize(interpolation=InterpolationMode("bilinear"))]),
+// as a -cls checkpoint keeps its transforms: objects, an enum REDUCEd on its value.
+static void put_transforms(PickleBytes *b) {
+    begin_module(b, "torchvision.transforms.transforms", "Compose");
+    pickle_str(b, "transforms");
+    PICKLE_OPS(b, "](");
+    begin_module(b, "torchvision.transforms.transforms", "Resize");
+    pickle_str(b, "interpolation");
+    pickle_global(b, "torchvision.transforms.functional", "InterpolationMode");
+    pickle_str(b, "bilinear");
+    PICKLE_OPS(b, "\x85Rub");  // (value,) REDUCE, Resize's __dict__, BUILD
+    PICKLE_OPS(b, "eub");      // the list, Compose's __dict__, BUILD
+}
+
 // A Conv2d-like leaf: weight, bias None; buffers running_mean and a
-// non-persistent "skip"; a Detect head's "shape" (torch.Size) and
-// "anchors" (a tensor attribute, in no state dict).
+// non-persistent "skip"; a Detect head's "shape" (torch.Size),
+// "anchors" (a tensor attribute, in no state dict) and "transforms".
 static void put_leaf(PickleBytes *b) {
     begin_module(b, "torch.nn.modules.conv", "Conv2d");
     pickle_str(b, "_parameters");
@@ -82,6 +96,8 @@ static void put_leaf(PickleBytes *b) {
     put_size(b);
     pickle_str(b, "anchors");
     pickle_tensor(b, &WEIGHT);
+    pickle_str(b, "transforms");
+    put_transforms(b);
     PICKLE_OPS(b, "ub");
 }
 
@@ -167,6 +183,12 @@ static void test_not_a_module_tree_refused(void **state) {
     pickle_global(&called, "torch.nn.modules.conv", "Conv2d");
     PICKLE_OPS(&called, ")R.");
     assert_refused(&called, "REDUCE of a torch.nn.modules.conv.Conv2d");
+
+    PickleBytes transform_list = {0};  // a transforms enum REDUCEd on other than one value
+    PICKLE_OPS(&transform_list, "\x80\x02");
+    pickle_global(&transform_list, "torchvision.transforms.functional", "InterpolationMode");
+    PICKLE_OPS(&transform_list, "]\x85R.");
+    assert_refused(&transform_list, "REDUCE of a torchvision.transforms.functional.InterpolationMode");
 
     PickleBytes arguments = {0};
     PICKLE_OPS(&arguments, "\x80\x02");

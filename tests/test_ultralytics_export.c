@@ -1,8 +1,8 @@
 // The Ultralytics checkpoint we write (weights/ultralytics_export.h) against
 // the structure of the ones Ultralytics 8.4.190 saves
 // (tests/fixtures/ultralytics_structure.txt, tools/make_ultralytics_structure.py):
-// for yolov8n, yolo11n, yolo11m, yolo26n and the -seg, -pose and -obb
-// models of the three families the checkpoint's keys and, module by
+// for yolov8n, yolo11n, yolo11m, yolo26n and the -seg, -pose, -obb and
+// -cls models of the three families the checkpoint's keys and, module by
 // module in named_modules() order, its class, its public attributes, and
 // its parameter and buffer names, read back from our file with the
 // restricted reader (weights/pt_pickle.h). Then the tensors read back
@@ -212,6 +212,9 @@ static void test_structure_matches_ultralytics(void **state) {
     check_model("yolov8n-obb");   // OBB: cv4 of 1 angle
     check_model("yolo11n-obb");
     check_model("yolo26n-obb");
+    check_model("yolov8n-cls");   // ClassificationModel: no SPPF, no neck; Classify
+    check_model("yolo11n-cls");
+    check_model("yolo26n-cls");
 }
 
 int main(void) {

@@ -63,9 +63,15 @@ static int teardown(void **state) {
 #define SAMPLES 1024
 #define SAMPLE_STRIDE 2654435761ull
 
-// fixture_rule plus the Detect head's plain conv biases (0, 0.1).
+// fixture_rule plus the Detect head's plain conv biases (0, 0.1) and
+// Classify's Linear weight (0, sqrt(6 / out)), as make_yolo_fixtures.py's.
 static int yolo_rule(const Parameter *param, float *offset, float *scale) {
     if (fixture_rule(param, offset, scale) == 0) return 0;
+    if (param->rank == 2 && param->kind == PARAM_WEIGHT) {
+        *offset = 0.0f;
+        *scale = (float)sqrt(6.0 / param->torch_shape[0]);
+        return 0;
+    }
     if (param->kind == PARAM_BIAS) {
         *offset = 0.0f;
         *scale = 0.1f;
@@ -174,18 +180,22 @@ static void check_forward(const char *name) {
     assert_int_equal(failures, 0);
 }
 
-// Every size of the family whose names start with prefix (a "-seg" model
-// runs its detection model's trained part: test_structure checks its head).
-static void check_family(const char *prefix) {
-    for (int i = 0; yolo_model_names[i]; i++)
-        if (strncmp(yolo_model_names[i], prefix, strlen(prefix)) == 0 &&
-            !strchr(yolo_model_names[i], '-'))
-            check_forward(yolo_model_names[i]);
+// Every size of the family whose names start with prefix and end with
+// suffix ("" for the detection models; a -seg, -pose or -obb model runs its
+// detection model's trained part: test_structure checks its head).
+static void check_family(const char *prefix, const char *suffix) {
+    for (int i = 0; yolo_model_names[i]; i++) {
+        const char *name = yolo_model_names[i], *dash = strchr(name, '-');
+        if (strncmp(name, prefix, strlen(prefix)) == 0 && strcmp(dash ? dash : "", suffix) == 0)
+            check_forward(name);
+    }
 }
 
-static void test_forward_yolov8(void **state) { check_family("yolov8"); }
-static void test_forward_yolo11(void **state) { check_family("yolo11"); }
-static void test_forward_yolo26(void **state) { check_family("yolo26"); }
+static void test_forward_yolov8(void **state) { check_family("yolov8", ""); }
+static void test_forward_yolo11(void **state) { check_family("yolo11", ""); }
+static void test_forward_yolo26(void **state) { check_family("yolo26", ""); }
+// The -cls models: no SPPF (YOLO11's and YOLO26's C2PSA at layer 9), trained up to Classify.
+static void test_forward_classify(void **state) { check_family("yolo", "-cls"); }
 
 // ---- one training step's gradients ---------------------------------------------------------------
 
@@ -258,6 +268,7 @@ static void test_gradients(void **state) {
     check_gradients("yolov8n");
     check_gradients("yolo11n");
     check_gradients("yolo26n");  // SPPF's unactivated cv1 and shortcut
+    check_gradients("yolo11n-cls");  // C2PSA straight after C3k2
 }
 
 // ---- structure --------------------------------------------------------------------------------
@@ -344,7 +355,7 @@ static void test_names(void **state) {
         assert_int_equal(pretrained, good[i].pretrained);
     }
     const char *bad[] = {"ultralytics/yolov8q.yaml", "yolov5s.yaml", "ultralytics/yolo11s.yml",
-                         "yolo12n.pt", "yolo26q.yaml", "yolo11n-cls.yaml", "yolo11n-seg-seg", ""};
+                         "yolo12n.pt", "yolo26q.yaml", "yolo11n-det.yaml", "yolo11n-seg-seg", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(yolo_parse_name(bad[i], &config, &pretrained, &err), -1);
         assert_non_null(strstr(err.text, "unknown Ultralytics model"));
@@ -537,7 +548,8 @@ static void save_load(const char *name, int classes, int class_width) {
     assert_int_equal(found.classes, classes);
     const int ch0 = 64;  // P3 of yolov8n and yolo11n
     const int rule = ch0 > (classes < 100 ? classes : 100) ? ch0 : (classes < 100 ? classes : 100);
-    assert_int_equal(found.class_width, class_width ? class_width : rule);
+    if (found.task == YOLO_TASK_CLASSIFY) assert_int_equal(found.class_width, 0);  // no stacks
+    else assert_int_equal(found.class_width, class_width ? class_width : rule);
     if (yolo_declare(&loaded, fixture_backend, &found, &err) ||
         yolo_allocate(&loaded, &shape, 1, &err) ||
         weights_load_from(&file, &loaded.params, &loaded.buffers, &loaded.num_batches_tracked,
@@ -570,6 +582,8 @@ static void test_save_load(void **state) {
     save_load("yolo26n-pose", 1, 0);   // by its cv4_kpts
     save_load("yolo11n-obb", 80, 0);
     save_load("yolo26n-obb", 15, 0);
+    save_load("yolo11n-cls", 1000, 0);  // told apart by Classify's linear
+    save_load("yolov8n-cls", 7, 0);
     save_load("yolov8n", 3, 0);
     save_load("yolov8n", 3, 80);
 }
@@ -580,6 +594,7 @@ int main(void) {
         cmocka_unit_test(test_forward_yolov8),
         cmocka_unit_test(test_forward_yolo11),
         cmocka_unit_test(test_forward_yolo26),
+        cmocka_unit_test(test_forward_classify),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_init),

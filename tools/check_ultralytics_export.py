@@ -5,8 +5,9 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
 
     /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
 
-For yolov8n, yolo11n, yolo26n and their -seg, -pose and -obb models
-(fine-tuned on polygons, 17 keypoints, oriented boxes): `lightly-train-c train` (2 steps of distillation
+For yolov8n, yolo11n, yolo26n and their -seg, -pose, -obb and -cls models
+(fine-tuned on polygons, 17 keypoints, oriented boxes, a class folder):
+`lightly-train-c train` (2 steps of distillation
 from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
 generated images), then
   1. ultralytics.YOLO(exported_last.pt) loads it: a DetectionModel, task
@@ -36,10 +37,11 @@ import tempfile
 import numpy as np
 import torch
 
-MODELS = tuple(f"{name}{task}" for task in ("", "-seg", "-pose", "-obb")
+MODELS = tuple(f"{name}{task}" for task in ("", "-seg", "-pose", "-obb", "-cls")
                for name in ("yolov8n", "yolo11n", "yolo26n"))
 TASKS = {"": ("detect", "DetectionModel"), "-seg": ("segment", "SegmentationModel"),
-         "-pose": ("pose", "PoseModel"), "-obb": ("obb", "OBBModel")}
+         "-pose": ("pose", "PoseModel"), "-obb": ("obb", "OBBModel"),
+         "-cls": ("classify", "ClassificationModel")}
 
 
 def write_images(folder, count, size, seed):
@@ -64,7 +66,12 @@ LABELS = {"detect": "0 0.5 0.5 0.4 0.4",
 
 def labelled_set(root, task="detect"):
     """A 1-class set of the task in Ultralytics' layout: 4 images, one box,
-    polygon, person (17 keypoints) or oriented box each."""
+    polygon, person (17 keypoints) or oriented box each; classify: the
+    images in train/ and val/ folders of their class."""
+    if task == "classify":
+        for split in ("train", "val"):
+            write_images(os.path.join(root, split, "thing"), 4, 64, 1)
+        return root
     images = write_images(os.path.join(root, "images", "train"), 4, 64, 1)
     labels = os.path.join(root, "labels", "train")
     os.makedirs(labels)
@@ -186,11 +193,13 @@ def main():
             detect = f"model.{len(model.model.model) - 1}."
             head = [k for k in theirs if k.startswith(detect)]
             same = all(torch.equal(state[k].to(theirs[k].dtype), theirs[k]) for k in head)
-            classes = state[detect + "cv3.0.2.bias"].shape[0]
+            classes = state[detect + ("linear.bias" if task == "classify" else "cv3.0.2.bias")].shape[0]
             check(same and classes == 1, f"{name}: train --checkpoint of it keeps its 1-class "
                                          f"head ({len(head)} tensors)")
             loaded = YOLO(os.path.join(again, "exported_models", "exported_last.pt")).model
-            same = loaded.model[-1].nc == 1 and all(torch.equal(loaded.state_dict()[k], state[k])
+            head = loaded.model[-1]
+            head_classes = head.linear.out_features if task == "classify" else head.nc
+            same = head_classes == 1 and all(torch.equal(loaded.state_dict()[k], state[k])
                                           for k in state)
             check(same, f"{name}: and YOLO() loads that run's exported_last.pt (nc 1, "
                         "its state_dict the safetensors)")

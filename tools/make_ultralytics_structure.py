@@ -8,8 +8,9 @@ writer cannot drift from what Ultralytics loads.
 
 Needs ultralytics (checked with 8.4.190) and torch. For yolov8n, yolo11n,
 yolo11m (C3k), yolo26n (YOLO26's SPPF, attention C3k2 and end-to-end
-Detect head) and the -seg, -pose and -obb models of yolov8n, yolo11n and
-yolo26n (Segment, Pose, OBB heads and YOLO26's), each DetectionModel (its task's model) is built from its YAML, saved with
+Detect head) and the -seg, -pose, -obb and -cls models of yolov8n, yolo11n
+and yolo26n (Segment, Pose, OBB heads and YOLO26's; Classify), each
+DetectionModel (its task's model) is built from its YAML, saved with
 YOLO.save (what LightlyTrain's export calls) and loaded back with
 torch.load; one line per module of the loaded tree, in named_modules()
 order:
@@ -30,7 +31,8 @@ import tempfile
 import torch
 
 MODELS = ("yolov8n", "yolo11n", "yolo11m", "yolo26n", "yolov8n-seg", "yolo11n-seg", "yolo26n-seg",
-          "yolov8n-pose", "yolo11n-pose", "yolo26n-pose", "yolov8n-obb", "yolo11n-obb", "yolo26n-obb")
+          "yolov8n-pose", "yolo11n-pose", "yolo26n-pose", "yolov8n-obb", "yolo11n-obb", "yolo26n-obb",
+          "yolov8n-cls", "yolo11n-cls", "yolo26n-cls")
 
 
 def describe(name):

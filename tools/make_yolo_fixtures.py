@@ -20,7 +20,9 @@ _get_backbone): YOLOv8's layers 0-8 (up to the C2f before SPPF), YOLO11's
 and YOLO26's layers 0-10 (SPPF and C2PSA included, up to the first
 Upsample; YOLO26's SPPF has an unactivated cv1 and a shortcut).
 
-Per model M (yolov8n ... yolo26x), MAP = train/p3, train/p4, train/p5 (the
+Per model M (yolov8n ... yolo26x, and the -cls models yolov8n-cls ...
+yolo26x-cls: YOLOv8's layers 0-8, YOLO11's and YOLO26's 0-9, C2PSA
+without SPPF, up to Classify), MAP = train/p3, train/p4, train/p5 (the
 train-mode outputs of layers 4, 6 and the backbone's last) and eval/p5 (the
 eval-mode last output, with the fixture-init running statistics):
     M/MAP               (2, H, W, C) F32 NHWC   yolov8n, yolo11n and yolo26n
@@ -68,14 +70,17 @@ IMAGE_SIZE = 96
 FULL_MAPS = ("yolov8n", "yolo11n", "yolo26n")  # the others' maps as samples (file size)
 MAP_SAMPLES = 1024
 MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11", "yolo26") for size in "nsmlx"]
-GRADIENT_MODELS = ("yolov8n", "yolo11n", "yolo26n")
+# The -cls models: other YAMLs (no SPPF, no neck; Classify), trained up to Classify.
+CLASSIFY_MODELS = [f"{name}-cls" for name in MODELS]
+GRADIENT_MODELS = ("yolov8n", "yolo11n", "yolo26n", "yolo11n-cls")
 HEAD_MODELS = [f"{name}-{task}" for task in ("seg", "pose", "obb") for name in MODELS]
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
-MAP_LAYERS = {"yolov8": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10)}
+MAP_LAYERS = {"yolov8": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
+              "yolov8-cls": (4, 6, 8), "yolo11-cls": (4, 6, 9), "yolo26-cls": (4, 6, 9)}
 
 
 def family_of(name):
-    return name[:6]  # "yolov8", "yolo11", "yolo26"
+    return name[:6] + ("-cls" if name.endswith("-cls") else "")  # "yolov8", "yolo11-cls", ...
 
 
 def init_rule(model, key, shape):
@@ -89,6 +94,8 @@ def init_rule(model, key, shape):
             return 0.0, math.sqrt(6.0 / (out_channels * kernel_h * kernel_w))
         if leaf == "bias":
             return 0.0, 0.1
+    if isinstance(module, torch.nn.Linear):  # Classify's (it does not run here)
+        return 0.0, math.sqrt(6.0 / shape[0]) if leaf == "weight" else 0.1
     if isinstance(module, torch.nn.BatchNorm2d):
         rules = {"weight": (1.0, 0.25), "bias": (0.0, 0.25), "running_mean": (0.0, 0.1),
                  "running_var": (1.0, 0.25), "num_batches_tracked": None}
@@ -98,8 +105,9 @@ def init_rule(model, key, shape):
 
 
 def build(name):
-    from ultralytics.nn.tasks import DetectionModel
-    model = DetectionModel(cfg=f"{name}.yaml", ch=3, verbose=False)
+    from ultralytics.nn.tasks import ClassificationModel, DetectionModel
+    model = (ClassificationModel if name.endswith("-cls") else DetectionModel)(
+        cfg=f"{name}.yaml", ch=3, verbose=False)
     state = model.state_dict()
     new_state = {}
     for key, tensor in state.items():
@@ -207,7 +215,7 @@ def main():
     safe = SafeFile()
     add_check(safe)
     metadata = {"ultralytics": ultralytics.__version__}
-    for name in MODELS:
+    for name in MODELS + CLASSIFY_MODELS:
         add_model(safe, metadata, name)
     from ultralytics.nn.tasks import OBBModel, PoseModel, SegmentationModel
     classes = {"seg": SegmentationModel, "pose": PoseModel, "obb": OBBModel}

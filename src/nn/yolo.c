@@ -343,12 +343,30 @@ static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, Er
         }
     }
     switch (model->config.task) {
-    case YOLO_TASK_DETECT: return 0;
+    case YOLO_TASK_DETECT:
+    case YOLO_TASK_CLASSIFY: return 0;  // (a -cls YAML has Classify, not Detect)
     case YOLO_TASK_SEGMENT: return declare_segment(d, layer, prefix, err);
     case YOLO_TASK_POSE:
     case YOLO_TASK_OBB: return declare_keypoints_or_angle(d, layer, prefix, err);
     }
     return 0;
+}
+
+// Classify (never run): conv, a Conv to 1280 (k 1); linear, a Linear
+// (classes, 1280) with bias. Its pool and dropout have no tensors.
+static int declare_classify(Declarer *d, const char *prefix, int in_channels,
+                            ErrorMessage *err) {
+    char name[PARAM_MAX_NAME];
+    YoloConv unused;
+    name_format(name, "%s.conv", prefix);
+    if (declare_conv(d, &unused, name, in_channels, YOLO_CLASSIFY_HIDDEN, 1, 1, 1, 0, err))
+        return -1;
+    const int classes = d->model->config.classes;
+    const int weight_shape[2] = {classes, YOLO_CLASSIFY_HIDDEN};
+    name_format(name, "%s.linear.weight", prefix);
+    if (parameter_declare(d->set, name, PARAM_WEIGHT, 2, weight_shape, NULL, err) < 0) return -1;
+    name_format(name, "%s.linear.bias", prefix);
+    return parameter_declare(d->set, name, PARAM_BIAS, 1, &classes, NULL, err) < 0 ? -1 : 0;
 }
 
 static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
@@ -398,6 +416,7 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
         return 0;
     }
     case YOLO_DETECT: return declare_detect(&d, layer, prefix, err);
+    case YOLO_CLASSIFY: return declare_classify(&d, prefix, c1, err);
     case YOLO_UPSAMPLE:
     case YOLO_CONCAT: return 0;
     }
@@ -706,8 +725,12 @@ static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *pa
         backend->op.upload(backend, param->value, arange, sizeof arange);
         return 0;
     }
-    // Conv2d: kaiming_uniform(a = sqrt(5)) = uniform in +-1/sqrt(fan_in); a bias
-    // the same bound, then Detect.bias_init for the head's last biases.
+    // Conv2d and Linear (Classify's): kaiming_uniform(a = sqrt(5)) = uniform in
+    // +-1/sqrt(fan_in); a bias the same bound, then Detect.bias_init for the
+    // head's last biases.
+    if (param->rank == 2)
+        return layer_init_parameter(backend, param, seed, INIT_UNIFORM,
+                                    (float)(1.0 / sqrt((double)param->torch_shape[1])), err);
     if (param->rank == 4) {
         const double fan_in = (double)param->torch_shape[1] * param->torch_shape[2] *
                               param->torch_shape[3];
@@ -734,9 +757,9 @@ static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *pa
                     param->name);
         weight = parameter_find(set, weight_name);
     }
-    if (weight && weight->rank == 4) {
-        const double fan_in = (double)weight->torch_shape[1] * weight->torch_shape[2] *
-                              weight->torch_shape[3];
+    if (weight && (weight->rank == 4 || weight->rank == 2)) {
+        double fan_in = weight->torch_shape[1];
+        if (weight->rank == 4) fan_in *= (double)weight->torch_shape[2] * weight->torch_shape[3];
         return layer_init_parameter(backend, param, seed, INIT_UNIFORM,
                                     (float)(1.0 / sqrt(fan_in)), err);
     }
@@ -773,24 +796,31 @@ static int tables_match(const Yolo *model, const SafeTensors *file, const char *
 
 int yolo_head_from_weights(const SafeTensors *file, const char *prefix, YoloConfig *config) {
     int count;
-    yolo_yaml_lines(config->family, &count);  // Detect is the YAML's last line
+    yolo_yaml_lines(config->family, config->task, &count);  // the head is the YAML's last line
     char key[SAFETENSORS_MAX_NAME];
-    snprintf(key, sizeof key, "%smodel.%d.cv3.0.2.weight", prefix, count - 1);
+    // Detect's first class conv (classes, width, 1, 1), Classify's Linear (classes, 1280)
+    if (config->task == YOLO_TASK_CLASSIFY)
+        snprintf(key, sizeof key, "%smodel.%d.linear.weight", prefix, count - 1);
+    else
+        snprintf(key, sizeof key, "%smodel.%d.cv3.0.2.weight", prefix, count - 1);
     const SafeTensor *conv = safetensors_find(file, key);
-    if (!conv || conv->rank != 4) return 0;
+    if (!conv || conv->rank != (config->task == YOLO_TASK_CLASSIFY ? 2 : 4)) return 0;
     // (a bound far above any dataset's: LVIS has 1203 classes, Open Images 601)
     for (int d = 0; d < 2; d++)
         if (conv->shape[d] < 1 || conv->shape[d] > YOLO_MAX_CLASSES) return 0;
     config->classes = (int)conv->shape[0];
-    config->class_width = (int)conv->shape[1];
+    if (config->task != YOLO_TASK_CLASSIFY) config->class_width = (int)conv->shape[1];
     return 1;
 }
 
-// The task of the head at layer `head` under prefix in file: Segment's
+// The task of the head at layer `head` under prefix in file: Classify's
+// Linear, Segment's
 // prototypes, Pose26's keypoint heads, or cv4's last conv of 51 outputs
 // (Pose) or 1 (OBB); none of them: Detect.
 static YoloTask task_from_weights(const SafeTensors *file, const char *prefix, int head) {
     char key[SAFETENSORS_MAX_NAME];
+    snprintf(key, sizeof key, "%smodel.%d.linear.weight", prefix, head);
+    if (safetensors_find(file, key)) return YOLO_TASK_CLASSIFY;
     snprintf(key, sizeof key, "%smodel.%d.proto.cv3.conv.weight", prefix, head);
     if (safetensors_find(file, key)) return YOLO_TASK_SEGMENT;
     snprintf(key, sizeof key, "%smodel.%d.cv4_kpts.0.weight", prefix, head);
@@ -812,7 +842,7 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
         yolo_head_from_weights(file, prefix, config);
         // a Segment's, Pose's or OBB's tensors hold a Detect's: the head decides
         int count;
-        yolo_yaml_lines(config->family, &count);
+        yolo_yaml_lines(config->family, config->task, &count);
         if (task_from_weights(file, prefix, count - 1) != config->task) continue;
         if (yolo_declare(&probe, NULL, config, err)) {
             yolo_free(&probe);
@@ -823,8 +853,8 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
         if (match) return 0;
     }
     return error_set(err, "the Ultralytics model under \"%s\" is none of yolov8n..x, "
-                          "yolo11n..x, yolo26n..x or their -seg, -pose (17 keypoints) and -obb "
-                          "models (its tensors match no size's names and shapes)", prefix);
+                          "yolo11n..x, yolo26n..x or their -seg, -pose (17 keypoints), -obb and "
+                          "-cls models (its tensors match no size's names and shapes)", prefix);
 }
 
 int yolo_save(const Yolo *model, const char *path, StateDictWrite write, ErrorMessage *err) {

@@ -16,7 +16,8 @@
 // What runs and what is trained is what LightlyTrain 0.18 trains
 // (lightly_train/_models/ultralytics/ultralytics.py, _get_backbone): the
 // backbone up to the last layer before SPPF (YOLOv8: layers 0-8) or before
-// the first Upsample (YOLO11, YOLO26: layers 0-10, SPPF and C2PSA included). Its
+// the first Upsample (YOLO11, YOLO26: layers 0-10, SPPF and C2PSA included);
+// of a -cls model every layer before Classify (YOLOv8: 0-8, else 0-9). Its
 // last output is the feature map the SSL methods and distillation read
 // (P5/32; feature_dim = its channels), the features its global average
 // pool. The neck and the Detect head are kept as initialised (LightlyTrain's
@@ -54,17 +55,22 @@ typedef enum YoloFamily { YOLO_V8, YOLO_11, YOLO_26 } YoloFamily;
 // mask prototypes (proto) and mask coefficient stacks (cv4); Pose for
 // "-pose" (Pose26: its keypoint stacks split in cv4, cv4_kpts, cv4_sigma,
 // and a RealNVP flow_model), 17 keypoints of (x, y, visible) per anchor;
-// OBB for "-obb" (OBB26), one angle per anchor (cv4).
+// OBB for "-obb" (OBB26), one angle per anchor (cv4). The "-cls" models
+// are other YAMLs (yolov8-cls.yaml, yolo11-cls.yaml; YOLO26's is YOLO11's):
+// the backbone without SPPF (YOLO11's keeps C2PSA) and no neck, then
+// Classify: a 1x1 Conv to 1280, the global pool, a Linear to the classes.
 typedef enum YoloTask {
     YOLO_TASK_DETECT,
     YOLO_TASK_SEGMENT,
     YOLO_TASK_POSE,
     YOLO_TASK_OBB,
+    YOLO_TASK_CLASSIFY,
 } YoloTask;
+#define YOLO_CLASSIFY_HIDDEN 1280  // Classify's c_ (EfficientNet-B0's width)
 #define YOLO_MASKS 32        // Segment's nm: the YAMLs' [nc, 32, 256]
 #define YOLO_KEYPOINTS 17    // Pose's kpt_shape: the YAMLs' [17, 3]
 #define YOLO_KEYPOINT_DIMS 3
-// The suffix of a task's model names ("", "-seg", "-pose", "-obb").
+// The suffix of a task's model names ("", "-seg", "-pose", "-obb", "-cls").
 const char *yolo_task_suffix(YoloTask task);
 
 typedef struct YoloConfig {
@@ -75,10 +81,10 @@ typedef struct YoloConfig {
     int classes;                 // the YAML's nc: 80, or the initial weights' (yolo_head_from_weights)
     int class_width;             // the Detect head's class-stack width: 0 for Ultralytics'
                                  // max(ch0, min(nc, 100)), or the initial weights'
-    float bn_momentum, bn_eps;   // 0.03, 1e-3 (Ultralytics' initialize_weights)
+    float bn_momentum, bn_eps;   // 0.03, 1e-3 (Ultralytics' initialize_weights); -cls: 0.1, 1e-5
 } YoloConfig;
 
-// "yolov8n" ... "yolo26x", and each with "-seg", "-pose" and "-obb" (a
+// "yolov8n" ... "yolo26x", and each with "-seg", "-pose", "-obb", "-cls" (a
 // ".yaml" or ".pt" suffix and an "ultralytics/"
 // prefix as LightlyTrain writes them are the caller's: yolo_parse_name).
 extern const char *const yolo_model_names[];
@@ -98,7 +104,8 @@ typedef enum YoloModuleKind {
     YOLO_C2PSA,
     YOLO_UPSAMPLE,
     YOLO_CONCAT,
-    YOLO_DETECT,
+    YOLO_DETECT,    // the head of the detection, segmentation, pose and OBB models
+    YOLO_CLASSIFY,  // the head of the -cls models
 } YoloModuleKind;
 
 // Ultralytics' Conv: conv (no bias; depthwise for DWConv and PSA's pe, on
@@ -281,7 +288,7 @@ typedef struct YoloYamlLine {
     float expansion; // C3k2's e (0: the default 0.5)
     int attn;        // C3k2: YOLO26's attn argument (its 4th)
 } YoloYamlLine;
-const YoloYamlLine *yolo_yaml_lines(YoloFamily family, int *count);
+const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count);
 
 // The Detect head's reg_max (DFL bins: 16, YOLO26's 1) and end2end (the
 // one-to-one copies of the box and class stacks: YOLO26) of a family.
@@ -294,7 +301,7 @@ typedef struct YoloScale {
     double depth, width;
     int max_channels;
 } YoloScale;
-const YoloScale *yolo_yaml_scales(YoloFamily family);
+const YoloScale *yolo_yaml_scales(YoloFamily family, YoloTask task);
 
 // Internal to yolo*.c. Fills model->layers from the YAML tables (yolo_config.c).
 int yolo_build_layers(Yolo *model, ErrorMessage *err);

@@ -21,7 +21,9 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolo26s-pose", "yolo26m-pose", "yolo26l-pose", "yolo26x-pose", "yolov8n-obb", "yolov8s-obb",
     "yolov8m-obb", "yolov8l-obb", "yolov8x-obb", "yolo11n-obb", "yolo11s-obb", "yolo11m-obb",
     "yolo11l-obb", "yolo11x-obb", "yolo26n-obb", "yolo26s-obb", "yolo26m-obb", "yolo26l-obb",
-    "yolo26x-obb", NULL};
+    "yolo26x-obb", "yolov8n-cls", "yolov8s-cls", "yolov8m-cls", "yolov8l-cls", "yolov8x-cls",
+    "yolo11n-cls", "yolo11s-cls", "yolo11m-cls", "yolo11l-cls", "yolo11x-cls", "yolo26n-cls",
+    "yolo26s-cls", "yolo26m-cls", "yolo26l-cls", "yolo26x-cls", NULL};
 
 #define PREV {-1}, 1
 static const YoloYamlLine yolov8_yaml[] = {
@@ -71,16 +73,47 @@ static const YoloYamlLine yolo26_yaml[] = {
     {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
     {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1},   {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0},
 };
+// yolov8-cls.yaml: YOLOv8's backbone without SPPF, then Classify.
+static const YoloYamlLine yolov8_cls_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},   {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0, 0},   {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0, 0},  {PREV, 1, YOLO_CLASSIFY, 0, 0, 0, 0, 0, 0},
+};
+
+// yolo11-cls.yaml (and yolo26-cls.yaml, the same rows): YOLO11's backbone
+// without SPPF, C2PSA at layer 9, then Classify.
+static const YoloYamlLine yolo11_cls_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},       {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0},  {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0},  {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0},     {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CLASSIFY, 0, 0, 0, 0, 0, 0},
+};
 #undef PREV
 
 static const YoloScale yolov8_scales[] = {{'n', 0.33, 0.25, 1024}, {'s', 0.33, 0.50, 1024},
                                           {'m', 0.67, 0.75, 768},  {'l', 1.00, 1.00, 512},
                                           {'x', 1.00, 1.25, 512}};
+// yolov8-cls.yaml's: YOLOv8's depths and widths, max_channels 1024 at every size.
+static const YoloScale yolov8_cls_scales[] = {{'n', 0.33, 0.25, 1024}, {'s', 0.33, 0.50, 1024},
+                                              {'m', 0.67, 0.75, 1024}, {'l', 1.00, 1.00, 1024},
+                                              {'x', 1.00, 1.25, 1024}};
 static const YoloScale yolo11_scales[] = {{'n', 0.50, 0.25, 1024}, {'s', 0.50, 0.50, 1024},
                                           {'m', 0.50, 1.00, 512},  {'l', 1.00, 1.00, 512},
                                           {'x', 1.00, 1.50, 512}};
 
-const YoloYamlLine *yolo_yaml_lines(YoloFamily family, int *count) {
+const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count) {
+    if (task == YOLO_TASK_CLASSIFY && family == YOLO_V8) {
+        *count = (int)(sizeof yolov8_cls_yaml / sizeof *yolov8_cls_yaml);
+        return yolov8_cls_yaml;
+    }
+    if (task == YOLO_TASK_CLASSIFY) {
+        *count = (int)(sizeof yolo11_cls_yaml / sizeof *yolo11_cls_yaml);
+        return yolo11_cls_yaml;
+    }
     switch (family) {
     case YOLO_V8: *count = (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml); return yolov8_yaml;
     case YOLO_11: *count = (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml); return yolo11_yaml;
@@ -91,12 +124,13 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, int *count) {
 }
 
 // YOLO26's scales are YOLO11's.
-const YoloScale *yolo_yaml_scales(YoloFamily family) {
-    return family == YOLO_V8 ? yolov8_scales : yolo11_scales;
+const YoloScale *yolo_yaml_scales(YoloFamily family, YoloTask task) {
+    if (family == YOLO_V8) return task == YOLO_TASK_CLASSIFY ? yolov8_cls_scales : yolov8_scales;
+    return yolo11_scales;
 }
 
 const char *yolo_task_suffix(YoloTask task) {
-    static const char *const suffixes[] = {"", "-seg", "-pose", "-obb"};
+    static const char *const suffixes[] = {"", "-seg", "-pose", "-obb", "-cls"};
     return suffixes[task];
 }
 
@@ -123,18 +157,24 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
         config->task = ends_with(name, length, "-seg")    ? YOLO_TASK_SEGMENT
                        : ends_with(name, length, "-pose") ? YOLO_TASK_POSE
                        : ends_with(name, length, "-obb")  ? YOLO_TASK_OBB
+                       : ends_with(name, length, "-cls")  ? YOLO_TASK_CLASSIFY
                                                           : YOLO_TASK_DETECT;
         config->scale = name[6];  // "yolov8n", "yolo11n-seg": the size follows the family
         snprintf(config->name, sizeof config->name, "%s", yolo_model_names[i]);
-        // the YAMLs' nc: 80, but yolov8-pose.yaml's 1 (people)
-        config->classes = config->family == YOLO_V8 && config->task == YOLO_TASK_POSE ? 1 : 80;
-        config->bn_momentum = 0.03f;
-        config->bn_eps = 1e-3f;
+        // the YAMLs' nc: 80, but yolov8-pose.yaml's 1 (people), the -cls ones' 1000 (ImageNet)
+        config->classes = config->task == YOLO_TASK_CLASSIFY                          ? 1000
+                          : config->family == YOLO_V8 && config->task == YOLO_TASK_POSE ? 1
+                                                                                        : 80;
+        // initialize_weights' BatchNorm settings; ClassificationModel never calls
+        // it, so a -cls model's BatchNorms keep PyTorch's defaults
+        const int classify = config->task == YOLO_TASK_CLASSIFY;
+        config->bn_momentum = classify ? 0.1f : 0.03f;
+        config->bn_eps = classify ? 1e-5f : 1e-3f;
         return 0;
     }
     return error_set(err, "unknown Ultralytics model '%s' (ultralytics/yolov8n.yaml ... "
                           "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, yolo26n.yaml ... "
-                          "yolo26x.yaml, each also as -seg, -pose or -obb (yolo11n-seg.yaml), "
+                          "yolo26x.yaml, each also as -seg, -pose, -obb or -cls (yolo11n-seg.yaml), "
                           "or .pt for Ultralytics' weights)", text);
 }
 
@@ -152,8 +192,8 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
     const YoloConfig *config = &model->config;
     const int v8 = config->family == YOLO_V8;
     int count;
-    const YoloYamlLine *yaml = yolo_yaml_lines(config->family, &count);
-    const YoloScale *scales = yolo_yaml_scales(config->family);
+    const YoloYamlLine *yaml = yolo_yaml_lines(config->family, config->task, &count);
+    const YoloScale *scales = yolo_yaml_scales(config->family, config->task);
     const YoloScale *scale = NULL;
     for (int i = 0; i < 5; i++)
         if (scales[i].scale == config->scale) scale = &scales[i];
@@ -220,7 +260,8 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         channels[i] = c2;
     }
     model->layer_count = count;
-    model->backbone_layers = v8 ? 9 : 11;
+    // LightlyTrain's cut: before SPPF (v8), the first Upsample (11, 26) or Classify (-cls)
+    model->backbone_layers = config->task == YOLO_TASK_CLASSIFY ? count - 1 : v8 ? 9 : 11;
     for (int i = 0; i < count; i++) model->layers[i].trained = i < model->backbone_layers;
     model->feature_dim = channels[model->backbone_layers - 1];
     return 0;

@@ -106,6 +106,14 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolo11x-obb", 58.88, "~118 MB"), ULTRALYTICS("yolo26n-obb", 2.72, "~5 MB"),
     ULTRALYTICS("yolo26s-obb", 10.58, "~21 MB"), ULTRALYTICS("yolo26m-obb", 23.59, "~47 MB"),
     ULTRALYTICS("yolo26l-obb", 28.00, "~56 MB"), ULTRALYTICS("yolo26x-obb", 62.81, "~126 MB"),
+    ULTRALYTICS("yolov8n-cls", 2.72, "~5 MB"), ULTRALYTICS("yolov8s-cls", 6.36, "~13 MB"),
+    ULTRALYTICS("yolov8m-cls", 17.05, "~34 MB"), ULTRALYTICS("yolov8l-cls", 37.48, "~75 MB"),
+    ULTRALYTICS("yolov8x-cls", 57.42, "~115 MB"), ULTRALYTICS("yolo11n-cls", 2.81, "~6 MB"),
+    ULTRALYTICS("yolo11s-cls", 6.72, "~13 MB"), ULTRALYTICS("yolo11m-cls", 11.63, "~23 MB"),
+    ULTRALYTICS("yolo11l-cls", 14.12, "~28 MB"), ULTRALYTICS("yolo11x-cls", 29.64, "~59 MB"),
+    ULTRALYTICS("yolo26n-cls", 2.81, "~6 MB"), ULTRALYTICS("yolo26s-cls", 6.72, "~13 MB"),
+    ULTRALYTICS("yolo26m-cls", 11.63, "~23 MB"), ULTRALYTICS("yolo26l-cls", 14.12, "~28 MB"),
+    ULTRALYTICS("yolo26x-cls", 29.64, "~59 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

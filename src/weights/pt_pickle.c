@@ -338,8 +338,11 @@ PtShown pt_shown(const PtValue *value) {
     return out;
 }
 
-// The modules whose classes a whole pickled model may name (never call).
-static const char *const CLASS_MODULES[] = {"torch.nn.modules.", "ultralytics."};
+// The modules whose classes a whole pickled model may name (never call):
+// torchvision's transforms are a classification model's (Ultralytics keeps
+// its inference transforms in the checkpoint a -cls fine-tuning writes).
+#define TRANSFORMS_MODULE "torchvision.transforms."
+static const char *const CLASS_MODULES[] = {"torch.nn.modules.", "ultralytics.", TRANSFORMS_MODULE};
 
 static int has_prefix(const char *text, size_t length, const char *prefix) {
     return length > strlen(prefix) && memcmp(text, prefix, strlen(prefix)) == 0;
@@ -391,7 +394,8 @@ static int push_global(Machine *m, const char *module, size_t module_length, con
     return fail(m,
                 "global %s is not allowed: a state dict holds only OrderedDicts, tensors "
                 "(torch._utils._rebuild_tensor_v2) and torch.*Storage, a whole pickled model "
-                "only modules of torch.nn and ultralytics (save model.state_dict() instead)",
+                "only modules of torch.nn and ultralytics and torchvision's transforms (save "
+                "model.state_dict() instead)",
                 text);
 }
 
@@ -550,14 +554,30 @@ static int is_int_tuple_argument(const PtValue *args) {
     return 1;
 }
 
+// An enum member of torchvision's transforms, as pickled: its class REDUCEd
+// on (value,), a str or an int (InterpolationMode("bilinear")).
+static int is_transforms_enum(const PtValue *callable, const PtValue *args) {
+    if (callable->kind != PT_GLOBAL || callable->as.global.which != PT_GLOBAL_CLASS ||
+        strncmp(callable->as.global.name, TRANSFORMS_MODULE, strlen(TRANSFORMS_MODULE)) != 0 ||
+        args->kind != PT_TUPLE || args->as.items.count != 1)
+        return 0;
+    const PtKind kind = args->as.items.items[0]->kind;
+    return kind == PT_STRING || kind == PT_INT;
+}
+
 static int op_reduce(Machine *m) {
     PtValue *args = pop(m);
     PtValue *callable = args ? pop(m) : NULL;
     if (!callable) return -1;
+    if (is_transforms_enum(callable, args)) {  // an opaque object of the enum's class, not called
+        PtValue *object = new_value(m, PT_OBJECT);
+        if (object) object->as.object.cls = callable;
+        return push(m, object);
+    }
     if (callable->kind != PT_GLOBAL || callable->as.global.which == PT_GLOBAL_STORAGE_TYPE ||
         callable->as.global.which == PT_GLOBAL_CLASS)
-        return fail(m, "REDUCE of a %s: only OrderedDict, set, torch.Size, _rebuild_tensor_v2 "
-                       "and _rebuild_parameter may be called",
+        return fail(m, "REDUCE of a %s: only OrderedDict, set, torch.Size, _rebuild_tensor_v2, "
+                       "_rebuild_parameter and torchvision's transforms enums may be called",
                     callable->kind != PT_GLOBAL ? pt_kind_name(callable->kind)
                     : callable->as.global.which == PT_GLOBAL_CLASS ? callable->as.global.name
                                                                    : "storage type");

@@ -161,10 +161,13 @@ static void batchnorm(Exporter *e, const char *prefix) {
     const Parameter *weight = find(e, name);
     module_begin(e, "torch.nn.modules.batchnorm", "BatchNorm2d");
     key_int(e, "num_features", weight ? weight->torch_shape[0] : 0);
+    // initialize_weights' eps and momentum, as Python writes them; a -cls
+    // model's are PyTorch's defaults (ClassificationModel does not call it)
+    const int classify = e->model->config.task == YOLO_TASK_CLASSIFY;
     key(e, "eps");
-    pt_put_float(&e->w, 1e-3);  // initialize_weights' eps, as Python writes it
+    pt_put_float(&e->w, classify ? 1e-5 : 1e-3);
     key(e, "momentum");
-    pt_put_float(&e->w, 0.03);
+    pt_put_float(&e->w, classify ? 0.1 : 0.03);
     key(e, "affine");
     pt_put_bool(&e->w, 1);
     key(e, "track_running_stats");
@@ -643,11 +646,35 @@ static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
     container_end(e);
 }
 
+// Classify: conv (a Conv to 1280), pool (global), drop (p 0), linear.
+static void classify_head(Exporter *e, const char *prefix, const LayerInfo *info) {
+    char name[NAME_SIZE];
+    module_begin(e, "ultralytics.nn.modules.head", "Classify");
+    layer_attributes(e, info);
+    children_begin(e);
+    child_conv(e, prefix, "conv", "Conv", 1);
+    key(e, "pool");
+    leaf(e, "torch.nn.modules.pooling", "AdaptiveAvgPool2d");
+    key_int(e, "output_size", 1);
+    pt_object_end(&e->w);
+    key(e, "drop");
+    leaf(e, "torch.nn.modules.dropout", "Dropout");
+    key(e, "p");
+    pt_put_float(&e->w, 0.0);
+    key(e, "inplace");
+    pt_put_bool(&e->w, 1);
+    pt_object_end(&e->w);
+    key(e, "linear");
+    text_format(name, sizeof name, "%s.linear", prefix);
+    linear(e, name);
+    container_end(e);
+}
+
 // ---- the DetectionModel and the checkpoint ----------------------------------------------------
 
 static const char *module_name(YoloModuleKind kind) {
     static const char *const names[] = {"Conv", "C2f", "C3k2", "SPPF", "C2PSA", "nn.Upsample",
-                                        "Concat", "Detect"};
+                                        "Concat", "Detect", "Classify"};
     return names[kind];
 }
 
@@ -655,7 +682,8 @@ static const char *module_name(YoloModuleKind kind) {
 static void type_name(const YoloConfig *config, YoloModuleKind kind, char *out, size_t size) {
     static const char *const names[] = {
         CONV_MODULE ".Conv", BLOCK_MODULE ".C2f", BLOCK_MODULE ".C3k2", BLOCK_MODULE ".SPPF",
-        BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat"};
+        BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat",
+        "", "ultralytics.nn.modules.head.Classify"};
     if (kind == YOLO_DETECT)
         text_format(out, size, "ultralytics.nn.modules.head.%s", head_class(config));
     else text_format(out, size, "%s", names[kind]);
@@ -687,6 +715,7 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
         pt_put_str(&e->w, "None"), pt_put_int(&e->w, 2), pt_put_str(&e->w, "nearest");
         break;
     case YOLO_CONCAT: pt_put_int(&e->w, 1); break;
+    case YOLO_CLASSIFY: pt_put_str(&e->w, "nc"); break;
     case YOLO_DETECT:
         pt_put_str(&e->w, "nc");
         if (e->model->config.task == YOLO_TASK_SEGMENT)  // nm, npr before scaling
@@ -721,11 +750,11 @@ static void yaml_lines(Exporter *e, const YoloYamlLine *lines, int first, int en
 // DetectionModel.yaml: the family's YAML as Ultralytics' yaml_model_load reads it.
 static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
     const YoloConfig *config = &e->model->config;
-    const YoloScale *scales = yolo_yaml_scales(config->family);
+    const YoloScale *scales = yolo_yaml_scales(config->family, config->task);
     char text[32];
     pt_dict_begin(&e->w);
     key_int(e, "nc", config->classes);
-    if (yolo_end2end(config->family)) {  // YOLO26's
+    if (yolo_end2end(config->family) && config->task != YOLO_TASK_CLASSIFY) {  // YOLO26's
         key(e, "end2end");
         pt_put_bool(&e->w, 1);
         key_int(e, "reg_max", yolo_reg_max(config->family));
@@ -747,7 +776,9 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
     pt_dict_end(&e->w);
     // the YAML's backbone section ends with SPPF (v8) or C2PSA (11, 26): LightlyTrain's
     // cut plus SPPF for v8
-    const int backbone = config->family == YOLO_V8 ? 10 : 11;
+    const int backbone = config->task == YOLO_TASK_CLASSIFY ? count - 1  // all but Classify
+                         : config->family == YOLO_V8         ? 10
+                                                             : 11;
     key(e, "backbone");
     yaml_lines(e, lines, 0, backbone);
     key(e, "head");
@@ -780,10 +811,11 @@ static int64_t layer_parameters(const Yolo *model, int layer) {
 static void detection_model(Exporter *e) {
     const Yolo *model = e->model;
     int count;
-    const YoloYamlLine *lines = yolo_yaml_lines(model->config.family, &count);
-    static const char *const tasks[4] = {"detect", "segment", "pose", "obb"};
-    static const char *const models[4] = {"DetectionModel", "SegmentationModel", "PoseModel",
-                                          "OBBModel"};
+    const YoloYamlLine *lines = yolo_yaml_lines(model->config.family, model->config.task, &count);
+    static const char *const tasks[5] = {"detect", "segment", "pose", "obb", "classify"};
+    static const char *const models[5] = {"DetectionModel", "SegmentationModel", "PoseModel",
+                                          "OBBModel", "ClassificationModel"};
+    const int classify = model->config.task == YOLO_TASK_CLASSIFY;
     const char *task = tasks[model->config.task];
     module_begin(e, "ultralytics.nn.tasks", models[model->config.task]);
     key(e, "yaml");
@@ -806,10 +838,18 @@ static void detection_model(Exporter *e) {
         pt_put_str(&e->w, text);
     }
     pt_dict_end(&e->w);
-    key(e, "inplace");
-    pt_put_bool(&e->w, 1);
+    if (!classify) {  // ClassificationModel has no inplace, and a stride of 1
+        key(e, "inplace");
+        pt_put_bool(&e->w, 1);
+    }
     key(e, "stride");
-    put_stride(e);
+    if (classify) {
+        const float one = 1.0f;
+        const int64_t shape[1] = {1};
+        pt_put_tensor(&e->w, SAFE_F32, &one, 1, shape, 0, 0);
+    } else {
+        put_stride(e);
+    }
     if (model->config.task == YOLO_TASK_POSE) {  // PoseModel keeps its YAML's kpt_shape
         key(e, "kpt_shape");
         put_kpt_shape(e);
@@ -867,6 +907,7 @@ static void detection_model(Exporter *e) {
             pt_object_end(&e->w);
             break;
         case YOLO_DETECT: detect(e, prefix, layer, &info); break;
+        case YOLO_CLASSIFY: classify_head(e, prefix, &info); break;
         }
     }
     container_end(e);

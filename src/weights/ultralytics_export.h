@@ -1,7 +1,7 @@
 // A YOLO (nn/yolo.h) as the checkpoint Ultralytics' YOLO.save writes and
 // its loader reads: torch.save of {"date", "version", "license", "docs",
-// "ema": None, "modelopt": None, "model": DetectionModel (a -seg model's:
-// SegmentationModel)}, the model a whole
+// "ema": None, "modelopt": None, "model": DetectionModel (its task's:
+// SegmentationModel, PoseModel, OBBModel, ClassificationModel)}, the model a whole
 // pickled module tree written from
 // our tables (weights/pt_writer.h): each module its class (torch.nn's and
 // ultralytics') with the __dict__ Ultralytics 8.4's modules carry (their

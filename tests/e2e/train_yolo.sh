@@ -10,7 +10,7 @@
 # a user's checkpoint of other than 80 classes trains, exports and resumes;
 # YOLO26 (its SPPF with a shortcut, its end-to-end Detect head of 4 box
 # outputs, one-to-one copies and no DFL) trains, exports and reads back, and
-# so do its segmentation and pose models;
+# so do its segmentation and pose models and a classification model;
 # a 4-channel YOLO is refused in one line (exit 2).
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -155,6 +155,14 @@ pose="$work/pose/exported_models/exported_last.safetensors"
 has_entries "$pose" "model.23.flow_model.mask	F32	6,2" "model.23.cv4_kpts.2.weight	F32	51,85,1,1" \
   "model.23.one2one_cv4_sigma.0.bias	F32	34"
 pt_reads_back pose
+
+# A classification model (yolo11n-cls: no SPPF, C2PSA at layer 9, then
+# Classify) trains its layers 0-9 and exports its ImageNet-sized head.
+run cls ultralytics/yolo11n-cls.yaml simclr 1
+grep -q "train: yolo11n-cls, simclr" "$work/cls/train.log" || fail "train.log does not name yolo11n-cls"
+has_entries "$work/cls/exported_models/exported_last.safetensors" \
+  "model.10.linear.weight	F32	1000,1280" "model.9.cv2.conv.weight	F32	256,256,1,1"
+pt_reads_back cls
 
 expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
   "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \
