@@ -1,17 +1,18 @@
 // Ultralytics' YOLOv8, YOLO11 and YOLO26 detection models (sizes n, s, m,
-// l, x) and their segmentation, pose and oriented-box models ("-seg",
-// "-pose", "-obb"), with Ultralytics' architecture, parameter names (DetectionModel's
-// state_dict: "model.<layer>.<module path>") and widths and depths scaled
-// from the model's YAML as Ultralytics' parse_model scales them
-// (yolo_config.c). Blocks: Conv (conv without bias + BatchNorm eps 1e-3,
-// momentum 0.03 + SiLU), C2f, C3k2 (Bottlenecks, C3k, or YOLO26's
+// l, x) and their segmentation, pose, oriented-box and classification
+// models ("-seg", "-pose", "-obb", "-cls"), with Ultralytics' architecture,
+// parameter names (the model's state_dict: "model.<layer>.<module path>")
+// and widths and depths scaled from the model's YAML as Ultralytics'
+// parse_model scales them (yolo_config.c). Blocks: Conv (conv without bias
+// + BatchNorm eps 1e-3, momentum 0.03 (-cls: 1e-5, 0.1) + SiLU), C2f, C3k2 (Bottlenecks, C3k, or YOLO26's
 // Bottleneck + PSABlock pairs), SPPF (max pool 5, stride 1, three times;
 // YOLOv8's and YOLO11's cv1 with SiLU, as parse_model keeps it for their
 // YAML rows; YOLO26's unactivated, with a shortcut), C2PSA
 // (position-sensitive attention: PSA blocks), then the neck (nearest
 // upsample, concat, C2f / C3k2, Conv) and the Detect head (YOLO26's: 4 box
 // outputs per level (reg_max 1, no DFL) and the end-to-end one-to-one
-// copies of both stacks), or the head of the model's task (YoloTask).
+// copies of both stacks), or the head of the model's task (YoloTask; the
+// -cls models have no SPPF and no neck, then Classify).
 //
 // What runs and what is trained is what LightlyTrain 0.18 trains
 // (lightly_train/_models/ultralytics/ultralytics.py, _get_backbone): the
@@ -20,7 +21,7 @@
 // of a -cls model every layer before Classify (YOLOv8: 0-8, else 0-9). Its
 // last output is the feature map the SSL methods and distillation read
 // (P5/32; feature_dim = its channels), the features its global average
-// pool. The neck and the Detect head are kept as initialised (LightlyTrain's
+// pool. The neck and the head are kept as initialised (LightlyTrain's
 // optimizer never sees them) and exported with the rest, so that
 // Ultralytics fine-tunes the whole model: their tensors live in the buffer
 // table (no gradients, saved and loaded with the weights), never run.
