@@ -417,11 +417,15 @@ static void head_stack(Exporter *e, const char *prefix, int legacy, int last) {
     container_end(e);
 }
 
-// One head ModuleList "<prefix>.<list>" of a stack per level (head_stack;
-// last: with its final Conv2d). copy: one of YOLO26's one2one lists, a deep
-// copy with its own one SiLU.
+// What a head ModuleList holds per level: a stack (head_stack) with or
+// without its final Conv2d, or only a biased Conv2d (Pose26's cv4_kpts,
+// cv4_sigma and their one2one copies).
+typedef enum LevelModule { STACK_WITH_CONV2D, STACK_WITHOUT_CONV2D, CONV2D_ONLY } LevelModule;
+
+// One head ModuleList "<prefix>.<list>", a module per level. copy: one of
+// YOLO26's one2one lists, a deep copy with its own one SiLU.
 static void head_list_of(Exporter *e, const char *prefix, const YoloModule *layer,
-                         const char *list, int legacy, int copy, int last) {
+                         const char *list, int legacy, int copy, LevelModule level_module) {
     char name[NAME_SIZE], index[16];
     const int shared_silu = e->silu;
     if (copy) e->silu = -1;  // the copy's SiLU: made and memoised at its first Conv
@@ -431,7 +435,8 @@ static void head_list_of(Exporter *e, const char *prefix, const YoloModule *laye
         text_format(index, sizeof index, "%d", level);
         text_format(name, sizeof name, "%s.%s.%d", prefix, list, level);
         key(e, index);
-        head_stack(e, name, legacy, last);
+        if (level_module == CONV2D_ONLY) conv2d(e, name, 1, 1, 1);
+        else head_stack(e, name, legacy, level_module == STACK_WITH_CONV2D);
     }
     container_end(e);
     e->silu = shared_silu;
@@ -439,22 +444,7 @@ static void head_list_of(Exporter *e, const char *prefix, const YoloModule *laye
 
 static void head_list(Exporter *e, const char *prefix, const YoloModule *layer, const char *list,
                       int legacy, int copy) {
-    head_list_of(e, prefix, layer, list, legacy, copy, 1);
-}
-
-// A ModuleList of one biased Conv2d per level ("<prefix>.<list>.<level>"):
-// Pose26's cv4_kpts, cv4_sigma and their one2one copies.
-static void conv_list(Exporter *e, const char *prefix, const YoloModule *layer, const char *list) {
-    char name[NAME_SIZE], index[16];
-    key(e, list);
-    container_begin(e, "ModuleList");
-    for (int level = 0; level < layer->from_count; level++) {
-        text_format(index, sizeof index, "%d", level);
-        text_format(name, sizeof name, "%s.%s.%d", prefix, list, level);
-        key(e, index);
-        conv2d(e, name, 1, 1, 1);
-    }
-    container_end(e);
+    head_list_of(e, prefix, layer, list, legacy, copy, STACK_WITH_CONV2D);
 }
 
 // torch.nn.Linear "<prefix>" (weight (out, in), bias).
@@ -631,16 +621,16 @@ static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
         if (yolo_end2end(family)) head_list(e, prefix, layer, "one2one_cv4", 1, 1);
     } else if (config->task == YOLO_TASK_POSE || config->task == YOLO_TASK_OBB) {
         const int pose26 = config->task == YOLO_TASK_POSE && family == YOLO_26;
-        head_list_of(e, prefix, layer, "cv4", 1, 0, !pose26);
-        if (yolo_end2end(family)) head_list_of(e, prefix, layer, "one2one_cv4", 1, 1, !pose26);
+        const LevelModule cv4 = pose26 ? STACK_WITHOUT_CONV2D : STACK_WITH_CONV2D;
+        head_list_of(e, prefix, layer, "cv4", 1, 0, cv4);
+        if (yolo_end2end(family)) head_list_of(e, prefix, layer, "one2one_cv4", 1, 1, cv4);
         if (pose26) {
             key(e, "flow_model");
             text_format(name, sizeof name, "%s.flow_model", prefix);
             flow_model(e, name);
-            conv_list(e, prefix, layer, "cv4_kpts");
-            conv_list(e, prefix, layer, "cv4_sigma");
-            conv_list(e, prefix, layer, "one2one_cv4_kpts");
-            conv_list(e, prefix, layer, "one2one_cv4_sigma");
+            const char *const lists[4] = {"cv4_kpts", "cv4_sigma", "one2one_cv4_kpts",
+                                          "one2one_cv4_sigma"};
+            for (int i = 0; i < 4; i++) head_list_of(e, prefix, layer, lists[i], 1, 0, CONV2D_ONLY);
         }
     }
     container_end(e);
