@@ -1,9 +1,9 @@
 // The Ultralytics checkpoint we write (weights/ultralytics_export.h) against
 // the structure of the ones Ultralytics 8.4.190 saves
 // (tests/fixtures/ultralytics_structure.txt, tools/make_ultralytics_structure.py):
-// for yolov8n, yolo11n, yolo11m, yolo26n and the -seg, -pose, -obb and
-// -cls models of the three families the checkpoint's keys and, module by
-// module in named_modules() order, its class, its public attributes, and
+// for yolov8n, yolo11n, yolo11m, yolo26n, the -seg, -pose, -obb and -cls
+// models of the three families and yolov5nu, the checkpoint's keys and,
+// module by module in named_modules() order, its class, its public attributes, and
 // its parameter and buffer names, read back from our file with the
 // restricted reader (weights/pt_pickle.h). Then the tensors read back
 // (weight_file_read) equal our tables bit for bit. That ultralytics.YOLO
@@ -215,6 +215,7 @@ static void test_structure_matches_ultralytics(void **state) {
     check_model("yolov8n-cls");   // ClassificationModel: no SPPF, no neck; Classify
     check_model("yolo11n-cls");
     check_model("yolo26n-cls");
+    check_model("yolov5nu");      // C3 blocks, the 6x6 stem's padding 2
 }
 
 int main(void) {

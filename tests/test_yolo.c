@@ -1,10 +1,10 @@
-// YOLOv8, YOLO11 and YOLO26 (src/nn/yolo.h) against Ultralytics 8.4.190
-// through tests/fixtures/yolo.safetensors (tools/make_yolo_fixtures.py): for
-// every size of the three families the full state_dict structure (every key and torch
+// YOLOv5u, YOLOv8, YOLO11 and YOLO26 (src/nn/yolo.h) against Ultralytics
+// 8.4.190 through tests/fixtures/yolo.safetensors (tools/make_yolo_fixtures.py):
+// for every size of the four families the full state_dict structure (every key and torch
 // shape, neck and head included), the train-mode outputs of layers 4, 6 and
 // the backbone's last (P3, P4, P5) and the eval-mode last output, each
 // within 1e-5 + 2 x PyTorch's own float32 error relative (L2) of the
-// float64 truth; for yolov8n, yolo11n and yolo26n
+// float64 truth; for yolov5nu, yolov8n, yolo11n, yolo26n and yolo11n-cls
 // one training step's gradients of every backbone parameter and the first
 // BatchNorm's running variance. Fixture init (tests/fixtures/README.md)
 // sets weights and inputs on both sides. Then the name parser, the model's
@@ -191,6 +191,13 @@ static void check_family(const char *prefix, const char *suffix) {
     }
 }
 
+// YOLOv5u under its released names (yolov5n ... are the same models: test_structure).
+static void test_forward_yolov5(void **state) {
+    for (int i = 0; yolo_model_names[i]; i++) {
+        const char *name = yolo_model_names[i];
+        if (strncmp(name, "yolov5", 6) == 0 && name[strlen(name) - 1] == 'u') check_forward(name);
+    }
+}
 static void test_forward_yolov8(void **state) { check_family("yolov8", ""); }
 static void test_forward_yolo11(void **state) { check_family("yolo11", ""); }
 static void test_forward_yolo26(void **state) { check_family("yolo26", ""); }
@@ -265,6 +272,7 @@ static void check_gradients(const char *name) {
 }
 
 static void test_gradients(void **state) {
+    check_gradients("yolov5nu");  // C3 blocks, the 6x6 stem of padding 2
     check_gradients("yolov8n");
     check_gradients("yolo11n");
     check_gradients("yolo26n");  // SPPF's unactivated cv1 and shortcut
@@ -348,18 +356,23 @@ static void test_names(void **state) {
                 {"ultralytics/yolo26s.pt", "yolo26s", 1}, {"yolo26x.yaml", "yolo26x", 0},
                 {"ultralytics/yolo11m-seg.yaml", "yolo11m-seg", 0},
                 {"ultralytics/yolo26n-seg.pt", "yolo26n-seg", 1},
-                {"yolov8s-pose.yaml", "yolov8s-pose", 0}, {"ultralytics/yolo26l-obb.pt", "yolo26l-obb", 1}};
+                {"yolov8s-pose.yaml", "yolov8s-pose", 0}, {"ultralytics/yolo26l-obb.pt", "yolo26l-obb", 1},
+                {"ultralytics/yolov5su.yaml", "yolov5su", 0}, {"yolov5m.yaml", "yolov5m", 0},
+                {"ultralytics/yolov5xu.pt", "yolov5xu", 1}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         if (yolo_parse_name(good[i].text, &config, &pretrained, &err)) fail_msg("%s", err.text);
         assert_string_equal(config.name, good[i].name);
         assert_int_equal(pretrained, good[i].pretrained);
     }
-    const char *bad[] = {"ultralytics/yolov8q.yaml", "yolov5s.yaml", "ultralytics/yolo11s.yml",
+    const char *bad[] = {"ultralytics/yolov8q.yaml", "yolov5q.yaml", "ultralytics/yolo11s.yml",
                          "yolo12n.pt", "yolo26q.yaml", "yolo11n-det.yaml", "yolo11n-seg-seg", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(yolo_parse_name(bad[i], &config, &pretrained, &err), -1);
         assert_non_null(strstr(err.text, "unknown Ultralytics model"));
     }
+    // Ultralytics released YOLOv5u's weights only, as yolov5nu.pt ...
+    assert_int_equal(yolo_parse_name("ultralytics/yolov5s.pt", &config, &pretrained, &err), -1);
+    assert_non_null(strstr(err.text, "YOLOv5's are yolov5su.pt"));
 }
 
 static void read_param(const Yolo *model, const char *name, float *out, size_t count) {
@@ -575,6 +588,7 @@ static void save_load(const char *name, int classes, int class_width) {
 static void test_save_load(void **state) {
     save_load("yolo11n", 80, 0);
     save_load("yolo26n", 80, 0);
+    save_load("yolov5nu", 80, 0);  // its released name (yolov5n.yaml's is the same model)
     save_load("yolo26n", 3, 0);
     save_load("yolo11n-seg", 80, 0);  // told from yolo11n by its prototypes
     save_load("yolo26n-seg", 5, 0);
@@ -591,6 +605,7 @@ static void test_save_load(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_structure),
+        cmocka_unit_test(test_forward_yolov5),
         cmocka_unit_test(test_forward_yolov8),
         cmocka_unit_test(test_forward_yolo11),
         cmocka_unit_test(test_forward_yolo26),

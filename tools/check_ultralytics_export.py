@@ -5,7 +5,8 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
 
     /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
 
-For yolov8n, yolo11n, yolo26n and their -seg, -pose, -obb and -cls models
+For yolov8n, yolo11n, yolo26n and their -seg, -pose, -obb and -cls models,
+and yolov5nu (or those given with --models)
 (fine-tuned on polygons, 17 keypoints, oriented boxes, a class folder):
 `lightly-train-c train` (2 steps of distillation
 from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
@@ -38,7 +39,7 @@ import numpy as np
 import torch
 
 MODELS = tuple(f"{name}{task}" for task in ("", "-seg", "-pose", "-obb", "-cls")
-               for name in ("yolov8n", "yolo11n", "yolo26n"))
+               for name in ("yolov8n", "yolo11n", "yolo26n")) + ("yolov5nu",)
 TASKS = {"": ("detect", "DetectionModel"), "-seg": ("segment", "SegmentationModel"),
          "-pose": ("pose", "PoseModel"), "-obb": ("obb", "OBBModel"),
          "-cls": ("classify", "ClassificationModel")}
@@ -126,6 +127,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default="build/lightly-train-c")
     parser.add_argument("--build", default="build")
+    parser.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
     args = parser.parse_args()
     from safetensors.torch import load_file
     from ultralytics import YOLO
@@ -137,8 +139,8 @@ def main():
         run([os.path.join(args.build, "tests/e2e/make_backbone"), teacher, "vit_t14", "5", "56"])
         sets = {task: labelled_set(os.path.join(work, f"labelled_{task}"), task)
                 for task, _ in TASKS.values()}
-        for name in MODELS:
-            task, model_class = TASKS[name[len("yolov8n"):]]
+        for name in args.models:
+            task, model_class = TASKS[name[name.index("-"):] if "-" in name else ""]
             data = sets[task]
             out = os.path.join(work, name)
             run([args.bin, "train", "--data", os.path.join(work, "unlabelled"), "--out", out,

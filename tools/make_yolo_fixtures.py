@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/yolo.safetensors: Ultralytics' YOLOv8, YOLO11 and
-YOLO26 detection models (every size, n s m l x) as references for src/nn/yolo*.c,
+"""Writes tests/fixtures/yolo.safetensors: Ultralytics' YOLOv5u, YOLOv8, YOLO11
+and YOLO26 detection models (every size, n s m l x) as references for src/nn/yolo*.c,
 checked by tests/test_yolo.c.
 
     /work/venvs/yolo/bin/python tools/make_yolo_fixtures.py --out tests/fixtures
@@ -16,16 +16,17 @@ set by fixture init of its key (rules in init_rule below; num_batches_tracked
 0), and run in float64 (the stored truth, rounded to float32) on fixture
 init "input/yolo/96" (0, 1) of shape (2, 3, 96, 96). The backbone is what
 LightlyTrain 0.18 trains (lightly_train/_models/ultralytics/ultralytics.py,
-_get_backbone): YOLOv8's layers 0-8 (up to the C2f before SPPF), YOLO11's
+_get_backbone): YOLOv8's layers 0-8 (up to the C2f before SPPF; YOLOv5u's
+up to the C3 before it), YOLO11's
 and YOLO26's layers 0-10 (SPPF and C2PSA included, up to the first
 Upsample; YOLO26's SPPF has an unactivated cv1 and a shortcut).
 
-Per model M (yolov8n ... yolo26x, and the -cls models yolov8n-cls ...
+Per model M (yolov5nu ... yolo26x, and the -cls models yolov8n-cls ...
 yolo26x-cls: YOLOv8's layers 0-8, YOLO11's and YOLO26's 0-9, C2PSA
 without SPPF, up to Classify), MAP = train/p3, train/p4, train/p5 (the
 train-mode outputs of layers 4, 6 and the backbone's last) and eval/p5 (the
 eval-mode last output, with the fixture-init running statistics):
-    M/MAP               (2, H, W, C) F32 NHWC   yolov8n, yolo11n and yolo26n
+    M/MAP               (2, H, W, C) F32 NHWC   yolov5nu, yolov8n, yolo11n and yolo26n
     M/MAP/sample        (1024,) F32             the others: the map at NHWC flat
                                                 index k * 2654435761 mod numel
     M/MAP/sumsq         () F64                  the others: its sum of squares
@@ -39,9 +40,11 @@ eval-mode last output, with the fixture-init running statistics):
                                         the C model declares)
 For every "-seg", "-pose" and "-obb" model (yolov8n-seg ... yolo26x-obb:
 the same backbone and neck, a Segment, Pose or OBB head; nothing of it
-runs) only its structure:
+runs), and yolov5n ... yolov5x (Ultralytics builds yolov5nu's model from
+yolov5n.yaml), only its structure:
     metadata "M/state_dict" as above
-For yolov8n, yolo11n and yolo26n also one training step's gradients: loss =
+For yolov5nu, yolov8n, yolo11n, yolo26n and yolo11n-cls also one training
+step's gradients: loss =
 sum(pooled features * loss_weights), loss_weights fixture init
 "loss_weights/yolo" (0, 1) of shape (2, C), train mode:
     M/grad_sample/P   (256,) F32  d loss / d P at flat index k * 2654435761 mod numel
@@ -67,15 +70,17 @@ BATCH = 2
 # per channel (at 64 px, 8: PyTorch's own float32 result then lies 3e-5 from
 # the truth, above the 1e-5 bound).
 IMAGE_SIZE = 96
-FULL_MAPS = ("yolov8n", "yolo11n", "yolo26n")  # the others' maps as samples (file size)
+FULL_MAPS = ("yolov5nu", "yolov8n", "yolo11n", "yolo26n")  # the others' maps as samples (file size)
 MAP_SAMPLES = 1024
-MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11", "yolo26") for size in "nsmlx"]
+TASK_MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11", "yolo26") for size in "nsmlx"]
+MODELS = TASK_MODELS + [f"yolov5{size}u" for size in "nsmlx"]
 # The -cls models: other YAMLs (no SPPF, no neck; Classify), trained up to Classify.
-CLASSIFY_MODELS = [f"{name}-cls" for name in MODELS]
-GRADIENT_MODELS = ("yolov8n", "yolo11n", "yolo26n", "yolo11n-cls")
-HEAD_MODELS = [f"{name}-{task}" for task in ("seg", "pose", "obb") for name in MODELS]
+CLASSIFY_MODELS = [f"{name}-cls" for name in TASK_MODELS]
+GRADIENT_MODELS = ("yolov5nu", "yolov8n", "yolo11n", "yolo26n", "yolo11n-cls")
+HEAD_MODELS = [f"{name}-{task}" for task in ("seg", "pose", "obb") for name in TASK_MODELS]
+SAME_MODELS = [f"yolov5{size}" for size in "nsmlx"]  # yolov5nu's models under their YAMLs' names
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
-MAP_LAYERS = {"yolov8": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
+MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov8": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
               "yolov8-cls": (4, 6, 8), "yolo11-cls": (4, 6, 9), "yolo26-cls": (4, 6, 9)}
 
 
@@ -217,10 +222,11 @@ def main():
     metadata = {"ultralytics": ultralytics.__version__}
     for name in MODELS + CLASSIFY_MODELS:
         add_model(safe, metadata, name)
-    from ultralytics.nn.tasks import OBBModel, PoseModel, SegmentationModel
+    from ultralytics.nn.tasks import DetectionModel, OBBModel, PoseModel, SegmentationModel
     classes = {"seg": SegmentationModel, "pose": PoseModel, "obb": OBBModel}
-    for name in HEAD_MODELS:
-        model = classes[name.rpartition("-")[2]](cfg=f"{name}.yaml", ch=3, verbose=False)
+    for name in HEAD_MODELS + SAME_MODELS:
+        model_class = classes[name.rpartition("-")[2]] if "-" in name else DetectionModel
+        model = model_class(cfg=f"{name}.yaml", ch=3, verbose=False)
         metadata[f"{name}/state_dict"] = ";".join(
             f"{key}={'x'.join(str(d) for d in tensor.shape)}"
             for key, tensor in model.state_dict().items())

@@ -1,5 +1,5 @@
-// The YOLO graph (nn/yolo.h) in ONNX: the part LightlyTrain trains (YOLOv8's
-// layers 0-8, YOLO11's and YOLO26's 0-10) in eval mode, Ultralytics' forward of each
+// The YOLO graph (nn/yolo.h) in ONNX: the part LightlyTrain trains (YOLOv5's
+// and YOLOv8's layers 0-8, YOLO11's and YOLO26's 0-10) in eval mode, Ultralytics' forward of each
 // block, then the global average pool of its last output -> (N, D), what
 // yolo_forward computes for embed. The neck and Detect head are not in the
 // graph: embed never runs them (the Ultralytics .pt export carries them).
@@ -7,7 +7,7 @@
 // Ultralytics' blocks as its modules compute them: Conv = Conv + BN (+
 // SiLU as x sigmoid(x)); C2f / C3k2 = cv1, Split in halves, the inner blocks
 // on the second half, Concat of both halves and every inner output, cv2;
-// C3k = cv3(Concat(m(cv1(x)), cv2(x))); SPPF = cv2(Concat(y, m(y), m(m(y)),
+// C3 (YOLOv5's) and C3k = cv3(Concat(m(cv1(x)), cv2(x))); SPPF = cv2(Concat(y, m(y), m(m(y)),
 // m(m(m(y))))) with m a 5x5 MaxPool of stride 1 and padding 2 (YOLO26's:
 // cv1 without SiLU, + x); C2PSA =
 // cv2(Concat(a, PSA blocks(b))); a PSA block x + attn(x), then + ffn, with
@@ -48,13 +48,16 @@ static const char *bottleneck_graph(const OnnxBuilder *builder, const YoloBottle
     return onnx_binary(builder->graph, "Add", scope, x, y);
 }
 
-static const char *c3k_graph(const OnnxBuilder *builder, const YoloInner *inner, const char *x) {
-    const char *a = unit_graph(builder, &inner->cv1, x);
-    for (int i = 0; i < inner->count; i++) a = bottleneck_graph(builder, &inner->m[i], a);
-    const char *parts[2] = {a, unit_graph(builder, &inner->cv2, x)};
+// C3 (YOLOv5's layer) and C3k: cv3(Concat(m(cv1(x)), cv2(x))).
+static const char *c3_graph(const OnnxBuilder *builder, const YoloConv *cv1, const YoloConv *cv2,
+                            const YoloConv *cv3, const YoloBottleneck *m, int count,
+                            const char *x) {
+    const char *a = unit_graph(builder, cv1, x);
+    for (int i = 0; i < count; i++) a = bottleneck_graph(builder, &m[i], a);
+    const char *parts[2] = {a, unit_graph(builder, cv2, x)};
     char scope[PARAM_MAX_NAME];
-    unit_scope(builder, &inner->cv1, ".cv1.conv.weight", scope, sizeof scope);
-    return unit_graph(builder, &inner->cv3, onnx_concat(builder, scope, 2, parts, 1));
+    unit_scope(builder, cv1, ".cv1.conv.weight", scope, sizeof scope);
+    return unit_graph(builder, cv3, onnx_concat(builder, scope, 2, parts, 1));
 }
 
 // Ultralytics' Attention on x (B, C, H, W), its output before the block's residual.
@@ -98,7 +101,8 @@ static const char *inner_graph(const OnnxBuilder *builder, const YoloInner *inne
                                const char *x) {
     switch (inner->kind) {
     case YOLO_INNER_BOTTLENECK: return bottleneck_graph(builder, &inner->bottleneck, x);
-    case YOLO_INNER_C3K: return c3k_graph(builder, inner, x);
+    case YOLO_INNER_C3K:
+        return c3_graph(builder, &inner->cv1, &inner->cv2, &inner->cv3, inner->m, inner->count, x);
     case YOLO_INNER_PSA: return psa_graph(builder, inner, x);
     case YOLO_INNER_BOTTLENECK_PSA:
         return psa_graph(builder, inner, bottleneck_graph(builder, &inner->bottleneck, x));
@@ -153,6 +157,10 @@ int onnx_yolo_graph(const OnnxBuilder *builder, const Backbone *backbone, int im
         case YOLO_C3K2: x = csp_graph(builder, layer, 1, x); break;
         case YOLO_SPPF: x = sppf_graph(builder, layer, x); break;
         case YOLO_C2PSA: x = csp_graph(builder, layer, 0, x); break;
+        case YOLO_C3:
+            x = c3_graph(builder, &layer->cv1, &layer->cv2, &layer->cv3, layer->m, layer->repeats,
+                         x);
+            break;
         default:
             return error_set(err, "%s: layer %d of the trained part is not a backbone block",
                              model->config.name, l);

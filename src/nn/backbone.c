@@ -78,7 +78,12 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolo11n-cls.pt", "ultralytics/yolo11s-cls.pt", "ultralytics/yolo11m-cls.pt",
     "ultralytics/yolo11l-cls.pt", "ultralytics/yolo11x-cls.pt", "ultralytics/yolo26n-cls.pt",
     "ultralytics/yolo26s-cls.pt", "ultralytics/yolo26m-cls.pt", "ultralytics/yolo26l-cls.pt",
-    "ultralytics/yolo26x-cls.pt",
+    "ultralytics/yolo26x-cls.pt", "ultralytics/yolov5nu.yaml", "ultralytics/yolov5su.yaml",
+    "ultralytics/yolov5mu.yaml", "ultralytics/yolov5lu.yaml", "ultralytics/yolov5xu.yaml",
+    "ultralytics/yolov5n.yaml", "ultralytics/yolov5s.yaml", "ultralytics/yolov5m.yaml",
+    "ultralytics/yolov5l.yaml", "ultralytics/yolov5x.yaml", "ultralytics/yolov5nu.pt",
+    "ultralytics/yolov5su.pt", "ultralytics/yolov5mu.pt", "ultralytics/yolov5lu.pt",
+    "ultralytics/yolov5xu.pt",
     // ConvNeXts (convnext_names.h)
     "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
     "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",

@@ -31,9 +31,10 @@ typedef struct Declarer {
     int trained;
 } Declarer;
 
-static int declare_conv(Declarer *d, YoloConv *unit, const char *prefix, int in_channels,
-                        int out_channels, int kernel, int stride, int act, int depthwise,
-                        ErrorMessage *err) {
+// A Conv of padding `padding` (Ultralytics' autopad: kernel / 2, declare_conv).
+static int declare_padded_conv(Declarer *d, YoloConv *unit, const char *prefix, int in_channels,
+                               int out_channels, int kernel, int stride, int padding, int act,
+                               int depthwise, ErrorMessage *err) {
     Yolo *model = d->model;
     memset(unit, 0, sizeof *unit);
     unit->act = act;
@@ -42,9 +43,9 @@ static int declare_conv(Declarer *d, YoloConv *unit, const char *prefix, int in_
     char name[PARAM_MAX_NAME];
     name_format(name, "%s.conv.weight", prefix);
     if (depthwise ? conv2d_declare_depthwise(&unit->conv, d->set, name, out_channels, kernel,
-                                             stride, kernel / 2, err)
+                                             stride, padding, err)
                   : conv2d_declare(&unit->conv, d->set, name, in_channels, out_channels, kernel,
-                                   stride, kernel / 2, err))
+                                   stride, padding, err))
         return -1;
     name_format(name, "%s.bn", prefix);
     if (batchnorm_declare(&unit->bn, d->set, &model->buffers, name, out_channels,
@@ -58,6 +59,13 @@ static int declare_conv(Declarer *d, YoloConv *unit, const char *prefix, int in_
         model->convs[model->conv_count++] = unit;
     }
     return 0;
+}
+
+static int declare_conv(Declarer *d, YoloConv *unit, const char *prefix, int in_channels,
+                        int out_channels, int kernel, int stride, int act, int depthwise,
+                        ErrorMessage *err) {
+    return declare_padded_conv(d, unit, prefix, in_channels, out_channels, kernel, stride,
+                               kernel / 2, act, depthwise, err);
 }
 
 static int declare_bottleneck(Declarer *d, YoloBottleneck *b, const char *prefix, int channels,
@@ -83,30 +91,38 @@ static int register_inner(Declarer *d, YoloInner *inner, ErrorMessage *err) {
     return 0;
 }
 
-// C3k(c, c, 2, shortcut, e=0.5, k=3): two 1x1 halves, bottlenecks (3x3, 3x3,
-// e=1) on the first, cv3 on their concat.
-static int declare_c3k(Declarer *d, YoloInner *inner, const char *prefix, int channels,
-                       ErrorMessage *err) {
-    const int hidden = channels / 2;
+// The CSP block of three Convs: cv1 and cv2 1x1 from the input to `hidden`,
+// `count` Bottlenecks (kernel1 x kernel1, 3x3, e=1) on cv1's, cv3 1x1 from
+// their concat to out_channels; "<prefix>.cv1" ... "<prefix>.m.<i>".
+static int declare_c3_parts(Declarer *d, YoloConv *const units[3], YoloBottleneck **m,
+                            const char *prefix, int in_channels, int out_channels, int hidden,
+                            int count, int kernel1, int shortcut, ErrorMessage *err) {
     char name[PARAM_MAX_NAME];
-    inner->kind = YOLO_INNER_C3K;
-    inner->hidden = hidden;
-    inner->count = 2;
-    inner->m = calloc(2, sizeof *inner->m);
-    if (!inner->m) return error_set(err, "out of memory");
+    *m = calloc((size_t)count, sizeof **m);
+    if (!*m) return error_set(err, "out of memory");
     const char *convs[3] = {"cv1", "cv2", "cv3"};
-    YoloConv *units[3] = {&inner->cv1, &inner->cv2, &inner->cv3};
     for (int i = 0; i < 3; i++) {
         name_format(name, "%s.%s", prefix, convs[i]);
-        if (declare_conv(d, units[i], name, i < 2 ? channels : 2 * hidden,
-                         i < 2 ? hidden : channels, 1, 1, 1, 0, err))
+        if (declare_conv(d, units[i], name, i < 2 ? in_channels : 2 * hidden,
+                         i < 2 ? hidden : out_channels, 1, 1, 1, 0, err))
             return -1;
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < count; i++) {
         name_format(name, "%s.m.%d", prefix, i);
-        if (declare_bottleneck(d, &inner->m[i], name, hidden, 3, 1.0f, 1, err)) return -1;
+        if (declare_bottleneck(d, &(*m)[i], name, hidden, kernel1, 1.0f, shortcut, err)) return -1;
     }
     return 0;
+}
+
+// C3k(c, c, 2, shortcut, e=0.5, k=3): bottlenecks of two 3x3 Convs.
+static int declare_c3k(Declarer *d, YoloInner *inner, const char *prefix, int channels,
+                       ErrorMessage *err) {
+    inner->kind = YOLO_INNER_C3K;
+    inner->hidden = channels / 2;
+    inner->count = 2;
+    YoloConv *const units[3] = {&inner->cv1, &inner->cv2, &inner->cv3};
+    return declare_c3_parts(d, units, &inner->m, prefix, channels, channels, inner->hidden, 2, 3,
+                            1, err);
 }
 
 // PSABlock(c, attn_ratio 0.5, heads max(c / 64, 1)).
@@ -316,7 +332,7 @@ static int declare_keypoints_or_angle(Declarer *d, YoloModule *layer, const char
 static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, ErrorMessage *err) {
     Yolo *model = d->model;
     const YoloFamily family = model->config.family;
-    const int legacy = family == YOLO_V8, classes = model->config.classes;
+    const int legacy = yolo_legacy_head(family), classes = model->config.classes;
     const int reg_max = yolo_reg_max(family);
     const int ch0 = model->layers[layer->from[0]].out_channels;
     int box = ch0 / 4 > 4 * reg_max ? ch0 / 4 : 4 * reg_max;  // max(16, ch0 / 4, 4 reg_max)
@@ -377,8 +393,13 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
     const int c1 = layer->in_channels, c2 = layer->out_channels, c = layer->hidden;
     switch (layer->kind) {
     case YOLO_CONV:
-        return declare_conv(&d, &layer->cv1, prefix, c1, c2, layer->kernel, layer->stride, 1, 0,
-                            err);
+        return declare_padded_conv(&d, &layer->cv1, prefix, c1, c2, layer->kernel, layer->stride,
+                                   layer->padding, 1, 0, err);
+    case YOLO_C3: {  // C3(c1, c2, n, shortcut, e=0.5): Bottlenecks of a 1x1 and a 3x3 Conv
+        YoloConv *const units[3] = {&layer->cv1, &layer->cv2, &layer->cv3};
+        return declare_c3_parts(&d, units, &layer->m, prefix, c1, c2, c, layer->repeats, 1,
+                                layer->shortcut, err);
+    }
     case YOLO_SPPF:
         name_format(name, "%s.cv1", prefix);
         if (declare_conv(&d, &layer->cv1, name, c1, c, 1, 1, !layer->plain_cv1, 0, err))
@@ -533,6 +554,11 @@ static int plans_make(Yolo *model, int batch, int resolution, YoloPlans *plans,
         if (layer->kind == YOLO_CONV) continue;
         for (int i = 0; i < layer->inner_count; i++)
             if (inner_shapes(model, plans, &layer->inner[i], batch, h, w, err)) return -1;
+        for (int i = 0; layer->kind == YOLO_C3 && i < layer->repeats; i++)
+            if (bottleneck_shapes(plans, &layer->m[i], batch, h, w, err)) return -1;
+        int h3 = h, w3 = w;
+        if (layer->kind == YOLO_C3 && unit_shape(plans, &layer->cv3, batch, &h3, &w3, err))
+            return -1;
         if (layer->kind == YOLO_SPPF &&
             pool_shape_make(&plans->pool, batch, h, w, layer->hidden, layer->kernel, 1,
                             layer->kernel / 2, err))
@@ -658,6 +684,7 @@ void yolo_free(Yolo *model) {
         YoloModule *layer = &model->layers[l];
         for (int i = 0; layer->inner && i < layer->inner_count; i++) free(layer->inner[i].m);
         free(layer->inner);
+        free(layer->m);
     }
     parameter_set_free(&model->params);
     parameter_set_free(&model->buffers);
@@ -854,7 +881,8 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
     }
     return error_set(err, "the Ultralytics model under \"%s\" is none of yolov8n..x, "
                           "yolo11n..x, yolo26n..x or their -seg, -pose (17 keypoints), -obb and "
-                          "-cls models (its tensors match no size's names and shapes)", prefix);
+                          "-cls models, or yolov5nu..xu (its tensors match no size's names and "
+                          "shapes)", prefix);
 }
 
 int yolo_save(const Yolo *model, const char *path, StateDictWrite write, ErrorMessage *err) {

@@ -1,10 +1,12 @@
-// Ultralytics' YOLOv8, YOLO11 and YOLO26 detection models (sizes n, s, m,
-// l, x) and their segmentation, pose, oriented-box and classification
-// models ("-seg", "-pose", "-obb", "-cls"), with Ultralytics' architecture,
+// Ultralytics' YOLOv5u, YOLOv8, YOLO11 and YOLO26 detection models (sizes
+// n, s, m, l, x) and the segmentation, pose, oriented-box and
+// classification models ("-seg", "-pose", "-obb", "-cls") of the last
+// three, with Ultralytics' architecture,
 // parameter names (the model's state_dict: "model.<layer>.<module path>")
 // and widths and depths scaled from the model's YAML as Ultralytics'
 // parse_model scales them (yolo_config.c). Blocks: Conv (conv without bias
-// + BatchNorm eps 1e-3, momentum 0.03 (-cls: 1e-5, 0.1) + SiLU), C2f, C3k2 (Bottlenecks, C3k, or YOLO26's
+// + BatchNorm eps 1e-3, momentum 0.03 (-cls: 1e-5, 0.1) + SiLU; YOLOv5's
+// stem a 6x6 of padding 2), C3 (YOLOv5's), C2f, C3k2 (Bottlenecks, C3k, or YOLO26's
 // Bottleneck + PSABlock pairs), SPPF (max pool 5, stride 1, three times;
 // YOLOv8's and YOLO11's cv1 with SiLU, as parse_model keeps it for their
 // YAML rows; YOLO26's unactivated, with a shortcut), C2PSA
@@ -16,7 +18,7 @@
 //
 // What runs and what is trained is what LightlyTrain 0.18 trains
 // (lightly_train/_models/ultralytics/ultralytics.py, _get_backbone): the
-// backbone up to the last layer before SPPF (YOLOv8: layers 0-8) or before
+// backbone up to the last layer before SPPF (YOLOv5, YOLOv8: layers 0-8) or before
 // the first Upsample (YOLO11, YOLO26: layers 0-10, SPPF and C2PSA included);
 // of a -cls model every layer before Classify (YOLOv8: 0-8, else 0-9). Its
 // last output is the feature map the SSL methods and distillation read
@@ -46,10 +48,12 @@
 #include "util/error.h"
 
 #define YOLO_MAX_NAME 16
-#define YOLO_MAX_LAYERS 24
+#define YOLO_MAX_LAYERS 32
 #define YOLO_MAX_CLASSES 65536  // a Detect head's nc and width (yolo_head_from_weights)
 
-typedef enum YoloFamily { YOLO_V8, YOLO_11, YOLO_26 } YoloFamily;
+// YOLOv5u: Ultralytics' anchor-free YOLOv5 (yolov5.yaml: C3 blocks, YOLOv8's
+// Detect head), detection only.
+typedef enum YoloFamily { YOLO_V5, YOLO_V8, YOLO_11, YOLO_26 } YoloFamily;
 
 // The model's head (its YAML's last line), each Detect's stacks plus its
 // task's: Detect; Segment for the "-seg" models (YOLO26: Segment26), the
@@ -78,21 +82,22 @@ typedef struct YoloConfig {
     YoloFamily family;
     char scale;                  // 'n', 's', 'm', 'l' or 'x'
     YoloTask task;
-    char name[YOLO_MAX_NAME];    // "yolov8s", "yolo11m", "yolo26n-seg" (Ultralytics' YAML stem)
+    char name[YOLO_MAX_NAME];    // "yolov8s", "yolo11m", "yolo26n-seg", "yolov5su" (the YAML stem)
     int classes;                 // the YAML's nc: 80, or the initial weights' (yolo_head_from_weights)
     int class_width;             // the Detect head's class-stack width: 0 for Ultralytics'
                                  // max(ch0, min(nc, 100)), or the initial weights'
     float bn_momentum, bn_eps;   // 0.03, 1e-3 (Ultralytics' initialize_weights); -cls: 0.1, 1e-5
 } YoloConfig;
 
+// "yolov5nu" ... "yolov5xu", "yolov5n" ... "yolov5x" (the same models),
 // "yolov8n" ... "yolo26x", and each with "-seg", "-pose", "-obb", "-cls" (a
 // ".yaml" or ".pt" suffix and an "ultralytics/"
 // prefix as LightlyTrain writes them are the caller's: yolo_parse_name).
 extern const char *const yolo_model_names[];
 // Parses "ultralytics/yolov8s.yaml", "yolov8s.yaml", "yolo11m.pt", "yolo11m":
 // *config for that model (80 classes), *pretrained
-// = 1 for a ".pt" name (Ultralytics' released weights). -1 with a message
-// for any other name.
+// = 1 for a ".pt" name (Ultralytics' released weights; YOLOv5's are only
+// "yolov5nu.pt" ...). -1 with a message for any other name.
 int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, ErrorMessage *err);
 // 1 when text names a YOLO model as yolo_parse_name takes it.
 int yolo_is_model_name(const char *text);
@@ -107,6 +112,7 @@ typedef enum YoloModuleKind {
     YOLO_CONCAT,
     YOLO_DETECT,    // the head of the detection, segmentation, pose and OBB models
     YOLO_CLASSIFY,  // the head of the -cls models
+    YOLO_C3,        // YOLOv5's CSP block
 } YoloModuleKind;
 
 // Ultralytics' Conv: conv (no bias; depthwise for DWConv and PSA's pe, on
@@ -153,11 +159,14 @@ typedef struct YoloModule {
     int hidden;               // C2f / C3k2 / C2PSA's self.c, SPPF's c_, Segment's npr
     int repeats;              // n after the depth gain
     int kernel, stride;       // Conv's; SPPF's pool window in kernel
+    int padding;              // Conv's (k / 2 but for YOLOv5's 6x6 stem: 2)
     int shortcut, c3k;        // C2f / C3k2 arguments; SPPF: shortcut (YOLO26's y + x)
     int attn;                 // C3k2: YOLO26's Bottleneck + PSABlock inner blocks
     int plain_cv1;            // SPPF: YOLO26's cv1 without SiLU
     float expansion;          // C2f / C3k2's e
     YoloConv cv1, cv2;        // Conv: cv1
+    YoloConv cv3;             // C3: 1x1 from the concat of its two branches
+    YoloBottleneck *m;        // C3: its `repeats` Bottlenecks (1x1, 3x3, e=1)
     int inner_count;
     YoloInner *inner;
     int trained;              // 1: backbone (runs, parameters); 0: neck and head (buffers)
@@ -284,17 +293,24 @@ typedef struct YoloYamlLine {
     YoloModuleKind kind;
     int channels;    // args[0] (c2) before scaling; 0 where the module has none
     int kernel, stride;
-    int flag;        // C2f: shortcut; C3k2: c3k; SPPF: YOLO26's row [c2, 5, 3, True]
+    int flag;        // C2f, C3: shortcut; C3k2: c3k; SPPF: YOLO26's row [c2, 5, 3, True]
                      // (n = 3 pools, shortcut, an unactivated cv1)
     float expansion; // C3k2's e (0: the default 0.5)
     int attn;        // C3k2: YOLO26's attn argument (its 4th)
+    int padding;     // Conv: the row's p (YOLOv5's stem [64, 6, 2, 2]); 0: none given (k / 2)
 } YoloYamlLine;
 const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count);
 
 // The Detect head's reg_max (DFL bins: 16, YOLO26's 1) and end2end (the
-// one-to-one copies of the box and class stacks: YOLO26) of a family.
+// one-to-one copies of the box and class stacks: YOLO26) of a family;
+// legacy: its class stacks of two 3x3 Convs (YOLOv5, YOLOv8), not DWConv
+// pairs (parse_model's legacy: no C3k2 in the YAML).
 int yolo_reg_max(YoloFamily family);
 int yolo_end2end(YoloFamily family);
+int yolo_legacy_head(YoloFamily family);
+// The layers LightlyTrain's backbone keeps of a (non -cls) family's model:
+// 9 (YOLOv5, YOLOv8: before SPPF) or 11 (before the first Upsample).
+int yolo_backbone_layers(YoloFamily family);
 
 // The YAML's scales: depth, width, max_channels of n, s, m, l, x (5 entries).
 typedef struct YoloScale {

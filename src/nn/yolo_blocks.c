@@ -1,5 +1,5 @@
-// YOLO forward and backward (yolo.h): Ultralytics' Conv, Bottleneck, C2f,
-// C3k2 (with C3k), SPPF (YOLO26's with its shortcut), C2PSA (PSABlock) on
+// YOLO forward and backward (yolo.h): Ultralytics' Conv, Bottleneck, C3,
+// C2f, C3k2 (with C3k), SPPF (YOLO26's with its shortcut), C2PSA (PSABlock) on
 // the backend ops. Concats and
 // splits along channels are strided copies (copy_2d) into and out of
 // contiguous buffers; a gradient that reaches a tensor along two paths is
@@ -112,37 +112,57 @@ static void bottleneck_backward(const Run *run, const YoloBottleneck *b, const A
                                    1.0f, dy, 1.0f, dx);
 }
 
-static Act *c3k_forward(const Run *run, const YoloInner *inner, const Act *x) {
-    YoloInnerState *state = &run->slot->inners[inner->id];
-    const size_t rows = unit_rows(run, &inner->cv1);
-    const int h = inner->hidden;
-    const Act *a = unit_forward(run, &inner->cv1, x);
-    for (int i = 0; i < inner->count; i++) a = bottleneck_forward(run, &inner->m[i], a);
-    const Act *b = unit_forward(run, &inner->cv2, x);
-    copy_cols(run, rows, h, a, (size_t)h, state->cat, 2 * (size_t)h);
-    copy_cols(run, rows, h, b, (size_t)h, at_mut(run, state->cat, (size_t)h), 2 * (size_t)h);
-    return unit_forward(run, &inner->cv3, state->cat);
+// The parts of a C3 (YOLOv5's layer) or C3k (an inner block of C3k2):
+// cv3(cat(m(cv1(x)), cv2(x))).
+typedef struct C3Parts {
+    const YoloConv *cv1, *cv2, *cv3;
+    const YoloBottleneck *m;
+    int count;
+    Act *cat;           // (rows, 2 hidden)
+    Act *const *grad;   // dcat, two chain gradients, cv2's input gradient, a bottleneck's hidden
+} C3Parts;
+
+static C3Parts inner_c3(const Run *run, const YoloInner *inner) {
+    const YoloInnerState *state = &run->slot->inners[inner->id];
+    return (C3Parts){&inner->cv1, &inner->cv2, &inner->cv3, inner->m, inner->count, state->cat,
+                     state->grad};
 }
 
-static void c3k_backward(const Run *run, const YoloInner *inner, const Act *dy, Act *dx) {
+static C3Parts layer_c3(const Run *run, const YoloModule *layer) {
+    const YoloModuleState *state = &run->slot->modules[layer - run->model->layers];
+    return (C3Parts){&layer->cv1, &layer->cv2, &layer->cv3, layer->m, layer->repeats, state->cat,
+                     state->grad};
+}
+
+static Act *c3_forward(const Run *run, const C3Parts *p, const Act *x) {
+    const size_t rows = unit_rows(run, p->cv1);
+    const int h = p->cv1->conv.out_channels;
+    const Act *a = unit_forward(run, p->cv1, x);
+    for (int i = 0; i < p->count; i++) a = bottleneck_forward(run, &p->m[i], a);
+    const Act *b = unit_forward(run, p->cv2, x);
+    copy_cols(run, rows, h, a, (size_t)h, p->cat, 2 * (size_t)h);
+    copy_cols(run, rows, h, b, (size_t)h, at_mut(run, p->cat, (size_t)h), 2 * (size_t)h);
+    return unit_forward(run, p->cv3, p->cat);
+}
+
+static void c3_backward(const Run *run, const C3Parts *p, const Act *dy, Act *dx) {
     Backend *backend = run->backend;
-    const YoloInnerState *state = &run->slot->inners[inner->id];
-    const size_t rows = unit_rows(run, &inner->cv1);
-    const int h = inner->hidden;
-    Act *dcat = state->grad[0], *current = state->grad[1], *next = state->grad[2];
-    Act *dbranch = state->grad[3], *dhidden = state->grad[4];
-    unit_backward(run, &inner->cv3, dy, dcat);
+    const size_t rows = unit_rows(run, p->cv1);
+    const int h = p->cv1->conv.out_channels, in_channels = p->cv1->conv.in_channels;
+    Act *dcat = p->grad[0], *current = p->grad[1], *next = p->grad[2];
+    Act *dbranch = p->grad[3], *dhidden = p->grad[4];
+    unit_backward(run, p->cv3, dy, dcat);
     copy_cols(run, rows, h, dcat, 2 * (size_t)h, current, (size_t)h);
-    for (int i = inner->count - 1; i >= 0; i--) {
-        bottleneck_backward(run, &inner->m[i], current, next, dhidden);
+    for (int i = p->count - 1; i >= 0; i--) {
+        bottleneck_backward(run, &p->m[i], current, next, dhidden);
         Act *swap = current;
         current = next;
         next = swap;
     }
-    unit_backward(run, &inner->cv1, current, dx);
+    unit_backward(run, p->cv1, current, dx);
     copy_cols(run, rows, h, at(run, dcat, (size_t)h), 2 * (size_t)h, next, (size_t)h);
-    unit_backward(run, &inner->cv2, next, dbranch);
-    backend->op.act_axpby(backend, rows * (size_t)inner->channels, 1.0f, dbranch, 1.0f, dx);
+    unit_backward(run, p->cv2, next, dbranch);
+    backend->op.act_axpby(backend, rows * (size_t)in_channels, 1.0f, dbranch, 1.0f, dx);
 }
 
 // The (B, T, 3, H, Dh) offsets of q, k and v of head h, and their source
@@ -215,7 +235,10 @@ static void psa_backward(const Run *run, const YoloInner *inner, const Act *dy, 
 static Act *inner_forward(const Run *run, const YoloInner *inner, const Act *x) {
     switch (inner->kind) {
     case YOLO_INNER_BOTTLENECK: return bottleneck_forward(run, &inner->bottleneck, x);
-    case YOLO_INNER_C3K: return c3k_forward(run, inner, x);
+    case YOLO_INNER_C3K: {
+        const C3Parts parts = inner_c3(run, inner);
+        return c3_forward(run, &parts, x);
+    }
     case YOLO_INNER_PSA: return psa_forward(run, inner, x);
     case YOLO_INNER_BOTTLENECK_PSA: break;  // YOLO26's neck only: never runs (yolo_build_layers)
     }
@@ -227,7 +250,11 @@ static void inner_backward(const Run *run, const YoloInner *inner, const Act *dy
     case YOLO_INNER_BOTTLENECK:
         bottleneck_backward(run, &inner->bottleneck, dy, dx, run->slot->inners[inner->id].grad[0]);
         return;
-    case YOLO_INNER_C3K: c3k_backward(run, inner, dy, dx); return;
+    case YOLO_INNER_C3K: {
+        const C3Parts parts = inner_c3(run, inner);
+        c3_backward(run, &parts, dy, dx);
+        return;
+    }
     case YOLO_INNER_PSA: psa_backward(run, inner, dy, dx); return;
     case YOLO_INNER_BOTTLENECK_PSA: return;  // never runs (above)
     }
@@ -350,6 +377,11 @@ void yolo_run_forward(Yolo *model, YoloSlot *slot, const YoloPlans *plans, const
         case YOLO_C3K2: out = csp_forward(&run, layer, x); break;
         case YOLO_SPPF: out = sppf_forward(&run, layer, x); break;
         case YOLO_C2PSA: out = c2psa_forward(&run, layer, x); break;
+        case YOLO_C3: {
+            const C3Parts parts = layer_c3(&run, layer);
+            out = c3_forward(&run, &parts, x);
+            break;
+        }
         default: break;  // the neck and head never run (yolo.h)
         }
         slot->modules[l].out = out;
@@ -373,6 +405,11 @@ void yolo_run_backward(Yolo *model, YoloSlot *slot, const YoloPlans *plans, cons
         case YOLO_C3K2: csp_backward(&run, layer, dy, dx); break;
         case YOLO_SPPF: sppf_backward(&run, layer, dy, dx); break;
         case YOLO_C2PSA: c2psa_backward(&run, layer, dy, dx); break;
+        case YOLO_C3: {
+            const C3Parts parts = layer_c3(&run, layer);
+            c3_backward(&run, &parts, dy, dx);
+            break;
+        }
         default: break;
         }
         dy = dx;

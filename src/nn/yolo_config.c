@@ -1,5 +1,5 @@
-// The YOLO models' names and structure: Ultralytics' yolov8.yaml,
-// yolo11.yaml and yolo26.yaml (ultralytics 8.4.190, cfg/models) as tables,
+// The YOLO models' names and structure: Ultralytics' yolov5.yaml,
+// yolov8.yaml, yolo11.yaml and yolo26.yaml (ultralytics 8.4.190, cfg/models) as tables,
 // scaled per size as parse_model scales them (see yolo.h):
 //   repeats  n' = max(round(n * depth), 1) when n > 1 (Python's round: half to even)
 //   channels c2' = ceil(min(c2, max_channels) * width / 8) * 8
@@ -23,77 +23,100 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolo11l-obb", "yolo11x-obb", "yolo26n-obb", "yolo26s-obb", "yolo26m-obb", "yolo26l-obb",
     "yolo26x-obb", "yolov8n-cls", "yolov8s-cls", "yolov8m-cls", "yolov8l-cls", "yolov8x-cls",
     "yolo11n-cls", "yolo11s-cls", "yolo11m-cls", "yolo11l-cls", "yolo11x-cls", "yolo26n-cls",
-    "yolo26s-cls", "yolo26m-cls", "yolo26l-cls", "yolo26x-cls", NULL};
+    "yolo26s-cls", "yolo26m-cls", "yolo26l-cls", "yolo26x-cls", "yolov5nu", "yolov5su",
+    "yolov5mu", "yolov5lu", "yolov5xu", "yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x",
+    NULL};
 
 #define PREV {-1}, 1
+// yolov5.yaml (YOLOv5u: anchor-free, YOLOv8's Detect): a 6x6 stem of
+// padding 2, C3 blocks (shortcut in the backbone, none in the neck).
+static const YoloYamlLine yolov5_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 6, 2, 0, 0, 0, 2},   {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C3, 128, 0, 0, 1, 0, 0, 0},    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_C3, 256, 0, 0, 1, 0, 0, 0},    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 9, YOLO_C3, 512, 0, 0, 1, 0, 0, 0},    {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C3, 1024, 0, 0, 1, 0, 0, 0},   {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 1, 1, 0, 0, 0, 0},  {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C3, 512, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 1, 1, 0, 0, 0, 0},  {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C3, 256, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},  {{-1, 14}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C3, 512, 0, 0, 0, 0, 0, 0},    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C3, 1024, 0, 0, 0, 0, 0, 0},
+    {{17, 20, 23}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
+};
+
 static const YoloYamlLine yolov8_yaml[] = {
-    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},      {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
-    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
-    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0, 0},     {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0},
-    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},   {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0, 0},      {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},
-    {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 256, 0, 0, 0, 0, 0},
-    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},     {{-1, 12}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
-    {{-1, 9}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 1024, 0, 0, 0, 0, 0},
-    {{15, 18, 21}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0, 0, 0},     {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},   {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0, 0, 0},      {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 256, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},     {{-1, 12}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {{-1, 9}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 1024, 0, 0, 0, 0, 0, 0},
+    {{15, 18, 21}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const YoloYamlLine yolo11_yaml[] = {
-    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0},
-    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},
-    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0, 0},
-    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
-    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0, 0},
-    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0},      {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0, 0},      {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
 
 // YOLO11's layout with YOLO26's rows: SPPF [1024, 5, 3, True], the neck's
 // C3k2 with c3k, the last one [1024, True, 0.5, True] (attention blocks);
 // its Detect has reg_max 1 and end2end (yolo_reg_max, yolo_end2end).
 static const YoloYamlLine yolo26_yaml[] = {
-    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 1, 0, 0},
-    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},
-    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},
-    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 256, 0, 0, 1, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
-    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},
-    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0},
-    {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1},   {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 1, 0, 0, 0},
+    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1, 0},   {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
 // yolov8-cls.yaml: YOLOv8's backbone without SPPF, then Classify.
 static const YoloYamlLine yolov8_cls_yaml[] = {
-    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},   {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
-    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
-    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0, 0},   {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0, 0},  {PREV, 1, YOLO_CLASSIFY, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},   {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0, 0, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0, 0, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0, 0, 0},   {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0, 0, 0},  {PREV, 1, YOLO_CLASSIFY, 0, 0, 0, 0, 0, 0, 0},
 };
 
 // yolo11-cls.yaml (and yolo26-cls.yaml, the same rows): YOLO11's backbone
 // without SPPF, C2PSA at layer 9, then Classify.
 static const YoloYamlLine yolo11_cls_yaml[] = {
-    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0},       {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0},  {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0},  {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0},     {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0},
-    {PREV, 1, YOLO_CLASSIFY, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0, 0},  {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0, 0},  {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0, 0},     {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CLASSIFY, 0, 0, 0, 0, 0, 0, 0},
 };
 #undef PREV
 
+static const YoloScale yolov5_scales[] = {{'n', 0.33, 0.25, 1024}, {'s', 0.33, 0.50, 1024},
+                                          {'m', 0.67, 0.75, 1024}, {'l', 1.00, 1.00, 1024},
+                                          {'x', 1.33, 1.25, 1024}};
 static const YoloScale yolov8_scales[] = {{'n', 0.33, 0.25, 1024}, {'s', 0.33, 0.50, 1024},
                                           {'m', 0.67, 0.75, 768},  {'l', 1.00, 1.00, 512},
                                           {'x', 1.00, 1.25, 512}};
@@ -115,6 +138,7 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
         return yolo11_cls_yaml;
     }
     switch (family) {
+    case YOLO_V5: *count = (int)(sizeof yolov5_yaml / sizeof *yolov5_yaml); return yolov5_yaml;
     case YOLO_V8: *count = (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml); return yolov8_yaml;
     case YOLO_11: *count = (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml); return yolo11_yaml;
     case YOLO_26: break;
@@ -125,6 +149,7 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
 
 // YOLO26's scales are YOLO11's.
 const YoloScale *yolo_yaml_scales(YoloFamily family, YoloTask task) {
+    if (family == YOLO_V5) return yolov5_scales;
     if (family == YOLO_V8) return task == YOLO_TASK_CLASSIFY ? yolov8_cls_scales : yolov8_scales;
     return yolo11_scales;
 }
@@ -136,6 +161,8 @@ const char *yolo_task_suffix(YoloTask task) {
 
 int yolo_reg_max(YoloFamily family) { return family == YOLO_26 ? 1 : 16; }
 int yolo_end2end(YoloFamily family) { return family == YOLO_26; }
+int yolo_legacy_head(YoloFamily family) { return family == YOLO_V5 || family == YOLO_V8; }
+int yolo_backbone_layers(YoloFamily family) { return yolo_legacy_head(family) ? 9 : 11; }
 
 static int ends_with(const char *text, size_t length, const char *suffix) {
     const size_t n = strlen(suffix);
@@ -153,7 +180,13 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
     for (int i = 0; yolo_model_names[i]; i++) {
         if (strlen(yolo_model_names[i]) != length || memcmp(yolo_model_names[i], name, length))
             continue;
-        config->family = name[4] == 'v' ? YOLO_V8 : name[4] == '1' ? YOLO_11 : YOLO_26;
+        config->family = name[4] == '1' ? YOLO_11 : name[4] == '2' ? YOLO_26
+                         : name[5] == '5'  ? YOLO_V5
+                                           : YOLO_V8;
+        // Ultralytics released YOLOv5's anchor-free weights as yolov5nu.pt ...
+        if (*pretrained && config->family == YOLO_V5 && name[length - 1] != 'u')
+            return error_set(err, "no Ultralytics weights '%s': YOLOv5's are %.*su.pt", text,
+                             (int)length, name);
         config->task = ends_with(name, length, "-seg")    ? YOLO_TASK_SEGMENT
                        : ends_with(name, length, "-pose") ? YOLO_TASK_POSE
                        : ends_with(name, length, "-obb")  ? YOLO_TASK_OBB
@@ -175,7 +208,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
     return error_set(err, "unknown Ultralytics model '%s' (ultralytics/yolov8n.yaml ... "
                           "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, yolo26n.yaml ... "
                           "yolo26x.yaml, each also as -seg, -pose, -obb or -cls (yolo11n-seg.yaml), "
-                          "or .pt for Ultralytics' weights)", text);
+                          "yolov5nu.yaml ... yolov5xu.yaml, or .pt for Ultralytics' weights)",
+                     text);
 }
 
 int yolo_is_model_name(const char *text) {
@@ -190,7 +224,6 @@ static int make_divisible(double x) { return (int)ceil(x / 8.0) * 8; }
 // Fills model->layers from the family's table scaled to config->scale.
 int yolo_build_layers(Yolo *model, ErrorMessage *err) {
     const YoloConfig *config = &model->config;
-    const int v8 = config->family == YOLO_V8;
     int count;
     const YoloYamlLine *yaml = yolo_yaml_lines(config->family, config->task, &count);
     const YoloScale *scales = yolo_yaml_scales(config->family, config->task);
@@ -198,6 +231,8 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
     for (int i = 0; i < 5; i++)
         if (scales[i].scale == config->scale) scale = &scales[i];
     if (!scale) return error_set(err, "%s: no scale '%c'", config->name, config->scale);
+    if (count > YOLO_MAX_LAYERS)
+        return error_set(err, "%s: %d layers, more than %d", config->name, count, YOLO_MAX_LAYERS);
     int channels[YOLO_MAX_LAYERS];
     for (int i = 0; i < count; i++) {
         const YoloYamlLine *line = &yaml[i];
@@ -225,9 +260,11 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         layer->out_channels = c2;
         layer->kernel = line->kernel;
         layer->stride = line->stride;
+        layer->padding = line->padding ? line->padding : line->kernel / 2;
         layer->expansion = line->expansion > 0 ? line->expansion : 0.5f;
         switch (line->kind) {
         case YOLO_C2F:
+        case YOLO_C3:
             layer->shortcut = line->flag;
             layer->hidden = (int)(c2 * layer->expansion);
             break;
@@ -236,7 +273,7 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
             layer->c3k = line->flag || strchr("mlx", config->scale) != NULL;
             layer->attn = line->attn;  // Bottleneck + PSABlock, whatever c3k says
             layer->hidden = (int)(c2 * layer->expansion);
-            if (layer->attn && i < (v8 ? 9 : 11))
+            if (layer->attn && i < yolo_backbone_layers(config->family))
                 return error_set(err, "%s: attention C3k2 in the backbone (layer %d)",
                                  config->name, i);
             break;
@@ -260,8 +297,9 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         channels[i] = c2;
     }
     model->layer_count = count;
-    // LightlyTrain's cut: before SPPF (v8), the first Upsample (11, 26) or Classify (-cls)
-    model->backbone_layers = config->task == YOLO_TASK_CLASSIFY ? count - 1 : v8 ? 9 : 11;
+    // LightlyTrain's cut: before SPPF (v5, v8), the first Upsample (11, 26) or Classify (-cls)
+    model->backbone_layers = config->task == YOLO_TASK_CLASSIFY ? count - 1
+                                                                : yolo_backbone_layers(config->family);
     for (int i = 0; i < count; i++) model->layers[i].trained = i < model->backbone_layers;
     model->feature_dim = channels[model->backbone_layers - 1];
     return 0;

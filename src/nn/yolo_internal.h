@@ -27,12 +27,12 @@ struct YoloInnerState {
 
 struct YoloModuleState {
     int height, width;       // output size
-    Act *cat;                // C2f / C3k2 / SPPF / C2PSA: the concat before cv2
+    Act *cat;                // C2f / C3k2 / SPPF / C2PSA: the concat before cv2 (C3: cv3)
     Act *split;              // C2f / C3k2 / C2PSA: cv1's second half, contiguous
     Act *pool[3];            // SPPF: the three max pools' outputs
     int32_t *argmax[3];
     Act *out;                // the layer's output (a conv's out)
-    Act *grad[4];            // backward arena, by layer kind (yolo_blocks.c)
+    Act *grad[5];            // backward arena, by layer kind (yolo_blocks.c)
 };
 
 #endif

@@ -90,6 +90,11 @@ size_t yolo_layout_slot(Yolo *model, YoloSlot *slot, void *base) {
             state->cat = activation_take(&arena, rows * 2 * c);
             state->split = activation_take(&arena, rows * c);
             break;
+        case YOLO_C3:
+            layout_unit(&arena, slot, &layer->cv3);
+            for (int i = 0; i < layer->repeats; i++) layout_bottleneck(&arena, slot, &layer->m[i]);
+            state->cat = activation_take(&arena, rows * 2 * c);
+            break;
         default: break;
         }
     }
@@ -169,6 +174,12 @@ size_t yolo_layout_backward(Yolo *model, YoloSlot *slot, void *base) {
         case YOLO_C2PSA: {
             const size_t sizes[4] = {rows * 2 * c, rows * c, rows * c, rows * 2 * c};
             take_grads(&arena, state->grad, sizes, 4);
+            break;
+        }
+        case YOLO_C3: {  // as C3k's (layout_inner_grads), cv2's input gradient of c1 channels
+            const size_t sizes[5] = {rows * 2 * c, rows * c, rows * c,
+                                     rows * (size_t)layer->in_channels, rows * c};
+            take_grads(&arena, state->grad, sizes, 5);
             break;
         }
         default: break;

@@ -16,7 +16,8 @@
 // repo="ultralytics/assets", release="v8.4.0") fetches
 // https://github.com/ultralytics/assets/releases/download/v8.4.0/<file> for
 // the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt,
-// yolo11{n,s,m,l,x}.pt and yolo26{n,s,m,l,x}.pt among them), after looking for <file> in the working
+// yolo11{n,s,m,l,x}.pt, yolo26{n,s,m,l,x}.pt and yolov5{n,s,m,l,x}u.pt among them), after
+// looking for <file> in the working
 // directory. LightlyTrain 0.18 passes "ultralytics/yolo11s.pt" to
 // ultralytics.YOLO("yolo11s.pt") (_models/ultralytics/ultralytics_package.py),
 // so this is its source too. No SHA-256 is published for these assets that
@@ -113,7 +114,9 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolo11l-cls", 14.12, "~28 MB"), ULTRALYTICS("yolo11x-cls", 29.64, "~59 MB"),
     ULTRALYTICS("yolo26n-cls", 2.81, "~6 MB"), ULTRALYTICS("yolo26s-cls", 6.72, "~13 MB"),
     ULTRALYTICS("yolo26m-cls", 11.63, "~23 MB"), ULTRALYTICS("yolo26l-cls", 14.12, "~28 MB"),
-    ULTRALYTICS("yolo26x-cls", 29.64, "~59 MB"),
+    ULTRALYTICS("yolo26x-cls", 29.64, "~59 MB"), ULTRALYTICS("yolov5nu", 2.65, "~5 MB"),
+    ULTRALYTICS("yolov5su", 9.15, "~18 MB"), ULTRALYTICS("yolov5mu", 25.11, "~50 MB"),
+    ULTRALYTICS("yolov5lu", 53.23, "~106 MB"), ULTRALYTICS("yolov5xu", 97.28, "~195 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

@@ -113,16 +113,19 @@ static void entry(Exporter *e, const char *key_name, const char *prefix, int par
 
 // ---- leaves ---------------------------------------------------------------------------------
 
-// A Conv2d (padding k / 2, depthwise when one input channel per group) or,
-// transposed, Segment's ConvTranspose2d (weight (in, out, k, k), padding 0).
-static void conv_module(Exporter *e, const char *prefix, int stride, int bias, int requires_grad,
-                        int transposed) {
+// A Conv2d (padding: k / 2 when negative; depthwise when one input channel
+// per group) or, transposed, Segment's ConvTranspose2d (weight (in, out, k,
+// k), padding 0).
+static void conv_module(Exporter *e, const char *prefix, int stride, int padding, int bias,
+                        int requires_grad, int transposed) {
     char name[NAME_SIZE];
     text_format(name, sizeof name, "%s.weight", prefix);
     const Parameter *weight = find(e, name);
     const int dim0 = weight ? weight->torch_shape[0] : 1;
     const int dim1 = weight ? weight->torch_shape[1] : 1;
-    const int kernel = weight ? weight->torch_shape[2] : 1, padding = transposed ? 0 : kernel / 2;
+    const int kernel = weight ? weight->torch_shape[2] : 1;
+    if (transposed) padding = 0;
+    else if (padding < 0) padding = kernel / 2;
     const int groups = !transposed && dim1 == 1 && dim0 > 1 ? dim0 : 1;  // depthwise
     module_begin(e, "torch.nn.modules.conv", transposed ? "ConvTranspose2d" : "Conv2d");
     key_int(e, "in_channels", transposed ? dim0 : (int64_t)dim1 * groups);
@@ -152,7 +155,7 @@ static void conv_module(Exporter *e, const char *prefix, int stride, int bias, i
 }
 
 static void conv2d(Exporter *e, const char *prefix, int stride, int bias, int requires_grad) {
-    conv_module(e, prefix, stride, bias, requires_grad, 0);
+    conv_module(e, prefix, stride, -1, bias, requires_grad, 0);
 }
 
 static void batchnorm(Exporter *e, const char *prefix) {
@@ -219,15 +222,16 @@ static void layer_attributes(Exporter *e, const LayerInfo *info) {
     pt_put_str(&e->w, info->type);
 }
 
-static void conv_unit(Exporter *e, const char *prefix, const char *cls, int stride, int act,
-                      const LayerInfo *info) {
+// padding: negative for Ultralytics' autopad (k / 2).
+static void conv_unit(Exporter *e, const char *prefix, const char *cls, int stride, int padding,
+                      int act, const LayerInfo *info) {
     char name[NAME_SIZE];
     module_begin(e, CONV_MODULE, cls);
     layer_attributes(e, info);
     children_begin(e);
     key(e, "conv");
     text_format(name, sizeof name, "%s.conv", prefix);
-    conv2d(e, name, stride, 0, 1);
+    conv_module(e, name, stride, padding, 0, 1, 0);
     key(e, "bn");
     text_format(name, sizeof name, "%s.bn", prefix);
     batchnorm(e, name);
@@ -254,7 +258,7 @@ static void child_conv(Exporter *e, const char *prefix, const char *child, const
     char name[NAME_SIZE];
     text_format(name, sizeof name, "%s.%s", prefix, child);
     key(e, child);
-    conv_unit(e, name, cls, 1, act, NULL);
+    conv_unit(e, name, cls, 1, -1, act, NULL);
 }
 
 static void container_begin(Exporter *e, const char *cls) {
@@ -276,20 +280,24 @@ static void bottleneck(Exporter *e, const char *prefix, int add) {
     container_end(e);
 }
 
-static void c3k(Exporter *e, const char *prefix, const YoloInner *inner) {
+// C3 (YOLOv5's layer) and C3k (C3k2's inner block): cv1, cv2, cv3 and the
+// Bottlenecks under m.
+static void c3_block(Exporter *e, const char *prefix, const char *cls, int count, int shortcut,
+                     const LayerInfo *info) {
     char name[NAME_SIZE], index[16];
-    module_begin(e, BLOCK_MODULE, "C3k");
+    module_begin(e, BLOCK_MODULE, cls);
+    layer_attributes(e, info);
     children_begin(e);
     child_conv(e, prefix, "cv1", "Conv", 1);
     child_conv(e, prefix, "cv2", "Conv", 1);
     child_conv(e, prefix, "cv3", "Conv", 1);
     key(e, "m");
     container_begin(e, "Sequential");
-    for (int i = 0; i < inner->count; i++) {
+    for (int i = 0; i < count; i++) {
         text_format(index, sizeof index, "%d", i);
         text_format(name, sizeof name, "%s.m.%d", prefix, i);
         key(e, index);
-        bottleneck(e, name, 1);
+        bottleneck(e, name, shortcut);
     }
     container_end(e);
     container_end(e);
@@ -353,7 +361,7 @@ static void csp(Exporter *e, const char *prefix, const YoloModule *layer, const 
         text_format(index, sizeof index, "%d", i);
         text_format(name, sizeof name, "%s.m.%d", prefix, i);
         key(e, index);
-        if (inner->kind == YOLO_INNER_C3K) c3k(e, name, inner);
+        if (inner->kind == YOLO_INNER_C3K) c3_block(e, name, "C3k", inner->count, 1, NULL);
         else if (inner->kind == YOLO_INNER_PSA) psa_block(e, name, inner);
         else if (inner->kind == YOLO_INNER_BOTTLENECK_PSA) bottleneck_psa(e, name, inner);
         else bottleneck(e, name, inner->bottleneck.add);
@@ -517,7 +525,7 @@ static void proto(Exporter *e, const char *prefix, const YoloModule *layer, int 
     child_conv(e, prefix, "cv1", "Conv", 1);
     key(e, "upsample");
     text_format(name, sizeof name, "%s.upsample", prefix);
-    conv_module(e, name, 2, 1, 1, 1);
+    conv_module(e, name, 2, -1, 1, 1, 1);
     child_conv(e, prefix, "cv2", "Conv", 1);
     child_conv(e, prefix, "cv3", "Conv", 1);
     if (proto26) {
@@ -594,7 +602,7 @@ static void detect(Exporter *e, const char *prefix, const YoloModule *layer,
     pt_put_bool(&e->w, 1);
     children_begin(e);
     head_list(e, prefix, layer, "cv2", 1, 0);
-    head_list(e, prefix, layer, "cv3", family == YOLO_V8, 0);
+    head_list(e, prefix, layer, "cv3", yolo_legacy_head(family), 0);
     key(e, "dfl");
     if (reg_max > 1) {
         module_begin(e, BLOCK_MODULE, "DFL");
@@ -664,7 +672,7 @@ static void classify_head(Exporter *e, const char *prefix, const LayerInfo *info
 
 static const char *module_name(YoloModuleKind kind) {
     static const char *const names[] = {"Conv", "C2f", "C3k2", "SPPF", "C2PSA", "nn.Upsample",
-                                        "Concat", "Detect", "Classify"};
+                                        "Concat", "Detect", "Classify", "C3"};
     return names[kind];
 }
 
@@ -673,7 +681,7 @@ static void type_name(const YoloConfig *config, YoloModuleKind kind, char *out, 
     static const char *const names[] = {
         CONV_MODULE ".Conv", BLOCK_MODULE ".C2f", BLOCK_MODULE ".C3k2", BLOCK_MODULE ".SPPF",
         BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat",
-        "", "ultralytics.nn.modules.head.Classify"};
+        "", "ultralytics.nn.modules.head.Classify", BLOCK_MODULE ".C3"};
     if (kind == YOLO_DETECT)
         text_format(out, size, "ultralytics.nn.modules.head.%s", head_class(config));
     else text_format(out, size, "%s", names[kind]);
@@ -686,6 +694,11 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
     case YOLO_CONV:
         pt_put_int(&e->w, line->channels), pt_put_int(&e->w, line->kernel);
         pt_put_int(&e->w, line->stride);
+        if (line->padding) pt_put_int(&e->w, line->padding);
+        break;
+    case YOLO_C3:
+        pt_put_int(&e->w, line->channels);
+        if (!line->flag) pt_put_bool(&e->w, 0);  // the neck's [c2, False]
         break;
     case YOLO_C2F:
         pt_put_int(&e->w, line->channels);
@@ -764,11 +777,11 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
         pt_list_end(&e->w);
     }
     pt_dict_end(&e->w);
-    // the YAML's backbone section ends with SPPF (v8) or C2PSA (11, 26): LightlyTrain's
-    // cut plus SPPF for v8
+    // the YAML's backbone section ends with SPPF (v5, v8) or C2PSA (11, 26): LightlyTrain's
+    // cut plus SPPF for v5 and v8
     const int backbone = config->task == YOLO_TASK_CLASSIFY ? count - 1  // all but Classify
-                         : config->family == YOLO_V8         ? 10
-                                                             : 11;
+                         : yolo_legacy_head(config->family) ? 10
+                                                            : 11;
     key(e, "backbone");
     yaml_lines(e, lines, 0, backbone);
     key(e, "head");
@@ -868,7 +881,10 @@ static void detection_model(Exporter *e) {
         text_format(prefix, sizeof prefix, "model.%d", i);
         key(e, index);
         switch (layer->kind) {
-        case YOLO_CONV: conv_unit(e, prefix, "Conv", layer->stride, 1, &info); break;
+        case YOLO_CONV:
+            conv_unit(e, prefix, "Conv", layer->stride, layer->padding, 1, &info);
+            break;
+        case YOLO_C3: c3_block(e, prefix, "C3", layer->repeats, layer->shortcut, &info); break;
         case YOLO_C2F:
         case YOLO_C3K2:
         case YOLO_C2PSA: csp(e, prefix, layer, &info); break;

@@ -24,7 +24,8 @@
 # (yolov8n: C2f, SPPF; yolo11n: C3k2 with Bottlenecks and C3k, SPPF, C2PSA;
 # yolo11m: C3k everywhere, 4 attention heads; yolo11n in fp16 too; yolo26n:
 # SPPF without cv1's SiLU, with its shortcut; yolo11n-cls: C2PSA straight
-# after C3k2, BatchNorm eps 1e-5), their
+# after C3k2, BatchNorm eps 1e-5; yolov5nu: C3 blocks, a 6x6 stem of
+# padding 2), their
 # norms, biases and tokens random (make_backbone random-norms) so that a
 # mixed-up parameter shows. With random running statistics a random YOLO's
 # deep features are the same at every position (they shrink ~3x a conv),
@@ -108,7 +109,8 @@ done
 
 # Ultralytics YOLOs (the part LightlyTrain trains, pooled).
 for variant in "v8n yolov8n random-norms" "y11n yolo11n random-norms" "y11m yolo11m random-norms" \
-  "y11c yolo11n calibrated" "y26n yolo26n random-norms" "y11cls yolo11n-cls random-norms"; do
+  "y11c yolo11n calibrated" "y26n yolo26n random-norms" "y11cls yolo11n-cls random-norms" \
+  "v5nu yolov5nu random-norms"; do
   read -r name model norms <<<"$variant"
   "$make_backbone" "$work/$name.safetensors" "ultralytics/$model.yaml" 9 64 - "$norms" ||
     fail "make_backbone $model $norms"
@@ -148,6 +150,7 @@ expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \
   "$work/y11c.onnx" "$work/img64" "$work/y11c.npy" 1e-4 + \
   "$work/y26n.onnx" "$work/img64" "$work/y26n.npy" 1e-5 + \
   "$work/y11cls.onnx" "$work/img64" "$work/y11cls.npy" 1e-5 + \
+  "$work/v5nu.onnx" "$work/img64" "$work/v5nu.npy" 1e-5 + \
   "$work/cnx.onnx" "$work/img64" "$work/cnx.npy" 1e-5 + \
   "$work/cnx3.onnx" "$work/img64" "$work/cnx3.npy" 1e-5 + \
   "$work/cnx3_fp16.onnx" "$work/img64" "$work/cnx3.npy" 1e-2 --fp16 ||

@@ -164,6 +164,15 @@ has_entries "$work/cls/exported_models/exported_last.safetensors" \
   "model.10.linear.weight	F32	1000,1280" "model.9.cv2.conv.weight	F32	256,256,1,1"
 pt_reads_back cls
 
+# YOLOv5u (yolov5nu: C3 blocks, a 6x6 stem of padding 2, YOLOv8's Detect
+# head): trains its layers 0-8 and exports the whole model, which reads back.
+run v5 ultralytics/yolov5nu.yaml dino 1
+grep -q "train: yolov5nu, dino" "$work/v5/train.log" || fail "train.log does not name yolov5nu"
+has_entries "$work/v5/exported_models/exported_last.safetensors" \
+  "model.0.conv.weight	F32	16,3,6,6" "model.8.cv3.conv.weight	F32	256,256,1,1" \
+  "model.24.dfl.conv.weight	F32	1,16,1,1"
+pt_reads_back v5
+
 expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
   "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \
   --num-channels 4 --normalize 0.5,0.5,0.5,0.5:0.2,0.2,0.2,0.2 --max-steps 1
