@@ -2,7 +2,7 @@
 // the structure of the ones Ultralytics 8.4.190 saves
 // (tests/fixtures/ultralytics_structure.txt, tools/make_ultralytics_structure.py):
 // for yolov8n, yolo11n, yolo11m, yolo26n, the -seg, -pose, -obb and -cls
-// models of the three families and yolov5nu, the checkpoint's keys and,
+// models of the three families, yolov5nu, yolo12n and yolo12l, the checkpoint's keys and,
 // module by module in named_modules() order, its class, its public attributes, and
 // its parameter and buffer names, read back from our file with the
 // restricted reader (weights/pt_pickle.h). Then the tensors read back
@@ -216,6 +216,8 @@ static void test_structure_matches_ultralytics(void **state) {
     check_model("yolo11n-cls");
     check_model("yolo26n-cls");
     check_model("yolov5nu");      // C3 blocks, the 6x6 stem's padding 2
+    check_model("yolo12n");       // A2C2f: ABlock pairs (AAttn), C3k; gamma None
+    check_model("yolo12l");       // A2C2f's gamma Parameter
 }
 
 int main(void) {

@@ -1,11 +1,11 @@
-// YOLOv5u, YOLOv8, YOLO11 and YOLO26 (src/nn/yolo.h) against Ultralytics
-// 8.4.190 through tests/fixtures/yolo.safetensors (tools/make_yolo_fixtures.py):
-// for every size of the four families the full state_dict structure (every key and torch
+// YOLOv5u, YOLOv8, YOLO11, YOLO12 and YOLO26 (src/nn/yolo.h) against
+// Ultralytics 8.4.190 through tests/fixtures/yolo.safetensors
+// (tools/make_yolo_fixtures.py): for every size of the five families the full state_dict structure (every key and torch
 // shape, neck and head included), the train-mode outputs of layers 4, 6 and
 // the backbone's last (P3, P4, P5) and the eval-mode last output, each
 // within 1e-5 + 2 x PyTorch's own float32 error relative (L2) of the
-// float64 truth; for yolov5nu, yolov8n, yolo11n, yolo26n and yolo11n-cls
-// one training step's gradients of every backbone parameter and the first
+// float64 truth; for yolov5nu, yolov8n, yolo11n, yolo12n, yolo12l, yolo26n
+// and yolo11n-cls one training step's gradients of every backbone parameter and the first
 // BatchNorm's running variance. Fixture init (tests/fixtures/README.md)
 // sets weights and inputs on both sides. Then the name parser, the model's
 // own init (Ultralytics' rules) and a save/load round trip through the
@@ -63,10 +63,17 @@ static int teardown(void **state) {
 #define SAMPLES 1024
 #define SAMPLE_STRIDE 2654435761ull
 
-// fixture_rule plus the Detect head's plain conv biases (0, 0.1) and
-// Classify's Linear weight (0, sqrt(6 / out)), as make_yolo_fixtures.py's.
+// fixture_rule plus the Detect head's plain conv biases (0, 0.1),
+// Classify's Linear weight (0, sqrt(6 / out)) and YOLO12's A2C2f gamma
+// (0.5, 0.25), as make_yolo_fixtures.py's.
 static int yolo_rule(const Parameter *param, float *offset, float *scale) {
     if (fixture_rule(param, offset, scale) == 0) return 0;
+    const size_t length = strlen(param->name);
+    if (param->kind == PARAM_EMBEDDING && length > 6 && !strcmp(param->name + length - 6, ".gamma")) {
+        *offset = 0.5f;
+        *scale = 0.25f;
+        return 0;
+    }
     if (param->rank == 2 && param->kind == PARAM_WEIGHT) {
         *offset = 0.0f;
         *scale = (float)sqrt(6.0 / param->torch_shape[0]);
@@ -150,6 +157,7 @@ static int expect_map(Built *built, int layer, const char *key) {
     }
     snprintf(name, sizeof name, "%s/f32err", key);
     const double tolerance = MAP_TOLERANCE + 2.0 * fixture_read_f64(&fixture, name);
+    if (getenv("LTC_TEST_YOLO_VERBOSE")) printf("%s: %.3g (tolerance %.3g)\n", key, relative, tolerance);
     if (!(relative <= tolerance)) {
         print_error("%s: relative error %.3g (tolerance %.3g)\n", key, relative, tolerance);
         return 1;
@@ -200,6 +208,7 @@ static void test_forward_yolov5(void **state) {
 }
 static void test_forward_yolov8(void **state) { check_family("yolov8", ""); }
 static void test_forward_yolo11(void **state) { check_family("yolo11", ""); }
+static void test_forward_yolo12(void **state) { check_family("yolo12", ""); }
 static void test_forward_yolo26(void **state) { check_family("yolo26", ""); }
 // The -cls models: no SPPF (YOLO11's and YOLO26's C2PSA at layer 9), trained up to Classify.
 static void test_forward_classify(void **state) { check_family("yolo", "-cls"); }
@@ -275,6 +284,8 @@ static void test_gradients(void **state) {
     check_gradients("yolov5nu");  // C3 blocks, the 6x6 stem of padding 2
     check_gradients("yolov8n");
     check_gradients("yolo11n");
+    check_gradients("yolo12n");  // A2C2f: ABlock pairs (area 4 and 1), C3k
+    check_gradients("yolo12l");  // A2C2f's gamma residual, MLP ratio 1.2
     check_gradients("yolo26n");  // SPPF's unactivated cv1 and shortcut
     check_gradients("yolo11n-cls");  // C2PSA straight after C3k2
 }
@@ -358,14 +369,15 @@ static void test_names(void **state) {
                 {"ultralytics/yolo26n-seg.pt", "yolo26n-seg", 1},
                 {"yolov8s-pose.yaml", "yolov8s-pose", 0}, {"ultralytics/yolo26l-obb.pt", "yolo26l-obb", 1},
                 {"ultralytics/yolov5su.yaml", "yolov5su", 0}, {"yolov5m.yaml", "yolov5m", 0},
-                {"ultralytics/yolov5xu.pt", "yolov5xu", 1}};
+                {"ultralytics/yolov5xu.pt", "yolov5xu", 1}, {"yolo12s.yaml", "yolo12s", 0},
+                {"ultralytics/yolo12x.pt", "yolo12x", 1}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         if (yolo_parse_name(good[i].text, &config, &pretrained, &err)) fail_msg("%s", err.text);
         assert_string_equal(config.name, good[i].name);
         assert_int_equal(pretrained, good[i].pretrained);
     }
     const char *bad[] = {"ultralytics/yolov8q.yaml", "yolov5q.yaml", "ultralytics/yolo11s.yml",
-                         "yolo12n.pt", "yolo26q.yaml", "yolo11n-det.yaml", "yolo11n-seg-seg", ""};
+                         "yolo13n.pt", "yolo26q.yaml", "yolo12n-seg.yaml", "yolo11n-det.yaml", "yolo11n-seg-seg", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(yolo_parse_name(bad[i], &config, &pretrained, &err), -1);
         assert_non_null(strstr(err.text, "unknown Ultralytics model"));
@@ -589,6 +601,7 @@ static void test_save_load(void **state) {
     save_load("yolo11n", 80, 0);
     save_load("yolo26n", 80, 0);
     save_load("yolov5nu", 80, 0);  // its released name (yolov5n.yaml's is the same model)
+    save_load("yolo12n", 80, 0);
     save_load("yolo26n", 3, 0);
     save_load("yolo11n-seg", 80, 0);  // told from yolo11n by its prototypes
     save_load("yolo26n-seg", 5, 0);
@@ -608,6 +621,7 @@ int main(void) {
         cmocka_unit_test(test_forward_yolov5),
         cmocka_unit_test(test_forward_yolov8),
         cmocka_unit_test(test_forward_yolo11),
+        cmocka_unit_test(test_forward_yolo12),
         cmocka_unit_test(test_forward_yolo26),
         cmocka_unit_test(test_forward_classify),
         cmocka_unit_test(test_gradients),

@@ -6,7 +6,7 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
     /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
 
 For yolov8n, yolo11n, yolo26n and their -seg, -pose, -obb and -cls models,
-and yolov5nu (or those given with --models)
+yolov5nu and yolo12n (or those given with --models)
 (fine-tuned on polygons, 17 keypoints, oriented boxes, a class folder):
 `lightly-train-c train` (2 steps of distillation
 from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 MODELS = tuple(f"{name}{task}" for task in ("", "-seg", "-pose", "-obb", "-cls")
-               for name in ("yolov8n", "yolo11n", "yolo26n")) + ("yolov5nu",)
+               for name in ("yolov8n", "yolo11n", "yolo26n")) + ("yolov5nu", "yolo12n")
 TASKS = {"": ("detect", "DetectionModel"), "-seg": ("segment", "SegmentationModel"),
          "-pose": ("pose", "PoseModel"), "-obb": ("obb", "OBBModel"),
          "-cls": ("classify", "ClassificationModel")}
@@ -127,7 +127,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default="build/lightly-train-c")
     parser.add_argument("--build", default="build")
-    parser.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
+    parser.add_argument("--models", nargs="+", default=MODELS,
+                        help="Ultralytics model stems (yolo12l, ...); default: the list above")
     args = parser.parse_args()
     from safetensors.torch import load_file
     from ultralytics import YOLO

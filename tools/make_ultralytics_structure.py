@@ -10,7 +10,8 @@ Needs ultralytics (checked with 8.4.190) and torch. For yolov8n, yolo11n,
 yolo11m (C3k), yolo26n (YOLO26's SPPF, attention C3k2 and end-to-end
 Detect head) and the -seg, -pose, -obb and -cls models of yolov8n, yolo11n
 and yolo26n (Segment, Pose, OBB heads and YOLO26's; Classify) and yolov5nu
-(C3 blocks, a stem of padding 2), each
+(C3 blocks, a stem of padding 2), yolo12n and yolo12l (A2C2f: ABlock pairs
+or C3k; the l size's gamma), each
 DetectionModel (its task's model) is built from its YAML, saved with
 YOLO.save (what LightlyTrain's export calls) and loaded back with
 torch.load; one line per module of the loaded tree, in named_modules()
@@ -33,7 +34,7 @@ import torch
 
 MODELS = ("yolov8n", "yolo11n", "yolo11m", "yolo26n", "yolov8n-seg", "yolo11n-seg", "yolo26n-seg",
           "yolov8n-pose", "yolo11n-pose", "yolo26n-pose", "yolov8n-obb", "yolo11n-obb", "yolo26n-obb",
-          "yolov8n-cls", "yolo11n-cls", "yolo26n-cls", "yolov5nu")
+          "yolov8n-cls", "yolo11n-cls", "yolo26n-cls", "yolov5nu", "yolo12n", "yolo12l")
 
 
 def describe(name):

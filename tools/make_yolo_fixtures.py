@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/yolo.safetensors: Ultralytics' YOLOv5u, YOLOv8, YOLO11
-and YOLO26 detection models (every size, n s m l x) as references for src/nn/yolo*.c,
+"""Writes tests/fixtures/yolo.safetensors: Ultralytics' YOLOv5u, YOLOv8, YOLO11,
+YOLO12 and YOLO26 detection models (every size, n s m l x) as references for src/nn/yolo*.c,
 checked by tests/test_yolo.c.
 
     /work/venvs/yolo/bin/python tools/make_yolo_fixtures.py --out tests/fixtures
@@ -17,7 +17,8 @@ set by fixture init of its key (rules in init_rule below; num_batches_tracked
 init "input/yolo/96" (0, 1) of shape (2, 3, 96, 96). The backbone is what
 LightlyTrain 0.18 trains (lightly_train/_models/ultralytics/ultralytics.py,
 _get_backbone): YOLOv8's layers 0-8 (up to the C2f before SPPF; YOLOv5u's
-up to the C3 before it), YOLO11's
+up to the C3 before it; YOLO12's up to its last A2C2f, before the first
+Upsample), YOLO11's
 and YOLO26's layers 0-10 (SPPF and C2PSA included, up to the first
 Upsample; YOLO26's SPPF has an unactivated cv1 and a shortcut).
 
@@ -26,15 +27,19 @@ yolo26x-cls: YOLOv8's layers 0-8, YOLO11's and YOLO26's 0-9, C2PSA
 without SPPF, up to Classify), MAP = train/p3, train/p4, train/p5 (the
 train-mode outputs of layers 4, 6 and the backbone's last) and eval/p5 (the
 eval-mode last output, with the fixture-init running statistics):
-    M/MAP               (2, H, W, C) F32 NHWC   yolov5nu, yolov8n, yolo11n and yolo26n
+    M/MAP               (2, H, W, C) F32 NHWC   yolov5nu, yolov8n, yolo11n, yolo12n and yolo26n
     M/MAP/sample        (1024,) F32             the others: the map at NHWC flat
                                                 index k * 2654435761 mod numel
     M/MAP/sumsq         () F64                  the others: its sum of squares
-    M/MAP/f32err        () F64                  how far PyTorch's float32 run of the same
-                                                model lies from the truth (relative L2):
-                                                the scale of a correct float32 result's
-                                                error (train-mode BatchNorm over the 18
-                                                values of a P5 channel amplifies it)
+    M/MAP/f32err        () F64                  how far PyTorch's float32 runs of the same
+                                                model lie from the truth (relative L2), the
+                                                largest of three summation orders (NCHW,
+                                                channels_last, one thread): the scale of a
+                                                correct float32 result's error (train-mode
+                                                BatchNorm over the 18 values of a P5
+                                                channel amplifies it; so do eval-mode
+                                                maps that grow through YOLO12's attention,
+                                                where the three lie 7e-6 .. 7e-5 apart)
     metadata "M/state_dict"             "key=d0xd1x..;key=..." every state_dict entry
                                         with its torch shape, in order (the structure
                                         the C model declares)
@@ -43,8 +48,8 @@ the same backbone and neck, a Segment, Pose or OBB head; nothing of it
 runs), and yolov5n ... yolov5x (Ultralytics builds yolov5nu's model from
 yolov5n.yaml), only its structure:
     metadata "M/state_dict" as above
-For yolov5nu, yolov8n, yolo11n, yolo26n and yolo11n-cls also one training
-step's gradients: loss =
+For yolov5nu, yolov8n, yolo11n, yolo12n, yolo12l (A2C2f's gamma), yolo26n
+and yolo11n-cls also one training step's gradients: loss =
 sum(pooled features * loss_weights), loss_weights fixture init
 "loss_weights/yolo" (0, 1) of shape (2, C), train mode:
     M/grad_sample/P   (256,) F32  d loss / d P at flat index k * 2654435761 mod numel
@@ -70,17 +75,18 @@ BATCH = 2
 # per channel (at 64 px, 8: PyTorch's own float32 result then lies 3e-5 from
 # the truth, above the 1e-5 bound).
 IMAGE_SIZE = 96
-FULL_MAPS = ("yolov5nu", "yolov8n", "yolo11n", "yolo26n")  # the others' maps as samples (file size)
+FULL_MAPS = ("yolov5nu", "yolov8n", "yolo11n", "yolo12n", "yolo26n")  # the others' maps as samples (file size)
 MAP_SAMPLES = 1024
 TASK_MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11", "yolo26") for size in "nsmlx"]
-MODELS = TASK_MODELS + [f"yolov5{size}u" for size in "nsmlx"]
+MODELS = (TASK_MODELS + [f"yolov5{size}u" for size in "nsmlx"]
+          + [f"yolo12{size}" for size in "nsmlx"])
 # The -cls models: other YAMLs (no SPPF, no neck; Classify), trained up to Classify.
 CLASSIFY_MODELS = [f"{name}-cls" for name in TASK_MODELS]
-GRADIENT_MODELS = ("yolov5nu", "yolov8n", "yolo11n", "yolo26n", "yolo11n-cls")
+GRADIENT_MODELS = ("yolov5nu", "yolov8n", "yolo11n", "yolo12n", "yolo12l", "yolo26n", "yolo11n-cls")
 HEAD_MODELS = [f"{name}-{task}" for task in ("seg", "pose", "obb") for name in TASK_MODELS]
 SAME_MODELS = [f"yolov5{size}" for size in "nsmlx"]  # yolov5nu's models under their YAMLs' names
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
-MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov8": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
+MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov8": (4, 6, 8), "yolo12": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
               "yolov8-cls": (4, 6, 8), "yolo11-cls": (4, 6, 9), "yolo26-cls": (4, 6, 9)}
 
 
@@ -99,6 +105,8 @@ def init_rule(model, key, shape):
             return 0.0, math.sqrt(6.0 / (out_channels * kernel_h * kernel_w))
         if leaf == "bias":
             return 0.0, 0.1
+    if leaf == "gamma":  # YOLO12's A2C2f residual scale (Ultralytics: 0.01)
+        return 0.5, 0.25
     if isinstance(module, torch.nn.Linear):  # Classify's (it does not run here)
         return 0.0, math.sqrt(6.0 / shape[0]) if leaf == "weight" else 0.1
     if isinstance(module, torch.nn.BatchNorm2d):
@@ -150,9 +158,26 @@ def nhwc32(tensor):
     return tensor.detach().permute(0, 2, 3, 1).contiguous().numpy().astype(np.float32)
 
 
-def add_map(safe, name, label, tensor, single):
-    """The float64 map (tensor) and how far the float32 run's (single) lies from it."""
-    error = torch.linalg.norm(single.detach().double() - tensor.detach()) / torch.linalg.norm(tensor.detach())
+def float32_runs(model, last, keep, image, training):
+    """The maps of PyTorch's float32 runs of model in three summation orders:
+    NCHW on 2 threads, channels_last, NCHW on 1 thread."""
+    runs = []
+    for layout, threads in ((torch.contiguous_format, 2), (torch.channels_last, 2),
+                            (torch.contiguous_format, 1)):
+        single = copy.deepcopy(model).float().to(memory_format=layout)
+        single.train(training)
+        torch.set_num_threads(threads)
+        with torch.no_grad():
+            runs.append(run_backbone(single, last, keep, image.contiguous(memory_format=layout)))
+    torch.set_num_threads(2)
+    return runs
+
+
+def add_map(safe, name, label, tensor, singles):
+    """The float64 map (tensor) and how far PyTorch's float32 runs (singles) lie from it:
+    the largest of their errors."""
+    error = max(torch.linalg.norm(single.detach().double() - tensor.detach())
+                for single in singles) / torch.linalg.norm(tensor.detach())
     safe.add(f"{name}/{label}/f32err", np.float64(error.item()))
     nhwc = tensor.detach().permute(0, 2, 3, 1).contiguous().numpy()
     if name in FULL_MAPS:
@@ -174,24 +199,20 @@ def add_model(safe, metadata, name):
         f"{key}={'x'.join(str(d) for d in tensor.shape)}" for key, tensor in model.state_dict().items())
     side = IMAGE_SIZE
     image = torch.from_numpy(fixture_value(f"input/yolo/{side}", (BATCH, 3, side, side), 0.0, 1.0))
-    single = copy.deepcopy(model).float()
+    eval_singles = float32_runs(model, last, keep, image, False)
+    train_singles = float32_runs(model, last, keep, image, True)
     double = model.double()
 
     double.eval()
-    single.eval()
     with torch.no_grad():
         outputs = run_backbone(double, last, keep, image.double())
-        singles = run_backbone(single, last, keep, image)
-    add_map(safe, name, "eval/p5", outputs[last], singles[last])
+    add_map(safe, name, "eval/p5", outputs[last], [run[last] for run in eval_singles])
 
-    single.train()
-    with torch.no_grad():
-        singles = run_backbone(single, last, keep, image)
     double.train()
     x = image.double()
     outputs = run_backbone(double, last, keep, x)
     for label, index in zip(("p3", "p4", "p5"), keep):
-        add_map(safe, name, f"train/{label}", outputs[index], singles[index])
+        add_map(safe, name, f"train/{label}", outputs[index], [run[index] for run in train_singles])
     if name in GRADIENT_MODELS:
         pooled = outputs[last].mean(dim=(2, 3))
         weights = torch.from_numpy(fixture_value("loss_weights/yolo", (BATCH, feature_dim), 0.0, 1.0))

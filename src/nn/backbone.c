@@ -83,7 +83,10 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolov5n.yaml", "ultralytics/yolov5s.yaml", "ultralytics/yolov5m.yaml",
     "ultralytics/yolov5l.yaml", "ultralytics/yolov5x.yaml", "ultralytics/yolov5nu.pt",
     "ultralytics/yolov5su.pt", "ultralytics/yolov5mu.pt", "ultralytics/yolov5lu.pt",
-    "ultralytics/yolov5xu.pt",
+    "ultralytics/yolov5xu.pt", "ultralytics/yolo12n.yaml", "ultralytics/yolo12s.yaml",
+    "ultralytics/yolo12m.yaml", "ultralytics/yolo12l.yaml", "ultralytics/yolo12x.yaml",
+    "ultralytics/yolo12n.pt", "ultralytics/yolo12s.pt", "ultralytics/yolo12m.pt",
+    "ultralytics/yolo12l.pt", "ultralytics/yolo12x.pt",
     // ConvNeXts (convnext_names.h)
     "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
     "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",

@@ -125,15 +125,17 @@ static int declare_c3k(Declarer *d, YoloInner *inner, const char *prefix, int ch
                             1, err);
 }
 
-// PSABlock(c, attn_ratio 0.5, heads max(c / 64, 1)).
-static int declare_psa(Declarer *d, YoloInner *inner, const char *prefix, int channels,
-                       ErrorMessage *err) {
-    inner->kind = YOLO_INNER_PSA;
-    inner->heads = channels / 64 > 1 ? channels / 64 : 1;
-    inner->head_dim = channels / inner->heads;
-    inner->key_dim = inner->head_dim / 2;
+// An attention block of PSABlock's layout under prefix: attn.qkv (1x1 to
+// the heads' q, k, v), attn.proj, attn.pe (a depthwise pe_kernel conv),
+// then "<mlp>.0" (SiLU, to `hidden`) and "<mlp>.1"; inner->heads, key_dim
+// and head_dim set by the caller.
+static int declare_attention_block(Declarer *d, YoloInner *inner, const char *prefix,
+                                   int channels, int pe_kernel, const char *mlp, int hidden,
+                                   ErrorMessage *err) {
     const int qkv = channels + 2 * inner->key_dim * inner->heads;
-    char name[PARAM_MAX_NAME];
+    char name[PARAM_MAX_NAME], mlp0[16], mlp1[16];
+    snprintf(mlp0, sizeof mlp0, "%s.0", mlp);
+    snprintf(mlp1, sizeof mlp1, "%s.1", mlp);
     struct {
         const char *path;
         YoloConv *unit;
@@ -141,9 +143,9 @@ static int declare_psa(Declarer *d, YoloInner *inner, const char *prefix, int ch
     } units[] = {
         {"attn.qkv", &inner->qkv, channels, qkv, 1, 0, 0},
         {"attn.proj", &inner->proj, channels, channels, 1, 0, 0},
-        {"attn.pe", &inner->pe, channels, channels, 3, 0, 1},
-        {"ffn.0", &inner->ffn0, channels, 2 * channels, 1, 1, 0},
-        {"ffn.1", &inner->ffn1, 2 * channels, channels, 1, 0, 0},
+        {"attn.pe", &inner->pe, channels, channels, pe_kernel, 0, 1},
+        {mlp0, &inner->ffn0, channels, hidden, 1, 1, 0},
+        {mlp1, &inner->ffn1, hidden, channels, 1, 0, 0},
     };
     for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
         name_format(name, "%s.%s", prefix, units[i].path);
@@ -152,6 +154,30 @@ static int declare_psa(Declarer *d, YoloInner *inner, const char *prefix, int ch
             return -1;
     }
     return 0;
+}
+
+// PSABlock(c, attn_ratio 0.5, heads max(c / 64, 1)): key_dim head_dim / 2,
+// pe 3x3, ffn to 2c.
+static int declare_psa(Declarer *d, YoloInner *inner, const char *prefix, int channels,
+                       ErrorMessage *err) {
+    inner->kind = YOLO_INNER_PSA;
+    inner->heads = channels / 64 > 1 ? channels / 64 : 1;
+    inner->head_dim = channels / inner->heads;
+    inner->key_dim = inner->head_dim / 2;
+    inner->area = 1;
+    return declare_attention_block(d, inner, prefix, channels, 3, "ffn", 2 * channels, err);
+}
+
+// ABlock(c, c / 32 heads, mlp_ratio, area): AAttn (q, k, v of head_dim
+// each, pe 7x7), mlp to int(c * mlp_ratio).
+static int declare_area_block(Declarer *d, YoloInner *inner, const char *prefix, int channels,
+                              int area, float mlp_ratio, ErrorMessage *err) {
+    inner->kind = YOLO_INNER_AREA;
+    inner->heads = channels / 32;
+    inner->head_dim = inner->key_dim = 32;
+    inner->area = area;
+    return declare_attention_block(d, inner, prefix, channels, 7, "mlp",
+                                   (int)(channels * mlp_ratio), err);
 }
 
 // YOLO26's C3k2 inner block: Sequential(Bottleneck(c, c, shortcut, e 0.5),
@@ -385,6 +411,43 @@ static int declare_classify(Declarer *d, const char *prefix, int in_channels,
     return parameter_declare(d->set, name, PARAM_BIAS, 1, &classes, NULL, err) < 0 ? -1 : 0;
 }
 
+// A2C2f(c1, c2, n, a2, area, residual, mlp_ratio): gamma (c2; the l and x
+// sizes' attention layers: the state_dict lists a module's own parameters
+// first), cv1 (to c), cv2 (from (1 + n) c), m: n Sequential(ABlock,
+// ABlock) ("m.<i>.0", ".1") or n C3k ("m.<i>").
+static int declare_a2c2f(Declarer *d, YoloModule *layer, const char *prefix, ErrorMessage *err) {
+    const int c = layer->hidden, n = layer->repeats;
+    char name[PARAM_MAX_NAME];
+    if (layer->shortcut) {  // parse_model's residual=True for the l and x sizes
+        name_format(name, "%s.gamma", prefix);
+        layer->gamma_index = parameter_declare(d->set, name, PARAM_EMBEDDING, 1,
+                                               &layer->out_channels, NULL, err);
+        if (layer->gamma_index < 0) return -1;
+    }
+    name_format(name, "%s.cv1", prefix);
+    if (declare_conv(d, &layer->cv1, name, layer->in_channels, c, 1, 1, 1, 0, err)) return -1;
+    name_format(name, "%s.cv2", prefix);
+    if (declare_conv(d, &layer->cv2, name, (1 + n) * c, layer->out_channels, 1, 1, 1, 0, err))
+        return -1;
+    layer->inner_count = n * layer->inner_group;
+    layer->inner = calloc((size_t)layer->inner_count, sizeof *layer->inner);
+    if (!layer->inner) return error_set(err, "out of memory");
+    for (int i = 0; i < layer->inner_count; i++) {
+        YoloInner *inner = &layer->inner[i];
+        inner->channels = c;
+        int status;
+        if (layer->area) {
+            name_format(name, "%s.m.%d.%d", prefix, i / 2, i % 2);
+            status = declare_area_block(d, inner, name, c, layer->area, layer->mlp_ratio, err);
+        } else {
+            name_format(name, "%s.m.%d", prefix, i);
+            status = declare_c3k(d, inner, name, c, err);
+        }
+        if (status || register_inner(d, inner, err)) return -1;
+    }
+    return 0;
+}
+
 static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
     YoloModule *layer = &model->layers[index];
     Declarer d = {model, layer->trained ? &model->params : &model->buffers, layer->trained};
@@ -436,6 +499,7 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
         }
         return 0;
     }
+    case YOLO_A2C2F: return declare_a2c2f(&d, layer, prefix, err);
     case YOLO_DETECT: return declare_detect(&d, layer, prefix, err);
     case YOLO_CLASSIFY: return declare_classify(&d, prefix, c1, err);
     case YOLO_UPSAMPLE:
@@ -505,15 +569,23 @@ static int inner_shapes(Yolo *model, YoloPlans *plans, const YoloInner *inner, i
         return unit_shape(plans, &inner->cv1, batch, &hh, &ww, err) ||
                unit_shape(plans, &inner->cv2, batch, &hh, &ww, err) ||
                unit_shape(plans, &inner->cv3, batch, &hh, &ww, err);
-    case YOLO_INNER_PSA: {
+    case YOLO_INNER_PSA:
+    case YOLO_INNER_AREA: {
         const YoloConv *units[] = {&inner->qkv, &inner->proj, &inner->pe, &inner->ffn0,
                                    &inner->ffn1};
         for (int i = 0; i < 5; i++) {
             hh = h, ww = w;
             if (unit_shape(plans, units[i], batch, &hh, &ww, err)) return -1;
         }
+        // ABlock: each run of H W / area tokens of a sample attends within itself
+        if ((h * w) % inner->area)
+            return error_set(err, "%s: area attention over %dx%d positions: %d is not a multiple "
+                                  "of its %d areas (Ultralytics' reshape fails alike); choose "
+                                  "another image size", model->config.name, h, w, h * w,
+                             inner->area);
         AttentionShape shape;
-        if (attention_shape_make(&shape, batch, inner->heads, h * w, inner->head_dim, err))
+        if (attention_shape_make(&shape, batch * inner->area, inner->heads, h * w / inner->area,
+                                 inner->head_dim, err))
             return -1;
         plans->attention[inner->id] = model->backend->op.attention_plan(model->backend, &shape, err);
         return plans->attention[inner->id] ? 0 : -1;
@@ -644,6 +716,14 @@ int yolo_allocate(Yolo *model, const YoloInputShape *inputs, int input_count, Er
         parameter_set_allocate(&model->buffers, err))
         return error_prefix(err, "%s", model->config.name);
     for (int c = 0; c < model->conv_count; c++) bind_unit(model, model->convs[c], 1);
+    for (int l = 0; l < model->layer_count; l++) {  // A2C2f's gamma
+        YoloModule *layer = &model->layers[l];
+        if (layer->gamma_index < 0) continue;
+        const Parameter *gamma =
+            &(layer->trained ? &model->params : &model->buffers)->params[layer->gamma_index];
+        layer->gamma = gamma->value;
+        layer->gamma_grad = gamma->grad;
+    }
     model->slots = calloc((size_t)input_count, sizeof *model->slots);
     if (!model->slots) return error_set(err, "out of memory");
     for (int i = 0; i < input_count; i++) {
@@ -741,6 +821,17 @@ static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *pa
         return 0;
     }
     if (strstr(param->name, ".flow_model.")) return init_flow(model, param, seed, err);
+    int layer = -1;
+    const int a2c2f = sscanf(param->name, "model.%d.", &layer) == 1 && layer >= 0 &&
+                      layer < model->layer_count && model->layers[layer].kind == YOLO_A2C2F;
+    if (a2c2f && has_suffix(param->name, ".gamma")) {  // 0.01 * torch.ones(c2)
+        backend->op.fill(backend, param->value, 0.01f, param->count);
+        return 0;
+    }
+    // ABlock._init_weights: its convs trunc_normal_(std 0.02) (cut at +-2, 100 std: never)
+    if (a2c2f && model->layers[layer].area && has_suffix(param->name, ".conv.weight") &&
+        (strstr(param->name, ".attn.") || strstr(param->name, ".mlp.")))
+        return layer_init_parameter(backend, param, seed, INIT_NORMAL, 0.02f, err);
     if (strstr(param->name, ".bn.")) {
         const float value = has_suffix(param->name, ".weight") || has_suffix(param->name, ".running_var");
         backend->op.fill(backend, param->value, value, param->count);
@@ -881,8 +972,8 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
     }
     return error_set(err, "the Ultralytics model under \"%s\" is none of yolov8n..x, "
                           "yolo11n..x, yolo26n..x or their -seg, -pose (17 keypoints), -obb and "
-                          "-cls models, or yolov5nu..xu (its tensors match no size's names and "
-                          "shapes)", prefix);
+                          "-cls models, or yolov5nu..xu, yolo12n..x (its tensors match no size's "
+                          "names and shapes)", prefix);
 }
 
 int yolo_save(const Yolo *model, const char *path, StateDictWrite write, ErrorMessage *err) {

@@ -1,7 +1,7 @@
-// Ultralytics' YOLOv5u, YOLOv8, YOLO11 and YOLO26 detection models (sizes
-// n, s, m, l, x) and the segmentation, pose, oriented-box and
-// classification models ("-seg", "-pose", "-obb", "-cls") of the last
-// three, with Ultralytics' architecture,
+// Ultralytics' YOLOv5u, YOLOv8, YOLO11, YOLO12 and YOLO26 detection models
+// (sizes n, s, m, l, x) and the segmentation, pose, oriented-box and
+// classification models ("-seg", "-pose", "-obb", "-cls") of YOLOv8, YOLO11
+// and YOLO26, with Ultralytics' architecture,
 // parameter names (the model's state_dict: "model.<layer>.<module path>")
 // and widths and depths scaled from the model's YAML as Ultralytics'
 // parse_model scales them (yolo_config.c). Blocks: Conv (conv without bias
@@ -10,7 +10,9 @@
 // Bottleneck + PSABlock pairs), SPPF (max pool 5, stride 1, three times;
 // YOLOv8's and YOLO11's cv1 with SiLU, as parse_model keeps it for their
 // YAML rows; YOLO26's unactivated, with a shortcut), C2PSA
-// (position-sensitive attention: PSA blocks), then the neck (nearest
+// (position-sensitive attention: PSA blocks), A2C2f (YOLO12's: area
+// attention blocks (ABlock) in pairs, or C3k, with a LayerScale-like gamma
+// residual for the l and x sizes), then the neck (nearest
 // upsample, concat, C2f / C3k2, Conv) and the Detect head (YOLO26's: 4 box
 // outputs per level (reg_max 1, no DFL) and the end-to-end one-to-one
 // copies of both stacks), or the head of the model's task (YoloTask; the
@@ -18,7 +20,8 @@
 //
 // What runs and what is trained is what LightlyTrain 0.18 trains
 // (lightly_train/_models/ultralytics/ultralytics.py, _get_backbone): the
-// backbone up to the last layer before SPPF (YOLOv5, YOLOv8: layers 0-8) or before
+// backbone up to the last layer before SPPF (YOLOv5, YOLOv8: layers 0-8), the
+// last A2C2f before the first Upsample (YOLO12: 0-8) or before
 // the first Upsample (YOLO11, YOLO26: layers 0-10, SPPF and C2PSA included);
 // of a -cls model every layer before Classify (YOLOv8: 0-8, else 0-9). Its
 // last output is the feature map the SSL methods and distillation read
@@ -53,7 +56,9 @@
 
 // YOLOv5u: Ultralytics' anchor-free YOLOv5 (yolov5.yaml: C3 blocks, YOLOv8's
 // Detect head), detection only.
-typedef enum YoloFamily { YOLO_V5, YOLO_V8, YOLO_11, YOLO_26 } YoloFamily;
+// YOLO12: YOLO11's stem with A2C2f (area attention) blocks, no SPPF, no C2PSA;
+// detection only.
+typedef enum YoloFamily { YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26 } YoloFamily;
 
 // The model's head (its YAML's last line), each Detect's stacks plus its
 // task's: Detect; Segment for the "-seg" models (YOLO26: Segment26), the
@@ -113,6 +118,7 @@ typedef enum YoloModuleKind {
     YOLO_DETECT,    // the head of the detection, segmentation, pose and OBB models
     YOLO_CLASSIFY,  // the head of the -cls models
     YOLO_C3,        // YOLOv5's CSP block
+    YOLO_A2C2F,     // YOLO12's area-attention CSP block
 } YoloModuleKind;
 
 // Ultralytics' Conv: conv (no bias; depthwise for DWConv and PSA's pe, on
@@ -135,6 +141,8 @@ typedef enum YoloInnerKind {
     YOLO_INNER_C3K,
     YOLO_INNER_PSA,
     YOLO_INNER_BOTTLENECK_PSA,  // YOLO26's C3k2(attn=True): Sequential(Bottleneck, PSABlock)
+    YOLO_INNER_AREA,            // YOLO12's ABlock: PSABlock's layout with key_dim = head_dim,
+                                // 32-channel heads, a 7x7 pe, `area` token groups, "mlp"
 } YoloInnerKind;
 
 // One repeated block of a C2f / C3k2 (a Bottleneck, a C3k, or a Bottleneck
@@ -147,8 +155,11 @@ typedef struct YoloInner {
     int count;                    // C3k's bottlenecks
     YoloBottleneck *m;
     int hidden;                   // C3k's c_
-    YoloConv qkv, pe, proj, ffn0, ffn1;  // PSABlock (_PSA, _BOTTLENECK_PSA): attention, MLP
+    YoloConv qkv, pe, proj, ffn0, ffn1;  // PSABlock (_PSA, _BOTTLENECK_PSA), ABlock (_AREA):
+                                         // attention, MLP
     int heads, key_dim, head_dim;
+    int area;                     // ABlock: attention within each of `area` runs of H W / area
+                                  // tokens (row-major), 1: over the whole map
     int id;                       // index into the slot's per-inner state
 } YoloInner;
 
@@ -160,7 +171,8 @@ typedef struct YoloModule {
     int repeats;              // n after the depth gain
     int kernel, stride;       // Conv's; SPPF's pool window in kernel
     int padding;              // Conv's (k / 2 but for YOLOv5's 6x6 stem: 2)
-    int shortcut, c3k;        // C2f / C3k2 arguments; SPPF: shortcut (YOLO26's y + x)
+    int shortcut, c3k;        // C2f / C3k2 arguments; SPPF: shortcut (YOLO26's y + x);
+                              // A2C2f: residual (y = x + gamma * cv2(...))
     int attn;                 // C3k2: YOLO26's Bottleneck + PSABlock inner blocks
     int plain_cv1;            // SPPF: YOLO26's cv1 without SiLU
     float expansion;          // C2f / C3k2's e
@@ -169,6 +181,11 @@ typedef struct YoloModule {
     YoloBottleneck *m;        // C3: its `repeats` Bottlenecks (1x1, 3x3, e=1)
     int inner_count;
     YoloInner *inner;
+    int inner_group;          // inner blocks per entry of m: 1, or A2C2f's ABlock pairs: 2
+    int area;                 // A2C2f: its ABlocks' area (a2), 0: C3k blocks
+    float mlp_ratio;          // A2C2f: its ABlocks' MLP width / channels (2.0; l, x: 1.2)
+    int gamma_index;          // A2C2f of the l and x sizes: y = x + gamma * cv2(...) (else -1)
+    float *gamma, *gamma_grad;
     int trained;              // 1: backbone (runs, parameters); 0: neck and head (buffers)
 } YoloModule;
 
@@ -296,7 +313,7 @@ typedef struct YoloYamlLine {
     int flag;        // C2f, C3: shortcut; C3k2: c3k; SPPF: YOLO26's row [c2, 5, 3, True]
                      // (n = 3 pools, shortcut, an unactivated cv1)
     float expansion; // C3k2's e (0: the default 0.5)
-    int attn;        // C3k2: YOLO26's attn argument (its 4th)
+    int attn;        // C3k2: YOLO26's attn argument (its 4th); A2C2f: area (a2 in flag)
     int padding;     // Conv: the row's p (YOLOv5's stem [64, 6, 2, 2]); 0: none given (k / 2)
 } YoloYamlLine;
 const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count);

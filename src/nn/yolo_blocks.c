@@ -1,12 +1,14 @@
 // YOLO forward and backward (yolo.h): Ultralytics' Conv, Bottleneck, C3,
-// C2f, C3k2 (with C3k), SPPF (YOLO26's with its shortcut), C2PSA (PSABlock) on
+// C2f, C3k2 (with C3k), A2C2f (ABlock), SPPF (YOLO26's with its shortcut), C2PSA (PSABlock) on
 // the backend ops. Concats and
 // splits along channels are strided copies (copy_2d) into and out of
 // contiguous buffers; a gradient that reaches a tensor along two paths is
 // summed with act_axpby. PSA's attention runs on the fused attention op:
 // its q and k (key_dim = head_dim / 2 per head) are copied into the op's
 // (B, T, 3, H, head_dim) layout with zeros after key_dim (q . k unchanged),
-// the scale key_dim^-0.5 passed as it is.
+// the scale key_dim^-0.5 passed as it is. YOLO12's ABlock is the same block
+// with key_dim = head_dim and its attention within runs of H W / area
+// tokens: the op's batch is N x area (a sample's rows are contiguous).
 //
 // Tensors are (rows, C) with rows = N H W at the plans' batch; each conv
 // unit keeps its input pointer, conv output, norm output and statistics.
@@ -181,7 +183,8 @@ static Act *psa_forward(const Run *run, const YoloInner *inner, const Act *x) {
     const size_t rows = unit_rows(run, &inner->qkv);
     const int c = inner->channels, width = 3 * c, qkv_width = inner->qkv.conv.out_channels;
     const Act *qkv = unit_forward(run, &inner->qkv, x);
-    backend->op.zero(backend, state->packed, act_bytes(backend, rows * width));
+    if (inner->key_dim < inner->head_dim)  // PSA: q and k zero-padded to head_dim
+        backend->op.zero(backend, state->packed, act_bytes(backend, rows * width));
     for (int h = 0; h < inner->heads; h++)
         for (int part = 0; part < 3; part++)
             copy_cols(run, rows, part < 2 ? inner->key_dim : inner->head_dim,
@@ -239,7 +242,8 @@ static Act *inner_forward(const Run *run, const YoloInner *inner, const Act *x) 
         const C3Parts parts = inner_c3(run, inner);
         return c3_forward(run, &parts, x);
     }
-    case YOLO_INNER_PSA: return psa_forward(run, inner, x);
+    case YOLO_INNER_PSA:
+    case YOLO_INNER_AREA: return psa_forward(run, inner, x);
     case YOLO_INNER_BOTTLENECK_PSA: break;  // YOLO26's neck only: never runs (yolo_build_layers)
     }
     return NULL;
@@ -255,47 +259,82 @@ static void inner_backward(const Run *run, const YoloInner *inner, const Act *dy
         c3_backward(run, &parts, dy, dx);
         return;
     }
-    case YOLO_INNER_PSA: psa_backward(run, inner, dy, dx); return;
+    case YOLO_INNER_PSA:
+    case YOLO_INNER_AREA: psa_backward(run, inner, dy, dx); return;
     case YOLO_INNER_BOTTLENECK_PSA: return;  // never runs (above)
     }
 }
 
 // ---- layers ------------------------------------------------------------------------------------
 
-// C2f and C3k2: cv1 -> (a, b); b -> m[0] -> ... -> m[n-1]; cv2(cat(a, b, m outputs)).
+// C2f and C3k2: cv1 -> (a, b); b -> m[0] -> ... -> m[n-1]; cv2(cat(a, b, m
+// outputs)). A2C2f: cv1 -> t; t -> m[0] -> ...; cv2(cat(t, m outputs)),
+// each m an ABlock pair (inner_group 2) or a C3k, then x + gamma y for the
+// l and x sizes' attention layers.
+static size_t csp_head_slots(const YoloModule *layer) { return layer->kind == YOLO_A2C2F ? 1 : 2; }
+
 static Act *csp_forward(const Run *run, const YoloModule *layer, const Act *x) {
     YoloModuleState *state = &run->slot->modules[layer - run->model->layers];
-    const size_t rows = block_rows(run, &layer->cv1);
-    const size_t c = (size_t)layer->hidden, width = (2 + (size_t)layer->inner_count) * c;
+    const size_t rows = block_rows(run, &layer->cv1), c = (size_t)layer->hidden;
+    const size_t head = csp_head_slots(layer), group = (size_t)layer->inner_group;
+    const size_t width = (head + (size_t)layer->inner_count / group) * c;
     const Act *t0 = unit_forward(run, &layer->cv1, x);
-    copy_cols(run, rows, (int)(2 * c), t0, 2 * c, state->cat, width);
-    copy_cols(run, rows, (int)c, at(run, t0, c), 2 * c, state->split, c);
-    const Act *b = state->split;
-    for (int i = 0; i < layer->inner_count; i++) {
-        b = inner_forward(run, &layer->inner[i], b);
-        copy_cols(run, rows, (int)c, b, c, at_mut(run, state->cat, (2 + (size_t)i) * c), width);
+    copy_cols(run, rows, (int)(head * c), t0, head * c, state->cat, width);
+    const Act *b = t0;
+    if (head == 2) {
+        copy_cols(run, rows, (int)c, at(run, t0, c), 2 * c, state->split, c);
+        b = state->split;
     }
-    return unit_forward(run, &layer->cv2, state->cat);
+    for (size_t i = 0; i < (size_t)layer->inner_count; i++) {
+        b = inner_forward(run, &layer->inner[i], b);
+        if ((i + 1) % group == 0)
+            copy_cols(run, rows, (int)c, b, c, at_mut(run, state->cat, (head + i / group) * c),
+                      width);
+    }
+    Act *y = unit_forward(run, &layer->cv2, state->cat);
+    if (!layer->gamma) return y;
+    run->backend->op.residual_scale_add_forward(run->backend, 1, rows, layer->out_channels, x, y,
+                                                layer->gamma, NULL, state->residual);
+    return state->residual;
 }
 
 static void csp_backward(const Run *run, const YoloModule *layer, const Act *dy, Act *dx) {
     Backend *backend = run->backend;
     const YoloModuleState *state = &run->slot->modules[layer - run->model->layers];
-    const size_t rows = block_rows(run, &layer->cv1);
-    const int n = layer->inner_count;
-    const size_t c = (size_t)layer->hidden, width = (2 + (size_t)n) * c;
+    const size_t rows = block_rows(run, &layer->cv1), c = (size_t)layer->hidden;
+    const size_t head = csp_head_slots(layer), group = (size_t)layer->inner_group;
+    const size_t n = (size_t)layer->inner_count, width = (head + n / group) * c;
     Act *dcat = state->grad[0], *g = state->grad[1], *din = state->grad[2], *dt0 = state->grad[3];
-    unit_backward(run, &layer->cv2, dy, dcat);
-    copy_cols(run, rows, (int)c, at(run, dcat, (1 + (size_t)n) * c), width, g, c);
-    for (int i = n - 1; i >= 0; i--) {
+    const Act *dy_branch = dy;
+    if (layer->gamma) {  // y = x + gamma cv2(...): x's share is dy itself (added last)
+        backend->op.residual_scale_add_backward(backend, 1, rows, layer->out_channels,
+                                                run->slot->convs[layer->cv2.id].out, dy,
+                                                layer->gamma, NULL, state->grad[4],
+                                                layer->gamma_grad);
+        dy_branch = state->grad[4];
+    }
+    unit_backward(run, &layer->cv2, dy_branch, dcat);
+    copy_cols(run, rows, (int)c, at(run, dcat, width - c), width, g, c);
+    for (size_t i = n; i-- > 0;) {
         inner_backward(run, &layer->inner[i], g, din);
-        // the input of m[i] is m[i-1]'s output (or cv1's second half), also in the concat
-        copy_cols(run, rows, (int)c, at(run, dcat, (1 + (size_t)i) * c), width, g, c);
+        if (i % group) {  // within an ABlock pair: the first's output feeds only the second
+            Act *swap = g;
+            g = din;
+            din = swap;
+            continue;
+        }
+        // the input of m[i / group] (m[i-1]'s output, or cv1's b or t) is also in the concat
+        copy_cols(run, rows, (int)c, at(run, dcat, (head - 1 + i / group) * c), width, g, c);
         backend->op.act_axpby(backend, rows * c, 1.0f, din, 1.0f, g);
     }
-    copy_cols(run, rows, (int)c, dcat, width, dt0, 2 * c);
-    copy_cols(run, rows, (int)c, g, c, at_mut(run, dt0, c), 2 * c);
-    unit_backward(run, &layer->cv1, dt0, dx);
+    if (head == 2) {
+        copy_cols(run, rows, (int)c, dcat, width, dt0, 2 * c);
+        copy_cols(run, rows, (int)c, g, c, at_mut(run, dt0, c), 2 * c);
+        unit_backward(run, &layer->cv1, dt0, dx);
+    } else {
+        unit_backward(run, &layer->cv1, g, dx);
+    }
+    if (layer->gamma) backend->op.act_axpby(backend, rows * layer->out_channels, 1.0f, dy, 1.0f, dx);
 }
 
 static Act *sppf_forward(const Run *run, const YoloModule *layer, const Act *x) {
@@ -374,7 +413,8 @@ void yolo_run_forward(Yolo *model, YoloSlot *slot, const YoloPlans *plans, const
         switch (layer->kind) {
         case YOLO_CONV: out = unit_forward(&run, &layer->cv1, x); break;
         case YOLO_C2F:
-        case YOLO_C3K2: out = csp_forward(&run, layer, x); break;
+        case YOLO_C3K2:
+        case YOLO_A2C2F: out = csp_forward(&run, layer, x); break;
         case YOLO_SPPF: out = sppf_forward(&run, layer, x); break;
         case YOLO_C2PSA: out = c2psa_forward(&run, layer, x); break;
         case YOLO_C3: {
@@ -402,7 +442,8 @@ void yolo_run_backward(Yolo *model, YoloSlot *slot, const YoloPlans *plans, cons
         switch (layer->kind) {
         case YOLO_CONV: unit_backward(&run, &layer->cv1, dy, dx); break;
         case YOLO_C2F:
-        case YOLO_C3K2: csp_backward(&run, layer, dy, dx); break;
+        case YOLO_C3K2:
+        case YOLO_A2C2F: csp_backward(&run, layer, dy, dx); break;
         case YOLO_SPPF: sppf_backward(&run, layer, dy, dx); break;
         case YOLO_C2PSA: c2psa_backward(&run, layer, dy, dx); break;
         case YOLO_C3: {

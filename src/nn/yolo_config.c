@@ -1,9 +1,10 @@
 // The YOLO models' names and structure: Ultralytics' yolov5.yaml,
-// yolov8.yaml, yolo11.yaml and yolo26.yaml (ultralytics 8.4.190, cfg/models) as tables,
+// yolov8.yaml, yolo11.yaml, yolo12.yaml and yolo26.yaml (ultralytics 8.4.190, cfg/models) as tables,
 // scaled per size as parse_model scales them (see yolo.h):
 //   repeats  n' = max(round(n * depth), 1) when n > 1 (Python's round: half to even)
 //   channels c2' = ceil(min(c2, max_channels) * width / 8) * 8
 //   C3k2     c3k forced on for the m, l and x sizes
+//   A2C2f    the l and x sizes' residual gamma and MLP ratio 1.2 (else 2.0)
 // and each layer's input channels from the layers it reads.
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +26,7 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolo11n-cls", "yolo11s-cls", "yolo11m-cls", "yolo11l-cls", "yolo11x-cls", "yolo26n-cls",
     "yolo26s-cls", "yolo26m-cls", "yolo26l-cls", "yolo26x-cls", "yolov5nu", "yolov5su",
     "yolov5mu", "yolov5lu", "yolov5xu", "yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x",
-    NULL};
+    "yolo12n", "yolo12s", "yolo12m", "yolo12l", "yolo12x", NULL};
 
 #define PREV {-1}, 1
 // yolov5.yaml (YOLOv5u: anchor-free, YOLOv8's Detect): a 6x6 stem of
@@ -93,6 +94,22 @@ static const YoloYamlLine yolo26_yaml[] = {
     {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
     {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1, 0},   {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
+// yolo12.yaml: YOLO11's stem, A2C2f (area attention: [c2, True, area];
+// [c2, False, -1]: C3k blocks) in the backbone and the neck.
+static const YoloYamlLine yolo12_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},         {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0, 0},    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0, 0},    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 4, YOLO_A2C2F, 512, 0, 0, 1, 0, 4, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 4, YOLO_A2C2F, 1024, 0, 0, 1, 0, 1, 0},      {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},  {PREV, 2, YOLO_A2C2F, 512, 0, 0, 0, 0, -1, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},      {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_A2C2F, 256, 0, 0, 0, 0, -1, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {{-1, 11}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_A2C2F, 512, 0, 0, 0, 0, -1, 0},
+    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},        {{-1, 8}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0, 0},       {{14, 17, 20}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
+};
+
 // yolov8-cls.yaml: YOLOv8's backbone without SPPF, then Classify.
 static const YoloYamlLine yolov8_cls_yaml[] = {
     {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},   {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
@@ -141,13 +158,14 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
     case YOLO_V5: *count = (int)(sizeof yolov5_yaml / sizeof *yolov5_yaml); return yolov5_yaml;
     case YOLO_V8: *count = (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml); return yolov8_yaml;
     case YOLO_11: *count = (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml); return yolo11_yaml;
+    case YOLO_12: *count = (int)(sizeof yolo12_yaml / sizeof *yolo12_yaml); return yolo12_yaml;
     case YOLO_26: break;
     }
     *count = (int)(sizeof yolo26_yaml / sizeof *yolo26_yaml);
     return yolo26_yaml;
 }
 
-// YOLO26's scales are YOLO11's.
+// YOLO12's and YOLO26's scales are YOLO11's.
 const YoloScale *yolo_yaml_scales(YoloFamily family, YoloTask task) {
     if (family == YOLO_V5) return yolov5_scales;
     if (family == YOLO_V8) return task == YOLO_TASK_CLASSIFY ? yolov8_cls_scales : yolov8_scales;
@@ -162,7 +180,9 @@ const char *yolo_task_suffix(YoloTask task) {
 int yolo_reg_max(YoloFamily family) { return family == YOLO_26 ? 1 : 16; }
 int yolo_end2end(YoloFamily family) { return family == YOLO_26; }
 int yolo_legacy_head(YoloFamily family) { return family == YOLO_V5 || family == YOLO_V8; }
-int yolo_backbone_layers(YoloFamily family) { return yolo_legacy_head(family) ? 9 : 11; }
+int yolo_backbone_layers(YoloFamily family) {
+    return yolo_legacy_head(family) || family == YOLO_12 ? 9 : 11;
+}
 
 static int ends_with(const char *text, size_t length, const char *suffix) {
     const size_t n = strlen(suffix);
@@ -180,9 +200,11 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
     for (int i = 0; yolo_model_names[i]; i++) {
         if (strlen(yolo_model_names[i]) != length || memcmp(yolo_model_names[i], name, length))
             continue;
-        config->family = name[4] == '1' ? YOLO_11 : name[4] == '2' ? YOLO_26
-                         : name[5] == '5'  ? YOLO_V5
-                                           : YOLO_V8;
+        config->family = strncmp(name, "yolo11", 6) == 0   ? YOLO_11
+                         : strncmp(name, "yolo12", 6) == 0 ? YOLO_12
+                         : strncmp(name, "yolo26", 6) == 0 ? YOLO_26
+                         : strncmp(name, "yolov5", 6) == 0 ? YOLO_V5
+                                                           : YOLO_V8;
         // Ultralytics released YOLOv5's anchor-free weights as yolov5nu.pt ...
         if (*pretrained && config->family == YOLO_V5 && name[length - 1] != 'u')
             return error_set(err, "no Ultralytics weights '%s': YOLOv5's are %.*su.pt", text,
@@ -208,7 +230,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
     return error_set(err, "unknown Ultralytics model '%s' (ultralytics/yolov8n.yaml ... "
                           "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, yolo26n.yaml ... "
                           "yolo26x.yaml, each also as -seg, -pose, -obb or -cls (yolo11n-seg.yaml), "
-                          "yolov5nu.yaml ... yolov5xu.yaml, or .pt for Ultralytics' weights)",
+                          "yolov5nu.yaml ... yolov5xu.yaml, yolo12n.yaml ... yolo12x.yaml, or .pt "
+                          "for Ultralytics' weights)",
                      text);
 }
 
@@ -261,6 +284,8 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         layer->kernel = line->kernel;
         layer->stride = line->stride;
         layer->padding = line->padding ? line->padding : line->kernel / 2;
+        layer->inner_group = 1;
+        layer->gamma_index = -1;
         layer->expansion = line->expansion > 0 ? line->expansion : 0.5f;
         switch (line->kind) {
         case YOLO_C2F:
@@ -281,6 +306,19 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
             layer->hidden = c1 / 2;
             layer->plain_cv1 = line->flag;  // parse_model: SiLU for rows of up to 3 args
             layer->shortcut = line->flag && c1 == c2;
+            break;
+        case YOLO_A2C2F:  // A2C2f(c1, c2, n, a2, area, residual, mlp_ratio, e=0.5)
+            layer->hidden = (int)(c2 * 0.5f);
+            layer->area = line->flag ? line->attn : 0;
+            layer->inner_group = line->flag ? 2 : 1;  // Sequential(ABlock, ABlock) or C3k
+            layer->mlp_ratio = strchr("lx", config->scale) ? 1.2f : 2.0f;
+            layer->shortcut = line->flag && strchr("lx", config->scale);  // residual: gamma
+            if (layer->hidden % 32)
+                return error_set(err, "%s: A2C2f of %d hidden channels, not a multiple of 32",
+                                 config->name, layer->hidden);
+            if (layer->shortcut && c1 != c2)
+                return error_set(err, "%s: A2C2f residual of %d -> %d channels", config->name, c1,
+                                 c2);
             break;
         case YOLO_C2PSA:
             if (c1 != c2) return error_set(err, "%s: C2PSA of %d -> %d channels", config->name, c1, c2);

@@ -18,7 +18,7 @@ struct YoloConvState {
 struct YoloInnerState {
     int height, width;
     Act *cat;                // C3k: (N, H, W, 2 hidden)
-    Act *packed;             // PSA: (N, H W, 3, heads, head_dim), q and k zero-padded
+    Act *packed;             // PSA, ABlock: (N, H W, 3, heads, head_dim), q and k zero-padded
     Act *attention_out;      // PSA: (N, H W, C)
     Act *v;                  // PSA: (N, H, W, C) the values as an image (pe's input)
     float *lse;              // PSA: (N, heads, H W)
@@ -31,6 +31,7 @@ struct YoloModuleState {
     Act *split;              // C2f / C3k2 / C2PSA: cv1's second half, contiguous
     Act *pool[3];            // SPPF: the three max pools' outputs
     int32_t *argmax[3];
+    Act *residual;           // A2C2f with gamma: x + gamma * cv2's output
     Act *out;                // the layer's output (a conv's out)
     Act *grad[5];            // backward arena, by layer kind (yolo_blocks.c)
 };

@@ -42,7 +42,8 @@ static void layout_inner(ActivationArena *arena, YoloSlot *slot, const YoloInner
         state->cat = activation_take(arena, unit_rows(slot, &inner->cv1) * 2 * inner->hidden);
         return;
     }
-    case YOLO_INNER_PSA: {
+    case YOLO_INNER_PSA:
+    case YOLO_INNER_AREA: {
         const YoloConv *units[5] = {&inner->qkv, &inner->proj, &inner->pe, &inner->ffn0,
                                     &inner->ffn1};
         for (int i = 0; i < 5; i++) layout_unit(arena, slot, units[i]);
@@ -90,6 +91,12 @@ size_t yolo_layout_slot(Yolo *model, YoloSlot *slot, void *base) {
             state->cat = activation_take(&arena, rows * 2 * c);
             state->split = activation_take(&arena, rows * c);
             break;
+        case YOLO_A2C2F:  // cat(cv1's output, each group's last output); y = x + gamma cv2(..)
+            state->cat = activation_take(
+                &arena, rows * (1 + (size_t)(layer->inner_count / layer->inner_group)) * c);
+            if (layer->gamma)
+                state->residual = activation_take(&arena, rows * (size_t)layer->out_channels);
+            break;
         case YOLO_C3:
             layout_unit(&arena, slot, &layer->cv3);
             for (int i = 0; i < layer->repeats; i++) layout_bottleneck(&arena, slot, &layer->m[i]);
@@ -125,9 +132,11 @@ static void layout_inner_grads(ActivationArena *arena, YoloSlot *slot, const Yol
         take_grads(arena, state->grad, sizes, 5);
         return;
     }
-    case YOLO_INNER_PSA: {
+    case YOLO_INNER_PSA:
+    case YOLO_INNER_AREA: {
         const size_t rows = unit_rows(slot, &inner->qkv);
-        const size_t sizes[6] = {rows * 2 * c, rows * c, rows * c, rows * c, rows * 3 * c,
+        const size_t mlp = (size_t)inner->ffn0.conv.out_channels;  // then the values' gradient
+        const size_t sizes[6] = {rows * (mlp > c ? mlp : c), rows * c, rows * c, rows * c, rows * 3 * c,
                                  rows * inner->qkv.conv.out_channels};
         take_grads(arena, state->grad, sizes, 6);
         return;
@@ -174,6 +183,13 @@ size_t yolo_layout_backward(Yolo *model, YoloSlot *slot, void *base) {
         case YOLO_C2PSA: {
             const size_t sizes[4] = {rows * 2 * c, rows * c, rows * c, rows * 2 * c};
             take_grads(&arena, state->grad, sizes, 4);
+            break;
+        }
+        case YOLO_A2C2F: {  // csp_backward's, then the gamma branch's gradient
+            const size_t groups = (size_t)(layer->inner_count / layer->inner_group);
+            const size_t sizes[5] = {rows * (1 + groups) * c, rows * c, rows * c, rows * c,
+                                     layer->gamma ? rows * (size_t)layer->out_channels : 0};
+            take_grads(&arena, state->grad, sizes, 5);
             break;
         }
         case YOLO_C3: {  // as C3k's (layout_inner_grads), cv2's input gradient of c1 channels

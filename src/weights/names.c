@@ -16,7 +16,8 @@
 // repo="ultralytics/assets", release="v8.4.0") fetches
 // https://github.com/ultralytics/assets/releases/download/v8.4.0/<file> for
 // the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt,
-// yolo11{n,s,m,l,x}.pt, yolo26{n,s,m,l,x}.pt and yolov5{n,s,m,l,x}u.pt among them), after
+// yolo11{n,s,m,l,x}.pt, yolo12{n,s,m,l,x}.pt, yolo26{n,s,m,l,x}.pt and yolov5{n,s,m,l,x}u.pt
+// among them), after
 // looking for <file> in the working
 // directory. LightlyTrain 0.18 passes "ultralytics/yolo11s.pt" to
 // ultralytics.YOLO("yolo11s.pt") (_models/ultralytics/ultralytics_package.py),
@@ -117,6 +118,9 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolo26x-cls", 29.64, "~59 MB"), ULTRALYTICS("yolov5nu", 2.65, "~5 MB"),
     ULTRALYTICS("yolov5su", 9.15, "~18 MB"), ULTRALYTICS("yolov5mu", 25.11, "~50 MB"),
     ULTRALYTICS("yolov5lu", 53.23, "~106 MB"), ULTRALYTICS("yolov5xu", 97.28, "~195 MB"),
+    ULTRALYTICS("yolo12n", 2.60, "~5 MB"), ULTRALYTICS("yolo12s", 9.28, "~19 MB"),
+    ULTRALYTICS("yolo12m", 20.20, "~40 MB"), ULTRALYTICS("yolo12l", 26.45, "~53 MB"),
+    ULTRALYTICS("yolo12x", 59.21, "~118 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

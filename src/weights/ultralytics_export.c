@@ -303,30 +303,87 @@ static void c3_block(Exporter *e, const char *prefix, const char *cls, int count
     container_end(e);
 }
 
-static void psa_block(Exporter *e, const char *prefix, const YoloInner *inner) {
+// PSABlock (Attention, ffn) or, area, YOLO12's ABlock (AAttn, mlp).
+static void attention_block(Exporter *e, const char *prefix, const YoloInner *inner, int area) {
     char name[NAME_SIZE];
-    module_begin(e, BLOCK_MODULE, "PSABlock");
-    key(e, "add");
-    pt_put_bool(&e->w, 1);
+    module_begin(e, BLOCK_MODULE, area ? "ABlock" : "PSABlock");
+    if (!area) {
+        key(e, "add");
+        pt_put_bool(&e->w, 1);
+    }
     children_begin(e);
     key(e, "attn");
-    module_begin(e, BLOCK_MODULE, "Attention");
+    module_begin(e, BLOCK_MODULE, area ? "AAttn" : "Attention");
     key_int(e, "num_heads", inner->heads);
     key_int(e, "head_dim", inner->head_dim);
-    key_int(e, "key_dim", inner->key_dim);
-    key(e, "scale");
-    pt_put_float(&e->w, pow((double)inner->key_dim, -0.5));
+    if (area) {
+        key_int(e, "area", inner->area);
+        key_int(e, "all_head_dim", (int64_t)inner->heads * inner->head_dim);
+    } else {
+        key_int(e, "key_dim", inner->key_dim);
+        key(e, "scale");
+        pt_put_float(&e->w, pow((double)inner->key_dim, -0.5));
+    }
     children_begin(e);
     text_format(name, sizeof name, "%s.attn", prefix);
     child_conv(e, name, "qkv", "Conv", 0);
     child_conv(e, name, "proj", "Conv", 0);
     child_conv(e, name, "pe", "Conv", 0);
     container_end(e);
-    key(e, "ffn");
+    const char *mlp = area ? "mlp" : "ffn";
+    key(e, mlp);
     container_begin(e, "Sequential");
-    text_format(name, sizeof name, "%s.ffn", prefix);
+    text_format(name, sizeof name, "%s.%s", prefix, mlp);
     child_conv(e, name, "0", "Conv", 1);
     child_conv(e, name, "1", "Conv", 0);
+    container_end(e);
+    container_end(e);
+}
+
+static void psa_block(Exporter *e, const char *prefix, const YoloInner *inner) {
+    attention_block(e, prefix, inner, 0);
+}
+
+// YOLO12's A2C2f: gamma (a Parameter for the l and x sizes' attention
+// layers, else None), cv1, cv2, m: Sequential(ABlock, ABlock) or C3k each.
+static void a2c2f(Exporter *e, const char *prefix, const YoloModule *layer, const LayerInfo *info) {
+    char name[NAME_SIZE], index[16];
+    module_begin(e, BLOCK_MODULE, "A2C2f");
+    layer_attributes(e, info);
+    if (layer->gamma_index < 0) {
+        key(e, "gamma");
+        pt_put_none(&e->w);
+        empty_ordered_dict(e, "_parameters");
+    } else {
+        section_begin(e, "_parameters");
+        entry(e, "gamma", prefix, 1, 1);
+        section_end(e);
+    }
+    empty_ordered_dict(e, "_buffers");
+    section_begin(e, "_modules");
+    child_conv(e, prefix, "cv1", "Conv", 1);
+    child_conv(e, prefix, "cv2", "Conv", 1);
+    key(e, "m");
+    container_begin(e, "ModuleList");
+    const int groups = layer->inner_count / layer->inner_group;
+    for (int i = 0; i < groups; i++) {
+        text_format(index, sizeof index, "%d", i);
+        key(e, index);
+        text_format(name, sizeof name, "%s.m.%d", prefix, i);
+        if (!layer->area) {
+            c3_block(e, name, "C3k", layer->inner[i].count, 1, NULL);
+            continue;
+        }
+        container_begin(e, "Sequential");
+        for (int j = 0; j < 2; j++) {
+            char block[NAME_SIZE];
+            text_format(index, sizeof index, "%d", j);
+            text_format(block, sizeof block, "%s.%d", name, j);
+            key(e, index);
+            attention_block(e, block, &layer->inner[2 * i + j], 1);
+        }
+        container_end(e);
+    }
     container_end(e);
     container_end(e);
 }
@@ -672,7 +729,7 @@ static void classify_head(Exporter *e, const char *prefix, const LayerInfo *info
 
 static const char *module_name(YoloModuleKind kind) {
     static const char *const names[] = {"Conv", "C2f", "C3k2", "SPPF", "C2PSA", "nn.Upsample",
-                                        "Concat", "Detect", "Classify", "C3"};
+                                        "Concat", "Detect", "Classify", "C3", "A2C2f"};
     return names[kind];
 }
 
@@ -681,7 +738,7 @@ static void type_name(const YoloConfig *config, YoloModuleKind kind, char *out, 
     static const char *const names[] = {
         CONV_MODULE ".Conv", BLOCK_MODULE ".C2f", BLOCK_MODULE ".C3k2", BLOCK_MODULE ".SPPF",
         BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat",
-        "", "ultralytics.nn.modules.head.Classify", BLOCK_MODULE ".C3"};
+        "", "ultralytics.nn.modules.head.Classify", BLOCK_MODULE ".C3", BLOCK_MODULE ".A2C2f"};
     if (kind == YOLO_DETECT)
         text_format(out, size, "ultralytics.nn.modules.head.%s", head_class(config));
     else text_format(out, size, "%s", names[kind]);
@@ -699,6 +756,10 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
     case YOLO_C3:
         pt_put_int(&e->w, line->channels);
         if (!line->flag) pt_put_bool(&e->w, 0);  // the neck's [c2, False]
+        break;
+    case YOLO_A2C2F:  // [c2, a2, area]
+        pt_put_int(&e->w, line->channels), pt_put_bool(&e->w, line->flag);
+        pt_put_int(&e->w, line->attn);
         break;
     case YOLO_C2F:
         pt_put_int(&e->w, line->channels);
@@ -777,11 +838,11 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
         pt_list_end(&e->w);
     }
     pt_dict_end(&e->w);
-    // the YAML's backbone section ends with SPPF (v5, v8) or C2PSA (11, 26): LightlyTrain's
-    // cut plus SPPF for v5 and v8
+    // the YAML's backbone section ends with SPPF (v5, v8), C2PSA (11, 26) or A2C2f (12):
+    // LightlyTrain's cut plus SPPF for v5 and v8
     const int backbone = config->task == YOLO_TASK_CLASSIFY ? count - 1  // all but Classify
                          : yolo_legacy_head(config->family) ? 10
-                                                            : 11;
+                                                            : yolo_backbone_layers(config->family);
     key(e, "backbone");
     yaml_lines(e, lines, 0, backbone);
     key(e, "head");
@@ -885,6 +946,7 @@ static void detection_model(Exporter *e) {
             conv_unit(e, prefix, "Conv", layer->stride, layer->padding, 1, &info);
             break;
         case YOLO_C3: c3_block(e, prefix, "C3", layer->repeats, layer->shortcut, &info); break;
+        case YOLO_A2C2F: a2c2f(e, prefix, layer, &info); break;
         case YOLO_C2F:
         case YOLO_C3K2:
         case YOLO_C2PSA: csp(e, prefix, layer, &info); break;

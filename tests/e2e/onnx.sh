@@ -25,7 +25,8 @@
 # yolo11m: C3k everywhere, 4 attention heads; yolo11n in fp16 too; yolo26n:
 # SPPF without cv1's SiLU, with its shortcut; yolo11n-cls: C2PSA straight
 # after C3k2, BatchNorm eps 1e-5; yolov5nu: C3 blocks, a 6x6 stem of
-# padding 2), their
+# padding 2; yolo12n: A2C2f's area attention (4 areas at P4), also
+# calibrated; yolo12l: its gamma residual), their
 # norms, biases and tokens random (make_backbone random-norms) so that a
 # mixed-up parameter shows. With random running statistics a random YOLO's
 # deep features are the same at every position (they shrink ~3x a conv),
@@ -110,7 +111,8 @@ done
 # Ultralytics YOLOs (the part LightlyTrain trains, pooled).
 for variant in "v8n yolov8n random-norms" "y11n yolo11n random-norms" "y11m yolo11m random-norms" \
   "y11c yolo11n calibrated" "y26n yolo26n random-norms" "y11cls yolo11n-cls random-norms" \
-  "v5nu yolov5nu random-norms"; do
+  "v5nu yolov5nu random-norms" "y12n yolo12n random-norms" "y12c yolo12n calibrated" \
+  "y12l yolo12l random-norms"; do
   read -r name model norms <<<"$variant"
   "$make_backbone" "$work/$name.safetensors" "ultralytics/$model.yaml" 9 64 - "$norms" ||
     fail "make_backbone $model $norms"
@@ -151,6 +153,9 @@ expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \
   "$work/y26n.onnx" "$work/img64" "$work/y26n.npy" 1e-5 + \
   "$work/y11cls.onnx" "$work/img64" "$work/y11cls.npy" 1e-5 + \
   "$work/v5nu.onnx" "$work/img64" "$work/v5nu.npy" 1e-5 + \
+  "$work/y12n.onnx" "$work/img64" "$work/y12n.npy" 1e-5 + \
+  "$work/y12c.onnx" "$work/img64" "$work/y12c.npy" 1e-4 + \
+  "$work/y12l.onnx" "$work/img64" "$work/y12l.npy" 1e-5 + \
   "$work/cnx.onnx" "$work/img64" "$work/cnx.npy" 1e-5 + \
   "$work/cnx3.onnx" "$work/img64" "$work/cnx3.npy" 1e-5 + \
   "$work/cnx3_fp16.onnx" "$work/img64" "$work/cnx3.npy" 1e-2 --fp16 ||

@@ -173,6 +173,16 @@ has_entries "$work/v5/exported_models/exported_last.safetensors" \
   "model.24.dfl.conv.weight	F32	1,16,1,1"
 pt_reads_back v5
 
+# YOLO12 (yolo12n: A2C2f with area attention in its layers 6 and 8, trained)
+# likewise, and an image size whose P4 does not split into 4 areas refused.
+run y12 ultralytics/yolo12n.yaml distillation 1 "${teacher[@]}"
+has_entries "$work/y12/exported_models/exported_last.safetensors" \
+  "model.6.m.1.1.attn.pe.conv.weight	F32	64,1,7,7" "model.11.m.0.m.1.cv2.conv.weight	F32	32,32,3,3"
+pt_reads_back y12
+expect_only 2 "area attention over 5x5 positions: 25 is not a multiple of its 4 areas" -- \
+  "$bin" train --data "$images" --batch-size 4 --image-size 72 --num-workers 1 --threads 2 \
+  --out "$work/y12_72" --model ultralytics/yolo12n.yaml --method simclr --max-steps 1
+
 expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
   "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \
   --num-channels 4 --normalize 0.5,0.5,0.5,0.5:0.2,0.2,0.2,0.2 --max-steps 1
