@@ -143,13 +143,14 @@ static void test_hub_references(void **state) {
 // takes it; a .yaml is no weights name, an unknown .pt lists the family's.
 static void test_ultralytics_names(void **state) {
     (void)state;
-    static const char *const families[] = {"yolov8", "yolo11"};
+    static const char *const families[][2] = {
+        {"yolov8", ""}, {"yolo11", ""}, {"yolo12", ""}, {"yolo26", ""}, {"yolov5", "u"}};
     char name[64], stem[32], text[4096];
     ErrorMessage err = {{0}};
     WeightsRef ref;
-    for (int f = 0; f < 2; f++)
+    for (int f = 0; f < 5; f++)
         for (const char *size = "nsmlx"; *size; size++) {
-            snprintf(stem, sizeof stem, "%s%c", families[f], *size);
+            snprintf(stem, sizeof stem, "%s%c%s", families[f][0], *size, families[f][1]);
             snprintf(name, sizeof name, "ultralytics/%s.pt", stem);
             const WeightsEntry *entry = weights_find(name);
             assert_non_null(entry);
@@ -193,8 +194,8 @@ static void test_ultralytics_names(void **state) {
     assert_int_equal(chdir(here), 0);
     // A .yaml is a --model, not weights; unknown .pt names list the family's names only.
     assert_null(weights_find("ultralytics/yolo11s.yaml"));
-    expect_error(weights_parse("ultralytics/yolo12n.pt", &ref, &err), &err,
-                 "unknown weights name 'ultralytics/yolo12n.pt' (known: ultralytics/yolov8n.pt, ");
+    expect_error(weights_parse("ultralytics/yolo13n.pt", &ref, &err), &err,
+                 "unknown weights name 'ultralytics/yolo13n.pt' (known: ultralytics/yolov8n.pt, ");
     assert_null(strstr(err.text, "dinov2"));
     expect_error(weights_parse("dinov2/vitx14", &ref, &err), &err, "(known: dinov2/vits14, ");
     assert_null(strstr(err.text, "ultralytics"));

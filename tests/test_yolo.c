@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/ref/ref_backend.h"
 #include "backend_fixture.h"
 #include "fixture_init.h"
 #include "fixture_tensors.h"
@@ -352,6 +353,85 @@ static void test_structure(void **state) {
     for (int i = 0; yolo_model_names[i]; i++) check_structure(yolo_model_names[i]);
 }
 
+// ---- 16-bit activations ------------------------------------------------------------------------
+
+// The pooled features of a training forward of `name` on backend (fixture
+// weights, or after them `shift` added to every parameter: what an
+// optimizer step does), at 64 px.
+static void mixed_features(Backend *backend, const char *name, float shift, float *features,
+                           int *dim) {
+    ErrorMessage err;
+    YoloConfig config;
+    int pretrained;
+    Yolo model;
+    const YoloInputShape shape = {BATCH, 64};
+    if (yolo_parse_name(name, &config, &pretrained, &err) ||
+        yolo_declare(&model, backend, &config, &err) || yolo_allocate(&model, &shape, 1, &err) ||
+        fixture_init_table_by(&model.params, yolo_rule, &err) ||
+        fixture_init_table_by(&model.buffers, yolo_rule, &err))
+        fail_msg("%s: %s", name, err.text);
+    const size_t count = (size_t)BATCH * 64 * 64 * 3;
+    float *host = malloc(count * sizeof *host);
+    fixture_fill("input/yolo/mixed", 0.0f, 1.0f, host, count);
+    float *staged = backend->op.alloc(backend, count * sizeof *staged);
+    Act *input = backend->op.alloc(backend, act_bytes(backend, count));
+    backend->op.upload(backend, staged, host, count * sizeof *host);
+    backend->op.float_to_act(backend, count, staged, input);
+    for (int run = 0; run < (shift != 0.0f ? 2 : 1); run++) {
+        if (run == 1) {  // the fp32 values move as an update moves them; nothing else is told
+            float *values = malloc(model.params.total * sizeof *values);
+            backend->op.download(backend, values, model.params.values,
+                                 model.params.total * sizeof *values);
+            for (size_t i = 0; i < model.params.total; i++) values[i] += shift * values[i];
+            backend->op.upload(backend, model.params.values, values,
+                               model.params.total * sizeof *values);
+            free(values);
+        }
+        if (yolo_forward(&model, 0, BATCH, input, 1, &err)) fail_msg("%s", err.text);
+    }
+    *dim = model.feature_dim;
+    const size_t n = (size_t)BATCH * model.feature_dim;
+    float *pooled = backend->op.alloc(backend, n * sizeof *pooled);
+    backend->op.act_to_float(backend, n, yolo_features(&model, 0), pooled);
+    backend->op.download(backend, features, pooled, n * sizeof *features);
+    backend->op.free(backend, pooled);
+    backend->op.free(backend, staged);
+    backend->op.free(backend, input);
+    free(host);
+    yolo_free(&model);
+}
+
+// 16-mixed (the GPU's default) on the ref backend, which rounds every
+// stored activation to fp16 as the GPU does: the features of yolov8n and
+// yolo12n (attention) within 2e-2 of fp32's, also after the weights moved
+// (the convs' fp16 copy of the weights follows them: without it every
+// feature was the same and a run's loss stuck at its uniform value).
+static void test_mixed_precision(void **state) {
+    const char *names[2] = {"yolov8n", "yolo12n"};
+    for (int m = 0; m < 2; m++)
+        for (int moved = 0; moved < 2; moved++) {
+            ErrorMessage err;
+            Backend *single = ref_backend_create(&err), *half = ref_backend_create(&err);
+            if (!single || !half || backend_set_compute_dtype(half, COMPUTE_F16, &err))
+                fail_msg("%s", err.text);
+            static float a[BATCH * 1024], b[BATCH * 1024];
+            int dim;
+            mixed_features(single, names[m], moved ? 0.1f : 0.0f, a, &dim);
+            mixed_features(half, names[m], moved ? 0.1f : 0.0f, b, &dim);
+            double diff = 0.0, norm = 0.0;
+            for (int i = 0; i < BATCH * dim; i++) {
+                diff += (double)(a[i] - b[i]) * (a[i] - b[i]);
+                norm += (double)a[i] * a[i];
+            }
+            const double relative = sqrt(diff / norm);
+            if (!(relative < 2e-2))
+                fail_msg("%s%s: fp16 features %.3g from fp32's", names[m],
+                         moved ? " after the weights moved" : "", relative);
+            backend_destroy(single);
+            backend_destroy(half);
+        }
+}
+
 // ---- names, init, the weight file ------------------------------------------------------------
 
 static void test_names(void **state) {
@@ -625,6 +705,7 @@ int main(void) {
         cmocka_unit_test(test_forward_yolo26),
         cmocka_unit_test(test_forward_classify),
         cmocka_unit_test(test_gradients),
+        cmocka_unit_test(test_mixed_precision),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_init_yolo26),

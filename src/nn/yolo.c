@@ -1002,6 +1002,9 @@ int yolo_forward(Yolo *model, int slot_index, int batch, const Act *input, int t
     if (!plans)
         return error_set(err, "%s: batch %d not prepared on slot %d (yolo_prepare_batch)",
                          model->config.name, batch, slot_index);
+    // 16-bit activations: the convs read the weights' compute copy, which
+    // must follow every update (the optimizer writes the fp32 values)
+    parameter_set_refresh_compute(&model->params);
     yolo_run_forward(model, slot, plans, input, training);
     if (training) model->num_batches_tracked++;
     slot->last_plans = plans;

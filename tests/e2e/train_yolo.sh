@@ -183,6 +183,18 @@ expect_only 2 "area attention over 5x5 positions: 25 is not a multiple of its 4 
   "$bin" train --data "$images" --batch-size 4 --image-size 72 --num-workers 1 --threads 2 \
   --out "$work/y12_72" --model ultralytics/yolo12n.yaml --method simclr --max-steps 1
 
+# 16-mixed, the GPU's default, on the ref backend (it stores activations in
+# fp16 as the GPU does): the first loss within 1% of 32-true's. The convs'
+# fp16 weight copy must follow the fp32 weights (it once stayed as
+# allocated: every feature equal, SimCLR's loss stuck at ln(2 batch - 1)).
+first_loss() { head -n 1 "$work/$1/metrics.jsonl" | sed -n 's|.*"train_loss": \([^,}]*\).*|\1|p'; }
+for precision in 16-mixed 32-true; do
+  run "ref_$precision" ultralytics/yolov8n.yaml simclr 1 --backend ref --precision "$precision"
+done
+awk -v a="$(first_loss ref_16-mixed)" -v b="$(first_loss ref_32-true)" \
+  'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 * b) }' ||
+  fail "16-mixed's first loss $(first_loss ref_16-mixed) is not 32-true's $(first_loss ref_32-true)"
+
 expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
   "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \
   --num-channels 4 --normalize 0.5,0.5,0.5,0.5:0.2,0.2,0.2,0.2 --max-steps 1
