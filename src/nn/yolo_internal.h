@@ -6,6 +6,11 @@
 
 #include "nn/yolo.h"
 
+// name (PARAM_MAX_NAME bytes) = the formatted text, cut where longer
+// (yolo_declare.c).
+void yolo_name_format(char *name, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
 struct YoloConvState {
     const Act *input;        // the last forward's input (backward reads it)
     Act *conv_out;           // (N, H, W, Cout): the norm's input
