@@ -22,12 +22,8 @@ static void head_stack(Exporter *e, const char *prefix, int legacy, int last) {
             ux_child_conv(e, prefix, index, "Conv", 1);
             continue;
         }
-        ux_key(e, index);
-        ux_container_begin(e, "Sequential");
         ux_text_format(name, sizeof name, "%s.%d", prefix, i);
-        ux_child_conv(e, name, "0", "DWConv", 1);
-        ux_child_conv(e, name, "1", "Conv", 1);
-        ux_container_end(e);
+        ux_conv_pair(e, index, name, "DWConv", 1, "Conv", 1);
     }
     if (last) {  // all but Pose26's keypoint stacks (its Conv2d heads are apart)
         ux_key(e, "2");

@@ -57,6 +57,9 @@ void ux_child_conv(Exporter *e, const char *prefix, const char *child, const cha
                    int act);
 void ux_container_begin(Exporter *e, const char *cls);
 void ux_container_end(Exporter *e);
+// key_name: Sequential("0": a cls0 Conv unit, "1": a cls1 one) of the units under path.
+void ux_conv_pair(Exporter *e, const char *key_name, const char *path, const char *cls0, int act0,
+                  const char *cls1, int act1);
 void ux_c3_block(Exporter *e, const char *prefix, const char *cls, int count, int shortcut,
                  const LayerInfo *info);
 void ux_a2c2f(Exporter *e, const char *prefix, const YoloModule *layer, const LayerInfo *info);

@@ -247,6 +247,15 @@ void ux_container_end(Exporter *e) {
     pt_object_end(&e->w);
 }
 
+void ux_conv_pair(Exporter *e, const char *key_name, const char *path, const char *cls0, int act0,
+                  const char *cls1, int act1) {
+    ux_key(e, key_name);
+    ux_container_begin(e, "Sequential");
+    ux_child_conv(e, path, "0", cls0, act0);
+    ux_child_conv(e, path, "1", cls1, act1);
+    ux_container_end(e);
+}
+
 static void bottleneck(Exporter *e, const char *prefix, int add) {
     ux_module_begin(e, BLOCK_MODULE, "Bottleneck");
     ux_key(e, "add");
@@ -308,12 +317,8 @@ static void attention_block(Exporter *e, const char *prefix, const YoloInner *in
     ux_child_conv(e, name, "pe", "Conv", 0);
     ux_container_end(e);
     const char *mlp = area ? "mlp" : "ffn";
-    ux_key(e, mlp);
-    ux_container_begin(e, "Sequential");
     ux_text_format(name, sizeof name, "%s.%s", prefix, mlp);
-    ux_child_conv(e, name, "0", "Conv", 1);
-    ux_child_conv(e, name, "1", "Conv", 0);
-    ux_container_end(e);
+    ux_conv_pair(e, mlp, name, "Conv", 1, "Conv", 0);
     ux_container_end(e);
 }
 
