@@ -118,11 +118,12 @@ static int plans_make(Yolo *model, int batch, int resolution, YoloPlans *plans,
         if (layer->kind == YOLO_CONV) continue;
         for (int i = 0; i < layer->inner_count; i++)
             if (inner_shapes(model, plans, &layer->inner[i], batch, h, w, err)) return -1;
-        for (int i = 0; layer->kind == YOLO_C3 && i < layer->repeats; i++)
-            if (bottleneck_shapes(plans, &layer->m[i], batch, h, w, err)) return -1;
-        int h3 = h, w3 = w;
-        if (layer->kind == YOLO_C3 && unit_shape(plans, &layer->cv3, batch, &h3, &w3, err))
-            return -1;
+        if (layer->kind == YOLO_C3) {  // its Bottlenecks and cv3, at cv1's size
+            for (int i = 0; i < layer->repeats; i++)
+                if (bottleneck_shapes(plans, &layer->m[i], batch, h, w, err)) return -1;
+            int h3 = h, w3 = w;
+            if (unit_shape(plans, &layer->cv3, batch, &h3, &w3, err)) return -1;
+        }
         if (layer->kind == YOLO_SPPF &&
             pool_shape_make(&plans->pool, batch, h, w, layer->hidden, layer->kernel, 1,
                             layer->kernel / 2, err))
