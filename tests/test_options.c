@@ -545,6 +545,36 @@ static void test_aliases(void **state) {
     ASSERT_PARSE_ERROR(f, "value alias 'x=nothing' names no choice", "--data", "d");
 }
 
+// A word that is no choice nor alias is tried once more in the spelling the
+// table's hook gives (LightlyTrain's model names); `given` keeps the word as
+// typed, whichever way it matched.
+static int upper_canonical(const char *word, char *buffer, size_t size) {
+    if (strncmp(word, "LT:", 3) != 0) return 0;
+    snprintf(buffer, size, "%s", word + 3);
+    return 1;
+}
+
+static void test_canonical_spelling_and_given(void **state) {
+    Fixture *f = *state;
+    const char *given = NULL;
+    static const char *const method_aliases[] = {"lightly/dino=dino", NULL};
+    f->specs[5].value_aliases = method_aliases;
+    f->specs[5].value_canonical = upper_canonical;
+    f->specs[5].given = &given;
+    assert_int_equal(PARSE(f, "--data", "d", "--method", "LT:dino"), 0);
+    assert_int_equal(f->method, 1);
+    assert_string_equal(given, "LT:dino");
+    assert_int_equal(PARSE(f, "--data", "d", "method=simclr"), 0);
+    assert_int_equal(f->method, 0);
+    assert_string_equal(given, "simclr");
+    assert_int_equal(PARSE(f, "--data", "d", "method=lightly/dino"), 0);
+    assert_string_equal(given, "lightly/dino");
+    // The hook's spelling must still be a choice; the message quotes the word typed.
+    ASSERT_PARSE_ERROR(f, "expected one of simclr, dino, got 'LT:byol'", "--data", "d",
+                       "--method", "LT:byol");
+    ASSERT_PARSE_ERROR(f, "got 'byol'", "--data", "d", "--method", "byol");
+}
+
 static void test_help_is_aligned(void **state) {
     Fixture *f = *state;
     const char *words[] = {"-h", NULL};
@@ -623,6 +653,7 @@ int main(void) {
         FIXTURE_TEST(test_long_choice_list),
         FIXTURE_TEST(test_longer_choice_list_abbreviated),
         FIXTURE_TEST(test_aliases),
+        FIXTURE_TEST(test_canonical_spelling_and_given),
         FIXTURE_TEST(test_help_is_aligned),
         FIXTURE_TEST(test_help_anywhere_wins),
         FIXTURE_TEST(test_table_mistakes),

@@ -97,6 +97,53 @@ static void test_known_names_and_spellings(void **state) {
     assert_null(weights_default_teacher("simclr"));
 }
 
+// model_name_is MODEL WEIGHTS: LightlyTrain's --model name text builds our
+// preset MODEL from the weights named WEIGHTS (NULL: randomly initialised).
+static void model_name_is(const char *text, const char *model, const char *weights) {
+    char preset[64] = "";
+    const WeightsEntry *entry = NULL;
+    ErrorMessage err = {{0}};
+    if (weights_model_name(text, preset, sizeof preset, &entry, &err) != 1)
+        fail_msg("%s: not a LightlyTrain model name (%s)", text, err.text);
+    if (strcmp(preset, model) != 0) fail_msg("%s builds %s, not %s", text, preset, model);
+    if (!weights != !entry || (weights && strcmp(entry->name, weights) != 0))
+        fail_msg("%s starts from %s, not %s", text, entry ? entry->name : "random",
+                 weights ? weights : "random");
+}
+
+// LightlyTrain's DINOv2 and DINOv3 model names: pretrained unless
+// -notpretrained, in its spellings; the names whose weights are LightlyTrain's
+// own are refused; anything else is left to the presets.
+static void test_lightly_train_model_names(void **state) {
+    (void)state;
+    model_name_is("dinov2/vitb14", "vit_b14_reg4", "dinov2/vitb14");
+    model_name_is("dinov2/vitb14_pretrained", "vit_b14_reg4", "dinov2/vitb14");
+    model_name_is("dinov2/vits14-notpretrained", "vit_s14_reg4", NULL);
+    model_name_is("dinov2/vitl14-noreg", "vit_l14", "dinov2/vitl14-noreg");
+    model_name_is("dinov2/vitg14_noreg_notpretrained", "vit_g14", NULL);
+    model_name_is("dinov3/vitb16", "dinov3/vitb16", "dinov3/vitb16");
+    model_name_is("dinov3/vith16plus-notpretrained", "dinov3/vith16plus", NULL);
+    model_name_is("dinov3/convnext_small-pretrain", "dinov3/convnext-small",
+                  "dinov3/convnext-small");
+    model_name_is("dinov3/convnext-tiny-notpretrained", "dinov3/convnext-tiny", NULL);
+    model_name_is("dinov3/vitt16-notpretrained", "dinov3/vitt16", NULL);
+    char preset[64];
+    const WeightsEntry *entry;
+    ErrorMessage err = {{0}};
+    expect_error(weights_model_name("dinov3/vitt16plus", preset, sizeof preset, &entry, &err),
+                 &err, "dinov3_vitt16plus_distillationv2.pth), which are not downloadable by "
+                       "name here; --model dinov3/vitt16plus-notpretrained");
+    expect_error(weights_model_name("dinov3/vitt16_pretrained", preset, sizeof preset, &entry,
+                                    &err),
+                 &err, "--model dinov3/vitt16-notpretrained");
+    const char *others[] = {"dinov3/vitl16plus", "dinov3/vit7b16", "vit_b14_reg4", "resnet50",
+                            "ultralytics/yolo11s.pt", "torchvision/convnext_tiny",
+                            "timm/convnext_tiny", "dinov2/vitb14.pt"};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+        if (weights_model_name(others[i], preset, sizeof preset, &entry, &err) != 0)
+            fail_msg("%s taken for a LightlyTrain name", others[i]);
+}
+
 static void test_hub_references(void **state) {
     (void)state;
     WeightsRef ref;
@@ -461,6 +508,7 @@ static void test_ca_bundle(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_known_names_and_spellings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lightly_train_model_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hub_references, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ultralytics_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_folders, setup, teardown),

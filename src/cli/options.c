@@ -263,8 +263,13 @@ static int option_store_choice(const OptionSpec *spec, const char *text, ErrorMe
         if ((size_t)(equals - word) == strlen(text) && strncmp(word, text, strlen(text)) == 0)
             index = option_choice_index(spec, equals + 1, strlen(equals + 1));
     }
+    char canonical[128];
+    if (index < 0 && spec->value_canonical &&
+        spec->value_canonical(text, canonical, sizeof canonical))
+        index = option_choice_index(spec, canonical, strlen(canonical));
     if (index >= 0) {
         *(int *)spec->value = index;
+        if (spec->given) *spec->given = text;
         return 0;
     }
     char listed[CHOICES_TEXT];

@@ -51,6 +51,11 @@ typedef struct OptionSpec {
     const char *const *choices;  // CHOICE: NULL-terminated list
     const char *const *value_aliases;  // CHOICE: NULL-terminated "WORD=CHOICE" words taken
                                        // for a choice (LightlyTrain's values: "cuda=gpu")
+    // CHOICE: a word that is no choice nor alias is tried once more as the
+    // choice this writes into buffer (returning 1; 0: none), for spellings
+    // too many to list as aliases (LightlyTrain's model names); or NULL.
+    int (*value_canonical)(const char *word, char *buffer, size_t size);
+    const char **given;   // CHOICE: receives the word as typed (before any alias), or NULL
     const char *alias;    // another name of the option (LightlyTrain's), or NULL
     int required;         // an error when the option is not given
     int allow_auto;       // INT, FLOAT: the word "auto" is accepted and stored as -1

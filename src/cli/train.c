@@ -30,16 +30,10 @@ static const char *const lightly_train_model_names[] = {
     "torchvision/resnet18=resnet18",   "torchvision/resnet34=resnet34",
     "torchvision/resnet50=resnet50",   "torchvision/resnet101=resnet101",
     "torchvision/resnet152=resnet152",
-    // ConvNeXts: torchvision's bare names, DINOv3's other spellings (its package's
-    // parse_model_name: "_" for "-", a -pretrain suffix)
+    // ConvNeXts: torchvision's bare names (DINOv2's and DINOv3's names:
+    // model_canonical)
     "convnext_tiny=torchvision/convnext_tiny", "convnext_small=torchvision/convnext_small",
-    "convnext_base=torchvision/convnext_base", "convnext_large=torchvision/convnext_large",
-    "dinov3/convnext_tiny=dinov3/convnext-tiny", "dinov3/convnext_small=dinov3/convnext-small",
-    "dinov3/convnext_base=dinov3/convnext-base", "dinov3/convnext_large=dinov3/convnext-large",
-    "dinov3/convnext-tiny-pretrain=dinov3/convnext-tiny",
-    "dinov3/convnext-small-pretrain=dinov3/convnext-small",
-    "dinov3/convnext-base-pretrain=dinov3/convnext-base",
-    "dinov3/convnext-large-pretrain=dinov3/convnext-large", NULL};
+    "convnext_base=torchvision/convnext_base", "convnext_large=torchvision/convnext_large", NULL};
 static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf16-mixed", NULL};
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
 static const char *const backend_names[] = {"cpu", "ref", NULL};
@@ -48,9 +42,18 @@ static const char *const input_depth_names[] = {"auto", "8", "float", NULL};  //
 // (flags never take the next word).
 
 
+// LightlyTrain's DINOv2 and DINOv3 names as --model ("dinov2/vitb14",
+// "dinov3/convnext_tiny", "...-notpretrained"): the preset they build.
+static int model_canonical(const char *word, char *buffer, size_t size) {
+    const WeightsEntry *weights;
+    return weights_model_name(word, buffer, size, &weights, NULL) != 0;
+}
+
 // What the option table fills besides TrainConfig: the index of each CHOICE
 // option and the seed as an int.
 typedef struct TrainChoices {
+    const char *model_given;  // --model as typed (NULL: the default)
+    int model_weights;        // the weights of that name are the initial ones (train_model_weights)
     int model, method, accelerator, precision, optimizer, backend, seed, sync_batchnorm;
     int gradient_overlap, exif_orientation, input_depth;
     double max_pixels;
@@ -90,7 +93,8 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
 // given (added to the method arguments, so the log and a resume see it).
 // Not while a --data folder is missing or --out would be refused: train_run
 // reports those first (before a download of hundreds of megabytes).
-static int prepare_weights(TrainConfig *config, const char *method, int rank) {
+static int prepare_weights(TrainConfig *config, const TrainChoices *choices, int rank) {
+    const char *method = train_method_names[choices->method];
     static char default_teacher[64];
     ErrorMessage out_err = {{0}};
     if (train_out_check(config, rank, &out_err)) return 0;
@@ -107,18 +111,22 @@ static int prepare_weights(TrainConfig *config, const char *method, int rank) {
         args->items[args->count++] = default_teacher;
         teacher = fallback;
     }
-    // The weights of --model ultralytics/yolo11s.pt (train_yolo_weights).
+    // The weights of --model ultralytics/yolo11s.pt, dinov2/vitb14 (train_model_weights).
     char model_hint[400] = "";
     YoloConfig yolo;
     int pretrained = 0;
     ErrorMessage ignored;
-    if (config->checkpoint && yolo_is_model_name(config->model) &&
-        yolo_parse_name(config->model, &yolo, &pretrained, &ignored) == 0 && pretrained &&
-        strncmp(config->checkpoint, "ultralytics/", 12) == 0)
+    if (choices->model_weights && yolo_is_model_name(config->model) &&
+        yolo_parse_name(config->model, &yolo, &pretrained, &ignored) == 0)
         snprintf(model_hint, sizeof model_hint,
                  " (the weights of --model %s); or put %s.pt into the working directory, pass "
                  "--checkpoint PATH, or train from --model ultralytics/%s.yaml",
                  config->model, yolo.name, yolo.name);
+    else if (choices->model_weights)
+        snprintf(model_hint, sizeof model_hint,
+                 " (the weights of --model %s); or pass --checkpoint PATH, or train from a "
+                 "random initialisation with --model %s-notpretrained",
+                 choices->model_given, config->checkpoint);
     if (config->checkpoint && weights_cli_prepare("lightly-train-c train", config->checkpoint,
                                                   model_hint[0] ? model_hint : NULL))
         return -1;
@@ -130,31 +138,41 @@ static int prepare_weights(TrainConfig *config, const char *method, int rank) {
     return teacher && weights_cli_prepare("lightly-train-c train", teacher, hint) ? -1 : 0;
 }
 
-// --model ultralytics/yolo11s.pt (LightlyTrain's name of Ultralytics'
-// released weights): the weights of that name (weights/names.c: the file
-// yolo11s.pt in the working directory, as Ultralytics' YOLO("yolo11s.pt")
-// takes it, else Ultralytics' GitHub release asset, downloaded into the
-// cache by prepare_weights) are the initial weights, unless --checkpoint
-// gives others.
-static int train_yolo_weights(TrainConfig *config, ErrorMessage *err) {
+// LightlyTrain's names of pretrained models as --model start from the
+// weights of that name, unless --checkpoint gives others or --resume
+// continues a run: ultralytics/yolo11s.pt (Ultralytics' released weights,
+// weights/names.c: the file yolo11s.pt in the working directory, as
+// Ultralytics' YOLO("yolo11s.pt") takes it, else Ultralytics' GitHub release
+// asset), dinov2/vitb14, dinov3/vitb16, dinov3/convnext-tiny (timm's copies
+// on the Hugging Face Hub; "-notpretrained": none). prepare_weights
+// downloads them into the cache.
+static int train_model_weights(TrainConfig *config, TrainChoices *choices, ErrorMessage *err) {
+    if (!choices->model_given) choices->model_given = config->model;
+    char preset[64];
+    const WeightsEntry *weights = NULL;
+    if (weights_model_name(choices->model_given, preset, sizeof preset, &weights, err) < 0)
+        return -1;
     YoloConfig yolo;
     int pretrained = 0;
     ErrorMessage ignored;
-    if (!yolo_is_model_name(config->model) ||
-        yolo_parse_name(config->model, &yolo, &pretrained, &ignored) || !pretrained ||
-        config->checkpoint)
-        return 0;
-    static char weights_name[YOLO_MAX_NAME + 20];
-    snprintf(weights_name, sizeof weights_name, "ultralytics/%s.pt", yolo.name);
-    if (!weights_find(weights_name))
-        return error_set(err, "--model %s: Ultralytics released no weights of that name; train "
-                              "from --model ultralytics/%s.yaml", config->model, yolo.name);
-    config->checkpoint = weights_name;
+    if (yolo_is_model_name(config->model) &&
+        yolo_parse_name(config->model, &yolo, &pretrained, &ignored) == 0 && pretrained) {
+        char weights_name[YOLO_MAX_NAME + 20];
+        snprintf(weights_name, sizeof weights_name, "ultralytics/%s.pt", yolo.name);
+        weights = weights_find(weights_name);
+        if (!weights)
+            return error_set(err, "--model %s: Ultralytics released no weights of that name; "
+                                  "train from --model ultralytics/%s.yaml",
+                             config->model, yolo.name);
+    }
+    if (!weights || config->checkpoint || config->resume) return 0;
+    config->checkpoint = weights->name;
+    choices->model_weights = 1;
     return 0;
 }
 
 // The values the table cannot store directly.
-static int train_options_resolve(TrainConfig *config, const TrainChoices *choices,
+static int train_options_resolve(TrainConfig *config, TrainChoices *choices,
                                  ErrorMessage *err) {
     config->model = backbone_model_names[choices->model];
     if (method_kind_parse(train_method_names[choices->method], &config->method, err)) return -1;
@@ -171,7 +189,7 @@ static int train_options_resolve(TrainConfig *config, const TrainChoices *choice
     config->ignore_exif_orientation = choices->exif_orientation != 0;
     config->max_pixels = (uint64_t)choices->max_pixels;
     config->input_depth = choices->input_depth;
-    return train_yolo_weights(config, err);
+    return train_model_weights(config, choices, err);
 }
 
 // --normalize and --channel-drop into config->channels (before the checks).
@@ -232,8 +250,10 @@ int command_train(int argc, char **argv) {
          .help = "output folder (checkpoints, exported model, logs)"},
         {.name = "model", .type = OPTION_CHOICE, .value = &choices.model, .metavar = "NAME",
          .help = "backbone (ViTs: the image sizes must be multiples of the patch size; "
-                 "LightlyTrain's torchvision/resnet50 is resnet50)",
-         .choices = backbone_model_names, .value_aliases = lightly_train_model_names},
+                 "LightlyTrain's names: torchvision/resnet50 is resnet50, dinov2/vitb14 and "
+                 "dinov3/vitb16 start from their weights, ...-notpretrained from random)",
+         .choices = backbone_model_names, .value_aliases = lightly_train_model_names,
+         .value_canonical = model_canonical, .given = &choices.model_given},
         {.name = "method", .type = OPTION_CHOICE, .value = &choices.method, .metavar = "NAME",
          .help = "self-supervised method", .choices = train_method_names},
         {.name = "epochs", .type = OPTION_INT, .value = &config.epochs, .metavar = "N",
@@ -372,7 +392,7 @@ int command_train(int argc, char **argv) {
     }
     if (started == RANKS_LAUNCHED) return launch_status;
     const DistRun dist = place.dist;
-    if (prepare_weights(&config, train_method_names[choices.method], comm_rank(dist.comm)))
+    if (prepare_weights(&config, &choices, comm_rank(dist.comm)))
         return ranks_refuse(&dist);
     // MLflow's server is rank 0's to reach, MLFLOW_TRACKING_URI its own.
     if (comm_rank(dist.comm) == 0 && loggers_resolve_tracking_uri(&loggers, &err)) {

@@ -442,6 +442,11 @@ static void log_configuration(TrainRun *run) {
     }
     for (int i = 0; i < config->method_args.count; i++)
         run_log_line(run->log, "method arg: %s", config->method_args.items[i]);
+    // A LightlyTrain model name may have chosen them (--model dinov2/vitb14).
+    if (config->checkpoint) run_log_line(run->log, "initial weights: %s", config->checkpoint);
+    else if (!config->resume)
+        run_log_line(run->log, "initial weights: none (a random initialisation, seed %llu)",
+                     (unsigned long long)config->seed);
     char paths[512] = "";
     if (run->backend->op.describe_paths) run->backend->op.describe_paths(run->backend, paths, 512);
     if (paths[0]) run_log_line(run->log, "backend paths: %s", paths);

@@ -179,6 +179,42 @@ const WeightsEntry *weights_find(const char *name) {
     return NULL;
 }
 
+// LightlyTrain's DINOv3 names whose weights are its own (its S3 bucket's
+// distillations of DINOv3 ViT-L/16), not published where this program downloads.
+static const char *const lightly_train_only_weights[][2] = {
+    {"dinov3/vitt16", "dinov3_vitt16_distillationv2.pth"},
+    {"dinov3/vitt16plus", "dinov3_vitt16plus_distillationv2.pth"},
+};
+
+int weights_model_name(const char *text, char *model, size_t size, const WeightsEntry **weights,
+                       ErrorMessage *err) {
+    *weights = NULL;
+    char normal[128];
+    if ((!has_prefix(text, "dinov2/") && !has_prefix(text, "dinov3/")) ||
+        strlen(text) >= sizeof normal)
+        return 0;
+    normalize_name(text, normal, sizeof normal);
+    const int not_pretrained = has_suffix(normal, "-notpretrained");
+    if (not_pretrained) normal[strlen(normal) - strlen("-notpretrained")] = '\0';
+    const WeightsEntry *entry = weights_find(normal);
+    if (entry) {
+        snprintf(model, size, "%s", entry->arch);
+        *weights = not_pretrained ? NULL : entry;
+        return 1;
+    }
+    snprintf(model, size, "%s", normal);
+    if (not_pretrained) return 1;
+    for (size_t i = 0; i < sizeof lightly_train_only_weights / sizeof *lightly_train_only_weights;
+         i++)
+        if (strcmp(normal, lightly_train_only_weights[i][0]) == 0)
+            return error_set(err, "--model %s: LightlyTrain starts it from its own distilled "
+                                  "weights (%s), which are not downloadable by name here; "
+                                  "--model %s-notpretrained starts from a random "
+                                  "initialisation (add --checkpoint FILE for those weights)",
+                             text, lightly_train_only_weights[i][1], normal);
+    return 0;
+}
+
 // The hub's rules for a repository name part: letters, digits, '-', '_',
 // '.', 1..96 characters, no "--" or "..", not starting or ending with '-'
 // or '.'.

@@ -43,6 +43,19 @@ const WeightsEntry *weights_entries(int *count);
 // ("dinov2/vitb14_pretrained", "dinov2/vitb14-pretrain"); NULL when unknown.
 const WeightsEntry *weights_find(const char *name);
 
+// LightlyTrain's --model names of the DINOv2 and DINOv3 backbones (its
+// dinov2_vit and dinov3 packages), in any of its spellings (weights_find's):
+// "dinov2/vitb14" and "dinov3/vitb16" are the architecture started from the
+// pretrained weights of that name, "dinov2/vitb14-notpretrained" the same
+// architecture randomly initialised. Returns 1 for such a name, with the
+// --model preset in model ("vit_b14_reg4") and *weights the entry of its
+// weights (NULL: a random initialisation); -1 with err (model still filled)
+// for a name LightlyTrain starts from weights this program cannot download
+// ("dinov3/vitt16": its own distilled weights); 0 for any other text
+// (our presets, "dinov3/vitl16plus" among them, are random initialisations).
+int weights_model_name(const char *text, char *model, size_t size, const WeightsEntry **weights,
+                       ErrorMessage *err);
+
 #define WEIGHTS_REPO_MAX 200
 #define WEIGHTS_REVISION_MAX 128
 #define WEIGHTS_FILENAME_MAX 256

@@ -24,10 +24,14 @@ expect 2 "--version takes no options, got '--foo'" -- "$bin" --version --foo
 # name --model and --method take, one a line; train takes each listed model.
 models=$("$bin" list-models) || fail "list-models exited $?"
 [ "$("$bin" list_models)" = "$models" ] || fail "list_models differs from list-models"
-for name in resnet18 vit_g14_reg4 dinov3/vith16plus ultralytics/yolo11x.pt timm/convnext_large; do
+for name in resnet18 vit_g14_reg4 dinov3/vith16plus ultralytics/yolo11x.pt timm/convnext_large \
+            dinov2/vitb14 dinov2/vits14-noreg-notpretrained dinov3/vitt16-notpretrained \
+            dinov3/convnext-tiny-notpretrained; do
   grep -qx "$name" <<<"$models" || fail "list-models lacks $name"
 done
 [ "$(wc -l <<<"$models")" -eq "$(sort -u <<<"$models" | wc -l)" ] || fail "list-models repeats a name"
+# Not dinov3/vitt16: LightlyTrain's name means its own distilled weights (refused).
+grep -qx "dinov3/vitt16" <<<"$models" && fail "list-models lists dinov3/vitt16, which train refuses"
 while read -r name; do
   "$bin" train --data "$work/missing" --model "$name" 2>&1 | grep -q "does not exist" ||
     fail "train refuses the listed model $name"

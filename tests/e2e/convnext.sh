@@ -8,8 +8,9 @@
 # unpickler) into a resnet18 (v3 and v2, whose teacher takes its last two
 # stages), a ConvNeXt and a YOLO11 (v3); embed from that .pth; and weights by name from a stand-in for
 # the Hugging Face Hub (fake_hub.py): dinov3/convnext-tiny is timm's copy
-# (a file in timm's names) used as a DINOv3 ConvNeXt teacher and by embed,
-# and a name whose file is another architecture is refused in one line.
+# (a file in timm's names) used as a DINOv3 ConvNeXt teacher, by embed and
+# as --model (LightlyTrain's meaning: the pretrained weights), and a name
+# whose file is another architecture is refused in one line.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init convnext
@@ -23,12 +24,15 @@ names() { "$build/tools/safetensors_tool" list "$1" | sed -n 's/^tensor\t\([^\t]
 # npy_shape FILE: the shape its .npy header declares, e.g. "(12, 768)".
 npy_shape() { head -c 128 "$1" | LC_ALL=C sed -n "s/.*'shape': \(([0-9, ]*)\).*/\1/p"; }
 
-# A DINOv3 ConvNeXt-T student: SimCLR killed after its first epoch (step
-# 3, before that epoch's export), resumed to step 6, the export in DINOv3's names and embeddings
-# of its 768 features.
+# A DINOv3 ConvNeXt-T student, randomly initialised (LightlyTrain's
+# -notpretrained, in its underscore spelling): SimCLR killed after its first
+# epoch (step 3, before that epoch's export), resumed to step 6 (with the
+# pretrained name: a resume downloads nothing, HF_HUB_OFFLINE is set), the
+# export in DINOv3's names and embeddings of its 768 features.
 run="$work/simclr"
 { LTC_FAULT=kill-before-export@3 "$bin" train "${common[@]}" --out "$run" \
-  --model dinov3/convnext_tiny --method simclr --max-steps 6 >"$work/log" 2>&1; } 2>/dev/null
+  --model dinov3/convnext_tiny_notpretrained --method simclr --max-steps 6 >"$work/log" 2>&1; } \
+  2>/dev/null
 [ $? -eq 137 ] || fail "simclr on dinov3/convnext-tiny was not killed: $(tail -3 "$work/log")"
 "$bin" train "${common[@]}" --out "$run" --model dinov3/convnext-tiny --method simclr \
   --max-steps 6 --resume >"$work/log" 2>&1 || fail "resume: $(tail -3 "$work/log")"
@@ -63,7 +67,8 @@ names "$work/timm.safetensors" | grep -qx "head.norm.weight" || fail "the timm e
 # resnet18, v3 into a ConvNeXt and a YOLO11 (the teacher's map matched to
 # each student's).
 teacher="$(pwd)/tests/fixtures/convnext_dinov3.pth"
-for student in resnet18:distillation resnet18:distillationv2 dinov3/convnext-tiny:distillation \
+for student in resnet18:distillation resnet18:distillationv2 \
+               dinov3/convnext-tiny-notpretrained:distillation \
                ultralytics/yolo11n.yaml:distillation; do
   model=${student%:*} method=${student##*:}
   out="$work/$method-$(printf '%s' "$model" | tr '/.' '__')"
@@ -102,6 +107,25 @@ export HF_ENDPOINT="http://127.0.0.1:$(cat "$work/port")"
   --out "$work/named.npy" >"$work/log" 2>&1 || fail "embed from the name: $(cat "$work/log")"
 [ "$(npy_shape "$work/named.npy")" = "(12, 768)" ] ||
   fail "embeddings of dinov3/convnext-tiny are $(npy_shape "$work/named.npy"), not (12, 768)"
+# LightlyTrain's name as --model starts from that name's weights, as
+# --checkpoint NAME does; -notpretrained from a random initialisation.
+for run in named:dinov3/convnext-tiny checkpoint:dinov3/convnext-tiny-notpretrained \
+           random:dinov3/convnext-tiny-notpretrained; do
+  extra=()
+  [ "${run%%:*}" = checkpoint ] && extra=(--checkpoint dinov3/convnext-tiny)
+  "$bin" train "${common[@]}" --out "$work/start-${run%%:*}" --model "${run#*:}" "${extra[@]}" \
+    --method simclr --max-steps 1 --seed 4 >"$work/log" 2>&1 || fail "$run: $(tail -3 "$work/log")"
+done
+grep -q "initial weights: dinov3/convnext-tiny$" "$work/start-named/train.log" ||
+  fail "train.log of --model dinov3/convnext-tiny names no initial weights"
+grep -q "initial weights: none (a random initialisation, seed 4)" "$work/start-random/train.log" ||
+  fail "train.log of the -notpretrained run does not say it is randomly initialised"
+cmp -s "$work/start-named/exported_models/exported_last.safetensors" \
+  "$work/start-checkpoint/exported_models/exported_last.safetensors" ||
+  fail "--model dinov3/convnext-tiny did not start from the weights of that name"
+cmp -s "$work/start-named/exported_models/exported_last.safetensors" \
+  "$work/start-random/exported_models/exported_last.safetensors" &&
+  fail "--model dinov3/convnext-tiny-notpretrained started from the pretrained weights"
 "$bin" weights fetch dinov3/convnext-small >/dev/null 2>&1 || fail "weights fetch dinov3/convnext-small"
 expect_only 2 "dinov3/convnext-small does not match the file: stage 0 has 3 blocks of width 96, the file's 1 of width 8" -- \
   "$bin" train "${common[@]}" --out "$work/refused" --model resnet18 --method distillation \

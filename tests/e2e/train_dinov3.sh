@@ -15,7 +15,9 @@
 # - resume equality of a dinov3/vitt16 run (its training forwards draw RoPE
 #   rescales);
 # - the one-line refusal (exit 2, nothing written) of a teacher_arch that
-#   does not match a DINOv3 file.
+#   does not match a DINOv3 file, and of --model dinov3/vitt16 (LightlyTrain
+#   starts it from weights of its own: the student here is
+#   dinov3/vitt16-notpretrained).
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init train_dinov3
@@ -42,7 +44,7 @@ done
 
 # `distillationv2` (the teacher's last two blocks) into a DINOv3 student.
 run="$work/student"
-output=$("$bin" train "${common[@]}" --out "$run" --model dinov3/vitt16 \
+output=$("$bin" train "${common[@]}" --out "$run" --model dinov3/vitt16-notpretrained \
   --method distillationv2 --method-arg "teacher=$work/dinov3.safetensors" --max-steps 2 2>&1) ||
   fail "dinov3/vitt16 student: train failed: $output"
 grep -q "train: dinov3/vitt16, distillationv2" "$run/train.log" ||
@@ -65,7 +67,7 @@ expect 0 "embedded 24 images x 192 dims \(dinov3/vitt16, 64 px" -- \
   --out "$work/export.npy" --image-size 64
 cmp -s "$work/ckpt.npy" "$work/export.npy" || fail "the student's checkpoint and export embed apart"
 # The export as a new run's initial weights (--checkpoint reads timm's Eva names).
-output=$("$bin" train "${common[@]}" --out "$work/init" --model dinov3/vitt16 --method simclr \
+output=$("$bin" train "${common[@]}" --out "$work/init" --model dinov3/vitt16-notpretrained --method simclr \
   --checkpoint "$run/exported_models/exported_last.safetensors" --max-steps 1 2>&1) ||
   fail "dinov3/vitt16 from the export's weights: train failed: $output"
 
@@ -73,7 +75,7 @@ output=$("$bin" train "${common[@]}" --out "$work/init" --model dinov3/vitt16 --
 # resumed ends byte for byte as the run that was not (the RoPE rescale
 # draws are keyed by the batch, not by what the process has counted).
 simclr=(--data "$images" --batch-size 8 --image-size 32 --num-workers 1 --threads 2
-        --model dinov3/vitt16 --method simclr --epochs 2)
+        --model dinov3/vitt16-notpretrained --method simclr --epochs 2)
 "$bin" train "${simclr[@]}" --out "$work/whole" >/dev/null 2>&1 || fail "dinov3/vitt16 simclr run"
 { LTC_FAULT=kill-before-export@3 "$bin" train "${simclr[@]}" --out "$work/cut" >/dev/null 2>&1; } \
   2>/dev/null
@@ -113,5 +115,11 @@ cmp -s "$work/hf.npy" "$work/eva.npy" || fail "the Eva export embeds apart from 
 # Refusals: one line, exit status 2, nothing written.
 refuse_distillation "dinov3/vits16 does not match the file: width 384, the file's 32" \
   --method-arg "teacher=$work/dinov3.safetensors" --method-arg teacher_arch=dinov3/vits16
+
+# LightlyTrain's dinov3/vitt16 starts from its own distilled weights, which
+# are not downloadable here: refused in one line naming -notpretrained.
+expect_only 2 "^lightly-train-c train: --model dinov3/vitt16: LightlyTrain starts it from its own distilled weights \(dinov3_vitt16_distillationv2.pth\), .* --model dinov3/vitt16-notpretrained starts from a random initialisation" -- \
+  "$bin" train "${common[@]}" --out "$work/vitt16" --model dinov3/vitt16 --method simclr
+[ -e "$work/vitt16" ] && fail "the refused run wrote $work/vitt16"
 
 e2e_finish

@@ -129,7 +129,7 @@ compare dino 12 "$a" "$b"
 # index), so the resumed run draws what run A did (until 2026-11-28 the
 # teacher counted its forwards from the process start and B differed).
 dino_rope=(--data "$images" --image-size 32 --batch-size 8 --num-workers 2 --threads 2 --log-every 1
-           --model dinov3/vitt16 --method dino --epochs 2 --seed 5 --local-image-size 16
+           --model dinov3/vitt16-notpretrained --method dino --epochs 2 --seed 5 --local-image-size 16
            --local-views 2 --method-arg hidden_dim=64 --method-arg output_dim=32
            --method-arg bottleneck_dim=16)
 a="$work/dino-rope-a" b="$work/dino-rope-b"
