@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "fixture_init.h"
+#include "nn/backbone.h"
 #include "resnet_test_values.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
@@ -551,6 +552,49 @@ static void test_parameter_and_key_counts(void **state) {
     backend_destroy(backend);
 }
 
+// The mean of the parameter's values.
+static double backbone_param_mean(const Backbone *model, const char *name) {
+    const Parameter *p = parameter_find(model->params, name);
+    if (!p) fail_msg("no %s", name);
+    float *values = resnet_test_download(model->backend, p->value, p->count);
+    double sum = 0.0;
+    for (size_t i = 0; i < p->count; i++) sum += values[i];
+    free(values);
+    return sum / (double)p->count;
+}
+
+// LightlyTrain's timm/resnetN is torchvision's model and names with timm's
+// init (zero_init_last: each block's last BatchNorm starts at gamma 0); the
+// same seed draws the same convolutions.
+static void test_timm_names_init_as_timm(void **state) {
+    (void)state;
+    ErrorMessage err = {{0}};
+    Backend *backend = backend_create("ref", 1, &err);
+    assert_non_null(backend);
+    const BackboneInput input = {1, 32};
+    Backbone models[2];
+    const char *names[2] = {"resnet50", "timm/resnet50"};
+    for (int m = 0; m < 2; m++) {
+        BackboneSpec spec;
+        if (backbone_spec_parse(names[m], 32, &spec, &err) ||
+            backbone_create(&models[m], backend, &spec, &input, 1, 7, &err))
+            fail_msg("%s: %s", names[m], err.text);
+        char name[BACKBONE_MAX_NAME];
+        backbone_spec_name(&spec, name, sizeof name);
+        assert_string_equal(name, "resnet50");  // what checkpoints and exports record
+    }
+    assert_true(backbone_param_mean(&models[0], "layer2.3.bn3.weight") == 1.0);
+    assert_true(backbone_param_mean(&models[1], "layer2.3.bn3.weight") == 0.0);
+    assert_true(backbone_param_mean(&models[1], "layer2.3.bn2.weight") == 1.0);
+    assert_true(backbone_param_mean(&models[1], "layer1.0.downsample.1.weight") == 1.0);
+    assert_true(backbone_param_mean(&models[0], "layer4.2.conv3.weight") ==
+                backbone_param_mean(&models[1], "layer4.2.conv3.weight"));
+    assert_int_equal(parameter_set_elements(models[0].params),
+                     parameter_set_elements(models[1].params));
+    for (int m = 0; m < 2; m++) backbone_free(&models[m]);
+    backend_destroy(backend);
+}
+
 static void test_init_follows_torchvision(void **state) {
     ErrorMessage err = {{0}};
     Backend *backend = backend_create("ref", 1, &err);
@@ -665,6 +709,7 @@ int main(void) {
     const struct CMUnitTest model_tests[] = {
         cmocka_unit_test(test_parameter_and_key_counts),
         cmocka_unit_test(test_init_follows_torchvision),
+        cmocka_unit_test(test_timm_names_init_as_timm),
         cmocka_unit_test(test_resnet18_matches_pytorch_ref),
         cmocka_unit_test(test_resnet50_matches_pytorch_ref),
         cmocka_unit_test(test_resnet18_matches_pytorch_cpu),

@@ -14,6 +14,7 @@
 
 const char *const backbone_model_names[] = {
     "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+    "timm/resnet18", "timm/resnet34", "timm/resnet50", "timm/resnet101", "timm/resnet152",
     "vit_t14", "vit_t16", "vit_s14", "vit_s16", "vit_b14", "vit_b16", "vit_l14", "vit_l16",
     "vit_g14", "vit_s14_reg4", "vit_b14_reg4", "vit_l14_reg4", "vit_g14_reg4",
     "dinov3/vitt16", "dinov3/vitt16plus", "dinov3/vits16", "dinov3/vits16plus", "dinov3/vitb16",
@@ -96,9 +97,12 @@ const char *const backbone_model_names[] = {
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);
     int depth = 0, consumed = 0;
-    if (sscanf(name, "resnet%d%n", &depth, &consumed) == 1 && name[consumed] == '\0') {
+    const int timm = strncmp(name, "timm/resnet", 11) == 0;
+    if (sscanf(name + (timm ? 5 : 0), "resnet%d%n", &depth, &consumed) == 1 &&
+        name[(timm ? 5 : 0) + consumed] == '\0') {
         spec->kind = BACKBONE_RESNET;
         spec->resnet_depth = depth;
+        spec->resnet_zero_init_last = timm;
         const ResnetConfig config = resnet_config_default(depth);
         Resnet probe;  // checks the depth without allocating anything
         const int status = resnet_declare(&probe, NULL, &config, err);
@@ -311,6 +315,7 @@ static const BackboneOps yolo_backbone_ops = {
 static int allocate_resnet(Backbone *b, const BackboneInput *inputs, int count, int frozen,
                            ErrorMessage *err) {
     ResnetConfig config = resnet_config_default(b->spec.resnet_depth);
+    config.zero_init_residual = b->spec.resnet_zero_init_last;
     config.in_channels = b->spec.in_channels;
     config.batchnorm_synchronised = b->spec.batchnorm_synchronised;
     ResnetInputShape shapes[BACKBONE_MAX_SLOTS];

@@ -36,6 +36,10 @@ typedef enum BackboneKind {
 typedef struct BackboneSpec {
     BackboneKind kind;
     int resnet_depth;  // 18, 34, 50, 101, 152
+    // timm's ResNets ("timm/resnet50"): torchvision's model and names, but
+    // the last BatchNorm of each block starts at gamma 0 (timm's
+    // zero_init_last, ResnetConfig.zero_init_residual)
+    int resnet_zero_init_last;
     VitConfig vit;
     YoloConfig yolo;   // BACKBONE_YOLO (nn/yolo.h)
     ConvnextConfig convnext;  // BACKBONE_CONVNEXT (nn/convnext.h)

@@ -26,7 +26,7 @@ models=$("$bin" list-models) || fail "list-models exited $?"
 [ "$("$bin" list_models)" = "$models" ] || fail "list_models differs from list-models"
 for name in resnet18 vit_g14_reg4 dinov3/vith16plus ultralytics/yolo11x.pt timm/convnext_large \
             dinov2/vitb14 dinov2/vits14-noreg-notpretrained dinov3/vitt16-notpretrained \
-            dinov3/convnext-tiny-notpretrained; do
+            dinov3/convnext-tiny-notpretrained timm/resnet50; do
   grep -qx "$name" <<<"$models" || fail "list-models lacks $name"
 done
 [ "$(wc -l <<<"$models")" -eq "$(sort -u <<<"$models" | wc -l)" ] || fail "list-models repeats a name"
