@@ -57,7 +57,8 @@ class ApiTest(unittest.TestCase):
     def test_lists_are_the_programs(self):
         models, methods = lightly_train_c.list_models(), lightly_train_c.list_methods()
         for name in ("resnet50", "vit_s14", "dinov3/vitb16", "ultralytics/yolo11s.yaml",
-                     "dinov3/convnext-large"):
+                     "dinov3/convnext-large", "dinov2/vitb14", "dinov3/vitb16-notpretrained",
+                     "timm/resnet50"):
             self.assertIn(name, models)
         self.assertEqual(len(models), len(set(models)))
         self.assertEqual(methods[0], "distillation")

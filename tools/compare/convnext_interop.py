@@ -85,7 +85,9 @@ def compare(label, ours, theirs):
 
 
 def model_name(naming, size):
-    return f"dinov3/convnext-{size}" if naming == "dinov3" else f"{naming}/convnext_{size}"
+    # train's --model: LightlyTrain's DINOv3 name would start from DINOv3's weights
+    return (f"dinov3/convnext-{size}-notpretrained" if naming == "dinov3"
+            else f"{naming}/convnext_{size}")
 
 
 def main():
