@@ -45,8 +45,10 @@ eval-mode last output, with the fixture-init running statistics):
                                         the C model declares)
 For every "-seg", "-pose" and "-obb" model (yolov8n-seg ... yolo26x-obb:
 the same backbone and neck, a Segment, Pose or OBB head; nothing of it
-runs), and yolov5n ... yolov5x (Ultralytics builds yolov5nu's model from
-yolov5n.yaml), only its structure:
+runs), yolov5n ... yolov5x (Ultralytics builds yolov5nu's model from
+yolov5n.yaml) and yolov8n-oiv7 ... yolov8x-oiv7 (yolov8n.yaml ... with 601
+classes, the models of Ultralytics' Open Images V7 weights), only its
+structure:
     metadata "M/state_dict" as above
 For yolov5nu, yolov8n, yolo11n, yolo12n, yolo12l (A2C2f's gamma), yolo26n
 and yolo11n-cls also one training step's gradients: loss =
@@ -85,6 +87,8 @@ CLASSIFY_MODELS = [f"{name}-cls" for name in TASK_MODELS]
 GRADIENT_MODELS = ("yolov5nu", "yolov8n", "yolo11n", "yolo12n", "yolo12l", "yolo26n", "yolo11n-cls")
 HEAD_MODELS = [f"{name}-{task}" for task in ("seg", "pose", "obb") for name in TASK_MODELS]
 SAME_MODELS = [f"yolov5{size}" for size in "nsmlx"]  # yolov5nu's models under their YAMLs' names
+# YOLOv8 trained on Open Images V7 (yolov8n-oiv7.pt ...): yolov8n.yaml ... with 601 classes
+OPEN_IMAGES_MODELS = [f"yolov8{size}-oiv7" for size in "nsmlx"]
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
 MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov8": (4, 6, 8), "yolo12": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
               "yolov8-cls": (4, 6, 8), "yolo11-cls": (4, 6, 9), "yolo26-cls": (4, 6, 9)}
@@ -245,9 +249,12 @@ def main():
         add_model(safe, metadata, name)
     from ultralytics.nn.tasks import DetectionModel, OBBModel, PoseModel, SegmentationModel
     classes = {"seg": SegmentationModel, "pose": PoseModel, "obb": OBBModel}
-    for name in HEAD_MODELS + SAME_MODELS:
-        model_class = classes[name.rpartition("-")[2]] if "-" in name else DetectionModel
-        model = model_class(cfg=f"{name}.yaml", ch=3, verbose=False)
+    for name in HEAD_MODELS + SAME_MODELS + OPEN_IMAGES_MODELS:
+        if name in OPEN_IMAGES_MODELS:
+            model = DetectionModel(cfg=f"{name[:7]}.yaml", ch=3, nc=601, verbose=False)
+        else:
+            model_class = classes[name.rpartition("-")[2]] if "-" in name else DetectionModel
+            model = model_class(cfg=f"{name}.yaml", ch=3, verbose=False)
         metadata[f"{name}/state_dict"] = ";".join(
             f"{key}={'x'.join(str(d) for d in tensor.shape)}"
             for key, tensor in model.state_dict().items())

@@ -119,9 +119,9 @@ static int prepare_weights(TrainConfig *config, const TrainChoices *choices, int
     if (choices->model_weights && yolo_is_model_name(config->model) &&
         yolo_parse_name(config->model, &yolo, &pretrained, &ignored) == 0)
         snprintf(model_hint, sizeof model_hint,
-                 " (the weights of --model %s); or put %s.pt into the working directory, pass "
+                 " (the weights of --model %s); or put %s into the working directory, pass "
                  "--checkpoint PATH, or train from --model ultralytics/%s.yaml",
-                 config->model, yolo.name, yolo.name);
+                 config->model, weights_find(config->checkpoint)->file, yolo.name);
     else if (choices->model_weights)
         snprintf(model_hint, sizeof model_hint,
                  " (the weights of --model %s); or pass --checkpoint PATH, or train from a "
@@ -157,9 +157,7 @@ static int train_model_weights(TrainConfig *config, TrainChoices *choices, Error
     ErrorMessage ignored;
     if (yolo_is_model_name(config->model) &&
         yolo_parse_name(config->model, &yolo, &pretrained, &ignored) == 0 && pretrained) {
-        char weights_name[YOLO_MAX_NAME + 20];
-        snprintf(weights_name, sizeof weights_name, "ultralytics/%s.pt", yolo.name);
-        weights = weights_find(weights_name);
+        weights = weights_find(config->model);  // "ultralytics/yolo11s.pt" names both
         if (!weights)
             return error_set(err, "--model %s: Ultralytics released no weights of that name; "
                                   "train from --model ultralytics/%s.yaml",

@@ -87,7 +87,9 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolov5xu.pt", "ultralytics/yolo12n.yaml", "ultralytics/yolo12s.yaml",
     "ultralytics/yolo12m.yaml", "ultralytics/yolo12l.yaml", "ultralytics/yolo12x.yaml",
     "ultralytics/yolo12n.pt", "ultralytics/yolo12s.pt", "ultralytics/yolo12m.pt",
-    "ultralytics/yolo12l.pt", "ultralytics/yolo12x.pt",
+    "ultralytics/yolo12l.pt", "ultralytics/yolo12x.pt", "ultralytics/yolov8n-oiv7.pt",
+    "ultralytics/yolov8s-oiv7.pt", "ultralytics/yolov8m-oiv7.pt", "ultralytics/yolov8l-oiv7.pt",
+    "ultralytics/yolov8x-oiv7.pt",
     // ConvNeXts (convnext_names.h)
     "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
     "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",

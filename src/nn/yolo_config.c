@@ -26,7 +26,8 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolo11n-cls", "yolo11s-cls", "yolo11m-cls", "yolo11l-cls", "yolo11x-cls", "yolo26n-cls",
     "yolo26s-cls", "yolo26m-cls", "yolo26l-cls", "yolo26x-cls", "yolov5nu", "yolov5su",
     "yolov5mu", "yolov5lu", "yolov5xu", "yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x",
-    "yolo12n", "yolo12s", "yolo12m", "yolo12l", "yolo12x", NULL};
+    "yolo12n", "yolo12s", "yolo12m", "yolo12l", "yolo12x", "yolov8n-oiv7", "yolov8s-oiv7",
+    "yolov8m-oiv7", "yolov8l-oiv7", "yolov8x-oiv7", NULL};
 
 #define PREV {-1}, 1
 // yolov5.yaml (YOLOv5u: anchor-free, YOLOv8's Detect): a 6x6 stem of
@@ -209,16 +210,21 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
         if (*pretrained && config->family == YOLO_V5 && name[length - 1] != 'u')
             return error_set(err, "no Ultralytics weights '%s': YOLOv5's are %.*su.pt", text,
                              (int)length, name);
+        // yolov8n-oiv7.pt: yolov8n.yaml trained on Open Images V7, the model
+        // yolov8n's with 601 classes (its name; there is no yolov8n-oiv7.yaml)
+        const int open_images = ends_with(name, length, "-oiv7");
         config->task = ends_with(name, length, "-seg")    ? YOLO_TASK_SEGMENT
                        : ends_with(name, length, "-pose") ? YOLO_TASK_POSE
                        : ends_with(name, length, "-obb")  ? YOLO_TASK_OBB
                        : ends_with(name, length, "-cls")  ? YOLO_TASK_CLASSIFY
                                                           : YOLO_TASK_DETECT;
         config->scale = name[6];  // "yolov8n", "yolo11n-seg": the size follows the family
-        snprintf(config->name, sizeof config->name, "%s", yolo_model_names[i]);
+        snprintf(config->name, sizeof config->name, "%.*s",
+                 open_images ? 7 : (int)strlen(yolo_model_names[i]), yolo_model_names[i]);
         // the YAMLs' nc: 80, but yolov8-pose.yaml's 1 (people), the -cls ones' 1000 (ImageNet)
         config->classes = config->task == YOLO_TASK_CLASSIFY                          ? 1000
                           : config->family == YOLO_V8 && config->task == YOLO_TASK_POSE ? 1
+                          : open_images                                                 ? 601
                                                                                         : 80;
         // initialize_weights' BatchNorm settings; ClassificationModel never calls
         // it, so a -cls model's BatchNorms keep PyTorch's defaults
@@ -231,7 +237,7 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
                           "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, yolo26n.yaml ... "
                           "yolo26x.yaml, each also as -seg, -pose, -obb or -cls (yolo11n-seg.yaml), "
                           "yolov5nu.yaml ... yolov5xu.yaml, yolo12n.yaml ... yolo12x.yaml, or .pt "
-                          "for Ultralytics' weights)",
+                          "for Ultralytics' weights, also yolov8n-oiv7.pt ... yolov8x-oiv7.pt)",
                      text);
 }
 

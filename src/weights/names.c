@@ -15,7 +15,7 @@
 // (ultralytics/utils/downloads.py: attempt_download_asset(file,
 // repo="ultralytics/assets", release="v8.4.0") fetches
 // https://github.com/ultralytics/assets/releases/download/v8.4.0/<file> for
-// the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt,
+// the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt, yolov8{n,...}-oiv7.pt,
 // yolo11{n,s,m,l,x}.pt, yolo12{n,s,m,l,x}.pt, yolo26{n,s,m,l,x}.pt and yolov5{n,s,m,l,x}u.pt
 // among them), after
 // looking for <file> in the working
@@ -121,6 +121,10 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolo12n", 2.60, "~5 MB"), ULTRALYTICS("yolo12s", 9.28, "~19 MB"),
     ULTRALYTICS("yolo12m", 20.20, "~40 MB"), ULTRALYTICS("yolo12l", 26.45, "~53 MB"),
     ULTRALYTICS("yolo12x", 59.21, "~118 MB"),
+    // YOLOv8 trained on Open Images V7: yolov8n.yaml ... with 601 classes
+    ULTRALYTICS("yolov8n-oiv7", 3.50, "~7 MB"), ULTRALYTICS("yolov8s-oiv7", 11.37, "~23 MB"),
+    ULTRALYTICS("yolov8m-oiv7", 26.20, "~52 MB"), ULTRALYTICS("yolov8l-oiv7", 44.09, "~88 MB"),
+    ULTRALYTICS("yolov8x-oiv7", 68.73, "~137 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

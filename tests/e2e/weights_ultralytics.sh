@@ -85,13 +85,13 @@ before=$(grep -c "^storage" "$log")
 common=(--data "$work/images" --batch-size 4 --image-size 32 --num-workers 1 --threads 2
         --max-steps 1 --method simclr)
 "$build/tests/e2e/make_images" "$work/images" 8 >/dev/null || fail "make_images"
-head_of() {  # head_of WEIGHTS OUT: the Detect head's tensors (model.23.) of a .pt or safetensors
+head_of() {  # head_of WEIGHTS OUT [LAYER]: the Detect head's tensors (model.23.) of a .pt or safetensors
   local file=$1
   case $file in
     *.pt) "$bin" export --checkpoint "$file" --out "$2.full.safetensors" >/dev/null 2>&1 || fail "export $file"
           file="$2.full.safetensors" ;;
   esac
-  "$tool" extract "$file" model.23. "$2" >/dev/null || fail "extract the head of $1"
+  "$tool" extract "$file" "model.${3:-23}." "$2" >/dev/null || fail "extract the head of $1"
 }
 head_of "$release/yolo11n.pt" "$work/served.head"
 head_of "$work/local/yolo11n.pt" "$work/local.head"
@@ -111,6 +111,21 @@ head_of "$work/run_local/exported_models/exported_last.safetensors" "$work/run_l
   fail "the run did not start from the working directory's yolo11n.pt"
 cd "$work/elsewhere" || exit 1
 
+# yolov8n-oiv7.pt (yolov8n trained on Open Images V7: 601 classes) likewise;
+# its 601-class Detect head (model.22) goes to the export unchanged.
+"$build/tests/e2e/make_backbone" "$work/oiv7.safetensors" ultralytics/yolov8n-oiv7.pt 9 64 \
+  >/dev/null && "$bin" export --checkpoint "$work/oiv7.safetensors" \
+  --out "$release/yolov8n-oiv7.pt" >/dev/null || fail "a yolov8n-oiv7 .pt"
+head_of "$release/yolov8n-oiv7.pt" "$work/oiv7_served.head" 22
+output=$("$bin" train "${common[@]}" --model ultralytics/yolov8n-oiv7.pt --out "$work/run_oiv7" \
+  2>&1) || fail "train --model ultralytics/yolov8n-oiv7.pt: $output"
+grep -q "^train: yolov8n, simclr" <<<"$output" || fail "the oiv7 run is not a yolov8n: $output"
+head_of "$work/run_oiv7/exported_models/exported_last.safetensors" "$work/oiv7_run.head" 22
+"$compare" "$work/oiv7_run.head" "$work/oiv7_served.head" 0 0 >/dev/null ||
+  fail "the run did not start from the release's yolov8n-oiv7.pt"
+"$tool" list "$work/oiv7_run.head" | grep -q -P "^tensor\tcv3.2.2.weight\tF32\t601,100,1,1" ||
+  fail "the oiv7 head has not 601 classes: $("$tool" list "$work/oiv7_run.head" | grep cv3.2.2)"
+
 # Refusals, one line each, nothing written: an asset the release lacks
 # (404), offline and not cached, an unknown name, a file that is not the
 # name's model.
@@ -122,7 +137,7 @@ refused 2 "ultralytics/yolov8n.pt: $url/yolov8n.pt: not found \(HTTP 404\)" -- \
 refused 2 "ultralytics/yolo11s.pt is not downloaded and HF_HUB_OFFLINE forbids the network: run 'lightly-train-c weights fetch ultralytics/yolo11s.pt' .*or download $url/yolo11s.pt by hand" -- \
   env HF_HUB_OFFLINE=1 "$bin" train "${common[@]}" --model ultralytics/yolo11s.pt --out "$work/refused"
 grep -q "yolo11s" "$log" && fail "HF_HUB_OFFLINE still asked GitHub"
-refused 2 "unknown weights name 'ultralytics/yolo13n.pt' \(known: ultralytics/yolov8n.pt, .*ultralytics/yolo12x.pt: 85 names; " -- \
+refused 2 "unknown weights name 'ultralytics/yolo13n.pt' \(known: ultralytics/yolov8n.pt, .*ultralytics/yolov8x-oiv7.pt: 90 names; " -- \
   "$bin" weights fetch ultralytics/yolo13n.pt
 refused 2 "^lightly-train-c train: --checkpoint: .*/yolov8s.pt: yolov8s: weights do not match the model: [0-9]+ missing: model.4.m.1.cv1.conv.weight" -- \
   "$bin" train "${common[@]}" --model ultralytics/yolov8s.pt --out "$work/refused"
