@@ -136,6 +136,14 @@ static void test_lightly_train_model_names(void **state) {
     expect_error(weights_model_name("dinov3/vitt16_pretrained", preset, sizeof preset, &entry,
                                     &err),
                  &err, "--model dinov3/vitt16-notpretrained");
+    // LightlyTrain's other weights of the same architectures: refused naming it.
+    expect_error(weights_model_name("dinov3/vitb16-eupe", preset, sizeof preset, &entry, &err),
+                 &err, "LightlyTrain's EUPE weights of dinov3/vitb16 are not downloadable by "
+                       "name here; --model dinov3/vitb16-notpretrained");
+    assert_string_equal(preset, "dinov3/vitb16");
+    expect_error(weights_model_name("dinov3/vitt16plus-distillationv1", preset, sizeof preset,
+                                    &entry, &err),
+                 &err, "distillation v1 weights of dinov3/vitt16plus");
     const char *others[] = {"dinov3/vitl16plus", "dinov3/vit7b16", "vit_b14_reg4", "resnet50",
                             "ultralytics/yolo11s.pt", "torchvision/convnext_tiny",
                             "timm/convnext_tiny", "dinov2/vitb14.pt"};

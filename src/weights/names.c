@@ -190,6 +190,13 @@ static const char *const lightly_train_only_weights[][2] = {
     {"dinov3/vitt16plus", "dinov3_vitt16plus_distillationv2.pth"},
 };
 
+// LightlyTrain's other weights for the same DINOv3 architectures (its dinov3
+// package builds them with the plain name's builder): EUPE's (Meta), LingBot's
+// (Robbyant), its own first distillation of the ViT-T; not downloadable here.
+static const char *const other_weights_suffixes[][2] = {
+    {"-eupe", "EUPE"}, {"-lingbot", "LingBot"}, {"-distillationv1", "distillation v1"},
+};
+
 int weights_model_name(const char *text, char *model, size_t size, const WeightsEntry **weights,
                        ErrorMessage *err) {
     *weights = NULL;
@@ -200,6 +207,16 @@ int weights_model_name(const char *text, char *model, size_t size, const Weights
     normalize_name(text, normal, sizeof normal);
     const int not_pretrained = has_suffix(normal, "-notpretrained");
     if (not_pretrained) normal[strlen(normal) - strlen("-notpretrained")] = '\0';
+    for (size_t i = 0; i < sizeof other_weights_suffixes / sizeof *other_weights_suffixes; i++)
+        if (has_prefix(normal, "dinov3/") && has_suffix(normal, other_weights_suffixes[i][0])) {
+            normal[strlen(normal) - strlen(other_weights_suffixes[i][0])] = '\0';
+            snprintf(model, size, "%s", normal);
+            return error_set(err, "--model %s: LightlyTrain's %s weights of %s are not "
+                                  "downloadable by name here; --model %s-notpretrained starts "
+                                  "from a random initialisation (add --checkpoint FILE for those "
+                                  "weights)",
+                             text, other_weights_suffixes[i][1], normal, normal);
+        }
     const WeightsEntry *entry = weights_find(normal);
     if (entry) {
         snprintf(model, size, "%s", entry->arch);

@@ -51,7 +51,8 @@ const WeightsEntry *weights_find(const char *name);
 // --model preset in model ("vit_b14_reg4") and *weights the entry of its
 // weights (NULL: a random initialisation); -1 with err (model still filled)
 // for a name LightlyTrain starts from weights this program cannot download
-// ("dinov3/vitt16": its own distilled weights); 0 for any other text
+// ("dinov3/vitt16": its own distilled weights; "dinov3/vitb16-eupe" ...:
+// other weights of the same architecture); 0 for any other text
 // (our presets, "dinov3/vitl16plus" among them, are random initialisations).
 int weights_model_name(const char *text, char *model, size_t size, const WeightsEntry **weights,
                        ErrorMessage *err);

@@ -121,5 +121,9 @@ refuse_distillation "dinov3/vits16 does not match the file: width 384, the file'
 expect_only 2 "^lightly-train-c train: --model dinov3/vitt16: LightlyTrain starts it from its own distilled weights \(dinov3_vitt16_distillationv2.pth\), .* --model dinov3/vitt16-notpretrained starts from a random initialisation" -- \
   "$bin" train "${common[@]}" --out "$work/vitt16" --model dinov3/vitt16 --method simclr
 [ -e "$work/vitt16" ] && fail "the refused run wrote $work/vitt16"
+# So are its other weights of the same architectures (EUPE's, LingBot's).
+expect_only 2 "^lightly-train-c train: --model dinov3/convnext_tiny_eupe: LightlyTrain's EUPE weights of dinov3/convnext-tiny are not downloadable by name here; --model dinov3/convnext-tiny-notpretrained" -- \
+  "$bin" train "${common[@]}" --out "$work/eupe" --model dinov3/convnext_tiny_eupe --method simclr
+[ -e "$work/eupe" ] && fail "the refused run wrote $work/eupe"
 
 e2e_finish
