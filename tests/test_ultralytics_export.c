@@ -218,6 +218,7 @@ static void test_structure_matches_ultralytics(void **state) {
     check_model("yolov5nu");      // C3 blocks, the 6x6 stem's padding 2
     check_model("yolo12n");       // A2C2f: ABlock pairs (AAttn), C3k; gamma None
     check_model("yolo12l");       // A2C2f's gamma Parameter
+    check_model("yolov5n6u");     // yolov5-p6.yaml: a P6 stage, a 4-level Detect
 }
 
 int main(void) {

@@ -34,7 +34,9 @@ import torch
 
 MODELS = ("yolov8n", "yolo11n", "yolo11m", "yolo26n", "yolov8n-seg", "yolo11n-seg", "yolo26n-seg",
           "yolov8n-pose", "yolo11n-pose", "yolo26n-pose", "yolov8n-obb", "yolo11n-obb", "yolo26n-obb",
-          "yolov8n-cls", "yolo11n-cls", "yolo26n-cls", "yolov5nu", "yolo12n", "yolo12l")
+          "yolov8n-cls", "yolo11n-cls", "yolo26n-cls", "yolov5nu", "yolo12n", "yolo12l", "yolov5n6u")
+# Ultralytics 8.4 builds yolov5n6u (the released yolov5n6u.pt's model) from yolov5n-p6.yaml.
+YAMLS = {"yolov5n6u": "yolov5n-p6.yaml"}
 
 
 def describe(name):
@@ -42,7 +44,7 @@ def describe(name):
     lines = [f"# {name}"]
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, f"{name}.pt")
-        YOLO(f"{name}.yaml").save(path)
+        YOLO(YAMLS.get(name, f"{name}.yaml")).save(path)
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     lines.append("ckpt " + " ".join(sorted(ckpt)))
     for path, module in ckpt["model"].named_modules():

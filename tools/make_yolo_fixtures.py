@@ -22,7 +22,8 @@ Upsample), YOLO11's
 and YOLO26's layers 0-10 (SPPF and C2PSA included, up to the first
 Upsample; YOLO26's SPPF has an unactivated cv1 and a shortcut).
 
-Per model M (yolov5nu ... yolo26x, and the -cls models yolov8n-cls ...
+Per model M (yolov5nu ... yolo26x, yolov5n6u ... yolov5x6u (yolov5-p6.yaml:
+LightlyTrain's cut is its layers 0-10, the C3 at P6/64 before SPPF), and the -cls models yolov8n-cls ...
 yolo26x-cls: YOLOv8's layers 0-8, YOLO11's and YOLO26's 0-9, C2PSA
 without SPPF, up to Classify), MAP = train/p3, train/p4, train/p5 (the
 train-mode outputs of layers 4, 6 and the backbone's last) and eval/p5 (the
@@ -80,8 +81,10 @@ IMAGE_SIZE = 96
 FULL_MAPS = ("yolov5nu", "yolov8n", "yolo11n", "yolo12n", "yolo26n")  # the others' maps as samples (file size)
 MAP_SAMPLES = 1024
 TASK_MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11", "yolo26") for size in "nsmlx"]
+# YOLOv5u-P6 (the released yolov5n6u.pt ...): yolov5-p6.yaml, a P6/64 stage, a 4-level Detect
+P6_MODELS = [f"yolov5{size}6u" for size in "nsmlx"]
 MODELS = (TASK_MODELS + [f"yolov5{size}u" for size in "nsmlx"]
-          + [f"yolo12{size}" for size in "nsmlx"])
+          + [f"yolo12{size}" for size in "nsmlx"] + P6_MODELS)
 # The -cls models: other YAMLs (no SPPF, no neck; Classify), trained up to Classify.
 CLASSIFY_MODELS = [f"{name}-cls" for name in TASK_MODELS]
 GRADIENT_MODELS = ("yolov5nu", "yolov8n", "yolo11n", "yolo12n", "yolo12l", "yolo26n", "yolo11n-cls")
@@ -90,12 +93,19 @@ SAME_MODELS = [f"yolov5{size}" for size in "nsmlx"]  # yolov5nu's models under t
 # YOLOv8 trained on Open Images V7 (yolov8n-oiv7.pt ...): yolov8n.yaml ... with 601 classes
 OPEN_IMAGES_MODELS = [f"yolov8{size}-oiv7" for size in "nsmlx"]
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
-MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov8": (4, 6, 8), "yolo12": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
+MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov5-p6": (4, 6, 10), "yolov8": (4, 6, 8), "yolo12": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
               "yolov8-cls": (4, 6, 8), "yolo11-cls": (4, 6, 9), "yolo26-cls": (4, 6, 9)}
 
 
 def family_of(name):
+    if name in P6_MODELS:
+        return "yolov5-p6"
     return name[:6] + ("-cls" if name.endswith("-cls") else "")  # "yolov8", "yolo11-cls", ...
+
+
+def yaml_of(name):
+    """The YAML Ultralytics builds name from (8.4 resolves no yolov5n6u.yaml)."""
+    return f"yolov5{name[6]}-p6.yaml" if name in P6_MODELS else f"{name}.yaml"
 
 
 def init_rule(model, key, shape):
@@ -124,7 +134,7 @@ def init_rule(model, key, shape):
 def build(name):
     from ultralytics.nn.tasks import ClassificationModel, DetectionModel
     model = (ClassificationModel if name.endswith("-cls") else DetectionModel)(
-        cfg=f"{name}.yaml", ch=3, verbose=False)
+        cfg=yaml_of(name), ch=3, verbose=False)
     state = model.state_dict()
     new_state = {}
     for key, tensor in state.items():

@@ -89,7 +89,8 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolo12n.pt", "ultralytics/yolo12s.pt", "ultralytics/yolo12m.pt",
     "ultralytics/yolo12l.pt", "ultralytics/yolo12x.pt", "ultralytics/yolov8n-oiv7.pt",
     "ultralytics/yolov8s-oiv7.pt", "ultralytics/yolov8m-oiv7.pt", "ultralytics/yolov8l-oiv7.pt",
-    "ultralytics/yolov8x-oiv7.pt",
+    "ultralytics/yolov8x-oiv7.pt", "ultralytics/yolov5n6u.pt", "ultralytics/yolov5s6u.pt",
+    "ultralytics/yolov5m6u.pt", "ultralytics/yolov5l6u.pt", "ultralytics/yolov5x6u.pt",
     // ConvNeXts (convnext_names.h)
     "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
     "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",

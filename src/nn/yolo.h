@@ -51,14 +51,15 @@
 #include "util/error.h"
 
 #define YOLO_MAX_NAME 16
-#define YOLO_MAX_LAYERS 32
+#define YOLO_MAX_LAYERS 40
 #define YOLO_MAX_CLASSES 65536  // a Detect head's nc and width (yolo_head_from_weights)
 
 // YOLOv5u: Ultralytics' anchor-free YOLOv5 (yolov5.yaml: C3 blocks, YOLOv8's
 // Detect head), detection only.
 // YOLO12: YOLO11's stem with A2C2f (area attention) blocks, no SPPF, no C2PSA;
 // detection only.
-typedef enum YoloFamily { YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26 } YoloFamily;
+// YOLO_V5_P6: yolov5-p6.yaml (the released yolov5n6u.pt ...: a P6/64 stage, 4-level Detect)
+typedef enum YoloFamily { YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26, YOLO_V5_P6 } YoloFamily;
 
 // The model's head (its YAML's last line), each Detect's stacks plus its
 // task's: Detect; Segment for the "-seg" models (YOLO26: Segment26), the
@@ -165,7 +166,7 @@ typedef struct YoloInner {
 
 typedef struct YoloModule {
     YoloModuleKind kind;
-    int from[3], from_count;  // the layers it reads (absolute indices)
+    int from[4], from_count;  // the layers it reads (absolute indices; Detect: 3 or 4 levels)
     int in_channels, out_channels;
     int hidden;               // C2f / C3k2 / C2PSA's self.c, SPPF's c_, Segment's npr
     int repeats;              // n after the depth gain
@@ -304,7 +305,7 @@ int yolo_save(const Yolo *model, const char *path, StateDictWrite write, ErrorMe
 // One line of the family's YAML, [from, repeats, module, args], before
 // scaling (export_ultralytics.c writes the model's yaml dict from them).
 typedef struct YoloYamlLine {
-    int from[3];     // -1: the previous layer; absolute indices otherwise
+    int from[4];     // -1: the previous layer; absolute indices otherwise
     int from_count;
     int repeats;
     YoloModuleKind kind;

@@ -27,7 +27,8 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolo26s-cls", "yolo26m-cls", "yolo26l-cls", "yolo26x-cls", "yolov5nu", "yolov5su",
     "yolov5mu", "yolov5lu", "yolov5xu", "yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x",
     "yolo12n", "yolo12s", "yolo12m", "yolo12l", "yolo12x", "yolov8n-oiv7", "yolov8s-oiv7",
-    "yolov8m-oiv7", "yolov8l-oiv7", "yolov8x-oiv7", NULL};
+    "yolov8m-oiv7", "yolov8l-oiv7", "yolov8x-oiv7", "yolov5n6u", "yolov5s6u", "yolov5m6u",
+    "yolov5l6u", "yolov5x6u", NULL};
 
 #define PREV {-1}, 1
 // yolov5.yaml (YOLOv5u: anchor-free, YOLOv8's Detect): a 6x6 stem of
@@ -46,6 +47,30 @@ static const YoloYamlLine yolov5_yaml[] = {
     {PREV, 3, YOLO_C3, 512, 0, 0, 0, 0, 0, 0},    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
     {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C3, 1024, 0, 0, 0, 0, 0, 0},
     {{17, 20, 23}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
+};
+
+// yolov5-p6.yaml (the released yolov5n6u.pt ...): yolov5.yaml with a P6/64
+// stage (Conv 768 at P5, Conv 1024 at P6), a neck one level deeper and a
+// Detect over P3 ... P6.
+static const YoloYamlLine yolov5_p6_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 6, 2, 0, 0, 0, 2},   {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C3, 128, 0, 0, 1, 0, 0, 0},    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_C3, 256, 0, 0, 1, 0, 0, 0},    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 9, YOLO_C3, 512, 0, 0, 1, 0, 0, 0},    {PREV, 1, YOLO_CONV, 768, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C3, 768, 0, 0, 1, 0, 0, 0},    {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C3, 1024, 0, 0, 1, 0, 0, 0},   {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 768, 1, 1, 0, 0, 0, 0},  {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 8}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C3, 768, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 1, 1, 0, 0, 0, 0},  {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C3, 512, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 1, 1, 0, 0, 0, 0},  {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C3, 256, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},  {{-1, 20}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C3, 512, 0, 0, 0, 0, 0, 0},    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {{-1, 16}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C3, 768, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 768, 3, 2, 0, 0, 0, 0},  {{-1, 12}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C3, 1024, 0, 0, 0, 0, 0, 0},
+    {{23, 26, 29, 32}, 4, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static const YoloYamlLine yolov8_yaml[] = {
@@ -157,6 +182,9 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
     }
     switch (family) {
     case YOLO_V5: *count = (int)(sizeof yolov5_yaml / sizeof *yolov5_yaml); return yolov5_yaml;
+    case YOLO_V5_P6:
+        *count = (int)(sizeof yolov5_p6_yaml / sizeof *yolov5_p6_yaml);
+        return yolov5_p6_yaml;
     case YOLO_V8: *count = (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml); return yolov8_yaml;
     case YOLO_11: *count = (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml); return yolo11_yaml;
     case YOLO_12: *count = (int)(sizeof yolo12_yaml / sizeof *yolo12_yaml); return yolo12_yaml;
@@ -168,7 +196,7 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
 
 // YOLO12's and YOLO26's scales are YOLO11's.
 const YoloScale *yolo_yaml_scales(YoloFamily family, YoloTask task) {
-    if (family == YOLO_V5) return yolov5_scales;
+    if (family == YOLO_V5 || family == YOLO_V5_P6) return yolov5_scales;
     if (family == YOLO_V8) return task == YOLO_TASK_CLASSIFY ? yolov8_cls_scales : yolov8_scales;
     return yolo11_scales;
 }
@@ -180,9 +208,11 @@ const char *yolo_task_suffix(YoloTask task) {
 
 int yolo_reg_max(YoloFamily family) { return family == YOLO_26 ? 1 : 16; }
 int yolo_end2end(YoloFamily family) { return family == YOLO_26; }
-int yolo_legacy_head(YoloFamily family) { return family == YOLO_V5 || family == YOLO_V8; }
-int yolo_backbone_layers(YoloFamily family) {
-    return yolo_legacy_head(family) || family == YOLO_12 ? 9 : 11;
+int yolo_legacy_head(YoloFamily family) {
+    return family == YOLO_V5 || family == YOLO_V5_P6 || family == YOLO_V8;
+}
+int yolo_backbone_layers(YoloFamily family) {  // YOLOv5-P6's C3 before SPPF is layer 10
+    return family == YOLO_V5_P6 ? 11 : yolo_legacy_head(family) || family == YOLO_12 ? 9 : 11;
 }
 
 static int ends_with(const char *text, size_t length, const char *suffix) {
@@ -204,7 +234,7 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
         config->family = strncmp(name, "yolo11", 6) == 0   ? YOLO_11
                          : strncmp(name, "yolo12", 6) == 0 ? YOLO_12
                          : strncmp(name, "yolo26", 6) == 0 ? YOLO_26
-                         : strncmp(name, "yolov5", 6) == 0 ? YOLO_V5
+                         : strncmp(name, "yolov5", 6) == 0 ? (name[7] == '6' ? YOLO_V5_P6 : YOLO_V5)
                                                            : YOLO_V8;
         // Ultralytics released YOLOv5's anchor-free weights as yolov5nu.pt ...
         if (*pretrained && config->family == YOLO_V5 && name[length - 1] != 'u')

@@ -99,6 +99,13 @@ static void yaml_lines(Exporter *e, const YoloYamlLine *lines, int first, int en
     pt_list_end(&e->w);
 }
 
+// The YAML Ultralytics builds the model from: the model's name, but
+// yolov5n-p6.yaml for yolov5n6u (Ultralytics 8.4 resolves no yolov5n6u.yaml).
+static void yaml_file_name(const YoloConfig *config, char *out, size_t size) {
+    if (config->family == YOLO_V5_P6) ux_text_format(out, size, "yolov5%c-p6.yaml", config->scale);
+    else ux_text_format(out, size, "%s.yaml", config->name);
+}
+
 // DetectionModel.yaml: the family's YAML as Ultralytics' yaml_model_load reads it.
 static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
     const YoloConfig *config = &e->model->config;
@@ -139,7 +146,7 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
     ux_text_format(text, sizeof text, "%c", config->scale);
     pt_put_str(&e->w, text);
     ux_key(e, "yaml_file");
-    ux_text_format(text, sizeof text, "%s.yaml", config->name);
+    yaml_file_name(config, text, sizeof text);
     pt_put_str(&e->w, text);
     ux_key_int(e, "channels", 3);
     pt_dict_end(&e->w);
@@ -214,7 +221,7 @@ static void detection_model(Exporter *e) {
     pt_put_str(&e->w, task);
     ux_key(e, "model");
     char yaml[32];
-    ux_text_format(yaml, sizeof yaml, "%s.yaml", model->config.name);
+    yaml_file_name(&model->config, yaml, sizeof yaml);
     pt_put_str(&e->w, yaml);
     pt_dict_end(&e->w);
     ux_children_begin(e);

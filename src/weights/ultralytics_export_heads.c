@@ -5,9 +5,12 @@
 #include "nn/weights.h"
 #include "weights/ultralytics_export_internal.h"
 
+// The head's strides, 8 << level: P3 ... P5, or P6 too (YOLOv5-P6's 4 levels).
 void ux_put_stride(Exporter *e) {
-    const float strides[3] = {8.0f, 16.0f, 32.0f};
-    const int64_t shape[1] = {3};
+    const Yolo *model = e->model;
+    const int levels = model->layers[model->layer_count - 1].from_count;
+    const float strides[4] = {8.0f, 16.0f, 32.0f, 64.0f};
+    const int64_t shape[1] = {levels};
     pt_put_tensor(&e->w, SAFE_F32, strides, 1, shape, 0, 0);
 }
 

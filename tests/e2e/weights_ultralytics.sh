@@ -126,6 +126,20 @@ head_of "$work/run_oiv7/exported_models/exported_last.safetensors" "$work/oiv7_r
 "$tool" list "$work/oiv7_run.head" | grep -q -P "^tensor\tcv3.2.2.weight\tF32\t601,100,1,1" ||
   fail "the oiv7 head has not 601 classes: $("$tool" list "$work/oiv7_run.head" | grep cv3.2.2)"
 
+# yolov5n6u.pt (yolov5-p6.yaml: a P6/64 stage) likewise; its Detect head
+# (model.33) has a fourth level, which comes out unchanged.
+"$build/tests/e2e/make_backbone" "$work/p6.safetensors" ultralytics/yolov5n6u.pt 10 64 \
+  >/dev/null && "$bin" export --checkpoint "$work/p6.safetensors" \
+  --out "$release/yolov5n6u.pt" >/dev/null || fail "a yolov5n6u .pt"
+head_of "$release/yolov5n6u.pt" "$work/p6_served.head" 33
+output=$("$bin" train "${common[@]}" --model ultralytics/yolov5n6u.pt \
+  --out "$work/run_p6" 2>&1) || fail "train --model ultralytics/yolov5n6u.pt: $output"
+head_of "$work/run_p6/exported_models/exported_last.safetensors" "$work/p6_run.head" 33
+"$compare" "$work/p6_run.head" "$work/p6_served.head" 0 0 >/dev/null ||
+  fail "the run did not start from the release's yolov5n6u.pt"
+"$tool" list "$work/p6_run.head" | grep -q -P "^tensor\tcv3.3.2.weight\tF32\t80," ||
+  fail "the yolov5n6u head has no fourth level: $("$tool" list "$work/p6_run.head" | grep cv3)"
+
 # Refusals, one line each, nothing written: an asset the release lacks
 # (404), offline and not cached, an unknown name, a file that is not the
 # name's model.
@@ -137,7 +151,7 @@ refused 2 "ultralytics/yolov8n.pt: $url/yolov8n.pt: not found \(HTTP 404\)" -- \
 refused 2 "ultralytics/yolo11s.pt is not downloaded and HF_HUB_OFFLINE forbids the network: run 'lightly-train-c weights fetch ultralytics/yolo11s.pt' .*or download $url/yolo11s.pt by hand" -- \
   env HF_HUB_OFFLINE=1 "$bin" train "${common[@]}" --model ultralytics/yolo11s.pt --out "$work/refused"
 grep -q "yolo11s" "$log" && fail "HF_HUB_OFFLINE still asked GitHub"
-refused 2 "unknown weights name 'ultralytics/yolo13n.pt' \(known: ultralytics/yolov8n.pt, .*ultralytics/yolov8x-oiv7.pt: 90 names; " -- \
+refused 2 "unknown weights name 'ultralytics/yolo13n.pt' \(known: ultralytics/yolov8n.pt, .*ultralytics/yolov5x6u.pt: 95 names; " -- \
   "$bin" weights fetch ultralytics/yolo13n.pt
 refused 2 "^lightly-train-c train: --checkpoint: .*/yolov8s.pt: yolov8s: weights do not match the model: [0-9]+ missing: model.4.m.1.cv1.conv.weight" -- \
   "$bin" train "${common[@]}" --model ultralytics/yolov8s.pt --out "$work/refused"
