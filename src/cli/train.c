@@ -53,7 +53,7 @@ static int model_canonical(const char *word, char *buffer, size_t size) {
 // option and the seed as an int.
 typedef struct TrainChoices {
     const char *model_given;  // --model as typed (NULL: the default)
-    int model_weights;        // the weights of that name are the initial ones (train_model_weights)
+    const WeightsEntry *model_weights;  // its weights, the initial ones (train_model_weights)
     int model, method, accelerator, precision, optimizer, backend, seed, sync_batchnorm;
     int gradient_overlap, exif_orientation, input_depth;
     double max_pixels;
@@ -121,12 +121,12 @@ static int prepare_weights(TrainConfig *config, const TrainChoices *choices, int
         snprintf(model_hint, sizeof model_hint,
                  " (the weights of --model %s); or put %s into the working directory, pass "
                  "--checkpoint PATH, or train from --model ultralytics/%s.yaml",
-                 config->model, weights_find(config->checkpoint)->file, yolo.name);
+                 config->model, choices->model_weights->file, yolo.name);
     else if (choices->model_weights)
         snprintf(model_hint, sizeof model_hint,
                  " (the weights of --model %s); or pass --checkpoint PATH, or train from a "
                  "random initialisation with --model %s-notpretrained",
-                 choices->model_given, config->checkpoint);
+                 choices->model_given, choices->model_weights->name);
     if (config->checkpoint && weights_cli_prepare("lightly-train-c train", config->checkpoint,
                                                   model_hint[0] ? model_hint : NULL))
         return -1;
@@ -165,7 +165,7 @@ static int train_model_weights(TrainConfig *config, TrainChoices *choices, Error
     }
     if (!weights || config->checkpoint || config->resume) return 0;
     config->checkpoint = weights->name;
-    choices->model_weights = 1;
+    choices->model_weights = weights;
     return 0;
 }
 

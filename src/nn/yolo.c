@@ -450,6 +450,9 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
         int pretrained;
         Yolo probe;
         if (yolo_parse_name(yolo_model_names[i], config, &pretrained, err)) return -1;
+        // another name of an earlier name's model (yolov8n-oiv7: yolov8n's, the
+        // classes taken from the file) was probed as that one
+        if (strcmp(config->name, yolo_model_names[i]) != 0) continue;
         yolo_head_from_weights(file, prefix, config);
         // a Segment's, Pose's or OBB's tensors hold a Detect's: the head decides
         int count;
