@@ -214,6 +214,11 @@ static void test_forward_yolov8(void **state) { check_family("yolov8", ""); }
 static void test_forward_yolo11(void **state) { check_family("yolo11", ""); }
 static void test_forward_yolo12(void **state) { check_family("yolo12", ""); }
 static void test_forward_yolo26(void **state) { check_family("yolo26", ""); }
+// yolo26-p6.yaml (a P6/64 stage, layers 0-12) and yolo26-p2.yaml (yolo26's backbone).
+static void test_forward_yolo26_levels(void **state) {
+    check_family("yolo26", "-p6");
+    check_family("yolo26", "-p2");
+}
 // The -cls models: no SPPF (YOLO11's and YOLO26's C2PSA at layer 9), trained up to Classify.
 static void test_forward_classify(void **state) { check_family("yolo", "-cls"); }
 
@@ -453,7 +458,8 @@ static void test_names(void **state) {
                 {"yolov8s-pose.yaml", "yolov8s-pose", 0}, {"ultralytics/yolo26l-obb.pt", "yolo26l-obb", 1},
                 {"ultralytics/yolov5su.yaml", "yolov5su", 0}, {"yolov5m.yaml", "yolov5m", 0},
                 {"ultralytics/yolov5xu.pt", "yolov5xu", 1}, {"yolo12s.yaml", "yolo12s", 0},
-                {"ultralytics/yolo12x.pt", "yolo12x", 1}};
+                {"ultralytics/yolo12x.pt", "yolo12x", 1},
+                {"ultralytics/yolo26m-p6.yaml", "yolo26m-p6", 0}, {"yolo26x-p2", "yolo26x-p2", 0}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         if (yolo_parse_name(good[i].text, &config, &pretrained, &err)) fail_msg("%s", err.text);
         assert_string_equal(config.name, good[i].name);
@@ -468,6 +474,9 @@ static void test_names(void **state) {
     // Ultralytics released YOLOv5u's weights only, as yolov5nu.pt ...
     assert_int_equal(yolo_parse_name("ultralytics/yolov5s.pt", &config, &pretrained, &err), -1);
     assert_non_null(strstr(err.text, "YOLOv5's are yolov5su.pt"));
+    // ... and none of YOLO26-P6 or -P2
+    assert_int_equal(yolo_parse_name("ultralytics/yolo26n-p6.pt", &config, &pretrained, &err), -1);
+    assert_non_null(strstr(err.text, "releases none of YOLO26-P6; train ultralytics/yolo26n-p6.yaml"));
 }
 
 static void read_param(const Yolo *model, const char *name, float *out, size_t count) {
@@ -550,6 +559,38 @@ static void test_init_yolo26(void **state) {
     assert_int_equal(model.layers[9].shortcut, 1);
     assert_int_equal(model.layers[22].inner[0].kind, YOLO_INNER_BOTTLENECK_PSA);
     yolo_free(&model);
+}
+
+// The Detect head's strides follow the layers it reads (yolo26-p6: P3 ... P6,
+// yolo26-p2: P2 ... P5), and so do bias_init's class biases; yolo26-p6's
+// SPPF row [1024, 5, 3, False]: an unactivated cv1, no shortcut.
+static void test_init_head_levels(void **state) {
+    const struct {
+        const char *name;
+        int detect, strides[4];
+    } models[] = {{"yolo26n-p6", 31, {8, 16, 32, 64}}, {"yolo26n-p2", 29, {4, 8, 16, 32}},
+                  {"yolov5n6u", 33, {8, 16, 32, 64}}, {"yolo26n", 23, {8, 16, 32, 0}}};
+    static float values[80];
+    for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+        Yolo model;
+        initialised(&model, models[m].name);
+        for (int level = 0; level < 4 && models[m].strides[level]; level++) {
+            const int stride = models[m].strides[level];
+            assert_int_equal(model.head_strides[level], stride);
+            char name[64];
+            snprintf(name, sizeof name, "model.%d.cv3.%d.2.bias", models[m].detect, level);
+            read_param(&model, name, values, 80);
+            const float class_bias = (float)log(5.0 / 80 / pow(640.0 / stride, 2.0));
+            for (int i = 0; i < 80; i++) assert_true(values[i] == class_bias);
+        }
+        if (m == 0) {
+            assert_int_equal(model.layers[11].kind, YOLO_SPPF);
+            assert_int_equal(model.layers[11].cv1.act, 0);
+            assert_int_equal(model.layers[11].shortcut, 0);
+            assert_int_equal(model.backbone_layers, 13);
+        }
+        yolo_free(&model);
+    }
 }
 
 // Segment's tensors (never run) start as PyTorch's defaults: the prototypes'
@@ -694,12 +735,14 @@ int main(void) {
         cmocka_unit_test(test_forward_yolo11),
         cmocka_unit_test(test_forward_yolo12),
         cmocka_unit_test(test_forward_yolo26),
+        cmocka_unit_test(test_forward_yolo26_levels),
         cmocka_unit_test(test_forward_classify),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_mixed_precision),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_init_yolo26),
+        cmocka_unit_test(test_init_head_levels),
         cmocka_unit_test(test_init_segment),
         cmocka_unit_test(test_init_pose),
         cmocka_unit_test(test_save_load),

@@ -6,7 +6,7 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
     /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
 
 For yolov8n, yolo11n, yolo26n and their -seg, -pose, -obb and -cls models,
-yolov5nu and yolo12n (or those given with --models)
+yolov5nu and yolo12n (or those given with --models, e.g. yolo26n-p6, yolo26n-p2)
 (fine-tuned on polygons, 17 keypoints, oriented boxes, a class folder):
 `lightly-train-c train` (2 steps of distillation
 from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
@@ -14,7 +14,8 @@ generated images), then
   1. ultralytics.YOLO(exported_last.pt) loads it: a DetectionModel, task
      detect, its state_dict equal to exported_last.safetensors (bit for bit);
   2. the same weights as ours: YOLO("<model>.yaml") given the safetensors
-     state dict computes the same eval-mode outputs as the loaded model;
+     state dict computes the same eval-mode outputs as the loaded model,
+     and the loaded model's yaml dict and strides are YOLO("<model>.yaml")'s;
   3. it fine-tunes: YOLO(exported_last.pt).train() one epoch on a tiny
      labelled set (4 images, one box each, 1 class: the Detect head is
      rebuilt for it as in any fine-tuning) runs, and changes the backbone;
@@ -40,6 +41,7 @@ import torch
 
 MODELS = tuple(f"{name}{task}" for task in ("", "-seg", "-pose", "-obb", "-cls")
                for name in ("yolov8n", "yolo11n", "yolo26n")) + ("yolov5nu", "yolo12n")
+LEVELS = ("-p6", "-p2")  # yolo26n-p6, yolo26n-p2: detection models with a 4-level Detect
 TASKS = {"": ("detect", "DetectionModel"), "-seg": ("segment", "SegmentationModel"),
          "-pose": ("pose", "PoseModel"), "-obb": ("obb", "OBBModel"),
          "-cls": ("classify", "ClassificationModel")}
@@ -141,7 +143,8 @@ def main():
         sets = {task: labelled_set(os.path.join(work, f"labelled_{task}"), task)
                 for task, _ in TASKS.values()}
         for name in args.models:
-            task, model_class = TASKS[name[name.index("-"):] if "-" in name else ""]
+            suffix = name[name.index("-"):] if "-" in name else ""
+            task, model_class = TASKS["" if suffix in LEVELS else suffix]
             data = sets[task]
             out = os.path.join(work, name)
             run([args.bin, "train", "--data", os.path.join(work, "unlabelled"), "--out", out,
@@ -166,6 +169,11 @@ def main():
                 theirs = tensors(reference.model.eval()(image))
             check(len(ours) == len(theirs) and all(torch.equal(a, b) for a, b in zip(ours, theirs)),
                   f"{name}: YOLO('{name}.yaml') with our weights computes the same outputs")
+            differ = sorted(k for k in set(model.model.yaml) | set(reference.model.yaml)
+                            if model.model.yaml.get(k) != reference.model.yaml.get(k))
+            check(not differ and torch.equal(model.model.stride, reference.model.stride),
+                  f"{name}: its yaml dict and strides {model.model.stride.tolist()} are "
+                  f"Ultralytics' (differing: {differ})")
 
             before = {k: v.clone() for k, v in model.model.state_dict().items()}
             model.train(data=data, epochs=1, imgsz=64, batch=2, workers=0, device="cpu",

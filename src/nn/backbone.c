@@ -91,6 +91,10 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolov8s-oiv7.pt", "ultralytics/yolov8m-oiv7.pt", "ultralytics/yolov8l-oiv7.pt",
     "ultralytics/yolov8x-oiv7.pt", "ultralytics/yolov5n6u.pt", "ultralytics/yolov5s6u.pt",
     "ultralytics/yolov5m6u.pt", "ultralytics/yolov5l6u.pt", "ultralytics/yolov5x6u.pt",
+    "ultralytics/yolo26n-p6.yaml", "ultralytics/yolo26s-p6.yaml", "ultralytics/yolo26m-p6.yaml",
+    "ultralytics/yolo26l-p6.yaml", "ultralytics/yolo26x-p6.yaml", "ultralytics/yolo26n-p2.yaml",
+    "ultralytics/yolo26s-p2.yaml", "ultralytics/yolo26m-p2.yaml", "ultralytics/yolo26l-p2.yaml",
+    "ultralytics/yolo26x-p2.yaml",
     // ConvNeXts (convnext_names.h)
     "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
     "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",

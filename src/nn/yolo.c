@@ -352,7 +352,9 @@ static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *pa
     const char *cv = strstr(param->name, ".cv2.");
     if (!cv) cv = strstr(param->name, ".cv3.");
     if (cv && sscanf(cv + 5, "%d", &level) == 1 && has_suffix(param->name, ".2.bias")) {
-        const double stride = 8 << level;
+        if (level < 0 || level >= 4)
+            return error_set(err, "%s: no head level %d", param->name, level);
+        const double stride = model->head_strides[level];
         const float value = cv[3] == '2' ? 2.0f
                                          : (float)log(5.0 / model->config.classes /
                                                       pow(640.0 / stride, 2.0));

@@ -59,7 +59,12 @@
 // YOLO12: YOLO11's stem with A2C2f (area attention) blocks, no SPPF, no C2PSA;
 // detection only.
 // YOLO_V5_P6: yolov5-p6.yaml (the released yolov5n6u.pt ...: a P6/64 stage, 4-level Detect)
-typedef enum YoloFamily { YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26, YOLO_V5_P6 } YoloFamily;
+// YOLO_26_P6: yolo26-p6.yaml (YOLO26's blocks with a P6/64 stage, Detect over P3 ... P6);
+// YOLO_26_P2: yolo26-p2.yaml (YOLO26's backbone, the neck one level up, Detect over P2 ... P5);
+// detection only, no released weights.
+typedef enum YoloFamily {
+    YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26, YOLO_V5_P6, YOLO_26_P6, YOLO_26_P2
+} YoloFamily;
 
 // The model's head (its YAML's last line), each Detect's stacks plus its
 // task's: Detect; Segment for the "-seg" models (YOLO26: Segment26), the
@@ -235,6 +240,8 @@ typedef struct Yolo {
     ParameterSet buffers;   // BN statistics; every tensor of the neck and head
     int64_t num_batches_tracked;
     int layer_count;        // all layers, head included
+    int head_strides[4];    // the Detect head's levels' strides in pixels (8, 16, 32; P6: 64 too;
+                            // P2: 4 ... 32), from the layers it reads
     int backbone_layers;    // the ones that run (0 .. backbone_layers - 1)
     YoloModule layers[YOLO_MAX_LAYERS];
     int conv_count;         // backbone convs, in forward order
@@ -311,8 +318,9 @@ typedef struct YoloYamlLine {
     YoloModuleKind kind;
     int channels;    // args[0] (c2) before scaling; 0 where the module has none
     int kernel, stride;
-    int flag;        // C2f, C3: shortcut; C3k2: c3k; SPPF: YOLO26's row [c2, 5, 3, True]
-                     // (n = 3 pools, shortcut, an unactivated cv1)
+    int flag;        // C2f, C3: shortcut; C3k2: c3k; SPPF: YOLO26's rows [c2, 5, 3, True]
+                     // (1: n = 3 pools, shortcut, an unactivated cv1) and [c2, 5, 3, False]
+                     // (2: yolo26-p6's, no shortcut); 0: [c2, 5] (cv1 with SiLU)
     float expansion; // C3k2's e (0: the default 0.5)
     int attn;        // C3k2: YOLO26's attn argument (its 4th); A2C2f: area (a2 in flag)
     int padding;     // Conv: the row's p (YOLOv5's stem [64, 6, 2, 2]); 0: none given (k / 2)
@@ -326,9 +334,14 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
 int yolo_reg_max(YoloFamily family);
 int yolo_end2end(YoloFamily family);
 int yolo_legacy_head(YoloFamily family);
+// YOLO26's blocks and heads (yolo26.yaml and its -p6, -p2 variants).
+int yolo_is_26(YoloFamily family);
 // The layers LightlyTrain's backbone keeps of a (non -cls) family's model:
-// 9 (YOLOv5, YOLOv8: before SPPF) or 11 (before the first Upsample).
+// 9 (YOLOv5, YOLOv8: before SPPF) or 11 (before the first Upsample); the
+// P6 variants one stage more (11, 13).
 int yolo_backbone_layers(YoloFamily family);
+// The rows of the YAML's backbone section (up to SPPF, C2PSA or A2C2f).
+int yolo_yaml_backbone_rows(YoloFamily family);
 
 // The YAML's scales: depth, width, max_channels of n, s, m, l, x (5 entries).
 typedef struct YoloScale {

@@ -28,7 +28,8 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolov5mu", "yolov5lu", "yolov5xu", "yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x",
     "yolo12n", "yolo12s", "yolo12m", "yolo12l", "yolo12x", "yolov8n-oiv7", "yolov8s-oiv7",
     "yolov8m-oiv7", "yolov8l-oiv7", "yolov8x-oiv7", "yolov5n6u", "yolov5s6u", "yolov5m6u",
-    "yolov5l6u", "yolov5x6u", NULL};
+    "yolov5l6u", "yolov5x6u", "yolo26n-p6", "yolo26s-p6", "yolo26m-p6", "yolo26l-p6",
+    "yolo26x-p6", "yolo26n-p2", "yolo26s-p2", "yolo26m-p2", "yolo26l-p2", "yolo26x-p2", NULL};
 
 #define PREV {-1}, 1
 // yolov5.yaml (YOLOv5u: anchor-free, YOLOv8's Detect): a 6x6 stem of
@@ -120,6 +121,48 @@ static const YoloYamlLine yolo26_yaml[] = {
     {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
     {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1, 0},   {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
+// yolo26-p6.yaml: YOLO26's blocks with a Conv to 768 at P5 and a Conv to
+// 1024 with a C3k2 at P6/64, SPPF [1024, 5, 3, False] (no shortcut, an
+// unactivated cv1), a neck one level deeper, Detect over P3 ... P6.
+static const YoloYamlLine yolo26_p6_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 768, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 768, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 2, 0, 0, 0},
+    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 8}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 768, 0, 0, 1, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},     {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 256, 0, 0, 1, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},       {{-1, 18}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {{-1, 15}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 768, 0, 0, 1, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 768, 3, 2, 0, 0, 0, 0},       {{-1, 12}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1, 0},
+    {{21, 24, 27, 30}, 4, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
+};
+// yolo26-p2.yaml: yolo26.yaml's backbone; the neck goes up to P2/4 (a third
+// Upsample, C3k2 of 128 on the P2 concat) and back down, Detect over P2 ... P5.
+static const YoloYamlLine yolo26_p2_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 1, 0, 0, 0},
+    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 2}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 128, 0, 0, 1, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},       {{-1, 16}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1, 0},
+    {{19, 22, 25, 28}, 4, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
+};
 // yolo12.yaml: YOLO11's stem, A2C2f (area attention: [c2, True, area];
 // [c2, False, -1]: C3k blocks) in the backbone and the neck.
 static const YoloYamlLine yolo12_yaml[] = {
@@ -188,6 +231,12 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
     case YOLO_V8: *count = (int)(sizeof yolov8_yaml / sizeof *yolov8_yaml); return yolov8_yaml;
     case YOLO_11: *count = (int)(sizeof yolo11_yaml / sizeof *yolo11_yaml); return yolo11_yaml;
     case YOLO_12: *count = (int)(sizeof yolo12_yaml / sizeof *yolo12_yaml); return yolo12_yaml;
+    case YOLO_26_P6:
+        *count = (int)(sizeof yolo26_p6_yaml / sizeof *yolo26_p6_yaml);
+        return yolo26_p6_yaml;
+    case YOLO_26_P2:
+        *count = (int)(sizeof yolo26_p2_yaml / sizeof *yolo26_p2_yaml);
+        return yolo26_p2_yaml;
     case YOLO_26: break;
     }
     *count = (int)(sizeof yolo26_yaml / sizeof *yolo26_yaml);
@@ -206,13 +255,22 @@ const char *yolo_task_suffix(YoloTask task) {
     return suffixes[task];
 }
 
-int yolo_reg_max(YoloFamily family) { return family == YOLO_26 ? 1 : 16; }
-int yolo_end2end(YoloFamily family) { return family == YOLO_26; }
+int yolo_is_26(YoloFamily family) {
+    return family == YOLO_26 || family == YOLO_26_P6 || family == YOLO_26_P2;
+}
+int yolo_reg_max(YoloFamily family) { return yolo_is_26(family) ? 1 : 16; }
+int yolo_end2end(YoloFamily family) { return yolo_is_26(family); }
 int yolo_legacy_head(YoloFamily family) {
     return family == YOLO_V5 || family == YOLO_V5_P6 || family == YOLO_V8;
 }
 int yolo_backbone_layers(YoloFamily family) {  // YOLOv5-P6's C3 before SPPF is layer 10
-    return family == YOLO_V5_P6 ? 11 : yolo_legacy_head(family) || family == YOLO_12 ? 9 : 11;
+    if (family == YOLO_V5_P6) return 11;
+    if (family == YOLO_26_P6) return 13;  // its first Upsample is layer 13
+    return yolo_legacy_head(family) || family == YOLO_12 ? 9 : 11;
+}
+int yolo_yaml_backbone_rows(YoloFamily family) {  // v5, v8: the cut plus SPPF
+    return yolo_legacy_head(family) ? yolo_backbone_layers(family) + 1
+                                    : yolo_backbone_layers(family);
 }
 
 static int ends_with(const char *text, size_t length, const char *suffix) {
@@ -233,6 +291,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
             continue;
         config->family = strncmp(name, "yolo11", 6) == 0   ? YOLO_11
                          : strncmp(name, "yolo12", 6) == 0 ? YOLO_12
+                         : ends_with(name, length, "-p6")  ? YOLO_26_P6
+                         : ends_with(name, length, "-p2")  ? YOLO_26_P2
                          : strncmp(name, "yolo26", 6) == 0 ? YOLO_26
                          : strncmp(name, "yolov5", 6) == 0 ? (name[7] == '6' ? YOLO_V5_P6 : YOLO_V5)
                                                            : YOLO_V8;
@@ -240,6 +300,11 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
         if (*pretrained && config->family == YOLO_V5 && name[length - 1] != 'u')
             return error_set(err, "no Ultralytics weights '%s': YOLOv5's are %.*su.pt", text,
                              (int)length, name);
+        if (*pretrained && (config->family == YOLO_26_P6 || config->family == YOLO_26_P2))
+            return error_set(err, "no Ultralytics weights '%s': Ultralytics releases none of "
+                                  "YOLO26-%s; train ultralytics/%.*s.yaml (--checkpoint FILE "
+                                  "for weights of your own)", text,
+                             config->family == YOLO_26_P6 ? "P6" : "P2", (int)length, name);
         // yolov8n-oiv7.pt: yolov8n.yaml trained on Open Images V7, the model
         // yolov8n's with 601 classes (its name; there is no yolov8n-oiv7.yaml)
         const int open_images = ends_with(name, length, "-oiv7");
@@ -267,7 +332,9 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
                           "yolov8x.yaml, yolo11n.yaml ... yolo11x.yaml, yolo26n.yaml ... "
                           "yolo26x.yaml, each also as -seg, -pose, -obb or -cls (yolo11n-seg.yaml), "
                           "yolov5nu.yaml ... yolov5xu.yaml, yolo12n.yaml ... yolo12x.yaml, or .pt "
-                          "for Ultralytics' weights, also yolov8n-oiv7.pt ... yolov8x-oiv7.pt)",
+                          "for Ultralytics' weights, also yolov8n-oiv7.pt ... yolov8x-oiv7.pt, "
+                          "yolov5n6u.pt ... yolov5x6u.pt; yolo26n-p6.yaml ... yolo26x-p6.yaml and "
+                          "yolo26n-p2.yaml ... yolo26x-p2.yaml)",
                      text);
 }
 
@@ -292,7 +359,7 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
     if (!scale) return error_set(err, "%s: no scale '%c'", config->name, config->scale);
     if (count > YOLO_MAX_LAYERS)
         return error_set(err, "%s: %d layers, more than %d", config->name, count, YOLO_MAX_LAYERS);
-    int channels[YOLO_MAX_LAYERS];
+    int channels[YOLO_MAX_LAYERS], strides[YOLO_MAX_LAYERS];
     for (int i = 0; i < count; i++) {
         const YoloYamlLine *line = &yaml[i];
         YoloModule *layer = &model->layers[i];
@@ -340,8 +407,8 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
             break;
         case YOLO_SPPF:
             layer->hidden = c1 / 2;
-            layer->plain_cv1 = line->flag;  // parse_model: SiLU for rows of up to 3 args
-            layer->shortcut = line->flag && c1 == c2;
+            layer->plain_cv1 = line->flag != 0;  // parse_model: SiLU for rows of up to 3 args
+            layer->shortcut = line->flag == 1 && c1 == c2;
             break;
         case YOLO_A2C2F:  // A2C2f(c1, c2, n, a2, area, residual, mlp_ratio, e=0.5)
             layer->hidden = (int)(c2 * 0.5f);
@@ -369,6 +436,13 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         default: break;
         }
         channels[i] = c2;
+        // the layer's stride in pixels: Conv's stride multiplies it, Upsample halves it
+        strides[i] = i == 0 ? 1 : strides[layer->from[0]];
+        if (line->kind == YOLO_CONV) strides[i] *= layer->stride;
+        if (line->kind == YOLO_UPSAMPLE) strides[i] /= 2;
+        if (line->kind == YOLO_DETECT)
+            for (int f = 0; f < line->from_count; f++)
+                model->head_strides[f] = strides[layer->from[f]];
     }
     model->layer_count = count;
     // LightlyTrain's cut: before SPPF (v5, v8), the first Upsample (11, 26) or Classify (-cls)

@@ -233,7 +233,7 @@ static int declare_head_stack(Declarer *d, const char *prefix, const char *head,
 // torch's layout, declared as a conv of in = out channels.
 static int declare_segment(Declarer *d, YoloModule *layer, const char *prefix, ErrorMessage *err) {
     Yolo *model = d->model;
-    const int proto26 = model->config.family == YOLO_26, npr = layer->hidden;
+    const int proto26 = yolo_is_26(model->config.family), npr = layer->hidden;
     const int ch0 = model->layers[layer->from[0]].out_channels;
     char name[PARAM_MAX_NAME];
     YoloConv unused;
@@ -311,7 +311,7 @@ static int declare_keypoints_or_angle(Declarer *d, YoloModule *layer, const char
                                       ErrorMessage *err) {
     Yolo *model = d->model;
     const int pose = model->config.task == YOLO_TASK_POSE;
-    const int pose26 = pose && model->config.family == YOLO_26;
+    const int pose26 = pose && yolo_is_26(model->config.family);
     const int ch0 = model->layers[layer->from[0]].out_channels;
     const int outputs = pose ? YOLO_KEYPOINTS * YOLO_KEYPOINT_DIMS : 1;
     const int wanted = pose26 ? YOLO_KEYPOINTS * (YOLO_KEYPOINT_DIMS + 2) : outputs;

@@ -60,7 +60,7 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
         break;
     case YOLO_SPPF:
         pt_put_int(&e->w, line->channels), pt_put_int(&e->w, line->kernel);
-        if (line->flag) pt_put_int(&e->w, 3), pt_put_bool(&e->w, 1);  // YOLO26: n, shortcut
+        if (line->flag) pt_put_int(&e->w, 3), pt_put_bool(&e->w, line->flag == 1);  // YOLO26: n, shortcut
         break;
     case YOLO_C2PSA: pt_put_int(&e->w, line->channels); break;
     case YOLO_UPSAMPLE:
@@ -133,11 +133,9 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
         pt_list_end(&e->w);
     }
     pt_dict_end(&e->w);
-    // the YAML's backbone section ends with SPPF (v5, v8), C2PSA (11, 26) or A2C2f (12):
-    // LightlyTrain's cut plus SPPF for v5 and v8
+    // the YAML's backbone section ends with SPPF (v5, v8), C2PSA (11, 26) or A2C2f (12)
     const int backbone = config->task == YOLO_TASK_CLASSIFY ? count - 1  // all but Classify
-                         : yolo_legacy_head(config->family) ? 10
-                                                            : yolo_backbone_layers(config->family);
+                                                            : yolo_yaml_backbone_rows(config->family);
     ux_key(e, "backbone");
     yaml_lines(e, lines, 0, backbone);
     ux_key(e, "head");

@@ -5,11 +5,12 @@
 #include "nn/weights.h"
 #include "weights/ultralytics_export_internal.h"
 
-// The head's strides, 8 << level: P3 ... P5, or P6 too (YOLOv5-P6's 4 levels).
+// The head's strides: 8, 16, 32 (P3 ... P5), 64 too for the P6 models, 4 ... 32 for P2.
 void ux_put_stride(Exporter *e) {
     const Yolo *model = e->model;
     const int levels = model->layers[model->layer_count - 1].from_count;
-    const float strides[4] = {8.0f, 16.0f, 32.0f, 64.0f};
+    float strides[4];
+    for (int l = 0; l < levels; l++) strides[l] = (float)model->head_strides[l];
     const int64_t shape[1] = {levels};
     pt_put_tensor(&e->w, SAFE_F32, strides, 1, shape, 0, 0);
 }
@@ -166,7 +167,7 @@ static void proto(Exporter *e, const char *prefix, const YoloModule *layer, int 
 const char *ux_head_class(const YoloConfig *config) {
     static const char *const classes[2][4] = {{"Detect", "Segment", "Pose", "OBB"},
                                               {"Detect", "Segment26", "Pose26", "OBB26"}};
-    return classes[config->family == YOLO_26][config->task];
+    return classes[yolo_is_26(config->family)][config->task];
 }
 
 // Pose's kpt_shape, [17, 3].
@@ -204,7 +205,7 @@ void ux_detect(Exporter *e, const char *prefix, const YoloModule *layer,
         ux_key(e, "kpt_shape");
         ux_put_kpt_shape(e);
         ux_key_int(e, "nk", YOLO_KEYPOINTS * YOLO_KEYPOINT_DIMS);
-        if (family == YOLO_26) ux_key_int(e, "nk_sigma", 2 * YOLO_KEYPOINTS);
+        if (yolo_is_26(family)) ux_key_int(e, "nk_sigma", 2 * YOLO_KEYPOINTS);
     } else if (config->task == YOLO_TASK_OBB) {
         ux_key_int(e, "ne", 1);
     }
@@ -235,11 +236,11 @@ void ux_detect(Exporter *e, const char *prefix, const YoloModule *layer,
     if (segment) {
         ux_key(e, "proto");
         ux_text_format(name, sizeof name, "%s.proto", prefix);
-        proto(e, name, layer, family == YOLO_26);
+        proto(e, name, layer, yolo_is_26(family));
         head_list(e, prefix, layer, "cv4", 1, 0);
         if (yolo_end2end(family)) head_list(e, prefix, layer, "one2one_cv4", 1, 1);
     } else if (config->task == YOLO_TASK_POSE || config->task == YOLO_TASK_OBB) {
-        const int pose26 = config->task == YOLO_TASK_POSE && family == YOLO_26;
+        const int pose26 = config->task == YOLO_TASK_POSE && yolo_is_26(family);
         const LevelModule cv4 = pose26 ? STACK_WITHOUT_CONV2D : STACK_WITH_CONV2D;
         head_list_of(e, prefix, layer, "cv4", 1, 0, cv4);
         if (yolo_end2end(family)) head_list_of(e, prefix, layer, "one2one_cv4", 1, 1, cv4);
