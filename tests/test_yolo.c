@@ -214,10 +214,12 @@ static void test_forward_yolov8(void **state) { check_family("yolov8", ""); }
 static void test_forward_yolo11(void **state) { check_family("yolo11", ""); }
 static void test_forward_yolo12(void **state) { check_family("yolo12", ""); }
 static void test_forward_yolo26(void **state) { check_family("yolo26", ""); }
-// yolo26-p6.yaml (a P6/64 stage, layers 0-12) and yolo26-p2.yaml (yolo26's backbone).
-static void test_forward_yolo26_levels(void **state) {
+// The 4-level models: yolo26-p6.yaml (a P6/64 stage, layers 0-12), yolo26-p2.yaml
+// (yolo26's backbone) and yolov8-pose-p6.yaml (a P6/64 stage, layers 0-10).
+static void test_forward_levels(void **state) {
     check_family("yolo26", "-p6");
     check_family("yolo26", "-p2");
+    check_family("yolov8", "-pose-p6");
 }
 // The -cls models: no SPPF (YOLO11's and YOLO26's C2PSA at layer 9), trained up to Classify.
 static void test_forward_classify(void **state) { check_family("yolo", "-cls"); }
@@ -459,7 +461,8 @@ static void test_names(void **state) {
                 {"ultralytics/yolov5su.yaml", "yolov5su", 0}, {"yolov5m.yaml", "yolov5m", 0},
                 {"ultralytics/yolov5xu.pt", "yolov5xu", 1}, {"yolo12s.yaml", "yolo12s", 0},
                 {"ultralytics/yolo12x.pt", "yolo12x", 1},
-                {"ultralytics/yolo26m-p6.yaml", "yolo26m-p6", 0}, {"yolo26x-p2", "yolo26x-p2", 0}};
+                {"ultralytics/yolo26m-p6.yaml", "yolo26m-p6", 0}, {"yolo26x-p2", "yolo26x-p2", 0},
+                {"ultralytics/yolov8x-pose-p6.pt", "yolov8x-pose-p6", 1}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         if (yolo_parse_name(good[i].text, &config, &pretrained, &err)) fail_msg("%s", err.text);
         assert_string_equal(config.name, good[i].name);
@@ -471,6 +474,11 @@ static void test_names(void **state) {
         assert_int_equal(yolo_parse_name(bad[i], &config, &pretrained, &err), -1);
         assert_non_null(strstr(err.text, "unknown Ultralytics model"));
     }
+    // the task's suffix before the levels' (yolov8-pose-p6.yaml's nc: 1)
+    if (yolo_parse_name("yolov8x-pose-p6.yaml", &config, &pretrained, &err)) fail_msg("%s", err.text);
+    assert_int_equal(config.family, YOLO_V8_P6);
+    assert_int_equal(config.task, YOLO_TASK_POSE);
+    assert_int_equal(config.classes, 1);
     // Ultralytics released YOLOv5u's weights only, as yolov5nu.pt ...
     assert_int_equal(yolo_parse_name("ultralytics/yolov5s.pt", &config, &pretrained, &err), -1);
     assert_non_null(strstr(err.text, "YOLOv5's are yolov5su.pt"));
@@ -567,9 +575,10 @@ static void test_init_yolo26(void **state) {
 static void test_init_head_levels(void **state) {
     const struct {
         const char *name;
-        int detect, strides[4];
-    } models[] = {{"yolo26n-p6", 31, {8, 16, 32, 64}}, {"yolo26n-p2", 29, {4, 8, 16, 32}},
-                  {"yolov5n6u", 33, {8, 16, 32, 64}}, {"yolo26n", 23, {8, 16, 32, 0}}};
+        int detect, classes, strides[4];
+    } models[] = {{"yolo26n-p6", 31, 80, {8, 16, 32, 64}}, {"yolo26n-p2", 29, 80, {4, 8, 16, 32}},
+                  {"yolov5n6u", 33, 80, {8, 16, 32, 64}}, {"yolo26n", 23, 80, {8, 16, 32, 0}},
+                  {"yolov8n-pose-p6", 30, 1, {8, 16, 32, 64}}};
     static float values[80];
     for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
         Yolo model;
@@ -580,8 +589,9 @@ static void test_init_head_levels(void **state) {
             char name[64];
             snprintf(name, sizeof name, "model.%d.cv3.%d.2.bias", models[m].detect, level);
             read_param(&model, name, values, 80);
-            const float class_bias = (float)log(5.0 / 80 / pow(640.0 / stride, 2.0));
-            for (int i = 0; i < 80; i++) assert_true(values[i] == class_bias);
+            const int classes = models[m].classes;
+            const float class_bias = (float)log(5.0 / classes / pow(640.0 / stride, 2.0));
+            for (int i = 0; i < classes; i++) assert_true(values[i] == class_bias);
         }
         if (m == 0) {
             assert_int_equal(model.layers[11].kind, YOLO_SPPF);
@@ -735,7 +745,7 @@ int main(void) {
         cmocka_unit_test(test_forward_yolo11),
         cmocka_unit_test(test_forward_yolo12),
         cmocka_unit_test(test_forward_yolo26),
-        cmocka_unit_test(test_forward_yolo26_levels),
+        cmocka_unit_test(test_forward_levels),
         cmocka_unit_test(test_forward_classify),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_mixed_precision),

@@ -6,7 +6,8 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
     /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
 
 For yolov8n, yolo11n, yolo26n and their -seg, -pose, -obb and -cls models,
-yolov5nu and yolo12n (or those given with --models, e.g. yolo26n-p6, yolo26n-p2)
+yolov5nu and yolo12n (or those given with --models, e.g. yolo26n-p6, yolo26n-p2,
+yolov8n-pose-p6)
 (fine-tuned on polygons, 17 keypoints, oriented boxes, a class folder):
 `lightly-train-c train` (2 steps of distillation
 from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
@@ -41,7 +42,7 @@ import torch
 
 MODELS = tuple(f"{name}{task}" for task in ("", "-seg", "-pose", "-obb", "-cls")
                for name in ("yolov8n", "yolo11n", "yolo26n")) + ("yolov5nu", "yolo12n")
-LEVELS = ("-p6", "-p2")  # yolo26n-p6, yolo26n-p2: detection models with a 4-level Detect
+LEVELS = ("-p6", "-p2")  # yolo26n-p6, yolo26n-p2, yolov8n-pose-p6: a 4-level head
 TASKS = {"": ("detect", "DetectionModel"), "-seg": ("segment", "SegmentationModel"),
          "-pose": ("pose", "PoseModel"), "-obb": ("obb", "OBBModel"),
          "-cls": ("classify", "ClassificationModel")}
@@ -144,7 +145,9 @@ def main():
                 for task, _ in TASKS.values()}
         for name in args.models:
             suffix = name[name.index("-"):] if "-" in name else ""
-            task, model_class = TASKS["" if suffix in LEVELS else suffix]
+            if suffix.endswith(LEVELS):  # "-p6", "-pose-p6"
+                suffix = suffix[:-3]
+            task, model_class = TASKS[suffix]
             data = sets[task]
             out = os.path.join(work, name)
             run([args.bin, "train", "--data", os.path.join(work, "unlabelled"), "--out", out,

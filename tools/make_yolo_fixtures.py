@@ -26,7 +26,9 @@ Per model M (yolov5nu ... yolo26x, yolov5n6u ... yolov5x6u (yolov5-p6.yaml:
 LightlyTrain's cut is its layers 0-10, the C3 at P6/64 before SPPF),
 yolo26n-p6 ... yolo26x-p6 (layers 0-12: a P6/64 stage, SPPF [1024, 5, 3,
 False] without the shortcut, C2PSA), yolo26n-p2 ... yolo26x-p2 (yolo26's
-backbone; the neck and Detect reach P2/4), and the -cls models yolov8n-cls ...
+backbone; the neck and Detect reach P2/4), yolov8n-pose-p6 ... yolov8x-pose-p6
+(layers 0-10, the C2f at P6/64 before SPPF; a neck of C2 blocks and a
+4-level Pose head, built as PoseModel), and the -cls models yolov8n-cls ...
 yolo26x-cls: YOLOv8's layers 0-8, YOLO11's and YOLO26's 0-9, C2PSA
 without SPPF, up to Classify), MAP = train/p3, train/p4, train/p5 (the
 train-mode outputs of layers 4, 6 and the backbone's last) and eval/p5 (the
@@ -86,8 +88,10 @@ MAP_SAMPLES = 1024
 TASK_MODELS = [f"{family}{size}" for family in ("yolov8", "yolo11", "yolo26") for size in "nsmlx"]
 # YOLOv5u-P6 (the released yolov5n6u.pt ...): yolov5-p6.yaml, a P6/64 stage, a 4-level Detect
 P6_MODELS = [f"yolov5{size}6u" for size in "nsmlx"]
-# yolo26-p6.yaml and yolo26-p2.yaml: a 4-level Detect over P3 ... P6 or P2 ... P5
-LEVEL_MODELS = [f"yolo26{size}-{levels}" for levels in ("p6", "p2") for size in "nsmlx"]
+# yolo26-p6.yaml and yolo26-p2.yaml: a 4-level Detect over P3 ... P6 or P2 ... P5;
+# yolov8-pose-p6.yaml (the released yolov8x-pose-p6.pt): a P6/64 stage, C2 neck, 4-level Pose
+LEVEL_MODELS = ([f"yolo26{size}-{levels}" for levels in ("p6", "p2") for size in "nsmlx"]
+                + [f"yolov8{size}-pose-p6" for size in "nsmlx"])
 MODELS = (TASK_MODELS + [f"yolov5{size}u" for size in "nsmlx"]
           + [f"yolo12{size}" for size in "nsmlx"] + P6_MODELS + LEVEL_MODELS)
 # The -cls models: other YAMLs (no SPPF, no neck; Classify), trained up to Classify.
@@ -99,7 +103,7 @@ SAME_MODELS = [f"yolov5{size}" for size in "nsmlx"]  # yolov5nu's models under t
 OPEN_IMAGES_MODELS = [f"yolov8{size}-oiv7" for size in "nsmlx"]
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
 MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov5-p6": (4, 6, 10), "yolov8": (4, 6, 8), "yolo12": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
-              "yolo26-p6": (4, 6, 12), "yolo26-p2": (4, 6, 10),
+              "yolo26-p6": (4, 6, 12), "yolo26-p2": (4, 6, 10), "yolov8-p6": (4, 6, 10),
               "yolov8-cls": (4, 6, 8), "yolo11-cls": (4, 6, 9), "yolo26-cls": (4, 6, 9)}
 
 
@@ -107,7 +111,7 @@ def family_of(name):
     if name in P6_MODELS:
         return "yolov5-p6"
     if name in LEVEL_MODELS:
-        return name[:6] + name[-3:]  # "yolo26-p6", "yolo26-p2"
+        return name[:6] + name[-3:]  # "yolo26-p6", "yolo26-p2", "yolov8-p6"
     return name[:6] + ("-cls" if name.endswith("-cls") else "")  # "yolov8", "yolo11-cls", ...
 
 
@@ -140,9 +144,10 @@ def init_rule(model, key, shape):
 
 
 def build(name):
-    from ultralytics.nn.tasks import ClassificationModel, DetectionModel
-    model = (ClassificationModel if name.endswith("-cls") else DetectionModel)(
-        cfg=yaml_of(name), ch=3, verbose=False)
+    from ultralytics.nn.tasks import ClassificationModel, DetectionModel, PoseModel
+    model_class = (ClassificationModel if name.endswith("-cls")
+                   else PoseModel if "-pose" in name else DetectionModel)
+    model = model_class(cfg=yaml_of(name), ch=3, verbose=False)
     state = model.state_dict()
     new_state = {}
     for key, tensor in state.items():

@@ -94,7 +94,10 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolo26n-p6.yaml", "ultralytics/yolo26s-p6.yaml", "ultralytics/yolo26m-p6.yaml",
     "ultralytics/yolo26l-p6.yaml", "ultralytics/yolo26x-p6.yaml", "ultralytics/yolo26n-p2.yaml",
     "ultralytics/yolo26s-p2.yaml", "ultralytics/yolo26m-p2.yaml", "ultralytics/yolo26l-p2.yaml",
-    "ultralytics/yolo26x-p2.yaml",
+    "ultralytics/yolo26x-p2.yaml", "ultralytics/yolov8n-pose-p6.yaml",
+    "ultralytics/yolov8s-pose-p6.yaml", "ultralytics/yolov8m-pose-p6.yaml",
+    "ultralytics/yolov8l-pose-p6.yaml", "ultralytics/yolov8x-pose-p6.yaml",
+    "ultralytics/yolov8x-pose-p6.pt",
     // ConvNeXts (convnext_names.h)
     "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
     "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",

@@ -62,8 +62,10 @@
 // YOLO_26_P6: yolo26-p6.yaml (YOLO26's blocks with a P6/64 stage, Detect over P3 ... P6);
 // YOLO_26_P2: yolo26-p2.yaml (YOLO26's backbone, the neck one level up, Detect over P2 ... P5);
 // detection only, no released weights.
+// YOLO_V8_P6: yolov8-pose-p6.yaml (yolov8x-pose-p6.pt: YOLOv8's blocks with a P6/64
+// stage, a neck of C2 blocks, a 4-level Pose head); pose only.
 typedef enum YoloFamily {
-    YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26, YOLO_V5_P6, YOLO_26_P6, YOLO_26_P2
+    YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26, YOLO_V5_P6, YOLO_26_P6, YOLO_26_P2, YOLO_V8_P6
 } YoloFamily;
 
 // The model's head (its YAML's last line), each Detect's stacks plus its
@@ -125,6 +127,7 @@ typedef enum YoloModuleKind {
     YOLO_CLASSIFY,  // the head of the -cls models
     YOLO_C3,        // YOLOv5's CSP block
     YOLO_A2C2F,     // YOLO12's area-attention CSP block
+    YOLO_C2,        // yolov8-pose-p6's neck: C2f's parts, cv2 on cv1's halves only (never runs)
 } YoloModuleKind;
 
 // Ultralytics' Conv: conv (no bias; depthwise for DWConv and PSA's pe, on
@@ -318,7 +321,7 @@ typedef struct YoloYamlLine {
     YoloModuleKind kind;
     int channels;    // args[0] (c2) before scaling; 0 where the module has none
     int kernel, stride;
-    int flag;        // C2f, C3: shortcut; C3k2: c3k; SPPF: YOLO26's rows [c2, 5, 3, True]
+    int flag;        // C2f, C3, C2: shortcut; C3k2: c3k; SPPF: YOLO26's rows [c2, 5, 3, True]
                      // (1: n = 3 pools, shortcut, an unactivated cv1) and [c2, 5, 3, False]
                      // (2: yolo26-p6's, no shortcut); 0: [c2, 5] (cv1 with SiLU)
     float expansion; // C3k2's e (0: the default 0.5)

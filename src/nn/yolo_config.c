@@ -29,7 +29,9 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolo12n", "yolo12s", "yolo12m", "yolo12l", "yolo12x", "yolov8n-oiv7", "yolov8s-oiv7",
     "yolov8m-oiv7", "yolov8l-oiv7", "yolov8x-oiv7", "yolov5n6u", "yolov5s6u", "yolov5m6u",
     "yolov5l6u", "yolov5x6u", "yolo26n-p6", "yolo26s-p6", "yolo26m-p6", "yolo26l-p6",
-    "yolo26x-p6", "yolo26n-p2", "yolo26s-p2", "yolo26m-p2", "yolo26l-p2", "yolo26x-p2", NULL};
+    "yolo26x-p6", "yolo26n-p2", "yolo26s-p2", "yolo26m-p2", "yolo26l-p2", "yolo26x-p2",
+    "yolov8n-pose-p6", "yolov8s-pose-p6", "yolov8m-pose-p6", "yolov8l-pose-p6", "yolov8x-pose-p6",
+    NULL};
 
 #define PREV {-1}, 1
 // yolov5.yaml (YOLOv5u: anchor-free, YOLOv8's Detect): a 6x6 stem of
@@ -163,6 +165,27 @@ static const YoloYamlLine yolo26_p2_yaml[] = {
     {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1, 0},
     {{19, 22, 25, 28}, 4, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
+// yolov8-pose-p6.yaml (the released yolov8x-pose-p6.pt): YOLOv8's blocks with a
+// Conv to 768 and a C2f at P5, a Conv to 1024 and a C2f at P6/64, SPPF; a
+// neck of C2 blocks ([c2, False]) one level deeper; Pose over P3 ... P6.
+static const YoloYamlLine yolov8_pose_p6_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 768, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 768, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0, 0, 0},     {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},   {{-1, 8}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2, 768, 0, 0, 0, 0, 0, 0},       {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2, 512, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},   {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2, 256, 0, 0, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {{-1, 17}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2, 512, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},     {{-1, 14}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 3, YOLO_C2, 768, 0, 0, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 768, 3, 2, 0, 0, 0, 0},
+    {{-1, 11}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2, 1024, 0, 0, 0, 0, 0, 0},
+    {{20, 23, 26, 29}, 4, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
+};
 // yolo12.yaml: YOLO11's stem, A2C2f (area attention: [c2, True, area];
 // [c2, False, -1]: C3k blocks) in the backbone and the neck.
 static const YoloYamlLine yolo12_yaml[] = {
@@ -237,6 +260,9 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
     case YOLO_26_P2:
         *count = (int)(sizeof yolo26_p2_yaml / sizeof *yolo26_p2_yaml);
         return yolo26_p2_yaml;
+    case YOLO_V8_P6:
+        *count = (int)(sizeof yolov8_pose_p6_yaml / sizeof *yolov8_pose_p6_yaml);
+        return yolov8_pose_p6_yaml;
     case YOLO_26: break;
     }
     *count = (int)(sizeof yolo26_yaml / sizeof *yolo26_yaml);
@@ -247,6 +273,7 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
 const YoloScale *yolo_yaml_scales(YoloFamily family, YoloTask task) {
     if (family == YOLO_V5 || family == YOLO_V5_P6) return yolov5_scales;
     if (family == YOLO_V8) return task == YOLO_TASK_CLASSIFY ? yolov8_cls_scales : yolov8_scales;
+    if (family == YOLO_V8_P6) return yolov8_scales;  // yolov8-pose-p6.yaml's are YOLOv8's
     return yolo11_scales;
 }
 
@@ -261,10 +288,10 @@ int yolo_is_26(YoloFamily family) {
 int yolo_reg_max(YoloFamily family) { return yolo_is_26(family) ? 1 : 16; }
 int yolo_end2end(YoloFamily family) { return yolo_is_26(family); }
 int yolo_legacy_head(YoloFamily family) {
-    return family == YOLO_V5 || family == YOLO_V5_P6 || family == YOLO_V8;
+    return family == YOLO_V5 || family == YOLO_V5_P6 || family == YOLO_V8 || family == YOLO_V8_P6;
 }
-int yolo_backbone_layers(YoloFamily family) {  // YOLOv5-P6's C3 before SPPF is layer 10
-    if (family == YOLO_V5_P6) return 11;
+int yolo_backbone_layers(YoloFamily family) {  // the P6 models' C3 / C2f before SPPF: layer 10
+    if (family == YOLO_V5_P6 || family == YOLO_V8_P6) return 11;
     if (family == YOLO_26_P6) return 13;  // its first Upsample is layer 13
     return yolo_legacy_head(family) || family == YOLO_12 ? 9 : 11;
 }
@@ -291,6 +318,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
             continue;
         config->family = strncmp(name, "yolo11", 6) == 0   ? YOLO_11
                          : strncmp(name, "yolo12", 6) == 0 ? YOLO_12
+                         : strncmp(name, "yolov8", 6) == 0 && ends_with(name, length, "-p6")
+                             ? YOLO_V8_P6
                          : ends_with(name, length, "-p6")  ? YOLO_26_P6
                          : ends_with(name, length, "-p2")  ? YOLO_26_P2
                          : strncmp(name, "yolo26", 6) == 0 ? YOLO_26
@@ -308,17 +337,23 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
         // yolov8n-oiv7.pt: yolov8n.yaml trained on Open Images V7, the model
         // yolov8n's with 601 classes (its name; there is no yolov8n-oiv7.yaml)
         const int open_images = ends_with(name, length, "-oiv7");
-        config->task = ends_with(name, length, "-seg")    ? YOLO_TASK_SEGMENT
-                       : ends_with(name, length, "-pose") ? YOLO_TASK_POSE
-                       : ends_with(name, length, "-obb")  ? YOLO_TASK_OBB
-                       : ends_with(name, length, "-cls")  ? YOLO_TASK_CLASSIFY
-                                                          : YOLO_TASK_DETECT;
+        // the task's suffix comes before a levels suffix ("yolov8x-pose-p6")
+        const size_t stem = ends_with(name, length, "-p6") || ends_with(name, length, "-p2")
+                                ? length - 3
+                                : length;
+        config->task = ends_with(name, stem, "-seg")    ? YOLO_TASK_SEGMENT
+                       : ends_with(name, stem, "-pose") ? YOLO_TASK_POSE
+                       : ends_with(name, stem, "-obb")  ? YOLO_TASK_OBB
+                       : ends_with(name, stem, "-cls")  ? YOLO_TASK_CLASSIFY
+                                                        : YOLO_TASK_DETECT;
         config->scale = name[6];  // "yolov8n", "yolo11n-seg": the size follows the family
         snprintf(config->name, sizeof config->name, "%.*s",
                  open_images ? 7 : (int)strlen(yolo_model_names[i]), yolo_model_names[i]);
         // the YAMLs' nc: 80, but yolov8-pose.yaml's 1 (people), the -cls ones' 1000 (ImageNet)
         config->classes = config->task == YOLO_TASK_CLASSIFY                          ? 1000
-                          : config->family == YOLO_V8 && config->task == YOLO_TASK_POSE ? 1
+                          : (config->family == YOLO_V8 || config->family == YOLO_V8_P6) &&
+                                    config->task == YOLO_TASK_POSE
+                              ? 1
                           : open_images                                                 ? 601
                                                                                         : 80;
         // initialize_weights' BatchNorm settings; ClassificationModel never calls
@@ -334,7 +369,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
                           "yolov5nu.yaml ... yolov5xu.yaml, yolo12n.yaml ... yolo12x.yaml, or .pt "
                           "for Ultralytics' weights, also yolov8n-oiv7.pt ... yolov8x-oiv7.pt, "
                           "yolov5n6u.pt ... yolov5x6u.pt; yolo26n-p6.yaml ... yolo26x-p6.yaml and "
-                          "yolo26n-p2.yaml ... yolo26x-p2.yaml)",
+                          "yolo26n-p2.yaml ... yolo26x-p2.yaml; yolov8n-pose-p6.yaml ... "
+                          "yolov8x-pose-p6.yaml, yolov8x-pose-p6.pt)",
                      text);
 }
 
@@ -393,8 +429,11 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         switch (line->kind) {
         case YOLO_C2F:
         case YOLO_C3:
+        case YOLO_C2:
             layer->shortcut = line->flag;
             layer->hidden = (int)(c2 * layer->expansion);
+            if (line->kind == YOLO_C2 && i < yolo_backbone_layers(config->family))
+                return error_set(err, "%s: C2 in the backbone (layer %d)", config->name, i);
             break;
         case YOLO_C3K2:
             layer->shortcut = 1;

@@ -466,12 +466,13 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
         return declare_conv(&d, &layer->cv2, name, 4 * c, c2, 1, 1, 1, 0, err);
     case YOLO_C2F:
     case YOLO_C3K2:
-    case YOLO_C2PSA: {
-        const int psa = layer->kind == YOLO_C2PSA, n = layer->repeats;
+    case YOLO_C2PSA:
+    case YOLO_C2: {  // C2: cv2 reads cv1's two halves (the first through m), not every output
+        const int halves = layer->kind == YOLO_C2PSA || layer->kind == YOLO_C2, n = layer->repeats;
         yolo_name_format(name, "%s.cv1", prefix);
         if (declare_conv(&d, &layer->cv1, name, c1, 2 * c, 1, 1, 1, 0, err)) return -1;
         yolo_name_format(name, "%s.cv2", prefix);
-        if (declare_conv(&d, &layer->cv2, name, psa ? 2 * c : (2 + n) * c, c2, 1, 1, 1, 0, err))
+        if (declare_conv(&d, &layer->cv2, name, halves ? 2 * c : (2 + n) * c, c2, 1, 1, 1, 0, err))
             return -1;
         layer->inner = calloc((size_t)n, sizeof *layer->inner);
         if (!layer->inner) return error_set(err, "out of memory");
@@ -481,13 +482,13 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
             inner->channels = c;
             yolo_name_format(name, "%s.m.%d", prefix, i);
             int status;
-            if (psa) status = declare_psa(&d, inner, name, c, err);
+            if (layer->kind == YOLO_C2PSA) status = declare_psa(&d, inner, name, c, err);
             else if (layer->attn) status = declare_bottleneck_psa(&d, inner, name, c, err);
             else if (layer->kind == YOLO_C3K2 && layer->c3k) status = declare_c3k(&d, inner, name, c, err);
             else {
-                inner->kind = YOLO_INNER_BOTTLENECK;  // C2f: e=1 3x3; C3k2: Bottleneck's e=0.5
+                inner->kind = YOLO_INNER_BOTTLENECK;  // C2f, C2: e=1 3x3; C3k2: e=0.5
                 status = declare_bottleneck(&d, &inner->bottleneck, name, c, 3,
-                                            layer->kind == YOLO_C2F ? 1.0f : 0.5f,
+                                            layer->kind == YOLO_C3K2 ? 0.5f : 1.0f,
                                             layer->shortcut, err);
             }
             if (status || register_inner(&d, inner, err)) return -1;

@@ -16,7 +16,8 @@
 // repo="ultralytics/assets", release="v8.4.0") fetches
 // https://github.com/ultralytics/assets/releases/download/v8.4.0/<file> for
 // the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt, yolov8{n,...}-oiv7.pt,
-// yolo11{n,s,m,l,x}.pt, yolo12{n,s,m,l,x}.pt, yolo26{n,s,m,l,x}.pt and yolov5{n,s,m,l,x}{,6}u.pt
+// yolo11{n,s,m,l,x}.pt, yolo12{n,s,m,l,x}.pt, yolo26{n,s,m,l,x}.pt, yolov5{n,s,m,l,x}{,6}u.pt
+// and yolov8x-pose-p6.pt
 // among them), after
 // looking for <file> in the working
 // directory. LightlyTrain 0.18 passes "ultralytics/yolo11s.pt" to
@@ -129,6 +130,8 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolov5n6u", 4.33, "~9 MB"), ULTRALYTICS("yolov5s6u", 15.31, "~31 MB"),
     ULTRALYTICS("yolov5m6u", 41.22, "~82 MB"), ULTRALYTICS("yolov5l6u", 86.10, "~172 MB"),
     ULTRALYTICS("yolov5x6u", 155.54, "~311 MB"),
+    // YOLOv8-pose-P6 (yolov8-pose-p6.yaml: a P6/64 stage, Pose over P3 ... P6)
+    ULTRALYTICS("yolov8x-pose-p6", 99.18, "~198 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

@@ -17,7 +17,7 @@
 
 static const char *module_name(YoloModuleKind kind) {
     static const char *const names[] = {"Conv", "C2f", "C3k2", "SPPF", "C2PSA", "nn.Upsample",
-                                        "Concat", "Detect", "Classify", "C3", "A2C2f"};
+                                        "Concat", "Detect", "Classify", "C3", "A2C2f", "C2"};
     return names[kind];
 }
 
@@ -26,7 +26,8 @@ static void type_name(const YoloConfig *config, YoloModuleKind kind, char *out, 
     static const char *const names[] = {
         CONV_MODULE ".Conv", BLOCK_MODULE ".C2f", BLOCK_MODULE ".C3k2", BLOCK_MODULE ".SPPF",
         BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat",
-        "", "ultralytics.nn.modules.head.Classify", BLOCK_MODULE ".C3", BLOCK_MODULE ".A2C2f"};
+        "", "ultralytics.nn.modules.head.Classify", BLOCK_MODULE ".C3", BLOCK_MODULE ".A2C2f",
+        BLOCK_MODULE ".C2"};
     if (kind == YOLO_DETECT)
         ux_text_format(out, size, "ultralytics.nn.modules.head.%s", ux_head_class(config));
     else ux_text_format(out, size, "%s", names[kind]);
@@ -42,6 +43,7 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
         if (line->padding) pt_put_int(&e->w, line->padding);
         break;
     case YOLO_C3:
+    case YOLO_C2:
         pt_put_int(&e->w, line->channels);
         if (!line->flag) pt_put_bool(&e->w, 0);  // the neck's [c2, False]
         break;
@@ -242,7 +244,8 @@ static void detection_model(Exporter *e) {
         case YOLO_A2C2F: ux_a2c2f(e, prefix, layer, &info); break;
         case YOLO_C2F:
         case YOLO_C3K2:
-        case YOLO_C2PSA: ux_csp(e, prefix, layer, &info); break;
+        case YOLO_C2PSA:
+        case YOLO_C2: ux_csp(e, prefix, layer, &info); break;
         case YOLO_SPPF: ux_sppf(e, prefix, layer, &info); break;
         case YOLO_UPSAMPLE:
             ux_leaf(e, "torch.nn.modules.upsampling", "Upsample");

@@ -385,7 +385,10 @@ static void bottleneck_psa(Exporter *e, const char *prefix, const YoloInner *inn
 
 // C2f, C3k2 and C2PSA: cv1, cv2 and the inner blocks under m.
 void ux_csp(Exporter *e, const char *prefix, const YoloModule *layer, const LayerInfo *info) {
-    const char *cls = layer->kind == YOLO_C2F ? "C2f" : layer->kind == YOLO_C3K2 ? "C3k2" : "C2PSA";
+    const char *cls = layer->kind == YOLO_C2F    ? "C2f"
+                      : layer->kind == YOLO_C3K2 ? "C3k2"
+                      : layer->kind == YOLO_C2   ? "C2"
+                                                 : "C2PSA";
     char name[NAME_SIZE], index[16];
     ux_module_begin(e, BLOCK_MODULE, cls);
     ux_key_int(e, "c", layer->hidden);
@@ -394,7 +397,8 @@ void ux_csp(Exporter *e, const char *prefix, const YoloModule *layer, const Laye
     ux_child_conv(e, prefix, "cv1", "Conv", 1);
     ux_child_conv(e, prefix, "cv2", "Conv", 1);
     ux_key(e, "m");
-    ux_container_begin(e, layer->kind == YOLO_C2PSA ? "Sequential" : "ModuleList");
+    ux_container_begin(e, layer->kind == YOLO_C2PSA || layer->kind == YOLO_C2 ? "Sequential"
+                                                                               : "ModuleList");
     for (int i = 0; i < layer->inner_count; i++) {
         const YoloInner *inner = &layer->inner[i];
         ux_text_format(index, sizeof index, "%d", i);
