@@ -214,6 +214,7 @@ static void test_forward_yolov8(void **state) { check_family("yolov8", ""); }
 static void test_forward_yolo11(void **state) { check_family("yolo11", ""); }
 static void test_forward_yolo12(void **state) { check_family("yolo12", ""); }
 static void test_forward_yolo26(void **state) { check_family("yolo26", ""); }
+static void test_forward_yolov6(void **state) { check_family("yolov6", ""); }
 // The 4-level models: yolo26-p6.yaml (a P6/64 stage, layers 0-12), yolo26-p2.yaml
 // (yolo26's backbone) and yolov8-pose-p6.yaml (a P6/64 stage, layers 0-10).
 static void test_forward_levels(void **state) {
@@ -299,6 +300,7 @@ static void test_gradients(void **state) {
     check_gradients("yolo12l");  // A2C2f's gamma residual, MLP ratio 1.2
     check_gradients("yolo26n");  // SPPF's unactivated cv1 and shortcut
     check_gradients("yolo11n-cls");  // C2PSA straight after C3k2
+    check_gradients("yolov6n");  // ReLU, rows of Convs (a Sequential)
 }
 
 // ---- structure --------------------------------------------------------------------------------
@@ -417,8 +419,8 @@ static void mixed_features(Backend *backend, const char *name, float shift, floa
 // (the convs' fp16 copy of the weights follows them: without it every
 // feature was the same and a run's loss stuck at its uniform value).
 static void test_mixed_precision(void **state) {
-    const char *names[2] = {"yolov8n", "yolo12n"};
-    for (int m = 0; m < 2; m++)
+    const char *names[3] = {"yolov8n", "yolo12n", "yolov6n"};  // yolov6n: ReLU
+    for (int m = 0; m < 3; m++)
         for (int moved = 0; moved < 2; moved++) {
             ErrorMessage err;
             Backend *single = ref_backend_create(&err), *half = ref_backend_create(&err);
@@ -485,6 +487,8 @@ static void test_names(void **state) {
     // ... and none of YOLO26-P6 or -P2
     assert_int_equal(yolo_parse_name("ultralytics/yolo26n-p6.pt", &config, &pretrained, &err), -1);
     assert_non_null(strstr(err.text, "releases none of YOLO26-P6; train ultralytics/yolo26n-p6.yaml"));
+    assert_int_equal(yolo_parse_name("ultralytics/yolov6s.pt", &config, &pretrained, &err), -1);
+    assert_non_null(strstr(err.text, "releases none of YOLOv6"));
 }
 
 static void read_param(const Yolo *model, const char *name, float *out, size_t count) {
@@ -601,6 +605,40 @@ static void test_init_head_levels(void **state) {
         }
         yolo_free(&model);
     }
+}
+
+// YOLOv6 (activation: torch.nn.ReLU()): every Conv's act ReLU (SPPF's and the
+// Detect head's too), a row of n > 1 Convs declared as its Sequential
+// ("model.2.0", "model.2.1": yolov6n's 6 x 0.33 -> 2), the neck's
+// ConvTranspose2d weight (c1, c2, 2, 2) uniform in +-1/sqrt(c2 x 4) (its
+// fan_in is dim 1) and its bias alike, the head's strides 8, 16, 32.
+static void test_init_yolov6(void **state) {
+    Yolo model;
+    initialised(&model, "yolov6n");
+    assert_int_equal(model.layers[2].repeats, 2);
+    assert_int_equal(model.layers[2].cv1.act, YOLO_ACT_RELU);
+    assert_int_equal(model.layers[2].chain[0].act, YOLO_ACT_RELU);
+    assert_int_equal(model.layers[9].cv1.act, YOLO_ACT_RELU);
+    assert_non_null(parameter_find(&model.params, "model.2.1.conv.weight"));
+    assert_null(parameter_find(&model.params, "model.2.conv.weight"));
+    assert_non_null(parameter_find(&model.params, "model.3.conv.weight"));  // a row of 1
+    const Parameter *up = parameter_find(&model.buffers, "model.11.weight");
+    assert_non_null(up);
+    assert_int_equal(up->torch_shape[0], 64);  // 256 x 0.25 in and out
+    assert_int_equal(up->torch_shape[2], 2);
+    static float values[64 * 64 * 4];
+    read_param(&model, "model.11.weight", values, 64 * 64 * 4);
+    const float bound = (float)(1.0 / sqrt(64.0 * 4));
+    float largest = 0.0f;
+    for (size_t i = 0; i < up->count; i++) {
+        assert_true(fabsf(values[i]) <= bound);
+        if (fabsf(values[i]) > largest) largest = fabsf(values[i]);
+    }
+    assert_true(largest > 0.9f * bound);
+    read_param(&model, "model.11.bias", values, 64);
+    for (int i = 0; i < 64; i++) assert_true(fabsf(values[i]) <= bound);
+    for (int level = 0; level < 3; level++) assert_int_equal(model.head_strides[level], 8 << level);
+    yolo_free(&model);
 }
 
 // Segment's tensors (never run) start as PyTorch's defaults: the prototypes'
@@ -746,6 +784,7 @@ int main(void) {
         cmocka_unit_test(test_forward_yolo12),
         cmocka_unit_test(test_forward_yolo26),
         cmocka_unit_test(test_forward_levels),
+        cmocka_unit_test(test_forward_yolov6),
         cmocka_unit_test(test_forward_classify),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_mixed_precision),
@@ -753,6 +792,7 @@ int main(void) {
         cmocka_unit_test(test_init),
         cmocka_unit_test(test_init_yolo26),
         cmocka_unit_test(test_init_head_levels),
+        cmocka_unit_test(test_init_yolov6),
         cmocka_unit_test(test_init_segment),
         cmocka_unit_test(test_init_pose),
         cmocka_unit_test(test_save_load),

@@ -35,7 +35,7 @@ import torch
 MODELS = ("yolov8n", "yolo11n", "yolo11m", "yolo26n", "yolov8n-seg", "yolo11n-seg", "yolo26n-seg",
           "yolov8n-pose", "yolo11n-pose", "yolo26n-pose", "yolov8n-obb", "yolo11n-obb", "yolo26n-obb",
           "yolov8n-cls", "yolo11n-cls", "yolo26n-cls", "yolov5nu", "yolo12n", "yolo12l", "yolov5n6u",
-          "yolo26n-p6", "yolo26n-p2", "yolov8n-pose-p6")
+          "yolo26n-p6", "yolo26n-p2", "yolov8n-pose-p6", "yolov6n")
 # Ultralytics 8.4 builds yolov5n6u (the released yolov5n6u.pt's model) from yolov5n-p6.yaml.
 YAMLS = {"yolov5n6u": "yolov5n-p6.yaml"}
 

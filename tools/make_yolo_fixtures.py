@@ -28,7 +28,9 @@ yolo26n-p6 ... yolo26x-p6 (layers 0-12: a P6/64 stage, SPPF [1024, 5, 3,
 False] without the shortcut, C2PSA), yolo26n-p2 ... yolo26x-p2 (yolo26's
 backbone; the neck and Detect reach P2/4), yolov8n-pose-p6 ... yolov8x-pose-p6
 (layers 0-10, the C2f at P6/64 before SPPF; a neck of C2 blocks and a
-4-level Pose head, built as PoseModel), and the -cls models yolov8n-cls ...
+4-level Pose head, built as PoseModel), yolov6n ... yolov6x (layers 0-8,
+plain Convs with ReLU, rows of n Convs as a Sequential, up to SPPF), and
+the -cls models yolov8n-cls ...
 yolo26x-cls: YOLOv8's layers 0-8, YOLO11's and YOLO26's 0-9, C2PSA
 without SPPF, up to Classify), MAP = train/p3, train/p4, train/p5 (the
 train-mode outputs of layers 4, 6 and the backbone's last) and eval/p5 (the
@@ -56,8 +58,8 @@ yolov5n.yaml) and yolov8n-oiv7 ... yolov8x-oiv7 (yolov8n.yaml ... with 601
 classes, the models of Ultralytics' Open Images V7 weights), only its
 structure:
     metadata "M/state_dict" as above
-For yolov5nu, yolov8n, yolo11n, yolo12n, yolo12l (A2C2f's gamma), yolo26n
-and yolo11n-cls also one training step's gradients: loss =
+For yolov5nu, yolov8n, yolo11n, yolo12n, yolo12l (A2C2f's gamma), yolo26n,
+yolo11n-cls and yolov6n (ReLU) also one training step's gradients: loss =
 sum(pooled features * loss_weights), loss_weights fixture init
 "loss_weights/yolo" (0, 1) of shape (2, C), train mode:
     M/grad_sample/P   (256,) F32  d loss / d P at flat index k * 2654435761 mod numel
@@ -92,17 +94,20 @@ P6_MODELS = [f"yolov5{size}6u" for size in "nsmlx"]
 # yolov8-pose-p6.yaml (the released yolov8x-pose-p6.pt): a P6/64 stage, C2 neck, 4-level Pose
 LEVEL_MODELS = ([f"yolo26{size}-{levels}" for levels in ("p6", "p2") for size in "nsmlx"]
                 + [f"yolov8{size}-pose-p6" for size in "nsmlx"])
+# yolov6.yaml: plain Convs with ReLU (rows of n as a Sequential), ConvTranspose2d in the neck
+YOLOV6_MODELS = [f"yolov6{size}" for size in "nsmlx"]
 MODELS = (TASK_MODELS + [f"yolov5{size}u" for size in "nsmlx"]
-          + [f"yolo12{size}" for size in "nsmlx"] + P6_MODELS + LEVEL_MODELS)
+          + [f"yolo12{size}" for size in "nsmlx"] + P6_MODELS + LEVEL_MODELS + YOLOV6_MODELS)
 # The -cls models: other YAMLs (no SPPF, no neck; Classify), trained up to Classify.
 CLASSIFY_MODELS = [f"{name}-cls" for name in TASK_MODELS]
-GRADIENT_MODELS = ("yolov5nu", "yolov8n", "yolo11n", "yolo12n", "yolo12l", "yolo26n", "yolo11n-cls")
+GRADIENT_MODELS = ("yolov5nu", "yolov8n", "yolo11n", "yolo12n", "yolo12l", "yolo26n", "yolo11n-cls",
+                   "yolov6n")
 HEAD_MODELS = [f"{name}-{task}" for task in ("seg", "pose", "obb") for name in TASK_MODELS]
 SAME_MODELS = [f"yolov5{size}" for size in "nsmlx"]  # yolov5nu's models under their YAMLs' names
 # YOLOv8 trained on Open Images V7 (yolov8n-oiv7.pt ...): yolov8n.yaml ... with 601 classes
 OPEN_IMAGES_MODELS = [f"yolov8{size}-oiv7" for size in "nsmlx"]
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
-MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov5-p6": (4, 6, 10), "yolov8": (4, 6, 8), "yolo12": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
+MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov6": (4, 6, 8), "yolov5-p6": (4, 6, 10), "yolov8": (4, 6, 8), "yolo12": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
               "yolo26-p6": (4, 6, 12), "yolo26-p2": (4, 6, 10), "yolov8-p6": (4, 6, 10),
               "yolov8-cls": (4, 6, 8), "yolo11-cls": (4, 6, 9), "yolo26-cls": (4, 6, 9)}
 
@@ -125,7 +130,7 @@ def init_rule(model, key, shape):
     num_batches_tracked."""
     module_name, _, leaf = key.rpartition(".")
     module = model.get_submodule(module_name)
-    if isinstance(module, torch.nn.Conv2d):
+    if isinstance(module, (torch.nn.Conv2d, torch.nn.ConvTranspose2d)):  # YOLOv6's neck
         if leaf == "weight":
             out_channels, _, kernel_h, kernel_w = shape
             return 0.0, math.sqrt(6.0 / (out_channels * kernel_h * kernel_w))

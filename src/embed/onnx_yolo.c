@@ -5,8 +5,9 @@
 // graph: embed never runs them (the Ultralytics .pt export carries them).
 //
 // Ultralytics' blocks as its modules compute them: Conv = Conv + BN (+
-// SiLU as x sigmoid(x)); C2f / C3k2 = cv1, Split in halves, the inner blocks
-// on the second half, Concat of both halves and every inner output, cv2;
+// SiLU as x sigmoid(x), or YOLOv6's ReLU; a YOLOv6 row of n Convs in turn);
+// C2f / C3k2 = cv1, Split in halves, the inner blocks on the second half,
+// Concat of both halves and every inner output, cv2;
 // C3 (YOLOv5's) and C3k = cv3(Concat(m(cv1(x)), cv2(x))); SPPF = cv2(Concat(y, m(y), m(m(y)),
 // m(m(m(y))))) with m a 5x5 MaxPool of stride 1 and padding 2 (YOLO26's:
 // cv1 without SiLU, + x); C2PSA =
@@ -33,13 +34,14 @@ static void unit_scope(const OnnxBuilder *builder, const YoloConv *unit, const c
     if (end) *end = '\0';
 }
 
-// Ultralytics' Conv: conv -> BN (-> SiLU).
+// Ultralytics' Conv: conv -> BN (-> SiLU, or YOLOv6's ReLU).
 static const char *unit_graph(const OnnxBuilder *builder, const YoloConv *unit, const char *x) {
     const char *y = onnx_batchnorm(builder, &unit->bn, onnx_conv2d(builder, &unit->conv, NULL, x));
-    if (!unit->act) return y;
+    if (unit->act == YOLO_ACT_NONE) return y;
     char scope[PARAM_MAX_NAME];
     unit_scope(builder, unit, ".conv.weight", scope, sizeof scope);
-    return onnx_activation(builder, ONNX_ACT_SILU, scope, y);
+    return onnx_activation(builder, unit->act == YOLO_ACT_RELU ? ONNX_ACT_RELU : ONNX_ACT_SILU,
+                           scope, y);
 }
 
 static const char *bottleneck_graph(const OnnxBuilder *builder, const YoloBottleneck *b,
@@ -231,8 +233,9 @@ int onnx_yolo_graph(const OnnxBuilder *builder, const Backbone *backbone, int im
     for (int l = 0; l < model->backbone_layers; l++) {
         const YoloModule *layer = &model->layers[l];
         switch (layer->kind) {
-        case YOLO_CONV:
+        case YOLO_CONV:  // a row of n > 1 (YOLOv6): its Sequential, stride 1 after cv1
             x = unit_graph(builder, &layer->cv1, x);
+            for (int i = 0; i < layer->repeats - 1; i++) x = unit_graph(builder, &layer->chain[i], x);
             height = (height + 2 * layer->padding - layer->kernel) / layer->stride + 1;
             width = (width + 2 * layer->padding - layer->kernel) / layer->stride + 1;
             break;

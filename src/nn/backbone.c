@@ -98,6 +98,8 @@ const char *const backbone_model_names[] = {
     "ultralytics/yolov8s-pose-p6.yaml", "ultralytics/yolov8m-pose-p6.yaml",
     "ultralytics/yolov8l-pose-p6.yaml", "ultralytics/yolov8x-pose-p6.yaml",
     "ultralytics/yolov8x-pose-p6.pt",
+    "ultralytics/yolov6n.yaml", "ultralytics/yolov6s.yaml", "ultralytics/yolov6m.yaml",
+    "ultralytics/yolov6l.yaml", "ultralytics/yolov6x.yaml",
     // ConvNeXts (convnext_names.h)
     "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
     "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",

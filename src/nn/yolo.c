@@ -115,7 +115,11 @@ static int plans_make(Yolo *model, int batch, int resolution, YoloPlans *plans,
     for (int l = 0; l < model->backbone_layers; l++) {
         const YoloModule *layer = &model->layers[l];
         if (unit_shape(plans, &layer->cv1, batch, &h, &w, err)) return -1;
-        if (layer->kind == YOLO_CONV) continue;
+        if (layer->kind == YOLO_CONV) {  // and the rest of a Conv row of n > 1
+            for (int i = 0; i < layer->repeats - 1; i++)
+                if (unit_shape(plans, &layer->chain[i], batch, &h, &w, err)) return -1;
+            continue;
+        }
         for (int i = 0; i < layer->inner_count; i++)
             if (inner_shapes(model, plans, &layer->inner[i], batch, h, w, err)) return -1;
         if (layer->kind == YOLO_C3) {  // its Bottlenecks and cv3, at cv1's size
@@ -258,6 +262,7 @@ void yolo_free(Yolo *model) {
         for (int i = 0; layer->inner && i < layer->inner_count; i++) free(layer->inner[i].m);
         free(layer->inner);
         free(layer->m);
+        free(layer->chain);
     }
     parameter_set_free(&model->params);
     parameter_set_free(&model->buffers);

@@ -64,8 +64,12 @@
 // detection only, no released weights.
 // YOLO_V8_P6: yolov8-pose-p6.yaml (yolov8x-pose-p6.pt: YOLOv8's blocks with a P6/64
 // stage, a neck of C2 blocks, a 4-level Pose head); pose only.
+// YOLO_V6: yolov6.yaml (Meituan's YOLOv6 as Ultralytics builds it: plain Convs, several
+// in a row as a Sequential, every Conv with ReLU (the YAML's activation), a neck of
+// ConvTranspose2d upsamplings, YOLOv8's Detect); detection only, no released weights.
 typedef enum YoloFamily {
-    YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26, YOLO_V5_P6, YOLO_26_P6, YOLO_26_P2, YOLO_V8_P6
+    YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26, YOLO_V5_P6, YOLO_26_P6, YOLO_26_P2, YOLO_V8_P6,
+    YOLO_V6
 } YoloFamily;
 
 // The model's head (its YAML's last line), each Detect's stacks plus its
@@ -128,14 +132,19 @@ typedef enum YoloModuleKind {
     YOLO_C3,        // YOLOv5's CSP block
     YOLO_A2C2F,     // YOLO12's area-attention CSP block
     YOLO_C2,        // yolov8-pose-p6's neck: C2f's parts, cv2 on cv1's halves only (never runs)
+    YOLO_CONV_TRANSPOSE,  // YOLOv6's neck: a bare nn.ConvTranspose2d (k 2, s 2, bias; never runs)
 } YoloModuleKind;
+
+// A Conv's activation: none (act=False), Ultralytics' default SiLU, or the
+// ReLU of a YAML whose `activation` is torch.nn.ReLU() (YOLOv6).
+enum { YOLO_ACT_NONE, YOLO_ACT_SILU, YOLO_ACT_RELU };
 
 // Ultralytics' Conv: conv (no bias; depthwise for DWConv and PSA's pe, on
 // the depthwise ops with weights (1, K, K, C)) + BN (+ SiLU).
 typedef struct YoloConv {
     Conv2d conv;
     BatchNorm bn;
-    int act;        // SiLU after the norm
+    int act;        // after the norm: YOLO_ACT_NONE, _SILU or _RELU
     int depthwise;  // groups = channels
     int id;         // index into the slot's per-conv state (backbone convs)
 } YoloConv;
@@ -188,6 +197,8 @@ typedef struct YoloModule {
     YoloConv cv1, cv2;        // Conv: cv1
     YoloConv cv3;             // C3: 1x1 from the concat of its two branches
     YoloBottleneck *m;        // C3: its `repeats` Bottlenecks (1x1, 3x3, e=1)
+    YoloConv *chain;          // a Conv row of n > 1 (YOLOv6: Sequential of n Convs, c1 = c2):
+                              // its Convs after the first (cv1), repeats - 1 of them
     int inner_count;
     YoloInner *inner;
     int inner_group;          // inner blocks per entry of m: 1, or A2C2f's ABlock pairs: 2
@@ -339,6 +350,8 @@ int yolo_end2end(YoloFamily family);
 int yolo_legacy_head(YoloFamily family);
 // YOLO26's blocks and heads (yolo26.yaml and its -p6, -p2 variants).
 int yolo_is_26(YoloFamily family);
+// The activation of the family's Convs (parse_model's Conv.default_act).
+int yolo_default_act(YoloFamily family);
 // The layers LightlyTrain's backbone keeps of a (non -cls) family's model:
 // 9 (YOLOv5, YOLOv8: before SPPF) or 11 (before the first Upsample); the
 // P6 variants one stage more (11, 13).

@@ -47,7 +47,7 @@ static Act *at_mut(const Run *run, Act *base, size_t elements) {
     return act_at(run->backend, base, elements);
 }
 
-// ---- conv unit: conv -> BN -> SiLU (fused: the norm's output is not kept) ----------------------
+// ---- conv unit: conv -> BN -> SiLU or ReLU (fused: the norm's output is not kept) -------------
 
 static Act *unit_forward(const Run *run, const YoloConv *unit, const Act *x) {
     Backend *backend = run->backend;
@@ -59,8 +59,11 @@ static Act *unit_forward(const Run *run, const YoloConv *unit, const Act *x) {
                                       unit->conv.weight_compute, NULL, state->conv_out);
     else
         conv2d_forward(backend, &unit->conv, run->plans->plans[unit->id], x, state->conv_out);
-    if (unit->act)
+    if (unit->act == YOLO_ACT_SILU)
         batchnorm_silu_forward(backend, &unit->bn, run->training, rows, state->conv_out,
+                               state->out, state->mean, state->inv_std);
+    else if (unit->act == YOLO_ACT_RELU)
+        batchnorm_relu_forward(backend, &unit->bn, run->training, rows, state->conv_out, NULL,
                                state->out, state->mean, state->inv_std);
     else
         batchnorm_forward(backend, &unit->bn, run->training, rows, state->conv_out, state->out,
@@ -74,9 +77,13 @@ static void unit_backward(const Run *run, const YoloConv *unit, const Act *dy, A
     const YoloConvState *state = &run->slot->convs[unit->id];
     const size_t rows = unit_rows(run, unit);
     Act *dnorm = run->slot->grad_conv[0], *dconv = run->slot->grad_conv[1];
-    if (unit->act)
+    if (unit->act == YOLO_ACT_SILU)
         batchnorm_silu_backward(backend, &unit->bn, rows, state->conv_out, dy, state->mean,
                                 state->inv_std, dnorm, dconv);
+    else if (unit->act == YOLO_ACT_RELU)  // the mask recomputed from the norm's input: a
+        batchnorm_relu_backward(backend, &unit->bn, rows, state->conv_out, NULL, dy,  // residual
+                                state->mean, state->inv_std, dconv, NULL);  // may change out
+
     else
         batchnorm_backward(backend, &unit->bn, rows, state->conv_out, dy, state->mean,
                            state->inv_std, dconv);
@@ -403,6 +410,25 @@ static void c2psa_backward(const Run *run, const YoloModule *layer, const Act *d
     unit_backward(run, &layer->cv1, dt0, dx);
 }
 
+// A Conv row: cv1, then for n > 1 the rest of its Sequential.
+static Act *conv_row_forward(const Run *run, const YoloModule *layer, const Act *x) {
+    Act *out = unit_forward(run, &layer->cv1, x);
+    for (int i = 0; i < layer->repeats - 1; i++) out = unit_forward(run, &layer->chain[i], out);
+    return out;
+}
+
+// Its backward: the gradients between the units alternate in grad[0] and grad[1].
+static void conv_row_backward(const Run *run, const YoloModule *layer, const Act *dy, Act *dx) {
+    const YoloModuleState *state = &run->slot->modules[layer - run->model->layers];
+    const Act *g = dy;
+    for (int i = layer->repeats - 2; i >= 0; i--) {
+        Act *below = state->grad[i % 2];
+        unit_backward(run, &layer->chain[i], g, below);
+        g = below;
+    }
+    unit_backward(run, &layer->cv1, g, dx);
+}
+
 void yolo_run_forward(Yolo *model, YoloSlot *slot, const YoloPlans *plans, const Act *input,
                       int training) {
     const Run run = {model, model->backend, slot, plans, training};
@@ -411,7 +437,7 @@ void yolo_run_forward(Yolo *model, YoloSlot *slot, const YoloPlans *plans, const
         const YoloModule *layer = &model->layers[l];
         Act *out = NULL;
         switch (layer->kind) {
-        case YOLO_CONV: out = unit_forward(&run, &layer->cv1, x); break;
+        case YOLO_CONV: out = conv_row_forward(&run, layer, x); break;
         case YOLO_C2F:
         case YOLO_C3K2:
         case YOLO_A2C2F: out = csp_forward(&run, layer, x); break;
@@ -440,7 +466,7 @@ void yolo_run_backward(Yolo *model, YoloSlot *slot, const YoloPlans *plans, cons
         Act *dx = l > 0 ? (dy == slot->grad_layer[0] ? slot->grad_layer[1] : slot->grad_layer[0])
                         : NULL;
         switch (layer->kind) {
-        case YOLO_CONV: unit_backward(&run, &layer->cv1, dy, dx); break;
+        case YOLO_CONV: conv_row_backward(&run, layer, dy, dx); break;
         case YOLO_C2F:
         case YOLO_C3K2:
         case YOLO_A2C2F: csp_backward(&run, layer, dy, dx); break;

@@ -31,7 +31,7 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolov5l6u", "yolov5x6u", "yolo26n-p6", "yolo26s-p6", "yolo26m-p6", "yolo26l-p6",
     "yolo26x-p6", "yolo26n-p2", "yolo26s-p2", "yolo26m-p2", "yolo26l-p2", "yolo26x-p2",
     "yolov8n-pose-p6", "yolov8s-pose-p6", "yolov8m-pose-p6", "yolov8l-pose-p6", "yolov8x-pose-p6",
-    NULL};
+    "yolov6n", "yolov6s", "yolov6m", "yolov6l", "yolov6x", NULL};
 
 #define PREV {-1}, 1
 // yolov5.yaml (YOLOv5u: anchor-free, YOLOv8's Detect): a 6x6 stem of
@@ -186,6 +186,28 @@ static const YoloYamlLine yolov8_pose_p6_yaml[] = {
     {{-1, 11}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2, 1024, 0, 0, 0, 0, 0, 0},
     {{20, 23, 26, 29}, 4, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
+// yolov6.yaml (activation: torch.nn.ReLU()): plain Convs, rows of n > 1 a
+// Sequential of n 3x3 Convs; a neck of 1x1 Convs, 2x2 stride-2
+// ConvTranspose2d upsamplings ([c2, 2, 2, 0]) and Conv rows; YOLOv8's Detect.
+#define CONVT(c) {PREV, 1, YOLO_CONV_TRANSPOSE, c, 2, 2, 0, 0, 0, 0}
+static const YoloYamlLine yolov6_yaml[] = {
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_CONV, 128, 3, 1, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
+    {PREV, 12, YOLO_CONV, 256, 3, 1, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
+    {PREV, 18, YOLO_CONV, 512, 3, 1, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
+    {PREV, 6, YOLO_CONV, 1024, 3, 1, 0, 0, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 1, 1, 0, 0, 0, 0},       CONVT(256),
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 1, YOLO_CONV, 256, 3, 1, 0, 0, 0, 0},
+    {PREV, 9, YOLO_CONV, 256, 3, 1, 0, 0, 0, 0},       {PREV, 1, YOLO_CONV, 128, 1, 1, 0, 0, 0, 0},
+    CONVT(128),                                        {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 128, 3, 1, 0, 0, 0, 0},       {PREV, 9, YOLO_CONV, 128, 3, 1, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},       {{-1, 15}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 3, 1, 0, 0, 0, 0},       {PREV, 9, YOLO_CONV, 256, 3, 1, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
+    {PREV, 1, YOLO_CONV, 512, 3, 1, 0, 0, 0, 0},       {PREV, 9, YOLO_CONV, 512, 3, 1, 0, 0, 0, 0},
+    {{19, 23, 27}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
+};
+#undef CONVT
 // yolo12.yaml: YOLO11's stem, A2C2f (area attention: [c2, True, area];
 // [c2, False, -1]: C3k blocks) in the backbone and the neck.
 static const YoloYamlLine yolo12_yaml[] = {
@@ -263,6 +285,7 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
     case YOLO_V8_P6:
         *count = (int)(sizeof yolov8_pose_p6_yaml / sizeof *yolov8_pose_p6_yaml);
         return yolov8_pose_p6_yaml;
+    case YOLO_V6: *count = (int)(sizeof yolov6_yaml / sizeof *yolov6_yaml); return yolov6_yaml;
     case YOLO_26: break;
     }
     *count = (int)(sizeof yolo26_yaml / sizeof *yolo26_yaml);
@@ -273,7 +296,7 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
 const YoloScale *yolo_yaml_scales(YoloFamily family, YoloTask task) {
     if (family == YOLO_V5 || family == YOLO_V5_P6) return yolov5_scales;
     if (family == YOLO_V8) return task == YOLO_TASK_CLASSIFY ? yolov8_cls_scales : yolov8_scales;
-    if (family == YOLO_V8_P6) return yolov8_scales;  // yolov8-pose-p6.yaml's are YOLOv8's
+    if (family == YOLO_V8_P6 || family == YOLO_V6) return yolov8_scales;  // theirs are YOLOv8's
     return yolo11_scales;
 }
 
@@ -288,7 +311,11 @@ int yolo_is_26(YoloFamily family) {
 int yolo_reg_max(YoloFamily family) { return yolo_is_26(family) ? 1 : 16; }
 int yolo_end2end(YoloFamily family) { return yolo_is_26(family); }
 int yolo_legacy_head(YoloFamily family) {
-    return family == YOLO_V5 || family == YOLO_V5_P6 || family == YOLO_V8 || family == YOLO_V8_P6;
+    return family == YOLO_V5 || family == YOLO_V5_P6 || family == YOLO_V8 ||
+           family == YOLO_V8_P6 || family == YOLO_V6;
+}
+int yolo_default_act(YoloFamily family) {
+    return family == YOLO_V6 ? YOLO_ACT_RELU : YOLO_ACT_SILU;
 }
 int yolo_backbone_layers(YoloFamily family) {  // the P6 models' C3 / C2f before SPPF: layer 10
     if (family == YOLO_V5_P6 || family == YOLO_V8_P6) return 11;
@@ -323,17 +350,22 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
                          : ends_with(name, length, "-p6")  ? YOLO_26_P6
                          : ends_with(name, length, "-p2")  ? YOLO_26_P2
                          : strncmp(name, "yolo26", 6) == 0 ? YOLO_26
+                         : strncmp(name, "yolov6", 6) == 0 ? YOLO_V6
                          : strncmp(name, "yolov5", 6) == 0 ? (name[7] == '6' ? YOLO_V5_P6 : YOLO_V5)
                                                            : YOLO_V8;
         // Ultralytics released YOLOv5's anchor-free weights as yolov5nu.pt ...
         if (*pretrained && config->family == YOLO_V5 && name[length - 1] != 'u')
             return error_set(err, "no Ultralytics weights '%s': YOLOv5's are %.*su.pt", text,
                              (int)length, name);
-        if (*pretrained && (config->family == YOLO_26_P6 || config->family == YOLO_26_P2))
+        if (*pretrained && (config->family == YOLO_26_P6 || config->family == YOLO_26_P2 ||
+                            config->family == YOLO_V6))
             return error_set(err, "no Ultralytics weights '%s': Ultralytics releases none of "
-                                  "YOLO26-%s; train ultralytics/%.*s.yaml (--checkpoint FILE "
+                                  "%s; train ultralytics/%.*s.yaml (--checkpoint FILE "
                                   "for weights of your own)", text,
-                             config->family == YOLO_26_P6 ? "P6" : "P2", (int)length, name);
+                             config->family == YOLO_26_P6   ? "YOLO26-P6"
+                             : config->family == YOLO_26_P2 ? "YOLO26-P2"
+                                                            : "YOLOv6",
+                             (int)length, name);
         // yolov8n-oiv7.pt: yolov8n.yaml trained on Open Images V7, the model
         // yolov8n's with 601 classes (its name; there is no yolov8n-oiv7.yaml)
         const int open_images = ends_with(name, length, "-oiv7");
@@ -370,7 +402,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
                           "for Ultralytics' weights, also yolov8n-oiv7.pt ... yolov8x-oiv7.pt, "
                           "yolov5n6u.pt ... yolov5x6u.pt; yolo26n-p6.yaml ... yolo26x-p6.yaml and "
                           "yolo26n-p2.yaml ... yolo26x-p2.yaml; yolov8n-pose-p6.yaml ... "
-                          "yolov8x-pose-p6.yaml, yolov8x-pose-p6.pt)",
+                          "yolov8x-pose-p6.yaml, yolov8x-pose-p6.pt; yolov6n.yaml ... "
+                          "yolov6x.yaml)",
                      text);
 }
 
@@ -427,6 +460,12 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         layer->gamma_index = -1;
         layer->expansion = line->expansion > 0 ? line->expansion : 0.5f;
         switch (line->kind) {
+        case YOLO_CONV:  // a row of n > 1: Sequential(*(Conv(c1, c2, k, s) for _ in range(n)))
+            if (layer->repeats > 1 && (c1 != c2 || layer->stride != 1))
+                return error_set(err, "%s: a Conv row of %d repeats from %d to %d channels, "
+                                      "stride %d", config->name, layer->repeats, c1, c2,
+                                 layer->stride);
+            break;
         case YOLO_C2F:
         case YOLO_C3:
         case YOLO_C2:
@@ -478,7 +517,7 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         // the layer's stride in pixels: Conv's stride multiplies it, Upsample halves it
         strides[i] = i == 0 ? 1 : strides[layer->from[0]];
         if (line->kind == YOLO_CONV) strides[i] *= layer->stride;
-        if (line->kind == YOLO_UPSAMPLE) strides[i] /= 2;
+        if (line->kind == YOLO_UPSAMPLE || line->kind == YOLO_CONV_TRANSPOSE) strides[i] /= 2;
         if (line->kind == YOLO_DETECT)
             for (int f = 0; f < line->from_count; f++)
                 model->head_strides[f] = strides[layer->from[f]];

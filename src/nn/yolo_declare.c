@@ -25,13 +25,14 @@ typedef struct Declarer {
     int trained;
 } Declarer;
 
-// A Conv of padding `padding` (Ultralytics' autopad: kernel / 2, declare_conv).
+// A Conv of padding `padding` (Ultralytics' autopad: kernel / 2, declare_conv);
+// act 1: the family's default activation (yolo_default_act), 0: none.
 static int declare_padded_conv(Declarer *d, YoloConv *unit, const char *prefix, int in_channels,
                                int out_channels, int kernel, int stride, int padding, int act,
                                int depthwise, ErrorMessage *err) {
     Yolo *model = d->model;
     memset(unit, 0, sizeof *unit);
-    unit->act = act;
+    unit->act = act ? yolo_default_act(model->config.family) : YOLO_ACT_NONE;
     unit->depthwise = depthwise;
     unit->id = -1;
     char name[PARAM_MAX_NAME];
@@ -443,6 +444,43 @@ static int declare_a2c2f(Declarer *d, YoloModule *layer, const char *prefix, Err
     return 0;
 }
 
+// A Conv row: one Conv, or for n > 1 a Sequential of n ("<prefix>.<i>"):
+// cv1 the first, chain the others.
+static int declare_conv_row(Declarer *d, YoloModule *layer, const char *prefix,
+                            ErrorMessage *err) {
+    const int n = layer->repeats, c1 = layer->in_channels, c2 = layer->out_channels;
+    if (n <= 1)
+        return declare_padded_conv(d, &layer->cv1, prefix, c1, c2, layer->kernel, layer->stride,
+                                   layer->padding, 1, 0, err);
+    char name[PARAM_MAX_NAME];
+    layer->chain = calloc((size_t)n - 1, sizeof *layer->chain);
+    if (!layer->chain) return error_set(err, "out of memory");
+    for (int i = 0; i < n; i++) {
+        yolo_name_format(name, "%s.%d", prefix, i);
+        if (declare_padded_conv(d, i ? &layer->chain[i - 1] : &layer->cv1, name, c1, c2,
+                                layer->kernel, layer->stride, layer->padding, 1, 0, err))
+            return -1;
+    }
+    return 0;
+}
+
+// nn.ConvTranspose2d(c1, c2, 2, 2, 0) (never runs): weight (c1, c2, 2, 2) in
+// torch's layout, declared as a conv from c2 to c1 (its dim 1 is PyTorch's
+// fan_in for both), bias (c2).
+static int declare_conv_transpose(Declarer *d, const YoloModule *layer, const char *prefix,
+                                  ErrorMessage *err) {
+    char key[PARAM_MAX_NAME];
+    Conv2d conv;
+    yolo_name_format(key, "%s.weight", prefix);
+    if (conv2d_declare(&conv, d->set, key, layer->out_channels, layer->in_channels,
+                       layer->kernel, layer->stride, 0, err))
+        return -1;
+    yolo_name_format(key, "%s.bias", prefix);
+    return parameter_declare(d->set, key, PARAM_BIAS, 1, &layer->out_channels, NULL, err) < 0
+               ? -1
+               : 0;
+}
+
 static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
     YoloModule *layer = &model->layers[index];
     Declarer d = {model, layer->trained ? &model->params : &model->buffers, layer->trained};
@@ -450,9 +488,8 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
     yolo_name_format(prefix, "model.%d", index);
     const int c1 = layer->in_channels, c2 = layer->out_channels, c = layer->hidden;
     switch (layer->kind) {
-    case YOLO_CONV:
-        return declare_padded_conv(&d, &layer->cv1, prefix, c1, c2, layer->kernel, layer->stride,
-                                   layer->padding, 1, 0, err);
+    case YOLO_CONV: return declare_conv_row(&d, layer, prefix, err);
+    case YOLO_CONV_TRANSPOSE: return declare_conv_transpose(&d, layer, prefix, err);
     case YOLO_C3: {  // C3(c1, c2, n, shortcut, e=0.5): Bottlenecks of a 1x1 and a 3x3 Conv
         YoloConv *const units[3] = {&layer->cv1, &layer->cv2, &layer->cv3};
         return declare_c3_parts(&d, units, &layer->m, prefix, c1, c2, c, layer->repeats, 1,

@@ -71,7 +71,11 @@ size_t yolo_layout_slot(Yolo *model, YoloSlot *slot, void *base) {
         const YoloConvState *first = &slot->convs[layer->cv1.id];
         state->height = first->height;
         state->width = first->width;
-        if (layer->kind == YOLO_CONV) continue;
+        if (layer->kind == YOLO_CONV) {  // the rest of a Conv row (stride 1: cv1's size)
+            for (int i = 0; i < layer->repeats - 1; i++)
+                layout_unit(&arena, slot, &layer->chain[i]);
+            continue;
+        }
         layout_unit(&arena, slot, &layer->cv2);
         for (int i = 0; i < layer->inner_count; i++) layout_inner(&arena, slot, &layer->inner[i]);
         switch (layer->kind) {
@@ -169,6 +173,13 @@ size_t yolo_layout_backward(Yolo *model, YoloSlot *slot, void *base) {
         const size_t rows = unit_rows(slot, &layer->cv1), c = (size_t)layer->hidden;
         const size_t n = (size_t)layer->inner_count;
         switch (layer->kind) {
+        case YOLO_CONV:  // a Conv row of n > 1: the gradients between its units
+            if (layer->repeats > 1) {
+                const size_t between = rows * (size_t)layer->out_channels;
+                const size_t sizes[2] = {between, between};
+                take_grads(&arena, state->grad, sizes, 2);
+            }
+            break;
         case YOLO_C2F:
         case YOLO_C3K2: {
             const size_t sizes[4] = {rows * (2 + n) * c, rows * c, rows * c, rows * 2 * c};

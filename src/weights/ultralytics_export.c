@@ -17,7 +17,8 @@
 
 static const char *module_name(YoloModuleKind kind) {
     static const char *const names[] = {"Conv", "C2f", "C3k2", "SPPF", "C2PSA", "nn.Upsample",
-                                        "Concat", "Detect", "Classify", "C3", "A2C2f", "C2"};
+                                        "Concat", "Detect", "Classify", "C3", "A2C2f", "C2",
+                                        "nn.ConvTranspose2d"};
     return names[kind];
 }
 
@@ -27,7 +28,7 @@ static void type_name(const YoloConfig *config, YoloModuleKind kind, char *out, 
         CONV_MODULE ".Conv", BLOCK_MODULE ".C2f", BLOCK_MODULE ".C3k2", BLOCK_MODULE ".SPPF",
         BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat",
         "", "ultralytics.nn.modules.head.Classify", BLOCK_MODULE ".C3", BLOCK_MODULE ".A2C2f",
-        BLOCK_MODULE ".C2"};
+        BLOCK_MODULE ".C2", "torch.nn.modules.conv.ConvTranspose2d"};
     if (kind == YOLO_DETECT)
         ux_text_format(out, size, "ultralytics.nn.modules.head.%s", ux_head_class(config));
     else ux_text_format(out, size, "%s", names[kind]);
@@ -65,6 +66,10 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
         if (line->flag) pt_put_int(&e->w, 3), pt_put_bool(&e->w, line->flag == 1);  // YOLO26: n, shortcut
         break;
     case YOLO_C2PSA: pt_put_int(&e->w, line->channels); break;
+    case YOLO_CONV_TRANSPOSE:  // [c2, k, s, p]
+        pt_put_int(&e->w, line->channels), pt_put_int(&e->w, line->kernel);
+        pt_put_int(&e->w, line->stride), pt_put_int(&e->w, 0);
+        break;
     case YOLO_UPSAMPLE:
         pt_put_str(&e->w, "None"), pt_put_int(&e->w, 2), pt_put_str(&e->w, "nearest");
         break;
@@ -115,6 +120,10 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
     char text[32];
     pt_dict_begin(&e->w);
     ux_key_int(e, "nc", config->classes);
+    if (yolo_default_act(config->family) == YOLO_ACT_RELU) {  // YOLOv6's, as its YAML writes it
+        ux_key(e, "activation");
+        pt_put_str(&e->w, "torch.nn.ReLU()");
+    }
     if (yolo_end2end(config->family) && config->task != YOLO_TASK_CLASSIFY) {  // YOLO26's
         ux_key(e, "end2end");
         pt_put_bool(&e->w, 1);
@@ -238,8 +247,10 @@ static void detection_model(Exporter *e) {
         ux_key(e, index);
         switch (layer->kind) {
         case YOLO_CONV:
-            ux_conv_unit(e, prefix, "Conv", layer->stride, layer->padding, 1, &info);
+            if (layer->repeats > 1) ux_conv_row(e, prefix, layer, &info);
+            else ux_conv_unit(e, prefix, "Conv", layer->stride, layer->padding, 1, &info);
             break;
+        case YOLO_CONV_TRANSPOSE: ux_conv_transpose_layer(e, prefix, layer->stride, &info); break;
         case YOLO_C3: ux_c3_block(e, prefix, "C3", layer->repeats, layer->shortcut, &info); break;
         case YOLO_A2C2F: ux_a2c2f(e, prefix, layer, &info); break;
         case YOLO_C2F:
@@ -279,7 +290,7 @@ static void detection_model(Exporter *e) {
 }
 
 int export_ultralytics(const Yolo *model, const char *path, ErrorMessage *err) {
-    Exporter e = {.model = model, .silu = -1};
+    Exporter e = {.model = model, .default_act = -1};
     size_t largest = 1;
     const ParameterSet *sets[2] = {&model->params, &model->buffers};
     for (int s = 0; s < 2; s++)

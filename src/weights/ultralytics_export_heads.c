@@ -47,8 +47,8 @@ typedef enum LevelModule { STACK_WITH_CONV2D, STACK_WITHOUT_CONV2D, CONV2D_ONLY 
 static void head_list_of(Exporter *e, const char *prefix, const YoloModule *layer,
                          const char *list, int legacy, int copy, LevelModule level_module) {
     char name[NAME_SIZE], index[16];
-    const int shared_silu = e->silu;
-    if (copy) e->silu = -1;  // the copy's SiLU: made and memoised at its first Conv
+    const int shared_act = e->default_act;
+    if (copy) e->default_act = -1;  // the copy's SiLU: made and memoised at its first Conv
     ux_key(e, list);
     ux_container_begin(e, "ModuleList");
     for (int level = 0; level < layer->from_count; level++) {
@@ -59,7 +59,7 @@ static void head_list_of(Exporter *e, const char *prefix, const YoloModule *laye
         else head_stack(e, name, legacy, level_module == STACK_WITH_CONV2D);
     }
     ux_container_end(e);
-    e->silu = shared_silu;
+    e->default_act = shared_act;
 }
 
 static void head_list(Exporter *e, const char *prefix, const YoloModule *layer, const char *list,

@@ -21,7 +21,8 @@ typedef struct Exporter {
     PtWriter w;
     const Yolo *model;
     float *host, *torch;  // scratch of the largest tensor
-    int silu;             // memo index of the one SiLU every Conv shares, or -1
+    int default_act;      // memo index of the one activation every Conv shares (SiLU;
+                          // YOLOv6's ReLU), or -1
     int missing;          // a tensor not in the tables (a bug): the export fails
     char first_missing[NAME_SIZE];
 } Exporter;
@@ -48,6 +49,11 @@ void ux_entry(Exporter *e, const char *key_name, const char *prefix, int paramet
               int requires_grad);
 void ux_conv_module(Exporter *e, const char *prefix, int stride, int padding, int bias,
                     int requires_grad, int transposed);
+// A layer that is a bare nn.ConvTranspose2d (YOLOv6's neck), with its attributes.
+void ux_conv_transpose_layer(Exporter *e, const char *prefix, int stride, const LayerInfo *info);
+// A Conv row of n > 1 (YOLOv6): a Sequential of n Conv units, its attributes on it.
+void ux_conv_row(Exporter *e, const char *prefix, const YoloModule *layer,
+                 const LayerInfo *info);
 void ux_conv2d(Exporter *e, const char *prefix, int stride, int bias, int requires_grad);
 void ux_leaf(Exporter *e, const char *module, const char *cls);
 void ux_layer_attributes(Exporter *e, const LayerInfo *info);

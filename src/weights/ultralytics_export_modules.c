@@ -100,8 +100,8 @@ void ux_entry(Exporter *e, const char *key_name, const char *prefix, int paramet
 // A Conv2d (padding: k / 2 when negative; depthwise when one input channel
 // per group) or, transposed, Segment's ConvTranspose2d (weight (in, out, k,
 // k), padding 0).
-void ux_conv_module(Exporter *e, const char *prefix, int stride, int padding, int bias,
-                    int requires_grad, int transposed) {
+static void conv_module(Exporter *e, const char *prefix, int stride, int padding, int bias,
+                        int requires_grad, int transposed, const LayerInfo *info) {
     char name[NAME_SIZE];
     ux_text_format(name, sizeof name, "%s.weight", prefix);
     const Parameter *weight = ux_find(e, name);
@@ -112,6 +112,7 @@ void ux_conv_module(Exporter *e, const char *prefix, int stride, int padding, in
     else if (padding < 0) padding = kernel / 2;
     const int groups = !transposed && dim1 == 1 && dim0 > 1 ? dim0 : 1;  // depthwise
     ux_module_begin(e, "torch.nn.modules.conv", transposed ? "ConvTranspose2d" : "Conv2d");
+    ux_layer_attributes(e, info);
     ux_key_int(e, "in_channels", transposed ? dim0 : (int64_t)dim1 * groups);
     ux_key_int(e, "out_channels", transposed ? dim1 : dim0);
     key_pair(e, "kernel_size", kernel, 2);
@@ -136,6 +137,15 @@ void ux_conv_module(Exporter *e, const char *prefix, int stride, int padding, in
     ux_empty_ordered_dict(e, "_buffers");
     ux_empty_ordered_dict(e, "_modules");
     pt_object_end(&e->w);
+}
+
+void ux_conv_module(Exporter *e, const char *prefix, int stride, int padding, int bias,
+                    int requires_grad, int transposed) {
+    conv_module(e, prefix, stride, padding, bias, requires_grad, transposed, NULL);
+}
+
+void ux_conv_transpose_layer(Exporter *e, const char *prefix, int stride, const LayerInfo *info) {
+    conv_module(e, prefix, stride, 0, 1, 1, 1, info);
 }
 
 void ux_conv2d(Exporter *e, const char *prefix, int stride, int bias, int requires_grad) {
@@ -213,20 +223,36 @@ void ux_conv_unit(Exporter *e, const char *prefix, const char *cls, int stride, 
     ux_text_format(name, sizeof name, "%s.bn", prefix);
     batchnorm(e, name);
     ux_key(e, "act");
-    if (act && e->silu >= 0) {
-        pt_memo_get(&e->w, e->silu);  // Conv.default_act: one module for every Conv
-    } else if (act) {
-        ux_leaf(e, "torch.nn.modules.activation", "SiLU");
+    if (act && e->default_act >= 0) {
+        pt_memo_get(&e->w, e->default_act);  // Conv.default_act: one module for every Conv
+    } else if (act) {  // inplace: initialize_weights sets it
+        const int relu = yolo_default_act(e->model->config.family) == YOLO_ACT_RELU;
+        ux_leaf(e, "torch.nn.modules.activation", relu ? "ReLU" : "SiLU");
         ux_key(e, "inplace");
         pt_put_bool(&e->w, 1);
         pt_object_end(&e->w);
-        e->silu = pt_memo_put(&e->w);
+        e->default_act = pt_memo_put(&e->w);
     } else {
         ux_leaf(e, "torch.nn.modules.linear", "Identity");
         pt_object_end(&e->w);
     }
     ux_section_end(e);
     pt_object_end(&e->w);
+}
+
+void ux_conv_row(Exporter *e, const char *prefix, const YoloModule *layer,
+                 const LayerInfo *info) {
+    char name[NAME_SIZE], index[16];
+    ux_module_begin(e, CONTAINER, "Sequential");
+    ux_layer_attributes(e, info);
+    ux_children_begin(e);
+    for (int i = 0; i < layer->repeats; i++) {
+        ux_text_format(index, sizeof index, "%d", i);
+        ux_text_format(name, sizeof name, "%s.%d", prefix, i);
+        ux_key(e, index);
+        ux_conv_unit(e, name, "Conv", layer->stride, layer->padding, 1, NULL);
+    }
+    ux_container_end(e);
 }
 
 // A child conv unit "<prefix>.<child>".

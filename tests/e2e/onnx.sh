@@ -27,7 +27,8 @@
 # after C3k2, BatchNorm eps 1e-5; yolov5nu: C3 blocks, a 6x6 stem of
 # padding 2; yolo12n: A2C2f's area attention (4 areas at P4), also
 # calibrated; yolo12l: its gamma residual; yolov5n6u: the P6/64 stage;
-# yolo26n-p6: a P6 stage, SPPF with an unactivated cv1 and no shortcut), their
+# yolo26n-p6: a P6 stage, SPPF with an unactivated cv1 and no shortcut;
+# yolov6n: ReLU, rows of Convs), their
 # norms, biases and tokens random (make_backbone random-norms) so that a
 # mixed-up parameter shows. With random running statistics a random YOLO's
 # deep features are the same at every position (they shrink ~3x a conv),
@@ -113,7 +114,8 @@ done
 for variant in "v8n yolov8n random-norms" "y11n yolo11n random-norms" "y11m yolo11m random-norms" \
   "y11c yolo11n calibrated" "y26n yolo26n random-norms" "y11cls yolo11n-cls random-norms" \
   "v5nu yolov5nu random-norms" "y12n yolo12n random-norms" "y12c yolo12n calibrated" \
-  "y12l yolo12l random-norms" "v5p6 yolov5n6u.pt random-norms" "y26p6 yolo26n-p6 random-norms"; do
+  "y12l yolo12l random-norms" "v5p6 yolov5n6u.pt random-norms" "y26p6 yolo26n-p6 random-norms" \
+  "v6n yolov6n random-norms"; do
   read -r name model norms <<<"$variant"
   [[ $model == *.pt ]] || model=$model.yaml  # yolov5n6u: no YAML of its name
   "$make_backbone" "$work/$name.safetensors" "ultralytics/$model" 9 64 - "$norms" ||
@@ -160,6 +162,7 @@ expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \
   "$work/y12l.onnx" "$work/img64" "$work/y12l.npy" 1e-5 + \
   "$work/v5p6.onnx" "$work/img64" "$work/v5p6.npy" 1e-5 + \
   "$work/y26p6.onnx" "$work/img64" "$work/y26p6.npy" 1e-5 + \
+  "$work/v6n.onnx" "$work/img64" "$work/v6n.npy" 1e-5 + \
   "$work/cnx.onnx" "$work/img64" "$work/cnx.npy" 1e-5 + \
   "$work/cnx3.onnx" "$work/img64" "$work/cnx3.npy" 1e-5 + \
   "$work/cnx3_fp16.onnx" "$work/img64" "$work/cnx3.npy" 1e-2 --fp16 ||
