@@ -106,18 +106,24 @@ static void check_conv_stats(ConvCase c, uint64_t seed) {
         const double terms = (double)s.kernel * s.kernel * s.in_channels;
         mirror_expect_close("fused conv", y_n, y_fast, y_ref, mirror_act_tol(1e-5),
                             1e-6 * sqrt(terms));
-        double expected[2 * 64] = {0}, largest = 0.0;
+        double expected[2 * 64] = {0}, largest = 0.0, magnitude[64] = {0}, widest = 0.0;
         for (size_t r = 0; r < rows; r++)
             for (int k = 0; k < s.out_channels; k++) {
                 const double v = y_fast[r * s.out_channels + k];
                 expected[k] += v, expected[s.out_channels + k] += v * v;
                 largest = fmax(largest, v * v);
+                magnitude[k] += fabs(v);
             }
+        for (int k = 0; k < s.out_channels; k++) widest = fmax(widest, magnitude[k]);
         float expected_f[2 * 64];
         for (int i = 0; i < 2 * s.out_channels; i++) expected_f[i] = (float)expected[i];
-        // fp32 sums of rows values: each partial sum rounded once
+        // fp32 sums of rows values: each partial sum rounded once. In 16 bits
+        // cuDNN sums the accumulator's values before the output's rounding (an
+        // H200, first light of 2026-11-30): up to a unit of it per value.
         mirror_expect_close("fused statistics", 2 * (size_t)s.out_channels, sums, expected_f,
-                            1e-5, 2e-7 * (double)rows * fmax(largest, 1.0));
+                            mirror_act_tol(1e-5),
+                            2e-7 * (double)rows * fmax(largest, 1.0) +
+                                mirror_act_tol(0.0) * widest);
     }
     case_plans_free(&p);
 }
@@ -270,19 +276,25 @@ static void check_conv_prologue(ConvCase c, uint64_t seed) {
                                                   D(dw_fast));
         HA(y_fast), H(sums), H(dw_fast);
         const double terms = (double)s.kernel * s.kernel * cin;
+        // In 16 bits cuDNN rounds the prologue's output (|x| < ~3) before the
+        // convolution (an H200, first light of 2026-11-30): a unit of it per
+        // term, of random sign (the emulation computes it unrounded).
+        const double unit = mirror_act_tol(0.0);
         mirror_expect_close("prologue conv", y_n, y_fast, y_ref, mirror_act_tol(1e-5),
-                            1e-5 * sqrt(terms));
-        float expected[2 * 64] = {0};
+                            (1e-5 + 3 * unit) * sqrt(terms));
+        float expected[2 * 64] = {0}, magnitude[64] = {0}, widest = 0.0f;
         for (size_t r = 0; r < rows; r++)
             for (int k = 0; k < s.out_channels; k++) {
                 const float v = y_fast[r * s.out_channels + k];
                 expected[k] += v, expected[s.out_channels + k] += v * v;
+                magnitude[k] += fabsf(v);
             }
+        for (int k = 0; k < s.out_channels; k++) widest = fmaxf(widest, magnitude[k]);
         mirror_expect_close("prologue statistics", 2 * (size_t)s.out_channels, sums, expected,
-                            1e-4, 1e-3);
+                            mirror_act_tol(1e-4), 1e-3 + unit * widest);
         // the 16-bit weight gradient is rounded once before its fp32 sum (cuda_conv.c)
         mirror_expect_close("prologue weight gradient", w_n, dw_fast, dw_ref,
-                            mirror_act_tol(1e-5), 1e-5 * sqrt((double)rows));
+                            mirror_act_tol(1e-5), (1e-5 + 3 * unit) * sqrt((double)rows));
     }
     check_data_prologue(&p, x, w, dy, &prologue, gamma, beta, mean, inv_std, relu_out, seed + 7);
     case_plans_free(&p);

@@ -238,14 +238,14 @@ static int nccl_attach_backend(Communicator *comm, Backend *backend, ErrorMessag
     return 0;
 }
 
-// External records: inside a captured step they are the graph's own nodes,
-// recorded at every replay (a plain record there only orders streams).
+// Inside a captured step the records are the graph's own nodes, recorded at
+// every replay (cuda_backend_record_for_waiters).
 static void nccl_wait_timer_mark(Communicator *comm, int end) {
     NcclState *state = comm->impl;
     if (!state->compute) return;
     if (cuda_backend_queue_point())
-        cudaEventRecordWithFlags(state->timer[state->timer_pairs % 2][end ? 1 : 0],
-                                 state->compute, cudaEventRecordExternal);
+        cuda_backend_record_for_waiters(state->timer[state->timer_pairs % 2][end ? 1 : 0],
+                                        state->compute);
     if (end) state->timer_pairs++;
 }
 

@@ -423,9 +423,17 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 // Every record inside a capture is kept as a node that records the event at
 // replay (what cudaEventRecordExternal asks for; a plain record's role is
-// the order between the capture's streams: emu_capture.cpp).
+// the order between the capture's streams: emu_capture.cpp). Outside a
+// capture the driver refuses cudaEventRecordExternal (cudaErrorIllegalState,
+// "the operation cannot be performed in the present state": an H200's, first
+// light of 2026-11-30, docs/gpu-runs/2026-11-30-2f31a0f-first_light.jsonl).
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
     if (flags & ~(unsigned int)cudaEventRecordExternal) return fail(cudaErrorInvalidValue);
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t asked = cudaStreamIsCapturing(stream, &status);
+    if (asked != cudaSuccess) return asked;
+    if ((flags & cudaEventRecordExternal) && status != cudaStreamCaptureStatusActive)
+        return fail(cudaErrorIllegalState);
     return cudaEventRecord(event, stream);
 }
 

@@ -56,6 +56,11 @@ void *cuda_backend_stream(const Backend *backend);
 // operation); and whether a step is being captured now.
 int cuda_backend_queue_point(void);
 int cuda_backend_capturing(void);
+// Records event (a cudaEvent_t) on stream for the host or another stream to
+// wait for: inside a stream capture as the graph's own node, recorded at
+// every replay (cudaEventRecordExternal); outside one a plain record (the
+// driver refuses that flag there).
+void cuda_backend_record_for_waiters(void *event, void *stream);
 
 // Bounds the host's waits for this backend's device (dist/comm_nccl.c: a
 // dead peer holds a queued collective, and so everything queued behind it,

@@ -136,11 +136,28 @@ void cuda_transfer_device_wait(Backend *backend, Transfer *transfer) {
         CUDA_CHECK(cudaStreamWaitEvent(cuda_state(backend)->stream, transfer->landed, 0));
 }
 
-// External, as a fence (below): a captured step records it at each replay.
+// A record the host or another stream waits for, also when the stream is
+// being captured: there cudaEventRecordExternal makes the record a node of
+// the graph, so each replay records it again (a plain record would only
+// order the capture). The driver refuses that flag outside a capture
+// (cudaErrorIllegalState: first light of 2026-11-30,
+// docs/gpu-runs/2026-11-30-2f31a0f-first_light.jsonl), so outside one it is a
+// plain record.
+void cuda_backend_record_for_waiters(void *event_pointer, void *stream_pointer) {
+    cudaEvent_t event = event_pointer;
+    cudaStream_t stream = stream_pointer;
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+    if (status == cudaStreamCaptureStatusActive)
+        CUDA_CHECK(cudaEventRecordWithFlags(event, stream, cudaEventRecordExternal));
+    else
+        CUDA_CHECK(cudaEventRecord(event, stream));
+}
+
+// As a fence (below): a captured step records it at each replay.
 void cuda_transfer_consumed(Backend *backend, Transfer *transfer) {
     if (cuda_queue_point())
-        CUDA_CHECK(cudaEventRecordWithFlags(transfer->consumed, cuda_state(backend)->stream,
-                                            cudaEventRecordExternal));
+        cuda_backend_record_for_waiters(transfer->consumed, cuda_state(backend)->stream);
 }
 
 void cuda_transfer_host_wait(Backend *backend, Transfer *transfer) {
@@ -177,13 +194,10 @@ void cuda_fence_free(Backend *backend, Fence *fence) {
     free(fence);
 }
 
-// External: inside a stream capture the record becomes a node of the graph,
-// so each replay records the fence again and the host can wait for it (a
-// plain record there would only order the capture). Outside, a plain record.
+// Inside a stream capture each replay records the fence again and the host
+// can wait for it (cuda_backend_record_for_waiters).
 void cuda_fence_record(Backend *backend, Fence *fence) {
-    if (!cuda_queue_point()) return;
-    CUDA_CHECK(cudaEventRecordWithFlags(fence->event, cuda_state(backend)->stream,
-                                        cudaEventRecordExternal));
+    if (cuda_queue_point()) cuda_backend_record_for_waiters(fence->event, cuda_state(backend)->stream);
 }
 
 // cudaEventQuery: cudaSuccess once passed (or never recorded),
