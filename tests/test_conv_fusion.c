@@ -152,10 +152,18 @@ static void test_conv_forward_stats(void **state) {
 // Whether fast should also take the prologue: fp16 only, and nothing
 // turning it off (LTC_CUDA_CONV_FUSION=stats, an emulated cuDNN without the
 // prologue patterns).
+static int fusion_is(const char *name) {
+    const char *fusion = getenv("LTC_CUDA_CONV_FUSION");
+    return fusion && !strcmp(fusion, name);
+}
+
+// Asked for only: LTC_CUDA_CONV_FUSION=prologue, =dgrad or =dgrad-norm-tensors
+// (cuda_conv_fusion.c: an H200 found the data-gradient graph wrong).
 static int expect_prologue(int in_channels, int out_channels) {
-    const char *off = getenv("LTC_CUDA_CONV_FUSION"), *emu = getenv("LTC_EMU_CUDNN_GRAPH");
+    const char *emu = getenv("LTC_EMU_CUDNN_GRAPH");
     return expect_fused(in_channels, out_channels) && mirror_dtype == COMPUTE_F16 &&
-           !(off && !strcmp(off, "stats")) && !(emu && !strcmp(emu, "no-prologue"));
+           (fusion_is("prologue") || fusion_is("dgrad") || fusion_is("dgrad-norm-tensors")) &&
+           !(emu && !strcmp(emu, "no-prologue"));
 }
 
 // And the data gradient through it (not under LTC_CUDA_CONV_FUSION=prologue
@@ -163,8 +171,9 @@ static int expect_prologue(int in_channels, int out_channels) {
 // cuDNN may still refuse that graph (unknown until one runs it): the tests
 // say so and check what runs instead; the emulation must give it.
 static int expect_data_prologue(int in_channels, int out_channels) {
-    const char *off = getenv("LTC_CUDA_CONV_FUSION"), *emu = getenv("LTC_EMU_CUDNN_GRAPH");
-    return expect_prologue(in_channels, out_channels) && !(off && !strcmp(off, "prologue")) &&
+    const char *emu = getenv("LTC_EMU_CUDNN_GRAPH");
+    return expect_prologue(in_channels, out_channels) &&
+           (fusion_is("dgrad") || fusion_is("dgrad-norm-tensors")) &&
            !(emu && !strcmp(emu, "no-dgrad"));
 }
 
@@ -303,6 +312,9 @@ static void check_conv_prologue(ConvCase c, uint64_t seed) {
 static void test_conv_prologue(void **state) {
     NEED_FAST_BACKEND();
     if (!fast->op.conv2d_forward_stats) skip();  // no fused path on this backend
+    check_conv_prologue((ConvCase){2, 6, 6, 8, 16, 3, 1, 1}, 390);  // the default: none
+    mirror_free(state);
+    setenv("LTC_CUDA_CONV_FUSION", "dgrad", 1);  // the prologues and the data gradient
     check_conv_prologue((ConvCase){2, 6, 6, 8, 16, 3, 1, 1}, 400);
     mirror_free(state);
     check_conv_prologue((ConvCase){1, 7, 5, 16, 8, 3, 2, 1}, 410);   // odd sizes, stride 2
@@ -323,6 +335,7 @@ static void test_conv_prologue(void **state) {
         // or whose data one takes only its second form
         const char *cudnn[3] = {"no-prologue", "no-dgrad", "dgrad-norm-tensors"};
         setenv("LTC_CUDNN_ALGORITHMS", "off", 1);
+        setenv("LTC_CUDA_CONV_FUSION", "dgrad", 1);
         for (int i = 0; i < 3; i++) {
             setenv("LTC_EMU_CUDNN_GRAPH", cudnn[i], 1);
             check_conv_prologue((ConvCase){1, 5, 5, 8, 8, 3, 1, 1}, 440 + i);
@@ -330,6 +343,7 @@ static void test_conv_prologue(void **state) {
         }
         unsetenv("LTC_EMU_CUDNN_GRAPH");
         unsetenv("LTC_CUDNN_ALGORITHMS");
+        unsetenv("LTC_CUDA_CONV_FUSION");
     }
 }
 
@@ -401,15 +415,19 @@ static void test_conv_batchnorm_layer(void **state) {
         b->op.conv2d_plan_free(b, plan);
     }
     // y: |xhat| <= sqrt(rows) scaled by gamma; the statistics of the fused
-    // path come from fp32 sums of 16-bit outputs (|conv| < 5): the mean
-    // within 1e-6, the squared deviations within 2^-24 rows 25, i.e. the
-    // variance (about 1.7 here) within 5e-6 relative: negligible next to one
-    // unit of the dtype in y.
+    // path come from fp32 sums of the convolution's values (|conv| < 5): the
+    // mean within 1e-6, the squared deviations within 2^-24 rows 25, i.e. the
+    // variance (about 1.7 here) within 5e-6 relative, of the 16-bit outputs
+    // the emulation sums; an H200's cuDNN sums them before their rounding
+    // (first light of 2026-11-30), which moves them by up to a 16-bit unit
+    // of |conv| each: the mean within that, the variance within 2 units.
+    const double unit = mirror_act_tol(0.0);
     mirror_expect_close("conv out", y_n, results[1][0], results[0][0], mirror_act_tol(1e-5), 1e-5);
-    mirror_expect_close("mean", COUT, results[1][2], results[0][2], 1e-5, 1e-5);
-    mirror_expect_close("inv_std", COUT, results[1][3], results[0][3], 2e-5, 0);
-    mirror_expect_close("running mean", COUT, results[1][4], results[0][4], 1e-5, 1e-6);
-    mirror_expect_close("running var", COUT, results[1][5], results[0][5], 2e-5, 0);
+    mirror_expect_close("mean", COUT, results[1][2], results[0][2], 1e-5, 1e-5 + 5 * unit);
+    mirror_expect_close("inv_std", COUT, results[1][3], results[0][3], 2e-5 + 2 * unit, 0);
+    mirror_expect_close("running mean", COUT, results[1][4], results[0][4], 1e-5,
+                        1e-6 + 5 * unit);
+    mirror_expect_close("running var", COUT, results[1][5], results[0][5], 2e-5 + 2 * unit, 0);
     mirror_expect_close("y", y_n, results[1][1], results[0][1], mirror_act_tol(1e-4), 1e-4);
 }
 
@@ -476,7 +494,7 @@ static void test_resnet_fused_against_separate(void **state) {
     NEED_FAST_BACKEND();
     if (!fast_is_cuda() || mirror_dtype == COMPUTE_F32) skip();  // fused in 16 bits only
     NetPass fused, separate;
-    net_pass("auto", &fused);
+    net_pass("dgrad", &fused);  // every fused path (the default has conv + genstats alone)
     net_pass("off", &separate);
     print_message("  fused: %s\n  separate: %s\n", fused.paths, separate.paths);
     assert_non_null(strstr(fused.paths, "statistics graphs for"));
@@ -624,7 +642,7 @@ static void expect_passes_equal(const char *what, const BlockPass *actual,
 
 static void check_block_prologue(int depth) {
     BlockPass fused, stats;
-    block_pass(depth, "auto", 0, 1, 0, &fused);
+    block_pass(depth, "dgrad", 0, 1, 0, &fused);
     block_pass(depth, "stats", 0, 1, 0, &stats);
     // every stage after the first reads its input through the prologue, and
     // the norm outputs it replaces share one scratch
@@ -701,7 +719,7 @@ static void check_block_prologue(int depth) {
 // forward wrote it with).
 static void check_block_fallback(int depth) {
     BlockPass fallback, stats;
-    block_pass(depth, "auto", 1, 1, 0, &fallback);
+    block_pass(depth, "dgrad", 1, 1, 0, &fallback);
     block_pass(depth, "stats", 1, 1, 0, &stats);
     assert_int_equal(fallback.prologue, 0);
     assert_int_equal(fallback.shared, depth >= 50 ? 2 : 1);
@@ -713,8 +731,8 @@ static void check_block_fallback(int depth) {
 // replayed) against the same six rounds op by op: the same bits.
 static void check_block_graphs(int depth) {
     BlockPass rounds, graphs;
-    block_pass(depth, "auto", 0, GRAPH_ROUNDS, 0, &rounds);
-    block_pass(depth, "auto", 0, GRAPH_ROUNDS, 1, &graphs);
+    block_pass(depth, "dgrad", 0, GRAPH_ROUNDS, 0, &rounds);
+    block_pass(depth, "dgrad", 0, GRAPH_ROUNDS, 1, &graphs);
     assert_int_equal(graphs.prologue, depth >= 50 ? 2 : 1);
     expect_passes_equal("graphs", &graphs, &rounds);
     block_pass_free(&rounds), block_pass_free(&graphs);

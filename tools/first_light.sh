@@ -216,7 +216,7 @@ target_ratios() {
     [ -n "$ours" ] || return 0
     rate=$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<<"$ours")
     memory=$(sed -n 's/.*"gpu_memory_mib": \([0-9.]*\).*/\1/p' <<<"$ours")
-    for name in eager compile pytorch fallback stats prologue graphs; do
+    for name in eager compile pytorch fallback prologue dgrad graphs; do
         other=$(grep "\"check\": \"$target-$name\", \"status\": \"info\"" "$FL_RESULTS" | tail -n 1)
         [ -n "$other" ] || continue
         pairs+=("images_per_s_ours_over_$name=$(awk -v a="$rate" -v b="$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<<"$other")" \
@@ -237,9 +237,9 @@ target_ratios() {
 # The benchmarks of issue 32's targets (section 5), on random batches on
 # the GPU, each fused path beside its fallback in the same call, against
 # PyTorch in the same call: SimCLR ResNet-50 (eager, torch.compile: the
-# convolutions' fused BatchNorm statistics and prologues against
-# LTC_CUDA_CONV_FUSION=off, the prologues against =stats, the data
-# gradient through them against =prologue),
+# convolutions' fused BatchNorm statistics, the default, against
+# LTC_CUDA_CONV_FUSION=off; the prologues, =prologue, and the data gradient
+# through them, =dgrad, both asked for only since first light of 2026-11-30),
 # the ViT-B/14 teacher's forward (timm with PyTorch's SDPA; cuDNN's SDPA
 # against LTC_CUDA_ATTENTION=math), distillation ResNet-50 <- ViT-B/14 (both
 # fused paths against both fallbacks), a DINOv2 ViT-B/14 step (against
@@ -290,8 +290,8 @@ part_targets() {
             target_side "$target" ours "$label" "$step_bin" "${ours_args[@]}"
             target_side "$target" fallback "$label, LTC_CUDA_CONV_FUSION=off" \
                 env LTC_CUDA_CONV_FUSION=off "$step_bin" "${ours_args[@]}"
-            [ "$target" = simclr ] && target_side "$target" stats "$label, LTC_CUDA_CONV_FUSION=stats" \
-                env LTC_CUDA_CONV_FUSION=stats "$step_bin" "${ours_args[@]}"
+            [ "$target" = simclr ] && target_side "$target" dgrad "$label, LTC_CUDA_CONV_FUSION=dgrad" \
+                env LTC_CUDA_CONV_FUSION=dgrad "$step_bin" "${ours_args[@]}"
             [ "$target" = simclr ] && target_side "$target" prologue "$label, LTC_CUDA_CONV_FUSION=prologue" \
                 env LTC_CUDA_CONV_FUSION=prologue "$step_bin" "${ours_args[@]}"
             [ "$target" = simclr ] && target_side "$target" graphs "$label, LTC_CUDA_GRAPHS=on" \

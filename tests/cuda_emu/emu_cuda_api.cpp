@@ -426,7 +426,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 // the order between the capture's streams: emu_capture.cpp). Outside a
 // capture the driver refuses cudaEventRecordExternal (cudaErrorIllegalState,
 // "the operation cannot be performed in the present state": an H200's, first
-// light of 2026-11-30, docs/gpu-runs/2026-11-30-2f31a0f-first_light.jsonl).
+// light of 2026-11-30, docs/gpu-runs/2026-11-30-2f31a0f-1.jsonl).
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
     if (flags & ~(unsigned int)cudaEventRecordExternal) return fail(cudaErrorInvalidValue);
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

@@ -121,7 +121,7 @@ has paths 'test_conv_fusion[paths]' pass '"failed": 0'
 # the reason, a ratio record per target.
 has targets simclr-ours info '"images_per_s": [0-9.]+'
 has targets simclr-fallback info 'LTC_CUDA_CONV_FUSION=off'
-has targets simclr-stats info 'LTC_CUDA_CONV_FUSION=stats'
+has targets simclr-dgrad info 'LTC_CUDA_CONV_FUSION=dgrad'
 has targets simclr-prologue info 'LTC_CUDA_CONV_FUSION=prologue'
 has targets simclr-graphs info 'LTC_CUDA_GRAPHS=on'
 has targets simclr-eager skip "No module named 'torch'"

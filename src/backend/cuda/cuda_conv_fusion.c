@@ -52,11 +52,16 @@
 // "|conv-dgrad-prologue", "|conv-dgrad-norm-tensors" (the second form),
 // forward = 1 when cuDNN gave the plan(s), forward_bytes the workspace): a
 // later process skips the graphs of a shape cuDNN refused.
-// LTC_CUDA_CONV_FUSION=off leaves every convolution to the separate ops,
-// =stats keeps conv + genstats without the prologues, =prologue the
-// prologues without the data-gradient graph (the same-run comparisons),
-// =dgrad-norm-tensors skips the first form of the data-gradient graph (so
-// a GPU whose cuDNN takes the first also checks the second).
+// By default only conv + genstats fuses: on an H200 (first light of
+// 2026-11-30, docs/gpu-runs/2026-11-30-a7cdfb0-2.jsonl) the
+// data-gradient graph's dL/dx was wrong (ReLU masks off in 7% of a test's
+// elements, a ResNet-18 block's dx 0.68 from the separate ops', relative
+// L2), and the prologues gained 0.4% over conv + genstats alone: they wait
+// for a GPU run that checks them at the block level. LTC_CUDA_CONV_FUSION=off
+// leaves every convolution to the separate ops, =prologue adds the prologues
+// without the data-gradient graph, =dgrad the data-gradient graph too,
+// =dgrad-norm-tensors only its second form (so a GPU whose cuDNN takes the
+// first also checks the second); =stats (or unset) is the default.
 //
 // Workspace: an execution owns the backend's workspace (ops run one after
 // another on the stream): cuDNN's need first, then the prologue's (2, C)
@@ -220,26 +225,31 @@ static const char *fusion_switch(void) {
     const char *value = getenv("LTC_CUDA_CONV_FUSION");
     return value ? value : "";
 }
+static int switch_is(const char *name) { return strcmp(fusion_switch(), name) == 0; }
 
 // What rules the fused path out before cuDNN is asked, or NULL.
 static const char *unsupported(const Backend *backend, const ConvShape *s) {
-    if (strcmp(fusion_switch(), "off") == 0) return "LTC_CUDA_CONV_FUSION=off";
+    if (switch_is("off")) return "LTC_CUDA_CONV_FUSION=off";
     if (backend->compute_dtype == COMPUTE_F32) return "fp32 (cuDNN's fused engines are 16-bit)";
     if (s->in_channels % 8 || s->out_channels % 8) return "channels not multiples of 8";
     if (cuda_state(backend)->compute_major < 8) return "GPU older than sm80";
     return NULL;
 }
 
-// The same for the prologue graphs, given that conv + genstats fuses.
+// The same for the prologue graphs, given that conv + genstats fuses: asked
+// for only (the top says why).
 static const char *prologue_unsupported(const Backend *backend) {
-    if (strcmp(fusion_switch(), "stats") == 0) return "LTC_CUDA_CONV_FUSION=stats";
+    if (!switch_is("prologue") && !switch_is("dgrad") && !switch_is("dgrad-norm-tensors"))
+        return "not by default: LTC_CUDA_CONV_FUSION=prologue or =dgrad";
     if (backend->compute_dtype != COMPUTE_F16) return "bf16 (the prologue is fp16 only)";
     return NULL;
 }
 
 // The same for the data-gradient graph, given the prologue graphs.
 static const char *data_prologue_unsupported(void) {
-    return strcmp(fusion_switch(), "prologue") == 0 ? "LTC_CUDA_CONV_FUSION=prologue" : NULL;
+    return switch_is("dgrad") || switch_is("dgrad-norm-tensors")
+               ? NULL
+               : "not by default (wrong on an H200): LTC_CUDA_CONV_FUSION=dgrad";
 }
 
 // The plan(s) of a probe key: NULL (with the reason) where cuDNN refused
@@ -281,7 +291,7 @@ static void plan_data_gradient(Backend *backend, const ConvShape *s, const char 
     char probe_key[600];
     const enum Pattern first = PROLOGUE_DGRAD, second = PROLOGUE_DGRAD_NORM_TENSORS;
     snprintf(probe_key, sizeof probe_key, "%s|conv-dgrad-prologue", key);
-    if (strcmp(fusion_switch(), "dgrad-norm-tensors") == 0)
+    if (switch_is("dgrad-norm-tensors"))
         snprintf(why->data_form, sizeof why->data_form, "LTC_CUDA_CONV_FUSION=dgrad-norm-tensors");
     else if (!plan_probed(backend, s, probe_key, &first, 1, &stats->dgrad_plan, why->data_form,
                           sizeof why->data_form))

@@ -141,7 +141,7 @@ void cuda_transfer_device_wait(Backend *backend, Transfer *transfer) {
 // the graph, so each replay records it again (a plain record would only
 // order the capture). The driver refuses that flag outside a capture
 // (cudaErrorIllegalState: first light of 2026-11-30,
-// docs/gpu-runs/2026-11-30-2f31a0f-first_light.jsonl), so outside one it is a
+// docs/gpu-runs/2026-11-30-2f31a0f-1.jsonl), so outside one it is a
 // plain record.
 void cuda_backend_record_for_waiters(void *event_pointer, void *stream_pointer) {
     cudaEvent_t event = event_pointer;
