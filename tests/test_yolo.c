@@ -477,7 +477,8 @@ static void test_names(void **state) {
         assert_non_null(strstr(err.text, "unknown Ultralytics model"));
     }
     // the task's suffix before the levels' (yolov8-pose-p6.yaml's nc: 1)
-    if (yolo_parse_name("yolov8x-pose-p6.yaml", &config, &pretrained, &err)) fail_msg("%s", err.text);
+    if (yolo_parse_name("yolov8x-pose-p6.yaml", &config, &pretrained, &err))
+        fail_msg("%s", err.text);
     assert_int_equal(config.family, YOLO_V8_P6);
     assert_int_equal(config.task, YOLO_TASK_POSE);
     assert_int_equal(config.classes, 1);
@@ -486,7 +487,8 @@ static void test_names(void **state) {
     assert_non_null(strstr(err.text, "YOLOv5's are yolov5su.pt"));
     // ... and none of YOLO26-P6 or -P2
     assert_int_equal(yolo_parse_name("ultralytics/yolo26n-p6.pt", &config, &pretrained, &err), -1);
-    assert_non_null(strstr(err.text, "releases none of YOLO26-P6; train ultralytics/yolo26n-p6.yaml"));
+    assert_non_null(
+        strstr(err.text, "releases none of YOLO26-P6; train ultralytics/yolo26n-p6.yaml"));
     assert_int_equal(yolo_parse_name("ultralytics/yolov6s.pt", &config, &pretrained, &err), -1);
     assert_non_null(strstr(err.text, "releases none of YOLOv6"));
 }

@@ -235,7 +235,8 @@ int onnx_yolo_graph(const OnnxBuilder *builder, const Backbone *backbone, int im
         switch (layer->kind) {
         case YOLO_CONV:  // a row of n > 1 (YOLOv6): its Sequential, stride 1 after cv1
             x = unit_graph(builder, &layer->cv1, x);
-            for (int i = 0; i < layer->repeats - 1; i++) x = unit_graph(builder, &layer->chain[i], x);
+            for (int i = 0; i < layer->repeats - 1; i++)
+                x = unit_graph(builder, &layer->chain[i], x);
             height = (height + 2 * layer->padding - layer->kernel) / layer->stride + 1;
             width = (width + 2 * layer->padding - layer->kernel) / layer->stride + 1;
             break;

@@ -63,7 +63,8 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
         break;
     case YOLO_SPPF:
         pt_put_int(&e->w, line->channels), pt_put_int(&e->w, line->kernel);
-        if (line->flag) pt_put_int(&e->w, 3), pt_put_bool(&e->w, line->flag == 1);  // YOLO26: n, shortcut
+        if (line->flag)  // YOLO26's: n, shortcut
+            pt_put_int(&e->w, 3), pt_put_bool(&e->w, line->flag == 1);
         break;
     case YOLO_C2PSA: pt_put_int(&e->w, line->channels); break;
     case YOLO_CONV_TRANSPOSE:  // [c2, k, s, p]
@@ -145,8 +146,9 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
     }
     pt_dict_end(&e->w);
     // the YAML's backbone section ends with SPPF (v5, v8), C2PSA (11, 26) or A2C2f (12)
-    const int backbone = config->task == YOLO_TASK_CLASSIFY ? count - 1  // all but Classify
-                                                            : yolo_yaml_backbone_rows(config->family);
+    const int backbone = config->task == YOLO_TASK_CLASSIFY
+                             ? count - 1  // all but Classify
+                             : yolo_yaml_backbone_rows(config->family);
     ux_key(e, "backbone");
     yaml_lines(e, lines, 0, backbone);
     ux_key(e, "head");

@@ -197,7 +197,8 @@ void cuda_fence_free(Backend *backend, Fence *fence) {
 // Inside a stream capture each replay records the fence again and the host
 // can wait for it (cuda_backend_record_for_waiters).
 void cuda_fence_record(Backend *backend, Fence *fence) {
-    if (cuda_queue_point()) cuda_backend_record_for_waiters(fence->event, cuda_state(backend)->stream);
+    if (cuda_queue_point())
+        cuda_backend_record_for_waiters(fence->event, cuda_state(backend)->stream);
 }
 
 // cudaEventQuery: cudaSuccess once passed (or never recorded),
