@@ -609,6 +609,24 @@ static void test_init_head_levels(void **state) {
     }
 }
 
+// Segment's tensors (never run) start as PyTorch's defaults: the prototypes'
+// ConvTranspose2d weight (npr, npr, 2, 2) uniform in +-1/sqrt(npr x 4) (its
+// fan_in is dim 1), the mask stacks' last biases in +-1/sqrt(fan_in) of their
+// weights; the yolo26n-seg Proto26 semantic head's bias alike.
+static void expect_uniform(const Yolo *model, const char *name, double fan_in) {
+    static float values[64 * 64 * 4];
+    const Parameter *p = parameter_find(&model->buffers, name);
+    if (!p) fail_msg("no %s", name);
+    read_param(model, name, values, sizeof values / sizeof *values);
+    const float bound = (float)(1.0 / sqrt(fan_in));
+    float largest = 0.0f;
+    for (size_t i = 0; i < p->count; i++) {
+        assert_true(fabsf(values[i]) <= bound);
+        if (fabsf(values[i]) > largest) largest = fabsf(values[i]);
+    }
+    assert_true(largest > 0.8f * bound);
+}
+
 // YOLOv6 (activation: torch.nn.ReLU()): every Conv's act ReLU (SPPF's and the
 // Detect head's too), a row of n > 1 Convs declared as its Sequential
 // ("model.2.0", "model.2.1": yolov6n's 6 x 0.33 -> 2), the neck's
@@ -628,37 +646,10 @@ static void test_init_yolov6(void **state) {
     assert_non_null(up);
     assert_int_equal(up->torch_shape[0], 64);  // 256 x 0.25 in and out
     assert_int_equal(up->torch_shape[2], 2);
-    static float values[64 * 64 * 4];
-    read_param(&model, "model.11.weight", values, 64 * 64 * 4);
-    const float bound = (float)(1.0 / sqrt(64.0 * 4));
-    float largest = 0.0f;
-    for (size_t i = 0; i < up->count; i++) {
-        assert_true(fabsf(values[i]) <= bound);
-        if (fabsf(values[i]) > largest) largest = fabsf(values[i]);
-    }
-    assert_true(largest > 0.9f * bound);
-    read_param(&model, "model.11.bias", values, 64);
-    for (int i = 0; i < 64; i++) assert_true(fabsf(values[i]) <= bound);
+    expect_uniform(&model, "model.11.weight", 64.0 * 4);
+    expect_uniform(&model, "model.11.bias", 64.0 * 4);
     for (int level = 0; level < 3; level++) assert_int_equal(model.head_strides[level], 8 << level);
     yolo_free(&model);
-}
-
-// Segment's tensors (never run) start as PyTorch's defaults: the prototypes'
-// ConvTranspose2d weight (npr, npr, 2, 2) uniform in +-1/sqrt(npr x 4) (its
-// fan_in is dim 1), the mask stacks' last biases in +-1/sqrt(fan_in) of their
-// weights; the yolo26n-seg Proto26 semantic head's bias alike.
-static void expect_uniform(const Yolo *model, const char *name, double fan_in) {
-    static float values[64 * 64 * 4];
-    const Parameter *p = parameter_find(&model->buffers, name);
-    if (!p) fail_msg("no %s", name);
-    read_param(model, name, values, sizeof values / sizeof *values);
-    const float bound = (float)(1.0 / sqrt(fan_in));
-    float largest = 0.0f;
-    for (size_t i = 0; i < p->count; i++) {
-        assert_true(fabsf(values[i]) <= bound);
-        if (fabsf(values[i]) > largest) largest = fabsf(values[i]);
-    }
-    assert_true(largest > 0.8f * bound);
 }
 
 static void test_init_segment(void **state) {
