@@ -1,17 +1,19 @@
 // A step's staged host inputs (src/backend/staging.h) in a step captured
-// once as a CUDA graph and replayed (issue 32, docs/gpu.md "CUDA graphs"):
-// a step stages a DINOv2-style token mask and a mixup permutation through
-// one ring (two sites) and drop-path-style row scales through another, and
-// runs the ops that read them (mask_tokens_forward, mixup, scale_rows).
-// Step 0 runs queued op by op (it makes the sites), step 1 is captured,
-// then the graph is launched for steps 1 to 3, the host filling each
-// step's inputs through staging_take beforehand (the copies are the
-// graph's). Every step's outputs equal those of four steps queued op by op
-// bit for bit: the captured copies read the sites' fixed buffers, which
-// hold the step's inputs. With a rotating ring (no fixed sites) the replays
-// read other addresses (on the emulation, where every fence has passed,
-// both sites of a ring share one buffer). Runs on the CUDA emulation
-// (emu_tests.list) and on a GPU; skipped where no cuda backend can be made.
+// once as a CUDA graph and replayed through the backend's step_graph_begin /
+// step_graph_end (issue 32, docs/gpu.md "CUDA graphs"): a step stages a
+// DINOv2-style token mask and a mixup permutation through one ring (two
+// sites) and drop-path-style row scales through another, and runs the ops
+// that read them (mask_tokens_forward, mixup, scale_rows). The first step of
+// each half of the parameter block runs op by op (it makes the sites), the
+// second is captured (no fence queried or waited for inside the capture: the
+// driver refuses a query then), the rest replay with the host filling each
+// step's inputs through staging_take (the copies are the graph's). Every
+// step's outputs equal those of the same steps queued op by op bit for bit:
+// the captured copies read the sites' fixed buffers, which hold the step's
+// inputs. With a rotating ring (no fixed sites) the replays read other
+// addresses (on the emulation, where every fence has passed, both sites of a
+// ring share one buffer). Runs on the CUDA emulation (emu_tests.list) and on
+// a GPU; skipped where no cuda backend can be made.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -24,12 +26,10 @@
 #include "backend/backend.h"
 
 #ifdef LTC_WITH_CUDA
-#include <cuda_runtime_api.h>
-
 #include "backend/cuda/cuda_backend.h"
 #include "backend/staging.h"
 
-enum { BATCH = 4, TOKENS = 6, CHANNELS = 8, STEPS = 4, ROWS = BATCH * TOKENS };
+enum { BATCH = 4, TOKENS = 6, CHANNELS = 8, STEPS = 8, ROWS = BATCH * TOKENS, KIND = 3 };
 enum { SAMPLE = TOKENS * CHANNELS, ELEMENTS = BATCH * SAMPLE };
 
 // The device side of one run: inputs staged into, outputs (per step
@@ -78,19 +78,19 @@ static void run_free(Backend *b, Run *run) {
     b->op.free(b, run->mixed_float);
 }
 
-// Step `step`'s host inputs into the three sites (taken in step order);
-// with `queue`, their copies are queued (else a graph holds them).
-static void stage_inputs(Run *run, int step, int queue) {
+// Step `step`'s host inputs into the three sites (taken in step order) and
+// their copies queued (a replayed step's queue points skip the copies: the
+// graph holds them).
+static void stage_inputs(Run *run, int step) {
     float *mask = staging_take(&run->tokens);
     for (int r = 0; r < ROWS; r++) mask[r] = (float)((r * 5 + step * 3) % 4 == 0);
-    if (queue) staging_upload(&run->tokens, run->mask, mask, ROWS * sizeof(float));
+    staging_upload(&run->tokens, run->mask, mask, ROWS * sizeof(float));
     int32_t *permutation = staging_take(&run->tokens);
     for (int i = 0; i < BATCH; i++) permutation[i] = (i + step + 1) % BATCH;
-    if (queue)
-        staging_upload(&run->tokens, run->permutation, permutation, BATCH * sizeof(int32_t));
+    staging_upload(&run->tokens, run->permutation, permutation, BATCH * sizeof(int32_t));
     float *scale = staging_take(&run->rows);
     for (int r = 0; r < ROWS; r++) scale[r] = (r + step) % 3 == 0 ? 0.0f : 1.0f + 0.25f * step;
-    if (queue) staging_upload(&run->rows, run->scale, scale, ROWS * sizeof(float));
+    staging_upload(&run->rows, run->scale, scale, ROWS * sizeof(float));
 }
 
 // The step's ops, reading the staged inputs from device memory.
@@ -134,45 +134,31 @@ static void test_staged_inputs_replayed(void **state) {
     run_init(b, replayed);
     for (int step = 0; step < STEPS; step++) {
         staging_step_begin(b);
-        stage_inputs(eager, step, 1);
+        stage_inputs(eager, step);
         queue_ops(b, eager, &in);
         keep_outputs(b, eager, step);
     }
 
-    // Step 0 op by op: the sites' buffers are made (none inside a capture).
-    staging_step_begin(b);
-    stage_inputs(replayed, 0, 1);
-    queue_ops(b, replayed, &in);
-    keep_outputs(b, replayed, 0);
-    // Step 1 captured: its inputs are written now, copied when it runs.
-    b->op.synchronize(b);  // no fence to wait for inside the capture
-    cudaStream_t stream = (cudaStream_t)cuda_backend_stream(b);
-    staging_step_begin(b);
-    assert_int_equal(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    stage_inputs(replayed, 1, 1);
-    queue_ops(b, replayed, &in);
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    assert_int_equal(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    assert_int_equal(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int step = 1; step < STEPS; step++) {
-        if (step > 1) {  // the host's part: the step's inputs into the sites
-            staging_step_begin(b);
-            stage_inputs(replayed, step, 0);
-        }
-        assert_int_equal(cudaGraphLaunch(exec, stream), cudaSuccess);
+    const int expected[STEPS] = {STEP_GRAPH_EAGER,   STEP_GRAPH_EAGER,  STEP_GRAPH_CAPTURE,
+                                 STEP_GRAPH_CAPTURE, STEP_GRAPH_REPLAY, STEP_GRAPH_REPLAY,
+                                 STEP_GRAPH_REPLAY,  STEP_GRAPH_REPLAY};
+    for (int step = 0; step < STEPS; step++) {
+        staging_step_begin(b);
+        assert_int_equal(b->op.step_graph_begin(b, KIND), expected[step]);
+        stage_inputs(replayed, step);
+        queue_ops(b, replayed, &in);
+        if (b->op.step_graph_end(b, 1, &err)) fail_msg("%s", err.text);
         keep_outputs(b, replayed, step);
     }
+    assert_int_equal(cuda_step_graph_replays(b), 4);
     assert_int_equal(replayed->tokens.shared + replayed->rows.shared, 0);
     for (int step = 0; step < STEPS; step++)
         for (int k = 0; k < 2; k++)
             assert_memory_equal(replayed->out[step][k], eager->out[step][k],
                                 ELEMENTS * sizeof(float));
     // The steps differ (each step's inputs mattered).
-    assert_memory_not_equal(eager->out[2][0], eager->out[3][0], ELEMENTS * sizeof(float));
-    assert_memory_not_equal(eager->out[2][1], eager->out[3][1], ELEMENTS * sizeof(float));
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    assert_memory_not_equal(eager->out[5][0], eager->out[6][0], ELEMENTS * sizeof(float));
+    assert_memory_not_equal(eager->out[5][1], eager->out[6][1], ELEMENTS * sizeof(float));
     run_free(b, eager);
     run_free(b, replayed);
     free(eager), free(replayed);

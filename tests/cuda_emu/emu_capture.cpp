@@ -24,9 +24,10 @@
 // stream it began on (its origin), and only once every stream that joined
 // has been joined back (the origin waited for an event recorded after the
 // joined stream's last operation), else cudaStreamEndCapture fails with
-// cudaErrorStreamCaptureUnjoined, as CUDA's does. Asking about an event
-// whose latest record is inside a capture in progress (query, synchronise,
-// elapsed time) fails with cudaErrorCapturedEvent, as on a GPU. A graph runs its
+// cudaErrorStreamCaptureUnjoined, as CUDA's does. A query or synchronise of
+// any event while a capture is in progress is refused as the synchronisations
+// are; the elapsed time of an event whose latest record is inside the capture
+// fails with cudaErrorCapturedEvent, as on a GPU. A graph runs its
 // operations in the order the host queued them, one valid order of the
 // graph's dependencies (not every order a GPU may take).
 #include <stdio.h>

@@ -202,8 +202,14 @@ void cuda_fence_record(Backend *backend, Fence *fence) {
 }
 
 // cudaEventQuery: cudaSuccess once passed (or never recorded),
-// cudaErrorNotReady before (not an error: cleared).
+// cudaErrorNotReady before (not an error: cleared). While a step is
+// captured every fence has passed: the host waited for the stream before
+// the capture began, and a record inside it is a graph node that records
+// nothing until a replay. Nor may the host ask then: the driver refuses
+// cudaEventQuery during a capture and invalidates it (an H200's, first
+// light run 5: docs/gpu-runs/2026-11-30-a7cdfb0-2.jsonl:10).
 int cuda_fence_passed(Backend *backend, Fence *fence) {
+    if (cuda_step_capturing) return 1;
     const cudaError_t passed = cudaEventQuery(fence->event);
     if (passed == cudaErrorNotReady) {
         (void)cudaGetLastError();
@@ -214,6 +220,7 @@ int cuda_fence_passed(Backend *backend, Fence *fence) {
 }
 
 void cuda_fence_wait(Backend *backend, Fence *fence) {
+    if (cuda_step_capturing) return;  // passed (cuda_fence_passed)
     cuda_wait_event(cuda_state(backend), fence->event);
 }
 
