@@ -162,12 +162,11 @@ static void test_cuda_plans_keep_their_choice(void **state) {
     // under the key with "|conv-genstats" (sm80 and later: the lent GPUs and
     // the emulation), then its prologue graphs under "|conv-prologue" and,
     // where cuDNN gave those, the data gradient through them under
-    // "|conv-dgrad-prologue" and, where cuDNN refused that, its second form
-    // under "|conv-dgrad-norm-tensors": three to five lines (four on the
-    // emulation), all read back by the second plan
+    // "|conv-dgrad-bn": five or six lines (six on the emulation), all read
+    // back by the second plan
     setenv("LTC_CUDA_CONV_FUSION", "dgrad", 1);  // the prologues are asked for only
     const int lines = plan_once(cuda, 12);
-    assert_true(lines >= 5 && lines <= 7);
+    assert_true(lines >= 5 && lines <= 6);
     if (emulation) assert_int_equal(lines, 6);
     assert_int_equal(plan_once(cuda, 12), lines);
     unsetenv("LTC_CUDA_CONV_FUSION");
@@ -175,20 +174,16 @@ static void test_cuda_plans_keep_their_choice(void **state) {
     char probe[512];
     FILE *file = fopen(getenv("LTC_CUDNN_ALGORITHMS"), "r");
     assert_non_null(file);
-    int probes = 0, prologue_probes = 0, data_probes = 0, second_probes = 0;
+    int probes = 0, prologue_probes = 0, data_probes = 0;
     while (fgets(probe, sizeof probe, file)) {
         probes += strstr(probe, "|fp16|") && strstr(probe, "|conv-genstats\t") != NULL;
         prologue_probes += strstr(probe, "|fp16|") && strstr(probe, "|conv-prologue\t") != NULL;
-        data_probes += strstr(probe, "|fp16|") && strstr(probe, "|conv-dgrad-prologue\t") != NULL;
-        second_probes +=
-            strstr(probe, "|fp16|") && strstr(probe, "|conv-dgrad-norm-tensors\t") != NULL;
+        data_probes += strstr(probe, "|fp16|") && strstr(probe, "|conv-dgrad-bn\t") != NULL;
     }
     fclose(file);
     assert_int_equal(probes, 1);
     assert_int_equal(prologue_probes, 1);
-    assert_int_equal(data_probes + second_probes, lines - 5);
-    assert_true(second_probes <= data_probes);  // the second form only after the first
-    if (emulation) assert_int_equal(second_probes, 0);
+    assert_int_equal(data_probes, lines - 5);
     const StoredLine stored = first_stored();
     if (!strstr(stored.key, "|sm") || !strstr(stored.key, "|cudnn") || !strstr(stored.key, "|fp32|"))
         fail_msg("the key names no GPU, cuDNN or dtype: %s", stored.key);

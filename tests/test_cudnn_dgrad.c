@@ -1,13 +1,15 @@
-// cudnn-frontend's DgradDreluBNBwdWeight on the CUDA emulation's cuDNN
-// graph API (tests/cuda_emu/emu_cudnn_heuristics.c, emu_cudnn_exec.c)
-// through the backend's helpers (src/backend/cuda/cudnn_graph.h), as
-// cuda_conv_fusion.c builds it: a backward data into a virtual float,
-// RELU_BWD where the norm's output ((x0 - mean) inv_std) scale + bias > 0
-// (its own chain of four pointwise operations) into dz, BN_BWD_WEIGHTS of
-// x0 and dz. Computed as the host computes it (fp16 and bf16, 3x3 stride 1
-// and 1x1 stride 2, built in either order), its mistakes refused at
-// finalize, and its engine (none in fp32, with a virtual dz, the norm of
-// another x, a lone backward data or BN_BWD_WEIGHTS, or under
+// cuDNN's DgradDreluBNBwdWeight on the CUDA emulation's cuDNN graph API
+// (tests/cuda_emu/emu_cudnn_heuristics.c, emu_cudnn_exec.c) through the
+// backend's helpers (src/backend/cuda/cudnn_graph.h), as
+// cuda_conv_fusion.c builds it from cuDNN's documentation: a backward data
+// into a virtual float, RELU_BWD where the norm's output ((x0 - mean)
+// inv_std) scale + bias > 0 (ADD with alpha2 -1, MUL, MUL, ADD on the
+// norm's own mean, inv_std and scale) into dz, BN_BWD_WEIGHTS of x0 and dz.
+// Computed as the host computes it (fp16 and bf16, 3x3 stride 1 and 1x1
+// stride 2, built in either order), its mistakes refused at finalize, and
+// its engine (none in fp32, with a virtual dz, the norm of another x, the
+// chain on tensors of its own (the form an H200 took and got wrong) or with
+// SUB for the mean, a lone backward data or BN_BWD_WEIGHTS, or under
 // LTC_EMU_CUDNN_GRAPH=no-dgrad, which keeps the prologues', or
 // no-prologue). Emulation only, as test_cudnn_graph.c.
 #include <stdarg.h>
@@ -36,8 +38,8 @@ static int dgrad_out_side(const DgradShape *shape) {
 
 // The norm's tensors (1, C, 1, 1) fp32 in this uid order: mean, inv_std,
 // gamma read; dscale, dbias, eq_dy_scale, eq_x_scale, eq_bias written;
-// then the mask's chain's mean, inv_std, scale and bias (its own tensors,
-// as the backend's).
+// then the mask's chain's mean, inv_std and scale (read only where the
+// chain has tensors of its own, DGRAD_CHAIN_OF_ITS_OWN) and bias.
 enum { UID_DZ = 30, UID_MEAN, UID_OTHER_X = UID_MEAN + 12, UID_DGRAD = UID_VIRTUAL + 3 };
 enum { NORM_READS = 3, NORM_WRITES = 5, CHAIN = 4, CHAIN_FIRST = NORM_READS + NORM_WRITES };
 enum { NORM_CHANNEL_TENSORS = CHAIN_FIRST + CHAIN };
@@ -64,42 +66,47 @@ static void norm_weights_gradient(DnnGraph *g, void *x, void *dz, void *const *r
     dnn_graph_bn_backward_weights(g, &norm);
 }
 
-// ((x0 - mean) inv_std) scale + bias per channel (SUB, MUL, MUL, ADD on
-// the chain's (1, C, 1, 1) float tensors, or for the first three the
-// norm's reads: shared) into virtual floats: the norm's output as
-// cudnn-frontend's sample builds it; x0 into *x0.
-static void *norm_output(DnnGraph *g, int type, void **x0, void *const *shared) {
-    *x0 = nhwc_tensor(g, UID_X0, type, CONV_N, CONV_C, CONV_SIDE, CONV_SIDE, 0);
-    const int modes[CHAIN] = {CUDNN_POINTWISE_SUB, CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_MUL,
-                              CUDNN_POINTWISE_ADD};
-    void *stage = *x0;
-    for (int i = 0; i < CHAIN; i++) {
-        void *next = nhwc_tensor(g, UID_DGRAD + 1 + i, CUDNN_DATA_FLOAT, CONV_N, CONV_C,
-                                 CONV_SIDE, CONV_SIDE, DNN_VIRTUAL);
-        void *operand = shared && i < NORM_READS
-                            ? shared[i]
-                            : nhwc_tensor(g, UID_MEAN + CHAIN_FIRST + i, CUDNN_DATA_FLOAT, 1,
-                                          CONV_C, 1, 1, 0);
-        dnn_graph_pointwise(g, modes[i], stage, operand, next);
-        stage = next;
-    }
-    return stage;
-}
-
 // How dgrad_graph builds the pattern: in the order cudnn-frontend's sample
 // lists it (backward data, the norm's output, RELU_BWD, BN_BWD_WEIGHTS),
 // with the norm's output first (the backend's order), or with what no
 // engine fuses: every 16-bit tensor in fp32, dz virtual, the norm's x
-// another tensor than the chain's x0; or with the chain's mean, inv_std
-// and scale the norm's own tensors (the backend's second form).
+// another tensor than the chain's x0, the chain's mean, inv_std and scale
+// tensors of its own, SUB for the mean instead of ADD with alpha2 -1.
 typedef enum {
     DGRAD_AS_LISTED,
     DGRAD_AFFINE_FIRST,
     DGRAD_FP32,
     DGRAD_VIRTUAL_DZ,
     DGRAD_NORM_OF_OTHER_X,
-    DGRAD_CHAIN_ON_NORM
+    DGRAD_CHAIN_OF_ITS_OWN,
+    DGRAD_SUB
 } DgradVariant;
+
+// ((x0 - mean) inv_std) scale + bias per channel (ADD with alpha2 -1, MUL,
+// MUL, ADD: the first three on the norm's reads unless the variant says
+// otherwise, the bias the chain's) into virtual floats: the norm's output
+// as cuDNN's documentation gives it; x0 into *x0.
+static void *norm_output(DnnGraph *g, int type, void **x0, void *const *reads,
+                         DgradVariant variant) {
+    *x0 = nhwc_tensor(g, UID_X0, type, CONV_N, CONV_C, CONV_SIDE, CONV_SIDE, 0);
+    const int modes[CHAIN] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_MUL,
+                              CUDNN_POINTWISE_ADD};
+    void *stage = *x0;
+    for (int i = 0; i < CHAIN; i++) {
+        void *next = nhwc_tensor(g, UID_DGRAD + 1 + i, CUDNN_DATA_FLOAT, CONV_N, CONV_C,
+                                 CONV_SIDE, CONV_SIDE, DNN_VIRTUAL);
+        void *operand = i < NORM_READS && variant != DGRAD_CHAIN_OF_ITS_OWN
+                            ? reads[i]
+                            : nhwc_tensor(g, UID_MEAN + CHAIN_FIRST + i, CUDNN_DATA_FLOAT, 1,
+                                          CONV_C, 1, 1, 0);
+        if (i > 0) dnn_graph_pointwise(g, modes[i], stage, operand, next);
+        else if (variant == DGRAD_SUB)
+            dnn_graph_pointwise(g, CUDNN_POINTWISE_SUB, stage, operand, next);
+        else dnn_graph_pointwise_scaled(g, CUDNN_POINTWISE_ADD, stage, 1.0f, operand, -1.0f, next);
+        stage = next;
+    }
+    return stage;
+}
 
 // DgradDreluBNBwdWeight: d = the data gradient of dy (N, K, OUT, OUT)
 // with w (virtual float), dz (N, C, SIDE, SIDE) = d where the norm's
@@ -116,10 +123,9 @@ static DnnPlan *dgrad_graph(int type, const DgradShape *shape, DgradVariant vari
     void *conv = dnn_graph_convolution(&g, shape->stride, shape->pad);
     void *x0 = NULL, *biased = NULL, *reads[NORM_READS];
     norm_reads(&g, CONV_C, reads);
-    void *const *shared = variant == DGRAD_CHAIN_ON_NORM ? reads : NULL;
-    if (variant == DGRAD_AFFINE_FIRST) biased = norm_output(&g, t, &x0, shared);
+    if (variant == DGRAD_AFFINE_FIRST) biased = norm_output(&g, t, &x0, reads, variant);
     dnn_graph_conv_data_gradient(&g, conv, dy, w, d);
-    if (!biased) biased = norm_output(&g, t, &x0, shared);
+    if (!biased) biased = norm_output(&g, t, &x0, reads, variant);
     void *dz = nhwc_tensor(&g, UID_DZ, t, CONV_N, CONV_C, CONV_SIDE, CONV_SIDE,
                            variant == DGRAD_VIRTUAL_DZ ? DNN_VIRTUAL : 0);
     dnn_graph_relu_backward(&g, biased, d, dz);
@@ -202,11 +208,10 @@ static void check_norm_outputs(int type, const ConvInputs *in, const uint16_t *d
 }
 
 // Runs the pattern on conv_inputs' x0, w and dy with a mean, inv_std (not
-// 1) and gamma per channel, and the mask's chain its own (its scale and
-// bias conv_inputs'; DGRAD_CHAIN_ON_NORM: the norm's three, then bias),
-// against the host: dz against the data gradient
-// masked where the chain's output > 0 (in float, one rounding each, as the
-// graph's operations), then check_norm_outputs.
+// 1) and gamma per channel, the mask's bias conv_inputs' bias, against the
+// host: dz against the data gradient masked where the chain's output > 0
+// (in float, one rounding each, as the graph's operations), then
+// check_norm_outputs.
 static void check_dgrad(int type, const DgradShape *shape, DgradVariant variant) {
     ErrorMessage err = {{0}};
     DnnPlan *plan = dgrad_graph(type, shape, variant, &err);
@@ -218,12 +223,9 @@ static void check_dgrad(int type, const DgradShape *shape, DgradVariant variant)
         channel[0][c] = (float)(c % 3 - 1) / 4;
         channel[1][c] = 1.5f + (float)c / 16;
         channel[2][c] = 0.75f + (float)c / 32;
-        channel[CHAIN_FIRST][c] = (float)(c % 4 - 1) / 8;  // the mask's mean, inv_std,
-        channel[CHAIN_FIRST + 1][c] = 1.25f + (float)c / 32;   // scale and bias
-        channel[CHAIN_FIRST + 2][c] = from_bits(type, in.scale[c]);
+        for (int i = 0; i < NORM_READS; i++)  // the chain reads the norm's (the host too)
+            channel[CHAIN_FIRST + i][c] = channel[i][c];
         channel[CHAIN_FIRST + 3][c] = from_bits(type, in.bias[c]);
-        if (variant == DGRAD_CHAIN_ON_NORM)  // the chain reads the norm's (the host too)
-            for (int i = 0; i < NORM_READS; i++) channel[CHAIN_FIRST + i][c] = channel[i][c];
     }
     enum { BOUND = 4 };  // x0, w, dy, dz, then the per-channel tensors
     const void *host[BOUND] = {in.x0, in.w, in.dy, NULL};
@@ -267,8 +269,7 @@ static void check_dgrad(int type, const DgradShape *shape, DgradVariant variant)
 }
 
 // DgradDreluBNBwdWeight in fp16 and bf16, 3x3 stride 1 and 1x1 stride 2,
-// built in either order, and with the chain on the norm's own tensors,
-// against the host.
+// built in either order, against the host.
 static void test_dgrad_drelu_bn_bwd_weight(void **state) {
     NEED_EMULATION();
     for (int s = 0; s < 2; s++)
@@ -276,8 +277,6 @@ static void test_dgrad_drelu_bn_bwd_weight(void **state) {
             check_dgrad(CUDNN_DATA_HALF, &kDgradShapes[s], order);
             check_dgrad(CUDNN_DATA_BFLOAT16, &kDgradShapes[s], order);
         }
-    check_dgrad(CUDNN_DATA_HALF, &kDgradShapes[0], DGRAD_CHAIN_ON_NORM);
-    check_dgrad(CUDNN_DATA_BFLOAT16, &kDgradShapes[1], DGRAD_CHAIN_ON_NORM);
 }
 
 // Refused when finalized: a backward data whose dx has another size than
@@ -319,10 +318,10 @@ static void test_dgrad_and_norm_mistakes_are_refused(void **state) {
 }
 
 // Engines: the pattern in fp16 and bf16, in either order; none in fp32,
-// with a virtual dz, with the norm's x another tensor than x0, for a lone
-// backward data or BN_BWD_WEIGHTS; none under LTC_EMU_CUDNN_GRAPH=no-dgrad
-// (which keeps the prologue graphs') or no-prologue; under
-// dgrad-norm-tensors, only for the chain on the norm's own tensors.
+// with a virtual dz, with the norm's x another tensor than x0, with the
+// chain on tensors of its own or SUB for the mean, for a lone backward data
+// or BN_BWD_WEIGHTS; none under LTC_EMU_CUDNN_GRAPH=no-dgrad (which keeps
+// the prologue graphs') or no-prologue.
 static void test_dgrad_engines(void **state) {
     NEED_EMULATION();
     ErrorMessage err = {{0}};
@@ -330,7 +329,7 @@ static void test_dgrad_engines(void **state) {
     const DgradShape *shape = &kDgradShapes[0];
     assert_true(plans(dgrad_graph(half, shape, DGRAD_AS_LISTED, &err)));
     assert_true(plans(dgrad_graph(CUDNN_DATA_BFLOAT16, shape, DGRAD_AFFINE_FIRST, &err)));
-    for (DgradVariant v = DGRAD_FP32; v <= DGRAD_NORM_OF_OTHER_X; v++) {
+    for (DgradVariant v = DGRAD_FP32; v <= DGRAD_SUB; v++) {
         err.text[0] = '\0';
         if (!no_engine(dgrad_graph(half, shape, v, &err), &err))
             fail_msg("variant %d: %s", (int)v, err.text[0] ? err.text : "an engine");
@@ -346,13 +345,6 @@ static void test_dgrad_engines(void **state) {
     saved = set_graph_switch("no-prologue");
     const int no_prologue = no_engine(dgrad_graph(half, shape, DGRAD_AS_LISTED, &err), &err);
     restore_graph_switch(saved);
-    assert_true(plans(dgrad_graph(half, shape, DGRAD_CHAIN_ON_NORM, &err)));
-    saved = set_graph_switch("dgrad-norm-tensors");  // the chain on the norm's tensors only
-    const int own_chain = no_engine(dgrad_graph(half, shape, DGRAD_AS_LISTED, &err), &err);
-    const int norm_chain = plans(dgrad_graph(half, shape, DGRAD_CHAIN_ON_NORM, &err));
-    restore_graph_switch(saved);
-    assert_true(own_chain);
-    assert_true(norm_chain);
     assert_true(no_dgrad);
     assert_true(fprop);
     assert_true(wgrad);

@@ -58,16 +58,11 @@ typedef struct NormAffine {
 
 // conv2d_fusions' bits: the plan's forward emits its BatchNorm statistics;
 // it also takes a prologue (forward and weight gradient); its data gradient
-// also runs through the prologue (conv2d_backward_data_prologue); that data
-// gradient's ReLU mask is the norm's output recomputed in float from its
-// mean, 1/std, gamma and beta, not the forward's (the two can differ where
-// the output is within rounding of 0).
-enum {
-    CONV_FUSES_STATISTICS = 1,
-    CONV_FUSES_PROLOGUE = 2,
-    CONV_FUSES_DATA_PROLOGUE = 4,
-    CONV_DATA_PROLOGUE_NORM_MASK = 8
-};
+// also runs through the prologue (conv2d_backward_data_prologue), its ReLU
+// mask the norm's output recomputed in float from its mean, 1/std, gamma
+// and beta, not the forward's (the two can differ where the output is
+// within rounding of 0).
+enum { CONV_FUSES_STATISTICS = 1, CONV_FUSES_PROLOGUE = 2, CONV_FUSES_DATA_PROLOGUE = 4 };
 
 // One tensor of a multi-tensor optimizer update (sgd_update_segments):
 // elements [offset, offset + count) of its arena, its lr multiplier and
@@ -390,8 +385,9 @@ typedef struct BackendOps {
                                              const Act *dy, float *dw);
     // conv2d_backward_data through the same prologue's ReLU, with that
     // norm's reduction (cuDNN's DgradDreluBNBwdWeight): dz (N, H, W, Cin) =
-    // conv2d_backward_data's dx where x scale + shift > 0 (the forward's
-    // mask), else 0; then batchnorm_backward_reduce's outputs for dz: sums
+    // conv2d_backward_data's dx where the norm's output ((x - mean) inv_std)
+    // gamma + beta > 0 in float (the forward's mask up to rounding at 0),
+    // else 0; then batchnorm_backward_reduce's outputs for dz: sums
     // (2, Cin) = [sum dz, sum dz xhat] with xhat = (x - mean) inv_std, and
     // prologue->gamma's and beta's gradients dgamma, dbeta (Cin) +=. Returns
     // 1; 0 where the plan has no such path (nothing written: the caller

@@ -115,10 +115,13 @@ static int run_pointwise(Execution *e, const EmuDescriptor *op) {
     const EmuTensor *bt = emu_tensor_of(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
     Data *b = bt ? find(e, bt->uid) : NULL;
     Data *y = find(e, emu_tensor_of(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC)->uid);
+    const float alpha1 = (float)emu_attr_real(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, 1.0);
+    const float alpha2 = (float)emu_attr_real(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, 1.0);
     for (int64_t n = 0; n < emu_tensor_elements(y->t); n++) {
         index_of(y->t, n, index);
         const float bv = b ? load(b, b->t->by_value ? 0 : offset_of(b->t, index)) : 0.0f;
-        store(y, offset_of(y->t, index), pointwise(mode, load(x, offset_of(x->t, index)), bv));
+        const float xv = load(x, offset_of(x->t, index));
+        store(y, offset_of(y->t, index), pointwise(mode, alpha1 * xv, alpha2 * bv));
     }
     return 0;
 }

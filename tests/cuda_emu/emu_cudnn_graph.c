@@ -72,6 +72,11 @@ static const AttrSpec kSpecs[] = {
     {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, BD, 0},
     {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, BD, 0},
     {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, BD, 0},
+    // y = mode(alpha1 x, alpha2 b)
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1,
+     CUDNN_TYPE_FLOAT, 0},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2,
+     CUDNN_TYPE_FLOAT, 0},
     {CUDNN_BACKEND_MATMUL_DESCRIPTOR, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1},
     {CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, CUDNN_ATTR_OPERATION_MATMUL_ADESC, BD, 1},
     {CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, CUDNN_ATTR_OPERATION_MATMUL_BDESC, BD, 1},
@@ -191,6 +196,13 @@ int64_t emu_attr_int(const EmuDescriptor *d, cudnnBackendAttributeName_t name, i
     case CUDNN_TYPE_BOOLEAN: return ((const bool *)a->values)[0];
     default: return ((const int32_t *)a->values)[0];  // the enums
     }
+}
+
+double emu_attr_real(const EmuDescriptor *d, cudnnBackendAttributeName_t name, double fallback) {
+    const EmuAttr *a = emu_attr(d, name);
+    if (!a || a->count < 1) return fallback;
+    return a->type == CUDNN_TYPE_DOUBLE ? ((const double *)a->values)[0]
+                                        : ((const float *)a->values)[0];
 }
 
 cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t type,

@@ -47,6 +47,8 @@ const EmuAttr *emu_attr(const EmuDescriptor *d, cudnnBackendAttributeName_t name
 EmuDescriptor *emu_attr_descriptor(const EmuDescriptor *d, cudnnBackendAttributeName_t name,
                                    int64_t index);
 int64_t emu_attr_int(const EmuDescriptor *d, cudnnBackendAttributeName_t name, int64_t fallback);
+// A float (or double) attribute's first value, or fallback when unset.
+double emu_attr_real(const EmuDescriptor *d, cudnnBackendAttributeName_t name, double fallback);
 
 // The tensor an operation's attribute `name` names, or NULL.
 const EmuTensor *emu_tensor_of(const EmuDescriptor *op, cudnnBackendAttributeName_t name);

@@ -14,12 +14,16 @@
 //   W) with data, s and b (1, C, 1, 1) of x0's type.
 // - a backward-filter convolution behind the same prologue (ConvBNwgrad,
 //   the "scale-bias-relu-wgrad" sample, 4 operations).
-// - DgradDreluBNBwdWeight (cudnn-frontend's sample, 7 operations): a
-//   backward-data convolution of dy and w into a virtual float d; dz =
-//   RELU_BWD of d where the norm's output ((x0 - mean) inv_std) scale +
-//   bias > 0 (SUB, MUL, MUL, ADD into virtual floats, the four (1, C, 1,
-//   1) float with data), written; BN_BWD_WEIGHTS of x0 and dz, its other
-//   tensors fp32 with data.
+// - DgradDreluBNBwdWeight (a pre-compiled engine, 7 operations, as cuDNN's
+//   documentation gives it): a backward-data convolution of dy and w into a
+//   virtual float d; dz = RELU_BWD of d where the norm's output ((x0 -
+//   mean) inv_std) scale + bias > 0, written; BN_BWD_WEIGHTS of x0 and dz,
+//   its other tensors fp32 with data. The norm's output: ADD with alpha2 -1
+//   (the documented subtraction; not SUB), MUL, MUL, ADD into virtual
+//   floats, on BN_BWD_WEIGHTS' own mean, inv_std and scale ("the inputs on
+//   the left and right are exactly the same") and a bias, the four (1, C,
+//   1, 1) float with data. (An H200's cuDNN took a chain on tensors of its
+//   own and gave a wrong mask: docs/gpu-runs/2026-11-30-a7cdfb0-2.jsonl:4.)
 // In each, every tensor with data other than the statistics (fp32) is
 // 16-bit (in DgradDreluBNBwdWeight of one type) and the channel counts C
 // and K are multiples of 8. So fp32 graphs get no engine, as on a GPU, and neither
@@ -30,10 +34,7 @@
 // `no-prologue`, one that fuses the statistics and attention but not the
 // prologues (ConvBNfprop, ConvBNwgrad and DgradDreluBNBwdWeight get none),
 // as on GPUs whose cuDNN lacks those engines (sm89; sm80 for wgrad);
-// `no-dgrad`, one without DgradDreluBNBwdWeight only, as cuDNN before 9.8;
-// `dgrad-norm-tensors`, one whose DgradDreluBNBwdWeight takes the norm's
-// output only as a chain on BN_BWD_WEIGHTS' own mean, 1/std and scale (as
-// cudnn-frontend's sample builds it), so the backend's second form runs.
+// `no-dgrad`, one without DgradDreluBNBwdWeight only, as cuDNN before 9.8.
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,14 +139,26 @@ static const EmuTensor *scale_bias_input(const EmuTensor *biased, EmuDescriptor 
     return chain_input(biased, modes, 2, 0, ops, count, params);
 }
 
-// The input of a BatchNorm's output as cudnn-frontend's
-// DgradDreluBNBwdWeight builds it: ((x0 - mean) inv_std) scale + bias, SUB,
-// MUL, MUL, ADD, the four float, into operands: bias, scale, inv_std, mean.
+// The input of a BatchNorm's output as DgradDreluBNBwdWeight takes it:
+// ((x0 - mean) inv_std) scale + bias, ADD (alpha2 -1, alpha1 1), MUL, MUL,
+// ADD (no alphas but 1), the four float, into operands: bias, scale,
+// inv_std, mean.
 static const EmuTensor *norm_output_input(const EmuTensor *normalized, EmuDescriptor *const *ops,
                                           int count, const EmuTensor **operands) {
     const cudnnPointwiseMode_t modes[4] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_MUL,
-                                           CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_SUB};
-    return chain_input(normalized, modes, 4, 1, ops, count, operands);
+                                           CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_ADD};
+    const EmuTensor *input = chain_input(normalized, modes, 4, 1, ops, count, operands);
+    if (!input) return NULL;
+    const EmuTensor *out = normalized;
+    for (int i = 0; i < 4; i++) {
+        const EmuDescriptor *op = pointwise_writer(out, modes[i], ops, count);
+        const double alpha2 = i == 3 ? -1.0 : 1.0;
+        if (emu_attr_real(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, 1.0) != 1.0 ||
+            emu_attr_real(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, 1.0) != alpha2)
+            return NULL;
+        out = emu_tensor_of(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
+    }
+    return input;
 }
 
 // Whether the chain's mean, inv_std and scale are the norm's own tensors.
@@ -211,8 +224,9 @@ static int wgrad_fusable(EmuDescriptor *const *ops, int count, int prologues) {
 // DgradDreluBNBwdWeight: dz = RELU_BWD(the norm's output, the backward
 // data of dy and w) written, and the BN_BWD_WEIGHTS of x0 and dz (7
 // operations); dy, w, dz and x0 of one 16-bit type, the backward data's
-// output virtual float, the norm's output norm_output_input's chain, the
-// norm's other tensors float with data, channel counts multiples of 8.
+// output virtual float, the norm's output norm_output_input's chain on the
+// norm's own mean, inv_std and scale, the norm's other tensors float with
+// data, channel counts multiples of 8.
 static int dgrad_fusable(EmuDescriptor *const *ops, int count) {
     const EmuDescriptor *dgrad = NULL, *norm = NULL;
     for (int i = 0; i < count; i++) {
@@ -235,7 +249,7 @@ static int dgrad_fusable(EmuDescriptor *const *ops, int count) {
     if (!x0 || norm_x->uid != x0->uid || !d->is_virtual || d->type != CUDNN_DATA_FLOAT ||
         dy->dims[1] % 8 != 0)
         return 0;
-    if (graph_switch_is("dgrad-norm-tensors") && !chain_on_norm_tensors(operands, norm)) return 0;
+    if (!chain_on_norm_tensors(operands, norm)) return 0;
     const EmuTensor *sixteen_bit_operands[3] = {dy, w, dz};
     for (int i = 0; i < 3; i++)
         if (sixteen_bit_operands[i]->is_virtual || sixteen_bit_operands[i]->type != x0->type)

@@ -236,11 +236,6 @@ static void choose_fusion(Backend *backend, ConvPlan *plan) {
     state->conv_stats_plans += plan->stats != NULL;
     state->conv_prologue_plans += prologue;
     state->conv_data_prologue_plans += data;
-    if (cuda_conv_stats_data_prologue_reads_norm(plan->stats)) {
-        state->conv_data_norm_plans++;
-        keep_reason(state->conv_data_form_reason, sizeof state->conv_data_form_reason,
-                    &plan->shape, why.data_form);
-    }
     if (!plan->stats)
         keep_reason(state->conv_fallback_reason, sizeof state->conv_fallback_reason,
                     &plan->shape, why.stats);
@@ -425,9 +420,7 @@ int cuda_conv2d_fusions(Backend *backend, const ConvPlan *plan) {
     if (!plan->stats || plan->dtype != backend->compute_dtype) return 0;
     return CONV_FUSES_STATISTICS |
            (cuda_conv_stats_has_prologue(plan->stats) ? CONV_FUSES_PROLOGUE : 0) |
-           (cuda_conv_stats_has_data_prologue(plan->stats) ? CONV_FUSES_DATA_PROLOGUE : 0) |
-           (cuda_conv_stats_data_prologue_reads_norm(plan->stats) ? CONV_DATA_PROLOGUE_NORM_MASK
-                                                                  : 0);
+           (cuda_conv_stats_has_data_prologue(plan->stats) ? CONV_FUSES_DATA_PROLOGUE : 0);
 }
 
 void cuda_conv2d_backward_weights_prologue(Backend *backend, const ConvPlan *plan, const Act *x,

@@ -30,44 +30,45 @@
 // fp32 and the padded stem are left to the separate ops. The prologue only
 // in fp16: bf16 coefficients (8 bits) would move shift = beta - mean scale
 // by up to 2^-9 of mean scale, several times the output's own rounding.
-// The data-gradient graph, cudnn-frontend's DgradDreluBNBwdWeight: dy and
-// W as above, the data gradient into a virtual float (N, C, H, W) tensor,
-// RELU_BWD into dz (16-bit, written) with the norm's output as its x,
-// BN_BWD_WEIGHTS of x and dz with the norm's float mean, 1/std and gamma
-// into the float (1, C, 1, 1) sums and the three equivalent coefficients
-// (scratch: the apply pass takes the sums, as the split backward does).
-// The norm's output is the pattern's chain SUB mean, MUL 1/std, MUL scale,
-// ADD bias on float (1, C, 1, 1) tensors of its own, given 0, 1 and the
-// prologue's rounded scale and shift: x scale + shift, the forward's ReLU
-// input to the bit (x scale is exact for 16-bit x and scale), so the mask
-// is the forward's. A cuDNN whose engine wants the chain on the norm's own
-// tensors (cudnn-frontend's sample builds it so; whether the engine
-// insists is unknown until a GPU answers) gets that form second: mean,
-// 1/std and gamma shared with BN_BWD_WEIGHTS, and beta: no coefficient
-// kernel, but the mask is ((x - mean) 1/std) gamma + beta in float, which
-// can differ from the forward's where that is within rounding of 0.
+// The data-gradient graph, cuDNN's DgradDreluBNBwdWeight (a pre-compiled
+// engine) in the form its documentation gives: dy and W as above, the data
+// gradient into a virtual float (N, C, H, W) tensor, RELU_BWD into dz
+// (16-bit, written) with the norm's output as its x, BN_BWD_WEIGHTS of x
+// and dz with the norm's float mean, 1/std and gamma into the float (1, C,
+// 1, 1) sums and the three equivalent coefficients (scratch: the apply pass
+// takes the sums, as the split backward does). The norm's output is the
+// chain ADD mean with alpha2 = -1 (the documented subtraction), MUL 1/std,
+// MUL gamma, ADD beta, on the same mean, 1/std and gamma tensors as
+// BN_BWD_WEIGHTS ("the inputs on the left and right are exactly the same"),
+// so the mask is ((x - mean) 1/std) gamma + beta in float, which can
+// differ from the forward's rounded coefficients where that is within
+// rounding of 0. An earlier form gave the chain tensors of its own (0, 1
+// and the prologue's rounded scale and shift, SUB for the mean): an H200's
+// cuDNN took it and gave a wrong mask (docs/gpu-runs/2026-11-30-a7cdfb0-2
+// .jsonl:4), as an engine that reads the pattern's mean, 1/std and gamma
+// from one place would.
 //
 // Probed once per shape and cached like the algorithm choice
 // (conv_algorithms.h; key suffixes "|conv-genstats", "|conv-prologue" and
-// "|conv-dgrad-prologue", "|conv-dgrad-norm-tensors" (the second form),
+// "|conv-dgrad-bn",
 // forward = 1 when cuDNN gave the plan(s), forward_bytes the workspace): a
 // later process skips the graphs of a shape cuDNN refused.
 // By default only conv + genstats fuses: on an H200 (first light of
 // 2026-11-30, docs/gpu-runs/2026-11-30-a7cdfb0-2.jsonl) the
-// data-gradient graph's dL/dx was wrong (ReLU masks off in 7% of a test's
-// elements, a ResNet-18 block's dx 0.68 from the separate ops', relative
-// L2), and the prologues gained 0.4% over conv + genstats alone: they wait
-// for a GPU run that checks them at the block level. LTC_CUDA_CONV_FUSION=off
+// data-gradient graph's dL/dx was wrong in its earlier, undocumented form
+// (ReLU masks off in 7% of a test's elements, a ResNet-18 block's dx 0.68
+// from the separate ops', relative L2), and the prologues gained 0.4% over
+// conv + genstats alone: they wait for a GPU run that checks them at the
+// block level. LTC_CUDA_CONV_FUSION=off
 // leaves every convolution to the separate ops, =prologue adds the prologues
-// without the data-gradient graph, =dgrad the data-gradient graph too,
-// =dgrad-norm-tensors only its second form (so a GPU whose cuDNN takes the
-// first also checks the second); =stats (or unset) is the default.
+// without the data-gradient graph, =dgrad the data-gradient graph too;
+// =stats (or unset) is the default.
 //
 // Workspace: an execution owns the backend's workspace (ops run one after
 // another on the stream): cuDNN's need first, then the prologue's (2, C)
 // coefficients, then the 16-bit weight gradient that is added into the
 // fp32 one (as cuda_conv.c does for the legacy API) or the data-gradient
-// graph's float (4, C) chain coefficients and (3, C) equivalent ones.
+// graph's float (3, C) equivalent coefficients.
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,19 +81,17 @@
 enum { UID_X = 1, UID_W, UID_Y, UID_SUM, UID_SQSUM, UID_SCALE, UID_SHIFT, UID_SCALED,
        UID_SHIFTED, UID_RELU, UID_DY, UID_DW, UID_DGRAD, UID_DZ, UID_MEAN, UID_INV_STD,
        UID_GAMMA, UID_BETA, UID_DBIAS, UID_DSCALE, UID_EQ_DY, UID_EQ_X, UID_EQ_BIAS,
-       UID_CHAIN,                        // 4 uids: the norm chain's coefficients,
-       UID_CHAIN_STAGE = UID_CHAIN + 4 };  // then 4 of its virtual outputs
+       UID_CHAIN_STAGE };  // 4 uids: the norm chain's virtual outputs
 
 struct CudaConvStats {
     DnnPlan *plan;           // conv + genstats
     DnnPlan *prologue_plan;  // scale-bias-relu-conv-genstats, or NULL
     DnnPlan *wgrad_plan;     // scale-bias-relu-wgrad (with prologue_plan)
     DnnPlan *dgrad_plan;     // dgrad-drelu-bn-bwd-weight, or NULL
-    int dgrad_norm_tensors;  // dgrad_plan's chain reads the norm's own tensors (second form)
     ConvShape shape;
     size_t coefficients;     // workspace offsets: the prologue's (2, C) scale and shift,
     size_t weight_gradient;  // the 16-bit (K, R, S, C) weight gradient, or the float
-                             // (4, C) chain coefficients and (3, C) equivalent ones
+                             // (3, C) equivalent coefficients
 };
 
 static void *nhwc_tensor(DnnGraph *g, int64_t uid, int type, int64_t n, int64_t c, int64_t h,
@@ -153,29 +152,23 @@ static void weight_gradient(DnnGraph *g, const ConvShape *s, int type, void *x) 
 }
 
 // dz = the data gradient for dy where the norm's output > 0, and the norm's
-// weight gradient of dz (sums) with its equivalent coefficients; the
-// output's chain on tensors of its own (x scale + shift) or on the norm's.
-static void data_gradient_reduced(DnnGraph *g, const ConvShape *s, int type, int norm_tensors) {
+// weight gradient of dz (sums) with its equivalent coefficients.
+static void data_gradient_reduced(DnnGraph *g, const ConvShape *s, int type) {
     const int c = s->in_channels;
     void *mean = channel_tensor(g, UID_MEAN, CUDNN_DATA_FLOAT, c);
     void *inv_std = channel_tensor(g, UID_INV_STD, CUDNN_DATA_FLOAT, c);
     void *gamma = channel_tensor(g, UID_GAMMA, CUDNN_DATA_FLOAT, c);
-    void *const norm_reads[3] = {mean, inv_std, gamma};
-    void *operands[4];
-    for (int i = 0; i < 4; i++)
-        operands[i] = !norm_tensors ? channel_tensor(g, UID_CHAIN + i, CUDNN_DATA_FLOAT, c)
-                      : i < 3       ? norm_reads[i]
-                                    : channel_tensor(g, UID_BETA, CUDNN_DATA_FLOAT, c);
-    // the norm's output: ((x - mean) inv_std) scale + bias, virtual float
+    void *beta = channel_tensor(g, UID_BETA, CUDNN_DATA_FLOAT, c);
+    // the norm's output: ((x - mean) inv_std) gamma + beta, virtual float
     void *x = input_shaped(g, UID_X, type, s, 0);
-    const int modes[4] = {CUDNN_POINTWISE_SUB, CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_MUL,
-                          CUDNN_POINTWISE_ADD};
-    void *mask = x;
-    for (int i = 0; i < 4; i++) {
-        void *stage = input_shaped(g, UID_CHAIN_STAGE + i, CUDNN_DATA_FLOAT, s, DNN_VIRTUAL);
-        dnn_graph_pointwise(g, modes[i], mask, operands[i], stage);
-        mask = stage;
-    }
+    void *stage[4];
+    for (int i = 0; i < 4; i++)
+        stage[i] = input_shaped(g, UID_CHAIN_STAGE + i, CUDNN_DATA_FLOAT, s, DNN_VIRTUAL);
+    dnn_graph_pointwise_scaled(g, CUDNN_POINTWISE_ADD, x, 1.0f, mean, -1.0f, stage[0]);
+    dnn_graph_pointwise(g, CUDNN_POINTWISE_MUL, stage[0], inv_std, stage[1]);
+    dnn_graph_pointwise(g, CUDNN_POINTWISE_MUL, stage[1], gamma, stage[2]);
+    dnn_graph_pointwise(g, CUDNN_POINTWISE_ADD, stage[2], beta, stage[3]);
+    void *const mask = stage[3];
     void *w = filter_tensor(g, UID_W, type, s);
     void *dgrad = input_shaped(g, UID_DGRAD, CUDNN_DATA_FLOAT, s, DNN_VIRTUAL);
     void *dz = input_shaped(g, UID_DZ, type, s, 0);
@@ -196,13 +189,7 @@ static void data_gradient_reduced(DnnGraph *g, const ConvShape *s, int type, int
     dnn_graph_bn_backward_weights(g, &norm);
 }
 
-enum Pattern {
-    CONV_GENSTATS,
-    PROLOGUE_CONV_GENSTATS,
-    PROLOGUE_WGRAD,
-    PROLOGUE_DGRAD,
-    PROLOGUE_DGRAD_NORM_TENSORS
-};
+enum Pattern { CONV_GENSTATS, PROLOGUE_CONV_GENSTATS, PROLOGUE_WGRAD, PROLOGUE_DGRAD };
 
 static DnnPlan *plan_pattern(Backend *backend, const ConvShape *s, enum Pattern pattern,
                              ErrorMessage *err) {
@@ -210,8 +197,8 @@ static DnnPlan *plan_pattern(Backend *backend, const ConvShape *s, enum Pattern 
         backend->compute_dtype == COMPUTE_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     DnnGraph graph;
     dnn_graph_begin(&graph, cuda_state(backend)->cudnn);
-    if (pattern == PROLOGUE_DGRAD || pattern == PROLOGUE_DGRAD_NORM_TENSORS) {
-        data_gradient_reduced(&graph, s, type, pattern == PROLOGUE_DGRAD_NORM_TENSORS);
+    if (pattern == PROLOGUE_DGRAD) {
+        data_gradient_reduced(&graph, s, type);
         return dnn_graph_plan(&graph, 1, err);
     }
     void *x = pattern == CONV_GENSTATS ? input_shaped(&graph, UID_X, type, s, 0)
@@ -239,7 +226,7 @@ static const char *unsupported(const Backend *backend, const ConvShape *s) {
 // The same for the prologue graphs, given that conv + genstats fuses: asked
 // for only (the top says why).
 static const char *prologue_unsupported(const Backend *backend) {
-    if (!switch_is("prologue") && !switch_is("dgrad") && !switch_is("dgrad-norm-tensors"))
+    if (!switch_is("prologue") && !switch_is("dgrad"))
         return "not by default: LTC_CUDA_CONV_FUSION=prologue or =dgrad";
     if (backend->compute_dtype != COMPUTE_F16) return "bf16 (the prologue is fp16 only)";
     return NULL;
@@ -247,9 +234,8 @@ static const char *prologue_unsupported(const Backend *backend) {
 
 // The same for the data-gradient graph, given the prologue graphs.
 static const char *data_prologue_unsupported(void) {
-    return switch_is("dgrad") || switch_is("dgrad-norm-tensors")
-               ? NULL
-               : "not by default (wrong on an H200): LTC_CUDA_CONV_FUSION=dgrad";
+    return switch_is("dgrad") ? NULL
+                              : "not by default (unchecked on a GPU): LTC_CUDA_CONV_FUSION=dgrad";
 }
 
 // The plan(s) of a probe key: NULL (with the reason) where cuDNN refused
@@ -282,29 +268,6 @@ static int plan_probed(Backend *backend, const ConvShape *s, const char *probe_k
     snprintf(reason, reason_size, "%s", err.text);
     while (planned > 0) dnn_plan_free(plans[--planned]);
     return -1;
-}
-
-// The data-gradient graph: its first form, else the one on the norm's own
-// tensors (why->data_form: why the first was not taken).
-static void plan_data_gradient(Backend *backend, const ConvShape *s, const char *key,
-                               CudaConvStats *stats, ConvFusionReasons *why) {
-    char probe_key[600];
-    const enum Pattern first = PROLOGUE_DGRAD, second = PROLOGUE_DGRAD_NORM_TENSORS;
-    snprintf(probe_key, sizeof probe_key, "%s|conv-dgrad-prologue", key);
-    if (switch_is("dgrad-norm-tensors"))
-        snprintf(why->data_form, sizeof why->data_form, "LTC_CUDA_CONV_FUSION=dgrad-norm-tensors");
-    else if (!plan_probed(backend, s, probe_key, &first, 1, &stats->dgrad_plan, why->data_form,
-                          sizeof why->data_form))
-        return;
-    snprintf(probe_key, sizeof probe_key, "%s|conv-dgrad-norm-tensors", key);
-    char refused[sizeof why->data];
-    if (plan_probed(backend, s, probe_key, &second, 1, &stats->dgrad_plan, refused,
-                    sizeof refused)) {
-        snprintf(why->data, sizeof why->data, "%.240s; on the norm's tensors: %.240s",
-                 why->data_form, refused);
-        return;
-    }
-    stats->dgrad_norm_tensors = 1;
 }
 
 static size_t align_up(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
@@ -348,8 +311,12 @@ CudaConvStats *cuda_conv_stats_create(Backend *backend, const ConvShape *s, cons
     }
     if (!stats->prologue_plan)
         snprintf(why->data, sizeof why->data, "no prologue graphs");
-    else if (!ruled_out(why->data, sizeof why->data, data_prologue_unsupported()))
-        plan_data_gradient(backend, s, key, stats, why);
+    else if (!ruled_out(why->data, sizeof why->data, data_prologue_unsupported())) {
+        const enum Pattern data = PROLOGUE_DGRAD;
+        snprintf(probe_key, sizeof probe_key, "%s|conv-dgrad-bn", key);
+        (void)plan_probed(backend, s, probe_key, &data, 1, &stats->dgrad_plan, why->data,
+                          sizeof why->data);
+    }
     size_t graph_bytes = 0;
     const DnnPlan *plans[4] = {stats->plan, stats->prologue_plan, stats->wgrad_plan,
                                stats->dgrad_plan};
@@ -359,7 +326,7 @@ CudaConvStats *cuda_conv_stats_create(Backend *backend, const ConvShape *s, cons
     const size_t element = backend->act_element_bytes;
     const size_t filter_bytes =
         (size_t)s->out_channels * s->kernel * s->kernel * s->in_channels * element;
-    const size_t equivalent_bytes = 7 * (size_t)s->in_channels * sizeof(float);  // chain, eq
+    const size_t equivalent_bytes = 3 * (size_t)s->in_channels * sizeof(float);
     stats->coefficients = align_up(graph_bytes);
     stats->weight_gradient = align_up(stats->coefficients + 2 * (size_t)s->in_channels * element);
     const size_t total = stats->weight_gradient +
@@ -391,19 +358,14 @@ int cuda_conv_stats_has_data_prologue(const CudaConvStats *stats) {
     return stats && stats->dgrad_plan;
 }
 
-int cuda_conv_stats_data_prologue_reads_norm(const CudaConvStats *stats) {
-    return stats && stats->dgrad_plan && stats->dgrad_norm_tensors;
-}
-
-// The prologue's coefficients into the workspace at `offset` (chain: as
-// the data-gradient graph's chain takes them); returns where they are.
+// The prologue's coefficients into the workspace; returns where they are.
 static char *coefficients(Backend *backend, const CudaConvStats *stats,
-                          const NormAffine *prologue, size_t offset, int chain) {
+                          const NormAffine *prologue) {
     CudaState *state = cuda_state(backend);
-    char *at = (char *)state->workspace + offset;
+    char *at = (char *)state->workspace + stats->coefficients;
     cuda_prologue_coefficients_launch(state->stream, backend->compute_dtype,
                                       stats->shape.in_channels, prologue->gamma, prologue->beta,
-                                      prologue->mean, prologue->inv_std, chain, at);
+                                      prologue->mean, prologue->inv_std, at);
     return at;
 }
 
@@ -417,7 +379,7 @@ void cuda_conv_stats_forward(Backend *backend, const CudaConvStats *stats, const
         dnn_plan_execute(stats->plan, 5, uids, pointers, workspace);
         return;
     }
-    char *scale = coefficients(backend, stats, prologue, stats->coefficients, 0);
+    char *scale = coefficients(backend, stats, prologue);
     pointers[5] = scale;
     pointers[6] = scale + stats->shape.in_channels * backend->act_element_bytes;
     dnn_plan_execute(stats->prologue_plan, 7, uids, pointers, workspace);
@@ -426,7 +388,7 @@ void cuda_conv_stats_forward(Backend *backend, const CudaConvStats *stats, const
 void cuda_conv_stats_weights(Backend *backend, const CudaConvStats *stats, const Act *x,
                              const NormAffine *prologue, const Act *dy, float *dw) {
     CudaState *state = cuda_state(backend);
-    char *scale = coefficients(backend, stats, prologue, stats->coefficients, 0);
+    char *scale = coefficients(backend, stats, prologue);
     void *gradient = (char *)state->workspace + stats->weight_gradient;
     const int64_t uids[] = {UID_X, UID_SCALE, UID_SHIFT, UID_DY, UID_DW};
     void *const pointers[] = {(void *)x, scale,
@@ -444,30 +406,24 @@ void cuda_conv_stats_data(Backend *backend, const CudaConvStats *stats, const Ac
                           float *dgamma, float *dbeta, float *sums) {
     CudaState *state = cuda_state(backend);
     const int channels = stats->shape.in_channels;
-    float *chain = (float *)((char *)state->workspace + stats->weight_gradient);
-    float *equivalent = chain + 4 * channels;
-    int64_t uids[16] = {UID_DY,   UID_W,     UID_X,      UID_MEAN,  UID_INV_STD, UID_GAMMA,
-                        UID_DZ,   UID_DBIAS, UID_DSCALE, UID_EQ_DY, UID_EQ_X,    UID_EQ_BIAS};
-    void *pointers[16] = {(void *)dy,
-                          (void *)w,
-                          (void *)x,
-                          (void *)prologue->mean,
-                          (void *)prologue->inv_std,
-                          (void *)prologue->gamma,
-                          dz,
-                          sums,
-                          sums + channels,
-                          equivalent,
-                          equivalent + channels,
-                          equivalent + 2 * channels};
-    int count = 12;
-    if (stats->dgrad_norm_tensors) {  // the chain's fourth operand: beta
-        uids[count] = UID_BETA, pointers[count++] = (void *)prologue->beta;
-    } else {  // the chain's own four: 0, 1, scale, shift
-        coefficients(backend, stats, prologue, stats->weight_gradient, 1);
-        for (int i = 0; i < 4; i++)
-            uids[count] = UID_CHAIN + i, pointers[count++] = chain + i * channels;
-    }
+    float *equivalent = (float *)((char *)state->workspace + stats->weight_gradient);
+    const int64_t uids[] = {UID_DY,    UID_W,     UID_X,      UID_MEAN,  UID_INV_STD,
+                            UID_GAMMA, UID_BETA,  UID_DZ,     UID_DBIAS, UID_DSCALE,
+                            UID_EQ_DY, UID_EQ_X,  UID_EQ_BIAS};
+    void *const pointers[] = {(void *)dy,
+                              (void *)w,
+                              (void *)x,
+                              (void *)prologue->mean,
+                              (void *)prologue->inv_std,
+                              (void *)prologue->gamma,
+                              (void *)prologue->beta,
+                              dz,
+                              sums,
+                              sums + channels,
+                              equivalent,
+                              equivalent + channels,
+                              equivalent + 2 * channels};
+    const int count = (int)(sizeof uids / sizeof uids[0]);
     dnn_plan_execute(stats->dgrad_plan, count, uids, pointers, state->workspace);
     cuda_norm_gradients_add_launch(state->stream, channels, sums, dgamma, dbeta);
 }

@@ -88,9 +88,7 @@ typedef struct CudaState {
     char attention_fallback_reason[320];
     // The same for convolutions with BatchNorm statistics (cuda_conv.c)
     int conv_plans, conv_stats_plans, conv_prologue_plans, conv_data_prologue_plans;
-    int conv_data_norm_plans;  // of those, the data-gradient graph's second form
     char conv_fallback_reason[600], conv_prologue_reason[600], conv_data_prologue_reason[600];
-    char conv_data_form_reason[600];
 } CudaState;
 
 static inline CudaState *cuda_state(const Backend *backend) { return (CudaState *)backend->impl; }
@@ -284,13 +282,10 @@ void cuda_batchnorm_forward_eval_launch(cudaStream_t stream, ComputeDtype dtype,
 void cuda_norm_gradients_add_launch(cudaStream_t stream, int channels, const float *sums,
                                     float *dgamma, float *dbeta);
 // out (2, C) in the activation dtype: a NormAffine's scale and shift
-// (backend.h; scalar_rules.h prologue_scale_rule / prologue_shift_rule);
-// chain: float (4, C) 0, 1, scale, shift (each rounded to the activation
-// dtype): the mean, 1/std, scale and bias of a normalisation whose output
-// is x scale + shift.
+// (backend.h; scalar_rules.h prologue_scale_rule / prologue_shift_rule).
 void cuda_prologue_coefficients_launch(cudaStream_t stream, ComputeDtype dtype, int channels,
                                        const float *gamma, const float *beta, const float *mean,
-                                       const float *inv_std, int chain, void *out);
+                                       const float *inv_std, void *out);
 // relu_out: the forward output whose sign masks dy (NULL: no ReLU, or,
 // with mask_beta, a convolution prologue's ReLU: the mask from x, backend.h
 // batchnorm_relu_backward).
@@ -399,7 +394,6 @@ typedef struct CudaConvStats CudaConvStats;
 // conv + genstats, the prologue graphs, the data-gradient graph.
 typedef struct ConvFusionReasons {
     char stats[sizeof(ErrorMessage)], prologue[sizeof(ErrorMessage)], data[sizeof(ErrorMessage)];
-    char data_form[sizeof(ErrorMessage)];  // why the data gradient's first form was not taken
 } ConvFusionReasons;
 // The fused paths of a plan of shape s (key: its algorithm-file key), or
 // NULL (fp32, channels not multiples of 8, cuDNN refused it now or in an
@@ -418,8 +412,6 @@ void cuda_conv_stats_weights(Backend *backend, const CudaConvStats *stats, const
                              const NormAffine *prologue, const Act *dy, float *dw);
 // Whether the plan also has the data-gradient graph (has_prologue too).
 int cuda_conv_stats_has_data_prologue(const CudaConvStats *stats);
-// Whether that graph's mask reads the norm's own tensors (its second form).
-int cuda_conv_stats_data_prologue_reads_norm(const CudaConvStats *stats);
 // backend.h conv2d_backward_data_prologue (has_data_prologue).
 void cuda_conv_stats_data(Backend *backend, const CudaConvStats *stats, const Act *dy,
                           const Act *w, const Act *x, const NormAffine *prologue, Act *dz,

@@ -75,24 +75,16 @@ __device__ void prologue_coefficients(const float *gamma, const float *beta, con
     }
 }
 
-// out (2, C): the scale, then the shift (conv2d_forward_stats' prologue),
-// in T; kChain: float (4, C) 0, 1, scale, shift, the same mask through a
-// normalisation chain ((x - 0) 1 scale + shift: conv2d_backward_data_prologue).
-template <typename T, bool kChain>
+// out (2, C): the scale, then the shift (conv2d_forward_stats' prologue), in T.
+template <typename T>
 __global__ void prologue_coefficients_kernel(int channels, const float *gamma, const float *beta,
-                                             const float *mean, const float *inv_std, void *out) {
+                                             const float *mean, const float *inv_std, T *out) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= channels) return;
     float scale[1], shift[1];
     prologue_coefficients<T, 1>(gamma, beta, mean, inv_std, c, scale, shift);
-    if (kChain) {
-        float *chain = (float *)out;
-        chain[c] = 0.0f, chain[channels + c] = 1.0f;
-        chain[2 * channels + c] = scale[0], chain[3 * channels + c] = shift[0];
-        return;
-    }
-    ((T *)out)[c] = act_store<T>(scale[0]);
-    ((T *)out)[channels + c] = act_store<T>(shift[0]);
+    out[c] = act_store<T>(scale[0]);
+    out[channels + c] = act_store<T>(shift[0]);
 }
 
 // dbeta += sums[0 .. C), dgamma += sums[C .. 2C): a reduction's outputs
@@ -588,19 +580,14 @@ void cuda_norm_gradients_add_launch(cudaStream_t stream, int channels, const flo
 
 void cuda_prologue_coefficients_launch(cudaStream_t stream, ComputeDtype dtype, int channels,
                                        const float *gamma, const float *beta, const float *mean,
-                                       const float *inv_std, int chain, void *out) {
+                                       const float *inv_std, void *out) {
     if (channels == 0) return;
     const unsigned blocks = (unsigned)((channels + kThreads - 1) / kThreads);
     act_dispatch(dtype, [&](auto tag) {
         using T = ACT_T;
-        if (cuda_queue_point()) {
-            if (chain)
-                prologue_coefficients_kernel<T, true><<<blocks, kThreads, 0, stream>>>(
-                    channels, gamma, beta, mean, inv_std, out);
-            else
-                prologue_coefficients_kernel<T, false><<<blocks, kThreads, 0, stream>>>(
-                    channels, gamma, beta, mean, inv_std, out);
-        }
+        if (cuda_queue_point())
+            prologue_coefficients_kernel<T><<<blocks, kThreads, 0, stream>>>(
+                channels, gamma, beta, mean, inv_std, (T *)out);
         CUDA_CHECK_LAUNCH();
     });
 }

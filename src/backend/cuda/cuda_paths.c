@@ -33,11 +33,6 @@ static void describe_convolutions(const CudaState *s, char *text, size_t size) {
              ", and the data gradient through that ReLU with the norm's reduction for %d%s%s%s",
              s->conv_data_prologue_plans, all ? "" : " (the rest not: ",
              all ? "" : s->conv_data_prologue_reason, all ? "" : ")");
-    const size_t end = strlen(text);
-    if (!s->conv_data_norm_plans || end + 1 >= size) return;
-    snprintf(text + end, size - end, " (%d of them with the mask from the norm's own tensors, "
-                                     "not the forward's: %s)",
-             s->conv_data_norm_plans, s->conv_data_form_reason);
 }
 
 // Which path the attention plans made so far take (cuda_attention.cu).

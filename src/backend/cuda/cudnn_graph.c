@@ -107,15 +107,31 @@ static void *pointwise_operation(DnnGraph *graph, int mode, const char *what) {
     return op;
 }
 
-void dnn_graph_pointwise(DnnGraph *graph, int mode, void *x, void *b, void *y) {
+// The operation's tensors and, where given (alphas), its alpha1 and alpha2.
+static void pointwise_add(DnnGraph *graph, int mode, void *x, void *b, void *y,
+                          const float *alphas) {
     void *op = pointwise_operation(graph, mode, "pointwise operation");
     SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
     if (b)
         SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
             &b);
     SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    if (alphas) {
+        SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &alphas[0]);
+        SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &alphas[1]);
+    }
     dnn_graph_finalize(graph, op, "pointwise operation");
     dnn_graph_add_operation(graph, op);
+}
+
+void dnn_graph_pointwise(DnnGraph *graph, int mode, void *x, void *b, void *y) {
+    pointwise_add(graph, mode, x, b, y, NULL);
+}
+
+void dnn_graph_pointwise_scaled(DnnGraph *graph, int mode, void *x, float alpha1, void *b,
+                                float alpha2, void *y) {
+    const float alphas[2] = {alpha1, alpha2};
+    pointwise_add(graph, mode, x, b, y, alphas);
 }
 
 void dnn_graph_matmul(DnnGraph *graph, void *a, void *b, void *c) {

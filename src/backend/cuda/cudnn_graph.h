@@ -52,6 +52,10 @@ void *dnn_graph_tensor(DnnGraph *graph, int64_t uid, int type, int rank, const i
 // y = mode(x[, b]) with fp32 math (mode: a cudnnPointwiseMode_t; b NULL for
 // one input).
 void dnn_graph_pointwise(DnnGraph *graph, int mode, void *x, void *b, void *y);
+// The same with the operation's alpha1 and alpha2: y = mode(alpha1 x,
+// alpha2 b) (ADD with alpha2 -1: x - b, as DgradDreluBNBwdWeight asks).
+void dnn_graph_pointwise_scaled(DnnGraph *graph, int mode, void *x, float alpha1, void *b,
+                                float alpha2, void *y);
 // c = a b over the last two dimensions (batch dimensions broadcast), fp32.
 void dnn_graph_matmul(DnnGraph *graph, void *a, void *b, void *c);
 // y = x reduced (op: a cudnnReduceTensorOp_t) over the dimensions where y has 1.
