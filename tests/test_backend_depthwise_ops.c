@@ -134,6 +134,14 @@ static void test_depthwise_other_kernels(void **state) {
     check_case((DwCase){2, 5, 7, 3, 1, 1, 0}, 90);      // 1x1: a per-channel scale
 }
 
+// Kernels past cuda's register-row weight gradient (K > 7) and its strip
+// kernel (K > 13): the other paths, run by no model today.
+static void test_depthwise_large_kernels(void **state) {
+    NEED_FAST_BACKEND();
+    check_case((DwCase){2, 9, 11, 16, 9, 1, 4}, 97);    // 9x9: weight gradient by pixel chunks
+    check_case((DwCase){1, 16, 15, 8, 15, 1, 7}, 98);   // 15x15: one output per thread
+}
+
 // ---- planned linear layers (ConvNeXt's fc1 + GELU, fc2) ----------------------------------------
 
 // The fast backend's planned layer (with and without GELU, bias and none)
@@ -237,6 +245,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_depthwise_awkward, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_yolo_pe, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_other_kernels, mirror_free),
+        cmocka_unit_test_teardown(test_depthwise_large_kernels, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_backward_fd, mirror_free),
         cmocka_unit_test_teardown(test_linear_plan, mirror_free),
     };
@@ -247,6 +256,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_depthwise_awkward, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_yolo_pe, mirror_free),
         cmocka_unit_test_teardown(test_depthwise_other_kernels, mirror_free),
+        cmocka_unit_test_teardown(test_depthwise_large_kernels, mirror_free),
         cmocka_unit_test_teardown(test_linear_plan, mirror_free),
     };
     return mirror_run_groups(tests, sizeof tests / sizeof tests[0]) +

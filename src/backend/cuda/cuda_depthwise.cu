@@ -4,14 +4,23 @@
 // ref's order exactly:
 //   forward: a thread per channel and strip of STRIP outputs along a row,
 //     the strip's input row read once per kernel row and reused by every
-//     output it covers (stride 1 and 2, K <= 7; others one output per
+//     output it covers (stride 1 and 2, K <= 13; others one output per
 //     thread); fp32 accumulation, bias rounded to the dtype, one rounding;
-//   backward data: a thread per input element, the taps that reach it;
+//   backward data: at stride 1 the same strip kernel run on dy with the
+//     kernel turned by 180 degrees and padding K - 1 - padding (the
+//     transposed convolution of stride 1 is that correlation); at other
+//     strides a thread per input element, the taps that reach it;
 //   backward weights: deterministic, no atomics: the plan's workspace holds
-//     per-chunk partial sums (a chunk of CHUNK output pixels, one thread per
-//     (tap, channel) and chunk), then one pass adds the chunks in order.
-// Written and compiled without a GPU at hand; make test runs it on the CPU
-// emulation (tests/cuda_emu), the prepared GPU command on a GPU.
+//     per-chunk partial sums, then one pass adds the chunks in order. For
+//     K <= 7 a chunk is a run of whole output rows and a thread (chunk,
+//     channel) keeps its K K tap sums in registers, walking each row with
+//     no division (K a template argument); larger K: a chunk of CHUNK
+//     output pixels, one thread per (tap, channel) and chunk.
+// The first versions (one thread per tap and 2048-pixel chunk, three 64-bit
+// divisions a pixel; the backward data with two modulos a tap) were the
+// likeliest cause of ConvNeXt-T training at 0.36x PyTorch on an H200 while
+// its forward ran at 0.9x (docs/gpu-runs/2026-11-30-a7cdfb0-2.jsonl:31, :34);
+// the row kernels have run only on the CPU emulation so far.
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_act.cuh"
@@ -20,7 +29,7 @@
 
 struct DepthwisePlan {
     DepthwiseShape shape;
-    int chunks;        // of the output pixels, for the weight gradient
+    int chunks;        // of the output rows (K <= 7) or pixels, for the weight gradient
     float *partials;   // device (chunks, K K + 1, C): per-chunk tap sums, then the bias row
 };
 
@@ -28,8 +37,10 @@ namespace {
 
 constexpr int kStrip = 4;       // outputs per thread along a row (forward)
 constexpr int kMaxSpan = 16;    // inputs one strip reads per row: (kStrip - 1) stride + K
-constexpr int kChunk = 2048;    // output pixels per partial sum of the weight gradient
+constexpr int kChunk = 2048;    // output pixels per partial sum of the weight gradient (K > 7)
 constexpr int kMaxChunks = 256;
+constexpr int kMaxRowKernel = 7;          // the largest K of the row kernel
+constexpr int kRowThreads = 1 << 17;      // (chunk, channel) threads the row kernel aims at
 
 // Whether the strip kernel takes the shape: its inputs fit the register row.
 bool strip_fits(const DepthwiseShape &s) {
@@ -37,7 +48,8 @@ bool strip_fits(const DepthwiseShape &s) {
 }
 
 // y[n, oh, ow0 .. ow0 + kStrip - 1, c]: index = ((n OH + oh) strips + strip) C + c.
-template <typename T>
+// kTurned: the kernel turned by 180 degrees (tap (kh, kw) reads w[K-1-kh, K-1-kw]).
+template <typename T, bool kTurned>
 __global__ void forward_strip_kernel(DepthwiseShape s, const T *x, const T *w,
                                      const float *bias, T *y) {
     const int strips = (s.out_width + kStrip - 1) / kStrip;
@@ -61,9 +73,11 @@ __global__ void forward_strip_kernel(DepthwiseShape s, const T *x, const T *w,
                 values[j] = iw >= 0 && iw < s.in_width ? act_load(row[(size_t)iw * s.channels])
                                                        : 0.0f;
             }
-            const T *taps = w + (size_t)kh * s.kernel * s.channels + c;
+            const int tap_row = kTurned ? s.kernel - 1 - kh : kh;
+            const T *taps = w + (size_t)tap_row * s.kernel * s.channels + c;
             for (int kw = 0; kw < s.kernel; kw++) {
-                const float tap = act_load(taps[(size_t)kw * s.channels]);
+                const int tap_column = kTurned ? s.kernel - 1 - kw : kw;
+                const float tap = act_load(taps[(size_t)tap_column * s.channels]);
                 for (int o = 0; o < kStrip; o++) total[o] += values[o * s.stride + kw] * tap;
             }
         }
@@ -161,6 +175,57 @@ __global__ void weight_partials_kernel(DepthwiseShape s, int chunks, const T *x,
     }
 }
 
+// The same partials for K <= 7, a chunk being a run of whole output rows
+// (n, oh): a thread per (chunk, channel) sums its K K taps and the bias in
+// registers; each row of dy is read once per kernel row (from L1 after the
+// first), x's rows as they pass.
+template <typename T, int K>
+__global__ void weight_rows_kernel(DepthwiseShape s, int chunks, const T *x, const T *dy,
+                                   float *partials) {
+    const int rows = s.batch * s.out_height, rows_per_chunk = (rows + chunks - 1) / chunks;
+    const size_t n_threads = (size_t)chunks * s.channels;
+    GRID_STRIDE(index, n_threads) {
+        const int c = (int)(index % s.channels), chunk = (int)(index / s.channels);
+        float taps[K * K], bias = 0.0f;
+UNROLL_LOOP
+        for (int t = 0; t < K * K; t++) taps[t] = 0.0f;
+        const int first = chunk * rows_per_chunk;
+        const int last = first + rows_per_chunk < rows ? first + rows_per_chunk : rows;
+        for (int row = first; row < last; row++) {
+            const int n = row / s.out_height, oh = row % s.out_height;
+            const T *g_row = dy + (size_t)row * s.out_width * s.channels + c;
+            for (int ow = 0; ow < s.out_width; ow++) bias += act_load(g_row[(size_t)ow * s.channels]);
+UNROLL_LOOP
+            for (int kh = 0; kh < K; kh++) {
+                const int ih = oh * s.stride - s.padding + kh;
+                if (ih < 0 || ih >= s.in_height) continue;
+                const T *x_row = x + ((size_t)n * s.in_height + ih) * s.in_width * s.channels + c;
+                for (int ow = 0; ow < s.out_width; ow++) {
+                    const float g = act_load(g_row[(size_t)ow * s.channels]);
+                    const int iw0 = ow * s.stride - s.padding;
+UNROLL_LOOP
+                    for (int kw = 0; kw < K; kw++) {
+                        const int iw = iw0 + kw;
+                        if (iw >= 0 && iw < s.in_width)
+                            taps[kh * K + kw] += act_load(x_row[(size_t)iw * s.channels]) * g;
+                    }
+                }
+            }
+        }
+        float *out = partials + (size_t)chunk * (K * K + 1) * s.channels + c;
+UNROLL_LOOP
+        for (int t = 0; t < K * K; t++) out[(size_t)t * s.channels] = taps[t];
+        out[(size_t)K * K * s.channels] = bias;
+    }
+}
+
+template <typename T, int K>
+void launch_weight_rows(cudaStream_t stream, const DepthwisePlan *plan, const T *x, const T *dy) {
+    const size_t n = (size_t)plan->chunks * plan->shape.channels;
+    weight_rows_kernel<T, K><<<blocks_for(n), kThreads, 0, stream>>>(plan->shape, plan->chunks,
+                                                                     x, dy, plan->partials);
+}
+
 // dw (K K, C) += and dbias (C) += the chunks' sums, added in chunk order.
 __global__ void weight_reduce_kernel(int taps, int channels, int chunks, const float *partials,
                                      float *dw, float *dbias) {
@@ -187,9 +252,16 @@ DepthwisePlan *cuda_depthwise_plan(Backend *backend, const DepthwiseShape *shape
         return NULL;
     }
     CUDA_CHECK(cudaSetDevice(cuda_state(backend)->device));
-    const size_t pixels = (size_t)s.batch * s.out_height * s.out_width;
-    size_t chunks = (pixels + kChunk - 1) / kChunk;
-    if (chunks > kMaxChunks) chunks = kMaxChunks;
+    size_t chunks;
+    if (s.kernel <= kMaxRowKernel) {  // runs of rows, enough of them to fill the GPU
+        const size_t rows = (size_t)s.batch * s.out_height;
+        chunks = ((size_t)kRowThreads + s.channels - 1) / s.channels;
+        if (chunks > rows) chunks = rows;
+    } else {
+        const size_t pixels = (size_t)s.batch * s.out_height * s.out_width;
+        chunks = (pixels + kChunk - 1) / kChunk;
+        if (chunks > kMaxChunks) chunks = kMaxChunks;
+    }
     const size_t floats = chunks * ((size_t)s.kernel * s.kernel + 1) * s.channels;
     DepthwisePlan *plan = (DepthwisePlan *)calloc(1, sizeof *plan);
     if (!plan || cudaMalloc((void **)&plan->partials, floats * sizeof(float)) != cudaSuccess) {
@@ -220,7 +292,7 @@ void cuda_depthwise_forward(Backend *backend, const DepthwisePlan *plan, const A
             const int strips = (s.out_width + kStrip - 1) / kStrip;
             const size_t n = (size_t)s.batch * s.out_height * strips * s.channels;
             if (cuda_queue_point())
-                forward_strip_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+                forward_strip_kernel<T, false><<<blocks_for(n), kThreads, 0, stream>>>(
                     s, (const T *)x, (const T *)w, bias, (T *)y);
         } else {
             const size_t n = (size_t)s.batch * s.out_height * s.out_width * s.channels;
@@ -235,12 +307,27 @@ void cuda_depthwise_forward(Backend *backend, const DepthwisePlan *plan, const A
 void cuda_depthwise_backward_data(Backend *backend, const DepthwisePlan *plan, const Act *dy,
                                   const Act *w, Act *dx) {
     const DepthwiseShape s = plan->shape;
-    const size_t n = (size_t)s.batch * s.in_height * s.in_width * s.channels;
+    const cudaStream_t stream = cuda_state(backend)->stream;
+    // Stride 1: dx is dy correlated with the turned kernel, padding K - 1 - padding.
+    DepthwiseShape turned = s;
+    turned.in_height = s.out_height, turned.in_width = s.out_width;
+    turned.out_height = s.in_height, turned.out_width = s.in_width;
+    turned.padding = s.kernel - 1 - s.padding;
+    const int as_forward = s.stride == 1 && strip_fits(turned);
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
-        if (cuda_queue_point())
-            backward_data_kernel<T><<<blocks_for(n), kThreads, 0, cuda_state(backend)->stream>>>(
-                s, (const T *)dy, (const T *)w, (T *)dx);
+        if (as_forward) {
+            const int strips = (turned.out_width + kStrip - 1) / kStrip;
+            const size_t n = (size_t)turned.batch * turned.out_height * strips * turned.channels;
+            if (cuda_queue_point())
+                forward_strip_kernel<T, true><<<blocks_for(n), kThreads, 0, stream>>>(
+                    turned, (const T *)dy, (const T *)w, (const float *)NULL, (T *)dx);
+        } else {
+            const size_t n = (size_t)s.batch * s.in_height * s.in_width * s.channels;
+            if (cuda_queue_point())
+                backward_data_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+                    s, (const T *)dy, (const T *)w, (T *)dx);
+        }
         CUDA_CHECK_LAUNCH();
     });
 }
@@ -253,9 +340,21 @@ void cuda_depthwise_backward_weights(Backend *backend, const DepthwisePlan *plan
     const size_t sums = (size_t)plan->chunks * taps * s.channels;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
-        if (cuda_queue_point())
-            weight_partials_kernel<T><<<blocks_for(sums), kThreads, 0, stream>>>(
-                s, plan->chunks, (const T *)x, (const T *)dy, plan->partials);
+        const T *xt = (const T *)x, *dyt = (const T *)dy;
+        if (cuda_queue_point()) {
+            switch (s.kernel) {
+            case 1: launch_weight_rows<T, 1>(stream, plan, xt, dyt); break;
+            case 2: launch_weight_rows<T, 2>(stream, plan, xt, dyt); break;
+            case 3: launch_weight_rows<T, 3>(stream, plan, xt, dyt); break;
+            case 4: launch_weight_rows<T, 4>(stream, plan, xt, dyt); break;
+            case 5: launch_weight_rows<T, 5>(stream, plan, xt, dyt); break;
+            case 6: launch_weight_rows<T, 6>(stream, plan, xt, dyt); break;
+            case 7: launch_weight_rows<T, 7>(stream, plan, xt, dyt); break;
+            default:
+                weight_partials_kernel<T><<<blocks_for(sums), kThreads, 0, stream>>>(
+                    s, plan->chunks, xt, dyt, plan->partials);
+            }
+        }
         CUDA_CHECK_LAUNCH();
     });
     const size_t outputs = (size_t)taps * s.channels;
