@@ -17,7 +17,8 @@
 #             the optimizer update and a linear layer's and convolutions'
 #             library calls and the staged uploads captured as CUDA graphs
 #             and replayed, whole steps through step_graph_begin / end:
-#             the GPU twins of their emulated tests)
+#             the GPU twins of their emulated tests; the depthwise kernels
+#             of 2026-11-30 and the YOLO ops in fp16 and bf16, issue 34's)
 #   targets   issue 32's targets (section 5), each fused path beside its
 #             fallback in the same call and PyTorch beside both: SimCLR
 #             ResNet-50 (eager, torch.compile last; ours also with its steps
@@ -624,7 +625,7 @@ fi
 # else in a second command (docs/gpu.md, "Left for the next window").
 : "${FIRST_LIGHT_SECONDS:=400}"
 : "${FIRST_LIGHT_PARTS:=versions paths targets ops train test-gpu profile}"
-: "${FIRST_LIGHT_BUDGETS:=versions=40 paths=75 targets=330 ops=100 train=170 bench=120 test-gpu=150 profile=120}"
+: "${FIRST_LIGHT_BUDGETS:=versions=40 paths=90 targets=330 ops=100 train=170 bench=120 test-gpu=150 profile=120}"
 : "${FIRST_LIGHT_ACCELERATOR:=gpu}" "${FIRST_LIGHT_PRECISION:=16-mixed}"
 : "${FIRST_LIGHT_MODEL:=resnet50}" "${FIRST_LIGHT_SIZE:=224}" "${FIRST_LIGHT_BATCH:=256}"
 # The resume kill fires right after a checkpoint, written at each epoch's
@@ -650,7 +651,8 @@ test_backend_depthwise_ops test_backend_yolo_ops test_cuda_precision}"
 : "${FIRST_LIGHT_PATH_TESTS:=test_backend_transformer_fast:cuda,cuda-fp16,cuda-bf16:0
 test_conv_fusion:cuda,cuda-fp16,cuda-bf16:1 test_multi_tensor_update:cuda:0
 test_vit_checkpointing::12 test_cuda_graph_update::0 test_cuda_graph_layers::0
-test_cuda_graph_staging::0 test_cuda_graph_step::0}"
+test_cuda_graph_staging::0 test_cuda_graph_step::0
+test_backend_depthwise_ops:cuda,cuda-fp16,cuda-bf16:0 test_backend_yolo_ops:cuda-fp16,cuda-bf16:0}"
 # The targets in the order they run (compile: SimCLR's torch.compile side, last).
 : "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile yolo-distillation yolo-dino convnext convnext-teacher}"
 : "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"
