@@ -245,7 +245,8 @@ target_ratios() {
 # against LTC_CUDA_ATTENTION=math), distillation ResNet-50 <- ViT-B/14 (both
 # fused paths against both fallbacks), a DINOv2 ViT-B/14 step (against
 # tools/compare/pytorch_dinov2.py; ours also as CUDA graphs and with
-# --activation-checkpointing), DINO ResNet-50 multi-crop's memory, and
+# --activation-checkpointing), DINO ResNet-50 multi-crop's memory (with
+# =dgrad beside: in run 5 every fused path made DINO 1.53x its fallback), and
 # issue 35's ConvNeXt figures: a SimCLR ConvNeXt-T step against PyTorch
 # eager and a DINOv3 ConvNeXt-B teacher's forward against PyTorch; issue
 # 34's YOLO11s student: distillation from a ViT-B/14 and DINO, against
@@ -291,7 +292,7 @@ part_targets() {
             target_side "$target" ours "$label" "$step_bin" "${ours_args[@]}"
             target_side "$target" fallback "$label, LTC_CUDA_CONV_FUSION=off" \
                 env LTC_CUDA_CONV_FUSION=off "$step_bin" "${ours_args[@]}"
-            [ "$target" = simclr ] && target_side "$target" dgrad "$label, LTC_CUDA_CONV_FUSION=dgrad" \
+            target_side "$target" dgrad "$label, LTC_CUDA_CONV_FUSION=dgrad" \
                 env LTC_CUDA_CONV_FUSION=dgrad "$step_bin" "${ours_args[@]}"
             [ "$target" = simclr ] && target_side "$target" prologue "$label, LTC_CUDA_CONV_FUSION=prologue" \
                 env LTC_CUDA_CONV_FUSION=prologue "$step_bin" "${ours_args[@]}"
