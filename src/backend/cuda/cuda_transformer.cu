@@ -172,15 +172,24 @@ __device__ double branch_factor(const float *gamma, const float *sample_scale, s
     return (gamma ? (double)gamma[c] : 1.0) * (sample_scale ? (double)sample_scale[b] : 1.0);
 }
 
-// y = x + factor branch (y may alias x: each element reads its own x first).
-template <typename T>
-__global__ void residual_forward_kernel(size_t n, size_t rows_per_sample, int channels,
+// y = x + factor branch (y may alias x: each thread reads its own x first),
+// V channels a thread on a ChannelGrid (cuda_grid.cuh): the sample's index
+// once a row, no division per element.
+template <typename T, int V>
+__global__ void residual_forward_kernel(size_t rows, size_t rows_per_sample, int channels,
                                         const T *x, const T *branch, const float *gamma,
                                         const float *sample_scale, T *y) {
-    GRID_STRIDE(i, n) {
-        const size_t b = i / (rows_per_sample * channels);
-        const double factor = branch_factor(gamma, sample_scale, b, (int)(i % channels));
-        y[i] = act_store<T>((float)(act_load(x[i]) + factor * act_load(branch[i])));
+    const int column = blockIdx.x * blockDim.x + threadIdx.x;
+    if (column >= channels / V) return;
+    const int c0 = column * V;
+    CHANNEL_ROWS(r, rows) {
+        const size_t b = r / rows_per_sample, i = r * channels + c0;
+        float xv[V], bv[V], out[V];
+        act_load_vector<T, V>(x + i, xv);
+        act_load_vector<T, V>(branch + i, bv);
+        for (int v = 0; v < V; v++)
+            out[v] = (float)(xv[v] + branch_factor(gamma, sample_scale, b, c0 + v) * bv[v]);
+        act_store_vector<T, V>(y + i, out);
     }
 }
 
@@ -230,15 +239,38 @@ __global__ void residual_layernorm_forward_kernel(size_t rows, size_t rows_per_s
     }
 }
 
-template <typename T>
-__global__ void residual_backward_kernel(size_t n, size_t rows_per_sample, int channels,
+// dbranch = factor dy, as residual_forward_kernel walks its grid.
+template <typename T, int V>
+__global__ void residual_backward_kernel(size_t rows, size_t rows_per_sample, int channels,
                                          const T *dy, const float *gamma,
                                          const float *sample_scale, T *dbranch) {
-    GRID_STRIDE(i, n) {
-        const size_t b = i / (rows_per_sample * channels);
-        const double factor = branch_factor(gamma, sample_scale, b, (int)(i % channels));
-        dbranch[i] = act_store<T>((float)(factor * act_load(dy[i])));
+    const int column = blockIdx.x * blockDim.x + threadIdx.x;
+    if (column >= channels / V) return;
+    const int c0 = column * V;
+    CHANNEL_ROWS(r, rows) {
+        const size_t b = r / rows_per_sample, i = r * channels + c0;
+        float dyv[V], out[V];
+        act_load_vector<T, V>(dy + i, dyv);
+        for (int v = 0; v < V; v++)
+            out[v] = (float)(branch_factor(gamma, sample_scale, b, c0 + v) * dyv[v]);
+        act_store_vector<T, V>(dbranch + i, out);
     }
+}
+
+// One launch of a residual kernel over (rows, channels): V channels a
+// thread where channels and the pointers allow.
+template <typename T, typename Launch>
+void residual_grid_launch(size_t rows, int channels, std::initializer_list<const void *> pointers,
+                          Launch &&launch) {
+    if (rows == 0 || channels == 0) return;
+    act_width_dispatch<T>(act_vector_fits<T>(channels, act_vector_width<T>(), pointers),
+                          [&](auto width) {
+                              const ChannelGrid grid =
+                                  channel_grid(channels, decltype(width)::value);
+                              if (cuda_queue_point())
+                                  launch(width, channel_row_blocks(grid, rows), grid.block);
+                              CUDA_CHECK_LAUNCH();
+                          });
 }
 
 // sample_scale[b] dy branch at (r, c): the terms of dgamma.
@@ -391,9 +423,13 @@ void cuda_residual_scale_add_forward_launch(cudaStream_t stream, ComputeDtype dt
         const T *x = (const T *)x_any;
         const T *branch = (const T *)branch_any;
         T *y = (T *)y_any;
-        const size_t n = (size_t)batch * rows_per_sample * channels;
-        LAUNCH(residual_forward_kernel<T>, n, stream, n, rows_per_sample, channels, x, branch,
-               gamma, sample_scale, y);
+        residual_grid_launch<T>((size_t)batch * rows_per_sample, channels, {x, branch, y},
+                                [&](auto width, dim3 blocks, dim3 block) {
+                                    residual_forward_kernel<T, decltype(width)::value>
+                                        <<<blocks, block, 0, stream>>>(
+                                            (size_t)batch * rows_per_sample, rows_per_sample,
+                                            channels, x, branch, gamma, sample_scale, y);
+                                });
     });
 }
 
@@ -438,9 +474,13 @@ void cuda_residual_scale_add_backward_launch(cudaStream_t stream, ComputeDtype d
             cuda_column_sums(stream, scratch, (size_t)batch * rows_per_sample, channels,
                              ScaledProduct<T>{dy, branch, sample_scale, rows_per_sample, channels},
                              dgamma, 1);
-        const size_t n = (size_t)batch * rows_per_sample * channels;
-        LAUNCH(residual_backward_kernel<T>, n, stream, n, rows_per_sample, channels, dy, gamma,
-               sample_scale, dbranch);
+        residual_grid_launch<T>((size_t)batch * rows_per_sample, channels, {dy, dbranch},
+                                [&](auto width, dim3 blocks, dim3 block) {
+                                    residual_backward_kernel<T, decltype(width)::value>
+                                        <<<blocks, block, 0, stream>>>(
+                                            (size_t)batch * rows_per_sample, rows_per_sample,
+                                            channels, dy, gamma, sample_scale, dbranch);
+                                });
     });
 }
 
