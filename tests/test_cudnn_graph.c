@@ -128,7 +128,9 @@ static void test_mistakes_are_refused(void **state) {
     assert_non_null(strstr(err.text, "operation graph"));
 }
 
-// Execution refuses a tensor in host memory and a tensor left out.
+// Execution refuses a tensor in host memory, a tensor left out, and one
+// whose address is off the 16 bytes its descriptor declares (8 bytes into
+// its allocation: a GPU's cudaMalloc starts at 256).
 static void test_variant_packs_are_checked(void **state) {
     NEED_EMULATION();
     ErrorMessage err = {{0}};
@@ -136,14 +138,16 @@ static void test_variant_packs_are_checked(void **state) {
     if (!plan) fail_msg("%s", err.text);
     void *da = device_copy(NULL, 48 * 2), *db = device_copy(NULL, 80 * 2);
     float *dc = device_copy(NULL, 30 * 4), *dmax = device_copy(NULL, 6 * 4);
+    float *dct = device_copy(NULL, 34 * 4);
     float host[30], scale = 1.0f;
     void *workspace = device_copy(NULL, (size_t)plan->workspace_bytes + 1);
-    for (int bad = 0; bad < 2; bad++) {
+    for (int bad = 0; bad < 3; bad++) {
         const int64_t uids[] = {UID_A, UID_B, UID_C, UID_SCALE, UID_MAX, UID_CT};
-        void *const pointers[] = {da, db, dc, &scale, dmax, host};  // C^T in host memory
+        // C^T in host memory (bad 0), left out (bad 1), misaligned (bad 2)
+        void *const pointers[] = {da, db, dc, &scale, dmax, bad == 2 ? (void *)(dct + 2) : host};
         cudnnBackendDescriptor_t pack = NULL;
         assert_int_equal(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack), 0);
-        const int64_t count = bad ? 5 : 6;  // bad 1: C^T left out
+        const int64_t count = bad == 1 ? 5 : 6;
         assert_int_equal(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
                                                   CUDNN_TYPE_INT64, count, uids), 0);
         assert_int_equal(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
@@ -154,7 +158,12 @@ static void test_variant_packs_are_checked(void **state) {
         assert_int_equal(cudnnBackendExecute(handle, plan->plan, pack), CUDNN_STATUS_BAD_PARAM);
         cudnnBackendDestroyDescriptor(pack);
     }
-    cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(dmax), cudaFree(workspace);
+    // the same tensor 16 bytes in: aligned, and the pack runs
+    const int64_t uids[] = {UID_A, UID_B, UID_C, UID_SCALE, UID_MAX, UID_CT};
+    void *const pointers[] = {da, db, dc, &scale, dmax, dct + 4};
+    dnn_plan_execute(plan, 6, uids, pointers, workspace);
+    assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+    cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(dmax), cudaFree(dct), cudaFree(workspace);
     dnn_plan_free(plan);
 }
 

@@ -40,6 +40,10 @@ int emu_blas_on_device(const char *call, const char *what, const void *p, size_t
 
 // 1 when [p, p + bytes) lies inside one allocation of emulated device memory.
 int ltc_emu_device_range(const void *p, size_t bytes);
+// p's offset from the start of its allocation, or -1 outside device memory:
+// an address's alignment as a GPU's would be (cudaMalloc aligns to 256
+// bytes; the emulation's allocations end on a guard page instead).
+long long ltc_emu_device_offset(const void *p);
 // 1 for the default stream and streams created and not yet destroyed.
 int ltc_emu_stream_valid(cudaStream_t stream);
 // A library call queued on `stream` (emu_capture.cpp). Keeps a copy of the

@@ -485,6 +485,14 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 
 extern "C" int ltc_emu_device_range(const void *p, size_t bytes) { return device_range(p, bytes); }
 
+extern "C" long long ltc_emu_device_offset(const void *p) {
+    const uintptr_t at = (uintptr_t)p;
+    auto it = allocations.upper_bound(at);
+    if (it == allocations.begin()) return -1;
+    --it;
+    return at < it->first + it->second.bytes ? (long long)(at - it->first) : -1;
+}
+
 extern "C" int ltc_emu_stream_valid(cudaStream_t stream) { return stream_is_valid(stream); }
 
 int ltc_emu::stream_is_blocking(cudaStream_t stream) {

@@ -444,6 +444,16 @@ static int bind(Execution *e, const EmuTensor *t, int written, int64_t count,
                         : "has no pointer in the variant pack");
         return -1;
     }
+    // cuDNN's kernels take the declared alignment as given (vector loads);
+    // on a GPU an allocation starts 256-byte aligned, so the offset counts
+    if (!t->by_value && t->alignment <= 256 &&
+        ltc_emu_device_offset(d->base) % t->alignment != 0) {
+        fprintf(stderr, "cuda emulation: cudnnBackendExecute: tensor %lld at %p (offset %lld in "
+                        "its allocation) is not aligned to its declared %lld bytes\n",
+                (long long)t->uid, d->base, ltc_emu_device_offset(d->base),
+                (long long)t->alignment);
+        return -1;
+    }
     d->ready = !written;
     return 0;
 }

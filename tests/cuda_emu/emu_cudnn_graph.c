@@ -271,6 +271,8 @@ static cudnnStatus_t finalize_tensor(EmuDescriptor *d) {
     t->rank = (int)dims->count;
     t->is_virtual = (int)emu_attr_int(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, 0);
     t->by_value = (int)emu_attr_int(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, 0);
+    t->alignment = emu_attr_int(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 0);
+    if (t->alignment < 1 || (t->alignment & (t->alignment - 1))) return CUDNN_STATUS_BAD_PARAM;
     if (!emu_type_bytes(t->type)) return CUDNN_STATUS_NOT_SUPPORTED;
     for (int i = 0; i < t->rank; i++) {
         t->dims[i] = ((const int64_t *)dims->values)[i];

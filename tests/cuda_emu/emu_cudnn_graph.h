@@ -27,6 +27,7 @@ typedef struct EmuTensor {
     cudnnDataType_t type;
     int rank;
     int64_t dims[EMU_MAX_RANK], strides[EMU_MAX_RANK];
+    int64_t alignment;  // CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT: what its pointer must be aligned to
     int is_virtual, by_value;
 } EmuTensor;
 
