@@ -10,8 +10,10 @@
 //     kernel turned by 180 degrees and padding K - 1 - padding (the
 //     transposed convolution of stride 1 is that correlation); at other
 //     strides a thread per input element, the taps that reach it;
-//   backward weights: deterministic, no atomics: the plan's workspace holds
-//     per-chunk partial sums, then one pass adds the chunks in order. For
+//   backward weights: deterministic, no atomics: the backend's workspace
+//     (shared by the ops, which run one after another on the stream; the
+//     plan reserves its need) holds per-chunk partial sums, then one pass
+//     adds the chunks in order. For
 //     K <= 7 a chunk is a run of whole output rows and a thread (chunk,
 //     channel) keeps its K K tap sums in registers, walking each row with
 //     no division (K a template argument); larger K: a chunk of CHUNK
@@ -27,10 +29,11 @@
 #include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_internal.h"
 
+// The weight gradient's partials, (chunks, K K + 1, C) floats (per-chunk
+// tap sums, then the bias row), lie at the start of the backend's workspace.
 struct DepthwisePlan {
     DepthwiseShape shape;
-    int chunks;        // of the output rows (K <= 7) or pixels, for the weight gradient
-    float *partials;   // device (chunks, K K + 1, C): per-chunk tap sums, then the bias row
+    int chunks;  // of the output rows (K <= 7) or pixels, for the weight gradient
 };
 
 namespace {
@@ -220,10 +223,11 @@ UNROLL_LOOP
 }
 
 template <typename T, int K>
-void launch_weight_rows(cudaStream_t stream, const DepthwisePlan *plan, const T *x, const T *dy) {
+void launch_weight_rows(cudaStream_t stream, const DepthwisePlan *plan, const T *x, const T *dy,
+                        float *partials) {
     const size_t n = (size_t)plan->chunks * plan->shape.channels;
     weight_rows_kernel<T, K><<<blocks_for(n), kThreads, 0, stream>>>(plan->shape, plan->chunks,
-                                                                     x, dy, plan->partials);
+                                                                     x, dy, partials);
 }
 
 // dw (K K, C) += and dbias (C) += the chunks' sums, added in chunk order.
@@ -263,12 +267,14 @@ DepthwisePlan *cuda_depthwise_plan(Backend *backend, const DepthwiseShape *shape
         if (chunks > kMaxChunks) chunks = kMaxChunks;
     }
     const size_t floats = chunks * ((size_t)s.kernel * s.kernel + 1) * s.channels;
+    if (cuda_reserve_workspace(cuda_state(backend), floats * sizeof(float), err)) {
+        error_prefix(err, "cuda depthwise plan (%zu KB of partial sums)",
+                     floats * sizeof(float) >> 10);
+        return NULL;
+    }
     DepthwisePlan *plan = (DepthwisePlan *)calloc(1, sizeof *plan);
-    if (!plan || cudaMalloc((void **)&plan->partials, floats * sizeof(float)) != cudaSuccess) {
-        (void)cudaGetLastError();
-        free(plan);
-        error_set(err, "cuda depthwise plan: out of memory for %zu KB of partial sums",
-                  floats * sizeof(float) >> 10);
+    if (!plan) {
+        error_set(err, "cuda depthwise plan: out of host memory");
         return NULL;
     }
     plan->shape = s;
@@ -276,11 +282,7 @@ DepthwisePlan *cuda_depthwise_plan(Backend *backend, const DepthwiseShape *shape
     return plan;
 }
 
-void cuda_depthwise_plan_free(Backend *backend, DepthwisePlan *plan) {
-    if (!plan) return;
-    if (plan->partials) CUDA_CHECK(cudaFree(plan->partials));
-    free(plan);
-}
+void cuda_depthwise_plan_free(Backend *backend, DepthwisePlan *plan) { free(plan); }
 
 void cuda_depthwise_forward(Backend *backend, const DepthwisePlan *plan, const Act *x,
                             const Act *w, const float *bias, Act *y) {
@@ -338,21 +340,22 @@ void cuda_depthwise_backward_weights(Backend *backend, const DepthwisePlan *plan
     const cudaStream_t stream = cuda_state(backend)->stream;
     const int taps = s.kernel * s.kernel + 1;
     const size_t sums = (size_t)plan->chunks * taps * s.channels;
+    float *partials = (float *)cuda_state(backend)->workspace;
     act_dispatch(backend->compute_dtype, [&](auto tag) {
         using T = ACT_T;
         const T *xt = (const T *)x, *dyt = (const T *)dy;
         if (cuda_queue_point()) {
             switch (s.kernel) {
-            case 1: launch_weight_rows<T, 1>(stream, plan, xt, dyt); break;
-            case 2: launch_weight_rows<T, 2>(stream, plan, xt, dyt); break;
-            case 3: launch_weight_rows<T, 3>(stream, plan, xt, dyt); break;
-            case 4: launch_weight_rows<T, 4>(stream, plan, xt, dyt); break;
-            case 5: launch_weight_rows<T, 5>(stream, plan, xt, dyt); break;
-            case 6: launch_weight_rows<T, 6>(stream, plan, xt, dyt); break;
-            case 7: launch_weight_rows<T, 7>(stream, plan, xt, dyt); break;
+            case 1: launch_weight_rows<T, 1>(stream, plan, xt, dyt, partials); break;
+            case 2: launch_weight_rows<T, 2>(stream, plan, xt, dyt, partials); break;
+            case 3: launch_weight_rows<T, 3>(stream, plan, xt, dyt, partials); break;
+            case 4: launch_weight_rows<T, 4>(stream, plan, xt, dyt, partials); break;
+            case 5: launch_weight_rows<T, 5>(stream, plan, xt, dyt, partials); break;
+            case 6: launch_weight_rows<T, 6>(stream, plan, xt, dyt, partials); break;
+            case 7: launch_weight_rows<T, 7>(stream, plan, xt, dyt, partials); break;
             default:
                 weight_partials_kernel<T><<<blocks_for(sums), kThreads, 0, stream>>>(
-                    s, plan->chunks, xt, dyt, plan->partials);
+                    s, plan->chunks, xt, dyt, partials);
             }
         }
         CUDA_CHECK_LAUNCH();
@@ -360,7 +363,7 @@ void cuda_depthwise_backward_weights(Backend *backend, const DepthwisePlan *plan
     const size_t outputs = (size_t)taps * s.channels;
     if (cuda_queue_point())
         weight_reduce_kernel<<<blocks_for(outputs), kThreads, 0, stream>>>(
-            taps, s.channels, plan->chunks, plan->partials, dw, dbias);
+            taps, s.channels, plan->chunks, partials, dw, dbias);
     CUDA_CHECK_LAUNCH();
 }
 
