@@ -197,7 +197,8 @@ UNROLL_LOOP
         for (int row = first; row < last; row++) {
             const int n = row / s.out_height, oh = row % s.out_height;
             const T *g_row = dy + (size_t)row * s.out_width * s.channels + c;
-            for (int ow = 0; ow < s.out_width; ow++) bias += act_load(g_row[(size_t)ow * s.channels]);
+            for (int ow = 0; ow < s.out_width; ow++)
+                bias += act_load(g_row[(size_t)ow * s.channels]);
 UNROLL_LOOP
             for (int kh = 0; kh < K; kh++) {
                 const int ih = oh * s.stride - s.padding + kh;
