@@ -635,7 +635,7 @@ int main(int argc, char **argv) {
     }
     if (status) fprintf(stderr, "bench_train_step: %s\n", err.text);
     if (!status && backend->op.describe_paths) {  // which fused paths the plans took
-        char paths[512];
+        char paths[1024];
         backend->op.describe_paths(backend, paths, sizeof paths);
         if (paths[0]) printf("paths: %s\n", paths);
     }

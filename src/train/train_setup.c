@@ -447,8 +447,9 @@ static void log_configuration(TrainRun *run) {
     else if (!config->resume)
         run_log_line(run->log, "initial weights: none (a random initialisation, seed %llu)",
                      (unsigned long long)config->seed);
-    char paths[512] = "";
-    if (run->backend->op.describe_paths) run->backend->op.describe_paths(run->backend, paths, 512);
+    char paths[1024] = "";
+    if (run->backend->op.describe_paths)
+        run->backend->op.describe_paths(run->backend, paths, sizeof paths);
     if (paths[0]) run_log_line(run->log, "backend paths: %s", paths);
     if (run->backend->op.step_graph_begin || getenv("LTC_CUDA_GRAPHS"))
         run_log_line(run->log, "cuda graphs: %s", run->step_graphs_note);

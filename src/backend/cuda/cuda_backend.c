@@ -40,42 +40,10 @@ int cuda_device_count(char *reason, size_t size) {
     return count;
 }
 
-// Grows the backend's workspace to at least `bytes` (outside the step loop:
-// plans are made when a model is built; cudaFree waits for queued work).
-int cuda_reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err) {
-    if (bytes <= state->workspace_bytes) return 0;
-    if (state->workspace) CUDA_CHECK(cudaFree(state->workspace));
-    state->workspace = NULL;
-    state->workspace_bytes = 0;
-    if (cudaMalloc(&state->workspace, bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return error_set(err, "out of GPU memory for a %zu MB workspace", bytes >> 20);
-    }
-    state->workspace_bytes = bytes;
-    return 0;
-}
-
 // ---- memory ------------------------------------------------------------------------
 
 static void cuda_set_device(const Backend *backend) {
     CUDA_CHECK(cudaSetDevice(cuda_state(backend)->device));
-}
-
-// NULL when the device is out of memory (the caller names what it wanted).
-static void *cuda_alloc(Backend *backend, size_t bytes) {
-    cuda_set_device(backend);
-    void *pointer = NULL;
-    if (cudaMalloc(&pointer, bytes ? bytes : 1) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return NULL;
-    }
-    return pointer;
-}
-
-static void cuda_free(Backend *backend, void *pointer) {
-    if (!pointer) return;
-    cuda_step_graphs_forget(cuda_state(backend));
-    CUDA_CHECK(cudaFree(pointer));
 }
 
 // Host buffers may be pageable: the copy is then complete on return, which
@@ -612,6 +580,7 @@ static void cuda_destroy(Backend *backend) {
         if (state->scratch) (void)cudaFree(state->scratch);
         cuda_step_graphs_free(state);
         cuda_step_params_free(state);
+        cuda_allocations_free(state);
         if (state->stream) (void)cudaStreamDestroy(state->stream);
         free(state);
     }

@@ -84,6 +84,10 @@ float *cuda_step_params_host(Backend *backend, int *used);
 int cuda_step_graph_begin(Backend *backend, uint64_t key);
 int cuda_step_graph_end(Backend *backend, int launch, ErrorMessage *err);
 long cuda_step_graph_replays(const Backend *backend);
+// Device memory the backend's alloc op holds now (live) and held at most
+// (peak) since the backend was made, and its shared workspace, in bytes
+// (cuda_memory.c; the paths line says them in MiB).
+void cuda_backend_memory(const Backend *backend, size_t *live, size_t *peak, size_t *workspace);
 
 // The cuBLAS soname a backend opens when it is made (cuda_gemm.c).
 const char *cuda_blas_library_file(void);

@@ -54,6 +54,15 @@ typedef struct CudaStepGraph {
     long queue_points;  // the queue points its capture passed
 } CudaStepGraph;
 
+// Device memory taken through the backend's alloc op (cuda_memory.c): each
+// pointer's size by address, and the bytes live now and at most.
+typedef struct CudaAllocations {
+    uintptr_t *keys;  // 0 empty, 1 a freed slot, else a pointer
+    size_t *sizes;
+    size_t capacity, used, count;  // slots; not empty; live pointers
+    size_t live, peak;             // bytes
+} CudaAllocations;
+
 typedef struct CudaState {
     int device;
     cudaStream_t stream;
@@ -79,6 +88,7 @@ typedef struct CudaState {
     // stream runs them one after the other), the largest any plan needs
     void *workspace;
     size_t workspace_bytes;
+    CudaAllocations allocations;  // what the alloc op handed out
     char device_name[128];
     int compute_major, compute_minor;  // the device's compute capability
     // Which attention path the plans took (cuda_attention.cu): cuDNN's SDPA
@@ -308,8 +318,13 @@ void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const f
 void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
                                   const float *dy, float scale, int log, float *dx);
 
-// Grows state->workspace to at least bytes (cuda_backend.c; when plans are made).
+// Grows state->workspace to at least bytes (cuda_memory.c; when plans are made).
 int cuda_reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err);
+// The backend's alloc and free ops, counted (cuda_memory.c); the count's
+// table freed with the backend.
+void *cuda_alloc(Backend *backend, size_t bytes);
+void cuda_free(Backend *backend, void *pointer);
+void cuda_allocations_free(CudaState *state);
 
 // ---- cuda_attention_math.cu: the 16-bit attention on cuBLAS ----
 typedef struct AttentionMath AttentionMath;

@@ -1,7 +1,8 @@
 // The cuda backend's describe_paths op (backend.h): which of its fused
 // paths the plans made so far take, for train.log's "backend paths:" line
 // and bench_train_step's "paths:" line (cuda_attention.cu and cuda_conv.c
-// count them in the backend's state).
+// count them in the backend's state), and the device memory the program
+// holds (cuda_memory.c).
 #include <stdio.h>
 #include <string.h>
 
@@ -55,7 +56,22 @@ static void describe_attention(const Backend *backend, char *text, size_t size) 
              sdpa_both ? "" : ")");
 }
 
+// What the program holds on the device: the alloc op's peak (parameters,
+// gradients, optimizer state, activation arenas, plans' buffers) and the
+// plans' shared workspace, in MiB; the process holds more (CUDA's context,
+// the libraries').
+static void describe_memory(const Backend *backend, char *text, size_t size) {
+    size_t live, peak, workspace;
+    cuda_backend_memory(backend, &live, &peak, &workspace);
+    const size_t used = strlen(text);
+    if (used + 1 >= size) return;
+    snprintf(text + used, size - used, "%sdevice memory: %.0f MiB allocated at most, %.0f MiB "
+                                       "workspace", used ? "; " : "", peak / 1048576.0,
+             workspace / 1048576.0);
+}
+
 void cuda_describe_paths(const Backend *backend, char *text, size_t size) {
     describe_attention(backend, text, size);
     describe_convolutions(cuda_state(backend), text, size);
+    describe_memory(backend, text, size);
 }
