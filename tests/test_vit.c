@@ -196,14 +196,25 @@ static void test_whole_model_finite_differences(void **state) {
 // Parameter counts of the presets at 224 px against timm's
 // (sum(p.numel()) of timm.create_model("vit_small_patch14_dinov2",
 // img_size=224, num_classes=0), patch_size=16 for the /16 ones; ViT-g:
-// vit_giant_patch14_dinov2, its SwiGLU MLP; timm 1.0.9).
+// vit_giant_patch14_dinov2, its SwiGLU MLP; timm 1.0.9), and of timm's
+// names as LightlyTrain takes them (the same call with the name itself,
+// timm 1.0.31): the plain ViTs have no LayerScale (2 D a block fewer than
+// vit_s16's), the DINOv2 ones are our presets; all resample their
+// positions as timm's dynamic_img_size does.
 static void test_preset_parameter_counts(void **state) {
-    const struct { const char *name; size_t count; int tokens; } presets[] = {
-        {"vit_s14", 21628800, 257},      {"vit_s16", 21674880, 197},
-        {"vit_b14", 85724928, 257},      {"vit_b16", 85817088, 197},
-        {"vit_l14", 303227904, 257},     {"vit_l16", 303350784, 197},
-        {"vit_s14_reg4", 21629952, 261}, {"vit_b14_reg4", 85727232, 261},
-        {"vit_g14", 1134769664, 257},
+    const struct { const char *name; size_t count; int tokens, layer_scale; } presets[] = {
+        {"vit_s14", 21628800, 257, 1},      {"vit_s16", 21674880, 197, 1},
+        {"vit_b14", 85724928, 257, 1},      {"vit_b16", 85817088, 197, 1},
+        {"vit_l14", 303227904, 257, 1},     {"vit_l16", 303350784, 197, 1},
+        {"vit_s14_reg4", 21629952, 261, 1}, {"vit_b14_reg4", 85727232, 261, 1},
+        {"vit_g14", 1134769664, 257, 1},
+        {"timm/vit_tiny_patch16_224", 5524416, 197, 0},
+        {"timm/vit_small_patch16_224", 21665664, 197, 0},
+        {"timm/vit_base_patch16_384", 85798656, 197, 0},
+        {"timm/vit_large_patch16_224", 303301632, 197, 0},
+        {"timm/vit_small_patch14_dinov2", 21628800, 257, 1},
+        {"timm/vit_base_patch14_reg4_dinov2", 85727232, 261, 1},
+        {"timm/vit_giant_patch14_reg4_dinov2", 1134774272, 261, 1},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         VitConfig config;
@@ -211,6 +222,12 @@ static void test_preset_parameter_counts(void **state) {
         vit_parity_declare_preset(backend, presets[i].name, presets[i].count, &config, &model);
         assert_int_equal(1 + config.register_tokens + config.pos_grid * config.pos_grid,
                          presets[i].tokens);
+        assert_int_equal(config.layer_scale, presets[i].layer_scale);
+        assert_string_equal(config.name, presets[i].name);
+        if (strncmp(presets[i].name, "timm/", 5) == 0) {
+            assert_true(vit_is_preset_name(presets[i].name));
+            assert_int_equal(config.pos_interpolation, VIT_POS_INTERP_ANTIALIAS);
+        }
         vit_free(&model);
     }
     ErrorMessage err = {{0}};

@@ -33,6 +33,10 @@ MODELS = (
      {"classifier.2.weight", "classifier.2.bias"}),
     ("timm/convnext_tiny", lambda: timm.create_model("convnext_tiny"),
      {"head.fc.weight", "head.fc.bias"}),
+    ("timm/vit_small_patch16_224", lambda: timm.create_model("vit_small_patch16_224"),
+     {"head.weight", "head.bias"}),
+    ("timm/vit_small_patch14_reg4_dinov2",
+     lambda: timm.create_model("vit_small_patch14_reg4_dinov2", img_size=224), set()),
 )
 
 

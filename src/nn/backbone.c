@@ -19,6 +19,14 @@ const char *const backbone_model_names[] = {
     "vit_g14", "vit_s14_reg4", "vit_b14_reg4", "vit_l14_reg4", "vit_g14_reg4",
     "dinov3/vitt16", "dinov3/vitt16plus", "dinov3/vits16", "dinov3/vits16plus", "dinov3/vitb16",
     "dinov3/vitl16", "dinov3/vitl16plus", "dinov3/vith16plus",
+    // timm's ViTs (vit_presets.c)
+    "timm/vit_tiny_patch16_224", "timm/vit_small_patch16_224", "timm/vit_base_patch16_224",
+    "timm/vit_large_patch16_224", "timm/vit_tiny_patch16_384", "timm/vit_small_patch16_384",
+    "timm/vit_base_patch16_384", "timm/vit_large_patch16_384", "timm/vit_small_patch14_dinov2",
+    "timm/vit_base_patch14_dinov2", "timm/vit_large_patch14_dinov2",
+    "timm/vit_giant_patch14_dinov2", "timm/vit_small_patch14_reg4_dinov2",
+    "timm/vit_base_patch14_reg4_dinov2", "timm/vit_large_patch14_reg4_dinov2",
+    "timm/vit_giant_patch14_reg4_dinov2",
     // Ultralytics (yolo.h)
     "ultralytics/yolov8n.yaml", "ultralytics/yolov8s.yaml", "ultralytics/yolov8m.yaml",
     "ultralytics/yolov8l.yaml", "ultralytics/yolov8x.yaml", "ultralytics/yolo11n.yaml",

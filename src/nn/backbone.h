@@ -23,7 +23,7 @@
 #include "util/error.h"
 
 #define BACKBONE_MAX_SLOTS 4
-#define BACKBONE_MAX_NAME 32
+#define BACKBONE_MAX_NAME 48
 
 typedef enum BackboneKind {
     BACKBONE_RESNET,

@@ -57,7 +57,7 @@
 #include "nn/vit_pos_embed.h"
 #include "util/error.h"
 
-#define VIT_MAX_NAME 32
+#define VIT_MAX_NAME 48
 
 typedef enum VitPool {
     VIT_POOL_MEAN,  // mean of the normalised patch tokens (LightlyTrain's default for DINOv2 ViTs)

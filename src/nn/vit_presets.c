@@ -37,6 +37,42 @@ enum { DINOV3_SIZE_COUNT = sizeof dinov3_sizes / sizeof dinov3_sizes[0] };
 #define DINOV3_PATCH 16
 #define DINOV3_REGISTERS 4
 
+// timm's ViT names as LightlyTrain takes them (its timm package:
+// timm.create_model(name, pretrained=False, dynamic_img_size=True)): the
+// plain ViTs (vit_base_patch16_224: no LayerScale, the class token's
+// position in pos_embed; _384 differs only in timm's default image size)
+// and the DINOv2 ones (our vit_*14 and _reg4 presets), their positions
+// resampled as timm's dynamic_img_size does (antialiased bicubic). As for
+// our presets, the grid is the image size over the patch
+// (timm.create_model(name, img_size=S) holds the same tensors).
+typedef struct TimmVit {
+    const char *name;
+    char letter;
+    int patch, registers, layer_scale;
+} TimmVit;
+
+static const TimmVit timm_vits[] = {
+    {"timm/vit_tiny_patch16_224", 't', 16, 0, 0},  {"timm/vit_tiny_patch16_384", 't', 16, 0, 0},
+    {"timm/vit_small_patch16_224", 's', 16, 0, 0}, {"timm/vit_small_patch16_384", 's', 16, 0, 0},
+    {"timm/vit_base_patch16_224", 'b', 16, 0, 0},  {"timm/vit_base_patch16_384", 'b', 16, 0, 0},
+    {"timm/vit_large_patch16_224", 'l', 16, 0, 0}, {"timm/vit_large_patch16_384", 'l', 16, 0, 0},
+    {"timm/vit_small_patch14_dinov2", 's', 14, 0, 1},
+    {"timm/vit_base_patch14_dinov2", 'b', 14, 0, 1},
+    {"timm/vit_large_patch14_dinov2", 'l', 14, 0, 1},
+    {"timm/vit_giant_patch14_dinov2", 'g', 14, 0, 1},
+    {"timm/vit_small_patch14_reg4_dinov2", 's', 14, 4, 1},
+    {"timm/vit_base_patch14_reg4_dinov2", 'b', 14, 4, 1},
+    {"timm/vit_large_patch14_reg4_dinov2", 'l', 14, 4, 1},
+    {"timm/vit_giant_patch14_reg4_dinov2", 'g', 14, 4, 1},
+};
+enum { TIMM_VIT_COUNT = sizeof timm_vits / sizeof timm_vits[0] };
+
+static const TimmVit *find_timm(const char *name) {
+    for (int i = 0; i < TIMM_VIT_COUNT; i++)
+        if (strcmp(timm_vits[i].name, name) == 0) return &timm_vits[i];
+    return NULL;
+}
+
 // The MLP width of a DINOv2 size: 4 D, or for SwiGLU DINOv2's
 // SwiGLUFFNFused width int(2/3 * 4 D) rounded up to a multiple of 8 (4096
 // for ViT-g's 1536).
@@ -54,8 +90,18 @@ int vit_pool_parse(const char *name, VitPool *pool, ErrorMessage *err) {
     return 0;
 }
 
-// Parses "vit_<size><patch>[_reg4]"; 0 when it is not such a name.
-static int parse_preset(const char *name, const VitSize **size, int *patch, int *registers) {
+// Parses "vit_<size><patch>[_reg4]" or a timm name (*timm set, else NULL);
+// 0 when it is neither.
+static int parse_preset(const char *name, const VitSize **size, int *patch, int *registers,
+                        const TimmVit **timm) {
+    *timm = find_timm(name);
+    if (*timm) {
+        for (int i = 0; i < VIT_SIZE_COUNT; i++)
+            if (vit_sizes[i].letter == (*timm)->letter) *size = &vit_sizes[i];
+        *patch = (*timm)->patch;
+        *registers = (*timm)->registers;
+        return 1;
+    }
     char letter = 0, tail[16] = "";
     int p = 0, consumed = 0;
     if (sscanf(name, "vit_%c%d%n", &letter, &p, &consumed) != 2) return 0;
@@ -78,8 +124,9 @@ static const Dinov3Size *find_dinov3(const char *name) {
 
 int vit_is_preset_name(const char *name) {
     const VitSize *size = NULL;
+    const TimmVit *timm;
     int patch, registers;
-    return parse_preset(name, &size, &patch, &registers) || find_dinov3(name) != NULL;
+    return parse_preset(name, &size, &patch, &registers, &timm) || find_dinov3(name) != NULL;
 }
 
 // The DINOv3 preset a geometry is, or NULL.
@@ -142,11 +189,13 @@ static void dinov3_preset(const Dinov3Size *size, VitConfig *config) {
 
 int vit_config_preset(const char *name, int image_size, VitConfig *config, ErrorMessage *err) {
     const VitSize *size = NULL;
+    const TimmVit *timm = NULL;
     const Dinov3Size *dinov3 = find_dinov3(name);
     int patch, registers;
-    if (!dinov3 && !parse_preset(name, &size, &patch, &registers))
+    if (!dinov3 && !parse_preset(name, &size, &patch, &registers, &timm))
         return error_set(err, "unknown ViT '%s' (vit_t14, vit_t16, vit_s14, vit_s16, vit_b14, "
                               "vit_b16, vit_l14, vit_l16, vit_g14, each also with _reg4; "
+                              "timm/vit_base_patch16_224, timm/vit_base_patch14_dinov2, ...; "
                               "dinov3/vitt16, dinov3/vits16, dinov3/vits16plus, dinov3/vitb16, "
                               "dinov3/vitl16, dinov3/vitl16plus, dinov3/vith16plus, ...)", name);
     if (dinov3) patch = DINOV3_PATCH;
@@ -174,6 +223,11 @@ int vit_config_preset(const char *name, int image_size, VitConfig *config, Error
         .pool = VIT_POOL_MEAN,
         .swiglu = size->swiglu,
     };
+    if (timm) {
+        config->layer_scale = timm->layer_scale;
+        config->layer_scale_init = timm->layer_scale ? 1e-5f : 0.0f;
+        config->pos_interpolation = VIT_POS_INTERP_ANTIALIAS;
+    }
     snprintf(config->name, sizeof config->name, "%s", name);
     return 0;
 }

@@ -94,4 +94,22 @@ expect 2 "image size 40 is not a multiple of the patch size 14" -- \
   "$bin" train --data "$images" --out "$work/bad" --model vit_s14 --image-size 40 --max-steps 1 \
   --method simclr
 
+# timm's names as LightlyTrain takes them: a plain ViT (no LayerScale) trains
+# with DINO's local views (its positions resampled), resumes, and
+# exports without ls1 / ls2 (tools/check_torch_export.py loads such an export
+# into timm; tests/test_vit.c holds the parameter counts)
+run="$work/timm"
+output=$("$bin" train "${common[@]}" --out "$run" --model timm/vit_tiny_patch16_224 --method dino \
+  --local-image-size 16 --max-steps 2 2>&1) || fail "timm/vit_tiny_patch16_224: train failed: $output"
+grep -q "train: timm/vit_tiny_patch16_224, dino" "$run/train.log" ||
+  fail "train.log does not name timm/vit_tiny_patch16_224"
+output=$("$bin" train "${common[@]}" --out "$run" --model timm/vit_tiny_patch16_224 --method dino \
+  --local-image-size 16 --max-steps 2 --resume 2>&1) || fail "timm/vit_tiny_patch16_224: resume failed: $output"
+names=$(grep -a -o '"blocks\.[0-9]*\.[a-z0-9_.]*"' "$run/exported_models/exported_last.safetensors")
+grep -q 'blocks\.0\.attn\.qkv\.weight' <<<"$names" || fail "the export has no blocks.0.attn.qkv.weight"
+! grep -q 'ls1' <<<"$names" || fail "a timm plain ViT's export has LayerScale"
+expect 2 "image size 40 is not a multiple of the patch size 16" -- \
+  "$bin" train --data "$images" --out "$work/bad" --model timm/vit_base_patch16_224 --image-size 40 \
+  --max-steps 1 --method simclr
+
 e2e_finish
