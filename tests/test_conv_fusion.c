@@ -670,8 +670,12 @@ static void check_block_prologue(int depth) {
     // not the forward's rounded coefficients: an element within rounding of
     // 0 can flip, each moving a gradient sum by |dy| (as the prologue's
     // own, above); a wrong mask or wrong sums are O(1) (the H200's wrong
-    // form: 0.68 and 0.58, docs/gpu-runs/2026-11-30-a7cdfb0-2.jsonl).
-    assert_true(data_dx < 0.1 && data_grads < 0.1);
+    // form: 0.68 and 0.58, docs/gpu-runs/2026-11-30-a7cdfb0-2.jsonl). The
+    // emulation computes the chain as the host does: there the bound is
+    // tighter (measured: 7.3e-5 / 4.9e-5 for resnet18, 1.3e-3 / 5.3e-4 for
+    // resnet50).
+    const double bound = mirror_emulated() ? 1e-2 : 0.1;
+    assert_true(data_dx < bound && data_grads < bound);
     block_pass_free(&fused), block_pass_free(&separate);
 }
 

@@ -1,8 +1,8 @@
 // The cuda backend's count of its device memory (src/backend/cuda/
 // cuda_memory.c): the bytes its alloc op holds now and held at most, through
-// allocations and frees in any order (enough of them that the table of
-// sizes is rebuilt several times), the shared workspace apart, and the
-// paths line that reports them. Runs on the CUDA emulation (emu_tests.list)
+// allocations and frees in any order (300 of scrambled sizes, half freed
+// and allocated again), the shared workspace apart, and the paths line that
+// reports them. Runs on the CUDA emulation (emu_tests.list)
 // and on a GPU; skipped where no cuda backend can be made.
 #include <stdarg.h>
 #include <stddef.h>

@@ -103,16 +103,21 @@ static const EmuDescriptor *pointwise_writer(const EmuTensor *t, cudnnPointwiseM
 // operands that writes `out`: modes[0] writes out, modes[1] its x, and so
 // on, every result virtual float; x0 (N, C, H, W) 16-bit with data, C a
 // multiple of 8; each operand (1, C, 1, 1) with data, of x0's type
-// (params_float 0) or float, into params[i] (the operand of modes[i]).
-// NULL when out is not written so.
+// (params_float 0) or float, into params[i] (the operand of modes[i]);
+// every alpha 1 but the alpha2 of the operation on x0 (modes[length - 1]),
+// which is first_alpha2. NULL when out is not written so.
 static const EmuTensor *chain_input(const EmuTensor *out, const cudnnPointwiseMode_t *modes,
-                                    int length, int params_float, EmuDescriptor *const *ops,
-                                    int count, const EmuTensor **params) {
+                                    int length, int params_float, double first_alpha2,
+                                    EmuDescriptor *const *ops, int count,
+                                    const EmuTensor **params) {
     for (int i = 0; i < length; i++) {
         const EmuDescriptor *op = out->is_virtual && out->type == CUDNN_DATA_FLOAT
                                       ? pointwise_writer(out, modes[i], ops, count)
                                       : NULL;
-        if (!op) return NULL;
+        const double alpha2 = i == length - 1 ? first_alpha2 : 1.0;
+        if (!op || emu_attr_real(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, 1.0) != 1.0 ||
+            emu_attr_real(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, 1.0) != alpha2)
+            return NULL;
         params[i] = emu_tensor_of(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
         out = emu_tensor_of(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
     }
@@ -136,7 +141,7 @@ static const EmuTensor *scale_bias_input(const EmuTensor *biased, EmuDescriptor 
                                          int count) {
     const cudnnPointwiseMode_t modes[2] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_MUL};
     const EmuTensor *params[2];
-    return chain_input(biased, modes, 2, 0, ops, count, params);
+    return chain_input(biased, modes, 2, 0, 1.0, ops, count, params);
 }
 
 // The input of a BatchNorm's output as DgradDreluBNBwdWeight takes it:
@@ -147,18 +152,7 @@ static const EmuTensor *norm_output_input(const EmuTensor *normalized, EmuDescri
                                           int count, const EmuTensor **operands) {
     const cudnnPointwiseMode_t modes[4] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_MUL,
                                            CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_ADD};
-    const EmuTensor *input = chain_input(normalized, modes, 4, 1, ops, count, operands);
-    if (!input) return NULL;
-    const EmuTensor *out = normalized;
-    for (int i = 0; i < 4; i++) {
-        const EmuDescriptor *op = pointwise_writer(out, modes[i], ops, count);
-        const double alpha2 = i == 3 ? -1.0 : 1.0;
-        if (emu_attr_real(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, 1.0) != 1.0 ||
-            emu_attr_real(op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, 1.0) != alpha2)
-            return NULL;
-        out = emu_tensor_of(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC);
-    }
-    return input;
+    return chain_input(normalized, modes, 4, 1, -1.0, ops, count, operands);
 }
 
 // Whether the chain's mean, inv_std and scale are the norm's own tensors.

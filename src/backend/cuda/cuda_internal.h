@@ -55,12 +55,11 @@ typedef struct CudaStepGraph {
 } CudaStepGraph;
 
 // Device memory taken through the backend's alloc op (cuda_memory.c): each
-// pointer's size by address, and the bytes live now and at most.
+// pointer's size by address (a tsearch tree), and the bytes live now and at
+// most.
 typedef struct CudaAllocations {
-    uintptr_t *keys;  // 0 empty, 1 a freed slot, else a pointer
-    size_t *sizes;
-    size_t capacity, used, count;  // slots; not empty; live pointers
-    size_t live, peak;             // bytes
+    void *tree;
+    size_t live, peak;  // bytes
 } CudaAllocations;
 
 typedef struct CudaState {

@@ -4,68 +4,47 @@
 // the paths line (cuda_paths.c), so that a GPU run can tell what the
 // program allocated from what the process holds besides (CUDA's context,
 // the libraries' kernels and handles): issue 32's memory targets compare
-// processes. cudaFree takes no size, so each pointer's size is kept in an
-// open-addressing table keyed by address (linear probing; a freed slot
-// becomes a tombstone until the table is rebuilt).
+// processes. cudaFree takes no size, so each pointer's size is kept in a
+// search tree by address (POSIX tsearch; allocations happen when models
+// and plans are made, not per step).
+#include <search.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_internal.h"
 
-enum { TOMBSTONE = 1 };  // no device pointer is 1
+typedef struct Allocation {
+    uintptr_t address;
+    size_t bytes;
+} Allocation;
 
-static size_t slot_of(uintptr_t key, size_t capacity) {
-    return (size_t)((key >> 8) * 0x9E3779B97F4A7C15ull) & (capacity - 1);
+static int by_address(const void *a, const void *b) {
+    const uintptr_t x = ((const Allocation *)a)->address, y = ((const Allocation *)b)->address;
+    return (x > y) - (x < y);
 }
 
-// Rebuilt at twice the entries (at least 64 slots), tombstones dropped.
-// -1 when out of host memory (the table as it was).
-static int rebuild(CudaAllocations *table) {
-    size_t capacity = 64;
-    while (capacity < 4 * (table->count + 1)) capacity *= 2;
-    uintptr_t *keys = calloc(capacity, sizeof *keys);
-    size_t *sizes = calloc(capacity, sizeof *sizes);
-    if (!keys || !sizes) {
-        free(keys), free(sizes);
+// 0, or -1 when out of host memory (nothing counted).
+static int remember(CudaAllocations *table, void *pointer, size_t bytes) {
+    Allocation *entry = malloc(sizeof *entry);
+    if (!entry) return -1;
+    *entry = (Allocation){(uintptr_t)pointer, bytes};
+    if (!tsearch(entry, &table->tree, by_address)) {
+        free(entry);
         return -1;
     }
-    for (size_t i = 0; i < table->capacity; i++) {
-        if (table->keys[i] <= TOMBSTONE) continue;
-        size_t at = slot_of(table->keys[i], capacity);
-        while (keys[at]) at = (at + 1) & (capacity - 1);
-        keys[at] = table->keys[i], sizes[at] = table->sizes[i];
-    }
-    free(table->keys), free(table->sizes);
-    table->keys = keys, table->sizes = sizes;
-    table->capacity = capacity, table->used = table->count;
-    return 0;
-}
-
-static int remember(CudaAllocations *table, void *pointer, size_t bytes) {
-    if (2 * (table->used + 1) > table->capacity && rebuild(table)) return -1;
-    const uintptr_t key = (uintptr_t)pointer;
-    size_t at = slot_of(key, table->capacity);
-    while (table->keys[at] > TOMBSTONE) at = (at + 1) & (table->capacity - 1);
-    if (!table->keys[at]) table->used++;
-    table->keys[at] = key, table->sizes[at] = bytes;
-    table->count++;
     table->live += bytes;
     if (table->live > table->peak) table->peak = table->live;
     return 0;
 }
 
 static void forget(CudaAllocations *table, void *pointer) {
-    if (!table->capacity) return;
-    const uintptr_t key = (uintptr_t)pointer;
-    for (size_t at = slot_of(key, table->capacity), probes = 0;
-         table->keys[at] && probes < table->capacity;
-         at = (at + 1) & (table->capacity - 1), probes++) {
-        if (table->keys[at] != key) continue;
-        table->live -= table->sizes[at];
-        table->keys[at] = TOMBSTONE;
-        table->count--;
-        return;
-    }
+    const Allocation key = {(uintptr_t)pointer, 0};
+    Allocation **found = tfind(&key, &table->tree, by_address);
+    if (!found) return;
+    Allocation *entry = *found;
+    table->live -= entry->bytes;
+    tdelete(&key, &table->tree, by_address);
+    free(entry);
 }
 
 void *cuda_alloc(Backend *backend, size_t bytes) {
@@ -92,7 +71,7 @@ void cuda_free(Backend *backend, void *pointer) {
 }
 
 void cuda_allocations_free(CudaState *state) {
-    free(state->allocations.keys), free(state->allocations.sizes);
+    tdestroy(state->allocations.tree, free);
     state->allocations = (CudaAllocations){0};
 }
 

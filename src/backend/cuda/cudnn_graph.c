@@ -108,7 +108,7 @@ static void *pointwise_operation(DnnGraph *graph, int mode, const char *what) {
 }
 
 // The operation's tensors and, where given (alphas), its alpha1 and alpha2.
-static void pointwise_add(DnnGraph *graph, int mode, void *x, void *b, void *y,
+static void pointwise_node(DnnGraph *graph, int mode, void *x, void *b, void *y,
                           const float *alphas) {
     void *op = pointwise_operation(graph, mode, "pointwise operation");
     SET(graph, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
@@ -125,13 +125,13 @@ static void pointwise_add(DnnGraph *graph, int mode, void *x, void *b, void *y,
 }
 
 void dnn_graph_pointwise(DnnGraph *graph, int mode, void *x, void *b, void *y) {
-    pointwise_add(graph, mode, x, b, y, NULL);
+    pointwise_node(graph, mode, x, b, y, NULL);
 }
 
 void dnn_graph_pointwise_scaled(DnnGraph *graph, int mode, void *x, float alpha1, void *b,
                                 float alpha2, void *y) {
     const float alphas[2] = {alpha1, alpha2};
-    pointwise_add(graph, mode, x, b, y, alphas);
+    pointwise_node(graph, mode, x, b, y, alphas);
 }
 
 void dnn_graph_matmul(DnnGraph *graph, void *a, void *b, void *c) {
