@@ -18,7 +18,8 @@
 #             library calls and the staged uploads captured as CUDA graphs
 #             and replayed, whole steps through step_graph_begin / end:
 #             the GPU twins of their emulated tests; the depthwise kernels
-#             of 2026-11-30 and the YOLO ops in fp16 and bf16, issue 34's)
+#             of 2026-11-30 and the YOLO ops in fp16 and bf16, issue 34's;
+#             DINOv31's combine_rows and cka_loss)
 #   targets   issue 32's targets (section 5), each fused path beside its
 #             fallback in the same call and PyTorch beside both: SimCLR
 #             ResNet-50 (eager, torch.compile last; ours also with its steps
@@ -645,7 +646,7 @@ test_backend_depthwise_ops test_backend_yolo_ops test_cuda_precision}"
 : "${FIRST_LIGHT_TESTGPU_RUNS:=1}"
 # test_method_steps' cuda cases in four sets of about equal time (the 16-bit
 # cases cost about twice an fp32 one: they compare with ref-16 and ref-32).
-: "${FIRST_LIGHT_STEP_SETS:=*_cuda test_simclr_cuda_fp16,test_byol_cuda_fp16,test_dino_cuda_fp16,test_vicreg_cuda_fp16,test_barlowtwins_cuda_fp16 test_distillation*_cuda_fp16,test_dinov2_cuda_fp16 *_cuda_bf16}"
+: "${FIRST_LIGHT_STEP_SETS:=*_cuda test_simclr_cuda_fp16,test_byol_cuda_fp16,test_dino_cuda_fp16,test_vicreg_cuda_fp16,test_barlowtwins_cuda_fp16 test_distillation*_cuda_fp16,test_dinov2_cuda_fp16,test_dinov31_cuda_fp16 *_cuda_bf16}"
 : "${FIRST_LIGHT_BENCH_CONFIG:=simclr resnet50 224 256 30}" "${FIRST_LIGHT_BENCH_DEVICE:=cuda}"
 : "${FIRST_LIGHT_BENCH_WARMUP:=10}" "${FIRST_LIGHT_BENCH_COMPILE:=1}"
 : "${FIRST_LIGHT_PROFILE_CONFIG:=simclr resnet50 224 256}" "${FIRST_LIGHT_PROFILE_RECORDS:=12}"
@@ -654,7 +655,7 @@ test_conv_fusion:cuda,cuda-fp16,cuda-bf16:1 test_multi_tensor_update:cuda:0
 test_vit_checkpointing::12 test_cuda_graph_update::0 test_cuda_graph_layers::0
 test_cuda_graph_staging::0 test_cuda_graph_step::0
 test_backend_depthwise_ops:cuda,cuda-fp16,cuda-bf16:0 test_backend_yolo_ops:cuda-fp16,cuda-bf16:0
-test_cuda_memory::0}"
+test_cuda_memory::0 test_backend_paka_ops:cuda,cuda-fp16,cuda-bf16:0}"
 # The targets in the order they run (compile: SimCLR's torch.compile side, last).
 : "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile yolo-distillation yolo-dino convnext convnext-teacher}"
 : "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"

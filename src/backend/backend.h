@@ -43,6 +43,11 @@ typedef struct Backend Backend;
 // a pointer to it is only passed around, sliced with act_at.
 typedef struct Act Act;
 
+// cka_loss (BackendOps): the clamp of the HSIC terms before their square
+// roots (lightly's _EPS) and the most tokens an image may have.
+#define CKA_EPS 1e-6
+#define CKA_MAX_TOKENS 1024
+
 // The dtype activations are stored in: fp32 (32-true), or the 16-bit
 // compute dtype of 16-mixed / bf16-mixed.
 typedef enum ComputeDtype { COMPUTE_F32, COMPUTE_F16, COMPUTE_BF16 } ComputeDtype;
@@ -757,6 +762,17 @@ typedef struct BackendOps {
     // indices must be distinct (every row of dx is written by at most one i).
     void (*scatter_add_rows)(Backend *backend, int count, int channels, const int32_t *index,
                              const Act *dy, Act *dx);
+    // A sparse (CSR) matrix times rows: y[r] (C) = the sum over t in
+    // [row_start[r], row_start[r + 1]) of weight[t] x[index[t]] for r < rows,
+    // x (any rows, C), y (rows, C) =. DINOv31's ROI-align (each output row a
+    // weighted sum of a few token rows) and, with the transposed matrix built
+    // on the host, its backward: no scatter. The sum runs in fp32 in t order
+    // and is rounded once to the activation dtype (the same bits on every
+    // run); an empty row gives 0. row_start (rows + 1) int32, index and
+    // weight (row_start[rows]) in backend memory, every index in range; y may
+    // not alias x. The launch depends on rows and C only (CUDA graphs).
+    void (*combine_rows)(Backend *backend, int rows, int channels, const int32_t *row_start,
+                         const int32_t *index, const float *weight, const Act *x, Act *y);
     // Sinkhorn-Knopp assignment of samples (rows) to prototypes (columns),
     // DINOv2's sinkhorn_knopp_teacher, in steps so that the samples may lie
     // on several ranks: the caller all-reduces the per-column results
@@ -797,6 +813,24 @@ typedef struct BackendOps {
     void (*koleo_backward)(Backend *backend, int rows, int dim, const float *y,
                            const int32_t *neighbor, const float *distance, float eps, float dlog,
                            float *dy);
+    // DINOv31's PaKA loss, lightly's PatchKernelAlignmentLoss with every
+    // token valid, per image i of student and teacher (images, tokens, D):
+    // K = Z Z^T (tokens, tokens), A = H K_s H and B = H K_t H (double
+    // centring: K_jk - row mean j - column mean k + total mean), hsic_st =
+    // <A, B>_F, hsic_ss = <A, A>_F, hsic_tt = <B, B>_F, na = sqrt(max(hsic_ss,
+    // CKA_EPS)), nb likewise, cka_i = hsic_st / (na nb).
+    // loss[0] (one float, =) = the sum of image_weight[i] (1 - cka_i) in a
+    // fixed image order; dstudent (images, tokens, D) = its gradient,
+    // image_weight[i] -2 G Z_s with G = B / (na nb) - hsic_st A / (na^3 nb),
+    // the second term 0 where hsic_ss < CKA_EPS (the clamp holds na constant;
+    // PyTorch's clamp passes the gradient at equality). The teacher gets no
+    // gradient. An image of weight 0 is skipped (its rows are not read, its
+    // dstudent rows are 0): padding images give no NaN. image_weight
+    // (images) in backend memory; 1 <= tokens <= CKA_MAX_TOKENS. Deterministic:
+    // the same bits on every run.
+    void (*cka_loss)(Backend *backend, int images, int tokens, int dim, const float *student,
+                     const float *teacher, const float *image_weight, float *loss,
+                     float *dstudent);
 
     // ---- YOLO (Ultralytics): SiLU -------------------------------------------------
     // y (n) = x sigmoid(x) = x / (1 + exp(-x)) (torch.nn.SiLU); y may alias x

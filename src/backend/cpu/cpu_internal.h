@@ -208,6 +208,8 @@ void cpu_softmax_backward(Backend *backend, int rows, int dim, const float *y, c
                           float scale, float *dx);
 void cpu_log_softmax_backward(Backend *backend, int rows, int dim, const float *y,
                               const float *dy, float scale, float *dx);
+void cpu_combine_rows(Backend *backend, int rows, int channels, const int32_t *row_start,
+                      const int32_t *index, const float *weight, const Act *x, Act *y);
 void cpu_maxpool_forward(Backend *backend, const PoolShape *shape, const Act *x, Act *y,
                          int32_t *argmax);
 void cpu_maxpool_backward(Backend *backend, const PoolShape *shape, const Act *dy,
@@ -315,6 +317,9 @@ void cpu_koleo_forward(Backend *backend, int rows, int dim, const float *y, floa
 void cpu_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                         const int32_t *neighbor, const float *distance, float eps, float dlog,
                         float *dy);
+void cpu_cka_loss(Backend *backend, int images, int tokens, int dim, const float *student,
+                  const float *teacher, const float *image_weight, float *loss,
+                  float *dstudent);
 // ---- cpu_dinov3.c ----
 void cpu_rope_forward(Backend *backend, int batch, int tokens, int heads, int head_dim,
                       int prefix, const float *sin, const float *cos, Act *qkv);

@@ -1,8 +1,9 @@
 // The cpu backend's row-wise ops for heads and losses (L2 normalisation,
-// softmax, log-softmax and their gradients) and max pooling. Rows (or
-// output rows of a pooled image) are split across threads; inside a row the
-// loops are contiguous and vectorised. Row sums accumulate in double, exp
-// and the per-element maps are fp32.
+// softmax, log-softmax and their gradients), combine_rows (a sparse matrix
+// times rows: DINOv31's ROI-align) and max pooling. Rows (or output rows of
+// a pooled image) are split across threads; inside a row the loops are
+// contiguous and vectorised. Row sums accumulate in double, exp and the
+// per-element maps are fp32.
 #include <math.h>
 
 #include "backend/cpu/cpu_internal.h"
@@ -115,6 +116,29 @@ void cpu_log_softmax_backward(Backend *backend, int rows, int dim, const float *
         for (int d = 0; d < dim; d++) dy_sum += dy_row[d];
         const float total = (float)dy_sum;
         for (int d = 0; d < dim; d++) dx_row[d] = scale * (dy_row[d] - expf(y_row[d]) * total);
+    }
+}
+
+// ---- combine_rows ------------------------------------------------------------------------
+
+// Each output row accumulates in place, in t order (the fp32 sum backend.h
+// fixes); the vectorised loop runs across channels, never across t.
+void cpu_combine_rows(Backend *backend, int rows, int channels, const int32_t *row_start,
+                      const int32_t *index, const float *weight, const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
+    const int entries = rows > 0 ? row_start[rows] - row_start[0] : 0;
+    const int team = cpu_team(backend, ((size_t)rows + (size_t)entries) * channels);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float *y_row = y + (size_t)r * channels;
+        for (int c = 0; c < channels; c++) y_row[c] = 0.0f;
+        for (int32_t t = row_start[r]; t < row_start[r + 1]; t++) {
+            const float *x_row = x + (size_t)index[t] * channels;
+            const float w = weight[t];
+#pragma omp simd
+            for (int c = 0; c < channels; c++) y_row[c] += w * x_row[c];
+        }
     }
 }
 

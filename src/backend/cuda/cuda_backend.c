@@ -424,6 +424,12 @@ static void cuda_log_softmax_backward(Backend *backend, int rows, int dim, const
     cuda_softmax_backward_launch(cuda_state(backend)->stream, rows, dim, y, dy, scale, 1, dx);
 }
 
+static void cuda_combine_rows(Backend *backend, int rows, int channels, const int32_t *row_start,
+                              const int32_t *index, const float *weight, const Act *x, Act *y) {
+    cuda_combine_rows_launch(cuda_state(backend)->stream, backend->compute_dtype, rows, channels,
+                             row_start, index, weight, x, y);
+}
+
 // ---- reductions (cuda_reduce.cu) ---------------------------------------------------------
 
 static void cuda_reduce(Backend *backend, int kind, size_t n, const float *a, const float *b,
@@ -721,11 +727,13 @@ static const BackendOps cuda_ops = {
     .scale_rows = cuda_scale_rows,
     .gather_rows = cuda_gather_rows,
     .scatter_add_rows = cuda_scatter_add_rows,
+    .combine_rows = cuda_combine_rows,
     .column_max = cuda_column_max,
     .sinkhorn_exp = cuda_sinkhorn_exp,
     .sinkhorn_normalize = cuda_sinkhorn_normalize,
     .koleo_forward = cuda_koleo_forward,
     .koleo_backward = cuda_koleo_backward,
+    .cka_loss = cuda_cka_loss,
     .rope_forward = cuda_rope_forward,
     .rope_backward = cuda_rope_backward,
     .swiglu_forward = cuda_swiglu_forward,

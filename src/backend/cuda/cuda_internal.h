@@ -316,6 +316,10 @@ void cuda_softmax_forward_launch(cudaStream_t stream, int rows, int dim, const f
                                  const float *scale, int log, float *y);
 void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const float *y,
                                   const float *dy, float scale, int log, float *dx);
+// combine_rows (backend.h) on activations of dtype.
+void cuda_combine_rows_launch(cudaStream_t stream, ComputeDtype dtype, int rows, int channels,
+                              const int32_t *row_start, const int32_t *index,
+                              const float *weight, const void *x_any, void *y_any);
 
 // Grows state->workspace to at least bytes (cuda_memory.c; when plans are made).
 int cuda_reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err);
@@ -524,6 +528,9 @@ void cuda_koleo_forward(Backend *backend, int rows, int dim, const float *y, flo
 void cuda_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                          const int32_t *neighbor, const float *distance, float eps, float dlog,
                          float *dy);
+void cuda_cka_loss(Backend *backend, int images, int tokens, int dim, const float *student,
+                   const float *teacher, const float *image_weight, float *loss,
+                   float *dstudent);
 // ---- cuda_depthwise.cu (the ops themselves, as in backend.h) ----
 DepthwisePlan *cuda_depthwise_plan(Backend *backend, const DepthwiseShape *shape,
                                    ErrorMessage *err);

@@ -1,14 +1,16 @@
 // Row-wise ops of the cuda backend for heads and losses: L2 normalisation
 // and softmax / log-softmax with their gradients, one block per row, row
-// sums in double (as ref), NaN kept (backend.h).
+// sums in double (as ref), NaN kept (backend.h); and combine_rows (a sparse
+// matrix times rows, DINOv31's ROI-align), one thread per output row and
+// channel vector, no atomics.
 #include <math.h>
 
+#include "backend/cuda/cuda_act.cuh"
+#include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_reduce.cuh"
 
 namespace {
-
-constexpr int kThreads = 256;
 
 __global__ void l2_forward_kernel(int dim, const float *x, float eps, float *y, float *norm) {
     const float *xr = x + (size_t)blockIdx.x * dim;
@@ -75,9 +77,56 @@ __global__ void softmax_backward_kernel(int dim, const float *y, const float *dy
                      : (float)((double)scale * yr[d] * (dyr[d] - total));
 }
 
+// y[r] = the sum over t of weight[t] x[index[t]]: each thread owns V
+// channels of its rows (ChannelGrid) and adds the entries of a row in t
+// order in fp32, as ref does, so the bits match ref's in every dtype. The
+// row's entry range is read here: the grid depends on rows only.
+template <typename T, int V>
+__global__ void combine_rows_kernel(size_t rows, int channels, int vectors,
+                                    const int32_t *row_start, const int32_t *index,
+                                    const float *weight, const T *x, T *y) {
+    const int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= vectors) return;
+    const size_t c = (size_t)v * V;
+    CHANNEL_ROWS(r, rows) {
+        float total[V];
+        UNROLL_LOOP
+        for (int k = 0; k < V; k++) total[k] = 0.0f;
+        const int32_t end = row_start[r + 1];
+        for (int32_t t = row_start[r]; t < end; t++) {
+            float values[V];
+            act_load_vector<T, V>(x + (size_t)index[t] * channels + c, values);
+            const float w = weight[t];
+            UNROLL_LOOP
+            for (int k = 0; k < V; k++) total[k] += w * values[k];
+        }
+        act_store_vector<T, V>(y + r * channels + c, total);
+    }
+}
+
 }  // namespace
 
 extern "C" {
+
+void cuda_combine_rows_launch(cudaStream_t stream, ComputeDtype dtype, int rows, int channels,
+                              const int32_t *row_start, const int32_t *index,
+                              const float *weight, const void *x_any, void *y_any) {
+    if (rows == 0 || channels == 0) return;
+    act_dispatch(dtype, [&](auto tag) {
+        using T = ACT_T;
+        const bool fits = act_vector_fits<T>(channels, act_vector_width<T>(), {x_any, y_any});
+        act_width_dispatch<T>(fits, [&](auto width) {
+            constexpr int V = decltype(width)::value;
+            const ChannelGrid grid = channel_grid(channels, V);
+            if (cuda_queue_point())
+                combine_rows_kernel<T, V>
+                    <<<channel_row_blocks(grid, rows), grid.block, 0, stream>>>(
+                        rows, channels, grid.vectors, row_start, index, weight,
+                        (const T *)x_any, (T *)y_any);
+            CUDA_CHECK_LAUNCH();
+        });
+    });
+}
 
 void cuda_l2_normalize_forward_launch(cudaStream_t stream, int rows, int dim, const float *x,
                                       float eps, float *y, float *norm) {

@@ -190,6 +190,8 @@ void ref_gather_rows(Backend *backend, int count, int channels, const int32_t *i
                      const Act *x, Act *y);
 void ref_scatter_add_rows(Backend *backend, int count, int channels, const int32_t *index,
                           const Act *dy, Act *dx);
+void ref_combine_rows(Backend *backend, int rows, int channels, const int32_t *row_start,
+                      const int32_t *index, const float *weight, const Act *x, Act *y);
 void ref_column_max(Backend *backend, size_t rows, int channels, const float *x, float *max);
 void ref_sinkhorn_exp(Backend *backend, int rows, int channels, const float *x, float scale,
                       const float *max, float *q);
@@ -200,6 +202,9 @@ void ref_koleo_forward(Backend *backend, int rows, int dim, const float *y, floa
 void ref_koleo_backward(Backend *backend, int rows, int dim, const float *y,
                         const int32_t *neighbor, const float *distance, float eps, float dlog,
                         float *dy);
+void ref_cka_loss(Backend *backend, int images, int tokens, int dim, const float *student,
+                  const float *teacher, const float *image_weight, float *loss,
+                  float *dstudent);
 // ---- ref_depthwise.c ----
 DepthwisePlan *ref_depthwise_plan(Backend *backend, const DepthwiseShape *shape,
                                   ErrorMessage *err);
