@@ -16,6 +16,7 @@
 #include "augment/blur.h"
 #include "augment/color.h"
 #include "augment/resize.h"
+#include "data/load_plan.h"
 
 #define DRAWS 20000
 
@@ -374,6 +375,81 @@ static void test_render_no_allocation_when_warm(void **state) {
     augment_scratch_destroy(scratch);
 }
 
+
+// DINOv31's views (LightlyTrain's DINOv31Transform): the two globals, their
+// clean renders for the teacher, DINOv2's locals, then the PaKA locals.
+static void test_dinov31_views(void **state) {
+    (void)state;
+    ViewSet set;
+    ErrorMessage err = {{0}};
+    assert_int_equal(view_set_dinov31(&set, 224, 98, 8, 8, &err), 0);
+    assert_int_equal(set.count, 20);
+    assert_int_equal(set.global_count, 4);
+    assert_int_equal(set.teacher_views, 2);
+    assert_int_equal(view_set_validate(&set, &err), 0);
+    for (int v = 0; v < set.count; v++) {
+        const ViewTransform *t = &set.views[v];
+        assert_int_equal(t->size, v < 4 ? 224 : 98);
+        const ViewCoupling kind = v < 2 ? VIEW_COUPLING_NONE : v < 4 ? VIEW_COUPLING_SAME
+                                  : v < 12 ? VIEW_COUPLING_NONE : VIEW_COUPLING_INSIDE;
+        assert_int_equal(t->coupling, kind);
+        if (kind == VIEW_COUPLING_SAME) {
+            assert_int_equal(t->parent, v - 2);
+            assert_true(t->jitter_p == 0 && t->grey_p == 0 && t->blur_p == 0 && t->solarize_p == 0);
+        }
+        if (kind == VIEW_COUPLING_INSIDE) {
+            assert_int_equal(t->parent, (v - 12) % 2);
+            assert_float_equal(t->scale_min, 0.05f, 0);
+            assert_float_equal(t->scale_max, 0.40f, 0);
+            assert_float_equal(t->blur_p, 0.5f, 0);  // DINOv2's local photometrics
+            assert_float_equal(t->flip_p, 0.5f, 0);
+        }
+    }
+    assert_int_equal(view_set_dinov31(&set, 224, 98, 8, 13, &err), -1);
+    assert_non_null(strstr(err.text, "at most 24 views"));
+    assert_int_equal(view_set_dinov31(&set, 224, 64, 2, 3, &err), 0);
+    set.views[6].parent = 6;  // a coupled view must follow an earlier one
+    assert_int_equal(view_set_validate(&set, &err), -1);
+    assert_non_null(strstr(err.text, "view 6 follows view 6"));
+}
+
+// Planned views of many images: a clean render has its parent's crop and
+// flip and no colour op; a PaKA local lies inside its parent, with areas
+// uniform in [0.05, 0.4] of the parent's (mean 0.225) and aspect ratios
+// uniform in [3/4, 4/3] (mean 1.042).
+static void test_coupled_views_planned(void **state) {
+    (void)state;
+    ViewSet set;
+    assert_int_equal(view_set_dinov31(&set, 224, 98, 2, 2, NULL), 0);
+    const ImageInfo info = {.width = 640, .height = 480, .format = IMAGE_FORMAT_JPEG};
+    double area = 0.0, aspect = 0.0;
+    int samples = 0, flips = 0;
+    for (uint64_t key = 0; key < 2000; key++) {
+        LoadPlan plan;
+        load_plan(&set, 7, 3, key, &info, 0, &plan);
+        for (int g = 0; g < 2; g++) {
+            const ViewParams *clean = &plan.params[2 + g], *parent = &plan.params[g];
+            assert_memory_equal(&clean->crop, &parent->crop, sizeof clean->crop);
+            assert_int_equal(clean->flip, parent->flip);
+            assert_true(!clean->jitter && !clean->grey && !clean->solarize);
+            assert_true(clean->blur_sigma == 0.0f);
+        }
+        for (int k = 0; k < 2; k++) {
+            const ViewParams *local = &plan.params[6 + k], *parent = &plan.params[k];
+            assert_true(pixel_rect_contains(parent->crop, local->crop));
+            area += (double)local->crop.width * local->crop.height /
+                    ((double)parent->crop.width * parent->crop.height);
+            aspect += (double)local->crop.width / local->crop.height;
+            flips += local->flip;
+            samples++;
+        }
+    }
+    area /= samples, aspect /= samples;
+    assert_true(area > 0.215 && area < 0.235);
+    assert_true(aspect > 1.02 && aspect < 1.07);
+    assert_true(flips > samples * 0.45 && flips < samples * 0.55);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_simclr_defaults),
@@ -387,6 +463,8 @@ int main(void) {
         cmocka_unit_test(test_render_order),
         cmocka_unit_test(test_render_covered_mapping),
         cmocka_unit_test(test_render_no_allocation_when_warm),
+        cmocka_unit_test(test_dinov31_views),
+        cmocka_unit_test(test_coupled_views_planned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

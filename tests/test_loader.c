@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/load_plan.h"
 #include "data/loader.h"
 #include "data/scan.h"
 #include "image_fixtures.h"
@@ -143,6 +144,47 @@ static void test_dino_multi_crop_shapes_and_determinism(void **state) {
     }
     assert_null(loader_next(loader, NULL, &err));  // total_batches reached
     assert_string_equal(err.text, "");
+    loader_destroy(loader);
+}
+
+// DINOv31's views through the decoder processes: each position's geometry
+// (view after view) is its image's, the clean renders share their parent's
+// crop and flip, the PaKA locals lie inside theirs; it matches load_plan's.
+static void test_view_geometry(void **state) {
+    const Fixture *fixture = *state;
+    LoaderConfig config = base_config(fixture, 2);
+    assert_int_equal(view_set_dinov31(&config.views, 48, 16, 1, 2, NULL), 0);
+    config.total_batches = 1;
+    ErrorMessage err;
+    Loader *loader = loader_create(&config, &err);
+    if (!loader) fail_msg("%s", err.text);
+    const Batch *batch = loader_next(loader, NULL, &err);
+    assert_non_null(batch);
+    assert_non_null(batch->geometry);
+    const ViewSet *views = &config.views;
+    for (int b = 0; b < batch->size; b++) {
+        const ViewGeometry *first = &batch->geometry[b];
+        char path[4096];
+        snprintf(path, sizeof path, "%s", dataset_path(&fixture->dataset,
+                                                       batch->sample_indices[b]));
+        const int i = atoi(strrchr(path, '/') + 4);  // imgNNN: its size by setup_folder's rule
+        assert_int_equal(first->image_width, 40 + (i * 37) % 260);
+        assert_int_equal(first->image_height, 40 + (i * 53) % 200);
+        for (int v = 0; v < views->count; v++) {
+            const ViewGeometry *g = &batch->geometry[(size_t)v * batch->size + b];
+            const PixelRect image = {0, 0, g->image_width, g->image_height};
+            assert_true(pixel_rect_contains(image, g->crop) && g->crop.width > 0);
+            const ViewGeometry *parent =
+                &batch->geometry[(size_t)views->views[v].parent * batch->size + b];
+            if (views->views[v].coupling == VIEW_COUPLING_SAME) {
+                assert_memory_equal(&g->crop, &parent->crop, sizeof g->crop);
+                assert_int_equal(g->flip, parent->flip);
+            } else if (views->views[v].coupling == VIEW_COUPLING_INSIDE) {
+                assert_true(pixel_rect_contains(parent->crop, g->crop));
+            }
+        }
+    }
+    loader_release(loader, batch);
     loader_destroy(loader);
 }
 
@@ -308,6 +350,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_batches_with_1_and_7_workers),
         cmocka_unit_test(test_dino_multi_crop_shapes_and_determinism),
+        cmocka_unit_test(test_view_geometry),
         cmocka_unit_test(test_corrupt_files_skipped_counted_substituted),
         cmocka_unit_test(test_every_corrupt_file_counted_once),
         cmocka_unit_test(test_resume_from_batch_number),

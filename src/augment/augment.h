@@ -23,8 +23,22 @@
 #include "util/image.h"
 #include "util/rng.h"
 
-#define AUGMENT_MAX_VIEWS 16
+#define AUGMENT_MAX_VIEWS 24
 #define AUGMENT_MAX_CHANNELS SAMPLES_MAX_CHANNELS
+
+// A view whose crop follows an earlier view's (its parent's), as
+// LightlyTrain's DINOv31 PaKA views (constrained_crop.py).
+typedef enum ViewCoupling {
+    VIEW_COUPLING_NONE = 0,
+    // A clean render of the parent: its crop, flip and channels, with no
+    // colour jitter, greyscale, blur or solarize whatever the transform says.
+    VIEW_COUPLING_SAME,
+    // A box inside the parent's crop (sample_high_overlap_box): scale_min ..
+    // scale_max of the parent's area, aspect ratio_min .. ratio_max (both
+    // uniform), rounded, clipped to the parent and placed uniformly in it;
+    // the view's own flip and colour draws.
+    VIEW_COUPLING_INSIDE,
+} ViewCoupling;
 
 typedef struct ViewTransform {
     int size;                    // output is size x size pixels
@@ -51,6 +65,8 @@ typedef struct ViewTransform {
     // their order. Colour jitter, greyscale and solarize need 3 channels.
     int input_channels, channels;
     float drop_weights[AUGMENT_MAX_CHANNELS];
+    ViewCoupling coupling;  // VIEW_COUPLING_NONE: an independent crop
+    int parent;             // with a coupling: the earlier, uncoupled view it follows
 } ViewTransform;
 
 typedef enum JitterOp {
@@ -73,9 +89,20 @@ typedef struct ViewParams {
     uint8_t channel_map[AUGMENT_MAX_CHANNELS];  // view channel k reads input channel map[k]
 } ViewParams;
 
+// Where a view came from in its image (DINOv31's PaKA loss aligns views by
+// it): the crop in full-image pixels, the image's size, the flip.
+typedef struct ViewGeometry {
+    PixelRect crop;
+    int32_t image_width, image_height;
+    int32_t flip;
+} ViewGeometry;
+
 typedef struct ViewSet {
     int count;
     int global_count;  // views [0, global_count) are "global", the rest "local" (DINO)
+    // The last teacher_views of the global views are for a teacher only
+    // (DINOv31's clean globals): the student's forward leaves them out.
+    int teacher_views;
     ViewTransform views[AUGMENT_MAX_VIEWS];
     // 0: the views are 8-bit RGB (view_render; 3 channels in and out);
     // 1: floats of view_channels(views[0]) channels (view_render_float, the
@@ -142,6 +169,15 @@ void view_set_dino(ViewSet *set, int global_size, int local_size, int local_coun
 // LightlyTrain's DINOv2 views: DINO's with global scale [0.32, 1] and 8
 // local views of 98 px at scale [0.05, 0.32].
 void view_set_dinov2(ViewSet *set, int global_size);
+// LightlyTrain's DINOv31 views: DINOv2's two global views, their clean
+// renders (VIEW_COUPLING_SAME, for the teacher only), local_count DINOv2
+// local views of local_size px, then paka_count PaKA local views of
+// local_size (VIEW_COUPLING_INSIDE global view k % 2 at scale [0.05, 0.4] of
+// its area, the local views' colour ops and flip). local_size <= 0: 98 px;
+// local_count < 0: 8. -1 with a message when the views exceed
+// AUGMENT_MAX_VIEWS.
+int view_set_dinov31(ViewSet *set, int global_size, int local_size, int local_count,
+                     int paka_count, ErrorMessage *err);
 // --local-image-size / --local-views over a multi-crop set: local_size > 0
 // resizes the local views, local_count >= 0 sets how many there are (copies
 // of the first local view); negative values keep the set's own.
@@ -178,6 +214,10 @@ int view_set_override(ViewSet *set, const char *assignment, ErrorMessage *err);
 int view_transform_validate(const ViewTransform *transform, ErrorMessage *err);
 
 void view_sample(const ViewTransform *transform, int image_width, int image_height, Rng *rng,
+                 ViewParams *params);
+// A coupled view's parameters from its parent's (ViewTransform.coupling),
+// after view_sample drew its own from rng; draws the INSIDE box from rng.
+void view_couple(const ViewTransform *transform, const ViewParams *parent, Rng *rng,
                  ViewParams *params);
 
 // Per-thread scratch for view_render; grows to the largest need, then reused.

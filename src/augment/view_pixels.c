@@ -81,7 +81,16 @@ int view_set_validate(const ViewSet *set, ErrorMessage *err) {
         if (view_transform_validate(&set->views[v], err) != 0) return error_prefix(err, "view %d", v);
         if (view_input_channels(&set->views[v]) != input || view_channels(&set->views[v]) != channels)
             return error_set(err, "view %d: every view must read and carry the same channels", v);
+        const ViewTransform *view = &set->views[v];
+        if (view->coupling != VIEW_COUPLING_NONE &&
+            (view->parent < 0 || view->parent >= v ||
+             set->views[view->parent].coupling != VIEW_COUPLING_NONE))
+            return error_set(err, "view %d follows view %d: a coupled view needs an earlier, "
+                                  "uncoupled parent", v, view->parent);
     }
+    if (set->teacher_views < 0 || set->teacher_views >= set->global_count)
+        return error_set(err, "%d teacher-only views of %d global ones: the student needs one",
+                         set->teacher_views, set->global_count);
     if (!set->float_pixels && (input != 3 || channels != 3))
         return error_set(err, "8-bit views are RGB: %d channel(s) need the float path", channels);
     if (set->normalize_count && set->normalize_count != channels)

@@ -70,6 +70,39 @@ void view_set_dinov2(ViewSet *set, int global_size) {
     }
 }
 
+int view_set_dinov31(ViewSet *set, int global_size, int local_size, int local_count,
+                     int paka_count, ErrorMessage *err) {
+    if (local_size <= 0) local_size = 98;
+    if (local_count < 0) local_count = 8;
+    if (paka_count < 0 || 4 + local_count + paka_count > AUGMENT_MAX_VIEWS)
+        return error_set(err, "DINOv31 takes 4 global views, %d local and %d PaKA local views: "
+                              "at most %d views in all", local_count, paka_count,
+                         AUGMENT_MAX_VIEWS);
+    view_set_dinov2(set, global_size);
+    ViewTransform local = set->views[2];
+    local.size = local_size;
+    for (int i = 0; i < local_count; i++) set->views[4 + i] = local;
+    for (int g = 0; g < 2; g++) {
+        ViewTransform clean = set->views[g];
+        clean.flip_p = clean.jitter_p = clean.grey_p = clean.blur_p = clean.solarize_p = 0.0f;
+        clean.coupling = VIEW_COUPLING_SAME;
+        clean.parent = g;
+        set->views[2 + g] = clean;
+    }
+    ViewTransform paka = local;
+    paka.scale_min = 0.05f;
+    paka.scale_max = 0.40f;
+    paka.coupling = VIEW_COUPLING_INSIDE;
+    for (int k = 0; k < paka_count; k++) {
+        paka.parent = k % 2;
+        set->views[4 + local_count + k] = paka;
+    }
+    set->count = 4 + local_count + paka_count;
+    set->global_count = 4;
+    set->teacher_views = 2;
+    return 0;
+}
+
 void view_set_multi_crop(ViewSet *set, int local_size, int local_count) {
     if (local_size <= 0 && local_count < 0) return;
     const ViewTransform local = set->views[set->global_count < set->count ? set->global_count : 0];
@@ -283,4 +316,34 @@ void view_sample(const ViewTransform *t, int image_width, int image_height, Rng 
     params->blur_sigma = blur ? sigma : 0.0f;
     params->solarize = rng_bernoulli(rng, t->solarize_p);
     if (view_channels(t) < view_input_channels(t)) sample_channel_drop(t, rng, params->channel_map);
+}
+
+// LightlyTrain's sample_high_overlap_box: a box of a uniform fraction of the
+// parent's area and a uniform aspect ratio, fully inside the parent.
+static PixelRect sample_inside(const ViewTransform *t, PixelRect parent, Rng *rng) {
+    if (parent.width <= 1 || parent.height <= 1) return parent;
+    const double area = rng_range(rng, t->scale_min, t->scale_max) *
+                        (double)parent.width * parent.height;
+    const double aspect = rng_range(rng, t->ratio_min, t->ratio_max);
+    int width = (int)lround(sqrt(area * aspect)), height = (int)lround(sqrt(area / aspect));
+    width = width < 1 ? 1 : width > parent.width ? parent.width : width;
+    height = height < 1 ? 1 : height > parent.height ? parent.height : height;
+    const int x = parent.x + (int)rng_below(rng, (uint32_t)(parent.width - width + 1));
+    const int y = parent.y + (int)rng_below(rng, (uint32_t)(parent.height - height + 1));
+    return (PixelRect){x, y, width, height};
+}
+
+void view_couple(const ViewTransform *t, const ViewParams *parent, Rng *rng,
+                 ViewParams *params) {
+    if (t->coupling == VIEW_COUPLING_INSIDE) {
+        params->crop = sample_inside(t, parent->crop, rng);
+    } else if (t->coupling == VIEW_COUPLING_SAME) {
+        params->crop = parent->crop;
+        params->flip = parent->flip;
+        memcpy(params->channel_map, parent->channel_map, sizeof params->channel_map);
+        params->jitter = params->grey = params->solarize = 0;
+        params->brightness_factor = params->contrast_factor = params->saturation_factor = 1.0f;
+        params->hue_factor = 0.0f;
+        params->blur_sigma = 0.0f;
+    }
 }

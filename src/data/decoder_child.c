@@ -156,6 +156,9 @@ static void child_render(Child *child, const DecoderRequest *request, uint64_t r
     LoadPlan plan;
     load_plan(&settings->views, settings->seed, request->epoch, request->view_key, &reply->info,
               request->whole_file, &plan);
+    for (int v = 0; v < settings->views.count; v++)
+        reply->geometry[v] = (ViewGeometry){plan.params[v].crop, reply->info.width,
+                                            reply->info.height, plan.params[v].flip};
     child_faults(request->index);
     DecodedImage decoded;
     if (decoder_decode(child->decoder, child->file.data, child->file.size, &plan.request,

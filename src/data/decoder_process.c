@@ -54,6 +54,7 @@ struct DecoderProcess {
     int output_fd;
     const uint8_t *views;
     size_t views_bytes;
+    ViewGeometry geometry[AUGMENT_MAX_VIEWS];  // the last collected render's
     pid_t pid;  // 0 while no child runs
     int socket;
     // The requests in flight, oldest first (a ring from pending_first), and
@@ -369,6 +370,7 @@ static int accept_reply(DecoderProcess *process, const DecoderReply *reply, int 
     result->read_seconds = 1e-9 * (double)reply->read_ns;
     result->decode_seconds = 1e-9 * (double)reply->decode_ns;
     result->render_seconds = 1e-9 * (double)reply->render_ns;
+    memcpy(result->geometry, reply->geometry, sizeof result->geometry);
     if (op != DECODER_OP_DECODE) return 0;  // no pixels to locate
     const int native = reply->native != 0;
     const SampleImage *samples = &reply->samples;
@@ -554,7 +556,9 @@ int decoder_process_collect_render(DecoderProcess *process, DecoderRendered *ren
         return DECODER_PROCESS_BROKEN;
     }
     const size_t views_bytes = process->views_bytes / DECODER_PROCESS_PIPELINE;
+    memcpy(process->geometry, result.geometry, sizeof process->geometry);
     *rendered = (DecoderRendered){
+        .geometry = process->geometry,
         .format = result.info.format,
         .views = process->settings.shared_slots
                      ? NULL

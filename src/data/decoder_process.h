@@ -84,6 +84,7 @@ typedef struct DecoderResult {
     // The pixels, in the worker's read-only mapping of the child's memory.
     DecodedImage decoded;
     double read_seconds, decode_seconds, render_seconds;  // as the child measured them
+    ViewGeometry geometry[AUGMENT_MAX_VIEWS];             // a render's views (DecoderReply)
 } DecoderResult;
 
 int decoder_process_probe(DecoderProcess *process, const char *path, ImageInfo *info,
@@ -104,6 +105,7 @@ typedef struct DecoderRendered {
     ImageFormat format;
     const uint8_t *views;
     double read_seconds, decode_seconds, render_seconds;  // as the child measured them
+    const ViewGeometry *geometry;  // (view count) where each view came from; valid until the next collect
 } DecoderRendered;
 int decoder_process_render(DecoderProcess *process, const char *path, int64_t index,
                            uint32_t epoch, uint64_t view_key, int whole_file, int slot,

@@ -73,6 +73,7 @@ typedef struct DecoderReply {
     SampleImage samples;
     PixelRect covered;
     uint64_t read_ns, decode_ns, render_ns;
+    ViewGeometry geometry[AUGMENT_MAX_VIEWS];  // DECODER_OP_RENDER: where each view came from
 } DecoderReply;
 
 // Where view v of one image starts among its views (view after view), and

@@ -25,6 +25,9 @@ void load_plan(const ViewSet *views, uint64_t seed, uint32_t epoch, uint64_t vie
     for (int v = 0; v < views->count; v++) {
         Rng rng = rng_make(seed, epoch, view_key, RNG_STREAM_VIEW + (uint32_t)v);
         view_sample(&views->views[v], info->width, info->height, &rng, &plan->params[v]);
+        if (views->views[v].coupling != VIEW_COUPLING_NONE)  // validated: an earlier parent
+            view_couple(&views->views[v], &plan->params[views->views[v].parent], &rng,
+                        &plan->params[v]);
         const PixelRect crop = plan->params[v].crop;
         region = v == 0 ? crop : rect_union(region, crop);
         const double size = views->views[v].size;

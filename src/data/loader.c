@@ -34,6 +34,7 @@ typedef struct BatchSlot {
     uint32_t *requested;   // (batch_size) indices from the sampler
     uint32_t *used;        // (batch_size) indices actually decoded
     uint8_t *failed;       // (batch_size) keep_last: 1 where the file failed
+    ViewGeometry *geometry;  // (views x batch_size) Batch.geometry
     int done;              // positions finished
 } BatchSlot;
 
@@ -141,6 +142,8 @@ static void task_flag(WorkerTask *task) {
         const size_t bytes = (size_t)slot->batch.view_size[v] * (size_t)slot->batch.view_size[v] *
                              slot->batch.pixel_bytes;
         memset(slot->batch.views[v] + (size_t)task->position * bytes, 0, bytes);
+        slot->geometry[(size_t)v * (size_t)slot->batch.size + task->position] =
+            (ViewGeometry){{0, 0, 0, 0}, 0, 0, 0};
     }
 }
 
@@ -238,6 +241,8 @@ static int task_collect(Worker *worker, WorkerTask *task, double since, ErrorMes
         memcpy(slot->batch.views[v] + (size_t)task->position * bytes,
                rendered.views + decoder_view_offset(&config->views, v), bytes);
     }
+    for (int v = 0; v < slot->batch.view_count; v++)
+        slot->geometry[(size_t)v * (size_t)slot->batch.size + task->position] = rendered.geometry[v];
     slot->used[task->position] = task->index;
     if (task->attempt > 0) atomic_fetch_add(&loader->replacements, 1);
     // Reading and augmenting as the child timed them; decoding is the rest
@@ -426,7 +431,9 @@ static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
         slot->requested = calloc(batch, sizeof *slot->requested);
         slot->used = calloc(batch, sizeof *slot->used);
         slot->failed = calloc(batch, sizeof *slot->failed);
-        if (!slot->requested || !slot->used || !slot->failed) return error_set(err, "out of memory");
+        slot->geometry = calloc(batch * (size_t)config->views.count, sizeof *slot->geometry);
+        if (!slot->requested || !slot->used || !slot->failed || !slot->geometry)
+            return error_set(err, "out of memory");
         uint8_t *cursor = slot->pixels;
         slot->batch.size = config->batch_size;
         slot->batch.view_count = config->views.count;
@@ -435,6 +442,7 @@ static int loader_allocate_slots(Loader *loader, ErrorMessage *err) {
         slot->batch.pixel_bytes = pixel_bytes;
         slot->batch.sample_indices = slot->used;
         slot->batch.failed = slot->failed;
+        slot->batch.geometry = slot->geometry;
         slot->batch.index = UINT64_MAX;  // never matches a real batch until opened
         for (int v = 0; v < config->views.count; v++) {
             const int size = config->views.views[v].size;
@@ -546,6 +554,7 @@ void loader_destroy(Loader *loader) {
         free(loader->slots[s].requested);
         free(loader->slots[s].used);
         free(loader->slots[s].failed);
+        free(loader->slots[s].geometry);
     }
     free(loader->slots);
     sampler_free(&loader->sampler);

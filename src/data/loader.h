@@ -84,6 +84,9 @@ typedef struct Batch {
     const uint32_t *sample_indices;     // (size) dataset index used at each position
     const uint8_t *failed;  // (size) 1 where the file could not be loaded (keep_last only;
                             // its pixels are zero), else 0
+    // (view_count x batch size, view after view) where each view came from
+    // in its image, or NULL (a batch made by hand); a failed position's is 0.
+    const ViewGeometry *geometry;
 } Batch;
 
 // Bytes of the batch's first `views` views (views = view_count: all of
