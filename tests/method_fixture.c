@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data/load_plan.h"
 #include "util/rng.h"
 
 Backend *method_fixture_backend(const char *name, ComputeDtype dtype) {
@@ -63,10 +64,22 @@ void method_fixture_batch(const Method *method, int size, MethodFixtureBatch *ou
         out->batch.views[v] = out->pixels[v];
         out->batch.view_size[v] = side;
     }
+    out->geometry = calloc((size_t)method->views.count * size, sizeof *out->geometry);
+    assert_non_null(out->geometry);
+    const ImageInfo info = {.width = 200, .height = 160, .format = IMAGE_FORMAT_PNG};
+    for (int b = 0; b < size; b++) {
+        LoadPlan plan;
+        load_plan(&method->views, 11, 0, (uint64_t)b, &info, 0, &plan);
+        for (int v = 0; v < method->views.count; v++)
+            out->geometry[(size_t)v * size + b] =
+                (ViewGeometry){plan.params[v].crop, info.width, info.height, plan.params[v].flip};
+    }
+    out->batch.geometry = out->geometry;
 }
 
 void method_fixture_batch_free(MethodFixtureBatch *batch) {
     for (int v = 0; v < AUGMENT_MAX_VIEWS; v++) free(batch->pixels[v]);
+    free(batch->geometry);
     memset(batch, 0, sizeof *batch);
 }
 
@@ -77,6 +90,7 @@ int method_fixture_small_args(MethodKind kind, const char *teacher_arg, const ch
         args[3] = "warmup_teacher_temp_steps=0";
         return 4;
     case METHOD_DINOV2:  // KoLeo off: see test_method_steps.c's header
+    case METHOD_DINOV31:
         args[0] = "hidden_dim=32", args[1] = "bottleneck_dim=8", args[2] = "output_dim=24";
         args[3] = "koleo_loss_weight=0";
         return 4;

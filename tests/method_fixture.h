@@ -37,11 +37,14 @@ double method_fixture_allowed_error(double sixteen_bit_error, double floor);
 double method_fixture_scalar_floor(ComputeDtype dtype);
 
 // A batch of `size` samples for the method's views, uint8 values drawn from
-// seed 11 (view v from stream v): the same bytes on every run. Free with
-// method_fixture_batch_free.
+// seed 11 (view v from stream v): the same bytes on every run. Its geometry
+// is what load_plan draws for a 200 x 160 image per sample (seed 11, key:
+// the sample), so coupled views lie where the loader would put them. Free
+// with method_fixture_batch_free.
 typedef struct MethodFixtureBatch {
     Batch batch;
     uint8_t *pixels[AUGMENT_MAX_VIEWS];
+    ViewGeometry *geometry;
 } MethodFixtureBatch;
 
 void method_fixture_batch(const Method *method, int size, MethodFixtureBatch *out);

@@ -1,5 +1,5 @@
 // One training step of every method (SimCLR, BYOL, DINO, VICReg, Barlow
-// Twins, distillation v1, v2 and v3, DINOv2) on a backend against the ref
+// Twins, distillation v1, v2 and v3, DINOv2, DINOv31) on a backend against the ref
 // backend, from the same weights and the same batch: the loss and every
 // group's parameter gradients (issue 9: "a full training step of each
 // method on the GPU against the CPU").
@@ -81,10 +81,12 @@ typedef struct StepPass {
 static int step_pass(const char *name, ComputeDtype dtype, MethodKind kind, StepPass *pass) {
     Backend *backend = method_fixture_backend(name, dtype);
     if (!backend) return -1;
-    const int image = kind == METHOD_DINOV2 ? VIT_IMAGE : RESNET_IMAGE;
+    const int vit = kind == METHOD_DINOV2 || kind == METHOD_DINOV31;
+    const int image = vit ? VIT_IMAGE : RESNET_IMAGE;
     ViewSet views;
     method_default_views(kind, image, &views);
     if (kind == METHOD_DINO || kind == METHOD_DINOV2) view_set_multi_crop(&views, image / 2, 2);
+    if (kind == METHOD_DINOV31) view_set_dinov31(&views, image, image / 2, 2, 2, NULL);
     const char *args[4];
     MethodSetup setup = {.backend = backend,
                          .batch = BATCH,
@@ -94,7 +96,7 @@ static int step_pass(const char *name, ComputeDtype dtype, MethodKind kind, Step
                          .args = args,
                          .arg_count = method_fixture_small_args(kind, teacher_arg, args)};
     ErrorMessage err = {{0}};
-    if (backbone_spec_parse(kind == METHOD_DINOV2 ? "vit_t14" : "resnet18", image, &setup.backbone,
+    if (backbone_spec_parse(vit ? "vit_t14" : "resnet18", image, &setup.backbone,
                             &err))
         fail_msg("%s", err.text);
     Method method;
@@ -244,6 +246,7 @@ int main(void) {
         STEP_CASE("test_distillationv1_cpu", METHOD_DISTILLATION_V1, "cpu", COMPUTE_F32),
         STEP_CASE("test_distillationv2_cpu", METHOD_DISTILLATION_V2, "cpu", COMPUTE_F32),
         STEP_CASE("test_dinov2_cpu", METHOD_DINOV2, "cpu", COMPUTE_F32),
+        STEP_CASE("test_dinov31_cpu", METHOD_DINOV31, "cpu", COMPUTE_F32),
         STEP_CASE("test_simclr_cuda", METHOD_SIMCLR, "cuda", COMPUTE_F32),
         STEP_CASE("test_byol_cuda", METHOD_BYOL, "cuda", COMPUTE_F32),
         STEP_CASE("test_dino_cuda", METHOD_DINO, "cuda", COMPUTE_F32),
@@ -253,6 +256,7 @@ int main(void) {
         STEP_CASE("test_distillationv1_cuda", METHOD_DISTILLATION_V1, "cuda", COMPUTE_F32),
         STEP_CASE("test_distillationv2_cuda", METHOD_DISTILLATION_V2, "cuda", COMPUTE_F32),
         STEP_CASE("test_dinov2_cuda", METHOD_DINOV2, "cuda", COMPUTE_F32),
+        STEP_CASE("test_dinov31_cuda", METHOD_DINOV31, "cuda", COMPUTE_F32),
         STEP_CASE("test_simclr_cuda_fp16", METHOD_SIMCLR, "cuda", COMPUTE_F16),
         STEP_CASE("test_byol_cuda_fp16", METHOD_BYOL, "cuda", COMPUTE_F16),
         STEP_CASE("test_dino_cuda_fp16", METHOD_DINO, "cuda", COMPUTE_F16),
@@ -262,10 +266,12 @@ int main(void) {
         STEP_CASE("test_distillationv1_cuda_fp16", METHOD_DISTILLATION_V1, "cuda", COMPUTE_F16),
         STEP_CASE("test_distillationv2_cuda_fp16", METHOD_DISTILLATION_V2, "cuda", COMPUTE_F16),
         STEP_CASE("test_dinov2_cuda_fp16", METHOD_DINOV2, "cuda", COMPUTE_F16),
+        STEP_CASE("test_dinov31_cuda_fp16", METHOD_DINOV31, "cuda", COMPUTE_F16),
         STEP_CASE("test_simclr_cuda_bf16", METHOD_SIMCLR, "cuda", COMPUTE_BF16),
         STEP_CASE("test_dino_cuda_bf16", METHOD_DINO, "cuda", COMPUTE_BF16),
         STEP_CASE("test_distillation_cuda_bf16", METHOD_DISTILLATION, "cuda", COMPUTE_BF16),
         STEP_CASE("test_dinov2_cuda_bf16", METHOD_DINOV2, "cuda", COMPUTE_BF16),
+        STEP_CASE("test_dinov31_cuda_bf16", METHOD_DINOV31, "cuda", COMPUTE_BF16),
     };
     const size_t count = sizeof tests / sizeof tests[0];
     struct CMUnitTest chosen[sizeof tests / sizeof tests[0]];

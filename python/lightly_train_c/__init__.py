@@ -92,7 +92,7 @@ def train(
             ``vit_b14``, ..., ``dinov3/vits16``; LightlyTrain's
             ``torchvision/resnet50`` is ``resnet50``.
         method: ``distillation`` (default, LightlyTrain's: v3; ``v1``, ``v2``: add
-            the suffix), ``simclr``, ``byol``, ``dino``, ``dinov2``, ``vicreg``,
+            the suffix), ``simclr``, ``byol``, ``dino``, ``dinov2``, ``dinov31``, ``vicreg``,
             ``barlowtwins``. Distillation's teacher is ``dinov3/vitb16``,
             downloaded by name on first use (docs/weights.md), unless
             ``method_args={"teacher": "path/to/teacher.safetensors"}`` names
@@ -124,7 +124,7 @@ def train(
         transform_args: LightlyTrain's view parameters: ``image_size``,
             ``random_resize``, ``random_flip``, ``color_jitter``,
             ``random_gray_scale``, ``gaussian_blur``, ``solarize``, and for
-            dino / dinov2 ``global_view_1`` and ``local_view``; or the
+            dino / dinov2 / dinov31 ``global_view_1`` and ``local_view``; or the
             program's own keys (``{"scale_min": 0.2, "local.blur_p": 0.1}``).
             How each maps: lightly_train_c._transforms.
         loggers: LightlyTrain's loggers: ``{"mlflow": {"tracking_uri":

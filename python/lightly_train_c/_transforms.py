@@ -13,7 +13,7 @@ entries (docs/commands.md, "train"). The mapping:
   factor times strength; give strength with the factors); None -> jitter_p 0
 - ``random_gray_scale`` p -> grey_p
 - ``gaussian_blur`` {prob, sigmas} and ``solarize`` {prob, threshold}: the
-  first global view for dino / dinov2 (``global_view_1`` holds the second
+  first global view for dino / dinov2 / dinov31 (``global_view_1`` holds the second
   one's), every global view otherwise; None -> probability 0
 - ``local_view`` {num_views, view_size, random_resize, gaussian_blur} ->
   local_views, local_image_size and the ``local.`` keys
@@ -38,7 +38,7 @@ class _Views:
     """Collects the options of one transform_args mapping."""
 
     def __init__(self, method: Optional[str]):
-        self.multi_crop = method in ("dino", "dinov2")
+        self.multi_crop = method in ("dino", "dinov2", "dinov31")
         self.options: Dict[str, Any] = {}
         self.entries: List[str] = []
 

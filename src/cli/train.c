@@ -22,7 +22,7 @@
 // The first is the default: LightlyTrain's (v3, from its default teacher).
 const char *const train_method_names[] = {
     "distillation", "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillationv1",
-    "distillationv2", "distillationv3", "dinov2", NULL};
+    "distillationv2", "distillationv3", "dinov2", "dinov31", NULL};
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
 // LightlyTrain's model names for the same backbones (its key=value spelling
 // is accepted, so its values are too).
@@ -75,10 +75,10 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
          spec.kind != BACKBONE_VIT))
         return error_set(err, "--activation-checkpointing applies to ViT models only (--model "
                               "%s is a ResNet)", backbone_model_names[choices->model]);
-    const int multi_crop = strcmp(method, "dino") == 0 || strcmp(method, "dinov2") == 0;
+    const int multi_crop = strcmp(method, "dino") == 0 || strncmp(method, "dinov", 5) == 0;
     if (!multi_crop && (config->local_views >= 0 || config->local_image_size > 0))
-        return error_set(err, "--local-views and --local-image-size apply to --method dino and "
-                              "dinov2 only");
+        return error_set(err, "--local-views and --local-image-size apply to --method dino, "
+                              "dinov2 and dinov31 only");
     // LightlyTrain's rule: the teacher takes RGB, ChannelDrop may bring the views to 3.
     const int model_channels = channel_settings_model_channels(&config->channels);
     if (strncmp(method, "distillation", 12) == 0 && model_channels != 3)

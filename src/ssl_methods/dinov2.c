@@ -38,16 +38,20 @@
 #include "backend/staging.h"
 #include "nn/schedule.h"
 #include "ssl_methods/dinov2_loss.h"
+#include "ssl_methods/dinov2_paka.h"
 #include "ssl_methods/dinov2_masks.h"
 #include "ssl_methods/dinov2_param_groups.h"
 #include "ssl_methods/method_teacher.h"
 
-#define DINOV2_GROUPS 4  // backbone, projection_head, mask_token, last_layer
+// backbone, projection_head, mask_token, last_layer (, DINOv31's student_paka_head)
+#define DINOV2_GROUPS 5
 
 typedef struct Dinov2State {
     Head head;
     EmaTeacher teacher;
     Dinov2Loss *loss;
+    Dinov2Paka *paka;  // DINOv31's PaKA, or NULL
+    int local_views;   // DINOv2's local views (DINOv31's PaKA views follow them)
     Dinov2MaskConfig masks;
     ParameterSet mask_token;  // "mask_token" (1, D): DINOv2's, trained with the backbone
     Dinov2GroupTables tables[DINOV2_GROUPS];  // the method groups' lr multipliers and decay
@@ -146,16 +150,17 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     Dinov2State *state = method->state;
     Backend *backend = method->backend;
     const int dim = method->backbone.feature_dim, global = 2 * batch;
-    const int local = method->local_views * batch;
+    const int local = state->local_views * batch, all_local = method->local_views * batch;
     const size_t out = (size_t)head_spec_output_dim(&state->head.spec);
     int rows;
     const int masked = upload_masks(method, state, step, batch, &rows, err);
     if (masked < 0) return -1;
     const size_t cls_rows = (size_t)global + local;
 
-    // teacher: global views, no masks, eval mode
+    // teacher: global views (DINOv31: and their clean renders), no masks, eval mode
     Vit *teacher_vit = &state->teacher.backbone.model.vit;
-    if (backbone_forward(&state->teacher.backbone, 0, global, method->global_input, 0, err))
+    if (backbone_forward(&state->teacher.backbone, 0, state->paka ? 2 * global : global,
+                         method->global_input, 0, err))
         return -1;
     collect_tokens(backend, teacher_vit, 0, global, dim, state->teacher_in, rows,
                    state->token_index, act_at(backend, state->teacher_in, (size_t)global * dim));
@@ -171,11 +176,12 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     Act *patches_in = act_at(backend, state->student_in, cls_rows * dim);
     collect_tokens(backend, vit, 0, global, dim, state->student_in, rows, state->token_index,
                    patches_in);
-    if (local) {
-        if (backbone_forward(&method->backbone, 1, local, method->local_input, 1, err)) return -1;
+    if (all_local && backbone_forward(&method->backbone, 1, all_local, method->local_input, 1,
+                                      err))
+        return -1;
+    if (local)
         collect_tokens(backend, vit, 1, local, dim,
                        act_at(backend, state->student_in, (size_t)global * dim), 0, NULL, NULL);
-    }
     backend->op.act_to_float(backend, (size_t)global * dim, state->student_in,
                              state->student_features);
     const float *student_out =
@@ -197,6 +203,9 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
     // ibot, koleo: adjacent in both
     backend->op.copy(backend, method_scalar(method, 2), terms + DINOV2_TERM_IBOT,
                      2 * sizeof(float));
+    if (state->paka &&
+        dinov2_paka_forward(state->paka, method, step, batch, vit, teacher_vit, 4, err))
+        return -1;
 
     dinov2_loss_backward(state->loss, state->dstudent_out, state->dstudent_out + cls_rows * out,
                          state->dfeatures);
@@ -215,23 +224,37 @@ static int dinov2_step(Method *method, long step, int batch, ErrorMessage *err) 
         backend->op.scatter_add_rows(backend, rows, dim, state->token_index,
                                      act_at(backend, state->dstudent_in, cls_rows * dim),
                                      state->dtokens);
-    parameter_set_hold_progress(method->backbone.params, local > 0);  // not the last pass
+    parameter_set_hold_progress(method->backbone.params, all_local > 0);  // not the last pass
     if (vit_backward_tokens(vit, 0, state->dtokens, err)) return -1;
     parameter_set_hold_progress(method->backbone.params, 0);
     parameter_set_grads_final(&state->mask_token, 0);
-    if (local) {
-        backend->op.token_pool_backward(backend, local, state->local_tokens, dim, 0, 1,
-                                        act_at(backend, state->dstudent_in, (size_t)global * dim),
-                                        state->dtokens);
+    if (all_local) {
+        if (local)
+            backend->op.token_pool_backward(
+                backend, local, state->local_tokens, dim, 0, 1,
+                act_at(backend, state->dstudent_in, (size_t)global * dim), state->dtokens);
+        if (state->paka &&
+            dinov2_paka_backward(state->paka, method,
+                                 act_at(backend, state->dtokens,
+                                        (size_t)local * state->local_tokens * dim),
+                                 err))
+            return -1;
         if (vit_backward_tokens(vit, 1, state->dtokens, err)) return -1;
     }
     return 0;
+}
+
+Dinov2Paka *dinov2_method_paka(const Method *method) {
+    return method->kind == METHOD_DINOV31 && method->state
+               ? ((Dinov2State *)method->state)->paka
+               : NULL;
 }
 
 static void dinov2_after_update(Method *method, long step) {
     Dinov2State *state = method->state;
     const float momentum = dinov2_momentum(state, step + 1);
     ema_teacher_update(&state->teacher, method, momentum);
+    if (state->paka) dinov2_paka_after_update(state->paka, method, momentum);
     dinov2_loss_update_centers(state->loss);
     method_set_scalar(method, 0, momentum);
 }
@@ -240,6 +263,7 @@ static int dinov2_save(Method *method, CheckpointWriter *writer, ErrorMessage *e
     Dinov2State *state = method->state;
     const size_t out = (size_t)head_spec_output_dim(&state->head.spec);
     if (ema_teacher_save(&state->teacher, writer, err) ||
+        (state->paka && dinov2_paka_save(state->paka, writer, err)) ||
         checkpoint_add_floats(writer, "dinov2.cls_center", method->backend,
                               dinov2_loss_cls_center(state->loss), out, err))
         return -1;
@@ -251,6 +275,7 @@ static int dinov2_load(Method *method, const Checkpoint *checkpoint, ErrorMessag
     Dinov2State *state = method->state;
     const size_t out = (size_t)head_spec_output_dim(&state->head.spec);
     if (ema_teacher_load(&state->teacher, checkpoint, err) ||
+        (state->paka && dinov2_paka_load(state->paka, checkpoint, err)) ||
         checkpoint_get_floats(checkpoint, "dinov2.cls_center", method->backend,
                               dinov2_loss_cls_center(state->loss), out, err))
         return -1;
@@ -267,6 +292,7 @@ static void dinov2_destroy(Method *method) {
     if (!state) return;
     Backend *backend = method->backend;
     ema_teacher_free(&state->teacher);
+    dinov2_paka_free(state->paka);
     head_free(&state->head);
     parameter_set_free(&state->mask_token);
     for (int g = 0; g < DINOV2_GROUPS; g++) dinov2_group_tables_free(&state->tables[g]);
@@ -300,6 +326,7 @@ typedef struct Dinov2Args {
     double dino_loss_weight, ibot_loss_weight, koleo_loss_weight, center_momentum;
     double momentum_start, momentum_end, student_temp, teacher_temp_start, teacher_temp_end;
     double teacher_temp_warmup_steps, mask_ratio_min, mask_ratio_max, mask_probability;
+    double paka_weight, paka_start_step, paka_max_tokens;  // DINOv31's DINOv31Args
     int norm_last_layer;  // not a DINOv2Args field: LightlyTrain's DINOv2 trains weight_g
     Dinov2Centering centering;
 } Dinov2Args;
@@ -307,23 +334,35 @@ typedef struct Dinov2Args {
 // mask_ratio_max: a mask covers at most half the patches. Besides the
 // ranges: mask_ratio_min <= mask_ratio_max and teacher_temp_start <=
 // teacher_temp_end (LightlyTrain's linear_warmup_schedule), checked below.
-const MethodArgSpec dinov2_arg_specs[] = {
-    METHOD_ARG_DIM("hidden_dim"), METHOD_ARG_DIM("bottleneck_dim"), METHOD_ARG_DIM("output_dim"),
-    METHOD_ARG_STEPS("student_freeze_last_layer_steps"),
-    METHOD_ARG_STEPS("student_freeze_backbone_steps"),
-    METHOD_ARG_FRACTION("layerwise_decay"),
-    {"patch_embed_lr_multiplier", METHOD_ARG_NUMBER, 0, 100, 0, NULL},
-    METHOD_ARG_FLAG("norm_last_layer"),
-    METHOD_ARG_WEIGHT("dino_loss_weight"), METHOD_ARG_WEIGHT("ibot_loss_weight"),
-    METHOD_ARG_WEIGHT("koleo_loss_weight"),
-    {"center_method", METHOD_ARG_CHOICE, 0, 0, 0, "softmax|sinkhorn_knopp"},
-    METHOD_ARG_FRACTION("center_momentum"), METHOD_ARG_FRACTION("momentum_start"),
-    METHOD_ARG_FRACTION("momentum_end"), METHOD_ARG_TEMPERATURE("student_temp"),
-    METHOD_ARG_TEMPERATURE("teacher_temp_start"), METHOD_ARG_TEMPERATURE("teacher_temp_end"),
-    METHOD_ARG_STEPS("teacher_temp_warmup_steps"),
-    {"mask_ratio_min", METHOD_ARG_NUMBER, 0, 0.5, 0, NULL},
-    {"mask_ratio_max", METHOD_ARG_NUMBER, 0, 0.5, 0, NULL},
-    METHOD_ARG_FRACTION("mask_probability"), METHOD_ARG_END,
+#define DINOV2_ARG_SPECS \
+    METHOD_ARG_DIM("hidden_dim"), METHOD_ARG_DIM("bottleneck_dim"), METHOD_ARG_DIM("output_dim"), \
+    METHOD_ARG_STEPS("student_freeze_last_layer_steps"), \
+    METHOD_ARG_STEPS("student_freeze_backbone_steps"), \
+    METHOD_ARG_FRACTION("layerwise_decay"), \
+    {"patch_embed_lr_multiplier", METHOD_ARG_NUMBER, 0, 100, 0, NULL}, \
+    METHOD_ARG_FLAG("norm_last_layer"), \
+    METHOD_ARG_WEIGHT("dino_loss_weight"), METHOD_ARG_WEIGHT("ibot_loss_weight"), \
+    METHOD_ARG_WEIGHT("koleo_loss_weight"), \
+    {"center_method", METHOD_ARG_CHOICE, 0, 0, 0, "softmax|sinkhorn_knopp"}, \
+    METHOD_ARG_FRACTION("center_momentum"), METHOD_ARG_FRACTION("momentum_start"), \
+    METHOD_ARG_FRACTION("momentum_end"), METHOD_ARG_TEMPERATURE("student_temp"), \
+    METHOD_ARG_TEMPERATURE("teacher_temp_start"), METHOD_ARG_TEMPERATURE("teacher_temp_end"), \
+    METHOD_ARG_STEPS("teacher_temp_warmup_steps"), \
+    {"mask_ratio_min", METHOD_ARG_NUMBER, 0, 0.5, 0, NULL}, \
+    {"mask_ratio_max", METHOD_ARG_NUMBER, 0, 0.5, 0, NULL}, \
+    METHOD_ARG_FRACTION("mask_probability")
+
+const MethodArgSpec dinov2_arg_specs[] = {DINOV2_ARG_SPECS, METHOD_ARG_END};
+
+// DINOv31: DINOv2's and PaKA's (paka_num_local is read when the views are
+// made: train_setup.c).
+const MethodArgSpec dinov31_arg_specs[] = {
+    DINOV2_ARG_SPECS,
+    METHOD_ARG_WEIGHT("paka_weight"),
+    METHOD_ARG_STEPS("paka_start_step"),
+    {"paka_num_local", METHOD_ARG_INTEGER, 1, AUGMENT_MAX_VIEWS - 4, 0, NULL},
+    {"paka_max_tokens", METHOD_ARG_INTEGER, 2, 1 << 20, 0, NULL},
+    METHOD_ARG_END,
 };
 
 static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err) {
@@ -348,6 +387,9 @@ static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err
         {"mask_ratio_min", 0.1, &a->mask_ratio_min},
         {"mask_ratio_max", 0.5, &a->mask_ratio_max},
         {"mask_probability", 0.5, &a->mask_probability},
+        {"paka_weight", 1.0, &a->paka_weight},
+        {"paka_start_step", 0, &a->paka_start_step},
+        {"paka_max_tokens", 512, &a->paka_max_tokens},
     };
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
         if (method_arg_double(setup, numbers[i].key, numbers[i].fallback, numbers[i].value, err))
@@ -369,11 +411,12 @@ static int parse_args(const MethodSetup *setup, Dinov2Args *a, ErrorMessage *err
 static int allocate_buffers(Method *method, Dinov2State *state, int batch, int out, int dim,
                             ErrorMessage *err) {
     Backend *backend = method->backend;
-    const size_t crops = 2 * (size_t)batch, local = (size_t)method->local_views * batch;
+    const size_t crops = 2 * (size_t)batch, local = (size_t)state->local_views * batch;
+    const size_t all_local = (size_t)method->local_views * batch;
     const size_t masked = (size_t)(state->max_masked ? state->max_masked : 1);
     const size_t cells = crops * state->patches, rows = crops + local + masked;
     size_t token_rows = crops * state->tokens;
-    if (local * state->local_tokens > token_rows) token_rows = local * state->local_tokens;
+    if (all_local * state->local_tokens > token_rows) token_rows = all_local * state->local_tokens;
     state->mask_cells = cells;
     if (staging_init(&state->mask_staging, backend,
                      cells * (3 * sizeof(float) + sizeof(int32_t)) + sizeof(float), err))
@@ -447,8 +490,9 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     if (setup->backbone.kind != BACKBONE_VIT)
         return error_set(err, "needs a ViT (--model vit_t16, vit_s14, ...): DINOv2 masks patch "
                               "tokens");
-    if (method->global_views != 2)
-        return error_set(err, "needs exactly 2 global views, got %d", method->global_views);
+    if (method->global_views - method->teacher_views != 2)
+        return error_set(err, "needs exactly 2 global views, got %d",
+                         method->global_views - method->teacher_views);
     Dinov2Args a;
     if (parse_args(setup, &a, err)) return -1;
     Dinov2State *state = calloc(1, sizeof *state);
@@ -456,6 +500,9 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     method->state = state;
     method->ops = &dinov2_ops;
     method->export_part = "teacher_backbone";
+    state->local_views = method->local_views;
+    for (int v = 0; v < method->views.count; v++)  // DINOv31's PaKA views are not DINOv2's
+        state->local_views -= method->views.views[v].coupling == VIEW_COUPLING_INSIDE;
     const VitConfig *vit = &setup->backbone.vit;
     const int dim = method->backbone.feature_dim, batch = setup->batch;
     const int grid = method->global_size / vit->patch_size;
@@ -480,7 +527,7 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     state->total_steps = setup->total_steps;
     state->seed = setup->seed;
     const int out = (int)a.output_dim;
-    const int student_rows = (2 + method->local_views) * batch + state->max_masked;
+    const int student_rows = (2 + state->local_views) * batch + state->max_masked;
     HeadSpec head = head_spec_dino(dim, (int)a.hidden_dim, (int)a.bottleneck_dim, out);
     head.weight_g_trained = !a.norm_last_layer;
     if (head_create(&state->head, method->backend, &head, "projection_head", student_rows,
@@ -492,7 +539,7 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
         allocate_buffers(method, state, batch, out, dim, err))
         return -1;
     const Dinov2LossConfig loss = {
-        .max_batch = batch, .local_views = method->local_views, .max_masked = state->max_masked,
+        .max_batch = batch, .local_views = state->local_views, .max_masked = state->max_masked,
         .out_dim = out, .feature_dim = dim, .student_temp = (float)a.student_temp,
         .center_momentum = (float)a.center_momentum, .centering = a.centering,
         .dino_weight = (float)a.dino_loss_weight, .ibot_weight = (float)a.ibot_loss_weight,
@@ -512,5 +559,19 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
         method_add_group(method, "last_layer", &state->head.last_layer, NULL, NULL,
                          (long)a.student_freeze_last_layer_steps, err))
         return -1;
-    return configure_groups(method, state, &a, err);
+    if (method->kind == METHOD_DINOV31) {
+        const Dinov2PakaArgs paka = {.weight = a.paka_weight,
+                                     .start_step = (long)a.paka_start_step,
+                                     .max_tokens = (int)a.paka_max_tokens};
+        method->geometry = calloc((size_t)method->views.count * batch, sizeof *method->geometry);
+        if (!method->geometry) return error_set(err, "out of memory");
+        state->paka = dinov2_paka_create(method, vit, &paka, setup->seed, err);
+        if (!state->paka) return -1;
+        method->scalar_count = 5;
+        method->scalar_tags[4] = "train_loss/paka_loss";
+    }
+    if (configure_groups(method, state, &a, err)) return -1;
+    // LightlyTrain skips the PaKA head before paka_start_step: not stepped at lr 0
+    if (state->paka) method->groups[method->group_count - 1].frozen_at_zero_lr = 0;
+    return 0;
 }

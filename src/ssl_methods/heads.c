@@ -74,6 +74,12 @@ HeadSpec head_spec_dino(int in, int hidden, int bottleneck, int out) {
                       .init = HEAD_INIT_TRUNC_NORMAL};
 }
 
+HeadSpec head_spec_paka(int in, int hidden, int bottleneck) {
+    HeadSpec spec = head_spec_dino(in, hidden, bottleneck, 0);
+    spec.init = HEAD_INIT_DEFAULT;
+    return spec;
+}
+
 HeadSpec head_spec_linear(int in, int out) {
     return (HeadSpec){.layer_count = 1, .layers = {block(in, out, 0, HEAD_ACT_NONE)}};
 }

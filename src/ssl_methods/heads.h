@@ -100,6 +100,10 @@ HeadSpec head_spec_vicreg(int in, int hidden, int out);           // VICRegProje
 HeadSpec head_spec_barlow_twins(int in, int hidden, int out);     // BarlowTwinsProjectionHead
 // DINOProjectionHead(batch_norm=False, norm_last_layer=True)
 HeadSpec head_spec_dino(int in, int hidden, int bottleneck, int out);
+// LightlyTrain's DINOv31 PaKA head (DINOv2's _build_mlp(3, in, hidden,
+// bottleneck, use_bn=False), not re-initialised): Linear, GELU, Linear,
+// GELU, Linear, PyTorch's default init
+HeadSpec head_spec_paka(int in, int hidden, int bottleneck);
 // One Linear with bias, PyTorch's default init: "layers.0.weight/bias"
 HeadSpec head_spec_linear(int in, int out);
 // LightlyTrain's distillation (v1, v3) student projection: one Linear with

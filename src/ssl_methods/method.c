@@ -21,7 +21,7 @@ static const char *const method_names[METHOD_KIND_COUNT] = {
     [METHOD_DINO] = "dino",       [METHOD_VICREG] = "vicreg",
     [METHOD_BARLOW_TWINS] = "barlowtwins", [METHOD_DISTILLATION] = "distillation",
     [METHOD_DISTILLATION_V1] = "distillationv1", [METHOD_DISTILLATION_V2] = "distillationv2",
-    [METHOD_DINOV2] = "dinov2",
+    [METHOD_DINOV2] = "dinov2",   [METHOD_DINOV31] = "dinov31",
 };
 
 int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err) {
@@ -37,7 +37,7 @@ int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err) {
     }
     return error_set(err,
                      "unknown method '%s' (simclr, byol, dino, vicreg, barlowtwins, "
-                     "distillation, distillationv1, distillationv2, dinov2)",
+                     "distillation, distillationv1, distillationv2, dinov2, dinov31)",
                      name);
 }
 
@@ -70,7 +70,8 @@ MethodDefaults method_defaults(MethodKind kind, BackboneKind student) {
         return linear_defaults(OPTIMIZER_SGD, 0.3, 1e-4, 0.0f);
     case METHOD_DINO:  // LightlyTrain: SGD lr 0.03 x batch/256, wd 1e-4, clip 3
         return linear_defaults(OPTIMIZER_SGD, 0.03, 1e-4, 3.0f);
-    case METHOD_DINOV2:  // LightlyTrain: AdamW lr 0.004 x sqrt(batch/1024), wd 0.04 -> 0.4,
+    case METHOD_DINOV2:   // LightlyTrain: AdamW
+    case METHOD_DINOV31:  // (DINOv31Args inherits DINOv2Args') lr 0.004 x sqrt(batch/1024), wd 0.04 -> 0.4,
                          // clip 3, warmup 12500 steps, cosine to lr 1e-6
         return (MethodDefaults){.optimizer = OPTIMIZER_ADAMW, .base_lr = 0.004,
                                 .reference_batch = 1024, .weight_decay = 0.04,
@@ -144,6 +145,7 @@ void method_default_views(MethodKind kind, int image_size, ViewSet *views) {
     case METHOD_DISTILLATION_V1:
     case METHOD_DISTILLATION_V2: views_distillation(views, image_size); break;
     case METHOD_DINOV2: view_set_dinov2(views, image_size); break;
+    case METHOD_DINOV31: view_set_dinov31(views, image_size, 98, 8, 8, NULL); break;
     case METHOD_BYOL:
     case METHOD_VICREG:
     case METHOD_BARLOW_TWINS: views_byol(views, image_size); break;
@@ -191,7 +193,7 @@ static int (*const method_create_functions[METHOD_KIND_COUNT])(Method *, const M
     [METHOD_BARLOW_TWINS] = barlow_twins_create, [METHOD_DISTILLATION] = distillation_create,
     [METHOD_DISTILLATION_V1] = distillation_v1_create,
     [METHOD_DISTILLATION_V2] = distillation_v2_create,
-    [METHOD_DINOV2] = dinov2_create,
+    [METHOD_DINOV2] = dinov2_create,        [METHOD_DINOV31] = dinov2_create,
 };
 
 int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
@@ -214,9 +216,10 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     method->local_views = views->count - views->global_count;
     method->global_size = views->views[0].size;
     method->local_size = method->local_views ? views->views[views->global_count].size : 0;
+    method->teacher_views = views->teacher_views;
 
     const BackboneInput inputs[2] = {
-        {method->global_views * setup->batch, method->global_size},
+        {(method->global_views - method->teacher_views) * setup->batch, method->global_size},
         {method->local_views * setup->batch, method->local_size},
     };
     BackboneSpec spec = setup->backbone;
@@ -241,8 +244,8 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
             goto fail;
     }
     const size_t channels = (size_t)view_set_channels_out(views);
-    const size_t global_elements = (size_t)inputs[0].batch * method->global_size *
-                                   method->global_size * channels;
+    const size_t global_elements = (size_t)method->global_views * setup->batch *
+                                   method->global_size * method->global_size * channels;
     const size_t local_elements = (size_t)inputs[1].batch * method->local_size *
                                   method->local_size * channels;
     method->global_input = backend->op.alloc(backend, act_bytes(backend, global_elements));
@@ -277,6 +280,7 @@ void method_free(Method *method) {
         if (method->staging) backend->op.free(backend, method->staging);
         if (method->record) backend->op.free(backend, method->record);
     }
+    free(method->geometry);
     backbone_free(&method->backbone);
     batchnorm_sync_free(method->batchnorm_sync);
     memset(method, 0, sizeof *method);
@@ -304,6 +308,15 @@ static int method_check_batch(const Method *method, const Batch *batch, ErrorMes
 int method_normalize_views(Method *method, const Batch *batch, ErrorMessage *err) {
     if (method_check_batch(method, batch, err)) return -1;
     Backend *backend = method->backend;
+    if (method->geometry) {
+        if (!batch->geometry)
+            return error_set(err, "%s needs where each view came from: a batch without it",
+                             method_kind_name(method->kind));
+        for (int v = 0; v < batch->view_count; v++)
+            memcpy(method->geometry + (size_t)v * method->max_batch,
+                   batch->geometry + (size_t)v * batch->size,
+                   (size_t)batch->size * sizeof *method->geometry);
+    }
     method->batch_index = batch->index;
     backbone_set_draw_key(&method->backbone, batch->index);
     const int channels = view_set_channels_out(&method->views);

@@ -54,11 +54,12 @@ typedef enum MethodKind {
     METHOD_DISTILLATION_V1,  // "distillationv1" = Distillation
     METHOD_DISTILLATION_V2,  // "distillationv2"
     METHOD_DINOV2,
+    METHOD_DINOV31,          // DINOv2 + PaKA's patch kernel alignment (dinov2_paka.h)
     METHOD_KIND_COUNT,
 } MethodKind;
 
 // "simclr", "byol", "dino", "vicreg", "barlowtwins", "distillation"
-// (also "distillationv3"), "distillationv1", "distillationv2", "dinov2".
+// (also "distillationv3"), "distillationv1", "distillationv2", "dinov2", "dinov31".
 int method_kind_parse(const char *name, MethodKind *kind, ErrorMessage *err);
 const char *method_kind_name(MethodKind kind);
 
@@ -118,7 +119,7 @@ typedef struct MethodSetup {
 } MethodSetup;
 
 #define METHOD_MAX_GROUPS 6
-#define METHOD_MAX_SCALARS 4
+#define METHOD_MAX_SCALARS 5
 #define METHOD_GROUP_NAME 32
 
 // The layout of Method.record (floats of backend memory).
@@ -188,6 +189,13 @@ struct Method {
     uint64_t batch_index;  // Batch.index of the uploaded views: keys per-batch draws
                            // (mixup) and updates (distillation's queue)
     Act *local_input;      // (local_views * max_batch, local_size, local_size, 3) or NULL
+    // The last teacher_views global views are for a teacher only (ViewSet):
+    // the student's slot 0 holds (global_views - teacher_views) * max_batch.
+    int teacher_views;
+    // Host: where each view of the uploaded batch came from (views.count x
+    // max_batch, view after view; Batch.geometry), kept by
+    // method_normalize_views when a method asks for it (sets it non-NULL).
+    ViewGeometry *geometry;
     uint8_t *staging;      // backend memory for method_upload_views (made on first use)
     int adapted_input_layers;  // initial weights' first layers adapted from 3 channels
     int group_count;
@@ -324,7 +332,8 @@ void method_copy_parameters(Backend *backend, ParameterSet *target, const Parame
 // The argument tables of each method (in its file).
 extern const MethodArgSpec simclr_arg_specs[], byol_arg_specs[], dino_arg_specs[],
     vicreg_arg_specs[], barlow_twins_arg_specs[], distillation_arg_specs[],
-    distillation_v1_arg_specs[], distillation_v2_arg_specs[], dinov2_arg_specs[];
+    distillation_v1_arg_specs[], distillation_v2_arg_specs[], dinov2_arg_specs[],
+    dinov31_arg_specs[];
 
 // The create functions of each method (one file each).
 int simclr_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
@@ -335,6 +344,6 @@ int barlow_twins_create(Method *method, const MethodSetup *setup, ErrorMessage *
 int distillation_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int distillation_v1_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
 int distillation_v2_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
-int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err);
+int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err);  // and dinov31
 
 #endif

@@ -18,6 +18,7 @@ static const MethodArgSpec *const arg_specs[METHOD_KIND_COUNT] = {
     [METHOD_DISTILLATION_V1] = distillation_v1_arg_specs,
     [METHOD_DISTILLATION_V2] = distillation_v2_arg_specs,
     [METHOD_DINOV2] = dinov2_arg_specs,
+    [METHOD_DINOV31] = dinov31_arg_specs,
 };
 
 const MethodArgSpec *method_arg_specs(MethodKind kind) {

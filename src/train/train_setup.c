@@ -89,11 +89,25 @@ static int choose_float_pixels(const TrainRun *run, int *float_pixels, ErrorMess
     return 0;
 }
 
+// DINOv31's views: its PaKA local views' count is a method arg
+// (paka_num_local), checked here with the others before it is used.
+static int build_dinov31_views(const TrainConfig *config, ViewSet *views, ErrorMessage *err) {
+    const MethodSetup setup = {.args = (const char *const *)config->method_args.items,
+                               .arg_count = config->method_args.count};
+    double paka = 8;
+    if (method_args_check(&setup, method_arg_specs(METHOD_DINOV31), err) ||
+        method_arg_double(&setup, "paka_num_local", paka, &paka, err))
+        return error_prefix(err, "dinov31");
+    return view_set_dinov31(views, config->image_size, config->local_image_size,
+                            config->local_views, (int)paka, err);
+}
+
 static int build_views(const TrainRun *run, ViewSet *views, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     method_default_views(config->method, config->image_size, views);
     if (config->method == METHOD_DINO || config->method == METHOD_DINOV2)
         view_set_multi_crop(views, config->local_image_size, config->local_views);
+    if (config->method == METHOD_DINOV31 && build_dinov31_views(config, views, err)) return -1;
     int float_pixels = 0;
     if (channel_settings_check(&config->channels, err) ||
         choose_float_pixels(run, &float_pixels, err))

@@ -8,7 +8,8 @@
 # permutation and a per-step weight, AdamW; 2 micro-batches a step, a graph
 # each) and for DINOv2 on a ViT-T/14 (iBOT masks of a new masked count every
 # step in padded patch rows, local views, softmax centres with
-# the patch center's per-step 1 / count), in
+# the patch center's per-step 1 / count) and for DINOv31 (DINOv2 plus the
+# PaKA alignment's sparse rows, built on the host and staged every step), in
 # bf16-mixed (in 16-mixed a tiny run's first steps overflow and the loss
 # scaler skips them, so their learning rates would not matter). train.log
 # says how the steps ran. A bad value exits 2; runs that cannot be captured
@@ -82,6 +83,16 @@ run dinov2_on on "${dinov2[@]}"
 grep -q "$counts" "$work/dinov2_on/train.log" ||
   fail "dinov2: not the expected steps: $(grep 'cuda graphs' "$work/dinov2_on/train.log")"
 same_run dinov2_on dinov2_off
+
+# DINOv31: the alignment of new crops every step, uploaded in the same sizes
+dinov31=(--model vit_t14 --image-size 28 --method dinov31 --local-views 1 --local-image-size 28
+  --method-arg hidden_dim=32 --method-arg bottleneck_dim=16 --method-arg output_dim=64
+  --method-arg paka_num_local=2)
+run dinov31_off off "${dinov31[@]}"
+run dinov31_on on "${dinov31[@]}"
+grep -q "$counts" "$work/dinov31_on/train.log" ||
+  fail "dinov31: not the expected steps: $(grep 'cuda graphs' "$work/dinov31_on/train.log")"
+same_run dinov31_on dinov31_off
 
 expect_only 2 'LTC_CUDA_GRAPHS=yes: expected on or off' -- env LTC_CUDA_GRAPHS=yes \
   "$emu" train "${common[@]}" "${resnet[@]}" --out "$work/bad"
