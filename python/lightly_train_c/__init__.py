@@ -150,6 +150,13 @@ def train(
     _args.check_names("train", "train", _TRAIN_PARAMETERS, options)
     view_options, transform_entries = transform_options(
         _args.mapping("train", "transform_args", transform_args), method)
+    method_args = dict(_args.mapping("train", "method_args", method_args))
+    # dinov31's transform_args paka_num_local is its method arg of the same name
+    paka = view_options.pop("paka_num_local", None)
+    if paka is not None:
+        if method_args.setdefault("paka_num_local", paka) != paka:
+            raise ValueError(f"paka_num_local: method_args has {method_args['paka_num_local']!r}, "
+                             f"transform_args {paka!r}: LightlyTrain needs them equal")
     for name in view_options:
         if name in options:
             raise TypeError(f"train(): {name} given twice (also in transform_args)")
@@ -159,7 +166,7 @@ def train(
     arguments += _args.option("out", _args.path("train", "out", out))
     arguments += _args.option("model", _args.model_name(model))
     arguments += _args.option("method", method)
-    arguments += _args.method_args(_args.mapping("train", "method_args", method_args))
+    arguments += _args.method_args(method_args)
     # LightlyTrain's epochs "auto" (100 for most methods) is the program's
     # default, which takes no "auto"; every other "auto" is the program's.
     for name, value in (("epochs", None if epochs == "auto" else epochs),

@@ -17,6 +17,9 @@ entries (docs/commands.md, "train"). The mapping:
   one's), every global view otherwise; None -> probability 0
 - ``local_view`` {num_views, view_size, random_resize, gaussian_blur} ->
   local_views, local_image_size and the ``local.`` keys
+- dinov31's ``paka_num_local`` -> the method arg of that name (equal to
+  method_args' when both are given), ``record_geometry`` (True only),
+  ``paka_high_overlap_iou`` (in (0, 1]; PaKA locals lie inside their parent)
 - ``normalize``: the program normalises with ImageNet's mean and std only
 
 Any other key is passed on as one of the program's own (``scale_min``,
@@ -39,6 +42,7 @@ class _Views:
 
     def __init__(self, method: Optional[str]):
         self.multi_crop = method in ("dino", "dinov2", "dinov31")
+        self.dinov31 = method == "dinov31"
         self.options: Dict[str, Any] = {}
         self.entries: List[str] = []
 
@@ -126,6 +130,24 @@ class _Views:
             self.gaussian_blur("local.", "'local_view']['gaussian_blur'",
                                value["gaussian_blur"])
 
+    def dinov31_key(self, key: str, value: Any) -> None:
+        # DINOv31TransformArgs: the PaKA views' count (the method arg of the
+        # same name), the geometry they need, and a containment bound that
+        # boxes drawn inside their parent always meet.
+        if key == "paka_num_local":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"transform_args['paka_num_local']={value!r}: expected an "
+                                 "integer >= 1")
+            self.options["paka_num_local"] = value
+        elif key == "record_geometry" and value is not True:
+            raise ValueError("transform_args['record_geometry']: dinov31 needs the views' "
+                             "geometry, lightly-train-c always records it")
+        elif key == "paka_high_overlap_iou" and not (
+                isinstance(value, (int, float)) and 0 < value <= 1):
+            raise ValueError(f"transform_args['paka_high_overlap_iou']={value!r}: expected a "
+                             "number in (0, 1] (PaKA locals lie inside their parent: "
+                             "containment 1)")
+
     def add(self, key: str, value: Any) -> None:
         first_global = "view0." if self.multi_crop else "global."
         if key == "image_size":
@@ -156,6 +178,8 @@ class _Views:
                 self.solarize("view1.", "'global_view_1']['solarize'", value["solarize"])
         elif key == "local_view" and self.multi_crop:
             self.local_view(value)
+        elif key in ("paka_num_local", "record_geometry", "paka_high_overlap_iou") and self.dinov31:
+            self.dinov31_key(key, value)
         elif key == "normalize":
             value = self.dict_of("'normalize'", value, ("mean", "std"))
             if (tuple(value.get("mean", IMAGENET_MEAN)) != IMAGENET_MEAN

@@ -170,6 +170,23 @@ class ApiTest(unittest.TestCase):
         self.assertIn("transform=global.blur_sigma_max=2",
                       self.train(transform_args={"gaussian_blur": {"sigmas": (1, 2)}}))
 
+    def test_dinov31_transform_args(self):
+        # LightlyTrain's DINOv31TransformArgs: paka_num_local is the method arg
+        command = self.train(method="dinov31", transform_args={
+            "paka_num_local": 4, "record_geometry": True, "paka_high_overlap_iou": 0.9})
+        self.assertIn("method_arg=paka_num_local=4", command)
+        self.assertEqual(sum("paka" in a for a in command), 1)
+        command = self.train(method="dinov31", method_args={"paka_num_local": 4},
+                             transform_args={"paka_num_local": 4})
+        self.assertEqual(sum("paka" in a for a in command), 1)
+        self.refused_train(ValueError, "LightlyTrain needs them equal", method="dinov31",
+                           method_args={"paka_num_local": 8},
+                           transform_args={"paka_num_local": 4})
+        self.refused_train(ValueError, "always records it", method="dinov31",
+                           transform_args={"record_geometry": False})
+        self.refused_train(ValueError, "expected a number in (0, 1]", method="dinov31",
+                           transform_args={"paka_high_overlap_iou": 1.5})
+
     def test_loggers(self):
         self.assertEqual(
             self.train(loggers={"mlflow": {"tracking_uri": "http://h:5000", "run_name": None,
