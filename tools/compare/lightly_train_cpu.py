@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""lightly-train-c against LightlyTrain itself on the same YOLO student, the
-same machine and the same data: whole `train` runs of DINO and distillation
-(v3, LightlyTrain's default), images/s and peak memory (docs/performance.md).
+"""lightly-train-c against LightlyTrain itself on the same model, the same
+machine and the same data, on the CPU: whole `train` runs (YOLO students with
+DINO and distillation v3, LightlyTrain's default; a ViT with DINOv31),
+images/s and peak memory (docs/performance.md).
 
-    /work/venvs/yolo/bin/python tools/compare/lightly_train_yolo.py --bin build/lightly-train-c
+    /work/venvs/yolo/bin/python tools/compare/lightly_train_cpu.py --bin build/lightly-train-c
+    /tmp/yolo-venv/bin/python tools/compare/lightly_train_cpu.py --methods dinov31 \
+        --model dinov2/vits14-notpretrained --image-size 112 --local-size 56 --batch 8
 
 Needs lightly-train 0.18 and ultralytics (checked: lightly-train 0.18.0,
 ultralytics 8.4.190, torch 2.15). Both sides: model ultralytics/yolov8s.yaml
-(--model: another of the names both take, e.g. yolo26s; random init), 48 generated 256 px JPEGs, batch 16, 2 epochs (6 steps),
+(--model: another YAML stem both take, e.g. yolo26s, or a model name with
+a slash both take, e.g. dinov2/vits14-notpretrained; random init), 48
+generated 256 px JPEGs, batch 16 (--batch), 2 epochs (6 steps at batch 16),
 2 data workers, float32 on the CPU, LightlyTrain's default views (224 px;
-DINO: 2 global + 6 local 96 px). The distillation teacher is a DINOv2
+DINO: 2 global + 6 local 96 px; --image-size and --local-size set both
+sides' global and local view sizes). The distillation teacher is a DINOv2
 ViT-S/14 without registers with random weights on both sides (nothing can
 be downloaded here): LightlyTrain's own DINOv2 package with
 load_weights=False, ours build/tests/e2e/make_backbone vit_s14. Each run is
@@ -40,13 +46,20 @@ LIGHTLY_TRAIN = r'''
 import sys
 import lightly_train
 method, out, data, model = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+batch, size, local = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+transform_args = {}
+if size:
+    transform_args["image_size"] = (size, size)
+if local:
+    transform_args["local_view"] = {"view_size": (local, local)}
 method_args = {}
 if method == "distillation":
     from lightly_train._models.dinov2_vit.dinov2_vit_package import DINOv2ViTPackage
     teacher = DINOv2ViTPackage.get_model("vits14-noreg", load_weights=False)
     method_args["teacher"] = DINOv2ViTPackage.get_model_wrapper(teacher)
-lightly_train.pretrain(out=out, data=data, model=f"ultralytics/{model}.yaml", method=method,
-                       method_args=method_args, epochs=2, batch_size=16, num_workers=2,
+lightly_train.pretrain(out=out, data=data, model=model, method=method,
+                       method_args=method_args, transform_args=transform_args, epochs=2,
+                       batch_size=batch, num_workers=2,
                        accelerator="cpu", devices=1, precision="32-true", overwrite=True,
                        seed=0, loggers={"jsonl": {"flush_logs_every_n_steps": 1}},
                        trainer_args={"log_every_n_steps": 1})
@@ -97,15 +110,29 @@ def main():
     parser.add_argument("--methods", default="dino,distillation")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--passive", action="store_true")
-    parser.add_argument("--model", default="yolov8s", help="the YAML's stem: yolov8s, yolo26s, ...")
+    parser.add_argument("--model", default="yolov8s",
+                        help="a YAML's stem (yolov8s, yolo26s, ...) or a name with a slash")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--image-size", type=int, default=0, help="0: the method's default")
+    parser.add_argument("--local-size", type=int, default=0, help="0: the method's default")
     args = parser.parse_args()
+    model = args.model if "/" in args.model else f"ultralytics/{args.model}.yaml"
+    sizes = []
+    if args.image_size:
+        sizes += ["--image-size", str(args.image_size)]
+    if args.local_size:
+        sizes += ["--local-image-size", str(args.local_size)]
     import lightly_train
     import torch
-    import ultralytics
+    try:
+        import ultralytics
+        ultralytics_version = ultralytics.__version__
+    except ImportError:  # a ViT comparison needs none
+        ultralytics_version = "absent"
     env = dict(os.environ)
     if args.passive:
         env["OMP_WAIT_POLICY"] = "PASSIVE"
-    print(f"lightly-train {lightly_train.__version__}, ultralytics {ultralytics.__version__}, "
+    print(f"lightly-train {lightly_train.__version__}, ultralytics {ultralytics_version}, "
           f"torch {torch.__version__}, {os.cpu_count()} cores, OMP_WAIT_POLICY "
           f"{env.get('OMP_WAIT_POLICY', 'unset')}")
     rows = []
@@ -124,14 +151,18 @@ def main():
                 extra = ["--method-arg", f"teacher={teacher}"] if method == "distillation" else []
                 ours_load = os.getloadavg()[0]
                 ours_peak = run([args.bin, "train", "--data", data, "--out", out, "--model",
-                                 f"ultralytics/{args.model}.yaml", "--method", method, "--batch-size",
-                                 "16", "--epochs", "2", "--num-workers", "2", "--threads", "2",
-                                 "--seed", "0", "--log-every", "1", *extra], env)
-                ours, ours_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
+                                 model, "--method", method, "--batch-size", str(args.batch),
+                                 "--epochs", "2", "--num-workers", "2", "--threads", "2",
+                                 "--seed", "0", "--log-every", "1", *sizes, *extra], env)
+                ours, ours_steps = images_per_second(os.path.join(out, "metrics.jsonl"),
+                                                     args.batch)
                 out = os.path.join(work, f"lightly_train_{method}_{repeat}")
                 theirs_load = os.getloadavg()[0]
-                theirs_peak = run([sys.executable, script, method, out, data, args.model], env)
-                theirs, theirs_steps = images_per_second(os.path.join(out, "metrics.jsonl"), 16)
+                theirs_peak = run([sys.executable, script, method, out, data, model,
+                                   str(args.batch), str(args.image_size), str(args.local_size)],
+                                  env)
+                theirs, theirs_steps = images_per_second(os.path.join(out, "metrics.jsonl"),
+                                                         args.batch)
                 rows.append((method, repeat, ours, theirs, ours_peak, theirs_peak, ours_steps,
                              theirs_steps, ours_load, theirs_load))
                 print(f"  {method} pair {repeat + 1}: ours {ours:.2f} images/s (load "
@@ -141,7 +172,8 @@ def main():
           "| peak RSS ours / LightlyTrain | load before ours / theirs |")
     print("|---|---|---|---|---|---|---|")
     for method, repeat, ours, theirs, ours_peak, theirs_peak, a, b, la, lb in rows:
-        print(f"| {method} ({args.model}, batch 16, steps 1-5: {a} / {b} timed) | {repeat + 1} "
+        print(f"| {method} ({args.model}, batch {args.batch}, steps from 1: {a} / {b} timed) "
+              f"| {repeat + 1} "
               f"| {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x "
               f"| {ours_peak:.0f} / {theirs_peak:.0f} MB | {la:.2f} / {lb:.2f} |")
     if args.repeats > 1:
