@@ -18,7 +18,13 @@
 // student_freeze_backbone_steps) sets the groups' lr to 0, as
 // LightlyTrain's on_before_optimizer_step, so AdamW's moments still
 // follow their gradients. The exported backbone is the teacher. Method
-// args: see dinov2_create's `known`.
+// args: dinov2_arg_specs.
+//
+// DINOv31 (LightlyTrain's `dinov31`) is this step plus PaKA
+// (dinov2_paka.h): the teacher's forward also takes the clean renders of
+// the global views (global views 2, 3), the student's local forward also
+// the PaKA local views (after DINOv2's), and PaKA's loss and gradients join
+// DINOv2's; its arguments: dinov31_arg_specs.
 //
 // The head runs once per model over all its rows (class tokens, then the
 // masked patches): it has no BatchNorm, so that equals LightlyTrain's
