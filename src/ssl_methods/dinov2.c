@@ -506,9 +506,8 @@ int dinov2_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     method->state = state;
     method->ops = &dinov2_ops;
     method->export_part = "teacher_backbone";
-    state->local_views = method->local_views;
-    for (int v = 0; v < method->views.count; v++)  // DINOv31's PaKA views are not DINOv2's
-        state->local_views -= method->views.views[v].coupling == VIEW_COUPLING_INSIDE;
+    // DINOv31's PaKA views are not DINOv2's local views
+    state->local_views = method->local_views - dinov2_paka_view_count(&method->views);
     const VitConfig *vit = &setup->backbone.vit;
     const int dim = method->backbone.feature_dim, batch = setup->batch;
     const int grid = method->global_size / vit->patch_size;

@@ -211,11 +211,11 @@ int dinov2_paka_forward(Dinov2Paka *paka, Method *method, long step, int batch,
     const int rows = paka->rows, dim = paka->dim;
     // the PaKA views' token rows of each model: after the DINOv2 local views
     // (student, slot 1) and after the two augmented global views (teacher, slot 0)
-    const Act *student_tokens = act_at(backend, (Act *)vit_tokens(student, 1),
-                                       (size_t)paka->local_views * batch * paka->local_tokens *
-                                           dim);
-    const Act *teacher_tokens = act_at(backend, (Act *)vit_tokens(teacher, 0),
-                                       (size_t)2 * batch * paka->global_tokens * dim);
+    const Act *student_tokens =
+        act_at_const(backend, vit_tokens(student, 1),
+                     (size_t)paka->local_views * batch * paka->local_tokens * dim);
+    const Act *teacher_tokens = act_at_const(backend, vit_tokens(teacher, 0),
+                                             (size_t)2 * batch * paka->global_tokens * dim);
     backend->op.combine_rows(backend, rows, dim, paka->student.start, paka->student.index,
                              paka->student.weight, student_tokens, paka->student_aligned);
     backend->op.combine_rows(backend, rows, dim, paka->teacher.start, paka->teacher.index,
@@ -288,13 +288,18 @@ void dinov2_paka_free(Dinov2Paka *paka) {
 }
 
 // The PaKA local views: the coupled-inside views, the last local views.
+int dinov2_paka_view_count(const ViewSet *views) {
+    int count = 0;
+    while (count < views->count - views->global_count &&
+           views->views[views->count - 1 - count].coupling == VIEW_COUPLING_INSIDE)
+        count++;
+    return count;
+}
+
 static int find_views(Dinov2Paka *paka, const Method *method, ErrorMessage *err) {
     const ViewSet *views = &method->views;
-    paka->first_view = views->count;
-    while (paka->first_view > views->global_count &&
-           views->views[paka->first_view - 1].coupling == VIEW_COUPLING_INSIDE)
-        paka->first_view--;
-    paka->views = views->count - paka->first_view;
+    paka->views = dinov2_paka_view_count(views);
+    paka->first_view = views->count - paka->views;
     paka->local_views = paka->first_view - views->global_count;
     if (paka->views < 1 || method->teacher_views != 2)
         return error_set(err, "PaKA needs its local views (paka_num_local >= 1) and the two "

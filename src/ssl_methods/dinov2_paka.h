@@ -33,6 +33,9 @@ typedef struct Dinov2PakaArgs {
 
 typedef struct Dinov2Paka Dinov2Paka;
 
+// The PaKA local views of a view set: its last local views that lie inside
+// a global view (VIEW_COUPLING_INSIDE); 0 for other methods' views.
+int dinov2_paka_view_count(const ViewSet *views);
 // PaKA for the method's views (its PaKA local views are the
 // VIEW_COUPLING_INSIDE ones, after the other local views); adds the group
 // "student_paka_head". NULL with a message.
