@@ -741,6 +741,14 @@ typedef struct BackendOps {
     // = x[r x_stride + c]; strides in elements, >= cols; x and y do not overlap.
     void (*copy_2d)(Backend *backend, size_t rows, size_t cols, const Act *x, size_t x_stride,
                     Act *y, size_t y_stride);
+    // ShuffleNetV2's channel shuffle (torchvision's channel_shuffle) on
+    // (rows, channels) NHWC rows: y[r, k groups + g] = x[r, g (channels /
+    // groups) + k] for g < groups, k < channels / groups. groups divides
+    // channels. Its inverse, the backward, is the same op with channels /
+    // groups groups. A pure permutation: every dtype's values exactly. y
+    // does not alias x.
+    void (*channel_shuffle)(Backend *backend, size_t rows, int channels, int groups,
+                            const Act *x, Act *y);
     // ---- DINOv2: masked tokens, Sinkhorn-Knopp, KoLeo ------------------------------
     // iBOT's masked patches: y (rows, C) = token (C) where mask[r] != 0, else
     // x (rows, C); mask (rows) is 0 or 1. y may alias x.

@@ -275,6 +275,7 @@ Backend *cpu_backend_create(int threads, ErrorMessage *err) {
         .resize_bilinear_backward = cpu_resize_bilinear_backward,
         .mixup = cpu_mixup,
         .copy_2d = cpu_copy_2d,
+        .channel_shuffle = cpu_channel_shuffle,
         .mask_tokens_forward = cpu_mask_tokens_forward,
         .mask_tokens_backward = cpu_mask_tokens_backward,
         .scale_rows = cpu_scale_rows,

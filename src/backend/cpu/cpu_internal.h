@@ -296,6 +296,8 @@ void cpu_mixup(Backend *backend, int batch, size_t sample, const Act *x,
                const int32_t *permutation, float lambda, Act *y);
 void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x, size_t x_stride,
                  Act *y, size_t y_stride);
+void cpu_channel_shuffle(Backend *backend, size_t rows, int channels, int groups, const Act *x,
+                         Act *y);
 // ---- cpu_dinov2.c ----
 void cpu_mask_tokens_forward(Backend *backend, size_t rows, int channels, const Act *x,
                              const float *mask, const float *token, Act *y);

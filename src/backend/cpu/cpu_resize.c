@@ -1,8 +1,10 @@
 // The cpu backend's ops for distillation: the bilinear feature-map resize
 // (taps from resize_taps.h, so results equal ref's bit for bit), mixup and
-// the strided 2-D copy. The resize forward splits output rows across
-// threads; its backward splits samples (each thread scatters whole samples
-// in ref's order, so no two threads write the same input pixel).
+// the strided 2-D copy; and ShuffleNetV2's channel shuffle (rows split
+// across threads, each value copied). The resize forward splits output
+// rows across threads; its backward splits samples (each thread scatters
+// whole samples in ref's order, so no two threads write the same input
+// pixel).
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
@@ -58,4 +60,21 @@ void cpu_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x_act, s
     const int team = cpu_team(backend, rows * cols);
 #pragma omp parallel for num_threads(team) schedule(static)
     for (size_t r = 0; r < rows; r++) memcpy(y + r * y_stride, x + r * x_stride, cols * sizeof *x);
+}
+
+// Each row's output written in order (k, then g): one pass of stores, the
+// loads from `groups` runs of the row at once.
+void cpu_channel_shuffle(Backend *backend, size_t rows, int channels, int groups,
+                         const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
+    const int per_group = channels / groups;
+    const int team = cpu_team(backend, rows * (size_t)channels);
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *x_row = x + r * channels;
+        float *y_row = y + r * channels;
+        for (int k = 0; k < per_group; k++)
+            for (int g = 0; g < groups; g++) y_row[k * groups + g] = x_row[g * per_group + k];
+    }
 }

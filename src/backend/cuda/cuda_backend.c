@@ -430,6 +430,12 @@ static void cuda_combine_rows(Backend *backend, int rows, int channels, const in
                              row_start, index, weight, x, y);
 }
 
+static void cuda_channel_shuffle(Backend *backend, size_t rows, int channels, int groups,
+                                 const Act *x, Act *y) {
+    cuda_channel_shuffle_launch(cuda_state(backend)->stream, backend->compute_dtype, rows,
+                                channels, groups, x, y);
+}
+
 // ---- reductions (cuda_reduce.cu) ---------------------------------------------------------
 
 static void cuda_reduce(Backend *backend, int kind, size_t n, const float *a, const float *b,
@@ -722,6 +728,7 @@ static const BackendOps cuda_ops = {
     .resize_bilinear_backward = cuda_resize_bilinear_backward,
     .mixup = cuda_mixup,
     .copy_2d = cuda_copy_2d,
+    .channel_shuffle = cuda_channel_shuffle,
     .mask_tokens_forward = cuda_mask_tokens_forward,
     .mask_tokens_backward = cuda_mask_tokens_backward,
     .scale_rows = cuda_scale_rows,

@@ -320,6 +320,9 @@ void cuda_softmax_backward_launch(cudaStream_t stream, int rows, int dim, const 
 void cuda_combine_rows_launch(cudaStream_t stream, ComputeDtype dtype, int rows, int channels,
                               const int32_t *row_start, const int32_t *index,
                               const float *weight, const void *x_any, void *y_any);
+// channel_shuffle (backend.h) on activations of dtype.
+void cuda_channel_shuffle_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                                 int channels, int groups, const void *x_any, void *y_any);
 
 // Grows state->workspace to at least bytes (cuda_memory.c; when plans are made).
 int cuda_reserve_workspace(CudaState *state, size_t bytes, ErrorMessage *err);

@@ -1,13 +1,15 @@
 // Row-wise ops of the cuda backend for heads and losses: L2 normalisation
 // and softmax / log-softmax with their gradients, one block per row, row
-// sums in double (as ref), NaN kept (backend.h); and combine_rows (a sparse
+// sums in double (as ref), NaN kept (backend.h); combine_rows (a sparse
 // matrix times rows, DINOv31's ROI-align), one thread per output row and
-// channel vector, no atomics.
+// channel vector, no atomics; and ShuffleNetV2's channel_shuffle, one
+// thread per output element.
 #include <math.h>
 
 #include "backend/cuda/cuda_act.cuh"
 #include "backend/cuda/cuda_grid.cuh"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_reduce.cuh"
 
 namespace {
@@ -104,6 +106,20 @@ __global__ void combine_rows_kernel(size_t rows, int channels, int vectors,
     }
 }
 
+// y[r, k groups + g] = x[r, g per_group + k] (backend.h): each thread
+// writes one element of y (consecutive threads, consecutive addresses) and
+// copies its value as stored, so every bit stays (NaN payloads too).
+template <typename T>
+__global__ void channel_shuffle_kernel(size_t n, int channels, int groups, const T *x, T *y) {
+    const int per_group = channels / groups;
+    GRID_STRIDE(i, n) {
+        const size_t row = i / channels;
+        const int c = (int)(i - row * channels);
+        const int k = c / groups, g = c - k * groups;
+        y[i] = x[row * channels + (size_t)g * per_group + k];
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -125,6 +141,16 @@ void cuda_combine_rows_launch(cudaStream_t stream, ComputeDtype dtype, int rows,
                         (const T *)x_any, (T *)y_any);
             CUDA_CHECK_LAUNCH();
         });
+    });
+}
+
+void cuda_channel_shuffle_launch(cudaStream_t stream, ComputeDtype dtype, size_t rows,
+                                 int channels, int groups, const void *x_any, void *y_any) {
+    const size_t n = rows * (size_t)channels;
+    act_dispatch(dtype, [&](auto tag) {
+        using T = ACT_T;
+        LAUNCH(channel_shuffle_kernel<T>, n, stream, n, channels, groups, (const T *)x_any,
+               (T *)y_any);
     });
 }
 

@@ -317,6 +317,7 @@ Backend *ref_backend_create(ErrorMessage *err) {
         .resize_bilinear_backward = ref_resize_bilinear_backward,
         .mixup = ref_mixup,
         .copy_2d = ref_copy_2d,
+        .channel_shuffle = ref_channel_shuffle,
         .mask_tokens_forward = ref_mask_tokens_forward,
         .mask_tokens_backward = ref_mask_tokens_backward,
         .scale_rows = ref_scale_rows,

@@ -179,6 +179,8 @@ void ref_mixup(Backend *backend, int batch, size_t sample, const Act *x,
                const int32_t *permutation, float lambda, Act *y);
 void ref_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x, size_t x_stride,
                  Act *y, size_t y_stride);
+void ref_channel_shuffle(Backend *backend, size_t rows, int channels, int groups, const Act *x,
+                         Act *y);
 // ---- ref_dinov2.c ----
 void ref_scale_rows(Backend *backend, size_t rows, int channels, const float *x,
                     const float *scale, float *y);

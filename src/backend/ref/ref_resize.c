@@ -1,6 +1,7 @@
 // Reference ops for distillation: the bilinear feature-map resize (taps
 // from resize_taps.h; backward scatters each output gradient onto its four
-// source pixels), mixup and the strided 2-D copy. Plain loops.
+// source pixels), mixup and the strided 2-D copy; and ShuffleNetV2's
+// channel shuffle (a permutation within each row). Plain loops.
 #include <string.h>
 
 #include "backend/ref/ref_ops.h"
@@ -53,4 +54,18 @@ void ref_copy_2d(Backend *backend, size_t rows, size_t cols, const Act *x_act, s
     const float *x = (const float *)x_act;
     float *y = (float *)y_act;
     for (size_t r = 0; r < rows; r++) memcpy(y + r * y_stride, x + r * x_stride, cols * sizeof *x);
+}
+
+// Written as backend.h states it; the values are copied, never rounded
+// again (they are already in the activation dtype).
+void ref_channel_shuffle(Backend *backend, size_t rows, int channels, int groups,
+                         const Act *x_act, Act *y_act) {
+    const float *x = (const float *)x_act;
+    float *y = (float *)y_act;
+    const int per_group = channels / groups;
+    for (size_t r = 0; r < rows; r++)
+        for (int g = 0; g < groups; g++)
+            for (int k = 0; k < per_group; k++)
+                y[r * channels + (size_t)k * groups + g] =
+                    x[r * channels + (size_t)g * per_group + k];
 }
