@@ -179,6 +179,16 @@ void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows,
                              const Act *y, const Act *dy, const float *save_mean,
                              const float *save_inv_std, Act *dx, Act *dresidual) {
     if (bn->sync) {
+        // The ranks' backward masks with the ReLU's output; a caller that
+        // kept none (y NULL: YOLO's and ShuffleNet's units) gets it
+        // recomputed into dx, which the apply reads element by element
+        // before writing the same element.
+        if (!y && !dresidual) {
+            backend->op.batchnorm_forward_apply(backend, rows, bn->channels, x, NULL, 1,
+                                                bn->weight, bn->bias, save_mean, save_inv_std,
+                                                dx);
+            y = dx;
+        }
         batchnorm_sync_backward(backend, bn, rows, x, y, dy, save_mean, save_inv_std, dx,
                                 dresidual);
         return;

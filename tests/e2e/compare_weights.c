@@ -1,6 +1,6 @@
 // Compares the tensors of two weight files (safetensors or our .ckpt):
 //   compare_weights A B ATOL RTOL
-//   compare_weights --norm A B RTOL [INIT UTOL]
+//   compare_weights --norm [--floor F] A B RTOL [INIT UTOL]
 // Every F32 tensor of A must be in B with the same shape; other dtypes must
 // be equal bytewise; B may not hold tensors A lacks.
 // Elementwise (the default): |a - b| <= ATOL + RTOL max|b| for every
@@ -14,6 +14,10 @@
 // of their tensor's largest value but the tensor's norm by about 2%
 // (tests/e2e/train_ranks.sh), and after several steps what two runs differ
 // by is a part of what training changed (UTOL), not of the weights.
+// --floor F adds F sqrt(n) to each bound (an RMS of F per element): for
+// tensors that are rounding noise around 0, such as the running mean of a
+// BatchNorm after a bias-free 1x1 convolution of a normalised input (zero
+// in exact arithmetic), where any relative bound fails.
 // Prints the largest difference relative to its tensor's scale (largest
 // element, or norm) and the tensor closest to (or past) its bound, and
 // exits 1 when a bound is broken or the files do not match up.
@@ -84,7 +88,7 @@ static Verdict compare_elementwise(const char *name, const void *a, const void *
 }
 
 static Verdict compare_norms(const char *name, const void *a, const void *b, const void *init,
-                             size_t n, double rtol, double utol) {
+                             size_t n, double rtol, double utol, double floor) {
     double difference = 0, scale = 0, update = 0;
     for (size_t e = 0; e < n; e++) {
         const double u = element(a, e), v = element(b, e), w = init ? element(init, e) : v;
@@ -93,7 +97,7 @@ static Verdict compare_norms(const char *name, const void *a, const void *b, con
         update += (v - w) * (v - w);
     }
     difference = sqrt(difference), scale = sqrt(scale), update = sqrt(update);
-    const double bound = rtol * scale + utol * update;
+    const double bound = rtol * scale + utol * update + floor * sqrt((double)n);
     Verdict verdict = {bound > 0 ? difference / bound : difference > 0 ? INFINITY : 0,
                        difference / (scale + 1e-30), ""};
     if (isnan(difference)) verdict.ratio = verdict.relative = NAN;
@@ -105,9 +109,16 @@ static Verdict compare_norms(const char *name, const void *a, const void *b, con
 
 int main(int argc, char **argv) {
     const int norm = argc > 1 && strcmp(argv[1], "--norm") == 0;
+    double floor = 0;
+    if (norm && argc > 3 && strcmp(argv[2], "--floor") == 0) {
+        floor = atof(argv[3]);
+        argv[3] = argv[1];  // drop "--floor F": the rest reads as without it
+        argv += 2;
+        argc -= 2;
+    }
     if (norm ? argc != 5 && argc != 7 : argc != 5) {
         fprintf(stderr, "usage: compare_weights A B ATOL RTOL\n"
-                        "       compare_weights --norm A B RTOL [INIT UTOL]\n");
+                        "       compare_weights --norm [--floor F] A B RTOL [INIT UTOL]\n");
         return 2;
     }
     char **files = argv + 1 + norm;
@@ -146,7 +157,7 @@ int main(int argc, char **argv) {
         const SafeTensor *z = has_init ? safetensors_find(&init.tensors, x->name) : NULL;
         const void *zd = z && z->dtype == SAFE_F32 && z->size == x->size
                              ? safetensors_data(&init.tensors, z) : NULL;
-        const Verdict verdict = norm ? compare_norms(x->name, xd, yd, zd, n, rtol, utol)
+        const Verdict verdict = norm ? compare_norms(x->name, xd, yd, zd, n, rtol, utol, floor)
                                      : compare_elementwise(x->name, xd, yd, n, atol, rtol);
         if (verdict.relative > largest || isnan(verdict.relative)) largest = verdict.relative;
         if (verdict.ratio > worst.ratio || isnan(verdict.ratio)) worst = verdict;

@@ -11,10 +11,15 @@
 # YOLO26 (its SPPF with a shortcut, its end-to-end Detect head of 4 box
 # outputs, one-to-one copies and no DFL) trains, exports and reads back, and
 # so do its segmentation and pose models and a classification model;
-# a 4-channel YOLO is refused in one line (exit 2).
+# a 4-channel YOLO is refused in one line (exit 2); YOLOv6 (Convs with
+# ReLU) on 2 CPU ranks with synchronised BatchNorm: one step equals one
+# process's (before 2026-11-30 the ranks' backward lost the ReLU mask of
+# these units: 812 times the tensor's norm off).
 set -u
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/mpi.bash"
 e2e_init train_yolo
+mpi_require
 export OMP_WAIT_POLICY=PASSIVE
 
 images="$work/images"
@@ -199,4 +204,14 @@ expect_only 2 "yolo11n takes 3 input channels, not 4" -- \
   "$bin" train "${common[@]}" --out "$work/four" --model ultralytics/yolo11n.yaml --method simclr \
   --num-channels 4 --normalize 0.5,0.5,0.5,0.5:0.2,0.2,0.2,0.2 --max-steps 1
 
+# (the bound and floor of tests/e2e/shufflenet.sh's rank check; measured 0.0008 of it)
+v6=(--data "$images" --batch-size 4 --image-size 64 --num-workers 1 --threads 1 --seed 3
+    --model ultralytics/yolov6n.yaml --method simclr --method-arg hidden_dim=64
+    --method-arg output_dim=32 --max-steps 1)
+"$bin" train "${v6[@]}" --out "$work/v6-one" >"$work/log" 2>&1 || fail "yolov6n: $(tail -3 "$work/log")"
+mpi_run 2 "$bin" train "${v6[@]}" --out "$work/v6-two" >"$work/log" 2>&1 ||
+  fail "yolov6n on 2 ranks: $(tail -3 "$work/log")"
+result=$("$build/tests/e2e/compare_weights" --norm --floor 3e-5 "$work/v6-two/checkpoints/last.ckpt" \
+  "$work/v6-one/checkpoints/last.ckpt" 0.05) || fail "yolov6n: 2 ranks differ from one process: $result"
+echo "yolov6n, 2 ranks against one process: $result"
 e2e_finish
