@@ -19,7 +19,8 @@
 #             and replayed, whole steps through step_graph_begin / end:
 #             the GPU twins of their emulated tests; the depthwise kernels
 #             of 2026-11-30 and the YOLO ops in fp16 and bf16, issue 34's;
-#             DINOv31's combine_rows and cka_loss)
+#             DINOv31's combine_rows and cka_loss, ShuffleNetV2's
+#             channel_shuffle)
 #   targets   issue 32's targets (section 5), each fused path beside its
 #             fallback in the same call and PyTorch beside both: SimCLR
 #             ResNet-50 (eager, torch.compile last; ours also with its steps
@@ -635,7 +636,7 @@ fi
 : "${FIRST_LIGHT_STEPS:=50}" "${FIRST_LIGHT_RESUME_AT:=24}"
 : "${FIRST_LIGHT_TEACHER:=vit_b14}" "${FIRST_LIGHT_DISTILL_BATCH:=128}" "${FIRST_LIGHT_DISTILL_STEPS:=30}"
 : "${FIRST_LIGHT_EMBED_IMAGES:=64}" "${FIRST_LIGHT_EMBED_ACCELERATOR:=$FIRST_LIGHT_ACCELERATOR}" "${FIRST_LIGHT_TEST_LIMIT:=60}"
-: "${FIRST_LIGHT_OPS_FP32:=test_backend_fast test_resnet test_backend_fast_norm test_backend_act_ops
+: "${FIRST_LIGHT_OPS_FP32:=test_backend_fast test_resnet test_shufflenet test_backend_fast_norm test_backend_act_ops
 test_backend_transformer_fast test_nonfinite test_loss_scaler test_backend_resize
 test_backend_dinov2_ops test_backend_dinov3_ops test_backend_transfer test_ranks test_conv_algorithms
 test_backend_depthwise_ops test_backend_yolo_ops}"
@@ -655,7 +656,8 @@ test_conv_fusion:cuda,cuda-fp16,cuda-bf16:1 test_multi_tensor_update:cuda:0
 test_vit_checkpointing::12 test_cuda_graph_update::0 test_cuda_graph_layers::0
 test_cuda_graph_staging::0 test_cuda_graph_step::0
 test_backend_depthwise_ops:cuda,cuda-fp16,cuda-bf16:0 test_backend_yolo_ops:cuda-fp16,cuda-bf16:0
-test_cuda_memory::0 test_backend_paka_ops:cuda,cuda-fp16,cuda-bf16:0}"
+test_cuda_memory::0 test_backend_paka_ops:cuda,cuda-fp16,cuda-bf16:0
+test_backend_shuffle_ops:cuda,cuda-fp16,cuda-bf16:0}"
 # The targets in the order they run (compile: SimCLR's torch.compile side, last).
 : "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile yolo-distillation yolo-dino convnext convnext-teacher}"
 : "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"

@@ -33,7 +33,8 @@ static const OnnxFamily *family_of(const Backbone *backbone, ErrorMessage *err) 
         if (onnx_families[i].kind == backbone->spec.kind) return &onnx_families[i];
     char name[BACKBONE_MAX_NAME];
     backbone_spec_name(&backbone->spec, name, sizeof name);
-    error_set(err, "ONNX export of %s is not supported yet (ResNets, ViTs, YOLOs and ConvNeXts are)", name);
+    error_set(err, "ONNX export of %s is not supported yet (ResNets, ViTs, YOLOs and "
+                   "ConvNeXts are)", name);
     return NULL;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nn/backbone_convnext.h"
+#include "nn/backbone_shufflenet.h"
 #include "nn/batchnorm_sync.h"
 #include "nn/convnext_names.h"
 #include "nn/vit_weights.h"
@@ -112,7 +113,10 @@ const char *const backbone_model_names[] = {
     "torchvision/convnext_tiny", "torchvision/convnext_small", "torchvision/convnext_base",
     "torchvision/convnext_large", "timm/convnext_tiny", "timm/convnext_small",
     "timm/convnext_base", "timm/convnext_large", "dinov3/convnext-tiny", "dinov3/convnext-small",
-    "dinov3/convnext-base", "dinov3/convnext-large", NULL};
+    "dinov3/convnext-base", "dinov3/convnext-large",
+    // ShuffleNetV2s (shufflenet.h)
+    "torchvision/shufflenet_v2_x0_5", "torchvision/shufflenet_v2_x1_0",
+    "torchvision/shufflenet_v2_x1_5", "torchvision/shufflenet_v2_x2_0", NULL};
 
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);
@@ -142,17 +146,24 @@ int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, Er
         spec->kind = BACKBONE_CONVNEXT;
         return convnext_config_preset(name, &spec->convnext, err);
     }
+    if (shufflenet_is_model_name(name)) {
+        spec->kind = BACKBONE_SHUFFLENET;
+        return shufflenet_config_preset(name, &spec->shufflenet, err);
+    }
     return error_set(err, "unknown model '%s' (resnet18/34/50/101/152, vit_t16, vit_s14, "
                           "vit_s16, vit_b14, vit_b16, vit_l14, vit_l16, vit_g14, ..._reg4, "
                           "dinov3/vits16, dinov3/vitb16, ..., ultralytics/yolov8s.yaml, "
                           "ultralytics/yolo11s.yaml, ..., torchvision/convnext_tiny, "
-                          "timm/convnext_tiny, dinov3/convnext-tiny, ...)", name);
+                          "timm/convnext_tiny, dinov3/convnext-tiny, ..., "
+                          "torchvision/shufflenet_v2_x1_0, ...)", name);
 }
 
 void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size) {
     if (spec->kind == BACKBONE_VIT) snprintf(out, size, "%s", spec->vit.name);
     else if (spec->kind == BACKBONE_YOLO) snprintf(out, size, "%s", spec->yolo.name);
     else if (spec->kind == BACKBONE_CONVNEXT) snprintf(out, size, "%s", spec->convnext.name);
+    else if (spec->kind == BACKBONE_SHUFFLENET)
+        snprintf(out, size, "%s", spec->shufflenet.name);
     else snprintf(out, size, "resnet%d", spec->resnet_depth);
 }
 
@@ -398,8 +409,9 @@ static int allocate(Backbone *backbone, Backend *backend, const BackboneSpec *sp
     backbone->backend = backend;
     backbone->ops = spec->kind == BACKBONE_VIT        ? &vit_backbone_ops
                     : spec->kind == BACKBONE_YOLO     ? &yolo_backbone_ops
-                    : spec->kind == BACKBONE_CONVNEXT ? &convnext_backbone_ops
-                                                      : &resnet_backbone_ops;
+                    : spec->kind == BACKBONE_CONVNEXT   ? &convnext_backbone_ops
+                    : spec->kind == BACKBONE_SHUFFLENET ? &shufflenet_backbone_ops
+                                                        : &resnet_backbone_ops;
     if (input_count < 1 || input_count > BACKBONE_MAX_SLOTS)
         return error_set(err, "backbone: %d inputs (1..%d)", input_count, BACKBONE_MAX_SLOTS);
     backbone->slot_count = input_count;
@@ -409,6 +421,8 @@ static int allocate(Backbone *backbone, Backend *backend, const BackboneSpec *sp
         : spec->kind == BACKBONE_YOLO ? allocate_yolo(backbone, inputs, input_count, frozen, err)
         : spec->kind == BACKBONE_CONVNEXT
             ? backbone_allocate_convnext(backbone, inputs, input_count, frozen, err)
+        : spec->kind == BACKBONE_SHUFFLENET
+            ? backbone_allocate_shufflenet(backbone, inputs, input_count, frozen, err)
             : allocate_resnet(backbone, inputs, input_count, frozen, err);
     if (status) backbone_free(backbone);
     return status;
@@ -465,6 +479,12 @@ int backbone_attach_batchnorm_sync(Backbone *backbone, BatchNormSync *sync, Erro
             if (batchnorm_sync_attach(sync, &model->convs[c]->bn, err)) return -1;
         return 0;
     }
+    if (backbone->spec.kind == BACKBONE_SHUFFLENET) {
+        const Shufflenet *model = &backbone->model.shufflenet;
+        for (int u = 0; u < model->unit_count; u++)
+            if (batchnorm_sync_attach(sync, &model->units[u]->bn, err)) return -1;
+        return 0;
+    }
     if (backbone->spec.kind != BACKBONE_RESNET) return 0;
     return resnet_attach_batchnorm_sync(&backbone->model.resnet, sync, err);
 }
@@ -474,7 +494,8 @@ const Parameter *backbone_input_layer(const Backbone *backbone) {
         return &backbone->params->params[backbone->model.convnext.stages[0].conv.weight_index];
     const char *name = backbone->spec.kind == BACKBONE_VIT    ? "patch_embed.proj.weight"
                        : backbone->spec.kind == BACKBONE_YOLO ? "model.0.conv.weight"
-                                                              : "conv1.weight";
+                       : backbone->spec.kind == BACKBONE_SHUFFLENET ? "conv1.0.weight"
+                                                                    : "conv1.weight";
     return parameter_find(backbone->params, name);
 }
 
@@ -485,6 +506,8 @@ void backbone_feature_map_size(const Backbone *b, int slot, int *height, int *wi
         yolo_feature_map_size(&b->model.yolo, slot, height, width);
     else if (b->spec.kind == BACKBONE_CONVNEXT)
         convnext_feature_map_size(&b->model.convnext, slot, height, width);
+    else if (b->spec.kind == BACKBONE_SHUFFLENET)
+        shufflenet_feature_map_size(&b->model.shufflenet, slot, height, width);
     else
         resnet_feature_map_size(&b->model.resnet, slot, height, width);
 }

@@ -6,7 +6,8 @@
 // Features: ResNets' globally pooled last stage; ViTs' pooled normalised
 // tokens (mean of the patch tokens by default, or the class token: VitPool);
 // Ultralytics YOLOs' globally pooled last backbone layer (nn/yolo.h);
-// ConvNeXts' pooled last stage (DINOv3's: of the normalised map, convnext.h).
+// ConvNeXts' pooled last stage (DINOv3's: of the normalised map, convnext.h);
+// ShuffleNetV2s' pooled conv5 (shufflenet.h).
 #ifndef LTC_NN_BACKBONE_H
 #define LTC_NN_BACKBONE_H
 
@@ -18,6 +19,7 @@
 #include "nn/parameters.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
+#include "nn/shufflenet.h"
 #include "nn/vit.h"
 #include "nn/yolo.h"
 #include "util/error.h"
@@ -29,7 +31,8 @@ typedef enum BackboneKind {
     BACKBONE_RESNET,
     BACKBONE_VIT,
     BACKBONE_YOLO,
-    BACKBONE_CONVNEXT
+    BACKBONE_CONVNEXT,
+    BACKBONE_SHUFFLENET
 } BackboneKind;
 
 // What to build.
@@ -43,6 +46,7 @@ typedef struct BackboneSpec {
     VitConfig vit;
     YoloConfig yolo;   // BACKBONE_YOLO (nn/yolo.h)
     ConvnextConfig convnext;  // BACKBONE_CONVNEXT (nn/convnext.h)
+    ShufflenetConfig shufflenet;  // BACKBONE_SHUFFLENET (nn/shufflenet.h)
     // Channels of the input images: the first conv / patch embedding takes
     // this many (0 means 3; --num-channels).
     int in_channels;
@@ -59,7 +63,8 @@ typedef struct BackboneSpec {
 // vit.h (vit_t16, vit_s14, ... with _reg4; dinov3/vits16, ...) and the
 // Ultralytics YOLOs as LightlyTrain names them (ultralytics/yolov8s.yaml,
 // ultralytics/yolo11m.yaml, ...: yolo.h), the ConvNeXts of convnext_names.h
-// (torchvision/convnext_tiny, timm/..., dinov3/convnext-tiny, ...);
+// (torchvision/convnext_tiny, timm/..., dinov3/convnext-tiny, ...) and the
+// ShuffleNetV2s of shufflenet.h (torchvision/shufflenet_v2_x1_0, ...);
 // image_size sets a new ViT's position grid. NULL-terminated list for option
 // tables.
 extern const char *const backbone_model_names[];
@@ -113,6 +118,7 @@ struct Backbone {
         Vit vit;
         Yolo yolo;
         Convnext convnext;
+        Shufflenet shufflenet;
     } model;
     int64_t no_batches_tracked;
 };

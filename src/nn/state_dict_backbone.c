@@ -148,6 +148,11 @@ int state_dict_backbone_spec(const SafeTensors *file, const char *prefix, Backbo
         spec->in_channels = 3;
         return yolo_config_from_weights(file, prefix, &spec->yolo, err);
     }
+    if (shufflenet_config_from_weights(file, prefix, &spec->shufflenet) == 0) {
+        spec->kind = BACKBONE_SHUFFLENET;
+        spec->in_channels = spec->shufflenet.in_channels;
+        return 0;
+    }
     spec->kind = BACKBONE_RESNET;
     if (state_dict_resnet_depth(file, prefix, &spec->resnet_depth, err) != 0)
         return error_prefix(err, "no ViT tokens (\"%scls_token\")", prefix);

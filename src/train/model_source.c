@@ -67,9 +67,13 @@ static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
     backbone_spec_name(spec, found, sizeof found);
     if (named.kind != spec->kind ||
         (spec->kind == BACKBONE_RESNET && named.resnet_depth != spec->resnet_depth) ||
-        (spec->kind == BACKBONE_YOLO && strcmp(named.yolo.name, spec->yolo.name) != 0))
+        (spec->kind == BACKBONE_YOLO && strcmp(named.yolo.name, spec->yolo.name) != 0) ||
+        (spec->kind == BACKBONE_SHUFFLENET &&
+         strcmp(named.shufflenet.name, spec->shufflenet.name) != 0))
         return error_set(err, "%s does not match the file, which holds a %s", arch, found);
-    if (spec->kind == BACKBONE_RESNET || spec->kind == BACKBONE_YOLO) return 0;
+    if (spec->kind == BACKBONE_RESNET || spec->kind == BACKBONE_YOLO ||
+        spec->kind == BACKBONE_SHUFFLENET)
+        return 0;
     if (spec->kind == BACKBONE_CONVNEXT) return apply_convnext_arch(arch, &named, spec, err);
     const VitConfig *a = &named.vit, *b = &spec->vit;
     const struct { const char *what; int named, file; } checks[] = {
