@@ -21,6 +21,7 @@ static const OnnxFamily onnx_families[] = {
     {BACKBONE_VIT, onnx_vit_check, onnx_vit_graph},
     {BACKBONE_YOLO, onnx_any_size_check, onnx_yolo_graph},
     {BACKBONE_CONVNEXT, onnx_convnext_check, onnx_convnext_graph},
+    {BACKBONE_SHUFFLENET, onnx_any_size_check, onnx_shufflenet_graph},
 };
 
 int onnx_any_size_check(const Backbone *backbone, int image_size, ErrorMessage *err) {
@@ -33,8 +34,8 @@ static const OnnxFamily *family_of(const Backbone *backbone, ErrorMessage *err) 
         if (onnx_families[i].kind == backbone->spec.kind) return &onnx_families[i];
     char name[BACKBONE_MAX_NAME];
     backbone_spec_name(&backbone->spec, name, sizeof name);
-    error_set(err, "ONNX export of %s is not supported yet (ResNets, ViTs, YOLOs and "
-                   "ConvNeXts are)", name);
+    error_set(err, "ONNX export of %s is not supported yet (ResNets, ViTs, YOLOs, "
+                   "ConvNeXts and ShuffleNetV2s are)", name);
     return NULL;
 }
 

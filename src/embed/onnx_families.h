@@ -33,6 +33,8 @@ int onnx_vit_graph(const OnnxBuilder *builder, const Backbone *backbone, int ima
 int onnx_convnext_check(const Backbone *backbone, int image_size, ErrorMessage *err);
 int onnx_convnext_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
                         const char *input, const char **output, ErrorMessage *err);
+int onnx_shufflenet_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
+                          const char *input, const char **output, ErrorMessage *err);
 int onnx_yolo_graph(const OnnxBuilder *builder, const Backbone *backbone, int image_size,
                     const char *input, const char **output, ErrorMessage *err);
 

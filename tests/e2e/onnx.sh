@@ -43,7 +43,9 @@
 # in torchvision's naming (the mean of the last stage) and DINOv3's (its
 # final norm on every position, then the mean; fp16 too), random-norms
 # drawing their layer scales in [0.2, 1]: at the initial 1e-6 a graph
-# without any block's branch passes at 1e-5 (measured 2.4e-6). Then bad
+# without any block's branch passes at 1e-5 (measured 2.4e-6).
+# ShuffleNetV2 x0.5 and x2.0 at 70 px (maps of 18, 9, 5 and 3: the shuffle's
+# reshapes at odd sizes). Then bad
 # input: exit 2, one line, nothing written.
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -123,12 +125,15 @@ for variant in "v8n yolov8n random-norms" "y11n yolo11n random-norms" "y11m yolo
   "$bin" embed --data "$work/img64" --checkpoint "$work/$name.safetensors" --image-size 64 \
     --out "$work/$name.npy" --export-onnx "$work/$name.onnx" >/dev/null || fail "embed $model"
 done
-# ConvNeXts.
-for variant in "cnx torchvision/convnext_tiny" "cnx3 dinov3/convnext-tiny"; do
+# ConvNeXts and ShuffleNetV2s (at 70 px: odd sizes after the first halvings).
+for variant in "cnx torchvision/convnext_tiny" "cnx3 dinov3/convnext-tiny" \
+  "sn torchvision/shufflenet_v2_x0_5" "sn2 torchvision/shufflenet_v2_x2_0"; do
   read -r name model <<<"$variant"
   "$make_backbone" "$work/$name.safetensors" "$model" 10 64 - random-norms ||
     fail "make_backbone $model"
-  "$bin" embed --data "$work/img64" --checkpoint "$work/$name.safetensors" --image-size 64 \
+  size=64
+  [[ $model == *shufflenet* ]] && size=70
+  "$bin" embed --data "$work/img$size" --checkpoint "$work/$name.safetensors" --image-size $size \
     --out "$work/$name.npy" --export-onnx "$work/$name.onnx" >/dev/null || fail "embed $model"
 done
 expect_only 0 "^exported backbone of dinov3/convnext-tiny \(27820128 parameters\) .* as ONNX \(opset 25, fp16, input images \(batch, 3, 64, 64\), output embeddings \(batch, 768\)\)$" \
@@ -165,7 +170,9 @@ expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \
   "$work/v6n.onnx" "$work/img64" "$work/v6n.npy" 1e-5 + \
   "$work/cnx.onnx" "$work/img64" "$work/cnx.npy" 1e-5 + \
   "$work/cnx3.onnx" "$work/img64" "$work/cnx3.npy" 1e-5 + \
-  "$work/cnx3_fp16.onnx" "$work/img64" "$work/cnx3.npy" 1e-2 --fp16 ||
+  "$work/cnx3_fp16.onnx" "$work/img64" "$work/cnx3.npy" 1e-2 --fp16 + \
+  "$work/sn.onnx" "$work/img70" "$work/sn.npy" 1e-5 + \
+  "$work/sn2.onnx" "$work/img70" "$work/sn2.npy" 1e-5 ||
   fail "ONNX Runtime differs from embed (above)"
 
 # Bad input: exit 2, one line naming the problem, nothing written.
