@@ -14,7 +14,7 @@
 static const char *unit_graph(const OnnxBuilder *builder, const ShufflenetUnit *unit,
                               const char *scope, const char *x) {
     x = onnx_batchnorm(builder, &unit->bn, onnx_conv2d(builder, &unit->conv, NULL, x));
-    return unit->relu ? onnx_activation(builder, ONNX_ACT_RELU, scope, x) : x;
+    return unit->act == LAYER_ACT_RELU ? onnx_activation(builder, ONNX_ACT_RELU, scope, x) : x;
 }
 
 static const char *branch_graph(const OnnxBuilder *builder, const ShufflenetUnit *units,

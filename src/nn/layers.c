@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/batchnorm_sync.h"
 #include "util/rng.h"
@@ -196,6 +197,57 @@ void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows,
     backend->op.batchnorm_relu_backward(backend, rows, bn->channels, x, y, dy, bn->weight,
                                         bn->bias, save_mean, save_inv_std, dx, bn->weight_grad,
                                         bn->bias_grad, dresidual);
+}
+
+
+ConvPlan *conv_plan_shared(Backend *backend, const ConvShape *shapes, ConvPlan *const *plans,
+                           int index, ConvPlan **owned, int *owned_count, ErrorMessage *err) {
+    for (int earlier = 0; earlier < index; earlier++)
+        if (plans[earlier] && memcmp(&shapes[earlier], &shapes[index], sizeof *shapes) == 0)
+            return plans[earlier];
+    ConvPlan *plan = backend->op.conv2d_plan(backend, &shapes[index], err);
+    if (plan) owned[(*owned_count)++] = plan;
+    return plan;
+}
+
+void conv_unit_forward(Backend *backend, const ConvUnitStep *unit, int training, const Act *x,
+                       Act *conv_out, Act *out, float *mean, float *inv_std) {
+    if (unit->depthwise)
+        backend->op.depthwise_forward(backend, unit->depthwise, x, unit->conv->weight_compute,
+                                      NULL, conv_out);
+    else
+        conv2d_forward(backend, unit->conv, unit->plan, x, conv_out);
+    if (unit->act == LAYER_ACT_SILU)
+        batchnorm_silu_forward(backend, unit->bn, training, unit->rows, conv_out, out, mean,
+                               inv_std);
+    else if (unit->act == LAYER_ACT_RELU)
+        batchnorm_relu_forward(backend, unit->bn, training, unit->rows, conv_out, NULL, out, mean,
+                               inv_std);
+    else
+        batchnorm_forward(backend, unit->bn, training, unit->rows, conv_out, out, mean, inv_std);
+}
+
+void conv_unit_backward(Backend *backend, const ConvUnitStep *unit, const Act *x,
+                        const Act *conv_out, const float *mean, const float *inv_std,
+                        const Act *dy, Act *dnorm, Act *dconv, Act *dx) {
+    const BatchNorm *bn = unit->bn;
+    if (unit->act == LAYER_ACT_SILU)
+        batchnorm_silu_backward(backend, bn, unit->rows, conv_out, dy, mean, inv_std, dnorm,
+                                dconv);
+    else if (unit->act == LAYER_ACT_RELU)  // the mask recomputed from the norm's input: the
+        batchnorm_relu_backward(backend, bn, unit->rows, conv_out, NULL, dy, mean, inv_std,
+                                dconv, NULL);  // caller may have changed its output since
+    else
+        batchnorm_backward(backend, bn, unit->rows, conv_out, dy, mean, inv_std, dconv);
+    if (unit->depthwise) {
+        backend->op.depthwise_backward_weights(backend, unit->depthwise, x, dconv,
+                                               unit->conv->weight_grad, NULL);
+        if (dx)
+            backend->op.depthwise_backward_data(backend, unit->depthwise, dconv,
+                                                unit->conv->weight_compute, dx);
+    } else {
+        conv2d_backward(backend, unit->conv, unit->plan, x, dconv, dx);
+    }
 }
 
 void batchnorm_silu_forward(Backend *backend, const BatchNorm *bn, int training, size_t rows,

@@ -67,6 +67,12 @@ void conv2d_forward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, 
 void conv2d_backward(Backend *backend, const Conv2d *conv, const ConvPlan *plan, const Act *x,
                      const Act *dy, Act *dx);
 
+// The plan for shapes[index]: the plan of an earlier identical shape
+// (plans[earlier] non-NULL: a model's convs of one shape share one), or a
+// new one, appended to owned (*owned_count). NULL with err on failure.
+ConvPlan *conv_plan_shared(Backend *backend, const ConvShape *shapes, ConvPlan *const *plans,
+                           int index, ConvPlan **owned, int *owned_count, ErrorMessage *err);
+
 // ---- batch norm over rows: 2d on NHWC (rows = N*H*W) or 1d (rows = N) -------
 
 typedef struct BatchNormSync BatchNormSync;
@@ -174,6 +180,32 @@ void batchnorm_silu_forward(Backend *backend, const BatchNorm *bn, int training,
 void batchnorm_silu_backward(Backend *backend, const BatchNorm *bn, size_t rows, const Act *x,
                              const Act *dy, const float *save_mean, const float *save_inv_std,
                              Act *dz, Act *dx);
+
+// ---- a conv unit: conv (or depthwise conv) without bias, BatchNorm, activation --
+// Ultralytics' Conv and ShuffleNetV2's units: the norm's output is not kept
+// (the backward recomputes what it needs from conv_out).
+
+enum { LAYER_ACT_NONE, LAYER_ACT_SILU, LAYER_ACT_RELU };
+
+typedef struct ConvUnitStep {
+    const Conv2d *conv;              // depthwise: weights (1, K, K, C) on the depthwise ops
+    const BatchNorm *bn;
+    int act;                         // LAYER_ACT_NONE, _SILU or _RELU after the norm
+    const ConvPlan *plan;            // a regular conv's plan, or NULL
+    const DepthwisePlan *depthwise;  // a depthwise conv's plan, or NULL
+    size_t rows;                     // output rows, N OH OW
+} ConvUnitStep;
+
+// conv_out (rows, Cout) = conv(x); out = act(BN(conv_out)); mean, inv_std
+// (Cout) = the batch statistics of a training forward.
+void conv_unit_forward(Backend *backend, const ConvUnitStep *unit, int training, const Act *x,
+                       Act *conv_out, Act *out, float *mean, float *inv_std);
+// From dy = dL/d out: the conv's and the norm's gradients +=; dx = dL/dx
+// unless NULL. x, conv_out, mean, inv_std: the forward's. dnorm (SiLU only)
+// and dconv: scratch (rows, Cout), apart from dy and dx.
+void conv_unit_backward(Backend *backend, const ConvUnitStep *unit, const Act *x,
+                        const Act *conv_out, const float *mean, const float *inv_std,
+                        const Act *dy, Act *dnorm, Act *dconv, Act *dx);
 
 // ---- layer norm over the channels of each row (PyTorch's nn.LayerNorm) -------
 

@@ -99,7 +99,7 @@ static int declare_unit(Shufflenet *model, ShufflenetUnit *unit, const char *con
                                     c->bn_momentum, c->bn_eps, err))
         return -1;
     unit->depthwise = depthwise;
-    unit->relu = relu;
+    unit->act = relu ? LAYER_ACT_RELU : LAYER_ACT_NONE;
     unit->id = model->unit_count;
     model->units[model->unit_count++] = unit;
     return 0;
@@ -237,14 +237,9 @@ static int plans_make(Shufflenet *model, int batch, int resolution, ShufflenetPl
             continue;
         }
         // identical shapes (a stage's 1x1 convs) share one plan
-        for (int earlier = 0; earlier < u && !plans->plans[u]; earlier++)
-            if (!model->units[earlier]->depthwise && memcmp(&plans->shapes[earlier], s, sizeof *s) == 0)
-                plans->plans[u] = plans->plans[earlier];
-        if (plans->plans[u]) continue;
-        ConvPlan *plan = model->backend->op.conv2d_plan(model->backend, s, err);
-        if (!plan) return -1;
-        plans->owned[plans->owned_count++] = plan;
-        plans->plans[u] = plan;
+        plans->plans[u] = conv_plan_shared(model->backend, plans->shapes, plans->plans, u,
+                                           plans->owned, &plans->owned_count, err);
+        if (!plans->plans[u]) return -1;
     }
     return 0;
 }

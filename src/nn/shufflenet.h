@@ -57,7 +57,7 @@ int shufflenet_config_preset(const char *name, ShufflenetConfig *config, ErrorMe
 typedef struct ShufflenetUnit {
     Conv2d conv;
     BatchNorm bn;
-    int relu;
+    int act;        // LAYER_ACT_RELU or LAYER_ACT_NONE (layers.h)
     int depthwise;
     int id;  // index into the plans' and the slot's per-unit tables
 } ShufflenetUnit;

@@ -32,50 +32,30 @@ static Act *scratch(const Run *run, int index) {
     return act_at(run->backend, run->model->scratch, (size_t)index * run->model->scratch_elements);
 }
 
-// ---- a unit: conv (or depthwise) -> BN (-> ReLU) --------------------------------------------
+// ---- a unit: conv (or depthwise) -> BN (-> ReLU): layers.h conv_unit_* ---------------------
+
+static ConvUnitStep unit_step(const Run *run, const ShufflenetUnit *unit) {
+    return (ConvUnitStep){&unit->conv, &unit->bn, unit->act,
+                          unit->depthwise ? NULL : run->plans->plans[unit->id],
+                          unit->depthwise ? run->plans->depthwise[unit->id] : NULL,
+                          unit_rows(run, unit)};
+}
 
 static const Act *unit_forward(const Run *run, const ShufflenetUnit *unit, const Act *x) {
-    Backend *backend = run->backend;
     ShufflenetUnitState *state = &run->slot->units[unit->id];
-    const size_t rows = unit_rows(run, unit);
+    const ConvUnitStep step = unit_step(run, unit);
     state->input = x;
-    if (unit->depthwise)
-        backend->op.depthwise_forward(backend, run->plans->depthwise[unit->id], x,
-                                      unit->conv.weight_compute, NULL, state->conv_out);
-    else
-        conv2d_forward(backend, &unit->conv, run->plans->plans[unit->id], x, state->conv_out);
-    if (unit->relu)
-        batchnorm_relu_forward(backend, &unit->bn, run->training, rows, state->conv_out, NULL,
-                               state->out, state->mean, state->inv_std);
-    else
-        batchnorm_forward(backend, &unit->bn, run->training, rows, state->conv_out, state->out,
-                          state->mean, state->inv_std);
+    conv_unit_forward(run->backend, &step, run->training, x, state->conv_out, state->out,
+                      state->mean, state->inv_std);
     return state->out;
 }
 
 // dx = d(loss)/d(input) of dy (NULL: none); the conv's gradient goes through G5.
 static void unit_backward(const Run *run, const ShufflenetUnit *unit, const Act *dy, Act *dx) {
-    Backend *backend = run->backend;
     const ShufflenetUnitState *state = &run->slot->units[unit->id];
-    const size_t rows = unit_rows(run, unit);
-    Act *dconv = scratch(run, 5);
-    if (unit->relu)  // the mask recomputed from the norm's input
-        batchnorm_relu_backward(backend, &unit->bn, rows, state->conv_out, NULL, dy, state->mean,
-                                state->inv_std, dconv, NULL);
-    else
-        batchnorm_backward(backend, &unit->bn, rows, state->conv_out, dy, state->mean,
-                           state->inv_std, dconv);
-    if (unit->depthwise) {
-        const DepthwisePlan *plan = run->plans->depthwise[unit->id];
-        backend->op.depthwise_backward_weights(backend, plan, state->input, dconv,
-                                               unit->conv.weight_grad, NULL);
-        if (dx)
-            backend->op.depthwise_backward_data(backend, plan, dconv, unit->conv.weight_compute,
-                                                dx);
-    } else {
-        conv2d_backward(backend, &unit->conv, run->plans->plans[unit->id], state->input, dconv,
-                        dx);
-    }
+    const ConvUnitStep step = unit_step(run, unit);
+    conv_unit_backward(run->backend, &step, state->input, state->conv_out, state->mean,
+                       state->inv_std, dy, NULL, scratch(run, 5), dx);
 }
 
 // A branch of `count` units in a row; returns the last one's output.

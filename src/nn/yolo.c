@@ -141,15 +141,9 @@ static int plans_make(Yolo *model, int batch, int resolution, YoloPlans *plans,
             if (!plans->depthwise[c]) return -1;
             continue;
         }
-        for (int earlier = 0; earlier < c && !plans->plans[c]; earlier++)
-            if (!model->convs[earlier]->depthwise &&
-                memcmp(&plans->shapes[earlier], &plans->shapes[c], sizeof *plans->shapes) == 0)
-                plans->plans[c] = plans->plans[earlier];
-        if (plans->plans[c]) continue;
-        ConvPlan *plan = model->backend->op.conv2d_plan(model->backend, &plans->shapes[c], err);
-        if (!plan) return -1;
-        plans->owned[plans->owned_count++] = plan;
-        plans->plans[c] = plan;
+        plans->plans[c] = conv_plan_shared(model->backend, plans->shapes, plans->plans, c,
+                                           plans->owned, &plans->owned_count, err);
+        if (!plans->plans[c]) return -1;
     }
     return 0;
 }

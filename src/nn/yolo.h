@@ -137,7 +137,7 @@ typedef enum YoloModuleKind {
 
 // A Conv's activation: none (act=False), Ultralytics' default SiLU, or the
 // ReLU of a YAML whose `activation` is torch.nn.ReLU() (YOLOv6).
-enum { YOLO_ACT_NONE, YOLO_ACT_SILU, YOLO_ACT_RELU };
+enum { YOLO_ACT_NONE = LAYER_ACT_NONE, YOLO_ACT_SILU = LAYER_ACT_SILU, YOLO_ACT_RELU = LAYER_ACT_RELU };
 
 // Ultralytics' Conv: conv (no bias; depthwise for DWConv and PSA's pe, on
 // the depthwise ops with weights (1, K, K, C)) + BN (+ SiLU).

@@ -49,55 +49,29 @@ static Act *at_mut(const Run *run, Act *base, size_t elements) {
 
 // ---- conv unit: conv -> BN -> SiLU or ReLU (fused: the norm's output is not kept) -------------
 
+// The unit's step description at the run's plans.
+static ConvUnitStep unit_step(const Run *run, const YoloConv *unit) {
+    return (ConvUnitStep){&unit->conv, &unit->bn, unit->act,
+                          unit->depthwise ? NULL : run->plans->plans[unit->id],
+                          unit->depthwise ? run->plans->depthwise[unit->id] : NULL,
+                          unit_rows(run, unit)};
+}
+
 static Act *unit_forward(const Run *run, const YoloConv *unit, const Act *x) {
-    Backend *backend = run->backend;
     YoloConvState *state = &run->slot->convs[unit->id];
-    const size_t rows = unit_rows(run, unit);
+    const ConvUnitStep step = unit_step(run, unit);
     state->input = x;
-    if (unit->depthwise)
-        backend->op.depthwise_forward(backend, run->plans->depthwise[unit->id], x,
-                                      unit->conv.weight_compute, NULL, state->conv_out);
-    else
-        conv2d_forward(backend, &unit->conv, run->plans->plans[unit->id], x, state->conv_out);
-    if (unit->act == YOLO_ACT_SILU)
-        batchnorm_silu_forward(backend, &unit->bn, run->training, rows, state->conv_out,
-                               state->out, state->mean, state->inv_std);
-    else if (unit->act == YOLO_ACT_RELU)
-        batchnorm_relu_forward(backend, &unit->bn, run->training, rows, state->conv_out, NULL,
-                               state->out, state->mean, state->inv_std);
-    else
-        batchnorm_forward(backend, &unit->bn, run->training, rows, state->conv_out, state->out,
-                          state->mean, state->inv_std);
+    conv_unit_forward(run->backend, &step, run->training, x, state->conv_out, state->out,
+                      state->mean, state->inv_std);
     return state->out;
 }
 
 // dx (input) = d(loss)/d(input) of dy (rows, Cout); NULL dx: no data gradient.
 static void unit_backward(const Run *run, const YoloConv *unit, const Act *dy, Act *dx) {
-    Backend *backend = run->backend;
     const YoloConvState *state = &run->slot->convs[unit->id];
-    const size_t rows = unit_rows(run, unit);
-    Act *dnorm = run->slot->grad_conv[0], *dconv = run->slot->grad_conv[1];
-    if (unit->act == YOLO_ACT_SILU)
-        batchnorm_silu_backward(backend, &unit->bn, rows, state->conv_out, dy, state->mean,
-                                state->inv_std, dnorm, dconv);
-    else if (unit->act == YOLO_ACT_RELU)  // the mask recomputed from the norm's input: a
-        batchnorm_relu_backward(backend, &unit->bn, rows, state->conv_out, NULL, dy,  // residual
-                                state->mean, state->inv_std, dconv, NULL);  // may change out
-
-    else
-        batchnorm_backward(backend, &unit->bn, rows, state->conv_out, dy, state->mean,
-                           state->inv_std, dconv);
-    if (unit->depthwise) {
-        const DepthwisePlan *plan = run->plans->depthwise[unit->id];
-        backend->op.depthwise_backward_weights(backend, plan, state->input, dconv,
-                                               unit->conv.weight_grad, NULL);
-        if (dx)
-            backend->op.depthwise_backward_data(backend, plan, dconv, unit->conv.weight_compute,
-                                                dx);
-    } else {
-        conv2d_backward(backend, &unit->conv, run->plans->plans[unit->id], state->input, dconv,
-                        dx);
-    }
+    const ConvUnitStep step = unit_step(run, unit);
+    conv_unit_backward(run->backend, &step, state->input, state->conv_out, state->mean,
+                       state->inv_std, dy, run->slot->grad_conv[0], run->slot->grad_conv[1], dx);
 }
 
 // ---- Bottleneck, C3k, PSABlock ----------------------------------------------------------------
