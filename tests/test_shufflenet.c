@@ -6,8 +6,8 @@
 // the float64 truth (+ the fixture's kinkerr, what its fragile ReLU and
 // max-pool decisions can move, + 1e-5 of the tensor's scale, as
 // test_resnet.c). Also: parameter and state-dict key counts of all four
-// sizes against torchvision's, and a weight file written, recognised by its
-// tensors and read back.
+// sizes against torchvision's, a weight file written, recognised by its
+// tensors and read back, and a frozen model's (shared buffers) features.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -202,6 +202,34 @@ static void matches_torchvision(const char *backend_name) {
     backend_destroy(backend);
 }
 
+// A frozen model (a teacher: its tensors in shared buffers) computes the
+// same training-mode and eval-mode features.
+static void test_frozen_matches_torchvision(void **state) {
+    ErrorMessage err = {{0}};
+    Backend *backend = backend_create("cpu", 0, &err);
+    assert_non_null(backend);
+    ShufflenetConfig config;
+    Shufflenet model;
+    const ShufflenetInputShape shape = {BATCH, SIZE};
+    if (shufflenet_config_preset("torchvision/shufflenet_v2_x0_5", &config, &err) ||
+        shufflenet_declare(&model, backend, &config, &err))
+        fail_msg("%s", err.text);
+    model.frozen = 1;
+    if (shufflenet_allocate(&model, &shape, 1, &err) ||
+        fixture_init_table(&model.params, &err) || fixture_init_table(&model.buffers, &err))
+        fail_msg("%s", err.text);
+    float *input = upload_input(backend);
+    if (shufflenet_forward(&model, 0, BATCH, (const Act *)input, 1, &err)) fail_msg("%s", err.text);
+    expect_features(backend, &model, "features");
+    assert_int_equal(shufflenet_backward_map(&model, 0, shufflenet_features(&model, 0), NULL, &err),
+                     -1);
+    if (shufflenet_forward(&model, 0, BATCH, (const Act *)input, 0, &err)) fail_msg("%s", err.text);
+    expect_features(backend, &model, "features_eval");
+    backend->op.free(backend, input);
+    shufflenet_free(&model);
+    backend_destroy(backend);
+}
+
 static void test_matches_torchvision_ref(void **state) { matches_torchvision("ref"); }
 static void test_matches_torchvision_cpu(void **state) { matches_torchvision("cpu"); }
 static void test_matches_torchvision_cuda(void **state) { matches_torchvision("cuda"); }
@@ -282,6 +310,7 @@ int main(void) {
         cmocka_unit_test(test_matches_torchvision_ref),
         cmocka_unit_test(test_matches_torchvision_cpu),
         cmocka_unit_test(test_matches_torchvision_cuda),
+        cmocka_unit_test(test_frozen_matches_torchvision),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

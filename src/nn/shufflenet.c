@@ -268,9 +268,58 @@ int shufflenet_prepare_batch(Shufflenet *model, int slot_index, int batch, Error
 
 // ---- activation arenas ---------------------------------------------------------------------
 
-static size_t take(ActivationArena *arena, Act **tensor, size_t elements, size_t largest) {
-    *tensor = activation_take(arena, elements);
-    return elements > largest ? elements : largest;
+static size_t elements_out(const ConvShape *s) {
+    return (size_t)s->batch * s->out_height * s->out_width * s->out_channels;
+}
+static size_t elements_in(const ConvShape *s) {
+    return (size_t)s->batch * s->in_height * s->in_width * s->in_channels;
+}
+
+// A frozen model's tensors (it runs no backward): every unit's conv output
+// in one buffer (read only by its own norm), the units' outputs in three
+// (branch1's result stays in the second while branch2 runs in the first
+// and third), one split and one concat for every block, the blocks'
+// outputs alternating between two; conv5's output (the feature map) its own.
+static void layout_frozen(const Shufflenet *model, ShufflenetSlot *slot, ActivationArena *arena) {
+    const size_t n = slot->largest;
+    Act *conv_out = activation_take(arena, n), *unit_out[3], *block_out[2];
+    for (int i = 0; i < 3; i++) unit_out[i] = activation_take(arena, n);
+    for (int i = 0; i < 2; i++) block_out[i] = activation_take(arena, n);
+    Act *split = activation_take(arena, n), *cat = activation_take(arena, n);
+    for (int u = 0; u < model->unit_count; u++) slot->units[u].conv_out = conv_out;
+    slot->units[model->conv1.id].out = unit_out[0];
+    for (int b = 0; b < model->block_count; b++) {
+        const ShufflenetBlock *block = &model->blocks[b];
+        static const int branch1_out[2] = {0, 1}, branch2_out[3] = {0, 2, 0};
+        for (int i = 0; block->stride > 1 && i < 2; i++)
+            slot->units[block->branch1[i].id].out = unit_out[branch1_out[i]];
+        for (int i = 0; i < 3; i++)
+            slot->units[block->branch2[i].id].out = unit_out[branch2_out[i]];
+        slot->blocks[b].split = block->stride == 1 ? split : NULL;
+        slot->blocks[b].cat = cat;
+        slot->blocks[b].out = block_out[b % 2];
+    }
+    slot->units[model->conv5.id].out =
+        activation_take(arena, elements_out(&slot->plans[0].shapes[model->conv5.id]));
+}
+
+// A trainable model's tensors: each its own (backward reads them).
+static void layout_each(const Shufflenet *model, ShufflenetSlot *slot, ActivationArena *arena) {
+    const ShufflenetPlans *plans = &slot->plans[0];
+    for (int u = 0; u < model->unit_count; u++) {
+        const size_t n = elements_out(&plans->shapes[u]);
+        slot->units[u].conv_out = activation_take(arena, n);
+        slot->units[u].out = activation_take(arena, n);
+    }
+    for (int b = 0; b < model->block_count; b++) {
+        const ShufflenetBlock *block = &model->blocks[b];
+        const ConvShape *last = &plans->shapes[block->branch2[2].id];
+        const size_t rows = (size_t)last->batch * last->out_height * last->out_width;
+        ShufflenetBlockState *state = &slot->blocks[b];
+        state->split = block->stride == 1 ? activation_take(arena, rows * block->half) : NULL;
+        state->cat = activation_take(arena, rows * block->out_channels);
+        state->out = activation_take(arena, rows * block->out_channels);
+    }
 }
 
 // Lays out (sizing pass: base NULL) or wires a slot's arena at its plans[0]
@@ -278,39 +327,32 @@ static size_t take(ActivationArena *arena, Act **tensor, size_t elements, size_t
 static size_t layout_slot(const Shufflenet *model, ShufflenetSlot *slot, void *base) {
     ActivationArena arena = activation_arena_begin(model->backend, base);
     const ShufflenetPlans *plans = &slot->plans[0];
-    size_t largest = 0;
+    // the largest tensor: any unit's input or output (a block's concat and
+    // output are its branch2's last output, doubled, its next block's input)
+    slot->largest = 0;
     for (int u = 0; u < model->unit_count; u++) {
         const ConvShape *s = &plans->shapes[u];
-        const size_t n = (size_t)s->batch * s->out_height * s->out_width * s->out_channels;
-        ShufflenetUnitState *state = &slot->units[u];
-        largest = take(&arena, &state->conv_out, n, largest);
-        largest = take(&arena, &state->out, n, largest);
-        state->mean = activation_take_float(&arena, (size_t)s->out_channels);
-        state->inv_std = activation_take_float(&arena, (size_t)s->out_channels);
-        if ((size_t)s->batch * s->in_height * s->in_width * s->in_channels > largest)
-            largest = (size_t)s->batch * s->in_height * s->in_width * s->in_channels;
+        const size_t n = elements_out(s) > elements_in(s) ? elements_out(s) : elements_in(s);
+        if (n > slot->largest) slot->largest = n;
+        slot->units[u].mean = activation_take_float(&arena, (size_t)s->out_channels);
+        slot->units[u].inv_std = activation_take_float(&arena, (size_t)s->out_channels);
     }
+    for (int b = 0; b < model->block_count; b++) {
+        const ConvShape *last = &plans->shapes[model->blocks[b].branch2[2].id];
+        slot->blocks[b].height = last->out_height;
+        slot->blocks[b].width = last->out_width;
+        if (2 * elements_out(last) > slot->largest) slot->largest = 2 * elements_out(last);
+    }
+    if (model->frozen) layout_frozen(model, slot, &arena);
+    else layout_each(model, slot, &arena);
     const PoolShape *pool = &plans->pool;
     const size_t pooled = (size_t)pool->batch * pool->out_height * pool->out_width * pool->channels;
     slot->pool_out = activation_take(&arena, pooled);
     slot->pool_argmax = activation_take_int32(&arena, pooled);
-    for (int b = 0; b < model->block_count; b++) {
-        const ShufflenetBlock *block = &model->blocks[b];
-        ShufflenetBlockState *state = &slot->blocks[b];
-        const ConvShape *last = &plans->shapes[block->branch2[2].id];
-        state->height = last->out_height;
-        state->width = last->out_width;
-        const size_t rows = (size_t)last->batch * last->out_height * last->out_width;
-        state->split = NULL;
-        if (block->stride == 1) largest = take(&arena, &state->split, rows * block->half, largest);
-        largest = take(&arena, &state->cat, rows * block->out_channels, largest);
-        largest = take(&arena, &state->out, rows * block->out_channels, largest);
-    }
     const ConvShape *head = &plans->shapes[model->conv5.id];
     slot->map_height = head->out_height;
     slot->map_width = head->out_width;
     slot->features = activation_take(&arena, (size_t)slot->max.batch * model->feature_dim);
-    slot->largest = largest;
     return arena.used;
 }
 

@@ -132,7 +132,9 @@ typedef struct Shufflenet {
     size_t scratch_elements;
     // Set between shufflenet_declare and shufflenet_allocate for a model that
     // runs no backward (a teacher, embed, an EMA teacher): no gradients, no
-    // scratch; its training forwards use and update batch statistics.
+    // scratch, the units' and blocks' tensors in a few shared buffers
+    // (shufflenet.c layout_frozen); its training forwards use and update
+    // batch statistics.
     int frozen;
 } Shufflenet;
 
