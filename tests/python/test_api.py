@@ -58,7 +58,7 @@ class ApiTest(unittest.TestCase):
         models, methods = lightly_train_c.list_models(), lightly_train_c.list_methods()
         for name in ("resnet50", "vit_s14", "dinov3/vitb16", "ultralytics/yolo11s.yaml",
                      "dinov3/convnext-large", "dinov2/vitb14", "dinov3/vitb16-notpretrained",
-                     "timm/resnet50"):
+                     "timm/resnet50", "torchvision/shufflenet_v2_x1_0"):
             self.assertIn(name, models)
         self.assertEqual(len(models), len(set(models)))
         self.assertEqual(methods[0], "distillation")
