@@ -33,10 +33,12 @@
 
 // The tensor list a state dict of `depth` would have (names and torch shapes
 // only: detection reads no data), with a name prefix.
-static SafeTensors declared_tensors(int depth, const char *prefix, const char *skip) {
+static SafeTensors declared_wide_tensors(int depth, int width, const char *prefix,
+                                         const char *skip) {
     Resnet model;
     ErrorMessage err = {{0}};
-    const ResnetConfig config = resnet_config_default(depth);
+    ResnetConfig config = resnet_config_default(depth);
+    config.width_factor = width;
     ASSERT_OK(resnet_declare(&model, fixture_backend, &config, &err), err);
     SafeTensors file = {0};
     file.tensors = calloc((size_t)(model.params.count + model.buffers.count), sizeof *file.tensors);
@@ -55,12 +57,15 @@ static SafeTensors declared_tensors(int depth, const char *prefix, const char *s
     resnet_free(&model);
     return file;
 }
+static SafeTensors declared_tensors(int depth, const char *prefix, const char *skip) {
+    return declared_wide_tensors(depth, 1, prefix, skip);
+}
 
-static void test_detects_all_five_depths(void **state) {
+static void test_detects_all_depths(void **state) {
     (void)state;
-    const int depths[] = {18, 34, 50, 101, 152};
+    const int depths[] = {18, 26, 34, 50, 101, 152, 200};
     ErrorMessage err = {{0}};
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         for (int prefixed = 0; prefixed < 2; prefixed++) {
             const char *prefix = prefixed ? "teacher_backbone." : "";
             SafeTensors file = declared_tensors(depths[i], prefix, NULL);
@@ -79,6 +84,29 @@ static void test_detects_all_five_depths(void **state) {
     assert_int_equal(state_dict_resnet_depth(&broken, "", &depth, &err), -1);
     assert_non_null(strstr(err.text, "2-2-1-2 basic blocks"));
     free(broken.tensors);
+    // The wide ResNets: depth from the blocks, width from the first bottleneck.
+    for (int wide = 1; wide <= 2; wide++) {
+        SafeTensors file = declared_wide_tensors(101, wide, "", NULL);
+        BackboneSpec spec;
+        ASSERT_OK(state_dict_backbone_spec(&file, "", &spec, &err), err);
+        assert_int_equal(spec.kind, BACKBONE_RESNET);
+        assert_int_equal(spec.resnet_depth, 101);
+        assert_int_equal(spec.resnet_width, wide);
+        char name[BACKBONE_MAX_NAME];
+        backbone_spec_name(&spec, name, sizeof name);
+        assert_string_equal(name, wide == 2 ? "wide_resnet101_2" : "resnet101");
+        free(file.tensors);
+    }
+    // The names: timm's with timm's init (zero_init_last), torchvision's without.
+    BackboneSpec spec;
+    ASSERT_OK(backbone_spec_parse("timm/wide_resnet50_2", 224, &spec, &err), err);
+    assert_true(spec.resnet_depth == 50 && spec.resnet_width == 2 && spec.resnet_zero_init_last);
+    ASSERT_OK(backbone_spec_parse("wide_resnet101_2", 224, &spec, &err), err);
+    assert_true(spec.resnet_depth == 101 && spec.resnet_width == 2 && !spec.resnet_zero_init_last);
+    ASSERT_OK(backbone_spec_parse("timm/resnet200", 224, &spec, &err), err);
+    assert_true(spec.resnet_depth == 200 && spec.resnet_width == 1);
+    assert_int_equal(backbone_spec_parse("wide_resnet34_2", 224, &spec, &err), -1);
+    assert_non_null(strstr(err.text, "a wide resnet34 does not exist"));
 }
 
 static void test_rejects_a_vit(void **state) {
@@ -335,7 +363,7 @@ static int group_teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_detects_all_five_depths),
+        cmocka_unit_test(test_detects_all_depths),
         cmocka_unit_test(test_rejects_a_vit),
         cmocka_unit_test(test_loads_backbones_from_checkpoints),
         cmocka_unit_test(test_recorded_metadata_checked_against_weights),

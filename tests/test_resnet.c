@@ -1,7 +1,8 @@
-// ResNet backbones against PyTorch: fixture-init resnet18 and resnet50 at
+// ResNet backbones against PyTorch: fixture-init resnet18, resnet50 and
+// wide_resnet50_2 at
 // batch 2, 64x64 (tests/fixtures/*.safetensors from tools/make_fixtures.py):
 // train-mode features, loss, every stored gradient, running statistics and
-// eval-mode features. Also: parameter and key counts of all five depths,
+// eval-mode features. Also: parameter and key counts of every depth and width,
 // torchvision-style init, and plans for a smaller batch. Weight files:
 // test_resnet_weights.c.
 #include <stdarg.h>
@@ -290,7 +291,7 @@ static void check_gradient_values(FixtureRun *run, const char *name, const float
 }
 
 // Returns -1 when the backend is not available (the test is then skipped).
-static int fixture_setup(FixtureRun *run, const char *backend_name, int depth) {
+static int fixture_setup(FixtureRun *run, const char *backend_name, int depth, int width) {
     ErrorMessage err = {{0}};
     run->backend = backend_create(backend_name, 0, &err);
     if (!run->backend) {
@@ -299,9 +300,11 @@ static int fixture_setup(FixtureRun *run, const char *backend_name, int depth) {
         return -1;
     }
     char path[256];
-    snprintf(path, sizeof path, FIXTURE_DIR "resnet%d.safetensors", depth);
+    snprintf(path, sizeof path, FIXTURE_DIR "%sresnet%d%s.safetensors", width > 1 ? "wide_" : "",
+             depth, width > 1 ? "_2" : "");
     if (safetensors_read(path, &run->file, &err)) fail_msg("%s", err.text);
-    const ResnetConfig config = resnet_config_default(depth);
+    ResnetConfig config = resnet_config_default(depth);
+    config.width_factor = width;
     const ResnetInputShape shape = {FIXTURE_BATCH, FIXTURE_SIZE};
     if (resnet_declare(&run->model, run->backend, &config, &err) ||
         resnet_allocate(&run->model, &shape, 1, &err) ||
@@ -450,10 +453,11 @@ static void check_running_stats(FixtureRun *run) {
     assert_int_equal(run->model.num_batches_tracked, 1);
 }
 
-static void run_fixture(const char *backend_name, int depth) {
+// depth 50 and width 2: wide_resnet50_2.
+static void run_fixture(const char *backend_name, int depth, int width) {
     const double start = now_seconds();
     FixtureRun run = {0};
-    if (fixture_setup(&run, backend_name, depth)) skip();
+    if (fixture_setup(&run, backend_name, depth, width)) skip();
     ErrorMessage err = {{0}};
     Backend *backend = run.backend;
 
@@ -477,9 +481,9 @@ static void run_fixture(const char *backend_name, int depth) {
     assert_int_equal(run.model.num_batches_tracked, 1);  // eval forward does not count
 
     fprintf(stderr,
-            "  resnet%d on %s: %.2f s; %d of %d fragile branch decisions taken the other way;\n"
+            "  %sresnet%d%s on %s: %.2f s; %d of %d fragile branch decisions taken the other way;\n"
             "  worst |ours - truth| / allowed, / f32err:\n",
-            depth, backend_name, now_seconds() - start, run.kinks_taken, run.kinks);
+            width > 1 ? "wide_" : "", depth, width > 1 ? "_2" : "", backend_name, now_seconds() - start, run.kinks_taken, run.kinks);
     for (int kind = 0; kind < WORST_KINDS; kind++)
         fprintf(stderr, "    %-13s %.3f  %.3f (%s)\n", worst_labels[kind],
                 run.worst[kind].of_allowed, run.worst[kind].of_f32err, run.worst[kind].name);
@@ -490,25 +494,30 @@ static void run_fixture(const char *backend_name, int depth) {
     fixture_teardown(&run);
 }
 
+// The wide ResNet-50-2 (torchvision's wide_resnet50_2, the same as timm's)
+// on the optimised backend: its bottlenecks twice as wide inside.
+static void test_wide_resnet50_2_matches_pytorch_cpu(void **state) {
+    run_fixture("cpu", 50, 2);
+}
 static void test_resnet18_matches_pytorch_ref(void **state) {
-    run_fixture("ref", 18);
+    run_fixture("ref", 18, 1);
 }
 static void test_resnet50_matches_pytorch_ref(void **state) {
-    run_fixture("ref", 50);
+    run_fixture("ref", 50, 1);
 }
 // The same on the optimised backend (skipped where it is not built).
 static void test_resnet18_matches_pytorch_cpu(void **state) {
-    run_fixture("cpu", 18);
+    run_fixture("cpu", 18, 1);
 }
 static void test_resnet50_matches_pytorch_cpu(void **state) {
-    run_fixture("cpu", 50);
+    run_fixture("cpu", 50, 1);
 }
 // And on the GPU (fp32, cuDNN and cuBLAS without TF32): skipped without one.
 static void test_resnet18_matches_pytorch_cuda(void **state) {
-    run_fixture("cuda", 18);
+    run_fixture("cuda", 18, 1);
 }
 static void test_resnet50_matches_pytorch_cuda(void **state) {
-    run_fixture("cuda", 50);
+    run_fixture("cuda", 50, 1);
 }
 
 
@@ -521,20 +530,27 @@ static void test_parameter_and_key_counts(void **state) {
     static const struct {
         int depth;
         size_t torchvision_total, fc, buffer_elements;
-        int torchvision_keys, feature_dim;
+        int torchvision_keys, feature_dim, width;
     } expected[] = {
-        {18, 11689512, 513000, 9600, 122, 512},
-        {34, 21797672, 513000, 17024, 218, 512},
-        {50, 25557032, 2049000, 53120, 320, 2048},
-        {101, 44549160, 2049000, 105344, 626, 2048},
-        {152, 60192808, 2049000, 151424, 932, 2048},
+        {18, 11689512, 513000, 9600, 122, 512, 1},
+        {34, 21797672, 513000, 17024, 218, 512, 1},
+        {50, 25557032, 2049000, 53120, 320, 2048, 1},
+        {101, 44549160, 2049000, 105344, 626, 2048, 1},
+        {152, 60192808, 2049000, 151424, 932, 2048, 1},
+        // timm 1.0's resnet26, resnet200 and torchvision 0.29's (= timm's)
+        // wide_resnet50_2, wide_resnet101_2 (width 2)
+        {26, 15995176, 2049000, 30848, 176, 2048, 1},
+        {200, 64673832, 2049000, 176000, 1220, 2048, 1},
+        {50, 68883240, 2049000, 68224, 320, 2048, 2},
+        {101, 126886696, 2049000, 137856, 626, 2048, 2},
     };
     ErrorMessage err = {{0}};
     Backend *backend = backend_create("ref", 1, &err);
     assert_non_null(backend);
     for (size_t i = 0; i < sizeof expected / sizeof *expected; i++) {
         Resnet model;
-        const ResnetConfig config = resnet_config_default(expected[i].depth);
+        ResnetConfig config = resnet_config_default(expected[i].depth);
+        config.width_factor = expected[i].width;
         if (resnet_declare(&model, backend, &config, &err)) fail_msg("%s", err.text);
         assert_int_equal(parameter_set_elements(&model.params),
                          expected[i].torchvision_total - expected[i].fc);
@@ -548,6 +564,11 @@ static void test_parameter_and_key_counts(void **state) {
     Resnet model;
     assert_int_equal(resnet_declare(&model, backend, &bad, &err), -1);
     assert_non_null(strstr(err.text, "depth 42"));
+    resnet_free(&model);
+    ResnetConfig wide_basic = resnet_config_default(34);
+    wide_basic.width_factor = 2;
+    assert_int_equal(resnet_declare(&model, backend, &wide_basic, &err), -1);
+    assert_non_null(strstr(err.text, "a wide resnet34 does not exist"));
     resnet_free(&model);
     backend_destroy(backend);
 }
@@ -714,6 +735,7 @@ int main(void) {
         cmocka_unit_test(test_resnet50_matches_pytorch_ref),
         cmocka_unit_test(test_resnet18_matches_pytorch_cpu),
         cmocka_unit_test(test_resnet50_matches_pytorch_cpu),
+        cmocka_unit_test(test_wide_resnet50_2_matches_pytorch_cpu),
         cmocka_unit_test(test_resnet18_matches_pytorch_cuda),
         cmocka_unit_test(test_resnet50_matches_pytorch_cuda),
         cmocka_unit_test(test_smaller_batch_needs_plans),

@@ -21,7 +21,9 @@ so the files hold only outputs and samples.
 Every file also holds
     check/u                  (16,) F32   u("check", i) for i = 0..15
 
-resnet18.safetensors, resnet50.safetensors (D = 512, 2048): the fixture-init
+resnet18.safetensors, resnet50.safetensors, wide_resnet50_2.safetensors (D =
+512, 2048, 2048; the last written by torch 2.15 / torchvision 0.29, the
+first two by torch 1.13): the fixture-init
 float32 model, input and loss weights, converted exactly to float64, run in
 float64 ("F64" below: results of that float64 run)
     input                    (2, 3, 64, 64) F32  fixture init "input" (0, 1)
@@ -509,6 +511,8 @@ def make_optim():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="output folder (tests/fixtures)")
+    parser.add_argument("--only", help="comma-separated stems to write (default: all), e.g. "
+                        "wide_resnet50_2: the others' committed files keep their bytes")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
@@ -517,7 +521,7 @@ def main():
     torch.manual_seed(0)  # nothing random is used; set anyway
     metadata = {
         "generator": "tools/make_fixtures.py",
-        "command": "/usr/bin/python3 tools/make_fixtures.py --out tests/fixtures",
+        "command": " ".join([os.path.basename(sys.executable), "tools/make_fixtures.py"] + sys.argv[1:]),
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
         "numpy": np.__version__,
@@ -532,7 +536,11 @@ def main():
 
     jobs = [("resnet18", lambda: make_resnet("resnet18", 512)),
             ("resnet50", lambda: make_resnet("resnet50", 2048)),
+            ("wide_resnet50_2", lambda: make_resnet("wide_resnet50_2", 2048)),
             ("optim", make_optim)]
+    if args.only:
+        wanted = args.only.split(",")
+        jobs = [(stem, job) for stem, job in jobs if stem in wanted]
     total = 0
     for stem, job in jobs:
         safe, summary = job()

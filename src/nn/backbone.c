@@ -16,6 +16,8 @@
 const char *const backbone_model_names[] = {
     "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
     "timm/resnet18", "timm/resnet34", "timm/resnet50", "timm/resnet101", "timm/resnet152",
+    "timm/resnet26", "timm/resnet200", "wide_resnet50_2", "wide_resnet101_2",
+    "timm/wide_resnet50_2", "timm/wide_resnet101_2",
     "vit_t14", "vit_t16", "vit_s14", "vit_s16", "vit_b14", "vit_b16", "vit_l14", "vit_l16",
     "vit_g14", "vit_s14_reg4", "vit_b14_reg4", "vit_l14_reg4", "vit_g14_reg4",
     "dinov3/vitt16", "dinov3/vitt16plus", "dinov3/vits16", "dinov3/vits16plus", "dinov3/vitb16",
@@ -118,16 +120,28 @@ const char *const backbone_model_names[] = {
     "torchvision/shufflenet_v2_x0_5", "torchvision/shufflenet_v2_x1_0",
     "torchvision/shufflenet_v2_x1_5", "torchvision/shufflenet_v2_x2_0", NULL};
 
+// "resnet50", "timm/resnet26", "wide_resnet50_2", "timm/wide_resnet101_2"
+// ("torchvision/": the plain names); 0 when name is none of these forms.
+static int parse_resnet_name(const char *name, BackboneSpec *spec) {
+    const int timm = strncmp(name, "timm/", 5) == 0;
+    if (timm) name += 5;
+    else if (strncmp(name, "torchvision/", 12) == 0) name += 12;
+    int depth = 0, consumed = 0, wide = strncmp(name, "wide_", 5) == 0;
+    if (wide) name += 5;
+    if (sscanf(name, "resnet%d%n", &depth, &consumed) != 1) return 0;
+    if (strcmp(name + consumed, wide ? "_2" : "") != 0) return 0;
+    spec->kind = BACKBONE_RESNET;
+    spec->resnet_depth = depth;
+    spec->resnet_width = wide ? 2 : 1;
+    spec->resnet_zero_init_last = timm;
+    return 1;
+}
+
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {
     memset(spec, 0, sizeof *spec);
-    int depth = 0, consumed = 0;
-    const int timm = strncmp(name, "timm/resnet", 11) == 0;
-    if (sscanf(name + (timm ? 5 : 0), "resnet%d%n", &depth, &consumed) == 1 &&
-        name[(timm ? 5 : 0) + consumed] == '\0') {
-        spec->kind = BACKBONE_RESNET;
-        spec->resnet_depth = depth;
-        spec->resnet_zero_init_last = timm;
-        const ResnetConfig config = resnet_config_default(depth);
+    if (parse_resnet_name(name, spec)) {
+        ResnetConfig config = resnet_config_default(spec->resnet_depth);
+        config.width_factor = spec->resnet_width;
         Resnet probe;  // checks the depth without allocating anything
         const int status = resnet_declare(&probe, NULL, &config, err);
         resnet_free(&probe);
@@ -150,7 +164,7 @@ int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, Er
         spec->kind = BACKBONE_SHUFFLENET;
         return shufflenet_config_preset(name, &spec->shufflenet, err);
     }
-    return error_set(err, "unknown model '%s' (resnet18/34/50/101/152, vit_t16, vit_s14, "
+    return error_set(err, "unknown model '%s' (resnet18/34/50/101/152, wide_resnet50_2, vit_t16, vit_s14, "
                           "vit_s16, vit_b14, vit_b16, vit_l14, vit_l16, vit_g14, ..._reg4, "
                           "dinov3/vits16, dinov3/vitb16, ..., ultralytics/yolov8s.yaml, "
                           "ultralytics/yolo11s.yaml, ..., torchvision/convnext_tiny, "
@@ -164,6 +178,7 @@ void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size) {
     else if (spec->kind == BACKBONE_CONVNEXT) snprintf(out, size, "%s", spec->convnext.name);
     else if (spec->kind == BACKBONE_SHUFFLENET)
         snprintf(out, size, "%s", spec->shufflenet.name);
+    else if (spec->resnet_width > 1) snprintf(out, size, "wide_resnet%d_2", spec->resnet_depth);
     else snprintf(out, size, "resnet%d", spec->resnet_depth);
 }
 
@@ -347,6 +362,7 @@ static int allocate_resnet(Backbone *b, const BackboneInput *inputs, int count, 
                            ErrorMessage *err) {
     ResnetConfig config = resnet_config_default(b->spec.resnet_depth);
     config.zero_init_residual = b->spec.resnet_zero_init_last;
+    config.width_factor = b->spec.resnet_width;
     config.in_channels = b->spec.in_channels;
     config.batchnorm_synchronised = b->spec.batchnorm_synchronised;
     ResnetInputShape shapes[BACKBONE_MAX_SLOTS];

@@ -38,7 +38,8 @@ typedef enum BackboneKind {
 // What to build.
 typedef struct BackboneSpec {
     BackboneKind kind;
-    int resnet_depth;  // 18, 34, 50, 101, 152
+    int resnet_depth;  // 18, 26, 34, 50, 101, 152, 200
+    int resnet_width;  // 2: wide_resnet50_2 / 101_2 (resnet.h width_factor); 0 or 1: not
     // timm's ResNets ("timm/resnet50"): torchvision's model and names, but
     // the last BatchNorm of each block starts at gamma 0 (timm's
     // zero_init_last, ResnetConfig.zero_init_residual)

@@ -14,16 +14,13 @@
 
 #define RESNET_STEM_CHANNELS 64
 
-typedef struct ResnetArchitecture {
-    int depth;
-    int bottleneck;
-    int blocks[4];  // per layer
-} ResnetArchitecture;
-
-static const ResnetArchitecture resnet_architectures[] = {
-    {18, 0, {2, 2, 2, 2}},  {34, 0, {3, 4, 6, 3}},   {50, 1, {3, 4, 6, 3}},
-    {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
+const ResnetArchitecture resnet_architectures[] = {
+    {18, 0, {2, 2, 2, 2}},   {26, 1, {2, 2, 2, 2}},  {34, 0, {3, 4, 6, 3}},
+    {50, 1, {3, 4, 6, 3}},   {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
+    {200, 1, {3, 24, 36, 3}},
 };
+const int resnet_architecture_count =
+    (int)(sizeof resnet_architectures / sizeof resnet_architectures[0]);
 
 ResnetConfig resnet_config_default(int depth) {
     return (ResnetConfig){.depth = depth, .zero_init_residual = 0, .bn_momentum = 0.1f,
@@ -37,9 +34,10 @@ typedef struct StageSpec {
 } StageSpec;
 
 static int declare_block(Resnet *model, ResnetBlock *block, int layer, int index, int bottleneck,
-                         int in_channels, int width, int stride, ErrorMessage *err) {
+                         int in_channels, int planes, int stride, ErrorMessage *err) {
     const ResnetConfig *config = &model->config;
-    const int expansion = bottleneck ? 4 : 1, out_channels = width * expansion;
+    const int expansion = bottleneck ? 4 : 1, out_channels = planes * expansion;
+    const int width = planes * (config->width_factor > 1 ? config->width_factor : 1);
     memset(block, 0, sizeof *block);
     block->bottleneck = bottleneck;
     block->stage_count = bottleneck ? 3 : 2;
@@ -104,10 +102,13 @@ int resnet_declare(Resnet *model, Backend *backend, const ResnetConfig *config, 
     parameter_set_init(&model->params, backend, 1);
     parameter_set_init(&model->buffers, backend, 0);
     const ResnetArchitecture *arch = NULL;
-    for (size_t i = 0; i < sizeof resnet_architectures / sizeof *resnet_architectures; i++)
+    for (int i = 0; i < resnet_architecture_count; i++)
         if (resnet_architectures[i].depth == config->depth) arch = &resnet_architectures[i];
     if (!arch)
-        return error_set(err, "resnet: depth %d not supported (18, 34, 50, 101 or 152)",
+        return error_set(err, "resnet: depth %d not supported (18, 26, 34, 50, 101, 152 or 200)",
+                         config->depth);
+    if (config->width_factor > 1 && !arch->bottleneck)
+        return error_set(err, "resnet: a wide resnet%d does not exist (50 and 101 do)",
                          config->depth);
     model->feature_dim = 512 * (arch->bottleneck ? 4 : 1);
     for (int l = 0; l < 4; l++) model->block_count += arch->blocks[l];

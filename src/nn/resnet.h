@@ -1,4 +1,5 @@
-// ResNet-18/34/50/101/152 backbones with exactly torchvision's architecture
+// ResNet-18/34/50/101/152 backbones (timm's 26 and 200, and the wide
+// ResNet-50-2 / 101-2) with exactly torchvision's architecture
 // and parameter names (torchvision.models.resnetXX, v1.5: in bottlenecks the
 // stride sits on the 3x3 conv), up to and including the global average
 // pool: the backbone outputs pooled features (512 or 2048 per image). There
@@ -44,8 +45,22 @@
 
 #define RESNET_MAX_STAGES 3  // convs on a block's residual branch
 
+// A depth's blocks: basic (3x3, 3x3) or bottleneck (1x1, 3x3, 1x1), and how
+// many in layer1..layer4 (torchvision's 18 ... 152; timm's 26 and 200).
+#define RESNET_LAYERS 4
+typedef struct ResnetArchitecture {
+    int depth;
+    int bottleneck;
+    int blocks[RESNET_LAYERS];
+} ResnetArchitecture;
+extern const ResnetArchitecture resnet_architectures[];
+extern const int resnet_architecture_count;
+
 typedef struct ResnetConfig {
-    int depth;               // 18, 34, 50, 101 or 152
+    int depth;               // 18, 26, 34, 50, 101, 152 or 200
+    // 2: the wide ResNets (wide_resnet50_2, wide_resnet101_2): a bottleneck's
+    // 1x1 and 3x3 twice as wide (torchvision's width_per_group 128); 0 or 1: not
+    int width_factor;
     int zero_init_residual;  // torchvision's option: the last BN of each block starts at gamma 0
     float bn_momentum;       // PyTorch default 0.1
     float bn_eps;            // PyTorch default 1e-5

@@ -10,18 +10,7 @@
 #include "nn/vit_names.h"
 #include "nn/vit_weights.h"
 
-#define RESNET_LAYERS 4
 #define RESNET_MAX_BLOCKS 64  // more blocks in a layer than any ResNet has: stop counting
-
-static const struct {
-    int depth;
-    int bottleneck;
-    int blocks[RESNET_LAYERS];
-} RESNET_LAYOUTS[] = {
-    {18, 0, {2, 2, 2, 2}},  {34, 0, {3, 4, 6, 3}},   {50, 1, {3, 4, 6, 3}},
-    {101, 1, {3, 4, 23, 3}}, {152, 1, {3, 8, 36, 3}},
-};
-enum { RESNET_LAYOUT_COUNT = sizeof RESNET_LAYOUTS / sizeof RESNET_LAYOUTS[0] };
 
 const SafeTensor *state_dict_find(const SafeTensors *file, const char *prefix, const char *name) {
     char key[SAFETENSORS_MAX_NAME];
@@ -64,16 +53,17 @@ int state_dict_resnet_depth(const SafeTensors *file, const char *prefix, int *de
             blocks[layer]++;
         }
     }
-    for (int i = 0; i < RESNET_LAYOUT_COUNT; i++) {
-        if (RESNET_LAYOUTS[i].bottleneck != bottleneck) continue;
-        if (memcmp(RESNET_LAYOUTS[i].blocks, blocks, sizeof blocks) != 0) continue;
-        *depth = RESNET_LAYOUTS[i].depth;
+    for (int i = 0; i < resnet_architecture_count; i++) {
+        if (resnet_architectures[i].bottleneck != bottleneck) continue;
+        if (memcmp(resnet_architectures[i].blocks, blocks, sizeof blocks) != 0) continue;
+        *depth = resnet_architectures[i].depth;
         return 0;
     }
     return error_set(err,
                      "not a ResNet backbone: %d-%d-%d-%d %s blocks in layer1..layer4 (under "
                      "\"%s\") match none of resnet18/34 (basic 2-2-2-2, 3-4-6-3) and "
-                     "resnet50/101/152 (bottleneck 3-4-6-3, 3-4-23-3, 3-8-36-3)",
+                     "resnet26/50/101/152/200 (bottleneck 2-2-2-2, 3-4-6-3, 3-4-23-3, 3-8-36-3, "
+                     "3-24-36-3)",
                      blocks[0], blocks[1], blocks[2], blocks[3],
                      bottleneck ? "bottleneck" : "basic", prefix);
 }
@@ -157,5 +147,10 @@ int state_dict_backbone_spec(const SafeTensors *file, const char *prefix, Backbo
     if (state_dict_resnet_depth(file, prefix, &spec->resnet_depth, err) != 0)
         return error_prefix(err, "no ViT tokens (\"%scls_token\")", prefix);
     spec->in_channels = (int)state_dict_find(file, prefix, "conv1.weight")->shape[1];
+    // a wide ResNet's first bottleneck: 128 channels inside, not 64
+    const SafeTensor *inner = state_dict_find(file, prefix, "layer1.0.conv1.weight");
+    spec->resnet_width = state_dict_find(file, prefix, "layer1.0.conv3.weight") && inner &&
+                                 inner->shape[0] == 128
+                             ? 2 : 1;
     return 0;
 }

@@ -31,7 +31,7 @@ const SafeTensor *state_dict_find(const SafeTensors *file, const char *prefix, c
 int state_dict_backbone_prefix(const SafeTensors *file, char *prefix, size_t size,
                                ErrorMessage *err);
 
-// Detects the ResNet depth (18/34/50/101/152) from the names and shapes of
+// Detects the ResNet depth (18/26/34/50/101/152/200) from the names and shapes of
 // the prefix + torchvision-name tensors: basic (conv1, conv2) or bottleneck
 // (conv1..conv3) blocks and the number of blocks per layer. Anything else
 // (e.g. a ViT) fails with a message saying what was found.

@@ -66,7 +66,9 @@ static int apply_arch(const char *arch, BackboneSpec *spec, ErrorMessage *err) {
     char found[BACKBONE_MAX_NAME];
     backbone_spec_name(spec, found, sizeof found);
     if (named.kind != spec->kind ||
-        (spec->kind == BACKBONE_RESNET && named.resnet_depth != spec->resnet_depth) ||
+        (spec->kind == BACKBONE_RESNET &&
+         (named.resnet_depth != spec->resnet_depth ||
+          (named.resnet_width > 1) != (spec->resnet_width > 1))) ||
         (spec->kind == BACKBONE_YOLO && strcmp(named.yolo.name, spec->yolo.name) != 0) ||
         (spec->kind == BACKBONE_SHUFFLENET &&
          strcmp(named.shufflenet.name, spec->shufflenet.name) != 0))
