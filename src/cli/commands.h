@@ -33,6 +33,8 @@
      .choices = OPTION_BOOLEAN_CHOICES}
 
 // --method's names, NULL-ended; the first is the default (LightlyTrain's).
+// LightlyTrain's spellings of --model values ("torchvision/resnet50=resnet50").
+extern const char *const lightly_train_model_names[];
 extern const char *const train_method_names[];
 
 int command_train(int argc, char **argv);

@@ -11,7 +11,7 @@
 
 // The presets, then LightlyTrain's DINOv2 and DINOv3 names that are no preset
 // (weights_model_name): DINOv2's by their weights' names, every one also
-// "-notpretrained". Not the presets train refuses by LightlyTrain's meaning
+// "-notpretrained"; then the other spellings train takes (torchvision/resnet50). Not the presets train refuses by LightlyTrain's meaning
 // (dinov3/vitt16: its weights are LightlyTrain's own).
 static void list_models(void) {
     char preset[64];
@@ -27,6 +27,10 @@ static void list_models(void) {
     for (int i = 0; backbone_model_names[i]; i++)
         if (strncmp(backbone_model_names[i], "dinov3/", 7) == 0)
             printf("%s-notpretrained\n", backbone_model_names[i]);
+    // LightlyTrain's own spellings of these (torchvision/resnet50)
+    for (int i = 0; lightly_train_model_names[i]; i++)
+        printf("%.*s\n", (int)strcspn(lightly_train_model_names[i], "="),
+               lightly_train_model_names[i]);
 }
 
 int command_list(int argc, char **argv) {

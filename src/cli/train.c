@@ -26,7 +26,7 @@ const char *const train_method_names[] = {
 static const char *const accelerator_names[] = {"auto", "cpu", "gpu", NULL};
 // LightlyTrain's model names for the same backbones (its key=value spelling
 // is accepted, so its values are too).
-static const char *const lightly_train_model_names[] = {
+const char *const lightly_train_model_names[] = {
     "torchvision/resnet18=resnet18",   "torchvision/resnet34=resnet34",
     "torchvision/resnet50=resnet50",   "torchvision/resnet101=resnet101",
     "torchvision/resnet152=resnet152",

@@ -26,7 +26,8 @@ models=$("$bin" list-models) || fail "list-models exited $?"
 [ "$("$bin" list_models)" = "$models" ] || fail "list_models differs from list-models"
 for name in resnet18 vit_g14_reg4 dinov3/vith16plus ultralytics/yolo11x.pt timm/convnext_large \
             dinov2/vitb14 dinov2/vits14-noreg-notpretrained dinov3/vitt16-notpretrained \
-            dinov3/convnext-tiny-notpretrained timm/resnet50; do
+            dinov3/convnext-tiny-notpretrained timm/resnet50 torchvision/resnet50 \
+            torchvision/shufflenet_v2_x2_0 timm/wide_resnet101_2 timm/resnet200; do
   grep -qx "$name" <<<"$models" || fail "list-models lacks $name"
 done
 [ "$(wc -l <<<"$models")" -eq "$(sort -u <<<"$models" | wc -l)" ] || fail "list-models repeats a name"
