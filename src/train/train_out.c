@@ -43,6 +43,43 @@ static void remove_old_events(const char *dir) {
     closedir(handle);
 }
 
+// 1 when name is an epoch copy of the checkpoint, "epoch=E-step=S.ckpt".
+static int is_epoch_checkpoint(const char *name) {
+    int epoch, consumed = 0;
+    long step;
+    return sscanf(name, "epoch=%d-step=%ld.ckpt%n", &epoch, &step, &consumed) == 2 &&
+           consumed > 0 && name[consumed] == '\0';
+}
+
+// Removes the epoch copies in dir (the checkpoints folder) but keep (a
+// name, or NULL): a run's older ones, or those of the run --overwrite replaces.
+static void remove_epoch_checkpoints(const char *dir, const char *keep) {
+    DIR *handle = opendir(dir);
+    if (!handle) return;
+    struct dirent *entry;
+    char path[PATH_MAX];
+    while ((entry = readdir(handle)))
+        if (is_epoch_checkpoint(entry->d_name) && (!keep || strcmp(entry->d_name, keep) != 0) &&
+            train_path_join(path, sizeof path, dir, entry->d_name) == 0)
+            unlink(path);
+    closedir(handle);
+}
+
+int train_out_keep_epoch(TrainRun *run, long completed_steps, ErrorMessage *err) {
+    char dir[PATH_MAX], name[64], path[PATH_MAX];
+    if (train_path_join(dir, sizeof dir, run->config->out, "checkpoints")) return 0;
+    snprintf(name, sizeof name, "epoch=%ld-step=%ld.ckpt",
+             (completed_steps - 1) / run->steps_per_epoch, completed_steps);
+    if (train_path_join(path, sizeof path, dir, name))
+        return error_set(err, "%s/%s: path too long", dir, name);
+    unlink(path);  // the same epoch again (a resumed run): the new state
+    if (link(run->checkpoint_path, path) != 0)
+        return error_set(err, "could not keep %s (a hard link to last.ckpt): %s", path,
+                         strerror(errno));
+    remove_epoch_checkpoints(dir, name);
+    return 0;
+}
+
 // The folders and files of the output layout: every one must be writable
 // before anything runs, so a run never fails at its first checkpoint.
 static const char *const out_folders[] = {"checkpoints", "exported_models"};
@@ -136,7 +173,11 @@ int train_out_create(TrainRun *run, ErrorMessage *err) {
     // and left it meanwhile (the setup between them takes seconds), so the
     // checks run again under the lock.
     if (!locked_at_checks && train_out_check(config, run->rank, err)) return 2;
-    if (config->overwrite && !config->resume) remove_old_events(config->out);
+    if (config->overwrite && !config->resume) {
+        remove_old_events(config->out);
+        if (train_path_join(path, sizeof path, config->out, "checkpoints") == 0)
+            remove_epoch_checkpoints(path, NULL);
+    }
     for (size_t i = 0; i < sizeof out_folders / sizeof out_folders[0]; i++) {
         train_path_join(path, sizeof path, config->out, out_folders[i]);
         if (output_folder_create(path, err)) return 1;

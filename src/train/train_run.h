@@ -217,6 +217,14 @@ int train_out_prepare(TrainRun *run, ErrorMessage *err);
 int train_out_lock(TrainRun *run, ErrorMessage *err);
 int train_out_create(TrainRun *run, ErrorMessage *err);
 int train_out_tidy(TrainRun *run, ErrorMessage *err);
+// At the end of an epoch (or of the run), after last.ckpt was written:
+// checkpoints/epoch=E-step=S.ckpt (E from 0, S the steps done), as
+// LightlyTrain's checkpoint callback keeps it (Lightning's ModelCheckpoint,
+// save_top_k 1), and the previous epoch's removed. A hard link to
+// last.ckpt's file: no copy (the next write of last.ckpt replaces the
+// name, not the file). -1 with err when the link fails (last.ckpt, what
+// --resume reads, is written either way).
+int train_out_keep_epoch(TrainRun *run, long completed_steps, ErrorMessage *err);
 // kNN top-1 of the backbone that is exported (DINO: the teacher) on the
 // --knn-data folder, leave-one-out.
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err);

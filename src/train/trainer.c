@@ -387,6 +387,10 @@ int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
     if (fault_fires("kill-before-export", completed_steps)) raise(SIGKILL);
     if (train_export(run, err))
         return out_replaced(run, err) ? -1 : error_prefix(err, "could not write the export");
+    ErrorMessage kept = {{0}};
+    if ((completed_steps % run->steps_per_epoch == 0 || completed_steps == run->total_steps) &&
+        train_out_keep_epoch(run, completed_steps, &kept))
+        train_message(run, "warning: %s", kept.text);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of `train` (with `embed` and `export` on its outputs):
-# every method trains a few steps and writes the output layout; the loss of
+# every method trains a few steps and writes the output layout (with
+# LightlyTrain's epoch=E-step=S.ckpt beside last.ckpt); the loss of
 # a short SimCLR run goes down; the TensorBoard events (read back with our
 # reader, and with tensorboard's when installed) and metrics.jsonl hold the
 # logged steps; embed/export of the run agree; bad arguments exit 2; a
@@ -52,6 +53,12 @@ train_ok() {
               exported_models/exported_last.pt metrics.jsonl train.log; do
     [ -s "$out/$file" ] || fail "$name: $file missing or empty"
   done
+  # LightlyTrain's copy of the last epoch's checkpoint (6 steps an epoch)
+  local epochs=("$out"/checkpoints/epoch=*)
+  [ "${#epochs[@]}" -eq 1 ] &&
+    [ "${epochs[0]}" = "$out/checkpoints/epoch=$(((steps - 1) / 6))-step=$steps.ckpt" ] &&
+    cmp -s "${epochs[0]}" "$out/checkpoints/last.ckpt" ||
+    fail "$name: not one epoch=$(((steps - 1) / 6))-step=$steps.ckpt equal to last.ckpt: ${epochs[*]}"
   local events=("$out"/events.out.tfevents.*)
   if [ "${#events[@]}" -ne 1 ] || [ ! -f "${events[0]}" ]; then
     fail "$name: expected one event file, found: ${events[*]}"
