@@ -44,8 +44,8 @@
 # final norm on every position, then the mean; fp16 too), random-norms
 # drawing their layer scales in [0.2, 1]: at the initial 1e-6 a graph
 # without any block's branch passes at 1e-5 (measured 2.4e-6).
-# ShuffleNetV2 x0.5 and x2.0 at 70 px (maps of 18, 9, 5 and 3: the shuffle's
-# reshapes at odd sizes). Then bad
+# ShuffleNetV2 x0.5 (fp16 too) and x2.0 at 70 px (maps of 18, 9, 5 and 3:
+# the shuffle's reshapes at odd sizes). Then bad
 # input: exit 2, one line, nothing written.
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -139,6 +139,8 @@ done
 expect_only 0 "^exported backbone of dinov3/convnext-tiny \(27820128 parameters\) .* as ONNX \(opset 25, fp16, input images \(batch, 3, 64, 64\), output embeddings \(batch, 768\)\)$" \
   -- "$bin" export --checkpoint "$work/cnx3.safetensors" --out "$work/cnx3_fp16.onnx" \
   --precision fp16 --image-size 64
+"$bin" export --checkpoint "$work/sn.safetensors" --out "$work/sn_fp16.onnx" --precision fp16 \
+  --image-size 70 >/dev/null || fail "export shufflenet_v2_x0_5 in fp16"
 expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \(opset 25, fp16, input images \(batch, 3, 64, 64\), output embeddings \(batch, 256\)\)$" \
   -- "$bin" export --checkpoint "$work/y11n.safetensors" --out "$work/y11n_fp16.onnx" --precision fp16 \
   --image-size 64
@@ -172,7 +174,8 @@ expect_only 0 "^exported backbone of yolo11n \(1365472 parameters\) .* as ONNX \
   "$work/cnx3.onnx" "$work/img64" "$work/cnx3.npy" 1e-5 + \
   "$work/cnx3_fp16.onnx" "$work/img64" "$work/cnx3.npy" 1e-2 --fp16 + \
   "$work/sn.onnx" "$work/img70" "$work/sn.npy" 1e-5 + \
-  "$work/sn2.onnx" "$work/img70" "$work/sn2.npy" 1e-5 ||
+  "$work/sn2.onnx" "$work/img70" "$work/sn2.npy" 1e-5 + \
+  "$work/sn_fp16.onnx" "$work/img70" "$work/sn.npy" 1e-2 --fp16 ||
   fail "ONNX Runtime differs from embed (above)"
 
 # Bad input: exit 2, one line naming the problem, nothing written.
