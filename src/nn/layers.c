@@ -199,7 +199,6 @@ void batchnorm_relu_backward(Backend *backend, const BatchNorm *bn, size_t rows,
                                         bn->bias_grad, dresidual);
 }
 
-
 ConvPlan *conv_plan_shared(Backend *backend, const ConvShape *shapes, ConvPlan *const *plans,
                            int index, ConvPlan **owned, int *owned_count, ErrorMessage *err) {
     for (int earlier = 0; earlier < index; earlier++)

@@ -107,7 +107,7 @@ int resnet_declare(Resnet *model, Backend *backend, const ResnetConfig *config, 
     if (!arch)
         return error_set(err, "resnet: depth %d not supported (18, 26, 34, 50, 101, 152 or 200)",
                          config->depth);
-    if (config->width_factor > 1 && !arch->bottleneck)
+    if (config->width_factor > 1 && config->depth != 50 && config->depth != 101)
         return error_set(err, "resnet: a wide resnet%d does not exist (50 and 101 do)",
                          config->depth);
     model->feature_dim = 512 * (arch->bottleneck ? 4 : 1);
