@@ -227,15 +227,15 @@ void conv_unit_forward(Backend *backend, const ConvUnitStep *unit, int training,
 }
 
 void conv_unit_backward(Backend *backend, const ConvUnitStep *unit, const Act *x,
-                        const Act *conv_out, const float *mean, const float *inv_std,
-                        const Act *dy, Act *dnorm, Act *dconv, Act *dx) {
+                        const Act *conv_out, const Act *out, const float *mean,
+                        const float *inv_std, const Act *dy, Act *dnorm, Act *dconv, Act *dx) {
     const BatchNorm *bn = unit->bn;
     if (unit->act == LAYER_ACT_SILU)
         batchnorm_silu_backward(backend, bn, unit->rows, conv_out, dy, mean, inv_std, dnorm,
                                 dconv);
-    else if (unit->act == LAYER_ACT_RELU)  // the mask recomputed from the norm's input: the
-        batchnorm_relu_backward(backend, bn, unit->rows, conv_out, NULL, dy, mean, inv_std,
-                                dconv, NULL);  // caller may have changed its output since
+    else if (unit->act == LAYER_ACT_RELU)
+        batchnorm_relu_backward(backend, bn, unit->rows, conv_out, out, dy, mean, inv_std, dconv,
+                                NULL);
     else
         batchnorm_backward(backend, bn, unit->rows, conv_out, dy, mean, inv_std, dconv);
     if (unit->depthwise) {

@@ -201,11 +201,13 @@ typedef struct ConvUnitStep {
 void conv_unit_forward(Backend *backend, const ConvUnitStep *unit, int training, const Act *x,
                        Act *conv_out, Act *out, float *mean, float *inv_std);
 // From dy = dL/d out: the conv's and the norm's gradients +=; dx = dL/dx
-// unless NULL. x, conv_out, mean, inv_std: the forward's. dnorm (SiLU only)
-// and dconv: scratch (rows, Cout), apart from dy and dx.
+// unless NULL. x, conv_out, mean, inv_std: the forward's; out: its output
+// as the forward left it (the ReLU's mask read from it), or NULL where the
+// caller changed it since (the mask then recomputed from conv_out, slower).
+// dnorm (SiLU only) and dconv: scratch (rows, Cout), apart from dy and dx.
 void conv_unit_backward(Backend *backend, const ConvUnitStep *unit, const Act *x,
-                        const Act *conv_out, const float *mean, const float *inv_std,
-                        const Act *dy, Act *dnorm, Act *dconv, Act *dx);
+                        const Act *conv_out, const Act *out, const float *mean,
+                        const float *inv_std, const Act *dy, Act *dnorm, Act *dconv, Act *dx);
 
 // ---- layer norm over the channels of each row (PyTorch's nn.LayerNorm) -------
 

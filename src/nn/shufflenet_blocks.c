@@ -54,8 +54,9 @@ static const Act *unit_forward(const Run *run, const ShufflenetUnit *unit, const
 static void unit_backward(const Run *run, const ShufflenetUnit *unit, const Act *dy, Act *dx) {
     const ShufflenetUnitState *state = &run->slot->units[unit->id];
     const ConvUnitStep step = unit_step(run, unit);
-    conv_unit_backward(run->backend, &step, state->input, state->conv_out, state->mean,
-                       state->inv_std, dy, NULL, scratch(run, 5), dx);
+    // (out as the forward left it: the blocks only copy the units' outputs)
+    conv_unit_backward(run->backend, &step, state->input, state->conv_out, state->out,
+                       state->mean, state->inv_std, dy, NULL, scratch(run, 5), dx);
 }
 
 // A branch of `count` units in a row; returns the last one's output.

@@ -70,7 +70,8 @@ static Act *unit_forward(const Run *run, const YoloConv *unit, const Act *x) {
 static void unit_backward(const Run *run, const YoloConv *unit, const Act *dy, Act *dx) {
     const YoloConvState *state = &run->slot->convs[unit->id];
     const ConvUnitStep step = unit_step(run, unit);
-    conv_unit_backward(run->backend, &step, state->input, state->conv_out, state->mean,
+    // (out NULL: a Bottleneck's shortcut is added onto its cv2's output in place)
+    conv_unit_backward(run->backend, &step, state->input, state->conv_out, NULL, state->mean,
                        state->inv_std, dy, run->slot->grad_conv[0], run->slot->grad_conv[1], dx);
 }
 
