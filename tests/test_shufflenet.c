@@ -144,6 +144,21 @@ static float *upload_input(Backend *backend) {
     return input;
 }
 
+// The fixture's model: x0.5 at batch 2, 64 px, fixture-init weights and
+// statistics (frozen: a teacher's layout).
+static void fixture_model(Backend *backend, int frozen, Shufflenet *model) {
+    ErrorMessage err = {{0}};
+    ShufflenetConfig config;
+    const ShufflenetInputShape shape = {BATCH, SIZE};
+    if (shufflenet_config_preset("torchvision/shufflenet_v2_x0_5", &config, &err) ||
+        shufflenet_declare(model, backend, &config, &err))
+        fail_msg("%s", err.text);
+    model->frozen = frozen;
+    if (shufflenet_allocate(model, &shape, 1, &err) ||
+        fixture_init_table(&model->params, &err) || fixture_init_table(&model->buffers, &err))
+        fail_msg("%s", err.text);
+}
+
 static void matches_torchvision(const char *backend_name) {
     ErrorMessage err = {{0}};
     Backend *backend = backend_create(backend_name, 0, &err);
@@ -152,14 +167,8 @@ static void matches_torchvision(const char *backend_name) {
         fprintf(stderr, "  skipped: %s\n", err.text);
         skip();
     }
-    ShufflenetConfig config;
     Shufflenet model;
-    const ShufflenetInputShape shape = {BATCH, SIZE};
-    if (shufflenet_config_preset("torchvision/shufflenet_v2_x0_5", &config, &err) ||
-        shufflenet_declare(&model, backend, &config, &err) ||
-        shufflenet_allocate(&model, &shape, 1, &err) ||
-        fixture_init_table(&model.params, &err) || fixture_init_table(&model.buffers, &err))
-        fail_msg("%s", err.text);
+    fixture_model(backend, 0, &model);
     float *input = upload_input(backend);
 
     if (shufflenet_forward(&model, 0, BATCH, (const Act *)input, 1, &err)) fail_msg("%s", err.text);
@@ -209,16 +218,8 @@ static void test_frozen_matches_torchvision(void **state) {
     ErrorMessage err = {{0}};
     Backend *backend = backend_create("cpu", 0, &err);
     assert_non_null(backend);
-    ShufflenetConfig config;
     Shufflenet model;
-    const ShufflenetInputShape shape = {BATCH, SIZE};
-    if (shufflenet_config_preset("torchvision/shufflenet_v2_x0_5", &config, &err) ||
-        shufflenet_declare(&model, backend, &config, &err))
-        fail_msg("%s", err.text);
-    model.frozen = 1;
-    if (shufflenet_allocate(&model, &shape, 1, &err) ||
-        fixture_init_table(&model.params, &err) || fixture_init_table(&model.buffers, &err))
-        fail_msg("%s", err.text);
+    fixture_model(backend, 1, &model);
     float *input = upload_input(backend);
     if (shufflenet_forward(&model, 0, BATCH, (const Act *)input, 1, &err)) fail_msg("%s", err.text);
     expect_features(backend, &model, "features");
@@ -241,14 +242,8 @@ static double *features_16bit(const char *backend_name, ComputeDtype dtype, size
         return NULL;
     }
     if (backend_set_compute_dtype(backend, dtype, &err)) fail_msg("%s", err.text);
-    ShufflenetConfig config;
     Shufflenet model;
-    const ShufflenetInputShape shape = {BATCH, SIZE};
-    if (shufflenet_config_preset("torchvision/shufflenet_v2_x0_5", &config, &err) ||
-        shufflenet_declare(&model, backend, &config, &err) ||
-        shufflenet_allocate(&model, &shape, 1, &err) ||
-        fixture_init_table(&model.params, &err) || fixture_init_table(&model.buffers, &err))
-        fail_msg("%s", err.text);
+    fixture_model(backend, 0, &model);
     float *input32 = upload_input(backend);
     const size_t count = (size_t)BATCH * SIZE * SIZE * 3;
     *n = (size_t)BATCH * model.feature_dim;
