@@ -223,6 +223,8 @@ static void test_structure_matches_ultralytics(void **state) {
     check_model("yolo26n-p2");    // Detect over P2 ... P5 (strides 4 ... 32)
     check_model("yolov8n-pose-p6");  // a neck of C2 blocks, Pose over P3 ... P6
     check_model("yolov6n");       // ReLU, rows of Convs as a Sequential, ConvTranspose2d
+    check_model("yolo26n-sem");   // SemanticSegmentationModel: SemanticSegment on P3, P4
+    check_model("yolo26n-depth");  // DepthModel: Depth, its calibration buffers
 }
 
 int main(void) {

@@ -6,9 +6,10 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
     /work/venvs/yolo/bin/python tools/check_ultralytics_export.py --bin build/lightly-train-c
 
 For yolov8n, yolo11n, yolo26n and their -seg, -pose, -obb and -cls models,
-yolov5nu and yolo12n (or those given with --models, e.g. yolo26n-p6, yolo26n-p2,
-yolov8n-pose-p6)
-(fine-tuned on polygons, 17 keypoints, oriented boxes, a class folder):
+yolov5nu, yolo12n, yolo26n-sem and yolo26n-depth (or those given with
+--models, e.g. yolo26n-p6, yolo26n-p2, yolov8n-pose-p6)
+(fine-tuned on polygons, 17 keypoints, oriented boxes, a class folder, PNG
+class masks of 2 classes, PNG depth maps):
 `lightly-train-c train` (2 steps of distillation
 from a random vit_t14 teacher made by build/tests/e2e/make_backbone, on 8
 generated images), then
@@ -41,11 +42,13 @@ import numpy as np
 import torch
 
 MODELS = tuple(f"{name}{task}" for task in ("", "-seg", "-pose", "-obb", "-cls")
-               for name in ("yolov8n", "yolo11n", "yolo26n")) + ("yolov5nu", "yolo12n")
+               for name in ("yolov8n", "yolo11n", "yolo26n")) + (
+    "yolov5nu", "yolo12n", "yolo26n-sem", "yolo26n-depth")
 LEVELS = ("-p6", "-p2")  # yolo26n-p6, yolo26n-p2, yolov8n-pose-p6: a 4-level head
 TASKS = {"": ("detect", "DetectionModel"), "-seg": ("segment", "SegmentationModel"),
          "-pose": ("pose", "PoseModel"), "-obb": ("obb", "OBBModel"),
-         "-cls": ("classify", "ClassificationModel")}
+         "-cls": ("classify", "ClassificationModel"),
+         "-sem": ("semantic", "SemanticSegmentationModel"), "-depth": ("depth", "DepthModel")}
 
 
 def write_images(folder, count, size, seed):
@@ -77,6 +80,23 @@ def labelled_set(root, task="detect"):
             write_images(os.path.join(root, split, "thing"), 4, 64, 1)
         return root
     images = write_images(os.path.join(root, "images", "train"), 4, 64, 1)
+    if task in ("semantic", "depth"):  # a PNG per image: class ids, or depth in mm
+        from PIL import Image
+        folder = os.path.join(root, "masks" if task == "semantic" else "depth", "train")
+        os.makedirs(folder)
+        for path in images:
+            name = os.path.splitext(os.path.basename(path))[0]
+            pixels = np.zeros((64, 64), np.uint8 if task == "semantic" else np.uint16)
+            pixels[:, 32:] = 1  # the right half "thing" (class 1 of background and thing)
+            if task == "depth":
+                pixels = (1000 + 2000 * np.arange(64)[None, :] + 0 * pixels).astype(np.uint16)
+            Image.fromarray(pixels).save(os.path.join(folder, f"{name}.png"))
+        data = os.path.join(root, "data.yaml")
+        with open(data, "w") as file:
+            file.write(f"path: {root}\ntrain: images/train\nval: images/train\n")
+            file.write("masks_dir: masks\nnames:\n  0: background\n  1: thing\n" if task == "semantic"
+                       else "nc: 1\nnames:\n  0: depth\ndepth_scale: 1000\n")
+        return data
     labels = os.path.join(root, "labels", "train")
     os.makedirs(labels)
     for path in images:
@@ -207,15 +227,21 @@ def main():
             detect = f"model.{len(model.model.model) - 1}."
             head = [k for k in theirs if k.startswith(detect)]
             same = all(torch.equal(state[k].to(theirs[k].dtype), theirs[k]) for k in head)
-            classes = state[detect + ("linear.bias" if task == "classify" else "cv3.0.2.bias")].shape[0]
-            check(same and classes == 1, f"{name}: train --checkpoint of it keeps its 1-class "
-                                         f"head ({len(head)} tensors)")
+            # the labelled sets' classes: 1, the semantic one's 2 (background, thing);
+            # Depth has none (its one output)
+            wanted = 2 if task == "semantic" else 1
+            class_bias = {"classify": "linear.bias", "semantic": "classifier.1.bias",
+                          "depth": "head.3.bias"}.get(task, "cv3.0.2.bias")
+            classes = state[detect + class_bias].shape[0]
+            check(same and classes == wanted, f"{name}: train --checkpoint of it keeps its "
+                                              f"{wanted}-class head ({len(head)} tensors)")
             loaded = YOLO(os.path.join(again, "exported_models", "exported_last.pt")).model
             head = loaded.model[-1]
-            head_classes = head.linear.out_features if task == "classify" else head.nc
-            same = head_classes == 1 and all(torch.equal(loaded.state_dict()[k], state[k])
-                                          for k in state)
-            check(same, f"{name}: and YOLO() loads that run's exported_last.pt (nc 1, "
+            head_classes = (head.linear.out_features if task == "classify"
+                            else 1 if task == "depth" else head.nc)
+            same = head_classes == wanted and all(torch.equal(loaded.state_dict()[k], state[k])
+                                               for k in state)
+            check(same, f"{name}: and YOLO() loads that run's exported_last.pt (nc {wanted}, "
                         "its state_dict the safetensors)")
     print("all checks passed")
     return 0

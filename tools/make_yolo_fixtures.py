@@ -53,10 +53,13 @@ eval-mode last output, with the fixture-init running statistics):
                                         the C model declares)
 For every "-seg", "-pose" and "-obb" model (yolov8n-seg ... yolo26x-obb:
 the same backbone and neck, a Segment, Pose or OBB head; nothing of it
-runs), yolov5n ... yolov5x (Ultralytics builds yolov5nu's model from
-yolov5n.yaml) and yolov8n-oiv7 ... yolov8x-oiv7 (yolov8n.yaml ... with 601
-classes, the models of Ultralytics' Open Images V7 weights), only its
-structure:
+runs), YOLO26's "-sem" and "-depth" models (yolo26n-sem ... yolo26x-depth:
+yolo26's backbone, a SemanticSegment head on the neck's P3 and P4, a Depth
+head on P3 ... P5), yolov5n ... yolov5x (Ultralytics builds yolov5nu's model from
+yolov5n.yaml), yolov8n-oiv7 ... yolov8x-oiv7 (yolov8n.yaml ... with 601
+classes, the models of Ultralytics' Open Images V7 weights) and
+yolo26n-sem-ade20k ... yolo26x-sem-ade20k (yolo26n-sem.yaml ... with
+ADE20K's 150 classes), only its structure:
     metadata "M/state_dict" as above
 For yolov5nu, yolov8n, yolo11n, yolo12n, yolo12l (A2C2f's gamma), yolo26n,
 yolo11n-cls and yolov6n (ReLU) also one training step's gradients: loss =
@@ -102,10 +105,13 @@ MODELS = (TASK_MODELS + [f"yolov5{size}u" for size in "nsmlx"]
 CLASSIFY_MODELS = [f"{name}-cls" for name in TASK_MODELS]
 GRADIENT_MODELS = ("yolov5nu", "yolov8n", "yolo11n", "yolo12n", "yolo12l", "yolo26n", "yolo11n-cls",
                    "yolov6n")
-HEAD_MODELS = [f"{name}-{task}" for task in ("seg", "pose", "obb") for name in TASK_MODELS]
+HEAD_MODELS = ([f"{name}-{task}" for task in ("seg", "pose", "obb") for name in TASK_MODELS]
+               + [f"yolo26{size}-{task}" for task in ("sem", "depth") for size in "nsmlx"])
 SAME_MODELS = [f"yolov5{size}" for size in "nsmlx"]  # yolov5nu's models under their YAMLs' names
 # YOLOv8 trained on Open Images V7 (yolov8n-oiv7.pt ...): yolov8n.yaml ... with 601 classes
 OPEN_IMAGES_MODELS = [f"yolov8{size}-oiv7" for size in "nsmlx"]
+# YOLO26-sem trained on ADE20K (yolo26n-sem-ade20k.pt ...): yolo26n-sem.yaml ... with 150 classes
+ADE20K_MODELS = [f"yolo26{size}-sem-ade20k" for size in "nsmlx"]
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
 MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov6": (4, 6, 8), "yolov5-p6": (4, 6, 10), "yolov8": (4, 6, 8), "yolo12": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
               "yolo26-p6": (4, 6, 12), "yolo26-p2": (4, 6, 10), "yolov8-p6": (4, 6, 10),
@@ -275,11 +281,15 @@ def main():
     metadata = {"ultralytics": ultralytics.__version__}
     for name in MODELS + CLASSIFY_MODELS:
         add_model(safe, metadata, name)
-    from ultralytics.nn.tasks import DetectionModel, OBBModel, PoseModel, SegmentationModel
-    classes = {"seg": SegmentationModel, "pose": PoseModel, "obb": OBBModel}
-    for name in HEAD_MODELS + SAME_MODELS + OPEN_IMAGES_MODELS:
+    from ultralytics.nn.tasks import (DepthModel, DetectionModel, OBBModel, PoseModel,
+                                      SegmentationModel, SemanticSegmentationModel)
+    classes = {"seg": SegmentationModel, "pose": PoseModel, "obb": OBBModel,
+               "sem": SemanticSegmentationModel, "depth": DepthModel}
+    for name in HEAD_MODELS + SAME_MODELS + OPEN_IMAGES_MODELS + ADE20K_MODELS:
         if name in OPEN_IMAGES_MODELS:
             model = DetectionModel(cfg=f"{name[:7]}.yaml", ch=3, nc=601, verbose=False)
+        elif name in ADE20K_MODELS:
+            model = SemanticSegmentationModel(cfg=f"{name[:11]}.yaml", ch=3, nc=150, verbose=False)
         else:
             model_class = classes[name.rpartition("-")[2]] if "-" in name else DetectionModel
             model = model_class(cfg=f"{name}.yaml", ch=3, verbose=False)

@@ -324,6 +324,18 @@ static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *pa
     if (a2c2f && model->layers[layer].area && has_suffix(param->name, ".conv.weight") &&
         (strstr(param->name, ".attn.") || strstr(param->name, ".mlp.")))
         return layer_init_parameter(backend, param, seed, INIT_NORMAL, 0.02f, err);
+    // Depth: its calibration the identity (cal_a 1, cal_b 0), its last bias
+    // 0.182 (log 1.2: about 1.2 m at the start)
+    const int depth = layer >= 0 && layer < model->layer_count &&
+                      model->layers[layer].kind == YOLO_DEPTH;
+    if (depth && (has_suffix(param->name, ".cal_a") || has_suffix(param->name, ".cal_b") ||
+                  has_suffix(param->name, ".head.3.bias"))) {
+        const float value = has_suffix(param->name, ".cal_a")   ? 1.0f
+                            : has_suffix(param->name, ".cal_b") ? 0.0f
+                                                                : 0.182f;
+        backend->op.fill(backend, param->value, value, param->count);
+        return 0;
+    }
     if (strstr(param->name, ".bn.")) {
         const float value = has_suffix(param->name, ".weight") || has_suffix(param->name, ".running_var");
         backend->op.fill(backend, param->value, value, param->count);
@@ -410,9 +422,13 @@ int yolo_head_from_weights(const SafeTensors *file, const char *prefix, YoloConf
     int count;
     yolo_yaml_lines(config->family, config->task, &count);  // the head is the YAML's last line
     char key[SAFETENSORS_MAX_NAME];
-    // Detect's first class conv (classes, width, 1, 1), Classify's Linear (classes, 1280)
+    // Detect's first class conv (classes, width, 1, 1), Classify's Linear (classes, 1280),
+    // SemanticSegment's classifier conv (classes, width, 1, 1); Depth has no classes
+    if (config->task == YOLO_TASK_DEPTH) return 0;
     if (config->task == YOLO_TASK_CLASSIFY)
         snprintf(key, sizeof key, "%smodel.%d.linear.weight", prefix, count - 1);
+    else if (config->task == YOLO_TASK_SEMANTIC)
+        snprintf(key, sizeof key, "%smodel.%d.classifier.1.weight", prefix, count - 1);
     else
         snprintf(key, sizeof key, "%smodel.%d.cv3.0.2.weight", prefix, count - 1);
     const SafeTensor *conv = safetensors_find(file, key);
@@ -421,13 +437,14 @@ int yolo_head_from_weights(const SafeTensors *file, const char *prefix, YoloConf
     for (int d = 0; d < 2; d++)
         if (conv->shape[d] < 1 || conv->shape[d] > YOLO_MAX_CLASSES) return 0;
     config->classes = (int)conv->shape[0];
-    if (config->task != YOLO_TASK_CLASSIFY) config->class_width = (int)conv->shape[1];
+    if (config->task != YOLO_TASK_CLASSIFY && config->task != YOLO_TASK_SEMANTIC)
+        config->class_width = (int)conv->shape[1];
     return 1;
 }
 
 // The task of the head at layer `head` under prefix in file: Classify's
-// Linear, Segment's
-// prototypes, Pose26's keypoint heads, or cv4's last conv of 51 outputs
+// Linear, Segment's prototypes, SemanticSegment's classifier, Depth's
+// calibration, Pose26's keypoint heads, or cv4's last conv of 51 outputs
 // (Pose) or 1 (OBB); none of them: Detect.
 static YoloTask task_from_weights(const SafeTensors *file, const char *prefix, int head) {
     char key[SAFETENSORS_MAX_NAME];
@@ -435,6 +452,10 @@ static YoloTask task_from_weights(const SafeTensors *file, const char *prefix, i
     if (safetensors_find(file, key)) return YOLO_TASK_CLASSIFY;
     snprintf(key, sizeof key, "%smodel.%d.proto.cv3.conv.weight", prefix, head);
     if (safetensors_find(file, key)) return YOLO_TASK_SEGMENT;
+    snprintf(key, sizeof key, "%smodel.%d.classifier.1.weight", prefix, head);
+    if (safetensors_find(file, key)) return YOLO_TASK_SEMANTIC;
+    snprintf(key, sizeof key, "%smodel.%d.cal_a", prefix, head);
+    if (safetensors_find(file, key)) return YOLO_TASK_DEPTH;
     snprintf(key, sizeof key, "%smodel.%d.cv4_kpts.0.weight", prefix, head);
     if (safetensors_find(file, key)) return YOLO_TASK_POSE;
     snprintf(key, sizeof key, "%smodel.%d.cv4.0.2.weight", prefix, head);
@@ -469,7 +490,8 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
     }
     return error_set(err, "the Ultralytics model under \"%s\" is none of yolov8n..x, "
                           "yolo11n..x, yolo26n..x or their -seg, -pose (17 keypoints), -obb and "
-                          "-cls models, or yolov5nu..xu, yolo12n..x (its tensors match no size's "
+                          "-cls models, yolo26's -sem and -depth models, or yolov5nu..xu, "
+                          "yolo12n..x (its tensors match no size's "
                           "names and shapes)", prefix);
 }
 

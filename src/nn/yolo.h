@@ -81,18 +81,26 @@ typedef enum YoloFamily {
 // are other YAMLs (yolov8-cls.yaml, yolo11-cls.yaml; YOLO26's is YOLO11's):
 // the backbone without SPPF (YOLO11's keeps C2PSA) and no neck, then
 // Classify: a 1x1 Conv to 1280, the global pool, a Linear to the classes.
+// YOLO26's "-sem" and "-depth" models are yolo26.yaml's backbone with
+// other heads: SemanticSegment (per-pixel classes, 19 in its YAML:
+// Cityscapes') on the neck's P3 and P4 (the neck cut after P3), and Depth
+// (monocular depth) on the whole neck's P3 ... P5.
 typedef enum YoloTask {
     YOLO_TASK_DETECT,
     YOLO_TASK_SEGMENT,
     YOLO_TASK_POSE,
     YOLO_TASK_OBB,
     YOLO_TASK_CLASSIFY,
+    YOLO_TASK_SEMANTIC,
+    YOLO_TASK_DEPTH,
 } YoloTask;
+#define YOLO_DEPTH_WIDTH 256  // yolo26-depth.yaml's Depth [256]: c_mid, not scaled
 #define YOLO_CLASSIFY_HIDDEN 1280  // Classify's c_ (EfficientNet-B0's width)
 #define YOLO_MASKS 32        // Segment's nm: the YAMLs' [nc, 32, 256]
 #define YOLO_KEYPOINTS 17    // Pose's kpt_shape: the YAMLs' [17, 3]
 #define YOLO_KEYPOINT_DIMS 3
-// The suffix of a task's model names ("", "-seg", "-pose", "-obb", "-cls").
+// The suffix of a task's model names ("", "-seg", "-pose", "-obb", "-cls", "-sem",
+// "-depth").
 const char *yolo_task_suffix(YoloTask task);
 
 typedef struct YoloConfig {
@@ -133,6 +141,8 @@ typedef enum YoloModuleKind {
     YOLO_A2C2F,     // YOLO12's area-attention CSP block
     YOLO_C2,        // yolov8-pose-p6's neck: C2f's parts, cv2 on cv1's halves only (never runs)
     YOLO_CONV_TRANSPOSE,  // YOLOv6's neck: a bare nn.ConvTranspose2d (k 2, s 2, bias; never runs)
+    YOLO_SEMANTIC,  // the head of the -sem models (SemanticSegment)
+    YOLO_DEPTH,     // the head of the -depth models (Depth)
 } YoloModuleKind;
 
 // A Conv's activation: none (act=False), Ultralytics' default SiLU, or the

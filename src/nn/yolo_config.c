@@ -31,7 +31,10 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolov5l6u", "yolov5x6u", "yolo26n-p6", "yolo26s-p6", "yolo26m-p6", "yolo26l-p6",
     "yolo26x-p6", "yolo26n-p2", "yolo26s-p2", "yolo26m-p2", "yolo26l-p2", "yolo26x-p2",
     "yolov8n-pose-p6", "yolov8s-pose-p6", "yolov8m-pose-p6", "yolov8l-pose-p6", "yolov8x-pose-p6",
-    "yolov6n", "yolov6s", "yolov6m", "yolov6l", "yolov6x", NULL};
+    "yolov6n", "yolov6s", "yolov6m", "yolov6l", "yolov6x", "yolo26n-sem", "yolo26s-sem",
+    "yolo26m-sem", "yolo26l-sem", "yolo26x-sem", "yolo26n-depth", "yolo26s-depth",
+    "yolo26m-depth", "yolo26l-depth", "yolo26x-depth", "yolo26n-sem-ade20k",
+    "yolo26s-sem-ade20k", "yolo26m-sem-ade20k", "yolo26l-sem-ade20k", "yolo26x-sem-ade20k", NULL};
 
 #define PREV {-1}, 1
 // yolov5.yaml (YOLOv5u: anchor-free, YOLOv8's Detect): a 6x6 stem of
@@ -109,20 +112,36 @@ static const YoloYamlLine yolo11_yaml[] = {
 // YOLO11's layout with YOLO26's rows: SPPF [1024, 5, 3, True], the neck's
 // C3k2 with c3k, the last one [1024, True, 0.5, True] (attention blocks);
 // its Detect has reg_max 1 and end2end (yolo_reg_max, yolo_end2end).
+// yolo26-sem.yaml and yolo26-depth.yaml share its rows: the backbone and the
+// neck up to P3 (layers 0-16), and (-depth) its way down to P5 (17-22).
+#define YOLO26_ROWS_TO_P3                                                                         \
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},  \
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},  \
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},  \
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0}, \
+    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 1, 0, 0, 0}, \
+    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0}, \
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},   \
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, \
+    {PREV, 2, YOLO_C3K2, 256, 0, 0, 1, 0, 0, 0}
+#define YOLO26_ROWS_TO_P5                                                                         \
+    {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},       {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, \
+    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},  \
+    {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1, 0}
 static const YoloYamlLine yolo26_yaml[] = {
-    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 256, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 0, 0.25f, 0, 0},   {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 1024, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_SPPF, 1024, 5, 1, 1, 0, 0, 0},
-    {PREV, 2, YOLO_C2PSA, 1024, 0, 0, 0, 0, 0, 0},     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
-    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},
-    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
-    {PREV, 2, YOLO_C3K2, 256, 0, 0, 1, 0, 0, 0},       {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
-    {{-1, 13}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 2, YOLO_C3K2, 512, 0, 0, 1, 0, 0, 0},
-    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},       {{-1, 10}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
-    {PREV, 1, YOLO_C3K2, 1024, 0, 0, 1, 0.5f, 1, 0},   {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
+    YOLO26_ROWS_TO_P3, YOLO26_ROWS_TO_P5, {{16, 19, 22}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
+// yolo26-sem.yaml: SemanticSegment on P3 and P4 (its args [nc]).
+static const YoloYamlLine yolo26_sem_yaml[] = {
+    YOLO26_ROWS_TO_P3, {{16, 13}, 2, 1, YOLO_SEMANTIC, 0, 0, 0, 0, 0, 0, 0},
+};
+// yolo26-depth.yaml: Depth [256] on P3 ... P5 (its width, YOLO_DEPTH_WIDTH,
+// is not scaled).
+static const YoloYamlLine yolo26_depth_yaml[] = {
+    YOLO26_ROWS_TO_P3, YOLO26_ROWS_TO_P5, {{16, 19, 22}, 3, 1, YOLO_DEPTH, 0, 0, 0, 0, 0, 0, 0},
+};
+#undef YOLO26_ROWS_TO_P3
+#undef YOLO26_ROWS_TO_P5
 // yolo26-p6.yaml: YOLO26's blocks with a Conv to 768 at P5 and a Conv to
 // 1024 with a C3k2 at P6/64, SPPF [1024, 5, 3, False] (no shortcut, an
 // unactivated cv1), a neck one level deeper, Detect over P3 ... P6.
@@ -268,6 +287,14 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
         *count = (int)(sizeof yolo11_cls_yaml / sizeof *yolo11_cls_yaml);
         return yolo11_cls_yaml;
     }
+    if (task == YOLO_TASK_SEMANTIC) {  // YOLO26's only
+        *count = (int)(sizeof yolo26_sem_yaml / sizeof *yolo26_sem_yaml);
+        return yolo26_sem_yaml;
+    }
+    if (task == YOLO_TASK_DEPTH) {
+        *count = (int)(sizeof yolo26_depth_yaml / sizeof *yolo26_depth_yaml);
+        return yolo26_depth_yaml;
+    }
     switch (family) {
     case YOLO_V5: *count = (int)(sizeof yolov5_yaml / sizeof *yolov5_yaml); return yolov5_yaml;
     case YOLO_V5_P6:
@@ -301,7 +328,7 @@ const YoloScale *yolo_yaml_scales(YoloFamily family, YoloTask task) {
 }
 
 const char *yolo_task_suffix(YoloTask task) {
-    static const char *const suffixes[] = {"", "-seg", "-pose", "-obb", "-cls"};
+    static const char *const suffixes[] = {"", "-seg", "-pose", "-obb", "-cls", "-sem", "-depth"};
     return suffixes[task];
 }
 
@@ -369,20 +396,29 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
         // yolov8n-oiv7.pt: yolov8n.yaml trained on Open Images V7, the model
         // yolov8n's with 601 classes (its name; there is no yolov8n-oiv7.yaml)
         const int open_images = ends_with(name, length, "-oiv7");
+        // yolo26n-sem-ade20k.pt: yolo26n-sem.yaml trained on ADE20K, the model
+        // yolo26n-sem's with 150 classes (likewise no yolo26n-sem-ade20k.yaml)
+        const int ade20k = ends_with(name, length, "-sem-ade20k");
         // the task's suffix comes before a levels suffix ("yolov8x-pose-p6")
         const size_t stem = ends_with(name, length, "-p6") || ends_with(name, length, "-p2")
                                 ? length - 3
-                                : length;
+                            : ade20k ? length - 7
+                                     : length;
         config->task = ends_with(name, stem, "-seg")    ? YOLO_TASK_SEGMENT
                        : ends_with(name, stem, "-pose") ? YOLO_TASK_POSE
                        : ends_with(name, stem, "-obb")  ? YOLO_TASK_OBB
                        : ends_with(name, stem, "-cls")  ? YOLO_TASK_CLASSIFY
+                       : ends_with(name, stem, "-sem")  ? YOLO_TASK_SEMANTIC
+                       : ends_with(name, stem, "-depth") ? YOLO_TASK_DEPTH
                                                         : YOLO_TASK_DETECT;
         config->scale = name[6];  // "yolov8n", "yolo11n-seg": the size follows the family
         snprintf(config->name, sizeof config->name, "%.*s",
-                 open_images ? 7 : (int)strlen(yolo_model_names[i]), yolo_model_names[i]);
-        // the YAMLs' nc: 80, but yolov8-pose.yaml's 1 (people), the -cls ones' 1000 (ImageNet)
+                 open_images ? 7 : ade20k ? (int)length - 7 : (int)length, yolo_model_names[i]);
+        // the YAMLs' nc: 80, but yolov8-pose.yaml's 1 (people), the -cls ones' 1000
+        // (ImageNet), yolo26-sem.yaml's 19 (Cityscapes; ADE20K's weights 150), -depth's 1
         config->classes = config->task == YOLO_TASK_CLASSIFY                          ? 1000
+                          : config->task == YOLO_TASK_SEMANTIC ? (ade20k ? 150 : 19)
+                          : config->task == YOLO_TASK_DEPTH                             ? 1
                           : (config->family == YOLO_V8 || config->family == YOLO_V8_P6) &&
                                     config->task == YOLO_TASK_POSE
                               ? 1
@@ -403,7 +439,9 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
                           "yolov5n6u.pt ... yolov5x6u.pt; yolo26n-p6.yaml ... yolo26x-p6.yaml and "
                           "yolo26n-p2.yaml ... yolo26x-p2.yaml; yolov8n-pose-p6.yaml ... "
                           "yolov8x-pose-p6.yaml, yolov8x-pose-p6.pt; yolov6n.yaml ... "
-                          "yolov6x.yaml)",
+                          "yolov6x.yaml; yolo26n-sem.yaml ... yolo26x-sem.yaml, "
+                          "yolo26n-depth.yaml ... yolo26x-depth.yaml, "
+                          "yolo26n-sem-ade20k.pt ... yolo26x-sem-ade20k.pt)",
                      text);
 }
 

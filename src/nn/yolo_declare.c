@@ -382,12 +382,70 @@ static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, Er
     }
     switch (model->config.task) {
     case YOLO_TASK_DETECT:
-    case YOLO_TASK_CLASSIFY: return 0;  // (a -cls YAML has Classify, not Detect)
+    case YOLO_TASK_CLASSIFY:  // (the -cls, -sem and -depth YAMLs have their own heads)
+    case YOLO_TASK_SEMANTIC:
+    case YOLO_TASK_DEPTH: return 0;
     case YOLO_TASK_SEGMENT: return declare_segment(d, layer, prefix, err);
     case YOLO_TASK_POSE:
     case YOLO_TASK_OBB: return declare_keypoints_or_angle(d, layer, prefix, err);
     }
     return 0;
+}
+
+// SemanticSegment (never run) on P3 and P4: classifier, a 3x3 Conv at P3's
+// width then a Conv2d with bias to the classes; aux_head the same from P4.
+static int declare_semantic(Declarer *d, YoloModule *layer, const char *prefix,
+                            ErrorMessage *err) {
+    Yolo *model = d->model;
+    const int width = model->layers[layer->from[0]].out_channels;
+    static const char *const heads[2] = {"classifier", "aux_head"};
+    char name[PARAM_MAX_NAME];
+    YoloConv unused;
+    for (int h = 0; h < 2; h++) {
+        yolo_name_format(name, "%s.%s.0", prefix, heads[h]);
+        if (declare_conv(d, &unused, name, model->layers[layer->from[h]].out_channels, width, 3,
+                         1, 1, 0, err))
+            return -1;
+        yolo_name_format(name, "%s.%s.1", prefix, heads[h]);
+        if (declare_biased_conv(d, name, width, model->config.classes, 1, 1, err)) return -1;
+    }
+    return 0;
+}
+
+// Depth (never run), c_mid = YOLO_DEPTH_WIDTH: its calibration buffers
+// cal_a and cal_b (1) first, as its state_dict lists them; proj, a 1x1 Conv
+// from each level to c_mid; refine, two 3x3 Convs after each fusion but the
+// coarsest level's; head: a 3x3 Conv to c_mid / 2, a 2x2 stride-2
+// ConvTranspose2d, a 3x3 Conv to c_mid / 4, a Conv2d with bias to 1.
+static int declare_depth(Declarer *d, YoloModule *layer, const char *prefix, ErrorMessage *err) {
+    Yolo *model = d->model;
+    const int c = YOLO_DEPTH_WIDTH, one = 1;
+    char name[PARAM_MAX_NAME];
+    YoloConv unused;
+    static const char *const calibration[2] = {"cal_a", "cal_b"};
+    for (int i = 0; i < 2; i++) {
+        yolo_name_format(name, "%s.%s", prefix, calibration[i]);
+        if (parameter_declare(d->set, name, PARAM_BIAS, 1, &one, NULL, err) < 0) return -1;
+    }
+    for (int level = 0; level < layer->from_count; level++) {
+        yolo_name_format(name, "%s.proj.%d", prefix, level);
+        if (declare_conv(d, &unused, name, model->layers[layer->from[level]].out_channels, c, 1,
+                         1, 1, 0, err))
+            return -1;
+    }
+    for (int level = 0; level + 1 < layer->from_count; level++)
+        for (int i = 0; i < 2; i++) {
+            yolo_name_format(name, "%s.refine.%d.%d", prefix, level, i);
+            if (declare_conv(d, &unused, name, c, c, 3, 1, 1, 0, err)) return -1;
+        }
+    yolo_name_format(name, "%s.head.0", prefix);
+    if (declare_conv(d, &unused, name, c, c / 2, 3, 1, 1, 0, err)) return -1;
+    yolo_name_format(name, "%s.head.1", prefix);
+    if (declare_biased_conv(d, name, c / 2, c / 2, 2, 2, err)) return -1;
+    yolo_name_format(name, "%s.head.2", prefix);
+    if (declare_conv(d, &unused, name, c / 2, c / 4, 3, 1, 1, 0, err)) return -1;
+    yolo_name_format(name, "%s.head.3", prefix);
+    return declare_biased_conv(d, name, c / 4, 1, 1, 1, err);
 }
 
 // Classify (never run): conv, a Conv to 1280 (k 1); linear, a Linear
@@ -535,6 +593,8 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
     case YOLO_A2C2F: return declare_a2c2f(&d, layer, prefix, err);
     case YOLO_DETECT: return declare_detect(&d, layer, prefix, err);
     case YOLO_CLASSIFY: return declare_classify(&d, prefix, c1, err);
+    case YOLO_SEMANTIC: return declare_semantic(&d, layer, prefix, err);
+    case YOLO_DEPTH: return declare_depth(&d, layer, prefix, err);
     case YOLO_UPSAMPLE:
     case YOLO_CONCAT: return 0;
     }

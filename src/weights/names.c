@@ -17,7 +17,7 @@
 // https://github.com/ultralytics/assets/releases/download/v8.4.0/<file> for
 // the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt, yolov8{n,...}-oiv7.pt,
 // yolo11{n,s,m,l,x}.pt, yolo12{n,s,m,l,x}.pt, yolo26{n,s,m,l,x}.pt, yolov5{n,s,m,l,x}{,6}u.pt
-// and yolov8x-pose-p6.pt
+// yolov8x-pose-p6.pt, yolo26{n,...}-sem.pt, -sem-ade20k.pt and -depth.pt
 // among them), after
 // looking for <file> in the working
 // directory. LightlyTrain 0.18 passes "ultralytics/yolo11s.pt" to
@@ -132,6 +132,19 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolov5x6u", 155.54, "~311 MB"),
     // YOLOv8-pose-P6 (yolov8-pose-p6.yaml: a P6/64 stage, Pose over P3 ... P6)
     ULTRALYTICS("yolov8x-pose-p6", 99.18, "~198 MB"),
+    // YOLO26's semantic segmentation (Cityscapes' 19 classes; -ade20k: ADE20K's 150)
+    // and depth models
+    ULTRALYTICS("yolo26n-sem", 1.63, "~3 MB"), ULTRALYTICS("yolo26s-sem", 6.50, "~13 MB"),
+    ULTRALYTICS("yolo26m-sem", 14.32, "~29 MB"), ULTRALYTICS("yolo26l-sem", 17.87, "~36 MB"),
+    ULTRALYTICS("yolo26x-sem", 40.16, "~80 MB"),
+    ULTRALYTICS("yolo26n-sem-ade20k", 1.65, "~3 MB"),
+    ULTRALYTICS("yolo26s-sem-ade20k", 6.54, "~13 MB"),
+    ULTRALYTICS("yolo26m-sem-ade20k", 14.39, "~29 MB"),
+    ULTRALYTICS("yolo26l-sem-ade20k", 17.93, "~36 MB"),
+    ULTRALYTICS("yolo26x-sem-ade20k", 40.26, "~81 MB"),
+    ULTRALYTICS("yolo26n-depth", 5.17, "~10 MB"), ULTRALYTICS("yolo26s-depth", 12.04, "~24 MB"),
+    ULTRALYTICS("yolo26m-depth", 22.10, "~44 MB"), ULTRALYTICS("yolo26l-depth", 26.50, "~53 MB"),
+    ULTRALYTICS("yolo26x-depth", 55.84, "~112 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

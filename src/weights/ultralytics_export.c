@@ -18,7 +18,7 @@
 static const char *module_name(YoloModuleKind kind) {
     static const char *const names[] = {"Conv", "C2f", "C3k2", "SPPF", "C2PSA", "nn.Upsample",
                                         "Concat", "Detect", "Classify", "C3", "A2C2f", "C2",
-                                        "nn.ConvTranspose2d"};
+                                        "nn.ConvTranspose2d", "SemanticSegment", "Depth"};
     return names[kind];
 }
 
@@ -28,7 +28,8 @@ static void type_name(const YoloConfig *config, YoloModuleKind kind, char *out, 
         CONV_MODULE ".Conv", BLOCK_MODULE ".C2f", BLOCK_MODULE ".C3k2", BLOCK_MODULE ".SPPF",
         BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat",
         "", "ultralytics.nn.modules.head.Classify", BLOCK_MODULE ".C3", BLOCK_MODULE ".A2C2f",
-        BLOCK_MODULE ".C2", "torch.nn.modules.conv.ConvTranspose2d"};
+        BLOCK_MODULE ".C2", "torch.nn.modules.conv.ConvTranspose2d",
+        "ultralytics.nn.modules.head.SemanticSegment", "ultralytics.nn.modules.head.Depth"};
     if (kind == YOLO_DETECT)
         ux_text_format(out, size, "ultralytics.nn.modules.head.%s", ux_head_class(config));
     else ux_text_format(out, size, "%s", names[kind]);
@@ -75,7 +76,9 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
         pt_put_str(&e->w, "None"), pt_put_int(&e->w, 2), pt_put_str(&e->w, "nearest");
         break;
     case YOLO_CONCAT: pt_put_int(&e->w, 1); break;
-    case YOLO_CLASSIFY: pt_put_str(&e->w, "nc"); break;
+    case YOLO_CLASSIFY:
+    case YOLO_SEMANTIC: pt_put_str(&e->w, "nc"); break;
+    case YOLO_DEPTH: pt_put_int(&e->w, YOLO_DEPTH_WIDTH); break;
     case YOLO_DETECT:
         pt_put_str(&e->w, "nc");
         if (e->model->config.task == YOLO_TASK_SEGMENT)  // nm, npr before scaling
@@ -125,7 +128,8 @@ static void yaml_dict(Exporter *e, const YoloYamlLine *lines, int count) {
         ux_key(e, "activation");
         pt_put_str(&e->w, "torch.nn.ReLU()");
     }
-    if (yolo_end2end(config->family) && config->task != YOLO_TASK_CLASSIFY) {  // YOLO26's
+    if (yolo_end2end(config->family) && config->task != YOLO_TASK_CLASSIFY &&
+        config->task != YOLO_TASK_SEMANTIC && config->task != YOLO_TASK_DEPTH) {  // yolo26.yaml's
         ux_key(e, "end2end");
         pt_put_bool(&e->w, 1);
         ux_key_int(e, "reg_max", yolo_reg_max(config->family));
@@ -172,7 +176,9 @@ static int64_t layer_parameters(const Yolo *model, int layer) {
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < sets[s]->count; i++) {
             const char *name = sets[s]->params[i].name;
-            if (strncmp(name, prefix, strlen(prefix)) || strstr(name, ".running_")) continue;
+            if (strncmp(name, prefix, strlen(prefix)) || strstr(name, ".running_") ||
+                strstr(name, ".cal_"))  // buffers (Depth's calibration)
+                continue;
             total += (int64_t)sets[s]->params[i].count;
         }
     return total;
@@ -182,9 +188,11 @@ static void detection_model(Exporter *e) {
     const Yolo *model = e->model;
     int count;
     const YoloYamlLine *lines = yolo_yaml_lines(model->config.family, model->config.task, &count);
-    static const char *const tasks[5] = {"detect", "segment", "pose", "obb", "classify"};
-    static const char *const models[5] = {"DetectionModel", "SegmentationModel", "PoseModel",
-                                          "OBBModel", "ClassificationModel"};
+    static const char *const tasks[7] = {"detect", "segment", "pose", "obb",
+                                         "classify", "semantic", "depth"};
+    static const char *const models[7] = {"DetectionModel", "SegmentationModel", "PoseModel",
+                                          "OBBModel", "ClassificationModel",
+                                          "SemanticSegmentationModel", "DepthModel"};
     const int classify = model->config.task == YOLO_TASK_CLASSIFY;
     const char *task = tasks[model->config.task];
     ux_module_begin(e, "ultralytics.nn.tasks", models[model->config.task]);
@@ -217,6 +225,8 @@ static void detection_model(Exporter *e) {
         const float one = 1.0f;
         const int64_t shape[1] = {1};
         pt_put_tensor(&e->w, SAFE_F32, &one, 1, shape, 0, 0);
+    } else if (model->config.task == YOLO_TASK_SEMANTIC || model->config.task == YOLO_TASK_DEPTH) {
+        ux_put_model_stride(e);
     } else {
         ux_put_stride(e);
     }
@@ -285,6 +295,8 @@ static void detection_model(Exporter *e) {
             break;
         case YOLO_DETECT: ux_detect(e, prefix, layer, &info); break;
         case YOLO_CLASSIFY: ux_classify_head(e, prefix, &info); break;
+        case YOLO_SEMANTIC: ux_semantic_head(e, prefix, layer, &info); break;
+        case YOLO_DEPTH: ux_depth_head(e, prefix, layer, &info); break;
         }
     }
     ux_container_end(e);

@@ -1,9 +1,17 @@
 // The Ultralytics checkpoint writer's heads (see
 // ultralytics_export_internal.h): Detect and its task's Segment, Pose, OBB
-// (YOLO26's versions too), Classify.
+// (YOLO26's versions too), Classify, YOLO26's SemanticSegment and Depth.
 
 #include "nn/weights.h"
 #include "weights/ultralytics_export_internal.h"
+
+// The stride of a model without Detect (SemanticSegmentationModel's, the
+// deepest map's; DepthModel's default): [32].
+void ux_put_model_stride(Exporter *e) {
+    const float stride = 32.0f;
+    const int64_t shape[1] = {1};
+    pt_put_tensor(&e->w, SAFE_F32, &stride, 1, shape, 0, 0);
+}
 
 // The head's strides: 8, 16, 32 (P3 ... P5), 64 too for the P6 models, 4 ... 32 for P2.
 void ux_put_stride(Exporter *e) {
@@ -278,4 +286,81 @@ void ux_classify_head(Exporter *e, const char *prefix, const LayerInfo *info) {
     ux_text_format(name, sizeof name, "%s.linear", prefix);
     linear(e, name);
     ux_container_end(e);
+}
+
+// A Sequential of a 3x3 Conv unit ("0") and a Conv2d with bias ("1").
+static void conv_then_conv2d(Exporter *e, const char *prefix, const char *child) {
+    char name[NAME_SIZE];
+    ux_key(e, child);
+    ux_container_begin(e, "Sequential");
+    ux_text_format(name, sizeof name, "%s.%s", prefix, child);
+    ux_child_conv(e, name, "0", "Conv", 1);
+    ux_key(e, "1");
+    ux_text_format(name, sizeof name, "%s.%s.1", prefix, child);
+    ux_conv2d(e, name, 1, 1, 1);
+    ux_container_end(e);
+}
+
+// SemanticSegment (yolo_declare.c, declare_semantic): nc, nl, its stride
+// (the model's deepest, 32), classifier and aux_head.
+void ux_semantic_head(Exporter *e, const char *prefix, const YoloModule *layer,
+                      const LayerInfo *info) {
+    ux_module_begin(e, "ultralytics.nn.modules.head", "SemanticSegment");
+    ux_key_int(e, "nc", e->model->config.classes);
+    ux_key_int(e, "nl", layer->from_count);
+    ux_key(e, "stride");
+    ux_put_model_stride(e);
+    ux_layer_attributes(e, info);
+    ux_children_begin(e);
+    conv_then_conv2d(e, prefix, "classifier");
+    conv_then_conv2d(e, prefix, "aux_head");
+    ux_container_end(e);
+}
+
+// Depth (yolo_declare.c, declare_depth): nl, its calibration buffers, then
+// proj (a Conv per level), refine (Sequential(Conv, Conv) per fusion) and
+// head (Conv, ConvTranspose2d, Conv, Conv2d).
+void ux_depth_head(Exporter *e, const char *prefix, const YoloModule *layer,
+                   const LayerInfo *info) {
+    char name[NAME_SIZE], index[16];
+    ux_module_begin(e, "ultralytics.nn.modules.head", "Depth");
+    ux_key_int(e, "nl", layer->from_count);
+    ux_layer_attributes(e, info);
+    ux_empty_ordered_dict(e, "_parameters");
+    ux_section_begin(e, "_buffers");
+    ux_entry(e, "cal_a", prefix, 0, 0);
+    ux_entry(e, "cal_b", prefix, 0, 0);
+    ux_section_end(e);
+    ux_section_begin(e, "_modules");
+    ux_key(e, "proj");
+    ux_container_begin(e, "ModuleList");
+    ux_text_format(name, sizeof name, "%s.proj", prefix);
+    for (int level = 0; level < layer->from_count; level++) {
+        ux_text_format(index, sizeof index, "%d", level);
+        ux_child_conv(e, name, index, "Conv", 1);
+    }
+    ux_container_end(e);
+    ux_key(e, "refine");
+    ux_container_begin(e, "ModuleList");
+    for (int level = 0; level + 1 < layer->from_count; level++) {
+        ux_text_format(index, sizeof index, "%d", level);
+        ux_text_format(name, sizeof name, "%s.refine.%d", prefix, level);
+        ux_conv_pair(e, index, name, "Conv", 1, "Conv", 1);
+    }
+    ux_container_end(e);
+    ux_key(e, "head");
+    ux_container_begin(e, "Sequential");
+    ux_text_format(name, sizeof name, "%s.head", prefix);
+    ux_child_conv(e, name, "0", "Conv", 1);
+    ux_key(e, "1");
+    ux_text_format(name, sizeof name, "%s.head.1", prefix);
+    ux_conv_module(e, name, 2, -1, 1, 1, 1);
+    ux_text_format(name, sizeof name, "%s.head", prefix);
+    ux_child_conv(e, name, "2", "Conv", 1);
+    ux_key(e, "3");
+    ux_text_format(name, sizeof name, "%s.head.3", prefix);
+    ux_conv2d(e, name, 1, 1, 1);
+    ux_container_end(e);
+    ux_section_end(e);
+    pt_object_end(&e->w);
 }

@@ -77,5 +77,11 @@ void ux_put_kpt_shape(Exporter *e);
 void ux_detect(Exporter *e, const char *prefix, const YoloModule *layer,
                const LayerInfo *info);
 void ux_classify_head(Exporter *e, const char *prefix, const LayerInfo *info);
+// The -sem and -depth models' heads and their models' stride tensor ([32]).
+void ux_semantic_head(Exporter *e, const char *prefix, const YoloModule *layer,
+                      const LayerInfo *info);
+void ux_depth_head(Exporter *e, const char *prefix, const YoloModule *layer,
+                   const LayerInfo *info);
+void ux_put_model_stride(Exporter *e);
 
 #endif

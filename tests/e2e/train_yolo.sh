@@ -10,7 +10,8 @@
 # a user's checkpoint of other than 80 classes trains, exports and resumes;
 # YOLO26 (its SPPF with a shortcut, its end-to-end Detect head of 4 box
 # outputs, one-to-one copies and no DFL) trains, exports and reads back, and
-# so do its segmentation and pose models and a classification model;
+# so do its segmentation, pose, semantic segmentation and depth models and
+# a classification model;
 # a 4-channel YOLO is refused in one line (exit 2); YOLOv6 (Convs with
 # ReLU) on 2 CPU ranks with synchronised BatchNorm: one step equals one
 # process's (before 2026-11-30 the ranks' backward lost the ReLU mask of
@@ -160,6 +161,18 @@ pose="$work/pose/exported_models/exported_last.safetensors"
 has_entries "$pose" "model.23.flow_model.mask	F32	6,2" "model.23.cv4_kpts.2.weight	F32	51,85,1,1" \
   "model.23.one2one_cv4_sigma.0.bias	F32	34"
 pt_reads_back pose
+
+# YOLO26's semantic segmentation and depth models (SemanticSegment on the
+# neck's P3 and P4; Depth on P3 ... P5 with its calibration buffers): the
+# same backbone trains, the whole model exports and reads back.
+run sem ultralytics/yolo26n-sem.yaml simclr 1
+has_entries "$work/sem/exported_models/exported_last.safetensors" \
+  "model.17.classifier.1.weight	F32	19,64,1,1" "model.17.aux_head.0.conv.weight	F32	64,128,3,3"
+pt_reads_back sem
+run depth ultralytics/yolo26n-depth.yaml simclr 1
+has_entries "$work/depth/exported_models/exported_last.safetensors" "model.23.cal_b	F32	1" \
+  "model.23.head.1.weight	F32	128,128,2,2" "model.23.proj.2.conv.weight	F32	256,256,1,1"
+pt_reads_back depth
 
 # A classification model (yolo11n-cls: no SPPF, C2PSA at layer 9, then
 # Classify) trains its layers 0-9 and exports its ImageNet-sized head.
