@@ -578,7 +578,7 @@ static void test_checkpoint_leaves_the_teacher_out(void **state) {
                                   .image_size = IMAGE, .total_steps = 4, .dataset_size = 60,
                                   .accumulate = 1, .optimizer = "AdamW", .lr = 1e-3,
                                   .method_args = teacher_arg, .transforms = ""};
-    if (train_state_save(path, &method, optimizers, NULL, &identity, 1, 0, &err))
+    if (train_state_save(path, &method, optimizers, NULL, &identity, 1, 0, NULL, &err))
         fail_msg("%s", err.text);
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, &err)) fail_msg("%s", err.text);

@@ -48,7 +48,8 @@ except Exception:  # not installed as a distribution (a source checkout)
 _TRAIN_PARAMETERS = ("out", "data", "model", "method", "method_args", "epochs", "batch_size",
                      "gradient_accumulation_steps", "num_workers", "devices", "num_nodes",
                      "resume_interrupted", "checkpoint", "overwrite", "accelerator",
-                     "precision", "seed", "optim", "optim_args", "transform_args", "loggers")
+                     "precision", "seed", "optim", "optim_args", "transform_args", "loggers",
+                     "callbacks")
 
 
 def train(
@@ -73,6 +74,7 @@ def train(
     optim_args: Optional[Mapping[str, Any]] = None,
     transform_args: Optional[Mapping[str, Any]] = None,
     loggers: Optional[Mapping[str, Any]] = None,
+    callbacks: Optional[Mapping[str, Any]] = None,
     **options: Any,
 ) -> None:
     """Pretrains a backbone with self-supervised learning (``lightly-train-c train``).
@@ -132,6 +134,11 @@ def train(
             "tags": {...}}}`` logs the run to an MLflow tracking server too
             (tracking_uri defaults to MLFLOW_TRACKING_URI), ``{"tensorboard":
             None}`` turns TensorBoard off (docs/mlflow.md).
+        callbacks: LightlyTrain's callbacks: ``{"model_checkpoint":
+            {"every_n_epochs": 5, "save_top_k": -1}, "model_export":
+            {"every_n_epochs": 5}, "early_stopping": {"patience": 3},
+            "learning_rate_monitor": None}`` (docs/training.md, "Checkpoints,
+            exports and early stopping").
         **options: Any other option of ``lightly-train-c train --help`` by its
             name with underscores: ``max_steps``, ``image_size``, ``lr``,
             ``threads``, ``knn_data``, ``log_every``, ...
@@ -183,6 +190,7 @@ def train(
             arguments += _args.option(name, True)
     arguments += _args.optim_args(_args.mapping("train", "optim_args", optim_args))
     arguments += _args.loggers(_args.mapping("train", "loggers", loggers))
+    arguments += _args.callbacks(_args.mapping("train", "callbacks", callbacks))
     arguments += _args.passthrough(view_options) + transform_entries
     arguments += _args.passthrough(options)
     run(arguments)

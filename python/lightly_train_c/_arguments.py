@@ -13,7 +13,7 @@ import numbers
 import os
 import re
 import subprocess
-from typing import Any, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 from lightly_train_c import _program
 
@@ -175,26 +175,48 @@ def optim_args(args: Mapping[str, Any]) -> List[str]:
     return out
 
 
-def loggers(args: Mapping[str, Any]) -> List[str]:
-    """LightlyTrain's loggers, ``{"mlflow": {"tracking_uri": ..., "tags": {...}},
-    "tensorboard": None}``, as the program's ``loggers=`` entries: a dict
-    names the logger (its None values are the defaults), None turns it off.
-    The program judges the names and values (docs/mlflow.md)."""
+def named_settings(option: str, args: Mapping[str, Any],
+                   entries: Callable[[str, Mapping[str, Any]], List[str]]) -> List[str]:
+    """LightlyTrain's ``{NAME: {KEY: VALUE}, NAME: None}`` arguments (loggers,
+    callbacks) as the program's ``OPTION=`` entries: a dict names NAME (with
+    `entries` of its settings), None turns it off."""
     out = []
     for name, settings in args.items():
         if settings is None:
-            out.append(f"loggers={name}=null")
+            out.append(f"{option}={name}=null")
             continue
         if not isinstance(settings, Mapping):
-            raise TypeError(f"loggers[{name!r}] must be a dict (or None), got {settings!r}")
-        out.append(f"loggers={name}")
+            raise TypeError(f"{option}[{name!r}] must be a dict (or None), got {settings!r}")
+        out.append(f"{option}={name}")
+        out += entries(name, settings)
+    return out
+
+
+def loggers(args: Mapping[str, Any]) -> List[str]:
+    """LightlyTrain's loggers, ``{"mlflow": {"tracking_uri": ..., "tags": {...}},
+    "tensorboard": None}``, as the program's ``loggers=`` entries (its None
+    values are the defaults). The program judges the names and values
+    (docs/mlflow.md)."""
+    def entries(name: str, settings: Mapping[str, Any]) -> List[str]:
+        out = []
         for key, value in settings.items():
             if key == "tags" and isinstance(value, Mapping):
                 out += [f"loggers={name}.tags.{tag}={text(tag_value)}"
                         for tag, tag_value in value.items()]
             elif value is not None:
                 out.append(f"loggers={name}.{key}={text(value)}")
-    return out
+        return out
+    return named_settings("loggers", args, entries)
+
+
+def callbacks(args: Mapping[str, Any]) -> List[str]:
+    """LightlyTrain's callbacks, ``{"model_checkpoint": {"every_n_epochs": 2},
+    "early_stopping": None}``, as the program's ``callbacks=`` entries (its
+    None values are the defaults). The program judges the names and values
+    (docs/training.md)."""
+    return named_settings("callbacks", args, lambda name, settings: [
+        f"callbacks={name}.{key}={text(value)}" for key, value in settings.items()
+        if value is not None])
 
 
 @functools.lru_cache(maxsize=None)

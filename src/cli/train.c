@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/callbacks.h"
 #include "cli/loggers.h"
 #include "cli/options.h"
 #include "cli/ranks.h"
@@ -240,7 +241,7 @@ int command_train(int argc, char **argv) {
     TrainChoices choices = {.max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS};
     double dist_timeout = DIST_DEFAULT_TIMEOUT;
     const char *devices = "auto";
-    StringList logger_entries = {0};
+    StringList logger_entries = {0}, callback_entries = {0};
     const OptionSpec specs[] = {
         {.name = "data", .type = OPTION_STRING, .value = &config.data, .metavar = "DIR",
          .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
@@ -358,6 +359,12 @@ int command_train(int argc, char **argv) {
          .metavar = "LOGGER[.KEY]=VALUE", .repeatable = 1, .dotted = 1,
          .help = "LightlyTrain's loggers: mlflow (with mlflow.tracking_uri=URL, "
                  "mlflow.experiment_name=NAME, ...: docs/mlflow.md), tensorboard=null"},
+        {.name = "callbacks", .type = OPTION_STRING, .value = &callback_entries,
+         .metavar = "CALLBACK[.KEY]=VALUE", .repeatable = 1, .dotted = 1,
+         .help = "LightlyTrain's callbacks: model_checkpoint.every_n_epochs=N, "
+                 "model_checkpoint.every_n_train_steps=N, model_checkpoint.save_top_k=1|-1|0, "
+                 "model_export.every_n_epochs=N, early_stopping.patience=N, "
+                 "learning_rate_monitor=null (docs/training.md)"},
     };
     const OptionParser parser = {
         .program = "lightly-train-c train",
@@ -372,10 +379,12 @@ int command_train(int argc, char **argv) {
     if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
     ErrorMessage err = {{0}};
     static LoggerSettings loggers;
+    static CallbackSettings callbacks;
     if (train_options_channels(&config, &choices, &err) ||
         train_options_check(&config, &choices, &err) ||
         train_options_resolve(&config, &choices, &err) ||
-        loggers_parse(&logger_entries, &loggers, &err)) {
+        loggers_parse(&logger_entries, &loggers, &err) ||
+        callbacks_parse(&callback_entries, &callbacks, &err)) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
         return 2;
     }
@@ -399,6 +408,7 @@ int command_train(int argc, char **argv) {
     }
     MlflowPair options[OPTIONS_MAX_SPECS];
     config.loggers = &loggers;
+    config.callbacks = &callbacks;
     config.options = options;
     config.option_count = train_option_params(specs, parser.count, options);
     config.accelerator = place.accelerator;

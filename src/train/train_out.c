@@ -76,7 +76,9 @@ int train_out_keep_epoch(TrainRun *run, long completed_steps, ErrorMessage *err)
     if (link(run->checkpoint_path, path) != 0)
         return error_set(err, "could not keep %s (a hard link to last.ckpt): %s", path,
                          strerror(errno));
-    remove_epoch_checkpoints(dir, name);
+    // save_top_k -1 keeps every epoch file (a resumed run's of the same
+    // steps replaced above), 1 the latest
+    if (run->callbacks.keep_epoch_checkpoints == 1) remove_epoch_checkpoints(dir, name);
     return 0;
 }
 

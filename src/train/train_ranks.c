@@ -101,13 +101,13 @@ int train_check_replicas(TrainRun *run, long completed_steps) {
     return train_agree(run, mine != rank0 ? 1 : 0, message);
 }
 
-int train_save_agreed(TrainRun *run, long completed_steps) {
+int train_save_agreed(TrainRun *run, long completed_steps, int due) {
     ErrorMessage err = {{0}};
     // Every rank has finished the step: the checkpoint is a state all reached.
     if (comm_barrier(run->comm, &err)) return train_comm_failed(run, &err);
     int status = train_check_replicas(run, completed_steps);
     if (status) return status;
-    if (run->rank == 0 && train_save(run, completed_steps, &err))
+    if (run->rank == 0 && train_save(run, completed_steps, due, &err))
         status = train_stop(run, 1, "error: %s", err.text);
     return train_agree(run, status, NULL);
 }

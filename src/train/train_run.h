@@ -69,6 +69,10 @@ typedef struct TrainRun {
     long start_step;        // > 0 when resumed
     int complete;           // resumed from the checkpoint of the last step
     int knn_logged_at_start;  // resumed: the kNN value at start_step survived in the logs
+    // --callbacks: when checkpoints and exports are written, the epoch files
+    // kept, the patience stop (its progress in the checkpoint), lr scalars.
+    CallbackSettings callbacks;
+    PatienceState patience;
     long warmup_steps;
     int log_every;
     double base_lr;         // after batch scaling
@@ -195,12 +199,16 @@ void train_mlflow_start(TrainRun *run, int argc, char **argv);
 void train_mlflow_log(TrainRun *run, long step, const char *const *tags, const double *values,
                       size_t count);
 void train_mlflow_end(TrainRun *run, int status);
+// What a step's end writes: last.ckpt, the epoch=E-step=S.ckpt link to it,
+// the export (train_save_due says which, from --callbacks).
+enum { SAVE_CHECKPOINT = 1, SAVE_EPOCH_FILE = 2, SAVE_EXPORT = 4 };
+int train_save_due(const TrainRun *run, long completed, int stop);
 // After a barrier and the replica check, rank 0 writes the checkpoint and
-// the export (train_save); the status is agreed by all ranks.
-int train_save_agreed(TrainRun *run, long completed_steps);
+// the export as `due` says (train_save); the status is agreed by all ranks.
+int train_save_agreed(TrainRun *run, long completed_steps, int due);
 // Writes last.ckpt and the exported backbone (one process's part of
 // train_save_agreed); on failure the previous files stay.
-int train_save(TrainRun *run, long completed_steps, ErrorMessage *err);
+int train_save(TrainRun *run, long completed_steps, int due, ErrorMessage *err);
 // The output folder (train_out.c; rank 0 makes, locks and tidies it):
 // "dir/name" into out, -1 when it does not fit in size bytes;
 // train_out_prepare fills the checkpoint and export paths and runs

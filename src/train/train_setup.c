@@ -499,7 +499,7 @@ static int setup_checks(TrainRun *run, ErrorMessage *err) {
     if (!config->resume) return 0;
     if (train_state_load(run->checkpoint_path, &run->method, run->optimizers,
                          run->scaler_on ? &run->scaler : NULL, &run->identity, &run->start_step,
-                         err))
+                         &run->patience, err))
         return error_prefix(err, "--resume"), 2;
     run->complete = run->start_step >= run->total_steps;
     return 0;
@@ -539,6 +539,7 @@ static int setup_run(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
 int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv) {
     memset(run, 0, sizeof *run);
     run->config = config;
+    run->callbacks = config->callbacks ? *config->callbacks : callbacks_default();
     run->comm = config->comm;
     run->gradient_overlap = config->gradient_overlap;
     run->rank = comm_rank(config->comm);

@@ -48,12 +48,24 @@ typedef struct RunIdentity {
     long steps_per_epoch;
 } RunIdentity;
 
-// optimizers[g] belongs to method->groups[g]; scaler: NULL when off.
+// early_stopping's progress (--callbacks early_stopping.patience): the
+// lowest epoch-end train_loss so far and the epoch ends since it, kept in
+// the checkpoint ("early_stopping.best" F32, "early_stopping.wait" I64; absent
+// before the first epoch end) so that a resumed run counts on.
+typedef struct PatienceState {
+    int has_best;  // an epoch end was checked
+    float best;
+    long wait;
+} PatienceState;
+
+// optimizers[g] belongs to method->groups[g]; scaler: NULL when off;
+// patience: NULL when the run has none.
 // completed_steps: optimizer steps done; epoch: the epoch the next step
 // belongs to (for display).
 int train_state_save(const char *path, Method *method, Optimizer *const *optimizers,
                      const LossScaler *scaler, const RunIdentity *identity,
-                     long completed_steps, int epoch, ErrorMessage *err);
+                     long completed_steps, int epoch, const PatienceState *patience,
+                     ErrorMessage *err);
 // Restores a run saved by train_state_save into a freshly created method,
 // optimizers and scaler (NULL: off; its state is then ignored). Fails (err
 // says which setting) when identity differs, and when a counter differs
@@ -64,6 +76,6 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
 // steps do not count).
 int train_state_load(const char *path, Method *method, Optimizer *const *optimizers,
                      LossScaler *scaler, const RunIdentity *identity, long *completed_steps,
-                     ErrorMessage *err);
+                     PatienceState *patience, ErrorMessage *err);
 
 #endif

@@ -306,8 +306,8 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
     // Data parallel (an NCCL world of one too): the step's exposed communication.
     if (run->comm && strcmp(run->comm->name, "single") != 0)
         tags[count] = "profiling/comm_wait_time", values[count++] = times->comm_wait_seconds;
-    for (int g = 0; g < run->method.group_count; g++)  // a frozen group is not updated: 0
-        tags[count] = run->lr_tags[g],
+    for (int g = 0; run->callbacks.log_learning_rate && g < run->method.group_count; g++)
+        tags[count] = run->lr_tags[g],  // a frozen group is not updated: 0
         values[count++] = step < run->method.groups[g].frozen_steps ? 0.0 : times->lr;
     tags[count] = "epoch", values[count++] = (double)(step / run->steps_per_epoch);
     tags[count] = "images_per_second", values[count++] = images_per_s;
@@ -372,26 +372,69 @@ static int out_replaced(const TrainRun *run, ErrorMessage *err) {
                      run->config->out);
 }
 
-// Writes last.ckpt, then the exported backbone; on failure the previous files
-// stay (both writes are atomic) and err says which write failed. A kill
-// between the two leaves an export older than the checkpoint: --resume
-// brings it in line (train_complete). A write that fails because --out went
-// away says so.
-int train_save(TrainRun *run, long completed_steps, ErrorMessage *err) {
+// What is written after `completed` steps (SAVE_*, train_run.h): at the
+// last step and at a stop everything; else last.ckpt with its epoch file as
+// model_checkpoint's every_n_epochs or every_n_train_steps say, the export
+// as model_export's every_n_epochs says (--callbacks).
+int train_save_due(const TrainRun *run, long completed, int stop) {
+    const CallbackSettings *c = &run->callbacks;
+    const int epoch_end = completed % run->steps_per_epoch == 0;
+    const long epochs = completed / run->steps_per_epoch;
+    int due = 0;
+    if (completed == run->total_steps) due |= SAVE_CHECKPOINT | SAVE_EPOCH_FILE | SAVE_EXPORT;
+    if (c->checkpoint_every_steps ? completed % c->checkpoint_every_steps == 0
+                                  : epoch_end && epochs % c->checkpoint_every_epochs == 0)
+        due |= SAVE_CHECKPOINT | SAVE_EPOCH_FILE;
+    if (epoch_end && c->export_every_epochs && epochs % c->export_every_epochs == 0)
+        due |= SAVE_EXPORT;
+    if (stop) due |= SAVE_CHECKPOINT | SAVE_EXPORT;
+    if (c->keep_epoch_checkpoints == 0) due &= ~SAVE_EPOCH_FILE;
+    return due;
+}
+
+// Writes last.ckpt, then the exported backbone (as `due` says: SAVE_*); on
+// failure the previous files stay (both writes are atomic) and err says
+// which write failed. A kill between the two leaves an export older than
+// the checkpoint: --resume brings it in line (train_complete). A write that
+// fails because --out went away says so.
+int train_save(TrainRun *run, long completed_steps, int due, ErrorMessage *err) {
     const int epoch = (int)(completed_steps / run->steps_per_epoch);
     if (out_replaced(run, err)) return -1;
-    if (train_state_save(run->checkpoint_path, &run->method, run->optimizers,
+    if ((due & SAVE_CHECKPOINT) &&
+        train_state_save(run->checkpoint_path, &run->method, run->optimizers,
                          run->scaler_on ? &run->scaler : NULL, &run->identity, completed_steps,
-                         epoch, err))
+                         epoch, &run->patience, err))
         return out_replaced(run, err) ? -1 : error_prefix(err, "could not write the checkpoint");
     if (fault_fires("kill-before-export", completed_steps)) raise(SIGKILL);
-    if (train_export(run, err))
+    if ((due & SAVE_EXPORT) && train_export(run, err))
         return out_replaced(run, err) ? -1 : error_prefix(err, "could not write the export");
     ErrorMessage kept = {{0}};
-    if ((completed_steps % run->steps_per_epoch == 0 || completed_steps == run->total_steps) &&
-        train_out_keep_epoch(run, completed_steps, &kept))
+    if ((due & SAVE_EPOCH_FILE) && train_out_keep_epoch(run, completed_steps, &kept))
         train_message(run, "warning: %s", kept.text);
+    run_log_line(run->log, "step %ld: wrote %s%s%s", completed_steps,
+                 due & SAVE_CHECKPOINT ? "the checkpoint" : "the export",
+                 due & SAVE_EPOCH_FILE ? " with its epoch file" : "",
+                 (due & SAVE_CHECKPOINT) && (due & SAVE_EXPORT) ? " and the export" : "");
     return 0;
+}
+
+// early_stopping (--callbacks early_stopping.patience): at an epoch end
+// before the last, `loss` (the epoch's last step's: the train_loss a
+// Lightning callback sees then, the mean over the ranks, so every rank
+// decides alike) lower than the best so far resets the count, else adds
+// one; 1 when the count reaches the patience.
+static int patience_ran_out(TrainRun *run, long completed, double loss) {
+    const long patience = run->callbacks.early_stopping_patience;
+    if (!patience || completed % run->steps_per_epoch != 0 || completed == run->total_steps)
+        return 0;
+    PatienceState *state = &run->patience;
+    if (!state->has_best || loss < state->best) {
+        state->has_best = 1;
+        state->best = (float)loss;
+        state->wait = 0;
+        return 0;
+    }
+    return ++state->wait >= patience;
 }
 
 // The epoch whose end `completed` steps are when a kNN evaluation is due
@@ -521,15 +564,25 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         // One process reads its own signal at once; ranks stop on the
         // request their records agreed on.
         const int stop_asked = run->stop_seen || (run->world_size == 1 && stop_signal != 0);
-        if (!epoch_done && !stop_asked) {
+        if (!epoch_done && !stop_asked && !train_save_due(run, completed, 0)) {
             pending = times;
             has_pending = 1;
             continue;
         }
         if ((status = train_step_finish(run, &times, totals, &rate))) return status;
         const int stop = run->stop_seen || (run->world_size == 1 && stop_signal != 0);
-        if ((epoch_done || stop) && train_save_agreed(run, completed)) return 1;
-        const int knn_epoch = knn_epoch_due(run, completed);
+        int patience_out = patience_ran_out(run, completed, times.loss);
+        // (the loss is the ranks' mean, so they decide alike: agreed all the same,
+        // as a rank that stopped alone would leave the others waiting)
+        if (run->callbacks.early_stopping_patience && completed % run->steps_per_epoch == 0 &&
+            completed != run->total_steps)
+            patience_out = train_agree(run, patience_out, NULL);
+        const int due = train_save_due(run, completed, stop || patience_out);
+        if (due && train_save_agreed(run, completed, due)) return 1;
+        // (an early stop ends the run: its last kNN evaluation is due too)
+        const int knn_epoch = patience_out && run->knn_enabled
+                                  ? (int)(completed / run->steps_per_epoch)
+                                  : knn_epoch_due(run, completed);
         if (knn_epoch) train_knn(run, completed, knn_epoch);
         if (stop)
             return train_stop(run, stop_status(),
@@ -537,6 +590,13 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
                               "continue with the same command plus --resume (without "
                               "--overwrite)",
                               stop_signal_name(), completed, run->checkpoint_path);
+        if (patience_out)
+            return train_stop(run, 0, "early stopping after epoch %ld (step %ld of %ld): "
+                                      "train_loss has not gone below its best, %.6g, for %ld "
+                                      "epoch end(s) (--callbacks early_stopping.patience); "
+                                      "checkpoint and export written",
+                              completed / run->steps_per_epoch, completed, run->total_steps,
+                              (double)run->patience.best, run->patience.wait);
     }
     return 0;
 }

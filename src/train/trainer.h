@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "cli/callbacks.h"
 #include "cli/loggers.h"
 #include "cli/options.h"
 #include "dist/comm.h"
@@ -70,6 +71,7 @@ typedef struct TrainConfig {
     // defaults) and, for MLflow's run, every option of the command line as
     // given or defaulted (name with underscores, value as text).
     const LoggerSettings *loggers;
+    const CallbackSettings *callbacks;  // --callbacks; NULL: LightlyTrain's defaults
     const MlflowPair *options;
     int option_count;
     int activation_checkpointing;  // ViTs: blocks recomputed in the backward (BackboneSpec)

@@ -199,6 +199,18 @@ class ApiTest(unittest.TestCase):
                            loggers={"mlflow": "on"})
         self.refused_train(TypeError, "train(): loggers must be a dict", loggers=["mlflow"])
 
+    def test_callbacks(self):
+        self.assertEqual(
+            self.train(callbacks={"model_checkpoint": {"every_n_epochs": 5, "save_top_k": -1,
+                                                       "save_last": True, "dirpath": None},
+                                  "early_stopping": None, "learning_rate_monitor": None})[-6:],
+            ["callbacks=model_checkpoint", "callbacks=model_checkpoint.every_n_epochs=5",
+             "callbacks=model_checkpoint.save_top_k=-1", "callbacks=model_checkpoint.save_last=true",
+             "callbacks=early_stopping=null", "callbacks=learning_rate_monitor=null"])
+        self.refused_train(TypeError, "callbacks['early_stopping'] must be a dict",
+                           callbacks={"early_stopping": 3})
+        self.refused_train(TypeError, "train(): callbacks must be a dict", callbacks=["x"])
+
     def test_image_size(self):
         embed = dict(out="e.npy", data="d", checkpoint="m")
         self.assertIn("image_size=32", self.command(lightly_train_c.embed, image_size=(32, 32),

@@ -1,0 +1,157 @@
+// --callbacks entries (see callbacks.h): when checkpoints and exports are
+// written, which epoch files stay, the patience stop and the lr scalars.
+#include "cli/callbacks.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/number.h"
+
+CallbackSettings callbacks_default(void) {
+    return (CallbackSettings){.checkpoint_every_epochs = 1,
+                              .keep_epoch_checkpoints = 1,
+                              .export_every_epochs = 1,
+                              .log_learning_rate = 1};
+}
+
+static int is_null(const char *value) {
+    return strcmp(value, "null") == 0 || strcmp(value, "None") == 0 || strcmp(value, "none") == 0;
+}
+
+static int is_true(const char *value) {
+    return strcmp(value, "true") == 0 || strcmp(value, "True") == 0;
+}
+
+// A whole decimal number in [low, high] into *out; an error naming the entry otherwise.
+static int integer_value(const char *entry, const char *value, long low, long high, long *out,
+                         ErrorMessage *err) {
+    double number = 0;
+    if (number_parse_decimal(value, &number) || number != floor(number) || number < (double)low ||
+        number > (double)high)
+        return error_set(err, "--callbacks %.200s: expected a whole number in %ld..%ld", entry,
+                         low, high);
+    *out = (long)number;
+    return 0;
+}
+
+static int model_checkpoint_entry(CallbackSettings *s, const char *entry, const char *key,
+                                  const char *value, ErrorMessage *err) {
+    long number = 0;
+    if (strcmp(key, "every_n_epochs") == 0) {
+        if (integer_value(entry, value, 1, 1000000000L, &number, err)) return -1;
+        s->checkpoint_every_epochs = number;
+    } else if (strcmp(key, "every_n_train_steps") == 0) {
+        if (integer_value(entry, value, 1, 1000000000L, &number, err)) return -1;
+        s->checkpoint_every_steps = number;
+    } else if (strcmp(key, "save_top_k") == 0) {
+        if (integer_value(entry, value, -1, 1, &number, err))
+            return error_set(err, "--callbacks %.200s: save_top_k is 1 (the latest epoch "
+                                  "file), -1 (all of them) or 0 (none): without a monitor "
+                                  "the files are kept by recency", entry);
+        s->keep_epoch_checkpoints = (int)number;
+    } else if (strcmp(key, "save_last") == 0) {
+        if (!is_true(value))
+            return error_set(err, "--callbacks %.200s: checkpoints/last.ckpt is what --resume "
+                                  "and a stopped run continue from: it is always written",
+                             entry);
+    } else {
+        return error_set(err, "--callbacks %.200s: model_checkpoint's settings here are "
+                              "every_n_epochs, every_n_train_steps, save_top_k and save_last "
+                              "(checkpoints go to --out/checkpoints, kept by recency)", entry);
+    }
+    return 0;
+}
+
+static int early_stopping_entry(CallbackSettings *s, const char *entry, const char *key,
+                                const char *value, ErrorMessage *err) {
+    long number = 0;
+    if (strcmp(key, "patience") == 0) {
+        if (integer_value(entry, value, 1, 1000000000000L, &number, err)) return -1;
+        s->early_stopping_patience = number;
+    } else if (strcmp(key, "monitor") == 0) {
+        if (strcmp(value, "train_loss") != 0)
+            return error_set(err, "--callbacks %.200s: the monitored metric is train_loss",
+                             entry);
+    } else if (strcmp(key, "check_finite") == 0) {
+        if (!is_true(value))
+            return error_set(err, "--callbacks %.200s: a NaN or infinite loss always stops "
+                                  "the run (exit 1, the last checkpoint kept)", entry);
+    } else {
+        return error_set(err, "--callbacks %.200s: early_stopping's settings here are monitor "
+                              "(train_loss), patience and check_finite", entry);
+    }
+    return 0;
+}
+
+// One CALLBACK=VALUE or CALLBACK (no key): null turns it off where that is
+// possible, {} or nothing keeps its defaults.
+static int whole_entry(CallbackSettings *s, const char *entry, const char *name,
+                       const char *value, ErrorMessage *err) {
+    const int off = value && is_null(value);
+    if (value && !off && strcmp(value, "{}") != 0)
+        return error_set(err, "--callbacks %.200s: expected %s, %s=null or %s.KEY=VALUE", entry,
+                         name, name, name);
+    if (strcmp(name, "model_checkpoint") == 0 && off)
+        return error_set(err, "--callbacks %.200s: checkpoints/last.ckpt is what --resume and a "
+                              "stopped run continue from: it is always written "
+                              "(model_checkpoint.save_top_k=0 keeps no epoch files)", entry);
+    if (strcmp(name, "model_export") == 0) s->export_every_epochs = off ? 0 : 1;
+    if (strcmp(name, "early_stopping") == 0 && off) s->early_stopping_patience = 0;
+    if (strcmp(name, "learning_rate_monitor") == 0) s->log_learning_rate = !off;
+    return 0;
+}
+
+int callbacks_parse(const StringList *entries, CallbackSettings *settings, ErrorMessage *err) {
+    *settings = callbacks_default();
+    static const char *const names[] = {"model_checkpoint", "model_export", "early_stopping",
+                                        "learning_rate_monitor"};
+    const char *by_epochs = NULL, *by_steps = NULL;  // Lightning: one or the other
+    for (int i = 0; i < entries->count; i++) {
+        const char *entry = entries->items[i];
+        if (strncmp(entry, "model_checkpoint.every_n_epochs=", 32) == 0) by_epochs = entry;
+        if (strncmp(entry, "model_checkpoint.every_n_train_steps=", 37) == 0) by_steps = entry;
+        char name[64] = "", key[64] = "";
+        const size_t name_length = strcspn(entry, ".=");
+        const char *value = strchr(entry, '=') ? strchr(entry, '=') + 1 : NULL;
+        if (name_length < sizeof name) memcpy(name, entry, name_length);
+        int known = 0;
+        for (size_t n = 0; n < sizeof names / sizeof *names; n++) known |= !strcmp(name, names[n]);
+        if (!known)
+            return error_set(err, "--callbacks %.200s: the callbacks are model_checkpoint, "
+                                  "model_export, early_stopping and learning_rate_monitor%s",
+                             entry, strcmp(name, "device_stats_monitor") == 0
+                                        ? " (no device_stats_monitor: the summary and the "
+                                          "profiling/batch_time and data_time scalars say "
+                                          "where the time goes)"
+                                        : "");
+        if (entry[name_length] != '.') {
+            if (whole_entry(settings, entry, name, value, err)) return -1;
+            continue;
+        }
+        const char *key_start = entry + name_length + 1;
+        const size_t key_length = value ? (size_t)(value - 1 - key_start) : strlen(key_start);
+        if (key_length < sizeof key) memcpy(key, key_start, key_length);
+        if (!value || !value[0])
+            return error_set(err, "--callbacks %.200s: expected %s.KEY=VALUE with a value", entry,
+                             name);
+        int status = 0;
+        if (strcmp(name, "model_checkpoint") == 0)
+            status = model_checkpoint_entry(settings, entry, key, value, err);
+        else if (strcmp(name, "early_stopping") == 0)
+            status = early_stopping_entry(settings, entry, key, value, err);
+        else if (strcmp(name, "model_export") == 0 && strcmp(key, "every_n_epochs") == 0) {
+            long number = 0;
+            status = integer_value(entry, value, 1, 1000000000L, &number, err);
+            settings->export_every_epochs = number;
+        } else
+            status = error_set(err, "--callbacks %.200s: %s takes %s", entry, name,
+                               strcmp(name, "model_export") == 0 ? "every_n_epochs"
+                                                                  : "no settings (only =null)");
+        if (status) return -1;
+    }
+    if (by_epochs && by_steps)
+        return error_set(err, "--callbacks %.100s and %.100s: checkpoints go by epochs or by "
+                              "steps, not both", by_epochs, by_steps);
+    return 0;
+}

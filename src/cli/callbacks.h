@@ -1,0 +1,51 @@
+// --callbacks of `train`: LightlyTrain's `callbacks` in its spelling and
+// meaning (Lightning's callbacks as LightlyTrain 0.18 sets them up;
+// docs/training.md "Checkpoints, exports and early stopping"). Each entry
+// is CALLBACK=null, CALLBACK or CALLBACK.KEY=VALUE; LightlyTrain's nested
+// form callbacks.CALLBACK.KEY=VALUE gives the same entry:
+//   model_checkpoint.every_n_epochs=N       last.ckpt (and the epoch file)
+//                                           every N epochs (default 1)
+//   model_checkpoint.every_n_train_steps=N  every N optimizer steps instead
+//   model_checkpoint.save_top_k=K           the epoch=E-step=S.ckpt files kept:
+//                                           1 the latest (default), -1 all, 0 none
+//   model_checkpoint.save_last=true         (last.ckpt is always written)
+//   model_export.every_n_epochs=N           exported_models/ every N epochs
+//                                           (default 1); model_export=null: at
+//                                           the end only
+//   early_stopping.monitor=train_loss       (the one metric monitored)
+//   early_stopping.patience=N               stop after N epoch ends whose
+//                                           train_loss is no lower than the best
+//   early_stopping.check_finite=true        (a NaN or infinite loss always stops
+//                                           the run: exit 1)
+//   early_stopping=null                     no patience stop (the default:
+//                                           LightlyTrain's patience is 10^12)
+//   learning_rate_monitor=null              no lr-* scalars in the logs
+// Every run also writes last.ckpt and the export at its last step and
+// when stopped by a signal. Anything else (another key, a monitor other
+// than train_loss, save_last=false, model_checkpoint=null, the
+// device_stats_monitor) is a usage error naming the entry and what is
+// taken.
+#ifndef LTC_CLI_CALLBACKS_H
+#define LTC_CLI_CALLBACKS_H
+
+#include "cli/options.h"
+#include "util/error.h"
+
+typedef struct CallbackSettings {
+    long checkpoint_every_epochs;  // model_checkpoint.every_n_epochs (1)
+    long checkpoint_every_steps;   // model_checkpoint.every_n_train_steps (0: by epochs)
+    int keep_epoch_checkpoints;    // model_checkpoint.save_top_k: 1, -1 (all) or 0
+    long export_every_epochs;      // model_export.every_n_epochs (1; 0: the end only)
+    long early_stopping_patience;  // early_stopping.patience (0: off)
+    int log_learning_rate;         // learning_rate_monitor (1; null: 0)
+} CallbackSettings;
+
+// LightlyTrain's defaults: checkpoint and export every epoch, the latest
+// epoch file kept, no patience stop, the learning rates logged.
+CallbackSettings callbacks_default(void);
+
+// The entries of --callbacks into settings (set to the defaults first).
+// 0, or -1 with a one-line message naming the entry.
+int callbacks_parse(const StringList *entries, CallbackSettings *settings, ErrorMessage *err);
+
+#endif

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# LightlyTrain's callbacks through `train --callbacks` (src/cli/callbacks.h,
+# docs/training.md "Checkpoints, exports and early stopping"), 12 photos at
+# batch 4 (3 steps an epoch):
+# - model_checkpoint.every_n_epochs=2 with save_top_k=-1 keeps the epoch
+#   files of epochs 2, 4 and 6 (E 1, 3, 5), model_export.every_n_epochs=3
+#   exports at epochs 3 and 6, as train.log says; learning_rate_monitor=null
+#   logs no lr-* scalar (the default logs one);
+# - every_n_train_steps=5 checkpoints mid-epoch (steps 5, 10 and the last,
+#   12), save_top_k=0 keeps no epoch file, model_export=null exports at the
+#   end only;
+# - early_stopping.patience=2 at lr 0 (the loss only moves with the views)
+#   ends the run early with exit 0, its checkpoint and export written and
+#   the reason last; killed right after an epoch-end checkpoint and resumed,
+#   it stops at the same step with the same best loss (the patience count
+#   is in the checkpoint: counted afresh it would stop later);
+#   2 CPU ranks stop together (the decision is agreed);
+# - bad entries exit 2 with one line (an unknown callback, a key, a monitor,
+#   model_checkpoint=null, epochs and steps together); LightlyTrain's nested
+#   spelling callbacks.model_checkpoint.every_n_epochs=2 is the same entry.
+set -u
+source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/mpi.bash"
+e2e_init train_callbacks
+mpi_require
+
+base=(--data tests/fixtures/photos --batch-size 4 --image-size 32 --num-workers 1
+  --model resnet18 --method simclr --seed 5)
+common=("${base[@]}" --threads 2)
+
+# `run NAME ARGS...`: a run that must succeed; its output in $work/NAME.out.
+run() {
+  local name=$1
+  shift
+  "$bin" train "${common[@]}" --out "$work/$name" "$@" >"$work/$name.out" 2>&1 ||
+    fail "$name: exit $?: $(tail -n 3 "$work/$name.out")"
+}
+
+# `files NAME`: the epoch files of run NAME, space-separated, sorted.
+files() { (cd "$work/$1/checkpoints" && ls epoch=*.ckpt 2>/dev/null | sort | tr '\n' ' '); }
+# `writes NAME`: train.log's "step S: wrote ..." lines, one per line, without the time.
+writes() { sed -n 's/^[0-9-]* [0-9:]* \(step [0-9]*: wrote .*\)$/\1/p' "$work/$1/train.log"; }
+
+run epochs --epochs 6 --callbacks model_checkpoint.every_n_epochs=2 \
+  --callbacks model_checkpoint.save_top_k=-1 --callbacks model_export.every_n_epochs=3 \
+  --callbacks learning_rate_monitor=null
+[ "$(files epochs)" = "epoch=1-step=6.ckpt epoch=3-step=12.ckpt epoch=5-step=18.ckpt " ] ||
+  fail "every_n_epochs=2, save_top_k=-1: epoch files $(files epochs)"
+expected='step 6: wrote the checkpoint with its epoch file
+step 9: wrote the export
+step 12: wrote the checkpoint with its epoch file
+step 18: wrote the checkpoint with its epoch file and the export'
+[ "$(writes epochs)" = "$expected" ] || fail "every_n_epochs=2, export every 3: $(writes epochs)"
+grep -q '"lr-' "$work/epochs/metrics.jsonl" && fail "learning_rate_monitor=null still logs lr-*"
+
+run steps --epochs 4 --callbacks model_checkpoint.every_n_train_steps=5 \
+  --callbacks model_checkpoint.save_top_k=0 --callbacks model_export=null
+[ -z "$(files steps)" ] || fail "save_top_k=0 kept $(files steps)"
+expected='step 5: wrote the checkpoint
+step 10: wrote the checkpoint
+step 12: wrote the checkpoint and the export'
+[ "$(writes steps)" = "$expected" ] || fail "every_n_train_steps=5, no export: $(writes steps)"
+grep -q '"lr-SGD/backbone"' "$work/steps/metrics.jsonl" || fail "the default logs no lr-SGD/backbone"
+
+# Early stopping: at lr 0 the weights stay, the loss follows the views alone.
+patience=(--epochs 40 --lr 0 --callbacks early_stopping.patience=2)
+run patience "${patience[@]}"
+last=$(tail -n 1 "$work/patience.out")
+case $last in "early stopping after epoch "*) ;; *) fail "patience: last line '$last'" ;; esac
+stopped=$(writes patience | tail -n 1 | sed -n 's/^step \([0-9]*\): wrote the checkpoint.* and the export$/\1/p')
+[ -n "$stopped" ] && [ "$stopped" -lt 120 ] || fail "patience: no early stop written ($(writes patience | tail -n 1))"
+[ -f "$work/patience/exported_models/exported_last.safetensors" ] || fail "patience: no export"
+# Killed right after the checkpoint of the epoch before the stop, then resumed.
+before=$((stopped - 3))
+{ env LTC_FAULT="kill-before-export@$before" "$bin" train "${common[@]}" --out "$work/resumed" \
+  "${patience[@]}" >"$work/resumed.out" 2>&1; } 2>/dev/null  # (no "Killed" notice)
+[ $? -eq 137 ] || fail "the kill at step $before did not happen: $(tail -n 2 "$work/resumed.out")"
+run resumed "${patience[@]}" --resume
+[ "$(tail -n 1 "$work/resumed.out")" = "$last" ] ||
+  fail "resumed: '$(tail -n 1 "$work/resumed.out")', uninterrupted: '$last'"
+# Two CPU ranks (batch 2 each): they stop together, after the same epoch end.
+OMP_WAIT_POLICY=PASSIVE mpi_run 2 "$bin" train "${base[@]}" --threads 1 --out "$work/ranks" \
+  "${patience[@]}" >"$work/ranks.out" 2>&1 || fail "2 ranks: exit $?: $(tail -n 3 "$work/ranks.out")"
+case $(tail -n 1 "$work/ranks.out") in "early stopping after epoch "*) ;;
+  *) fail "2 ranks: last line '$(tail -n 1 "$work/ranks.out")'" ;; esac
+
+# Bad entries: one line, exit 2, nothing trained.
+expect_only 2 "--callbacks device_stats_monitor: the callbacks are model_checkpoint, model_export, early_stopping and learning_rate_monitor" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --callbacks device_stats_monitor
+expect_only 2 "--callbacks model_checkpoint.dirpath=x: model_checkpoint's settings here are every_n_epochs" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --callbacks model_checkpoint.dirpath=x
+expect_only 2 "--callbacks early_stopping.monitor=val_loss: the monitored metric is train_loss" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --callbacks early_stopping.monitor=val_loss
+expect_only 2 "--callbacks model_checkpoint=null: checkpoints/last.ckpt is what --resume" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --callbacks model_checkpoint=null
+expect_only 2 "checkpoints go by epochs or by steps, not both" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" callbacks.model_checkpoint.every_n_epochs=2 \
+  --callbacks model_checkpoint.every_n_train_steps=3
+[ -e "$work/bad" ] && fail "a refused run wrote $work/bad"
+e2e_finish

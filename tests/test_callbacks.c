@@ -1,0 +1,107 @@
+// Tests for --callbacks (src/cli/callbacks.c): LightlyTrain's defaults, every
+// accepted entry, and each refusal with the words that name it.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "cli/callbacks.h"
+
+// Parses the entries (NULL-terminated) into *settings.
+static int parse(CallbackSettings *settings, ErrorMessage *err, ...) {
+    StringList list = {0};
+    va_list args;
+    va_start(args, err);
+    for (const char *entry; (entry = va_arg(args, const char *));)
+        list.items[list.count++] = entry;
+    va_end(args);
+    return callbacks_parse(&list, settings, err);
+}
+
+static void expect_refused(const char *entry, const char *words) {
+    CallbackSettings settings;
+    ErrorMessage err = {{0}};
+    assert_int_equal(parse(&settings, &err, entry, NULL), -1);
+    if (!strstr(err.text, words)) fail_msg("%s: '%s' lacks '%s'", entry, err.text, words);
+    assert_non_null(strstr(err.text, entry));  // the entry is named
+}
+
+static void test_defaults(void **state) {
+    CallbackSettings settings;
+    ErrorMessage err = {{0}};
+    assert_int_equal(parse(&settings, &err, NULL), 0);
+    assert_int_equal(settings.checkpoint_every_epochs, 1);
+    assert_int_equal(settings.checkpoint_every_steps, 0);
+    assert_int_equal(settings.keep_epoch_checkpoints, 1);
+    assert_int_equal(settings.export_every_epochs, 1);
+    assert_int_equal(settings.early_stopping_patience, 0);
+    assert_int_equal(settings.log_learning_rate, 1);
+    // naming a callback with no settings, or {}, keeps its defaults
+    assert_int_equal(parse(&settings, &err, "model_checkpoint", "early_stopping={}",
+                           "learning_rate_monitor", NULL), 0);
+    assert_int_equal(settings.early_stopping_patience, 0);
+    assert_int_equal(settings.log_learning_rate, 1);
+}
+
+static void test_entries(void **state) {
+    CallbackSettings settings;
+    ErrorMessage err = {{0}};
+    assert_int_equal(parse(&settings, &err, "model_checkpoint.every_n_epochs=3",
+                           "model_checkpoint.save_top_k=-1", "model_checkpoint.save_last=true",
+                           "model_export.every_n_epochs=4", "early_stopping.patience=5",
+                           "early_stopping.monitor=train_loss", "early_stopping.check_finite=True",
+                           "learning_rate_monitor=null", NULL),
+                     0);
+    assert_int_equal(settings.checkpoint_every_epochs, 3);
+    assert_int_equal(settings.keep_epoch_checkpoints, -1);
+    assert_int_equal(settings.export_every_epochs, 4);
+    assert_int_equal(settings.early_stopping_patience, 5);
+    assert_int_equal(settings.log_learning_rate, 0);
+    assert_int_equal(parse(&settings, &err, "model_checkpoint.every_n_train_steps=100",
+                           "model_checkpoint.save_top_k=0", "model_export=None",
+                           "early_stopping.patience=2", "early_stopping=null", NULL),
+                     0);
+    assert_int_equal(settings.checkpoint_every_steps, 100);
+    assert_int_equal(settings.keep_epoch_checkpoints, 0);
+    assert_int_equal(settings.export_every_epochs, 0);
+    assert_int_equal(settings.early_stopping_patience, 0);  // null after the patience: off
+}
+
+static void test_refusals(void **state) {
+    expect_refused("device_stats_monitor", "no device_stats_monitor");
+    expect_refused("wandb", "the callbacks are model_checkpoint");
+    expect_refused("model_checkpoint=null", "always written");
+    expect_refused("model_checkpoint.save_last=false", "always written");
+    expect_refused("model_checkpoint.monitor=train_loss", "settings here are every_n_epochs");
+    expect_refused("model_checkpoint.save_top_k=2", "save_top_k is 1");
+    expect_refused("model_checkpoint.every_n_epochs=0", "a whole number in 1..");
+    expect_refused("model_checkpoint.every_n_epochs=1.5", "a whole number in 1..");
+    expect_refused("model_checkpoint.every_n_train_steps=x", "a whole number in 1..");
+    expect_refused("model_export.every_n_epochs=-1", "a whole number in 1..");
+    expect_refused("model_export.dirpath=x", "model_export takes every_n_epochs");
+    expect_refused("early_stopping.monitor=val_loss", "the monitored metric is train_loss");
+    expect_refused("early_stopping.check_finite=false", "always stops");
+    expect_refused("early_stopping.patience=0", "a whole number in 1..");
+    expect_refused("early_stopping.mode=max", "monitor (train_loss), patience and check_finite");
+    expect_refused("learning_rate_monitor.logging_interval=step", "no settings (only =null)");
+    expect_refused("early_stopping.patience", "expected early_stopping.KEY=VALUE with a value");
+    expect_refused("model_export=1", "expected model_export, model_export=null");
+    CallbackSettings settings;
+    ErrorMessage err = {{0}};
+    assert_int_equal(parse(&settings, &err, "model_checkpoint.every_n_epochs=2",
+                           "model_checkpoint.every_n_train_steps=3", NULL),
+                     -1);
+    assert_non_null(strstr(err.text, "by epochs or by steps, not both"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_entries),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
