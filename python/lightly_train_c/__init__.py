@@ -48,8 +48,8 @@ except Exception:  # not installed as a distribution (a source checkout)
 _TRAIN_PARAMETERS = ("out", "data", "model", "method", "method_args", "epochs", "batch_size",
                      "gradient_accumulation_steps", "num_workers", "devices", "num_nodes",
                      "resume_interrupted", "checkpoint", "overwrite", "accelerator",
-                     "precision", "seed", "optim", "optim_args", "transform_args", "loggers",
-                     "callbacks")
+                     "strategy", "precision", "seed", "optim", "optim_args", "transform_args",
+                     "loggers", "callbacks")
 
 
 def train(
@@ -68,6 +68,7 @@ def train(
     checkpoint: Optional[PathLike] = None,
     overwrite: bool = False,
     accelerator: Optional[str] = None,
+    strategy: Optional[str] = None,
     precision: Optional[str] = None,
     seed: Optional[int] = None,
     optim: Optional[str] = None,
@@ -117,6 +118,9 @@ def train(
         overwrite: Start a new run in a non-empty ``out`` (True or False).
         accelerator: "auto" (the GPU when one works, else the CPU, with the
             reason in train.log), "cpu", or "gpu" (also LightlyTrain's "cuda").
+        strategy: "auto", "ddp" or "ddp_find_unused_parameters_true": several
+            ranks always run as DDP (each holds the whole model, gradients
+            averaged).
         precision: "auto" (16-mixed on a GPU, 32-true on the CPU),
             "32-true", "16-mixed" or "bf16-mixed".
         seed: Random seed (default 0).
@@ -183,7 +187,8 @@ def train(
                         ("num_nodes", num_nodes),
                         ("checkpoint", _args.path("train", "checkpoint", checkpoint, False)),
                         ("accelerator", _args.accelerator(accelerator)),
-                        ("precision", precision), ("seed", seed), ("optim", optim)):
+                        ("strategy", strategy), ("precision", precision), ("seed", seed),
+                        ("optim", optim)):
         arguments += _args.option(name, value)
     for name, value in (("resume_interrupted", resume_interrupted), ("overwrite", overwrite)):
         if _args.flag("train", name, value):

@@ -39,6 +39,11 @@ static const char *const precision_names[] = {"auto", "32-true", "16-mixed", "bf
 static const char *const optimizer_names[] = {"auto", "sgd", "lars", "adamw", NULL};
 static const char *const backend_names[] = {"cpu", "ref", NULL};
 static const char *const input_depth_names[] = {"auto", "8", "float", NULL};  // TRAIN_DEPTH_*
+// LightlyTrain's strategy values for what the ranks do here: every rank
+// holds the whole model and the gradients are averaged (DDP); no parameter
+// goes unused, so DDP's search for unused ones changes nothing.
+static const char *const strategy_names[] = {"auto", "ddp", "ddp_find_unused_parameters_true",
+                                             NULL};
 // A choice, not a flag, so that "--sync-batchnorm false" reads as written
 // (flags never take the next word).
 
@@ -56,7 +61,7 @@ typedef struct TrainChoices {
     const char *model_given;  // --model as typed (NULL: the default)
     const WeightsEntry *model_weights;  // its weights, the initial ones (train_model_weights)
     int model, method, accelerator, precision, optimizer, backend, seed, sync_batchnorm;
-    int gradient_overlap, exif_orientation, input_depth;
+    int gradient_overlap, exif_orientation, input_depth, strategy;
     double max_pixels;
     const char *normalize, *channel_drop;  // parsed into TrainConfig.channels
 } TrainChoices;
@@ -289,6 +294,10 @@ int command_train(int argc, char **argv) {
                                           "backward runs (false: after it)",
          .choices = OPTION_BOOLEAN_CHOICES},
         DIST_TIMEOUT_OPTION(&dist_timeout),
+        {.name = "strategy", .type = OPTION_CHOICE, .value = &choices.strategy,
+         .metavar = "NAME", .help = "LightlyTrain's strategy: several ranks always run as DDP "
+                                    "(each holds the whole model, gradients averaged)",
+         .choices = strategy_names},
         {.name = "precision", .type = OPTION_CHOICE, .value = &choices.precision, .metavar = "NAME",
          .help = "auto (16-mixed on GPU, 32-true on CPU)", .choices = precision_names},
         {.name = "optim", .type = OPTION_CHOICE, .value = &choices.optimizer, .metavar = "NAME",

@@ -17,7 +17,9 @@ expect 0 "^usage: lightly-train-c export --checkpoint" -- "$bin" --help export
 expect 2 "unknown command 'nope'" -- "$bin" help nope
 # LightlyTrain's names are parsed (the run then stops at the missing folder)
 expect 2 "missing.*does not exist" -- "$bin" train --data "$work/missing" model=torchvision/resnet18 \
-  gradient_accumulation_steps=2 resume_interrupted=false
+  gradient_accumulation_steps=2 resume_interrupted=false strategy=ddp
+expect 2 "^lightly-train-c train: --strategy: expected one of auto, ddp, ddp_find_unused_parameters_true, got 'fsdp'" -- \
+  "$bin" train --data "$work/missing" strategy=fsdp
 expect 2 "^lightly-train-c train: --accelerator gpu" -- "$bin" train --data "$work/missing" accelerator=cuda
 expect 2 "--version takes no options, got '--foo'" -- "$bin" --version --foo
 # list-models / list-methods (LightlyTrain's list_models, list_methods): every
@@ -27,7 +29,8 @@ models=$("$bin" list-models) || fail "list-models exited $?"
 for name in resnet18 vit_g14_reg4 dinov3/vith16plus ultralytics/yolo11x.pt timm/convnext_large \
             dinov2/vitb14 dinov2/vits14-noreg-notpretrained dinov3/vitt16-notpretrained \
             dinov3/convnext-tiny-notpretrained timm/resnet50 torchvision/resnet50 \
-            torchvision/shufflenet_v2_x2_0 timm/wide_resnet101_2 timm/resnet200; do
+            torchvision/shufflenet_v2_x2_0 timm/wide_resnet101_2 timm/resnet200 \
+            ultralytics/yolo26n-sem.yaml ultralytics/yolo26x-depth.pt; do
   grep -qx "$name" <<<"$models" || fail "list-models lacks $name"
 done
 [ "$(wc -l <<<"$models")" -eq "$(sort -u <<<"$models" | wc -l)" ] || fail "list-models repeats a name"

@@ -199,6 +199,10 @@ class ApiTest(unittest.TestCase):
                            loggers={"mlflow": "on"})
         self.refused_train(TypeError, "train(): loggers must be a dict", loggers=["mlflow"])
 
+    def test_strategy(self):
+        self.assertIn("strategy=ddp", self.train(strategy="ddp"))
+        self.assertFalse(any(a.startswith("strategy=") for a in self.train()))
+
     def test_callbacks(self):
         self.assertEqual(
             self.train(callbacks={"model_checkpoint": {"every_n_epochs": 5, "save_top_k": -1,
