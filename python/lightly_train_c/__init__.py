@@ -49,7 +49,7 @@ _TRAIN_PARAMETERS = ("out", "data", "model", "method", "method_args", "epochs", 
                      "gradient_accumulation_steps", "num_workers", "devices", "num_nodes",
                      "resume_interrupted", "checkpoint", "overwrite", "accelerator",
                      "strategy", "precision", "seed", "optim", "optim_args", "transform_args",
-                     "loggers", "callbacks")
+                     "loggers", "callbacks", "model_args")
 
 
 def train(
@@ -76,6 +76,7 @@ def train(
     transform_args: Optional[Mapping[str, Any]] = None,
     loggers: Optional[Mapping[str, Any]] = None,
     callbacks: Optional[Mapping[str, Any]] = None,
+    model_args: Optional[Mapping[str, Any]] = None,
     **options: Any,
 ) -> None:
     """Pretrains a backbone with self-supervised learning (``lightly-train-c train``).
@@ -143,6 +144,10 @@ def train(
             {"every_n_epochs": 5}, "early_stopping": {"patience": 3},
             "learning_rate_monitor": None}`` (docs/training.md, "Checkpoints,
             exports and early stopping").
+        model_args: LightlyTrain's model constructor arguments the program
+            has: ``{"drop_path_rate": 0.1}`` (ViTs, timm's and DINOv3's
+            ConvNeXts), ``{"stochastic_depth_prob": 0.2}`` (torchvision's
+            ConvNeXts), ``{"zero_init_residual": True}`` (ResNets).
         **options: Any other option of ``lightly-train-c train --help`` by its
             name with underscores: ``max_steps``, ``image_size``, ``lr``,
             ``threads``, ``knn_data``, ``log_every``, ...
@@ -196,6 +201,7 @@ def train(
     arguments += _args.optim_args(_args.mapping("train", "optim_args", optim_args))
     arguments += _args.loggers(_args.mapping("train", "loggers", loggers))
     arguments += _args.callbacks(_args.mapping("train", "callbacks", callbacks))
+    arguments += _args.model_args(_args.mapping("train", "model_args", model_args))
     arguments += _args.passthrough(view_options) + transform_entries
     arguments += _args.passthrough(options)
     run(arguments)

@@ -154,14 +154,25 @@ def square_size(name: str, size: Any) -> Optional[int]:
     raise TypeError(f"{name} must be an int or a pair (n, n), got {size!r}")
 
 
-def method_args(args: Mapping[str, Any]) -> List[str]:
+def key_values(name: str, option: str, args: Mapping[str, Any]) -> List[str]:
+    """method_args, model_args: ``{KEY: VALUE}`` as ``OPTION=KEY=VALUE`` entries."""
     out = []
     for key, value in args.items():
         if isinstance(value, (dict, list, tuple)):
-            raise ValueError(f"method_args[{key!r}]: lightly-train-c takes single values "
-                             f"(see the method arguments in docs/commands.md), got {value!r}")
-        out.append(f"method_arg={key}={text(value)}")
+            raise ValueError(f"{name}[{key!r}]: lightly-train-c takes single values "
+                             f"(see docs/commands.md), got {value!r}")
+        out.append(f"{option}={key}={text(value)}")
     return out
+
+
+def method_args(args: Mapping[str, Any]) -> List[str]:
+    return key_values("method_args", "method_arg", args)
+
+
+def model_args(args: Mapping[str, Any]) -> List[str]:
+    """LightlyTrain's model_args (its models' constructor arguments) that the
+    program has: drop_path_rate, stochastic_depth_prob, zero_init_residual."""
+    return key_values("model_args", "model_arg", args)
 
 
 def optim_args(args: Mapping[str, Any]) -> List[str]:

@@ -76,6 +76,12 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
         return error_set(err, "--resume and --overwrite cannot be combined");
     const char *method = train_method_names[choices->method];
     BackboneSpec spec;
+    if (config->model_args.count &&
+        backbone_spec_parse(backbone_model_names[choices->model], 224, &spec, err))
+        return -1;
+    for (int i = 0; i < config->model_args.count; i++)
+        if (backbone_spec_apply_arg(&spec, config->model_args.items[i], err))
+            return error_prefix(err, "--model %s", backbone_model_names[choices->model]);
     if (config->activation_checkpointing &&
         (backbone_spec_parse(backbone_model_names[choices->model], 224, &spec, err) ||
          spec.kind != BACKBONE_VIT))
@@ -333,6 +339,11 @@ int command_train(int argc, char **argv) {
         {.name = "method-arg", .type = OPTION_STRING, .value = &config.method_args,
          .metavar = "KEY=VALUE", .repeatable = 1,
          .help = "method hyper-parameter, e.g. temperature=0.2 (see docs/commands.md)"},
+        {.name = "model-arg", .type = OPTION_STRING, .value = &config.model_args,
+         .alias = "model-args", .metavar = "KEY=VALUE", .repeatable = 1, .dotted = 1,
+         .help = "LightlyTrain's model_args: drop_path_rate=X (ViTs, timm's and DINOv3's "
+                 "ConvNeXts), stochastic_depth_prob=X (torchvision's ConvNeXts), "
+                 "zero_init_residual=true|false (ResNets)"},
         {.name = "transform", .type = OPTION_STRING, .value = &config.transforms,
          .metavar = "[SCOPE.]KEY=VALUE", .repeatable = 1,
          .help = "view parameter, e.g. scale_min=0.2 or local.blur_p=0.1"},

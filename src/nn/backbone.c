@@ -12,6 +12,7 @@
 #include "nn/convnext_names.h"
 #include "nn/vit_weights.h"
 #include "nn/weights.h"
+#include "util/number.h"
 
 const char *const backbone_model_names[] = {
     "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
@@ -146,6 +147,57 @@ static int parse_resnet_name(const char *name, BackboneSpec *spec) {
     spec->resnet_width = wide ? 2 : 1;
     spec->resnet_zero_init_last = timm;
     return 1;
+}
+
+// A rate in [0, 1) from text; -1 when it is not one.
+static float rate_value(const char *text) {
+    double rate = 0;
+    return number_parse_decimal(text, &rate) == 0 && rate >= 0.0 && rate < 1.0 ? (float)rate
+                                                                               : -1.0f;
+}
+
+int backbone_spec_apply_arg(BackboneSpec *spec, const char *entry, ErrorMessage *err) {
+    const char *equals = strchr(entry, '=');
+    if (!equals || equals == entry || !equals[1])
+        return error_set(err, "--model-arg %.200s: expected KEY=VALUE", entry);
+    const size_t length = (size_t)(equals - entry);
+    const char *value = equals + 1;
+    const int torchvision_convnext =
+        spec->kind == BACKBONE_CONVNEXT && spec->convnext.naming == CONVNEXT_TORCHVISION;
+    const int drop_path = length == 14 && strncmp(entry, "drop_path_rate", 14) == 0;
+    const int stochastic = length == 21 && strncmp(entry, "stochastic_depth_prob", 21) == 0;
+    if (drop_path || stochastic) {
+        const int takes = stochastic ? torchvision_convnext
+                                     : spec->kind == BACKBONE_VIT ||
+                                           (spec->kind == BACKBONE_CONVNEXT && !torchvision_convnext);
+        if (!takes)
+            return error_set(err, "--model-arg %.200s: %s", entry,
+                             torchvision_convnext ? "torchvision's ConvNeXts take "
+                                                    "stochastic_depth_prob"
+                             : stochastic ? "stochastic_depth_prob is torchvision's ConvNeXt's "
+                                            "(ViTs and timm's ConvNeXts: drop_path_rate)"
+                                          : "drop_path_rate applies to ViTs and ConvNeXts");
+        const float rate = rate_value(value);
+        if (rate < 0) return error_set(err, "--model-arg %.200s: expected a rate in [0, 1)", entry);
+        if (spec->kind == BACKBONE_VIT) spec->vit.drop_path_rate = rate;
+        else spec->convnext.drop_path_rate = rate;
+        return 0;
+    }
+    const int zero_init = (length == 18 && strncmp(entry, "zero_init_residual", 18) == 0) ||
+                          (length == 14 && strncmp(entry, "zero_init_last", 14) == 0);
+    if (zero_init) {
+        if (spec->kind != BACKBONE_RESNET)
+            return error_set(err, "--model-arg %.200s: applies to ResNets", entry);
+        if (strcmp(value, "true") && strcmp(value, "True") && strcmp(value, "false") &&
+            strcmp(value, "False"))
+            return error_set(err, "--model-arg %.200s: expected true or false", entry);
+        spec->resnet_zero_init_last = value[0] == 't' || value[0] == 'T';
+        return 0;
+    }
+    return error_set(err, "--model-arg %.200s: the model arguments here are drop_path_rate "
+                          "(ViTs, timm's and DINOv3's ConvNeXts), stochastic_depth_prob "
+                          "(torchvision's ConvNeXts) and zero_init_residual / zero_init_last "
+                          "(ResNets)", entry);
 }
 
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {

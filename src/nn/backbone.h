@@ -70,6 +70,15 @@ typedef struct BackboneSpec {
 // tables.
 extern const char *const backbone_model_names[];
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err);
+// One of LightlyTrain's model_args ("KEY=VALUE", --model-arg): the keyword
+// arguments its timm and torchvision packages pass to the model's
+// constructor, those this program has: drop_path_rate (ViTs, timm's and
+// DINOv3's ConvNeXts; stochastic depth of the last block, linear from 0),
+// stochastic_depth_prob (torchvision's ConvNeXts, the same), and
+// zero_init_residual (torchvision's ResNets) or zero_init_last (timm's):
+// true or false. Any other key, or one the spec's model does not take, is
+// an error naming what it takes.
+int backbone_spec_apply_arg(BackboneSpec *spec, const char *entry, ErrorMessage *err);
 // "resnet50", "vit_s16", ... (out of BACKBONE_MAX_NAME bytes).
 void backbone_spec_name(const BackboneSpec *spec, char *out, size_t size);
 // The smallest input side the architecture takes and the multiple it needs

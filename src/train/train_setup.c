@@ -258,6 +258,8 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     };
     if (backbone_spec_parse(config->model, config->image_size, &setup.backbone, err))
         return error_prefix(err, "--model"), -1;
+    for (int i = 0; i < config->model_args.count; i++)
+        if (backbone_spec_apply_arg(&setup.backbone, config->model_args.items[i], err)) return -1;
     setup.backbone.in_channels = view_set_channels_out(&views);
     setup.backbone.activation_checkpointing = config->activation_checkpointing;
     setup.backbone.batchnorm_synchronised = config->sync_batchnorm && run->world_size > 1;
@@ -469,6 +471,8 @@ static void log_configuration(TrainRun *run) {
         run_log_line(run->log, "cuda graphs: %s", run->step_graphs_note);
     if (config->activation_checkpointing)
         run_log_line(run->log, "activation checkpointing: on (blocks recomputed in the backward)");
+    for (int i = 0; i < config->model_args.count; i++)
+        run_log_line(run->log, "model arg: %s", config->model_args.items[i]);
     log_input(run);
 }
 

@@ -46,6 +46,7 @@ typedef struct TrainConfig {
     int log_every;            // <= 0: min(50, steps per epoch)
     int accumulate_grad_batches;
     StringList method_args;
+    StringList model_args;    // --model-arg KEY=VALUE (backbone_spec_apply_arg)
     StringList transforms;
     const char *knn_data;     // labelled folder (class per sub-folder) or NULL
     int knn_every;            // epochs

@@ -199,6 +199,13 @@ class ApiTest(unittest.TestCase):
                            loggers={"mlflow": "on"})
         self.refused_train(TypeError, "train(): loggers must be a dict", loggers=["mlflow"])
 
+    def test_model_args(self):
+        self.assertEqual(self.train(model_args={"drop_path_rate": 0.1,
+                                                "zero_init_residual": True})[-2:],
+                         ["model_arg=drop_path_rate=0.1", "model_arg=zero_init_residual=true"])
+        self.refused_train(ValueError, "model_args['x']: lightly-train-c takes single values",
+                           model_args={"x": [1]})
+
     def test_strategy(self):
         self.assertIn("strategy=ddp", self.train(strategy="ddp"))
         self.assertFalse(any(a.startswith("strategy=") for a in self.train()))
