@@ -48,7 +48,7 @@ except Exception:  # not installed as a distribution (a source checkout)
 _TRAIN_PARAMETERS = ("out", "data", "model", "method", "method_args", "epochs", "batch_size",
                      "gradient_accumulation_steps", "num_workers", "devices", "num_nodes",
                      "resume_interrupted", "checkpoint", "overwrite", "accelerator",
-                     "strategy", "precision", "seed", "optim", "optim_args", "transform_args",
+                     "strategy", "precision", "float32_matmul_precision", "seed", "optim", "optim_args", "transform_args",
                      "loggers", "callbacks", "model_args")
 
 
@@ -70,6 +70,7 @@ def train(
     accelerator: Optional[str] = None,
     strategy: Optional[str] = None,
     precision: Optional[str] = None,
+    float32_matmul_precision: Optional[str] = None,
     seed: Optional[int] = None,
     optim: Optional[str] = None,
     optim_args: Optional[Mapping[str, Any]] = None,
@@ -124,6 +125,9 @@ def train(
             averaged).
         precision: "auto" (16-mixed on a GPU, 32-true on the CPU),
             "32-true", "16-mixed" or "bf16-mixed".
+        float32_matmul_precision: "auto", "highest", "high" or "medium"
+            (PyTorch's); float32 products never use TF32 here, so all run
+            as "highest".
         seed: Random seed (default 0).
         optim: "auto" (the method's), "sgd", "lars" or "adamw".
         optim_args: ``{"lr": ..., "weight_decay": ...}``: the base learning rate
@@ -192,7 +196,8 @@ def train(
                         ("num_nodes", num_nodes),
                         ("checkpoint", _args.path("train", "checkpoint", checkpoint, False)),
                         ("accelerator", _args.accelerator(accelerator)),
-                        ("strategy", strategy), ("precision", precision), ("seed", seed),
+                        ("strategy", strategy), ("precision", precision),
+                        ("float32_matmul_precision", float32_matmul_precision), ("seed", seed),
                         ("optim", optim)):
         arguments += _args.option(name, value)
     for name, value in (("resume_interrupted", resume_interrupted), ("overwrite", overwrite)):

@@ -42,6 +42,11 @@ static const char *const input_depth_names[] = {"auto", "8", "float", NULL};  //
 // LightlyTrain's strategy values for what the ranks do here: every rank
 // holds the whole model and the gradients are averaged (DDP); no parameter
 // goes unused, so DDP's search for unused ones changes nothing.
+// torch.set_float32_matmul_precision's values (LightlyTrain's argument): they
+// allow TF32 or bfloat16 passes in float32 matrix products, which this
+// program never uses (cuBLAS and cuDNN with FMA math, the CPU in fp32), so
+// every value runs as "highest".
+static const char *const matmul_precision_names[] = {"auto", "highest", "high", "medium", NULL};
 static const char *const strategy_names[] = {"auto", "ddp", "ddp_find_unused_parameters_true",
                                              NULL};
 // A choice, not a flag, so that "--sync-batchnorm false" reads as written
@@ -61,7 +66,7 @@ typedef struct TrainChoices {
     const char *model_given;  // --model as typed (NULL: the default)
     const WeightsEntry *model_weights;  // its weights, the initial ones (train_model_weights)
     int model, method, accelerator, precision, optimizer, backend, seed, sync_batchnorm;
-    int gradient_overlap, exif_orientation, input_depth, strategy;
+    int gradient_overlap, exif_orientation, input_depth, strategy, matmul_precision;
     double max_pixels;
     const char *normalize, *channel_drop;  // parsed into TrainConfig.channels
 } TrainChoices;
@@ -306,6 +311,10 @@ int command_train(int argc, char **argv) {
          .choices = strategy_names},
         {.name = "precision", .type = OPTION_CHOICE, .value = &choices.precision, .metavar = "NAME",
          .help = "auto (16-mixed on GPU, 32-true on CPU)", .choices = precision_names},
+        {.name = "float32-matmul-precision", .type = OPTION_CHOICE,
+         .value = &choices.matmul_precision, .metavar = "NAME",
+         .help = "LightlyTrain's: float32 products never use TF32 here, every value runs as "
+                 "highest", .choices = matmul_precision_names},
         {.name = "optim", .type = OPTION_CHOICE, .value = &choices.optimizer, .metavar = "NAME",
          .help = "optimizer (auto: the method's)", .choices = optimizer_names},
         {.name = "lr", .type = OPTION_FLOAT, .value = &config.lr, .metavar = "X|auto",

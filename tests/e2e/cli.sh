@@ -17,7 +17,7 @@ expect 0 "^usage: lightly-train-c export --checkpoint" -- "$bin" --help export
 expect 2 "unknown command 'nope'" -- "$bin" help nope
 # LightlyTrain's names are parsed (the run then stops at the missing folder)
 expect 2 "missing.*does not exist" -- "$bin" train --data "$work/missing" model=torchvision/resnet18 \
-  gradient_accumulation_steps=2 resume_interrupted=false strategy=ddp
+  gradient_accumulation_steps=2 resume_interrupted=false strategy=ddp float32_matmul_precision=high
 expect 2 "^lightly-train-c train: --strategy: expected one of auto, ddp, ddp_find_unused_parameters_true, got 'fsdp'" -- \
   "$bin" train --data "$work/missing" strategy=fsdp
 expect 2 "^lightly-train-c train: --accelerator gpu" -- "$bin" train --data "$work/missing" accelerator=cuda

@@ -208,6 +208,7 @@ class ApiTest(unittest.TestCase):
 
     def test_strategy(self):
         self.assertIn("strategy=ddp", self.train(strategy="ddp"))
+        self.assertIn("float32_matmul_precision=high", self.train(float32_matmul_precision="high"))
         self.assertFalse(any(a.startswith("strategy=") for a in self.train()))
 
     def test_callbacks(self):
