@@ -49,7 +49,7 @@ _TRAIN_PARAMETERS = ("out", "data", "model", "method", "method_args", "epochs", 
                      "gradient_accumulation_steps", "num_workers", "devices", "num_nodes",
                      "resume_interrupted", "checkpoint", "overwrite", "accelerator",
                      "strategy", "precision", "float32_matmul_precision", "seed", "optim", "optim_args", "transform_args",
-                     "loggers", "callbacks", "model_args")
+                     "loggers", "callbacks", "model_args", "activation_checkpoint_args")
 
 
 def train(
@@ -78,6 +78,7 @@ def train(
     loggers: Optional[Mapping[str, Any]] = None,
     callbacks: Optional[Mapping[str, Any]] = None,
     model_args: Optional[Mapping[str, Any]] = None,
+    activation_checkpoint_args: Optional[Mapping[str, Any]] = None,
     **options: Any,
 ) -> None:
     """Pretrains a backbone with self-supervised learning (``lightly-train-c train``).
@@ -152,6 +153,8 @@ def train(
             has: ``{"drop_path_rate": 0.1}`` (ViTs, timm's and DINOv3's
             ConvNeXts), ``{"stochastic_depth_prob": 0.2}`` (torchvision's
             ConvNeXts), ``{"zero_init_residual": True}`` (ResNets).
+        activation_checkpoint_args: ``{"enabled": True}`` recomputes every
+            block of a ViT in the backward (``every_n_blocks`` 1 only).
         **options: Any other option of ``lightly-train-c train --help`` by its
             name with underscores: ``max_steps``, ``image_size``, ``lr``,
             ``threads``, ``knn_data``, ``log_every``, ...
@@ -207,6 +210,8 @@ def train(
     arguments += _args.loggers(_args.mapping("train", "loggers", loggers))
     arguments += _args.callbacks(_args.mapping("train", "callbacks", callbacks))
     arguments += _args.model_args(_args.mapping("train", "model_args", model_args))
+    arguments += _args.activation_checkpoint_args(
+        _args.mapping("train", "activation_checkpoint_args", activation_checkpoint_args))
     arguments += _args.passthrough(view_options) + transform_entries
     arguments += _args.passthrough(options)
     run(arguments)

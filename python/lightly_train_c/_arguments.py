@@ -169,6 +169,20 @@ def method_args(args: Mapping[str, Any]) -> List[str]:
     return key_values("method_args", "method_arg", args)
 
 
+def activation_checkpoint_args(args: Mapping[str, Any]) -> List[str]:
+    """LightlyTrain's ``{"enabled": True, "every_n_blocks": 1}``: the program
+    recomputes every block of a ViT (--activation-checkpointing)."""
+    for key in args:
+        if key not in ("enabled", "every_n_blocks"):
+            raise ValueError(f"activation_checkpoint_args[{key!r}]: the keys are enabled and "
+                             "every_n_blocks")
+    if args.get("every_n_blocks", 1) != 1:
+        raise ValueError("activation_checkpoint_args['every_n_blocks']: lightly-train-c "
+                         "recomputes every block (1), got "
+                         f"{args['every_n_blocks']!r}")
+    return option("activation_checkpointing", True) if args.get("enabled") else []
+
+
 def model_args(args: Mapping[str, Any]) -> List[str]:
     """LightlyTrain's model_args (its models' constructor arguments) that the
     program has: drop_path_rate, stochastic_depth_prob, zero_init_residual."""

@@ -206,6 +206,14 @@ class ApiTest(unittest.TestCase):
         self.refused_train(ValueError, "model_args['x']: lightly-train-c takes single values",
                            model_args={"x": [1]})
 
+    def test_activation_checkpoint_args(self):
+        self.assertIn("activation_checkpointing=true",
+                      self.train(activation_checkpoint_args={"enabled": True, "every_n_blocks": 1}))
+        self.assertFalse(any("activation" in a for a in
+                             self.train(activation_checkpoint_args={"enabled": False})))
+        self.refused_train(ValueError, "recomputes every block (1), got 2",
+                           activation_checkpoint_args={"enabled": True, "every_n_blocks": 2})
+
     def test_strategy(self):
         self.assertIn("strategy=ddp", self.train(strategy="ddp"))
         self.assertIn("float32_matmul_precision=high", self.train(float32_matmul_precision="high"))
