@@ -49,7 +49,8 @@ _TRAIN_PARAMETERS = ("out", "data", "model", "method", "method_args", "epochs", 
                      "gradient_accumulation_steps", "num_workers", "devices", "num_nodes",
                      "resume_interrupted", "checkpoint", "overwrite", "accelerator",
                      "strategy", "precision", "float32_matmul_precision", "seed", "optim", "optim_args", "transform_args",
-                     "loggers", "callbacks", "model_args", "activation_checkpoint_args")
+                     "loggers", "callbacks", "model_args", "activation_checkpoint_args",
+                     "trainer_args", "loader_args")
 
 
 def train(
@@ -79,6 +80,8 @@ def train(
     callbacks: Optional[Mapping[str, Any]] = None,
     model_args: Optional[Mapping[str, Any]] = None,
     activation_checkpoint_args: Optional[Mapping[str, Any]] = None,
+    trainer_args: Optional[Mapping[str, Any]] = None,
+    loader_args: Optional[Mapping[str, Any]] = None,
     **options: Any,
 ) -> None:
     """Pretrains a backbone with self-supervised learning (``lightly-train-c train``).
@@ -155,6 +158,12 @@ def train(
             ConvNeXts), ``{"zero_init_residual": True}`` (ResNets).
         activation_checkpoint_args: ``{"enabled": True}`` recomputes every
             block of a ViT in the backward (``every_n_blocks`` 1 only).
+        trainer_args: Lightning Trainer keywords the program has:
+            ``max_epochs``, ``max_steps``, ``log_every_n_steps``,
+            ``accumulate_grad_batches``.
+        loader_args: DataLoader keywords: ``shuffle=True`` and
+            ``drop_last=True`` (what the loader does), ``batch_size`` and
+            ``num_workers`` ignored as LightlyTrain does.
         **options: Any other option of ``lightly-train-c train --help`` by its
             name with underscores: ``max_steps``, ``image_size``, ``lr``,
             ``threads``, ``knn_data``, ``log_every``, ...
@@ -212,6 +221,10 @@ def train(
     arguments += _args.model_args(_args.mapping("train", "model_args", model_args))
     arguments += _args.activation_checkpoint_args(
         _args.mapping("train", "activation_checkpoint_args", activation_checkpoint_args))
+    given = {"epochs": None if epochs == "auto" else epochs,
+             "accumulate_grad_batches": gradient_accumulation_steps, **options}
+    arguments += _args.trainer_args(_args.mapping("train", "trainer_args", trainer_args), given)
+    arguments += _args.loader_args(_args.mapping("train", "loader_args", loader_args))
     arguments += _args.passthrough(view_options) + transform_entries
     arguments += _args.passthrough(options)
     run(arguments)

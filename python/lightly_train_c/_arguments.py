@@ -169,6 +169,39 @@ def method_args(args: Mapping[str, Any]) -> List[str]:
     return key_values("method_args", "method_arg", args)
 
 
+# Lightning Trainer arguments (LightlyTrain's trainer_args) that are the program's options.
+TRAINER_KEYS = {"max_epochs": "epochs", "max_steps": "max_steps",
+                "log_every_n_steps": "log_every", "accumulate_grad_batches": "accumulate_grad_batches"}
+
+
+def trainer_args(args: Mapping[str, Any], given: Mapping[str, Any]) -> List[str]:
+    """LightlyTrain's trainer_args (Lightning Trainer keywords) that the program
+    has as options; `given`: the options set otherwise (a key twice is refused)."""
+    out = []
+    for key, value in args.items():
+        if key not in TRAINER_KEYS:
+            raise ValueError(f"trainer_args[{key!r}]: lightly-train-c takes "
+                             f"{', '.join(TRAINER_KEYS)} (the rest is Lightning's machinery)")
+        name = TRAINER_KEYS[key]
+        if given.get(name) is not None:
+            raise TypeError(f"train(): {name} given twice (also as trainer_args[{key!r}])")
+        out += option(name, value)
+    return out
+
+
+def loader_args(args: Mapping[str, Any]) -> List[str]:
+    """LightlyTrain's loader_args (DataLoader keywords): the program's loader
+    always shuffles and drops the last partial batch, with its own workers and
+    prefetching; batch_size and num_workers are ignored, as LightlyTrain does."""
+    for key, value in args.items():
+        if key in ("batch_size", "num_workers") or (key in ("shuffle", "drop_last") and value is True):
+            continue
+        raise ValueError(f"loader_args[{key!r}]: lightly-train-c's loader always shuffles and "
+                         "drops the last partial batch, with its own worker processes and "
+                         "prefetching (it takes shuffle=True and drop_last=True)")
+    return []
+
+
 def activation_checkpoint_args(args: Mapping[str, Any]) -> List[str]:
     """LightlyTrain's ``{"enabled": True, "every_n_blocks": 1}``: the program
     recomputes every block of a ViT (--activation-checkpointing)."""

@@ -214,6 +214,17 @@ class ApiTest(unittest.TestCase):
         self.refused_train(ValueError, "recomputes every block (1), got 2",
                            activation_checkpoint_args={"enabled": True, "every_n_blocks": 2})
 
+    def test_trainer_and_loader_args(self):
+        command = self.train(trainer_args={"max_steps": 10, "log_every_n_steps": 2},
+                             loader_args={"shuffle": True, "num_workers": 3})
+        self.assertEqual(command[-2:], ["max_steps=10", "log_every=2"])
+        self.assertFalse(any(a.startswith("num_workers") for a in command))
+        self.refused_train(ValueError, "lightly-train-c takes max_epochs, max_steps",
+                           trainer_args={"gradient_clip_val": 1.0})
+        self.refused_train(TypeError, "train(): epochs given twice",
+                           epochs=5, trainer_args={"max_epochs": 3})
+        self.refused_train(ValueError, "always shuffles", loader_args={"shuffle": False})
+
     def test_strategy(self):
         self.assertIn("strategy=ddp", self.train(strategy="ddp"))
         self.assertIn("float32_matmul_precision=high", self.train(float32_matmul_precision="high"))
