@@ -2,7 +2,8 @@
 // the structure of the ones Ultralytics 8.4.190 saves
 // (tests/fixtures/ultralytics_structure.txt, tools/make_ultralytics_structure.py):
 // for yolov8n, yolo11n, yolo11m, yolo26n, the -seg, -pose, -obb and -cls
-// models of the three families, yolov5nu, yolo12n and yolo12l, the checkpoint's keys and,
+// models of the three families, yolov5nu, yolo12n and yolo12l, the other
+// heads (-sem, -depth, YOLO-World's), the checkpoint's keys and,
 // module by module in named_modules() order, its class, its public attributes, and
 // its parameter and buffer names, read back from our file with the
 // restricted reader (weights/pt_pickle.h). Then the tensors read back
@@ -225,6 +226,10 @@ static void test_structure_matches_ultralytics(void **state) {
     check_model("yolov6n");       // ReLU, rows of Convs as a Sequential, ConvTranspose2d
     check_model("yolo26n-sem");   // SemanticSegmentationModel: SemanticSegment on P3, P4
     check_model("yolo26n-depth");  // DepthModel: Depth, its calibration buffers
+    // WorldModel (txt_feats, clip_model): C2fAttn, ImagePoolingAttn, WorldDetect's
+    // ContrastiveHeads (v1) or BNContrastiveHeads (v2)
+    check_model("yolov8s-world");
+    check_model("yolov8s-worldv2");
 }
 
 int main(void) {

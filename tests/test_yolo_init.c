@@ -2,8 +2,9 @@
 // the name parser (sizes, tasks, released weights' names, refusals),
 // Ultralytics' initialisation of every head kind (Detect's bias_init, DFL,
 // Segment's and Depth's ConvTranspose2d, Pose26's RealNVP, SemanticSegment,
-// Depth's calibration and last bias) and a save/load round trip through the
-// state dict detection (yolo_config_from_weights) of every task.
+// Depth's calibration and last bias, YOLO-World's neck and WorldDetect) and
+// a save/load round trip through the state dict detection
+// (yolo_config_from_weights) of every task.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -39,14 +40,17 @@ static void test_names(void **state) {
                 {"ultralytics/yolov5xu.pt", "yolov5xu", 1}, {"yolo12s.yaml", "yolo12s", 0},
                 {"ultralytics/yolo12x.pt", "yolo12x", 1},
                 {"ultralytics/yolo26m-p6.yaml", "yolo26m-p6", 0}, {"yolo26x-p2", "yolo26x-p2", 0},
-                {"ultralytics/yolov8x-pose-p6.pt", "yolov8x-pose-p6", 1}};
+                {"ultralytics/yolov8x-pose-p6.pt", "yolov8x-pose-p6", 1},
+                {"ultralytics/yolov8s-world.yaml", "yolov8s-world", 0},
+                {"ultralytics/yolov8x-worldv2.pt", "yolov8x-worldv2", 1}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         if (yolo_parse_name(good[i].text, &config, &pretrained, &err)) fail_msg("%s", err.text);
         assert_string_equal(config.name, good[i].name);
         assert_int_equal(pretrained, good[i].pretrained);
     }
     const char *bad[] = {"ultralytics/yolov8q.yaml", "yolov5q.yaml", "ultralytics/yolo11s.yml",
-                         "yolo13n.pt", "yolo26q.yaml", "yolo12n-seg.yaml", "yolo11n-det.yaml", "yolo11n-seg-seg", ""};
+                         "yolo13n.pt", "yolo26q.yaml", "yolo12n-seg.yaml", "yolo11n-det.yaml", "yolo11n-seg-seg",
+                         "yolov8n-world.yaml", "yolo11s-world.yaml", "yolov8s-worldv3.pt", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(yolo_parse_name(bad[i], &config, &pretrained, &err), -1);
         assert_non_null(strstr(err.text, "unknown Ultralytics model"));
@@ -57,6 +61,13 @@ static void test_names(void **state) {
     assert_int_equal(config.family, YOLO_V8_P6);
     assert_int_equal(config.task, YOLO_TASK_POSE);
     assert_int_equal(config.classes, 1);
+    // YOLO-World: its own YAMLs, Ultralytics' task detect, the YAML's 80 classes
+    if (yolo_parse_name("ultralytics/yolov8m-worldv2.yaml", &config, &pretrained, &err))
+        fail_msg("%s", err.text);
+    assert_int_equal(config.family, YOLO_V8_WORLDV2);
+    assert_int_equal(config.task, YOLO_TASK_DETECT);
+    assert_int_equal(config.classes, 80);
+    assert_int_equal(config.scale, 'm');
     // Ultralytics released YOLOv5u's weights only, as yolov5nu.pt ...
     assert_int_equal(yolo_parse_name("ultralytics/yolov5s.pt", &config, &pretrained, &err), -1);
     assert_non_null(strstr(err.text, "YOLOv5's are yolov5su.pt"));
@@ -338,6 +349,96 @@ static void test_init_depth(void **state) {
     yolo_free(&model);
 }
 
+// YOLO-World (yolov8-world.yaml, yolov8-worldv2.yaml): YOLOv8's trained
+// layers 0-8; C2fAttn's cv2 from (3 + n) c, its MaxSigmoidAttnBlock's heads
+// scaled (s: 8, 4, 16 -> 4, 2, 8; m: 6, 3, 9; x: 10, 5, 10) with bias 0 and
+// gl from the 512-wide text embeddings; v1's ImagePoolingAttn (LayerNorms 1 /
+// 0, projections' biases +-1/sqrt(fan_in)); WorldDetect.bias_init's box
+// biases 1.0, its class stacks ending in 512 embeddings with PyTorch's
+// default bias, ContrastiveHead bias -10, logit_scale log(1 / 0.07) (v2's
+// BNContrastiveHead: -1, then its BatchNorm).
+static void test_init_world(void **state) {
+    const char *names[2] = {"yolov8s-world", "yolov8s-worldv2"};
+    static float values[512];
+    for (int m = 0; m < 2; m++) {
+        Yolo model;
+        initialised(&model, names[m]);
+        const int head = model.layer_count - 1;
+        assert_int_equal(model.layer_count, m ? 23 : 24);
+        assert_int_equal(model.backbone_layers, 9);
+        assert_int_equal(model.feature_dim, 512);
+        assert_int_equal(model.layers[head].kind, YOLO_WORLD_DETECT);
+        const int heads[3] = {4, 2, 8}, attn_layers[3] = {12, 15, m ? 21 : 22};
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(model.layers[attn_layers[i]].kind, YOLO_C2F_ATTN);
+            assert_int_equal(model.layers[attn_layers[i]].heads, heads[i]);
+        }
+        const Parameter *cv2 = parameter_find(&model.buffers, "model.12.cv2.conv.weight");
+        assert_non_null(cv2);
+        assert_int_equal(cv2->torch_shape[1], 4 * 128);  // (3 + n) c, n 1, c 128
+        read_param(&model, "model.12.attn.bias", values, 4);
+        for (int i = 0; i < 4; i++) assert_true(values[i] == 0.0f);
+        expect_uniform(&model, "model.15.attn.gl.weight", 512.0);
+        char name[64];
+        for (int level = 0; level < 3; level++) {
+            snprintf(name, sizeof name, "model.%d.cv2.%d.2.bias", head, level);
+            read_param(&model, name, values, 64);
+            for (int i = 0; i < 64; i++) assert_true(values[i] == 1.0f);
+            snprintf(name, sizeof name, "model.%d.cv3.%d.2.bias", head, level);
+            expect_uniform(&model, name, 128.0);  // c3 = max(128, min(80, 100))
+            snprintf(name, sizeof name, "model.%d.cv4.%d.bias", head, level);
+            read_param(&model, name, values, 1);
+            assert_true(values[0] == -10.0f);
+            snprintf(name, sizeof name, "model.%d.cv4.%d.logit_scale", head, level);
+            read_param(&model, name, values, 1);
+            assert_true(values[0] == (m ? -1.0f : logf((float)(1.0 / 0.07))));
+            snprintf(name, sizeof name, "model.%d.cv4.%d.norm.running_var", head, level);
+            const Parameter *norm = parameter_find(&model.buffers, name);
+            if (!m) {
+                assert_null(norm);
+                continue;
+            }
+            assert_non_null(norm);
+            assert_int_equal(norm->torch_shape[0], YOLO_WORLD_EMBED);
+            read_param(&model, name, values, YOLO_WORLD_EMBED);
+            assert_true(values[0] == 1.0f && values[YOLO_WORLD_EMBED - 1] == 1.0f);
+        }
+        snprintf(name, sizeof name, "model.%d.cv3.0.2.weight", head);
+        const Parameter *embed = parameter_find(&model.buffers, name);
+        assert_non_null(embed);
+        assert_int_equal(embed->torch_shape[0], YOLO_WORLD_EMBED);
+        if (!m) {  // ImagePoolingAttn (layer 16) on P3, P4, P5: 128, 256, 512 channels
+            read_param(&model, "model.16.query.0.weight", values, 512);
+            assert_true(values[0] == 1.0f && values[511] == 1.0f);
+            read_param(&model, "model.16.key.0.bias", values, 256);
+            assert_true(values[0] == 0.0f && values[255] == 0.0f);
+            expect_uniform(&model, "model.16.projections.2.bias", 512.0);
+            expect_uniform(&model, "model.16.proj.bias", 256.0);
+        } else {
+            assert_null(parameter_find(&model.buffers, "model.16.query.0.weight"));
+        }
+        yolo_free(&model);
+    }
+    // the heads at the other sizes (parse_model: min(nh, max_channels // 64) * width)
+    const struct {
+        const char *name;
+        int heads[3];
+    } sizes[] = {{"yolov8m-world", {6, 3, 9}}, {"yolov8x-worldv2", {10, 5, 10}}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        ErrorMessage err;
+        YoloConfig config;
+        int pretrained;
+        Yolo model;
+        if (yolo_parse_name(sizes[i].name, &config, &pretrained, &err) ||
+            yolo_declare(&model, NULL, &config, &err))
+            fail_msg("%s: %s", sizes[i].name, err.text);
+        const int attn_layers[3] = {12, 15, config.family == YOLO_V8_WORLD ? 22 : 21};
+        for (int l = 0; l < 3; l++)
+            assert_int_equal(model.layers[attn_layers[l]].heads, sizes[i].heads[l]);
+        yolo_free(&model);
+    }
+}
+
 // The state dict written reads back into a model detected from the file
 // (yolo_config_from_weights), every tensor equal: COCO's 80 classes, a
 // head of 3 (a user's fine-tuned model) whose count the file gives, and one
@@ -366,9 +467,10 @@ static void save_load(const char *name, int classes, int class_width) {
     assert_int_equal(found.classes, classes);
     const int ch0 = 64;  // P3 of yolov8n and yolo11n
     const int rule = ch0 > (classes < 100 ? classes : 100) ? ch0 : (classes < 100 ? classes : 100);
+    // no class stacks, or (YOLO-World) none whose width a file tells: Ultralytics' rule
     if (found.task == YOLO_TASK_CLASSIFY || found.task == YOLO_TASK_SEMANTIC ||
-        found.task == YOLO_TASK_DEPTH)
-        assert_int_equal(found.class_width, 0);  // no class stacks
+        found.task == YOLO_TASK_DEPTH || yolo_is_world(found.family))
+        assert_int_equal(found.class_width, 0);
     else assert_int_equal(found.class_width, class_width ? class_width : rule);
     if (yolo_declare(&loaded, fixture_backend, &found, &err) ||
         yolo_allocate(&loaded, &shape, 1, &err) ||
@@ -411,6 +513,8 @@ static void test_save_load(void **state) {
     save_load("yolo26n-sem", 19, 0);  // told apart by SemanticSegment's classifier
     save_load("yolo26n-sem", 150, 0);  // ADE20K's
     save_load("yolo26n-depth", 1, 0);  // by Depth's calibration
+    save_load("yolov8s-world", 80, 0);  // told from yolov8s by its C2fAttn neck
+    save_load("yolov8s-worldv2", 80, 0);  // from v1 by its head's layer and BNContrastiveHead
 }
 
 int main(void) {
@@ -424,6 +528,7 @@ int main(void) {
         cmocka_unit_test(test_init_pose),
         cmocka_unit_test(test_init_semantic),
         cmocka_unit_test(test_init_depth),
+        cmocka_unit_test(test_init_world),
         cmocka_unit_test(test_save_load),
     };
     return cmocka_run_group_tests(tests, fixture_backend_create_cpu, fixture_backend_destroy);

@@ -7,7 +7,8 @@ exported_models/exported_last.pt with Ultralytics' YOLO.save):
 
 For yolov8n, yolo11n, yolo26n and their -seg, -pose, -obb and -cls models,
 yolov5nu, yolo12n, yolo26n-sem and yolo26n-depth (or those given with
---models, e.g. yolo26n-p6, yolo26n-p2, yolov8n-pose-p6)
+--models, e.g. yolo26n-p6, yolo26n-p2, yolov8n-pose-p6, yolov8s-world,
+yolov8s-worldv2)
 (fine-tuned on polygons, 17 keypoints, oriented boxes, a class folder, PNG
 class masks of 2 classes, PNG depth maps):
 `lightly-train-c train` (2 steps of distillation
@@ -29,6 +30,14 @@ generated images), then
      it equals its state_dict, and `train --checkpoint` starts from it and
      exports its 1-class head unchanged, in an exported_last.pt that
      ultralytics.YOLO loads.
+YOLO-World (yolov8s-world, yolov8s-worldv2: a WorldModel, task detect):
+step 2 gives YOLO("<model>.yaml") the loaded model's txt_feats (the class
+names' text embeddings, no state_dict tensor; each build draws them at
+random); steps 3 and 5's fine-tuning are skipped with the reason printed
+(Ultralytics' WorldTrainer encodes the class names with the CLIP text model
+clip:ViT-B/32, a download), and step 5's `train --checkpoint` starts from
+step 4's checkpoint instead (its WorldDetect head exported unchanged, nc 80:
+no state_dict tensor holds a world model's class count).
 Prints one line per check and exits 1 on the first failure. Checked with
 ultralytics 8.4.190 and torch 2.15 (docs/models.md).
 """
@@ -48,7 +57,11 @@ LEVELS = ("-p6", "-p2")  # yolo26n-p6, yolo26n-p2, yolov8n-pose-p6: a 4-level he
 TASKS = {"": ("detect", "DetectionModel"), "-seg": ("segment", "SegmentationModel"),
          "-pose": ("pose", "PoseModel"), "-obb": ("obb", "OBBModel"),
          "-cls": ("classify", "ClassificationModel"),
-         "-sem": ("semantic", "SemanticSegmentationModel"), "-depth": ("depth", "DepthModel")}
+         "-sem": ("semantic", "SemanticSegmentationModel"), "-depth": ("depth", "DepthModel"),
+         "-world": ("detect", "WorldModel"), "-worldv2": ("detect", "WorldModel")}
+WORLD_SKIP = ("Ultralytics' WorldTrainer encodes the class names with the CLIP text model "
+              "clip:ViT-B/32 (the clip package and its weights, both downloads; offline, "
+              "8.4.190's train() stops at `import clip`)")
 
 
 def write_images(folder, count, size, seed):
@@ -162,12 +175,13 @@ def main():
         teacher = os.path.join(work, "vit_t14.safetensors")
         run([os.path.join(args.build, "tests/e2e/make_backbone"), teacher, "vit_t14", "5", "56"])
         sets = {task: labelled_set(os.path.join(work, f"labelled_{task}"), task)
-                for task, _ in TASKS.values()}
+                for task in dict.fromkeys(task for task, _ in TASKS.values())}  # each task once
         for name in args.models:
             suffix = name[name.index("-"):] if "-" in name else ""
             if suffix.endswith(LEVELS):  # "-p6", "-pose-p6"
                 suffix = suffix[:-3]
             task, model_class = TASKS[suffix]
+            world = model_class == "WorldModel"
             data = sets[task]
             out = os.path.join(work, name)
             run([args.bin, "train", "--data", os.path.join(work, "unlabelled"), "--out", out,
@@ -186,6 +200,8 @@ def main():
 
             reference = YOLO(f"{name}.yaml")
             reference.model.load_state_dict(state)
+            if world:  # the text embeddings the outputs score against: not in the state_dict
+                reference.model.txt_feats = model.model.txt_feats.clone()
             image = torch.rand(1, 3, 64, 64)
             with torch.no_grad():
                 ours = tensors(model.model.eval()(image))
@@ -198,15 +214,18 @@ def main():
                   f"{name}: its yaml dict and strides {model.model.stride.tolist()} are "
                   f"Ultralytics' (differing: {differ})")
 
-            before = {k: v.clone() for k, v in model.model.state_dict().items()}
-            model.train(data=data, epochs=1, imgsz=64, batch=2, workers=0, device="cpu",
-                        plots=False, val=False, amp=False, project=os.path.join(work, "runs"),
-                        name=name, verbose=False)
-            after = model.model.state_dict()
-            changed = not torch.equal(before["model.0.conv.weight"].float(),
-                                      after["model.0.conv.weight"].float())
-            check(changed, f"{name}: YOLO(exported_last.pt).train() fine-tuned it "
-                           "(one epoch, 2 steps; the backbone's first conv changed)")
+            if world:
+                print(f"skip  {name}: YOLO(exported_last.pt).train(): {WORLD_SKIP}")
+            else:
+                before = {k: v.clone() for k, v in model.model.state_dict().items()}
+                model.train(data=data, epochs=1, imgsz=64, batch=2, workers=0, device="cpu",
+                            plots=False, val=False, amp=False, project=os.path.join(work, "runs"),
+                            name=name, verbose=False)
+                after = model.model.state_dict()
+                changed = not torch.equal(before["model.0.conv.weight"].float(),
+                                          after["model.0.conv.weight"].float())
+                check(changed, f"{name}: YOLO(exported_last.pt).train() fine-tuned it "
+                               "(one epoch, 2 steps; the backbone's first conv changed)")
 
             saved = os.path.join(work, f"{name}_ultralytics.pt")
             YOLO(f"{name}.yaml").save(saved)
@@ -214,11 +233,16 @@ def main():
             check(count, f"{name}: our reader reads Ultralytics' own checkpoint "
                          f"({count} tensors, F16 as saved)")
 
-            tuned = os.path.join(work, "runs", name, "weights", "last.pt")
+            if world:  # step 4's checkpoint stands in for the fine-tuned one
+                print(f"skip  {name}: reading the checkpoint of that fine-tuning (none); "
+                      "train --checkpoint starts from Ultralytics' own checkpoint instead")
+                tuned = saved
+            else:
+                tuned = os.path.join(work, "runs", name, "weights", "last.pt")
+                count = reads_back(args.bin, tuned)
+                check(count, f"{name}: our reader reads the checkpoint Ultralytics' fine-tuning "
+                             f"wrote ({count} tensors)")
             theirs = torch.load(tuned, map_location="cpu", weights_only=False)["model"].state_dict()
-            count = reads_back(args.bin, tuned)
-            check(count, f"{name}: our reader reads the checkpoint Ultralytics' fine-tuning wrote "
-                         f"({count} tensors)")
             again = os.path.join(work, f"{name}_again")
             run([args.bin, "train", "--data", os.path.join(work, "unlabelled"), "--out", again,
                  "--model", f"ultralytics/{name}.yaml", "--checkpoint", tuned, "--method", "simclr",
@@ -228,13 +252,17 @@ def main():
             head = [k for k in theirs if k.startswith(detect)]
             same = all(torch.equal(state[k].to(theirs[k].dtype), theirs[k]) for k in head)
             # the labelled sets' classes: 1, the semantic one's 2 (background, thing);
-            # Depth has none (its one output)
-            wanted = 2 if task == "semantic" else 1
-            class_bias = {"classify": "linear.bias", "semantic": "classifier.1.bias",
-                          "depth": "head.3.bias"}.get(task, "cv3.0.2.bias")
-            classes = state[detect + class_bias].shape[0]
-            check(same and classes == wanted, f"{name}: train --checkpoint of it keeps its "
-                                              f"{wanted}-class head ({len(head)} tensors)")
+            # Depth has none (its one output); a WorldModel's YAML 80, in no tensor
+            wanted = 80 if world else 2 if task == "semantic" else 1
+            if world:
+                check(same, f"{name}: train --checkpoint of it keeps its WorldDetect head "
+                            f"({len(head)} tensors)")
+            else:
+                class_bias = {"classify": "linear.bias", "semantic": "classifier.1.bias",
+                              "depth": "head.3.bias"}.get(task, "cv3.0.2.bias")
+                classes = state[detect + class_bias].shape[0]
+                check(same and classes == wanted, f"{name}: train --checkpoint of it keeps its "
+                                                  f"{wanted}-class head ({len(head)} tensors)")
             loaded = YOLO(os.path.join(again, "exported_models", "exported_last.pt")).model
             head = loaded.model[-1]
             head_classes = (head.linear.out_features if task == "classify"

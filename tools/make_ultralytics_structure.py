@@ -12,7 +12,9 @@ Detect head) and the -seg, -pose, -obb and -cls models of yolov8n, yolo11n
 and yolo26n (Segment, Pose, OBB heads and YOLO26's; Classify) and yolov5nu
 (C3 blocks, a stem of padding 2), yolo12n and yolo12l (A2C2f: ABlock pairs
 or C3k; the l size's gamma), yolo26n-sem and yolo26n-depth (SemanticSegment,
-Depth), each
+Depth), yolov8s-world and yolov8s-worldv2 (WorldModel: C2fAttn,
+ImagePoolingAttn, WorldDetect with ContrastiveHead / BNContrastiveHead;
+LightlyTrain lists no n size of them), each
 DetectionModel (its task's model) is built from its YAML, saved with
 YOLO.save (what LightlyTrain's export calls) and loaded back with
 torch.load; one line per module of the loaded tree, in named_modules()
@@ -36,7 +38,8 @@ import torch
 MODELS = ("yolov8n", "yolo11n", "yolo11m", "yolo26n", "yolov8n-seg", "yolo11n-seg", "yolo26n-seg",
           "yolov8n-pose", "yolo11n-pose", "yolo26n-pose", "yolov8n-obb", "yolo11n-obb", "yolo26n-obb",
           "yolov8n-cls", "yolo11n-cls", "yolo26n-cls", "yolov5nu", "yolo12n", "yolo12l", "yolov5n6u",
-          "yolo26n-p6", "yolo26n-p2", "yolov8n-pose-p6", "yolov6n", "yolo26n-sem", "yolo26n-depth")
+          "yolo26n-p6", "yolo26n-p2", "yolov8n-pose-p6", "yolov6n", "yolo26n-sem", "yolo26n-depth",
+          "yolov8s-world", "yolov8s-worldv2")
 # Ultralytics 8.4 builds yolov5n6u (the released yolov5n6u.pt's model) from yolov5n-p6.yaml.
 YAMLS = {"yolov5n6u": "yolov5n-p6.yaml"}
 

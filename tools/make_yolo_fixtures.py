@@ -59,7 +59,10 @@ head on P3 ... P5), yolov5n ... yolov5x (Ultralytics builds yolov5nu's model fro
 yolov5n.yaml), yolov8n-oiv7 ... yolov8x-oiv7 (yolov8n.yaml ... with 601
 classes, the models of Ultralytics' Open Images V7 weights) and
 yolo26n-sem-ade20k ... yolo26x-sem-ade20k (yolo26n-sem.yaml ... with
-ADE20K's 150 classes), only its structure:
+ADE20K's 150 classes) and YOLO-World, yolov8s-world ... yolov8x-world and
+yolov8s-worldv2 ... yolov8x-worldv2 (WorldModel: YOLOv8's backbone, whose
+layers 0-8 LightlyTrain's cut keeps, as asserted here; a C2fAttn neck,
+v1's ImagePoolingAttn, WorldDetect), only its structure:
     metadata "M/state_dict" as above
 For yolov5nu, yolov8n, yolo11n, yolo12n, yolo12l (A2C2f's gamma), yolo26n,
 yolo11n-cls and yolov6n (ReLU) also one training step's gradients: loss =
@@ -112,6 +115,8 @@ SAME_MODELS = [f"yolov5{size}" for size in "nsmlx"]  # yolov5nu's models under t
 OPEN_IMAGES_MODELS = [f"yolov8{size}-oiv7" for size in "nsmlx"]
 # YOLO26-sem trained on ADE20K (yolo26n-sem-ade20k.pt ...): yolo26n-sem.yaml ... with 150 classes
 ADE20K_MODELS = [f"yolo26{size}-sem-ade20k" for size in "nsmlx"]
+# YOLO-World (WorldModel) as LightlyTrain 0.18 lists it: sizes s ... x of both YAMLs
+WORLD_MODELS = [f"yolov8{size}-{version}" for version in ("world", "worldv2") for size in "smlx"]
 # The layers whose outputs are stored: P3/8, P4/16 and the backbone's last.
 MAP_LAYERS = {"yolov5": (4, 6, 8), "yolov6": (4, 6, 8), "yolov5-p6": (4, 6, 10), "yolov8": (4, 6, 8), "yolo12": (4, 6, 8), "yolo11": (4, 6, 10), "yolo26": (4, 6, 10),
               "yolo26-p6": (4, 6, 12), "yolo26-p2": (4, 6, 10), "yolov8-p6": (4, 6, 10),
@@ -227,14 +232,19 @@ def add_map(safe, name, label, tensor, singles):
     safe.add(f"{name}/{label}/sumsq", np.float64(np.sum(flat * flat)))
 
 
+def state_dict_entries(model):
+    """Every state_dict entry of model with its torch shape, "key=d0xd1;..."."""
+    return ";".join(f"{key}={'x'.join(str(d) for d in tensor.shape)}"
+                    for key, tensor in model.state_dict().items())
+
+
 def add_model(safe, metadata, name):
     family = family_of(name)
     keep = MAP_LAYERS[family]
     last = keep[-1]
     model = build(name)
     feature_dim = check_backbone_cut(name, model, last)
-    metadata[f"{name}/state_dict"] = ";".join(
-        f"{key}={'x'.join(str(d) for d in tensor.shape)}" for key, tensor in model.state_dict().items())
+    metadata[f"{name}/state_dict"] = state_dict_entries(model)
     side = IMAGE_SIZE
     image = torch.from_numpy(fixture_value(f"input/yolo/{side}", (BATCH, 3, side, side), 0.0, 1.0))
     eval_singles = float32_runs(model, last, keep, image, False)
@@ -282,20 +292,21 @@ def main():
     for name in MODELS + CLASSIFY_MODELS:
         add_model(safe, metadata, name)
     from ultralytics.nn.tasks import (DepthModel, DetectionModel, OBBModel, PoseModel,
-                                      SegmentationModel, SemanticSegmentationModel)
+                                      SegmentationModel, SemanticSegmentationModel, WorldModel)
     classes = {"seg": SegmentationModel, "pose": PoseModel, "obb": OBBModel,
                "sem": SemanticSegmentationModel, "depth": DepthModel}
-    for name in HEAD_MODELS + SAME_MODELS + OPEN_IMAGES_MODELS + ADE20K_MODELS:
+    for name in HEAD_MODELS + SAME_MODELS + OPEN_IMAGES_MODELS + ADE20K_MODELS + WORLD_MODELS:
         if name in OPEN_IMAGES_MODELS:
             model = DetectionModel(cfg=f"{name[:7]}.yaml", ch=3, nc=601, verbose=False)
         elif name in ADE20K_MODELS:
             model = SemanticSegmentationModel(cfg=f"{name[:11]}.yaml", ch=3, nc=150, verbose=False)
+        elif name in WORLD_MODELS:
+            model = WorldModel(cfg=f"{name}.yaml", ch=3, verbose=False)
+            check_backbone_cut(name, model, MAP_LAYERS["yolov8"][-1])  # YOLOv8's layers 0-8
         else:
             model_class = classes[name.rpartition("-")[2]] if "-" in name else DetectionModel
             model = model_class(cfg=f"{name}.yaml", ch=3, verbose=False)
-        metadata[f"{name}/state_dict"] = ";".join(
-            f"{key}={'x'.join(str(d) for d in tensor.shape)}"
-            for key, tensor in model.state_dict().items())
+        metadata[f"{name}/state_dict"] = state_dict_entries(model)
     metadata.update({"generator": "tools/make_yolo_fixtures.py",
                      "command": "python tools/make_yolo_fixtures.py --out tests/fixtures",
                      "reference": f"ultralytics {ultralytics.__version__} DetectionModel",

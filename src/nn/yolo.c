@@ -336,7 +336,33 @@ static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *pa
         backend->op.fill(backend, param->value, value, param->count);
         return 0;
     }
-    if (strstr(param->name, ".bn.")) {
+    // YOLO-World: C2fAttn's MaxSigmoidAttnBlock bias 0; WorldDetect's
+    // ContrastiveHeads bias -10, logit_scale log(1 / 0.07) as float32 (v1)
+    // or -1 (v2's BNContrastiveHead)
+    const YoloModuleKind kind = layer >= 0 && layer < model->layer_count
+                                    ? model->layers[layer].kind
+                                    : YOLO_CONV;
+    const int world_head = kind == YOLO_WORLD_DETECT;
+    if (kind == YOLO_C2F_ATTN && has_suffix(param->name, ".attn.bias")) {
+        backend->op.fill(backend, param->value, 0.0f, param->count);
+        return 0;
+    }
+    if (world_head && strstr(param->name, ".cv4.") && !strstr(param->name, ".norm.")) {
+        const float value = has_suffix(param->name, ".bias") ? -10.0f
+                            : model->config.family == YOLO_V8_WORLDV2
+                                ? -1.0f
+                                : logf((float)(1.0 / 0.07));
+        backend->op.fill(backend, param->value, value, param->count);
+        return 0;
+    }
+    // Norms: BatchNorm (Conv's bn, BNContrastiveHead's norm) and
+    // ImagePoolingAttn's LayerNorms (query.0, key.0, value.0): weight 1,
+    // bias 0, running mean 0, running var 1.
+    const int layer_norm = kind == YOLO_IMAGE_POOLING_ATTN &&
+                           (strstr(param->name, ".query.0.") || strstr(param->name, ".key.0.") ||
+                            strstr(param->name, ".value.0."));
+    if (strstr(param->name, ".bn.") || (world_head && strstr(param->name, ".norm.")) ||
+        layer_norm) {
         const float value = has_suffix(param->name, ".weight") || has_suffix(param->name, ".running_var");
         backend->op.fill(backend, param->value, value, param->count);
         return 0;
@@ -359,14 +385,16 @@ static int init_tensor(Yolo *model, const ParameterSet *set, const Parameter *pa
         return layer_init_parameter(backend, param, seed, INIT_UNIFORM,
                                     (float)(1.0 / sqrt(fan_in)), err);
     }
+    // (WorldDetect.bias_init: box 1.0; its class stacks keep PyTorch's
+    // default, their scores coming from the text embeddings)
     int level = -1;
     const char *cv = strstr(param->name, ".cv2.");
-    if (!cv) cv = strstr(param->name, ".cv3.");
+    if (!cv && !world_head) cv = strstr(param->name, ".cv3.");
     if (cv && sscanf(cv + 5, "%d", &level) == 1 && has_suffix(param->name, ".2.bias")) {
         if (level < 0 || level >= 4)
             return error_set(err, "%s: no head level %d", param->name, level);
         const double stride = model->head_strides[level];
-        const float value = cv[3] == '2' ? 2.0f
+        const float value = cv[3] == '2' ? (world_head ? 1.0f : 2.0f)
                                          : (float)log(5.0 / model->config.classes /
                                                       pow(640.0 / stride, 2.0));
         backend->op.fill(backend, param->value, value, param->count);
@@ -423,8 +451,9 @@ int yolo_head_from_weights(const SafeTensors *file, const char *prefix, YoloConf
     yolo_yaml_lines(config->family, config->task, &count);  // the head is the YAML's last line
     char key[SAFETENSORS_MAX_NAME];
     // Detect's first class conv (classes, width, 1, 1), Classify's Linear (classes, 1280),
-    // SemanticSegment's classifier conv (classes, width, 1, 1); Depth has no classes
-    if (config->task == YOLO_TASK_DEPTH) return 0;
+    // SemanticSegment's classifier conv (classes, width, 1, 1); Depth has no classes, and
+    // no tensor of WorldDetect's has its count (its class stacks end in text embeddings)
+    if (config->task == YOLO_TASK_DEPTH || yolo_is_world(config->family)) return 0;
     if (config->task == YOLO_TASK_CLASSIFY)
         snprintf(key, sizeof key, "%smodel.%d.linear.weight", prefix, count - 1);
     else if (config->task == YOLO_TASK_SEMANTIC)
@@ -490,8 +519,8 @@ int yolo_config_from_weights(const SafeTensors *file, const char *prefix, YoloCo
     }
     return error_set(err, "the Ultralytics model under \"%s\" is none of yolov8n..x, "
                           "yolo11n..x, yolo26n..x or their -seg, -pose (17 keypoints), -obb and "
-                          "-cls models, yolo26's -sem and -depth models, or yolov5nu..xu, "
-                          "yolo12n..x (its tensors match no size's "
+                          "-cls models, yolo26's -sem and -depth models, yolov5nu..xu, "
+                          "yolo12n..x, or yolov8s..x-world(v2) (its tensors match no size's "
                           "names and shapes)", prefix);
 }
 

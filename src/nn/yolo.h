@@ -16,7 +16,8 @@
 // upsample, concat, C2f / C3k2, Conv) and the Detect head (YOLO26's: 4 box
 // outputs per level (reg_max 1, no DFL) and the end-to-end one-to-one
 // copies of both stacks), or the head of the model's task (YoloTask; the
-// -cls models have no SPPF and no neck, then Classify).
+// -cls models have no SPPF and no neck, then Classify); YOLO-World's
+// (YOLO_V8_WORLD*) neck and WorldDetect head.
 //
 // What runs and what is trained is what LightlyTrain 0.18 trains
 // (lightly_train/_models/ultralytics/ultralytics.py, _get_backbone): the
@@ -67,9 +68,15 @@
 // YOLO_V6: yolov6.yaml (Meituan's YOLOv6 as Ultralytics builds it: plain Convs, several
 // in a row as a Sequential, every Conv with ReLU (the YAML's activation), a neck of
 // ConvTranspose2d upsamplings, YOLOv8's Detect); detection only, no released weights.
+// YOLO_V8_WORLD, YOLO_V8_WORLDV2: yolov8-world.yaml and yolov8-worldv2.yaml (YOLO-World,
+// open-vocabulary detection: Ultralytics' WorldModel, task detect; sizes s ... x as
+// LightlyTrain lists them): YOLOv8's backbone, a neck of C2fAttn blocks guided by the
+// class names' text embeddings (v1 also an ImagePoolingAttn), a WorldDetect head whose
+// class stacks end in 512-wide embeddings scored by a ContrastiveHead (v2: a
+// BNContrastiveHead) per level.
 typedef enum YoloFamily {
     YOLO_V5, YOLO_V8, YOLO_11, YOLO_12, YOLO_26, YOLO_V5_P6, YOLO_26_P6, YOLO_26_P2, YOLO_V8_P6,
-    YOLO_V6
+    YOLO_V6, YOLO_V8_WORLD, YOLO_V8_WORLDV2
 } YoloFamily;
 
 // The model's head (its YAML's last line), each Detect's stacks plus its
@@ -99,6 +106,12 @@ typedef enum YoloTask {
 #define YOLO_MASKS 32        // Segment's nm: the YAMLs' [nc, 32, 256]
 #define YOLO_KEYPOINTS 17    // Pose's kpt_shape: the YAMLs' [17, 3]
 #define YOLO_KEYPOINT_DIMS 3
+// YOLO-World: the text embeddings' width (CLIP ViT-B/32's: WorldDetect's embed,
+// MaxSigmoidAttnBlock's guide channels gc, ImagePoolingAttn's ct), and
+// ImagePoolingAttn's heads and pooled grid (k x k per level), none scaled.
+#define YOLO_WORLD_EMBED 512
+#define YOLO_WORLD_POOL_HEADS 8
+#define YOLO_WORLD_POOL_GRID 3
 // The suffix of a task's model names ("", "-seg", "-pose", "-obb", "-cls", "-sem",
 // "-depth").
 const char *yolo_task_suffix(YoloTask task);
@@ -115,7 +128,8 @@ typedef struct YoloConfig {
 } YoloConfig;
 
 // "yolov5nu" ... "yolov5xu", "yolov5n" ... "yolov5x" (the same models),
-// "yolov8n" ... "yolo26x", and each with "-seg", "-pose", "-obb", "-cls" (a
+// "yolov8n" ... "yolo26x", and each with "-seg", "-pose", "-obb", "-cls",
+// "yolov8s-world" ... "yolov8x-worldv2" (a
 // ".yaml" or ".pt" suffix and an "ultralytics/"
 // prefix as LightlyTrain writes them are the caller's: yolo_parse_name).
 extern const char *const yolo_model_names[];
@@ -143,6 +157,10 @@ typedef enum YoloModuleKind {
     YOLO_CONV_TRANSPOSE,  // YOLOv6's neck: a bare nn.ConvTranspose2d (k 2, s 2, bias; never runs)
     YOLO_SEMANTIC,  // the head of the -sem models (SemanticSegment)
     YOLO_DEPTH,     // the head of the -depth models (Depth)
+    YOLO_C2F_ATTN,  // YOLO-World's neck: C2f + a MaxSigmoidAttnBlock (never runs)
+    YOLO_IMAGE_POOLING_ATTN,  // YOLO-World v1's neck: text embeddings from image features
+                              // (never runs)
+    YOLO_WORLD_DETECT,  // YOLO-World's head (WorldDetect)
 } YoloModuleKind;
 
 // A Conv's activation: none (act=False), Ultralytics' default SiLU, or the
@@ -202,6 +220,7 @@ typedef struct YoloModule {
     int shortcut, c3k;        // C2f / C3k2 arguments; SPPF: shortcut (YOLO26's y + x);
                               // A2C2f: residual (y = x + gamma * cv2(...))
     int attn;                 // C3k2: YOLO26's Bottleneck + PSABlock inner blocks
+    int heads;                // C2fAttn: its MaxSigmoidAttnBlock's nh (scaled)
     int plain_cv1;            // SPPF: YOLO26's cv1 without SiLU
     float expansion;          // C2f / C3k2's e
     YoloConv cv1, cv2;        // Conv: cv1
@@ -290,7 +309,8 @@ int yolo_prepare_batch(Yolo *model, int slot, int batch, ErrorMessage *err);
 // PyTorch's default (kaiming_uniform a = sqrt(5): uniform in +-1/sqrt(fan_in),
 // biases too), BatchNorm weight 1, bias 0, running mean 0, var 1; the
 // Detect head's last biases as Detect.bias_init sets them (box 2.0, class
-// log(5 / nc / (640 / stride)^2)); the DFL conv's weight 0 .. 15. Draws from
+// log(5 / nc / (640 / stride)^2); WorldDetect's: box 1.0, class stacks
+// left at PyTorch's default); the DFL conv's weight 0 .. 15. Draws from
 // the counter-based RNG keyed by (seed, name).
 int yolo_init(Yolo *model, uint64_t seed, ErrorMessage *err);
 
@@ -341,12 +361,16 @@ typedef struct YoloYamlLine {
     int repeats;
     YoloModuleKind kind;
     int channels;    // args[0] (c2) before scaling; 0 where the module has none
-    int kernel, stride;
+    int kernel, stride;  // YOLO-World's rows keep their widths in kernel: C2fAttn's ec
+                         // ([c2, ec, nh]), ImagePoolingAttn's ec ([ec]), WorldDetect's embed
+                         // ([nc, embed, with_bn])
     int flag;        // C2f, C3, C2: shortcut; C3k2: c3k; SPPF: YOLO26's rows [c2, 5, 3, True]
                      // (1: n = 3 pools, shortcut, an unactivated cv1) and [c2, 5, 3, False]
-                     // (2: yolo26-p6's, no shortcut); 0: [c2, 5] (cv1 with SiLU)
+                     // (2: yolo26-p6's, no shortcut); 0: [c2, 5] (cv1 with SiLU);
+                     // WorldDetect: with_bn (BNContrastiveHead)
     float expansion; // C3k2's e (0: the default 0.5)
-    int attn;        // C3k2: YOLO26's attn argument (its 4th); A2C2f: area (a2 in flag)
+    int attn;        // C3k2: YOLO26's attn argument (its 4th); A2C2f: area (a2 in flag);
+                     // C2fAttn: nh
     int padding;     // Conv: the row's p (YOLOv5's stem [64, 6, 2, 2]); 0: none given (k / 2)
 } YoloYamlLine;
 const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count);
@@ -360,6 +384,8 @@ int yolo_end2end(YoloFamily family);
 int yolo_legacy_head(YoloFamily family);
 // YOLO26's blocks and heads (yolo26.yaml and its -p6, -p2 variants).
 int yolo_is_26(YoloFamily family);
+// YOLO-World (yolov8-world.yaml, yolov8-worldv2.yaml).
+int yolo_is_world(YoloFamily family);
 // The activation of the family's Convs (parse_model's Conv.default_act).
 int yolo_default_act(YoloFamily family);
 // The layers LightlyTrain's backbone keeps of a (non -cls) family's model:

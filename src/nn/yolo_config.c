@@ -1,10 +1,12 @@
 // The YOLO models' names and structure: Ultralytics' yolov5.yaml,
-// yolov8.yaml, yolo11.yaml, yolo12.yaml and yolo26.yaml (ultralytics 8.4.190, cfg/models) as tables,
+// yolov8.yaml, yolo11.yaml, yolo12.yaml, yolo26.yaml and the others of
+// their families (ultralytics 8.4.190, cfg/models) as tables,
 // scaled per size as parse_model scales them (see yolo.h):
 //   repeats  n' = max(round(n * depth), 1) when n > 1 (Python's round: half to even)
 //   channels c2' = ceil(min(c2, max_channels) * width / 8) * 8
 //   C3k2     c3k forced on for the m, l and x sizes
 //   A2C2f    the l and x sizes' residual gamma and MLP ratio 1.2 (else 2.0)
+//   C2fAttn  heads nh' = int(max(min(nh, max_channels // 64) * width, 1)) when nh > 1
 // and each layer's input channels from the layers it reads.
 #include <math.h>
 #include <stdio.h>
@@ -34,7 +36,9 @@ const char *const yolo_model_names[] = {"yolov8n", "yolov8s", "yolov8m", "yolov8
     "yolov6n", "yolov6s", "yolov6m", "yolov6l", "yolov6x", "yolo26n-sem", "yolo26s-sem",
     "yolo26m-sem", "yolo26l-sem", "yolo26x-sem", "yolo26n-depth", "yolo26s-depth",
     "yolo26m-depth", "yolo26l-depth", "yolo26x-depth", "yolo26n-sem-ade20k",
-    "yolo26s-sem-ade20k", "yolo26m-sem-ade20k", "yolo26l-sem-ade20k", "yolo26x-sem-ade20k", NULL};
+    "yolo26s-sem-ade20k", "yolo26m-sem-ade20k", "yolo26l-sem-ade20k", "yolo26x-sem-ade20k",
+    "yolov8s-world", "yolov8m-world", "yolov8l-world", "yolov8x-world", "yolov8s-worldv2",
+    "yolov8m-worldv2", "yolov8l-worldv2", "yolov8x-worldv2", NULL};
 
 #define PREV {-1}, 1
 // yolov5.yaml (YOLOv5u: anchor-free, YOLOv8's Detect): a 6x6 stem of
@@ -79,12 +83,16 @@ static const YoloYamlLine yolov5_p6_yaml[] = {
     {{23, 26, 29, 32}, 4, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
 
+// yolov8.yaml; yolov8-world.yaml and yolov8-worldv2.yaml share its backbone
+// rows (layers 0-9).
+#define YOLOV8_BACKBONE_ROWS                                                                      \
+    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},   \
+    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},   \
+    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},   \
+    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},  \
+    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0, 0, 0},     {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0, 0}
 static const YoloYamlLine yolov8_yaml[] = {
-    {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},      {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 128, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},
-    {PREV, 6, YOLO_C2F, 256, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},
-    {PREV, 6, YOLO_C2F, 512, 0, 0, 1, 0, 0, 0},      {PREV, 1, YOLO_CONV, 1024, 3, 2, 0, 0, 0, 0},
-    {PREV, 3, YOLO_C2F, 1024, 0, 0, 1, 0, 0, 0},     {PREV, 1, YOLO_SPPF, 1024, 5, 1, 0, 0, 0, 0},
+    YOLOV8_BACKBONE_ROWS,
     {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},   {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},
     {PREV, 3, YOLO_C2F, 512, 0, 0, 0, 0, 0, 0},      {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},
     {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 256, 0, 0, 0, 0, 0, 0},
@@ -93,6 +101,40 @@ static const YoloYamlLine yolov8_yaml[] = {
     {{-1, 9}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0}, {PREV, 3, YOLO_C2F, 1024, 0, 0, 0, 0, 0, 0},
     {{15, 18, 21}, 3, 1, YOLO_DETECT, 0, 0, 0, 0, 0, 0, 0},
 };
+
+// yolov8-world.yaml and yolov8-worldv2.yaml: YOLOv8's backbone; the neck's
+// C2f rows are C2fAttn [c2, ec, nh] (no shortcut; parse_model scales nh and
+// sets ec to the block's hidden width), v1 adds ImagePoolingAttn [256] on
+// P3 ... P5 as layer 16 (its output: the text embeddings, read by no
+// layer); the row after P3 reads layer 15 by number in both YAMLs.
+#define YOLOV8_WORLD_ROWS_TO_P3                                                                    \
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},                                                 \
+    {{-1, 6}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},                                             \
+    {PREV, 3, YOLO_C2F_ATTN, 512, 256, 0, 0, 0, 8, 0},                                          \
+    {PREV, 1, YOLO_UPSAMPLE, 0, 0, 0, 0, 0, 0, 0},                                                 \
+    {{-1, 4}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},                                             \
+    {PREV, 3, YOLO_C2F_ATTN, 256, 128, 0, 0, 0, 4, 0}
+#define YOLOV8_WORLD_ROWS_TO_P5                                                                    \
+    {{15}, 1, 1, YOLO_CONV, 256, 3, 2, 0, 0, 0, 0},                                                \
+    {{-1, 12}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},                                            \
+    {PREV, 3, YOLO_C2F_ATTN, 512, 256, 0, 0, 0, 8, 0},                                          \
+    {PREV, 1, YOLO_CONV, 512, 3, 2, 0, 0, 0, 0},                                                   \
+    {{-1, 9}, 2, 1, YOLO_CONCAT, 0, 0, 0, 0, 0, 0, 0},                                             \
+    {PREV, 3, YOLO_C2F_ATTN, 1024, 512, 0, 0, 0, 16, 0}
+// WorldDetect [nc, 512, with_bn]: ContrastiveHead (v1) or BNContrastiveHead (v2).
+static const YoloYamlLine yolov8_world_yaml[] = {
+    YOLOV8_BACKBONE_ROWS, YOLOV8_WORLD_ROWS_TO_P3,
+    {{15, 12, 9}, 3, 1, YOLO_IMAGE_POOLING_ATTN, 0, 256, 0, 0, 0, 0, 0},
+    YOLOV8_WORLD_ROWS_TO_P5,
+    {{15, 19, 22}, 3, 1, YOLO_WORLD_DETECT, 0, YOLO_WORLD_EMBED, 0, 0, 0, 0, 0},
+};
+static const YoloYamlLine yolov8_worldv2_yaml[] = {
+    YOLOV8_BACKBONE_ROWS, YOLOV8_WORLD_ROWS_TO_P3, YOLOV8_WORLD_ROWS_TO_P5,
+    {{15, 18, 21}, 3, 1, YOLO_WORLD_DETECT, 0, YOLO_WORLD_EMBED, 0, 1, 0, 0, 0},
+};
+#undef YOLOV8_BACKBONE_ROWS
+#undef YOLOV8_WORLD_ROWS_TO_P3
+#undef YOLOV8_WORLD_ROWS_TO_P5
 
 static const YoloYamlLine yolo11_yaml[] = {
     {PREV, 1, YOLO_CONV, 64, 3, 2, 0, 0, 0, 0},        {PREV, 1, YOLO_CONV, 128, 3, 2, 0, 0, 0, 0},
@@ -313,6 +355,12 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
         *count = (int)(sizeof yolov8_pose_p6_yaml / sizeof *yolov8_pose_p6_yaml);
         return yolov8_pose_p6_yaml;
     case YOLO_V6: *count = (int)(sizeof yolov6_yaml / sizeof *yolov6_yaml); return yolov6_yaml;
+    case YOLO_V8_WORLD:
+        *count = (int)(sizeof yolov8_world_yaml / sizeof *yolov8_world_yaml);
+        return yolov8_world_yaml;
+    case YOLO_V8_WORLDV2:
+        *count = (int)(sizeof yolov8_worldv2_yaml / sizeof *yolov8_worldv2_yaml);
+        return yolov8_worldv2_yaml;
     case YOLO_26: break;
     }
     *count = (int)(sizeof yolo26_yaml / sizeof *yolo26_yaml);
@@ -323,7 +371,8 @@ const YoloYamlLine *yolo_yaml_lines(YoloFamily family, YoloTask task, int *count
 const YoloScale *yolo_yaml_scales(YoloFamily family, YoloTask task) {
     if (family == YOLO_V5 || family == YOLO_V5_P6) return yolov5_scales;
     if (family == YOLO_V8) return task == YOLO_TASK_CLASSIFY ? yolov8_cls_scales : yolov8_scales;
-    if (family == YOLO_V8_P6 || family == YOLO_V6) return yolov8_scales;  // theirs are YOLOv8's
+    if (family == YOLO_V8_P6 || family == YOLO_V6 || yolo_is_world(family))
+        return yolov8_scales;  // theirs are YOLOv8's
     return yolo11_scales;
 }
 
@@ -335,11 +384,14 @@ const char *yolo_task_suffix(YoloTask task) {
 int yolo_is_26(YoloFamily family) {
     return family == YOLO_26 || family == YOLO_26_P6 || family == YOLO_26_P2;
 }
+int yolo_is_world(YoloFamily family) {
+    return family == YOLO_V8_WORLD || family == YOLO_V8_WORLDV2;
+}
 int yolo_reg_max(YoloFamily family) { return yolo_is_26(family) ? 1 : 16; }
 int yolo_end2end(YoloFamily family) { return yolo_is_26(family); }
 int yolo_legacy_head(YoloFamily family) {
     return family == YOLO_V5 || family == YOLO_V5_P6 || family == YOLO_V8 ||
-           family == YOLO_V8_P6 || family == YOLO_V6;
+           family == YOLO_V8_P6 || family == YOLO_V6 || yolo_is_world(family);
 }
 int yolo_default_act(YoloFamily family) {
     return family == YOLO_V6 ? YOLO_ACT_RELU : YOLO_ACT_SILU;
@@ -372,6 +424,8 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
             continue;
         config->family = strncmp(name, "yolo11", 6) == 0   ? YOLO_11
                          : strncmp(name, "yolo12", 6) == 0 ? YOLO_12
+                         : ends_with(name, length, "-world")   ? YOLO_V8_WORLD
+                         : ends_with(name, length, "-worldv2") ? YOLO_V8_WORLDV2
                          : strncmp(name, "yolov8", 6) == 0 && ends_with(name, length, "-p6")
                              ? YOLO_V8_P6
                          : ends_with(name, length, "-p6")  ? YOLO_26_P6
@@ -441,7 +495,9 @@ int yolo_parse_name(const char *text, YoloConfig *config, int *pretrained, Error
                           "yolov8x-pose-p6.yaml, yolov8x-pose-p6.pt; yolov6n.yaml ... "
                           "yolov6x.yaml; yolo26n-sem.yaml ... yolo26x-sem.yaml, "
                           "yolo26n-depth.yaml ... yolo26x-depth.yaml, "
-                          "yolo26n-sem-ade20k.pt ... yolo26x-sem-ade20k.pt)",
+                          "yolo26n-sem-ade20k.pt ... yolo26x-sem-ade20k.pt; "
+                          "yolov8s-world.yaml ... yolov8x-world.yaml and yolov8s-worldv2.yaml "
+                          "... yolov8x-worldv2.yaml)",
                      text);
 }
 
@@ -543,6 +599,21 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
             if (c1 != c2) return error_set(err, "%s: C2PSA of %d -> %d channels", config->name, c1, c2);
             layer->hidden = c1 / 2;
             break;
+        case YOLO_C2F_ATTN:  // nh' = int(max(min(nh, max_channels // 64) * width, 1)) when nh > 1
+            layer->shortcut = line->flag;
+            layer->hidden = (int)(c2 * 0.5f);
+            layer->heads = line->attn;
+            if (line->attn > 1) {
+                const int capped = line->attn < scale->max_channels / 64 ? line->attn
+                                                                         : scale->max_channels / 64;
+                layer->heads = (int)fmax(capped * scale->width, 1.0);
+            }
+            if (layer->hidden % layer->heads)
+                return error_set(err, "%s: C2fAttn of %d hidden channels in %d heads", config->name,
+                                 layer->hidden, layer->heads);
+            if (i < yolo_backbone_layers(config->family))
+                return error_set(err, "%s: C2fAttn in the backbone (layer %d)", config->name, i);
+            break;
         case YOLO_DETECT:  // Segment's npr: its 256 scaled as a layer's channels
             if (config->task == YOLO_TASK_SEGMENT) {
                 const int npr = 256 < scale->max_channels ? 256 : scale->max_channels;
@@ -556,7 +627,7 @@ int yolo_build_layers(Yolo *model, ErrorMessage *err) {
         strides[i] = i == 0 ? 1 : strides[layer->from[0]];
         if (line->kind == YOLO_CONV) strides[i] *= layer->stride;
         if (line->kind == YOLO_UPSAMPLE || line->kind == YOLO_CONV_TRANSPOSE) strides[i] /= 2;
-        if (line->kind == YOLO_DETECT)
+        if (line->kind == YOLO_DETECT || line->kind == YOLO_WORLD_DETECT)
             for (int f = 0; f < line->from_count; f++)
                 model->head_strides[f] = strides[layer->from[f]];
     }

@@ -200,6 +200,16 @@ static int declare_biased_conv(Declarer *d, const char *name, int in, int out, i
     return parameter_declare(d->set, key, PARAM_BIAS, 1, bias_shape, NULL, err) < 0 ? -1 : 0;
 }
 
+// A torch Linear (never run) "<name>.weight" (out, in) and "<name>.bias" (out).
+static int declare_linear(Declarer *d, const char *name, int in, int out, ErrorMessage *err) {
+    char key[PARAM_MAX_NAME];
+    const int weight_shape[2] = {out, in};
+    yolo_name_format(key, "%s.weight", name);
+    if (parameter_declare(d->set, key, PARAM_WEIGHT, 2, weight_shape, NULL, err) < 0) return -1;
+    yolo_name_format(key, "%s.bias", name);
+    return parameter_declare(d->set, key, PARAM_BIAS, 1, &out, NULL, err) < 0 ? -1 : 0;
+}
+
 // One head stack of one level under "<prefix>.<head>.<level>": two 3x3 Convs
 // (box; YOLOv8's class stack too) or two DWConv + 1x1 Conv pairs (class),
 // then a plain Conv2d with bias of `last` outputs.
@@ -347,14 +357,40 @@ static int declare_keypoints_or_angle(Declarer *d, YoloModule *layer, const char
     return 0;
 }
 
+// WorldDetect's cv4 (never run): per level a ContrastiveHead, its bias (1)
+// and logit_scale (a 0-d Parameter), and for yolov8-worldv2.yaml's
+// with_bn a BNContrastiveHead: those two then norm, a BatchNorm2d of the
+// embeddings' width (its own parameters first, as its state_dict lists them).
+static int declare_contrastive(Declarer *d, YoloModule *layer, const char *prefix,
+                               ErrorMessage *err) {
+    Yolo *model = d->model;
+    const int one = 1, with_bn = model->config.family == YOLO_V8_WORLDV2;
+    char name[PARAM_MAX_NAME];
+    for (int level = 0; level < layer->from_count; level++) {
+        yolo_name_format(name, "%s.cv4.%d.bias", prefix, level);
+        if (parameter_declare(d->set, name, PARAM_BIAS, 1, &one, NULL, err) < 0) return -1;
+        yolo_name_format(name, "%s.cv4.%d.logit_scale", prefix, level);
+        if (parameter_declare(d->set, name, PARAM_BIAS, 0, NULL, NULL, err) < 0) return -1;
+        if (!with_bn) continue;
+        BatchNorm norm;
+        yolo_name_format(name, "%s.cv4.%d.norm", prefix, level);
+        if (batchnorm_declare(&norm, d->set, &model->buffers, name, YOLO_WORLD_EMBED,
+                              model->config.bn_momentum, model->config.bn_eps, err))
+            return -1;
+    }
+    return 0;
+}
+
 // The Detect head (never run): per level, cv2 (box, 4 x reg_max outputs)
 // and cv3 (class) stacks, the DFL conv when reg_max > 1, and with end2end
 // (YOLO26) the one-to-one copies one2one_cv2 and one2one_cv3, in the order
-// of Ultralytics' state_dict.
+// of Ultralytics' state_dict. WorldDetect (YOLO-World): its class stacks
+// end in the text embeddings' width, then cv4, the contrastive heads.
 static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, ErrorMessage *err) {
     Yolo *model = d->model;
     const YoloFamily family = model->config.family;
     const int legacy = yolo_legacy_head(family), classes = model->config.classes;
+    const int world = layer->kind == YOLO_WORLD_DETECT;
     const int reg_max = yolo_reg_max(family);
     const int ch0 = model->layers[layer->from[0]].out_channels;
     int box = ch0 / 4 > 4 * reg_max ? ch0 / 4 : 4 * reg_max;  // max(16, ch0 / 4, 4 reg_max)
@@ -369,7 +405,9 @@ static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, Er
                 const int x = model->layers[layer->from[level]].out_channels;
                 if (declare_head_stack(d, prefix, heads[copy][stack], level, x,
                                        stack == 0 ? box : cls,
-                                       stack == 0 ? 4 * reg_max : classes,
+                                       stack == 0 ? 4 * reg_max
+                                       : world    ? YOLO_WORLD_EMBED
+                                                  : classes,
                                        stack == 0 || legacy, err))
                     return -1;
             }
@@ -380,6 +418,7 @@ static int declare_detect(Declarer *d, YoloModule *layer, const char *prefix, Er
             if (conv2d_declare(&dfl, d->set, name, reg_max, 1, 1, 1, 0, err)) return -1;
         }
     }
+    if (world) return declare_contrastive(d, layer, prefix, err);
     switch (model->config.task) {
     case YOLO_TASK_DETECT:
     case YOLO_TASK_CLASSIFY:  // (the -cls, -sem and -depth YAMLs have their own heads)
@@ -457,12 +496,54 @@ static int declare_classify(Declarer *d, const char *prefix, int in_channels,
     yolo_name_format(name, "%s.conv", prefix);
     if (declare_conv(d, &unused, name, in_channels, YOLO_CLASSIFY_HIDDEN, 1, 1, 1, 0, err))
         return -1;
-    const int classes = d->model->config.classes;
-    const int weight_shape[2] = {classes, YOLO_CLASSIFY_HIDDEN};
-    yolo_name_format(name, "%s.linear.weight", prefix);
-    if (parameter_declare(d->set, name, PARAM_WEIGHT, 2, weight_shape, NULL, err) < 0) return -1;
-    yolo_name_format(name, "%s.linear.bias", prefix);
-    return parameter_declare(d->set, name, PARAM_BIAS, 1, &classes, NULL, err) < 0 ? -1 : 0;
+    yolo_name_format(name, "%s.linear", prefix);
+    return declare_linear(d, name, YOLO_CLASSIFY_HIDDEN, d->model->config.classes, err);
+}
+
+// C2fAttn's MaxSigmoidAttnBlock(c, c, nh, ec = c, gc = 512) (never run):
+// bias (nh; its own parameter, listed first), gl (Linear from the text
+// embeddings to ec), proj_conv (a 3x3 Conv without activation). parse_model
+// sets ec to the block's width, so there is no ec Conv (c1 == ec).
+static int declare_max_sigmoid_attn(Declarer *d, const YoloModule *layer, const char *prefix,
+                                    ErrorMessage *err) {
+    const int c = layer->hidden;
+    char name[PARAM_MAX_NAME];
+    YoloConv unused;
+    yolo_name_format(name, "%s.attn.bias", prefix);
+    if (parameter_declare(d->set, name, PARAM_BIAS, 1, &layer->heads, NULL, err) < 0) return -1;
+    yolo_name_format(name, "%s.attn.gl", prefix);
+    if (declare_linear(d, name, YOLO_WORLD_EMBED, c, err)) return -1;
+    yolo_name_format(name, "%s.attn.proj_conv", prefix);
+    return declare_conv(d, &unused, name, c, c, 3, 1, 0, 0, err);
+}
+
+// ImagePoolingAttn(ec, ch, ct = 512, nh 8, k 3) (never run; ec its row's,
+// in the layer's kernel): query, key and value each Sequential(LayerNorm,
+// Linear) (from ct, ec, ec to ec), proj (Linear ec to ct), projections (a
+// Conv2d with bias from each level to ec); its max pools have no tensors.
+static int declare_image_pooling_attn(Declarer *d, const YoloModule *layer, const char *prefix,
+                                      ErrorMessage *err) {
+    const int ec = layer->kernel, ct = YOLO_WORLD_EMBED;
+    static const char *const parts[3] = {"query", "key", "value"};
+    char name[PARAM_MAX_NAME];
+    for (int p = 0; p < 3; p++) {
+        const int in = p ? ec : ct;
+        yolo_name_format(name, "%s.%s.0.weight", prefix, parts[p]);
+        if (parameter_declare(d->set, name, PARAM_NORM, 1, &in, NULL, err) < 0) return -1;
+        yolo_name_format(name, "%s.%s.0.bias", prefix, parts[p]);
+        if (parameter_declare(d->set, name, PARAM_NORM, 1, &in, NULL, err) < 0) return -1;
+        yolo_name_format(name, "%s.%s.1", prefix, parts[p]);
+        if (declare_linear(d, name, in, ec, err)) return -1;
+    }
+    yolo_name_format(name, "%s.proj", prefix);
+    if (declare_linear(d, name, ec, ct, err)) return -1;
+    for (int level = 0; level < layer->from_count; level++) {
+        yolo_name_format(name, "%s.projections.%d", prefix, level);
+        if (declare_biased_conv(d, name, d->model->layers[layer->from[level]].out_channels, ec,
+                                1, 1, err))
+            return -1;
+    }
+    return 0;
 }
 
 // A2C2f(c1, c2, n, a2, area, residual, mlp_ratio): gamma (c2; the l and x
@@ -562,12 +643,15 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
     case YOLO_C2F:
     case YOLO_C3K2:
     case YOLO_C2PSA:
+    case YOLO_C2F_ATTN:
     case YOLO_C2: {  // C2: cv2 reads cv1's two halves (the first through m), not every output
         const int halves = layer->kind == YOLO_C2PSA || layer->kind == YOLO_C2, n = layer->repeats;
+        const int attn = layer->kind == YOLO_C2F_ATTN;  // C2fAttn: cv2 reads the attn's output too
         yolo_name_format(name, "%s.cv1", prefix);
         if (declare_conv(&d, &layer->cv1, name, c1, 2 * c, 1, 1, 1, 0, err)) return -1;
         yolo_name_format(name, "%s.cv2", prefix);
-        if (declare_conv(&d, &layer->cv2, name, halves ? 2 * c : (2 + n) * c, c2, 1, 1, 1, 0, err))
+        if (declare_conv(&d, &layer->cv2, name, halves ? 2 * c : (2 + n + attn) * c, c2, 1, 1, 1,
+                         0, err))
             return -1;
         layer->inner = calloc((size_t)n, sizeof *layer->inner);
         if (!layer->inner) return error_set(err, "out of memory");
@@ -581,17 +665,19 @@ static int declare_layer(Yolo *model, int index, ErrorMessage *err) {
             else if (layer->attn) status = declare_bottleneck_psa(&d, inner, name, c, err);
             else if (layer->kind == YOLO_C3K2 && layer->c3k) status = declare_c3k(&d, inner, name, c, err);
             else {
-                inner->kind = YOLO_INNER_BOTTLENECK;  // C2f, C2: e=1 3x3; C3k2: e=0.5
+                inner->kind = YOLO_INNER_BOTTLENECK;  // C2f, C2, C2fAttn: e=1 3x3; C3k2: e=0.5
                 status = declare_bottleneck(&d, &inner->bottleneck, name, c, 3,
                                             layer->kind == YOLO_C3K2 ? 0.5f : 1.0f,
                                             layer->shortcut, err);
             }
             if (status || register_inner(&d, inner, err)) return -1;
         }
-        return 0;
+        return attn ? declare_max_sigmoid_attn(&d, layer, prefix, err) : 0;
     }
     case YOLO_A2C2F: return declare_a2c2f(&d, layer, prefix, err);
-    case YOLO_DETECT: return declare_detect(&d, layer, prefix, err);
+    case YOLO_IMAGE_POOLING_ATTN: return declare_image_pooling_attn(&d, layer, prefix, err);
+    case YOLO_DETECT:
+    case YOLO_WORLD_DETECT: return declare_detect(&d, layer, prefix, err);
     case YOLO_CLASSIFY: return declare_classify(&d, prefix, c1, err);
     case YOLO_SEMANTIC: return declare_semantic(&d, layer, prefix, err);
     case YOLO_DEPTH: return declare_depth(&d, layer, prefix, err);

@@ -17,8 +17,8 @@
 // https://github.com/ultralytics/assets/releases/download/v8.4.0/<file> for
 // the names of GITHUB_ASSETS_NAMES, yolov8{n,s,m,l,x}.pt, yolov8{n,...}-oiv7.pt,
 // yolo11{n,s,m,l,x}.pt, yolo12{n,s,m,l,x}.pt, yolo26{n,s,m,l,x}.pt, yolov5{n,s,m,l,x}{,6}u.pt
-// yolov8x-pose-p6.pt, yolo26{n,...}-sem.pt, -sem-ade20k.pt and -depth.pt
-// among them), after
+// yolov8x-pose-p6.pt, yolo26{n,...}-sem.pt, -sem-ade20k.pt and -depth.pt,
+// yolov8{s,m,l,x}-world.pt and -worldv2.pt among them), after
 // looking for <file> in the working
 // directory. LightlyTrain 0.18 passes "ultralytics/yolo11s.pt" to
 // ultralytics.YOLO("yolo11s.pt") (_models/ultralytics/ultralytics_package.py),
@@ -145,6 +145,14 @@ static const WeightsEntry entries[] = {
     ULTRALYTICS("yolo26n-depth", 5.17, "~10 MB"), ULTRALYTICS("yolo26s-depth", 12.04, "~24 MB"),
     ULTRALYTICS("yolo26m-depth", 22.10, "~44 MB"), ULTRALYTICS("yolo26l-depth", 26.50, "~53 MB"),
     ULTRALYTICS("yolo26x-depth", 55.84, "~112 MB"),
+    // YOLO-World (open-vocabulary detection: yolov8-world.yaml, yolov8-worldv2.yaml;
+    // the files also hold the COCO classes' text embeddings, 80 KB)
+    ULTRALYTICS("yolov8s-world", 13.38, "~27 MB"), ULTRALYTICS("yolov8m-world", 29.07, "~58 MB"),
+    ULTRALYTICS("yolov8l-world", 47.55, "~95 MB"), ULTRALYTICS("yolov8x-world", 73.69, "~147 MB"),
+    ULTRALYTICS("yolov8s-worldv2", 12.76, "~26 MB"),
+    ULTRALYTICS("yolov8m-worldv2", 28.38, "~57 MB"),
+    ULTRALYTICS("yolov8l-worldv2", 46.83, "~94 MB"),
+    ULTRALYTICS("yolov8x-worldv2", 72.89, "~146 MB"),
 };
 enum { ENTRY_COUNT = sizeof entries / sizeof entries[0] };
 

@@ -18,7 +18,8 @@
 static const char *module_name(YoloModuleKind kind) {
     static const char *const names[] = {"Conv", "C2f", "C3k2", "SPPF", "C2PSA", "nn.Upsample",
                                         "Concat", "Detect", "Classify", "C3", "A2C2f", "C2",
-                                        "nn.ConvTranspose2d", "SemanticSegment", "Depth"};
+                                        "nn.ConvTranspose2d", "SemanticSegment", "Depth",
+                                        "C2fAttn", "ImagePoolingAttn", "WorldDetect"};
     return names[kind];
 }
 
@@ -29,7 +30,9 @@ static void type_name(const YoloConfig *config, YoloModuleKind kind, char *out, 
         BLOCK_MODULE ".C2PSA", "torch.nn.modules.upsampling.Upsample", CONV_MODULE ".Concat",
         "", "ultralytics.nn.modules.head.Classify", BLOCK_MODULE ".C3", BLOCK_MODULE ".A2C2f",
         BLOCK_MODULE ".C2", "torch.nn.modules.conv.ConvTranspose2d",
-        "ultralytics.nn.modules.head.SemanticSegment", "ultralytics.nn.modules.head.Depth"};
+        "ultralytics.nn.modules.head.SemanticSegment", "ultralytics.nn.modules.head.Depth",
+        BLOCK_MODULE ".C2fAttn", BLOCK_MODULE ".ImagePoolingAttn",
+        "ultralytics.nn.modules.head.WorldDetect"};
     if (kind == YOLO_DETECT)
         ux_text_format(out, size, "ultralytics.nn.modules.head.%s", ux_head_class(config));
     else ux_text_format(out, size, "%s", names[kind]);
@@ -79,6 +82,15 @@ static void yaml_args(Exporter *e, const YoloYamlLine *line) {
     case YOLO_CLASSIFY:
     case YOLO_SEMANTIC: pt_put_str(&e->w, "nc"); break;
     case YOLO_DEPTH: pt_put_int(&e->w, YOLO_DEPTH_WIDTH); break;
+    case YOLO_C2F_ATTN:  // [c2, ec, nh]
+        pt_put_int(&e->w, line->channels), pt_put_int(&e->w, line->kernel);
+        pt_put_int(&e->w, line->attn);
+        break;
+    case YOLO_IMAGE_POOLING_ATTN: pt_put_int(&e->w, line->kernel); break;  // [ec]
+    case YOLO_WORLD_DETECT:  // [nc, embed, with_bn]
+        pt_put_str(&e->w, "nc"), pt_put_int(&e->w, line->kernel);
+        pt_put_bool(&e->w, line->flag);
+        break;
     case YOLO_DETECT:
         pt_put_str(&e->w, "nc");
         if (e->model->config.task == YOLO_TASK_SEGMENT)  // nm, npr before scaling
@@ -194,18 +206,25 @@ static void detection_model(Exporter *e) {
                                           "OBBModel", "ClassificationModel",
                                           "SemanticSegmentationModel", "DepthModel"};
     const int classify = model->config.task == YOLO_TASK_CLASSIFY;
+    const int world = yolo_is_world(model->config.family);  // a WorldModel, task detect
     const char *task = tasks[model->config.task];
-    ux_module_begin(e, "ultralytics.nn.tasks", models[model->config.task]);
+    ux_module_begin(e, "ultralytics.nn.tasks", world ? "WorldModel" : models[model->config.task]);
+    if (world) {  // its class names' text embeddings (a placeholder) and no CLIP model
+        ux_key(e, "txt_feats");
+        ux_put_text_features(e);
+        ux_key(e, "clip_model");
+        pt_put_none(&e->w);
+    }
     ux_key(e, "yaml");
     yaml_dict(e, lines, count);
-    ux_key(e, "save");  // every layer read from elsewhere than the previous one
+    // parse_model's save list: every layer a row reads by number, once per
+    // reading (a layer read by several rows is listed as often), sorted
+    ux_key(e, "save");
     pt_list_begin(&e->w);
-    for (int i = 0; i < count; i++) {
-        int read = 0;
-        for (int j = 0; j < count && !read; j++)
-            for (int f = 0; f < lines[j].from_count; f++) read |= lines[j].from[f] == i;
-        if (read) pt_put_int(&e->w, i);
-    }
+    for (int i = 0; i < count; i++)
+        for (int j = 0; j < count; j++)
+            for (int f = 0; f < lines[j].from_count; f++)
+                if (lines[j].from[f] == i) pt_put_int(&e->w, i);
     pt_list_end(&e->w);
     ux_key(e, "names");
     pt_dict_begin(&e->w);
@@ -268,7 +287,9 @@ static void detection_model(Exporter *e) {
         case YOLO_C2F:
         case YOLO_C3K2:
         case YOLO_C2PSA:
+        case YOLO_C2F_ATTN:
         case YOLO_C2: ux_csp(e, prefix, layer, &info); break;
+        case YOLO_IMAGE_POOLING_ATTN: ux_image_pooling_attn(e, prefix, layer, &info); break;
         case YOLO_SPPF: ux_sppf(e, prefix, layer, &info); break;
         case YOLO_UPSAMPLE:
             ux_leaf(e, "torch.nn.modules.upsampling", "Upsample");
@@ -293,7 +314,8 @@ static void detection_model(Exporter *e) {
             ux_layer_attributes(e, &info);
             pt_object_end(&e->w);
             break;
-        case YOLO_DETECT: ux_detect(e, prefix, layer, &info); break;
+        case YOLO_DETECT:
+        case YOLO_WORLD_DETECT: ux_detect(e, prefix, layer, &info); break;
         case YOLO_CLASSIFY: ux_classify_head(e, prefix, &info); break;
         case YOLO_SEMANTIC: ux_semantic_head(e, prefix, layer, &info); break;
         case YOLO_DEPTH: ux_depth_head(e, prefix, layer, &info); break;
@@ -310,6 +332,8 @@ int export_ultralytics(const Yolo *model, const char *path, ErrorMessage *err) {
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < sets[s]->count; i++)
             if (sets[s]->params[i].count > largest) largest = sets[s]->params[i].count;
+    const size_t text_features = (size_t)model->config.classes * YOLO_WORLD_EMBED;  // txt_feats
+    if (yolo_is_world(model->config.family) && text_features > largest) largest = text_features;
     e.host = malloc(largest * sizeof *e.host);
     e.torch = malloc(largest * sizeof *e.torch);
     if (!e.host || !e.torch) {

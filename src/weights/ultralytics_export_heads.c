@@ -1,6 +1,7 @@
 // The Ultralytics checkpoint writer's heads (see
 // ultralytics_export_internal.h): Detect and its task's Segment, Pose, OBB
-// (YOLO26's versions too), Classify, YOLO26's SemanticSegment and Depth.
+// (YOLO26's versions too), Classify, YOLO26's SemanticSegment and Depth,
+// YOLO-World's WorldDetect (its contrastive heads in ultralytics_export_world.c).
 
 #include "nn/weights.h"
 #include "weights/ultralytics_export_internal.h"
@@ -76,18 +77,14 @@ static void head_list(Exporter *e, const char *prefix, const YoloModule *layer, 
 }
 
 // torch.nn.Linear "<prefix>" (weight (out, in), bias).
-static void linear(Exporter *e, const char *prefix) {
+void ux_linear(Exporter *e, const char *prefix) {
     char name[NAME_SIZE];
     ux_text_format(name, sizeof name, "%s.weight", prefix);
     const Parameter *weight = ux_find(e, name);
     ux_module_begin(e, "torch.nn.modules.linear", "Linear");
     ux_key_int(e, "in_features", weight ? weight->torch_shape[1] : 0);
     ux_key_int(e, "out_features", weight ? weight->torch_shape[0] : 0);
-    ux_section_begin(e, "_parameters");
-    ux_entry(e, "weight", prefix, 1, 1);
-    ux_entry(e, "bias", prefix, 1, 1);
-    ux_section_end(e);
-    ux_empty_ordered_dict(e, "_buffers");
+    ux_parameter_pair(e, prefix, "weight", "bias");
     ux_empty_ordered_dict(e, "_modules");
     pt_object_end(&e->w);
 }
@@ -125,7 +122,7 @@ static void flow_model(Exporter *e, const char *prefix) {
                 ux_text_format(index, sizeof index, "%d", l);
                 ux_key(e, index);
                 ux_text_format(name, sizeof name, "%s.%c.%d.%d", prefix, "st"[net], i, l);
-                if (l % 2 == 0) linear(e, name);
+                if (l % 2 == 0) ux_linear(e, name);
                 else if (l == 5) activation(e, "Tanh", 0);
                 else activation(e, "SiLU", 1);
             }
@@ -192,8 +189,9 @@ void ux_detect(Exporter *e, const char *prefix, const YoloModule *layer,
     const YoloFamily family = config->family;
     const int classes = config->classes, reg_max = yolo_reg_max(family);
     const int segment = config->task == YOLO_TASK_SEGMENT;
+    const int world = layer->kind == YOLO_WORLD_DETECT;
     char name[NAME_SIZE];
-    ux_module_begin(e, "ultralytics.nn.modules.head", ux_head_class(config));
+    ux_module_begin(e, "ultralytics.nn.modules.head", world ? "WorldDetect" : ux_head_class(config));
     ux_key_int(e, "nc", classes);
     ux_key_int(e, "nl", layer->from_count);
     ux_key_int(e, "reg_max", reg_max);
@@ -236,6 +234,7 @@ void ux_detect(Exporter *e, const char *prefix, const YoloModule *layer,
         ux_leaf(e, "torch.nn.modules.linear", "Identity");
         pt_object_end(&e->w);
     }
+    if (world) ux_contrastive_heads(e, prefix, layer);  // WorldDetect's cv4
     // YOLO26's end-to-end head: its one-to-one copies of both stacks
     if (yolo_end2end(family)) {
         head_list(e, prefix, layer, "one2one_cv2", 1, 1);
@@ -284,7 +283,7 @@ void ux_classify_head(Exporter *e, const char *prefix, const LayerInfo *info) {
     pt_object_end(&e->w);
     ux_key(e, "linear");
     ux_text_format(name, sizeof name, "%s.linear", prefix);
-    linear(e, name);
+    ux_linear(e, name);
     ux_container_end(e);
 }
 

@@ -1,8 +1,9 @@
 // What the Ultralytics checkpoint writer's files share (weights/
 // ultralytics_export.h): the Exporter, the pickle helpers and the modules'
 // writers (ultralytics_export_modules.c: leaves and blocks;
-// ultralytics_export_heads.c: the heads; ultralytics_export.c: the model,
-// its YAML and the checkpoint).
+// ultralytics_export_heads.c: the heads; ultralytics_export_world.c:
+// YOLO-World's modules; ultralytics_export.c: the model, its YAML and the
+// checkpoint).
 #ifndef LTC_WEIGHTS_ULTRALYTICS_EXPORT_INTERNAL_H
 #define LTC_WEIGHTS_ULTRALYTICS_EXPORT_INTERNAL_H
 
@@ -56,6 +57,9 @@ void ux_conv_row(Exporter *e, const char *prefix, const YoloModule *layer,
                  const LayerInfo *info);
 void ux_conv2d(Exporter *e, const char *prefix, int stride, int bias, int requires_grad);
 void ux_leaf(Exporter *e, const char *module, const char *cls);
+// A module's _parameters, the Parameters `first` and `second` under prefix
+// (weight and bias, ...), then its empty _buffers.
+void ux_parameter_pair(Exporter *e, const char *prefix, const char *first, const char *second);
 void ux_layer_attributes(Exporter *e, const LayerInfo *info);
 void ux_conv_unit(Exporter *e, const char *prefix, const char *cls, int stride, int padding,
                   int act, const LayerInfo *info);
@@ -83,5 +87,15 @@ void ux_semantic_head(Exporter *e, const char *prefix, const YoloModule *layer,
 void ux_depth_head(Exporter *e, const char *prefix, const YoloModule *layer,
                    const LayerInfo *info);
 void ux_put_model_stride(Exporter *e);
+// torch's Linear and BatchNorm2d (initialize_weights' eps and momentum) under prefix.
+void ux_linear(Exporter *e, const char *prefix);
+void ux_batchnorm(Exporter *e, const char *prefix);
+// YOLO-World (ultralytics_export_world.c): WorldModel's txt_feats, C2fAttn's
+// MaxSigmoidAttnBlock, ImagePoolingAttn, WorldDetect's cv4.
+void ux_put_text_features(Exporter *e);
+void ux_max_sigmoid_attn(Exporter *e, const char *prefix, const YoloModule *layer);
+void ux_image_pooling_attn(Exporter *e, const char *prefix, const YoloModule *layer,
+                           const LayerInfo *info);
+void ux_contrastive_heads(Exporter *e, const char *prefix, const YoloModule *layer);
 
 #endif

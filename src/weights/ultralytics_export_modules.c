@@ -1,7 +1,7 @@
 // The Ultralytics checkpoint writer's leaves and blocks (see
 // ultralytics_export_internal.h): the pickle helpers, Conv2d, BatchNorm2d,
-// Conv, Bottleneck, C3 / C3k, PSABlock / ABlock, A2C2f, C2f / C3k2 / C2PSA,
-// SPPF.
+// Conv, Bottleneck, C3 / C3k, PSABlock / ABlock, A2C2f, C2f / C3k2 / C2PSA /
+// C2fAttn, SPPF.
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -152,7 +152,7 @@ void ux_conv2d(Exporter *e, const char *prefix, int stride, int bias, int requir
     ux_conv_module(e, prefix, stride, -1, bias, requires_grad, 0);
 }
 
-static void batchnorm(Exporter *e, const char *prefix) {
+void ux_batchnorm(Exporter *e, const char *prefix) {
     char name[NAME_SIZE];
     ux_text_format(name, sizeof name, "%s.weight", prefix);
     const Parameter *weight = ux_find(e, name);
@@ -182,6 +182,14 @@ static void batchnorm(Exporter *e, const char *prefix) {
     ux_section_end(e);
     ux_empty_ordered_dict(e, "_modules");
     pt_object_end(&e->w);
+}
+
+void ux_parameter_pair(Exporter *e, const char *prefix, const char *first, const char *second) {
+    ux_section_begin(e, "_parameters");
+    ux_entry(e, first, prefix, 1, 1);
+    ux_entry(e, second, prefix, 1, 1);
+    ux_section_end(e);
+    ux_empty_ordered_dict(e, "_buffers");
 }
 
 void ux_leaf(Exporter *e, const char *module, const char *cls) {
@@ -221,7 +229,7 @@ void ux_conv_unit(Exporter *e, const char *prefix, const char *cls, int stride, 
     ux_conv_module(e, name, stride, padding, 0, 1, 0);
     ux_key(e, "bn");
     ux_text_format(name, sizeof name, "%s.bn", prefix);
-    batchnorm(e, name);
+    ux_batchnorm(e, name);
     ux_key(e, "act");
     if (act && e->default_act >= 0) {
         pt_memo_get(&e->w, e->default_act);  // Conv.default_act: one module for every Conv
@@ -409,12 +417,14 @@ static void bottleneck_psa(Exporter *e, const char *prefix, const YoloInner *inn
     ux_container_end(e);
 }
 
-// C2f, C3k2 and C2PSA: cv1, cv2 and the inner blocks under m.
+// C2f, C3k2, C2PSA and C2fAttn: cv1, cv2 and the inner blocks under m
+// (C2fAttn: then its attn).
 void ux_csp(Exporter *e, const char *prefix, const YoloModule *layer, const LayerInfo *info) {
-    const char *cls = layer->kind == YOLO_C2F    ? "C2f"
-                      : layer->kind == YOLO_C3K2 ? "C3k2"
-                      : layer->kind == YOLO_C2   ? "C2"
-                                                 : "C2PSA";
+    const char *cls = layer->kind == YOLO_C2F      ? "C2f"
+                      : layer->kind == YOLO_C3K2   ? "C3k2"
+                      : layer->kind == YOLO_C2     ? "C2"
+                      : layer->kind == YOLO_C2PSA ? "C2PSA"
+                                                   : "C2fAttn";
     char name[NAME_SIZE], index[16];
     ux_module_begin(e, BLOCK_MODULE, cls);
     ux_key_int(e, "c", layer->hidden);
@@ -436,6 +446,10 @@ void ux_csp(Exporter *e, const char *prefix, const YoloModule *layer, const Laye
         else bottleneck(e, name, inner->bottleneck.add);
     }
     ux_container_end(e);
+    if (layer->kind == YOLO_C2F_ATTN) {
+        ux_key(e, "attn");
+        ux_max_sigmoid_attn(e, prefix, layer);
+    }
     ux_container_end(e);
 }
 

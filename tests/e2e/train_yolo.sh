@@ -11,7 +11,7 @@
 # YOLO26 (its SPPF with a shortcut, its end-to-end Detect head of 4 box
 # outputs, one-to-one copies and no DFL) trains, exports and reads back, and
 # so do its segmentation, pose, semantic segmentation and depth models and
-# a classification model;
+# a classification model, and a YOLO-World model;
 # a 4-channel YOLO is refused in one line (exit 2); YOLOv6 (Convs with
 # ReLU) on 2 CPU ranks with synchronised BatchNorm: one step equals one
 # process's (before 2026-11-30 the ranks' backward lost the ReLU mask of
@@ -173,6 +173,16 @@ run depth ultralytics/yolo26n-depth.yaml simclr 1
 has_entries "$work/depth/exported_models/exported_last.safetensors" "model.23.cal_b	F32	1" \
   "model.23.head.1.weight	F32	128,128,2,2" "model.23.proj.2.conv.weight	F32	256,256,1,1"
 pt_reads_back depth
+
+# YOLO-World (yolov8-world.yaml: a WorldModel, task detect): YOLOv8's
+# backbone trains; the C2fAttn neck (gl from the 512-wide text embeddings),
+# ImagePoolingAttn and WorldDetect (class stacks ending in 512 embeddings,
+# ContrastiveHeads with a 0-d logit_scale) export and read back.
+run world ultralytics/yolov8s-world.yaml simclr 1
+has_entries "$work/world/exported_models/exported_last.safetensors" \
+  "model.12.attn.gl.weight	F32	128,512" "model.16.projections.2.weight	F32	256,512,1,1" \
+  "model.23.cv3.0.2.weight	F32	512,128,1,1" "model.23.cv4.2.logit_scale	F32		"
+pt_reads_back world
 
 # A classification model (yolo11n-cls: no SPPF, C2PSA at layer 9, then
 # Classify) trains its layers 0-9 and exports its ImageNet-sized head.

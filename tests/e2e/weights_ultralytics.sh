@@ -151,7 +151,7 @@ refused 2 "ultralytics/yolov8n.pt: $url/yolov8n.pt: not found \(HTTP 404\)" -- \
 refused 2 "ultralytics/yolo11s.pt is not downloaded and HF_HUB_OFFLINE forbids the network: run 'lightly-train-c weights fetch ultralytics/yolo11s.pt' .*or download $url/yolo11s.pt by hand" -- \
   env HF_HUB_OFFLINE=1 "$bin" train "${common[@]}" --model ultralytics/yolo11s.pt --out "$work/refused"
 grep -q "yolo11s" "$log" && fail "HF_HUB_OFFLINE still asked GitHub"
-refused 2 "unknown weights name 'ultralytics/yolo13n.pt' \(known: ultralytics/yolov8n.pt, .*ultralytics/yolo26x-depth.pt: 111 names; " -- \
+refused 2 "unknown weights name 'ultralytics/yolo13n.pt' \(known: ultralytics/yolov8n.pt, .*ultralytics/yolov8x-worldv2.pt: 119 names; " -- \
   "$bin" weights fetch ultralytics/yolo13n.pt
 refused 2 "^lightly-train-c train: --checkpoint: .*/yolov8s.pt: yolov8s: weights do not match the model: [0-9]+ missing: model.4.m.1.cv1.conv.weight" -- \
   "$bin" train "${common[@]}" --model ultralytics/yolov8s.pt --out "$work/refused"
