@@ -113,6 +113,9 @@ native_only+="test_dinov31_paka "  # a whole DINOv31 step (its ops: test_backend
 # whole-model composition in every pass): 52 s of the avx2 and scalar
 # passes on 2026-12-01.
 native_only+="test_yolo "
+# Host code only (model tables, pickles, state-dict files: no compute kernel),
+# 28 s of the avx2 and scalar passes on 2026-12-01.
+native_only+="test_yolo_init test_ultralytics_export test_pt_state_dict test_pt_reader "
 for pass in $passes; do
 # The binaries of today's tests/test_*.c only: a binary left in the build
 # folder by a test since deleted or renamed is neither run nor counted.
