@@ -35,15 +35,19 @@ static int integer_value(const char *entry, const char *value, long low, long hi
     return 0;
 }
 
+// by_epochs, by_steps: the entries that set either cadence (Lightning takes one).
 static int model_checkpoint_entry(CallbackSettings *s, const char *entry, const char *key,
-                                  const char *value, ErrorMessage *err) {
+                                  const char *value, const char **by_epochs,
+                                  const char **by_steps, ErrorMessage *err) {
     long number = 0;
     if (strcmp(key, "every_n_epochs") == 0) {
         if (integer_value(entry, value, 1, 1000000000L, &number, err)) return -1;
         s->checkpoint_every_epochs = number;
+        *by_epochs = entry;
     } else if (strcmp(key, "every_n_train_steps") == 0) {
         if (integer_value(entry, value, 1, 1000000000L, &number, err)) return -1;
         s->checkpoint_every_steps = number;
+        *by_steps = entry;
     } else if (strcmp(key, "save_top_k") == 0) {
         if (integer_value(entry, value, -1, 1, &number, err))
             return error_set(err, "--callbacks %.200s: save_top_k is 1 (the latest epoch "
@@ -109,8 +113,6 @@ int callbacks_parse(const StringList *entries, CallbackSettings *settings, Error
     const char *by_epochs = NULL, *by_steps = NULL;  // Lightning: one or the other
     for (int i = 0; i < entries->count; i++) {
         const char *entry = entries->items[i];
-        if (strncmp(entry, "model_checkpoint.every_n_epochs=", 32) == 0) by_epochs = entry;
-        if (strncmp(entry, "model_checkpoint.every_n_train_steps=", 37) == 0) by_steps = entry;
         char name[64] = "", key[64] = "";
         const size_t name_length = strcspn(entry, ".=");
         const char *value = strchr(entry, '=') ? strchr(entry, '=') + 1 : NULL;
@@ -137,7 +139,8 @@ int callbacks_parse(const StringList *entries, CallbackSettings *settings, Error
                              name);
         int status = 0;
         if (strcmp(name, "model_checkpoint") == 0)
-            status = model_checkpoint_entry(settings, entry, key, value, err);
+            status = model_checkpoint_entry(settings, entry, key, value, &by_epochs, &by_steps,
+                                            err);
         else if (strcmp(name, "early_stopping") == 0)
             status = early_stopping_entry(settings, entry, key, value, err);
         else if (strcmp(name, "model_export") == 0 && strcmp(key, "every_n_epochs") == 0) {

@@ -418,23 +418,29 @@ int train_save(TrainRun *run, long completed_steps, int due, ErrorMessage *err) 
     return 0;
 }
 
-// early_stopping (--callbacks early_stopping.patience): at an epoch end
-// before the last, `loss` (the epoch's last step's: the train_loss a
-// Lightning callback sees then, the mean over the ranks, so every rank
-// decides alike) lower than the best so far resets the count, else adds
-// one; 1 when the count reaches the patience.
-static int patience_ran_out(TrainRun *run, long completed, double loss) {
-    const long patience = run->callbacks.early_stopping_patience;
-    if (!patience || completed % run->steps_per_epoch != 0 || completed == run->total_steps)
-        return 0;
+// early_stopping (--callbacks early_stopping.patience) checks at every
+// epoch end before the last.
+static int patience_due(const TrainRun *run, long completed) {
+    return run->callbacks.early_stopping_patience && completed % run->steps_per_epoch == 0 &&
+           completed != run->total_steps;
+}
+
+// At a patience_due step: `loss` (the epoch's last step's: the train_loss a
+// Lightning callback sees then) lower than the best so far resets the
+// count, else adds one; 1 when the count reaches the patience. The loss is
+// the ranks' mean, so they decide alike; the decision is agreed all the
+// same, as a rank that stopped alone would leave the others waiting.
+static int patience_ran_out(TrainRun *run, double loss) {
     PatienceState *state = &run->patience;
+    int out = 0;
     if (!state->has_best || loss < state->best) {
         state->has_best = 1;
         state->best = (float)loss;
         state->wait = 0;
-        return 0;
+    } else {
+        out = ++state->wait >= run->callbacks.early_stopping_patience;
     }
-    return ++state->wait >= patience;
+    return train_agree(run, out, NULL);
 }
 
 // The epoch whose end `completed` steps are when a kNN evaluation is due
@@ -571,12 +577,7 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         }
         if ((status = train_step_finish(run, &times, totals, &rate))) return status;
         const int stop = run->stop_seen || (run->world_size == 1 && stop_signal != 0);
-        int patience_out = patience_ran_out(run, completed, times.loss);
-        // (the loss is the ranks' mean, so they decide alike: agreed all the same,
-        // as a rank that stopped alone would leave the others waiting)
-        if (run->callbacks.early_stopping_patience && completed % run->steps_per_epoch == 0 &&
-            completed != run->total_steps)
-            patience_out = train_agree(run, patience_out, NULL);
+        const int patience_out = patience_due(run, completed) && patience_ran_out(run, times.loss);
         const int due = train_save_due(run, completed, stop || patience_out);
         if (due && train_save_agreed(run, completed, due)) return 1;
         // (an early stop ends the run: its last kNN evaluation is due too)

@@ -209,7 +209,10 @@ static void detection_model(Exporter *e) {
     const int world = yolo_is_world(model->config.family);  // a WorldModel, task detect
     const char *task = tasks[model->config.task];
     ux_module_begin(e, "ultralytics.nn.tasks", world ? "WorldModel" : models[model->config.task]);
-    if (world) {  // its class names' text embeddings (a placeholder) and no CLIP model
+    // WorldModel's class names' text embeddings: random normal, as YOLO("<name>.yaml")
+    // starts them (fine-tuning sets them from the dataset's names through CLIP); no
+    // CLIP model. A released -world.pt's COCO embeddings are not carried over.
+    if (world) {
         ux_key(e, "txt_feats");
         ux_put_text_features(e);
         ux_key(e, "clip_model");
