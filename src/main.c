@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/weights_cli.h"
+#include "util/crash_report.h"
 #include "util/thread_wait.h"
 
 static void print_usage(FILE *stream) {
@@ -61,6 +62,7 @@ int main(int argc, char **argv) {
     // before its checkpoint: writes to it fail with EPIPE instead, and the
     // output is lost, not the training.
     signal(SIGPIPE, SIG_IGN);
+    crash_report_install();
     if (argc < 2) {
         print_usage(stderr);
         return 2;

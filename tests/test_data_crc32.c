@@ -94,6 +94,7 @@ static WrittenFile written_file(int checkpoint, const char *name) {
     ByteBuffer buffer = {0};
     ErrorMessage err;
     ASSERT_OK(file_read_all(file.path, &buffer, SIZE_MAX, &err), err);
+    assert_int_equal(buffer.data[buffer.size], 0);  // file_read_all's NUL after the data
     file.bytes = buffer.data;
     file.size = buffer.size;
     file.data = safetensors_edit_data_offset(file.bytes, file.size, file.blob);

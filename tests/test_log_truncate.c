@@ -67,6 +67,32 @@ static void test_metrics_tail_dropped(void **state) {
     assert_int_equal(metrics_jsonl_truncate(path, 2, &cut, &err), 0);
 }
 
+// Lines that are not a record of a step are dropped; a step is read within
+// its own line (sscanf over the whole file's buffer read past its end:
+// valgrind saw it).
+static void test_metrics_damaged_lines_dropped(void **state) {
+    char path[PATH_MAX];
+    fixture_temp_path(path, sizeof path, "metrics.jsonl");
+    const char *lines =
+        "{\"step\": 0, \"train_loss\": 5}\n"
+        "{\"step\": x, \"train_loss\": 5}\n"
+        "{\"step\": }\n"
+        "{\"step\": -\n"
+        "garbage\n"
+        "\n"
+        "{\"step\": 1\n"
+        "{\"step\": 2, \"train_loss\": 3}\n"
+        "{\"step\": 1, \"train_loss\": 4}\n";
+    assert_int_equal(fixture_write_file(path, lines, strlen(lines)), 0);
+    LogTruncation cut = {0};
+    ErrorMessage err = {{0}};
+    assert_int_equal(metrics_jsonl_truncate(path, 2, &cut, &err), 0);
+    assert_string_equal(read_text(path), "{\"step\": 0, \"train_loss\": 5}\n"
+                                         "{\"step\": 1\n"
+                                         "{\"step\": 1, \"train_loss\": 4}\n");
+    assert_int_equal(cut.dropped, 6);
+}
+
 // "STEP:TAG" of every summary event, in file order, and the record count.
 static void event_list(const char *path, char *out, size_t size, size_t *records) {
     TbReader *reader = NULL;
@@ -144,6 +170,8 @@ static void test_stale_temporaries_removed(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_metrics_tail_dropped, fixture_tempdir_setup,
+                                        fixture_tempdir_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_damaged_lines_dropped, fixture_tempdir_setup,
                                         fixture_tempdir_teardown),
         cmocka_unit_test_setup_teardown(test_events_tail_dropped, fixture_tempdir_setup,
                                         fixture_tempdir_teardown),

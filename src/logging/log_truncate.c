@@ -21,6 +21,21 @@ static int keep_record(int64_t step, int only_knn, int64_t checkpoint_step) {
     return step < checkpoint_step || (step == checkpoint_step && only_knn);
 }
 
+// The step of a metrics.jsonl line ({"step": N, ...}), read within the
+// line's own length: 1 when it parsed.
+static int line_step(const char *line, size_t length, long long *step) {
+    static const char prefix[] = "{\"step\": ";
+    const size_t prefix_length = sizeof prefix - 1;
+    if (length <= prefix_length || memcmp(line, prefix, prefix_length) != 0) return 0;
+    const char *digits = line + prefix_length, *line_end = line + length;
+    const char *after = digits + (*digits == '-');
+    if (after >= line_end || *after < '0' || *after > '9') return 0;
+    char *parsed_end = NULL;
+    errno = 0;
+    *step = strtoll(digits, &parsed_end, 10);  // stops at the ',' or '}' before the newline
+    return errno == 0 && parsed_end <= line_end;
+}
+
 int metrics_jsonl_truncate(const char *path, int64_t checkpoint_step, LogTruncation *result,
                            ErrorMessage *err) {
     if (access(path, F_OK) != 0) return 0;
@@ -44,10 +59,10 @@ int metrics_jsonl_truncate(const char *path, int64_t checkpoint_step, LogTruncat
             dropped++;
             break;
         }
-        long long step = -1;
-        const int parsed = sscanf(line, "{\"step\": %lld", &step) == 1;
-        // The kNN line is {"step": N, "knn/top1": V} (one tag).
         const size_t length = (size_t)(newline - line);
+        long long step = -1;
+        const int parsed = line_step(line, length, &step);
+        // The kNN line is {"step": N, "knn/top1": V} (one tag).
         const char *knn = memmem(line, length, "\"" KNN_TAG "\"", strlen(KNN_TAG) + 2);
         const int only_knn = knn && !memmem(line, length, "\"train_loss\"", 12);
         if (parsed && keep_record(step, only_knn, checkpoint_step)) {

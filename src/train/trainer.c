@@ -557,6 +557,7 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
     int has_pending = 0, status = 0;
     for (long step = run->start_step; step < run->total_steps; step++) {
         StepTimes times = {0};
+        if (fault_fires("abort", step)) abort();
         const int queued = train_step(run, step, &times, &err);
         // The step before is read first: its divergence or log line comes
         // before this step's error.

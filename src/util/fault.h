@@ -21,6 +21,9 @@
 //   fail-write@N     the N-th atomic file write of the process fails once its temporary
 //                    file is complete, as a full disk would (ENOSPC); train's writes are
 //                    numbered as for kill-before-rename
+//   abort@S          train: abort() as step S starts (S steps completed): a crash of
+//                    the program itself (util/crash_report.h; the checkpoint before it
+//                    stays)
 //   sigterm-at-start train: SIGTERM to itself as the command starts, before
 //                    parsing its options (a signal in the first milliseconds)
 //   decoder-crash@I  the loader's decoder process (data/decoder_process.h) dies of

@@ -90,6 +90,7 @@ int file_read_all(const char *path, ByteBuffer *buffer, size_t max_bytes, ErrorM
     }
     close(fd);
     buffer->size = total;
+    buffer->data[total] = 0;  // reserved above (expected + 1; total <= expected)
     return 0;
 }
 

@@ -24,6 +24,8 @@ int file_open_regular(const char *path, off_t *size, ErrorMessage *err);
 
 // Reads the file at path into buffer (replacing its contents). Refuses files
 // larger than max_bytes and anything but a regular file (file_open_regular).
+// A NUL follows the data (not counted in size), so that its text can be
+// parsed with the C string functions.
 int file_read_all(const char *path, ByteBuffer *buffer, size_t max_bytes, ErrorMessage *err);
 void byte_buffer_free(ByteBuffer *buffer);
 

@@ -50,6 +50,25 @@ for fault in nan-gradient@8 nan-weight@9; do
     fail "$fault: the run did not write its step-6 checkpoint before diverging"
 done
 
+# A crash of the program itself (abort() as step 8 starts, as glibc's heap
+# checks end): the signal's own exit status, a report naming it with the
+# stack (util/crash_report.h; not under the sanitizers, which report
+# instead), and the step-6 checkpoint intact: --resume continues from it.
+out="$work/crash"
+output=$(LTC_FAULT=abort@8 "$bin" train "${common[@]}" --out "$out" --max-steps 12 2>&1)
+status=$?
+[ "$status" -eq 134 ] || fail "abort@8: exit $status, expected 134 (SIGABRT): $output"
+if ! grep -qa __asan_init "$bin"; then
+  printf '%s\n' "$output" | grep -q "^lightly-train-c: crashed with SIGABRT; the stack" ||
+    fail "abort@8: no crash report: $output"
+  printf '%s\n' "$output" | grep -q "lightly-train-c(+0x[0-9a-f]*)" ||
+    fail "abort@8: the report has no stack frame of the program: $output"
+fi
+output=$("$bin" train "${common[@]}" --out "$out" --max-steps 12 --resume 2>&1) ||
+  fail "resume after the crash: $output"
+printf '%s\n' "$output" | grep -q "resuming from .* at step 6 of 12" ||
+  fail "the crashed run did not leave its step-6 checkpoint: $output"
+
 # --- 2. Files the run reads: a named pipe never blocks (timeout: a hang is a
 # failure), a damaged checkpoint says so, NaN weights are refused by name.
 mkfifo "$work/pipe.ckpt"
