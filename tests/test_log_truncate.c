@@ -33,9 +33,20 @@ static char *read_text(const char *path) {
     return text;
 }
 
+// Writes lines as metrics.jsonl in the test's folder (its path into path)
+// and truncates it to a checkpoint after checkpoint_step steps.
+static LogTruncation truncate_metrics(char *path, size_t size, const char *lines,
+                                      int64_t checkpoint_step) {
+    fixture_temp_path(path, size, "metrics.jsonl");
+    assert_int_equal(fixture_write_file(path, lines, strlen(lines)), 0);
+    LogTruncation cut = {0};
+    ErrorMessage err = {{0}};
+    assert_int_equal(metrics_jsonl_truncate(path, checkpoint_step, &cut, &err), 0);
+    return cut;
+}
+
 static void test_metrics_tail_dropped(void **state) {
     char path[PATH_MAX];
-    fixture_temp_path(path, sizeof path, "metrics.jsonl");
     // Steps 0 and 1 ran before the checkpoint after 2 steps; its kNN value
     // is logged at step 2; steps 2 to 4 ran after it and are lost with the
     // kill (the last line half written).
@@ -47,10 +58,7 @@ static void test_metrics_tail_dropped(void **state) {
         "{\"step\": 2, \"train_loss\": 3}\n"
         "{\"step\": 3, \"train_loss\": 2}\n"
         "{\"step\": 4, \"train_lo";
-    assert_int_equal(fixture_write_file(path, lines, strlen(lines)), 0);
-    LogTruncation cut = {0};
-    ErrorMessage err = {{0}};
-    assert_int_equal(metrics_jsonl_truncate(path, 2, &cut, &err), 0);
+    LogTruncation cut = truncate_metrics(path, sizeof path, lines, 2);
     assert_string_equal(read_text(path), "{\"step\": 0, \"knn/top1\": 0.25}\n"
                                          "{\"step\": 0, \"train_loss\": 5}\n"
                                          "{\"step\": 1, \"train_loss\": 4}\n"
@@ -59,6 +67,7 @@ static void test_metrics_tail_dropped(void **state) {
     assert_int_equal(cut.knn_at_step, 1);
     // Nothing past the step: the file is left as it is.
     cut = (LogTruncation){0};
+    ErrorMessage err = {{0}};
     assert_int_equal(metrics_jsonl_truncate(path, 5, &cut, &err), 0);
     assert_int_equal(cut.dropped, 0);
     assert_int_equal(cut.knn_at_step, 0);
@@ -72,7 +81,6 @@ static void test_metrics_tail_dropped(void **state) {
 // valgrind saw it).
 static void test_metrics_damaged_lines_dropped(void **state) {
     char path[PATH_MAX];
-    fixture_temp_path(path, sizeof path, "metrics.jsonl");
     const char *lines =
         "{\"step\": 0, \"train_loss\": 5}\n"
         "{\"step\": x, \"train_loss\": 5}\n"
@@ -83,10 +91,7 @@ static void test_metrics_damaged_lines_dropped(void **state) {
         "{\"step\": 1\n"
         "{\"step\": 2, \"train_loss\": 3}\n"
         "{\"step\": 1, \"train_loss\": 4}\n";
-    assert_int_equal(fixture_write_file(path, lines, strlen(lines)), 0);
-    LogTruncation cut = {0};
-    ErrorMessage err = {{0}};
-    assert_int_equal(metrics_jsonl_truncate(path, 2, &cut, &err), 0);
+    const LogTruncation cut = truncate_metrics(path, sizeof path, lines, 2);
     assert_string_equal(read_text(path), "{\"step\": 0, \"train_loss\": 5}\n"
                                          "{\"step\": 1\n"
                                          "{\"step\": 1, \"train_loss\": 4}\n");
