@@ -80,18 +80,23 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
     if (config->resume && config->overwrite)
         return error_set(err, "--resume and --overwrite cannot be combined");
     const char *method = train_method_names[choices->method];
+    // The model's spec, parsed once for the options that depend on its kind.
+    const char *model = backbone_model_names[choices->model];
     BackboneSpec spec;
-    if (config->model_args.count &&
-        backbone_spec_parse(backbone_model_names[choices->model], 224, &spec, err))
+    if ((config->model_args.count || config->activation_checkpointing) &&
+        backbone_spec_parse(model, 224, &spec, err))
         return -1;
     for (int i = 0; i < config->model_args.count; i++)
         if (backbone_spec_apply_arg(&spec, config->model_args.items[i], err))
-            return error_prefix(err, "--model %s", backbone_model_names[choices->model]);
-    if (config->activation_checkpointing &&
-        (backbone_spec_parse(backbone_model_names[choices->model], 224, &spec, err) ||
-         spec.kind != BACKBONE_VIT))
+            return error_prefix(err, "--model %s", model);
+    static const char *const kind_names[] = {[BACKBONE_RESNET] = "a ResNet",
+                                             [BACKBONE_VIT] = "a ViT",
+                                             [BACKBONE_YOLO] = "a YOLO model",
+                                             [BACKBONE_CONVNEXT] = "a ConvNeXt",
+                                             [BACKBONE_SHUFFLENET] = "a ShuffleNetV2"};
+    if (config->activation_checkpointing && spec.kind != BACKBONE_VIT)
         return error_set(err, "--activation-checkpointing applies to ViT models only (--model "
-                              "%s is a ResNet)", backbone_model_names[choices->model]);
+                              "%s is %s)", model, kind_names[spec.kind]);
     const int multi_crop = strcmp(method, "dino") == 0 || strncmp(method, "dinov", 5) == 0;
     if (!multi_crop && (config->local_views >= 0 || config->local_image_size > 0))
         return error_set(err, "--local-views and --local-image-size apply to --method dino, "

@@ -83,6 +83,10 @@ cmp -s "$work/dino/exported_models/exported_last.safetensors" \
 expect_only 2 "^lightly-train-c train: --activation-checkpointing applies to ViT models only \(--model resnet18 is a ResNet\)$" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --model resnet18 --method simclr --max-steps 1 \
   --activation-checkpointing
+# (the kind named as it is: once every non-ViT was called a ResNet)
+expect_only 2 "^lightly-train-c train: --activation-checkpointing applies to ViT models only \(--model torchvision/convnext_tiny is a ConvNeXt\)$" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --model torchvision/convnext_tiny --method simclr \
+  --max-steps 1 --activation-checkpointing
 expect 2 "local views of 24 px: vit_t16 needs a multiple of its patch size 16" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --model vit_t16 --method dino \
   --local-image-size 24 --max-steps 1
