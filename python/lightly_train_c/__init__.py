@@ -166,7 +166,9 @@ def train(
             ``num_workers`` ignored as LightlyTrain does.
         **options: Any other option of ``lightly-train-c train --help`` by its
             name with underscores: ``max_steps``, ``image_size``, ``lr``,
-            ``threads``, ``knn_data``, ``log_every``, ...
+            ``threads``, ``knn_data``, ``log_every``, ``embed_dim``
+            (LightlyTrain's: an embedding head of that width after the
+            pooled features; ``embed`` writes its output), ...
 
     Raises:
         TypeError: An argument neither LightlyTrain's nor the program's

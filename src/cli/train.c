@@ -16,6 +16,7 @@
 #include "cli/weights_cli.h"
 #include "decode/decode.h"
 #include "nn/yolo.h"
+#include "ssl_methods/embed_head.h"
 #include "train/trainer.h"
 #include "util/fault.h"
 #include "weights/names.h"
@@ -97,6 +98,13 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
     if (config->activation_checkpointing && spec.kind != BACKBONE_VIT)
         return error_set(err, "--activation-checkpointing applies to ViT models only (--model "
                               "%s is %s)", model, kind_names[spec.kind]);
+    MethodKind method_kind;
+    if (config->embed_dim && method_kind_parse(method, &method_kind, err) == 0 &&
+        !embed_head_supported(method_kind))
+        return error_set(err, "--embed-dim: --method %s reads the backbone's features directly "
+                              "and has no embedding head (as in LightlyTrain); it applies to "
+                              "simclr, byol, dino, vicreg, barlowtwins, distillationv1 and "
+                              "distillationv2", method);
     const int multi_crop = strcmp(method, "dino") == 0 || strncmp(method, "dinov", 5) == 0;
     if (!multi_crop && (config->local_views >= 0 || config->local_image_size > 0))
         return error_set(err, "--local-views and --local-image-size apply to --method dino, "
@@ -340,6 +348,10 @@ int command_train(int argc, char **argv) {
          .value = &config.activation_checkpointing,
          .help = "ViTs: keep only each block's input and recompute the block in the backward "
                  "(less memory, about a third more compute)"},
+        {.name = "embed-dim", .type = OPTION_INT, .value = &config.embed_dim, .metavar = "N",
+         .help = "LightlyTrain's embed_dim: an embedding head (a 1x1 convolution) from the "
+                 "pooled features to N before the method's heads; embed writes N-wide rows "
+                 "(default: none)", .min = 1, .max = 1 << 20},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &config.checkpoint,
          .metavar = "FILE|NAME", .help = "initial backbone weights (.safetensors, .pt/.pth, .ckpt, "
                                          "or weights by name: lightly-train-c weights)"},

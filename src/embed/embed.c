@@ -23,6 +23,7 @@
 #include "dist/rank_settings.h"
 #include "cli/weights_cli.h"
 #include "embed/embedder.h"
+#include "embed/embedding_head.h"
 #include "embed/embedding_writers.h"
 #include "embed/onnx_export.h"
 #include "embed/projector.h"
@@ -157,6 +158,7 @@ typedef struct EmbedRun {
     Backend *backend;
     Backbone model;
     int model_loaded;
+    EmbeddingHead head;     // the checkpoint's embedding head (--embed-dim), or out 0
     float *features;        // (dataset.count, D)
     uint8_t *failed;        // (dataset.count)
     const char **filenames; // (dataset.count)
@@ -164,6 +166,7 @@ typedef struct EmbedRun {
 
 static void embed_run_free(EmbedRun *run) {
     if (run->model_loaded) backbone_free(&run->model);
+    embedding_head_free(&run->head);
     backend_destroy(run->backend);
     dataset_free(&run->dataset);
     free(run->features);
@@ -181,7 +184,7 @@ static int export_onnx(const EmbedArgs *args, EmbedRun *run, const EmbedConfig *
     embed_config_normalization(input, mean, std);
     const OnnxExportOptions options = {.image_size = args->image_size, .precision = ONNX_FP32,
                                        .opset = ONNX_OPSET_DEFAULT, .channels = input->channels,
-                                       .mean = mean, .std = std};
+                                       .mean = mean, .std = std, .head = &run->head};
     if (onnx_export_check(&run->model, &options, &err))
         return embed_fail(run->comm, 2, "--export-onnx: %s", err.text);
     const char *paths[2] = {args->export_onnx, NULL};
@@ -199,6 +202,17 @@ static int export_onnx(const EmbedArgs *args, EmbedRun *run, const EmbedConfig *
            summary.embedding_dim, args->export_onnx,
            summary.write.data_bytes ? ", weights in " : "",
            summary.write.data_bytes ? data_path : "");
+    return 0;
+}
+
+// The features through the checkpoint's embedding head: run->features
+// becomes (count, head.out). -1: out of memory.
+static int apply_embedding_head(EmbedRun *run, size_t count) {
+    float *embeddings = malloc(count * (size_t)run->head.out * sizeof *embeddings);
+    if (!embeddings) return -1;
+    embedding_head_apply(&run->head, run->features, count, embeddings);
+    free(run->features);
+    run->features = embeddings;
     return 0;
 }
 
@@ -291,6 +305,12 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
                                         &run->model, &info, &err) != 0)
         return embed_fail(run->comm, 2, "--checkpoint: %s", err.text);
     run->model_loaded = 1;
+    if (info.is_checkpoint && embedding_head_read(args->checkpoint, info.prefix,
+                                                  run->model.feature_dim, &run->head, &err))
+        return embed_fail(run->comm, 2, "--checkpoint: %s", err.text);
+    if (run->head.out && comm_rank(run->comm) == 0)
+        printf("the checkpoint's embedding head (train's --embed-dim): %d features to %d\n",
+               run->head.in, run->head.out);
     EmbedConfig config = {0};
     if (embed_config_input(&run->model, info.pixels,
                            args->normalize ? args->normalize : info.normalize, &config, &err))
@@ -303,13 +323,14 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     if (onnx_status) return onnx_status;
     char model_name[BACKBONE_MAX_NAME];
     backbone_spec_name(&run->model.spec, model_name, sizeof model_name);
-    const int dim = run->model.feature_dim;
+    const int features_dim = run->model.feature_dim;
     const int writer = comm_rank(run->comm) == 0;  // the others only embed their share
-    run->features = writer ? malloc(dataset->count * (size_t)dim * sizeof *run->features) : NULL;
+    run->features =
+        writer ? malloc(dataset->count * (size_t)features_dim * sizeof *run->features) : NULL;
     run->failed = writer ? calloc(dataset->count, 1) : NULL;
     if (writer && (!run->features || !run->failed)) {
         return embed_fail(run->comm, 1, "out of memory for %zu x %d features", dataset->count,
-                          dim);
+                          features_dim);
     }
 
     config.image_size = args->image_size;
@@ -337,6 +358,10 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
         return embed_fail(run->comm, 1, "%s", err.text);
     }
     if (!writer) return 0;
+    if (run->head.out && apply_embedding_head(run, dataset->count) != 0)
+        return embed_fail(run->comm, 1, "out of memory for %zu x %d embeddings", dataset->count,
+                          run->head.out);
+    const int dim = run->head.out ? run->head.out : run->model.feature_dim;
     const double seconds = time_now() - start;
     const size_t kept = drop_failed_rows(run->features, run->filenames, run->failed, dataset, dim);
     if (kept == 0) {

@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "embed/embedder.h"
+#include "embed/embedding_head.h"
 #include "embed/onnx_export.h"
 #include "nn/backbone.h"
 #include "train/model_source.h"
@@ -112,6 +113,13 @@ static int export_onnx(const ExportArgs *args, const Backbone *model,
         fprintf(stderr, "%s: %s\n", program, err.text);
         return 2;
     }
+    // The embedding model embed runs: the part's embedding head (--embed-dim) too.
+    EmbeddingHead head = {0};
+    if (info->is_checkpoint &&
+        embedding_head_read(args->checkpoint, info->prefix, model->feature_dim, &head, &err)) {
+        fprintf(stderr, "%s: --checkpoint: %s\n", program, err.text);
+        return 2;
+    }
     float mean[AUGMENT_MAX_CHANNELS], std[AUGMENT_MAX_CHANNELS];
     embed_config_normalization(&input, mean, std);
     *size = args->image_size > 0       ? args->image_size
@@ -125,24 +133,25 @@ static int export_onnx(const ExportArgs *args, const Backbone *model,
         .channels = input.channels,
         .mean = mean,
         .std = std,
+        .head = &head,
     };
+    int status = 0;
+    char data_path[4200];
+    snprintf(data_path, sizeof data_path, "%s.data", args->out);
     if (onnx_export_check(model, &options, &err)) {
         fprintf(stderr, "%s: %s%s\n", program, err.text,
                 args->image_size > 0 ? "" : " (pass --image-size)");
-        return 2;
-    }
-    char data_path[4200];
-    snprintf(data_path, sizeof data_path, "%s.data", args->out);
-    if (onnx_export_external(model, &options) &&
-        output_file_check(data_path, args->overwrite, &err) != 0) {
+        status = 2;
+    } else if (onnx_export_external(model, &options) &&
+               output_file_check(data_path, args->overwrite, &err) != 0) {
         fprintf(stderr, "%s: the external data file: %s\n", program, err.text);
-        return 2;
-    }
-    if (onnx_export_backbone(model, &options, args->out, summary, &err) != 0) {
+        status = 2;
+    } else if (onnx_export_backbone(model, &options, args->out, summary, &err) != 0) {
         fprintf(stderr, "%s: %s\n", program, err.text);
-        return 1;
+        status = 1;
     }
-    return 0;
+    embedding_head_free(&head);
+    return status;
 }
 
 // The backbone's state dict at path: safetensors, or as torch.save writes it

@@ -93,6 +93,17 @@ static void normalize_json(const OnnxExportOptions *options, char *out, size_t s
     }
 }
 
+// The pooled features through the embedding head: Gemm(x, W, b, transB=1).
+static const char *embedding_head_gemm(OnnxGraph *graph, const EmbeddingHead *head,
+                                       const char *features) {
+    const int64_t weight_dims[2] = {head->out, head->in}, bias_dims[1] = {head->out};
+    const char *inputs[3] = {
+        features, onnx_weight_copy(graph, "embed_head.weight", 2, weight_dims, head->weight),
+        onnx_weight_copy(graph, "embed_head.bias", 1, bias_dims, head->bias)};
+    const OnnxAttr transpose = onnx_attr_int("transB", 1);
+    return onnx_node(graph, "Gemm", "embed_head", inputs, 3, &transpose, 1);
+}
+
 int onnx_export_backbone(const Backbone *backbone, const OnnxExportOptions *options,
                          const char *path, OnnxExportSummary *summary, ErrorMessage *err) {
     if (onnx_export_check(backbone, options, err)) return -1;
@@ -105,17 +116,20 @@ int onnx_export_backbone(const Backbone *backbone, const OnnxExportOptions *opti
     const Parameter *first = backbone_input_layer(backbone);
     const int channels = first ? first->torch_shape[1] : 3, size = options->image_size;
     const int64_t input_dims[4] = {ONNX_BATCH_DIM, channels, size, size};
-    const int64_t output_dims[2] = {ONNX_BATCH_DIM, backbone->feature_dim};
+    const EmbeddingHead *head = options->head && options->head->out ? options->head : NULL;
+    const int dim = head ? head->out : backbone->feature_dim;
+    const int64_t output_dims[2] = {ONNX_BATCH_DIM, dim};
     onnx_graph_input(graph, "images", 4, input_dims);
     const OnnxBuilder builder = {graph, backbone->backend, backbone->params, backbone->buffers};
     const char *output = NULL;
     int status = family->build(&builder, backbone, size, "images", &output, err);
+    if (!status && head) output = embedding_head_gemm(graph, head, output);
     if (!status) onnx_graph_output(graph, output, "embeddings", 2, output_dims);
 
     char normalize[2 * 64 * 18 + 32], size_text[16], dim_text[16], input_text[160];
     normalize_json(options, normalize, sizeof normalize);
     snprintf(size_text, sizeof size_text, "%d", size);
-    snprintf(dim_text, sizeof dim_text, "%d", backbone->feature_dim);
+    snprintf(dim_text, sizeof dim_text, "%d", dim);
     snprintf(input_text, sizeof input_text,
              "images (batch, %d, %d, %d) %s NCHW, (pixel / 255 - mean) / std: image_normalize",
              channels, size, size, options->precision == ONNX_FP16 ? "float16" : "float32");
@@ -140,6 +154,6 @@ int onnx_export_backbone(const Backbone *backbone, const OnnxExportOptions *opti
     if (!status) status = onnx_graph_write(graph, path, &write, &written, err);
     onnx_graph_free(graph);
     if (!status && summary)
-        *summary = (OnnxExportSummary){written, opset, backbone->feature_dim};
+        *summary = (OnnxExportSummary){written, opset, dim};
     return status;
 }

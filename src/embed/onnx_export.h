@@ -7,6 +7,8 @@
 //                       (the normalisation is not in the graph; the model's
 //                       mean and std are in its metadata, "image_normalize")
 //   output "embeddings" (batch, D): what embed writes for the same image
+//                       (through the checkpoint's embedding head when it has
+//                       one, train's --embed-dim: (batch, embed_dim))
 //
 // The batch is dynamic; H and W are fixed (a ViT's positions and RoPE
 // tables are computed for them). Written with protobuf-c (onnx.proto),
@@ -16,6 +18,7 @@
 
 #include <stddef.h>
 
+#include "embed/embedding_head.h"
 #include "embed/onnx_graph.h"
 #include "nn/backbone.h"
 #include "util/error.h"
@@ -30,6 +33,9 @@ typedef struct OnnxExportOptions {
     // channels means and stds.
     int channels;
     const float *mean, *std;
+    // The checkpoint's embedding head (embed/embedding_head.h), a Gemm
+    // after the pooled features, or NULL (or out 0): none.
+    const EmbeddingHead *head;
 } OnnxExportOptions;
 
 typedef struct OnnxExportSummary {

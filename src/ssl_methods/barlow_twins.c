@@ -29,7 +29,7 @@ int barlow_twins_create(Method *method, const MethodSetup *setup, ErrorMessage *
         barlow_twins_loss_create(method->backend, setup->batch, (int)out, (float)lambda, err);
     if (!loss) return -1;
     const HeadSpec head =
-        head_spec_barlow_twins(method->backbone.feature_dim, (int)hidden, (int)out);
+        head_spec_barlow_twins(method->embed.dim, (int)hidden, (int)out);
     return pair_method_create(method, setup, &head,
                               (PairLoss){loss, barlow_forward, barlow_backward, barlow_destroy},
                               err);

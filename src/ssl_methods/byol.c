@@ -17,7 +17,7 @@ typedef struct ByolState {
     long total_steps;
     float *dprediction;  // (2 batch, out)
     Act *dprojection;    // (2 batch, out)
-    Act *dfeatures;      // (2 batch, D)
+    Act *dembedding;     // (2 batch, embedding width)
 } ByolState;
 
 static int byol_step(Method *method, long step, int batch, ErrorMessage *err) {
@@ -27,8 +27,9 @@ static int byol_step(Method *method, long step, int batch, ErrorMessage *err) {
     const float *target = ema_teacher_forward(&state->target, method, rows, err);
     if (!target) return -1;
     if (backbone_forward(&method->backbone, 0, rows, method->global_input, 1, err)) return -1;
-    if (!head_forward(&state->projection, rows, backbone_features(&method->backbone, 0), 1, err))
-        return -1;
+    const Act *embedding =
+        embed_head_forward(&method->embed, rows, backbone_features(&method->backbone, 0), 1, err);
+    if (!embedding || !head_forward(&state->projection, rows, embedding, 1, err)) return -1;
     const float *prediction =
         head_forward(&state->prediction, rows, head_output_act(&state->projection), 1, err);
     if (!prediction) return -1;
@@ -37,9 +38,10 @@ static int byol_step(Method *method, long step, int batch, ErrorMessage *err) {
     byol_loss_backward(state->loss, 1.0f, state->dprediction, state->dprediction + half);
     method_scale_loss_gradient(method, 2 * half, state->dprediction);
     if (head_backward(&state->prediction, state->dprediction, state->dprojection, err) ||
-        head_backward_act(&state->projection, state->dprojection, state->dfeatures, err))
+        head_backward_act(&state->projection, state->dprojection, state->dembedding, err))
         return -1;
-    return backbone_backward(&method->backbone, 0, state->dfeatures, err);
+    const Act *dfeatures = embed_head_backward(&method->embed, state->dembedding, err);
+    return dfeatures ? backbone_backward(&method->backbone, 0, dfeatures, err) : -1;
 }
 
 // The momentum of the step after `step` (lightly updates the target at the
@@ -76,7 +78,7 @@ static void byol_destroy(Method *method) {
     head_free(&state->projection);
     head_free(&state->prediction);
     if (state->loss) byol_loss_destroy(state->loss);
-    void *buffers[] = {state->dprediction, state->dprojection, state->dfeatures};
+    void *buffers[] = {state->dprediction, state->dprojection, state->dembedding};
     for (int i = 0; i < 3; i++)
         if (buffers[i]) backend->op.free(backend, buffers[i]);
     free(state);
@@ -113,7 +115,7 @@ int byol_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     state->momentum_start = momentum_start;
     state->momentum_end = momentum_end;
     state->total_steps = setup->total_steps;
-    const int rows = 2 * setup->batch, dim = method->backbone.feature_dim;
+    const int rows = 2 * setup->batch, dim = method->embed.dim;
     const HeadSpec projection = head_spec_byol_projection(dim, (int)hidden, (int)out);
     const HeadSpec prediction = head_spec_byol_prediction((int)out, (int)hidden, (int)out);
     if (head_create(&state->projection, method->backend, &projection, "projection_head", rows,
@@ -130,8 +132,8 @@ int byol_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     Backend *backend = method->backend;
     state->dprediction = backend->op.alloc(backend, (size_t)rows * (size_t)out * sizeof(float));
     state->dprojection = backend->op.alloc(backend, act_bytes(backend, (size_t)rows * out));
-    state->dfeatures = backend->op.alloc(backend, act_bytes(backend, (size_t)rows * dim));
-    if (!state->dprediction || !state->dprojection || !state->dfeatures)
+    state->dembedding = backend->op.alloc(backend, act_bytes(backend, (size_t)rows * dim));
+    if (!state->dprediction || !state->dprojection || !state->dembedding)
         return error_set(err, "out of memory");
     method->scalar_count = 1;
     method->scalar_tags[0] = "schedule/momentum";

@@ -30,8 +30,9 @@ typedef struct DinoState {
     double teacher_temp, warmup_teacher_temp, momentum_start, momentum_end;
     long warmup_teacher_temp_steps, total_steps;
     Act *features;      // (views batch, D): global then local features, the head input
+                        // (through the embedding head, --embed-dim)
     float *dprojection; // (views batch, out)
-    Act *dfeatures;     // (views batch, D)
+    Act *dembedding;    // (views batch, embedding width)
 } DinoState;
 
 // LightlyTrain's _scaling.interpolate: linear in input between the two
@@ -86,8 +87,10 @@ static int dino_step(Method *method, long step, int batch, ErrorMessage *err) {
                          backbone_features(&method->backbone, 1),
                          act_bytes(backend, (size_t)local_rows * dim));
     }
+    const Act *embedding =
+        embed_head_forward(&method->embed, global_rows + local_rows, state->features, 1, err);
     const float *student =
-        head_forward(&state->head, global_rows + local_rows, state->features, 1, err);
+        embedding ? head_forward(&state->head, global_rows + local_rows, embedding, 1, err) : NULL;
     if (!student) return -1;
     const float *teacher_views[AUGMENT_MAX_VIEWS], *student_views[AUGMENT_MAX_VIEWS];
     float *dstudent_views[AUGMENT_MAX_VIEWS];
@@ -103,13 +106,15 @@ static int dino_step(Method *method, long step, int batch, ErrorMessage *err) {
     method_set_scalar(method, 1, temperature);
     dino_loss_backward(state->loss, 1.0f, dstudent_views);
     method_scale_loss_gradient(method, (size_t)views * batch * out, state->dprojection);
-    if (head_backward(&state->head, state->dprojection, state->dfeatures, err)) return -1;
+    if (head_backward(&state->head, state->dprojection, state->dembedding, err)) return -1;
+    Act *dfeatures = embed_head_backward(&method->embed, state->dembedding, err);
+    if (!dfeatures) return -1;
     parameter_set_hold_progress(method->backbone.params, local_rows > 0);  // not the last pass
-    if (backbone_backward(&method->backbone, 0, state->dfeatures, err)) return -1;
+    if (backbone_backward(&method->backbone, 0, dfeatures, err)) return -1;
     parameter_set_hold_progress(method->backbone.params, 0);
     if (local_rows &&
         backbone_backward(&method->backbone, 1,
-                          act_at(backend, state->dfeatures, (size_t)global_rows * dim), err))
+                          act_at(backend, dfeatures, (size_t)global_rows * dim), err))
         return -1;
     return 0;
 }
@@ -149,7 +154,7 @@ static void dino_destroy(Method *method) {
     ema_teacher_free(&state->teacher);
     head_free(&state->head);
     if (state->loss) dino_loss_destroy(state->loss);
-    void *buffers[] = {state->features, state->dprojection, state->dfeatures};
+    void *buffers[] = {state->features, state->dprojection, state->dembedding};
     for (int i = 0; i < 3; i++)
         if (buffers[i]) backend->op.free(backend, buffers[i]);
     free(state);
@@ -216,7 +221,7 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     state->total_steps = setup->total_steps;
     const int views = method->global_views + method->local_views;
     const int rows = views * setup->batch, dim = method->backbone.feature_dim;
-    HeadSpec head = head_spec_dino(dim, (int)hidden, (int)bottleneck, (int)out);
+    HeadSpec head = head_spec_dino(method->embed.dim, (int)hidden, (int)bottleneck, (int)out);
     head.weight_g_trained = !norm_last_layer;
     if (head_create(&state->head, method->backend, &head, "projection_head", rows, setup->seed,
                     err) ||
@@ -230,8 +235,9 @@ int dino_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     Backend *backend = method->backend;
     state->features = backend->op.alloc(backend, act_bytes(backend, (size_t)rows * dim));
     state->dprojection = backend->op.alloc(backend, (size_t)rows * (size_t)out * sizeof(float));
-    state->dfeatures = backend->op.alloc(backend, act_bytes(backend, (size_t)rows * dim));
-    if (!state->features || !state->dprojection || !state->dfeatures)
+    state->dembedding =
+        backend->op.alloc(backend, act_bytes(backend, (size_t)rows * method->embed.dim));
+    if (!state->features || !state->dprojection || !state->dembedding)
         return error_set(err, "out of memory");
     method->scalar_count = 2;
     method->scalar_tags[0] = "schedule/momentum";

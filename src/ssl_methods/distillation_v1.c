@@ -19,7 +19,7 @@ typedef struct DistillationV1 {
     float *teacher_global;  // (B, D) normalised
     float *norms;           // (B)
     float *dglobal;         // (B, D)
-    Act *dfeatures;         // (B, C)
+    Act *dembedding;        // (B, embedding width)
 } DistillationV1;
 
 static int v1_step(Method *method, long step, int batch, ErrorMessage *err) {
@@ -29,17 +29,20 @@ static int v1_step(Method *method, long step, int batch, ErrorMessage *err) {
     if (distill_teacher_forward(&common->teacher, batch, input, err)) return -1;
     distill_teacher_normalized(&common->teacher, batch, state->teacher_global, NULL, state->norms);
     if (backbone_forward(&method->backbone, 0, batch, input, 1, err)) return -1;
-    const float *student = distill_projection_forward(
-        &state->head, batch, backbone_features(&method->backbone, 0), err);
+    const Act *embedding =
+        embed_head_forward(&method->embed, batch, backbone_features(&method->backbone, 0), 1, err);
+    const float *student =
+        embedding ? distill_projection_forward(&state->head, batch, embedding, err) : NULL;
     if (!student) return -1;
     distill_queue_update(&common->queue, method->batch_index, batch, state->teacher_global);
     distill_queue_loss_forward(state->loss, batch, state->teacher_global, student,
                                common->queue.values, method_loss(method));
     distill_queue_loss_backward(state->loss, 1.0f, state->dglobal);
     method_scale_loss_gradient(method, (size_t)batch * state->head.dim, state->dglobal);
-    if (distill_projection_backward(&state->head, state->dglobal, state->dfeatures, err))
+    if (distill_projection_backward(&state->head, state->dglobal, state->dembedding, err))
         return -1;
-    return backbone_backward(&method->backbone, 0, state->dfeatures, err);
+    const Act *dfeatures = embed_head_backward(&method->embed, state->dembedding, err);
+    return dfeatures ? backbone_backward(&method->backbone, 0, dfeatures, err) : -1;
 }
 
 static void v1_destroy(Method *method) {
@@ -48,7 +51,7 @@ static void v1_destroy(Method *method) {
     distill_common_free(&state->common);
     distill_projection_free(&state->head);
     distill_queue_loss_destroy(state->loss);
-    void *buffers[] = {state->teacher_global, state->norms, state->dglobal, state->dfeatures};
+    void *buffers[] = {state->teacher_global, state->norms, state->dglobal, state->dembedding};
     distill_free_buffers(method->backend, buffers, sizeof buffers / sizeof buffers[0]);
     free(state);
     method->state = NULL;
@@ -81,7 +84,7 @@ int distillation_v1_create(Method *method, const MethodSetup *setup, ErrorMessag
     Backend *backend = method->backend;
     const int batch = method->max_batch;
     if (distill_setup(method, setup, &state->common, err)) return -1;
-    const int dim = state->common.teacher.dim, student_dim = method->backbone.feature_dim;
+    const int dim = state->common.teacher.dim, student_dim = method->embed.dim;
     const HeadSpec head = head_spec_distillation(student_dim, dim);
     if (distill_projection_create(&state->head, backend, &head, "projection_head", batch, 0, 0,
                                   0, 0, 1, setup->seed, err) ||
@@ -93,7 +96,7 @@ int distillation_v1_create(Method *method, const MethodSetup *setup, ErrorMessag
     const size_t b = (size_t)batch;
     float **buffers[] = {&state->teacher_global, &state->norms, &state->dglobal};
     const size_t sizes[] = {b * dim, b, b * dim};
-    Act **acts[] = {&state->dfeatures};
+    Act **acts[] = {&state->dembedding};
     const size_t act_sizes[] = {b * student_dim};
     if (distill_alloc_buffers(backend, buffers, sizes, sizeof sizes / sizeof sizes[0], err) ||
         distill_alloc_acts(backend, acts, act_sizes, 1, err))

@@ -30,7 +30,7 @@ typedef struct DistillationV2 {
     Act *block_tokens;        // (B, T, D): one block's normalised tokens (n > 1)
     Act *patches;             // (B, P, D): their patch rows (n > 1; ConvNeXt: a resized stage)
     float *dstudent;          // (B, P, n D)
-    Act *dmap;                // (B, h, w, C)
+    Act *dmap;                // (B, h, w, embedding width: C without --embed-dim)
 } DistillationV2;
 
 // teacher_f32 = the last `blocks` blocks' normalised patch tokens side
@@ -78,14 +78,18 @@ static int v2_step(Method *method, long step, int batch, ErrorMessage *err) {
     if (backbone_forward(&method->backbone, 0, batch, input, 1, err)) return -1;
     int height, width;
     const Act *map = backbone_feature_map(&method->backbone, 0, &height, &width);
-    const float *student = distill_projection_forward(&state->head, batch, map, err);
+    // LightlyTrain's embedding model with pool=False: its head on every position.
+    const Act *embedding = embed_head_forward(&method->embed, batch * height * width, map, 1, err);
+    const float *student =
+        embedding ? distill_projection_forward(&state->head, batch, embedding, err) : NULL;
     if (!student) return -1;
     const size_t n = (size_t)batch * distill_projection_rows(&state->head) * state->head.dim;
     distill_mse_loss_forward(state->loss, n, teacher, student, method_loss(method));
     distill_mse_loss_backward(state->loss, 1.0f, state->dstudent);
     method_scale_loss_gradient(method, n, state->dstudent);
     if (distill_projection_backward(&state->head, state->dstudent, state->dmap, err)) return -1;
-    return backbone_backward_map(&method->backbone, 0, NULL, state->dmap, err);
+    const Act *dmap = embed_head_backward(&method->embed, state->dmap, err);
+    return dmap ? backbone_backward_map(&method->backbone, 0, NULL, dmap, err) : -1;
 }
 
 static void v2_destroy(Method *method) {
@@ -186,7 +190,7 @@ int distillation_v2_create(Method *method, const MethodSetup *setup, ErrorMessag
     if (distill_teacher_keep_blocks(&state->common.teacher, state->blocks, err)) return -1;
     int height, width;
     backbone_feature_map_size(&method->backbone, 0, &height, &width);
-    const int student_dim = method->backbone.feature_dim;
+    const int student_dim = method->embed.dim;
     const HeadSpec head = head_spec_distillation_v2(student_dim, (int)hidden, state->width,
                                                     (int)layers);
     const int tokens = vit_teacher ? teacher->backbone.model.vit.slots[0].tokens : 0;

@@ -205,6 +205,10 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     if (method_check_views(views, err)) return -1;
     if (setup->batch < 2) return error_set(err, "batch size %d: SSL methods need at least 2 "
                                                 "images per step", setup->batch);
+    if (setup->embed_dim && !embed_head_supported(kind))
+        return error_set(err, "--embed-dim: the %s method reads the backbone's features "
+                              "directly and has no embedding head (LightlyTrain's neither)",
+                         method_kind_name(kind));
     Backend *backend = setup->backend;
     method->kind = kind;
     method->backend = backend;
@@ -230,6 +234,7 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     if (backbone_create(&method->backbone, backend, &spec, inputs,
                         method->local_views ? 2 : 1, setup->seed, err))
         return error_prefix(err, "backbone"), -1;
+    method->embed.dim = method->backbone.feature_dim;  // no embedding head until one is made
     if (setup->initial_weights &&
         method_load_backbone_weights(&method->backbone, setup->initial_weights,
                                      &method->adapted_input_layers, err)) {
@@ -261,6 +266,15 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     if (method_add_group(method, "backbone", method->backbone.params, method->backbone.buffers,
                          method->backbone.num_batches_tracked, 0, err))
         goto fail;
+    // The embedding head sees every student row: pooled features of both
+    // slots, or every position of the map (distillation v2).
+    int embed_rows = inputs[0].batch + inputs[1].batch;
+    if (kind == METHOD_DISTILLATION_V2) {
+        int height, width;
+        backbone_feature_map_size(&method->backbone, 0, &height, &width);
+        embed_rows = inputs[0].batch * height * width;
+    }
+    if (method_embed_create(method, setup->embed_dim, embed_rows, setup->seed, err)) goto fail;
     if (method_create_functions[kind](method, setup, err)) {
         error_prefix(err, "%s", method_kind_name(kind));
         goto fail;
@@ -273,6 +287,7 @@ fail:
 
 void method_free(Method *method) {
     if (method->ops && method->ops->destroy) method->ops->destroy(method);
+    embed_head_free(&method->embed);
     Backend *backend = method->backend;
     if (backend) {
         if (method->global_input) backend->op.free(backend, method->global_input);

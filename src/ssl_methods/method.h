@@ -41,6 +41,7 @@
 #include "nn/optimizer.h"
 #include "nn/parameters.h"
 #include "nn/backbone.h"
+#include "ssl_methods/embed_head.h"
 #include "train/checkpoint.h"
 #include "util/error.h"
 
@@ -116,6 +117,11 @@ typedef struct MethodSetup {
     // uses the statistics of all ranks.
     Communicator *comm;
     int sync_batchnorm;
+    // LightlyTrain's embed_dim (--embed-dim): > 0 puts an embedding head of
+    // that width between the backbone and the method's heads
+    // (ssl_methods/embed_head.h); 0: none. Refused for the methods without
+    // one (embed_head_supported).
+    int embed_dim;
 } MethodSetup;
 
 #define METHOD_MAX_GROUPS 6
@@ -181,6 +187,9 @@ struct Method {
     ViewSet views;
     int max_batch;
     Backbone backbone; // the student: trained, exported as "backbone"
+    // The student's embedding head (--embed-dim), or off; the method's heads
+    // read embed.dim wide rows (embed_head.h). Made by the method's create.
+    EmbedHead embed;
     // slot 0: global views (global_views * max_batch at global_size);
     // slot 1: local views when there are any
     int global_views, local_views;

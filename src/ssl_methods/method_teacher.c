@@ -40,6 +40,9 @@ int ema_teacher_create_rows(EmaTeacher *teacher, Method *method, const Head *stu
     method_copy_parameters(backend, teacher->backbone.params, method->backbone.params);
     method_copy_parameters(backend, teacher->backbone.buffers, method->backbone.buffers);
     *teacher->backbone.num_batches_tracked = *method->backbone.num_batches_tracked;
+    if (embed_head_create_copy(&teacher->embed, backend, &method->embed, "teacher_embed_head",
+                               input.batch, seed, err))
+        return error_prefix(err, "teacher"), -1;
     char name[64];
     snprintf(name, sizeof name, "teacher_%s", head_name);
     snprintf(teacher->head_prefix, sizeof teacher->head_prefix, "teacher_%s.", head_name);
@@ -56,6 +59,7 @@ int ema_teacher_create_rows(EmaTeacher *teacher, Method *method, const Head *stu
 
 void ema_teacher_free(EmaTeacher *teacher) {
     head_free(&teacher->head);
+    embed_head_free(&teacher->embed);
     backbone_free(&teacher->backbone);
 }
 
@@ -65,12 +69,17 @@ const float *ema_teacher_forward(EmaTeacher *teacher, Method *method, int rows,
     // resumed run draws what the uninterrupted one did.
     backbone_set_draw_key(&teacher->backbone, method->batch_index);
     if (backbone_forward(&teacher->backbone, 0, rows, method->global_input, 1, err)) return NULL;
-    return head_forward(&teacher->head, rows, backbone_features(&teacher->backbone, 0), 1, err);
+    const Act *embedding =
+        embed_head_forward(&teacher->embed, rows, backbone_features(&teacher->backbone, 0), 0, err);
+    return embedding ? head_forward(&teacher->head, rows, embedding, 1, err) : NULL;
 }
 
 void ema_teacher_update(EmaTeacher *teacher, Method *method, float momentum) {
     Backend *backend = method->backend;
     method_ema_update(backend, teacher->backbone.params, method->backbone.params, momentum);
+    if (teacher->embed.enabled)
+        method_ema_update(backend, &teacher->embed.head.params, &method->embed.head.params,
+                          momentum);
     method_ema_update(backend, &teacher->head.params, &teacher->student_head->params, momentum);
     if (teacher->head.last_layer.count)
         method_ema_update(backend, &teacher->head.last_layer, &teacher->student_head->last_layer,
@@ -93,6 +102,10 @@ int ema_teacher_save(EmaTeacher *teacher, CheckpointWriter *writer, ErrorMessage
         checkpoint_add_parameters(writer, teacher_last_layer_prefix,
                                   &teacher->head.last_layer, NULL, 0, err))
         return -1;
+    if (teacher->embed.enabled &&
+        checkpoint_add_parameters(writer, EMBED_HEAD_TEACHER_PREFIX, &teacher->embed.head.params,
+                                  NULL, 0, err))
+        return -1;
     return 0;
 }
 
@@ -107,6 +120,10 @@ int ema_teacher_load(EmaTeacher *teacher, const Checkpoint *checkpoint, ErrorMes
     if (teacher->head.last_layer.count &&
         checkpoint_load_parameters(checkpoint, teacher_last_layer_prefix,
                                    &teacher->head.last_layer, NULL, NULL, err))
+        return -1;
+    if (teacher->embed.enabled &&
+        checkpoint_load_parameters(checkpoint, EMBED_HEAD_TEACHER_PREFIX,
+                                   &teacher->embed.head.params, NULL, NULL, err))
         return -1;
     return 0;
 }

@@ -4,7 +4,9 @@
 // BatchNorm running statistics come from its own forwards, as with lightly's
 // update_momentum). It runs in training mode (batch statistics), as the
 // teacher modules do inside a LightningModule in training, but never
-// backward. Checkpointed as "teacher_backbone." and "teacher_<head name>.".
+// backward. Checkpointed as "teacher_backbone." and "teacher_<head name>.",
+// and its copy of the student's embedding head (--embed-dim) as
+// "teacher_embed_head." (embed_head.h).
 #ifndef LTC_SSL_METHODS_METHOD_TEACHER_H
 #define LTC_SSL_METHODS_METHOD_TEACHER_H
 
@@ -13,6 +15,7 @@
 
 typedef struct EmaTeacher {
     Backbone backbone;
+    EmbedHead embed;  // the student's method->embed copied (off when it is)
     Head head;
     const Head *student_head;
     char head_prefix[64];  // "teacher_projection_head."

@@ -28,7 +28,7 @@ int simclr_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     NtXent *loss = nt_xent_create(method->backend, setup->batch, (int)out, (float)temperature,
                                   method->comm, err);
     if (!loss) return -1;
-    const HeadSpec head = head_spec_simclr(method->backbone.feature_dim, (int)hidden, (int)out);
+    const HeadSpec head = head_spec_simclr(method->embed.dim, (int)hidden, (int)out);
     return pair_method_create(method, setup, &head,
                               (PairLoss){loss, simclr_loss_forward, simclr_loss_backward,
                                          simclr_loss_destroy},

@@ -31,7 +31,7 @@ int vicreg_create(Method *method, const MethodSetup *setup, ErrorMessage *err) {
     VicregLoss *loss = vicreg_loss_create(method->backend, setup->batch, (int)out, (float)lambda,
                                           (float)mu, (float)nu, 1e-4f, err);
     if (!loss) return -1;
-    const HeadSpec head = head_spec_vicreg(method->backbone.feature_dim, (int)hidden, (int)out);
+    const HeadSpec head = head_spec_vicreg(method->embed.dim, (int)hidden, (int)out);
     return pair_method_create(method, setup, &head,
                               (PairLoss){loss, vicreg_forward, vicreg_backward, vicreg_destroy},
                               err);

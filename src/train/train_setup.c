@@ -255,6 +255,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         .arg_count = config->method_args.count,
         .comm = run->comm,
         .sync_batchnorm = config->sync_batchnorm,
+        .embed_dim = config->embed_dim,
     };
     if (backbone_spec_parse(config->model, config->image_size, &setup.backbone, err))
         return error_prefix(err, "--model"), -1;
@@ -332,6 +333,7 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
                                 sizeof run->identity_transforms),
         .input = run->identity_input,
         .input_is_default = describe_input(run),
+        .embed_dim = config->embed_dim,
         .steps_per_epoch = run->steps_per_epoch,
     };
     return 0;
@@ -471,6 +473,10 @@ static void log_configuration(TrainRun *run) {
         run_log_line(run->log, "cuda graphs: %s", run->step_graphs_note);
     if (config->activation_checkpointing)
         run_log_line(run->log, "activation checkpointing: on (blocks recomputed in the backward)");
+    if (method->embed.enabled)
+        run_log_line(run->log, "embedding head: %d features to %d (--embed-dim; not in the "
+                               "exported backbone, applied by embed)",
+                     method->backbone.feature_dim, method->embed.dim);
     for (int i = 0; i < config->model_args.count; i++)
         run_log_line(run->log, "model arg: %s", config->model_args.items[i]);
     log_input(run);

@@ -11,7 +11,7 @@
 #include "train/checkpoint.h"
 
 // The run.* metadata of an identity, as key/value text pairs.
-#define RUN_IDENTITY_FIELDS 15
+#define RUN_IDENTITY_FIELDS 16
 #define RUN_IDENTITY_VALUE 4096
 static void run_identity_fields(const RunIdentity *identity,
                                 char values[RUN_IDENTITY_FIELDS][RUN_IDENTITY_VALUE],
@@ -20,7 +20,7 @@ static void run_identity_fields(const RunIdentity *identity,
         "run.model", "run.method", "run.ranks", "run.batch_size", "run.image_size",
         "run.total_steps", "run.dataset_size", "run.seed", "run.accumulate_grad_batches",
         "run.optimizer", "run.lr", "run.weight_decay", "run.method_args", "run.transforms",
-        "run.input"};
+        "run.input", "run.embed_dim"};
     const size_t size = RUN_IDENTITY_VALUE;
     snprintf(values[0], size, "%s", identity->model);
     snprintf(values[1], size, "%s", identity->method);
@@ -37,6 +37,7 @@ static void run_identity_fields(const RunIdentity *identity,
     snprintf(values[12], size, "%s", identity->method_args ? identity->method_args : "");
     snprintf(values[13], size, "%s", identity->transforms ? identity->transforms : "");
     snprintf(values[14], size, "%s", identity->input ? identity->input : "");
+    snprintf(values[15], size, "%d", identity->embed_dim);
     for (int i = 0; i < RUN_IDENTITY_FIELDS; i++) keys[i] = names[i];
 }
 
@@ -237,6 +238,8 @@ int train_state_load(const char *path, Method *method, Optimizer *const *optimiz
         const char *saved = checkpoint_meta(&checkpoint, keys[i]);
         if (!saved && strcmp(keys[i], "run.input") == 0 && identity->input_is_default)
             continue;  // a checkpoint from before run.input: RGB, 8-bit, ImageNet's
+        if (!saved && strcmp(keys[i], "run.embed_dim") == 0 && identity->embed_dim == 0)
+            continue;  // from before run.embed_dim: no embedding head
         if (!saved || strcmp(saved, values[i]) != 0)
             status = error_set(err, "the interrupted run has %s=%s, this one %s (resume "
                                     "with the same settings, or start a new run)",

@@ -43,6 +43,9 @@ typedef struct RunIdentity {
     // whether this run's input is that one.
     const char *input;
     int input_is_default;
+    // --embed-dim (0: no embedding head; checkpoints from before it was
+    // saved had none).
+    int embed_dim;
     // Not saved: follows from the settings above. The checkpoint's epoch
     // must be its step / steps_per_epoch (0: not checked).
     long steps_per_epoch;

@@ -76,6 +76,8 @@ typedef struct TrainConfig {
     const MlflowPair *options;
     int option_count;
     int activation_checkpointing;  // ViTs: blocks recomputed in the backward (BackboneSpec)
+    int embed_dim;  // LightlyTrain's embed_dim: an embedding head this wide (0: none;
+                    // ssl_methods/embed_head.h)
 } TrainConfig;
 
 // SIGINT and SIGTERM ask the run to stop (after the step in progress, with
