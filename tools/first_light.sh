@@ -657,7 +657,7 @@ test_vit_checkpointing::12 test_cuda_graph_update::0 test_cuda_graph_layers::0
 test_cuda_graph_staging::0 test_cuda_graph_step::0
 test_backend_depthwise_ops:cuda,cuda-fp16,cuda-bf16:0 test_backend_yolo_ops:cuda-fp16,cuda-bf16:0
 test_cuda_memory::0 test_backend_paka_ops:cuda,cuda-fp16,cuda-bf16:0
-test_backend_shuffle_ops:cuda,cuda-fp16,cuda-bf16:0}"
+test_backend_shuffle_ops:cuda,cuda-fp16,cuda-bf16:0 test_embed_head::8}"
 # The targets in the order they run (compile: SimCLR's torch.compile side, last).
 : "${FIRST_LIGHT_TARGETS:=simclr teacher distillation dinov2 dino compile yolo-distillation yolo-dino convnext convnext-teacher}"
 : "${FIRST_LIGHT_TARGET_SIMCLR:=resnet50 224 256 30}" "${FIRST_LIGHT_TARGET_DINO:=resnet50 224 64 20}"
