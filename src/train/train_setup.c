@@ -340,6 +340,12 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
 }
 
 static int setup_loader(TrainRun *run, ErrorMessage *err) {
+    // The batches still to come: a resumed run's loader ends where the run
+    // does (not total_steps batches after its start step). A complete run
+    // takes none; 0 would mean endless, so it is given one it never takes.
+    const uint64_t remaining = run->total_steps > run->start_step
+                                   ? (uint64_t)(run->total_steps - run->start_step)
+                                   : 1;
     LoaderConfig loader = {
         .dataset = &run->dataset,
         .views = run->method.views,
@@ -350,7 +356,7 @@ static int setup_loader(TrainRun *run, ErrorMessage *err) {
         .world_size = run->world_size,
         .shuffle = 1,
         .start_batch = (uint64_t)run->start_step * (uint64_t)run->accumulate,
-        .total_batches = (uint64_t)run->total_steps * (uint64_t)run->accumulate,
+        .total_batches = remaining * (uint64_t)run->accumulate,
         .max_pixels = run->config->max_pixels,
         .ignore_exif_orientation = run->config->ignore_exif_orientation,
         .warn = train_warn,
