@@ -220,6 +220,9 @@ int model_source_load_backbone_with(const char *path, const ModelSourceOptions *
         const char *image_size = checkpoint_meta(&ckpt, "run.image_size");
         info->image_size = image_size ? atoi(image_size) : 0;
         if (info->image_size < 0) info->image_size = 0;
+        const char *embed_dim = checkpoint_meta(&ckpt, "run.embed_dim");
+        info->embed_dim = embed_dim ? atoi(embed_dim) : 0;
+        if (info->embed_dim < 0) info->embed_dim = 0;
         how.recorded_model = checkpoint_meta(&ckpt, "model");
         status = checkpoint_part_prefix(&ckpt, part, info->prefix, sizeof info->prefix, err);
         if (status == 0) status = create_and_load(&how, &ckpt.tensors, info->prefix, err);

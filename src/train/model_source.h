@@ -39,6 +39,8 @@ typedef struct ModelSourceInfo {
     char pixels[8];
     char normalize[2400];
     int image_size;          // the training size (metadata run.image_size); 0 when absent
+    int embed_dim;           // train's --embed-dim (run.embed_dim): the checkpoint has an
+                             // embedding head (embed/embedding_head.h); 0: none
 } ModelSourceInfo;
 
 // model_source_load_backbone that also says what it loaded (info may be NULL).
