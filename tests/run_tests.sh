@@ -113,6 +113,9 @@ grep -qw avx512f /proc/cpuinfo 2>/dev/null && passes="native avx2 scalar"
 # loopback rendezvous.
 native_only=" test_method_steps test_methods test_ref_precision test_staging test_rendezvous "
 native_only+="test_dinov31_paka "  # a whole DINOv31 step (its ops: test_backend_paka_ops)
+# Whole method steps with an embedding head (a head block: test_heads in every
+# pass): 86 s of the avx2 and scalar passes on 2026-12-01.
+native_only+="test_embed_head "
 # Every size of every YOLO family against Ultralytics (its convs, norms,
 # pools and attention: the op tests, in every pass; test_resnet keeps a
 # whole-model composition in every pass): 52 s of the avx2 and scalar
