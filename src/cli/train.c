@@ -351,7 +351,7 @@ int command_train(int argc, char **argv) {
         {.name = "embed-dim", .type = OPTION_INT, .value = &config.embed_dim, .metavar = "N",
          .help = "LightlyTrain's embed_dim: an embedding head (a 1x1 convolution) from the "
                  "pooled features to N before the method's heads; embed writes N-wide rows "
-                 "(default: none)", .min = 1, .max = 1 << 20},
+                 "(0: no head)", .min = 0, .max = 1 << 20},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &config.checkpoint,
          .metavar = "FILE|NAME", .help = "initial backbone weights (.safetensors, .pt/.pth, .ckpt, "
                                          "or weights by name: lightly-train-c weights)"},

@@ -91,6 +91,10 @@ refuse_distillation "--embed-dim: --method distillation reads the backbone's fea
 expect_only 2 "--embed-dim: --method dinov2 reads" -- "$bin" train "${common[@]}" --model vit_t16 \
   --method dinov2 --out "$work/dinov2" --embed-dim 16 --max-steps 1
 [ -e "$work/dinov2" ] && fail "the refused dinov2 run wrote its --out"
-expect_only 2 "embed-dim" -- "$bin" train "${common[@]}" --method simclr --out "$work/zero" \
-  --embed-dim 0
+expect_only 2 "embed-dim" -- "$bin" train "${common[@]}" --method simclr --out "$work/negative" \
+  --embed-dim -1
+# 0 is no head (the default), for every method.
+output=$("$bin" train "${common[@]}" --method simclr --out "$work/zero" --max-steps 1 --embed-dim 0 2>&1) ||
+  fail "--embed-dim 0: $output"
+grep -q "embedding head" "$work/zero/train.log" && fail "--embed-dim 0 made an embedding head"
 e2e_finish
