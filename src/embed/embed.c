@@ -154,6 +154,7 @@ typedef struct EmbedRun {
     const char *accelerator;  // where this rank runs (cli/ranks.h)
     int gpu;
     int embedded;           // embed_dataset returned: all ranks are past it alike
+    int agreed;             // the settings check failed on every rank alike (they differ)
     Dataset dataset;
     Backend *backend;
     Backbone model;
@@ -267,6 +268,7 @@ static int check_rank_settings(const EmbedArgs *args, EmbedRun *run, const Embed
         return 1;
     }
     if (err.text[0]) embed_fail(run->comm, 2, "%s", err.text);
+    run->agreed = status != 0;
     return status ? 2 : 0;
 }
 
@@ -492,8 +494,10 @@ int command_embed(int argc, char **argv) {
     // A rank that failed before the (agreed) embedding must not leave the
     // others waiting in it: bad input may be its own (its --data, its
     // cache), while the others wait in the settings check. Ends every rank
-    // with this rank's status (a world of one just returns).
-    if (status != 0 && !run.embedded) comm_abort(dist.comm, status);
+    // with this rank's status (a world of one just returns). Not when every
+    // rank stops at the settings check: they end together, and the abort of
+    // the first could kill the rank that differs before it said why.
+    if (status != 0 && !run.embedded && !run.agreed) comm_abort(dist.comm, status);
     comm_destroy(dist.comm);
     return status;
 }
