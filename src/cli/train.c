@@ -98,13 +98,11 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
     if (config->activation_checkpointing && spec.kind != BACKBONE_VIT)
         return error_set(err, "--activation-checkpointing applies to ViT models only (--model "
                               "%s is %s)", model, kind_names[spec.kind]);
+    // Before any work (method_create checks it again for every caller).
     MethodKind method_kind;
-    if (config->embed_dim && method_kind_parse(method, &method_kind, err) == 0 &&
-        !embed_head_supported(method_kind))
-        return error_set(err, "--embed-dim: --method %s reads the backbone's features directly "
-                              "and has no embedding head (as in LightlyTrain); it applies to "
-                              "simclr, byol, dino, vicreg, barlowtwins, distillationv1 and "
-                              "distillationv2", method);
+    if (config->embed_dim && (method_kind_parse(method, &method_kind, err) ||
+                              embed_head_check(method_kind, config->embed_dim, err)))
+        return -1;
     const int multi_crop = strcmp(method, "dino") == 0 || strncmp(method, "dinov", 5) == 0;
     if (!multi_crop && (config->local_views >= 0 || config->local_image_size > 0))
         return error_set(err, "--local-views and --local-image-size apply to --method dino, "

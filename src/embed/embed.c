@@ -307,8 +307,8 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
                                         &run->model, &info, &err) != 0)
         return embed_fail(run->comm, 2, "--checkpoint: %s", err.text);
     run->model_loaded = 1;
-    if (info.embed_dim > 0 && embedding_head_read(args->checkpoint, info.prefix,
-                                                  run->model.feature_dim, &run->head, &err))
+    if (embedding_head_read(args->checkpoint, info.prefix, run->model.feature_dim,
+                            info.embed_dim, &run->head, &err))
         return embed_fail(run->comm, 2, "--checkpoint: %s", err.text);
     if (run->head.out && comm_rank(run->comm) == 0)
         printf("the checkpoint's embedding head (train's --embed-dim): %d features to %d\n",

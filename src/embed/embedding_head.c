@@ -6,38 +6,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/safetensors.h"
 #include "ssl_methods/embed_head.h"
 #include "train/checkpoint.h"
 
-int embedding_head_read(const char *path, const char *backbone_prefix, int in,
+int embedding_head_read(const char *path, const char *backbone_prefix, int in, int out,
                         EmbeddingHead *head, ErrorMessage *err) {
     memset(head, 0, sizeof *head);
     char prefix[64], weight_name[96], bias_name[96];
-    if (embed_head_prefix(backbone_prefix, prefix, sizeof prefix) != 0) return 0;
+    if (out <= 0 || embed_head_prefix(backbone_prefix, prefix, sizeof prefix) != 0) return 0;
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;
     int status = 0;
     if (checkpoint_has_prefix(&checkpoint, prefix)) {
         snprintf(weight_name, sizeof weight_name, "%slayers.0.weight", prefix);
         snprintf(bias_name, sizeof bias_name, "%slayers.0.bias", prefix);
-        const SafeTensor *bias = safetensors_find(&checkpoint.tensors, bias_name);
-        const int64_t out = bias ? safe_tensor_elements(bias) : 0;
-        if (out < 1 || out > (1 << 20)) {
-            status = error_set(err, "%s: the embedding head has no usable %s", path, bias_name);
-        } else {
-            head->in = in;
-            head->out = (int)out;
-            head->weight = malloc((size_t)out * (size_t)in * sizeof *head->weight);
-            head->bias = malloc((size_t)out * sizeof *head->bias);
-            if (!head->weight || !head->bias)
-                status = error_set(err, "out of memory for the embedding head");
-            else if (checkpoint_get_host_floats(&checkpoint, weight_name, head->weight,
-                                                (size_t)out * (size_t)in, err) ||
-                     checkpoint_get_host_floats(&checkpoint, bias_name, head->bias, (size_t)out,
-                                                err))
-                status = error_prefix(err, "%s: the embedding head", path);
-        }
+        *head = (EmbeddingHead){in, out, malloc((size_t)out * (size_t)in * sizeof(float)),
+                                malloc((size_t)out * sizeof(float))};
+        // The reads check each tensor's size against in and out.
+        if (!head->weight || !head->bias)
+            status = error_set(err, "out of memory for the embedding head");
+        else if (checkpoint_get_host_floats(&checkpoint, weight_name, head->weight,
+                                            (size_t)out * (size_t)in, err) ||
+                 checkpoint_get_host_floats(&checkpoint, bias_name, head->bias, (size_t)out, err))
+            status = error_prefix(err, "%s: the embedding head", path);
     }
     checkpoint_free(&checkpoint);
     if (status) embedding_head_free(head);

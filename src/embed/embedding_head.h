@@ -18,9 +18,10 @@ typedef struct EmbeddingHead {
 
 // The head that goes with the part loaded from the checkpoint at path
 // (backbone_prefix: ModelSourceInfo.prefix, "backbone." or
-// "teacher_backbone."), for features `in` wide; *head has out 0 when the
-// checkpoint has none. Errors name the path and the tensor.
-int embedding_head_read(const char *path, const char *backbone_prefix, int in,
+// "teacher_backbone."), in -> out (features wide, ModelSourceInfo.embed_dim);
+// *head has out 0 when the part has none. Errors name the path and the tensor
+// (also one of another size).
+int embedding_head_read(const char *path, const char *backbone_prefix, int in, int out,
                         EmbeddingHead *head, ErrorMessage *err);
 // embeddings (rows, head->out) = features (rows, head->in) through the head.
 void embedding_head_apply(const EmbeddingHead *head, const float *features, size_t rows,

@@ -115,8 +115,8 @@ static int export_onnx(const ExportArgs *args, const Backbone *model,
     }
     // The embedding model embed runs: the part's embedding head (--embed-dim) too.
     EmbeddingHead head = {0};
-    if (info->embed_dim > 0 &&
-        embedding_head_read(args->checkpoint, info->prefix, model->feature_dim, &head, &err)) {
+    if (embedding_head_read(args->checkpoint, info->prefix, model->feature_dim, info->embed_dim,
+                            &head, &err)) {
         fprintf(stderr, "%s: --checkpoint: %s\n", program, err.text);
         return 2;
     }

@@ -6,9 +6,14 @@
 
 #include "ssl_methods/method.h"
 
-int embed_head_supported(int method_kind) {
-    return method_kind != METHOD_DISTILLATION && method_kind != METHOD_DINOV2 &&
-           method_kind != METHOD_DINOV31;
+int embed_head_check(int method_kind, int embed_dim, ErrorMessage *err) {
+    if (embed_dim == 0 || (method_kind != METHOD_DISTILLATION && method_kind != METHOD_DINOV2 &&
+                           method_kind != METHOD_DINOV31))
+        return 0;
+    return error_set(err, "--embed-dim: --method %s reads the backbone's features directly and "
+                          "has no embedding head (as in LightlyTrain); it applies to simclr, "
+                          "byol, dino, vicreg, barlowtwins, distillationv1 and distillationv2",
+                     method_kind_name((MethodKind)method_kind));
 }
 
 static int embed_head_build(EmbedHead *embed, Backend *backend, int in, int embed_dim,

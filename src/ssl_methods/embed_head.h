@@ -15,7 +15,7 @@
 // exports the wrapped model); `embed` applies the one of the exported part
 // (embed_head_prefix). The methods that read the backbone's features past
 // an embedding model (distillation v3, DINOv2, DINOv3.1) take none:
-// method_create refuses embed_dim for them (embed_head_supported).
+// method_create refuses embed_dim for them (embed_head_check).
 #ifndef LTC_SSL_METHODS_EMBED_HEAD_H
 #define LTC_SSL_METHODS_EMBED_HEAD_H
 
@@ -33,8 +33,9 @@ typedef struct EmbedHead {
 #define EMBED_HEAD_GROUP "embed_head"
 #define EMBED_HEAD_TEACHER_PREFIX "teacher_embed_head."
 
-// Whether the method kind has an embedding model for embed_dim (see above).
-int embed_head_supported(int method_kind);
+// 0 when the method kind takes an embedding head of embed_dim (0: none
+// asked); -1 with the one-line refusal naming --embed-dim otherwise (see above).
+int embed_head_check(int method_kind, int embed_dim, ErrorMessage *err);
 
 // The student's embedding head of method (method->embed) for up to max_rows
 // rows: with embed_dim > 0, created from seed and added as the group

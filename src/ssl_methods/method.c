@@ -205,10 +205,7 @@ int method_create(Method *method, MethodKind kind, const MethodSetup *setup,
     if (method_check_views(views, err)) return -1;
     if (setup->batch < 2) return error_set(err, "batch size %d: SSL methods need at least 2 "
                                                 "images per step", setup->batch);
-    if (setup->embed_dim && !embed_head_supported(kind))
-        return error_set(err, "--embed-dim: the %s method reads the backbone's features "
-                              "directly and has no embedding head (LightlyTrain's neither)",
-                         method_kind_name(kind));
+    if (embed_head_check(kind, setup->embed_dim, err)) return -1;
     Backend *backend = setup->backend;
     method->kind = kind;
     method->backend = backend;

@@ -120,7 +120,7 @@ typedef struct MethodSetup {
     // LightlyTrain's embed_dim (--embed-dim): > 0 puts an embedding head of
     // that width between the backbone and the method's heads
     // (ssl_methods/embed_head.h); 0: none. Refused for the methods without
-    // one (embed_head_supported).
+    // one (embed_head_check).
     int embed_dim;
 } MethodSetup;
 

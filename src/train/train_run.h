@@ -146,6 +146,9 @@ typedef struct StepTimes {
 // a partial set-up.
 int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv);
 void train_teardown(TrainRun *run);
+// Ends the loader (its workers warn into train.log) and the batch feed that
+// reads its slots; before the logs close. Safe twice.
+void train_loader_free(TrainRun *run);
 // The end summary (console and train.log) and the final log lines.
 void train_finish(TrainRun *run, RunTotals *totals, int status);
 // A line on the console (through the progress display) and in train.log;

@@ -670,10 +670,16 @@ void train_finish(TrainRun *run, RunTotals *totals, int status) {
     if (run->final_message[0]) train_message(run, "%s", run->final_message);
 }
 
+void train_loader_free(TrainRun *run) {
+    if (run->feed_ready) batch_feed_free(&run->feed);  // its copies read the loader's slots
+    run->feed_ready = 0;
+    if (run->loader) loader_destroy(run->loader);
+    run->loader = NULL;
+}
+
 void train_teardown(TrainRun *run) {
     ErrorMessage err = {{0}};
-    if (run->feed_ready) batch_feed_free(&run->feed);  // its copies read the loader's slots
-    if (run->loader) loader_destroy(run->loader);
+    train_loader_free(run);
     for (int g = 0; g < METHOD_MAX_GROUPS; g++)
         if (run->optimizers[g]) optimizer_free(run->optimizers[g]);
     if (run->method_ready) method_free(&run->method);

@@ -628,12 +628,7 @@ static int train_complete(TrainRun *run) {
 // so that the same command starts again without --overwrite.
 static void discard_outputs(TrainRun *run) {
     ErrorMessage ignored = {{0}};
-    // The loader's workers warn into train.log (a file they skip): they end
-    // before it is closed and freed, as in train_teardown's order.
-    if (run->feed_ready) batch_feed_free(&run->feed);
-    run->feed_ready = 0;
-    if (run->loader) loader_destroy(run->loader);
-    run->loader = NULL;
+    train_loader_free(run);  // its workers warn into train.log, closed below
     if (run->events) tb_writer_close(run->events, &ignored);
     if (run->metrics) metrics_jsonl_close(run->metrics, &ignored);
     if (run->log) run_log_close(run->log);
