@@ -15,7 +15,8 @@ static void print_usage(FILE *stream) {
             "usage: lightly-train-c <command> [options]\n"
             "\n"
             "commands:\n"
-            "  train        pretrain a backbone with self-supervised learning\n"
+            "  train        pretrain a backbone with self-supervised learning (also:\n"
+            "               pretrain, LightlyTrain's name since 0.13)\n"
             "  bench-data   run the input pipeline alone and report what bounds it\n"
             "  export       write a checkpoint's backbone as a torchvision state dict\n"
             "  embed        write the embedding of every image in a folder\n"
@@ -43,7 +44,8 @@ static int run_command(const char *command, int argc, char **argv) {
         }
         return command_version();
     }
-    if (strcmp(command, "train") == 0) return command_train(argc, argv);
+    if (strcmp(command, "train") == 0 || strcmp(command, "pretrain") == 0)
+        return command_train(argc, argv);
     if (strcmp(command, "bench-data") == 0) return command_bench_data(argc, argv);
     if (strcmp(command, "export") == 0) return command_export(argc, argv);
     if (strcmp(command, "embed") == 0) return command_embed(argc, argv);

@@ -16,6 +16,7 @@
 #include "data/loader.h"
 #include "data/scan.h"
 #include "image_fixtures.h"
+#include "util/cpu.h"
 
 enum { GOOD_IMAGES = 40, CORRUPT_FILES = 3, BATCH = 8, VIEW_SIZE = 32 };
 
@@ -107,17 +108,63 @@ static uint8_t *run_loader(const LoaderConfig *config, int batches, size_t *tota
     return all;
 }
 
+// Two loaders give the same first `batches` batches, byte for byte.
+static void assert_same_batches(const LoaderConfig *first, const LoaderConfig *second,
+                                int batches) {
+    size_t size_first = 0, size_second = 0;
+    uint8_t *a = run_loader(first, batches, &size_first, NULL);
+    uint8_t *b = run_loader(second, batches, &size_second, NULL);
+    assert_int_equal(size_first, size_second);
+    assert_memory_equal(a, b, size_first);
+    free(a);
+    free(b);
+}
+
 static void test_same_batches_with_1_and_7_workers(void **state) {
     const Fixture *fixture = *state;
     // 43 files, batch 8: 5 batches per epoch; 12 batches cross two epoch ends.
     LoaderConfig one = base_config(fixture, 1), seven = base_config(fixture, 7);
-    size_t size_one = 0, size_seven = 0;
-    uint8_t *a = run_loader(&one, 12, &size_one, NULL);
-    uint8_t *b = run_loader(&seven, 12, &size_seven, NULL);
-    assert_int_equal(size_one, size_seven);
-    assert_memory_equal(a, b, size_one);
-    free(a);
-    free(b);
+    assert_same_batches(&one, &seven, 12);
+}
+
+// Samples the loader has produced once `seconds` passed (or, with
+// until_more_than > 0, as soon as more than that many are): what the
+// workers decoded while the caller held its batch.
+static uint64_t images_after(const Loader *loader, double seconds, uint64_t until_more_than) {
+    const double end = time_now() + seconds;
+    uint64_t images = loader_stats(loader).images;
+    while (time_now() < end && !(until_more_than && images > until_more_than)) {
+        sleep_seconds(0.01);
+        images = loader_stats(loader).images;
+    }
+    return images;
+}
+
+// --num-workers 0 (loader_set_workers): the batches of one worker, and
+// nothing decoded ahead of the batch asked for; the default ring (one
+// worker) decodes ahead while the caller holds a batch.
+static void test_no_workers_ahead(void **state) {
+    const Fixture *fixture = *state;
+    LoaderConfig none = base_config(fixture, 7), one = base_config(fixture, 1);
+    loader_set_workers(&none, 0);
+    assert_int_equal(none.num_workers, 1);
+    assert_same_batches(&none, &one, 6);
+    ErrorMessage err;
+    for (int ahead = 0; ahead < 2; ahead++) {
+        Loader *loader = loader_create(ahead ? &one : &none, &err);
+        assert_non_null(loader);
+        for (uint64_t index = 0; index < 3; index++) {
+            const Batch *batch = loader_next(loader, NULL, &err);
+            assert_non_null(batch);
+            const uint64_t held = (index + 1) * BATCH;
+            if (ahead)
+                assert_true(images_after(loader, 10.0, held) > held);
+            else
+                assert_int_equal(images_after(loader, 0.3, 0), held);
+            loader_release(loader, batch);
+        }
+        loader_destroy(loader);
+    }
 }
 
 static void test_dino_multi_crop_shapes_and_determinism(void **state) {
@@ -349,6 +396,7 @@ static void test_rejects_bad_configuration(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_batches_with_1_and_7_workers),
+        cmocka_unit_test(test_no_workers_ahead),
         cmocka_unit_test(test_dino_multi_crop_shapes_and_determinism),
         cmocka_unit_test(test_view_geometry),
         cmocka_unit_test(test_corrupt_files_skipped_counted_substituted),

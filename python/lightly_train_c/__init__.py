@@ -109,10 +109,13 @@ def train(
         method_args: The method's hyper-parameters by LightlyTrain's names,
             e.g. ``{"temperature": 0.2}``; an unknown key is an error listing
             the accepted ones.
-        epochs: Passes over the data (default and "auto": 100).
+        epochs: Passes over the data (default and "auto": 100; dinov2 and dinov31
+            the epochs of 125,000 steps, as LightlyTrain's); 0 saves the initial
+            model's checkpoint and export and trains nothing.
         batch_size: Images per optimizer step over all devices (default 128).
         gradient_accumulation_steps: Batches per optimizer step (default 1).
-        num_workers: Data loading threads per device ("auto": cores minus one).
+        num_workers: Data loading threads per device ("auto": cores minus one;
+            0: nothing decoded ahead, each batch when the step asks for it).
         devices: Devices per node (an int), or a list of GPU indices such as
             [0, 2] or [1] (GPU 1 alone) ("auto": every visible GPU, one
             process each).
@@ -201,9 +204,9 @@ def train(
     arguments += _args.option("model", _args.model_name(model))
     arguments += _args.option("method", method)
     arguments += _args.method_args(method_args)
-    # LightlyTrain's epochs "auto" (100 for most methods) is the program's
-    # default, which takes no "auto"; every other "auto" is the program's.
-    for name, value in (("epochs", None if epochs == "auto" else epochs),
+    # "auto" is the program's where it has it (epochs too: LightlyTrain's 100,
+    # or DINOv2's 125,000 steps in epochs).
+    for name, value in (("epochs", epochs),
                         ("batch_size", batch_size),
                         ("gradient_accumulation_steps", gradient_accumulation_steps),
                         ("num_workers", num_workers), ("devices", _args.devices(devices)),
@@ -285,7 +288,8 @@ def embed(
             extension of ``out`` (.pt and .pth: torch; any other: npy).
         image_size: Images are resized to this square size (default 224).
         batch_size: Images per forward pass (default 128).
-        num_workers: Data loading threads ("auto": cores minus one).
+        num_workers: Data loading threads ("auto": cores minus one; 0: each batch
+            decoded when it is asked for).
         accelerator: "auto", "cpu" or "gpu" ("cuda").
         overwrite: Replace an existing ``out``.
         precision: "32-true" only.

@@ -248,7 +248,7 @@ int command_train(int argc, char **argv) {
     if (fault_fires("sigterm-at-start", -1)) raise(SIGTERM);
     TrainConfig config = {
         .out = "out",
-        .epochs = 100,
+        .epochs = -1,  // auto
         .batch_size = 128,
         .image_size = 224,
         .local_image_size = -1,  // the method's: dino 96, dinov2 98
@@ -282,8 +282,11 @@ int command_train(int argc, char **argv) {
          .value_canonical = model_canonical, .given = &choices.model_given},
         {.name = "method", .type = OPTION_CHOICE, .value = &choices.method, .metavar = "NAME",
          .help = "self-supervised method", .choices = train_method_names},
-        {.name = "epochs", .type = OPTION_INT, .value = &config.epochs, .metavar = "N",
-         .help = "passes over the data", .min = 1, .max = 1000000},
+        {.name = "epochs", .type = OPTION_INT, .value = &config.epochs, .metavar = "N|auto",
+         .help = "passes over the data (auto: 100; dinov2, dinov31: ceil(125000 x batch / "
+                 "images), LightlyTrain's 125,000 steps; 0: no training, the initial model's "
+                 "checkpoint and export only)",
+         .min = 0, .max = METHOD_MAX_EPOCHS, .allow_auto = 1},
         {.name = "max-steps", .type = OPTION_INT, .value = &config.max_steps, .metavar = "N",
          .help = "optimizer steps in all (0: from --epochs)", .min = 0, .max = 2147483647},
         {.name = "batch-size", .type = OPTION_INT, .value = &config.batch_size, .metavar = "N",
@@ -296,8 +299,9 @@ int command_train(int argc, char **argv) {
         {.name = "local-views", .type = OPTION_INT, .value = &config.local_views, .metavar = "N",
          .help = "dino, dinov2: number of local views (6, 8)", .min = 0, .max = 14},
         {.name = "num-workers", .type = OPTION_INT, .value = &config.num_workers,
-         .metavar = "N|auto", .help = "data workers (auto: (cores - devices) / devices)",
-         .min = 1, .max = 1024, .allow_auto = 1},
+         .metavar = "N|auto", .help = "data workers (auto: (cores - devices) / devices; 0: "
+         "none ahead, each batch decoded when the step asks for it, as PyTorch's 0)",
+         .min = 0, .max = 1024, .allow_auto = 1},
         {.name = "accelerator", .type = OPTION_CHOICE, .value = &choices.accelerator,
          .metavar = "NAME", .help = "auto, cpu or gpu (LightlyTrain's cuda)",
          .choices = accelerator_names, .value_aliases = OPTION_ACCELERATOR_ALIASES},

@@ -495,7 +495,6 @@ Loader *loader_create(const LoaderConfig *config, ErrorMessage *err) {
     if (loader->config.world_size < 1) loader->config.world_size = 1;
     loader->worker_count = config->num_workers;
     loader->slot_count = config->prefetch_batches ? config->prefetch_batches : LOADER_DEFAULT_SLOTS;
-    if (loader->slot_count < 2) loader->slot_count = 2;
     loader->shared.fd = -1;
     if (config->views.float_pixels && image_renderer_check_unit_range(&config->views, err) != 0) {
         free(loader);
@@ -564,6 +563,11 @@ void loader_destroy(Loader *loader) {
     pthread_cond_destroy(&loader->batch_ready);
     pthread_mutex_destroy(&loader->mutex);
     free(loader);
+}
+
+void loader_set_workers(LoaderConfig *config, int num_workers) {
+    config->num_workers = num_workers > 0 ? num_workers : 1;
+    config->prefetch_batches = num_workers > 0 ? 0 : 1;
 }
 
 size_t loader_batches_per_epoch(const Loader *loader) {

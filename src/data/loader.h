@@ -37,8 +37,8 @@ typedef struct LoaderConfig {
     const Dataset *dataset;
     ViewSet views;
     int batch_size;        // per rank
-    int num_workers;       // >= 1
-    int prefetch_batches;  // ring slots; 0 -> 2 per worker, at least 4
+    int num_workers;       // >= 1 (loader_set_workers: from a --num-workers value)
+    int prefetch_batches;  // ring slots; 0 -> 4
     uint64_t seed;
     int rank;
     int world_size;
@@ -109,6 +109,15 @@ typedef struct LoaderStats {
 } LoaderStats;
 
 typedef struct Loader Loader;
+
+// num_workers and prefetch_batches for a --num-workers value: N >= 1
+// workers with the default ring; 0, PyTorch's DataLoader that loads each
+// batch in the main process when it is asked for: one worker and a ring of
+// one batch, so the next batch is decoded only once the last one was given
+// back and a step waits for all of its loading (on the GPU, while the step
+// before computes, as PyTorch's does). Files still decode in the worker's
+// child process: a decoder that crashes on one skips it.
+void loader_set_workers(LoaderConfig *config, int num_workers);
 
 Loader *loader_create(const LoaderConfig *config, ErrorMessage *err);
 // Stops and joins every worker, frees everything. Safe at any moment.

@@ -294,7 +294,7 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     const int batch_size = (size_t)args->batch_size > dataset->count ? (int)dataset->count
                                                                      : args->batch_size;
     const int workers =
-        args->num_workers > 0 ? args->num_workers : cpu_default_workers(run->rank_cores, 1);
+        args->num_workers >= 0 ? args->num_workers : cpu_default_workers(run->rank_cores, 1);
     char accelerator_note[400];
     run->backend = backend_choose(run->accelerator, "cpu", run->gpu, run->rank_cores,
                                   accelerator_note, sizeof accelerator_note, &err);
@@ -439,8 +439,9 @@ int command_embed(int argc, char **argv) {
          .help = "images per forward pass (reduced to the dataset size)", .min = 1,
          .max = 65536},
         {.name = "num-workers", .type = OPTION_INT, .value = &args.num_workers,
-         .metavar = "N|auto", .help = "data loading threads (auto: usable cores - 1)", .min = 1,
-         .max = 1024, .allow_auto = 1},
+         .metavar = "N|auto", .help = "data loading threads (auto: usable cores - 1; 0: each "
+         "batch decoded when it is asked for, as PyTorch's 0)", .min = 0, .max = 1024,
+         .allow_auto = 1},
         {.name = "accelerator", .type = OPTION_CHOICE, .value = &args.accelerator,
          .metavar = "NAME", .help = "where the model runs (gpu needs the CUDA backend; "
                                     "LightlyTrain's cuda is gpu)",

@@ -69,7 +69,7 @@ static int embed_validate(const Backbone *model, int slot, const Dataset *datase
     if (config->batch_size < 1 || config->batch_size > max.batch)
         return error_set(err, "embed: batch size %d outside 1..%d (the model slot's batch)",
                          config->batch_size, max.batch);
-    if (config->num_workers < 1) return error_set(err, "embed: need at least one worker");
+    if (config->num_workers < 0) return error_set(err, "embed: negative worker count");
     return 0;
 }
 
@@ -231,7 +231,6 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
     LoaderConfig loader_config = {
         .dataset = dataset,
         .batch_size = config->batch_size,
-        .num_workers = config->num_workers,
         .rank = comm_rank(config->comm),
         .world_size = comm_world_size(config->comm),
         .keep_last = 1,
@@ -240,6 +239,7 @@ int embed_dataset(Backbone *model, int slot, const Dataset *dataset, const Embed
         .warn = config->warn,
         .warn_context = config->warn_context,
     };
+    loader_set_workers(&loader_config, config->num_workers);
     view_set_resize(&loader_config.views, config->image_size);
     view_set_pixels(&loader_config.views, channels, config->float_pixels,
                     config->normalize_count, config->mean, config->std);

@@ -25,7 +25,7 @@
 typedef struct EmbedConfig {
     int image_size;       // the model slot's resolution
     int batch_size;       // <= the slot's batch
-    int num_workers;      // >= 1
+    int num_workers;      // >= 0 (loader_set_workers)
     uint64_t max_pixels;  // decoder limit; 0 = default
     int ignore_exif_orientation;  // LoaderConfig's
     LoaderWarnFn warn;    // one line per skipped file, from worker threads; may be NULL

@@ -104,6 +104,12 @@ double method_lr_scale(const MethodDefaults *defaults, double global_batch) {
     return defaults->sqrt_lr_scaling ? sqrt(ratio) : ratio;
 }
 
+long method_default_epochs(MethodKind kind, size_t images, int global_batch) {
+    if ((kind != METHOD_DINOV2 && kind != METHOD_DINOV31) || images == 0) return 100;
+    const double epochs = ceil(125000.0 * (double)global_batch / (double)images);
+    return epochs < METHOD_MAX_EPOCHS ? (long)epochs : METHOD_MAX_EPOCHS;
+}
+
 // BYOL's asymmetric pair (lightly's BYOLTransform): blur always on view 0,
 // rarely on view 1; solarize only on view 1; DINO-strength colour jitter.
 // VICReg and Barlow Twins use the same augmentations as BYOL in their papers.

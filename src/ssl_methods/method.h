@@ -94,6 +94,13 @@ typedef struct MethodDefaults {
 MethodDefaults method_defaults(MethodKind kind, BackboneKind student);
 // The factor the base lr is multiplied by at this global batch.
 double method_lr_scale(const MethodDefaults *defaults, double global_batch);
+// --epochs auto, LightlyTrain's get_epochs: its methods' default_epochs,
+// 100, except DINOv2's (and so DINOv31's), which is default_steps 125,000
+// turned into epochs at the global batch (before any reduction to the
+// dataset): ceil(125000 x batch / images), at most METHOD_MAX_EPOCHS (the
+// most --epochs takes; only datasets of a few images reach it).
+enum { METHOD_MAX_EPOCHS = 1000000 };
+long method_default_epochs(MethodKind kind, size_t images, int global_batch);
 // The method's views at image_size (global views; DINO's locals stay 96 px).
 void method_default_views(MethodKind kind, int image_size, ViewSet *views);
 

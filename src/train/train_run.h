@@ -65,6 +65,7 @@ typedef struct TrainRun {
     int num_workers;
     int accumulate;
     long steps_per_epoch;   // optimizer steps
+    long epochs;            // --epochs, auto resolved (method_default_epochs)
     long total_steps;
     long start_step;        // > 0 when resumed
     int complete;           // resumed from the checkpoint of the last step

@@ -154,11 +154,14 @@ static int setup_data(TrainRun *run, ErrorMessage *err) {
         return error_set(err, "--accumulate-grad-batches %d needs %d batches of %d images, the "
                               "dataset has %zu images", run->accumulate, run->accumulate,
                          run->batch_size, run->dataset.count);
+    run->epochs = config->epochs >= 0 ? config->epochs
+                                      : method_default_epochs(config->method, run->dataset.count,
+                                                              config->batch_size);
     run->total_steps = config->max_steps > 0 ? config->max_steps
-                                             : (long)config->epochs * run->steps_per_epoch;
+                                             : run->epochs * run->steps_per_epoch;
     // (cores - devices) / devices of the node: the rank's cores less its own.
-    run->num_workers = config->num_workers > 0 ? config->num_workers
-                                               : cpu_default_workers(rank_cores(config), 1);
+    run->num_workers = config->num_workers >= 0 ? config->num_workers
+                                                : cpu_default_workers(rank_cores(config), 1);
     return 0;
 }
 
@@ -350,7 +353,6 @@ static int setup_loader(TrainRun *run, ErrorMessage *err) {
         .dataset = &run->dataset,
         .views = run->method.views,
         .batch_size = run->batch_size,
-        .num_workers = run->num_workers,
         .seed = run->config->seed,
         .rank = run->rank,
         .world_size = run->world_size,
@@ -362,6 +364,7 @@ static int setup_loader(TrainRun *run, ErrorMessage *err) {
         .warn = train_warn,
         .warn_context = run,
     };
+    loader_set_workers(&loader, run->num_workers);
     // Slots in the backend's host memory (pinned on the GPU), copied to the
     // device one batch ahead (train/batch_feed.h).
     batch_feed_loader_memory(&loader, run->backend);
@@ -428,10 +431,23 @@ static void log_configuration(TrainRun *run) {
     scan_summary_describe(&run->dataset.summary, skipped, sizeof skipped);
     if (skipped[0]) train_message(run, "dataset: %s", skipped);
     run_log_line(run->log, "accelerator: %s", run->accelerator_note);
+    if (config->max_steps > 0)
+        run_log_line(run->log, "length: %ld steps (--max-steps)", run->total_steps);
+    else if (config->epochs >= 0)
+        run_log_line(run->log, "length: %ld epochs (--epochs)", run->epochs);
+    else if (config->method == METHOD_DINOV2 || config->method == METHOD_DINOV31)
+        run_log_line(run->log, "length: %ld epochs (auto, LightlyTrain's for %s: ceil(125000 "
+                               "steps x batch %d / %zu images))", run->epochs,
+                     method_kind_name(config->method), config->batch_size, run->dataset.count);
+    else
+        run_log_line(run->log, "length: %ld epochs (auto)", run->epochs);
     run_log_line(run->log, "compute threads wait: %s", thread_wait_describe());
     // The pool per device of the design: (cores - devices) / devices over
     // the node, i.e. each rank's share of the cores less one for its device.
-    if (config->num_workers > 0)
+    if (config->num_workers == 0)
+        run_log_line(run->log, "data workers: 0 (--num-workers): each batch is decoded when the "
+                               "step asks for it, by one decoder process");
+    else if (config->num_workers > 0)
         run_log_line(run->log, "data workers: %d per device (--num-workers)", run->num_workers);
     else
         run_log_line(run->log, "data workers: %d per device (auto: (cores - devices) / devices, "

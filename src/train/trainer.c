@@ -548,6 +548,13 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
     // The randomly initialised (or --checkpoint) backbone's kNN accuracy:
     // the baseline the following evaluations are compared with.
     if (run->knn_enabled && run->start_step == 0) train_knn(run, 0, 0);
+    // --epochs 0 (LightlyTrain: "No training epochs specified. Saving model
+    // and exiting."): the initial model's checkpoint and export, no step.
+    if (run->total_steps == 0) {
+        if (train_save_agreed(run, 0, SAVE_CHECKPOINT | SAVE_EXPORT)) return 1;
+        train_message(run, "--epochs 0: nothing trained; the initial model is saved");
+        return 0;
+    }
     // Resumed right after a checkpoint whose kNN evaluation was lost with
     // the interrupted run: evaluate the checkpointed state now.
     const int missed_epoch = run->knn_logged_at_start ? 0 : knn_epoch_due(run, run->start_step);

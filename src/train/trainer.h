@@ -28,13 +28,13 @@ typedef struct TrainConfig {
     const char *out;
     const char *model;        // backbone_model_names: resnet18 ... vit_s16 ...
     MethodKind method;
-    int epochs;
+    int epochs;               // -1: auto (method_default_epochs); 0: save the initial model
     int max_steps;            // 0: epochs decide
     int batch_size;           // global, over all devices
     int image_size;
     int local_image_size;     // DINO's local views
     int local_views;
-    int num_workers;          // <= 0: auto
+    int num_workers;          // -1: auto; 0: none ahead (loader_set_workers)
     int devices, num_nodes;
     int optimizer_auto;       // 1: the method's default optimizer
     OptimizerKind optimizer;

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# End-to-end tests of the LightlyTrain values `train` takes as LightlyTrain
+# does: the command's name `pretrain` (LightlyTrain's since 0.13); --epochs
+# auto, the default (100 epochs; dinov2 and dinov31 the epochs of 125,000
+# steps at the batch, as its get_epochs), seen through the resume check,
+# which names the total it computed; --epochs 0, which writes the initial
+# model's checkpoint and export and trains nothing (the export is the
+# --checkpoint's weights, a --resume of it is a complete run); --num-workers
+# 0 (nothing decoded ahead: the same batches, so the same weights, as one
+# worker), for train and embed.
+set -u
+source "$(dirname "$0")/lib.bash"
+e2e_init lightly_train_values
+
+images="$work/images"
+"$build/tests/e2e/make_images" "$images" 48 --corrupt 2 || fail "make_images"
+# 50 files, batch 8: 6 steps per epoch.
+common=(--data "$images" --batch-size 8 --image-size 32 --threads 2 --method-arg hidden_dim=32
+        --method-arg output_dim=16)
+
+# pretrain is train.
+output=$("$bin" pretrain "${common[@]}" --num-workers 1 --method simclr --out "$work/pretrain" \
+  --max-steps 2 2>&1) || fail "pretrain: $output"
+[ -s "$work/pretrain/checkpoints/last.ckpt" ] || fail "pretrain wrote no checkpoint"
+expect 0 "usage: lightly-train-c train" -- "$bin" help pretrain
+
+# --epochs auto, through the resume check of a one-step run.
+auto_total() {
+  local name=$1 expected=$2
+  shift 2
+  local out="$work/auto-$name"
+  output=$("$bin" train "${common[@]}" --num-workers 1 --out "$out" --max-steps 1 "$@" 2>&1) ||
+    fail "$name: $output"
+  expect_only 2 "total_steps=1, this one $expected " -- "$bin" train "${common[@]}" \
+    --num-workers 1 --out "$out" --resume "$@"
+  expect_only 2 "total_steps=1, this one $expected " -- "$bin" train "${common[@]}" \
+    --num-workers 1 --out "$out" --resume --epochs auto "$@"
+}
+auto_total simclr 600 --method simclr  # 100 epochs x 6 steps
+# ceil(125000 x 8 / 50) = 20000 epochs x 6 steps
+auto_total dinov2 120000 --method dinov2 --model vit_t16 --local-image-size 16 --local-views 2 \
+  --method-arg bottleneck_dim=16
+grep -q "length: 1 steps (--max-steps)" "$work/auto-simclr/train.log" ||
+  fail "train.log lacks the run's length"
+expect 2 "--epochs: must be between 0 and 1000000, got -2" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --epochs -2
+
+# --epochs 0: the initial model saved, nothing trained.
+weights="$work/initial.safetensors"
+"$build/tests/e2e/make_backbone" "$weights" resnet18 7 || fail "make_backbone"
+zero="$work/zero"
+output=$("$bin" train "${common[@]}" --num-workers 1 --method simclr --out "$zero" --epochs 0 \
+  --checkpoint "$weights" 2>&1) || fail "--epochs 0: $output"
+grep -q -- "--epochs 0: nothing trained; the initial model is saved" <<<"$output" ||
+  fail "--epochs 0 did not say it trained nothing: $output"
+grep -q "length: 0 epochs (--epochs)" "$zero/train.log" || fail "--epochs 0: length not logged"
+[ -s "$zero/checkpoints/last.ckpt" ] || fail "--epochs 0 wrote no checkpoint"
+ls "$zero/checkpoints" | grep -q "^epoch=" && fail "--epochs 0 wrote an epoch file"
+grep -q train_loss "$zero/metrics.jsonl" && fail "--epochs 0 logged a training step"
+"$build/tests/e2e/compare_weights" "$weights" "$zero/exported_models/exported_last.safetensors" \
+  0 0 >/dev/null || fail "--epochs 0: the export is not the --checkpoint's weights"
+expect 0 "was already complete \(step 0 of 0\)" -- "$bin" train "${common[@]}" --num-workers 1 \
+  --method simclr --out "$zero" --epochs 0 --resume
+
+# --num-workers 0: one worker's batches, so one worker's weights.
+for workers in 0 1; do
+  output=$("$bin" train "${common[@]}" --num-workers $workers --method simclr \
+    --out "$work/workers$workers" --max-steps 7 2>&1) || fail "--num-workers $workers: $output"
+done
+grep -q "data workers: 0 (--num-workers): each batch is decoded when the step asks for it" \
+  "$work/workers0/train.log" || fail "train.log does not name --num-workers 0"
+"$build/tests/e2e/compare_weights" "$work/workers0/exported_models/exported_last.safetensors" \
+  "$work/workers1/exported_models/exported_last.safetensors" 0 0 >/dev/null ||
+  fail "--num-workers 0 trained other weights than --num-workers 1"
+for workers in 0 2; do
+  output=$("$bin" embed --data "$images" --checkpoint "$work/workers0/checkpoints/last.ckpt" \
+    --out "$work/embed$workers.csv" --image-size 32 --batch-size 16 --num-workers $workers 2>&1) ||
+    fail "embed --num-workers $workers: $output"
+done
+cmp -s "$work/embed0.csv" "$work/embed2.csv" || fail "embed --num-workers 0 wrote other rows"
+expect 2 "--num-workers: must be between 0 and 1024, got -1" -- "$bin" embed --data "$images" \
+  --checkpoint "$work/workers0/checkpoints/last.ckpt" --out "$work/refused.csv" --num-workers -1
+e2e_finish
