@@ -486,6 +486,71 @@ static void test_several_folders_keep_order_and_folder_names(void **state) {
     assert_null(dataset.path_arena);
 }
 
+// LightlyTrain's list of "image directories and files": a file with an
+// image extension is taken as given, beside folders; anything else is
+// refused by name, and so is a file listed twice or inside a listed folder.
+// Hundreds of entries sort instead of comparing every pair.
+static void test_image_files_among_folders(void **state) {
+    TestTree *tree = *state;
+    tree_file(tree, "first/z.jpg");
+    tree_file(tree, "loose/c.PNG");
+    tree_file(tree, "loose/notes.txt");
+    char first[PATH_MAX], loose[PATH_MAX], notes[PATH_MAX], missing[PATH_MAX];
+    char loose_again[PATH_MAX + 16], inner[PATH_MAX];
+    tree_path(tree, "first", first);
+    tree_path(tree, "loose/c.PNG", loose);
+    tree_path(tree, "loose/notes.txt", notes);
+    tree_path(tree, "loose/missing.jpg", missing);
+    tree_path(tree, "first/z.jpg", inner);
+    snprintf(loose_again, sizeof loose_again, "%s/../loose/c.PNG", first);
+    Dataset dataset;
+    ErrorMessage err = {{0}};
+    const char *mixed[] = {loose, first};
+    assert_int_equal(dataset_scan_many(mixed, 2, &dataset, &err), 0);
+    assert_int_equal(dataset.count, 2);
+    assert_string_equal(dataset_path(&dataset, 0), loose);
+    char full[PATH_MAX + 16];
+    assert_int_equal(dataset_full_path(&dataset, 0, full, sizeof full), 0);
+    assert_string_equal(full, loose);
+    assert_string_equal(dataset_path(&dataset, 1), inner);
+    dataset_free(&dataset);
+    const char *alone[] = {loose};
+    assert_int_equal(dataset_scan_many(alone, 1, &dataset, &err), 0);
+    assert_int_equal(dataset.count, 1);
+    assert_string_equal(dataset_path(&dataset, 0), loose);
+    dataset_free(&dataset);
+    const char *text[] = {first, notes};
+    assert_int_equal(dataset_scan_many(text, 2, &dataset, &err), -1);
+    expect_contains(err.text, "is neither a folder nor an image file");
+    expect_contains(err.text, notes);
+    const char *absent[] = {first, missing};
+    assert_int_equal(dataset_scan_many(absent, 2, &dataset, &err), -1);
+    expect_contains(err.text, "does not exist");
+    const char *twice[] = {loose, first, loose_again};
+    assert_int_equal(dataset_scan_many(twice, 3, &dataset, &err), -1);
+    expect_contains(err.text, "are the same file");
+    enum { MANY = 400 };
+    const char *many[MANY + 1];
+    char (*paths)[PATH_MAX] = calloc(MANY, sizeof *paths);
+    for (int i = 0; i < MANY; i++) {
+        char relative[64];
+        snprintf(relative, sizeof relative, "many/%03d.jpg", (i * 7) % MANY);
+        tree_file(tree, relative);
+        tree_path(tree, relative, paths[i]);
+        many[i] = paths[i];
+    }
+    assert_int_equal(dataset_scan_many(many, MANY, &dataset, &err), 0);
+    assert_int_equal(dataset.count, MANY);
+    assert_string_equal(dataset_path(&dataset, 1), paths[1]);  // as given, not sorted
+    dataset_free(&dataset);
+    tree_path(tree, "many", paths[MANY - 1]);  // the folder of the others, listed last
+    many[MANY - 1] = paths[MANY - 1];
+    assert_int_equal(dataset_scan_many(many, MANY, &dataset, &err), -1);
+    expect_contains(err.text, "lies inside");
+    free(paths);
+    assert_null(dataset.path_arena);
+}
+
 static void test_thousands_of_files_sorted(void **state) {
     TestTree *tree = *state;
     // Enough paths to grow every buffer many times over; created in an order
@@ -570,6 +635,7 @@ int main(void) {
         TREE_TEST(test_unreadable_subfolder_is_counted),
         TREE_TEST(test_full_path_joins_root_and_relative),
         TREE_TEST(test_several_folders_keep_order_and_folder_names),
+        TREE_TEST(test_image_files_among_folders),
         TREE_TEST(test_thousands_of_files_sorted),
         TREE_TEST(test_prefix_names_sorted_like_strcmp),
     };

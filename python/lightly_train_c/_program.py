@@ -5,13 +5,15 @@ passed on so that a training run stops with its checkpoint."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
-from typing import IO, List, Optional, Sequence
+from typing import IO, Iterator, List, Optional, Sequence
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PROGRAM = PACKAGE_DIR / "bin" / "lightly-train-c"
@@ -86,6 +88,34 @@ def _relay(stream: IO[bytes], sink: IO[str], last: Optional[List[str]]) -> None:
     stream.close()
 
 
+# The program takes at most 32 --data entries on its command line (and a
+# command line holds a few megabytes in all): a longer list of folders and
+# image files, which LightlyTrain's `data` can be, goes to it as a
+# --data-list file, one path a line, removed once the program ended.
+DATA_ON_COMMAND_LINE = 32
+
+
+@contextlib.contextmanager
+def _long_data_in_a_file(arguments: Sequence[str]) -> Iterator[List[str]]:
+    paths = [argument[len("data="):] for argument in arguments if argument.startswith("data=")]
+    if len(paths) <= DATA_ON_COMMAND_LINE:
+        yield list(arguments)
+        return
+    for path in paths:
+        if "\n" in path or "\r" in path:
+            raise ValueError(f"lightly-train-c {arguments[0]}: data has {len(paths)} entries, "
+                             f"more than a command line takes, and one of them a line break, "
+                             f"which their list file cannot hold: {path!r}")
+    with tempfile.NamedTemporaryFile("wb", prefix="lightly-train-c-data-", suffix=".txt",
+                                     delete=False) as listed:
+        listed.write(b"".join(os.fsencode(path) + b"\n" for path in paths))
+    try:
+        yield [argument for argument in arguments if not argument.startswith("data=")] + \
+            [f"data_list={listed.name}"]
+    finally:
+        os.unlink(listed.name)
+
+
 def run(arguments: Sequence[str]) -> None:
     """Runs the program with `arguments` (a command and its options) and
     waits. Its progress goes to sys.stdout as it comes (straight to the
@@ -101,6 +131,11 @@ def run(arguments: Sequence[str]) -> None:
             name = argument.split("=", 1)[0]
             raise ValueError(f"lightly-train-c {arguments[0]}: {name} holds a NUL byte "
                              f"('\\x00'), which no command line can carry: {argument!r}")
+    with _long_data_in_a_file(arguments) as arguments_given:
+        _run(arguments_given)
+
+
+def _run(arguments: Sequence[str]) -> None:
     command = [str(PROGRAM), *arguments]
     to_terminal = _is_terminal(sys.stdout)
     child = subprocess.Popen(

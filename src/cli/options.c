@@ -512,7 +512,7 @@ void options_print_help(const OptionParser *parser, FILE *out) {
     char left[CHOICES_TEXT + 64];
     fprintf(out, "usage: %s", parser->program ? parser->program : "lightly-train-c");
     for (int i = 0; i < parser->count; i++) {
-        if (!parser->specs[i].required) continue;
+        if (!parser->specs[i].required && !parser->specs[i].in_usage) continue;
         option_left_column(&parser->specs[i], left, sizeof left);
         fprintf(out, " %s", left + 2);
     }

@@ -58,6 +58,7 @@ typedef struct OptionSpec {
     const char **given;   // CHOICE: receives the word as typed (before any alias), or NULL
     const char *alias;    // another name of the option (LightlyTrain's), or NULL
     int required;         // an error when the option is not given
+    int in_usage;         // named in the usage line though not required (--data, or --data-list)
     int allow_auto;       // INT, FLOAT: the word "auto" is accepted and stored as -1
                           // (so -1 must lie outside the range: a typed -1 is refused)
     int repeatable;       // STRING: may be given several times (value: StringList*)

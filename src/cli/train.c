@@ -1,6 +1,7 @@
 // `lightly-train-c train`: the options of a pretraining run, their checks
 // (bad combinations exit 2 with one line naming the options) and the hand-off
 // to the training loop (src/train/trainer.h).
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "cli/options.h"
 #include "cli/ranks.h"
 #include "cli/weights_cli.h"
+#include "data/data_list.h"
 #include "decode/decode.h"
 #include "nn/yolo.h"
 #include "ssl_methods/embed_head.h"
@@ -70,6 +72,8 @@ typedef struct TrainChoices {
     int gradient_overlap, exif_orientation, input_depth, strategy, matmul_precision;
     double max_pixels;
     const char *normalize, *channel_drop;  // parsed into TrainConfig.channels
+    StringList data;        // --data, then with --data-list into TrainConfig.data
+    const char *data_list;  // --data-list FILE or NULL
 } TrainChoices;
 
 // Combinations the option table cannot express. Returns 0 or -1 with err.
@@ -116,11 +120,24 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
     return 0;
 }
 
+// Whether a folder holds anything but "." and "..".
+static int folder_has_entries(const char *path) {
+    DIR *folder = opendir(path);
+    if (!folder) return 0;
+    const struct dirent *entry;
+    do {
+        entry = readdir(folder);
+    } while (entry && (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0));
+    closedir(folder);
+    return entry != NULL;
+}
+
 // Weights by name are fetched now, before any work: --checkpoint and a
 // distillation method's teacher, LightlyTrain's default teacher when none is
 // given (added to the method arguments, so the log and a resume see it).
-// Not while a --data folder is missing or --out would be refused: train_run
-// reports those first (before a download of hundreds of megabytes).
+// Not while a --data entry is missing or an empty folder, or --out would be
+// refused: train_run reports those first (before a download of hundreds of
+// megabytes).
 static int prepare_weights(TrainConfig *config, const TrainChoices *choices, int rank) {
     const char *method = train_method_names[choices->method];
     static char default_teacher[64];
@@ -128,7 +145,10 @@ static int prepare_weights(TrainConfig *config, const TrainChoices *choices, int
     if (train_out_check(config, rank, &out_err)) return 0;
     for (int i = 0; i < config->data.count; i++) {
         struct stat info;
-        if (stat(config->data.items[i], &info) != 0 || !S_ISDIR(info.st_mode)) return 0;
+        if (stat(config->data.items[i], &info) != 0 ||
+            !(S_ISREG(info.st_mode) ||
+              (S_ISDIR(info.st_mode) && folder_has_entries(config->data.items[i]))))
+            return 0;
     }
     const char *teacher = NULL, *fallback = weights_default_teacher(method);
     StringList *args = &config->method_args;
@@ -270,8 +290,13 @@ int command_train(int argc, char **argv) {
     const char *devices = "auto";
     StringList logger_entries = {0}, callback_entries = {0};
     const OptionSpec specs[] = {
-        {.name = "data", .type = OPTION_STRING, .value = &config.data, .metavar = "DIR",
-         .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
+        {.name = "data", .type = OPTION_STRING, .value = &choices.data, .metavar = "DIR|FILE",
+         .help = "folder of images (searched recursively), or an image file; repeated: one "
+                 "dataset of them all (required, unless --data-list)", .repeatable = 1,
+         .in_usage = 1},
+        {.name = "data-list", .type = OPTION_STRING, .value = &choices.data_list,
+         .metavar = "FILE", .help = "a text file of more --data entries, one per line (long "
+                                    "lists of image files)"},
         {.name = "out", .type = OPTION_STRING, .value = &config.out, .metavar = "DIR",
          .help = "output folder (checkpoints, exported model, logs)"},
         {.name = "model", .type = OPTION_CHOICE, .value = &choices.model, .metavar = "NAME",
@@ -428,7 +453,9 @@ int command_train(int argc, char **argv) {
     ErrorMessage err = {{0}};
     static LoggerSettings loggers;
     static CallbackSettings callbacks;
-    if (train_options_channels(&config, &choices, &err) ||
+    if (data_list_build(choices.data.items, choices.data.count, choices.data_list, &config.data,
+                        &err) ||
+        train_options_channels(&config, &choices, &err) ||
         train_options_check(&config, &choices, &err) ||
         train_options_resolve(&config, &choices, &err) ||
         loggers_parse(&logger_entries, &loggers, &err) ||
@@ -467,5 +494,6 @@ int command_train(int argc, char **argv) {
     config.rank_cores = dist_cores_per_rank(&dist);
     const int status = train_run(&config, argc, argv);
     comm_destroy(dist.comm);
+    data_list_free(&config.data);
     return status;
 }

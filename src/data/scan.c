@@ -154,6 +154,11 @@ static void scan_add_image(ScanState *state, const char *name) {
     state->arena_length = needed;
 }
 
+bool scan_is_image_name(const char *name) {
+    char extension[SCAN_EXTENSION_MAX + 1];
+    return scan_extension(name, extension) && scan_is_image_extension(extension);
+}
+
 static void scan_add_file(ScanState *state, const char *name) {
     char extension[SCAN_EXTENSION_MAX + 1];
     const bool fits = scan_extension(name, extension);
@@ -602,92 +607,4 @@ int dataset_full_path(const Dataset *dataset, size_t index, char *buffer, size_t
     const int written = snprintf(buffer, buffer_size, "%s%s%s", root, separator,
                                  dataset_path(dataset, index));
     return (written < 0 || (size_t)written >= buffer_size) ? -1 : 0;
-}
-
-// Adds the counters of one folder's summary to the merged one (skipped kinds
-// are kept from the first folder only: they are a hint for the message);
-// named unreadable entries get their folder in front, as image paths do.
-static void scan_summary_add(ScanSummary *total, const ScanSummary *part, const char *root) {
-    const size_t size = sizeof total->unreadable_named[0];
-    const size_t length = strlen(root);  // a trailing '/' is dropped, as for image paths
-    const int root_length = (int)(length > 0 && root[length - 1] == '/' ? length - 1 : length);
-    for (uint64_t i = 0; i < part->unreadable && i < SCAN_NAMED_UNREADABLE; i++) {
-        const uint64_t slot = total->unreadable + i;
-        if (slot < SCAN_NAMED_UNREADABLE &&
-            snprintf(total->unreadable_named[slot], size, "%.*s/%.*s", root_length, root,
-                     (int)(size - 2), part->unreadable_named[i]) < 0)
-            total->unreadable_named[slot][0] = '\0';
-    }
-    total->directories += part->directories;
-    total->skipped_files += part->skipped_files;
-    total->symlink_loops += part->symlink_loops;
-    total->unreadable += part->unreadable;
-    total->hidden += part->hidden;
-    total->special += part->special;
-}
-
-// Fails when two roots are one folder, or one lies inside another: their
-// images would be read twice (every image counted twice, the epoch and the
-// size-based defaults with them). Roots that do not resolve are left to
-// the scan's own message.
-static int roots_overlap(const char *const *roots, int count, ErrorMessage *err) {
-    char (*real)[PATH_MAX] = calloc((size_t)count, sizeof *real);
-    if (!real) return error_set(err, "out of memory");
-    int status = 0;
-    for (int i = 0; i < count; i++)
-        if (!realpath(roots[i], real[i])) real[i][0] = '\0';
-    for (int i = 0; i < count && !status; i++)
-        for (int j = 0; j < count && !status; j++) {
-            const size_t length = strlen(real[j]);
-            if (i == j || !real[i][0] || !real[j][0] || strncmp(real[i], real[j], length) != 0)
-                continue;
-            if (real[i][length] == '\0' && j < i)
-                status = error_set(err, "'%s' and '%s' are the same folder: its images would "
-                                        "be read twice", roots[j], roots[i]);
-            else if (real[i][length] == '/' || (length == 1 && real[i][1]))  // j is "/"
-                status = error_set(err, "'%s' lies inside '%s': its images would be read twice",
-                                   roots[i], roots[j]);
-        }
-    free(real);
-    return status;
-}
-
-int dataset_scan_many(const char *const *roots, int count, Dataset *dataset, ErrorMessage *err) {
-    memset(dataset, 0, sizeof *dataset);
-    if (count < 1) return error_set(err, "no data folder given");
-    if (count == 1) return dataset_scan(roots[0], dataset, err);
-    if (roots_overlap(roots, count, err)) return -1;
-    size_t images = 0, bytes = 0;
-    Dataset *parts = calloc((size_t)count, sizeof *parts);
-    if (!parts) return error_set(err, "out of memory");
-    int status = 0;
-    for (int i = 0; i < count && !status; i++) {
-        status = dataset_scan(roots[i], &parts[i], err);
-        for (size_t j = 0; !status && j < parts[i].count; j++)
-            bytes += strlen(roots[i]) + 1 + strlen(dataset_path(&parts[i], j)) + 1;
-        images += parts[i].count;
-    }
-    if (!status) {
-        dataset->root = strdup("");
-        dataset->path_arena = malloc(bytes);
-        dataset->path_offsets = malloc(images * sizeof *dataset->path_offsets);
-        if (!dataset->root || !dataset->path_arena || !dataset->path_offsets)
-            status = error_set(err, "out of memory for %zu image paths", images);
-    }
-    size_t used = 0;
-    for (int i = 0; i < count && !status; i++) {
-        const size_t length = strlen(roots[i]);
-        const int slash = length > 0 && roots[i][length - 1] == '/';
-        for (size_t j = 0; j < parts[i].count; j++) {
-            dataset->path_offsets[dataset->count++] = used;
-            used += (size_t)sprintf(dataset->path_arena + used, "%.*s/%s",
-                                    (int)(slash ? length - 1 : length), roots[i],
-                                    dataset_path(&parts[i], j)) + 1;
-        }
-        scan_summary_add(&dataset->summary, &parts[i].summary, roots[i]);
-    }
-    for (int i = 0; i < count; i++) dataset_free(&parts[i]);
-    free(parts);
-    if (status) dataset_free(dataset);
-    return status;
 }

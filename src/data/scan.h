@@ -31,6 +31,7 @@
 #ifndef LTC_DATA_SCAN_H
 #define LTC_DATA_SCAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,11 +71,17 @@ typedef struct Dataset {
 // empty (no file at any depth), or holds no image file; the message of the
 // last case lists what was skipped. On failure *dataset is left zeroed.
 int dataset_scan(const char *root, Dataset *dataset, ErrorMessage *err);
-// Several folders as one dataset: each scanned as above, in the given order
-// (sorted within each). With one folder this is dataset_scan; with more, the
-// relative paths become "folder/relative" (root is "") so that every image
-// keeps a unique, readable name. Fails on the first folder that fails.
+// Several entries as one dataset, LightlyTrain's list of "image directories
+// and files" (src/data/scan_many.c): each folder scanned as above, each
+// image file (by its extension) taken as given, in the given order (sorted
+// within each folder). With one folder this is dataset_scan; otherwise the
+// paths become "folder/relative", and a file's its own path (root is "")
+// so that every image keeps a unique, readable name. Fails on the first
+// entry that fails, on an entry that is neither a folder nor an image file,
+// and on one listed twice or inside another.
 int dataset_scan_many(const char *const *roots, int count, Dataset *dataset, ErrorMessage *err);
+// Whether a file name has an image extension (any case) of the list above.
+bool scan_is_image_name(const char *name);
 // What the scan skipped, as one line for a report ("skipped 12 other files:
 // 12 .txt; skipped 2 hidden entries (names starting with '.'); 1 entries
 // could not be read: m/dangling.jpg (No such file or directory)"); empty

@@ -40,11 +40,13 @@ void rank_setting_text(RankSetting *setting, const char *name, const char *text)
 }
 
 // The length of "root/" that starts name (the root as given, one '/' after
-// it; data/scan.h's dataset_scan_many), 0 when it does not.
+// it; data/scan.h's dataset_scan_many), or of the whole name when it is the
+// root (an image file given as --data), 0 when it is neither.
 static size_t root_prefix(const char *name, const char *root) {
     size_t length = strlen(root);
     if (length > 0 && root[length - 1] == '/') length--;  // as dataset_scan_many
-    return strncmp(name, root, length) == 0 && name[length] == '/' ? length + 1 : 0;
+    if (strncmp(name, root, length) != 0) return 0;
+    return name[length] == '/' ? length + 1 : name[length] == '\0' ? length : 0;
 }
 
 void rank_setting_data(RankSetting *setting, const Dataset *dataset, const char *const *roots,

@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/ranks.h"
+#include "data/data_list.h"
 #include "data/scan.h"
 #include "decode/decode.h"
 #include "dist/rank_settings.h"
@@ -34,7 +35,9 @@
 #define EMBED_PROGRAM "lightly-train-c embed"
 
 typedef struct EmbedArgs {
-    StringList data;
+    StringList data_given;  // --data
+    const char *data_list;  // --data-list FILE or NULL
+    DataList data;          // both (data_list_build)
     const char *checkpoint;
     const char *out;
     int format;  // index into format_choices: 0 = from the extension
@@ -410,8 +413,11 @@ int command_embed(int argc, char **argv) {
         .dist_timeout = DIST_DEFAULT_TIMEOUT,
     };
     const OptionSpec specs[] = {
-        {.name = "data", .type = OPTION_STRING, .value = &args.data, .metavar = "DIR",
-         .help = "folder of images (searched recursively)", .required = 1, .repeatable = 1},
+        {.name = "data", .type = OPTION_STRING, .value = &args.data_given, .metavar = "DIR|FILE",
+         .help = "folder of images (searched recursively), or an image file; repeated: all "
+                 "of them (required, unless --data-list)", .repeatable = 1, .in_usage = 1},
+        {.name = "data-list", .type = OPTION_STRING, .value = &args.data_list, .metavar = "FILE",
+         .help = "a text file of more --data entries, one per line"},
         {.name = "checkpoint", .type = OPTION_STRING, .value = &args.checkpoint,
          .metavar = "PATH|NAME",
          .help = "a .ckpt of train, a backbone .safetensors or PyTorch .pt/.pth state dict "
@@ -473,20 +479,25 @@ int command_embed(int argc, char **argv) {
     };
     int exit_status = 0;
     if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
+    ErrorMessage err = {{0}};
+    if (data_list_build(args.data_given.items, args.data_given.count, args.data_list, &args.data,
+                        &err)) {
+        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
+        return 2;
+    }
     // Several ranks (a launcher's, or one per GPU) embed a share of the
     // images each (data parallel).
     const RankRequest request = {.accelerator = accelerator_choices[args.accelerator],
                                  .devices = args.devices, .num_nodes = -1,
                                  .timeout_seconds = args.dist_timeout};
     RankPlace place;
-    ErrorMessage err = {{0}};
     int launch_status = 0;
     const int started = ranks_start(&request, argv, &place, &launch_status, &err);
-    if (started < 0) {
-        fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
-        return 2;
+    if (started < 0 || started == RANKS_LAUNCHED) {
+        if (started < 0) fprintf(stderr, "%s: %s\n", EMBED_PROGRAM, err.text);
+        data_list_free(&args.data);
+        return started < 0 ? 2 : launch_status;
     }
-    if (started == RANKS_LAUNCHED) return launch_status;
     const DistRun dist = place.dist;
     EmbedRun run = {.comm = dist.comm, .rank_cores = dist_cores_per_rank(&dist),
                     .accelerator = place.accelerator, .gpu = place.gpu};
@@ -500,5 +511,6 @@ int command_embed(int argc, char **argv) {
     // the first could kill the rank that differs before it said why.
     if (status != 0 && !run.embedded && !run.agreed) comm_abort(dist.comm, status);
     comm_destroy(dist.comm);
+    data_list_free(&args.data);
     return status;
 }

@@ -14,6 +14,7 @@
 #include "cli/callbacks.h"
 #include "cli/loggers.h"
 #include "cli/options.h"
+#include "data/data_list.h"
 #include "dist/comm.h"
 #include "nn/optimizer.h"
 #include "ssl_methods/method.h"
@@ -24,7 +25,7 @@
 enum { TRAIN_DEPTH_AUTO, TRAIN_DEPTH_8, TRAIN_DEPTH_FLOAT };
 
 typedef struct TrainConfig {
-    StringList data;          // image folders
+    DataList data;            // --data and --data-list: folders and image files
     const char *out;
     const char *model;        // backbone_model_names: resnet18 ... vit_s16 ...
     MethodKind method;

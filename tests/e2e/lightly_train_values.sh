@@ -7,7 +7,12 @@
 # model's checkpoint and export and trains nothing (the export is the
 # --checkpoint's weights, a --resume of it is a complete run); --num-workers
 # 0 (nothing decoded ahead: the same batches, so the same weights, as one
-# worker), for train and embed.
+# worker), for train and embed; --data with image files beside folders
+# (LightlyTrain's list of "image directories and files"): trained on, and
+# embedded under the path given; other files, and a file inside a listed
+# folder, refused by name; --data-list, a file of entries one per line (a
+# list longer than the 32 --data a command line takes); an empty --data
+# folder is named before the default method's teacher would be fetched.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init lightly_train_values
@@ -15,8 +20,9 @@ e2e_init lightly_train_values
 images="$work/images"
 "$build/tests/e2e/make_images" "$images" 48 --corrupt 2 || fail "make_images"
 # 50 files, batch 8: 6 steps per epoch.
-common=(--data "$images" --batch-size 8 --image-size 32 --threads 2 --method-arg hidden_dim=32
-        --method-arg output_dim=16)
+settings=(--batch-size 8 --image-size 32 --threads 2 --method-arg hidden_dim=32
+          --method-arg output_dim=16)
+common=(--data "$images" "${settings[@]}")
 
 # pretrain is train.
 output=$("$bin" pretrain "${common[@]}" --num-workers 1 --method simclr --out "$work/pretrain" \
@@ -80,4 +86,47 @@ done
 cmp -s "$work/embed0.csv" "$work/embed2.csv" || fail "embed --num-workers 0 wrote other rows"
 expect 2 "--num-workers: must be between 0 and 1024, got -1" -- "$bin" embed --data "$images" \
   --checkpoint "$work/workers0/checkpoints/last.ckpt" --out "$work/refused.csv" --num-workers -1
+# Image files among the --data entries.
+folder=$(find "$images" -mindepth 1 -maxdepth 1 -type d | sort | head -n 1)
+loose=$(find "$images" -name '*.jpg' ! -path "$folder/*" | sort | head -n 2)
+mapfile -t loose <<<"$loose"
+in_folder=$(find "$folder" -type f | wc -l)
+output=$("$bin" train "${settings[@]}" --num-workers 1 --method simclr --out "$work/files" \
+  --max-steps 1 --data "$folder" --data "${loose[0]}" --data "${loose[1]}" 2>&1) ||
+  fail "train on files: $output"
+grep -q "simclr, $((in_folder + 2)) images" "$work/files/train.log" ||
+  fail "train on a folder and two files did not count $((in_folder + 2)) images"
+output=$("$bin" embed --data "$folder" --data "${loose[1]}" --checkpoint \
+  "$work/files/checkpoints/last.ckpt" --out "$work/files.csv" --image-size 32 2>&1) ||
+  fail "embed of files: $output"
+grep -q "^${loose[1]}," "$work/files.csv" || fail "embed does not name the file as given"
+[ "$(wc -l <"$work/files.csv")" -eq $((in_folder + 2)) ] || fail "embed of files: row count"
+printf 'not an image' >"$work/notes.txt"
+expect_only 2 "data path '$work/notes.txt' is neither a folder nor an image file" -- "$bin" \
+  train "${common[@]}" --out "$work/refused" --method simclr --data "$work/notes.txt"
+expect_only 2 "lies inside '$images': read twice" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --method simclr --data "${loose[0]}"
+# --data-list: every image file of the folder, one per line, with a blank line.
+find "$images" -type f \( -name '*.jpg' -o -name '*.png' \) | sort >"$work/list.txt"
+listed=$(wc -l <"$work/list.txt")
+[ "$listed" -gt 32 ] || fail "the list has $listed files, not more than --data takes"
+echo >>"$work/list.txt"
+output=$("$bin" train "${settings[@]}" --num-workers 1 --method simclr --out "$work/listed" \
+  --max-steps 1 --data-list "$work/list.txt" 2>&1) || fail "train --data-list: $output"
+grep -q "simclr, $listed images" "$work/listed/train.log" ||
+  fail "train --data-list did not count $listed images"
+output=$("$bin" embed --data-list "$work/list.txt" --checkpoint "$work/listed/checkpoints/last.ckpt" \
+  --out "$work/listed.csv" --image-size 32 2>&1) || fail "embed --data-list: $output"
+printf 'a.jpg\r\n' >"$work/crlf.txt"
+expect_only 2 "--data-list $work/crlf.txt holds a carriage return" -- "$bin" train \
+  "${settings[@]}" --out "$work/refused" --data-list "$work/crlf.txt"
+printf '\n\n' >"$work/blank.txt"
+expect_only 2 "--data-list $work/blank.txt names no folder or image" -- "$bin" embed \
+  --data-list "$work/blank.txt" --checkpoint "$work/listed/checkpoints/last.ckpt" \
+  --out "$work/refused.csv"
+expect_only 2 "--data is required \\(or --data-list\\)" -- "$bin" train "${settings[@]}" --out "$work/refused"
+# An empty folder is named before the default method's teacher is fetched.
+mkdir "$work/empty"
+expect_only 2 "data folder '$work/empty' is empty" -- "$bin" train --data "$work/empty" \
+  --out "$work/refused"
 e2e_finish

@@ -293,6 +293,51 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(raised.exception.exit_status, 2)
 
 
+class DataListTest(unittest.TestCase):
+    """A data list longer than the command line takes goes to the program as
+    a --data-list file: a stand-in program writes what it was given."""
+
+    def setUp(self):
+        self.folder = tempfile.TemporaryDirectory()
+        self.program_before = _program.PROGRAM
+        self.seen = Path(self.folder.name) / "seen.txt"
+        path = Path(self.folder.name) / "lightly-train-c"
+        path.write_text("#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; case \"$a\" in data_list=*) "
+                        f"cat \"${{a#data_list=}}\";; esac; done > '{self.seen}'\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+        _program.PROGRAM = path
+
+    def tearDown(self):
+        _program.PROGRAM = self.program_before
+        self.folder.cleanup()
+
+    def given(self, data):
+        lightly_train_c.train(out="o", data=data, method="simclr")
+        return self.seen.read_text().splitlines()
+
+    def test_short_list_on_the_command_line(self):
+        lines = self.given(["a", "b.jpg"])
+        self.assertIn("data=a", lines)
+        self.assertIn("data=b.jpg", lines)
+        self.assertFalse(any(line.startswith("data_list=") for line in lines))
+
+    def test_long_list_in_a_file(self):
+        paths = [f"images/{i:03d}.jpg" for i in range(_program.DATA_ON_COMMAND_LINE + 1)]
+        lines = self.given(paths)
+        self.assertFalse(any(line.startswith("data=") for line in lines))
+        listed = [line for line in lines if line.startswith("data_list=")]
+        self.assertEqual(len(listed), 1)
+        at = lines.index(listed[0])
+        self.assertEqual(lines[at + 1:at + 1 + len(paths)], paths)
+        self.assertFalse(Path(listed[0][len("data_list="):]).exists())  # removed after
+
+    def test_line_break_in_a_long_list(self):
+        paths = [f"{i}.jpg" for i in range(_program.DATA_ON_COMMAND_LINE)] + ["a\nb.jpg"]
+        with self.assertRaises(ValueError) as raised:
+            lightly_train_c.train(out="o", data=paths)
+        self.assertIn("a line break, which their list file cannot hold", str(raised.exception))
+
+
 class InterruptTest(unittest.TestCase):
     """Ctrl-C while the program runs: a stand-in program that sends SIGINT
     to its parent (us) and then ends as the real one would."""
