@@ -85,6 +85,7 @@ static void test_validate_rejects_bad_values(void **state) {
         {offsetof(ViewTransform, ratio_min), 0, 0.0f, "ratio_min"},
         {offsetof(ViewTransform, ratio_max), 0, 0.5f, "ratio_max"},
         {offsetof(ViewTransform, flip_p), 0, 1.5f, "flip_p"},
+        {offsetof(ViewTransform, vflip_p), 0, -0.5f, "vflip_p"},
         {offsetof(ViewTransform, jitter_p), 0, -0.1f, "jitter_p"},
         {offsetof(ViewTransform, grey_p), 0, NAN, "grey_p"},
         {offsetof(ViewTransform, blur_p), 0, 2.0f, "blur_p"},
@@ -280,6 +281,58 @@ static void test_determinism(void **state) {
     free(image.pixels);
 }
 
+// LightlyTrain's vertical_prob (vflip_p): drawn after every other draw, so
+// the rest is what a view without it draws; the view is the row mirror of
+// the unflipped one, in the 8-bit and the float renderer.
+static void test_vertical_flip(void **state) {
+    (void)state;
+    enum { SIZE = 24 };
+    ViewSet set;
+    view_set_simclr(&set, SIZE);
+    ViewTransform plain = set.views[0], flipped = plain;
+    plain.blur_p = flipped.blur_p = 0.0f;  // the mirror of a blur is exact, its rows not
+    flipped.vflip_p = 1.0f;
+    assert_int_equal(view_transform_validate(&flipped, NULL), 0);
+    Image image = make_image(90, 70, 5);
+    AugmentScratch *scratch = augment_scratch_create();
+    uint8_t up[SIZE * SIZE * 3], down[SIZE * SIZE * 3];
+    for (uint32_t id = 0; id < 8; id++) {
+        Rng a = rng_make(11, 0, id, RNG_STREAM_VIEW), b = a;
+        ViewParams p, q;
+        view_sample(&plain, 90, 70, &a, &p);
+        view_sample(&flipped, 90, 70, &b, &q);
+        assert_int_equal(p.vflip, 0);
+        assert_int_equal(q.vflip, 1);
+        q.vflip = 0;
+        assert_memory_equal(&p, &q, sizeof p);
+        q.vflip = 1;
+        assert_int_equal(view_render(&plain, &p, &image, (PixelRect){0, 0, 90, 70}, up, scratch,
+                                     NULL), 0);
+        assert_int_equal(view_render(&flipped, &q, &image, (PixelRect){0, 0, 90, 70}, down,
+                                     scratch, NULL), 0);
+        for (int y = 0; y < SIZE; y++)
+            assert_memory_equal(up + (size_t)y * SIZE * 3, down + (size_t)(SIZE - 1 - y) * SIZE * 3,
+                                SIZE * 3);
+    }
+    float pixels[40 * 30 * 2], top[SIZE * SIZE * 2], bottom[SIZE * SIZE * 2];
+    for (int i = 0; i < 40 * 30 * 2; i++) pixels[i] = (float)((i * 37) % 101) / 100.0f;
+    ViewSet two;
+    view_set_simclr(&two, SIZE);
+    view_set_channels(&two, 2, 2, NULL);
+    const FloatImage source = {pixels, 40, 30, 2, 40 * 2};
+    ViewParams p = {.crop = {3, 2, 31, 25}, .flip = 1}, q = p;
+    q.vflip = 1;
+    assert_int_equal(view_render_float(&two.views[0], &p, &source, (PixelRect){0, 0, 40, 30}, top,
+                                       scratch, NULL), 0);
+    assert_int_equal(view_render_float(&two.views[0], &q, &source, (PixelRect){0, 0, 40, 30},
+                                       bottom, scratch, NULL), 0);
+    for (int y = 0; y < SIZE; y++)
+        assert_memory_equal(top + (size_t)y * SIZE * 2, bottom + (size_t)(SIZE - 1 - y) * SIZE * 2,
+                            SIZE * 2 * sizeof(float));
+    augment_scratch_destroy(scratch);
+    free(image.pixels);
+}
+
 // view_render equals the steps done one by one, in LightlyTrain's order.
 static void test_render_order(void **state) {
     ViewSet set;
@@ -460,6 +513,7 @@ int main(void) {
         cmocka_unit_test(test_sample_crop_fallback),
         cmocka_unit_test(test_sample_statistics_dino),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_vertical_flip),
         cmocka_unit_test(test_render_order),
         cmocka_unit_test(test_render_covered_mapping),
         cmocka_unit_test(test_render_no_allocation_when_warm),

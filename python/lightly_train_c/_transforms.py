@@ -7,7 +7,7 @@ entries (docs/commands.md, "train"). The mapping:
 
 - ``image_size`` (n or (n, n)) -> image_size
 - ``random_resize`` {min_scale, max_scale} -> global.scale_min / scale_max
-- ``random_flip`` {horizontal_prob} -> flip_p (vertical_prob must be 0)
+- ``random_flip`` {horizontal_prob, vertical_prob} -> flip_p, vflip_p
 - ``color_jitter`` {prob, strength, brightness, contrast, saturation, hue}
   -> jitter_p and strength x each factor (LightlyTrain's jitter is the
   factor times strength; give strength with the factors); None -> jitter_p 0
@@ -20,7 +20,13 @@ entries (docs/commands.md, "train"). The mapping:
 - dinov31's ``paka_num_local`` -> the method arg of that name (equal to
   method_args' when both are given), ``record_geometry`` (True only),
   ``paka_high_overlap_iou`` (in (0, 1]; PaKA locals lie inside their parent)
-- ``normalize``: the program normalises with ImageNet's mean and std only
+- ``num_channels``, ``channel_drop`` {num_channels_keep, weight_drop} and
+  ``normalize`` {mean, std}, resolved as LightlyTrain's MethodTransformArgs:
+  the model takes num_channels_keep channels with channel_drop, else
+  num_channels, else ("auto") len(normalize's mean), else 3; mean and std
+  are repeated to that count -> num_channels (the channels images are read
+  with: one per weight with channel_drop), channel_drop KEEP:W1,...,
+  normalize MEAN,...:STD,...
 
 Any other key is passed on as one of the program's own (``scale_min``,
 ``local.blur_p``, ...), which the program checks.
@@ -45,6 +51,7 @@ class _Views:
         self.dinov31 = method == "dinov31"
         self.options: Dict[str, Any] = {}
         self.entries: List[str] = []
+        self.channel_args: Dict[str, Any] = {}  # num_channels, channel_drop, normalize
 
     def set(self, scope: str, key: str, value: Any) -> None:
         self.entries.append(f"transform={scope}{key}={text(value)}")
@@ -156,11 +163,10 @@ class _Views:
             self.random_resize("global.", "'random_resize'", value)
         elif key == "random_flip":
             value = self.dict_of("'random_flip'", value, ("horizontal_prob", "vertical_prob"))
-            if value.get("vertical_prob", 0):
-                raise ValueError("transform_args['random_flip']: lightly-train-c flips "
-                                 "horizontally only (vertical_prob 0)")
             if "horizontal_prob" in value:
                 self.set("", "flip_p", value["horizontal_prob"])
+            if value.get("vertical_prob", 0):
+                self.set("", "vflip_p", value["vertical_prob"])
         elif key == "color_jitter":
             self.color_jitter(value)
         elif key == "random_gray_scale":
@@ -180,17 +186,62 @@ class _Views:
             self.local_view(value)
         elif key in ("paka_num_local", "record_geometry", "paka_high_overlap_iou") and self.dinov31:
             self.dinov31_key(key, value)
-        elif key == "normalize":
-            value = self.dict_of("'normalize'", value, ("mean", "std"))
-            if (tuple(value.get("mean", IMAGENET_MEAN)) != IMAGENET_MEAN
-                    or tuple(value.get("std", IMAGENET_STD)) != IMAGENET_STD):
-                raise ValueError("transform_args['normalize']: lightly-train-c normalises with "
-                                 "ImageNet's mean and std only")
+        elif key in ("num_channels", "channel_drop", "normalize"):
+            self.channel_args[key] = value  # resolved together (channels)
         elif isinstance(value, (Mapping, list, tuple)):
             raise ValueError(f"transform_args[{key!r}]: lightly-train-c has no such transform "
                              "(see lightly_train_c.train's docstring)")
         else:
             self.set("", key, value)  # one of the program's own keys
+
+
+def _numbers(where: str, value: Any, count: Optional[int] = None) -> List[float]:
+    """A non-empty list or tuple of numbers (of `count` when given)."""
+    if (not isinstance(value, (list, tuple)) or not value
+            or not all(isinstance(item, numbers.Real) and not isinstance(item, bool)
+                       for item in value)
+            or (count is not None and len(value) != count)):
+        raise ValueError(f"transform_args[{where}]: expected a list of "
+                         f"{count if count is not None else 'one or more'} numbers, "
+                         f"got {value!r}")
+    return list(value)
+
+
+def _channels(views: _Views, given: Mapping[str, Any]) -> None:
+    """num_channels, channel_drop and normalize (see the module's text)."""
+    drop, normalize = given.get("channel_drop"), given.get("normalize")
+    num_channels = given.get("num_channels", "auto")
+    if num_channels != "auto" and (isinstance(num_channels, bool)
+                                   or not isinstance(num_channels, int) or num_channels < 1):
+        raise ValueError(f"transform_args['num_channels']={num_channels!r}: expected an "
+                         "integer >= 1 or 'auto'")
+    if normalize is not None:
+        normalize = views.dict_of("'normalize'", normalize, ("mean", "std"))
+    mean = _numbers("'normalize']['mean'", (normalize or {}).get("mean", IMAGENET_MEAN))
+    std = _numbers("'normalize']['std'", (normalize or {}).get("std", IMAGENET_STD))
+    if drop is not None:
+        drop = views.dict_of("'channel_drop'", drop, ("num_channels_keep", "weight_drop"))
+        keep = drop.get("num_channels_keep")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"transform_args['channel_drop']['num_channels_keep']={keep!r}: "
+                             "expected an integer >= 1")
+        weights = _numbers("'channel_drop']['weight_drop'", drop.get("weight_drop"))
+        if num_channels not in ("auto", keep):
+            raise ValueError(f"transform_args['num_channels']={num_channels}: with "
+                             f"channel_drop the model takes num_channels_keep={keep} channels")
+        model_channels = keep
+        views.options["num_channels"] = len(weights)  # the images' channels
+        views.options["channel_drop"] = f"{keep}:" + ",".join(text(w) for w in weights)
+    else:
+        model_channels = len(mean) if num_channels == "auto" else num_channels
+        if model_channels != 3:
+            views.options["num_channels"] = model_channels
+    # LightlyTrain repeats mean and std to the model's channels.
+    mean = [mean[c % len(mean)] for c in range(model_channels)]
+    std = [std[c % len(std)] for c in range(model_channels)]
+    if (tuple(mean), tuple(std)) != (IMAGENET_MEAN, IMAGENET_STD):
+        views.options["normalize"] = (",".join(text(m) for m in mean) + ":" +
+                                      ",".join(text(s) for s in std))
 
 
 def transform_options(transform_args: Mapping[str, Any], method: Optional[str]) -> tuple:
@@ -199,4 +250,6 @@ def transform_options(transform_args: Mapping[str, Any], method: Optional[str]) 
     views = _Views(method)
     for key, value in transform_args.items():
         views.add(key, value)
+    if views.channel_args:
+        _channels(views, views.channel_args)
     return views.options, views.entries

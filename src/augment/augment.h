@@ -45,6 +45,9 @@ typedef struct ViewTransform {
     float scale_min, scale_max;  // RandomResizedCrop area fraction
     float ratio_min, ratio_max;  // RandomResizedCrop aspect ratio (w/h)
     float flip_p;                // horizontal flip probability
+    // Vertical flip probability (LightlyTrain's random_flip vertical_prob);
+    // drawn last, and only when above 0, so views without it draw as before.
+    float vflip_p;
     float jitter_p;              // probability of applying colour jitter
     float brightness, contrast, saturation, hue;  // jitter strengths (hue <= 0.5)
     float grey_p;                                 // random greyscale probability
@@ -80,6 +83,7 @@ typedef enum JitterOp {
 typedef struct ViewParams {
     PixelRect crop;  // in full-image pixels, inside the image
     int flip;
+    int vflip;
     int jitter;            // colour jitter applied at all
     JitterOp order[4];     // torchvision applies the four in random order
     float brightness_factor, contrast_factor, saturation_factor, hue_factor;

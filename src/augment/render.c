@@ -115,7 +115,9 @@ int view_render(const ViewTransform *transform, const ViewParams *params, const 
     const double x_scale = (double)source->width / covered.width;
     const double y_scale = (double)source->height / covered.height;
     if (resize_rgb(source, (crop.x - covered.x) * x_scale, (crop.y - covered.y) * y_scale,
-                   crop.width * x_scale, crop.height * y_scale, params->flip,
+                   crop.width * x_scale, crop.height * y_scale,
+                   (params->flip ? RESIZE_FLIP_HORIZONTAL : 0) |
+                       (params->vflip ? RESIZE_FLIP_VERTICAL : 0),
                    view_resize_filter(transform), size, size, out,
                    (size_t)size * 3, &scratch->columns, &scratch->rows, &scratch->buffer, err))
         return error_prefix(err, "view_render");
@@ -192,7 +194,8 @@ int view_render_float(const ViewTransform *transform, const ViewParams *params,
     const ResizeFilter filter = view_resize_filter(transform);
     if (float_resize_table(&scratch->float_columns, x, width, source->width, size, params->flip,
                            filter) ||
-        float_resize_table(&scratch->float_rows, y, height, source->height, size, 0, filter) ||
+        float_resize_table(&scratch->float_rows, y, height, source->height, size, params->vflip,
+                           filter) ||
         resample_float(source->pixels, source->stride, source->channels, params->channel_map,
                        channels, &scratch->float_columns, &scratch->float_rows,
                        &scratch->float_buffer, out, (size_t)size * (size_t)channels))

@@ -91,8 +91,10 @@ int resize_rgb(const Image *source, double x, double y, double width, double hei
           x + width <= source->width + slack && y + height <= source->height + slack))
         return error_set(err, "resize: rectangle (%.3f, %.3f, %.3f x %.3f) not inside the %dx%d source",
                          x, y, width, height, source->width, source->height);
-    if (resize_table(columns, x, width, source->width, out_width, flip, filter) ||
-        resize_table(rows, y, height, source->height, out_height, 0, filter))
+    if (resize_table(columns, x, width, source->width, out_width,
+                     (flip & RESIZE_FLIP_HORIZONTAL) != 0, filter) ||
+        resize_table(rows, y, height, source->height, out_height,
+                     (flip & RESIZE_FLIP_VERTICAL) != 0, filter))
         return error_set(err, "resize: out of memory for weight tables (%dx%d)", out_width,
                          out_height);
     if (resample_separable(source->pixels, source->stride, image_pixels_end(source), columns, rows,

@@ -7,7 +7,7 @@
 // (RESIZE_BILINEAR): that bilinear interpolation at every scale, two taps,
 // shrinking too (no antialiasing: OpenCV's INTER_LINEAR, which its
 // albumentations Resize calls). A horizontal flip is folded into the column
-// table (reversed order).
+// table (reversed order), a vertical one into the row table.
 #ifndef LTC_AUGMENT_RESIZE_H
 #define LTC_AUGMENT_RESIZE_H
 
@@ -35,9 +35,13 @@ void resize_row_weights(double start, double length, int source_size, int out_si
 int resize_table(ResampleTable *table, double start, double length, int source_size, int out_size,
                  int reverse, ResizeFilter filter);
 
+// What resize_rgb's flip mirrors: bits, 0 for none.
+enum { RESIZE_FLIP_HORIZONTAL = 1, RESIZE_FLIP_VERTICAL = 2 };
+
 // out: (out_height, out_width, 3) u8, rows out_stride bytes apart. The
 // rectangle (x, y, width, height) is in source pixels and must lie inside the
-// source (checked). Tables and buffer are reused scratch.
+// source (checked). flip: RESIZE_FLIP_* bits. Tables and buffer are reused
+// scratch.
 int resize_rgb(const Image *source, double x, double y, double width, double height, int flip,
                ResizeFilter filter, int out_width, int out_height, uint8_t *out, size_t out_stride,
                ResampleTable *columns, ResampleTable *rows, ResampleBuffer *buffer,

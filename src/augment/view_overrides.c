@@ -20,6 +20,7 @@ static const FieldName view_fields[] = {
     {"ratio_min", offsetof(ViewTransform, ratio_min)},
     {"ratio_max", offsetof(ViewTransform, ratio_max)},
     {"flip_p", offsetof(ViewTransform, flip_p)},
+    {"vflip_p", offsetof(ViewTransform, vflip_p)},
     {"jitter_p", offsetof(ViewTransform, jitter_p)},
     {"brightness", offsetof(ViewTransform, brightness)},
     {"contrast", offsetof(ViewTransform, contrast)},

@@ -84,7 +84,8 @@ int view_set_dinov31(ViewSet *set, int global_size, int local_size, int local_co
     for (int i = 0; i < local_count; i++) set->views[4 + i] = local;
     for (int g = 0; g < 2; g++) {
         ViewTransform clean = set->views[g];
-        clean.flip_p = clean.jitter_p = clean.grey_p = clean.blur_p = clean.solarize_p = 0.0f;
+        clean.flip_p = clean.vflip_p = clean.jitter_p = clean.grey_p = clean.blur_p =
+            clean.solarize_p = 0.0f;
         clean.coupling = VIEW_COUPLING_SAME;
         clean.parent = g;
         set->views[2 + g] = clean;
@@ -121,7 +122,7 @@ void view_set_resize(ViewSet *set, int size) {
     memset(set, 0, sizeof *set);
     ViewTransform view = default_view(size);
     view.scale_min = view.scale_max = 1.0f;
-    view.flip_p = view.jitter_p = view.grey_p = view.blur_p = view.solarize_p = 0.0f;
+    view.flip_p = view.vflip_p = view.jitter_p = view.grey_p = view.blur_p = view.solarize_p = 0.0f;
     view.resize_only = 1;
     set->views[0] = view;
     set->count = 1;
@@ -188,6 +189,7 @@ int view_transform_validate(const ViewTransform *t, ErrorMessage *err) {
         return error_set(err, "view transform: ratio_max = %g must be finite and >= ratio_min = %g",
                          (double)t->ratio_max, (double)t->ratio_min);
     if (check_probability(t->flip_p, "flip_p", err) ||
+        check_probability(t->vflip_p, "vflip_p", err) ||
         check_probability(t->jitter_p, "jitter_p", err) ||
         check_probability(t->grey_p, "grey_p", err) ||
         check_probability(t->blur_p, "blur_p", err) ||
@@ -275,8 +277,9 @@ static void sample_channel_drop(const ViewTransform *t, Rng *rng, uint8_t *map) 
 }
 
 // Draw order: crop, flip, jitter?, op order, 4 jitter factors, grey?, blur?,
-// blur sigma, solarize?, then the dropped channels (only with ChannelDrop,
-// so that views without it draw what they always drew). Everything after
+// blur sigma, solarize?, then the dropped channels (only with ChannelDrop)
+// and the vertical flip (only with vflip_p > 0), so that views without
+// them draw what they always drew. Everything after
 // the crop is always drawn, so whether one op applies never shifts the
 // draws of the next.
 void view_sample(const ViewTransform *t, int image_width, int image_height, Rng *rng,
@@ -316,6 +319,7 @@ void view_sample(const ViewTransform *t, int image_width, int image_height, Rng 
     params->blur_sigma = blur ? sigma : 0.0f;
     params->solarize = rng_bernoulli(rng, t->solarize_p);
     if (view_channels(t) < view_input_channels(t)) sample_channel_drop(t, rng, params->channel_map);
+    if (t->vflip_p > 0.0f) params->vflip = rng_bernoulli(rng, t->vflip_p);
 }
 
 // LightlyTrain's sample_high_overlap_box: a box of a uniform fraction of the
@@ -340,6 +344,7 @@ void view_couple(const ViewTransform *t, const ViewParams *parent, Rng *rng,
     } else if (t->coupling == VIEW_COUPLING_SAME) {
         params->crop = parent->crop;
         params->flip = parent->flip;
+        params->vflip = parent->vflip;
         memcpy(params->channel_map, parent->channel_map, sizeof params->channel_map);
         params->jitter = params->grey = params->solarize = 0;
         params->brightness_factor = params->contrast_factor = params->saturation_factor = 1.0f;

@@ -169,6 +169,39 @@ class ApiTest(unittest.TestCase):
         self.assertIn("transform=global.blur_sigma_max=2",
                       self.train(transform_args={"gaussian_blur": {"sigmas": (1, 2)}}))
 
+    def test_channels_transform_args(self):
+        """LightlyTrain's multi-channel arguments: the model's channels from
+        num_channels_keep, num_channels or normalize's mean; mean and std
+        repeated to them; the images read with one channel per drop weight."""
+        command = self.train(transform_args={"num_channels": 4, "normalize": {
+            "mean": [0.1, 0.2, 0.3, 0.4], "std": [0.5, 0.5, 0.5, 0.5]}})
+        self.assertIn("num_channels=4", command)
+        self.assertIn("normalize=0.1,0.2,0.3,0.4:0.5,0.5,0.5,0.5", command)
+        command = self.train(transform_args={"normalize": {"mean": [0.5], "std": [0.25]}})
+        self.assertIn("num_channels=1", command)  # auto: the mean's length
+        self.assertIn("normalize=0.5:0.25", command)
+        command = self.train(transform_args={"num_channels": 4})  # ImageNet's, repeated
+        self.assertIn("normalize=0.485,0.456,0.406,0.485:0.229,0.224,0.225,0.229", command)
+        command = self.train(transform_args={"channel_drop": {
+            "num_channels_keep": 3, "weight_drop": [1, 1, 0, 0]}})
+        self.assertIn("num_channels=4", command)
+        self.assertIn("channel_drop=3:1,1,0,0", command)
+        self.assertFalse(any(a.startswith("normalize=") for a in command))  # ImageNet's
+        command = self.train(transform_args={"normalize": {
+            "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}})
+        self.assertFalse(any(a.startswith(("normalize=", "num_channels=")) for a in command))
+        command = self.train(transform_args={"random_flip": {"horizontal_prob": 0.2,
+                                                             "vertical_prob": 0.5}})
+        self.assertIn("transform=flip_p=0.2", command)
+        self.assertIn("transform=vflip_p=0.5", command)
+        self.refused_train(ValueError, "with channel_drop the model takes num_channels_keep=3",
+                           transform_args={"num_channels": 4, "channel_drop": {
+                               "num_channels_keep": 3, "weight_drop": [1, 1, 1, 1]}})
+        self.refused_train(ValueError, "transform_args['num_channels']=0: expected",
+                           transform_args={"num_channels": 0})
+        self.refused_train(ValueError, "['normalize']['mean']: expected a list",
+                           transform_args={"normalize": {"mean": "x", "std": [1]}})
+
     def test_dinov31_transform_args(self):
         # LightlyTrain's DINOv31TransformArgs: paka_num_local is the method arg
         command = self.train(method="dinov31", transform_args={
