@@ -368,9 +368,6 @@ def _embed_numpy_error(error: ProgramError) -> ProgramError:
     return ProgramError(message, error.exit_status, error.command)
 
 
-_EXPORT_PARTS = {"model": "backbone", "embedding_model": "backbone"}
-
-
 def export(
     out: PathLike,
     checkpoint: PathLike,
@@ -390,8 +387,8 @@ def export(
             docs/onnx.md).
         checkpoint: A .ckpt of ``train`` or a backbone .safetensors.
         part: "backbone" (default: what training exports, the teacher for
-            DINO; also LightlyTrain's "model" and "embedding_model"),
-            "student" or "teacher".
+            DINO; also LightlyTrain's "model", "wrapped_model" and
+            "embedding_model"), "student" or "teacher".
         format: "safetensors", "torch" (also LightlyTrain's
             "torch_state_dict"), "onnx", or from the ``out`` extension (the
             default; LightlyTrain's "package_default" is taken as it).
@@ -412,7 +409,7 @@ def export(
     arguments = ["export"] + _args.option("checkpoint",
                                           _args.path("export", "checkpoint", checkpoint))
     arguments += _args.option("out", _args.path("export", "out", out))
-    arguments += _args.option("part", _EXPORT_PARTS.get(part or "", part))
+    arguments += _args.option("part", part)  # LightlyTrain's part names are the program's too
     if format != "package_default":
         arguments += _args.option("format", format)
     if _args.flag("export", "overwrite", overwrite):

@@ -29,6 +29,11 @@
 #include "weights/ultralytics_export.h"
 
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
+// LightlyTrain's ModelPart values: its model, the wrapper around it and the
+// embedding model are one backbone here (an embedding head, --embed-dim, is
+// in the ONNX export and in embed's rows, not in a backbone's state dict).
+static const char *const part_aliases[] = {"model=backbone", "wrapped_model=backbone",
+                                           "embedding_model=backbone", NULL};
 static const char *const format_names[] = {"auto", "safetensors", "onnx", "torch", NULL};
 enum { FORMAT_AUTO, FORMAT_SAFETENSORS, FORMAT_ONNX, FORMAT_TORCH };
 // LightlyTrain's ModelFormat values (its torch_model pickles the Python
@@ -256,8 +261,9 @@ int command_export(int argc, char **argv) {
         {.name = "out", .type = OPTION_STRING, .value = &args.out, .metavar = "FILE",
          .help = "the exported state dict or ONNX model", .required = 1},
         {.name = "part", .type = OPTION_CHOICE, .value = &args.part, .metavar = "PART",
-         .help = "backbone: the checkpoint's default (the teacher for DINO); teacher or student",
-         .choices = part_names},
+         .help = "backbone: the checkpoint's default (the teacher for DINO; also LightlyTrain's "
+                 "model, wrapped_model, embedding_model); teacher or student",
+         .choices = part_names, .value_aliases = part_aliases},
         {.name = "format", .type = OPTION_CHOICE, .value = &args.format, .metavar = "FORMAT",
          .help = "file format of --out (auto: onnx for *.onnx, torch for *.pt and *.pth, else "
                  "safetensors); torch: the state dict as torch.save writes it (LightlyTrain's "

@@ -41,6 +41,12 @@ same "$work/out.safetensors" "$work/seed2.safetensors" "--overwrite"
 expect 0 "^exported teacher_backbone of resnet18 .* to .*dino_default.safetensors$" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --out "$work/dino_default.safetensors"
 same "$work/dino_default.safetensors" "$work/seed2.safetensors" "dino default part"
+# LightlyTrain's part names (and key=value spelling) are the default part.
+for part in model wrapped_model embedding_model; do
+  expect 0 "^exported teacher_backbone of resnet18" -- "$bin" export checkpoint="$work/dino.ckpt" \
+    part=$part out="$work/dino_$part.safetensors"
+  same "$work/dino_$part.safetensors" "$work/seed2.safetensors" "dino part=$part"
+done
 expect 0 "^exported teacher_backbone of resnet18" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --part teacher --out "$work/dino_teacher.safetensors"
 same "$work/dino_teacher.safetensors" "$work/seed2.safetensors" "dino --part teacher"

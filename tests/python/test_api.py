@@ -169,6 +169,12 @@ class ApiTest(unittest.TestCase):
         self.assertIn("transform=global.blur_sigma_max=2",
                       self.train(transform_args={"gaussian_blur": {"sigmas": (1, 2)}}))
 
+    def test_export_parts(self):
+        for part in ("model", "wrapped_model", "embedding_model", "teacher"):
+            command = self.command(lightly_train_c.export, out="o.pt", checkpoint="c.ckpt",
+                                   part=part)
+            self.assertIn(f"part={part}", command)
+
     def test_channels_transform_args(self):
         """LightlyTrain's multi-channel arguments: the model's channels from
         num_channels_keep, num_channels or normalize's mean; mean and std
