@@ -8,6 +8,9 @@ entries (docs/commands.md, "train"). The mapping:
 - ``image_size`` (n or (n, n)) -> image_size
 - ``random_resize`` {min_scale, max_scale} -> global.scale_min / scale_max
 - ``random_flip`` {horizontal_prob, vertical_prob} -> flip_p, vflip_p
+- ``random_rotation`` {prob, degrees: d or (low, high)} -> rotate_p and
+  rotate_min / rotate_max (d: -d and d), every view; interpolation only
+  cv2.INTER_AREA (3, LightlyTrain's) or INTER_LINEAR (1), one to warpAffine
 - ``color_jitter`` {prob, strength, brightness, contrast, saturation, hue}
   -> jitter_p and strength x each factor (LightlyTrain's jitter is the
   factor times strength; give strength with the factors); None -> jitter_p 0
@@ -122,6 +125,28 @@ class _Views:
         for factor in given:
             self.set("", factor, float(value["strength"]) * float(value[factor]))
 
+    def random_rotation(self, value: Any) -> None:
+        if value is None:
+            self.set("", "rotate_p", 0)
+            return
+        value = self.dict_of("'random_rotation'", value, ("prob", "degrees", "interpolation"))
+        if value.get("interpolation", 3) not in (1, 3):
+            raise ValueError("transform_args['random_rotation']['interpolation']: lightly-train-c "
+                             "rotates bilinearly, as warpAffine takes cv2.INTER_AREA (3, "
+                             "LightlyTrain's) and INTER_LINEAR (1)")
+        degrees = value.get("degrees")
+        if isinstance(degrees, numbers.Real) and not isinstance(degrees, bool):
+            low, high = -abs(float(degrees)), abs(float(degrees))
+        elif (isinstance(degrees, (list, tuple)) and len(degrees) == 2
+              and all(isinstance(d, numbers.Real) and not isinstance(d, bool) for d in degrees)):
+            low, high = (float(d) for d in degrees)
+        else:
+            raise ValueError("transform_args['random_rotation']['degrees']: expected a number or "
+                             f"(low, high), got {degrees!r}")
+        self.set("", "rotate_p", value.get("prob", 0))
+        self.set("", "rotate_min", low)
+        self.set("", "rotate_max", high)
+
     def local_view(self, value: Any) -> None:
         value = self.dict_of("'local_view'", value,
                              ("num_views", "view_size", "random_resize", "gaussian_blur"))
@@ -167,6 +192,8 @@ class _Views:
                 self.set("", "flip_p", value["horizontal_prob"])
             if value.get("vertical_prob", 0):
                 self.set("", "vflip_p", value["vertical_prob"])
+        elif key == "random_rotation":
+            self.random_rotation(value)
         elif key == "color_jitter":
             self.color_jitter(value)
         elif key == "random_gray_scale":

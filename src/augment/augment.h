@@ -48,6 +48,11 @@ typedef struct ViewTransform {
     // Vertical flip probability (LightlyTrain's random_flip vertical_prob);
     // drawn last, and only when above 0, so views without it draw as before.
     float vflip_p;
+    // Rotation (LightlyTrain's random_rotation {prob, degrees}): with
+    // probability rotate_p, by an angle uniform in [rotate_min, rotate_max]
+    // degrees (augment/rotate.h); drawn after the vertical flip, and only
+    // when rotate_p is above 0.
+    float rotate_p, rotate_min, rotate_max;
     float jitter_p;              // probability of applying colour jitter
     float brightness, contrast, saturation, hue;  // jitter strengths (hue <= 0.5)
     float grey_p;                                 // random greyscale probability
@@ -84,6 +89,8 @@ typedef struct ViewParams {
     PixelRect crop;  // in full-image pixels, inside the image
     int flip;
     int vflip;
+    int rotate;             // rotate by rotate_degrees
+    float rotate_degrees;
     int jitter;            // colour jitter applied at all
     JitterOp order[4];     // torchvision applies the four in random order
     float brightness_factor, contrast_factor, saturation_factor, hue_factor;

@@ -1,9 +1,10 @@
 // view_render and view_render_float: one view from a decoded source, in
 // LightlyTrain's order: (ChannelDrop, folded into the resize) ->
-// RandomResizedCrop (+ horizontal flip folded into the resize) -> colour
+// RandomResizedCrop (+ flips folded into the resize) -> rotation -> colour
 // jitter (ops in the sampled order) -> greyscale -> Gaussian blur ->
 // solarize. Also the per-thread scratch they work in (see augment.h).
 #include <stdlib.h>
+#include <string.h>
 
 #include "augment/augment.h"
 #include "augment/blur.h"
@@ -11,13 +12,36 @@
 #include "augment/color_float.h"
 #include "augment/resample_float.h"
 #include "augment/resize.h"
+#include "augment/rotate.h"
 
 struct AugmentScratch {
     ResampleTable columns, rows;  // resize tables, then blur tables
     ResampleBuffer buffer;        // u16 intermediate between the passes
     FloatTable float_columns, float_rows;  // the same for float views
     FloatBuffer float_buffer;
+    void *unrotated;              // a view before its rotation
+    size_t unrotated_bytes;
+    int unrotated_allocations;
 };
+
+// Rotates the view in out by params' angle (through the scratch copy).
+static int rotate_view(const ViewParams *params, void *out, int size, int channels, int is_float,
+                       AugmentScratch *scratch, ErrorMessage *err) {
+    const size_t bytes = (size_t)size * size * channels * (is_float ? sizeof(float) : 1);
+    if (bytes > scratch->unrotated_bytes) {
+        void *grown = realloc(scratch->unrotated, bytes);
+        if (!grown) return error_set(err, "view_render: out of memory for the rotation");
+        scratch->unrotated = grown;
+        scratch->unrotated_bytes = bytes;
+        scratch->unrotated_allocations++;
+    }
+    memcpy(scratch->unrotated, out, bytes);
+    if (is_float)
+        rotate_view_float(scratch->unrotated, out, size, channels, params->rotate_degrees);
+    else
+        rotate_view_u8(scratch->unrotated, out, size, params->rotate_degrees);
+    return 0;
+}
 
 AugmentScratch *augment_scratch_create(void) { return calloc(1, sizeof(AugmentScratch)); }
 
@@ -29,13 +53,15 @@ void augment_scratch_destroy(AugmentScratch *scratch) {
     float_table_free(&scratch->float_columns);
     float_table_free(&scratch->float_rows);
     float_buffer_free(&scratch->float_buffer);
+    free(scratch->unrotated);
     free(scratch);
 }
 
 int augment_scratch_allocations(const AugmentScratch *scratch) {
     return scratch->columns.allocations + scratch->rows.allocations +
            scratch->buffer.allocations + scratch->float_columns.allocations +
-           scratch->float_rows.allocations + scratch->float_buffer.allocations;
+           scratch->float_rows.allocations + scratch->float_buffer.allocations +
+           scratch->unrotated_allocations;
 }
 
 static int inside(PixelRect inner, PixelRect outer) {
@@ -122,6 +148,7 @@ int view_render(const ViewTransform *transform, const ViewParams *params, const 
                    (size_t)size * 3, &scratch->columns, &scratch->rows, &scratch->buffer, err))
         return error_prefix(err, "view_render");
     const size_t pixels = (size_t)size * (size_t)size;
+    if (params->rotate && rotate_view(params, out, size, 3, 0, scratch, err)) return -1;
     if (params->jitter) apply_jitter(params, out, pixels, 0);
     if (params->grey) color_greyscale(out, pixels);
     if (params->blur_sigma > 0.0f &&
@@ -201,6 +228,7 @@ int view_render_float(const ViewTransform *transform, const ViewParams *params,
                        &scratch->float_buffer, out, (size_t)size * (size_t)channels))
         return error_set(err, "view_render: out of memory for the resize (%d px)", size);
     const size_t pixels = (size_t)size * (size_t)size;
+    if (params->rotate && rotate_view(params, out, size, channels, 1, scratch, err)) return -1;
     if (channels == 3) {  // the colour ops (off otherwise: view_transform_validate)
         if (params->jitter) apply_jitter(params, out, pixels, 1);
         if (params->grey) color_float_greyscale(out, pixels);

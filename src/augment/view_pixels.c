@@ -89,13 +89,15 @@ int view_set_validate(const ViewSet *set, ErrorMessage *err) {
                                   "uncoupled parent", v, view->parent);
     }
     // DINOv31's PaKA aligns the coupled views by their crops and horizontal
-    // flips (ViewGeometry): a vertical flip would mismatch its cells.
+    // flips (ViewGeometry): a vertical flip or a rotation would mismatch its
+    // cells (LightlyTrain refuses rotation with record_geometry alike).
     for (int v = 0; v < set->count; v++)
-        if (set->views[v].vflip_p > 0.0f)
+        if (set->views[v].vflip_p > 0.0f || set->views[v].rotate_p > 0.0f)
             for (int u = 0; u < set->count; u++)
                 if (set->views[u].coupling != VIEW_COUPLING_NONE)
-                    return error_set(err, "view %d: vflip_p with coupled views (dinov31's "
-                                          "PaKA aligns horizontal flips only)", v);
+                    return error_set(err, "view %d: %s with coupled views (dinov31's PaKA "
+                                          "aligns crops and horizontal flips only)", v,
+                                     set->views[v].vflip_p > 0.0f ? "vflip_p" : "rotate_p");
     if (set->teacher_views < 0 || set->teacher_views >= set->global_count)
         return error_set(err, "%d teacher-only views of %d global ones: the student needs one",
                          set->teacher_views, set->global_count);

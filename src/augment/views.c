@@ -84,8 +84,8 @@ int view_set_dinov31(ViewSet *set, int global_size, int local_size, int local_co
     for (int i = 0; i < local_count; i++) set->views[4 + i] = local;
     for (int g = 0; g < 2; g++) {
         ViewTransform clean = set->views[g];
-        clean.flip_p = clean.vflip_p = clean.jitter_p = clean.grey_p = clean.blur_p =
-            clean.solarize_p = 0.0f;
+        clean.flip_p = clean.vflip_p = clean.rotate_p = clean.jitter_p = clean.grey_p =
+            clean.blur_p = clean.solarize_p = 0.0f;
         clean.coupling = VIEW_COUPLING_SAME;
         clean.parent = g;
         set->views[2 + g] = clean;
@@ -122,7 +122,8 @@ void view_set_resize(ViewSet *set, int size) {
     memset(set, 0, sizeof *set);
     ViewTransform view = default_view(size);
     view.scale_min = view.scale_max = 1.0f;
-    view.flip_p = view.vflip_p = view.jitter_p = view.grey_p = view.blur_p = view.solarize_p = 0.0f;
+    view.flip_p = view.vflip_p = view.rotate_p = view.jitter_p = view.grey_p = view.blur_p =
+        view.solarize_p = 0.0f;
     view.resize_only = 1;
     set->views[0] = view;
     set->count = 1;
@@ -190,6 +191,7 @@ int view_transform_validate(const ViewTransform *t, ErrorMessage *err) {
                          (double)t->ratio_max, (double)t->ratio_min);
     if (check_probability(t->flip_p, "flip_p", err) ||
         check_probability(t->vflip_p, "vflip_p", err) ||
+        check_probability(t->rotate_p, "rotate_p", err) ||
         check_probability(t->jitter_p, "jitter_p", err) ||
         check_probability(t->grey_p, "grey_p", err) ||
         check_probability(t->blur_p, "blur_p", err) ||
@@ -201,6 +203,11 @@ int view_transform_validate(const ViewTransform *t, ErrorMessage *err) {
         check_strength(t->solarize_threshold, 1.0f, "solarize_threshold", err) ||
         check_channels(t, err))
         return -1;
+    if (t->rotate_p > 0.0f &&
+        !(t->rotate_min >= -360.0f && t->rotate_max <= 360.0f && t->rotate_min <= t->rotate_max))
+        return error_set(err, "view transform: rotate_min = %g and rotate_max = %g must lie in "
+                              "[-360, 360], rotate_min first", (double)t->rotate_min,
+                         (double)t->rotate_max);
     if (t->blur_p > 0.0f) {
         if (!(t->blur_sigma_min > 0.0f && t->blur_sigma_min <= BLUR_MAX_SIGMA))
             return error_set(err, "view transform: blur_sigma_min = %g must be in (0, %g]",
@@ -320,6 +327,11 @@ void view_sample(const ViewTransform *t, int image_width, int image_height, Rng 
     params->solarize = rng_bernoulli(rng, t->solarize_p);
     if (view_channels(t) < view_input_channels(t)) sample_channel_drop(t, rng, params->channel_map);
     if (t->vflip_p > 0.0f) params->vflip = rng_bernoulli(rng, t->vflip_p);
+    if (t->rotate_p > 0.0f) {
+        params->rotate = rng_bernoulli(rng, t->rotate_p);
+        const float degrees = rng_range(rng, t->rotate_min, t->rotate_max);
+        params->rotate_degrees = params->rotate ? degrees : 0.0f;
+    }
 }
 
 // LightlyTrain's sample_high_overlap_box: a box of a uniform fraction of the
@@ -345,6 +357,8 @@ void view_couple(const ViewTransform *t, const ViewParams *parent, Rng *rng,
         params->crop = parent->crop;
         params->flip = parent->flip;
         params->vflip = parent->vflip;
+        params->rotate = parent->rotate;
+        params->rotate_degrees = parent->rotate_degrees;
         memcpy(params->channel_map, parent->channel_map, sizeof params->channel_map);
         params->jitter = params->grey = params->solarize = 0;
         params->brightness_factor = params->contrast_factor = params->saturation_factor = 1.0f;

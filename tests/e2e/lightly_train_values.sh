@@ -12,7 +12,9 @@
 # embedded under the path given; other files, and a file inside a listed
 # folder, refused by name; --data-list, a file of entries one per line (a
 # list longer than the 32 --data a command line takes); an empty --data
-# folder is named before the default method's teacher would be fetched.
+# folder is named before the default method's teacher would be fetched;
+# random_flip's vertical_prob and random_rotation (vflip_p, rotate_*: their
+# pixels are tests/test_augment_views.c's) train, and dinov31 refuses them.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init lightly_train_values
@@ -129,4 +131,15 @@ expect_only 2 "--data is required \\(or --data-list\\)" -- "$bin" train "${setti
 mkdir "$work/empty"
 expect_only 2 "data folder '$work/empty' is empty" -- "$bin" train --data "$work/empty" \
   --out "$work/refused"
+# Vertical flips and rotations train (8-bit and float views); dinov31 refuses them.
+turns=(--transform vflip_p=0.5 --transform rotate_p=1 --transform rotate_min=-30
+       --transform rotate_max=30)
+for float in "" "--input-depth float"; do
+  # shellcheck disable=SC2086  # $float: no option, or one with its value
+  output=$("$bin" train "${common[@]}" --num-workers 1 --method simclr --out "$work/turned$float" \
+    --max-steps 2 "${turns[@]}" $float 2>&1) || fail "train with rotations $float: $output"
+done
+expect_only 2 "rotate_p with coupled views \(dinov31's PaKA" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --method dinov31 --model vit_t16 --local-image-size 16 \
+  --transform rotate_p=0.5
 e2e_finish

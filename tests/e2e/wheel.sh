@@ -193,7 +193,7 @@ assert entries == ["transform=flip_p=0.3", "transform=jitter_p=0.7", "transform=
                    "transform=view1.solarize_p=0.3", "transform=view1.solarize_threshold=0.4",
                    "transform=local.scale_max=0.2", "transform=scale_min=0.25"], entries
 for bad in ({"color_jitter": {"brightness": 0.4}},
-            {"image_size": (32, 64)}, {"random_rotation": {"prob": 0.5, "degrees": 10}},
+            {"image_size": (32, 64)}, {"random_rotation": {"prob": 0.5, "degrees": "x"}},
             {"num_channels": 4, "channel_drop": {"num_channels_keep": 3,
                                                  "weight_drop": (1, 1, 1, 1)}}):
     try:

@@ -200,6 +200,14 @@ class ApiTest(unittest.TestCase):
                                                              "vertical_prob": 0.5}})
         self.assertIn("transform=flip_p=0.2", command)
         self.assertIn("transform=vflip_p=0.5", command)
+        command = self.train(transform_args={"random_rotation": {"prob": 0.3, "degrees": 20}})
+        for expected in ("transform=rotate_p=0.3", "transform=rotate_min=-20.0",
+                         "transform=rotate_max=20.0"):
+            self.assertIn(expected, command)
+        command = self.train(transform_args={"random_rotation": {"prob": 1, "degrees": (5, 10)}})
+        self.assertIn("transform=rotate_min=5.0", command)
+        self.refused_train(ValueError, "rotates bilinearly", transform_args={
+            "random_rotation": {"prob": 1, "degrees": 5, "interpolation": 0}})
         self.refused_train(ValueError, "with channel_drop the model takes num_channels_keep=3",
                            transform_args={"num_channels": 4, "channel_drop": {
                                "num_channels_keep": 3, "weight_drop": [1, 1, 1, 1]}})
