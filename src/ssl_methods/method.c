@@ -104,9 +104,14 @@ double method_lr_scale(const MethodDefaults *defaults, double global_batch) {
     return defaults->sqrt_lr_scaling ? sqrt(ratio) : ratio;
 }
 
+long method_default_steps(MethodKind kind) {
+    return kind == METHOD_DINOV2 || kind == METHOD_DINOV31 ? 125000 : 0;
+}
+
 long method_default_epochs(MethodKind kind, size_t images, int global_batch) {
-    if ((kind != METHOD_DINOV2 && kind != METHOD_DINOV31) || images == 0) return 100;
-    const double epochs = ceil(125000.0 * (double)global_batch / (double)images);
+    const long steps = method_default_steps(kind);
+    if (steps == 0 || images == 0) return 100;
+    const double epochs = ceil((double)steps * (double)global_batch / (double)images);
     return epochs < METHOD_MAX_EPOCHS ? (long)epochs : METHOD_MAX_EPOCHS;
 }
 

@@ -101,6 +101,8 @@ double method_lr_scale(const MethodDefaults *defaults, double global_batch);
 // most --epochs takes; only datasets of a few images reach it).
 enum { METHOD_MAX_EPOCHS = 1000000 };
 long method_default_epochs(MethodKind kind, size_t images, int global_batch);
+// The methods LightlyTrain sets by steps: their default_steps (125,000), else 0.
+long method_default_steps(MethodKind kind);
 // The method's views at image_size (global views; DINO's locals stay 96 px).
 void method_default_views(MethodKind kind, int image_size, ViewSet *views);
 

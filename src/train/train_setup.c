@@ -435,10 +435,11 @@ static void log_configuration(TrainRun *run) {
         run_log_line(run->log, "length: %ld steps (--max-steps)", run->total_steps);
     else if (config->epochs >= 0)
         run_log_line(run->log, "length: %ld epochs (--epochs)", run->epochs);
-    else if (config->method == METHOD_DINOV2 || config->method == METHOD_DINOV31)
-        run_log_line(run->log, "length: %ld epochs (auto, LightlyTrain's for %s: ceil(125000 "
-                               "steps x batch %d / %zu images))", run->epochs,
-                     method_kind_name(config->method), config->batch_size, run->dataset.count);
+    else if (method_default_steps(config->method))
+        run_log_line(run->log, "length: %ld epochs (auto, LightlyTrain's for %s: ceil(%ld steps "
+                               "x batch %d / %zu images))", run->epochs,
+                     method_kind_name(config->method), method_default_steps(config->method),
+                     config->batch_size, run->dataset.count);
     else
         run_log_line(run->log, "length: %ld epochs (auto)", run->epochs);
     run_log_line(run->log, "compute threads wait: %s", thread_wait_describe());
