@@ -96,7 +96,8 @@ def train(
     Args:
         out: Output folder; a non-empty one needs ``overwrite`` or
             ``resume_interrupted``.
-        data: Folder of images (searched recursively), or several.
+        data: Folder of images (searched recursively), or a list of folders and
+            image files (more than 32 go to the program as a --data-list file).
         model: Backbone: ``resnet18`` (default) ... ``resnet152``, ``vit_s14``,
             ``vit_b14``, ..., ``dinov3/vits16``; LightlyTrain's
             ``torchvision/resnet50`` is ``resnet50``.
@@ -278,7 +279,8 @@ def embed(
 
     Args:
         out: The embedding file.
-        data: Folder of images (searched recursively), or several.
+        data: Folder of images (searched recursively), or a list of folders and
+            image files (more than 32 go to the program as a --data-list file).
         checkpoint: A .ckpt of ``train`` or a backbone .safetensors (ours,
             torchvision's, timm's, DINOv2's, DINOv3's, transformers').
         format: "torch" (LightlyTrain's: ``torch.load(out)`` gives
