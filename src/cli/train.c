@@ -76,6 +76,55 @@ typedef struct TrainChoices {
     const char *data_list;  // --data-list FILE or NULL
 } TrainChoices;
 
+// LightlyTrain's model_args {"weights": NAME} of a torchvision ResNet:
+// torchvision's ImageNet weights, which timm keeps on the Hugging Face Hub
+// under tags of its own (IMAGENET1K_V1: tv_in1k, IMAGENET1K_V2: tv2_in1k,
+// DEFAULT: V2 where torchvision has it, else V1), become --checkpoint
+// timm/<model>.<tag> (weights by name: downloaded, verified, cached);
+// "None" is torchvision's default, no weights. Taken out of model_args.
+static int train_torchvision_weights(TrainConfig *config, const TrainChoices *choices,
+                                     ErrorMessage *err) {
+    static const char *const resnets[] = {"resnet18", "resnet34", "resnet50", "resnet101",
+                                          "resnet152", "wide_resnet50_2", "wide_resnet101_2"};
+    static char checkpoint[96];
+    StringList *args = &config->model_args;
+    for (int i = 0; i < args->count; i++) {
+        if (strncmp(args->items[i], "weights=", 8) != 0) continue;
+        const char *value = args->items[i] + 8, *dot = strrchr(value, '.');
+        if (dot && strstr(value, "_Weights.")) value = dot + 1;  // ResNet50_Weights.IMAGENET1K_V2
+        const char *model = backbone_model_names[choices->model];
+        int resnet = -1;
+        for (int r = 0; r < (int)(sizeof resnets / sizeof resnets[0]); r++)
+            if (strcmp(model, resnets[r]) == 0) resnet = r;
+        const int has_v2 = resnet >= 2;  // torchvision's V2: resnet50 and larger
+        const char *tag = strcmp(value, "IMAGENET1K_V1") == 0 ? "tv_in1k"
+                          : strcmp(value, "IMAGENET1K_V2") == 0 && has_v2 ? "tv2_in1k"
+                          : strcmp(value, "DEFAULT") == 0 ? (has_v2 ? "tv2_in1k" : "tv_in1k")
+                                                          : NULL;
+        const int none = strcmp(value, "None") == 0 || strcmp(value, "none") == 0 ||
+                         strcmp(value, "null") == 0;
+        if (resnet < 0)
+            return error_set(err, "--model-arg weights=%s: torchvision's weights are taken for "
+                                  "its ResNets (resnet18 ... wide_resnet101_2); for --model %s "
+                                  "give --checkpoint NAME|FILE", args->items[i] + 8, model);
+        if (!tag && !none)
+            return error_set(err, "--model-arg weights=%s: --model %s has torchvision's "
+                                  "IMAGENET1K_V1%s, DEFAULT or None", args->items[i] + 8, model,
+                             has_v2 ? ", IMAGENET1K_V2" : "");
+        if (tag && config->checkpoint)
+            return error_set(err, "--model-arg weights=%s and --checkpoint %s both give the "
+                                  "initial weights", args->items[i] + 8, config->checkpoint);
+        if (tag && !config->resume) {  // a resumed run continues from its checkpoint
+            snprintf(checkpoint, sizeof checkpoint, "timm/%s.%s", model, tag);
+            config->checkpoint = checkpoint;
+        }
+        for (int j = i; j + 1 < args->count; j++) args->items[j] = args->items[j + 1];
+        args->count--;
+        i--;
+    }
+    return 0;
+}
+
 // Combinations the option table cannot express. Returns 0 or -1 with err.
 static int train_options_check(const TrainConfig *config, const TrainChoices *choices,
                                ErrorMessage *err) {
@@ -456,6 +505,7 @@ int command_train(int argc, char **argv) {
     if (data_list_build(choices.data.items, choices.data.count, choices.data_list, &config.data,
                         &err) ||
         train_options_channels(&config, &choices, &err) ||
+        train_torchvision_weights(&config, &choices, &err) ||
         train_options_check(&config, &choices, &err) ||
         train_options_resolve(&config, &choices, &err) ||
         loggers_parse(&logger_entries, &loggers, &err) ||

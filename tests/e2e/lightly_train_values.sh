@@ -14,7 +14,9 @@
 # list longer than the 32 --data a command line takes); an empty --data
 # folder is named before the default method's teacher would be fetched;
 # random_flip's vertical_prob and random_rotation (vflip_p, rotate_*: their
-# pixels are tests/test_augment_views.c's) train, and dinov31 refuses them.
+# pixels are tests/test_augment_views.c's) train, and dinov31 refuses them;
+# torchvision's model_args weights name timm's copies (the download:
+# e2e/weights), and what they cannot be is refused.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init lightly_train_values
@@ -142,4 +144,17 @@ done
 expect_only 2 "rotate_p with coupled views \(dinov31's PaKA" -- "$bin" train "${common[@]}" \
   --out "$work/refused" --method dinov31 --model vit_t16 --local-image-size 16 \
   --transform rotate_p=0.5
+# --model-arg weights (torchvision's names) as weights by name; offline here.
+expect 2 "timm/resnet50.tv2_in1k is not downloaded" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --model torchvision/resnet50 --model-arg weights=DEFAULT
+expect 2 "timm/resnet34.tv_in1k is not downloaded" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --model resnet34 --model-arg weights=ResNet34_Weights.DEFAULT
+expect_only 2 "weights=IMAGENET1K_V2: --model resnet18 has torchvision's IMAGENET1K_V1, DEFAULT" \
+  -- "$bin" train "${common[@]}" --out "$work/refused" --model resnet18 \
+  --model-arg weights=IMAGENET1K_V2
+expect_only 2 "weights=IMAGENET1K_V1: torchvision's weights are taken for its ResNets" -- \
+  "$bin" train "${common[@]}" --out "$work/refused" --model timm/resnet50 \
+  --model-arg weights=IMAGENET1K_V1
+output=$("$bin" train "${common[@]}" --num-workers 1 --method simclr --out "$work/no-weights" \
+  --epochs 0 --model-arg weights=None 2>&1) || fail "--model-arg weights=None: $output"
 e2e_finish

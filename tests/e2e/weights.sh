@@ -43,6 +43,7 @@ done
 put test/gated-blob "$work/blob" second.bin
 put test/tiny-vit "$work/vit.safetensors"
 put test/tiny-resnet "$work/resnet.safetensors"
+put timm/resnet18.tv_in1k "$work/resnet.safetensors"  # torchvision's IMAGENET1K_V1, timm's tag
 
 fake_hub_start "$hub" "$log"
 export HF_ENDPOINT="$fake_hub_url"
@@ -319,4 +320,14 @@ for rank in 0 1; do
     "$work/vit.safetensors" || fail "rank $rank has no copy of its own"
 done
 cmp -s "$work/shared.npy" "$work/own.npy" || fail "the two rank runs embedded differently"
+# LightlyTrain's torchvision model_args weights=IMAGENET1K_V1: timm's copy
+# of torchvision's weights by name; --epochs 0 exports them untouched.
+output=$("$bin" train --data "$images" --out "$work/tv" --model torchvision/resnet18 --method simclr \
+  --image-size 32 --epochs 0 --model-arg weights=IMAGENET1K_V1 2>&1) ||
+  fail "--model-arg weights=IMAGENET1K_V1: $output"
+"$build/tests/e2e/compare_weights" "$work/resnet.safetensors" \
+  "$work/tv/exported_models/exported_last.safetensors" 0 0 >/dev/null ||
+  fail "--model-arg weights=IMAGENET1K_V1 did not start from timm/resnet18.tv_in1k"
+grep -q "^storage timm/resnet18.tv_in1k\|timm/resnet18.tv_in1k" "$log" ||
+  fail "weights=IMAGENET1K_V1 fetched no timm/resnet18.tv_in1k"
 e2e_finish

@@ -169,6 +169,13 @@ class ApiTest(unittest.TestCase):
         self.assertIn("transform=global.blur_sigma_max=2",
                       self.train(transform_args={"gaussian_blur": {"sigmas": (1, 2)}}))
 
+    def test_torchvision_weights_model_arg(self):
+        self.assertIn("model_arg=weights=IMAGENET1K_V1",
+                      self.train(model="torchvision/resnet50",
+                                 model_args={"weights": "IMAGENET1K_V1"}))
+        self.assertIn("model_arg=weights=None",
+                      self.train(model="torchvision/resnet50", model_args={"weights": None}))
+
     def test_export_parts(self):
         for part in ("model", "wrapped_model", "embedding_model", "teacher"):
             command = self.command(lightly_train_c.export, out="o.pt", checkpoint="c.ckpt",
