@@ -312,6 +312,12 @@ static int train_option_params(const OptionSpec *specs, int count, MlflowPair *p
     return count < OPTIONS_MAX_SPECS ? count : OPTIONS_MAX_SPECS;
 }
 
+// The command's end, on every path once --data is built: its list freed.
+static int train_command_end(TrainConfig *config, int status) {
+    data_list_free(&config->data);
+    return status;
+}
+
 int command_train(int argc, char **argv) {
     train_catch_stop_signals();  // first: a signal while setting up is a stop, not a kill
     if (fault_fires("sigterm-at-start", -1)) raise(SIGTERM);
@@ -511,7 +517,7 @@ int command_train(int argc, char **argv) {
         loggers_parse(&logger_entries, &loggers, &err) ||
         callbacks_parse(&callback_entries, &callbacks, &err)) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
-        return 2;
+        return train_command_end(&config, 2);
     }
     const RankRequest request = {.accelerator = config.accelerator, .devices = devices,
                                  .num_nodes = config.num_nodes, .timeout_seconds = dist_timeout};
@@ -520,16 +526,16 @@ int command_train(int argc, char **argv) {
     const int started = ranks_start(&request, argv, &place, &launch_status, &err);
     if (started < 0) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
-        return 2;
+        return train_command_end(&config, 2);
     }
-    if (started == RANKS_LAUNCHED) return launch_status;
+    if (started == RANKS_LAUNCHED) return train_command_end(&config, launch_status);
     const DistRun dist = place.dist;
     if (prepare_weights(&config, &choices, comm_rank(dist.comm)))
-        return ranks_refuse(&dist);
+        return train_command_end(&config, ranks_refuse(&dist));
     // MLflow's server is rank 0's to reach, MLFLOW_TRACKING_URI its own.
     if (comm_rank(dist.comm) == 0 && loggers_resolve_tracking_uri(&loggers, &err)) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
-        return ranks_refuse(&dist);
+        return train_command_end(&config, ranks_refuse(&dist));
     }
     MlflowPair options[OPTIONS_MAX_SPECS];
     config.loggers = &loggers;
@@ -544,6 +550,5 @@ int command_train(int argc, char **argv) {
     config.rank_cores = dist_cores_per_rank(&dist);
     const int status = train_run(&config, argc, argv);
     comm_destroy(dist.comm);
-    data_list_free(&config.data);
-    return status;
+    return train_command_end(&config, status);
 }
