@@ -31,8 +31,10 @@ int data_list_build(const char *const *given, int given_count, const char *list_
     ByteBuffer buffer = {0};
     int listed = 0;
     if (list_file) {
-        if (file_read_all(list_file, &buffer, DATA_LIST_MAX_BYTES, err))
+        if (file_read_all(list_file, &buffer, DATA_LIST_MAX_BYTES, err)) {
+            byte_buffer_free(&buffer);  // a read that failed midway keeps its memory
             return error_prefix(err, "--data-list");
+        }
         const char *bad = memchr(buffer.data, '\0', buffer.size) ? "a NUL byte"
                           : memchr(buffer.data, '\r', buffer.size) ? "a carriage return (a "
                                                                      "Windows line end)"
