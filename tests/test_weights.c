@@ -24,6 +24,8 @@
 #include "weights/names.h"
 #include "weights/record.h"
 #include "weights/resolve.h"
+#include "weights/timm_tags.h"
+#include "nn/backbone.h"
 
 static char folder[256];  // a fresh temporary folder per test
 
@@ -189,6 +191,44 @@ static void test_hub_references(void **state) {
     assert_false(weights_is_reference("./dir/file"));
     assert_false(weights_is_reference("file"));
     assert_false(weights_is_reference("a/b/c"));
+}
+
+// timm's default pretrained tags (model_args pretrained=True): every
+// "timm/ARCH" model has one and the table holds no other architecture; each
+// default is a hub reference timm/ARCH.TAG; the tag of a timm model name.
+static void test_timm_default_tags(void **state) {
+    (void)state;
+    int timm_models = 0, table = 0;
+    for (int i = 0; backbone_model_names[i]; i++) {
+        if (strncmp(backbone_model_names[i], "timm/", 5) != 0) continue;
+        timm_models++;
+        const char *tag = timm_default_tag(backbone_model_names[i] + 5);
+        assert_non_null(tag);
+        if (!*tag) continue;  // timm has no weights (resnet200)
+        char reference[160];
+        snprintf(reference, sizeof reference, "%s.%s", backbone_model_names[i], tag);
+        WeightsRef ref;
+        ErrorMessage err = {{0}};
+        assert_int_equal(weights_parse(reference, &ref, &err), 0);
+        assert_string_equal(ref.repo, reference);
+    }
+    while (timm_tag_architecture(table)) table++;
+    assert_int_equal(table, timm_models);
+    assert_string_equal(timm_default_tag("resnet50"), "a1_in1k");
+    assert_string_equal(timm_default_tag("resnet200"), "");
+    assert_null(timm_default_tag("resnet51"));
+    char model[64];
+    const char *tag = NULL;
+    assert_int_equal(timm_split_tag("timm/resnet50.a1_in1k", model, sizeof model, &tag), 1);
+    assert_string_equal(model, "timm/resnet50");
+    assert_string_equal(tag, "a1_in1k");
+    assert_int_equal(timm_split_tag("timm/resnet50", model, sizeof model, &tag), 0);
+    assert_int_equal(timm_split_tag("timm/resnet50.", model, sizeof model, &tag), 0);
+    assert_int_equal(timm_split_tag("timm/.a1", model, sizeof model, &tag), 0);
+    assert_int_equal(timm_split_tag("timm/resnet50.A1", model, sizeof model, &tag), 0);
+    assert_int_equal(timm_split_tag("resnet50.a1_in1k", model, sizeof model, &tag), 0);
+    assert_int_equal(timm_split_tag("timm/vit_base_patch16_224.augreg2_in21k_ft_in1k", model, 16,
+                                    &tag), 0);  // too long for the buffer
 }
 
 // Ultralytics' released weights (LightlyTrain's ultralytics/<name>.pt):
@@ -518,6 +558,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_known_names_and_spellings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lightly_train_model_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hub_references, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timm_default_tags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ultralytics_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_folders, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hugging_face_cache, setup, teardown),

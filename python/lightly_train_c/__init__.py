@@ -159,7 +159,11 @@ def train(
         model_args: LightlyTrain's model constructor arguments the program
             has: ``{"drop_path_rate": 0.1}`` (ViTs, timm's and DINOv3's
             ConvNeXts), ``{"stochastic_depth_prob": 0.2}`` (torchvision's
-            ConvNeXts), ``{"zero_init_residual": True}`` (ResNets).
+            ConvNeXts), ``{"zero_init_residual": True}`` (ResNets),
+            ``{"weights": "DEFAULT"}`` (torchvision's ResNets),
+            ``{"pretrained": True}`` (timm's models: timm's default weights,
+            or the tag of ``model="timm/resnet50.a1_in1k"``), and
+            ``{"checkpoint_path": FILE}`` (timm's models).
         activation_checkpoint_args: ``{"enabled": True}`` recomputes every
             block of a ViT in the backward (``every_n_blocks`` 1 only).
         trainer_args: Lightning Trainer keywords the program has:

@@ -219,7 +219,8 @@ def activation_checkpoint_args(args: Mapping[str, Any]) -> List[str]:
 def model_args(args: Mapping[str, Any]) -> List[str]:
     """LightlyTrain's model_args (its models' constructor arguments) that the
     program has: drop_path_rate, stochastic_depth_prob, zero_init_residual,
-    and torchvision's weights (None: "None", torchvision's no weights)."""
+    torchvision's weights (None: "None", torchvision's no weights), timm's
+    pretrained and checkpoint_path."""
     return key_values("model_args", "model_arg", args)
 
 

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/callbacks.h"
 #include "cli/loggers.h"
+#include "cli/model_weights.h"
 #include "cli/options.h"
 #include "cli/ranks.h"
 #include "cli/weights_cli.h"
@@ -22,6 +23,7 @@
 #include "train/trainer.h"
 #include "util/fault.h"
 #include "weights/names.h"
+#include "weights/timm_tags.h"
 
 // The first is the default: LightlyTrain's (v3, from its default teacher).
 const char *const train_method_names[] = {
@@ -57,10 +59,14 @@ static const char *const strategy_names[] = {"auto", "ddp", "ddp_find_unused_par
 
 
 // LightlyTrain's DINOv2 and DINOv3 names as --model ("dinov2/vitb14",
-// "dinov3/convnext_tiny", "...-notpretrained"): the preset they build.
+// "dinov3/convnext_tiny", "...-notpretrained"): the preset they build; a
+// timm name with a tag ("timm/resnet50.a1_in1k"): the architecture (the tag
+// names its weights with --model-arg pretrained=True, cli/model_weights.c).
 static int model_canonical(const char *word, char *buffer, size_t size) {
     const WeightsEntry *weights;
-    return weights_model_name(word, buffer, size, &weights, NULL) != 0;
+    const char *tag;
+    return weights_model_name(word, buffer, size, &weights, NULL) != 0 ||
+           timm_split_tag(word, buffer, size, &tag);
 }
 
 // What the option table fills besides TrainConfig: the index of each CHOICE
@@ -75,55 +81,6 @@ typedef struct TrainChoices {
     StringList data;        // --data, then with --data-list into TrainConfig.data
     const char *data_list;  // --data-list FILE or NULL
 } TrainChoices;
-
-// LightlyTrain's model_args {"weights": NAME} of a torchvision ResNet:
-// torchvision's ImageNet weights, which timm keeps on the Hugging Face Hub
-// under tags of its own (IMAGENET1K_V1: tv_in1k, IMAGENET1K_V2: tv2_in1k,
-// DEFAULT: V2 where torchvision has it, else V1), become --checkpoint
-// timm/<model>.<tag> (weights by name: downloaded, verified, cached);
-// "None" is torchvision's default, no weights. Taken out of model_args.
-static int train_torchvision_weights(TrainConfig *config, const TrainChoices *choices,
-                                     ErrorMessage *err) {
-    static const char *const resnets[] = {"resnet18", "resnet34", "resnet50", "resnet101",
-                                          "resnet152", "wide_resnet50_2", "wide_resnet101_2"};
-    static char checkpoint[96];
-    StringList *args = &config->model_args;
-    for (int i = 0; i < args->count; i++) {
-        if (strncmp(args->items[i], "weights=", 8) != 0) continue;
-        const char *value = args->items[i] + 8, *dot = strrchr(value, '.');
-        if (dot && strstr(value, "_Weights.")) value = dot + 1;  // ResNet50_Weights.IMAGENET1K_V2
-        const char *model = backbone_model_names[choices->model];
-        int resnet = -1;
-        for (int r = 0; r < (int)(sizeof resnets / sizeof resnets[0]); r++)
-            if (strcmp(model, resnets[r]) == 0) resnet = r;
-        const int has_v2 = resnet >= 2;  // torchvision's V2: resnet50 and larger
-        const char *tag = strcmp(value, "IMAGENET1K_V1") == 0 ? "tv_in1k"
-                          : strcmp(value, "IMAGENET1K_V2") == 0 && has_v2 ? "tv2_in1k"
-                          : strcmp(value, "DEFAULT") == 0 ? (has_v2 ? "tv2_in1k" : "tv_in1k")
-                                                          : NULL;
-        const int none = strcmp(value, "None") == 0 || strcmp(value, "none") == 0 ||
-                         strcmp(value, "null") == 0;
-        if (resnet < 0)
-            return error_set(err, "--model-arg weights=%s: torchvision's weights are taken for "
-                                  "its ResNets (resnet18 ... wide_resnet101_2); for --model %s "
-                                  "give --checkpoint NAME|FILE", args->items[i] + 8, model);
-        if (!tag && !none)
-            return error_set(err, "--model-arg weights=%s: --model %s has torchvision's "
-                                  "IMAGENET1K_V1%s, DEFAULT or None", args->items[i] + 8, model,
-                             has_v2 ? ", IMAGENET1K_V2" : "");
-        if (tag && config->checkpoint)
-            return error_set(err, "--model-arg weights=%s and --checkpoint %s both give the "
-                                  "initial weights", args->items[i] + 8, config->checkpoint);
-        if (tag && !config->resume) {  // a resumed run continues from its checkpoint
-            snprintf(checkpoint, sizeof checkpoint, "timm/%s.%s", model, tag);
-            config->checkpoint = checkpoint;
-        }
-        for (int j = i; j + 1 < args->count; j++) args->items[j] = args->items[j + 1];
-        args->count--;
-        i--;
-    }
-    return 0;
-}
 
 // Combinations the option table cannot express. Returns 0 or -1 with err.
 static int train_options_check(const TrainConfig *config, const TrainChoices *choices,
@@ -451,7 +408,9 @@ int command_train(int argc, char **argv) {
          .alias = "model-args", .metavar = "KEY=VALUE", .repeatable = 1, .dotted = 1,
          .help = "LightlyTrain's model_args: drop_path_rate=X (ViTs, timm's and DINOv3's "
                  "ConvNeXts), stochastic_depth_prob=X (torchvision's ConvNeXts), "
-                 "zero_init_residual=true|false (ResNets)"},
+                 "zero_init_residual=true|false (ResNets), weights=IMAGENET1K_V1|...|None "
+                 "(torchvision's ResNets), pretrained=True and checkpoint_path=FILE (timm's "
+                 "models; docs/weights.md)"},
         {.name = "transform", .type = OPTION_STRING, .value = &config.transforms,
          .metavar = "[SCOPE.]KEY=VALUE", .repeatable = 1,
          .help = "view parameter, e.g. scale_min=0.2 or local.blur_p=0.1"},
@@ -511,7 +470,8 @@ int command_train(int argc, char **argv) {
     if (data_list_build(choices.data.items, choices.data.count, choices.data_list, &config.data,
                         &err) ||
         train_options_channels(&config, &choices, &err) ||
-        train_torchvision_weights(&config, &choices, &err) ||
+        model_args_weights(&config, backbone_model_names[choices.model], choices.model_given,
+                           &err) ||
         train_options_check(&config, &choices, &err) ||
         train_options_resolve(&config, &choices, &err) ||
         loggers_parse(&logger_entries, &loggers, &err) ||

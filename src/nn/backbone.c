@@ -204,8 +204,9 @@ int backbone_spec_apply_arg(BackboneSpec *spec, const char *entry, ErrorMessage 
     }
     return error_set(err, "--model-arg %.200s: the model arguments here are drop_path_rate "
                           "(ViTs, timm's and DINOv3's ConvNeXts), stochastic_depth_prob "
-                          "(torchvision's ConvNeXts) and zero_init_residual / zero_init_last "
-                          "(ResNets)", entry);
+                          "(torchvision's ConvNeXts), zero_init_residual / zero_init_last "
+                          "(ResNets), and the initial weights' weights (torchvision's ResNets), "
+                          "pretrained and checkpoint_path (timm's models)", entry);
 }
 
 int backbone_spec_parse(const char *name, int image_size, BackboneSpec *spec, ErrorMessage *err) {

@@ -15,8 +15,8 @@
 # folder is named before the default method's teacher would be fetched;
 # random_flip's vertical_prob and random_rotation (vflip_p, rotate_*: their
 # pixels are tests/test_augment_views.c's) train, and dinov31 refuses them;
-# torchvision's model_args weights name timm's copies (the download:
-# e2e/weights), and what they cannot be is refused.
+# torchvision's model_args weights and timm's pretrained=True name timm's
+# copies (the download: e2e/weights), and what they cannot be is refused.
 set -u
 source "$(dirname "$0")/lib.bash"
 e2e_init lightly_train_values
@@ -157,4 +157,19 @@ expect_only 2 "weights=IMAGENET1K_V1: torchvision's weights are taken for its Re
   --model-arg weights=IMAGENET1K_V1
 output=$("$bin" train "${common[@]}" --num-workers 1 --method simclr --out "$work/no-weights" \
   --epochs 0 --model-arg weights=None 2>&1) || fail "--model-arg weights=None: $output"
+# timm's model_args pretrained=True: timm's default tag, or the name's
+# (the download: e2e/weights); where timm has none, timm's note.
+expect 2 "timm/convnext_tiny.in12k_ft_in1k is not downloaded" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --model timm/convnext_tiny --model-arg pretrained=True
+expect 2 "timm/resnet50.a1h_in1k is not downloaded" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --model timm/resnet50.a1h_in1k --model-arg pretrained=true
+expect 2 "timm has no pretrained weights for resnet200: random initialisation" -- \
+  "$bin" train "${common[@]}" --out "$work/refused" --model timm/resnet200 \
+  --model-arg pretrained=True --activation-checkpointing
+expect_only 2 "pretrained=True: timm's models \(timm/...\) and torchvision's ResNets" -- \
+  "$bin" train "${common[@]}" --out "$work/refused" --model vit_s14 --model-arg pretrained=True
+expect_only 2 "pretrained=yes: expected True or False" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --model timm/resnet18 --model-arg pretrained=yes
+expect_only 2 "pretrained and --checkpoint $weights both give" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --model timm/resnet18 --model-arg pretrained=True --checkpoint "$weights"
 e2e_finish

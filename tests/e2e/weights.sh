@@ -44,6 +44,9 @@ put test/gated-blob "$work/blob" second.bin
 put test/tiny-vit "$work/vit.safetensors"
 put test/tiny-resnet "$work/resnet.safetensors"
 put timm/resnet18.tv_in1k "$work/resnet.safetensors"  # torchvision's IMAGENET1K_V1, timm's tag
+"$build/tests/e2e/make_backbone" "$work/resnet-a1.safetensors" resnet18 7 >/dev/null ||
+  fail "make_backbone resnet18 (a1)"
+put timm/resnet18.a1_in1k "$work/resnet-a1.safetensors"  # timm's default tag of resnet18
 
 fake_hub_start "$hub" "$log"
 export HF_ENDPOINT="$fake_hub_url"
@@ -330,4 +333,22 @@ output=$("$bin" train --data "$images" --out "$work/tv" --model torchvision/resn
   fail "--model-arg weights=IMAGENET1K_V1 did not start from timm/resnet18.tv_in1k"
 grep -q "^storage timm/resnet18.tv_in1k\|timm/resnet18.tv_in1k" "$log" ||
   fail "weights=IMAGENET1K_V1 fetched no timm/resnet18.tv_in1k"
+# timm's model_args pretrained=True: timm's default tag (resnet18: a1_in1k),
+# or the tag of the model's name; checkpoint_path=FILE: that file.
+starts_from() {  # starts_from WHAT WEIGHTS OUT -- train options: --epochs 0 exports WEIGHTS
+  local what=$1 weights=$2 out=$3 output
+  shift 4
+  output=$("$bin" train --data "$images" --out "$work/$out" --method simclr --image-size 32 \
+    --epochs 0 "$@" 2>&1) || fail "$what: $output"
+  "$build/tests/e2e/compare_weights" "$weights" \
+    "$work/$out/exported_models/exported_last.safetensors" 0 0 >/dev/null ||
+    fail "$what did not start from $weights"
+}
+starts_from "pretrained=True" "$work/resnet-a1.safetensors" timm-default -- \
+  --model timm/resnet18 --model-arg pretrained=True
+grep -q "timm/resnet18.a1_in1k" "$log" || fail "pretrained=True fetched no timm/resnet18.a1_in1k"
+starts_from "timm/resnet18.tv_in1k pretrained=True" "$work/resnet.safetensors" timm-tag -- \
+  --model timm/resnet18.tv_in1k --model-arg pretrained=True
+starts_from "checkpoint_path=FILE" "$work/resnet-a1.safetensors" timm-file -- \
+  --model timm/resnet18 --model-arg checkpoint_path="$work/resnet-a1.safetensors"
 e2e_finish

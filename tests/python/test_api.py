@@ -176,6 +176,13 @@ class ApiTest(unittest.TestCase):
         self.assertIn("model_arg=weights=None",
                       self.train(model="torchvision/resnet50", model_args={"weights": None}))
 
+    def test_timm_pretrained_model_args(self):
+        arguments = self.train(model="timm/resnet50.a1_in1k",
+                               model_args={"pretrained": True, "checkpoint_path": "w.pt"})
+        self.assertIn("model=timm/resnet50.a1_in1k", arguments)
+        self.assertIn("model_arg=pretrained=true", arguments)
+        self.assertIn("model_arg=checkpoint_path=w.pt", arguments)
+
     def test_export_parts(self):
         for part in ("model", "wrapped_model", "embedding_model", "teacher"):
             command = self.command(lightly_train_c.export, out="o.pt", checkpoint="c.ckpt",

@@ -1,0 +1,139 @@
+// The initial weights LightlyTrain's model_args choose (see model_weights.h):
+// what torchvision.models.get_model and timm.create_model load for them,
+// fetched by name as any --checkpoint NAME (weights/names.h).
+#include "cli/model_weights.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "weights/timm_tags.h"
+
+// torchvision's ResNets ("resnet50": LightlyTrain's torchvision/resnet50).
+static const char *const torchvision_resnets[] = {"resnet18",  "resnet34",        "resnet50",
+                                                  "resnet101", "resnet152",       "wide_resnet50_2",
+                                                  "wide_resnet101_2"};
+
+// The index of model among them, -1 when it is not one.
+static int torchvision_resnet_index(const char *model) {
+    for (int r = 0; r < (int)(sizeof torchvision_resnets / sizeof torchvision_resnets[0]); r++)
+        if (strcmp(model, torchvision_resnets[r]) == 0) return r;
+    return -1;
+}
+
+// Python's bool as the Python API (True) and users (true, 1) write it:
+// 1, 0, or -1 for other text.
+static int bool_value(const char *text) {
+    if (!strcmp(text, "True") || !strcmp(text, "true") || !strcmp(text, "1")) return 1;
+    if (!strcmp(text, "False") || !strcmp(text, "false") || !strcmp(text, "0")) return 0;
+    return -1;
+}
+
+// The value of KEY=VALUE entries of key (the last one given), each taken out
+// of args; NULL when there is none.
+static const char *take_arg(StringList *args, const char *key) {
+    const size_t length = strlen(key);
+    const char *value = NULL;
+    for (int i = 0; i < args->count; i++) {
+        if (strncmp(args->items[i], key, length) != 0 || args->items[i][length] != '=') continue;
+        value = args->items[i] + length + 1;
+        for (int j = i; j + 1 < args->count; j++) args->items[j] = args->items[j + 1];
+        args->count--;
+        i--;
+    }
+    return value;
+}
+
+// torchvision's weights enum of a ResNet: IMAGENET1K_V1 is timm's tv_in1k,
+// IMAGENET1K_V2 its tv2_in1k (resnet50 and larger), DEFAULT the newest;
+// "None" (*tag NULL) is none. Also ResNet50_Weights.IMAGENET1K_V2.
+static int torchvision_tag(const char *model, const char *given, const char **tag,
+                           ErrorMessage *err) {
+    const char *value = given, *dot = strrchr(given, '.');
+    if (dot && strstr(given, "_Weights.")) value = dot + 1;
+    const int resnet = torchvision_resnet_index(model);
+    const int has_v2 = resnet >= 2;  // torchvision's V2: resnet50 and larger
+    *tag = strcmp(value, "IMAGENET1K_V1") == 0                ? "tv_in1k"
+           : strcmp(value, "IMAGENET1K_V2") == 0 && has_v2    ? "tv2_in1k"
+           : strcmp(value, "DEFAULT") == 0                    ? (has_v2 ? "tv2_in1k" : "tv_in1k")
+                                                              : NULL;
+    const int none = !strcmp(value, "None") || !strcmp(value, "none") || !strcmp(value, "null");
+    if (resnet < 0)
+        return error_set(err, "--model-arg weights=%s: torchvision's weights are taken for its "
+                              "ResNets (resnet18 ... wide_resnet101_2); for --model %s give "
+                              "--checkpoint NAME|FILE", given, model);
+    if (!*tag && !none)
+        return error_set(err, "--model-arg weights=%s: --model %s has torchvision's "
+                              "IMAGENET1K_V1%s, DEFAULT or None", given, model,
+                         has_v2 ? ", IMAGENET1K_V2" : "");
+    return 0;
+}
+
+// timm.create_model(ARCH[.TAG], pretrained=True): the tag given with the
+// name, else timm's default; *tag NULL where timm has no weights (it warns
+// and initialises randomly, as here).
+static int timm_pretrained_tag(const char *model, const char *name_tag, const char **tag,
+                               ErrorMessage *err) {
+    *tag = name_tag ? name_tag : timm_default_tag(model + 5);
+    if (!*tag)
+        return error_set(err, "--model-arg pretrained=True: timm's default weights of %s are "
+                              "not known here; name them, --model %s.TAG", model, model);
+    if (!**tag) {
+        fprintf(stderr, "lightly-train-c train: timm has no pretrained weights for %s: "
+                        "random initialisation, as timm\n", model + 5);
+        *tag = NULL;
+    }
+    return 0;
+}
+
+int model_args_weights(TrainConfig *config, const char *model, const char *model_given,
+                       ErrorMessage *err) {
+    const char *weights = take_arg(&config->model_args, "weights");
+    const char *pretrained_text = take_arg(&config->model_args, "pretrained");
+    const char *checkpoint_path = take_arg(&config->model_args, "checkpoint_path");
+    const int timm = strncmp(model, "timm/", 5) == 0;
+    char untagged[128];
+    const char *name_tag = NULL;
+    if (!model_given || !timm_split_tag(model_given, untagged, sizeof untagged, &name_tag))
+        name_tag = NULL;
+    const int pretrained = pretrained_text ? bool_value(pretrained_text) : 0;
+    if (pretrained < 0)
+        return error_set(err, "--model-arg pretrained=%s: expected True or False",
+                         pretrained_text);
+    if (pretrained_text && !timm && torchvision_resnet_index(model) < 0)
+        return error_set(err, "--model-arg pretrained=%s: timm's models (timm/...) and "
+                              "torchvision's ResNets take it; for --model %s give --checkpoint "
+                              "NAME|FILE", pretrained_text, model);
+    if (checkpoint_path && !timm)
+        return error_set(err, "--model-arg checkpoint_path=%s: timm's models (timm/...) take "
+                              "it; for --model %s give --checkpoint %s", checkpoint_path, model,
+                         checkpoint_path);
+    if (weights && pretrained_text)
+        return error_set(err, "--model-arg weights=%s and pretrained=%s both choose "
+                              "torchvision's weights: give weights only", weights,
+                         pretrained_text);
+    // What each chooses: a hub repository's name (tag) or a file.
+    const char *tag = NULL, *given = NULL;
+    if (weights) {
+        if (torchvision_tag(model, weights, &tag, err)) return -1;
+        given = "weights";
+    } else if (pretrained && !timm) {
+        tag = "tv_in1k";  // torchvision's legacy pretrained=True: IMAGENET1K_V1
+        given = "pretrained";
+    } else if (pretrained && !checkpoint_path) {
+        if (timm_pretrained_tag(model, name_tag, &tag, err)) return -1;
+        given = "pretrained";
+    }
+    if (checkpoint_path) given = "checkpoint_path";
+    if ((tag || checkpoint_path) && config->checkpoint)
+        return error_set(err, "--model-arg %s and --checkpoint %s both give the initial weights",
+                         given, config->checkpoint);
+    if (config->resume) return 0;  // a resumed run continues from its checkpoint
+    static char checkpoint[160];
+    if (checkpoint_path) {
+        config->checkpoint = checkpoint_path;
+    } else if (tag) {
+        snprintf(checkpoint, sizeof checkpoint, "%s%s.%s", timm ? "" : "timm/", model, tag);
+        config->checkpoint = checkpoint;
+    }
+    return 0;
+}
