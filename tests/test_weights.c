@@ -34,7 +34,7 @@ static const char *const variables[] = {
     "HF_HUB_OFFLINE", "HF_TOKEN", "HF_TOKEN_PATH", "LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC",
     "LIGHTLY_TRAIN_DOWNLOAD_RETRIES", "LIGHTLY_TRAIN_DOWNLOAD_BACKOFF_SEC",
     "LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC", "LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC",
-    "LIGHTLY_TRAIN_GITHUB_ENDPOINT"};
+    "LIGHTLY_TRAIN_GITHUB_ENDPOINT", "LIGHTLY_TRAIN_TORCHVISION_ENDPOINT", "TORCH_HOME"};
 
 static int setup(void **state) {
     (void)state;
@@ -229,6 +229,65 @@ static void test_timm_default_tags(void **state) {
     assert_int_equal(timm_split_tag("resnet50.a1_in1k", model, sizeof model, &tag), 0);
     assert_int_equal(timm_split_tag("timm/vit_base_patch16_224.augreg2_in21k_ft_in1k", model, 16,
                                     &tag), 0);  // too long for the buffer
+}
+
+// torchvision's own weights (its ConvNeXts and ShuffleNetV2s): the names as
+// its enums spell them, the URL torchvision downloads (or the endpoint's),
+// our cache's folder, PyTorch's cache used as it is, the SHA-256 digits of
+// the file name (torch.hub's check).
+static void test_torchvision_names(void **state) {
+    (void)state;
+    WeightsRef ref;
+    ErrorMessage err = {{0}};
+    char text[1024];
+    assert_int_equal(weights_parse("torchvision/convnext_tiny.IMAGENET1K_V1", &ref, &err), 0);
+    assert_int_equal(ref.source, WEIGHTS_TORCHVISION);
+    assert_string_equal(ref.entry->arch, "torchvision/convnext_tiny");
+    assert_string_equal(ref.filename, "convnext_tiny-983f1562.pth");
+    assert_int_equal(weights_url(&ref, text, sizeof text, &err), 0);
+    assert_string_equal(text, "https://download.pytorch.org/models/convnext_tiny-983f1562.pth");
+    setenv("LIGHTLY_TRAIN_TORCHVISION_ENDPOINT", "http://mirror:9/", 1);
+    assert_int_equal(weights_url(&ref, text, sizeof text, &err), 0);
+    assert_string_equal(text, "http://mirror:9/models/convnext_tiny-983f1562.pth");
+    setenv("LIGHTLY_TRAIN_CACHE_DIR", "/shared/cache", 1);
+    assert_int_equal(weights_cache_path(&ref, text, sizeof text, &err), 0);
+    assert_string_equal(text, "/shared/cache/models/torchvision/convnext_tiny-983f1562.pth");
+    assert_int_equal(weights_parse("torchvision/shufflenet_v2_x0_5.IMAGENET1K_V1", &ref, &err), 0);
+    assert_string_equal(ref.filename, "shufflenetv2_x0.5-f707e7126e.pth");
+    // PyTorch's cache: $TORCH_HOME/hub/checkpoints, else ~/.cache/torch.
+    char torch_file[600];
+    assert_false(weights_torch_cached_path(&ref, text, sizeof text));
+    snprintf(torch_file, sizeof torch_file,
+             "%s/.cache/torch/hub/checkpoints/shufflenetv2_x0.5-f707e7126e.pth", folder);
+    write_file(torch_file, "weights");
+    assert_true(weights_torch_cached_path(&ref, text, sizeof text));
+    assert_string_equal(text, torch_file);
+    setenv("TORCH_HOME", "/nowhere", 1);
+    assert_false(weights_torch_cached_path(&ref, text, sizeof text));
+    WeightsRef hub_ref;  // never for other sources
+    assert_int_equal(weights_parse("timm/resnet50.tv2_in1k", &hub_ref, &err), 0);
+    assert_false(weights_torch_cached_path(&hub_ref, text, sizeof text));
+    // torch.hub's hash prefix: the hex digits between the last '-' and the next '.'.
+    char prefix[65];
+    assert_true(weights_hash_prefix("convnext_tiny-983f1562.pth", prefix, sizeof prefix));
+    assert_string_equal(prefix, "983f1562");
+    assert_true(weights_hash_prefix("shufflenetv2_x0.5-f707e7126e.pth", prefix, sizeof prefix));
+    assert_string_equal(prefix, "f707e7126e");
+    assert_false(weights_hash_prefix("model.safetensors", prefix, sizeof prefix));
+    assert_false(weights_hash_prefix("a-xyz.pth", prefix, sizeof prefix));
+    assert_false(weights_hash_prefix("a-ABCD.pth", prefix, sizeof prefix));
+    assert_false(weights_hash_prefix("a-1234", prefix, sizeof prefix));
+    // Every torchvision entry's file name carries digits to check.
+    int count;
+    const WeightsEntry *entries = weights_entries(&count);
+    int torchvision = 0;
+    for (int i = 0; i < count; i++) {
+        if (entries[i].source != WEIGHTS_TORCHVISION) continue;
+        torchvision++;
+        assert_true(weights_hash_prefix(entries[i].file, prefix, sizeof prefix));
+        assert_true(strlen(prefix) >= 8);
+    }
+    assert_int_equal(torchvision, 8);
 }
 
 // Ultralytics' released weights (LightlyTrain's ultralytics/<name>.pt):
@@ -559,6 +618,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_lightly_train_model_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hub_references, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timm_default_tags, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_torchvision_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ultralytics_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_folders, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hugging_face_cache, setup, teardown),

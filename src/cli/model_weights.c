@@ -43,25 +43,37 @@ static const char *take_arg(StringList *args, const char *key) {
     return value;
 }
 
-// torchvision's weights enum of a ResNet: IMAGENET1K_V1 is timm's tv_in1k,
-// IMAGENET1K_V2 its tv2_in1k (resnet50 and larger), DEFAULT the newest;
-// "None" (*tag NULL) is none. Also ResNet50_Weights.IMAGENET1K_V2.
-static int torchvision_tag(const char *model, const char *given, const char **tag,
-                           ErrorMessage *err) {
+// torchvision's models with weights of their own here: its ConvNeXts and
+// ShuffleNetV2s (weights/names.c: "torchvision/convnext_tiny.IMAGENET1K_V1").
+static int torchvision_own_weights(const char *model) {
+    return strncmp(model, "torchvision/convnext_", 21) == 0 ||
+           strncmp(model, "torchvision/shufflenet_v2_", 26) == 0;
+}
+
+// The weights torchvision's enum value names, as --checkpoint NAME into
+// name[size]; "" for "None" (torchvision's default: none). ResNets:
+// IMAGENET1K_V1 is timm's copy tv_in1k, IMAGENET1K_V2 its tv2_in1k (resnet50
+// and larger), DEFAULT the newest; ConvNeXts and ShuffleNetV2s have
+// IMAGENET1K_V1 (their DEFAULT). Also "ResNet50_Weights.IMAGENET1K_V2".
+static int torchvision_weights(const char *model, const char *given, char *name, size_t size,
+                               ErrorMessage *err) {
     const char *value = given, *dot = strrchr(given, '.');
     if (dot && strstr(given, "_Weights.")) value = dot + 1;
-    const int resnet = torchvision_resnet_index(model);
+    const int resnet = torchvision_resnet_index(model), own = torchvision_own_weights(model);
     const int has_v2 = resnet >= 2;  // torchvision's V2: resnet50 and larger
-    *tag = strcmp(value, "IMAGENET1K_V1") == 0                ? "tv_in1k"
-           : strcmp(value, "IMAGENET1K_V2") == 0 && has_v2    ? "tv2_in1k"
-           : strcmp(value, "DEFAULT") == 0                    ? (has_v2 ? "tv2_in1k" : "tv_in1k")
-                                                              : NULL;
-    const int none = !strcmp(value, "None") || !strcmp(value, "none") || !strcmp(value, "null");
-    if (resnet < 0)
+    const int v1 = strcmp(value, "IMAGENET1K_V1") == 0, v2 = strcmp(value, "IMAGENET1K_V2") == 0;
+    const int best = strcmp(value, "DEFAULT") == 0;
+    name[0] = '\0';
+    if (resnet < 0 && !own)
         return error_set(err, "--model-arg weights=%s: torchvision's weights are taken for its "
-                              "ResNets (resnet18 ... wide_resnet101_2); for --model %s give "
-                              "--checkpoint NAME|FILE", given, model);
-    if (!*tag && !none)
+                              "ResNets (resnet18 ... wide_resnet101_2), ConvNeXts and "
+                              "ShuffleNetV2s; for --model %s give --checkpoint NAME|FILE", given,
+                         model);
+    if (!strcmp(value, "None") || !strcmp(value, "none") || !strcmp(value, "null")) return 0;
+    if (own && (v1 || best)) snprintf(name, size, "%s.IMAGENET1K_V1", model);
+    else if (resnet >= 0 && (v1 || v2 || best) && (has_v2 || !v2))
+        snprintf(name, size, "timm/%s.%s", model, (v2 || best) && has_v2 ? "tv2_in1k" : "tv_in1k");
+    else
         return error_set(err, "--model-arg weights=%s: --model %s has torchvision's "
                               "IMAGENET1K_V1%s, DEFAULT or None", given, model,
                          has_v2 ? ", IMAGENET1K_V2" : "");
@@ -91,6 +103,7 @@ int model_args_weights(TrainConfig *config, const char *model, const char *model
     const char *pretrained_text = take_arg(&config->model_args, "pretrained");
     const char *checkpoint_path = take_arg(&config->model_args, "checkpoint_path");
     const int timm = strncmp(model, "timm/", 5) == 0;
+    const int torchvision = torchvision_resnet_index(model) >= 0 || torchvision_own_weights(model);
     char untagged[128];
     const char *name_tag = NULL;
     if (!model_given || !timm_split_tag(model_given, untagged, sizeof untagged, &name_tag))
@@ -99,9 +112,9 @@ int model_args_weights(TrainConfig *config, const char *model, const char *model
     if (pretrained < 0)
         return error_set(err, "--model-arg pretrained=%s: expected True or False",
                          pretrained_text);
-    if (pretrained_text && !timm && torchvision_resnet_index(model) < 0)
+    if (pretrained_text && !timm && !torchvision)
         return error_set(err, "--model-arg pretrained=%s: timm's models (timm/...) and "
-                              "torchvision's ResNets take it; for --model %s give --checkpoint "
+                              "torchvision's take it; for --model %s give --checkpoint "
                               "NAME|FILE", pretrained_text, model);
     if (checkpoint_path && !timm)
         return error_set(err, "--model-arg checkpoint_path=%s: timm's models (timm/...) take "
@@ -111,29 +124,31 @@ int model_args_weights(TrainConfig *config, const char *model, const char *model
         return error_set(err, "--model-arg weights=%s and pretrained=%s both choose "
                               "torchvision's weights: give weights only", weights,
                          pretrained_text);
-    // What each chooses: a hub repository's name (tag) or a file.
-    const char *tag = NULL, *given = NULL;
+    // What each chooses: weights by name or a file.
+    static char checkpoint[160];
+    checkpoint[0] = '\0';
+    const char *given = NULL;
     if (weights) {
-        if (torchvision_tag(model, weights, &tag, err)) return -1;
+        if (torchvision_weights(model, weights, checkpoint, sizeof checkpoint, err)) return -1;
         given = "weights";
-    } else if (pretrained && !timm) {
-        tag = "tv_in1k";  // torchvision's legacy pretrained=True: IMAGENET1K_V1
+    } else if (pretrained && !timm) {  // torchvision's legacy pretrained=True: IMAGENET1K_V1
+        if (torchvision_weights(model, "IMAGENET1K_V1", checkpoint, sizeof checkpoint, err))
+            return -1;
         given = "pretrained";
     } else if (pretrained && !checkpoint_path) {
+        const char *tag;
         if (timm_pretrained_tag(model, name_tag, &tag, err)) return -1;
+        if (tag) snprintf(checkpoint, sizeof checkpoint, "%s.%s", model, tag);
         given = "pretrained";
     }
-    if (checkpoint_path) given = "checkpoint_path";
-    if ((tag || checkpoint_path) && config->checkpoint)
+    const char *chosen = checkpoint[0] ? checkpoint : NULL;
+    if (checkpoint_path) {  // timm loads it over any pretrained weights
+        chosen = checkpoint_path;
+        given = "checkpoint_path";
+    }
+    if (chosen && config->checkpoint)
         return error_set(err, "--model-arg %s and --checkpoint %s both give the initial weights",
                          given, config->checkpoint);
-    if (config->resume) return 0;  // a resumed run continues from its checkpoint
-    static char checkpoint[160];
-    if (checkpoint_path) {
-        config->checkpoint = checkpoint_path;
-    } else if (tag) {
-        snprintf(checkpoint, sizeof checkpoint, "%s%s.%s", timm ? "" : "timm/", model, tag);
-        config->checkpoint = checkpoint;
-    }
+    if (chosen && !config->resume) config->checkpoint = chosen;  // --resume: its checkpoint's
     return 0;
 }

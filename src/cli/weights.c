@@ -158,13 +158,17 @@ static void print_help(FILE *out) {
             "naming this program reads (default FILE: model.safetensors). Ultralytics'\n"
             "weights (ultralytics/yolo11s.pt) come from its GitHub release, as Ultralytics\n"
             "downloads them, unless the working directory holds yolo11s.pt, which is used.\n"
+            "torchvision's weights (torchvision/convnext_tiny.IMAGENET1K_V1) come from\n"
+            "download.pytorch.org, checked against the SHA-256 digits in their file names.\n"
             "\n"
             "Cache: $LIGHTLY_TRAIN_CACHE_DIR, else $XDG_CACHE_HOME/lightly-train-c, else\n"
             "~/.cache/lightly-train-c; files the Hugging Face libraries downloaded\n"
-            "($HF_HUB_CACHE, $HF_HOME/hub) are used as they are. HF_ENDPOINT selects a\n"
-            "mirror, HF_TOKEN (or $HF_HOME/token) opens gated repositories;\n"
-            "LIGHTLY_TRAIN_GITHUB_ENDPOINT (https://github.com) GitHub's. A download\n"
-            "slower than LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC (1000) for\n"
+            "($HF_HUB_CACHE, $HF_HOME/hub) and PyTorch's ($TORCH_HOME/hub/checkpoints)\n"
+            "are used as they are. HF_ENDPOINT selects a mirror, HF_TOKEN (or\n"
+            "$HF_HOME/token) opens gated repositories; LIGHTLY_TRAIN_GITHUB_ENDPOINT\n"
+            "(https://github.com) selects GitHub's, LIGHTLY_TRAIN_TORCHVISION_ENDPOINT\n"
+            "(https://download.pytorch.org) torchvision's. A download slower than\n"
+            "LIGHTLY_TRAIN_DOWNLOAD_MIN_BYTES_PER_SEC (1000) for\n"
             "LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC (180) is retried\n"
             "LIGHTLY_TRAIN_DOWNLOAD_RETRIES (5) times; one not complete within\n"
             "LIGHTLY_TRAIN_DOWNLOAD_DEADLINE_SEC (21600) fails, its part kept. See\n"
@@ -185,12 +189,14 @@ static int list_names(void) {
         if (model >= model_width) model_width = model + 1;
     }
     printf("%-*s %-*s %-10s %-15s %-44s %s\n", name_width, "name", model_width, "model", "size",
-           "licence", "source: Hugging Face repository, GitHub release", "cached");
+           "licence", "source: Hugging Face repository, GitHub release, torchvision", "cached");
     for (int i = 0; i < count; i++) {
         const WeightsEntry *entry = &entries[i];
         char path[4096], size[32] = "", cached[8] = "no", source[300];
         if (entry->source == WEIGHTS_GITHUB_RELEASE)
             snprintf(source, sizeof source, "%s %s", entry->repo, entry->release);
+        else if (entry->source == WEIGHTS_TORCHVISION)
+            snprintf(source, sizeof source, "download.pytorch.org %s", entry->file);
         else
             snprintf(source, sizeof source, "%s", entry->repo);
         struct stat info;

@@ -11,6 +11,7 @@
 
 #define DEFAULT_ENDPOINT "https://huggingface.co"
 #define DEFAULT_GITHUB_ENDPOINT "https://github.com"
+#define DEFAULT_TORCHVISION_ENDPOINT "https://download.pytorch.org"
 
 static const char *env(const char *name) {
     const char *value = getenv(name);
@@ -44,6 +45,10 @@ static void repo_folder(const char *kind, const char *repo, char *out, size_t si
 int weights_cache_path(const WeightsRef *ref, char *out, size_t size, ErrorMessage *err) {
     char root[3072], folder[WEIGHTS_REPO_MAX + 16];
     if (weights_cache_root(root, sizeof root, err)) return -1;
+    if (ref->source == WEIGHTS_TORCHVISION)
+        return snprintf(out, size, "%s/models/torchvision/%s", root, ref->filename) < (int)size
+                   ? 0
+                   : error_set(err, "cache path too long under %s", root);
     const int github = ref->source == WEIGHTS_GITHUB_RELEASE;
     repo_folder(github ? "releases" : "models", ref->repo, folder, sizeof folder);
     if (snprintf(out, size, "%s/models/%s/%s/%s/%s", root, github ? "github" : "hub", folder,
@@ -88,17 +93,52 @@ int weights_hf_cached_path(const WeightsRef *ref, char *out, size_t size) {
     return stat(out, &info) == 0 && S_ISREG(info.st_mode);
 }
 
+int weights_torch_cached_path(const WeightsRef *ref, char *out, size_t size) {
+    const char *torch_home = env("TORCH_HOME");
+    char home[2048];
+    if (ref->source != WEIGHTS_TORCHVISION) return 0;
+    if (torch_home) snprintf(home, sizeof home, "%s", torch_home);
+    else if (user_cache("torch", home, sizeof home, NULL)) return 0;
+    if (snprintf(out, size, "%s/hub/checkpoints/%s", home, ref->filename) >= (int)size) return 0;
+    struct stat info;
+    return stat(out, &info) == 0 && S_ISREG(info.st_mode);
+}
+
+int weights_hash_prefix(const char *filename, char *out, size_t size) {
+    const char *dash = strrchr(filename, '-');
+    if (!dash) return 0;
+    size_t length = 0;
+    while (isxdigit((unsigned char)dash[1 + length]) && !isupper((unsigned char)dash[1 + length]))
+        length++;
+    if (length == 0 || dash[1 + length] != '.' || length >= size) return 0;
+    memcpy(out, dash + 1, length);
+    out[length] = '\0';
+    return 1;
+}
+
 int weights_url(const WeightsRef *ref, char *out, size_t size, ErrorMessage *err) {
     const int github = ref->source == WEIGHTS_GITHUB_RELEASE;
-    const char *variable = github ? "LIGHTLY_TRAIN_GITHUB_ENDPOINT" : "HF_ENDPOINT";
+    const int torchvision = ref->source == WEIGHTS_TORCHVISION;
+    const char *variable = github        ? "LIGHTLY_TRAIN_GITHUB_ENDPOINT"
+                           : torchvision ? "LIGHTLY_TRAIN_TORCHVISION_ENDPOINT"
+                                         : "HF_ENDPOINT";
     const char *endpoint = env(variable);
-    if (!endpoint) endpoint = github ? DEFAULT_GITHUB_ENDPOINT : DEFAULT_ENDPOINT;
+    if (!endpoint)
+        endpoint = github        ? DEFAULT_GITHUB_ENDPOINT
+                   : torchvision ? DEFAULT_TORCHVISION_ENDPOINT
+                                 : DEFAULT_ENDPOINT;
     size_t length = strlen(endpoint);
     while (length > 0 && endpoint[length - 1] == '/') length--;
-    // GitHub's release asset URL, as Ultralytics' attempt_download_asset forms it.
-    if (snprintf(out, size, github ? "%.*s/%s/releases/download/%s/%s" : "%.*s/%s/resolve/%s/%s",
-                 (int)length, endpoint, ref->repo, ref->revision, ref->filename) >= (int)size)
-        return error_set(err, "URL too long (%s %s)", variable, endpoint);
+    // GitHub's release asset URL, as Ultralytics' attempt_download_asset
+    // forms it; torchvision's weights URL, as its enums name it.
+    int n;
+    if (torchvision)
+        n = snprintf(out, size, "%.*s/models/%s", (int)length, endpoint, ref->filename);
+    else
+        n = snprintf(out, size,
+                     github ? "%.*s/%s/releases/download/%s/%s" : "%.*s/%s/resolve/%s/%s",
+                     (int)length, endpoint, ref->repo, ref->revision, ref->filename);
+    if (n >= (int)size) return error_set(err, "URL too long (%s %s)", variable, endpoint);
     return 0;
 }
 

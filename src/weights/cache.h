@@ -13,6 +13,10 @@
 //                  the file $HF_TOKEN_PATH, else $HF_HOME/token (sent to the hub only)
 //   GitHub         $LIGHTLY_TRAIN_GITHUB_ENDPOINT (https://github.com): release
 //                  assets at ENDPOINT/ORG/NAME/releases/download/TAG/FILE
+//   torchvision    $LIGHTLY_TRAIN_TORCHVISION_ENDPOINT (https://download.pytorch.org):
+//                  ENDPOINT/models/FILE, into our cache's models/torchvision/FILE;
+//                  PyTorch's cache $TORCH_HOME/hub/checkpoints/FILE (TORCH_HOME
+//                  defaulting to $XDG_CACHE_HOME/torch or ~/.cache/torch) is used as is
 //   downloads      $LIGHTLY_TRAIN_DOWNLOAD_CHUNK_TIMEOUT_SEC (180: a transfer
 //                  receiving less than ..._MIN_BYTES_PER_SEC (1000) for that
 //                  long is retried), ..._RETRIES (5), ..._BACKOFF_SEC (1,
@@ -38,8 +42,17 @@ int weights_cache_path(const WeightsRef *ref, char *out, size_t size, ErrorMessa
 // else 0 (always for a GitHub release's asset).
 int weights_hf_cached_path(const WeightsRef *ref, char *out, size_t size);
 
+// PyTorch's cache's copy of a torchvision file: 1 and its path when
+// present, else 0 (always for other sources).
+int weights_torch_cached_path(const WeightsRef *ref, char *out, size_t size);
+
+// torch.hub's check of a file it downloads: the hex digits between the last
+// '-' and the next '.' of its name ("convnext_tiny-983f1562.pth": "983f1562")
+// begin its SHA-256. 1 and them in out, 0 when the name has none.
+int weights_hash_prefix(const char *filename, char *out, size_t size);
+
 // The resolve URL of ref's file on the hub (or the HF_ENDPOINT mirror); a
-// GitHub release asset's download URL.
+// GitHub release asset's download URL; torchvision's file's URL.
 int weights_url(const WeightsRef *ref, char *out, size_t size, ErrorMessage *err);
 
 // 1 when HF_HUB_OFFLINE forbids the network.

@@ -472,14 +472,17 @@ static int finish(const DownloadRequest *request, Attempt *attempt, ErrorMessage
     Partial *partial = attempt->partial;
     char sha256[SHA256_HEX];
     weights_hash_hex(partial->hash, sha256);
-    if (partial->sha256[0] && strcmp(sha256, partial->sha256) != 0) {
+    const char *prefix = request->sha256_prefix;
+    const int announced_wrong = partial->sha256[0] && strcmp(sha256, partial->sha256) != 0;
+    if (announced_wrong || (prefix && strncmp(sha256, prefix, strlen(prefix)) != 0)) {
         partial_close(partial);
         unlink(partial->path);
         unlink(partial->record);
-        return error_set(err, "%s: %s: SHA-256 mismatch (received %.12s..., the server "
-                              "announced %.12s...): the file was removed; run the command "
-                              "again to download it anew", request->name, request->url, sha256,
-                         partial->sha256);
+        return error_set(err, "%s: %s: SHA-256 mismatch (received %.12s..., %s %.12s...): the "
+                              "file was removed; run the command again to download it anew",
+                         request->name, request->url, sha256,
+                         announced_wrong ? "the server announced" : "the file name gives",
+                         announced_wrong ? partial->sha256 : prefix);
     }
     if (fflush(partial->file) != 0 || fsync(fileno(partial->file)) != 0 ||
         fclose(partial->file) != 0) {
@@ -496,6 +499,8 @@ static int finish(const DownloadRequest *request, Attempt *attempt, ErrorMessage
     unlink(partial->record);
     char detail[160];
     if (partial->sha256[0]) snprintf(detail, sizeof detail, "SHA-256 %s verified", sha256);
+    else if (prefix) snprintf(detail, sizeof detail, "SHA-256 %s verified (its name's %s)",
+                              sha256, prefix);
     else snprintf(detail, sizeof detail, "SHA-256 %s (the server published none to check)",
                   sha256);
     emit(attempt, WEIGHTS_DONE, 0, detail);

@@ -56,6 +56,8 @@ typedef struct DownloadRequest {
     const char *path;   // the final file
     const char *token;  // "Authorization: Bearer" for the first host, or NULL
     const char *sha256; // the SHA-256 the file must have (documented), or NULL: the server's
+    const char *sha256_prefix;  // hex digits its SHA-256 must begin with (torchvision's file
+                                // names), or NULL
     const char *denied_hint;  // what to do on 401 / 403, NULL: the hub's (gated: HF_TOKEN)
     DownloadSettings settings;
     WeightsProgress progress;  // may be NULL

@@ -10,6 +10,8 @@
 #define DINOV3_URL "https://ai.meta.com/resources/models-and-libraries/dinov3-license"
 #define AGPL "AGPL-3.0"
 #define AGPL_URL "https://ultralytics.com/license"
+#define BSD3 "BSD-3-Clause"
+#define BSD3_URL "https://github.com/pytorch/vision/blob/main/LICENSE"
 
 // Ultralytics' released weights, as ultralytics 8.4.190 downloads them
 // (ultralytics/utils/downloads.py: attempt_download_asset(file,
@@ -31,6 +33,17 @@
 #define ULTRALYTICS(stem, params, size)                                                      \
     {"ultralytics/" stem ".pt", stem, "ultralytics/assets", AGPL, AGPL_URL, params, size, NULL, \
      WEIGHTS_GITHUB_RELEASE, ULTRALYTICS_RELEASE, stem ".pt"}
+
+// torchvision's ImageNet weights of the models it alone has here (its
+// ConvNeXts and ShuffleNetV2s; its ResNets' are timm's copies on the hub,
+// cli/model_weights.c), as torchvision 0.29.2's weights enums name them
+// (ConvNeXt_Tiny_Weights.IMAGENET1K_V1, their DEFAULT) and
+// load_state_dict_from_url downloads them: https://download.pytorch.org/
+// models/FILE, the SHA-256's first hex digits in FILE. Sizes: the enums'
+// _file_size (MB).
+#define TORCHVISION(model, file, params, size)                                              \
+    {"torchvision/" model ".IMAGENET1K_V1", "torchvision/" model, "pytorch/vision", BSD3,    \
+     BSD3_URL, params, size, NULL, WEIGHTS_TORCHVISION, NULL, file}
 
 // LightlyTrain's names (its dinov2_vit and dinov3 packages) -> timm's copies
 // on the Hugging Face Hub, whose safetensors files this program reads
@@ -77,6 +90,14 @@ static const WeightsEntry entries[] = {
      DINOV3_URL, 87.6, NULL, NULL, HUB},
     {"dinov3/convnext-large", "dinov3/convnext-large", "timm/convnext_large.dinov3_lvd1689m",
      DINOV3, DINOV3_URL, 196.2, NULL, NULL, HUB},
+    TORCHVISION("convnext_tiny", "convnext_tiny-983f1562.pth", 28.59, "109 MB"),
+    TORCHVISION("convnext_small", "convnext_small-0c510722.pth", 50.22, "192 MB"),
+    TORCHVISION("convnext_base", "convnext_base-6075fbad.pth", 88.59, "338 MB"),
+    TORCHVISION("convnext_large", "convnext_large-ea097f82.pth", 197.77, "755 MB"),
+    TORCHVISION("shufflenet_v2_x0_5", "shufflenetv2_x0.5-f707e7126e.pth", 1.37, "5.3 MB"),
+    TORCHVISION("shufflenet_v2_x1_0", "shufflenetv2_x1-5666bf0f80.pth", 2.28, "8.8 MB"),
+    TORCHVISION("shufflenet_v2_x1_5", "shufflenetv2_x1_5-3c479a10.pth", 3.50, "13.6 MB"),
+    TORCHVISION("shufflenet_v2_x2_0", "shufflenetv2_x2_0-8be3c8ee.pth", 7.39, "28.4 MB"),
     ULTRALYTICS("yolov8n", 3.16, "~6 MB"),   ULTRALYTICS("yolov8s", 11.17, "~22 MB"),
     ULTRALYTICS("yolov8m", 25.90, "~52 MB"), ULTRALYTICS("yolov8l", 43.69, "~87 MB"),
     ULTRALYTICS("yolov8x", 68.23, "~136 MB"), ULTRALYTICS("yolo11n", 2.62, "~5 MB"),
@@ -205,6 +226,8 @@ static void normalize_name(const char *name, char *out, size_t size) {
 const WeightsEntry *weights_find(const char *name) {
     char normal[128];
     if (strlen(name) >= sizeof normal) return NULL;
+    for (int i = 0; i < ENTRY_COUNT; i++)  // as written: torchvision's keep their "_"
+        if (strcmp(entries[i].name, name) == 0) return &entries[i];
     normalize_name(name, normal, sizeof normal);
     for (int i = 0; i < ENTRY_COUNT; i++)
         if (strcmp(entries[i].name, normal) == 0) return &entries[i];

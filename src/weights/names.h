@@ -16,6 +16,10 @@ typedef enum WeightsSource {
     WEIGHTS_GITHUB_RELEASE,  // an asset of a GitHub release (LIGHTLY_TRAIN_GITHUB_ENDPOINT):
                              // Ultralytics' weights; the file of that name in the working
                              // directory comes first, as Ultralytics' YOLO("yolo11s.pt") takes it
+    WEIGHTS_TORCHVISION,     // a file of torchvision's (LIGHTLY_TRAIN_TORCHVISION_ENDPOINT):
+                             // ENDPOINT/models/FILE, FILE naming the first hex digits of its
+                             // SHA-256, checked as torch.hub checks them; PyTorch's own cache
+                             // ($TORCH_HOME/hub/checkpoints/FILE) is used as it is
 } WeightsSource;
 
 // One known name.
@@ -32,7 +36,8 @@ typedef struct WeightsEntry {
                               // hub's X-Linked-Etag at download time is the only check)
     WeightsSource source;
     const char *release;      // GITHUB_RELEASE: the release's tag ("v8.4.0"); else NULL (main)
-    const char *file;         // GITHUB_RELEASE: the asset ("yolo11s.pt"); else NULL
+    const char *file;         // GITHUB_RELEASE: the asset ("yolo11s.pt"); TORCHVISION: the
+                              // file ("convnext_tiny-983f1562.pth"); else NULL
                               // (model.safetensors)
 } WeightsEntry;
 

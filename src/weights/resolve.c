@@ -43,7 +43,8 @@ static int find_cached(const WeightsRef *ref, int hash, char *out, size_t size,
     if (is_file(out))
         return weights_record_check(out, hash, check, why, why_size, err) ? -1 : 1;
     char hf_path[4096];
-    if (weights_hf_cached_path(ref, hf_path, sizeof hf_path)) {
+    if (weights_hf_cached_path(ref, hf_path, sizeof hf_path) ||
+        weights_torch_cached_path(ref, hf_path, sizeof hf_path)) {
         if (snprintf(out, size, "%s", hf_path) >= (int)size)
             return error_set(err, "path too long: %s", hf_path);
         return 1;
@@ -69,8 +70,9 @@ int weights_local_path(const char *text, char *out, size_t size, ErrorMessage *e
     const int found = find_cached(&ref, 0, out, size, &check, why, sizeof why, err);
     if (found < 0) return -1;
     if (found) return check == WEIGHTS_CHECK_DAMAGED ? damaged_error(text, out, why, err) : 0;
-    return error_set(err, "%s is not downloaded (not in %s nor the Hugging Face cache): "
-                          "lightly-train-c weights fetch %s", text, out, text);
+    return error_set(err, "%s is not downloaded (not in %s nor %s cache): "
+                          "lightly-train-c weights fetch %s", text, out,
+                     ref.source == WEIGHTS_TORCHVISION ? "PyTorch's" : "the Hugging Face", text);
 }
 
 const char *weights_known_arch(const char *text) {
@@ -139,6 +141,10 @@ int weights_fetch(const char *text, int repair, WeightsProgress progress, void *
     char token[1024];  // the hub's: never sent to GitHub
     if (ref.source == WEIGHTS_HUGGING_FACE && weights_token(token, sizeof token))
         request.token = token;
+    char hash_prefix[65];
+    if (ref.source == WEIGHTS_TORCHVISION &&
+        weights_hash_prefix(ref.filename, hash_prefix, sizeof hash_prefix))
+        request.sha256_prefix = hash_prefix;
     if (ref.source == WEIGHTS_GITHUB_RELEASE)
         request.denied_hint = "GitHub refused the release asset (a rate limit, or a proxy): "
                               "try again later, or download the URL by hand into the working "

@@ -14,7 +14,9 @@ on is written to PORT_FILE; one line per hub and storage request to LOG_FILE.
 It also serves ROOT/ORG/NAME/TAG/FILE the way GitHub serves a release's
 asset (Ultralytics' weights): GET /ORG/NAME/releases/download/TAG/FILE
 answers 302 to the storage (on "localhost" too) with no SHA-256 and no size
-in any header, the storage's Content-Length being the only size.
+in any header, the storage's Content-Length being the only size; and
+ROOT/torchvision/models/FILE the way download.pytorch.org serves
+torchvision's weights: GET /models/FILE answers 200 with the file.
 
 What goes wrong is chosen by words in the repository's NAME:
   gated     401 without "Authorization: Bearer secret"
@@ -65,6 +67,8 @@ class Hub(http.server.BaseHTTPRequestHandler):
         parts = self.path.split("/")
         if len(parts) == 7 and parts[3:5] == ["releases", "download"]:
             return self.release(parts[1], parts[2], parts[5], parts[6])
+        if len(parts) == 3 and parts[1] == "models":
+            return self.storage("torchvision", "models", parts[2])
         if len(parts) >= 6 and parts[3] == "resolve":
             return self.resolve(parts[1], parts[2], "/".join(parts[5:]))
         if parts[1] in ("hop", "cdn") and len(parts) >= 5:

@@ -152,6 +152,11 @@ expect 2 "timm/resnet34.tv_in1k is not downloaded" -- "$bin" train "${common[@]}
 expect_only 2 "weights=IMAGENET1K_V2: --model resnet18 has torchvision's IMAGENET1K_V1, DEFAULT" \
   -- "$bin" train "${common[@]}" --out "$work/refused" --model resnet18 \
   --model-arg weights=IMAGENET1K_V2
+expect 2 "torchvision/convnext_tiny.IMAGENET1K_V1 is not downloaded" -- "$bin" train \
+  "${common[@]}" --out "$work/refused" --model torchvision/convnext_tiny --model-arg weights=DEFAULT
+expect 2 "torchvision/shufflenet_v2_x1_0.IMAGENET1K_V1 is not downloaded" -- "$bin" train \
+  "${common[@]}" --out "$work/refused" --model torchvision/shufflenet_v2_x1_0 \
+  --model-arg pretrained=True
 expect_only 2 "weights=IMAGENET1K_V1: torchvision's weights are taken for its ResNets" -- \
   "$bin" train "${common[@]}" --out "$work/refused" --model timm/resnet50 \
   --model-arg weights=IMAGENET1K_V1
@@ -166,7 +171,7 @@ expect 2 "timm/resnet50.a1h_in1k is not downloaded" -- "$bin" train "${common[@]
 expect 2 "timm has no pretrained weights for resnet200: random initialisation" -- \
   "$bin" train "${common[@]}" --out "$work/refused" --model timm/resnet200 \
   --model-arg pretrained=True --activation-checkpointing
-expect_only 2 "pretrained=True: timm's models \(timm/...\) and torchvision's ResNets" -- \
+expect_only 2 "pretrained=True: timm's models \(timm/...\) and torchvision's take it" -- \
   "$bin" train "${common[@]}" --out "$work/refused" --model vit_s14 --model-arg pretrained=True
 expect_only 2 "pretrained=yes: expected True or False" -- "$bin" train "${common[@]}" \
   --out "$work/refused" --model timm/resnet18 --model-arg pretrained=yes

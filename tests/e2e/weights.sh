@@ -11,7 +11,9 @@
 # download (cut short: refused on use; a changed byte: found by `weights
 # fetch`, which downloads both anew), one without a download record, and 2
 # MPI ranks on a shared cache (one transfer) and on caches of their own (one
-# each). Short timeouts through the environment keep it to seconds.
+# each); timm's pretrained=True and torchvision's own weights (PyTorch's
+# cache, the SHA-256 digits of their file names). Short timeouts through the
+# environment keep it to seconds.
 set -u
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/mpi.bash"
@@ -351,4 +353,29 @@ starts_from "timm/resnet18.tv_in1k pretrained=True" "$work/resnet.safetensors" t
   --model timm/resnet18.tv_in1k --model-arg pretrained=True
 starts_from "checkpoint_path=FILE" "$work/resnet-a1.safetensors" timm-file -- \
   --model timm/resnet18 --model-arg checkpoint_path="$work/resnet-a1.safetensors"
+# torchvision's own weights (ConvNeXts, ShuffleNetV2s) from
+# download.pytorch.org: a file PyTorch downloaded ($TORCH_HOME/hub/
+# checkpoints) is used as it is; a download whose SHA-256 does not begin
+# with the digits of its file name is refused and removed.
+export LIGHTLY_TRAIN_TORCHVISION_ENDPOINT="$fake_hub_url"
+shufflenet=(--data "$images" --method simclr --image-size 32 --epochs 0
+            --model torchvision/shufflenet_v2_x0_5)
+output=$("$bin" train "${shufflenet[@]}" --out "$work/tv-source" --seed 1 2>&1) ||
+  fail "shufflenet --epochs 0: $output"
+mkdir -p "$work/torch/hub/checkpoints"
+cp "$work/tv-source/exported_models/exported_last.pt" \
+  "$work/torch/hub/checkpoints/shufflenetv2_x0.5-f707e7126e.pth"
+output=$(TORCH_HOME="$work/torch" "$bin" train "${shufflenet[@]}" --out "$work/tv-torch" --seed 2 \
+  --model-arg weights=DEFAULT 2>&1) || fail "weights=DEFAULT from PyTorch's cache: $output"
+"$build/tests/e2e/compare_weights" "$work/tv-source/exported_models/exported_last.safetensors" \
+  "$work/tv-torch/exported_models/exported_last.safetensors" 0 0 >/dev/null ||
+  fail "weights=DEFAULT did not start from PyTorch's cached shufflenetv2_x0.5-f707e7126e.pth"
+mkdir -p "$hub/torchvision/models"
+cp "$work/blob" "$hub/torchvision/models/shufflenetv2_x1-5666bf0f80.pth"
+last_line 2 "SHA-256 mismatch \(received .*, the file name gives 5666bf0f80.*the file was removed" \
+  -- "$bin" weights fetch torchvision/shufflenet_v2_x1_0.IMAGENET1K_V1
+grep -q "^storage torchvision/models/shufflenetv2_x1-5666bf0f80.pth" "$log" ||
+  fail "torchvision's file was not asked at /models/FILE"
+ls "$work/cache/models/torchvision" 2>/dev/null | grep -v lock | grep -q . &&
+  fail "the mismatched torchvision file was kept: $(ls "$work/cache/models/torchvision")"
 e2e_finish
