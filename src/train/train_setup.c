@@ -59,10 +59,12 @@ void train_error(TrainRun *run, const char *format, ...) {
 
 // Loader warnings (skipped images) come from worker threads: one line each
 // to stderr and train.log, both line-buffered appends.
+// One write per line: the ranks' stderr meet in one stream (mpirun's), where
+// a prefix written apart could land before another rank's line.
 static void train_warn(void *context, const char *message) {
     TrainRun *run = context;
-    if (run->rank != 0) fprintf(stderr, "rank %d: ", run->rank);
-    fprintf(stderr, "warning: %s\n", message);
+    if (run->rank != 0) fprintf(stderr, "rank %d: warning: %s\n", run->rank, message);
+    else fprintf(stderr, "warning: %s\n", message);
     if (run->log) run_log_line(run->log, "warning: %s", message);
 }
 
