@@ -130,7 +130,7 @@ static void test_loggers_entries(void **state) {
     LoggerSettings settings;
     ErrorMessage err = {{0}};
     assert_int_equal(parse_entries(&settings, &err, 0), 0);
-    assert_true(settings.tensorboard && !settings.mlflow);
+    assert_true(settings.tensorboard && settings.jsonl && !settings.mlflow);
     assert_int_equal(parse_entries(&settings, &err, 5, "mlflow.experiment_name=e",
                                    "mlflow.run_name=r", "mlflow.tags.team/x=a=b",
                                    "mlflow.tracking_uri=https://h:5000/", "tensorboard=null"),
@@ -144,9 +144,19 @@ static void test_loggers_entries(void **state) {
     assert_string_equal(settings.tags[0].value, "a=b");
     assert_int_equal(parse_entries(&settings, &err, 2, "mlflow={}", "tensorboard"), 0);
     assert_true(settings.mlflow && settings.tensorboard && !settings.tracking_uri);
+    // LightlyTrain's jsonl logger: metrics.jsonl, off with null.
+    assert_int_equal(parse_entries(&settings, &err, 1, "jsonl=null"), 0);
+    assert_true(!settings.jsonl && settings.tensorboard);
+    assert_int_equal(
+        parse_entries(&settings, &err, 2, "jsonl", "jsonl.flush_logs_every_n_steps=10"), 0);
+    assert_true(settings.jsonl);
     const char *const refused[][2] = {
-        {"wandb", "the loggers are mlflow and tensorboard"},
-        {"jsonl=null", "metrics.jsonl is always written"},
+        {"wandb", "the loggers are mlflow, tensorboard and jsonl (no Weights & Biases"},
+        {"csv", "the loggers are mlflow, tensorboard and jsonl"},
+        {"jsonl.flush_logs_every_n_steps=0", "N >= 1"},
+        {"jsonl.flush_logs_every_n_steps", "N >= 1"},
+        {"jsonl.save_dir=x", "jsonl's setting is flush_logs_every_n_steps"},
+        {"jsonl=yes", "expected jsonl, jsonl=null"},
         {"mlflow.log_model=true", "MLflow's settings here are experiment_name"},
         {"mlflow.run_name", "expected mlflow.KEY=VALUE with a value"},
         {"mlflow.tracking_uri=file:./mlruns", "http:// or https://"},

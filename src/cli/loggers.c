@@ -79,9 +79,27 @@ static int mlflow_entry(LoggerSettings *settings, const char *entry, const char 
     return 0;
 }
 
+// LightlyTrain's JSONLLoggerArgs: flush_logs_every_n_steps, how often
+// Lightning writes its buffered lines. Taken when it is a count; the lines
+// are written as they come (a killed run keeps every logged step).
+static int jsonl_entry(const char *entry, const char *key, const char *value, ErrorMessage *err) {
+    const size_t key_length = value ? (size_t)(value - 1 - key) : strlen(key);
+    if (key_length != 24 || strncmp(key, "flush_logs_every_n_steps", 24) != 0)
+        return error_set(err, "--loggers %.200s: jsonl's setting is flush_logs_every_n_steps",
+                         entry);
+    char *end = NULL;
+    const long steps = value ? strtol(value, &end, 10) : 0;
+    if (!value || end == value || *end || steps < 1)
+        return error_set(err,
+                         "--loggers %.200s: expected jsonl.flush_logs_every_n_steps=N, N >= 1",
+                         entry);
+    return 0;
+}
+
 int loggers_parse(const StringList *entries, LoggerSettings *settings, ErrorMessage *err) {
     memset(settings, 0, sizeof *settings);
     settings->tensorboard = 1;
+    settings->jsonl = 1;
     int mlflow_off = 0;
     for (int i = 0; i < entries->count; i++) {
         const char *entry = entries->items[i];
@@ -90,11 +108,16 @@ int loggers_parse(const StringList *entries, LoggerSettings *settings, ErrorMess
         const char *value = strchr(entry, '=') ? strchr(entry, '=') + 1 : NULL;
         const int mlflow = name_length == 6 && strncmp(entry, "mlflow", 6) == 0;
         const int tensorboard = name_length == 11 && strncmp(entry, "tensorboard", 11) == 0;
-        if (!mlflow && !tensorboard)
-            return error_set(err, "--loggers %.200s: the loggers are mlflow and tensorboard%s",
-                             entry, strncmp(entry, "jsonl", 5) == 0
-                                        ? " (metrics.jsonl is always written)" : "");
-        if (*after == '.' && mlflow) {
+        const int jsonl = name_length == 5 && strncmp(entry, "jsonl", 5) == 0;
+        const char *name = mlflow ? "mlflow" : tensorboard ? "tensorboard" : "jsonl";
+        if (!mlflow && !tensorboard && !jsonl)
+            return error_set(err, "--loggers %.200s: the loggers are mlflow, tensorboard and "
+                                  "jsonl%s", entry, strncmp(entry, "wandb", 5) == 0
+                                  ? " (no Weights & Biases: log to MLflow or TensorBoard)" : "");
+        if (*after == '.' && jsonl) {
+            if (jsonl_entry(entry, after + 1, value, err)) return -1;
+            settings->jsonl = 1;
+        } else if (*after == '.' && mlflow) {
             const char *key = after + 1;
             const size_t key_length = value ? (size_t)(value - 1 - key) : strlen(key);
             if (mlflow_entry(settings, entry, key, key_length, value, err)) return -1;
@@ -104,13 +127,14 @@ int loggers_parse(const StringList *entries, LoggerSettings *settings, ErrorMess
         } else if (value && is_null(value)) {
             if (mlflow) mlflow_off = 1;
             if (tensorboard) settings->tensorboard = 0;
+            if (jsonl) settings->jsonl = 0;
         } else if (!value || strcmp(value, "{}") == 0) {
             if (mlflow) settings->mlflow = 1;
             if (tensorboard) settings->tensorboard = 1;
+            if (jsonl) settings->jsonl = 1;
         } else {
             return error_set(err, "--loggers %.200s: expected %s, %s=null or %s.KEY=VALUE", entry,
-                             mlflow ? "mlflow" : "tensorboard", mlflow ? "mlflow" : "tensorboard",
-                             mlflow ? "mlflow" : "tensorboard");
+                             name, name, name);
         }
     }
     if (mlflow_off && settings->mlflow)

@@ -11,6 +11,9 @@
 //   mlflow.tags.KEY=VALUE                a tag of the run (repeatable)
 //   mlflow=null                          no MLflow (the default)
 //   tensorboard=null                     no TensorBoard event files (on by default)
+//   jsonl=null                           no metrics.jsonl (on by default)
+//   jsonl.flush_logs_every_n_steps=N     taken (N >= 1): each line is written and
+//                                        flushed as its step is logged
 // A KEY sets its logger on. Anything else, or a value MLflow would refuse
 // (a tracking URI that is not http(s), a tag name MLflow does not take),
 // is a usage error naming the entry.
@@ -26,6 +29,7 @@
 
 typedef struct LoggerSettings {
     int tensorboard;  // 1 unless tensorboard=null
+    int jsonl;        // 1 unless jsonl=null: metrics.jsonl
     int mlflow;       // 1 when named
     // Pointers into argv (or the environment), NULL when not given.
     const char *experiment_name, *run_name, *tracking_uri;

@@ -445,7 +445,7 @@ int command_train(int argc, char **argv) {
         {.name = "loggers", .type = OPTION_STRING, .value = &logger_entries,
          .metavar = "LOGGER[.KEY]=VALUE", .repeatable = 1, .dotted = 1,
          .help = "LightlyTrain's loggers: mlflow (with mlflow.tracking_uri=URL, "
-                 "mlflow.experiment_name=NAME, ...: docs/mlflow.md), tensorboard=null"},
+                 "mlflow.experiment_name=NAME, ...: docs/mlflow.md), tensorboard=null, jsonl=null"},
         {.name = "callbacks", .type = OPTION_STRING, .value = &callback_entries,
          .metavar = "CALLBACK[.KEY]=VALUE", .repeatable = 1, .dotted = 1,
          .help = "LightlyTrain's callbacks: model_checkpoint.every_n_epochs=N, "

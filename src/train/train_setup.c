@@ -552,7 +552,8 @@ static int setup_run(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
         if (setup_logs(run, argc, argv, err) || train_out_tidy(run, err) ||
             ((!config->loggers || config->loggers->tensorboard) &&
              tb_writer_open(&run->events, config->out, err)) ||
-            metrics_jsonl_open(&run->metrics, path, config->resume != 0, err))
+            ((!config->loggers || config->loggers->jsonl) &&
+             metrics_jsonl_open(&run->metrics, path, config->resume != 0, err)))
             return 1;
     }
     // What rank 0 read from the logs decides collective work (a kNN

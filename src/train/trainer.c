@@ -318,7 +318,7 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
         if (tb_add_scalar(run->events, tags[i], step, (float)values[i], err)) return -1;
     if (run->events && tb_flush(run->events, err)) return -1;
     train_mlflow_log(run, step, tags, values, count);
-    return metrics_jsonl_write(run->metrics, step, tags, values, count, err);
+    return run->metrics ? metrics_jsonl_write(run->metrics, step, tags, values, count, err) : 0;
 }
 
 // A StateDictWrite of the export: the safetensors at path, then the same
@@ -469,7 +469,7 @@ static void train_knn(TrainRun *run, long completed_steps, int epoch) {
     const char *tag = "knn/top1";
     const double value = top1;
     train_mlflow_log(run, completed_steps, &tag, &value, 1);
-    metrics_jsonl_write(run->metrics, completed_steps, &tag, &value, 1, &err);
+    if (run->metrics) metrics_jsonl_write(run->metrics, completed_steps, &tag, &value, 1, &err);
 }
 
 // A failure this rank alone saw. With several ranks it is printed now and

@@ -14,7 +14,8 @@
 #   - two ranks (mpirun): one MLflow run, rank 0's;
 #   - SIGTERM: KILLED; --resume continues the same MLflow run to FINISHED;
 #   - a closed port: one warning line, training finishes (exit 0);
-#   - bad --loggers entries exit 2 with one line; tensorboard=null writes no
+#   - bad --loggers entries exit 2 with one line; jsonl=null writes no
+#     metrics.jsonl; tensorboard=null writes no
 #     event file.
 # The server takes ~20 s to start on a loaded 2-core machine (twice here):
 # the checks that need none, and the checker's import of MLflow, run meanwhile.
@@ -94,7 +95,7 @@ common=(--data "$images" --batch-size 8 --image-size 32 --num-workers 1 --thread
 mlflow=(loggers.mlflow.tracking_uri="$uri")
 
 # --- Without a server: bad entries, a closed port, TensorBoard off.
-expect_only 2 "--loggers wandb: the loggers are mlflow and tensorboard" -- \
+expect_only 2 "--loggers wandb: the loggers are mlflow, tensorboard and jsonl" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --loggers wandb
 expect_only 2 "tracking_uri=file:./mlruns: .*http:// or https://" -- \
   "$bin" train "${common[@]}" --out "$work/bad" loggers.mlflow.tracking_uri=file:./mlruns
@@ -114,6 +115,11 @@ printf '%s\n' "$output" | grep -q "^MLflow: nothing was logged to http://127.0.0
   fail "closed port: the end summary does not say what was not sent: $output"
 ls "$work/closed"/events.out.tfevents.* >/dev/null 2>&1 && fail "tensorboard=null wrote events"
 [ -s "$work/closed/metrics.jsonl" ] || fail "tensorboard=null: no metrics.jsonl"
+# LightlyTrain's jsonl=null: no metrics.jsonl, TensorBoard's events as usual.
+output=$("$bin" train "${common[@]}" --out "$work/no-jsonl" --max-steps 2 --loggers jsonl=null \
+  2>&1) || fail "jsonl=null: $output"
+[ -e "$work/no-jsonl/metrics.jsonl" ] && fail "jsonl=null wrote metrics.jsonl"
+ls "$work/no-jsonl"/events.out.tfevents.* >/dev/null 2>&1 || fail "jsonl=null: no events"
 wait_server
 
 # --- Six runs at once. A finished run, kNN (a labelled folder) and the loss
