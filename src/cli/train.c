@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/callbacks.h"
+#include "cli/lightly_args.h"
 #include "cli/loggers.h"
 #include "cli/model_weights.h"
 #include "cli/options.h"
@@ -269,9 +270,14 @@ static int train_option_params(const OptionSpec *specs, int count, MlflowPair *p
     return count < OPTIONS_MAX_SPECS ? count : OPTIONS_MAX_SPECS;
 }
 
+// The command line with LightlyTrain's nested arguments rewritten: the
+// parsed values point into it until the command ends.
+static LightlyArgs lightly_args;
+
 // The command's end, on every path once --data is built: its list freed.
 static int train_command_end(TrainConfig *config, int status) {
     data_list_free(&config->data);
+    lightly_args_free(&lightly_args);
     return status;
 }
 
@@ -463,8 +469,15 @@ int command_train(int argc, char **argv) {
         .count = (int)(sizeof specs / sizeof specs[0]),
     };
     int exit_status = 0;
-    if (options_parse_command(&parser, argc, argv, &exit_status)) return exit_status;
     ErrorMessage err = {{0}};
+    if (lightly_args_translate(argc, argv, &lightly_args, &err)) {
+        fprintf(stderr, "%s: %s\n", parser.program, err.text);
+        return 2;
+    }
+    if (options_parse_command(&parser, lightly_args.argc, lightly_args.argv, &exit_status)) {
+        lightly_args_free(&lightly_args);
+        return exit_status;
+    }
     static LoggerSettings loggers;
     static CallbackSettings callbacks;
     if (data_list_build(choices.data.items, choices.data.count, choices.data_list, &config.data,

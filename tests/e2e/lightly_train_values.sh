@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests of the LightlyTrain values `train` takes as LightlyTrain
-# does: the command's name `pretrain` (LightlyTrain's since 0.13); --epochs
+# does: the command's name `pretrain` (LightlyTrain's since 0.13) and its
+# nested command line arguments (trainer_args.max_steps=2, optim_args.lr,
+# loader_args; others refused, transform_args pointing to --transform); --epochs
 # auto, the default (100 epochs; dinov2 and dinov31 the epochs of 125,000
 # steps at the batch, as its get_epochs), seen through the resume check,
 # which names the total it computed; --epochs 0, which writes the initial
@@ -10,7 +12,7 @@
 # worker), for train and embed; --data with image files beside folders
 # (LightlyTrain's list of "image directories and files"): trained on, and
 # embedded under the path given; other files, and a file inside a listed
-# folder, refused by name; --data-list, a file of entries one per line (a
+# folder, refused by name; its command line's data='["dir", "a.jpg"]'; --data-list, a file of entries one per line (a
 # list longer than the 32 --data a command line takes); an empty --data
 # folder is named before the default method's teacher would be fetched;
 # random_flip's vertical_prob and random_rotation (vflip_p, rotate_*: their
@@ -28,10 +30,23 @@ settings=(--batch-size 8 --image-size 32 --threads 2 --method-arg hidden_dim=32
           --method-arg output_dim=16)
 common=(--data "$images" "${settings[@]}")
 
-# pretrain is train.
+# pretrain is train; LightlyTrain's nested arguments on its command line.
 output=$("$bin" pretrain "${common[@]}" --num-workers 1 --method simclr --out "$work/pretrain" \
-  --max-steps 2 2>&1) || fail "pretrain: $output"
+  trainer_args.max_steps=2 optim_args.lr=0.0123 loader_args.num_workers=5 \
+  loader_args.shuffle=true 2>&1) || fail "pretrain: $output"
 [ -s "$work/pretrain/checkpoints/last.ckpt" ] || fail "pretrain wrote no checkpoint"
+grep -q "length: 2 steps (--max-steps)" "$work/pretrain/train.log" ||
+  fail "trainer_args.max_steps=2 was not --max-steps 2"
+grep -q "base 0.0123 at batch 256" "$work/pretrain/train.log" ||
+  fail "optim_args.lr=0.0123 was not --lr 0.0123"
+expect_only 2 "optim_args.betas=1: LightlyTrain's optim_args here takes lr and weight_decay" -- \
+  "$bin" train "${common[@]}" --out "$work/refused" optim_args.betas=1
+expect_only 2 "loader_args.shuffle=false: taken only as loader_args.shuffle=true" -- \
+  "$bin" train "${common[@]}" --out "$work/refused" loader_args.shuffle=false
+expect_only 2 "transform_args.image_size=32: LightlyTrain's transform_args here is the Python" \
+  -- "$bin" train "${common[@]}" --out "$work/refused" transform_args.image_size=32
+expect_only 2 "--epochs given more than once" -- "$bin" train "${common[@]}" --out \
+  "$work/refused" --epochs 2 trainer_args.max_epochs=3
 expect 0 "usage: lightly-train-c train" -- "$bin" help pretrain
 
 # --epochs auto, through the resume check of a one-step run.
@@ -105,6 +120,13 @@ output=$("$bin" embed --data "$folder" --data "${loose[1]}" --checkpoint \
   fail "embed of files: $output"
 grep -q "^${loose[1]}," "$work/files.csv" || fail "embed does not name the file as given"
 [ "$(wc -l <"$work/files.csv")" -eq $((in_folder + 2)) ] || fail "embed of files: row count"
+# LightlyTrain's command line list, data='["dir", "a.jpg"]': the same entries.
+output=$("$bin" embed "data=[\"$folder\", \"${loose[1]}\"]" --checkpoint \
+  "$work/files/checkpoints/last.ckpt" --out "$work/json-list.csv" --image-size 32 2>&1) ||
+  fail "embed of a JSON list: $output"
+cmp -s "$work/files.csv" "$work/json-list.csv" || fail "embed of a JSON list: not the same rows"
+expect_only 2 "--data \[dir\]: expected LightlyTrain's JSON list: a list of quoted paths" -- \
+  "$bin" train "${common[@]}" --out "$work/refused" --data "[dir]"
 printf 'not an image' >"$work/notes.txt"
 expect_only 2 "data path '$work/notes.txt' is neither a folder nor an image file" -- "$bin" \
   train "${common[@]}" --out "$work/refused" --method simclr --data "$work/notes.txt"

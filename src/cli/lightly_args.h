@@ -1,0 +1,32 @@
+// LightlyTrain's nested command-line arguments of `lightly-train pretrain`
+// that are options of `train` here, as its command line spells them
+// (optim_args.lr=0.1, trainer_args.max_epochs=5, ...): rewritten into the
+// option before the option table reads the command line, so that a
+// LightlyTrain command pastes as it is. The same mapping as the Python
+// API's (python/lightly_train_c/_arguments.py):
+//   optim_args.lr, optim_args.weight_decay          --lr, --weight-decay
+//   trainer_args.max_epochs, .max_steps,            --epochs, --max-steps,
+//   .log_every_n_steps, .accumulate_grad_batches    --log-every, --accumulate-grad-batches
+//   activation_checkpoint_args.enabled              --activation-checkpointing
+//   loader_args.batch_size, .num_workers            ignored, as LightlyTrain ignores them
+//   loader_args.shuffle=true, .drop_last=true       what the loader does: dropped
+//   activation_checkpoint_args.every_n_blocks=1     what the option does: dropped
+// Other keys under these names, and transform_args (the Python API maps
+// it; here --transform and --image-size), are refused naming what is taken.
+#ifndef LTC_CLI_LIGHTLY_ARGS_H
+#define LTC_CLI_LIGHTLY_ARGS_H
+
+#include "util/error.h"
+
+typedef struct LightlyArgs {
+    int argc;
+    char **argv;  // argv's pointers, the rewritten ones into storage
+    char *storage;
+} LightlyArgs;
+
+// args gets argv with those arguments rewritten (or dropped); the others
+// are argv's own strings. 0, or -1 with err naming the argument.
+int lightly_args_translate(int argc, char **argv, LightlyArgs *args, ErrorMessage *err);
+void lightly_args_free(LightlyArgs *args);
+
+#endif
