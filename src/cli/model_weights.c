@@ -138,7 +138,9 @@ int model_args_weights(TrainConfig *config, const char *model, const char *model
     } else if (pretrained && !checkpoint_path) {
         const char *tag;
         if (timm_pretrained_tag(model, name_tag, &tag, err)) return -1;
-        if (tag) snprintf(checkpoint, sizeof checkpoint, "%s.%s", model, tag);
+        if (tag && snprintf(checkpoint, sizeof checkpoint, "%s.%s", model, tag) >=
+                       (int)sizeof checkpoint)
+            return error_set(err, "--model %s.%.40s...: the tag is too long", model, tag);
         given = "pretrained";
     }
     const char *chosen = checkpoint[0] ? checkpoint : NULL;
