@@ -31,7 +31,6 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lightly_train_c import _arguments as _args
 from lightly_train_c._program import PROGRAM, ProgramError, nvidia_library_dirs, output, run
-from lightly_train_c._transforms import transform_options
 
 __all__ = ["train", "pretrain", "embed", "embed_numpy", "export", "list_models",
            "list_methods", "ProgramError", "PROGRAM", "nvidia_library_dirs", "__version__"]
@@ -145,7 +144,7 @@ def train(
             ``random_gray_scale``, ``gaussian_blur``, ``solarize``, and for
             dino / dinov2 / dinov31 ``global_view_1`` and ``local_view``; or the
             program's own keys (``{"scale_min": 0.2, "local.blur_p": 0.1}``).
-            How each maps: lightly_train_c._transforms.
+            How each maps: docs/commands.md (the program maps them).
         loggers: LightlyTrain's loggers: ``{"mlflow": {"tracking_uri":
             "http://host:5000", "experiment_name": ..., "run_name": ...,
             "tags": {...}}}`` logs the run to an MLflow tracking server too
@@ -190,18 +189,7 @@ def train(
             when Ctrl-C came as it ended, had finished: the message says which).
     """
     _args.check_names("train", "train", _TRAIN_PARAMETERS, options)
-    view_options, transform_entries = transform_options(
-        _args.mapping("train", "transform_args", transform_args), method)
-    method_args = dict(_args.mapping("train", "method_args", method_args))
-    # dinov31's transform_args paka_num_local is its method arg of the same name
-    paka = view_options.pop("paka_num_local", None)
-    if paka is not None:
-        if method_args.setdefault("paka_num_local", paka) != paka:
-            raise ValueError(f"paka_num_local: method_args has {method_args['paka_num_local']!r}, "
-                             f"transform_args {paka!r}: LightlyTrain needs them equal")
-    for name in view_options:
-        if name in options:
-            raise TypeError(f"train(): {name} given twice (also in transform_args)")
+    method_args = _args.mapping("train", "method_args", method_args)
     arguments = ["train"]
     for path in _args.paths("train", "data", data):
         arguments += _args.option("data", path)
@@ -235,7 +223,8 @@ def train(
              "accumulate_grad_batches": gradient_accumulation_steps, **options}
     arguments += _args.trainer_args(_args.mapping("train", "trainer_args", trainer_args), given)
     arguments += _args.loader_args(_args.mapping("train", "loader_args", loader_args))
-    arguments += _args.passthrough(view_options) + transform_entries
+    arguments += _args.nested("transform_args",
+                              _args.mapping("train", "transform_args", transform_args))
     arguments += _args.passthrough(options)
     run(arguments)
 

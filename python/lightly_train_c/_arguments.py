@@ -165,6 +165,21 @@ def key_values(name: str, option: str, args: Mapping[str, Any]) -> List[str]:
     return out
 
 
+def nested(name: str, args: Mapping[str, Any]) -> List[str]:
+    """A nested dict as LightlyTrain's command line spells it, ``NAME.PATH=VALUE``
+    entries (transform_args: the program maps them, src/cli/transform_args.h);
+    None is "None", a list or tuple ``[a,b]``."""
+    out = []
+    for key, value in args.items():
+        if isinstance(value, Mapping):
+            out += nested(f"{name}.{key}", value)
+        elif isinstance(value, (list, tuple)):
+            out.append(f"{name}.{key}=[{','.join(text(item) for item in value)}]")
+        else:
+            out.append(f"{name}.{key}={text(value)}")
+    return out
+
+
 def method_args(args: Mapping[str, Any]) -> List[str]:
     return key_values("method_args", "method_arg", args)
 

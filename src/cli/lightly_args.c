@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/transform_args.h"
+
 // What an argument NAME.KEY becomes: the option it sets, or nothing (NULL)
 // when only `keep` is taken (a value the program has anyway) or any value is
 // ignored (`keep` NULL too).
@@ -40,9 +42,6 @@ static const char *const groups[][2] = {
                                    "recomputed)"},
     {"loader_args", "takes batch_size and num_workers (ignored, as LightlyTrain does), "
                     "shuffle=true and drop_last=true (what the loader does)"},
-    {"transform_args", "is the Python API's (it maps it); on the command line "
-                       "--transform [SCOPE.]KEY=VALUE and --image-size set the views "
-                       "(docs/commands.md)"},
 };
 
 // text up to '=' with '-' read as '_' (LightlyTrain's names), into out.
@@ -74,57 +73,163 @@ static const Translation *translation_of(const char *argument, const char *name,
     return NULL;
 }
 
+// Appends argument to args->argv, growing it; the string is args' own.
+static int append_owned(LightlyArgs *args, const char *argument, ErrorMessage *err) {
+    if (args->argc + 1 >= args->capacity) {
+        char **bigger = realloc(args->argv, (size_t)args->capacity * 2 * sizeof *bigger);
+        char **owned = realloc(args->owned, (size_t)args->capacity * 2 * sizeof *owned);
+        if (bigger) args->argv = bigger;
+        if (owned) args->owned = owned;
+        if (!bigger || !owned) return error_set(err, "out of memory");
+        args->capacity *= 2;
+    }
+    char *copy = strdup(argument);
+    if (!copy) return error_set(err, "out of memory");
+    args->owned[args->owned_count++] = copy;
+    args->argv[args->argc++] = copy;
+    args->argv[args->argc] = NULL;
+    return 0;
+}
+
+// The value of the option name ("method") in argv, in any of its spellings
+// (--method X, --method=X, method=X), the last one given; NULL when absent.
+static const char *option_value(int argc, char **argv, const char *name) {
+    const char *value = NULL;
+    const size_t length = strlen(name);
+    for (int i = 1; i < argc; i++) {
+        const char *bare = argv[i];
+        while (*bare == '-') bare++;
+        char given[128];
+        argument_name(bare, given, sizeof given);
+        if (strlen(given) != length || strncmp(given, name, length) != 0) continue;
+        if (bare[length] == '=') value = bare + length + 1;
+        else if (bare != argv[i] && i + 1 < argc) value = argv[i + 1];
+    }
+    return value;
+}
+
+// The method arg key=N given in argv (--method-arg key=N, method_args.key=N),
+// the last one; NULL when absent.
+static const char *method_arg_value(int argc, char **argv, const char *key) {
+    const char *value = NULL;
+    const size_t length = strlen(key);
+    for (int i = 1; i < argc; i++) {
+        const char *bare = argv[i];
+        while (*bare == '-') bare++;
+        char name[160];
+        argument_name(bare, name, sizeof name);
+        const char *entry = NULL;
+        if (!strcmp(name, "method_arg") || !strcmp(name, "method_args"))
+            entry = bare[strlen(name)] == '=' ? bare + strlen(name) + 1
+                    : i + 1 < argc          ? argv[i + 1]
+                                            : NULL;
+        else if (!strncmp(name, "method_args.", 12) || !strncmp(name, "method_arg.", 11))
+            entry = strchr(bare, '.') + 1;
+        if (entry && !strncmp(entry, key, length) && entry[length] == '=')
+            value = entry + length + 1;
+    }
+    return value;
+}
+
+typedef struct EmitContext {
+    LightlyArgs *args;
+    const char *paka_num_local;  // given as a method arg too, or NULL
+} EmitContext;
+
+// transform_args' options into argv; dinov31's paka_num_local given as a
+// method arg too must be the same number (LightlyTrain's rule) and is kept once.
+static int emit_option(void *context, const char *argument, ErrorMessage *err) {
+    EmitContext *c = context;
+    static const char paka[] = "method-arg=paka_num_local=";
+    if (c->paka_num_local && !strncmp(argument, paka, sizeof paka - 1)) {
+        if (atoi(c->paka_num_local) == atoi(argument + sizeof paka - 1) &&
+            strspn(c->paka_num_local, "0123456789") == strlen(c->paka_num_local))
+            return 0;
+        return error_set(err, "paka_num_local: method_args has %s, transform_args %s: "
+                              "LightlyTrain needs them equal", c->paka_num_local,
+                         argument + sizeof paka - 1);
+    }
+    return append_owned(c->args, argument, err);
+}
+
+// "PATH=VALUE" of a transform_args.PATH=VALUE argument, PATH with '-' read
+// as '_'; allocated.
+static char *transform_entry(const char *bare) {
+    const char *path = bare + strlen("transform_args.");
+    char *entry = strdup(path);
+    if (!entry) return NULL;
+    for (char *c = entry; *c && *c != '='; c++)
+        if (*c == '-') *c = '_';
+    return entry;
+}
+
 int lightly_args_translate(int argc, char **argv, LightlyArgs *args, ErrorMessage *err) {
     memset(args, 0, sizeof *args);
-    size_t bytes = 0;
-    for (int i = 0; i < argc; i++) bytes += strlen(argv[i]) + 2;  // "--" and NUL at most
-    args->argv = calloc((size_t)argc + 1, sizeof *args->argv);
-    args->storage = malloc(bytes + 1);
-    if (!args->argv || !args->storage) {
-        lightly_args_free(args);
-        return error_set(err, "out of memory");
+    args->capacity = argc + 16;
+    args->argv = calloc((size_t)args->capacity, sizeof *args->argv);
+    args->owned = calloc((size_t)args->capacity, sizeof *args->owned);
+    char **transforms = calloc((size_t)argc + 1, sizeof *transforms);
+    int transform_count = 0, status = -1;
+    if (!args->argv || !args->owned || !transforms) {
+        error_set(err, "out of memory");
+        goto done;
     }
-    char *next = args->storage;
     for (int i = 0; i < argc; i++) {
         const char *argument = argv[i], *bare = argument;
         while (*bare == '-') bare++;
         const char *equals = strchr(bare, '=');
         char name[128];
         argument_name(bare, name, sizeof name);
+        if (i > 0 && !strncmp(name, "transform_args.", 15)) {
+            if (!(transforms[transform_count++] = transform_entry(bare))) {
+                error_set(err, "out of memory");
+                goto done;
+            }
+            continue;
+        }
         err->text[0] = '\0';
         const Translation *t = i > 0 && strchr(name, '.') ? translation_of(argument, name, err)
                                                            : NULL;
-        if (!t && err->text[0]) {
-            lightly_args_free(args);
-            return -1;
-        }
+        if (!t && err->text[0]) goto done;
         if (!t) {
             args->argv[args->argc++] = argv[i];
             continue;
         }
         if (!equals || !equals[1]) {
-            lightly_args_free(args);
-            return error_set(err, "%.200s: expected %s=VALUE", argument, t->key);
+            error_set(err, "%.200s: expected %s=VALUE", argument, t->key);
+            goto done;
         }
         const char *value = equals + 1;
         if (!t->option) {  // dropped: any value, or the one the program has anyway
             if (t->keep && !(strcmp(t->keep, "true") == 0 ? is_true(value)
                                                            : strcmp(value, t->keep) == 0)) {
-                lightly_args_free(args);
-                return error_set(err, "%.200s: taken only as %s=%s (what the program does)",
-                                 argument, t->key, t->keep);
+                error_set(err, "%.200s: taken only as %s=%s (what the program does)", argument,
+                          t->key, t->keep);
+                goto done;
             }
             continue;
         }
-        const int written = sprintf(next, "%s=%s", t->option, value);
-        args->argv[args->argc++] = next;
-        next += written + 1;
+        char option[1024];
+        if (snprintf(option, sizeof option, "%s=%s", t->option, value) >= (int)sizeof option) {
+            error_set(err, "%.200s: value too long", argument);
+            goto done;
+        }
+        if (append_owned(args, option, err)) goto done;
     }
-    return 0;
+    EmitContext context = {args, method_arg_value(argc, argv, "paka_num_local")};
+    status = transform_args_translate((const char *const *)transforms, transform_count,
+                                      option_value(argc, argv, "method"), emit_option, &context,
+                                      err);
+done:
+    for (int i = 0; i < transform_count; i++) free(transforms[i]);
+    free(transforms);
+    if (status) lightly_args_free(args);
+    return status;
 }
 
 void lightly_args_free(LightlyArgs *args) {
+    for (int i = 0; i < args->owned_count; i++) free(args->owned[i]);
+    free(args->owned);
     free(args->argv);
-    free(args->storage);
     memset(args, 0, sizeof *args);
 }

@@ -11,17 +11,18 @@
 //   loader_args.batch_size, .num_workers            ignored, as LightlyTrain ignores them
 //   loader_args.shuffle=true, .drop_last=true       what the loader does: dropped
 //   activation_checkpoint_args.every_n_blocks=1     what the option does: dropped
-// Other keys under these names, and transform_args (the Python API maps
-// it; here --transform and --image-size), are refused naming what is taken.
+//   transform_args.PATH=VALUE                      cli/transform_args.h
+// Other keys under these names are refused naming what is taken.
 #ifndef LTC_CLI_LIGHTLY_ARGS_H
 #define LTC_CLI_LIGHTLY_ARGS_H
 
 #include "util/error.h"
 
 typedef struct LightlyArgs {
-    int argc;
-    char **argv;  // argv's pointers, the rewritten ones into storage
-    char *storage;
+    int argc, capacity;
+    char **argv;   // argv's pointers, the rewritten ones into owned; NULL after the last
+    char **owned;  // the rewritten arguments (allocated)
+    int owned_count;
 } LightlyArgs;
 
 // args gets argv with those arguments rewritten (or dropped); the others

@@ -2,7 +2,7 @@
 # End-to-end tests of the LightlyTrain values `train` takes as LightlyTrain
 # does: the command's name `pretrain` (LightlyTrain's since 0.13) and its
 # nested command line arguments (trainer_args.max_steps=2, optim_args.lr,
-# loader_args; others refused, transform_args pointing to --transform); --epochs
+# loader_args, transform_args; others refused); --epochs
 # auto, the default (100 epochs; dinov2 and dinov31 the epochs of 125,000
 # steps at the batch, as its get_epochs), seen through the resume check,
 # which names the total it computed; --epochs 0, which writes the initial
@@ -43,8 +43,6 @@ expect_only 2 "optim_args.betas=1: LightlyTrain's optim_args here takes lr and w
   "$bin" train "${common[@]}" --out "$work/refused" optim_args.betas=1
 expect_only 2 "loader_args.shuffle=false: taken only as loader_args.shuffle=true" -- \
   "$bin" train "${common[@]}" --out "$work/refused" loader_args.shuffle=false
-expect_only 2 "transform_args.image_size=32: LightlyTrain's transform_args here is the Python" \
-  -- "$bin" train "${common[@]}" --out "$work/refused" transform_args.image_size=32
 expect_only 2 "--epochs given more than once" -- "$bin" train "${common[@]}" --out \
   "$work/refused" --epochs 2 trainer_args.max_epochs=3
 expect 0 "usage: lightly-train-c train" -- "$bin" help pretrain
@@ -155,14 +153,20 @@ expect_only 2 "--data is required \\(or --data-list\\)" -- "$bin" train "${setti
 mkdir "$work/empty"
 expect_only 2 "data folder '$work/empty' is empty" -- "$bin" train --data "$work/empty" \
   --out "$work/refused"
-# Vertical flips and rotations train (8-bit and float views); dinov31 refuses them.
+# Vertical flips and rotations train (8-bit and float views); dinov31 refuses
+# them. The float run spells them as LightlyTrain's command line does.
 turns=(--transform vflip_p=0.5 --transform rotate_p=1 --transform rotate_min=-30
        --transform rotate_max=30)
+lightly_turns=(transform_args.random_flip.vertical_prob=0.5 transform_args.random_rotation.prob=1
+               transform_args.random_rotation.degrees=30)
 for float in "" "--input-depth float"; do
+  [ -n "$float" ] && turns=("${lightly_turns[@]}")
   # shellcheck disable=SC2086  # $float: no option, or one with its value
   output=$("$bin" train "${common[@]}" --num-workers 1 --method simclr --out "$work/turned$float" \
     --max-steps 2 "${turns[@]}" $float 2>&1) || fail "train with rotations $float: $output"
 done
+expect_only 2 "transform_args.color_jitter: give strength with the factors" -- "$bin" train \
+  "${common[@]}" --out "$work/refused" transform_args.color_jitter.brightness=0.8
 expect_only 2 "rotate_p with coupled views \(dinov31's PaKA" -- "$bin" train "${common[@]}" \
   --out "$work/refused" --method dinov31 --model vit_t16 --local-image-size 16 \
   --transform rotate_p=0.5

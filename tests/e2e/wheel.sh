@@ -19,8 +19,8 @@
 # - train without method runs distillation (LightlyTrain's default);
 # - the package's unit tests (tests/python, in the venv) map arguments to
 #   options and refuse wrong values naming the argument;
-#   LightlyTrain's DINO transform_args map to the program's view options,
-#   and values it has no counterpart for raise ValueError;
+#   transform_args go to the program, which refuses what it cannot map
+#   (exit 2: ProgramError);
 # - SIGINT to Python (a notebook's interrupt reaches only the kernel) stops
 #   the run with a checkpoint and raises KeyboardInterrupt;
 #   resume_interrupted=True finishes it;
@@ -104,7 +104,7 @@ output=$("${py[@]}" "$work/train.py" 2>&1) || fail "train through the API: $outp
 first_step=$(date +%s.%N)
 printf '%s\n' "$output" | grep -q "^epoch 1/1  step 2/2" || fail "train: no progress streamed: $output"
 log="$work/run/train.log"
-grep -q "command: train data=$work/images out=$work/run model=resnet18 method=simclr method_arg=temperature=0.2 epochs=1 batch_size=4 num_workers=1 image_size=32 transform=global.scale_min=0.3 transform=jitter_p=0.5 transform=grey_p=0.1 threads=1$" "$log" ||
+grep -q "command: train data=$work/images out=$work/run model=resnet18 method=simclr method_arg=temperature=0.2 epochs=1 batch_size=4 num_workers=1 'transform_args.image_size=\\[32,32\\]' transform_args.random_resize.min_scale=0.3 transform_args.color_jitter.prob=0.5 transform_args.random_gray_scale=0.1 threads=1$" "$log" ||
   fail "train: the options in train.log: $(grep command: "$log")"
 grep -q "accelerator: cpu (--accelerator auto: " "$log" ||
   fail "train: no reason for the CPU in train.log: $(grep accelerator: "$log")"
@@ -175,32 +175,17 @@ try:
     lightly_train_c.train(out="$work/bad", data="$work/images", modle="resnet18")
 except TypeError as error:
     print(f"TypeError: {error}")
-# LightlyTrain's DINO view arguments, mapped without running anything.
-from lightly_train_c._transforms import transform_options
-options, entries = transform_options({
-    "image_size": 64, "random_flip": {"horizontal_prob": 0.3},
-    "color_jitter": {"prob": 0.7, "strength": 0.5, "brightness": 0.8, "contrast": 0.8,
-                     "saturation": 0.4, "hue": 0.2},
-    "gaussian_blur": {"prob": 0.9, "sigmas": (0.2, 1.5)}, "solarize": None,
-    "global_view_1": {"solarize": {"prob": 0.3, "threshold": 0.4}},
-    "local_view": {"num_views": 4, "view_size": (32, 32), "random_resize": {"max_scale": 0.2}},
-    "scale_min": 0.25}, "dino")
-assert options == {"image_size": 64, "local_views": 4, "local_image_size": 32}, options
-assert entries == ["transform=flip_p=0.3", "transform=jitter_p=0.7", "transform=brightness=0.4",
-                   "transform=contrast=0.4", "transform=saturation=0.2", "transform=hue=0.1",
-                   "transform=view0.blur_p=0.9", "transform=view0.blur_sigma_min=0.2",
-                   "transform=view0.blur_sigma_max=1.5", "transform=view0.solarize_p=0",
-                   "transform=view1.solarize_p=0.3", "transform=view1.solarize_threshold=0.4",
-                   "transform=local.scale_max=0.2", "transform=scale_min=0.25"], entries
-for bad in ({"color_jitter": {"brightness": 0.4}},
-            {"image_size": (32, 64)}, {"random_rotation": {"prob": 0.5, "degrees": "x"}},
-            {"num_channels": 4, "channel_drop": {"num_channels_keep": 3,
-                                                 "weight_drop": (1, 1, 1, 1)}}):
+# transform_args the program cannot map: refused by it, naming the argument
+# (the mapping itself: tests/test_transform_args.c).
+for bad in ({"color_jitter": {"brightness": 0.4}}, {"image_size": (32, 64)},
+            {"random_rotation": {"prob": 0.5, "degrees": "x"}}):
     try:
-        transform_options(bad, "simclr")
+        lightly_train_c.train(out="$work/bad", data="$work/images", model="resnet18",
+                              method="simclr", transform_args=bad)
         print(f"accepted: {bad}")
-    except ValueError:
-        pass
+    except lightly_train_c.ProgramError as error:
+        if error.exit_status != 2 or "transform_args." not in error.message:
+            print(f"accepted: {bad}: {error.message}")
 print("transform_args mapped")
 EOF
 output=$("${py[@]}" "$work/errors.py" 2>/dev/null)

@@ -162,11 +162,7 @@ class ApiTest(unittest.TestCase):
         for name in ("method_args", "optim_args", "transform_args"):
             for value in ("x", ["temperature", 0.1]):
                 self.refused_train(TypeError, f"train(): {name} must be a dict", **{name: value})
-        self.refused_train(ValueError, "transform_args['gaussian_blur']['sigmas']: expected "
-                           "(min, max)", transform_args={"gaussian_blur": {"sigmas": 5}})
-        self.refused_train(ValueError, "['sigmas']: expected (min, max)",
-                           transform_args={"gaussian_blur": {"sigmas": ("a", 1)}})
-        self.assertIn("transform=global.blur_sigma_max=2",
+        self.assertIn("transform_args.gaussian_blur.sigmas=[1,2]",
                       self.train(transform_args={"gaussian_blur": {"sigmas": (1, 2)}}))
 
     def test_torchvision_weights_model_arg(self):
@@ -189,63 +185,26 @@ class ApiTest(unittest.TestCase):
                                    part=part)
             self.assertIn(f"part={part}", command)
 
-    def test_channels_transform_args(self):
-        """LightlyTrain's multi-channel arguments: the model's channels from
-        num_channels_keep, num_channels or normalize's mean; mean and std
-        repeated to them; the images read with one channel per drop weight."""
-        command = self.train(transform_args={"num_channels": 4, "normalize": {
-            "mean": [0.1, 0.2, 0.3, 0.4], "std": [0.5, 0.5, 0.5, 0.5]}})
-        self.assertIn("num_channels=4", command)
-        self.assertIn("normalize=0.1,0.2,0.3,0.4:0.5,0.5,0.5,0.5", command)
-        command = self.train(transform_args={"normalize": {"mean": [0.5], "std": [0.25]}})
-        self.assertIn("num_channels=1", command)  # auto: the mean's length
-        self.assertIn("normalize=0.5:0.25", command)
-        command = self.train(transform_args={"num_channels": 4})  # ImageNet's, repeated
-        self.assertIn("normalize=0.485,0.456,0.406,0.485:0.229,0.224,0.225,0.229", command)
-        command = self.train(transform_args={"channel_drop": {
-            "num_channels_keep": 3, "weight_drop": [1, 1, 0, 0]}})
-        self.assertIn("num_channels=4", command)
-        self.assertIn("channel_drop=3:1,1,0,0", command)
-        self.assertFalse(any(a.startswith("normalize=") for a in command))  # ImageNet's
-        command = self.train(transform_args={"normalize": {
-            "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}})
-        self.assertFalse(any(a.startswith(("normalize=", "num_channels=")) for a in command))
-        command = self.train(transform_args={"random_flip": {"horizontal_prob": 0.2,
-                                                             "vertical_prob": 0.5}})
-        self.assertIn("transform=flip_p=0.2", command)
-        self.assertIn("transform=vflip_p=0.5", command)
-        command = self.train(transform_args={"random_rotation": {"prob": 0.3, "degrees": 20}})
-        for expected in ("transform=rotate_p=0.3", "transform=rotate_min=-20.0",
-                         "transform=rotate_max=20.0"):
-            self.assertIn(expected, command)
-        command = self.train(transform_args={"random_rotation": {"prob": 1, "degrees": (5, 10)}})
-        self.assertIn("transform=rotate_min=5.0", command)
-        self.refused_train(ValueError, "rotates bilinearly", transform_args={
-            "random_rotation": {"prob": 1, "degrees": 5, "interpolation": 0}})
-        self.refused_train(ValueError, "with channel_drop the model takes num_channels_keep=3",
-                           transform_args={"num_channels": 4, "channel_drop": {
-                               "num_channels_keep": 3, "weight_drop": [1, 1, 1, 1]}})
-        self.refused_train(ValueError, "transform_args['num_channels']=0: expected",
-                           transform_args={"num_channels": 0})
-        self.refused_train(ValueError, "['normalize']['mean']: expected a list",
-                           transform_args={"normalize": {"mean": "x", "std": [1]}})
-
-    def test_dinov31_transform_args(self):
-        # LightlyTrain's DINOv31TransformArgs: paka_num_local is the method arg
+    def test_transform_args_as_the_command_line_spells_them(self):
+        """transform_args go to the program as LightlyTrain's command line
+        writes them (NAME.PATH=VALUE); the program maps and checks them
+        (tests/test_transform_args.c)."""
         command = self.train(method="dinov31", transform_args={
-            "paka_num_local": 4, "record_geometry": True, "paka_high_overlap_iou": 0.9})
-        self.assertIn("method_arg=paka_num_local=4", command)
-        self.assertEqual(sum("paka" in a for a in command), 1)
-        command = self.train(method="dinov31", method_args={"paka_num_local": 4},
-                             transform_args={"paka_num_local": 4})
-        self.assertEqual(sum("paka" in a for a in command), 1)
-        self.refused_train(ValueError, "LightlyTrain needs them equal", method="dinov31",
-                           method_args={"paka_num_local": 8},
-                           transform_args={"paka_num_local": 4})
-        self.refused_train(ValueError, "always records it", method="dinov31",
-                           transform_args={"record_geometry": False})
-        self.refused_train(ValueError, "expected a number in (0, 1]", method="dinov31",
-                           transform_args={"paka_high_overlap_iou": 1.5})
+            "image_size": (64, 64), "num_channels": 4,
+            "normalize": {"mean": [0.1, 0.2, 0.3, 0.4], "std": [0.5] * 4},
+            "color_jitter": None, "random_rotation": {"prob": 0.3, "degrees": 20},
+            "paka_num_local": 4, "record_geometry": True, "local.blur_p": 0.1})
+        for expected in ("transform_args.image_size=[64,64]", "transform_args.num_channels=4",
+                         "transform_args.normalize.mean=[0.1,0.2,0.3,0.4]",
+                         "transform_args.normalize.std=[0.5,0.5,0.5,0.5]",
+                         "transform_args.color_jitter=None",
+                         "transform_args.random_rotation.prob=0.3",
+                         "transform_args.random_rotation.degrees=20",
+                         "transform_args.paka_num_local=4",
+                         "transform_args.record_geometry=true",
+                         "transform_args.local.blur_p=0.1"):
+            self.assertIn(expected, command)
+        self.assertFalse(any(a.startswith("transform=") for a in command))
 
     def test_loggers(self):
         self.assertEqual(
