@@ -176,6 +176,8 @@ static void test_refusals(void **state) {
     expect_refused("dinov31", "paka_high_overlap_iou=1.5: expected a number in (0, 1]",
                    "paka_high_overlap_iou=1.5");
     expect_refused("simclr", "expected transform_args.KEY=VALUE", "image_size");
+    expect_refused("simclr", "local_view: the views of --method dino, dinov2 and dinov31",
+                   "local_view.num_views=4");
 }
 
 int main(void) {

@@ -460,6 +460,10 @@ static int translate_key(const Translation *t, const char *key) {
     if (t->dinov31 && (!strcmp(key, "paka_num_local") || !strcmp(key, "record_geometry") ||
                        !strcmp(key, "paka_high_overlap_iou")))
         return found ? dinov31_key(t, key, &value) : 0;
+    if (!strcmp(key, "local_view") || !strcmp(key, "global_view_1"))
+        return error_set(t->err, "transform_args.%s: the views of --method dino, dinov2 and "
+                                 "dinov31 (this method's are all alike: set them without it)",
+                         key);
     // One of the program's own keys ("scale_min", "local.blur_p"), each entry as given.
     const size_t length = strlen(key);
     for (int i = 0; i < t->count; i++) {
