@@ -167,6 +167,9 @@ for float in "" "--input-depth float"; do
 done
 expect_only 2 "transform_args.color_jitter: give strength with the factors" -- "$bin" train \
   "${common[@]}" --out "$work/refused" transform_args.color_jitter.brightness=0.8
+expect_only 2 "paka_num_local: method_args has 8, transform_args 4: LightlyTrain needs them equal" \
+  -- "$bin" train "${common[@]}" --out "$work/refused" --method dinov31 --model vit_t16 \
+  --method-arg paka_num_local=8 transform_args.paka_num_local=4
 expect_only 2 "rotate_p with coupled views \(dinov31's PaKA" -- "$bin" train "${common[@]}" \
   --out "$work/refused" --method dinov31 --model vit_t16 --local-image-size 16 \
   --transform rotate_p=0.5
