@@ -150,6 +150,15 @@ static void test_loggers_entries(void **state) {
     assert_int_equal(
         parse_entries(&settings, &err, 2, "jsonl", "jsonl.flush_logs_every_n_steps=10"), 0);
     assert_true(settings.jsonl);
+    // LightlyTrain's TensorBoardLoggerArgs: folders under --out, the prefix.
+    assert_int_equal(parse_entries(&settings, &err, 5, "tensorboard.name=exp",
+                                   "tensorboard.version=", "tensorboard.sub_dir=a/b",
+                                   "tensorboard.prefix=p", "tensorboard.log_graph=False"),
+                     0);
+    assert_string_equal(settings.tensorboard_name, "exp");
+    assert_null(settings.tensorboard_version);  // "": LightlyTrain's default, no folder
+    assert_string_equal(settings.tensorboard_sub_dir, "a/b");
+    assert_string_equal(settings.tensorboard_prefix, "p");
     const char *const refused[][2] = {
         {"wandb", "the loggers are mlflow, tensorboard and jsonl (no Weights & Biases"},
         {"csv", "the loggers are mlflow, tensorboard and jsonl"},
@@ -163,7 +172,10 @@ static void test_loggers_entries(void **state) {
         {"mlflow.tracking_uri=http://", "http:// or https://"},
         {"mlflow.tags.a/../b=x", "MLflow takes tag names"},
         {"mlflow.tags.a|b=x", "MLflow takes tag names"},
-        {"tensorboard.log_dir=x", "tensorboard takes no settings here"},
+        {"tensorboard.log_dir=x", "tensorboard's settings here are name, version, sub_dir"},
+        {"tensorboard.name=/abs", "a folder under --out"},
+        {"tensorboard.sub_dir=a/../b", "a folder under --out"},
+        {"tensorboard.log_graph=true", "log_graph false only"},
         {"mlflow=yes", "expected mlflow, mlflow=null"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {

@@ -79,6 +79,55 @@ static int mlflow_entry(LoggerSettings *settings, const char *entry, const char 
     return 0;
 }
 
+// A folder name under --out: relative, no empty, "." or ".." part.
+static int relative_folder(const char *path) {
+    if (!path[0] || path[0] == '/') return 0;
+    for (const char *part = path; part;) {
+        const char *slash = strchr(part, '/');
+        const size_t length = slash ? (size_t)(slash - part) : strlen(part);
+        if (length == 0 || (length == 1 && part[0] == '.') ||
+            (length == 2 && part[0] == '.' && part[1] == '.'))
+            return 0;
+        part = slash ? slash + 1 : NULL;
+    }
+    return 1;
+}
+
+// LightlyTrain's TensorBoardLoggerArgs (Lightning's TensorBoardLogger with
+// save_dir --out): name, version and sub_dir are folders under --out,
+// prefix the scalars' prefix; default_hp_metric is taken (no hyperparameters
+// go to TensorBoard here), log_graph only false.
+static int tensorboard_entry(LoggerSettings *settings, const char *entry, const char *key,
+                             const char *value, ErrorMessage *err) {
+    const size_t key_length = value ? (size_t)(value - 1 - key) : strlen(key);
+    const char **folder = NULL;
+    if (key_length == 4 && !strncmp(key, "name", 4)) folder = &settings->tensorboard_name;
+    else if (key_length == 7 && !strncmp(key, "version", 7))
+        folder = &settings->tensorboard_version;
+    else if (key_length == 7 && !strncmp(key, "sub_dir", 7))
+        folder = &settings->tensorboard_sub_dir;
+    if (!value)
+        return error_set(err, "--loggers %.200s: expected tensorboard.KEY=VALUE", entry);
+    if (folder) {  // "" (LightlyTrain's default) and None: no folder
+        if (value[0] && !is_null(value) && !relative_folder(value))
+            return error_set(err, "--loggers %.200s: a folder under --out (no '..', not "
+                                  "absolute)", entry);
+        *folder = value[0] && !is_null(value) ? value : NULL;
+    } else if (key_length == 6 && !strncmp(key, "prefix", 6)) {
+        settings->tensorboard_prefix = value[0] ? value : NULL;
+    } else if (key_length == 17 && !strncmp(key, "default_hp_metric", 17)) {
+    } else if (key_length == 9 && !strncmp(key, "log_graph", 9)) {
+        if (strcmp(value, "false") && strcmp(value, "False") && strcmp(value, "0"))
+            return error_set(err, "--loggers %.200s: no model graph is written (log_graph "
+                                  "false only)", entry);
+    } else {
+        return error_set(err, "--loggers %.200s: tensorboard's settings here are name, version, "
+                              "sub_dir, prefix, default_hp_metric and log_graph", entry);
+    }
+    settings->tensorboard = 1;
+    return 0;
+}
+
 // LightlyTrain's JSONLLoggerArgs: flush_logs_every_n_steps, how often
 // Lightning writes its buffered lines. Taken when it is a count; the lines
 // are written as they come (a killed run keeps every logged step).
@@ -122,8 +171,7 @@ int loggers_parse(const StringList *entries, LoggerSettings *settings, ErrorMess
             const size_t key_length = value ? (size_t)(value - 1 - key) : strlen(key);
             if (mlflow_entry(settings, entry, key, key_length, value, err)) return -1;
         } else if (*after == '.') {
-            return error_set(err, "--loggers %.200s: tensorboard takes no settings here (it "
-                                  "writes into --out); tensorboard=null turns it off", entry);
+            if (tensorboard_entry(settings, entry, after + 1, value, err)) return -1;
         } else if (value && is_null(value)) {
             if (mlflow) mlflow_off = 1;
             if (tensorboard) settings->tensorboard = 0;

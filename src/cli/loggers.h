@@ -11,6 +11,11 @@
 //   mlflow.tags.KEY=VALUE                a tag of the run (repeatable)
 //   mlflow=null                          no MLflow (the default)
 //   tensorboard=null                     no TensorBoard event files (on by default)
+//   tensorboard.name=N, .version=V, .sub_dir=S   the event files in OUT/N/V/S (Lightning's
+//                                        TensorBoardLogger(save_dir=OUT, ...) folders)
+//   tensorboard.prefix=P                 scalars named P-TAG (Lightning's "-")
+//   tensorboard.default_hp_metric=B      taken (no hyperparameters are logged to TensorBoard)
+//   tensorboard.log_graph=false          taken (no model graph: true is refused)
 //   jsonl=null                           no metrics.jsonl (on by default)
 //   jsonl.flush_logs_every_n_steps=N     taken (N >= 1): each line is written and
 //                                        flushed as its step is logged
@@ -30,6 +35,9 @@
 typedef struct LoggerSettings {
     int tensorboard;  // 1 unless tensorboard=null
     int jsonl;        // 1 unless jsonl=null: metrics.jsonl
+    // TensorBoard's folder parts under --out and its scalars' prefix (into argv; NULL: none).
+    const char *tensorboard_name, *tensorboard_version, *tensorboard_sub_dir,
+        *tensorboard_prefix;
     int mlflow;       // 1 when named
     // Pointers into argv (or the environment), NULL when not given.
     const char *experiment_name, *run_name, *tracking_uri;

@@ -160,12 +160,48 @@ int train_out_lock(TrainRun *run, ErrorMessage *err) {
     return 0;
 }
 
+// The event files' folder: --out, or under it the folders of --loggers
+// tensorboard.name / version / sub_dir, as Lightning's TensorBoardLogger
+// with save_dir --out places them.
+static int resolve_events_dir(TrainRun *run, ErrorMessage *err) {
+    const TrainConfig *config = run->config;
+    const LoggerSettings *loggers = config->loggers;
+    const char *parts[] = {loggers ? loggers->tensorboard_name : NULL,
+                           loggers ? loggers->tensorboard_version : NULL,
+                           loggers ? loggers->tensorboard_sub_dir : NULL};
+    snprintf(run->events_dir, sizeof run->events_dir, "%s", config->out);
+    for (int i = 0; i < 3; i++) {
+        char joined[PATH_MAX];
+        if (!parts[i]) continue;
+        if (train_path_join(joined, sizeof joined, run->events_dir, parts[i]))
+            return error_set(err, "%s/%s: path too long", run->events_dir, parts[i]);
+        memcpy(run->events_dir, joined, sizeof joined);
+    }
+    return 0;
+}
+
+void train_out_discard_events(TrainRun *run) {
+    static const char *const events[] = {"events.out.tfevents.*"};
+    if (!run->events_dir[0]) return;  // stopped before train_out_create
+    output_folder_remove_entries(run->events_dir, events, 1, 0);
+    // The folders under --out it made, from the deepest (rmdir keeps a filled one).
+    char folder[PATH_MAX];
+    snprintf(folder, sizeof folder, "%s", run->events_dir);
+    const size_t out_length = strlen(run->config->out);
+    while (strlen(folder) > out_length && rmdir(folder) == 0) {
+        char *slash = strrchr(folder, '/');
+        if (!slash) break;
+        *slash = '\0';
+    }
+}
+
 // After every check passed: the folders of the output layout. Returns the
 // exit status: 2 when another run took the new folder's lock first.
 int train_out_create(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     char path[PATH_MAX];
     struct stat info;
+    if (resolve_events_dir(run, err)) return 1;
     run->out_made = stat(config->out, &info) != 0;
     run->out_fresh = !config->resume && (run->out_made || !folder_used(config->out));
     if (output_folder_create(config->out, err)) return 1;
@@ -176,7 +212,7 @@ int train_out_create(TrainRun *run, ErrorMessage *err) {
     // checks run again under the lock.
     if (!locked_at_checks && train_out_check(config, run->rank, err)) return 2;
     if (config->overwrite && !config->resume) {
-        remove_old_events(config->out);
+        remove_old_events(run->events_dir);
         if (train_path_join(path, sizeof path, config->out, "checkpoints") == 0)
             remove_epoch_checkpoints(path, NULL);
     }
@@ -184,7 +220,8 @@ int train_out_create(TrainRun *run, ErrorMessage *err) {
         train_path_join(path, sizeof path, config->out, out_folders[i]);
         if (output_folder_create(path, err)) return 1;
     }
-    return 0;
+    const int tensorboard = !config->loggers || config->loggers->tensorboard;
+    return tensorboard && output_folder_create(run->events_dir, err) ? 1 : 0;
 }
 
 // What a killed run may have left in --out: temporary files of interrupted
@@ -205,6 +242,9 @@ int train_out_tidy(TrainRun *run, ErrorMessage *err) {
         train_path_join(path, sizeof path, config->out, out_folders[i]);
         removed += file_remove_stale_temporaries(path, written[i + 1], names, sizeof names);
     }
+    static const char *const events[] = {"events.out.tfevents.*", NULL};
+    if (strcmp(run->events_dir, config->out) != 0)  // --loggers tensorboard.name=...
+        removed += file_remove_stale_temporaries(run->events_dir, events, names, sizeof names);
     if (removed)
         train_message(run, "removed %d temporary file(s) left by a run killed while writing: %s",
                       removed, names);
@@ -212,7 +252,7 @@ int train_out_tidy(TrainRun *run, ErrorMessage *err) {
     LogTruncation cut = {0};
     train_path_join(path, sizeof path, config->out, "metrics.jsonl");
     if (metrics_jsonl_truncate(path, run->start_step, &cut, err) ||
-        tb_events_truncate(config->out, run->start_step, &cut, err))
+        tb_events_truncate(run->events_dir, run->start_step, &cut, err))
         return -1;
     if (cut.dropped)
         run_log_line(run->log, "dropped %ld log record(s) of the steps after the checkpoint "

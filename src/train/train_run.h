@@ -97,6 +97,8 @@ typedef struct TrainRun {
     char export_path[PATH_MAX];     // exported_last.safetensors
     char export_pt_path[PATH_MAX];  // exported_last.pt beside it (train_export_pt_path)
     TbWriter *events;       // NULL: --loggers tensorboard=null
+    char events_dir[PATH_MAX];  // where they go: --out, or OUT/NAME/VERSION/SUB_DIR
+                                // (--loggers tensorboard.name=...; train_out_create)
     MetricsJsonl *metrics;
     MlflowClient *mlflow;   // --loggers mlflow, rank 0 (train_mlflow.c)
     RunLog *log;
@@ -229,6 +231,8 @@ int train_out_prepare(TrainRun *run, ErrorMessage *err);
 int train_out_lock(TrainRun *run, ErrorMessage *err);
 int train_out_create(TrainRun *run, ErrorMessage *err);
 int train_out_tidy(TrainRun *run, ErrorMessage *err);
+// A discarded run's event files, and the folders under --out made for them.
+void train_out_discard_events(TrainRun *run);
 // At the end of an epoch (or of the run), after last.ckpt was written:
 // checkpoints/epoch=E-step=S.ckpt (E from 0, S the steps done), as
 // LightlyTrain's checkpoint callback keeps it (Lightning's ModelCheckpoint,

@@ -551,7 +551,7 @@ static int setup_run(TrainRun *run, int argc, char **argv, ErrorMessage *err) {
         if (status) return status;
         if (setup_logs(run, argc, argv, err) || train_out_tidy(run, err) ||
             ((!config->loggers || config->loggers->tensorboard) &&
-             tb_writer_open(&run->events, config->out, err)) ||
+             tb_writer_open(&run->events, run->events_dir, err)) ||
             ((!config->loggers || config->loggers->jsonl) &&
              metrics_jsonl_open(&run->metrics, path, config->resume != 0, err)))
             return 1;

@@ -295,8 +295,19 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     return 0;
 }
 
+// A scalar's TensorBoard tag: with --loggers tensorboard.prefix=P, P-TAG
+// (Lightning's join), into buffer; else tag.
+static const char *train_events_tag(const TrainRun *run, const char *tag, char *buffer,
+                                    size_t size) {
+    const char *prefix = run->config->loggers ? run->config->loggers->tensorboard_prefix : NULL;
+    if (!prefix) return tag;
+    snprintf(buffer, size, "%s-%s", prefix, tag);
+    return buffer;
+}
+
 static int train_log_step(TrainRun *run, long step, const StepTimes *times, double images_per_s,
                           ErrorMessage *err) {
+    char tag[320];
     const char *tags[9 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
     double values[9 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
     size_t count = 0;
@@ -315,7 +326,9 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
         tags[count] = run->method.scalar_tags[s], values[count++] = times->scalars[s];
     if (run->scaler_on) tags[count] = "loss_scale", values[count++] = times->loss_scale;
     for (size_t i = 0; run->events && i < count; i++)
-        if (tb_add_scalar(run->events, tags[i], step, (float)values[i], err)) return -1;
+        if (tb_add_scalar(run->events, train_events_tag(run, tags[i], tag, sizeof tag), step,
+                          (float)values[i], err))
+            return -1;
     if (run->events && tb_flush(run->events, err)) return -1;
     train_mlflow_log(run, step, tags, values, count);
     return run->metrics ? metrics_jsonl_write(run->metrics, step, tags, values, count, err) : 0;
@@ -454,6 +467,7 @@ static int knn_epoch_due(const TrainRun *run, long completed) {
 
 static void train_knn(TrainRun *run, long completed_steps, int epoch) {
     ErrorMessage err = {{0}};
+    char prefixed[320];
     double top1 = 0;
     if (train_knn_evaluate(run, &top1, &err)) {
         train_message(run, "kNN evaluation failed: %s", err.text);
@@ -463,7 +477,8 @@ static void train_knn(TrainRun *run, long completed_steps, int epoch) {
     train_message(run, "epoch %d: kNN top-1 %.2f%% (k=%d, %zu labelled images)", epoch,
                   100.0 * top1, run->config->knn_k, run->knn_dataset.count);
     if (run->events &&
-        (tb_add_scalar(run->events, "knn/top1", completed_steps, (float)top1, &err) ||
+        (tb_add_scalar(run->events, train_events_tag(run, "knn/top1", prefixed, sizeof prefixed),
+                       completed_steps, (float)top1, &err) ||
          tb_flush(run->events, &err)))
         train_message(run, "warning: %s", err.text);
     const char *tag = "knn/top1";
@@ -642,6 +657,7 @@ static void discard_outputs(TrainRun *run) {
     run->events = NULL;
     run->metrics = NULL;
     run->log = NULL;
+    train_out_discard_events(run);  // in --out, or the folders under it it made
     static const char *const written[] = {"train.log", "metrics.jsonl", "events.out.tfevents.*",
                                           "checkpoints", "exported_models"};
     output_folder_remove_entries(run->config->out, written, sizeof written / sizeof written[0],

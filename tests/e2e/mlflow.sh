@@ -15,7 +15,8 @@
 #   - SIGTERM: KILLED; --resume continues the same MLflow run to FINISHED;
 #   - a closed port: one warning line, training finishes (exit 0);
 #   - bad --loggers entries exit 2 with one line; jsonl=null writes no
-#     metrics.jsonl; tensorboard=null writes no
+#     metrics.jsonl; tensorboard.name / version / prefix place the events
+#     and name the scalars as Lightning's logger; tensorboard=null writes no
 #     event file.
 # The server takes ~20 s to start on a loaded 2-core machine (twice here):
 # the checks that need none, and the checker's import of MLflow, run meanwhile.
@@ -120,6 +121,18 @@ output=$("$bin" train "${common[@]}" --out "$work/no-jsonl" --max-steps 2 --logg
   2>&1) || fail "jsonl=null: $output"
 [ -e "$work/no-jsonl/metrics.jsonl" ] && fail "jsonl=null wrote metrics.jsonl"
 ls "$work/no-jsonl"/events.out.tfevents.* >/dev/null 2>&1 || fail "jsonl=null: no events"
+# LightlyTrain's TensorBoardLoggerArgs: the events in OUT/NAME/VERSION, scalars PREFIX-TAG.
+output=$("$bin" train "${common[@]}" --out "$work/tb-named" --max-steps 2 \
+  loggers.tensorboard.name=my_experiment loggers.tensorboard.version=v1 \
+  loggers.tensorboard.prefix=pre loggers.tensorboard.default_hp_metric=false 2>&1) ||
+  fail "tensorboard.name: $output"
+events=$(ls "$work/tb-named/my_experiment/v1"/events.out.tfevents.* 2>/dev/null)
+[ -n "$events" ] || fail "tensorboard.name/version: no events in my_experiment/v1"
+ls "$work/tb-named"/events.out.tfevents.* >/dev/null 2>&1 && fail "tensorboard.name: events in --out"
+"$build/tests/e2e/read_events" "$events" | grep -q "^scalar pre-train_loss 2$" ||
+  fail "tensorboard.prefix: no pre-train_loss: $("$build/tests/e2e/read_events" "$events")"
+expect_only 2 "tensorboard.name=../x: a folder under --out" -- "$bin" train "${common[@]}" \
+  --out "$work/bad" --loggers tensorboard.name=../x
 wait_server
 
 # --- Six runs at once. A finished run, kNN (a labelled folder) and the loss
