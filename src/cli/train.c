@@ -408,7 +408,7 @@ int command_train(int argc, char **argv) {
          .help = "batches per optimizer step (LightlyTrain's gradient_accumulation_steps)",
          .min = 1, .max = 4096},
         {.name = "method-arg", .type = OPTION_STRING, .value = &config.method_args,
-         .metavar = "KEY=VALUE", .repeatable = 1,
+         .alias = "method-args", .metavar = "KEY=VALUE", .repeatable = 1, .dotted = 1,
          .help = "method hyper-parameter, e.g. temperature=0.2 (see docs/commands.md)"},
         {.name = "model-arg", .type = OPTION_STRING, .value = &config.model_args,
          .alias = "model-args", .metavar = "KEY=VALUE", .repeatable = 1, .dotted = 1,

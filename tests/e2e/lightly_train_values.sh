@@ -33,12 +33,14 @@ common=(--data "$images" "${settings[@]}")
 # pretrain is train; LightlyTrain's nested arguments on its command line.
 output=$("$bin" pretrain "${common[@]}" --num-workers 1 --method simclr --out "$work/pretrain" \
   trainer_args.max_steps=2 optim_args.lr=0.0123 loader_args.num_workers=5 \
-  loader_args.shuffle=true 2>&1) || fail "pretrain: $output"
+  loader_args.shuffle=true method_args.temperature=0.3 2>&1) || fail "pretrain: $output"
 [ -s "$work/pretrain/checkpoints/last.ckpt" ] || fail "pretrain wrote no checkpoint"
 grep -q "length: 2 steps (--max-steps)" "$work/pretrain/train.log" ||
   fail "trainer_args.max_steps=2 was not --max-steps 2"
 grep -q "base 0.0123 at batch 256" "$work/pretrain/train.log" ||
   fail "optim_args.lr=0.0123 was not --lr 0.0123"
+grep -q "method arg: temperature=0.3" "$work/pretrain/train.log" ||
+  fail "method_args.temperature=0.3 was not --method-arg temperature=0.3"
 expect_only 2 "optim_args.betas=1: LightlyTrain's optim_args here takes lr and weight_decay" -- \
   "$bin" train "${common[@]}" --out "$work/refused" optim_args.betas=1
 expect_only 2 "loader_args.shuffle=false: taken only as loader_args.shuffle=true" -- \
