@@ -109,11 +109,15 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
     if (config->activation_checkpointing && spec.kind != BACKBONE_VIT)
         return error_set(err, "--activation-checkpointing applies to ViT models only (--model "
                               "%s is %s)", model, kind_names[spec.kind]);
-    // Before any work (method_create checks it again for every caller).
+    // Before any work, a teacher's download included (method_create checks
+    // them again for every caller): the method args, the embedding head.
     MethodKind method_kind;
-    if (config->embed_dim && (method_kind_parse(method, &method_kind, err) ||
-                              embed_head_check(method_kind, config->embed_dim, err)))
-        return -1;
+    const MethodSetup arg_setup = {.args = (const char *const *)config->method_args.items,
+                                   .arg_count = config->method_args.count};
+    if (method_kind_parse(method, &method_kind, err)) return -1;
+    if (method_args_check(&arg_setup, method_arg_specs(method_kind), err))
+        return error_prefix(err, "%s", method);
+    if (config->embed_dim && embed_head_check(method_kind, config->embed_dim, err)) return -1;
     const int multi_crop = strcmp(method, "dino") == 0 || strncmp(method, "dinov", 5) == 0;
     if (!multi_crop && (config->local_views >= 0 || config->local_image_size > 0))
         return error_set(err, "--local-views and --local-image-size apply to --method dino, "

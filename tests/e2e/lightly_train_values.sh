@@ -151,6 +151,9 @@ expect_only 2 "--data-list $work/blank.txt names no folder or image" -- "$bin" e
   --data-list "$work/blank.txt" --checkpoint "$work/listed/checkpoints/last.ckpt" \
   --out "$work/refused.csv"
 expect_only 2 "--data is required \\(or --data-list\\)" -- "$bin" train "${settings[@]}" --out "$work/refused"
+# A method arg the method does not have is named before its teacher is fetched.
+expect_only 2 "distillation: --method-arg: unknown key 'hidden_dim'" -- "$bin" train \
+  "${common[@]}" --out "$work/refused"
 # An empty folder is named before the default method's teacher is fetched.
 mkdir "$work/empty"
 expect_only 2 "data folder '$work/empty' is empty" -- "$bin" train --data "$work/empty" \
@@ -177,16 +180,16 @@ expect_only 2 "rotate_p with coupled views \(dinov31's PaKA" -- "$bin" train "${
   --transform rotate_p=0.5
 # --model-arg weights (torchvision's names) as weights by name; offline here.
 expect 2 "timm/resnet50.tv2_in1k is not downloaded" -- "$bin" train "${common[@]}" \
-  --out "$work/refused" --model torchvision/resnet50 --model-arg weights=DEFAULT
+  --out "$work/refused" --method simclr --model torchvision/resnet50 --model-arg weights=DEFAULT
 expect 2 "timm/resnet34.tv_in1k is not downloaded" -- "$bin" train "${common[@]}" \
-  --out "$work/refused" --model resnet34 --model-arg weights=ResNet34_Weights.DEFAULT
+  --out "$work/refused" --method simclr --model resnet34 --model-arg weights=ResNet34_Weights.DEFAULT
 expect_only 2 "weights=IMAGENET1K_V2: --model resnet18 has torchvision's IMAGENET1K_V1, DEFAULT" \
   -- "$bin" train "${common[@]}" --out "$work/refused" --model resnet18 \
   --model-arg weights=IMAGENET1K_V2
 expect 2 "torchvision/convnext_tiny.IMAGENET1K_V1 is not downloaded" -- "$bin" train \
-  "${common[@]}" --out "$work/refused" --model torchvision/convnext_tiny --model-arg weights=DEFAULT
+  "${common[@]}" --out "$work/refused" --method simclr --model torchvision/convnext_tiny --model-arg weights=DEFAULT
 expect 2 "torchvision/shufflenet_v2_x1_0.IMAGENET1K_V1 is not downloaded" -- "$bin" train \
-  "${common[@]}" --out "$work/refused" --model torchvision/shufflenet_v2_x1_0 \
+  "${common[@]}" --out "$work/refused" --method simclr --model torchvision/shufflenet_v2_x1_0 \
   --model-arg pretrained=True
 expect_only 2 "weights=IMAGENET1K_V1: torchvision's weights are taken for its ResNets" -- \
   "$bin" train "${common[@]}" --out "$work/refused" --model timm/resnet50 \
@@ -196,9 +199,9 @@ output=$("$bin" train "${common[@]}" --num-workers 1 --method simclr --out "$wor
 # timm's model_args pretrained=True: timm's default tag, or the name's
 # (the download: e2e/weights); where timm has none, timm's note.
 expect 2 "timm/convnext_tiny.in12k_ft_in1k is not downloaded" -- "$bin" train "${common[@]}" \
-  --out "$work/refused" --model timm/convnext_tiny --model-arg pretrained=True
+  --out "$work/refused" --method simclr --model timm/convnext_tiny --model-arg pretrained=True
 expect 2 "timm/resnet50.a1h_in1k is not downloaded" -- "$bin" train "${common[@]}" \
-  --out "$work/refused" --model timm/resnet50.a1h_in1k --model-arg pretrained=true
+  --out "$work/refused" --method simclr --model timm/resnet50.a1h_in1k --model-arg pretrained=true
 expect 2 "timm has no pretrained weights for resnet200: random initialisation" -- \
   "$bin" train "${common[@]}" --out "$work/refused" --model timm/resnet200 \
   --model-arg pretrained=True --activation-checkpointing
