@@ -109,15 +109,11 @@ static int train_options_check(const TrainConfig *config, const TrainChoices *ch
     if (config->activation_checkpointing && spec.kind != BACKBONE_VIT)
         return error_set(err, "--activation-checkpointing applies to ViT models only (--model "
                               "%s is %s)", model, kind_names[spec.kind]);
-    // Before any work, a teacher's download included (method_create checks
-    // them again for every caller): the method args, the embedding head.
+    // Before any work (method_create checks it again for every caller).
     MethodKind method_kind;
-    const MethodSetup arg_setup = {.args = (const char *const *)config->method_args.items,
-                                   .arg_count = config->method_args.count};
-    if (method_kind_parse(method, &method_kind, err)) return -1;
-    if (method_args_check(&arg_setup, method_arg_specs(method_kind), err))
-        return error_prefix(err, "%s", method);
-    if (config->embed_dim && embed_head_check(method_kind, config->embed_dim, err)) return -1;
+    if (config->embed_dim && (method_kind_parse(method, &method_kind, err) ||
+                              embed_head_check(method_kind, config->embed_dim, err)))
+        return -1;
     const int multi_crop = strcmp(method, "dino") == 0 || strncmp(method, "dinov", 5) == 0;
     if (!multi_crop && (config->local_views >= 0 || config->local_image_size > 0))
         return error_set(err, "--local-views and --local-image-size apply to --method dino, "
@@ -141,6 +137,19 @@ static int folder_has_entries(const char *path) {
     } while (entry && (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0));
     closedir(folder);
     return entry != NULL;
+}
+
+// The method args against the method's keys and ranges, before any work (a
+// teacher's download included; method_create checks them again).
+static int train_method_args_check(const TrainConfig *config, const TrainChoices *choices,
+                                   ErrorMessage *err) {
+    const char *method = train_method_names[choices->method];
+    const MethodSetup setup = {.args = (const char *const *)config->method_args.items,
+                               .arg_count = config->method_args.count};
+    MethodKind kind;
+    if (method_kind_parse(method, &kind, err)) return -1;
+    return method_args_check(&setup, method_arg_specs(kind), err) ? error_prefix(err, "%s", method)
+                                                                  : 0;
 }
 
 // Weights by name are fetched now, before any work: --checkpoint and a
@@ -507,6 +516,10 @@ int command_train(int argc, char **argv) {
     }
     if (started == RANKS_LAUNCHED) return train_command_end(&config, launch_status);
     const DistRun dist = place.dist;
+    if (train_method_args_check(&config, &choices, &err)) {
+        if (comm_rank(dist.comm) == 0) fprintf(stderr, "%s: %s\n", parser.program, err.text);
+        return train_command_end(&config, ranks_refuse(&dist));
+    }
     if (prepare_weights(&config, &choices, comm_rank(dist.comm)))
         return train_command_end(&config, ranks_refuse(&dist));
     // MLflow's server is rank 0's to reach, MLFLOW_TRACKING_URI its own.
