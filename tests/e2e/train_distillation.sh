@@ -4,7 +4,8 @@
 # is downloaded) distilled into a resnet18 with `distillation` (v3: LARS
 # for a convolutional student, global and local losses logged, the queue in
 # the checkpoint and the teacher not), `distillationv1` and `distillationv2`;
-# a ResNet teacher into a ViT student (AdamW); teacher_arch; `distillation`
+# a ResNet teacher into a ViT student (AdamW); teacher_arch; LightlyTrain's
+# teacher_weights (the same run as the file as teacher); `distillation`
 # on 2 CPU ranks (mpirun; the queue and the mixup are per rank, as
 # LightlyTrain's per device, so no equivalence with one process is asked);
 # and the one-line refusals, exit status 2 and nothing written, of a bad,
@@ -84,6 +85,18 @@ grep -q "data parallel: 2 ranks (mpi, 2 per node), global batch 8 = 4 per rank" 
 [ "$(grep -c '"train_loss/local_loss": [0-9]' "$work/ranks/metrics.jsonl")" -eq 2 ] ||
   fail "2 ranks: not two logged steps with a local loss: $(cat "$work/ranks/metrics.jsonl")"
 [ -s "$work/ranks/exported_models/exported_last.safetensors" ] || fail "2 ranks: no export"
+
+# LightlyTrain's teacher_weights: the teacher named (an architecture), its
+# weights from the file: the same run as teacher=FILE, to the last bit.
+output=$("$bin" train "${common[@]}" --out "$work/v3-weights" --model resnet18 \
+  --method distillation --method-arg teacher=vit_t14 \
+  --method-arg "teacher_weights=$work/vit_t14.safetensors" --max-steps 3 2>&1) ||
+  fail "teacher_weights: train failed: $output"
+"$build/tests/e2e/compare_weights" "$work/v3/exported_models/exported_last.safetensors" \
+  "$work/v3-weights/exported_models/exported_last.safetensors" 0 0 >/dev/null ||
+  fail "teacher=vit_t14 teacher_weights=FILE did not train as teacher=FILE"
+refuse_distillation "teacher_weights=$work/none.pt: no such file" \
+  --method-arg "teacher_weights=$work/none.pt"
 
 # Refusals: one line, exit status 2, nothing written.
 printf 'not a safetensors file\n' >"$work/bad.safetensors"
