@@ -13,16 +13,11 @@ static int is_null(const char *value) {
     return strcmp(value, "null") == 0 || strcmp(value, "None") == 0 || strcmp(value, "none") == 0;
 }
 
-// MLflow's rule for parameter, metric and tag names (utils/validation.py):
-// letters, digits, '_', '-', '.', ' ', ':', '/', and a name that is the same
-// path once normalised (no empty, "." or ".." part, no leading '/').
-static int mlflow_name_valid(const char *name) {
-    if (!name[0] || name[0] == '/' || strlen(name) >= LOGGERS_TAG_KEY_BYTES) return 0;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        if (!(*c >= 0x80 || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
-              (*c >= 'A' && *c <= 'Z') || strchr("_-. :/", *c)))
-            return 0;
-    for (const char *part = name; part;) {  // each part between '/'
+// A path that is the same once normalised: relative, no empty, "." or ".."
+// part between its '/' (a folder under --out, an MLflow name).
+static int relative_folder(const char *path) {
+    if (!path[0] || path[0] == '/') return 0;
+    for (const char *part = path; part;) {
         const char *slash = strchr(part, '/');
         const size_t length = slash ? (size_t)(slash - part) : strlen(part);
         if (length == 0 || (length == 1 && part[0] == '.') ||
@@ -31,6 +26,18 @@ static int mlflow_name_valid(const char *name) {
         part = slash ? slash + 1 : NULL;
     }
     return 1;
+}
+
+// MLflow's rule for parameter, metric and tag names (utils/validation.py):
+// letters, digits, '_', '-', '.', ' ', ':', '/', and a name that is the same
+// path once normalised (relative_folder).
+static int mlflow_name_valid(const char *name) {
+    if (strlen(name) >= LOGGERS_TAG_KEY_BYTES) return 0;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        if (!(*c >= 0x80 || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
+              (*c >= 'A' && *c <= 'Z') || strchr("_-. :/", *c)))
+            return 0;
+    return relative_folder(name);
 }
 
 static int uri_is_http(const char *uri) {
@@ -77,20 +84,6 @@ static int mlflow_entry(LoggerSettings *settings, const char *entry, const char 
     }
     settings->mlflow = 1;
     return 0;
-}
-
-// A folder name under --out: relative, no empty, "." or ".." part.
-static int relative_folder(const char *path) {
-    if (!path[0] || path[0] == '/') return 0;
-    for (const char *part = path; part;) {
-        const char *slash = strchr(part, '/');
-        const size_t length = slash ? (size_t)(slash - part) : strlen(part);
-        if (length == 0 || (length == 1 && part[0] == '.') ||
-            (length == 2 && part[0] == '.' && part[1] == '.'))
-            return 0;
-        part = slash ? slash + 1 : NULL;
-    }
-    return 1;
 }
 
 // LightlyTrain's TensorBoardLoggerArgs (Lightning's TensorBoardLogger with
