@@ -20,7 +20,8 @@ static int is_null(const char *value) {
 }
 
 static int is_true(const char *value) {
-    return strcmp(value, "true") == 0 || strcmp(value, "True") == 0;
+    int flag;
+    return number_parse_bool(value, &flag) == 0 && flag;
 }
 
 // A whole decimal number in [low, high] into *out; an error naming the entry otherwise.

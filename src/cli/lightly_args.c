@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/transform_args.h"
+#include "util/number.h"
 
 // What an argument NAME.KEY becomes: the option it sets, or nothing (NULL)
 // when only `keep` is taken (a value the program has anyway) or any value is
@@ -49,10 +50,6 @@ static void argument_name(const char *text, char *out, size_t size) {
     size_t n = 0;
     for (; text[n] && text[n] != '=' && n + 1 < size; n++) out[n] = text[n] == '-' ? '_' : text[n];
     out[n] = '\0';
-}
-
-static int is_true(const char *value) {
-    return !strcmp(value, "true") || !strcmp(value, "True") || !strcmp(value, "1");
 }
 
 // The translation of argument (its name in name), or NULL with err set when
@@ -201,8 +198,11 @@ int lightly_args_translate(int argc, char **argv, LightlyArgs *args, ErrorMessag
         }
         const char *value = equals + 1;
         if (!t->option) {  // dropped: any value, or the one the program has anyway
-            if (t->keep && !(strcmp(t->keep, "true") == 0 ? is_true(value)
-                                                           : strcmp(value, t->keep) == 0)) {
+            int flag = 0;
+            const int kept = strcmp(t->keep ? t->keep : "", "true") == 0
+                                 ? number_parse_bool(value, &flag) == 0 && flag
+                                 : !t->keep || strcmp(value, t->keep) == 0;
+            if (!kept) {
                 error_set(err, "%.200s: taken only as %s=%s (what the program does)", argument,
                           t->key, t->keep);
                 goto done;

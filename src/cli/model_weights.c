@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/number.h"
 #include "weights/timm_tags.h"
 
 // torchvision's ResNets ("resnet50": LightlyTrain's torchvision/resnet50).
@@ -17,14 +18,6 @@ static const char *const torchvision_resnets[] = {"resnet18",  "resnet34",      
 static int torchvision_resnet_index(const char *model) {
     for (int r = 0; r < (int)(sizeof torchvision_resnets / sizeof torchvision_resnets[0]); r++)
         if (strcmp(model, torchvision_resnets[r]) == 0) return r;
-    return -1;
-}
-
-// Python's bool as the Python API (True) and users (true, 1) write it:
-// 1, 0, or -1 for other text.
-static int bool_value(const char *text) {
-    if (!strcmp(text, "True") || !strcmp(text, "true") || !strcmp(text, "1")) return 1;
-    if (!strcmp(text, "False") || !strcmp(text, "false") || !strcmp(text, "0")) return 0;
     return -1;
 }
 
@@ -108,8 +101,8 @@ int model_args_weights(TrainConfig *config, const char *model, const char *model
     const char *name_tag = NULL;
     if (!model_given || !timm_split_tag(model_given, untagged, sizeof untagged, &name_tag))
         name_tag = NULL;
-    const int pretrained = pretrained_text ? bool_value(pretrained_text) : 0;
-    if (pretrained < 0)
+    int pretrained = 0;
+    if (pretrained_text && number_parse_bool(pretrained_text, &pretrained))
         return error_set(err, "--model-arg pretrained=%s: expected True or False",
                          pretrained_text);
     if (pretrained_text && !timm && !torchvision)

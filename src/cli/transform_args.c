@@ -35,12 +35,12 @@ static int parse_value(const char *text, Value *value) {
     value->text = text;
     if (!strcmp(text, "null") || !strcmp(text, "None") || !strcmp(text, "~") || !*text)
         return value->kind = VALUE_NULL, 0;
-    if (!strcmp(text, "true") || !strcmp(text, "True") || !strcmp(text, "false") ||
-        !strcmp(text, "False")) {
-        value->number = text[0] == 't' || text[0] == 'T';
+    if (number_parse_decimal(text, &value->number) == 0) return value->kind = VALUE_NUMBER, 0;
+    int flag;
+    if (number_parse_bool(text, &flag) == 0) {
+        value->number = flag;
         return value->kind = VALUE_BOOL, 0;
     }
-    if (number_parse_decimal(text, &value->number) == 0) return value->kind = VALUE_NUMBER, 0;
     const size_t length = strlen(text);
     const char close = text[0] == '[' ? ']' : text[0] == '(' ? ')' : 0;
     if (!close || text[length - 1] != close) return value->kind = VALUE_TEXT, 0;

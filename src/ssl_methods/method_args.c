@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "ssl_methods/method.h"
 #include "util/number.h"
@@ -67,13 +66,6 @@ static int is_word(const char *words, const char *text) {
     return 0;
 }
 
-static int parse_bool(const char *text, int *value) {
-    if (strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0) *value = 1;
-    else if (strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0) *value = 0;
-    else return -1;
-    return 0;
-}
-
 // Whether text is a value spec accepts.
 static int value_fits(const MethodArgSpec *spec, const char *text) {
     double number = 0;
@@ -87,7 +79,7 @@ static int value_fits(const MethodArgSpec *spec, const char *text) {
         if (spec->words && is_word(spec->words, text)) return 1;
         return number_parse_decimal(text, &number) == 0 && number == (double)(long long)number &&
                number >= spec->low && number <= spec->high;
-    case METHOD_ARG_BOOL: return parse_bool(text, &flag) == 0;
+    case METHOD_ARG_BOOL: return number_parse_bool(text, &flag) == 0;
     case METHOD_ARG_CHOICE: return is_word(spec->words, text);
     case METHOD_ARG_TEXT: return text[0] != '\0';
     }
@@ -159,7 +151,7 @@ int method_arg_bool(const MethodSetup *setup, const char *key, int fallback, int
                     ErrorMessage *err) {
     const char *text = method_arg_lookup(setup, key);
     *value = fallback;
-    if (text && parse_bool(text, value) != 0)
+    if (text && number_parse_bool(text, value) != 0)
         return error_set(err, "--method-arg %s=%s: expected true or false", key, text);
     return 0;
 }

@@ -4,6 +4,8 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 // The length of a run of decimal digits at text.
 static int digits(const char *text) {
@@ -32,5 +34,12 @@ int number_parse_decimal(const char *text, double *value) {
     const double parsed = strtod(text, NULL);
     if (!isfinite(parsed)) return -2;
     *value = parsed;
+    return 0;
+}
+
+int number_parse_bool(const char *text, int *value) {
+    if (strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0) *value = 1;
+    else if (strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0) *value = 0;
+    else return -1;
     return 0;
 }
