@@ -5,8 +5,12 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "nn/backbone.h"
 #include "util/number.h"
+#include "weights/names.h"
+#include "weights/resolve.h"
 #include "weights/timm_tags.h"
 
 // torchvision's ResNets ("resnet50": LightlyTrain's torchvision/resnet50).
@@ -145,5 +149,37 @@ int model_args_weights(TrainConfig *config, const char *model, const char *model
         return error_set(err, "--model-arg %s and --checkpoint %s both give the initial weights",
                          given, config->checkpoint);
     if (chosen && !config->resume) config->checkpoint = chosen;  // --resume: its checkpoint's
+    return 0;
+}
+
+int method_args_teacher_weights(TrainConfig *config, const char *method, ErrorMessage *err) {
+    StringList *args = &config->method_args;
+    const char *path = take_arg(args, "teacher_weights");
+    if (!path) return 0;
+    const char *teacher = take_arg(args, "teacher"), *arch_given = NULL;
+    if (!teacher) teacher = weights_default_teacher(method);
+    for (int i = 0; i < args->count; i++)
+        if (!strncmp(args->items[i], "teacher_arch=", 13)) arch_given = args->items[i];
+    struct stat info;
+    if (!teacher)
+        return error_set(err, "--method-arg teacher_weights=%s: --method %s has no teacher", path,
+                         method);
+    if (stat(path, &info) != 0 || !S_ISREG(info.st_mode))
+        return error_set(err, "--method-arg teacher_weights=%s: no such file", path);
+    const char *arch = weights_known_arch(teacher);
+    BackboneSpec spec;
+    ErrorMessage ignored;
+    if (!arch && backbone_spec_parse(teacher, 224, &spec, &ignored) == 0) arch = teacher;
+    if (!arch && !arch_given)
+        return error_set(err, "--method-arg teacher_weights=%s: teacher=%s names no architecture "
+                              "to build (a name such as dinov2/vitb14, or teacher_arch=MODEL)",
+                         path, teacher);
+    static char teacher_entry[4200], arch_entry[160];
+    snprintf(teacher_entry, sizeof teacher_entry, "teacher=%s", path);
+    snprintf(arch_entry, sizeof arch_entry, "teacher_arch=%s", arch ? arch : "");
+    if (args->count + 2 > OPTIONS_MAX_REPEATS)
+        return error_set(err, "--method-arg: more than %d values", OPTIONS_MAX_REPEATS);
+    args->items[args->count++] = teacher_entry;
+    if (!arch_given) args->items[args->count++] = arch_entry;
     return 0;
 }

@@ -1,7 +1,8 @@
-// LightlyTrain's model_args that choose a model's initial weights, taken out
-// of --model-arg into --checkpoint: torchvision's {"weights": ...} for its
-// ResNets, timm's {"pretrained": True} and {"checkpoint_path": FILE}, and the
-// tag of a timm model name ("timm/resnet50.a1_in1k").
+// LightlyTrain's arguments that choose initial weights: its model_args,
+// taken out of --model-arg into --checkpoint (torchvision's {"weights": ...},
+// timm's {"pretrained": True} and {"checkpoint_path": FILE}, the tag of a
+// timm model name "timm/resnet50.a1_in1k"), and its distillation method_args
+// teacher_weights, into the teacher's --method-arg.
 #ifndef LTC_CLI_MODEL_WEIGHTS_H
 #define LTC_CLI_MODEL_WEIGHTS_H
 
@@ -16,5 +17,12 @@
 // weights given twice.
 int model_args_weights(TrainConfig *config, const char *model, const char *model_given,
                        ErrorMessage *err);
+
+// LightlyTrain's method_args teacher_weights=PATH: the teacher built as
+// `teacher` (or method's default) names it, its weights then loaded from
+// PATH (torch.load into it): here --method-arg teacher=PATH with
+// teacher_arch that name's architecture. 0, or -1 with err (no such file,
+// a method without a teacher, a teacher that names no architecture).
+int method_args_teacher_weights(TrainConfig *config, const char *method, ErrorMessage *err);
 
 #endif

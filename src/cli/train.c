@@ -24,7 +24,6 @@
 #include "train/trainer.h"
 #include "util/fault.h"
 #include "weights/names.h"
-#include "weights/resolve.h"
 #include "weights/timm_tags.h"
 
 // The first is the default: LightlyTrain's (v3, from its default teacher).
@@ -138,49 +137,6 @@ static int folder_has_entries(const char *path) {
     } while (entry && (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0));
     closedir(folder);
     return entry != NULL;
-}
-
-// LightlyTrain's method_args teacher_weights=PATH: the teacher built as
-// `teacher` (or the method's default) names it, its weights then loaded from
-// PATH (torch.load into it): here --method-arg teacher=PATH with
-// teacher_arch that name's architecture. Taken out of the method args.
-static int train_teacher_weights(TrainConfig *config, const TrainChoices *choices,
-                                 ErrorMessage *err) {
-    StringList *args = &config->method_args;
-    int weights_at = -1, teacher_at = -1, arch_given = 0;
-    for (int i = 0; i < args->count; i++) {
-        if (!strncmp(args->items[i], "teacher_weights=", 16)) weights_at = i;
-        if (!strncmp(args->items[i], "teacher=", 8)) teacher_at = i;
-        arch_given |= !strncmp(args->items[i], "teacher_arch=", 13);
-    }
-    if (weights_at < 0) return 0;
-    const char *path = args->items[weights_at] + 16, *method = train_method_names[choices->method];
-    const char *teacher = teacher_at >= 0 ? args->items[teacher_at] + 8
-                                          : weights_default_teacher(method);
-    struct stat info;
-    if (!teacher)
-        return error_set(err, "--method-arg teacher_weights=%s: --method %s has no teacher", path,
-                         method);
-    if (stat(path, &info) != 0 || !S_ISREG(info.st_mode))
-        return error_set(err, "--method-arg teacher_weights=%s: no such file", path);
-    const char *arch = weights_known_arch(teacher);
-    BackboneSpec spec;
-    ErrorMessage ignored;
-    if (!arch && backbone_spec_parse(teacher, 224, &spec, &ignored) == 0) arch = teacher;
-    if (!arch && !arch_given)
-        return error_set(err, "--method-arg teacher_weights=%s: teacher=%s names no architecture "
-                              "to build (a name such as dinov2/vitb14, or teacher_arch=MODEL)",
-                         path, teacher);
-    static char teacher_entry[PATH_MAX + 16], arch_entry[160];
-    snprintf(teacher_entry, sizeof teacher_entry, "teacher=%s", path);
-    snprintf(arch_entry, sizeof arch_entry, "teacher_arch=%s", arch ? arch : "");
-    args->items[weights_at] = teacher_entry;  // in its place: teacher= itself goes
-    if (teacher_at >= 0) {
-        for (int j = teacher_at; j + 1 < args->count; j++) args->items[j] = args->items[j + 1];
-        args->count--;
-    }
-    if (!arch_given && args->count < OPTIONS_MAX_REPEATS) args->items[args->count++] = arch_entry;
-    return 0;
 }
 
 // The method args against the method's keys and ranges, before any work (a
@@ -542,7 +498,7 @@ int command_train(int argc, char **argv) {
         train_options_channels(&config, &choices, &err) ||
         model_args_weights(&config, backbone_model_names[choices.model], choices.model_given,
                            &err) ||
-        train_teacher_weights(&config, &choices, &err) ||
+        method_args_teacher_weights(&config, train_method_names[choices.method], &err) ||
         train_options_check(&config, &choices, &err) ||
         train_options_resolve(&config, &choices, &err) ||
         loggers_parse(&logger_entries, &loggers, &err) ||
