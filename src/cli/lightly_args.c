@@ -45,11 +45,15 @@ static const char *const groups[][2] = {
                     "shuffle=true and drop_last=true (what the loader does)"},
 };
 
-// text up to '=' with '-' read as '_' (LightlyTrain's names), into out.
-static void argument_name(const char *text, char *out, size_t size) {
+// An argument without its leading dashes (returned), and its name up to
+// '=' with '-' read as '_' (LightlyTrain's names) into name.
+static const char *argument_name(const char *argument, char *name, size_t size) {
+    while (*argument == '-') argument++;
     size_t n = 0;
-    for (; text[n] && text[n] != '=' && n + 1 < size; n++) out[n] = text[n] == '-' ? '_' : text[n];
-    out[n] = '\0';
+    for (; argument[n] && argument[n] != '=' && n + 1 < size; n++)
+        name[n] = argument[n] == '-' ? '_' : argument[n];
+    name[n] = '\0';
+    return argument;
 }
 
 // The translation of argument (its name in name), or NULL with err set when
@@ -94,10 +98,8 @@ static const char *option_value(int argc, char **argv, const char *name) {
     const char *value = NULL;
     const size_t length = strlen(name);
     for (int i = 1; i < argc; i++) {
-        const char *bare = argv[i];
-        while (*bare == '-') bare++;
         char given[128];
-        argument_name(bare, given, sizeof given);
+        const char *bare = argument_name(argv[i], given, sizeof given);
         if (strlen(given) != length || strncmp(given, name, length) != 0) continue;
         if (bare[length] == '=') value = bare + length + 1;
         else if (bare != argv[i] && i + 1 < argc) value = argv[i + 1];
@@ -111,10 +113,8 @@ static const char *method_arg_value(int argc, char **argv, const char *key) {
     const char *value = NULL;
     const size_t length = strlen(key);
     for (int i = 1; i < argc; i++) {
-        const char *bare = argv[i];
-        while (*bare == '-') bare++;
         char name[160];
-        argument_name(bare, name, sizeof name);
+        const char *bare = argument_name(argv[i], name, sizeof name);
         const char *entry = NULL;
         if (!strcmp(name, "method_arg") || !strcmp(name, "method_args"))
             entry = bare[strlen(name)] == '=' ? bare + strlen(name) + 1
@@ -172,11 +172,10 @@ int lightly_args_translate(int argc, char **argv, LightlyArgs *args, ErrorMessag
         goto done;
     }
     for (int i = 0; i < argc; i++) {
-        const char *argument = argv[i], *bare = argument;
-        while (*bare == '-') bare++;
-        const char *equals = strchr(bare, '=');
+        const char *argument = argv[i];
         char name[128];
-        argument_name(bare, name, sizeof name);
+        const char *bare = argument_name(argument, name, sizeof name);
+        const char *equals = strchr(bare, '=');
         if (i > 0 && !strncmp(name, "transform_args.", 15)) {
             if (!(transforms[transform_count++] = transform_entry(bare))) {
                 error_set(err, "out of memory");
