@@ -70,20 +70,21 @@ static int read_json_list(const char *text, char **out, size_t *used, size_t *ca
 static int expand_json_lists(const char *const *given, int given_count, DataList *list,
                              const char ***entries, int *count, ErrorMessage *err) {
     size_t used = 0, capacity = 0;
+    // Per entry: the strings of its list, 0 for a path (a list has at least one).
     int strings[given_count > 0 ? given_count : 1], total = 0;
     for (int i = 0; i < given_count; i++) {
-        strings[i] = 1;
+        strings[i] = 0;
         if (is_json_list(given[i]) &&
             read_json_list(given[i], &list->listed, &used, &capacity, &strings[i], err))
             return error_prefix(err, "--data %.200s: expected LightlyTrain's JSON list", given[i]);
-        total += strings[i];
+        total += strings[i] ? strings[i] : 1;
     }
     *entries = malloc((size_t)(total ? total : 1) * sizeof **entries);
     if (!*entries) return error_set(err, "out of memory for %d --data entries", total);
     const char *next = list->listed;
     *count = 0;
     for (int i = 0; i < given_count; i++) {
-        if (!is_json_list(given[i])) {
+        if (!strings[i]) {
             (*entries)[(*count)++] = given[i];
             continue;
         }
