@@ -166,10 +166,13 @@ term_pid=$!
 mpi_run 2 "$bin" train "${common[@]}" --out "$work/ranks" --max-steps 3 "${mlflow[@]}" \
   loggers.mlflow.experiment_name=ranks >"$work/ranks.log" 2>&1 &
 ranks_pid=$!
+# Every run has opened its MLflow run before the server goes: a client that
+# never reached the server makes one attempt at its end, not the wait
+# (seen in CI: the finished run had not yet opened its run).
 for _ in $(seq 1200); do
-  [ -s "$work/restart/mlflow_run.txt" ] && [ -s "$work/lossy/mlflow_run.txt" ] &&
-    [ -s "$work/failed/mlflow_run.txt" ] && [ -s "$work/term/mlflow_run.txt" ] &&
-    [ -s "$work/ranks/mlflow_run.txt" ] &&
+  [ -s "$work/finished/mlflow_run.txt" ] && [ -s "$work/restart/mlflow_run.txt" ] &&
+    [ -s "$work/lossy/mlflow_run.txt" ] && [ -s "$work/failed/mlflow_run.txt" ] &&
+    [ -s "$work/term/mlflow_run.txt" ] && [ -s "$work/ranks/mlflow_run.txt" ] &&
     [ "$(wc -l <"$work/restart/metrics.jsonl")" -ge 2 ] && break
   sleep 0.05
 done
