@@ -25,104 +25,12 @@
 #include "nn/weights.h"
 #include "nn/yolo.h"
 #include "pt_bases.h"
+#include "pt_structure.h"
 #include "weights/pt_pickle.h"
 #include "weights/ultralytics_export.h"
 #include "weights/weight_file.h"
 
 #define FIXTURE "tests/fixtures/ultralytics_structure.txt"
-#define LINE_MAX_BYTES 2048
-
-typedef struct Lines {
-    char **items;
-    int count, capacity;
-} Lines;
-
-static void lines_add(Lines *lines, const char *text) {
-    if (lines->count == lines->capacity) {
-        lines->capacity = lines->capacity ? 2 * lines->capacity : 256;
-        lines->items = realloc(lines->items, (size_t)lines->capacity * sizeof *lines->items);
-        assert_non_null(lines->items);
-    }
-    lines->items[lines->count++] = strdup(text);
-}
-
-static void lines_free(Lines *lines) {
-    for (int i = 0; i < lines->count; i++) free(lines->items[i]);
-    free(lines->items);
-    memset(lines, 0, sizeof *lines);
-}
-
-// The fixture's section of model `name` (the lines after "# name").
-static void fixture_section(const char *name, Lines *out) {
-    FILE *file = fopen(FIXTURE, "r");
-    if (!file) fail_msg("cannot open %s", FIXTURE);
-    char line[LINE_MAX_BYTES], header[64];
-    snprintf(header, sizeof header, "# %s", name);
-    int inside = 0;
-    while (fgets(line, sizeof line, file)) {
-        line[strcspn(line, "\n")] = '\0';
-        if (line[0] == '#') {
-            inside = strcmp(line, header) == 0;
-            continue;
-        }
-        if (inside) lines_add(out, line);
-    }
-    fclose(file);
-    if (out->count == 0) fail_msg("%s has no section %s", FIXTURE, name);
-}
-
-static int compare_strings(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-// "|"-joined keys of the dict under `which` in a module's state.
-static void joined_keys(const PtValue *state, const char *which, char *out, size_t size) {
-    const PtValue *dict = pt_dict_get(state, which);
-    out[0] = '\0';
-    for (size_t i = 0; dict && i + 1 < dict->as.items.count; i += 2) {
-        const size_t used = strlen(out);
-        snprintf(out + used, size - used, "%s%s", i ? "|" : "", dict->as.items.items[i]->as.string.bytes);
-    }
-}
-
-// One line per module, pre-order, each object once (a module referenced
-// twice, as Ultralytics' shared SiLU, is listed at its first path), as
-// named_modules() and the fixture do.
-static void describe(const PtValue *module, const char *path, Lines *out, Lines *seen) {
-    assert_int_equal(module->kind, PT_OBJECT);
-    char identity[32];
-    snprintf(identity, sizeof identity, "%p", (const void *)module);
-    for (int i = 0; i < seen->count; i++)
-        if (strcmp(seen->items[i], identity) == 0) return;
-    lines_add(seen, identity);
-    const PtValue *state = module->as.object.state;
-    assert_non_null(state);
-    const char *keys[128];
-    int count = 0;
-    for (size_t i = 0; i + 1 < state->as.items.count && count < 128; i += 2) {
-        const char *k = state->as.items.items[i]->as.string.bytes;
-        if (k[0] != '_') keys[count++] = k;
-    }
-    qsort(keys, (size_t)count, sizeof *keys, compare_strings);
-    char line[LINE_MAX_BYTES], params[512], buffers[512];
-    snprintf(line, sizeof line, "%s %s", path[0] ? path : ".", module->as.object.cls->as.global.name);
-    for (int i = 0; i < count; i++) {
-        const size_t used = strlen(line);
-        snprintf(line + used, sizeof line - used, " %s", keys[i]);
-    }
-    joined_keys(state, "_parameters", params, sizeof params);
-    joined_keys(state, "_buffers", buffers, sizeof buffers);
-    const size_t used = strlen(line);
-    snprintf(line + used, sizeof line - used, " params=%s buffers=%s", params, buffers);
-    lines_add(out, line);
-    const PtValue *children = pt_dict_get(state, "_modules");
-    for (size_t i = 0; children && i + 1 < children->as.items.count; i += 2) {
-        char child[512];
-        snprintf(child, sizeof child, "%s%s%s", path, path[0] ? "." : "",
-                 children->as.items.items[i]->as.string.bytes);
-        describe(children->as.items.items[i + 1], child, out, seen);
-    }
-}
 
 // Our file's structure lines (its data.pkl read with the restricted reader).
 static void our_structure(const char *path, Lines *out) {
@@ -135,15 +43,13 @@ static void our_structure(const char *path, Lines *out) {
     for (size_t i = 0; i + 1 < root->as.items.count && count < 32; i += 2)
         keys[count++] = root->as.items.items[i]->as.string.bytes;
     qsort(keys, (size_t)count, sizeof *keys, compare_strings);
-    char line[LINE_MAX_BYTES] = "ckpt";
+    char line[PT_STRUCTURE_LINE_BYTES] = "ckpt";
     for (int i = 0; i < count; i++) {
         const size_t used = strlen(line);
         snprintf(line + used, sizeof line - used, " %s", keys[i]);
     }
     lines_add(out, line);
-    Lines seen = {0};
-    describe(pt_dict_get(root, "model"), "", out, &seen);
-    lines_free(&seen);
+    pt_structure_describe(pt_dict_get(root, "model"), "", 0, out);
     pt_pickle_free(&pickle);
 }
 
@@ -185,13 +91,9 @@ static void check_model(const char *name) {
     snprintf(path, sizeof path, "/tmp/ltc-test-ultralytics-%d.pt", (int)getpid());
     if (export_ultralytics(&model, path, &err)) fail_msg("%s", err.text);
     Lines expected = {0}, ours = {0};
-    fixture_section(name, &expected);
+    fixture_section(FIXTURE, name, &expected);
     our_structure(path, &ours);
-    for (int i = 0; i < expected.count && i < ours.count; i++)
-        if (strcmp(expected.items[i], ours.items[i]) != 0)
-            fail_msg("%s line %d:\n  Ultralytics: %s\n  ours:        %s", name, i,
-                     expected.items[i], ours.items[i]);
-    assert_int_equal(ours.count, expected.count);
+    pt_structure_expect(name, &expected, &ours);
     expect_round_trip(&model, path);
     unlink(path);
     lines_free(&expected);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "nn/weights.h"
+#include "weights/pt_nn_modules.h"
 #include "weights/ultralytics_export_internal.h"
 
 // out (size bytes) = the formatted text, cut where longer (names of
@@ -22,29 +23,17 @@ void ux_text_format(char *out, size_t size, const char *format, ...) {
 void ux_key(Exporter *e, const char *name) { pt_put_str(&e->w, name); }
 
 void ux_key_int(Exporter *e, const char *name, int64_t value) {
-    ux_key(e, name);
-    pt_put_int(&e->w, value);
-}
-
-static void key_pair(Exporter *e, const char *name, int64_t value, int count) {
-    const int64_t values[4] = {value, value, value, value};
-    ux_key(e, name);
-    pt_put_int_tuple(&e->w, values, count);
+    pt_nn_key_int(&e->w, name, value);
 }
 
 void ux_empty_ordered_dict(Exporter *e, const char *name) {
-    ux_key(e, name);
-    pt_ordered_dict_begin(&e->w);
-    pt_dict_end(&e->w);
+    pt_nn_empty_ordered_dict(&e->w, name);
 }
 
-// NEWOBJ of the class, then the __dict__ entries every module carries.
+// NEWOBJ of the class, then the __dict__ entries every module carries
+// (training=True, as Ultralytics saves them: its loader calls .eval()).
 void ux_module_begin(Exporter *e, const char *module, const char *cls) {
-    pt_object_begin(&e->w, module, cls);
-    ux_key(e, "training");  // as Ultralytics saves them (its loader calls .eval())
-    pt_put_bool(&e->w, 1);
-    ux_empty_ordered_dict(e, "_backward_hooks");
-    ux_empty_ordered_dict(e, "_forward_hooks");
+    pt_nn_module_begin(&e->w, module, cls);
 }
 
 void ux_section_begin(Exporter *e, const char *name) {
@@ -113,19 +102,14 @@ static void conv_module(Exporter *e, const char *prefix, int stride, int padding
     const int groups = !transposed && dim1 == 1 && dim0 > 1 ? dim0 : 1;  // depthwise
     ux_module_begin(e, "torch.nn.modules.conv", transposed ? "ConvTranspose2d" : "Conv2d");
     ux_layer_attributes(e, info);
-    ux_key_int(e, "in_channels", transposed ? dim0 : (int64_t)dim1 * groups);
-    ux_key_int(e, "out_channels", transposed ? dim1 : dim0);
-    key_pair(e, "kernel_size", kernel, 2);
-    key_pair(e, "stride", stride, 2);
-    key_pair(e, "padding", padding, 2);
-    key_pair(e, "dilation", 1, 2);
-    ux_key(e, "transposed");
-    pt_put_bool(&e->w, transposed);
-    key_pair(e, "output_padding", 0, 2);
-    ux_key_int(e, "groups", groups);
-    ux_key(e, "padding_mode");
-    pt_put_str(&e->w, "zeros");
-    key_pair(e, "_reversed_padding_repeated_twice", padding, 4);
+    const PtConv2d conv = {.in_channels = transposed ? dim0 : dim1 * groups,
+                           .out_channels = transposed ? dim1 : dim0,
+                           .kernel = kernel,
+                           .stride = stride,
+                           .padding = padding,
+                           .groups = groups,
+                           .transposed = transposed};
+    pt_nn_conv2d_attributes(&e->w, &conv);
     ux_section_begin(e, "_parameters");
     ux_entry(e, "weight", prefix, 1, requires_grad);
     if (bias) ux_entry(e, "bias", prefix, 1, 1);
@@ -157,18 +141,11 @@ void ux_batchnorm(Exporter *e, const char *prefix) {
     ux_text_format(name, sizeof name, "%s.weight", prefix);
     const Parameter *weight = ux_find(e, name);
     ux_module_begin(e, "torch.nn.modules.batchnorm", "BatchNorm2d");
-    ux_key_int(e, "num_features", weight ? weight->torch_shape[0] : 0);
     // initialize_weights' eps and momentum, as Python writes them; a -cls
     // model's are PyTorch's defaults (ClassificationModel does not call it)
     const int classify = e->model->config.task == YOLO_TASK_CLASSIFY;
-    ux_key(e, "eps");
-    pt_put_float(&e->w, classify ? 1e-5 : 1e-3);
-    ux_key(e, "momentum");
-    pt_put_float(&e->w, classify ? 0.1 : 0.03);
-    ux_key(e, "affine");
-    pt_put_bool(&e->w, 1);
-    ux_key(e, "track_running_stats");
-    pt_put_bool(&e->w, 1);
+    pt_nn_batchnorm_attributes(&e->w, weight ? weight->torch_shape[0] : 0, classify ? 1e-5 : 1e-3,
+                               classify ? 0.1 : 0.03);
     ux_section_begin(e, "_parameters");
     ux_entry(e, "weight", prefix, 1, 1);
     ux_entry(e, "bias", prefix, 1, 1);
