@@ -124,6 +124,7 @@ native_only+="test_yolo "
 # Host code only (model tables, pickles, state-dict files: no compute kernel),
 # 28 s of the avx2 and scalar passes on 2026-12-01.
 native_only+="test_yolo_init test_ultralytics_export test_pt_state_dict test_pt_reader "
+native_only+="test_torch_module_export "
 for pass in $passes; do
 # The binaries of today's tests/test_*.c only: a binary left in the build
 # folder by a test since deleted or renamed is neither run nor counted.

@@ -385,8 +385,11 @@ def export(
             DINO; also LightlyTrain's "model", "wrapped_model" and
             "embedding_model"), "student" or "teacher".
         format: "safetensors", "torch" (also LightlyTrain's
-            "torch_state_dict"), "onnx", or from the ``out`` extension (the
-            default; LightlyTrain's "package_default" is taken as it).
+            "torch_state_dict"), "onnx", "torch_model" (LightlyTrain's: the
+            torchvision module itself, ``torch.load(out, weights_only=False)``;
+            ResNets, ShuffleNetV2s, torchvision's ConvNeXts), or from the
+            ``out`` extension (the default; LightlyTrain's "package_default"
+            is taken as it).
         overwrite: Replace an existing ``out``.
         **options: Any other option of ``lightly-train-c export --help``;
             for ONNX ``image_size`` (default: the training size),

@@ -26,6 +26,7 @@
 #include "train/model_source.h"
 #include "util/output_path.h"
 #include "weights/pt_writer.h"
+#include "weights/torch_module_export.h"
 #include "weights/ultralytics_export.h"
 
 static const char *const part_names[] = {"backbone", "teacher", "student", NULL};
@@ -34,10 +35,12 @@ static const char *const part_names[] = {"backbone", "teacher", "student", NULL}
 // in the ONNX export and in embed's rows, not in a backbone's state dict).
 static const char *const part_aliases[] = {"model=backbone", "wrapped_model=backbone",
                                            "embedding_model=backbone", NULL};
-static const char *const format_names[] = {"auto", "safetensors", "onnx", "torch", NULL};
-enum { FORMAT_AUTO, FORMAT_SAFETENSORS, FORMAT_ONNX, FORMAT_TORCH };
-// LightlyTrain's ModelFormat values (its torch_model pickles the Python
-// module itself, which only Python can write: not taken).
+// torch_model: LightlyTrain's, the module itself pickled (torchvision's
+// models: weights/torch_module_export.h).
+static const char *const format_names[] = {"auto", "safetensors", "onnx", "torch", "torch_model",
+                                           NULL};
+enum { FORMAT_AUTO, FORMAT_SAFETENSORS, FORMAT_ONNX, FORMAT_TORCH, FORMAT_TORCH_MODEL };
+// LightlyTrain's other ModelFormat values.
 static const char *const format_aliases[] = {"package_default=auto", "torch_state_dict=torch",
                                              NULL};
 static const char *const precision_names[] = {"fp32", "fp16", NULL};
@@ -76,7 +79,8 @@ static const char *foreign_extension(const char *out, int format) {
     static const char *const others[] = {".pt", ".pth", ".ckpt", ".bin", ".pkl", ".onnx",
                                          ".safetensors", ".npz", ".npy", ".h5"};
     const char *dot = extension_of(out);
-    const int own = format == FORMAT_TORCH  ? is_torch_extension(dot)
+    const int own = format == FORMAT_TORCH || format == FORMAT_TORCH_MODEL
+                        ? is_torch_extension(dot)
                     : format == FORMAT_ONNX ? dot && strcasecmp(dot, ".onnx") == 0
                                             : dot && strcasecmp(dot, ".safetensors") == 0;
     if (!dot || own) return NULL;
@@ -178,7 +182,8 @@ static int export_run(const ExportArgs *args) {
         fprintf(stderr, "%s: --out %s: export writes %s, which a %s reader cannot read: name it "
                         "*.%s\n",
                 program, args->out, format_names[format], extension,
-                format == FORMAT_TORCH ? "pt" : format_names[format]);
+                format == FORMAT_TORCH || format == FORMAT_TORCH_MODEL ? "pt"
+                                                                       : format_names[format]);
         return 2;
     }
     const char *onnx_option = format == FORMAT_ONNX ? NULL : onnx_only_option(args);
@@ -213,14 +218,23 @@ static int export_run(const ExportArgs *args) {
         return 2;
     }
     int status = 0;
-    if (model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
+    if (format == FORMAT_TORCH_MODEL && !torch_module_supported(&model.spec, &err)) {
+        fprintf(stderr, "%s: %s\n", program, err.text);
+        status = 2;
+    }
+    if (status == 0 && model.spec.kind == BACKBONE_VIT && args->vit_pool > 0 &&
         vit_pool_parse(vit_pool_names[args->vit_pool], &model.model.vit.config.pool, &err))
         status = 2;  // the choices are the pool names: not reached
     OnnxExportSummary onnx = {0};
     int size = 0;
     if (status == 0 && format == FORMAT_ONNX)
         status = export_onnx(args, &model, &info, &onnx, &size);
-    if (status == 0 && format != FORMAT_ONNX &&
+    if (status == 0 && format == FORMAT_TORCH_MODEL &&
+        export_torch_module(&model, args->out, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", program, err.text);
+        status = 1;
+    }
+    if (status == 0 && (format == FORMAT_SAFETENSORS || format == FORMAT_TORCH) &&
         export_state_dict(&model, args->out, format == FORMAT_TORCH, &err) != 0) {
         fprintf(stderr, "%s: %s\n", program, err.text);
         status = 1;
@@ -245,6 +259,8 @@ static int export_run(const ExportArgs *args) {
                    backbone_input_layer(&model)->torch_shape[1], size, size, onnx.embedding_dim,
                    onnx.write.data_bytes ? "; weights in " : "",
                    onnx.write.data_bytes ? data_path : "");
+        if (format == FORMAT_TORCH_MODEL)
+            printf(" as a torchvision module (torch.load(path, weights_only=False))");
         printf("\n");
     }
     backbone_free(&model);
@@ -267,7 +283,9 @@ int command_export(int argc, char **argv) {
         {.name = "format", .type = OPTION_CHOICE, .value = &args.format, .metavar = "FORMAT",
          .help = "file format of --out (auto: onnx for *.onnx, torch for *.pt and *.pth, else "
                  "safetensors); torch: the state dict as torch.save writes it (LightlyTrain's "
-                 "exported_last.pt), a YOLO's as Ultralytics' checkpoint of the whole model",
+                 "exported_last.pt), a YOLO's as Ultralytics' checkpoint of the whole model; "
+                 "torch_model: the torchvision module itself (ResNet, ShuffleNetV2, ConvNeXt; "
+                 "torch.load(path, weights_only=False))",
          .choices = format_names, .value_aliases = format_aliases},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &args.overwrite,
          .help = "replace an existing --out"},

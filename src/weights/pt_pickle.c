@@ -340,9 +340,12 @@ PtShown pt_shown(const PtValue *value) {
 
 // The modules whose classes a whole pickled model may name (never call):
 // torchvision's transforms are a classification model's (Ultralytics keeps
-// its inference transforms in the checkpoint a -cls fine-tuning writes).
+// its inference transforms in the checkpoint a -cls fine-tuning writes);
+// torchvision's models and ops a torchvision model's (LightlyTrain's
+// torch_model export, and ours: weights/torch_module_export.h).
 #define TRANSFORMS_MODULE "torchvision.transforms."
-static const char *const CLASS_MODULES[] = {"torch.nn.modules.", "ultralytics.", TRANSFORMS_MODULE};
+static const char *const CLASS_MODULES[] = {"torch.nn.modules.", "ultralytics.", TRANSFORMS_MODULE,
+                                            "torchvision.models.", "torchvision.ops."};
 
 static int has_prefix(const char *text, size_t length, const char *prefix) {
     return length > strlen(prefix) && memcmp(text, prefix, strlen(prefix)) == 0;
@@ -394,7 +397,7 @@ static int push_global(Machine *m, const char *module, size_t module_length, con
     return fail(m,
                 "global %s is not allowed: a state dict holds only OrderedDicts, tensors "
                 "(torch._utils._rebuild_tensor_v2) and torch.*Storage, a whole pickled model "
-                "only modules of torch.nn and ultralytics and torchvision's transforms (save "
+                "only modules of torch.nn, ultralytics and torchvision (save "
                 "model.state_dict() instead)",
                 text);
 }

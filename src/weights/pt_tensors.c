@@ -60,8 +60,14 @@ static const PtValue *pickled_model(const PtValue *root) {
 
 int pt_choose_tensors(const PtValue *root, PtChosen *chosen, ErrorMessage *err) {
     memset(chosen, 0, sizeof *chosen);
+    if (root->kind == PT_OBJECT) {  // torch.save(model): LightlyTrain's torch_model export
+        if (pt_module_tensors(root, &chosen->named, &chosen->named_count, err))
+            return error_prefix(err, "the pickled %s", root->as.object.cls->as.global.name);
+        return 0;
+    }
     if (root->kind != PT_DICT)
-        return error_set(err, "the pickle holds a %s, not a dict of tensors (a state dict)",
+        return error_set(err, "the pickle holds a %s, not a dict of tensors (a state dict) nor "
+                              "a pickled model",
                          pt_kind_name(root->kind));
     if (dict_tensor_count(root) > 0) {
         chosen->dict = root;

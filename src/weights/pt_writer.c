@@ -230,6 +230,11 @@ void pt_put_tensor_borrowed(PtWriter *w, SafeDType dtype, const void *data, int 
     put_tensor(w, dtype, data, rank, shape, 0, 0, 0);
 }
 
+void pt_put_parameter_borrowed(PtWriter *w, SafeDType dtype, const void *data, int rank,
+                               const int64_t *shape) {
+    put_tensor(w, dtype, data, rank, shape, 1, 1, 0);
+}
+
 // Adds `bytes` as archive/name, stored (torch.load reads stored entries).
 static int add_entry(zip_t *zip, const char *archive, const char *name, const void *bytes,
                      size_t size, ErrorMessage *err) {
@@ -312,6 +317,16 @@ int pt_writer_save(PtWriter *w, const char *path, const char *archive, ErrorMess
     return status;
 }
 
+int pt_writer_save_as_file(PtWriter *w, const char *path, ErrorMessage *err) {
+    // torch.save names the archive's folder after the file; torch.load reads any.
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    const char *dot = strrchr(name, '.');
+    char archive[128];
+    snprintf(archive, sizeof archive, "%.*s",
+             (int)(dot && dot > name ? (size_t)(dot - name) : strlen(name)), name);
+    return pt_writer_save(w, path, archive[0] ? archive : "archive", err);
+}
+
 int pt_state_dict_write(const char *path, const SafeTensorWrite *tensors, int count,
                         const SafeMetadata *metadata, int metadata_count, ErrorMessage *err) {
     (void)metadata, (void)metadata_count;
@@ -324,13 +339,7 @@ int pt_state_dict_write(const char *path, const SafeTensorWrite *tensors, int co
                                tensors[i].shape);
     }
     pt_dict_end(&w);
-    // torch.save names the archive's folder after the file; torch.load reads any.
-    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
-    const char *dot = strrchr(name, '.');
-    char archive[128];
-    snprintf(archive, sizeof archive, "%.*s",
-             (int)(dot && dot > name ? (size_t)(dot - name) : strlen(name)), name);
-    const int status = pt_writer_save(&w, path, archive[0] ? archive : "archive", err);
+    const int status = pt_writer_save_as_file(&w, path, err);
     pt_writer_free(&w);
     return status;
 }

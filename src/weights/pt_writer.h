@@ -80,9 +80,17 @@ void pt_put_tensor(PtWriter *w, SafeDType dtype, const void *data, int rank,
 void pt_put_tensor_borrowed(PtWriter *w, SafeDType dtype, const void *data, int rank,
                             const int64_t *shape);
 
+// A torch.nn.Parameter (requires_grad) of data without the copy, as
+// pt_put_tensor_borrowed.
+void pt_put_parameter_borrowed(PtWriter *w, SafeDType dtype, const void *data, int rank,
+                               const int64_t *shape);
+
 // Ends the pickle (STOP) and writes the file at path atomically; archive
 // names the zip's folder ("exported_last"). -1 with err.
 int pt_writer_save(PtWriter *w, const char *path, const char *archive, ErrorMessage *err);
+// pt_writer_save with the folder named as torch.save names it: after the
+// file, without its extension.
+int pt_writer_save_as_file(PtWriter *w, const char *path, ErrorMessage *err);
 
 // torch.save(state_dict) of these tensors: an OrderedDict of name -> tensor
 // in the given order, the tensors' bytes written from where they are. The

@@ -64,7 +64,7 @@ expect 2 "part \"teacher\" needs a checkpoint" \
   -- "$bin" export --checkpoint "$work/seed1.safetensors" --part teacher --out "$work/none2.safetensors"
 expect 2 "--part: expected one of backbone, teacher, student, got 'head'" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --part head --out "$work/none3.safetensors"
-expect 2 "--format: expected one of auto, safetensors, onnx, torch, got 'pickle'" \
+expect 2 "--format: expected one of auto, safetensors, onnx, torch, torch_model, got 'pickle'" \
   -- "$bin" export --checkpoint "$work/dino.ckpt" --format pickle --out "$work/none4.safetensors"
 # An --out named for another format is refused before any work (torch.load
 # would fail on the safetensors written), even with a missing --checkpoint.
@@ -95,6 +95,25 @@ same "$work/seed1_back.safetensors" "$work/seed1.safetensors" "format=torch_stat
 expect 0 "to .*seed1_default.safetensors$" -- "$bin" export checkpoint="$work/seed1.safetensors" \
   out="$work/seed1_default.safetensors" format=package_default
 same "$work/seed1_default.safetensors" "$work/seed1.safetensors" "format=package_default"
+# LightlyTrain's torch_model: the torchvision module itself (tests/
+# test_torch_module_export.c checks its tree against torchvision's,
+# tools/check_torch_model_export.py that torch.load runs it). It reads back
+# as a checkpoint, to the same tensors; a ViT's is refused, as is an --out
+# not named *.pt / *.pth.
+expect 0 "to .*simclr_model.pt as a torchvision module" -- "$bin" export \
+  checkpoint="$work/simclr.ckpt" out="$work/simclr_model.pt" format=torch_model part=embedding_model
+"$bin" export --checkpoint "$work/simclr_model.pt" --out "$work/simclr_model_back.safetensors" \
+  >/dev/null 2>&1 || fail "export of the torch_model file"
+"$bin" export --checkpoint "$work/simclr.ckpt" --out "$work/simclr_direct.safetensors" \
+  >/dev/null 2>&1 || fail "export of simclr.ckpt"
+same "$work/simclr_model_back.safetensors" "$work/simclr_direct.safetensors" \
+  "format=torch_model read back"
+"$build/tests/e2e/make_backbone" "$work/vit.safetensors" vit_t14 1 >/dev/null || fail "make_backbone vit"
+expect 2 "torch_model writes torchvision's ResNets, ShuffleNetV2s and ConvNeXts, not a ViT" \
+  -- "$bin" export --checkpoint "$work/vit.safetensors" --out "$work/vit.pt" --format torch_model
+[ -e "$work/vit.pt" ] && fail "a refused torch_model export wrote vit.pt"
+expect 2 "name it \*.pt" -- "$bin" export --checkpoint "$work/simclr.ckpt" \
+  --out "$work/simclr_model.safetensors" --format torch_model
 expect 2 "missing.ckpt: cannot open: No such file or directory" \
   -- "$bin" export --checkpoint "$work/missing.ckpt" --out "$work/none5.safetensors"
 echo "not a model" > "$work/notes.txt"

@@ -184,6 +184,10 @@ class ApiTest(unittest.TestCase):
             command = self.command(lightly_train_c.export, out="o.pt", checkpoint="c.ckpt",
                                    part=part)
             self.assertIn(f"part={part}", command)
+        # LightlyTrain's torch_model goes to the program as it is (export.c writes it)
+        self.assertIn("format=torch_model",
+                      self.command(lightly_train_c.export, out="o.pt", checkpoint="c.ckpt",
+                                   part="embedding_model", format="torch_model"))
 
     def test_transform_args_as_the_command_line_spells_them(self):
         """transform_args go to the program as LightlyTrain's command line
