@@ -125,6 +125,12 @@ native_only+="test_yolo "
 # 28 s of the avx2 and scalar passes on 2026-12-01.
 native_only+="test_yolo_init test_ultralytics_export test_pt_state_dict test_pt_reader "
 native_only+="test_torch_module_export "
+# Host code with no kernel the SIMD passes switch (file scans, launchers, the
+# MLflow client, state-dict and event files, names, arguments): ~16 s of
+# the avx2 and scalar passes on 2026-12-01.
+native_only+="test_scan test_local_launch test_mlflow test_safetensors test_weights "
+native_only+="test_pt_memory test_output_writes test_decode_libraries test_tensorboard "
+native_only+="test_transform_args test_options "
 for pass in $passes; do
 # The binaries of today's tests/test_*.c only: a binary left in the build
 # folder by a test since deleted or renamed is neither run nor counted.
