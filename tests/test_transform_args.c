@@ -170,6 +170,14 @@ static void test_refusals(void **state) {
     expect_refused("simclr", "rotates bilinearly", "random_rotation.interpolation=0");
     expect_refused("simclr", "degrees: expected a number or [low, high]", "random_rotation.prob=1");
     expect_refused("simclr", "takes square images", "image_size=[448, 224]");
+    // Whole numbers beyond int's range (found by tests/fuzz/fuzz_arguments: the
+    // cast was undefined behaviour before the range test)
+    expect_refused("simclr", "takes square images", "image_size=7777777777777777777777777777777");
+    expect_refused("simclr", "takes square images", "image_size=[1e300, 1e300]");
+    expect_refused("dinov31", "paka_num_local=3e9: expected an integer >= 1", "paka_num_local=3e9");
+    expect_refused("simclr", "num_channels=1e300: expected an integer >= 1", "num_channels=1e300");
+    expect_refused("simclr", "num_channels_keep=-1e300: expected an integer >= 1",
+                   "channel_drop.num_channels_keep=-1e300");
     expect_refused("simclr", "has no such transform", "posterize=[4, 8]");
     expect_refused("dinov31", "paka_num_local=0: expected an integer >= 1", "paka_num_local=0");
     expect_refused("dinov31", "always records it", "record_geometry=false");

@@ -1,6 +1,7 @@
 // LightlyTrain's transform_args as train's options (see transform_args.h).
 #include "cli/transform_args.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -129,6 +130,14 @@ static const char *number_text(double value, char *out, size_t size) {
     return out;
 }
 
+// 1 when value is a whole number from 1 to INT_MAX, into *out (a cast of a
+// double out of int's range is undefined: tested before it).
+static int positive_int(double value, int *out) {
+    if (!(value >= 1 && value <= INT_MAX) || value != (double)(int)value) return 0;
+    *out = (int)value;
+    return 1;
+}
+
 // "transform=SCOPEKEY=V" for the number at path, when given.
 static int set_number(const Translation *t, const char *path, const char *scope,
                       const char *key) {
@@ -146,10 +155,9 @@ static int square(const Translation *t, const char *path, const Value *value, in
     const int pair = value->kind == VALUE_LIST && value->list_count == 2 &&
                      value->list[0] == value->list[1];
     const double n = value->kind == VALUE_NUMBER ? value->number : pair ? value->list[0] : -1;
-    if (n < 1 || n != (int)n)
+    if (!positive_int(n, size))
         return error_set(t->err, "transform_args.%s=%s: lightly-train-c takes square images, n "
                                  "or [n, n]", path, value->text);
-    *size = (int)n;
     return 0;
 }
 
@@ -310,10 +318,11 @@ static int local_view(const Translation *t) {
 // inside their parent always meet.
 static int dinov31_key(const Translation *t, const char *key, const Value *value) {
     if (!strcmp(key, "paka_num_local")) {
-        if (value->kind != VALUE_NUMBER || value->number < 1 || value->number != (int)value->number)
+        int count;
+        if (value->kind != VALUE_NUMBER || !positive_int(value->number, &count))
             return error_set(t->err, "transform_args.paka_num_local=%s: expected an integer "
                                      ">= 1", value->text);
-        return emit(t, "method-arg=paka_num_local=%d", (int)value->number);
+        return emit(t, "method-arg=paka_num_local=%d", count);
     }
     if (!strcmp(key, "record_geometry") && !(value->kind == VALUE_BOOL && value->number))
         return error_set(t->err, "transform_args.record_geometry: dinov31 needs the views' "
@@ -365,10 +374,9 @@ static int channels(const Translation *t) {
     int found = find(t, "num_channels", &value);
     if (found < 0) return -1;
     if (found && strcmp(value.text, "auto") != 0) {
-        if (value.kind != VALUE_NUMBER || value.number < 1 || value.number != (int)value.number)
+        if (value.kind != VALUE_NUMBER || !positive_int(value.number, &model_channels))
             return error_set(t->err, "transform_args.num_channels=%s: expected an integer >= 1 "
                                      "or auto", value.text);
-        model_channels = (int)value.number;
     }
     if (check_keys(t, "normalize", normalize_keys) || check_keys(t, "channel_drop", drop_keys) ||
         numbers_at(t, "normalize.mean", mean, &mean_count) ||
@@ -378,11 +386,10 @@ static int channels(const Translation *t) {
     if (!std_count) memcpy(std, imagenet_std, sizeof imagenet_std), std_count = 3;
     if (has_children(t, "channel_drop")) {
         if ((found = find(t, "channel_drop.num_channels_keep", &value)) < 0) return -1;
-        if (!found || value.kind != VALUE_NUMBER || value.number < 1 ||
-            value.number != (int)value.number)
+        int keep;
+        if (!found || value.kind != VALUE_NUMBER || !positive_int(value.number, &keep))
             return error_set(t->err, "transform_args.channel_drop.num_channels_keep=%s: expected "
                                      "an integer >= 1", found ? value.text : "(none)");
-        const int keep = (int)value.number;
         if (numbers_at(t, "channel_drop.weight_drop", weights, &weight_count)) return -1;
         if (!weight_count)
             return error_set(t->err, "transform_args.channel_drop: expected weight_drop, a list "
