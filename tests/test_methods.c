@@ -665,6 +665,11 @@ static void test_method_args_are_checked(void **state) {
     assert_int_equal(method_create(&method, METHOD_SIMCLR, &setup, &views, &err), -1);
     assert_string_equal(err.text, "simclr: --method-arg temperature=-1: expected a number in "
                                   "[0.001, 100]");
+    // an integer beyond long long's range: refused by the range, not cast (UBSan)
+    const char *huge[] = {"hidden_dim=1e300"};
+    setup.args = huge;
+    assert_int_equal(method_create(&method, METHOD_SIMCLR, &setup, &views, &err), -1);
+    assert_non_null(strstr(err.text, "--method-arg hidden_dim=1e300: expected"));
     const char *twice[] = {"temperature=0.2", "hidden_dim=64", "temperature=0.5"};
     setup.args = twice;
     setup.arg_count = 3;

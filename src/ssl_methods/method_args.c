@@ -77,8 +77,9 @@ static int value_fits(const MethodArgSpec *spec, const char *text) {
                number <= spec->high;
     case METHOD_ARG_INTEGER:
         if (spec->words && is_word(spec->words, text)) return 1;
-        return number_parse_decimal(text, &number) == 0 && number == (double)(long long)number &&
-               number >= spec->low && number <= spec->high;
+        // the range first: the cast of a double beyond long long's is undefined
+        return number_parse_decimal(text, &number) == 0 && number >= spec->low &&
+               number <= spec->high && number == (double)(long long)number;
     case METHOD_ARG_BOOL: return number_parse_bool(text, &flag) == 0;
     case METHOD_ARG_CHOICE: return is_word(spec->words, text);
     case METHOD_ARG_TEXT: return text[0] != '\0';

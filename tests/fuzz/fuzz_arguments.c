@@ -1,8 +1,9 @@
 // libFuzzer target: the parsers of LightlyTrain's spellings on the command
 // line, on arbitrary words (the input split at newlines): its nested
 // arguments (cli/lightly_args.h), transform_args for a view-per-scope
-// method and for one without (cli/transform_args.h), and the --loggers and
-// --callbacks entries (cli/loggers.h, cli/callbacks.h). A command line is
+// method and for one without (cli/transform_args.h), the --loggers and
+// --callbacks entries (cli/loggers.h, cli/callbacks.h) and every method's
+// --method-arg entries (ssl_methods/method.h: method_args_check). A command line is
 // not trusted: each parser must read in bounds and either take the words
 // or refuse them with one line (no newline) that says something.
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "cli/lightly_args.h"
 #include "cli/loggers.h"
 #include "cli/transform_args.h"
+#include "ssl_methods/method.h"
 
 // The error of a refusal: one non-empty line.
 static void expect_one_line(const ErrorMessage *err) {
@@ -69,6 +71,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CallbackSettings callbacks;
     memset(&err, 0, sizeof err);
     if (callbacks_parse(&entries, &callbacks, &err) != 0) expect_one_line(&err);
+    MethodSetup setup = {.args = (const char *const *)argv + 1, .arg_count = argc - 1};
+    for (int kind = 0; kind < METHOD_KIND_COUNT; kind++) {
+        memset(&err, 0, sizeof err);
+        if (method_args_check(&setup, method_arg_specs((MethodKind)kind), &err) != 0)
+            expect_one_line(&err);
+    }
     free(text);
     return 0;
 }
