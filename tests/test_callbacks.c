@@ -68,6 +68,20 @@ static void test_entries(void **state) {
     assert_int_equal(settings.keep_epoch_checkpoints, 0);
     assert_int_equal(settings.export_every_epochs, 0);
     assert_int_equal(settings.early_stopping_patience, 0);  // null after the patience: off
+    // LightlyTrain's other ModelCheckpoint settings at what they do here: taken
+    const CallbackSettings before = settings;
+    assert_int_equal(parse(&settings, &err, "model_checkpoint.every_n_train_steps=100",
+                           "model_checkpoint.save_top_k=0", "model_export=None",
+                           "early_stopping=null", "model_checkpoint.monitor=None",
+                           "model_checkpoint.mode=max", "model_checkpoint.verbose=True",
+                           "model_checkpoint.save_weights_only=False",
+                           "model_checkpoint.save_on_train_epoch_end=true",
+                           "model_checkpoint.auto_insert_metric_name=true",
+                           "model_checkpoint.enable_version_counter=false",
+                           "model_checkpoint.dirpath=null", "model_checkpoint.filename={epoch}-{step}",
+                           "model_checkpoint.train_time_interval=None", NULL),
+                     0);
+    assert_memory_equal(&settings, &before, sizeof settings);
 }
 
 static void test_refusals(void **state) {
@@ -75,7 +89,19 @@ static void test_refusals(void **state) {
     expect_refused("wandb", "the callbacks are model_checkpoint");
     expect_refused("model_checkpoint=null", "always written");
     expect_refused("model_checkpoint.save_last=false", "always written");
-    expect_refused("model_checkpoint.monitor=train_loss", "settings here are every_n_epochs");
+    expect_refused("model_checkpoint.monitor=train_loss", "monitor is null here: without a "
+                                                          "monitor the epoch files are kept by "
+                                                          "recency");
+    expect_refused("model_checkpoint.save_weights_only=true", "the optimizer state --resume");
+    expect_refused("model_checkpoint.save_on_train_epoch_end=false", "no validation loop");
+    expect_refused("model_checkpoint.dirpath=out/custom", "where --resume reads them");
+    expect_refused("model_checkpoint.filename=epoch{epoch}", "named epoch=E-step=S.ckpt");
+    expect_refused("model_checkpoint.train_time_interval=0:30:00", "by epochs or by steps");
+    expect_refused("model_checkpoint.enable_version_counter=true", "is replaced");
+    expect_refused("model_checkpoint.auto_insert_metric_name=false", "epoch=E-step=S.ckpt");
+    expect_refused("model_checkpoint.mode=median", "mode is min or max here");
+    expect_refused("model_checkpoint.verbose=loud", "verbose is true or false here");
+    expect_refused("model_checkpoint.save_top_k_best=2", "settings here are every_n_epochs");
     expect_refused("model_checkpoint.save_top_k=2", "save_top_k is 1");
     expect_refused("model_checkpoint.every_n_epochs=0", "a whole number in 1..");
     expect_refused("model_checkpoint.every_n_epochs=1.5", "a whole number in 1..");

@@ -9,6 +9,13 @@
 //   model_checkpoint.save_top_k=K           the epoch=E-step=S.ckpt files kept:
 //                                           1 the latest (default), -1 all, 0 none
 //   model_checkpoint.save_last=true         (last.ckpt is always written)
+//   model_checkpoint.monitor=null, mode, verbose, save_weights_only=false,
+//     save_on_train_epoch_end=true, auto_insert_metric_name=true,
+//     enable_version_counter=false, dirpath=null, filename={epoch}-{step},
+//     train_time_interval=null              LightlyTrain's other settings, taken at
+//                                           what they do here (without a monitor
+//                                           Lightning keeps epoch files by recency
+//                                           and verbose prints nothing more)
 //   model_export.every_n_epochs=N           exported_models/ every N epochs
 //                                           (default 1); model_export=null: at
 //                                           the end only

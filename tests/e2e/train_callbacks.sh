@@ -15,6 +15,8 @@
 #   it stops at the same step with the same best loss (the patience count
 #   is in the checkpoint: counted afresh it would stop later);
 #   2 CPU ranks stop together (the decision is agreed);
+# - LightlyTrain's other model_checkpoint settings at what they do here
+#   (verbose, dirpath=None, monitor=None, ...) are taken;
 # - bad entries exit 2 with one line (an unknown callback, a key, a monitor,
 #   model_checkpoint=null, epochs and steps together); LightlyTrain's nested
 #   spelling callbacks.model_checkpoint.every_n_epochs=2 is the same entry.
@@ -53,8 +55,11 @@ step 18: wrote the checkpoint with its epoch file and the export'
 [ "$(writes epochs)" = "$expected" ] || fail "every_n_epochs=2, export every 3: $(writes epochs)"
 grep -q '"lr-' "$work/epochs/metrics.jsonl" && fail "learning_rate_monitor=null still logs lr-*"
 
+# (with LightlyTrain's other model_checkpoint settings at what they do here: taken, no effect)
 run steps --epochs 4 --callbacks model_checkpoint.every_n_train_steps=5 \
-  --callbacks model_checkpoint.save_top_k=0 --callbacks model_export=null
+  --callbacks model_checkpoint.save_top_k=0 --callbacks model_export=null \
+  callbacks.model_checkpoint.verbose=true callbacks.model_checkpoint.dirpath=None \
+  callbacks.model_checkpoint.monitor=None callbacks.model_checkpoint.save_weights_only=false
 [ -z "$(files steps)" ] || fail "save_top_k=0 kept $(files steps)"
 expected='step 5: wrote the checkpoint
 step 10: wrote the checkpoint
@@ -88,8 +93,10 @@ grep -q "^early stopping after epoch " "$work/ranks.out" ||
 # Bad entries: one line, exit 2, nothing trained.
 expect_only 2 "--callbacks device_stats_monitor: the callbacks are model_checkpoint, model_export, early_stopping and learning_rate_monitor" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --callbacks device_stats_monitor
-expect_only 2 "--callbacks model_checkpoint.dirpath=x: model_checkpoint's settings here are every_n_epochs" -- \
+expect_only 2 "--callbacks model_checkpoint.dirpath=x: dirpath is null here: checkpoints go to --out/checkpoints" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --callbacks model_checkpoint.dirpath=x
+expect_only 2 "--callbacks model_checkpoint.top=3: model_checkpoint's settings here are every_n_epochs" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --callbacks model_checkpoint.top=3
 expect_only 2 "--callbacks early_stopping.monitor=val_loss: the monitored metric is train_loss" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --callbacks early_stopping.monitor=val_loss
 expect_only 2 "--callbacks model_checkpoint=null: checkpoints/last.ckpt is what --resume" -- \
