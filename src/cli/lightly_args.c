@@ -33,6 +33,21 @@ static const Translation translations[] = {
     {"loader_args.drop_last", NULL, "true"},
 };
 
+// LightlyTrain's parameters whose default is None: NAME=None (or null), how
+// its command line spells that default, is dropped.
+static const char *const none_defaults[] = {
+    "embed_dim",   "checkpoint",   "model_args", "method_args", "transform_args",
+    "loader_args", "trainer_args", "optim_args", "loggers",     "callbacks",
+};
+
+static int is_none_default(const char *name, const char *value) {
+    if (!value || (strcmp(value, "None") && strcmp(value, "null") && strcmp(value, "none")))
+        return 0;
+    for (size_t i = 0; i < sizeof none_defaults / sizeof *none_defaults; i++)
+        if (strcmp(name, none_defaults[i]) == 0) return 1;
+    return 0;
+}
+
 // The argument groups and what each takes here, for the refusals.
 static const char *const groups[][2] = {
     {"optim_args", "takes lr and weight_decay (the rest of each optimizer's settings are the "
@@ -183,6 +198,7 @@ int lightly_args_translate(int argc, char **argv, LightlyArgs *args, ErrorMessag
             }
             continue;
         }
+        if (i > 0 && is_none_default(name, equals ? equals + 1 : NULL)) continue;
         err->text[0] = '\0';
         const Translation *t = i > 0 && strchr(name, '.') ? translation_of(argument, name, err)
                                                            : NULL;

@@ -12,6 +12,10 @@
 //   loader_args.shuffle=true, .drop_last=true       what the loader does: dropped
 //   activation_checkpoint_args.every_n_blocks=1     what the option does: dropped
 //   transform_args.PATH=VALUE                      cli/transform_args.h
+//   NAME=None (or null) for a parameter whose      dropped: LightlyTrain's spelling of
+//   default is None (embed_dim, checkpoint,        its default
+//   model_args, method_args, transform_args, loader_args, trainer_args,
+//   optim_args, loggers, callbacks)
 // Other keys under these names are refused naming what is taken.
 #ifndef LTC_CLI_LIGHTLY_ARGS_H
 #define LTC_CLI_LIGHTLY_ARGS_H

@@ -2,6 +2,7 @@
 # End-to-end tests of the LightlyTrain values `train` takes as LightlyTrain
 # does: the command's name `pretrain` (LightlyTrain's since 0.13) and its
 # nested command line arguments (trainer_args.max_steps=2, optim_args.lr,
+# NAME=None for a None default,
 # loader_args, transform_args; others refused); --epochs
 # auto, the default (100 epochs; dinov2 and dinov31 the epochs of 125,000
 # steps at the batch, as its get_epochs), seen through the resume check,
@@ -33,12 +34,15 @@ common=(--data "$images" "${settings[@]}")
 # pretrain is train; LightlyTrain's nested arguments on its command line.
 output=$("$bin" pretrain "${common[@]}" --num-workers 1 --method simclr --out "$work/pretrain" \
   trainer_args.max_steps=2 optim_args.lr=0.0123 loader_args.num_workers=5 \
-  loader_args.shuffle=true method_args.temperature=0.3 2>&1) || fail "pretrain: $output"
+  loader_args.shuffle=true method_args.temperature=0.3 embed_dim=None checkpoint=None \
+  model_args=None callbacks=None loggers=null 2>&1) || fail "pretrain: $output"
 [ -s "$work/pretrain/checkpoints/last.ckpt" ] || fail "pretrain wrote no checkpoint"
 grep -q "length: 2 steps (--max-steps)" "$work/pretrain/train.log" ||
   fail "trainer_args.max_steps=2 was not --max-steps 2"
 grep -q "base 0.0123 at batch 256" "$work/pretrain/train.log" ||
   fail "optim_args.lr=0.0123 was not --lr 0.0123"
+# (NAME=None, LightlyTrain's spelling of a None default, is the default)
+[ -s "$work/pretrain/metrics.jsonl" ] || fail "loggers=null was not the default loggers"
 grep -q "method arg: temperature=0.3" "$work/pretrain/train.log" ||
   fail "method_args.temperature=0.3 was not --method-arg temperature=0.3"
 expect_only 2 "optim_args.betas=1: LightlyTrain's optim_args here takes lr and weight_decay" -- \
