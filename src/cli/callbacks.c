@@ -39,40 +39,40 @@ static int integer_value(const char *entry, const char *value, long low, long hi
 // LightlyTrain's other ModelCheckpoint settings: taken where the value is
 // what happens here (without a monitor Lightning keeps the epoch files by
 // recency, and its verbose prints nothing more), else refused with why.
-// accepted: '|'-separated values; "bool": true or false; "null": null / None.
+// accepted: the values taken, " or "-separated, as the refusal shows them
+// ("null": null / None; "true", "false": any spelling of the boolean).
 typedef struct FixedSetting {
     const char *key, *accepted, *why;
 } FixedSetting;
 static const FixedSetting fixed_settings[] = {
-    {"monitor", "null", "without a monitor the epoch files are kept by recency (save_top_k)"},
-    {"mode", "min|max", ""},
-    {"verbose", "bool", ""},
-    {"save_weights_only", "false", "a checkpoint holds the optimizer state --resume needs (the "
+    {"monitor", "null", ": without a monitor the epoch files are kept by recency (save_top_k)"},
+    {"mode", "min or max", ""},
+    {"verbose", "true or false", ""},
+    {"save_weights_only", "false", ": a checkpoint holds the optimizer state --resume needs (the "
                                    "weights alone are exported_models/)"},
-    {"save_on_train_epoch_end", "true|null", "checkpoints are written at the training epoch's "
-                                             "end (pretraining has no validation loop)"},
-    {"auto_insert_metric_name", "true", "the epoch files are named epoch=E-step=S.ckpt"},
-    {"enable_version_counter", "false", "an epoch file of the same steps (a resumed run's) is "
+    {"save_on_train_epoch_end", "true or null", ": checkpoints are written at the training "
+                                                "epoch's end (pretraining has no validation loop)"},
+    {"auto_insert_metric_name", "true", ": the epoch files are named epoch=E-step=S.ckpt"},
+    {"enable_version_counter", "false", ": an epoch file of the same steps (a resumed run's) is "
                                         "replaced"},
-    {"dirpath", "null", "checkpoints go to --out/checkpoints, where --resume reads them"},
-    {"filename", "null|{epoch}-{step}", "the epoch files are named epoch=E-step=S.ckpt"},
-    {"train_time_interval", "null", "checkpoints go by epochs or by steps"},
+    {"dirpath", "null", ": checkpoints go to --out/checkpoints, where --resume reads them"},
+    {"filename", "null or {epoch}-{step}", ": the epoch files are named epoch=E-step=S.ckpt"},
+    {"train_time_interval", "null", ": checkpoints go by epochs or by steps"},
 };
 
 // 1 when value is one of accepted's.
 static int fixed_value_taken(const char *accepted, const char *value) {
     int flag;
+    const int boolean = number_parse_bool(value, &flag) == 0;
     for (const char *option = accepted; *option;) {
-        const size_t length = strcspn(option, "|");
-        if ((length == 4 && !strncmp(option, "bool", 4) && number_parse_bool(value, &flag) == 0) ||
-            (length == 4 && !strncmp(option, "null", 4) && is_null(value)) ||
-            (length == 4 && !strncmp(option, "true", 4) && number_parse_bool(value, &flag) == 0 &&
-             flag) ||
-            (length == 5 && !strncmp(option, "false", 5) && number_parse_bool(value, &flag) == 0 &&
-             !flag) ||
+        const char *next = strstr(option, " or ");
+        const size_t length = next ? (size_t)(next - option) : strlen(option);
+        if ((length == 4 && !strncmp(option, "null", 4) && is_null(value)) ||
+            (length == 4 && !strncmp(option, "true", 4) && boolean && flag) ||
+            (length == 5 && !strncmp(option, "false", 5) && boolean && !flag) ||
             (strlen(value) == length && !strncmp(option, value, length)))
             return 1;
-        option += length + (option[length] == '|');
+        option = next ? next + 4 : option + length;
     }
     return 0;
 }
@@ -106,16 +106,8 @@ static int model_checkpoint_entry(CallbackSettings *s, const char *entry, const 
             const FixedSetting *f = &fixed_settings[i];
             if (strcmp(key, f->key) != 0) continue;
             if (fixed_value_taken(f->accepted, value)) return 0;
-            char shown[64];  // "min|max" as "min or max", "bool" as "true or false"
-            const char *accepted = strcmp(f->accepted, "bool") == 0 ? "true|false" : f->accepted;
-            size_t used = 0;
-            for (const char *c = accepted; *c && used + 5 < sizeof shown; c++) {
-                if (*c == '|') used += (size_t)snprintf(shown + used, sizeof shown - used, " or ");
-                else shown[used++] = *c;
-            }
-            shown[used] = '\0';
-            return error_set(err, "--callbacks %.200s: %s is %s here%s%s", entry, key, shown,
-                             f->why[0] ? ": " : "", f->why);
+            return error_set(err, "--callbacks %.200s: %s is %s here%s", entry, key, f->accepted,
+                             f->why);
         }
         return error_set(err, "--callbacks %.200s: model_checkpoint's settings here are "
                               "every_n_epochs, every_n_train_steps, save_top_k and save_last "

@@ -97,7 +97,7 @@ expect 0 "to .*seed1_default.safetensors$" -- "$bin" export checkpoint="$work/se
 same "$work/seed1_default.safetensors" "$work/seed1.safetensors" "format=package_default"
 # LightlyTrain's torch_model: the torchvision module itself (tests/
 # test_torch_module_export.c checks its tree against torchvision's,
-# tools/check_torch_model_export.py that torch.load runs it). It reads back
+# tools/check_torch_export.py that torch.load runs it). It reads back
 # as a checkpoint, to the same tensors; a ViT's is refused, as is an --out
 # not named *.pt / *.pth.
 expect 0 "to .*simclr_model.pt as a torchvision module" -- "$bin" export \
