@@ -341,7 +341,8 @@ FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Isrc -I$(GEN_DIR) $(PKG_CFLAGS) -MMD
              -fno-sanitize-recover=undefined
 FUZZ_LIB_SRC = $(filter src/decode/% src/util/% src/nn/safetensors.c src/nn/safetensors_write.c src/nn/json_scan.c \
                         src/logging/mlflow_answers.c src/cli/lightly_args.c src/cli/transform_args.c \
-                        src/cli/loggers.c src/cli/callbacks.c src/ssl_methods/method_args.c \
+                        src/cli/loggers.c src/cli/callbacks.c src/cli/run_limits.c \
+                        src/ssl_methods/method_args.c \
                         src/train/checkpoint.c src/weights/pt_%,$(LIB_SRC))
 # The C++ sources (the DCMTK wrapper) by clang++, without the C++ parts of
 # UBSan (vptr and function: the link is by clang).

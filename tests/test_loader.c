@@ -293,6 +293,52 @@ static void test_resume_from_batch_number(void **state) {
     free(b);
 }
 
+// The dataset indices and epoch of the first `count` batches.
+static void batch_samples(const LoaderConfig *config, int count, uint32_t *indices,
+                          uint32_t *epochs) {
+    ErrorMessage err;
+    Loader *loader = loader_create(config, &err);
+    if (!loader) fail_msg("%s", err.text);
+    for (int b = 0; b < count; b++) {
+        const Batch *batch = loader_next(loader, NULL, &err);
+        if (!batch) fail_msg("batch %d: %s", b, err.text);
+        memcpy(indices + (size_t)b * BATCH, batch->sample_indices, BATCH * sizeof *indices);
+        epochs[b] = batch->epoch;
+        loader_release(loader, batch);
+    }
+    loader_destroy(loader);
+}
+
+// epoch_batches (Lightning's limit_train_batches): each epoch is the first
+// N batches of that epoch's order, and the next epoch starts after them.
+static void test_limited_epochs(void **state) {
+    const Fixture *fixture = *state;
+    LoaderConfig full = base_config(fixture, 2), limited = base_config(fixture, 2);
+    limited.epoch_batches = 2;
+    const int per_epoch = (GOOD_IMAGES + CORRUPT_FILES) / BATCH;  // 5
+    uint32_t all[2 * 5 * BATCH], all_epochs[2 * 5], cut[4 * BATCH], cut_epochs[4];
+    batch_samples(&full, 2 * per_epoch, all, all_epochs);
+    batch_samples(&limited, 4, cut, cut_epochs);
+    {
+        ErrorMessage err;
+        Loader *loader = loader_create(&limited, &err);
+        assert_non_null(loader);
+        assert_int_equal(loader_batches_per_epoch(loader), 2);
+        loader_destroy(loader);
+    }
+    const int from[4] = {0, 1, per_epoch, per_epoch + 1};  // epoch 0's first two, epoch 1's
+    for (int b = 0; b < 4; b++) {
+        assert_int_equal(cut_epochs[b], all_epochs[from[b]]);
+        assert_memory_equal(cut + b * BATCH, all + from[b] * BATCH, BATCH * sizeof *cut);
+    }
+    assert_int_equal(cut_epochs[2], 1);
+    // More than the epoch has: the epoch as it is.
+    limited.epoch_batches = 100;
+    batch_samples(&limited, per_epoch + 1, all, all_epochs);
+    assert_int_equal(all_epochs[per_epoch - 1], 0);
+    assert_int_equal(all_epochs[per_epoch], 1);
+}
+
 static void test_destroy_while_workers_busy(void **state) {
     const Fixture *fixture = *state;
     for (int round = 0; round < 5; round++) {
@@ -402,6 +448,7 @@ int main(void) {
         cmocka_unit_test(test_corrupt_files_skipped_counted_substituted),
         cmocka_unit_test(test_every_corrupt_file_counted_once),
         cmocka_unit_test(test_resume_from_batch_number),
+        cmocka_unit_test(test_limited_epochs),
         cmocka_unit_test(test_destroy_while_workers_busy),
         cmocka_unit_test(test_fatal_when_nothing_is_readable),
         cmocka_unit_test(test_rejects_bad_configuration),

@@ -166,10 +166,17 @@ def train(
         activation_checkpoint_args: ``{"enabled": True}`` recomputes every
             block of a ViT in the backward (``every_n_blocks`` 1 only).
         trainer_args: Lightning Trainer keywords the program has:
-            ``max_epochs``, ``max_steps``, ``log_every_n_steps``,
-            ``accumulate_grad_batches``.
+            ``max_epochs``, ``max_steps``, ``max_time`` ("DD:HH:MM:SS", a
+            dict of timedelta's units or a timedelta), ``limit_train_batches``,
+            ``log_every_n_steps``, ``accumulate_grad_batches``,
+            ``gradient_clip_val``, ``precision``, ``accelerator``,
+            ``devices``, ``num_nodes``, ``strategy``, ``sync_batchnorm``,
+            ``enable_progress_bar``; ``deterministic``, ``benchmark`` and
+            ``enable_model_summary`` taken at what the program does
+            (docs/commands.md).
         loader_args: DataLoader keywords: ``shuffle=True`` and
-            ``drop_last=True`` (what the loader does), ``batch_size`` and
+            ``drop_last=True`` (what the loader does), ``pin_memory`` and
+            ``persistent_workers`` (either value), ``batch_size`` and
             ``num_workers`` ignored as LightlyTrain does.
         **options: Any other option of ``lightly-train-c train --help`` by its
             name with underscores: ``max_steps``, ``image_size``, ``lr``,
@@ -220,7 +227,9 @@ def train(
     arguments += _args.activation_checkpoint_args(
         _args.mapping("train", "activation_checkpoint_args", activation_checkpoint_args))
     given = {"epochs": None if epochs == "auto" else epochs,
-             "accumulate_grad_batches": gradient_accumulation_steps, **options}
+             "accumulate_grad_batches": gradient_accumulation_steps, "precision": precision,
+             "accelerator": accelerator, "devices": devices, "num_nodes": num_nodes,
+             "strategy": strategy, **options}
     arguments += _args.trainer_args(_args.mapping("train", "trainer_args", trainer_args), given)
     arguments += _args.loader_args(_args.mapping("train", "loader_args", loader_args))
     arguments += _args.nested("transform_args",

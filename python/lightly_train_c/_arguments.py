@@ -8,6 +8,7 @@ command's ``--help``."""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import numbers
 import os
@@ -184,37 +185,44 @@ def method_args(args: Mapping[str, Any]) -> List[str]:
     return key_values("method_args", "method_arg", args)
 
 
-# Lightning Trainer arguments (LightlyTrain's trainer_args) that are the program's options.
+# Lightning Trainer arguments (LightlyTrain's trainer_args) that set one of
+# train()'s own parameters: given in both places is refused.
 TRAINER_KEYS = {"max_epochs": "epochs", "max_steps": "max_steps",
-                "log_every_n_steps": "log_every", "accumulate_grad_batches": "accumulate_grad_batches"}
+                "log_every_n_steps": "log_every", "accumulate_grad_batches": "accumulate_grad_batches",
+                "max_time": "max_time", "limit_train_batches": "limit_train_batches",
+                "gradient_clip_val": "gradient_clip_val", "precision": "precision",
+                "accelerator": "accelerator", "devices": "devices", "num_nodes": "num_nodes",
+                "strategy": "strategy", "sync_batchnorm": "sync_batchnorm"}
 
 
 def trainer_args(args: Mapping[str, Any], given: Mapping[str, Any]) -> List[str]:
-    """LightlyTrain's trainer_args (Lightning Trainer keywords) that the program
-    has as options; `given`: the options set otherwise (a key twice is refused)."""
+    """LightlyTrain's trainer_args (Lightning Trainer keywords) as its command
+    line spells them, ``trainer_args.KEY=VALUE``: the program takes those it
+    has and refuses the others, naming what it takes. `given`: the options
+    set otherwise (a key twice is refused). max_time may be Lightning's
+    "DD:HH:MM:SS", a dict of timedelta's units or a timedelta."""
     out = []
     for key, value in args.items():
-        if key not in TRAINER_KEYS:
-            raise ValueError(f"trainer_args[{key!r}]: lightly-train-c takes "
-                             f"{', '.join(TRAINER_KEYS)} (the rest is Lightning's machinery)")
-        name = TRAINER_KEYS[key]
-        if given.get(name) is not None:
+        name = TRAINER_KEYS.get(key)
+        if name is not None and given.get(name) is not None:
             raise TypeError(f"train(): {name} given twice (also as trainer_args[{key!r}])")
-        out += option(name, value)
+        if key == "devices":
+            value = devices(value)
+        elif key == "accelerator":
+            value = accelerator(value)
+        elif isinstance(value, datetime.timedelta):
+            value = {"seconds": value.total_seconds()}
+        out += nested("trainer_args", {key: value})
     return out
 
 
 def loader_args(args: Mapping[str, Any]) -> List[str]:
-    """LightlyTrain's loader_args (DataLoader keywords): the program's loader
-    always shuffles and drops the last partial batch, with its own workers and
-    prefetching; batch_size and num_workers are ignored, as LightlyTrain does."""
-    for key, value in args.items():
-        if key in ("batch_size", "num_workers") or (key in ("shuffle", "drop_last") and value is True):
-            continue
-        raise ValueError(f"loader_args[{key!r}]: lightly-train-c's loader always shuffles and "
-                         "drops the last partial batch, with its own worker processes and "
-                         "prefetching (it takes shuffle=True and drop_last=True)")
-    return []
+    """LightlyTrain's loader_args (DataLoader keywords) as its command line
+    spells them: the program's loader always shuffles and drops the last
+    partial batch, with its own workers; it takes shuffle=True,
+    drop_last=True, pin_memory and persistent_workers, and ignores
+    batch_size and num_workers as LightlyTrain does."""
+    return nested("loader_args", args)
 
 
 def activation_checkpoint_args(args: Mapping[str, Any]) -> List[str]:

@@ -11,11 +11,13 @@
 
 // What an argument NAME.KEY becomes: the option it sets, or nothing (NULL)
 // when only `keep` is taken (a value the program has anyway) or any value is
-// ignored (`keep` NULL too).
+// ignored (`keep` NULL too). A key ending in '.' is a prefix: NAME.KEY.UNIT=N
+// sets the option to UNIT=N (a dict of Lightning's, such as max_time's).
 typedef struct Translation {
     const char *key;     // "optim_args.lr"
     const char *option;  // "lr", or NULL: dropped
-    const char *keep;    // dropped: the one value taken ("true"), NULL for any
+    const char *keep;    // dropped: the one value taken ("true"; "bool": any
+                         // boolean), NULL for any
 } Translation;
 
 static const Translation translations[] = {
@@ -25,12 +27,36 @@ static const Translation translations[] = {
     {"trainer_args.max_steps", "max-steps", NULL},
     {"trainer_args.log_every_n_steps", "log-every", NULL},
     {"trainer_args.accumulate_grad_batches", "accumulate-grad-batches", NULL},
+    {"trainer_args.max_time", "max-time", NULL},
+    {"trainer_args.max_time.", "max-time", NULL},
+    {"trainer_args.limit_train_batches", "limit-train-batches", NULL},
+    {"trainer_args.gradient_clip_val", "gradient-clip-val", NULL},
+    {"trainer_args.gradient_clip_algorithm", NULL, "norm"},
+    {"trainer_args.enable_progress_bar", "progress-bar", NULL},
+    // LightlyTrain sets these from its own parameters; trainer_args' win.
+    {"trainer_args.precision", "precision", NULL},
+    {"trainer_args.accelerator", "accelerator", NULL},
+    {"trainer_args.devices", "devices", NULL},
+    {"trainer_args.num_nodes", "num-nodes", NULL},
+    {"trainer_args.strategy", "strategy", NULL},
+    {"trainer_args.sync_batchnorm", "sync-batchnorm", NULL},
+    // Taken at what they do here: runs are reproducible whatever
+    // deterministic says (cuDNN's deterministic algorithms by default on
+    // the GPU), cuDNN's algorithms are chosen by measuring them once
+    // whatever benchmark says, and no model summary is printed.
+    {"trainer_args.deterministic", NULL, "bool"},
+    {"trainer_args.benchmark", NULL, "bool"},
+    {"trainer_args.enable_model_summary", NULL, "bool"},
     {"activation_checkpoint_args.enabled", "activation-checkpointing", NULL},
     {"activation_checkpoint_args.every_n_blocks", NULL, "1"},
     {"loader_args.batch_size", NULL, NULL},
     {"loader_args.num_workers", NULL, NULL},
     {"loader_args.shuffle", NULL, "true"},
     {"loader_args.drop_last", NULL, "true"},
+    // The worker processes live as long as the run, and on the GPU the
+    // batches are staged in page-locked memory: whatever these say.
+    {"loader_args.pin_memory", NULL, "bool"},
+    {"loader_args.persistent_workers", NULL, "bool"},
 };
 
 // LightlyTrain's parameters whose default is None: NAME=None (or null), how
@@ -40,9 +66,12 @@ static const char *const none_defaults[] = {
     "loader_args", "trainer_args", "optim_args", "loggers",     "callbacks",
 };
 
+static int is_none_text(const char *value) {
+    return !strcmp(value, "None") || !strcmp(value, "null") || !strcmp(value, "none");
+}
+
 static int is_none_default(const char *name, const char *value) {
-    if (!value || (strcmp(value, "None") && strcmp(value, "null") && strcmp(value, "none")))
-        return 0;
+    if (!value || !is_none_text(value)) return 0;
     for (size_t i = 0; i < sizeof none_defaults / sizeof *none_defaults; i++)
         if (strcmp(name, none_defaults[i]) == 0) return 1;
     return 0;
@@ -52,12 +81,17 @@ static int is_none_default(const char *name, const char *value) {
 static const char *const groups[][2] = {
     {"optim_args", "takes lr and weight_decay (the rest of each optimizer's settings are the "
                    "method's)"},
-    {"trainer_args", "takes max_epochs, max_steps, log_every_n_steps and "
-                     "accumulate_grad_batches (the rest is Lightning's machinery)"},
+    {"trainer_args", "takes max_epochs, max_steps, max_time, limit_train_batches, "
+                     "log_every_n_steps, accumulate_grad_batches, gradient_clip_val, "
+                     "gradient_clip_algorithm=norm, precision, accelerator, devices, num_nodes, "
+                     "strategy, sync_batchnorm, enable_progress_bar, deterministic, benchmark "
+                     "and enable_model_summary (the rest is Lightning's machinery)"},
     {"activation_checkpoint_args", "takes enabled and every_n_blocks=1 (every block is "
                                    "recomputed)"},
     {"loader_args", "takes batch_size and num_workers (ignored, as LightlyTrain does), "
-                    "shuffle=true and drop_last=true (what the loader does)"},
+                    "shuffle=true and drop_last=true (what the loader does), pin_memory and "
+                    "persistent_workers (whatever they say: the workers persist, GPU batches "
+                    "are pinned)"},
 };
 
 // An argument without its leading dashes (returned), and its name up to
@@ -76,8 +110,13 @@ static const char *argument_name(const char *argument, char *name, size_t size) 
 // when it is no group's.
 static const Translation *translation_of(const char *argument, const char *name,
                                          ErrorMessage *err) {
-    for (size_t i = 0; i < sizeof translations / sizeof translations[0]; i++)
-        if (strcmp(name, translations[i].key) == 0) return &translations[i];
+    for (size_t i = 0; i < sizeof translations / sizeof translations[0]; i++) {
+        const char *key = translations[i].key;
+        const size_t length = strlen(key);
+        if (key[length - 1] == '.' ? strncmp(name, key, length) == 0 && name[length]
+                                   : strcmp(name, key) == 0)
+            return &translations[i];
+    }
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
         const size_t length = strlen(groups[g][0]);
         if (strncmp(name, groups[g][0], length) == 0 && name[length] == '.') {
@@ -212,20 +251,35 @@ int lightly_args_translate(int argc, char **argv, LightlyArgs *args, ErrorMessag
             goto done;
         }
         const char *value = equals + 1;
+        // Lightning's and PyTorch's None for these keys is their default.
+        if ((!strncmp(name, "trainer_args.", 13) || !strncmp(name, "loader_args.", 12)) &&
+            is_none_text(value))
+            continue;
         if (!t->option) {  // dropped: any value, or the one the program has anyway
             int flag = 0;
-            const int kept = strcmp(t->keep ? t->keep : "", "true") == 0
-                                 ? number_parse_bool(value, &flag) == 0 && flag
-                                 : !t->keep || strcmp(value, t->keep) == 0;
+            const char *keep = t->keep ? t->keep : "";
+            const int kept = !strcmp(keep, "true")   ? number_parse_bool(value, &flag) == 0 && flag
+                             : !strcmp(keep, "bool") ? number_parse_bool(value, &flag) == 0
+                                                     : !t->keep || strcmp(value, t->keep) == 0;
             if (!kept) {
-                error_set(err, "%.200s: taken only as %s=%s (what the program does)", argument,
-                          t->key, t->keep);
+                if (!strcmp(keep, "bool"))
+                    error_set(err, "%.200s: expected true or false", argument);
+                else
+                    error_set(err, "%.200s: taken only as %s=%s (what the program does)",
+                              argument, t->key, t->keep);
                 goto done;
             }
             continue;
         }
         char option[1024];
-        if (snprintf(option, sizeof option, "%s=%s", t->option, value) >= (int)sizeof option) {
+        // a prefix key: NAME.KEY.UNIT=N sets the option to UNIT=N
+        const size_t key_length = strlen(t->key);
+        const char *unit = t->key[key_length - 1] == '.' ? bare + key_length : NULL;
+        const int unit_length = unit ? (int)(equals - unit) : 0;
+        if ((unit ? snprintf(option, sizeof option, "%s=%.*s=%s", t->option, unit_length, unit,
+                             value)
+                  : snprintf(option, sizeof option, "%s=%s", t->option, value)) >=
+            (int)sizeof option) {
             error_set(err, "%.200s: value too long", argument);
             goto done;
         }

@@ -7,9 +7,20 @@
 //   optim_args.lr, optim_args.weight_decay          --lr, --weight-decay
 //   trainer_args.max_epochs, .max_steps,            --epochs, --max-steps,
 //   .log_every_n_steps, .accumulate_grad_batches    --log-every, --accumulate-grad-batches
+//   trainer_args.max_time (.max_time.UNIT=N),       --max-time (UNIT=N), --limit-train-batches,
+//   .limit_train_batches, .gradient_clip_val,       --gradient-clip-val, --progress-bar
+//   .enable_progress_bar                            (Lightning's, cli/run_limits.h)
+//   trainer_args.precision, .accelerator, .devices, the options of those names (LightlyTrain
+//   .num_nodes, .strategy, .sync_batchnorm          sets them itself; trainer_args' win)
+//   trainer_args.gradient_clip_algorithm=norm       what the program does: dropped
+//   trainer_args.deterministic, .benchmark,         any boolean, dropped (runs are
+//   .enable_model_summary                           reproducible, cuDNN's algorithms measured)
+//   trainer_args.KEY=None, loader_args.KEY=None     dropped: the program's default
 //   activation_checkpoint_args.enabled              --activation-checkpointing
 //   loader_args.batch_size, .num_workers            ignored, as LightlyTrain ignores them
 //   loader_args.shuffle=true, .drop_last=true       what the loader does: dropped
+//   loader_args.pin_memory, .persistent_workers     any boolean, dropped (workers persist,
+//                                                   GPU batches are pinned)
 //   activation_checkpoint_args.every_n_blocks=1     what the option does: dropped
 //   transform_args.PATH=VALUE                      cli/transform_args.h
 //   NAME=None (or null) for a parameter whose      dropped: LightlyTrain's spelling of

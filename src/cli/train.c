@@ -16,6 +16,7 @@
 #include "cli/model_weights.h"
 #include "cli/options.h"
 #include "cli/ranks.h"
+#include "cli/run_limits.h"
 #include "cli/weights_cli.h"
 #include "data/data_list.h"
 #include "decode/decode.h"
@@ -77,10 +78,13 @@ typedef struct TrainChoices {
     const WeightsEntry *model_weights;  // its weights, the initial ones (train_model_weights)
     int model, method, accelerator, precision, optimizer, backend, seed, sync_batchnorm;
     int gradient_overlap, exif_orientation, input_depth, strategy, matmul_precision;
+    int progress_bar;
     double max_pixels;
     const char *normalize, *channel_drop;  // parsed into TrainConfig.channels
     StringList data;        // --data, then with --data-list into TrainConfig.data
     const char *data_list;  // --data-list FILE or NULL
+    StringList max_time;    // --max-time entries (run_limits.h)
+    const char *limit_train_batches;
 } TrainChoices;
 
 // Combinations the option table cannot express. Returns 0 or -1 with err.
@@ -252,9 +256,14 @@ static int train_options_resolve(TrainConfig *config, TrainChoices *choices,
     config->precision = precision_names[choices->precision];
     config->sync_batchnorm = choices->sync_batchnorm == 0;
     config->gradient_overlap = choices->gradient_overlap == 0;
+    config->progress_bar = choices->progress_bar == 0;
     config->ignore_exif_orientation = choices->exif_orientation != 0;
     config->max_pixels = (uint64_t)choices->max_pixels;
     config->input_depth = choices->input_depth;
+    if (max_time_parse(&choices->max_time, &config->max_time_seconds, err) ||
+        (choices->limit_train_batches &&
+         batch_limit_parse(choices->limit_train_batches, &config->limit_train_batches, err)))
+        return -1;
     return train_model_weights(config, choices, err);
 }
 
@@ -315,6 +324,10 @@ int command_train(int argc, char **argv) {
         .log_every = -1,
         .threads = -1,
         .channels = {.channels = 3},
+        .max_time_seconds = -1,
+        .limit_train_batches = {.value = -1},
+        .gradient_clip_val = -1,
+        .progress_bar = 1,
     };
     TrainChoices choices = {.max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS};
     double dist_timeout = DIST_DEFAULT_TIMEOUT;
@@ -345,6 +358,15 @@ int command_train(int argc, char **argv) {
          .min = 0, .max = METHOD_MAX_EPOCHS, .allow_auto = 1},
         {.name = "max-steps", .type = OPTION_INT, .value = &config.max_steps, .metavar = "N",
          .help = "optimizer steps in all (0: from --epochs)", .min = 0, .max = 2147483647},
+        {.name = "max-time", .type = OPTION_STRING, .value = &choices.max_time,
+         .metavar = "DD:HH:MM:SS", .repeatable = 1,
+         .help = "stop as done (checkpoint, export) once this much training time has passed, "
+                 "counted on across --resume (Lightning's max_time; also UNIT=N entries: "
+                 "hours=2 ...)"},
+        {.name = "limit-train-batches", .type = OPTION_STRING,
+         .value = &choices.limit_train_batches, .metavar = "N|F",
+         .help = "batches an epoch: at most N, or the fraction F (0.0-1.0) of them "
+                 "(Lightning's limit_train_batches)"},
         {.name = "batch-size", .type = OPTION_INT, .value = &config.batch_size, .metavar = "N",
          .help = "images per step over all devices", .min = 2, .max = 1 << 20},
         {.name = "image-size", .type = OPTION_INT, .value = &config.image_size, .metavar = "N",
@@ -416,6 +438,13 @@ int command_train(int argc, char **argv) {
         {.name = "log-every", .type = OPTION_INT, .value = &config.log_every, .metavar = "N",
          .help = "steps between logged scalars (auto: min(50, steps per epoch))", .min = 1,
          .max = 1000000, .allow_auto = 1},
+        {.name = "gradient-clip-val", .type = OPTION_FLOAT, .value = &config.gradient_clip_val,
+         .metavar = "X|auto", .help = "clip the gradients' global norm at X, 0: none (auto: the "
+         "method's; dino, dinov2, dinov31 and distillation keep their own, as LightlyTrain's)",
+         .min = 0, .max = 1e9, .allow_auto = 1},
+        {.name = "progress-bar", .type = OPTION_CHOICE, .value = &choices.progress_bar,
+         .metavar = "true|false", .help = "the console's progress line (false: none; "
+         "Lightning's enable_progress_bar)", .choices = OPTION_BOOLEAN_CHOICES},
         {.name = "accumulate-grad-batches", .type = OPTION_INT, .value = &config.accumulate_grad_batches,
          .metavar = "N", .alias = "gradient-accumulation-steps",
          .help = "batches per optimizer step (LightlyTrain's gradient_accumulation_steps)",

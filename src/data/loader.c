@@ -526,6 +526,9 @@ Loader *loader_create(const LoaderConfig *config, ErrorMessage *err) {
         loader_destroy(loader);
         return NULL;
     }
+    if (!config->keep_last && config->epoch_batches &&
+        config->epoch_batches < loader->sampler.batches_per_epoch)
+        loader->sampler.batches_per_epoch = (size_t)config->epoch_batches;
     if (config->keep_last && config->total_batches == 0)  // one epoch
         loader->end_batch = config->start_batch + loader->sampler.batches_per_epoch;
     if (loader_allocate_slots(loader, err) != 0 || loader_start_workers(loader, err) != 0) {

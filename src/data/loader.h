@@ -51,6 +51,9 @@ typedef struct LoaderConfig {
     int keep_last;
     uint64_t start_batch;    // global batch to start from (resume)
     uint64_t total_batches;  // stop after this many batches in all; 0 = no end
+    // Batches an epoch when fewer than the sampler's full ones (the first
+    // of each epoch's order: Lightning's limit_train_batches); 0 = all.
+    uint64_t epoch_batches;
     uint64_t max_pixels;     // decoder limit; 0 = default (Pillow's)
     // 1: EXIF orientation tags are not applied (--exif-orientation false;
     // decode/decode.h says which orientations hold regardless).

@@ -60,6 +60,7 @@ static MethodDefaults distillation_defaults(OptimizerKind optimizer, double lr, 
                                             double other_wd) {
     return (MethodDefaults){.optimizer = optimizer, .base_lr = lr, .reference_batch = 1536,
                             .sqrt_lr_scaling = 1, .weight_decay = wd, .grad_clip = 1.0f,
+                            .grad_clip_fixed = 1,
                             .other_optimizer = other, .other_lr = other_lr,
                             .other_weight_decay = other_wd};
 }
@@ -68,14 +69,18 @@ MethodDefaults method_defaults(MethodKind kind, BackboneKind student) {
     switch (kind) {
     case METHOD_SIMCLR:  // LightlyTrain: SGD lr 0.3 x batch/256, wd 1e-4
         return linear_defaults(OPTIMIZER_SGD, 0.3, 1e-4, 0.0f);
-    case METHOD_DINO:  // LightlyTrain: SGD lr 0.03 x batch/256, wd 1e-4, clip 3
-        return linear_defaults(OPTIMIZER_SGD, 0.03, 1e-4, 3.0f);
+    case METHOD_DINO: {  // LightlyTrain: SGD lr 0.03 x batch/256, wd 1e-4, clip 3
+        MethodDefaults dino = linear_defaults(OPTIMIZER_SGD, 0.03, 1e-4, 3.0f);
+        dino.grad_clip_fixed = 1;
+        return dino;
+    }
     case METHOD_DINOV2:   // LightlyTrain: AdamW
     case METHOD_DINOV31:  // (DINOv31Args inherits DINOv2Args') lr 0.004 x sqrt(batch/1024), wd 0.04 -> 0.4,
                          // clip 3, warmup 12500 steps, cosine to lr 1e-6
         return (MethodDefaults){.optimizer = OPTIMIZER_ADAMW, .base_lr = 0.004,
                                 .reference_batch = 1024, .weight_decay = 0.04,
-                                .grad_clip = 3.0f, .sqrt_lr_scaling = 1, .warmup_steps = 12500,
+                                .grad_clip = 3.0f, .grad_clip_fixed = 1,
+                                .sqrt_lr_scaling = 1, .warmup_steps = 12500,
                                 .min_lr = 1e-6, .weight_decay_schedule = 1,
                                 .weight_decay_end = 0.4, .other_optimizer = OPTIMIZER_ADAMW};
     case METHOD_BYOL:  // BYOL paper: LARS lr 0.2 x batch/256, wd 1.5e-6

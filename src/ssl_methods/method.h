@@ -74,6 +74,10 @@ typedef struct MethodDefaults {
     int sqrt_lr_scaling;  // 1: lr x sqrt(batch / reference), LightlyTrain's lr_scale_method "sqrt"
     double weight_decay;
     float grad_clip;  // max global gradient norm; 0: no clipping
+    // 1: the method sets its own clipping (LightlyTrain's dino, dinov2 and
+    // distillation override configure_gradient_clipping), so Lightning's
+    // gradient_clip_val (--gradient-clip-val) does not change it.
+    int grad_clip_fixed;
     // The method's own defaults for one other --optim (a method-specific
     // *Args class of LightlyTrain), when other_optimizer != optimizer; any
     // other optimizer gets LightlyTrain's generic defaults.

@@ -49,7 +49,8 @@ int train_agree(TrainRun *run, int status, const char *message) {
 
 void train_stage_stop(TrainRun *run, int stop_requested) {
     float *stop = staging_take(&run->stop_staging);
-    *stop = stop_requested ? 1.0f : 0.0f;
+    *stop = (stop_requested & STOP_SIGNAL ? 1.0f : 0.0f) +
+            (stop_requested & STOP_TIME_UP ? RECORD_TIME_UP : 0.0f);
     staging_upload(&run->stop_staging, run->record + RECORD_STOP, stop, sizeof *stop);
 }
 

@@ -109,7 +109,8 @@ void train_record_read(TrainRun *run, StepTimes *times) {
     const double device_seconds = backend->op.timer_seconds(backend, run->timers[times->step & 1]);
     if (device_seconds >= 0) times->batch_seconds = device_seconds;
     times->loss = record[RECORD_LOSS];
-    times->stop = record[RECORD_STOP] > 0.0f;
+    times->stop = fmodf(record[RECORD_STOP], RECORD_TIME_UP) > 0.5f;
+    times->time_up = record[RECORD_STOP] >= RECORD_TIME_UP;
     times->loss_scale = record[RECORD_SCALE];
     memcpy(times->scalars, record + RECORD_SCALARS, sizeof times->scalars);
     times->diverged[0] = '\0';

@@ -55,6 +55,10 @@ typedef struct TrainRun {
     int scaler_on;
     LossScaler scaler;
     int stop_seen;          // a stop was agreed in a step's record: stop after the next
+    int time_up_seen;       // rank 0's --max-time ran out, said in a step's record
+    // Lightning's Timer: the training time of the checkpoint resumed from
+    // (0 for a new run) and when this process's loop began (time_now()).
+    double timer_offset, timer_start;
     Loader *loader;
     BatchFeed feed;         // the loader's batches to the device, one ahead
     int feed_ready;
@@ -65,6 +69,7 @@ typedef struct TrainRun {
     int num_workers;
     int accumulate;
     long steps_per_epoch;   // optimizer steps
+    long epoch_batches;     // batches an epoch (all full ones, or --limit-train-batches)
     long epochs;            // --epochs, auto resolved (method_default_epochs)
     long total_steps;
     long start_step;        // > 0 when resumed
@@ -73,7 +78,7 @@ typedef struct TrainRun {
     // --callbacks: when checkpoints and exports are written, the epoch files
     // kept, the patience stop (its progress in the checkpoint), lr scalars.
     CallbackSettings callbacks;
-    PatienceState patience;
+    CallbackState callback_state;
     long warmup_steps;
     int log_every;
     double base_lr;         // after batch scaling
@@ -115,13 +120,20 @@ typedef struct TrainRun {
 // The layout of TrainRun.record (floats of backend memory).
 enum {
     RECORD_LOSS,     // mean over the micro-batches, then over the ranks
-    RECORD_STOP,     // ranks asked to stop (summed over the ranks with the loss)
+    RECORD_STOP,     // ranks asked to stop (summed over the ranks with the loss):
+                     // signals count 1 each, rank 0's time limit RECORD_TIME_UP
     RECORD_SCALE,    // the loss scale the step's backward used (scaler on)
     RECORD_SCALARS,  // the method's logged values (Method.record's)
     RECORD_WEIGHTS = RECORD_SCALARS + METHOD_MAX_SCALARS,  // per group: NaN/inf after the update
     RECORD_GATE = RECORD_WEIGHTS + METHOD_MAX_GROUPS,      // the closed step gate's values
     RECORD_FLOATS = RECORD_GATE + GATE_SQUARES + METHOD_MAX_GROUPS,
 };
+
+// A rank's stop request (train_stage_stop): a signal, the time limit.
+enum { STOP_SIGNAL = 1, STOP_TIME_UP = 2 };
+// The time limit's share of RECORD_STOP: above any count of signalling
+// ranks, exact in a float sum.
+#define RECORD_TIME_UP 4194304.0f
 
 // One step: what the host measured when it queued it, then (after
 // train_record_read) what its record says.
@@ -138,6 +150,7 @@ typedef struct StepTimes {
     // from the record
     float loss;             // mean over the micro-batches and the ranks
     int stop;               // a rank was asked to stop (SIGINT / SIGTERM)
+    int time_up;            // rank 0's --max-time ran out
     float scalars[METHOD_MAX_SCALARS];  // the method's logged values
     float loss_scale;       // the scale the step used (scaler on)
     int skipped;            // the gate skipped the update (NaN/inf)
@@ -176,6 +189,7 @@ int train_agree_step(TrainRun *run);
 // This rank's stop request into the record (a staged input), at the start
 // of a step: its site's copy of the step before is then early in that step,
 // ahead of its collectives, so the host rarely waits for it.
+// stop_requested: STOP_* flags.
 void train_stage_stop(TrainRun *run, int stop_requested);
 // The record of times->step, queued into its slot, once the device has
 // written it: the loss, stop, logged values, and what diverged (the

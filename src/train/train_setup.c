@@ -150,7 +150,10 @@ static int setup_data(TrainRun *run, ErrorMessage *err) {
         return error_set(err, "the dataset has %zu image(s): SSL needs at least 2 per batch "
                               "on each of the %d rank(s)", run->dataset.count, world);
     run->accumulate = config->accumulate_grad_batches;
-    const long batches = (long)(per_rank / (size_t)run->batch_size);
+    const long batches = batch_limit_apply(&config->limit_train_batches,
+                                           (long)(per_rank / (size_t)run->batch_size), err);
+    if (batches < 0) return -1;
+    run->epoch_batches = batches;
     run->steps_per_epoch = batches / run->accumulate;
     if (run->steps_per_epoch < 1)
         return error_set(err, "--accumulate-grad-batches %d needs %d batches of %d images, the "
@@ -272,6 +275,9 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     if (method_create(&run->method, config->method, &setup, &views, err)) return -1;
     run->method_ready = 1;
     if (run->scaler_on) run->method.loss_scale = loss_scaler_scale(&run->scaler);
+    // Lightning's gradient_clip_val, where the method has not set its own.
+    if (config->gradient_clip_val >= 0 && !run->method.defaults.grad_clip_fixed)
+        run->method.defaults.grad_clip = (float)config->gradient_clip_val;
     const MethodDefaults *defaults = &run->method.defaults;
     const OptimizerKind kind = config->optimizer_auto ? defaults->optimizer : config->optimizer;
     const OptimizerConfig optimizer_config = optimizer_config_default(kind);
@@ -361,6 +367,7 @@ static int setup_loader(TrainRun *run, ErrorMessage *err) {
         .shuffle = 1,
         .start_batch = (uint64_t)run->start_step * (uint64_t)run->accumulate,
         .total_batches = remaining * (uint64_t)run->accumulate,
+        .epoch_batches = (uint64_t)run->epoch_batches,
         .max_pixels = run->config->max_pixels,
         .ignore_exif_orientation = run->config->ignore_exif_orientation,
         .warn = train_warn,
@@ -444,6 +451,20 @@ static void log_configuration(TrainRun *run) {
                      config->batch_size, run->dataset.count);
     else
         run_log_line(run->log, "length: %ld epochs (auto)", run->epochs);
+    if (config->limit_train_batches.value > 0)
+        run_log_line(run->log, "epochs: %ld batches each (--limit-train-batches %g)",
+                     run->epoch_batches, config->limit_train_batches.value);
+    if (config->max_time_seconds >= 0) {
+        char limit[32], spent[32];
+        max_time_format(config->max_time_seconds, limit, sizeof limit);
+        max_time_format(run->timer_offset, spent, sizeof spent);
+        run_log_line(run->log, "time limit: --max-time %s (training time so far %s)", limit,
+                     spent);
+    }
+    if (config->gradient_clip_val >= 0 && method->defaults.grad_clip_fixed)
+        run_log_line(run->log, "--gradient-clip-val %g: not taken, %s clips at %g as "
+                               "LightlyTrain's does", config->gradient_clip_val,
+                     method_kind_name(config->method), (double)method->defaults.grad_clip);
     run_log_line(run->log, "compute threads wait: %s", thread_wait_describe());
     // The pool per device of the design: (cores - devices) / devices over
     // the node, i.e. each rank's share of the cores less one for its device.
@@ -534,8 +555,9 @@ static int setup_checks(TrainRun *run, ErrorMessage *err) {
     if (!config->resume) return 0;
     if (train_state_load(run->checkpoint_path, &run->method, run->optimizers,
                          run->scaler_on ? &run->scaler : NULL, &run->identity, &run->start_step,
-                         &run->patience, err))
+                         &run->callback_state, err))
         return error_prefix(err, "--resume"), 2;
+    run->timer_offset = run->callback_state.train_seconds;
     run->complete = run->start_step >= run->total_steps;
     return 0;
 }
@@ -600,7 +622,7 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);
     if (status) train_message(run, "%s", message);
     if ((status = train_agree(run, status, message))) return status;
-    if (run->rank == 0)
+    if (run->rank == 0 && config->progress_bar)
         run->progress = progress_create(stderr, isatty(STDERR_FILENO), run->total_steps,
                                         run->steps_per_epoch, 10.0);
     log_configuration(run);

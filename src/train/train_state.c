@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,34 +87,47 @@ static int load_scaler(const Checkpoint *checkpoint, LossScaler *scaler, ErrorMe
     return loss_scaler_restore(scaler, scale, (int)good_steps, err);
 }
 
-// early_stopping's progress, once an epoch end was checked.
-static int save_patience(CheckpointWriter *writer, const PatienceState *patience,
-                         ErrorMessage *err) {
-    if (!patience || !patience->has_best) return 0;
-    return checkpoint_add_host_floats(writer, "early_stopping.best", &patience->best, 1, err) ||
-                   checkpoint_add_i64(writer, "early_stopping.wait", patience->wait, err)
-               ? -1
-               : 0;
+// The callbacks' state: early_stopping's progress once an epoch end was
+// checked, the Timer's training time (whole milliseconds) when it has one.
+static int save_callbacks(CheckpointWriter *writer, const CallbackState *state,
+                          ErrorMessage *err) {
+    if (!state) return 0;
+    if (state->has_best &&
+        (checkpoint_add_host_floats(writer, "early_stopping.best", &state->best, 1, err) ||
+         checkpoint_add_i64(writer, "early_stopping.wait", state->wait, err)))
+        return -1;
+    if (!state->timed) return 0;
+    return checkpoint_add_i64(writer, "timer.train_milliseconds",
+                              (int64_t)llround(state->train_seconds * 1000.0), err);
 }
 
-static int load_patience(const Checkpoint *checkpoint, PatienceState *patience,
-                         ErrorMessage *err) {
-    *patience = (PatienceState){0};
+static int load_callbacks(const Checkpoint *checkpoint, CallbackState *state,
+                          ErrorMessage *err) {
+    *state = (CallbackState){0};
+    if (checkpoint_has_prefix(checkpoint, "timer.")) {
+        int64_t milliseconds = 0;
+        if (checkpoint_get_i64(checkpoint, "timer.train_milliseconds", &milliseconds, err))
+            return -1;
+        if (milliseconds < 0 || milliseconds > (int64_t)1e17)
+            return error_set(err, "timer.train_milliseconds = %lld is out of range",
+                             (long long)milliseconds);
+        state->train_seconds = (double)milliseconds / 1000.0;
+    }
     if (!checkpoint_has_prefix(checkpoint, "early_stopping.")) return 0;
     int64_t wait = 0;
-    if (checkpoint_get_host_floats(checkpoint, "early_stopping.best", &patience->best, 1, err) ||
+    if (checkpoint_get_host_floats(checkpoint, "early_stopping.best", &state->best, 1, err) ||
         checkpoint_get_i64(checkpoint, "early_stopping.wait", &wait, err))
         return -1;
     if (wait < 0 || wait > INT32_MAX)
         return error_set(err, "early_stopping.wait = %lld is out of range", (long long)wait);
-    patience->has_best = 1;
-    patience->wait = (long)wait;
+    state->has_best = 1;
+    state->wait = (long)wait;
     return 0;
 }
 
 int train_state_save(const char *path, Method *method, Optimizer *const *optimizers,
                      const LossScaler *scaler, const RunIdentity *identity,
-                     long completed_steps, int epoch, const PatienceState *patience,
+                     long completed_steps, int epoch, const CallbackState *callbacks,
                      ErrorMessage *err) {
     CheckpointWriter *writer = checkpoint_writer_create();
     if (!writer) return error_set(err, "out of memory for the checkpoint");
@@ -144,7 +158,7 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
     for (int g = 0; g < method->group_count && !status; g++)
         status = save_group(writer, method, &method->groups[g], optimizers[g], err);
     if (!status && scaler) status = save_scaler(writer, scaler, err);
-    if (!status) status = save_patience(writer, patience, err);
+    if (!status) status = save_callbacks(writer, callbacks, err);
     if (!status && method->ops->save) status = method->ops->save(method, writer, err);
     if (!status) status = checkpoint_write(writer, path, err);
     checkpoint_writer_free(writer);
@@ -227,7 +241,7 @@ static int check_counters(const Checkpoint *checkpoint, const RunIdentity *ident
 
 int train_state_load(const char *path, Method *method, Optimizer *const *optimizers,
                      LossScaler *scaler, const RunIdentity *identity, long *completed_steps,
-                     PatienceState *patience, ErrorMessage *err) {
+                     CallbackState *callbacks, ErrorMessage *err) {
     Checkpoint checkpoint;
     if (checkpoint_read(path, &checkpoint, err)) return -1;
     char values[RUN_IDENTITY_FIELDS][RUN_IDENTITY_VALUE];
@@ -251,7 +265,7 @@ int train_state_load(const char *path, Method *method, Optimizer *const *optimiz
         status = load_group(&checkpoint, method, &method->groups[g], optimizers[g], steps,
                             checkpoint_has_prefix(&checkpoint, "loss_scaler."), err);
     if (!status && scaler) status = load_scaler(&checkpoint, scaler, err);
-    if (!status && patience) status = load_patience(&checkpoint, patience, err);
+    if (!status && callbacks) status = load_callbacks(&checkpoint, callbacks, err);
     if (!status && method->ops->load) status = method->ops->load(method, &checkpoint, err);
     checkpoint_free(&checkpoint);
     if (status) return error_prefix(err, "%s", path);

@@ -51,23 +51,29 @@ typedef struct RunIdentity {
     long steps_per_epoch;
 } RunIdentity;
 
-// early_stopping's progress (--callbacks early_stopping.patience): the
-// lowest epoch-end train_loss so far and the epoch ends since it, kept in
-// the checkpoint ("early_stopping.best" F32, "early_stopping.wait" I64; absent
-// before the first epoch end) so that a resumed run counts on.
-typedef struct PatienceState {
+// The state of Lightning's callbacks that a resumed run counts on, kept in
+// the checkpoint. early_stopping's progress (--callbacks
+// early_stopping.patience): the lowest epoch-end train_loss so far and the
+// epoch ends since it ("early_stopping.best" F32, "early_stopping.wait" I64;
+// absent before the first epoch end). The Timer's training time so far
+// (--max-time counts it on, as Lightning's Timer state does:
+// "timer.train_milliseconds" I64, saved when `timed`, as Lightning has a
+// Timer only with max_time; absent: 0).
+typedef struct CallbackState {
     int has_best;  // an epoch end was checked
     float best;
     long wait;
-} PatienceState;
+    int timed;  // the run has --max-time: train_seconds is saved
+    double train_seconds;
+} CallbackState;
 
 // optimizers[g] belongs to method->groups[g]; scaler: NULL when off;
-// patience: NULL when the run has none.
+// callbacks: NULL when the run has none.
 // completed_steps: optimizer steps done; epoch: the epoch the next step
 // belongs to (for display).
 int train_state_save(const char *path, Method *method, Optimizer *const *optimizers,
                      const LossScaler *scaler, const RunIdentity *identity,
-                     long completed_steps, int epoch, const PatienceState *patience,
+                     long completed_steps, int epoch, const CallbackState *callbacks,
                      ErrorMessage *err);
 // Restores a run saved by train_state_save into a freshly created method,
 // optimizers and scaler (NULL: off; its state is then ignored). Fails (err
@@ -79,6 +85,6 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
 // steps do not count).
 int train_state_load(const char *path, Method *method, Optimizer *const *optimizers,
                      LossScaler *scaler, const RunIdentity *identity, long *completed_steps,
-                     PatienceState *patience, ErrorMessage *err);
+                     CallbackState *callbacks, ErrorMessage *err);
 
 #endif

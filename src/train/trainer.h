@@ -14,6 +14,7 @@
 #include "cli/callbacks.h"
 #include "cli/loggers.h"
 #include "cli/options.h"
+#include "cli/run_limits.h"
 #include "data/data_list.h"
 #include "dist/comm.h"
 #include "nn/optimizer.h"
@@ -79,6 +80,14 @@ typedef struct TrainConfig {
     int activation_checkpointing;  // ViTs: blocks recomputed in the backward (BackboneSpec)
     int embed_dim;  // LightlyTrain's embed_dim: an embedding head this wide (0: none;
                     // ssl_methods/embed_head.h)
+    // Lightning's Trainer settings (LightlyTrain's trainer_args): --max-time
+    // (seconds of training, counted on across --resume; < 0: none), the
+    // batches an epoch runs, gradient clipping's norm (< 0: the method's)
+    // and the console's progress line (0: none).
+    double max_time_seconds;
+    BatchLimit limit_train_batches;
+    double gradient_clip_val;
+    int progress_bar;
 } TrainConfig;
 
 // SIGINT and SIGTERM ask the run to stop (after the step in progress, with

@@ -191,7 +191,7 @@ EOF
 output=$("${py[@]}" "$work/errors.py" 2>/dev/null)
 printf '%s\n' "$output" | grep -q "^ProgramError 2: lightly-train-c train: --model: expected one of resnet18, .*got 'resnet99'$" ||
   fail "a bad model: $output"
-printf '%s\n' "$output" | grep -q "^TypeError: train() got unknown argument(s) 'modle'; accepted: .*max_steps, method, .*transform_args" ||
+printf '%s\n' "$output" | grep -q "^TypeError: train() got unknown argument(s) 'modle'; accepted: .*max_steps, max_time, method, .*transform_args" ||
   fail "an unknown argument: $output"
 printf '%s\n' "$output" | grep -q "^transform_args mapped$" || fail "transform_args: $output"
 printf '%s\n' "$output" | grep -q "^accepted: " && fail "transform_args took what it cannot map: $output"

@@ -2,7 +2,8 @@
 // line, on arbitrary words (the input split at newlines): its nested
 // arguments (cli/lightly_args.h), transform_args for a view-per-scope
 // method and for one without (cli/transform_args.h), the --loggers and
-// --callbacks entries (cli/loggers.h, cli/callbacks.h) and every method's
+// --callbacks entries (cli/loggers.h, cli/callbacks.h), --max-time's entries
+// and each word as --limit-train-batches (cli/run_limits.h), and every method's
 // --method-arg entries (ssl_methods/method.h: method_args_check). A command line is
 // not trusted: each parser must read in bounds and either take the words
 // or refuse them with one line (no newline) that says something.
@@ -12,6 +13,7 @@
 #include "cli/callbacks.h"
 #include "cli/lightly_args.h"
 #include "cli/loggers.h"
+#include "cli/run_limits.h"
 #include "cli/transform_args.h"
 #include "ssl_methods/method.h"
 
@@ -71,6 +73,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CallbackSettings callbacks;
     memset(&err, 0, sizeof err);
     if (callbacks_parse(&entries, &callbacks, &err) != 0) expect_one_line(&err);
+    double seconds = 0;
+    memset(&err, 0, sizeof err);
+    if (max_time_parse(&entries, &seconds, &err) != 0) expect_one_line(&err);
+    else if (!(seconds == -1 || (seconds >= 0 && seconds <= 1e15))) abort();
+    for (int i = 1; i < argc; i++) {
+        BatchLimit limit;
+        memset(&err, 0, sizeof err);
+        if (batch_limit_parse(argv[i], &limit, &err) != 0) {
+            expect_one_line(&err);
+            continue;
+        }
+        const long batches = batch_limit_apply(&limit, 1000, &err);
+        if (batches < 0) expect_one_line(&err);
+        else if (batches < 1 || batches > 1000) abort();
+    }
     MethodSetup setup = {.args = (const char *const *)argv + 1, .arg_count = argc - 1};
     for (int kind = 0; kind < METHOD_KIND_COUNT; kind++) {
         memset(&err, 0, sizeof err);

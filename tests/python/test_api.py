@@ -5,6 +5,7 @@ trains; check_names asks the installed program's --help. Run by
 tests/e2e/wheel.sh in the venv the wheel is installed into (standard
 library only; the numpy cases are skipped without numpy)."""
 
+import datetime
 import signal
 import stat
 import tempfile
@@ -238,15 +239,29 @@ class ApiTest(unittest.TestCase):
                            activation_checkpoint_args={"enabled": True, "every_n_blocks": 2})
 
     def test_trainer_and_loader_args(self):
+        # LightlyTrain's command-line spelling: the program maps or refuses them
+        # (tests/test_trainer_args.c, e2e/lightly_train_values.sh)
         command = self.train(trainer_args={"max_steps": 10, "log_every_n_steps": 2},
                              loader_args={"shuffle": True, "num_workers": 3})
-        self.assertEqual(command[-2:], ["max_steps=10", "log_every=2"])
-        self.assertFalse(any(a.startswith("num_workers") for a in command))
-        self.refused_train(ValueError, "lightly-train-c takes max_epochs, max_steps",
-                           trainer_args={"gradient_clip_val": 1.0})
+        self.assertEqual(command[-4:], ["trainer_args.max_steps=10",
+                                        "trainer_args.log_every_n_steps=2",
+                                        "loader_args.shuffle=true", "loader_args.num_workers=3"])
+        self.assertEqual(self.train(trainer_args={"max_time": {"hours": 2, "minutes": 30}})[-2:],
+                         ["trainer_args.max_time.hours=2", "trainer_args.max_time.minutes=30"])
+        self.assertEqual(self.train(trainer_args={"max_time": datetime.timedelta(hours=1.5)})[-1],
+                         "trainer_args.max_time.seconds=5400.0")
+        self.assertEqual(self.train(trainer_args={"max_time": "00:12:00:00",
+                                                  "limit_train_batches": 1.0,
+                                                  "devices": [1], "accelerator": "cuda"})[-4:],
+                         ["trainer_args.max_time=00:12:00:00",
+                          "trainer_args.limit_train_batches=1.0",
+                          "trainer_args.devices=1,", "trainer_args.accelerator=gpu"])
+        self.assertEqual(self.train(trainer_args={"gradient_clip_val": None})[-1],
+                         "trainer_args.gradient_clip_val=None")
         self.refused_train(TypeError, "train(): epochs given twice",
                            epochs=5, trainer_args={"max_epochs": 3})
-        self.refused_train(ValueError, "always shuffles", loader_args={"shuffle": False})
+        self.refused_train(TypeError, "train(): precision given twice",
+                           precision="32-true", trainer_args={"precision": "bf16-mixed"})
 
     def test_strategy(self):
         self.assertIn("strategy=ddp", self.train(strategy="ddp"))
