@@ -130,7 +130,7 @@ native_only+="test_torch_module_export "
 # the avx2 and scalar passes on 2026-12-01.
 native_only+="test_scan test_local_launch test_mlflow test_safetensors test_weights "
 native_only+="test_pt_memory test_output_writes test_decode_libraries test_tensorboard "
-native_only+="test_transform_args test_options test_trainer_args test_callbacks "
+native_only+="test_transform_args test_options test_trainer_args test_callbacks test_device_stats "
 for pass in $passes; do
 # The binaries of today's tests/test_*.c only: a binary left in the build
 # folder by a test since deleted or renamed is neither run nor counted.

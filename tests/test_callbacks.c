@@ -46,6 +46,29 @@ static void test_defaults(void **state) {
     assert_int_equal(settings.log_learning_rate, 1);
 }
 
+// Lightning's DeviceStatsMonitor: off unless named; cpu_stats None, True,
+// False; null turns it off again.
+static void test_device_stats_monitor(void **state) {
+    CallbackSettings settings;
+    ErrorMessage err = {{0}};
+    assert_int_equal(parse(&settings, &err, "model_export.every_n_epochs=2", NULL), 0);
+    assert_int_equal(settings.device_stats, 0);
+    assert_int_equal(parse(&settings, &err, "device_stats_monitor", NULL), 0);
+    assert_int_equal(settings.device_stats, 1);
+    assert_int_equal(settings.device_cpu_stats, -1);
+    assert_int_equal(parse(&settings, &err, "device_stats_monitor.cpu_stats=True", NULL), 0);
+    assert_int_equal(settings.device_stats, 1);
+    assert_int_equal(settings.device_cpu_stats, 1);
+    assert_int_equal(parse(&settings, &err, "device_stats_monitor={}",
+                           "device_stats_monitor.cpu_stats=false", NULL), 0);
+    assert_int_equal(settings.device_cpu_stats, 0);
+    assert_int_equal(parse(&settings, &err, "device_stats_monitor.cpu_stats=None", NULL), 0);
+    assert_int_equal(settings.device_cpu_stats, -1);
+    assert_int_equal(parse(&settings, &err, "device_stats_monitor", "device_stats_monitor=null",
+                           NULL), 0);
+    assert_int_equal(settings.device_stats, 0);
+}
+
 static void test_entries(void **state) {
     CallbackSettings settings;
     ErrorMessage err = {{0}};
@@ -85,7 +108,9 @@ static void test_entries(void **state) {
 }
 
 static void test_refusals(void **state) {
-    expect_refused("device_stats_monitor", "no device_stats_monitor");
+    expect_refused("device_stats_monitor.cpu_stats=maybe", "cpu_stats is true, false or null");
+    expect_refused("device_stats_monitor.interval=step", "device_stats_monitor takes cpu_stats");
+    expect_refused("device_stats_monitor=1", "expected device_stats_monitor, ");
     expect_refused("wandb", "the callbacks are model_checkpoint");
     expect_refused("model_checkpoint=null", "always written");
     expect_refused("model_checkpoint.save_last=false", "always written");
@@ -127,6 +152,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_entries),
+        cmocka_unit_test(test_device_stats_monitor),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -863,6 +863,10 @@ typedef struct BackendOps {
     // take where a backend has several (cuda: cuDNN's fused graphs or their
     // fallbacks, and why); NULL where there is one path.
     void (*describe_paths)(const Backend *backend, char *text, size_t size);
+    // The device memory the program holds (what alloc gave out and the
+    // plans' workspace), now and at most so far, in bytes (the
+    // device_stats_monitor's scalars); NULL where memory is the host's.
+    void (*memory_counts)(const Backend *backend, size_t *allocated, size_t *peak);
 } BackendOps;
 
 struct Backend {

@@ -12,7 +12,8 @@ CallbackSettings callbacks_default(void) {
     return (CallbackSettings){.checkpoint_every_epochs = 1,
                               .keep_epoch_checkpoints = 1,
                               .export_every_epochs = 1,
-                              .log_learning_rate = 1};
+                              .log_learning_rate = 1,
+                              .device_cpu_stats = -1};
 }
 
 static int is_null(const char *value) {
@@ -153,13 +154,14 @@ static int whole_entry(CallbackSettings *s, const char *entry, const char *name,
     if (strcmp(name, "model_export") == 0) s->export_every_epochs = off ? 0 : 1;
     if (strcmp(name, "early_stopping") == 0 && off) s->early_stopping_patience = 0;
     if (strcmp(name, "learning_rate_monitor") == 0) s->log_learning_rate = !off;
+    if (strcmp(name, "device_stats_monitor") == 0) s->device_stats = !off;
     return 0;
 }
 
 int callbacks_parse(const StringList *entries, CallbackSettings *settings, ErrorMessage *err) {
     *settings = callbacks_default();
     static const char *const names[] = {"model_checkpoint", "model_export", "early_stopping",
-                                        "learning_rate_monitor"};
+                                        "learning_rate_monitor", "device_stats_monitor"};
     const char *by_epochs = NULL, *by_steps = NULL;  // Lightning: one or the other
     for (int i = 0; i < entries->count; i++) {
         const char *entry = entries->items[i];
@@ -171,12 +173,8 @@ int callbacks_parse(const StringList *entries, CallbackSettings *settings, Error
         for (size_t n = 0; n < sizeof names / sizeof *names; n++) known |= !strcmp(name, names[n]);
         if (!known)
             return error_set(err, "--callbacks %.200s: the callbacks are model_checkpoint, "
-                                  "model_export, early_stopping and learning_rate_monitor%s",
-                             entry, strcmp(name, "device_stats_monitor") == 0
-                                        ? " (no device_stats_monitor: the summary and the "
-                                          "profiling/batch_time and data_time scalars say "
-                                          "where the time goes)"
-                                        : "");
+                                  "model_export, early_stopping, learning_rate_monitor and "
+                                  "device_stats_monitor", entry);
         if (entry[name_length] != '.') {
             if (whole_entry(settings, entry, name, value, err)) return -1;
             continue;
@@ -193,14 +191,23 @@ int callbacks_parse(const StringList *entries, CallbackSettings *settings, Error
                                             err);
         else if (strcmp(name, "early_stopping") == 0)
             status = early_stopping_entry(settings, entry, key, value, err);
-        else if (strcmp(name, "model_export") == 0 && strcmp(key, "every_n_epochs") == 0) {
+        else if (strcmp(name, "device_stats_monitor") == 0 && strcmp(key, "cpu_stats") == 0) {
+            int flag = 0;
+            settings->device_stats = 1;
+            if (is_null(value)) settings->device_cpu_stats = -1;
+            else if (number_parse_bool(value, &flag) == 0) settings->device_cpu_stats = flag;
+            else status = error_set(err, "--callbacks %.200s: cpu_stats is true, false or null",
+                                    entry);
+        } else if (strcmp(name, "model_export") == 0 && strcmp(key, "every_n_epochs") == 0) {
             long number = 0;
             status = integer_value(entry, value, 1, 1000000000L, &number, err);
             settings->export_every_epochs = number;
         } else
             status = error_set(err, "--callbacks %.200s: %s takes %s", entry, name,
                                strcmp(name, "model_export") == 0 ? "every_n_epochs"
-                                                                  : "no settings (only =null)");
+                               : strcmp(name, "device_stats_monitor") == 0
+                                   ? "cpu_stats"
+                                   : "no settings (only =null)");
         if (status) return -1;
     }
     if (by_epochs && by_steps)

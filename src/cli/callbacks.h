@@ -27,11 +27,16 @@
 //   early_stopping=null                     no patience stop (the default:
 //                                           LightlyTrain's patience is 10^12)
 //   learning_rate_monitor=null              no lr-* scalars in the logs
+//   device_stats_monitor                    Lightning's DeviceStatsMonitor (off by
+//                                           default): CPU and device memory scalars
+//                                           every --log-every steps
+//                                           (logging/device_stats.h)
+//   device_stats_monitor.cpu_stats=B        true: the CPU's too on the GPU; false: not
+//                                           on the CPU; null (default): on the CPU only
 // Every run also writes last.ckpt and the export at its last step and
 // when stopped by a signal. Anything else (another key, a monitor other
-// than train_loss, save_last=false, model_checkpoint=null, the
-// device_stats_monitor) is a usage error naming the entry and what is
-// taken.
+// than train_loss, save_last=false, model_checkpoint=null) is a usage error
+// naming the entry and what is taken.
 #ifndef LTC_CLI_CALLBACKS_H
 #define LTC_CLI_CALLBACKS_H
 
@@ -45,6 +50,8 @@ typedef struct CallbackSettings {
     long export_every_epochs;      // model_export.every_n_epochs (1; 0: the end only)
     long early_stopping_patience;  // early_stopping.patience (0: off)
     int log_learning_rate;         // learning_rate_monitor (1; null: 0)
+    int device_stats;              // device_stats_monitor given (0: off, the default)
+    int device_cpu_stats;          // its cpu_stats: -1 null (the CPU's on the CPU only), 0, 1
 } CallbackSettings;
 
 // LightlyTrain's defaults: checkpoint and export every epoch, the latest

@@ -8,6 +8,7 @@
 #include "backend/staging.h"
 #include "data/loader.h"
 #include "data/scan.h"
+#include "logging/device_stats.h"
 #include "logging/metrics_jsonl.h"
 #include "logging/mlflow_client.h"
 #include "logging/progress.h"
@@ -79,6 +80,7 @@ typedef struct TrainRun {
     // kept, the patience stop (its progress in the checkpoint), lr scalars.
     CallbackSettings callbacks;
     CallbackState callback_state;
+    DeviceStats device_stats;  // device_stats_monitor's (callbacks.device_stats)
     long warmup_steps;
     int log_every;
     double base_lr;         // after batch scaling

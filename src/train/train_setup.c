@@ -465,6 +465,13 @@ static void log_configuration(TrainRun *run) {
         run_log_line(run->log, "--gradient-clip-val %g: not taken, %s clips at %g as "
                                "LightlyTrain's does", config->gradient_clip_val,
                      method_kind_name(config->method), (double)method->defaults.grad_clip);
+    if (run->callbacks.device_stats && !run->device_stats.cpu && !run->device_stats.backend)
+        run_log_line(run->log, "device_stats_monitor: nothing to log (cpu_stats=false, no GPU)");
+    else if (run->callbacks.device_stats)
+        run_log_line(run->log, "device_stats_monitor: %s%s%s with every logged step",
+                     run->device_stats.cpu ? "the CPU's use, memory and swap" : "",
+                     run->device_stats.cpu && run->device_stats.backend ? " and " : "",
+                     run->device_stats.backend ? "the device memory the program holds" : "");
     run_log_line(run->log, "compute threads wait: %s", thread_wait_describe());
     // The pool per device of the design: (cores - devices) / devices over
     // the node, i.e. each rank's share of the cores less one for its device.
@@ -611,6 +618,8 @@ int train_setup(TrainRun *run, const TrainConfig *config, int argc, char **argv)
         comm_abort(run->comm, status);
         return status;
     }
+    if (run->callbacks.device_stats)  // (rank 0 logs them)
+        device_stats_init(&run->device_stats, run->backend, run->callbacks.device_cpu_stats);
     status = setup_checks(run, &err);
     char message[sizeof err.text + 32];
     snprintf(message, sizeof message, "lightly-train-c train: %s", err.text);

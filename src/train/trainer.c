@@ -322,8 +322,8 @@ static const char *train_events_tag(const TrainRun *run, const char *tag, char *
 static int train_log_step(TrainRun *run, long step, const StepTimes *times, double images_per_s,
                           ErrorMessage *err) {
     char tag[320];
-    const char *tags[9 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
-    double values[9 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS];
+    const char *tags[9 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS + DEVICE_STATS_MAX];
+    double values[9 + METHOD_MAX_GROUPS + METHOD_MAX_SCALARS + DEVICE_STATS_MAX];
     size_t count = 0;
     tags[count] = "train_loss", values[count++] = times->loss;
     tags[count] = "profiling/batch_time", values[count++] = times->batch_seconds;
@@ -339,6 +339,8 @@ static int train_log_step(TrainRun *run, long step, const StepTimes *times, doub
     for (int s = 0; s < run->method.scalar_count; s++)
         tags[count] = run->method.scalar_tags[s], values[count++] = times->scalars[s];
     if (run->scaler_on) tags[count] = "loss_scale", values[count++] = times->loss_scale;
+    if (run->callbacks.device_stats)
+        count += (size_t)device_stats_sample(&run->device_stats, tags + count, values + count);
     for (size_t i = 0; run->events && i < count; i++)
         if (tb_add_scalar(run->events, train_events_tag(run, tags[i], tag, sizeof tag), step,
                           (float)values[i], err))

@@ -26,6 +26,8 @@
 #   (others-at-once), without a queued all-reduce's wait for its input
 #   (deferred, others-at-once) or the compute stream's for its result
 #   (deferred, compute-at-once);
+# - LightlyTrain's device_stats_monitor logs the device memory the program
+#   holds (the 2-rank one-step run);
 # - the host does not wait for the device in a step: the op-by-op run's
 #   operation log (LTC_EMU_LAUNCH_LOG, both ranks) holds at most 60 device
 #   synchronisations, all of them the set-up's and the checkpoints' (with
@@ -66,7 +68,15 @@ run() {
 first_loss() { sed -n 's/^{"step": 0, "train_loss": \([^,}]*\).*/\1/p' "$work/$1/metrics.jsonl"; }
 
 run one 1 --precision 32-true --max-steps 1
-run two 2 --precision 32-true --max-steps 1
+run two 2 --precision 32-true --max-steps 1 --callbacks device_stats_monitor
+# LightlyTrain's device_stats_monitor on a GPU: the device memory the
+# program holds (rank 0's), not the CPU's (Lightning's cpu_stats=None).
+stats=$(grep '^{"step": 0, ' "$work/two/metrics.jsonl")
+allocated=$(sed -n 's/.*"DeviceStatsMonitor.on_train_batch_end\/allocated_bytes.all.current": \([0-9.e+]*\).*/\1/p' <<<"$stats")
+peak=$(sed -n 's/.*"DeviceStatsMonitor.on_train_batch_end\/allocated_bytes.all.peak": \([0-9.e+]*\).*/\1/p' <<<"$stats")
+awk -v a="$allocated" -v p="$peak" 'BEGIN { exit !(a > 1e6 && p >= a) }' &&
+  ! grep -q cpu_percent <<<"$stats" ||
+  fail "device_stats_monitor on the GPU: step 0 logged '$stats'"
 grep -q 'data parallel: 2 ranks (nccl, 2 per node)' "$work/two/train.log" ||
   fail "two: train.log does not say 2 NCCL ranks: $(grep 'data parallel' "$work/two/train.log")"
 result=$("$compare" --norm "$work/two/checkpoints/last.ckpt" "$work/one/checkpoints/last.ckpt" 0.05) ||

@@ -15,6 +15,8 @@
 #   it stops at the same step with the same best loss (the patience count
 #   is in the checkpoint: counted afresh it would stop later);
 #   2 CPU ranks stop together (the decision is agreed);
+# - device_stats_monitor logs the CPU's use, memory and swap with every
+#   logged step (only when named);
 # - LightlyTrain's other model_checkpoint settings at what they do here
 #   (verbose, dirpath=None, monitor=None, ...) are taken;
 # - bad entries exit 2 with one line (an unknown callback, a key, a monitor,
@@ -54,12 +56,21 @@ step 12: wrote the checkpoint with its epoch file
 step 18: wrote the checkpoint with its epoch file and the export'
 [ "$(writes epochs)" = "$expected" ] || fail "every_n_epochs=2, export every 3: $(writes epochs)"
 grep -q '"lr-' "$work/epochs/metrics.jsonl" && fail "learning_rate_monitor=null still logs lr-*"
+grep -q 'DeviceStatsMonitor' "$work/epochs/metrics.jsonl" && fail "device stats logged unasked"
 
 # (with LightlyTrain's other model_checkpoint settings at what they do here: taken, no effect)
 run steps --epochs 4 --callbacks model_checkpoint.every_n_train_steps=5 \
   --callbacks model_checkpoint.save_top_k=0 --callbacks model_export=null \
   callbacks.model_checkpoint.verbose=true callbacks.model_checkpoint.dirpath=None \
-  callbacks.model_checkpoint.monitor=None callbacks.model_checkpoint.save_weights_only=false
+  callbacks.model_checkpoint.monitor=None callbacks.model_checkpoint.save_weights_only=false \
+  callbacks.device_stats_monitor.cpu_stats=None
+# device_stats_monitor on the CPU: the CPU's use, memory and swap in percent
+# with every logged step (psutil's three of Lightning's DeviceStatsMonitor).
+stats=$(grep -c '"DeviceStatsMonitor.on_train_batch_end/cpu_percent": [0-9.e+-]*, "DeviceStatsMonitor.on_train_batch_end/cpu_vm_percent": [0-9.e+-]*, "DeviceStatsMonitor.on_train_batch_end/cpu_swap_percent": [0-9.e+-]*}' "$work/steps/metrics.jsonl")
+[ "$stats" = "$(grep -c '"train_loss"' "$work/steps/metrics.jsonl")" ] && [ "$stats" -gt 0 ] ||
+  fail "device_stats_monitor: $stats of the logged steps carry the CPU's scalars"
+awk -F'cpu_vm_percent": ' 'NF > 1 { split($2, v, /[,}]/); if (!(v[1] > 0 && v[1] <= 100)) bad = 1 }
+  END { exit bad }' "$work/steps/metrics.jsonl" || fail "device_stats_monitor: a cpu_vm_percent out of (0, 100]"
 [ -z "$(files steps)" ] || fail "save_top_k=0 kept $(files steps)"
 expected='step 5: wrote the checkpoint
 step 10: wrote the checkpoint
@@ -91,8 +102,8 @@ grep -q "^early stopping after epoch " "$work/ranks.out" ||
   fail "2 ranks: no early stop: $(tail -n 3 "$work/ranks.out")"
 
 # Bad entries: one line, exit 2, nothing trained.
-expect_only 2 "--callbacks device_stats_monitor: the callbacks are model_checkpoint, model_export, early_stopping and learning_rate_monitor" -- \
-  "$bin" train "${common[@]}" --out "$work/bad" --callbacks device_stats_monitor
+expect_only 2 "--callbacks device_stats: the callbacks are model_checkpoint, model_export, early_stopping, learning_rate_monitor and device_stats_monitor" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --callbacks device_stats
 expect_only 2 "--callbacks model_checkpoint.dirpath=x: dirpath is null here: checkpoints go to --out/checkpoints" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --callbacks model_checkpoint.dirpath=x
 expect_only 2 "--callbacks model_checkpoint.top=3: model_checkpoint's settings here are every_n_epochs" -- \

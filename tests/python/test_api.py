@@ -276,6 +276,9 @@ class ApiTest(unittest.TestCase):
             ["callbacks=model_checkpoint", "callbacks=model_checkpoint.every_n_epochs=5",
              "callbacks=model_checkpoint.save_top_k=-1", "callbacks=model_checkpoint.save_last=true",
              "callbacks=early_stopping=null", "callbacks=learning_rate_monitor=null"])
+        self.assertEqual(self.train(callbacks={"device_stats_monitor": {"cpu_stats": True}})[-2:],
+                         ["callbacks=device_stats_monitor",
+                          "callbacks=device_stats_monitor.cpu_stats=true"])
         self.refused_train(TypeError, "callbacks['early_stopping'] must be a dict",
                            callbacks={"early_stopping": 3})
         self.refused_train(TypeError, "train(): callbacks must be a dict", callbacks=["x"])

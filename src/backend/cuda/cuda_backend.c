@@ -714,6 +714,7 @@ static const BackendOps cuda_ops = {
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
     .describe_paths = cuda_describe_paths,
+    .memory_counts = cuda_memory_counts,
     .vit_tokens_forward = cuda_vit_tokens_forward,
     .vit_tokens_backward = cuda_vit_tokens_backward,
     .residual_scale_add_forward = cuda_residual_scale_add_forward,

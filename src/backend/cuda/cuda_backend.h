@@ -88,6 +88,8 @@ long cuda_step_graph_replays(const Backend *backend);
 // (peak) since the backend was made, and its shared workspace, in bytes
 // (cuda_memory.c; the paths line says them in MiB).
 void cuda_backend_memory(const Backend *backend, size_t *live, size_t *peak, size_t *workspace);
+// The memory_counts op (backend.h): live + workspace, peak + workspace.
+void cuda_memory_counts(const Backend *backend, size_t *allocated, size_t *peak);
 
 // The cuBLAS soname a backend opens when it is made (cuda_gemm.c).
 const char *cuda_blas_library_file(void);

@@ -96,3 +96,10 @@ void cuda_backend_memory(const Backend *backend, size_t *live, size_t *peak, siz
     *peak = state->allocations.peak;
     *workspace = state->workspace_bytes;
 }
+
+void cuda_memory_counts(const Backend *backend, size_t *allocated, size_t *peak) {
+    size_t live = 0, most = 0, workspace = 0;
+    cuda_backend_memory(backend, &live, &most, &workspace);
+    *allocated = live + workspace;
+    *peak = most + workspace;
+}
