@@ -90,7 +90,7 @@ tail -n 12 "$work/train.log"
 run embed --data "$work/images" --checkpoint "$work/run/exported_models/exported_last.safetensors" \
     --image-size 64 --accelerator gpu --out "$work/emb.npy" >"$work/embed.log" 2>&1 ||
     fail "embed on the GPU: $(tail -n 20 "$work/embed.log")"
-grep -q "workers, cuda, " "$work/embed.log" || fail "embed did not run on the cuda backend: $(cat "$work/embed.log")"
+grep -q "workers, cuda 32-true, " "$work/embed.log" || fail "embed did not run on the cuda backend: $(cat "$work/embed.log")"
 # (export runs on the CPU: compute-sanitizer refuses a program that never calls CUDA)
 "$bin" export --checkpoint "$work/run/checkpoints/last.ckpt" --out "$work/export.safetensors" \
     >"$work/export.log" 2>&1 || fail "export: $(cat "$work/export.log")"

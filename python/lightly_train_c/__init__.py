@@ -251,8 +251,6 @@ def _embed_arguments(function: str, data: Any, checkpoint: PathLike,
                      precision: Optional[str], options: Mapping[str, Any],
                      refused: Sequence[str] = ()) -> List[str]:
     _args.check_names(function, "embed", _EMBED_PARAMETERS, options, refused)
-    if precision not in (None, "auto", "32-true"):
-        raise ValueError(f"precision={precision!r}: lightly-train-c embeds in 32-true")
     arguments = ["embed"]
     for path in _args.paths(function, "data", data):
         arguments += _args.option("data", path)
@@ -261,6 +259,7 @@ def _embed_arguments(function: str, data: Any, checkpoint: PathLike,
     arguments += _args.option("batch_size", batch_size)
     arguments += _args.option("num_workers", num_workers)
     arguments += _args.option("accelerator", _args.accelerator(accelerator))
+    arguments += _args.option("precision", None if precision == "auto" else precision)
     return arguments + _args.passthrough(options)
 
 
@@ -296,7 +295,8 @@ def embed(
             decoded when it is asked for).
         accelerator: "auto", "cpu" or "gpu" ("cuda").
         overwrite: Replace an existing ``out``.
-        precision: "32-true" only.
+        precision: "32-true" (the default), or on a GPU "16-mixed" or "bf16-mixed"
+            (16-bit activations, fp32 weights), as LightlyTrain's.
         **options: Any other option of ``lightly-train-c embed --help``
             (``part``, ``vit_pool``, ``devices``, ``max_pixels``).
 

@@ -47,6 +47,7 @@ typedef struct EmbedArgs {
     int batch_size;
     int num_workers;  // -1 = auto
     int accelerator;  // index into accelerator_choices
+    int precision;    // index into precision_choices
     const char *devices;  // --devices: auto, N or a GPU list
     int overwrite;
     double max_pixels;
@@ -65,6 +66,9 @@ static const char *const part_choices[] = {"backbone", "student", "teacher", NUL
 // what an export's "pool" metadata says).
 static const char *const vit_pool_choices[] = {"auto", "mean", "cls", NULL};
 static const char *const accelerator_choices[] = {"auto", "cpu", "gpu", NULL};
+// LightlyTrain's embed precision (its default 32-true): the mixed ones keep
+// the weights in fp32 and the activations in 16 bits, on the GPU.
+static const char *const precision_choices[] = {"32-true", "16-mixed", "bf16-mixed", NULL};
 
 // Lines of a rank other than 0 start with "rank N: " (docs/distributed.md),
 // each written with one call so that the ranks' lines do not interleave.
@@ -302,6 +306,15 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
     run->backend = backend_choose(run->accelerator, "cpu", run->gpu, run->rank_cores,
                                   accelerator_note, sizeof accelerator_note, &err);
     if (!run->backend) return embed_fail(run->comm, 2, "%s", err.text);
+    if (args->precision != 0 && strcmp(run->backend->name, "cuda") != 0)
+        return embed_fail(run->comm, 2, "--precision %s needs a GPU; on the CPU embed runs in "
+                                        "32-true", precision_choices[args->precision]);
+    if (backend_set_compute_dtype(run->backend,
+                                  args->precision == 1   ? COMPUTE_F16
+                                  : args->precision == 2 ? COMPUTE_BF16
+                                                         : COMPUTE_F32,
+                                  &err))
+        return embed_fail(run->comm, 2, "--precision: %s", err.text);
     const BackboneInput shape = {batch_size, args->image_size};
     // Eval forwards only: no gradients, nothing kept for a backward (vit.h, resnet.h: frozen).
     const ModelSourceOptions source = {.part = part_choices[args->part], .frozen = 1};
@@ -383,10 +396,10 @@ static int embed_run(const EmbedArgs *args, EmbedRun *run) {
              : embedding_write(args->out, format, &table, &err)) != 0) {
         return embed_fail(run->comm, 1, "%s", err.text);
     }
-    printf("embedded %zu images x %d dims (%s, %d px, batch %d, %d workers, %s, %d rank(s)) "
+    printf("embedded %zu images x %d dims (%s, %d px, batch %d, %d workers, %s %s, %d rank(s)) "
            "as %s to '%s' in %.2f s (%.1f images/s); skipped files: %llu (rows dropped)\n",
            kept, dim, model_name, args->image_size, batch_size, workers, run->backend->name,
-           comm_world_size(run->comm),
+           precision_choices[args->precision], comm_world_size(run->comm),
            embed_format_names[format], args->out, seconds,
            seconds > 0 ? (double)dataset->count / seconds : 0.0,
            (unsigned long long)stats.skipped_files);
@@ -452,6 +465,10 @@ int command_embed(int argc, char **argv) {
          .metavar = "NAME", .help = "where the model runs (gpu needs the CUDA backend; "
                                     "LightlyTrain's cuda is gpu)",
          .choices = accelerator_choices, .value_aliases = OPTION_ACCELERATOR_ALIASES},
+        {.name = "precision", .type = OPTION_CHOICE, .value = &args.precision,
+         .metavar = "NAME", .help = "32-true, or on the GPU 16-mixed / bf16-mixed: 16-bit "
+                                    "activations, fp32 weights (LightlyTrain's embed precision)",
+         .choices = precision_choices},
         {.name = "devices", .type = OPTION_STRING, .value = &args.devices,
          .metavar = "N|LIST|auto", .help = "GPUs to embed on, one process each, or GPU indices "
                                            "such as 0,2 (1, for GPU 1 alone) (auto: every "

@@ -26,6 +26,8 @@
 #   (others-at-once), without a queued all-reduce's wait for its input
 #   (deferred, others-at-once) or the compute stream's for its result
 #   (deferred, compute-at-once);
+# - embed --precision bf16-mixed (LightlyTrain's embed precision) runs with
+#   16-bit activations, close to 32-true's; refused on the CPU;
 # - LightlyTrain's device_stats_monitor logs the device memory the program
 #   holds (the 2-rank one-step run);
 # - the host does not wait for the device in a step: the op-by-op run's
@@ -110,6 +112,25 @@ for devices in 1 2; do
     fail "embed on $devices device(s): exit $?: $(tail -n 2 "$work/embed$devices.out")"
 done
 cmp -s "$work/embed1.npy" "$work/embed2.npy" || fail "embed on 2 ranks: other bytes than one process"
+# LightlyTrain's embed precision: bf16-mixed holds the activations in 16
+# bits (the summary says so; within 0.02 of 32-true's by norm, measured
+# 0.006, and not 32-true's own values: above 1e-4 of them); on the CPU it
+# is refused.
+for precision in 32-true bf16-mixed; do
+  "$emu" embed --data tests/fixtures/photos --checkpoint "$work/one/exported_models/exported_last.safetensors" \
+    --out "$work/embed-$precision.safetensors" --image-size 32 --batch-size 4 --num-workers 1 \
+    --accelerator gpu --devices 1 --precision "$precision" >"$work/embed-$precision.out" 2>&1 ||
+    fail "embed --precision $precision: exit $?: $(tail -n 2 "$work/embed-$precision.out")"
+  grep -q "workers, cuda $precision, 1 rank(s)" "$work/embed-$precision.out" ||
+    fail "embed --precision $precision: $(tail -n 1 "$work/embed-$precision.out")"
+done
+result=$("$compare" --norm "$work/embed-bf16-mixed.safetensors" "$work/embed-32-true.safetensors" 0.02) ||
+  fail "embed bf16-mixed against 32-true: $result"
+"$compare" --norm "$work/embed-bf16-mixed.safetensors" "$work/embed-32-true.safetensors" 1e-4 >/dev/null &&
+  fail "embed bf16-mixed gave 32-true's values: $result"
+expect_only 2 "--precision bf16-mixed needs a GPU; on the CPU embed runs in 32-true" -- \
+  "$bin" embed --data tests/fixtures/photos --checkpoint "$work/one/exported_models/exported_last.safetensors" \
+  --out "$work/embed-cpu.npy" --accelerator cpu precision=bf16-mixed
 grep -q '2 rank(s)' "$work/embed2.out" || fail "embed: not 2 ranks: $(tail -n 1 "$work/embed2.out")"
 # A rank killed while the steps replay: the other ends at its own timeout.
 long=("${base[@]}" --precision bf16-mixed --max-steps 200 --dist-timeout 10 --out "$work/killed")

@@ -294,6 +294,13 @@ class ApiTest(unittest.TestCase):
         self.refused(TypeError, "image_size must be an int or a pair", lightly_train_c.embed,
                      image_size=True, **embed)
 
+    def test_embed_precision(self):
+        embed = dict(out="e.npy", data="d", checkpoint="m")
+        self.assertIn("precision=bf16-mixed",
+                      self.command(lightly_train_c.embed, precision="bf16-mixed", **embed))
+        self.assertFalse(any(a.startswith("precision=") for a in
+                             self.command(lightly_train_c.embed, precision="auto", **embed)))
+
     @unittest.skipIf(numpy is None, "needs numpy")
     def test_numpy_integers(self):
         embed = dict(out="e.npy", data="d", checkpoint="m")
