@@ -459,6 +459,17 @@ part_train() {
             "embed of $FIRST_LIGHT_EMBED_IMAGES images on $FIRST_LIGHT_EMBED_ACCELERATOR against the CPU (bound: 16-bit)" \
             "$FL_PYTHON" "$here/first_light_check.py" npy "$FL_WORK/embed-$FIRST_LIGHT_EMBED_ACCELERATOR.npy" \
             "$FL_WORK/embed-cpu.npy" 1e-2
+        # embed --precision bf16-mixed (LightlyTrain's embed precision; 2026-12-01,
+        # emulation only: 0.006 of the norm there)
+        "$FL_BIN" embed --data "$FL_WORK/embed-images" --checkpoint "$export" --overwrite \
+            --image-size "$FIRST_LIGHT_SIZE" --accelerator "$FIRST_LIGHT_EMBED_ACCELERATOR" \
+            --precision bf16-mixed --out "$FL_WORK/embed-bf16.npy" \
+            >"$FL_LOGS/train/embed-bf16.out" 2>&1 ||
+            record train embed-bf16 fail "$(tail -n 2 "$FL_LOGS/train/embed-bf16.out" | tr '\n' ' ')"
+        record_check train embed-bf16-vs-cpu \
+            "embed --precision bf16-mixed of $FIRST_LIGHT_EMBED_IMAGES images on $FIRST_LIGHT_EMBED_ACCELERATOR against the CPU (bound: bf16)" \
+            "$FL_PYTHON" "$here/first_light_check.py" npy "$FL_WORK/embed-bf16.npy" \
+            "$FL_WORK/embed-cpu.npy" 3e-2
         record_check train export-torchvision "the export loads into torchvision's $FIRST_LIGHT_MODEL" \
             "$FL_PYTHON" "$here/first_light_check.py" torch-load "$export" "$FIRST_LIGHT_MODEL"
         # The pip wheel's way (issue 23): its Python API and launcher, CUDA from pip.

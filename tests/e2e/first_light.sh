@@ -153,6 +153,7 @@ has train distillation-setup pass
 has train distillation-losses '(pass|fail)' '"finite": 1'
 has train distillation-files pass
 has train embed-gpu-vs-cpu pass '"values": 4096'
+has train embed-bf16-vs-cpu pass '"values": 4096'
 has train export-torchvision skip 'not_importable'
 has train wheel-train pass '"accelerator": "cpu'
 has train resume pass '"within_1e-5": 1'
