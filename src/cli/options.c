@@ -564,3 +564,6 @@ int options_parse_command(const OptionParser *parser, int argc, char **argv, int
 
 const char *const OPTION_BOOLEAN_CHOICES[] = {"true", "false", NULL};
 const char *const OPTION_ACCELERATOR_ALIASES[] = {"cuda=gpu", NULL};
+// Lightning's legacy spellings of its precisions (its _PRECISION_INPUT_STR_ALIAS).
+const char *const OPTION_PRECISION_ALIASES[] = {"32=32-true", "16=16-mixed", "bf16=bf16-mixed",
+                                                NULL};

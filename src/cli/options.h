@@ -102,5 +102,7 @@ extern const char *const OPTION_BOOLEAN_CHOICES[];
 // {"cuda=gpu", NULL}: LightlyTrain's accelerator name, for an --accelerator
 // whose choices include "gpu".
 extern const char *const OPTION_ACCELERATOR_ALIASES[];
+// --precision: Lightning's 32, 16 and bf16 for 32-true, 16-mixed and bf16-mixed.
+extern const char *const OPTION_PRECISION_ALIASES[];
 
 #endif

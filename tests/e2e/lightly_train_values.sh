@@ -215,4 +215,10 @@ expect_only 2 "pretrained=yes: expected True or False" -- "$bin" train "${common
   --out "$work/refused" --model timm/resnet18 --model-arg pretrained=yes
 expect_only 2 "pretrained and --checkpoint $weights both give" -- "$bin" train "${common[@]}" \
   --out "$work/refused" --model timm/resnet18 --model-arg pretrained=True --checkpoint "$weights"
+# Lightning's legacy precisions: 16 is 16-mixed (on the CPU: refused as such), bf16 bf16-mixed
+expect_only 2 "--precision 16-mixed needs a GPU" -- "$bin" train "${common[@]}" \
+  --out "$work/refused" --method simclr precision=16 accelerator=cpu
+expect_only 2 "--precision bf16-mixed needs a GPU; on the CPU embed runs in 32-true" -- \
+  "$bin" embed --data tests/fixtures/photos --checkpoint "$weights" --out "$work/refused.npy" \
+  --accelerator cpu precision=bf16
 e2e_finish
