@@ -545,6 +545,22 @@ static void test_aliases(void **state) {
     ASSERT_PARSE_ERROR(f, "value alias 'x=nothing' names no choice", "--data", "d");
 }
 
+// Another tool's value with no counterpart: refused saying why, in one
+// line naming the option and the word; a refusal without its reason is a
+// table mistake.
+static void test_value_refusals(void **state) {
+    Fixture *f = *state;
+    static const char *const refusals[] = {"moco=no memory bank here: dino or simclr", NULL};
+    f->specs[5].value_refusals = refusals;
+    ASSERT_PARSE_ERROR(f, "--method moco: no memory bank here: dino or simclr", "--data", "d",
+                       "method=moco");
+    ASSERT_PARSE_ERROR(f, "got 'mocov2'", "--data", "d", "--method", "mocov2");
+    assert_int_equal(PARSE(f, "--data", "d", "--method", "dino"), 0);
+    static const char *const broken[] = {"moco", NULL};
+    f->specs[5].value_refusals = broken;
+    ASSERT_PARSE_ERROR(f, "refusal 'moco' is no WORD=WHY", "--data", "d");
+}
+
 // A word that is no choice nor alias is tried once more in the spelling the
 // table's hook gives (LightlyTrain's model names); `given` keeps the word as
 // typed, whichever way it matched.
@@ -653,6 +669,7 @@ int main(void) {
         FIXTURE_TEST(test_long_choice_list),
         FIXTURE_TEST(test_longer_choice_list_abbreviated),
         FIXTURE_TEST(test_aliases),
+        FIXTURE_TEST(test_value_refusals),
         FIXTURE_TEST(test_canonical_spelling_and_given),
         FIXTURE_TEST(test_help_is_aligned),
         FIXTURE_TEST(test_help_anywhere_wins),

@@ -137,6 +137,10 @@ static int option_check_table(const OptionParser *parser, ErrorMessage *err) {
                 return error_set(err, "option table: --%s: value alias '%s' names no choice",
                                  name, spec->value_aliases[a]);
         }
+        for (int r = 0; spec->value_refusals && spec->value_refusals[r]; r++)
+            if (spec->type != OPTION_CHOICE || !strchr(spec->value_refusals[r], '='))
+                return error_set(err, "option table: --%s: refusal '%s' is no WORD=WHY", name,
+                                 spec->value_refusals[r]);
         if (spec->alias && option_find(parser, spec->alias, strlen(spec->alias)) != i)
             return error_set(err, "option table: --%s: its alias names another option", name);
         if (spec->repeatable && spec->type != OPTION_STRING)
@@ -271,6 +275,11 @@ static int option_store_choice(const OptionSpec *spec, const char *text, ErrorMe
         *(int *)spec->value = index;
         if (spec->given) *spec->given = text;
         return 0;
+    }
+    for (int r = 0; spec->value_refusals && spec->value_refusals[r]; r++) {
+        const char *word = spec->value_refusals[r], *equals = strchr(word, '=');
+        if ((size_t)(equals - word) == strlen(text) && strncmp(word, text, strlen(text)) == 0)
+            return error_set(err, "--%s %s: %s", spec->name, text, equals + 1);
     }
     char listed[CHOICES_TEXT];
     option_join_choices(spec->choices, ", ", listed, sizeof listed);
@@ -567,3 +576,13 @@ const char *const OPTION_ACCELERATOR_ALIASES[] = {"cuda=gpu", NULL};
 // Lightning's legacy spellings of its precisions (its _PRECISION_INPUT_STR_ALIAS).
 const char *const OPTION_PRECISION_ALIASES[] = {"32=32-true", "16=16-mixed", "bf16=bf16-mixed",
                                                 NULL};
+const char *const OPTION_PRECISION_REFUSALS[] = {
+    "16-true=fp16 weights are not used here: 16-mixed keeps fp32 weights and 16-bit "
+    "activations",
+    "bf16-true=bf16 weights are not used here: bf16-mixed keeps fp32 weights and bf16 "
+    "activations",
+    "64-true=float64 is not computed here (32-true is the widest)",
+    "64=float64 is not computed here (32-true is the widest)",
+    "transformer-engine=NVIDIA's Transformer Engine is not used here: 16-mixed or bf16-mixed",
+    "transformer-engine-float16=NVIDIA's Transformer Engine is not used here: 16-mixed",
+    NULL};

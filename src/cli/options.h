@@ -51,6 +51,9 @@ typedef struct OptionSpec {
     const char *const *choices;  // CHOICE: NULL-terminated list
     const char *const *value_aliases;  // CHOICE: NULL-terminated "WORD=CHOICE" words taken
                                        // for a choice (LightlyTrain's values: "cuda=gpu")
+    const char *const *value_refusals;  // CHOICE: NULL-terminated "WORD=WHY": a word refused
+                                        // saying why (another tool's value with no
+                                        // counterpart here), or NULL
     // CHOICE: a word that is no choice nor alias is tried once more as the
     // choice this writes into buffer (returning 1; 0: none), for spellings
     // too many to list as aliases (LightlyTrain's model names); or NULL.
@@ -104,5 +107,7 @@ extern const char *const OPTION_BOOLEAN_CHOICES[];
 extern const char *const OPTION_ACCELERATOR_ALIASES[];
 // --precision: Lightning's 32, 16 and bf16 for 32-true, 16-mixed and bf16-mixed.
 extern const char *const OPTION_PRECISION_ALIASES[];
+// --precision: Lightning's other precisions, refused saying why.
+extern const char *const OPTION_PRECISION_REFUSALS[];
 
 #endif

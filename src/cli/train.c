@@ -404,7 +404,7 @@ int command_train(int argc, char **argv) {
          .choices = strategy_names},
         {.name = "precision", .type = OPTION_CHOICE, .value = &choices.precision, .metavar = "NAME",
          .help = "auto (16-mixed on GPU, 32-true on CPU)", .choices = precision_names,
-         .value_aliases = OPTION_PRECISION_ALIASES},
+         .value_aliases = OPTION_PRECISION_ALIASES, .value_refusals = OPTION_PRECISION_REFUSALS},
         {.name = "float32-matmul-precision", .type = OPTION_CHOICE,
          .value = &choices.matmul_precision, .metavar = "NAME",
          .help = "LightlyTrain's: float32 products never use TF32 here, every value runs as "

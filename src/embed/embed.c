@@ -468,7 +468,8 @@ int command_embed(int argc, char **argv) {
         {.name = "precision", .type = OPTION_CHOICE, .value = &args.precision,
          .metavar = "NAME", .help = "32-true, or on the GPU 16-mixed / bf16-mixed: 16-bit "
                                     "activations, fp32 weights (LightlyTrain's embed precision)",
-         .choices = precision_choices, .value_aliases = OPTION_PRECISION_ALIASES},
+         .choices = precision_choices, .value_aliases = OPTION_PRECISION_ALIASES,
+         .value_refusals = OPTION_PRECISION_REFUSALS},
         {.name = "devices", .type = OPTION_STRING, .value = &args.devices,
          .metavar = "N|LIST|auto", .help = "GPUs to embed on, one process each, or GPU indices "
                                            "such as 0,2 (1, for GPU 1 alone) (auto: every "

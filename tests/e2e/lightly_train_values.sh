@@ -215,7 +215,10 @@ expect_only 2 "pretrained=yes: expected True or False" -- "$bin" train "${common
   --out "$work/refused" --model timm/resnet18 --model-arg pretrained=yes
 expect_only 2 "pretrained and --checkpoint $weights both give" -- "$bin" train "${common[@]}" \
   --out "$work/refused" --model timm/resnet18 --model-arg pretrained=True --checkpoint "$weights"
-# Lightning's legacy precisions: 16 is 16-mixed (on the CPU: refused as such), bf16 bf16-mixed
+# Lightning's legacy precisions: 16 is 16-mixed (on the CPU: refused as such), bf16
+# bf16-mixed; its pure 16-bit ones are refused saying why
+expect_only 2 "--precision bf16-true: bf16 weights are not used here: bf16-mixed keeps fp32 weights" -- \
+  "$bin" train "${common[@]}" --out "$work/refused" --method simclr trainer_args.precision=bf16-true
 expect_only 2 "--precision 16-mixed needs a GPU" -- "$bin" train "${common[@]}" \
   --out "$work/refused" --method simclr precision=16 accelerator=cpu
 expect_only 2 "--precision bf16-mixed needs a GPU; on the CPU embed runs in 32-true" -- \
