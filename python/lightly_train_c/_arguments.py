@@ -226,17 +226,15 @@ def loader_args(args: Mapping[str, Any]) -> List[str]:
 
 
 def activation_checkpoint_args(args: Mapping[str, Any]) -> List[str]:
-    """LightlyTrain's ``{"enabled": True, "every_n_blocks": 1}``: the program
-    recomputes every block of a ViT (--activation-checkpointing)."""
+    """LightlyTrain's ``{"enabled": True, "every_n_blocks": N}``: the program
+    recomputes blocks 0, N, 2N, ... of a ViT (--activation-checkpointing,
+    --activation-checkpointing-every; N 1, the default: every block)."""
     for key in args:
         if key not in ("enabled", "every_n_blocks"):
             raise ValueError(f"activation_checkpoint_args[{key!r}]: the keys are enabled and "
                              "every_n_blocks")
-    if args.get("every_n_blocks", 1) != 1:
-        raise ValueError("activation_checkpoint_args['every_n_blocks']: lightly-train-c "
-                         "recomputes every block (1), got "
-                         f"{args['every_n_blocks']!r}")
-    return option("activation_checkpointing", True) if args.get("enabled") else []
+    out = option("activation_checkpointing", True) if args.get("enabled") else []
+    return out + option("activation_checkpointing_every", args.get("every_n_blocks"))
 
 
 def model_args(args: Mapping[str, Any]) -> List[str]:

@@ -48,7 +48,7 @@ static const Translation translations[] = {
     {"trainer_args.benchmark", NULL, "bool"},
     {"trainer_args.enable_model_summary", NULL, "bool"},
     {"activation_checkpoint_args.enabled", "activation-checkpointing", NULL},
-    {"activation_checkpoint_args.every_n_blocks", NULL, "1"},
+    {"activation_checkpoint_args.every_n_blocks", "activation-checkpointing-every", NULL},
     {"loader_args.batch_size", NULL, NULL},
     {"loader_args.num_workers", NULL, NULL},
     {"loader_args.shuffle", NULL, "true"},
@@ -86,7 +86,7 @@ static const char *const groups[][2] = {
                      "gradient_clip_algorithm=norm, precision, accelerator, devices, num_nodes, "
                      "strategy, sync_batchnorm, enable_progress_bar, deterministic, benchmark "
                      "and enable_model_summary (the rest is Lightning's machinery)"},
-    {"activation_checkpoint_args", "takes enabled and every_n_blocks=1 (every block is "
+    {"activation_checkpoint_args", "takes enabled and every_n_blocks (blocks 0, N, 2N, ... "
                                    "recomputed)"},
     {"loader_args", "takes batch_size and num_workers (ignored, as LightlyTrain does), "
                     "shuffle=true and drop_last=true (what the loader does), pin_memory and "

@@ -16,12 +16,12 @@
 //   trainer_args.deterministic, .benchmark,         any boolean, dropped (runs are
 //   .enable_model_summary                           reproducible, cuDNN's algorithms measured)
 //   trainer_args.KEY=None, loader_args.KEY=None     dropped: the program's default
-//   activation_checkpoint_args.enabled              --activation-checkpointing
+//   activation_checkpoint_args.enabled,             --activation-checkpointing,
+//   .every_n_blocks                                 --activation-checkpointing-every
 //   loader_args.batch_size, .num_workers            ignored, as LightlyTrain ignores them
 //   loader_args.shuffle=true, .drop_last=true       what the loader does: dropped
 //   loader_args.pin_memory, .persistent_workers     any boolean, dropped (workers persist,
 //                                                   GPU batches are pinned)
-//   activation_checkpoint_args.every_n_blocks=1     what the option does: dropped
 //   transform_args.PATH=VALUE                      cli/transform_args.h
 //   NAME=None (or null) for a parameter whose      dropped: LightlyTrain's spelling of
 //   default is None (embed_dim, checkpoint,        its default

@@ -328,6 +328,7 @@ int command_train(int argc, char **argv) {
         .limit_train_batches = {.value = -1},
         .gradient_clip_val = -1,
         .progress_bar = 1,
+        .activation_checkpointing_every = 1,
     };
     TrainChoices choices = {.max_pixels = (double)DECODE_DEFAULT_MAX_PIXELS};
     double dist_timeout = DIST_DEFAULT_TIMEOUT;
@@ -425,6 +426,11 @@ int command_train(int argc, char **argv) {
                  "(LightlyTrain's resume_interrupted)"},
         {.name = "overwrite", .type = OPTION_FLAG, .value = &config.overwrite,
          .help = "start a new run in a non-empty --out"},
+        {.name = "activation-checkpointing-every", .type = OPTION_INT,
+         .value = &config.activation_checkpointing_every, .metavar = "N",
+         .help = "with --activation-checkpointing: recompute blocks 0, N, 2N, ... only, the "
+                 "others keep their activations (LightlyTrain's every_n_blocks)",
+         .min = 1, .max = 4096},
         {.name = "activation-checkpointing", .type = OPTION_FLAG,
          .value = &config.activation_checkpointing,
          .help = "ViTs: keep only each block's input and recompute the block in the backward "

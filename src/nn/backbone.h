@@ -51,9 +51,10 @@ typedef struct BackboneSpec {
     // Channels of the input images: the first conv / patch embedding takes
     // this many (0 means 3; --num-channels).
     int in_channels;
-    // ViTs: recompute each block in the backward instead of keeping its
-    // activations (vit.h: activation_checkpointing; --activation-checkpointing).
-    // A frozen backbone (a teacher) ignores it; a ResNet has none.
+    // ViTs: recompute blocks 0, N, 2N, ... in the backward instead of keeping
+    // their activations (vit.h: activation_checkpointing; 0: off, 1: every
+    // block; --activation-checkpointing). A frozen backbone (a teacher)
+    // ignores it; a ResNet has none.
     int activation_checkpointing;
     // BatchNorm statistics over all ranks will be attached
     // (backbone_attach_batchnorm_sync; a ResNet lays out for it).

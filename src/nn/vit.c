@@ -243,9 +243,13 @@ static void take_block_tensors(const Vit *model, VitBlockActivations *saved,
     saved->fc2_out = activation_take(arena, rows * dim);
 }
 
+int vit_block_checkpointed(const Vit *model, int block) {
+    return model->activation_checkpointing > 0 && block % model->activation_checkpointing == 0;
+}
+
 // A training model's blocks: each its own tensors, or with activation
-// checkpointing one set that every block reuses (the recompute's), each
-// block keeping only its output and drop-path scales.
+// checkpointing one set that every recomputed block reuses (the
+// recompute's), such a block keeping only its output and drop-path scales.
 static void take_training_blocks(const Vit *model, VitSlot *slot, ActivationArena *arena,
                                  size_t rows) {
     const int depth = model->config.depth;
@@ -254,7 +258,7 @@ static void take_training_blocks(const Vit *model, VitSlot *slot, ActivationAren
     if (model->activation_checkpointing) take_block_tensors(model, &shared, arena, rows);
     for (int b = 0; b < depth; b++) {
         VitBlockActivations *saved = &slot->blocks[b];
-        if (model->activation_checkpointing) *saved = shared;
+        if (vit_block_checkpointed(model, b)) *saved = shared;
         else take_block_tensors(model, saved, arena, rows);
         saved->out = activation_take(arena, rows * dim);
         saved->drop_scale[0] = activation_take_float(arena, batch);

@@ -251,9 +251,15 @@ typedef struct Vit {
     // from the forward). The recompute reads the forward's drop-path
     // scales and RoPE tables, so it repeats the forward's draws, and gives
     // the same gradients bit for bit on a backend whose ops are
-    // deterministic (all three are).
+    // deterministic (all three are). The value N (>= 1) recomputes blocks
+    // 0, N, 2N, ... (LightlyTrain's every_n_blocks), the others keeping their
+    // own tensors; 0: off.
     int activation_checkpointing;
 } Vit;
+
+// Whether block b is recomputed in the backward (activation_checkpointing N:
+// b a multiple of N).
+int vit_block_checkpointed(const Vit *model, int block);
 
 // Structure and parameter tables; allocates nothing on the backend.
 int vit_declare(Vit *model, Backend *backend, const VitConfig *config, ErrorMessage *err);

@@ -313,12 +313,14 @@ static void backward_from_tokens(Vit *model, VitSlot *slot, const Act *dtokens) 
 
     layernorm_backward(backend, &model->norm, rows, last_block_output(model, slot), dtokens,
                        slot->norm_mean, slot->norm_inv_std, g.residual, 0);
+    // The last recomputed block's tensors are still in the shared set.
+    const int every = model->activation_checkpointing;
+    const int last_checkpointed = every > 0 ? (c->depth - 1) / every * every : -1;
     for (int b = c->depth - 1; b >= 0; b--) {
         const Act *x = b > 0 ? slot->blocks[b - 1].out : slot->tokens_in;
         // Activation checkpointing: the block's tensors again, from its
-        // input, with the forward's drop-path scales and RoPE tables (the
-        // last block's are still there from the forward).
-        if (model->activation_checkpointing && b < c->depth - 1)
+        // input, with the forward's drop-path scales and RoPE tables.
+        if (vit_block_checkpointed(model, b) && b != last_checkpointed)
             block_forward(model, b, plans, slot, batch, drop_active, 1, x, 0, NULL);
         block_backward(model, b, plans, slot, drop_active, x, &g);
         parameter_grads_final_from(&model->params, model->blocks[b].norm1.weight_index);

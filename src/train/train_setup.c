@@ -270,7 +270,11 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
     for (int i = 0; i < config->model_args.count; i++)
         if (backbone_spec_apply_arg(&setup.backbone, config->model_args.items[i], err)) return -1;
     setup.backbone.in_channels = view_set_channels_out(&views);
-    setup.backbone.activation_checkpointing = config->activation_checkpointing;
+    setup.backbone.activation_checkpointing =
+        config->activation_checkpointing
+            ? (config->activation_checkpointing_every > 0 ? config->activation_checkpointing_every
+                                                          : 1)
+            : 0;
     setup.backbone.batchnorm_synchronised = config->sync_batchnorm && run->world_size > 1;
     if (method_create(&run->method, config->method, &setup, &views, err)) return -1;
     run->method_ready = 1;
@@ -524,7 +528,11 @@ static void log_configuration(TrainRun *run) {
     if (paths[0]) run_log_line(run->log, "backend paths: %s", paths);
     if (run->backend->op.step_graph_begin || getenv("LTC_CUDA_GRAPHS"))
         run_log_line(run->log, "cuda graphs: %s", run->step_graphs_note);
-    if (config->activation_checkpointing)
+    if (config->activation_checkpointing && config->activation_checkpointing_every > 1)
+        run_log_line(run->log, "activation checkpointing: on (blocks 0, %d, %d, ... recomputed in "
+                               "the backward)", config->activation_checkpointing_every,
+                     2 * config->activation_checkpointing_every);
+    else if (config->activation_checkpointing)
         run_log_line(run->log, "activation checkpointing: on (blocks recomputed in the backward)");
     if (method->embed.enabled)
         run_log_line(run->log, "embedding head: %d features to %d (--embed-dim; not in the "

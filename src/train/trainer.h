@@ -78,6 +78,7 @@ typedef struct TrainConfig {
     const MlflowPair *options;
     int option_count;
     int activation_checkpointing;  // ViTs: blocks recomputed in the backward (BackboneSpec)
+    int activation_checkpointing_every;  // those blocks: 0, N, 2N, ... (1: all)
     int embed_dim;  // LightlyTrain's embed_dim: an embedding head this wide (0: none;
                     // ssl_methods/embed_head.h)
     // Lightning's Trainer settings (LightlyTrain's trainer_args): --max-time

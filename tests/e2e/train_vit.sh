@@ -70,13 +70,15 @@ output=$("$bin" train "${common[@]}" --out "$work/dino" --model vit_t16 --method
   --local-image-size 16 --local-views 2 --method-arg bottleneck_dim=16 --max-steps 2 2>&1) ||
   fail "dino vit_t16: train failed: $output"
 [ -s "$work/dino/exported_models/exported_last.safetensors" ] || fail "dino vit_t16: no export"
-# --activation-checkpointing: the same run with the blocks recomputed in the
-# backward ends with the same weights, byte for byte; a ResNet is refused.
+# --activation-checkpointing: the same run with blocks recomputed in the
+# backward (LightlyTrain's spelling, every_n_blocks=5: blocks 0, 5 and 10 of
+# the 12) ends with the same weights, byte for byte; a ResNet is refused.
 output=$("$bin" train "${common[@]}" --out "$work/dino-recompute" --model vit_t16 --method dino \
   --local-image-size 16 --local-views 2 --method-arg bottleneck_dim=16 --max-steps 2 \
-  --activation-checkpointing 2>&1) || fail "dino vit_t16 --activation-checkpointing: $output"
-grep -q "activation checkpointing: on" "$work/dino-recompute/train.log" ||
-  fail "train.log does not say activation checkpointing is on"
+  activation_checkpoint_args.enabled=true activation_checkpoint_args.every_n_blocks=5 2>&1) ||
+  fail "dino vit_t16 --activation-checkpointing: $output"
+grep -q "activation checkpointing: on (blocks 0, 5, 10, ... recomputed" "$work/dino-recompute/train.log" ||
+  fail "train.log does not say activation checkpointing is on every 5 blocks"
 cmp -s "$work/dino/exported_models/exported_last.safetensors" \
   "$work/dino-recompute/exported_models/exported_last.safetensors" ||
   fail "--activation-checkpointing changed the trained weights"

@@ -235,8 +235,11 @@ class ApiTest(unittest.TestCase):
                       self.train(activation_checkpoint_args={"enabled": True, "every_n_blocks": 1}))
         self.assertFalse(any("activation" in a for a in
                              self.train(activation_checkpoint_args={"enabled": False})))
-        self.refused_train(ValueError, "recomputes every block (1), got 2",
-                           activation_checkpoint_args={"enabled": True, "every_n_blocks": 2})
+        self.assertEqual(
+            self.train(activation_checkpoint_args={"enabled": True, "every_n_blocks": 2})[-2:],
+            ["activation_checkpointing=true", "activation_checkpointing_every=2"])
+        self.refused_train(ValueError, "the keys are enabled and every_n_blocks",
+                           activation_checkpoint_args={"enabled": True, "blocks": 2})
 
     def test_trainer_and_loader_args(self):
         # LightlyTrain's command-line spelling: the program maps or refuses them
