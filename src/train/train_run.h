@@ -91,6 +91,7 @@ typedef struct TrainRun {
     char lr_tags[METHOD_MAX_GROUPS][METHOD_GROUP_NAME + 16];
     RunIdentity identity;
     char identity_method_args[1024], identity_transforms[1024];
+    char identity_batch_limit[40];  // --limit-train-batches as the checkpoint keeps it
     char identity_input[4096];  // up to 64 channels of normalisation and ChannelDrop
     // A warning about the settings (the batch reduced to the dataset),
     // printed once every check passed: an error is then the only line.

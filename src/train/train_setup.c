@@ -245,6 +245,17 @@ static int describe_input(TrainRun *run) {
            strcmp(normalize, imagenet) == 0;
 }
 
+// --limit-train-batches as the checkpoint keeps it: a count "2", a fraction
+// always with a point ("0.5", "1.0": Lightning tells them apart by type);
+// NULL for none.
+static const char *describe_batch_limit(const BatchLimit *limit, char *text, size_t size) {
+    if (limit->value <= 0) return NULL;
+    if (!limit->fraction) snprintf(text, size, "%.0f", limit->value);
+    else if (limit->value == floor(limit->value)) snprintf(text, size, "%.1f", limit->value);
+    else snprintf(text, size, "%.17g", limit->value);
+    return text;
+}
+
 static int setup_method(TrainRun *run, ErrorMessage *err) {
     const TrainConfig *config = run->config;
     ViewSet views;
@@ -349,6 +360,8 @@ static int setup_method(TrainRun *run, ErrorMessage *err) {
         .input = run->identity_input,
         .input_is_default = describe_input(run),
         .embed_dim = config->embed_dim,
+        .batch_limit = describe_batch_limit(&config->limit_train_batches, run->identity_batch_limit,
+                                            sizeof run->identity_batch_limit),
         .steps_per_epoch = run->steps_per_epoch,
     };
     return 0;

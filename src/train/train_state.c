@@ -12,7 +12,7 @@
 #include "train/checkpoint.h"
 
 // The run.* metadata of an identity, as key/value text pairs.
-#define RUN_IDENTITY_FIELDS 16
+#define RUN_IDENTITY_FIELDS 17
 #define RUN_IDENTITY_VALUE 4096
 static void run_identity_fields(const RunIdentity *identity,
                                 char values[RUN_IDENTITY_FIELDS][RUN_IDENTITY_VALUE],
@@ -21,7 +21,7 @@ static void run_identity_fields(const RunIdentity *identity,
         "run.model", "run.method", "run.ranks", "run.batch_size", "run.image_size",
         "run.total_steps", "run.dataset_size", "run.seed", "run.accumulate_grad_batches",
         "run.optimizer", "run.lr", "run.weight_decay", "run.method_args", "run.transforms",
-        "run.input", "run.embed_dim"};
+        "run.input", "run.embed_dim", "run.limit_train_batches"};
     const size_t size = RUN_IDENTITY_VALUE;
     snprintf(values[0], size, "%s", identity->model);
     snprintf(values[1], size, "%s", identity->method);
@@ -39,6 +39,7 @@ static void run_identity_fields(const RunIdentity *identity,
     snprintf(values[13], size, "%s", identity->transforms ? identity->transforms : "");
     snprintf(values[14], size, "%s", identity->input ? identity->input : "");
     snprintf(values[15], size, "%d", identity->embed_dim);
+    snprintf(values[16], size, "%s", identity->batch_limit ? identity->batch_limit : "all");
     for (int i = 0; i < RUN_IDENTITY_FIELDS; i++) keys[i] = names[i];
 }
 
@@ -145,7 +146,8 @@ int train_state_save(const char *path, Method *method, Optimizer *const *optimiz
                  checkpoint_set_meta(writer, "epoch", epoch_text, err) ||
                  checkpoint_add_i64(writer, "train.completed_steps", completed_steps, err);
     for (int i = 0; i < RUN_IDENTITY_FIELDS && !status; i++)
-        status = checkpoint_set_meta(writer, keys[i], values[i], err);
+        if (strcmp(values[i], "all") != 0 || strcmp(keys[i], "run.limit_train_batches") != 0)
+            status = checkpoint_set_meta(writer, keys[i], values[i], err);  // (no limit: none)
     // The model's input, for embed (model_source.h reads them back).
     char channels[16], normalize[2 * AUGMENT_MAX_CHANNELS * 18];
     snprintf(channels, sizeof channels, "%d", view_set_channels_out(&method->views));
@@ -254,6 +256,8 @@ int train_state_load(const char *path, Method *method, Optimizer *const *optimiz
             continue;  // a checkpoint from before run.input: RGB, 8-bit, ImageNet's
         if (!saved && strcmp(keys[i], "run.embed_dim") == 0 && identity->embed_dim == 0)
             continue;  // from before run.embed_dim: no embedding head
+        if (!saved && strcmp(keys[i], "run.limit_train_batches") == 0)
+            saved = "all";  // a run without --limit-train-batches
         if (!saved || strcmp(saved, values[i]) != 0)
             status = error_set(err, "the interrupted run has %s=%s, this one %s (resume "
                                     "with the same settings, or start a new run)",

@@ -46,6 +46,9 @@ typedef struct RunIdentity {
     // --embed-dim (0: no embedding head; checkpoints from before it was
     // saved had none).
     int embed_dim;
+    // --limit-train-batches as given ("2", "0.5"; NULL or "all": none, and
+    // then not saved).
+    const char *batch_limit;
     // Not saved: follows from the settings above. The checkpoint's epoch
     // must be its step / steps_per_epoch (0: not checked).
     long steps_per_epoch;

@@ -3,7 +3,8 @@
 # docs/training.md "Time and batch limits"), 12 photos at batch 4 (3 batches
 # an epoch):
 # - --limit-train-batches 2 makes epochs of 2 steps (6 in 3 epochs, the
-#   epoch file of the last named as such); LightlyTrain's
+#   epoch file of the last named as such; a resume without it is refused
+#   naming it); LightlyTrain's
 #   trainer_args.limit_train_batches=0.5 with trainer_args.max_epochs=2 is
 #   1 step an epoch (floor(1.5));
 # - --max-time (LightlyTrain's trainer_args.max_time) stops a long run as
@@ -44,6 +45,10 @@ run limited --epochs 3 --limit-train-batches 2
   fail "limit 2: checkpoints $(ls "$work/limited/checkpoints" | tr '\n' ' ')"
 grep -q "epochs: 2 batches each (--limit-train-batches 2)" "$work/limited/train.log" ||
   fail "limit 2: train.log does not say the limit"
+# The limit is the run's: --resume with another one (or none, the same
+# steps) names it.
+expect_only 2 "the interrupted run has limit_train_batches=2, this one all" -- \
+  "$bin" train "${common[@]}" --out "$work/limited" --max-steps 6 --resume
 "$bin" train "${common[@]}" --out "$work/fraction" trainer_args.max_epochs=2 \
   trainer_args.limit_train_batches=0.5 >"$work/fraction.out" 2>&1 ||
   fail "trainer_args.limit_train_batches=0.5: exit $?: $(tail -n 3 "$work/fraction.out")"
