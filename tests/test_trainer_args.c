@@ -148,6 +148,10 @@ static void test_lightning_spellings(void **state) {
     assert_string_equal(translated("trainer_args.enable_model_summary=0"), "");
     assert_string_equal(translated("loader_args.pin_memory=True"), "");
     assert_string_equal(translated("loader_args.persistent_workers=false"), "");
+    assert_string_equal(translated("trainer_args.check_val_every_n_epoch=5"), "");
+    assert_string_equal(translated("trainer_args.val_check_interval=0.25"), "");
+    assert_string_equal(translated("trainer_args.num_sanity_val_steps=0"), "");
+    assert_string_equal(translated("trainer_args.limit_val_batches=1.0"), "");
     // None: the default
     assert_string_equal(translated("trainer_args.max_time=None"), "");
     assert_string_equal(translated("trainer_args.gradient_clip_val=null"), "");
@@ -158,6 +162,8 @@ static void test_lightning_spellings(void **state) {
     assert_non_null(strstr(translated("trainer_args.deterministic=warn"),
                            "expected true or false"));
     assert_non_null(strstr(translated("loader_args.pin_memory=yes"), "expected true or false"));
+    assert_non_null(strstr(translated("trainer_args.val_check_interval=often"),
+                           "expected a number"));
     assert_non_null(strstr(translated("trainer_args.fast_dev_run=true"), "max_time"));
     assert_non_null(strstr(translated("loader_args.prefetch_factor=4"), "persistent_workers"));
     // a prefix key needs its unit

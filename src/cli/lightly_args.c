@@ -17,7 +17,7 @@ typedef struct Translation {
     const char *key;     // "optim_args.lr"
     const char *option;  // "lr", or NULL: dropped
     const char *keep;    // dropped: the one value taken ("true"; "bool": any
-                         // boolean), NULL for any
+                         // boolean; "number": any number), NULL for any
 } Translation;
 
 static const Translation translations[] = {
@@ -47,6 +47,12 @@ static const Translation translations[] = {
     {"trainer_args.deterministic", NULL, "bool"},
     {"trainer_args.benchmark", NULL, "bool"},
     {"trainer_args.enable_model_summary", NULL, "bool"},
+    // Validation: pretraining has no validation loop (nor has LightlyTrain's),
+    // so Lightning's settings of it change nothing.
+    {"trainer_args.check_val_every_n_epoch", NULL, "number"},
+    {"trainer_args.val_check_interval", NULL, "number"},
+    {"trainer_args.num_sanity_val_steps", NULL, "number"},
+    {"trainer_args.limit_val_batches", NULL, "number"},
     {"activation_checkpoint_args.enabled", "activation-checkpointing", NULL},
     {"activation_checkpoint_args.every_n_blocks", "activation-checkpointing-every", NULL},
     {"loader_args.batch_size", NULL, NULL},
@@ -84,8 +90,9 @@ static const char *const groups[][2] = {
     {"trainer_args", "takes max_epochs, max_steps, max_time, limit_train_batches, "
                      "log_every_n_steps, accumulate_grad_batches, gradient_clip_val, "
                      "gradient_clip_algorithm=norm, precision, accelerator, devices, num_nodes, "
-                     "strategy, sync_batchnorm, enable_progress_bar, deterministic, benchmark "
-                     "and enable_model_summary (the rest is Lightning's machinery)"},
+                     "strategy, sync_batchnorm, enable_progress_bar, deterministic, benchmark, "
+                     "enable_model_summary and the validation settings (the rest is "
+                     "Lightning's machinery)"},
     {"activation_checkpoint_args", "takes enabled and every_n_blocks (blocks 0, N, 2N, ... "
                                    "recomputed)"},
     {"loader_args", "takes batch_size and num_workers (ignored, as LightlyTrain does), "
@@ -258,12 +265,15 @@ int lightly_args_translate(int argc, char **argv, LightlyArgs *args, ErrorMessag
         if (!t->option) {  // dropped: any value, or the one the program has anyway
             int flag = 0;
             const char *keep = t->keep ? t->keep : "";
-            const int kept = !strcmp(keep, "true")   ? number_parse_bool(value, &flag) == 0 && flag
-                             : !strcmp(keep, "bool") ? number_parse_bool(value, &flag) == 0
-                                                     : !t->keep || strcmp(value, t->keep) == 0;
+            double number = 0;
+            const int kept = !strcmp(keep, "true")     ? number_parse_bool(value, &flag) == 0 && flag
+                             : !strcmp(keep, "bool")   ? number_parse_bool(value, &flag) == 0
+                             : !strcmp(keep, "number") ? number_parse_decimal(value, &number) == 0
+                                                       : !t->keep || strcmp(value, t->keep) == 0;
             if (!kept) {
-                if (!strcmp(keep, "bool"))
-                    error_set(err, "%.200s: expected true or false", argument);
+                if (!strcmp(keep, "bool") || !strcmp(keep, "number"))
+                    error_set(err, "%.200s: expected %s", argument,
+                              !strcmp(keep, "bool") ? "true or false" : "a number");
                 else
                     error_set(err, "%.200s: taken only as %s=%s (what the program does)",
                               argument, t->key, t->keep);

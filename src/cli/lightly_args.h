@@ -15,6 +15,9 @@
 //   trainer_args.gradient_clip_algorithm=norm       what the program does: dropped
 //   trainer_args.deterministic, .benchmark,         any boolean, dropped (runs are
 //   .enable_model_summary                           reproducible, cuDNN's algorithms measured)
+//   trainer_args.check_val_every_n_epoch,           any number, dropped: pretraining has
+//   .val_check_interval, .num_sanity_val_steps,     no validation loop (nor has
+//   .limit_val_batches                              LightlyTrain's)
 //   trainer_args.KEY=None, loader_args.KEY=None     dropped: the program's default
 //   activation_checkpoint_args.enabled,             --activation-checkpointing,
 //   .every_n_blocks                                 --activation-checkpointing-every
