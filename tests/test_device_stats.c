@@ -34,6 +34,17 @@ static void test_cpu_times(void **state) {
     assert_int_equal(device_stats_cpu_times("cpu 1 2\n", &busy, &total), -1);
 }
 
+// Busy ticks over all ticks since the last sample; no tick since: the last
+// value again (two steps' lines logged at once), not psutil's 0.
+static void test_cpu_percent_between_samples(void **state) {
+    (void)state;
+    DeviceStats stats = {.busy = 100, .total = 1000};
+    assert_true(device_stats_cpu_percent(&stats, 150, 1200) == 25.0);
+    assert_true(device_stats_cpu_percent(&stats, 150, 1200) == 25.0);  // no tick
+    assert_true(device_stats_cpu_percent(&stats, 250, 1300) == 100.0);
+    assert_true(device_stats_cpu_percent(&stats, 250, 1400) == 0.0);
+}
+
 static void test_memory(void **state) {
     (void)state;
     double vm = -1, swap = -1;
@@ -116,11 +127,13 @@ static void test_cpu_percent_counts_since_the_last_sample(void **state) {
     assert_int_equal(sample(&stats, tags, values), 3);
     if (!(values[0] > 0.0 && values[0] <= 100.0))
         fail_msg("cpu_percent after 0.2 s busy: %g", values[0]);
+
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_times),
+        cmocka_unit_test(test_cpu_percent_between_samples),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_which_scalars),
         cmocka_unit_test(test_cpu_percent_counts_since_the_last_sample),

@@ -35,6 +35,20 @@ static double meminfo_value(const char *meminfo, const char *name) {
     return -1;
 }
 
+double device_stats_cpu_percent(DeviceStats *stats, unsigned long long busy,
+                                unsigned long long total) {
+    // No tick since the last sample (two steps' lines logged together, as
+    // the loop reads a step's record after queueing the next): the last
+    // value again, where psutil would say 0.
+    const unsigned long long span = total - stats->total;
+    if (span) {
+        stats->cpu_percent = 100.0 * (double)(busy - stats->busy) / (double)span;
+        stats->busy = busy;
+        stats->total = total;
+    }
+    return stats->cpu_percent;
+}
+
 int device_stats_memory(const char *meminfo, double *vm_percent, double *swap_percent) {
     const double total = meminfo_value(meminfo, "MemTotal");
     const double available = meminfo_value(meminfo, "MemAvailable");
@@ -84,12 +98,8 @@ int device_stats_sample(DeviceStats *stats, const char **tags, double *values) {
     int count = 0;
     unsigned long long busy = 0, total = 0;
     if (stats->cpu && read_cpu_times(&busy, &total) == 0) {
-        const unsigned long long span = total - stats->total;
-        // (no tick since the last sample: psutil says 0 too)
-        add(stats, "cpu_percent", span ? 100.0 * (double)(busy - stats->busy) / (double)span : 0.0,
-            tags, values, &count);
-        stats->busy = busy;
-        stats->total = total;
+        add(stats, "cpu_percent", device_stats_cpu_percent(stats, busy, total), tags, values,
+            &count);
     }
     char meminfo[8192];  // (SwapFree is within the first 1 kB)
     double vm = 0, swap = 0;

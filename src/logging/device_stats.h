@@ -2,7 +2,8 @@
 // DeviceStatsMonitor): scalars of the machine logged with the step's, as
 // DeviceStatsMonitor.on_train_batch_end/NAME.
 //   cpu_percent       the CPU's use over all cores since the last sample (the
-//                     first: since device_stats_init), in percent
+//                     first: since device_stats_init; none of /proc/stat's
+//                     ticks since: the last value again), in percent
 //                     (psutil.cpu_percent: /proc/stat's busy time, all but
 //                     idle and iowait, over its total less the guest times)
 //   cpu_vm_percent    memory in use, (MemTotal - MemAvailable) / MemTotal
@@ -28,6 +29,7 @@ typedef struct DeviceStats {
     int cpu;                        // the CPU's scalars
     const Backend *backend;         // device memory when its memory_counts op exists
     unsigned long long busy, total;  // /proc/stat's at the last sample
+    double cpu_percent;             // the last cpu_percent
     char tags[DEVICE_STATS_MAX][96];
 } DeviceStats;
 
@@ -43,6 +45,10 @@ int device_stats_sample(DeviceStats *stats, const char **tags, double *values);
 // /proc/stat as busy (all but idle and iowait) and total jiffies; 0 or -1.
 int device_stats_cpu_times(const char *proc_stat, unsigned long long *busy,
                            unsigned long long *total);
+// cpu_percent from /proc/stat's busy and total now, against the last
+// sample's (which these become, unless no tick passed).
+double device_stats_cpu_percent(DeviceStats *stats, unsigned long long busy,
+                                unsigned long long total);
 // /proc/meminfo's memory and swap in use, in percent; 0 or -1.
 int device_stats_memory(const char *meminfo, double *vm_percent, double *swap_percent);
 
