@@ -1,7 +1,8 @@
 // Lightning's Trainer settings of `train` (cli/run_limits.h): --max-time as
 // Lightning's Timer reads max_time (DD:HH:MM:SS, timedelta's units),
 // --limit-train-batches as its limit_train_batches (an int is batches, a
-// float a fraction; 1 is one batch, 1.0 all), and LightlyTrain's
+// float a fraction; 1 is one batch, 1.0 all), --min-epochs and --min-steps
+// as its min_epochs and min_steps, and LightlyTrain's
 // trainer_args / loader_args spellings of them (cli/lightly_args.h).
 #include <setjmp.h>
 #include <stdarg.h>
@@ -108,6 +109,26 @@ static void test_limit_train_batches(void **state) {
     expect_limit_refused("1e40", 10, "too many batches");
 }
 
+// Lightning's min_epochs / min_steps (FitLoop._can_stop_early): an early
+// stop waits until both are reached; epochs count once complete.
+static void test_minimums(void **state) {
+    (void)state;
+    assert_true(run_minimums_met(0, 0, 0, 3));      // none: any step
+    assert_false(run_minimums_met(2, 0, 5, 3));     // epoch 2 not complete at step 5
+    assert_true(run_minimums_met(2, 0, 6, 3));
+    assert_false(run_minimums_met(0, 4, 3, 3));
+    assert_true(run_minimums_met(0, 4, 4, 3));      // mid-epoch: steps alone
+    assert_false(run_minimums_met(1, 2, 2, 3));     // both: the epoch too
+    assert_true(run_minimums_met(1, 2, 3, 3));
+    assert_true(run_minimums_met(3, 7, 9, 3));
+    assert_false(run_minimums_met(4, 7, 9, 3));
+    // min_epochs auto: 1 with min_steps (Lightning's _parse_loop_limits), else none
+    assert_int_equal(run_min_epochs(-1, 0), 0);
+    assert_int_equal(run_min_epochs(-1, 5), 1);
+    assert_int_equal(run_min_epochs(0, 5), 0);
+    assert_int_equal(run_min_epochs(3, 0), 3);
+}
+
 // lightly_args_translate of one argument after the command name: the
 // arguments it becomes, space-separated ("" when dropped), or "refused: ...".
 static const char *translated(const char *argument) {
@@ -140,6 +161,9 @@ static void test_lightning_spellings(void **state) {
                         "progress-bar=False");
     assert_string_equal(translated("trainer_args.precision=bf16-mixed"), "precision=bf16-mixed");
     assert_string_equal(translated("trainer_args.num_nodes=2"), "num-nodes=2");
+    assert_string_equal(translated("trainer_args.min_epochs=1"), "min-epochs=1");
+    assert_string_equal(translated("trainer_args.min_steps=100"), "min-steps=100");
+    assert_string_equal(translated("trainer_args.min_steps=None"), "");
     assert_string_equal(translated("trainer_args.sync_batchnorm=true"), "sync-batchnorm=true");
     // taken at what they do here
     assert_string_equal(translated("trainer_args.gradient_clip_algorithm=norm"), "");
@@ -174,6 +198,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_max_time),
         cmocka_unit_test(test_limit_train_batches),
+        cmocka_unit_test(test_minimums),
         cmocka_unit_test(test_lightning_spellings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -164,10 +164,12 @@ def train(
             or the tag of ``model="timm/resnet50.a1_in1k"``), and
             ``{"checkpoint_path": FILE}`` (timm's models).
         activation_checkpoint_args: ``{"enabled": True}`` recomputes every
-            block of a ViT in the backward (``every_n_blocks`` 1 only).
+            block of a ViT in the backward; ``"every_n_blocks": N`` blocks
+            0, N, 2N, ... only.
         trainer_args: Lightning Trainer keywords the program has:
             ``max_epochs``, ``max_steps``, ``max_time`` ("DD:HH:MM:SS", a
-            dict of timedelta's units or a timedelta), ``limit_train_batches``,
+            dict of timedelta's units or a timedelta), ``min_epochs``,
+            ``min_steps``, ``limit_train_batches``,
             ``log_every_n_steps``, ``accumulate_grad_batches``,
             ``gradient_clip_val``, ``precision``, ``accelerator``,
             ``devices``, ``num_nodes``, ``strategy``, ``sync_batchnorm``,

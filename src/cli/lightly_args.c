@@ -30,6 +30,8 @@ static const Translation translations[] = {
     {"trainer_args.max_time", "max-time", NULL},
     {"trainer_args.max_time.", "max-time", NULL},
     {"trainer_args.limit_train_batches", "limit-train-batches", NULL},
+    {"trainer_args.min_epochs", "min-epochs", NULL},
+    {"trainer_args.min_steps", "min-steps", NULL},
     {"trainer_args.gradient_clip_val", "gradient-clip-val", NULL},
     {"trainer_args.gradient_clip_algorithm", NULL, "norm"},
     {"trainer_args.enable_progress_bar", "progress-bar", NULL},
@@ -87,8 +89,8 @@ static int is_none_default(const char *name, const char *value) {
 static const char *const groups[][2] = {
     {"optim_args", "takes lr and weight_decay (the rest of each optimizer's settings are the "
                    "method's)"},
-    {"trainer_args", "takes max_epochs, max_steps, max_time, limit_train_batches, "
-                     "log_every_n_steps, accumulate_grad_batches, gradient_clip_val, "
+    {"trainer_args", "takes max_epochs, max_steps, max_time, min_epochs, min_steps, "
+                     "limit_train_batches, log_every_n_steps, accumulate_grad_batches, gradient_clip_val, "
                      "gradient_clip_algorithm=norm, precision, accelerator, devices, num_nodes, "
                      "strategy, sync_batchnorm, enable_progress_bar, deterministic, benchmark, "
                      "enable_model_summary and the validation settings (the rest is "

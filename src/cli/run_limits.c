@@ -1,4 +1,5 @@
-// --max-time and --limit-train-batches (see run_limits.h).
+// --max-time, --limit-train-batches and the minimums of --min-epochs and
+// --min-steps (see run_limits.h).
 #include "cli/run_limits.h"
 
 #include <math.h>
@@ -138,4 +139,14 @@ long batch_limit_apply(const BatchLimit *limit, long batches, ErrorMessage *err)
                               "one batch: at least %.3g", limit->value, batches,
                          1.0 / (double)batches);
     return limited;
+}
+
+int run_minimums_met(long min_epochs, long min_steps, long completed, long steps_per_epoch) {
+    const long epochs = steps_per_epoch > 0 ? completed / steps_per_epoch : 0;
+    return epochs >= min_epochs && completed >= min_steps;
+}
+
+long run_min_epochs(long min_epochs, long min_steps) {
+    if (min_epochs >= 0) return min_epochs;
+    return min_steps > 0 ? 1 : 0;
 }

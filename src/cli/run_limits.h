@@ -1,6 +1,7 @@
-// --max-time and --limit-train-batches of `train`: Lightning's Trainer
-// max_time and limit_train_batches (LightlyTrain passes its trainer_args
-// to the Trainer), read as Lightning 2.6 reads them.
+// --max-time, --limit-train-batches, --min-epochs and --min-steps of
+// `train`: Lightning's Trainer max_time, limit_train_batches, min_epochs
+// and min_steps (LightlyTrain passes its trainer_args to the Trainer),
+// read as Lightning 2.6 reads them.
 //   --max-time DD:HH:MM:SS   stop once this much training time has passed
 //                            (Lightning's Timer: days any digits, the rest
 //                            two each); or UNIT=N entries, Lightning's dict
@@ -11,6 +12,10 @@
 //                       F    that fraction of them (a number with a point
 //                            or an exponent, 0 < F <= 1): Lightning's int
 //                            and float.
+//   --min-epochs N, --min-steps N  a stop that early stopping or --max-time
+//                            asks for waits until both are reached (0: no
+//                            minimum; --min-epochs auto: 1 with --min-steps):
+//                            Lightning's min_epochs and min_steps.
 #ifndef LTC_CLI_RUN_LIMITS_H
 #define LTC_CLI_RUN_LIMITS_H
 
@@ -40,5 +45,17 @@ int batch_limit_parse(const char *text, BatchLimit *limit, ErrorMessage *err);
 // _parse_num_batches: min(N, batches), or floor(batches x F)); -1 with a
 // message when that is no batch at all.
 long batch_limit_apply(const BatchLimit *limit, long batches, ErrorMessage *err);
+
+// Lightning's min_epochs and min_steps (FitLoop._can_stop_early): whether
+// a stop asked for by early stopping or the Timer may end the run after
+// `completed` optimizer steps, in epochs of steps_per_epoch (an epoch
+// counts once all its steps are done). 0 is no minimum. min_epochs is 1
+// where only min_steps was given (Lightning's _parse_loop_limits), which
+// the caller resolves (run_min_epochs).
+int run_minimums_met(long min_epochs, long min_steps, long completed, long steps_per_epoch);
+
+// min_epochs as Lightning resolves it: as given (>= 0), else (-1, auto) 1
+// when min_steps is above 0, else 0.
+long run_min_epochs(long min_epochs, long min_steps);
 
 #endif

@@ -260,6 +260,7 @@ static int train_options_resolve(TrainConfig *config, TrainChoices *choices,
     config->ignore_exif_orientation = choices->exif_orientation != 0;
     config->max_pixels = (uint64_t)choices->max_pixels;
     config->input_depth = choices->input_depth;
+    config->min_epochs = (int)run_min_epochs(config->min_epochs, config->min_steps);
     if (max_time_parse(&choices->max_time, &config->max_time_seconds, err) ||
         (choices->limit_train_batches &&
          batch_limit_parse(choices->limit_train_batches, &config->limit_train_batches, err)))
@@ -325,6 +326,7 @@ int command_train(int argc, char **argv) {
         .threads = -1,
         .channels = {.channels = 3},
         .max_time_seconds = -1,
+        .min_epochs = -1,
         .limit_train_batches = {.value = -1},
         .gradient_clip_val = -1,
         .progress_bar = 1,
@@ -364,6 +366,13 @@ int command_train(int argc, char **argv) {
          .help = "stop as done (checkpoint, export) once this much training time has passed, "
                  "counted on across --resume (Lightning's max_time; also UNIT=N entries: "
                  "hours=2 ...)"},
+        {.name = "min-epochs", .type = OPTION_INT, .value = &config.min_epochs, .metavar = "N|auto",
+         .help = "an early stop (--max-time, early_stopping) waits until this many epochs are "
+                 "done (auto: 1 with --min-steps, else none; Lightning's min_epochs)",
+         .min = 0, .max = 2147483647, .allow_auto = 1},
+        {.name = "min-steps", .type = OPTION_INT, .value = &config.min_steps, .metavar = "N",
+         .help = "an early stop waits until this many optimizer steps are done (0: none; "
+                 "Lightning's min_steps)", .min = 0, .max = 2147483647},
         {.name = "limit-train-batches", .type = OPTION_STRING,
          .value = &choices.limit_train_batches, .metavar = "N|F",
          .help = "batches an epoch: at most N, or the fraction F (0.0-1.0) of them "

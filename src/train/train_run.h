@@ -57,6 +57,8 @@ typedef struct TrainRun {
     LossScaler scaler;
     int stop_seen;          // a stop was agreed in a step's record: stop after the next
     int time_up_seen;       // rank 0's --max-time ran out, said in a step's record
+    int patience_out;       // early_stopping's patience ran out (kept: Lightning's should_stop)
+    int stop_deferred_said; // a stop waits for --min-epochs / --min-steps: said once
     // Lightning's Timer: the training time of the checkpoint resumed from
     // (0 for a new run) and when this process's loop began (time_now()).
     double timer_offset, timer_start;
@@ -222,6 +224,33 @@ void train_mlflow_start(TrainRun *run, int argc, char **argv);
 void train_mlflow_log(TrainRun *run, long step, const char *const *tags, const double *values,
                       size_t count);
 void train_mlflow_end(TrainRun *run, int status);
+// Early stops (train_stops.c). Lightning's Timer: the training time so far
+// (the checkpoint's when resumed, plus this process's since its loop
+// began), and whether it passed --max-time. Whether --min-epochs and
+// --min-steps are reached after `completed` steps.
+double train_time_elapsed(const TrainRun *run);
+int train_time_is_up(const TrainRun *run);
+int train_minimums_met(const TrainRun *run, long completed);
+// After the record of step `completed` - 1 is read: the early stop due
+// there (EARLY_STOP_*), or 0. Runs early_stopping's check at an epoch end
+// (an agreement of the ranks, so every rank calls it at every step end it
+// reads at once); a stop asked for before the minimums waits for them,
+// said once in the log. _pending: whether one is due there, without the
+// check (to read the step's record at once).
+enum { EARLY_STOP_TIME = 1, EARLY_STOP_PATIENCE = 2 };
+int train_early_stop(TrainRun *run, long completed, double loss);
+int train_early_stop_pending(const TrainRun *run, long completed);
+// What an early stop after `completed` steps writes besides train_save_due's:
+// the epoch file where model_checkpoint's every_n_epochs has one at the end
+// of that epoch (Lightning's epoch end runs after its stop, mid-epoch too).
+int train_early_stop_saves(const TrainRun *run, long completed);
+// The run's last line for an early stop (train_stop: status 0).
+int train_early_stop_message(TrainRun *run, int reason, long completed);
+// --max-time spent before the first step (Lightning's Timer at fit start),
+// the minimums reached: a new run saves its initial model as --epochs 0
+// does, a resumed one writes its export again from the checkpoint,
+// untouched; returns 0 (1: the save failed). -1: the run trains.
+int train_out_of_time(TrainRun *run);
 // What a step's end writes: last.ckpt, the epoch=E-step=S.ckpt link to it,
 // the export (train_save_due says which, from --callbacks).
 enum { SAVE_CHECKPOINT = 1, SAVE_EPOCH_FILE = 2, SAVE_EXPORT = 4 };

@@ -478,6 +478,9 @@ static void log_configuration(TrainRun *run) {
         run_log_line(run->log, "time limit: --max-time %s (training time so far %s)", limit,
                      spent);
     }
+    if (config->min_epochs || config->min_steps)
+        run_log_line(run->log, "early stops (--max-time, early_stopping) wait for --min-epochs %d "
+                               "and --min-steps %d", config->min_epochs, config->min_steps);
     if (config->gradient_clip_val >= 0 && method->defaults.grad_clip_fixed)
         run_log_line(run->log, "--gradient-clip-val %g: not taken, %s clips at %g as "
                                "LightlyTrain's does", config->gradient_clip_val,

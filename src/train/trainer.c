@@ -50,17 +50,6 @@ static const char *stop_signal_name(void) {
 // from another rank's signal: as SIGTERM).
 static int stop_status(void) { return stop_signal == SIGINT ? 130 : 143; }
 
-// Lightning's Timer (--max-time): the training time so far, the
-// checkpoint's when resumed plus this process's since its loop began.
-static double train_time_elapsed(const TrainRun *run) {
-    return run->timer_offset + (time_now() - run->timer_start);
-}
-
-static int time_is_up(const TrainRun *run) {
-    return run->config->max_time_seconds >= 0 &&
-           train_time_elapsed(run) >= run->config->max_time_seconds;
-}
-
 // Learning rate of step: LightlyTrain's linear warmup then cosine decay
 // (lightly's CosineWarmupScheduler, end factor 0.001; DINOv2: min_lr / lr), per step.
 static double learning_rate(const TrainRun *run, long step) {
@@ -249,7 +238,7 @@ static int train_step(TrainRun *run, long step, StepTimes *times, ErrorMessage *
     // Rank 0's clock alone decides the time limit, as Lightning broadcasts
     // rank 0's Timer.
     const int stop_requested = (stop_signal != 0 ? STOP_SIGNAL : 0) |
-                               (run->rank == 0 && time_is_up(run) ? STOP_TIME_UP : 0);
+                               (run->rank == 0 && train_time_is_up(run) ? STOP_TIME_UP : 0);
     for (int micro = 0; micro < run->accumulate; micro++) {
         // Queued beside the work before (the run's first step: now).
         const int fetched = batch_feed_prefetch(&run->feed, err);
@@ -449,31 +438,6 @@ int train_save(TrainRun *run, long completed_steps, int due, ErrorMessage *err) 
     return 0;
 }
 
-// early_stopping (--callbacks early_stopping.patience) checks at every
-// epoch end before the last.
-static int patience_due(const TrainRun *run, long completed) {
-    return run->callbacks.early_stopping_patience && completed % run->steps_per_epoch == 0 &&
-           completed != run->total_steps;
-}
-
-// At a patience_due step: `loss` (the epoch's last step's: the train_loss a
-// Lightning callback sees then) lower than the best so far resets the
-// count, else adds one; 1 when the count reaches the patience. The loss is
-// the ranks' mean, so they decide alike; the decision is agreed all the
-// same, as a rank that stopped alone would leave the others waiting.
-static int patience_ran_out(TrainRun *run, double loss) {
-    CallbackState *state = &run->callback_state;
-    int out = 0;
-    if (!state->has_best || loss < state->best) {
-        state->has_best = 1;
-        state->best = (float)loss;
-        state->wait = 0;
-    } else {
-        out = ++state->wait >= run->callbacks.early_stopping_patience;
-    }
-    return train_agree(run, out, NULL);
-}
-
 // The epoch whose end `completed` steps are when a kNN evaluation is due
 // there (every --knn-every epochs and at the end of the run), else 0.
 static int knn_epoch_due(const TrainRun *run, long completed) {
@@ -569,22 +533,6 @@ static int train_step_finish(TrainRun *run, StepTimes *times, RunTotals *totals,
     return 0;
 }
 
-// --max-time spent before the first step (Lightning's Timer at fit start:
-// no batch): a new run saves its initial model as --epochs 0 does, a
-// resumed one writes its export again from the checkpoint, untouched.
-static int train_out_of_time(TrainRun *run) {
-    const long at = run->start_step;
-    if (train_save_agreed(run, at, at == 0 ? SAVE_CHECKPOINT | SAVE_EXPORT : SAVE_EXPORT))
-        return 1;
-    char limit[32], took[32];
-    max_time_format(run->config->max_time_seconds, limit, sizeof limit);
-    max_time_format(run->timer_offset, took, sizeof took);
-    train_message(run, "--max-time %s: the training time (%s) is spent before step %ld; "
-                       "nothing trained, %s written", limit, took, at + 1,
-                  at == 0 ? "the initial model's checkpoint and export" : "the export");
-    return 0;
-}
-
 // The step loop. The host runs one step ahead of what it reads: step N's
 // record is read after step N + 1 is queued, so a GPU never idles while
 // the host waits. A step after which the state itself is needed (a
@@ -595,6 +543,7 @@ static int train_out_of_time(TrainRun *run) {
 // following the one that carried it, the same step on every rank.
 static int train_loop(TrainRun *run, RunTotals *totals) {
     ErrorMessage err = {{0}};
+    int status = 0;
     // The randomly initialised (or --checkpoint) backbone's kNN accuracy:
     // the baseline the following evaluations are compared with.
     if (run->knn_enabled && run->start_step == 0) train_knn(run, 0, 0);
@@ -608,15 +557,14 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
     }
     // Lightning's Timer checks once before the first batch: a resumed run
     // whose training time is spent (or --max-time 0) trains nothing.
-    if (run->config->max_time_seconds >= 0 && run->timer_offset >= run->config->max_time_seconds)
-        return train_out_of_time(run);
+    if ((status = train_out_of_time(run)) >= 0) return status;
     // Resumed right after a checkpoint whose kNN evaluation was lost with
     // the interrupted run: evaluate the checkpointed state now.
     const int missed_epoch = run->knn_logged_at_start ? 0 : knn_epoch_due(run, run->start_step);
     if (missed_epoch) train_knn(run, run->start_step, missed_epoch);
     Rate rate = {0};
     StepTimes pending = {0};  // queued, its record not read yet
-    int has_pending = 0, status = 0;
+    int has_pending = 0;
     for (long step = run->start_step; step < run->total_steps; step++) {
         StepTimes times = {0};
         if (fault_fires("abort", step)) abort();
@@ -633,8 +581,8 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         // One process reads its own signal and clock at once; ranks stop on
         // the request their records agreed on.
         const int stop_asked = run->stop_seen || (run->world_size == 1 && stop_signal != 0);
-        const int time_up = run->time_up_seen || (run->world_size == 1 && time_is_up(run));
-        if (!epoch_done && !stop_asked && !time_up && !train_save_due(run, completed, 0)) {
+        if (!epoch_done && !stop_asked && !train_early_stop_pending(run, completed) &&
+            !train_save_due(run, completed, 0)) {
             pending = times;
             has_pending = 1;
             continue;
@@ -642,16 +590,13 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         if ((status = train_step_finish(run, &times, totals, &rate))) return status;
         const int stop = run->stop_seen || (run->world_size == 1 && stop_signal != 0);
         // (a signal wins: it asks for a stop to resume from)
-        const int timed_out = !stop && completed < run->total_steps &&
-                              (run->time_up_seen || (run->world_size == 1 && time_is_up(run)));
-        const int patience_out = patience_due(run, completed) && patience_ran_out(run, times.loss);
-        int due = train_save_due(run, completed, stop || patience_out || timed_out);
-        // (the end of the run, as Lightning's epoch end after its stop)
-        if (timed_out && run->callbacks.keep_epoch_checkpoints) due |= SAVE_EPOCH_FILE;
+        const int early = train_early_stop(run, completed, times.loss);
+        int due = train_save_due(run, completed, stop || early);
+        if (early && !stop) due |= train_early_stop_saves(run, completed);
         if (due && train_save_agreed(run, completed, due)) return 1;
         // (an early stop ends the run: its last kNN evaluation is due too)
         const int knn_epoch =
-            (patience_out || timed_out) && run->knn_enabled
+            early && !stop && run->knn_enabled
                 ? (int)((completed + run->steps_per_epoch - 1) / run->steps_per_epoch)
                 : knn_epoch_due(run, completed);
         if (knn_epoch) train_knn(run, completed, knn_epoch);
@@ -661,22 +606,7 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
                               "continue with the same command plus --resume (without "
                               "--overwrite)",
                               stop_signal_name(), completed, run->checkpoint_path);
-        if (timed_out) {
-            char limit[32], took[32];
-            max_time_format(run->config->max_time_seconds, limit, sizeof limit);
-            max_time_format(train_time_elapsed(run), took, sizeof took);
-            return train_stop(run, 0, "--max-time %s reached after step %ld of %ld (training "
-                                      "time %s): checkpoint and export written; --resume with "
-                                      "a longer --max-time trains on", limit, completed,
-                              run->total_steps, took);
-        }
-        if (patience_out)
-            return train_stop(run, 0, "early stopping after epoch %ld (step %ld of %ld): "
-                                      "train_loss has not gone below its best, %.6g, for %ld "
-                                      "epoch end(s) (--callbacks early_stopping.patience); "
-                                      "checkpoint and export written",
-                              completed / run->steps_per_epoch, completed, run->total_steps,
-                              (double)run->callback_state.best, run->callback_state.wait);
+        if (early) return train_early_stop_message(run, early, completed);
     }
     return 0;
 }

@@ -83,9 +83,11 @@ typedef struct TrainConfig {
                     // ssl_methods/embed_head.h)
     // Lightning's Trainer settings (LightlyTrain's trainer_args): --max-time
     // (seconds of training, counted on across --resume; < 0: none), the
-    // batches an epoch runs, gradient clipping's norm (< 0: the method's)
-    // and the console's progress line (0: none).
+    // minimums an early stop waits for (0: none; min_epochs resolved as
+    // run_min_epochs), the batches an epoch runs, gradient clipping's norm
+    // (< 0: the method's) and the console's progress line (0: none).
     double max_time_seconds;
+    int min_epochs, min_steps;
     BatchLimit limit_train_batches;
     double gradient_clip_val;
     int progress_bar;

@@ -13,8 +13,10 @@
 #   ends the run early with exit 0, its checkpoint and export written and
 #   the reason last; killed right after an epoch-end checkpoint and resumed,
 #   it stops at the same step with the same best loss (the patience count
-#   is in the checkpoint: counted afresh it would stop later);
-#   2 CPU ranks stop together (the decision is agreed);
+#   is in the checkpoint: counted afresh it would stop later); with
+#   trainer_args.min_steps two steps later the stop waits for them and
+#   ends the run mid-epoch; 2 CPU ranks stop together (the decision is
+#   agreed);
 # - device_stats_monitor logs the CPU's use, memory and swap with every
 #   logged step (only when named);
 # - LightlyTrain's other model_checkpoint settings at what they do here
@@ -94,6 +96,15 @@ before=$((stopped - 3))
 run resumed "${patience[@]}" --resume
 [ "$(tail -n 1 "$work/resumed.out")" = "$last" ] ||
   fail "resumed: '$(tail -n 1 "$work/resumed.out")', uninterrupted: '$last'"
+# --min-steps (Lightning's min_steps) two steps past that epoch end: the
+# stop waits for it, then ends the run mid-epoch with that epoch's file.
+run min_steps "${patience[@]}" trainer_args.min_steps=$((stopped + 2))
+[ "$(writes min_steps | tail -n 1)" = "step $((stopped + 2)): wrote the checkpoint with its epoch file and the export" ] ||
+  fail "min_steps: $(writes min_steps | tail -n 1)"
+grep -q "^early stopping after epoch $((stopped / 3 + 1)) (step $((stopped + 2)) of 120)" \
+  "$work/min_steps.out" || fail "min_steps: last line '$(tail -n 1 "$work/min_steps.out")'"
+grep -q "early stopping asked at step $stopped, but --min-epochs 1 / --min-steps $((stopped + 2))" \
+  "$work/min_steps/train.log" || fail "min_steps: train.log does not say the stop waited"
 # Two CPU ranks (batch 2 each): they stop together, after the same epoch end.
 OMP_WAIT_POLICY=PASSIVE mpi_run 2 "$bin" train "${base[@]}" --threads 1 --out "$work/ranks" \
   "${patience[@]}" >"$work/ranks.out" 2>&1 || fail "2 ranks: exit $?: $(tail -n 3 "$work/ranks.out")"

@@ -13,7 +13,8 @@
 #   training time is in the checkpoint, as Lightning's Timer state) and
 #   leaves the checkpoint as it was; resumed with a longer one it trains on;
 #   2 CPU ranks stop together on rank 0's clock (the decision travels in the
-#   step records);
+#   step records); --min-epochs / --min-steps (min_epochs, min_steps) hold
+#   the stop back until they are reached;
 # - trainer_args.gradient_clip_val clips a SimCLR step, not a DINO one
 #   (LightlyTrain's DINO sets its own);
 # - bad values exit 2 with one line.
@@ -79,6 +80,25 @@ case $so_far in *"(training time so far 0:00:00:00)"* | "") fail "resumed: '$so_
 again=$(tail -n 1 "$work/longer.out" | sed -n 's/^--max-time 0:00:00:04 reached after step \([0-9]*\) of 3000.*/\1/p')
 [ -n "$again" ] && [ "$again" -gt "$stopped" ] ||
   fail "resumed with 4 s: '$(tail -n 1 "$work/longer.out")' (stopped at $stopped before)"
+
+# Lightning's min_epochs / min_steps: a time limit spent at the start waits
+# for them (Lightning's should_stop until _can_stop_early): 2 epochs; 4
+# steps (min_epochs auto: 1, then mid-epoch, with that epoch's file); 2
+# steps with min_epochs 0. train.log says the stop waited.
+minimum() {  # minimum NAME STEPS EPOCH_FILE ARGS...
+  local name=$1 steps=$2 epoch_file=$3
+  shift 3
+  run "$name" "${long[@]}" --max-time 0:00:00:00 "$@"
+  tail -n 1 "$work/$name.out" | grep -q "^--max-time 0:00:00:00 reached after step $steps of 3000 " ||
+    fail "$name: last line '$(tail -n 1 "$work/$name.out")'"
+  [ "$(ls "$work/$name/checkpoints")" = "$(printf '%s\nlast.ckpt' "$epoch_file")" ] ||
+    fail "$name: checkpoints $(ls "$work/$name/checkpoints" | tr '\n' ' ')"
+  grep -q -- "--max-time spent at step 0, but --min-epochs .* are not reached: training on" \
+    "$work/$name/train.log" || fail "$name: train.log does not say the stop waited"
+}
+minimum min_epochs 6 "epoch=1-step=6.ckpt" trainer_args.min_epochs=2
+minimum min_steps 4 "epoch=1-step=4.ckpt" trainer_args.min_steps=4
+minimum min_steps_only 2 "epoch=0-step=2.ckpt" --min-steps 2 --min-epochs 0
 
 # Two CPU ranks (batch 2 each) stop together, exit 0.
 OMP_WAIT_POLICY=PASSIVE mpi_run 2 "$bin" train "${base[@]}" --method simclr --threads 1 --out "$work/ranks" \
