@@ -2,7 +2,8 @@
 // Lightning's Timer reads max_time (DD:HH:MM:SS, timedelta's units),
 // --limit-train-batches as its limit_train_batches (an int is batches, a
 // float a fraction; 1 is one batch, 1.0 all), --min-epochs and --min-steps
-// as its min_epochs and min_steps, and LightlyTrain's
+// as its min_epochs and min_steps, --fast-dev-run as its fast_dev_run, and
+// LightlyTrain's
 // trainer_args / loader_args spellings of them (cli/lightly_args.h).
 #include <setjmp.h>
 #include <stdarg.h>
@@ -129,6 +130,31 @@ static void test_minimums(void **state) {
     assert_int_equal(run_min_epochs(3, 0), 3);
 }
 
+static long fast_dev_run_of(const char *text) {
+    long batches = -2;
+    ErrorMessage err = {{0}};
+    if (fast_dev_run_parse(text, &batches, &err)) {
+        if (!strstr(err.text, "expected true, false or a number of batches")) fail_msg("%s", err.text);
+        return -1;
+    }
+    return batches;
+}
+
+// Lightning's fast_dev_run: a bool (True: 1 batch) or an int.
+static void test_fast_dev_run(void **state) {
+    (void)state;
+    assert_int_equal(fast_dev_run_of("True"), 1);
+    assert_int_equal(fast_dev_run_of("true"), 1);
+    assert_int_equal(fast_dev_run_of("False"), 0);
+    assert_int_equal(fast_dev_run_of("0"), 0);
+    assert_int_equal(fast_dev_run_of("1"), 1);
+    assert_int_equal(fast_dev_run_of("7"), 7);
+    assert_int_equal(fast_dev_run_of("-1"), -1);  // refused, as Lightning refuses it
+    assert_int_equal(fast_dev_run_of("1.5"), -1);
+    assert_int_equal(fast_dev_run_of("yes"), -1);
+    assert_int_equal(fast_dev_run_of("99999999999"), -1);
+}
+
 // lightly_args_translate of one argument after the command name: the
 // arguments it becomes, space-separated ("" when dropped), or "refused: ...".
 static const char *translated(const char *argument) {
@@ -164,6 +190,7 @@ static void test_lightning_spellings(void **state) {
     assert_string_equal(translated("trainer_args.min_epochs=1"), "min-epochs=1");
     assert_string_equal(translated("trainer_args.min_steps=100"), "min-steps=100");
     assert_string_equal(translated("trainer_args.min_steps=None"), "");
+    assert_string_equal(translated("trainer_args.fast_dev_run=True"), "fast-dev-run=True");
     assert_string_equal(translated("trainer_args.sync_batchnorm=true"), "sync-batchnorm=true");
     // taken at what they do here
     assert_string_equal(translated("trainer_args.gradient_clip_algorithm=norm"), "");
@@ -188,7 +215,8 @@ static void test_lightning_spellings(void **state) {
     assert_non_null(strstr(translated("loader_args.pin_memory=yes"), "expected true or false"));
     assert_non_null(strstr(translated("trainer_args.val_check_interval=often"),
                            "expected a number"));
-    assert_non_null(strstr(translated("trainer_args.fast_dev_run=true"), "max_time"));
+    assert_non_null(strstr(translated("trainer_args.reload_dataloaders_every_n_epochs=1"),
+                           "max_time"));
     assert_non_null(strstr(translated("loader_args.prefetch_factor=4"), "persistent_workers"));
     // a prefix key needs its unit
     assert_non_null(strstr(translated("trainer_args.max_time.=3"), "refused"));
@@ -199,6 +227,7 @@ int main(void) {
         cmocka_unit_test(test_max_time),
         cmocka_unit_test(test_limit_train_batches),
         cmocka_unit_test(test_minimums),
+        cmocka_unit_test(test_fast_dev_run),
         cmocka_unit_test(test_lightning_spellings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -169,7 +169,7 @@ def train(
         trainer_args: Lightning Trainer keywords the program has:
             ``max_epochs``, ``max_steps``, ``max_time`` ("DD:HH:MM:SS", a
             dict of timedelta's units or a timedelta), ``min_epochs``,
-            ``min_steps``, ``limit_train_batches``,
+            ``min_steps``, ``fast_dev_run``, ``limit_train_batches``,
             ``log_every_n_steps``, ``accumulate_grad_batches``,
             ``gradient_clip_val``, ``precision``, ``accelerator``,
             ``devices``, ``num_nodes``, ``strategy``, ``sync_batchnorm``,

@@ -31,6 +31,7 @@ static const Translation translations[] = {
     {"trainer_args.max_time.", "max-time", NULL},
     {"trainer_args.limit_train_batches", "limit-train-batches", NULL},
     {"trainer_args.min_epochs", "min-epochs", NULL},
+    {"trainer_args.fast_dev_run", "fast-dev-run", NULL},
     {"trainer_args.min_steps", "min-steps", NULL},
     {"trainer_args.gradient_clip_val", "gradient-clip-val", NULL},
     {"trainer_args.gradient_clip_algorithm", NULL, "norm"},
@@ -90,7 +91,7 @@ static const char *const groups[][2] = {
     {"optim_args", "takes lr and weight_decay (the rest of each optimizer's settings are the "
                    "method's)"},
     {"trainer_args", "takes max_epochs, max_steps, max_time, min_epochs, min_steps, "
-                     "limit_train_batches, log_every_n_steps, accumulate_grad_batches, gradient_clip_val, "
+                     "fast_dev_run, limit_train_batches, log_every_n_steps, accumulate_grad_batches, gradient_clip_val, "
                      "gradient_clip_algorithm=norm, precision, accelerator, devices, num_nodes, "
                      "strategy, sync_batchnorm, enable_progress_bar, deterministic, benchmark, "
                      "enable_model_summary and the validation settings (the rest is "

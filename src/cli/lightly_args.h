@@ -9,7 +9,8 @@
 //   .log_every_n_steps, .accumulate_grad_batches    --log-every, --accumulate-grad-batches
 //   trainer_args.max_time (.max_time.UNIT=N),       --max-time (UNIT=N), --limit-train-batches,
 //   .limit_train_batches, .gradient_clip_val,       --gradient-clip-val, --progress-bar,
-//   .enable_progress_bar, .min_epochs, .min_steps   --min-epochs, --min-steps
+//   .enable_progress_bar, .min_epochs, .min_steps,  --min-epochs, --min-steps,
+//   .fast_dev_run                                   --fast-dev-run
 //                                                   (Lightning's, cli/run_limits.h)
 //   trainer_args.precision, .accelerator, .devices, the options of those names (LightlyTrain
 //   .num_nodes, .strategy, .sync_batchnorm          sets them itself; trainer_args' win)

@@ -141,6 +141,22 @@ long batch_limit_apply(const BatchLimit *limit, long batches, ErrorMessage *err)
     return limited;
 }
 
+int fast_dev_run_parse(const char *text, long *batches, ErrorMessage *err) {
+    int flag = 0;
+    double value = 0;
+    *batches = 0;
+    if (strspn(text, "0123456789") != strlen(text) && number_parse_bool(text, &flag) == 0) {
+        *batches = flag;
+        return 0;
+    }
+    if (strspn(text, "+-0123456789") != strlen(text) || number_parse_decimal(text, &value) ||
+        value < 0 || value > 2147483647.0)
+        return error_set(err, "--fast-dev-run %.200s: expected true, false or a number of "
+                              "batches from 0", text);
+    *batches = (long)value;
+    return 0;
+}
+
 int run_minimums_met(long min_epochs, long min_steps, long completed, long steps_per_epoch) {
     const long epochs = steps_per_epoch > 0 ? completed / steps_per_epoch : 0;
     return epochs >= min_epochs && completed >= min_steps;

@@ -12,6 +12,8 @@
 //                       F    that fraction of them (a number with a point
 //                            or an exponent, 0 < F <= 1): Lightning's int
 //                            and float.
+//   --fast-dev-run N|true    N batches (true: 1) of one epoch, loggers and
+//                            epoch files off: Lightning's fast_dev_run.
 //   --min-epochs N, --min-steps N  a stop that early stopping or --max-time
 //                            asks for waits until both are reached (0: no
 //                            minimum; --min-epochs auto: 1 with --min-steps):
@@ -45,6 +47,10 @@ int batch_limit_parse(const char *text, BatchLimit *limit, ErrorMessage *err);
 // _parse_num_batches: min(N, batches), or floor(batches x F)); -1 with a
 // message when that is no batch at all.
 long batch_limit_apply(const BatchLimit *limit, long batches, ErrorMessage *err);
+
+// --fast-dev-run's text into *batches: true 1, false 0, a whole number as
+// it is (Lightning's bool or int). 0, or -1 with a message.
+int fast_dev_run_parse(const char *text, long *batches, ErrorMessage *err);
 
 // Lightning's min_epochs and min_steps (FitLoop._can_stop_early): whether
 // a stop asked for by early stopping or the Timer may end the run after

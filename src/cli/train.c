@@ -85,6 +85,7 @@ typedef struct TrainChoices {
     const char *data_list;  // --data-list FILE or NULL
     StringList max_time;    // --max-time entries (run_limits.h)
     const char *limit_train_batches;
+    const char *fast_dev_run;
 } TrainChoices;
 
 // Combinations the option table cannot express. Returns 0 or -1 with err.
@@ -261,10 +262,13 @@ static int train_options_resolve(TrainConfig *config, TrainChoices *choices,
     config->max_pixels = (uint64_t)choices->max_pixels;
     config->input_depth = choices->input_depth;
     config->min_epochs = (int)run_min_epochs(config->min_epochs, config->min_steps);
+    long fast_dev_run = 0;
     if (max_time_parse(&choices->max_time, &config->max_time_seconds, err) ||
         (choices->limit_train_batches &&
-         batch_limit_parse(choices->limit_train_batches, &config->limit_train_batches, err)))
+         batch_limit_parse(choices->limit_train_batches, &config->limit_train_batches, err)) ||
+        (choices->fast_dev_run && fast_dev_run_parse(choices->fast_dev_run, &fast_dev_run, err)))
         return -1;
+    config->fast_dev_run = (int)fast_dev_run;
     return train_model_weights(config, choices, err);
 }
 
@@ -276,6 +280,23 @@ static int train_options_channels(TrainConfig *config, const TrainChoices *choic
     if (choices->channel_drop && channel_drop_parse(choices->channel_drop, &config->channels, err))
         return -1;
     return channel_settings_check(&config->channels, err);
+}
+
+// Lightning's fast_dev_run (config->fast_dev_run N > 0): N optimizer steps
+// of one epoch, its loggers and epoch checkpoints off and early stopping
+// skipped, whatever the other options say; LightlyTrain still writes
+// last.ckpt and the export after fit.
+static void train_fast_dev_run(TrainConfig *config, LoggerSettings *loggers,
+                               CallbackSettings *callbacks) {
+    if (config->fast_dev_run <= 0) return;
+    config->epochs = 1;
+    config->max_steps = config->fast_dev_run;
+    config->limit_train_batches =
+        (BatchLimit){.value = (double)config->fast_dev_run * config->accumulate_grad_batches};
+    loggers->tensorboard = loggers->jsonl = loggers->mlflow = 0;
+    callbacks->keep_epoch_checkpoints = 0;
+    callbacks->early_stopping_patience = 0;
+    callbacks->device_stats = 0;
 }
 
 // Every option of the table as MLflow's run parameters: LightlyTrain's
@@ -366,6 +387,11 @@ int command_train(int argc, char **argv) {
          .help = "stop as done (checkpoint, export) once this much training time has passed, "
                  "counted on across --resume (Lightning's max_time; also UNIT=N entries: "
                  "hours=2 ...)"},
+        {.name = "fast-dev-run", .type = OPTION_STRING, .value = &choices.fast_dev_run,
+         .metavar = "N|true", .help = "a quick check of the set-up: N optimizer steps (true: 1) "
+                                      "in one epoch, then the checkpoint and export; no logs, "
+                                      "no epoch files, no early stopping (Lightning's "
+                                      "fast_dev_run)"},
         {.name = "min-epochs", .type = OPTION_INT, .value = &config.min_epochs, .metavar = "N|auto",
          .help = "an early stop (--max-time, early_stopping) waits until this many epochs are "
                  "done (auto: 1 with --min-steps, else none; Lightning's min_epochs)",
@@ -551,6 +577,7 @@ int command_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", parser.program, err.text);
         return train_command_end(&config, 2);
     }
+    train_fast_dev_run(&config, &loggers, &callbacks);
     const RankRequest request = {.accelerator = config.accelerator, .devices = devices,
                                  .num_nodes = config.num_nodes, .timeout_seconds = dist_timeout};
     RankPlace place;

@@ -478,6 +478,10 @@ static void log_configuration(TrainRun *run) {
         run_log_line(run->log, "time limit: --max-time %s (training time so far %s)", limit,
                      spent);
     }
+    if (config->fast_dev_run)
+        train_message(run, "fast_dev_run: %d step(s) of one epoch, then the checkpoint and the "
+                           "export; no TensorBoard, metrics.jsonl or MLflow logs, no epoch files, "
+                           "no early stopping (Lightning's)", config->fast_dev_run);
     if (config->min_epochs || config->min_steps)
         run_log_line(run->log, "early stops (--max-time, early_stopping) wait for --min-epochs %d "
                                "and --min-steps %d", config->min_epochs, config->min_steps);

@@ -88,6 +88,8 @@ typedef struct TrainConfig {
     // (< 0: the method's) and the console's progress line (0: none).
     double max_time_seconds;
     int min_epochs, min_steps;
+    int fast_dev_run;  // Lightning's fast_dev_run: its batches (0: off), set into
+                       // the limits and settings here by the command (train.log says so)
     BatchLimit limit_train_batches;
     double gradient_clip_val;
     int progress_bar;

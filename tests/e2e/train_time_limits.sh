@@ -15,6 +15,8 @@
 #   2 CPU ranks stop together on rank 0's clock (the decision travels in the
 #   step records); --min-epochs / --min-steps (min_epochs, min_steps) hold
 #   the stop back until they are reached;
+# - trainer_args.fast_dev_run=True (2) trains 1 (2) steps and writes the
+#   checkpoint, the export and train.log alone;
 # - trainer_args.gradient_clip_val clips a SimCLR step, not a DINO one
 #   (LightlyTrain's DINO sets its own);
 # - bad values exit 2 with one line.
@@ -100,6 +102,18 @@ minimum min_epochs 6 "epoch=1-step=6.ckpt" trainer_args.min_epochs=2
 minimum min_steps 4 "epoch=1-step=4.ckpt" trainer_args.min_steps=4
 minimum min_steps_only 2 "epoch=0-step=2.ckpt" --min-steps 2 --min-epochs 0
 
+# Lightning's fast_dev_run: N optimizer steps of one epoch, whatever
+# --epochs says; no logs, no epoch file; the checkpoint and the export.
+for dev in True:1 2:2; do
+  run "fast$dev" --epochs 5 --callbacks early_stopping.patience=1 trainer_args.fast_dev_run="${dev%:*}"
+  [ "$(steps_of "fast$dev")" = "${dev#*:} steps/epoch, ${dev#*:} steps" ] ||
+    fail "fast_dev_run=${dev%:*}: $(steps_of "fast$dev")"
+  [ "$(cd "$work/fast$dev" && find . -type f | sort | tr '\n' ' ')" = "./checkpoints/last.ckpt ./exported_models/exported_last.pt ./exported_models/exported_last.safetensors ./train.log " ] ||
+    fail "fast_dev_run=${dev%:*} wrote: $(cd "$work/fast$dev" && find . -type f | sort | tr '\n' ' ')"
+  grep -q "^fast_dev_run: ${dev#*:} step(s) of one epoch" "$work/fast$dev.out" ||
+    fail "fast_dev_run=${dev%:*}: the console does not say it"
+done
+
 # Two CPU ranks (batch 2 each) stop together, exit 0.
 OMP_WAIT_POLICY=PASSIVE mpi_run 2 "$bin" train "${base[@]}" --method simclr --threads 1 --out "$work/ranks" \
   "${long[@]}" --max-time seconds=2 >"$work/ranks.out" 2>&1 ||
@@ -133,5 +147,7 @@ expect_only 2 "--limit-train-batches 1.5: a fraction is from 0.0 to 1.0" -- \
   "$bin" train "${common[@]}" --out "$work/bad" trainer_args.limit_train_batches=1.5
 expect_only 2 "--limit-train-batches 0.1 of 3 batches an epoch is less than one batch" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --limit-train-batches 0.1
+expect_only 2 "--fast-dev-run -1: expected true, false or a number of batches from 0" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" trainer_args.fast_dev_run=-1
 [ -e "$work/bad" ] && fail "a refused run wrote $work/bad"
 e2e_finish
