@@ -293,6 +293,12 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP) $(GEN_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+# AdamW's update loop (cpu_elementwise.c) vectorises only without sqrtf's
+# errno; its values stay the same (IEEE's sqrt and division, four lanes or
+# one). Not project-wide: elsewhere a loop that sums and now vectorised
+# would change its order of additions, and the trajectories of training.
+$(BUILD)/obj/src/backend/cpu/cpu_elementwise.o: CFLAGS_ALL += -fno-math-errno
+
 $(BUILD)/obj/%.o: %.cpp | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_ALL) -c $< -o $@

@@ -246,6 +246,8 @@ void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
 }
 
 // Bias corrections in double, as PyTorch computes them in Python floats.
+// This file is built with -fno-math-errno (Makefile): sqrtf's errno call
+// kept this loop scalar, a fifth of a 16 px ResNet-18 step.
 void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
                       const float *gate, float *m, float *v, float lr, float beta1, float beta2,
                       float eps, float weight_decay, const float *step) {
