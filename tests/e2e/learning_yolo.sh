@@ -14,7 +14,12 @@
 # points), 21 s of CPU, 44 s wall beside other jobs. SimCLR first lowers it
 # (as for the ResNet-18: random convolutional features are strong on
 # Fashion-MNIST); 8-25 epochs ended at or below the start; DINO at 32 px
-# went down to 39% in 20 epochs.
+# went down to 39% in 20 epochs. On the AMD EPYC with AVX-512 (2026-12-01)
+# seeds 0-2 gained +5.00, +3.33 and +6.33 at epoch 40. The trajectory is
+# chaotic: one rounding changed in AdamW (its division in float, as
+# PyTorch's) made seeds 0-4 gain +1.67, +5.00, +3.33, -3.67 and +8.33, so
+# a CPU with other kernels runs another draw of it (docs/performance.md,
+# "AdamW's update, vectorised"): a steadier measure is wanted.
 set -u
 source "$(dirname "$0")/lib.bash"
 MIN_GAIN=2
