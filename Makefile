@@ -34,8 +34,8 @@ FUZZ_SECONDS ?= 60
 comma := ,
 
 # Deferred (=) so pkg-config runs after `deps` has installed what was missing.
-PKGS := libjpeg libpng libwebp libwebpdemux libwebpmux libprotobuf-c zlib libcurl libcrypto libzip \
-        libtiff-4 libgif libheif libavif libjxl libexif stb
+PKGS := libjpeg libpng libwebp libwebpdemux libwebpmux libprotobuf-c zlib libdeflate libcurl \
+        libcrypto libzip libtiff-4 libgif libheif libavif libjxl libexif stb
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)

