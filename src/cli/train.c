@@ -282,15 +282,17 @@ static int train_options_channels(TrainConfig *config, const TrainChoices *choic
     return channel_settings_check(&config->channels, err);
 }
 
-// Lightning's fast_dev_run (config->fast_dev_run N > 0): N optimizer steps
-// of one epoch, its loggers and epoch checkpoints off and early stopping
-// skipped, whatever the other options say; LightlyTrain still writes
-// last.ckpt and the export after fit.
+// Lightning's fast_dev_run (config->fast_dev_run N > 0): one epoch of at
+// most N optimizer steps (its max_epochs 1, max_steps and
+// limit_train_batches N: fewer where the data has fewer batches), its
+// loggers and epoch checkpoints off and early stopping skipped, whatever
+// the other options say; LightlyTrain still writes last.ckpt and the
+// export after fit.
 static void train_fast_dev_run(TrainConfig *config, LoggerSettings *loggers,
                                CallbackSettings *callbacks) {
     if (config->fast_dev_run <= 0) return;
     config->epochs = 1;
-    config->max_steps = config->fast_dev_run;
+    config->max_steps = 0;  // the epoch of at most N steps decides
     config->limit_train_batches =
         (BatchLimit){.value = (double)config->fast_dev_run * config->accumulate_grad_batches};
     loggers->tensorboard = loggers->jsonl = loggers->mlflow = 0;
@@ -388,10 +390,10 @@ int command_train(int argc, char **argv) {
                  "counted on across --resume (Lightning's max_time; also UNIT=N entries: "
                  "hours=2 ...)"},
         {.name = "fast-dev-run", .type = OPTION_STRING, .value = &choices.fast_dev_run,
-         .metavar = "N|true", .help = "a quick check of the set-up: N optimizer steps (true: 1) "
-                                      "in one epoch, then the checkpoint and export; no logs, "
-                                      "no epoch files, no early stopping (Lightning's "
-                                      "fast_dev_run)"},
+         .metavar = "N|true", .help = "a quick check of the set-up: one epoch of at most N "
+                                      "optimizer steps (true: 1), then the checkpoint and "
+                                      "export; no logs, no epoch files, no early stopping "
+                                      "(Lightning's fast_dev_run)"},
         {.name = "min-epochs", .type = OPTION_INT, .value = &config.min_epochs, .metavar = "N|auto",
          .help = "an early stop (--max-time, early_stopping) waits until this many epochs are "
                  "done (auto: 1 with --min-steps, else none; Lightning's min_epochs)",

@@ -479,9 +479,10 @@ static void log_configuration(TrainRun *run) {
                      spent);
     }
     if (config->fast_dev_run)
-        train_message(run, "fast_dev_run: %d step(s) of one epoch, then the checkpoint and the "
+        train_message(run, "fast_dev_run %d: %ld step(s), one epoch, then the checkpoint and the "
                            "export; no TensorBoard, metrics.jsonl or MLflow logs, no epoch files, "
-                           "no early stopping (Lightning's)", config->fast_dev_run);
+                           "no early stopping (Lightning's)", config->fast_dev_run,
+                      run->total_steps);
     if (config->min_epochs || config->min_steps)
         run_log_line(run->log, "early stops (--max-time, early_stopping) wait for --min-epochs %d "
                                "and --min-steps %d", config->min_epochs, config->min_steps);

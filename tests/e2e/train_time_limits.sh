@@ -15,8 +15,8 @@
 #   2 CPU ranks stop together on rank 0's clock (the decision travels in the
 #   step records); --min-epochs / --min-steps (min_epochs, min_steps) hold
 #   the stop back until they are reached;
-# - trainer_args.fast_dev_run=True (2) trains 1 (2) steps and writes the
-#   checkpoint, the export and train.log alone;
+# - trainer_args.fast_dev_run=True (5) trains 1 (3: one epoch) steps and
+#   writes the checkpoint, the export and train.log alone;
 # - trainer_args.gradient_clip_val clips a SimCLR step, not a DINO one
 #   (LightlyTrain's DINO sets its own);
 # - bad values exit 2 with one line.
@@ -102,15 +102,16 @@ minimum min_epochs 6 "epoch=1-step=6.ckpt" trainer_args.min_epochs=2
 minimum min_steps 4 "epoch=1-step=4.ckpt" trainer_args.min_steps=4
 minimum min_steps_only 2 "epoch=0-step=2.ckpt" --min-steps 2 --min-epochs 0
 
-# Lightning's fast_dev_run: N optimizer steps of one epoch, whatever
-# --epochs says; no logs, no epoch file; the checkpoint and the export.
-for dev in True:1 2:2; do
+# Lightning's fast_dev_run: one epoch of at most N optimizer steps (5: the
+# 3 batches there are), whatever --epochs says; no logs, no epoch file; the
+# checkpoint and the export.
+for dev in True:1 5:3; do
   run "fast$dev" --epochs 5 --callbacks early_stopping.patience=1 trainer_args.fast_dev_run="${dev%:*}"
   [ "$(steps_of "fast$dev")" = "${dev#*:} steps/epoch, ${dev#*:} steps" ] ||
     fail "fast_dev_run=${dev%:*}: $(steps_of "fast$dev")"
   [ "$(cd "$work/fast$dev" && find . -type f | sort | tr '\n' ' ')" = "./checkpoints/last.ckpt ./exported_models/exported_last.pt ./exported_models/exported_last.safetensors ./train.log " ] ||
     fail "fast_dev_run=${dev%:*} wrote: $(cd "$work/fast$dev" && find . -type f | sort | tr '\n' ' ')"
-  grep -q "^fast_dev_run: ${dev#*:} step(s) of one epoch" "$work/fast$dev.out" ||
+  grep -q "^fast_dev_run [15]: ${dev#*:} step(s), one epoch" "$work/fast$dev.out" ||
     fail "fast_dev_run=${dev%:*}: the console does not say it"
 done
 
