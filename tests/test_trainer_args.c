@@ -134,7 +134,8 @@ static long fast_dev_run_of(const char *text) {
     long batches = -2;
     ErrorMessage err = {{0}};
     if (fast_dev_run_parse(text, &batches, &err)) {
-        if (!strstr(err.text, "expected true, false or a number of batches")) fail_msg("%s", err.text);
+        if (!strstr(err.text, "expected true, false or a number of batches"))
+            fail_msg("%s", err.text);
         return -1;
     }
     return batches;

@@ -91,7 +91,8 @@ static const char *const groups[][2] = {
     {"optim_args", "takes lr and weight_decay (the rest of each optimizer's settings are the "
                    "method's)"},
     {"trainer_args", "takes max_epochs, max_steps, max_time, min_epochs, min_steps, "
-                     "fast_dev_run, limit_train_batches, log_every_n_steps, accumulate_grad_batches, gradient_clip_val, "
+                     "fast_dev_run, limit_train_batches, log_every_n_steps, "
+                     "accumulate_grad_batches, gradient_clip_val, "
                      "gradient_clip_algorithm=norm, precision, accelerator, devices, num_nodes, "
                      "strategy, sync_batchnorm, enable_progress_bar, deterministic, benchmark, "
                      "enable_model_summary and the validation settings (the rest is "

@@ -1,5 +1,5 @@
-// --max-time, --limit-train-batches and the minimums of --min-epochs and
-// --min-steps (see run_limits.h).
+// --max-time, --limit-train-batches, --fast-dev-run and the minimums of
+// --min-epochs and --min-steps (see run_limits.h).
 #include "cli/run_limits.h"
 
 #include <math.h>
