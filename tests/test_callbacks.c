@@ -1,14 +1,17 @@
 // Tests for --callbacks (src/cli/callbacks.c): LightlyTrain's defaults, every
-// accepted entry, and each refusal with the words that name it.
+// accepted entry, and each refusal with the words that name it; the K best
+// epoch files of a monitored model_checkpoint (src/train/kept_epochs.c).
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "cli/callbacks.h"
+#include "train/kept_epochs.h"
 
 // Parses the entries (NULL-terminated) into *settings.
 static int parse(CallbackSettings *settings, ErrorMessage *err, ...) {
@@ -96,7 +99,7 @@ static void test_entries(void **state) {
     assert_int_equal(parse(&settings, &err, "model_checkpoint.every_n_train_steps=100",
                            "model_checkpoint.save_top_k=0", "model_export=None",
                            "early_stopping=null", "model_checkpoint.monitor=None",
-                           "model_checkpoint.mode=max", "model_checkpoint.verbose=True",
+                           "model_checkpoint.mode=min", "model_checkpoint.verbose=True",
                            "model_checkpoint.save_weights_only=False",
                            "model_checkpoint.save_on_train_epoch_end=true",
                            "model_checkpoint.auto_insert_metric_name=true",
@@ -107,6 +110,30 @@ static void test_entries(void **state) {
     assert_memory_equal(&settings, &before, sizeof settings);
 }
 
+// model_checkpoint.monitor=train_loss: save_top_k K > 1 taken (before or
+// after the monitor), mode min (the default) or max; monitor=null again
+// refuses K > 1.
+static void test_monitor(void **state) {
+    CallbackSettings settings;
+    ErrorMessage err = {{0}};
+    assert_int_equal(parse(&settings, &err, "model_checkpoint.save_top_k=3",
+                           "model_checkpoint.monitor=train_loss", NULL), 0);
+    assert_int_equal(settings.monitor_loss, 1);
+    assert_int_equal(settings.monitor_max, 0);
+    assert_int_equal(settings.keep_epoch_checkpoints, 3);
+    assert_int_equal(parse(&settings, &err, "model_checkpoint.monitor=train_loss",
+                           "model_checkpoint.mode=max", "model_checkpoint.save_top_k=1000", NULL),
+                     0);
+    assert_int_equal(settings.monitor_max, 1);
+    assert_int_equal(settings.keep_epoch_checkpoints, 1000);
+    assert_int_equal(parse(&settings, &err, "model_checkpoint.monitor=train_loss", NULL), 0);
+    assert_int_equal(settings.keep_epoch_checkpoints, 1);  // LightlyTrain's default K
+    assert_int_equal(parse(&settings, &err, "model_checkpoint.monitor=train_loss",
+                           "model_checkpoint.save_top_k=2", "model_checkpoint.monitor=null", NULL),
+                     -1);
+    assert_non_null(strstr(err.text, "model_checkpoint.save_top_k=2: without a monitor"));
+}
+
 static void test_refusals(void **state) {
     expect_refused("device_stats_monitor.cpu_stats=maybe", "cpu_stats is true, false or null");
     expect_refused("device_stats_monitor.interval=step", "device_stats_monitor takes cpu_stats");
@@ -114,9 +141,7 @@ static void test_refusals(void **state) {
     expect_refused("wandb", "the callbacks are model_checkpoint");
     expect_refused("model_checkpoint=null", "always written");
     expect_refused("model_checkpoint.save_last=false", "always written");
-    expect_refused("model_checkpoint.monitor=train_loss", "monitor is null here: without a "
-                                                          "monitor the epoch files are kept by "
-                                                          "recency");
+    expect_refused("model_checkpoint.monitor=val_loss", "the monitored metric is train_loss");
     expect_refused("model_checkpoint.save_weights_only=true", "the optimizer state --resume");
     expect_refused("model_checkpoint.save_on_train_epoch_end=false", "no validation loop");
     expect_refused("model_checkpoint.dirpath=out/custom", "where --resume reads them");
@@ -124,10 +149,13 @@ static void test_refusals(void **state) {
     expect_refused("model_checkpoint.train_time_interval=0:30:00", "by epochs or by steps");
     expect_refused("model_checkpoint.enable_version_counter=true", "is replaced");
     expect_refused("model_checkpoint.auto_insert_metric_name=false", "epoch=E-step=S.ckpt");
-    expect_refused("model_checkpoint.mode=median", "mode is min or max here");
+    expect_refused("model_checkpoint.mode=median", "mode is min or max");
     expect_refused("model_checkpoint.verbose=loud", "verbose is true or false here");
     expect_refused("model_checkpoint.save_top_k_best=2", "settings here are every_n_epochs");
-    expect_refused("model_checkpoint.save_top_k=2", "save_top_k is 1");
+    // Lightning's rule: K > 1 needs a monitor (whichever comes first)
+    expect_refused("model_checkpoint.save_top_k=2", "without a monitor save_top_k is 1");
+    expect_refused("model_checkpoint.save_top_k=-2", "a whole number in -1..1000");
+    expect_refused("model_checkpoint.save_top_k=1001", "a whole number in -1..1000");
     expect_refused("model_checkpoint.every_n_epochs=0", "a whole number in 1..");
     expect_refused("model_checkpoint.every_n_epochs=1.5", "a whole number in 1..");
     expect_refused("model_checkpoint.every_n_train_steps=x", "a whole number in 1..");
@@ -148,12 +176,61 @@ static void test_refusals(void **state) {
     assert_non_null(strstr(err.text, "by epochs or by steps, not both"));
 }
 
+static KeptEpochs kept_of(int count, const float *scores) {
+    KeptEpochs kept = {0};
+    for (int i = 0; i < count; i++) kept_epochs_append(&kept, 10 * (i + 1), scores[i]);
+    return kept;
+}
+
+// Lightning's check_monitor_top_k and _update_best_and_save: room first,
+// then strictly better than the worst (the first of equally bad ones),
+// NaN the worst of all.
+static void test_kept_epochs(void **state) {
+    int evict = 7;
+    KeptEpochs kept = kept_of(1, (const float[]){5.0f});
+    assert_int_equal(kept_epochs_admit(&kept, 2, 0, 9.0f, &evict), 1);  // room: kept
+    assert_int_equal(evict, -1);
+    kept = kept_of(2, (const float[]){5.0f, 4.0f});
+    assert_int_equal(kept_epochs_admit(&kept, 2, 0, 4.5f, &evict), 1);
+    assert_int_equal(evict, 0);  // 5.0 goes
+    assert_int_equal(kept_epochs_admit(&kept, 2, 0, 6.0f, &evict), 0);
+    assert_int_equal(kept_epochs_admit(&kept, 2, 0, 5.0f, &evict), 0);  // a tie is not better
+    kept = kept_of(3, (const float[]){5.0f, 3.0f, 5.0f});
+    assert_int_equal(kept_epochs_admit(&kept, 3, 0, 4.0f, &evict), 1);
+    assert_int_equal(evict, 0);  // the first of the two 5.0s
+    // mode max: the highest kept, the lowest goes
+    kept = kept_of(3, (const float[]){2.0f, 1.0f, 1.0f});
+    assert_int_equal(kept_epochs_admit(&kept, 3, 1, 1.5f, &evict), 1);
+    assert_int_equal(evict, 1);
+    assert_int_equal(kept_epochs_admit(&kept, 3, 1, 0.5f, &evict), 0);
+    // NaN: the worst in either mode
+    kept = kept_of(2, (const float[]){3.0f, NAN});
+    assert_int_equal(kept_epochs_admit(&kept, 2, 0, 10.0f, &evict), 1);
+    assert_int_equal(evict, 1);
+    assert_int_equal(kept_epochs_admit(&kept, 2, 1, -10.0f, &evict), 1);
+    assert_int_equal(evict, 1);
+    assert_int_equal(kept_epochs_admit(&kept, 2, 0, NAN, &evict), 0);
+    // a smaller K than kept (a resumed run): the worst one first
+    kept = kept_of(4, (const float[]){3.0f, 7.0f, 1.0f, 7.0f});
+    assert_int_equal(kept_epochs_worst(&kept, 0), 1);
+    assert_int_equal(kept_epochs_worst(&kept, 1), 2);
+    // the list keeps its order
+    assert_int_equal(kept_epochs_find(&kept, 30), 2);
+    kept_epochs_remove(&kept, 1);
+    assert_int_equal(kept.count, 3);
+    assert_int_equal(kept.steps[1], 30);
+    assert_true(kept.scores[2] == 7.0f);
+    assert_int_equal(kept_epochs_find(&kept, 20), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_entries),
         cmocka_unit_test(test_device_stats_monitor),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_monitor),
+        cmocka_unit_test(test_kept_epochs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,16 +38,14 @@ static int integer_value(const char *entry, const char *value, long low, long hi
 }
 
 // LightlyTrain's other ModelCheckpoint settings: taken where the value is
-// what happens here (without a monitor Lightning keeps the epoch files by
-// recency, and its verbose prints nothing more), else refused with why.
+// what happens here (its verbose prints nothing more: train.log always says
+// which epoch files are kept), else refused with why.
 // accepted: the values taken, " or "-separated, as the refusal shows them
 // ("null": null / None; "true", "false": any spelling of the boolean).
 typedef struct FixedSetting {
     const char *key, *accepted, *why;
 } FixedSetting;
 static const FixedSetting fixed_settings[] = {
-    {"monitor", "null", ": without a monitor the epoch files are kept by recency (save_top_k)"},
-    {"mode", "min or max", ""},
     {"verbose", "true or false", ""},
     {"save_weights_only", "false", ": a checkpoint holds the optimizer state --resume needs (the "
                                    "weights alone are exported_models/)"},
@@ -79,9 +77,10 @@ static int fixed_value_taken(const char *accepted, const char *value) {
 }
 
 // by_epochs, by_steps: the entries that set either cadence (Lightning takes one).
+// top_k: the save_top_k entry (checked against the monitor once all are read).
 static int model_checkpoint_entry(CallbackSettings *s, const char *entry, const char *key,
                                   const char *value, const char **by_epochs,
-                                  const char **by_steps, ErrorMessage *err) {
+                                  const char **by_steps, const char **top_k, ErrorMessage *err) {
     long number = 0;
     if (strcmp(key, "every_n_epochs") == 0) {
         if (integer_value(entry, value, 1, 1000000000L, &number, err)) return -1;
@@ -92,11 +91,18 @@ static int model_checkpoint_entry(CallbackSettings *s, const char *entry, const 
         s->checkpoint_every_steps = number;
         *by_steps = entry;
     } else if (strcmp(key, "save_top_k") == 0) {
-        if (integer_value(entry, value, -1, 1, &number, err))
-            return error_set(err, "--callbacks %.200s: save_top_k is 1 (the latest epoch "
-                                  "file), -1 (all of them) or 0 (none): without a monitor "
-                                  "the files are kept by recency", entry);
+        if (integer_value(entry, value, -1, CALLBACKS_TOP_K_MAX, &number, err)) return -1;
         s->keep_epoch_checkpoints = (int)number;
+        *top_k = entry;
+    } else if (strcmp(key, "monitor") == 0) {
+        if (!is_null(value) && strcmp(value, "train_loss") != 0)
+            return error_set(err, "--callbacks %.200s: the monitored metric is train_loss (or "
+                                  "null: the epoch files kept by recency)", entry);
+        s->monitor_loss = !is_null(value);
+    } else if (strcmp(key, "mode") == 0) {
+        if (strcmp(value, "min") != 0 && strcmp(value, "max") != 0)
+            return error_set(err, "--callbacks %.200s: mode is min or max", entry);
+        s->monitor_max = strcmp(value, "max") == 0;
     } else if (strcmp(key, "save_last") == 0) {
         if (!is_true(value))
             return error_set(err, "--callbacks %.200s: checkpoints/last.ckpt is what --resume "
@@ -111,8 +117,8 @@ static int model_checkpoint_entry(CallbackSettings *s, const char *entry, const 
                              f->why);
         }
         return error_set(err, "--callbacks %.200s: model_checkpoint's settings here are "
-                              "every_n_epochs, every_n_train_steps, save_top_k and save_last "
-                              "(and LightlyTrain's others at what they do here: monitor=null, "
+                              "every_n_epochs, every_n_train_steps, save_top_k, monitor, mode "
+                              "and save_last (and LightlyTrain's others at what they do here: "
                               "dirpath=null, filename=null, ...; docs/training.md)", entry);
     }
     return 0;
@@ -163,6 +169,7 @@ int callbacks_parse(const StringList *entries, CallbackSettings *settings, Error
     static const char *const names[] = {"model_checkpoint", "model_export", "early_stopping",
                                         "learning_rate_monitor", "device_stats_monitor"};
     const char *by_epochs = NULL, *by_steps = NULL;  // Lightning: one or the other
+    const char *top_k = NULL;
     for (int i = 0; i < entries->count; i++) {
         const char *entry = entries->items[i];
         char name[64] = "", key[64] = "";
@@ -188,7 +195,7 @@ int callbacks_parse(const StringList *entries, CallbackSettings *settings, Error
         int status = 0;
         if (strcmp(name, "model_checkpoint") == 0)
             status = model_checkpoint_entry(settings, entry, key, value, &by_epochs, &by_steps,
-                                            err);
+                                            &top_k, err);
         else if (strcmp(name, "early_stopping") == 0)
             status = early_stopping_entry(settings, entry, key, value, err);
         else if (strcmp(name, "device_stats_monitor") == 0 && strcmp(key, "cpu_stats") == 0) {
@@ -213,5 +220,11 @@ int callbacks_parse(const StringList *entries, CallbackSettings *settings, Error
     if (by_epochs && by_steps)
         return error_set(err, "--callbacks %.100s and %.100s: checkpoints go by epochs or by "
                               "steps, not both", by_epochs, by_steps);
+    // Lightning's rule: without a monitor the files go by recency, so only
+    // the latest one, all or none can be kept.
+    if (top_k && !settings->monitor_loss && settings->keep_epoch_checkpoints > 1)
+        return error_set(err, "--callbacks %.200s: without a monitor save_top_k is 1 (the "
+                              "latest epoch file), -1 (all of them) or 0 (none); with "
+                              "model_checkpoint.monitor=train_loss the K best are kept", top_k);
     return 0;
 }

@@ -7,15 +7,20 @@
 //                                           every N epochs (default 1)
 //   model_checkpoint.every_n_train_steps=N  every N optimizer steps instead
 //   model_checkpoint.save_top_k=K           the epoch=E-step=S.ckpt files kept:
-//                                           1 the latest (default), -1 all, 0 none
+//                                           1 the latest (default), -1 all, 0 none;
+//                                           with a monitor the K best (K up to
+//                                           CALLBACKS_TOP_K_MAX)
+//   model_checkpoint.monitor=train_loss     the K with the lowest train_loss at
+//                                           their save (null, the default: by recency)
+//   model_checkpoint.mode=min|max           max: the K highest instead
 //   model_checkpoint.save_last=true         (last.ckpt is always written)
-//   model_checkpoint.monitor=null, mode, verbose, save_weights_only=false,
+//   model_checkpoint.verbose, save_weights_only=false,
 //     save_on_train_epoch_end=true, auto_insert_metric_name=true,
 //     enable_version_counter=false, dirpath=null, filename={epoch}-{step},
 //     train_time_interval=null              LightlyTrain's other settings, taken at
-//                                           what they do here (without a monitor
-//                                           Lightning keeps epoch files by recency
-//                                           and verbose prints nothing more)
+//                                           what they do here (verbose prints
+//                                           nothing more: train.log says which
+//                                           epoch files are kept)
 //   model_export.every_n_epochs=N           exported_models/ every N epochs
 //                                           (default 1); model_export=null: at
 //                                           the end only
@@ -35,18 +40,25 @@
 //                                           on the CPU; null (default): on the CPU only
 // Every run also writes last.ckpt and the export at its last step and
 // when stopped by a signal. Anything else (another key, a monitor other
-// than train_loss, save_last=false, model_checkpoint=null) is a usage error
-// naming the entry and what is taken.
+// than train_loss, save_last=false, model_checkpoint=null, save_top_k above
+// 1 without a monitor, as Lightning refuses it) is a usage error naming the
+// entry and what is taken.
 #ifndef LTC_CLI_CALLBACKS_H
 #define LTC_CLI_CALLBACKS_H
 
 #include "cli/options.h"
 #include "util/error.h"
 
+// The most epoch files save_top_k keeps by a monitor (their steps and
+// scores live in the checkpoint); -1 keeps every one without a limit.
+#define CALLBACKS_TOP_K_MAX 1000
+
 typedef struct CallbackSettings {
     long checkpoint_every_epochs;  // model_checkpoint.every_n_epochs (1)
     long checkpoint_every_steps;   // model_checkpoint.every_n_train_steps (0: by epochs)
-    int keep_epoch_checkpoints;    // model_checkpoint.save_top_k: 1, -1 (all) or 0
+    int keep_epoch_checkpoints;    // model_checkpoint.save_top_k: K, -1 (all) or 0
+    int monitor_loss;              // model_checkpoint.monitor=train_loss: the K best kept
+    int monitor_max;               // model_checkpoint.mode=max (the highest losses)
     long export_every_epochs;      // model_export.every_n_epochs (1; 0: the end only)
     long early_stopping_patience;  // early_stopping.patience (0: off)
     int log_learning_rate;         // learning_rate_monitor (1; null: 0)

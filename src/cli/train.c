@@ -542,6 +542,7 @@ int command_train(int argc, char **argv) {
          .metavar = "CALLBACK[.KEY]=VALUE", .repeatable = 1, .dotted = 1,
          .help = "LightlyTrain's callbacks: model_checkpoint.every_n_epochs=N, "
                  "model_checkpoint.every_n_train_steps=N, model_checkpoint.save_top_k=1|-1|0, "
+                 "model_checkpoint.monitor=train_loss (save_top_k=K: the K lowest losses), "
                  "model_export.every_n_epochs=N, early_stopping.patience=N, "
                  "learning_rate_monitor=null (docs/training.md)"},
     };

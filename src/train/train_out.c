@@ -65,21 +65,102 @@ static void remove_epoch_checkpoints(const char *dir, const char *keep) {
     closedir(handle);
 }
 
-int train_out_keep_epoch(TrainRun *run, long completed_steps, ErrorMessage *err) {
-    char dir[PATH_MAX], name[64], path[PATH_MAX];
+// The name of the epoch file of `steps` completed steps.
+static void epoch_file_name(const TrainRun *run, long steps, char *name, size_t size) {
+    snprintf(name, size, "epoch=%ld-step=%ld.ckpt", (steps - 1) / run->steps_per_epoch, steps);
+}
+
+// Removes kept file i from the disk and the list.
+static void drop_kept(TrainRun *run, const char *dir, int i) {
+    char name[64], path[PATH_MAX];
+    epoch_file_name(run, run->callback_state.kept.steps[i], name, sizeof name);
+    if (train_path_join(path, sizeof path, dir, name) == 0) unlink(path);
+    kept_epochs_remove(&run->callback_state.kept, i);
+}
+
+static int monitored(const TrainRun *run) {
+    return run->callbacks.monitor_loss && run->callbacks.keep_epoch_checkpoints > 0;
+}
+
+int train_out_choose_epoch(TrainRun *run, long completed_steps, float score, char *evicted,
+                           size_t size) {
+    evicted[0] = '\0';
+    if (!monitored(run)) return 1;
+    const CallbackSettings *c = &run->callbacks;
+    KeptEpochs *kept = &run->callback_state.kept;
+    char dir[PATH_MAX];
     if (train_path_join(dir, sizeof dir, run->config->out, "checkpoints")) return 0;
-    snprintf(name, sizeof name, "epoch=%ld-step=%ld.ckpt",
-             (completed_steps - 1) / run->steps_per_epoch, completed_steps);
+    const int again = kept_epochs_find(kept, completed_steps);  // a resumed run's same step
+    if (again >= 0) kept_epochs_remove(kept, again);
+    // a resumed run with a smaller K: the worst go first
+    while (kept->count > c->keep_epoch_checkpoints)
+        drop_kept(run, dir, kept_epochs_worst(kept, c->monitor_max));
+    const char *order = c->monitor_max ? "highest" : "lowest";
+    int evict = -1;
+    if (!kept_epochs_admit(kept, c->keep_epoch_checkpoints, c->monitor_max, score, &evict)) {
+        run_log_line(run->log, "step %ld: train_loss %.6g is not among the %d %s kept: no epoch "
+                               "file", completed_steps, (double)score, c->keep_epoch_checkpoints,
+                     order);
+        return 0;
+    }
+    if (evict >= 0) {
+        epoch_file_name(run, kept->steps[evict], evicted, size);
+        kept_epochs_remove(kept, evict);
+    }
+    kept_epochs_append(kept, completed_steps, score);
+    run_log_line(run->log, "step %ld: train_loss %.6g is among the %d %s: epoch file kept%s%s",
+                 completed_steps, (double)score, c->keep_epoch_checkpoints, order,
+                 evicted[0] ? " in place of " : "", evicted);
+    return 1;
+}
+
+int train_out_keep_epoch(TrainRun *run, long completed_steps, const char *evicted,
+                         ErrorMessage *err) {
+    char dir[PATH_MAX], name[64], path[PATH_MAX];
+    if (train_path_join(dir, sizeof dir, run->config->out, "checkpoints"))
+        return error_set(err, "%s/checkpoints: path too long", run->config->out);
+    epoch_file_name(run, completed_steps, name, sizeof name);
     if (train_path_join(path, sizeof path, dir, name))
         return error_set(err, "%s/%s: path too long", dir, name);
     unlink(path);  // the same epoch again (a resumed run): the new state
     if (link(run->checkpoint_path, path) != 0)
         return error_set(err, "could not keep %s (a hard link to last.ckpt): %s", path,
                          strerror(errno));
+    char old[PATH_MAX];
+    if (evicted && evicted[0] && train_path_join(old, sizeof old, dir, evicted) == 0) unlink(old);
     // save_top_k -1 keeps every epoch file (a resumed run's of the same
-    // steps replaced above), 1 the latest
-    if (run->callbacks.keep_epoch_checkpoints == 1) remove_epoch_checkpoints(dir, name);
+    // steps replaced above), 1 without a monitor the latest
+    if (!run->callbacks.monitor_loss && run->callbacks.keep_epoch_checkpoints == 1)
+        remove_epoch_checkpoints(dir, name);
     return 0;
+}
+
+// A resumed monitored run: the epoch files as its checkpoint's list says.
+// A run killed between its checkpoint and the epoch file's link left the
+// file it replaced (removed here) and lacks the new one, which is the
+// checkpoint's own step (linked from last.ckpt).
+static void reconcile_kept(TrainRun *run) {
+    char dir[PATH_MAX], path[PATH_MAX];
+    if (train_path_join(dir, sizeof dir, run->config->out, "checkpoints")) return;
+    DIR *handle = opendir(dir);
+    if (!handle) return;
+    struct dirent *entry;
+    int epoch;
+    long step;
+    while ((entry = readdir(handle)))
+        if (is_epoch_checkpoint(entry->d_name) &&
+            sscanf(entry->d_name, "epoch=%d-step=%ld.ckpt", &epoch, &step) == 2 &&
+            kept_epochs_find(&run->callback_state.kept, step) < 0 &&
+            train_path_join(path, sizeof path, dir, entry->d_name) == 0)
+            unlink(path);
+    closedir(handle);
+    char name[64];
+    epoch_file_name(run, run->start_step, name, sizeof name);
+    if (kept_epochs_find(&run->callback_state.kept, run->start_step) >= 0 &&
+        train_path_join(path, sizeof path, dir, name) == 0 && access(path, F_OK) != 0 &&
+        link(run->checkpoint_path, path) != 0)
+        train_message(run, "warning: could not keep %s (a hard link to last.ckpt): %s", path,
+                      strerror(errno));
 }
 
 // The folders and files of the output layout: every one must be writable
@@ -249,6 +330,7 @@ int train_out_tidy(TrainRun *run, ErrorMessage *err) {
         train_message(run, "removed %d temporary file(s) left by a run killed while writing: %s",
                       removed, names);
     if (!config->resume) return 0;
+    if (monitored(run)) reconcile_kept(run);
     LogTruncation cut = {0};
     train_path_join(path, sizeof path, config->out, "metrics.jsonl");
     if (metrics_jsonl_truncate(path, run->start_step, &cut, err) ||

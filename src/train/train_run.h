@@ -82,6 +82,7 @@ typedef struct TrainRun {
     // kept, the patience stop (its progress in the checkpoint), lr scalars.
     CallbackSettings callbacks;
     CallbackState callback_state;
+    double saved_loss;  // the train_loss of the step a save is for (the monitor's score)
     DeviceStats device_stats;  // device_stats_monitor's (callbacks.device_stats)
     long warmup_steps;
     int log_every;
@@ -279,14 +280,23 @@ int train_out_create(TrainRun *run, ErrorMessage *err);
 int train_out_tidy(TrainRun *run, ErrorMessage *err);
 // A discarded run's event files, and the folders under --out made for them.
 void train_out_discard_events(TrainRun *run);
-// At the end of an epoch (or of the run), after last.ckpt was written:
-// checkpoints/epoch=E-step=S.ckpt (E from 0, S the steps done), as
-// LightlyTrain's checkpoint callback keeps it (Lightning's ModelCheckpoint,
-// save_top_k 1), and the previous epoch's removed. A hard link to
-// last.ckpt's file: no copy (the next write of last.ckpt replaces the
-// name, not the file). -1 with err when the link fails (last.ckpt, what
-// --resume reads, is written either way).
-int train_out_keep_epoch(TrainRun *run, long completed_steps, ErrorMessage *err);
+// Before the checkpoint of an epoch file's step is written: 1 when its
+// epoch file is to be kept. Without a monitor always; with one
+// (model_checkpoint.monitor=train_loss) when `score`, the step's
+// train_loss, is among the save_top_k best (train/kept_epochs.h): the list,
+// which the checkpoint then holds, is updated, evicted (size bytes) names
+// the file it replaces ("" none) and train.log says what was decided.
+int train_out_choose_epoch(TrainRun *run, long completed_steps, float score, char *evicted,
+                           size_t size);
+// After last.ckpt was written: checkpoints/epoch=E-step=S.ckpt (E from 0,
+// S the steps done), as LightlyTrain's checkpoint callback keeps it
+// (Lightning's ModelCheckpoint, save_top_k 1: the previous epoch's
+// removed; with a monitor `evicted` removed). A hard link to last.ckpt's
+// file: no copy (the next write of last.ckpt replaces the name, not the
+// file). -1 with err when the link fails (last.ckpt, what --resume reads,
+// is written either way).
+int train_out_keep_epoch(TrainRun *run, long completed_steps, const char *evicted,
+                         ErrorMessage *err);
 // kNN top-1 of the backbone that is exported (DINO: the teacher) on the
 // --knn-data folder, leave-one-out.
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err);

@@ -594,6 +594,8 @@ static int setup_checks(TrainRun *run, ErrorMessage *err) {
                          &run->callback_state, err))
         return error_prefix(err, "--resume"), 2;
     run->timer_offset = run->callback_state.train_seconds;
+    // a run resumed without a monitor keeps its epoch files by recency
+    if (!run->callbacks.monitor_loss) run->callback_state.kept.count = 0;
     run->complete = run->start_step >= run->total_steps;
     return 0;
 }

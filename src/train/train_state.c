@@ -97,14 +97,51 @@ static int save_callbacks(CheckpointWriter *writer, const CallbackState *state,
         (checkpoint_add_host_floats(writer, "early_stopping.best", &state->best, 1, err) ||
          checkpoint_add_i64(writer, "early_stopping.wait", state->wait, err)))
         return -1;
+    if (state->kept.count > 0) {
+        uint8_t steps[8 * CALLBACKS_TOP_K_MAX];
+        for (int i = 0; i < state->kept.count; i++)
+            for (int b = 0; b < 8; b++)
+                steps[8 * i + b] = (uint8_t)((uint64_t)state->kept.steps[i] >> (8 * b));
+        if (checkpoint_add_bytes(writer, "model_checkpoint.kept_steps", steps,
+                                 8 * (size_t)state->kept.count, err) ||
+            checkpoint_add_host_floats(writer, "model_checkpoint.kept_scores", state->kept.scores,
+                                       (size_t)state->kept.count, err))
+            return -1;
+    }
     if (!state->timed) return 0;
     return checkpoint_add_i64(writer, "timer.train_milliseconds",
                               (int64_t)llround(state->train_seconds * 1000.0), err);
 }
 
-static int load_callbacks(const Checkpoint *checkpoint, CallbackState *state,
-                          ErrorMessage *err) {
+// The kept epoch files' list; each step in 1..completed_steps.
+static int load_kept_epochs(const Checkpoint *checkpoint, long completed_steps, KeptEpochs *kept,
+                            ErrorMessage *err) {
+    const uint8_t *bytes = NULL;
+    size_t size = 0;
+    if (checkpoint_get_bytes(checkpoint, "model_checkpoint.kept_steps", &bytes, &size, err))
+        return -1;
+    if (size == 0 || size % 8 != 0 || size / 8 > CALLBACKS_TOP_K_MAX)
+        return error_set(err, "model_checkpoint.kept_steps: %zu bytes, not 8 per kept file (at "
+                              "most %d)", size, CALLBACKS_TOP_K_MAX);
+    kept->count = (int)(size / 8);
+    for (int i = 0; i < kept->count; i++) {
+        uint64_t step = 0;
+        for (int b = 0; b < 8; b++) step |= (uint64_t)bytes[8 * i + b] << (8 * b);
+        if (step < 1 || step > (uint64_t)completed_steps)
+            return error_set(err, "model_checkpoint.kept_steps: step %llu is not in 1..%ld",
+                             (unsigned long long)step, completed_steps);
+        kept->steps[i] = (long)step;
+    }
+    return checkpoint_get_host_floats(checkpoint, "model_checkpoint.kept_scores", kept->scores,
+                                      (size_t)kept->count, err);
+}
+
+static int load_callbacks(const Checkpoint *checkpoint, long completed_steps,
+                          CallbackState *state, ErrorMessage *err) {
     *state = (CallbackState){0};
+    if (checkpoint_has_prefix(checkpoint, "model_checkpoint.") &&
+        load_kept_epochs(checkpoint, completed_steps, &state->kept, err))
+        return -1;
     if (checkpoint_has_prefix(checkpoint, "timer.")) {
         int64_t milliseconds = 0;
         if (checkpoint_get_i64(checkpoint, "timer.train_milliseconds", &milliseconds, err))
@@ -269,7 +306,7 @@ int train_state_load(const char *path, Method *method, Optimizer *const *optimiz
         status = load_group(&checkpoint, method, &method->groups[g], optimizers[g], steps,
                             checkpoint_has_prefix(&checkpoint, "loss_scaler."), err);
     if (!status && scaler) status = load_scaler(&checkpoint, scaler, err);
-    if (!status && callbacks) status = load_callbacks(&checkpoint, callbacks, err);
+    if (!status && callbacks) status = load_callbacks(&checkpoint, (long)steps, callbacks, err);
     if (!status && method->ops->load) status = method->ops->load(method, &checkpoint, err);
     checkpoint_free(&checkpoint);
     if (status) return error_prefix(err, "%s", path);

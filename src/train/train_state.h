@@ -18,6 +18,7 @@
 #include "nn/loss_scaler.h"
 #include "nn/optimizer.h"
 #include "ssl_methods/method.h"
+#include "train/kept_epochs.h"
 #include "util/error.h"
 
 // Settings a resumed run must share with the interrupted one.
@@ -61,13 +62,17 @@ typedef struct RunIdentity {
 // absent before the first epoch end). The Timer's training time so far
 // (--max-time counts it on, as Lightning's Timer state does:
 // "timer.train_milliseconds" I64, saved when `timed`, as Lightning has a
-// Timer only with max_time; absent: 0).
+// Timer only with max_time; absent: 0). The epoch files a monitored
+// model_checkpoint keeps (train/kept_epochs.h: "model_checkpoint.kept_steps",
+// their steps as little-endian int64 bytes, and "model_checkpoint.kept_scores"
+// F32; absent when none is kept), as Lightning keeps best_k_models.
 typedef struct CallbackState {
     int has_best;  // an epoch end was checked
     float best;
     long wait;
     int timed;  // the run has --max-time: train_seconds is saved
     double train_seconds;
+    KeptEpochs kept;
 } CallbackState;
 
 // optimizers[g] belongs to method->groups[g]; scaler: NULL when off;

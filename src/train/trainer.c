@@ -420,6 +420,11 @@ int train_save(TrainRun *run, long completed_steps, int due, ErrorMessage *err) 
     if (out_replaced(run, err)) return -1;
     run->callback_state.timed = run->config->max_time_seconds >= 0;
     run->callback_state.train_seconds = train_time_elapsed(run);
+    // (decided first: the checkpoint holds the kept files' list)
+    char evicted[64] = "";
+    const int kept = (due & SAVE_EPOCH_FILE) &&
+                     train_out_choose_epoch(run, completed_steps, (float)run->saved_loss, evicted,
+                                            sizeof evicted);
     if ((due & SAVE_CHECKPOINT) &&
         train_state_save(run->checkpoint_path, &run->method, run->optimizers,
                          run->scaler_on ? &run->scaler : NULL, &run->identity, completed_steps,
@@ -428,12 +433,12 @@ int train_save(TrainRun *run, long completed_steps, int due, ErrorMessage *err) 
     if (fault_fires("kill-before-export", completed_steps)) raise(SIGKILL);
     if ((due & SAVE_EXPORT) && train_export(run, err))
         return out_replaced(run, err) ? -1 : error_prefix(err, "could not write the export");
-    ErrorMessage kept = {{0}};
-    if ((due & SAVE_EPOCH_FILE) && train_out_keep_epoch(run, completed_steps, &kept))
-        train_message(run, "warning: %s", kept.text);
+    ErrorMessage failed = {{0}};
+    if (kept && train_out_keep_epoch(run, completed_steps, evicted, &failed))
+        train_message(run, "warning: %s", failed.text);
     run_log_line(run->log, "step %ld: wrote %s%s%s", completed_steps,
                  due & SAVE_CHECKPOINT ? "the checkpoint" : "the export",
-                 due & SAVE_EPOCH_FILE ? " with its epoch file" : "",
+                 kept ? " with its epoch file" : "",
                  (due & SAVE_CHECKPOINT) && (due & SAVE_EXPORT) ? " and the export" : "");
     return 0;
 }
@@ -593,6 +598,7 @@ static int train_loop(TrainRun *run, RunTotals *totals) {
         const int early = train_early_stop(run, completed, times.loss);
         int due = train_save_due(run, completed, stop || early);
         if (early && !stop) due |= train_early_stop_saves(run, completed);
+        run->saved_loss = times.loss;
         if (due && train_save_agreed(run, completed, due)) return 1;
         // (an early stop ends the run: its last kNN evaluation is due too)
         const int knn_epoch =

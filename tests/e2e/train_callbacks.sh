@@ -19,10 +19,14 @@
 #   agreed);
 # - device_stats_monitor logs the CPU's use, memory and swap with every
 #   logged step (only when named);
+# - model_checkpoint.monitor=train_loss keeps the epoch files of the
+#   save_top_k lowest epoch-end losses (mode=max: highest), also across a
+#   kill and --resume;
 # - LightlyTrain's other model_checkpoint settings at what they do here
 #   (verbose, dirpath=None, monitor=None, ...) are taken;
 # - bad entries exit 2 with one line (an unknown callback, a key, a monitor,
-#   model_checkpoint=null, epochs and steps together); LightlyTrain's nested
+#   model_checkpoint=null, save_top_k=2 without a monitor, epochs and steps
+#   together); LightlyTrain's nested
 #   spelling callbacks.model_checkpoint.every_n_epochs=2 is the same entry.
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -112,6 +116,40 @@ OMP_WAIT_POLICY=PASSIVE mpi_run 2 "$bin" train "${base[@]}" --threads 1 --out "$
 grep -q "^early stopping after epoch " "$work/ranks.out" ||
   fail "2 ranks: no early stop: $(tail -n 3 "$work/ranks.out")"
 
+# model_checkpoint.monitor=train_loss: the epoch files of the save_top_k
+# best epoch-end losses (metrics.jsonl's "step": S - 1 for S steps done; of
+# equal ones the earlier), as train.log says; not the first K nor the last
+# K here (seed 5: K=3 keeps epochs 1, 2 and 6, mode=max K=1 epoch 5).
+monitor=(--epochs 6 --log-every 1 --callbacks model_checkpoint.monitor=train_loss)
+# best NAME K [max]: the epoch files of the K best epoch ends of run NAME, sorted.
+best() {
+  sed -n 's/^{"step": \([0-9]*\), "train_loss": \([^,}]*\).*/\1 \2/p' "$work/$1/metrics.jsonl" |
+    awk '($1 + 1) % 3 == 0 { print $2, $1 + 1 }' | sort -s -g -k1,1 ${3:+-r} |
+    head -n "$2" | awk '{ printf "epoch=%d-step=%d.ckpt\n", $2 / 3 - 1, $2 }' | sort | tr '\n' ' '
+}
+run monitor "${monitor[@]}" --callbacks model_checkpoint.save_top_k=3
+[ "$(files monitor)" = "$(best monitor 3)" ] ||
+  fail "monitor, save_top_k=3: epoch files $(files monitor), the 3 lowest losses: $(best monitor 3)"
+[ "$(best monitor 3)" != "epoch=0-step=3.ckpt epoch=1-step=6.ckpt epoch=2-step=9.ckpt " ] &&
+  [ "$(best monitor 3)" != "epoch=3-step=12.ckpt epoch=4-step=15.ckpt epoch=5-step=18.ckpt " ] ||
+  fail "monitor: the 3 lowest losses are the first or last 3 epochs: the check cannot tell"
+grep -q "step 18: train_loss [0-9.e+-]* is \(not \)\?among the 3 lowest" \
+  "$work/monitor/train.log" ||
+  fail "monitor: train.log does not say what step 18's epoch file became"
+# Killed right after epoch 4's checkpoint (before its epoch file), then
+# resumed: the same files (the list is in the checkpoint; counted afresh the
+# resumed run would keep three more beside the first ones).
+{ env LTC_FAULT="kill-before-export@12" "$bin" train "${common[@]}" --out "$work/monitor_resumed" \
+  "${monitor[@]}" --callbacks model_checkpoint.save_top_k=3 >"$work/monitor_resumed.out" 2>&1
+} 2>/dev/null
+[ $? -eq 137 ] || fail "monitor: the kill at step 12 did not happen"
+run monitor_resumed "${monitor[@]}" --callbacks model_checkpoint.save_top_k=3 --resume
+[ "$(files monitor_resumed)" = "$(files monitor)" ] ||
+  fail "monitor, resumed: epoch files $(files monitor_resumed), uninterrupted: $(files monitor)"
+run monitor_max "${monitor[@]}" --callbacks model_checkpoint.mode=max
+[ "$(files monitor_max)" = "$(best monitor_max 1 max)" ] ||
+  fail "monitor, mode=max: epoch files $(files monitor_max), the highest: $(best monitor_max 1 max)"
+
 # Bad entries: one line, exit 2, nothing trained.
 expect_only 2 "--callbacks device_stats: the callbacks are model_checkpoint, model_export, early_stopping, learning_rate_monitor and device_stats_monitor" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --callbacks device_stats
@@ -123,6 +161,8 @@ expect_only 2 "--callbacks early_stopping.monitor=val_loss: the monitored metric
   "$bin" train "${common[@]}" --out "$work/bad" --callbacks early_stopping.monitor=val_loss
 expect_only 2 "--callbacks model_checkpoint=null: checkpoints/last.ckpt is what --resume" -- \
   "$bin" train "${common[@]}" --out "$work/bad" --callbacks model_checkpoint=null
+expect_only 2 "--callbacks model_checkpoint.save_top_k=2: without a monitor save_top_k is 1" -- \
+  "$bin" train "${common[@]}" --out "$work/bad" --callbacks model_checkpoint.save_top_k=2
 expect_only 2 "checkpoints go by epochs or by steps, not both" -- \
   "$bin" train "${common[@]}" --out "$work/bad" callbacks.model_checkpoint.every_n_epochs=2 \
   --callbacks model_checkpoint.every_n_train_steps=3
