@@ -85,6 +85,7 @@ static int monitored(const TrainRun *run) {
 int train_out_choose_epoch(TrainRun *run, long completed_steps, float score, char *evicted,
                            size_t size) {
     evicted[0] = '\0';
+    run->callback_state.evicted_step = 0;
     if (!monitored(run)) return 1;
     const CallbackSettings *c = &run->callbacks;
     KeptEpochs *kept = &run->callback_state.kept;
@@ -104,6 +105,7 @@ int train_out_choose_epoch(TrainRun *run, long completed_steps, float score, cha
         return 0;
     }
     if (evict >= 0) {
+        run->callback_state.evicted_step = kept->steps[evict];
         epoch_file_name(run, kept->steps[evict], evicted, size);
         kept_epochs_remove(kept, evict);
     }
@@ -135,28 +137,20 @@ int train_out_keep_epoch(TrainRun *run, long completed_steps, const char *evicte
     return 0;
 }
 
-// A resumed monitored run: the epoch files as its checkpoint's list says.
-// A run killed between its checkpoint and the epoch file's link left the
-// file it replaced (removed here) and lacks the new one, which is the
-// checkpoint's own step (linked from last.ckpt).
+// A resumed monitored run killed between its checkpoint and its epoch
+// file's link: the file that one replaces (its step in the checkpoint) is
+// removed and the new one, the checkpoint's own step, linked from
+// last.ckpt. Other epoch files stay as they are.
 static void reconcile_kept(TrainRun *run) {
-    char dir[PATH_MAX], path[PATH_MAX];
+    const CallbackState *state = &run->callback_state;
+    char dir[PATH_MAX], name[64], path[PATH_MAX];
     if (train_path_join(dir, sizeof dir, run->config->out, "checkpoints")) return;
-    DIR *handle = opendir(dir);
-    if (!handle) return;
-    struct dirent *entry;
-    int epoch;
-    long step;
-    while ((entry = readdir(handle)))
-        if (is_epoch_checkpoint(entry->d_name) &&
-            sscanf(entry->d_name, "epoch=%d-step=%ld.ckpt", &epoch, &step) == 2 &&
-            kept_epochs_find(&run->callback_state.kept, step) < 0 &&
-            train_path_join(path, sizeof path, dir, entry->d_name) == 0)
-            unlink(path);
-    closedir(handle);
-    char name[64];
+    if (state->evicted_step > 0 && kept_epochs_find(&state->kept, state->evicted_step) < 0) {
+        epoch_file_name(run, state->evicted_step, name, sizeof name);
+        if (train_path_join(path, sizeof path, dir, name) == 0) unlink(path);
+    }
     epoch_file_name(run, run->start_step, name, sizeof name);
-    if (kept_epochs_find(&run->callback_state.kept, run->start_step) >= 0 &&
+    if (kept_epochs_find(&state->kept, run->start_step) >= 0 &&
         train_path_join(path, sizeof path, dir, name) == 0 && access(path, F_OK) != 0 &&
         link(run->checkpoint_path, path) != 0)
         train_message(run, "warning: could not keep %s (a hard link to last.ckpt): %s", path,

@@ -108,6 +108,9 @@ static int save_callbacks(CheckpointWriter *writer, const CallbackState *state,
                                        (size_t)state->kept.count, err))
             return -1;
     }
+    if (state->evicted_step > 0 &&
+        checkpoint_add_i64(writer, "model_checkpoint.evicted_step", state->evicted_step, err))
+        return -1;
     if (!state->timed) return 0;
     return checkpoint_add_i64(writer, "timer.train_milliseconds",
                               (int64_t)llround(state->train_seconds * 1000.0), err);
@@ -136,11 +139,26 @@ static int load_kept_epochs(const Checkpoint *checkpoint, long completed_steps, 
                                       (size_t)kept->count, err);
 }
 
+// The file the checkpoint's own epoch file replaces (0: none).
+static int load_evicted_step(const Checkpoint *checkpoint, long completed_steps, long *step,
+                             ErrorMessage *err) {
+    int64_t value = 0;
+    if (checkpoint_get_i64(checkpoint, "model_checkpoint.evicted_step", &value, err)) return -1;
+    if (value < 1 || value > completed_steps)
+        return error_set(err, "model_checkpoint.evicted_step = %lld is not in 1..%ld",
+                         (long long)value, completed_steps);
+    *step = (long)value;
+    return 0;
+}
+
 static int load_callbacks(const Checkpoint *checkpoint, long completed_steps,
                           CallbackState *state, ErrorMessage *err) {
     *state = (CallbackState){0};
-    if (checkpoint_has_prefix(checkpoint, "model_checkpoint.") &&
+    if (checkpoint_has_prefix(checkpoint, "model_checkpoint.kept_") &&
         load_kept_epochs(checkpoint, completed_steps, &state->kept, err))
+        return -1;
+    if (checkpoint_has_prefix(checkpoint, "model_checkpoint.evicted_step") &&
+        load_evicted_step(checkpoint, completed_steps, &state->evicted_step, err))
         return -1;
     if (checkpoint_has_prefix(checkpoint, "timer.")) {
         int64_t milliseconds = 0;

@@ -65,7 +65,10 @@ typedef struct RunIdentity {
 // Timer only with max_time; absent: 0). The epoch files a monitored
 // model_checkpoint keeps (train/kept_epochs.h: "model_checkpoint.kept_steps",
 // their steps as little-endian int64 bytes, and "model_checkpoint.kept_scores"
-// F32; absent when none is kept), as Lightning keeps best_k_models.
+// F32; absent when none is kept), as Lightning keeps best_k_models, and
+// the step of the file the checkpoint's own epoch file replaces
+// ("model_checkpoint.evicted_step" I64, when there is one), so that a run
+// killed before that file went is tidied when resumed.
 typedef struct CallbackState {
     int has_best;  // an epoch end was checked
     float best;
@@ -73,6 +76,7 @@ typedef struct CallbackState {
     int timed;  // the run has --max-time: train_seconds is saved
     double train_seconds;
     KeptEpochs kept;
+    long evicted_step;  // 0: none
 } CallbackState;
 
 // optimizers[g] belongs to method->groups[g]; scaler: NULL when off;
