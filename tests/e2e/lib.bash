@@ -2,7 +2,9 @@
 # runner only runs tests/e2e/*.sh). After `e2e_init NAME`:
 #   $bin     the program under test ($LTC_BIN, default build/lightly-train-c)
 #   $build   the build folder ($LTC_BUILD, default build)
-#   $work    a fresh temporary folder, removed on exit; weights by name
+#   $work    a fresh temporary folder (under $LTC_TEST_TMP, default /tmp:
+#            tests/run_tests.sh picks /dev/shm where it has room), removed
+#            on exit; weights by name
 #            offline (HF_HUB_OFFLINE=1) with empty caches under it
 #   fail MESSAGE               count a failure and print it
 #   expect STATUS PATTERN -- command...
@@ -29,7 +31,7 @@ e2e_name=e2e
 
 e2e_init() {
   e2e_name=$1
-  work=$(mktemp -d "/tmp/ltc-e2e-$1-XXXXXX")
+  work=$(mktemp -d "${LTC_TEST_TMP:-/tmp}/ltc-e2e-$1-XXXXXX")
   trap 'rm -rf "$work"' EXIT
   # Weights by name never reach the network nor the user's caches here
   # (tests/e2e/weights.sh serves them from a stand-in hub).
