@@ -71,7 +71,7 @@ start=$(date +%s)
   PYTHON="$python" LTC_TEST_LOSS_SCALER=default \
   FIRST_LIGHT_SECONDS=360 FIRST_LIGHT_PARTS="versions paths targets ops train bench test-gpu profile" \
   FIRST_LIGHT_BUDGETS="versions=30 paths=120 targets=60 ops=60 train=180 bench=60 profile=30 test-gpu=6" \
-  FIRST_LIGHT_PATH_TESTS="test_conv_fusion:cuda-fp16:0" FIRST_LIGHT_TEST_LIMIT=150 \
+  FIRST_LIGHT_PATH_TESTS="test_backend_yolo_ops:cuda-fp16:0" FIRST_LIGHT_TEST_LIMIT=150 \
   FIRST_LIGHT_TARGETS="simclr teacher distillation compile convnext convnext-teacher yolo-distillation yolo-dino" \
   FIRST_LIGHT_TARGET_WARMUP=1 FIRST_LIGHT_TARGET_CONVNEXT="torchvision/convnext_tiny 32 2 1" \
   FIRST_LIGHT_TARGET_CONVNEXT_TEACHER="dinov3/convnext-tiny 32 2 1" \
@@ -114,7 +114,7 @@ has versions nccl pass 'NCCL 2\.'
 has versions ldd pass
 has versions pytorch skip 'not_importable:torch'
 has versions wheel-launcher skip 'no_NVIDIA_pip_packages'
-has paths 'test_conv_fusion[paths]' pass '"failed": 0'
+has paths 'test_backend_yolo_ops[paths]' pass '"failed": 0'
 # The targets: ours and each fallback measured (no fused path on the cpu
 # backend, so only the mechanics are checked; DINOv2's eight 98 px local
 # views take minutes on this CPU: left out), PyTorch's sides skipped with
