@@ -70,11 +70,16 @@ static void epoch_file_name(const TrainRun *run, long steps, char *name, size_t 
     snprintf(name, size, "epoch=%ld-step=%ld.ckpt", (steps - 1) / run->steps_per_epoch, steps);
 }
 
+// Removes the epoch file of `steps` from dir (the checkpoints folder).
+static void remove_epoch_file(const TrainRun *run, const char *dir, long steps) {
+    char name[64], path[PATH_MAX];
+    epoch_file_name(run, steps, name, sizeof name);
+    if (train_path_join(path, sizeof path, dir, name) == 0) unlink(path);
+}
+
 // Removes kept file i from the disk and the list.
 static void drop_kept(TrainRun *run, const char *dir, int i) {
-    char name[64], path[PATH_MAX];
-    epoch_file_name(run, run->callback_state.kept.steps[i], name, sizeof name);
-    if (train_path_join(path, sizeof path, dir, name) == 0) unlink(path);
+    remove_epoch_file(run, dir, run->callback_state.kept.steps[i]);
     kept_epochs_remove(&run->callback_state.kept, i);
 }
 
@@ -82,9 +87,7 @@ static int monitored(const TrainRun *run) {
     return run->callbacks.monitor_loss && run->callbacks.keep_epoch_checkpoints > 0;
 }
 
-int train_out_choose_epoch(TrainRun *run, long completed_steps, float score, char *evicted,
-                           size_t size) {
-    evicted[0] = '\0';
+int train_out_choose_epoch(TrainRun *run, long completed_steps, float score) {
     run->callback_state.evicted_step = 0;
     if (!monitored(run)) return 1;
     const CallbackSettings *c = &run->callbacks;
@@ -104,20 +107,20 @@ int train_out_choose_epoch(TrainRun *run, long completed_steps, float score, cha
                      order);
         return 0;
     }
+    char replaced[64] = "";
     if (evict >= 0) {
         run->callback_state.evicted_step = kept->steps[evict];
-        epoch_file_name(run, kept->steps[evict], evicted, size);
+        epoch_file_name(run, kept->steps[evict], replaced, sizeof replaced);
         kept_epochs_remove(kept, evict);
     }
     kept_epochs_append(kept, completed_steps, score);
     run_log_line(run->log, "step %ld: train_loss %.6g is among the %d %s: epoch file kept%s%s",
                  completed_steps, (double)score, c->keep_epoch_checkpoints, order,
-                 evicted[0] ? " in place of " : "", evicted);
+                 replaced[0] ? " in place of " : "", replaced);
     return 1;
 }
 
-int train_out_keep_epoch(TrainRun *run, long completed_steps, const char *evicted,
-                         ErrorMessage *err) {
+int train_out_keep_epoch(TrainRun *run, long completed_steps, ErrorMessage *err) {
     char dir[PATH_MAX], name[64], path[PATH_MAX];
     if (train_path_join(dir, sizeof dir, run->config->out, "checkpoints"))
         return error_set(err, "%s/checkpoints: path too long", run->config->out);
@@ -128,8 +131,8 @@ int train_out_keep_epoch(TrainRun *run, long completed_steps, const char *evicte
     if (link(run->checkpoint_path, path) != 0)
         return error_set(err, "could not keep %s (a hard link to last.ckpt): %s", path,
                          strerror(errno));
-    char old[PATH_MAX];
-    if (evicted && evicted[0] && train_path_join(old, sizeof old, dir, evicted) == 0) unlink(old);
+    if (run->callback_state.evicted_step > 0)
+        remove_epoch_file(run, dir, run->callback_state.evicted_step);
     // save_top_k -1 keeps every epoch file (a resumed run's of the same
     // steps replaced above), 1 without a monitor the latest
     if (!run->callbacks.monitor_loss && run->callbacks.keep_epoch_checkpoints == 1)
@@ -145,10 +148,8 @@ static void reconcile_kept(TrainRun *run) {
     const CallbackState *state = &run->callback_state;
     char dir[PATH_MAX], name[64], path[PATH_MAX];
     if (train_path_join(dir, sizeof dir, run->config->out, "checkpoints")) return;
-    if (state->evicted_step > 0 && kept_epochs_find(&state->kept, state->evicted_step) < 0) {
-        epoch_file_name(run, state->evicted_step, name, sizeof name);
-        if (train_path_join(path, sizeof path, dir, name) == 0) unlink(path);
-    }
+    if (state->evicted_step > 0 && kept_epochs_find(&state->kept, state->evicted_step) < 0)
+        remove_epoch_file(run, dir, state->evicted_step);
     epoch_file_name(run, run->start_step, name, sizeof name);
     if (kept_epochs_find(&state->kept, run->start_step) >= 0 &&
         train_path_join(path, sizeof path, dir, name) == 0 && access(path, F_OK) != 0 &&

@@ -284,19 +284,17 @@ void train_out_discard_events(TrainRun *run);
 // epoch file is to be kept. Without a monitor always; with one
 // (model_checkpoint.monitor=train_loss) when `score`, the step's
 // train_loss, is among the save_top_k best (train/kept_epochs.h): the list,
-// which the checkpoint then holds, is updated, evicted (size bytes) names
-// the file it replaces ("" none) and train.log says what was decided.
-int train_out_choose_epoch(TrainRun *run, long completed_steps, float score, char *evicted,
-                           size_t size);
+// which the checkpoint then holds, is updated, callback_state.evicted_step
+// names the file it replaces (0: none) and train.log says what was decided.
+int train_out_choose_epoch(TrainRun *run, long completed_steps, float score);
 // After last.ckpt was written: checkpoints/epoch=E-step=S.ckpt (E from 0,
 // S the steps done), as LightlyTrain's checkpoint callback keeps it
 // (Lightning's ModelCheckpoint, save_top_k 1: the previous epoch's
-// removed; with a monitor `evicted` removed). A hard link to last.ckpt's
+// removed; with a monitor the evicted_step's). A hard link to last.ckpt's
 // file: no copy (the next write of last.ckpt replaces the name, not the
 // file). -1 with err when the link fails (last.ckpt, what --resume reads,
 // is written either way).
-int train_out_keep_epoch(TrainRun *run, long completed_steps, const char *evicted,
-                         ErrorMessage *err);
+int train_out_keep_epoch(TrainRun *run, long completed_steps, ErrorMessage *err);
 // kNN top-1 of the backbone that is exported (DINO: the teacher) on the
 // --knn-data folder, leave-one-out.
 int train_knn_evaluate(TrainRun *run, double *top1, ErrorMessage *err);

@@ -421,10 +421,8 @@ int train_save(TrainRun *run, long completed_steps, int due, ErrorMessage *err) 
     run->callback_state.timed = run->config->max_time_seconds >= 0;
     run->callback_state.train_seconds = train_time_elapsed(run);
     // (decided first: the checkpoint holds the kept files' list)
-    char evicted[64] = "";
     const int kept = (due & SAVE_EPOCH_FILE) &&
-                     train_out_choose_epoch(run, completed_steps, (float)run->saved_loss, evicted,
-                                            sizeof evicted);
+                     train_out_choose_epoch(run, completed_steps, (float)run->saved_loss);
     if ((due & SAVE_CHECKPOINT) &&
         train_state_save(run->checkpoint_path, &run->method, run->optimizers,
                          run->scaler_on ? &run->scaler : NULL, &run->identity, completed_steps,
@@ -434,7 +432,7 @@ int train_save(TrainRun *run, long completed_steps, int due, ErrorMessage *err) 
     if ((due & SAVE_EXPORT) && train_export(run, err))
         return out_replaced(run, err) ? -1 : error_prefix(err, "could not write the export");
     ErrorMessage failed = {{0}};
-    if (kept && train_out_keep_epoch(run, completed_steps, evicted, &failed))
+    if (kept && train_out_keep_epoch(run, completed_steps, &failed))
         train_message(run, "warning: %s", failed.text);
     run_log_line(run->log, "step %ld: wrote %s%s%s", completed_steps,
                  due & SAVE_CHECKPOINT ? "the checkpoint" : "the export",
