@@ -97,13 +97,17 @@ static inline RULE_HOST_DEVICE void step_gate_rule(float *gate, int groups, floa
 
 // AdamW's bias corrections (backend.h adamw_update) for update t in double,
 // as PyTorch computes them in Python floats: 1 - beta1^t and sqrt(1 -
-// beta2^t). (pow is the C library's on the host, CUDA's on the device:
-// within 2 double ulps of each other, far below a float's.)
+// beta2^t). The second is handed back as the float it becomes where PyTorch
+// divides the float32 tensor sqrt(v) by it (a Python float operand of a
+// float32 op is rounded to float32 first: torch.optim.AdamW's single-tensor
+// path on the CPU, _foreach_div_ on a GPU). (pow is the C library's on the
+// host, CUDA's on the device: within 2 double ulps of each other, far below
+// a float's.)
 static inline RULE_HOST_DEVICE void adamw_corrections_rule(float step, float beta1, float beta2,
                                                            double *correction1,
-                                                           double *correction2_sqrt) {
+                                                           float *correction2_sqrt) {
     *correction1 = 1.0 - pow((double)beta1, (double)step);
-    *correction2_sqrt = sqrt(1.0 - pow((double)beta2, (double)step));
+    *correction2_sqrt = (float)sqrt(1.0 - pow((double)beta2, (double)step));
 }
 
 // backend.h scalar_combine: (alpha a + beta b) / divisor in double (both

@@ -1,39 +1,52 @@
 #!/usr/bin/env bash
 # Learning check of a YOLO student (src/nn/yolo.h) on real data: SimCLR on
-# Ultralytics' yolov8n (the backbone LightlyTrain trains) must raise the
+# Ultralytics' yolov8n (the backbone LightlyTrain trains), with the
 # leave-one-out kNN top-1 of its pooled features on held-out Fashion-MNIST
-# test images above that of the randomly initialised network (the step-0
-# evaluation of the same run) by MIN_GAIN points, as
-# learning_fashion_mnist.sh checks for a ResNet-18: 600 training images at
-# 32 px, one compute thread and one worker (so the result does not depend
-# on the core count), 100 epochs of 10 steps; the kNN on 2000 test images
-# (200 per class). Skipped (exit 0) without the dataset package and under
-# sanitizer builds.
+# test images measured every 20 epochs, as learning_fashion_mnist.sh does
+# for a ResNet-18: 600 training images at 32 px, one compute thread and one
+# worker (so the result does not depend on the core count), 100 epochs of
+# 10 steps; the kNN on 2000 test images (200 per class). Two conditions:
+#   - the features learn: the last evaluation lies at least MIN_RISE points
+#     above the run's lowest one (a step that does not learn stays where it
+#     starts or where it fell);
+#   - they end no worse than random: the last evaluation is at most
+#     MAX_LOSS points below the random initialisation (the step-0 one).
+# Skipped (exit 0) without the dataset package and under sanitizer builds.
 #
 # Random yolov8n features at 32 px are a strong kNN baseline on
 # Fashion-MNIST (74-76%, where a random ResNet-18 at 16 px has 70%), and
-# SimCLR first lowers them (to 68-71% after 20 epochs) before it passes
-# them. Until 2026-12-01 this check ran 40 epochs and measured on 300 test
-# images (30 per class), where a top-1 is uncertain by sqrt(0.2 / 300), 2.6
-# points: it passed with +5.0 (seed 0), but on 2000 test images the same
-# run ends at or below its random initialisation (seeds 0, 1: -1.15, -3.25),
-# and so do 40 epochs with 1200 training images, batch 30, lr 1.5e-3 or
-# 1.2e-2, no blur, scale_min 0.6, 16 or 64 px, and (16 px) distillation
-# from the ResNet-18 learning check's teacher; BYOL fell to 44%, yolo11n
-# to 58%. 100 epochs rise past it on every seed and kernel set measured
-# (2-core AMD EPYC with AVX-512, 2026-12-01; kNN top-1 at epochs 0 / 20 /
-# 40 / 60 / 80 / 100):
-#   seed 0, oneDNN's own kernels: 75.70 / 70.95 / 73.70 / 74.90 / 76.55 / 76.90 (+1.20)
-#   seed 1, the same:             74.60 / 69.40 / 74.45 / 74.95 / 75.75 / 75.75 (+1.15)
-#   seed 2, the same:             74.20 / 68.20 / 72.65 / 75.70 / 76.65 / 76.45 (+2.25)
-#   seed 0, oneDNN limited to AVX2: 75.70 / 71.00 / 74.45 / 76.50 / 78.20 / 76.90 (+1.20)
+# SimCLR first lowers them (to 61-73% after 20 epochs), then rises 4-14
+# points to about the random features' level, on average 1.3 points above
+# it: measured (2-core AMD EPYC with AVX-512, 2026-12-02; AdamW dividing by
+# its second bias correction in float, as PyTorch; kNN top-1 at epochs 0 /
+# 20 / 40 / 60 / 80 / 100; end - init, end - lowest):
+#   seed 0, oneDNN's own kernels: 75.70 / 71.65 / 75.05 / 76.75 / 77.65 / 77.75 (+2.05, 6.10)
+#   seed 1, the same:             74.60 / 65.35 / 72.10 / 74.50 / 74.65 / 74.55 (-0.05, 9.20)
+#   seed 2, the same:             74.20 / 68.10 / 73.85 / 74.25 / 74.20 / 75.15 (+0.95, 7.05)
+#   seed 3, the same:             74.05 / 61.25 / 67.60 / 72.50 / 74.70 / 75.15 (+1.10, 13.90)
+#   seed 4, the same:             73.65 / 72.65 / 73.55 / 75.85 / 76.60 / 76.70 (+3.05, 4.05)
+#   seed 0, oneDNN limited to AVX2: 75.70 / 70.80 / 74.80 / 75.90 / 76.05 / 76.45 (+0.75, 5.65)
 #   seed 0, LTC_SIMD=scalar, oneDNN SSE4.1 (a CPU without AVX2):
-#                                 75.70 / 70.25 / 75.30 / 75.80 / 75.95 / 76.65 (+0.95)
-# A step that does not learn stays near the 20-epoch dip, 5 points under.
-# The margin is half the smallest gain. About 68 s of one core.
+#                                 75.70 / 72.85 / 74.25 / 75.80 / 76.40 / 76.85 (+1.15, 4.00)
+# With the division in double (until 2026-12-02) seeds 0-2, AVX2 and
+# scalar ended +1.20, +1.15, +2.25, +1.20 and +0.95 above random, and this
+# check asked for +0.45: a rounding moves the trajectory as a seed does,
+# and against a gain of about a point that draw decides (seed 1 above), so
+# the check asks what holds on every draw. MIN_RISE is half the smallest
+# rise; MAX_LOSS 1.0 points, the evaluation's own uncertainty
+# (sqrt(0.19 / 2000) per measurement). A 40-epoch run on 300 test images
+# (the check until 2026-12-01) passed with +5.0 on the measurement's noise
+# and ends 1.15 points below random on 2000; 40 epochs with 1200 training
+# images, batch 30, lr 1.5e-3 or 1.2e-2, no blur, scale_min 0.6, 16 or
+# 64 px, (16 px) distillation from the ResNet-18 learning check's teacher
+# did not pass it either; BYOL fell to 44%, yolo11n to 58%. Not vacuous:
+# with --lr 0 the run ends at 40.25% from a lowest 39.90% (75.70% at
+# random init: only BatchNorm's running statistics move) and fails both.
+# About 60 s of one core.
 set -u
 source "$(dirname "$0")/lib.bash"
-MIN_GAIN=0.45
+MIN_RISE=2.0
+MAX_LOSS=1.0
 learning_require  # $tool: the Fashion-MNIST converter
 e2e_init learning_yolo
 
@@ -45,20 +58,24 @@ start=$(date +%s)
 OMP_WAIT_POLICY=PASSIVE "$bin" train --data "$work/train" --knn-data "$work/test" \
   --out "$work/run" --model ultralytics/yolov8n.yaml --method simclr \
   --method-arg hidden_dim=256 --method-arg output_dim=64 --transform scale_min=0.3 \
-  --image-size 32 --batch-size 60 --epochs 100 --knn-every 100 --optim adamw --lr 4e-3 \
+  --image-size 32 --batch-size 60 --epochs 100 --knn-every 20 --optim adamw --lr 4e-3 \
   --threads 1 --num-workers 1 --seed 0 >"$work/train.log" 2>&1 ||
   { echo "FAIL: train exited $?: $(tail -n 30 "$work/train.log")"; exit 1; }
 seconds=$(($(date +%s) - start))
 
 values=$(sed -n 's/.*"knn\/top1": *\([-0-9.eE+]*\).*/\1/p' "$work/run/metrics.jsonl")
-[ "$(printf '%s\n' "$values" | grep -c .)" -ge 2 ] || { echo "FAIL: fewer than 2 kNN values"; exit 1; }
+[ "$(printf '%s\n' "$values" | grep -c .)" -eq 6 ] ||
+  { echo "FAIL: not 6 kNN values (epochs 0, 20, ..., 100): $values"; exit 1; }
 grep -q '"step": 0, "knn/top1"' "$work/run/metrics.jsonl" || { echo "FAIL: no step-0 kNN value"; exit 1; }
-first=$(printf '%s\n' "$values" | head -n 1)
-last=$(printf '%s\n' "$values" | tail -n 1)
-gain=$(awk -v a="$first" -v b="$last" 'BEGIN { printf "%.2f", 100 * (b - a) }')
-printf 'yolov8n SimCLR kNN top-1: random init %.2f%%, after training %.2f%%, gain %s points (need >= %s), %d s\n' \
-  "$(awk -v a="$first" 'BEGIN { print 100 * a }')" "$(awk -v b="$last" 'BEGIN { print 100 * b }')" \
-  "$gain" "$MIN_GAIN" "$seconds"
-awk -v g="$gain" -v m="$MIN_GAIN" 'BEGIN { exit !(g >= m) }' ||
-  fail "SimCLR on yolov8n did not raise kNN top-1 by $MIN_GAIN points"
+# "init lowest last", in percent
+read -r init lowest last < <(printf '%s\n' "$values" | awk '
+  NR == 1 || 100 * $1 < low { low = 100 * $1 } NR == 1 { init = 100 * $1 } { last = 100 * $1 }
+  END { printf "%.2f %.2f %.2f\n", init, low, last }')
+printf 'yolov8n SimCLR kNN top-1 (epochs 0-100 every 20: %s): random init %s%%, lowest %s%%, last %s%%, %d s\n' \
+  "$(printf '%s\n' "$values" | awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), 100 * $1 }')" \
+  "$init" "$lowest" "$last" "$seconds"
+awk -v a="$lowest" -v b="$last" -v m="$MIN_RISE" 'BEGIN { exit !(b - a >= m) }' ||
+  fail "SimCLR on yolov8n: the last kNN top-1 is not $MIN_RISE points above the run's lowest"
+awk -v a="$init" -v b="$last" -v m="$MAX_LOSS" 'BEGIN { exit !(a - b <= m) }' ||
+  fail "SimCLR on yolov8n: the last kNN top-1 is more than $MAX_LOSS points below random init"
 e2e_finish

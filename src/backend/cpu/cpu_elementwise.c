@@ -245,7 +245,8 @@ void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
     }
 }
 
-// Bias corrections in double, as PyTorch computes them in Python floats.
+// Bias corrections in double, as PyTorch computes them in Python floats, the
+// division by the second's root in float as PyTorch's (scalar_rules.h).
 // This file is built with -fno-math-errno (Makefile): sqrtf's errno call
 // kept this loop scalar, a fifth of a 16 px ResNet-18 step.
 void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
@@ -254,7 +255,8 @@ void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *gra
     if (gate[GATE_SKIP] != 0.0f) return;
     const float multiplier = gate[GATE_MULTIPLIER];
     const int team = cpu_team(backend, n);
-    double correction1, correction2_sqrt;
+    double correction1;
+    float correction2_sqrt;
     adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(lr / correction1);
     const float decay = (float)(1.0 - (double)lr * weight_decay);
@@ -266,7 +268,7 @@ void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *gra
         const float v_new = beta2 * v[i] + (1.0f - beta2) * g * g;
         m[i] = m_new;
         v[i] = v_new;
-        const float denominator = (float)(sqrtf(v_new) / correction2_sqrt) + eps;
+        const float denominator = sqrtf(v_new) / correction2_sqrt + eps;
         param[i] = p - step_size * (m_new / denominator);
     }
 }

@@ -155,26 +155,27 @@ __global__ void sgd_update_kernel(size_t n, float *param, const float *grad, con
 __device__ inline void adamw_element(size_t i, float *param, const float *grad, float *m,
                                      float *v, float multiplier, float step_size, float beta1,
                                      float beta2, float eps, float decay,
-                                     double correction2_sqrt) {
+                                     float correction2_sqrt) {
     const float p = param[i] * decay;
     const float g = multiplier * grad[i];
     const float m_new = beta1 * m[i] + (1.0f - beta1) * g;
     const float v_new = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = m_new;
     v[i] = v_new;
-    // The division in double, as ref (PyTorch's bias correction is a Python float).
-    const float denominator = (float)((double)sqrtf(v_new) / correction2_sqrt) + eps;
+    // The division in float, as ref and PyTorch's _foreach_div_ (scalar_rules.h).
+    const float denominator = sqrtf(v_new) / correction2_sqrt + eps;
     param[i] = p - step_size * (m_new / denominator);
 }
 
 // The bias corrections from the device's count of applied updates (*step),
-// in double as ref (scalar_rules.h); every thread derives them.
+// as ref (scalar_rules.h); every thread derives them.
 __global__ void adamw_update_kernel(size_t n, float *param, const float *grad, const float *gate,
                                     float *m, float *v, const float *scalars, float beta1,
                                     float beta2, float eps, const float *step) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const float multiplier = gate[GATE_MULTIPLIER], lr = scalars[0], decay = scalars[1];
-    double correction1, correction2_sqrt;
+    double correction1;
+    float correction2_sqrt;
     adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(lr / correction1);
     GRID_STRIDE(i, n)
@@ -211,7 +212,8 @@ __global__ void adamw_update_segments_kernel(const UpdateSegment *segments, floa
     const float lr = scalars[0], weight_decay = scalars[1];
     const float multiplier = gate[GATE_MULTIPLIER], segment_lr = lr * s.lr_scale;
     const float decay = (float)(1.0 - (double)segment_lr * (s.decays ? weight_decay : 0.0f));
-    double correction1, correction2_sqrt;
+    double correction1;
+    float correction2_sqrt;
     adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(segment_lr / correction1);
     GRID_STRIDE(i, s.count)
