@@ -222,7 +222,7 @@ $(EMU_DIR)/libltc_emu.a: $(EMU_LIB_OBJ) $(EMU_OBJ)
 # (tests/e2e/first_light.sh) finds its libraries as the GPU build's does.
 $(EMU_DIR)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(EMU_DIR)/libltc_emu.a
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib'
+	$(CXX) $(TEST_LINKER) -o $@ $^ $(CMOCKA_LIBS) $(EMU_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib'
 
 $(EMU_DIR)/obj/tests/test_emu_%.o: $(EMU_DIR)/tests/cuda_emu/test_emu_%.cu $(EMU_REWRITTEN) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -310,13 +310,21 @@ $(LIB): $(LIB_OBJ)
 $(BIN): $(BUILD)/obj/src/main.o $(LIB)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+# The test binaries (make test links some 150, each against the whole
+# library) link with LLVM's lld, else GNU gold, where the compiler can use
+# one: 0.10 s and 0.15 s a link against the default GNU ld's 0.31 s
+# (test_knn, 2-core AMD EPYC VM). The program and the tools keep the
+# default linker.
+TEST_LINKER := $(firstword $(foreach linker,lld gold,$(shell $(CC) -fuse-ld=$(linker) -Wl,--version \
+                 >/dev/null 2>&1 && echo -fuse-ld=$(linker))))
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LDLIBS_ALL)
+	$(CC) $(TEST_LINKER) $(SAN_FLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tests/e2e/%: $(BUILD)/obj/tests/e2e/%.o $(TEST_HELPERS:%.c=$(BUILD)/obj/%.o) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LDLIBS_ALL)
+	$(CC) $(TEST_LINKER) $(SAN_FLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tools/%.o $(LIB)
 	@mkdir -p $(@D)
