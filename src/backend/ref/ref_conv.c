@@ -1,9 +1,12 @@
 // Reference 2-d convolution (NHWC activations, OHWI weights): direct loops
-// over every output / input / weight element with double accumulators. The
-// plan is just a copy of the shape; no workspace.
+// over every output / input / weight element with double accumulators, eight
+// neighbouring channels' sums carried side by side (ref_sums.h: the results
+// of one at a time, bit for bit). The plan is just a copy of the shape; no
+// workspace.
 #include <stdlib.h>
 
 #include "backend/ref/ref_ops.h"
+#include "backend/ref/ref_sums.h"
 
 struct ConvPlan {
     ConvShape shape;
@@ -56,6 +59,31 @@ static size_t w_index(const ConvShape *s, int o, int kh, int kw, int c) {
     return (((size_t)o * s->kernel + kh) * s->kernel + kw) * s->in_channels + c;
 }
 
+// The sums of outputs o .. o + width - 1 at (n, oh, ow): each over kh, kw, c
+// in order, side by side (ref_sums.h). Inlined where called, so that the
+// call with constants runs without the width tests.
+static inline __attribute__((always_inline)) void forward_sums(const ConvShape *s,
+                                                                const float *x, const float *w,
+                                                                int n, int oh, int ow, int o,
+                                                                int width,
+                                                                double total[REF_SUMS]) {
+    RefSums sums = {0};
+    const size_t o_step = (size_t)s->kernel * s->kernel * s->in_channels;
+    for (int kh = 0; kh < s->kernel; kh++) {
+        const int ih = oh * s->stride - s->padding + kh;
+        if (ih < 0 || ih >= s->in_height) continue;
+        for (int kw = 0; kw < s->kernel; kw++) {
+            const int iw = ow * s->stride - s->padding + kw;
+            if (iw < 0 || iw >= s->in_width) continue;
+            const float *xp = x + x_index(s, n, ih, iw, 0);
+            const float *wp = w + w_index(s, o, kh, kw, 0);
+            for (int c = 0; c < s->in_channels; c++)
+                ref_sums_add(&sums, xp[c], wp + c, o_step, width);
+        }
+    }
+    ref_sums_get(&sums, total);
+}
+
 // y[n,oh,ow,o] = sum over kh,kw,c of
 //     x[n, oh*stride - pad + kh, ow*stride - pad + kw, c] w[o,kh,kw,c]
 void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act, const Act *w_act,
@@ -67,22 +95,36 @@ void ref_conv2d_forward(Backend *backend, const ConvPlan *plan, const Act *x_act
     for (int n = 0; n < s->batch; n++)
         for (int oh = 0; oh < s->out_height; oh++)
             for (int ow = 0; ow < s->out_width; ow++)
-                for (int o = 0; o < s->out_channels; o++) {
-                    double total = 0.0;
-                    for (int kh = 0; kh < s->kernel; kh++) {
-                        const int ih = oh * s->stride - s->padding + kh;
-                        if (ih < 0 || ih >= s->in_height) continue;
-                        for (int kw = 0; kw < s->kernel; kw++) {
-                            const int iw = ow * s->stride - s->padding + kw;
-                            if (iw < 0 || iw >= s->in_width) continue;
-                            const float *xp = x + x_index(s, n, ih, iw, 0);
-                            const float *wp = w + w_index(s, o, kh, kw, 0);
-                            for (int c = 0; c < s->in_channels; c++) total += (double)xp[c] * wp[c];
-                        }
-                    }
-                    y[y_index(s, n, oh, ow, o)] = (float)total;
+                for (int o = 0; o < s->out_channels; o += REF_SUMS) {
+                    const int width = ref_sums_width(s->out_channels - o);
+                    double total[REF_SUMS];
+                    if (width == REF_SUMS) forward_sums(s, x, w, n, oh, ow, o, REF_SUMS, total);
+                    else forward_sums(s, x, w, n, oh, ow, o, width, total);
+                    for (int j = 0; j < width; j++)
+                        y[y_index(s, n, oh, ow, o + j)] = (float)total[j];
                 }
     ref_round_acts(backend, y_act, output_elements(&plan->shape));
+}
+
+// The sums of input gradients c .. c + width - 1 at (n, ih, iw), each over
+// kh, kw, o in order, side by side (as forward_sums).
+static inline __attribute__((always_inline)) void data_sums(const ConvShape *s, const float *dy,
+                                                             const float *w, int n, int ih,
+                                                             int iw, int c, int width,
+                                                             double total[REF_SUMS]) {
+    RefSums sums = {0};
+    for (int kh = 0; kh < s->kernel; kh++) {
+        const int th = ih + s->padding - kh;  // = oh * stride
+        if (th < 0 || th % s->stride != 0 || th / s->stride >= s->out_height) continue;
+        for (int kw = 0; kw < s->kernel; kw++) {
+            const int tw = iw + s->padding - kw;  // = ow * stride
+            if (tw < 0 || tw % s->stride != 0 || tw / s->stride >= s->out_width) continue;
+            const float *dyp = dy + y_index(s, n, th / s->stride, tw / s->stride, 0);
+            for (int o = 0; o < s->out_channels; o++)
+                ref_sums_add(&sums, dyp[o], w + w_index(s, o, kh, kw, c), 1, width);
+        }
+    }
+    ref_sums_get(&sums, total);
 }
 
 // dx[n,ih,iw,c] = sum over the (oh, kh) pairs with oh*stride - pad + kh = ih
@@ -96,25 +138,37 @@ void ref_conv2d_backward_data(Backend *backend, const ConvPlan *plan, const Act 
     for (int n = 0; n < s->batch; n++)
         for (int ih = 0; ih < s->in_height; ih++)
             for (int iw = 0; iw < s->in_width; iw++)
-                for (int c = 0; c < s->in_channels; c++) {
-                    double total = 0.0;
-                    for (int kh = 0; kh < s->kernel; kh++) {
-                        const int th = ih + s->padding - kh;  // = oh * stride
-                        if (th < 0 || th % s->stride != 0 || th / s->stride >= s->out_height)
-                            continue;
-                        for (int kw = 0; kw < s->kernel; kw++) {
-                            const int tw = iw + s->padding - kw;  // = ow * stride
-                            if (tw < 0 || tw % s->stride != 0 || tw / s->stride >= s->out_width)
-                                continue;
-                            const float *dyp =
-                                dy + y_index(s, n, th / s->stride, tw / s->stride, 0);
-                            for (int o = 0; o < s->out_channels; o++)
-                                total += (double)dyp[o] * w[w_index(s, o, kh, kw, c)];
-                        }
-                    }
-                    dx[x_index(s, n, ih, iw, c)] = (float)total;
+                for (int c = 0; c < s->in_channels; c += REF_SUMS) {
+                    const int width = ref_sums_width(s->in_channels - c);
+                    double total[REF_SUMS];
+                    if (width == REF_SUMS) data_sums(s, dy, w, n, ih, iw, c, REF_SUMS, total);
+                    else data_sums(s, dy, w, n, ih, iw, c, width, total);
+                    for (int j = 0; j < width; j++)
+                        dx[x_index(s, n, ih, iw, c + j)] = (float)total[j];
                 }
     ref_round_acts(backend, dx_act, input_elements(&plan->shape));
+}
+
+// The sums of weight gradients c .. c + width - 1 at (o, kh, kw), each over
+// n, oh, ow in order, side by side (as forward_sums).
+static inline __attribute__((always_inline)) void weight_sums(const ConvShape *s,
+                                                               const float *x, const float *dy,
+                                                               int o, int kh, int kw, int c,
+                                                               int width,
+                                                               double total[REF_SUMS]) {
+    RefSums sums = {0};
+    for (int n = 0; n < s->batch; n++)
+        for (int oh = 0; oh < s->out_height; oh++) {
+            const int ih = oh * s->stride - s->padding + kh;
+            if (ih < 0 || ih >= s->in_height) continue;
+            for (int ow = 0; ow < s->out_width; ow++) {
+                const int iw = ow * s->stride - s->padding + kw;
+                if (iw < 0 || iw >= s->in_width) continue;
+                ref_sums_add(&sums, dy[y_index(s, n, oh, ow, o)], x + x_index(s, n, ih, iw, c), 1,
+                             width);
+            }
+        }
+    ref_sums_get(&sums, total);
 }
 
 // dw[o,kh,kw,c] += sum over n,oh,ow of
@@ -127,19 +181,12 @@ void ref_conv2d_backward_weights(Backend *backend, const ConvPlan *plan, const A
     for (int o = 0; o < s->out_channels; o++)
         for (int kh = 0; kh < s->kernel; kh++)
             for (int kw = 0; kw < s->kernel; kw++)
-                for (int c = 0; c < s->in_channels; c++) {
-                    double total = 0.0;
-                    for (int n = 0; n < s->batch; n++)
-                        for (int oh = 0; oh < s->out_height; oh++) {
-                            const int ih = oh * s->stride - s->padding + kh;
-                            if (ih < 0 || ih >= s->in_height) continue;
-                            for (int ow = 0; ow < s->out_width; ow++) {
-                                const int iw = ow * s->stride - s->padding + kw;
-                                if (iw < 0 || iw >= s->in_width) continue;
-                                total += (double)x[x_index(s, n, ih, iw, c)] *
-                                         dy[y_index(s, n, oh, ow, o)];
-                            }
-                        }
-                    dw[w_index(s, o, kh, kw, c)] += (float)total;
+                for (int c = 0; c < s->in_channels; c += REF_SUMS) {
+                    const int width = ref_sums_width(s->in_channels - c);
+                    double total[REF_SUMS];
+                    if (width == REF_SUMS) weight_sums(s, x, dy, o, kh, kw, c, REF_SUMS, total);
+                    else weight_sums(s, x, dy, o, kh, kw, c, width, total);
+                    for (int j = 0; j < width; j++)
+                        dw[w_index(s, o, kh, kw, c + j)] += (float)total[j];
                 }
 }

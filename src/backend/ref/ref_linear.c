@@ -2,25 +2,60 @@
 // dimensions), the bias ops and the linear layers' ops built from them.
 // Double accumulators; in 16-bit dtypes the linear forward adds its bias
 // rounded to the dtype (PyTorch autocast's order, see ref_linear_forward).
+#include <stdlib.h>
+
 #include "backend/ref/ref_ops.h"
+#include "backend/ref/ref_sums.h"
+
+// C's columns in blocks of REF_SUMS, each column its own sum over p in order
+// (ref_sums.h). Inlined where called, so that the call with constants runs
+// without the width tests.
+static inline __attribute__((always_inline)) void gemm_columns(int k, int width, const float *a,
+                                                                size_t a_step, const float *b,
+                                                                size_t b_row, size_t b_column,
+                                                                double total[REF_SUMS]) {
+    RefSums sums = {0};
+    for (int p = 0; p < k; p++)
+        ref_sums_add(&sums, a[(size_t)p * a_step], b + (size_t)p * b_row, b_column, width);
+    ref_sums_get(&sums, total);
+}
 
 // C (M, N) = alpha op(A) op(B) + beta C. As in BLAS, beta = 0 means C is not
 // read (so it may hold garbage or NaN).
 void ref_gemm(Backend *backend, int transpose_a, int transpose_b, int m, int n, int k,
               float alpha, const float *a, int lda, const float *b, int ldb, float beta,
               float *c, int ldc) {
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            double total = 0.0;
-            for (int p = 0; p < k; p++) {
-                const float a_ip = transpose_a ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
-                const float b_pj = transpose_b ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
-                total += (double)a_ip * b_pj;
-            }
-            float *cij = c + (size_t)i * ldc + j;
-            const double scaled = (double)alpha * total;
-            *cij = (float)(beta == 0.0f ? scaled : scaled + (double)beta * *cij);
+    // op(B)[p][j] = b[p * b_row + j * b_column]; a transposed B is copied
+    // as (K, N) first (where memory allows) so that a row of it is contiguous.
+    size_t b_row = (size_t)ldb, b_column = 1;
+    float *b_copy = NULL;
+    if (transpose_b) {
+        b_row = 1, b_column = (size_t)ldb;
+        b_copy = malloc((size_t)k * n * sizeof *b_copy + 1);
+        if (b_copy) {
+            for (int j = 0; j < n; j++)
+                for (int p = 0; p < k; p++) b_copy[(size_t)p * n + j] = b[(size_t)j * ldb + p];
+            b = b_copy, b_row = (size_t)n, b_column = 1;
         }
+    }
+    for (int i = 0; i < m; i++)
+        for (int j0 = 0; j0 < n; j0 += REF_SUMS) {
+            const int width = ref_sums_width(n - j0);
+            const float *a_i = transpose_a ? a + i : a + (size_t)i * lda;
+            const size_t a_step = transpose_a ? (size_t)lda : 1;
+            const float *b_j = b + (size_t)j0 * b_column;
+            double total[REF_SUMS];
+            if (width == REF_SUMS && b_column == 1)  // the common case, with constants
+                gemm_columns(k, REF_SUMS, a_i, a_step, b_j, b_row, 1, total);
+            else
+                gemm_columns(k, width, a_i, a_step, b_j, b_row, b_column, total);
+            for (int col = 0; col < width; col++) {
+                float *cij = c + (size_t)i * ldc + j0 + col;
+                const double scaled = (double)alpha * total[col];
+                *cij = (float)(beta == 0.0f ? scaled : scaled + (double)beta * *cij);
+            }
+        }
+    free(b_copy);
 }
 
 void ref_bias_add_f32(Backend *backend, size_t rows, int channels, const float *bias, float *y) {
