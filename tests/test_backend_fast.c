@@ -517,10 +517,10 @@ static void test_optimizer_updates(void **state) {
         steps[0] = 1.0f, steps[1] = 7.0f;
         for (int t = 0; t < 2; t++) {
             const float *gate = t == 0 ? open : scaled;
-            ref->op.adamw_update(ref, n, p_ref, grad, gate, m_ref, v_ref, 1e-3f, 0.9f, 0.999f,
+            ref->op.adamw_update(ref, n, p_ref, grad, gate, m_ref, v_ref, 1e-3f, 0.9, 0.999,
                                  1e-8f, 0.05f, steps + t);
             fast->op.adamw_update(fast, n, D(p_fast), D(grad), D(gate), D(m_fast), D(v_fast),
-                                  1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, D(steps + t));
+                                  1e-3f, 0.9, 0.999, 1e-8f, 0.05f, D(steps + t));
             H(p_fast), H(m_fast), H(v_fast);
         }
         mirror_expect_close("adamw param", n, p_fast, p_ref, 0, 0);
@@ -554,7 +554,7 @@ static void test_optimizer_updates(void **state) {
         fast->op.sgd_update(fast, n, D(p_fast), D(nan_grad), D(skip), D(m_fast), 0.1f, 0.9f,
                             1e-4f, 0, 0);
         fast->op.adamw_update(fast, n, D(p_fast), D(nan_grad), D(skip), D(m_fast), D(v_fast),
-                              1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, D(steps + 1));
+                              1e-3f, 0.9, 0.999, 1e-8f, 0.05f, D(steps + 1));
         H(p_fast), H(m_fast), H(v_fast);
         mirror_expect_close("skipped param", n, p_fast, p_before, 0, 0);
         mirror_expect_close("skipped momentum", n, m_fast, m_before, 0, 0);

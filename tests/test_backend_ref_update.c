@@ -103,7 +103,8 @@ static void test_sgd_without_momentum(void **state) {
 }
 
 static void test_adamw_bias_correction(void **state) {
-    const float lr = 0.01f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.05f;
+    const float lr = 0.01f, eps = 1e-8f, weight_decay = 0.05f;
+    const double beta1 = 0.9, beta2 = 0.999;  // Python floats, as torch.optim.AdamW's
     float *param = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
     float *grad = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);
     float *m = fixture_backend->op.alloc(fixture_backend, sizeof initial_param);

@@ -533,8 +533,8 @@ typedef struct BackendOps {
     // on the device, so a skipped step does not count (as PyTorch's AdamW,
     // whose step GradScaler skips).
     void (*adamw_update)(Backend *backend, size_t n, float *param, const float *grad,
-                         const float *gate, float *m, float *v, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, const float *step);
+                         const float *gate, float *m, float *v, float lr, double beta1,
+                         double beta2, float eps, float weight_decay, const float *step);
     // The same two updates over many tensors of one parameter arena in one
     // pass (one launch on the GPU: the multi-tensor update): segments (count,
     // backend memory) name the tensors by their offset in params, grads and
@@ -547,7 +547,7 @@ typedef struct BackendOps {
                                 float weight_decay, int nesterov, int first_step);
     void (*adamw_update_segments)(Backend *backend, int count, const UpdateSegment *segments,
                                   float *params, const float *grads, const float *gate, float *m,
-                                  float *v, float lr, float beta1, float beta2, float eps,
+                                  float *v, float lr, double beta1, double beta2, float eps,
                                   float weight_decay, const float *step);
     // LARS direction of one weight (lightly's formulation), its ratio computed
     // where the data lives: sums (2 floats, backend memory) = sum param^2,

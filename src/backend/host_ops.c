@@ -57,7 +57,7 @@ void host_sgd_update_segments(Backend *backend, int count, const UpdateSegment *
 
 void host_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
                                 float *params, const float *grads, const float *gate, float *m,
-                                float *v, float lr, float beta1, float beta2, float eps,
+                                float *v, float lr, double beta1, double beta2, float eps,
                                 float weight_decay, const float *step) {
     for (int i = 0; i < count; i++) {
         const UpdateSegment *s = &segments[i];

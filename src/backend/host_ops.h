@@ -28,7 +28,7 @@ void host_sgd_update_segments(Backend *backend, int count, const UpdateSegment *
                               float weight_decay, int nesterov, int first_step);
 void host_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
                                 float *params, const float *grads, const float *gate, float *m,
-                                float *v, float lr, float beta1, float beta2, float eps,
+                                float *v, float lr, double beta1, double beta2, float eps,
                                 float weight_decay, const float *step);
 
 HostSlot *host_slot_create(Backend *backend, size_t bytes, ErrorMessage *err);

@@ -103,11 +103,45 @@ static inline RULE_HOST_DEVICE void step_gate_rule(float *gate, int groups, floa
 // path on the CPU, _foreach_div_ on a GPU). (pow is the C library's on the
 // host, CUDA's on the device: within 2 double ulps of each other, far below
 // a float's.)
-static inline RULE_HOST_DEVICE void adamw_corrections_rule(float step, float beta1, float beta2,
-                                                           double *correction1,
+static inline RULE_HOST_DEVICE void adamw_corrections_rule(float step, double beta1,
+                                                           double beta2, double *correction1,
                                                            float *correction2_sqrt) {
-    *correction1 = 1.0 - pow((double)beta1, (double)step);
-    *correction2_sqrt = (float)sqrt(1.0 - pow((double)beta2, (double)step));
+    *correction1 = 1.0 - pow(beta1, (double)step);
+    *correction2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)step));
+}
+
+// AdamW's moments for one element, in torch.optim.AdamW's order:
+// exp_avg.lerp_(g, 1 - beta1) (lerp's small-weight form m + w (g - m), its
+// other form past w = 0.5) and exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 -
+// beta2), each Python-float factor rounded to float32 once (1 - 0.9 is
+// 0.1f, where 1 - 0.9f would be 0.100000024). Without fused multiply-adds
+// (PyTorch's vectorised lerp_ fuses one: tools/check_adamw_rounding.py).
+typedef struct AdamwFactors {
+    // lerp's two forms as from + coefficient (g - m): from m with w while
+    // w < 0.5, else from g with w - 1 (the same as g - (g - m)(1 - w)); the
+    // choice a select, not a branch, so that the CPU loop stays in vector
+    // registers (C's floating-point branches are not if-converted).
+    float lerp_coefficient, beta2, one_minus_beta2;
+    int lerp_from_target;
+} AdamwFactors;
+
+static inline RULE_HOST_DEVICE AdamwFactors adamw_factors_rule(double beta1, double beta2) {
+    AdamwFactors f;
+    const float weight = (float)(1.0 - beta1);
+    f.lerp_from_target = !(weight < 0.5f);
+    f.lerp_coefficient = f.lerp_from_target ? -(1.0f - weight) : weight;
+    f.beta2 = (float)beta2;
+    f.one_minus_beta2 = (float)(1.0 - beta2);
+    return f;
+}
+
+static inline RULE_HOST_DEVICE float adamw_first_moment_rule(AdamwFactors f, float m, float g) {
+    const float from = f.lerp_from_target ? g : m;
+    return from + f.lerp_coefficient * (g - m);
+}
+
+static inline RULE_HOST_DEVICE float adamw_second_moment_rule(AdamwFactors f, float v, float g) {
+    return v * f.beta2 + (f.one_minus_beta2 * g) * g;
 }
 
 // backend.h scalar_combine: (alpha a + beta b) / divisor in double (both

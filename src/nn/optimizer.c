@@ -60,8 +60,8 @@ OptimizerConfig optimizer_config_default(OptimizerKind kind) {
         config.trust_coefficient = 0.001f;
         break;
     case OPTIMIZER_ADAMW:
-        config.beta1 = 0.9f;
-        config.beta2 = 0.999f;
+        config.beta1 = 0.9;
+        config.beta2 = 0.999;
         config.eps = 1e-8f;
         break;
     }
@@ -103,10 +103,10 @@ static int config_check(const OptimizerConfig *config, ErrorMessage *err) {
                              (double)config->trust_coefficient, (double)config->eps);
         return 0;
     case OPTIMIZER_ADAMW:
-        if (!(config->beta1 >= 0.0f && config->beta1 < 1.0f && config->beta2 >= 0.0f &&
-              config->beta2 < 1.0f))
-            return error_set(err, "adamw: betas (%g, %g) outside [0, 1)", (double)config->beta1,
-                             (double)config->beta2);
+        if (!(config->beta1 >= 0.0 && config->beta1 < 1.0 && config->beta2 >= 0.0 &&
+              config->beta2 < 1.0))
+            return error_set(err, "adamw: betas (%g, %g) outside [0, 1)", config->beta1,
+                             config->beta2);
         if (!(config->eps > 0.0f))
             return error_set(err, "adamw: eps %g must be > 0", (double)config->eps);
         return 0;

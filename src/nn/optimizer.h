@@ -42,7 +42,7 @@ typedef struct OptimizerConfig {
     OptimizerKind kind;
     float momentum;           // SGD, LARS (0.9)
     int nesterov;             // SGD, LARS
-    float beta1, beta2;       // AdamW (0.9, 0.999)
+    double beta1, beta2;      // AdamW (0.9, 0.999: Python floats, as PyTorch's)
     float eps;                // AdamW denominator (1e-8); LARS trust ratio denominator (1e-8)
     float trust_coefficient;  // LARS (0.001)
 } OptimizerConfig;

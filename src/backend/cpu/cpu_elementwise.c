@@ -245,12 +245,13 @@ void cpu_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
     }
 }
 
-// Bias corrections in double, as PyTorch computes them in Python floats, the
-// division by the second's root in float as PyTorch's (scalar_rules.h).
+// torch.optim.AdamW's operations in its order (scalar_rules.h): bias
+// corrections in double, as PyTorch computes them in Python floats, the
+// moments by lerp and multiply-add, the division by the second's root in float.
 // This file is built with -fno-math-errno (Makefile): sqrtf's errno call
 // kept this loop scalar, a fifth of a 16 px ResNet-18 step.
 void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
-                      const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                      const float *gate, float *m, float *v, float lr, double beta1, double beta2,
                       float eps, float weight_decay, const float *step) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const float multiplier = gate[GATE_MULTIPLIER];
@@ -260,12 +261,13 @@ void cpu_adamw_update(Backend *backend, size_t n, float *param, const float *gra
     adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(lr / correction1);
     const float decay = (float)(1.0 - (double)lr * weight_decay);
+    const AdamwFactors factors = adamw_factors_rule(beta1, beta2);
     CPU_FOR_ELEMENTS
     for (size_t i = 0; i < n; i++) {
         const float p = param[i] * decay;
         const float g = multiplier * grad[i];
-        const float m_new = beta1 * m[i] + (1.0f - beta1) * g;
-        const float v_new = beta2 * v[i] + (1.0f - beta2) * g * g;
+        const float m_new = adamw_first_moment_rule(factors, m[i], g);
+        const float v_new = adamw_second_moment_rule(factors, v[i], g);
         m[i] = m_new;
         v[i] = v_new;
         const float denominator = sqrtf(v_new) / correction2_sqrt + eps;

@@ -153,13 +153,13 @@ __global__ void sgd_update_kernel(size_t n, float *param, const float *grad, con
 // One element of AdamW's update given its step size (lr over the first bias
 // correction) and the second's square root.
 __device__ inline void adamw_element(size_t i, float *param, const float *grad, float *m,
-                                     float *v, float multiplier, float step_size, float beta1,
-                                     float beta2, float eps, float decay,
+                                     float *v, float multiplier, float step_size,
+                                     AdamwFactors factors, float eps, float decay,
                                      float correction2_sqrt) {
     const float p = param[i] * decay;
     const float g = multiplier * grad[i];
-    const float m_new = beta1 * m[i] + (1.0f - beta1) * g;
-    const float v_new = beta2 * v[i] + (1.0f - beta2) * g * g;
+    const float m_new = adamw_first_moment_rule(factors, m[i], g);
+    const float v_new = adamw_second_moment_rule(factors, v[i], g);
     m[i] = m_new;
     v[i] = v_new;
     // The division in float, as ref and PyTorch's _foreach_div_ (scalar_rules.h).
@@ -170,16 +170,17 @@ __device__ inline void adamw_element(size_t i, float *param, const float *grad, 
 // The bias corrections from the device's count of applied updates (*step),
 // as ref (scalar_rules.h); every thread derives them.
 __global__ void adamw_update_kernel(size_t n, float *param, const float *grad, const float *gate,
-                                    float *m, float *v, const float *scalars, float beta1,
-                                    float beta2, float eps, const float *step) {
+                                    float *m, float *v, const float *scalars, double beta1,
+                                    double beta2, float eps, const float *step) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const float multiplier = gate[GATE_MULTIPLIER], lr = scalars[0], decay = scalars[1];
     double correction1;
     float correction2_sqrt;
     adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(lr / correction1);
+    const AdamwFactors factors = adamw_factors_rule(beta1, beta2);
     GRID_STRIDE(i, n)
-        adamw_element(i, param, grad, m, v, multiplier, step_size, beta1, beta2, eps, decay,
+        adamw_element(i, param, grad, m, v, multiplier, step_size, factors, eps, decay,
                       correction2_sqrt);
 }
 
@@ -205,8 +206,8 @@ __global__ void sgd_update_segments_kernel(const UpdateSegment *segments, float 
 
 __global__ void adamw_update_segments_kernel(const UpdateSegment *segments, float *params,
                                              const float *grads, const float *gate, float *m,
-                                             float *v, const float *scalars, float beta1,
-                                             float beta2, float eps, const float *step) {
+                                             float *v, const float *scalars, double beta1,
+                                             double beta2, float eps, const float *step) {
     if (gate[GATE_SKIP] != 0.0f) return;
     const UpdateSegment s = segments[blockIdx.y];
     const float lr = scalars[0], weight_decay = scalars[1];
@@ -216,8 +217,9 @@ __global__ void adamw_update_segments_kernel(const UpdateSegment *segments, floa
     float correction2_sqrt;
     adamw_corrections_rule(*step, beta1, beta2, &correction1, &correction2_sqrt);
     const float step_size = (float)(segment_lr / correction1);
+    const AdamwFactors factors = adamw_factors_rule(beta1, beta2);
     GRID_STRIDE(i, s.count)
-        adamw_element(s.offset + i, params, grads, m, v, multiplier, step_size, beta1, beta2, eps,
+        adamw_element(s.offset + i, params, grads, m, v, multiplier, step_size, factors, eps,
                       decay, correction2_sqrt);
 }
 
@@ -401,7 +403,7 @@ void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const f
 
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
                               const float *gate, float *m, float *v, const float *scalars,
-                              float beta1, float beta2, float eps, const float *step) {
+                              double beta1, double beta2, float eps, const float *step) {
     LAUNCH(adamw_update_kernel, n, stream, n, param, grad, gate, m, v, scalars, beta1, beta2, eps,
            step);
 }
@@ -420,7 +422,7 @@ void cuda_sgd_update_segments_launch(cudaStream_t stream, int count,
 void cuda_adamw_update_segments_launch(cudaStream_t stream, int count,
                                        const UpdateSegment *segments, float *params,
                                        const float *grads, const float *gate, float *m, float *v,
-                                       const float *scalars, float beta1, float beta2, float eps,
+                                       const float *scalars, double beta1, double beta2, float eps,
                                        const float *step) {
     if (count == 0) return;
     if (cuda_queue_point())

@@ -200,7 +200,7 @@ void cuda_sgd_update_launch(cudaStream_t stream, size_t n, float *param, const f
                             float momentum, int nesterov);
 void cuda_adamw_update_launch(cudaStream_t stream, size_t n, float *param, const float *grad,
                               const float *gate, float *m, float *v, const float *scalars,
-                              float beta1, float beta2, float eps, const float *step);
+                              double beta1, double beta2, float eps, const float *step);
 // The multi-tensor updates (backend.h sgd_update_segments): one launch,
 // count <= 65535 segments (the grid's y), segments in device memory.
 void cuda_sgd_update_segments_launch(cudaStream_t stream, int count,
@@ -210,7 +210,7 @@ void cuda_sgd_update_segments_launch(cudaStream_t stream, int count,
 void cuda_adamw_update_segments_launch(cudaStream_t stream, int count,
                                        const UpdateSegment *segments, float *params,
                                        const float *grads, const float *gate, float *m, float *v,
-                                       const float *scalars, float beta1, float beta2, float eps,
+                                       const float *scalars, double beta1, double beta2, float eps,
                                        const float *step);
 // momentum, weight_decay (LARS), scale (softmax, Sinkhorn): one float of
 // the per-step block.
@@ -443,7 +443,7 @@ void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad
                      float *momentum_buffer, float lr, float momentum, float weight_decay,
                      int nesterov, int first_step);
 void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
-                       const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                       const float *gate, float *m, float *v, float lr, double beta1, double beta2,
                        float eps, float weight_decay, const float *step);
 void cuda_sgd_update_segments(Backend *backend, int count, const UpdateSegment *segments,
                               float *params, const float *grads, const float *gate, float *buffers,
@@ -451,7 +451,7 @@ void cuda_sgd_update_segments(Backend *backend, int count, const UpdateSegment *
                               int first_step);
 void cuda_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
                                 float *params, const float *grads, const float *gate, float *m,
-                                float *v, float lr, float beta1, float beta2, float eps,
+                                float *v, float lr, double beta1, double beta2, float eps,
                                 float weight_decay, const float *step);
 void cuda_ema_update(Backend *backend, size_t n, float *target, const float *source,
                      float momentum);

@@ -24,7 +24,7 @@ void cuda_sgd_update(Backend *backend, size_t n, float *param, const float *grad
 // The bias corrections are derived on the device from *step (the count of
 // applied updates lives there).
 void cuda_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
-                       const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                       const float *gate, float *m, float *v, float lr, double beta1, double beta2,
                        float eps, float weight_decay, const float *step) {
     const float scalars[2] = {lr, (float)(1.0 - (double)lr * weight_decay)};
     cuda_adamw_update_launch(cuda_state(backend)->stream, n, param, grad, gate, m, v,
@@ -43,7 +43,7 @@ void cuda_sgd_update_segments(Backend *backend, int count, const UpdateSegment *
 
 void cuda_adamw_update_segments(Backend *backend, int count, const UpdateSegment *segments,
                                 float *params, const float *grads, const float *gate, float *m,
-                                float *v, float lr, float beta1, float beta2, float eps,
+                                float *v, float lr, double beta1, double beta2, float eps,
                                 float weight_decay, const float *step) {
     const float scalars[2] = {lr, weight_decay};
     cuda_adamw_update_segments_launch(cuda_state(backend)->stream, count, segments, params,

@@ -125,7 +125,7 @@ void ref_sgd_update(Backend *backend, size_t n, float *param, const float *grad,
                     const float *gate, float *momentum_buffer, float lr, float momentum,
                     float weight_decay, int nesterov, int first_step);
 void ref_adamw_update(Backend *backend, size_t n, float *param, const float *grad,
-                      const float *gate, float *m, float *v, float lr, float beta1, float beta2,
+                      const float *gate, float *m, float *v, float lr, double beta1, double beta2,
                       float eps, float weight_decay, const float *step);
 void ref_ema_update(Backend *backend, size_t n, float *target, const float *source,
                     float momentum);
