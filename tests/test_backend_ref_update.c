@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/ref/ref_backend.h"
+#include "backend/scalar_rules.h"
 #include "backend_fixture.h"
 #include "gradcheck.h"
 
@@ -142,6 +143,35 @@ static void test_adamw_bias_correction(void **state) {
     fixture_backend->op.free(fixture_backend, grad);
     fixture_backend->op.free(fixture_backend, m);
     fixture_backend->op.free(fixture_backend, v);
+}
+
+// AdamW's moments in torch.optim.AdamW's (2.x) operations: the factors are
+// the Python floats 1 - beta rounded to float32 once (0.1f and 0.001f, not
+// 1 - 0.9f = 0.100000024), the first moment is lerp_'s m + w (g - m) (its
+// g - (g - m)(1 - w) past w = 0.5), the second v beta2 + ((1 - beta2) g) g.
+// Not the form before 2026-12-02 (beta1 m + (1 - beta1) g from float betas):
+// the values below tell the two apart.
+static void test_adamw_moments_in_pytorch_order(void **state) {
+    const AdamwFactors f = adamw_factors_rule(0.9, 0.999);
+    assert_true(f.lerp_coefficient == 0.1f && f.beta2 == 0.999f && f.one_minus_beta2 == 0.001f);
+    assert_false(f.lerp_from_target);
+    const float ms[] = {0.0f, 0.3f, -1.7f, 2.5e-3f, 123.0f};
+    const float gs[] = {1.0f, -0.7f, 0.2f, 3e-2f, 1.1f};
+    int differs_from_before = 0;
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        const float m = ms[i], g = gs[i];
+        assert_true(adamw_first_moment_rule(f, m, g) == m + 0.1f * (g - m));
+        assert_true(adamw_second_moment_rule(f, m * m, g) == m * m * 0.999f + (0.001f * g) * g);
+        differs_from_before |= adamw_first_moment_rule(f, m, g) != 0.9f * m + (1.0f - 0.9f) * g;
+    }
+    assert_true(differs_from_before);
+    // beta1 0.3: lerp's weight 0.7 takes its other form.
+    const AdamwFactors large = adamw_factors_rule(0.3, 0.999);
+    assert_true(large.lerp_from_target);
+    const float w = (float)(1.0 - 0.3);
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        assert_true(adamw_first_moment_rule(large, ms[i], gs[i]) ==
+                    gs[i] - (gs[i] - ms[i]) * (1.0f - w));
 }
 
 static void test_adamw_first_step_is_lr_sized(void **state) {
@@ -361,6 +391,7 @@ int main(void) {
         cmocka_unit_test(test_sgd_nesterov),
         cmocka_unit_test(test_sgd_without_momentum),
         cmocka_unit_test(test_adamw_bias_correction),
+        cmocka_unit_test(test_adamw_moments_in_pytorch_order),
         cmocka_unit_test(test_adamw_first_step_is_lr_sized),
         cmocka_unit_test(test_updates_scale_by_the_gate),
         cmocka_unit_test(test_skipped_updates_change_nothing),
